@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need, from Debian's archive and npm.
+# Idempotent: when everything is present it only checks, and returns in about a second.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+APT_PACKAGES=(
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  emscripten protobuf-c-compiler libprotobuf-c-dev
+  libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn
+  wabt chromium
+)
+
+say() { printf 'setup: %s\n' "$*"; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else
+    say "need root to run: $*"
+    say "re-run as root (or install sudo), or install these Debian packages yourself: ${missing[*]:-protobuf-c sources}"
+    exit 1
+  fi
+}
+
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -q
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Node.js 20+ with npm comes with the machine image (Debian's own nodejs is too old for the
+# pinned tools); check it rather than fight the image's packages.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  say "Node.js 20 or newer with npm is required (node and npm on PATH)"; exit 1
+fi
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then say "Node.js $node_major found; 20 or newer is required"; exit 1; fi
+
+# protobuf-c runtime sources for the WebAssembly build: no binary package ships protobuf-c.c,
+# so take them from Debian's source package (same version as libprotobuf-c-dev).
+pbc="$root/third_party/protobuf-c"
+if [ ! -f "$pbc/protobuf-c/protobuf-c.c" ]; then
+  say "fetching the protobuf-c runtime sources (Debian source package) into third_party/"
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null \
+     && ! grep -qs '^deb-src' /etc/apt/sources.list 2>/dev/null; then
+    as_root sh -c "sed 's/^Types: deb\$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
+      > /etc/apt/sources.list.d/debian-src.sources"
+    as_root apt-get update -q
+  fi
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get source --download-only -o APT::Sandbox::User=root protobuf-c >/dev/null)
+  mkdir -p "$pbc"
+  tar --no-same-owner -xzf "$tmp"/protobuf-c_*.orig.tar.gz -C "$pbc" --strip-components=1 \
+      --wildcards '*/protobuf-c/protobuf-c.[ch]' '*/LICENSE'
+  rm -rf "$tmp"
+fi
+
+# npm packages of the JavaScript package (pinned by its lockfile).
+if [ -f js/package-lock.json ]; then
+  stamp=js/node_modules/.bb-lock-stamp
+  if [ ! -f "$stamp" ] || ! cmp -s js/package-lock.json "$stamp"; then
+    say "installing npm packages of js/ (npm ci)"
+    (cd js && npm ci --no-audit --no-fund --loglevel=error)
+    cp js/package-lock.json "$stamp"
+  fi
+fi
+say "ok"
