@@ -7,6 +7,9 @@
  * functions below (they allocate from the right arena); reading the structs directly is
  * the intended way to walk a model.
  *
+ * Bytes values (attribute strings, raw_data, ...) that the IR stores are followed by a NUL
+ * not counted in their length.
+ *
  * Presence: optional ONNX strings are NULL when absent; optional scalars have a has_
  * flag. Every list keeps its order, so iteration is deterministic, and encoding the same
  * model twice gives the same bytes.
@@ -57,6 +60,7 @@ size_t bb_dtype_size(int dtype);
 typedef struct bb_kv {
   char *key;
   char *value;
+  bb_bytes extra;
 } bb_kv;
 
 /* An ordered list of key/value pairs (metadata_props, external_data). Keys may repeat;
@@ -75,6 +79,7 @@ typedef struct bb_opset {
   char *domain; /* NULL or "" is the default domain ai.onnx */
   bool has_version;
   int64_t version;
+  bb_bytes extra;
 } bb_opset;
 
 typedef struct bb_opsetlist {
@@ -427,7 +432,8 @@ size_t bb_attr_remove(bb_attrlist *list, const char *name);
 /* Typed reads with a default: the value when the attribute exists with that type. */
 int64_t bb_attr_get_int(const bb_attrlist *list, const char *name, int64_t dflt);
 float bb_attr_get_float(const bb_attrlist *list, const char *name, float dflt);
-/* A STRING attribute's bytes as a string in the arena of m... or dflt; NUL-free only. */
+/* A STRING attribute's value as a C string; dflt when it is missing, not a STRING, or
+ * holds a NUL byte. */
 const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const char *dflt);
 
 /* Nodes. new makes a node (not in any list); insert places it at index (== len appends). */
@@ -451,7 +457,7 @@ bb_function *bb_model_find_function(const bb_model *m, const char *domain, const
 /* Renames every use and definition of a value inside a graph or function: node inputs
  * and outputs, formals / graph inputs and outputs, value infos, initializers, and
  * references from subgraph attributes that do not shadow the name. Returns how many
- * places changed (0 when the value does not occur). */
+ * places changed (0 when the value does not occur), or a negative error code. */
 long bb_graph_rename_value(bb_model *m, bb_graph *g, const char *from, const char *to);
 long bb_function_rename_value(bb_model *m, bb_function *f, const char *from, const char *to);
 

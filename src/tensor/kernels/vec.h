@@ -1,0 +1,128 @@
+/* The 128-bit vector layer every portable kernel is written against: four f32 lanes in
+ * GCC/Clang vector extensions, which lower to SIMD128 under Emscripten (-msimd128), to
+ * SSE2 on x86-64 and to NEON on AArch64. Arithmetic uses the plain operators; the few
+ * operations C has no operator for are defined here once, per target, with the exact
+ * semantics the scalar twins copy, so a SIMD kernel and its twin agree bit for bit
+ * wherever IEEE rounding allows. */
+#ifndef BB_TENSOR_KERNELS_VEC_H
+#define BB_TENSOR_KERNELS_VEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#if defined(__clang__)
+#define BB_UNROLL _Pragma("clang loop unroll(full)")
+#elif defined(__GNUC__)
+#define BB_UNROLL _Pragma("GCC unroll 16")
+#else
+#define BB_UNROLL
+#endif
+
+#define BB_INLINE static inline __attribute__((always_inline))
+
+typedef float bb_f32x4 __attribute__((vector_size(16)));
+typedef int32_t bb_i32x4 __attribute__((vector_size(16)));
+
+/* Unaligned loads and stores; memcpy keeps them free of alignment and aliasing
+ * assumptions and compiles to one movups / v128.load. */
+BB_INLINE bb_f32x4 bb_f32x4_load(const float *p) {
+  bb_f32x4 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+BB_INLINE void bb_f32x4_store(float *p, bb_f32x4 v) { memcpy(p, &v, sizeof v); }
+
+BB_INLINE bb_f32x4 bb_f32x4_splat(float x) { return (bb_f32x4){x, x, x, x}; }
+
+/* Loads the first n (< 4) floats of p, zero in the other lanes; reads nothing past p+n. */
+BB_INLINE bb_f32x4 bb_f32x4_load_tail(const float *p, size_t n) {
+  bb_f32x4 v = bb_f32x4_splat(0.0f);
+  for (size_t i = 0; i < n; i++) v[i] = p[i];
+  return v;
+}
+
+/* Stores the first n (< 4) lanes of v to p. */
+BB_INLINE void bb_f32x4_store_tail(float *p, bb_f32x4 v, size_t n) {
+  for (size_t i = 0; i < n; i++) p[i] = v[i];
+}
+
+BB_INLINE bb_i32x4 bb_f32x4_as_i32(bb_f32x4 v) { return (bb_i32x4)v; }
+BB_INLINE bb_f32x4 bb_i32x4_as_f32(bb_i32x4 v) { return (bb_f32x4)v; }
+
+/* mask ? a : b, lane by lane; mask lanes are all ones or all zeros (a comparison). */
+BB_INLINE bb_f32x4 bb_f32x4_select(bb_i32x4 mask, bb_f32x4 a, bb_f32x4 b) {
+#if defined(__wasm_simd128__)
+  return (bb_f32x4)wasm_v128_bitselect((v128_t)a, (v128_t)b, (v128_t)mask);
+#else
+  return (bb_f32x4)((mask & (bb_i32x4)a) | (~mask & (bb_i32x4)b));
+#endif
+}
+
+/* a < b ? b : a — what maxps(b, a) and wasm's pmax compute: a NaN in a comes
+ * through, a NaN in b does not. bb_f32_max_scalar is the same rule. */
+BB_INLINE bb_f32x4 bb_f32x4_max(bb_f32x4 a, bb_f32x4 b) {
+#if defined(__wasm_simd128__)
+  return (bb_f32x4)wasm_f32x4_pmax((v128_t)a, (v128_t)b);
+#elif defined(__SSE2__)
+  return (bb_f32x4)_mm_max_ps((__m128)b, (__m128)a);
+#else
+  return bb_f32x4_select(a < b, b, a);
+#endif
+}
+
+/* b < a ? b : a (minps(b, a), wasm pmin); the mirror of bb_f32x4_max. */
+BB_INLINE bb_f32x4 bb_f32x4_min(bb_f32x4 a, bb_f32x4 b) {
+#if defined(__wasm_simd128__)
+  return (bb_f32x4)wasm_f32x4_pmin((v128_t)a, (v128_t)b);
+#elif defined(__SSE2__)
+  return (bb_f32x4)_mm_min_ps((__m128)b, (__m128)a);
+#else
+  return bb_f32x4_select(b < a, b, a);
+#endif
+}
+
+/* The same two rules on scalars; every scalar twin uses these. */
+static inline float bb_f32_max_scalar(float a, float b) { return a < b ? b : a; }
+static inline float bb_f32_min_scalar(float a, float b) { return b < a ? b : a; }
+
+BB_INLINE bb_f32x4 bb_f32x4_sqrt(bb_f32x4 v) {
+#if defined(__wasm_simd128__)
+  return (bb_f32x4)wasm_f32x4_sqrt((v128_t)v);
+#elif defined(__SSE2__)
+  return (bb_f32x4)_mm_sqrt_ps((__m128)v);
+#else
+  return (bb_f32x4){__builtin_sqrtf(v[0]), __builtin_sqrtf(v[1]), __builtin_sqrtf(v[2]),
+                    __builtin_sqrtf(v[3])};
+#endif
+}
+
+BB_INLINE bb_f32x4 bb_f32x4_abs(bb_f32x4 v) {
+  return bb_i32x4_as_f32(bb_f32x4_as_i32(v) & (bb_i32x4){0x7fffffff, 0x7fffffff,
+                                                          0x7fffffff, 0x7fffffff});
+}
+
+BB_INLINE bb_f32x4 bb_f32x4_neg(bb_f32x4 v) {
+  const int32_t s = INT32_MIN;
+  return bb_i32x4_as_f32(bb_f32x4_as_i32(v) ^ (bb_i32x4){s, s, s, s});
+}
+
+/* Sum and max of the four lanes (in a fixed pairwise order). */
+BB_INLINE float bb_f32x4_hsum(bb_f32x4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
+
+BB_INLINE float bb_f32x4_hmax(bb_f32x4 v) {
+  return bb_f32_max_scalar(bb_f32_max_scalar(v[0], v[2]), bb_f32_max_scalar(v[1], v[3]));
+}
+
+BB_INLINE float bb_f32x4_hmin(bb_f32x4 v) {
+  return bb_f32_min_scalar(bb_f32_min_scalar(v[0], v[2]), bb_f32_min_scalar(v[1], v[3]));
+}
+
+#endif

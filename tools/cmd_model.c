@@ -1,0 +1,62 @@
+/* bb inspect / bb reencode: look at and normalise ONNX models. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cmd_inspect(int argc, char **argv) {
+  const char *path = NULL;
+  bool json = false;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = true;
+    else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "bb inspect: unknown option %s\n", argv[i]);
+      return 2;
+    } else if (!path) path = argv[i];
+    else {
+      fprintf(stderr, "bb inspect: one model at a time (got %s and %s)\n", path, argv[i]);
+      return 2;
+    }
+  }
+  if (!path) {
+    fprintf(stderr, "usage: bb inspect MODEL.onnx [--json]\n");
+    return 2;
+  }
+  bb_model *m;
+  if (cli_load_model(path, &m)) return 1;
+  char *text;
+  size_t len;
+  bb_error err;
+  int rc = bb_model_summary(m, json, &text, &len, &err);
+  bb_model_free(m);
+  if (rc) {
+    fprintf(stderr, "bb inspect: %s\n", err.message);
+    return 1;
+  }
+  fwrite(text, 1, len, stdout);
+  bb_buffer_free(NULL, text);
+  return 0;
+}
+
+int cmd_reencode(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: bb reencode IN.onnx OUT.onnx\n"
+                    "  decodes a model into the IR and encodes it again (canonical field order)\n");
+    return 2;
+  }
+  bb_model *m;
+  if (cli_load_model(argv[0], &m)) return 1;
+  uint8_t *bytes;
+  size_t len;
+  bb_error err;
+  int rc = bb_model_encode(m, &bytes, &len, &err);
+  bb_model_free(m);
+  if (rc) {
+    fprintf(stderr, "bb reencode: %s\n", err.message);
+    return 1;
+  }
+  rc = cli_write_file(argv[1], bytes, len);
+  bb_buffer_free(NULL, bytes);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* bb — the bytesandbrains command-line tool. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} command;
+
+static const command COMMANDS[] = {
+    {"inspect", cmd_inspect, "inspect MODEL.onnx [--json]   summarise an ONNX model"},
+    {"reencode", cmd_reencode, "reencode IN.onnx OUT.onnx     decode and re-encode a model through the IR"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "bb %s — bytesandbrains\n\nusage: bb COMMAND [ARGS]\n\ncommands:\n", BB_VERSION_STRING);
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) fprintf(out, "  bb %s\n", COMMANDS[i].help);
+  fprintf(out, "  bb version                    print the version\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    printf("bb %s\n", BB_VERSION_STRING);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc - 2, argv + 2);
+  fprintf(stderr, "bb: unknown command '%s' (bb help lists them)\n", argv[1]);
+  return 2;
+}
