@@ -119,7 +119,7 @@ static int scan_length_delimited(scan_ctx *c, const ProtobufCFieldDescriptor *f,
   if (f->type == PROTOBUF_C_TYPE_STRING) {
     size_t bad = 0;
     if (!valid_utf8_no_nul(c->data + pos, end - pos, &bad))
-      return scan_fail(c, pos + bad, "string %s is not UTF-8 text without NUL bytes", f->name);
+      return scan_fail(c, pos + bad, "%s is not UTF-8 text, or holds a NUL byte", "string");
     return 0;
   }
   if (f->type == PROTOBUF_C_TYPE_BYTES) return 0;

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a bounded time over a corpus seeded from real models.
+# usage: run-fuzz.sh FUZZER CORPUS_DIR SECONDS [SEEDS_LIST]
+# SEEDS_LIST names files relative to $BB_FUZZ_SEEDS (one per line).
+set -euo pipefail
+fuzzer=$1 corpus=$2 seconds=$3 seeds=${4:-}
+mkdir -p "$corpus"
+if [ -n "$seeds" ] && [ -f "$seeds" ]; then
+  while IFS= read -r rel; do
+    [ -n "$rel" ] && [ -f "${BB_FUZZ_SEEDS:-}/$rel" ] && cp -f "$BB_FUZZ_SEEDS/$rel" "$corpus/seed-$(echo "$rel" | tr / _)"
+  done < "$seeds"
+fi
+# -rss_limit_mb bounds memory; leaks and crashes fail the run.
+"$fuzzer" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 2>&1 | tail -n 25

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test suite:
+#   1. native Release build: C tests (ctest)
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): C tests and fuzz targets
+#   3. WebAssembly build: bb.wasm, and the C tests again under Node
+#   4. the npm package: type check and Vitest (including wasm vs native byte identity)
+# and ends with one line CI reads: "N passed, M failed".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=$(nproc 2>/dev/null || echo 2)
+log_dir=${BB_TEST_LOG_DIR:-$root/build/test-logs}
+mkdir -p "$log_dir"
+
+total_pass=0
+total_fail=0
+suite_lines=()
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# Adds a suite's counts to the totals. args: name passed failed
+record() {
+  total_pass=$((total_pass + $2))
+  total_fail=$((total_fail + $3))
+  suite_lines+=("$(printf '%-28s %4d passed, %d failed' "$1" "$2" "$3")")
+}
+
+# A build or set-up step that fails counts as one failed test of that suite.
+build_or_fail() {
+  local name=$1
+  shift
+  if ! "$@" >"$log_dir/$name.build.log" 2>&1; then
+    tail -n 40 "$log_dir/$name.build.log"
+    echo "test: building $name failed (log: $log_dir/$name.build.log)"
+    record "$name" 0 1
+    return 1
+  fi
+}
+
+# Runs ctest in a build tree and records its counts.
+run_ctest() {
+  local name=$1 dir=$2
+  shift 2
+  local out="$log_dir/$name.ctest.log"
+  (cd "$dir" && ctest --output-on-failure "$@") 2>&1 | tee "$out" | grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|Errors while' || true
+  local line passed failed totaln
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "test: ctest in $dir printed no summary"
+    record "$name" 0 1
+    return
+  fi
+  failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+  totaln=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+  passed=$((totaln - failed))
+  record "$name" "$passed" "$failed"
+}
+
+step "native build (Release)"
+if build_or_fail native bash -c "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j $jobs"; then
+  step "C tests, native"
+  run_ctest "C tests (native)" build
+fi
+
+step "sanitizer build (clang, ASan + UBSan, fuzz targets)"
+if build_or_fail asan bash -c "CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBB_SANITIZE=ON -DBB_FUZZ=ON && cmake --build build-asan -j $jobs"; then
+  step "C tests and fuzzing under ASan + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_ctest "C tests (ASan+UBSan)" build-asan
+fi
+
+step "WebAssembly build"
+if build_or_fail wasm bash scripts/build-wasm.sh; then
+  step "C tests under Node (wasm)"
+  run_ctest "C tests (wasm)" build-wasm
+fi
+
+step "npm package: type check and Vitest"
+if [ -f js/package.json ]; then
+  if build_or_fail js-build bash -c "cd js && npm run --silent build"; then
+    out="$log_dir/vitest.log"
+    (cd js && BB_NATIVE_BB="$root/build/bb" npm test --silent) 2>&1 | tee "$out" | tail -n 30
+    line=$(grep -E '^vitest: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+    if [ -n "$line" ]; then
+      record "Vitest (js)" "$(sed -E 's/vitest: ([0-9]+) passed.*/\1/' <<<"$line")" \
+        "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+    else
+      echo "test: vitest printed no summary line"
+      record "Vitest (js)" 0 1
+    fi
+  fi
+fi
+
+step "summary"
+for l in "${suite_lines[@]}"; do echo "  $l"; done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
