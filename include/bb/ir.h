@@ -349,6 +349,12 @@ int bb_model_decode(const uint8_t *data, size_t len, const bb_allocator *alloc,
  * allocator; release it with bb_buffer_free(NULL or that allocator, *out). */
 int bb_model_encode(const bb_model *model, uint8_t **out, size_t *out_len, bb_error *err);
 
+/* Standalone TensorProto bytes (e.g. the input_N.pb / output_N.pb files of ONNX tests):
+ * decode into m's arena (checked like bb_model_decode), and encode into a buffer freed
+ * with bb_buffer_free(NULL, *out). */
+int bb_tensor_proto_decode(bb_model *m, const uint8_t *data, size_t len, bb_tensor_proto **out, bb_error *err);
+int bb_tensor_proto_encode(const bb_tensor_proto *t, uint8_t **out, size_t *out_len, bb_error *err);
+
 /* Deep structural equality of two models (every modelled field, presence flags and the
  * preserved extra bytes). Floats compare by bit pattern, so NaNs round-trip. */
 bool bb_model_equal(const bb_model *a, const bb_model *b);

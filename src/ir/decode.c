@@ -360,3 +360,20 @@ int bb_model_decode(const uint8_t *data, size_t len, const bb_allocator *alloc,
   *out = m;
   return 0;
 }
+
+int bb_tensor_proto_decode(bb_model *m, const uint8_t *data, size_t len, bb_tensor_proto **out, bb_error *err) {
+  if (!m || !out || (!data && len))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "bb_tensor_proto_decode: NULL argument");
+  *out = NULL;
+  int rc = bb_pb_scan(&onnx__tensor_proto__descriptor, data, len, 64, err);
+  if (rc) return rc;
+  ProtobufCAllocator pa = bb_pb_allocator(bb_arena_allocator(m->arena));
+  Onnx__TensorProto *pt = onnx__tensor_proto__unpack(&pa, len, data);
+  if (!pt) return bb_error_set(err, BB_ERR_NOMEM, "TensorProto: out of memory unpacking %zu bytes", len);
+  dec d = {m, m->arena, 0};
+  bb_tensor_proto *t = tensor(&d, pt);
+  onnx__tensor_proto__free_unpacked(pt, &pa);
+  if (d.rc || !t) return bb_error_set(err, BB_ERR_NOMEM, "out of memory building a TensorProto");
+  *out = t;
+  return 0;
+}

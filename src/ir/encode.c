@@ -467,3 +467,25 @@ int bb_model_encode(const bb_model *m, uint8_t **out, size_t *out_len, bb_error 
   *out_len = n;
   return 0;
 }
+
+int bb_tensor_proto_encode(const bb_tensor_proto *t, uint8_t **out, size_t *out_len, bb_error *err) {
+  if (!t || !out || !out_len) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "bb_tensor_proto_encode: NULL argument");
+  *out = NULL;
+  *out_len = 0;
+  const bb_allocator *al = bb_default_allocator();
+  enc e = {bb_arena_new(al), err, 0};
+  if (!e.a) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  Onnx__TensorProto *pt = tensor(&e, t);
+  if (e.rc || !pt) {
+    bb_arena_free(e.a);
+    return e.rc == BB_ERR_NOMEM || !e.rc ? bb_error_set(err, BB_ERR_NOMEM, "out of memory while encoding") : e.rc;
+  }
+  size_t n = protobuf_c_message_get_packed_size(&pt->base);
+  uint8_t *buf = al->malloc(n ? n : 1, al->user_data);
+  if (buf) protobuf_c_message_pack(&pt->base, buf);
+  bb_arena_free(e.a);
+  if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory for a %zu-byte encoding", n);
+  *out = buf;
+  *out_len = n;
+  return 0;
+}

@@ -1,0 +1,40 @@
+// Runs Vitest with its usual report on the terminal and a JSON report on the side, then
+// closes with one plain line, `vitest: N passed, M failed`, which CI reads (Vitest's own
+// summary is not a line it recognises). Arguments are passed on to Vitest.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+
+const require = createRequire(import.meta.url);
+const vitest = join(dirname(require.resolve('vitest/package.json')), 'vitest.mjs');
+const scratch = mkdtempSync(join(tmpdir(), 'bb-vitest-'));
+const reportPath = join(scratch, 'report.json');
+
+try {
+  const run = spawnSync(
+    process.execPath,
+    [vitest, 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${reportPath}`, ...process.argv.slice(2)],
+    { stdio: 'inherit' },
+  );
+  let passed = 0;
+  let failed = 0;
+  try {
+    const report = JSON.parse(readFileSync(reportPath, 'utf8'));
+    passed = report.numPassedTests;
+    failed = report.numFailedTests;
+    // A test file that fails to load runs no test, yet must count as a failure.
+    for (const file of report.testResults) {
+      if (file.status === 'failed' && !file.assertionResults.some((test) => test.status === 'failed')) failed++;
+    }
+  } catch (error) {
+    console.error(`run-vitest: no JSON report from Vitest (${error.message})`);
+    failed = Math.max(failed, 1);
+  }
+  if (run.status !== 0 && failed === 0) failed = 1; // Vitest failed for a reason the report does not count
+  console.log(`vitest: ${passed} passed, ${failed} failed`);
+  process.exitCode = failed > 0 ? 1 : 0;
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}

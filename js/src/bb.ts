@@ -1,0 +1,94 @@
+/**
+ * One instantiated bb.wasm: its exports, and the memory plumbing every binding needs
+ * (copying bytes in, reading results and C strings out, turning error codes into
+ * {@link BbError}s). Get one from `loadBb`.
+ */
+import type { BbExports } from './abi.js';
+import { BbError, BbErrorCode, bbErrorCodeName } from './errors.js';
+
+const utf8 = new TextDecoder();
+
+export class Bb {
+  /** The raw ABI, for bindings; the classes of this package wrap it. */
+  readonly exports: BbExports;
+  #memoryView: Uint8Array;
+
+  /** @internal Made by `loadBb` once the module is instantiated and initialised. */
+  constructor(exports: BbExports) {
+    this.exports = exports;
+    this.#memoryView = new Uint8Array(exports.memory.buffer);
+  }
+
+  /** The C library's version (BB_VERSION_STRING). */
+  get version(): string {
+    return this.readCString(this.exports.bb_wasm_version());
+  }
+
+  /** The version of the flat ABI the module implements. */
+  get abiVersion(): number {
+    return this.exports.bb_wasm_abi_version() >>> 0;
+  }
+
+  /**
+   * A view on the whole module memory. Any call into the module may grow the memory and
+   * detach the previous buffer, so take a fresh view after every call; never keep one.
+   */
+  memory(): Uint8Array {
+    if (this.#memoryView.buffer !== this.exports.memory.buffer) {
+      this.#memoryView = new Uint8Array(this.exports.memory.buffer);
+    }
+    return this.#memoryView;
+  }
+
+  /** Returns a non-negative result, and throws the recorded {@link BbError} for a negative one. */
+  check(result: number): number {
+    if (result < 0) throw this.lastError(result);
+    return result;
+  }
+
+  /** The error the last fallible call recorded; `fallbackCode` stands in if it recorded none. */
+  lastError(fallbackCode: number): BbError {
+    const recorded = this.exports.bb_wasm_last_error_code();
+    const code = recorded < 0 ? recorded : fallbackCode;
+    const message = this.readCString(this.exports.bb_wasm_last_error());
+    return new BbError(code, message || `bb.wasm failed with ${bbErrorCodeName(code)}`);
+  }
+
+  /**
+   * Copies bytes into module memory for the duration of `use(ptr, len)`, and frees them
+   * afterwards, whether `use` returns or throws.
+   */
+  withBytes<T>(bytes: Uint8Array, use: (ptr: number, len: number) => T): T {
+    const ptr = this.exports.bb_wasm_alloc(bytes.length) >>> 0;
+    if (ptr === 0) throw this.lastError(BbErrorCode.NoMem);
+    try {
+      this.memory().set(bytes, ptr);
+      return use(ptr, bytes.length);
+    } finally {
+      this.exports.bb_wasm_free(ptr);
+    }
+  }
+
+  /** A copy of the result buffer the last result-producing call filled. */
+  resultBytes(): Uint8Array {
+    const ptr = this.exports.bb_wasm_result_ptr() >>> 0;
+    const len = this.exports.bb_wasm_result_len() >>> 0;
+    return this.memory().slice(ptr, ptr + len);
+  }
+
+  /** The result buffer as UTF-8 text. */
+  resultText(): string {
+    const ptr = this.exports.bb_wasm_result_ptr() >>> 0;
+    const len = this.exports.bb_wasm_result_len() >>> 0;
+    return utf8.decode(this.memory().subarray(ptr, ptr + len));
+  }
+
+  /** The NUL-terminated UTF-8 string at ptr ("" for NULL). */
+  readCString(ptr: number): string {
+    const address = ptr >>> 0;
+    if (address === 0) return '';
+    const memory = this.memory();
+    const end = memory.indexOf(0, address);
+    return utf8.decode(memory.subarray(address, end < 0 ? memory.length : end));
+  }
+}

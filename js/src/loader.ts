@@ -1,0 +1,185 @@
+/**
+ * Loads bb.wasm by hand: finds the bytes, compiles them, checks that the module asks for
+ * nothing the host cannot give and exports the ABI this package speaks, instantiates it
+ * and runs its initialisers. Works in Node (20+) and in browsers and workers.
+ */
+import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY, type BbExports } from './abi.js';
+import { Bb } from './bb.js';
+import { BbLoadError } from './errors.js';
+import { createHost } from './host.js';
+
+/**
+ * Where bb.wasm comes from:
+ * - a URL, or a string holding one: fetched (`file:` URLs are read from disk in Node);
+ *   in Node a string that is not a URL is a file path, in browsers it is resolved
+ *   against the page like any fetch;
+ * - a `Response`, or a promise of one (e.g. `fetch(...)`): compiled while it streams
+ *   when it is served as `application/wasm`;
+ * - the module's bytes;
+ * - an already compiled `WebAssembly.Module`.
+ */
+export type WasmSource =
+  | string
+  | URL
+  | Response
+  | PromiseLike<Response>
+  | ArrayBuffer
+  | ArrayBufferView
+  | WebAssembly.Module;
+
+/**
+ * Loads and initialises bb.wasm. Without a source it loads the module shipped with this
+ * package (`bytesandbrains/bb.wasm`, beside `dist/`).
+ */
+export async function loadBb(source?: WasmSource): Promise<Bb> {
+  const module = await compile(source ?? new URL('../wasm/bb.wasm', import.meta.url));
+  const host = createHost();
+  checkImports(module, host.imports);
+  let instance: WebAssembly.Instance;
+  try {
+    instance = await WebAssembly.instantiate(module, host.imports);
+  } catch (cause) {
+    throw new BbLoadError(`bb.wasm failed to instantiate: ${messageOf(cause)}`, { cause });
+  }
+  const exports = checkExports(instance.exports);
+  host.attach(exports.memory);
+  exports._initialize();
+  const abiVersion = exports.bb_wasm_abi_version() >>> 0;
+  if (abiVersion !== BB_WASM_ABI_VERSION) {
+    throw new BbLoadError(
+      `bb.wasm implements ABI version ${abiVersion}, but this package speaks version ${BB_WASM_ABI_VERSION}: ` +
+        'rebuild the module from the same sources as the package',
+    );
+  }
+  return new Bb(exports);
+}
+
+async function compile(source: WasmSource): Promise<WebAssembly.Module> {
+  if (source instanceof WebAssembly.Module) return source;
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) return compileBytes(source, 'the given bytes');
+  if (typeof source === 'string' || source instanceof URL) return compileLocation(source);
+  if (isResponse(source)) return compileResponse(source);
+  return compileResponse(await source);
+}
+
+async function compileLocation(location: string | URL): Promise<WebAssembly.Module> {
+  const url = typeof location === 'string' ? parseAbsoluteUrl(location) : location;
+  if (isNode() && (url === undefined || url.protocol === 'file:')) {
+    const path = url ?? location;
+    let bytes: Uint8Array;
+    try {
+      bytes = await readNodeFile(path);
+    } catch (cause) {
+      throw new BbLoadError(`cannot read bb.wasm from ${String(path)}: ${messageOf(cause)}`, { cause });
+    }
+    return compileBytes(bytes, String(path));
+  }
+  let response: Response;
+  try {
+    response = await fetch(url ?? location);
+  } catch (cause) {
+    throw new BbLoadError(`cannot fetch bb.wasm from ${String(location)}: ${messageOf(cause)}`, { cause });
+  }
+  return compileResponse(response);
+}
+
+async function compileResponse(response: Response): Promise<WebAssembly.Module> {
+  const where = response.url || 'the given Response';
+  if (!response.ok) {
+    throw new BbLoadError(`cannot fetch bb.wasm from ${where}: HTTP ${response.status} ${response.statusText}`.trimEnd());
+  }
+  // Streaming compilation insists on the right MIME type; anything else is compiled once
+  // it has arrived, so a misconfigured server costs time, not a failure.
+  const mimeType = response.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase();
+  if (mimeType === 'application/wasm' && typeof WebAssembly.compileStreaming === 'function') {
+    try {
+      return await WebAssembly.compileStreaming(response);
+    } catch (cause) {
+      throw new BbLoadError(`${where} is not a valid WebAssembly module: ${messageOf(cause)}`, { cause });
+    }
+  }
+  let bytes: ArrayBuffer;
+  try {
+    bytes = await response.arrayBuffer();
+  } catch (cause) {
+    throw new BbLoadError(`cannot read bb.wasm from ${where}: ${messageOf(cause)}`, { cause });
+  }
+  return compileBytes(bytes, where);
+}
+
+async function compileBytes(bytes: ArrayBuffer | ArrayBufferView, where: string): Promise<WebAssembly.Module> {
+  try {
+    return await WebAssembly.compile(toArrayBufferView(bytes));
+  } catch (cause) {
+    throw new BbLoadError(`${where}: not a valid WebAssembly module: ${messageOf(cause)}`, { cause });
+  }
+}
+
+/** Fails with the names of every import the host does not provide, instead of a bare LinkError. */
+function checkImports(module: WebAssembly.Module, imports: WebAssembly.Imports): void {
+  const missing = WebAssembly.Module.imports(module)
+    .filter(({ module: namespace, name, kind }) => {
+      const provided = imports[namespace]?.[name];
+      return kind !== 'function' || typeof provided !== 'function';
+    })
+    .map(({ module: namespace, name, kind }) => `${namespace}.${name} (${kind})`);
+  if (missing.length > 0) {
+    throw new BbLoadError(`bb.wasm needs imports this loader does not provide: ${missing.join(', ')}`);
+  }
+}
+
+function checkExports(exports: WebAssembly.Exports): BbExports {
+  const problems: string[] = [];
+  if (!(exports['memory'] instanceof WebAssembly.Memory)) problems.push('memory is not exported');
+  for (const [name, arity] of Object.entries(BB_WASM_FUNCTION_ARITY)) {
+    const value = exports[name];
+    if (typeof value !== 'function') problems.push(`${name} is not exported`);
+    else if (value.length !== arity) problems.push(`${name} takes ${value.length} arguments, not ${arity}`);
+  }
+  if (problems.length > 0) {
+    throw new BbLoadError(`this module is not bb.wasm, or not the version this package expects: ${problems.join('; ')}`);
+  }
+  return exports as unknown as BbExports;
+}
+
+function isResponse(value: Response | PromiseLike<Response>): value is Response {
+  return typeof Response !== 'undefined' && value instanceof Response;
+}
+
+/** The string as a URL when it is an absolute one; undefined for a path. */
+function parseAbsoluteUrl(text: string): URL | undefined {
+  // One letter before the colon is a Windows drive ("C:\..."), not a URL scheme.
+  if (!/^[a-z][a-z\d+.-]+:/i.test(text)) return undefined;
+  try {
+    return new URL(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function isNode(): boolean {
+  const host = globalThis as { process?: { versions?: { node?: unknown } } };
+  return typeof host.process?.versions?.node === 'string';
+}
+
+interface NodeFileSystem {
+  readFile(path: string | URL): Promise<Uint8Array>;
+}
+
+async function readNodeFile(path: string | URL): Promise<Uint8Array> {
+  // A computed specifier, so bundlers building for browsers leave node:fs alone.
+  const specifier = 'node:fs/promises';
+  const fs = (await import(/* @vite-ignore */ /* webpackIgnore: true */ specifier)) as NodeFileSystem;
+  return fs.readFile(path);
+}
+
+function toArrayBufferView(bytes: ArrayBuffer | ArrayBufferView): Uint8Array<ArrayBuffer> {
+  if (bytes instanceof ArrayBuffer) return new Uint8Array(bytes);
+  const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  // WebAssembly.compile takes no view on a SharedArrayBuffer: copy those out.
+  return view.buffer instanceof ArrayBuffer ? (view as Uint8Array<ArrayBuffer>) : view.slice();
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

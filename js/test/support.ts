@@ -1,0 +1,41 @@
+/** Paths and fixtures the tests share. */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+
+export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+export const packageRoot = join(repoRoot, 'js');
+export const wasmPath = join(packageRoot, 'wasm', 'bb.wasm');
+export const onnxNodeTests = '/usr/include/onnx/backend/test/data/node';
+
+/** The bytes of js/wasm/bb.wasm; fails the test with the command that makes it. */
+export function wasmBytes(): Uint8Array<ArrayBuffer> {
+  if (!existsSync(wasmPath)) {
+    throw new Error(`${wasmPath} is missing: build it with \`bash scripts/build-wasm.sh\` from ${repoRoot}`);
+  }
+  return new Uint8Array(readFileSync(wasmPath));
+}
+
+/** BB_VERSION_STRING as the C header defines it. */
+export function headerVersion(): string {
+  const header = readFileSync(join(repoRoot, 'include', 'bb', 'common.h'), 'utf8');
+  const match = /#define\s+BB_VERSION_STRING\s+"([^"]*)"/.exec(header);
+  if (match?.[1] === undefined) throw new Error('BB_VERSION_STRING not found in include/bb/common.h');
+  return match[1];
+}
+
+/** Every `model.onnx` of the ONNX backend node tests (libonnx-testdata), sorted by test name. */
+export function onnxNodeModels(): string[] {
+  if (!existsSync(onnxNodeTests)) {
+    throw new Error(`${onnxNodeTests} is missing: install the Debian package libonnx-testdata (scripts/setup.sh does)`);
+  }
+  return readdirSync(onnxNodeTests)
+    .sort()
+    .map((test) => join(onnxNodeTests, test, 'model.onnx'))
+    .filter((path) => existsSync(path));
+}
+
+/** One small, real model: the backend test of Add. */
+export function addModel(): Uint8Array {
+  return readFileSync(join(onnxNodeTests, 'test_add', 'model.onnx'));
+}

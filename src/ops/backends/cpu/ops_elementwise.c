@@ -1,0 +1,5 @@
+/* CPU operators: elementwise family. */
+#include "ops/backends/cpu/cpu_op.h"
+
+const bb_cpu_op bb_cpu_ops_elementwise[] = {{NULL, 0, 0, 0, 0, 0, NULL, NULL}};
+const size_t bb_cpu_ops_elementwise_count = 0;

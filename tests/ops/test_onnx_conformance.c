@@ -1,0 +1,221 @@
+/* ONNX's own node tests (libonnx-testdata) on the CPU backend: every test whose ops are
+ * all supported runs each of its data sets, and every output must match ONNX's expected
+ * output within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers and bools exactly).
+ * Set BB_CONFORMANCE_FILTER=substring to run only matching tests, with details. */
+#include "ir/testutil.h"
+
+#include <math.h>
+
+#include "bb/cpu.h"
+#include "bb/ir.h"
+#include "harness.h"
+
+#define RTOL 1e-3
+#define ATOL 1e-7
+#define MAX_IO 16
+
+typedef enum { RESULT_PASS, RESULT_FAIL, RESULT_SKIP } result;
+
+static bool verbose;
+static char reason[4096];
+
+static bool is_float_type(int32_t dt) {
+  return dt == BB_DTYPE_FLOAT || dt == BB_DTYPE_DOUBLE || dt == BB_DTYPE_FLOAT16 || dt == BB_DTYPE_BFLOAT16;
+}
+
+static double value_at(const bb_tensor *t, int64_t i) {
+  const void *d = bb_tensor_data(t);
+  switch (t->dtype) {
+  case BB_DTYPE_FLOAT: return ((const float *)d)[i];
+  case BB_DTYPE_DOUBLE: return ((const double *)d)[i];
+  case BB_DTYPE_FLOAT16: { /* decode half precision independently of the library */
+    uint16_t h = ((const uint16_t *)d)[i];
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return h & 0x8000 ? -v : v;
+  }
+  case BB_DTYPE_BFLOAT16: {
+    uint32_t bits = (uint32_t)((const uint16_t *)d)[i] << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  default: return 0;
+  }
+}
+
+static int64_t int_at(const bb_tensor *t, int64_t i) {
+  const void *d = bb_tensor_data(t);
+  switch (t->dtype) {
+  case BB_DTYPE_INT8: return ((const int8_t *)d)[i];
+  case BB_DTYPE_UINT8: case BB_DTYPE_BOOL: return ((const uint8_t *)d)[i];
+  case BB_DTYPE_INT16: return ((const int16_t *)d)[i];
+  case BB_DTYPE_UINT16: return ((const uint16_t *)d)[i];
+  case BB_DTYPE_INT32: return ((const int32_t *)d)[i];
+  case BB_DTYPE_UINT32: return ((const uint32_t *)d)[i];
+  case BB_DTYPE_INT64: return ((const int64_t *)d)[i];
+  case BB_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
+  default: return 0;
+  }
+}
+
+/* Compares one output against the expected tensor; fills `reason` on mismatch. */
+static bool outputs_match(const char *name, const bb_tensor *got, const bb_tensor *want) {
+  char gd[128], wd[128];
+  if (got->dtype != want->dtype || !bb_tensor_same_shape(got, want)) {
+    snprintf(reason, sizeof reason, "output %s: got %s, expected %s", name, bb_tensor_describe(got, gd, sizeof gd),
+             bb_tensor_describe(want, wd, sizeof wd));
+    return false;
+  }
+  for (int64_t i = 0; i < want->numel; i++) {
+    if (is_float_type(want->dtype)) {
+      double g = value_at(got, i), w = value_at(want, i);
+      if (isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= ATOL + RTOL * fabs(w)) continue;
+      snprintf(reason, sizeof reason, "output %s[%lld]: got %.9g, expected %.9g", name, (long long)i, g, w);
+      return false;
+    }
+    if (int_at(got, i) != int_at(want, i)) {
+      snprintf(reason, sizeof reason, "output %s[%lld]: got %lld, expected %lld", name, (long long)i,
+               (long long)int_at(got, i), (long long)int_at(want, i));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Loads dir/input_N.pb (prefix "input") or output_N.pb files in order. */
+static int load_tensors(bb_model *m, const char *dir, const char *prefix, bb_tensor **out, const char **names,
+                        size_t *n) {
+  *n = 0;
+  for (size_t i = 0; i < MAX_IO; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s_%zu.pb", dir, prefix, i);
+    size_t len;
+    uint8_t *bytes = tu_read_file(path, &len);
+    if (!bytes) break;
+    bb_tensor_proto *p;
+    bb_error err;
+    int rc = bb_tensor_proto_decode(m, bytes, len, &p, &err);
+    free(bytes);
+    if (rc) {
+      snprintf(reason, sizeof reason, "%.1000s: %s", path, err.message);
+      return rc;
+    }
+    rc = bb_tensor_from_proto(p, NULL, &out[i], &err);
+    if (rc) {
+      snprintf(reason, sizeof reason, "%.1000s: %s", path, err.message);
+      return rc;
+    }
+    names[i] = p->name;
+    (*n)++;
+  }
+  return 0;
+}
+
+static bool tensor_typed(const bb_value_info *vi) {
+  return vi->type && vi->type->kind == BB_TYPE_TENSOR && vi->type->elem_type != BB_DTYPE_STRING;
+}
+
+static result run_test(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  size_t len;
+  uint8_t *bytes = tu_read_file(path, &len);
+  if (!bytes) return RESULT_SKIP;
+  bb_model *m = NULL;
+  bb_error err;
+  int rc = bb_model_decode(bytes, len, NULL, NULL, &m, &err);
+  free(bytes);
+  if (rc) {
+    snprintf(reason, sizeof reason, "model does not decode: %.500s", err.message);
+    return RESULT_FAIL;
+  }
+  result res = RESULT_SKIP;
+  bb_cpu_session *s = NULL;
+  const bb_graph *g = m->graph;
+  int64_t opset = bb_opset_get(&m->opsets, "");
+  bool applicable = g && opset > 0;
+  for (size_t i = 0; applicable && i < g->nodes.len; i++)
+    applicable = bb_cpu_supports(g->nodes.items[i]->domain, g->nodes.items[i]->op_type, opset);
+  for (size_t i = 0; applicable && i < g->inputs.len; i++) applicable = tensor_typed(g->inputs.items[i]);
+  for (size_t i = 0; applicable && i < g->outputs.len; i++) applicable = tensor_typed(g->outputs.items[i]);
+  if (!applicable) goto out;
+  rc = bb_cpu_session_new(m, NULL, &s, &err);
+  if (rc) {
+    snprintf(reason, sizeof reason, "prepare: %.500s", err.message);
+    res = RESULT_FAIL;
+    goto out;
+  }
+  size_t n_sets;
+  char **sets = tu_list_dir(dir, &n_sets);
+  res = RESULT_PASS;
+  for (size_t k = 0; sets && k < n_sets && res == RESULT_PASS; k++) {
+    if (strncmp(sets[k], "test_data_set_", 14) != 0) continue;
+    char set_dir[2200];
+    snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[k]);
+    bb_tensor *ins[MAX_IO] = {0}, *want[MAX_IO] = {0}, *got[MAX_IO] = {0};
+    const char *in_names[MAX_IO], *want_names[MAX_IO];
+    size_t n_in = 0, n_want = 0;
+    if (load_tensors(m, set_dir, "input", ins, in_names, &n_in) ||
+        load_tensors(m, set_dir, "output", want, want_names, &n_want)) {
+      res = RESULT_SKIP; /* e.g. string tensors */
+    } else if (n_want != bb_cpu_session_output_count(s)) {
+      snprintf(reason, sizeof reason, "%zu expected outputs, the graph has %zu", n_want,
+               bb_cpu_session_output_count(s));
+      res = RESULT_FAIL;
+    } else {
+      /* data-set tensors name their graph input; fall back to graph order */
+      for (size_t i = 0; i < n_in; i++)
+        if (!in_names[i] || !*in_names[i]) in_names[i] = bb_cpu_session_input_name(s, i);
+      rc = bb_cpu_session_run(s, in_names, ins, n_in, got, &err);
+      if (rc) {
+        snprintf(reason, sizeof reason, "%.200s: run: %s", sets[k], err.message);
+        res = RESULT_FAIL;
+      }
+      for (size_t i = 0; !rc && i < n_want && res == RESULT_PASS; i++)
+        if (!outputs_match(bb_cpu_session_output_name(s, i), got[i], want[i])) res = RESULT_FAIL;
+    }
+    for (size_t i = 0; i < MAX_IO; i++) {
+      bb_tensor_release(ins[i]);
+      bb_tensor_release(want[i]);
+      bb_tensor_release(got[i]);
+    }
+  }
+  if (sets) tu_free_list(sets, n_sets);
+out:
+  bb_cpu_session_free(s);
+  bb_model_free(m);
+  return res;
+}
+
+static void test_onnx_node_tests(void) {
+  const char *filter = getenv("BB_CONFORMANCE_FILTER");
+  verbose = filter != NULL;
+  char root[1024];
+  snprintf(root, sizeof root, "%s/node", BB_TEST_ONNX_DATA);
+  size_t n;
+  char **names = tu_list_dir(root, &n);
+  CHECK_MSG(names != NULL, "cannot list %s", root);
+  if (!names) return;
+  size_t passed = 0, failed = 0, skipped = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (filter && !strstr(names[i], filter)) continue;
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+    reason[0] = '\0';
+    result r = run_test(dir);
+    if (r == RESULT_PASS) passed++;
+    else if (r == RESULT_SKIP) skipped++;
+    else failed++;
+    if (r == RESULT_FAIL) printf("  FAIL %s: %s\n", names[i], reason);
+    else if (verbose) printf("  %s %s %s\n", r == RESULT_PASS ? "pass" : "skip", names[i], reason);
+    CHECK_MSG(r != RESULT_FAIL, "%s", names[i]);
+  }
+  tu_free_list(names, n);
+  printf("conformance: %zu passed, %zu failed; %zu skipped (unsupported ops or types)\n", passed, failed, skipped);
+}
+
+int main(void) {
+  RUN(test_onnx_node_tests);
+  return bb_test_finish();
+}
