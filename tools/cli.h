@@ -17,5 +17,7 @@ int cli_load_model(const char *path, bb_model **out);
 
 int cmd_inspect(int argc, char **argv);
 int cmd_reencode(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
 
 #endif

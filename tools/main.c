@@ -13,6 +13,9 @@ typedef struct command {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "inspect MODEL.onnx [--json]   summarise an ONNX model"},
     {"reencode", cmd_reencode, "reencode IN.onnx OUT.onnx     decode and re-encode a model through the IR"},
+    {"run", cmd_run, "run MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]\n"
+                     "                                run a model on the CPU backend"},
+    {"ops", cmd_ops, "ops                           list the CPU backend's operators and types"},
 };
 
 static void usage(FILE *out) {
