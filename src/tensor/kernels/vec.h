@@ -29,6 +29,7 @@
 
 typedef float bb_f32x4 __attribute__((vector_size(16)));
 typedef int32_t bb_i32x4 __attribute__((vector_size(16)));
+typedef uint32_t bb_u32x4 __attribute__((vector_size(16)));
 
 /* Unaligned loads and stores; memcpy keeps them free of alignment and aliasing
  * assumptions and compiles to one movups / v128.load. */

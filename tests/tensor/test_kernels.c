@@ -1,0 +1,578 @@
+/* Every SIMD kernel against its scalar twin (and the transcendental ones against libm),
+ * on seeded random inputs over many shapes: 1, tile edges, primes, sizes that cross the
+ * cache blocks, and the special values 0, -0, inf, NaN, subnormals. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "bb/common.h"
+#include "harness.h"
+#include "tensor/kernels/kernels.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static void rng_seed(uint64_t seed) { rng_state = seed; }
+
+static uint64_t rng_next(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+static float rng_uniform(float lo, float hi) {
+  return lo + (hi - lo) * (float)((double)(rng_next() >> 40) / (double)(1u << 24));
+}
+
+static int rng_int(int lo, int hi) { return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1)); }
+
+static float *floats(size_t n) {
+  float *p = malloc((n ? n : 1) * sizeof *p);
+  if (!p) {
+    fprintf(stderr, "out of memory\n");
+    exit(2);
+  }
+  return p;
+}
+
+static uint32_t bits_of(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+static float float_of(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* Distance in units in the last place, counting across zero (+0 and -0 are 0 apart);
+ * 0 for two NaNs, "infinite" for a NaN against a number. */
+static int64_t ulp_distance(float a, float b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+  const int64_t ia = bits_of(a) & 0x80000000u ? -(int64_t)(bits_of(a) & 0x7fffffffu)
+                                              : (int64_t)bits_of(a);
+  const int64_t ib = bits_of(b) & 0x80000000u ? -(int64_t)(bits_of(b) & 0x7fffffffu)
+                                              : (int64_t)bits_of(b);
+  return ia > ib ? ia - ib : ib - ia;
+}
+
+/* Bit-identical, or both NaN (NaN payloads may differ between SSE and scalar code). */
+static int same_float(float a, float b) {
+  return bits_of(a) == bits_of(b) || (isnan(a) && isnan(b));
+}
+
+static const float specials[] = {0.0f,     -0.0f,   INFINITY, -INFINITY, NAN,
+                                 -NAN,     1.0f,    -1.0f,    FLT_MIN,   -FLT_MIN,
+                                 FLT_MAX,  -FLT_MAX, 1e-45f,  -1e-45f,   3e-39f,
+                                 0.5f,     2.0f,    1e30f,    -1e30f,    1e-30f};
+#define N_SPECIALS (sizeof specials / sizeof specials[0])
+
+/* Random values of assorted magnitudes, with a special value every so often. */
+static void fill_mixed(float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const int kind = rng_int(0, 9);
+    if (kind == 0)
+      x[i] = specials[rng_next() % N_SPECIALS];
+    else if (kind < 3)
+      x[i] = rng_uniform(-1e6f, 1e6f);
+    else
+      x[i] = rng_uniform(-4.0f, 4.0f);
+  }
+}
+
+static void fill_uniform(float *x, size_t n, float lo, float hi) {
+  for (size_t i = 0; i < n; i++) x[i] = rng_uniform(lo, hi);
+}
+
+/* ---- GEMM ------------------------------------------------------------------------------- */
+
+/* One product run through cfg and through the reference on copies of the same C, with
+ * every element of the padded C buffers (ldc gap, rows below m) checked for being left
+ * alone. `exact` demands identical results (integer-valued data); otherwise each element
+ * may differ by the error bound of two k-term float dot products. */
+typedef struct gemm_case {
+  size_t m, n, k;
+  int trans_a, trans_b;
+  float alpha, beta;
+  int bias, clamp;
+  float min, max;
+  int exact;
+} gemm_case;
+
+static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
+  const size_t pad = 3;
+  const size_t a_rows = t->trans_a ? t->k : t->m, a_cols = t->trans_a ? t->m : t->k;
+  const size_t b_rows = t->trans_b ? t->n : t->k, b_cols = t->trans_b ? t->k : t->n;
+  const size_t lda = a_cols + pad, ldb = b_cols + 1, ldc = t->n + pad, c_rows = t->m + 1;
+  float *a = floats(a_rows * lda), *b = floats(b_rows * ldb), *bias = floats(t->n);
+  float *c = floats(c_rows * ldc), *c_ref = floats(c_rows * ldc);
+  if (t->exact) {
+    for (size_t i = 0; i < a_rows * lda; i++) a[i] = (float)rng_int(-3, 3);
+    for (size_t i = 0; i < b_rows * ldb; i++) b[i] = (float)rng_int(-3, 3);
+    for (size_t i = 0; i < t->n; i++) bias[i] = (float)rng_int(-9, 9);
+    for (size_t i = 0; i < c_rows * ldc; i++) c[i] = (float)rng_int(-9, 9);
+  } else {
+    fill_uniform(a, a_rows * lda, -1.0f, 1.0f);
+    fill_uniform(b, b_rows * ldb, -1.0f, 1.0f);
+    fill_uniform(bias, t->n, -1.0f, 1.0f);
+    fill_uniform(c, c_rows * ldc, -1.0f, 1.0f);
+  }
+  /* With beta 0, C must not be read: NaN there must not reach the result. */
+  if (t->beta == 0.0f) {
+    for (size_t i = 0; i < t->m; i++)
+      for (size_t j = 0; j < t->n; j++) c[i * ldc + j] = NAN;
+  }
+  memcpy(c_ref, c, c_rows * ldc * sizeof *c);
+
+  bb_f32_gemm_args g = {0};
+  g.m = t->m, g.n = t->n, g.k = t->k, g.trans_a = t->trans_a, g.trans_b = t->trans_b;
+  g.alpha = t->alpha, g.beta = t->beta, g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
+  g.bias = t->bias ? bias : NULL, g.ldc = ldc, g.clamp = t->clamp, g.min = t->min;
+  g.max = t->max;
+  g.c = c_ref;
+  bb_f32_gemm_scalar(&g);
+
+  const size_t scratch_size = bb_f32_gemm_scratch_size_for(cfg, t->m, t->n, t->k);
+  void *scratch = malloc(scratch_size + 1);
+  g.c = c;
+  const int rc = bb_f32_gemm_run(cfg, &g, scratch, scratch_size);
+  int bad = rc != 0;
+  for (size_t i = 0; i < c_rows && !bad; i++) {
+    for (size_t j = 0; j < ldc && !bad; j++) {
+      const float got = c[i * ldc + j], want = c_ref[i * ldc + j];
+      if (i >= t->m || j >= t->n || t->exact) {
+        bad = !same_float(got, want) && got != want; /* +0 == -0 */
+        continue;
+      }
+      double mag = 0.0;
+      for (size_t p = 0; p < t->k; p++) {
+        const float av = t->trans_a ? a[p * lda + i] : a[i * lda + p];
+        const float bv = t->trans_b ? b[j * ldb + p] : b[p * ldb + j];
+        mag += fabs((double)av * bv);
+      }
+      mag = mag * fabs(t->alpha) + (t->beta != 0.0f ? fabs(t->beta * c_ref[i * ldc + j]) : 0.0);
+      mag += t->bias ? fabs(bias[j]) : 0.0;
+      const double tol = 2.0 * (double)(t->k + 3) * FLT_EPSILON * (mag + fabs(want)) + 1e-30;
+      bad = !(fabs((double)got - want) <= tol) && !(isnan(got) && isnan(want));
+    }
+  }
+  if (bad) {
+    fprintf(stderr,
+            "gemm %s m=%zu n=%zu k=%zu ta=%d tb=%d alpha=%g beta=%g bias=%d clamp=%d rc=%d\n",
+            cfg->name, t->m, t->n, t->k, t->trans_a, t->trans_b, t->alpha, t->beta, t->bias,
+            t->clamp, rc);
+  }
+  free(a), free(b), free(bias), free(c), free(c_ref), free(scratch);
+  return !bad;
+}
+
+/* Each usable configuration as shipped, and with tiny cache blocks so that small products
+ * cross every block boundary (several jc, pc and ic blocks, partial tiles in each). */
+static size_t test_configs(bb_f32_gemm_config *out, size_t cap) {
+  const bb_f32_gemm_config *const *list;
+  const size_t n = bb_f32_gemm_configs(&list);
+  size_t count = 0;
+  for (size_t i = 0; i < n && count + 2 <= cap; i++) {
+    out[count++] = *list[i];
+    bb_f32_gemm_config tiny = *list[i];
+    tiny.mc = 2 * tiny.mr, tiny.kc = 5, tiny.nc = 2 * tiny.nr;
+    out[count++] = tiny;
+  }
+  return count;
+}
+
+static void test_gemm_exact_small_shapes(void) {
+  bb_f32_gemm_config cfgs[8];
+  const size_t ncfg = test_configs(cfgs, 8);
+  static const size_t mn[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 23, 31, 33};
+  static const size_t ks[] = {1, 2, 3, 7, 16, 29, 64};
+  static const float alphas[] = {1.0f, 2.0f, -1.0f};
+  static const float betas[] = {0.0f, 1.0f, -2.0f};
+  rng_seed(1);
+  size_t v = 0;
+  for (size_t ci = 0; ci < ncfg; ci++) {
+    int ok = 1;
+    for (size_t mi = 0; mi < sizeof mn / sizeof mn[0]; mi++)
+      for (size_t ni = 0; ni < sizeof mn / sizeof mn[0]; ni++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+          for (int tr = 0; tr < 4; tr++, v++) {
+            gemm_case t = {mn[mi], mn[ni], ks[ki], tr & 1, tr >> 1, alphas[v % 3],
+                           betas[(v / 3) % 3], (int)(v / 9) % 2, (int)(v % 5 == 0),
+                           -20.0f, 25.0f, 1};
+            if (!gemm_check(&cfgs[ci], &t)) ok = 0;
+          }
+    CHECK_MSG(ok, "exact GEMM results differ for %s (mc=%zu kc=%zu nc=%zu)", cfgs[ci].name,
+              cfgs[ci].mc, cfgs[ci].kc, cfgs[ci].nc);
+  }
+}
+
+static void test_gemm_random_large_shapes(void) {
+  bb_f32_gemm_config cfgs[8];
+  const size_t ncfg = test_configs(cfgs, 8);
+  static const size_t shapes[][3] = {
+      {1, 1, 1},     {1, 1000, 300}, {300, 1, 200},  {1, 7, 1000},    {128, 128, 128},
+      {257, 129, 300}, {64, 1100, 40}, {32, 128, 784}, {127, 255, 513}, {97, 61, 1},
+      {6, 2100, 9},  {121, 17, 257}};
+  rng_seed(2);
+  for (size_t ci = 0; ci < ncfg; ci++) {
+    /* The tiny-block variants are slow on big shapes and add nothing there. */
+    if (cfgs[ci].kc < 16) continue;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      const int tr = (int)(s % 4);
+      gemm_case t = {shapes[s][0], shapes[s][1], shapes[s][2], tr & 1, tr >> 1,
+                     s % 3 ? 1.0f : 0.75f, s % 2 ? 0.0f : 0.5f, (int)(s % 3 == 1), 0,
+                     0.0f, 0.0f, 0};
+      CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu", cfgs[ci].name, s);
+      t.clamp = 1, t.min = -0.5f, t.max = 0.25f, t.bias = 1;
+      CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu clamped", cfgs[ci].name, s);
+    }
+  }
+}
+
+static void test_gemm_degenerate_and_errors(void) {
+  float a[6] = {NAN, NAN, NAN, NAN, NAN, NAN}, b[6] = {1, 2, 3, 4, 5, 6};
+  float c[4] = {1, 2, 3, 4}, bias[2] = {10, 20};
+  float scratch[512];
+  bb_f32_gemm_args g = {0};
+  g.m = 2, g.n = 2, g.k = 3, g.a = a, g.lda = 3, g.b = b, g.ldb = 2, g.c = c, g.ldc = 2;
+  /* alpha 0: A is not read, C = beta*C + bias. */
+  g.alpha = 0.0f, g.beta = 2.0f, g.bias = bias;
+  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, 0), BB_OK);
+  CHECK(c[0] == 12 && c[1] == 24 && c[2] == 16 && c[3] == 28);
+  /* k 0: the same, and no scratch needed. */
+  g.k = 0, g.alpha = 1.0f, g.beta = 0.0f, g.bias = NULL;
+  CHECK_EQ_INT(bb_f32_gemm_scratch_size(2, 2, 0), 0);
+  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, 0), BB_OK);
+  CHECK(c[0] == 0 && c[3] == 0);
+  /* m 0: nothing happens, even with no C. */
+  g.m = 0, g.k = 3, g.c = NULL;
+  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, 0), BB_OK);
+  /* Bad arguments are refused before anything is written. */
+  for (int i = 0; i < 6; i++) a[i] = (float)i;
+  c[0] = 7;
+  g.m = 2, g.c = c;
+  const size_t need = bb_f32_gemm_scratch_size(2, 2, 3);
+  CHECK(need > 0 && need <= sizeof scratch);
+  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need - 1), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, need), BB_ERR_INVALID_ARGUMENT);
+  g.lda = 2;
+  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  g.lda = 3, g.ldb = 1;
+  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  g.ldb = 2, g.ldc = 1;
+  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  g.ldc = 2, g.b = NULL;
+  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  CHECK(c[0] == 7);
+  /* And a good call: [0 1 2; 3 4 5] x [1 2; 3 4; 5 6]. */
+  g.b = b;
+  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_OK);
+  CHECK(c[0] == 13 && c[1] == 16 && c[2] == 40 && c[3] == 52);
+  /* The default configuration is the first usable one. */
+  const bb_f32_gemm_config *const *list;
+  CHECK(bb_f32_gemm_configs(&list) >= 1 && list[0] == bb_f32_gemm_default_config());
+}
+
+/* ---- elementwise ------------------------------------------------------------------------ */
+
+static const char *const binary_names[] = {"add", "sub", "mul", "div", "max", "min"};
+
+/* Lengths 0..70 cover every tail of the 16- and 4-wide loops; offsets 1 and 3 make the
+ * arrays unaligned. */
+static void test_binary_matches_scalar(void) {
+  rng_seed(3);
+  const size_t cap = 5000;
+  float *a = floats(cap + 4), *b = floats(cap + 4), *y = floats(cap + 4), *r = floats(cap + 4);
+  for (int op = 0; op < BB_BINARY_OP_COUNT; op++) {
+    int ok = 1;
+    for (size_t n = 0; n <= 4099 && ok; n = n < 70 ? n + 1 : n * 3 + 7) {
+      const size_t off = n % 4;
+      float *pa = a + off, *pb = b + (n % 3), *py = y + 1, *pr = r + 1;
+      fill_mixed(pa, n);
+      fill_mixed(pb, n);
+      const float s = specials[n % N_SPECIALS] + (n % 2 ? rng_uniform(-3, 3) : 0.0f);
+      for (int variant = 0; variant < 4; variant++) {
+        switch (variant) {
+        case 0:
+          bb_f32_vbinary((bb_binary_op)op, n, pa, pb, py);
+          bb_f32_vbinary_scalar((bb_binary_op)op, n, pa, pb, pr);
+          break;
+        case 1:
+          bb_f32_vbinary_c((bb_binary_op)op, n, pa, s, py);
+          bb_f32_vbinary_c_scalar((bb_binary_op)op, n, pa, s, pr);
+          break;
+        case 2:
+          bb_f32_vbinary_rc((bb_binary_op)op, n, s, pb, py);
+          bb_f32_vbinary_rc_scalar((bb_binary_op)op, n, s, pb, pr);
+          break;
+        default:
+          /* In place: y is a. */
+          memcpy(py, pa, n * sizeof *pa);
+          memcpy(pr, pa, n * sizeof *pa);
+          bb_f32_vbinary((bb_binary_op)op, n, py, pb, py);
+          bb_f32_vbinary_scalar((bb_binary_op)op, n, pr, pb, pr);
+          break;
+        }
+        for (size_t i = 0; i < n && ok; i++) {
+          if (!same_float(py[i], pr[i])) {
+            fprintf(stderr, "%s variant %d n=%zu i=%zu: %a vs %a\n", binary_names[op], variant,
+                    n, i, py[i], pr[i]);
+            ok = 0;
+          }
+        }
+      }
+    }
+    CHECK_MSG(ok, "binary %s", binary_names[op]);
+  }
+  free(a), free(b), free(y), free(r);
+}
+
+static void test_binary_row_broadcast(void) {
+  rng_seed(4);
+  static const size_t shapes[][2] = {{1, 1}, {3, 5}, {7, 16}, {4, 33}, {17, 3}, {2, 100}};
+  for (int op = 0; op < BB_BINARY_OP_COUNT; op++) {
+    int ok = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      const size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+      float *a = floats(n), *b = floats(cols), *y = floats(n), *r = floats(n);
+      fill_mixed(a, n);
+      fill_mixed(b, cols);
+      for (int b_first = 0; b_first < 2; b_first++) {
+        bb_f32_vbinary_row((bb_binary_op)op, rows, cols, a, b, b_first, y);
+        bb_f32_vbinary_row_scalar((bb_binary_op)op, rows, cols, a, b, b_first, r);
+        for (size_t i = 0; i < n; i++) ok &= same_float(y[i], r[i]);
+      }
+      free(a), free(b), free(y), free(r);
+    }
+    CHECK_MSG(ok, "row broadcast %s", binary_names[op]);
+  }
+  /* The scalar twin itself, on values with known answers. */
+  const float a[4] = {1, NAN, 3, -0.0f}, b[4] = {2, 0, NAN, 0.0f};
+  float y[4];
+  bb_f32_vbinary(BB_BINARY_MAX, 4, a, b, y);
+  CHECK(y[0] == 2 && isnan(y[1]) && isnan(y[2]) && y[3] == 0);
+  bb_f32_vbinary(BB_BINARY_MIN, 4, a, b, y);
+  CHECK(y[0] == 1 && isnan(y[1]) && isnan(y[2]) && y[3] == 0);
+  bb_f32_vbinary_rc(BB_BINARY_SUB, 4, 10.0f, a, y);
+  CHECK(y[0] == 9 && y[2] == 7);
+  bb_f32_vbinary_c(BB_BINARY_DIV, 4, a, 2.0f, y);
+  CHECK(y[0] == 0.5f && y[2] == 1.5f);
+}
+
+static const char *const unary_names[] = {"neg", "abs",  "sqrt",    "exp",
+                                          "log", "relu", "sigmoid", "tanh"};
+
+static int unary_is_exact(int op) {
+  return op == BB_UNARY_NEG || op == BB_UNARY_ABS || op == BB_UNARY_SQRT || op == BB_UNARY_RELU;
+}
+
+/* Inputs for the unary sweep: the specials, points where the approximations switch
+ * branches or the result leaves the normal range, a stride through all 2^32 bit patterns
+ * (every exponent, both signs, subnormals, infinities and NaNs), and dense random values in
+ * the range where the functions are not saturated. */
+static size_t unary_inputs(float *x, size_t cap) {
+  static const float edges[] = {
+      88.7228f,  88.72284f, 88.7229f,  88.8f,      89.0f,      -87.33654f, -87.3366f, -88.0f,
+      -100.0f,   -103.9721f, -103.98f, -104.0f,    -150.0f,    0.693147f, -0.693147f, 0.34657f,
+      0.625f,    -0.625f,   0.62499f, 0.62501f,   9.0f,       9.1f,       -9.1f,     1e-7f,
+      -1e-7f,    1.41421f,  1.41422f, 0.70710f,   0.70711f,   1.0000001f, 0.99999994f, 1e-38f,
+      5e-39f,    1e38f,     16.0f,    -16.0f,     20.0f,      -20.0f,     1e-20f,    -30.0f};
+  size_t n = 0;
+  for (size_t i = 0; i < N_SPECIALS; i++) x[n++] = specials[i];
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) x[n++] = edges[i];
+  for (uint64_t u = 0; u < (1ull << 32) && n < cap / 2; u += 8191) x[n++] = float_of((uint32_t)u);
+  while (n < cap) {
+    const int kind = rng_int(0, 2);
+    x[n++] = kind == 0 ? rng_uniform(-1.0f, 1.0f)
+                       : kind == 1 ? rng_uniform(-20.0f, 20.0f) : rng_uniform(-105.0f, 90.0f);
+  }
+  return n;
+}
+
+static void test_unary_against_libm(void) {
+  rng_seed(5);
+  const size_t cap = 1100000;
+  float *x = floats(cap), *y = floats(cap), *r = floats(cap);
+  const size_t n = unary_inputs(x, cap);
+  for (int op = 0; op < BB_UNARY_OP_COUNT; op++) {
+    bb_f32_vunary((bb_unary_op)op, n, x, y);
+    bb_f32_vunary_scalar((bb_unary_op)op, n, x, r);
+    int64_t worst = 0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; i++) {
+      const int64_t d = unary_is_exact(op) ? (same_float(y[i], r[i]) ? 0 : INT64_MAX)
+                                           : ulp_distance(y[i], r[i]);
+      if (d > worst) worst = d, worst_i = i;
+    }
+    const int64_t bound = unary_is_exact(op) ? 0 : 2;
+    printf("  %-7s max error %lld ulp over %zu inputs%s\n", unary_names[op], (long long)worst, n,
+           worst == INT64_MAX ? " (a NaN or a sign mismatch)" : "");
+    CHECK_MSG(worst <= bound, "%s(%a) = %a, reference %a", unary_names[op], x[worst_i],
+              y[worst_i], r[worst_i]);
+  }
+  /* Short and unaligned arrays go through the tail code. */
+  int ok = 1;
+  for (int op = 0; op < BB_UNARY_OP_COUNT; op++) {
+    for (size_t len = 0; len < 20; len++) {
+      bb_f32_vunary((bb_unary_op)op, len, x + 1 + len, y + 3);
+      bb_f32_vunary_scalar((bb_unary_op)op, len, x + 1 + len, r + 3);
+      for (size_t i = 0; i < len; i++) ok &= ulp_distance(y[3 + i], r[3 + i]) <= 2;
+    }
+  }
+  CHECK(ok);
+  /* Values whose exact answer is known. */
+  const float in[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -1.0f};
+  float out[6];
+  bb_f32_vunary(BB_UNARY_EXP, 6, in, out);
+  CHECK(out[0] == 1 && out[1] == 1 && out[2] == INFINITY && out[3] == 0 && isnan(out[4]));
+  bb_f32_vunary(BB_UNARY_LOG, 6, in, out);
+  CHECK(out[0] == -INFINITY && out[1] == -INFINITY && out[2] == INFINITY && isnan(out[3]) &&
+        isnan(out[4]) && isnan(out[5]));
+  bb_f32_vunary(BB_UNARY_TANH, 6, in, out);
+  CHECK(out[0] == 0 && signbit(out[1]) && out[2] == 1 && out[3] == -1 && isnan(out[4]));
+  bb_f32_vunary(BB_UNARY_SIGMOID, 6, in, out);
+  CHECK(out[0] == 0.5f && out[1] == 0.5f && out[2] == 1 && out[3] == 0 && isnan(out[4]));
+  bb_f32_vunary(BB_UNARY_RELU, 6, in, out);
+  CHECK(out[0] == 0 && out[1] == 0 && !signbit(out[1]) && out[2] == INFINITY && out[3] == 0 &&
+        isnan(out[4]) && out[5] == 0);
+  free(x), free(y), free(r);
+}
+
+/* ---- reductions and softmax -------------------------------------------------------------- */
+
+static const char *const reduce_names[] = {"sum", "mean", "max", "min"};
+
+static void test_reduce_rows(void) {
+  rng_seed(6);
+  static const size_t cols_list[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 4097};
+  for (int op = 0; op < BB_REDUCE_OP_COUNT; op++) {
+    int ok = 1;
+    for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ci++) {
+      const size_t cols = cols_list[ci], rows = 3;
+      float *x = floats(rows * cols + 1), y[3], r[3];
+      fill_uniform(x + 1, rows * cols, -10.0f, 10.0f);
+      /* Row 1 gets a NaN somewhere (when it has room). */
+      if (cols > 0) x[1 + cols + (ci * 7) % cols] = NAN;
+      bb_f32_reduce_rows((bb_reduce_op)op, rows, cols, x + 1, y);
+      bb_f32_reduce_rows_scalar((bb_reduce_op)op, rows, cols, x + 1, r);
+      for (size_t row = 0; row < rows; row++) {
+        if (op == BB_REDUCE_MAX || op == BB_REDUCE_MIN) {
+          ok &= same_float(y[row], r[row]);
+          continue;
+        }
+        double mag = 0.0;
+        for (size_t i = 0; i < cols; i++) mag += fabs(x[1 + row * cols + i]);
+        if (op == BB_REDUCE_MEAN && cols) mag /= (double)cols;
+        const double tol = 2.0 * (double)(cols + 2) * FLT_EPSILON * mag;
+        ok &= fabs((double)y[row] - r[row]) <= tol || (isnan(y[row]) && isnan(r[row]));
+      }
+      if (cols > 0) ok &= isnan(y[1]);
+      free(x);
+    }
+    CHECK_MSG(ok, "reduce %s", reduce_names[op]);
+  }
+  float y;
+  bb_f32_reduce_rows(BB_REDUCE_MAX, 1, 0, NULL, &y);
+  CHECK(y == -INFINITY);
+  bb_f32_reduce_rows(BB_REDUCE_MIN, 1, 0, NULL, &y);
+  CHECK(y == INFINITY);
+  const float x[5] = {3, -1, 7, 2, 4};
+  bb_f32_reduce_rows(BB_REDUCE_MEAN, 1, 5, x, &y);
+  CHECK(y == 3.0f);
+}
+
+/* Over a middle axis the SIMD kernel accumulates in the same order as its twin, so every
+ * operation, sums included, must match exactly. */
+static void test_reduce_strided(void) {
+  rng_seed(7);
+  static const size_t shapes[][3] = {{1, 1, 2}, {2, 3, 4}, {3, 7, 5}, {1, 64, 17}, {4, 1, 33},
+                                     {2, 0, 6}, {5, 9, 1}, {1, 100, 130}};
+  for (int op = 0; op < BB_REDUCE_OP_COUNT; op++) {
+    int ok = 1;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      const size_t outer = shapes[s][0], len = shapes[s][1], inner = shapes[s][2];
+      float *x = floats(outer * len * inner), *y = floats(outer * inner), *r = floats(outer * inner);
+      fill_uniform(x, outer * len * inner, -10.0f, 10.0f);
+      if (outer * len * inner > 10) x[7] = NAN;
+      bb_f32_reduce_strided((bb_reduce_op)op, outer, len, inner, x, y);
+      bb_f32_reduce_strided_scalar((bb_reduce_op)op, outer, len, inner, x, r);
+      for (size_t i = 0; i < outer * inner; i++) {
+        if (inner == 1 && (op == BB_REDUCE_SUM || op == BB_REDUCE_MEAN))
+          ok &= fabsf(y[i] - r[i]) <= 1e-4f * (float)len * 10.0f || (isnan(y[i]) && isnan(r[i]));
+        else
+          ok &= same_float(y[i], r[i]);
+      }
+      free(x), free(y), free(r);
+    }
+    CHECK_MSG(ok, "strided reduce %s", reduce_names[op]);
+  }
+}
+
+static void test_softmax(void) {
+  rng_seed(8);
+  static const size_t cols_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 100, 1000, 1025};
+  int ok = 1, ok_log = 1, ok_sum = 1;
+  for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ci++) {
+    const size_t cols = cols_list[ci], rows = 4, n = rows * cols;
+    float *x = floats(n), *y = floats(n), *r = floats(n);
+    for (size_t row = 0; row < rows; row++) {
+      /* Row 2 has huge values: only the max shift keeps exp finite. */
+      const float scale = row == 2 ? 1e4f : row == 3 ? 30.0f : 3.0f;
+      fill_uniform(x + row * cols, cols, -scale, scale);
+    }
+    const double rel = (double)(2 * cols + 8) * FLT_EPSILON;
+    bb_f32_softmax_rows(rows, cols, x, y);
+    bb_f32_softmax_rows_scalar(rows, cols, x, r);
+    for (size_t row = 0; row < rows; row++) {
+      double total = 0.0;
+      for (size_t i = 0; i < cols; i++) {
+        const size_t at = row * cols + i;
+        ok &= fabs((double)y[at] - r[at]) <= rel * r[at] + 1e-38;
+        total += y[at];
+      }
+      ok_sum &= fabs(total - 1.0) <= rel;
+    }
+    bb_f32_log_softmax_rows(rows, cols, x, y);
+    bb_f32_log_softmax_rows_scalar(rows, cols, x, r);
+    for (size_t at = 0; at < n; at++)
+      ok_log &= fabs((double)y[at] - r[at]) <= 4.0 * FLT_EPSILON * fabs(r[at]) + rel;
+    /* In place gives the same as out of place. */
+    memcpy(r, x, n * sizeof *x);
+    bb_f32_softmax_rows(rows, cols, x, y);
+    bb_f32_softmax_rows(rows, cols, r, r);
+    ok &= memcmp(r, y, n * sizeof *y) == 0;
+    free(x), free(y), free(r);
+  }
+  CHECK_MSG(ok, "softmax differs from the scalar twin");
+  CHECK_MSG(ok_sum, "softmax rows do not sum to 1");
+  CHECK_MSG(ok_log, "log-softmax differs from the scalar twin");
+  const float x[3] = {1000.0f, 1000.0f, -INFINITY};
+  float y[3];
+  bb_f32_softmax_rows(1, 3, x, y);
+  CHECK(y[0] == 0.5f && y[1] == 0.5f && y[2] == 0.0f);
+  bb_f32_log_softmax_rows(1, 3, x, y);
+  CHECK(fabsf(y[0] + 0.6931472f) < 1e-6f && y[2] == -INFINITY);
+}
+
+int main(void) {
+  printf("gemm configurations:");
+  const bb_f32_gemm_config *const *list;
+  const size_t ncfg = bb_f32_gemm_configs(&list);
+  for (size_t i = 0; i < ncfg; i++) printf(" %s", list[i]->name);
+  printf("\n");
+  RUN(test_gemm_exact_small_shapes);
+  RUN(test_gemm_random_large_shapes);
+  RUN(test_gemm_degenerate_and_errors);
+  RUN(test_binary_matches_scalar);
+  RUN(test_binary_row_broadcast);
+  RUN(test_unary_against_libm);
+  RUN(test_reduce_rows);
+  RUN(test_reduce_strided);
+  RUN(test_softmax);
+  return bb_test_finish();
+}
