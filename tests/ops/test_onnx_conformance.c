@@ -16,6 +16,23 @@
 
 typedef enum { RESULT_PASS, RESULT_FAIL, RESULT_SKIP } result;
 
+/* Tests whose expected data contradicts the operator's specified behaviour, each with the
+ * reason. Kept short, printed when skipped, and documented in docs/DEVIATIONS.md. */
+static const struct {
+  const char *test, *why;
+} DATA_DISAGREES[] = {
+    {"test_cast_FLOAT_to_BFLOAT16", "ONNX 1.12 test data truncates float to bfloat16; Cast rounds to nearest even "
+                                    "(as onnxruntime and the data of later ONNX releases do)"},
+    {"test_castlike_FLOAT_to_BFLOAT16", "same bfloat16 truncation in the test data"},
+    {"test_castlike_FLOAT_to_BFLOAT16_expanded", "same bfloat16 truncation in the test data"},
+};
+
+static const char *data_disagrees(const char *test) {
+  for (size_t i = 0; i < sizeof DATA_DISAGREES / sizeof DATA_DISAGREES[0]; i++)
+    if (strcmp(DATA_DISAGREES[i].test, test) == 0) return DATA_DISAGREES[i].why;
+  return NULL;
+}
+
 static bool verbose;
 static char reason[4096];
 
@@ -112,6 +129,14 @@ static int load_tensors(bb_model *m, const char *dir, const char *prefix, bb_ten
   return 0;
 }
 
+/* ONNX 1.12's test data stores bfloat16 tensors as uint16 (numpy has no bfloat16): where
+ * the graph declares bfloat16 for a uint16 tensor, the bits are bfloat16. */
+static void retag_bfloat16(bb_tensor *t, const bb_value_info *declared) {
+  if (t && declared && declared->type && declared->type->elem_type == BB_DTYPE_BFLOAT16 &&
+      t->dtype == BB_DTYPE_UINT16)
+    t->dtype = BB_DTYPE_BFLOAT16;
+}
+
 static bool tensor_typed(const bb_value_info *vi) {
   return vi->type && vi->type->kind == BB_TYPE_TENSOR && vi->type->elem_type != BB_DTYPE_STRING;
 }
@@ -165,8 +190,11 @@ static result run_test(const char *dir) {
       res = RESULT_FAIL;
     } else {
       /* data-set tensors name their graph input; fall back to graph order */
-      for (size_t i = 0; i < n_in; i++)
+      for (size_t i = 0; i < n_in; i++) {
         if (!in_names[i] || !*in_names[i]) in_names[i] = bb_cpu_session_input_name(s, i);
+        retag_bfloat16(ins[i], bb_vilist_find(&g->inputs, in_names[i]));
+      }
+      for (size_t i = 0; i < n_want; i++) retag_bfloat16(want[i], g->outputs.items[i]);
       rc = bb_cpu_session_run(s, in_names, ins, n_in, got, &err);
       if (rc) {
         snprintf(reason, sizeof reason, "%.200s: run: %s", sets[k], err.message);
@@ -205,7 +233,12 @@ static void test_onnx_node_tests(void) {
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
     reason[0] = '\0';
+    const char *disagrees = data_disagrees(names[i]);
     result r = run_test(dir);
+    if (disagrees && r == RESULT_FAIL) {
+      snprintf(reason, sizeof reason, "%s", disagrees);
+      r = RESULT_SKIP;
+    }
     if (r == RESULT_PASS) passed++;
     else if (r == RESULT_SKIP) skipped++;
     else failed++;
