@@ -1,0 +1,350 @@
+/* bytesandbrains — the authoring DSL: Modules, the graph recorder, role slot placeholders
+ * and syscall helpers. A program is a bb_module; bb_module_build() runs its body (and
+ * bootstrap) callbacks against a recorder and returns the recorded ONNX ModelProto that
+ * the compiler partitions.
+ *
+ * Recorded model shape (the reference's, plus what standard ONNX tools need):
+ *   functions[0]      the module's body, named after it, metadata module_phase=body
+ *   functions[1..k]   one FunctionProto per distinct sub-module reached from the body,
+ *                     in the order their first calls began (a sub-module is recorded once)
+ *   then, when the bootstrap recorded a node: "<name>__bootstrap" (module_phase=bootstrap)
+ *                     followed by the sub-functions only the bootstrap reached.
+ *   Every function has domain BB_DOMAIN_MODULE and imports each domain its nodes use;
+ *   the model has ir_version BB_ONNX_IR_VERSION, imports every domain used plus the
+ *   default ONNX domain, and an empty main graph named after the module (onnx.checker
+ *   requires one; the compiler reads only the functions).
+ *
+ * Errors: recorder calls made inside callbacks need not be checked one by one.
+ * The first misuse (a value from another function or build, a port declared twice, an
+ * unknown role method, a bad name, ...) is kept, every later recorder call does nothing
+ * and returns an empty value, and bb_module_build returns that first error with a
+ * message naming the module and the value, slot or port at fault. */
+#ifndef BB_GRAPH_H
+#define BB_GRAPH_H
+
+#include <stdbool.h>
+#include "bb/common.h"
+#include "bb/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- IR vocabulary the recorder writes (byte-exact with the reference) --------- */
+
+#define BB_DOMAIN_FRAMEWORK "ai.bytesandbrains"
+#define BB_DOMAIN_SYSCALL "ai.bytesandbrains.syscall"
+#define BB_DOMAIN_WIRE "ai.bytesandbrains.wire"
+#define BB_DOMAIN_MODULE "ai.bytesandbrains.module"
+#define BB_DOMAIN_COMPOSITE "ai.bytesandbrains.composite"
+#define BB_DOMAIN_ADDRESS_BOOK "ai.bytesandbrains.address_book"
+#define BB_DOMAIN_GLOBAL_REGISTRY "ai.bytesandbrains.protocol.global_registry"
+#define BB_DOMAIN_ROLE_MODEL "ai.bytesandbrains.role.model"
+#define BB_DOMAIN_ROLE_INDEX "ai.bytesandbrains.role.index"
+#define BB_DOMAIN_ROLE_AGGREGATOR "ai.bytesandbrains.role.aggregator"
+#define BB_DOMAIN_ROLE_CODEC "ai.bytesandbrains.role.codec"
+#define BB_DOMAIN_ROLE_DATA_SOURCE "ai.bytesandbrains.role.data_source"
+#define BB_DOMAIN_ROLE_PEER_SELECTOR "ai.bytesandbrains.role.peer_selector"
+/* Backend ops are recorded in the default ONNX domain "" (the reference writes
+ * "ai.onnx", which onnx.checker rejects: no schema is registered under that string). */
+#define BB_DOMAIN_ONNX ""
+/* The version recorded for every ai.bytesandbrains.* domain. */
+#define BB_FRAMEWORK_OPSET_VERSION 1
+
+#define BB_KEY_MODULE_PHASE "ai.bytesandbrains.module_phase"
+#define BB_MODULE_PHASE_BODY "body"
+#define BB_MODULE_PHASE_BOOTSTRAP "bootstrap"
+#define BB_KEY_MODULE_INSTANCE "ai.bytesandbrains.module_instance"
+#define BB_KEY_REQUIRED_TRAIT "ai.bytesandbrains.required_trait"
+#define BB_KEY_SLOT_ID "ai.bytesandbrains.slot_id"
+/* Not in the reference: the author's slot name, which binding is keyed by. */
+#define BB_KEY_SLOT_NAME "ai.bytesandbrains.slot_name"
+#define BB_KEY_CODEC_PORT "ai.bytesandbrains.codec.port"
+#define BB_KEY_INDEX_PORT "ai.bytesandbrains.index.port"
+#define BB_KEY_PEER_CLASS "ai.bytesandbrains.peer_class"
+#define BB_KEY_BOOTSTRAP_SEED "ai.bytesandbrains.bootstrap.seed"
+#define BB_KEY_INPUT_SERVER_PEER "ai.bytesandbrains.input.server_peer"
+#define BB_ATTR_CHILD_COUNT "ai.bytesandbrains.composite.child_count"
+#define BB_ATTR_CHILD_TYPES "ai.bytesandbrains.composite.child_types"
+#define BB_SELF_CLASS "@self"
+
+/* ---- value types -------------------------------------------------------------- */
+
+/* A value's type is its denotation, the string the IR records on
+ * ValueInfoProto.type.denotation and the only type identity the compiler reads. The type
+ * tree is open: any denotation made of letters, digits and "._@-" is accepted. "" is the
+ * abstract type (a bound the compiler refines, e.g. a role op's tensor output). */
+#define BB_TYPE_ABSTRACT ""
+#define BB_TYPE_BYTES "ai.bytesandbrains.opaque"
+#define BB_TYPE_PEER_ID "bb.peer_id"
+#define BB_TYPE_PEER_ID_VEC "bb.peer_id_vec"
+#define BB_TYPE_TRIGGER "bb.trigger"
+#define BB_TYPE_WIRE_REQ_ID "bb.wire_req_id"
+#define BB_TYPE_MULTIADDRESS "ai.bytesandbrains.multiaddress"
+#define BB_TYPE_ADDRESS_VEC "ai.bytesandbrains.address_vec"
+#define BB_TYPE_COMPOSITE "ai.bytesandbrains.composite"
+#define BB_TYPE_SCALAR_F32 "bb.f32"
+#define BB_TYPE_SCALAR_F64 "bb.f64"
+#define BB_TYPE_SCALAR_F16 "bb.f16"
+#define BB_TYPE_SCALAR_U8 "bb.u8"
+#define BB_TYPE_SCALAR_I32 "bb.i32"
+
+/* The tensor denotation of an element type ("ai.bytesandbrains.tensor.f32" for
+ * BB_DTYPE_FLOAT, ...), or NULL for types without one (STRING, complex). */
+const char *bb_tensor_type(bb_dtype dtype);
+
+/* The TypeProto the recorder writes for a denotation, in m's arena: tensor_type (the
+ * matching elem_type, shape unknown) for tensor denotations, otherwise opaque_type
+ * {domain "ai.bytesandbrains", name = denotation}; denotation set unless abstract.
+ * NULL when out of memory. */
+bb_type *bb_value_type_new(bb_model *m, const char *denotation);
+
+/* ---- modules and the recorder ------------------------------------------------- */
+
+typedef struct bb_rec bb_rec; /* one build's recorder; lives only inside bb_module_build */
+
+/* A recorded value: its ONNX name, its type, and the recorder and table entry it came
+ * from, so that a value from another function or another build is caught. A value with
+ * name NULL is "no value" (what a failed call returns). Copy freely; never fill in. */
+typedef struct bb_value {
+  const char *name;
+  const char *type;
+  const bb_rec *rec;
+  uint32_t id;
+} bb_value;
+
+/* Marks an omitted optional input of a Backend op (recorded as ""). */
+#define BB_VALUE_OMITTED ((bb_value){"", BB_TYPE_ABSTRACT, NULL, 0})
+
+typedef void (*bb_module_fn)(bb_rec *rec, void *user);
+
+/* A Module: a name, the callback that records its body, an optional one that records
+ * its bootstrap, the user data both receive, and the sub-modules its callbacks may call.
+ * Names are C identifiers without "__" that are not of the form v<digits> (the
+ * recorder's own value names). */
+typedef struct bb_module {
+  size_t struct_size; /* sizeof(bb_module): lets the struct grow */
+  const char *name;
+  bb_module_fn body;
+  bb_module_fn bootstrap; /* NULL: no bootstrap */
+  void *user;
+  const struct bb_module *const *submodules;
+  size_t n_submodules;
+} bb_module;
+
+/* Records the module into a new ONNX model (release it with bb_model_free). On failure
+ * *out is NULL and err holds the first error of the recording. */
+int bb_module_build(const bb_module *module, const bb_allocator *alloc, bb_model **out, bb_error *err);
+
+/* Ends the recording with the author's own error (the message is prefixed with the
+ * module). Returns code. */
+int bb_rec_fail(bb_rec *rec, int code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* True once the recording has failed: a callback may stop early. */
+bool bb_rec_failed(const bb_rec *rec);
+
+/* ---- values in, values out ----------------------------------------------------- */
+
+/* Declares an input (a formal of this module's function) and returns it. type NULL takes
+ * the type of the value the caller binds to it, or BB_TYPE_BYTES in the top-level
+ * module; a type that differs from the bound value's concrete type is an error. Declaring
+ * the same input again returns it again. Inside a sub-module the caller must bind it. */
+bb_value bb_rec_input(bb_rec *rec, const char *name, const char *type);
+
+/* Declares a local output port: a syscall PassThrough from value to a value named
+ * `name`, added to the function's outputs. Returns the port value. A port name may be
+ * declared once. */
+bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value);
+
+/* Sends value to peers (bb.peer_id, bb.peer_id_vec, or an untyped input) as network
+ * port `port`: a wire.Send [value, peers] -> [port, handle]. The port joins the
+ * function's outputs; its value (read it with bb_rec_lookup_output) is what the
+ * receiving side consumes. Returns the request handle (bb.wire_req_id). */
+bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value);
+
+/* The value of an output port this function already declared (bb_rec_output or
+ * bb_rec_net_out). */
+bb_value bb_rec_lookup_output(bb_rec *rec, const char *port);
+
+/* Packs values into one composite (composite.Bundle, attributes child_count and
+ * child_types = the parts' denotations, comma-joined). */
+bb_value bb_rec_bundle(bb_rec *rec, const bb_value *parts, size_t n_parts);
+
+/* Unpacks a composite into n parts typed types[i] (composite.Unbundle). Returns 0 or the
+ * recording's error. */
+int bb_rec_unbundle(bb_rec *rec, bb_value composite, const char *const *types, bb_value *parts,
+                    size_t n_parts);
+
+/* ---- sub-module calls ------------------------------------------------------------ */
+
+/* Binds a value of the caller to a callee input, by the callee's input name. */
+typedef struct bb_binding {
+  const char *input;
+  bb_value value;
+} bb_binding;
+
+/* A recorded CALL; read its outputs by port name with bb_rec_call_output. */
+typedef struct bb_call {
+  const bb_rec *rec;
+  uint32_t id;
+} bb_call;
+
+/* Calls a sub-module (one of the current module's submodules): records its body into its
+ * own function on first use, then a CALL node (domain BB_DOMAIN_MODULE, op_type = its
+ * name) whose inputs follow the callee's declared inputs, matched by name; every callee
+ * input must be bound exactly once. */
+bb_call bb_rec_call(bb_rec *rec, const bb_module *callee, const bb_binding *bindings, size_t n_bindings);
+
+/* From a bootstrap callback: composes a sub-module's bootstrap, a CALL to
+ * "<name>__bootstrap". Nothing is recorded when the callee's bootstrap records nothing. */
+bb_call bb_rec_call_bootstrap(bb_rec *rec, const bb_module *callee, const bb_binding *bindings,
+                              size_t n_bindings);
+
+/* The CALL's output for the callee's port, typed as the callee recorded it. */
+bb_value bb_rec_call_output(bb_rec *rec, bb_call call, const char *port);
+
+/* ---- role slot placeholders --------------------------------------------------------- */
+
+typedef enum bb_role {
+  BB_ROLE_BACKEND = 1,
+  BB_ROLE_MODEL,
+  BB_ROLE_INDEX,
+  BB_ROLE_AGGREGATOR,
+  BB_ROLE_CODEC,
+  BB_ROLE_DATA_SOURCE,
+  BB_ROLE_PEER_SELECTOR,
+  BB_ROLE_PROTOCOL
+} bb_role;
+
+/* "Model", "DataSource", ... ; NULL for an unknown role. */
+const char *bb_role_name(bb_role role);
+/* The required_trait the role's nodes carry ("ModelRuntime", ...); NULL if unknown. */
+const char *bb_role_trait(bb_role role);
+
+/* A role placeholder, named by the author; the compiler binds a concrete component to it
+ * by that name. A slot's id is minted the first time a build records one of its methods
+ * (one counter per build, shared by body and bootstrap) and every slot handle with the
+ * same name is the same slot. peer_class is for PeerSelector slots only (the class of
+ * the peers it picks; NULL means "@self"). Slot names and classes are C identifiers. */
+typedef struct bb_slot {
+  bb_role role;
+  const char *name;
+  const char *peer_class;
+} bb_slot;
+
+/* An attribute for an op: name, type (BB_ATTR_INT, FLOAT, STRING, INTS, FLOATS, STRINGS
+ * or TENSOR) and the matching field(s). The BB_OP_ATTR_* macros fill one in. */
+typedef struct bb_literal bb_literal;
+typedef struct bb_op_attr {
+  const char *name;
+  bb_attr_type type;
+  int64_t i;
+  float f;
+  const char *s;
+  const int64_t *ints;
+  const float *floats;
+  const char *const *strings;
+  size_t n;
+  const bb_literal *t;
+} bb_op_attr;
+
+#define BB_OP_ATTR_INT(nm, v) ((bb_op_attr){.name = (nm), .type = BB_ATTR_INT, .i = (v)})
+#define BB_OP_ATTR_FLOAT(nm, v) ((bb_op_attr){.name = (nm), .type = BB_ATTR_FLOAT, .f = (v)})
+#define BB_OP_ATTR_STRING(nm, v) ((bb_op_attr){.name = (nm), .type = BB_ATTR_STRING, .s = (v)})
+#define BB_OP_ATTR_INTS(nm, v, cnt) ((bb_op_attr){.name = (nm), .type = BB_ATTR_INTS, .ints = (v), .n = (cnt)})
+#define BB_OP_ATTR_FLOATS(nm, v, cnt) \
+  ((bb_op_attr){.name = (nm), .type = BB_ATTR_FLOATS, .floats = (v), .n = (cnt)})
+#define BB_OP_ATTR_TENSOR(nm, lit) ((bb_op_attr){.name = (nm), .type = BB_ATTR_TENSOR, .t = (lit)})
+
+/* A tensor literal: element type, dims, and the elements little-endian in data (len must
+ * be numel * element size; data NULL means zeros). */
+struct bb_literal {
+  bb_dtype dtype;
+  const int64_t *dims;
+  size_t n_dims;
+  const void *data;
+  size_t len;
+};
+
+/* Records slot.method(inputs) — the generic form behind the wrappers below. method is
+ * the op type: a role method ("Forward", "NextBatch", ...), or for Backend slots any op
+ * the CPU backend supports at BB_ONNX_OPSET_VERSION ("Add", "Gemm", ...). Role methods
+ * take exactly their inputs and outputs and only their own INT attribute (Search: k,
+ * Sample: n); Backend ops take any attributes and n_outputs >= 1. The node carries
+ * required_trait, slot_id, slot_name and the method's extra metadata; outputs get the
+ * reference's types (Backend: tensor f32; roles: abstract, Train: trigger, PeerSelector:
+ * peer id). Returns 0 or the recording's error. */
+int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const bb_value *inputs,
+                     size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, bb_value *outputs,
+                     size_t n_outputs);
+
+/* Backend: a one-output ai.onnx op on the slot's backend. */
+bb_value bb_rec_backend(bb_rec *rec, const bb_slot *slot, const char *op, const bb_value *inputs,
+                        size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs);
+
+/* Model. */
+bb_value bb_rec_model_forward(bb_rec *rec, const bb_slot *slot, bb_value x);
+bb_value bb_rec_model_backward(bb_rec *rec, const bb_slot *slot, bb_value grad);
+bb_value bb_rec_model_compute_loss(bb_rec *rec, const bb_slot *slot, bb_value prediction, bb_value target);
+bb_value bb_rec_model_apply_delta(bb_rec *rec, const bb_slot *slot, bb_value delta);
+bb_value bb_rec_model_load_parameters(bb_rec *rec, const bb_slot *slot, bb_value params);
+bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot);
+
+/* Index. */
+bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector);
+bb_value bb_rec_index_search(bb_rec *rec, const bb_slot *slot, bb_value query, int64_t k);
+bb_value bb_rec_index_remove(bb_rec *rec, const bb_slot *slot, bb_value id);
+bb_value bb_rec_index_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
+
+/* Aggregator. aggregate fills params and metadata (either may be NULL). */
+bb_value bb_rec_aggregator_contribute(bb_rec *rec, const bb_slot *slot, bb_value contribution,
+                                      bb_value metadata);
+int bb_rec_aggregator_aggregate(bb_rec *rec, const bb_slot *slot, bb_value trigger, bb_value *params,
+                                bb_value *metadata);
+
+/* Codec. */
+bb_value bb_rec_codec_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
+bb_value bb_rec_codec_encode(bb_rec *rec, const bb_slot *slot, bb_value x);
+bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y);
+
+/* DataSource. next_batch fills batch and labels (either may be NULL). */
+int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels);
+bb_value bb_rec_data_source_reset(bb_rec *rec, const bb_slot *slot, bb_value trigger);
+bb_value bb_rec_data_source_on_data_loaded(bb_rec *rec, const bb_slot *slot);
+
+/* PeerSelector. */
+bb_value bb_rec_peer_selector_sample(bb_rec *rec, const bb_slot *slot, int64_t n);
+bb_value bb_rec_peer_selector_current_view(bb_rec *rec, const bb_slot *slot);
+
+/* ---- syscall helpers ---------------------------------------------------------------- */
+
+/* syscall PassThrough: x under a new name, same type. */
+bb_value bb_rec_pass_through(bb_rec *rec, bb_value x);
+
+/* syscall Constant with attribute value = the literal, typed `type` (NULL: the literal's
+ * tensor type); label (may be NULL) goes to metadata bootstrap.seed for diagnostics. */
+bb_value bb_rec_constant(bb_rec *rec, const char *label, const char *type, const bb_literal *value);
+
+/* syscall Interval: a trigger every period_ns (0 leaves the compiler's default). */
+bb_value bb_rec_interval(bb_rec *rec, int64_t period_ns);
+
+/* syscall GateDispatch: a barrier over n inputs; bytes out. */
+bb_value bb_rec_gate_dispatch(bb_rec *rec, const bb_value *inputs, size_t n_inputs);
+
+/* address_book Insert / InsertMany (trigger out) and Lookup (address vector out). */
+bb_value bb_rec_address_book_insert(bb_rec *rec, bb_value peer, bb_value address);
+bb_value bb_rec_address_book_insert_many(bb_rec *rec, bb_value peer, bb_value addresses);
+bb_value bb_rec_address_book_lookup(bb_rec *rec, bb_value peer);
+
+/* protocol.global_registry Announce toward server_peer (trigger out); metadata
+ * input.server_peer names the input. */
+bb_value bb_rec_announce(bb_rec *rec, bb_value server_peer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BB_GRAPH_H */

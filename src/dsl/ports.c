@@ -1,0 +1,116 @@
+/* A function's boundary: inputs (formals), local output ports (PassThrough), network
+ * ports (wire.Send) and reading a declared port back. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dsl/recorder.h"
+
+static const bb_binding *find_binding(const rec_frame *f, const char *input) {
+  for (size_t i = 0; i < f->n_bindings; i++)
+    if (strcmp(f->bindings[i].input, input) == 0) return &f->bindings[i];
+  return NULL;
+}
+
+bb_value bb_rec_input(bb_rec *rec, const char *name, const char *type) {
+  bb_value none = {0};
+  if (!rec || !rec_check_name(rec, "input", name) || (type && !rec_check_type(rec, type))) return none;
+  rec_fn *f = rec_cur(rec);
+  uint32_t id;
+  if (bb_strmap_get(&f->names, name, &id)) {
+    if (bb_strlist_find(&f->fn->inputs, name) < 0) {
+      rec_name_free(rec, name, "input");
+      return none;
+    }
+    const char *had = rec->values.items[id].type;
+    if (type && rec_types_conflict(type, had)) {
+      rec_error(rec, BB_ERR_TYPE, "input '%s' declared again as %s; it was declared %s", name, type, had);
+      return none;
+    }
+    return rec_handle(rec, id);
+  }
+  const bb_binding *b = find_binding(rec_top(rec), name);
+  if (rec->frames.len > 1 && !b) {
+    rec_error(rec, BB_ERR_NOT_FOUND, "input '%s' is not bound by the call (give it a bb_binding)", name);
+    return none;
+  }
+  const char *bound = b ? rec->values.items[b->value.id].type : NULL;
+  if (type && bound && rec_types_conflict(type, bound)) {
+    rec_error(rec, BB_ERR_TYPE, "input '%s' is declared %s, but the call binds '%s' of type %s", name, type,
+              b->value.name, bound);
+    return none;
+  }
+  const char *vtype = type ? rec_copy(rec, type) : bound ? bound : BB_TYPE_BYTES;
+  const char *vname = rec_copy(rec, name);
+  if (!vtype || !vname) return none;
+  if (bb_strlist_append(rec->model, &f->fn->inputs, vname)) {
+    rec_nomem(rec);
+    return none;
+  }
+  return rec_define(rec, vname, vtype);
+}
+
+/* True when `port` can become a new output port of the current function. */
+static bool port_free(bb_rec *r, const char *port, const char *what) {
+  if (!rec_check_name(r, what, port)) return false;
+  if (bb_strlist_find(&rec_cur(r)->fn->outputs, port) >= 0) {
+    rec_error(r, BB_ERR_EXISTS, "%s '%s' is declared twice", what, port);
+    return false;
+  }
+  return rec_name_free(r, port, what);
+}
+
+bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value) {
+  bb_value none = {0};
+  char what[REC_NAME_MAX + 32];
+  if (!rec || !port_free(rec, name, "output port")) return none;
+  snprintf(what, sizeof what, "the value of output port '%s'", name);
+  if (!rec_check_value(rec, value, what)) return none;
+  bb_node *n = rec_node_begin(rec, "PassThrough", BB_DOMAIN_SYSCALL, &value, 1);
+  const char *port = rec_copy(rec, name);
+  if (!n || !port || rec_node_output(rec, n, port) || rec_node_push(rec, n)) return none;
+  if (bb_strlist_append(rec->model, &rec_cur(rec)->fn->outputs, port)) {
+    rec_nomem(rec);
+    return none;
+  }
+  return rec_define(rec, port, rec_value_type(rec, value));
+}
+
+bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value) {
+  bb_value none = {0};
+  char what[REC_NAME_MAX + 48];
+  if (!rec || !port_free(rec, port, "network port")) return none;
+  snprintf(what, sizeof what, "the value sent on network port '%s'", port);
+  if (!rec_check_value(rec, value, what)) return none;
+  snprintf(what, sizeof what, "the peers of network port '%s'", port);
+  if (!rec_check_value(rec, peers, what)) return none;
+  if (!rec_is_peer_type(rec_value_type(rec, peers), true)) {
+    rec_error(rec, BB_ERR_TYPE, "%s are value '%s' of type %s; expected %s, %s or an untyped input", what,
+              peers.name, rec_value_type(rec, peers), BB_TYPE_PEER_ID, BB_TYPE_PEER_ID_VEC);
+    return none;
+  }
+  const char *handle = rec_mint_name(rec);
+  const char *pname = rec_copy(rec, port);
+  bb_node *n = rec_node_new(rec, "Send", BB_DOMAIN_WIRE);
+  if (!handle || !pname || !n || rec_node_input(rec, n, value.name) || rec_node_input(rec, n, peers.name) ||
+      rec_node_output(rec, n, pname) || rec_node_output(rec, n, handle) || rec_node_push(rec, n))
+    return none;
+  if (!rec_define(rec, pname, rec_value_type(rec, value)).name) return none;
+  bb_value req = rec_define(rec, handle, BB_TYPE_WIRE_REQ_ID);
+  if (req.name && bb_strlist_append(rec->model, &rec_cur(rec)->fn->outputs, pname)) {
+    rec_nomem(rec);
+    return none;
+  }
+  return req;
+}
+
+bb_value bb_rec_lookup_output(bb_rec *rec, const char *port) {
+  bb_value none = {0};
+  if (!rec || !rec_check_name(rec, "output port", port)) return none;
+  rec_fn *f = rec_cur(rec);
+  uint32_t id;
+  if (bb_strlist_find(&f->fn->outputs, port) < 0 || !bb_strmap_get(&f->names, port, &id)) {
+    rec_error(rec, BB_ERR_NOT_FOUND, "no output port '%s' has been declared in this function", port);
+    return none;
+  }
+  return rec_handle(rec, id);
+}
