@@ -46,6 +46,16 @@ export class Bb {
     return result;
   }
 
+  /**
+   * Returns a pointer a call returned (as an unsigned address), and throws the recorded
+   * {@link BbError} when it is NULL.
+   */
+  checkPointer(ptr: number): number {
+    const address = ptr >>> 0;
+    if (address === 0) throw this.lastError(BbErrorCode.InvalidArgument);
+    return address;
+  }
+
   /** The error the last fallible call recorded; `fallbackCode` stands in if it recorded none. */
   lastError(fallbackCode: number): BbError {
     const recorded = this.exports.bb_wasm_last_error_code();

@@ -2,15 +2,29 @@
  * bytesandbrains: the C core as a standalone WebAssembly module, driven from TypeScript.
  *
  * ```ts
- * import { loadBb, OnnxModel } from 'bytesandbrains';
+ * import { loadBb, OnnxModel, CpuSession, Tensor } from 'bytesandbrains';
  * const bb = await loadBb();
  * const model = OnnxModel.decode(bb, bytes);
- * console.log(model.summary());
- * model.free();
+ * const session = new CpuSession(bb, model);
+ * const x = Tensor.from(bb, 'float', new Float32Array([1, 2, 3]), [3]);
+ * const { y } = session.run({ x });
+ * console.log(y?.toArray());
+ * for (const object of [x, y, session, model]) object?.free();
  * ```
  */
 export { loadBb, type WasmSource } from './loader.js';
 export { Bb } from './bb.js';
 export { OnnxModel } from './model.js';
+export { Tensor, MAX_RANK } from './tensor.js';
+export { CpuSession, type CpuOp } from './session.js';
+export {
+  encodeOnnxModel,
+  type OnnxAttribute,
+  type OnnxInitializerSpec,
+  type OnnxModelSpec,
+  type OnnxNodeSpec,
+  type OnnxValueSpec,
+} from './onnx-builder.js';
+export { DTYPE_NAMES, dtypeCode, dtypeFromCode, isDType, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
 export { BbError, BbErrorCode, BbExitError, BbLoadError, bbErrorCodeName } from './errors.js';
 export { BB_WASM_ABI_VERSION, type BbExports } from './abi.js';

@@ -1,10 +1,10 @@
 import { beforeAll, beforeEach, describe, expect, test } from 'vitest';
 
-import { BbError, BbErrorCode, loadBb, OnnxModel, type Bb } from '../src/index.js';
-import { addModel, headerVersion, wasmBytes } from './support.js';
+import { BB_WASM_ABI_VERSION, BbErrorCode, loadBb, OnnxModel, type Bb } from '../src/index.js';
+import { addModel, BB_WASM_MAX_HANDLES, BB_WASM_SLOT_BITS, bbErrorOf, headerVersion, wasmBytes } from './support.js';
 
-const SLOT_BITS = 10;
-const MAX_HANDLES = 1 << SLOT_BITS;
+const SLOT_BITS = BB_WASM_SLOT_BITS;
+const MAX_HANDLES = BB_WASM_MAX_HANDLES;
 
 let module: WebAssembly.Module;
 let bb: Bb;
@@ -18,26 +18,15 @@ beforeEach(async () => {
   bb = await loadBb(module);
 });
 
-/** Runs `call` and returns the BbError it throws. */
-function bbErrorOf(call: () => unknown): BbError {
-  try {
-    call();
-  } catch (error) {
-    if (error instanceof BbError) return error;
-    throw error;
-  }
-  throw new Error('expected a BbError, but the call succeeded');
-}
-
 /** The raw error record after a call. */
 function lastError(): { code: number; message: string } {
   return { code: bb.exports.bb_wasm_last_error_code(), message: bb.readCString(bb.exports.bb_wasm_last_error()) };
 }
 
 describe('module identity', () => {
-  test('reports the C version and ABI 1', () => {
+  test(`reports the C version and ABI ${BB_WASM_ABI_VERSION}`, () => {
     expect(bb.version).toBe(headerVersion());
-    expect(bb.exports.bb_wasm_abi_version()).toBe(1);
+    expect(bb.exports.bb_wasm_abi_version()).toBe(BB_WASM_ABI_VERSION);
   });
 });
 

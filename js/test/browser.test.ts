@@ -10,7 +10,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
-import { loadBb, OnnxModel } from '../src/index.js';
+import { BB_WASM_ABI_VERSION, loadBb, OnnxModel } from '../src/index.js';
 import { addModel, packageRoot, wasmBytes } from './support.js';
 
 const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
@@ -116,7 +116,7 @@ test('the package loads bb.wasm and round-trips a model in Chromium', async () =
   const model = OnnxModel.decode(bb, addModel());
   expect(report.version).toBe(bb.version);
   expect(report.fallbackVersion).toBe(bb.version);
-  expect(report.abiVersion).toBe(1);
+  expect(report.abiVersion).toBe(BB_WASM_ABI_VERSION);
   expect(new Uint8Array(report.encoded)).toEqual(model.encode());
   expect(report.summary).toBe(model.summary());
   expect(report.error).toMatchObject({ name: 'BbError', code: -2 });

@@ -7,13 +7,13 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 
 import { BbLoadError, loadBb, OnnxModel, type Bb, type WasmSource } from '../src/index.js';
-import { BB_WASM_FUNCTION_ARITY } from '../src/abi.js';
+import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY } from '../src/abi.js';
 import { addModel, headerVersion, packageRoot, wasmBytes, wasmPath } from './support.js';
 
-/** A loaded module must be initialised, speak ABI 1, and decode and encode a real model. */
+/** A loaded module must be initialised, speak this package's ABI, and decode and encode a real model. */
 function expectWorking(bb: Bb): void {
   expect(bb.version).toBe(headerVersion());
-  expect(bb.abiVersion).toBe(1);
+  expect(bb.abiVersion).toBe(BB_WASM_ABI_VERSION);
   const model = OnnxModel.decode(bb, addModel());
   try {
     expect(model.encode().length).toBeGreaterThan(0);
@@ -55,7 +55,9 @@ const name = (text: string): number[] => [...leb128(text.length), ...Buffer.from
 function fakeModule(functions: Record<string, number>, result: number): Uint8Array {
   const entries = Object.entries(functions);
   const I32 = 0x7f;
-  const types = [0, 1, 2].map((arity) => [0x60, ...vector(Array.from({ length: arity }, () => [I32])), 1, I32]);
+  const maxArity = Math.max(...Object.values(functions));
+  // Type i takes i parameters, so a function's type index is its arity.
+  const types = Array.from({ length: maxArity + 1 }, (_, arity) => [0x60, ...vector(Array.from({ length: arity }, () => [I32])), 1, I32]);
   const body = [0x00, 0x41, ...leb128(result), 0x0b]; // no locals; i32.const result; end
   return new Uint8Array([
     ...WASM_HEADER,
@@ -180,16 +182,19 @@ describe('loadBb refuses what it cannot use', () => {
   });
 
   test('a module that speaks another ABI version', async () => {
-    const failure = loadBb(fakeModule(BB_WASM_FUNCTION_ARITY, 2));
+    const other = BB_WASM_ABI_VERSION + 1;
+    const failure = loadBb(fakeModule(BB_WASM_FUNCTION_ARITY, other));
     await expect(failure).rejects.toBeInstanceOf(BbLoadError);
-    await expect(failure).rejects.toThrow('bb.wasm implements ABI version 2, but this package speaks version 1');
-    // The same module answering 1 is accepted: the version is all that was wrong.
-    await expect(loadBb(fakeModule(BB_WASM_FUNCTION_ARITY, 1))).resolves.toBeDefined();
+    await expect(failure).rejects.toThrow(
+      `bb.wasm implements ABI version ${other}, but this package speaks version ${BB_WASM_ABI_VERSION}`,
+    );
+    // The same module answering the package's version is accepted: the version is all that was wrong.
+    await expect(loadBb(fakeModule(BB_WASM_FUNCTION_ARITY, BB_WASM_ABI_VERSION))).resolves.toBeDefined();
   });
 
   test('a module whose functions take other arguments than the ABI says', async () => {
     const drifted = { ...BB_WASM_FUNCTION_ARITY, bb_wasm_model_encode: 2 };
-    await expect(loadBb(fakeModule(drifted, 1))).rejects.toThrow(
+    await expect(loadBb(fakeModule(drifted, BB_WASM_ABI_VERSION))).rejects.toThrow(
       'this module is not bb.wasm, or not the version this package expects: bb_wasm_model_encode takes 2 arguments, not 1',
     );
   });

@@ -3,10 +3,16 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
+import { BbError } from '../src/index.js';
+
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const packageRoot = join(repoRoot, 'js');
 export const wasmPath = join(packageRoot, 'wasm', 'bb.wasm');
 export const onnxNodeTests = '/usr/include/onnx/backend/test/data/node';
+
+/** Objects alive at once in one instance (BB_WASM_MAX_HANDLES), and the slot bits of a handle. */
+export const BB_WASM_SLOT_BITS = 10;
+export const BB_WASM_MAX_HANDLES = 1 << BB_WASM_SLOT_BITS;
 
 /** The bytes of js/wasm/bb.wasm; fails the test with the command that makes it. */
 export function wasmBytes(): Uint8Array<ArrayBuffer> {
@@ -38,4 +44,15 @@ export function onnxNodeModels(): string[] {
 /** One small, real model: the backend test of Add. */
 export function addModel(): Uint8Array {
   return readFileSync(join(onnxNodeTests, 'test_add', 'model.onnx'));
+}
+
+/** Runs `call` and returns the BbError it throws; fails when it throws none. */
+export function bbErrorOf(call: () => unknown): BbError {
+  try {
+    call();
+  } catch (error) {
+    if (error instanceof BbError) return error;
+    throw error;
+  }
+  throw new Error('expected a BbError, but the call succeeded');
 }

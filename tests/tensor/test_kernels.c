@@ -102,6 +102,8 @@ typedef struct gemm_case {
   int bias, clamp;
   float min, max;
   int exact;
+  int bias_per_row; /* also add an m-long bias down the rows */
+  int prepack;      /* pack B beforehand with bb_f32_gemm_pack_b */
 } gemm_case;
 
 static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
@@ -110,16 +112,19 @@ static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
   const size_t b_rows = t->trans_b ? t->n : t->k, b_cols = t->trans_b ? t->k : t->n;
   const size_t lda = a_cols + pad, ldb = b_cols + 1, ldc = t->n + pad, c_rows = t->m + 1;
   float *a = floats(a_rows * lda), *b = floats(b_rows * ldb), *bias = floats(t->n);
+  float *row_bias = floats(t->m);
   float *c = floats(c_rows * ldc), *c_ref = floats(c_rows * ldc);
   if (t->exact) {
     for (size_t i = 0; i < a_rows * lda; i++) a[i] = (float)rng_int(-3, 3);
     for (size_t i = 0; i < b_rows * ldb; i++) b[i] = (float)rng_int(-3, 3);
     for (size_t i = 0; i < t->n; i++) bias[i] = (float)rng_int(-9, 9);
+    for (size_t i = 0; i < t->m; i++) row_bias[i] = (float)rng_int(-9, 9);
     for (size_t i = 0; i < c_rows * ldc; i++) c[i] = (float)rng_int(-9, 9);
   } else {
     fill_uniform(a, a_rows * lda, -1.0f, 1.0f);
     fill_uniform(b, b_rows * ldb, -1.0f, 1.0f);
     fill_uniform(bias, t->n, -1.0f, 1.0f);
+    fill_uniform(row_bias, t->m, -1.0f, 1.0f);
     fill_uniform(c, c_rows * ldc, -1.0f, 1.0f);
   }
   /* With beta 0, C must not be read: NaN there must not reach the result. */
@@ -133,14 +138,23 @@ static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
   g.m = t->m, g.n = t->n, g.k = t->k, g.trans_a = t->trans_a, g.trans_b = t->trans_b;
   g.alpha = t->alpha, g.beta = t->beta, g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
   g.bias = t->bias ? bias : NULL, g.ldc = ldc, g.clamp = t->clamp, g.min = t->min;
-  g.max = t->max;
+  g.max = t->max, g.bias_per_row = t->bias_per_row ? row_bias : NULL;
   g.c = c_ref;
   bb_f32_gemm_scalar(&g);
 
   const size_t scratch_size = bb_f32_gemm_scratch_size_for(cfg, t->m, t->n, t->k);
   void *scratch = malloc(scratch_size + 1);
+  void *packed = NULL;
+  int rc = 0;
+  if (t->prepack) {
+    /* The product must then take B from the packed copy only. */
+    const size_t size = bb_f32_gemm_packed_b_size(cfg, t->n, t->k);
+    packed = malloc(size);
+    rc = bb_f32_gemm_pack_b(cfg, t->n, t->k, t->trans_b, b, ldb, packed, size);
+    g.packed_b = packed, g.b = NULL;
+  }
   g.c = c;
-  const int rc = bb_f32_gemm_run(cfg, &g, scratch, scratch_size);
+  if (rc == 0) rc = bb_f32_gemm_run(cfg, &g, scratch, scratch_size);
   int bad = rc != 0;
   for (size_t i = 0; i < c_rows && !bad; i++) {
     for (size_t j = 0; j < ldc && !bad; j++) {
@@ -157,17 +171,20 @@ static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
       }
       mag = mag * fabs(t->alpha) + (t->beta != 0.0f ? fabs(t->beta * c_ref[i * ldc + j]) : 0.0);
       mag += t->bias ? fabs(bias[j]) : 0.0;
+      mag += t->bias_per_row ? fabs(row_bias[i]) : 0.0;
       const double tol = 2.0 * (double)(t->k + 3) * FLT_EPSILON * (mag + fabs(want)) + 1e-30;
       bad = !(fabs((double)got - want) <= tol) && !(isnan(got) && isnan(want));
     }
   }
-  if (bad) {
+  static int reported;
+  if (bad && reported++ < 5) {
     fprintf(stderr,
-            "gemm %s m=%zu n=%zu k=%zu ta=%d tb=%d alpha=%g beta=%g bias=%d clamp=%d rc=%d\n",
-            cfg->name, t->m, t->n, t->k, t->trans_a, t->trans_b, t->alpha, t->beta, t->bias,
-            t->clamp, rc);
+            "gemm %s (kc %zu) m=%zu n=%zu k=%zu ta=%d tb=%d alpha=%g beta=%g bias=%d/%d "
+            "clamp=%d prepack=%d rc=%d\n",
+            cfg->name, cfg->kc, t->m, t->n, t->k, t->trans_a, t->trans_b, t->alpha, t->beta,
+            t->bias, t->bias_per_row, t->clamp, t->prepack, rc);
   }
-  free(a), free(b), free(bias), free(c), free(c_ref), free(scratch);
+  free(a), free(b), free(bias), free(row_bias), free(c), free(c_ref), free(scratch), free(packed);
   return !bad;
 }
 
@@ -203,7 +220,7 @@ static void test_gemm_exact_small_shapes(void) {
           for (int tr = 0; tr < 4; tr++, v++) {
             gemm_case t = {mn[mi], mn[ni], ks[ki], tr & 1, tr >> 1, alphas[v % 3],
                            betas[(v / 3) % 3], (int)(v / 9) % 2, (int)(v % 5 == 0),
-                           -20.0f, 25.0f, 1};
+                           -20.0f, 25.0f, 1, (int)(v % 7 < 3), (int)(v % 4 == 1)};
             if (!gemm_check(&cfgs[ci], &t)) ok = 0;
           }
     CHECK_MSG(ok, "exact GEMM results differ for %s (mc=%zu kc=%zu nc=%zu)", cfgs[ci].name,
@@ -226,10 +243,10 @@ static void test_gemm_random_large_shapes(void) {
       const int tr = (int)(s % 4);
       gemm_case t = {shapes[s][0], shapes[s][1], shapes[s][2], tr & 1, tr >> 1,
                      s % 3 ? 1.0f : 0.75f, s % 2 ? 0.0f : 0.5f, (int)(s % 3 == 1), 0,
-                     0.0f, 0.0f, 0};
+                     0.0f, 0.0f, 0, (int)(s % 3 == 2), 0};
       CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu", cfgs[ci].name, s);
-      t.clamp = 1, t.min = -0.5f, t.max = 0.25f, t.bias = 1;
-      CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu clamped", cfgs[ci].name, s);
+      t.clamp = 1, t.min = -0.5f, t.max = 0.25f, t.bias = 1, t.prepack = 1;
+      CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu clamped, B packed", cfgs[ci].name, s);
     }
   }
 }
@@ -276,6 +293,48 @@ static void test_gemm_degenerate_and_errors(void) {
   /* The default configuration is the first usable one. */
   const bb_f32_gemm_config *const *list;
   CHECK(bb_f32_gemm_configs(&list) >= 1 && list[0] == bb_f32_gemm_default_config());
+}
+
+/* A packed B is refused by products it was not packed for, and packing checks its
+ * arguments. */
+static void test_gemm_packed_b_mismatch(void) {
+  const bb_f32_gemm_config *const *list;
+  const size_t ncfg = bb_f32_gemm_configs(&list);
+  const bb_f32_gemm_config *cfg = list[0];
+  enum { M = 7, N = 20, K = 9 };
+  float a[M * K], b[K * N], c[M * N], c_ref[M * N];
+  for (int i = 0; i < M * K; i++) a[i] = (float)(i % 5) - 2.0f;
+  for (int i = 0; i < K * N; i++) b[i] = (float)(i % 7) - 3.0f;
+  const size_t size = bb_f32_gemm_packed_b_size(cfg, N, K);
+  char *packed = malloc(size);
+  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, b, N, packed, size - 1), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, b, N - 1, packed, size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, NULL, N, packed, size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, b, N, packed, size), BB_OK);
+  bb_f32_gemm_args g = {0};
+  g.m = M, g.n = N, g.k = K, g.alpha = 1.0f, g.a = a, g.lda = K, g.b = b, g.ldb = N;
+  g.c = c_ref, g.ldc = N;
+  bb_f32_gemm_scalar(&g);
+  const size_t scratch_size = bb_f32_gemm_scratch_size_for(cfg, M, N + 8, K + 8);
+  void *scratch = malloc(scratch_size);
+  g.b = NULL, g.packed_b = packed, g.c = c;
+  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_OK);
+  CHECK(memcmp(c, c_ref, sizeof c) == 0);
+  for (int i = 0; i < M * N; i++) c[i] = 42.0f;
+  g.n = N - 1;
+  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  g.n = N, g.k = K - 1;
+  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  g.k = K;
+  for (size_t i = 1; i < ncfg; i++)
+    CHECK_EQ_INT(bb_f32_gemm_run(list[i], &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  bb_f32_gemm_config other_blocks = *cfg;
+  other_blocks.kc = 4;
+  CHECK_EQ_INT(bb_f32_gemm_run(&other_blocks, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  packed[0] ^= 1;
+  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  CHECK(c[0] == 42.0f && c[M * N - 1] == 42.0f);
+  free(packed), free(scratch);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */
@@ -351,7 +410,7 @@ static void test_binary_row_broadcast(void) {
     }
     CHECK_MSG(ok, "row broadcast %s", binary_names[op]);
   }
-  /* The scalar twin itself, on values with known answers. */
+  /* Values with known answers: the loops above only compare the two forms. */
   const float a[4] = {1, NAN, 3, -0.0f}, b[4] = {2, 0, NAN, 0.0f};
   float y[4];
   bb_f32_vbinary(BB_BINARY_MAX, 4, a, b, y);
@@ -484,6 +543,17 @@ static void test_reduce_rows(void) {
   const float x[5] = {3, -1, 7, 2, 4};
   bb_f32_reduce_rows(BB_REDUCE_MEAN, 1, 5, x, &y);
   CHECK(y == 3.0f);
+  /* Empty extents never touch the data, so NULL is fine there. */
+  float e[4] = {1, 1, 1, 1};
+  bb_f32_reduce_rows(BB_REDUCE_MEAN, 2, 0, NULL, e);
+  CHECK(isnan(e[0]) && isnan(e[1]));
+  bb_f32_reduce_strided(BB_REDUCE_SUM, 2, 0, 2, NULL, e);
+  CHECK(e[0] == 0 && e[3] == 0);
+  bb_f32_softmax_rows(3, 0, NULL, NULL);
+  bb_f32_log_softmax_rows(3, 0, NULL, NULL);
+  bb_f32_vbinary_row(BB_BINARY_ADD, 3, 0, NULL, NULL, 0, NULL);
+  bb_f32_vbinary(BB_BINARY_ADD, 0, NULL, NULL, NULL);
+  bb_f32_vunary(BB_UNARY_EXP, 0, NULL, NULL);
 }
 
 /* Over a middle axis the SIMD kernel accumulates in the same order as its twin, so every
@@ -568,6 +638,7 @@ int main(void) {
   RUN(test_gemm_exact_small_shapes);
   RUN(test_gemm_random_large_shapes);
   RUN(test_gemm_degenerate_and_errors);
+  RUN(test_gemm_packed_b_mismatch);
   RUN(test_binary_matches_scalar);
   RUN(test_binary_row_broadcast);
   RUN(test_unary_against_libm);

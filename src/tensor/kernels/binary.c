@@ -36,8 +36,8 @@ static float op_scalar(bb_binary_op op, float a, float b) {
   }
 }
 
-/* One loop for all three shapes: a_step / b_step are 1 for an array and 0 for a scalar
- * (which is then splatted once). */
+/* One loop for all three shapes: a_array / b_array are 1 for an array and 0 for a scalar
+ * (read once and splatted). */
 BB_INLINE void binary_loop(bb_binary_op op, size_t n, const float *a, int a_array,
                            const float *b, int b_array, float *y) {
   const bb_f32x4 a_splat = bb_f32x4_splat(a_array ? 0.0f : a[0]);
@@ -90,6 +90,7 @@ void bb_f32_vbinary_rc(bb_binary_op op, size_t n, float a, const float *b, float
 
 void bb_f32_vbinary_row(bb_binary_op op, size_t rows, size_t cols, const float *a,
                         const float *b, int b_first, float *y) {
+  if (cols == 0) return;
   for (size_t r = 0; r < rows; r++) {
     const float *ar = a + r * cols;
     if (b_first)

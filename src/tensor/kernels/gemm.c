@@ -7,8 +7,10 @@
  *
  * A packed B panel (kc×NR) stays in L1 while the micro-kernel walks down the A block
  * (mc×kc, in L2). Packing also absorbs the transposes and alpha, and zero-pads the edge
- * panels so the micro-kernel always runs a full tile. */
+ * panels so the micro-kernel always runs a full tile. Products with one row or one column
+ * of C are matrix-vector products, run without packing. */
 #include <stdint.h>
+#include <string.h>
 
 #include "bb/common.h"
 #include "tensor/kernels/kernels.h"
@@ -16,24 +18,38 @@
 
 #define SCRATCH_ALIGN 64
 
-static const bb_f32_gemm_config config_6x8_f32x4 = {
-    "6x8-f32x4", 6, 8, 120, 256, 1024, bb_f32_gemm_ukernel_6x8__f32x4};
+/* Blockings from bench_kernels sweep (see gemm_f32x4.c and gemm_x86.c): a B panel
+ * (kc×NR, 8 to 64 KiB) stays in L1, an A block (mc×kc, 100 to 200 KiB) in L2; nc 2048
+ * bounds the B block. Within the sweep's noise (a few %) the neighbours do as well. */
+static const bb_f32_gemm_config config_f32x4 = {
+    "5x8-f32x4", 5, 8, 100, 256, 2048, bb_f32_gemm_ukernel_5x8__f32x4,
+    bb_f32_gemm_ukernel_1x8__f32x4};
 
 #if BB_HAVE_X86_GEMM
-static const bb_f32_gemm_config config_6x16_avx2fma = {
-    "6x16-avx2fma", 6, 16, 120, 256, 2048, bb_f32_gemm_ukernel_6x16__avx2fma};
+static const bb_f32_gemm_config config_avx2fma = {
+    "6x16-avx2fma", 6, 16, 96, 512, 2048, bb_f32_gemm_ukernel_6x16__avx2fma,
+    bb_f32_gemm_ukernel_1x16__avx2fma};
+static const bb_f32_gemm_config config_avx512 = {
+    "8x32-avx512", 8, 32, 96, 512, 2048, bb_f32_gemm_ukernel_8x32__avx512,
+    bb_f32_gemm_ukernel_1x32__avx512};
 #endif
 
 size_t bb_f32_gemm_configs(const bb_f32_gemm_config *const **list) {
 #if BB_HAVE_X86_GEMM
-  static const bb_f32_gemm_config *const with_avx2[] = {&config_6x16_avx2fma,
-                                                         &config_6x8_f32x4};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    *list = with_avx2;
-    return sizeof with_avx2 / sizeof with_avx2[0];
+  static const bb_f32_gemm_config *const avx512[] = {&config_avx512, &config_avx2fma,
+                                                     &config_f32x4};
+  static const bb_f32_gemm_config *const avx2[] = {&config_avx2fma, &config_f32x4};
+  const int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (has_avx2 && __builtin_cpu_supports("avx512f")) {
+    *list = avx512;
+    return sizeof avx512 / sizeof avx512[0];
+  }
+  if (has_avx2) {
+    *list = avx2;
+    return sizeof avx2 / sizeof avx2[0];
   }
 #endif
-  static const bb_f32_gemm_config *const portable[] = {&config_6x8_f32x4};
+  static const bb_f32_gemm_config *const portable[] = {&config_f32x4};
   *list = portable;
   return sizeof portable / sizeof portable[0];
 }
@@ -45,6 +61,7 @@ const bb_f32_gemm_config *bb_f32_gemm_default_config(void) {
 }
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 static size_t div_ceil(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return div_ceil(a, b) * b; }
 
@@ -66,11 +83,17 @@ static gemm_blocking blocking_for(const bb_f32_gemm_config *cfg, size_t m, size_
   return b;
 }
 
+/* A matrix-vector product: one row of C (m = 1), or one column (n = 1, computed as the
+ * row C^T = op(B)^T op(A)^T). */
+static int is_gemv(size_t m, size_t n) { return m == 1 || n == 1; }
+
 size_t bb_f32_gemm_scratch_size_for(const bb_f32_gemm_config *cfg, size_t m, size_t n,
                                     size_t k) {
   if (m == 0 || n == 0 || k == 0) return 0;
   const gemm_blocking b = blocking_for(cfg, m, n, k);
-  return (b.mc * b.kc + b.nc * b.kc) * sizeof(float) + 2 * SCRATCH_ALIGN;
+  size_t floats = b.mc * b.kc + b.nc * b.kc;
+  if (is_gemv(m, n)) floats = max_size(floats, k + max_size(m, n));
+  return floats * sizeof(float) + 2 * SCRATCH_ALIGN;
 }
 
 size_t bb_f32_gemm_scratch_size(size_t m, size_t n, size_t k) {
@@ -82,38 +105,76 @@ static float *align_up(void *p) {
   return (float *)((u + SCRATCH_ALIGN - 1) & ~(uintptr_t)(SCRATCH_ALIGN - 1));
 }
 
-/* Copies `count` floats (a multiple of 4) with vector moves. */
-static void copy_f32(float *dst, const float *src, size_t count) {
-  for (size_t i = 0; i < count; i += 4) bb_f32x4_store(dst + i, bb_f32x4_load(src + i));
+/* dst[p*stride + i] = scale * src[i*ld + p] for i < 4, p < kc: four rows of the source
+ * become four columns of the panel, by 4×4 transposes. */
+static void pack_4_rows_transposed(const float *src, size_t ld, size_t kc, float scale,
+                                   float *dst, size_t stride) {
+  const bb_f32x4 s = bb_f32x4_splat(scale);
+  size_t p = 0;
+  for (; p + 4 <= kc; p += 4) {
+    bb_f32x4 r[4];
+    for (size_t i = 0; i < 4; i++) r[i] = bb_f32x4_load(src + i * ld + p) * s;
+    bb_f32x4_transpose(r);
+    for (size_t q = 0; q < 4; q++) bb_f32x4_store(dst + (p + q) * stride, r[q]);
+  }
+  for (; p < kc; p++) {
+    for (size_t i = 0; i < 4; i++) dst[p * stride + i] = scale * src[i * ld + p];
+  }
+}
+
+/* `count` source rows (src + i*ld) become the first columns of a `width`-wide panel,
+ * dst[p*width + i] = scale * src[i*ld + p]; the columns after them are zero-filled. */
+static void pack_rows_transposed(const float *src, size_t ld, size_t count, size_t width,
+                                 size_t kc, float scale, float *dst) {
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) pack_4_rows_transposed(src + i * ld, ld, kc, scale, dst + i, width);
+  for (; i < count; i++) {
+    for (size_t p = 0; p < kc; p++) dst[p * width + i] = scale * src[i * ld + p];
+  }
+  for (; i < width; i++) {
+    for (size_t p = 0; p < kc; p++) dst[p * width + i] = 0.0f;
+  }
+}
+
+/* Full-width rows of W (a multiple of 4) floats: dst[p*W + j] = scale * src[p*ld + j]. */
+BB_INLINE void copy_rows(size_t W, const float *src, size_t ld, size_t kc, float scale,
+                         float *dst) {
+  const bb_f32x4 s = bb_f32x4_splat(scale);
+  for (size_t p = 0; p < kc; p++, src += ld, dst += W) {
+    BB_UNROLL for (size_t j = 0; j < W; j += 4) bb_f32x4_store(dst + j, bb_f32x4_load(src + j) * s);
+  }
+}
+
+/* Columns of the panel copied from consecutive source rows: dst[p*width + j] =
+ * scale * src[p*ld + j] for j < count, zero up to width. The full widths of the shipped
+ * tiles get loops the compiler unrolls: a row of a B panel is only two to eight vectors. */
+static void pack_rows_direct(const float *src, size_t ld, size_t count, size_t width,
+                             size_t kc, float scale, float *dst) {
+  if (count == width) {
+    switch (width) {
+    case 8: copy_rows(8, src, ld, kc, scale, dst); return;
+    case 16: copy_rows(16, src, ld, kc, scale, dst); return;
+    case 32: copy_rows(32, src, ld, kc, scale, dst); return;
+    default: break;
+    }
+  }
+  for (size_t p = 0; p < kc; p++, src += ld, dst += width) {
+    size_t j = 0;
+    for (; j < count; j++) dst[j] = scale * src[j];
+    for (; j < width; j++) dst[j] = 0.0f;
+  }
 }
 
 /* Packs rows p0..p0+kc and columns j0..j0+nc of op(B) into nr-wide panels: panel q holds
  * op(B)[p][j0 + q*nr + c] at [q*nr*kc + p*nr + c], zero past column nc. */
-static void pack_b(const bb_f32_gemm_args *g, size_t p0, size_t j0, size_t kc, size_t nc,
-                   size_t nr, float *out) {
+static void pack_b(const float *b, size_t ldb, int trans_b, size_t p0, size_t j0, size_t kc,
+                   size_t nc, size_t nr, float *out) {
   for (size_t jr = 0; jr < nc; jr += nr, out += nr * kc) {
     const size_t w = min_size(nr, nc - jr);
-    if (!g->trans_b) {
-      const float *src = g->b + p0 * g->ldb + j0 + jr;
-      for (size_t p = 0; p < kc; p++, src += g->ldb) {
-        float *dst = out + p * nr;
-        if (w == nr && nr % 4 == 0) {
-          copy_f32(dst, src, nr);
-        } else {
-          for (size_t c = 0; c < w; c++) dst[c] = src[c];
-          for (size_t c = w; c < nr; c++) dst[c] = 0.0f;
-        }
-      }
-    } else {
-      const float *src = g->b + (j0 + jr) * g->ldb + p0; /* op(B)[p][j] = src[j*ldb + p] */
-      for (size_t c = 0; c < w; c++) {
-        const float *row = src + c * g->ldb;
-        for (size_t p = 0; p < kc; p++) out[p * nr + c] = row[p];
-      }
-      for (size_t c = w; c < nr; c++) {
-        for (size_t p = 0; p < kc; p++) out[p * nr + c] = 0.0f;
-      }
-    }
+    if (trans_b)
+      pack_rows_transposed(b + (j0 + jr) * ldb + p0, ldb, w, nr, kc, 1.0f, out);
+    else
+      pack_rows_direct(b + p0 * ldb + j0 + jr, ldb, w, nr, kc, 1.0f, out);
   }
 }
 
@@ -121,26 +182,12 @@ static void pack_b(const bb_f32_gemm_args *g, size_t p0, size_t j0, size_t kc, s
  * alpha*op(A)[i0 + q*mr + r][p] at [q*mr*kc + p*mr + r], zero past row mc. */
 static void pack_a(const bb_f32_gemm_args *g, size_t i0, size_t p0, size_t mc, size_t kc,
                    size_t mr, float *out) {
-  const float alpha = g->alpha;
   for (size_t ir = 0; ir < mc; ir += mr, out += mr * kc) {
     const size_t h = min_size(mr, mc - ir);
-    if (!g->trans_a) {
-      const float *src = g->a + (i0 + ir) * g->lda + p0;
-      for (size_t r = 0; r < h; r++) {
-        const float *row = src + r * g->lda;
-        for (size_t p = 0; p < kc; p++) out[p * mr + r] = alpha * row[p];
-      }
-      for (size_t r = h; r < mr; r++) {
-        for (size_t p = 0; p < kc; p++) out[p * mr + r] = 0.0f;
-      }
-    } else {
-      const float *src = g->a + p0 * g->lda + i0 + ir; /* op(A)[i][p] = src[p*lda + i] */
-      for (size_t p = 0; p < kc; p++, src += g->lda) {
-        float *dst = out + p * mr;
-        for (size_t r = 0; r < h; r++) dst[r] = alpha * src[r];
-        for (size_t r = h; r < mr; r++) dst[r] = 0.0f;
-      }
-    }
+    if (g->trans_a)
+      pack_rows_direct(g->a + p0 * g->lda + i0 + ir, g->lda, h, mr, kc, g->alpha, out);
+    else
+      pack_rows_transposed(g->a + (i0 + ir) * g->lda + p0, g->lda, h, mr, kc, g->alpha, out);
   }
 }
 
@@ -155,6 +202,7 @@ void bb_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, s
       } else {
         if (tile->beta != 0.0f) v += tile->beta * *cij;
         if (tile->bias) v += tile->bias[j];
+        if (tile->bias_per_row) v += tile->bias_per_row[i];
       }
       if (tile->clamp) v = bb_f32_min_scalar(bb_f32_max_scalar(v, tile->min), tile->max);
       *cij = v;
@@ -162,16 +210,97 @@ void bb_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, s
   }
 }
 
-/* C = beta*C + bias (clamped): the whole job when alpha or k is 0. A zero accumulator
+/* The tile settings of the first (and, with clamp, last) k block for all of C. */
+static bb_f32_gemm_tile whole_tile(const bb_f32_gemm_args *g) {
+  const bb_f32_gemm_tile tile = {1, g->clamp, g->beta, g->bias, g->min, g->max,
+                                 g->bias_per_row};
+  return tile;
+}
+
+/* C = beta*C + biases (clamped): the whole job when alpha or k is 0. A zero accumulator
  * tile with row stride 0 serves every row. */
 static void scale_c(const bb_f32_gemm_args *g) {
   static const float zeros[16];
-  bb_f32_gemm_tile tile = {1, g->clamp, g->beta, NULL, g->min, g->max};
+  bb_f32_gemm_tile tile = whole_tile(g);
   for (size_t j = 0; j < g->n; j += 16) {
     tile.bias = g->bias ? g->bias + j : NULL;
     bb_f32_gemm_tile_apply(zeros, 0, g->c + j, g->ldc, g->m, min_size(16, g->n - j), &tile);
   }
 }
+
+/* C (one row or one column) through bb_f32_gemv: the vector operand, times alpha, and the
+ * raw products go to scratch; the biases, beta and clamp come after, in C's own
+ * coordinates. */
+static void run_gemv(const bb_f32_gemm_args *g, float *scratch) {
+  const size_t k = g->k;
+  float *x = scratch, *y = scratch + k;
+  const bb_f32_gemm_tile tile = whole_tile(g);
+  if (g->m == 1) {
+    /* x = row 0 of op(A), which is strided when A is transposed. */
+    const size_t step = g->trans_a ? g->lda : 1;
+    for (size_t p = 0; p < k; p++) x[p] = g->alpha * g->a[p * step];
+    bb_f32_gemv(g->n, k, x, g->b, g->ldb, g->trans_b, y);
+    bb_f32_gemm_tile_apply(y, 0, g->c, g->ldc, 1, g->n, &tile);
+  } else {
+    /* x = column 0 of op(B); C^T = x^T op(A)^T, and op(A)^T is A read the other way. */
+    const size_t step = g->trans_b ? 1 : g->ldb;
+    for (size_t p = 0; p < k; p++) x[p] = g->alpha * g->b[p * step];
+    bb_f32_gemv(g->m, k, x, g->a, g->lda, !g->trans_a, y);
+    bb_f32_gemm_tile_apply(y, 1, g->c, g->ldc, g->m, 1, &tile);
+  }
+}
+
+/* ---- packed B ------------------------------------------------------------------------ */
+
+/* A packed op(B) opens with this header (padded to SCRATCH_ALIGN bytes) so a product can
+ * check that the panels were cut for it. The (jc, pc) block starts jc*k + (its padded
+ * width)*pc floats into the data, which is what the driver would have packed there. */
+#define PACKED_B_MAGIC 0x62625042u /* "BPbb" */
+
+typedef struct packed_b_header {
+  uint32_t magic;
+  uint32_t nr;
+  size_t n, k, kc, nc;
+} packed_b_header;
+_Static_assert(sizeof(packed_b_header) <= SCRATCH_ALIGN, "the header fits before the data");
+
+size_t bb_f32_gemm_packed_b_size(const bb_f32_gemm_config *cfg, size_t n, size_t k) {
+  if (!cfg) cfg = bb_f32_gemm_default_config();
+  return SCRATCH_ALIGN + round_up(n, cfg->nr) * k * sizeof(float);
+}
+
+int bb_f32_gemm_pack_b(const bb_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
+                       const float *b, size_t ldb, void *packed, size_t packed_size) {
+  if (!cfg) cfg = bb_f32_gemm_default_config();
+  if (!packed || packed_size < bb_f32_gemm_packed_b_size(cfg, n, k))
+    return BB_ERR_INVALID_ARGUMENT;
+  if (n && k && (!b || ldb < (trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
+  const gemm_blocking blk = blocking_for(cfg, 1, n, k);
+  const packed_b_header h = {PACKED_B_MAGIC, (uint32_t)cfg->nr, n, k, blk.kc, blk.nc};
+  memcpy(packed, &h, sizeof h);
+  float *data = (float *)((char *)packed + SCRATCH_ALIGN);
+  for (size_t jc = 0; jc < n; jc += blk.nc) {
+    const size_t nc = min_size(blk.nc, n - jc);
+    for (size_t pc = 0; pc < k; pc += blk.kc) {
+      pack_b(b, ldb, trans_b, pc, jc, min_size(blk.kc, k - pc), nc, cfg->nr,
+             data + jc * k + round_up(nc, cfg->nr) * pc);
+    }
+  }
+  return BB_OK;
+}
+
+/* The packed data of g->packed_b, or NULL when it was packed for another product. */
+static const float *packed_b_data(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g,
+                                  const gemm_blocking *blk) {
+  packed_b_header h;
+  memcpy(&h, g->packed_b, sizeof h);
+  if (h.magic != PACKED_B_MAGIC || h.nr != cfg->nr || h.n != g->n || h.k != g->k ||
+      h.kc != blk->kc || h.nc != blk->nc)
+    return NULL;
+  return (const float *)((const char *)g->packed_b + SCRATCH_ALIGN);
+}
+
+/* ---- the driver ---------------------------------------------------------------------- */
 
 int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, void *scratch,
                     size_t scratch_size) {
@@ -183,22 +312,34 @@ int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, vo
     scale_c(g);
     return BB_OK;
   }
-  if (!g->a || !g->b || g->lda < (g->trans_a ? m : k) || g->ldb < (g->trans_b ? k : n))
-    return BB_ERR_INVALID_ARGUMENT;
+  if (!g->a || g->lda < (g->trans_a ? m : k)) return BB_ERR_INVALID_ARGUMENT;
+  if (!g->packed_b && (!g->b || g->ldb < (g->trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
   if (!scratch || scratch_size < bb_f32_gemm_scratch_size_for(cfg, m, n, k))
     return BB_ERR_INVALID_ARGUMENT;
+  if (!g->packed_b && is_gemv(m, n)) {
+    run_gemv(g, align_up(scratch));
+    return BB_OK;
+  }
 
-  const size_t mr = cfg->mr, nr = cfg->nr;
   const gemm_blocking blk = blocking_for(cfg, m, n, k);
+  const float *packed = NULL;
+  if (g->packed_b && !(packed = packed_b_data(cfg, g, &blk))) return BB_ERR_INVALID_ARGUMENT;
+  /* A single row on a packed B takes the one-row kernel, without padding A to MR rows. */
+  const size_t mr = m == 1 ? 1 : cfg->mr, nr = cfg->nr;
+  const bb_f32_gemm_ukernel_fn ukernel = m == 1 ? cfg->ukernel_1row : cfg->ukernel;
   float *const pa = align_up(scratch);
-  float *const pb = align_up(pa + blk.mc * blk.kc);
-  bb_f32_gemm_tile tile = {0, 0, g->beta, NULL, g->min, g->max};
+  float *const pb_scratch = align_up(pa + blk.mc * blk.kc);
+  bb_f32_gemm_tile tile = whole_tile(g);
 
   for (size_t jc = 0; jc < n; jc += blk.nc) {
     const size_t nc = min_size(blk.nc, n - jc);
     for (size_t pc = 0; pc < k; pc += blk.kc) {
       const size_t kc = min_size(blk.kc, k - pc);
-      pack_b(g, pc, jc, kc, nc, nr, pb);
+      const float *pb = pb_scratch;
+      if (packed)
+        pb = packed + jc * k + round_up(nc, nr) * pc;
+      else
+        pack_b(g->b, g->ldb, g->trans_b, pc, jc, kc, nc, nr, pb_scratch);
       tile.first = pc == 0;
       tile.clamp = g->clamp && pc + kc == k;
       for (size_t ic = 0; ic < m; ic += blk.mc) {
@@ -209,8 +350,9 @@ int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, vo
           const float *panel_b = pb + jr * kc;
           float *c = g->c + ic * g->ldc + jc + jr;
           for (size_t ir = 0; ir < mc; ir += mr) {
-            cfg->ukernel(kc, pa + ir * kc, panel_b, c + ir * g->ldc, g->ldc,
-                         min_size(mr, mc - ir), min_size(nr, nc - jr), &tile);
+            tile.bias_per_row = tile.first && g->bias_per_row ? g->bias_per_row + ic + ir : NULL;
+            ukernel(kc, pa + ir * kc, panel_b, c + ir * g->ldc, g->ldc, min_size(mr, mc - ir),
+                    min_size(nr, nc - jr), &tile);
           }
         }
       }

@@ -17,6 +17,7 @@ void bb_f32_gemm_scalar(const bb_f32_gemm_args *g) {
       float v = g->alpha * dot;
       if (g->beta != 0.0f) v += g->beta * *cij;
       if (g->bias) v += g->bias[j];
+      if (g->bias_per_row) v += g->bias_per_row[i];
       if (g->clamp) v = bb_f32_min_scalar(bb_f32_max_scalar(v, g->min), g->max);
       *cij = v;
     }

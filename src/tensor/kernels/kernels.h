@@ -16,11 +16,11 @@
 
 /* C = alpha * op(A) * op(B) + beta * C + bias, then optionally clamped, with op(A) m×k
  * and op(B) k×n, all row-major with leading dimensions (row strides, in floats). This is
- * ONNX Gemm with C broadcast along rows (a bias of length n); other broadcasts of ONNX's C
- * are written into the output first and taken in with beta. When beta is 0, C is
- * only written, never read (so it may hold NaN), as in BLAS; with alpha 0 or k 0 neither
- * A nor B is read. A zero-initialised struct plus sizes, pointers and alpha is a plain
- * product. */
+ * ONNX Gemm with C broadcast along rows (bias, n floats) or along columns (bias_per_row,
+ * m floats); other broadcasts of ONNX's C are written into the output first and taken in
+ * with beta. When beta is 0, C is only written, never read (so it may hold NaN), as in
+ * BLAS; with alpha 0 or k 0 neither A nor B is read. A zero-initialised struct plus sizes,
+ * pointers and alpha is a plain product. */
 typedef struct bb_f32_gemm_args {
   size_t m, n, k;
   int trans_a;      /* 0: A is m×k (lda >= k); 1: A is stored k×m (lda >= m) */
@@ -30,23 +30,29 @@ typedef struct bb_f32_gemm_args {
   size_t lda;
   const float *b;
   size_t ldb;
-  const float *bias; /* NULL, or n floats added to every row of C */
+  const float *bias; /* NULL, or n floats: bias[j] is added to column j of every row */
   float *c;
   size_t ldc;        /* >= n; C must not overlap A or B */
   int clamp;         /* nonzero: every result x becomes min(max(x, min), max) (e.g. ReLU) */
   float min, max;
+  const float *bias_per_row; /* NULL, or m floats: bias_per_row[i] is added to row i */
+  /* NULL, or op(B) packed once by bb_f32_gemm_pack_b (for constant weights); b, ldb and
+   * trans_b are then not used. It must have been packed for the same n, k and
+   * configuration, or the product is refused. */
+  const void *packed_b;
 } bb_f32_gemm_args;
 
 /* What a micro-kernel does with its accumulated tile `acc` (one k block of the product,
- * already scaled by alpha): on the first k block, c = acc + beta*c + bias (c is not read
- * when beta is 0, bias may be NULL); on later ones, c = c + acc. After the last block the
- * result is clamped when `clamp` is set. */
+ * already scaled by alpha): on the first k block, c = acc + beta*c + bias + bias_per_row
+ * (c is not read when beta is 0, either bias may be NULL); on later ones, c = c + acc.
+ * After the last block the result is clamped when `clamp` is set. */
 typedef struct bb_f32_gemm_tile {
   int first;
   int clamp;
   float beta;
-  const float *bias; /* the tile's first column of the bias row, or NULL */
+  const float *bias;         /* the tile's first column of the bias row, or NULL */
   float min, max;
+  const float *bias_per_row; /* the tile's first row of the per-row bias, or NULL */
 } bb_f32_gemm_tile;
 
 /* A micro-kernel: multiplies a packed mr×kc panel of A (pa, MR floats per k step) by a
@@ -58,28 +64,32 @@ typedef void (*bb_f32_gemm_ukernel_fn)(size_t kc, const float *pa, const float *
 
 /* A micro-kernel with the cache blocking it was tuned with. */
 typedef struct bb_f32_gemm_config {
-  const char *name; /* e.g. "6x8-f32x4": tile and instruction set */
-  size_t mr, nr;    /* micro-tile */
+  const char *name;  /* e.g. "5x8-f32x4": tile and instruction set */
+  size_t mr, nr;     /* micro-tile */
   size_t mc, kc, nc; /* blocks of A (mc×kc, in L2) and B (kc×nc); mc a multiple of mr, nc
-                        of nr. Blocks are evened out: k = 300 with kc 256 runs as 2×150. */
+                        of nr. Blocks are evened out: k = 700 with kc 512 runs as 2×350. */
   bb_f32_gemm_ukernel_fn ukernel;
+  bb_f32_gemm_ukernel_fn ukernel_1row; /* the same NR with MR = 1: one-row products on a
+                                          packed B */
 } bb_f32_gemm_config;
 
-/* The configuration bb_f32_gemm uses on this machine (chosen once, by CPU features). */
+/* The configuration bb_f32_gemm uses on this machine (chosen by CPU features). */
 const bb_f32_gemm_config *bb_f32_gemm_default_config(void);
 
 /* All configurations this machine can run, best first; returns how many. For tests and
  * benchmarks. */
 size_t bb_f32_gemm_configs(const bb_f32_gemm_config *const **list);
 
-/* Bytes of scratch bb_f32_gemm_run needs for these sizes (0 when no packing is needed). */
+/* Bytes of scratch bb_f32_gemm_run needs for products of these sizes (0 when none). */
 size_t bb_f32_gemm_scratch_size_for(const bb_f32_gemm_config *cfg, size_t m, size_t n,
                                     size_t k);
 
 /* Computes the product described by g with the given configuration, packing panels of A
- * and B into scratch. Returns 0, or BB_ERR_INVALID_ARGUMENT when a leading dimension is
- * too small, a needed pointer is NULL, or scratch_size is below what
- * bb_f32_gemm_scratch_size_for asks. */
+ * and B into scratch. One-row (m = 1) and one-column (n = 1) products skip the packing
+ * and run as matrix-vector products. Returns 0, or BB_ERR_INVALID_ARGUMENT when a leading
+ * dimension is too small, a needed pointer is NULL, scratch_size is below what
+ * bb_f32_gemm_scratch_size_for asks, or packed_b does not fit the product; C is then
+ * untouched. */
 int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, void *scratch,
                     size_t scratch_size);
 
@@ -87,27 +97,24 @@ int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, vo
 size_t bb_f32_gemm_scratch_size(size_t m, size_t n, size_t k);
 int bb_f32_gemm(const bb_f32_gemm_args *g, void *scratch, size_t scratch_size);
 
+/* Bytes that op(B), k×n, takes packed for cfg (NULL: the default configuration). */
+size_t bb_f32_gemm_packed_b_size(const bb_f32_gemm_config *cfg, size_t n, size_t k);
+
+/* Packs op(B) (k×n; B and ldb read as bb_f32_gemm_args reads them with trans_b) into
+ * `packed` for use as args.packed_b with the same cfg (NULL: default), n and k. Returns 0,
+ * or BB_ERR_INVALID_ARGUMENT for a NULL pointer, a short ldb or a small packed_size. */
+int bb_f32_gemm_pack_b(const bb_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
+                       const float *b, size_t ldb, void *packed, size_t packed_size);
+
 /* Reference: the textbook triple loop, float accumulation in k order, alpha applied to the
- * finished dot product. Does no argument checking. */
+ * finished dot product. Does no argument checking and ignores packed_b. */
 void bb_f32_gemm_scalar(const bb_f32_gemm_args *g);
 
 /* Micro-kernels (the configurations above point at them). */
-void bb_f32_gemm_ukernel_6x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
-                                    size_t ldc, size_t mr, size_t nr,
-                                    const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_4x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
-                                    size_t ldc, size_t mr, size_t nr,
-                                    const bb_f32_gemm_tile *tile);
 void bb_f32_gemm_ukernel_5x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
                                     const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_3x12__f32x4(size_t kc, const float *pa, const float *pb, float *c,
-                                     size_t ldc, size_t mr, size_t nr,
-                                     const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_2x16__f32x4(size_t kc, const float *pa, const float *pb, float *c,
-                                     size_t ldc, size_t mr, size_t nr,
-                                     const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_8x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
+void bb_f32_gemm_ukernel_1x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
                                     const bb_f32_gemm_tile *tile);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -115,16 +122,13 @@ void bb_f32_gemm_ukernel_8x8__f32x4(size_t kc, const float *pa, const float *pb,
 void bb_f32_gemm_ukernel_6x16__avx2fma(size_t kc, const float *pa, const float *pb, float *c,
                                        size_t ldc, size_t mr, size_t nr,
                                        const bb_f32_gemm_tile *tile);
+void bb_f32_gemm_ukernel_1x16__avx2fma(size_t kc, const float *pa, const float *pb, float *c,
+                                       size_t ldc, size_t mr, size_t nr,
+                                       const bb_f32_gemm_tile *tile);
 void bb_f32_gemm_ukernel_8x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
                                       size_t ldc, size_t mr, size_t nr,
                                       const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_12x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
-                                       size_t ldc, size_t mr, size_t nr,
-                                       const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_14x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
-                                       size_t ldc, size_t mr, size_t nr,
-                                       const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_6x64__avx512(size_t kc, const float *pa, const float *pb, float *c,
+void bb_f32_gemm_ukernel_1x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
                                       size_t ldc, size_t mr, size_t nr,
                                       const bb_f32_gemm_tile *tile);
 #endif
@@ -133,6 +137,11 @@ void bb_f32_gemm_ukernel_6x64__avx512(size_t kc, const float *pa, const float *p
  * row stride ld; micro-kernels use it for tiles cut by the edge of C. */
 void bb_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, size_t mr,
                             size_t nr, const bb_f32_gemm_tile *tile);
+
+/* The matrix-vector products behind one-row GEMMs: y[j] = sum over p of x[p] * op(B)[p][j]
+ * for j < n, op(B) k×n read as bb_f32_gemm_args reads it. */
+void bb_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
+                 float *y);
 
 /* ---- elementwise ---------------------------------------------------------------------- */
 
@@ -194,13 +203,15 @@ typedef enum bb_reduce_op {
 } bb_reduce_op;
 
 /* y[r] = op over x[r][0..cols), for each of `rows` contiguous rows (mean of an empty row
- * is NaN). Sums are accumulated in a different order than the scalar twin's. */
+ * is NaN; with cols 0, x is not read and may be NULL). Sums are accumulated in another
+ * order than the scalar twin's (16 partial sums). */
 void bb_f32_reduce_rows(bb_reduce_op op, size_t rows, size_t cols, const float *x, float *y);
 void bb_f32_reduce_rows_scalar(bb_reduce_op op, size_t rows, size_t cols, const float *x,
                                float *y);
 
-/* Reduces the middle axis of an outer×len×inner array: y[o][i] = op over x[o][0..len)[i].
- * This is every single-range axis reduction that is not over the last axis. */
+/* Reduces the middle axis of an outer×len×inner array: y[o][i] = op over x[o][0..len)[i],
+ * which covers every reduction over one run of adjacent axes. For inner > 1 the sums are
+ * accumulated in the twin's order, so the two agree exactly. */
 void bb_f32_reduce_strided(bb_reduce_op op, size_t outer, size_t len, size_t inner,
                            const float *x, float *y);
 void bb_f32_reduce_strided_scalar(bb_reduce_op op, size_t outer, size_t len, size_t inner,

@@ -69,12 +69,21 @@ BB_INLINE void reduce_strided(bb_reduce_op op, size_t outer, size_t len, size_t 
   }
 }
 
+/* What a reduction over nothing gives (x is then never touched, and may be NULL). */
+static void reduce_empty(bb_reduce_op op, size_t count, float *y) {
+  for (size_t i = 0; i < count; i++) y[i] = op == BB_REDUCE_MEAN ? NAN : identity(op);
+}
+
 /* Mean is a sum scaled afterwards, in both forms. */
 static void divide(size_t n, float *y, size_t count) {
   for (size_t i = 0; i < n; i++) y[i] /= (float)count;
 }
 
 void bb_f32_reduce_rows(bb_reduce_op op, size_t rows, size_t cols, const float *x, float *y) {
+  if (cols == 0) {
+    reduce_empty(op, rows, y);
+    return;
+  }
   switch (op) {
   case BB_REDUCE_SUM: reduce_rows(BB_REDUCE_SUM, rows, cols, x, y); break;
   case BB_REDUCE_MEAN:
@@ -89,6 +98,10 @@ void bb_f32_reduce_rows(bb_reduce_op op, size_t rows, size_t cols, const float *
 
 void bb_f32_reduce_strided(bb_reduce_op op, size_t outer, size_t len, size_t inner,
                            const float *x, float *y) {
+  if (len == 0) {
+    reduce_empty(op, outer * inner, y);
+    return;
+  }
   if (inner == 1) {
     bb_f32_reduce_rows(op, outer, len, x, y);
     return;
@@ -112,6 +125,10 @@ void bb_f32_reduce_rows_scalar(bb_reduce_op op, size_t rows, size_t cols, const 
 
 void bb_f32_reduce_strided_scalar(bb_reduce_op op, size_t outer, size_t len, size_t inner,
                                   const float *x, float *y) {
+  if (len == 0) {
+    reduce_empty(op, outer * inner, y);
+    return;
+  }
   const bb_reduce_op base = op == BB_REDUCE_MEAN ? BB_REDUCE_SUM : op;
   for (size_t o = 0; o < outer; o++) {
     for (size_t i = 0; i < inner; i++) {

@@ -43,6 +43,7 @@ static float sum_exp(size_t n, const float *x, float max, float *y) {
 }
 
 void bb_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
+  if (cols == 0) return;
   for (size_t r = 0; r < rows; r++, x += cols, y += cols) {
     float max;
     bb_f32_reduce_rows(BB_REDUCE_MAX, 1, cols, x, &max);
@@ -52,6 +53,7 @@ void bb_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
 }
 
 void bb_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
+  if (cols == 0) return;
   for (size_t r = 0; r < rows; r++, x += cols, y += cols) {
     float max;
     bb_f32_reduce_rows(BB_REDUCE_MAX, 1, cols, x, &max);
@@ -70,6 +72,7 @@ static float row_max_scalar(size_t n, const float *x) {
 }
 
 void bb_f32_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float *y) {
+  if (cols == 0) return;
   for (size_t r = 0; r < rows; r++, x += cols, y += cols) {
     const float max = row_max_scalar(cols, x);
     float sum = 0.0f;
@@ -82,6 +85,7 @@ void bb_f32_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float 
 }
 
 void bb_f32_log_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float *y) {
+  if (cols == 0) return;
   for (size_t r = 0; r < rows; r++, x += cols, y += cols) {
     const float max = row_max_scalar(cols, x);
     float sum = 0.0f;

@@ -1,9 +1,9 @@
 /* The 128-bit vector layer every portable kernel is written against: four f32 lanes in
- * GCC/Clang vector extensions, which lower to SIMD128 under Emscripten (-msimd128), to
- * SSE2 on x86-64 and to NEON on AArch64. Arithmetic uses the plain operators; the few
- * operations C has no operator for are defined here once, per target, with the exact
- * semantics the scalar twins copy, so a SIMD kernel and its twin agree bit for bit
- * wherever IEEE rounding allows. */
+ * GCC/Clang vector extensions, which lower to SIMD128 under Emscripten (-msimd128) and to
+ * SSE2 on x86-64 (other targets get the generic fallbacks below, so far untested).
+ * Arithmetic uses the plain operators; the few operations C has no operator for are
+ * defined here once, per target, with the exact semantics the scalar twins copy, so a
+ * SIMD kernel and its twin agree bit for bit wherever IEEE rounding allows. */
 #ifndef BB_TENSOR_KERNELS_VEC_H
 #define BB_TENSOR_KERNELS_VEC_H
 
@@ -115,15 +115,37 @@ BB_INLINE bb_f32x4 bb_f32x4_neg(bb_f32x4 v) {
   return bb_i32x4_as_f32(bb_f32x4_as_i32(v) ^ (bb_i32x4){s, s, s, s});
 }
 
-/* Sum and max of the four lanes (in a fixed pairwise order). */
+/* Nonzero when every lane of a comparison mask is set. */
+BB_INLINE int bb_i32x4_all(bb_i32x4 mask) {
+#if defined(__wasm_simd128__)
+  return wasm_i32x4_all_true((v128_t)mask);
+#elif defined(__SSE2__)
+  return _mm_movemask_ps((__m128)mask) == 0xf;
+#else
+  return (mask[0] & mask[1] & mask[2] & mask[3]) != 0;
+#endif
+}
+
+/* Lanes of a and b picked by index (0-3 from a, 4-7 from b). */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define BB_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+#define BB_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (bb_i32x4){i0, i1, i2, i3})
+#endif
+
+/* Transposes the 4×4 matrix whose rows are r[0..3], in place. */
+BB_INLINE void bb_f32x4_transpose(bb_f32x4 r[4]) {
+  const bb_f32x4 t0 = BB_F32X4_SHUFFLE(r[0], r[1], 0, 4, 1, 5);
+  const bb_f32x4 t1 = BB_F32X4_SHUFFLE(r[0], r[1], 2, 6, 3, 7);
+  const bb_f32x4 t2 = BB_F32X4_SHUFFLE(r[2], r[3], 0, 4, 1, 5);
+  const bb_f32x4 t3 = BB_F32X4_SHUFFLE(r[2], r[3], 2, 6, 3, 7);
+  r[0] = BB_F32X4_SHUFFLE(t0, t2, 0, 1, 4, 5);
+  r[1] = BB_F32X4_SHUFFLE(t0, t2, 2, 3, 6, 7);
+  r[2] = BB_F32X4_SHUFFLE(t1, t3, 0, 1, 4, 5);
+  r[3] = BB_F32X4_SHUFFLE(t1, t3, 2, 3, 6, 7);
+}
+
+/* Sum of the four lanes, in a fixed pairwise order. */
 BB_INLINE float bb_f32x4_hsum(bb_f32x4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
-
-BB_INLINE float bb_f32x4_hmax(bb_f32x4 v) {
-  return bb_f32_max_scalar(bb_f32_max_scalar(v[0], v[2]), bb_f32_max_scalar(v[1], v[3]));
-}
-
-BB_INLINE float bb_f32x4_hmin(bb_f32x4 v) {
-  return bb_f32_min_scalar(bb_f32_min_scalar(v[0], v[2]), bb_f32_min_scalar(v[1], v[3]));
-}
 
 #endif

@@ -125,6 +125,38 @@ static void im2col_f32(const geometry *g, const float *x, int64_t channels, floa
     }
 }
 
+/* The 2-D case without index arithmetic per element: each (channel, ky, kx) row of the
+ * column matrix is out_h runs of out_w values, contiguous copies when stride is 1. */
+static void im2col_2d_f32(const geometry *g, const float *x, int64_t channels, float *col) {
+  const int64_t ih = g->in[0], iw = g->in[1], oh = g->out[0], ow = g->out[1];
+  const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dilation[0], dw = g->dilation[1];
+  const int64_t ph = g->pad_begin[0], pw = g->pad_begin[1];
+  for (int64_t c = 0; c < channels; c++) {
+    const float *plane = x + c * ih * iw;
+    for (int64_t ky = 0; ky < g->kernel[0]; ky++)
+      for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
+        float *row = col + ((c * g->kernel[0] + ky) * g->kernel[1] + kx) * oh * ow;
+        /* output columns whose input column is inside the image: [x0, x1) */
+        int64_t off = kx * dw - pw, x0 = 0, x1 = ow;
+        while (x0 < ow && x0 * sw + off < 0) x0++;
+        while (x1 > x0 && (x1 - 1) * sw + off >= iw) x1--;
+        for (int64_t oy = 0; oy < oh; oy++, row += ow) {
+          int64_t iy = oy * sh - ph + ky * dh;
+          if (iy < 0 || iy >= ih) {
+            memset(row, 0, (size_t)ow * sizeof *row);
+            continue;
+          }
+          const float *src = plane + iy * iw;
+          for (int64_t ox = 0; ox < x0; ox++) row[ox] = 0.0f;
+          if (sw == 1) memcpy(row + x0, src + x0 + off, (size_t)(x1 - x0) * sizeof *row);
+          else
+            for (int64_t ox = x0; ox < x1; ox++) row[ox] = src[ox * sw + off];
+          for (int64_t ox = x1; ox < ow; ox++) row[ox] = 0.0f;
+        }
+      }
+  }
+}
+
 static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
@@ -144,7 +176,10 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
   for (int64_t n = 0; n < n_batch && !rc; n++)
     for (int64_t gi = 0; gi < group && !rc; gi++) {
       const float *xg = xd + (n * c_in + gi * cg) * g->in_size;
-      if (!direct) im2col_f32(g, xg, cg, col);
+      if (!direct) {
+        if (g->nd == 2) im2col_2d_f32(g, xg, cg, col);
+        else im2col_f32(g, xg, cg, col);
+      }
       bb_f32_gemm_args a;
       memset(&a, 0, sizeof a);
       a.m = (size_t)mg, a.n = (size_t)g->out_size, a.k = (size_t)kdim;
@@ -152,12 +187,8 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
       a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
       a.b = direct ? xg : col, a.ldb = (size_t)g->out_size;
       a.c = yd + (n * m_out + gi * mg) * g->out_size, a.ldc = (size_t)g->out_size;
+      a.bias_per_row = bd ? bd + gi * mg : NULL; /* one bias per output channel = per row of C */
       rc = bb_f32_gemm(&a, scratch, scratch_size);
-      if (!rc && bd)
-        for (int64_t m = 0; m < mg; m++) {
-          float bias = bd[gi * mg + m], *row = a.c + m * g->out_size;
-          for (int64_t p = 0; p < g->out_size; p++) row[p] += bias;
-        }
     }
   ctx->alloc->free(mem, ctx->alloc->user_data);
   return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;

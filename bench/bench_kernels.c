@@ -1,0 +1,340 @@
+/* Kernel throughput, SIMD against the scalar twins: GEMM in GFLOP/s, elementwise and
+ * row kernels in GB/s (bytes read plus bytes written). Native and, built with Emscripten,
+ * under Node (`node build-wasm/bench/bench_kernels.js`).
+ *
+ *   bench_kernels            the standard table
+ *   bench_kernels sweep      GEMM micro-kernel shapes and cache blocks, for tuning */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tensor/kernels/gemm_f32x4.h"
+#include "tensor/kernels/gemm_x86.h"
+#include "tensor/kernels/kernels.h"
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xmalloc(size_t size) {
+  void *p = malloc(size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "out of memory (%zu bytes)\n", size);
+    exit(1);
+  }
+  return p;
+}
+
+static float *random_floats(size_t n, uint32_t seed, float lo, float hi) {
+  float *x = xmalloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = lo + (hi - lo) * (float)(seed >> 8) / 16777216.0f;
+  }
+  return x;
+}
+
+/* Keeps the optimiser from dropping work whose result nobody reads. */
+static volatile float sink;
+
+typedef void (*bench_fn)(void *ctx);
+
+/* Seconds per call: repeat until a batch takes at least min_batch seconds, then keep the
+ * fastest of `batches` batches. */
+static double time_call(bench_fn fn, void *ctx, double min_batch, int batches) {
+  fn(ctx); /* warm caches and pages */
+  size_t reps = 1;
+  for (;;) {
+    const double t0 = now_seconds();
+    for (size_t r = 0; r < reps; r++) fn(ctx);
+    const double t = now_seconds() - t0;
+    if (t >= min_batch || reps >= (1u << 20)) {
+      double best = t / (double)reps;
+      for (int b = 1; b < batches; b++) {
+        const double t1 = now_seconds();
+        for (size_t r = 0; r < reps; r++) fn(ctx);
+        const double tb = (now_seconds() - t1) / (double)reps;
+        if (tb < best) best = tb;
+      }
+      return best;
+    }
+    reps *= 2;
+  }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------- */
+
+typedef struct gemm_ctx {
+  const bb_f32_gemm_config *cfg; /* NULL: the scalar reference */
+  bb_f32_gemm_args args;
+  void *scratch;
+  size_t scratch_size;
+} gemm_ctx;
+
+static void run_gemm(void *p) {
+  gemm_ctx *g = p;
+  if (g->cfg) {
+    if (bb_f32_gemm_run(g->cfg, &g->args, g->scratch, g->scratch_size) != 0) {
+      fprintf(stderr, "gemm failed\n");
+      exit(1);
+    }
+  } else {
+    bb_f32_gemm_scalar(&g->args);
+  }
+  sink = g->args.c[0];
+}
+
+/* GFLOP/s of C[m×n] = A[m×k]·B[k×n] (B stored transposed when trans_b; packed once,
+ * outside the timing, when prepack). */
+static double gemm_gflops(const bb_f32_gemm_config *cfg, size_t m, size_t n, size_t k,
+                          int trans_b, int prepack, double min_batch) {
+  gemm_ctx g = {0};
+  g.cfg = cfg;
+  g.args.m = m, g.args.n = n, g.args.k = k, g.args.alpha = 1.0f, g.args.trans_b = trans_b;
+  float *a = random_floats(m * k, 1, -1, 1), *b = random_floats(k * n, 2, -1, 1);
+  float *c = random_floats(m * n, 3, -1, 1);
+  g.args.a = a, g.args.lda = k, g.args.b = b, g.args.ldb = trans_b ? k : n, g.args.c = c;
+  g.args.ldc = n;
+  void *packed = NULL;
+  if (cfg) {
+    g.scratch_size = bb_f32_gemm_scratch_size_for(cfg, m, n, k);
+    g.scratch = xmalloc(g.scratch_size);
+  }
+  if (cfg && prepack) {
+    const size_t size = bb_f32_gemm_packed_b_size(cfg, n, k);
+    packed = xmalloc(size);
+    if (bb_f32_gemm_pack_b(cfg, n, k, trans_b, b, g.args.ldb, packed, size) != 0) {
+      fprintf(stderr, "packing B failed\n");
+      exit(1);
+    }
+    g.args.packed_b = packed;
+  }
+  const double t = time_call(run_gemm, &g, min_batch, cfg ? 5 : 1);
+  free(a), free(b), free(c), free(g.scratch), free(packed);
+  return 2.0 * (double)m * (double)n * (double)k / t * 1e-9;
+}
+
+static void bench_gemm(void) {
+  static const size_t shapes[][3] = {
+      {128, 128, 128}, {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {32, 128, 784}};
+  const bb_f32_gemm_config *const *list;
+  const size_t ncfg = bb_f32_gemm_configs(&list);
+  printf("GEMM C[m×n] = A[m×k]·B[k×n], GFLOP/s (single thread; first column is the default)\n");
+  printf("  %-24s", "m×n×k");
+  for (size_t i = 0; i < ncfg; i++) printf(" %13s", list[i]->name);
+  printf(" %9s %8s\n", "scalar", "ratio");
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    char label[64];
+    snprintf(label, sizeof label, "%zux%zux%zu", m, n, k);
+    printf("  %-24s", label);
+    double best = 0.0;
+    for (size_t i = 0; i < ncfg; i++) {
+      const double gf = gemm_gflops(list[i], m, n, k, 0, 0, 0.2);
+      if (i == 0) best = gf;
+      printf(" %13.2f", gf);
+      fflush(stdout);
+    }
+    /* The naive reference is slow; one timed call is plenty at the big sizes. */
+    const double ref = gemm_gflops(NULL, m, n, k, 0, 0, m * n * k > 100000000u ? 0.0 : 0.2);
+    printf(" %9.2f %7.1fx\n", ref, best / ref);
+  }
+  /* Shapes of inference: weights transposed (ONNX Gemm transB=1), packed once, batch 1. */
+  static const struct {
+    const char *label;
+    size_t m, n, k;
+    int trans_b, prepack;
+  } extra[] = {{"32x128x784 B^T", 32, 128, 784, 1, 0},
+               {"32x128x784 B packed", 32, 128, 784, 0, 1},
+               {"1x128x784 (gemv)", 1, 128, 784, 0, 0},
+               {"1x128x784 B^T (gemv)", 1, 128, 784, 1, 0},
+               {"1x1024x1024 (gemv)", 1, 1024, 1024, 0, 0},
+               {"1x1024x1024 B packed", 1, 1024, 1024, 0, 1}};
+  for (size_t s = 0; s < sizeof extra / sizeof extra[0]; s++) {
+    printf("  %-24s", extra[s].label);
+    for (size_t i = 0; i < ncfg; i++)
+      printf(" %13.2f", gemm_gflops(list[i], extra[s].m, extra[s].n, extra[s].k,
+                                    extra[s].trans_b, extra[s].prepack, 0.2));
+    printf("\n");
+  }
+}
+
+/* ---- elementwise and rows --------------------------------------------------------------- */
+
+typedef struct vec_ctx {
+  int simd;
+  size_t rows, cols;
+  float *a, *b, *y;
+} vec_ctx;
+
+static void run_add(void *p) {
+  vec_ctx *v = p;
+  const size_t n = v->rows * v->cols;
+  if (v->simd)
+    bb_f32_vbinary(BB_BINARY_ADD, n, v->a, v->b, v->y);
+  else
+    bb_f32_vbinary_scalar(BB_BINARY_ADD, n, v->a, v->b, v->y);
+  sink = v->y[n / 2];
+}
+
+static void run_softmax(void *p) {
+  vec_ctx *v = p;
+  if (v->simd)
+    bb_f32_softmax_rows(v->rows, v->cols, v->a, v->y);
+  else
+    bb_f32_softmax_rows_scalar(v->rows, v->cols, v->a, v->y);
+  sink = v->y[0];
+}
+
+static void run_reduce_sum(void *p) {
+  vec_ctx *v = p;
+  if (v->simd)
+    bb_f32_reduce_rows(BB_REDUCE_SUM, v->rows, v->cols, v->a, v->y);
+  else
+    bb_f32_reduce_rows_scalar(BB_REDUCE_SUM, v->rows, v->cols, v->a, v->y);
+  sink = v->y[0];
+}
+
+static bb_unary_op unary_under_test;
+
+static void run_unary(void *p) {
+  vec_ctx *v = p;
+  const size_t n = v->rows * v->cols;
+  if (v->simd)
+    bb_f32_vunary(unary_under_test, n, v->a, v->y);
+  else
+    bb_f32_vunary_scalar(unary_under_test, n, v->a, v->y);
+  sink = v->y[n / 2];
+}
+
+/* Prints SIMD and scalar throughput in GB/s, `bytes` being the traffic of one call; the
+ * first input is uniform in [lo, hi]. */
+static void bench_rows(const char *label, bench_fn fn, size_t rows, size_t cols, double bytes,
+                       float lo, float hi) {
+  vec_ctx v = {1, rows, cols, NULL, NULL, NULL};
+  v.a = random_floats(rows * cols, 4, lo, hi);
+  v.b = random_floats(rows * cols, 5, -8, 8);
+  v.y = random_floats(rows * cols, 6, -8, 8);
+  const double simd = bytes / time_call(fn, &v, 0.1, 5) * 1e-9;
+  v.simd = 0;
+  const double scalar = bytes / time_call(fn, &v, 0.1, 3) * 1e-9;
+  printf("  %-26s %9.2f %9.2f %7.1fx\n", label, simd, scalar, simd / scalar);
+  free(v.a), free(v.b), free(v.y);
+}
+
+static void bench_elementwise(void) {
+  const size_t n = 1u << 20;
+  printf("Elementwise and row kernels, GB/s (read + written)\n");
+  printf("  %-26s %9s %9s %8s\n", "", "simd", "scalar", "ratio");
+  bench_rows("Add 1M floats", run_add, 1, n, 12.0 * (double)n, -8, 8);
+  bench_rows("Softmax 1024x1024", run_softmax, 1024, 1024, 8.0 * (double)n, -8, 8);
+  bench_rows("ReduceSum 1024x1024", run_reduce_sum, 1024, 1024, 4.0 * (double)n, -8, 8);
+  static const struct {
+    bb_unary_op op;
+    const char *label;
+  } unaries[] = {{BB_UNARY_EXP, "Exp 1M floats"},
+                 {BB_UNARY_LOG, "Log 1M floats"},
+                 {BB_UNARY_SIGMOID, "Sigmoid 1M floats"},
+                 {BB_UNARY_TANH, "Tanh 1M floats"}};
+  for (size_t i = 0; i < sizeof unaries / sizeof unaries[0]; i++) {
+    unary_under_test = unaries[i].op;
+    /* Log on positive inputs: libm takes a shortcut for negative ones. */
+    const float lo = unaries[i].op == BB_UNARY_LOG ? 1e-3f : -8.0f;
+    bench_rows(unaries[i].label, run_unary, 1, n, 8.0 * (double)n, lo, 8.0f);
+  }
+}
+
+/* ---- tuning sweep ------------------------------------------------------------------------ */
+
+/* Micro-kernel shapes the shipped ones were chosen from, made here from the same bodies. */
+#define SWEEP_F32X4(MR, NR)                                                                  \
+  static void sweep_##MR##x##NR##_f32x4(size_t kc, const float *pa, const float *pb,        \
+                                        float *c, size_t ldc, size_t mr, size_t nr,         \
+                                        const bb_f32_gemm_tile *tile) {                     \
+    bb_f32x4_gemm_tile(MR, (NR) / 4, kc, pa, pb, c, ldc, mr, nr, tile);                     \
+  }
+SWEEP_F32X4(4, 8)
+SWEEP_F32X4(6, 8)
+SWEEP_F32X4(8, 8)
+SWEEP_F32X4(3, 12)
+SWEEP_F32X4(2, 16)
+
+#if BB_HAVE_X86_GEMM
+BB_AVX2FMA static void sweep_4x16_avx2fma(size_t kc, const float *pa, const float *pb, float *c,
+                                          size_t ldc, size_t mr, size_t nr,
+                                          const bb_f32_gemm_tile *tile) {
+  bb_avx2fma_gemm_tile(4, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+}
+BB_AVX512 static void sweep_12x32_avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                         size_t ldc, size_t mr, size_t nr,
+                                         const bb_f32_gemm_tile *tile) {
+  bb_avx512_gemm_tile(12, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+}
+BB_AVX512 static void sweep_6x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                        size_t ldc, size_t mr, size_t nr,
+                                        const bb_f32_gemm_tile *tile) {
+  bb_avx512_gemm_tile(6, 4, kc, pa, pb, c, ldc, mr, nr, tile);
+}
+#endif
+
+static void sweep(const char *only) {
+  static const struct {
+    const char *name;
+    size_t mr, nr;
+    bb_f32_gemm_ukernel_fn fn;
+    int x86; /* needs the CPU check of bb_f32_gemm_configs */
+  } kernels[] = {
+      {"5x8-f32x4", 5, 8, bb_f32_gemm_ukernel_5x8__f32x4, 0},
+      {"4x8-f32x4", 4, 8, sweep_4x8_f32x4, 0},
+      {"6x8-f32x4", 6, 8, sweep_6x8_f32x4, 0},
+      {"8x8-f32x4", 8, 8, sweep_8x8_f32x4, 0},
+      {"3x12-f32x4", 3, 12, sweep_3x12_f32x4, 0},
+      {"2x16-f32x4", 2, 16, sweep_2x16_f32x4, 0},
+#if BB_HAVE_X86_GEMM
+      {"6x16-avx2fma", 6, 16, bb_f32_gemm_ukernel_6x16__avx2fma, 1},
+      {"4x16-avx2fma", 4, 16, sweep_4x16_avx2fma, 1},
+      {"8x32-avx512", 8, 32, bb_f32_gemm_ukernel_8x32__avx512, 2},
+      {"12x32-avx512", 12, 32, sweep_12x32_avx512, 2},
+      {"6x64-avx512", 6, 64, sweep_6x64_avx512, 2},
+#endif
+  };
+  static const size_t kcs[] = {128, 256, 512};
+  static const size_t mcs[] = {48, 96, 192};
+  static const size_t sizes[] = {256, 512, 1024};
+  /* The x86 kernels run only where the shipped configurations say the CPU has them. */
+  const bb_f32_gemm_config *const *list;
+  const size_t ncfg = bb_f32_gemm_configs(&list);
+  const int x86_level = ncfg == 3 ? 2 : ncfg == 2 ? 1 : 0;
+  printf("GEMM sweep: GFLOP/s at n×n×n for n = 256, 512, 1024 and at 32x128x784\n");
+  for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++) {
+    if (kernels[ki].x86 > x86_level || (only && !strstr(kernels[ki].name, only))) continue;
+    for (size_t kc = 0; kc < sizeof kcs / sizeof kcs[0]; kc++) {
+      for (size_t mc = 0; mc < sizeof mcs / sizeof mcs[0]; mc++) {
+        bb_f32_gemm_config cfg = {kernels[ki].name, kernels[ki].mr, kernels[ki].nr, 0, kcs[kc],
+                                  2048, kernels[ki].fn, NULL};
+        cfg.mc = (mcs[mc] + cfg.mr - 1) / cfg.mr * cfg.mr;
+        printf("  %-13s mc=%-4zu kc=%-4zu", cfg.name, cfg.mc, cfg.kc);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+          printf(" %7.2f", gemm_gflops(&cfg, sizes[s], sizes[s], sizes[s], 0, 0, 0.1));
+        printf(" %7.2f\n", gemm_gflops(&cfg, 32, 128, 784, 0, 0, 0.1));
+        fflush(stdout);
+      }
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
+    sweep(argc > 2 ? argv[2] : NULL);
+    return 0;
+  }
+  bench_gemm();
+  bench_elementwise();
+  return 0;
+}

@@ -1,0 +1,150 @@
+/**
+ * Running an ONNX model's main graph on bb.wasm's CPU backend. A session is prepared once
+ * from an {@link OnnxModel} (every node checked to be supported, nodes ordered, memory
+ * planned) and then run any number of times on {@link Tensor}s.
+ */
+import type { Bb } from './bb.js';
+import { BbError, BbErrorCode } from './errors.js';
+import type { OnnxModel } from './model.js';
+import { Tensor } from './tensor.js';
+
+const utf8 = new TextEncoder();
+const HANDLE_BYTES = 4;
+
+/** An operator of the CPU backend, as {@link CpuSession.ops} lists them. */
+export interface CpuOp {
+  /** The ai.onnx op_type, e.g. `MatMul`. */
+  readonly name: string;
+  /** The element types it accepts, by their DType names (`float`, `int64`, ...). */
+  readonly types: readonly string[];
+}
+
+export class CpuSession {
+  readonly #bb: Bb;
+  #handle: number;
+  /** The names {@link CpuSession.run} needs a tensor for: graph inputs that are not initializers. */
+  readonly inputNames: readonly string[];
+  /** The names of the tensors {@link CpuSession.run} returns, in graph order. */
+  readonly outputNames: readonly string[];
+
+  /**
+   * Prepares the model's main graph. Throws a {@link BbError} (`Unsupported`) naming the
+   * first node whose operator the backend lacks. The model may be freed before the
+   * session: the session keeps what it needs of it.
+   */
+  constructor(bb: Bb, model: OnnxModel) {
+    if (model.freed) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession: the model was freed');
+    this.#bb = bb;
+    this.#handle = bb.check(bb.exports.bb_wasm_session_new(model.handle));
+    try {
+      this.inputNames = this.#names(bb.exports.bb_wasm_session_input_count, bb.exports.bb_wasm_session_input_name);
+      this.outputNames = this.#names(bb.exports.bb_wasm_session_output_count, bb.exports.bb_wasm_session_output_name);
+    } catch (error) {
+      this.free();
+      throw error;
+    }
+  }
+
+  /** Every operator the CPU backend implements, in alphabetical order. */
+  static ops(bb: Bb): CpuOp[] {
+    const count = bb.exports.bb_wasm_cpu_op_count();
+    return Array.from({ length: count }, (_, i) => ({
+      name: bb.readCString(bb.checkPointer(bb.exports.bb_wasm_cpu_op_name(i))),
+      types: bb
+        .readCString(bb.checkPointer(bb.exports.bb_wasm_cpu_op_types(i)))
+        .split(',')
+        .filter((type) => type !== ''),
+    }));
+  }
+
+  /** The module's handle for this session; 0 once freed. */
+  get handle(): number {
+    return this.#handle;
+  }
+
+  /** True once {@link CpuSession.free} has been called. */
+  get freed(): boolean {
+    return this.#handle === 0;
+  }
+
+  /** Peak bytes of intermediate tensor data alive at once during the last run. */
+  get peakBytes(): number {
+    return this.#bb.check(this.#bb.exports.bb_wasm_session_peak_bytes(this.#liveHandle('peakBytes')));
+  }
+
+  /**
+   * Runs the graph on the given inputs, by name (every one of {@link inputNames}; an
+   * initializer may be overridden too). Returns one new tensor per output, by name: the
+   * caller owns them and frees them. An output may share memory with an input (Identity,
+   * Reshape and other views do). Throws a {@link BbError} with the library's message for
+   * an unknown or missing input, a wrong element type, or a node that fails (shapes that
+   * do not broadcast, ...).
+   */
+  run(inputs: Readonly<Record<string, Tensor>>): Record<string, Tensor> {
+    const session = this.#liveHandle('run');
+    const entries = Object.entries(inputs);
+    for (const [name, tensor] of entries) {
+      if (tensor.bb !== this.#bb) {
+        throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name} lives in another bb.wasm instance`);
+      }
+      if (tensor.freed) throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name}: the tensor was freed`);
+      if (name.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession.run: an input name contains NUL');
+    }
+    // One block: the input handles, room for the output handles, then the packed names.
+    const names = utf8.encode(entries.map(([name]) => `${name}\0`).join(''));
+    const outputsAt = entries.length * HANDLE_BYTES;
+    const namesAt = outputsAt + this.outputNames.length * HANDLE_BYTES;
+    const block = new Uint8Array(namesAt + names.length);
+    const layout = new DataView(block.buffer);
+    entries.forEach(([, tensor], i) => layout.setInt32(i * HANDLE_BYTES, tensor.handle, true));
+    block.set(names, namesAt);
+
+    const bb = this.#bb;
+    const handles = bb.withBytes(block, (ptr) => {
+      bb.check(bb.exports.bb_wasm_session_run(session, entries.length, ptr + namesAt, names.length, ptr, ptr + outputsAt));
+      const issued = new DataView(bb.exports.memory.buffer, ptr + outputsAt, this.outputNames.length * HANDLE_BYTES);
+      return this.outputNames.map((_, i) => issued.getInt32(i * HANDLE_BYTES, true));
+    });
+    return this.#adoptOutputs(handles);
+  }
+
+  /** Releases the session. Its outputs stay valid; calling it again does nothing. */
+  free(): void {
+    if (this.#handle === 0) return;
+    const handle = this.#handle;
+    this.#handle = 0;
+    this.#bb.check(this.#bb.exports.bb_wasm_session_free(handle));
+  }
+
+  /** The output handles as tensors by name; if one cannot be read, every one is freed. */
+  #adoptOutputs(handles: readonly number[]): Record<string, Tensor> {
+    const outputs: Record<string, Tensor> = {};
+    let next = 0;
+    try {
+      for (; next < handles.length; next++) {
+        const tensor = Tensor.adopt(this.#bb, handles[next] as number);
+        const name = this.outputNames[next] as string;
+        // A graph may list one value as two outputs; the first tensor stands for both.
+        if (Object.hasOwn(outputs, name)) tensor.free();
+        else Object.defineProperty(outputs, name, { value: tensor, enumerable: true, writable: true, configurable: true });
+      }
+      return outputs;
+    } catch (error) {
+      for (const tensor of Object.values(outputs)) tensor.free();
+      for (const handle of handles.slice(next + 1)) this.#bb.exports.bb_wasm_tensor_free(handle);
+      throw error;
+    }
+  }
+
+  #names(count: (session: number) => number, name: (session: number, index: number) => number): string[] {
+    const n = this.#bb.check(count(this.#handle));
+    return Array.from({ length: n }, (_, i) => this.#bb.readCString(this.#bb.checkPointer(name(this.#handle, i))));
+  }
+
+  #liveHandle(operation: string): number {
+    if (this.#handle === 0) {
+      throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.${operation}: the session was freed`);
+    }
+    return this.#handle;
+  }
+}

@@ -1,0 +1,384 @@
+/**
+ * CPU sessions through bb.wasm: ONNX backend-test models against their expected outputs
+ * (decoded in JavaScript), models built here against results computed here, and every
+ * way a run can be refused.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, beforeEach, describe, expect, test } from 'vitest';
+
+import {
+  BbErrorCode,
+  CpuSession,
+  DTYPE_NAMES,
+  encodeOnnxModel,
+  loadBb,
+  OnnxModel,
+  Tensor,
+  type Bb,
+  type DType,
+  type OnnxModelSpec,
+  type TensorArray,
+} from '../src/index.js';
+import { BB_WASM_MAX_HANDLES, bbErrorOf, onnxNodeTests, repoRoot, wasmBytes } from './support.js';
+import { readTensorProto } from './tensor-proto.js';
+
+let module: WebAssembly.Module;
+let bb: Bb;
+
+beforeAll(async () => {
+  module = await WebAssembly.compile(wasmBytes());
+});
+
+beforeEach(async () => {
+  bb = await loadBb(module);
+});
+
+function lastError(): { code: number; message: string } {
+  return { code: bb.exports.bb_wasm_last_error_code(), message: bb.readCString(bb.exports.bb_wasm_last_error()) };
+}
+
+/** A model of one node over float inputs and outputs of the given shapes. */
+function oneNode(opType: string, inputs: Record<string, number[]>, outputs: Record<string, number[]>): OnnxModelSpec {
+  return {
+    opset: 17,
+    nodes: [{ opType, name: `the_${opType.toLowerCase()}`, inputs: Object.keys(inputs), outputs: Object.keys(outputs) }],
+    inputs: Object.entries(inputs).map(([name, dims]) => ({ name, dtype: 'float', dims })),
+    outputs: Object.entries(outputs).map(([name, dims]) => ({ name, dtype: 'float', dims })),
+  };
+}
+
+/** A graph without nodes whose outputs are its inputs: every run passes tensors straight through. */
+function passThrough(values: Record<string, DType>): OnnxModelSpec {
+  const infos = Object.entries(values).map(([name, dtype]) => ({ name, dtype, dims: ['n'] }));
+  return { opset: 17, nodes: [], inputs: infos, outputs: infos };
+}
+
+function sessionOf(spec: OnnxModelSpec): { model: OnnxModel; session: CpuSession } {
+  const model = OnnxModel.decode(bb, encodeOnnxModel(spec));
+  return { model, session: new CpuSession(bb, model) };
+}
+
+function freeAll(...objects: ({ free(): void } | undefined)[]): void {
+  for (const object of objects) object?.free();
+}
+
+/** Where two arrays differ beyond the ONNX backend tests' tolerance (rtol 1e-3, atol 1e-7), or undefined. */
+function mismatch(actual: TensorArray, expected: TensorArray): string | undefined {
+  if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
+  for (let i = 0; i < actual.length; i++) {
+    const a = Number(actual[i]);
+    const e = Number(expected[i]);
+    if (Number.isNaN(a) && Number.isNaN(e)) continue;
+    if (!(Math.abs(a - e) <= 1e-7 + 1e-3 * Math.abs(e))) return `element ${i} is ${a}, expected ${e}`;
+  }
+  return undefined;
+}
+
+describe('ONNX backend tests run through CpuSession', () => {
+  const CASES = [
+    'test_add',
+    'test_add_bcast',
+    'test_add_uint8',
+    'test_relu',
+    'test_matmul_2d',
+    'test_matmul_4d',
+    'test_gemm_all_attributes',
+    'test_conv_with_strides_padding',
+    'test_reshape_extended_dims',
+    'test_softmax_axis_1',
+    'test_reduce_sum_keepdims_example',
+  ];
+
+  test.each(CASES)('%s gives the expected outputs', (name) => {
+    const dir = join(onnxNodeTests, name);
+    const data = join(dir, 'test_data_set_0');
+    const pbs = (prefix: string): string[] =>
+      readdirSync(data)
+        .filter((file) => file.startsWith(prefix))
+        .sort()
+        .map((file) => join(data, file));
+    const model = OnnxModel.decode(bb, readFileSync(join(dir, 'model.onnx')));
+    const session = new CpuSession(bb, model);
+    // As the ONNX backend runner does: input_N feeds the Nth input, output_N is the Nth output.
+    const inputs = pbs('input_').map((path) => readTensorProto(path));
+    expect(inputs.length).toBe(session.inputNames.length);
+    const tensors = inputs.map(({ dtype, dims, data: values }) => Tensor.from(bb, dtype, values, dims));
+    const outputs = session.run(Object.fromEntries(session.inputNames.map((input, i) => [input, tensors[i] as Tensor])));
+    const expected = pbs('output_').map((path) => readTensorProto(path));
+    expect(Object.keys(outputs)).toEqual(session.outputNames);
+    expected.forEach((want, i) => {
+      const got = outputs[session.outputNames[i] as string] as Tensor;
+      expect(got.dtype).toBe(want.dtype);
+      expect(got.dims).toEqual(want.dims);
+      expect(mismatch(got.toArray(), want.data)).toBeUndefined();
+    });
+    freeAll(session, model, ...tensors, ...Object.values(outputs));
+  });
+});
+
+describe('models built in JavaScript', () => {
+  test('a MatMul with a constant operand matches the product computed here, and reports its memory', () => {
+    const [m, k, n] = [5, 7, 3];
+    const a = Float32Array.from({ length: m * k }, (_, i) => Math.sin(i));
+    const b = Float32Array.from({ length: k * n }, (_, i) => Math.cos(i) - 0.25);
+    const { model, session } = sessionOf({
+      opset: 17,
+      nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }],
+      inputs: [{ name: 'a', dtype: 'float', dims: ['m', k] }],
+      outputs: [{ name: 'y', dtype: 'float', dims: ['m', n] }],
+      initializers: [{ name: 'b', dtype: 'float', dims: [k, n], data: b }],
+    });
+    expect(session.inputNames).toEqual(['a']); // the initializer is not an input
+    expect(session.outputNames).toEqual(['y']);
+    const input = Tensor.from(bb, 'float', a, [m, k]);
+    const { y } = session.run({ a: input });
+    const expected = new Float32Array(m * n);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let sum = 0;
+        for (let p = 0; p < k; p++) sum += (a[i * k + p] as number) * (b[p * n + j] as number);
+        expected[i * n + j] = sum;
+      }
+    }
+    expect(y?.dims).toEqual([m, n]);
+    expect(mismatch(y?.toArray() ?? new Float32Array(0), expected)).toBeUndefined();
+    // One node: the only intermediate alive is its output.
+    expect(session.peakBytes).toBe(m * n * 4);
+    freeAll(y, input, session, model);
+  });
+
+  test('tensors of every type pass through a graph unchanged, and outlive the session, model and inputs', () => {
+    const types = Object.fromEntries(DTYPE_NAMES.map((dtype) => [`v_${dtype}`, dtype]));
+    const { model, session } = sessionOf(passThrough(types));
+    expect(session.inputNames).toEqual(Object.keys(types));
+    const inputs = Object.fromEntries(
+      DTYPE_NAMES.map((dtype) => {
+        const tensor = Tensor.zeros(bb, dtype, [3]);
+        const view = tensor.view();
+        const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+        bytes.forEach((_, i) => {
+          bytes[i] = (i * 37 + dtype.length) & 0xff;
+        });
+        return [`v_${dtype}`, tensor];
+      }),
+    );
+    const expected = Object.fromEntries(Object.entries(inputs).map(([name, tensor]) => [name, tensor.toArray()]));
+    const outputs = session.run(inputs);
+    freeAll(session, model, ...Object.values(inputs));
+    for (const [name, tensor] of Object.entries(outputs)) {
+      expect(tensor.dtype).toBe(types[name]);
+      expect(tensor.toArray()).toEqual(expected[name]);
+      tensor.free();
+    }
+  });
+
+  test('the model may be freed before its session, which keeps running', () => {
+    const model = OnnxModel.decode(bb, encodeOnnxModel(oneNode('Relu', { x: [4] }, { y: [4] })));
+    const session = new CpuSession(bb, model);
+    const handle = model.handle;
+    model.free();
+    expect(bb.exports.bb_wasm_model_encode(handle)).toBe(BbErrorCode.InvalidArgument);
+    const x = Tensor.from(bb, 'float', Float32Array.of(-1, 2, -3, 4), [4]);
+    const { y } = session.run({ x });
+    expect(y?.toArray()).toEqual(Float32Array.of(0, 2, 0, 4));
+    freeAll(x, y, session);
+  });
+
+  test('the operator listing is the native `bb ops` listing', () => {
+    const ops = CpuSession.ops(bb);
+    expect(ops.length).toBeGreaterThan(0);
+    expect(ops.map((op) => op.name)).toEqual(ops.map((op) => op.name).sort());
+    const tool = process.env['BB_NATIVE_BB'] ?? join(repoRoot, 'build', 'bb');
+    if (!existsSync(tool)) throw new Error(`the native bb tool is missing at ${tool}: build it with cmake (see README)`);
+    const native = execFileSync(tool, ['ops'], { encoding: 'utf8' })
+      .split('\n')
+      .slice(1)
+      .filter((line) => line.trim() !== '')
+      .map((line) => {
+        const [name = '', types = ''] = line.trim().split(/\s+/);
+        return { name, types: types.split(',') };
+      });
+    expect(ops).toEqual(native);
+    for (const op of ops) for (const type of op.types) expect(DTYPE_NAMES).toContain(type);
+
+    expect(bb.exports.bb_wasm_cpu_op_name(ops.length)).toBe(0);
+    expect(lastError()).toEqual({
+      code: BbErrorCode.InvalidArgument,
+      message: `operator ${ops.length} does not exist: the CPU backend has ${ops.length}`,
+    });
+    expect(bb.exports.bb_wasm_cpu_op_types(-1)).toBe(0);
+  });
+});
+
+describe('runs that are refused, with the library’s reason', () => {
+  const addSpec = oneNode('Add', { a: [2], b: [2] }, { sum: [2] });
+
+  test('an unknown input name', () => {
+    const { model, session } = sessionOf(addSpec);
+    const a = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    const error = bbErrorOf(() => session.run({ a, b: a, c: a }));
+    expect(error.code).toBe(BbErrorCode.NotFound);
+    expect(error.message).toBe('session run: the graph has no input named c');
+    freeAll(a, session, model);
+  });
+
+  test('a missing input', () => {
+    const { model, session } = sessionOf(addSpec);
+    const a = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    const error = bbErrorOf(() => session.run({ a }));
+    expect(error.code).toBe(BbErrorCode.InvalidArgument);
+    expect(error.message).toBe('session run: graph input b was not given');
+    freeAll(a, session, model);
+  });
+
+  test('an input of the wrong element type', () => {
+    const { model, session } = sessionOf(addSpec);
+    const a = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    const b = Tensor.from(bb, 'int32', Int32Array.of(1, 2), [2]);
+    const error = bbErrorOf(() => session.run({ a, b }));
+    expect(error.code).toBe(BbErrorCode.Type);
+    expect(error.message).toBe('session run: input b: the graph declares float, got int32[2]');
+    freeAll(a, b, session, model);
+  });
+
+  test('a node that fails names itself', () => {
+    const { model, session } = sessionOf(addSpec);
+    const a = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    const b = Tensor.from(bb, 'float', Float32Array.of(1, 2, 3), [3]);
+    const error = bbErrorOf(() => session.run({ a, b }));
+    expect(error.code).toBe(BbErrorCode.Type);
+    expect(error.message).toMatch(/^session run: node the_add \(Add\): .*\[2\].*\[3\]/);
+    freeAll(a, b, session, model);
+  });
+
+  test('an operator the backend lacks, when the session is made', () => {
+    const model = OnnxModel.decode(bb, encodeOnnxModel(oneNode('NoSuchOp', { x: [1] }, { y: [1] })));
+    const error = bbErrorOf(() => new CpuSession(bb, model));
+    expect(error.code).toBe(BbErrorCode.Unsupported);
+    expect(error.message).toBe('session new: node the_nosuchop: NoSuchOp is not supported by the CPU backend at opset 17');
+    model.free();
+  });
+
+  test('freed tensors, sessions and models, and tensors of another instance', async () => {
+    const { model, session } = sessionOf(addSpec);
+    const a = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    const freed = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    freed.free();
+    let error = bbErrorOf(() => session.run({ a, b: freed }));
+    expect(error.code).toBe(BbErrorCode.InvalidArgument);
+    expect(error.message).toBe('CpuSession.run: input b: the tensor was freed');
+
+    const other = await loadBb(module);
+    const foreign = Tensor.from(other, 'float', Float32Array.of(1, 2), [2]);
+    error = bbErrorOf(() => session.run({ a, b: foreign }));
+    expect(error.message).toBe('CpuSession.run: input b lives in another bb.wasm instance');
+
+    model.free();
+    error = bbErrorOf(() => new CpuSession(bb, model));
+    expect(error.message).toBe('CpuSession: the model was freed');
+    expect(bb.exports.bb_wasm_session_new(session.handle)).toBe(BbErrorCode.InvalidArgument);
+    expect(lastError().message).toBe(`handle ${session.handle} names a session, not a model`);
+
+    const handle = session.handle;
+    session.free();
+    session.free(); // a second free does nothing
+    for (const call of [() => session.run({ a }), () => session.peakBytes]) {
+      error = bbErrorOf(call);
+      expect(error.code).toBe(BbErrorCode.InvalidArgument);
+      expect(error.message).toMatch(/^CpuSession\.(run|peakBytes): the session was freed$/);
+    }
+    const stale = `session handle ${handle} is stale or unknown: its object was freed, or it was never issued`;
+    for (const call of [
+      () => bb.exports.bb_wasm_session_input_count(handle),
+      () => bb.exports.bb_wasm_session_peak_bytes(handle),
+      () => bb.exports.bb_wasm_session_run(handle, 0, 0, 0, 0, 0),
+      () => bb.exports.bb_wasm_session_free(handle),
+    ]) {
+      expect(call()).toBe(BbErrorCode.InvalidArgument);
+      expect(lastError().message).toBe(stale);
+    }
+    expect(bb.exports.bb_wasm_session_output_name(handle, 0)).toBe(0);
+    expect(lastError().message).toBe(stale);
+    freeAll(a, foreign);
+  });
+});
+
+describe('the raw run call', () => {
+  /** Lays out handles and packed names in module memory and runs; returns the code and the output handles. */
+  function rawRun(session: number, handles: number[], packedNames: string, outputs: number): { rc: number; out: number[] } {
+    const names = new TextEncoder().encode(packedNames);
+    const block = new Uint8Array(4 * (handles.length + outputs) + names.length);
+    const view = new DataView(block.buffer);
+    handles.forEach((handle, i) => view.setInt32(4 * i, handle, true));
+    block.set(names, 4 * (handles.length + outputs));
+    return bb.withBytes(block, (ptr) => {
+      const outAt = ptr + 4 * handles.length;
+      const rc = bb.exports.bb_wasm_session_run(session, handles.length, outAt + 4 * outputs, names.length, ptr, outAt);
+      const issued = new DataView(bb.exports.memory.buffer, outAt, 4 * outputs);
+      return { rc, out: Array.from({ length: outputs }, (_, i) => issued.getInt32(4 * i, true)) };
+    });
+  }
+
+  test('names must be exactly n NUL-terminated strings', () => {
+    const { model, session } = sessionOf(passThrough({ x: 'float', y: 'float' }));
+    const x = Tensor.zeros(bb, 'float', [1]);
+    expect(rawRun(session.handle, [x.handle, x.handle], 'x\0', 2).rc).toBe(BbErrorCode.InvalidArgument);
+    expect(lastError().message).toBe('session run: the 2 bytes of input names hold 1 names, not 2');
+    expect(rawRun(session.handle, [x.handle, x.handle], 'x\0y', 2).rc).toBe(BbErrorCode.InvalidArgument);
+    expect(lastError().message).toBe('session run: the 3 bytes of input names hold 1 names, not 2');
+    expect(rawRun(session.handle, [x.handle], 'x\0y\0', 2).rc).toBe(BbErrorCode.InvalidArgument);
+    expect(lastError().message).toBe('session run: 2 bytes follow the 1 input names');
+    expect(bb.exports.bb_wasm_session_run(session.handle, -1, 0, 0, 0, 0)).toBe(BbErrorCode.InvalidArgument);
+    const ok = rawRun(session.handle, [x.handle, x.handle], 'x\0y\0', 2);
+    expect(ok.rc).toBe(0);
+    expect(lastError()).toEqual({ code: 0, message: '' });
+    for (const handle of ok.out) expect(bb.exports.bb_wasm_tensor_free(handle)).toBe(0);
+    freeAll(x, session, model);
+  });
+
+  test('a stale or wrong-kind input handle is refused naming the input', () => {
+    const { model, session } = sessionOf(passThrough({ x: 'float' }));
+    const x = Tensor.zeros(bb, 'float', [1]);
+    const stale = x.handle;
+    x.free();
+    expect(rawRun(session.handle, [stale], 'x\0', 1).rc).toBe(BbErrorCode.InvalidArgument);
+    expect(lastError().message).toBe(
+      `session run: input x: tensor handle ${stale} is stale or unknown: its object was freed, or it was never issued`,
+    );
+    expect(rawRun(session.handle, [model.handle], 'x\0', 1).rc).toBe(BbErrorCode.InvalidArgument);
+    expect(lastError().message).toBe(`session run: input x: handle ${model.handle} names a model, not a tensor`);
+    freeAll(session, model);
+  });
+
+  test('when the outputs find no free handles, none is issued and none leaks', () => {
+    const { model, session } = sessionOf(passThrough({ x: 'float', y: 'float' }));
+    const x = Tensor.zeros(bb, 'float', [1]);
+    // Fill the table but for one slot: the first output gets it, the second finds none.
+    const fillers: Tensor[] = [];
+    for (let i = 3; i < BB_WASM_MAX_HANDLES - 1; i++) fillers.push(Tensor.zeros(bb, 'uint8', [0]));
+    const error = bbErrorOf(() => session.run({ x, y: x }));
+    expect(error.code).toBe(BbErrorCode.Limit);
+    expect(error.message).toBe(`all ${BB_WASM_MAX_HANDLES} handles are in use: free objects that are done with`);
+    // Exactly the one slot is still free.
+    const last = Tensor.zeros(bb, 'uint8', [0]);
+    expect(bbErrorOf(() => Tensor.zeros(bb, 'uint8', [0])).code).toBe(BbErrorCode.Limit);
+    freeAll(last, ...fillers);
+    const { x: outX, y: outY } = session.run({ x, y: x });
+    expect(outX?.toArray()).toEqual(new Float32Array(1));
+    freeAll(outX, outY, x, session, model);
+  });
+
+  test('input and output names and counts, with indexes out of range refused', () => {
+    const { model, session } = sessionOf(oneNode('Add', { a: [2], b: [2] }, { sum: [2] }));
+    expect(bb.exports.bb_wasm_session_input_count(session.handle)).toBe(2);
+    expect(bb.exports.bb_wasm_session_output_count(session.handle)).toBe(1);
+    expect(bb.readCString(bb.exports.bb_wasm_session_input_name(session.handle, 1))).toBe('b');
+    expect(bb.exports.bb_wasm_session_input_name(session.handle, 2)).toBe(0);
+    expect(lastError().message).toBe('input 2 does not exist: the session has 2');
+    expect(bb.exports.bb_wasm_session_output_name(session.handle, -1)).toBe(0);
+    expect(lastError().message).toBe('output -1 does not exist: the session has 1');
+    freeAll(session, model);
+  });
+});

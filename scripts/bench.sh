@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and prints their tables (nothing here is a test):
+#   1. native kernels, SIMD against their scalar twins (bench/bench_kernels.c);
+#   2. the same kernels in wasm under Node;
+#   3. bb.wasm against onnxruntime-web (wasm, 1 thread) and onnxruntime-node (1 thread),
+#      op by op in one Node process (bench/js/ops-vs-ort.mjs).
+# Pass --quick for a rough run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+quick=${1:-}
+
+echo "== native kernels (build/bench/bench_kernels)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs" --target bench_kernels >/dev/null
+./build/bench/bench_kernels
+
+echo
+echo "== wasm kernels under Node (build-wasm/bench/bench_kernels.js)"
+bash scripts/build-wasm.sh >/dev/null
+cmake --build build-wasm -j "$jobs" --target bench_kernels >/dev/null
+node build-wasm/bench/bench_kernels.js
+
+echo
+echo "== bb.wasm against onnxruntime-web and onnxruntime-node"
+(cd js && npm run --silent build)
+if [ ! -d bench/js/node_modules ] || ! cmp -s bench/js/package-lock.json bench/js/node_modules/.bb-lock-stamp; then
+  (cd bench/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.bb-lock-stamp)
+fi
+node bench/js/ops-vs-ort.mjs $quick

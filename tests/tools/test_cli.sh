@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The bb tool end to end: inspect, reencode, run (on a model made by onnx.helper, checked
+# against numpy), ops, and clear failures with non-zero exits on bad input.
+# usage: test_cli.sh BB PYTHON SOURCE_DIR
+set -uo pipefail
+bb=$1 py=$2 src=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() { # description, then a command that must succeed
+  local what=$1
+  shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
+}
+fails_with() { # description, expected message fragment, command that must fail
+  local what=$1 frag=$2
+  shift 2
+  local out
+  if out=$("$@" 2>&1); then echo "FAIL $what (exit 0)"; failures=$((failures + 1)); return; fi
+  if grep -q -- "$frag" <<<"$out"; then echo "ok   $what"; else
+    echo "FAIL $what: message was: $out"; failures=$((failures + 1)); fi
+}
+
+"$py" "$src/tests/tools/make_cnn.py" "$tmp" || { echo "FAIL make_cnn.py"; exit 1; }
+
+check "inspect names the graph and its ops" bash -c "'$bb' inspect '$tmp/cnn.onnx' | grep -q 'ai.onnx: Conv(1) Relu(1) MaxPool(1) Flatten(1) Gemm(1) Softmax(1)'"
+check "inspect --json is JSON" bash -c "'$bb' inspect --json '$tmp/cnn.onnx' | '$py' -c 'import json,sys; d=json.load(sys.stdin); assert d[\"graph\"][\"nodes\"] == 6'"
+check "reencode keeps a model onnx.checker accepts" bash -c "'$bb' reencode '$tmp/cnn.onnx' '$tmp/re.onnx' && '$py' -c 'import onnx,sys; onnx.checker.check_model(onnx.load(sys.argv[1]))' '$tmp/re.onnx'"
+check "run writes outputs" "$bb" run "$tmp/cnn.onnx" --input "x=$tmp/x.pb" --output-dir "$tmp/out" --repeat 3
+check "run output matches numpy" "$py" -c '
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+got = numpy_helper.to_array(onnx.load_tensor(sys.argv[1]))
+want = numpy_helper.to_array(onnx.load_tensor(sys.argv[2]))
+assert got.shape == want.shape, (got.shape, want.shape)
+assert np.allclose(got, want, rtol=1e-4, atol=1e-6), np.abs(got - want).max()
+' "$tmp/out/probs.pb" "$tmp/expected.pb"
+check "an input named by its TensorProto needs no NAME=" "$bb" run "$tmp/cnn.onnx" --input "$tmp/x.pb"
+check "ops lists Conv" bash -c "'$bb' ops | grep -q '^  Conv '"
+
+head -c 100 "$tmp/cnn.onnx" >"$tmp/cut.onnx"
+fails_with "inspect rejects a truncated model" "runs past the end" "$bb" inspect "$tmp/cut.onnx"
+fails_with "run rejects a missing file" "No such file" "$bb" run "$tmp/none.onnx"
+fails_with "run names a missing input" "graph input x was not given" "$bb" run "$tmp/cnn.onnx"
+fails_with "run names an unknown input" "no input named y" "$bb" run "$tmp/cnn.onnx" --input "y=$tmp/x.pb"
+fails_with "run rejects a wrong element type" "declares float, got int64" "$bb" run "$tmp/cnn.onnx" --input "x=$tmp/x_int.pb"
+fails_with "unknown command" "unknown command" "$bb" frobnicate
+
+echo "$failures failed"
+[ "$failures" -eq 0 ]
