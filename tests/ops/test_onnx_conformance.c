@@ -9,6 +9,7 @@
 #include "bb/cpu.h"
 #include "bb/ir.h"
 #include "harness.h"
+#include "optest.h"
 
 #define RTOL 1e-3
 #define ATOL 1e-7
@@ -36,46 +37,6 @@ static const char *data_disagrees(const char *test) {
 static bool verbose;
 static char reason[4096];
 
-static bool is_float_type(int32_t dt) {
-  return dt == BB_DTYPE_FLOAT || dt == BB_DTYPE_DOUBLE || dt == BB_DTYPE_FLOAT16 || dt == BB_DTYPE_BFLOAT16;
-}
-
-static double value_at(const bb_tensor *t, int64_t i) {
-  const void *d = bb_tensor_data(t);
-  switch (t->dtype) {
-  case BB_DTYPE_FLOAT: return ((const float *)d)[i];
-  case BB_DTYPE_DOUBLE: return ((const double *)d)[i];
-  case BB_DTYPE_FLOAT16: { /* decode half precision independently of the library */
-    uint16_t h = ((const uint16_t *)d)[i];
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-    return h & 0x8000 ? -v : v;
-  }
-  case BB_DTYPE_BFLOAT16: {
-    uint32_t bits = (uint32_t)((const uint16_t *)d)[i] << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-  }
-  default: return 0;
-  }
-}
-
-static int64_t int_at(const bb_tensor *t, int64_t i) {
-  const void *d = bb_tensor_data(t);
-  switch (t->dtype) {
-  case BB_DTYPE_INT8: return ((const int8_t *)d)[i];
-  case BB_DTYPE_UINT8: case BB_DTYPE_BOOL: return ((const uint8_t *)d)[i];
-  case BB_DTYPE_INT16: return ((const int16_t *)d)[i];
-  case BB_DTYPE_UINT16: return ((const uint16_t *)d)[i];
-  case BB_DTYPE_INT32: return ((const int32_t *)d)[i];
-  case BB_DTYPE_UINT32: return ((const uint32_t *)d)[i];
-  case BB_DTYPE_INT64: return ((const int64_t *)d)[i];
-  case BB_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
-  default: return 0;
-  }
-}
-
 /* Compares one output against the expected tensor; fills `reason` on mismatch. */
 static bool outputs_match(const char *name, const bb_tensor *got, const bb_tensor *want) {
   char gd[128], wd[128];
@@ -85,15 +46,15 @@ static bool outputs_match(const char *name, const bb_tensor *got, const bb_tenso
     return false;
   }
   for (int64_t i = 0; i < want->numel; i++) {
-    if (is_float_type(want->dtype)) {
-      double g = value_at(got, i), w = value_at(want, i);
+    if (optest_is_real(want->dtype)) {
+      double g = tensor_real(got, i), w = tensor_real(want, i);
       if (isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= ATOL + RTOL * fabs(w)) continue;
       snprintf(reason, sizeof reason, "output %s[%lld]: got %.9g, expected %.9g", name, (long long)i, g, w);
       return false;
     }
-    if (int_at(got, i) != int_at(want, i)) {
+    if (tensor_int(got, i) != tensor_int(want, i)) {
       snprintf(reason, sizeof reason, "output %s[%lld]: got %lld, expected %lld", name, (long long)i,
-               (long long)int_at(got, i), (long long)int_at(want, i));
+               (long long)tensor_int(got, i), (long long)tensor_int(want, i));
       return false;
     }
   }

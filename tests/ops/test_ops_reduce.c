@@ -17,70 +17,13 @@
 #include "bb/tensor.h"
 #include "harness.h"
 
+#define OPTEST_SEED 0x9e3779b97f4a7c15u
+#include "optest.h"
+
 static bb_model *M;
 static bb_error err;
 
-/* ---- random numbers --------------------------------------------------------------------- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-
-static uint64_t rng_next(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
-static int64_t rng_int(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1)); }
-
-static double rng_real(double lo, double hi) {
-  return lo + (hi - lo) * (double)(rng_next() >> 11) / 9007199254740992.0;
-}
-
 /* ---- element values, independently of the library ------------------------------------------ */
-
-static double f16_value(uint16_t h) {
-  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-  return h & 0x8000 ? -v : v;
-}
-
-static double bf16_value(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-static bool is_real(int32_t dt) {
-  return dt == BB_DTYPE_FLOAT || dt == BB_DTYPE_DOUBLE || dt == BB_DTYPE_FLOAT16 || dt == BB_DTYPE_BFLOAT16;
-}
-
-static double value_at(const bb_tensor *t, int64_t i) {
-  const void *d = bb_tensor_data(t);
-  switch (t->dtype) {
-  case BB_DTYPE_FLOAT: return ((const float *)d)[i];
-  case BB_DTYPE_DOUBLE: return ((const double *)d)[i];
-  case BB_DTYPE_FLOAT16: return f16_value(((const uint16_t *)d)[i]);
-  case BB_DTYPE_BFLOAT16: return bf16_value(((const uint16_t *)d)[i]);
-  case BB_DTYPE_INT32: return ((const int32_t *)d)[i];
-  case BB_DTYPE_INT64: return (double)((const int64_t *)d)[i];
-  case BB_DTYPE_UINT64: return (double)((const uint64_t *)d)[i];
-  case BB_DTYPE_UINT8: return ((const uint8_t *)d)[i];
-  default: return NAN;
-  }
-}
-
-static int64_t int_at(const bb_tensor *t, int64_t i) {
-  const void *d = bb_tensor_data(t);
-  switch (t->dtype) {
-  case BB_DTYPE_INT32: return ((const int32_t *)d)[i];
-  case BB_DTYPE_INT64: return ((const int64_t *)d)[i];
-  case BB_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
-  case BB_DTYPE_UINT8: return ((const uint8_t *)d)[i];
-  default: return 0;
-  }
-}
 
 /* A tensor of random values: reals in [lo, hi] (float16/bfloat16: random patterns with
  * magnitudes in [1/4, 4), or [1/2, 2) when hi < 2; negative too when lo < 0), integers
@@ -179,8 +122,8 @@ static void reference_reduce(kind k, const bb_tensor *x, const bool *mask, doubl
     int64_t idx[8], o = 0;
     unravel(i, x->rank, x->dims, idx);
     for (int a = 0; a < x->rank; a++) o = o * odims[a] + (mask[a] ? 0 : idx[a]);
-    double v = value_at(x, i);
-    int64_t w = int_at(x, i);
+    double v = tensor_real(x, i);
+    int64_t w = tensor_int(x, i);
     bool first = !first_seen[o];
     first_seen[o] = true;
     switch (k) {
@@ -278,13 +221,13 @@ static bool random_reduce_case(kind k, int32_t dtype) {
   int64_t iref[1024], count;
   if (ok) reference_reduce(k, x, mask, ref, iref, &count, out->numel);
   for (int64_t o = 0; ok && o < out->numel; o++) {
-    if (is_real(dtype)) {
-      double got = value_at(out, o);
+    if (optest_is_real(dtype)) {
+      double got = tensor_real(out, o);
       ok = fabs(got - ref[o]) <= tolerance(dtype, ref[o], count);
       if (!ok) fprintf(stderr, "  %s %s: [%lld] = %.9g, reference %.9g\n", KINDS[k].op, bb_dtype_name(dtype),
                        (long long)o, got, ref[o]);
     } else {
-      int64_t got = int_at(out, o), w = iref[o];
+      int64_t got = tensor_int(out, o), w = iref[o];
       if (dtype == BB_DTYPE_INT32) w = (int32_t)(uint32_t)w;
       ok = got == w;
       if (!ok) fprintf(stderr, "  %s %s: [%lld] = %lld, reference %lld\n", KINDS[k].op, bb_dtype_name(dtype),
@@ -326,7 +269,7 @@ static void test_reduce_random(void) {
         double ref[64];
         int64_t iref[64], count;
         if (ok) reference_reduce(int_kinds[k], x, mask, ref, iref, &count, out->numel);
-        for (int64_t o = 0; ok && o < out->numel; o++) ok = int_at(out, o) == iref[o];
+        for (int64_t o = 0; ok && o < out->numel; o++) ok = tensor_int(out, o) == iref[o];
         failures += !ok;
         bb_tensor_release(out);
         bb_tensor_release(x);
@@ -354,7 +297,7 @@ static void test_reduce_large(void) {
         /* the reference folds the whole input once per case; its buffers hold 1024 outputs */
         reference_reduce(kinds[k], x, mask, ref, iref, &count, out->numel);
         for (int64_t o = 0; o < out->numel; o++) {
-          double e = fabs(value_at(out, o) - ref[o]) / (1 + fabs(ref[o]));
+          double e = fabs(tensor_real(out, o) - ref[o]) / (1 + fabs(ref[o]));
           if (e > worst) worst = e;
         }
       }
@@ -371,31 +314,31 @@ static void test_reduce_cases(void) {
   bb_tensor *out = NULL;
   /* NaN propagates through Max and Min */
   bb_tensor *nan = floats(1, (const int64_t[]){3}, (const float[]){1, NAN, 3});
-  CHECK(run(make_node("ReduceMax"), 13, &nan, 1, &out) == 0 && isnan(value_at(out, 0)));
+  CHECK(run(make_node("ReduceMax"), 13, &nan, 1, &out) == 0 && isnan(tensor_real(out, 0)));
   bb_tensor_release(out);
-  CHECK(run(make_node("ReduceMin"), 13, &nan, 1, &out) == 0 && isnan(value_at(out, 0)));
+  CHECK(run(make_node("ReduceMin"), 13, &nan, 1, &out) == 0 && isnan(tensor_real(out, 0)));
   bb_tensor_release(out);
   bb_tensor_release(nan);
   /* LogSumExp does not overflow: log(e^1000 + e^1000) = 1000 + log 2 */
   bb_tensor *large = floats(1, (const int64_t[]){2}, (const float[]){1000, 1000});
   CHECK(run(make_node("ReduceLogSumExp"), 13, &large, 1, &out) == 0 &&
-        fabs(value_at(out, 0) - (1000 + log(2.0))) < 1e-3);
+        fabs(tensor_real(out, 0) - (1000 + log(2.0))) < 1e-3);
   bb_tensor_release(out);
   bb_tensor_release(large);
   /* int32 sums wrap */
   bb_tensor *wrap = bb_tensor_new_empty(NULL, BB_DTYPE_INT32, 1, (const int64_t[]){2});
   ((int32_t *)bb_tensor_data(wrap))[0] = INT32_MAX;
   ((int32_t *)bb_tensor_data(wrap))[1] = 1;
-  CHECK(run(make_node("ReduceSum"), 11, &wrap, 1, &out) == 0 && int_at(out, 0) == INT32_MIN);
+  CHECK(run(make_node("ReduceSum"), 11, &wrap, 1, &out) == 0 && tensor_int(out, 0) == INT32_MIN);
   bb_tensor_release(out);
   bb_tensor_release(wrap);
   /* uint64 compares as unsigned */
   bb_tensor *big = bb_tensor_new_empty(NULL, BB_DTYPE_UINT64, 1, (const int64_t[]){3});
   const uint64_t bv[3] = {5, UINT64_MAX - 1, 7};
   memcpy(bb_tensor_data(big), bv, sizeof bv);
-  CHECK(run(make_node("ReduceMax"), 13, &big, 1, &out) == 0 && (uint64_t)int_at(out, 0) == UINT64_MAX - 1);
+  CHECK(run(make_node("ReduceMax"), 13, &big, 1, &out) == 0 && (uint64_t)tensor_int(out, 0) == UINT64_MAX - 1);
   bb_tensor_release(out);
-  CHECK(run(make_node("ReduceMin"), 13, &big, 1, &out) == 0 && int_at(out, 0) == 5);
+  CHECK(run(make_node("ReduceMin"), 13, &big, 1, &out) == 0 && tensor_int(out, 0) == 5);
   bb_tensor_release(out);
   bb_tensor_release(big);
   /* an empty reduced axis: sum 0, product 1, max -inf, mean NaN; [2, 0] -> [2] */
@@ -407,7 +350,7 @@ static void test_reduce_cases(void) {
     bb_attr_set_ints(M, &n->attrs, "axes", (const int64_t[]){1}, 1);
     bb_attr_set_int(M, &n->attrs, "keepdims", 0);
     bool ok = run(n, 11, &empty, 1, &out) == 0 && out->rank == 1 && out->numel == 2;
-    for (int64_t o = 0; ok && o < 2; o++) ok = isnan(want[i]) ? isnan(value_at(out, o)) : value_at(out, o) == want[i];
+    for (int64_t o = 0; ok && o < 2; o++) ok = isnan(want[i]) ? isnan(tensor_real(out, o)) : tensor_real(out, o) == want[i];
     CHECK_MSG(ok, "%s over an empty axis", ops[i]);
     bb_tensor_release(out);
   }
@@ -419,13 +362,13 @@ static void test_reduce_sum_forms(void) {
   bb_tensor *x = floats(2, d, (const float[]){1, 2, 3, 4, 5, 6}), *out = NULL;
   /* opset 13, no axes: all; with noop_with_empty_axes: the input unchanged (absent or empty axes) */
   bb_node *n = make_node("ReduceSum");
-  CHECK(run(n, 13, &x, 1, &out) == 0 && out->rank == 2 && out->numel == 1 && value_at(out, 0) == 21);
+  CHECK(run(n, 13, &x, 1, &out) == 0 && out->rank == 2 && out->numel == 1 && tensor_real(out, 0) == 21);
   bb_tensor_release(out);
   bb_attr_set_int(M, &n->attrs, "noop_with_empty_axes", 1);
   bb_tensor *in[2] = {x, vec64(0, NULL)};
   for (size_t n_in = 1; n_in <= 2; n_in++) {
     bool ok = run(n, 13, in, n_in, &out) == 0 && out->rank == 2 && out->numel == 6;
-    for (int64_t i = 0; ok && i < 6; i++) ok = value_at(out, i) == (double)(i + 1);
+    for (int64_t i = 0; ok && i < 6; i++) ok = tensor_real(out, i) == (double)(i + 1);
     CHECK_MSG(ok, "noop with %zu inputs", n_in);
     bb_tensor_release(out);
   }
@@ -437,7 +380,7 @@ static void test_reduce_sum_forms(void) {
   in[1] = vec64(1, (const int64_t[]){-1});
   bb_node *rows = make_node("ReduceSum");
   bb_attr_set_int(M, &rows->attrs, "keepdims", 0);
-  CHECK(run(rows, 13, in, 2, &out) == 0 && out->rank == 1 && value_at(out, 0) == 6 && value_at(out, 1) == 15);
+  CHECK(run(rows, 13, in, 2, &out) == 0 && out->rank == 1 && tensor_real(out, 0) == 6 && tensor_real(out, 1) == 15);
   bb_tensor_release(out);
   bb_tensor_release(in[1]);
   /* errors: an axis out of range, an axis twice, a type ReduceSum does not take */
@@ -483,7 +426,7 @@ static void test_arg(void) {
       for (int64_t j = 0; ok && j < inner; j++) {
         int64_t best = 0;
         for (int64_t l = 1; l < dims[ax]; l++) {
-          double v = value_at(x, (o * dims[ax] + l) * inner + j), b = value_at(x, (o * dims[ax] + best) * inner + j);
+          double v = tensor_real(x, (o * dims[ax] + l) * inner + j), b = tensor_real(x, (o * dims[ax] + best) * inner + j);
           if (want_max ? (v > b || (last && v == b)) : (v < b || (last && v == b))) best = l;
         }
         ok = ((const int64_t *)bb_tensor_data(out))[o * inner + j] == best;
@@ -512,7 +455,7 @@ static void test_arg(void) {
   CHECK(run(make_node("Hardmax"), 13, &h, 1, &out) == 0);
   const float want[6] = {0, 1, 0, 1, 0, 0};
   bool ok = out && out->numel == 6;
-  for (int i = 0; ok && i < 6; i++) ok = value_at(out, i) == want[i];
+  for (int i = 0; ok && i < 6; i++) ok = tensor_real(out, i) == want[i];
   CHECK(ok);
   bb_tensor_release(out);
   /* opset 11, axis 0 coerces to [1, 6]: one 1 in the whole tensor */
@@ -520,7 +463,7 @@ static void test_arg(void) {
   bb_attr_set_int(M, &old->attrs, "axis", 0);
   CHECK(run(old, 11, &h, 1, &out) == 0);
   ok = out && out->numel == 6;
-  for (int i = 0; ok && i < 6; i++) ok = value_at(out, i) == (i == 3 ? 1 : 0);
+  for (int i = 0; ok && i < 6; i++) ok = tensor_real(out, i) == (i == 3 ? 1 : 0);
   CHECK(ok);
   bb_tensor_release(out);
   bb_tensor_release(h);
@@ -533,11 +476,11 @@ static void reference_softmax(bool is_log, const bb_tensor *x, int64_t outer, in
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) {
       double m = -INFINITY, s = 0;
-      for (int64_t l = 0; l < len; l++) m = fmax(m, value_at(x, (o * len + l) * inner + j));
-      for (int64_t l = 0; l < len; l++) s += exp(value_at(x, (o * len + l) * inner + j) - m);
+      for (int64_t l = 0; l < len; l++) m = fmax(m, tensor_real(x, (o * len + l) * inner + j));
+      for (int64_t l = 0; l < len; l++) s += exp(tensor_real(x, (o * len + l) * inner + j) - m);
       for (int64_t l = 0; l < len; l++) {
         int64_t i = (o * len + l) * inner + j;
-        ref[i] = is_log ? value_at(x, i) - m - log(s) : exp(value_at(x, i) - m) / s;
+        ref[i] = is_log ? tensor_real(x, i) - m - log(s) : exp(tensor_real(x, i) - m) / s;
       }
     }
 }
@@ -559,7 +502,7 @@ static bool check_softmax(bool is_log, int64_t opset, int32_t dtype, int rank, c
   if (ok) {
     reference_softmax(is_log, x, outer, len, inner, ref);
     for (int64_t i = 0; i < x->numel; i++) {
-      double e = fabs(value_at(out, i) - ref[i]) / (is_log ? 1 + fabs(ref[i]) : 1e-3 + fabs(ref[i]));
+      double e = fabs(tensor_real(out, i) - ref[i]) / (is_log ? 1 + fabs(ref[i]) : 1e-3 + fabs(ref[i]));
       if (e > worst) worst = e;
     }
   }
@@ -592,14 +535,14 @@ static void test_softmax(void) {
 
   /* before opset 13 a 1-D input with the default axis 1 is coerced to [n, 1]: all ones */
   bb_tensor *row = floats(1, (const int64_t[]){3}, (const float[]){-1, 0, 5}), *ones = NULL;
-  CHECK(run(make_node("Softmax"), 11, &row, 1, &ones) == 0 && ones->numel == 3 && value_at(ones, 0) == 1 &&
-        value_at(ones, 1) == 1 && value_at(ones, 2) == 1);
+  CHECK(run(make_node("Softmax"), 11, &row, 1, &ones) == 0 && ones->numel == 3 && tensor_real(ones, 0) == 1 &&
+        tensor_real(ones, 1) == 1 && tensor_real(ones, 2) == 1);
   bb_tensor_release(ones);
   bb_tensor_release(row);
 
   /* large inputs stay finite; integers and bad axes fail */
   bb_tensor *x = floats(1, (const int64_t[]){3}, (const float[]){1000, 1001, 1002}), *out = NULL;
-  CHECK(run(make_node("Softmax"), 13, &x, 1, &out) == 0 && fabs(value_at(out, 2) - 0.66524096) < 1e-6);
+  CHECK(run(make_node("Softmax"), 13, &x, 1, &out) == 0 && fabs(tensor_real(out, 2) - 0.66524096) < 1e-6);
   bb_tensor_release(out);
   bb_node *bad = make_node("Softmax");
   bb_attr_set_int(M, &bad->attrs, "axis", 1);
@@ -637,9 +580,9 @@ static void test_cumsum(void) {
           for (int64_t l = 0; l < d[ax]; l++) {
             bool before = reverse ? l > idx[ax] : l < idx[ax];
             bool take = before || (!exclusive && l == idx[ax]);
-            if (take) want += value_at(x, i + (l - idx[ax]) * stride);
+            if (take) want += tensor_real(x, i + (l - idx[ax]) * stride);
           }
-          ok = fabs(value_at(out, i) - want) <= 1e-5 * (1 + fabs(want));
+          ok = fabs(tensor_real(out, i) - want) <= 1e-5 * (1 + fabs(want));
         }
         failures += !ok;
         bb_tensor_release(out);
@@ -680,12 +623,12 @@ static void test_topk(void) {
         pick = -1;
         for (int64_t l = 0; l < d[axis]; l++) {
           if (taken[l]) continue;
-          double v = value_at(x, base + l * stride), b = pick < 0 ? 0 : value_at(x, base + pick * stride);
+          double v = tensor_real(x, base + l * stride), b = pick < 0 ? 0 : tensor_real(x, base + pick * stride);
           if (pick < 0 || (largest ? v > b : v < b)) pick = l;
         }
         taken[pick] = true;
       }
-      ok = ((const int64_t *)bb_tensor_data(out[1]))[i] == pick && value_at(out[0], i) == value_at(x, base + pick * stride);
+      ok = ((const int64_t *)bb_tensor_data(out[1]))[i] == pick && tensor_real(out[0], i) == tensor_real(x, base + pick * stride);
     }
     failures += !ok;
     bb_tensor_release(out[0]);
