@@ -11,4 +11,4 @@ if [ -n "$seeds" ] && [ -f "$seeds" ]; then
   done < "$seeds"
 fi
 # -rss_limit_mb bounds memory; leaks and crashes fail the run.
-"$fuzzer" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 2>&1 | tail -n 25
+"$fuzzer" "$corpus" -artifact_prefix="$corpus/../$(basename "$corpus")-" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 2>&1 | tail -n 25

@@ -171,6 +171,12 @@ static int build(bb_cpu_session *s, bb_error *err) {
   size_t mentions = g->inputs.len + g->outputs.len + g->initializers.len;
   for (size_t i = 0; i < g->nodes.len; i++) mentions += g->nodes.items[i]->inputs.len + g->nodes.items[i]->outputs.len;
   if (mentions >= NO_VALUE) return bb_error_set(err, BB_ERR_LIMIT, "graph is too large");
+  for (size_t i = 0; i < g->inputs.len; i++)
+    if (!g->inputs.items[i]->name || !*g->inputs.items[i]->name)
+      return bb_error_set(err, BB_ERR_MALFORMED, "graph input %zu has no name", i);
+  for (size_t i = 0; i < g->outputs.len; i++)
+    if (!g->outputs.items[i]->name || !*g->outputs.items[i]->name)
+      return bb_error_set(err, BB_ERR_MALFORMED, "graph output %zu has no name", i);
   uint32_t cap = (uint32_t)mentions + 1;
   s->names = xalloc(s, cap * sizeof *s->names);
   s->steps = xalloc(s, (g->nodes.len ? g->nodes.len : 1) * sizeof *s->steps);

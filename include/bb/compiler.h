@@ -1,0 +1,205 @@
+/* bytesandbrains — the compiler: turns a recorded Module (ONNX ModelProto bytes from
+ * bb_module_build) into one installable artifact for every peer.
+ *
+ *   bb_compiler *c = bb_compiler_new(NULL);
+ *   bb_compiler_bind(c, BB_ROLE_MODEL, "model", "CpuMlp", NULL, &err);
+ *   bb_compiler_compile(c, bytes, len, &out, &out_len, &err);
+ *
+ * The pipeline (compiler.md §3.2, with the §3.14 fixes) runs the canonical passes named
+ * by bb_compiler_pass_names() on the root function, splits it into one function per peer
+ * class (partition mains "<Module>[_<class>]#<16 hex>"), runs the per-partition passes,
+ * checks slots and dependencies, and stamps the passport ("ai.bytesandbrains.compiled" =
+ * "v1") and one binding entry per (partition, bound slot):
+ *   ai.bytesandbrains.binding.<partition>.<slot> = "<Role>|<concrete type>|<slot id or -1>".
+ *
+ * Binding is by slot name: role nodes carry ai.bytesandbrains.slot_name (see graph.h);
+ * nodes without one (hand-built IR) fall back to the reference's "one binding per role".
+ *
+ * Component table: the compiler knows nothing of concrete types but what the caller
+ * declares with bb_compiler_declare_component — the storage type of each port (which
+ * narrows a role op's abstract outputs, e.g. a model's "tensor" port to
+ * ai.bytesandbrains.tensor.f32) and the slots the component depends on. Undeclared types
+ * bind fine; they just refine nothing and depend on nothing.
+ *
+ * Errors: every call returns 0 or a negative BB_ERR_* code and fills err; a failed
+ * compile also leaves its bb_compile_error kind in bb_compiler_error_kind(). Messages
+ * start with the kind's name and name the offending node, value, slot or class.
+ *
+ * Output is deterministic: the same input and configuration give the same bytes. */
+#ifndef BB_COMPILER_H
+#define BB_COMPILER_H
+
+#include <stdbool.h>
+#include "bb/common.h"
+#include "bb/graph.h"
+#include "bb/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every CompileError of the reference (compiler.md §3.11), ValidationError variants
+ * flattened in, plus the kinds this port adds. */
+typedef enum bb_compile_error {
+  BB_COMPILE_OK = 0,
+  /* ValidationError */
+  BB_COMPILE_UNKNOWN_OP,
+  BB_COMPILE_DANGLING_INPUT,
+  BB_COMPILE_DUPLICATE_OUTPUT,
+  BB_COMPILE_MISSING_TYPE_INFO,
+  BB_COMPILE_MALFORMED_SLOT_METADATA,
+  BB_COMPILE_CYCLIC_GRAPH,
+  BB_COMPILE_OPSET_NOT_IMPORTED,
+  /* CompileError */
+  BB_COMPILE_EXPANSION_FAILED,
+  BB_COMPILE_ROLE_METHOD_FAILED,      /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_AMBIGUOUS_ROLE,
+  BB_COMPILE_UNRESOLVED_PEER_CLASS,   /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_CROSS_CLASS_DATAFLOW,
+  BB_COMPILE_IR_VERSION_MISMATCH,
+  BB_COMPILE_MISSING_BINDING,         /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_EMPTY_FUNCTION_TABLE,
+  BB_COMPILE_RUNTIME_INCOMPLETE,
+  BB_COMPILE_INTERNAL,
+  BB_COMPILE_TYPE_CONSTRAINT_FAILED,
+  BB_COMPILE_UNRESOLVED_TYPE,
+  BB_COMPILE_UNBOUND_DEPENDENCY,
+  BB_COMPILE_UNKNOWN_PORT,            /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_PORT_UNWIRED,            /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_NETWORK_OP_NOT_AT_BOUNDARY, /* declared for parity; never raised */
+  BB_COMPILE_INVALID_SLOT_ID,
+  BB_COMPILE_UNKNOWN_SLOT_ID,
+  BB_COMPILE_UNKNOWN_ROLE_RUNTIME,
+  BB_COMPILE_MISSING_CODEC_PORT_METADATA,
+  BB_COMPILE_INVALID_CODEC_PORT,
+  BB_COMPILE_AMBIGUOUS_ROLE_BINDING,
+  BB_COMPILE_MISSING_REQUIRED_TRAIT_METADATA,
+  BB_COMPILE_DEPENDENCY_ROLE_MISMATCH,
+  BB_COMPILE_UNBOUND_SLOT,
+  BB_COMPILE_BOOTSTRAP_COMPOSITION_GAP,
+  BB_COMPILE_BOOTSTRAP_COMPOSITION_CYCLE,
+  BB_COMPILE_INCOMPATIBLE_STORAGE_ON_EDGE,
+  /* added by this port */
+  BB_COMPILE_BINDING_ROLE_MISMATCH, /* a slot bound to a concrete of another role */
+  BB_COMPILE_BAD_INPUT,             /* the bytes are not an ONNX model */
+  BB_COMPILE_ERROR_COUNT
+} bb_compile_error;
+
+/* The kind's name as the reference spells it ("UnknownSlotId", ...); never NULL. */
+const char *bb_compile_error_name(bb_compile_error kind);
+
+/* Reference defaults. */
+#define BB_COMPILER_DEFAULT_PER_HOP_BUDGET_NS 100000000ull
+#define BB_COMPILER_TARGET_IR_VERSION 1u
+
+typedef struct bb_compiler bb_compiler;
+
+/* A compiler with no bindings, the reference defaults (strict types, 100 ms per hop,
+ * target IR version 1) and every canonical pass enabled. NULL when out of memory. */
+bb_compiler *bb_compiler_new(const bb_allocator *alloc);
+void bb_compiler_free(bb_compiler *c);
+
+/* Binds a concrete component type (a registry name; recorded, not resolved here) to the
+ * slot named `slot` of `role`, with an optional config string recorded for install
+ * (model metadata ai.bytesandbrains.config.<slot>). role BB_COMPILER_ROLE_OF_SLOT takes
+ * the role the compiled model records for that slot name (what `bb compile --bind
+ * SLOT=TYPE` needs); a compile then fails when no node names the slot. Binding the same
+ * slot name twice is BB_ERR_EXISTS. */
+#define BB_COMPILER_ROLE_OF_SLOT ((bb_role)0)
+int bb_compiler_bind(bb_compiler *c, bb_role role, const char *slot, const char *concrete_type,
+                     const char *config, bb_error *err);
+/* bind_<role>: bb_compiler_bind with the role filled in. */
+int bb_compiler_bind_backend(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_model(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_index(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_aggregator(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_codec(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_data_source(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_peer_selector(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+int bb_compiler_bind_protocol(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+
+/* What a concrete component type declares to the compiler. */
+typedef struct bb_component_port {
+  const char *port; /* "tensor", "vector", "element", "in", "out", "sample" */
+  const char *type; /* a denotation, e.g. "ai.bytesandbrains.tensor.f32" */
+} bb_component_port;
+
+typedef struct bb_component_dep {
+  bb_role role;     /* the role the dependency must be bound as */
+  const char *slot; /* the slot name it must be bound at */
+} bb_component_dep;
+
+typedef struct bb_component_decl {
+  size_t struct_size; /* sizeof(bb_component_decl) */
+  const char *type_name;
+  const bb_component_port *storage;
+  size_t n_storage;
+  const bb_component_dep *deps;
+  size_t n_deps;
+} bb_component_decl;
+
+/* Declares (or re-declares, replacing) a concrete type's storage ports and dependencies. */
+int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl, bb_error *err);
+
+void bb_compiler_set_per_hop_budget_ns(bb_compiler *c, uint64_t ns);
+/* Permissive: values whose type stays unresolved are accepted (strict is the default). */
+void bb_compiler_set_permissive_types(bb_compiler *c, bool permissive);
+/* The ai.bytesandbrains.ir_version an input model may stamp (default 1). */
+void bb_compiler_set_target_version(bb_compiler *c, uint32_t version);
+
+/* The canonical passes, in pipeline order, NULL-terminated. "partition_by_wire_ops"
+ * cannot be disabled. */
+const char *const *bb_compiler_pass_names(void);
+/* Disables a canonical pass, or removes user passes of that name. BB_ERR_NOT_FOUND when
+ * neither exists; BB_ERR_INVALID_ARGUMENT for partition_by_wire_ops. */
+int bb_compiler_disable_pass(bb_compiler *c, const char *name, bb_error *err);
+
+/* A user pass. `function` is the root function for points before partitioning (and
+ * peer_class NULL), else one partition main (peer_class its class); `model` is the
+ * working model (functions may be read and changed with the ir.h functions). Return 0 or
+ * a negative code with err filled; the compile then fails with BB_COMPILE_INTERNAL
+ * naming the pass. */
+typedef int (*bb_compiler_pass_fn)(bb_model *model, bb_function *function, const char *peer_class,
+                                   void *user, bb_error *err);
+
+/* Adds a user pass that runs right after the canonical pass `after` (a name from
+ * bb_compiler_pass_names, whether or not that pass is disabled), or with after NULL at
+ * the reference's point: per partition after every canonical pass, before dependency
+ * checks and stamping. Passes at the same point run in the order added. Names must be
+ * unique among user passes. */
+int bb_compiler_add_pass(bb_compiler *c, const char *after, const char *name, bb_compiler_pass_fn fn,
+                         void *user, bb_error *err);
+
+/* Compiles recorded ONNX ModelProto bytes into artifact bytes (*out freed with
+ * bb_buffer_free(alloc of the compiler, *out)). */
+int bb_compiler_compile(bb_compiler *c, const uint8_t *model, size_t len, uint8_t **out, size_t *out_len,
+                        bb_error *err);
+/* The same on an in-memory model (left unchanged); *out is a new model. */
+int bb_compiler_compile_model(bb_compiler *c, const bb_model *model, bb_model **out, bb_error *err);
+
+/* The kind of the last failed compile (BB_COMPILE_OK after a success). */
+bb_compile_error bb_compiler_error_kind(const bb_compiler *c);
+
+/* ---- artifacts ------------------------------------------------------------------ */
+
+typedef enum bb_artifact_format {
+  BB_ARTIFACT_TEXT = 0,
+  BB_ARTIFACT_DOT = 1,
+  BB_ARTIFACT_JSON = 2
+} bb_artifact_format;
+
+/* Describes a compiled artifact: its partitions (name, peer class, nodes), the wire
+ * edges between them (from/to partition names, the value sent and the destination Recv
+ * site) and the binding table. JSON has at least
+ *   {"partitions":[{"name","peer_class","nodes":[...]}],
+ *    "wire_edges":[{"from","to","value","site"}],
+ *    "bindings":[{"target","slot","role","type","slot_id"}]}.
+ * The NUL-terminated text is allocated with the model's allocator; free it with
+ * bb_buffer_free. BB_ERR_MALFORMED when the model carries no passport. */
+int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, char **out, size_t *out_len,
+                         bb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BB_COMPILER_H */

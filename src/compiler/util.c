@@ -1,0 +1,134 @@
+/* Small helpers the passes share: node labels and predicates, metadata and value-type
+ * access, node copies. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/compiler.h"
+
+bool cc_domain_is(const bb_node *n, const char *domain) {
+  const char *d = n->domain ? n->domain : "";
+  /* the default ONNX domain has two spellings */
+  if (!*domain || strcmp(domain, "ai.onnx") == 0) return !*d || strcmp(d, "ai.onnx") == 0;
+  return strcmp(d, domain) == 0;
+}
+
+bool cc_is(const bb_node *n, const char *domain, const char *op_type) {
+  return n->op_type && strcmp(n->op_type, op_type) == 0 && cc_domain_is(n, domain);
+}
+
+const char *cc_meta(const bb_node *n, const char *key) { return bb_kv_get(&n->metadata, key); }
+
+char *cc_printf(cc_ctx *x, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return NULL;
+  char *s = bb_arena_alloc(x->m->arena, (size_t)n + 1);
+  if (!s) return NULL;
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+const char *cc_node_label(cc_ctx *x, const bb_function *f, const bb_node *n) {
+  if (n->name && *n->name) return n->name;
+  long i = f ? bb_nodelist_index(&f->nodes, n) : -1;
+  const char *d = n->domain && *n->domain ? n->domain : "ai.onnx";
+  const char *s = i >= 0 ? cc_printf(x, "%s::%s#%ld", d, n->op_type ? n->op_type : "", i)
+                         : cc_printf(x, "%s::%s", d, n->op_type ? n->op_type : "");
+  return s ? s : "?";
+}
+
+bool cc_parse_u32(const char *s, uint32_t *out) {
+  if (!s || !*s) return false;
+  uint64_t v = 0;
+  for (const char *p = s; *p; p++) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + (uint64_t)(*p - '0');
+    if (v > UINT32_MAX) return false;
+  }
+  *out = (uint32_t)v;
+  return true;
+}
+
+bb_value_info *cc_find_vi(cc_ctx *x, const bb_function *f, const char *name) {
+  if (x->vi_fn != f || x->vi_len > f->value_infos.len) {
+    if (x->vi_fn) bb_strmap_free(&x->vi_map);
+    bb_strmap_init(&x->vi_map, bb_arena_allocator(x->m->arena));
+    x->vi_fn = f;
+    x->vi_len = 0;
+  }
+  for (; x->vi_len < f->value_infos.len; x->vi_len++) {
+    const char *n = f->value_infos.items[x->vi_len]->name;
+    uint32_t prev;
+    if (!n || bb_strmap_get(&x->vi_map, n, &prev)) continue;
+    if (bb_strmap_put(&x->vi_map, n, (uint32_t)x->vi_len)) {
+      /* out of memory: fall back to the linear search */
+      bb_strmap_free(&x->vi_map);
+      x->vi_fn = NULL;
+      return bb_vilist_find(&f->value_infos, name);
+    }
+  }
+  uint32_t i;
+  return bb_strmap_get(&x->vi_map, name, &i) ? f->value_infos.items[i] : NULL;
+}
+
+const char *cc_value_type(cc_ctx *x, const bb_function *f, const char *value) {
+  const bb_value_info *vi = cc_find_vi(x, f, value);
+  return vi && vi->type && vi->type->denotation ? vi->type->denotation : "";
+}
+
+int cc_set_value_type(cc_ctx *x, bb_function *f, const char *value, const char *denotation) {
+  /* a fresh TypeProto, so the tensor/opaque encoding agrees with the denotation */
+  bb_type *t = bb_value_type_new(x->m, denotation);
+  if (!t) return cc_nomem(x);
+  bb_value_info *vi = cc_find_vi(x, f, value);
+  if (vi) {
+    vi->type = t;
+    return 0;
+  }
+  return bb_vilist_add(x->m, &f->value_infos, value, t) ? 0 : cc_nomem(x);
+}
+
+bb_node *cc_node_clone(cc_ctx *x, const bb_node *n) {
+  bb_node *c = bb_node_new(x->m, n->op_type, n->domain, n->name);
+  if (!c) return NULL;
+  c->overload = n->overload;
+  c->doc_string = n->doc_string;
+  c->extra = n->extra;
+  for (size_t i = 0; i < n->inputs.len; i++)
+    if (bb_strlist_append(x->m, &c->inputs, n->inputs.items[i])) return NULL;
+  for (size_t i = 0; i < n->outputs.len; i++)
+    if (bb_strlist_append(x->m, &c->outputs, n->outputs.items[i])) return NULL;
+  for (size_t i = 0; i < n->attrs.len; i++)
+    if (BB_ARENA_PUSH(x->m->arena, &c->attrs, n->attrs.items[i])) return NULL;
+  for (size_t i = 0; i < n->metadata.len; i++)
+    if (bb_kv_append(x->m, &c->metadata, n->metadata.items[i].key, n->metadata.items[i].value)) return NULL;
+  return c;
+}
+
+const char *cc_canonical_role(cc_ctx *x, const char *trait) {
+  size_t n = strlen(trait);
+  const size_t k = sizeof "Runtime" - 1;
+  if (n > k && strcmp(trait + n - k, "Runtime") == 0) {
+    char *s = bb_arena_strndup(x->m->arena, trait, n - k);
+    return s ? s : trait;
+  }
+  return trait;
+}
+
+int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bb_strmap *map) {
+  for (size_t i = 0; i < nodes->len; i++) {
+    const bb_node *n = nodes->items[i];
+    for (size_t o = 0; o < n->outputs.len; o++) {
+      const char *v = n->outputs.items[o];
+      uint32_t prev;
+      if (!*v || bb_strmap_get(map, v, &prev)) continue;
+      if (bb_strmap_put(map, v, (uint32_t)i)) return cc_nomem(x);
+    }
+  }
+  return 0;
+}
