@@ -2,7 +2,8 @@
 # Runs the benchmarks and prints their tables (nothing here is a test):
 #   1. native kernels, SIMD against their scalar twins (bench/bench_kernels.c);
 #   2. the same kernels in wasm under Node;
-#   3. bb.wasm against onnxruntime-web (wasm, 1 thread) and onnxruntime-node (1 thread),
+#   3. the compiler on a 10,000-node module against the ONNX codec alone;
+#   4. bb.wasm against onnxruntime-web (wasm, 1 thread) and onnxruntime-node (1 thread),
 #      op by op in one Node process (bench/js/ops-vs-ort.mjs).
 # Pass --quick for a rough run.
 set -euo pipefail
@@ -16,6 +17,11 @@ echo "== native kernels (build/bench/bench_kernels)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs" --target bench_kernels >/dev/null
 ./build/bench/bench_kernels
+
+echo
+echo "== compiler (build/bench/bench_compiler)"
+cmake --build build -j "$jobs" --target bench_compiler >/dev/null
+./build/bench/bench_compiler
 
 echo
 echo "== wasm kernels under Node (build-wasm/bench/bench_kernels.js)"

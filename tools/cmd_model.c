@@ -3,13 +3,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/compiler.h"
 #include "cli.h"
 
 int cmd_inspect(int argc, char **argv) {
   const char *path = NULL;
-  bool json = false;
+  bool json = false, dot = false;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) json = true;
+    else if (strcmp(argv[i], "--dot") == 0) dot = true;
     else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "bb inspect: unknown option %s\n", argv[i]);
       return 2;
@@ -20,7 +22,11 @@ int cmd_inspect(int argc, char **argv) {
     }
   }
   if (!path) {
-    fprintf(stderr, "usage: bb inspect MODEL.onnx [--json]\n");
+    fprintf(stderr, "usage: bb inspect MODEL.onnx [--json|--dot]\n");
+    return 2;
+  }
+  if (json && dot) {
+    fprintf(stderr, "bb inspect: --json and --dot exclude each other\n");
     return 2;
   }
   bb_model *m;
@@ -28,7 +34,16 @@ int cmd_inspect(int argc, char **argv) {
   char *text;
   size_t len;
   bb_error err;
-  int rc = bb_model_summary(m, json, &text, &len, &err);
+  /* a compiled artifact (it carries the passport) is shown as partitions and edges */
+  bool artifact = bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled") != NULL;
+  if (dot && !artifact) {
+    bb_model_free(m);
+    fprintf(stderr, "bb inspect: %s is not a compiled artifact; --dot draws artifacts\n", path);
+    return 1;
+  }
+  int rc = artifact ? bb_artifact_describe(m, json ? BB_ARTIFACT_JSON : dot ? BB_ARTIFACT_DOT : BB_ARTIFACT_TEXT,
+                                           &text, &len, &err)
+                    : bb_model_summary(m, json, &text, &len, &err);
   bb_model_free(m);
   if (rc) {
     fprintf(stderr, "bb inspect: %s\n", err.message);

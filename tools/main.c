@@ -7,21 +7,25 @@
 typedef struct command {
   const char *name;
   int (*run)(int argc, char **argv);
+  const char *args;
   const char *help;
 } command;
 
 static const command COMMANDS[] = {
-    {"inspect", cmd_inspect, "inspect MODEL.onnx [--json]   summarise an ONNX model"},
-    {"reencode", cmd_reencode, "reencode IN.onnx OUT.onnx     decode and re-encode a model through the IR"},
-    {"run", cmd_run, "run MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]\n"
-                     "                                run a model on the CPU backend"},
-    {"ops", cmd_ops, "ops                           list the CPU backend's operators and types"},
+    {"inspect", cmd_inspect, "MODEL.onnx [--json|--dot]",
+     "summarise a model; for a compiled artifact its partitions, wire edges and bindings"},
+    {"compile", cmd_compile, "MODEL.onnx --bind SLOT=TYPE ... -o FILE", "partition a recorded model and bind its slots"},
+    {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",
+     "run a model on the CPU backend"},
+    {"ops", cmd_ops, "", "list the CPU backend's operators and element types"},
+    {"reencode", cmd_reencode, "IN.onnx OUT.onnx", "decode a model into the IR and encode it again"},
 };
 
 static void usage(FILE *out) {
   fprintf(out, "bb %s — bytesandbrains\n\nusage: bb COMMAND [ARGS]\n\ncommands:\n", BB_VERSION_STRING);
-  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) fprintf(out, "  bb %s\n", COMMANDS[i].help);
-  fprintf(out, "  bb version                    print the version\n");
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    fprintf(out, "  bb %s %s\n      %s\n", COMMANDS[i].name, COMMANDS[i].args, COMMANDS[i].help);
+  fprintf(out, "  bb version\n      print the version\n");
 }
 
 int main(int argc, char **argv) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The bb tool end to end: inspect, reencode, run (on a model made by onnx.helper, checked
 # against numpy), ops, and clear failures with non-zero exits on bad input.
-# usage: test_cli.sh BB PYTHON SOURCE_DIR
+# usage: test_cli.sh BB PYTHON SOURCE_DIR WRITE_FL_MODEL
 set -uo pipefail
-bb=$1 py=$2 src=$3
+bb=$1 py=$2 src=$3 write_fl=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -37,6 +37,32 @@ assert np.allclose(got, want, rtol=1e-4, atol=1e-6), np.abs(got - want).max()
 ' "$tmp/out/probs.pb" "$tmp/expected.pb"
 check "an input named by its TensorProto needs no NAME=" "$bb" run "$tmp/cnn.onnx" --input "$tmp/x.pb"
 check "ops lists Conv" bash -c "'$bb' ops | grep -q '^  Conv '"
+
+"$write_fl" "$tmp/fl.onnx" || { echo "FAIL write_fl_model"; exit 1; }
+fails_with "compile without storage types says how to fix it" "compile with permissive types" \
+  "$bb" compile "$tmp/fl.onnx" --bind model=Mlp --bind aggregator=FedAvg -o "$tmp/fl.art"
+check "compile with declared storage" "$bb" compile "$tmp/fl.onnx" --bind model=Mlp --bind aggregator=FedAvg \
+  --storage Mlp.tensor=ai.bytesandbrains.tensor.f32 --storage FedAvg.element=ai.bytesandbrains.tensor.f32 -o "$tmp/fl.art"
+check "compile --permissive" "$bb" compile "$tmp/fl.onnx" --bind model=Mlp --bind aggregator=FedAvg --permissive \
+  -o "$tmp/fl2.art"
+check "artifacts pass onnx.checker" "$py" -c 'import onnx,sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)' "$tmp/fl.art"
+check "inspect --json lists partitions, wire edges and bindings" "$py" -c '
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], "inspect", "--json", sys.argv[2]], check=True, capture_output=True).stdout)
+names = {p["name"]: p for p in d["partitions"]}
+classes = sorted(p["peer_class"] for p in d["partitions"])
+assert classes == ["@self", "clients", "server"], classes
+for e in d["wire_edges"]:
+    assert e["from"] in names and e["to"] in names, e
+pairs = sorted((names[e["from"]]["peer_class"], names[e["to"]]["peer_class"]) for e in d["wire_edges"])
+assert pairs == [("@self", "clients"), ("clients", "server")], pairs
+slots = {(names[b["target"]]["peer_class"], b["slot"]): b for b in d["bindings"]}
+assert slots[("server", "aggregator")]["type"] == "FedAvg" and slots[("clients", "model")]["role"] == "Model", slots
+' "$bb" "$tmp/fl.art"
+check "inspect --dot draws a graph" bash -c "'$bb' inspect --dot '$tmp/fl.art' | grep -q '^digraph'"
+check "compiling twice gives the same bytes" bash -c "'$bb' compile '$tmp/fl.onnx' --bind model=Mlp --bind aggregator=FedAvg --permissive -o '$tmp/fl3.art' && cmp '$tmp/fl2.art' '$tmp/fl3.art'"
+fails_with "compile names an unknown slot" "nosuch" "$bb" compile "$tmp/fl.onnx" --bind nosuch=X -o "$tmp/x.art"
+fails_with "inspect --dot refuses a plain model" "not a compiled artifact" "$bb" inspect --dot "$tmp/cnn.onnx"
 
 head -c 100 "$tmp/cnn.onnx" >"$tmp/cut.onnx"
 fails_with "inspect rejects a truncated model" "runs past the end" "$bb" inspect "$tmp/cut.onnx"

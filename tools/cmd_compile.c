@@ -1,0 +1,149 @@
+/* bb compile: recorded model → installable artifact. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/compiler.h"
+#include "cli.h"
+
+#define MAX_PORTS 64
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: bb compile MODEL.onnx --bind SLOT=TYPE ... -o ARTIFACT.onnx\n"
+          "         [--storage TYPE.PORT=DENOTATION ...] [--permissive] [--disable PASS ...]\n"
+          "         [--budget-ns N]\n"
+          "  --bind        binds the concrete type TYPE to the slot named SLOT (role from the model)\n"
+          "  --storage     declares the storage type of a concrete type's port, which types the\n"
+          "                outputs of its role's nodes; ports: Model and Backend `tensor`,\n"
+          "                Aggregator `element`, Index `vector`, DataSource `sample`\n"
+          "                (e.g. Mlp.tensor=ai.bytesandbrains.tensor.f32)\n"
+          "  --permissive  accept values whose type stays unresolved\n"
+          "  --disable     skip a canonical pass (bb compile --passes lists them)\n");
+}
+
+/* Declares every --storage entry, grouped by concrete type. */
+static int declare_storage(bb_compiler *c, char **specs, int n, bb_error *err) {
+  for (int i = 0; i < n; i++) {
+    char *dot = strchr(specs[i], '.'), *eq = strchr(specs[i], '=');
+    if (!dot || !eq || eq < dot) {
+      fprintf(stderr, "bb compile: --storage takes TYPE.PORT=DENOTATION, got %s\n", specs[i]);
+      return 2;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!specs[i]) continue;
+    char *type = specs[i];
+    size_t type_len = (size_t)(strchr(type, '.') - type);
+    bb_component_port ports[MAX_PORTS];
+    size_t n_ports = 0;
+    for (int k = i; k < n && n_ports < MAX_PORTS; k++) {
+      char *s = specs[k];
+      if (!s || strncmp(s, type, type_len) != 0 || s[type_len] != '.') continue;
+      char *eq = strchr(s, '=');
+      *eq = '\0';
+      ports[n_ports].port = s + type_len + 1;
+      ports[n_ports].type = eq + 1;
+      n_ports++;
+      if (k != i) specs[k] = NULL;
+    }
+    type[type_len] = '\0';
+    bb_component_decl decl = {sizeof decl, type, ports, n_ports, NULL, 0};
+    if (bb_compiler_declare_component(c, &decl, err)) return 1;
+  }
+  return 0;
+}
+
+int cmd_compile(int argc, char **argv) {
+  const char *in = NULL, *out = NULL;
+  char **binds = calloc((size_t)argc + 1, sizeof *binds), **storage = calloc((size_t)argc + 1, sizeof *storage);
+  int n_binds = 0, n_storage = 0, status = 2;
+  bb_compiler *c = bb_compiler_new(NULL);
+  bb_error err;
+  bb_error_clear(&err);
+  uint8_t *bytes = NULL, *artifact = NULL;
+  size_t len = 0, artifact_len = 0;
+  if (!binds || !storage || !c) {
+    fprintf(stderr, "bb compile: out of memory\n");
+    status = 1;
+    goto done;
+  }
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    bool has_value = i + 1 < argc;
+    if (strcmp(a, "--passes") == 0) {
+      for (const char *const *p = bb_compiler_pass_names(); *p; p++) printf("%s\n", *p);
+      status = 0;
+      goto done;
+    } else if (strcmp(a, "--bind") == 0 && has_value) {
+      binds[n_binds++] = argv[++i];
+    } else if (strcmp(a, "--storage") == 0 && has_value) {
+      storage[n_storage++] = argv[++i];
+    } else if (strcmp(a, "--permissive") == 0) {
+      bb_compiler_set_permissive_types(c, true);
+    } else if (strcmp(a, "--disable") == 0 && has_value) {
+      if (bb_compiler_disable_pass(c, argv[++i], &err)) {
+        fprintf(stderr, "bb compile: --disable %s: %s\n", argv[i], err.message);
+        goto done;
+      }
+    } else if (strcmp(a, "--budget-ns") == 0 && has_value) {
+      char *end;
+      unsigned long long ns = strtoull(argv[++i], &end, 10);
+      if (*end || !ns) {
+        fprintf(stderr, "bb compile: --budget-ns takes a positive number of nanoseconds\n");
+        goto done;
+      }
+      bb_compiler_set_per_hop_budget_ns(c, (uint64_t)ns);
+    } else if (strcmp(a, "-o") == 0 && has_value) {
+      out = argv[++i];
+    } else if (a[0] == '-') {
+      fprintf(stderr, "bb compile: unknown option %s\n", a);
+      usage();
+      goto done;
+    } else if (!in) {
+      in = a;
+    } else {
+      fprintf(stderr, "bb compile: one model at a time (got %s and %s)\n", in, a);
+      goto done;
+    }
+  }
+  if (!in || !out) {
+    usage();
+    goto done;
+  }
+  status = 1;
+  for (int i = 0; i < n_binds; i++) {
+    char *eq = strchr(binds[i], '=');
+    if (!eq || eq == binds[i] || !eq[1]) {
+      fprintf(stderr, "bb compile: --bind takes SLOT=TYPE, got %s\n", binds[i]);
+      status = 2;
+      goto done;
+    }
+    *eq = '\0';
+    if (bb_compiler_bind(c, BB_COMPILER_ROLE_OF_SLOT, binds[i], eq + 1, NULL, &err)) {
+      fprintf(stderr, "bb compile: --bind %s: %s\n", binds[i], err.message);
+      goto done;
+    }
+  }
+  int rc = declare_storage(c, storage, n_storage, &err);
+  if (rc) {
+    if (rc == 1) fprintf(stderr, "bb compile: --storage: %s\n", err.message);
+    status = rc;
+    goto done;
+  }
+  if (cli_read_file(in, &bytes, &len)) goto done;
+  if (bb_compiler_compile(c, bytes, len, &artifact, &artifact_len, &err)) {
+    fprintf(stderr, "bb compile: %s: %s\n", in, err.message);
+    goto done;
+  }
+  if (cli_write_file(out, artifact, artifact_len)) goto done;
+  fprintf(stderr, "bb compile: wrote %s (%zu bytes)\n", out, artifact_len);
+  status = 0;
+done:
+  free(bytes);
+  bb_buffer_free(NULL, artifact);
+  bb_compiler_free(c);
+  free(binds);
+  free(storage);
+  return status;
+}
