@@ -2,35 +2,7 @@
  * hands out no artifact and leaves nothing allocated; once allocations succeed, the
  * artifact is byte-identical to the one a plain compile makes. */
 #include "cctest.h"
-
-typedef struct failing {
-  long budget; /* allocations left before the next one fails; < 0 never fails */
-  long live;
-} failing;
-
-static void *f_malloc(size_t size, void *ud) {
-  failing *f = ud;
-  if (f->budget == 0) return NULL;
-  if (f->budget > 0) f->budget--;
-  void *p = malloc(size);
-  if (p) f->live++;
-  return p;
-}
-
-static void *f_realloc(void *ptr, size_t size, void *ud) {
-  failing *f = ud;
-  if (f->budget == 0) return NULL;
-  if (f->budget > 0) f->budget--;
-  void *p = realloc(ptr, size);
-  if (p && !ptr) f->live++;
-  return p;
-}
-
-static void f_free(void *ptr, void *ud) {
-  failing *f = ud;
-  if (ptr) f->live--;
-  free(ptr);
-}
+#include "failalloc.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "fedavg", NULL};
@@ -79,7 +51,7 @@ static void test_every_failure_point(void) {
   CHECK(bb_compiler_compile(plain, bytes, len, &want, &want_len, &err) == 0);
   bb_compiler_free(plain);
   failing f = {-1, 0};
-  bb_allocator alloc = {f_malloc, f_realloc, f_free, &f};
+  bb_allocator alloc = failing_allocator(&f);
   bb_compiler *c = make_compiler(&alloc);
   bool done = false;
   long budget;

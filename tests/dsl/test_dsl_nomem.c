@@ -2,35 +2,7 @@
  * out no model and leaves nothing allocated; once allocations succeed, the model equals
  * the one a plain build makes. */
 #include "dsltest.h"
-
-typedef struct failing {
-  long budget; /* allocations left before the next one fails; < 0 never fails */
-  long live;
-} failing;
-
-static void *f_malloc(size_t size, void *ud) {
-  failing *f = ud;
-  if (f->budget == 0) return NULL;
-  if (f->budget > 0) f->budget--;
-  void *p = malloc(size);
-  if (p) f->live++;
-  return p;
-}
-
-static void *f_realloc(void *ptr, size_t size, void *ud) {
-  failing *f = ud;
-  if (f->budget == 0) return NULL;
-  if (f->budget > 0) f->budget--;
-  void *p = realloc(ptr, size);
-  if (p && !ptr) f->live++;
-  return p;
-}
-
-static void f_free(void *ptr, void *ud) {
-  failing *f = ud;
-  if (ptr) f->live--;
-  free(ptr);
-}
+#include "failalloc.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot PEERS = {BB_ROLE_PEER_SELECTOR, "peers", "gossip_peer"};
@@ -69,7 +41,7 @@ static void test_every_allocation_failure(void) {
   long budget = 0;
   for (;; budget++) {
     failing f = {budget, 0};
-    bb_allocator alloc = {f_malloc, f_realloc, f_free, &f};
+    bb_allocator alloc = failing_allocator(&f);
     bb_model *m = (bb_model *)1;
     bb_error err;
     int rc = bb_module_build(&TOP, &alloc, &m, &err);

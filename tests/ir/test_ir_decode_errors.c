@@ -4,6 +4,7 @@
 #include "ir/testutil.h"
 
 #include "bb/ir.h"
+#include "failalloc.h"
 #include "harness.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -208,42 +209,15 @@ static void test_crafted_inputs(void) {
 
 /* ---- allocation failure injection ---------------------------------------------------- */
 
-typedef struct failing {
-  long left; /* allocations that still succeed; < 0: unlimited */
-  long live;
-} failing;
-
-static void *f_malloc(size_t n, void *ud) {
-  failing *f = ud;
-  if (f->left == 0) return NULL;
-  if (f->left > 0) f->left--;
-  void *p = malloc(n);
-  if (p) f->live++;
-  return p;
-}
-static void *f_realloc(void *p, size_t n, void *ud) {
-  failing *f = ud;
-  if (f->left == 0) return NULL;
-  if (f->left > 0) f->left--;
-  void *q = realloc(p, n);
-  if (q && !p) f->live++;
-  return q;
-}
-static void f_free(void *p, void *ud) {
-  failing *f = ud;
-  if (p) f->live--;
-  free(p);
-}
-
 static void test_allocation_failures(void) {
   size_t len;
   uint8_t *d = load("node/test_loop11/model.onnx", &len);
   if (!d) return;
   failing state;
-  bb_allocator alloc = {f_malloc, f_realloc, f_free, &state};
+  bb_allocator alloc = failing_allocator(&state);
   long budget = 0;
   for (;; budget++) {
-    state.left = budget;
+    state.budget = budget;
     state.live = 0;
     bb_model *m = NULL;
     bb_error err;
@@ -251,7 +225,7 @@ static void test_allocation_failures(void) {
     if (rc == 0) {
       uint8_t *out;
       size_t out_len;
-      state.left = -1;
+      state.budget = -1;
       CHECK_EQ_INT(bb_model_encode(m, &out, &out_len, &err), 0);
       alloc.free(out, alloc.user_data);
       bb_model_free(m);
@@ -264,17 +238,17 @@ static void test_allocation_failures(void) {
   }
   printf("    decode survived allocation failure at each of its %ld allocations\n", budget);
   /* and encode, with a decoded model */
-  state.left = -1;
+  state.budget = -1;
   bb_model *m = NULL;
   bb_error err;
   CHECK_EQ_INT(bb_model_decode(d, len, &alloc, NULL, &m, &err), 0);
   long live_model = state.live;
   for (budget = 0;; budget++) {
-    state.left = budget;
+    state.budget = budget;
     uint8_t *out = NULL;
     size_t out_len;
     int rc = bb_model_encode(m, &out, &out_len, &err);
-    state.left = -1;
+    state.budget = -1;
     if (rc == 0) {
       alloc.free(out, alloc.user_data);
       break;
