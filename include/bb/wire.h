@@ -1,0 +1,140 @@
+/* bytesandbrains — the wire: peer ids, addresses and the envelope that carries values
+ * between peers (proto/bb_core.proto; docs/WIRE.md).
+ *
+ * Decoding treats every byte as hostile: caps are enforced while parsing, nothing is
+ * trusted before it is checked, and a decoded envelope points into the caller's buffer
+ * (payloads are never copied), so that buffer must outlive the envelope. */
+#ifndef BB_WIRE_H
+#define BB_WIRE_H
+
+#include <stdbool.h>
+
+#include "bb/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- peer ids ---------------------------------------------------------------------- */
+
+/* A libp2p-style multihash: varint(code) ‖ varint(digest length) ‖ digest (≤ 64 bytes). */
+#define BB_PEER_ID_MAX 76
+typedef struct bb_peer_id {
+  uint8_t len;
+  uint8_t bytes[BB_PEER_ID_MAX];
+} bb_peer_id;
+
+/* The test/simulation identity: an identity multihash (code 0) of the big-endian u64. */
+bb_peer_id bb_peer_id_from_u64(uint64_t id);
+/* Parses the canonical bytes; BB_ERR_MALFORMED unless they are exactly one multihash. */
+int bb_peer_id_from_bytes(const uint8_t *data, size_t len, bb_peer_id *out, bb_error *err);
+/* The u64 of an identity multihash with an 8-byte digest; false for any other peer id. */
+bool bb_peer_id_as_u64(const bb_peer_id *p, uint64_t *out);
+bool bb_peer_id_equal(const bb_peer_id *a, const bb_peer_id *b);
+/* Base58btc text (as libp2p prints peer ids), NUL-terminated; returns its length, or 0
+ * when size is too small (104 bytes always suffice). */
+size_t bb_peer_id_to_text(const bb_peer_id *p, char *out, size_t size);
+int bb_peer_id_from_text(const char *text, bb_peer_id *out, bb_error *err);
+
+/* ---- addresses ----------------------------------------------------------------------- */
+
+typedef enum bb_addr_kind {
+  BB_ADDR_P2P = 421,      /* a peer id */
+  BB_ADDR_SITE = 0xE2,    /* a value site of an installed graph (u64) */
+  BB_ADDR_COMPONENT = 0xE3, /* a component of a node (u32) */
+  BB_ADDR_OP = 0xE4       /* an op name of that component (UTF-8) */
+} bb_addr_kind;
+
+#define BB_ADDR_MAX_SEGMENTS 8
+#define BB_ADDR_OP_MAX 255
+
+typedef struct bb_addr_segment {
+  bb_addr_kind kind;
+  bb_peer_id peer;   /* P2P */
+  uint64_t value;    /* SITE, COMPONENT */
+  char op[BB_ADDR_OP_MAX + 1]; /* OP, NUL-terminated */
+} bb_addr_segment;
+
+/* An ordered list of segments (a subset of multiaddr). */
+typedef struct bb_address {
+  size_t n;
+  bb_addr_segment seg[BB_ADDR_MAX_SEGMENTS];
+} bb_address;
+
+/* Byte form: the segments' (varint code ‖ payload) concatenated. to_bytes returns the
+ * length written (0 with too small a buffer; 128 + 16·255 bytes always suffice). */
+int bb_address_from_bytes(const uint8_t *data, size_t len, bb_address *out, bb_error *err);
+size_t bb_address_to_bytes(const bb_address *a, uint8_t *out, size_t size);
+/* Text form: /p2p/<base58>/site/<u64>/component/<u32>/op/<text>. */
+int bb_address_from_text(const char *text, bb_address *out, bb_error *err);
+size_t bb_address_to_text(const bb_address *a, char *out, size_t size);
+/* The first segment of a kind, or NULL. */
+const bb_addr_segment *bb_address_find(const bb_address *a, bb_addr_kind kind);
+
+/* ---- the envelope --------------------------------------------------------------------- */
+
+typedef enum bb_correlation_kind { BB_CORR_NONE = 0, BB_CORR_REQUEST = 1, BB_CORR_RESPONSE = 2 } bb_correlation_kind;
+
+typedef struct bb_slot_fill {
+  bb_bytes dest_suffix;
+  bb_bytes payload;
+  bool trigger_only;
+  uint64_t type_hash;
+} bb_slot_fill;
+
+typedef struct bb_rtt_report {
+  uint64_t next_hop_site_id, chain_id;
+  uint32_t hop_index;
+  uint64_t srtt_ns, rttvar_ns, sample_count;
+} bb_rtt_report;
+
+/* A WireEnvelope. Byte fields point into the decoded buffer (or, for one you build, to
+ * memory you own). */
+typedef struct bb_envelope {
+  bb_bytes *dest_peer_addresses;
+  size_t n_dest_peer_addresses;
+  bb_slot_fill *fills;
+  size_t n_fills;
+  bool has_correlation;
+  int32_t correlation_kind; /* bb_correlation_kind (other values are kept as received) */
+  uint64_t wire_req_id;
+  uint64_t remaining_deadline_ns;
+  bb_rtt_report *rtt_reports;
+  size_t n_rtt_reports;
+  bb_bytes src_peer_bytes;
+  uint32_t schema_version;
+  bb_bytes *src_peer_addresses;
+  size_t n_src_peer_addresses;
+} bb_envelope;
+
+#define BB_ENVELOPE_SCHEMA_VERSION 1
+
+/* Caps on what a peer may send; zero fields take the defaults in brackets. */
+typedef struct bb_envelope_caps {
+  size_t max_total_bytes;            /* [16 MiB] */
+  size_t max_fills;                  /* [64] */
+  size_t max_fill_payload_bytes;     /* [16 MiB] */
+  size_t max_dest_suffix_bytes;      /* [256] */
+  size_t max_addresses;              /* [16]: dest and src peer address lists each */
+  size_t max_address_bytes;          /* [512] */
+  size_t max_rtt_reports;            /* [64] */
+} bb_envelope_caps;
+
+/* Decodes one envelope. On success *out (free with bb_envelope_free) points into data.
+ * Every rejection names the field, the cap or the byte offset. */
+int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *caps, const bb_allocator *alloc,
+                       bb_envelope **out, bb_error *err);
+void bb_envelope_free(bb_envelope *env, const bb_allocator *alloc);
+
+/* Encodes an envelope (fields in number order, proto3 defaults omitted, the correlation
+ * message written when has_correlation). *out is freed with bb_buffer_free(alloc, ...). */
+int bb_envelope_encode(const bb_envelope *env, const bb_allocator *alloc, uint8_t **out, size_t *out_len,
+                       bb_error *err);
+
+/* FNV-1a-64 of a carrier's stable type name: SlotFill.type_hash. */
+uint64_t bb_type_hash(const char *type_name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BB_WIRE_H */
