@@ -5,6 +5,9 @@
 
 #include "bb/compiler.h"
 #include "cli.h"
+#ifdef BB_HAVE_EXAMPLES
+#include "examples.h"
+#endif
 
 #define MAX_PORTS 64
 
@@ -13,13 +16,19 @@ static void usage(void) {
           "usage: bb compile MODEL.onnx --bind SLOT=TYPE ... -o ARTIFACT.onnx\n"
           "         [--storage TYPE.PORT=DENOTATION ...] [--permissive] [--disable PASS ...]\n"
           "         [--budget-ns N]\n"
+          "       bb compile --example NAME -o ARTIFACT.onnx\n"
+          "       bb compile --examples\n"
           "  --bind        binds the concrete type TYPE to the slot named SLOT (role from the model)\n"
           "  --storage     declares the storage type of a concrete type's port, which types the\n"
           "                outputs of its role's nodes; ports: Model and Backend `tensor`,\n"
           "                Aggregator `element`, Index `vector`, DataSource `sample`\n"
           "                (e.g. Mlp.tensor=ai.bytesandbrains.tensor.f32)\n"
           "  --permissive  accept values whose type stays unresolved\n"
-          "  --disable     skip a canonical pass (bb compile --passes lists them)\n");
+          "  --disable     skip a canonical pass (bb compile --passes lists them)\n"
+          "  --example     record and compile a shipped example's Module(s) with its default\n"
+          "                bindings; an example with several Modules writes one artifact per\n"
+          "                Module, ARTIFACT with \".<Module>\" before its extension\n"
+          "  --examples    list the shipped examples\n");
 }
 
 /* Declares every --storage entry, grouped by concrete type. */
@@ -54,7 +63,84 @@ static int declare_storage(bb_compiler *c, char **specs, int n, bb_error *err) {
   return 0;
 }
 
+#ifdef BB_HAVE_EXAMPLES
+static int list_examples(void) {
+  size_t n;
+  const bb_example *const *all = bb_examples(&n);
+  for (size_t i = 0; i < n; i++) printf("%-32s %s\n", all[i]->name, all[i]->description);
+  return 0;
+}
+
+/* The output path of module i of an example: out itself for a one-module example, else
+ * out with ".<Module>" inserted before its extension. */
+static char *example_path(const char *out, const bb_example *ex, size_t i) {
+  const char *mod = ex->modules[i]->name;
+  size_t len = strlen(out) + strlen(mod) + 2;
+  char *path = malloc(len);
+  if (!path) return NULL;
+  if (ex->n_modules == 1) {
+    memcpy(path, out, strlen(out) + 1);
+    return path;
+  }
+  const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+  size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - out) : strlen(out);
+  snprintf(path, len, "%.*s.%s%s", (int)stem, out, mod, out + stem);
+  return path;
+}
+
+static int compile_example(const char *name, const char *out) {
+  const bb_example *ex = bb_example_find(name);
+  if (!ex) {
+    fprintf(stderr, "bb compile: no example named %s (bb compile --examples lists them)\n", name);
+    return 2;
+  }
+  for (size_t i = 0; i < ex->n_modules; i++) {
+    uint8_t *artifact = NULL;
+    size_t len = 0;
+    bb_error err;
+    bb_error_clear(&err);
+    if (bb_example_compile(ex, i, &artifact, &len, &err)) {
+      fprintf(stderr, "bb compile: example %s, module %s: %s\n", name, ex->modules[i]->name, err.message);
+      return 1;
+    }
+    char *path = example_path(out, ex, i);
+    int rc = !path || cli_write_file(path, artifact, len);
+    if (!rc) fprintf(stderr, "bb compile: wrote %s (%s, %zu bytes)\n", path, ex->modules[i]->name, len);
+    else if (!path) fprintf(stderr, "bb compile: out of memory\n");
+    free(path);
+    bb_buffer_free(NULL, artifact);
+    if (rc) return 1;
+  }
+  return 0;
+}
+#endif
+
 int cmd_compile(int argc, char **argv) {
+#ifdef BB_HAVE_EXAMPLES
+  {
+    const char *example = NULL, *example_out = NULL;
+    bool any = false;
+    for (int i = 0; i < argc; i++) {
+      if (strcmp(argv[i], "--examples") == 0) return list_examples();
+      if (strcmp(argv[i], "--example") == 0) any = true;
+    }
+    if (any) {
+      for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--example") == 0 && i + 1 < argc) example = argv[++i];
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) example_out = argv[++i];
+        else {
+          fprintf(stderr, "bb compile: --example takes only NAME and -o FILE (got %s)\n", argv[i]);
+          return 2;
+        }
+      }
+      if (!example || !example_out) {
+        usage();
+        return 2;
+      }
+      return compile_example(example, example_out);
+    }
+  }
+#endif
   const char *in = NULL, *out = NULL;
   char **binds = calloc((size_t)argc + 1, sizeof *binds), **storage = calloc((size_t)argc + 1, sizeof *storage);
   int n_binds = 0, n_storage = 0, status = 2;

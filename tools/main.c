@@ -14,7 +14,8 @@ typedef struct command {
 static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "MODEL.onnx [--json|--dot]",
      "summarise a model; for a compiled artifact its partitions, wire edges and bindings"},
-    {"compile", cmd_compile, "MODEL.onnx --bind SLOT=TYPE ... -o FILE", "partition a recorded model and bind its slots"},
+    {"compile", cmd_compile, "MODEL.onnx --bind SLOT=TYPE ... -o FILE | --example NAME -o FILE | --examples",
+     "partition a recorded model (or a shipped example's Module) and bind its slots"},
     {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",
      "run a model on the CPU backend"},
     {"ops", cmd_ops, "", "list the CPU backend's operators and element types"},

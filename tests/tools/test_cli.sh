@@ -64,6 +64,32 @@ check "compiling twice gives the same bytes" bash -c "'$bb' compile '$tmp/fl.onn
 fails_with "compile names an unknown slot" "nosuch" "$bb" compile "$tmp/fl.onnx" --bind nosuch=X -o "$tmp/x.art"
 fails_with "inspect --dot refuses a plain model" "not a compiled artifact" "$bb" inspect --dot "$tmp/cnn.onnx"
 
+# The shipped examples (examples/modules): each compiles with its default bindings and
+# bb inspect shows its partitions. NAME:MODULES:PARTITIONS per artifact (modules beyond
+# the first are written as FILE.<Module>.onnx).
+check "compile --examples lists the eight examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 8 ]"
+for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 custom_index:CustomIndexApp:1 \
+  multi_target_network:FedNetwork:2 federated_learning:ClientLogic,ServerLogic,ServerReduce:1 \
+  single_node_federated_learning:FederatedRound:2 custom_compiler_pass:App:2 \
+  polymorphic_types:AddReluDemo,StampDemo:1; do
+  IFS=: read -r name modules parts <<<"$spec"
+  check "compile --example $name" "$bb" compile --example "$name" -o "$tmp/ex-$name.onnx"
+  IFS=, read -ra mods <<<"$modules"
+  for mod in "${mods[@]}"; do
+    if [ "${#mods[@]}" -eq 1 ]; then f="$tmp/ex-$name.onnx"; else f="$tmp/ex-$name.$mod.onnx"; fi
+    check "inspect example $name ($mod) shows $parts partition(s)" bash -c \
+      "'$bb' inspect '$f' | grep -q '^artifact: $parts partition(s)' && '$bb' inspect '$f' | grep -q '^partition $mod#'"
+    check "example $name ($mod) passes onnx.checker" "$py" -c \
+      'import onnx,sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)' "$f"
+  done
+done
+check "multi_target_network's sink partition is class sink_peers" bash -c \
+  "'$bb' inspect '$tmp/ex-multi_target_network.onnx' | grep -q '^partition FedNetwork_sink_peers#.*class sink_peers'"
+check "compile --example is deterministic" bash -c \
+  "'$bb' compile --example custom_compiler_pass -o '$tmp/ex2.onnx' && cmp '$tmp/ex2.onnx' '$tmp/ex-custom_compiler_pass.onnx'"
+fails_with "compile --example names an unknown example" "no example named nosuch" \
+  "$bb" compile --example nosuch -o "$tmp/x.art"
+
 head -c 100 "$tmp/cnn.onnx" >"$tmp/cut.onnx"
 fails_with "inspect rejects a truncated model" "runs past the end" "$bb" inspect "$tmp/cut.onnx"
 fails_with "run rejects a missing file" "No such file" "$bb" run "$tmp/none.onnx"

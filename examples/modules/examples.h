@@ -1,0 +1,71 @@
+/* bytesandbrains — the eight reference examples' Modules (roles.md §6), recorded with the
+ * DSL and compiled with their default bindings. Used by `bb compile --example NAME` and
+ * tests/examples. Running them needs the runtime (install/poll), which comes later.
+ *
+ * Concrete type names bound here are the names the shipped concretes will register:
+ *   NoopDataLoader, NoopModel   quickstart's fixtures (roles.md §6.1)
+ *   StubLoader, StubModel,      examples/common fixtures (§6 "Shared fixtures")
+ *   StubAggregator
+ *   CountingIndex               component_with_dependency's Index, depends on Backend
+ *                               slot "compute" (§6.2)
+ *   FlatIndex                   exact k-NN Index (custom_index; the reference's
+ *                               HnswIndex, made exact for determinism, §6.3)
+ *   CpuBackend                  the CPU Backend (§3)
+ *   FedAvg                      FedAvg<CpuBackend>, depends on Backend slot "backend" (§4.1)
+ *   GlobalRegistryClient,       the GlobalRegistry protocol sides; the server is also a
+ *   GlobalRegistryServer        PeerSelector (§4.2)
+ *   MyModel, MyData             single_node_federated_learning's concretes (§6.6)
+ * Every tensor-storing port is declared ai.bytesandbrains.tensor.f32. */
+#ifndef BB_EXAMPLES_H
+#define BB_EXAMPLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bb/compiler.h"
+#include "bb/graph.h"
+
+typedef struct bb_example {
+  const char *name;
+  const char *description;
+  /* The Modules the example records; each compiles into its own artifact. */
+  const bb_module *const *modules;
+  size_t n_modules;
+  /* Binds the default concretes for modules[module], declares their components and
+   * adds any user pass. */
+  int (*configure)(bb_compiler *c, size_t module, bb_error *err);
+} bb_example;
+
+/* The table, in roles.md §6 order. */
+const bb_example *const *bb_examples(size_t *count);
+/* The example named `name`, or NULL. */
+const bb_example *bb_example_find(const char *name);
+
+/* Records ex->modules[module], configures a fresh compiler with ex->configure and
+ * compiles: *out is the artifact (free with bb_buffer_free(NULL, *out)). */
+int bb_example_compile(const bb_example *ex, size_t module, uint8_t **out, size_t *out_len, bb_error *err);
+
+/* Shared by the example files: the f32 tensor storage declaration of a concrete, with
+ * optional dependencies. */
+int bb_example_declare(bb_compiler *c, const char *type, const bb_component_dep *deps, size_t n_deps,
+                       bb_error *err);
+
+/* The examples, one per file. */
+extern const bb_example BB_EXAMPLE_QUICKSTART;
+extern const bb_example BB_EXAMPLE_COMPONENT_WITH_DEPENDENCY;
+extern const bb_example BB_EXAMPLE_CUSTOM_INDEX;
+extern const bb_example BB_EXAMPLE_MULTI_TARGET_NETWORK;
+extern const bb_example BB_EXAMPLE_FEDERATED_LEARNING;
+extern const bb_example BB_EXAMPLE_SINGLE_NODE_FEDERATED_LEARNING;
+extern const bb_example BB_EXAMPLE_CUSTOM_COMPILER_PASS;
+extern const bb_example BB_EXAMPLE_POLYMORPHIC_TYPES;
+
+/* polymorphic_types' negative case: AddReluDemo seeded x = tensor.f32, y = tensor.f64,
+ * which the compiler must reject (TypeConstraintFailed, "mixed" precision). Compiled
+ * with the example's configure(…, 0, …). */
+extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
+
+/* custom_compiler_pass: the metadata key its pass stamps on every wire Send. */
+#define BB_EXAMPLE_TRACING_KEY "example.tracing_id"
+
+#endif
