@@ -20,5 +20,6 @@ int cmd_reencode(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_wire(int argc, char **argv);
 
 #endif

@@ -133,6 +133,8 @@ int bb_envelope_encode(const bb_envelope *env, const bb_allocator *alloc, uint8_
 
 /* FNV-1a-64 of a carrier's stable type name: SlotFill.type_hash. */
 uint64_t bb_type_hash(const char *type_name);
+/* The name of a known carrier type with that hash, or NULL. */
+const char *bb_wire_type_name(uint64_t type_hash);
 
 #ifdef __cplusplus
 }

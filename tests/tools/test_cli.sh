@@ -96,6 +96,18 @@ fails_with "run rejects a missing file" "No such file" "$bb" run "$tmp/none.onnx
 fails_with "run names a missing input" "graph input x was not given" "$bb" run "$tmp/cnn.onnx"
 fails_with "run names an unknown input" "no input named y" "$bb" run "$tmp/cnn.onnx" --input "y=$tmp/x.pb"
 fails_with "run rejects a wrong element type" "declares float, got int64" "$bb" run "$tmp/cnn.onnx" --input "x=$tmp/x_int.pb"
+vector="$src/tests/fuzz/corpus/envelope-vector.bin"
+check "wire decode prints the reference vector" "$py" -c '
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], "wire", "decode", sys.argv[2]], check=True, capture_output=True).stdout)
+assert d["dest_peer_addresses"] == ["/p2p/16uZAbWC1AJvL"] and d["src_peer_addresses"] == ["/p2p/16uZAbWC1AJvM"], d
+assert d["correlation"] == {"kind": "REQUEST", "wire_req_id": 1} and d["remaining_deadline_ns"] == 100000000, d
+f = d["fills"][0]
+assert f["dest"] == "/site/17" and f["type_hash"] == "0x1d82330cc10a293d" and f["payload_bytes"] == 11, f
+assert f["type_name"].endswith("BytesValue"), f
+' "$bb" "$vector"
+head -c 40 "$vector" >"$tmp/cut.bin"
+fails_with "wire decode names what is wrong" "length runs past the end" "$bb" wire decode "$tmp/cut.bin"
 fails_with "unknown command" "unknown command" "$bb" frobnicate
 
 echo "$failures failed"
