@@ -193,6 +193,6 @@ int cmd_ops(int argc, char **argv) {
   }
   size_t n = bb_cpu_op_count();
   printf("%zu ai.onnx operators on the CPU backend:\n", n);
-  for (size_t i = 0; i < n; i++) printf("  %-22s %s\n", bb_cpu_op_name(i), bb_cpu_op_types(i));
+  for (size_t i = 0; i < n; i++) printf("  %-26s %s\n", bb_cpu_op_name(i), bb_cpu_op_types(i));
   return 0;
 }

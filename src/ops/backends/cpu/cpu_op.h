@@ -45,6 +45,8 @@ extern const bb_cpu_op bb_cpu_ops_linalg[];
 extern const size_t bb_cpu_ops_linalg_count;
 extern const bb_cpu_op bb_cpu_ops_nn[];
 extern const size_t bb_cpu_ops_nn_count;
+extern const bb_cpu_op bb_cpu_ops_train[];
+extern const size_t bb_cpu_ops_train_count;
 
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
 int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);

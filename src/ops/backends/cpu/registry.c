@@ -16,6 +16,7 @@ static const family FAMILIES[] = {
     {bb_cpu_ops_reduce, &bb_cpu_ops_reduce_count},
     {bb_cpu_ops_linalg, &bb_cpu_ops_linalg_count},
     {bb_cpu_ops_nn, &bb_cpu_ops_nn_count},
+    {bb_cpu_ops_train, &bb_cpu_ops_train_count},
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
