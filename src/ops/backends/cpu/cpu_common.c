@@ -29,6 +29,11 @@ int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed) {
                      name ? name : "unknown");
 }
 
+bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i) {
+  const bb_strlist *outs = &ctx->node->outputs;
+  return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
+}
+
 int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
   if (i >= ctx->n_outputs) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
   bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);

@@ -60,6 +60,9 @@ static inline bb_tensor *bb_cpu_input(const bb_cpu_op_ctx *ctx, size_t i) {
  * BB_DTYPE_UNDEFINED-terminated list. */
 int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed);
 
+/* Whether the node asks for output i (declared, and not the omitted name ""). */
+bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i);
+
 /* Allocates outputs[i] with that dtype and shape; returns 0 or a recorded error. */
 int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims);
 

@@ -259,7 +259,7 @@ static int pool(bb_cpu_op_ctx *ctx, bool is_max) {
   int64_t out[BB_MAX_RANK] = {x->dims[0], x->dims[1]};
   memcpy(out + 2, g.out, (size_t)g.nd * sizeof out[0]);
   if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
-  bool want_indices = is_max && ctx->n_outputs > 1 && ctx->node->outputs.len > 1 && *ctx->node->outputs.items[1];
+  bool want_indices = is_max && bb_cpu_output_wanted(ctx, 1);
   if (want_indices && (rc = bb_cpu_make_output(ctx, 1, BB_DTYPE_INT64, x->rank, out))) return rc;
   bb_tensor *y = ctx->outputs[0];
   int64_t planes = x->dims[0] * x->dims[1];

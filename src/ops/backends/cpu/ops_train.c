@@ -17,11 +17,6 @@ static const int32_t FLOAT_DOUBLE[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE
 static const int32_t FLOAT_ONLY[] = {BB_DTYPE_FLOAT, BB_DTYPE_UNDEFINED};
 static const int32_t LABEL_TYPES[] = {BB_DTYPE_INT32, BB_DTYPE_INT64, BB_DTYPE_UNDEFINED};
 
-static bool wants_output(const bb_cpu_op_ctx *ctx, size_t i) {
-  return i < ctx->n_outputs && i < ctx->node->outputs.len && ctx->node->outputs.items[i] &&
-         *ctx->node->outputs.items[i];
-}
-
 /* Index into t of element i of a tensor with shape (rank, dims), t broadcasting to that
  * shape unidirectionally (t's dims right-aligned, each 1 or equal). */
 static int64_t broadcast_index(const bb_tensor *t, int rank, const int64_t *dims, int64_t i) {
@@ -79,7 +74,7 @@ static int class_loss(bb_cpu_op_ctx *ctx, bool softmax) {
   else rc = bb_cpu_make_output(ctx, 0, x->dtype, 0, NULL);
   if (rc) return rc;
   bb_tensor *logp = NULL;
-  if (softmax && wants_output(ctx, 1)) {
+  if (softmax && bb_cpu_output_wanted(ctx, 1)) {
     if ((rc = bb_cpu_make_output(ctx, 1, x->dtype, x->rank, x->dims))) return rc;
     logp = ctx->outputs[1];
   }
@@ -150,11 +145,11 @@ static int op_layernorm(bb_cpu_op_ctx *ctx) {
   }
   if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   bb_tensor *mean_out = NULL, *inv_out = NULL;
-  if (wants_output(ctx, 1)) {
+  if (bb_cpu_output_wanted(ctx, 1)) {
     if ((rc = bb_cpu_make_output(ctx, 1, stat_type, x->rank, stat_dims))) return rc;
     mean_out = ctx->outputs[1];
   }
-  if (wants_output(ctx, 2)) {
+  if (bb_cpu_output_wanted(ctx, 2)) {
     if ((rc = bb_cpu_make_output(ctx, 2, stat_type, x->rank, stat_dims))) return rc;
     inv_out = ctx->outputs[2];
   }

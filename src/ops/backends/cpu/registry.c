@@ -108,8 +108,7 @@ int bb_cpu_run_node(const bb_node *node, int64_t opset, bb_tensor *const *inputs
     return rc;
   }
   for (size_t i = 0; i < n_outputs; i++) {
-    bool declared = i < node->outputs.len && node->outputs.items[i] && *node->outputs.items[i];
-    if (declared && !outputs[i])
+    if (bb_cpu_output_wanted(&ctx, i) && !outputs[i])
       return bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "produced no value for output %zu", i);
   }
   return 0;

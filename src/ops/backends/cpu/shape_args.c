@@ -49,11 +49,6 @@ int bb_cpu_elem_size(bb_cpu_op_ctx *ctx, size_t i, size_t *esize) {
   return 0;
 }
 
-bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i) {
-  const bb_strlist *outs = &ctx->node->outputs;
-  return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
-}
-
 int bb_cpu_view_output(bb_cpu_op_ctx *ctx, size_t i, const bb_tensor *in, int rank, const int64_t *dims) {
   if (i >= ctx->n_outputs) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
   bb_tensor *t = bb_tensor_view(in, rank, dims);

@@ -21,9 +21,6 @@ int bb_cpu_axes_mask(bb_cpu_op_ctx *ctx, const int64_t *axes, long n, int rank, 
 /* The element size of input i; fails for types without a fixed size (string). */
 int bb_cpu_elem_size(bb_cpu_op_ctx *ctx, size_t i, size_t *esize);
 
-/* Whether the node names output i (an omitted optional output is ""). */
-bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i);
-
 /* Output i as a view of `in` with another shape and the same element count (no copy). */
 int bb_cpu_view_output(bb_cpu_op_ctx *ctx, size_t i, const bb_tensor *in, int rank, const int64_t *dims);
 
