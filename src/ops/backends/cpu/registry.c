@@ -100,16 +100,13 @@ int bb_cpu_run_node(const bb_node *node, int64_t opset, bb_tensor *const *inputs
     return bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "has %d to %d outputs, the node declares %zu",
                        op->min_outputs, op->max_outputs, n_outputs);
   int rc = op->run(&ctx);
-  if (rc) {
+  for (size_t i = 0; i < n_outputs && !rc; i++)
+    if (bb_cpu_output_wanted(&ctx, i) && !outputs[i])
+      rc = bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "produced no value for output %zu", i);
+  if (rc) /* a failed node hands out nothing, whatever it had made */
     for (size_t i = 0; i < n_outputs; i++) {
       bb_tensor_release(outputs[i]);
       outputs[i] = NULL;
     }
-    return rc;
-  }
-  for (size_t i = 0; i < n_outputs; i++) {
-    if (bb_cpu_output_wanted(&ctx, i) && !outputs[i])
-      return bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "produced no value for output %zu", i);
-  }
-  return 0;
+  return rc;
 }
