@@ -17,4 +17,4 @@ if [ -n "$seeds" ] && [ -f "$seeds" ]; then
   done < "$seeds"
 fi
 # -rss_limit_mb bounds memory; leaks and crashes fail the run.
-"$fuzzer" "$corpus" -artifact_prefix="$corpus/../$(basename "$corpus")-" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 2>&1 | tail -n 25
+"$fuzzer" "$corpus" -artifact_prefix="$corpus/../$(basename "$corpus")-" -seed=1 -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 2>&1 | tail -n 25

@@ -363,7 +363,8 @@ static int op_batchnorm(bb_cpu_op_ctx *ctx) {
     return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "training-mode outputs of BatchNormalization-%lld",
                        (long long)ctx->opset);
   if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
-  int64_t n_batch = x->dims[0], spatial = channels ? x->numel / (n_batch * channels) : 0;
+  int64_t n_batch = x->dims[0], spatial = 1; /* the product of the dims after C (any may be 0) */
+  for (int d = 2; d < x->rank; d++) spatial *= x->dims[d];
   if (!x->numel) return 0;
   const bb_tensor *scale = ctx->inputs[1], *bias = ctx->inputs[2], *mean_in = ctx->inputs[3], *var_in = ctx->inputs[4];
   if (training) {
