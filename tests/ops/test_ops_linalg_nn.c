@@ -221,12 +221,25 @@ static void test_maxpool_indices_and_avgpool(void) {
   bb_tensor_release(x);
 }
 
+/* An empty batch is a valid input (it once divided by zero). */
+static void test_batchnorm_empty_batch(void) {
+  int64_t xd[] = {0, 3, 4, 5}, cd[] = {3};
+  bb_tensor *in[5] = {rand_tensor(4, xd), rand_tensor(1, cd), rand_tensor(1, cd), rand_tensor(1, cd), rand_tensor(1, cd)};
+  bb_tensor *out[1];
+  bb_error err;
+  CHECK_EQ_INT(bb_cpu_run_node(node("BatchNormalization", 5, 1), 15, in, 5, out, 1, NULL, &err), 0);
+  CHECK(out[0] && out[0]->numel == 0 && out[0]->rank == 4 && out[0]->dims[1] == 3);
+  bb_tensor_release(out[0]);
+  for (int i = 0; i < 5; i++) bb_tensor_release(in[i]);
+}
+
 int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_broadcast_batches);
   RUN(test_gemm_forms);
   RUN(test_conv_2d);
   RUN(test_maxpool_indices_and_avgpool);
+  RUN(test_batchnorm_empty_batch);
   bb_model_free(model);
   return bb_test_finish();
 }
