@@ -38,7 +38,7 @@ static const bb_module *const APP_SUBMODULES[] = {&B};
 static const bb_module APP = {sizeof(bb_module), "App", app_body, NULL, NULL, APP_SUBMODULES, 1};
 static const bb_module *const MODULES[] = {&APP};
 
-static bool is_send(const bb_node *n) {
+static bool is_send(const bb_ir_node *n) {
   return n->domain && strcmp(n->domain, BB_DOMAIN_WIRE) == 0 && strcmp(n->op_type, "Send") == 0;
 }
 
@@ -53,7 +53,7 @@ static int stamp_tracing_ids(bb_model *model, bb_function *function, const char 
       stamped += is_send(fn->nodes.items[i]) && bb_kv_get(&fn->nodes.items[i]->metadata, BB_EXAMPLE_TRACING_KEY);
   }
   for (size_t i = 0; i < function->nodes.len; i++) {
-    bb_node *n = function->nodes.items[i];
+    bb_ir_node *n = function->nodes.items[i];
     if (!is_send(n) || bb_kv_get(&n->metadata, BB_EXAMPLE_TRACING_KEY)) continue;
     char id[32];
     snprintf(id, sizeof id, "trace-%zu", stamped++);

@@ -16,7 +16,7 @@ extern "C" {
  * gets one new reference per declared output (NULL for omitted ones). opset is the
  * ai.onnx version in force (it selects attribute vs input forms). Errors name the node
  * and the reason: unknown op, wrong arity, type or shape mismatch, bad attribute. */
-int bb_cpu_run_node(const bb_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
+int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
 
 /* Whether the backend implements this op at that opset (domain "" or "ai.onnx"). */

@@ -244,7 +244,7 @@ typedef struct bb_vilist {
   size_t len, cap;
 } bb_vilist;
 
-typedef struct bb_node {
+typedef struct bb_ir_node {
   char *name;
   char *op_type;
   char *domain;
@@ -255,10 +255,10 @@ typedef struct bb_node {
   bb_attrlist attrs;
   bb_kvlist metadata;
   bb_bytes extra;
-} bb_node;
+} bb_ir_node;
 
 typedef struct bb_nodelist {
-  bb_node **items;
+  bb_ir_node **items;
   size_t len, cap;
 } bb_nodelist;
 
@@ -443,15 +443,15 @@ float bb_attr_get_float(const bb_attrlist *list, const char *name, float dflt);
 const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const char *dflt);
 
 /* Nodes. new makes a node (not in any list); insert places it at index (== len appends). */
-bb_node *bb_node_new(bb_model *m, const char *op_type, const char *domain, const char *name);
-int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_node *node);
-int bb_nodelist_append(bb_model *m, bb_nodelist *list, bb_node *node);
+bb_ir_node *bb_ir_node_new(bb_model *m, const char *op_type, const char *domain, const char *name);
+int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_ir_node *node);
+int bb_nodelist_append(bb_model *m, bb_nodelist *list, bb_ir_node *node);
 /* Removes the node at index from the list (its memory stays with the model). */
 int bb_nodelist_remove(bb_nodelist *list, size_t index);
 /* Index of the node in the list, or -1. */
-long bb_nodelist_index(const bb_nodelist *list, const bb_node *node);
+long bb_nodelist_index(const bb_nodelist *list, const bb_ir_node *node);
 /* First node that produces `value`, or NULL. */
-bb_node *bb_nodelist_producer(const bb_nodelist *list, const char *value);
+bb_ir_node *bb_nodelist_producer(const bb_nodelist *list, const char *value);
 
 /* Graphs and functions. */
 bb_graph *bb_graph_new(bb_model *m, const char *name);

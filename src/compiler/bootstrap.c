@@ -28,7 +28,7 @@ static int visit(cc_ctx *x, size_t fi, uint8_t *color, size_t *stack, size_t dep
   color[fi] = 1;
   stack[depth] = fi;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if (!cc_domain_is(n, BB_DOMAIN_MODULE)) continue;
     long callee = find_fn(m, n->op_type);
     if (callee < 0)

@@ -108,7 +108,7 @@ typedef struct cc_partition {
 
 /* One Send/Recv pair across (or within) peer classes. */
 typedef struct cc_edge {
-  bb_node *send, *recv;
+  bb_ir_node *send, *recv;
   const char *from_class, *to_class;
   const char *value; /* the Send's data input (what travels) */
   const char *site;  /* the Recv's payload output (where it lands) */
@@ -137,10 +137,10 @@ int cc_nomem(cc_ctx *x);
 /* ---- helpers -------------------------------------------------------------------- */
 
 /* A node's printable name: its name, or "<domain>::<op_type>#<index>" when unnamed. */
-const char *cc_node_label(cc_ctx *x, const bb_function *f, const bb_node *n);
-bool cc_is(const bb_node *n, const char *domain, const char *op_type);
-bool cc_domain_is(const bb_node *n, const char *domain);
-const char *cc_meta(const bb_node *n, const char *key);
+const char *cc_node_label(cc_ctx *x, const bb_function *f, const bb_ir_node *n);
+bool cc_is(const bb_ir_node *n, const char *domain, const char *op_type);
+bool cc_domain_is(const bb_ir_node *n, const char *domain);
+const char *cc_meta(const bb_ir_node *n, const char *key);
 /* Parses a decimal u32; false when s is not one. */
 bool cc_parse_u32(const char *s, uint32_t *out);
 char *cc_printf(cc_ctx *x, const char *fmt, ...) BB_PRINTF(2, 3);
@@ -152,13 +152,13 @@ const char *cc_value_type(cc_ctx *x, const bb_function *f, const char *value);
 /* Sets (or adds) the denotation of a value's value info in f. */
 int cc_set_value_type(cc_ctx *x, bb_function *f, const char *value, const char *denotation);
 /* A shallow-attribute copy of a node (strings, lists and metadata copied). */
-bb_node *cc_node_clone(cc_ctx *x, const bb_node *n);
+bb_ir_node *cc_node_clone(cc_ctx *x, const bb_ir_node *n);
 /* "Model" from "ModelRuntime" or "Model". */
 const char *cc_canonical_role(cc_ctx *x, const char *trait);
 
 /* The name compiler-inserted nodes next to n derive theirs from: n's name, else its
  * first output (unique in a function), else its first input. */
-const char *cc_site_base(const bb_node *n);
+const char *cc_site_base(const bb_ir_node *n);
 
 /* A value → producing-node-index map over a node list (first producer wins). */
 int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bb_strmap *map);

@@ -14,7 +14,7 @@ int cc_derive_deadlines(cc_ctx *x) {
   for (size_t f = 0; f < x->m->functions.len; f++) {
     bb_function *fn = x->m->functions.items[f];
     for (size_t i = 0; i < fn->nodes.len; i++) {
-      bb_node *n = fn->nodes.items[i];
+      bb_ir_node *n = fn->nodes.items[i];
       if (!cc_is(n, BB_DOMAIN_WIRE, "Send")) continue;
       uint64_t depth = 1;
       const char *d = cc_meta(n, CC_KEY_CHAIN_DEPTH);
@@ -35,14 +35,14 @@ int cc_derive_deadlines(cc_ctx *x) {
   return 0;
 }
 
-const char *cc_site_base(const bb_node *n) {
+const char *cc_site_base(const bb_ir_node *n) {
   if (n->name && *n->name) return n->name;
   for (size_t i = 0; i < n->outputs.len; i++)
     if (*n->outputs.items[i]) return n->outputs.items[i];
   return n->inputs.len ? n->inputs.items[0] : "";
 }
 
-static bool has_int_attr(const bb_node *n, const char *name) {
+static bool has_int_attr(const bb_ir_node *n, const char *name) {
   const bb_attr *a = bb_attr_find(&n->attrs, name);
   return a && a->has_type && a->type == BB_ATTR_INT;
 }
@@ -50,11 +50,11 @@ static bool has_int_attr(const bb_node *n, const char *name) {
 int cc_insert_deadline_checks(cc_ctx *x, cc_partition *p) {
   bb_function *f = p->fn;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    bb_node *n = f->nodes.items[i];
+    bb_ir_node *n = f->nodes.items[i];
     if (!has_int_attr(n, CC_ATTR_DEADLINE_NS) || !n->inputs.len || cc_meta(n, CC_KEY_DEADLINE_GATED)) continue;
     if (cc_is(n, BB_DOMAIN_SYSCALL, "DeadlineCheck")) continue;
     const char *base = cc_site_base(n);
-    bb_node *g = bb_node_new(x->m, "DeadlineCheck", BB_DOMAIN_SYSCALL, cc_printf(x, "DeadlineCheck@%s", base));
+    bb_ir_node *g = bb_ir_node_new(x->m, "DeadlineCheck", BB_DOMAIN_SYSCALL, cc_printf(x, "DeadlineCheck@%s", base));
     const char *out = cc_printf(x, "%s" CC_DEADLINE_SUFFIX, base);
     if (!g || !g->name || !out || bb_strlist_append(x->m, &g->inputs, n->inputs.items[0]) ||
         bb_strlist_append(x->m, &g->outputs, out) ||

@@ -10,7 +10,7 @@
 
 typedef struct wire_edge {
   const bb_function *from, *to;
-  const bb_node *send, *recv;
+  const bb_ir_node *send, *recv;
   const char *value, *site;
 } wire_edge;
 
@@ -21,7 +21,7 @@ static const char *class_of(const bb_function *f) {
   return c ? c : "";
 }
 
-static bool node_is(const bb_node *n, const char *domain, const char *op) {
+static bool node_is(const bb_ir_node *n, const char *domain, const char *op) {
   return n->op_type && strcmp(n->op_type, op) == 0 && n->domain && strcmp(n->domain, domain) == 0;
 }
 
@@ -34,14 +34,14 @@ static size_t collect_edges(const bb_model *m, wire_edge *out, size_t cap) {
     const bb_function *fn = m->functions.items[f];
     if (!is_partition(fn)) continue;
     for (size_t i = 0; i < fn->nodes.len; i++) {
-      const bb_node *send = fn->nodes.items[i];
+      const bb_ir_node *send = fn->nodes.items[i];
       if (!node_is(send, BB_DOMAIN_WIRE, "Send")) continue;
       for (size_t k = 0; k < send->metadata.len; k++) {
         const bb_kv *kv = &send->metadata.items[k];
         if (!kv->key || !kv->value || strncmp(kv->key, CC_KEY_DEST_SITE_PREFIX, plen) != 0) continue;
         for (size_t g = 0; g < m->functions.len; g++) {
           const bb_function *to = m->functions.items[g];
-          const bb_node *recv = is_partition(to) ? bb_nodelist_producer(&to->nodes, kv->value) : NULL;
+          const bb_ir_node *recv = is_partition(to) ? bb_nodelist_producer(&to->nodes, kv->value) : NULL;
           if (!recv || !node_is(recv, BB_DOMAIN_WIRE, "Recv")) continue;
           if (n < cap) out[n] = (wire_edge){fn, to, send, recv, kv->key + plen, kv->value};
           n++;
@@ -79,7 +79,7 @@ static bool parse_binding(const bb_kv *kv, char *buf, size_t cap, binding *b) {
 
 static const char *str(const char *s) { return s ? s : ""; }
 
-static void node_text(bb_strbuf *s, const bb_node *n) {
+static void node_text(bb_strbuf *s, const bb_ir_node *n) {
   bb_strbuf_printf(s, "    %s::%s(", n->domain && *n->domain ? n->domain : "ai.onnx", str(n->op_type));
   for (size_t i = 0; i < n->inputs.len; i++) bb_strbuf_printf(s, "%s%s", i ? ", " : "", n->inputs.items[i]);
   bb_strbuf_puts(s, ") -> (");
@@ -126,7 +126,7 @@ static void render(const bb_model *m, bb_artifact_format format, bb_strbuf *s, c
       json_strs(s, &fn->outputs);
       bb_strbuf_puts(s, ",\"nodes\":[");
       for (size_t i = 0; i < fn->nodes.len; i++) {
-        const bb_node *n = fn->nodes.items[i];
+        const bb_ir_node *n = fn->nodes.items[i];
         bb_strbuf_puts(s, i ? ",{\"op_type\":" : "{\"op_type\":");
         bb_strbuf_json_string(s, n->op_type);
         bb_strbuf_puts(s, ",\"domain\":");
@@ -207,7 +207,7 @@ static void render(const bb_model *m, bb_artifact_format format, bb_strbuf *s, c
       bb_strmap producers;
       bb_strmap_init(&producers, s->alloc);
       for (size_t i = 0; i < fn->nodes.len; i++) {
-        const bb_node *n = fn->nodes.items[i];
+        const bb_ir_node *n = fn->nodes.items[i];
         for (size_t o = 0; o < n->outputs.len; o++) {
           uint32_t prev;
           if (*n->outputs.items[o] && !bb_strmap_get(&producers, n->outputs.items[o], &prev) &&
@@ -216,7 +216,7 @@ static void render(const bb_model *m, bb_artifact_format format, bb_strbuf *s, c
         }
       }
       for (size_t i = 0; i < fn->nodes.len; i++) {
-        const bb_node *n = fn->nodes.items[i];
+        const bb_ir_node *n = fn->nodes.items[i];
         for (size_t k = 0; k < n->inputs.len; k++) {
           uint32_t p;
           if (!*n->inputs.items[k] || !bb_strmap_get(&producers, n->inputs.items[k], &p)) continue;

@@ -10,7 +10,7 @@
 int cc_expand_ops(cc_ctx *x) {
   bb_function *f = x->root;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    bb_node *n = f->nodes.items[i];
+    bb_ir_node *n = f->nodes.items[i];
     if (cc_meta(n, CC_KEY_EXPANDED)) continue;
     if (cc_is(n, BB_DOMAIN_SYSCALL, "Interval")) {
       if (!bb_attr_find(&n->attrs, "period_ns") && !bb_attr_set_int(x->m, &n->attrs, "period_ns", DEFAULT_PERIOD_NS))

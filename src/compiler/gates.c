@@ -29,13 +29,13 @@ static const struct {
 int cc_gate_rx(cc_ctx *x, cc_partition *p, int which) {
   bb_function *f = p->fn;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    bb_node *recv = f->nodes.items[i];
+    bb_ir_node *recv = f->nodes.items[i];
     if (!cc_is(recv, BB_DOMAIN_WIRE, "Recv") || !recv->outputs.len || cc_meta(recv, RX[which].gated)) continue;
     const char *base = cc_site_base(recv);
     const char *head = cc_meta(recv, CC_KEY_RX_CHAIN_HEAD);
     if (!head) head = recv->outputs.items[0];
     const char *out = cc_printf(x, "%s%s", base, RX[which].suffix);
-    bb_node *g = bb_node_new(x->m, RX[which].op, BB_DOMAIN_SYSCALL, cc_printf(x, "%s@%s", RX[which].op, base));
+    bb_ir_node *g = bb_ir_node_new(x->m, RX[which].op, BB_DOMAIN_SYSCALL, cc_printf(x, "%s@%s", RX[which].op, base));
     if (!out || !g || !g->name || bb_strlist_append(x->m, &g->inputs, head) || bb_strlist_append(x->m, &g->outputs, out) ||
         bb_kv_append(x->m, &g->metadata, RX[which].source, base))
       return cc_nomem(x);
@@ -62,12 +62,12 @@ int cc_gate_rx(cc_ctx *x, cc_partition *p, int which) {
 int cc_gate_tx(cc_ctx *x, cc_partition *p, int which) {
   bb_function *f = p->fn;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    bb_node *send = f->nodes.items[i];
+    bb_ir_node *send = f->nodes.items[i];
     const bb_attr *peer = bb_attr_find(&send->attrs, CC_ATTR_PEER);
     if (!cc_is(send, BB_DOMAIN_WIRE, "Send") || !peer || !send->inputs.len || cc_meta(send, TX[which].gated)) continue;
     const char *base = cc_site_base(send);
     const char *out = cc_printf(x, "%s%s", base, TX[which].suffix);
-    bb_node *g = bb_node_new(x->m, TX[which].op, BB_DOMAIN_SYSCALL, cc_printf(x, "%s@%s", TX[which].op, base));
+    bb_ir_node *g = bb_ir_node_new(x->m, TX[which].op, BB_DOMAIN_SYSCALL, cc_printf(x, "%s@%s", TX[which].op, base));
     const char *type = cc_value_type(x, f, send->inputs.items[0]);
     if (!out || !g || !g->name || bb_strlist_append(x->m, &g->inputs, send->inputs.items[0]) ||
         bb_strlist_append(x->m, &g->outputs, out) || BB_ARENA_PUSH(x->m->arena, &g->attrs, (bb_attr *)peer) ||

@@ -29,7 +29,7 @@ static long find_fn(const bb_model *m, const char *name, const inl_state *s) {
   return -1;
 }
 
-static bool is_call(const bb_node *n) { return cc_domain_is(n, BB_DOMAIN_MODULE); }
+static bool is_call(const bb_ir_node *n) { return cc_domain_is(n, BB_DOMAIN_MODULE); }
 
 static void classify(const bb_model *m, inl_state *s) {
   size_t nf = m->functions.len;
@@ -39,7 +39,7 @@ static void classify(const bb_model *m, inl_state *s) {
     const bb_function *f = m->functions.items[i];
     bool pure = f->nodes.len > 0;
     for (size_t k = 0; k < f->nodes.len; k++) {
-      const bb_node *n = f->nodes.items[k];
+      const bb_ir_node *n = f->nodes.items[k];
       if (cc_domain_is(n, BB_DOMAIN_WIRE)) s->wire[i] = true;
       /* PassThrough (what an output port records) is a rename, so it keeps a body pure */
       if (!cc_domain_is(n, "") && !is_call(n) && !cc_is(n, BB_DOMAIN_SYSCALL, "PassThrough")) pure = false;
@@ -61,7 +61,7 @@ static void classify(const bb_model *m, inl_state *s) {
       if (s->removed[i] || is_bootstrap(m->functions.items[i])) continue;
       const bb_function *f = m->functions.items[i];
       for (size_t k = 0; k < f->nodes.len; k++) {
-        const bb_node *n = f->nodes.items[k];
+        const bb_ir_node *n = f->nodes.items[k];
         if (!is_call(n)) continue;
         long callee = find_fn(m, n->op_type, s);
         if (callee >= 0 && s->wire[callee] && !s->wire[i]) s->wire[i] = changed = true;
@@ -78,7 +78,7 @@ static void classify(const bb_model *m, inl_state *s) {
 /* True when f calls an inlinable function other than itself (then it waits: callees first). */
 static bool calls_inlinable(const bb_model *m, const bb_function *f, size_t self, const inl_state *s) {
   for (size_t k = 0; k < f->nodes.len; k++) {
-    const bb_node *n = f->nodes.items[k];
+    const bb_ir_node *n = f->nodes.items[k];
     if (!is_call(n)) continue;
     long callee = find_fn(m, n->op_type, s);
     if (callee >= 0 && (size_t)callee != self && s->inlinable[callee]) return true;
@@ -98,7 +98,7 @@ static const char *renamed(bb_strmap *map, const char **names, const char *v) {
 
 /* Replaces caller->nodes[at] (a CALL of callee) by a renamed copy of callee's body. */
 static int inline_site(cc_ctx *x, bb_function *caller, size_t at, const bb_function *callee, inl_state *s) {
-  const bb_node *call = caller->nodes.items[at];
+  const bb_ir_node *call = caller->nodes.items[at];
   if (caller->nodes.len + callee->nodes.len > MAX_INLINED_NODES)
     return cc_fail(x, BB_COMPILE_INTERNAL, "inlining `%s` into `%s` would exceed %u nodes", callee->name,
                    caller->name ? caller->name : "", MAX_INLINED_NODES);
@@ -126,7 +126,7 @@ static int inline_site(cc_ctx *x, bb_function *caller, size_t at, const bb_funct
   for (size_t i = 0; i < callee->inputs.len; i++)
     MAP(callee->inputs.items[i], cc_printf(x, "%s#inl%llu", callee->inputs.items[i], (unsigned long long)k));
   for (size_t i = 0; i < callee->nodes.len; i++) {
-    const bb_node *n = callee->nodes.items[i];
+    const bb_ir_node *n = callee->nodes.items[i];
     for (size_t o = 0; o < n->outputs.len; o++)
       MAP(n->outputs.items[o], cc_printf(x, "%s#inl%llu", n->outputs.items[o], (unsigned long long)k));
     for (size_t o = 0; o < n->inputs.len; o++)
@@ -136,7 +136,7 @@ static int inline_site(cc_ctx *x, bb_function *caller, size_t at, const bb_funct
   /* the body, renamed, in place of the CALL */
   if (!rc && bb_nodelist_remove(&caller->nodes, at)) rc = cc_nomem(x);
   for (size_t i = 0; i < callee->nodes.len && !rc; i++) {
-    bb_node *c = cc_node_clone(x, callee->nodes.items[i]);
+    bb_ir_node *c = cc_node_clone(x, callee->nodes.items[i]);
     if (!c) {
       rc = cc_nomem(x);
       break;
@@ -207,7 +207,7 @@ int cc_inline(cc_ctx *x) {
       if (s.removed[f] || (long)f == pick) continue;
       bb_function *caller = m->functions.items[f];
       for (size_t i = 0; i < caller->nodes.len;) {
-        const bb_node *n = caller->nodes.items[i];
+        const bb_ir_node *n = caller->nodes.items[i];
         if (is_call(n) && strcmp(n->op_type, callee->name) == 0) {
           if ((rc = inline_site(x, caller, i, callee, &s)) != 0) break;
           i += callee->nodes.len;

@@ -11,7 +11,7 @@
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static const char *home_of(const bb_node *n) {
+static const char *home_of(const bb_ir_node *n) {
   const char *h = cc_meta(n, CC_KEY_HOME_CLASS);
   return h ? h : BB_SELF_CLASS;
 }
@@ -28,7 +28,7 @@ static int build_partition(cc_ctx *x, const char *klass) {
   bb_strmap_init(&used, bb_arena_allocator(x->m->arena));
   int rc = 0;
   for (size_t i = 0; i < root->nodes.len && !rc; i++) {
-    bb_node *n = root->nodes.items[i];
+    bb_ir_node *n = root->nodes.items[i];
     if (strcmp(home_of(n), klass) != 0) continue;
     if (bb_nodelist_append(x->m, &p->nodes, n)) rc = cc_nomem(x);
     for (size_t k = 0; k < n->inputs.len && !rc; k++) rc = use(x, &used, n->inputs.items[k]);
@@ -63,9 +63,9 @@ static int build_partition(cc_ctx *x, const char *klass) {
   return rc;
 }
 
-static const bb_node *send_by_index(const bb_function *f, uint32_t idx) {
+static const bb_ir_node *send_by_index(const bb_function *f, uint32_t idx) {
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if (!cc_is(n, BB_DOMAIN_WIRE, "Send") || !n->outputs.len) continue;
     const char *tag = strstr(n->outputs.items[0], "__send_sentinel_");
     uint32_t k;
@@ -77,12 +77,12 @@ static const bb_node *send_by_index(const bb_function *f, uint32_t idx) {
 static int pair_wire_edges(cc_ctx *x) {
   const bb_function *f = x->root;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    bb_node *recv = f->nodes.items[i];
+    bb_ir_node *recv = f->nodes.items[i];
     if (!cc_is(recv, BB_DOMAIN_WIRE, "Recv") || !recv->outputs.len) continue;
     uint32_t idx;
     const char *from = cc_meta(recv, CC_KEY_SYNTHESIZED_FROM);
     if (!from || !cc_parse_u32(from, &idx)) continue; /* hand-built: not ours to pair */
-    bb_node *send = (bb_node *)send_by_index(f, idx);
+    bb_ir_node *send = (bb_ir_node *)send_by_index(f, idx);
     if (!send || !send->inputs.len)
       return cc_fail(x, BB_COMPILE_INTERNAL, "Recv `%s` was synthesized from Send %u, which is gone",
                      recv->outputs.items[0], idx);
@@ -114,11 +114,11 @@ static int check_closed(cc_ctx *x, const cc_partition *p) {
   int rc = cc_index_producers(x, &f->nodes, &produced);
   uint32_t dummy;
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     for (size_t k = 0; k < n->inputs.len && !rc; k++) {
       const char *v = n->inputs.items[k];
       if (!*v || bb_strmap_get(&produced, v, &dummy) || bb_strlist_find(&f->inputs, v) >= 0) continue;
-      const bb_node *prod = bb_nodelist_producer(&x->root->nodes, v);
+      const bb_ir_node *prod = bb_nodelist_producer(&x->root->nodes, v);
       rc = cc_fail(x, BB_COMPILE_CROSS_CLASS_DATAFLOW,
                    "node `%s` on peer class `%s` reads `%s`, produced on class `%s`; only graph inputs and wire "
                    "edges cross peer classes",
@@ -179,7 +179,7 @@ static void fnv_str(fnv *s, const char *str) {
 static uint64_t hash_nodes(const bb_function *f) {
   fnv s = {0xcbf29ce484222325ull};
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     fnv_str(&s, n->op_type);
     fnv_str(&s, n->domain);
     fnv_str(&s, n->overload);

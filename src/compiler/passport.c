@@ -20,7 +20,7 @@ static long slot_id_in(const cc_ctx *x, const cc_partition *p, const cc_binding 
   for (size_t i = 0; i < x->m->functions.len; i++) {
     const bb_function *f = i == 0 ? p->fn : x->m->functions.items[i];
     for (size_t n = 0; n < f->nodes.len; n++) {
-      const bb_node *node = f->nodes.items[n];
+      const bb_ir_node *node = f->nodes.items[n];
       const char *trait = cc_meta(node, BB_KEY_REQUIRED_TRAIT);
       const char *slot = cc_meta(node, BB_KEY_SLOT_NAME);
       uint32_t id;
@@ -33,7 +33,7 @@ static long slot_id_in(const cc_ctx *x, const cc_partition *p, const cc_binding 
 
 static int stamp_recv_slot_ids(cc_ctx *x, bb_function *f) {
   for (size_t i = 0; i < f->nodes.len; i++) {
-    bb_node *recv = f->nodes.items[i];
+    bb_ir_node *recv = f->nodes.items[i];
     if (!cc_is(recv, BB_DOMAIN_WIRE, "Recv") || !recv->outputs.len) continue;
     for (size_t k = 0; k < f->nodes.len; k++) {
       const char *id = cc_meta(f->nodes.items[k], BB_KEY_SLOT_ID);

@@ -32,7 +32,7 @@ static const char *get(const homes *h, const char *v) {
   return *v && bb_strmap_get(&h->map, v, &i) ? h->names[i] : NULL;
 }
 
-static bool allow_listed(const bb_node *n) {
+static bool allow_listed(const bb_ir_node *n) {
   static const char *const OPS[] = {"Identity", "Slice", "Gather", "Concat", "Squeeze", "Unsqueeze"};
   if (!cc_domain_is(n, "")) return false;
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
@@ -47,7 +47,7 @@ static int trace_peer_sources(cc_ctx *x, bb_function *f, const bb_strmap *produc
   const char **stack = bb_arena_alloc(x->m->arena, cap * sizeof *stack);
   if (!stack) return cc_nomem(x);
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *send = f->nodes.items[i];
+    const bb_ir_node *send = f->nodes.items[i];
     if (!cc_is(send, BB_DOMAIN_WIRE, "Send") || send->inputs.len < 2) continue;
     len = 0;
     stack[len++] = send->inputs.items[send->inputs.len - 1];
@@ -62,7 +62,7 @@ static int trace_peer_sources(cc_ctx *x, bb_function *f, const bb_strmap *produc
           return cc_nomem(x);
         continue;
       }
-      const bb_node *prod = f->nodes.items[p];
+      const bb_ir_node *prod = f->nodes.items[p];
       if (!allow_listed(prod)) continue;
       for (size_t k = 0; k < prod->inputs.len; k++) {
         if (len == cap) {
@@ -102,7 +102,7 @@ int cc_infer_peer_classes(cc_ctx *x) {
     if (pc) rc = put(x, &peer, vi->name, pc);
   }
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-    bb_node *n = f->nodes.items[i];
+    bb_ir_node *n = f->nodes.items[i];
     const char *klass = cc_meta(n, CC_KEY_HOME_CLASS);
     const char *own = cc_meta(n, BB_KEY_PEER_CLASS);
     if (own)

@@ -92,7 +92,7 @@ static bb_role role_of_slot(const bb_model *m, const char *slot) {
   for (size_t f = 0; f < m->functions.len; f++) {
     const bb_function *fn = m->functions.items[f];
     for (size_t i = 0; i < fn->nodes.len; i++) {
-      const bb_node *n = fn->nodes.items[i];
+      const bb_ir_node *n = fn->nodes.items[i];
       const char *name = cc_meta(n, BB_KEY_SLOT_NAME), *trait = cc_meta(n, BB_KEY_REQUIRED_TRAIT);
       if (!name || !trait || strcmp(name, slot) != 0) continue;
       for (int r = BB_ROLE_BACKEND; r <= BB_ROLE_PROTOCOL; r++)

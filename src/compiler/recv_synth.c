@@ -13,7 +13,7 @@
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-static const char *home_of(const bb_node *n) {
+static const char *home_of(const bb_ir_node *n) {
   const char *h = cc_meta(n, CC_KEY_HOME_CLASS);
   return h ? h : BB_SELF_CLASS;
 }
@@ -21,7 +21,7 @@ static const char *home_of(const bb_node *n) {
 int cc_synthesize_recvs(cc_ctx *x) {
   bb_function *f = x->root;
   size_t n0 = f->nodes.len;
-  bb_node **snapshot = bb_arena_alloc(x->m->arena, (n0 + 1) * sizeof *snapshot);
+  bb_ir_node **snapshot = bb_arena_alloc(x->m->arena, (n0 + 1) * sizeof *snapshot);
   if (!snapshot) return cc_nomem(x);
   memcpy(snapshot, f->nodes.items, n0 * sizeof *snapshot);
   uint64_t seq = 0;
@@ -30,7 +30,7 @@ int cc_synthesize_recvs(cc_ctx *x) {
   const char **classes = bb_arena_alloc(x->m->arena, (n0 + 1) * sizeof *classes);
   if (!classes) rc = cc_nomem(x);
   for (size_t i = 0; i < n0 && !rc; i++) {
-    bb_node *send = snapshot[i];
+    bb_ir_node *send = snapshot[i];
     if (BB_ARENA_PUSH(x->m->arena, &out, send)) {
       rc = cc_nomem(x);
       break;
@@ -40,7 +40,7 @@ int cc_synthesize_recvs(cc_ctx *x) {
     size_t nc = 0;
     for (size_t k = 0; k < n0; k++) {
       if (k == i) continue;
-      const bb_node *c = snapshot[k];
+      const bb_ir_node *c = snapshot[k];
       if (bb_strlist_find(&c->inputs, d) < 0) continue;
       const char *h = home_of(c);
       bool seen = false;
@@ -59,7 +59,7 @@ int cc_synthesize_recvs(cc_ctx *x) {
       char *sender = cc_printf(x, "%s__recv_%llu__sender", d, (unsigned long long)seq);
       char *from = cc_printf(x, "%zu", i);
       seq++;
-      bb_node *recv = bb_node_new(x->m, "Recv", BB_DOMAIN_WIRE, NULL);
+      bb_ir_node *recv = bb_ir_node_new(x->m, "Recv", BB_DOMAIN_WIRE, NULL);
       if (!payload || !sender || !from || !recv || bb_strlist_append(x->m, &recv->outputs, payload) ||
           bb_strlist_append(x->m, &recv->outputs, sender) ||
           bb_kv_append(x->m, &recv->metadata, CC_KEY_HOME_CLASS, classes[j]) ||

@@ -31,7 +31,7 @@ static const char *storage_of(const bb_compiler *c, const cc_binding *b, const c
 }
 
 /* The binding a role node dispatches to, or the failure. */
-static int find_binding(cc_ctx *x, const bb_function *f, const bb_node *n, const char *trait,
+static int find_binding(cc_ctx *x, const bb_function *f, const bb_ir_node *n, const char *trait,
                         const cc_binding **out) {
   const bb_compiler *c = x->c;
   const char *slot_name = cc_meta(n, BB_KEY_SLOT_NAME);
@@ -73,7 +73,7 @@ static int find_binding(cc_ctx *x, const bb_function *f, const bb_node *n, const
 static int refine_function(cc_ctx *x, bb_function *f, bb_strmap *refined, const char ***types,
                            size_t *n_types, size_t *cap_types) {
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     const char *trait = cc_meta(n, BB_KEY_REQUIRED_TRAIT);
     const char *slot_id = cc_meta(n, BB_KEY_SLOT_ID);
     if (!trait && !slot_id) continue;
@@ -132,7 +132,7 @@ int cc_refine_types(cc_ctx *x) {
     for (size_t f = 0; f < m->functions.len && !rc; f++) {
       const bb_function *fn = m->functions.items[f];
       for (size_t i = 0; i < fn->nodes.len && !rc; i++) {
-        const bb_node *n = fn->nodes.items[i];
+        const bb_ir_node *n = fn->nodes.items[i];
         if (!(cc_is(n, BB_DOMAIN_SYSCALL, "PassThrough") || cc_is(n, BB_DOMAIN_WIRE, "Send"))) continue;
         if (!n->inputs.len || !n->outputs.len || !*n->outputs.items[0]) continue;
         uint32_t in, out;

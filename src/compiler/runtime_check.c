@@ -13,7 +13,7 @@ static bool has_op(const bb_function *f, const char *op) {
 
 static bool has_attr_on(const bb_function *f, const char *op, const char *attr) {
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if ((!op || cc_is(n, BB_DOMAIN_WIRE, op)) && bb_attr_find(&n->attrs, attr)) return true;
   }
   return false;
@@ -44,7 +44,7 @@ int cc_check_runtime_complete(cc_ctx *x, cc_partition *p) {
   }
   /* gate contract "DeadlineCheck" */
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if (!bb_attr_find(&n->attrs, CC_ATTR_DEADLINE_NS) || cc_is(n, BB_DOMAIN_SYSCALL, "DeadlineCheck") ||
         cc_meta(n, CC_KEY_DEADLINE_GATED))
       continue;

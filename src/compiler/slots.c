@@ -13,12 +13,12 @@ int cc_resolve_slots(cc_ctx *x) {
   const bb_function *f = x->root;
   /* per role domain, in order of first appearance */
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *a = f->nodes.items[i];
+    const bb_ir_node *a = f->nodes.items[i];
     if (!a->domain || strncmp(a->domain, "ai.bytesandbrains.role.", 23) != 0) continue;
     const char *concrete = NULL;
     uint32_t generic = UINT32_MAX;
     for (size_t k = 0; k < f->nodes.len; k++) {
-      const bb_node *n = f->nodes.items[k];
+      const bb_ir_node *n = f->nodes.items[k];
       if (!n->domain || strcmp(n->domain, a->domain) != 0) continue;
       const char *t = cc_meta(n, CC_KEY_CONCRETE_TYPE);
       uint32_t id;
@@ -61,7 +61,7 @@ int cc_check_dependencies(cc_ctx *x) {
     for (size_t i = 0; i < n_functions(x); i++) {
       bb_function *f = function_at(x, i);
       for (size_t n = 0; n < f->nodes.len; n++) {
-        bb_node *node = f->nodes.items[n];
+        bb_ir_node *node = f->nodes.items[n];
         const char *t = cc_meta(node, CC_KEY_CONCRETE_TYPE);
         if (!t || strcmp(t, k->type) != 0) continue;
         for (size_t d = 0; d < k->n_deps; d++) {
@@ -79,7 +79,7 @@ int cc_check_slots_bound(cc_ctx *x) {
   for (size_t i = 0; i < n_functions(x); i++) {
     const bb_function *f = function_at(x, i);
     for (size_t n = 0; n < f->nodes.len; n++) {
-      const bb_node *node = f->nodes.items[n];
+      const bb_ir_node *node = f->nodes.items[n];
       const char *trait = cc_meta(node, BB_KEY_REQUIRED_TRAIT);
       if (!trait) continue;
       const char *slot = cc_meta(node, BB_KEY_SLOT_NAME);

@@ -17,7 +17,7 @@
 /* Relation sets: SAME = all listed ports share one element type. */
 typedef enum { REL_NONE, REL_SAME_ALL_IN_OUT0, REL_SAME_IN0_OUT0 } rel_kind;
 
-static rel_kind relation_of(const bb_node *n) {
+static rel_kind relation_of(const bb_ir_node *n) {
   static const char *const BINARY[] = {"Add", "Sub", "Mul", "Div", "Pow", "MatMul"};
   static const char *const UNARY[] = {"Neg",     "Abs",       "Sqrt",    "Exp",     "Log",     "Identity",
                                       "Relu",    "Sigmoid",   "Tanh",    "Reshape", "Transpose", "Slice",
@@ -74,7 +74,7 @@ static bool carry(solver *s, const char *from, const char *to) {
   return true;
 }
 
-static int apply_relation(solver *s, const bb_node *n, rel_kind kind, bool *changed) {
+static int apply_relation(solver *s, const bb_ir_node *n, rel_kind kind, bool *changed) {
   const char **ports[16];
   size_t np = 0;
   size_t n_in = kind == REL_SAME_ALL_IN_OUT0 ? n->inputs.len : (n->inputs.len ? 1 : 0);
@@ -99,7 +99,7 @@ static int apply_relation(solver *s, const bb_node *n, rel_kind kind, bool *chan
 
 /* A CALL's outputs take the types the callee (a kept, shared function) declares for its
  * outputs. */
-static bool carry_from_callee(solver *s, const bb_node *call) {
+static bool carry_from_callee(solver *s, const bb_ir_node *call) {
   const bb_function *callee = bb_model_find_function(s->x->m, BB_DOMAIN_MODULE, call->op_type);
   bool changed = false;
   for (size_t i = 0; callee && callee != s->f && i < call->outputs.len && i < callee->outputs.len; i++) {
@@ -112,12 +112,12 @@ static bool carry_from_callee(solver *s, const bb_node *call) {
 }
 
 /* The Send whose data output a Recv re-publishes (by the index recv synthesis stored). */
-static const bb_node *send_of(const bb_function *f, const bb_node *recv) {
+static const bb_ir_node *send_of(const bb_function *f, const bb_ir_node *recv) {
   const char *from = cc_meta(recv, CC_KEY_SYNTHESIZED_FROM);
   uint32_t idx;
   if (!from || !cc_parse_u32(from, &idx)) return NULL;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if (!cc_is(n, BB_DOMAIN_WIRE, "Send") || !n->outputs.len) continue;
     const char *o = n->outputs.items[0];
     const char *tag = strstr(o, "__send_sentinel_");
@@ -134,19 +134,19 @@ int cc_solve_types(cc_ctx *x, bool check_edges) {
   int rc = 0;
   for (size_t i = 0; i < f->inputs.len && !rc; i++) rc = intern(&s, f->inputs.items[i]);
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     for (size_t k = 0; k < n->outputs.len && !rc; k++) rc = intern(&s, n->outputs.items[k]);
     for (size_t k = 0; k < n->inputs.len && !rc; k++) rc = intern(&s, n->inputs.items[k]);
   }
   for (bool changed = true; changed && !rc;) {
     changed = false;
     for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-      const bb_node *n = f->nodes.items[i];
+      const bb_ir_node *n = f->nodes.items[i];
       if ((cc_is(n, BB_DOMAIN_SYSCALL, "PassThrough") || cc_is(n, BB_DOMAIN_WIRE, "Send")) && n->inputs.len &&
           n->outputs.len)
         changed |= carry(&s, n->inputs.items[0], n->outputs.items[0]);
       if (cc_is(n, BB_DOMAIN_WIRE, "Recv") && n->outputs.len) {
-        const bb_node *send = send_of(f, n);
+        const bb_ir_node *send = send_of(f, n);
         if (send && send->inputs.len) changed |= carry(&s, send->inputs.items[0], n->outputs.items[0]);
       }
       if (cc_domain_is(n, BB_DOMAIN_MODULE)) changed |= carry_from_callee(&s, n);
@@ -156,9 +156,9 @@ int cc_solve_types(cc_ctx *x, bool check_edges) {
   }
   if (!rc && check_edges)
     for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-      const bb_node *n = f->nodes.items[i];
+      const bb_ir_node *n = f->nodes.items[i];
       if (!cc_is(n, BB_DOMAIN_WIRE, "Recv") || !n->outputs.len) continue;
-      const bb_node *send = send_of(f, n);
+      const bb_ir_node *send = send_of(f, n);
       if (!send || !send->inputs.len) continue;
       const char **sent = slot(&s, send->inputs.items[0]), **got = slot(&s, n->outputs.items[0]);
       if (sent && got && !is_bound(*sent) && !is_bound(*got) && strcmp(*sent, *got) != 0)

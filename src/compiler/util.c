@@ -6,18 +6,18 @@
 
 #include "compiler/compiler.h"
 
-bool cc_domain_is(const bb_node *n, const char *domain) {
+bool cc_domain_is(const bb_ir_node *n, const char *domain) {
   const char *d = n->domain ? n->domain : "";
   /* the default ONNX domain has two spellings */
   if (!*domain || strcmp(domain, "ai.onnx") == 0) return !*d || strcmp(d, "ai.onnx") == 0;
   return strcmp(d, domain) == 0;
 }
 
-bool cc_is(const bb_node *n, const char *domain, const char *op_type) {
+bool cc_is(const bb_ir_node *n, const char *domain, const char *op_type) {
   return n->op_type && strcmp(n->op_type, op_type) == 0 && cc_domain_is(n, domain);
 }
 
-const char *cc_meta(const bb_node *n, const char *key) { return bb_kv_get(&n->metadata, key); }
+const char *cc_meta(const bb_ir_node *n, const char *key) { return bb_kv_get(&n->metadata, key); }
 
 char *cc_printf(cc_ctx *x, const char *fmt, ...) {
   va_list ap;
@@ -33,7 +33,7 @@ char *cc_printf(cc_ctx *x, const char *fmt, ...) {
   return s;
 }
 
-const char *cc_node_label(cc_ctx *x, const bb_function *f, const bb_node *n) {
+const char *cc_node_label(cc_ctx *x, const bb_function *f, const bb_ir_node *n) {
   if (n->name && *n->name) return n->name;
   long i = f ? bb_nodelist_index(&f->nodes, n) : -1;
   const char *d = n->domain && *n->domain ? n->domain : "ai.onnx";
@@ -93,8 +93,8 @@ int cc_set_value_type(cc_ctx *x, bb_function *f, const char *value, const char *
   return bb_vilist_add(x->m, &f->value_infos, value, t) ? 0 : cc_nomem(x);
 }
 
-bb_node *cc_node_clone(cc_ctx *x, const bb_node *n) {
-  bb_node *c = bb_node_new(x->m, n->op_type, n->domain, n->name);
+bb_ir_node *cc_node_clone(cc_ctx *x, const bb_ir_node *n) {
+  bb_ir_node *c = bb_ir_node_new(x->m, n->op_type, n->domain, n->name);
   if (!c) return NULL;
   c->overload = n->overload;
   c->doc_string = n->doc_string;
@@ -122,7 +122,7 @@ const char *cc_canonical_role(cc_ctx *x, const char *trait) {
 
 int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bb_strmap *map) {
   for (size_t i = 0; i < nodes->len; i++) {
-    const bb_node *n = nodes->items[i];
+    const bb_ir_node *n = nodes->items[i];
     for (size_t o = 0; o < n->outputs.len; o++) {
       const char *v = n->outputs.items[o];
       uint32_t prev;

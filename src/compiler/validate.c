@@ -50,7 +50,7 @@ static int check_acyclic(cc_ctx *x, const bb_function *f, const bb_strmap *produ
   if (!indeg || !queue || !start) return cc_nomem(x);
   size_t edges = 0;
   for (size_t i = 0; i < n; i++) {
-    const bb_node *nd = f->nodes.items[i];
+    const bb_ir_node *nd = f->nodes.items[i];
     for (size_t k = 0; k < nd->inputs.len; k++) {
       uint32_t p;
       if (*nd->inputs.items[k] && bb_strmap_get(producers, nd->inputs.items[k], &p) && p != i) {
@@ -65,7 +65,7 @@ static int check_acyclic(cc_ctx *x, const bb_function *f, const bb_strmap *produ
   uint32_t *fill = bb_arena_alloc(x->m->arena, (n + 1) * sizeof *fill);
   if (!adj || !fill) return cc_nomem(x);
   for (size_t i = 0; i < n; i++) {
-    const bb_node *nd = f->nodes.items[i];
+    const bb_ir_node *nd = f->nodes.items[i];
     for (size_t k = 0; k < nd->inputs.len; k++) {
       uint32_t p;
       if (*nd->inputs.items[k] && bb_strmap_get(producers, nd->inputs.items[k], &p) && p != i)
@@ -96,7 +96,7 @@ int cc_validate(cc_ctx *x) {
   const bb_function *f = x->root;
   int rc = 0;
   for (size_t i = 0; i < f->nodes.len; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if (!known_domain(n->domain))
       return cc_fail(x, BB_COMPILE_UNKNOWN_OP, "node `%s` has op %s in unknown domain \"%s\"", cc_node_label(x, f, n),
                      n->op_type, n->domain);
@@ -104,10 +104,10 @@ int cc_validate(cc_ctx *x) {
   bb_strmap producers;
   bb_strmap_init(&producers, bb_arena_allocator(x->m->arena));
   /* rule 3 before rule 2 needs the producer map anyway; the reported order is the reference's */
-  const bb_node *dup_a = NULL, *dup_b = NULL;
+  const bb_ir_node *dup_a = NULL, *dup_b = NULL;
   const char *dup_v = NULL;
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     for (size_t o = 0; o < n->outputs.len && !rc; o++) {
       const char *v = n->outputs.items[o];
       uint32_t p;
@@ -120,7 +120,7 @@ int cc_validate(cc_ctx *x) {
     }
   }
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     for (size_t k = 0; k < n->inputs.len && !rc; k++) {
       const char *v = n->inputs.items[k];
       uint32_t p;
@@ -138,7 +138,7 @@ int cc_validate(cc_ctx *x) {
       rc = cc_fail(x, BB_COMPILE_MISSING_TYPE_INFO, "input `%s` of `%s` has no type", f->inputs.items[i], f->name);
   }
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-    const bb_node *n = f->nodes.items[i];
+    const bb_ir_node *n = f->nodes.items[i];
     if (!n->domain || strncmp(n->domain, "ai.bytesandbrains.role.", 23) != 0) continue;
     bool concrete = cc_meta(n, CC_KEY_CONCRETE_TYPE) && cc_meta(n, CC_KEY_INSTANCE);
     bool generic = cc_meta(n, BB_KEY_REQUIRED_TRAIT) && cc_meta(n, BB_KEY_SLOT_ID);
@@ -151,7 +151,7 @@ int cc_validate(cc_ctx *x) {
    * opsets must import every domain its nodes use. */
   if (f->opsets.len)
     for (size_t i = 0; i < f->nodes.len && !rc; i++) {
-      const bb_node *n = f->nodes.items[i];
+      const bb_ir_node *n = f->nodes.items[i];
       if (bb_opset_get(&f->opsets, n->domain ? n->domain : "") < 0 && !(n->domain == NULL || !*n->domain))
         rc = cc_fail(x, BB_COMPILE_OPSET_NOT_IMPORTED, "node `%s` uses domain \"%s\", which `%s` does not import",
                      cc_node_label(x, f, n), n->domain, f->name);
@@ -173,7 +173,7 @@ int cc_check_dangling_calls(cc_ctx *x, cc_partition *p) {
   while (head < tail) {
     const bb_function *f = queue[head++];
     for (size_t i = 0; i < f->nodes.len; i++) {
-      const bb_node *n = f->nodes.items[i];
+      const bb_ir_node *n = f->nodes.items[i];
       if (!cc_domain_is(n, BB_DOMAIN_MODULE)) continue;
       bool found = false;
       for (size_t k = 0; k < nf; k++) {

@@ -6,7 +6,7 @@
 
 #include "compiler/compiler.h"
 
-static bool in_partition(const cc_partition *p, const bb_node *n) {
+static bool in_partition(const cc_partition *p, const bb_ir_node *n) {
   const char *home = bb_kv_get(&n->metadata, CC_KEY_HOME_CLASS);
   return strcmp(home ? home : BB_SELF_CLASS, p->klass) == 0;
 }
@@ -28,7 +28,7 @@ int cc_analyze_wire_edges(cc_ctx *x, cc_partition *p) {
     const char *transport = strcmp(type, BB_TYPE_TRIGGER) == 0 ? CC_TRANSPORT_TRIGGER_ONLY : CC_TRANSPORT_DATA;
     char *group = cc_printf(x, "%u", e->batch_group);
     if (!group) return cc_nomem(x);
-    bb_node *halves[2] = {e->send, e->recv};
+    bb_ir_node *halves[2] = {e->send, e->recv};
     for (int h = 0; h < 2; h++) {
       if (!in_partition(p, halves[h])) continue;
       if (bb_kv_upsert(x->m, &halves[h]->metadata, CC_KEY_WIRE_TRANSPORT, transport) ||

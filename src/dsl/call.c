@@ -113,7 +113,7 @@ static bool match_bindings(bb_rec *r, const rec_fn *f, const bb_binding *b, size
 /* The CALL node: inputs in the callee's formal order, one fresh output per callee port,
  * typed like the port. */
 static bool push_call(bb_rec *r, const rec_fn *f, const bb_binding *b, size_t n, rec_call *call) {
-  bb_node *node = rec_node_new(r, f->fn->name, BB_DOMAIN_MODULE);
+  bb_ir_node *node = rec_node_new(r, f->fn->name, BB_DOMAIN_MODULE);
   if (!node) return false;
   for (size_t k = 0; k < f->fn->inputs.len; k++)
     for (size_t i = 0; i < n; i++)

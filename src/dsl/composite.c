@@ -6,7 +6,7 @@
 #include "dsl/recorder.h"
 
 /* Sets child_count and child_types (the denotations, comma-joined) on a node. */
-static int set_child_attrs(bb_rec *r, bb_node *n, const char *const *types, size_t count) {
+static int set_child_attrs(bb_rec *r, bb_ir_node *n, const char *const *types, size_t count) {
   size_t len = 1;
   for (size_t i = 0; i < count; i++) len += strlen(types[i]) + 1;
   char *joined = bb_arena_alloc(r->scratch, len);
@@ -43,7 +43,7 @@ bb_value bb_rec_bundle(bb_rec *rec, const bb_value *parts, size_t n_parts) {
     if (!rec_check_value(rec, parts[i], what)) return none;
     types[i] = rec_value_type(rec, parts[i]);
   }
-  bb_node *n = rec_node_begin(rec, "Bundle", BB_DOMAIN_COMPOSITE, parts, n_parts);
+  bb_ir_node *n = rec_node_begin(rec, "Bundle", BB_DOMAIN_COMPOSITE, parts, n_parts);
   if (!n || set_child_attrs(rec, n, types, n_parts)) return none;
   return rec_node_end(rec, n, BB_TYPE_COMPOSITE);
 }
@@ -63,7 +63,7 @@ int bb_rec_unbundle(bb_rec *rec, bb_value composite, const char *const *types, b
   if (!copies) return rec_nomem(rec);
   for (size_t i = 0; i < n_parts; i++)
     if (!rec_check_type(rec, types[i]) || !(copies[i] = rec_copy(rec, types[i]))) return rec->error.code;
-  bb_node *n = rec_node_begin(rec, "Unbundle", BB_DOMAIN_COMPOSITE, &composite, 1);
+  bb_ir_node *n = rec_node_begin(rec, "Unbundle", BB_DOMAIN_COMPOSITE, &composite, 1);
   if (!n) return rec->error.code;
   const char **outs = bb_arena_alloc(rec->scratch, n_parts * sizeof *outs);
   if (!outs) return rec_nomem(rec);

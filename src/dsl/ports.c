@@ -65,7 +65,7 @@ bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value) {
   if (!rec || !port_free(rec, name, "output port")) return none;
   snprintf(what, sizeof what, "the value of output port '%s'", name);
   if (!rec_check_value(rec, value, what)) return none;
-  bb_node *n = rec_node_begin(rec, "PassThrough", BB_DOMAIN_SYSCALL, &value, 1);
+  bb_ir_node *n = rec_node_begin(rec, "PassThrough", BB_DOMAIN_SYSCALL, &value, 1);
   const char *port = rec_copy(rec, name);
   if (!n || !port || rec_node_output(rec, n, port) || rec_node_push(rec, n)) return none;
   if (bb_strlist_append(rec->model, &rec_cur(rec)->fn->outputs, port)) {
@@ -90,7 +90,7 @@ bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value 
   }
   const char *handle = rec_mint_name(rec);
   const char *pname = rec_copy(rec, port);
-  bb_node *n = rec_node_new(rec, "Send", BB_DOMAIN_WIRE);
+  bb_ir_node *n = rec_node_new(rec, "Send", BB_DOMAIN_WIRE);
   if (!handle || !pname || !n || rec_node_input(rec, n, value.name) || rec_node_input(rec, n, peers.name) ||
       rec_node_output(rec, n, pname) || rec_node_output(rec, n, handle) || rec_node_push(rec, n))
     return none;

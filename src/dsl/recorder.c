@@ -231,25 +231,25 @@ bb_value rec_define(bb_rec *r, const char *name, const char *type) {
 
 /* ---- nodes ---------------------------------------------------------------------------- */
 
-bb_node *rec_node_new(bb_rec *r, const char *op_type, const char *domain) {
-  bb_node *n = bb_node_new(r->model, op_type, domain, NULL);
+bb_ir_node *rec_node_new(bb_rec *r, const char *op_type, const char *domain) {
+  bb_ir_node *n = bb_ir_node_new(r->model, op_type, domain, NULL);
   if (!n) rec_nomem(r);
   return n;
 }
 
-int rec_node_input(bb_rec *r, bb_node *n, const char *name) {
+int rec_node_input(bb_rec *r, bb_ir_node *n, const char *name) {
   return bb_strlist_append(r->model, &n->inputs, name) ? rec_nomem(r) : 0;
 }
 
-int rec_node_output(bb_rec *r, bb_node *n, const char *name) {
+int rec_node_output(bb_rec *r, bb_ir_node *n, const char *name) {
   return bb_strlist_append(r->model, &n->outputs, name) ? rec_nomem(r) : 0;
 }
 
-int rec_node_meta(bb_rec *r, bb_node *n, const char *key, const char *value) {
+int rec_node_meta(bb_rec *r, bb_ir_node *n, const char *key, const char *value) {
   return bb_kv_append(r->model, &n->metadata, key, value) ? rec_nomem(r) : 0;
 }
 
-int rec_node_push(bb_rec *r, bb_node *n) {
+int rec_node_push(bb_rec *r, bb_ir_node *n) {
   bb_function *fn = rec_cur(r)->fn;
   const char *domain = n->domain ? n->domain : "";
   int64_t version = *domain ? BB_FRAMEWORK_OPSET_VERSION : BB_ONNX_OPSET_VERSION;
@@ -260,15 +260,15 @@ int rec_node_push(bb_rec *r, bb_node *n) {
   return 0;
 }
 
-bb_node *rec_node_begin(bb_rec *r, const char *op_type, const char *domain, const bb_value *inputs,
+bb_ir_node *rec_node_begin(bb_rec *r, const char *op_type, const char *domain, const bb_value *inputs,
                         size_t n_inputs) {
-  bb_node *n = rec_node_new(r, op_type, domain);
+  bb_ir_node *n = rec_node_new(r, op_type, domain);
   for (size_t i = 0; n && i < n_inputs; i++)
     if (rec_node_input(r, n, inputs[i].name)) return NULL;
   return n;
 }
 
-bb_value rec_node_end(bb_rec *r, bb_node *n, const char *type) {
+bb_value rec_node_end(bb_rec *r, bb_ir_node *n, const char *type) {
   bb_value none = {0};
   const char *out = rec_mint_name(r);
   if (!out || rec_node_output(r, n, out) || rec_node_push(r, n)) return none;
@@ -323,7 +323,7 @@ bb_tensor_proto *rec_literal(bb_rec *r, const bb_literal *lit, const char *what)
   return t;
 }
 
-int rec_set_attr(bb_rec *r, bb_node *n, const bb_op_attr *a, const char *op) {
+int rec_set_attr(bb_rec *r, bb_ir_node *n, const bb_op_attr *a, const char *op) {
   if (!a->name || !*a->name)
     return rec_error(r, BB_ERR_INVALID_ARGUMENT, "an attribute of %s has no name", op);
   if (bb_attr_find(&n->attrs, a->name))

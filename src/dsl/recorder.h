@@ -114,24 +114,24 @@ const char *rec_mint_name(bb_rec *r);
 bb_value rec_define(bb_rec *r, const char *name, const char *type);
 
 /* A new node (op_type, domain) or NULL (error recorded). */
-bb_node *rec_node_new(bb_rec *r, const char *op_type, const char *domain);
+bb_ir_node *rec_node_new(bb_rec *r, const char *op_type, const char *domain);
 /* Appends a value name to a node's inputs or outputs. */
-int rec_node_input(bb_rec *r, bb_node *n, const char *name);
-int rec_node_output(bb_rec *r, bb_node *n, const char *name);
-int rec_node_meta(bb_rec *r, bb_node *n, const char *key, const char *value);
+int rec_node_input(bb_rec *r, bb_ir_node *n, const char *name);
+int rec_node_output(bb_rec *r, bb_ir_node *n, const char *name);
+int rec_node_meta(bb_rec *r, bb_ir_node *n, const char *key, const char *value);
 /* Stamps module_instance, appends the node to the current function and imports its
  * domain there. */
-int rec_node_push(bb_rec *r, bb_node *n);
+int rec_node_push(bb_rec *r, bb_ir_node *n);
 
 /* The shape most helpers record, in two steps: begin makes op(inputs) (inputs already
  * checked) so the caller can add attributes and metadata; end gives it one new output of
  * `type`, pushes it and returns the output (an empty value on error). */
-bb_node *rec_node_begin(bb_rec *r, const char *op_type, const char *domain, const bb_value *inputs,
+bb_ir_node *rec_node_begin(bb_rec *r, const char *op_type, const char *domain, const bb_value *inputs,
                         size_t n_inputs);
-bb_value rec_node_end(bb_rec *r, bb_node *n, const char *type);
+bb_value rec_node_end(bb_rec *r, bb_ir_node *n, const char *type);
 
 /* Sets a node attribute from an author's description (checked here). */
-int rec_set_attr(bb_rec *r, bb_node *n, const bb_op_attr *a, const char *op);
+int rec_set_attr(bb_rec *r, bb_ir_node *n, const bb_op_attr *a, const char *op);
 /* A TensorProto from a literal (checked here), or NULL with the error recorded. */
 bb_tensor_proto *rec_literal(bb_rec *r, const bb_literal *lit, const char *what);
 

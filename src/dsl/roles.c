@@ -233,7 +233,7 @@ int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const
   snprintf(id, sizeof id, "%" PRIu32, s->id);
   const char **outs = bb_arena_alloc(rec->scratch, n_outputs * sizeof *outs);
   if (!outs) return rec_nomem(rec);
-  bb_node *n = rec_node_begin(rec, backend ? method : rm->op, ri->domain, inputs, n_inputs);
+  bb_ir_node *n = rec_node_begin(rec, backend ? method : rm->op, ri->domain, inputs, n_inputs);
   if (!n) return rec->error.code;
   for (size_t i = 0; i < n_outputs; i++)
     if (!(outs[i] = rec_mint_name(rec)) || rec_node_output(rec, n, outs[i])) return rec->error.code;

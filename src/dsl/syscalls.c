@@ -7,7 +7,7 @@
 bb_value bb_rec_pass_through(bb_rec *rec, bb_value x) {
   bb_value none = {0};
   if (!rec || !rec_check_value(rec, x, "the input of PassThrough")) return none;
-  bb_node *n = rec_node_begin(rec, "PassThrough", BB_DOMAIN_SYSCALL, &x, 1);
+  bb_ir_node *n = rec_node_begin(rec, "PassThrough", BB_DOMAIN_SYSCALL, &x, 1);
   return n ? rec_node_end(rec, n, rec_value_type(rec, x)) : none;
 }
 
@@ -22,7 +22,7 @@ bb_value bb_rec_constant(bb_rec *rec, const char *label, const char *type, const
     rec_error(rec, BB_ERR_INVALID_ARGUMENT, "Constant of element type %d needs an explicit type", (int)value->dtype);
     return none;
   }
-  bb_node *n = rec_node_begin(rec, "Constant", BB_DOMAIN_SYSCALL, NULL, 0);
+  bb_ir_node *n = rec_node_begin(rec, "Constant", BB_DOMAIN_SYSCALL, NULL, 0);
   if (!n) return none;
   if (!bb_attr_set_tensor(rec->model, &n->attrs, "value", t)) {
     rec_nomem(rec);
@@ -39,7 +39,7 @@ bb_value bb_rec_interval(bb_rec *rec, int64_t period_ns) {
     rec_error(rec, BB_ERR_INVALID_ARGUMENT, "Interval period %lld ns is negative", (long long)period_ns);
     return none;
   }
-  bb_node *n = rec_node_begin(rec, "Interval", BB_DOMAIN_SYSCALL, NULL, 0);
+  bb_ir_node *n = rec_node_begin(rec, "Interval", BB_DOMAIN_SYSCALL, NULL, 0);
   if (!n) return none;
   if (period_ns && !bb_attr_set_int(rec->model, &n->attrs, "period_ns", period_ns)) {
     rec_nomem(rec);
@@ -60,7 +60,7 @@ bb_value bb_rec_gate_dispatch(bb_rec *rec, const bb_value *inputs, size_t n_inpu
     snprintf(what, sizeof what, "input %zu of GateDispatch", i);
     if (!rec_check_value(rec, inputs[i], what)) return none;
   }
-  bb_node *n = rec_node_begin(rec, "GateDispatch", BB_DOMAIN_SYSCALL, inputs, n_inputs);
+  bb_ir_node *n = rec_node_begin(rec, "GateDispatch", BB_DOMAIN_SYSCALL, inputs, n_inputs);
   return n ? rec_node_end(rec, n, BB_TYPE_BYTES) : none;
 }
 
@@ -86,7 +86,7 @@ static bb_value peer_op(bb_rec *r, const char *op, const char *domain, bb_value 
   snprintf(what, sizeof what, "input 1 of %s", op);
   if (second && !rec_check_value(r, *second, what)) return none;
   bb_value in[2] = {peer, second ? *second : none};
-  bb_node *n = rec_node_begin(r, op, domain, in, second ? 2 : 1);
+  bb_ir_node *n = rec_node_begin(r, op, domain, in, second ? 2 : 1);
   return n ? rec_node_end(r, n, type) : none;
 }
 
@@ -105,7 +105,7 @@ bb_value bb_rec_address_book_lookup(bb_rec *rec, bb_value peer) {
 bb_value bb_rec_announce(bb_rec *rec, bb_value server_peer) {
   bb_value none = {0};
   if (!rec || !check_peer(rec, server_peer, "Announce")) return none;
-  bb_node *n = rec_node_begin(rec, "Announce", BB_DOMAIN_GLOBAL_REGISTRY, &server_peer, 1);
+  bb_ir_node *n = rec_node_begin(rec, "Announce", BB_DOMAIN_GLOBAL_REGISTRY, &server_peer, 1);
   if (!n || rec_node_meta(rec, n, BB_KEY_INPUT_SERVER_PEER, server_peer.name)) return none;
   return rec_node_end(rec, n, BB_TYPE_TRIGGER);
 }

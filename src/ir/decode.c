@@ -253,8 +253,8 @@ static void attrlist(dec *d, bb_attrlist *out, Onnx__AttributeProto **in, size_t
   for (size_t i = 0; i < out->len; i++) out->items[i] = attr(d, in[i]);
 }
 
-static bb_node *node(dec *d, const Onnx__NodeProto *in) {
-  bb_node *n = bb_arena_alloc(d->a, sizeof *n);
+static bb_ir_node *node(dec *d, const Onnx__NodeProto *in) {
+  bb_ir_node *n = bb_arena_alloc(d->a, sizeof *n);
   if (!n) return oom(d);
   n->name = str(d, in->name);
   n->op_type = str(d, in->op_type);

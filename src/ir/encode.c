@@ -308,7 +308,7 @@ static Onnx__NodeProto **nodes(enc *e, const bb_nodelist *l, size_t *n) {
   Onnx__NodeProto *items = alloc(e, l->len * sizeof *items);
   if (!out || !items) return NULL;
   for (size_t i = 0; i < l->len; i++) {
-    const bb_node *nd = l->items[i];
+    const bb_ir_node *nd = l->items[i];
     Onnx__NodeProto *o = &items[i];
     onnx__node_proto__init(o);
     o->n_input = nd->inputs.len;
@@ -392,7 +392,7 @@ static int check_attrs(const bb_attrlist *l, const char *where, bb_error *err) {
 
 static int check_nodes(const bb_nodelist *l, const char *where, bb_error *err) {
   for (size_t i = 0; i < l->len; i++) {
-    const bb_node *n = l->items[i];
+    const bb_ir_node *n = l->items[i];
     if (!n) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: node %zu is NULL", where, i);
     int rc = check_strlist(&n->inputs, "node input", err);
     if (!rc) rc = check_strlist(&n->outputs, "node output", err);

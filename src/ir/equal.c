@@ -131,7 +131,7 @@ static bool vis_eq(const bb_vilist *a, const bb_vilist *b) {
 static bool nodes_eq(const bb_nodelist *a, const bb_nodelist *b) {
   if (a->len != b->len) return false;
   for (size_t i = 0; i < a->len; i++) {
-    const bb_node *x = a->items[i], *y = b->items[i];
+    const bb_ir_node *x = a->items[i], *y = b->items[i];
     if (!s_eq(x->name, y->name) || !s_eq(x->op_type, y->op_type) || !s_eq(x->domain, y->domain) ||
         !s_eq(x->overload, y->overload) || !s_eq(x->doc_string, y->doc_string) ||
         !sl_eq(&x->inputs, &y->inputs) || !sl_eq(&x->outputs, &y->outputs) || !attrs_eq(&x->attrs, &y->attrs) ||

@@ -384,8 +384,8 @@ const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const 
 
 /* ---- nodes ------------------------------------------------------------------------------ */
 
-bb_node *bb_node_new(bb_model *m, const char *op_type, const char *domain, const char *name) {
-  bb_node *n = bb_arena_alloc(m->arena, sizeof *n);
+bb_ir_node *bb_ir_node_new(bb_model *m, const char *op_type, const char *domain, const char *name) {
+  bb_ir_node *n = bb_arena_alloc(m->arena, sizeof *n);
   if (!n) return NULL;
   if (!(n->op_type = bb_arena_strdup(m->arena, op_type ? op_type : ""))) return NULL;
   if (domain && !(n->domain = bb_arena_strdup(m->arena, domain))) return NULL;
@@ -393,7 +393,7 @@ bb_node *bb_node_new(bb_model *m, const char *op_type, const char *domain, const
   return n;
 }
 
-int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_node *node) {
+int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_ir_node *node) {
   if (index > list->len || !node) return BB_ERR_INVALID_ARGUMENT;
   if (bb_arena_reserve(m->arena, (void **)&list->items, &list->cap, list->len, sizeof *list->items))
     return BB_ERR_NOMEM;
@@ -403,7 +403,7 @@ int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_node *no
   return 0;
 }
 
-int bb_nodelist_append(bb_model *m, bb_nodelist *list, bb_node *node) {
+int bb_nodelist_append(bb_model *m, bb_nodelist *list, bb_ir_node *node) {
   return bb_nodelist_insert(m, list, list->len, node);
 }
 
@@ -414,13 +414,13 @@ int bb_nodelist_remove(bb_nodelist *list, size_t index) {
   return 0;
 }
 
-long bb_nodelist_index(const bb_nodelist *list, const bb_node *node) {
+long bb_nodelist_index(const bb_nodelist *list, const bb_ir_node *node) {
   for (size_t i = 0; i < list->len; i++)
     if (list->items[i] == node) return (long)i;
   return -1;
 }
 
-bb_node *bb_nodelist_producer(const bb_nodelist *list, const char *value) {
+bb_ir_node *bb_nodelist_producer(const bb_nodelist *list, const char *value) {
   if (!value || !*value) return NULL;
   for (size_t i = 0; i < list->len; i++)
     if (bb_strlist_find(&list->items[i]->outputs, value) >= 0) return list->items[i];

@@ -37,7 +37,7 @@ static void in_graph(rename_t *r, bb_graph *g);
 
 static void in_nodes(rename_t *r, bb_nodelist *nodes) {
   for (size_t i = 0; i < nodes->len; i++) {
-    bb_node *n = nodes->items[i];
+    bb_ir_node *n = nodes->items[i];
     in_strlist(r, &n->inputs);
     in_strlist(r, &n->outputs);
     for (size_t k = 0; k < n->attrs.len; k++) {

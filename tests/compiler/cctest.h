@@ -73,7 +73,7 @@ static inline const bb_function *ct_partition(const bb_model *m, const char *bas
 }
 
 /* The i-th node of f with that op type (0-based), or NULL. */
-static inline const bb_node *ct_op(const bb_function *f, const char *op, size_t nth) {
+static inline const bb_ir_node *ct_op(const bb_function *f, const char *op, size_t nth) {
   for (size_t i = 0; f && i < f->nodes.len; i++)
     if (strcmp(f->nodes.items[i]->op_type, op) == 0 && nth-- == 0) return f->nodes.items[i];
   return NULL;
@@ -85,7 +85,7 @@ static inline size_t ct_count(const bb_function *f, const char *op) {
   return n;
 }
 
-static inline const char *ct_meta(const bb_node *n, const char *key) { return n ? bb_kv_get(&n->metadata, key) : NULL; }
+static inline const char *ct_meta(const bb_ir_node *n, const char *key) { return n ? bb_kv_get(&n->metadata, key) : NULL; }
 
 /* The binding value for partition function f and slot. */
 static inline const char *ct_binding(const bb_model *m, const bb_function *f, const char *slot) {
@@ -108,9 +108,9 @@ static inline bb_model *ct_model(const char *name, bb_function **root) {
   return m;
 }
 
-static inline bb_node *ct_node(bb_model *m, bb_function *f, const char *op, const char *domain,
+static inline bb_ir_node *ct_node(bb_model *m, bb_function *f, const char *op, const char *domain,
                                const char *const *ins, const char *const *outs) {
-  bb_node *n = bb_node_new(m, op, domain, NULL);
+  bb_ir_node *n = bb_ir_node_new(m, op, domain, NULL);
   for (size_t i = 0; ins[i]; i++) bb_strlist_append(m, &n->inputs, ins[i]);
   for (size_t i = 0; outs[i]; i++) {
     bb_strlist_append(m, &n->outputs, outs[i]);

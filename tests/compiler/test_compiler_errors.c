@@ -71,7 +71,7 @@ static bb_compiler *quickstart_compiler(bool bind_model) {
 static bb_model *role_model(const char *domain, const char *const *meta) {
   bb_function *f;
   bb_model *m = ct_model("Hand", &f);
-  bb_node *n = ct_node(m, f, "Op", domain, NONE, STRS("y"));
+  bb_ir_node *n = ct_node(m, f, "Op", domain, NONE, STRS("y"));
   for (size_t i = 0; meta[i]; i += 2) bb_kv_append(m, &n->metadata, meta[i], meta[i + 1]);
   return m;
 }
@@ -226,7 +226,7 @@ static void test_constant_without_value(void) {
   for (int r = 0; r < 3; r++) {
     bb_function *f;
     bb_model *m = ct_model("K", &f);
-    bb_node *n = ct_node(m, f, "Constant", BB_DOMAIN_SYSCALL, NONE, STRS("k"));
+    bb_ir_node *n = ct_node(m, f, "Constant", BB_DOMAIN_SYSCALL, NONE, STRS("k"));
     if (r == 1) bb_attr_set_int(m, &n->attrs, "value", 3);
     if (r == 2) {
       bb_attr *a = bb_attr_set_tensor(m, &n->attrs, "value", bb_tensor_proto_new(m, "t", BB_DTYPE_FLOAT, 0, NULL));
@@ -364,7 +364,7 @@ static void test_deadline_on_inputless_node(void) {
   bb_compiler *c = sender_compiler();
   if (m) {
     bb_function *f = m->functions.items[0];
-    bb_node *n = ct_node(m, f, "Interval", BB_DOMAIN_SYSCALL, NONE, STRS("tick"));
+    bb_ir_node *n = ct_node(m, f, "Interval", BB_DOMAIN_SYSCALL, NONE, STRS("tick"));
     bb_attr_set_int(m, &n->attrs, "deadline_ns", 5);
     ct_compile_fails(c, m, BB_COMPILE_RUNTIME_INCOMPLETE, STRS("Interval", "deadline_ns"));
   }
@@ -487,10 +487,10 @@ static void test_edge_storage_mismatch(void) {
 static void test_ambiguous_role(void) {
   bb_function *f;
   bb_model *m = ct_model("A", &f);
-  bb_node *a = ct_node(m, f, "Forward", BB_DOMAIN_ROLE_MODEL, NONE, STRS("y"));
+  bb_ir_node *a = ct_node(m, f, "Forward", BB_DOMAIN_ROLE_MODEL, NONE, STRS("y"));
   bb_kv_append(m, &a->metadata, "ai.bytesandbrains.concrete_type", "Mlp");
   bb_kv_append(m, &a->metadata, "ai.bytesandbrains.instance", "0");
-  bb_node *b = ct_node(m, f, "Params", BB_DOMAIN_ROLE_MODEL, NONE, STRS("z"));
+  bb_ir_node *b = ct_node(m, f, "Params", BB_DOMAIN_ROLE_MODEL, NONE, STRS("z"));
   bb_kv_append(m, &b->metadata, BB_KEY_REQUIRED_TRAIT, "ModelRuntime");
   bb_kv_append(m, &b->metadata, BB_KEY_SLOT_ID, "4");
   bb_compiler *c = new_compiler();
@@ -502,7 +502,7 @@ static void test_ambiguous_role(void) {
 
 static int inject_role_node(bb_model *model, bb_function *function, const char *peer_class, void *user, bb_error *err) {
   (void)peer_class, (void)user, (void)err;
-  bb_node *n = bb_node_new(model, "Params", BB_DOMAIN_ROLE_MODEL, NULL);
+  bb_ir_node *n = bb_ir_node_new(model, "Params", BB_DOMAIN_ROLE_MODEL, NULL);
   bb_kv_append(model, &n->metadata, BB_KEY_REQUIRED_TRAIT, "ModelRuntime");
   bb_kv_append(model, &n->metadata, BB_KEY_SLOT_ID, "9");
   bb_kv_append(model, &n->metadata, BB_KEY_SLOT_NAME, "late");

@@ -29,7 +29,7 @@ static void test_partitions(void) {
     static const char *const tx_ops[] = {"NextBatch", "PassThrough", "Forward", "PassThrough", "DeadlineCheck", "Send"};
     CHECK_EQ_INT(tx ? tx->nodes.len : 0, 6);
     for (size_t i = 0; tx && i < 6 && i < tx->nodes.len; i++) CHECK_STR(tx->nodes.items[i]->op_type, tx_ops[i]);
-    const bb_node *send = ct_op(tx, "Send", 0);
+    const bb_ir_node *send = ct_op(tx, "Send", 0);
     CHECK_EQ_INT(ct_count(tx, "Recv"), 0);
     if (send) {
       CHECK_EQ_INT(bb_attr_get_int(&send->attrs, "deadline_ns", 0), 100000000);
@@ -44,7 +44,7 @@ static void test_partitions(void) {
     static const char *const rx_ops[] = {"Recv", "DedupGateRx", "PeerHealthGateRx", "BackoffGateRx", "Contribute"};
     CHECK_EQ_INT(rx ? rx->nodes.len : 0, 5);
     for (size_t i = 0; rx && i < 5 && i < rx->nodes.len; i++) CHECK_STR(rx->nodes.items[i]->op_type, rx_ops[i]);
-    const bb_node *recv = ct_op(rx, "Recv", 0);
+    const bb_ir_node *recv = ct_op(rx, "Recv", 0);
     if (recv) {
       CHECK_STRS(&recv->outputs, STRS("prediction_port__recv_0", "prediction_port__recv_0__sender"));
       CHECK_STR(ct_meta(recv, "ai.bytesandbrains.home_class"), "sink_peers");
@@ -52,7 +52,7 @@ static void test_partitions(void) {
       CHECK_STR(ct_meta(recv, "ai.bytesandbrains.batch_group_id"), "0");
       CHECK(ct_meta(recv, "ai.bytesandbrains.recv_slot_id") == NULL); /* a gate reads it */
     }
-    const bb_node *contribute = ct_op(rx, "Contribute", 0);
+    const bb_ir_node *contribute = ct_op(rx, "Contribute", 0);
     if (contribute)
       CHECK_STRS(&contribute->inputs, STRS("prediction_port__recv_0#backoff_rx_out", "prediction_port__recv_0#backoff_rx_out"));
     /* the destination site named by the Send exists in the receiving partition */

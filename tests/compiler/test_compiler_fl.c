@@ -56,12 +56,12 @@ static void test_partitions(void) {
     CHECK_EQ_INT(ct_count(clients, "LoadParameters"), 1);
     CHECK_EQ_INT(ct_count(clients, "Backward"), 1);
     CHECK_EQ_INT(ct_count(clients, "Send"), 1); /* the update, fire and forget here */
-    const bb_node *send = ct_op(server, "Send", 0), *recv = ct_op(clients, "Recv", 0);
+    const bb_ir_node *send = ct_op(server, "Send", 0), *recv = ct_op(clients, "Recv", 0);
     char key[256];
     snprintf(key, sizeof key, "ai.bytesandbrains.dest_site_name.%s", send ? send->inputs.items[0] : "?");
     const char *site = ct_meta(send, key);
     CHECK(site && recv && strcmp(site, recv->outputs.items[0]) == 0);
-    const bb_node *load = ct_op(clients, "LoadParameters", 0);
+    const bb_ir_node *load = ct_op(clients, "LoadParameters", 0);
     if (load && recv) {
       char want[256];
       snprintf(want, sizeof want, "%s#backoff_rx_out", recv->outputs.items[0]);
@@ -118,8 +118,8 @@ static void test_round_trip(void) {
     CHECK_EQ_INT(ct_count(clients, "Forward"), 1);
     CHECK_EQ_INT(ct_count(server, "Contribute"), 1);
     /* both sends pair with a Recv in the receiving class */
-    const bb_node *s1 = ct_op(start, "Send", 0), *s2 = ct_op(clients, "Send", 0);
-    const bb_node *r1 = ct_op(clients, "Recv", 0), *r2 = ct_op(server, "Recv", 0);
+    const bb_ir_node *s1 = ct_op(start, "Send", 0), *s2 = ct_op(clients, "Send", 0);
+    const bb_ir_node *r1 = ct_op(clients, "Recv", 0), *r2 = ct_op(server, "Recv", 0);
     CHECK(s1 && s2 && r1 && r2);
     if (s1 && s2 && r1 && r2) {
       char key[256];

@@ -111,7 +111,7 @@ static void test_missing_fields(void) {
       bb_function *fn = m->functions.items[f];
       if (damage == 0 && f == 1) fn->name = NULL;
       for (size_t i = 0; i < fn->nodes.len; i++) {
-        bb_node *n = fn->nodes.items[i];
+        bb_ir_node *n = fn->nodes.items[i];
         if (damage == 1 && i == 0) n->op_type = NULL;
         if (damage == 2) n->domain = NULL;
         if (damage == 3 && n->metadata.len) n->metadata.items[0].value = NULL;

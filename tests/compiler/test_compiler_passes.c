@@ -93,7 +93,7 @@ static void test_self_send_same_partition(void) {
     const bb_function *f = ct_partition(m, "Gossip");
     CHECK_EQ_INT(ct_count(f, "Send"), 1);
     CHECK_EQ_INT(ct_count(f, "Recv"), 1);
-    const bb_node *send = ct_op(f, "Send", 0), *recv = ct_op(f, "Recv", 0);
+    const bb_ir_node *send = ct_op(f, "Send", 0), *recv = ct_op(f, "Recv", 0);
     if (send && recv) {
       char key[200];
       snprintf(key, sizeof key, "ai.bytesandbrains.dest_site_name.%s", send->inputs.items[0]);
@@ -200,12 +200,12 @@ static void test_inline(void) {
     CHECK_EQ_INT(ct_count(top, "Twice"), 2);
     CHECK_EQ_INT(ct_count(top, "Relu"), 2);
     /* inline_renames: Once's internal value renamed, formal a -> x, output b -> the CALL's */
-    const bb_node *pt = ct_op(top, "PassThrough", 0);
+    const bb_ir_node *pt = ct_op(top, "PassThrough", 0);
     if (pt && rec) {
-      const bb_node *call = bb_model_find_function(rec, BB_DOMAIN_MODULE, "Top")->nodes.items[0];
+      const bb_ir_node *call = bb_model_find_function(rec, BB_DOMAIN_MODULE, "Top")->nodes.items[0];
       CHECK_STRS(&pt->inputs, STRS("x"));
       CHECK(strstr(pt->outputs.items[0], "#inl") != NULL);
-      const bb_node *pt2 = ct_op(top, "PassThrough", 1), *pt3 = ct_op(top, "PassThrough", 2);
+      const bb_ir_node *pt2 = ct_op(top, "PassThrough", 1), *pt3 = ct_op(top, "PassThrough", 2);
       if (pt2 && pt3) {
         CHECK_STR(pt->outputs.items[0], "v0#inl0");
         CHECK_STR(pt2->inputs.items[0], "v0#inl0");
@@ -214,7 +214,7 @@ static void test_inline(void) {
       }
     }
     /* the kept function's output type reached its CALLs: strict typing passed */
-    const bb_node *first = ct_op(top, "Twice", 0);
+    const bb_ir_node *first = ct_op(top, "Twice", 0);
     if (first) CHECK_STR(cc_type_or_empty(top, first->outputs.items[0]), F32);
 #ifndef __EMSCRIPTEN__
     CHECK_MSG(dt_onnx_check(m, "inline") == 0, "onnx.checker rejected the artifact with a shared function");
@@ -246,8 +246,8 @@ static void test_deadline_chain_depth(void) {
       if (strcmp(f->nodes.items[i]->op_type, "Send") == 0)
         bb_kv_upsert(rec, &f->nodes.items[i]->metadata, "ai.bytesandbrains.wire.chain_depth", "3");
     bb_model *m = ct_compile(c, rec);
-    const bb_node *send = m ? ct_op(ct_partition(m, "Sender"), "Send", 0) : NULL;
-    const bb_node *check = m ? ct_op(ct_partition(m, "Sender"), "DeadlineCheck", 0) : NULL;
+    const bb_ir_node *send = m ? ct_op(ct_partition(m, "Sender"), "Send", 0) : NULL;
+    const bb_ir_node *check = m ? ct_op(ct_partition(m, "Sender"), "DeadlineCheck", 0) : NULL;
     CHECK(send && check);
     if (send) CHECK_EQ_INT(bb_attr_get_int(&send->attrs, "deadline_ns", 0), depth ? 30 : 10);
     if (check) CHECK_EQ_INT(bb_attr_get_int(&check->attrs, "deadline_ns", 0), depth ? 30 : 10);
@@ -260,7 +260,7 @@ static void test_deadline_chain_depth(void) {
 static void test_expand_interval_default(void) {
   bb_compiler *c = standard_compiler();
   bb_model *m = compile_module(&SENDER, c);
-  const bb_node *iv = m ? ct_op(ct_partition(m, "Sender"), "Interval", 0) : NULL;
+  const bb_ir_node *iv = m ? ct_op(ct_partition(m, "Sender"), "Interval", 0) : NULL;
   CHECK(iv != NULL);
   if (iv) {
     CHECK_EQ_INT(bb_attr_get_int(&iv->attrs, "period_ns", 0), 1000000000);
@@ -300,7 +300,7 @@ static void test_tx_gates_on_peer_attribute(void) {
   bb_model *m = rec ? ct_compile(c, rec) : NULL;
   const bb_function *tx = m ? ct_partition(m, "Sender") : NULL;
   if (tx) {
-    const bb_node *ph = ct_op(tx, "PeerHealthGateTx", 0), *bo = ct_op(tx, "BackoffGateTx", 0), *send = ct_op(tx, "Send", 0);
+    const bb_ir_node *ph = ct_op(tx, "PeerHealthGateTx", 0), *bo = ct_op(tx, "BackoffGateTx", 0), *send = ct_op(tx, "Send", 0);
     CHECK(ph && bo && send);
     if (ph && bo && send) {
       CHECK_STR(bo->inputs.items[0], ph->outputs.items[0]);
@@ -352,7 +352,7 @@ static void test_user_stage_per_partition(void) {
   CHECK_EQ_INT(after_validate.calls, 1);
   CHECK_STR(after_validate.classes, "(root)");
   CHECK_EQ_INT(after_dedup.calls, 2);
-  const bb_node *send = m ? ct_op(ct_partition(m, "Sender"), "Send", 0) : NULL;
+  const bb_ir_node *send = m ? ct_op(ct_partition(m, "Sender"), "Send", 0) : NULL;
   CHECK_STR(ct_meta(send, "example.tracing_id"), "trace-1");
   bb_model_free(m);
   bb_compiler_free(c);
@@ -410,7 +410,7 @@ static void test_codec_bridges_storage(void) {
   const bb_function *tx = m ? ct_partition(m, "Coded") : NULL, *rx = m ? ct_partition(m, "Coded_peers") : NULL;
   CHECK(tx && rx);
   if (tx && rx) {
-    const bb_node *enc = ct_op(tx, "Encode", 0), *dec = ct_op(rx, "Decode", 0), *recv = ct_op(rx, "Recv", 0);
+    const bb_ir_node *enc = ct_op(tx, "Encode", 0), *dec = ct_op(rx, "Decode", 0), *recv = ct_op(rx, "Recv", 0);
     CHECK(enc && dec && recv);
     if (enc && dec && recv) {
       CHECK_STR(cc_type_or_empty(tx, enc->inputs.items[0]), F32);
@@ -443,7 +443,7 @@ static void test_two_sends_distinct_names(void) {
   CHECK_EQ_INT(ct_count(tx, "DeadlineCheck"), 2);
   CHECK_EQ_INT(ct_count(rx, "Recv"), 2);
   CHECK_EQ_INT(ct_count(rx, "DedupGateRx"), 2);
-  const bb_node *contribute = ct_op(rx, "Contribute", 0);
+  const bb_ir_node *contribute = ct_op(rx, "Contribute", 0);
   if (contribute) CHECK_STRS(&contribute->inputs, STRS("a__recv_0#backoff_rx_out", "b__recv_1#backoff_rx_out"));
   /* every output name is produced once per function */
   for (size_t f = 0; m && f < m->functions.len; f++) {

@@ -58,7 +58,7 @@ static inline bool dt_kvs_equal(const bb_kvlist *l, const char *const *want) {
 /* The node's op type, domain, inputs, outputs and metadata, all exactly. */
 #define CHECK_NODE(node_, op_, domain_, ins_, outs_, meta_)                      \
   do {                                                                           \
-    const bb_node *dt_n_ = (node_);                                              \
+    const bb_ir_node *dt_n_ = (node_);                                              \
     CHECK(dt_n_ != NULL);                                                        \
     if (dt_n_) {                                                                 \
       CHECK_STR(dt_n_->op_type, (op_));                                          \
@@ -105,7 +105,7 @@ static inline bb_function *dt_fn(const bb_model *m, const char *name) {
   return bb_model_find_function(m, BB_DOMAIN_MODULE, name);
 }
 
-static inline const bb_node *dt_node(const bb_function *f, size_t i) {
+static inline const bb_ir_node *dt_node(const bb_function *f, size_t i) {
   return f && i < f->nodes.len ? f->nodes.items[i] : NULL;
 }
 

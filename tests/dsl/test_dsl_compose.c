@@ -107,7 +107,7 @@ static void test_nesting_and_module_instance(void) {
   const bb_function *inner = dt_fn(m, "Inner"), *outer = dt_fn(m, "Outer"), *root = dt_fn(m, "Nest");
   if (!inner || !outer || !root) return;
   /* Inner's first caller was Outer: its nodes carry that chain, shared by every caller */
-  const bb_node *interval = dt_node(inner, 0);
+  const bb_ir_node *interval = dt_node(inner, 0);
   CHECK_NODE(interval, "Interval", BB_DOMAIN_SYSCALL, NONE, STRS("v0"),
              STRS(BB_KEY_MODULE_INSTANCE, "Nest_Outer_Inner"));
   if (interval) CHECK_EQ_INT(bb_attr_get_int(&interval->attrs, "period_ns", 0), 5000);

@@ -74,7 +74,7 @@ static const bb_module ROLES = {sizeof(bb_module), "Roles", roles_body, NULL, NU
 #define ROLE(trait, id, slot) BB_KEY_REQUIRED_TRAIT, trait, BB_KEY_SLOT_ID, id, BB_KEY_SLOT_NAME, slot
 #define MI BB_KEY_MODULE_INSTANCE, "Roles"
 
-static void check_int_attr(const bb_node *n, const char *name, int64_t v) {
+static void check_int_attr(const bb_ir_node *n, const char *name, int64_t v) {
   const bb_attr *a = n ? bb_attr_find(&n->attrs, name) : NULL;
   CHECK_MSG(a != NULL, "attribute %s missing", name);
   if (!a) return;
@@ -149,7 +149,7 @@ static void check_codec_data_selector_nodes(const bb_function *f) {
 static void check_backend_nodes(const bb_function *f) {
   CHECK_NODE(dt_node(f, 20), "Add", "", STRS("x", "x"), STRS("v22"), STRS(ROLE("BackendRuntime", "7", "compute"), MI));
   CHECK_TENSOR(f, "v22", "ai.bytesandbrains.tensor.f32", BB_DTYPE_FLOAT);
-  const bb_node *gemm = dt_node(f, 21);
+  const bb_ir_node *gemm = dt_node(f, 21);
   CHECK_NODE(gemm, "Gemm", "", STRS("x", "x", ""), STRS("v23"), STRS(ROLE("BackendRuntime", "7", "compute"), MI));
   if (gemm) {
     CHECK_EQ_INT(gemm->attrs.len, 2);
@@ -161,7 +161,7 @@ static void check_backend_nodes(const bb_function *f) {
   CHECK_NODE(dt_node(f, 22), "Split", "", STRS("x"), STRS("v24", "v25"),
              STRS(ROLE("BackendRuntime", "7", "compute"), MI));
   check_int_attr(dt_node(f, 22), "axis", 0);
-  const bb_node *c = dt_node(f, 23);
+  const bb_ir_node *c = dt_node(f, 23);
   CHECK_NODE(c, "Constant", "", NONE, STRS("v26"), STRS(ROLE("BackendRuntime", "7", "compute"), MI));
   const bb_attr *value = c ? bb_attr_find(&c->attrs, "value") : NULL;
   CHECK(value && value->type == BB_ATTR_TENSOR && value->t);

@@ -43,14 +43,14 @@ static void syscalls_body(bb_rec *g, void *user) {
 
 static const bb_module SYSCALLS = {sizeof(bb_module), "Syscalls", syscalls_body, NULL, NULL, NULL, 0};
 
-static const bb_attr *attr(const bb_node *n, const char *name, int type) {
+static const bb_attr *attr(const bb_ir_node *n, const char *name, int type) {
   const bb_attr *a = n ? bb_attr_find(&n->attrs, name) : NULL;
   CHECK_MSG(a && a->type == type, "attribute %s missing or not of type %d", name, type);
   return a && a->type == type ? a : NULL;
 }
 
 static void check_constants(const bb_function *f) {
-  const bb_node *c = dt_node(f, 1);
+  const bb_ir_node *c = dt_node(f, 1);
   CHECK_NODE(c, "Constant", BB_DOMAIN_SYSCALL, NONE, STRS("v1"), STRS(BB_KEY_BOOTSTRAP_SEED, "server_peer", MI));
   const bb_attr *value = attr(c, "value", BB_ATTR_TENSOR);
   if (value) {
@@ -94,7 +94,7 @@ static void check_nodes(const bb_function *f) {
   CHECK_OPAQUE(f, "v9", BB_TYPE_BYTES);
   const char *child_types = "ai.bytesandbrains.tensor.i64,ai.bytesandbrains.address_vec,bb.trigger";
   for (size_t i = 10; i <= 11; i++) {
-    const bb_node *n = dt_node(f, i);
+    const bb_ir_node *n = dt_node(f, i);
     if (i == 10) CHECK_NODE(n, "Bundle", BB_DOMAIN_COMPOSITE, STRS("v2", "v7", "v3"), STRS("v10"), STRS(MI));
     else CHECK_NODE(n, "Unbundle", BB_DOMAIN_COMPOSITE, STRS("v10"), STRS("v11", "v12", "v13"), STRS(MI));
     CHECK_EQ_INT(n ? n->attrs.len : 0, 2);

@@ -60,7 +60,7 @@ static const char *peer_class(const bb_function *f) { return f ? bb_kv_get(&f->m
 static void check_wire_pair(const bb_function *from, const bb_function *to) {
   CHECK_EQ_INT(ct_count(from, "Send"), 1);
   CHECK_EQ_INT(ct_count(to, "Recv"), 1);
-  const bb_node *send = ct_op(from, "Send", 0), *recv = ct_op(to, "Recv", 0);
+  const bb_ir_node *send = ct_op(from, "Send", 0), *recv = ct_op(to, "Recv", 0);
   if (!send || !recv) return;
   char key[256];
   snprintf(key, sizeof key, "ai.bytesandbrains.dest_site_name.%s", send->inputs.items[0]);
@@ -69,7 +69,7 @@ static void check_wire_pair(const bb_function *from, const bb_function *to) {
 
 /* The first input of op in f, after the Rx gates: the gated Recv output. */
 static void check_fed_by_recv(const bb_function *f, const char *op, size_t input) {
-  const bb_node *n = ct_op(f, op, 0), *recv = ct_op(f, "Recv", 0);
+  const bb_ir_node *n = ct_op(f, op, 0), *recv = ct_op(f, "Recv", 0);
   CHECK(n && recv && input < n->inputs.len);
   if (!n || !recv || input >= n->inputs.len) return;
   char want[256];
@@ -77,7 +77,7 @@ static void check_fed_by_recv(const bb_function *f, const char *op, size_t input
   CHECK_STR(n->inputs.items[input], want);
 }
 
-static int64_t int_attr(const bb_node *n, const char *name) {
+static int64_t int_attr(const bb_ir_node *n, const char *name) {
   for (size_t i = 0; n && i < n->attrs.len; i++)
     if (strcmp(n->attrs.items[i]->name, name) == 0) return n->attrs.items[i]->i;
   return -1;
@@ -116,7 +116,7 @@ static void test_quickstart(void) {
   CHECK_STR(peer_class(p), BB_SELF_CLASS);
   CHECK_EQ_INT(ct_count(p, "NextBatch"), 1);
   CHECK_EQ_INT(ct_count(p, "Forward"), 1);
-  const bb_node *next = ct_op(p, "NextBatch", 0), *fwd = ct_op(p, "Forward", 0);
+  const bb_ir_node *next = ct_op(p, "NextBatch", 0), *fwd = ct_op(p, "Forward", 0);
   if (next && fwd) CHECK_STR(fwd->inputs.items[0], next->outputs.items[0]);
   CHECK(p && bb_strlist_find(&p->outputs, "prediction") >= 0);
   if (p) CHECK_STR(cc_type_or_empty(p, "prediction"), F32);
@@ -158,7 +158,7 @@ static void test_custom_index(void) {
   if (!m) return;
   const bb_function *p = ct_partition(m, "CustomIndexApp");
   CHECK(p && n_partitions(m) == 1);
-  const bb_node *search = ct_op(p, "Search", 0);
+  const bb_ir_node *search = ct_op(p, "Search", 0);
   CHECK_EQ_INT(int_attr(search, "k"), 3);
   if (search) CHECK_STR(search->inputs.items[0], "query");
   CHECK_STR(ct_binding(m, p, "hnsw"), "Index|FlatIndex|0");
@@ -182,7 +182,7 @@ static void test_multi_target_network(void) {
    * DeadlineCheck, Send] and [Recv, the three Rx gates, Contribute] */
   CHECK_EQ_INT(src ? src->nodes.len : 0, 6);
   CHECK_EQ_INT(sink ? sink->nodes.len : 0, 5);
-  const bb_node *recv = ct_op(sink, "Recv", 0);
+  const bb_ir_node *recv = ct_op(sink, "Recv", 0);
   if (recv) CHECK_STR(recv->outputs.items[0], "prediction_port__recv_0");
   /* contribution and metadata are the same received value */
   check_fed_by_recv(sink, "Contribute", 0);
@@ -220,7 +220,7 @@ static void test_federated_learning(void) {
     CHECK_EQ_INT(ct_count(p, "LoadParameters"), 1);
     CHECK_EQ_INT(ct_count(p, "Params"), 1);
     CHECK_EQ_INT(ct_count(p, "Send"), 1);
-    const bb_node *params = ct_op(p, "Params", 0), *send = ct_op(p, "Send", 0);
+    const bb_ir_node *params = ct_op(p, "Params", 0), *send = ct_op(p, "Send", 0);
     if (params && send) {
       CHECK_STR(send->inputs.items[0], params->outputs.items[0]);
       CHECK_STR(send->inputs.items[1], "server_peer");
@@ -242,7 +242,7 @@ static void test_federated_learning(void) {
     CHECK(p && n_partitions(logic) == 1);
     CHECK_EQ_INT(ct_count(p, "Sample"), 1);
     CHECK_EQ_INT(ct_count(p, "Params"), 1);
-    const bb_node *sample = ct_op(p, "Sample", 0), *send = ct_op(p, "Send", 0);
+    const bb_ir_node *sample = ct_op(p, "Sample", 0), *send = ct_op(p, "Send", 0);
     CHECK_EQ_INT(int_attr(sample, "n"), 2);
     CHECK_STR(ct_meta(sample, BB_KEY_PEER_CLASS), "clients");
     if (sample && send) CHECK_STR(send->inputs.items[1], sample->outputs.items[0]);
@@ -358,7 +358,7 @@ static void test_polymorphic_types(void) {
   bb_model *m = compile_example("polymorphic_types", 0);
   if (m) {
     const bb_function *p = ct_partition(m, "AddReluDemo");
-    const bb_node *add = ct_op(p, "Add", 0), *relu = ct_op(p, "Relu", 0);
+    const bb_ir_node *add = ct_op(p, "Add", 0), *relu = ct_op(p, "Relu", 0);
     CHECK(p && add && relu);
     if (p && add && relu) {
       /* one seed (x = tensor.f32) resolves y, the Add output and the Relu output */

@@ -7,9 +7,9 @@
 #include "bb/ir.h"
 #include "harness.h"
 
-static bb_node *add_node(bb_model *m, bb_nodelist *l, const char *op, const char *domain, const char *in0,
+static bb_ir_node *add_node(bb_model *m, bb_nodelist *l, const char *op, const char *domain, const char *in0,
                          const char *in1, const char *out) {
-  bb_node *n = bb_node_new(m, op, domain, NULL);
+  bb_ir_node *n = bb_ir_node_new(m, op, domain, NULL);
   CHECK(n != NULL);
   if (in0) CHECK_EQ_INT(bb_strlist_append(m, &n->inputs, in0), 0);
   if (in1) CHECK_EQ_INT(bb_strlist_append(m, &n->inputs, in1), 0);
@@ -53,7 +53,7 @@ static bb_model *build_mlp(void) {
   add_node(m, &g->nodes, "MatMul", NULL, "x", "W", "h");
   add_node(m, &g->nodes, "Add", NULL, "h", "b", "z");
   add_node(m, &g->nodes, "Relu", NULL, "z", NULL, "r");
-  bb_node *sm = add_node(m, &g->nodes, "Softmax", NULL, "r", NULL, "p");
+  bb_ir_node *sm = add_node(m, &g->nodes, "Softmax", NULL, "r", NULL, "p");
   CHECK(bb_attr_set_int(m, &sm->attrs, "axis", 1) != NULL);
   CHECK(bb_vilist_add(m, &g->value_infos, "h", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL)) != NULL);
 
@@ -62,7 +62,7 @@ static bb_model *build_mlp(void) {
   CHECK_EQ_INT(bb_strlist_append(m, &f->outputs, "prediction"), 0);
   CHECK_EQ_INT(bb_opset_set(m, &f->opsets, "", BB_ONNX_OPSET_VERSION), 0);
   CHECK_EQ_INT(bb_opset_set(m, &f->opsets, "ai.bytesandbrains.role.model", 1), 0);
-  bb_node *fw = add_node(m, &f->nodes, "Forward", "ai.bytesandbrains.role.model", "batch", NULL, "prediction");
+  bb_ir_node *fw = add_node(m, &f->nodes, "Forward", "ai.bytesandbrains.role.model", "batch", NULL, "prediction");
   CHECK_EQ_INT(bb_kv_append(m, &fw->metadata, "ai.bytesandbrains.required_trait", "ModelRuntime"), 0);
   CHECK_EQ_INT(bb_kv_append(m, &fw->metadata, "ai.bytesandbrains.slot_id", "0"), 0);
   CHECK_EQ_INT(bb_kv_append(m, &f->metadata, "ai.bytesandbrains.module_phase", "body"), 0);
@@ -116,7 +116,7 @@ static void test_built_model_passes_onnx_checker(void) {
   bb_model *m = build_mlp();
   CHECK_MSG(onnx_check(m, "good") == 0, "onnx.checker rejected a model built through the IR");
   /* The checker is really consulted: a dangling input must fail it. */
-  bb_node *relu = m->graph->nodes.items[2];
+  bb_ir_node *relu = m->graph->nodes.items[2];
   relu->inputs.items[0] = bb_model_strdup(m, "no_such_value");
   CHECK_MSG(onnx_check(m, "bad") != 0, "onnx.checker accepted a node reading an undefined value");
   bb_model_free(m);
@@ -207,9 +207,9 @@ static void test_attribute_helpers(void) {
 static void test_list_edits(void) {
   bb_model *m = bb_model_new(NULL);
   bb_graph *g = bb_graph_new(m, "g");
-  bb_node *a = add_node(m, &g->nodes, "Relu", NULL, "x", NULL, "a");
-  bb_node *c = add_node(m, &g->nodes, "Relu", NULL, "b", NULL, "c");
-  bb_node *b = bb_node_new(m, "Neg", NULL, "middle");
+  bb_ir_node *a = add_node(m, &g->nodes, "Relu", NULL, "x", NULL, "a");
+  bb_ir_node *c = add_node(m, &g->nodes, "Relu", NULL, "b", NULL, "c");
+  bb_ir_node *b = bb_ir_node_new(m, "Neg", NULL, "middle");
   CHECK_EQ_INT(bb_strlist_append(m, &b->outputs, "b"), 0);
   CHECK_EQ_INT(bb_nodelist_insert(m, &g->nodes, 1, b), 0);
   CHECK_EQ_INT(bb_nodelist_index(&g->nodes, a), 0);
@@ -227,7 +227,7 @@ static void test_list_edits(void) {
   CHECK_EQ_INT(g->nodes.len, 2);
   CHECK(g->nodes.items[0] == b);
   CHECK_EQ_INT(bb_nodelist_remove(&g->nodes, 5), BB_ERR_INVALID_ARGUMENT);
-  for (int i = 0; i < 500; i++) CHECK_EQ_INT(bb_nodelist_insert(m, &g->nodes, 0, bb_node_new(m, "Identity", NULL, NULL)), 0);
+  for (int i = 0; i < 500; i++) CHECK_EQ_INT(bb_nodelist_insert(m, &g->nodes, 0, bb_ir_node_new(m, "Identity", NULL, NULL)), 0);
   CHECK(g->nodes.items[501] == c);
 
   CHECK_EQ_INT(bb_opset_get(&m->opsets, "ai.onnx"), -1);
@@ -251,7 +251,7 @@ static void test_rename_value(void) {
   CHECK(bb_vilist_add(m, &g->outputs, "y", NULL));
   add_node(m, &g->nodes, "Relu", NULL, "x", NULL, "t");
   /* If: then-branch reads the outer t; else-branch defines its own t (shadowing). */
-  bb_node *iff = add_node(m, &g->nodes, "If", NULL, "x", NULL, "y");
+  bb_ir_node *iff = add_node(m, &g->nodes, "If", NULL, "x", NULL, "y");
   bb_graph *then_g = bb_graph_new(m, "then");
   add_node(m, &then_g->nodes, "Neg", NULL, "t", NULL, "o1");
   CHECK(bb_vilist_add(m, &then_g->outputs, "o1", NULL));

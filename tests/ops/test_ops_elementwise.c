@@ -149,11 +149,11 @@ static bb_tensor *random_tensor(int32_t dt, int rank, const int64_t *dims, doubl
 static bb_model *model;
 static bb_error last_err;
 
-static bb_node *node(const char *op, size_t n_in, size_t n_out) {
+static bb_ir_node *node(const char *op, size_t n_in, size_t n_out) {
   static int counter;
   char name[32];
   snprintf(name, sizeof name, "n%d", ++counter);
-  bb_node *n = bb_node_new(model, op, "", name);
+  bb_ir_node *n = bb_ir_node_new(model, op, "", name);
   for (size_t i = 0; i < n_in; i++) {
     snprintf(name, sizeof name, "in%zu", i);
     bb_strlist_append(model, &n->inputs, name);
@@ -165,7 +165,7 @@ static bb_node *node(const char *op, size_t n_in, size_t n_out) {
   return n;
 }
 
-static int run(const bb_node *n, int64_t opset, bb_tensor *const *in, size_t n_in, bb_tensor **out, size_t n_out) {
+static int run(const bb_ir_node *n, int64_t opset, bb_tensor *const *in, size_t n_in, bb_tensor **out, size_t n_out) {
   bb_error_clear(&last_err);
   return bb_cpu_run_node(n, opset, in, n_in, out, n_out, NULL, &last_err);
 }
@@ -503,7 +503,7 @@ static void test_mod(void) {
     bb_tensor *y = run1("Mod", 13, in, 2);
     check_ints(y, types[t], mod, 7, "Mod");
     bb_tensor_release(y);
-    bb_node *n = node("Mod", 2, 1);
+    bb_ir_node *n = node("Mod", 2, 1);
     bb_attr_set_int(model, &n->attrs, "fmod", 1);
     y = NULL;
     run(n, 13, in, 2, &y, 1);
@@ -537,7 +537,7 @@ static void test_mod(void) {
   const int32_t ftypes[4] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16};
   for (int t = 0; t < 4; t++) {
     bb_tensor *in[2] = {vec(ftypes[t], 6, fa), vec(ftypes[t], 6, fb)};
-    bb_node *n = node("Mod", 2, 1);
+    bb_ir_node *n = node("Mod", 2, 1);
     bb_attr_set_int(model, &n->attrs, "fmod", 1);
     y = NULL;
     CHECK_EQ_INT(run(n, 13, in, 2, &y, 1), 0);
@@ -853,7 +853,7 @@ static void test_unary_float(void) {
     for (int t = 0; t < 4; t++) {
       const unary_case *u = &cases[c];
       bb_tensor *x = random_tensor(types[t], 1, &n, u->lo, u->hi);
-      bb_node *nd = node(u->op, 1, 1);
+      bb_ir_node *nd = node(u->op, 1, 1);
       if (u->attr1) bb_attr_set_float(model, &nd->attrs, u->attr1, (float)u->v1);
       if (u->attr2) bb_attr_set_float(model, &nd->attrs, u->attr2, (float)u->v2);
       bb_tensor *y = NULL;
@@ -950,7 +950,7 @@ static void test_clip(void) {
   const double x[6] = {-3, -1, 0, 1, 3, NAN};
   /* opset 6: attributes */
   bb_tensor *in = vec(BB_DTYPE_FLOAT, 6, x);
-  bb_node *n = node("Clip", 1, 1);
+  bb_ir_node *n = node("Clip", 1, 1);
   bb_attr_set_float(model, &n->attrs, "min", -1.5f);
   bb_attr_set_float(model, &n->attrs, "max", 2.0f);
   bb_tensor *y = NULL;
@@ -1055,7 +1055,7 @@ static void test_cast_matrix(void) {
     }
     for (size_t d = 0; d < N_ALL; d++) {
       const int32_t dst = ALL_TYPES[d];
-      bb_node *nd = node("Cast", 1, 1);
+      bb_ir_node *nd = node("Cast", 1, 1);
       bb_attr_set_int(model, &nd->attrs, "to", dst);
       bb_tensor *y = NULL;
       CHECK_MSG(run(nd, 13, &x, 1, &y, 1) == 0 && y && y->dtype == dst, "Cast %s->%s: %s", bb_dtype_name(src),
@@ -1095,7 +1095,7 @@ static void test_cast_hand_cases(void) {
   const double v[6] = {1.0, 65504, 65519.99, 65520, ldexp(1, -24), ldexp(1, -25)};
   const uint16_t h[6] = {0x3c00, 0x7bff, 0x7bff, 0x7c00, 0x0001, 0x0000};
   bb_tensor *x = vec(BB_DTYPE_DOUBLE, 6, v);
-  bb_node *nd = node("Cast", 1, 1);
+  bb_ir_node *nd = node("Cast", 1, 1);
   bb_attr_set_int(model, &nd->attrs, "to", BB_DTYPE_FLOAT16);
   bb_tensor *y = NULL;
   run(nd, 13, &x, 1, &y, 1);
@@ -1186,7 +1186,7 @@ static void test_identity_and_dropout(void) {
   CHECK_EQ_INT(run(node("Dropout", 1, 2), 7, &x, 1, out, 2), 0);
   CHECK(out[1] && out[1]->dtype == BB_DTYPE_FLOAT && tensor_real(out[1], 5) == 1.0);
   release_all(out, 2);
-  bb_node *n6 = node("Dropout", 1, 1);
+  bb_ir_node *n6 = node("Dropout", 1, 1);
   bb_attr_set_int(model, &n6->attrs, "is_test", 0);
   CHECK_EQ_INT(run(n6, 6, &x, 1, out, 1), BB_ERR_UNSUPPORTED);
   /* ints are not Dropout types */
@@ -1201,7 +1201,7 @@ static void test_identity_and_dropout(void) {
 static void test_errors_name_the_node(void) {
   const int64_t d23[2] = {2, 3}, d43[2] = {4, 3};
   bb_tensor *in[2] = {tensor(BB_DTYPE_FLOAT, 2, d23), tensor(BB_DTYPE_FLOAT, 2, d43)};
-  bb_node *n = node("Add", 2, 1);
+  bb_ir_node *n = node("Add", 2, 1);
   bb_tensor *y = NULL;
   CHECK_EQ_INT(run(n, 14, in, 2, &y, 1), BB_ERR_TYPE);
   CHECK_MSG(strstr(last_err.message, n->name) && strstr(last_err.message, "broadcast"), "%s", last_err.message);
@@ -1235,7 +1235,7 @@ static void test_legacy_broadcast(void) {
   bb_tensor *b3 = random_tensor(BB_DTYPE_FLOAT, 1, &d3, -5, 5), *b4 = random_tensor(BB_DTYPE_FLOAT, 1, &d4, -5, 5);
   bb_tensor *b34 = random_tensor(BB_DTYPE_FLOAT, 2, d34, -5, 5);
   /* axis 1 with B [3]: B[j] is added along the middle dimension */
-  bb_node *n = node("Sub", 2, 1);
+  bb_ir_node *n = node("Sub", 2, 1);
   bb_attr_set_int(model, &n->attrs, "broadcast", 1);
   bb_attr_set_int(model, &n->attrs, "axis", 1);
   bb_tensor *y = NULL, *in[2] = {a, b3};
@@ -1291,7 +1291,7 @@ static void test_types_match_the_table(void) {
       const int32_t dt = ALL_TYPES[t];
       const int64_t two = 2;
       bb_tensor *x = tensor(dt, 1, &two), *cond = tensor(BB_DTYPE_BOOL, 1, &two);
-      bb_node *n;
+      bb_ir_node *n;
       bb_tensor *in[3] = {x, x, x};
       size_t n_in = 2;
       const char *op = ops[o];

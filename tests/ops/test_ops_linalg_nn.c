@@ -22,8 +22,8 @@ static bb_tensor *rand_tensor(int rank, const int64_t *dims) {
 
 static bb_model *model;
 
-static bb_node *node(const char *op, int n_in, int n_out) {
-  bb_node *n = bb_node_new(model, op, NULL, "under_test");
+static bb_ir_node *node(const char *op, int n_in, int n_out) {
+  bb_ir_node *n = bb_ir_node_new(model, op, NULL, "under_test");
   char name[16];
   for (int i = 0; i < n_in; i++) snprintf(name, sizeof name, "in%d", i), bb_strlist_append(model, &n->inputs, name);
   for (int i = 0; i < n_out; i++) snprintf(name, sizeof name, "out%d", i), bb_strlist_append(model, &n->outputs, name);
@@ -82,7 +82,7 @@ static void test_gemm_forms(void) {
     int64_t cd1[] = {N}, cd2[] = {M, 1};
     bb_tensor *in[3] = {rand_tensor(2, ad), rand_tensor(2, bd), cshape ? rand_tensor(2, cd2) : rand_tensor(1, cd1)};
     bb_tensor *out[1];
-    bb_node *n = node("Gemm", 3, 1);
+    bb_ir_node *n = node("Gemm", 3, 1);
     bb_attr_set_int(model, &n->attrs, "transA", ta);
     bb_attr_set_int(model, &n->attrs, "transB", tb);
     bb_attr_set_float(model, &n->attrs, "alpha", 0.5f);
@@ -139,7 +139,7 @@ static void test_conv_2d(void) {
     int64_t n = cases[t].n, c = cases[t].c, h = cases[t].h, w = cases[t].w, m = cases[t].m, k = cases[t].k;
     int64_t xd[] = {n, c, h, w}, wd[] = {m, c / cases[t].group, k, k}, bd[] = {m};
     bb_tensor *in[3] = {rand_tensor(4, xd), rand_tensor(4, wd), rand_tensor(1, bd)}, *out[1];
-    bb_node *nd = node("Conv", 3, 1);
+    bb_ir_node *nd = node("Conv", 3, 1);
     int64_t two[2] = {cases[t].stride, cases[t].stride}, dil[2] = {cases[t].dil, cases[t].dil};
     int64_t pads[4] = {cases[t].pad, cases[t].pad, cases[t].pad, cases[t].pad};
     bb_attr_set_ints(model, &nd->attrs, "strides", two, 2);
@@ -173,7 +173,7 @@ static void test_conv_2d(void) {
 static void test_maxpool_indices_and_avgpool(void) {
   int64_t xd[] = {2, 3, 9, 8};
   bb_tensor *x = rand_tensor(4, xd), *in[1] = {x}, *out[2];
-  bb_node *n = node("MaxPool", 1, 2);
+  bb_ir_node *n = node("MaxPool", 1, 2);
   int64_t k[2] = {3, 2}, s[2] = {2, 2}, pads[4] = {1, 0, 1, 1};
   bb_attr_set_ints(model, &n->attrs, "kernel_shape", k, 2);
   bb_attr_set_ints(model, &n->attrs, "strides", s, 2);
@@ -204,7 +204,7 @@ static void test_maxpool_indices_and_avgpool(void) {
   bb_tensor_release(out[0]);
   bb_tensor_release(out[1]);
   /* AveragePool excluding padding from the divisor */
-  bb_node *a = node("AveragePool", 1, 1);
+  bb_ir_node *a = node("AveragePool", 1, 1);
   bb_attr_set_ints(model, &a->attrs, "kernel_shape", k, 2);
   bb_attr_set_ints(model, &a->attrs, "pads", pads, 4);
   CHECK_EQ_INT(bb_cpu_run_node(a, 11, in, 1, out, 1, NULL, &err), 0);

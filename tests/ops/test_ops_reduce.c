@@ -68,8 +68,8 @@ static bb_tensor *vec64(size_t n, const int64_t *v) {
 
 /* ---- running nodes ---------------------------------------------------------------------- */
 
-static bb_node *make_node(const char *op) {
-  bb_node *n = bb_node_new(M, op, "", "under_test");
+static bb_ir_node *make_node(const char *op) {
+  bb_ir_node *n = bb_ir_node_new(M, op, "", "under_test");
   bb_strlist_append(M, &n->outputs, "y");
   return n;
 }
@@ -79,7 +79,7 @@ static void release_pair(bb_tensor **t) {
   bb_tensor_release(t[1]);
 }
 
-static int run(const bb_node *n, int64_t opset, bb_tensor **in, size_t n_in, bb_tensor **out) {
+static int run(const bb_ir_node *n, int64_t opset, bb_tensor **in, size_t n_in, bb_tensor **out) {
   bb_error_clear(&err);
   return bb_cpu_run_node(n, opset, in, n_in, out, 1, NULL, &err);
 }
@@ -204,7 +204,7 @@ static bool random_reduce_case(kind k, int32_t dtype) {
   bool keepdims = rng_next() & 1, axes_input = rng_next() & 1;
   int64_t opset = axes_input ? KINDS[k].axes_input_since : KINDS[k].axes_input_since - 1;
   bb_tensor *x = random_tensor(dtype, rank, dims, KINDS[k].lo, KINDS[k].hi), *out = NULL;
-  bb_node *n = make_node(KINDS[k].op);
+  bb_ir_node *n = make_node(KINDS[k].op);
   bb_attr_set_int(M, &n->attrs, "keepdims", keepdims);
   bb_tensor *in[2] = {x, NULL};
   if (n_axes && axes_input) in[1] = vec64(n_axes, axes);
@@ -263,7 +263,7 @@ static void test_reduce_random(void) {
         int axis = (int)rng_int(0, rank - 1);
         bool mask[3] = {false};
         mask[axis] = true;
-        bb_node *n = make_node(KINDS[int_kinds[k]].op);
+        bb_ir_node *n = make_node(KINDS[int_kinds[k]].op);
         bb_attr_set_ints(M, &n->attrs, "axes", (const int64_t[]){axis}, 1);
         bool ok = run(n, 11, &x, 1, &out) == 0 && out->dtype == int_types[t];
         double ref[64];
@@ -287,7 +287,7 @@ static void test_reduce_large(void) {
   for (int k = 0; k < 5; k++)
     for (int a = 0; a < 3; a++) {
       bool mask[2] = {a != 1, a != 0};
-      bb_node *n = make_node(KINDS[kinds[k]].op);
+      bb_ir_node *n = make_node(KINDS[kinds[k]].op);
       if (a < 2) bb_attr_set_ints(M, &n->attrs, "axes", (const int64_t[]){a}, 1);
       bool ok = run(n, 11, &x, 1, &out) == 0;
       double *ref = malloc(1024 * sizeof *ref);
@@ -346,7 +346,7 @@ static void test_reduce_cases(void) {
   const char *ops[4] = {"ReduceSum", "ReduceProd", "ReduceMax", "ReduceMean"};
   const double want[4] = {0, 1, -INFINITY, NAN};
   for (int i = 0; i < 4; i++) {
-    bb_node *n = make_node(ops[i]);
+    bb_ir_node *n = make_node(ops[i]);
     bb_attr_set_ints(M, &n->attrs, "axes", (const int64_t[]){1}, 1);
     bb_attr_set_int(M, &n->attrs, "keepdims", 0);
     bool ok = run(n, 11, &empty, 1, &out) == 0 && out->rank == 1 && out->numel == 2;
@@ -361,7 +361,7 @@ static void test_reduce_sum_forms(void) {
   const int64_t d[2] = {2, 3};
   bb_tensor *x = floats(2, d, (const float[]){1, 2, 3, 4, 5, 6}), *out = NULL;
   /* opset 13, no axes: all; with noop_with_empty_axes: the input unchanged (absent or empty axes) */
-  bb_node *n = make_node("ReduceSum");
+  bb_ir_node *n = make_node("ReduceSum");
   CHECK(run(n, 13, &x, 1, &out) == 0 && out->rank == 2 && out->numel == 1 && tensor_real(out, 0) == 21);
   bb_tensor_release(out);
   bb_attr_set_int(M, &n->attrs, "noop_with_empty_axes", 1);
@@ -378,7 +378,7 @@ static void test_reduce_sum_forms(void) {
   bb_tensor_release(in[1]);
   /* axes input [-1] with keepdims 0: row sums */
   in[1] = vec64(1, (const int64_t[]){-1});
-  bb_node *rows = make_node("ReduceSum");
+  bb_ir_node *rows = make_node("ReduceSum");
   bb_attr_set_int(M, &rows->attrs, "keepdims", 0);
   CHECK(run(rows, 13, in, 2, &out) == 0 && out->rank == 1 && tensor_real(out, 0) == 6 && tensor_real(out, 1) == 15);
   bb_tensor_release(out);
@@ -412,7 +412,7 @@ static void test_arg(void) {
     int axis = (int)rng_int(-rank, rank - 1), ax = axis < 0 ? axis + rank : axis;
     /* few distinct values, so ties are common */
     bb_tensor *x = random_tensor(dtype, rank, dims, dtype == BB_DTYPE_UINT64 ? 0 : -2, 2), *out = NULL;
-    bb_node *n = make_node(want_max ? "ArgMax" : "ArgMin");
+    bb_ir_node *n = make_node(want_max ? "ArgMax" : "ArgMin");
     bb_attr_set_int(M, &n->attrs, "axis", axis);
     bb_attr_set_int(M, &n->attrs, "keepdims", keepdims);
     bb_attr_set_int(M, &n->attrs, "select_last_index", last);
@@ -439,7 +439,7 @@ static void test_arg(void) {
 
   /* NaN wins, first (or last) of them; an empty axis is an error */
   bb_tensor *x = floats(1, (const int64_t[]){5}, (const float[]){1, NAN, 7, NAN, -3}), *out = NULL;
-  bb_node *n = make_node("ArgMin");
+  bb_ir_node *n = make_node("ArgMin");
   CHECK(run(n, 13, &x, 1, &out) == 0 && ((const int64_t *)bb_tensor_data(out))[0] == 1);
   bb_tensor_release(out);
   bb_attr_set_int(M, &n->attrs, "select_last_index", 1);
@@ -459,7 +459,7 @@ static void test_arg(void) {
   CHECK(ok);
   bb_tensor_release(out);
   /* opset 11, axis 0 coerces to [1, 6]: one 1 in the whole tensor */
-  bb_node *old = make_node("Hardmax");
+  bb_ir_node *old = make_node("Hardmax");
   bb_attr_set_int(M, &old->attrs, "axis", 0);
   CHECK(run(old, 11, &h, 1, &out) == 0);
   ok = out && out->numel == 6;
@@ -488,7 +488,7 @@ static void reference_softmax(bool is_log, const bb_tensor *x, int64_t outer, in
 static bool check_softmax(bool is_log, int64_t opset, int32_t dtype, int rank, const int64_t *dims, int64_t axis,
                           bool set_axis) {
   bb_tensor *x = random_tensor(dtype, rank, dims, -5, 5), *out = NULL;
-  bb_node *n = make_node(is_log ? "LogSoftmax" : "Softmax");
+  bb_ir_node *n = make_node(is_log ? "LogSoftmax" : "Softmax");
   if (set_axis) bb_attr_set_int(M, &n->attrs, "axis", axis);
   int ax = (int)(axis < 0 ? axis + rank : axis);
   int64_t outer = 1, len = 1, inner = 1;
@@ -544,7 +544,7 @@ static void test_softmax(void) {
   bb_tensor *x = floats(1, (const int64_t[]){3}, (const float[]){1000, 1001, 1002}), *out = NULL;
   CHECK(run(make_node("Softmax"), 13, &x, 1, &out) == 0 && fabs(tensor_real(out, 2) - 0.66524096) < 1e-6);
   bb_tensor_release(out);
-  bb_node *bad = make_node("Softmax");
+  bb_ir_node *bad = make_node("Softmax");
   bb_attr_set_int(M, &bad->attrs, "axis", 1);
   CHECK(run(bad, 13, &x, 1, &out) == BB_ERR_INVALID_ARGUMENT);
   bb_tensor_release(x);
@@ -566,7 +566,7 @@ static void test_cumsum(void) {
         bb_tensor *x = random_tensor(types[t], 3, d, -9, 9), *out = NULL;
         bb_tensor *in[2] = {x, bb_tensor_new_empty(NULL, BB_DTYPE_INT32, 0, NULL)};
         *(int32_t *)bb_tensor_data(in[1]) = axis;
-        bb_node *n = make_node("CumSum");
+        bb_ir_node *n = make_node("CumSum");
         bb_attr_set_int(M, &n->attrs, "exclusive", exclusive);
         bb_attr_set_int(M, &n->attrs, "reverse", reverse);
         bool ok = run(n, 14, in, 2, &out) == 0 && out->dtype == types[t] && out->numel == 60;
@@ -601,7 +601,7 @@ static void test_topk(void) {
     int64_t k = rng_int(0, d[axis]);
     bool largest = rng_next() & 1;
     bb_tensor *x = random_tensor(dtype, 3, d, dtype == BB_DTYPE_UINT64 ? 0 : -3, 3), *out[2] = {NULL, NULL};
-    bb_node *n = bb_node_new(M, "TopK", "", "under_test");
+    bb_ir_node *n = bb_ir_node_new(M, "TopK", "", "under_test");
     bb_strlist_append(M, &n->outputs, "values");
     bb_strlist_append(M, &n->outputs, "indices");
     bb_attr_set_int(M, &n->attrs, "axis", axis - 3);
@@ -639,7 +639,7 @@ static void test_topk(void) {
   /* k past the axis */
   bb_tensor *x = floats(1, (const int64_t[]){3}, (const float[]){1, 2, 3}), *out[2] = {NULL, NULL};
   bb_tensor *in[2] = {x, vec64(1, (const int64_t[]){4})};
-  bb_node *n = bb_node_new(M, "TopK", "", "under_test");
+  bb_ir_node *n = bb_ir_node_new(M, "TopK", "", "under_test");
   bb_strlist_append(M, &n->outputs, "values");
   bb_strlist_append(M, &n->outputs, "indices");
   CHECK(bb_cpu_run_node(n, 11, in, 2, out, 2, NULL, &err) == BB_ERR_INVALID_ARGUMENT);

@@ -20,8 +20,8 @@ static bb_error err;
 
 /* ---- building nodes and tensors ------------------------------------------------------------ */
 
-static bb_node *make_node(const char *op, size_t n_out) {
-  bb_node *n = bb_node_new(M, op, "", "under_test");
+static bb_ir_node *make_node(const char *op, size_t n_out) {
+  bb_ir_node *n = bb_ir_node_new(M, op, "", "under_test");
   for (size_t i = 0; i < n_out; i++) {
     char name[16];
     snprintf(name, sizeof name, "y%zu", i);
@@ -30,11 +30,11 @@ static bb_node *make_node(const char *op, size_t n_out) {
   return n;
 }
 
-static void set_ints(bb_node *n, const char *name, const int64_t *v, size_t count) {
+static void set_ints(bb_ir_node *n, const char *name, const int64_t *v, size_t count) {
   bb_attr_set_ints(M, &n->attrs, name, v, count);
 }
 
-static int run(const bb_node *n, int64_t opset, bb_tensor **in, size_t n_in, bb_tensor **out, size_t n_out) {
+static int run(const bb_ir_node *n, int64_t opset, bb_tensor **in, size_t n_in, bb_tensor **out, size_t n_out) {
   bb_error_clear(&err);
   return bb_cpu_run_node(n, opset, in, n_in, out, n_out, NULL, &err);
 }
@@ -146,7 +146,7 @@ static int64_t ravel(int rank, const int64_t *dims, const int64_t *idx) {
 static void test_reshape(void) {
   const int64_t d[3] = {2, 3, 4};
   bb_tensor *x = marked(BB_DTYPE_FLOAT, 3, d), *out[1] = {NULL};
-  bb_node *n = make_node("Reshape", 1);
+  bb_ir_node *n = make_node("Reshape", 1);
   /* 0 copies the input's dimension, -1 is inferred: [2, 3, 4] -> [2, 12] */
   const int64_t s1[3] = {0, -1}, want1[2] = {2, 12};
   bb_tensor *in[2] = {x, vec64(2, s1)};
@@ -172,7 +172,7 @@ static void test_reshape(void) {
   const int64_t s3[2] = {-1, -1}, s4[2] = {5, 5}, s5[4] = {2, 3, 4, 0};
   const int64_t *bad[3] = {s3, s4, s5};
   const size_t bad_n[3] = {2, 2, 4};
-  bb_node *plain = make_node("Reshape", 1);
+  bb_ir_node *plain = make_node("Reshape", 1);
   for (int i = 0; i < 3; i++) {
     in[1] = vec64(bad_n[i], bad[i]);
     CHECK(run(plain, 14, in, 2, out, 1) < 0);
@@ -182,7 +182,7 @@ static void test_reshape(void) {
   }
 
   /* opset 1: the shape is an attribute */
-  bb_node *old = make_node("Reshape", 1);
+  bb_ir_node *old = make_node("Reshape", 1);
   const int64_t s6[2] = {4, -1}, want6[2] = {4, 6};
   set_ints(old, "shape", s6, 2);
   CHECK_EQ_INT(run(old, 1, &x, 1, out, 1), 0);
@@ -197,14 +197,14 @@ static void test_flatten(void) {
   const int64_t axes[4] = {0, 2, -1, 4};
   const int64_t want[4][2] = {{1, 120}, {6, 20}, {24, 5}, {120, 1}};
   for (int i = 0; i < 4; i++) {
-    bb_node *n = make_node("Flatten", 1);
+    bb_ir_node *n = make_node("Flatten", 1);
     bb_attr_set_int(M, &n->attrs, "axis", axes[i]);
     CHECK_EQ_INT(run(n, 13, &x, 1, out, 1), 0);
     CHECK_MSG(has_shape(out[0], 2, want[i]), "axis %lld", (long long)axes[i]);
     CHECK(out[0] && out[0]->buffer == x->buffer);
     release(out, 1);
   }
-  bb_node *n = make_node("Flatten", 1); /* default axis 1 */
+  bb_ir_node *n = make_node("Flatten", 1); /* default axis 1 */
   const int64_t want_default[2] = {2, 60};
   CHECK_EQ_INT(run(n, 13, &x, 1, out, 1), 0);
   CHECK(has_shape(out[0], 2, want_default));
@@ -218,14 +218,14 @@ static void test_squeeze_unsqueeze(void) {
   const int64_t d[5] = {1, 3, 1, 4, 1};
   bb_tensor *x = marked(BB_DTYPE_UINT8, 5, d), *out[1] = {NULL};
   /* no axes: every 1 goes */
-  bb_node *all = make_node("Squeeze", 1);
+  bb_ir_node *all = make_node("Squeeze", 1);
   const int64_t want_all[2] = {3, 4};
   CHECK_EQ_INT(run(all, 13, &x, 1, out, 1), 0);
   CHECK(has_shape(out[0], 2, want_all));
   CHECK(out[0] && out[0]->buffer == x->buffer);
   release(out, 1);
   /* opset 11: attribute, negative axis */
-  bb_node *attr = make_node("Squeeze", 1);
+  bb_ir_node *attr = make_node("Squeeze", 1);
   const int64_t ax[2] = {0, -1}, want_attr[3] = {3, 1, 4};
   set_ints(attr, "axes", ax, 2);
   CHECK_EQ_INT(run(attr, 11, &x, 1, out, 1), 0);
@@ -256,7 +256,7 @@ static void test_squeeze_unsqueeze(void) {
   release(out, 1);
   bb_tensor_release(in[1]);
   /* opset 11 attribute form, axes 1 and 3 */
-  bb_node *un = make_node("Unsqueeze", 1);
+  bb_ir_node *un = make_node("Unsqueeze", 1);
   set_ints(un, "axes", (const int64_t[]){3, 1}, 2);
   const int64_t want_un2[4] = {3, 1, 4, 1};
   CHECK_EQ_INT(run(un, 11, &y, 1, out, 1), 0);
@@ -278,7 +278,7 @@ static void test_squeeze_unsqueeze(void) {
 /* Checks Transpose(perm) of a marked tensor against multi-index arithmetic. */
 static void check_transpose(int32_t dtype, int rank, const int64_t *dims, const int64_t *perm) {
   bb_tensor *x = marked(dtype, rank, dims), *out[1] = {NULL};
-  bb_node *n = make_node("Transpose", 1);
+  bb_ir_node *n = make_node("Transpose", 1);
   if (perm) set_ints(n, "perm", perm, (size_t)rank);
   int64_t p[8], odims[8], idx[8], src_idx[8];
   for (int k = 0; k < rank; k++) p[k] = perm ? perm[k] : rank - 1 - k;
@@ -321,7 +321,7 @@ static void test_transpose(void) {
   const int64_t bad[3][3] = {{0, 0, 1}, {0, 1, 3}, {1, 0, 0}};
   const size_t bad_n[3] = {3, 3, 2};
   for (int i = 0; i < 3; i++) {
-    bb_node *n = make_node("Transpose", 1);
+    bb_ir_node *n = make_node("Transpose", 1);
     set_ints(n, "perm", bad[i], bad_n[i]);
     CHECK(run(n, 13, &x, 1, out, 1) == BB_ERR_INVALID_ARGUMENT);
     CHECK(strstr(err.message, "perm") != NULL);
@@ -338,7 +338,7 @@ static void test_concat(void) {
   for (int i = 0; i < 3; i++) in[i] = marked(BB_DTYPE_INT32, 3, (const int64_t[]){2, ks[i], 3});
   const int64_t axes[2] = {1, -2};
   for (int a = 0; a < 2; a++) {
-    bb_node *n = make_node("Concat", 1);
+    bb_ir_node *n = make_node("Concat", 1);
     bb_attr_set_int(M, &n->attrs, "axis", axes[a]);
     CHECK_EQ_INT(run(n, 13, in, 3, out, 1), 0);
     const int64_t want[3] = {2, 7, 3};
@@ -357,7 +357,7 @@ static void test_concat(void) {
     release(out, 1);
   }
   /* opset 1: axis defaults to 1; from opset 4 it is required */
-  bb_node *n = make_node("Concat", 1);
+  bb_ir_node *n = make_node("Concat", 1);
   CHECK_EQ_INT(run(n, 1, in, 3, out, 1), 0);
   release(out, 1);
   CHECK(run(n, 13, in, 3, out, 1) == BB_ERR_INVALID_ARGUMENT);
@@ -378,7 +378,7 @@ static void test_split(void) {
   bb_tensor *x = marked(BB_DTYPE_FLOAT16, 2, d), *out[4] = {NULL};
   /* opset 13, split input {2, 0, 5, 3} along axis 1 (includes a zero-size part) */
   const int64_t sizes[4] = {2, 0, 5, 3};
-  bb_node *n = make_node("Split", 4);
+  bb_ir_node *n = make_node("Split", 4);
   bb_attr_set_int(M, &n->attrs, "axis", -1);
   bb_tensor *in[2] = {x, vec64(4, sizes)};
   CHECK_EQ_INT(run(n, 13, in, 2, out, 4), 0);
@@ -395,20 +395,20 @@ static void test_split(void) {
   release(out, 4);
   bb_tensor_release(in[1]);
   /* opset 11: the same sizes as an attribute */
-  bb_node *attr = make_node("Split", 4);
+  bb_ir_node *attr = make_node("Split", 4);
   bb_attr_set_int(M, &attr->attrs, "axis", 1);
   set_ints(attr, "split", sizes, 4);
   CHECK_EQ_INT(run(attr, 11, &x, 1, out, 4), 0);
   CHECK(out[2] && out[2]->dims[1] == 5);
   release(out, 4);
   /* equal parts: 10 into 2 */
-  bb_node *eq = make_node("Split", 2);
+  bb_ir_node *eq = make_node("Split", 2);
   bb_attr_set_int(M, &eq->attrs, "axis", 1);
   CHECK_EQ_INT(run(eq, 13, &x, 1, out, 2), 0);
   CHECK(out[1] && out[1]->dims[1] == 5);
   release(out, 2);
   /* 10 does not split into 4 equal parts before opset 18; num_outputs gives 3,3,3,1 */
-  bb_node *uneven = make_node("Split", 4);
+  bb_ir_node *uneven = make_node("Split", 4);
   bb_attr_set_int(M, &uneven->attrs, "axis", 1);
   CHECK(run(uneven, 13, &x, 1, out, 4) == BB_ERR_INVALID_ARGUMENT);
   bb_attr_set_int(M, &uneven->attrs, "num_outputs", 4);
@@ -516,7 +516,7 @@ static void test_slice(void) {
   CHECK(run(make_node("Slice", 1), 13, in, 5, out, 1) == BB_ERR_INVALID_ARGUMENT);
   release(in + 1, 4);
   /* opset 1: attributes; [-4 : 1000] */
-  bb_node *old = make_node("Slice", 1);
+  bb_ir_node *old = make_node("Slice", 1);
   set_ints(old, "starts", (const int64_t[]){-4}, 1);
   set_ints(old, "ends", (const int64_t[]){1000}, 1);
   CHECK_EQ_INT(run(old, 1, &x, 1, out, 1), 0);
@@ -533,7 +533,7 @@ static void test_gather(void) {
   /* axis 1 with 2-D int32 indices, one negative: out [4, 2, 2, 3] */
   const int64_t id[2] = {2, 2}, iv[4] = {4, 0, -1, 2};
   bb_tensor *in[2] = {x, ints(BB_DTYPE_INT32, 2, id, iv)};
-  bb_node *n = make_node("Gather", 1);
+  bb_ir_node *n = make_node("Gather", 1);
   bb_attr_set_int(M, &n->attrs, "axis", 1);
   CHECK_EQ_INT(run(n, 13, in, 2, out, 1), 0);
   const int64_t want[4] = {4, 2, 2, 3};
@@ -579,7 +579,7 @@ static void test_gather_elements(void) {
   bb_tensor *idx = bb_tensor_view(in[1], 2, d);
   bb_tensor_release(in[1]);
   in[1] = idx;
-  bb_node *n = make_node("GatherElements", 1);
+  bb_ir_node *n = make_node("GatherElements", 1);
   bb_attr_set_int(M, &n->attrs, "axis", 1);
   CHECK_EQ_INT(run(n, 13, in, 2, out, 1), 0);
   CHECK(floats_are(out[0], (const float[]){1, 1, 4, 3}));
@@ -589,7 +589,7 @@ static void test_gather_elements(void) {
   const int64_t d3[2] = {3, 3}, di[2] = {2, 3};
   bb_tensor *y = floats(2, d3, (const float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
   bb_tensor *in2[2] = {y, ints(BB_DTYPE_INT32, 2, di, (const int64_t[]){1, 2, 0, -1, 0, 0})};
-  bb_node *n0 = make_node("GatherElements", 1);
+  bb_ir_node *n0 = make_node("GatherElements", 1);
   CHECK_EQ_INT(run(n0, 13, in2, 2, out, 1), 0);
   CHECK(has_shape(out[0], 2, di) && floats_are(out[0], (const float[]){4, 8, 3, 7, 2, 3}));
   release(out, 1);
@@ -684,7 +684,7 @@ static void test_pad(void) {
       {6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2},
       {1, 1, 1, 2, 3, 3, 1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 4, 4, 4, 5, 6, 6}};
   for (int m = 0; m < 2; m++) {
-    bb_node *n = make_node("Pad", 1);
+    bb_ir_node *n = make_node("Pad", 1);
     bb_attr_set_string(M, &n->attrs, "mode", modes[m]);
     in[1] = vec64(4, (const int64_t[]){1, 2, 1, 1});
     CHECK_EQ_INT(run(n, 13, in, 2, out, 1), 0);
@@ -698,13 +698,13 @@ static void test_pad(void) {
   }
   /* opset 2: pads and value attributes, on int32 */
   bb_tensor *xi = ints(BB_DTYPE_INT32, 1, (const int64_t[]){2}, (const int64_t[]){7, 8});
-  bb_node *old = make_node("Pad", 1);
+  bb_ir_node *old = make_node("Pad", 1);
   set_ints(old, "pads", (const int64_t[]){2, 1}, 2);
   bb_attr_set_float(M, &old->attrs, "value", -3.0f);
   CHECK_EQ_INT(run(old, 2, &xi, 1, out, 1), 0);
   CHECK(out[0] && out[0]->numel == 5 && ints_are(out[0], (const int64_t[]){-3, -3, 7, 8, -3}));
   release(out, 1);
-  bb_node *wrap = make_node("Pad", 1);
+  bb_ir_node *wrap = make_node("Pad", 1);
   bb_attr_set_string(M, &wrap->attrs, "mode", "wrap");
   set_ints(wrap, "pads", (const int64_t[]){1, 1}, 2);
   CHECK(run(wrap, 2, &xi, 1, out, 1) == BB_ERR_UNSUPPORTED);
@@ -722,7 +722,7 @@ static void test_shape_size(void) {
   CHECK(out[0] && out[0]->numel == 4 && ints_are(out[0], d));
   release(out, 1);
   /* start/end from opset 15: [-3 : -1] -> {3, 5}; clamped [1 : 10] -> {3, 5, 7} */
-  bb_node *n = make_node("Shape", 1);
+  bb_ir_node *n = make_node("Shape", 1);
   bb_attr_set_int(M, &n->attrs, "start", -3);
   bb_attr_set_int(M, &n->attrs, "end", -1);
   CHECK_EQ_INT(run(n, 15, &x, 1, out, 1), 0);
@@ -746,7 +746,7 @@ static void test_constants(void) {
   bb_tensor *out[1] = {NULL};
   /* ConstantOfShape: int32 7 into [2, 3]; default float 0 into [4] */
   bb_tensor *shape = vec64(2, (const int64_t[]){2, 3});
-  bb_node *n = make_node("ConstantOfShape", 1);
+  bb_ir_node *n = make_node("ConstantOfShape", 1);
   const int32_t seven = 7;
   bb_tensor_proto *tp = bb_tensor_proto_new(M, "v", BB_DTYPE_INT32, 1, (const int64_t[]){1});
   bb_tensor_proto_set_raw(M, tp, &seven, sizeof seven);
@@ -765,7 +765,7 @@ static void test_constants(void) {
   bb_tensor_release(shape);
 
   /* Constant: a tensor value, value_floats, value_int; none and two are errors */
-  bb_node *c = make_node("Constant", 1);
+  bb_ir_node *c = make_node("Constant", 1);
   const double vals[3] = {0.5, -2, 1e300};
   bb_tensor_proto *tv = bb_tensor_proto_new(M, "c", BB_DTYPE_DOUBLE, 1, (const int64_t[]){3});
   bb_tensor_proto_set_raw(M, tv, vals, sizeof vals);
@@ -774,12 +774,12 @@ static void test_constants(void) {
   CHECK(out[0] && out[0]->dtype == BB_DTYPE_DOUBLE && out[0]->numel == 3 &&
         memcmp(bb_tensor_data(out[0]), vals, sizeof vals) == 0);
   release(out, 1);
-  bb_node *cf = make_node("Constant", 1);
+  bb_ir_node *cf = make_node("Constant", 1);
   bb_attr_set_floats(M, &cf->attrs, "value_floats", (const float[]){1.5f, 2.5f}, 2);
   CHECK_EQ_INT(run(cf, 13, NULL, 0, out, 1), 0);
   CHECK(out[0] && out[0]->rank == 1 && out[0]->numel == 2 && floats_are(out[0], (const float[]){1.5f, 2.5f}));
   release(out, 1);
-  bb_node *ci = make_node("Constant", 1);
+  bb_ir_node *ci = make_node("Constant", 1);
   bb_attr_set_int(M, &ci->attrs, "value_int", -42);
   CHECK_EQ_INT(run(ci, 13, NULL, 0, out, 1), 0);
   CHECK(out[0] && out[0]->rank == 0 && ints_are(out[0], (const int64_t[]){-42}));
@@ -837,7 +837,7 @@ static void test_gather_nd(void) {
   bb_tensor_release(in[1]);
   /* batch_dims 1: indices [2, 1] pick row idx[b] of batch b -> [2, 4] */
   in[1] = ints(BB_DTYPE_INT64, 2, (const int64_t[]){2, 1}, (const int64_t[]){1, -1});
-  bb_node *batched = make_node("GatherND", 1);
+  bb_ir_node *batched = make_node("GatherND", 1);
   bb_attr_set_int(M, &batched->attrs, "batch_dims", 1);
   CHECK_EQ_INT(run(batched, 13, in, 2, out, 1), 0);
   const int64_t want_b[2] = {2, 4}, src_b[8] = {4, 5, 6, 7, 20, 21, 22, 23};
@@ -862,7 +862,7 @@ static void test_scatter(void) {
   bb_tensor *x = floats(2, d, (const float[]){0, 1, 2, 3, 4, 5, 6, 7}), *out[1] = {NULL};
   bb_tensor *in[3] = {x, ints(BB_DTYPE_INT64, 2, di, (const int64_t[]){3, -1, 0, 0}),
                       floats(2, di, (const float[]){10, 11, 12, 13})};
-  bb_node *n = make_node("ScatterElements", 1);
+  bb_ir_node *n = make_node("ScatterElements", 1);
   bb_attr_set_int(M, &n->attrs, "axis", 1);
   CHECK_EQ_INT(run(n, 16, in, 3, out, 1), 0);
   CHECK(floats_are(out[0], (const float[]){0, 1, 2, 11, 13, 5, 6, 7}));
@@ -884,7 +884,7 @@ static void test_scatter(void) {
   const int64_t dt[2] = {3, 1}, du[2] = {3, 4};
   bb_tensor *nd[3] = {x, ints(BB_DTYPE_INT64, 2, dt, (const int64_t[]){1, 0, -1}),
                       floats(2, du, (const float[]){2, 2, 2, 2, 3, 3, 3, 3, -1, 0, 1, 2})};
-  bb_node *m = make_node("ScatterND", 1);
+  bb_ir_node *m = make_node("ScatterND", 1);
   bb_attr_set_string(M, &m->attrs, "reduction", "mul");
   CHECK_EQ_INT(run(m, 16, nd, 3, out, 1), 0);
   CHECK(floats_are(out[0], (const float[]){0, 3, 6, 9, -8, 0, 12, 28}));
@@ -905,7 +905,7 @@ static void test_depth_space(void) {
   const int64_t d[4] = {2, 8, 3, 2}, want[4] = {2, 2, 6, 4};
   bb_tensor *x = marked(BB_DTYPE_FLOAT, 4, d), *out[1] = {NULL};
   for (int crd = 0; crd < 2; crd++) {
-    bb_node *n = make_node("DepthToSpace", 1);
+    bb_ir_node *n = make_node("DepthToSpace", 1);
     bb_attr_set_int(M, &n->attrs, "blocksize", 2);
     bb_attr_set_string(M, &n->attrs, "mode", crd ? "CRD" : "DCR");
     CHECK_EQ_INT(run(n, 13, &x, 1, out, 1), 0);
@@ -922,7 +922,7 @@ static void test_depth_space(void) {
     /* SpaceToDepth undoes DCR */
     if (!crd) {
       bb_tensor *back[1] = {NULL};
-      bb_node *s = make_node("SpaceToDepth", 1);
+      bb_ir_node *s = make_node("SpaceToDepth", 1);
       bb_attr_set_int(M, &s->attrs, "blocksize", 2);
       CHECK_EQ_INT(run(s, 13, out, 1, back, 1), 0);
       CHECK(has_shape(back[0], 4, d) && memcmp(bb_tensor_data(back[0]), bb_tensor_data(x), bb_tensor_nbytes(x)) == 0);
@@ -930,7 +930,7 @@ static void test_depth_space(void) {
     }
     release(out, 1);
   }
-  bb_node *bad = make_node("DepthToSpace", 1);
+  bb_ir_node *bad = make_node("DepthToSpace", 1);
   bb_attr_set_int(M, &bad->attrs, "blocksize", 3); /* 8 channels are not blocks of 9 */
   CHECK(run(bad, 13, &x, 1, out, 1) == BB_ERR_INVALID_ARGUMENT);
   bb_tensor_release(x);
@@ -942,7 +942,7 @@ static void test_trilu(void) {
   const int64_t ks[5] = {0, 2, -1, 7, -9};
   for (int upper = 0; upper < 2; upper++)
     for (int t = 0; t < 5; t++) {
-      bb_node *n = make_node("Trilu", 1);
+      bb_ir_node *n = make_node("Trilu", 1);
       bb_attr_set_int(M, &n->attrs, "upper", upper);
       bb_tensor *in[2] = {x, ints(BB_DTYPE_INT64, 0, NULL, &ks[t])};
       bool ok = run(n, 14, in, 2, out, 1) == 0 && has_shape(out[0], 3, d);
@@ -965,7 +965,7 @@ static void test_one_hot(void) {
                       floats(0, NULL, (const float[]){3}), ints(BB_DTYPE_INT32, 1, (const int64_t[]){2},
                                                                (const int64_t[]){0, 7})};
   bb_tensor *out[1] = {NULL};
-  bb_node *n = make_node("OneHot", 1);
+  bb_ir_node *n = make_node("OneHot", 1);
   bb_attr_set_int(M, &n->attrs, "axis", 0);
   CHECK_EQ_INT(run(n, 11, in, 3, out, 1), 0);
   const int64_t want[2] = {3, 4};

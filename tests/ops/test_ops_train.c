@@ -12,8 +12,8 @@
 
 static bb_model *model;
 
-static bb_node *node(const char *op, int n_in, int n_out) {
-  bb_node *n = bb_node_new(model, op, NULL, "under_test");
+static bb_ir_node *node(const char *op, int n_in, int n_out) {
+  bb_ir_node *n = bb_ir_node_new(model, op, NULL, "under_test");
   char name[16];
   for (int i = 0; i < n_in; i++) snprintf(name, sizeof name, "in%d", i), bb_strlist_append(model, &n->inputs, name);
   for (int i = 0; i < n_out; i++) snprintf(name, sizeof name, "out%d", i), bb_strlist_append(model, &n->outputs, name);
@@ -81,7 +81,7 @@ static void test_sce_weighted_mean_ignore_high_rank(void) {
     bb_tensor *in[3] = {rand_real(types[t], 4, xd, -3, 3), labels_tensor(BB_DTYPE_INT64, 3, ld, 5, -1),
                         rand_real(types[t], 1, wd, 0.2, 2)};
     bb_tensor *out[2];
-    bb_node *n = node("SoftmaxCrossEntropyLoss", 3, 2);
+    bb_ir_node *n = node("SoftmaxCrossEntropyLoss", 3, 2);
     bb_attr_set_int(model, &n->attrs, "ignore_index", -1); /* default reduction: mean */
     bb_error err;
     CHECK_EQ_INT(bb_cpu_run_node(n, 13, in, 3, out, 2, NULL, &err), 0);
@@ -105,7 +105,7 @@ static void test_sce_none_and_sum(void) {
   ref_loss(in[0], in[1], NULL, true, true, 2, per, NULL, &sum, &wsum);
   bb_error err;
   bb_tensor *out[1];
-  bb_node *n = node("SoftmaxCrossEntropyLoss", 2, 1);
+  bb_ir_node *n = node("SoftmaxCrossEntropyLoss", 2, 1);
   bb_attr_set_string(model, &n->attrs, "reduction", "none");
   bb_attr_set_int(model, &n->attrs, "ignore_index", 2);
   CHECK_EQ_INT(bb_cpu_run_node(n, 12, in, 2, out, 1, NULL, &err), 0);
@@ -133,7 +133,7 @@ static void test_sce_float16(void) {
   bb_tensor *in[2] = {bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT16, 3, xd), labels_tensor(BB_DTYPE_INT64, 2, ld, 3, -5)};
   uint16_t *h = bb_tensor_data(in[0]);
   for (int i = 0; i < 60; i++) h[i] = (uint16_t)((rng_int(0, 1) << 15) | (rng_int(13, 16) << 10) | rng_int(0, 1023));
-  bb_node *n = node("SoftmaxCrossEntropyLoss", 2, 2);
+  bb_ir_node *n = node("SoftmaxCrossEntropyLoss", 2, 2);
   bb_attr_set_int(model, &n->attrs, "ignore_index", -5);
   bb_tensor *out[2];
   bb_error err;
@@ -155,7 +155,7 @@ static void test_nll_weighted(void) {
   for (int r = 0; r < 3; r++) {
     double per[12], sum, wsum;
     ref_loss(in[0], in[1], in[2], false, true, 3, per, NULL, &sum, &wsum);
-    bb_node *n = node("NegativeLogLikelihoodLoss", 3, 1);
+    bb_ir_node *n = node("NegativeLogLikelihoodLoss", 3, 1);
     bb_attr_set_string(model, &n->attrs, "reduction", reds[r]);
     bb_attr_set_int(model, &n->attrs, "ignore_index", 3);
     bb_tensor *out[1];
@@ -177,7 +177,7 @@ static void test_layernorm_axis_broadcast(void) {
   int64_t xd[] = {2, 3, 4, 5}, sd[] = {4, 5}, bd[] = {5};
   bb_tensor *in[3] = {rand_real(BB_DTYPE_FLOAT, 4, xd, -2, 5), rand_real(BB_DTYPE_FLOAT, 2, sd, -1, 1),
                       rand_real(BB_DTYPE_FLOAT, 1, bd, -1, 1)};
-  bb_node *n = node("LayerNormalization", 3, 3);
+  bb_ir_node *n = node("LayerNormalization", 3, 3);
   bb_attr_set_int(model, &n->attrs, "axis", -2);
   bb_attr_set_float(model, &n->attrs, "epsilon", 1e-3f);
   bb_tensor *out[3];
@@ -254,7 +254,7 @@ static void test_elementwise(void) {
   /* ThresholdedRelu(alpha 0.5) and Celu(alpha 2) */
   bb_tensor *x = rand_real(BB_DTYPE_FLOAT, 1, d, -3, 3), *out[1];
   bb_error err;
-  bb_node *n = node("ThresholdedRelu", 1, 1);
+  bb_ir_node *n = node("ThresholdedRelu", 1, 1);
   bb_attr_set_float(model, &n->attrs, "alpha", 0.5f);
   CHECK_EQ_INT(bb_cpu_run_node(n, 10, &x, 1, out, 1, NULL, &err), 0);
   double want[33];
@@ -320,7 +320,7 @@ static void convtranspose_case(int32_t dt) {
   bb_tensor *in[3] = {rand_real(dt, 4, xd, -1, 1), rand_real(dt, 4, wd, -1, 1),
                       rand_real(dt, 1, bd, -1, 1)};
   int64_t s[] = {2, 3}, dl[] = {2, 1}, pads[] = {1, 0, 2, 1}, opad[] = {1, 2};
-  bb_node *n = node("ConvTranspose", 3, 1);
+  bb_ir_node *n = node("ConvTranspose", 3, 1);
   bb_attr_set_int(model, &n->attrs, "group", 2);
   bb_attr_set_ints(model, &n->attrs, "strides", s, 2);
   bb_attr_set_ints(model, &n->attrs, "dilations", dl, 2);

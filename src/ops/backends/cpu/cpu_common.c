@@ -14,7 +14,7 @@ int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  const bb_node *n = ctx->node;
+  const bb_ir_node *n = ctx->node;
   return bb_error_set(ctx->err, code, "node %s (%s): %s", n->name && *n->name ? n->name : "(unnamed)",
                       n->op_type ? n->op_type : "?", msg);
 }

@@ -13,7 +13,7 @@
 #include "util/error.h"
 
 typedef struct bb_cpu_op_ctx {
-  const bb_node *node;
+  const bb_ir_node *node;
   int64_t opset; /* ai.onnx opset version in force */
   bb_tensor *const *inputs;
   size_t n_inputs;

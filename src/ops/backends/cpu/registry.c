@@ -78,7 +78,7 @@ const char *bb_cpu_op_types(size_t i) { return i < bb_cpu_op_count() ? sorted[i]
 
 /* ---- one node ----------------------------------------------------------------------------- */
 
-int bb_cpu_run_node(const bb_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
+int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err) {
   bb_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
                        err};

@@ -13,7 +13,7 @@
 #define NO_VALUE UINT32_MAX
 
 typedef struct step {
-  const bb_node *node;
+  const bb_ir_node *node;
   uint32_t *in, *out; /* value ids; NO_VALUE for omitted ones */
   uint32_t n_in, n_out;
   uint32_t *dead; /* values whose last use is this step */
@@ -77,7 +77,7 @@ void bb_cpu_session_free(bb_cpu_session *s) {
   xfree(s, s);
 }
 
-static const char *node_label(const bb_node *n) { return n->name && *n->name ? n->name : "(unnamed)"; }
+static const char *node_label(const bb_ir_node *n) { return n->name && *n->name ? n->name : "(unnamed)"; }
 
 /* Orders the graph's nodes: Kahn's algorithm with a FIFO seeded in model order. */
 static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
@@ -189,7 +189,7 @@ static int build(bb_cpu_session *s, bb_error *err) {
     if (intern(s, g->inputs.items[i]->name, &id, cap)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->n_steps = (uint32_t)g->nodes.len;
   for (size_t i = 0; i < g->nodes.len; i++) {
-    const bb_node *n = g->nodes.items[i];
+    const bb_ir_node *n = g->nodes.items[i];
     step *st = &s->steps[i];
     st->node = n;
     if (!bb_cpu_supports(n->domain, n->op_type, s->opset))
