@@ -1,28 +1,15 @@
-/* The carrier types whose type_hash a peer may send: stable names, and lookup by hash. */
+/* The carrier types whose type_hash a peer may send: the value kinds (bb/value.h) and the
+ * framework's own back-off notice. */
 #include <stddef.h>
 
+#include "bb/value.h"
 #include "bb/wire.h"
 
-/* The reference's carrier names (runtime.md §3.4), kept so envelopes from either
- * implementation are readable. */
-static const char *const CARRIERS[] = {
-    "bb_runtime::syscall::values::TriggerValue",
-    "bb_runtime::syscall::values::BytesValue",
-    "bb_runtime::syscall::values::PeerIdValue",
-    "bb_runtime::syscall::values::PeerIdVecValue",
-    "bb_runtime::syscall::values::WireReqIdValue",
-    "bb_runtime::syscall::values::AddressValue",
-    "bb_runtime::syscall::values::AddressVecValue",
-    "bb_runtime::syscall::values::CompositeValue",
-    "bb_runtime::syscall::values::U64Value",
-    "bb_runtime::syscall::values::TimestampValue",
-    "bb_runtime::syscall::values::CommandIdValue",
-    "bb_runtime::syscall::values::CorrelationTokenValue",
-    "bb_runtime::framework::backpressure_notice::BackoffNoticePayload",
-};
+/* The reference's name for its back-pressure notice (runtime.md §2.17). */
+#define BACKOFF_NOTICE "bb_runtime::framework::backpressure_notice::BackoffNoticePayload"
 
 const char *bb_wire_type_name(uint64_t type_hash) {
-  for (size_t i = 0; i < sizeof CARRIERS / sizeof CARRIERS[0]; i++)
-    if (bb_type_hash(CARRIERS[i]) == type_hash) return CARRIERS[i];
-  return NULL;
+  int kind = bb_val_kind_of_hash(type_hash);
+  if (kind >= 0) return bb_val_carrier_name(kind);
+  return bb_type_hash(BACKOFF_NOTICE) == type_hash ? BACKOFF_NOTICE : NULL;
 }

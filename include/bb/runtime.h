@@ -1,0 +1,314 @@
+/* bytesandbrains — the sans-IO runtime: one bb_node per peer runs its partitions of a
+ * compiled artifact.
+ *
+ *   bb_install(&args, &node, &err);                 the artifact, my targets, my identity
+ *   bb_node_run_bootstrap(node, now);               once
+ *   loop:
+ *     bb_node_deliver(node, from, bytes, len, now); each envelope the transport received
+ *     bb_node_poll(node, now, &steps, &n);          run; steps say what to send / report
+ *     next = bb_node_expiry(node);                  when to poll again at the latest
+ *
+ * The node never reads a clock, a socket or a random source: time comes in as now_ns on
+ * every call (it never moves backwards: an older now_ns is taken as the current time),
+ * randomness from the seed in the config. Same calls, same steps, byte for byte.
+ * Nothing blocks; every cap on what a peer can fill is in bb_node_config. */
+#ifndef BB_RUNTIME_H
+#define BB_RUNTIME_H
+
+#include <stdbool.h>
+
+#include "bb/common.h"
+#include "bb/compiler.h"
+#include "bb/graph.h"
+#include "bb/ir.h"
+#include "bb/value.h"
+#include "bb/wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bb_node bb_node;
+typedef struct bb_ctx bb_ctx;
+
+/* Returned by operations and component methods that finish later (see bb_ctx_defer). */
+#define BB_LATER 1
+
+/* ---- components ---------------------------------------------------------------------- */
+
+/* One op call on a component: inputs by position (NULL where the graph left an optional
+ * input empty); the method stores one new reference per output it produces (outputs it
+ * leaves NULL stay unset, so their consumers do not run). */
+typedef struct bb_op_call {
+  bb_role role;        /* the role the node was recorded for */
+  const char *domain;  /* the node's domain, e.g. "ai.bytesandbrains.role.model" */
+  const char *op_type; /* e.g. "Forward" */
+  const bb_ir_node *node; /* attributes and metadata */
+  bb_val *const *inputs;
+  size_t n_inputs;
+  bb_val **outputs;
+  size_t n_outputs;
+} bb_op_call;
+
+/* What a component's create gets. */
+typedef struct bb_component_init {
+  const char *slot;        /* the slot name it is bound to */
+  const char *config;      /* the binding's config (artifact or host override); "" if none */
+  size_t config_len;
+  uint64_t seed;           /* derived from the node's seed and the slot name */
+  const bb_allocator *alloc;
+  const void *host_data;   /* bb_install_args.host_data for this slot (NULL if none) */
+} bb_component_init;
+
+/* A concrete component type. Register it in a bb_registry under type_name (the name
+ * artifacts bind). Every callback but create and destroy may be NULL. Callbacks return 0,
+ * BB_LATER (invoke only: the result comes through bb_node_complete for the command
+ * bb_ctx_defer returned) or a negative BB_ERR_* with err filled. */
+typedef struct bb_component_type {
+  size_t struct_size;   /* sizeof(bb_component_type) */
+  const char *type_name;
+  uint32_t roles;       /* bit (1u << role) per bb_role it implements */
+  const char *protocol_domain; /* nodes of this domain without a slot go to this component */
+  const bb_component_dep *deps;   /* slots it reaches with bb_ctx_dependency */
+  size_t n_deps;
+  const bb_component_port *storage; /* what its ports store, for the compiler */
+  size_t n_storage;
+  int (*create)(const bb_component_init *init, void **self, bb_error *err);
+  void (*destroy)(void *self);
+  /* A graph op bound to this component. */
+  int (*invoke)(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
+  /* A control-plane message from `from` (sent with bb_ctx_send_message). */
+  int (*on_message)(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
+                    size_t len, bb_error *err);
+  /* A timer this component set with bb_ctx_set_timer. */
+  int (*on_timer)(void *self, bb_ctx *ctx, uint64_t token, bb_error *err);
+  /* State for bb_node_snapshot / bb_node_restore (bytes allocated with alloc). */
+  int (*save)(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err);
+  int (*load)(void *self, const uint8_t *data, size_t len, bb_error *err);
+} bb_component_type;
+
+/* The concrete types an install may construct, by name. */
+typedef struct bb_registry bb_registry;
+
+bb_registry *bb_registry_new(const bb_allocator *alloc);
+void bb_registry_free(bb_registry *r);
+/* Adds a type (the struct must outlive the registry). BB_ERR_EXISTS for a taken name. */
+int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err);
+const bb_component_type *bb_registry_find(const bb_registry *r, const char *type_name);
+size_t bb_registry_count(const bb_registry *r);
+const bb_component_type *bb_registry_at(const bb_registry *r, size_t i);
+
+/* ---- what a component can reach while it runs ---------------------------------------- */
+
+uint64_t bb_ctx_now(const bb_ctx *ctx);
+const bb_peer_id *bb_ctx_self(const bb_ctx *ctx);
+/* The peer whose envelope started this execution; NULL for local work. */
+const bb_peer_id *bb_ctx_source(const bb_ctx *ctx);
+/* The node's seeded generator (the same sequence for the same calls). */
+uint64_t bb_ctx_random(bb_ctx *ctx);
+const bb_allocator *bb_ctx_allocator(const bb_ctx *ctx);
+const char *bb_ctx_slot(const bb_ctx *ctx);
+/* Another component of this node by slot name: its instance and type; NULL if unbound. */
+void *bb_ctx_dependency(bb_ctx *ctx, const char *slot, const bb_component_type **type);
+/* Makes the current invoke asynchronous: returns the command id to complete later with
+ * bb_node_complete / bb_node_fail (the invoke then returns BB_LATER). */
+uint64_t bb_ctx_defer(bb_ctx *ctx);
+/* Sends `payload` to the component bound to the same slot on peer `to` (its on_message
+ * runs there with `op`). The envelope leaves with the next poll's steps. */
+int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const uint8_t *payload, size_t len,
+                        bb_error *err);
+/* Calls on_timer(token) at or after at_ns. */
+int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err);
+/* Publishes an application event (a step BB_STEP_APP_EVENT with this topic and value). */
+int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err);
+/* Address book: the addresses known for a peer (NULL and *n = 0 if none), and adding one. */
+const bb_address *bb_ctx_addresses_of(bb_ctx *ctx, const bb_peer_id *peer, size_t *n);
+int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_address *address, bb_error *err);
+/* Bumps a named counter (bb_node_counter reads it). */
+void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta);
+
+/* ---- configuration ------------------------------------------------------------------- */
+
+/* Caps and budgets. Zero fields take the defaults in brackets. */
+typedef struct bb_node_config {
+  size_t struct_size;             /* sizeof(bb_node_config) */
+  uint64_t seed;                  /* [0] the RNG seed (components get seeds derived from it) */
+  size_t cycle_op_budget;         /* [1000] ops per poll before BB_STEP_CYCLE_BUDGET_EXCEEDED */
+  size_t max_pending_async;       /* [10000] operations waiting for a completion */
+  size_t max_outbound;            /* [10000] envelopes queued before the oldest is dropped */
+  size_t max_ingress_events;      /* [4096] queued deliveries/events before deliver refuses */
+  size_t ingress_byte_budget;     /* [256 MiB] bytes of peer/app data held at once */
+  size_t max_app_event_bytes;     /* [1 MiB] one app event or invoke input */
+  size_t max_invoke_inputs;       /* [100] */
+  size_t max_timers;              /* [65536] */
+  size_t max_executions;          /* [65536] executions alive at once */
+  size_t dedup_window;            /* [8192] payload hashes DedupGateRx remembers */
+  bb_envelope_caps envelope_caps; /* what bb_node_deliver accepts */
+  bool trace_ops;                 /* also report BB_STEP_OP_COMPLETED / _ASYNC_SUSPENDED */
+} bb_node_config;
+
+/* Config for one slot, overriding the artifact's binding config. */
+typedef struct bb_slot_config {
+  const char *slot;
+  const char *config;      /* text passed to the component's create */
+  const void *host_data;   /* an opaque pointer passed along (e.g. a host-side data set) */
+} bb_slot_config;
+
+typedef struct bb_install_args {
+  size_t struct_size;              /* sizeof(bb_install_args) */
+  bb_peer_id self;
+  const bb_address *addresses;     /* my addresses (what peers should reach me at) */
+  size_t n_addresses;
+  const uint8_t *artifact;         /* compiled ModelProto bytes */
+  size_t artifact_len;
+  const char *const *targets;      /* partition names (exact, or the part before '#') */
+  size_t n_targets;
+  const bb_registry *registry;     /* the concrete types; NULL: the shipped ones only */
+  const bb_slot_config *slots;
+  size_t n_slots;
+  const bb_node_config *config;    /* NULL: defaults */
+  const bb_allocator *alloc;       /* NULL: malloc */
+} bb_install_args;
+
+/* Why an install failed (runtime.md §1.6, plus UNRESOLVED_OP and BAD_ARTIFACT). */
+typedef enum bb_install_error_kind {
+  BB_INSTALL_OK = 0,
+  BB_INSTALL_EMPTY_TARGETS,
+  BB_INSTALL_BAD_ARTIFACT,          /* not a decodable ModelProto */
+  BB_INSTALL_NOT_COMPILED,
+  BB_INSTALL_INCOMPATIBLE_VERSION,
+  BB_INSTALL_UNKNOWN_TARGET,
+  BB_INSTALL_INVALID_BINDING_TABLE,
+  BB_INSTALL_SLOT_BINDING_CONFLICT,
+  BB_INSTALL_UNREGISTERED_CONCRETE,
+  BB_INSTALL_CONSTRUCTION_FAILED,
+  BB_INSTALL_UNRESOLVED_OP,         /* an op of my partitions has nothing to run it */
+  BB_INSTALL_UNRESOLVED_DESTINATION,/* a Send whose receiving site is not in the artifact */
+  BB_INSTALL_INVALID_ARGUMENT,
+  BB_INSTALL_OUT_OF_MEMORY
+} bb_install_error_kind;
+
+const char *bb_install_error_name(bb_install_error_kind kind);
+
+/* Installs the artifact for my targets: checks the passport, constructs one component
+ * per bound slot (shared by the targets that name it), assigns value sites from the
+ * artifact alone (so every peer agrees on them), resolves every op and every Send's
+ * destination site. On failure *out is NULL, *kind says why and err names the target,
+ * slot, type or op. kind may be NULL. */
+int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err);
+void bb_node_free(bb_node *node);
+
+/* ---- steps --------------------------------------------------------------------------- */
+
+typedef enum bb_step_kind {
+  BB_STEP_SEND = 1,              /* send `bytes` (one envelope) to `peer` */
+  BB_STEP_APP_EVENT,             /* `module` produced `topic` = `value` (bytes: its payload) */
+  BB_STEP_OP_FAILED,             /* an op failed: op, reason, detail */
+  BB_STEP_WIRE_RECEIVE_FAILED,   /* a slot fill was refused: fill_index, type_hash, reason */
+  BB_STEP_PEER_RESOLVE_FAILED,   /* a Send had no address for `peer` */
+  BB_STEP_OUTBOUND_DROPPED,      /* `count` envelopes dropped by the outbound cap */
+  BB_STEP_CYCLE_BUDGET_EXCEEDED, /* more ready work remains: poll again */
+  BB_STEP_BOOTSTRAP_COMPLETE,    /* `module`'s bootstrap finished */
+  BB_STEP_WAITING_ON_BOOTSTRAP,  /* a bootstrap waits for a completion */
+  BB_STEP_OP_COMPLETED,          /* (trace_ops) an op ran */
+  BB_STEP_ASYNC_SUSPENDED,       /* (trace_ops) an op waits for command `command` */
+  BB_STEP_INGRESS_DROPPED        /* a delivery was refused at poll time (reason, peer) */
+} bb_step_kind;
+
+const char *bb_step_kind_name(bb_step_kind kind);
+
+/* One step. Pointers stay valid until the next bb_node_poll (or bb_node_free). */
+typedef struct bb_step {
+  bb_step_kind kind;
+  bool has_peer;
+  bb_peer_id peer;       /* SEND: destination; failures: the peer involved */
+  const uint8_t *bytes;  /* SEND: the encoded envelope; APP_EVENT: the value's payload */
+  size_t len;
+  const char *module;    /* APP_EVENT, BOOTSTRAP_*, OP_*: the partition */
+  const char *topic;     /* APP_EVENT: output or event name */
+  bb_val *value;         /* APP_EVENT: the value (borrowed) */
+  const char *op;        /* OP_*: "domain::OpType" and node name */
+  const char *reason;    /* failures: a stable token ("deadline_exceeded", ...) */
+  const char *detail;    /* failures: the full message */
+  uint64_t exec_id, command, count, type_hash;
+  int fill_index;        /* WIRE_RECEIVE_FAILED */
+} bb_step;
+
+/* ---- driving a node ------------------------------------------------------------------ */
+
+/* Hands the node one envelope received from `from`. The envelope is checked against the
+ * caps and copied; BB_ERR_MALFORMED / BB_ERR_LIMIT say why bytes were refused (nothing is
+ * queued then), BB_ERR_LIMIT also when the ingress queue is full. Per-fill problems
+ * (unknown site or type, budget) are reported as steps by the next poll. */
+int bb_node_deliver(bb_node *node, const bb_peer_id *from, const uint8_t *bytes, size_t len, uint64_t now_ns,
+                    bb_error *err);
+
+/* Runs everything that is ready; *steps (n_steps of them) say what happened (none: idle). */
+int bb_node_poll(bb_node *node, uint64_t now_ns, const bb_step **steps, size_t *n_steps, bb_error *err);
+
+/* The time of the next timer or deadline; UINT64_MAX when none. Poll at or after it. */
+uint64_t bb_node_expiry(const bb_node *node);
+
+/* True when a poll would do work now (queued events or ready ops). */
+bool bb_node_has_work(const bb_node *node);
+
+/* Starts the bootstraps of my targets (in artifact order); their completion is reported
+ * as BB_STEP_BOOTSTRAP_COMPLETE. Until then body work waits. A second call does nothing. */
+int bb_node_run_bootstrap(bb_node *node, uint64_t now_ns, bb_error *err);
+
+/* Runs a target once with named inputs (raw bytes each; NULL names = none). The module is
+ * a target name as given to install (or its resolved name). */
+typedef struct bb_named_value {
+  const char *name;
+  bb_val *value;
+} bb_named_value;
+int bb_node_invoke(bb_node *node, const char *module, const bb_named_value *inputs, size_t n_inputs,
+                   uint64_t now_ns, bb_error *err);
+/* One input as bytes (a Bytes value): bb_node_invoke with a single input. */
+int bb_node_deliver_event(bb_node *node, const char *module, const char *input, const uint8_t *bytes, size_t len,
+                          uint64_t now_ns, bb_error *err);
+
+/* Completes an asynchronous op: its outputs, by position (references are taken). */
+int bb_node_complete(bb_node *node, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err);
+/* Fails an asynchronous op with a message (truncated to 4 KiB). */
+int bb_node_fail(bb_node *node, uint64_t command, const char *detail, bb_error *err);
+
+/* ---- peers and introspection --------------------------------------------------------- */
+
+/* Adds an address for a peer (what Sends use to reach it). */
+int bb_node_add_peer(bb_node *node, const bb_peer_id *peer, const bb_address *address, bb_error *err);
+/* Forgets a peer's addresses. */
+void bb_node_forget_peer(bb_node *node, const bb_peer_id *peer);
+/* Refuses everything from (and to, through the gates) a peer, or lifts that. */
+int bb_node_block_peer(bb_node *node, const bb_peer_id *peer, bool blocked, bb_error *err);
+
+const bb_peer_id *bb_node_self(const bb_node *node);
+/* The resolved target names (e.g. "Client#9f3a…"). */
+size_t bb_node_target_count(const bb_node *node);
+const char *bb_node_target(const bb_node *node, size_t i);
+/* A component by slot name (NULL if none): its instance and type. */
+void *bb_node_component(const bb_node *node, const char *slot, const bb_component_type **type);
+/* A named counter (wire.rejected, ops.failed, ... and IncrMetric names); 0 if unknown. */
+uint64_t bb_node_counter(const bb_node *node, const char *name);
+/* The global site id of a value of a target (its resolved name); UINT64_MAX if none. */
+uint64_t bb_node_site(const bb_node *node, const char *module, const char *value);
+
+typedef struct bb_node_stats {
+  size_t executions, frontier, pending_async, timers, ingress, outbound, ingress_bytes;
+} bb_node_stats;
+void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
+
+/* ---- snapshot ------------------------------------------------------------------------ */
+
+/* The node's durable state (components, address book, counters, id counters, gate
+ * tables, pending outbound envelopes) as bytes. Refused (BB_ERR_INVALID_ARGUMENT) while
+ * executions are in flight: poll until bb_node_has_work is false first. */
+int bb_node_snapshot(const bb_node *node, uint8_t **out, size_t *len, bb_error *err);
+/* Restores a snapshot into a node freshly installed from the same artifact and targets.
+ * Bootstrap is considered done. BB_ERR_MALFORMED for bytes that do not match. */
+int bb_node_restore(bb_node *node, const uint8_t *data, size_t len, bb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BB_RUNTIME_H */

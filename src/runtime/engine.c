@@ -1,0 +1,409 @@
+/* The engine: executions, the FIFO frontier, firing ops, completions, and poll's phases.
+ *
+ * An op fires at most once per execution: it is scheduled only when every input it reads
+ * holds a value, and scheduling marks it (runtime.md §2.6, [PORT] a–c). Values are
+ * written by position; a function call runs its body in a child execution whose formal
+ * outputs are forwarded to the caller as they are written. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/node.h"
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+void *rt_alloc(bb_node *n, size_t size) { return n->alloc->malloc(size ? size : 1, n->alloc->user_data); }
+
+void *rt_calloc(bb_node *n, size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) return NULL;
+  void *p = rt_alloc(n, count * size);
+  if (p) memset(p, 0, count * size > 0 ? count * size : 1);
+  return p;
+}
+
+void *rt_realloc(bb_node *n, void *p, size_t size) { return n->alloc->realloc(p, size ? size : 1, n->alloc->user_data); }
+
+void rt_free(bb_node *n, void *p) {
+  if (p) n->alloc->free(p, n->alloc->user_data);
+}
+
+char *rt_strdup(bb_node *n, const char *s) {
+  size_t len = strlen(s);
+  char *d = rt_alloc(n, len + 1);
+  if (d) memcpy(d, s, len + 1);
+  return d;
+}
+
+int rt_grow(bb_node *n, void **items, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 8;
+  while (c < need) c *= 2;
+  if (c > SIZE_MAX / size) return BB_ERR_NOMEM;
+  void *p = rt_realloc(n, *items, c * size);
+  if (!p) return BB_ERR_NOMEM;
+  *items = p;
+  *cap = c;
+  return 0;
+}
+
+/* ---- executions ----------------------------------------------------------------------- */
+
+rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
+  if (n->n_execs >= n->cfg.max_executions) return NULL;
+  const rt_graph *g = &n->graphs[graph];
+  size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
+  size_t size = sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits;
+  rt_exec *e = rt_calloc(n, 1, size);
+  if (!e) return NULL;
+  e->vals = (bb_val **)(e + 1);
+  e->charged = (size_t *)(e->vals + sites);
+  e->scheduled = (uint8_t *)(e->charged + sites);
+  e->id = n->next_exec++;
+  e->graph = graph;
+  e->refs = 1; /* the creator's hold: released with rt_exec_unref when it is done */
+  e->born_ns = n->now;
+  e->target = target;
+  if (parent) {
+    e->parent = parent;
+    parent->refs++;
+    e->has_src = parent->has_src;
+    e->src = parent->src;
+    e->wire_req_id = parent->wire_req_id;
+    e->deadline_at = parent->deadline_at;
+    e->bootstrap = parent->bootstrap;
+    e->target = parent->target;
+    e->born_ns = parent->born_ns;
+  }
+  n->n_execs++;
+  return e;
+}
+
+void rt_exec_unref(bb_node *n, rt_exec *e) {
+  if (--e->refs) return;
+  e->next_dead = n->dead;
+  n->dead = e;
+}
+
+/* Releases finished executions (and, through them, their callers when those finish). */
+void rt_exec_collect(bb_node *n) {
+  while (n->dead) {
+    rt_exec *e = n->dead;
+    n->dead = e->next_dead;
+    const rt_graph *g = &n->graphs[e->graph];
+    for (uint32_t s = 0; s < g->n_sites; s++) {
+      bb_val_release(e->vals[s]);
+      n->ingress_bytes -= e->charged[s];
+    }
+    if (e == n->bootstrap_root) n->bootstrap_root = NULL;
+    if (e->parent) rt_exec_unref(n, e->parent);
+    n->n_execs--;
+    rt_free(n, e);
+  }
+}
+
+static bool is_scheduled(const rt_exec *e, uint32_t op) { return e->scheduled[op / 8] & (1u << (op % 8)); }
+
+static bool ready(const bb_node *n, const rt_exec *e, uint32_t op) {
+  const rt_op *o = &n->graphs[e->graph].ops[op];
+  for (uint32_t i = 0; i < o->n_in; i++)
+    if (o->in[i] != RT_NONE && !e->vals[o->in[i]]) return false;
+  return true;
+}
+
+int rt_push(bb_node *n, rt_exec *e, uint32_t op) {
+  if (n->fr_len == n->fr_cap) {
+    size_t old_cap = n->fr_cap;
+    if (rt_grow(n, (void **)&n->frontier, &n->fr_cap, n->fr_len + 1, sizeof *n->frontier)) {
+      n->failed_nomem = true;
+      return BB_ERR_NOMEM;
+    }
+    /* a wrapped ring: move the part that wrapped past the old end into the new space */
+    size_t wrapped = n->fr_head + n->fr_len > old_cap ? n->fr_head + n->fr_len - old_cap : 0;
+    for (size_t i = 0; i < wrapped; i++) n->frontier[(old_cap + i) % n->fr_cap] = n->frontier[i];
+  }
+  size_t tail = (n->fr_head + n->fr_len) % n->fr_cap;
+  n->frontier[tail] = (rt_task){e, op};
+  n->fr_len++;
+  e->scheduled[op / 8] |= (uint8_t)(1u << (op % 8));
+  e->refs++;
+  return 0;
+}
+
+void rt_push_ready(bb_node *n, rt_exec *e, uint32_t site) {
+  const rt_graph *g = &n->graphs[e->graph];
+  for (uint32_t k = g->cons_start[site]; k < g->cons_start[site + 1]; k++) {
+    uint32_t op = g->cons[k];
+    if (!is_scheduled(e, op) && ready(n, e, op)) rt_push(n, e, op);
+  }
+}
+
+void rt_seed(bb_node *n, rt_exec *e) {
+  const rt_graph *g = &n->graphs[e->graph];
+  for (uint32_t op = 0; op < g->n_ops; op++)
+    if (g->ops[op].kind != RT_OP_RECV && !is_scheduled(e, op) && ready(n, e, op)) rt_push(n, e, op);
+}
+
+static const char *module_of(const bb_node *n, const rt_exec *e) {
+  if (e->target >= 0) return n->targets[e->target].name;
+  return n->graphs[e->graph].fn->name;
+}
+
+static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
+  bb_step *s = rt_step(n, BB_STEP_APP_EVENT);
+  if (!s) return;
+  s->module = module_of(n, e);
+  s->topic = rt_step_str(n, topic);
+  s->value = bb_val_retain(v);
+  rt_step_hold(n, v);
+  s->exec_id = e->id;
+  if (v->kind == BB_VAL_BYTES) {
+    s->bytes = v->as.bytes;
+    s->len = v->n;
+  } else {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (bb_val_encode(v, n->alloc, &buf, &len, NULL) == 0 && rt_step_own(n, buf) == 0) {
+      s->bytes = buf;
+      s->len = len;
+    }
+  }
+}
+
+int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
+  if (site == RT_NONE) {
+    bb_val_release(v);
+    n->ingress_bytes -= charged;
+    return 0;
+  }
+  bb_val_release(e->vals[site]);
+  n->ingress_bytes -= e->charged[site];
+  e->vals[site] = v;
+  e->charged[site] = charged;
+  const rt_graph *g = &n->graphs[e->graph];
+  uint32_t out = g->out_index[site];
+  if (out != RT_NONE) {
+    if (e->parent) {
+      rt_exec *p = e->parent;
+      const rt_op *call = &n->graphs[p->graph].ops[e->call_op];
+      if (out < call->n_out && call->out[out] != RT_NONE) {
+        rt_write(n, p, call->out[out], bb_val_retain(v), 0);
+        rt_push_ready(n, p, call->out[out]);
+      }
+    } else if (g->target >= 0 || g->bootstrap) {
+      app_event(n, e, g->fn->outputs.items[out], v);
+    }
+  }
+  return 0;
+}
+
+/* ---- pending asynchronous operations (open addressing by command id) ------------------- */
+
+static size_t pending_slot(size_t cap, uint64_t command) {
+  return (size_t)((command * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+
+rt_pending *rt_pending_find(bb_node *n, uint64_t command) {
+  if (!n->cap_pending) return NULL;
+  for (size_t i = pending_slot(n->cap_pending, command);; i = (i + 1) & (n->cap_pending - 1)) {
+    rt_pending *p = &n->pending[i];
+    if (!p->used && !p->exec) return NULL; /* never used: end of the probe chain */
+    if (p->used && p->command == command) return p;
+  }
+}
+
+int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
+  if ((n->n_pending + 1) * 2 > n->cap_pending) {
+    size_t cap = n->cap_pending ? n->cap_pending * 2 : 64;
+    rt_pending *old = n->pending;
+    size_t old_cap = n->cap_pending;
+    rt_pending *fresh = rt_calloc(n, cap, sizeof *fresh);
+    if (!fresh) return BB_ERR_NOMEM;
+    n->pending = fresh;
+    n->cap_pending = cap;
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].used) {
+        size_t j = pending_slot(cap, old[i].command);
+        while (fresh[j].used) j = (j + 1) & (cap - 1);
+        fresh[j] = old[i];
+      }
+    rt_free(n, old);
+  }
+  size_t j = pending_slot(n->cap_pending, command);
+  while (n->pending[j].used) j = (j + 1) & (n->cap_pending - 1);
+  n->pending[j] = (rt_pending){command, e, op, true};
+  n->n_pending++;
+  e->refs++;
+  return 0;
+}
+
+/* Removal keeps a tombstone (used = false, exec != NULL) so probe chains stay intact;
+ * tombstones go when the table is rebuilt. */
+void rt_pending_remove(bb_node *n, rt_pending *p) {
+  rt_exec *e = p->exec;
+  p->used = false;
+  n->n_pending--;
+  rt_exec_unref(n, e);
+}
+
+static void trace(bb_node *n, bb_step_kind kind, rt_exec *e, uint32_t op, uint64_t command) {
+  if (!n->cfg.trace_ops) return;
+  bb_step *s = rt_step(n, kind);
+  if (!s) return;
+  s->module = module_of(n, e);
+  s->op = n->graphs[e->graph].ops[op].label;
+  s->exec_id = e->id;
+  s->command = command;
+}
+
+static void write_outputs(bb_node *n, rt_exec *e, uint32_t op, bb_val *const *vals, size_t n_vals) {
+  const rt_op *o = &n->graphs[e->graph].ops[op];
+  for (size_t i = 0; i < n_vals; i++) {
+    if (!vals[i]) continue;
+    if (i >= o->n_out || o->out[i] == RT_NONE) {
+      bb_val_release(vals[i]);
+      continue;
+    }
+    rt_write(n, e, o->out[i], vals[i], 0);
+  }
+  for (size_t i = 0; i < n_vals && i < o->n_out; i++)
+    if (vals[i] && o->out[i] != RT_NONE) rt_push_ready(n, e, o->out[i]);
+}
+
+void rt_complete(bb_node *n, uint64_t command, bb_val *const *vals, size_t n_vals) {
+  rt_pending *p = rt_pending_find(n, command);
+  if (!p) {
+    rt_count(n, "completions.unknown", 1);
+    for (size_t i = 0; i < n_vals; i++) bb_val_release(vals[i]);
+    return;
+  }
+  rt_exec *e = p->exec;
+  uint32_t op = p->op;
+  trace(n, BB_STEP_OP_COMPLETED, e, op, command);
+  write_outputs(n, e, op, vals, n_vals);
+  rt_pending_remove(n, p);
+}
+
+void rt_fail_command(bb_node *n, uint64_t command, const char *detail) {
+  rt_pending *p = rt_pending_find(n, command);
+  if (!p) {
+    rt_count(n, "completions.unknown", 1);
+    return;
+  }
+  rt_op_failed(n, p->exec, p->op, "completion_failed", detail);
+  rt_pending_remove(n, p);
+}
+
+void rt_op_failed(bb_node *n, rt_exec *e, uint32_t op, const char *reason, const char *detail) {
+  rt_count(n, "ops.failed", 1);
+  bb_step *s = rt_step(n, BB_STEP_OP_FAILED);
+  if (!s) return;
+  s->module = module_of(n, e);
+  s->op = n->graphs[e->graph].ops[op].label;
+  s->reason = rt_step_str(n, reason);
+  s->detail = rt_step_str(n, detail);
+  s->exec_id = e->id;
+  if (e->has_src) {
+    s->has_peer = true;
+    s->peer = e->src;
+  }
+}
+
+/* ---- firing ------------------------------------------------------------------------------ */
+
+static void call_function(bb_node *n, rt_exec *e, uint32_t op, bb_val *const *in) {
+  const rt_op *o = &n->graphs[e->graph].ops[op];
+  rt_exec *child = rt_exec_new(n, o->callee, e, e->target);
+  if (!child) {
+    rt_op_failed(n, e, op, "execution_limit", "cannot start the function body: execution limit or out of memory");
+    return;
+  }
+  child->call_op = op;
+  const rt_graph *cg = &n->graphs[o->callee];
+  for (uint32_t i = 0; i < o->n_in && i < cg->n_in; i++)
+    if (in[i] && cg->formal_in[i] != RT_NONE) rt_write(n, child, cg->formal_in[i], bb_val_retain(in[i]), 0);
+  rt_seed(n, child);
+  rt_exec_unref(n, child);
+}
+
+static void fire(bb_node *n, rt_exec *e, uint32_t op) {
+  rt_graph *g = &n->graphs[e->graph];
+  rt_op *o = &g->ops[op];
+  bb_val *in_stack[16], *out_stack[16];
+  bb_val **in = in_stack, **out = out_stack;
+  if (o->n_in > 16 || o->n_out > 16) {
+    in = rt_calloc(n, o->n_in + 1, sizeof *in);
+    out = rt_calloc(n, o->n_out + 1, sizeof *out);
+    if (!in || !out) {
+      if (in != in_stack) rt_free(n, in);
+      if (out != out_stack) rt_free(n, out);
+      rt_op_failed(n, e, op, "out_of_memory", "out of memory preparing the op's inputs");
+      return;
+    }
+  }
+  memset(out, 0, (o->n_out ? o->n_out : 1) * sizeof *out);
+  for (uint32_t i = 0; i < o->n_in; i++) in[i] = o->in[i] == RT_NONE ? NULL : e->vals[o->in[i]];
+
+  if (o->kind == RT_OP_CALL) {
+    call_function(n, e, op, in);
+    trace(n, BB_STEP_OP_COMPLETED, e, op, 0);
+  } else if (o->kind == RT_OP_RECV || o->kind == RT_OP_UNRESOLVED) {
+    /* Recv is where deliveries land, not something that runs; unresolved ops are only in
+     * partitions this peer does not run, which never execute */
+  } else if (n->n_pending >= n->cfg.max_pending_async) {
+    rt_op_failed(n, e, op, "pending_async_limit", "too many operations wait for completions (max_pending_async)");
+  } else {
+    rt_call c = {n, g, o, op, e, in, o->n_in, out, o->n_out, n->now, NULL, 0};
+    bb_error err;
+    bb_error_clear(&err);
+    int rc = o->kind == RT_OP_SEND        ? rt_send(&c, &err)
+             : o->kind == RT_OP_COMPONENT ? rt_invoke_component(n, &c, &err)
+                                          : o->fn(&c, &err);
+    if (rc == BB_LATER) {
+      for (uint32_t i = 0; i < o->n_out; i++) bb_val_release(out[i]);
+      if (rt_pending_add(n, c.command, e, op))
+        rt_op_failed(n, e, op, "out_of_memory", "out of memory parking the op");
+      else
+        trace(n, BB_STEP_ASYNC_SUSPENDED, e, op, c.command);
+    } else if (rc < 0) {
+      for (uint32_t i = 0; i < o->n_out; i++) bb_val_release(out[i]);
+      rt_op_failed(n, e, op, c.reason ? c.reason : "op_failed", err.message[0] ? err.message : bb_strerror(rc));
+    } else {
+      trace(n, BB_STEP_OP_COMPLETED, e, op, 0);
+      write_outputs(n, e, op, out, o->n_out);
+    }
+  }
+  if (in != in_stack) rt_free(n, in);
+  if (out != out_stack) rt_free(n, out);
+}
+
+/* The next task allowed to run: while a bootstrap runs, only its own executions are. */
+static bool pop_task(bb_node *n, rt_task *t) {
+  for (size_t k = 0; k < n->fr_len; k++) {
+    size_t i = (n->fr_head + k) % n->fr_cap;
+    if (n->bootstrap_running >= 0 && !n->frontier[i].exec->bootstrap) continue;
+    *t = n->frontier[i];
+    /* close the gap: move the skipped entries up by one */
+    for (size_t j = k; j > 0; j--) {
+      size_t to = (n->fr_head + j) % n->fr_cap, from = (n->fr_head + j - 1) % n->fr_cap;
+      n->frontier[to] = n->frontier[from];
+    }
+    n->fr_head = (n->fr_head + 1) % n->fr_cap;
+    n->fr_len--;
+    return true;
+  }
+  return false;
+}
+
+/* Fires ready ops until none is left or the budget is spent; returns how many ran. */
+int rt_drain(bb_node *n, size_t *budget) {
+  int ran = 0;
+  rt_task t;
+  while (*budget && pop_task(n, &t)) {
+    fire(n, t.exec, t.op);
+    rt_exec_unref(n, t.exec);
+    (*budget)--;
+    ran++;
+    rt_exec_collect(n);
+  }
+  return ran;
+}

@@ -1,0 +1,661 @@
+/* bb_install (runtime.md §1, with the [PORT] fixes): passport, targets, bindings, one
+ * component per slot, value sites assigned from the artifact alone (model order), every
+ * op of my partitions resolved, every Send's destination site resolved. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/node.h"
+
+#define KEY_COMPILED "ai.bytesandbrains.compiled"
+#define KEY_BINDING "ai.bytesandbrains.binding."
+#define KEY_CONFIG "ai.bytesandbrains.config."
+#define KEY_DEST_SITE "ai.bytesandbrains.dest_site_name."
+#define BOOTSTRAP_SUFFIX "__bootstrap"
+
+static const char *const INSTALL_ERROR_NAMES[] = {
+    "Ok", "EmptyTargets", "BadArtifact", "NotCompiled", "IncompatibleCompiledVersion", "UnknownTarget",
+    "InvalidBindingTable", "SlotBindingConflict", "UnregisteredConcrete", "ConstructionFailed", "UnresolvedOp",
+    "UnresolvedDestination", "InvalidArgument", "OutOfMemory"};
+
+const char *bb_install_error_name(bb_install_error_kind kind) {
+  return kind >= 0 && (size_t)kind < sizeof INSTALL_ERROR_NAMES / sizeof *INSTALL_ERROR_NAMES
+             ? INSTALL_ERROR_NAMES[kind]
+             : "Unknown";
+}
+
+typedef struct installer {
+  bb_node *n;
+  const bb_install_args *args;
+  bb_install_error_kind kind;
+  bb_error *err;
+} installer;
+
+static int fail(installer *x, bb_install_error_kind kind, int code, const char *fmt, ...) BB_PRINTF(4, 5);
+static int fail(installer *x, bb_install_error_kind kind, int code, const char *fmt, ...) {
+  x->kind = kind;
+  if (x->err) {
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[BB_ERROR_MESSAGE_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    bb_error_set(x->err, code, "install: %s", msg);
+  }
+  return code;
+}
+
+static int nomem(installer *x) { return fail(x, BB_INSTALL_OUT_OF_MEMORY, BB_ERR_NOMEM, "out of memory"); }
+
+uint32_t rt_component_number(const char *slot) {
+  uint32_t h = 0x811c9dc5u;
+  for (const unsigned char *p = (const unsigned char *)slot; *p; p++) h = (h ^ *p) * 0x01000193u;
+  return h;
+}
+
+/* ---- config ------------------------------------------------------------------------- */
+
+static void config_defaults(bb_node_config *c, const bb_node_config *given) {
+  memset(c, 0, sizeof *c);
+  if (given) memcpy(c, given, given->struct_size && given->struct_size < sizeof *c ? given->struct_size : sizeof *c);
+  c->struct_size = sizeof *c;
+#define DEFAULT(field, value) \
+  if (!c->field) c->field = (value)
+  DEFAULT(cycle_op_budget, 1000);
+  DEFAULT(max_pending_async, 10000);
+  DEFAULT(max_outbound, 10000);
+  DEFAULT(max_ingress_events, 4096);
+  DEFAULT(ingress_byte_budget, (size_t)256 << 20);
+  DEFAULT(max_app_event_bytes, (size_t)1 << 20);
+  DEFAULT(max_invoke_inputs, 100);
+  DEFAULT(max_timers, 65536);
+  DEFAULT(max_executions, 65536);
+  DEFAULT(dedup_window, 8192);
+#undef DEFAULT
+}
+
+/* ---- targets -------------------------------------------------------------------------- */
+
+static long find_function(const bb_model *m, const char *name) {
+  for (size_t i = 0; i < m->functions.len; i++)
+    if (m->functions.items[i]->name && strcmp(m->functions.items[i]->name, name) == 0) return (long)i;
+  return -1;
+}
+
+static int resolve_target(installer *x, const char *target, uint32_t *graph) {
+  const bb_model *m = x->n->model;
+  long exact = find_function(m, target);
+  if (exact >= 0) {
+    *graph = (uint32_t)exact;
+    return 0;
+  }
+  size_t tl = strlen(target);
+  for (size_t i = 0; i < m->functions.len; i++) {
+    const char *name = m->functions.items[i]->name;
+    if (name && strncmp(name, target, tl) == 0 && name[tl] == '#') {
+      *graph = (uint32_t)i;
+      return 0;
+    }
+  }
+  char avail[300] = "";
+  size_t at = 0;
+  for (size_t i = 0; i < m->functions.len && at < sizeof avail - 40; i++)
+    at += (size_t)snprintf(avail + at, sizeof avail - at, "%s%s", i ? ", " : "", m->functions.items[i]->name);
+  return fail(x, BB_INSTALL_UNKNOWN_TARGET, BB_ERR_NOT_FOUND,
+              "target `%s` is not a function of the artifact; available: [%s]", target, avail);
+}
+
+/* The bootstrap of a target's module: "<M>__bootstrap" where the partition is "<M>#…" or
+ * "<M>_<class>#…" (the longest such M wins). */
+static int find_bootstrap(const bb_model *m, const char *partition) {
+  int best = -1;
+  size_t best_len = 0;
+  for (size_t i = 0; i < m->functions.len; i++) {
+    const bb_function *f = m->functions.items[i];
+    const char *phase = bb_kv_get(&f->metadata, BB_KEY_MODULE_PHASE);
+    if (!phase || strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) != 0 || !f->name) continue;
+    size_t len = strlen(f->name), sl = strlen(BOOTSTRAP_SUFFIX);
+    if (len <= sl || strcmp(f->name + len - sl, BOOTSTRAP_SUFFIX) != 0) continue;
+    size_t ml = len - sl;
+    if (strncmp(partition, f->name, ml) == 0 && (partition[ml] == '#' || partition[ml] == '_') && ml > best_len) {
+      best = (int)i;
+      best_len = ml;
+    }
+  }
+  return best;
+}
+
+/* ---- bindings ------------------------------------------------------------------------- */
+
+typedef struct binding {
+  const char *target, *slot, *type;
+  char target_buf[256], slot_buf[256], type_buf[256];
+  bb_role role;
+  long slot_id;
+} binding;
+
+static const char *const ROLE_NAMES[] = {"", "Backend", "Model", "Index", "Aggregator", "Codec",
+                                          "DataSource", "PeerSelector", "Protocol"};
+
+static int parse_role(const char *s, size_t len, bb_role *out) {
+  for (int r = BB_ROLE_BACKEND; r <= BB_ROLE_PROTOCOL; r++)
+    if (strlen(ROLE_NAMES[r]) == len && strncmp(ROLE_NAMES[r], s, len) == 0) {
+      *out = (bb_role)r;
+      return 0;
+    }
+  return -1;
+}
+
+static int parse_binding(installer *x, const bb_kv *kv, binding *b) {
+  const char *rest = kv->key + strlen(KEY_BINDING);
+  const char *dot = strchr(rest, '.');
+  if (!dot || dot == rest || !dot[1] || (size_t)(dot - rest) >= sizeof b->target_buf || strlen(dot + 1) >= 256)
+    return fail(x, BB_INSTALL_INVALID_BINDING_TABLE, BB_ERR_MALFORMED,
+                "binding key `%s` is not in `" KEY_BINDING "<target>.<slot>` form", kv->key);
+  memcpy(b->target_buf, rest, (size_t)(dot - rest));
+  b->target_buf[dot - rest] = 0;
+  strcpy(b->slot_buf, dot + 1);
+  b->target = b->target_buf;
+  b->slot = b->slot_buf;
+  const char *v = kv->value ? kv->value : "";
+  const char *bar1 = strchr(v, '|'), *bar2 = bar1 ? strchr(bar1 + 1, '|') : NULL;
+  char *end = NULL;
+  long id = bar2 ? strtol(bar2 + 1, &end, 10) : 0;
+  if (!bar1 || !bar2 || bar2 == bar1 + 1 || (size_t)(bar2 - bar1 - 1) >= sizeof b->type_buf ||
+      parse_role(v, (size_t)(bar1 - v), &b->role) || !end || *end || end == bar2 + 1)
+    return fail(x, BB_INSTALL_INVALID_BINDING_TABLE, BB_ERR_MALFORMED,
+                "binding `%s` = `%s` is not in `<role>|<TYPE_NAME>|<slot_id or -1>` form", kv->key, v);
+  memcpy(b->type_buf, bar1 + 1, (size_t)(bar2 - bar1 - 1));
+  b->type_buf[bar2 - bar1 - 1] = 0;
+  b->type = b->type_buf;
+  b->slot_id = id;
+  return 0;
+}
+
+/* The slots my targets bind, one entry per slot name, in first-seen order; slot ids of
+ * every target are merged (runtime.md §5.4 keeps only the first). */
+typedef struct slot_entry {
+  binding b;
+  long ids[16];
+  size_t n_ids;
+} slot_entry;
+
+static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
+  bb_node *n = x->n;
+  const bb_kvlist *meta = &n->model->metadata;
+  size_t cap = 0;
+  for (size_t i = 0; i < meta->len; i++)
+    if (meta->items[i].key && strncmp(meta->items[i].key, KEY_BINDING, strlen(KEY_BINDING)) == 0) cap++;
+  slot_entry *slots = cap ? rt_calloc(n, cap, sizeof *slots) : NULL;
+  if (cap && !slots) return nomem(x);
+  size_t len = 0;
+  int rc = 0;
+  for (size_t t = 0; t < n->n_targets && !rc; t++) {
+    for (size_t i = 0; i < meta->len && !rc; i++) {
+      const bb_kv *kv = &meta->items[i];
+      if (!kv->key || strncmp(kv->key, KEY_BINDING, strlen(KEY_BINDING)) != 0) continue;
+      binding b;
+      if ((rc = parse_binding(x, kv, &b))) break;
+      if (strcmp(b.target, n->targets[t].name) != 0) continue;
+      size_t s = 0;
+      while (s < len && strcmp(slots[s].b.slot, b.slot) != 0) s++;
+      if (s == len) {
+        slots[len] = (slot_entry){.b = b};
+        slots[len].b.target = slots[len].b.target_buf;
+        slots[len].b.slot = slots[len].b.slot_buf;
+        slots[len].b.type = slots[len].b.type_buf;
+        len++;
+      } else if (strcmp(slots[s].b.type, b.type) != 0 || slots[s].b.role != b.role) {
+        rc = fail(x, BB_INSTALL_SLOT_BINDING_CONFLICT, BB_ERR_EXISTS,
+                  "slot `%s` is bound differently by two targets: %s → %s (%s), %s → %s (%s)", b.slot,
+                  slots[s].b.target, slots[s].b.type, ROLE_NAMES[slots[s].b.role], b.target, b.type,
+                  ROLE_NAMES[b.role]);
+        break;
+      }
+      if (b.slot_id >= 0 && slots[s].n_ids < sizeof slots[s].ids / sizeof *slots[s].ids)
+        slots[s].ids[slots[s].n_ids++] = b.slot_id;
+    }
+  }
+  if (rc) {
+    rt_free(n, slots);
+    return rc;
+  }
+  *out = slots;
+  *n_out = len;
+  return 0;
+}
+
+static int construct_components(installer *x) {
+  bb_node *n = x->n;
+  slot_entry *slots = NULL;
+  size_t n_slots = 0;
+  int rc = collect_slots(x, &slots, &n_slots);
+  if (rc) return rc;
+  const bb_registry *reg = x->args->registry ? x->args->registry : rt_builtin_registry();
+  n->components = n_slots ? rt_calloc(n, n_slots, sizeof *n->components) : NULL;
+  if (n_slots && !n->components) rc = nomem(x);
+  for (size_t i = 0; i < n_slots && !rc; i++) {
+    const binding *b = &slots[i].b;
+    const bb_component_type *type = bb_registry_find(reg, b->type);
+    if (!type) {
+      rc = fail(x, BB_INSTALL_UNREGISTERED_CONCRETE, BB_ERR_NOT_FOUND,
+                "the artifact binds slot `%s` to `%s`, which no registered concrete type provides", b->slot, b->type);
+      break;
+    }
+    rt_component *c = &n->components[n->n_components];
+    c->type = type;
+    c->role = b->role;
+    c->number = rt_component_number(b->slot);
+    c->slot = rt_strdup(n, b->slot);
+    for (size_t j = 0; j < n->n_components; j++)
+      if (n->components[j].number == c->number) {
+        rc = fail(x, BB_INSTALL_CONSTRUCTION_FAILED, BB_ERR_EXISTS,
+                  "slots `%s` and `%s` hash to the same component number; rename one", n->components[j].slot, b->slot);
+        break;
+      }
+    if (rc) break;
+    /* config: the host's override, else the artifact's */
+    const char *config = NULL;
+    const void *host_data = NULL;
+    for (size_t j = 0; j < x->args->n_slots; j++)
+      if (x->args->slots[j].slot && strcmp(x->args->slots[j].slot, b->slot) == 0) {
+        config = x->args->slots[j].config;
+        host_data = x->args->slots[j].host_data;
+      }
+    char key[300];
+    snprintf(key, sizeof key, KEY_CONFIG "%s", b->slot);
+    if (!config) config = bb_kv_get(&n->model->metadata, key);
+    c->config = rt_strdup(n, config ? config : "");
+    if (!c->slot || !c->config) {
+      rc = nomem(x);
+      break;
+    }
+    n->n_components++;
+    bb_component_init init = {c->slot, c->config, strlen(c->config),
+                              n->cfg.seed ^ ((uint64_t)c->number * 0x9E3779B97F4A7C15ull), n->alloc, host_data};
+    bb_error cerr;
+    bb_error_clear(&cerr);
+    int crc = type->create(&init, &c->self, &cerr);
+    if (crc) {
+      c->self = NULL;
+      rc = fail(x, crc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_CONSTRUCTION_FAILED, crc,
+                "`%s` for slot `%s` could not be created: %s", b->type, b->slot,
+                cerr.message[0] ? cerr.message : bb_strerror(crc));
+    }
+  }
+  /* slot ids → component, for nodes that carry only an id */
+  rt_free(n, slots);
+  return rc;
+}
+
+static long component_of_slot(const bb_node *n, const char *slot) {
+  for (size_t i = 0; i < n->n_components; i++)
+    if (strcmp(n->components[i].slot, slot) == 0) return (long)i;
+  return -1;
+}
+
+/* ---- graphs and sites ------------------------------------------------------------------ */
+
+static int add_site(installer *x, rt_graph *g, const char *name, size_t *cap) {
+  if (!name || !*name) return 0;
+  uint32_t existing;
+  if (bb_strmap_get(&g->names, name, &existing)) return 0;
+  if (rt_grow(x->n, (void **)&g->site_names, cap, g->n_sites + 1, sizeof *g->site_names)) return nomem(x);
+  g->site_names[g->n_sites] = name;
+  if (bb_strmap_put(&g->names, name, g->n_sites)) return nomem(x);
+  g->n_sites++;
+  return 0;
+}
+
+static uint32_t site_of(const rt_graph *g, const char *name) {
+  uint32_t s;
+  return name && *name && bb_strmap_get(&g->names, name, &s) ? s : RT_NONE;
+}
+
+/* Sites of every function in model order: node outputs, then input formals. Only the
+ * artifact decides them, so peers installed with different targets agree. */
+static int assign_sites(installer *x) {
+  bb_node *n = x->n;
+  const bb_model *m = n->model;
+  n->n_graphs = (uint32_t)m->functions.len;
+  n->graphs = n->n_graphs ? rt_calloc(n, n->n_graphs, sizeof *n->graphs) : NULL;
+  if (n->n_graphs && !n->graphs) return nomem(x);
+  uint64_t next = 0;
+  for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
+    rt_graph *g = &n->graphs[gi];
+    const bb_function *f = m->functions.items[gi];
+    g->fn = f;
+    g->target = -1;
+    bb_strmap_init(&g->names, n->alloc);
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < f->nodes.len && !rc; i++)
+      for (size_t o = 0; o < f->nodes.items[i]->outputs.len && !rc; o++)
+        rc = add_site(x, g, f->nodes.items[i]->outputs.items[o], &cap);
+    for (size_t i = 0; i < f->inputs.len && !rc; i++) rc = add_site(x, g, f->inputs.items[i], &cap);
+    for (size_t i = 0; i < f->outputs.len && !rc; i++) rc = add_site(x, g, f->outputs.items[i], &cap);
+    if (rc) return rc;
+    g->site_base = next;
+    next += g->n_sites;
+    const char *phase = bb_kv_get(&f->metadata, BB_KEY_MODULE_PHASE);
+    g->bootstrap = phase && strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) == 0;
+  }
+  n->n_sites = next;
+  return 0;
+}
+
+/* The global site of a wire.Recv payload named `value`, searched in model order. */
+static uint64_t recv_site_named(const bb_node *n, const char *value) {
+  for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
+    const rt_graph *g = &n->graphs[gi];
+    for (size_t i = 0; i < g->fn->nodes.len; i++) {
+      const bb_ir_node *nd = g->fn->nodes.items[i];
+      if (nd->domain && strcmp(nd->domain, BB_DOMAIN_WIRE) == 0 && strcmp(nd->op_type, "Recv") == 0 &&
+          nd->outputs.len && strcmp(nd->outputs.items[0], value) == 0)
+        return g->site_base + site_of(g, value);
+    }
+  }
+  return UINT64_MAX;
+}
+
+static void mark_active(bb_node *n, uint32_t gi) {
+  rt_graph *g = &n->graphs[gi];
+  if (g->active) return;
+  g->active = true;
+  for (size_t i = 0; i < g->fn->nodes.len; i++) {
+    const bb_ir_node *nd = g->fn->nodes.items[i];
+    if (!nd->domain || strcmp(nd->domain, BB_DOMAIN_MODULE) != 0) continue;
+    long callee = find_function(n->model, nd->op_type);
+    if (callee >= 0) mark_active(n, (uint32_t)callee);
+  }
+}
+
+static bb_role role_of_domain(const char *domain) {
+  static const struct {
+    const char *domain;
+    bb_role role;
+  } map[] = {{BB_DOMAIN_ROLE_MODEL, BB_ROLE_MODEL},
+             {BB_DOMAIN_ROLE_INDEX, BB_ROLE_INDEX},
+             {BB_DOMAIN_ROLE_AGGREGATOR, BB_ROLE_AGGREGATOR},
+             {BB_DOMAIN_ROLE_CODEC, BB_ROLE_CODEC},
+             {BB_DOMAIN_ROLE_DATA_SOURCE, BB_ROLE_DATA_SOURCE},
+             {BB_DOMAIN_ROLE_PEER_SELECTOR, BB_ROLE_PEER_SELECTOR}};
+  if (!domain || !*domain || strcmp(domain, "ai.onnx") == 0) return BB_ROLE_BACKEND;
+  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+    if (strcmp(map[i].domain, domain) == 0) return map[i].role;
+  return BB_ROLE_PROTOCOL;
+}
+
+/* Which component runs a role or protocol node: its slot name, else its slot id, else
+ * the component whose type serves the node's protocol domain. */
+static long component_for(installer *x, const bb_ir_node *nd) {
+  bb_node *n = x->n;
+  const char *slot = bb_kv_get(&nd->metadata, BB_KEY_SLOT_NAME);
+  if (slot) return component_of_slot(n, slot);
+  const char *id = bb_kv_get(&nd->metadata, BB_KEY_SLOT_ID);
+  if (id) {
+    /* resolve the id through the binding table of my targets */
+    const bb_kvlist *meta = &n->model->metadata;
+    for (size_t t = 0; t < n->n_targets; t++)
+      for (size_t i = 0; i < meta->len; i++) {
+        const bb_kv *kv = &meta->items[i];
+        if (!kv->key || strncmp(kv->key, KEY_BINDING, strlen(KEY_BINDING)) != 0) continue;
+        binding b;
+        if (parse_binding(x, kv, &b)) return -1;
+        if (b.slot_id >= 0 && strtol(id, NULL, 10) == b.slot_id && strcmp(b.target, n->targets[t].name) == 0)
+          return component_of_slot(n, b.slot);
+      }
+    return -1;
+  }
+  for (size_t i = 0; i < n->n_components; i++) {
+    const char *pd = n->components[i].type->protocol_domain;
+    if (pd && nd->domain && strcmp(pd, nd->domain) == 0) return (long)i;
+  }
+  return -1;
+}
+
+static int op_label(installer *x, rt_op *op) {
+  const bb_ir_node *nd = op->ir;
+  char buf[400];
+  snprintf(buf, sizeof buf, "%s::%s%s%s", nd->domain && *nd->domain ? nd->domain : "ai.onnx", nd->op_type,
+           nd->name && *nd->name ? "@" : "", nd->name ? nd->name : "");
+  op->label = rt_strdup(x->n, buf);
+  return op->label ? 0 : nomem(x);
+}
+
+static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
+  bb_node *n = x->n;
+  const bb_ir_node *nd = op->ir;
+  size_t prefix = strlen(KEY_DEST_SITE);
+  for (size_t k = 0; k < nd->metadata.len; k++) {
+    const bb_kv *kv = &nd->metadata.items[k];
+    if (!kv->key || strncmp(kv->key, KEY_DEST_SITE, prefix) != 0 || !kv->value) continue;
+    long input = bb_strlist_find(&nd->inputs, kv->key + prefix);
+    uint64_t site = recv_site_named(n, kv->value);
+    if (input < 0 || site == UINT64_MAX)
+      return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
+                  "%s in `%s` sends `%s` to `%s`, but %s", op->label, g->fn->name, kv->key + prefix, kv->value,
+                  input < 0 ? "it has no such input" : "no wire.Recv in the artifact produces that value");
+    if (rt_grow(n, (void **)&op->fills, &(size_t){op->n_fills}, op->n_fills + 1, sizeof *op->fills)) return nomem(x);
+    op->fills[op->n_fills++] = (rt_send_fill){(uint32_t)input, site};
+  }
+  if (!op->n_fills)
+    return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
+                "%s in `%s` names no destination (no " KEY_DEST_SITE "<value> entry)", op->label, g->fn->name);
+  return 0;
+}
+
+static int resolve_op(installer *x, uint32_t gi, uint32_t oi) {
+  bb_node *n = x->n;
+  rt_graph *g = &n->graphs[gi];
+  rt_op *op = &g->ops[oi];
+  const bb_ir_node *nd = op->ir;
+  const char *domain = nd->domain ? nd->domain : "";
+  if (strcmp(domain, BB_DOMAIN_WIRE) == 0 && strcmp(nd->op_type, "Send") == 0) {
+    op->kind = RT_OP_SEND;
+    return resolve_send(x, g, op);
+  }
+  if (strcmp(domain, BB_DOMAIN_WIRE) == 0 && strcmp(nd->op_type, "Recv") == 0) {
+    op->kind = RT_OP_RECV;
+    if (op->n_out && op->out[0] != RT_NONE) {
+      g->is_recv[op->out[0]] = 1;
+      g->recv_sender[op->out[0]] = op->n_out > 1 ? op->out[1] : RT_NONE;
+    }
+    return 0;
+  }
+  if ((op->fn = rt_syscall_find(domain, nd->op_type)) != NULL) {
+    op->kind = RT_OP_SYSCALL;
+    return 0;
+  }
+  if (strcmp(domain, BB_DOMAIN_MODULE) == 0) {
+    long callee = find_function(n->model, nd->op_type);
+    if (callee < 0)
+      return fail(x, BB_INSTALL_UNRESOLVED_OP, BB_ERR_NOT_FOUND, "%s in `%s` calls a function the artifact lacks",
+                  op->label, g->fn->name);
+    op->kind = RT_OP_CALL;
+    op->callee = (uint32_t)callee;
+    return 0;
+  }
+  long comp = component_for(x, nd);
+  if (comp < 0 && x->kind) return BB_ERR_MALFORMED; /* a malformed binding table */
+  if (comp < 0) {
+    const char *slot = bb_kv_get(&nd->metadata, BB_KEY_SLOT_NAME);
+    return fail(x, BB_INSTALL_UNRESOLVED_OP, BB_ERR_NOT_FOUND,
+                "%s in `%s` has nothing to run it: %s%s%s", op->label, g->fn->name,
+                slot ? "slot `" : "no syscall, function or component serves it",
+                slot ? slot : "", slot ? "` is not bound for my targets" : "");
+  }
+  op->kind = RT_OP_COMPONENT;
+  op->component = (uint32_t)comp;
+  op->role = role_of_domain(domain);
+  if (!n->components[comp].type->invoke)
+    return fail(x, BB_INSTALL_UNRESOLVED_OP, BB_ERR_UNSUPPORTED, "%s in `%s`: `%s` (slot `%s`) takes no op calls",
+                op->label, g->fn->name, n->components[comp].type->type_name, n->components[comp].slot);
+  return 0;
+}
+
+static int build_graph(installer *x, uint32_t gi) {
+  bb_node *n = x->n;
+  rt_graph *g = &n->graphs[gi];
+  const bb_function *f = g->fn;
+  g->n_ops = (uint32_t)f->nodes.len;
+  g->ops = g->n_ops ? rt_calloc(n, g->n_ops, sizeof *g->ops) : NULL;
+  g->out_index = rt_calloc(n, g->n_sites + 1, sizeof *g->out_index);
+  g->recv_sender = rt_calloc(n, g->n_sites + 1, sizeof *g->recv_sender);
+  g->is_recv = rt_calloc(n, g->n_sites + 1, 1);
+  g->cons_start = rt_calloc(n, g->n_sites + 1, sizeof *g->cons_start);
+  g->formal_in = rt_calloc(n, f->inputs.len + 1, sizeof *g->formal_in);
+  g->formal_out = rt_calloc(n, f->outputs.len + 1, sizeof *g->formal_out);
+  if ((g->n_ops && !g->ops) || !g->out_index || !g->recv_sender || !g->is_recv || !g->cons_start || !g->formal_in ||
+      !g->formal_out)
+    return nomem(x);
+  for (uint32_t s = 0; s < g->n_sites; s++) g->out_index[s] = g->recv_sender[s] = RT_NONE;
+  g->n_in = (uint32_t)f->inputs.len;
+  for (uint32_t i = 0; i < g->n_in; i++) g->formal_in[i] = site_of(g, f->inputs.items[i]);
+  g->n_out = (uint32_t)f->outputs.len;
+  for (uint32_t i = 0; i < g->n_out; i++) {
+    g->formal_out[i] = site_of(g, f->outputs.items[i]);
+    if (g->formal_out[i] != RT_NONE && g->out_index[g->formal_out[i]] == RT_NONE) g->out_index[g->formal_out[i]] = i;
+  }
+  size_t n_edges = 0;
+  for (uint32_t oi = 0; oi < g->n_ops; oi++) {
+    rt_op *op = &g->ops[oi];
+    op->ir = f->nodes.items[oi];
+    op->n_in = (uint32_t)op->ir->inputs.len;
+    op->n_out = (uint32_t)op->ir->outputs.len;
+    op->in = rt_calloc(n, op->n_in + 1, sizeof *op->in);
+    op->out = rt_calloc(n, op->n_out + 1, sizeof *op->out);
+    if (!op->in || !op->out || op_label(x, op)) return nomem(x);
+    for (uint32_t i = 0; i < op->n_in; i++) {
+      op->in[i] = site_of(g, op->ir->inputs.items[i]);
+      if (op->in[i] == RT_NONE && op->ir->inputs.items[i][0])
+        return fail(x, BB_INSTALL_BAD_ARTIFACT, BB_ERR_MALFORMED, "%s in `%s` reads `%s`, which nothing produces",
+                    op->label, f->name, op->ir->inputs.items[i]);
+      if (op->in[i] != RT_NONE) n_edges++;
+    }
+    for (uint32_t o = 0; o < op->n_out; o++) op->out[o] = site_of(g, op->ir->outputs.items[o]);
+    op->deadline_ns = bb_attr_get_int(&op->ir->attrs, "deadline_ns", 0);
+    if (op->deadline_ns < 0) op->deadline_ns = 0;
+  }
+  /* consumers, CSR (an op reading a site twice is listed once) */
+  g->cons = rt_calloc(n, n_edges + 1, sizeof *g->cons);
+  if (!g->cons) return nomem(x);
+  for (uint32_t oi = 0; oi < g->n_ops; oi++)
+    for (uint32_t i = 0; i < g->ops[oi].n_in; i++) {
+      uint32_t s = g->ops[oi].in[i];
+      bool dup = false;
+      for (uint32_t j = 0; j < i; j++) dup |= g->ops[oi].in[j] == s;
+      if (s != RT_NONE && !dup) g->cons_start[s + 1]++;
+    }
+  for (uint32_t s = 0; s < g->n_sites; s++) g->cons_start[s + 1] += g->cons_start[s];
+  uint32_t *fill = rt_calloc(n, g->n_sites + 1, sizeof *fill);
+  if (!fill) return nomem(x);
+  for (uint32_t oi = 0; oi < g->n_ops; oi++)
+    for (uint32_t i = 0; i < g->ops[oi].n_in; i++) {
+      uint32_t s = g->ops[oi].in[i];
+      bool dup = false;
+      for (uint32_t j = 0; j < i; j++) dup |= g->ops[oi].in[j] == s;
+      if (s != RT_NONE && !dup) g->cons[g->cons_start[s] + fill[s]++] = oi;
+    }
+  rt_free(n, fill);
+  if (!g->active) return 0;
+  for (uint32_t oi = 0; oi < g->n_ops; oi++) {
+    int rc = resolve_op(x, gi, oi);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int copy_addresses(installer *x) {
+  bb_node *n = x->n;
+  const bb_install_args *a = x->args;
+  if (!a->n_addresses) return 0;
+  n->self_addrs = rt_calloc(n, a->n_addresses, sizeof *n->self_addrs);
+  if (!n->self_addrs) return nomem(x);
+  for (size_t i = 0; i < a->n_addresses; i++) {
+    if (!a->addresses[i].n) continue;
+    n->self_addrs[n->n_self_addrs++] = a->addresses[i];
+    if (rt_book_add(n, &n->self, &a->addresses[i])) return nomem(x);
+  }
+  return 0;
+}
+
+static int install(installer *x) {
+  const bb_install_args *a = x->args;
+  bb_node *n = x->n;
+  int rc;
+  if (!a->n_targets || !a->targets)
+    return fail(x, BB_INSTALL_EMPTY_TARGETS, BB_ERR_INVALID_ARGUMENT, "no targets: name the partitions this peer runs");
+  if (!a->artifact || !a->self.len)
+    return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_INVALID_ARGUMENT, "the artifact bytes and a peer id are required");
+  bb_error derr;
+  if ((rc = bb_model_decode(a->artifact, a->artifact_len, n->alloc, NULL, &n->model, &derr)))
+    return fail(x, rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_BAD_ARTIFACT, rc,
+                "the artifact is not a ModelProto: %s", derr.message);
+  const char *passport = bb_kv_get(&n->model->metadata, KEY_COMPILED);
+  if (!passport)
+    return fail(x, BB_INSTALL_NOT_COMPILED, BB_ERR_INVALID_ARGUMENT,
+                "the model carries no `" KEY_COMPILED "` stamp; compile it first (bb compile)");
+  if (strcmp(passport, "v1") != 0)
+    return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
+                "the model was compiled as `%s`, this runtime requires `v1`; recompile", passport);
+  n->targets = rt_calloc(n, a->n_targets, sizeof *n->targets);
+  if (!n->targets) return nomem(x);
+  for (size_t t = 0; t < a->n_targets; t++) {
+    uint32_t g = 0;
+    if (!a->targets[t]) return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_INVALID_ARGUMENT, "target %zu is NULL", t);
+    if ((rc = resolve_target(x, a->targets[t], &g))) return rc;
+    for (size_t u = 0; u < n->n_targets; u++)
+      if (n->targets[u].graph == g) goto next_target; /* named twice */
+    n->targets[n->n_targets].graph = g;
+    n->targets[n->n_targets].name = rt_strdup(n, n->model->functions.items[g]->name);
+    if (!n->targets[n->n_targets].name) return nomem(x);
+    n->targets[n->n_targets].bootstrap = find_bootstrap(n->model, n->targets[n->n_targets].name);
+    n->n_targets++;
+  next_target:;
+  }
+  if ((rc = copy_addresses(x)) || (rc = construct_components(x)) || (rc = assign_sites(x))) return rc;
+  for (size_t t = 0; t < n->n_targets; t++) {
+    mark_active(n, n->targets[t].graph);
+    n->graphs[n->targets[t].graph].target = (int)t;
+    if (n->targets[t].bootstrap >= 0) mark_active(n, (uint32_t)n->targets[t].bootstrap);
+  }
+  for (uint32_t gi = 0; gi < n->n_graphs; gi++)
+    if ((rc = build_graph(x, gi))) return rc;
+  return 0;
+}
+
+int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err) {
+  if (kind) *kind = BB_INSTALL_OK;
+  if (out) *out = NULL;
+  if (!args || !out || args->struct_size < sizeof *args) {
+    if (kind) *kind = BB_INSTALL_INVALID_ARGUMENT;
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "install: args (with struct_size set) and out are required");
+  }
+  const bb_allocator *alloc = args->alloc ? args->alloc : bb_default_allocator();
+  bb_node *n = alloc->malloc(sizeof *n, alloc->user_data);
+  if (!n) {
+    if (kind) *kind = BB_INSTALL_OUT_OF_MEMORY;
+    return bb_error_set(err, BB_ERR_NOMEM, "install: out of memory");
+  }
+  memset(n, 0, sizeof *n);
+  n->alloc = alloc;
+  n->self = args->self;
+  config_defaults(&n->cfg, args->config);
+  n->rng = n->cfg.seed ^ 0x6a09e667f3bcc909ull;
+  n->next_exec = 1;
+  n->next_command = 1;
+  n->next_wire_req = 1;
+  n->bootstrap_running = -1;
+  installer x = {n, args, BB_INSTALL_OK, err};
+  int rc = install(&x);
+  if (rc) {
+    if (kind) *kind = x.kind ? x.kind : BB_INSTALL_BAD_ARTIFACT;
+    bb_node_free(n);
+    return rc;
+  }
+  *out = n;
+  return 0;
+}

@@ -1,0 +1,432 @@
+/* The host-facing node API: poll and its phases, app inputs, completions, bootstrap,
+ * expiry, introspection and teardown. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "runtime/node.h"
+
+#define COMPLETION_DETAIL_MAX 4096
+
+static void advance(bb_node *n, uint64_t now) {
+  if (now > n->now) n->now = now;
+}
+
+static int find_target(const bb_node *n, const char *module) {
+  if (!module) return -1;
+  size_t ml = strlen(module);
+  for (size_t t = 0; t < n->n_targets; t++) {
+    const char *name = n->targets[t].name;
+    if (strcmp(name, module) == 0 || (strncmp(name, module, ml) == 0 && name[ml] == '#')) return (int)t;
+  }
+  return -1;
+}
+
+/* ---- app inputs ------------------------------------------------------------------------- */
+
+int bb_node_invoke(bb_node *n, const char *module, const bb_named_value *inputs, size_t n_inputs, uint64_t now_ns,
+                   bb_error *err) {
+  advance(n, now_ns);
+  int t = find_target(n, module);
+  if (t < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "invoke: `%s` is not a target of this node", module ? module : "");
+  if (n_inputs > n->cfg.max_invoke_inputs)
+    return bb_error_set(err, BB_ERR_LIMIT, "invoke: %zu inputs, at most %zu", n_inputs, n->cfg.max_invoke_inputs);
+  const rt_graph *g = &n->graphs[n->targets[t].graph];
+  size_t bytes = 0;
+  for (size_t i = 0; i < n_inputs; i++) {
+    if (!inputs[i].name || !inputs[i].value) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "invoke: input %zu", i);
+    if (bb_strlist_find(&g->fn->inputs, inputs[i].name) < 0)
+      return bb_error_set(err, BB_ERR_NOT_FOUND, "invoke: `%s` has no input `%s`", n->targets[t].name, inputs[i].name);
+    size_t size = bb_val_encoded_size(inputs[i].value);
+    if (size > n->cfg.max_app_event_bytes)
+      return bb_error_set(err, BB_ERR_LIMIT, "invoke: input `%s` is %zu bytes, at most %zu", inputs[i].name, size,
+                          n->cfg.max_app_event_bytes);
+    bytes += size;
+  }
+  if (n->ingress_bytes + bytes > n->cfg.ingress_byte_budget)
+    return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress byte budget (%zu) is exhausted",
+                        n->cfg.ingress_byte_budget);
+  if (n->in_len >= n->cfg.max_ingress_events)
+    return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress queue is full; poll first");
+  rt_event ev = {.kind = RT_EV_INVOKE, .at = n->now, .target = t};
+  ev.names = rt_calloc(n, n_inputs + 1, sizeof *ev.names);
+  ev.vals = rt_calloc(n, n_inputs + 1, sizeof *ev.vals);
+  if (!ev.names || !ev.vals) {
+    rt_free(n, ev.names);
+    rt_free(n, ev.vals);
+    return bb_error_set(err, BB_ERR_NOMEM, "invoke: out of memory");
+  }
+  for (size_t i = 0; i < n_inputs; i++) {
+    ev.names[i] = rt_strdup(n, inputs[i].name);
+    ev.vals[i] = bb_val_retain(inputs[i].value);
+    ev.n_vals++;
+    if (!ev.names[i]) {
+      rt_event_release(n, &ev);
+      return bb_error_set(err, BB_ERR_NOMEM, "invoke: out of memory");
+    }
+  }
+  ev.charged = bytes;
+  n->ingress_bytes += bytes;
+  int rc = rt_ingress_push(n, &ev, n->cfg.max_ingress_events);
+  if (rc) {
+    rt_event_release(n, &ev);
+    return bb_error_set(err, rc, "invoke: out of memory");
+  }
+  return 0;
+}
+
+int bb_node_deliver_event(bb_node *n, const char *module, const char *input, const uint8_t *bytes, size_t len,
+                          uint64_t now_ns, bb_error *err) {
+  bb_val *v = bb_val_bytes(n->alloc, bytes, len);
+  if (!v) return bb_error_set(err, BB_ERR_NOMEM, "deliver_event: out of memory");
+  bb_named_value in = {input, v};
+  int rc = bb_node_invoke(n, module, &in, 1, now_ns, err);
+  bb_val_release(v);
+  return rc;
+}
+
+int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit) {
+  if (n->in_len >= limit) return BB_ERR_LIMIT;
+  if (n->in_len == n->in_cap) {
+    size_t old_cap = n->in_cap;
+    if (rt_grow(n, (void **)&n->ingress, &n->in_cap, n->in_len + 1, sizeof *n->ingress)) return BB_ERR_NOMEM;
+    size_t wrapped = n->in_head + n->in_len > old_cap ? n->in_head + n->in_len - old_cap : 0;
+    for (size_t i = 0; i < wrapped; i++) n->ingress[(old_cap + i) % n->in_cap] = n->ingress[i];
+  }
+  n->ingress[(n->in_head + n->in_len) % n->in_cap] = *ev;
+  n->in_len++;
+  return 0;
+}
+
+/* Completions get headroom past the event cap: refusing them would strand parked ops. */
+static int queue_simple(bb_node *n, rt_event *ev, bb_error *err) {
+  int rc = rt_ingress_push(n, ev, n->cfg.max_ingress_events + 64);
+  if (rc == BB_ERR_LIMIT) return bb_error_set(err, rc, "the ingress queue is full; poll first");
+  if (rc) return bb_error_set(err, rc, "out of memory");
+  return 0;
+}
+
+int bb_node_complete(bb_node *n, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err) {
+  rt_event ev = {.kind = RT_EV_COMPLETE, .at = n->now, .command = command};
+  ev.vals = rt_calloc(n, n_outputs + 1, sizeof *ev.vals);
+  if (!ev.vals) return bb_error_set(err, BB_ERR_NOMEM, "complete: out of memory");
+  for (size_t i = 0; i < n_outputs; i++) ev.vals[i] = bb_val_retain(outputs[i]);
+  ev.n_vals = n_outputs;
+  int rc = queue_simple(n, &ev, err);
+  if (rc) rt_event_release(n, &ev);
+  return rc;
+}
+
+int bb_node_fail(bb_node *n, uint64_t command, const char *detail, bb_error *err) {
+  rt_event ev = {.kind = RT_EV_FAIL, .at = n->now, .command = command};
+  size_t len = detail ? strlen(detail) : 0;
+  if (len > COMPLETION_DETAIL_MAX) { /* cut at a UTF-8 boundary */
+    len = COMPLETION_DETAIL_MAX;
+    while (len && ((unsigned char)detail[len] & 0xC0) == 0x80) len--;
+  }
+  ev.detail = rt_alloc(n, len + 1);
+  if (!ev.detail) return bb_error_set(err, BB_ERR_NOMEM, "fail: out of memory");
+  if (len) memcpy(ev.detail, detail, len);
+  ev.detail[len] = 0;
+  int rc = queue_simple(n, &ev, err);
+  if (rc) rt_event_release(n, &ev);
+  return rc;
+}
+
+/* ---- bootstrap --------------------------------------------------------------------------- */
+
+/* Starts the next target's bootstrap after `from`; false when none is left. */
+static bool start_bootstrap(bb_node *n, size_t from) {
+  for (size_t t = from; t < n->n_targets; t++) {
+    if (n->targets[t].bootstrap < 0 || n->targets[t].bootstrap_done) continue;
+    rt_exec *e = rt_exec_new(n, (uint32_t)n->targets[t].bootstrap, NULL, (int)t);
+    if (!e) {
+      n->failed_nomem = true;
+      return false;
+    }
+    e->bootstrap = true;
+    n->bootstrap_running = (int)t;
+    n->bootstrap_root = e;
+    rt_seed(n, e);
+    rt_exec_unref(n, e);
+    return true;
+  }
+  n->bootstrap_running = -1;
+  return false;
+}
+
+int bb_node_run_bootstrap(bb_node *n, uint64_t now_ns, bb_error *err) {
+  (void)err;
+  advance(n, now_ns);
+  if (n->bootstrap_started) return 0;
+  n->bootstrap_started = true;
+  start_bootstrap(n, 0);
+  return 0;
+}
+
+/* A finished bootstrap is reported and the next one starts. */
+static void bootstrap_progress(bb_node *n) {
+  while (n->bootstrap_running >= 0) {
+    rt_exec_collect(n);
+    if (n->bootstrap_root) return;
+    rt_target *t = &n->targets[n->bootstrap_running];
+    t->bootstrap_done = true;
+    bb_step *s = rt_step(n, BB_STEP_BOOTSTRAP_COMPLETE);
+    if (s) s->module = t->name;
+    if (!start_bootstrap(n, (size_t)n->bootstrap_running + 1)) return;
+  }
+}
+
+/* ---- poll -------------------------------------------------------------------------------- */
+
+static bool held_back(const bb_node *n, const rt_event *ev) {
+  return n->bootstrap_running >= 0 && (ev->kind == RT_EV_ENVELOPE || ev->kind == RT_EV_INVOKE);
+}
+
+static void process_event(bb_node *n, rt_event *ev) {
+  switch (ev->kind) {
+  case RT_EV_ENVELOPE: rt_route(n, ev); return;
+  case RT_EV_INVOKE: {
+    const rt_target *t = &n->targets[ev->target];
+    rt_exec *e = rt_exec_new(n, t->graph, NULL, ev->target);
+    if (!e) {
+      rt_report(n, BB_STEP_INGRESS_DROPPED, NULL, "execution_limit",
+                "invoke of `%s` dropped: too many executions alive or out of memory", t->name);
+      break;
+    }
+    const rt_graph *g = &n->graphs[t->graph];
+    for (size_t i = 0; i < ev->n_vals; i++) {
+      long k = bb_strlist_find(&g->fn->inputs, ev->names[i]);
+      size_t charged = bb_val_encoded_size(ev->vals[i]);
+      if (charged > ev->charged) charged = ev->charged;
+      ev->charged -= charged;
+      rt_write(n, e, g->formal_in[k], ev->vals[i], charged);
+      ev->vals[i] = NULL;
+    }
+    rt_seed(n, e);
+    rt_exec_unref(n, e);
+    break;
+  }
+  case RT_EV_COMPLETE:
+    rt_complete(n, ev->command, ev->vals, ev->n_vals);
+    ev->n_vals = 0;
+    break;
+  case RT_EV_FAIL: rt_fail_command(n, ev->command, ev->detail); break;
+  }
+  rt_event_release(n, ev);
+}
+
+/* Handles queued events in order; events that must wait for the bootstrap keep their
+ * place. */
+static void process_ingress(bb_node *n) {
+  size_t count = n->in_len, kept = 0;
+  for (size_t k = 0; k < count; k++) {
+    rt_event ev = n->ingress[(n->in_head + k) % n->in_cap];
+    if (held_back(n, &ev)) {
+      n->ingress[(n->in_head + kept++) % n->in_cap] = ev;
+      continue;
+    }
+    process_event(n, &ev);
+  }
+  /* events queued while processing (none today) would sit after `count` */
+  for (size_t k = count; k < n->in_len; k++)
+    n->ingress[(n->in_head + kept++) % n->in_cap] = n->ingress[(n->in_head + k) % n->in_cap];
+  n->in_len = kept;
+}
+
+static void fire_timers(bb_node *n) {
+  rt_timer t;
+  while (rt_timer_pop_due(n, &t)) {
+    switch (t.kind) {
+    case RT_TIMER_COMPLETE: {
+      bb_val *trigger = bb_val_trigger(n->alloc);
+      if (trigger) rt_complete(n, t.id, &trigger, 1);
+      else n->failed_nomem = true;
+      break;
+    }
+    case RT_TIMER_INTERVAL: {
+      const rt_graph *g = &n->graphs[t.graph];
+      rt_exec *e = rt_exec_new(n, t.graph, NULL, g->target);
+      if (!e) {
+        rt_count(n, "timers.dropped", 1);
+        break;
+      }
+      rt_push(n, e, t.op);
+      rt_exec_unref(n, e);
+      break;
+    }
+    case RT_TIMER_COMPONENT: rt_component_timer(n, t.component, t.id); break;
+    }
+  }
+}
+
+static void emit_outbound(bb_node *n) {
+  while (n->out_len) {
+    rt_outbound *o = &n->outbound[n->out_head];
+    n->out_head = (n->out_head + 1) % n->out_cap;
+    n->out_len--;
+    bb_step *s = rt_step(n, BB_STEP_SEND);
+    if (!s || rt_step_own(n, o->bytes)) {
+      if (!s) rt_free(n, o->bytes);
+      continue;
+    }
+    s->has_peer = true;
+    s->peer = o->peer;
+    s->bytes = o->bytes;
+    s->len = o->len;
+  }
+  if (n->outbound_dropped) {
+    bb_step *s = rt_step(n, BB_STEP_OUTBOUND_DROPPED);
+    if (s) s->count = n->outbound_dropped;
+    n->outbound_dropped = 0;
+  }
+}
+
+int bb_node_poll(bb_node *n, uint64_t now_ns, const bb_step **steps, size_t *n_steps, bb_error *err) {
+  if (!n || !steps || !n_steps) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "poll: node and outputs required");
+  advance(n, now_ns);
+  rt_steps_release(n, &n->batch);
+  size_t budget = n->cfg.cycle_op_budget;
+  for (int round = 0; round < 4; round++) {
+    process_ingress(n);
+    rt_drain(n, &budget);
+    fire_timers(n);
+    rt_drain(n, &budget);
+    int was = n->bootstrap_running;
+    bootstrap_progress(n);
+    /* a bootstrap that just finished releases held events: take them in this poll */
+    if (!(was >= 0 && n->bootstrap_running < 0) || !budget) break;
+  }
+  rt_exec_collect(n);
+  emit_outbound(n);
+  if (!budget && n->fr_len) {
+    bb_step *s = rt_step(n, BB_STEP_CYCLE_BUDGET_EXCEEDED);
+    if (s) s->count = n->cfg.cycle_op_budget;
+  }
+  if (n->bootstrap_running >= 0) {
+    bb_step *s = rt_step(n, BB_STEP_WAITING_ON_BOOTSTRAP);
+    if (s) s->module = n->targets[n->bootstrap_running].name;
+  }
+  /* hand out what accumulated */
+  rt_steps done = n->batch;
+  n->batch = n->acc;
+  n->acc = done;
+  n->acc.len = n->acc.n_owned = n->acc.n_held = 0;
+  *steps = n->batch.items;
+  *n_steps = n->batch.len;
+  if (n->failed_nomem) {
+    n->failed_nomem = false;
+    return bb_error_set(err, BB_ERR_NOMEM, "poll: an allocation failed; some work or reports were lost");
+  }
+  return 0;
+}
+
+bool bb_node_has_work(const bb_node *n) {
+  if (n->fr_len) {
+    if (n->bootstrap_running < 0) return true;
+    for (size_t k = 0; k < n->fr_len; k++)
+      if (n->frontier[(n->fr_head + k) % n->fr_cap].exec->bootstrap) return true;
+  }
+  for (size_t k = 0; k < n->in_len; k++)
+    if (!held_back(n, &n->ingress[(n->in_head + k) % n->in_cap])) return true;
+  return n->out_len || n->acc.len;
+}
+
+uint64_t bb_node_expiry(const bb_node *n) {
+  if (bb_node_has_work(n)) return n->now;
+  return n->n_timers ? n->timers[0].at : UINT64_MAX;
+}
+
+/* ---- introspection ------------------------------------------------------------------------- */
+
+const bb_peer_id *bb_node_self(const bb_node *n) { return &n->self; }
+size_t bb_node_target_count(const bb_node *n) { return n->n_targets; }
+const char *bb_node_target(const bb_node *n, size_t i) { return i < n->n_targets ? n->targets[i].name : NULL; }
+
+void *bb_node_component(const bb_node *n, const char *slot, const bb_component_type **type) {
+  for (size_t i = 0; i < n->n_components; i++)
+    if (strcmp(n->components[i].slot, slot) == 0) {
+      if (type) *type = n->components[i].type;
+      return n->components[i].self;
+    }
+  if (type) *type = NULL;
+  return NULL;
+}
+
+uint64_t bb_node_site(const bb_node *n, const char *module, const char *value) {
+  int t = find_target(n, module);
+  if (t < 0) return UINT64_MAX;
+  const rt_graph *g = &n->graphs[n->targets[t].graph];
+  uint32_t s;
+  return bb_strmap_get(&g->names, value, &s) ? g->site_base + s : UINT64_MAX;
+}
+
+void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
+  out->executions = n->n_execs;
+  out->frontier = n->fr_len;
+  out->pending_async = n->n_pending;
+  out->timers = n->n_timers;
+  out->ingress = n->in_len;
+  out->outbound = n->out_len;
+  out->ingress_bytes = n->ingress_bytes;
+}
+
+/* ---- teardown ------------------------------------------------------------------------------ */
+
+void bb_node_free(bb_node *n) {
+  if (!n) return;
+  /* drop every reference executions hold, then the executions */
+  for (size_t k = 0; k < n->in_len; k++) rt_event_release(n, &n->ingress[(n->in_head + k) % n->in_cap]);
+  for (size_t k = 0; k < n->fr_len; k++) rt_exec_unref(n, n->frontier[(n->fr_head + k) % n->fr_cap].exec);
+  for (size_t i = 0; i < n->cap_pending; i++)
+    if (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
+  rt_exec_collect(n);
+  for (size_t k = 0; k < n->out_len; k++) rt_free(n, n->outbound[(n->out_head + k) % n->out_cap].bytes);
+  rt_steps_release(n, &n->acc);
+  rt_steps_release(n, &n->batch);
+  for (rt_steps *s = &n->acc; s; s = s == &n->acc ? &n->batch : NULL) {
+    rt_free(n, s->items);
+    rt_free(n, s->owned);
+    rt_free(n, s->held);
+  }
+  for (size_t i = 0; i < n->n_components; i++) {
+    if (n->components[i].self && n->components[i].type->destroy)
+      n->components[i].type->destroy(n->components[i].self);
+    rt_free(n, n->components[i].slot);
+    rt_free(n, n->components[i].config);
+  }
+  rt_free(n, n->components);
+  for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
+    rt_graph *g = &n->graphs[gi];
+    for (uint32_t oi = 0; oi < g->n_ops; oi++) {
+      rt_free(n, g->ops[oi].in);
+      rt_free(n, g->ops[oi].out);
+      rt_free(n, g->ops[oi].label);
+      rt_free(n, g->ops[oi].fills);
+    }
+    rt_free(n, g->ops);
+    rt_free(n, g->site_names);
+    bb_strmap_free(&g->names);
+    rt_free(n, g->cons_start);
+    rt_free(n, g->cons);
+    rt_free(n, g->formal_in);
+    rt_free(n, g->formal_out);
+    rt_free(n, g->out_index);
+    rt_free(n, g->recv_sender);
+    rt_free(n, g->is_recv);
+  }
+  rt_free(n, n->graphs);
+  for (size_t t = 0; t < n->n_targets; t++) rt_free(n, n->targets[t].name);
+  rt_free(n, n->targets);
+  for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
+  rt_free(n, n->counters);
+  rt_book_free(n);
+  rt_free(n, n->self_addrs);
+  rt_free(n, n->frontier);
+  rt_free(n, n->pending);
+  rt_free(n, n->timers);
+  rt_free(n, n->ingress);
+  rt_free(n, n->outbound);
+  rt_free(n, n->dedup);
+  bb_model_free(n->model);
+  rt_free(n, n);
+}

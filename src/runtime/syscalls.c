@@ -1,0 +1,375 @@
+/* Framework ops (runtime.md §5): structure, triggers, time, gates, telemetry, bundles and
+ * the address book. Each takes its inputs and writes its outputs by position. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bb/tensor.h"
+#include "runtime/node.h"
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+static bb_val *first_input(const rt_call *c) {
+  for (size_t i = 0; i < c->n_in; i++)
+    if (c->in[i]) return c->in[i];
+  return NULL;
+}
+
+static int need_input(rt_call *c, bb_error *err) {
+  c->reason = "missing_input";
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s requires an input", c->op->ir->op_type);
+}
+
+static int nomem(bb_error *err) { return bb_error_set(err, BB_ERR_NOMEM, "out of memory"); }
+
+static int emit_trigger(rt_call *c, bb_error *err) {
+  if (!c->n_out) return 0;
+  c->out[0] = bb_val_trigger(c->node->alloc);
+  return c->out[0] ? 0 : nomem(err);
+}
+
+static int64_t attr_int(const rt_call *c, const char *name, int64_t dflt) {
+  return bb_attr_get_int(&c->op->ir->attrs, name, dflt);
+}
+
+static const char *attr_string(const rt_call *c, const char *name) {
+  return bb_attr_get_string(&c->op->ir->attrs, name, NULL);
+}
+
+/* A `peer` attribute (the peer's multihash bytes). */
+static int attr_peer(rt_call *c, bb_peer_id *out, bb_error *err) {
+  const bb_attr *a = bb_attr_find(&c->op->ir->attrs, "peer");
+  if (!a || !a->has_s) {
+    c->reason = "missing_attribute";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s needs a `peer` attribute", c->op->ir->op_type);
+  }
+  return bb_peer_id_from_bytes(a->s.data, a->s.len, out, err);
+}
+
+static bool peer_blocked(const bb_node *n, const bb_peer_id *p) {
+  const rt_peer_entry *e = rt_book_find(&n->book, p);
+  return e && e->blocked;
+}
+
+/* ---- structure ------------------------------------------------------------------------- */
+
+static int sys_pass_through(rt_call *c, bb_error *err) {
+  bb_val *v = first_input(c);
+  if (!v) return need_input(c, err);
+  c->out[0] = bb_val_retain(v);
+  return 0;
+}
+
+static int sys_tee(rt_call *c, bb_error *err) {
+  bb_val *v = first_input(c);
+  if (!v) return need_input(c, err);
+  for (size_t i = 0; i < c->n_out; i++) c->out[i] = bb_val_retain(v);
+  return 0;
+}
+
+static int sys_constant(rt_call *c, bb_error *err) {
+  const bb_attr *a = bb_attr_find(&c->op->ir->attrs, "value");
+  if (!a || !a->t) {
+    c->reason = "missing_attribute";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Constant needs a TENSOR `value` attribute");
+  }
+  bb_tensor *t;
+  int rc = bb_tensor_from_proto(a->t, c->node->alloc, &t, err);
+  if (rc) return rc;
+  c->out[0] = bb_val_tensor(c->node->alloc, t);
+  bb_tensor_release(t);
+  return c->out[0] ? 0 : nomem(err);
+}
+
+static int sys_trigger(rt_call *c, bb_error *err) { return emit_trigger(c, err); }
+
+static int sys_on_trigger(rt_call *c, bb_error *err) {
+  if (!first_input(c)) return need_input(c, err);
+  return emit_trigger(c, err);
+}
+
+static int sys_gate(rt_call *c, bb_error *err) {
+  if (!c->n_in || !c->in[0]) return need_input(c, err);
+  c->out[0] = bb_val_retain(c->in[0]);
+  return 0;
+}
+
+static int sys_any(rt_call *c, bb_error *err) {
+  bb_val *v = first_input(c);
+  if (!v) return 0; /* nothing arrived: absorb */
+  const char *group = attr_string(c, "group");
+  if (group && *group) {
+    char key[300];
+    snprintf(key, sizeof key, "any.%s", group);
+    if (bb_node_counter(c->node, key)) return 0; /* this group already fired */
+    rt_count(c->node, key, 1);
+  }
+  (void)err;
+  c->out[0] = bb_val_retain(v);
+  return 0;
+}
+
+/* ---- time ----------------------------------------------------------------------------------- */
+
+static int sys_clock(rt_call *c, bb_error *err) {
+  c->out[0] = bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now);
+  return c->out[0] ? 0 : nomem(err);
+}
+
+static int sys_rng(rt_call *c, bb_error *err) {
+  bb_ctx ctx = {c->node, NULL, c->exec, c->now, 0, NULL};
+  c->out[0] = bb_val_u64(c->node->alloc, BB_VAL_U64, bb_ctx_random(&ctx));
+  return c->out[0] ? 0 : nomem(err);
+}
+
+/* Parks the op until now + delay, then completes it with a trigger. */
+static int park_until(rt_call *c, const char *attr, bb_error *err) {
+  int64_t delay = attr_int(c, attr, 0);
+  if (delay < 0) delay = 0;
+  uint64_t command = c->node->next_command++;
+  int rc = rt_timer_add(c->node, c->now + (uint64_t)delay, RT_TIMER_COMPLETE, command, 0, 0, 0);
+  if (rc) {
+    c->reason = "timer_limit";
+    return bb_error_set(err, rc, "%s: %s", c->op->ir->op_type, rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");
+  }
+  c->command = command;
+  return BB_LATER;
+}
+
+static int sys_after(rt_call *c, bb_error *err) { return park_until(c, "delay_ns", err); }
+static int sys_sleep(rt_call *c, bb_error *err) { return park_until(c, "duration_ns", err); }
+
+static int sys_interval(rt_call *c, bb_error *err) {
+  int64_t period = attr_int(c, "period_ns", 1000000000);
+  if (period <= 0) {
+    c->reason = "bad_attribute";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Interval: period_ns must be positive (got %" PRId64 ")", period);
+  }
+  uint32_t graph = (uint32_t)(c->graph - c->node->graphs);
+  int rc = rt_timer_add(c->node, c->now + (uint64_t)period, RT_TIMER_INTERVAL, 0, graph, c->op_index, 0);
+  if (rc) {
+    c->reason = "timer_limit";
+    return bb_error_set(err, rc, "Interval: %s", rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");
+  }
+  c->out[0] = bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now);
+  return c->out[0] ? 0 : nomem(err);
+}
+
+/* Deadlines are relative (runtime.md §2.14, [PORT]): to the start of the execution, or
+ * the absolute time an inbound envelope's remaining deadline gives. */
+static int sys_deadline_check(rt_call *c, bb_error *err) {
+  const rt_exec *e = c->exec;
+  int64_t d = c->op->deadline_ns;
+  if (d <= 0 && !e->deadline_at) {
+    c->reason = "missing_attribute";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "DeadlineCheck needs a positive `deadline_ns` attribute");
+  }
+  uint64_t at = d > 0 ? e->born_ns + (uint64_t)d : UINT64_MAX;
+  if (e->deadline_at && e->deadline_at < at) at = e->deadline_at;
+  if (c->now >= at) {
+    c->reason = "deadline_exceeded";
+    return bb_error_set(err, BB_ERR_LIMIT, "deadline exceeded: %" PRIu64 " ns after the execution began (budget %" PRIu64
+                                           " ns)", c->now - e->born_ns, at - e->born_ns);
+  }
+  return emit_trigger(c, err);
+}
+
+/* ---- gates --------------------------------------------------------------------------------- */
+
+static int need_source(rt_call *c, bb_error *err) {
+  c->reason = "no_source_peer";
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: this execution did not come from a peer",
+                      c->op->ir->op_type);
+}
+
+static int sys_dedup_rx(rt_call *c, bb_error *err) {
+  if (!c->n_in || !c->in[0]) return need_input(c, err);
+  if (!c->exec->has_src) return need_source(c, err);
+  uint64_t site = c->graph->site_base + c->op->in[0];
+  if (rt_replayed(c->node, c->exec, site)) {
+    c->reason = "duplicate";
+    rt_count(c->node, "wire.duplicates", 1);
+    return bb_error_set(err, BB_ERR_EXISTS, "DedupGateRx dropped a replayed delivery (request %" PRIu64 ")",
+                        c->exec->wire_req_id);
+  }
+  c->out[0] = bb_val_retain(c->in[0]);
+  return 0;
+}
+
+static int sys_peer_health_rx(rt_call *c, bb_error *err) {
+  if (!c->n_in || !c->in[0]) return need_input(c, err);
+  if (!c->exec->has_src) return need_source(c, err);
+  if (peer_blocked(c->node, &c->exec->src)) {
+    c->reason = "blocklisted";
+    return bb_error_set(err, BB_ERR_LIMIT, "PeerHealthGateRx denied a delivery from a blocked peer");
+  }
+  c->out[0] = bb_val_retain(c->in[0]);
+  return 0;
+}
+
+static int sys_backoff_rx(rt_call *c, bb_error *err) {
+  if (!c->n_in || !c->in[0]) return need_input(c, err);
+  if (!c->exec->has_src) return need_source(c, err);
+  c->out[0] = bb_val_retain(c->in[0]);
+  return 0;
+}
+
+static int sys_peer_gate_tx(rt_call *c, bb_error *err) {
+  bb_peer_id p;
+  int rc = attr_peer(c, &p, err);
+  if (rc) return rc;
+  if (peer_blocked(c->node, &p)) {
+    c->reason = "blocklisted";
+    return bb_error_set(err, BB_ERR_LIMIT, "%s denied a send to a blocked peer", c->op->ir->op_type);
+  }
+  return emit_trigger(c, err);
+}
+
+/* ---- telemetry ---------------------------------------------------------------------------- */
+
+static bool reserved_topic(const char *t) {
+  return strncmp(t, "bb.", 3) == 0 || strncmp(t, "ai.bytesandbrains.", 18) == 0;
+}
+
+static int sys_app_emit(rt_call *c, bb_error *err) {
+  const char *name = attr_string(c, "name");
+  if (!name || !*name) {
+    c->reason = "missing_attribute";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s needs a `name` attribute", c->op->ir->op_type);
+  }
+  if (reserved_topic(name)) {
+    c->reason = "reserved_topic_prefix";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "topic `%s` uses a reserved prefix (bb., ai.bytesandbrains.)", name);
+  }
+  bb_val *v = strcmp(c->op->ir->op_type, "AppNotify") == 0 ? NULL : first_input(c);
+  bb_val *empty = NULL;
+  if (!v) v = empty = bb_val_bytes(c->node->alloc, NULL, 0);
+  if (!v) return nomem(err);
+  bb_ctx ctx = {c->node, NULL, c->exec, c->now, 0, NULL};
+  int rc = bb_ctx_emit(&ctx, name, v, err);
+  bb_step *s = rc ? NULL : &c->node->acc.items[c->node->acc.len - 1];
+  if (s) s->module = c->exec->target >= 0 ? c->node->targets[c->exec->target].name : c->graph->fn->name;
+  bb_val_release(empty);
+  return rc;
+}
+
+static int sys_incr_metric(rt_call *c, bb_error *err) {
+  const char *name = attr_string(c, "name");
+  if (!name || !*name) {
+    c->reason = "missing_attribute";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "IncrMetric needs a `name` attribute");
+  }
+  rt_count(c->node, name, (uint64_t)attr_int(c, "delta", 1));
+  return 0;
+}
+
+/* ---- bundles ------------------------------------------------------------------------------- */
+
+static int sys_bundle(rt_call *c, bb_error *err) {
+  size_t n = 0;
+  bb_val *stack[32];
+  for (size_t i = 0; i < c->n_in && n < 32; i++)
+    if (c->in[i]) stack[n++] = c->in[i];
+  if (!n) {
+    c->reason = "bundle_no_children";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Bundle has no inputs");
+  }
+  c->out[0] = bb_val_composite(c->node->alloc, stack, n);
+  return c->out[0] ? 0 : nomem(err);
+}
+
+static int sys_unbundle(rt_call *c, bb_error *err) {
+  const bb_val *b = c->n_in ? c->in[0] : NULL;
+  if (!b) return need_input(c, err);
+  if (b->kind != BB_VAL_COMPOSITE) {
+    c->reason = "expected_composite";
+    return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects a bundle, got %s", bb_val_kind_name((int)b->kind));
+  }
+  int64_t count = attr_int(c, BB_ATTR_CHILD_COUNT, -1);
+  if (count >= 0 && (uint64_t)count != b->n) {
+    c->reason = "unbundle_child_count_mismatch";
+    return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects %" PRId64 " children, the bundle has %zu", count, b->n);
+  }
+  for (size_t i = 0; i < b->n && i < c->n_out; i++) c->out[i] = bb_val_retain(b->as.children[i]);
+  return 0;
+}
+
+/* ---- address book ---------------------------------------------------------------------------- */
+
+static int peer_input(rt_call *c, size_t i, const bb_peer_id **out, bb_error *err) {
+  const bb_val *v = i < c->n_in ? c->in[i] : NULL;
+  if (!v || (v->kind != BB_VAL_PEER && v->kind != BB_VAL_PEERS) || !v->n) {
+    c->reason = "expected_peer_id";
+    return bb_error_set(err, BB_ERR_TYPE, "%s: input %zu must be a peer id", c->op->ir->op_type, i);
+  }
+  *out = &v->as.peers[0];
+  return 0;
+}
+
+static int sys_book_insert(rt_call *c, bb_error *err) {
+  const bb_peer_id *p = NULL;
+  int rc = peer_input(c, 0, &p, err);
+  if (rc) return rc;
+  const bb_val *a = c->n_in > 1 ? c->in[1] : NULL;
+  if (!a || (a->kind != BB_VAL_ADDRESS && a->kind != BB_VAL_ADDRESSES) || !a->n) {
+    c->reason = "expected_multiaddress";
+    return bb_error_set(err, BB_ERR_TYPE, "%s: input 1 must be one or more addresses", c->op->ir->op_type);
+  }
+  for (size_t i = 0; i < a->n; i++)
+    if ((rc = bb_node_add_peer(c->node, p, &a->as.addresses[i], err))) {
+      c->reason = "address_book_insert_failed";
+      return rc;
+    }
+  return 0;
+}
+
+static int sys_book_lookup(rt_call *c, bb_error *err) {
+  const bb_peer_id *p = NULL;
+  int rc = peer_input(c, 0, &p, err);
+  if (rc) return rc;
+  const rt_peer_entry *e = rt_book_find(&c->node->book, p);
+  if (!e || !e->n_addrs) {
+    c->reason = "address_book_lookup_miss";
+    return bb_error_set(err, BB_ERR_NOT_FOUND, "AddressBook::Lookup: the peer is not in the address book");
+  }
+  c->out[0] = bb_val_addresses(c->node->alloc, e->addrs, e->n_addrs);
+  return c->out[0] ? 0 : nomem(err);
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+static const rt_syscall SYSCALLS[] = {
+    {BB_DOMAIN_SYSCALL, "PassThrough", sys_pass_through},
+    {BB_DOMAIN_SYSCALL, "Tee", sys_tee},
+    {BB_DOMAIN_SYSCALL, "Constant", sys_constant},
+    {BB_DOMAIN_SYSCALL, "Pulse", sys_trigger},
+    {BB_DOMAIN_SYSCALL, "GateDispatch", sys_trigger},
+    {BB_DOMAIN_SYSCALL, "OnTrigger", sys_on_trigger},
+    {BB_DOMAIN_SYSCALL, "Gate", sys_gate},
+    {BB_DOMAIN_SYSCALL, "Any", sys_any},
+    {BB_DOMAIN_SYSCALL, "Clock", sys_clock},
+    {BB_DOMAIN_SYSCALL, "RngU64", sys_rng},
+    {BB_DOMAIN_SYSCALL, "After", sys_after},
+    {BB_DOMAIN_SYSCALL, "Sleep", sys_sleep},
+    {BB_DOMAIN_SYSCALL, "Interval", sys_interval},
+    {BB_DOMAIN_SYSCALL, "DeadlineCheck", sys_deadline_check},
+    {BB_DOMAIN_SYSCALL, "DedupGateRx", sys_dedup_rx},
+    {BB_DOMAIN_SYSCALL, "PeerHealthGateRx", sys_peer_health_rx},
+    {BB_DOMAIN_SYSCALL, "BackoffGateRx", sys_backoff_rx},
+    {BB_DOMAIN_SYSCALL, "PeerHealthGateTx", sys_peer_gate_tx},
+    {BB_DOMAIN_SYSCALL, "BackoffGateTx", sys_peer_gate_tx},
+    {BB_DOMAIN_SYSCALL, "AppEmit", sys_app_emit},
+    {BB_DOMAIN_SYSCALL, "AppNotify", sys_app_emit},
+    {BB_DOMAIN_SYSCALL, "IncrMetric", sys_incr_metric},
+    {BB_DOMAIN_COMPOSITE, "Bundle", sys_bundle},
+    {BB_DOMAIN_COMPOSITE, "Unbundle", sys_unbundle},
+    {BB_DOMAIN_ADDRESS_BOOK, "Insert", sys_book_insert},
+    {BB_DOMAIN_ADDRESS_BOOK, "InsertMany", sys_book_insert},
+    {BB_DOMAIN_ADDRESS_BOOK, "Lookup", sys_book_lookup},
+};
+
+rt_syscall_fn rt_syscall_find(const char *domain, const char *op_type) {
+  for (size_t i = 0; i < sizeof SYSCALLS / sizeof *SYSCALLS; i++)
+    if (strcmp(SYSCALLS[i].domain, domain) == 0 && strcmp(SYSCALLS[i].op_type, op_type) == 0) return SYSCALLS[i].fn;
+  return NULL;
+}

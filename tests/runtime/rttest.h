@@ -1,0 +1,140 @@
+/* Shared by the runtime tests: stub components (mocks are fine inside unit tests), a
+ * compile helper and step helpers. */
+#ifndef BB_TESTS_RTTEST_H
+#define BB_TESTS_RTTEST_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/compiler.h"
+#include "bb/runtime.h"
+#include "harness.h"
+#include "util/error.h"
+
+/* ---- stub components ---------------------------------------------------------------------
+ * StubLoader.NextBatch → (float32 [1,2,3], empty labels); StubModel.Forward → x·2;
+ * StubAggregator.Contribute records what arrived and from whom, Aggregate returns the
+ * sum of what it has. */
+
+typedef struct stub_state {
+  int calls;
+  int contributions;
+  float last[8];
+  size_t last_len;
+  bb_peer_id last_source;
+  bool had_source;
+} stub_state;
+
+static int stub_create(const bb_component_init *init, void **self, bb_error *err) {
+  (void)init;
+  (void)err;
+  *self = calloc(1, sizeof(stub_state));
+  return *self ? 0 : BB_ERR_NOMEM;
+}
+
+static void stub_destroy(void *self) { free(self); }
+
+static bb_val *f32_val(const float *x, int64_t n) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, &n);
+  if (!t) return NULL;
+  if (n && x) memcpy(bb_tensor_data(t), x, (size_t)n * sizeof(float));
+  bb_val *v = bb_val_tensor(NULL, t);
+  bb_tensor_release(t);
+  return v;
+}
+
+static int stub_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  stub_state *s = self;
+  s->calls++;
+  if (strcmp(call->op_type, "NextBatch") == 0) {
+    static const float batch[3] = {1, 2, 3};
+    call->outputs[0] = f32_val(batch, 3);
+    if (call->n_outputs > 1) call->outputs[1] = f32_val(NULL, 0);
+    return 0;
+  }
+  if (strcmp(call->op_type, "Forward") == 0) {
+    const bb_val *x = call->inputs[0];
+    if (!x || x->kind != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Forward wants a tensor");
+    const float *in = bb_tensor_data(x->as.tensor);
+    float out[8];
+    int64_t n = x->as.tensor->numel < 8 ? x->as.tensor->numel : 8;
+    for (int64_t i = 0; i < n; i++) out[i] = in[i] * 2;
+    call->outputs[0] = f32_val(out, n);
+    return 0;
+  }
+  if (strcmp(call->op_type, "Contribute") == 0) {
+    const bb_val *x = call->inputs[0];
+    if (!x || x->kind != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Contribute wants a tensor");
+    s->contributions++;
+    s->last_len = (size_t)x->as.tensor->numel < 8 ? (size_t)x->as.tensor->numel : 8;
+    memcpy(s->last, bb_tensor_data(x->as.tensor), s->last_len * sizeof(float));
+    s->had_source = bb_ctx_source(ctx) != NULL;
+    if (s->had_source) s->last_source = *bb_ctx_source(ctx);
+    if (call->n_outputs) call->outputs[0] = bb_val_trigger(NULL);
+    return 0;
+  }
+  return bb_error_set(err, BB_ERR_UNSUPPORTED, "stub: no %s", call->op_type);
+}
+
+#define STUB_TYPE(NAME, ROLE)                                                                              \
+  {sizeof(bb_component_type), NAME, 1u << (ROLE), NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,     \
+   stub_invoke, NULL, NULL, NULL, NULL}
+
+static const bb_component_type STUB_LOADER = STUB_TYPE("StubLoader", BB_ROLE_DATA_SOURCE);
+static const bb_component_type STUB_MODEL = STUB_TYPE("StubModel", BB_ROLE_MODEL);
+static const bb_component_type STUB_AGGREGATOR = STUB_TYPE("StubAggregator", BB_ROLE_AGGREGATOR);
+
+static bb_registry *stub_registry(void) {
+  bb_registry *r = bb_registry_new(NULL);
+  CHECK(r && !bb_registry_add(r, &STUB_LOADER, NULL) && !bb_registry_add(r, &STUB_MODEL, NULL) &&
+        !bb_registry_add(r, &STUB_AGGREGATOR, NULL));
+  return r;
+}
+
+/* ---- nodes ------------------------------------------------------------------------------- */
+
+static bb_address p2p_address(const bb_peer_id *p) {
+  bb_address a = {.n = 1};
+  a.seg[0].kind = BB_ADDR_P2P;
+  a.seg[0].peer = *p;
+  return a;
+}
+
+/* Installs `artifact` as peer `id` for the given targets; NULL (and a printed reason) on
+ * failure. */
+static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, const char *const *targets,
+                             size_t n_targets, const bb_registry *reg, const bb_node_config *cfg) {
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = bb_peer_id_from_u64(id);
+  bb_address addr = p2p_address(&a.self);
+  a.addresses = &addr;
+  a.n_addresses = 1;
+  a.artifact = artifact;
+  a.artifact_len = len;
+  a.targets = targets;
+  a.n_targets = n_targets;
+  a.registry = reg;
+  a.config = cfg;
+  bb_node *n = NULL;
+  bb_error err;
+  bb_install_error_kind kind;
+  int rc = bb_install(&a, &n, &kind, &err);
+  CHECK_MSG(rc == 0, "install as %llu: %s (%s)", (unsigned long long)id, err.message, bb_install_error_name(kind));
+  return n;
+}
+
+/* Counts steps of a kind. */
+static size_t count_steps(const bb_step *s, size_t n, bb_step_kind kind) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++) c += s[i].kind == kind;
+  return c;
+}
+
+static void print_steps(const char *who, const bb_step *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    fprintf(stderr, "  %s step %zu: %s %s %s %s\n", who, i, bb_step_kind_name(s[i].kind), s[i].op ? s[i].op : "",
+            s[i].reason ? s[i].reason : "", s[i].detail ? s[i].detail : "");
+}
+
+#endif
