@@ -133,7 +133,7 @@ int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const
 int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err) {
   if (!ctx->component) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "set_timer: not inside a component");
   uint32_t index = (uint32_t)(ctx->component - ctx->node->components);
-  int rc = rt_timer_add(ctx->node, at_ns, RT_TIMER_COMPONENT, token, 0, 0, index);
+  int rc = rt_timer_add(ctx->node, at_ns, RT_TIMER_COMPONENT, token, NULL, 0, index);
   return rc ? bb_error_set(err, rc, "set_timer: %s", rc == BB_ERR_LIMIT ? "too many timers" : "out of memory") : 0;
 }
 

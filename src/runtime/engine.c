@@ -143,6 +143,41 @@ void rt_seed(bb_node *n, rt_exec *e) {
     if (g->ops[op].kind != RT_OP_RECV && !is_scheduled(e, op) && ready(n, e, op)) rt_push(n, e, op);
 }
 
+void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
+  const rt_graph *g = &n->graphs[e->graph];
+  uint32_t stack_buf[64], *stack = stack_buf;
+  size_t cap = 64, len = 0;
+  e->scheduled[op / 8] &= (uint8_t)~(1u << (op % 8));
+  stack[len++] = op;
+  while (len) {
+    const rt_op *o = &g->ops[stack[--len]];
+    for (uint32_t k = 0; k < o->n_out; k++) {
+      uint32_t s = o->out[k];
+      if (s == RT_NONE) continue;
+      for (uint32_t c = g->cons_start[s]; c < g->cons_start[s + 1]; c++) {
+        uint32_t d = g->cons[c];
+        if (!is_scheduled(e, d)) continue; /* not run yet (or already cleared): nothing to reset */
+        e->scheduled[d / 8] &= (uint8_t)~(1u << (d % 8));
+        for (uint32_t j = 0; j < g->ops[d].n_out; j++) /* stale results must not satisfy readiness */
+          if (g->ops[d].out[j] != RT_NONE) rt_write(n, e, g->ops[d].out[j], NULL, 0);
+        if (len == cap) {
+          uint32_t *grown = rt_alloc(n, cap * 2 * sizeof *grown);
+          if (!grown) {
+            n->failed_nomem = true;
+            break;
+          }
+          memcpy(grown, stack, len * sizeof *grown);
+          if (stack != stack_buf) rt_free(n, stack);
+          stack = grown;
+          cap *= 2;
+        }
+        stack[len++] = d;
+      }
+    }
+  }
+  if (stack != stack_buf) rt_free(n, stack);
+}
+
 static const char *module_of(const bb_node *n, const rt_exec *e) {
   if (e->target >= 0) return n->targets[e->target].name;
   return n->graphs[e->graph].fn->name;
@@ -179,6 +214,7 @@ int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
   n->ingress_bytes -= e->charged[site];
   e->vals[site] = v;
   e->charged[site] = charged;
+  if (!v) return 0; /* cleared (an Interval re-arm) */
   const rt_graph *g = &n->graphs[e->graph];
   uint32_t out = g->out_index[site];
   if (out != RT_NONE) {

@@ -243,17 +243,11 @@ static void fire_timers(bb_node *n) {
       else n->failed_nomem = true;
       break;
     }
-    case RT_TIMER_INTERVAL: {
-      const rt_graph *g = &n->graphs[t.graph];
-      rt_exec *e = rt_exec_new(n, t.graph, NULL, g->target);
-      if (!e) {
-        rt_count(n, "timers.dropped", 1);
-        break;
-      }
-      rt_push(n, e, t.op);
-      rt_exec_unref(n, e);
+    case RT_TIMER_INTERVAL:
+      rt_rearm(n, t.exec, t.op);
+      rt_push(n, t.exec, t.op);
+      rt_exec_unref(n, t.exec);
       break;
-    }
     case RT_TIMER_COMPONENT: rt_component_timer(n, t.component, t.id); break;
     }
   }
@@ -379,6 +373,8 @@ void bb_node_free(bb_node *n) {
   for (size_t k = 0; k < n->fr_len; k++) rt_exec_unref(n, n->frontier[(n->fr_head + k) % n->fr_cap].exec);
   for (size_t i = 0; i < n->cap_pending; i++)
     if (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
+  for (size_t i = 0; i < n->n_timers; i++)
+    if (n->timers[i].exec) rt_exec_unref(n, n->timers[i].exec);
   rt_exec_collect(n);
   for (size_t k = 0; k < n->out_len; k++) rt_free(n, n->outbound[(n->out_head + k) % n->out_cap].bytes);
   rt_steps_release(n, &n->acc);

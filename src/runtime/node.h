@@ -120,7 +120,7 @@ typedef struct rt_task {
 
 typedef enum rt_timer_kind {
   RT_TIMER_COMPLETE,  /* complete command `id` with a trigger */
-  RT_TIMER_INTERVAL,  /* run op `op` of graph `graph` in a fresh execution */
+  RT_TIMER_INTERVAL,  /* run op `op` of execution `exec` again, with what depends on it */
   RT_TIMER_COMPONENT  /* on_timer(token = id) of component `component` */
 } rt_timer_kind;
 
@@ -128,7 +128,8 @@ typedef struct rt_timer {
   uint64_t at, seq;
   rt_timer_kind kind;
   uint64_t id;
-  uint32_t graph, op, component;
+  uint32_t op, component;
+  rt_exec *exec; /* INTERVAL: held (one reference) until the timer fires */
 } rt_timer;
 
 typedef struct rt_pending {
@@ -307,6 +308,8 @@ void rt_exec_collect(bb_node *n);
 int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged); /* takes v */
 void rt_push_ready(bb_node *n, rt_exec *e, uint32_t site);
 void rt_seed(bb_node *n, rt_exec *e);
+/* Makes an op and everything downstream of it in e runnable again (an Interval tick). */
+void rt_rearm(bb_node *n, rt_exec *e, uint32_t op);
 int rt_push(bb_node *n, rt_exec *e, uint32_t op);
 int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op);
 rt_pending *rt_pending_find(bb_node *n, uint64_t command);
@@ -320,7 +323,7 @@ int rt_drain(bb_node *n, size_t *budget);
 int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit);
 
 /* timers.c */
-int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, uint32_t graph, uint32_t op,
+int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, rt_exec *exec, uint32_t op,
                  uint32_t component);
 bool rt_timer_pop_due(bb_node *n, rt_timer *out);
 

@@ -127,7 +127,7 @@ static int park_until(rt_call *c, const char *attr, bb_error *err) {
   int64_t delay = attr_int(c, attr, 0);
   if (delay < 0) delay = 0;
   uint64_t command = c->node->next_command++;
-  int rc = rt_timer_add(c->node, c->now + (uint64_t)delay, RT_TIMER_COMPLETE, command, 0, 0, 0);
+  int rc = rt_timer_add(c->node, c->now + (uint64_t)delay, RT_TIMER_COMPLETE, command, NULL, 0, 0);
   if (rc) {
     c->reason = "timer_limit";
     return bb_error_set(err, rc, "%s: %s", c->op->ir->op_type, rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");
@@ -145,8 +145,7 @@ static int sys_interval(rt_call *c, bb_error *err) {
     c->reason = "bad_attribute";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Interval: period_ns must be positive (got %" PRId64 ")", period);
   }
-  uint32_t graph = (uint32_t)(c->graph - c->node->graphs);
-  int rc = rt_timer_add(c->node, c->now + (uint64_t)period, RT_TIMER_INTERVAL, 0, graph, c->op_index, 0);
+  int rc = rt_timer_add(c->node, c->now + (uint64_t)period, RT_TIMER_INTERVAL, 0, c->exec, c->op_index, 0);
   if (rc) {
     c->reason = "timer_limit";
     return bb_error_set(err, rc, "Interval: %s", rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");

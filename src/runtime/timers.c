@@ -10,7 +10,7 @@ static void swap(rt_timer *a, rt_timer *b) {
   *b = t;
 }
 
-int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, uint32_t graph, uint32_t op,
+int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, rt_exec *exec, uint32_t op,
                  uint32_t component) {
   if (n->n_timers >= n->cfg.max_timers) {
     rt_count(n, "timers.dropped", 1);
@@ -18,7 +18,8 @@ int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, uint3
   }
   if (rt_grow(n, (void **)&n->timers, &n->cap_timers, n->n_timers + 1, sizeof *n->timers)) return BB_ERR_NOMEM;
   size_t i = n->n_timers++;
-  n->timers[i] = (rt_timer){at, n->timer_seq++, kind, id, graph, op, component};
+  n->timers[i] = (rt_timer){at, n->timer_seq++, kind, id, op, component, exec};
+  if (exec) exec->refs++;
   while (i && before(&n->timers[i], &n->timers[(i - 1) / 2])) {
     swap(&n->timers[i], &n->timers[(i - 1) / 2]);
     i = (i - 1) / 2;
