@@ -208,7 +208,7 @@ static void test_u8_error_bound(void) {
   enum { N = 5000 };
   static const float ranges[][2] = {{-1, 1},   {-0.01f, 3}, {0.5f, 2},   {-7, -2},
                                     {100, 101}, {-1e-30f, 1e-30f}, {-3e38f, 3e38f},
-                                    {-1, 1e-6f}};
+                                    {-1, 1e-6f}, {-1.49f, 253.51f}, {-300, 2.2f}};
   float *x = xmalloc(N * sizeof(float));
   for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
     const float lo = ranges[r][0], hi = ranges[r][1];
@@ -225,6 +225,29 @@ static void test_u8_error_bound(void) {
               what, (double)scale, span);
   }
   free(x);
+}
+
+/* No zero point gives a smaller scale that still covers the range (brute force over all
+ * 256, with the codec's float rounding up). */
+static void test_u8_scale_is_smallest(void) {
+  rng_seed(3);
+  for (int trial = 0; trial < 500; trial++) {
+    float x[2] = {rng_uniform(-10, 0), rng_uniform(0, 10)};
+    if (trial % 5 == 0) x[0] = -ldexpf(x[0], -(trial % 30)); /* all positive */
+    if (trial % 7 == 0) x[1] = -ldexpf(x[1], -(trial % 30)); /* all negative */
+    const double lo = fmin(fmin(x[0], x[1]), 0), hi = fmax(fmax(x[0], x[1]), 0);
+    double best = INFINITY;
+    for (int zp = 0; zp < 256; zp++) {
+      if ((lo < 0 && zp == 0) || (hi > 0 && zp == 255)) continue;
+      best = fmin(best, fmax(zp ? -lo / zp : 0, zp < 255 ? hi / (255 - zp) : 0));
+    }
+    float scale;
+    uint8_t zp;
+    bb_error err;
+    CHECK(bb_quant_u8_params(x, 2, &scale, &zp, &err) == 0);
+    CHECK_MSG((double)scale >= best && (double)nextafterf(scale, 0) < best,
+              "[%g, %g]: scale %.9g, the best is %.9g", lo, hi, (double)scale, best);
+  }
 }
 
 static void test_u8_edges(void) {
@@ -261,8 +284,9 @@ static void test_u8_edges(void) {
   float scale;
   memcpy(&scale, buf + 4, 4);
   CHECK((double)scale >= 1.0 / 127 && (double)nextafterf(scale, 0) < 1.0 / 127); /* rounded up */
-  CHECK(buf[8] == 128); /* 127.5 rounds to even; -1 then needs the scale 1/127 */
-  CHECK(buf[9] == 1 && buf[10] == 128 && buf[11] == 255);
+  /* the ideal zero point 127.5: 127 and 128 both need the scale 1/127; the lower wins */
+  CHECK(buf[8] == 127);
+  CHECK(buf[9] == 0 && buf[10] == 127 && buf[11] == 254);
 
   /* non-finite values are refused, naming the index */
   float bad[4] = {1, 2, INFINITY, 3};
@@ -366,6 +390,7 @@ int main(void) {
   RUN(test_f16_every_code);
   RUN(test_f16_error_bound);
   RUN(test_u8_error_bound);
+  RUN(test_u8_scale_is_smallest);
   RUN(test_u8_edges);
   RUN(test_malformed);
   return bb_test_finish();

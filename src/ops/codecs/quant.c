@@ -131,6 +131,12 @@ int bb_quant_f16_decode(const uint8_t *in, size_t len, float *out, size_t cap, s
 
 /* ---- uint8 affine ---------------------------------------------------------------------- */
 
+/* The smallest scale whose codes, with zero point zp, reach down to lo and up to hi. */
+static double covering_scale(double lo, double hi, double zp) {
+  const double below = zp > 0.0 ? -lo / zp : 0.0, above = zp < 255.0 ? hi / (255.0 - zp) : 0.0;
+  return below > above ? below : above;
+}
+
 int bb_quant_u8_params(const float *x, size_t n, float *scale, uint8_t *zero_point,
                        bb_error *err) {
   if (n && !x) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "u8 codec: NULL input");
@@ -148,14 +154,18 @@ int bb_quant_u8_params(const float *x, size_t n, float *scale, uint8_t *zero_poi
     *zero_point = 0;
     return 0;
   }
-  /* The zero point splits the 255 steps between the negative and positive sides in
-   * proportion; it stays off an end that has values beyond it, so the scale that covers
-   * both sides is finite. */
-  double zp = nearbyint(-lo * 255.0 / (hi - lo));
-  if (lo < 0.0 && zp < 1.0) zp = 1.0;
-  if (hi > 0.0 && zp > 254.0) zp = 254.0;
-  const double below = zp > 0.0 ? -lo / zp : 0.0, above = zp < 255.0 ? hi / (255.0 - zp) : 0.0;
-  const double s = below > above ? below : above;
+  /* The ideal zero point splits the 255 steps between the two sides in proportion; of
+   * the integers either side of it (kept off an end that has values beyond it), take the
+   * one whose covering scale is smaller. */
+  const double ideal = -lo * 255.0 / (hi - lo);
+  const double zp_min = lo < 0.0 ? 1.0 : 0.0, zp_max = hi > 0.0 ? 254.0 : 255.0;
+  double zp = fmin(fmax(floor(ideal), zp_min), zp_max);
+  double s = covering_scale(lo, hi, zp);
+  const double up = fmin(fmax(ceil(ideal), zp_min), zp_max);
+  if (covering_scale(lo, hi, up) < s) {
+    zp = up;
+    s = covering_scale(lo, hi, up);
+  }
   /* rounded up, so the codes still reach both ends of the range */
   float sf = (float)s;
   if ((double)sf < s) sf = nextafterf(sf, INFINITY);

@@ -16,8 +16,9 @@
  *
  * The uint8 code is ONNX's QuantizeLinear / DequantizeLinear with a per-vector scale and
  * zero point, the range widened to hold 0 (so 0 round-trips exactly, keeping sparse
- * updates sparse) and the scale chosen so the whole range is covered: every finite value
- * comes back within scale/2 (plus one float rounding of the product).
+ * updates sparse), and of the zero points whose codes cover the whole range, the one
+ * needing the smallest scale: every finite value comes back within scale/2 (plus one
+ * float rounding of the product). docs/LEARNING.md spells out the choice.
  *
  * Non-finite values: float16 keeps ±inf and NaN, and turns finite values beyond ±65504
  * into ±inf (values at or above 65520 in magnitude, as IEEE rounding does). uint8 cannot

@@ -204,8 +204,9 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
   const size_t floats = 3 * m->n_params + 2 * m->inputs;
   m->params = mlp_malloc(alloc, floats * sizeof(float));
   if (!m->params) {
+    rc = bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for %zu parameters", m->n_params);
     bb_mlp_free(m);
-    return bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for %zu parameters", m->n_params);
+    return rc;
   }
   m->grad = m->params + m->n_params;
   m->velocity = m->grad + m->n_params;
