@@ -151,7 +151,7 @@ static int plan_layers(bb_mlp *m, const bb_mlp_config *cfg, bb_error *err) {
   /* params, gradient and velocity, plus the normalisation, in one block of floats */
   const size_t block =
       add_size(mul_size(params, 3, &overflow), mul_size(cfg->inputs, 2, &overflow), &overflow);
-  mul_size(block, sizeof(float), &overflow);
+  mul_size(block, sizeof(float), &overflow); /* only whether its bytes fit a size_t */
   if (overflow)
     return bb_error_set(err, BB_ERR_LIMIT, "mlp: the layer sizes give too many parameters");
   m->n_params = params;

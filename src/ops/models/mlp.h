@@ -68,6 +68,8 @@ void bb_mlp_free(bb_mlp *m);
 
 /* Length of the flat parameter vector: the sum over layers of out*(in+1). */
 size_t bb_mlp_param_count(const bb_mlp *m);
+
+/* The row sizes the model was made with: features in, values out. */
 size_t bb_mlp_inputs(const bb_mlp *m);
 size_t bb_mlp_outputs(const bb_mlp *m);
 
