@@ -9,6 +9,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   emscripten protobuf-c-compiler libprotobuf-c-dev
   libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn
+  zlib1g-dev
   wabt chromium
 )
 

@@ -1,0 +1,91 @@
+#include "digits.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "util/error.h"
+
+/* The whole decompressed file into a buffer from a (freed by the caller with a). */
+static int gunzip_file(const char *path, const bb_allocator *a, uint8_t **data, size_t *len,
+                       bb_error *err) {
+  *data = NULL;
+  *len = 0;
+  FILE *probe = fopen(path, "rb");
+  if (!probe) {
+    int e = errno;
+    if (e == ENOENT)
+      return bb_error_set(err, BB_ERR_IO,
+                          "%s: no such file; the digits data comes with Debian's python3-sklearn "
+                          "package (apt-get install python3-sklearn)",
+                          path);
+    return bb_error_set(err, BB_ERR_IO, "%s: %s", path, strerror(e));
+  }
+  fclose(probe);
+  gzFile gz = gzopen(path, "rb");
+  if (!gz) return bb_error_set(err, BB_ERR_IO, "%s: zlib cannot open it", path);
+  size_t cap = 1 << 18;
+  uint8_t *buf = a->malloc(cap, a->user_data);
+  int rc = buf ? BB_OK : bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", path);
+  while (rc == BB_OK) {
+    if (*len == cap) {
+      uint8_t *bigger = cap <= SIZE_MAX / 2 ? a->realloc(buf, cap * 2, a->user_data) : NULL;
+      if (!bigger) {
+        rc = bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory after %zu bytes", path, *len);
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    size_t room = cap - *len, chunk = (size_t)1 << 30; /* gzread counts in int */
+    int got = gzread(gz, buf + *len, (unsigned)(room < chunk ? room : chunk));
+    if (got < 0) {
+      int zerr;
+      const char *why = gzerror(gz, &zerr);
+      rc = bb_error_set(err, BB_ERR_IO, "%s: gunzip failed after %zu bytes: %s", path, *len, why);
+    } else if (got == 0) {
+      break;
+    } else {
+      *len += (size_t)got;
+    }
+  }
+  gzclose(gz);
+  if (rc) {
+    if (buf) a->free(buf, a->user_data);
+    *len = 0;
+    return rc;
+  }
+  *data = buf;
+  return BB_OK;
+}
+
+int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out, bb_error *err) {
+  memset(out, 0, sizeof *out);
+  if (!path) path = BB_DIGITS_DEFAULT_PATH;
+  if (!alloc) alloc = bb_default_allocator();
+  uint8_t *csv;
+  size_t len;
+  int rc = gunzip_file(path, alloc, &csv, &len, err);
+  if (rc) return rc;
+  bb_csv_options opt = {.label_column = -1, .has_header = 0};
+  rc = bb_dataset_from_csv(csv, len, &opt, alloc, out, err);
+  alloc->free(csv, alloc->user_data);
+  if (rc) return bb_error_prefix(err, "%s: ", path);
+  if (out->dim != BB_DIGITS_FEATURES) {
+    size_t dim = out->dim;
+    bb_dataset_free(out);
+    return bb_error_set(err, BB_ERR_MALFORMED, "%s: %zu features per row, not the %d pixels of an 8x8 digit",
+                        path, dim, BB_DIGITS_FEATURES);
+  }
+  for (size_t i = 0; i < out->n; i++) {
+    float y = out->labels[i];
+    if (!(y >= 0 && y < BB_DIGITS_CLASSES && y == floorf(y))) {
+      bb_dataset_free(out);
+      return bb_error_set(err, BB_ERR_MALFORMED, "%s: row %zu has label %g, not a digit", path, i + 1,
+                          (double)y);
+    }
+  }
+  return BB_OK;
+}

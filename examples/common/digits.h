@@ -1,0 +1,21 @@
+/* scikit-learn's handwritten digits (UCI optdigits, 8x8 images) as a bb_dataset, for the
+ * examples' DataSources. Native only: it reads a gzip file with zlib; in wasm the host
+ * hands the CSV bytes to bb_dataset_from_csv instead. */
+#ifndef BB_EXAMPLES_DIGITS_H
+#define BB_EXAMPLES_DIGITS_H
+
+#include "bb/common.h"
+#include "ops/data/dataset.h"
+
+/* Where Debian's python3-sklearn puts the data. */
+#define BB_DIGITS_DEFAULT_PATH "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+#define BB_DIGITS_FEATURES 64
+#define BB_DIGITS_CLASSES 10
+
+/* Loads the gzipped digits CSV at path (NULL: BB_DIGITS_DEFAULT_PATH) into out: one row per
+ * image, 64 pixel intensities 0..16 as features, the digit 0..9 as label (the last column).
+ * A missing file is BB_ERR_IO with a message naming the file and the Debian package that
+ * provides it; a file that is not 64 features and a digit per row is BB_ERR_MALFORMED. */
+int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out, bb_error *err);
+
+#endif
