@@ -1,6 +1,7 @@
 /* The registry of concrete component types an install may construct, by type name. */
 #include <string.h>
 
+#include "ops/shipped.h"
 #include "runtime/node.h"
 
 struct bb_registry {
@@ -53,8 +54,11 @@ const bb_component_type *bb_registry_at(const bb_registry *r, size_t i) {
   return r && i < r->len ? r->items[i] : NULL;
 }
 
-/* The shipped concretes. Empty until the roles layer registers them (src/ops). */
+/* The default registry: the shipped concretes (src/ops/shipped.c). */
 const bb_registry *rt_builtin_registry(void) {
-  static bb_registry empty = {NULL, NULL, 0, 0};
-  return &empty;
+  static const bb_component_type *items[64];
+  static bb_registry shipped = {NULL, items, 0, 0};
+  if (!shipped.len)
+    for (size_t i = 0; i < bb_shipped_count() && i < 64; i++) items[shipped.len++] = bb_shipped_at(i);
+  return &shipped;
 }

@@ -84,7 +84,7 @@ static const bb_component_type STUB_LOADER = STUB_TYPE("StubLoader", BB_ROLE_DAT
 static const bb_component_type STUB_MODEL = STUB_TYPE("StubModel", BB_ROLE_MODEL);
 static const bb_component_type STUB_AGGREGATOR = STUB_TYPE("StubAggregator", BB_ROLE_AGGREGATOR);
 
-static bb_registry *stub_registry(void) {
+__attribute__((unused)) static bb_registry *stub_registry(void) {
   bb_registry *r = bb_registry_new(NULL);
   CHECK(r && !bb_registry_add(r, &STUB_LOADER, NULL) && !bb_registry_add(r, &STUB_MODEL, NULL) &&
         !bb_registry_add(r, &STUB_AGGREGATOR, NULL));

@@ -1,0 +1,46 @@
+/* CpuBackend: the Backend concrete. A backend node of the graph (an ONNX operator in the
+ * default domain) runs on the CPU kernels; inputs must be tensors. No config. */
+#include "bb/cpu.h"
+#include "bb/roles.h"
+#include "util/error.h"
+
+static int cpu_create(const bb_component_init *init, void **self, bb_error *err) {
+  static const char *const NONE[] = {NULL};
+  *self = (void *)init->alloc; /* stateless: remember the allocator only */
+  return bb_config_check(init->config, NONE, err);
+}
+
+static void cpu_destroy(void *self) { (void)self; }
+
+static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  (void)self;
+  if (call->role != BB_ROLE_BACKEND)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "CpuBackend only runs backend (ONNX) ops, not %s::%s", call->domain,
+                        call->op_type);
+  bb_tensor *in_stack[16], *out_stack[16];
+  if (call->n_inputs > 16 || call->n_outputs > 16)
+    return bb_error_set(err, BB_ERR_LIMIT, "CpuBackend: %s has more than 16 inputs or outputs", call->op_type);
+  for (size_t i = 0; i < call->n_inputs; i++) {
+    const bb_val *v = call->inputs[i];
+    if (v && v->kind != BB_VAL_TENSOR)
+      return bb_error_set(err, BB_ERR_TYPE, "CpuBackend: input %zu of %s must be a Tensor, got %s", i, call->op_type,
+                          bb_val_kind_name((int)v->kind));
+    in_stack[i] = v ? v->as.tensor : NULL;
+  }
+  int rc = bb_cpu_run_node(call->node, BB_ONNX_OPSET_VERSION, in_stack, call->n_inputs, out_stack, call->n_outputs,
+                           bb_ctx_allocator(ctx), err);
+  if (rc) return rc;
+  for (size_t i = 0; i < call->n_outputs; i++) {
+    if (!out_stack[i]) continue;
+    call->outputs[i] = bb_val_tensor(bb_ctx_allocator(ctx), out_stack[i]);
+    bb_tensor_release(out_stack[i]);
+    if (!call->outputs[i]) rc = bb_error_set(err, BB_ERR_NOMEM, "CpuBackend: out of memory");
+  }
+  return rc;
+}
+
+static const bb_component_port CPU_STORAGE[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
+
+const bb_component_type BB_CPU_BACKEND = {
+    sizeof(bb_component_type), "CpuBackend", 1u << BB_ROLE_BACKEND, NULL, NULL, 0, CPU_STORAGE, 1,
+    cpu_create, cpu_destroy, cpu_invoke, NULL, NULL, NULL, NULL};

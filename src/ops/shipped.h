@@ -1,0 +1,13 @@
+/* The shipped component types (src/ops/shipped.c holds the table). */
+#ifndef BB_OPS_SHIPPED_H
+#define BB_OPS_SHIPPED_H
+
+#include "bb/runtime.h"
+
+extern const bb_component_type BB_CPU_BACKEND;
+extern const bb_component_type BB_CPU_MLP;
+
+size_t bb_shipped_count(void);
+const bb_component_type *bb_shipped_at(size_t i);
+
+#endif

@@ -1,0 +1,182 @@
+/* The Model contract end to end: a recorded module whose body runs Forward, ComputeLoss
+ * and Backward on the shipped CpuMlp, installed on a node and invoked batch after batch,
+ * learns (the loss it reports falls); CpuBackend runs a backend op of the same graph;
+ * wrong inputs and configs fail with the method named. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../runtime/rttest.h"
+#include "bb/roles.h"
+
+static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
+static const bb_slot BACKEND = {BB_ROLE_BACKEND, "backend", NULL};
+
+static void train_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value x = bb_rec_input(g, "x", "ai.bytesandbrains.tensor.f32");
+  bb_value y = bb_rec_input(g, "y", "ai.bytesandbrains.tensor.f32");
+  bb_value probs = bb_rec_model_forward(g, &MODEL, x);
+  bb_value loss = bb_rec_model_compute_loss(g, &MODEL, probs, y);
+  bb_rec_model_backward(g, &MODEL, loss);
+  bb_rec_output(g, "loss", loss);
+  bb_rec_output(g, "relu", bb_rec_backend(g, &BACKEND, "Relu", &x, 1, NULL, 0));
+}
+
+static const bb_module TRAIN = {sizeof(bb_module), "Train", train_body, NULL, NULL, NULL, 0};
+
+static uint8_t *compile_train(const char *model_config, size_t *len) {
+  bb_error err;
+  bb_model *m = NULL;
+  uint8_t *bytes = NULL, *out = NULL;
+  size_t blen = 0;
+  CHECK_MSG(bb_module_build(&TRAIN, NULL, &m, &err) == 0, "%s", err.message);
+  if (!m) return NULL;
+  CHECK(bb_model_encode(m, &bytes, &blen, &err) == 0);
+  bb_compiler *c = bb_compiler_new(NULL);
+  static const bb_component_port f32[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
+  bb_component_decl mlp = {sizeof mlp, "CpuMlp", f32, 1, NULL, 0};
+  bb_component_decl cpu = {sizeof cpu, "CpuBackend", f32, 1, NULL, 0};
+  int rc = bb_compiler_declare_component(c, &mlp, &err) || bb_compiler_declare_component(c, &cpu, &err) ||
+           bb_compiler_bind_model(c, "model", "CpuMlp", model_config, &err) ||
+           bb_compiler_bind_backend(c, "backend", "CpuBackend", NULL, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  bb_compiler_set_permissive_types(c, true);
+  if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
+  bb_compiler_free(c);
+  free(bytes);
+  bb_model_free(m);
+  return out;
+}
+
+static bb_val *tensor2(const float *data, int64_t rows, int64_t cols) {
+  int64_t dims[2] = {rows, cols};
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, cols ? 2 : 1, dims);
+  memcpy(bb_tensor_data(t), data, (size_t)(rows * (cols ? cols : 1)) * sizeof(float));
+  bb_val *v = bb_val_tensor(NULL, t);
+  bb_tensor_release(t);
+  return v;
+}
+
+/* Two Gaussian blobs, class = sign of x0 + x1. */
+static void make_batch(uint64_t *rng, float *x, float *y, int n) {
+  for (int i = 0; i < n; i++) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    int cls = (int)(*rng >> 63);
+    float a = (float)((*rng >> 20) & 0xffff) / 65536.0f - 0.5f, b = (float)((*rng >> 40) & 0xffff) / 65536.0f - 0.5f;
+    x[2 * i] = (cls ? 0.4f : -0.4f) + a;
+    x[2 * i + 1] = (cls ? 0.3f : -0.3f) + b;
+    y[i] = (float)cls;
+  }
+}
+
+static float run_batch(bb_node *node, const float *x, const float *y, int n, uint64_t now, float *relu_first) {
+  bb_val *vx = tensor2(x, n, 2), *vy = tensor2(y, n, 0);
+  bb_named_value in[] = {{"x", vx}, {"y", vy}};
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(node, "Train", in, 2, now, &err) == 0, "%s", err.message);
+  bb_val_release(vx);
+  bb_val_release(vy);
+  const bb_step *steps;
+  size_t ns;
+  CHECK(bb_node_poll(node, now, &steps, &ns, &err) == 0);
+  float loss = NAN;
+  for (size_t i = 0; i < ns; i++) {
+    if (steps[i].kind == BB_STEP_OP_FAILED) print_steps("train", steps, ns);
+    if (steps[i].kind != BB_STEP_APP_EVENT || !steps[i].value || steps[i].value->kind != BB_VAL_TENSOR) continue;
+    const float *d = bb_tensor_data(steps[i].value->as.tensor);
+    if (strcmp(steps[i].topic, "loss") == 0) loss = d[0];
+    if (strcmp(steps[i].topic, "relu") == 0 && relu_first) *relu_first = d[0];
+  }
+  CHECK_EQ_INT(count_steps(steps, ns, BB_STEP_OP_FAILED), 0);
+  return loss;
+}
+
+static void test_mlp_learns_through_the_graph(void) {
+  size_t len = 0;
+  uint8_t *art = compile_train("inputs=2,outputs=2,lr=0.2,momentum=0.5,seed=7", &len);
+  if (!art) return;
+  const char *targets[] = {"Train"};
+  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL); /* the shipped registry */
+  if (!node) return free(art);
+  uint64_t rng = 42;
+  float held_x[64], held_y[32], x[64], y[32];
+  make_batch(&rng, held_x, held_y, 32);
+  float first = run_batch(node, held_x, held_y, 32, 0, NULL); /* the loss before its step */
+  for (int step = 1; step <= 100; step++) {
+    make_batch(&rng, x, y, 32);
+    run_batch(node, x, y, 32, (uint64_t)step * 1000, NULL);
+  }
+  float last = run_batch(node, held_x, held_y, 32, 200000, NULL);
+  CHECK_MSG(first > 0.2f && last < first * 0.5f, "held-out loss %g -> %g", first, last);
+  /* the backend op computes the real Relu of the first feature */
+  make_batch(&rng, x, y, 1);
+  float r = NAN;
+  run_batch(node, x, y, 1, 999999, &r);
+  CHECK(r == (x[0] > 0 ? x[0] : 0.0f));
+  bb_node_stats st;
+  bb_node_stats_get(node, &st);
+  CHECK_EQ_INT(st.executions, 0);
+  bb_node_free(node);
+  free(art);
+}
+
+static void test_wrong_input_kind_names_the_method(void) {
+  size_t len = 0;
+  uint8_t *art = compile_train("inputs=2,outputs=2", &len);
+  if (!art) return;
+  const char *targets[] = {"Train"};
+  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  if (!node) return free(art);
+  bb_val *bytes = bb_val_bytes(NULL, "abc", 3);
+  bb_val *vy = tensor2((const float[]){0}, 1, 0);
+  bb_named_value in[] = {{"x", bytes}, {"y", vy}};
+  bb_error err;
+  CHECK(bb_node_invoke(node, "Train", in, 2, 0, &err) == 0);
+  const bb_step *steps;
+  size_t ns;
+  CHECK(bb_node_poll(node, 0, &steps, &ns, &err) == 0);
+  bool named = false;
+  for (size_t i = 0; i < ns; i++)
+    if (steps[i].kind == BB_STEP_OP_FAILED && strstr(steps[i].detail, "input 0 of Forward must be a Tensor, got Bytes"))
+      named = true;
+  CHECK(named);
+  if (!named) print_steps("wrong", steps, ns);
+  bb_val_release(bytes);
+  bb_val_release(vy);
+  bb_node_free(node);
+  free(art);
+}
+
+static void test_bad_config_fails_install(void) {
+  size_t len = 0;
+  uint8_t *art = compile_train("inputs=2,outputs=2,lr=fast", &len);
+  if (!art) return;
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = bb_peer_id_from_u64(1);
+  a.artifact = art;
+  a.artifact_len = len;
+  const char *targets[] = {"Train"};
+  a.targets = targets;
+  a.n_targets = 1;
+  bb_node *n = NULL;
+  bb_install_error_kind kind;
+  bb_error err;
+  CHECK(bb_install(&a, &n, &kind, &err) != 0 && !n);
+  CHECK_EQ_INT(kind, BB_INSTALL_CONSTRUCTION_FAILED);
+  CHECK(strstr(err.message, "`lr`") != NULL && strstr(err.message, "slot `model`") != NULL);
+  /* a host override of the config wins over the artifact's */
+  bb_slot_config over = {"model", "inputs=2,outputs=2,lr=0.1", NULL};
+  a.slots = &over;
+  a.n_slots = 1;
+  CHECK_MSG(bb_install(&a, &n, &kind, &err) == 0, "%s", err.message);
+  bb_node_free(n);
+  free(art);
+}
+
+int main(void) {
+  RUN(test_mlp_learns_through_the_graph);
+  RUN(test_wrong_input_kind_names_the_method);
+  RUN(test_bad_config_fails_install);
+  return bb_test_finish();
+}
