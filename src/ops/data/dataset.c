@@ -469,8 +469,10 @@ static int split_stratified(const bb_dataset *ds, size_t n_test, uint64_t seed,
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory grouping %zu rows by label", n);
   }
   for (size_t i = 0; i < n; i++) {
-    if (i == 0 || sorted[i].label != sorted[i - 1].label)
-      share[classes++] = (class_share){.start = i, .class_id = classes};
+    if (i == 0 || sorted[i].label != sorted[i - 1].label) {
+      share[classes] = (class_share){.start = i, .class_id = classes};
+      classes++;
+    }
     share[classes - 1].count++;
   }
   /* largest remainder: floor of each class's exact quota, the rest to the biggest
