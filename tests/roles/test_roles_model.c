@@ -7,6 +7,7 @@
 
 #include "../runtime/rttest.h"
 #include "bb/roles.h"
+#include "ops/data/dataset.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot BACKEND = {BB_ROLE_BACKEND, "backend", NULL};
@@ -22,23 +23,41 @@ static void train_body(bb_rec *g, void *user) {
   bb_rec_output(g, "relu", bb_rec_backend(g, &BACKEND, "Relu", &x, 1, NULL, 0));
 }
 
+static const bb_slot DATA = {BB_ROLE_DATA_SOURCE, "data", NULL};
+
+/* Each run: the next batch of the data source, one training step on it. */
+static void stream_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value batch, labels;
+  bb_rec_data_source_next_batch(g, &DATA, &batch, &labels);
+  bb_value loss = bb_rec_model_compute_loss(g, &MODEL, bb_rec_model_forward(g, &MODEL, batch), labels);
+  bb_rec_model_backward(g, &MODEL, loss);
+  bb_rec_output(g, "loss", loss);
+}
+
+static const bb_module STREAM = {sizeof(bb_module), "Stream", stream_body, NULL, NULL, NULL, 0};
+
 static const bb_module TRAIN = {sizeof(bb_module), "Train", train_body, NULL, NULL, NULL, 0};
 
-static uint8_t *compile_train(const char *model_config, size_t *len) {
+static uint8_t *compile_module(const bb_module *module, const char *model_config, size_t *len) {
   bb_error err;
   bb_model *m = NULL;
   uint8_t *bytes = NULL, *out = NULL;
   size_t blen = 0;
-  CHECK_MSG(bb_module_build(&TRAIN, NULL, &m, &err) == 0, "%s", err.message);
+  CHECK_MSG(bb_module_build(module, NULL, &m, &err) == 0, "%s", err.message);
   if (!m) return NULL;
   CHECK(bb_model_encode(m, &bytes, &blen, &err) == 0);
   bb_compiler *c = bb_compiler_new(NULL);
   static const bb_component_port f32[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
   bb_component_decl mlp = {sizeof mlp, "CpuMlp", f32, 1, NULL, 0};
   bb_component_decl cpu = {sizeof cpu, "CpuBackend", f32, 1, NULL, 0};
+  static const bb_component_port sample[] = {{"sample", "ai.bytesandbrains.tensor.f32"}};
+  bb_component_decl src = {sizeof src, "ArraySource", sample, 1, NULL, 0};
   int rc = bb_compiler_declare_component(c, &mlp, &err) || bb_compiler_declare_component(c, &cpu, &err) ||
-           bb_compiler_bind_model(c, "model", "CpuMlp", model_config, &err) ||
-           bb_compiler_bind_backend(c, "backend", "CpuBackend", NULL, &err);
+           bb_compiler_declare_component(c, &src, &err) ||
+           bb_compiler_bind_model(c, "model", "CpuMlp", model_config, &err);
+  if (!rc && module == &TRAIN) rc = bb_compiler_bind_backend(c, "backend", "CpuBackend", NULL, &err);
+  if (!rc && module == &STREAM) rc = bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=16,seed=5", &err);
   CHECK_MSG(rc == 0, "%s", err.message);
   bb_compiler_set_permissive_types(c, true);
   if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
@@ -47,6 +66,8 @@ static uint8_t *compile_train(const char *model_config, size_t *len) {
   bb_model_free(m);
   return out;
 }
+
+static uint8_t *compile_train(const char *model_config, size_t *len) { return compile_module(&TRAIN, model_config, len); }
 
 static bb_val *tensor2(const float *data, int64_t rows, int64_t cols) {
   int64_t dims[2] = {rows, cols};
@@ -174,7 +195,57 @@ static void test_bad_config_fails_install(void) {
   free(art);
 }
 
+/* The data source streams batches of a host data set; each invoke trains on one. */
+static void test_data_source_feeds_training(void) {
+  size_t len = 0;
+  uint8_t *art = compile_module(&STREAM, "inputs=2,outputs=2,lr=0.2,momentum=0.5,seed=7", &len);
+  if (!art) return;
+  bb_dataset ds;
+  CHECK(bb_dataset_init(&ds, 256, 2, 1, NULL, NULL) == 0);
+  uint64_t rng = 9;
+  make_batch(&rng, ds.features, ds.labels, 256);
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = bb_peer_id_from_u64(1);
+  a.artifact = art;
+  a.artifact_len = len;
+  const char *targets[] = {"Stream"};
+  a.targets = targets;
+  a.n_targets = 1;
+  bb_slot_config data = {"data", NULL, &ds};
+  a.slots = &data;
+  a.n_slots = 1;
+  bb_node *node = NULL;
+  bb_error err;
+  CHECK_MSG(bb_install(&a, &node, NULL, &err) == 0, "%s", err.message);
+  float first = NAN, sum_last = 0;
+  for (int step = 0; step < 80 && node; step++) {
+    CHECK(bb_node_invoke(node, "Stream", NULL, 0, (uint64_t)step, &err) == 0);
+    const bb_step *steps;
+    size_t ns;
+    CHECK(bb_node_poll(node, (uint64_t)step, &steps, &ns, &err) == 0);
+    CHECK_EQ_INT(count_steps(steps, ns, BB_STEP_OP_FAILED), 0);
+    for (size_t i = 0; i < ns; i++)
+      if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "loss") == 0) {
+        float l = *(const float *)bb_tensor_data(steps[i].value->as.tensor);
+        if (step == 0) first = l;
+        if (step >= 70) sum_last += l;
+      }
+  }
+  CHECK_MSG(sum_last / 10 < first * 0.5f, "loss %g -> %g", first, sum_last / 10);
+  /* without its data set the source cannot be made, and the message says so */
+  a.n_slots = 0;
+  bb_node *none = NULL;
+  bb_install_error_kind kind;
+  CHECK(bb_install(&a, &none, &kind, &err) != 0 && kind == BB_INSTALL_CONSTRUCTION_FAILED);
+  CHECK(strstr(err.message, "host_data") != NULL);
+  bb_node_free(node);
+  bb_dataset_free(&ds);
+  free(art);
+}
+
 int main(void) {
+  RUN(test_data_source_feeds_training);
   RUN(test_mlp_learns_through_the_graph);
   RUN(test_wrong_input_kind_names_the_method);
   RUN(test_bad_config_fails_install);
