@@ -93,7 +93,7 @@ __attribute__((unused)) static bb_registry *stub_registry(void) {
 
 /* ---- nodes ------------------------------------------------------------------------------- */
 
-static bb_address p2p_address(const bb_peer_id *p) {
+__attribute__((unused)) static bb_address p2p_address(const bb_peer_id *p) {
   bb_address a = {.n = 1};
   a.seg[0].kind = BB_ADDR_P2P;
   a.seg[0].peer = *p;
@@ -102,7 +102,7 @@ static bb_address p2p_address(const bb_peer_id *p) {
 
 /* Installs `artifact` as peer `id` for the given targets; NULL (and a printed reason) on
  * failure. */
-static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, const char *const *targets,
+__attribute__((unused)) static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, const char *const *targets,
                              size_t n_targets, const bb_registry *reg, const bb_node_config *cfg) {
   bb_install_args a = {0};
   a.struct_size = sizeof a;
@@ -125,13 +125,13 @@ static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, c
 }
 
 /* Counts steps of a kind. */
-static size_t count_steps(const bb_step *s, size_t n, bb_step_kind kind) {
+__attribute__((unused)) static size_t count_steps(const bb_step *s, size_t n, bb_step_kind kind) {
   size_t c = 0;
   for (size_t i = 0; i < n; i++) c += s[i].kind == kind;
   return c;
 }
 
-static void print_steps(const char *who, const bb_step *s, size_t n) {
+__attribute__((unused)) static void print_steps(const char *who, const bb_step *s, size_t n) {
   for (size_t i = 0; i < n; i++)
     fprintf(stderr, "  %s step %zu: %s %s %s %s\n", who, i, bb_step_kind_name(s[i].kind), s[i].op ? s[i].op : "",
             s[i].reason ? s[i].reason : "", s[i].detail ? s[i].detail : "");
