@@ -293,6 +293,15 @@ bb_value bb_rec_model_compute_loss(bb_rec *rec, const bb_slot *slot, bb_value pr
 bb_value bb_rec_model_apply_delta(bb_rec *rec, const bb_slot *slot, bb_value delta);
 bb_value bb_rec_model_load_parameters(bb_rec *rec, const bb_slot *slot, bb_value params);
 bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot);
+/* Beyond the reference's contract (docs/DEVIATIONS.md): Fit(params) loads params, trains
+ * locally (the concrete decides how, e.g. on its DataSource dependency) and gives the
+ * trained params and the number of samples it saw; Evaluate(x, labels) gives a score
+ * (accuracy for classifiers). */
+int bb_rec_model_fit(bb_rec *rec, const bb_slot *slot, bb_value params, bb_value *trained, bb_value *samples);
+bb_value bb_rec_model_evaluate(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value labels);
+/* The `_after` forms take an ordering trigger: the op runs (again) only once `after` has
+ * a value, e.g. a tick of an Interval or the end of an earlier step. */
+bb_value bb_rec_model_params_after(bb_rec *rec, const bb_slot *slot, bb_value after);
 
 /* Index. */
 bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector);
@@ -313,12 +322,15 @@ bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y);
 
 /* DataSource. next_batch fills batch and labels (either may be NULL). */
 int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels);
+int bb_rec_data_source_next_batch_after(bb_rec *rec, const bb_slot *slot, bb_value after, bb_value *batch,
+                                        bb_value *labels);
 bb_value bb_rec_data_source_reset(bb_rec *rec, const bb_slot *slot, bb_value trigger);
 bb_value bb_rec_data_source_on_data_loaded(bb_rec *rec, const bb_slot *slot);
 
 /* PeerSelector. */
 bb_value bb_rec_peer_selector_sample(bb_rec *rec, const bb_slot *slot, int64_t n);
 bb_value bb_rec_peer_selector_current_view(bb_rec *rec, const bb_slot *slot);
+bb_value bb_rec_peer_selector_sample_after(bb_rec *rec, const bb_slot *slot, int64_t n, bb_value after);
 
 /* ---- syscall helpers ---------------------------------------------------------------- */
 

@@ -36,6 +36,13 @@ typedef struct bb_model_ops {
   int (*apply_delta)(void *self, bb_ctx *ctx, const bb_tensor *delta, bb_error *err);
   int (*load_parameters)(void *self, bb_ctx *ctx, const bb_tensor *params, bb_error *err);
   int (*params)(void *self, bb_ctx *ctx, bb_tensor **out, bb_error *err);
+  /* beyond the reference: load params, train locally, give the result and how many
+   * samples it saw (a federated client's round) */
+  int (*fit)(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **trained, uint64_t *samples,
+             bb_error *err);
+  /* a score of the model on labelled data (accuracy for classifiers), a scalar */
+  int (*evaluate)(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_tensor *labels, bb_tensor **score,
+                  bb_error *err);
 } bb_model_ops;
 
 /* DataSource (ai.bytesandbrains.role.data_source). */

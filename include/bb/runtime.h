@@ -110,6 +110,12 @@ const bb_allocator *bb_ctx_allocator(const bb_ctx *ctx);
 const char *bb_ctx_slot(const bb_ctx *ctx);
 /* Another component of this node by slot name: its instance and type; NULL if unbound. */
 void *bb_ctx_dependency(bb_ctx *ctx, const char *slot, const bb_component_type **type);
+/* Calls an op of another component of this node (a dependency) by slot name, through its
+ * role contract, synchronously: e.g. bb_ctx_call(ctx, "model", "Params", NULL, 0, &out, 1,
+ * err). outputs get new references. BB_ERR_NOT_FOUND for an unbound slot; a component
+ * cannot call itself, and a callee that answers later (BB_LATER) is an error here. */
+int bb_ctx_call(bb_ctx *ctx, const char *slot, const char *op_type, bb_val *const *inputs, size_t n_inputs,
+                bb_val **outputs, size_t n_outputs, bb_error *err);
 /* Makes the current invoke asynchronous: returns the command id to complete later with
  * bb_node_complete / bb_node_fail (the invoke then returns BB_LATER). */
 uint64_t bb_ctx_defer(bb_ctx *ctx);

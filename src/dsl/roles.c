@@ -10,42 +10,46 @@
 typedef struct role_method {
   const char *op;
   uint8_t n_inputs, n_outputs;
+  uint8_t n_after;                   /* optional trailing ordering inputs (triggers) */
   const char *output_type;
   const char *meta_key, *meta_value; /* extra metadata, or NULL */
   const char *int_attr;              /* the required INT attribute, or NULL */
 } role_method;
 
 static const role_method MODEL_METHODS[] = {
-    {"Forward", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"Backward", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"ComputeLoss", 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"ApplyDelta", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"LoadParameters", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"Params", 0, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Forward", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Backward", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"ComputeLoss", 2, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"ApplyDelta", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"LoadParameters", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Params", 0, 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    /* beyond the reference: local training and evaluation (docs/DEVIATIONS.md) */
+    {"Fit", 1, 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Evaluate", 2, 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
 static const role_method INDEX_METHODS[] = {
-    {"Add", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"Search", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, "k"},
-    {"Remove", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"Train", 1, 1, BB_TYPE_TRIGGER, BB_KEY_INDEX_PORT, "samples", NULL},
+    {"Add", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Search", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, "k"},
+    {"Remove", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Train", 1, 1, 0, BB_TYPE_TRIGGER, BB_KEY_INDEX_PORT, "samples", NULL},
 };
 static const role_method AGGREGATOR_METHODS[] = {
-    {"Contribute", 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"Aggregate", 1, 2, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Contribute", 2, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Aggregate", 1, 2, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
 static const role_method CODEC_METHODS[] = {
-    {"Train", 1, 1, BB_TYPE_TRIGGER, BB_KEY_CODEC_PORT, "in", NULL},
-    {"Encode", 1, 1, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, "out", NULL},
-    {"Decode", 1, 1, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, "in", NULL},
+    {"Train", 1, 1, 0, BB_TYPE_TRIGGER, BB_KEY_CODEC_PORT, "in", NULL},
+    {"Encode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, "out", NULL},
+    {"Decode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, "in", NULL},
 };
 static const role_method DATA_SOURCE_METHODS[] = {
-    {"NextBatch", 0, 2, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"Reset", 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    {"OnDataLoaded", 0, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"NextBatch", 0, 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"Reset", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"OnDataLoaded", 0, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
 static const role_method PEER_SELECTOR_METHODS[] = {
-    {"Sample", 0, 1, BB_TYPE_PEER_ID, NULL, NULL, "n"},
-    {"CurrentView", 0, 1, BB_TYPE_PEER_ID, NULL, NULL, NULL},
+    {"Sample", 0, 1, 1, BB_TYPE_PEER_ID, NULL, NULL, "n"},
+    {"CurrentView", 0, 1, 1, BB_TYPE_PEER_ID, NULL, NULL, NULL},
 };
 
 typedef struct role_info {
@@ -167,10 +171,16 @@ static bool check_shape(bb_rec *r, const bb_slot *slot, const role_info *ri, con
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "Backend slot '%s': an op needs at least one output", slot->name);
     return false;
   }
-  if (n_inputs != rm->n_inputs || n_outputs != rm->n_outputs) {
-    rec_error(r, BB_ERR_INVALID_ARGUMENT,
-              "%s.%s (slot '%s') takes %u inputs and gives %u outputs; called with %zu and %zu", ri->name, op,
-              slot->name, rm->n_inputs, rm->n_outputs, n_inputs, n_outputs);
+  if (n_inputs < rm->n_inputs || n_inputs > (size_t)rm->n_inputs + rm->n_after || n_outputs != rm->n_outputs) {
+    if (rm->n_after)
+      rec_error(r, BB_ERR_INVALID_ARGUMENT,
+                "%s.%s (slot '%s') takes %u inputs (plus up to %u ordering triggers) and gives %u outputs; called with "
+                "%zu and %zu",
+                ri->name, op, slot->name, rm->n_inputs, rm->n_after, rm->n_outputs, n_inputs, n_outputs);
+    else
+      rec_error(r, BB_ERR_INVALID_ARGUMENT,
+                "%s.%s (slot '%s') takes %u inputs and gives %u outputs; called with %zu and %zu", ri->name, op,
+                slot->name, rm->n_inputs, rm->n_outputs, n_inputs, n_outputs);
     return false;
   }
   bool has_int_attr = false;
@@ -296,6 +306,16 @@ bb_value bb_rec_model_load_parameters(bb_rec *rec, const bb_slot *slot, bb_value
   return call1(rec, slot, "LoadParameters", &params, 1, NULL, 0);
 }
 bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot) { return call1(rec, slot, "Params", NULL, 0, NULL, 0); }
+bb_value bb_rec_model_params_after(bb_rec *rec, const bb_slot *slot, bb_value after) {
+  return call1(rec, slot, "Params", &after, 1, NULL, 0);
+}
+int bb_rec_model_fit(bb_rec *rec, const bb_slot *slot, bb_value params, bb_value *trained, bb_value *samples) {
+  return call2(rec, slot, "Fit", &params, 1, trained, samples);
+}
+bb_value bb_rec_model_evaluate(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value labels) {
+  bb_value in[2] = {x, labels};
+  return call1(rec, slot, "Evaluate", in, 2, NULL, 0);
+}
 
 bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector) {
   return call1(rec, slot, "Add", &vector, 1, NULL, 0);
@@ -333,6 +353,10 @@ bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y) {
 int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels) {
   return call2(rec, slot, "NextBatch", NULL, 0, batch, labels);
 }
+int bb_rec_data_source_next_batch_after(bb_rec *rec, const bb_slot *slot, bb_value after, bb_value *batch,
+                                        bb_value *labels) {
+  return call2(rec, slot, "NextBatch", &after, 1, batch, labels);
+}
 bb_value bb_rec_data_source_reset(bb_rec *rec, const bb_slot *slot, bb_value trigger) {
   return call1(rec, slot, "Reset", &trigger, 1, NULL, 0);
 }
@@ -346,4 +370,8 @@ bb_value bb_rec_peer_selector_sample(bb_rec *rec, const bb_slot *slot, int64_t n
 }
 bb_value bb_rec_peer_selector_current_view(bb_rec *rec, const bb_slot *slot) {
   return call1(rec, slot, "CurrentView", NULL, 0, NULL, 0);
+}
+bb_value bb_rec_peer_selector_sample_after(bb_rec *rec, const bb_slot *slot, int64_t n, bb_value after) {
+  bb_op_attr a = BB_OP_ATTR_INT("n", n);
+  return call1(rec, slot, "Sample", &after, 1, &a, 1);
 }

@@ -3,7 +3,8 @@
 #include "bb/roles.h"
 #include "ops/shipped.h"
 
-static const bb_component_type *const SHIPPED[] = {&BB_CPU_BACKEND, &BB_CPU_MLP, &BB_ARRAY_SOURCE, &BB_FLOAT16_CODEC, &BB_UINT8_CODEC};
+static const bb_component_type *const SHIPPED[] = {&BB_CPU_BACKEND, &BB_CPU_MLP, &BB_ARRAY_SOURCE, &BB_FLOAT16_CODEC,
+                                                   &BB_UINT8_CODEC, &BB_FEDAVG, &BB_ROBUST_AVG, &BB_FLAT_INDEX};
 
 int bb_registry_add_shipped(bb_registry *r, bb_error *err) {
   for (size_t i = 0; i < sizeof SHIPPED / sizeof *SHIPPED; i++) {

@@ -9,6 +9,9 @@ extern const bb_component_type BB_CPU_MLP;
 extern const bb_component_type BB_ARRAY_SOURCE;
 extern const bb_component_type BB_FLOAT16_CODEC;
 extern const bb_component_type BB_UINT8_CODEC;
+extern const bb_component_type BB_FEDAVG;
+extern const bb_component_type BB_ROBUST_AVG;
+extern const bb_component_type BB_FLAT_INDEX;
 
 size_t bb_shipped_count(void);
 const bb_component_type *bb_shipped_at(size_t i);

@@ -96,6 +96,20 @@ int bb_model_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb
     rc = ops->params(self, ctx, &out, err);
     return rc ? rc : put_tensor(call, 0, out, err);
   }
+  if (is(call, "Fit")) {
+    if (!ops->fit) return unsupported(call, err);
+    if ((rc = input_tensor(call, 0, &a, err))) return rc;
+    uint64_t samples = 0;
+    if ((rc = ops->fit(self, ctx, a, &out, &samples, err)) || (rc = put_tensor(call, 0, out, err))) return rc;
+    bb_val *n = bb_val_u64(NULL, BB_VAL_U64, samples);
+    return n ? put_value(call, 1, n) : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  }
+  if (is(call, "Evaluate")) {
+    if (!ops->evaluate) return unsupported(call, err);
+    if ((rc = input_tensor(call, 0, &a, err)) || (rc = input_tensor(call, 1, &b, err))) return rc;
+    rc = ops->evaluate(self, ctx, a, b, &out, err);
+    return rc ? rc : put_tensor(call, 0, out, err);
+  }
   return unknown_op(call, err);
 }
 
@@ -126,12 +140,23 @@ int bb_aggregator_dispatch(const bb_aggregator_ops *ops, void *self, bb_ctx *ctx
                            bb_error *err) {
   if (is(call, "Contribute")) {
     if (!ops->contribute) return unsupported(call, err);
+    const bb_val *first = call->n_inputs ? call->inputs[0] : NULL;
+    const bb_peer_id *from = bb_ctx_source(ctx) ? bb_ctx_source(ctx) : bb_ctx_self(ctx);
+    /* a bundle [update, metadata...] as one value */
+    if (first && first->kind == BB_VAL_COMPOSITE && first->n && first->as.children[0]->kind == BB_VAL_TENSOR) {
+      bb_val *meta = first->n == 2   ? bb_val_retain(first->as.children[1])
+                     : first->n > 2 ? bb_val_composite(NULL, first->as.children + 1, first->n - 1)
+                                     : NULL;
+      if (first->n > 2 && !meta) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+      int rc = ops->contribute(self, ctx, from, first->as.children[0]->as.tensor, meta, err);
+      bb_val_release(meta);
+      return done(call, rc, err);
+    }
     const bb_tensor *update = NULL;
     int rc = input_tensor(call, 0, &update, err);
     if (rc) return rc;
     const bb_val *meta = call->n_inputs > 1 ? call->inputs[1] : NULL;
     if (meta == call->inputs[0]) meta = NULL; /* the same value wired twice carries no metadata */
-    const bb_peer_id *from = bb_ctx_source(ctx) ? bb_ctx_source(ctx) : bb_ctx_self(ctx);
     return done(call, ops->contribute(self, ctx, from, update, meta, err), err);
   }
   if (is(call, "Aggregate")) {
@@ -197,7 +222,7 @@ int bb_index_dispatch(const bb_index_ops *ops, void *self, bb_ctx *ctx, const bb
   if (is(call, "Search")) {
     if (!ops->search) return unsupported(call, err);
     if ((rc = input_tensor(call, 0, &x, err))) return rc;
-    int64_t k = bb_attr_get_int(&call->node->attrs, "k", 10);
+    int64_t k = call->node ? bb_attr_get_int(&call->node->attrs, "k", 10) : 10;
     if (k < 1) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Search needs k >= 1 (attribute `k` is %lld)",
                                    (long long)k);
     bb_tensor *ids = NULL, *dist = NULL;
@@ -232,7 +257,7 @@ int bb_peer_selector_dispatch(const bb_peer_selector_ops *ops, void *self, bb_ct
   int rc;
   if (is(call, "Sample")) {
     if (!ops->sample) return unsupported(call, err);
-    int64_t n = bb_attr_get_int(&call->node->attrs, "n", 1);
+    int64_t n = call->node ? bb_attr_get_int(&call->node->attrs, "n", 1) : 1;
     if (n < 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Sample needs n >= 0 (got %lld)", (long long)n);
     if ((rc = ops->sample(self, ctx, (size_t)n, &peers, err))) return rc;
     return put_value(call, 0, peers);

@@ -3,6 +3,7 @@
  * Config: inputs=64,hidden=32x16,outputs=10,activation=relu|tanh|sigmoid|identity,
  *         loss=xent|mse,lr=0.05,momentum=0.9,weight_decay=0,seed=<u64>,
  *         input_scale=1,input_shift=0   (applied to every feature before layer 1)
+ *         fit_steps=10,data=data          (Fit: SGD steps on batches of that DataSource slot)
  * Forward remembers its input and ComputeLoss its target; Backward then takes one SGD
  * step on that batch. Params/LoadParameters/ApplyDelta use the flat parameter vector
  * (docs/LEARNING.md gives its layout). */
@@ -16,11 +17,14 @@
 typedef struct cpu_mlp {
   const bb_allocator *alloc;
   bb_mlp *m;
+  uint64_t fit_steps;
+  char data_slot[64];
   bb_tensor *last_x, *last_target;
 } cpu_mlp;
 
 static const char *const KEYS[] = {"inputs", "hidden", "outputs", "activation", "loss", "lr", "momentum",
-                                   "weight_decay", "seed", "input_scale", "input_shift", NULL};
+                                   "weight_decay", "seed", "input_scale", "input_shift", "fit_steps", "data",
+                                   NULL};
 
 static int parse_hidden(const char *text, size_t *hidden, size_t *n, bb_error *err) {
   *n = 0;
@@ -38,7 +42,8 @@ static int parse_hidden(const char *text, size_t *hidden, size_t *n, bb_error *e
 
 static int mlp_create(const bb_component_init *init, void **self, bb_error *err) {
   const char *c = init->config;
-  uint64_t inputs, outputs, seed;
+  uint64_t inputs, outputs, seed, fit_steps;
+  char data_slot[64];
   float lr, momentum, wd, scale, shift;
   char hidden_text[256], act[16], loss[16];
   size_t hidden[BB_MLP_MAX_HIDDEN], n_hidden;
@@ -51,6 +56,8 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
       (rc = bb_config_str(c, "hidden", "", hidden_text, sizeof hidden_text, err)) ||
       (rc = bb_config_str(c, "activation", "relu", act, sizeof act, err)) ||
       (rc = bb_config_str(c, "loss", "xent", loss, sizeof loss, err)) ||
+      (rc = bb_config_u64(c, "fit_steps", 10, &fit_steps, err)) ||
+      (rc = bb_config_str(c, "data", "data", data_slot, sizeof data_slot, err)) ||
       (rc = parse_hidden(hidden_text, hidden, &n_hidden, err)))
     return rc;
   if (!inputs || !outputs)
@@ -91,6 +98,8 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   else {
     memset(s, 0, sizeof *s);
     s->alloc = init->alloc;
+    s->fit_steps = fit_steps;
+    memcpy(s->data_slot, data_slot, sizeof s->data_slot);
     rc = bb_mlp_create(&cfg, init->alloc, &s->m, err);
     if (rc) init->alloc->free(s, init->alloc->user_data);
     else *self = s;
@@ -197,7 +206,47 @@ static int mlp_params(void *self, bb_ctx *ctx, bb_tensor **out, bb_error *err) {
   return rc;
 }
 
-static const bb_model_ops MLP_OPS = {mlp_forward, mlp_loss, mlp_backward, mlp_apply_delta, mlp_load, mlp_params};
+/* Fit: the params, then fit_steps SGD steps on batches drawn from the data slot. */
+static int mlp_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **trained, uint64_t *samples,
+                   bb_error *err) {
+  cpu_mlp *s = self;
+  int rc = mlp_load(self, ctx, params, err);
+  for (uint64_t step = 0; step < s->fit_steps && !rc; step++) {
+    bb_val *batch[2];
+    if ((rc = bb_ctx_call(ctx, s->data_slot, "NextBatch", NULL, 0, batch, 2, err))) break;
+    size_t n = 0;
+    if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR)
+      rc = bb_error_set(err, BB_ERR_TYPE, "CpuMlp: NextBatch of slot `%s` gave no (batch, labels) tensors",
+                        s->data_slot);
+    else if (!(rc = rows_of(s, batch[0]->as.tensor, &n, err)))
+      rc = bb_mlp_train_batch(s->m, bb_tensor_data(batch[0]->as.tensor), bb_tensor_data(batch[1]->as.tensor), n,
+                              NULL, err);
+    *samples += n;
+    bb_val_release(batch[0]);
+    bb_val_release(batch[1]);
+  }
+  return rc ? rc : mlp_params(self, ctx, trained, err);
+}
+
+static int mlp_evaluate(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_tensor *labels, bb_tensor **score,
+                        bb_error *err) {
+  cpu_mlp *s = self;
+  size_t n = 0;
+  int rc = rows_of(s, x, &n, err);
+  if (rc) return rc;
+  if (labels->dtype != BB_DTYPE_FLOAT || (size_t)labels->numel != n)
+    return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: Evaluate takes %zu float32 labels", n);
+  float acc = 0;
+  if ((rc = bb_mlp_accuracy(s->m, bb_tensor_data(x), bb_tensor_data(labels), n, &acc, err))) return rc;
+  bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 0, NULL);
+  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
+  *(float *)bb_tensor_data(t) = acc;
+  *score = t;
+  return 0;
+}
+
+static const bb_model_ops MLP_OPS = {mlp_forward, mlp_loss, mlp_backward, mlp_apply_delta,
+                                     mlp_load,    mlp_params, mlp_fit,    mlp_evaluate};
 
 static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&MLP_OPS, self, ctx, call, err);

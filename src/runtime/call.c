@@ -1,0 +1,44 @@
+/* bb_ctx_call: one component calling another of its node through the callee's role
+ * contract, the way a graph op would, but synchronously and without a graph node. */
+#include <string.h>
+
+#include "runtime/node.h"
+
+static const char *role_domain(bb_role role) {
+  switch (role) {
+  case BB_ROLE_MODEL: return BB_DOMAIN_ROLE_MODEL;
+  case BB_ROLE_INDEX: return BB_DOMAIN_ROLE_INDEX;
+  case BB_ROLE_AGGREGATOR: return BB_DOMAIN_ROLE_AGGREGATOR;
+  case BB_ROLE_CODEC: return BB_DOMAIN_ROLE_CODEC;
+  case BB_ROLE_DATA_SOURCE: return BB_DOMAIN_ROLE_DATA_SOURCE;
+  case BB_ROLE_PEER_SELECTOR: return BB_DOMAIN_ROLE_PEER_SELECTOR;
+  case BB_ROLE_BACKEND: return BB_DOMAIN_ONNX;
+  default: return BB_DOMAIN_FRAMEWORK;
+  }
+}
+
+int bb_ctx_call(bb_ctx *ctx, const char *slot, const char *op_type, bb_val *const *inputs, size_t n_inputs,
+                bb_val **outputs, size_t n_outputs, bb_error *err) {
+  bb_node *n = ctx->node;
+  for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
+  rt_component *callee = NULL;
+  for (size_t i = 0; i < n->n_components; i++)
+    if (strcmp(n->components[i].slot, slot) == 0) callee = &n->components[i];
+  if (!callee) return bb_error_set(err, BB_ERR_NOT_FOUND, "call: no component is bound at slot `%s`", slot);
+  if (callee == ctx->component)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "call: `%s` cannot call itself (%s)", slot, op_type);
+  if (!callee->type->invoke)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "call: `%s` (slot `%s`) takes no op calls", callee->type->type_name,
+                        slot);
+  bb_ctx sub = {n, callee, ctx->exec, ctx->now, 0, ctx->source};
+  bb_op_call call = {callee->role, role_domain(callee->role), op_type, NULL, inputs, n_inputs, outputs, n_outputs};
+  int rc = callee->type->invoke(callee->self, &sub, &call, err);
+  if (rc == BB_LATER) {
+    for (size_t i = 0; i < n_outputs; i++) bb_val_release(outputs[i]), outputs[i] = NULL;
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "call: %s of `%s` answered later; only synchronous calls work here",
+                        op_type, slot);
+  }
+  if (rc < 0)
+    for (size_t i = 0; i < n_outputs; i++) bb_val_release(outputs[i]), outputs[i] = NULL;
+  return rc < 0 ? rc : 0;
+}
