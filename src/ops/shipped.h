@@ -12,6 +12,9 @@ extern const bb_component_type BB_UINT8_CODEC;
 extern const bb_component_type BB_FEDAVG;
 extern const bb_component_type BB_ROBUST_AVG;
 extern const bb_component_type BB_FLAT_INDEX;
+extern const bb_component_type BB_GOSSIP_AVG;
+extern const bb_component_type BB_CONSTANT_VIEW;
+extern const bb_component_type BB_GOSSIP_VIEW;
 
 size_t bb_shipped_count(void);
 const bb_component_type *bb_shipped_at(size_t i);

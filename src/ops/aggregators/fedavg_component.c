@@ -326,3 +326,94 @@ static int robust_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
 const bb_component_type BB_ROBUST_AVG = {
     sizeof(bb_component_type), "RobustAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
     robust_create, robust_destroy, robust_invoke, NULL, NULL, NULL, NULL};
+
+/* ---- GossipAvg ----------------------------------------------------------------------------
+ * Decentralised averaging: each update a peer receives is mixed into its own model at
+ * once, params := (1 - weight)·params + weight·update, through the Model at slot `model`.
+ *   Config: model=model,weight=0.5
+ * Aggregate gives the current parameters (so a graph can report or forward them). */
+
+typedef struct gossip_avg {
+  const bb_allocator *alloc;
+  char model[64];
+  float weight;
+} gossip_avg;
+
+static int gossip_avg_create(const bb_component_init *init, void **self, bb_error *err) {
+  static const char *const KEYS[] = {"model", "weight", NULL};
+  gossip_avg g = {init->alloc, "", 0.5f};
+  int rc;
+  if ((rc = bb_config_check(init->config, KEYS, err)) ||
+      (rc = bb_config_str(init->config, "model", "model", g.model, sizeof g.model, err)) ||
+      (rc = bb_config_f32(init->config, "weight", 0.5f, &g.weight, err)))
+    return rc;
+  if (!(g.weight > 0 && g.weight <= 1))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: weight must be in (0, 1], got %g", (double)g.weight);
+  gossip_avg *p = init->alloc->malloc(sizeof *p, init->alloc->user_data);
+  if (!p) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
+  *p = g;
+  *self = p;
+  return 0;
+}
+
+static void gossip_avg_destroy(void *self) {
+  gossip_avg *g = self;
+  g->alloc->free(g, g->alloc->user_data);
+}
+
+static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
+                                 const bb_val *meta, bb_error *err) {
+  (void)from;
+  (void)meta;
+  gossip_avg *g = self;
+  bb_val *own = NULL;
+  int rc = bb_ctx_call(ctx, g->model, "Params", NULL, 0, &own, 1, err);
+  if (rc) return rc;
+  if (!own || own->kind != BB_VAL_TENSOR || own->as.tensor->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
+    bb_val_release(own);
+    return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters",
+                        own && own->kind == BB_VAL_TENSOR ? (long long)own->as.tensor->numel : -1LL);
+  }
+  bb_tensor *mixed = vector_of(ctx, bb_tensor_data(own->as.tensor), (size_t)update->numel);
+  bb_val_release(own);
+  if (!mixed) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
+  float *m = bb_tensor_data(mixed);
+  const float *u = bb_tensor_data(update);
+  for (int64_t i = 0; i < update->numel; i++) {
+    if (u[i] != u[i] || u[i] - u[i] != 0) {
+      bb_tensor_release(mixed);
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: value %lld of the update is not finite",
+                          (long long)i);
+    }
+    m[i] = (1 - g->weight) * m[i] + g->weight * u[i];
+  }
+  bb_val *v = bb_val_tensor(bb_ctx_allocator(ctx), mixed);
+  bb_tensor_release(mixed);
+  if (!v) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
+  bb_val *ack = NULL;
+  rc = bb_ctx_call(ctx, g->model, "LoadParameters", &v, 1, &ack, 1, err);
+  bb_val_release(v);
+  bb_val_release(ack);
+  if (!rc) bb_ctx_count(ctx, "gossip.merged", 1);
+  return rc;
+}
+
+static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
+  gossip_avg *g = self;
+  (void)meta;
+  bb_val *own = NULL;
+  int rc = bb_ctx_call(ctx, g->model, "Params", NULL, 0, &own, 1, err);
+  if (!rc && own && own->kind == BB_VAL_TENSOR) *params = bb_tensor_retain(own->as.tensor);
+  bb_val_release(own);
+  return rc;
+}
+
+static const bb_aggregator_ops GOSSIP_AVG_OPS = {gossip_avg_contribute, gossip_avg_aggregate};
+
+static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  return bb_aggregator_dispatch(&GOSSIP_AVG_OPS, self, ctx, call, err);
+}
+
+const bb_component_type BB_GOSSIP_AVG = {
+    sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, FEDAVG_DEPS, 1, AGG_STORAGE, 1,
+    gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL};
