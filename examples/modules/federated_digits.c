@@ -10,7 +10,8 @@
  *
  * FedAvg (quorum, round deadline) decides when a round closes, so clients that drop or
  * lose messages do not stall the federation; its first Aggregate sends the server
- * model's initial parameters (init=model). Outputs "accuracy" and "round" each round.
+ * model's initial parameters (init=model). Outputs "accuracy", "round" and the global
+ * "model" each round.
  * The host gives the server `clients`, `test_x` and `test_y` when it invokes it, and binds
  * `server` on every client. Default bindings: CpuMlp (64 → 32 → 10), ArraySource
  * (batches of the client's shard), FedAvg. */
@@ -39,6 +40,7 @@ static void fed_digits(bb_rec *g, void *user) {
   bb_rec_role_call(g, &MODEL, "Evaluate", eval_in, 3, NULL, 0, &accuracy, 1);
   bb_rec_output(g, "accuracy", accuracy);
   bb_rec_output(g, "round", round);
+  bb_rec_output(g, "model", global);
   bb_value to_clients[2] = {global, round};
   bb_rec_net_out(g, "global", clients, bb_rec_bundle(g, to_clients, 2));
 
@@ -71,7 +73,7 @@ static int configure(bb_compiler *c, size_t module, bb_error *err) {
                              "fit_steps=12,data=data",
                              err) ||
       bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=32", err) ||
-      bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", "quorum=6,target=8,deadline_ms=2000,init=model", err))
+      bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", "quorum=6,target=8,deadline_ms=1000,no_quorum=abandon,init=model", err))
     return err ? err->code : BB_ERR_INVALID_ARGUMENT;
   return 0;
 }

@@ -270,6 +270,11 @@ typedef struct bb_named_value {
 } bb_named_value;
 int bb_node_invoke(bb_node *node, const char *module, const bb_named_value *inputs, size_t n_inputs,
                    uint64_t now_ns, bb_error *err);
+/* Gives an input of a target a value every new run of that target starts with — runs the
+ * host invokes, and runs an arriving envelope starts (which carry no inputs of their own):
+ * e.g. the server's peer id on a federated client. A value given to bb_node_invoke takes
+ * precedence. value NULL removes the binding. */
+int bb_node_bind_input(bb_node *node, const char *module, const char *input, bb_val *value, bb_error *err);
 /* One input as bytes (a Bytes value): bb_node_invoke with a single input. */
 int bb_node_deliver_event(bb_node *node, const char *module, const char *input, const uint8_t *bytes, size_t len,
                           uint64_t now_ns, bb_error *err);

@@ -75,6 +75,10 @@ rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
     e->born_ns = parent->born_ns;
   }
   n->n_execs++;
+  const rt_target *t = target >= 0 && !parent ? &n->targets[target] : NULL;
+  if (t && t->bound && t->graph == graph)
+    for (uint32_t i = 0; i < g->n_in; i++)
+      if (t->bound[i] && g->formal_in[i] != RT_NONE) rt_write(n, e, g->formal_in[i], bb_val_retain(t->bound[i]), 0);
   return e;
 }
 

@@ -74,6 +74,22 @@ int bb_node_invoke(bb_node *n, const char *module, const bb_named_value *inputs,
   return 0;
 }
 
+int bb_node_bind_input(bb_node *n, const char *module, const char *input, bb_val *value, bb_error *err) {
+  int t = find_target(n, module);
+  if (t < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "bind_input: `%s` is not a target of this node",
+                                 module ? module : "");
+  rt_target *tg = &n->targets[t];
+  const rt_graph *g = &n->graphs[tg->graph];
+  long k = input ? bb_strlist_find(&g->fn->inputs, input) : -1;
+  if (k < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "bind_input: `%s` has no input `%s`", tg->name,
+                                 input ? input : "");
+  if (!tg->bound && !(tg->bound = rt_calloc(n, g->n_in, sizeof *tg->bound)))
+    return bb_error_set(err, BB_ERR_NOMEM, "bind_input: out of memory");
+  bb_val_release(tg->bound[k]);
+  tg->bound[k] = bb_val_retain(value);
+  return 0;
+}
+
 int bb_node_deliver_event(bb_node *n, const char *module, const char *input, const uint8_t *bytes, size_t len,
                           uint64_t now_ns, bb_error *err) {
   bb_val *v = bb_val_bytes(n->alloc, bytes, len);
@@ -244,6 +260,7 @@ static void fire_timers(bb_node *n) {
       break;
     }
     case RT_TIMER_INTERVAL:
+      t.exec->born_ns = n->now; /* each tick is a new run: deadlines count from it */
       rt_rearm(n, t.exec, t.op);
       rt_push(n, t.exec, t.op);
       rt_exec_unref(n, t.exec);
@@ -411,7 +428,14 @@ void bb_node_free(bb_node *n) {
     rt_free(n, g->is_recv);
   }
   rt_free(n, n->graphs);
-  for (size_t t = 0; t < n->n_targets; t++) rt_free(n, n->targets[t].name);
+  for (size_t t = 0; t < n->n_targets; t++) {
+    rt_free(n, n->targets[t].name);
+    if (n->targets[t].bound) {
+      const rt_graph *g = &n->graphs[n->targets[t].graph];
+      for (uint32_t i = 0; i < g->n_in; i++) bb_val_release(n->targets[t].bound[i]);
+      rt_free(n, n->targets[t].bound);
+    }
+  }
   rt_free(n, n->targets);
   for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
   rt_free(n, n->counters);

@@ -236,6 +236,7 @@ typedef struct rt_target {
   uint32_t graph;
   int bootstrap;    /* graph index of its bootstrap, or -1 */
   bool bootstrap_done;
+  bb_val **bound;   /* per formal input: a value every new run starts with (or NULL) */
 } rt_target;
 
 typedef struct rt_counter {

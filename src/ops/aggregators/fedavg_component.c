@@ -11,7 +11,9 @@
  *   Aggregate(trigger): when the open round can close (target reached, or quorum met and
  *     the deadline passed), gives the new global parameters and the id of the round now
  *     open (U64); otherwise nothing, and nothing downstream runs. With init=<slot>, the
- *     first Aggregate gives that Model's Params as round 0's global model.
+ *     first Aggregate gives that Model's Params as round 0's global model. A round
+ *     abandoned at its deadline (no_quorum=abandon) gives the last global model again with
+ *     the new round's id, so the federation goes on without the lost contributions.
  *
  * RobustAvg — coordinate-wise median or trimmed mean of the contributions of a round
  * (one per peer), closed once `quorum` peers contributed.
@@ -33,6 +35,7 @@ typedef struct fedavg {
   bb_fedround *fr;
   char init_slot[64];
   bool started;
+  float *global; /* the last global model given out (cfg.param_len floats), or NULL */
 } fedavg;
 
 static int fedavg_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -72,6 +75,7 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
 static void fedavg_destroy(void *self) {
   fedavg *f = self;
   bb_fedround_free(f->fr);
+  if (f->global) f->alloc->free(f->global, f->alloc->user_data);
   f->alloc->free(f, f->alloc->user_data);
 }
 
@@ -120,6 +124,27 @@ static bb_tensor *vector_of(bb_ctx *ctx, const float *data, size_t n) {
   return t;
 }
 
+/* Keeps what was given out, so an abandoned round can hand it out again. */
+static int remember(fedavg *f, const float *params, bb_error *err) {
+  if (!f->global && !(f->global = f->alloc->malloc(f->cfg.param_len * sizeof(float), f->alloc->user_data)))
+    return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
+  memcpy(f->global, params, f->cfg.param_len * sizeof(float));
+  return 0;
+}
+
+static int give(fedavg *f, bb_ctx *ctx, const float *params, bb_tensor **out, bb_val **meta, bb_error *err) {
+  *out = vector_of(ctx, params, f->cfg.param_len);
+  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bb_fedround_round_id(f->fr));
+  int rc = *out && *meta ? remember(f, params, err) : bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
+  if (rc) {
+    bb_tensor_release(*out);
+    bb_val_release(*meta);
+    *out = NULL;
+    *meta = NULL;
+  }
+  return rc;
+}
+
 static int fedavg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
   fedavg *f = self;
   int rc;
@@ -131,11 +156,8 @@ static int fedavg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
       return bb_error_set(err, BB_ERR_TYPE, "FedAvg: Params of slot `%s` is not a tensor", f->init_slot);
     }
     rc = ensure_rounds(f, ctx, (size_t)p->as.tensor->numel, err);
-    if (!rc) {
-      *params = bb_tensor_retain(p->as.tensor);
-      *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bb_fedround_round_id(f->fr));
-      f->started = true;
-    }
+    if (!rc) rc = give(f, ctx, bb_tensor_data(p->as.tensor), params, meta, err);
+    if (!rc) f->started = true;
     bb_val_release(p);
     return rc;
   }
@@ -143,21 +165,16 @@ static int fedavg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
   if (!f->fr) return 0;
   bb_fedround_result r;
   if ((rc = bb_fedround_poll(f->fr, bb_ctx_now(ctx), &r, err))) return rc;
-  if (r.event == BB_FEDROUND_ABANDONED) bb_ctx_count(ctx, "fedavg.rounds_abandoned", 1);
   if (r.event == BB_FEDROUND_OVERDUE) bb_ctx_count(ctx, "fedavg.rounds_overdue", 1);
+  if (r.event == BB_FEDROUND_ABANDONED) {
+    bb_ctx_count(ctx, "fedavg.rounds_abandoned", 1);
+    return f->global ? give(f, ctx, f->global, params, meta, err) : 0;
+  }
   if (r.event != BB_FEDROUND_CLOSED) return 0;
   bb_ctx_count(ctx, "fedavg.rounds_closed", 1);
-  *params = vector_of(ctx, r.params, f->cfg.param_len);
+  rc = give(f, ctx, r.params, params, meta, err);
   bb_buffer_free(f->alloc, r.params);
-  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bb_fedround_round_id(f->fr));
-  if (!*params || !*meta) {
-    bb_tensor_release(*params);
-    bb_val_release(*meta);
-    *params = NULL;
-    *meta = NULL;
-    return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
-  }
-  return 0;
+  return rc;
 }
 
 static const bb_aggregator_ops FEDAVG_OPS = {fedavg_contribute, fedavg_aggregate};

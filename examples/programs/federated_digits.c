@@ -1,0 +1,229 @@
+/* federated_digits: one server and eight clients learn to read handwritten digits with
+ * federated averaging, over a simulated network, each client holding a label-skewed
+ * (non-IID) shard of scikit-learn's digits.
+ *
+ *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S]
+ *                    [--export FILE] [--quiet]
+ *
+ * Prints the held-out accuracy of the global model after every round and exits 0 when
+ * the last round reaches 90 %. --drop D crashes D clients halfway; --loss P loses each
+ * message with probability P. --export FILE writes the final global model as a standard
+ * ONNX model (bb run and onnxruntime execute it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/runtime.h"
+#include "bb/sim.h"
+#include "digits.h"
+#include "examples.h"
+#include "export_mlp.h"
+
+typedef struct options {
+  int rounds, clients, drop, quiet;
+  double loss;
+  uint64_t seed;
+  const char *export_path;
+} options;
+
+static int usage(void) {
+  fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S] "
+                  "[--export FILE] [--quiet]\n");
+  return 2;
+}
+
+static int parse(int argc, char **argv, options *o) {
+  *o = (options){40, 8, 0, 0, 0.0, 1, NULL};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--quiet") == 0) o->quiet = 1;
+    else if (!v) return usage();
+    else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
+    else if (strcmp(a, "--clients") == 0) o->clients = atoi(v), i++;
+    else if (strcmp(a, "--drop") == 0) o->drop = atoi(v), i++;
+    else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
+    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
+    else if (strcmp(a, "--export") == 0) o->export_path = v, i++;
+    else return usage();
+  }
+  if (o->rounds < 1 || o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 ||
+      o->loss >= 1)
+    return usage();
+  return 0;
+}
+
+static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
+  if (!t) return NULL;
+  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
+  bb_val *v = bb_val_tensor(NULL, t);
+  bb_tensor_release(t);
+  return v;
+}
+
+typedef struct run {
+  const options *o;
+  int round;
+  float accuracy;
+  bb_tensor *global; /* the last global model the server announced */
+  uint64_t failures;
+} run;
+
+static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
+  run *r = user;
+  uint64_t id = 0;
+  bb_peer_id_as_u64(peer, &id);
+  if (s->kind == BB_STEP_APP_EVENT && id == 1 && s->value) {
+    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)s->value->as.u64;
+    if (strcmp(s->topic, "model") == 0 && s->value->kind == BB_VAL_TENSOR) {
+      bb_tensor_release(r->global);
+      r->global = bb_tensor_retain(s->value->as.tensor);
+    }
+    if (strcmp(s->topic, "accuracy") == 0 && s->value->kind == BB_VAL_TENSOR) {
+      r->accuracy = *(const float *)bb_tensor_data(s->value->as.tensor);
+      if (!r->o->quiet) printf("round %3d  held-out accuracy %.3f\n", r->round, (double)r->accuracy);
+      fflush(stdout);
+    }
+  }
+  if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED) {
+    r->failures++;
+    if (!r->o->quiet && r->failures <= 5)
+      fprintf(stderr, "peer %llu: %s %s: %s\n", (unsigned long long)id, bb_step_kind_name(s->kind),
+              s->op ? s->op : "", s->detail ? s->detail : "");
+  }
+}
+
+int main(int argc, char **argv) {
+  options o;
+  if (parse(argc, argv, &o)) return 2;
+  bb_error err;
+  bb_dataset all, train, test;
+  if (bb_digits_load(NULL, NULL, &all, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  bb_dataset_partition split, shards;
+  if (bb_dataset_split(&all, 0.25, 1, o.seed, NULL, &split, &err) ||
+      bb_dataset_partition_take(&all, &split, 0, NULL, &train, &err) ||
+      bb_dataset_partition_take(&all, &split, 1, NULL, &test, &err) ||
+      bb_dataset_shards_by_label(&train, (size_t)o.clients, 3, o.seed, NULL, &shards, &err))
+    return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  bb_dataset *shard = calloc((size_t)o.clients, sizeof *shard);
+  for (int c = 0; c < o.clients; c++)
+    if (bb_dataset_partition_take(&train, &shards, (size_t)c, NULL, &shard[c], &err))
+      return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+
+  uint8_t *artifact;
+  size_t artifact_len;
+  if (bb_example_compile(&BB_EXAMPLE_FEDERATED_DIGITS, 0, &artifact, &artifact_len, &err))
+    return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  if (!o.quiet)
+    printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "
+           "loss %.0f%%, %d clients dropping\n",
+           o.clients, train.n, test.n, o.loss * 100, o.drop);
+
+  run r = {&o, 0, 0, NULL, 0};
+  bb_sim_config sc = {0};
+  sc.struct_size = sizeof sc;
+  sc.seed = o.seed;
+  sc.latency_ns = 5000000;
+  sc.jitter_ns = 2000000;
+  sc.loss = o.loss;
+  bb_sim *sim = NULL;
+  if (bb_sim_new(&sc, &sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  bb_sim_set_observer(sim, observe, &r);
+
+  /* the server: the round loop and the aggregator's partition */
+  int n_peers = o.clients + 1;
+  bb_node **nodes = calloc((size_t)n_peers, sizeof *nodes);
+  bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
+  for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
+  for (int i = 0; i < n_peers; i++) {
+    bb_address self = {.n = 1};
+    self.seg[0].kind = BB_ADDR_P2P;
+    self.seg[0].peer = peers[i];
+    const char *server_targets[] = {"FedDigits", "FedDigits_server"};
+    const char *client_targets[] = {"FedDigits_clients"};
+    bb_slot_config data = {"data", NULL, i ? &shard[i - 1] : &test};
+    bb_node_config nc = {0};
+    nc.struct_size = sizeof nc;
+    nc.seed = o.seed * 1000 + (uint64_t)i;
+    bb_install_args a = {0};
+    a.struct_size = sizeof a;
+    a.self = peers[i];
+    a.addresses = &self;
+    a.n_addresses = 1;
+    a.artifact = artifact;
+    a.artifact_len = artifact_len;
+    a.targets = i ? client_targets : server_targets;
+    a.n_targets = i ? 1 : 2;
+    a.slots = &data;
+    a.n_slots = 1;
+    a.config = &nc;
+    bb_install_error_kind kind;
+    if (bb_install(&a, &nodes[i], &kind, &err) || bb_sim_attach(sim, nodes[i], &peers[i], &err))
+      return fprintf(stderr, "federated_digits: peer %d: %s\n", i + 1, err.message), 1;
+    for (int j = 0; j < n_peers; j++) { /* everybody knows everybody's address */
+      bb_address other = {.n = 1};
+      other.seg[0].kind = BB_ADDR_P2P;
+      other.seg[0].peer = peers[j];
+      if (j != i) bb_node_add_peer(nodes[i], &peers[j], &other, NULL);
+    }
+  }
+  bb_val *server = bb_val_peers(NULL, &peers[0], 1);
+  for (int i = 1; i < n_peers; i++)
+    if (bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err))
+      return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  bb_val_release(server);
+
+  /* start the server's round loop */
+  int64_t xd[2] = {(int64_t)test.n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test.n};
+  bb_val *tx = tensor_of(test.features, 2, xd), *ty = tensor_of(test.labels, 1, yd);
+  bb_val *clients = bb_val_peers(NULL, peers + 1, (size_t)o.clients);
+  bb_named_value in[] = {{"clients", clients}, {"test_x", tx}, {"test_y", ty}};
+  if (bb_node_invoke(nodes[0], "FedDigits", in, 3, 0, &err))
+    return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  bb_val_release(clients);
+  bb_val_release(tx);
+  bb_val_release(ty);
+
+  int dropped = 0;
+  while (r.round < o.rounds) {
+    if (bb_sim_step(sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+    if (o.drop && !dropped && r.round >= o.rounds / 2) {
+      for (int d = 0; d < o.drop; d++) bb_sim_crash(sim, &peers[n_peers - 1 - d]);
+      dropped = 1;
+      if (!o.quiet) printf("-- %d clients dropped out\n", o.drop);
+    }
+    if (bb_sim_now(sim) > (uint64_t)o.rounds * 4000000000ull) {
+      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", r.round);
+      break;
+    }
+  }
+  bb_sim_stats st;
+  bb_sim_get_stats(sim, &st);
+  int ok = r.accuracy >= 0.90f;
+  printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu lost\n",
+         r.round, (double)r.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
+  if (o.export_path) {
+    static const size_t sizes[] = {BB_DIGITS_FEATURES, 32, BB_DIGITS_CLASSES}; /* the module's CpuMlp config */
+    if (!r.global || bb_export_mlp(bb_tensor_data(r.global), (size_t)r.global->numel, sizes, 3, 1.0f / 16,
+                                   o.export_path, &err)) {
+      fprintf(stderr, "federated_digits: export: %s\n", err.message);
+      ok = 0;
+    } else if (!o.quiet) {
+      printf("federated_digits: wrote %s\n", o.export_path);
+    }
+  }
+  bb_tensor_release(r.global);
+  bb_sim_free(sim);
+  for (int i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
+  for (int c = 0; c < o.clients; c++) bb_dataset_free(&shard[c]);
+  free(shard);
+  free(nodes);
+  free(peers);
+  bb_dataset_partition_free(&shards);
+  bb_dataset_partition_free(&split);
+  bb_dataset_free(&train);
+  bb_dataset_free(&test);
+  bb_dataset_free(&all);
+  bb_buffer_free(NULL, artifact);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,357 @@
+/* The network simulator (bb/sim.h): attached nodes, a heap of messages in flight ordered
+ * by (arrival time, sequence number), and a splitmix64 generator for every decision. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/sim.h"
+#include "util/error.h"
+
+typedef struct sim_peer {
+  bb_peer_id id;
+  bb_node *node;
+  bool alive;
+  int side;                 /* partition side: 0 none, 1 or 2 */
+  uint64_t busy_until;      /* bandwidth: when the sender's link is free */
+  uint64_t *last_arrival;   /* per destination index: per-link FIFO */
+  size_t n_last;
+} sim_peer;
+
+typedef struct sim_msg {
+  uint64_t at, seq;
+  uint32_t from, to; /* peer indices */
+  uint8_t *bytes;
+  size_t len;
+} sim_msg;
+
+struct bb_sim {
+  bb_sim_config cfg;
+  uint64_t now, seq, rng;
+  sim_peer *peers;
+  size_t n_peers, cap_peers;
+  sim_msg *heap;
+  size_t n_msgs, cap_msgs;
+  bb_sim_observer observer;
+  void *user;
+  bb_sim_stats stats;
+  uint64_t digest;
+};
+
+static uint64_t next_random(bb_sim *s) {
+  uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double uniform(bb_sim *s) { return (double)(next_random(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static uint64_t below(bb_sim *s, uint64_t bound) { return bound ? next_random(s) % (bound + 1) : 0; }
+
+int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err) {
+  *out = NULL;
+  if (!config || config->struct_size < sizeof *config)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: a config with struct_size is required");
+  if (!(config->loss >= 0 && config->loss < 1) || !(config->duplicate >= 0 && config->duplicate < 1) ||
+      !(config->reorder >= 0 && config->reorder <= 1))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: loss and duplicate must be in [0, 1), reorder in [0, 1]");
+  bb_sim *s = calloc(1, sizeof *s);
+  if (!s) return bb_error_set(err, BB_ERR_NOMEM, "sim: out of memory");
+  s->cfg = *config;
+  s->cfg.struct_size = sizeof s->cfg;
+  if (!s->cfg.max_in_flight) s->cfg.max_in_flight = 1000000;
+  if (!s->cfg.reorder_delay_ns) s->cfg.reorder_delay_ns = 10 * (s->cfg.latency_ns ? s->cfg.latency_ns : 1000000);
+  s->rng = config->seed ^ 0x5851F42D4C957F2Dull;
+  s->digest = 0xcbf29ce484222325ull;
+  *out = s;
+  return 0;
+}
+
+void bb_sim_free(bb_sim *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_msgs; i++) free(s->heap[i].bytes);
+  for (size_t i = 0; i < s->n_peers; i++) free(s->peers[i].last_arrival);
+  free(s->heap);
+  free(s->peers);
+  free(s);
+}
+
+void bb_sim_set_observer(bb_sim *s, bb_sim_observer fn, void *user) {
+  s->observer = fn;
+  s->user = user;
+}
+
+static long find(const bb_sim *s, const bb_peer_id *p) {
+  for (size_t i = 0; i < s->n_peers; i++)
+    if (bb_peer_id_equal(&s->peers[i].id, p)) return (long)i;
+  return -1;
+}
+
+int bb_sim_attach(bb_sim *s, bb_node *node, const bb_peer_id *peer, bb_error *err) {
+  if (!node || !peer) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: attach needs a node and a peer id");
+  if (find(s, peer) >= 0) return bb_error_set(err, BB_ERR_EXISTS, "sim: that peer is attached already");
+  if (s->n_peers == s->cap_peers) {
+    size_t cap = s->cap_peers ? s->cap_peers * 2 : 16;
+    sim_peer *p = realloc(s->peers, cap * sizeof *p);
+    if (!p) return bb_error_set(err, BB_ERR_NOMEM, "sim: out of memory");
+    s->peers = p;
+    s->cap_peers = cap;
+  }
+  s->peers[s->n_peers++] = (sim_peer){*peer, node, true, 0, 0, NULL, 0};
+  return 0;
+}
+
+/* Drops the messages from or to peer index i (they are counted as crashed). */
+static void drop_messages_of(bb_sim *s, size_t i) {
+  size_t kept = 0;
+  for (size_t k = 0; k < s->n_msgs; k++) {
+    if (s->heap[k].from == i || s->heap[k].to == i) {
+      free(s->heap[k].bytes);
+      s->stats.crashed++;
+      continue;
+    }
+    s->heap[kept++] = s->heap[k];
+  }
+  s->n_msgs = kept;
+  /* the heap property may be broken: rebuild by sorting (order is (at, seq)) */
+  for (size_t a = 1; a < s->n_msgs; a++) { /* insertion sort keeps equal keys stable */
+    sim_msg m = s->heap[a];
+    size_t b = a;
+    while (b && (s->heap[b - 1].at > m.at || (s->heap[b - 1].at == m.at && s->heap[b - 1].seq > m.seq))) {
+      s->heap[b] = s->heap[b - 1];
+      b--;
+    }
+    s->heap[b] = m;
+  }
+}
+
+bb_node *bb_sim_detach(bb_sim *s, const bb_peer_id *peer) {
+  long i = find(s, peer);
+  if (i < 0) return NULL;
+  bb_node *node = s->peers[i].node;
+  drop_messages_of(s, (size_t)i);
+  s->peers[i].alive = false;
+  s->peers[i].node = NULL;
+  return node;
+}
+
+void bb_sim_crash(bb_sim *s, const bb_peer_id *peer) {
+  long i = find(s, peer);
+  if (i < 0) return;
+  s->peers[i].alive = false;
+  drop_messages_of(s, (size_t)i);
+}
+
+bb_node *bb_sim_restart(bb_sim *s, const bb_peer_id *peer, bb_node *node) {
+  long i = find(s, peer);
+  if (i < 0) return NULL;
+  bb_node *old = s->peers[i].node;
+  s->peers[i].node = node;
+  s->peers[i].alive = node != NULL;
+  return old;
+}
+
+bool bb_sim_alive(const bb_sim *s, const bb_peer_id *peer) {
+  long i = find(s, peer);
+  return i >= 0 && s->peers[i].alive;
+}
+
+int bb_sim_partition(bb_sim *s, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b, bb_error *err) {
+  for (size_t k = 0; k < n_a + n_b; k++) {
+    const bb_peer_id *p = k < n_a ? &a[k] : &b[k - n_a];
+    if (find(s, p) < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "sim: partition names a peer that is not attached");
+  }
+  for (size_t k = 0; k < n_a; k++) s->peers[find(s, &a[k])].side = 1;
+  for (size_t k = 0; k < n_b; k++) s->peers[find(s, &b[k])].side = 2;
+  return 0;
+}
+
+void bb_sim_heal(bb_sim *s) {
+  for (size_t i = 0; i < s->n_peers; i++) s->peers[i].side = 0;
+}
+
+uint64_t bb_sim_now(const bb_sim *s) { return s->now; }
+void bb_sim_get_stats(const bb_sim *s, bb_sim_stats *out) { *out = s->stats; }
+uint64_t bb_sim_digest(const bb_sim *s) { return s->digest; }
+
+/* ---- the message heap --------------------------------------------------------------------- */
+
+static bool earlier(const sim_msg *a, const sim_msg *b) { return a->at < b->at || (a->at == b->at && a->seq < b->seq); }
+
+static int heap_push(bb_sim *s, sim_msg m) {
+  if (s->n_msgs == s->cap_msgs) {
+    size_t cap = s->cap_msgs ? s->cap_msgs * 2 : 64;
+    sim_msg *h = realloc(s->heap, cap * sizeof *h);
+    if (!h) return BB_ERR_NOMEM;
+    s->heap = h;
+    s->cap_msgs = cap;
+  }
+  size_t i = s->n_msgs++;
+  s->heap[i] = m;
+  while (i && earlier(&s->heap[i], &s->heap[(i - 1) / 2])) {
+    sim_msg t = s->heap[i];
+    s->heap[i] = s->heap[(i - 1) / 2];
+    s->heap[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+  return 0;
+}
+
+static sim_msg heap_pop(bb_sim *s) {
+  sim_msg top = s->heap[0];
+  s->heap[0] = s->heap[--s->n_msgs];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < s->n_msgs && earlier(&s->heap[l], &s->heap[m])) m = l;
+    if (r < s->n_msgs && earlier(&s->heap[r], &s->heap[m])) m = r;
+    if (m == i) break;
+    sim_msg t = s->heap[i];
+    s->heap[i] = s->heap[m];
+    s->heap[m] = t;
+    i = m;
+  }
+  return top;
+}
+
+/* ---- sending -------------------------------------------------------------------------------- */
+
+static uint64_t *last_arrival(sim_peer *p, size_t to) {
+  if (to >= p->n_last) {
+    size_t n = to + 16;
+    uint64_t *grown = realloc(p->last_arrival, n * sizeof *grown);
+    if (!grown) return NULL;
+    memset(grown + p->n_last, 0, (n - p->n_last) * sizeof *grown);
+    p->last_arrival = grown;
+    p->n_last = n;
+  }
+  return &p->last_arrival[to];
+}
+
+static int enqueue(bb_sim *s, size_t from, size_t to, const uint8_t *bytes, size_t len, bool copy_of) {
+  if (s->n_msgs >= s->cfg.max_in_flight) {
+    s->stats.overflow++;
+    return 0;
+  }
+  sim_peer *src = &s->peers[from];
+  uint64_t at = s->now + s->cfg.latency_ns + below(s, s->cfg.jitter_ns);
+  if (s->cfg.bandwidth_bps) { /* the sender's link sends one message after the other */
+    uint64_t start = src->busy_until > s->now ? src->busy_until : s->now;
+    uint64_t tx = (uint64_t)((double)len * 8.0 * 1e9 / (double)s->cfg.bandwidth_bps);
+    src->busy_until = start + tx;
+    at += src->busy_until - s->now;
+  }
+  uint64_t *last = last_arrival(src, to);
+  if (!last) return BB_ERR_NOMEM;
+  if (s->cfg.reorder > 0 && uniform(s) < s->cfg.reorder) at += below(s, s->cfg.reorder_delay_ns);
+  else if (at < *last) at = *last; /* per-link FIFO unless this one may overtake */
+  if (at > *last) *last = at;
+  uint8_t *b = malloc(len ? len : 1);
+  if (!b) return BB_ERR_NOMEM;
+  memcpy(b, bytes, len);
+  if (heap_push(s, (sim_msg){at, s->seq++, (uint32_t)from, (uint32_t)to, b, len})) {
+    free(b);
+    return BB_ERR_NOMEM;
+  }
+  if (copy_of) s->stats.duplicated++;
+  return 0;
+}
+
+static int route(bb_sim *s, size_t from, const bb_step *step) {
+  s->stats.sent++;
+  s->stats.bytes += step->len;
+  long to = find(s, &step->peer);
+  if (to < 0) {
+    s->stats.unknown++;
+    return 0;
+  }
+  if (!s->peers[to].alive) {
+    s->stats.crashed++;
+    return 0;
+  }
+  if (s->peers[from].side && s->peers[to].side && s->peers[from].side != s->peers[to].side) {
+    s->stats.partitioned++;
+    return 0;
+  }
+  if (s->cfg.loss > 0 && uniform(s) < s->cfg.loss) {
+    s->stats.lost++;
+    return 0;
+  }
+  int rc = enqueue(s, from, (size_t)to, step->bytes, step->len, false);
+  if (!rc && s->cfg.duplicate > 0 && uniform(s) < s->cfg.duplicate)
+    rc = enqueue(s, from, (size_t)to, step->bytes, step->len, true);
+  return rc;
+}
+
+/* ---- stepping ------------------------------------------------------------------------------- */
+
+uint64_t bb_sim_next_event(const bb_sim *s) {
+  uint64_t t = s->n_msgs ? s->heap[0].at : UINT64_MAX;
+  for (size_t i = 0; i < s->n_peers; i++) {
+    if (!s->peers[i].alive) continue;
+    uint64_t e = bb_node_expiry(s->peers[i].node);
+    if (e < t) t = e;
+  }
+  return t;
+}
+
+static void mix(bb_sim *s, const void *data, size_t len) {
+  const uint8_t *p = data;
+  for (size_t i = 0; i < len; i++) s->digest = (s->digest ^ p[i]) * 0x100000001b3ull;
+}
+
+static void deliver_due(bb_sim *s) {
+  while (s->n_msgs && s->heap[0].at <= s->now) {
+    sim_msg m = heap_pop(s);
+    sim_peer *to = &s->peers[m.to];
+    if (!to->alive || !s->peers[m.from].alive) {
+      s->stats.crashed++;
+    } else if (to->side && s->peers[m.from].side && to->side != s->peers[m.from].side) {
+      s->stats.partitioned++;
+    } else {
+      mix(s, &m.at, sizeof m.at);
+      mix(s, &m.from, sizeof m.from);
+      mix(s, &m.to, sizeof m.to);
+      mix(s, m.bytes, m.len);
+      if (bb_node_deliver(to->node, &s->peers[m.from].id, m.bytes, m.len, s->now, NULL) == 0) s->stats.delivered++;
+      else s->stats.refused++;
+    }
+    free(m.bytes);
+  }
+}
+
+static int poll_node(bb_sim *s, size_t i, bb_error *err) {
+  const bb_step *steps;
+  size_t n;
+  s->stats.polls++;
+  int rc = bb_node_poll(s->peers[i].node, s->now, &steps, &n, err);
+  if (rc) return rc;
+  for (size_t k = 0; k < n; k++) {
+    if (s->observer) s->observer(s->user, &s->peers[i].id, &steps[k]);
+    if (steps[k].kind == BB_STEP_SEND && (rc = route(s, i, &steps[k])))
+      return bb_error_set(err, rc, "sim: out of memory routing a message");
+  }
+  return 0;
+}
+
+int bb_sim_step(bb_sim *s, bb_error *err) {
+  uint64_t t = bb_sim_next_event(s);
+  if (t == UINT64_MAX) return 1;
+  if (t > s->now) s->now = t;
+  deliver_due(s);
+  for (size_t i = 0; i < s->n_peers; i++) {
+    if (!s->peers[i].alive || bb_node_expiry(s->peers[i].node) > s->now) continue;
+    int rc = poll_node(s, i, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int bb_sim_run_until(bb_sim *s, uint64_t until, bb_error *err) {
+  while (bb_sim_next_event(s) <= until) {
+    int rc = bb_sim_step(s, err);
+    if (rc) return rc < 0 ? rc : 0;
+  }
+  if (until > s->now) s->now = until;
+  return 0;
+}
