@@ -2,27 +2,69 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef BB_HAVE_ZLIB
 #include <zlib.h>
+#endif
 
 #include "util/error.h"
 
+static bool gzipped(const char *path) {
+  size_t n = strlen(path);
+  return n > 3 && strcmp(path + n - 3, ".gz") == 0;
+}
+
+static int open_error(const char *path, bb_error *err) {
+  int e = errno;
+  if (e == ENOENT)
+    return bb_error_set(err, BB_ERR_IO,
+                        "%s: no such file; the digits data comes with Debian's python3-sklearn "
+                        "package (apt-get install python3-sklearn)",
+                        path);
+  return bb_error_set(err, BB_ERR_IO, "%s: %s", path, strerror(e));
+}
+
+/* A plain file into a buffer from a (freed by the caller with a). */
+static int read_plain(const char *path, const bb_allocator *a, uint8_t **data, size_t *len, bb_error *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return open_error(path, err);
+  size_t cap = 1 << 18;
+  uint8_t *buf = a->malloc(cap, a->user_data);
+  int rc = buf ? BB_OK : bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", path);
+  *len = 0;
+  while (rc == BB_OK) {
+    if (*len == cap) {
+      uint8_t *bigger = a->realloc(buf, cap * 2, a->user_data);
+      if (!bigger) {
+        rc = bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory after %zu bytes", path, *len);
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    size_t got = fread(buf + *len, 1, cap - *len, f);
+    if (!got) {
+      if (ferror(f)) rc = bb_error_set(err, BB_ERR_IO, "%s: read failed after %zu bytes", path, *len);
+      break;
+    }
+    *len += got;
+  }
+  fclose(f);
+  if (rc && buf) a->free(buf, a->user_data);
+  if (!rc) *data = buf;
+  return rc;
+}
+
+#ifdef BB_HAVE_ZLIB
 /* The whole decompressed file into a buffer from a (freed by the caller with a). */
 static int gunzip_file(const char *path, const bb_allocator *a, uint8_t **data, size_t *len,
                        bb_error *err) {
   *data = NULL;
   *len = 0;
   FILE *probe = fopen(path, "rb");
-  if (!probe) {
-    int e = errno;
-    if (e == ENOENT)
-      return bb_error_set(err, BB_ERR_IO,
-                          "%s: no such file; the digits data comes with Debian's python3-sklearn "
-                          "package (apt-get install python3-sklearn)",
-                          path);
-    return bb_error_set(err, BB_ERR_IO, "%s: %s", path, strerror(e));
-  }
+  if (!probe) return open_error(path, err);
   fclose(probe);
   gzFile gz = gzopen(path, "rb");
   if (!gz) return bb_error_set(err, BB_ERR_IO, "%s: zlib cannot open it", path);
@@ -60,6 +102,7 @@ static int gunzip_file(const char *path, const bb_allocator *a, uint8_t **data, 
   *data = buf;
   return BB_OK;
 }
+#endif
 
 int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out, bb_error *err) {
   memset(out, 0, sizeof *out);
@@ -67,7 +110,15 @@ int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out,
   if (!alloc) alloc = bb_default_allocator();
   uint8_t *csv;
   size_t len;
-  int rc = gunzip_file(path, alloc, &csv, &len, err);
+  int rc;
+#ifdef BB_HAVE_ZLIB
+  rc = gzipped(path) ? gunzip_file(path, alloc, &csv, &len, err) : read_plain(path, alloc, &csv, &len, err);
+#else
+  if (gzipped(path))
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "%s: this build reads plain CSV only; decompress it first (gzip -dk)",
+                        path);
+  rc = read_plain(path, alloc, &csv, &len, err);
+#endif
   if (rc) return rc;
   bb_csv_options opt = {.label_column = -1, .has_header = 0};
   rc = bb_dataset_from_csv(csv, len, &opt, alloc, out, err);

@@ -1,6 +1,6 @@
 /* scikit-learn's handwritten digits (UCI optdigits, 8x8 images) as a bb_dataset, for the
- * examples' DataSources. Native only: it reads a gzip file with zlib; in wasm the host
- * hands the CSV bytes to bb_dataset_from_csv instead. */
+ * examples' DataSources. Natively it reads the gzip file with zlib; the wasm build (no zlib)
+ * reads a decompressed copy. */
 #ifndef BB_EXAMPLES_DIGITS_H
 #define BB_EXAMPLES_DIGITS_H
 
@@ -12,7 +12,8 @@
 #define BB_DIGITS_FEATURES 64
 #define BB_DIGITS_CLASSES 10
 
-/* Loads the gzipped digits CSV at path (NULL: BB_DIGITS_DEFAULT_PATH) into out: one row per
+/* Loads the digits CSV at path (NULL: BB_DIGITS_DEFAULT_PATH; gzipped when the name ends in
+ * .gz, which needs a build with zlib — the wasm build reads plain CSV) into out: one row per
  * image, 64 pixel intensities 0..16 as features, the digit 0..9 as label (the last column).
  * A missing file is BB_ERR_IO with a message naming the file and the Debian package that
  * provides it; a file that is not 64 features and a digit per row is BB_ERR_MALFORMED. */

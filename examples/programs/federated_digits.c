@@ -2,7 +2,7 @@
  * federated averaging, over a simulated network, each client holding a label-skewed
  * (non-IID) shard of scikit-learn's digits.
  *
- *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S]
+ *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S] [--data CSV]
  *                    [--export FILE] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
@@ -23,17 +23,18 @@ typedef struct options {
   int rounds, clients, drop, quiet;
   double loss;
   uint64_t seed;
+  const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
   const char *export_path;
 } options;
 
 static int usage(void) {
-  fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S] "
+  fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S] [--data CSV] "
                   "[--export FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0.0, 1, NULL};
+  *o = (options){40, 8, 0, 0, 0.0, 1, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quiet") == 0) o->quiet = 1;
@@ -43,6 +44,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--drop") == 0) o->drop = atoi(v), i++;
     else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
+    else if (strcmp(a, "--data") == 0) o->data = v, i++;
     else if (strcmp(a, "--export") == 0) o->export_path = v, i++;
     else return usage();
   }
@@ -98,7 +100,7 @@ int main(int argc, char **argv) {
   if (parse(argc, argv, &o)) return 2;
   bb_error err;
   bb_dataset all, train, test;
-  if (bb_digits_load(NULL, NULL, &all, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  if (bb_digits_load(o.data, NULL, &all, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   bb_dataset_partition split, shards;
   if (bb_dataset_split(&all, 0.25, 1, o.seed, NULL, &split, &err) ||
       bb_dataset_partition_take(&all, &split, 0, NULL, &train, &err) ||

@@ -2,7 +2,7 @@
  * every period each peer trains on its own shard, sends its parameters to one peer its
  * gossip view samples, and mixes whatever it receives into its own model.
  *
- *   gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--quiet]
+ *   gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--data CSV] [--quiet]
  *
  * Shards are IID by default; --non-iid gives each peer three digits, which gossip
  * averaging handles more slowly (the mean passes 90 %, the weakest peers lag). Views
@@ -21,10 +21,11 @@ typedef struct options {
   int peers, seconds, iid, quiet;
   double loss;
   uint64_t seed;
+  const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
 } options;
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){16, 15, 1, 0, 0.0, 1};
+  *o = (options){16, 15, 1, 0, 0.0, 1, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quiet") == 0) o->quiet = 1;
@@ -34,11 +35,12 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--time") == 0) o->seconds = atoi(v), i++;
     else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
+    else if (strcmp(a, "--data") == 0) o->data = v, i++;
     else goto usage;
   }
   if (o->peers >= 3 && o->peers <= 128 && o->seconds > 0 && o->loss >= 0 && o->loss < 1) return 0;
 usage:
-  fprintf(stderr, "usage: gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--quiet]\n");
+  fprintf(stderr, "usage: gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--data CSV] [--quiet]\n");
   return 2;
 }
 
@@ -89,7 +91,7 @@ int main(int argc, char **argv) {
   bb_error err;
   bb_dataset all, train, test;
   bb_dataset_partition split, shards;
-  if (bb_digits_load(NULL, NULL, &all, &err) || bb_dataset_split(&all, 0.25, 1, o.seed, NULL, &split, &err) ||
+  if (bb_digits_load(o.data, NULL, &all, &err) || bb_dataset_split(&all, 0.25, 1, o.seed, NULL, &split, &err) ||
       bb_dataset_partition_take(&all, &split, 0, NULL, &train, &err) ||
       bb_dataset_partition_take(&all, &split, 1, NULL, &test, &err) ||
       (o.iid ? bb_dataset_shards_iid(&train, (size_t)o.peers, o.seed, NULL, &shards, &err)
