@@ -12,7 +12,9 @@ static const char *const NAMES[] = {"quickstart",
                                     "federated_learning",
                                     "single_node_federated_learning",
                                     "custom_compiler_pass",
-                                    "polymorphic_types"};
+                                    "polymorphic_types",
+                                    "federated_digits",
+                                    "gossip_digits"};
 #define N_NAMES (sizeof NAMES / sizeof NAMES[0])
 
 /* Compiles module `module` of example `name` twice (same bytes), decodes the artifact,
