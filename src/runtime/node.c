@@ -408,6 +408,16 @@ void bb_node_free(bb_node *n) {
     rt_free(n, n->components[i].config);
   }
   rt_free(n, n->components);
+  /* targets before graphs: their bound inputs are counted by their graph */
+  for (size_t t = 0; t < n->n_targets; t++) {
+    rt_free(n, n->targets[t].name);
+    if (n->targets[t].bound) {
+      const rt_graph *g = &n->graphs[n->targets[t].graph];
+      for (uint32_t i = 0; i < g->n_in; i++) bb_val_release(n->targets[t].bound[i]);
+      rt_free(n, n->targets[t].bound);
+    }
+  }
+  rt_free(n, n->targets);
   for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
     rt_graph *g = &n->graphs[gi];
     for (uint32_t oi = 0; oi < g->n_ops; oi++) {
@@ -428,15 +438,6 @@ void bb_node_free(bb_node *n) {
     rt_free(n, g->is_recv);
   }
   rt_free(n, n->graphs);
-  for (size_t t = 0; t < n->n_targets; t++) {
-    rt_free(n, n->targets[t].name);
-    if (n->targets[t].bound) {
-      const rt_graph *g = &n->graphs[n->targets[t].graph];
-      for (uint32_t i = 0; i < g->n_in; i++) bb_val_release(n->targets[t].bound[i]);
-      rt_free(n, n->targets[t].bound);
-    }
-  }
-  rt_free(n, n->targets);
   for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
   rt_free(n, n->counters);
   rt_book_free(n);
