@@ -173,6 +173,17 @@ static int sys_deadline_check(rt_call *c, bb_error *err) {
   return emit_trigger(c, err);
 }
 
+/* DeadlineMatch: the race between a result and its timeout resolves once per execution —
+ * the engine fires an op at most once per execution, so the first firing is the only
+ * one. */
+static int sys_deadline_match(rt_call *c, bb_error *err) {
+  if (!first_input(c)) {
+    c->reason = "missing_input";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "DeadlineMatch requires at least one input");
+  }
+  return emit_trigger(c, err);
+}
+
 /* ---- gates --------------------------------------------------------------------------------- */
 
 static int need_source(rt_call *c, bb_error *err) {
@@ -352,6 +363,7 @@ static const rt_syscall SYSCALLS[] = {
     {BB_DOMAIN_SYSCALL, "Sleep", sys_sleep},
     {BB_DOMAIN_SYSCALL, "Interval", sys_interval},
     {BB_DOMAIN_SYSCALL, "DeadlineCheck", sys_deadline_check},
+    {BB_DOMAIN_SYSCALL, "DeadlineMatch", sys_deadline_match},
     {BB_DOMAIN_SYSCALL, "DedupGateRx", sys_dedup_rx},
     {BB_DOMAIN_SYSCALL, "PeerHealthGateRx", sys_peer_health_rx},
     {BB_DOMAIN_SYSCALL, "BackoffGateRx", sys_backoff_rx},
