@@ -27,50 +27,78 @@ typedef struct bb_sim_config {
   uint64_t seed;             /* every random decision comes from it */
   uint64_t latency_ns;       /* one-way delay of every message */
   uint64_t jitter_ns;        /* plus a uniform extra delay in [0, jitter_ns] */
-  double loss;               /* probability a message is lost */
-  double duplicate;          /* probability a message arrives twice */
-  double reorder;            /* probability a message may overtake others on its link */
-  uint64_t reorder_delay_ns; /* extra delay of a reordered message, uniform up to this
-                                ([0]: 10 × latency) */
-  uint64_t bandwidth_bps;    /* per sender, bits per second (0: unlimited) */
-  size_t max_in_flight;      /* messages in the network at once ([0]: 1,000,000) */
+  double loss;               /* probability in [0, 1] a message is lost */
+  double duplicate;          /* probability in [0, 1] a message arrives twice */
+  double reorder;            /* probability in [0, 1] a message is held back by an extra
+                                delay, so later messages on its link overtake it */
+  uint64_t reorder_delay_ns; /* that extra delay, uniform in [0, this]
+                                ([0]: 10 × latency, or 10 ms without latency) */
+  uint64_t bandwidth_bytes_per_s; /* per sender: a message occupies the sender's link for
+                                     len / bandwidth seconds, one after the other
+                                     (0: unlimited, no serialisation delay) */
+  size_t max_in_flight;      /* messages in the network at once; more are dropped and
+                                counted as overflow ([0]: 1,000,000) */
 } bb_sim_config;
 
 typedef struct bb_sim_stats {
-  uint64_t sent;         /* SEND steps taken into the network */
-  uint64_t delivered;    /* handed to bb_node_deliver and accepted */
-  uint64_t refused;      /* handed over and refused by the node */
-  uint64_t lost;         /* lost by the loss probability */
-  uint64_t duplicated;   /* extra copies made */
-  uint64_t partitioned;  /* dropped by a partition */
-  uint64_t crashed;      /* dropped because an end crashed */
-  uint64_t unknown;      /* addressed to a peer that is not attached */
-  uint64_t overflow;     /* dropped by max_in_flight */
-  uint64_t bytes;        /* bytes of the messages sent */
-  uint64_t polls;        /* bb_node_poll calls */
+  uint64_t sent;            /* SEND steps taken into the network */
+  uint64_t delivered;       /* handed to bb_node_deliver and accepted */
+  uint64_t refused;         /* handed over and refused by the node */
+  uint64_t lost;            /* lost by the loss probability */
+  uint64_t duplicated;      /* extra copies made */
+  uint64_t partitioned;     /* dropped by a partition (when sent or when due) */
+  uint64_t crashed;         /* dropped because an end crashed or was detached */
+  uint64_t unknown;         /* addressed to a peer that is not (or no longer) attached */
+  uint64_t overflow;        /* dropped by max_in_flight */
+  uint64_t bytes;           /* bytes of the messages sent */
+  uint64_t bytes_delivered; /* bytes of the messages delivered and accepted */
+  uint64_t polls;           /* bb_node_poll calls */
 } bb_sim_stats;
 
-/* What the observer sees: every step of every node, with the node's peer id. */
+/* What the observer sees: every step of every node, with the node's peer id (the step's
+ * pointers are valid only during the call). */
 typedef void (*bb_sim_observer)(void *user, const bb_peer_id *peer, const bb_step *step);
 
+/* One message handed to a node: who sent it when, and when it arrived. */
+typedef struct bb_sim_delivery {
+  const bb_peer_id *from, *to;
+  uint64_t sent_ns, arrived_ns;
+  const uint8_t *bytes; /* valid only during the call */
+  size_t len;
+  bool accepted;        /* bb_node_deliver returned 0 */
+} bb_sim_delivery;
+typedef void (*bb_sim_tracer)(void *user, const bb_sim_delivery *delivery);
+
+/* A simulator at time 0 with no peers. BB_ERR_INVALID_ARGUMENT for a missing config, a
+ * struct_size larger than this library knows, or a probability outside [0, 1]. A smaller
+ * struct_size (an older caller) leaves the fields it does not cover at their defaults. */
 int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err);
 /* Frees the simulator and the messages in flight; the nodes stay the caller's. */
 void bb_sim_free(bb_sim *sim);
+/* Sees every step of every node (NULL: none). */
 void bb_sim_set_observer(bb_sim *sim, bb_sim_observer fn, void *user);
+/* Sees every message handed to a node (NULL: none). */
+void bb_sim_set_tracer(bb_sim *sim, bb_sim_tracer fn, void *user);
 
-/* Connects a node under its peer id. BB_ERR_EXISTS if the id is attached already. */
+/* Connects a node under its peer id (a detached id may be attached again).
+ * BB_ERR_EXISTS if the id is attached already. */
 int bb_sim_attach(bb_sim *sim, bb_node *node, const bb_peer_id *peer, bb_error *err);
-/* Disconnects a peer (its messages in flight are dropped); returns its node. */
+/* Disconnects a peer (its messages in flight are dropped, later ones to it count as
+ * unknown); returns its node, NULL if the peer was not attached. */
 bb_node *bb_sim_detach(bb_sim *sim, const bb_peer_id *peer);
 /* The peer stops: it is not polled, and messages to or from it are dropped, in flight or
- * later. Its node stays attached (and the caller's) until a restart. */
-void bb_sim_crash(bb_sim *sim, const bb_peer_id *peer);
-/* A crashed peer comes back with a node (a fresh one, or a restored snapshot); returns the
- * node it had before (NULL if the peer was not attached). */
+ * later. Its node stays attached (and the caller's) until a restart. Returns 0, or
+ * BB_ERR_NOT_FOUND if the peer is not attached. */
+int bb_sim_crash(bb_sim *sim, const bb_peer_id *peer);
+/* A crashed peer comes back with a node (a fresh one, or a restored snapshot) and is
+ * polled again; returns the node it had before (NULL if it had none: a peer never
+ * attached stays unknown, a detached one is attached again). */
 bb_node *bb_sim_restart(bb_sim *sim, const bb_peer_id *peer, bb_node *node);
 bool bb_sim_alive(const bb_sim *sim, const bb_peer_id *peer);
 
-/* Messages between a peer of `a` and a peer of `b` are dropped until bb_sim_heal. */
+/* Messages between a peer of `a` and a peer of `b` are dropped (when sent, and when due
+ * for those already in flight) until bb_sim_heal. Peers in neither set reach both. A peer
+ * named again moves to the side named last. BB_ERR_NOT_FOUND for a peer not attached. */
 int bb_sim_partition(bb_sim *sim, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b, bb_error *err);
 void bb_sim_heal(bb_sim *sim);
 
@@ -84,6 +112,9 @@ uint64_t bb_sim_next_event(const bb_sim *sim);
 int bb_sim_step(bb_sim *sim, bb_error *err);
 /* Steps until the clock would pass `until` (it ends at `until`) or nothing is left. */
 int bb_sim_run_until(bb_sim *sim, uint64_t until, bb_error *err);
+/* Steps until nothing will ever happen again (returns 0) or the next event lies after
+ * `max_time` (returns BB_ERR_LIMIT; the clock stays at the last event). */
+int bb_sim_run_until_idle(bb_sim *sim, uint64_t max_time, bb_error *err);
 
 void bb_sim_get_stats(const bb_sim *sim, bb_sim_stats *out);
 /* FNV-1a-64 over every delivery so far (time, sender, receiver, bytes): two runs took the

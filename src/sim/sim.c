@@ -1,11 +1,13 @@
 /* The network simulator (bb/sim.h): attached nodes, a heap of messages in flight ordered
  * by (arrival time, sequence number), and a splitmix64 generator for every decision. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bb/sim.h"
 #include "util/error.h"
 
+/* A peer keeps its index (messages name peers by index) once detached: its node is NULL. */
 typedef struct sim_peer {
   bb_peer_id id;
   bb_node *node;
@@ -17,7 +19,7 @@ typedef struct sim_peer {
 } sim_peer;
 
 typedef struct sim_msg {
-  uint64_t at, seq;
+  uint64_t at, seq, sent;
   uint32_t from, to; /* peer indices */
   uint8_t *bytes;
   size_t len;
@@ -32,6 +34,8 @@ struct bb_sim {
   size_t n_msgs, cap_msgs;
   bb_sim_observer observer;
   void *user;
+  bb_sim_tracer tracer;
+  void *tracer_user;
   bb_sim_stats stats;
   uint64_t digest;
 };
@@ -50,15 +54,20 @@ static uint64_t below(bb_sim *s, uint64_t bound) { return bound ? next_random(s)
 
 int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err) {
   *out = NULL;
-  if (!config || config->struct_size < sizeof *config)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: a config with struct_size is required");
-  if (!(config->loss >= 0 && config->loss < 1) || !(config->duplicate >= 0 && config->duplicate < 1) ||
-      !(config->reorder >= 0 && config->reorder <= 1))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: loss and duplicate must be in [0, 1), reorder in [0, 1]");
+  if (!config || config->struct_size < sizeof config->struct_size || config->struct_size > sizeof *config)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: config struct_size %zu (this library knows %zu)",
+                        config ? config->struct_size : 0, sizeof *config);
+  bb_sim_config cfg = {0};
+  memcpy(&cfg, config, config->struct_size);
+  cfg.struct_size = sizeof cfg;
+  if (!(cfg.loss >= 0 && cfg.loss <= 1) || !(cfg.duplicate >= 0 && cfg.duplicate <= 1) ||
+      !(cfg.reorder >= 0 && cfg.reorder <= 1))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "sim: loss %g, duplicate %g and reorder %g must each be in [0, 1]", cfg.loss, cfg.duplicate,
+                        cfg.reorder);
   bb_sim *s = calloc(1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "sim: out of memory");
-  s->cfg = *config;
-  s->cfg.struct_size = sizeof s->cfg;
+  s->cfg = cfg;
   if (!s->cfg.max_in_flight) s->cfg.max_in_flight = 1000000;
   if (!s->cfg.reorder_delay_ns) s->cfg.reorder_delay_ns = 10 * (s->cfg.latency_ns ? s->cfg.latency_ns : 1000000);
   s->rng = config->seed ^ 0x5851F42D4C957F2Dull;
@@ -81,15 +90,40 @@ void bb_sim_set_observer(bb_sim *s, bb_sim_observer fn, void *user) {
   s->user = user;
 }
 
-static long find(const bb_sim *s, const bb_peer_id *p) {
+void bb_sim_set_tracer(bb_sim *s, bb_sim_tracer fn, void *user) {
+  s->tracer = fn;
+  s->tracer_user = user;
+}
+
+/* The index of a peer id ever attached (detached ones included), or -1. */
+static long slot_of(const bb_sim *s, const bb_peer_id *p) {
   for (size_t i = 0; i < s->n_peers; i++)
     if (bb_peer_id_equal(&s->peers[i].id, p)) return (long)i;
   return -1;
 }
 
+/* The index of an attached peer, or -1. */
+static long find(const bb_sim *s, const bb_peer_id *p) {
+  long i = slot_of(s, p);
+  return i >= 0 && s->peers[i].node ? i : -1;
+}
+
 int bb_sim_attach(bb_sim *s, bb_node *node, const bb_peer_id *peer, bb_error *err) {
   if (!node || !peer) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: attach needs a node and a peer id");
-  if (find(s, peer) >= 0) return bb_error_set(err, BB_ERR_EXISTS, "sim: that peer is attached already");
+  long again = slot_of(s, peer);
+  if (again >= 0) {
+    sim_peer *p = &s->peers[again];
+    if (p->node) return bb_error_set(err, BB_ERR_EXISTS, "sim: peer %zu is attached already", (size_t)again);
+    /* a new link: nothing of the old one's FIFO order or busy time carries over */
+    for (size_t i = 0; i < s->n_peers; i++)
+      if ((size_t)again < s->peers[i].n_last) s->peers[i].last_arrival[again] = 0;
+    memset(p->last_arrival, 0, p->n_last * sizeof *p->last_arrival);
+    p->node = node;
+    p->alive = true;
+    p->side = 0;
+    p->busy_until = 0;
+    return 0;
+  }
   if (s->n_peers == s->cap_peers) {
     size_t cap = s->cap_peers ? s->cap_peers * 2 : 16;
     sim_peer *p = realloc(s->peers, cap * sizeof *p);
@@ -135,15 +169,16 @@ bb_node *bb_sim_detach(bb_sim *s, const bb_peer_id *peer) {
   return node;
 }
 
-void bb_sim_crash(bb_sim *s, const bb_peer_id *peer) {
+int bb_sim_crash(bb_sim *s, const bb_peer_id *peer) {
   long i = find(s, peer);
-  if (i < 0) return;
+  if (i < 0) return BB_ERR_NOT_FOUND;
   s->peers[i].alive = false;
   drop_messages_of(s, (size_t)i);
+  return 0;
 }
 
 bb_node *bb_sim_restart(bb_sim *s, const bb_peer_id *peer, bb_node *node) {
-  long i = find(s, peer);
+  long i = slot_of(s, peer);
   if (i < 0) return NULL;
   bb_node *old = s->peers[i].node;
   s->peers[i].node = node;
@@ -159,7 +194,9 @@ bool bb_sim_alive(const bb_sim *s, const bb_peer_id *peer) {
 int bb_sim_partition(bb_sim *s, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b, bb_error *err) {
   for (size_t k = 0; k < n_a + n_b; k++) {
     const bb_peer_id *p = k < n_a ? &a[k] : &b[k - n_a];
-    if (find(s, p) < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "sim: partition names a peer that is not attached");
+      if (find(s, p) < 0)
+      return bb_error_set(err, BB_ERR_NOT_FOUND, "sim: partition %s[%zu] is not an attached peer", k < n_a ? "a" : "b",
+                          k < n_a ? k : k - n_a);
   }
   for (size_t k = 0; k < n_a; k++) s->peers[find(s, &a[k])].side = 1;
   for (size_t k = 0; k < n_b; k++) s->peers[find(s, &b[k])].side = 2;
@@ -235,21 +272,25 @@ static int enqueue(bb_sim *s, size_t from, size_t to, const uint8_t *bytes, size
   }
   sim_peer *src = &s->peers[from];
   uint64_t at = s->now + s->cfg.latency_ns + below(s, s->cfg.jitter_ns);
-  if (s->cfg.bandwidth_bps) { /* the sender's link sends one message after the other */
+  if (s->cfg.bandwidth_bytes_per_s) { /* the sender's link sends one message after the other */
     uint64_t start = src->busy_until > s->now ? src->busy_until : s->now;
-    uint64_t tx = (uint64_t)((double)len * 8.0 * 1e9 / (double)s->cfg.bandwidth_bps);
+    uint64_t tx = (uint64_t)((double)len * 1e9 / (double)s->cfg.bandwidth_bytes_per_s);
     src->busy_until = start + tx;
     at += src->busy_until - s->now;
   }
   uint64_t *last = last_arrival(src, to);
   if (!last) return BB_ERR_NOMEM;
-  if (s->cfg.reorder > 0 && uniform(s) < s->cfg.reorder) at += below(s, s->cfg.reorder_delay_ns);
-  else if (at < *last) at = *last; /* per-link FIFO unless this one may overtake */
-  if (at > *last) *last = at;
+  if (s->cfg.reorder > 0 && uniform(s) < s->cfg.reorder) {
+    /* held back: later messages on the link do not wait for it, so they overtake it */
+    at += below(s, s->cfg.reorder_delay_ns);
+  } else { /* per-link FIFO: never before the previous message on the link */
+    if (at < *last) at = *last;
+    *last = at;
+  }
   uint8_t *b = malloc(len ? len : 1);
   if (!b) return BB_ERR_NOMEM;
   memcpy(b, bytes, len);
-  if (heap_push(s, (sim_msg){at, s->seq++, (uint32_t)from, (uint32_t)to, b, len})) {
+  if (heap_push(s, (sim_msg){at, s->seq++, s->now, (uint32_t)from, (uint32_t)to, b, len})) {
     free(b);
     return BB_ERR_NOMEM;
   }
@@ -313,8 +354,17 @@ static void deliver_due(bb_sim *s) {
       mix(s, &m.from, sizeof m.from);
       mix(s, &m.to, sizeof m.to);
       mix(s, m.bytes, m.len);
-      if (bb_node_deliver(to->node, &s->peers[m.from].id, m.bytes, m.len, s->now, NULL) == 0) s->stats.delivered++;
-      else s->stats.refused++;
+      bool accepted = bb_node_deliver(to->node, &s->peers[m.from].id, m.bytes, m.len, s->now, NULL) == 0;
+      if (accepted) {
+        s->stats.delivered++;
+        s->stats.bytes_delivered += m.len;
+      } else {
+        s->stats.refused++;
+      }
+      if (s->tracer) {
+        bb_sim_delivery d = {&s->peers[m.from].id, &to->id, m.sent, s->now, m.bytes, m.len, accepted};
+        s->tracer(s->tracer_user, &d);
+      }
     }
     free(m.bytes);
   }
@@ -354,4 +404,16 @@ int bb_sim_run_until(bb_sim *s, uint64_t until, bb_error *err) {
   }
   if (until > s->now) s->now = until;
   return 0;
+}
+
+int bb_sim_run_until_idle(bb_sim *s, uint64_t max_time, bb_error *err) {
+  for (;;) {
+    uint64_t next = bb_sim_next_event(s);
+    if (next == UINT64_MAX) return 0;
+    if (next > max_time)
+      return bb_error_set(err, BB_ERR_LIMIT, "sim: still busy at %" PRIu64 " ns (next event at %" PRIu64 " ns)",
+                          s->now, next);
+    int rc = bb_sim_step(s, err);
+    if (rc) return rc < 0 ? rc : 0;
+  }
 }
