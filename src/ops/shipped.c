@@ -5,7 +5,8 @@
 
 static const bb_component_type *const SHIPPED[] = {&BB_CPU_BACKEND, &BB_CPU_MLP, &BB_ARRAY_SOURCE, &BB_FLOAT16_CODEC,
                                                    &BB_UINT8_CODEC, &BB_FEDAVG, &BB_ROBUST_AVG, &BB_FLAT_INDEX,
-                                                   &BB_GOSSIP_AVG, &BB_CONSTANT_VIEW, &BB_GOSSIP_VIEW};
+                                                   &BB_GOSSIP_AVG, &BB_CONSTANT_VIEW, &BB_GOSSIP_VIEW,
+                                                   &BB_GLOBAL_REGISTRY_CLIENT, &BB_GLOBAL_REGISTRY_SERVER};
 
 int bb_registry_add_shipped(bb_registry *r, bb_error *err) {
   for (size_t i = 0; i < sizeof SHIPPED / sizeof *SHIPPED; i++) {

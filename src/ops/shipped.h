@@ -15,6 +15,8 @@ extern const bb_component_type BB_FLAT_INDEX;
 extern const bb_component_type BB_GOSSIP_AVG;
 extern const bb_component_type BB_CONSTANT_VIEW;
 extern const bb_component_type BB_GOSSIP_VIEW;
+extern const bb_component_type BB_GLOBAL_REGISTRY_CLIENT;
+extern const bb_component_type BB_GLOBAL_REGISTRY_SERVER;
 
 size_t bb_shipped_count(void);
 const bb_component_type *bb_shipped_at(size_t i);

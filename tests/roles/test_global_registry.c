@@ -1,0 +1,341 @@
+/* GlobalRegistry (roles.md §4.2) over the seeded simulator: one server and three clients
+ * announce and get Handshakes; the server's view holds the three; a client that stops
+ * heartbeating is evicted after the TTL while the others stay; Sample draws are the same
+ * for the same seed; malformed messages are refused and reported as OP_FAILED
+ * (message_failed); save/load round-trips the membership and refuses bad bytes. */
+#include <stdlib.h>
+
+#include "../runtime/rttest.h"
+#include "bb/roles.h"
+#include "bb/sim.h"
+
+#define SERVER 100
+#define TTL_MS 3000
+#define MS 1000000ull
+
+static const bb_slot VIEW = {BB_ROLE_PEER_SELECTOR, "view", NULL};
+
+/* Member: announce(server). */
+static void member_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_rec_output(g, "announced", bb_rec_announce(g, bb_rec_input(g, "server", BB_TYPE_PEER_ID)));
+}
+
+/* Directory: the live view and a sample of two. */
+static void directory_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_rec_output(g, "view", bb_rec_peer_selector_current_view(g, &VIEW));
+  bb_rec_output(g, "sample", bb_rec_peer_selector_sample(g, &VIEW, 2));
+}
+
+static const bb_module MEMBER = {sizeof(bb_module), "Member", member_body, NULL, NULL, NULL, 0};
+static const bb_module DIRECTORY = {sizeof(bb_module), "Directory", directory_body, NULL, NULL, NULL, 0};
+
+static uint8_t *compile(const bb_module *m, bool server, size_t *len) {
+  bb_error err;
+  bb_model *model = NULL;
+  uint8_t *bytes = NULL, *out = NULL;
+  size_t blen = 0;
+  CHECK_MSG(bb_module_build(m, NULL, &model, &err) == 0, "%s", err.message);
+  if (!model) return NULL;
+  CHECK(bb_model_encode(model, &bytes, &blen, &err) == 0);
+  bb_compiler *c = bb_compiler_new(NULL);
+  bb_compiler_set_permissive_types(c, true);
+  char cfg[64];
+  snprintf(cfg, sizeof cfg, "ttl_ms=%d", TTL_MS);
+  int rc = server ? bb_compiler_bind_peer_selector(c, "view", "GlobalRegistryServer", cfg, &err) ||
+                        bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryServer", cfg, &err)
+                  : bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryClient", NULL, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
+  bb_compiler_free(c);
+  free(bytes);
+  bb_model_free(model);
+  return out;
+}
+
+typedef struct world {
+  bb_sim *sim;
+  bb_node *server, *clients[3];
+  uint8_t *server_art, *client_art;
+  size_t server_len, client_len;
+  /* what the observer saw */
+  size_t view_n, sample_n, failures;
+  uint64_t view[8], sample[8];
+  char last_failure[512];
+} world;
+
+static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
+  world *w = user;
+  (void)peer;
+  if (s->kind == BB_STEP_OP_FAILED) {
+    w->failures++;
+    snprintf(w->last_failure, sizeof w->last_failure, "%s: %s", s->reason ? s->reason : "", s->detail ? s->detail : "");
+  }
+  if (s->kind != BB_STEP_APP_EVENT || !s->value || s->value->kind != BB_VAL_PEERS) return;
+  bool is_view = strcmp(s->topic, "view") == 0;
+  uint64_t *out = is_view ? w->view : w->sample;
+  size_t n = s->value->n < 8 ? s->value->n : 8;
+  for (size_t i = 0; i < n; i++) bb_peer_id_as_u64(&s->value->as.peers[i], &out[i]);
+  *(is_view ? &w->view_n : &w->sample_n) = n;
+}
+
+static bool world_start(world *w, uint64_t seed) {
+  memset(w, 0, sizeof *w);
+  bb_error err;
+  w->server_art = compile(&DIRECTORY, true, &w->server_len);
+  w->client_art = compile(&MEMBER, false, &w->client_len);
+  if (!w->server_art || !w->client_art) return false;
+  bb_sim_config sc = {sizeof sc, seed, 1 * MS, 0, 0, 0, 0, 0, 0, 0};
+  CHECK(bb_sim_new(&sc, &w->sim, &err) == 0);
+  bb_sim_set_observer(w->sim, observe, w);
+  bb_node_config nc = {0};
+  nc.struct_size = sizeof nc;
+  nc.seed = seed;
+  const char *st[] = {"Directory"}, *ct[] = {"Member"};
+  w->server = install_peer(w->server_art, w->server_len, SERVER, st, 1, NULL, &nc);
+  if (!w->server) return false;
+  bb_peer_id sp = bb_peer_id_from_u64(SERVER);
+  CHECK(bb_sim_attach(w->sim, w->server, &sp, &err) == 0);
+  bb_address sa = p2p_address(&sp);
+  bb_val *server = bb_val_peer(NULL, &sp);
+  for (int i = 0; i < 3; i++) {
+    w->clients[i] = install_peer(w->client_art, w->client_len, (uint64_t)i + 1, ct, 1, NULL, &nc);
+    if (!w->clients[i]) return bb_val_release(server), false;
+    bb_peer_id p = bb_peer_id_from_u64((uint64_t)i + 1);
+    CHECK(bb_sim_attach(w->sim, w->clients[i], &p, &err) == 0);
+    CHECK(bb_node_add_peer(w->clients[i], &sp, &sa, &err) == 0); /* what a bootstrap's InsertMany does */
+    bb_named_value in = {"server", server};
+    CHECK_MSG(bb_node_invoke(w->clients[i], "Member", &in, 1, 0, &err) == 0, "%s", err.message);
+  }
+  bb_val_release(server);
+  return true;
+}
+
+static void world_end(world *w) {
+  if (w->sim) bb_sim_free(w->sim);
+  bb_node_free(w->server);
+  for (int i = 0; i < 3; i++) bb_node_free(w->clients[i]);
+  free(w->server_art);
+  free(w->client_art);
+}
+
+static void run_to(world *w, uint64_t t) {
+  bb_error err;
+  CHECK_MSG(bb_sim_run_until(w->sim, t, &err) >= 0, "%s", err.message);
+}
+
+static void read_directory(world *w) {
+  bb_error err;
+  w->view_n = w->sample_n = 0;
+  CHECK_MSG(bb_node_invoke(w->server, "Directory", NULL, 0, bb_sim_now(w->sim), &err) == 0, "%s", err.message);
+  run_to(w, bb_sim_now(w->sim) + 1);
+}
+
+static void test_announce_handshake_and_eviction(void) {
+  world w;
+  if (!world_start(&w, 7)) return world_end(&w);
+  run_to(&w, 100 * MS);
+  CHECK_EQ_INT(bb_node_counter(w.server, "global_registry.joined"), 3);
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(bb_node_counter(w.clients[i], "global_registry.handshakes"), 1);
+  read_directory(&w);
+  CHECK_EQ_INT(w.view_n, 3);
+  for (size_t i = 0; i < w.view_n && i < 3; i++) CHECK_EQ_INT(w.view[i], i + 1); /* peer-id order */
+  CHECK_EQ_INT(w.sample_n, 2);
+  CHECK(w.sample[0] != w.sample[1]);
+
+  /* client 3 stops; the others heartbeat every TTL/3 and stay */
+  bb_peer_id gone = bb_peer_id_from_u64(3);
+  bb_sim_crash(w.sim, &gone);
+  run_to(&w, 100 * MS + TTL_MS * MS + 50 * MS);
+  read_directory(&w);
+  CHECK_EQ_INT(w.view_n, 2);
+  CHECK(w.view_n == 2 && w.view[0] == 1 && w.view[1] == 2);
+  CHECK(bb_node_counter(w.server, "global_registry.refreshed") >= 4);
+  CHECK(bb_node_counter(w.clients[0], "global_registry.announces") >= 4);
+  CHECK_EQ_INT(bb_node_counter(w.clients[0], "global_registry.handshakes"),
+               bb_node_counter(w.clients[0], "global_registry.announces"));
+  /* a second invoke of Announce within the heartbeat interval is throttled */
+  bb_peer_id sp = bb_peer_id_from_u64(SERVER);
+  bb_val *server = bb_val_peer(NULL, &sp);
+  bb_named_value in = {"server", server};
+  bb_error err;
+  uint64_t before = bb_node_counter(w.clients[0], "global_registry.announces");
+  CHECK(bb_node_invoke(w.clients[0], "Member", &in, 1, bb_sim_now(w.sim), &err) == 0);
+  run_to(&w, bb_sim_now(w.sim) + 1);
+  CHECK_EQ_INT(bb_node_counter(w.clients[0], "global_registry.announces"), before);
+  CHECK_EQ_INT(bb_node_counter(w.clients[0], "global_registry.announces_throttled"), 1);
+  bb_val_release(server);
+  CHECK_EQ_INT(w.failures, 0);
+  world_end(&w);
+}
+
+/* Ten samples after the cohort formed, as peer ids. */
+static void sample_sequence(uint64_t seed, uint64_t out[10][2]) {
+  world w;
+  memset(out, 0, 10 * sizeof *out);
+  if (!world_start(&w, seed)) return world_end(&w);
+  run_to(&w, 100 * MS);
+  for (int i = 0; i < 10; i++) {
+    read_directory(&w);
+    CHECK_EQ_INT(w.sample_n, 2);
+    out[i][0] = w.sample[0];
+    out[i][1] = w.sample[1];
+  }
+  world_end(&w);
+}
+
+static void test_sample_deterministic(void) {
+  uint64_t a[10][2], b[10][2], c[10][2];
+  sample_sequence(11, a);
+  sample_sequence(11, b);
+  sample_sequence(12, c);
+  CHECK(memcmp(a, b, sizeof a) == 0);
+  CHECK(memcmp(a, c, sizeof a) != 0); /* another seed, another sequence */
+  bool varied = false;
+  for (int i = 1; i < 10; i++) varied |= a[i][0] != a[0][0] || a[i][1] != a[0][1];
+  CHECK(varied); /* successive calls draw afresh */
+}
+
+/* FNV-1a-32: the component number a control-plane fill addresses (runtime install). */
+static uint32_t fnv32(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+static void deliver_message(bb_node *to, uint64_t from_id, const char *op, const uint8_t *payload, size_t len,
+                            uint64_t now) {
+  bb_address suffix = {.n = 2};
+  suffix.seg[0].kind = BB_ADDR_COMPONENT;
+  suffix.seg[0].value = fnv32("discovery");
+  suffix.seg[1].kind = BB_ADDR_OP;
+  strcpy(suffix.seg[1].op, op);
+  uint8_t sbuf[300], dbuf[300];
+  bb_address dest = p2p_address(bb_node_self(to));
+  bb_bytes d = {dbuf, bb_address_to_bytes(&dest, dbuf, sizeof dbuf)};
+  bb_slot_fill fill = {{sbuf, bb_address_to_bytes(&suffix, sbuf, sizeof sbuf)}, {(uint8_t *)payload, len}, false,
+                       bb_val_kind_hash(BB_VAL_BYTES)};
+  bb_envelope env = {0};
+  env.dest_peer_addresses = &d;
+  env.n_dest_peer_addresses = 1;
+  env.fills = &fill;
+  env.n_fills = 1;
+  env.schema_version = BB_ENVELOPE_SCHEMA_VERSION;
+  uint8_t *bytes;
+  size_t blen;
+  bb_error err;
+  CHECK(bb_envelope_encode(&env, NULL, &bytes, &blen, &err) == 0);
+  bb_peer_id from = bb_peer_id_from_u64(from_id);
+  CHECK_MSG(bb_node_deliver(to, &from, bytes, blen, now, &err) == 0, "%s", err.message);
+  free(bytes);
+}
+
+/* Delivers one message and expects exactly one OP_FAILED message_failed whose detail
+ * contains `why`. */
+static void expect_refused(bb_node *to, uint64_t from, const char *op, const uint8_t *p, size_t len, const char *why) {
+  deliver_message(to, from, op, p, len, 0);
+  const bb_step *steps;
+  size_t n;
+  bb_error err;
+  CHECK(bb_node_poll(to, 0, &steps, &n, &err) == 0);
+  CHECK_EQ_INT(count_steps(steps, n, BB_STEP_OP_FAILED), 1);
+  for (size_t i = 0; i < n; i++)
+    if (steps[i].kind == BB_STEP_OP_FAILED) {
+      CHECK_STR(steps[i].reason, "message_failed");
+      CHECK_MSG(steps[i].detail && strstr(steps[i].detail, why), "detail `%s` lacks `%s`",
+                steps[i].detail ? steps[i].detail : "", why);
+    }
+  CHECK_EQ_INT(count_steps(steps, n, BB_STEP_SEND), 0);
+}
+
+static void test_malformed_refused(void) {
+  size_t slen = 0, clen = 0;
+  uint8_t *sart = compile(&DIRECTORY, true, &slen), *cart = compile(&MEMBER, false, &clen);
+  const char *st[] = {"Directory"}, *ct[] = {"Member"};
+  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, NULL, NULL) : NULL;
+  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, NULL, NULL) : NULL;
+  if (server && client) {
+    /* Announce: version 1, peer (len 2: identity multihash of 0), 1 address /p2p/1 */
+    uint8_t good_peer[1 + BB_PEER_ID_MAX];
+    bb_peer_id p1 = bb_peer_id_from_u64(1);
+    good_peer[0] = p1.len;
+    memcpy(good_peer + 1, p1.bytes, p1.len);
+    const uint8_t empty[] = {0};
+    expect_refused(server, 1, "Announce", empty, 0, "truncated at byte 0");
+    const uint8_t v2[] = {2, 0};
+    expect_refused(server, 1, "Announce", v2, sizeof v2, "version 2");
+    uint8_t no_addr[2 + BB_PEER_ID_MAX];
+    no_addr[0] = 1;
+    memcpy(no_addr + 1, good_peer, 1 + p1.len);
+    no_addr[2 + p1.len] = 0;
+    expect_refused(server, 1, "Announce", no_addr, 3 + p1.len, "0 addresses");
+    uint8_t cut[4 + BB_PEER_ID_MAX];
+    memcpy(cut, no_addr, 2 + p1.len);
+    cut[2 + p1.len] = 1;     /* one address ... */
+    cut[3 + p1.len] = 40;    /* ... of 40 bytes, none given */
+    expect_refused(server, 1, "Announce", cut, 4 + p1.len, "truncated");
+    expect_refused(server, 2, "Announce", no_addr, 2 + p1.len, "truncated"); /* cut before the count */
+    expect_refused(server, 1, "Leave", empty, 1, "unknown message `Leave`");
+    CHECK_EQ_INT(bb_node_counter(server, "global_registry.joined"), 0);
+    /* a Handshake the client did not ask for */
+    const uint8_t hs[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    expect_refused(client, SERVER, "Handshake", hs, sizeof hs, "did not announce to");
+    CHECK_EQ_INT(bb_node_counter(server, "messages.failed"), 6);
+  }
+  bb_node_free(server);
+  bb_node_free(client);
+  free(sart);
+  free(cart);
+}
+
+static void test_save_load(void) {
+  world w;
+  if (!world_start(&w, 3)) return world_end(&w);
+  run_to(&w, 100 * MS);
+  const bb_component_type *type = NULL;
+  void *reg = bb_node_component(w.server, "discovery", &type);
+  CHECK(reg && type && strcmp(type->type_name, "GlobalRegistryServer") == 0);
+  if (!reg) return world_end(&w);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  bb_error err;
+  CHECK(type->save(reg, bb_default_allocator(), &bytes, &len, &err) == 0);
+  /* a fresh server takes the membership and shows it */
+  const char *st[] = {"Directory"};
+  bb_node *fresh = install_peer(w.server_art, w.server_len, SERVER, st, 1, NULL, NULL);
+  if (fresh) {
+    void *other = bb_node_component(fresh, "discovery", NULL);
+    CHECK(type->load(other, bytes, len - 1, &err) == BB_ERR_MALFORMED); /* cut: refused */
+    CHECK(type->load(other, bytes, len, &err) == 0);
+    CHECK_EQ_INT(bb_node_invoke(fresh, "Directory", NULL, 0, 100 * MS, &err), 0);
+    const bb_step *steps;
+    size_t n;
+    CHECK(bb_node_poll(fresh, 100 * MS, &steps, &n, &err) == 0);
+    size_t seen = 0;
+    for (size_t i = 0; i < n; i++)
+      if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "view") == 0) seen = steps[i].value->n;
+    CHECK_EQ_INT(seen, 3);
+    bb_node_free(fresh);
+  }
+  free(bytes);
+  /* the client round-trips too */
+  void *cl = bb_node_component(w.clients[0], "discovery", &type);
+  CHECK(cl && type->save(cl, bb_default_allocator(), &bytes, &len, &err) == 0);
+  if (cl) {
+    CHECK(type->load(cl, bytes, len, &err) == 0);
+    bytes[0] = 9;
+    CHECK(type->load(cl, bytes, len, &err) == BB_ERR_MALFORMED);
+    CHECK(strstr(err.message, "version 9") != NULL);
+    free(bytes);
+  }
+  world_end(&w);
+}
+
+int main(void) {
+  RUN(test_announce_handshake_and_eviction);
+  RUN(test_sample_deterministic);
+  RUN(test_malformed_refused);
+  RUN(test_save_load);
+  return bb_test_finish();
+}
