@@ -117,7 +117,7 @@ int bb_sim_attach(bb_sim *s, bb_node *node, const bb_peer_id *peer, bb_error *er
     /* a new link: nothing of the old one's FIFO order or busy time carries over */
     for (size_t i = 0; i < s->n_peers; i++)
       if ((size_t)again < s->peers[i].n_last) s->peers[i].last_arrival[again] = 0;
-    memset(p->last_arrival, 0, p->n_last * sizeof *p->last_arrival);
+    if (p->n_last) memset(p->last_arrival, 0, p->n_last * sizeof *p->last_arrival);
     p->node = node;
     p->alive = true;
     p->side = 0;
