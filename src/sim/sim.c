@@ -194,7 +194,7 @@ bool bb_sim_alive(const bb_sim *s, const bb_peer_id *peer) {
 int bb_sim_partition(bb_sim *s, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b, bb_error *err) {
   for (size_t k = 0; k < n_a + n_b; k++) {
     const bb_peer_id *p = k < n_a ? &a[k] : &b[k - n_a];
-      if (find(s, p) < 0)
+    if (find(s, p) < 0)
       return bb_error_set(err, BB_ERR_NOT_FOUND, "sim: partition %s[%zu] is not an attached peer", k < n_a ? "a" : "b",
                           k < n_a ? k : k - n_a);
   }

@@ -306,6 +306,33 @@ static void test_crash_and_restart(void) {
   net_close(&t);
 }
 
+/* A restart without a crash keeps what is in flight to the peer, and a fresh node has no
+ * memory: the copy of an envelope the old node took is new to it. */
+static void test_restart_keeps_in_flight(void) {
+  bb_sim_config c = config(14);
+  c.duplicate = 1;
+  c.reorder = 1; /* the copy arrives at an independent time */
+  c.reorder_delay_ns = 50 * MS;
+  net t;
+  if (net_open(&t, &c)) {
+    bb_error err;
+    fire_at(&t, &t.peer[1], 1);
+    while (contributions(&t, 1) == 0) CHECK(bb_sim_step(t.sim, &err) == 0);
+    CHECK_EQ_INT(stats_of(&t).delivered, 1); /* the copy is still in flight */
+    bb_node *fresh = install_sink(&t, 1);
+    if (fresh) {
+      bb_node_free(bb_sim_restart(t.sim, &t.peer[1], fresh));
+      t.node[1] = fresh;
+      settle(&t);
+      CHECK_EQ_INT(stats_of(&t).delivered, 2);
+      CHECK_EQ_INT(contributions(&t, 1), 1);
+      CHECK_EQ_INT(t.duplicates_reported, 0);
+    }
+    CHECK_EQ_INT(t.other_failures, 0);
+  }
+  net_close(&t);
+}
+
 static void test_unknown_and_detached(void) {
   bb_sim_config c = config(6);
   net t;
@@ -521,6 +548,7 @@ int main(void) {
   RUN(test_duplication_is_deduplicated);
   RUN(test_partition_and_heal);
   RUN(test_crash_and_restart);
+  RUN(test_restart_keeps_in_flight);
   RUN(test_unknown_and_detached);
   RUN(test_determinism);
   RUN(test_latency_and_jitter);
