@@ -409,11 +409,16 @@ static long component_for(installer *x, const bb_ir_node *nd) {
       }
     return -1;
   }
+  /* a type that speaks the domain may also be bound under another role (GlobalRegistry-
+   * Server as PeerSelector "view"): the component bound as Protocol takes the op first */
+  long other_role = -1;
   for (size_t i = 0; i < n->n_components; i++) {
     const char *pd = n->components[i].type->protocol_domain;
-    if (pd && nd->domain && strcmp(pd, nd->domain) == 0) return (long)i;
+    if (!pd || !nd->domain || strcmp(pd, nd->domain) != 0) continue;
+    if (n->components[i].role == BB_ROLE_PROTOCOL) return (long)i;
+    if (other_role < 0) other_role = (long)i;
   }
-  return -1;
+  return other_role;
 }
 
 static int op_label(installer *x, rt_op *op) {

@@ -2,7 +2,10 @@
  * announce and get Handshakes; the server's view holds the three; a client that stops
  * heartbeating is evicted after the TTL while the others stay; Sample draws are the same
  * for the same seed; malformed messages are refused and reported as OP_FAILED
- * (message_failed); save/load round-trips the membership and refuses bad bytes. */
+ * (message_failed); save/load round-trips the membership and refuses bad bytes. One
+ * artifact for clients and server: a bootstrap of constants pins the server's address and
+ * announces (the runtime fixes this needed: address-book ops read the constants' tensors,
+ * and a slotless protocol op goes to the component bound as Protocol). */
 #include <stdlib.h>
 
 #include "../runtime/rttest.h"
@@ -332,10 +335,85 @@ static void test_save_load(void) {
   world_end(&w);
 }
 
+/* One artifact: discovery = GlobalRegistryClient (registry=view) everywhere, view =
+ * GlobalRegistryServer; the bootstrap records the §6.5 constants, InsertMany, Announce. */
+static const int64_t BOOT_SERVER[] = {SERVER};
+
+static void fed_bootstrap(bb_rec *g, void *user) {
+  (void)user;
+  static const int64_t one[] = {1};
+  bb_address a = p2p_address(&(bb_peer_id){0});
+  a.seg[0].peer = bb_peer_id_from_u64(SERVER);
+  char text[128];
+  size_t len = bb_address_to_text(&a, text, sizeof text);
+  int64_t dims[] = {(int64_t)len};
+  bb_literal peer_lit = {BB_DTYPE_INT64, one, 1, BOOT_SERVER, sizeof BOOT_SERVER};
+  bb_literal addr_lit = {BB_DTYPE_UINT8, dims, 1, text, len};
+  bb_value peer = bb_rec_constant(g, "server_peer_const", BB_TYPE_PEER_ID, &peer_lit);
+  bb_rec_address_book_insert_many(g, peer, bb_rec_constant(g, "server_addrs_const", BB_TYPE_ADDRESS_VEC, &addr_lit));
+  bb_rec_announce(g, peer);
+}
+
+static void fed_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_rec_output(g, "view", bb_rec_peer_selector_current_view(g, &VIEW));
+}
+
+static const bb_module FED = {sizeof(bb_module), "Fed", fed_body, fed_bootstrap, NULL, NULL, 0};
+
+static void test_one_artifact_bootstrap(void) {
+  bb_error err;
+  bb_model *model = NULL;
+  uint8_t *bytes = NULL, *art = NULL;
+  size_t blen = 0, len = 0;
+  CHECK_MSG(bb_module_build(&FED, NULL, &model, &err) == 0, "%s", err.message);
+  if (!model) return;
+  CHECK(bb_model_encode(model, &bytes, &blen, &err) == 0);
+  bb_model_free(model);
+  bb_compiler *c = bb_compiler_new(NULL);
+  bb_compiler_set_permissive_types(c, true);
+  int rc = bb_compiler_bind_peer_selector(c, "view", "GlobalRegistryServer", "ttl_ms=3000", &err) ||
+           bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryClient", "registry=view", &err) ||
+           bb_compiler_compile(c, bytes, blen, &art, &len, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  bb_compiler_free(c);
+  free(bytes);
+  if (rc) return;
+  world w;
+  memset(&w, 0, sizeof w);
+  bb_sim_config sc = {sizeof sc, 5, 1 * MS, 0, 0, 0, 0, 0, 0, 0};
+  CHECK(bb_sim_new(&sc, &w.sim, &err) == 0);
+  bb_sim_set_observer(w.sim, observe, &w);
+  const char *t[] = {"Fed"};
+  bb_node *nodes[4] = {0};
+  for (int i = 0; i < 4; i++) {
+    uint64_t id = i ? (uint64_t)i : SERVER;
+    bb_peer_id p = bb_peer_id_from_u64(id);
+    nodes[i] = install_peer(art, len, id, t, 1, NULL, NULL);
+    if (!nodes[i]) continue;
+    CHECK(bb_sim_attach(w.sim, nodes[i], &p, &err) == 0);
+    CHECK(bb_node_run_bootstrap(nodes[i], 0, &err) == 0);
+  }
+  if (nodes[0]) {
+    CHECK(bb_sim_run_until(w.sim, 100 * MS, &err) >= 0);
+    CHECK_EQ_INT(bb_node_counter(nodes[0], "global_registry.joined"), 3);
+    CHECK_EQ_INT(bb_node_counter(nodes[0], "global_registry.self_announce_skipped"), 1);
+    for (int i = 1; i < 4; i++) CHECK_EQ_INT(bb_node_counter(nodes[i], "global_registry.handshakes"), 1);
+    CHECK(bb_node_invoke(nodes[0], "Fed", NULL, 0, bb_sim_now(w.sim), &err) == 0);
+    CHECK(bb_sim_run_until(w.sim, bb_sim_now(w.sim) + 1, &err) >= 0);
+    CHECK_EQ_INT(w.view_n, 3);
+    CHECK_MSG(w.failures == 0, "%s", w.last_failure);
+  }
+  bb_sim_free(w.sim);
+  for (int i = 0; i < 4; i++) bb_node_free(nodes[i]);
+  free(art);
+}
+
 int main(void) {
   RUN(test_announce_handshake_and_eviction);
   RUN(test_sample_deterministic);
   RUN(test_malformed_refused);
   RUN(test_save_load);
+  RUN(test_one_artifact_bootstrap);
   return bb_test_finish();
 }

@@ -2,13 +2,15 @@
  *
  * GlobalRegistryClient — Protocol, domain ai.bytesandbrains.protocol.global_registry, so
  *   the graph's slotless Announce op (bb_rec_announce) resolves to it.
- *   Config: retry_ms=5000 (how soon an unanswered first Announce is repeated)
+ *   Config: retry_ms=5000 (how soon an unanswered first Announce is repeated),
+ *           registry=<slot> (see "one artifact" below; none by default)
  *   Announce(server_peer): sends this peer's id and addresses to the server, at most once
  *   per heartbeat interval; the server's Handshake reply gives the TTL and interval and
  *   the server's addresses (added to the address book), and from then on a timer
  *   re-announces every interval (the heartbeat). server_peer is a peer id value, or an
  *   int64 tensor holding a test identity (bb_peer_id_from_u64), which is what a
- *   bootstrap `constant` records.
+ *   bootstrap `constant` records. A peer never announces to itself (the server's node
+ *   runs the same bootstrap when clients and server share one artifact).
  *
  * GlobalRegistryServer — PeerSelector and Protocol (same domain).
  *   Config: ttl_ms=90000 (a peer's registration lives this long after its last Announce;
@@ -24,7 +26,14 @@
  * slot name (the examples use "discovery"). A server bound twice — as PeerSelector
  * "view" and as Protocol "discovery" — is two instances; the one that is not bound at
  * `registry` reads the entries of the GlobalRegistryServer bound there, so both see one
- * membership. Payload layouts: docs/WIRE.md, "GlobalRegistry messages". */
+ * membership.
+ *
+ * One artifact for clients and server: the compiler binds a slot to one type in every
+ * partition, so there "discovery" is a GlobalRegistryClient everywhere and the server half
+ * is a GlobalRegistryServer at another slot (e.g. the PeerSelector "view"); the client's
+ * `registry=view` hands the Announces that reach it to that server instance, whose
+ * Handshake then leaves from "discovery" and reaches the clients' "discovery".
+ * Payload layouts: docs/WIRE.md, "GlobalRegistry messages". */
 #include <string.h>
 
 #include "bb/roles.h"
@@ -178,25 +187,30 @@ static void *zalloc(const bb_allocator *alloc, size_t size) {
 typedef struct client {
   const bb_allocator *alloc;
   uint64_t retry_ns;
+  char registry[SLOT_TEXT_MAX]; /* a GlobalRegistryServer slot serving Announces, or "" */
   bool has_server;
   bb_peer_id server;
   uint64_t ttl_ns, interval_ns; /* from the last Handshake; 0 before the first */
   uint64_t last_announce_ns;    /* not saved: a restored client announces at once */
   bool announced;
   uint64_t timer_gen; /* only the newest timer counts (timers cannot be cancelled) */
+  bool awaiting_address; /* an Announce waits one poll for the server's address */
 } client;
 
 static int client_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"retry_ms", NULL};
+  static const char *const KEYS[] = {"retry_ms", "registry", NULL};
   uint64_t retry_ms;
+  char registry[SLOT_TEXT_MAX];
   int rc = bb_config_check(init->config, KEYS, err);
   if (!rc) rc = bb_config_u64(init->config, "retry_ms", 5000, &retry_ms, err);
+  if (!rc) rc = bb_config_str(init->config, "registry", "", registry, sizeof registry, err);
   if (rc) return bb_error_prefix(err, "GlobalRegistryClient: ");
   if (!retry_ms) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryClient: retry_ms must be > 0");
   client *c = zalloc(init->alloc, sizeof *c);
   if (!c) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   c->alloc = init->alloc;
   c->retry_ns = retry_ms * 1000000ull;
+  memcpy(c->registry, registry, sizeof registry);
   *self = c;
   return 0;
 }
@@ -210,8 +224,17 @@ static int arm(client *c, bb_ctx *ctx, uint64_t at, bb_error *err) {
   return bb_ctx_set_timer(ctx, at, ++c->timer_gen, err);
 }
 
-/* Payload: version, announcing peer, its addresses. */
+/* Payload: version, announcing peer, its addresses. A bootstrap records the address-book
+ * insert of the server and the Announce side by side, so either may run first: without
+ * an address yet, the Announce waits one poll (a timer at now) before it gives up. */
 static int send_announce(client *c, bb_ctx *ctx, bb_error *err) {
+  size_t known = 0;
+  bb_ctx_addresses_of(ctx, &c->server, &known);
+  if (!known && !c->awaiting_address) {
+    c->awaiting_address = true;
+    return arm(c, ctx, bb_ctx_now(ctx), err);
+  }
+  c->awaiting_address = false;
   bb_address addrs[MAX_ANNOUNCED_ADDRS];
   size_t n = local_addresses(ctx, addrs);
   uint8_t buf[MAX_MESSAGE];
@@ -254,6 +277,10 @@ static int client_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   bb_peer_id server;
   int rc = server_peer_input(call, &server, err);
   if (rc) return rc;
+  if (bb_peer_id_equal(&server, bb_ctx_self(ctx))) { /* the server itself: nothing to join */
+    bb_ctx_count(ctx, "global_registry.self_announce_skipped", 1);
+    return 0;
+  }
   bool same = c->has_server && bb_peer_id_equal(&server, &c->server);
   uint64_t now = bb_ctx_now(ctx);
   bool throttled = same && c->announced && c->interval_ns && now - c->last_announce_ns < c->interval_ns;
@@ -269,10 +296,21 @@ static int client_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return 0;
 }
 
+static int server_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
+                          size_t len, bb_error *err);
+
 /* Handshake payload: version, u64 ttl_ns, u64 heartbeat_ns, the server's addresses. */
 static int client_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
                           size_t len, bb_error *err) {
   client *c = self;
+  if (strcmp(op, "Announce") == 0 && c->registry[0]) {
+    const bb_component_type *type = NULL;
+    void *registry = bb_ctx_dependency(ctx, c->registry, &type);
+    if (!registry || type != &BB_GLOBAL_REGISTRY_SERVER)
+      return bb_error_set(err, BB_ERR_NOT_FOUND, "GlobalRegistryClient: registry=%s is not a GlobalRegistryServer slot",
+                          c->registry);
+    return server_message(registry, ctx, op, from, payload, len, err);
+  }
   if (strcmp(op, "Handshake") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "GlobalRegistryClient: unknown message `%s`", op);
   if (!c->has_server || !bb_peer_id_equal(from, &c->server))
@@ -418,9 +456,10 @@ static int server_register(server *s, const bb_peer_id *peer, uint64_t expires, 
   return 0;
 }
 
+/* Also reached through a GlobalRegistryClient's registry= (ctx is then the client's). */
 static int server_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
                           size_t len, bb_error *err) {
-  server *s = membership(self, ctx);
+  server *s = self;
   if (strcmp(op, "Announce") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "GlobalRegistryServer: unknown message `%s`", op);
   reader r = {payload, len, 0, "Announce", err};
