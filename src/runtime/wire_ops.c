@@ -222,7 +222,7 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
       fill_failed(n, from, index, sf->type_hash, sf->payload.len, "out_of_memory", "out of memory");
       return 1;
     }
-    memcpy(f->payload, sf->payload.data, sf->payload.len);
+    if (sf->payload.len) memcpy(f->payload, sf->payload.data, sf->payload.len); /* an empty fill has no data */
     f->payload_len = sf->payload.len;
     return 0;
   }
