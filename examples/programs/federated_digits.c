@@ -2,12 +2,13 @@
  * federated averaging, over a simulated network, each client holding a label-skewed
  * (non-IID) shard of scikit-learn's digits.
  *
- *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S] [--data CSV]
+ *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
  *                    [--export FILE] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
  * the last round reaches 90 %. --drop D crashes D clients halfway; --loss P loses each
- * message with probability P. --export FILE writes the final global model as a standard
+ * message with probability P. --snapshot-at R moves the server at round R into a fresh node
+ * through a snapshot (the run continues exactly as without). --export FILE writes the final global model as a standard
  * ONNX model (bb run and onnxruntime execute it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 #include "export_mlp.h"
 
 typedef struct options {
-  int rounds, clients, drop, quiet;
+  int rounds, clients, drop, quiet, snapshot_at;
   double loss;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
@@ -28,13 +29,13 @@ typedef struct options {
 } options;
 
 static int usage(void) {
-  fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--seed S] [--data CSV] "
+  fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
                   "[--export FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0.0, 1, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quiet") == 0) o->quiet = 1;
@@ -42,6 +43,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
     else if (strcmp(a, "--clients") == 0) o->clients = atoi(v), i++;
     else if (strcmp(a, "--drop") == 0) o->drop = atoi(v), i++;
+    else if (strcmp(a, "--snapshot-at") == 0) o->snapshot_at = atoi(v), i++;
     else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
     else if (strcmp(a, "--data") == 0) o->data = v, i++;
@@ -95,6 +97,62 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   }
 }
 
+/* Peer i (0: the server) of the federation, knowing every other peer's address. */
+static int install_node(const options *o, const uint8_t *artifact, size_t artifact_len, const bb_peer_id *peers,
+                        int n_peers, int i, const bb_dataset *data_set, bb_node **out, bb_error *err) {
+  bb_address self = {.n = 1};
+  self.seg[0].kind = BB_ADDR_P2P;
+  self.seg[0].peer = peers[i];
+  const char *server_targets[] = {"FedDigits", "FedDigits_server"};
+  const char *client_targets[] = {"FedDigits_clients"};
+  bb_slot_config data = {"data", NULL, data_set};
+  bb_node_config nc = {0};
+  nc.struct_size = sizeof nc;
+  nc.seed = o->seed * 1000 + (uint64_t)i;
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = peers[i];
+  a.addresses = &self;
+  a.n_addresses = 1;
+  a.artifact = artifact;
+  a.artifact_len = artifact_len;
+  a.targets = i ? client_targets : server_targets;
+  a.n_targets = i ? 1 : 2;
+  a.slots = &data;
+  a.n_slots = 1;
+  a.config = &nc;
+  int rc = bb_install(&a, out, NULL, err);
+  for (int j = 0; j < n_peers && !rc; j++) { /* everybody knows everybody's address */
+    bb_address other = {.n = 1};
+    other.seg[0].kind = BB_ADDR_P2P;
+    other.seg[0].peer = peers[j];
+    if (j != i) rc = bb_node_add_peer(*out, &peers[j], &other, err);
+  }
+  return rc;
+}
+
+/* The server, snapshotted between two events and restored into a freshly installed node
+ * that takes its place in the network: the run must go on exactly as before. */
+static int move_server(const options *o, bb_sim *sim, const uint8_t *artifact, size_t artifact_len,
+                       const bb_peer_id *peers, int n_peers, const bb_dataset *test, bb_node **server, bb_error *err) {
+  uint8_t *snap = NULL;
+  size_t len = 0;
+  bb_node *fresh = NULL;
+  int rc = bb_node_snapshot(*server, &snap, &len, err);
+  if (!rc) rc = install_node(o, artifact, artifact_len, peers, n_peers, 0, test, &fresh, err);
+  if (!rc) rc = bb_node_restore(fresh, snap, len, err);
+  if (!rc) {
+    bb_sim_restart(sim, &peers[0], fresh);
+    bb_node_free(*server);
+    *server = fresh;
+    if (!o->quiet) printf("-- server snapshotted (%zu bytes) and restored into a fresh node\n", len);
+  } else {
+    bb_node_free(fresh);
+  }
+  bb_buffer_free(NULL, snap);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   options o;
   if (parse(argc, argv, &o)) return 2;
@@ -137,38 +195,10 @@ int main(int argc, char **argv) {
   bb_node **nodes = calloc((size_t)n_peers, sizeof *nodes);
   bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
   for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
-  for (int i = 0; i < n_peers; i++) {
-    bb_address self = {.n = 1};
-    self.seg[0].kind = BB_ADDR_P2P;
-    self.seg[0].peer = peers[i];
-    const char *server_targets[] = {"FedDigits", "FedDigits_server"};
-    const char *client_targets[] = {"FedDigits_clients"};
-    bb_slot_config data = {"data", NULL, i ? &shard[i - 1] : &test};
-    bb_node_config nc = {0};
-    nc.struct_size = sizeof nc;
-    nc.seed = o.seed * 1000 + (uint64_t)i;
-    bb_install_args a = {0};
-    a.struct_size = sizeof a;
-    a.self = peers[i];
-    a.addresses = &self;
-    a.n_addresses = 1;
-    a.artifact = artifact;
-    a.artifact_len = artifact_len;
-    a.targets = i ? client_targets : server_targets;
-    a.n_targets = i ? 1 : 2;
-    a.slots = &data;
-    a.n_slots = 1;
-    a.config = &nc;
-    bb_install_error_kind kind;
-    if (bb_install(&a, &nodes[i], &kind, &err) || bb_sim_attach(sim, nodes[i], &peers[i], &err))
+  for (int i = 0; i < n_peers; i++)
+    if (install_node(&o, artifact, artifact_len, peers, n_peers, i, i ? &shard[i - 1] : &test, &nodes[i], &err) ||
+        bb_sim_attach(sim, nodes[i], &peers[i], &err))
       return fprintf(stderr, "federated_digits: peer %d: %s\n", i + 1, err.message), 1;
-    for (int j = 0; j < n_peers; j++) { /* everybody knows everybody's address */
-      bb_address other = {.n = 1};
-      other.seg[0].kind = BB_ADDR_P2P;
-      other.seg[0].peer = peers[j];
-      if (j != i) bb_node_add_peer(nodes[i], &peers[j], &other, NULL);
-    }
-  }
   bb_val *server = bb_val_peers(NULL, &peers[0], 1);
   for (int i = 1; i < n_peers; i++)
     if (bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err))
@@ -186,9 +216,14 @@ int main(int argc, char **argv) {
   bb_val_release(tx);
   bb_val_release(ty);
 
-  int dropped = 0;
+  int dropped = 0, moved = 0;
   while (r.round < o.rounds) {
     if (bb_sim_step(sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+    if (o.snapshot_at && !moved && r.round >= o.snapshot_at && !bb_node_has_work(nodes[0])) {
+      if (move_server(&o, sim, artifact, artifact_len, peers, n_peers, &test, &nodes[0], &err))
+        return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
+      moved = 1;
+    }
     if (o.drop && !dropped && r.round >= o.rounds / 2) {
       for (int d = 0; d < o.drop; d++) bb_sim_crash(sim, &peers[n_peers - 1 - d]);
       dropped = 1;

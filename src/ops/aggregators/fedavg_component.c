@@ -183,34 +183,56 @@ static int fedavg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return bb_aggregator_dispatch(&FEDAVG_OPS, self, ctx, call, err);
 }
 
-/* State: a started flag, then the rounds' own snapshot (empty before the first vector). */
+/* State: u8 started, u64 n then n floats of the last global model (0: none), then the
+ * rounds' own snapshot (nothing before the first vector). */
 static int fedavg_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const fedavg *f = self;
-  size_t n = f->fr ? bb_fedround_snapshot_size(f->fr) : 0;
-  uint8_t *buf = alloc->malloc(1 + n, alloc->user_data);
+  size_t g = f->global ? f->cfg.param_len : 0, n = f->fr ? bb_fedround_snapshot_size(f->fr) : 0;
+  size_t total = 9 + g * sizeof(float) + n;
+  uint8_t *buf = alloc->malloc(total, alloc->user_data);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   buf[0] = f->started;
-  int rc = f->fr ? bb_fedround_snapshot(f->fr, buf + 1, n, NULL, err) : 0;
+  for (int i = 0; i < 8; i++) buf[1 + i] = (uint8_t)((uint64_t)g >> (8 * i));
+  if (g) memcpy(buf + 9, f->global, g * sizeof(float));
+  int rc = f->fr ? bb_fedround_snapshot(f->fr, buf + 9 + g * sizeof(float), n, NULL, err) : 0;
   if (rc) {
     alloc->free(buf, alloc->user_data);
     return rc;
   }
   *out = buf;
-  *len = 1 + n;
+  *len = total;
   return 0;
 }
 
 static int fedavg_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
   fedavg *f = self;
-  if (!len || data[0] > 1) return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved state is malformed");
+  if (len < 9 || data[0] > 1) return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved state is malformed");
+  uint64_t g = 0;
+  for (int i = 0; i < 8; i++) g |= (uint64_t)data[1 + i] << (8 * i);
+  if (g > (len - 9) / sizeof(float) || (g && len - 9 == g * sizeof(float)))
+    return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved global model does not fit the state");
+  size_t rest = len - 9 - (size_t)g * sizeof(float);
   bb_fedround *fr = NULL;
-  if (len > 1) {
-    int rc = bb_fedround_restore(f->alloc, data + 1, len - 1, &fr, err);
+  if (rest) {
+    int rc = bb_fedround_restore(f->alloc, data + 9 + g * sizeof(float), rest, &fr, err);
     if (rc) return rc;
   }
+  if (g && (!fr || g != bb_fedround_param_len(fr))) {
+    bb_fedround_free(fr);
+    return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved global model and rounds disagree");
+  }
+  float *global = NULL;
+  if (g && !(global = f->alloc->malloc(g * sizeof(float), f->alloc->user_data))) {
+    bb_fedround_free(fr);
+    return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
+  }
+  if (g) memcpy(global, data + 9, g * sizeof(float));
   bb_fedround_free(f->fr);
+  if (f->global) f->alloc->free(f->global, f->alloc->user_data);
   f->fr = fr;
+  f->global = global;
   f->started = data[0];
+  if (fr) f->cfg.param_len = bb_fedround_param_len(fr);
   return 0;
 }
 

@@ -398,6 +398,7 @@ uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns) {
 }
 
 uint64_t bb_fedround_round_id(const bb_fedround *fr) { return fr->round_id; }
+size_t bb_fedround_param_len(const bb_fedround *fr) { return fr->cfg.param_len; }
 size_t bb_fedround_pending(const bb_fedround *fr) { return fr->n_entries; }
 bb_fedround_counters bb_fedround_get_counters(const bb_fedround *fr) { return fr->counters; }
 const bb_allocator *bb_fedround_allocator(const bb_fedround *fr) { return &fr->alloc; }

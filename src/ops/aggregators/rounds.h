@@ -117,6 +117,7 @@ int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *resul
 uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns);
 
 uint64_t bb_fedround_round_id(const bb_fedround *fr);
+size_t bb_fedround_param_len(const bb_fedround *fr); /* floats per contribution */
 size_t bb_fedround_pending(const bb_fedround *fr); /* contributions in the open round */
 bb_fedround_counters bb_fedround_get_counters(const bb_fedround *fr);
 const bb_allocator *bb_fedround_allocator(const bb_fedround *fr);

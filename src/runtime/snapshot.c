@@ -1,0 +1,687 @@
+/* Snapshots: a quiescent node's whole state as bytes, and back (docs/RUNTIME.md,
+ * "Snapshots"). Parked work is captured — executions held by timers (an Interval loop),
+ * by pending operations or by running calls — so a restored node continues exactly where
+ * the first one stopped.
+ *
+ * Format (little-endian): "BBSNAP1\0", u32 version, the artifact's shape (graphs, sites,
+ * a hash of the targets), then sections in a fixed order: clock and id counters, the
+ * bootstrap state, counters, the address book, the dedup window, bound inputs,
+ * executions, pending operations, timers, components; a final FNV-1a-64 of everything
+ * before it. Every length and index is checked on restore; nothing is applied until the
+ * whole snapshot has been read. */
+#include <string.h>
+
+#include "runtime/node.h"
+
+#define MAGIC "BBSNAP1"
+#define VERSION 1u
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+typedef struct writer {
+  bb_node *n;
+  uint8_t *buf;
+  size_t len, cap;
+  bool failed;
+} writer;
+
+static void put(writer *w, const void *data, size_t len) {
+  if (w->failed) return;
+  if (w->len + len > w->cap) {
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < w->len + len) cap *= 2;
+    uint8_t *b = rt_realloc(w->n, w->buf, cap);
+    if (!b) {
+      w->failed = true;
+      return;
+    }
+    w->buf = b;
+    w->cap = cap;
+  }
+  if (len) memcpy(w->buf + w->len, data, len);
+  w->len += len;
+}
+
+static void put_u8(writer *w, uint8_t x) { put(w, &x, 1); }
+static void put_u32(writer *w, uint32_t x) {
+  uint8_t b[4];
+  for (int i = 0; i < 4; i++) b[i] = (uint8_t)(x >> (8 * i));
+  put(w, b, 4);
+}
+static void put_u64(writer *w, uint64_t x) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(x >> (8 * i));
+  put(w, b, 8);
+}
+static void put_bytes(writer *w, const void *data, size_t len) {
+  put_u64(w, len);
+  put(w, data, len);
+}
+static void put_str(writer *w, const char *s) { put_bytes(w, s, strlen(s)); }
+static void put_peer(writer *w, const bb_peer_id *p) { put_bytes(w, p->bytes, p->len); }
+
+static void put_value(writer *w, const bb_val *v) {
+  size_t size = bb_val_encoded_size(v);
+  put_u64(w, bb_val_kind_hash((int)v->kind));
+  put_u64(w, size);
+  if (w->failed) return;
+  uint8_t *tmp = rt_alloc(w->n, size);
+  if (!tmp) {
+    w->failed = true;
+    return;
+  }
+  bb_val_encode_into(v, tmp);
+  put(w, tmp, size);
+  rt_free(w->n, tmp);
+}
+
+static uint64_t targets_hash(const bb_node *n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t t = 0; t < n->n_targets; t++) {
+    for (const char *p = n->targets[t].name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    h = (h ^ 0xff) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+/* The live executions: whatever timers, pending operations and the bootstrap hold, and
+ * their callers. */
+typedef struct exec_set {
+  rt_exec **items;
+  size_t len, cap;
+} exec_set;
+
+static int collect(bb_node *n, exec_set *s, rt_exec *e) {
+  for (; e; e = e->parent) {
+    for (size_t i = 0; i < s->len; i++)
+      if (s->items[i] == e) return 0;
+    if (rt_grow(n, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
+    s->items[s->len++] = e;
+  }
+  return 0;
+}
+
+/* Parents before children, so restore can link as it goes. */
+static void order_by_id(exec_set *s) {
+  for (size_t i = 1; i < s->len; i++) {
+    rt_exec *e = s->items[i];
+    size_t j = i;
+    while (j && s->items[j - 1]->id > e->id) {
+      s->items[j] = s->items[j - 1];
+      j--;
+    }
+    s->items[j] = e;
+  }
+}
+
+int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *err) {
+  bb_node *n = (bb_node *)cn; /* only its allocator and its lists are used */
+  if (n->fr_len || n->in_len || n->out_len || n->acc.len)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "snapshot: the node is busy (%zu ops ready, %zu events queued, %zu envelopes and %zu steps "
+                        "not handed out); poll until bb_node_has_work is false",
+                        n->fr_len, n->in_len, n->out_len, n->acc.len);
+  exec_set live = {0};
+  int rc = 0;
+  for (size_t i = 0; i < n->n_timers && !rc; i++) rc = collect(n, &live, n->timers[i].exec);
+  for (size_t i = 0; i < n->cap_pending && !rc; i++)
+    if (n->pending[i].used) rc = collect(n, &live, n->pending[i].exec);
+  if (!rc) rc = collect(n, &live, n->bootstrap_root);
+  if (rc) {
+    rt_free(n, live.items);
+    return bb_error_set(err, rc, "snapshot: out of memory");
+  }
+  order_by_id(&live);
+
+  writer w = {n, NULL, 0, 0, false};
+  put(&w, MAGIC, 8);
+  put_u32(&w, VERSION);
+  put_u32(&w, n->n_graphs);
+  put_u64(&w, n->n_sites);
+  put_u64(&w, targets_hash(n));
+  put_peer(&w, &n->self);
+  /* clock and counters of ids */
+  put_u64(&w, n->now);
+  put_u64(&w, n->next_exec);
+  put_u64(&w, n->next_command);
+  put_u64(&w, n->next_wire_req);
+  put_u64(&w, n->rng);
+  put_u64(&w, n->timer_seq);
+  /* bootstrap */
+  put_u8(&w, n->bootstrap_started);
+  put_u32(&w, (uint32_t)n->bootstrap_running);
+  put_u64(&w, n->bootstrap_root ? n->bootstrap_root->id : 0);
+  for (size_t t = 0; t < n->n_targets; t++) put_u8(&w, n->targets[t].bootstrap_done);
+  /* counters */
+  put_u64(&w, n->n_counters);
+  for (size_t i = 0; i < n->n_counters; i++) put_str(&w, n->counters[i].name), put_u64(&w, n->counters[i].value);
+  /* address book */
+  put_u64(&w, n->book.len);
+  for (size_t i = 0; i < n->book.len; i++) {
+    const rt_peer_entry *e = &n->book.items[i];
+    put_peer(&w, &e->peer);
+    put_u8(&w, e->blocked);
+    put_u64(&w, e->n_addrs);
+    for (size_t k = 0; k < e->n_addrs; k++) {
+      uint8_t a[4096];
+      put_bytes(&w, a, bb_address_to_bytes(&e->addrs[k], a, sizeof a));
+    }
+  }
+  /* dedup window, oldest first */
+  put_u64(&w, n->dedup_len);
+  for (size_t i = 0; i < n->dedup_len; i++) put_u64(&w, n->dedup[(n->dedup_head + i) % n->cfg.dedup_window]);
+  /* bound inputs */
+  for (size_t t = 0; t < n->n_targets; t++) {
+    const rt_graph *g = &n->graphs[n->targets[t].graph];
+    for (uint32_t i = 0; i < g->n_in; i++) {
+      const bb_val *v = n->targets[t].bound ? n->targets[t].bound[i] : NULL;
+      put_u8(&w, v != NULL);
+      if (v) put_value(&w, v);
+    }
+  }
+  /* executions */
+  put_u64(&w, live.len);
+  for (size_t k = 0; k < live.len; k++) {
+    const rt_exec *e = live.items[k];
+    const rt_graph *g = &n->graphs[e->graph];
+    put_u64(&w, e->id);
+    put_u32(&w, e->graph);
+    put_u64(&w, e->parent ? e->parent->id : 0);
+    put_u32(&w, e->call_op);
+    put_u64(&w, e->born_ns);
+    put_u64(&w, e->deadline_at);
+    put_u8(&w, e->has_src);
+    if (e->has_src) put_peer(&w, &e->src);
+    put_u64(&w, e->wire_req_id);
+    put_u8(&w, e->bootstrap);
+    put_u32(&w, (uint32_t)e->target);
+    put(&w, e->scheduled, (g->n_ops + 7) / 8);
+    uint32_t values = 0;
+    for (uint32_t s = 0; s < g->n_sites; s++) values += e->vals[s] != NULL;
+    put_u32(&w, values);
+    for (uint32_t s = 0; s < g->n_sites; s++) {
+      if (!e->vals[s]) continue;
+      put_u32(&w, s);
+      put_u64(&w, e->charged[s]);
+      put_value(&w, e->vals[s]);
+    }
+  }
+  /* pending operations */
+  put_u64(&w, n->n_pending);
+  for (size_t i = 0; i < n->cap_pending; i++)
+    if (n->pending[i].used) {
+      put_u64(&w, n->pending[i].command);
+      put_u64(&w, n->pending[i].exec->id);
+      put_u32(&w, n->pending[i].op);
+    }
+  /* timers */
+  put_u64(&w, n->n_timers);
+  for (size_t i = 0; i < n->n_timers; i++) {
+    const rt_timer *t = &n->timers[i];
+    put_u64(&w, t->at);
+    put_u64(&w, t->seq);
+    put_u8(&w, (uint8_t)t->kind);
+    put_u64(&w, t->id);
+    put_u32(&w, t->op);
+    put_u32(&w, t->component);
+    put_u64(&w, t->exec ? t->exec->id : 0);
+  }
+  /* components */
+  put_u64(&w, n->n_components);
+  for (size_t i = 0; i < n->n_components && !w.failed; i++) {
+    const rt_component *c = &n->components[i];
+    put_str(&w, c->slot);
+    put_str(&w, c->type->type_name);
+    uint8_t *state = NULL;
+    size_t state_len = 0;
+    bool saved = c->type->save != NULL;
+    put_u8(&w, saved);
+    if (!saved) continue;
+    bb_error cerr;
+    int crc = c->type->save(c->self, n->alloc, &state, &state_len, &cerr);
+    if (crc) {
+      rt_free(n, live.items);
+      rt_free(n, w.buf);
+      return bb_error_set(err, crc, "snapshot: `%s` (slot `%s`) could not save its state: %s", c->type->type_name,
+                          c->slot, cerr.message);
+    }
+    put_bytes(&w, state, state_len);
+    rt_free(n, state);
+  }
+  rt_free(n, live.items);
+  uint64_t h = w.failed ? 0 : bb_fnv1a64(w.buf, w.len);
+  put_u64(&w, h);
+  if (w.failed) {
+    rt_free(n, w.buf);
+    return bb_error_set(err, BB_ERR_NOMEM, "snapshot: out of memory");
+  }
+  *out = w.buf;
+  *len = w.len;
+  return 0;
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+typedef struct reader {
+  const uint8_t *p, *start, *end;
+  bb_error *err;
+  int rc;
+} reader;
+
+static int bad(reader *r, const char *what) {
+  if (!r->rc)
+    r->rc = bb_error_set(r->err, BB_ERR_MALFORMED, "restore: %s (at byte %zu)", what, (size_t)(r->p - r->start));
+  return r->rc;
+}
+
+static bool take(reader *r, void *out, size_t len) {
+  if (r->rc) return false;
+  if ((size_t)(r->end - r->p) < len) return bad(r, "the snapshot is truncated"), false;
+  if (out && len) memcpy(out, r->p, len);
+  r->p += len;
+  return true;
+}
+
+static uint64_t get_u64(reader *r) {
+  uint8_t b[8] = {0};
+  uint64_t x = 0;
+  if (take(r, b, 8))
+    for (int i = 0; i < 8; i++) x |= (uint64_t)b[i] << (8 * i);
+  return x;
+}
+static uint32_t get_u32(reader *r) {
+  uint8_t b[4] = {0};
+  uint32_t x = 0;
+  if (take(r, b, 4))
+    for (int i = 0; i < 4; i++) x |= (uint32_t)b[i] << (8 * i);
+  return x;
+}
+static uint8_t get_u8(reader *r) {
+  uint8_t x = 0;
+  take(r, &x, 1);
+  return x;
+}
+
+/* A length that must fit in what is left (each unit at least `unit` bytes). */
+static size_t get_count(reader *r, size_t unit, const char *what) {
+  uint64_t n = get_u64(r);
+  if (!r->rc && n > (uint64_t)(r->end - r->p) / unit) bad(r, what);
+  return r->rc ? 0 : (size_t)n;
+}
+
+static const uint8_t *get_span(reader *r, size_t *len) {
+  *len = get_count(r, 1, "a length runs past the end");
+  const uint8_t *p = r->p;
+  return take(r, NULL, *len) ? p : NULL;
+}
+
+static bool get_peer(reader *r, bb_peer_id *out) {
+  size_t len;
+  const uint8_t *p = get_span(r, &len);
+  if (!p) return false;
+  if (bb_peer_id_from_bytes(p, len, out, NULL)) return bad(r, "a peer id is malformed"), false;
+  return true;
+}
+
+static bb_val *get_value(reader *r, const bb_allocator *alloc) {
+  uint64_t hash = get_u64(r);
+  size_t len;
+  const uint8_t *p = get_span(r, &len);
+  if (!p && len) return NULL;
+  bb_val *v = NULL;
+  bb_error verr;
+  if (!r->rc && bb_val_decode(hash, p ? p : (const uint8_t *)"", len, alloc, &v, &verr)) {
+    if (!r->rc) r->rc = bb_error_set(r->err, BB_ERR_MALFORMED, "restore: a value does not decode: %s", verr.message);
+    return NULL;
+  }
+  return v;
+}
+
+/* What restore builds before it touches the node. */
+typedef struct staged_exec {
+  rt_exec *e;
+  uint64_t parent;
+} staged_exec;
+
+typedef struct staged {
+  staged_exec *execs;
+  size_t n_execs;
+  rt_pending *pending;
+  size_t n_pending;
+  rt_timer *timers;
+  size_t n_timers;
+  uint64_t *timer_exec;
+  bb_val **bound;     /* per target and input, flattened */
+  size_t n_bound;
+} staged;
+
+static void staged_free(bb_node *n, staged *s) {
+  for (size_t i = 0; i < s->n_execs; i++) {
+    rt_exec *e = s->execs[i].e;
+    if (!e) continue;
+    for (uint32_t k = 0; k < n->graphs[e->graph].n_sites; k++) bb_val_release(e->vals[k]);
+    rt_free(n, e);
+  }
+  for (size_t i = 0; i < s->n_bound; i++) bb_val_release(s->bound[i]);
+  rt_free(n, s->execs);
+  rt_free(n, s->pending);
+  rt_free(n, s->timers);
+  rt_free(n, s->timer_exec);
+  rt_free(n, s->bound);
+}
+
+static rt_exec *find_staged(const staged *s, uint64_t id) {
+  for (size_t i = 0; i < s->n_execs; i++)
+    if (s->execs[i].e && s->execs[i].e->id == id) return s->execs[i].e;
+  return NULL;
+}
+
+static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
+  uint64_t id = get_u64(r);
+  uint32_t graph = get_u32(r);
+  if (r->rc) return;
+  if (graph >= n->n_graphs || !n->graphs[graph].active || !id || id >= n->next_exec || find_staged(s, id)) {
+    bad(r, "an execution names a graph this node does not run, or a bad id");
+    return;
+  }
+  const rt_graph *g = &n->graphs[graph];
+  size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
+  rt_exec *e = rt_calloc(n, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
+  if (!e) {
+    r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
+    return;
+  }
+  s->execs[k].e = e;
+  e->vals = (bb_val **)(e + 1);
+  e->charged = (size_t *)(e->vals + sites);
+  e->scheduled = (uint8_t *)(e->charged + sites);
+  e->id = id;
+  e->graph = graph;
+  s->execs[k].parent = get_u64(r);
+  e->call_op = get_u32(r);
+  e->born_ns = get_u64(r);
+  e->deadline_at = get_u64(r);
+  e->has_src = get_u8(r);
+  if (e->has_src) get_peer(r, &e->src);
+  e->wire_req_id = get_u64(r);
+  e->bootstrap = get_u8(r);
+  e->target = (int)get_u32(r);
+  take(r, e->scheduled, bits);
+  if (!r->rc && (e->target < -1 || e->target >= (int)n->n_targets)) bad(r, "an execution names an unknown target");
+  uint32_t values = get_u32(r);
+  if (!r->rc && values > sites) bad(r, "an execution holds more values than its graph has sites");
+  for (uint32_t i = 0; i < values && !r->rc; i++) {
+    uint32_t site = get_u32(r);
+    uint64_t charged = get_u64(r);
+    if (!r->rc && (site >= sites || e->vals[site])) {
+      bad(r, "a value names a bad site");
+      return;
+    }
+    bb_val *v = get_value(r, n->alloc);
+    if (!v) return;
+    e->vals[site] = v;
+    e->charged[site] = (size_t)charged;
+  }
+}
+
+static void read_engine(bb_node *n, reader *r, staged *s) {
+  s->n_execs = get_count(r, 40, "too many executions for the bytes left");
+  s->execs = rt_calloc(n, s->n_execs + 1, sizeof *s->execs);
+  if (!s->execs) {
+    r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
+    return;
+  }
+  for (size_t k = 0; k < s->n_execs && !r->rc; k++) read_exec(n, r, s, k);
+  /* parents must be captured executions of this snapshot */
+  for (size_t k = 0; k < s->n_execs && !r->rc; k++) {
+    rt_exec *e = s->execs[k].e;
+    if (!s->execs[k].parent) continue;
+    rt_exec *p = find_staged(s, s->execs[k].parent);
+    if (!p || p == e || e->call_op >= n->graphs[p->graph].n_ops ||
+        n->graphs[p->graph].ops[e->call_op].kind != RT_OP_CALL || n->graphs[p->graph].ops[e->call_op].callee != e->graph)
+      bad(r, "an execution's caller is not a call of its graph in this snapshot");
+  }
+  s->n_pending = get_count(r, 20, "too many pending operations for the bytes left");
+  s->pending = rt_calloc(n, s->n_pending + 1, sizeof *s->pending);
+  if (!s->pending && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
+  for (size_t i = 0; i < s->n_pending && !r->rc; i++) {
+    s->pending[i].command = get_u64(r);
+    rt_exec *e = find_staged(s, get_u64(r));
+    s->pending[i].op = get_u32(r);
+    s->pending[i].exec = e;
+    if (!r->rc && (!e || s->pending[i].op >= n->graphs[e->graph].n_ops || !s->pending[i].command ||
+                   s->pending[i].command >= n->next_command))
+      bad(r, "a pending operation names an unknown execution, op or command");
+  }
+  s->n_timers = get_count(r, 41, "too many timers for the bytes left");
+  s->timers = rt_calloc(n, s->n_timers + 1, sizeof *s->timers);
+  s->timer_exec = rt_calloc(n, s->n_timers + 1, sizeof *s->timer_exec);
+  if ((!s->timers || !s->timer_exec) && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
+  for (size_t i = 0; i < s->n_timers && !r->rc; i++) {
+    rt_timer *t = &s->timers[i];
+    t->at = get_u64(r);
+    t->seq = get_u64(r);
+    t->kind = (rt_timer_kind)get_u8(r);
+    t->id = get_u64(r);
+    t->op = get_u32(r);
+    t->component = get_u32(r);
+    s->timer_exec[i] = get_u64(r);
+    if (r->rc) break;
+    if (t->kind == RT_TIMER_INTERVAL) {
+      t->exec = find_staged(s, s->timer_exec[i]);
+      if (!t->exec || t->op >= n->graphs[t->exec->graph].n_ops) bad(r, "an interval timer names an unknown execution");
+    } else if (t->kind == RT_TIMER_COMPONENT) {
+      if (t->component >= n->n_components || s->timer_exec[i]) bad(r, "a component timer names an unknown component");
+    } else if (t->kind != RT_TIMER_COMPLETE || s->timer_exec[i]) {
+      bad(r, "a timer has an unknown kind");
+    }
+  }
+}
+
+int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) {
+  if (n->n_execs || n->n_timers || n->n_pending || n->fr_len || n->in_len || n->bootstrap_started)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "restore: the node has already run; restore into a freshly installed node");
+  reader r = {data, data, data + len, err, 0};
+  if (len < 16 || memcmp(data, MAGIC, 8) != 0) return bb_error_set(err, BB_ERR_MALFORMED, "restore: not a snapshot");
+  if (bb_fnv1a64(data, len - 8) != (uint64_t)data[len - 8] + ((uint64_t)data[len - 7] << 8) +
+                                       ((uint64_t)data[len - 6] << 16) + ((uint64_t)data[len - 5] << 24) +
+                                       ((uint64_t)data[len - 4] << 32) + ((uint64_t)data[len - 3] << 40) +
+                                       ((uint64_t)data[len - 2] << 48) + ((uint64_t)data[len - 1] << 56))
+    return bb_error_set(err, BB_ERR_MALFORMED, "restore: the snapshot's checksum does not match (corrupted bytes)");
+  r.end = data + len - 8;
+  take(&r, NULL, 8);
+  if (get_u32(&r) != VERSION) return bad(&r, "an unknown snapshot version");
+  uint32_t graphs = get_u32(&r);
+  uint64_t sites = get_u64(&r), th = get_u64(&r);
+  bb_peer_id self;
+  get_peer(&r, &self);
+  if (r.rc) return r.rc;
+  if (graphs != n->n_graphs || sites != n->n_sites || th != targets_hash(n) || !bb_peer_id_equal(&self, &n->self))
+    return bb_error_set(err, BB_ERR_MALFORMED,
+                        "restore: the snapshot was taken with another artifact, peer or target list than this node");
+  uint64_t now = get_u64(&r), next_exec = get_u64(&r), next_command = get_u64(&r), next_wire = get_u64(&r);
+  uint64_t rng = get_u64(&r), timer_seq = get_u64(&r);
+  bool boot_started = get_u8(&r);
+  int boot_running = (int)get_u32(&r);
+  uint64_t boot_root = get_u64(&r);
+  uint8_t done[64] = {0};
+  for (size_t t = 0; t < n->n_targets; t++) {
+    uint8_t d = get_u8(&r);
+    if (t < 64) done[t] = d;
+  }
+  if (!r.rc && (boot_running < -1 || boot_running >= (int)n->n_targets || n->n_targets > 64))
+    bad(&r, "the bootstrap state names an unknown target");
+  /* the clock and id counters bound what follows */
+  uint64_t saved_next_exec = n->next_exec, saved_next_command = n->next_command;
+  n->next_exec = next_exec;
+  n->next_command = next_command;
+  /* counters, book and dedup are read into temporaries */
+  size_t n_counters = get_count(&r, 16, "too many counters for the bytes left");
+  rt_counter *counters = rt_calloc(n, n_counters + 1, sizeof *counters);
+  for (size_t i = 0; i < n_counters && counters && !r.rc; i++) {
+    size_t sl;
+    const uint8_t *s = get_span(&r, &sl);
+    counters[i].value = get_u64(&r);
+    if (r.rc) break;
+    if (!sl || memchr(s, 0, sl)) {
+      bad(&r, "a counter name is empty or holds NUL");
+      break;
+    }
+    if (!(counters[i].name = rt_alloc(n, sl + 1))) break;
+    memcpy(counters[i].name, s, sl);
+    counters[i].name[sl] = 0;
+  }
+  rt_book book_saved = n->book;
+  memset(&n->book, 0, sizeof n->book); /* read the book straight into a fresh one */
+  size_t n_peers = get_count(&r, 17, "too many peers for the bytes left");
+  for (size_t i = 0; i < n_peers && !r.rc; i++) {
+    bb_peer_id p;
+    if (!get_peer(&r, &p)) break;
+    bool blocked = get_u8(&r);
+    size_t n_addrs = get_count(&r, 8, "too many addresses for the bytes left");
+    rt_peer_entry *e = r.rc ? NULL : rt_book_get(n, &p);
+    if (!r.rc && !e) r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory or the address book is full");
+    if (e) e->blocked = blocked;
+    for (size_t k = 0; k < n_addrs && !r.rc; k++) {
+      size_t al;
+      const uint8_t *ab = get_span(&r, &al);
+      bb_address a;
+      if (!ab && al) break;
+      if (bb_address_from_bytes(ab ? ab : (const uint8_t *)"", al, &a, NULL)) {
+        bad(&r, "an address of the address book is malformed");
+        break;
+      }
+      if (rt_book_add(n, &p, &a)) bad(&r, "a peer has too many addresses");
+    }
+  }
+  size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
+  if (!r.rc && n_dedup > n->cfg.dedup_window) bad(&r, "the dedup window is larger than this node's");
+  uint64_t *dedup = rt_calloc(n, n->cfg.dedup_window + 1, sizeof *dedup);
+  for (size_t i = 0; i < n_dedup && dedup && !r.rc; i++) dedup[i] = get_u64(&r);
+  staged s = {0};
+  size_t bound_total = 0;
+  for (size_t t = 0; t < n->n_targets; t++) bound_total += n->graphs[n->targets[t].graph].n_in;
+  s.bound = rt_calloc(n, bound_total + 1, sizeof *s.bound);
+  s.n_bound = bound_total;
+  for (size_t i = 0; i < bound_total && s.bound && !r.rc; i++)
+    if (get_u8(&r)) s.bound[i] = get_value(&r, n->alloc);
+  if (!counters || !dedup || !s.bound) r.rc = r.rc ? r.rc : bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory");
+  if (!r.rc) read_engine(n, &r, &s);
+  if (!r.rc && boot_root && !find_staged(&s, boot_root)) bad(&r, "the bootstrap's execution is not in the snapshot");
+  /* components: checked against this node, loaded last */
+  size_t n_comp = r.rc ? 0 : get_count(&r, 17, "too many components for the bytes left");
+  if (!r.rc && n_comp != n->n_components) bad(&r, "the snapshot has another set of components");
+  const uint8_t *comp_start = r.p;
+  for (size_t i = 0; i < n_comp && !r.rc; i++) {
+    size_t sl, tl, stl;
+    const uint8_t *slot = get_span(&r, &sl), *type = get_span(&r, &tl);
+    if (r.rc) break;
+    const rt_component *c = &n->components[i];
+    if (strlen(c->slot) != sl || memcmp(c->slot, slot, sl) || strlen(c->type->type_name) != tl ||
+        memcmp(c->type->type_name, type, tl))
+      bad(&r, "a component of the snapshot is not this node's (slot or type differs)");
+    if (get_u8(&r)) get_span(&r, &stl);
+  }
+  if (!r.rc && r.p != r.end) bad(&r, "the snapshot has trailing bytes");
+  /* every staged execution must be held by something */
+  for (size_t k = 0; k < s.n_execs && !r.rc; k++) {
+    rt_exec *e = s.execs[k].e;
+    uint32_t refs = 0;
+    for (size_t i = 0; i < s.n_timers; i++) refs += s.timers[i].exec == e;
+    for (size_t i = 0; i < s.n_pending; i++) refs += s.pending[i].exec == e;
+    for (size_t i = 0; i < s.n_execs; i++) refs += s.execs[i].parent == e->id;
+    if (!refs) bad(&r, "an execution in the snapshot is held by nothing");
+  }
+  if (r.rc) {
+    staged_free(n, &s);
+    for (size_t i = 0; i < n_counters && counters; i++) rt_free(n, counters[i].name);
+    rt_free(n, counters);
+    rt_free(n, dedup);
+    rt_book_free(n);
+    n->book = book_saved;
+    n->next_exec = saved_next_exec;
+    n->next_command = saved_next_command;
+    return r.rc;
+  }
+  /* components load their state (the only step that can fail after this point) */
+  r.p = comp_start;
+  for (size_t i = 0; i < n_comp && !r.rc; i++) {
+    size_t sl, tl, stl = 0;
+    get_span(&r, &sl);
+    get_span(&r, &tl);
+    bool saved = get_u8(&r);
+    const uint8_t *state = saved ? get_span(&r, &stl) : NULL;
+    rt_component *c = &n->components[i];
+    if (saved && c->type->load) {
+      bb_error cerr;
+      bb_error_clear(&cerr);
+      int crc = c->type->load(c->self, state ? state : (const uint8_t *)"", stl, &cerr);
+      if (crc)
+        r.rc = bb_error_set(err, crc, "restore: `%s` (slot `%s`) refused its state: %s (the node is now unusable)",
+                            c->type->type_name, c->slot, cerr.message);
+    }
+  }
+  /* commit */
+  rt_book old = book_saved;
+  for (size_t i = 0; i < old.len; i++) rt_free(n, old.items[i].addrs);
+  rt_free(n, old.items);
+  rt_free(n, old.slots);
+  for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
+  rt_free(n, n->counters);
+  n->counters = counters;
+  n->n_counters = n->cap_counters = n_counters;
+  rt_free(n, n->dedup);
+  n->dedup = dedup;
+  n->dedup_head = 0;
+  n->dedup_len = n_dedup;
+  n->now = now;
+  n->next_wire_req = next_wire;
+  n->rng = rng;
+  n->timer_seq = timer_seq;
+  n->bootstrap_started = boot_started;
+  n->bootstrap_running = boot_running;
+  for (size_t t = 0; t < n->n_targets; t++) n->targets[t].bootstrap_done = done[t];
+  size_t b = 0;
+  for (size_t t = 0; t < n->n_targets; t++) {
+    const rt_graph *g = &n->graphs[n->targets[t].graph];
+    bool any = false;
+    for (uint32_t i = 0; i < g->n_in; i++) any |= s.bound[b + i] != NULL;
+    if (any && !n->targets[t].bound) n->targets[t].bound = rt_calloc(n, g->n_in, sizeof(bb_val *));
+    for (uint32_t i = 0; i < g->n_in; i++, b++) {
+      if (n->targets[t].bound) {
+        bb_val_release(n->targets[t].bound[i]);
+        n->targets[t].bound[i] = s.bound[b];
+      } else {
+        bb_val_release(s.bound[b]);
+      }
+      s.bound[b] = NULL;
+    }
+  }
+  /* executions: each child holds its caller; pending operations and timers take their
+   * own references as they are re-added */
+  for (size_t k = 0; k < s.n_execs; k++) {
+    rt_exec *e = s.execs[k].e;
+    if (s.execs[k].parent) {
+      e->parent = find_staged(&s, s.execs[k].parent);
+      e->parent->refs++;
+    }
+    for (uint32_t i = 0; i < n->graphs[e->graph].n_sites; i++) n->ingress_bytes += e->charged[i];
+    if (e->id == boot_root) n->bootstrap_root = e;
+    n->n_execs++;
+  }
+  for (size_t i = 0; i < s.n_pending; i++)
+    if (rt_pending_add(n, s.pending[i].command, s.pending[i].exec, s.pending[i].op) && !r.rc)
+      r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory (the node is now unusable)");
+  for (size_t i = 0; i < s.n_timers; i++) {
+    n->timer_seq = s.timers[i].seq; /* keep each timer's place among equals */
+    if (rt_timer_add(n, s.timers[i].at, s.timers[i].kind, s.timers[i].id, s.timers[i].exec, s.timers[i].op,
+                     s.timers[i].component) &&
+        !r.rc)
+      r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory (the node is now unusable)");
+  }
+  n->timer_seq = timer_seq;
+  for (size_t k = 0; k < s.n_execs; k++) s.execs[k].e = NULL; /* the node owns them now */
+  staged_free(n, &s);
+  return r.rc;
+}

@@ -1,0 +1,282 @@
+/* Snapshots: a node stopped mid-run, restored into a fresh node — in this process and in
+ * a fresh one — continues exactly as an uninterrupted run; busy nodes, other artifacts,
+ * truncated and corrupted snapshots are refused, never crash. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef __EMSCRIPTEN__
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+#endif
+
+#include "rttest.h"
+#include "util/strmap.h"
+
+/* ---- a model that counts: Params gives [calls so far], and the count survives snapshots ---- */
+
+typedef struct counter {
+  float count;
+} counter;
+
+static int counter_create(const bb_component_init *init, void **self, bb_error *err) {
+  (void)init;
+  (void)err;
+  *self = calloc(1, sizeof(counter));
+  return *self ? 0 : BB_ERR_NOMEM;
+}
+static void counter_destroy(void *self) { free(self); }
+static int counter_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  counter *c = self;
+  if (strcmp(call->op_type, "Params") != 0) return bb_error_set(err, BB_ERR_UNSUPPORTED, "Counter: %s", call->op_type);
+  c->count += 1 + (float)(bb_ctx_random(ctx) % 3); /* the node's generator is part of the state too */
+  call->outputs[0] = f32_val(&c->count, 1);
+  return 0;
+}
+static int counter_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
+  (void)err;
+  *out = alloc->malloc(sizeof(float), alloc->user_data);
+  if (!*out) return BB_ERR_NOMEM;
+  memcpy(*out, &((const counter *)self)->count, sizeof(float));
+  *len = sizeof(float);
+  return 0;
+}
+static int counter_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
+  if (len != sizeof(float)) return bb_error_set(err, BB_ERR_MALFORMED, "Counter: state of %zu bytes", len);
+  memcpy(&((counter *)self)->count, data, sizeof(float));
+  return 0;
+}
+static const bb_component_type COUNTER = {
+    sizeof(bb_component_type), "Counter", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counter_create,
+    counter_destroy, counter_invoke, NULL, NULL, counter_save, counter_load};
+
+static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
+
+/* every 10 ms: the model's count, through a pass-through, as output "p" */
+static void loop_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value tick = bb_rec_interval(g, 10000000);
+  bb_rec_output(g, "p", bb_rec_pass_through(g, bb_rec_model_params_after(g, &MODEL, tick)));
+}
+static const bb_module LOOP = {sizeof(bb_module), "Loop", loop_body, NULL, NULL, NULL, 0};
+
+static uint8_t *artifact;
+static size_t artifact_len;
+static bb_registry *registry;
+
+static void setup(void) {
+  bb_model *m = NULL;
+  bb_error err;
+  uint8_t *bytes = NULL;
+  size_t blen = 0;
+  CHECK_MSG(bb_module_build(&LOOP, NULL, &m, &err) == 0, "%s", err.message);
+  CHECK(m && bb_model_encode(m, &bytes, &blen, NULL) == 0);
+  bb_compiler *c = bb_compiler_new(NULL);
+  bb_compiler_set_permissive_types(c, true);
+  CHECK(bb_compiler_bind_model(c, "model", "Counter", NULL, &err) == 0);
+  CHECK_MSG(bb_compiler_compile(c, bytes, blen, &artifact, &artifact_len, &err) == 0, "%s", err.message);
+  bb_compiler_free(c);
+  free(bytes);
+  bb_model_free(m);
+  registry = bb_registry_new(NULL);
+  CHECK(bb_registry_add(registry, &COUNTER, NULL) == 0);
+}
+
+static bb_node *fresh(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .seed = 77};
+  const char *targets[] = {"Loop"};
+  return install_peer(artifact, artifact_len, 1, targets, 1, registry, &cfg);
+}
+
+/* Runs the node from tick `from` to tick `to` (10 ms apart), appending each "p". */
+static void run(bb_node *n, int from, int to, float *seq, size_t *len) {
+  for (int t = from; t < to; t++) {
+    const bb_step *s;
+    size_t k;
+    bb_node_poll(n, (uint64_t)t * 10000000, &s, &k, NULL);
+    for (size_t i = 0; i < k; i++)
+      if (s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, "p") == 0)
+        seq[(*len)++] = *(const float *)bb_tensor_data(s[i].value->as.tensor);
+  }
+}
+
+static void start(bb_node *n) {
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(n, "Loop", NULL, 0, 0, &err) == 0, "%s", err.message);
+}
+
+static void test_resume_in_process(void) {
+  float whole[128], split[128];
+  size_t nw = 0, ns = 0;
+  bb_node *a = fresh();
+  if (!a) return;
+  start(a);
+  run(a, 0, 100, whole, &nw);
+  bb_node_free(a);
+  CHECK_EQ_INT(nw, 100);
+
+  bb_node *b = fresh();
+  start(b);
+  run(b, 0, 50, split, &ns);
+  uint8_t *snap = NULL;
+  size_t snap_len = 0;
+  bb_error err;
+  CHECK_MSG(bb_node_snapshot(b, &snap, &snap_len, &err) == 0, "%s", err.message);
+  bb_node_free(b);
+  bb_node *c = fresh();
+  CHECK_MSG(bb_node_restore(c, snap, snap_len, &err) == 0, "%s", err.message);
+  run(c, 50, 100, split, &ns);
+  CHECK_EQ_INT(ns, 100);
+  CHECK(nw == ns && memcmp(whole, split, nw * sizeof(float)) == 0);
+  /* the restored node can itself be snapshotted to the same bytes as before it ran on */
+  bb_node_free(c);
+  free(snap);
+}
+
+static void test_refusals(void) {
+  bb_node *a = fresh();
+  if (!a) return;
+  start(a);
+  uint8_t *snap = NULL;
+  size_t len = 0;
+  bb_error err;
+  /* busy: the invoke is still queued */
+  CHECK(bb_node_snapshot(a, &snap, &len, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "busy") != NULL);
+  float seq[64];
+  size_t n = 0;
+  run(a, 0, 20, seq, &n);
+  CHECK(bb_node_snapshot(a, &snap, &len, &err) == 0);
+  /* a node that already ran cannot take a snapshot in */
+  CHECK(bb_node_restore(a, snap, len, &err) == BB_ERR_INVALID_ARGUMENT);
+  /* another peer id is another node */
+  bb_node_config cfg = {.struct_size = sizeof cfg, .seed = 77};
+  const char *targets[] = {"Loop"};
+  bb_node *other = install_peer(artifact, artifact_len, 2, targets, 1, registry, &cfg);
+  CHECK(other && bb_node_restore(other, snap, len, &err) == BB_ERR_MALFORMED);
+  CHECK(strstr(err.message, "another artifact, peer or target list") != NULL);
+  bb_node_free(other);
+  /* every truncation and every flipped byte is refused, and leaves the node usable */
+  for (size_t cut = 0; cut < len; cut++) {
+    bb_node *f = fresh();
+    CHECK(bb_node_restore(f, snap, cut, &err) == BB_ERR_MALFORMED);
+    bb_node_free(f);
+  }
+  uint8_t *bent = malloc(len);
+  for (size_t i = 0; i < len; i += 3) {
+    memcpy(bent, snap, len);
+    bent[i] ^= 0x5a;
+    bb_node *f = fresh();
+    CHECK(bb_node_restore(f, bent, len, &err) == BB_ERR_MALFORMED);
+    start(f); /* still a working fresh node */
+    float s2[4];
+    size_t n2 = 0;
+    run(f, 0, 2, s2, &n2);
+    CHECK_EQ_INT(n2, 2);
+    bb_node_free(f);
+  }
+  /* bytes with a valid checksum but wrong content: refused or restored, never a crash */
+  for (size_t i = 8; i + 8 < len; i += 5) {
+    memcpy(bent, snap, len);
+    bent[i] ^= 0xff;
+    uint64_t h = bb_fnv1a64(bent, len - 8);
+    for (int k = 0; k < 8; k++) bent[len - 8 + k] = (uint8_t)(h >> (8 * k));
+    bb_node *f = fresh();
+    int rc = bb_node_restore(f, bent, len, &err);
+    CHECK(rc == 0 || rc == BB_ERR_MALFORMED || rc == BB_ERR_INVALID_ARGUMENT);
+    float more[8];
+    size_t n_more = 0;
+    if (rc == 0) run(f, 20, 24, more, &n_more);
+    bb_node_free(f);
+  }
+  free(bent);
+  free(snap);
+  bb_node_free(a);
+}
+
+/* A separate process restores the snapshot and finishes the run. */
+static int child(const char *snap_path, const char *out_path) {
+  setup();
+  FILE *f = fopen(snap_path, "rb");
+  if (!f) return 2;
+  uint8_t buf[1 << 16];
+  size_t len = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  bb_node *n = fresh();
+  bb_error err;
+  if (!n || bb_node_restore(n, buf, len, &err)) {
+    fprintf(stderr, "child: %s\n", err.message);
+    return 1;
+  }
+  float seq[128];
+  size_t ns = 0;
+  run(n, 50, 100, seq, &ns);
+  FILE *o = fopen(out_path, "wb");
+  if (!o) return 2;
+  fwrite(seq, sizeof(float), ns, o);
+  fclose(o);
+  bb_node_free(n);
+  bb_registry_free(registry);
+  bb_buffer_free(NULL, artifact);
+  return 0;
+}
+
+static void test_resume_in_a_fresh_process(const char *self) {
+#ifdef __EMSCRIPTEN__
+  (void)self;
+  printf("(a fresh process needs posix_spawn: native only)\n");
+#else
+  float whole[128];
+  size_t nw = 0;
+  bb_node *a = fresh();
+  if (!a) return;
+  start(a);
+  run(a, 0, 100, whole, &nw);
+  bb_node_free(a);
+  bb_node *b = fresh();
+  start(b);
+  float first[64];
+  size_t nf = 0;
+  run(b, 0, 50, first, &nf);
+  uint8_t *snap;
+  size_t len;
+  CHECK(bb_node_snapshot(b, &snap, &len, NULL) == 0);
+  bb_node_free(b);
+  char snap_path[] = "/tmp/bb-snap-XXXXXX", out_path[] = "/tmp/bb-seq-XXXXXX";
+  int fd1 = mkstemp(snap_path), fd2 = mkstemp(out_path);
+  CHECK(fd1 >= 0 && fd2 >= 0);
+  FILE *f = fdopen(fd1, "wb");
+  fwrite(snap, 1, len, f);
+  fclose(f);
+  close(fd2);
+  char *argv[] = {(char *)self, "--resume", snap_path, out_path, NULL};
+  pid_t pid;
+  int status = -1;
+  CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0 && waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  float rest[64];
+  FILE *o = fopen(out_path, "rb");
+  size_t nr = o ? fread(rest, sizeof(float), 64, o) : 0;
+  if (o) fclose(o);
+  CHECK_EQ_INT(nf + nr, nw);
+  CHECK(memcmp(whole, first, nf * sizeof(float)) == 0 && memcmp(whole + nf, rest, nr * sizeof(float)) == 0);
+  remove(snap_path);
+  remove(out_path);
+  free(snap);
+#endif
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--resume") == 0) return child(argv[2], argv[3]);
+  setup();
+  if (!artifact) return bb_test_finish();
+  RUN(test_resume_in_process);
+  RUN(test_refusals);
+  test_resume_in_a_fresh_process(argv[0]);
+  printf("%s test_resume_in_a_fresh_process\n", bb_test_failures ? "?   " : "ok  ");
+  bb_registry_free(registry);
+  bb_buffer_free(NULL, artifact);
+  return bb_test_finish();
+}
