@@ -228,7 +228,8 @@ typedef struct bb_step {
   bb_step_kind kind;
   bool has_peer;
   bb_peer_id peer;       /* SEND: destination; failures: the peer involved */
-  const uint8_t *bytes;  /* SEND: the encoded envelope; APP_EVENT: the value's payload */
+  const uint8_t *bytes;  /* SEND: the encoded envelope; APP_EVENT with a Bytes value: its
+                            bytes (other kinds: NULL; bb_val_encode(value) gives the payload) */
   size_t len;
   const char *module;    /* APP_EVENT, BOOTSTRAP_*, OP_*: the partition */
   const char *topic;     /* APP_EVENT: output or event name */

@@ -80,6 +80,11 @@ typedef struct bb_slot_fill {
   bb_bytes payload;
   bool trigger_only;
   uint64_t type_hash;
+  /* Encoding only, optional: writes the payload (exactly payload.len bytes) straight into
+   * the envelope, so a value is copied once rather than encoded and then copied. When set,
+   * payload.data is not read. */
+  size_t (*write_payload)(const void *ctx, uint8_t *out);
+  const void *payload_ctx;
 } bb_slot_fill;
 
 typedef struct bb_rtt_report {

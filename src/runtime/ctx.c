@@ -112,8 +112,9 @@ int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const
     dest[nd] = (bb_bytes){dbuf[nd], bb_address_to_bytes(&entry->addrs[nd], dbuf[nd], sizeof dbuf[nd])};
   for (; ns < n->n_self_addrs && ns < 8; ns++)
     src[ns] = (bb_bytes){abuf[ns], bb_address_to_bytes(&n->self_addrs[ns], abuf[ns], sizeof abuf[ns])};
-  bb_slot_fill fill = {{sbuf, bb_address_to_bytes(&suffix, sbuf, sizeof sbuf)}, {(uint8_t *)payload, len}, false,
-                       bb_val_kind_hash(BB_VAL_BYTES)};
+  bb_slot_fill fill = {.dest_suffix = {sbuf, bb_address_to_bytes(&suffix, sbuf, sizeof sbuf)},
+                       .payload = {(uint8_t *)payload, len},
+                       .type_hash = bb_val_kind_hash(BB_VAL_BYTES)};
   bb_envelope env = {0};
   env.dest_peer_addresses = dest;
   env.n_dest_peer_addresses = nd;
@@ -145,14 +146,9 @@ int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err) {
   s->topic = rt_step_str(n, topic);
   s->value = bb_val_retain(value);
   rt_step_hold(n, value);
-  uint8_t *buf;
-  size_t len;
   if (value->kind == BB_VAL_BYTES) {
     s->bytes = value->as.bytes;
     s->len = value->n;
-  } else if (bb_val_encode(value, n->alloc, &buf, &len, NULL) == 0 && rt_step_own(n, buf) == 0) {
-    s->bytes = buf;
-    s->len = len;
   }
   return 0;
 }

@@ -195,16 +195,9 @@ static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
   s->value = bb_val_retain(v);
   rt_step_hold(n, v);
   s->exec_id = e->id;
-  if (v->kind == BB_VAL_BYTES) {
+  if (v->kind == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
     s->bytes = v->as.bytes;
     s->len = v->n;
-  } else {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (bb_val_encode(v, n->alloc, &buf, &len, NULL) == 0 && rt_step_own(n, buf) == 0) {
-      s->bytes = buf;
-      s->len = len;
-    }
   }
 }
 

@@ -46,6 +46,9 @@ static bool is_fill_input(const rt_op *o, uint32_t input) {
 
 static size_t address_bytes(const bb_address *a, uint8_t *buf, size_t cap) { return bb_address_to_bytes(a, buf, cap); }
 
+/* Each envelope gets the value written straight into it: one copy per destination. */
+static size_t write_value(const void *value, uint8_t *out) { return bb_val_encode_into(value, out); }
+
 int rt_send(rt_call *c, bb_error *err) {
   bb_node *n = c->node;
   const rt_op *o = c->op;
@@ -61,10 +64,8 @@ int rt_send(rt_call *c, bb_error *err) {
   if (!c->out[0] || (o->n_out > 1 && !c->out[1])) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (!peers || !peers->n) return 0; /* nobody to send to: not an error (runtime.md §3.3) */
 
-  /* fills are encoded once and shared by every destination */
   bb_slot_fill fills[16];
   uint8_t suffix[16][16];
-  uint8_t *payload[16] = {0};
   uint32_t nf = o->n_fills < 16 ? o->n_fills : 16;
   int rc = 0;
   for (uint32_t f = 0; f < nf && !rc; f++) {
@@ -75,13 +76,9 @@ int rt_send(rt_call *c, bb_error *err) {
     fills[f].dest_suffix = (bb_bytes){suffix[f], address_bytes(&a, suffix[f], sizeof suffix[f])};
     fills[f].trigger_only = !v || v->kind == BB_VAL_TRIGGER;
     fills[f].type_hash = bb_val_kind_hash(v ? (int)v->kind : BB_VAL_TRIGGER);
-    fills[f].payload = (bb_bytes){NULL, 0};
-    if (!fills[f].trigger_only) {
-      size_t len = bb_val_encoded_size(v);
-      payload[f] = rt_alloc(n, len);
-      if (!payload[f]) rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory encoding a %zu-byte payload", len);
-      else fills[f].payload = (bb_bytes){payload[f], bb_val_encode_into(v, payload[f])};
-    }
+    fills[f].payload = (bb_bytes){NULL, fills[f].trigger_only ? 0 : bb_val_encoded_size(v)};
+    fills[f].write_payload = fills[f].trigger_only ? NULL : write_value;
+    fills[f].payload_ctx = v;
   }
   uint8_t src_buf[BB_ADDR_MAX_SEGMENTS][512];
   bb_bytes src[BB_ADDR_MAX_SEGMENTS];
@@ -131,7 +128,6 @@ int rt_send(rt_call *c, bb_error *err) {
     if ((rc = rt_queue_outbound(n, to, bytes, len))) bb_error_set(err, rc, "out of memory queueing an envelope");
     else rt_count(n, "send.envelopes", 1);
   }
-  for (uint32_t f = 0; f < nf; f++) rt_free(n, payload[f]);
   return rc;
 }
 

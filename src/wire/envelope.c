@@ -341,7 +341,14 @@ static void write_envelope(writer *w, const bb_envelope *e) {
     put_key(w, 2, 2);
     put_varint(w, fill_size(f));
     if (f->dest_suffix.len) put_bytes(w, 1, f->dest_suffix);
-    if (f->payload.len) put_bytes(w, 2, f->payload);
+    if (f->payload.len && f->write_payload) {
+      put_key(w, 2, 2);
+      put_varint(w, f->payload.len);
+      if (w->out) f->write_payload(f->payload_ctx, w->out + w->n);
+      w->n += f->payload.len;
+    } else if (f->payload.len) {
+      put_bytes(w, 2, f->payload);
+    }
     put_uint(w, 3, f->trigger_only);
     put_uint(w, 4, f->type_hash);
   }
