@@ -217,8 +217,9 @@ static void deliver_message(bb_node *to, uint64_t from_id, const char *op, const
   uint8_t sbuf[300], dbuf[300];
   bb_address dest = p2p_address(bb_node_self(to));
   bb_bytes d = {dbuf, bb_address_to_bytes(&dest, dbuf, sizeof dbuf)};
-  bb_slot_fill fill = {{sbuf, bb_address_to_bytes(&suffix, sbuf, sizeof sbuf)}, {(uint8_t *)payload, len}, false,
-                       bb_val_kind_hash(BB_VAL_BYTES)};
+  bb_slot_fill fill = {.dest_suffix = {sbuf, bb_address_to_bytes(&suffix, sbuf, sizeof sbuf)},
+                       .payload = {(uint8_t *)payload, len},
+                       .type_hash = bb_val_kind_hash(BB_VAL_BYTES)};
   bb_envelope env = {0};
   env.dest_peer_addresses = &d;
   env.n_dest_peer_addresses = 1;
