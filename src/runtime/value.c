@@ -539,6 +539,10 @@ int bb_val_decode(uint64_t type_hash, const uint8_t *data, size_t len, const bb_
   if (!alloc) alloc = bb_default_allocator();
   int kind = bb_val_kind_of_hash(type_hash);
   if (kind < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "unknown type hash 0x%016" PRIx64, type_hash);
+  if (!data) {
+    if (len) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "value payload of %zu bytes at NULL", len);
+    data = (const uint8_t *)""; /* an empty payload may come as NULL */
+  }
   reader r = {data, data + len, bb_val_kind_name(kind), err};
   return decode_kind(kind, &r, alloc, 0, out);
 }

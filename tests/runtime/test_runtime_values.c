@@ -1,0 +1,207 @@
+/* Values and their wire form (docs/WIRE.md): every kind round-trips; the carrier hashes
+ * are the reference's (runtime.md §3.4); the §3.1 envelope vector comes out byte for byte
+ * when its Bytes payload is written by bb_val; bad payloads are refused with a reason. */
+#include "rttest.h"
+#include "failalloc.h"
+
+static bb_val *roundtrip(const bb_val *v) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  bb_val *back = NULL;
+  bb_error err;
+  CHECK(bb_val_encode(v, NULL, &buf, &len, &err) == 0);
+  CHECK_EQ_INT(len, bb_val_encoded_size(v));
+  CHECK_MSG(bb_val_decode(bb_val_kind_hash((int)v->kind), buf, len, NULL, &back, &err) == 0, "%s", err.message);
+  if (back) {
+    uint8_t *again = NULL;
+    size_t again_len = 0;
+    CHECK(bb_val_encode(back, NULL, &again, &again_len, NULL) == 0);
+    CHECK(again_len == len && memcmp(again, buf, len) == 0);
+    bb_buffer_free(NULL, again);
+  }
+  bb_buffer_free(NULL, buf);
+  return back;
+}
+
+static void test_every_kind_round_trips(void) {
+  bb_peer_id peers[3] = {bb_peer_id_from_u64(1), bb_peer_id_from_u64(2), bb_peer_id_from_u64(42)};
+  bb_address addr;
+  CHECK(bb_address_from_text("/p2p/16uZAbWC1AJvL/site/17/component/7/op/FindNode", &addr, NULL) == 0);
+  bb_address addrs[2] = {addr, addr};
+  addrs[1].n = 1;
+  int64_t dims[2] = {2, 3};
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 2, dims);
+  for (int i = 0; i < 6; i++) ((int64_t *)bb_tensor_data(t))[i] = i * 1000000007LL;
+  bb_val *vals[] = {bb_val_trigger(NULL),
+                    bb_val_bytes(NULL, "\x01\x02\x03", 3),
+                    bb_val_bytes(NULL, NULL, 0),
+                    bb_val_tensor(NULL, t),
+                    bb_val_u64(NULL, BB_VAL_U64, 7),
+                    bb_val_u64(NULL, BB_VAL_TIMESTAMP, UINT64_MAX),
+                    bb_val_u64(NULL, BB_VAL_COMMAND_ID, 1),
+                    bb_val_u64(NULL, BB_VAL_WIRE_REQ_ID, 2),
+                    bb_val_u64(NULL, BB_VAL_CORRELATION, 3),
+                    bb_val_peer(NULL, &peers[2]),
+                    bb_val_peers(NULL, peers, 3),
+                    bb_val_address(NULL, &addr),
+                    bb_val_addresses(NULL, addrs, 2)};
+  size_t n = sizeof vals / sizeof vals[0];
+  bb_val *bundle = bb_val_composite(NULL, vals, n);
+  bb_val *nested = bb_val_composite(NULL, &bundle, 1);
+  for (size_t i = 0; i < n; i++) {
+    bb_val *back = roundtrip(vals[i]);
+    CHECK(back && back->kind == vals[i]->kind);
+    bb_val_release(back);
+  }
+  bb_val *back = roundtrip(nested);
+  CHECK(back && back->n == 1 && back->as.children[0]->n == n);
+  if (back && back->n == 1 && back->as.children[0]->n == n) {
+    const bb_val *bt = back->as.children[0]->as.children[3];
+    CHECK(bt->kind == BB_VAL_TENSOR && bt->as.tensor->dtype == BB_DTYPE_INT64 && bt->as.tensor->dims[1] == 3 &&
+          ((int64_t *)bb_tensor_data(bt->as.tensor))[5] == 5 * 1000000007LL);
+  }
+  bb_val_release(back);
+  bb_val_release(nested);
+  bb_val_release(bundle);
+  for (size_t i = 0; i < n; i++) bb_val_release(vals[i]);
+  bb_tensor_release(t);
+}
+
+/* runtime.md §3.4: the reference's carrier names hash to these. */
+static void test_reference_type_hashes(void) {
+  CHECK(bb_val_kind_hash(BB_VAL_TRIGGER) == 0xf408ec4a93415ca0ull);
+  CHECK(bb_val_kind_hash(BB_VAL_BYTES) == 0x1d82330cc10a293dull);
+  CHECK(bb_val_kind_hash(BB_VAL_PEER) == 0x6750d1de54e51ec5ull);
+  CHECK(bb_val_kind_hash(BB_VAL_PEERS) == 0x64d32aef2d363637ull);
+  CHECK(bb_val_kind_hash(BB_VAL_WIRE_REQ_ID) == 0x9e56307df460aef2ull);
+  CHECK(bb_val_kind_hash(BB_VAL_ADDRESS) == 0x8927bf653df72630ull);
+  CHECK(bb_val_kind_hash(BB_VAL_ADDRESSES) == 0x99f6119f618d070cull);
+  CHECK(bb_val_kind_hash(BB_VAL_COMPOSITE) == 0xb94ced714c59208dull);
+  CHECK(bb_val_kind_hash(BB_VAL_U64) == 0x10b1ed195d35f79bull);
+  CHECK(bb_val_kind_hash(BB_VAL_TIMESTAMP) == 0x0ba64ceeddeecae0ull);
+  CHECK(bb_val_kind_hash(BB_VAL_COMMAND_ID) == 0xf6f80cc002ab2b94ull);
+  CHECK(bb_val_kind_hash(BB_VAL_CORRELATION) == 0x48e3d9e278407bddull);
+  for (int k = 0; k < BB_VAL_KIND_COUNT; k++) CHECK(bb_val_kind_of_hash(bb_val_kind_hash(k)) == k);
+  CHECK(bb_val_kind_of_hash(0xdeadbeef) == -1);
+}
+
+/* runtime.md §3.1: BytesValue([1,2,3]) to site 17, REQUEST 1, 100 ms, PeerId(1) ← PeerId(2). */
+static void test_reference_envelope_vector(void) {
+  static const uint8_t want[] = {
+      0x0a, 0x0d, 0xa5, 0x03, 0x0a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x12, 0x23, 0x0a, 0x0a,
+      0xe2, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x12, 0x0b, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x01, 0x02, 0x03, 0x20, 0xbd, 0xd2, 0xa8, 0x88, 0xcc, 0xe1, 0x8c, 0xc1, 0x1d, 0x1a, 0x04, 0x08, 0x01, 0x10,
+      0x01, 0x20, 0x80, 0xc2, 0xd7, 0x2f, 0x38, 0x01, 0x42, 0x0d, 0xa5, 0x03, 0x0a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00,
+      0x00, 0x00, 0x00, 0x02};
+  bb_val *v = bb_val_bytes(NULL, "\x01\x02\x03", 3);
+  uint8_t payload[16], dest[32], src[32], suffix[16];
+  size_t plen = bb_val_encode_into(v, payload);
+  bb_peer_id p1 = bb_peer_id_from_u64(1), p2 = bb_peer_id_from_u64(2);
+  bb_address a1 = p2p_address(&p1), a2 = p2p_address(&p2), site = {.n = 1};
+  site.seg[0].kind = BB_ADDR_SITE;
+  site.seg[0].value = 17;
+  bb_bytes d = {dest, bb_address_to_bytes(&a1, dest, sizeof dest)}, s = {src, bb_address_to_bytes(&a2, src, sizeof src)};
+  bb_slot_fill fill = {.dest_suffix = {suffix, bb_address_to_bytes(&site, suffix, sizeof suffix)},
+                       .payload = {payload, plen},
+                       .type_hash = bb_val_kind_hash((int)v->kind)};
+  bb_envelope e = {0};
+  e.dest_peer_addresses = &d;
+  e.n_dest_peer_addresses = 1;
+  e.fills = &fill;
+  e.n_fills = 1;
+  e.has_correlation = true;
+  e.correlation_kind = BB_CORR_REQUEST;
+  e.wire_req_id = 1;
+  e.remaining_deadline_ns = 100000000;
+  e.schema_version = 1;
+  e.src_peer_addresses = &s;
+  e.n_src_peer_addresses = 1;
+  uint8_t *out;
+  size_t len;
+  CHECK(bb_envelope_encode(&e, NULL, &out, &len, NULL) == 0);
+  CHECK(len == sizeof want && memcmp(out, want, len) == 0);
+  bb_buffer_free(NULL, out);
+  bb_val_release(v);
+}
+
+static void expect_refused(uint64_t hash, const void *payload, size_t len, const char *words) {
+  bb_val *v = NULL;
+  bb_error err;
+  int rc = bb_val_decode(hash, payload, len, NULL, &v, &err);
+  CHECK_MSG(rc != 0 && !v && strstr(err.message, words), "wanted \"%s\", got rc %d \"%s\"", words, rc, err.message);
+  bb_val_release(v);
+}
+
+static void test_bad_payloads(void) {
+  uint64_t bytes = bb_val_kind_hash(BB_VAL_BYTES), tensor = bb_val_kind_hash(BB_VAL_TENSOR),
+           bundle = bb_val_kind_hash(BB_VAL_COMPOSITE), peers = bb_val_kind_hash(BB_VAL_PEERS);
+  expect_refused(bytes, "\x01\x00", 2, "truncated");
+  expect_refused(bytes, "\x05\x00\x00\x00\x00\x00\x00\x00\x01", 9, "runs past the end");
+  expect_refused(bytes, "\x01\x00\x00\x00\x00\x00\x00\x00\x01\x02", 10, "trailing");
+  expect_refused(0xdeadbeef, "", 0, "unknown type hash");
+  /* tensors: unknown dtype, rank over 8, data that does not match the shape */
+  uint8_t t[64] = {0};
+  t[0] = 99;
+  expect_refused(tensor, t, 8, "element type");
+  t[0] = 1, t[4] = 9;
+  expect_refused(tensor, t, 8, "rank 9");
+  t[4] = 1, t[8] = 4; /* float[4] with 3 floats of data */
+  expect_refused(tensor, t, 16 + 12, "needs 16 data bytes");
+  /* a count no payload could hold */
+  uint8_t huge[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+  expect_refused(peers, huge, 8, "cannot fit");
+  /* bundles nested deeper than 16 (the encoder writes them; the decoder will not recurse) */
+  bb_val *deep = bb_val_trigger(NULL);
+  for (int i = 0; i < 17; i++) {
+    bb_val *outer = bb_val_composite(NULL, &deep, 1);
+    bb_val_release(deep);
+    deep = outer;
+  }
+  uint8_t *enc;
+  size_t enc_len;
+  CHECK(bb_val_encode(deep, NULL, &enc, &enc_len, NULL) == 0);
+  expect_refused(bundle, enc, enc_len, "deeper than 16");
+  bb_buffer_free(NULL, enc);
+  bb_val_release(deep);
+  /* an empty payload may come as NULL (found by fuzz_node_deliver: NULL + 0) */
+  bb_val *v = NULL;
+  CHECK(bb_val_decode(bb_val_kind_hash(BB_VAL_TRIGGER), NULL, 0, NULL, &v, NULL) == 0 && v);
+  bb_val_release(v);
+  expect_refused(bytes, NULL, 0, "truncated");
+}
+
+static void test_decode_without_memory(void) {
+  bb_tensor *t = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 1, (int64_t[]){5});
+  bb_val *parts[2] = {bb_val_tensor(NULL, t), bb_val_bytes(NULL, "ab", 2)};
+  bb_val *bundle = bb_val_composite(NULL, parts, 2);
+  uint8_t *buf;
+  size_t len;
+  CHECK(bb_val_encode(bundle, NULL, &buf, &len, NULL) == 0);
+  bool succeeded = false;
+  for (long budget = 0; budget < 16 && !succeeded; budget++) {
+    failing f = {budget, 0};
+    bb_allocator a = failing_allocator(&f);
+    bb_val *v = NULL;
+    bb_error err;
+    int rc = bb_val_decode(bb_val_kind_hash(BB_VAL_COMPOSITE), buf, len, &a, &v, &err);
+    CHECK(rc == 0 || (rc == BB_ERR_NOMEM && !v));
+    succeeded = rc == 0;
+    bb_val_release(v);
+    CHECK_EQ_INT(f.live, 0);
+  }
+  CHECK(succeeded);
+  bb_buffer_free(NULL, buf);
+  bb_val_release(bundle);
+  bb_val_release(parts[0]);
+  bb_val_release(parts[1]);
+  bb_tensor_release(t);
+}
+
+int main(void) {
+  RUN(test_every_kind_round_trips);
+  RUN(test_reference_type_hashes);
+  RUN(test_reference_envelope_vector);
+  RUN(test_bad_payloads);
+  RUN(test_decode_without_memory);
+  return bb_test_finish();
+}
