@@ -15,6 +15,7 @@
 
 #define MAGIC "BBSNAP1"
 #define VERSION 1u
+#define ADDRESS_MAX (128 + 16 * 255) /* bb_address_to_bytes: always enough */
 
 /* ---- writing ------------------------------------------------------------------------- */
 
@@ -163,8 +164,10 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     put_u8(&w, e->blocked);
     put_u64(&w, e->n_addrs);
     for (size_t k = 0; k < e->n_addrs; k++) {
-      uint8_t a[4096];
-      put_bytes(&w, a, bb_address_to_bytes(&e->addrs[k], a, sizeof a));
+      uint8_t a[ADDRESS_MAX];
+      size_t al = bb_address_to_bytes(&e->addrs[k], a, sizeof a);
+      if (!al) w.failed = true; /* cannot happen: ADDRESS_MAX always suffices */
+      put_bytes(&w, a, al);
     }
   }
   /* dedup window, oldest first */
@@ -274,6 +277,10 @@ static int bad(reader *r, const char *what) {
   return r->rc;
 }
 
+static void out_of_memory(reader *r) {
+  if (!r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
+}
+
 static bool take(reader *r, void *out, size_t len) {
   if (r->rc) return false;
   if ((size_t)(r->end - r->p) < len) return bad(r, "the snapshot is truncated"), false;
@@ -330,10 +337,11 @@ static bb_val *get_value(reader *r, const bb_allocator *alloc) {
   if (!p && len) return NULL;
   bb_val *v = NULL;
   bb_error verr;
-  if (!r->rc && bb_val_decode(hash, p ? p : (const uint8_t *)"", len, alloc, &v, &verr)) {
-    if (!r->rc) r->rc = bb_error_set(r->err, BB_ERR_MALFORMED, "restore: a value does not decode: %s", verr.message);
-    return NULL;
-  }
+  int rc = r->rc ? r->rc : bb_val_decode(hash, p ? p : (const uint8_t *)"", len, alloc, &v, &verr);
+  if (rc && !r->rc)
+    r->rc = bb_error_set(r->err, rc == BB_ERR_NOMEM ? BB_ERR_NOMEM : BB_ERR_MALFORMED,
+                         "restore: a value does not decode: %s", verr.message);
+  if (rc) return NULL;
   return v;
 }
 
@@ -428,7 +436,8 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
   s->n_execs = get_count(r, 40, "too many executions for the bytes left");
   s->execs = rt_calloc(n, s->n_execs + 1, sizeof *s->execs);
   if (!s->execs) {
-    r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
+    s->n_execs = 0;
+    out_of_memory(r);
     return;
   }
   for (size_t k = 0; k < s->n_execs && !r->rc; k++) read_exec(n, r, s, k);
@@ -452,6 +461,8 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
     if (!r->rc && (!e || s->pending[i].op >= n->graphs[e->graph].n_ops || !s->pending[i].command ||
                    s->pending[i].command >= n->next_command))
       bad(r, "a pending operation names an unknown execution, op or command");
+    for (size_t k = 0; k < i && !r->rc; k++)
+      if (s->pending[k].command == s->pending[i].command) bad(r, "two pending operations wait for one command");
   }
   s->n_timers = get_count(r, 41, "too many timers for the bytes left");
   s->timers = rt_calloc(n, s->n_timers + 1, sizeof *s->timers);
@@ -478,6 +489,19 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
   }
 }
 
+static size_t charged_bytes(const bb_node *n, const rt_exec *e) {
+  size_t total = 0;
+  for (uint32_t i = 0; i < n->graphs[e->graph].n_sites; i++) total += e->charged[i];
+  return total;
+}
+
+/* A component's fresh state, kept while restore can still be refused. */
+typedef struct kept_state {
+  uint8_t *bytes;
+  size_t len;
+  bool valid;
+} kept_state;
+
 int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) {
   if (n->n_execs || n->n_timers || n->n_pending || n->fr_len || n->in_len || n->bootstrap_started)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
@@ -497,9 +521,17 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   bb_peer_id self;
   get_peer(&r, &self);
   if (r.rc) return r.rc;
-  if (graphs != n->n_graphs || sites != n->n_sites || th != targets_hash(n) || !bb_peer_id_equal(&self, &n->self))
+  if (graphs != n->n_graphs || sites != n->n_sites)
     return bb_error_set(err, BB_ERR_MALFORMED,
-                        "restore: the snapshot was taken with another artifact, peer or target list than this node");
+                        "restore: the snapshot was taken with an artifact of %u graphs and %llu sites; this node "
+                        "runs one of %u graphs and %llu sites",
+                        graphs, (unsigned long long)sites, n->n_graphs, (unsigned long long)n->n_sites);
+  if (th != targets_hash(n))
+    return bb_error_set(err, BB_ERR_MALFORMED,
+                        "restore: the snapshot was taken with other targets than this node's %zu (first: `%s`)",
+                        n->n_targets, n->n_targets ? n->targets[0].name : "");
+  if (!bb_peer_id_equal(&self, &n->self))
+    return bb_error_set(err, BB_ERR_MALFORMED, "restore: the snapshot was taken by another peer than this node");
   uint64_t now = get_u64(&r), next_exec = get_u64(&r), next_command = get_u64(&r), next_wire = get_u64(&r);
   uint64_t rng = get_u64(&r), timer_seq = get_u64(&r);
   bool boot_started = get_u8(&r);
@@ -552,7 +584,9 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
         bad(&r, "an address of the address book is malformed");
         break;
       }
-      if (rt_book_add(n, &p, &a)) bad(&r, "a peer has too many addresses");
+      int brc = rt_book_add(n, &p, &a);
+      if (brc == BB_ERR_NOMEM) out_of_memory(&r);
+      else if (brc) bad(&r, "a peer has too many addresses");
     }
   }
   size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
@@ -563,7 +597,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   size_t bound_total = 0;
   for (size_t t = 0; t < n->n_targets; t++) bound_total += n->graphs[n->targets[t].graph].n_in;
   s.bound = rt_calloc(n, bound_total + 1, sizeof *s.bound);
-  s.n_bound = bound_total;
+  s.n_bound = s.bound ? bound_total : 0;
   for (size_t i = 0; i < bound_total && s.bound && !r.rc; i++)
     if (get_u8(&r)) s.bound[i] = get_value(&r, n->alloc);
   if (!counters || !dedup || !s.bound) r.rc = r.rc ? r.rc : bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory");
@@ -584,7 +618,9 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
     if (get_u8(&r)) get_span(&r, &stl);
   }
   if (!r.rc && r.p != r.end) bad(&r, "the snapshot has trailing bytes");
-  /* every staged execution must be held by something */
+  /* every staged execution must be held by something, and together they must fit this
+   * node's limits */
+  size_t charged = 0;
   for (size_t k = 0; k < s.n_execs && !r.rc; k++) {
     rt_exec *e = s.execs[k].e;
     uint32_t refs = 0;
@@ -592,8 +628,73 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
     for (size_t i = 0; i < s.n_pending; i++) refs += s.pending[i].exec == e;
     for (size_t i = 0; i < s.n_execs; i++) refs += s.execs[i].parent == e->id;
     if (!refs) bad(&r, "an execution in the snapshot is held by nothing");
+    for (uint32_t i = 0; i < n->graphs[e->graph].n_sites && !r.rc; i++) {
+      if (e->charged[i] > n->cfg.ingress_byte_budget - charged)
+        bad(&r, "the snapshot's values are charged more bytes than this node's ingress budget");
+      charged += e->charged[i];
+    }
   }
+  if (!r.rc && (s.n_execs > n->cfg.max_executions || s.n_timers > n->cfg.max_timers ||
+                s.n_pending > n->cfg.max_pending_async))
+    bad(&r, "the snapshot holds more executions, timers or pending operations than this node's limits allow");
+
+  /* the space the commit needs is taken now, so the commit itself cannot fail */
+  rt_pending *table = NULL;
+  size_t table_cap = n->cap_pending;
+  bb_val **new_bound[64] = {0};
+  if (!r.rc && s.n_timers && rt_grow(n, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
+    out_of_memory(&r);
+  if (!r.rc && 2 * s.n_pending > table_cap) { /* rt_pending_add grows past half full */
+    for (table_cap = 64; table_cap < 2 * s.n_pending;) table_cap *= 2;
+    if (!(table = rt_calloc(n, table_cap, sizeof *table))) out_of_memory(&r);
+  }
+  for (size_t t = 0, b = 0; t < n->n_targets && !r.rc; t++) {
+    const rt_graph *g = &n->graphs[n->targets[t].graph];
+    bool any = false;
+    for (uint32_t i = 0; i < g->n_in; i++) any |= s.bound[b++] != NULL;
+    if (any && !n->targets[t].bound && !(new_bound[t] = rt_calloc(n, g->n_in, sizeof(bb_val *)))) out_of_memory(&r);
+  }
+
+  /* components load their state; a component that can save keeps its fresh state first,
+   * so a later refusal puts it back */
+  kept_state *kept = r.rc ? NULL : rt_calloc(n, n_comp + 1, sizeof *kept);
+  if (!r.rc && !kept) out_of_memory(&r);
+  if (!r.rc) r.p = comp_start;
+  for (size_t i = 0; i < n_comp && !r.rc; i++) {
+    size_t sl, tl, stl = 0;
+    get_span(&r, &sl);
+    get_span(&r, &tl);
+    bool saved = get_u8(&r);
+    const uint8_t *state = saved ? get_span(&r, &stl) : NULL;
+    rt_component *c = &n->components[i];
+    if (!saved || !c->type->load) continue;
+    bb_error cerr;
+    bb_error_clear(&cerr);
+    int crc = c->type->save ? c->type->save(c->self, n->alloc, &kept[i].bytes, &kept[i].len, &cerr) : 0;
+    if (crc) {
+      r.rc = bb_error_set(err, crc, "restore: `%s` (slot `%s`) could not save its fresh state: %s",
+                          c->type->type_name, c->slot, cerr.message);
+      break;
+    }
+    kept[i].valid = c->type->save != NULL;
+    crc = c->type->load(c->self, state ? state : (const uint8_t *)"", stl, &cerr);
+    if (crc)
+      r.rc = bb_error_set(err, crc, "restore: `%s` (slot `%s`) refused its state: %s", c->type->type_name, c->slot,
+                          cerr.message);
+  }
+  for (size_t i = 0; kept && i < n_comp; i++) {
+    if (r.rc && kept[i].valid) {
+      bb_error ignored;
+      rt_component *c = &n->components[i];
+      c->type->load(c->self, kept[i].bytes ? kept[i].bytes : (const uint8_t *)"", kept[i].len, &ignored);
+    }
+    rt_free(n, kept[i].bytes);
+  }
+  rt_free(n, kept);
+
   if (r.rc) {
+    rt_free(n, table);
+    for (size_t t = 0; t < 64; t++) rt_free(n, new_bound[t]);
     staged_free(n, &s);
     for (size_t i = 0; i < n_counters && counters; i++) rt_free(n, counters[i].name);
     rt_free(n, counters);
@@ -604,25 +705,13 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
     n->next_command = saved_next_command;
     return r.rc;
   }
-  /* components load their state (the only step that can fail after this point) */
-  r.p = comp_start;
-  for (size_t i = 0; i < n_comp && !r.rc; i++) {
-    size_t sl, tl, stl = 0;
-    get_span(&r, &sl);
-    get_span(&r, &tl);
-    bool saved = get_u8(&r);
-    const uint8_t *state = saved ? get_span(&r, &stl) : NULL;
-    rt_component *c = &n->components[i];
-    if (saved && c->type->load) {
-      bb_error cerr;
-      bb_error_clear(&cerr);
-      int crc = c->type->load(c->self, state ? state : (const uint8_t *)"", stl, &cerr);
-      if (crc)
-        r.rc = bb_error_set(err, crc, "restore: `%s` (slot `%s`) refused its state: %s (the node is now unusable)",
-                            c->type->type_name, c->slot, cerr.message);
-    }
-  }
+
   /* commit */
+  if (table) {
+    rt_free(n, n->pending); /* a fresh node's table holds nothing */
+    n->pending = table;
+    n->cap_pending = table_cap;
+  }
   rt_book old = book_saved;
   for (size_t i = 0; i < old.len; i++) rt_free(n, old.items[i].addrs);
   rt_free(n, old.items);
@@ -638,50 +727,42 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   n->now = now;
   n->next_wire_req = next_wire;
   n->rng = rng;
-  n->timer_seq = timer_seq;
   n->bootstrap_started = boot_started;
   n->bootstrap_running = boot_running;
   for (size_t t = 0; t < n->n_targets; t++) n->targets[t].bootstrap_done = done[t];
-  size_t b = 0;
-  for (size_t t = 0; t < n->n_targets; t++) {
+  for (size_t t = 0, b = 0; t < n->n_targets; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
-    bool any = false;
-    for (uint32_t i = 0; i < g->n_in; i++) any |= s.bound[b + i] != NULL;
-    if (any && !n->targets[t].bound) n->targets[t].bound = rt_calloc(n, g->n_in, sizeof(bb_val *));
+    if (new_bound[t]) n->targets[t].bound = new_bound[t];
     for (uint32_t i = 0; i < g->n_in; i++, b++) {
       if (n->targets[t].bound) {
         bb_val_release(n->targets[t].bound[i]);
         n->targets[t].bound[i] = s.bound[b];
       } else {
-        bb_val_release(s.bound[b]);
+        bb_val_release(s.bound[b]); /* NULL: no target without an array has a bound input */
       }
       s.bound[b] = NULL;
     }
   }
   /* executions: each child holds its caller; pending operations and timers take their
-   * own references as they are re-added */
+   * own references as they are re-added (neither can fail: their room is reserved) */
   for (size_t k = 0; k < s.n_execs; k++) {
     rt_exec *e = s.execs[k].e;
     if (s.execs[k].parent) {
       e->parent = find_staged(&s, s.execs[k].parent);
       e->parent->refs++;
     }
-    for (uint32_t i = 0; i < n->graphs[e->graph].n_sites; i++) n->ingress_bytes += e->charged[i];
+    n->ingress_bytes += charged_bytes(n, e);
     if (e->id == boot_root) n->bootstrap_root = e;
     n->n_execs++;
   }
-  for (size_t i = 0; i < s.n_pending; i++)
-    if (rt_pending_add(n, s.pending[i].command, s.pending[i].exec, s.pending[i].op) && !r.rc)
-      r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory (the node is now unusable)");
+  for (size_t i = 0; i < s.n_pending; i++) (void)rt_pending_add(n, s.pending[i].command, s.pending[i].exec, s.pending[i].op);
   for (size_t i = 0; i < s.n_timers; i++) {
     n->timer_seq = s.timers[i].seq; /* keep each timer's place among equals */
-    if (rt_timer_add(n, s.timers[i].at, s.timers[i].kind, s.timers[i].id, s.timers[i].exec, s.timers[i].op,
-                     s.timers[i].component) &&
-        !r.rc)
-      r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory (the node is now unusable)");
+    (void)rt_timer_add(n, s.timers[i].at, s.timers[i].kind, s.timers[i].id, s.timers[i].exec, s.timers[i].op,
+                       s.timers[i].component);
   }
   n->timer_seq = timer_seq;
   for (size_t k = 0; k < s.n_execs; k++) s.execs[k].e = NULL; /* the node owns them now */
   staged_free(n, &s);
-  return r.rc;
+  return 0;
 }

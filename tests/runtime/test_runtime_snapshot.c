@@ -12,6 +12,7 @@
 extern char **environ;
 #endif
 
+#include "failalloc.h"
 #include "rttest.h"
 #include "util/strmap.h"
 
@@ -54,32 +55,47 @@ static const bb_component_type COUNTER = {
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 
-/* every 10 ms: the model's count, through a pass-through, as output "p" */
-static void loop_body(bb_rec *g, void *user) {
+/* Tick: every 10 ms, the model's count as output "p". Loop calls Tick and passes its
+ * "p" on, so the parked state holds a caller and its running function body. */
+static void tick_body(bb_rec *g, void *user) {
   (void)user;
   bb_value tick = bb_rec_interval(g, 10000000);
-  bb_rec_output(g, "p", bb_rec_pass_through(g, bb_rec_model_params_after(g, &MODEL, tick)));
+  bb_rec_output(g, "p", bb_rec_model_params_after(g, &MODEL, tick));
 }
-static const bb_module LOOP = {sizeof(bb_module), "Loop", loop_body, NULL, NULL, NULL, 0};
+static const bb_module TICK = {sizeof(bb_module), "Tick", tick_body, NULL, NULL, NULL, 0};
+static const bb_module *const LOOP_SUBS[] = {&TICK};
+static void loop_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_call tick = bb_rec_call(g, &TICK, NULL, 0);
+  bb_rec_output(g, "p", bb_rec_pass_through(g, bb_rec_call_output(g, tick, "p")));
+}
+static const bb_module LOOP = {sizeof(bb_module), "Loop", loop_body, NULL, NULL, LOOP_SUBS, 1};
+/* The same graphs under another name: only the target's name tells the two apart. */
+static const bb_module RENAMED = {sizeof(bb_module), "Renamed", loop_body, NULL, NULL, LOOP_SUBS, 1};
 
-static uint8_t *artifact;
-static size_t artifact_len;
+static uint8_t *artifact, *renamed;
+static size_t artifact_len, renamed_len;
 static bb_registry *registry;
 
-static void setup(void) {
+static void compile(const bb_module *module, uint8_t **out, size_t *out_len) {
   bb_model *m = NULL;
   bb_error err;
   uint8_t *bytes = NULL;
   size_t blen = 0;
-  CHECK_MSG(bb_module_build(&LOOP, NULL, &m, &err) == 0, "%s", err.message);
+  CHECK_MSG(bb_module_build(module, NULL, &m, &err) == 0, "%s", err.message);
   CHECK(m && bb_model_encode(m, &bytes, &blen, NULL) == 0);
   bb_compiler *c = bb_compiler_new(NULL);
   bb_compiler_set_permissive_types(c, true);
   CHECK(bb_compiler_bind_model(c, "model", "Counter", NULL, &err) == 0);
-  CHECK_MSG(bb_compiler_compile(c, bytes, blen, &artifact, &artifact_len, &err) == 0, "%s", err.message);
+  CHECK_MSG(bb_compiler_compile(c, bytes, blen, out, out_len, &err) == 0, "%s", err.message);
   bb_compiler_free(c);
   free(bytes);
   bb_model_free(m);
+}
+
+static void setup(void) {
+  compile(&LOOP, &artifact, &artifact_len);
+  compile(&RENAMED, &renamed, &renamed_len);
   registry = bb_registry_new(NULL);
   CHECK(bb_registry_add(registry, &COUNTER, NULL) == 0);
 }
@@ -88,6 +104,20 @@ static bb_node *fresh(void) {
   bb_node_config cfg = {.struct_size = sizeof cfg, .seed = 77};
   const char *targets[] = {"Loop"};
   return install_peer(artifact, artifact_len, 1, targets, 1, registry, &cfg);
+}
+
+/* The same node over an allocator that fails on demand (`alloc` must outlive the node). */
+static bb_node *fresh_failing(bb_allocator *alloc) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .seed = 77};
+  const char *targets[] = {"Loop"};
+  bb_peer_id self = bb_peer_id_from_u64(1);
+  bb_address addr = p2p_address(&self);
+  bb_install_args a = {.struct_size = sizeof a, .self = self, .addresses = &addr, .n_addresses = 1,
+                       .artifact = artifact, .artifact_len = artifact_len, .targets = targets, .n_targets = 1,
+                       .registry = registry, .config = &cfg, .alloc = alloc};
+  bb_node *n = NULL;
+  CHECK(bb_install(&a, &n, NULL, NULL) == 0);
+  return n;
 }
 
 /* Runs the node from tick `from` to tick `to` (10 ms apart), appending each "p". */
@@ -127,10 +157,15 @@ static void test_resume_in_process(void) {
   bb_node_free(b);
   bb_node *c = fresh();
   CHECK_MSG(bb_node_restore(c, snap, snap_len, &err) == 0, "%s", err.message);
+  /* the restored node holds exactly what was captured: its own snapshot is the same bytes */
+  uint8_t *again = NULL;
+  size_t again_len = 0;
+  CHECK_MSG(bb_node_snapshot(c, &again, &again_len, &err) == 0, "%s", err.message);
+  CHECK(again_len == snap_len && memcmp(again, snap, snap_len) == 0);
+  free(again);
   run(c, 50, 100, split, &ns);
   CHECK_EQ_INT(ns, 100);
   CHECK(nw == ns && memcmp(whole, split, nw * sizeof(float)) == 0);
-  /* the restored node can itself be snapshotted to the same bytes as before it ran on */
   bb_node_free(c);
   free(snap);
 }
@@ -156,7 +191,13 @@ static void test_refusals(void) {
   const char *targets[] = {"Loop"};
   bb_node *other = install_peer(artifact, artifact_len, 2, targets, 1, registry, &cfg);
   CHECK(other && bb_node_restore(other, snap, len, &err) == BB_ERR_MALFORMED);
-  CHECK(strstr(err.message, "another artifact, peer or target list") != NULL);
+  CHECK(strstr(err.message, "taken by another peer") != NULL);
+  bb_node_free(other);
+  /* a node with as many graphs and sites but another target */
+  const char *renamed_targets[] = {"Renamed"};
+  other = install_peer(renamed, renamed_len, 1, renamed_targets, 1, registry, &cfg);
+  CHECK(other && bb_node_restore(other, snap, len, &err) == BB_ERR_MALFORMED);
+  CHECK_MSG(strstr(err.message, "snapshot was taken with other targets") != NULL, "%s", err.message);
   bb_node_free(other);
   /* every truncation and every flipped byte is refused, and leaves the node usable */
   for (size_t cut = 0; cut < len; cut++) {
@@ -167,7 +208,7 @@ static void test_refusals(void) {
   uint8_t *bent = malloc(len);
   for (size_t i = 0; i < len; i += 3) {
     memcpy(bent, snap, len);
-    bent[i] ^= 0x5a;
+    bent[i] ^= (uint8_t)(1u << (i % 8));
     bb_node *f = fresh();
     CHECK(bb_node_restore(f, bent, len, &err) == BB_ERR_MALFORMED);
     start(f); /* still a working fresh node */
@@ -178,9 +219,9 @@ static void test_refusals(void) {
     bb_node_free(f);
   }
   /* bytes with a valid checksum but wrong content: refused or restored, never a crash */
-  for (size_t i = 8; i + 8 < len; i += 5) {
+  for (size_t i = 8; i + 8 < len; i++) {
     memcpy(bent, snap, len);
-    bent[i] ^= 0xff;
+    bent[i] ^= (uint8_t)(1u << (i % 8));
     uint64_t h = bb_fnv1a64(bent, len - 8);
     for (int k = 0; k < 8; k++) bent[len - 8 + k] = (uint8_t)(h >> (8 * k));
     bb_node *f = fresh();
@@ -194,6 +235,75 @@ static void test_refusals(void) {
   free(bent);
   free(snap);
   bb_node_free(a);
+}
+
+/* Every allocation of snapshot and restore may fail: each failure is reported, leaks
+ * nothing, and leaves the node as it was (a refused restore leaves a fresh node that runs
+ * the whole loop from the start). */
+static void test_allocation_failures(void) {
+  failing fa = {-1, 0};
+  bb_allocator alloc_a = failing_allocator(&fa);
+  bb_node *a = fresh_failing(&alloc_a);
+  if (!a) return;
+  start(a);
+  float seq[64];
+  size_t n = 0;
+  run(a, 0, 20, seq, &n);
+  uint8_t *snap = NULL;
+  size_t len = 0;
+  bb_error err;
+  CHECK(bb_node_snapshot(a, &snap, &len, &err) == 0);
+  long failures = 0;
+  for (long budget = 0;; budget++) {
+    uint8_t *s2 = NULL;
+    size_t l2 = 0;
+    fa.budget = budget;
+    int rc = bb_node_snapshot(a, &s2, &l2, &err);
+    fa.budget = -1;
+    if (rc == 0) {
+      CHECK(l2 == len && memcmp(s2, snap, len) == 0);
+      f_free(s2, &fa);
+      break;
+    }
+    CHECK_EQ_INT(rc, BB_ERR_NOMEM);
+    failures++;
+  }
+  CHECK(failures > 0);
+  uint8_t *kept = malloc(len);
+  memcpy(kept, snap, len);
+  f_free(snap, &fa);
+  snap = kept;
+  bb_node_free(a);
+  CHECK_EQ_INT(fa.live, 0);
+
+  failures = 0;
+  for (long budget = 0;; budget++) {
+    failing fb = {-1, 0};
+    bb_allocator alloc_b = failing_allocator(&fb);
+    bb_node *f = fresh_failing(&alloc_b);
+    if (!f) break;
+    fb.budget = budget;
+    int rc = bb_node_restore(f, snap, len, &err);
+    fb.budget = -1;
+    float more[128];
+    size_t n_more = 0;
+    if (rc == 0) {
+      run(f, 20, 30, more, &n_more);
+      CHECK_EQ_INT(n_more, 10);
+    } else {
+      CHECK_MSG(rc == BB_ERR_NOMEM, "budget %ld: %d %s", budget, rc, err.message);
+      failures++;
+      start(f); /* still the fresh node it was */
+      run(f, 0, 3, more, &n_more);
+      CHECK_EQ_INT(n_more, 3);
+      CHECK(n_more == 3 && memcmp(more, seq, sizeof(float) * 3) == 0);
+    }
+    bb_node_free(f);
+    CHECK_EQ_INT(fb.live, 0);
+    if (rc == 0) break;
+  }
+  CHECK(failures > 0);
+  free(snap);
 }
 
 /* A separate process restores the snapshot and finishes the run. */
@@ -220,6 +330,7 @@ static int child(const char *snap_path, const char *out_path) {
   bb_node_free(n);
   bb_registry_free(registry);
   bb_buffer_free(NULL, artifact);
+  bb_buffer_free(NULL, renamed);
   return 0;
 }
 
@@ -274,9 +385,11 @@ int main(int argc, char **argv) {
   if (!artifact) return bb_test_finish();
   RUN(test_resume_in_process);
   RUN(test_refusals);
+  RUN(test_allocation_failures);
   test_resume_in_a_fresh_process(argv[0]);
   printf("%s test_resume_in_a_fresh_process\n", bb_test_failures ? "?   " : "ok  ");
   bb_registry_free(registry);
   bb_buffer_free(NULL, artifact);
+  bb_buffer_free(NULL, renamed);
   return bb_test_finish();
 }
