@@ -59,9 +59,7 @@ static bb_node *install(const uint8_t *art, size_t len, uint64_t id, const char 
   bb_install_args a = {0};
   a.struct_size = sizeof a;
   a.self = bb_peer_id_from_u64(id);
-  bb_address self = {.n = 1};
-  self.seg[0].kind = BB_ADDR_P2P;
-  self.seg[0].peer = a.self;
+  bb_address self = bb_address_p2p(&a.self);
   a.addresses = &self;
   a.n_addresses = 1;
   a.artifact = art;
@@ -208,9 +206,7 @@ static void bench_wire(void) {
   uint8_t *art = compile(&WIRE, &alen);
   bb_node *a = install(art, alen, 1, "Wire"), *b = install(art, alen, 2, "Wire_peers");
   bb_peer_id pb = bb_peer_id_from_u64(2), pa = bb_peer_id_from_u64(1);
-  bb_address ab = {.n = 1};
-  ab.seg[0].kind = BB_ADDR_P2P;
-  ab.seg[0].peer = pb;
+  bb_address ab = bb_address_p2p(&pb);
   bb_node_add_peer(a, &pb, &ab, NULL);
   bb_val *peers = bb_val_peers(NULL, &pb, 1);
   bb_named_value in[] = {{"x", v}, {"peers", peers}};

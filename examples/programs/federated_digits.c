@@ -100,9 +100,7 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
 /* Peer i (0: the server) of the federation, knowing every other peer's address. */
 static int install_node(const options *o, const uint8_t *artifact, size_t artifact_len, const bb_peer_id *peers,
                         int n_peers, int i, const bb_dataset *data_set, bb_node **out, bb_error *err) {
-  bb_address self = {.n = 1};
-  self.seg[0].kind = BB_ADDR_P2P;
-  self.seg[0].peer = peers[i];
+  bb_address self = bb_address_p2p(&peers[i]);
   const char *server_targets[] = {"FedDigits", "FedDigits_server"};
   const char *client_targets[] = {"FedDigits_clients"};
   bb_slot_config data = {"data", NULL, data_set};
@@ -123,9 +121,7 @@ static int install_node(const options *o, const uint8_t *artifact, size_t artifa
   a.config = &nc;
   int rc = bb_install(&a, out, NULL, err);
   for (int j = 0; j < n_peers && !rc; j++) { /* everybody knows everybody's address */
-    bb_address other = {.n = 1};
-    other.seg[0].kind = BB_ADDR_P2P;
-    other.seg[0].peer = peers[j];
+    bb_address other = bb_address_p2p(&peers[j]);
     if (j != i) rc = bb_node_add_peer(*out, &peers[j], &other, err);
   }
   return rc;

@@ -124,9 +124,7 @@ int main(int argc, char **argv) {
   bb_val *tx = tensor_of(test.features, 2, xd), *ty = tensor_of(test.labels, 1, yd);
   for (int i = 0; i < o.peers; i++) {
     bb_peer_id me = bb_peer_id_from_u64((uint64_t)i + 1);
-    bb_address self = {.n = 1};
-    self.seg[0].kind = BB_ADDR_P2P;
-    self.seg[0].peer = me;
+    bb_address self = bb_address_p2p(&me);
     char view[64];
     snprintf(view, sizeof view, "seeds=%d;%d,view=6,shuffle=3", (i + 1) % o.peers + 1, (i + 2) % o.peers + 1);
     bb_slot_config slots[] = {{"data", NULL, &shard[i]}, {"view", view, NULL}};

@@ -68,6 +68,9 @@ size_t bb_address_to_bytes(const bb_address *a, uint8_t *out, size_t size);
 /* Text form: /p2p/<base58>/site/<u64>/component/<u32>/op/<text>. */
 int bb_address_from_text(const char *text, bb_address *out, bb_error *err);
 size_t bb_address_to_text(const bb_address *a, char *out, size_t size);
+/* The address /p2p/<peer>: how a peer is reached when nothing more is known. */
+bb_address bb_address_p2p(const bb_peer_id *peer);
+
 /* The first segment of a kind, or NULL. */
 const bb_addr_segment *bb_address_find(const bb_address *a, bb_addr_kind kind);
 

@@ -197,3 +197,12 @@ int bb_address_from_text(const char *text, bb_address *out, bb_error *err) {
   }
   return 0;
 }
+
+bb_address bb_address_p2p(const bb_peer_id *peer) {
+  bb_address a;
+  memset(&a, 0, sizeof a);
+  a.n = 1;
+  a.seg[0].kind = BB_ADDR_P2P;
+  a.seg[0].peer = *peer;
+  return a;
+}

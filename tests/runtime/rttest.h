@@ -93,12 +93,7 @@ __attribute__((unused)) static bb_registry *stub_registry(void) {
 
 /* ---- nodes ------------------------------------------------------------------------------- */
 
-__attribute__((unused)) static bb_address p2p_address(const bb_peer_id *p) {
-  bb_address a = {.n = 1};
-  a.seg[0].kind = BB_ADDR_P2P;
-  a.seg[0].peer = *p;
-  return a;
-}
+#define p2p_address bb_address_p2p
 
 /* Installs `artifact` as peer `id` for the given targets; NULL (and a printed reason) on
  * failure. */

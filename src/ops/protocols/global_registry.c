@@ -156,10 +156,7 @@ static size_t local_addresses(bb_ctx *ctx, bb_address *out) {
     memcpy(out, known, n * sizeof *out);
     return n;
   }
-  memset(out, 0, sizeof *out);
-  out->n = 1;
-  out->seg[0].kind = BB_ADDR_P2P;
-  out->seg[0].peer = *bb_ctx_self(ctx);
+  *out = bb_address_p2p(bb_ctx_self(ctx));
   return 1;
 }
 

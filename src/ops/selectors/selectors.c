@@ -143,9 +143,7 @@ static int constant_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb
 static int reach(bb_ctx *ctx, const bb_peer_id *p, bb_error *err) {
   size_t n;
   if (bb_ctx_addresses_of(ctx, p, &n)) return 0;
-  bb_address a = {.n = 1};
-  a.seg[0].kind = BB_ADDR_P2P;
-  a.seg[0].peer = *p;
+  bb_address a = bb_address_p2p(p);
   return bb_ctx_add_address(ctx, p, &a, err);
 }
 
