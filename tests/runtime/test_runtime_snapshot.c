@@ -22,6 +22,12 @@ typedef struct counter {
   float count;
 } counter;
 
+/* In deferring mode Params answers later: the host completes `deferred` with
+ * `deferred_value` (host state, which a real host keeps beside its snapshot). */
+static bool deferring;
+static uint64_t deferred;
+static float deferred_value;
+
 static int counter_create(const bb_component_init *init, void **self, bb_error *err) {
   (void)init;
   (void)err;
@@ -33,6 +39,11 @@ static int counter_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_er
   counter *c = self;
   if (strcmp(call->op_type, "Params") != 0) return bb_error_set(err, BB_ERR_UNSUPPORTED, "Counter: %s", call->op_type);
   c->count += 1 + (float)(bb_ctx_random(ctx) % 3); /* the node's generator is part of the state too */
+  if (deferring) {
+    deferred = bb_ctx_defer(ctx);
+    deferred_value = c->count;
+    return BB_LATER;
+  }
   call->outputs[0] = f32_val(&c->count, 1);
   return 0;
 }
@@ -44,10 +55,11 @@ static int counter_save(const void *self, const bb_allocator *alloc, uint8_t **o
   *len = sizeof(float);
   return 0;
 }
+static bool load_refuses; /* load takes the state, then refuses: restore must undo it */
 static int counter_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
   if (len != sizeof(float)) return bb_error_set(err, BB_ERR_MALFORMED, "Counter: state of %zu bytes", len);
   memcpy(&((counter *)self)->count, data, sizeof(float));
-  return 0;
+  return load_refuses ? bb_error_set(err, BB_ERR_UNSUPPORTED, "Counter: refused on purpose") : 0;
 }
 static const bb_component_type COUNTER = {
     sizeof(bb_component_type), "Counter", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counter_create,
@@ -199,14 +211,26 @@ static void test_refusals(void) {
   CHECK(other && bb_node_restore(other, snap, len, &err) == BB_ERR_MALFORMED);
   CHECK_MSG(strstr(err.message, "snapshot was taken with other targets") != NULL, "%s", err.message);
   bb_node_free(other);
-  /* every truncation and every flipped byte is refused, and leaves the node usable */
+  /* a component that refuses its state: the restore fails and the node is as fresh as before */
+  load_refuses = true;
+  bb_node *g = fresh();
+  CHECK(bb_node_restore(g, snap, len, &err) == BB_ERR_UNSUPPORTED);
+  CHECK_MSG(strstr(err.message, "refused its state") != NULL, "%s", err.message);
+  load_refuses = false;
+  start(g);
+  float again[4];
+  size_t n_again = 0;
+  run(g, 0, 3, again, &n_again);
+  CHECK(n_again == 3 && memcmp(again, seq, 3 * sizeof(float)) == 0);
+  bb_node_free(g);
+  /* every truncation and every flipped bit is refused, and leaves the node usable */
   for (size_t cut = 0; cut < len; cut++) {
     bb_node *f = fresh();
     CHECK(bb_node_restore(f, snap, cut, &err) == BB_ERR_MALFORMED);
     bb_node_free(f);
   }
   uint8_t *bent = malloc(len);
-  for (size_t i = 0; i < len; i += 3) {
+  for (size_t i = 0; i < len; i++) {
     memcpy(bent, snap, len);
     bent[i] ^= (uint8_t)(1u << (i % 8));
     bb_node *f = fresh();
@@ -235,6 +259,69 @@ static void test_refusals(void) {
   free(bent);
   free(snap);
   bb_node_free(a);
+}
+
+/* One tick in deferring mode: the Interval fires and Params parks; then the host completes
+ * it. With `stop_parked` the tick ends with the operation still pending. */
+static void collect_p(bb_node *n, uint64_t now, float *seq, size_t *len) {
+  const bb_step *s;
+  size_t k;
+  bb_node_poll(n, now, &s, &k, NULL);
+  for (size_t i = 0; i < k; i++)
+    if (s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, "p") == 0)
+      seq[(*len)++] = *(const float *)bb_tensor_data(s[i].value->as.tensor);
+}
+static void complete_deferred(bb_node *n, uint64_t now, float *seq, size_t *len) {
+  bb_error err;
+  bb_val *v = f32_val(&deferred_value, 1);
+  CHECK_MSG(deferred && bb_node_complete(n, deferred, &v, 1, &err) == 0, "%s", err.message);
+  bb_val_release(v);
+  deferred = 0;
+  collect_p(n, now, seq, len);
+}
+static void run_deferring(bb_node *n, int from, int to, float *seq, size_t *len) {
+  for (int t = from; t < to; t++) {
+    collect_p(n, (uint64_t)t * 10000000, seq, len);
+    complete_deferred(n, (uint64_t)t * 10000000, seq, len);
+  }
+}
+
+/* A snapshot taken while an operation waits for its completion: the restored node takes
+ * the completion under the same command and goes on as if never stopped. */
+static void test_resume_with_a_pending_operation(void) {
+  deferring = true;
+  float whole[64], split[64];
+  size_t nw = 0, ns = 0;
+  bb_node *a = fresh();
+  start(a);
+  run_deferring(a, 0, 30, whole, &nw);
+  bb_node_free(a);
+  CHECK_EQ_INT(nw, 30);
+
+  bb_node *b = fresh();
+  start(b);
+  run_deferring(b, 0, 15, split, &ns);
+  collect_p(b, 15 * 10000000ull, split, &ns); /* tick 15 fires; Params waits */
+  bb_node_stats st;
+  bb_node_stats_get(b, &st);
+  CHECK_EQ_INT(st.pending_async, 1);
+  CHECK(!bb_node_has_work(b));
+  uint8_t *snap = NULL;
+  size_t len = 0;
+  bb_error err;
+  CHECK_MSG(bb_node_snapshot(b, &snap, &len, &err) == 0, "%s", err.message);
+  bb_node_free(b);
+  bb_node *c = fresh();
+  CHECK_MSG(bb_node_restore(c, snap, len, &err) == 0, "%s", err.message);
+  bb_node_stats_get(c, &st);
+  CHECK_EQ_INT(st.pending_async, 1);
+  complete_deferred(c, 15 * 10000000ull, split, &ns);
+  run_deferring(c, 16, 30, split, &ns);
+  CHECK_EQ_INT(ns, 30);
+  CHECK(nw == ns && memcmp(whole, split, nw * sizeof(float)) == 0);
+  bb_node_free(c);
+  free(snap);
+  deferring = false;
 }
 
 /* Every allocation of snapshot and restore may fail: each failure is reported, leaks
@@ -384,6 +471,7 @@ int main(int argc, char **argv) {
   setup();
   if (!artifact) return bb_test_finish();
   RUN(test_resume_in_process);
+  RUN(test_resume_with_a_pending_operation);
   RUN(test_refusals);
   RUN(test_allocation_failures);
   test_resume_in_a_fresh_process(argv[0]);
