@@ -128,6 +128,7 @@ static void test_against_protobuf_c(void) {
     uint8_t blob[256];
     for (size_t i = 0; i < sizeof blob; i++) s = s * 6364136223846793005ull + 1, blob[i] = (uint8_t)(s >> 56);
     bb_slot_fill fills[3];
+    memset(fills, 0, sizeof fills);
     bb_bytes addrs[2] = {{blob, 10}, {blob + 10, (size_t)(round % 7)}};
     bb_rtt_report rep = {(uint64_t)round, 2, 3, s, 5, 0};
     size_t nf = (size_t)(round % 4);
