@@ -9,6 +9,7 @@
  * executions, pending operations, timers, components; a final FNV-1a-64 of everything
  * before it. Every length and index is checked on restore; nothing is applied until the
  * whole snapshot has been read. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/node.h"
@@ -92,27 +93,28 @@ typedef struct exec_set {
   size_t len, cap;
 } exec_set;
 
+/* Adds e and its callers (duplicates are dropped by order_by_id). */
 static int collect(bb_node *n, exec_set *s, rt_exec *e) {
   for (; e; e = e->parent) {
-    for (size_t i = 0; i < s->len; i++)
-      if (s->items[i] == e) return 0;
     if (rt_grow(n, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
     s->items[s->len++] = e;
   }
   return 0;
 }
 
-/* Parents before children, so restore can link as it goes. */
+static int by_id(const void *a, const void *b) {
+  uint64_t x = (*(rt_exec *const *)a)->id, y = (*(rt_exec *const *)b)->id;
+  return (x > y) - (x < y);
+}
+
+/* Increasing ids, each once: restore looks executions up by binary search. */
 static void order_by_id(exec_set *s) {
-  for (size_t i = 1; i < s->len; i++) {
-    rt_exec *e = s->items[i];
-    size_t j = i;
-    while (j && s->items[j - 1]->id > e->id) {
-      s->items[j] = s->items[j - 1];
-      j--;
-    }
-    s->items[j] = e;
-  }
+  if (!s->len) return;
+  qsort(s->items, s->len, sizeof *s->items, by_id);
+  size_t kept = 1;
+  for (size_t i = 1; i < s->len; i++)
+    if (s->items[i] != s->items[kept - 1]) s->items[kept++] = s->items[i];
+  s->len = kept;
 }
 
 int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *err) {
@@ -349,6 +351,7 @@ static bb_val *get_value(reader *r, const bb_allocator *alloc) {
 typedef struct staged_exec {
   rt_exec *e;
   uint64_t parent;
+  uint32_t holds; /* timers, pending operations and children that hold it */
 } staged_exec;
 
 typedef struct staged {
@@ -378,18 +381,24 @@ static void staged_free(bb_node *n, staged *s) {
   rt_free(n, s->bound);
 }
 
-static rt_exec *find_staged(const staged *s, uint64_t id) {
-  for (size_t i = 0; i < s->n_execs; i++)
-    if (s->execs[i].e && s->execs[i].e->id == id) return s->execs[i].e;
-  return NULL;
+/* The staged execution with this id (all read, in increasing ids), or NULL. */
+static staged_exec *find_staged(const staged *s, uint64_t id) {
+  size_t lo = 0, hi = s->n_execs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->execs[mid].e->id < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < s->n_execs && s->execs[lo].e->id == id ? &s->execs[lo] : NULL;
 }
 
 static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
   uint64_t id = get_u64(r);
   uint32_t graph = get_u32(r);
   if (r->rc) return;
-  if (graph >= n->n_graphs || !n->graphs[graph].active || !id || id >= n->next_exec || find_staged(s, id)) {
-    bad(r, "an execution names a graph this node does not run, or a bad id");
+  if (graph >= n->n_graphs || !n->graphs[graph].active || !id || id >= n->next_exec ||
+      (k && id <= s->execs[k - 1].e->id)) {
+    bad(r, "an execution names a graph this node does not run, or an id out of order");
     return;
   }
   const rt_graph *g = &n->graphs[graph];
@@ -445,7 +454,9 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
   for (size_t k = 0; k < s->n_execs && !r->rc; k++) {
     rt_exec *e = s->execs[k].e;
     if (!s->execs[k].parent) continue;
-    rt_exec *p = find_staged(s, s->execs[k].parent);
+    staged_exec *caller = find_staged(s, s->execs[k].parent);
+    rt_exec *p = caller ? caller->e : NULL;
+    if (caller) caller->holds++;
     if (!p || p == e || e->call_op >= n->graphs[p->graph].n_ops ||
         n->graphs[p->graph].ops[e->call_op].kind != RT_OP_CALL || n->graphs[p->graph].ops[e->call_op].callee != e->graph)
       bad(r, "an execution's caller is not a call of its graph in this snapshot");
@@ -455,7 +466,9 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
   if (!s->pending && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_pending && !r->rc; i++) {
     s->pending[i].command = get_u64(r);
-    rt_exec *e = find_staged(s, get_u64(r));
+    staged_exec *held = find_staged(s, get_u64(r));
+    rt_exec *e = held ? held->e : NULL;
+    if (held) held->holds++;
     s->pending[i].op = get_u32(r);
     s->pending[i].exec = e;
     if (!r->rc && (!e || s->pending[i].op >= n->graphs[e->graph].n_ops || !s->pending[i].command ||
@@ -479,7 +492,9 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
     s->timer_exec[i] = get_u64(r);
     if (r->rc) break;
     if (t->kind == RT_TIMER_INTERVAL) {
-      t->exec = find_staged(s, s->timer_exec[i]);
+      staged_exec *held = find_staged(s, s->timer_exec[i]);
+      if (held) held->holds++;
+      t->exec = held ? held->e : NULL;
       if (!t->exec || t->op >= n->graphs[t->exec->graph].n_ops) bad(r, "an interval timer names an unknown execution");
     } else if (t->kind == RT_TIMER_COMPONENT) {
       if (t->component >= n->n_components || s->timer_exec[i]) bad(r, "a component timer names an unknown component");
@@ -623,11 +638,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   size_t charged = 0;
   for (size_t k = 0; k < s.n_execs && !r.rc; k++) {
     rt_exec *e = s.execs[k].e;
-    uint32_t refs = 0;
-    for (size_t i = 0; i < s.n_timers; i++) refs += s.timers[i].exec == e;
-    for (size_t i = 0; i < s.n_pending; i++) refs += s.pending[i].exec == e;
-    for (size_t i = 0; i < s.n_execs; i++) refs += s.execs[i].parent == e->id;
-    if (!refs) bad(&r, "an execution in the snapshot is held by nothing");
+    if (!s.execs[k].holds) bad(&r, "an execution in the snapshot is held by nothing");
     for (uint32_t i = 0; i < n->graphs[e->graph].n_sites && !r.rc; i++) {
       if (e->charged[i] > n->cfg.ingress_byte_budget - charged)
         bad(&r, "the snapshot's values are charged more bytes than this node's ingress budget");
@@ -748,7 +759,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   for (size_t k = 0; k < s.n_execs; k++) {
     rt_exec *e = s.execs[k].e;
     if (s.execs[k].parent) {
-      e->parent = find_staged(&s, s.execs[k].parent);
+      e->parent = find_staged(&s, s.execs[k].parent)->e;
       e->parent->refs++;
     }
     n->ingress_bytes += charged_bytes(n, e);
