@@ -312,9 +312,11 @@ void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
 
 /* ---- snapshot ------------------------------------------------------------------------ */
 
-/* The node's durable state (components, address book, counters, id counters, gate
- * tables, pending outbound envelopes) as bytes. Refused (BB_ERR_INVALID_ARGUMENT) while
- * executions are in flight: poll until bb_node_has_work is false first. */
+/* The node's whole state as bytes (docs/RUNTIME.md, "Snapshots"): parked executions and
+ * their values, timers, pending operations, the address book, counters, ids, the random
+ * generator and each component's saved state. Refused (BB_ERR_INVALID_ARGUMENT) while the
+ * node is busy — ops ready, events queued, envelopes or steps not yet handed out: poll
+ * until bb_node_has_work is false first. Envelopes already handed out are not included. */
 int bb_node_snapshot(const bb_node *node, uint8_t **out, size_t *len, bb_error *err);
 /* Restores a snapshot into a node freshly installed from the same artifact and targets.
  * Bootstrap is considered done. BB_ERR_MALFORMED for bytes that do not match. */
