@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef BB_HAVE_ZLIB
 #include <zlib.h>
@@ -139,4 +140,34 @@ int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out,
     }
   }
   return BB_OK;
+}
+
+void bb_digits_split_free(bb_digits_split *s) {
+  for (size_t i = 0; s->shards && i < s->n_shards; i++) bb_dataset_free(&s->shards[i]);
+  free(s->shards);
+  bb_dataset_free(&s->train);
+  bb_dataset_free(&s->test);
+  bb_dataset_free(&s->all);
+  memset(s, 0, sizeof *s);
+}
+
+int bb_digits_split_load(const char *path, size_t n_shards, size_t classes_per_shard, uint64_t seed,
+                         bb_digits_split *out, bb_error *err) {
+  memset(out, 0, sizeof *out);
+  bb_dataset_partition split = {0}, shards = {0};
+  int rc = bb_digits_load(path, NULL, &out->all, err);
+  if (!rc) rc = bb_dataset_split(&out->all, 0.25, 1, seed, NULL, &split, err);
+  if (!rc) rc = bb_dataset_partition_take(&out->all, &split, 0, NULL, &out->train, err);
+  if (!rc) rc = bb_dataset_partition_take(&out->all, &split, 1, NULL, &out->test, err);
+  if (!rc)
+    rc = classes_per_shard ? bb_dataset_shards_by_label(&out->train, n_shards, classes_per_shard, seed, NULL, &shards, err)
+                           : bb_dataset_shards_iid(&out->train, n_shards, seed, NULL, &shards, err);
+  if (!rc && !(out->shards = calloc(n_shards, sizeof *out->shards)))
+    rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; !rc && i < n_shards; i++, out->n_shards++)
+    rc = bb_dataset_partition_take(&out->train, &shards, i, NULL, &out->shards[i], err);
+  bb_dataset_partition_free(&shards);
+  bb_dataset_partition_free(&split);
+  if (rc) bb_digits_split_free(out);
+  return rc;
 }

@@ -19,4 +19,17 @@
  * provides it; a file that is not 64 features and a digit per row is BB_ERR_MALFORMED. */
 int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out, bb_error *err);
 
+/* The digits as the federated examples use them: a stratified 75/25 train/test split and
+ * the training part dealt into n_shards client shards — label-skewed with
+ * classes_per_shard digits each, or IID when classes_per_shard is 0. */
+typedef struct bb_digits_split {
+  bb_dataset all, train, test;
+  bb_dataset *shards;
+  size_t n_shards;
+} bb_digits_split;
+
+int bb_digits_split_load(const char *path, size_t n_shards, size_t classes_per_shard, uint64_t seed,
+                         bb_digits_split *out, bb_error *err);
+void bb_digits_split_free(bb_digits_split *s);
+
 #endif

@@ -153,18 +153,10 @@ int main(int argc, char **argv) {
   options o;
   if (parse(argc, argv, &o)) return 2;
   bb_error err;
-  bb_dataset all, train, test;
-  if (bb_digits_load(o.data, NULL, &all, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_dataset_partition split, shards;
-  if (bb_dataset_split(&all, 0.25, 1, o.seed, NULL, &split, &err) ||
-      bb_dataset_partition_take(&all, &split, 0, NULL, &train, &err) ||
-      bb_dataset_partition_take(&all, &split, 1, NULL, &test, &err) ||
-      bb_dataset_shards_by_label(&train, (size_t)o.clients, 3, o.seed, NULL, &shards, &err))
+  bb_digits_split d;
+  if (bb_digits_split_load(o.data, (size_t)o.clients, 3, o.seed, &d, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_dataset *shard = calloc((size_t)o.clients, sizeof *shard);
-  for (int c = 0; c < o.clients; c++)
-    if (bb_dataset_partition_take(&train, &shards, (size_t)c, NULL, &shard[c], &err))
-      return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  const bb_dataset *test = &d.test;
 
   uint8_t *artifact;
   size_t artifact_len;
@@ -173,7 +165,7 @@ int main(int argc, char **argv) {
   if (!o.quiet)
     printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "
            "loss %.0f%%, %d clients dropping\n",
-           o.clients, train.n, test.n, o.loss * 100, o.drop);
+           o.clients, d.train.n, test->n, o.loss * 100, o.drop);
 
   run r = {&o, 0, 0, NULL, 0};
   bb_sim_config sc = {0};
@@ -192,7 +184,7 @@ int main(int argc, char **argv) {
   bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
   for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
   for (int i = 0; i < n_peers; i++)
-    if (install_node(&o, artifact, artifact_len, peers, n_peers, i, i ? &shard[i - 1] : &test, &nodes[i], &err) ||
+    if (install_node(&o, artifact, artifact_len, peers, n_peers, i, i ? &d.shards[i - 1] : test, &nodes[i], &err) ||
         bb_sim_attach(sim, nodes[i], &peers[i], &err))
       return fprintf(stderr, "federated_digits: peer %d: %s\n", i + 1, err.message), 1;
   bb_val *server = bb_val_peers(NULL, &peers[0], 1);
@@ -202,8 +194,8 @@ int main(int argc, char **argv) {
   bb_val_release(server);
 
   /* start the server's round loop */
-  int64_t xd[2] = {(int64_t)test.n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test.n};
-  bb_val *tx = tensor_of(test.features, 2, xd), *ty = tensor_of(test.labels, 1, yd);
+  int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
+  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
   bb_val *clients = bb_val_peers(NULL, peers + 1, (size_t)o.clients);
   bb_named_value in[] = {{"clients", clients}, {"test_x", tx}, {"test_y", ty}};
   if (bb_node_invoke(nodes[0], "FedDigits", in, 3, 0, &err))
@@ -216,12 +208,12 @@ int main(int argc, char **argv) {
   while (r.round < o.rounds) {
     if (bb_sim_step(sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
     if (o.snapshot_at && !moved && r.round >= o.snapshot_at && !bb_node_has_work(nodes[0])) {
-      if (move_server(&o, sim, artifact, artifact_len, peers, n_peers, &test, &nodes[0], &err))
+      if (move_server(&o, sim, artifact, artifact_len, peers, n_peers, test, &nodes[0], &err))
         return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
       moved = 1;
     }
     if (o.drop && !dropped && r.round >= o.rounds / 2) {
-      for (int d = 0; d < o.drop; d++) bb_sim_crash(sim, &peers[n_peers - 1 - d]);
+      for (int k = 0; k < o.drop; k++) bb_sim_crash(sim, &peers[n_peers - 1 - k]);
       dropped = 1;
       if (!o.quiet) printf("-- %d clients dropped out\n", o.drop);
     }
@@ -248,15 +240,7 @@ int main(int argc, char **argv) {
   bb_tensor_release(r.global);
   bb_sim_free(sim);
   for (int i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
-  for (int c = 0; c < o.clients; c++) bb_dataset_free(&shard[c]);
-  free(shard);
-  free(nodes);
-  free(peers);
-  bb_dataset_partition_free(&shards);
-  bb_dataset_partition_free(&split);
-  bb_dataset_free(&train);
-  bb_dataset_free(&test);
-  bb_dataset_free(&all);
+  bb_digits_split_free(&d);
   bb_buffer_free(NULL, artifact);
   return ok ? 0 : 1;
 }

@@ -89,25 +89,17 @@ int main(int argc, char **argv) {
   options o;
   if (parse(argc, argv, &o)) return 2;
   bb_error err;
-  bb_dataset all, train, test;
-  bb_dataset_partition split, shards;
-  if (bb_digits_load(o.data, NULL, &all, &err) || bb_dataset_split(&all, 0.25, 1, o.seed, NULL, &split, &err) ||
-      bb_dataset_partition_take(&all, &split, 0, NULL, &train, &err) ||
-      bb_dataset_partition_take(&all, &split, 1, NULL, &test, &err) ||
-      (o.iid ? bb_dataset_shards_iid(&train, (size_t)o.peers, o.seed, NULL, &shards, &err)
-             : bb_dataset_shards_by_label(&train, (size_t)o.peers, 3, o.seed, NULL, &shards, &err)))
+  bb_digits_split d;
+  if (bb_digits_split_load(o.data, (size_t)o.peers, o.iid ? 0 : 3, o.seed, &d, &err))
     return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
-  bb_dataset *shard = calloc((size_t)o.peers, sizeof *shard);
-  for (int c = 0; c < o.peers; c++)
-    if (bb_dataset_partition_take(&train, &shards, (size_t)c, NULL, &shard[c], &err))
-      return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
+  const bb_dataset *test = &d.test;
   uint8_t *artifact;
   size_t artifact_len;
   if (bb_example_compile(&BB_EXAMPLE_GOSSIP_DIGITS, 0, &artifact, &artifact_len, &err))
     return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
   if (!o.quiet)
     printf("gossip_digits: %d peers, no server, %s shards of %zu training images, %zu held out, loss %.0f%%\n", o.peers,
-           o.iid ? "IID" : "label-skewed (3 digits each)", train.n, test.n, o.loss * 100);
+           o.iid ? "IID" : "label-skewed (3 digits each)", d.train.n, test->n, o.loss * 100);
 
   run r = {&o, calloc((size_t)o.peers, sizeof(float)), 0};
   bb_sim_config sc = {0};
@@ -120,14 +112,14 @@ int main(int argc, char **argv) {
   if (bb_sim_new(&sc, &sim, &err)) return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
   bb_sim_set_observer(sim, observe, &r);
   bb_node **nodes = calloc((size_t)o.peers, sizeof *nodes);
-  int64_t xd[2] = {(int64_t)test.n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test.n};
-  bb_val *tx = tensor_of(test.features, 2, xd), *ty = tensor_of(test.labels, 1, yd);
+  int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
+  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
   for (int i = 0; i < o.peers; i++) {
     bb_peer_id me = bb_peer_id_from_u64((uint64_t)i + 1);
     bb_address self = bb_address_p2p(&me);
     char view[64];
     snprintf(view, sizeof view, "seeds=%d;%d,view=6,shuffle=3", (i + 1) % o.peers + 1, (i + 2) % o.peers + 1);
-    bb_slot_config slots[] = {{"data", NULL, &shard[i]}, {"view", view, NULL}};
+    bb_slot_config slots[] = {{"data", NULL, &d.shards[i]}, {"view", view, NULL}};
     bb_node_config nc = {0};
     nc.struct_size = sizeof nc;
     nc.seed = o.seed * 1000 + (uint64_t)i;
@@ -168,18 +160,10 @@ int main(int argc, char **argv) {
          (double)lo, (double)mean, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)merged,
          (unsigned long long)st.lost);
   bb_sim_free(sim);
-  for (int i = 0; i < o.peers; i++) {
-    bb_node_free(nodes[i]);
-    bb_dataset_free(&shard[i]);
-  }
+  for (int i = 0; i < o.peers; i++) bb_node_free(nodes[i]);
   free(nodes);
-  free(shard);
   free(r.accuracy);
-  bb_dataset_partition_free(&shards);
-  bb_dataset_partition_free(&split);
-  bb_dataset_free(&train);
-  bb_dataset_free(&test);
-  bb_dataset_free(&all);
+  bb_digits_split_free(&d);
   bb_buffer_free(NULL, artifact);
   return ok ? 0 : 1;
 }
