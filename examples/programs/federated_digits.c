@@ -240,6 +240,8 @@ int main(int argc, char **argv) {
   bb_tensor_release(r.global);
   bb_sim_free(sim);
   for (int i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
+  free(nodes);
+  free(peers);
   bb_digits_split_free(&d);
   bb_buffer_free(NULL, artifact);
   return ok ? 0 : 1;
