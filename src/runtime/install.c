@@ -244,18 +244,18 @@ static int construct_components(installer *x) {
                 "the artifact binds slot `%s` to `%s`, which no registered concrete type provides", b->slot, b->type);
       break;
     }
-    rt_component *c = &n->components[n->n_components];
-    c->type = type;
-    c->role = b->role;
-    c->number = rt_component_number(b->slot);
-    c->slot = rt_strdup(n, b->slot);
-    for (size_t j = 0; j < n->n_components; j++)
-      if (n->components[j].number == c->number) {
+    uint32_t number = rt_component_number(b->slot);
+    for (size_t j = 0; j < n->n_components && !rc; j++)
+      if (n->components[j].number == number)
         rc = fail(x, BB_INSTALL_CONSTRUCTION_FAILED, BB_ERR_EXISTS,
                   "slots `%s` and `%s` hash to the same component number; rename one", n->components[j].slot, b->slot);
-        break;
-      }
     if (rc) break;
+    /* counted before anything is allocated for it, so bb_node_free releases what was */
+    rt_component *c = &n->components[n->n_components++];
+    c->type = type;
+    c->role = b->role;
+    c->number = number;
+    c->slot = rt_strdup(n, b->slot);
     /* config: the host's override, else the artifact's */
     const char *config = NULL;
     const void *host_data = NULL;
@@ -272,7 +272,6 @@ static int construct_components(installer *x) {
       rc = nomem(x);
       break;
     }
-    n->n_components++;
     bb_component_init init = {c->slot, c->config, strlen(c->config),
                               n->cfg.seed ^ ((uint64_t)c->number * 0x9E3779B97F4A7C15ull), n->alloc, host_data};
     bb_error cerr;
@@ -319,9 +318,10 @@ static uint32_t site_of(const rt_graph *g, const char *name) {
 static int assign_sites(installer *x) {
   bb_node *n = x->n;
   const bb_model *m = n->model;
+  /* n_graphs only once the array exists: bb_node_free walks n_graphs entries */
+  n->graphs = m->functions.len ? rt_calloc(n, m->functions.len, sizeof *n->graphs) : NULL;
+  if (m->functions.len && !n->graphs) return nomem(x);
   n->n_graphs = (uint32_t)m->functions.len;
-  n->graphs = n->n_graphs ? rt_calloc(n, n->n_graphs, sizeof *n->graphs) : NULL;
-  if (n->n_graphs && !n->graphs) return nomem(x);
   uint64_t next = 0;
   for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
     rt_graph *g = &n->graphs[gi];
@@ -505,15 +505,15 @@ static int build_graph(installer *x, uint32_t gi) {
   bb_node *n = x->n;
   rt_graph *g = &n->graphs[gi];
   const bb_function *f = g->fn;
-  g->n_ops = (uint32_t)f->nodes.len;
-  g->ops = g->n_ops ? rt_calloc(n, g->n_ops, sizeof *g->ops) : NULL;
+  g->ops = f->nodes.len ? rt_calloc(n, f->nodes.len, sizeof *g->ops) : NULL;
+  if (g->ops || !f->nodes.len) g->n_ops = (uint32_t)f->nodes.len; /* bb_node_free walks n_ops entries */
   g->out_index = rt_calloc(n, g->n_sites + 1, sizeof *g->out_index);
   g->recv_sender = rt_calloc(n, g->n_sites + 1, sizeof *g->recv_sender);
   g->is_recv = rt_calloc(n, g->n_sites + 1, 1);
   g->cons_start = rt_calloc(n, g->n_sites + 1, sizeof *g->cons_start);
   g->formal_in = rt_calloc(n, f->inputs.len + 1, sizeof *g->formal_in);
   g->formal_out = rt_calloc(n, f->outputs.len + 1, sizeof *g->formal_out);
-  if ((g->n_ops && !g->ops) || !g->out_index || !g->recv_sender || !g->is_recv || !g->cons_start || !g->formal_in ||
+  if ((f->nodes.len && !g->ops) || !g->out_index || !g->recv_sender || !g->is_recv || !g->cons_start || !g->formal_in ||
       !g->formal_out)
     return nomem(x);
   for (uint32_t s = 0; s < g->n_sites; s++) g->out_index[s] = g->recv_sender[s] = RT_NONE;
