@@ -59,9 +59,10 @@ int rt_send(rt_call *c, bb_error *err) {
     if (c->in[i] && !is_fill_input(o, i) && (c->in[i]->kind == BB_VAL_PEERS || c->in[i]->kind == BB_VAL_PEER))
       peers = c->in[i];
   uint64_t req = e->wire_req_id ? e->wire_req_id : n->next_wire_req++;
-  c->out[0] = bb_val_trigger(n->alloc);
-  if (o->n_out > 1) c->out[1] = bb_val_u64(n->alloc, BB_VAL_WIRE_REQ_ID, req);
-  if (!c->out[0] || (o->n_out > 1 && !c->out[1])) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  /* only the outputs the node declares: the engine releases no others */
+  if (o->n_out > 0 && !(c->out[0] = bb_val_trigger(n->alloc))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  if (o->n_out > 1 && !(c->out[1] = bb_val_u64(n->alloc, BB_VAL_WIRE_REQ_ID, req)))
+    return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (!peers || !peers->n) return 0; /* nobody to send to: not an error (runtime.md §3.3) */
 
   bb_slot_fill fills[16];

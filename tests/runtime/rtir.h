@@ -18,7 +18,7 @@ typedef struct ir_node_spec {
   const char *slot;         /* ai.bytesandbrains.slot_name, or NULL */
   const char *iattr;        /* an INT attribute, or NULL */
   int64_t ival;
-  const char *mkey, *mval;  /* one more metadata entry (a Send's dest_site_name...), or NULL */
+  const char *meta[4];      /* more metadata (a Send's dest_site_names): key, value, key, value */
 } ir_node_spec;
 
 typedef struct ir_fn_spec {
@@ -71,7 +71,7 @@ __attribute__((unused)) static void ir_add_fn(bb_model *m, const ir_fn_spec *spe
     for (int i = 0; i < 4 && ns->out[i]; i++) bb_strlist_append(m, &nd->outputs, ns->out[i]);
     if (ns->slot) bb_kv_upsert(m, &nd->metadata, BB_KEY_SLOT_NAME, ns->slot);
     if (ns->iattr) bb_attr_set_int(m, &nd->attrs, ns->iattr, ns->ival);
-    if (ns->mkey) bb_kv_upsert(m, &nd->metadata, ns->mkey, ns->mval);
+    for (int i = 0; i < 4 && ns->meta[i]; i += 2) bb_kv_upsert(m, &nd->metadata, ns->meta[i], ns->meta[i + 1]);
     bb_nodelist_append(m, &f->nodes, nd);
   }
   bb_model_add_function(m, f);

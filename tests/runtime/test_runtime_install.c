@@ -40,7 +40,7 @@ static bb_registry *registry_of(const bb_component_type *model) {
  * result to U's Recv. */
 static const ir_node_spec T_NODES[] = {
     {BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {"y"}, "model"},
-    {BB_DOMAIN_WIRE "::Send", {"y", "peers"}, {"sent"}, NULL, NULL, 0, "ai.bytesandbrains.dest_site_name.y", "r"}};
+    {BB_DOMAIN_WIRE "::Send", {"y", "peers"}, {"sent"}, .meta = {"ai.bytesandbrains.dest_site_name.y", "r"}}};
 static const ir_node_spec U_NODES[] = {{BB_DOMAIN_WIRE "::Recv", {NULL}, {"r", "r_from"}},
                                        {BB_DOMAIN_ROLE_MODEL "::Forward", {"r"}, {"z"}, "model"}};
 
@@ -174,7 +174,7 @@ static void test_unresolved(void) {
   expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_OP, "Missing");
   /* a Send whose destination names no wire.Recv */
   static const ir_node_spec send[] = {
-      {BB_DOMAIN_WIRE "::Send", {"x", "peers"}, {"sent"}, NULL, NULL, 0, "ai.bytesandbrains.dest_site_name.x", "nowhere"}};
+      {BB_DOMAIN_WIRE "::Send", {"x", "peers"}, {"sent"}, .meta = {"ai.bytesandbrains.dest_site_name.x", "nowhere"}}};
   m = ir_model("v1");
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x", "peers"}, IR_NODES(send)});
   expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_DESTINATION, "nowhere");

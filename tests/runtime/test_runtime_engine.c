@@ -1,0 +1,579 @@
+/* The engine (runtime.md §2, §3.5, §8.1–8.2): function calls, fire-once, asynchronous
+ * completions and failures, every cap and budget, peers that cannot be reached or are
+ * blocked, deadlines, determinism, and memory that stays flat under load. Artifacts are
+ * built as IR (tests/runtime/rtir.h). */
+#include "rtir.h"
+#include "rttest.h"
+
+/* the node tables below leave the optional fields out */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define DEST(value, site) "ai.bytesandbrains.dest_site_name." value, site
+
+/* ---- an asynchronous model: Forward answers later ------------------------------------- */
+
+static uint64_t parked[8];
+static size_t n_parked;
+
+static int async_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  (void)self;
+  if (n_parked == 8) return bb_error_set(err, BB_ERR_LIMIT, "too many parked");
+  parked[n_parked++] = bb_ctx_defer(ctx);
+  (void)call;
+  return BB_LATER;
+}
+
+static const bb_component_type ASYNC_MODEL = {
+    sizeof(bb_component_type), "AsyncModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,
+    async_invoke, NULL, NULL, NULL, NULL};
+
+/* ---- the artifact ----------------------------------------------------------------------- */
+
+static const ir_node_spec SUB[] = {{BB_DOMAIN_ROLE_MODEL "::Forward", {"a"}, {"b"}, "model"}};
+/* y = Sub(Sub(x)), m = Sub(x) */
+static const ir_node_spec CALLS[] = {{BB_DOMAIN_MODULE "::Sub", {"x"}, {"m"}}, {BB_DOMAIN_MODULE "::Sub", {"m"}, {"y"}}};
+static const ir_node_spec PAIR[] = {{"Tee", {"x"}, {"a"}},
+                                    {"Tee", {"x"}, {"b"}},
+                                    {BB_DOMAIN_ROLE_AGGREGATOR "::Contribute", {"a", "b"}, {"done"}, "agg"}};
+static const ir_node_spec ASYNC[] = {{BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {"y"}, "amodel"},
+                                     {"DeadlineCheck", {"y"}, {"ok"}, NULL, "deadline_ns", 100}};
+static const ir_node_spec CHAIN[] = {{"Tee", {"x"}, {"a"}}, {"Tee", {"a"}, {"b"}}, {"Tee", {"b"}, {"c"}},
+                                     {"Tee", {"c"}, {"d"}}, {"Tee", {"d"}, {"e"}}};
+static const ir_node_spec SEND[] = {
+    {BB_DOMAIN_WIRE "::Send", {"v", "w", "peers"}, {"sent"}, .meta = {DEST("v", "r1"), DEST("w", "r2")}}};
+static const ir_node_spec SEND_DEADLINE[] = {{BB_DOMAIN_WIRE "::Send", {"v", "w", "peers"}, {"sent"}, NULL,
+                                              "deadline_ns", 100, .meta = {DEST("v", "r1"), DEST("w", "r2")}}};
+static const ir_node_spec SEND_NO_OUTPUT[] = {{BB_DOMAIN_WIRE "::Send", {"v", "peers"}, {NULL}, .meta = {DEST("v", "r1")}}};
+static const ir_node_spec RECV[] = {{BB_DOMAIN_WIRE "::Recv", {NULL}, {"r1", "from1"}},
+                                    {BB_DOMAIN_WIRE "::Recv", {NULL}, {"r2", "from2"}},
+                                    {BB_DOMAIN_ROLE_AGGREGATOR "::Contribute", {"r1", "r2"}, {"o"}, "agg"}};
+
+static uint8_t *art;
+static size_t art_len;
+
+static void build_artifact(void) {
+  bb_model *m = ir_model("v1");
+  ir_add_fn(m, &(ir_fn_spec){.name = "Sub", .in = {"a"}, .out = {"b"}, IR_NODES(SUB)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Calls#1", .in = {"x"}, .out = {"y", "m"}, IR_NODES(CALLS)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Pair#1", .in = {"x"}, .out = {"done"}, IR_NODES(PAIR)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Async#1", .in = {"x"}, .out = {"ok"}, IR_NODES(ASYNC)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Chain#1", .in = {"x"}, .out = {"e"}, IR_NODES(CHAIN)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Send#1", .in = {"v", "w", "peers"}, .out = {"sent"}, IR_NODES(SEND)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "SendD#1", .in = {"v", "w", "peers"}, IR_NODES(SEND_DEADLINE)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Bare#1", .in = {"v", "peers"}, IR_NODES(SEND_NO_OUTPUT)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Recv#1", .out = {"o"}, IR_NODES(RECV)});
+  ir_bind(m, "Calls#1", "model", "Model|StubModel|-1");
+  ir_bind(m, "Pair#1", "agg", "Aggregator|StubAggregator|-1");
+  ir_bind(m, "Recv#1", "agg", "Aggregator|StubAggregator|-1");
+  ir_bind(m, "Async#1", "amodel", "Model|AsyncModel|-1");
+  art = ir_encode(m, &art_len);
+}
+
+static bb_registry *reg;
+
+static bb_node *node(uint64_t id, const char *target, const bb_node_config *cfg) {
+  const char *t[] = {target};
+  return install_peer(art, art_len, id, t, 1, reg, cfg);
+}
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static const bb_step *poll_at(bb_node *n, uint64_t now, size_t *count) {
+  const bb_step *steps = NULL;
+  bb_error err;
+  *count = 0;
+  CHECK_MSG(bb_node_poll(n, now, &steps, count, &err) == 0, "%s", err.message);
+  return steps;
+}
+
+static const bb_step *find_step(const bb_step *s, size_t n, bb_step_kind kind) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i].kind == kind) return &s[i];
+  return NULL;
+}
+
+static const bb_val *event(const bb_step *s, size_t n, const char *topic) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, topic) == 0) return s[i].value;
+  return NULL;
+}
+
+static bool tensor_is(const bb_val *v, const float *want, int64_t n) {
+  if (!v || v->kind != BB_VAL_TENSOR || v->as.tensor->numel != n) return false;
+  return memcmp(bb_tensor_data(v->as.tensor), want, (size_t)n * sizeof(float)) == 0;
+}
+
+static void invoke_x(bb_node *n, const char *module, uint64_t now) {
+  bb_val *x = f32_val((const float[]){1, 2, 3}, 3);
+  bb_named_value in = {"x", x};
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(n, module, &in, 1, now, &err) == 0, "%s", err.message);
+  bb_val_release(x);
+}
+
+static void add_peer(bb_node *n, uint64_t id) {
+  bb_peer_id p = bb_peer_id_from_u64(id);
+  bb_address a = p2p_address(&p);
+  CHECK(bb_node_add_peer(n, &p, &a, NULL) == 0);
+}
+
+/* Runs `module` (a Send) on `a` with v, w and these peers. */
+static void send_to(bb_node *a, const char *module, const uint64_t *ids, size_t n_ids, uint64_t now) {
+  bb_peer_id peers[8];
+  for (size_t i = 0; i < n_ids; i++) peers[i] = bb_peer_id_from_u64(ids[i]);
+  bb_named_value in[3] = {{"v", f32_val((const float[]){1, 2}, 2)},
+                          {"w", f32_val((const float[]){3}, 1)},
+                          {"peers", bb_val_peers(NULL, peers, n_ids)}};
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(a, module, in, 3, now, &err) == 0, "%s", err.message);
+  for (int i = 0; i < 3; i++) bb_val_release(in[i].value);
+}
+
+/* One envelope from a fresh run of `module` on sender 1 to peer 2 (malloc'd copy). */
+static uint8_t *envelope(const char *module, size_t *len) {
+  bb_node *a = node(1, module, NULL);
+  uint8_t *copy = NULL;
+  *len = 0;
+  if (!a) return NULL;
+  add_peer(a, 2);
+  send_to(a, module, (const uint64_t[]){2}, 1, 0);
+  size_t count;
+  const bb_step *s = poll_at(a, 0, &count);
+  const bb_step *send = find_step(s, count, BB_STEP_SEND);
+  CHECK(send != NULL);
+  if (send) {
+    copy = malloc(send->len);
+    memcpy(copy, send->bytes, send->len);
+    *len = send->len;
+  }
+  bb_node_free(a);
+  return copy;
+}
+
+static void expect_idle(bb_node *n) {
+  bb_node_stats st;
+  bb_node_stats_get(n, &st);
+  CHECK_EQ_INT(st.executions, 0);
+  CHECK_EQ_INT(st.frontier, 0);
+  CHECK_EQ_INT(st.ingress, 0);
+  CHECK_EQ_INT(st.ingress_bytes, 0);
+}
+
+/* ---- function calls, fire-once ------------------------------------------------------------ */
+
+static void test_function_call_splicing(void) {
+  bb_node *n = node(1, "Calls", NULL);
+  if (!n) return;
+  invoke_x(n, "Calls", 0);
+  size_t count;
+  const bb_step *s = poll_at(n, 0, &count);
+  CHECK_MSG(tensor_is(event(s, count, "m"), (const float[]){2, 4, 6}, 3), "the first call's output");
+  CHECK_MSG(tensor_is(event(s, count, "y"), (const float[]){4, 8, 12}, 3), "the second call's output");
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 2);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_OP_FAILED), 0);
+  stub_state *model = bb_node_component(n, "model", NULL);
+  CHECK(model && model->calls == 2);
+  expect_idle(n);
+  bb_node_free(n);
+}
+
+static void test_fire_once(void) {
+  bb_node *n = node(1, "Pair", NULL);
+  if (!n) return;
+  invoke_x(n, "Pair", 0);
+  size_t count;
+  const bb_step *s = poll_at(n, 0, &count);
+  stub_state *agg = bb_node_component(n, "agg", NULL);
+  CHECK(agg && agg->contributions == 1); /* two inputs, one firing */
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 1);
+  expect_idle(n);
+  bb_node_free(n);
+}
+
+/* ---- asynchronous operations --------------------------------------------------------------- */
+
+static void test_async_complete_and_fail(void) {
+  bb_node *n = node(1, "Async", NULL);
+  if (!n) return;
+  n_parked = 0;
+  invoke_x(n, "Async", 1000);
+  size_t count;
+  const bb_step *s = poll_at(n, 1000, &count);
+  CHECK_EQ_INT(count, 0);
+  CHECK_EQ_INT(n_parked, 1);
+  bb_node_stats st;
+  bb_node_stats_get(n, &st);
+  CHECK_EQ_INT(st.pending_async, 1);
+  CHECK_EQ_INT(st.executions, 1);
+  bb_val *y = f32_val((const float[]){9}, 1);
+  bb_error err;
+  CHECK(bb_node_complete(n, parked[0], &y, 1, &err) == 0);
+  s = poll_at(n, 1050, &count);
+  CHECK(event(s, count, "ok") != NULL); /* the consumer ran */
+  expect_idle(n);
+  /* completing it again is a completion for an unknown command: ignored */
+  CHECK(bb_node_complete(n, parked[0], &y, 1, &err) == 0);
+  CHECK(bb_node_complete(n, 999, &y, 1, &err) == 0);
+  CHECK(bb_node_fail(n, 998, "nobody waits", &err) == 0);
+  s = poll_at(n, 1060, &count);
+  CHECK_EQ_INT(count, 0);
+  CHECK_EQ_INT(bb_node_counter(n, "completions.unknown"), 3);
+  bb_val_release(y);
+
+  /* a failure: its detail is cut to 4096 bytes */
+  invoke_x(n, "Async", 2000);
+  poll_at(n, 2000, &count);
+  CHECK_EQ_INT(n_parked, 2);
+  char *detail = malloc(5001);
+  memset(detail, 'x', 5000);
+  detail[5000] = 0;
+  CHECK(bb_node_fail(n, parked[1], detail, &err) == 0);
+  s = poll_at(n, 2010, &count);
+  const bb_step *f = find_step(s, count, BB_STEP_OP_FAILED);
+  CHECK(f && strcmp(f->reason, "completion_failed") == 0 && strlen(f->detail) == 4096);
+  CHECK(f && strstr(f->op, "Forward") != NULL);
+  CHECK(!event(s, count, "ok"));
+  expect_idle(n);
+  /* ... at a UTF-8 boundary: a 2-byte character straddling the cut goes whole */
+  invoke_x(n, "Async", 3000);
+  poll_at(n, 3000, &count);
+  memcpy(detail + 4095, "\xc3\xa9", 2);
+  CHECK(bb_node_fail(n, parked[2], detail, &err) == 0);
+  s = poll_at(n, 3010, &count);
+  f = find_step(s, count, BB_STEP_OP_FAILED);
+  CHECK(f && strlen(f->detail) == 4095);
+  free(detail);
+  bb_node_free(n);
+}
+
+static void test_pending_async_cap(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .max_pending_async = 1};
+  bb_node *n = node(1, "Async", &cfg);
+  if (!n) return;
+  n_parked = 0;
+  invoke_x(n, "Async", 0);
+  invoke_x(n, "Async", 0);
+  size_t count;
+  const bb_step *s = poll_at(n, 0, &count);
+  CHECK_EQ_INT(n_parked, 1); /* the second never reached the component */
+  const bb_step *f = find_step(s, count, BB_STEP_OP_FAILED);
+  CHECK(f && strcmp(f->reason, "pending_async_limit") == 0);
+  bb_val *y = f32_val((const float[]){1}, 1);
+  CHECK(bb_node_complete(n, parked[0], &y, 1, NULL) == 0);
+  bb_val_release(y);
+  s = poll_at(n, 10, &count);
+  CHECK(event(s, count, "ok") != NULL);
+  expect_idle(n);
+  bb_node_free(n);
+}
+
+static void test_deadline_check(void) {
+  bb_node *n = node(1, "Async", NULL);
+  if (!n) return;
+  n_parked = 0;
+  bb_val *y = f32_val((const float[]){1}, 1);
+  /* the deadline counts from the execution's start, not from the clock's zero */
+  invoke_x(n, "Async", 1000000);
+  size_t count;
+  poll_at(n, 1000000, &count);
+  CHECK(bb_node_complete(n, parked[0], &y, 1, NULL) == 0);
+  const bb_step *s = poll_at(n, 1000099, &count);
+  CHECK(event(s, count, "ok") != NULL);
+  CHECK(!find_step(s, count, BB_STEP_OP_FAILED));
+  invoke_x(n, "Async", 2000000);
+  poll_at(n, 2000000, &count);
+  CHECK(bb_node_complete(n, parked[1], &y, 1, NULL) == 0);
+  s = poll_at(n, 2000100, &count);
+  const bb_step *f = find_step(s, count, BB_STEP_OP_FAILED);
+  CHECK(f && strcmp(f->reason, "deadline_exceeded") == 0 && strstr(f->op, "DeadlineCheck"));
+  CHECK(!event(s, count, "ok"));
+  bb_val_release(y);
+  expect_idle(n);
+  bb_node_free(n);
+}
+
+/* ---- budgets and caps ------------------------------------------------------------------- */
+
+static void test_cycle_budget(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .cycle_op_budget = 2};
+  bb_node *n = node(1, "Chain", &cfg);
+  if (!n) return;
+  invoke_x(n, "Chain", 0);
+  size_t count;
+  for (int round = 0; round < 2; round++) {
+    const bb_step *s = poll_at(n, 0, &count);
+    const bb_step *b = find_step(s, count, BB_STEP_CYCLE_BUDGET_EXCEEDED);
+    CHECK(b && b->count == 2);
+    CHECK(!event(s, count, "e"));
+    CHECK(bb_node_has_work(n));
+    CHECK(bb_node_expiry(n) == 0);
+  }
+  const bb_step *s = poll_at(n, 0, &count);
+  CHECK(tensor_is(event(s, count, "e"), (const float[]){1, 2, 3}, 3)); /* the fifth op ran */
+  CHECK(!find_step(s, count, BB_STEP_CYCLE_BUDGET_EXCEEDED));
+  CHECK(!bb_node_has_work(n));
+  expect_idle(n);
+  bb_node_free(n);
+}
+
+static void test_outbound_cap(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .max_outbound = 1};
+  bb_node *a = node(1, "Send", &cfg);
+  if (!a) return;
+  for (uint64_t p = 2; p <= 4; p++) add_peer(a, p);
+  send_to(a, "Send", (const uint64_t[]){2, 3, 4}, 3, 0);
+  size_t count;
+  const bb_step *s = poll_at(a, 0, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 1);
+  const bb_step *send = find_step(s, count, BB_STEP_SEND);
+  bb_peer_id last = bb_peer_id_from_u64(4);
+  CHECK(send && bb_peer_id_equal(&send->peer, &last)); /* the oldest are dropped */
+  const bb_step *d = find_step(s, count, BB_STEP_OUTBOUND_DROPPED);
+  CHECK(d && d->count == 2);
+  CHECK_EQ_INT(bb_node_counter(a, "outbound.dropped"), 2);
+  bb_node_free(a);
+}
+
+static void test_ingress_caps(void) {
+  size_t len;
+  uint8_t *env = envelope("Send", &len);
+  if (!env) return;
+  bb_peer_id from = bb_peer_id_from_u64(1);
+  bb_node_config cfg = {.struct_size = sizeof cfg, .max_ingress_events = 2};
+  bb_node *b = node(2, "Recv", &cfg);
+  bb_error err;
+  if (b) {
+    CHECK(bb_node_deliver(b, &from, env, len, 0, &err) == 0);
+    CHECK(bb_node_deliver(b, &from, env, len, 0, &err) == 0);
+    CHECK(bb_node_deliver(b, &from, env, len, 0, &err) == BB_ERR_LIMIT);
+    size_t count;
+    poll_at(b, 0, &count);
+    stub_state *agg = bb_node_component(b, "agg", NULL);
+    CHECK(agg && agg->contributions == 2);
+    CHECK(bb_node_deliver(b, &from, env, len, 0, &err) == 0); /* room again */
+    poll_at(b, 0, &count);
+    expect_idle(b);
+    bb_node_free(b);
+  }
+  /* a budget smaller than one payload: each data fill is refused */
+  cfg = (bb_node_config){.struct_size = sizeof cfg, .ingress_byte_budget = 8};
+  b = node(2, "Recv", &cfg);
+  if (b) {
+    CHECK(bb_node_deliver(b, &from, env, len, 0, &err) == 0);
+    size_t count;
+    const bb_step *s = poll_at(b, 0, &count);
+    CHECK_EQ_INT(count_steps(s, count, BB_STEP_WIRE_RECEIVE_FAILED), 2);
+    const bb_step *f = find_step(s, count, BB_STEP_WIRE_RECEIVE_FAILED);
+    CHECK(f && strcmp(f->reason, "budget_exceeded") == 0 && f->fill_index == 0 && f->has_peer);
+    stub_state *agg = bb_node_component(b, "agg", NULL);
+    CHECK(agg && agg->contributions == 0);
+    expect_idle(b);
+    bb_node_free(b);
+  }
+  free(env);
+}
+
+/* Two fills of one envelope landing in one graph share one execution, so an op reading
+ * both fires (once), and knows its source. */
+static void test_fills_share_an_execution(void) {
+  size_t len;
+  uint8_t *env = envelope("Send", &len);
+  bb_node *b = env ? node(2, "Recv", NULL) : NULL;
+  if (b) {
+    bb_peer_id from = bb_peer_id_from_u64(1);
+    CHECK(bb_node_deliver(b, &from, env, len, 0, NULL) == 0);
+    size_t count;
+    const bb_step *s = poll_at(b, 0, &count);
+    CHECK(event(s, count, "o") != NULL);
+    stub_state *agg = bb_node_component(b, "agg", NULL);
+    CHECK(agg && agg->contributions == 1 && agg->had_source && bb_peer_id_equal(&agg->last_source, &from));
+    CHECK(agg && agg->last_len == 2 && agg->last[0] == 1 && agg->last[1] == 2);
+    expect_idle(b);
+    bb_node_free(b);
+  }
+  free(env);
+}
+
+/* ---- peers ------------------------------------------------------------------------------- */
+
+static void test_unknown_peer_and_fan_out(void) {
+  bb_node *a = node(1, "Send", NULL);
+  if (!a) return;
+  add_peer(a, 2);
+  add_peer(a, 4);
+  send_to(a, "Send", (const uint64_t[]){2, 9, 4}, 3, 0);
+  size_t count;
+  const bb_step *s = poll_at(a, 0, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 2);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_PEER_RESOLVE_FAILED), 1);
+  const bb_step *f = find_step(s, count, BB_STEP_PEER_RESOLVE_FAILED);
+  bb_peer_id nine = bb_peer_id_from_u64(9);
+  CHECK(f && f->has_peer && bb_peer_id_equal(&f->peer, &nine) && strstr(f->op, "Send"));
+  CHECK(event(s, count, "sent") != NULL); /* the Send itself completed */
+  /* a forgotten peer is an unknown one */
+  bb_peer_id four = bb_peer_id_from_u64(4);
+  bb_node_forget_peer(a, &four);
+  send_to(a, "Send", (const uint64_t[]){2, 9, 4}, 3, 10);
+  s = poll_at(a, 10, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 1);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_PEER_RESOLVE_FAILED), 2);
+  /* nobody to send to: no envelope, no failure */
+  send_to(a, "Send", NULL, 0, 20);
+  s = poll_at(a, 20, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 0);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_PEER_RESOLVE_FAILED), 0);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_OP_FAILED), 0);
+  CHECK(event(s, count, "sent") != NULL);
+  expect_idle(a);
+  bb_node_free(a);
+}
+
+static void test_send_without_outputs(void) {
+  bb_node *a = node(1, "Bare", NULL);
+  if (!a) return;
+  add_peer(a, 2);
+  bb_peer_id two = bb_peer_id_from_u64(2);
+  bb_named_value in[2] = {{"v", f32_val((const float[]){5}, 1)}, {"peers", bb_val_peers(NULL, &two, 1)}};
+  CHECK(bb_node_invoke(a, "Bare", in, 2, 0, NULL) == 0);
+  size_t count;
+  const bb_step *s = poll_at(a, 0, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 1);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_OP_FAILED), 0);
+  for (int i = 0; i < 2; i++) bb_val_release(in[i].value);
+  expect_idle(a);
+  bb_node_free(a); /* (the leak checker sees any value the Send left behind) */
+}
+
+static void test_envelope_deadline_in_the_queue(void) {
+  size_t len;
+  uint8_t *env = envelope("SendD", &len);
+  bb_node *b = env ? node(2, "Recv", NULL) : NULL;
+  if (b) {
+    bb_peer_id from = bb_peer_id_from_u64(1);
+    stub_state *agg = bb_node_component(b, "agg", NULL);
+    /* held 500 ns of its remaining 100 */
+    CHECK(bb_node_deliver(b, &from, env, len, 1000, NULL) == 0);
+    size_t count;
+    const bb_step *s = poll_at(b, 1500, &count);
+    const bb_step *d = find_step(s, count, BB_STEP_INGRESS_DROPPED);
+    CHECK(d && strcmp(d->reason, "deadline_expired") == 0 && d->has_peer && bb_peer_id_equal(&d->peer, &from));
+    CHECK(agg && agg->contributions == 0);
+    CHECK_EQ_INT(bb_node_counter(b, "wire.expired"), 1);
+    expect_idle(b);
+    /* in time */
+    CHECK(bb_node_deliver(b, &from, env, len, 2000, NULL) == 0);
+    s = poll_at(b, 2100, &count);
+    CHECK(!find_step(s, count, BB_STEP_INGRESS_DROPPED));
+    CHECK(agg && agg->contributions == 1);
+    expect_idle(b);
+    bb_node_free(b);
+  }
+  free(env);
+}
+
+static void test_blocked_peer(void) {
+  size_t len;
+  uint8_t *env = envelope("Send", &len);
+  bb_node *b = env ? node(2, "Recv", NULL) : NULL;
+  if (b) {
+    bb_peer_id from = bb_peer_id_from_u64(1);
+    stub_state *agg = bb_node_component(b, "agg", NULL);
+    CHECK(bb_node_block_peer(b, &from, true, NULL) == 0);
+    CHECK(bb_node_deliver(b, &from, env, len, 0, NULL) == 0);
+    size_t count;
+    const bb_step *s = poll_at(b, 0, &count);
+    const bb_step *d = find_step(s, count, BB_STEP_INGRESS_DROPPED);
+    CHECK(d && strcmp(d->reason, "blocklisted") == 0 && bb_peer_id_equal(&d->peer, &from));
+    CHECK(agg && agg->contributions == 0);
+    expect_idle(b);
+    CHECK(bb_node_block_peer(b, &from, false, NULL) == 0);
+    CHECK(bb_node_deliver(b, &from, env, len, 0, NULL) == 0);
+    poll_at(b, 0, &count);
+    CHECK(agg && agg->contributions == 1);
+    bb_node_free(b);
+  }
+  free(env);
+}
+
+/* ---- determinism, memory ---------------------------------------------------------------- */
+
+static void test_determinism(void) {
+  uint8_t *runs[2] = {NULL, NULL};
+  size_t lens[2] = {0, 0};
+  for (int r = 0; r < 2; r++) {
+    bb_node_config cfg = {.struct_size = sizeof cfg, .seed = 42};
+    bb_node *a = node(1, "Send", &cfg);
+    if (!a) return;
+    add_peer(a, 2);
+    add_peer(a, 3);
+    size_t total = 0;
+    runs[r] = malloc(1 << 16);
+    for (int k = 0; k < 3; k++) {
+      send_to(a, "Send", (const uint64_t[]){3, 2}, 2, 100 * (uint64_t)k);
+      size_t count;
+      const bb_step *s = poll_at(a, 100 * (uint64_t)k, &count);
+      for (size_t i = 0; i < count; i++)
+        if (s[i].kind == BB_STEP_SEND && total + s[i].len + s[i].peer.len < (1 << 16)) {
+          memcpy(runs[r] + total, s[i].peer.bytes, s[i].peer.len);
+          total += s[i].peer.len;
+          memcpy(runs[r] + total, s[i].bytes, s[i].len);
+          total += s[i].len;
+        }
+    }
+    lens[r] = total;
+    bb_node_free(a);
+  }
+  CHECK(lens[0] > 0 && lens[0] == lens[1] && memcmp(runs[0], runs[1], lens[0]) == 0);
+  free(runs[0]);
+  free(runs[1]);
+}
+
+static void test_memory_stays_flat(void) {
+  size_t len;
+  uint8_t *env = envelope("Send", &len);
+  bb_node *b = env ? node(2, "Recv", NULL) : NULL;
+  if (b) {
+    bb_peer_id from = bb_peer_id_from_u64(1);
+    for (int i = 0; i < 10000; i++) {
+      CHECK(bb_node_deliver(b, &from, env, len, (uint64_t)i, NULL) == 0);
+      size_t count;
+      const bb_step *s = poll_at(b, (uint64_t)i, &count);
+      if (count_steps(s, count, BB_STEP_OP_FAILED) || count_steps(s, count, BB_STEP_WIRE_RECEIVE_FAILED))
+        CHECK_MSG(false, "delivery %d failed", i);
+    }
+    stub_state *agg = bb_node_component(b, "agg", NULL);
+    CHECK(agg && agg->contributions == 10000);
+    expect_idle(b);
+    bb_node_stats st;
+    bb_node_stats_get(b, &st);
+    CHECK_EQ_INT(st.pending_async, 0);
+    CHECK_EQ_INT(st.timers, 0);
+    CHECK_EQ_INT(st.outbound, 0);
+    bb_node_free(b);
+  }
+  free(env);
+}
+
+int main(void) {
+  build_artifact();
+  reg = stub_registry();
+  CHECK(bb_registry_add(reg, &ASYNC_MODEL, NULL) == 0);
+  RUN(test_function_call_splicing);
+  RUN(test_fire_once);
+  RUN(test_async_complete_and_fail);
+  RUN(test_pending_async_cap);
+  RUN(test_deadline_check);
+  RUN(test_cycle_budget);
+  RUN(test_outbound_cap);
+  RUN(test_ingress_caps);
+  RUN(test_fills_share_an_execution);
+  RUN(test_unknown_peer_and_fan_out);
+  RUN(test_send_without_outputs);
+  RUN(test_envelope_deadline_in_the_queue);
+  RUN(test_blocked_peer);
+  RUN(test_determinism);
+  RUN(test_memory_stays_flat);
+  bb_registry_free(reg);
+  free(art);
+  return bb_test_finish();
+}
