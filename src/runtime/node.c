@@ -332,6 +332,9 @@ int bb_node_poll(bb_node *n, uint64_t now_ns, const bb_step **steps, size_t *n_s
 }
 
 bool bb_node_has_work(const bb_node *n) {
+  /* a bootstrap that already finished (nothing of it was ready, or its last op ran) is
+   * reported, and the body work held for it released, only by a poll */
+  if (n->bootstrap_running >= 0 && (!n->bootstrap_root || !n->bootstrap_root->refs)) return true;
   if (n->fr_len) {
     if (n->bootstrap_running < 0) return true;
     for (size_t k = 0; k < n->fr_len; k++)
