@@ -239,8 +239,8 @@ rt_pending *rt_pending_find(bb_node *n, uint64_t command) {
   if (!n->cap_pending) return NULL;
   for (size_t i = pending_slot(n->cap_pending, command);; i = (i + 1) & (n->cap_pending - 1)) {
     rt_pending *p = &n->pending[i];
-    if (!p->used && !p->exec) return NULL; /* never used: end of the probe chain */
-    if (p->used && p->command == command) return p;
+    if (!p->used) return NULL; /* an empty slot ends the probe chain */
+    if (p->command == command) return p;
   }
 }
 
@@ -269,11 +269,20 @@ int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
   return 0;
 }
 
-/* Removal keeps a tombstone (used = false, exec != NULL) so probe chains stay intact;
- * tombstones go when the table is rebuilt. */
+/* Backward-shift deletion: entries after the hole whose probe chain crosses it move up,
+ * so no tombstones are left. (Tombstones were never cleared while the table did not
+ * grow; once every slot held one, looking up an unknown command probed forever.) */
 void rt_pending_remove(bb_node *n, rt_pending *p) {
   rt_exec *e = p->exec;
-  p->used = false;
+  size_t mask = n->cap_pending - 1, hole = (size_t)(p - n->pending);
+  for (size_t j = (hole + 1) & mask; n->pending[j].used; j = (j + 1) & mask) {
+    size_t home = pending_slot(n->cap_pending, n->pending[j].command);
+    bool home_after_hole = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (home_after_hole) continue; /* its chain does not cross the hole */
+    n->pending[hole] = n->pending[j];
+    hole = j;
+  }
+  n->pending[hole] = (rt_pending){0};
   n->n_pending--;
   rt_exec_unref(n, e);
 }

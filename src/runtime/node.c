@@ -391,8 +391,8 @@ void bb_node_free(bb_node *n) {
   /* drop every reference executions hold, then the executions */
   for (size_t k = 0; k < n->in_len; k++) rt_event_release(n, &n->ingress[(n->in_head + k) % n->in_cap]);
   for (size_t k = 0; k < n->fr_len; k++) rt_exec_unref(n, n->frontier[(n->fr_head + k) % n->fr_cap].exec);
-  for (size_t i = 0; i < n->cap_pending; i++)
-    if (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
+  for (size_t i = 0; i < n->cap_pending; i++) /* a removal may shift another entry into slot i */
+    while (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].exec) rt_exec_unref(n, n->timers[i].exec);
   rt_exec_collect(n);
