@@ -143,9 +143,12 @@ int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err) {
   bb_step *s = rt_step(n, BB_STEP_APP_EVENT);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "emit: out of memory");
   s->module = ctx->component ? ctx->component->slot : "";
+  if (rt_step_hold(n, value)) {
+    rt_step_cancel(n);
+    return bb_error_set(err, BB_ERR_NOMEM, "emit: out of memory");
+  }
   s->topic = rt_step_str(n, topic);
-  s->value = bb_val_retain(value);
-  rt_step_hold(n, value);
+  s->value = value;
   if (value->kind == BB_VAL_BYTES) {
     s->bytes = value->as.bytes;
     s->len = value->n;

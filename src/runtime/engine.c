@@ -191,9 +191,12 @@ static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
   bb_step *s = rt_step(n, BB_STEP_APP_EVENT);
   if (!s) return;
   s->module = module_of(n, e);
+  if (rt_step_hold(n, v)) { /* an event without its value is no event */
+    rt_step_cancel(n);
+    return;
+  }
   s->topic = rt_step_str(n, topic);
-  s->value = bb_val_retain(v);
-  rt_step_hold(n, v);
+  s->value = v;
   s->exec_id = e->id;
   if (v->kind == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
     s->bytes = v->as.bytes;

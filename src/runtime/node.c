@@ -276,8 +276,12 @@ static void emit_outbound(bb_node *n) {
     n->out_head = (n->out_head + 1) % n->out_cap;
     n->out_len--;
     bb_step *s = rt_step(n, BB_STEP_SEND);
-    if (!s || rt_step_own(n, o->bytes)) {
-      if (!s) rt_free(n, o->bytes);
+    if (!s) {
+      rt_free(n, o->bytes);
+      continue;
+    }
+    if (rt_step_own(n, o->bytes)) { /* (which freed the bytes) */
+      rt_step_cancel(n);
       continue;
     }
     s->has_peer = true;

@@ -332,8 +332,12 @@ bool rt_timer_pop_due(bb_node *n, rt_timer *out);
 bb_step *rt_step(bb_node *n, bb_step_kind kind);
 const char *rt_step_str(bb_node *n, const char *s);
 void rt_steps_release(bb_node *n, rt_steps *s);
-void rt_step_hold(bb_node *n, bb_val *v);
+/* The step list takes a reference to v (or, out of memory, does not: then drop the step). */
+int rt_step_hold(bb_node *n, bb_val *v);
+/* Takes ownership of p (freed when the steps are released, or now if that fails). */
 int rt_step_own(bb_node *n, void *p);
+/* Drops the step rt_step just made (one that could not be completed). */
+void rt_step_cancel(bb_node *n);
 void rt_count(bb_node *n, const char *name, uint64_t delta);
 void rt_report(bb_node *n, bb_step_kind kind, const bb_peer_id *peer, const char *reason, const char *fmt, ...)
     BB_PRINTF(5, 6);

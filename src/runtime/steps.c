@@ -38,14 +38,17 @@ int rt_step_own(bb_node *n, void *p) {
   return 0;
 }
 
-void rt_step_hold(bb_node *n, bb_val *v) {
+int rt_step_hold(bb_node *n, bb_val *v) {
   rt_steps *s = &n->acc;
   if (rt_grow(n, (void **)&s->held, &s->cap_held, s->n_held + 1, sizeof *s->held)) {
     n->failed_nomem = true;
-    return; /* the value leaks rather than dangles */
+    return BB_ERR_NOMEM;
   }
-  s->held[s->n_held++] = v;
+  s->held[s->n_held++] = bb_val_retain(v);
+  return 0;
 }
+
+void rt_step_cancel(bb_node *n) { n->acc.len--; }
 
 const char *rt_step_str(bb_node *n, const char *str) {
   if (!str) return NULL;

@@ -2,6 +2,7 @@
  * completions and failures, every cap and budget, peers that cannot be reached or are
  * blocked, deadlines, determinism, and memory that stays flat under load. Artifacts are
  * built as IR (tests/runtime/rtir.h). */
+#include "failalloc.h"
 #include "rtir.h"
 #include "rttest.h"
 
@@ -590,6 +591,60 @@ static void test_memory_stays_flat(void) {
   free(env);
 }
 
+/* An allocation failure at every allocation of a sending poll and of a receiving
+ * delivery + poll: poll may say BB_ERR_NOMEM, but every step it hands out is whole (a
+ * SEND has its peer and bytes) and nothing leaks. */
+static void test_allocation_failures(void) {
+  size_t env_len;
+  uint8_t *env = envelope("Send", &env_len);
+  if (!env) return;
+  bool sender_done = false, receiver_done = false;
+  for (long budget = 0; budget < 400 && !(sender_done && receiver_done); budget++) {
+    failing f = {-1, 0};
+    bb_allocator alloc = failing_allocator(&f);
+    bb_peer_id self = bb_peer_id_from_u64(1), two = bb_peer_id_from_u64(2);
+    bb_address addr = p2p_address(&self);
+    const char *targets[] = {"Send", "Recv"};
+    bb_install_args a = {.struct_size = sizeof a, .self = self, .addresses = &addr, .n_addresses = 1,
+                         .artifact = art, .artifact_len = art_len, .targets = targets, .n_targets = 2,
+                         .registry = reg, .alloc = &alloc};
+    bb_node *n = NULL;
+    CHECK(bb_install(&a, &n, NULL, NULL) == 0);
+    if (!n) break;
+    add_peer(n, 2);
+    add_peer(n, 3);
+    send_to(n, "Send", (const uint64_t[]){2, 3}, 2, 0);
+    f.budget = budget;
+    size_t count = 0;
+    const bb_step *s = NULL;
+    int rc = bb_node_poll(n, 0, &s, &count, NULL);
+    CHECK(rc == 0 || rc == BB_ERR_NOMEM);
+    for (size_t i = 0; i < count; i++)
+      if (s[i].kind == BB_STEP_SEND) CHECK_MSG(s[i].bytes && s[i].len && s[i].has_peer, "budget %ld", budget);
+    if (rc == 0 && count_steps(s, count, BB_STEP_SEND) == 2) sender_done = true;
+    /* the receiving side */
+    f.budget = -1;
+    poll_at(n, 1, &count);
+    f.budget = budget;
+    rc = bb_node_deliver(n, &two, env, env_len, 2, NULL);
+    CHECK(rc == 0 || rc == BB_ERR_NOMEM);
+    rc = bb_node_poll(n, 2, &s, &count, NULL);
+    CHECK(rc == 0 || rc == BB_ERR_NOMEM);
+    stub_state *agg = bb_node_component(n, "agg", NULL);
+    if (rc == 0 && agg && agg->contributions == 1) receiver_done = true;
+    f.budget = -1;
+    poll_at(n, 3, &count);
+    bb_node_stats st;
+    bb_node_stats_get(n, &st);
+    CHECK_MSG(st.ingress_bytes == 0 && st.executions == 0, "budget %ld: %zu bytes, %zu executions held", budget,
+              st.ingress_bytes, st.executions);
+    bb_node_free(n);
+    CHECK_MSG(f.live == 0, "budget %ld: %ld blocks leaked", budget, f.live);
+  }
+  CHECK(sender_done && receiver_done);
+  free(env);
+}
+
 int main(void) {
   build_artifact();
   reg = stub_registry();
@@ -610,6 +665,7 @@ int main(void) {
   RUN(test_blocked_peer);
   RUN(test_determinism);
   RUN(test_memory_stays_flat);
+  RUN(test_allocation_failures);
   bb_registry_free(reg);
   free(art);
   return bb_test_finish();
