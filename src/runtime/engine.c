@@ -147,6 +147,21 @@ void rt_seed(bb_node *n, rt_exec *e) {
     if (g->ops[op].kind != RT_OP_RECV && !is_scheduled(e, op) && ready(n, e, op)) rt_push(n, e, op);
 }
 
+/* Drops e's frontier entries whose op a re-arm unscheduled: they would fire with the
+ * inputs the re-arm cleared, or — once the op is pushed again — a second time. */
+static void drop_unscheduled(bb_node *n, rt_exec *e) {
+  size_t kept = 0;
+  for (size_t k = 0; k < n->fr_len; k++) {
+    rt_task t = n->frontier[(n->fr_head + k) % n->fr_cap];
+    if (t.exec == e && !is_scheduled(e, t.op)) {
+      rt_exec_unref(n, e); /* never the last reference: the caller holds e */
+      continue;
+    }
+    n->frontier[(n->fr_head + kept++) % n->fr_cap] = t;
+  }
+  n->fr_len = kept;
+}
+
 void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
   const rt_graph *g = &n->graphs[e->graph];
   uint32_t stack_buf[64], *stack = stack_buf;
@@ -180,6 +195,7 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
     }
   }
   if (stack != stack_buf) rt_free(n, stack);
+  drop_unscheduled(n, e);
 }
 
 static const char *module_of(const bb_node *n, const rt_exec *e) {

@@ -39,6 +39,10 @@ static const ir_node_spec ASYNC[] = {{BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {
                                      {"DeadlineCheck", {"y"}, {"ok"}, NULL, "deadline_ns", 100}};
 static const ir_node_spec CHAIN[] = {{"Tee", {"x"}, {"a"}}, {"Tee", {"a"}, {"b"}}, {"Tee", {"b"}, {"c"}},
                                      {"Tee", {"c"}, {"d"}}, {"Tee", {"d"}, {"e"}}};
+static const ir_node_spec TICK[] = {{"Interval", {"go"}, {"t"}, NULL, "period_ns", 100},
+                                    {"Tee", {"t"}, {"a"}},
+                                    {"Tee", {"a"}, {"b"}},
+                                    {"Tee", {"b"}, {"o"}}};
 static const ir_node_spec SEND[] = {
     {BB_DOMAIN_WIRE "::Send", {"v", "w", "peers"}, {"sent"}, .meta = {DEST("v", "r1"), DEST("w", "r2")}}};
 static const ir_node_spec SEND_DEADLINE[] = {{BB_DOMAIN_WIRE "::Send", {"v", "w", "peers"}, {"sent"}, NULL,
@@ -58,6 +62,7 @@ static void build_artifact(void) {
   ir_add_fn(m, &(ir_fn_spec){.name = "Pair#1", .in = {"x"}, .out = {"done"}, IR_NODES(PAIR)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Async#1", .in = {"x"}, .out = {"ok"}, IR_NODES(ASYNC)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Chain#1", .in = {"x"}, .out = {"e"}, IR_NODES(CHAIN)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Tick#1", .in = {"go"}, .out = {"o"}, IR_NODES(TICK)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Send#1", .in = {"v", "w", "peers"}, .out = {"sent"}, IR_NODES(SEND)});
   ir_add_fn(m, &(ir_fn_spec){.name = "SendD#1", .in = {"v", "w", "peers"}, IR_NODES(SEND_DEADLINE)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Bare#1", .in = {"v", "peers"}, IR_NODES(SEND_NO_OUTPUT)});
@@ -350,6 +355,38 @@ static void test_cycle_budget(void) {
   CHECK(!find_step(s, count, BB_STEP_CYCLE_BUDGET_EXCEEDED));
   CHECK(!bb_node_has_work(n));
   expect_idle(n);
+  bb_node_free(n);
+}
+
+/* An Interval tick while ops downstream of it still wait in the frontier (the cycle
+ * budget ran out): the tick re-runs them once each, with the new values — a waiting
+ * entry must neither fire with the inputs the tick cleared nor fire a second time. */
+static void test_interval_tick_with_a_backlog(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .cycle_op_budget = 1, .trace_ops = true};
+  bb_node *n = node(1, "Tick", &cfg);
+  if (!n) return;
+  bb_val *go = bb_val_trigger(NULL);
+  bb_named_value in = {"go", go};
+  CHECK(bb_node_invoke(n, "Tick", &in, 1, 0, NULL) == 0);
+  bb_val_release(go);
+  size_t count, events = 0;
+  /* one poll per period: one op per poll, so every tick finds the chain mid-way */
+  for (uint64_t now = 0; now <= 1000; now += 100) {
+    const bb_step *s = poll_at(n, now, &count);
+    if (find_step(s, count, BB_STEP_OP_FAILED)) print_steps("tick", s, count);
+    CHECK_EQ_INT(count_steps(s, count, BB_STEP_OP_FAILED), 0);
+    events += count_steps(s, count, BB_STEP_APP_EVENT);
+  }
+  CHECK_EQ_INT(events, 0); /* each tick restarts the chain before it ends */
+  /* polled often enough (four polls per period), each tick yields its output once */
+  size_t ticks = 0;
+  for (uint64_t now = 1100; now <= 2000; now += 25) {
+    const bb_step *s = poll_at(n, now, &count);
+    CHECK_EQ_INT(count_steps(s, count, BB_STEP_OP_FAILED), 0);
+    events += count_steps(s, count, BB_STEP_APP_EVENT);
+    for (size_t i = 0; i < count; i++) ticks += s[i].kind == BB_STEP_OP_COMPLETED && strstr(s[i].op, "Interval");
+  }
+  CHECK_MSG(ticks >= 8 && (events == ticks || events + 1 == ticks), "%zu ticks, %zu outputs", ticks, events);
   bb_node_free(n);
 }
 
@@ -656,6 +693,7 @@ int main(void) {
   RUN(test_pending_async_cap);
   RUN(test_deadline_check);
   RUN(test_cycle_budget);
+  RUN(test_interval_tick_with_a_backlog);
   RUN(test_outbound_cap);
   RUN(test_ingress_caps);
   RUN(test_fills_share_an_execution);
