@@ -150,45 +150,50 @@ int bb_node_fail(bb_node *n, uint64_t command, const char *detail, bb_error *err
 
 /* ---- bootstrap --------------------------------------------------------------------------- */
 
-/* Starts the next target's bootstrap after `from`; false when none is left. */
-static bool start_bootstrap(bb_node *n, size_t from) {
+/* Starts the first bootstrap not yet done from target `from` on: 1 when one started,
+ * 0 when none is left (the gate opens), BB_ERR_NOMEM when it cannot start now (out of
+ * memory or max_executions: the gate stays closed and the start is retried). */
+static int start_bootstrap(bb_node *n, size_t from) {
   for (size_t t = from; t < n->n_targets; t++) {
     if (n->targets[t].bootstrap < 0 || n->targets[t].bootstrap_done) continue;
     rt_exec *e = rt_exec_new(n, (uint32_t)n->targets[t].bootstrap, NULL, (int)t);
-    if (!e) {
-      n->failed_nomem = true;
-      return false;
-    }
+    if (!e) return BB_ERR_NOMEM;
     e->bootstrap = true;
     n->bootstrap_running = (int)t;
     n->bootstrap_root = e;
     rt_seed(n, e);
     rt_exec_unref(n, e);
-    return true;
+    return 1;
   }
   n->bootstrap_running = -1;
-  return false;
-}
-
-int bb_node_run_bootstrap(bb_node *n, uint64_t now_ns, bb_error *err) {
-  (void)err;
-  advance(n, now_ns);
-  if (n->bootstrap_started) return 0;
-  n->bootstrap_started = true;
-  start_bootstrap(n, 0);
   return 0;
 }
 
-/* A finished bootstrap is reported and the next one starts. */
+int bb_node_run_bootstrap(bb_node *n, uint64_t now_ns, bb_error *err) {
+  advance(n, now_ns);
+  if (n->bootstrap_started) return 0;
+  if (start_bootstrap(n, 0) < 0)
+    return bb_error_set(err, BB_ERR_NOMEM,
+                        "run_bootstrap: cannot start a bootstrap (out of memory or max_executions); call again");
+  n->bootstrap_started = true;
+  return 0;
+}
+
+/* A finished bootstrap is reported (once) and the next one starts; one that cannot start
+ * yet keeps the gate closed and is retried by the next poll. */
 static void bootstrap_progress(bb_node *n) {
   while (n->bootstrap_running >= 0) {
     rt_exec_collect(n);
     if (n->bootstrap_root) return;
     rt_target *t = &n->targets[n->bootstrap_running];
-    t->bootstrap_done = true;
-    bb_step *s = rt_step(n, BB_STEP_BOOTSTRAP_COMPLETE);
-    if (s) s->module = t->name;
-    if (!start_bootstrap(n, (size_t)n->bootstrap_running + 1)) return;
+    if (!t->bootstrap_done) {
+      t->bootstrap_done = true;
+      bb_step *s = rt_step(n, BB_STEP_BOOTSTRAP_COMPLETE);
+      if (s) s->module = t->name;
+    }
+    int rc = start_bootstrap(n, (size_t)n->bootstrap_running + 1);
+    if (rc < 0) n->failed_nomem = true;
+    if (rc <= 0) return;
   }
 }
 

@@ -2,6 +2,7 @@
  * "<Module>__bootstrap" once; body invokes and deliveries wait until it completes, also
  * when it parks on an asynchronous component op; a second call does nothing; a node
  * without bootstraps runs its body at once. Artifacts are built as IR. */
+#include "failalloc.h"
 #include "rtir.h"
 #include "rttest.h"
 
@@ -34,6 +35,7 @@ static const ir_node_spec T_BOOT[] = {{"Pulse", {NULL}, {"p"}},
                                       {BB_DOMAIN_ROLE_DATA_SOURCE "::NextBatch", {"p"}, {"b", "l"}, "loader"}};
 static const ir_node_spec A_BOOT[] = {{"Pulse", {NULL}, {"p"}},
                                       {BB_DOMAIN_ROLE_MODEL "::Forward", {"p"}, {"q"}, "amodel"}};
+static const ir_node_spec U_BOOT[] = {{"Pulse", {NULL}, {"p"}}, {"Tee", {"p"}, {"u"}}};
 static const ir_node_spec I_BOOT[] = {{"Tee", {"seed"}, {"s"}}};
 static const ir_node_spec SEND[] = {
     {BB_DOMAIN_WIRE "::Send", {"v", "peers"}, {"sent"}, .meta = {"ai.bytesandbrains.dest_site_name.v", "r"}}};
@@ -51,6 +53,8 @@ static void build_artifact(void) {
   ir_add_fn(m, &(ir_fn_spec){.name = "I#1", .in = {"x"}, .out = {"y"}, IR_NODES(N_BODY)});
   ir_add_fn(m, &(ir_fn_spec){.name = "I__bootstrap", .in = {"seed"}, .out = {"s"}, .bootstrap = true,
                              IR_NODES(I_BOOT)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "U#1", .in = {"x"}, .out = {"y"}, IR_NODES(N_BODY)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "U__bootstrap", .out = {"u"}, .bootstrap = true, IR_NODES(U_BOOT)});
   ir_add_fn(m, &(ir_fn_spec){.name = "N#1", .in = {"x"}, .out = {"y"}, IR_NODES(N_BODY)});
   ir_add_fn(m, &(ir_fn_spec){.name = "S#1", .in = {"v", "peers"}, IR_NODES(SEND)});
   ir_bind(m, "T#1", "loader", "DataSource|StubLoader|-1");
@@ -231,6 +235,60 @@ static void test_bootstrap_with_nothing_ready(void) {
   bb_node_free(n);
 }
 
+/* Two bootstraps (T's, then U's) with an allocation failure at every allocation from
+ * run_bootstrap on: a bootstrap that cannot start is retried (run_bootstrap says
+ * BB_ERR_NOMEM and can be called again; a poll retries the next one), each completes
+ * exactly once, the body waits for both, and nothing leaks. */
+static void test_allocation_failures(void) {
+  bool clean = false;
+  for (long budget = 0; budget < 200 && !clean; budget++) {
+    failing f = {-1, 0};
+    bb_allocator alloc = failing_allocator(&f);
+    bb_peer_id self = bb_peer_id_from_u64(1);
+    const char *targets[] = {"T", "U"};
+    bb_install_args a = {.struct_size = sizeof a, .self = self, .artifact = art, .artifact_len = art_len,
+                         .targets = targets, .n_targets = 2, .registry = reg, .alloc = &alloc};
+    bb_node *n = NULL;
+    CHECK(bb_install(&a, &n, NULL, NULL) == 0);
+    if (!n) break;
+    invoke_x(n, "U", 0);
+    f.budget = budget;
+    int rc = bb_node_run_bootstrap(n, 0, NULL);
+    CHECK(rc == 0 || rc == BB_ERR_NOMEM);
+    size_t completes = 0, count;
+    bool body_ran = false, saw_u = false, work_lost = false; /* a poll may lose work it says it lost */
+    for (int k = 0; k < 8; k++) {
+      const bb_step *s = NULL;
+      count = 0;
+      if (k == 4) f.budget = -1; /* memory comes back */
+      if (rc == BB_ERR_NOMEM) rc = bb_node_run_bootstrap(n, (uint64_t)k, NULL);
+      int prc = bb_node_poll(n, (uint64_t)k, &s, &count, NULL);
+      CHECK(prc == 0 || prc == BB_ERR_NOMEM);
+      work_lost |= prc == BB_ERR_NOMEM;
+      for (size_t i = 0; i < count; i++) {
+        completes += s[i].kind == BB_STEP_BOOTSTRAP_COMPLETE;
+        saw_u |= s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, "u") == 0;
+        if (s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, "y") == 0) {
+          stub_state *loader = bb_node_component(n, "loader", NULL);
+          CHECK_MSG(work_lost || (completes == 2 && saw_u && loader && loader->calls == 1),
+                    "budget %ld: the body ran before both bootstraps", budget);
+          body_ran = true;
+        }
+      }
+    }
+    /* a report may be lost with the memory (the poll said so), never doubled */
+    CHECK_MSG(completes == 2 || (work_lost && completes < 2), "budget %ld: %zu BootstrapComplete steps", budget,
+              completes);
+    stub_state *loader = bb_node_component(n, "loader", NULL);
+    int calls = loader ? loader->calls : -1;
+    CHECK_MSG(calls == 1 || (work_lost && calls == 0), "budget %ld: the loader ran %d times", budget, calls);
+    clean = !work_lost && completes == 2 && body_ran && calls == 1;
+    bb_node_free(n);
+    CHECK_MSG(f.live == 0, "budget %ld: %ld blocks leaked", budget, f.live);
+  }
+  CHECK(clean); /* ... up to a budget with no failure at all */
+}
+
 int main(void) {
   build_artifact();
   reg = stub_registry();
@@ -239,6 +297,7 @@ int main(void) {
   RUN(test_body_waits_for_a_parked_bootstrap);
   RUN(test_no_bootstrap);
   RUN(test_bootstrap_with_nothing_ready);
+  RUN(test_allocation_failures);
   bb_registry_free(reg);
   free(art);
   return bb_test_finish();
