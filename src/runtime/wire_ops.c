@@ -49,6 +49,21 @@ static size_t address_bytes(const bb_address *a, uint8_t *buf, size_t cap) { ret
 /* Each envelope gets the value written straight into it: one copy per destination. */
 static size_t write_value(const void *value, uint8_t *out) { return bb_val_encode_into(value, out); }
 
+/* The request id a Send forwards for an execution an envelope started. Receivers key
+ * replays by (sender, request id, site), and this node is the sender of both what it
+ * forwards and what it starts: forwarding the incoming id unchanged collided with the
+ * ids this node mints (both count from 1 on every peer), so a relay and the node's own
+ * message to the same site were taken for one replayed envelope. A forwarded id is
+ * instead derived from (origin, incoming id) with the top bit set, which minted ids never
+ * reach: replays of one incoming envelope still forward one id. */
+static uint64_t forwarded_request(const bb_peer_id *origin, uint64_t req) {
+  uint8_t key[BB_PEER_ID_MAX + 8];
+  size_t len = origin->len <= BB_PEER_ID_MAX ? origin->len : BB_PEER_ID_MAX;
+  memcpy(key, origin->bytes, len);
+  for (int i = 0; i < 8; i++) key[len + (size_t)i] = (uint8_t)(req >> (8 * i));
+  return bb_fnv1a64(key, len + 8) | (1ull << 63);
+}
+
 int rt_send(rt_call *c, bb_error *err) {
   bb_node *n = c->node;
   const rt_op *o = c->op;
@@ -58,7 +73,7 @@ int rt_send(rt_call *c, bb_error *err) {
   for (uint32_t i = 0; i < o->n_in && !peers; i++)
     if (c->in[i] && !is_fill_input(o, i) && (c->in[i]->kind == BB_VAL_PEERS || c->in[i]->kind == BB_VAL_PEER))
       peers = c->in[i];
-  uint64_t req = e->wire_req_id ? e->wire_req_id : n->next_wire_req++;
+  uint64_t req = e->wire_req_id ? forwarded_request(&e->src, e->wire_req_id) : n->next_wire_req++;
   /* only the outputs the node declares: the engine releases no others */
   if (o->n_out > 0 && !(c->out[0] = bb_val_trigger(n->alloc))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (o->n_out > 1 && !(c->out[1] = bb_val_u64(n->alloc, BB_VAL_WIRE_REQ_ID, req)))

@@ -52,6 +52,15 @@ static const ir_node_spec RECV[] = {{BB_DOMAIN_WIRE "::Recv", {NULL}, {"r1", "fr
                                     {BB_DOMAIN_WIRE "::Recv", {NULL}, {"r2", "from2"}},
                                     {BB_DOMAIN_ROLE_AGGREGATOR "::Contribute", {"r1", "r2"}, {"o"}, "agg"}};
 
+/* Gossip: publish `msg` to `peers`, and relay what arrives to the same peers; arrivals
+ * pass the dedup gate. */
+static const ir_node_spec GOSSIP[] = {
+    {BB_DOMAIN_WIRE "::Send", {"msg", "peers"}, {"published"}, .meta = {DEST("msg", "g")}},
+    {BB_DOMAIN_WIRE "::Recv", {NULL}, {"g", "g_from"}},
+    {"DedupGateRx", {"g"}, {"fresh"}},
+    {"Tee", {"fresh"}, {"heard"}},
+    {BB_DOMAIN_WIRE "::Send", {"fresh", "peers"}, {"relayed"}, .meta = {DEST("fresh", "g")}}};
+
 static uint8_t *art;
 static size_t art_len;
 
@@ -67,6 +76,7 @@ static void build_artifact(void) {
   ir_add_fn(m, &(ir_fn_spec){.name = "SendD#1", .in = {"v", "w", "peers"}, IR_NODES(SEND_DEADLINE)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Bare#1", .in = {"v", "peers"}, IR_NODES(SEND_NO_OUTPUT)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Recv#1", .out = {"o"}, IR_NODES(RECV)});
+  ir_add_fn(m, &(ir_fn_spec){.name = "Gossip#1", .in = {"msg", "peers"}, .out = {"heard"}, IR_NODES(GOSSIP)});
   ir_bind(m, "Calls#1", "model", "Model|StubModel|-1");
   ir_bind(m, "Pair#1", "agg", "Aggregator|StubAggregator|-1");
   ir_bind(m, "Recv#1", "agg", "Aggregator|StubAggregator|-1");
@@ -569,6 +579,68 @@ static void test_blocked_peer(void) {
   free(env);
 }
 
+/* The only SEND of a poll (copied), or NULL. */
+static uint8_t *only_send(bb_node *n, uint64_t now, size_t *len) {
+  size_t count;
+  const bb_step *s = poll_at(n, now, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 1);
+  const bb_step *send = find_step(s, count, BB_STEP_SEND);
+  if (!send) return NULL;
+  uint8_t *copy = malloc(send->len);
+  memcpy(copy, send->bytes, send->len);
+  *len = send->len;
+  return copy;
+}
+
+/* X publishes its own message to B, then relays A's: the relay carries A's request id
+ * forward, X's own message a request id X minted — both 1. B's dedup gate (keyed by
+ * sender, request id and site) must still tell them apart; a replay of the relay is
+ * still caught. */
+static void test_relay_and_own_message_are_distinct(void) {
+  bb_node *a = node(1, "Gossip", NULL), *x = node(2, "Gossip", NULL), *b = node(3, "Gossip", NULL);
+  bb_peer_id pa = bb_peer_id_from_u64(1), px = bb_peer_id_from_u64(2), pb = bb_peer_id_from_u64(3);
+  if (a && x && b) {
+    add_peer(a, 2);
+    add_peer(x, 3);
+    bb_val *to_x = bb_val_peers(NULL, &px, 1), *to_b = bb_val_peers(NULL, &pb, 1);
+    CHECK(bb_node_bind_input(x, "Gossip", "peers", to_b, NULL) == 0); /* X relays to B */
+    bb_val *m1 = bb_val_bytes(NULL, (const uint8_t *)"from A", 6), *m2 = bb_val_bytes(NULL, (const uint8_t *)"from X", 6);
+    bb_named_value in_a[2] = {{"msg", m1}, {"peers", to_x}}, in_x[1] = {{"msg", m2}};
+    CHECK(bb_node_invoke(a, "Gossip", in_a, 2, 0, NULL) == 0);
+    CHECK(bb_node_invoke(x, "Gossip", in_x, 1, 0, NULL) == 0);
+    size_t len_a = 0, len_x = 0, len_relay = 0;
+    uint8_t *env_a = only_send(a, 0, &len_a), *env_x = only_send(x, 0, &len_x), *relay = NULL;
+    if (env_a) {
+      CHECK(bb_node_deliver(x, &pa, env_a, len_a, 1, NULL) == 0);
+      relay = only_send(x, 1, &len_relay);
+    }
+    size_t count;
+    if (env_x && relay) {
+      CHECK(bb_node_deliver(b, &px, env_x, len_x, 2, NULL) == 0);
+      CHECK(bb_node_deliver(b, &px, relay, len_relay, 2, NULL) == 0);
+      const bb_step *s = poll_at(b, 2, &count);
+      if (find_step(s, count, BB_STEP_OP_FAILED)) print_steps("B", s, count);
+      CHECK_EQ_INT(count_steps(s, count, BB_STEP_OP_FAILED), 0);
+      CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 2); /* both heard */
+      CHECK(bb_node_deliver(b, &px, relay, len_relay, 3, NULL) == 0); /* a replay */
+      s = poll_at(b, 3, &count);
+      const bb_step *f = find_step(s, count, BB_STEP_OP_FAILED);
+      CHECK(f && strcmp(f->reason, "duplicate") == 0);
+      CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 0);
+    }
+    free(env_a);
+    free(env_x);
+    free(relay);
+    bb_val_release(to_x);
+    bb_val_release(to_b);
+    bb_val_release(m1);
+    bb_val_release(m2);
+  }
+  bb_node_free(a);
+  bb_node_free(x);
+  bb_node_free(b);
+}
+
 /* ---- determinism, memory ---------------------------------------------------------------- */
 
 static void test_determinism(void) {
@@ -701,6 +773,7 @@ int main(void) {
   RUN(test_send_without_outputs);
   RUN(test_envelope_deadline_in_the_queue);
   RUN(test_blocked_peer);
+  RUN(test_relay_and_own_message_are_distinct);
   RUN(test_determinism);
   RUN(test_memory_stays_flat);
   RUN(test_allocation_failures);
