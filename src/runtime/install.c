@@ -174,12 +174,10 @@ static int parse_binding(installer *x, const bb_kv *kv, binding *b) {
   return 0;
 }
 
-/* The slots my targets bind, one entry per slot name, in first-seen order; slot ids of
- * every target are merged (runtime.md §5.4 keeps only the first). */
+/* The slots my targets bind, one entry per slot name, in first-seen order. (Nodes that
+ * carry only a slot id are resolved through the binding table in component_for.) */
 typedef struct slot_entry {
   binding b;
-  long ids[16];
-  size_t n_ids;
 } slot_entry;
 
 static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
@@ -214,8 +212,6 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
                   ROLE_NAMES[b.role]);
         break;
       }
-      if (b.slot_id >= 0 && slots[s].n_ids < sizeof slots[s].ids / sizeof *slots[s].ids)
-        slots[s].ids[slots[s].n_ids++] = b.slot_id;
     }
   }
   if (rc) {
@@ -284,7 +280,6 @@ static int construct_components(installer *x) {
                 cerr.message[0] ? cerr.message : bb_strerror(crc));
     }
   }
-  /* slot ids → component, for nodes that carry only an id */
   rt_free(n, slots);
   return rc;
 }

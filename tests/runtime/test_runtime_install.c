@@ -224,6 +224,39 @@ static void test_prefix_and_shared_slot(void) {
   bb_registry_free(reg);
 }
 
+/* A node carrying only a slot id (as the compiler stamps it) runs on the component its
+ * target's binding gives that id; an id no binding of my targets gives is unresolved. */
+static void test_slot_id_dispatch(void) {
+  bb_registry *reg = registry_of(&STUB_MODEL);
+  static const ir_node_spec by_id[] = {
+      {BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {"y"}, .meta = {"ai.bytesandbrains.slot_id", "3"}}};
+  bb_model *m = ir_model("v1");
+  ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x"}, .out = {"y"}, IR_NODES(by_id)});
+  ir_bind(m, "T", "model", "Model|StubModel|3");
+  size_t len;
+  uint8_t *art = ir_encode(m, &len);
+  bb_node *n = install_peer(art, len, 1, T, 1, reg, NULL);
+  if (n) {
+    bb_val *x = f32_val((const float[]){2}, 1);
+    bb_named_value in = {"x", x};
+    CHECK(bb_node_invoke(n, "T", &in, 1, 0, NULL) == 0);
+    bb_val_release(x);
+    const bb_step *s;
+    size_t count;
+    CHECK(bb_node_poll(n, 0, &s, &count, NULL) == 0);
+    CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 1);
+    stub_state *st = bb_node_component(n, "model", NULL);
+    CHECK(st && st->calls == 1);
+    bb_node_free(n);
+  }
+  free(art);
+  m = ir_model("v1");
+  ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x"}, .out = {"y"}, IR_NODES(by_id)});
+  ir_bind(m, "T", "model", "Model|StubModel|4");
+  expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_OP, "Forward");
+  bb_registry_free(reg);
+}
+
 /* Every allocation of a full install (targets, addresses, components, sites, graphs, Send
  * destinations) fails once in turn: the install reports OutOfMemory and frees everything,
  * or — past the last allocation — succeeds. */
@@ -274,6 +307,7 @@ int main(void) {
   RUN(test_binding_errors);
   RUN(test_unresolved);
   RUN(test_prefix_and_shared_slot);
+  RUN(test_slot_id_dispatch);
   RUN(test_allocation_failures);
   return bb_test_finish();
 }
