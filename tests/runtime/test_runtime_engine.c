@@ -478,6 +478,56 @@ static void test_fills_share_an_execution(void) {
   free(env);
 }
 
+/* The host API refuses what it must, with nothing queued: unknown modules and inputs,
+ * too many inputs, an oversize input, an exhausted byte budget. A bound input starts every
+ * run; a value given to the invoke takes precedence. */
+static void test_host_api(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .max_app_event_bytes = 64, .ingress_byte_budget = 100};
+  bb_node *n = node(1, "Chain", &cfg);
+  if (!n) return;
+  bb_val *x = f32_val((const float[]){1}, 1);
+  bb_named_value in = {"x", x}, other = {"nope", x};
+  CHECK(bb_node_invoke(n, "Nope", &in, 1, 0, NULL) == BB_ERR_NOT_FOUND);
+  CHECK(bb_node_invoke(n, "Chain", &other, 1, 0, NULL) == BB_ERR_NOT_FOUND);
+  bb_named_value many[101];
+  for (int i = 0; i < 101; i++) many[i] = in;
+  CHECK(bb_node_invoke(n, "Chain", many, 101, 0, NULL) == BB_ERR_LIMIT);
+  uint8_t big[65] = {0};
+  CHECK(bb_node_deliver_event(n, "Chain", "x", big, sizeof big, 0, NULL) == BB_ERR_LIMIT);
+  CHECK(bb_node_deliver_event(n, "Chain", "x", big, 40, 0, NULL) == 0);
+  CHECK(bb_node_deliver_event(n, "Chain", "x", big, 40, 0, NULL) == 0);
+  CHECK(bb_node_deliver_event(n, "Chain", "x", big, 40, 0, NULL) == BB_ERR_LIMIT); /* 120 > 100 bytes */
+  bb_node_stats st;
+  bb_node_stats_get(n, &st);
+  CHECK_EQ_INT(st.ingress, 2);
+  size_t count;
+  const bb_step *s = poll_at(n, 0, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 2);
+  expect_idle(n);
+  /* bound inputs */
+  CHECK(bb_node_bind_input(n, "Chain", "nope", x, NULL) == BB_ERR_NOT_FOUND);
+  CHECK(bb_node_bind_input(n, "Nope", "x", x, NULL) == BB_ERR_NOT_FOUND);
+  CHECK(bb_node_bind_input(n, "Chain", "x", x, NULL) == 0);
+  CHECK(bb_node_invoke(n, "Chain", NULL, 0, 1, NULL) == 0);
+  bb_val *y = f32_val((const float[]){5, 6}, 2);
+  bb_named_value iy = {"x", y};
+  CHECK(bb_node_invoke(n, "Chain", &iy, 1, 1, NULL) == 0);
+  s = poll_at(n, 1, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 2);
+  if (count == 2) {
+    CHECK(tensor_is(s[0].value, (const float[]){1}, 1));
+    CHECK(tensor_is(s[1].value, (const float[]){5, 6}, 2));
+  }
+  CHECK(bb_node_bind_input(n, "Chain", "x", NULL, NULL) == 0); /* unbound again */
+  CHECK(bb_node_invoke(n, "Chain", NULL, 0, 2, NULL) == 0);
+  s = poll_at(n, 2, &count);
+  CHECK_EQ_INT(count, 0);
+  bb_val_release(x);
+  bb_val_release(y);
+  expect_idle(n);
+  bb_node_free(n);
+}
+
 /* ---- peers ------------------------------------------------------------------------------- */
 
 static void test_unknown_peer_and_fan_out(void) {
@@ -769,6 +819,7 @@ int main(void) {
   RUN(test_outbound_cap);
   RUN(test_ingress_caps);
   RUN(test_fills_share_an_execution);
+  RUN(test_host_api);
   RUN(test_unknown_peer_and_fan_out);
   RUN(test_send_without_outputs);
   RUN(test_envelope_deadline_in_the_queue);
