@@ -400,6 +400,44 @@ static void test_interval_tick_with_a_backlog(void) {
   bb_node_free(n);
 }
 
+/* max_executions: an invoke that would start one more is dropped and reported, a function
+ * call that would is an OpFailed; nothing stays charged. */
+static void test_execution_cap(void) {
+  bb_node_config cfg = {.struct_size = sizeof cfg, .max_executions = 1};
+  bb_node *n = node(1, "Async", &cfg);
+  if (n) {
+    n_parked = 0;
+    invoke_x(n, "Async", 0);
+    invoke_x(n, "Async", 0);
+    size_t count;
+    const bb_step *s = poll_at(n, 0, &count);
+    const bb_step *d = find_step(s, count, BB_STEP_INGRESS_DROPPED);
+    CHECK(d && strcmp(d->reason, "execution_limit") == 0);
+    CHECK_EQ_INT(n_parked, 1);
+    bb_node_stats st;
+    bb_node_stats_get(n, &st);
+    CHECK_EQ_INT(st.executions, 1);
+    CHECK(st.ingress_bytes > 0); /* the parked run's input */
+    bb_val *y = f32_val((const float[]){1}, 1);
+    CHECK(bb_node_complete(n, parked[0], &y, 1, NULL) == 0);
+    bb_val_release(y);
+    poll_at(n, 1, &count);
+    expect_idle(n);
+    bb_node_free(n);
+  }
+  n = node(1, "Calls", &cfg);
+  if (n) {
+    invoke_x(n, "Calls", 0);
+    size_t count;
+    const bb_step *s = poll_at(n, 0, &count);
+    const bb_step *f = find_step(s, count, BB_STEP_OP_FAILED);
+    CHECK(f && strcmp(f->reason, "execution_limit") == 0 && strstr(f->op, "Sub"));
+    CHECK(!event(s, count, "y"));
+    expect_idle(n);
+    bb_node_free(n);
+  }
+}
+
 static void test_outbound_cap(void) {
   bb_node_config cfg = {.struct_size = sizeof cfg, .max_outbound = 1};
   bb_node *a = node(1, "Send", &cfg);
@@ -816,6 +854,7 @@ int main(void) {
   RUN(test_deadline_check);
   RUN(test_cycle_budget);
   RUN(test_interval_tick_with_a_backlog);
+  RUN(test_execution_cap);
   RUN(test_outbound_cap);
   RUN(test_ingress_caps);
   RUN(test_fills_share_an_execution);
