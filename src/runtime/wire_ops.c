@@ -80,9 +80,20 @@ int rt_send(rt_call *c, bb_error *err) {
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (!peers || !peers->n) return 0; /* nobody to send to: not an error (runtime.md §3.3) */
 
-  bb_slot_fill fills[16];
-  uint8_t suffix[16][16];
-  uint32_t nf = o->n_fills < 16 ? o->n_fills : 16;
+  /* each suffix is one /site segment (at most 11 bytes); past 16 fills they go to the heap
+   * (they were cut off at 16: the rest of the Send's values were silently not sent) */
+  bb_slot_fill fills_stack[16], *fills = fills_stack;
+  uint8_t suffix_stack[16][16], (*suffix)[16] = suffix_stack;
+  uint32_t nf = o->n_fills;
+  if (nf > 16) {
+    fills = rt_calloc(n, nf, sizeof *fills);
+    suffix = rt_calloc(n, nf, sizeof *suffix);
+    if (!fills || !suffix) {
+      rt_free(n, fills);
+      rt_free(n, suffix);
+      return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+    }
+  }
   int rc = 0;
   for (uint32_t f = 0; f < nf && !rc; f++) {
     const bb_val *v = c->in[o->fills[f].input];
@@ -143,6 +154,10 @@ int rt_send(rt_call *c, bb_error *err) {
     if ((rc = bb_envelope_encode(&env, n->alloc, &bytes, &len, err))) break;
     if ((rc = rt_queue_outbound(n, to, bytes, len))) bb_error_set(err, rc, "out of memory queueing an envelope");
     else rt_count(n, "send.envelopes", 1);
+  }
+  if (fills != fills_stack) {
+    rt_free(n, fills);
+    rt_free(n, suffix);
   }
   return rc;
 }

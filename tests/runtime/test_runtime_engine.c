@@ -729,6 +729,64 @@ static void test_relay_and_own_message_are_distinct(void) {
   bb_node_free(b);
 }
 
+/* A Send with 20 values, each to its own Recv: every one arrives (past 16 they were
+ * silently left out of the envelope). */
+static void test_send_with_many_fills(void) {
+  bb_model *m = ir_model("v1");
+  bb_function *tx = bb_function_new(m, "Wide#1", BB_DOMAIN_MODULE);
+  bb_function *rx = bb_function_new(m, "WideRx#1", BB_DOMAIN_MODULE);
+  bb_ir_node *send = bb_ir_node_new(m, "Send", BB_DOMAIN_WIRE, "send");
+  for (int i = 0; i < 20; i++) {
+    char v[16], r[16], key[64];
+    snprintf(v, sizeof v, "v%d", i);
+    snprintf(r, sizeof r, "r%d", i);
+    snprintf(key, sizeof key, "ai.bytesandbrains.dest_site_name.%s", v);
+    bb_strlist_append(m, &tx->inputs, v);
+    bb_strlist_append(m, &send->inputs, v);
+    bb_kv_upsert(m, &send->metadata, key, r);
+    bb_ir_node *recv = bb_ir_node_new(m, "Recv", BB_DOMAIN_WIRE, r);
+    bb_strlist_append(m, &recv->outputs, r);
+    bb_nodelist_append(m, &rx->nodes, recv);
+    bb_strlist_append(m, &rx->outputs, r);
+  }
+  bb_strlist_append(m, &tx->inputs, "peers");
+  bb_strlist_append(m, &send->inputs, "peers");
+  bb_strlist_append(m, &send->outputs, "sent");
+  bb_nodelist_append(m, &tx->nodes, send);
+  bb_model_add_function(m, tx);
+  bb_model_add_function(m, rx);
+  size_t len;
+  uint8_t *wide = ir_encode(m, &len);
+  const char *ta[] = {"Wide"}, *tb[] = {"WideRx"};
+  bb_node *a = install_peer(wide, len, 1, ta, 1, reg, NULL), *b = install_peer(wide, len, 2, tb, 1, reg, NULL);
+  if (a && b) {
+    add_peer(a, 2);
+    bb_peer_id two = bb_peer_id_from_u64(2), one = bb_peer_id_from_u64(1);
+    bb_named_value in[21];
+    char names[20][8];
+    for (int i = 0; i < 20; i++) {
+      snprintf(names[i], sizeof names[i], "v%d", i);
+      in[i] = (bb_named_value){names[i], f32_val((const float[]){(float)i}, 1)};
+    }
+    in[20] = (bb_named_value){"peers", bb_val_peers(NULL, &two, 1)};
+    CHECK(bb_node_invoke(a, "Wide", in, 21, 0, NULL) == 0);
+    for (int i = 0; i < 21; i++) bb_val_release(in[i].value);
+    size_t env_len = 0;
+    uint8_t *env = only_send(a, 0, &env_len);
+    if (env) {
+      CHECK(bb_node_deliver(b, &one, env, env_len, 1, NULL) == 0);
+      size_t count;
+      const bb_step *s = poll_at(b, 1, &count);
+      CHECK_EQ_INT(count_steps(s, count, BB_STEP_APP_EVENT), 20);
+      CHECK(tensor_is(event(s, count, "r19"), (const float[]){19}, 1));
+    }
+    free(env);
+  }
+  bb_node_free(a);
+  bb_node_free(b);
+  free(wide);
+}
+
 /* ---- determinism, memory ---------------------------------------------------------------- */
 
 static void test_determinism(void) {
@@ -864,6 +922,7 @@ int main(void) {
   RUN(test_envelope_deadline_in_the_queue);
   RUN(test_blocked_peer);
   RUN(test_relay_and_own_message_are_distinct);
+  RUN(test_send_with_many_fills);
   RUN(test_determinism);
   RUN(test_memory_stays_flat);
   RUN(test_allocation_failures);
