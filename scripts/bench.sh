@@ -3,7 +3,7 @@
 #   1. native kernels, SIMD against their scalar twins (bench/bench_kernels.c);
 #   2. the same kernels in wasm under Node;
 #   3. the compiler on a 10,000-node module against the ONNX codec alone;
-#   3b. the runtime (bench/bench_node.c, bench/bench_runtime.c), natively and in wasm
+#   3b. the runtime (bench/bench_runtime.c), natively and in wasm
 #       under Node;
 #   4. bb.wasm against onnxruntime-web (wasm, 1 thread) and onnxruntime-node (1 thread),
 #      op by op in one Node process (bench/js/ops-vs-ort.mjs).
@@ -26,11 +26,6 @@ cmake --build build -j "$jobs" --target bench_compiler >/dev/null
 ./build/bench/bench_compiler
 
 echo
-echo "== runtime (build/bench/bench_node): dispatch, a 4 MiB tensor on the wire, 1,000 timers"
-cmake --build build -j "$jobs" --target bench_node >/dev/null
-./build/bench/bench_node
-
-echo
 echo "== runtime (build/bench/bench_runtime): each cost beside a named baseline"
 cmake --build build -j "$jobs" --target bench_runtime >/dev/null
 ./build/bench/bench_runtime
@@ -38,12 +33,8 @@ cmake --build build -j "$jobs" --target bench_runtime >/dev/null
 echo
 echo "== wasm kernels under Node (build-wasm/bench/bench_kernels.js)"
 bash scripts/build-wasm.sh >/dev/null
-cmake --build build-wasm -j "$jobs" --target bench_kernels bench_node bench_runtime >/dev/null
+cmake --build build-wasm -j "$jobs" --target bench_kernels bench_runtime >/dev/null
 node build-wasm/bench/bench_kernels.js
-
-echo
-echo "== the runtime in wasm under Node (build-wasm/bench/bench_node.js)"
-node build-wasm/bench/bench_node.js
 
 echo
 echo "== the runtime in wasm under Node (build-wasm/bench/bench_runtime.js)"
