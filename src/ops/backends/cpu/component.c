@@ -27,7 +27,15 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
                           bb_val_kind_name((int)v->kind));
     in_stack[i] = v ? v->as.tensor : NULL;
   }
-  int rc = bb_cpu_run_node(call->node, BB_ONNX_OPSET_VERSION, in_stack, call->n_inputs, out_stack, call->n_outputs,
+  /* a call from another component (bb_ctx_call) has no graph node: stand one in with the
+   * op type, no attributes and every output wanted */
+  char out_name[] = "out", *out_names[16];
+  for (size_t i = 0; i < call->n_outputs; i++) out_names[i] = out_name;
+  bb_ir_node standin = {0};
+  standin.op_type = (char *)call->op_type;
+  standin.outputs = (bb_strlist){out_names, call->n_outputs, call->n_outputs};
+  const bb_ir_node *node = call->node ? call->node : &standin;
+  int rc = bb_cpu_run_node(node, BB_ONNX_OPSET_VERSION, in_stack, call->n_inputs, out_stack, call->n_outputs,
                            bb_ctx_allocator(ctx), err);
   if (rc) return rc;
   for (size_t i = 0; i < call->n_outputs; i++) {
