@@ -405,6 +405,7 @@ void bb_node_free(bb_node *n) {
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].exec) rt_exec_unref(n, n->timers[i].exec);
   rt_exec_collect(n);
+  rt_syscalls_free(n);
   for (size_t k = 0; k < n->out_len; k++) rt_free(n, n->outbound[(n->out_head + k) % n->out_cap].bytes);
   rt_steps_release(n, &n->acc);
   rt_steps_release(n, &n->batch);

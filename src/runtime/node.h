@@ -298,6 +298,16 @@ struct bb_node {
 
   rt_steps acc, batch;
   bool failed_nomem; /* an allocation failed where no error could be returned */
+
+  /* Framework-op state (syscalls.c, freed by rt_syscalls_free): which DeadlineMatch ops
+   * already fired in which execution, and the named tables of Limit, Serialize, Hold and
+   * Record with an index over them and the bytes their values hold. */
+  struct rt_latch *latches;
+  size_t n_latches, cap_latches;
+  struct rt_named *named;
+  size_t n_named, cap_named;
+  bb_strmap named_index;
+  size_t named_bytes;
 };
 
 /* ---- internal API (src/runtime) ------------------------------------------------------- */
@@ -358,6 +368,8 @@ bool rt_replayed(bb_node *n, rt_exec *e, uint64_t site);
 
 /* syscalls.c */
 rt_syscall_fn rt_syscall_find(const char *domain, const char *op_type);
+/* Frees the state framework ops keep in the node (queues, holds, records, limits). */
+void rt_syscalls_free(bb_node *n);
 
 /* registry.c */
 const bb_registry *rt_builtin_registry(void);

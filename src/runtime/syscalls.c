@@ -22,11 +22,16 @@ static int need_input(rt_call *c, bb_error *err) {
 
 static int nomem(bb_error *err) { return bb_error_set(err, BB_ERR_NOMEM, "out of memory"); }
 
-static int emit_trigger(rt_call *c, bb_error *err) {
-  if (!c->n_out) return 0;
-  c->out[0] = bb_val_trigger(c->node->alloc);
-  return c->out[0] ? 0 : nomem(err);
+/* Sets output 0 to v (a new reference; NULL: out of memory). A node recorded without
+ * outputs still runs: the value is dropped. */
+static int put_output(rt_call *c, bb_val *v, bb_error *err) {
+  if (!v) return nomem(err);
+  if (c->n_out) c->out[0] = v;
+  else bb_val_release(v);
+  return 0;
 }
+
+static int emit_trigger(rt_call *c, bb_error *err) { return put_output(c, bb_val_trigger(c->node->alloc), err); }
 
 static int64_t attr_int(const rt_call *c, const char *name, int64_t dflt) {
   return bb_attr_get_int(&c->op->ir->attrs, name, dflt);
@@ -56,8 +61,7 @@ static bool peer_blocked(const bb_node *n, const bb_peer_id *p) {
 static int sys_pass_through(rt_call *c, bb_error *err) {
   bb_val *v = first_input(c);
   if (!v) return need_input(c, err);
-  c->out[0] = bb_val_retain(v);
-  return 0;
+  return put_output(c, bb_val_retain(v), err);
 }
 
 static int sys_tee(rt_call *c, bb_error *err) {
@@ -76,9 +80,9 @@ static int sys_constant(rt_call *c, bb_error *err) {
   bb_tensor *t;
   int rc = bb_tensor_from_proto(a->t, c->node->alloc, &t, err);
   if (rc) return rc;
-  c->out[0] = bb_val_tensor(c->node->alloc, t);
+  bb_val *v = bb_val_tensor(c->node->alloc, t);
   bb_tensor_release(t);
-  return c->out[0] ? 0 : nomem(err);
+  return put_output(c, v, err);
 }
 
 static int sys_trigger(rt_call *c, bb_error *err) { return emit_trigger(c, err); }
@@ -90,8 +94,7 @@ static int sys_on_trigger(rt_call *c, bb_error *err) {
 
 static int sys_gate(rt_call *c, bb_error *err) {
   if (!c->n_in || !c->in[0]) return need_input(c, err);
-  c->out[0] = bb_val_retain(c->in[0]);
-  return 0;
+  return put_output(c, bb_val_retain(c->in[0]), err);
 }
 
 static int sys_any(rt_call *c, bb_error *err) {
@@ -104,22 +107,18 @@ static int sys_any(rt_call *c, bb_error *err) {
     if (bb_node_counter(c->node, key)) return 0; /* this group already fired */
     rt_count(c->node, key, 1);
   }
-  (void)err;
-  c->out[0] = bb_val_retain(v);
-  return 0;
+  return put_output(c, bb_val_retain(v), err);
 }
 
 /* ---- time ----------------------------------------------------------------------------------- */
 
 static int sys_clock(rt_call *c, bb_error *err) {
-  c->out[0] = bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now);
-  return c->out[0] ? 0 : nomem(err);
+  return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now), err);
 }
 
 static int sys_rng(rt_call *c, bb_error *err) {
   bb_ctx ctx = {c->node, NULL, c->exec, c->now, 0, NULL};
-  c->out[0] = bb_val_u64(c->node->alloc, BB_VAL_U64, bb_ctx_random(&ctx));
-  return c->out[0] ? 0 : nomem(err);
+  return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_U64, bb_ctx_random(&ctx)), err);
 }
 
 /* Parks the op until now + delay, then completes it with a trigger. */
@@ -150,8 +149,7 @@ static int sys_interval(rt_call *c, bb_error *err) {
     c->reason = "timer_limit";
     return bb_error_set(err, rc, "Interval: %s", rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");
   }
-  c->out[0] = bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now);
-  return c->out[0] ? 0 : nomem(err);
+  return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now), err);
 }
 
 /* Deadlines are relative (runtime.md §2.14, [PORT]): to the start of the execution, or
@@ -173,15 +171,317 @@ static int sys_deadline_check(rt_call *c, bb_error *err) {
   return emit_trigger(c, err);
 }
 
-/* DeadlineMatch: the race between a result and its timeout resolves once per execution —
- * the engine fires an op at most once per execution, so the first firing is the only
- * one. */
+/* DeadlineMatch: the race between a result and its timeout resolves once per execution.
+ * The engine fires an op once per execution, except that an Interval tick re-arms what
+ * depends on it in the same execution; so the first firing is latched by (execution, op).
+ * Only an execution an Interval timer still holds can fire the op again, so a full table
+ * keeps just those entries (and this execution's) before it grows: memory stays flat. */
+struct rt_latch {
+  uint64_t exec;
+  uint32_t op;
+};
+
+static bool exec_has_interval(const bb_node *n, uint64_t exec) {
+  for (size_t i = 0; i < n->n_timers; i++)
+    if (n->timers[i].kind == RT_TIMER_INTERVAL && n->timers[i].exec && n->timers[i].exec->id == exec) return true;
+  return false;
+}
+
+static void prune_latches(bb_node *n, uint64_t current) {
+  size_t kept = 0;
+  for (size_t i = 0; i < n->n_latches; i++)
+    if (n->latches[i].exec == current || exec_has_interval(n, n->latches[i].exec)) n->latches[kept++] = n->latches[i];
+  n->n_latches = kept;
+}
+
 static int sys_deadline_match(rt_call *c, bb_error *err) {
   if (!first_input(c)) {
     c->reason = "missing_input";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "DeadlineMatch requires at least one input");
   }
+  bb_node *n = c->node;
+  for (size_t i = 0; i < n->n_latches; i++)
+    if (n->latches[i].exec == c->exec->id && n->latches[i].op == c->op_index) return 0; /* lost the race: absorb */
+  if (n->n_latches == n->cap_latches) {
+    prune_latches(n, c->exec->id);
+    if (n->n_latches * 2 > n->cap_latches &&
+        rt_grow(n, (void **)&n->latches, &n->cap_latches, n->n_latches + 1, sizeof *n->latches))
+      return nomem(err);
+  }
+  n->latches[n->n_latches++] = (struct rt_latch){c->exec->id, c->op_index};
   return emit_trigger(c, err);
+}
+
+/* ---- named state: Limit counters, Serialize queues, Hold slots, Record rings ------------ */
+
+typedef enum rt_named_kind { RT_LIMIT, RT_QUEUE, RT_HOLD, RT_RECORD, RT_NAMED_KINDS } rt_named_kind;
+
+#define RT_MAX_NAMES 1024 /* names per kind */
+
+/* What each kind keeps per name: a counter, or a ring of Bytes values (oldest evicted). */
+static const struct {
+  char tag;
+  size_t ring_cap;
+  const char *what;
+} NAMED[RT_NAMED_KINDS] = {
+    [RT_LIMIT] = {'L', 0, "limit"},
+    [RT_QUEUE] = {'Q', 4096, "queue"},
+    [RT_HOLD] = {'H', 1, "hold slot"},
+    [RT_RECORD] = {'R', 1024, "record"},
+};
+
+struct rt_named {
+  rt_named_kind kind;
+  char *key;       /* tag + name: the index's key */
+  uint64_t count;  /* LIMIT: in flight */
+  bb_val **ring;   /* the others: values, oldest at head */
+  size_t head, len, cap;
+};
+
+static size_t n_of_kind(const bb_node *n, rt_named_kind kind) {
+  size_t k = 0;
+  for (size_t i = 0; i < n->n_named; i++) k += n->named[i].kind == kind;
+  return k;
+}
+
+/* The entry of (kind, name); created when `create` (NULL then if the kind has
+ * RT_MAX_NAMES names already, or out of memory: *full says which). */
+static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *name, bool create, bool *full) {
+  char stack[128], *key = stack;
+  size_t len = strlen(name);
+  if (len + 2 > sizeof stack && !(key = rt_alloc(n, len + 2))) return NULL;
+  key[0] = NAMED[kind].tag;
+  memcpy(key + 1, name, len + 1);
+  uint32_t at;
+  struct rt_named *e = NULL;
+  if (n->named_index.alloc && bb_strmap_get(&n->named_index, key, &at)) {
+    e = &n->named[at];
+  } else if (create) {
+    if (n_of_kind(n, kind) >= RT_MAX_NAMES) {
+      *full = true;
+    } else {
+      if (!n->named_index.alloc) bb_strmap_init(&n->named_index, n->alloc);
+      char *owned = rt_strdup(n, key);
+      if (owned && !rt_grow(n, (void **)&n->named, &n->cap_named, n->n_named + 1, sizeof *n->named) &&
+          !bb_strmap_put(&n->named_index, owned, (uint32_t)n->n_named)) {
+        e = &n->named[n->n_named++];
+        *e = (struct rt_named){.kind = kind, .key = owned};
+      } else {
+        rt_free(n, owned);
+      }
+    }
+  }
+  if (key != stack) rt_free(n, key);
+  return e;
+}
+
+static size_t held_bytes(const bb_val *v) { return v->n; }
+
+static bb_val *ring_pop(bb_node *n, struct rt_named *e) {
+  if (!e->len) return NULL;
+  bb_val *v = e->ring[e->head];
+  e->head = (e->head + 1) % e->cap;
+  e->len--;
+  n->named_bytes -= held_bytes(v);
+  return v;
+}
+
+/* Appends v (taking a reference), evicting the oldest value past the kind's cap. */
+static int ring_push(bb_node *n, struct rt_named *e, bb_val *v) {
+  if (e->len == NAMED[e->kind].ring_cap) bb_val_release(ring_pop(n, e));
+  if (e->len == e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 4;
+    if (cap > NAMED[e->kind].ring_cap) cap = NAMED[e->kind].ring_cap;
+    bb_val **ring = rt_alloc(n, cap * sizeof *ring);
+    if (!ring) return BB_ERR_NOMEM;
+    for (size_t i = 0; i < e->len; i++) ring[i] = e->ring[(e->head + i) % e->cap];
+    rt_free(n, e->ring);
+    e->ring = ring;
+    e->cap = cap;
+    e->head = 0;
+  }
+  e->ring[(e->head + e->len++) % e->cap] = bb_val_retain(v);
+  n->named_bytes += held_bytes(v);
+  return 0;
+}
+
+void rt_syscalls_free(bb_node *n) {
+  for (size_t i = 0; i < n->n_named; i++) {
+    struct rt_named *e = &n->named[i];
+    while (e->len) bb_val_release(ring_pop(n, e));
+    rt_free(n, e->ring);
+    rt_free(n, e->key);
+  }
+  rt_free(n, n->named);
+  if (n->named_index.alloc) bb_strmap_free(&n->named_index);
+  rt_free(n, n->latches);
+  n->named = NULL;
+  n->latches = NULL;
+  n->n_named = n->cap_named = n->n_latches = n->cap_latches = n->named_bytes = 0;
+}
+
+/* The op's name attribute (`attr`), required and non-empty. */
+static int need_name(rt_call *c, const char *attr, const char **name, bb_error *err) {
+  *name = attr_string(c, attr);
+  if (*name && **name) return 0;
+  c->reason = "missing_attribute";
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s needs a `%s` attribute", c->op->ir->op_type, attr);
+}
+
+/* A new reference to the Bytes input at 0 (absent: an empty Bytes value); another kind
+ * is a type mismatch (reason expected_bytes). */
+static int bytes_input(rt_call *c, bb_val **out, bb_error *err) {
+  bb_val *v = c->n_in ? c->in[0] : NULL;
+  if (!v) {
+    *out = bb_val_bytes(c->node->alloc, NULL, 0);
+    return *out ? 0 : nomem(err);
+  }
+  if (v->kind != BB_VAL_BYTES) {
+    c->reason = "expected_bytes";
+    return bb_error_set(err, BB_ERR_TYPE, "%s: input '%s' is %s, not Bytes", c->op->ir->op_type,
+                        c->op->ir->inputs.len ? c->op->ir->inputs.items[0] : "", bb_val_kind_name((int)v->kind));
+  }
+  *out = bb_val_retain(v);
+  return 0;
+}
+
+/* Stores a Bytes input in the (kind, name) ring. Values held across the node count
+ * against the ingress byte budget's size, so a peer cannot grow them without bound. */
+static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_error *err) {
+  bb_val *v;
+  int rc = bytes_input(c, &v, err);
+  if (rc) return rc;
+  bool full = false;
+  struct rt_named *e = named_get(c->node, kind, name, true, &full);
+  if (!e && full && kind != RT_QUEUE) {
+    char counter[32];
+    snprintf(counter, sizeof counter, "%s.dropped", kind == RT_HOLD ? "hold" : "record");
+    rt_count(c->node, counter, 1); /* beyond the names cap: dropped (runtime.md §5.1) */
+  } else if (!e) {
+    c->reason = full ? "name_limit" : "out_of_memory";
+    rc = full ? bb_error_set(err, BB_ERR_LIMIT, "%s: more than %d %ss", c->op->ir->op_type, RT_MAX_NAMES,
+                             NAMED[kind].what)
+              : nomem(err);
+  } else {
+    /* what the push would evict frees its bytes first */
+    size_t evicted = e->len == NAMED[kind].ring_cap ? held_bytes(e->ring[e->head]) : 0;
+    if (c->node->named_bytes - evicted + v->n > c->node->cfg.ingress_byte_budget) {
+      c->reason = "store_byte_limit";
+      rc = bb_error_set(err, BB_ERR_LIMIT, "%s: %s `%s` would hold more than %zu bytes across the node",
+                        c->op->ir->op_type, NAMED[kind].what, name, c->node->cfg.ingress_byte_budget);
+    } else if ((rc = ring_push(c->node, e, v))) {
+      rc = nomem(err);
+    }
+  }
+  bb_val_release(v);
+  return rc;
+}
+
+/* Takes the oldest value of the (kind, name) ring to output 0; absorbs when there is none. */
+static int take_output(rt_call *c, rt_named_kind kind, const char *name) {
+  bool full = false;
+  struct rt_named *e = named_get(c->node, kind, name, false, &full);
+  bb_val *v = e ? ring_pop(c->node, e) : NULL;
+  if (!v) return 0;
+  if (c->n_out) c->out[0] = v;
+  else bb_val_release(v);
+  return 0;
+}
+
+/* Limit.Acquire: at most `n` in flight under `name`; past that, absorb. */
+static int sys_limit_acquire(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "name", &name, err);
+  if (rc) return rc;
+  int64_t cap = attr_int(c, "n", 1);
+  bool full = false;
+  struct rt_named *e = named_get(c->node, RT_LIMIT, name, true, &full);
+  if (!e) {
+    c->reason = full ? "name_limit" : "out_of_memory";
+    return full ? bb_error_set(err, BB_ERR_LIMIT, "Limit.Acquire: more than %d limits", RT_MAX_NAMES) : nomem(err);
+  }
+  if (cap <= 0 || e->count >= (uint64_t)cap) return 0;
+  e->count++;
+  return emit_trigger(c, err);
+}
+
+static int sys_limit_release(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "name", &name, err);
+  if (rc) return rc;
+  bool full = false;
+  struct rt_named *e = named_get(c->node, RT_LIMIT, name, false, &full);
+  if (e && e->count) e->count--;
+  return emit_trigger(c, err);
+}
+
+static int sys_enqueue(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "queue", &name, err);
+  if (!rc) rc = store_input(c, RT_QUEUE, name, err);
+  return rc ? rc : emit_trigger(c, err);
+}
+
+static int sys_dequeue(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "queue", &name, err);
+  return rc ? rc : take_output(c, RT_QUEUE, name);
+}
+
+static int sys_stash(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "slot", &name, err);
+  return rc ? rc : store_input(c, RT_HOLD, name, err);
+}
+
+static int sys_flush(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "slot", &name, err);
+  return rc ? rc : take_output(c, RT_HOLD, name);
+}
+
+static int sys_record(rt_call *c, bb_error *err) {
+  const char *name;
+  int rc = need_name(c, "name", &name, err);
+  return rc ? rc : store_input(c, RT_RECORD, name, err);
+}
+
+/* ---- tokens and bootstrap commands -------------------------------------------------------- */
+
+/* Shares the counter of the wire's request ids, so a token never equals one. */
+static int sys_correlate_tag(rt_call *c, bb_error *err) {
+  return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_CORRELATION, c->node->next_wire_req++), err);
+}
+
+static int sys_bootstrap_dispatch(rt_call *c, bb_error *err) {
+  return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_COMMAND_ID, c->node->next_command++), err);
+}
+
+/* Parks until the host completes the command BootstrapDispatch minted. Only a minted
+ * command that nothing waits on yet: a peer's value must not take over a Sleep's
+ * completion or one minted later. */
+static int sys_bootstrap_output(rt_call *c, bb_error *err) {
+  const bb_val *v = c->n_in ? c->in[0] : NULL;
+  if (!v) {
+    c->reason = "missing_input";
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "BootstrapOutput: missing `cmd` input");
+  }
+  if (v->kind != BB_VAL_COMMAND_ID) {
+    c->reason = "expected_command_id";
+    return bb_error_set(err, BB_ERR_TYPE, "BootstrapOutput: `cmd` input is %s, not a CommandId",
+                        bb_val_kind_name((int)v->kind));
+  }
+  uint64_t cmd = v->as.u64;
+  if (!cmd || cmd >= c->node->next_command) {
+    c->reason = "unknown_command";
+    return bb_error_set(err, BB_ERR_NOT_FOUND, "BootstrapOutput: command %" PRIu64 " was never minted", cmd);
+  }
+  if (rt_pending_find(c->node, cmd)) {
+    c->reason = "command_in_use";
+    return bb_error_set(err, BB_ERR_EXISTS, "BootstrapOutput: command %" PRIu64 " is already awaited", cmd);
+  }
+  c->command = cmd;
+  return BB_LATER;
 }
 
 /* ---- gates --------------------------------------------------------------------------------- */
@@ -202,8 +502,7 @@ static int sys_dedup_rx(rt_call *c, bb_error *err) {
     return bb_error_set(err, BB_ERR_EXISTS, "DedupGateRx dropped a replayed delivery (request %" PRIu64 ")",
                         c->exec->wire_req_id);
   }
-  c->out[0] = bb_val_retain(c->in[0]);
-  return 0;
+  return put_output(c, bb_val_retain(c->in[0]), err);
 }
 
 static int sys_peer_health_rx(rt_call *c, bb_error *err) {
@@ -213,15 +512,13 @@ static int sys_peer_health_rx(rt_call *c, bb_error *err) {
     c->reason = "blocklisted";
     return bb_error_set(err, BB_ERR_LIMIT, "PeerHealthGateRx denied a delivery from a blocked peer");
   }
-  c->out[0] = bb_val_retain(c->in[0]);
-  return 0;
+  return put_output(c, bb_val_retain(c->in[0]), err);
 }
 
 static int sys_backoff_rx(rt_call *c, bb_error *err) {
   if (!c->n_in || !c->in[0]) return need_input(c, err);
   if (!c->exec->has_src) return need_source(c, err);
-  c->out[0] = bb_val_retain(c->in[0]);
-  return 0;
+  return put_output(c, bb_val_retain(c->in[0]), err);
 }
 
 static int sys_peer_gate_tx(rt_call *c, bb_error *err) {
@@ -284,8 +581,7 @@ static int sys_bundle(rt_call *c, bb_error *err) {
     c->reason = "bundle_no_children";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Bundle has no inputs");
   }
-  c->out[0] = bb_val_composite(c->node->alloc, stack, n);
-  return c->out[0] ? 0 : nomem(err);
+  return put_output(c, bb_val_composite(c->node->alloc, stack, n), err);
 }
 
 static int sys_unbundle(rt_call *c, bb_error *err) {
@@ -375,8 +671,7 @@ static int sys_book_lookup(rt_call *c, bb_error *err) {
     c->reason = "address_book_lookup_miss";
     return bb_error_set(err, BB_ERR_NOT_FOUND, "AddressBook::Lookup: the peer is not in the address book");
   }
-  c->out[0] = bb_val_addresses(c->node->alloc, e->addrs, e->n_addrs);
-  return c->out[0] ? 0 : nomem(err);
+  return put_output(c, bb_val_addresses(c->node->alloc, e->addrs, e->n_addrs), err);
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
@@ -388,6 +683,8 @@ static const rt_syscall SYSCALLS[] = {
     {BB_DOMAIN_SYSCALL, "Pulse", sys_trigger},
     {BB_DOMAIN_SYSCALL, "GateDispatch", sys_trigger},
     {BB_DOMAIN_SYSCALL, "OnTrigger", sys_on_trigger},
+    {BB_DOMAIN_SYSCALL, "EventSource", sys_trigger},
+    {BB_DOMAIN_SYSCALL, "LifecyclePhase", sys_trigger},
     {BB_DOMAIN_SYSCALL, "Gate", sys_gate},
     {BB_DOMAIN_SYSCALL, "Any", sys_any},
     {BB_DOMAIN_SYSCALL, "Clock", sys_clock},
@@ -397,6 +694,15 @@ static const rt_syscall SYSCALLS[] = {
     {BB_DOMAIN_SYSCALL, "Interval", sys_interval},
     {BB_DOMAIN_SYSCALL, "DeadlineCheck", sys_deadline_check},
     {BB_DOMAIN_SYSCALL, "DeadlineMatch", sys_deadline_match},
+    {BB_DOMAIN_SYSCALL, "Limit.Acquire", sys_limit_acquire},
+    {BB_DOMAIN_SYSCALL, "Limit.Release", sys_limit_release},
+    {BB_DOMAIN_SYSCALL, "Serialize.Enqueue", sys_enqueue},
+    {BB_DOMAIN_SYSCALL, "Serialize.Dequeue", sys_dequeue},
+    {BB_DOMAIN_SYSCALL, "Hold.Stash", sys_stash},
+    {BB_DOMAIN_SYSCALL, "Hold.Flush", sys_flush},
+    {BB_DOMAIN_SYSCALL, "CorrelateTag", sys_correlate_tag},
+    {BB_DOMAIN_SYSCALL, "BootstrapDispatch", sys_bootstrap_dispatch},
+    {BB_DOMAIN_SYSCALL, "BootstrapOutput", sys_bootstrap_output},
     {BB_DOMAIN_SYSCALL, "DedupGateRx", sys_dedup_rx},
     {BB_DOMAIN_SYSCALL, "PeerHealthGateRx", sys_peer_health_rx},
     {BB_DOMAIN_SYSCALL, "BackoffGateRx", sys_backoff_rx},
@@ -405,6 +711,7 @@ static const rt_syscall SYSCALLS[] = {
     {BB_DOMAIN_SYSCALL, "AppEmit", sys_app_emit},
     {BB_DOMAIN_SYSCALL, "AppNotify", sys_app_emit},
     {BB_DOMAIN_SYSCALL, "IncrMetric", sys_incr_metric},
+    {BB_DOMAIN_SYSCALL, "Record", sys_record},
     {BB_DOMAIN_COMPOSITE, "Bundle", sys_bundle},
     {BB_DOMAIN_COMPOSITE, "Unbundle", sys_unbundle},
     {BB_DOMAIN_ADDRESS_BOOK, "Insert", sys_book_insert},
