@@ -204,7 +204,7 @@ static int sys_deadline_match(rt_call *c, bb_error *err) {
     if (n->latches[i].exec == c->exec->id && n->latches[i].op == c->op_index) return 0; /* lost the race: absorb */
   if (n->n_latches == n->cap_latches) {
     prune_latches(n, c->exec->id);
-    if (n->n_latches * 2 > n->cap_latches &&
+    if (n->n_latches >= n->cap_latches / 2 && /* grow only when pruning freed too little */
         rt_grow(n, (void **)&n->latches, &n->cap_latches, n->n_latches + 1, sizeof *n->latches))
       return nomem(err);
   }
