@@ -566,7 +566,8 @@ static void test_bootstrap_output_parks_until_completed(void) {
   r = poll_at(n, 20);
   CHECK(!event(r, "at")); /* still parked */
   bb_val *t = bb_val_trigger(NULL);
-  CHECK(bb_node_complete(n, id, &t, 1, NULL) == 0);
+  CHECK(bb_node_complete(n, id, &t, 1, NULL) == 0); /* the node takes its own reference */
+  bb_val_release(t);
   r = poll_at(n, 30);
   CHECK(event(r, "at") && event(r, "at")->as.u64 == 30);
   bb_val_release(again);
