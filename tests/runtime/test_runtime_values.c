@@ -150,6 +150,9 @@ static void test_bad_payloads(void) {
   /* a count no payload could hold */
   uint8_t huge[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
   expect_refused(peers, huge, 8, "cannot fit");
+  expect_refused(bundle, huge, 8, "cannot fit");
+  expect_refused(bb_val_kind_hash(BB_VAL_ADDRESSES), huge, 8, "cannot fit");
+  expect_refused(bb_val_kind_hash(BB_VAL_ADDRESS), huge, 8, "cannot fit");
   /* bundles nested deeper than 16 (the encoder writes them; the decoder will not recurse) */
   bb_val *deep = bb_val_trigger(NULL);
   for (int i = 0; i < 17; i++) {
@@ -168,6 +171,110 @@ static void test_bad_payloads(void) {
   CHECK(bb_val_decode(bb_val_kind_hash(BB_VAL_TRIGGER), NULL, 0, NULL, &v, NULL) == 0 && v);
   bb_val_release(v);
   expect_refused(bytes, NULL, 0, "truncated");
+}
+
+/* ---- bincode layouts (runtime.md §3.4), written out by hand ---------------------------- */
+
+typedef struct wbuf {
+  uint8_t b[256];
+  size_t len;
+} wbuf;
+
+static void put_le(wbuf *w, uint64_t x, int width) {
+  for (int i = 0; i < width; i++) w->b[w->len++] = (uint8_t)(x >> (8 * i));
+}
+
+static void put_raw(wbuf *w, const void *p, size_t n) {
+  memcpy(w->b + w->len, p, n);
+  w->len += n;
+}
+
+/* PeerId(1)'s multihash: identity code 0, length 8, the id big-endian (runtime.md §3.1). */
+static const uint8_t PEER1_MULTIHASH[10] = {0x00, 0x08, 0, 0, 0, 0, 0, 0, 0, 0x01};
+
+/* v encodes to exactly `want`, and `want` decodes to a value that encodes to it again. */
+static void expect_layout(const bb_val *v, const wbuf *want, const char *what) {
+  uint8_t *got = NULL;
+  size_t len = 0;
+  CHECK(bb_val_encode(v, NULL, &got, &len, NULL) == 0);
+  CHECK_MSG(len == want->len && memcmp(got, want->b, len) == 0, "%s: %zu bytes, wanted %zu", what, len, want->len);
+  bb_buffer_free(NULL, got);
+  bb_val *back = NULL;
+  bb_error err;
+  CHECK_MSG(bb_val_decode(bb_val_kind_hash((int)v->kind), want->b, want->len, NULL, &back, &err) == 0, "%s: %s", what,
+            err.message);
+  if (back) {
+    uint8_t again[256];
+    CHECK(bb_val_encoded_size(back) == want->len && bb_val_encode_into(back, again) == want->len &&
+          memcmp(again, want->b, want->len) == 0);
+  }
+  bb_val_release(back);
+}
+
+static void test_bincode_layouts(void) {
+  /* Bytes: u64 length + the bytes */
+  bb_val *b = bb_val_bytes(NULL, "\x01\x02\x03", 3);
+  wbuf w = {.len = 0};
+  put_le(&w, 3, 8);
+  put_raw(&w, "\x01\x02\x03", 3);
+  expect_layout(b, &w, "Bytes");
+  /* the one-u64 kinds: little-endian */
+  bb_val *u = bb_val_u64(NULL, BB_VAL_TIMESTAMP, 0x0102030405060708ull);
+  w.len = 0;
+  put_le(&w, 0x0102030405060708ull, 8);
+  CHECK(w.b[0] == 0x08);
+  expect_layout(u, &w, "Timestamp");
+  /* Peer: u64 length + multihash; Peers: u64 count + each peer */
+  bb_peer_id p1 = bb_peer_id_from_u64(1);
+  bb_val *peer = bb_val_peer(NULL, &p1);
+  w.len = 0;
+  put_le(&w, 10, 8);
+  put_raw(&w, PEER1_MULTIHASH, 10);
+  expect_layout(peer, &w, "Peer");
+  bb_peer_id two[2] = {p1, p1};
+  bb_val *peers = bb_val_peers(NULL, two, 2);
+  w.len = 0;
+  put_le(&w, 2, 8);
+  for (int i = 0; i < 2; i++) {
+    put_le(&w, 10, 8);
+    put_raw(&w, PEER1_MULTIHASH, 10);
+  }
+  expect_layout(peers, &w, "Peers");
+  /* Address: u64 segment count, then per segment a u32 variant (P2p 0, Site 1,
+   * Component 2, Op 3) and its payload */
+  bb_address a;
+  CHECK(bb_address_from_text("/p2p/16uZAbWC1AJvL/site/17/component/7/op/Find", &a, NULL) == 0);
+  bb_val *addr = bb_val_address(NULL, &a);
+  w.len = 0;
+  put_le(&w, 4, 8);
+  put_le(&w, 0, 4), put_le(&w, 10, 8), put_raw(&w, PEER1_MULTIHASH, 10);
+  put_le(&w, 1, 4), put_le(&w, 17, 8);
+  put_le(&w, 2, 4), put_le(&w, 7, 4);
+  put_le(&w, 3, 4), put_le(&w, 4, 8), put_raw(&w, "Find", 4);
+  expect_layout(addr, &w, "Address");
+  bb_val *addrs = bb_val_addresses(NULL, &a, 1);
+  wbuf one = w;
+  w.len = 0;
+  put_le(&w, 1, 8);
+  put_raw(&w, one.b, one.len);
+  expect_layout(addrs, &w, "Addresses");
+  /* Composite: u64 count, then per child its u64 type hash, u64 length and bytes —
+   * nested bundles the same way, one level in */
+  bb_val *trigger = bb_val_trigger(NULL);
+  bb_val *inner = bb_val_composite(NULL, &trigger, 1);
+  bb_val *kids[2] = {b, inner};
+  bb_val *outer = bb_val_composite(NULL, kids, 2);
+  w.len = 0;
+  put_le(&w, 2, 8);
+  put_le(&w, 0x1d82330cc10a293dull, 8), put_le(&w, 11, 8), put_le(&w, 3, 8), put_raw(&w, "\x01\x02\x03", 3);
+  put_le(&w, 0xb94ced714c59208dull, 8), put_le(&w, 24, 8);
+  put_le(&w, 1, 8), put_le(&w, 0xf408ec4a93415ca0ull, 8), put_le(&w, 0, 8);
+  expect_layout(outer, &w, "Composite");
+  /* a child whose hash no kind has is refused */
+  w.b[8] ^= 0xff;
+  expect_refused(bb_val_kind_hash(BB_VAL_COMPOSITE), w.b, w.len, "unknown type hash");
+  bb_val *all[] = {b, u, peer, peers, addr, addrs, trigger, inner, outer};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) bb_val_release(all[i]);
 }
 
 static void test_decode_without_memory(void) {
@@ -202,6 +309,7 @@ int main(void) {
   RUN(test_reference_type_hashes);
   RUN(test_reference_envelope_vector);
   RUN(test_bad_payloads);
+  RUN(test_bincode_layouts);
   RUN(test_decode_without_memory);
   return bb_test_finish();
 }
