@@ -93,6 +93,17 @@ static int watched_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_er
   return rc;
 }
 
+static int watched_on_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
+                              size_t len, bb_error *err) {
+  watched *x = self;
+  return x->w->inner->on_message(x->self, ctx, op, from, payload, len, err);
+}
+
+static int watched_on_timer(void *self, bb_ctx *ctx, uint64_t token, bb_error *err) {
+  watched *x = self;
+  return x->w->inner->on_timer(x->self, ctx, token, err);
+}
+
 static int watched_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const watched *x = self;
   return x->w->inner->save(x->self, alloc, out, len, err);
@@ -109,8 +120,8 @@ static bb_component_type watching(const bb_component_type *inner) {
   t.create = watched_create;
   t.destroy = watched_destroy;
   t.invoke = watched_invoke;
-  t.on_message = NULL;
-  t.on_timer = NULL;
+  t.on_message = inner->on_message ? watched_on_message : NULL;
+  t.on_timer = inner->on_timer ? watched_on_timer : NULL;
   t.save = inner->save ? watched_save : NULL;
   t.load = inner->load ? watched_load : NULL;
   return t;
