@@ -174,23 +174,27 @@ static int sys_deadline_check(rt_call *c, bb_error *err) {
 /* DeadlineMatch: the race between a result and its timeout resolves once per execution.
  * The engine fires an op once per execution, except that an Interval tick re-arms what
  * depends on it in the same execution; so the first firing is latched by (execution, op).
- * Only an execution an Interval timer still holds can fire the op again, so a full table
+ * Only an execution an Interval can still re-arm can fire the op again, so a full table
  * keeps just those entries (and this execution's) before it grows: memory stays flat. */
 struct rt_latch {
   uint64_t exec;
   uint32_t op;
 };
 
-static bool exec_has_interval(const bb_node *n, uint64_t exec) {
+/* True while an Interval can still re-arm the execution: its timer waits, or the tick
+ * that fired it is queued to run (between the two the execution holds no timer). */
+static bool exec_may_rerun(const bb_node *n, uint64_t exec) {
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].kind == RT_TIMER_INTERVAL && n->timers[i].exec && n->timers[i].exec->id == exec) return true;
+  for (size_t k = 0; k < n->fr_len; k++)
+    if (n->frontier[(n->fr_head + k) % n->fr_cap].exec->id == exec) return true;
   return false;
 }
 
 static void prune_latches(bb_node *n, uint64_t current) {
   size_t kept = 0;
   for (size_t i = 0; i < n->n_latches; i++)
-    if (n->latches[i].exec == current || exec_has_interval(n, n->latches[i].exec)) n->latches[kept++] = n->latches[i];
+    if (n->latches[i].exec == current || exec_may_rerun(n, n->latches[i].exec)) n->latches[kept++] = n->latches[i];
   n->n_latches = kept;
 }
 

@@ -227,6 +227,14 @@ static void test_deadline_match_latches_per_execution(void) {
   /* a second execution races on its own */
   r = start(n, "T", 55);
   CHECK(events(r, "w") == 1);
+  /* many at once: the latch table fills and prunes, yet keeps every execution an
+   * Interval still re-arms */
+  size_t won = 0;
+  for (int k = 0; k < 40; k++) won += events(start(n, "T", 60), "w");
+  CHECK_EQ_INT(won, 40);
+  r = poll_at(n, 70);
+  CHECK_EQ_INT(events(r, "t"), 42);
+  CHECK_EQ_INT(events(r, "w"), 0);
   r = invoke(n, "E", NULL, NULL, 56);
   CHECK(strcmp(failure(r), "missing_input") == 0 && strstr(failure_detail(r), "at least one"));
   bb_node_free(n);
