@@ -1,6 +1,7 @@
-"""Checks the model federated_digits --export wrote: onnx.checker accepts it, and
-`bb run` on scikit-learn's digits gives the probabilities a numpy forward pass of the
-same initializers gives, and a sensible accuracy.
+"""Checks the model federated_digits --export wrote: onnx.checker accepts it, and both
+`bb run` and onnxruntime (onnxruntime-node, tests/tools/ort_run.mjs) on scikit-learn's
+digits give the probabilities a numpy forward pass of the same initializers gives, and
+a sensible accuracy.
 
 usage: check_digits_export.py MODEL.onnx BB_BINARY WORKDIR"""
 import gzip
@@ -38,3 +39,14 @@ diff = np.abs(got - want).max()
 acc = float((got.argmax(axis=1) == y).mean())
 print("bb run vs numpy: max |difference| %.2e; accuracy on all 1797 digits %.3f" % (diff, acc))
 assert got.shape == (len(x), 10) and diff < 1e-4 and acc > 0.85
+
+x.tofile(os.path.join(work, "pixels.f32"))
+ort_run = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_run.mjs")
+subprocess.run(["node", ort_run, model_path, model.graph.input[0].name, os.path.join(work, "pixels.f32"),
+                str(len(x)), "64", os.path.join(work, "ort.f32")], check=True)
+ort = np.fromfile(os.path.join(work, "ort.f32"), dtype="<f4").reshape(len(x), 10)
+ort_diff = np.abs(ort - want).max()
+ort_acc = float((ort.argmax(axis=1) == y).mean())
+print("onnxruntime vs numpy: max |difference| %.2e; accuracy %.3f; same predictions as bb run: %s"
+      % (ort_diff, ort_acc, bool((ort.argmax(axis=1) == got.argmax(axis=1)).all())))
+assert ort_diff < 1e-4 and (ort.argmax(axis=1) == got.argmax(axis=1)).all()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # federated_digits --export writes a standard ONNX model that onnx.checker accepts and
-# `bb run` executes with the probabilities numpy computes from its initializers.
+# `bb run` and onnxruntime execute with the probabilities numpy computes from its initializers.
 # usage: test_digits_export.sh FEDERATED_DIGITS BB PYTHON SOURCE_DIR
 set -euo pipefail
 work=$(mktemp -d)

@@ -1,0 +1,36 @@
+// Runs an ONNX model with onnxruntime-node (the package's dev dependency in js/), as a
+// second, independent executor of the models bytesandbrains exports.
+//
+//   node ort_run.mjs MODEL.onnx INPUT_NAME INPUT.f32 ROWS COLS OUTPUT.f32
+//
+// INPUT.f32 holds ROWS×COLS little-endian float32 values; the model's first output is
+// written to OUTPUT.f32 the same way. Prints the output's shape.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+const [modelPath, inputName, inputPath, rows, cols, outputPath] = process.argv.slice(2);
+if (!outputPath) {
+  console.error('usage: ort_run.mjs MODEL.onnx INPUT_NAME INPUT.f32 ROWS COLS OUTPUT.f32');
+  process.exit(2);
+}
+const jsPackage = fileURLToPath(new URL('../../js/package.json', import.meta.url));
+let ort;
+try {
+  ort = createRequire(jsPackage)('onnxruntime-node');
+} catch (error) {
+  console.error(`ort_run: onnxruntime-node is not installed in js/node_modules (run make setup): ${error.message}`);
+  process.exit(1);
+}
+const raw = readFileSync(inputPath);
+const shape = [Number(rows), Number(cols)];
+if (raw.length !== shape[0] * shape[1] * 4) {
+  console.error(`ort_run: ${inputPath} holds ${raw.length} bytes, not ${shape[0]}×${shape[1]} float32 values`);
+  process.exit(1);
+}
+const data = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length));
+const session = await ort.InferenceSession.create(modelPath);
+const results = await session.run({ [inputName]: new ort.Tensor('float32', data, shape) });
+const output = results[session.outputNames[0]];
+writeFileSync(outputPath, Buffer.from(output.data.buffer, output.data.byteOffset, output.data.byteLength));
+console.log(`onnxruntime-node ${ort.env.versions?.common ?? ''}: ${session.outputNames[0]} ${JSON.stringify(output.dims)}`);
