@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+"""Keeps docs/COMPONENTS.md honest: every config key a shipped component accepts (each
+`...KEYS[] = {...}` list in src/ops/**/*.c) must appear in the doc as `key`, and every
+component type name (`const bb_component_type BB_X = {sizeof(...), "Name", ...}`) must
+have a `## ` heading that names it.
+
+usage: check_components_doc.py [REPO_ROOT]   (default: two levels above this file)"""
+import pathlib
+import re
+import sys
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
+doc_path = root / "docs" / "COMPONENTS.md"
+doc = doc_path.read_text(encoding="utf-8")
+headings = [line for line in doc.splitlines() if line.startswith("## ")]
+
+KEYS_RE = re.compile(r"\b\w*KEYS\s*\[\s*\]\s*=\s*\{(.*?)\}", re.S)
+TYPE_RE = re.compile(r"const\s+bb_component_type\s+\w+\s*=\s*\{\s*sizeof\s*\(\s*bb_component_type\s*\)\s*,\s*\"([^\"]+)\"")
+
+missing, keys, types = [], set(), set()
+for src in sorted((root / "src" / "ops").rglob("*.c")):
+    text = src.read_text(encoding="utf-8", errors="replace")
+    rel = src.relative_to(root)
+    for m in KEYS_RE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        for key in re.findall(r"\"([^\"]*)\"", m.group(1)):
+            keys.add(key)
+            if f"`{key}`" not in doc:
+                missing.append(f"{rel}:{line}: config key `{key}` is not in {doc_path.name}")
+    for m in TYPE_RE.finditer(text):
+        name = m.group(1)
+        types.add(name)
+        if not any(re.search(rf"\b{re.escape(name)}\b", h) for h in headings):
+            line = text.count("\n", 0, m.start()) + 1
+            missing.append(f"{rel}:{line}: component type `{name}` has no `## ` heading in {doc_path.name}")
+
+if not keys or not types:
+    missing.append(f"found {len(keys)} config keys and {len(types)} component types under src/ops: the patterns no longer match the sources")
+for problem in missing:
+    print(problem, file=sys.stderr)
+print(f"{len(keys)} config keys, {len(types)} component types checked against {doc_path}: "
+      f"{'FAIL' if missing else 'ok'}")
+sys.exit(1 if missing else 0)
