@@ -1,0 +1,397 @@
+/**
+ * PollDriver's scheduling, driven by hand: a fake clock, animation frames, timers and
+ * document visibility, and a scripted engine that records when it was polled.
+ */
+import { describe, expect, test } from 'vitest';
+
+import { PollDriver, type Pollable, type PollDriverOptions, type VisibilitySource } from '../src/driver.js';
+
+const MS = 1_000_000n;
+
+/** A clock, rAF, timers and visibility that only move when the test says so. */
+class FakeHost {
+  now = 0n;
+  visible = true;
+  #frames = new Map<number, () => void>();
+  #timers = new Map<number, { at: bigint; callback: () => void }>();
+  #nextHandle = 1;
+  #listeners = new Set<() => void>();
+
+  readonly visibility: VisibilitySource = {
+    isVisible: () => this.visible,
+    subscribe: (listener) => {
+      this.#listeners.add(listener);
+      return () => this.#listeners.delete(listener);
+    },
+  };
+
+  options(extra: PollDriverOptions = {}): PollDriverOptions {
+    return {
+      clock: () => this.now,
+      requestAnimationFrame: (callback) => {
+        const handle = this.#nextHandle++;
+        this.#frames.set(handle, callback);
+        return handle;
+      },
+      cancelAnimationFrame: (handle) => this.#frames.delete(handle),
+      timers: {
+        setTimeout: (callback, delayMs) => {
+          const handle = this.#nextHandle++;
+          this.#timers.set(handle, { at: this.now + BigInt(delayMs) * MS, callback });
+          return handle;
+        },
+        clearTimeout: (handle) => this.#timers.delete(handle as number),
+      },
+      visibility: this.visibility,
+      ...extra,
+    };
+  }
+
+  get pendingFrames(): number {
+    return this.#frames.size;
+  }
+
+  get pendingTimers(): number {
+    return this.#timers.size;
+  }
+
+  /** Runs the animation frames requested so far (not those they request). */
+  frame(): void {
+    const frames = [...this.#frames.values()];
+    this.#frames.clear();
+    for (const callback of frames) callback();
+  }
+
+  /**
+   * Moves the clock forward, firing each timer at its time, in order. A timer set while
+   * advancing fires in the same call only if its time comes before the end, so
+   * `advance(0)` runs one round of zero-delay timers, as one turn of an event loop would.
+   */
+  advance(ms: number): void {
+    const end = this.now + BigInt(ms) * MS;
+    const waiting = new Set(this.#timers.keys());
+    for (;;) {
+      const due = [...this.#timers.entries()]
+        .filter(([handle, timer]) => timer.at <= end && (waiting.has(handle) || timer.at < end))
+        .sort(([a, x], [b, y]) => (x.at === y.at ? a - b : x.at < y.at ? -1 : 1))[0];
+      if (due === undefined) break;
+      const [handle, timer] = due;
+      this.#timers.delete(handle);
+      if (timer.at > this.now) this.now = timer.at;
+      timer.callback();
+    }
+    if (this.now < end) this.now = end; // a slow poll may have moved it past the end
+  }
+
+  setVisible(visible: boolean): void {
+    this.visible = visible;
+    for (const listener of [...this.#listeners]) listener();
+  }
+}
+
+/** An engine with a queue of work items and an optional deadline; each poll does one item. */
+class ScriptedEngine implements Pollable {
+  work = 0;
+  deadline: bigint | null = null;
+  readonly polledAt: bigint[] = [];
+  /** Called on every poll, e.g. to make polls slow by moving the fake clock. */
+  onPoll: (nowNs: bigint) => void = () => {};
+
+  poll(nowNs: bigint): void {
+    this.polledAt.push(nowNs);
+    if (this.deadline !== null && this.deadline <= nowNs) this.deadline = null;
+    if (this.work > 0) this.work--;
+    this.onPoll(nowNs);
+  }
+
+  expiry(): bigint | null {
+    return this.deadline;
+  }
+
+  hasWork(): boolean {
+    return this.work > 0;
+  }
+}
+
+function setup(extra: PollDriverOptions = {}): { host: FakeHost; engine: ScriptedEngine; driver: PollDriver } {
+  const host = new FakeHost();
+  const engine = new ScriptedEngine();
+  const driver = new PollDriver(engine, host.options(extra));
+  return { host, engine, driver };
+}
+
+describe('PollDriver tick source', () => {
+  test('a visible document polls on animation frames, with the clock of the frame', () => {
+    const { host, engine, driver } = setup();
+    driver.start();
+    expect(driver.state).toBe('frame');
+    expect(host.pendingTimers).toBe(0);
+    expect(engine.polledAt).toEqual([]);
+    host.now = 7n * MS;
+    engine.work = 1;
+    host.frame();
+    expect(engine.polledAt).toEqual([7n * MS]);
+    expect(driver.stats).toMatchObject({ polls: 1, frames: 1, animationFrames: 1 });
+  });
+
+  test('a hidden document polls on timers and never asks for a frame', () => {
+    const { host, engine, driver } = setup();
+    host.visible = false;
+    engine.work = 3;
+    engine.onPoll = () => (host.now += 3n * MS); // three polls overrun the 6 ms budget
+    driver.start();
+    expect(driver.state).toBe('timer');
+    host.advance(0);
+    expect(engine.polledAt).toEqual([0n, 3n * MS]);
+    host.advance(0);
+    expect(engine.polledAt).toHaveLength(3);
+    expect(host.pendingFrames).toBe(0);
+    expect(driver.stats).toMatchObject({ polls: 3, frames: 2, animationFrames: 0, yields: 1 });
+  });
+
+  test('hiding the page moves a pending frame to a timer, showing it moves back', () => {
+    const { host, engine, driver } = setup();
+    engine.work = 10;
+    engine.onPoll = () => (host.now += 6n * MS); // one poll per slice
+    driver.start();
+    host.setVisible(false);
+    expect(driver.state).toBe('timer');
+    expect(host.pendingFrames).toBe(0);
+    host.frame(); // a background tab gets no frames
+    expect(engine.polledAt).toHaveLength(0);
+    host.advance(0);
+    expect(engine.polledAt).toHaveLength(1);
+    host.setVisible(true);
+    expect(driver.state).toBe('frame');
+    expect(host.pendingTimers).toBe(0);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(2);
+    expect(driver.stats).toMatchObject({ frames: 2, animationFrames: 1 });
+  });
+
+  test('without a document (a worker, Node) the defaults use timers and performance.now()', async () => {
+    const engine = new ScriptedEngine();
+    const driver = new PollDriver(engine);
+    const started = driver.now();
+    engine.deadline = started + 20n * MS;
+    let resolve: () => void = () => {};
+    const reached = new Promise<void>((done) => (resolve = done));
+    engine.onPoll = () => {
+      if (engine.deadline === null) resolve();
+    };
+    driver.start();
+    expect(driver.state).toBe('timer');
+    await reached;
+    driver.stop();
+    expect(engine.polledAt.length).toBeGreaterThanOrEqual(2); // the first slice, then the deadline
+    expect(engine.polledAt.at(-1)! - started).toBeGreaterThanOrEqual(20n * MS - MS); // Node timers may run up to 1 ms early
+    expect(driver.stats.animationFrames).toBe(0);
+    expect(driver.stats.sleptMs).toBeGreaterThan(10);
+  });
+});
+
+describe('PollDriver sleeping and waking', () => {
+  test('an idle engine sleeps until its deadline, then polls at it', () => {
+    const { host, engine, driver } = setup();
+    host.visible = false;
+    engine.deadline = 50n * MS;
+    driver.start();
+    host.advance(0);
+    expect(engine.polledAt).toEqual([0n]);
+    expect(driver.state).toBe('sleeping');
+    host.advance(49);
+    expect(engine.polledAt).toEqual([0n]);
+    host.advance(1); // the deadline's timer asks for a slice
+    host.advance(0);
+    expect(engine.polledAt).toEqual([0n, 50n * MS]);
+    expect(driver.state).toBe('sleeping'); // no deadline left: until a wake
+    expect(host.pendingTimers).toBe(0);
+    expect(driver.stats.sleptMs).toBe(50);
+  });
+
+  test('when visible, a deadline wakes a timer that then polls on the next frame', () => {
+    const { host, engine, driver } = setup();
+    engine.deadline = 30n * MS;
+    driver.start();
+    host.frame();
+    host.advance(30);
+    expect(driver.state).toBe('frame');
+    host.advance(4);
+    host.frame();
+    expect(engine.polledAt).toEqual([0n, 34n * MS]);
+  });
+
+  test('wake() cuts a sleep short and polls at once', () => {
+    const { host, engine, driver } = setup();
+    host.visible = false;
+    engine.deadline = 1000n * MS;
+    driver.start();
+    host.advance(0);
+    host.advance(10);
+    engine.work = 1; // the host delivered bytes
+    driver.wake();
+    expect(driver.state).toBe('timer');
+    host.advance(0);
+    expect(engine.polledAt).toEqual([0n, 10n * MS]);
+    expect(driver.state).toBe('sleeping');
+    host.advance(990);
+    host.advance(0);
+    expect(engine.polledAt).toEqual([0n, 10n * MS, 1000n * MS]);
+  });
+
+  test('an engine with no deadline sleeps until woken; a wake during a poll polls again', () => {
+    const { host, engine, driver } = setup();
+    host.visible = false;
+    driver.start();
+    host.advance(0);
+    host.advance(60_000);
+    expect(engine.polledAt).toEqual([0n]);
+    expect(host.pendingTimers).toBe(0);
+    let wakes = 1;
+    engine.onPoll = () => {
+      if (wakes-- > 0) driver.wake(); // e.g. a transport delivered bytes from inside a callback
+    };
+    driver.wake();
+    host.advance(0);
+    expect(engine.polledAt).toHaveLength(2);
+    host.advance(0);
+    expect(engine.polledAt).toHaveLength(3);
+    expect(driver.state).toBe('sleeping');
+    expect(driver.stats.sleptMs).toBe(60_000);
+  });
+
+  test('wake() while a slice is already requested asks for no second one; before start() it does nothing', () => {
+    const { host, engine, driver } = setup();
+    driver.wake();
+    expect(host.pendingFrames + host.pendingTimers).toBe(0);
+    driver.start();
+    driver.wake();
+    driver.wake();
+    expect(host.pendingFrames).toBe(1);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(1);
+  });
+});
+
+describe('PollDriver per-frame bounds', () => {
+  test('a slow engine gets at most the time budget per frame, then yields to the next frame', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    engine.work = 10;
+    engine.onPoll = () => (host.now += 2n * MS);
+    driver.start();
+    const pollsPerFrame: number[] = [];
+    while (driver.state === 'frame') {
+      const before = engine.polledAt.length;
+      const frameStart = host.now;
+      host.frame();
+      pollsPerFrame.push(engine.polledAt.length - before);
+      expect(host.now - frameStart).toBeLessThanOrEqual(6n * MS);
+      host.now += 10n * MS; // the rest of the 16 ms frame
+    }
+    expect(pollsPerFrame).toEqual([3, 3, 3, 1]);
+    expect(engine.work).toBe(0);
+    expect(driver.stats).toMatchObject({ polls: 10, frames: 4, yields: 3 });
+  });
+
+  test('a fast engine gets at most maxPollsPerFrame polls per frame', () => {
+    const { host, engine, driver } = setup({ maxPollsPerFrame: 4 });
+    engine.work = 10;
+    driver.start();
+    host.frame();
+    expect(engine.polledAt).toHaveLength(4);
+    host.frame();
+    host.frame();
+    expect(engine.polledAt).toHaveLength(10);
+    expect(driver.state).toBe('sleeping');
+  });
+
+  test('a deadline already past counts as work', () => {
+    const { host, engine, driver } = setup({ maxPollsPerFrame: 1 });
+    host.now = 100n * MS;
+    let rearm = true;
+    engine.onPoll = () => {
+      if (rearm) engine.deadline = 5n * MS; // a timer re-armed for a time already gone
+      rearm = false;
+    };
+    driver.start();
+    host.frame();
+    expect(driver.state).toBe('frame');
+    host.frame();
+    expect(engine.polledAt).toEqual([100n * MS, 100n * MS]);
+    expect(driver.state).toBe('sleeping');
+  });
+
+  test('bad bounds are refused', () => {
+    const engine = new ScriptedEngine();
+    expect(() => new PollDriver(engine, { frameBudgetMs: 0 })).toThrow(RangeError);
+    expect(() => new PollDriver(engine, { maxPollsPerFrame: 0.5 })).toThrow(/maxPollsPerFrame/);
+  });
+});
+
+describe('PollDriver start, stop and errors', () => {
+  test('stop() cancels the pending frame and timers; start() resumes', () => {
+    const { host, engine, driver } = setup();
+    engine.deadline = 20n * MS;
+    driver.start();
+    host.frame();
+    expect(host.pendingTimers).toBe(1);
+    driver.stop();
+    expect(driver.running).toBe(false);
+    expect(host.pendingTimers + host.pendingFrames).toBe(0);
+    host.advance(100);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(1);
+    driver.start();
+    driver.start(); // twice is once
+    expect(host.pendingFrames).toBe(1);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(2);
+    driver.stop();
+    host.setVisible(false); // no listener left behind
+    expect(host.pendingTimers + host.pendingFrames).toBe(0);
+  });
+
+  test('stop() from inside poll ends the slice', () => {
+    const { host, engine, driver } = setup();
+    engine.work = 5;
+    engine.onPoll = () => driver.stop();
+    driver.start();
+    host.frame();
+    expect(engine.polledAt).toHaveLength(1);
+    expect(host.pendingTimers + host.pendingFrames).toBe(0);
+  });
+
+  test('an error from poll goes to onError and stops the driver by default', () => {
+    const errors: unknown[] = [];
+    const { host, engine, driver } = setup({ onError: (error) => errors.push(error) });
+    const failure = new Error('engine broke');
+    engine.work = 5;
+    engine.onPoll = () => {
+      throw failure;
+    };
+    driver.start();
+    host.frame();
+    expect(errors).toEqual([failure]);
+    expect(driver.running).toBe(false);
+    expect(driver.stats).toMatchObject({ polls: 1, errors: 1 });
+    expect(host.pendingTimers + host.pendingFrames).toBe(0);
+  });
+
+  test('with stopOnError false it reports the error and polls again on the next tick', () => {
+    const errors: unknown[] = [];
+    const { host, engine, driver } = setup({ onError: (error) => errors.push(error), stopOnError: false });
+    let failures = 2;
+    engine.work = 1;
+    engine.onPoll = () => {
+      if (failures-- > 0) throw new Error(`failure ${failures}`);
+    };
+    driver.start();
+    host.frame();
+    host.frame();
+    expect(driver.running).toBe(true);
+    expect(errors.map((error) => (error as Error).message)).toEqual(['failure 1', 'failure 0']);
+    host.frame();
+    expect(driver.state).toBe('sleeping');
+    expect(driver.stats).toMatchObject({ polls: 3, errors: 2, frames: 3 });
+  });
+});
