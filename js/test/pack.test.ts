@@ -1,0 +1,283 @@
+/**
+ * The package as a user gets it: `npm pack` of js/, installed from the tarball into a
+ * scratch application, which then
+ * - builds with Vite (no plugin, no config) and runs in headless Chromium, on the page
+ *   and in a module Web Worker, each loading bb.wasm through the package and running a
+ *   model on the CPU backend;
+ * - runs in a plain `<script type="module">` page that imports the installed files as
+ *   they are (an import map names the package);
+ * - runs in Node 20.
+ * The Vite bundle must not carry the Node-only parts (ws, node-datachannel).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { extname, join, normalize, sep } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+
+import { BB_WASM_ABI_VERSION, loadBb } from '../src/index.js';
+import { packageRoot, wasmBytes } from './support.js';
+
+const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const CONTENT_TYPES: Record<string, string> = {
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.wasm': 'application/wasm',
+  '.html': 'text/html',
+};
+const VITE = join(packageRoot, 'node_modules', 'vite', 'bin', 'vite.js');
+
+/** y = a + b for these inputs, as float32. */
+const A = [1, 2, 3];
+const B = [0.5, 0.25, -3];
+const Y = [1.5, 2.25, 0];
+
+/**
+ * The application's shared check: loads bb.wasm from `source` (the package's own copy
+ * when undefined), builds an Add model with encodeOnnxModel, runs it and reports.
+ */
+const CHECK_JS = `
+import { CpuSession, encodeOnnxModel, loadBb, OnnxModel, Tensor } from 'bytesandbrains';
+
+export async function check(source) {
+  const bb = await loadBb(source);
+  const value = (name) => ({ name, dtype: 'float', dims: [3] });
+  const bytes = encodeOnnxModel({
+    opset: 13,
+    nodes: [{ opType: 'Add', inputs: ['a', 'b'], outputs: ['y'] }],
+    inputs: [value('a'), value('b')],
+    outputs: [value('y')],
+  });
+  const model = OnnxModel.decode(bb, bytes);
+  const session = new CpuSession(bb, model);
+  const a = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(A)}), [3]);
+  const b = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(B)}), [3]);
+  const { y } = session.run({ a, b });
+  const report = { version: bb.version, abiVersion: bb.abiVersion, y: Array.from(y.toArray()) };
+  for (const object of [a, b, y, session, model]) object.free();
+  return report;
+}
+
+/** Every check, as { name: report } or { name: { error } }. */
+export async function checkAll(sources) {
+  const reports = {};
+  for (const [name, source] of Object.entries(sources)) {
+    try {
+      reports[name] = await check(await source());
+    } catch (error) {
+      reports[name] = { error: String(error && error.stack || error) };
+    }
+  }
+  return reports;
+}
+`;
+
+/** The Vite page: loads the module itself (default location and a URL), and in a worker. */
+const MAIN_JS = `
+import wasmUrl from 'bytesandbrains/bb.wasm?url';
+import { checkAll } from './check.js';
+
+function inWorker() {
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  return new Promise((resolve) => {
+    worker.onmessage = (event) => resolve(event.data);
+    worker.onerror = (event) => resolve({ workerError: event.message || 'the worker failed to load' });
+  });
+}
+
+window.bbReport = (async () => ({
+  page: await checkAll({ default: () => undefined, url: () => wasmUrl }),
+  worker: await inWorker(),
+}))();
+`;
+
+/** The worker: the default location, a Response (fetch) and the bytes. */
+const WORKER_JS = `
+import wasmUrl from 'bytesandbrains/bb.wasm?url';
+import { checkAll } from './check.js';
+
+checkAll({
+  default: () => undefined,
+  response: () => fetch(wasmUrl),
+  bytes: async () => new Uint8Array(await (await fetch(wasmUrl)).arrayBuffer()),
+}).then((reports) => postMessage(reports));
+`;
+
+const INDEX_HTML = '<!doctype html><title>bytesandbrains from npm</title><script type="module" src="./main.js"></script>';
+
+/** No bundler: the installed package's files imported as they are. */
+const PLAIN_HTML = `<!doctype html><title>bytesandbrains, plain module</title>
+<script type="importmap">{ "imports": { "bytesandbrains": "/app/node_modules/bytesandbrains/dist/index.js" } }</script>
+<script type="module">
+import { checkAll } from '/app/check.js';
+window.bbReport = checkAll({ default: () => undefined });
+</script>`;
+
+/** Node: the default location, the exported path of bb.wasm, and its bytes. */
+const NODE_MJS = `
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { checkAll } from './check.js';
+
+const wasmPath = createRequire(import.meta.url).resolve('bytesandbrains/bb.wasm');
+console.log(JSON.stringify(await checkAll({
+  default: () => undefined,
+  path: () => wasmPath,
+  bytes: () => readFile(wasmPath),
+})));
+`;
+
+interface CheckReport {
+  version?: string;
+  abiVersion?: number;
+  y?: number[];
+  error?: string;
+}
+
+let scratch: string;
+let app: string;
+let server: Server | undefined;
+let base: string;
+let browser: Browser | undefined;
+let expectedVersion: string;
+
+function run(command: string, args: string[], cwd: string): string {
+  const result = spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 240_000 });
+  if (result.status !== 0) {
+    throw new Error(`${command} ${args.join(' ')} (in ${cwd}) failed: ${result.error?.message ?? ''}\n${result.stdout}\n${result.stderr}`);
+  }
+  return result.stdout;
+}
+
+/** Serves the application's Vite build at /, and the application folder itself at /app/. */
+function serve(path: string): { status: number; type?: string; body?: Uint8Array | string } {
+  if (path === '/plain.html') return { status: 200, type: 'text/html', body: PLAIN_HTML };
+  const [root, rest] = path.startsWith('/app/') ? [app, path.slice('/app'.length)] : [join(app, 'dist'), path];
+  const file = normalize(join(root, rest === '/' ? '/index.html' : rest));
+  if (!file.startsWith(root + sep) || !existsSync(file)) return { status: 404 };
+  return { status: 200, type: CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', body: readFileSync(file) };
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)],
+  );
+}
+
+function expectWorking(reports: Record<string, CheckReport>, names: string[]): void {
+  expect(Object.keys(reports)).toEqual(names);
+  for (const [name, report] of Object.entries(reports)) {
+    expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, y: Y });
+  }
+}
+
+beforeAll(async () => {
+  wasmBytes(); // a clear failure when the module was not built
+  if (!existsSync(join(packageRoot, 'dist', 'index.js'))) {
+    throw new Error('js/dist/index.js is missing: run `npm run build` (npm test does)');
+  }
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`Chromium is missing at ${CHROMIUM}: install the Debian package chromium (scripts/setup.sh does) or set BB_CHROMIUM`);
+  }
+  expectedVersion = (await loadBb(wasmBytes())).version;
+
+  scratch = mkdtempSync(join(tmpdir(), 'bb-pack-'));
+  const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', scratch], packageRoot)) as { filename: string }[];
+  const tarball = join(scratch, packed[0]!.filename);
+
+  app = join(scratch, 'app');
+  mkdirSync(app);
+  const manifest = { name: 'bb-scratch-app', private: true, type: 'module', dependencies: { bytesandbrains: `file:${tarball}` } };
+  writeFileSync(join(app, 'package.json'), JSON.stringify(manifest, null, 2));
+  writeFileSync(join(app, 'index.html'), INDEX_HTML);
+  writeFileSync(join(app, 'main.js'), MAIN_JS);
+  writeFileSync(join(app, 'worker.js'), WORKER_JS);
+  writeFileSync(join(app, 'check.js'), CHECK_JS);
+  writeFileSync(join(app, 'node-check.mjs'), NODE_MJS);
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], app);
+  // The repository's own Vite, run on the application (it needs no config of its own).
+  run(process.execPath, [VITE, 'build', '--logLevel', 'warn'], app);
+
+  const httpServer = createServer((request, response) => {
+    const { status, type, body } = serve(new URL(request.url ?? '/', 'http://localhost').pathname);
+    response.writeHead(status, type === undefined ? {} : { 'content-type': type }).end(body);
+  });
+  server = httpServer;
+  await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}`;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+}, 300_000);
+
+afterAll(async () => {
+  await browser?.close();
+  const httpServer = server;
+  if (httpServer !== undefined) await new Promise<void>((resolve) => httpServer.close(() => resolve()));
+  if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+});
+
+async function pageReport(path: string): Promise<unknown> {
+  if (browser === undefined) throw new Error('Chromium did not start');
+  const page = await browser.newPage();
+  const pageErrors: string[] = [];
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  try {
+    await page.goto(`${base}${path}`);
+    await page.waitForFunction('window.bbReport !== undefined', undefined, { timeout: 30_000 });
+    const report: unknown = await page.evaluate('window.bbReport');
+    expect(pageErrors).toEqual([]);
+    return report;
+  } finally {
+    await page.close();
+  }
+}
+
+test('the tarball holds the build, the sources, bb.wasm and the README', () => {
+  const installed = join(app, 'node_modules', 'bytesandbrains');
+  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/driver.js', 'src/index.ts', 'wasm/bb.wasm']) {
+    expect(existsSync(join(installed, file)), file).toBe(true);
+  }
+  expect(readFileSync(join(installed, 'wasm', 'bb.wasm')).equals(wasmBytes())).toBe(true);
+  expect(existsSync(join(installed, 'test'))).toBe(false);
+  expect(existsSync(join(installed, 'node_modules'))).toBe(false);
+});
+
+test('a Vite build of an app using the package runs in Chromium, on the page and in a Worker', async () => {
+  const report = (await pageReport('/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
+  expectWorking(report.page, ['default', 'url']);
+  expectWorking(report.worker, ['default', 'response', 'bytes']);
+});
+
+test('the Vite build emits bb.wasm as an asset and bundles none of the Node-only parts', () => {
+  const files = filesUnder(join(app, 'dist'));
+  const wasm = files.filter((file) => file.endsWith('.wasm'));
+  expect(wasm.length).toBeGreaterThan(0);
+  for (const file of wasm) expect(readFileSync(file).equals(wasmBytes()), file).toBe(true);
+  const scripts = files.filter((file) => file.endsWith('.js'));
+  expect(scripts.length).toBeGreaterThanOrEqual(2); // the page and the worker
+  for (const file of scripts) {
+    const code = readFileSync(file, 'utf8');
+    expect(code, file).not.toMatch(/node-datachannel/);
+    expect(code, file).not.toMatch(/["']ws["']|WebSocketServer/);
+  }
+});
+
+test('a plain <script type="module"> page imports the installed files as they are', async () => {
+  const report = (await pageReport('/plain.html')) as Record<string, CheckReport>;
+  expectWorking(report, ['default']);
+});
+
+test('Node 20 imports the installed package', () => {
+  const output = run(process.execPath, ['node-check.mjs'], app);
+  expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes']);
+});
