@@ -3,13 +3,13 @@
  * scratch application, which then
  * - builds with Vite (no plugin, no config) and runs in headless Chromium, on the page
  *   and in a module Web Worker, each loading bb.wasm through the package and running a
- *   model on the CPU backend;
+ *   model on the CPU backend; the same from Vite's dev server;
  * - runs in a plain `<script type="module">` page that imports the installed files as
  *   they are (an import map names the package);
  * - runs in Node 20.
  * The Vite bundle must not carry the Node-only parts (ws, node-datachannel).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -226,13 +226,39 @@ afterAll(async () => {
   if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
 });
 
+/** Starts `vite` (the dev server) on the application; resolves with its address once it listens. */
+async function startViteDevServer(): Promise<{ url: string; child: ChildProcess }> {
+  const port = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address() as AddressInfo;
+      probe.close(() => resolve(free));
+    });
+  });
+  const child = spawn(process.execPath, [VITE, '--host', '127.0.0.1', '--port', String(port), '--strictPort'], { cwd: app });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`vite dev server did not start:\n${output}`)), 60_000);
+    const listen = (chunk: Buffer): void => {
+      output += chunk.toString();
+      if (output.includes(`:${port}/`)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout.on('data', listen);
+    child.stderr.on('data', listen);
+    child.on('exit', (code) => reject(new Error(`vite dev server exited (${code}):\n${output}`)));
+  });
+  return { url: `http://127.0.0.1:${port}/`, child };
+}
+
 async function pageReport(path: string): Promise<unknown> {
   if (browser === undefined) throw new Error('Chromium did not start');
   const page = await browser.newPage();
   const pageErrors: string[] = [];
   page.on('pageerror', (error) => pageErrors.push(error.message));
   try {
-    await page.goto(`${base}${path}`);
+    await page.goto(new URL(path, base).href);
     await page.waitForFunction('window.bbReport !== undefined', undefined, { timeout: 30_000 });
     const report: unknown = await page.evaluate('window.bbReport');
     expect(pageErrors).toEqual([]);
@@ -256,6 +282,17 @@ test('a Vite build of an app using the package runs in Chromium, on the page and
   const report = (await pageReport('/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
   expectWorking(report.page, ['default', 'url']);
   expectWorking(report.worker, ['default', 'response', 'bytes']);
+});
+
+test('the same app runs from the Vite dev server, its dependency optimizer included', async () => {
+  const { url, child } = await startViteDevServer();
+  try {
+    const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
+    expectWorking(report.page, ['default', 'url']);
+    expectWorking(report.worker, ['default', 'response', 'bytes']);
+  } finally {
+    child.kill();
+  }
 });
 
 test('the Vite build emits bb.wasm as an asset and bundles none of the Node-only parts', () => {
