@@ -1,10 +1,23 @@
 /**
  * PollDriver's scheduling, driven by hand: a fake clock, animation frames, timers and
- * document visibility, and a scripted engine that records when it was polled.
+ * document visibility, and a scripted engine that records when it was polled. Then the
+ * built driver with its defaults in Chromium, on a page and in a Worker.
  */
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
 import { describe, expect, test } from 'vitest';
 
-import { PollDriver, type Pollable, type PollDriverOptions, type VisibilitySource } from '../src/driver.js';
+import {
+  PollDriver,
+  type Pollable,
+  type PollDriverOptions,
+  type PollDriverStats,
+  type VisibilitySource,
+} from '../src/driver.js';
+import { packageRoot } from './support.js';
 
 const MS = 1_000_000n;
 
@@ -394,4 +407,96 @@ describe('PollDriver start, stop and errors', () => {
     expect(driver.state).toBe('sleeping');
     expect(driver.stats).toMatchObject({ polls: 3, errors: 2, frames: 3 });
   });
+});
+
+/**
+ * The built driver in headless Chromium with its defaults: a visible page ticks on
+ * animation frames, a module Worker (no document) on timers, and both sleep between an
+ * engine's deadlines.
+ */
+describe('PollDriver in Chromium', () => {
+  const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
+  const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+  /** An engine with ten deadlines 10 ms apart; resolves with the driver's stats after the last. */
+  const RUN_DRIVER = `
+import { PollDriver } from '/dist/driver.js';
+export function runDriver() {
+  return new Promise((resolve) => {
+    let remaining = 10;
+    let deadline = null;
+    const started = performance.now();
+    const driver = new PollDriver({
+      poll(nowNs) {
+        if (deadline !== null && deadline <= nowNs) { remaining--; deadline = null; }
+        if (remaining > 0 && deadline === null) deadline = nowNs + 10_000_000n;
+        if (remaining === 0) {
+          driver.stop();
+          resolve({ ...driver.stats, elapsedMs: performance.now() - started, hasDocument: typeof document !== 'undefined' });
+        }
+      },
+      expiry: () => deadline,
+      hasWork: () => false,
+    });
+    driver.start();
+  });
+}`;
+  const PAGE_SCRIPT = `
+import { runDriver } from '/run-driver.js';
+window.bbReport = (async () => {
+  const page = await runDriver();
+  const worker = await new Promise((resolve) => {
+    const w = new Worker('/worker.js', { type: 'module' });
+    w.onmessage = (event) => resolve(event.data);
+    w.onerror = (event) => resolve({ error: event.message || 'the worker failed to load' });
+  });
+  return { page, worker };
+})();`;
+  const WORKER_SCRIPT = `import { runDriver } from '/run-driver.js'; runDriver().then((stats) => postMessage(stats));`;
+  const ROUTES: Record<string, [string, string]> = {
+    '/': ['text/html', '<!doctype html><title>PollDriver</title><script type="module" src="/page.js"></script>'],
+    '/page.js': ['text/javascript', PAGE_SCRIPT],
+    '/worker.js': ['text/javascript', WORKER_SCRIPT],
+    '/run-driver.js': ['text/javascript', RUN_DRIVER],
+  };
+
+  interface DriverReport extends PollDriverStats {
+    elapsedMs: number;
+    hasDocument: boolean;
+  }
+
+  test('a visible page polls on animation frames, a Worker on timers; both sleep between deadlines', async () => {
+    const driverJs = join(packageRoot, 'dist', 'driver.js');
+    if (!existsSync(driverJs)) throw new Error(`${driverJs} is missing: run \`npm run build\` (npm test does)`);
+    const server = createServer((request, response) => {
+      const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+      const route = path === '/dist/driver.js' ? (['text/javascript', readFileSync(driverJs, 'utf8')] as const) : ROUTES[path];
+      if (route === undefined) response.writeHead(404).end();
+      else response.writeHead(200, { 'content-type': route[0] }).end(route[1]);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    try {
+      const page = await browser.newPage();
+      const pageErrors: string[] = [];
+      page.on('pageerror', (error) => pageErrors.push(error.message));
+      await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+      await page.waitForFunction('window.bbReport !== undefined');
+      const report = (await page.evaluate('window.bbReport')) as { page: DriverReport; worker: DriverReport };
+      expect(pageErrors).toEqual([]);
+      for (const [where, stats] of Object.entries(report)) {
+        expect(stats.errors, where).toBe(0);
+        expect(stats.polls, where).toBeGreaterThanOrEqual(11); // the first slice and ten deadlines
+        expect(stats.polls, where).toBeLessThan(40); // it slept rather than spun
+        expect(stats.elapsedMs, where).toBeGreaterThanOrEqual(95);
+        expect(stats.sleptMs, where).toBeGreaterThan(50);
+      }
+      expect(report.page.hasDocument).toBe(true);
+      expect(report.page.animationFrames).toBe(report.page.frames);
+      expect(report.worker.hasDocument).toBe(false);
+      expect(report.worker.animationFrames).toBe(0);
+    } finally {
+      await browser.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 60_000);
 });
