@@ -69,7 +69,7 @@ export interface PollDriverStats {
   readonly frames: number;
   /** Slices run on an animation frame. */
   readonly animationFrames: number;
-  /** Slices that ended on the time budget or the poll cap with work still left. */
+  /** Slices that ended with work left (the time budget, the poll cap, a wake during the slice): another follows at once. */
   readonly yields: number;
   /** Time spent asleep waiting for a deadline or a wake, in milliseconds of the clock. */
   readonly sleptMs: number;
@@ -199,44 +199,52 @@ export class PollDriver {
     const started = this.#clock();
     let now = started;
     let polls = 0;
-    let failed = false;
-    // The first poll always runs: a slice starts because of a wake or a deadline.
-    do {
-      try {
+    let expiry: bigint | null;
+    let due: boolean;
+    try {
+      // The first poll always runs: a slice starts because of a wake or a deadline.
+      do {
         this.#stats.polls++;
         polls++;
         this.#pollable.poll(now);
-      } catch (error) {
-        this.#stats.errors++;
-        failed = true;
-        if (this.#stopOnError) this.stop();
-        this.#onError(error);
-        break;
-      }
-      now = this.#clock();
-    } while (this.#state === 'polling' && this.#due(now) && polls < this.#maxPolls && now - started < this.#budgetNs);
-    // poll or onError may have stopped the driver (or stopped and restarted it).
+        now = this.#clock();
+        expiry = this.#pollable.expiry();
+        due = this.#pollable.hasWork() || (expiry !== null && expiry <= now);
+      } while (this.#state === 'polling' && due && polls < this.#maxPolls && now - started < this.#budgetNs);
+    } catch (error) {
+      this.#failed(error);
+      return;
+    }
+    // poll may have stopped the driver (or stopped and restarted it).
     if (this.#state !== 'polling') return;
     this.#state = 'idle';
-    if (failed || this.#wokenDuringSlice || this.#due(now)) {
-      if (!failed) this.#stats.yields++;
+    if (due || this.#wokenDuringSlice) {
+      this.#stats.yields++;
       this.#requestSlice();
     } else {
-      this.#sleep(now);
+      this.#sleep(now, expiry);
     }
   }
 
-  #due(now: bigint): boolean {
-    if (this.#pollable.hasWork()) return true;
-    const expiry = this.#pollable.expiry();
-    return expiry !== null && expiry <= now;
+  /**
+   * Reports what the engine threw once the driver has stopped or scheduled its next
+   * slice, so `onError` may stop or restart it, and a throwing `onError` leaves it sound.
+   */
+  #failed(error: unknown): void {
+    this.#stats.errors++;
+    if (this.#stopOnError) {
+      this.stop();
+    } else if (this.#state === 'polling') {
+      this.#state = 'idle';
+      this.#requestSlice();
+    }
+    this.#onError(error);
   }
 
   /** Sleeps until the engine's next deadline, or until `wake` when it has none. */
-  #sleep(now: bigint): void {
+  #sleep(now: bigint, expiry: bigint | null): void {
     this.#state = 'sleeping';
     this.#sleepingSince = now;
-    const expiry = this.#pollable.expiry();
     if (expiry === null) return;
     const delayMs = Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(nsToMs(expiry - now))));
     this.#timerHandle = this.#timers.setTimeout(() => this.#requestSlice(), delayMs);

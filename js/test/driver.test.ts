@@ -409,6 +409,67 @@ describe('PollDriver start, stop and errors', () => {
   });
 });
 
+describe('PollDriver when the engine or the error handler throws', () => {
+  test('expiry() and hasWork() throwing are reported like poll() throwing', () => {
+    const errors: unknown[] = [];
+    const { host, engine, driver } = setup({ onError: (error) => errors.push(error), stopOnError: false });
+    const failing = ['expiry', 'hasWork'];
+    engine.expiry = () => {
+      if (failing[0] === 'expiry') throw new Error(`${failing.shift()} broke`);
+      return null;
+    };
+    engine.hasWork = () => {
+      if (failing[0] === 'hasWork') throw new Error(`${failing.shift()} broke`);
+      return false;
+    };
+    driver.start();
+    host.frame();
+    host.frame();
+    expect(errors.map((error) => (error as Error).message)).toEqual(['expiry broke', 'hasWork broke']);
+    expect(driver.state).toBe('frame');
+    host.frame();
+    expect(driver.state).toBe('sleeping');
+  });
+
+  test('an onError that throws leaves the driver scheduled (or stopped) as it should be', () => {
+    const { host, engine, driver } = setup({
+      stopOnError: false,
+      onError: () => {
+        throw new Error('the handler broke too');
+      },
+    });
+    engine.onPoll = () => {
+      throw new Error('engine broke');
+    };
+    driver.start();
+    expect(() => host.frame()).toThrow('the handler broke too');
+    expect(driver.state).toBe('frame');
+    engine.onPoll = () => {};
+    host.frame();
+    expect(driver.state).toBe('sleeping');
+    expect(driver.stats).toMatchObject({ polls: 2, errors: 1 });
+  });
+
+  test('onError may restart a driver that stopped on the error', () => {
+    let restarted = false;
+    const { host, engine, driver } = setup({
+      onError: () => {
+        restarted = true;
+        driver.start();
+      },
+    });
+    engine.onPoll = () => {
+      if (!restarted) throw new Error('once');
+    };
+    driver.start();
+    host.frame();
+    expect(driver.state).toBe('frame');
+    host.frame();
+    expect(driver.state).toBe('sleeping');
+    expect(engine.polledAt).toHaveLength(2);
+  });
+});
+
 /**
  * The built driver in headless Chromium with its defaults: a visible page ticks on
  * animation frames, a module Worker (no document) on timers, and both sleep between an
