@@ -77,8 +77,11 @@ export interface PollDriverStats {
   readonly errors: number;
 }
 
-/** How the driver is waiting: for a frame, a timer slice, a deadline, a wake, or not at all. */
-export type PollDriverState = 'stopped' | 'frame' | 'timer' | 'sleeping' | 'idle' | 'polling';
+/**
+ * What the driver is doing: waiting for an animation frame or a zero-delay timer to run
+ * the next slice, sleeping until a deadline or a wake, polling, or nothing.
+ */
+export type PollDriverState = 'stopped' | 'frame' | 'timer' | 'sleeping' | 'polling';
 
 const DEFAULT_FRAME_BUDGET_MS = 6;
 const DEFAULT_MAX_POLLS_PER_FRAME = 64;
@@ -155,7 +158,6 @@ export class PollDriver {
   /** Starts polling: a first slice on the next tick. Does nothing when running. */
   start(): void {
     if (this.#state !== 'stopped') return;
-    this.#state = 'idle';
     this.#unsubscribe = this.#visibility?.subscribe(() => this.#visibilityChanged());
     this.#requestSlice();
   }
@@ -177,7 +179,6 @@ export class PollDriver {
   wake(): void {
     switch (this.#state) {
       case 'sleeping':
-      case 'idle':
         this.#cancelPending();
         this.#requestSlice();
         break;
@@ -217,7 +218,6 @@ export class PollDriver {
     }
     // poll may have stopped the driver (or stopped and restarted it).
     if (this.#state !== 'polling') return;
-    this.#state = 'idle';
     if (due || this.#wokenDuringSlice) {
       this.#stats.yields++;
       this.#requestSlice();
@@ -235,7 +235,6 @@ export class PollDriver {
     if (this.#stopOnError) {
       this.stop();
     } else if (this.#state === 'polling') {
-      this.#state = 'idle';
       this.#requestSlice();
     }
     this.#onError(error);
