@@ -37,6 +37,7 @@ const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html',
 };
 const VITE = join(packageRoot, 'node_modules', 'vite', 'bin', 'vite.js');
+const TSC = join(packageRoot, 'node_modules', 'typescript', 'bin', 'tsc');
 
 /** y = a + b for these inputs, as float32. */
 const A = [1, 2, 3];
@@ -138,6 +139,22 @@ console.log(JSON.stringify(await checkAll({
 })));
 `;
 
+/** A TypeScript user of the package: the declarations must resolve and describe the API. */
+const CONSUMER_TS = `
+import { loadBb, OnnxModel, type Bb, type WasmSource } from 'bytesandbrains';
+
+const source: WasmSource = new URL('https://example.com/bb.wasm');
+export async function summary(bytes: Uint8Array): Promise<string> {
+  const bb: Bb = await loadBb(source);
+  const model = OnnxModel.decode(bb, bytes);
+  try {
+    return model.summary();
+  } finally {
+    model.free();
+  }
+}
+`;
+
 interface CheckReport {
   version?: string;
   abiVersion?: number;
@@ -205,6 +222,7 @@ beforeAll(async () => {
   writeFileSync(join(app, 'worker.js'), WORKER_JS);
   writeFileSync(join(app, 'check.js'), CHECK_JS);
   writeFileSync(join(app, 'node-check.mjs'), NODE_MJS);
+  writeFileSync(join(app, 'consumer.ts'), CONSUMER_TS);
   run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], app);
   // The repository's own Vite, run on the application (it needs no config of its own).
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn'], app);
@@ -312,6 +330,12 @@ test('the Vite build emits bb.wasm as an asset and bundles none of the Node-only
 test('a plain <script type="module"> page imports the installed files as they are', async () => {
   const report = (await pageReport('/plain.html')) as Record<string, CheckReport>;
   expectWorking(report, ['default']);
+});
+
+test('TypeScript finds the declarations under NodeNext and bundler resolution', () => {
+  const common = ['--noEmit', '--strict', '--skipLibCheck', '--target', 'ES2022', '--lib', 'ES2022,DOM'];
+  run(process.execPath, [TSC, ...common, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'consumer.ts'], app);
+  run(process.execPath, [TSC, ...common, '--module', 'esnext', '--moduleResolution', 'bundler', 'consumer.ts'], app);
 });
 
 test('Node 20 imports the installed package', () => {
