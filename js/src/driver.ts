@@ -4,15 +4,15 @@
  * driver owns one and passes its time to every poll.
  *
  * Where it ticks from:
- * - a visible document: `requestAnimationFrame`, so polling shares the frame with
- *   rendering and stops competing with it when the page is busy;
+ * - a visible document: `requestAnimationFrame`, so polling shares each frame with
+ *   rendering instead of competing with it;
  * - a hidden document (rAF does not run in background tabs), a Web Worker and Node:
  *   timers.
  * Each tick runs one slice of polls bounded by a time budget and a poll count, then
  * yields to the event loop, so a busy engine never freezes the page.
  */
 
-/** What the driver needs from an engine (the node of this package implements it). */
+/** What the driver needs from an engine; anything that throws here goes to `onError`. */
 export interface Pollable {
   /** Does the engine's work due at `nowNs`: timers, queued deliveries, steps. */
   poll(nowNs: bigint): void;
@@ -49,7 +49,7 @@ export interface PollDriverOptions {
   readonly timers?: Timers;
   /** Default: the document's `visibilityState`; without a document, never visible. */
   readonly visibility?: VisibilitySource | null;
-  /** Called with whatever `poll` throws; default: `reportError`, else `console.error`. */
+  /** Called with whatever the engine throws; default: `reportError`, else `console.error`. */
   readonly onError?: (error: unknown) => void;
   /** Stop after an error (the default) or keep polling. */
   readonly stopOnError?: boolean;
@@ -73,7 +73,7 @@ export interface PollDriverStats {
   readonly yields: number;
   /** Time spent asleep waiting for a deadline or a wake, in milliseconds of the clock. */
   readonly sleptMs: number;
-  /** Errors thrown by `poll`. */
+  /** Errors thrown by the engine's `poll`, `expiry` or `hasWork`. */
   readonly errors: number;
 }
 
