@@ -1,0 +1,26 @@
+/** Why a transport or a chunk reassembler refused something. */
+export type TransportErrorCode =
+  | 'malformed-chunk'
+  | 'duplicate-chunk'
+  | 'inconsistent-chunk'
+  | 'message-too-large'
+  | 'too-many-partials'
+  | 'partial-timeout'
+  | 'queue-full'
+  | 'unknown-peer'
+  | 'closed'
+  | 'connection-failed';
+
+/** A failure of the transport layer; {@link code} says which, the message says which peer or byte. */
+export class TransportError extends Error {
+  override readonly name = 'TransportError';
+  readonly code: TransportErrorCode;
+  /** The remote peer concerned, when there is one. */
+  readonly peer: string | undefined;
+
+  constructor(code: TransportErrorCode, message: string, peer?: string) {
+    super(message);
+    this.code = code;
+    this.peer = peer;
+  }
+}
