@@ -40,7 +40,7 @@ function payloadStride(chunkSize: number): number {
 }
 
 /** Builds chunk `index` of `envelope` (a fresh buffer of header + payload). */
-export function encodeChunk(envelope: Uint8Array, messageId: number, index: number, chunkSize: number): Uint8Array {
+export function encodeChunk(envelope: Uint8Array, messageId: number, index: number, chunkSize: number): Uint8Array<ArrayBuffer> {
   const stride = payloadStride(chunkSize);
   const count = chunkCount(envelope.byteLength, chunkSize);
   if (envelope.byteLength > 0xffffffff) throw new RangeError(`envelope of ${envelope.byteLength} bytes exceeds 4 GiB`);

@@ -1,0 +1,9 @@
+export { WebRtcTransport, type WebRtcTransportOptions, type RTCPeerConnectionConstructor } from './webrtc.js';
+export type { Transport, TransportEvents, TransportStats, PeerState } from './types.js';
+export { TransportError, type TransportErrorCode } from './errors.js';
+export { Emitter, type EventMap } from './emitter.js';
+export {
+  Reassembler, encodeChunk, encodeChunks, decodeChunkHeader, chunkCount,
+  CHUNK_HEADER_BYTES, CHUNK_MAGIC, CHUNK_VERSION, DEFAULT_CHUNK_SIZE,
+  type ChunkHeader, type ReassemblyLimits,
+} from './chunking.js';

@@ -1,0 +1,156 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { SignalClient, type WebSocketConstructor } from '../src/signal/index.js';
+import { SignalServer } from '../src/signal/node.js';
+import { TransportError, WebRtcTransport, type PeerState, type WebRtcTransportOptions } from '../src/transport/index.js';
+
+let server: SignalServer;
+let url: string;
+const transports: WebRtcTransport[] = [];
+
+const connections = new Map<string, RTCPeerConnection[]>();
+
+async function peer(id: string, options: Partial<WebRtcTransportOptions> = {}): Promise<WebRtcTransport> {
+  const { RTCPeerConnection: Base } = await import('node-datachannel/polyfill');
+  const made: RTCPeerConnection[] = [];
+  connections.set(id, made);
+  const Recording = class extends Base {
+    constructor(config?: RTCConfiguration) {
+      super(config);
+      made.push(this as unknown as RTCPeerConnection);
+    }
+  } as unknown as WebRtcTransportOptions['RTCPeerConnection'] & object;
+  const signal = await SignalClient.connect({ url, room: 'room', peer: id, WebSocket: WebSocket as unknown as WebSocketConstructor });
+  const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...options });
+  transports.push(t);
+  return t;
+}
+
+function until(t: WebRtcTransport, other: string, state: PeerState, timeoutMs = 10_000): Promise<void> {
+  if (t.state(other) === state) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${t.self}→${other} never reached ${state}`)), timeoutMs);
+    const off = t.events.on('state', (p, s) => {
+      if (p === other && s === state) {
+        off();
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+}
+
+function pattern(size: number, seed: number): Uint8Array {
+  const bytes = new Uint8Array(size);
+  for (let i = 0; i < size; i++) bytes[i] = (i * 31 + seed) & 0xff;
+  return bytes;
+}
+
+function same(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && Buffer.compare(a, b) === 0;
+}
+
+beforeEach(async () => {
+  server = await SignalServer.listen({ port: 0, host: '127.0.0.1' });
+  url = `ws://127.0.0.1:${server.address.port}`;
+});
+
+afterEach(async () => {
+  for (const t of transports.splice(0)) t.close();
+  await server.close();
+});
+
+describe('WebRtcTransport between Node peers (node-datachannel)', () => {
+  it('delivers envelopes of 0 B, 1 B, 64 KiB ± 1 and 5 MiB intact and in order', async () => {
+    const a = await peer('a');
+    const b = await peer('b');
+    await until(a, 'b', 'open');
+    await until(b, 'a', 'open');
+    const sizes = [0, 1, 65535, 65536, 65537, 5 * 1024 * 1024];
+    const sent = sizes.map((size, i) => pattern(size, i));
+    const got: Uint8Array[] = [];
+    const done = new Promise<void>((resolve) => b.onEnvelope((from, bytes) => {
+      expect(from).toBe('a');
+      got.push(bytes);
+      if (got.length === sent.length) resolve();
+    }));
+    for (const bytes of sent) a.send('b', bytes);
+    await done;
+    expect(got.map((g) => g.byteLength)).toEqual(sizes);
+    got.forEach((g, i) => expect(same(g, sent[i]!)).toBe(true));
+    expect(a.stats()).toMatchObject({ messagesOut: sizes.length, bytesOut: sizes.reduce((x, y) => x + y) });
+    expect(b.stats()).toMatchObject({ messagesIn: sizes.length, bytesIn: sizes.reduce((x, y) => x + y) });
+  });
+
+  it('queues under back-pressure and refuses beyond its bound with queue-full', async () => {
+    const a = await peer('a', { maxQueuedBytes: 8 * 1024 * 1024, highWaterMark: 256 * 1024, lowWaterMark: 64 * 1024 });
+    const b = await peer('b');
+    await until(a, 'b', 'open');
+    const envelope = pattern(3 * 1024 * 1024, 7);
+    let received = 0;
+    const done = new Promise<void>((resolve) => b.onEnvelope((_, bytes) => {
+      expect(same(bytes, envelope)).toBe(true);
+      if (++received === 2) resolve();
+    }));
+    a.send('b', envelope);
+    a.send('b', envelope);
+    // the channel took at most ~highWaterMark + one chunk; the rest waits in our queue
+    expect(a.queuedBytes('b')).toBeGreaterThan(4 * 1024 * 1024);
+    let error: unknown;
+    try {
+      a.send('b', envelope);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(TransportError);
+    expect((error as TransportError).code).toBe('queue-full');
+    await done;
+    expect(a.queuedBytes('b')).toBe(0);
+  });
+
+  it('throws unknown-peer for a peer not in the room', async () => {
+    const a = await peer('a');
+    expect(() => a.send('nobody', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+  });
+
+  it('three peers form a mesh', async () => {
+    const [a, b, c] = [await peer('a'), await peer('b'), await peer('c')];
+    for (const [x, y] of [[a, 'b'], [a, 'c'], [b, 'c'], [c, 'a']] as const) await until(x, y, 'open');
+    const got = new Promise<string[]>((resolve) => {
+      const seen: string[] = [];
+      c.onEnvelope((from, bytes) => {
+        seen.push(`${from}:${bytes.byteLength}`);
+        if (seen.length === 2) resolve(seen.sort());
+      });
+    });
+    a.send('c', pattern(100_000, 1));
+    b.send('c', pattern(10, 2));
+    expect(await got).toEqual(['a:100000', 'b:10']);
+  });
+
+  it('reports closed when a peer leaves, and reconnects after a failed link', async () => {
+    const a = await peer('a');
+    const b = await peer('b');
+    await until(a, 'b', 'open');
+    await until(b, 'a', 'open');
+    // close b's connection under it, as a network failure would: a (the offerer) reconnects
+    const states: string[] = [];
+    a.events.on('state', (p, s) => states.push(`${p}:${s}`));
+    const failed = until(a, 'b', 'failed');
+    connections.get('b')!.at(-1)!.close();
+    await failed;
+    await until(a, 'b', 'open', 15_000);
+    await until(b, 'a', 'open', 15_000);
+    expect(states).toContain('b:failed');
+    expect(states).toContain('b:connecting');
+    const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
+    a.send('b', pattern(70_000, 3));
+    expect(await got).toBe(70_000);
+    const closed = until(a, 'b', 'closed');
+    b.close();
+    await closed;
+    expect(a.peers()).toEqual([]);
+    expect(() => a.send('b', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+  });
+});
+
