@@ -101,6 +101,21 @@ describe('signalling server and client', () => {
     expect(client.self).toBe('solo');
   });
 
+  it('drops a socket that stops answering pings and tells the room', async () => {
+    await server.close();
+    server = await SignalServer.listen({ port: 0, host: '127.0.0.1', heartbeatMs: 50 });
+    url = `ws://127.0.0.1:${server.address.port}`;
+    const a = await join('r', 'alice');
+    const mute = new WebSocket(url, { autoPong: false });
+    await new Promise((r) => mute.once('open', r));
+    const joined = reply(mute);
+    mute.send(JSON.stringify({ type: 'join', room: 'r', peer: 'mute' }));
+    expect(await joined).toMatchObject({ type: 'joined' });
+    const [left] = await next<[string]>((h) => a.events.on('leave', h));
+    expect(left).toBe('mute');
+    expect(a.closed).toBe(false);
+  });
+
   it('answers malformed, unjoined, oversize and too fast messages with errors', async () => {
     const s = await raw();
     let answer = reply(s);

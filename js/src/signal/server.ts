@@ -30,6 +30,7 @@ interface Member {
 export class SignalServer {
   readonly #wss: WebSocketServer;
   readonly #rooms = new Map<string, Map<string, Member>>();
+  readonly #members = new Set<Member>();
   readonly #heartbeat: ReturnType<typeof setInterval>;
   readonly #rate: number;
   readonly #burst: number;
@@ -75,9 +76,13 @@ export class SignalServer {
 
   #accept(socket: WebSocket): void {
     const member: Member = { socket, room: null, peer: null, alive: true, tokens: this.#burst, refilledAt: Date.now() };
+    this.#members.add(member);
     socket.on('pong', () => (member.alive = true));
     socket.on('message', (data, isBinary) => this.#receive(member, isBinary ? null : data.toString()));
-    socket.on('close', () => this.#leave(member));
+    socket.on('close', () => {
+      this.#leave(member);
+      this.#members.delete(member);
+    });
     socket.on('error', () => socket.terminate()); // e.g. a frame over maxPayload
   }
 
@@ -140,15 +145,13 @@ export class SignalServer {
   }
 
   #beat(): void {
-    for (const room of this.#rooms.values()) {
-      for (const member of room.values()) {
-        if (!member.alive) {
-          member.socket.terminate();
-          continue;
-        }
-        member.alive = false;
-        member.socket.ping();
+    for (const member of this.#members) {
+      if (!member.alive) {
+        member.socket.terminate(); // its 'close' handler announces the leave
+        continue;
       }
+      member.alive = false;
+      member.socket.ping();
     }
   }
 }
