@@ -10,18 +10,26 @@ const transports: WebRtcTransport[] = [];
 
 const connections = new Map<string, RTCPeerConnection[]>();
 
-async function peer(id: string, options: Partial<WebRtcTransportOptions> = {}): Promise<WebRtcTransport> {
+async function peer(id: string, options: Partial<WebRtcTransportOptions> & { hangFirstRemoteDescription?: boolean } = {}): Promise<WebRtcTransport> {
   const { RTCPeerConnection: Base } = await import('node-datachannel/polyfill');
   const made: RTCPeerConnection[] = [];
   connections.set(id, made);
+  const { hangFirstRemoteDescription, ...rest } = options;
+  const hangFirst = hangFirstRemoteDescription === true;
   const Recording = class extends Base {
     constructor(config?: RTCConfiguration) {
       super(config);
       made.push(this as unknown as RTCPeerConnection);
     }
+
+    override setRemoteDescription(description: RTCSessionDescriptionInit): Promise<void> {
+      // a lost offer: the first connection never gets its remote description
+      if (hangFirst && made[0] === (this as unknown as RTCPeerConnection)) return new Promise(() => {});
+      return super.setRemoteDescription(description);
+    }
   } as unknown as WebRtcTransportOptions['RTCPeerConnection'] & object;
   const signal = await SignalClient.connect({ url, room: 'room', peer: id, WebSocket: WebSocket as unknown as WebSocketConstructor });
-  const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...options });
+  const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...rest });
   transports.push(t);
   return t;
 }
@@ -126,6 +134,18 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     a.send('c', pattern(100_000, 1));
     b.send('c', pattern(10, 2));
     expect(await got).toEqual(['a:100000', 'b:10']);
+  });
+
+  it('the answering side asks the offerer to start over when only it saw the link fail', async () => {
+    const a = await peer('a');
+    const b = await peer('b', { hangFirstRemoteDescription: true, connectTimeoutMs: 300 });
+    await until(b, 'a', 'failed');
+    await until(a, 'b', 'open', 15_000);
+    await until(b, 'a', 'open', 15_000);
+    expect(connections.get('a')!.length).toBe(2);
+    const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
+    a.send('b', pattern(1, 0));
+    expect(await got).toBe(1);
   });
 
   it('reports closed when a peer leaves, and reconnects after a failed link', async () => {

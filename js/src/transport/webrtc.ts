@@ -39,7 +39,9 @@ export interface WebRtcTransportOptions {
 type LinkSignal =
   | { kind: 'offer'; gen: number; sdp: string }
   | { kind: 'answer'; gen: number; sdp: string }
-  | { kind: 'candidate'; gen: number; candidate: string; mid: string | null };
+  | { kind: 'candidate'; gen: number; candidate: string; mid: string | null }
+  /** From the answering side when its link failed: the offerer should start over. */
+  | { kind: 'restart'; gen: number };
 
 interface Outgoing {
   bytes: Uint8Array;
@@ -237,6 +239,8 @@ export class WebRtcTransport implements Transport {
         const pc = link.pc;
         await pc.setRemoteDescription({ type: 'answer', sdp: data.sdp });
         await this.#remoteDescriptionSet(link, pc);
+      } else if (data.kind === 'restart' && this.#initiates(from) && data.gen === link.gen && link.pc !== null) {
+        this.#fail(link, `${from} lost the link`);
       } else if (data.kind === 'candidate' && data.gen === link.gen && link.pc !== null) {
         const candidate = { candidate: data.candidate, sdpMid: data.mid };
         if (link.remoteSet) await link.pc.addIceCandidate(candidate);
@@ -323,7 +327,11 @@ export class WebRtcTransport implements Transport {
     if (this.#closed || !this.#links.has(link.peer)) return;
     this.events.emit('error', new TransportError('connection-failed', `link to ${link.peer} failed: ${why}`, link.peer));
     this.#setState(link, 'failed');
-    if (!this.#initiates(link.peer)) return; // the other side offers again
+    if (!this.#initiates(link.peer)) {
+      // the offerer may not have noticed (a lost offer, a one-sided timeout): ask it to start over
+      this.#sendSignal(link.peer, { kind: 'restart', gen: link.gen });
+      return;
+    }
     const base = this.#options.reconnectBaseMs ?? 250;
     const delay = Math.min(this.#options.reconnectMaxMs ?? 10_000, base * 2 ** link.attempts);
     link.attempts++;
