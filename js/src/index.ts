@@ -28,3 +28,16 @@ export {
 export { DTYPE_NAMES, dtypeCode, dtypeFromCode, isDType, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
 export { BbError, BbErrorCode, BbExitError, BbLoadError, bbErrorCodeName } from './errors.js';
 export { BB_WASM_ABI_VERSION, type BbExports } from './abi.js';
+export {
+  PollDriver,
+  type Clock,
+  type Pollable,
+  type PollDriverOptions,
+  type PollDriverState,
+  type PollDriverStats,
+  type Timers,
+  type VisibilitySource,
+} from './driver.js';
+// Networking has its own entry points, so pages that only compute never load it:
+// 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling
+// client) and, in Node only, 'bytesandbrains/signal/server'.
