@@ -252,13 +252,19 @@ async function startViteDevServer(): Promise<{ url: string; child: ChildProcess 
       probe.close(() => resolve(free));
     });
   });
-  const child = spawn(process.execPath, [VITE, '--host', '127.0.0.1', '--port', String(port), '--strictPort'], { cwd: app });
+  // Plain text: with CI or a terminal in the environment Vite colours its banner and
+  // bolds the port, which split the address this waits for.
+  const child = spawn(process.execPath, [VITE, '--host', '127.0.0.1', '--port', String(port), '--strictPort'], {
+    cwd: app,
+    env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+  });
   let output = '';
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`vite dev server did not start:\n${output}`)), 60_000);
     const listen = (chunk: Buffer): void => {
       output += chunk.toString();
-      if (output.includes(`:${port}/`)) {
+      // eslint-disable-next-line no-control-regex
+      if (output.replace(/\u001b\[[0-9;]*m/g, '').includes(`:${port}/`)) {
         clearTimeout(timer);
         resolve();
       }
