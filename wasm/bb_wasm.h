@@ -23,14 +23,16 @@
  *
  * Bump BB_WASM_ABI_VERSION whenever a signature or a meaning here changes, or a function
  * is added: the loader refuses a module whose version it was not written for.
- * Version 2 added tensors, CPU sessions and the operator listing. */
+ * Version 2 added tensors, CPU sessions and the operator listing; version 3 the engine:
+ * the compiler and the examples' Modules, data sets, nodes, and components whose methods
+ * run in the host. */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 2u
+#define BB_WASM_ABI_VERSION 3u
 
 /* Most objects alive at once, of all kinds together. */
 #define BB_WASM_MAX_HANDLES 1024
@@ -143,5 +145,167 @@ int32_t bb_wasm_cpu_op_count(void);
  * with the error recorded when i is out of range. */
 const char *bb_wasm_cpu_op_name(int32_t i);
 const char *bb_wasm_cpu_op_types(int32_t i);
+
+/* ---- byte layouts shared by the engine functions --------------------------------------
+ *
+ * All integers little-endian.
+ *
+ * Value list: u64 count, then per value: u64 type_hash, u64 length, the payload (the wire
+ * form of docs/WIRE.md, "Payloads"). type_hash 0 with length 0 is an absent value (an
+ * optional op input the graph left empty, an output not produced, an unbinding).
+ * At most 4096 values.
+ *
+ * Strings in (names, targets): NUL-terminated UTF-8; lists of them are packed back to back,
+ * each with its NUL, and passed with their total length.
+ *
+ * Peer ids: base58btc text (bb_peer_id_to_text), as libp2p prints them.
+ *
+ * Steps (bb_wasm_node_poll's result): u32 count, then per step
+ *   u32 kind (bb_step_kind), i32 fill_index, u64 exec_id, u64 command, u64 count,
+ *   u64 type_hash (APP_EVENT: the value's carrier hash), then seven fields, each a u32
+ *   length and its bytes: peer (text; empty when none), bytes (SEND: the envelope;
+ *   APP_EVENT: the value's payload), module, topic, op, reason, detail (UTF-8).
+ * ---------------------------------------------------------------------------------------- */
+
+/* ---- the examples' Modules and the compiler ------------------------------------------- */
+
+/* The examples linked in (examples/modules): how many, and example i's name, description
+ * (static strings; NULL, recorded, for a bad index) and Module count. */
+int32_t bb_wasm_example_count(void);
+const char *bb_wasm_example_name(int32_t i);
+const char *bb_wasm_example_description(int32_t i);
+int32_t bb_wasm_example_module_count(int32_t i);
+
+/* Records Module `module` of the example named `name` into the result as ONNX ModelProto
+ * bytes (what the compiler takes). Returns 0 or a code. */
+int32_t bb_wasm_example_record(const char *name, int32_t module);
+
+/* A compiler with no bindings (bb_compiler_new). Returns its handle. */
+int32_t bb_wasm_compiler_new(void);
+/* Binds, declares and sets what the example's own configuration does for that Module (the
+ * default concretes); rebind a slot with unbind + bind. */
+int32_t bb_wasm_compiler_configure_example(int32_t compiler, const char *name, int32_t module);
+/* bb_compiler_bind: role a bb_role (0: the role the model records for the slot); config
+ * may be NULL. */
+int32_t bb_wasm_compiler_bind(int32_t compiler, int32_t role, const char *slot, const char *type, const char *config);
+/* Removes a slot's binding (BB_ERR_NOT_FOUND when it has none). */
+int32_t bb_wasm_compiler_unbind(int32_t compiler, const char *slot);
+/* Declares a concrete type to the compiler: storage is the denotation every tensor port
+ * stores ("ai.bytesandbrains.tensor.f32"; NULL or "" for none), deps "Role:slot,Role:slot"
+ * (role names as bb_role_name spells them; NULL or "" for none; at most 16). */
+int32_t bb_wasm_compiler_declare(int32_t compiler, const char *type, const char *storage, const char *deps);
+/* Permissive types (nonzero) or strict (0, the default). */
+int32_t bb_wasm_compiler_set_permissive(int32_t compiler, int32_t permissive);
+/* Compiles recorded ModelProto bytes; the artifact goes to the result. A failure's message
+ * starts with "compile failed (<kind>)"; bb_wasm_compiler_error_kind gives the kind. */
+int32_t bb_wasm_compiler_compile(int32_t compiler, const uint8_t *model, size_t len);
+int32_t bb_wasm_compiler_error_kind(int32_t compiler);
+/* The name of a bb_compile_error ("TypeConstraintFailed", ...); a static string. */
+const char *bb_wasm_compile_error_name(int32_t kind);
+int32_t bb_wasm_compiler_free(int32_t compiler);
+
+/* Describes artifact bytes (bb_artifact_describe) into the result: format 0 text, 1 DOT,
+ * 2 JSON. */
+int32_t bb_wasm_artifact_describe(const uint8_t *artifact, size_t len, int32_t format);
+
+/* ---- data sets ------------------------------------------------------------------------ */
+
+/* Data sets are what an ArraySource reads: float32 features [rows, dim] and labels [rows].
+ * A node installed with one keeps it alive, so it may be freed right after the install. */
+
+/* Parses numeric CSV (bb_dataset_from_csv): label_column 0-based, negative from the right,
+ * INT32_MIN for none. Returns the data set's handle. */
+int32_t bb_wasm_dataset_from_csv(const uint8_t *csv, size_t len, int32_t label_column, int32_t has_header);
+/* From a float32 [rows, dim] tensor and a float32 [rows] one (labels 0: none); copied. */
+int32_t bb_wasm_dataset_from_tensors(int32_t features, int32_t labels);
+/* A new data set of rows[0..n) of another (u32 row indices; a row may repeat). */
+int32_t bb_wasm_dataset_subset(int32_t dataset, const uint32_t *rows, size_t n);
+/* The result: u64 rows, u64 dim, u64 labelled (1 or 0). */
+int32_t bb_wasm_dataset_shape(int32_t dataset);
+/* A new tensor handle holding a copy of the features (labels 0) or the labels (nonzero). */
+int32_t bb_wasm_dataset_tensor(int32_t dataset, int32_t labels);
+int32_t bb_wasm_dataset_free(int32_t dataset);
+
+/* ---- components whose methods run in the host -------------------------------------------- */
+
+#define BB_WASM_MAX_HOST_TYPES 16
+
+/* Registers a concrete type, for every node installed afterwards, whose create, destroy and
+ * invoke are the host's imports below; roles is a set of (1 << bb_role) bits. Names must be
+ * new (not a shipped type's). Returns the type id (1..16) the imports are called with. */
+int32_t bb_wasm_host_type_add(const char *name, uint32_t roles);
+
+/* Imported from the host (module "env"). create returns the host's id for the new
+ * instance (> 0) or a negative BB_ERR_* code; invoke returns 0 (outputs set with
+ * bb_wasm_call_set_outputs), 1 (later: after bb_wasm_call_defer; finish with
+ * bb_wasm_node_complete or bb_wasm_node_fail) or a negative code. Either may explain a
+ * failure with bb_wasm_call_fail first. */
+#if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
+#define BB_WASM_HOST_IMPORT(name) __attribute__((import_module("env"), import_name(#name)))
+#else
+#define BB_WASM_HOST_IMPORT(name)
+#endif
+BB_WASM_HOST_IMPORT(bb_host_create)
+int32_t bb_host_create(int32_t type_id, const char *slot, const char *config, size_t config_len, uint64_t seed);
+BB_WASM_HOST_IMPORT(bb_host_destroy) void bb_host_destroy(int32_t instance);
+BB_WASM_HOST_IMPORT(bb_host_invoke)
+int32_t bb_host_invoke(int32_t instance, const char *op_type, int32_t n_inputs, int32_t n_outputs);
+
+/* Only while bb_host_invoke runs: the call's inputs as a value list (into the result);
+ * its outputs, by position (a value list of at most n_outputs values); the command that
+ * makes it asynchronous (the same on every call); the node's time. */
+int32_t bb_wasm_call_inputs(void);
+int32_t bb_wasm_call_set_outputs(const uint8_t *list, size_t len);
+uint64_t bb_wasm_call_defer(void);
+uint64_t bb_wasm_call_now(void);
+/* While bb_host_create or bb_host_invoke runs: the message (and code) of the failure it is
+ * about to return. */
+int32_t bb_wasm_call_fail(int32_t code, const char *message);
+
+/* ---- nodes ---------------------------------------------------------------------------- */
+
+/* Installs artifact bytes (copied) as peer `self` for the packed targets. slots packs
+ * (slot, config) pairs of strings (an empty config keeps the artifact's), and datasets
+ * holds one data set handle per pair (0: none; NULL: none at all) handed to the slot's
+ * component as its host data. The node knows the shipped types and every host type added
+ * so far (and the examples' fixtures, NoopModel and the like). A failure's message starts with "install failed (<kind>)". Returns the node's
+ * handle. */
+int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const char *self, const char *targets,
+                             size_t targets_len, const char *slots, size_t slots_len, const int32_t *datasets,
+                             uint64_t seed);
+int32_t bb_wasm_node_free(int32_t node);
+/* The result: my peer id, u32 target count and each resolved target name (fields as in
+ * steps), then 7 × u64 stats: executions, frontier, pending_async, timers, ingress,
+ * outbound, ingress_bytes. */
+int32_t bb_wasm_node_info(int32_t node);
+int32_t bb_wasm_node_add_peer(int32_t node, const char *peer);
+int32_t bb_wasm_node_forget_peer(int32_t node, const char *peer);
+int32_t bb_wasm_node_block_peer(int32_t node, const char *peer, int32_t blocked);
+int32_t bb_wasm_node_run_bootstrap(int32_t node, uint64_t now_ns);
+/* One envelope from peer `from` (bb_node_deliver). */
+int32_t bb_wasm_node_deliver(int32_t node, const char *from, const uint8_t *bytes, size_t len, uint64_t now_ns);
+/* Runs what is ready; the steps go to the result. Returns how many, or a code. */
+int32_t bb_wasm_node_poll(int32_t node, uint64_t now_ns);
+/* The next timer or deadline (UINT64_MAX: none, or a bad handle, recorded). */
+uint64_t bb_wasm_node_expiry(int32_t node);
+/* 1 when a poll would do work now, 0 when not, or a code. */
+int32_t bb_wasm_node_has_work(int32_t node);
+/* Runs a target with named inputs: names packed, values a value list of as many (none
+ * absent). */
+int32_t bb_wasm_node_invoke(int32_t node, const char *module, const char *names, size_t names_len,
+                            const uint8_t *values, size_t values_len, uint64_t now_ns);
+/* Binds an input of a target for every new run: a value list of one value (absent:
+ * unbind). */
+int32_t bb_wasm_node_bind_input(int32_t node, const char *module, const char *input, const uint8_t *values,
+                                size_t values_len);
+/* Completes an asynchronous op with a value list of its outputs, or fails it. */
+int32_t bb_wasm_node_complete(int32_t node, uint64_t command, const uint8_t *values, size_t values_len);
+int32_t bb_wasm_node_fail(int32_t node, uint64_t command, const char *detail);
+/* A named counter (0 when unknown, or for a bad handle, recorded). */
+uint64_t bb_wasm_node_counter(int32_t node, const char *name);
+/* The node's state into the result (bb_node_snapshot), and back into a node freshly
+ * installed from the same artifact and targets. */
+int32_t bb_wasm_node_snapshot(int32_t node);
+int32_t bb_wasm_node_restore(int32_t node, const uint8_t *bytes, size_t len);
 
 #endif /* BB_WASM_H */

@@ -108,6 +108,9 @@ void bb_compiler_free(bb_compiler *c);
 #define BB_COMPILER_ROLE_OF_SLOT ((bb_role)0)
 int bb_compiler_bind(bb_compiler *c, bb_role role, const char *slot, const char *concrete_type,
                      const char *config, bb_error *err);
+/* Removes the binding of a slot name (BB_ERR_NOT_FOUND when it has none), so that it can be
+ * bound again: e.g. an example's configuration with one concrete swapped. */
+int bb_compiler_unbind(bb_compiler *c, const char *slot, bb_error *err);
 /* bind_<role>: bb_compiler_bind with the role filled in. */
 int bb_compiler_bind_backend(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
 int bb_compiler_bind_model(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);

@@ -76,6 +76,17 @@ int bb_compiler_bind(bb_compiler *c, bb_role role, const char *slot, const char 
   return 0;
 }
 
+int bb_compiler_unbind(bb_compiler *c, const char *slot, bb_error *err) {
+  if (!c || !slot) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "unbind: no compiler or slot");
+  for (size_t i = 0; i < c->bindings.len; i++) {
+    if (strcmp(c->bindings.items[i].slot, slot) != 0) continue;
+    memmove(&c->bindings.items[i], &c->bindings.items[i + 1], (c->bindings.len - i - 1) * sizeof *c->bindings.items);
+    c->bindings.len--;
+    return 0;
+  }
+  return bb_error_set(err, BB_ERR_NOT_FOUND, "unbind: slot \"%s\" is not bound", slot);
+}
+
 #define BIND_ROLE(fn, role)                                                                     \
   int fn(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err) { \
     return bb_compiler_bind(c, role, slot, type, config, err);                                   \

@@ -1,0 +1,575 @@
+/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 3) driven the way js/src drives it —
+ * handles, packed strings, value lists, the step layout and the host's component
+ * callbacks — but natively (and again under Node in the wasm build), so its every path
+ * runs under the sanitizers:
+ *   - the compiler: an example recorded, configured, one slot rebound to a host type, compiled
+ *     and described; its errors;
+ *   - a federation of one server and three clients whose DataSource is a host component,
+ *     envelopes carried between nodes by parsing the steps, reaching 90 % on separable data;
+ *   - an asynchronous host op completed and failed later; snapshot and restore; misuse. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/runtime.h"
+#include "bb/value.h"
+#include "bb/wire.h"
+#include "bb_wasm.h"
+#include "harness.h"
+
+/* ---- data: ten well separated classes in 64 features of 0..16, as CSV ----------------- */
+
+#define FEATURES 64
+#define CLASSES 10
+#define ROWS 600
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double uniform(void) {
+  rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static char *make_csv(size_t *len) {
+  size_t cap = (size_t)ROWS * (FEATURES + 1) * 8 + 1;
+  char *csv = malloc(cap);
+  size_t at = 0;
+  for (int r = 0; r < ROWS; r++) {
+    int label = r % CLASSES;
+    for (int j = 0; j < FEATURES; j++) {
+      double centre = (j * 7 + label * 13) % 10 < 5 ? 12.0 : 4.0;
+      at += (size_t)snprintf(csv + at, cap - at, "%.2f,", centre + (uniform() - 0.5) * 6.0);
+    }
+    at += (size_t)snprintf(csv + at, cap - at, "%d\n", label);
+  }
+  *len = at;
+  return csv;
+}
+
+/* ---- value lists, as the host builds them ---------------------------------------------- */
+
+typedef struct buf {
+  uint8_t *data;
+  size_t len;
+} buf;
+
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* A value list of n values (NULL: absent); consumes the references. */
+static buf value_list(bb_val **values, size_t n) {
+  size_t len = 8;
+  for (size_t i = 0; i < n; i++) len += 16 + (values[i] ? bb_val_encoded_size(values[i]) : 0);
+  buf b = {malloc(len), len};
+  put_u64(b.data, n);
+  size_t at = 8;
+  for (size_t i = 0; i < n; i++) {
+    put_u64(b.data + at, values[i] ? bb_val_kind_hash((int)values[i]->kind) : 0);
+    size_t size = values[i] ? bb_val_encoded_size(values[i]) : 0;
+    put_u64(b.data + at + 8, size);
+    at += 16;
+    if (values[i]) at += bb_val_encode_into(values[i], b.data + at);
+    bb_val_release(values[i]);
+  }
+  return b;
+}
+
+static bb_val *tensor_value(const float *data, int rank, const int64_t *dims) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
+  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
+  bb_val *v = bb_val_tensor(NULL, t);
+  bb_tensor_release(t);
+  return v;
+}
+
+static const uint8_t *result(size_t *len) {
+  *len = bb_wasm_result_len();
+  return bb_wasm_result_ptr();
+}
+
+/* ---- the host's components -------------------------------------------------------------- */
+
+/* HostBatches: NextBatch serves batches of the rows given to the instance (the shard its
+ * node was installed for); HostAsync answers NextBatch later. */
+#define MAX_INSTANCES 16
+typedef struct instance {
+  int32_t type_id;
+  const float *x, *y;
+  size_t rows, next;
+  bool live;
+} instance;
+static instance instances[MAX_INSTANCES + 1];
+static const float *pending_x, *pending_y; /* the shard of the node being installed */
+static size_t pending_rows;
+static int32_t batches_type, async_type, failing_type;
+static uint64_t deferred_command;
+static int creates, destroys;
+
+int32_t bb_host_create(int32_t type_id, const char *slot, const char *config, size_t config_len, uint64_t seed) {
+  (void)seed;
+  CHECK(slot != NULL && config != NULL && strlen(config) == config_len);
+  if (type_id == failing_type) {
+    bb_wasm_call_fail(BB_ERR_INVALID_ARGUMENT, "no camera here");
+    return BB_ERR_INVALID_ARGUMENT;
+  }
+  for (int32_t id = 1; id <= MAX_INSTANCES; id++) {
+    if (instances[id].live) continue;
+    instances[id] = (instance){type_id, pending_x, pending_y, pending_rows, 0, true};
+    creates++;
+    return id;
+  }
+  return BB_ERR_LIMIT;
+}
+
+void bb_host_destroy(int32_t id) {
+  CHECK(id >= 1 && id <= MAX_INSTANCES && instances[id].live);
+  instances[id].live = false;
+  destroys++;
+}
+
+int32_t bb_host_invoke(int32_t id, const char *op_type, int32_t n_inputs, int32_t n_outputs) {
+  instance *inst = &instances[id];
+  CHECK_STR(op_type, "NextBatch");
+  CHECK_EQ_INT(bb_wasm_call_inputs(), 0);
+  size_t len;
+  const uint8_t *inputs = result(&len);
+  CHECK(len >= 8 && get_u64(inputs) == (uint64_t)n_inputs);
+  if (n_outputs != 2) {
+    bb_wasm_call_fail(BB_ERR_INVALID_ARGUMENT, "NextBatch has two outputs");
+    return BB_ERR_INVALID_ARGUMENT;
+  }
+  if (inst->type_id == async_type) {
+    deferred_command = bb_wasm_call_defer();
+    CHECK(deferred_command != 0 && bb_wasm_call_defer() == deferred_command);
+    return 1;
+  }
+  enum { BATCH = 16 };
+  float x[BATCH * FEATURES], y[BATCH];
+  for (int i = 0; i < BATCH; i++) {
+    size_t row = inst->next++ % inst->rows;
+    memcpy(x + i * FEATURES, inst->x + row * FEATURES, sizeof(float) * FEATURES);
+    y[i] = inst->y[row];
+  }
+  int64_t xd[2] = {BATCH, FEATURES}, yd[1] = {BATCH};
+  bb_val *out[2] = {tensor_value(x, 2, xd), tensor_value(y, 1, yd)};
+  buf b = value_list(out, 2);
+  int32_t rc = bb_wasm_call_set_outputs(b.data, b.len);
+  free(b.data);
+  return rc;
+}
+
+/* ---- steps ----------------------------------------------------------------------------------- */
+
+typedef struct step {
+  uint32_t kind;
+  uint64_t type_hash;
+  const char *peer_text;
+  size_t peer_len;
+  const uint8_t *bytes;
+  size_t len;
+  char module[128], topic[64], op[256], reason[64], detail[512];
+} step;
+
+static void copy_field(const uint8_t **p, char *out, size_t size) {
+  uint32_t n = get_u32(*p);
+  size_t keep = n < size - 1 ? n : size - 1;
+  memcpy(out, *p + 4, keep);
+  out[keep] = '\0';
+  *p += 4 + n;
+}
+
+/* Parses step i of the poll result at *p (advancing it). */
+static void next_step(const uint8_t **p, step *s) {
+  const uint8_t *q = *p;
+  s->kind = get_u32(q);
+  s->type_hash = get_u64(q + 32);
+  q += 40;
+  s->peer_len = get_u32(q);
+  s->peer_text = (const char *)q + 4;
+  q += 4 + s->peer_len;
+  s->len = get_u32(q);
+  s->bytes = q + 4;
+  q += 4 + s->len;
+  copy_field(&q, s->module, sizeof s->module);
+  copy_field(&q, s->topic, sizeof s->topic);
+  copy_field(&q, s->op, sizeof s->op);
+  copy_field(&q, s->reason, sizeof s->reason);
+  copy_field(&q, s->detail, sizeof s->detail);
+  *p = q;
+}
+
+/* ---- the compiler --------------------------------------------------------------------------- */
+
+static buf compile_federated_digits(void) {
+  int32_t fd = -1;
+  for (int32_t i = 0; i < bb_wasm_example_count(); i++)
+    if (strcmp(bb_wasm_example_name(i), "federated_digits") == 0) fd = i;
+  CHECK(fd >= 0 && bb_wasm_example_module_count(fd) == 1 && strlen(bb_wasm_example_description(fd)) > 0);
+  CHECK(bb_wasm_example_name(999) == NULL && bb_wasm_last_error_code() == BB_ERR_INVALID_ARGUMENT);
+
+  CHECK_EQ_INT(bb_wasm_example_record("federated_digits", 0), 0);
+  size_t len;
+  const uint8_t *r = result(&len);
+  buf model = {malloc(len), len};
+  memcpy(model.data, r, len);
+  CHECK(bb_wasm_example_record("nope", 0) == BB_ERR_NOT_FOUND);
+  CHECK(bb_wasm_example_record("federated_digits", 1) == BB_ERR_INVALID_ARGUMENT);
+
+  int32_t c = bb_wasm_compiler_new();
+  CHECK(c > 0);
+  CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "federated_digits", 0), 0);
+  /* swap the clients' ArraySource for a host component */
+  CHECK_EQ_INT(bb_wasm_compiler_unbind(c, "data"), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_unbind(c, "data"), BB_ERR_NOT_FOUND);
+  CHECK_EQ_INT(bb_wasm_compiler_bind(c, BB_ROLE_DATA_SOURCE, "data", "HostBatches", "rows=all"), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_bind(c, BB_ROLE_DATA_SOURCE, "data", "HostBatches", NULL), BB_ERR_EXISTS);
+  CHECK_EQ_INT(bb_wasm_compiler_declare(c, "HostBatches", "ai.bytesandbrains.tensor.f32", ""), 0);
+  /* three clients: the example's quorum of six would abandon every round */
+  CHECK_EQ_INT(bb_wasm_compiler_unbind(c, "aggregator"), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_bind(c, BB_ROLE_AGGREGATOR, "aggregator", "FedAvg",
+                                     "quorum=3,target=3,deadline_ms=1000,no_quorum=abandon,init=model"),
+               0);
+  CHECK_EQ_INT(bb_wasm_compiler_declare(c, "Bad", NULL, "Model"), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(bb_wasm_last_error(), "Role:slot") != NULL);
+  CHECK_EQ_INT(bb_wasm_compiler_declare(c, "Bad", NULL, "Modle:model"), BB_ERR_INVALID_ARGUMENT);
+
+  static const uint8_t junk[] = {0xff, 0xff, 0xff};
+  CHECK(bb_wasm_compiler_compile(c, junk, sizeof junk) < 0);
+  CHECK(strncmp(bb_wasm_last_error(), "compile failed", 14) == 0);
+  CHECK(bb_wasm_result_len() == 0);
+
+  CHECK_EQ_INT(bb_wasm_compiler_compile(c, model.data, model.len), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_error_kind(c), 0);
+  r = result(&len);
+  buf artifact = {malloc(len), len};
+  memcpy(artifact.data, r, len);
+  CHECK_EQ_INT(bb_wasm_compiler_free(c), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_free(c), BB_ERR_INVALID_ARGUMENT); /* stale */
+  free(model.data);
+
+  CHECK_EQ_INT(bb_wasm_artifact_describe(artifact.data, artifact.len, 2), 0);
+  const char *json = (const char *)bb_wasm_result_ptr();
+  CHECK(strstr(json, "\"partitions\"") && strstr(json, "FedDigits_clients") && strstr(json, "HostBatches"));
+  CHECK(bb_wasm_artifact_describe(artifact.data, artifact.len, 7) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bb_wasm_artifact_describe(junk, sizeof junk, 0) < 0);
+  return artifact;
+}
+
+/* ---- a federation over the ABI ------------------------------------------------------------------ */
+
+#define PEERS 4 /* the server and three clients */
+
+static void peer_text(int i, char *out, size_t size) {
+  bb_peer_id id = bb_peer_id_from_u64((uint64_t)i + 1);
+  bb_peer_id_to_text(&id, out, size);
+}
+
+static float tensor_scalar(const uint8_t *payload, size_t len) {
+  /* u32 dtype, u32 rank, rank × u64 dims, the data */
+  if (len < 8) return NAN;
+  uint32_t rank = get_u32(payload + 4);
+  size_t at = 8 + 8 * (size_t)rank;
+  if (get_u32(payload) != 1 || at + 4 > len) return NAN;
+  float f;
+  memcpy(&f, payload + at, sizeof f);
+  return f;
+}
+
+static void test_federation(const buf *artifact) {
+  batches_type = bb_wasm_host_type_add("HostBatches", 1u << BB_ROLE_DATA_SOURCE);
+  CHECK(batches_type > 0);
+  CHECK_EQ_INT(bb_wasm_host_type_add("HostBatches", 1u << BB_ROLE_DATA_SOURCE), BB_ERR_EXISTS);
+  CHECK_EQ_INT(bb_wasm_host_type_add("ArraySource", 1u << BB_ROLE_DATA_SOURCE), BB_ERR_EXISTS);
+  CHECK_EQ_INT(bb_wasm_host_type_add("NoRoles", 0), BB_ERR_INVALID_ARGUMENT);
+
+  size_t csv_len;
+  char *csv = make_csv(&csv_len);
+  int32_t all = bb_wasm_dataset_from_csv((const uint8_t *)csv, csv_len, -1, 0);
+  free(csv);
+  CHECK(all > 0);
+  CHECK_EQ_INT(bb_wasm_dataset_shape(all), 0);
+  CHECK(get_u64(bb_wasm_result_ptr()) == ROWS && get_u64(bb_wasm_result_ptr() + 8) == FEATURES);
+  CHECK(bb_wasm_dataset_from_csv((const uint8_t *)"1,2\n3\n", 6, -1, 0) == BB_ERR_MALFORMED);
+  CHECK(strstr(bb_wasm_last_error(), "line 2") != NULL);
+  int32_t xt = bb_wasm_dataset_tensor(all, 0), yt = bb_wasm_dataset_tensor(all, 1);
+  CHECK(xt > 0 && yt > 0);
+  const float *x = bb_wasm_tensor_data(xt), *y = bb_wasm_tensor_data(yt);
+  /* a round trip through tensors, and a subset: the last 100 rows are the test set */
+  int32_t again = bb_wasm_dataset_from_tensors(xt, yt);
+  CHECK(again > 0 && bb_wasm_dataset_free(again) == 0);
+  CHECK(bb_wasm_dataset_from_tensors(yt, 0) == BB_ERR_INVALID_ARGUMENT);
+  uint32_t test_rows[100];
+  for (uint32_t i = 0; i < 100; i++) test_rows[i] = ROWS - 100 + i;
+  int32_t test = bb_wasm_dataset_subset(all, test_rows, 100);
+  int32_t test_x = bb_wasm_dataset_tensor(test, 0), test_y = bb_wasm_dataset_tensor(test, 1);
+  CHECK(test > 0 && test_x > 0 && test_y > 0);
+  uint32_t beyond = ROWS;
+  CHECK(bb_wasm_dataset_subset(all, &beyond, 1) == BB_ERR_INVALID_ARGUMENT);
+
+  int creates_before = creates, destroys_before = destroys;
+  char ids[PEERS][128];
+  for (int i = 0; i < PEERS; i++) peer_text(i, ids[i], sizeof ids[i]);
+  int32_t nodes[PEERS];
+  static const char server_targets[] = "FedDigits\0FedDigits_server";
+  static const char client_targets[] = "FedDigits_clients";
+  static const char slots[] = "data\0";
+  for (int i = 0; i < PEERS; i++) {
+    /* the server's data slot gets the test rows; client k the k-th third of the first 500,
+     * each a label-skewed shard: rows are dealt by label */
+    pending_x = x, pending_y = y, pending_rows = 500;
+    if (i == 0) pending_x = x + (size_t)(ROWS - 100) * FEATURES, pending_y = y + ROWS - 100, pending_rows = 100;
+    nodes[i] = bb_wasm_node_install(artifact->data, artifact->len, ids[i], i ? client_targets : server_targets,
+                                    i ? sizeof client_targets : sizeof server_targets, slots, sizeof slots, NULL,
+                                    (uint64_t)i + 7);
+    CHECK_MSG(nodes[i] > 0, "install %d: %s", i, bb_wasm_last_error());
+    for (int j = 0; j < PEERS; j++)
+      if (j != i) CHECK_EQ_INT(bb_wasm_node_add_peer(nodes[i], ids[j]), 0);
+  }
+  CHECK_EQ_INT(creates - creates_before, PEERS);
+  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "Nope", 5, NULL, 0, NULL, 0) < 0);
+  CHECK(strncmp(bb_wasm_last_error(), "install failed (", 16) == 0);
+  CHECK(bb_wasm_node_install(artifact->data, artifact->len, "not base58 0OIl", server_targets,
+                             sizeof server_targets, NULL, 0, NULL, 0) < 0);
+  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "FedDigits", 9, NULL, 0, NULL, 0) ==
+        BB_ERR_INVALID_ARGUMENT); /* not NUL-terminated */
+
+  CHECK_EQ_INT(bb_wasm_node_info(nodes[1]), 0);
+  size_t info_len;
+  const uint8_t *info = result(&info_len);
+  CHECK(get_u32(info) == strlen(ids[1]) && memcmp(info + 4, ids[1], strlen(ids[1])) == 0);
+  CHECK(get_u32(info + 4 + strlen(ids[1])) == 1);
+
+  /* the clients know their server; the server its clients and the test set */
+  bb_peer_id server_id = bb_peer_id_from_u64(1), client_ids[PEERS - 1];
+  for (int i = 1; i < PEERS; i++) client_ids[i - 1] = bb_peer_id_from_u64((uint64_t)i + 1);
+  for (int i = 1; i < PEERS; i++) {
+    bb_val *v = bb_val_peers(NULL, &server_id, 1);
+    buf b = value_list(&v, 1);
+    CHECK_EQ_INT(bb_wasm_node_bind_input(nodes[i], "FedDigits_clients", "server", b.data, b.len), 0);
+    free(b.data);
+  }
+  int64_t xd[2] = {100, FEATURES}, yd[1] = {100};
+  bb_val *in[3] = {bb_val_peers(NULL, client_ids, PEERS - 1), tensor_value(bb_wasm_tensor_data(test_x), 2, xd),
+                   tensor_value(bb_wasm_tensor_data(test_y), 1, yd)};
+  buf inputs = value_list(in, 3);
+  static const char names[] = "clients\0test_x\0test_y";
+  CHECK(bb_wasm_node_invoke(nodes[0], "FedDigits", names, sizeof names - 7, inputs.data, inputs.len, 0) ==
+        BB_ERR_INVALID_ARGUMENT); /* two names for three values */
+  CHECK_EQ_INT(bb_wasm_node_invoke(nodes[0], "FedDigits", names, sizeof names, inputs.data, inputs.len, 0), 0);
+  free(inputs.data);
+
+  /* the network: every envelope is delivered at the next tick */
+  float accuracy = 0;
+  uint64_t last_round = 0, sends = 0, failures = 0;
+  for (uint64_t now = 1000000; now < 60ull * 1000000000 && last_round < 12; now += 5000000) {
+    for (int i = 0; i < PEERS; i++) {
+      int32_t n = bb_wasm_node_poll(nodes[i], now);
+      CHECK(n >= 0);
+      size_t len;
+      const uint8_t *r = result(&len);
+      uint8_t *copy = malloc(len ? len : 1); /* delivering reuses the result buffer */
+      memcpy(copy, r, len);
+      const uint8_t *p = copy + 4;
+      for (int32_t k = 0; k < n; k++) {
+        step s;
+        next_step(&p, &s);
+        if (s.kind == BB_STEP_SEND) {
+          sends++;
+          int to = -1;
+          for (int j = 0; j < PEERS; j++)
+            if (strlen(ids[j]) == s.peer_len && memcmp(ids[j], s.peer_text, s.peer_len) == 0) to = j;
+          CHECK(to >= 0);
+          if (to >= 0) CHECK_EQ_INT(bb_wasm_node_deliver(nodes[to], ids[i], s.bytes, s.len, now), 0);
+        } else if (s.kind == BB_STEP_APP_EVENT && i == 0) {
+          if (strcmp(s.topic, "accuracy") == 0) {
+            CHECK(s.type_hash == bb_val_kind_hash(BB_VAL_TENSOR));
+            accuracy = tensor_scalar(s.bytes, s.len);
+          }
+          if (strcmp(s.topic, "round") == 0 && s.len == 8) last_round = get_u64(s.bytes);
+        } else if (s.kind == BB_STEP_OP_FAILED || s.kind == BB_STEP_WIRE_RECEIVE_FAILED) {
+          if (failures++ < 3) fprintf(stderr, "peer %d: %s %s\n", i, s.op, s.detail);
+        }
+      }
+      CHECK(p == copy + len);
+      free(copy);
+    }
+  }
+  printf("federation over the ABI: %llu rounds, %llu envelopes, accuracy %.3f\n", (unsigned long long)last_round,
+         (unsigned long long)sends, (double)accuracy);
+  CHECK(last_round >= 12);
+  CHECK_MSG(accuracy >= 0.9f, "accuracy %.3f", (double)accuracy);
+  CHECK_EQ_INT(failures, 0);
+  CHECK(bb_wasm_node_counter(nodes[0], "wire.rejected") == 0);
+  CHECK(bb_wasm_node_expiry(nodes[0]) != UINT64_MAX); /* the round timer */
+  CHECK(bb_wasm_node_deliver(nodes[0], ids[1], (const uint8_t *)"\xff\xff", 2, 0) == BB_ERR_MALFORMED);
+  CHECK(bb_wasm_node_deliver(nodes[0], "???", (const uint8_t *)"", 0, 0) < 0);
+
+  for (int i = 0; i < PEERS; i++) CHECK_EQ_INT(bb_wasm_node_free(nodes[i]), 0);
+  CHECK_EQ_INT(destroys - destroys_before, PEERS);
+  CHECK(bb_wasm_node_poll(nodes[0], 0) == BB_ERR_INVALID_ARGUMENT);
+  bb_wasm_tensor_free(xt), bb_wasm_tensor_free(yt), bb_wasm_tensor_free(test_x), bb_wasm_tensor_free(test_y);
+  bb_wasm_dataset_free(all), bb_wasm_dataset_free(test);
+}
+
+/* ---- an asynchronous host op ------------------------------------------------------------------- */
+
+/* Polls a node and returns the first step of the kind (copied), or kind 0. */
+static step poll_for(int32_t node, uint64_t now, uint32_t kind) {
+  step found = {0};
+  int32_t n = bb_wasm_node_poll(node, now);
+  CHECK(n >= 0);
+  const uint8_t *p = bb_wasm_result_ptr() + 4;
+  for (int32_t k = 0; k < n; k++) {
+    step s;
+    next_step(&p, &s);
+    if (s.kind == kind && found.kind == 0) found = s;
+  }
+  return found;
+}
+
+static void test_async_host_op(void) {
+  async_type = bb_wasm_host_type_add("HostAsync", 1u << BB_ROLE_DATA_SOURCE);
+  failing_type = bb_wasm_host_type_add("HostCamera", 1u << BB_ROLE_DATA_SOURCE);
+  CHECK(async_type > 0 && failing_type > 0);
+
+  CHECK_EQ_INT(bb_wasm_example_record("quickstart", 0), 0);
+  size_t len;
+  const uint8_t *r = result(&len);
+  buf model = {malloc(len), len};
+  memcpy(model.data, r, len);
+  buf artifacts[2];
+  const char *types[2] = {"HostAsync", "HostCamera"};
+  for (int i = 0; i < 2; i++) {
+    int32_t c = bb_wasm_compiler_new();
+    CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "quickstart", 0), 0);
+    CHECK_EQ_INT(bb_wasm_compiler_unbind(c, "data_source"), 0);
+    CHECK_EQ_INT(bb_wasm_compiler_bind(c, 0, "data_source", types[i], NULL), 0); /* the role the model records */
+    CHECK_EQ_INT(bb_wasm_compiler_declare(c, types[i], "ai.bytesandbrains.tensor.f32", NULL), 0);
+    CHECK_MSG(bb_wasm_compiler_compile(c, model.data, model.len) == 0, "%s", bb_wasm_last_error());
+    r = result(&len);
+    artifacts[i] = (buf){malloc(len), len};
+    memcpy(artifacts[i].data, r, len);
+    bb_wasm_compiler_free(c);
+  }
+  free(model.data);
+
+  char self[128];
+  peer_text(41, self, sizeof self);
+  static const char targets[] = "Quickstart";
+  /* a host create that fails names the type, the slot and the host's reason */
+  CHECK(bb_wasm_node_install(artifacts[1].data, artifacts[1].len, self, targets, sizeof targets, NULL, 0, NULL, 0) < 0);
+  CHECK_MSG(strstr(bb_wasm_last_error(), "HostCamera") && strstr(bb_wasm_last_error(), "no camera here"), "%s",
+            bb_wasm_last_error());
+
+  int32_t node = bb_wasm_node_install(artifacts[0].data, artifacts[0].len, self, targets, sizeof targets, NULL, 0,
+                                      NULL, 0);
+  CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
+  buf none = value_list(NULL, 0);
+  CHECK_EQ_INT(bb_wasm_node_invoke(node, "Quickstart", NULL, 0, none.data, none.len, 10), 0);
+  deferred_command = 0;
+  CHECK(poll_for(node, 20, BB_STEP_APP_EVENT).kind == 0);
+  CHECK(deferred_command != 0);
+  CHECK_EQ_INT(bb_wasm_node_has_work(node), 0);
+
+  /* the node moves, with its pending command, into a fresh one */
+  CHECK_MSG(bb_wasm_node_snapshot(node) == 0, "%s", bb_wasm_last_error());
+  size_t snap_len;
+  const uint8_t *snap_r = result(&snap_len);
+  uint8_t *snap = malloc(snap_len);
+  memcpy(snap, snap_r, snap_len);
+  int32_t moved = bb_wasm_node_install(artifacts[0].data, artifacts[0].len, self, targets, sizeof targets, NULL, 0,
+                                       NULL, 0);
+  CHECK_MSG(bb_wasm_node_restore(moved, snap, snap_len) == 0, "%s", bb_wasm_last_error());
+  CHECK(bb_wasm_node_restore(moved, snap, snap_len / 2) < 0);
+  free(snap);
+  CHECK_EQ_INT(bb_wasm_node_free(node), 0);
+
+  int64_t xd[2] = {2, 3}, yd[1] = {2};
+  float xs[6] = {1, 2, 3, 4, 5, 6}, ys[2] = {0, 1};
+  bb_val *outs[2] = {tensor_value(xs, 2, xd), tensor_value(ys, 1, yd)};
+  buf outputs = value_list(outs, 2);
+  CHECK_MSG(bb_wasm_node_complete(moved, deferred_command, outputs.data, outputs.len) == 0, "%s",
+            bb_wasm_last_error());
+  free(outputs.data);
+  step s = poll_for(moved, 30, BB_STEP_APP_EVENT);
+  CHECK_EQ_INT(s.kind, BB_STEP_APP_EVENT);
+  CHECK_STR(s.topic, "prediction");
+
+  /* a later failure reaches the steps with the host's words */
+  CHECK_EQ_INT(bb_wasm_node_invoke(moved, "Quickstart", NULL, 0, none.data, none.len, 40), 0);
+  deferred_command = 0;
+  poll_for(moved, 50, BB_STEP_APP_EVENT);
+  CHECK(deferred_command != 0);
+  CHECK_EQ_INT(bb_wasm_node_fail(moved, deferred_command, "camera unplugged"), 0);
+  s = poll_for(moved, 60, BB_STEP_OP_FAILED);
+  CHECK_EQ_INT(s.kind, BB_STEP_OP_FAILED);
+  CHECK_MSG(strstr(s.detail, "camera unplugged") != NULL, "%s", s.detail);
+  free(none.data);
+
+  /* outside a callback the call functions refuse */
+  CHECK_EQ_INT(bb_wasm_call_inputs(), BB_ERR_INVALID_ARGUMENT);
+  CHECK(bb_wasm_call_defer() == 0 && bb_wasm_last_error_code() == BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_wasm_call_fail(-1, "x"), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_wasm_node_free(moved), 0);
+  free(artifacts[0].data);
+  free(artifacts[1].data);
+}
+
+/* ---- value lists from a hostile host ---------------------------------------------------------- */
+
+static void test_bad_value_lists(void) {
+  int32_t c = bb_wasm_compiler_new();
+  CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "quickstart", 0), 0);
+  CHECK_EQ_INT(bb_wasm_example_record("quickstart", 0), 0);
+  size_t len;
+  const uint8_t *r = result(&len);
+  uint8_t *model = malloc(len);
+  memcpy(model, r, len);
+  CHECK_EQ_INT(bb_wasm_compiler_compile(c, model, len), 0);
+  r = result(&len);
+  uint8_t *artifact = malloc(len);
+  memcpy(artifact, r, len);
+  free(model);
+  bb_wasm_compiler_free(c);
+  char self[128];
+  peer_text(77, self, sizeof self);
+  int32_t node = bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0);
+  CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
+  uint8_t list[64] = {0};
+  /* too short, a count beyond the bytes, a value past the end, bytes after the last, a bad payload */
+  CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 4), BB_ERR_MALFORMED);
+  put_u64(list, 1000000);
+  CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 24), BB_ERR_MALFORMED);
+  put_u64(list, 1), put_u64(list + 8, bb_val_kind_hash(BB_VAL_U64)), put_u64(list + 16, 100);
+  CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 32), BB_ERR_MALFORMED);
+  put_u64(list + 16, 8);
+  CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 40), BB_ERR_MALFORMED);
+  put_u64(list + 16, 3);
+  CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 27), BB_ERR_MALFORMED);
+  put_u64(list + 8, 0); /* absent, yet with bytes */
+  CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 27), BB_ERR_MALFORMED);
+  put_u64(list + 8, 12345), put_u64(list + 16, 0); /* an unknown carrier */
+  CHECK(bb_wasm_node_complete(node, 1, list, 24) < 0);
+  CHECK(strstr(bb_wasm_last_error(), "value 0") != NULL);
+  bb_wasm_node_free(node);
+  free(artifact);
+}
+
+int main(void) {
+  CHECK_EQ_INT(bb_wasm_abi_version(), 3);
+  buf artifact = compile_federated_digits();
+  RUN(test_async_host_op);
+  test_federation(&artifact);
+  printf("%s test_federation\n", bb_test_failures ? "FAIL" : "ok  ");
+  RUN(test_bad_value_lists);
+  free(artifact.data);
+  return bb_test_finish();
+}
