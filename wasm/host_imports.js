@@ -1,0 +1,8 @@
+// Tells emcc that bb.wasm imports these from its host (module "env"): the callbacks of
+// components whose methods run in JavaScript (bb_wasm.h). No JavaScript from here ships:
+// the module is linked standalone, and js/src/host.ts provides the functions.
+mergeInto(LibraryManager.library, {
+  bb_host_create: function (typeId, slot, config, configLen, seed) {},
+  bb_host_destroy: function (instance) {},
+  bb_host_invoke: function (instance, opType, nInputs, nOutputs) {},
+});
