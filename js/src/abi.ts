@@ -4,7 +4,7 @@
  */
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 2;
+export const BB_WASM_ABI_VERSION = 3;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -48,6 +48,53 @@ export interface BbExports {
   bb_wasm_cpu_op_count(): number;
   bb_wasm_cpu_op_name(index: number): number;
   bb_wasm_cpu_op_types(index: number): number;
+  // version 3: the engine (wasm/bb_wasm.h)
+  bb_wasm_example_count(): number;
+  bb_wasm_example_name(index: number): number;
+  bb_wasm_example_description(index: number): number;
+  bb_wasm_example_module_count(index: number): number;
+  bb_wasm_example_record(namePtr: number, module: number): number;
+  bb_wasm_compiler_new(): number;
+  bb_wasm_compiler_configure_example(compiler: number, namePtr: number, module: number): number;
+  bb_wasm_compiler_bind(compiler: number, role: number, slotPtr: number, typePtr: number, configPtr: number): number;
+  bb_wasm_compiler_unbind(compiler: number, slotPtr: number): number;
+  bb_wasm_compiler_declare(compiler: number, typePtr: number, storagePtr: number, depsPtr: number): number;
+  bb_wasm_compiler_set_permissive(compiler: number, permissive: number): number;
+  bb_wasm_compiler_compile(compiler: number, modelPtr: number, len: number): number;
+  bb_wasm_compiler_error_kind(compiler: number): number;
+  bb_wasm_compile_error_name(kind: number): number;
+  bb_wasm_compiler_free(compiler: number): number;
+  bb_wasm_artifact_describe(ptr: number, len: number, format: number): number;
+  bb_wasm_dataset_from_csv(ptr: number, len: number, labelColumn: number, hasHeader: number): number;
+  bb_wasm_dataset_from_tensors(features: number, labels: number): number;
+  bb_wasm_dataset_subset(dataset: number, rowsPtr: number, n: number): number;
+  bb_wasm_dataset_shape(dataset: number): number;
+  bb_wasm_dataset_tensor(dataset: number, labels: number): number;
+  bb_wasm_dataset_free(dataset: number): number;
+  bb_wasm_host_type_add(namePtr: number, roles: number): number;
+  bb_wasm_call_inputs(): number;
+  bb_wasm_call_set_outputs(ptr: number, len: number): number;
+  bb_wasm_call_defer(): bigint;
+  bb_wasm_call_now(): bigint;
+  bb_wasm_call_fail(code: number, messagePtr: number): number;
+  bb_wasm_node_install(artifactPtr: number, artifactLen: number, selfPtr: number, targetsPtr: number, targetsLen: number, slotsPtr: number, slotsLen: number, datasetsPtr: number, seed: bigint): number;
+  bb_wasm_node_free(node: number): number;
+  bb_wasm_node_info(node: number): number;
+  bb_wasm_node_add_peer(node: number, peerPtr: number): number;
+  bb_wasm_node_forget_peer(node: number, peerPtr: number): number;
+  bb_wasm_node_block_peer(node: number, peerPtr: number, blocked: number): number;
+  bb_wasm_node_run_bootstrap(node: number, nowNs: bigint): number;
+  bb_wasm_node_deliver(node: number, fromPtr: number, bytesPtr: number, len: number, nowNs: bigint): number;
+  bb_wasm_node_poll(node: number, nowNs: bigint): number;
+  bb_wasm_node_expiry(node: number): bigint;
+  bb_wasm_node_has_work(node: number): number;
+  bb_wasm_node_invoke(node: number, modulePtr: number, namesPtr: number, namesLen: number, valuesPtr: number, valuesLen: number, nowNs: bigint): number;
+  bb_wasm_node_bind_input(node: number, modulePtr: number, inputPtr: number, valuesPtr: number, valuesLen: number): number;
+  bb_wasm_node_complete(node: number, command: bigint, valuesPtr: number, valuesLen: number): number;
+  bb_wasm_node_fail(node: number, command: bigint, detailPtr: number): number;
+  bb_wasm_node_counter(node: number, namePtr: number): bigint;
+  bb_wasm_node_snapshot(node: number): number;
+  bb_wasm_node_restore(node: number, ptr: number, len: number): number;
 }
 
 type BbFunctionName = Exclude<keyof BbExports, 'memory'>;
@@ -89,4 +136,50 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_cpu_op_count: 0,
   bb_wasm_cpu_op_name: 1,
   bb_wasm_cpu_op_types: 1,
+  bb_wasm_example_count: 0,
+  bb_wasm_example_name: 1,
+  bb_wasm_example_description: 1,
+  bb_wasm_example_module_count: 1,
+  bb_wasm_example_record: 2,
+  bb_wasm_compiler_new: 0,
+  bb_wasm_compiler_configure_example: 3,
+  bb_wasm_compiler_bind: 5,
+  bb_wasm_compiler_unbind: 2,
+  bb_wasm_compiler_declare: 4,
+  bb_wasm_compiler_set_permissive: 2,
+  bb_wasm_compiler_compile: 3,
+  bb_wasm_compiler_error_kind: 1,
+  bb_wasm_compile_error_name: 1,
+  bb_wasm_compiler_free: 1,
+  bb_wasm_artifact_describe: 3,
+  bb_wasm_dataset_from_csv: 4,
+  bb_wasm_dataset_from_tensors: 2,
+  bb_wasm_dataset_subset: 3,
+  bb_wasm_dataset_shape: 1,
+  bb_wasm_dataset_tensor: 2,
+  bb_wasm_dataset_free: 1,
+  bb_wasm_host_type_add: 2,
+  bb_wasm_call_inputs: 0,
+  bb_wasm_call_set_outputs: 2,
+  bb_wasm_call_defer: 0,
+  bb_wasm_call_now: 0,
+  bb_wasm_call_fail: 2,
+  bb_wasm_node_install: 9,
+  bb_wasm_node_free: 1,
+  bb_wasm_node_info: 1,
+  bb_wasm_node_add_peer: 2,
+  bb_wasm_node_forget_peer: 2,
+  bb_wasm_node_block_peer: 3,
+  bb_wasm_node_run_bootstrap: 2,
+  bb_wasm_node_deliver: 5,
+  bb_wasm_node_poll: 2,
+  bb_wasm_node_expiry: 1,
+  bb_wasm_node_has_work: 1,
+  bb_wasm_node_invoke: 7,
+  bb_wasm_node_bind_input: 5,
+  bb_wasm_node_complete: 4,
+  bb_wasm_node_fail: 3,
+  bb_wasm_node_counter: 2,
+  bb_wasm_node_snapshot: 1,
+  bb_wasm_node_restore: 3,
 };

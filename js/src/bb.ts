@@ -4,9 +4,11 @@
  * {@link BbError}s). Get one from `loadBb`.
  */
 import type { BbExports } from './abi.js';
+import type { Host, HostComponentCallbacks } from './host.js';
 import { BbError, BbErrorCode, bbErrorCodeName } from './errors.js';
 
 const utf8 = new TextDecoder();
+const utf8Encoder = new TextEncoder();
 
 export class Bb {
   /** The raw ABI, for bindings; the classes of this package wrap it. */
@@ -14,12 +16,44 @@ export class Bb {
   #memoryView: Uint8Array;
 
   /** @internal Made by `loadBb` once the module is instantiated and initialised. */
-  constructor(exports: BbExports) {
+  readonly #host: Host | undefined;
+
+  constructor(exports: BbExports, host?: Host) {
     this.exports = exports;
+    this.#host = host;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
   }
 
   /** The C library's version (BB_VERSION_STRING). */
+  /** Routes the module's component imports to JavaScript (used by registerComponentType). */
+  setComponentCallbacks(callbacks: HostComponentCallbacks): void {
+    if (this.#host === undefined) throw new Error('this Bb was made without its host: load it with loadBb');
+    this.#host.setComponentCallbacks(callbacks);
+  }
+
+  /** Runs `use` with NUL-terminated UTF-8 copies of the strings in module memory (undefined: NULL). */
+  withStrings<T>(strings: readonly (string | undefined)[], use: (...ptrs: number[]) => T): T {
+    const ptrs: number[] = [];
+    try {
+      for (const text of strings) {
+        if (text === undefined) {
+          ptrs.push(0);
+          continue;
+        }
+        const bytes = utf8Encoder.encode(text);
+        const ptr = this.exports.bb_wasm_alloc(bytes.length + 1) >>> 0;
+        if (ptr === 0) throw this.lastError(BbErrorCode.NoMem);
+        ptrs.push(ptr);
+        const memory = this.memory();
+        memory.set(bytes, ptr);
+        memory[ptr + bytes.length] = 0;
+      }
+      return use(...ptrs);
+    } finally {
+      for (const ptr of ptrs) if (ptr !== 0) this.exports.bb_wasm_free(ptr);
+    }
+  }
+
   get version(): string {
     return this.readCString(this.exports.bb_wasm_version());
   }

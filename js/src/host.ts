@@ -23,15 +23,28 @@ const STDERR = 2;
 /** crypto.getRandomValues fills at most this many bytes per call. */
 const RANDOM_CHUNK = 65536;
 
+/**
+ * The callbacks of components whose methods run in JavaScript (bb_wasm.h, "components whose
+ * methods run in the host"): what the module's env.bb_host_* imports call.
+ */
+export interface HostComponentCallbacks {
+  create(typeId: number, slotPtr: number, configPtr: number, configLen: number, seed: bigint): number;
+  destroy(instance: number): void;
+  invoke(instance: number, opTypePtr: number, nInputs: number, nOutputs: number): number;
+}
+
 /** The host side of one module instance: its import object, then the memory to serve once instantiated. */
 export interface Host {
   readonly imports: WebAssembly.Imports;
   /** Gives the host the instance's memory; imports called before this throw. */
   attach(memory: WebAssembly.Memory): void;
+  /** Routes the component imports (until then a create fails with BB_ERR_INVALID_ARGUMENT). */
+  setComponentCallbacks(callbacks: HostComponentCallbacks): void;
 }
 
 export function createHost(): Host {
   let memory: WebAssembly.Memory | undefined;
+  let components: HostComponentCallbacks | undefined;
 
   const buffer = (): ArrayBuffer => {
     if (memory === undefined) throw new Error('bb.wasm called its host before instantiation finished');
@@ -116,12 +129,24 @@ export function createHost(): Host {
       fillRandom(ptr, len);
       return 0;
     },
+    bb_host_create(typeId: number, slotPtr: number, configPtr: number, configLen: number, seed: bigint): number {
+      return components === undefined ? -1 : components.create(typeId, slotPtr, configPtr, configLen, seed);
+    },
+    bb_host_destroy(instance: number): void {
+      components?.destroy(instance);
+    },
+    bb_host_invoke(instance: number, opTypePtr: number, nInputs: number, nOutputs: number): number {
+      return components === undefined ? -1 : components.invoke(instance, opTypePtr, nInputs, nOutputs);
+    },
   };
 
   return {
     imports: { wasi_snapshot_preview1: wasi, env },
     attach(instanceMemory: WebAssembly.Memory): void {
       memory = instanceMemory;
+    },
+    setComponentCallbacks(callbacks: HostComponentCallbacks): void {
+      components = callbacks;
     },
   };
 }

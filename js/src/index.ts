@@ -38,6 +38,57 @@ export {
   type Timers,
   type VisibilitySource,
 } from './driver.js';
+export { Compiler, ROLES, TENSOR_F32, type ArtifactDescription, type ExampleInfo, type Role } from './compiler.js';
+export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
+export { BbNode, monotonicNowNs, parseSteps, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
+export {
+  registerComponentType,
+  type ComponentInit,
+  type ComponentInstance,
+  type ComponentType,
+  type OpCall,
+  type OpOutputs,
+} from './component.js';
+export {
+  base58Decode,
+  base58Encode,
+  bytesValue,
+  compositeValue,
+  decodeValue,
+  decodeValueList,
+  encodeValue,
+  encodeValueList,
+  kindHash,
+  kindOfHash,
+  peerIdBytes,
+  peerIdFromU64,
+  peersValue,
+  peerValue,
+  randomPeerId,
+  scalarOf,
+  tensorValue,
+  trigger,
+  typeHash,
+  u64Value,
+  type AddressSegment,
+  type HostTensor,
+  type U64Kind,
+  type Value,
+  type ValueKind,
+} from './values.js';
+export {
+  compileFederatedDigits,
+  FEDERATED_DIGITS_CLIENT_TARGETS,
+  FEDERATED_DIGITS_SERVER_TARGETS,
+  installDigitsClient,
+  installDigitsServer,
+  roundReporter,
+  splitDigits,
+  startDigitsServer,
+  type DigitsSplit,
+  type FederatedDigitsConfig,
+  type RoundReport,
+} from './examples.js';
 // Networking has its own entry points, so pages that only compute never load it:
 // 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling
 // client) and, in Node only, 'bytesandbrains/signal/server'.

@@ -51,7 +51,7 @@ export async function loadBb(source?: WasmSource): Promise<Bb> {
         'rebuild the module from the same sources as the package',
     );
   }
-  return new Bb(exports);
+  return new Bb(exports, host);
 }
 
 async function compile(source: WasmSource): Promise<WebAssembly.Module> {

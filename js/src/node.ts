@@ -1,0 +1,400 @@
+/**
+ * One peer of a compiled program: bb_node, sans-IO. The host installs the artifact for its
+ * targets, feeds it what the transport received and the time, polls it, and sends what the
+ * steps say. A BbNode is a Pollable, so a PollDriver can run it; steps reach `onStep`
+ * listeners (and are returned by poll).
+ *
+ * ```ts
+ * const node = BbNode.install(bb, { artifact, targets: ['FedDigits_clients'], slots: { data: { dataset } } });
+ * node.onStep((step) => { if (step.kind === 'send') transport.send(step.peer, step.bytes); });
+ * transport.onEnvelope((from, bytes) => { node.deliver(from, bytes); driver.wake(); });
+ * const driver = new PollDriver(node); driver.start();
+ * ```
+ */
+import type { Bb } from './bb.js';
+import { hostComponents, type CompletionSink, type OpOutputs } from './component.js';
+import type { Dataset } from './dataset.js';
+import type { Pollable } from './driver.js';
+import { BbError, BbErrorCode } from './errors.js';
+import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
+
+export type StepKind =
+  | 'send'
+  | 'appEvent'
+  | 'opFailed'
+  | 'wireReceiveFailed'
+  | 'peerResolveFailed'
+  | 'outboundDropped'
+  | 'cycleBudgetExceeded'
+  | 'bootstrapComplete'
+  | 'waitingOnBootstrap'
+  | 'opCompleted'
+  | 'asyncSuspended'
+  | 'ingressDropped';
+
+const STEP_KINDS: readonly StepKind[] = [
+  'send',
+  'appEvent',
+  'opFailed',
+  'wireReceiveFailed',
+  'peerResolveFailed',
+  'outboundDropped',
+  'cycleBudgetExceeded',
+  'bootstrapComplete',
+  'waitingOnBootstrap',
+  'opCompleted',
+  'asyncSuspended',
+  'ingressDropped',
+];
+
+/** What a poll reports (bb_step): which fields are set depends on the kind. */
+export interface Step {
+  readonly kind: StepKind;
+  /** send: the destination; failures: the peer involved. */
+  readonly peer?: string;
+  /** send: the envelope to hand to that peer. */
+  readonly bytes?: Uint8Array;
+  /** appEvent, bootstrap and op steps: the partition. */
+  readonly module?: string;
+  /** appEvent: the output or event name. */
+  readonly topic?: string;
+  /** appEvent: the value. */
+  readonly value?: Value;
+  /** op steps: "domain::OpType" and the node name. */
+  readonly op?: string;
+  /** failures: a stable token ("deadline_exceeded", ...). */
+  readonly reason?: string;
+  /** failures: the full message. */
+  readonly detail?: string;
+  readonly execId: bigint;
+  readonly command: bigint;
+  readonly count: bigint;
+  readonly typeHash: bigint;
+  readonly fillIndex: number;
+}
+
+export interface SlotOptions {
+  /** Overrides the artifact's config for this slot. */
+  readonly config?: string;
+  /** The data an ArraySource bound here reads. */
+  readonly dataset?: Dataset;
+}
+
+export interface NodeOptions {
+  /** The compiled artifact (Compiler.compile). */
+  readonly artifact: Uint8Array;
+  /** Partition names, exact or the part before '#' (e.g. "FedDigits_clients"). */
+  readonly targets: readonly string[];
+  /** My peer id (base58 text); default a fresh random one. */
+  readonly self?: string;
+  readonly slots?: Readonly<Record<string, SlotOptions>>;
+  /** The node's RNG seed (components derive theirs from it); default 0. */
+  readonly seed?: bigint | number;
+}
+
+export interface NodeStats {
+  readonly executions: number;
+  readonly frontier: number;
+  readonly pendingAsync: number;
+  readonly timers: number;
+  readonly ingress: number;
+  readonly outbound: number;
+  readonly ingressBytes: number;
+}
+
+const NO_EXPIRY = 0xffffffffffffffffn;
+const utf8 = new TextDecoder();
+
+/** The default clock: performance.now() in nanoseconds (what PollDriver uses too). */
+export function monotonicNowNs(): bigint {
+  return BigInt(Math.round(performance.now() * 1e6));
+}
+
+export class BbNode implements Pollable, CompletionSink {
+  readonly #bb: Bb;
+  #handle = 0;
+  readonly #listeners = new Set<(step: Step) => void>();
+  /** My peer id. */
+  readonly self: string;
+  /** The resolved target names (e.g. "FedDigits_clients#9f3a…"). */
+  readonly targets: readonly string[];
+
+  private constructor(bb: Bb, handle: number) {
+    this.#bb = bb;
+    this.#handle = handle;
+    const info = this.#info();
+    this.self = info.self;
+    this.targets = info.targets;
+  }
+
+  /** Installs an artifact; an error is a BbError whose message starts "install failed (<kind>)". */
+  static install(bb: Bb, options: NodeOptions): BbNode {
+    const self = options.self ?? randomPeerId();
+    const slots = Object.entries(options.slots ?? {});
+    const targets = packStrings(options.targets);
+    const slotText = packStrings(slots.flatMap(([slot, o]) => [slot, o.config ?? '']));
+    const datasets = new Int32Array(slots.map(([, o]) => (o.dataset === undefined ? 0 : o.dataset.handle)));
+    const seed = BigInt.asUintN(64, BigInt(options.seed ?? 0));
+    const artifact = options.artifact;
+    const packed = concat([artifact, targets, slotText]);
+    return hostComponents(bb).install(() =>
+      bb.withStrings([self], (selfPtr) =>
+        bb.withBytes(packed, (ptr) =>
+          // the data set handles in a block of their own (int32-aligned for the C side)
+          bb.withBytes(new Uint8Array(datasets.buffer), (datasetsPtr) => {
+            const targetsAt = ptr + artifact.length;
+            const slotsAt = targetsAt + targets.length;
+            const handle = bb.check(
+              bb.exports.bb_wasm_node_install(ptr, artifact.length, selfPtr!, targetsAt, targets.length, slotsAt,
+                slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed),
+            );
+            return new BbNode(bb, handle);
+          }),
+        ),
+      ),
+    );
+  }
+
+  /** Calls `listener` with every step a poll produces; returns the function that unsubscribes. */
+  onStep(listener: (step: Step) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  addPeer(peer: string): void {
+    this.#peerCall(peer, (ptr) => this.#bb.exports.bb_wasm_node_add_peer(this.#live('addPeer'), ptr));
+  }
+
+  forgetPeer(peer: string): void {
+    this.#peerCall(peer, (ptr) => this.#bb.exports.bb_wasm_node_forget_peer(this.#live('forgetPeer'), ptr));
+  }
+
+  /** Refuses everything from (and to) a peer, or lifts that. */
+  blockPeer(peer: string, blocked = true): void {
+    this.#peerCall(peer, (ptr) => this.#bb.exports.bb_wasm_node_block_peer(this.#live('blockPeer'), ptr, blocked ? 1 : 0));
+  }
+
+  runBootstrap(nowNs: bigint = monotonicNowNs()): void {
+    this.#bb.check(this.#bb.exports.bb_wasm_node_run_bootstrap(this.#live('runBootstrap'), nowNs));
+  }
+
+  /** One envelope a peer sent (BbError Malformed / Limit when refused; nothing is queued then). */
+  deliver(from: string, bytes: Uint8Array, nowNs: bigint = monotonicNowNs()): void {
+    const bb = this.#bb;
+    bb.withStrings([from], (fromPtr) =>
+      bb.withBytes(bytes, (ptr, len) => bb.check(bb.exports.bb_wasm_node_deliver(this.#live('deliver'), fromPtr!, ptr, len, nowNs))),
+    );
+  }
+
+  /** Runs what is ready at `nowNs`; the steps go to the listeners and are returned. */
+  poll(nowNs: bigint = monotonicNowNs()): Step[] {
+    const bb = this.#bb;
+    const n = bb.check(bb.exports.bb_wasm_node_poll(this.#live('poll'), nowNs));
+    if (n === 0) return [];
+    const steps = parseSteps(bb.resultBytes(), n);
+    for (const step of steps) for (const listener of [...this.#listeners]) listener(step);
+    return steps;
+  }
+
+  /** The next timer or deadline (ns), or null when none. */
+  expiry(): bigint | null {
+    const at = BigInt.asUintN(64, this.#bb.exports.bb_wasm_node_expiry(this.#live('expiry')));
+    return at === NO_EXPIRY ? null : at;
+  }
+
+  hasWork(): boolean {
+    return this.#bb.check(this.#bb.exports.bb_wasm_node_has_work(this.#live('hasWork'))) === 1;
+  }
+
+  /** Runs a target once with named inputs. */
+  invoke(module: string, inputs: Readonly<Record<string, Value>> = {}, nowNs: bigint = monotonicNowNs()): void {
+    const bb = this.#bb;
+    const entries = Object.entries(inputs);
+    const names = packStrings(entries.map(([name]) => name));
+    const values = encodeValueList(entries.map(([, value]) => value));
+    bb.withStrings([module], (modulePtr) =>
+      bb.withBytes(names, (namesPtr, namesLen) =>
+        bb.withBytes(values, (valuesPtr, valuesLen) =>
+          bb.check(bb.exports.bb_wasm_node_invoke(this.#live('invoke'), modulePtr!, namesPtr, namesLen, valuesPtr, valuesLen, nowNs)),
+        ),
+      ),
+    );
+  }
+
+  /** Gives an input of a target a value every new run starts with (undefined unbinds). */
+  bindInput(module: string, input: string, value: Value | undefined): void {
+    const bb = this.#bb;
+    bb.withStrings([module, input], (modulePtr, inputPtr) =>
+      bb.withBytes(encodeValueList([value]), (ptr, len) =>
+        bb.check(bb.exports.bb_wasm_node_bind_input(this.#live('bindInput'), modulePtr!, inputPtr!, ptr, len)),
+      ),
+    );
+  }
+
+  /** Completes an asynchronous op (a host component's deferred call) with its outputs. */
+  complete(command: bigint, outputs: OpOutputs): void {
+    if (this.#handle === 0) return; // the node went while the op was out
+    const bb = this.#bb;
+    bb.withBytes(encodeValueList(outputs), (ptr, len) => bb.check(bb.exports.bb_wasm_node_complete(this.#handle, command, ptr, len)));
+  }
+
+  /** Fails an asynchronous op with a message. */
+  fail(command: bigint, detail: string): void {
+    if (this.#handle === 0) return;
+    const bb = this.#bb;
+    bb.withStrings([detail], (ptr) => bb.check(bb.exports.bb_wasm_node_fail(this.#handle, command, ptr!)));
+  }
+
+  /** A named counter (wire.rejected, ops.failed, ...); 0n when unknown. */
+  counter(name: string): bigint {
+    const bb = this.#bb;
+    const handle = this.#live('counter');
+    return bb.withStrings([name], (ptr) => BigInt.asUintN(64, bb.exports.bb_wasm_node_counter(handle, ptr!)));
+  }
+
+  stats(): NodeStats {
+    return this.#info().stats;
+  }
+
+  /** The node's whole state (refused while it has work: poll until hasWork() is false). */
+  snapshot(): Uint8Array {
+    this.#bb.check(this.#bb.exports.bb_wasm_node_snapshot(this.#live('snapshot')));
+    return this.#bb.resultBytes();
+  }
+
+  /** Restores a snapshot into this node, freshly installed from the same artifact and targets. */
+  restore(snapshot: Uint8Array): void {
+    const bb = this.#bb;
+    bb.withBytes(snapshot, (ptr, len) => bb.check(bb.exports.bb_wasm_node_restore(this.#live('restore'), ptr, len)));
+  }
+
+  get freed(): boolean {
+    return this.#handle === 0;
+  }
+
+  free(): void {
+    if (this.#handle === 0) return;
+    const handle = this.#handle;
+    this.#handle = 0;
+    this.#listeners.clear();
+    this.#bb.check(this.#bb.exports.bb_wasm_node_free(handle));
+  }
+
+  #peerCall(peer: string, call: (ptr: number) => number): void {
+    const bb = this.#bb;
+    bb.withStrings([peer], (ptr) => bb.check(call(ptr!)));
+  }
+
+  #info(): { self: string; targets: string[]; stats: NodeStats } {
+    const bb = this.#bb;
+    bb.check(bb.exports.bb_wasm_node_info(this.#live('info')));
+    const bytes = bb.resultBytes();
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    let at = 0;
+    const text = (): string => {
+      const len = view.getUint32(at, true);
+      const out = utf8.decode(bytes.subarray(at + 4, at + 4 + len));
+      at += 4 + len;
+      return out;
+    };
+    const self = text();
+    const count = view.getUint32(at, true);
+    at += 4;
+    const targets = Array.from({ length: count }, text);
+    const field = (): number => {
+      const v = Number(view.getBigUint64(at, true));
+      at += 8;
+      return v;
+    };
+    const stats: NodeStats = {
+      executions: field(),
+      frontier: field(),
+      pendingAsync: field(),
+      timers: field(),
+      ingress: field(),
+      outbound: field(),
+      ingressBytes: field(),
+    };
+    return { self, targets, stats };
+  }
+
+  #live(what: string): number {
+    if (this.#handle === 0) throw new BbError(BbErrorCode.InvalidArgument, `BbNode.${what}: the node was freed`);
+    return this.#handle;
+  }
+}
+
+/** Parses bb_wasm_node_poll's result (bb_wasm.h, "Steps"). */
+export function parseSteps(bytes: Uint8Array, expected?: number): Step[] {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const count = view.getUint32(0, true);
+  if (expected !== undefined && count !== expected) {
+    throw new BbError(BbErrorCode.Malformed, `the poll reported ${expected} steps, its result holds ${count}`);
+  }
+  let at = 4;
+  const field = (): Uint8Array => {
+    const len = view.getUint32(at, true);
+    const out = bytes.subarray(at + 4, at + 4 + len);
+    at += 4 + len;
+    return out;
+  };
+  const text = (): string | undefined => {
+    const b = field();
+    return b.length === 0 ? undefined : utf8.decode(b);
+  };
+  const steps: Step[] = [];
+  for (let i = 0; i < count; i++) {
+    const kindCode = view.getUint32(at, true);
+    const fillIndex = view.getInt32(at + 4, true);
+    const execId = view.getBigUint64(at + 8, true);
+    const command = view.getBigUint64(at + 16, true);
+    const stepCount = view.getBigUint64(at + 24, true);
+    const typeHash = view.getBigUint64(at + 32, true);
+    at += 40;
+    const kind = STEP_KINDS[kindCode - 1];
+    if (kind === undefined) throw new BbError(BbErrorCode.Malformed, `unknown step kind ${kindCode}`);
+    const peer = text();
+    const payload = field();
+    const module = text();
+    const topic = text();
+    const op = text();
+    const reason = text();
+    const detail = text();
+    const step: Step = {
+      kind,
+      execId,
+      command,
+      count: stepCount,
+      typeHash,
+      fillIndex,
+      ...(peer !== undefined && { peer }),
+      ...(kind === 'send' && { bytes: payload.slice() }),
+      ...(kind === 'appEvent' && { value: decodeValue(typeHash, payload) }),
+      ...(module !== undefined && { module }),
+      ...(topic !== undefined && { topic }),
+      ...(op !== undefined && { op }),
+      ...(reason !== undefined && { reason }),
+      ...(detail !== undefined && { detail }),
+    };
+    steps.push(step);
+  }
+  return steps;
+}
+
+function packStrings(strings: readonly string[]): Uint8Array {
+  const encoder = new TextEncoder();
+  return concat(strings.map((s) => {
+    if (s.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, `"${s}" holds a NUL`);
+    return encoder.encode(`${s}\0`);
+  }));
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}

@@ -1,0 +1,367 @@
+import { readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+
+import { beforeAll, describe, expect, test } from 'vitest';
+
+import {
+  BbError,
+  BbErrorCode,
+  BbNode,
+  Compiler,
+  compileFederatedDigits,
+  Dataset,
+  decodeValue,
+  decodeValueList,
+  encodeValue,
+  encodeValueList,
+  installDigitsClient,
+  installDigitsServer,
+  kindHash,
+  loadBb,
+  peerIdFromU64,
+  randomPeerId,
+  registerComponentType,
+  roundReporter,
+  splitDigits,
+  startDigitsServer,
+  TENSOR_F32,
+  tensorValue,
+  u64Value,
+  type Bb,
+  type Step,
+  type Value,
+} from '../src/index.js';
+import { bbErrorOf, wasmBytes } from './support.js';
+
+const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
+
+let module: WebAssembly.Module;
+let digitsCsv: Uint8Array;
+
+beforeAll(async () => {
+  module = await WebAssembly.compile(wasmBytes());
+  digitsCsv = gunzipSync(readFileSync(DIGITS));
+});
+
+const ms = (n: number): bigint => BigInt(n) * 1_000_000n;
+
+/** Delivers every send step to its node at the next tick; returns what else happened. */
+function network(nodes: Map<string, BbNode>) {
+  const inbox: { to: string; from: string; bytes: Uint8Array }[] = [];
+  return {
+    tick(now: bigint, onStep?: (from: string, step: Step) => void): void {
+      for (const { to, from, bytes } of inbox.splice(0)) nodes.get(to)?.deliver(from, bytes, now);
+      for (const [id, node] of nodes) {
+        for (const step of node.poll(now)) {
+          if (step.kind === 'send') inbox.push({ to: step.peer!, from: id, bytes: step.bytes! });
+          else onStep?.(id, step);
+        }
+      }
+    },
+  };
+}
+
+describe('values', () => {
+  test('every kind survives its wire form, and the hashes are the documented ones', () => {
+    const values: Value[] = [
+      { kind: 'trigger' },
+      { kind: 'bytes', bytes: new Uint8Array([1, 2, 3]) },
+      tensorValue('float', new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]),
+      tensorValue('int64', new BigInt64Array([-1n, 2n])),
+      u64Value(42),
+      u64Value(7n, 'timestamp'),
+      { kind: 'peer', peer: peerIdFromU64(9) },
+      { kind: 'peers', peers: [peerIdFromU64(1), randomPeerId()] },
+      { kind: 'address', address: [{ p2p: peerIdFromU64(3) }, { site: 12n }, { component: 4 }, { op: 'Forward' }] },
+      { kind: 'addresses', addresses: [[{ site: 1n }], []] },
+      { kind: 'composite', children: [u64Value(1), { kind: 'composite', children: [{ kind: 'trigger' }] }] },
+    ];
+    for (const value of values) expect(decodeValue(kindHash(value.kind), encodeValue(value))).toEqual(value);
+    expect(decodeValueList(encodeValueList([values[2], undefined, values[4]]))).toEqual([values[2], undefined, values[4]]);
+    // docs/WIRE.md's worked example: float32 [2] = 1.0, 2.0
+    expect(kindHash('tensor')).toBe(0x19d3489be43df8e8n);
+    expect([...encodeValue(tensorValue('float', new Float32Array([1, 2])))]).toEqual([
+      1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40,
+    ]);
+  });
+
+  test('bad payloads are refused with the reason', () => {
+    const tensor = encodeValue(tensorValue('float', new Float32Array([1, 2])));
+    expect(bbErrorOf(() => decodeValue(kindHash('tensor'), tensor.subarray(0, 20))).code).toBe(BbErrorCode.Malformed);
+    expect(bbErrorOf(() => decodeValue(kindHash('u64'), new Uint8Array(9))).message).toMatch(/after/);
+    expect(bbErrorOf(() => decodeValue(123n, new Uint8Array())).code).toBe(BbErrorCode.NotFound);
+    const hugeCount = new Uint8Array(8).fill(0xff);
+    expect(bbErrorOf(() => decodeValue(kindHash('peers'), hugeCount)).code).toBe(BbErrorCode.Malformed);
+    expect(() => tensorValue('float', new Float32Array(3), [2, 2])).toThrow(RangeError);
+    expect(bbErrorOf(() => encodeValue({ kind: 'peer', peer: '0OIl' })).code).toBe(BbErrorCode.Malformed);
+  });
+});
+
+describe('the compiler in wasm', () => {
+  let bb: Bb;
+  beforeAll(async () => {
+    bb = await loadBb(module);
+  });
+
+  test('lists the examples, records and compiles one, describes the artifact', () => {
+    const names = Compiler.examples(bb).map((e) => e.name);
+    expect(names).toContain('federated_digits');
+    expect(names).toContain('gossip_digits');
+    const artifact = compileFederatedDigits(bb, { quorum: 3, target: 4 });
+    const description = Compiler.describe(bb, artifact, 'json');
+    expect(description.partitions.map((p) => p.name.split('#')[0])).toEqual(
+      expect.arrayContaining(['FedDigits', 'FedDigits_clients', 'FedDigits_server']),
+    );
+    const fedavg = description.bindings.find((b) => b.slot === 'aggregator');
+    expect(fedavg?.type).toBe('FedAvg');
+    expect(Compiler.describe(bb, artifact, 'dot')).toMatch(/^digraph/);
+  });
+
+  test('compile errors name their kind; misuse is a BbError', () => {
+    const compiler = Compiler.forExample(bb, 'quickstart');
+    compiler.unbind('model');
+    const error = bbErrorOf(() => compiler.compile(Compiler.recordExample(bb, 'quickstart')));
+    expect(error.message).toMatch(/^compile failed/);
+    expect(compiler.lastErrorKind).not.toBe('Ok');
+    expect(bbErrorOf(() => compiler.unbind('model')).code).toBe(BbErrorCode.NotFound);
+    expect(bbErrorOf(() => compiler.declare('X', undefined, [['Nope' as 'Model', 'm']])).code).toBe(BbErrorCode.InvalidArgument);
+    compiler.free();
+    expect(bbErrorOf(() => compiler.bind('model', 'Model', 'CpuMlp')).message).toMatch(/freed/);
+    expect(bbErrorOf(() => Compiler.recordExample(bb, 'no_such_example')).code).toBe(BbErrorCode.NotFound);
+  });
+});
+
+describe('nodes', () => {
+  test('four clients and a server reach 90 % on the digits, computed from the accuracy events', async () => {
+    const bb = await loadBb(module);
+    const artifact = compileFederatedDigits(bb, { quorum: 3, target: 4 });
+    const split = splitDigits(bb, digitsCsv, 4);
+    const serverId = peerIdFromU64(1);
+    const clientIds = [2, 3, 4, 5].map((i) => peerIdFromU64(i));
+    const server = installDigitsServer(bb, artifact, serverId, split.test);
+    expect(server.self).toBe(serverId); // the C side prints the same text
+    expect(server.targets.some((t) => t.startsWith('FedDigits_server'))).toBe(true);
+    const nodes = new Map<string, BbNode>([[serverId, server]]);
+    clientIds.forEach((id, i) => nodes.set(id, installDigitsClient(bb, artifact, id, serverId, split.shards[i]!, i + 2)));
+    for (const id of clientIds) server.addPeer(id);
+    startDigitsServer(server, clientIds, split.test, 0n);
+
+    const reports: { round: number; accuracy: number }[] = [];
+    server.onStep(roundReporter((r) => reports.push(r)));
+    const failures: Step[] = [];
+    const net = network(nodes);
+    for (let t = 1; t < 3000 && (reports.at(-1)?.round ?? 0) < 25; t++) {
+      net.tick(ms(5 * t), (_, step) => {
+        if (step.kind === 'opFailed' || step.kind === 'wireReceiveFailed') failures.push(step);
+      });
+    }
+    const last = reports.at(-1)!;
+    expect(last.round).toBeGreaterThanOrEqual(25);
+    expect(last.accuracy).toBeGreaterThanOrEqual(0.9);
+    expect(reports[0]!.accuracy).toBeLessThan(0.5); // it learned: the first model was poor
+    expect(failures).toEqual([]);
+    expect(server.counter('wire.rejected')).toBe(0n);
+    expect(server.expiry()).not.toBeNull();
+    for (const node of nodes.values()) node.free();
+    split.free();
+  });
+
+  test('a server snapshotted mid-run goes on in a fresh node', async () => {
+    const bb = await loadBb(module);
+    const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2 });
+    const split = splitDigits(bb, digitsCsv, 2);
+    const serverId = peerIdFromU64(1);
+    const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+    let server = installDigitsServer(bb, artifact, serverId, split.test);
+    const nodes = new Map<string, BbNode>([[serverId, server]]);
+    ids.forEach((id, i) => nodes.set(id, installDigitsClient(bb, artifact, id, serverId, split.shards[i]!)));
+    for (const id of ids) server.addPeer(id);
+    startDigitsServer(server, ids, split.test, 0n);
+    const rounds: number[] = [];
+    const report = roundReporter((r) => rounds.push(r.round));
+    server.onStep(report);
+    const net = network(nodes);
+    let t = 1;
+    for (; (rounds.at(-1) ?? 0) < 3; t++) net.tick(ms(5 * t));
+    while (server.hasWork()) server.poll(ms(5 * t));
+    const snapshot = server.snapshot();
+    expect(snapshot.length).toBeGreaterThan(1000);
+    const moved = installDigitsServer(bb, artifact, serverId, split.test);
+    moved.restore(snapshot);
+    expect(bbErrorOf(() => installDigitsServer(bb, artifact, serverId, split.test).restore(snapshot.subarray(0, 10))).code).toBe(
+      BbErrorCode.Malformed,
+    );
+    server.free();
+    server = moved;
+    nodes.set(serverId, moved);
+    moved.onStep(report);
+    const before = rounds.at(-1)!;
+    for (let n = 0; n < 2000 && rounds.at(-1)! < before + 3; n++, t++) net.tick(ms(5 * t));
+    expect(rounds.at(-1)).toBeGreaterThanOrEqual(before + 3);
+    split.free();
+  });
+
+  test('install errors say why; a freed node refuses', async () => {
+    const bb = await loadBb(module);
+    const artifact = compileFederatedDigits(bb);
+    const error = bbErrorOf(() => BbNode.install(bb, { artifact, targets: ['Nope'] }));
+    expect(error.message).toMatch(/^install failed \(UnknownTarget\)/);
+    expect(bbErrorOf(() => BbNode.install(bb, { artifact, targets: ['FedDigits_clients'] })).message).toMatch(
+      /install failed \(ConstructionFailed\).*host_data/,
+    );
+    expect(bbErrorOf(() => BbNode.install(bb, { artifact: new Uint8Array([1, 2, 3]), targets: ['FedDigits'] })).message).toMatch(
+      /install failed/,
+    );
+    expect(bbErrorOf(() => BbNode.install(bb, { artifact, targets: ['FedDigits'], self: 'not-base58-0OIl' })).code).toBe(
+      BbErrorCode.Malformed,
+    );
+    const data = Dataset.fromArrays(bb, new Float32Array(64), 64, new Float32Array([3]));
+    const node = BbNode.install(bb, { artifact, targets: ['FedDigits', 'FedDigits_server'], slots: { data: { dataset: data } } });
+    data.free(); // the node keeps its own reference
+    expect(bbErrorOf(() => node.deliver(peerIdFromU64(5), new Uint8Array([0xff, 0xff]))).code).toBe(BbErrorCode.Malformed);
+    node.free();
+    expect(node.freed).toBe(true);
+    expect(bbErrorOf(() => node.poll()).message).toMatch(/freed/);
+  });
+});
+
+describe('components written in TypeScript', () => {
+  test('a TypeScript DataSource feeds the clients of a federation', async () => {
+    const bb = await loadBb(module);
+    const all = Dataset.fromCsv(bb, digitsCsv);
+    const x = all.features().data;
+    const y = all.labels().data;
+    let calls = 0;
+    registerComponentType(bb, {
+      name: 'PageBatches',
+      roles: ['DataSource'],
+      create: ({ config, slot }) => {
+        expect(slot).toBe('data');
+        const batch = Number(/batch=(\d+)/.exec(config)?.[1] ?? 32);
+        let next = 0;
+        return {
+          invoke: ({ op, outputCount }) => {
+            expect(op).toBe('NextBatch');
+            expect(outputCount).toBe(2);
+            calls++;
+            const bx = new Float32Array(batch * 64);
+            const by = new Float32Array(batch);
+            for (let i = 0; i < batch; i++, next = (next + 1) % 1200) {
+              bx.set(x.subarray(next * 64, next * 64 + 64), i * 64);
+              by[i] = y[next]!;
+            }
+            return [tensorValue('float', bx, [batch, 64]), tensorValue('float', by)];
+          },
+        };
+      },
+    });
+    const compiler = Compiler.forExample(bb, 'federated_digits');
+    compiler.rebind('data', 'DataSource', 'PageBatches', 'batch=16').declare('PageBatches', TENSOR_F32);
+    compiler.rebind('aggregator', 'Aggregator', 'FedAvg', 'quorum=2,target=2,deadline_ms=1000,no_quorum=abandon,init=model');
+    const artifact = compiler.compile(Compiler.recordExample(bb, 'federated_digits'));
+    compiler.free();
+
+    const serverId = peerIdFromU64(1);
+    const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+    const server = BbNode.install(bb, { artifact, self: serverId, targets: ['FedDigits', 'FedDigits_server'] });
+    const nodes = new Map<string, BbNode>([[serverId, server]]);
+    for (const id of ids) {
+      const client = BbNode.install(bb, { artifact, self: id, targets: ['FedDigits_clients'] });
+      client.addPeer(serverId);
+      client.bindInput('FedDigits_clients', 'server', { kind: 'peers', peers: [serverId] });
+      server.addPeer(id);
+      nodes.set(id, client);
+    }
+    const test = all.subset(Array.from({ length: 597 }, (_, i) => 1200 + i));
+    startDigitsServer(server, ids, test, 0n);
+    const reports: number[] = [];
+    server.onStep(roundReporter((r) => reports.push(r.accuracy)));
+    const net = network(nodes);
+    for (let t = 1; t < 2000 && reports.length < 12; t++) net.tick(ms(5 * t));
+    expect(calls).toBeGreaterThan(20);
+    expect(reports.at(-1)).toBeGreaterThanOrEqual(0.85);
+    for (const node of nodes.values()) node.free();
+  });
+
+  test('an op answered with a Promise completes later; a rejection fails it with the message', async () => {
+    const bb = await loadBb(module);
+    let answer: (() => void) | undefined;
+    let reject = false;
+    let destroyed = 0;
+    registerComponentType(bb, {
+      name: 'LaterBatches',
+      roles: ['DataSource'],
+      create: () => ({
+        invoke: () =>
+          new Promise((resolve, fail) => {
+            answer = () => (reject ? fail(new Error('camera unplugged')) : resolve([tensorValue('float', new Float32Array([1, 2]), [1, 2]), tensorValue('float', new Float32Array([0]))]));
+          }),
+        destroy: () => destroyed++,
+      }),
+    });
+    expect(bbErrorOf(() => registerComponentType(bb, { name: 'LaterBatches', roles: ['DataSource'], create: () => ({ invoke: () => [] }) })).code).toBe(
+      BbErrorCode.Exists,
+    );
+    const compiler = Compiler.forExample(bb, 'quickstart').rebind('data_source', undefined, 'LaterBatches').declare('LaterBatches', TENSOR_F32);
+    const artifact = compiler.compile(Compiler.recordExample(bb, 'quickstart'));
+    compiler.free();
+    const node = BbNode.install(bb, { artifact, targets: ['Quickstart'] });
+    const events: Step[] = [];
+    node.onStep((s) => events.push(s));
+    node.invoke('Quickstart', {}, 1n);
+    node.poll(2n);
+    expect(events.filter((s) => s.kind === 'appEvent')).toEqual([]);
+    answer!();
+    await Promise.resolve();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(node.hasWork()).toBe(true);
+    node.poll(3n);
+    const prediction = events.find((s) => s.kind === 'appEvent');
+    expect(prediction?.topic).toBe('prediction');
+    expect(prediction?.value?.kind).toBe('tensor');
+
+    reject = true;
+    node.invoke('Quickstart', {}, 4n);
+    node.poll(5n);
+    answer!();
+    await new Promise((r) => setTimeout(r, 0));
+    node.poll(6n);
+    const failed = events.find((s) => s.kind === 'opFailed');
+    expect(failed?.detail).toMatch(/camera unplugged/);
+    node.free();
+    expect(destroyed).toBe(1);
+  });
+
+  test('a component that throws fails its op with its message', async () => {
+    const bb = await loadBb(module);
+    registerComponentType(bb, {
+      name: 'Broken',
+      roles: ['DataSource'],
+      create: ({ config }) => {
+        if (config === 'refuse') throw new Error('no camera here');
+        return { invoke: () => { throw new Error('lens cap on'); } };
+      },
+    });
+    const compile = (config?: string) => {
+      const compiler = Compiler.forExample(bb, 'quickstart').rebind('data_source', undefined, 'Broken', config).declare('Broken', TENSOR_F32);
+      try {
+        return compiler.compile(Compiler.recordExample(bb, 'quickstart'));
+      } finally {
+        compiler.free();
+      }
+    };
+    const refused = bbErrorOf(() => BbNode.install(bb, { artifact: compile('refuse'), targets: ['Quickstart'] }));
+    expect(refused.message).toMatch(/no camera here/);
+    const node = BbNode.install(bb, { artifact: compile(), targets: ['Quickstart'] });
+    node.invoke('Quickstart', {}, 1n);
+    const failed = node.poll(2n).find((s) => s.kind === 'opFailed');
+    expect(failed?.detail).toMatch(/lens cap on/);
+    node.free();
+  });
+});
+
+test('BbError is what every engine failure throws', async () => {
+  const bb = await loadBb(module);
+  expect(() => Dataset.fromCsv(bb, '1,2\n3\n')).toThrow(BbError);
+  expect(bbErrorOf(() => Dataset.fromCsv(bb, '1,2\n3\n')).message).toMatch(/line 2/);
+});
