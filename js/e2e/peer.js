@@ -1,0 +1,89 @@
+// One browser peer of the end-to-end run (run.mjs): a federated_digits client or a
+// gossip_digits peer, with the package's node, WebRTC transport, signalling client and
+// PollDriver, exactly as a web app would use them. Progress is published on window.e2e.
+import {
+  BbNode,
+  Compiler,
+  installDigitsClient,
+  loadBb,
+  peerIdFromU64,
+  runPeer,
+  scalarOf,
+  splitDigits,
+  tensorValue,
+} from '/pkg/index.js';
+import { SignalClient } from '/pkg/signal/index.js';
+import { WebRtcTransport } from '/pkg/transport/index.js';
+
+const params = new URLSearchParams(location.search);
+const role = params.get('role');
+const index = Number(params.get('i'));
+const peers = Number(params.get('peers'));
+const state = { ready: false, error: null, accuracy: [], sent: 0, received: 0, frames: 0, animationFrames: 0, visibility: '', links: {} };
+window.e2e = state;
+const log = (line) => (document.getElementById('log').textContent += `${line}\n`);
+
+// A test hook: make this page behave as a hidden tab does (headless Chromium cannot hide
+// one): the visibility API reports hidden and animation frames stop.
+window.e2eHide = () => {
+  Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+  Object.defineProperty(document, 'hidden', { configurable: true, get: () => true });
+  window.requestAnimationFrame = () => 0;
+  document.dispatchEvent(new Event('visibilitychange'));
+};
+
+async function main() {
+  const bb = await loadBb(new URL('/bb.wasm', location.href));
+  const csv = new Uint8Array(await (await fetch('/digits.csv')).arrayBuffer());
+  const self = peerIdFromU64(index + 1);
+  let node;
+  if (role === 'fed') {
+    const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
+    const server = peerIdFromU64(1);
+    const split = splitDigits(bb, csv, peers, 1, 5);
+    node = installDigitsClient(bb, artifact, self, server, split.shards[index - 1], index + 1);
+    split.free();
+  } else {
+    // gossip: the page compiles the example itself (the compiler is deterministic, so every
+    // peer gets the same artifact) and learns on its own shard
+    const compiler = Compiler.forExample(bb, 'gossip_digits');
+    const artifact = compiler.compile(Compiler.recordExample(bb, 'gossip_digits'));
+    compiler.free();
+    const split = splitDigits(bb, csv, peers, 1, 3);
+    const seeds = `${((index + 1) % peers) + 1};${((index + 2) % peers) + 1}`;
+    node = BbNode.install(bb, {
+      artifact,
+      self,
+      targets: ['GossipDigits'],
+      slots: { data: { dataset: split.shards[index] }, view: { config: `seeds=${seeds},view=6,shuffle=3` } },
+      seed: 1000 + index,
+    });
+    for (let k = 0; k < peers; k++) if (k !== index) node.addPeer(peerIdFromU64(k + 1));
+    const x = split.test.features();
+    const y = split.test.labels();
+    node.invoke('GossipDigits', { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) });
+    split.free();
+  }
+  const signal = await SignalClient.connect({ url: params.get('signal'), room: params.get('room'), peer: self });
+  const transport = await WebRtcTransport.create({ signal });
+  transport.events.on('state', (peer, s) => (state.links[peer] = s));
+  const running = runPeer(node, transport, {
+    onStep(step) {
+      if (step.kind === 'appEvent' && step.topic === 'accuracy') state.accuracy.push(scalarOf(step.value));
+      if (step.kind === 'opFailed') log(`op failed: ${step.op}: ${step.detail}`);
+    },
+  });
+  setInterval(() => {
+    const s = running.stats();
+    const d = running.driver.stats;
+    Object.assign(state, { sent: s.sent, received: s.received, frames: d.frames, animationFrames: d.animationFrames, polls: d.polls, visibility: document.visibilityState, driverState: running.driver.state, memoryBytes: bb.exports.memory.buffer.byteLength });
+  }, 100);
+  state.self = self;
+  state.ready = true;
+  log(`peer ${self} ready (${role})`);
+}
+
+main().catch((error) => {
+  state.error = String(error?.stack ?? error);
+  log(state.error);
+});

@@ -1,0 +1,258 @@
+#!/usr/bin/env node
+// The end-to-end run: real browsers as real peers. Inside a private network namespace
+// (scripts/e2e.sh makes it), a signalling server, a static server, a Node peer over
+// node-datachannel and headless Chromium pages run the package as a web app would:
+//
+//   federated: the Node process is the federated_digits server; 4 pages are its clients.
+//              Page 1 is hidden at round 5 and must keep contributing; page 3 closes at
+//              round 10 and the rounds must go on; the global model must reach 90 %.
+//   gossip:    6 pages run gossip_digits with no server; every peer must reach 85 %.
+//
+// Prints one line per check and ends with `e2e: N passed, M failed`. Options:
+//   --only federated|gossip   --keep-going   (BB_CHROMIUM overrides /usr/bin/chromium)
+import { readFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { extname, join, normalize, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
+
+import { chromium } from 'playwright-core';
+
+import {
+  compileFederatedDigits,
+  installDigitsServer,
+  loadBb,
+  peerIdFromU64,
+  roundReporter,
+  runPeer,
+  splitDigits,
+  startDigitsServer,
+} from '../dist/index.js';
+import { SignalClient } from '../dist/signal/index.js';
+import { SignalServer } from '../dist/signal/node.js';
+import { WebRtcTransport } from '../dist/transport/index.js';
+
+const here = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
+const packageRoot = join(here, '..');
+const CHROMIUM = process.env.BB_CHROMIUM ?? '/usr/bin/chromium';
+const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
+const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : undefined;
+
+const results = [];
+function check(name, ok, detail = '') {
+  results.push({ name, ok });
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? ` — ${detail}` : ''}`);
+  return ok;
+}
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+async function until(what, predicate, timeoutMs, everyMs = 100) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await predicate();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+// ---- the servers ------------------------------------------------------------------------
+
+const digitsCsv = gunzipSync(readFileSync(DIGITS));
+const files = new Map(); // url path -> [content type, bytes]
+const TYPES = { '.js': 'text/javascript', '.html': 'text/html', '.map': 'application/json', '.wasm': 'application/wasm' };
+
+function serve(path) {
+  if (files.has(path)) return files.get(path);
+  const roots = [['/pkg/', join(packageRoot, 'dist')], ['/', here]];
+  for (const [prefix, dir] of roots) {
+    if (!path.startsWith(prefix)) continue;
+    const file = normalize(join(dir, path.slice(prefix.length)));
+    if (!file.startsWith(dir + sep) || !existsSync(file)) continue;
+    return [TYPES[extname(file)] ?? 'application/octet-stream', readFileSync(file)];
+  }
+  return undefined;
+}
+
+const http = createServer((request, response) => {
+  const found = serve(new URL(request.url ?? '/', 'http://x').pathname);
+  if (found === undefined) {
+    if (process.env.BB_E2E_DEBUG) console.log(`  404 ${request.url}`);
+    return response.writeHead(404).end('not found');
+  }
+  response.writeHead(200, { 'content-type': found[0] }).end(found[1]);
+});
+await new Promise((resolve) => http.listen(0, '127.0.0.1', resolve));
+const base = `http://127.0.0.1:${http.address().port}`;
+files.set('/bb.wasm', ['application/wasm', readFileSync(join(packageRoot, 'wasm', 'bb.wasm'))]);
+files.set('/digits.csv', ['text/csv', digitsCsv]);
+files.set('/favicon.ico', ['image/x-icon', Buffer.alloc(0)]);
+
+const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', ratePerSecond: 500, rateBurst: 2000 });
+const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    // pages of one browser must not throttle each other's timers
+    '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows'],
+});
+
+async function openPeer(context, query) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
+  await page.goto(`${base}/peer.html?${new URLSearchParams(query)}`);
+  try {
+    await until(`page ${query.i} to start`, () => page.evaluate(() => window.e2e?.ready || window.e2e?.error), 60_000);
+  } catch (error) {
+    const text = await page.evaluate(() => document.getElementById('log')?.textContent ?? '').catch(() => '');
+    throw new Error(`${error.message}; page log: ${text} ${errors.join(' | ')}`);
+  }
+  const error = await page.evaluate(() => window.e2e.error);
+  if (error) throw new Error(`page ${query.i}: ${error}`);
+  return { page, errors, state: () => page.evaluate(() => ({ ...window.e2e })) };
+}
+
+// ---- federated ----------------------------------------------------------------------------
+
+async function federated() {
+  console.log('\n== federated_digits: a Node server and 4 browser clients over WebRTC');
+  const clients = 4;
+  const bb = await loadBb(readFileSync(join(packageRoot, 'wasm', 'bb.wasm')));
+  const artifact = compileFederatedDigits(bb, { quorum: 3, target: clients, deadlineMs: 1500 });
+  files.set('/artifact.bin', ['application/octet-stream', artifact]);
+  const split = splitDigits(bb, digitsCsv, clients, 1, 5);
+  const serverId = peerIdFromU64(1);
+  const clientIds = Array.from({ length: clients }, (_, k) => peerIdFromU64(k + 2));
+  const server = installDigitsServer(bb, artifact, serverId, split.test);
+  for (const id of clientIds) server.addPeer(id);
+  const room = `fed-${process.pid}`;
+  const transport = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, peer: serverId }) });
+  const reports = [];
+  const roundTimes = [];
+  const running = runPeer(server, transport, {
+    onStep: roundReporter((r) => {
+      reports.push(r);
+      roundTimes.push(performance.now());
+      if (r.round % 5 === 0) console.log(`  round ${r.round}: held-out accuracy ${r.accuracy.toFixed(3)}`);
+    }),
+  });
+
+  const context = await browser.newContext();
+  const pages = [];
+  for (let k = 1; k <= clients; k++) pages.push(await openPeer(context, { role: 'fed', i: k, peers: clients, room, signal: signalUrl }));
+  check('4 browser clients installed the artifact and joined the room', pages.length === clients);
+  await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
+
+  const started = performance.now();
+  startDigitsServer(server, clientIds, split.test, running.driver.now());
+  running.driver.wake();
+  const round = () => reports.at(-1)?.round ?? 0;
+  await until('round 5', () => round() >= 5, 120_000);
+  check('the first rounds complete over real data channels', round() >= 5, `${round()} rounds in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+  // hide page 1: its driver must fall back to timers and the client keep training
+  const hidden = pages[0];
+  await hidden.page.evaluate(() => window.e2eHide());
+  await sleep(300);
+  const before = await hidden.state();
+  const hiddenAt = round();
+  await until('5 more rounds with page 1 hidden', () => round() >= hiddenAt + 5, 120_000);
+  await sleep(500);
+  const after = await hidden.state();
+  check('the hidden page polls on timers, not animation frames', after.visibility === 'hidden' && after.animationFrames === before.animationFrames && after.frames > before.frames,
+    `animation frames ${before.animationFrames} → ${after.animationFrames}, slices ${before.frames} → ${after.frames}`);
+  check('the hidden page keeps sending its updates', after.sent >= before.sent + 4, `updates sent ${before.sent} → ${after.sent}`);
+
+  // close page 3: the quorum carries the rounds on
+  await until('round 10', () => round() >= 10, 120_000);
+  const closedAt = round();
+  await pages[2].page.close();
+  await until('5 rounds after a client closed', () => round() >= closedAt + 5, 120_000);
+  check('rounds still complete after a client closed its page', round() >= closedAt + 5, `round ${closedAt} → ${round()}`);
+
+  await until('accuracy 0.90', () => (reports.at(-1)?.accuracy ?? 0) >= 0.9 && round() >= 20, 180_000).catch(() => undefined);
+  const last = reports.at(-1);
+  check('the global model reaches the native example\'s 90 % held-out accuracy', last.accuracy >= 0.9, `round ${last.round}: ${last.accuracy.toFixed(3)}`);
+  const pageErrors = pages.flatMap((p) => p.errors);
+  check('no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
+
+  const gaps = roundTimes.slice(1).map((t, i) => t - roundTimes[i]);
+  const fullRounds = gaps.slice(0, Math.max(0, hiddenAt - 1)).sort((a, b) => a - b);
+  const memory = [];
+  for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
+  const result = {
+    rounds: last.round,
+    accuracy: last.accuracy,
+    medianRoundMs: fullRounds[Math.floor(fullRounds.length / 2)] ?? NaN,
+    serverMemoryBytes: bb.exports.memory.buffer.byteLength,
+    pageMemoryBytes: memory,
+  };
+  console.log(`  ${JSON.stringify(result)}`);
+  running.stop();
+  transport.close();
+  server.free();
+  split.free();
+  await context.close();
+  return result;
+}
+
+// ---- gossip -------------------------------------------------------------------------------
+
+async function gossip() {
+  console.log('\n== gossip_digits: 6 browser peers, no server');
+  const n = 6;
+  const room = `gossip-${process.pid}`;
+  const context = await browser.newContext();
+  const pages = [];
+  for (let k = 0; k < n; k++) pages.push(await openPeer(context, { role: 'gossip', i: k, peers: n, room, signal: signalUrl }));
+  check('6 browser peers compiled the example, installed it and joined the room', pages.length === n);
+  const worst = async () => {
+    const states = await Promise.all(pages.map((p) => p.state()));
+    return Math.min(...states.map((s) => s.accuracy.at(-1) ?? 0));
+  };
+  const started = performance.now();
+  let lowest = 0;
+  await until('every peer at 0.85', async () => (lowest = await worst()) >= 0.85, 180_000, 500).catch(() => undefined);
+  const states = await Promise.all(pages.map((p) => p.state()));
+  check('every gossip peer reaches the native example\'s 85 %', lowest >= 0.85,
+    `worst ${lowest.toFixed(3)} after ${((performance.now() - started) / 1000).toFixed(1)} s; per peer ${states.map((s) => (s.accuracy.at(-1) ?? 0).toFixed(2)).join(' ')}`);
+  check('every peer exchanged models with others', states.every((s) => s.sent > 0 && s.received > 0),
+    states.map((s) => `${s.sent}/${s.received}`).join(' '));
+  const pageErrors = pages.flatMap((p) => p.errors);
+  check('no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
+  await context.close();
+}
+
+let exitCode = 0;
+try {
+  if (only === undefined || only === 'federated') {
+    try {
+      const result = await federated();
+      if (process.env.BB_E2E_RESULT) {
+        const { writeFileSync } = await import('node:fs');
+        writeFileSync(process.env.BB_E2E_RESULT, JSON.stringify(result));
+      }
+    } catch (error) {
+      check('federated run', false, String(error?.message ?? error));
+    }
+  }
+  if (only === undefined || only === 'gossip') {
+    try {
+      await gossip();
+    } catch (error) {
+      check('gossip run', false, String(error?.message ?? error));
+    }
+  }
+} finally {
+  await browser.close();
+  await signalServer.close();
+  http.close();
+}
+const failed = results.filter((r) => !r.ok).length;
+console.log(`e2e: ${results.length - failed} passed, ${failed} failed`);
+exitCode = failed === 0 ? 0 : 1;
+process.exit(exitCode);
