@@ -4,6 +4,7 @@
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): C tests and fuzz targets
 #   3. WebAssembly build: bb.wasm, and the C tests again under Node
 #   4. the npm package: type check and Vitest (including wasm vs native byte identity)
+#   5. end to end: Chromium pages and a Node peer over WebRTC (scripts/e2e.sh)
 # and ends with one line CI reads: "N passed, M failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -89,6 +90,23 @@ if [ -f js/package.json ]; then
       record "Vitest (js)" 0 1
     fi
   fi
+fi
+
+step "end to end: Chromium and Node peers over WebRTC (private network namespace)"
+if [ -f js/dist/index.js ] && [ -f js/wasm/bb.wasm ]; then
+  out="$log_dir/e2e.log"
+  bash scripts/e2e.sh 2>&1 | tee "$out" | tail -n 40
+  line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+  if [ -n "$line" ]; then
+    record "End to end (browsers)" "$(sed -E 's/e2e: ([0-9]+) passed.*/\1/' <<<"$line")" \
+      "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+  else
+    echo "test: the end-to-end run printed no summary line"
+    record "End to end (browsers)" 0 1
+  fi
+else
+  echo "test: no js/dist or js/wasm/bb.wasm to run end to end with"
+  record "End to end (browsers)" 0 1
 fi
 
 step "summary"
