@@ -1,0 +1,78 @@
+// Round latency of federated_digits with 4 clients, and wasm memory per peer: over real
+// WebRTC data channels with the clients in Chromium pages (js/e2e/run.mjs inside a network
+// namespace), against the same federation in one Node process with envelopes handed
+// straight from node to node (no network, no browser) — the named peer of the ratio.
+// A round's latency runs from the server's broadcast of the global model to the arrival of
+// the round's last client update (the 200 ms round timer is not part of it).
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30]
+import { execFileSync } from 'node:child_process';
+import { readFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+
+const root = new URL('..', import.meta.url).pathname;
+const rounds = Number(process.argv[2] ?? 30);
+const {
+  compileFederatedDigits, installDigitsClient, installDigitsServer, loadBb, peerIdFromU64, roundReporter, splitDigits, startDigitsServer,
+} = await import('../js/dist/index.js');
+
+// ---- in one process ----------------------------------------------------------------------
+const bb = await loadBb(readFileSync(join(root, 'js/wasm/bb.wasm')));
+const csv = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz'));
+const artifact = compileFederatedDigits(bb, { quorum: 3, target: 4, deadlineMs: 1500 });
+const split = splitDigits(bb, csv, 4, 1, 5);
+const serverId = peerIdFromU64(1);
+const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
+const server = installDigitsServer(bb, artifact, serverId, split.test);
+const nodes = new Map([[serverId, server]]);
+ids.forEach((id, k) => nodes.set(id, installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2)));
+for (const id of ids) server.addPeer(id);
+const now = () => BigInt(Math.round(performance.now() * 1e6));
+startDigitsServer(server, ids, split.test, now());
+let round = 0;
+server.onStep(roundReporter((r) => (round = r.round)));
+const latencies = [];
+let broadcastAt;
+let updates = 0;
+const inbox = [];
+while (round < rounds + 1) {
+  for (const { to, from, bytes } of inbox.splice(0)) {
+    nodes.get(to).deliver(from, bytes, now());
+    if (to === serverId && broadcastAt !== undefined && ++updates === ids.length) {
+      latencies.push(performance.now() - broadcastAt);
+      broadcastAt = undefined;
+    }
+  }
+  for (const [id, node] of nodes) {
+    for (const step of node.poll(now())) {
+      if (step.kind !== 'send') continue;
+      if (id === serverId && broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0);
+      inbox.push({ to: step.peer, from: id, bytes: step.bytes });
+    }
+  }
+  if (inbox.length === 0) {
+    const next = [...nodes.values()].map((n) => n.expiry()).filter((e) => e !== null).reduce((a, b) => (a < b ? a : b));
+    const waitMs = Number(next - now()) / 1e6;
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+  }
+}
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const local = { median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), memory: bb.exports.memory.buffer.byteLength };
+
+// ---- browsers over WebRTC ------------------------------------------------------------------
+const out = join(mkdtempSync(join(tmpdir(), 'bb-rounds-')), 'result.json');
+execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'federated', '--full-rounds', String(rounds)], {
+  env: { ...process.env, BB_E2E_RESULT: out },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
+const web = JSON.parse(readFileSync(out, 'utf8'));
+
+const mib = (b) => (b / 1048576).toFixed(1);
+console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadcast → last update), median / max:`);
+console.log(`  in one Node process (no network)       ${local.median.toFixed(1)} ms / ${local.max.toFixed(1)} ms`);
+console.log(`  4 Chromium pages over WebRTC            ${web.roundLatencyMs.median.toFixed(1)} ms / ${web.roundLatencyMs.max.toFixed(1)} ms`);
+console.log(`  ratio (WebRTC / in-process, median)     ${(web.roundLatencyMs.median / local.median).toFixed(2)}x`);
+console.log(`wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, ` +
+  `all five nodes in one instance ${mib(local.memory)} MiB`);
+console.log(`the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
