@@ -49,7 +49,44 @@ const Y = [1.5, 2.25, 0];
  * when undefined), builds an Add model with encodeOnnxModel, runs it and reports.
  */
 const CHECK_JS = `
-import { CpuSession, encodeOnnxModel, loadBb, OnnxModel, Tensor } from 'bytesandbrains';
+import {
+  compileFederatedDigits, CpuSession, Dataset, encodeOnnxModel, installDigitsClient, installDigitsServer, loadBb,
+  OnnxModel, peerIdFromU64, roundReporter, startDigitsServer, Tensor,
+} from 'bytesandbrains';
+
+/** A federated client in this page: a server and two clients as nodes, envelopes handed over directly. */
+function federate(bb) {
+  let state = 7;
+  const random = () => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const rows = 400;
+  const x = new Float32Array(rows * 64);
+  const y = new Float32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    y[r] = r % 10;
+    for (let j = 0; j < 64; j++) x[r * 64 + j] = ((j * 7 + (r % 10) * 13) % 10 < 5 ? 12 : 4) + (random() - 0.5) * 6;
+  }
+  const all = Dataset.fromArrays(bb, x, 64, y);
+  const test = all.subset(Array.from({ length: 100 }, (_, i) => 300 + i));
+  // each client holds every class: alternate blocks of ten rows
+  const shards = [0, 1].map((k) => all.subset(Array.from({ length: 150 }, (_, i) => (Math.floor(i / 10) * 2 + k) * 10 + (i % 10))));
+  const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2 });
+  const serverId = peerIdFromU64(1);
+  const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+  const server = installDigitsServer(bb, artifact, serverId, test);
+  const nodes = new Map([[serverId, server], ...ids.map((id, k) => [id, installDigitsClient(bb, artifact, id, serverId, shards[k])])]);
+  for (const id of ids) server.addPeer(id);
+  let last = { round: 0, accuracy: 0 };
+  server.onStep(roundReporter((report) => (last = report)));
+  startDigitsServer(server, ids, test, 0n);
+  const inbox = [];
+  for (let t = 1; t < 2000 && last.round < 8; t++) {
+    const now = BigInt(t) * 5000000n;
+    for (const { to, from, bytes } of inbox.splice(0)) nodes.get(to).deliver(from, bytes, now);
+    for (const [id, node] of nodes) for (const step of node.poll(now)) if (step.kind === 'send') inbox.push({ to: step.peer, from: id, bytes: step.bytes });
+  }
+  for (const object of [...nodes.values(), all, test, ...shards]) object.free();
+  return last;
+}
 
 export async function check(source) {
   const bb = await loadBb(source);
@@ -65,7 +102,7 @@ export async function check(source) {
   const a = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(A)}), [3]);
   const b = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(B)}), [3]);
   const { y } = session.run({ a, b });
-  const report = { version: bb.version, abiVersion: bb.abiVersion, y: Array.from(y.toArray()) };
+  const report = { version: bb.version, abiVersion: bb.abiVersion, y: Array.from(y.toArray()), federated: federate(bb) };
   for (const object of [a, b, y, session, model]) object.free();
   return report;
 }
@@ -141,7 +178,14 @@ console.log(JSON.stringify(await checkAll({
 
 /** A TypeScript user of the package: the declarations must resolve and describe the API. */
 const CONSUMER_TS = `
-import { loadBb, OnnxModel, type Bb, type WasmSource } from 'bytesandbrains';
+import { BbNode, loadBb, OnnxModel, type Bb, type Step, type WasmSource } from 'bytesandbrains';
+
+export function client(bb: Bb, artifact: Uint8Array): BbNode {
+  return BbNode.install(bb, { artifact, targets: ['FedDigits_clients'], seed: 3n });
+}
+export function sends(steps: readonly Step[]): number {
+  return steps.filter((step) => step.kind === 'send' && step.bytes !== undefined).length;
+}
 
 const source: WasmSource = new URL('https://example.com/bb.wasm');
 export async function summary(bytes: Uint8Array): Promise<string> {
@@ -156,6 +200,7 @@ export async function summary(bytes: Uint8Array): Promise<string> {
 `;
 
 interface CheckReport {
+  federated?: { round: number; accuracy: number };
   version?: string;
   abiVersion?: number;
   y?: number[];
@@ -194,8 +239,11 @@ function filesUnder(dir: string): string[] {
 
 function expectWorking(reports: Record<string, CheckReport>, names: string[]): void {
   expect(Object.keys(reports)).toEqual(names);
-  for (const [name, report] of Object.entries(reports)) {
+  for (const [name, { federated, ...report }] of Object.entries(reports)) {
     expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, y: Y });
+    // a federated client trained in this environment: 8 rounds, and the model learned
+    expect(federated?.round, name).toBeGreaterThanOrEqual(8);
+    expect(federated?.accuracy, name).toBeGreaterThanOrEqual(0.9);
   }
 }
 
