@@ -151,7 +151,7 @@ async function join(bb, csv, config) {
   if (seat.error) throw new Error(seat.error);
   const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
   showPartitions(Compiler.describe(bb, artifact, 'json'));
-  const split = splitDigits(bb, csv, config.clients, 1, 5);
+  const split = splitDigits(bb, csv, config.clients, 1, config.classesPerShard);
   const node = installDigitsClient(bb, artifact, seat.peer, config.server, split.shards[seat.index], seat.index + 2);
   const signal = await SignalClient.connect({ url: config.signal.replace('HOST', location.hostname), room: config.room, peer: seat.peer });
   const transport = await WebRtcTransport.create({ signal });

@@ -27,6 +27,8 @@ const host = arg('--host', '0.0.0.0');
 const clients = Number(arg('--clients', 4));
 const signalPort = Number(arg('--signal-port', 8081));
 const live = !process.argv.includes('--no-live');
+// label skew: five digits per client from four clients up; fewer clients each get them all
+const classesPerShard = clients >= 4 ? 5 : 0;
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 
 for (const [file, hint] of [
@@ -57,7 +59,7 @@ let nextSeat = 0;
 if (live) {
   const bb = await loadBb(wasm);
   artifact = compileFederatedDigits(bb, { quorum: Math.max(1, clients - 1), target: clients, deadlineMs: 2000 });
-  const split = splitDigits(bb, csv, clients, 1, 5);
+  const split = splitDigits(bb, csv, clients, 1, classesPerShard);
   const server = installDigitsServer(bb, artifact, serverId, split.test);
   const ids = Array.from({ length: clients }, (_, k) => peerIdFromU64(k + 2));
   for (const id of ids) server.addPeer(id);
@@ -80,7 +82,7 @@ if (live) {
 }
 
 function config() {
-  return { live, clients, server: serverId, room, signal: `ws://HOST:${signalPort}` };
+  return { live, clients, classesPerShard, server: serverId, room, signal: `ws://HOST:${signalPort}` };
 }
 
 function serveFile(path) {
