@@ -98,15 +98,16 @@ int bb_peer_selector_dispatch(const bb_peer_selector_ops *ops, void *self, bb_ct
 /* ---- component configs ----------------------------------------------------------------
  * A binding's config is text: comma-separated key=value pairs ("hidden=32x16,lr=0.05").
  * These read one key (the default when it is absent) and fail with a message naming the
- * key and the text when the value does not parse. bb_config_check refuses keys not in
- * `allowed` (NULL-terminated), so a typo is an error rather than a silent default. */
+ * key and the text when the value does not parse: integers are decimal digits only (no
+ * sign, no blanks). bb_config_check refuses keys not in `allowed` (NULL-terminated), so a
+ * typo is an error rather than a silent default, and a key given twice. */
 int bb_config_check(const char *config, const char *const *allowed, bb_error *err);
 int bb_config_u64(const char *config, const char *key, uint64_t dflt, uint64_t *out, bb_error *err);
 int bb_config_f32(const char *config, const char *key, float dflt, float *out, bb_error *err);
 /* The raw value text (NUL-terminated into buf); dflt when absent. */
 int bb_config_str(const char *config, const char *key, const char *dflt, char *buf, size_t size, bb_error *err);
 
-/* The concretes this library ships (docs/AUTHORING.md lists them with their configs). */
+/* The concretes this library ships (docs/COMPONENTS.md lists them with their configs). */
 int bb_registry_add_shipped(bb_registry *r, bb_error *err);
 
 #ifdef __cplusplus

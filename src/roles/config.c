@@ -36,6 +36,16 @@ int bb_config_check(const char *config, const char *const *allowed, bb_error *er
       ok = strlen(allowed[i]) == (size_t)(eq - p) && strncmp(allowed[i], p, (size_t)(eq - p)) == 0;
     if (!ok) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "config `%s`: unknown key `%.*s`", config,
                                  (int)(eq - p), p);
+    /* a key given twice is a mistake, not a choice of the first */
+    for (const char *q = end; *q;) {
+      const char *qe = strchr(q + 1, ',');
+      if (!qe) qe = q + strlen(q);
+      const char *k = q + 1, *qeq = memchr(k, '=', (size_t)(qe - k));
+      if (qeq && qeq - k == eq - p && strncmp(k, p, (size_t)(eq - p)) == 0)
+        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "config `%s`: key `%.*s` is given twice", config,
+                            (int)(eq - p), p);
+      q = qe;
+    }
     p = *end ? end + 1 : end;
   }
   return 0;
@@ -62,7 +72,8 @@ int bb_config_u64(const char *config, const char *key, uint64_t dflt, uint64_t *
     *out = dflt;
     return 0;
   }
-  if (!len || len >= sizeof buf || *v == '-') goto bad;
+  /* digits only: strtoull would skip blanks and take a sign (" -5" wraps to 2^64 - 5) */
+  if (!len || len >= sizeof buf || *v < '0' || *v > '9') goto bad;
   memcpy(buf, v, len);
   buf[len] = 0;
   errno = 0;

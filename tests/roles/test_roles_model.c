@@ -168,6 +168,84 @@ static void test_wrong_input_kind_names_the_method(void) {
   free(art);
 }
 
+/* Runs Train once with x and y; returns the first OP_FAILED detail (copied), or "". */
+static void train_failure(bb_node *node, bb_val *vx, bb_val *vy, char *detail, size_t size) {
+  bb_named_value in[] = {{"x", vx}, {"y", vy}};
+  bb_error err;
+  detail[0] = 0;
+  CHECK(bb_node_invoke(node, "Train", in, 2, 0, &err) == 0);
+  const bb_step *steps;
+  size_t ns;
+  CHECK(bb_node_poll(node, 0, &steps, &ns, &err) == 0);
+  for (size_t i = 0; i < ns && !detail[0]; i++)
+    if (steps[i].kind == BB_STEP_OP_FAILED) snprintf(detail, size, "%s", steps[i].detail);
+  bb_val_release(vx);
+  bb_val_release(vy);
+}
+
+/* Targets shorter than the rows (or the wrong width for mse) and a rank-0 input are refused
+ * with the op's name, never read past their end. */
+static void test_target_length_is_checked(void) {
+  size_t len = 0;
+  uint8_t *art = compile_train("inputs=2,outputs=3,loss=mse", &len);
+  if (!art) return;
+  const char *targets[] = {"Train"};
+  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  if (!node) return free(art);
+  static const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[12] = {0};
+  char detail[512];
+  /* 4 rows need 4 x 3 mse targets; 4 are given */
+  train_failure(node, tensor2(x, 4, 2), tensor2(y, 4, 0), detail, sizeof detail);
+  CHECK_MSG(strstr(detail, "ComputeLoss takes 12 float32 targets for 4 rows, got 4") != NULL, "%s", detail);
+  /* a rank-0 input (inputs=2 makes it fail anyway; the check must not read dims[-1]) */
+  bb_tensor *scalar = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL);
+  bb_val *vs = bb_val_tensor(NULL, scalar);
+  bb_tensor_release(scalar);
+  train_failure(node, vs, tensor2(y, 12, 0), detail, sizeof detail);
+  CHECK_MSG(strstr(detail, "input must be float32 [n, 2]") != NULL, "%s", detail);
+  bb_node_free(node);
+  free(art);
+
+  art = compile_train("inputs=1,outputs=2", &len);
+  if (!art) return;
+  node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  if (!node) return free(art);
+  scalar = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL);
+  vs = bb_val_tensor(NULL, scalar);
+  bb_tensor_release(scalar);
+  train_failure(node, vs, tensor2(y, 1, 0), detail, sizeof detail);
+  CHECK_MSG(strstr(detail, "input must be float32 [n, 1]") != NULL, "%s", detail);
+  /* xent: one class index per row */
+  train_failure(node, tensor2(x, 4, 1), tensor2(y, 3, 0), detail, sizeof detail);
+  CHECK_MSG(strstr(detail, "4 float32 targets for 4 rows, got 3") != NULL, "%s", detail);
+  bb_node_free(node);
+  free(art);
+}
+
+static void test_hidden_widths_are_digits(void) {
+  static const char *const bad[] = {"inputs=2,outputs=2,hidden=8x", "inputs=2,outputs=2,hidden=-1",
+                                    "inputs=2,outputs=2,hidden=x8", "inputs=2,outputs=2,hidden=8x+4"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    size_t len = 0;
+    uint8_t *art = compile_train(bad[i], &len);
+    if (!art) continue;
+    bb_install_args a = {0};
+    a.struct_size = sizeof a;
+    a.self = bb_peer_id_from_u64(1);
+    a.artifact = art;
+    a.artifact_len = len;
+    const char *targets[] = {"Train"};
+    a.targets = targets;
+    a.n_targets = 1;
+    bb_node *n = NULL;
+    bb_error err;
+    CHECK_MSG(bb_install(&a, &n, NULL, &err) != 0 && strstr(err.message, "hidden=") != NULL, "%s: %s", bad[i],
+              err.message);
+    bb_node_free(n);
+    free(art);
+  }
+}
+
 static void test_bad_config_fails_install(void) {
   size_t len = 0;
   uint8_t *art = compile_train("inputs=2,outputs=2,lr=fast", &len);
@@ -249,5 +327,7 @@ int main(void) {
   RUN(test_mlp_learns_through_the_graph);
   RUN(test_wrong_input_kind_names_the_method);
   RUN(test_bad_config_fails_install);
+  RUN(test_target_length_is_checked);
+  RUN(test_hidden_widths_are_digits);
   return bb_test_finish();
 }

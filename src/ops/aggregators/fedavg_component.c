@@ -54,6 +54,9 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
     return rc;
   if (!quorum || quorum > UINT32_MAX || target > UINT32_MAX || (target && target < quorum))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: need 1 <= quorum <= target (or target=0), got `%s`", c);
+  if (deadline_ms > UINT64_MAX / 1000000u)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: deadline_ms=%llu is above the largest, %llu",
+                        (unsigned long long)deadline_ms, (unsigned long long)(UINT64_MAX / 1000000u));
   bool abandon = strcmp(no_quorum, "abandon") == 0, count = strcmp(late, "count") == 0;
   if ((!abandon && strcmp(no_quorum, "extend") != 0) || (!count && strcmp(late, "drop") != 0))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: no_quorum is extend|abandon and late is drop|count");

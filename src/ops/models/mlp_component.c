@@ -20,6 +20,7 @@ typedef struct cpu_mlp {
   uint64_t fit_steps;
   char data_slot[64];
   bb_tensor *last_x, *last_target;
+  size_t target_width; /* target floats per row: 1 (a class index) for xent, outputs for mse */
 } cpu_mlp;
 
 static const char *const KEYS[] = {"inputs", "hidden", "outputs", "activation", "loss", "lr", "momentum",
@@ -29,9 +30,9 @@ static const char *const KEYS[] = {"inputs", "hidden", "outputs", "activation", 
 static int parse_hidden(const char *text, size_t *hidden, size_t *n, bb_error *err) {
   *n = 0;
   for (const char *p = text; *p;) {
-    char *end;
-    unsigned long w = strtoul(p, &end, 10);
-    if (end == p || w == 0 || *n == BB_MLP_MAX_HIDDEN || (*end && *end != 'x'))
+    char *end = (char *)p;
+    unsigned long w = *p >= '0' && *p <= '9' ? strtoul(p, &end, 10) : 0; /* digits only: no sign, no blanks */
+    if (end == p || w == 0 || *n == BB_MLP_MAX_HIDDEN || (*end && (*end != 'x' || !end[1])))
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuMlp: hidden=`%s` is not widths joined by x (e.g. 32x16)",
                           text);
     hidden[(*n)++] = w;
@@ -99,6 +100,7 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
     memset(s, 0, sizeof *s);
     s->alloc = init->alloc;
     s->fit_steps = fit_steps;
+    s->target_width = cfg.loss == BB_MLP_MEAN_SQUARED_ERROR ? (size_t)outputs : 1;
     memcpy(s->data_slot, data_slot, sizeof s->data_slot);
     rc = bb_mlp_create(&cfg, init->alloc, &s->m, err);
     if (rc) init->alloc->free(s, init->alloc->user_data);
@@ -117,10 +119,19 @@ static void mlp_destroy(void *self) {
   s->alloc->free(s, s->alloc->user_data);
 }
 
+/* Targets for n rows: float32, target_width per row (what the loss reads). */
+static int check_targets(const cpu_mlp *s, const bb_tensor *t, size_t n, const char *op, bb_error *err) {
+  if (t->dtype != BB_DTYPE_FLOAT || (size_t)t->numel != n * s->target_width)
+    return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: %s takes %zu float32 targets for %zu rows, got %lld", op,
+                        n * s->target_width, n, (long long)t->numel);
+  return 0;
+}
+
 /* Rows of a float32 input: [n, inputs] or one row [inputs]. */
 static int rows_of(const cpu_mlp *s, const bb_tensor *x, size_t *n, bb_error *err) {
   size_t in = bb_mlp_inputs(s->m);
-  if (x->dtype != BB_DTYPE_FLOAT || !x->numel || (size_t)x->numel % in || x->dims[x->rank - 1] != (int64_t)in)
+  if (x->dtype != BB_DTYPE_FLOAT || x->rank < 1 || !x->numel || (size_t)x->numel % in ||
+      x->dims[x->rank - 1] != (int64_t)in)
     return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: input must be float32 [n, %zu]", in);
   *n = (size_t)x->numel / in;
   return 0;
@@ -152,7 +163,9 @@ static int mlp_loss(void *self, bb_ctx *ctx, const bb_tensor *pred, const bb_ten
     return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: ComputeLoss takes float32 predictions [n, %zu] and targets", out);
   size_t n = (size_t)pred->numel / out;
   float value;
-  int rc = bb_mlp_loss_of(s->m, bb_tensor_data(pred), bb_tensor_data(target), n, &value, err);
+  int rc = check_targets(s, target, n, "ComputeLoss", err);
+  if (rc) return rc;
+  rc = bb_mlp_loss_of(s->m, bb_tensor_data(pred), bb_tensor_data(target), n, &value, err);
   if (rc) return rc;
   bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 0, NULL);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
@@ -171,6 +184,7 @@ static int mlp_backward(void *self, bb_ctx *ctx, const bb_tensor *grad, bb_error
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuMlp: Backward needs a Forward and a ComputeLoss first");
   size_t n = 0;
   int rc = rows_of(s, s->last_x, &n, err);
+  if (!rc) rc = check_targets(s, s->last_target, n, "Backward (the last ComputeLoss's targets)", err);
   return rc ? rc : bb_mlp_train_batch(s->m, bb_tensor_data(s->last_x), bb_tensor_data(s->last_target), n, NULL, err);
 }
 
@@ -218,7 +232,8 @@ static int mlp_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor *
     if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR)
       rc = bb_error_set(err, BB_ERR_TYPE, "CpuMlp: NextBatch of slot `%s` gave no (batch, labels) tensors",
                         s->data_slot);
-    else if (!(rc = rows_of(s, batch[0]->as.tensor, &n, err)))
+    else if (!(rc = rows_of(s, batch[0]->as.tensor, &n, err)) &&
+             !(rc = check_targets(s, batch[1]->as.tensor, n, "Fit (NextBatch's labels)", err)))
       rc = bb_mlp_train_batch(s->m, bb_tensor_data(batch[0]->as.tensor), bb_tensor_data(batch[1]->as.tensor), n,
                               NULL, err);
     *samples += n;

@@ -202,7 +202,9 @@ static int client_create(const bb_component_init *init, void **self, bb_error *e
   if (!rc) rc = bb_config_u64(init->config, "retry_ms", 5000, &retry_ms, err);
   if (!rc) rc = bb_config_str(init->config, "registry", "", registry, sizeof registry, err);
   if (rc) return bb_error_prefix(err, "GlobalRegistryClient: ");
-  if (!retry_ms) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryClient: retry_ms must be > 0");
+  if (!retry_ms || retry_ms > UINT64_MAX / 1000000ull)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryClient: retry_ms=%llu is not in 1..%llu",
+                        (unsigned long long)retry_ms, (unsigned long long)(UINT64_MAX / 1000000ull));
   client *c = zalloc(init->alloc, sizeof *c);
   if (!c) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   c->alloc = init->alloc;

@@ -227,17 +227,19 @@ static int gossip_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
   view *v = self;
   bb_peer_id got[MAX_VIEW], mine[MAX_VIEW + 1];
   size_t n_got = 0;
+  bool shuffle = strcmp(op, "Shuffle") == 0;
+  if (!shuffle && strcmp(op, "ShuffleReply") != 0)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "GossipView: unknown message `%s`", op);
   int rc = decode_peers(payload, len, got, &n_got, err);
   if (rc) return rc;
-  if (strcmp(op, "Shuffle") == 0) {
+  if (shuffle) {
     size_t k = (size_t)pick_entries(v, ctx, v->shuffle, mine, false);
     uint8_t msg[1 + (MAX_VIEW + 1) * (1 + BB_PEER_ID_MAX)];
     size_t mlen = encode_peers(mine, k, msg);
     if ((rc = reach(ctx, from, err)) || (rc = bb_ctx_send_message(ctx, from, "ShuffleReply", msg, mlen, err))) return rc;
     return merge(v, ctx, got, n_got, mine, k, err);
   }
-  if (strcmp(op, "ShuffleReply") == 0) return merge(v, ctx, got, n_got, NULL, 0, err);
-  return bb_error_set(err, BB_ERR_UNSUPPORTED, "GossipView: unknown message `%s`", op);
+  return merge(v, ctx, got, n_got, NULL, 0, err);
 }
 
 static const bb_peer_selector_ops CONSTANT_OPS = {constant_sample, view_all};
