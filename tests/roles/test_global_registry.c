@@ -173,6 +173,40 @@ static void test_announce_handshake_and_eviction(void) {
   world_end(&w);
 }
 
+/* A client snapshotted and restored into a fresh node keeps heartbeating: its pending
+ * heartbeat timer (kept by the node's snapshot) must still count as its newest, so it is
+ * not evicted after the TTL. */
+static void test_restored_client_keeps_heartbeating(void) {
+  world w;
+  if (!world_start(&w, 11)) return world_end(&w);
+  run_to(&w, 100 * MS);
+  CHECK_EQ_INT(bb_node_counter(w.server, "global_registry.joined"), 3);
+  bb_error err;
+  uint8_t *snap = NULL;
+  size_t len = 0;
+  CHECK_MSG(bb_node_snapshot(w.clients[0], &snap, &len, &err) == 0, "%s", err.message);
+  bb_node_config nc = {0};
+  nc.struct_size = sizeof nc;
+  nc.seed = 11;
+  const char *ct[] = {"Member"};
+  bb_node *fresh = install_peer(w.client_art, w.client_len, 1, ct, 1, NULL, &nc);
+  if (fresh) {
+    CHECK_MSG(bb_node_restore(fresh, snap, len, &err) == 0, "%s", err.message);
+    bb_peer_id me = bb_peer_id_from_u64(1);
+    bb_sim_restart(w.sim, &me, fresh);
+    bb_node_free(w.clients[0]);
+    w.clients[0] = fresh;
+  }
+  bb_buffer_free(NULL, snap);
+  uint64_t before = bb_node_counter(w.clients[0], "global_registry.announces");
+  run_to(&w, 100 * MS + 2 * TTL_MS * MS);
+  CHECK(bb_node_counter(w.clients[0], "global_registry.announces") >= before + 4);
+  read_directory(&w);
+  CHECK_EQ_INT(w.view_n, 3); /* nobody was evicted */
+  CHECK_EQ_INT(w.failures, 0);
+  world_end(&w);
+}
+
 /* Ten samples after the cohort formed, as peer ids. */
 static void sample_sequence(uint64_t seed, uint64_t out[10][2]) {
   world w;
@@ -415,6 +449,7 @@ int main(void) {
   RUN(test_sample_deterministic);
   RUN(test_malformed_refused);
   RUN(test_save_load);
+  RUN(test_restored_client_keeps_heartbeating);
   RUN(test_one_artifact_bootstrap);
   return bb_test_finish();
 }

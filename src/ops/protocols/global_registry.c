@@ -342,16 +342,20 @@ static int client_timer(void *self, bb_ctx *ctx, uint64_t token, bb_error *err) 
   return send_announce(c, ctx, err);
 }
 
-/* Snapshot: version, has_server, server peer (if any), u64 ttl_ns, u64 interval_ns. */
+/* Snapshot: version, has_server, server peer (if any), u64 ttl_ns, u64 interval_ns,
+ * u64 timer_gen — the node's snapshot keeps the pending heartbeat timer with its token, so
+ * the restored client must know that token is its newest (snapshots written before
+ * timer_gen was saved end after interval_ns and restore with 0). */
 static int client_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const client *c = self;
-  uint8_t buf[3 + BB_PEER_ID_MAX + 16];
+  uint8_t buf[3 + BB_PEER_ID_MAX + 24];
   writer w = {buf, 0, sizeof buf};
   put_u8(&w, WIRE_VERSION);
   put_u8(&w, c->has_server);
   if (c->has_server) put_peer(&w, &c->server);
   put_u64(&w, c->ttl_ns);
   put_u64(&w, c->interval_ns);
+  put_u64(&w, c->timer_gen);
   if (!(*out = alloc->malloc(w.len, alloc->user_data))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   memcpy(*out, buf, w.len);
   *len = w.len;
@@ -363,15 +367,17 @@ static int client_load(void *self, const uint8_t *data, size_t len, bb_error *er
   reader r = {data, len, 0, "GlobalRegistryClient snapshot", err};
   uint8_t has = 0;
   bb_peer_id server = {0};
-  uint64_t ttl = 0, interval = 0;
+  uint64_t ttl = 0, interval = 0, timer_gen = 0;
   int rc = get_header(&r);
   if (!rc) rc = get_u8(&r, "has_server", &has);
   if (!rc && has > 1) rc = bb_error_set(err, BB_ERR_MALFORMED, "GlobalRegistryClient snapshot: has_server %u", has);
   if (!rc && has) rc = get_peer(&r, &server);
   if (!rc) rc = get_u64(&r, "ttl_ns", &ttl);
   if (!rc) rc = get_u64(&r, "interval_ns", &interval);
+  if (!rc && r.at < r.len) rc = get_u64(&r, "timer_gen", &timer_gen);
   if (!rc) rc = get_end(&r);
   if (rc) return rc;
+  c->timer_gen = timer_gen;
   c->has_server = has;
   c->server = server;
   c->ttl_ns = ttl;
