@@ -28,6 +28,9 @@ typedef struct view {
   const bb_allocator *alloc;
   bb_peer_id peers[MAX_VIEW];
   size_t n, cap, shuffle;
+  /* GossipView: the entries of my last Shuffle, which its reply may replace */
+  bb_peer_id sent[MAX_VIEW];
+  size_t n_sent;
 } view;
 
 static int parse_peer(const char *text, size_t len, bb_peer_id *out, bb_error *err) {
@@ -218,8 +221,12 @@ static int gossip_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb_e
   if ((rc = reach(ctx, &to, err)) || (rc = bb_ctx_send_message(ctx, &to, "Shuffle", msg, len, err))) {
     bb_val_release(*peers);
     *peers = NULL;
+    return rc;
   }
-  return rc;
+  /* what the reply may replace: the view entries sent (entries[0] is me) */
+  v->n_sent = k - 1;
+  memcpy(v->sent, entries + 1, v->n_sent * sizeof *v->sent);
+  return 0;
 }
 
 static int gossip_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
@@ -239,7 +246,10 @@ static int gossip_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
     if ((rc = reach(ctx, from, err)) || (rc = bb_ctx_send_message(ctx, from, "ShuffleReply", msg, mlen, err))) return rc;
     return merge(v, ctx, got, n_got, mine, k, err);
   }
-  return merge(v, ctx, got, n_got, NULL, 0, err);
+  /* the reply to my last Shuffle: its entries take the places of the ones I sent */
+  rc = merge(v, ctx, got, n_got, v->sent, v->n_sent, err);
+  v->n_sent = 0;
+  return rc;
 }
 
 static const bb_peer_selector_ops CONSTANT_OPS = {constant_sample, view_all};
