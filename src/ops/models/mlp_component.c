@@ -83,11 +83,12 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   cfg.seed = seed;
   float *sc = NULL, *sh = NULL;
   if (scale != 1 || shift != 0) {
-    sc = calloc(inputs, sizeof *sc);
-    sh = calloc(inputs, sizeof *sh);
+    const bb_allocator *al = init->alloc;
+    sc = al->malloc(inputs * sizeof *sc, al->user_data);
+    sh = al->malloc(inputs * sizeof *sh, al->user_data);
     if (!sc || !sh) {
-      free(sc);
-      free(sh);
+      if (sc) al->free(sc, al->user_data);
+      if (sh) al->free(sh, al->user_data);
       return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
     }
     for (size_t i = 0; i < inputs; i++) sc[i] = scale, sh[i] = shift;
@@ -106,8 +107,8 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
     if (rc) init->alloc->free(s, init->alloc->user_data);
     else *self = s;
   }
-  free(sc);
-  free(sh);
+  if (sc) init->alloc->free(sc, init->alloc->user_data);
+  if (sh) init->alloc->free(sh, init->alloc->user_data);
   return rc;
 }
 
@@ -288,11 +289,12 @@ static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *er
   size_t n = bb_mlp_param_count(s->m);
   if (len != n * sizeof(float))
     return bb_error_set(err, BB_ERR_MALFORMED, "CpuMlp: saved state is %zu bytes, expected %zu", len, n * sizeof(float));
-  float *params = malloc(len ? len : 1);
+  /* a copy: data need not be float-aligned */
+  float *params = s->alloc->malloc(len ? len : 1, s->alloc->user_data);
   if (!params) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   memcpy(params, data, len);
   int rc = bb_mlp_load_params(s->m, params, n, err);
-  free(params);
+  s->alloc->free(params, s->alloc->user_data);
   return rc;
 }
 
