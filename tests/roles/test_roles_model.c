@@ -311,6 +311,8 @@ static void test_data_source_feeds_training(void) {
       }
   }
   CHECK_MSG(sum_last / 10 < first * 0.5f, "loss %g -> %g", first, sum_last / 10);
+  /* 80 batches of 16 from 256 rows: five passes over the data */
+  CHECK_EQ_INT(bb_node_counter(node, "array_source.epochs"), 80 * 16 / 256);
   /* without its data set the source cannot be made, and the message says so */
   a.n_slots = 0;
   bb_node *none = NULL;

@@ -17,7 +17,6 @@ typedef struct array_source {
   size_t batch;
   uint64_t seed;
   int shuffle;
-  uint64_t epochs;
 } array_source;
 
 static int source_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -36,7 +35,7 @@ static int source_create(const bb_component_init *init, void **self, bb_error *e
   array_source *s = init->alloc->malloc(sizeof *s, init->alloc->user_data);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "ArraySource: out of memory");
   memset(s, 0, sizeof *s);
-  *s = (array_source){init->alloc, ds, {0}, batch, seed, shuffle != 0, 0};
+  *s = (array_source){init->alloc, ds, {0}, batch, seed, shuffle != 0};
   rc = bb_dataset_batcher_init(&s->batcher, ds, batch, s->shuffle, seed, init->alloc, err);
   if (rc) {
     init->alloc->free(s, init->alloc->user_data);
@@ -63,7 +62,8 @@ static int source_next(void *self, bb_ctx *ctx, bb_tensor **batch, bb_tensor **l
     return bb_error_set(err, BB_ERR_NOMEM, "ArraySource: out of memory");
   }
   if (!s->ds->labels) memset(bb_tensor_data(y), 0, s->batch * sizeof(float));
-  s->epochs += bb_dataset_batcher_next(&s->batcher, NULL, bb_tensor_data(x), bb_tensor_data(y));
+  size_t epochs = bb_dataset_batcher_next(&s->batcher, NULL, bb_tensor_data(x), bb_tensor_data(y));
+  if (epochs) bb_ctx_count(ctx, "array_source.epochs", epochs); /* passes over the data, per node */
   *batch = x;
   *labels = y;
   return 0;
