@@ -1,6 +1,7 @@
 /* Component configs: integers are digits only, a key may be given once, and the
- * millisecond keys that become nanoseconds refuse values whose product overflows; and
- * GossipView names an unknown message before it reads the payload. */
+ * millisecond keys that become nanoseconds refuse values whose product overflows;
+ * GossipAvg's model= and ConstantView's keys say what the types do; and GossipView names
+ * an unknown message before it reads the payload. */
 #include <stdint.h>
 #include <string.h>
 
@@ -62,6 +63,26 @@ static void test_millisecond_keys_do_not_overflow(void) {
   CHECK_EQ_INT(create("FedAvg", "quorum=1,deadline_ms= -5", NULL), BB_ERR_INVALID_ARGUMENT);
 }
 
+/* GossipAvg's Model is its declared dependency at slot `model`: model= naming another
+ * slot used to be taken, while the compiler checked only `model`. */
+static void test_gossip_avg_model_is_its_dependency(void) {
+  bb_error err;
+  bb_error_clear(&err);
+  CHECK_EQ_INT(create("GossipAvg", "model=m2", &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err.message, "model=`m2`") != NULL, "%s", err.message);
+  CHECK_EQ_INT(create("GossipAvg", "model=model,weight=0.5", NULL), 0);
+  CHECK_EQ_INT(create("GossipAvg", "", NULL), 0);
+}
+
+/* ConstantView draws with the node's generator; its `seed` key was taken and ignored. */
+static void test_constant_view_has_no_seed(void) {
+  bb_error err;
+  bb_error_clear(&err);
+  CHECK_EQ_INT(create("ConstantView", "peers=1;2,seed=3", &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err.message, "unknown key `seed`") != NULL, "%s", err.message);
+  CHECK_EQ_INT(create("ConstantView", "peers=1;2", NULL), 0);
+}
+
 /* An unknown control message is UNSUPPORTED whatever its payload (it used to be decoded
  * first and reported as MALFORMED). */
 static void test_gossip_view_unknown_message(void) {
@@ -86,6 +107,8 @@ int main(void) {
   RUN(test_integers_are_digits_only);
   RUN(test_keys_once);
   RUN(test_millisecond_keys_do_not_overflow);
+  RUN(test_gossip_avg_model_is_its_dependency);
+  RUN(test_constant_view_has_no_seed);
   RUN(test_gossip_view_unknown_message);
   return bb_test_finish();
 }

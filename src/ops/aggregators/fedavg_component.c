@@ -148,12 +148,25 @@ static int give(fedavg *f, bb_ctx *ctx, const float *params, bb_tensor **out, bb
   return rc;
 }
 
+/* The compiler checks only dependencies at fixed slots, so the slot init= names is
+ * checked here, when it is first used: bound, and a Model. */
+static int check_init_slot(const fedavg *f, bb_ctx *ctx, bb_error *err) {
+  const bb_component_type *type = NULL;
+  if (!bb_ctx_dependency(ctx, f->init_slot, &type))
+    return bb_error_set(err, BB_ERR_NOT_FOUND, "FedAvg: init slot `%s` has no component on this node", f->init_slot);
+  if (!(type->roles & (1u << BB_ROLE_MODEL)))
+    return bb_error_set(err, BB_ERR_TYPE, "FedAvg: init slot `%s` holds a %s, not a Model", f->init_slot,
+                        type->type_name);
+  return 0;
+}
+
 static int fedavg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
   fedavg *f = self;
   int rc;
   if (!f->started && f->init_slot[0]) { /* round 0's global model is the init slot's */
     bb_val *p = NULL;
-    if ((rc = bb_ctx_call(ctx, f->init_slot, "Params", NULL, 0, &p, 1, err))) return rc;
+    if ((rc = check_init_slot(f, ctx, err)) || (rc = bb_ctx_call(ctx, f->init_slot, "Params", NULL, 0, &p, 1, err)))
+      return rc;
     if (!p || p->kind != BB_VAL_TENSOR) {
       bb_val_release(p);
       return bb_error_set(err, BB_ERR_TYPE, "FedAvg: Params of slot `%s` is not a tensor", f->init_slot);
@@ -240,10 +253,11 @@ static int fedavg_load(void *self, const uint8_t *data, size_t len, bb_error *er
 }
 
 static const bb_component_port AGG_STORAGE[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
-static const bb_component_dep FEDAVG_DEPS[] = {{BB_ROLE_MODEL, "model"}};
 
+/* FedAvg declares no dependency: its one reach, the optional init=<slot>, is named by the
+ * config (check_init_slot). */
 const bb_component_type BB_FEDAVG = {
-    sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, FEDAVG_DEPS, 0, AGG_STORAGE, 1,
+    sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
     fedavg_create, fedavg_destroy, fedavg_invoke, NULL, NULL, fedavg_save, fedavg_load};
 
 /* ---- RobustAvg -------------------------------------------------------------------------- */
@@ -372,23 +386,31 @@ const bb_component_type BB_ROBUST_AVG = {
 /* ---- GossipAvg ----------------------------------------------------------------------------
  * Decentralised averaging: each update a peer receives is mixed into its own model at
  * once, params := (1 - weight)·params + weight·update, through the Model at slot `model`.
- *   Config: model=model,weight=0.5
+ *   Config: model=model,weight=0.5 — the Model is its declared dependency, so `model`
+ *   takes no other slot (the compiler checks only the declared one).
  * Aggregate gives the current parameters (so a graph can report or forward them). */
+
+#define GOSSIP_AVG_MODEL "model"
+static const bb_component_dep GOSSIP_AVG_DEPS[] = {{BB_ROLE_MODEL, GOSSIP_AVG_MODEL}};
 
 typedef struct gossip_avg {
   const bb_allocator *alloc;
-  char model[64];
   float weight;
 } gossip_avg;
 
 static int gossip_avg_create(const bb_component_init *init, void **self, bb_error *err) {
   static const char *const KEYS[] = {"model", "weight", NULL};
-  gossip_avg g = {init->alloc, "", 0.5f};
+  gossip_avg g = {init->alloc, 0.5f};
+  char model[64];
   int rc;
   if ((rc = bb_config_check(init->config, KEYS, err)) ||
-      (rc = bb_config_str(init->config, "model", "model", g.model, sizeof g.model, err)) ||
+      (rc = bb_config_str(init->config, "model", GOSSIP_AVG_MODEL, model, sizeof model, err)) ||
       (rc = bb_config_f32(init->config, "weight", 0.5f, &g.weight, err)))
     return rc;
+  if (strcmp(model, GOSSIP_AVG_MODEL) != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "GossipAvg: model=`%s`: the Model must be at slot `" GOSSIP_AVG_MODEL "`, its declared dependency",
+                        model);
   if (!(g.weight > 0 && g.weight <= 1))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: weight must be in (0, 1], got %g", (double)g.weight);
   gossip_avg *p = init->alloc->malloc(sizeof *p, init->alloc->user_data);
@@ -409,7 +431,7 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
   (void)meta;
   gossip_avg *g = self;
   bb_val *own = NULL;
-  int rc = bb_ctx_call(ctx, g->model, "Params", NULL, 0, &own, 1, err);
+  int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
   if (rc) return rc;
   if (!own || own->kind != BB_VAL_TENSOR || own->as.tensor->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
     bb_val_release(own);
@@ -433,7 +455,7 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
   bb_tensor_release(mixed);
   if (!v) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   bb_val *ack = NULL;
-  rc = bb_ctx_call(ctx, g->model, "LoadParameters", &v, 1, &ack, 1, err);
+  rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "LoadParameters", &v, 1, &ack, 1, err);
   bb_val_release(v);
   bb_val_release(ack);
   if (!rc) bb_ctx_count(ctx, "gossip.merged", 1);
@@ -441,10 +463,10 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
 }
 
 static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
-  gossip_avg *g = self;
+  (void)self;
   (void)meta;
   bb_val *own = NULL;
-  int rc = bb_ctx_call(ctx, g->model, "Params", NULL, 0, &own, 1, err);
+  int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
   if (!rc && own && own->kind == BB_VAL_TENSOR) *params = bb_tensor_retain(own->as.tensor);
   bb_val_release(own);
   return rc;
@@ -457,5 +479,5 @@ static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb
 }
 
 const bb_component_type BB_GOSSIP_AVG = {
-    sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, FEDAVG_DEPS, 1, AGG_STORAGE, 1,
+    sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, GOSSIP_AVG_DEPS, 1, AGG_STORAGE, 1,
     gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL};
