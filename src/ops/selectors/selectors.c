@@ -2,9 +2,10 @@
  *
  * ConstantView — a fixed list of peers.
  *   Config: peers=<id>;<id>;...   (base58 peer ids, or decimal numbers for the test
- *           identities of bb_peer_id_from_u64), seed=<u64>
+ *           identities of bb_peer_id_from_u64)
  *   Sample(n): n distinct peers of the list, drawn with the node's seeded generator
- *   (a different draw each call, the same sequence for the same seed); CurrentView: all.
+ *   (a different draw each call, the same sequence for the same node seed); CurrentView:
+ *   all.
  *
  * GossipView — a random peer-sampling protocol (a partial view exchanged with random
  * peers, in the spirit of Cyclon/Newscast).
@@ -68,17 +69,15 @@ static int parse_list(view *v, const char *text, bb_error *err) {
 }
 
 static int view_create(const bb_component_init *init, void **self, bool gossip, bb_error *err) {
-  static const char *const CONST_KEYS[] = {"peers", "seed", NULL};
+  static const char *const CONST_KEYS[] = {"peers", NULL};
   static const char *const GOSSIP_KEYS[] = {"seeds", "view", "shuffle", NULL};
   char list[4096];
-  uint64_t cap = MAX_VIEW, shuffle = 0, seed = 0;
+  uint64_t cap = MAX_VIEW, shuffle = 0;
   int rc = bb_config_check(init->config, gossip ? GOSSIP_KEYS : CONST_KEYS, err);
   if (!rc) rc = bb_config_str(init->config, gossip ? "seeds" : "peers", "", list, sizeof list, err);
   if (!rc && gossip) rc = bb_config_u64(init->config, "view", 8, &cap, err);
   if (!rc && gossip) rc = bb_config_u64(init->config, "shuffle", 4, &shuffle, err);
-  if (!rc && !gossip) rc = bb_config_u64(init->config, "seed", 0, &seed, err);
   if (rc) return rc;
-  (void)seed; /* draws use the node's seeded generator; seed is kept for config compatibility */
   if (!cap || cap > MAX_VIEW || (gossip && (!shuffle || shuffle > cap)))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipView: need 1 <= shuffle <= view <= %d", MAX_VIEW);
   view *v = init->alloc->malloc(sizeof *v, init->alloc->user_data);
