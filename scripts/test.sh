@@ -38,6 +38,19 @@ build_or_fail() {
   fi
 }
 
+# Records a suite from its log's last "PREFIX: N passed, M failed" line (a missing line
+# counts as one failure). args: name prefix log
+record_summary() {
+  local line
+  line=$(grep -E "^$2: [0-9]+ passed, [0-9]+ failed" "$3" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "test: $1 printed no summary line"
+    record "$1" 0 1
+    return
+  fi
+  record "$1" "$(sed -E "s/^$2: ([0-9]+) passed.*/\1/" <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+}
+
 # Runs ctest in a build tree and records its counts.
 run_ctest() {
   local name=$1 dir=$2
@@ -81,14 +94,7 @@ if [ -f js/package.json ]; then
   if build_or_fail js-build bash -c "cd js && npm run --silent build"; then
     out="$log_dir/vitest.log"
     (cd js && BB_NATIVE_BB="$root/build/bb" npm test --silent) 2>&1 | tee "$out" | tail -n 30
-    line=$(grep -E '^vitest: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
-    if [ -n "$line" ]; then
-      record "Vitest (js)" "$(sed -E 's/vitest: ([0-9]+) passed.*/\1/' <<<"$line")" \
-        "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
-    else
-      echo "test: vitest printed no summary line"
-      record "Vitest (js)" 0 1
-    fi
+    record_summary "Vitest (js)" vitest "$out"
   fi
 fi
 
@@ -96,14 +102,7 @@ step "end to end: Chromium and Node peers over WebRTC (private network namespace
 if [ -f js/dist/index.js ] && [ -f js/wasm/bb.wasm ]; then
   out="$log_dir/e2e.log"
   bash scripts/e2e.sh 2>&1 | tee "$out" | tail -n 40
-  line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
-  if [ -n "$line" ]; then
-    record "End to end (browsers)" "$(sed -E 's/e2e: ([0-9]+) passed.*/\1/' <<<"$line")" \
-      "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
-  else
-    echo "test: the end-to-end run printed no summary line"
-    record "End to end (browsers)" 0 1
-  fi
+  record_summary "End to end (browsers)" e2e "$out"
 else
   echo "test: no js/dist or js/wasm/bb.wasm to run end to end with"
   record "End to end (browsers)" 0 1
