@@ -34,27 +34,23 @@ static void directory_body(bb_rec *g, void *user) {
 static const bb_module MEMBER = {sizeof(bb_module), "Member", member_body, NULL, NULL, NULL, 0};
 static const bb_module DIRECTORY = {sizeof(bb_module), "Directory", directory_body, NULL, NULL, NULL, 0};
 
-static uint8_t *compile(const bb_module *m, bool server, size_t *len) {
-  bb_error err;
-  bb_model *model = NULL;
-  uint8_t *bytes = NULL, *out = NULL;
-  size_t blen = 0;
-  CHECK_MSG(bb_module_build(m, NULL, &model, &err) == 0, "%s", err.message);
-  if (!model) return NULL;
-  CHECK(bb_model_encode(model, &bytes, &blen, &err) == 0);
-  bb_compiler *c = bb_compiler_new(NULL);
-  bb_compiler_set_permissive_types(c, true);
+static int bind_server(bb_compiler *c, const void *user, bb_error *err) {
+  (void)user;
   char cfg[64];
   snprintf(cfg, sizeof cfg, "ttl_ms=%d", TTL_MS);
-  int rc = server ? bb_compiler_bind_peer_selector(c, "view", "GlobalRegistryServer", cfg, &err) ||
-                        bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryServer", cfg, &err)
-                  : bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryClient", NULL, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
-  bb_compiler_free(c);
-  free(bytes);
-  bb_model_free(model);
-  return out;
+  return bb_compiler_bind_peer_selector(c, "view", "GlobalRegistryServer", cfg, err) ||
+                 bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryServer", cfg, err)
+             ? err->code
+             : 0;
+}
+
+static int bind_client(bb_compiler *c, const void *user, bb_error *err) {
+  (void)user;
+  return bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryClient", NULL, err);
+}
+
+static uint8_t *compile(const bb_module *m, bool server, size_t *len) {
+  return compile_test_module(m, server ? bind_server : bind_client, NULL, len);
 }
 
 typedef struct world {

@@ -21,23 +21,11 @@ static void body(bb_rec *g, void *user) {
 
 static const bb_module GOSSIP = {sizeof(bb_module), "Gossip", body, NULL, NULL, NULL, 0};
 
-static uint8_t *compile(const char *config, size_t *len) {
-  bb_error err;
-  bb_model *model = NULL;
-  uint8_t *bytes = NULL, *out = NULL;
-  size_t blen = 0;
-  CHECK_MSG(bb_module_build(&GOSSIP, NULL, &model, &err) == 0, "%s", err.message);
-  if (!model) return NULL;
-  CHECK(bb_model_encode(model, &bytes, &blen, &err) == 0);
-  bb_compiler *c = bb_compiler_new(NULL);
-  bb_compiler_set_permissive_types(c, true);
-  CHECK_MSG(bb_compiler_bind_peer_selector(c, "view", "GossipView", config, &err) == 0, "%s", err.message);
-  CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
-  bb_compiler_free(c);
-  free(bytes);
-  bb_model_free(model);
-  return out;
+static int bind_view(bb_compiler *c, const void *config, bb_error *err) {
+  return bb_compiler_bind_peer_selector(c, "view", "GossipView", config, err);
 }
+
+static uint8_t *compile(const char *config, size_t *len) { return compile_test_module(&GOSSIP, bind_view, config, len); }
 
 typedef struct seen {
   uint64_t view[8];

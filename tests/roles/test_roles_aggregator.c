@@ -24,30 +24,21 @@ static void aggregate_body(bb_rec *g, void *user) {
 
 static const bb_module AGGREGATE = {sizeof(bb_module), "Aggregate", aggregate_body, NULL, NULL, NULL, 0};
 
-static uint8_t *compile_with(const char *fedavg_config, size_t *len) {
-  bb_error err;
-  bb_model *m = NULL;
-  uint8_t *bytes = NULL, *out = NULL;
-  size_t blen = 0;
-  CHECK_MSG(bb_module_build(&AGGREGATE, NULL, &m, &err) == 0, "%s", err.message);
-  if (!m) return NULL;
-  CHECK(bb_model_encode(m, &bytes, &blen, &err) == 0);
-  bb_compiler *c = bb_compiler_new(NULL);
+static int bind_aggregate(bb_compiler *c, const void *fedavg_config, bb_error *err) {
   static const bb_component_port tensor[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
   static const bb_component_port element[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
   bb_component_decl mlp = {sizeof mlp, "CpuMlp", tensor, 1, NULL, 0};
   bb_component_decl avg = {sizeof avg, "FedAvg", element, 1, NULL, 0};
-  int rc = bb_compiler_declare_component(c, &mlp, &err) || bb_compiler_declare_component(c, &avg, &err) ||
-           bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=2,outputs=2", &err) ||
-           bb_compiler_bind_peer_selector(c, "peers", "ConstantView", "peers=2;3", &err) ||
-           bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", fedavg_config, &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  bb_compiler_set_permissive_types(c, true);
-  if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
-  bb_compiler_free(c);
-  free(bytes);
-  bb_model_free(m);
-  return out;
+  return bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &avg, err) ||
+                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=2,outputs=2", err) ||
+                 bb_compiler_bind_peer_selector(c, "peers", "ConstantView", "peers=2;3", err) ||
+                 bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", fedavg_config, err)
+             ? err->code
+             : 0;
+}
+
+static uint8_t *compile_with(const char *fedavg_config, size_t *len) {
+  return compile_test_module(&AGGREGATE, bind_aggregate, fedavg_config, len);
 }
 
 /* Runs Aggregate once. Returns the first failure's detail in `detail` ("" if none) and

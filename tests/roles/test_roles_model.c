@@ -39,32 +39,29 @@ static const bb_module STREAM = {sizeof(bb_module), "Stream", stream_body, NULL,
 
 static const bb_module TRAIN = {sizeof(bb_module), "Train", train_body, NULL, NULL, NULL, 0};
 
-static uint8_t *compile_module(const bb_module *module, const char *model_config, size_t *len) {
-  bb_error err;
-  bb_model *m = NULL;
-  uint8_t *bytes = NULL, *out = NULL;
-  size_t blen = 0;
-  CHECK_MSG(bb_module_build(module, NULL, &m, &err) == 0, "%s", err.message);
-  if (!m) return NULL;
-  CHECK(bb_model_encode(m, &bytes, &blen, &err) == 0);
-  bb_compiler *c = bb_compiler_new(NULL);
+typedef struct model_setup {
+  const bb_module *module;
+  const char *model_config;
+} model_setup;
+
+static int bind_model(bb_compiler *c, const void *user, bb_error *err) {
+  const model_setup *m = user;
   static const bb_component_port f32[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
   bb_component_decl mlp = {sizeof mlp, "CpuMlp", f32, 1, NULL, 0};
   bb_component_decl cpu = {sizeof cpu, "CpuBackend", f32, 1, NULL, 0};
   static const bb_component_port sample[] = {{"sample", "ai.bytesandbrains.tensor.f32"}};
   bb_component_decl src = {sizeof src, "ArraySource", sample, 1, NULL, 0};
-  int rc = bb_compiler_declare_component(c, &mlp, &err) || bb_compiler_declare_component(c, &cpu, &err) ||
-           bb_compiler_declare_component(c, &src, &err) ||
-           bb_compiler_bind_model(c, "model", "CpuMlp", model_config, &err);
-  if (!rc && module == &TRAIN) rc = bb_compiler_bind_backend(c, "backend", "CpuBackend", NULL, &err);
-  if (!rc && module == &STREAM) rc = bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=16,seed=5", &err);
-  CHECK_MSG(rc == 0, "%s", err.message);
-  bb_compiler_set_permissive_types(c, true);
-  if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
-  bb_compiler_free(c);
-  free(bytes);
-  bb_model_free(m);
-  return out;
+  int rc = bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &cpu, err) ||
+           bb_compiler_declare_component(c, &src, err) ||
+           bb_compiler_bind_model(c, "model", "CpuMlp", m->model_config, err);
+  if (!rc && m->module == &TRAIN) rc = bb_compiler_bind_backend(c, "backend", "CpuBackend", NULL, err);
+  if (!rc && m->module == &STREAM) rc = bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=16,seed=5", err);
+  return rc ? err->code : 0;
+}
+
+static uint8_t *compile_module(const bb_module *module, const char *model_config, size_t *len) {
+  model_setup setup = {module, model_config};
+  return compile_test_module(module, bind_model, &setup, len);
 }
 
 static uint8_t *compile_train(const char *model_config, size_t *len) { return compile_module(&TRAIN, model_config, len); }

@@ -95,6 +95,33 @@ __attribute__((unused)) static bb_registry *stub_registry(void) {
 
 #define p2p_address bb_address_p2p
 
+/* ---- compiling a test Module ------------------------------------------------------------ */
+
+/* Binds and declares what a test's Module needs on a fresh compiler. */
+typedef int (*rt_configure_fn)(bb_compiler *c, const void *user, bb_error *err);
+
+/* Records `module`, runs `configure` on a compiler with permissive types and compiles:
+ * the artifact (free() it), or NULL with the failing step CHECKed. */
+__attribute__((unused)) static uint8_t *compile_test_module(const bb_module *module, rt_configure_fn configure,
+                                                            const void *user, size_t *len) {
+  bb_error err;
+  bb_model *m = NULL;
+  uint8_t *bytes = NULL, *out = NULL;
+  size_t blen = 0;
+  CHECK_MSG(bb_module_build(module, NULL, &m, &err) == 0, "%s", err.message);
+  if (!m) return NULL;
+  CHECK(bb_model_encode(m, &bytes, &blen, &err) == 0);
+  bb_compiler *c = bb_compiler_new(NULL);
+  bb_compiler_set_permissive_types(c, true);
+  int rc = configure(c, user, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  if (!rc) CHECK_MSG(bb_compiler_compile(c, bytes, blen, &out, len, &err) == 0, "%s", err.message);
+  bb_compiler_free(c);
+  free(bytes);
+  bb_model_free(m);
+  return out;
+}
+
 /* Installs `artifact` as peer `id` for the given targets; NULL (and a printed reason) on
  * failure. */
 __attribute__((unused)) static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, const char *const *targets,
