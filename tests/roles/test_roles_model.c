@@ -87,16 +87,36 @@ static void make_batch(uint64_t *rng, float *x, float *y, int n) {
   }
 }
 
-static float run_batch(bb_node *node, const float *x, const float *y, int n, uint64_t now, float *relu_first) {
-  bb_val *vx = tensor2(x, n, 2), *vy = tensor2(y, n, 0);
+/* Runs Train once with x and y (both released) and returns the poll's steps (valid until
+ * the next poll). */
+static const bb_step *train_once(bb_node *node, bb_val *vx, bb_val *vy, uint64_t now, size_t *ns) {
   bb_named_value in[] = {{"x", vx}, {"y", vy}};
   bb_error err;
   CHECK_MSG(bb_node_invoke(node, "Train", in, 2, now, &err) == 0, "%s", err.message);
   bb_val_release(vx);
   bb_val_release(vy);
-  const bb_step *steps;
+  const bb_step *steps = NULL;
+  *ns = 0;
+  CHECK(bb_node_poll(node, now, &steps, ns, &err) == 0);
+  return steps;
+}
+
+/* The artifact installed as peer 1 for Train (what the install tests vary). */
+static const char *const TRAIN_TARGETS[] = {"Train"};
+static bb_install_args train_args(const uint8_t *art, size_t len) {
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = bb_peer_id_from_u64(1);
+  a.artifact = art;
+  a.artifact_len = len;
+  a.targets = TRAIN_TARGETS;
+  a.n_targets = 1;
+  return a;
+}
+
+static float run_batch(bb_node *node, const float *x, const float *y, int n, uint64_t now, float *relu_first) {
   size_t ns;
-  CHECK(bb_node_poll(node, now, &steps, &ns, &err) == 0);
+  const bb_step *steps = train_once(node, tensor2(x, n, 2), tensor2(y, n, 0), now, &ns);
   float loss = NAN;
   for (size_t i = 0; i < ns; i++) {
     if (steps[i].kind == BB_STEP_OP_FAILED) print_steps("train", steps, ns);
@@ -145,39 +165,25 @@ static void test_wrong_input_kind_names_the_method(void) {
   const char *targets[] = {"Train"};
   bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
   if (!node) return free(art);
-  bb_val *bytes = bb_val_bytes(NULL, "abc", 3);
-  bb_val *vy = tensor2((const float[]){0}, 1, 0);
-  bb_named_value in[] = {{"x", bytes}, {"y", vy}};
-  bb_error err;
-  CHECK(bb_node_invoke(node, "Train", in, 2, 0, &err) == 0);
-  const bb_step *steps;
   size_t ns;
-  CHECK(bb_node_poll(node, 0, &steps, &ns, &err) == 0);
+  const bb_step *steps = train_once(node, bb_val_bytes(NULL, "abc", 3), tensor2((const float[]){0}, 1, 0), 0, &ns);
   bool named = false;
   for (size_t i = 0; i < ns; i++)
     if (steps[i].kind == BB_STEP_OP_FAILED && strstr(steps[i].detail, "input 0 of Forward must be a Tensor, got Bytes"))
       named = true;
   CHECK(named);
   if (!named) print_steps("wrong", steps, ns);
-  bb_val_release(bytes);
-  bb_val_release(vy);
   bb_node_free(node);
   free(art);
 }
 
 /* Runs Train once with x and y; returns the first OP_FAILED detail (copied), or "". */
 static void train_failure(bb_node *node, bb_val *vx, bb_val *vy, char *detail, size_t size) {
-  bb_named_value in[] = {{"x", vx}, {"y", vy}};
-  bb_error err;
-  detail[0] = 0;
-  CHECK(bb_node_invoke(node, "Train", in, 2, 0, &err) == 0);
-  const bb_step *steps;
   size_t ns;
-  CHECK(bb_node_poll(node, 0, &steps, &ns, &err) == 0);
+  const bb_step *steps = train_once(node, vx, vy, 0, &ns);
+  detail[0] = 0;
   for (size_t i = 0; i < ns && !detail[0]; i++)
     if (steps[i].kind == BB_STEP_OP_FAILED) snprintf(detail, size, "%s", steps[i].detail);
-  bb_val_release(vx);
-  bb_val_release(vy);
 }
 
 /* Targets shorter than the rows (or the wrong width for mse) and a rank-0 input are refused
@@ -226,14 +232,7 @@ static void test_hidden_widths_are_digits(void) {
     size_t len = 0;
     uint8_t *art = compile_train(bad[i], &len);
     if (!art) continue;
-    bb_install_args a = {0};
-    a.struct_size = sizeof a;
-    a.self = bb_peer_id_from_u64(1);
-    a.artifact = art;
-    a.artifact_len = len;
-    const char *targets[] = {"Train"};
-    a.targets = targets;
-    a.n_targets = 1;
+    bb_install_args a = train_args(art, len);
     bb_node *n = NULL;
     bb_error err;
     CHECK_MSG(bb_install(&a, &n, NULL, &err) != 0 && strstr(err.message, "hidden=") != NULL, "%s: %s", bad[i],
@@ -247,14 +246,7 @@ static void test_bad_config_fails_install(void) {
   size_t len = 0;
   uint8_t *art = compile_train("inputs=2,outputs=2,lr=fast", &len);
   if (!art) return;
-  bb_install_args a = {0};
-  a.struct_size = sizeof a;
-  a.self = bb_peer_id_from_u64(1);
-  a.artifact = art;
-  a.artifact_len = len;
-  const char *targets[] = {"Train"};
-  a.targets = targets;
-  a.n_targets = 1;
+  bb_install_args a = train_args(art, len);
   bb_node *n = NULL;
   bb_install_error_kind kind;
   bb_error err;
