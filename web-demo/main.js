@@ -6,6 +6,7 @@ import {
   installDigitsClient,
   installDigitsServer,
   loadBb,
+  LocalNetwork,
   PollDriver,
   peerIdFromU64,
   roundReporter,
@@ -106,35 +107,15 @@ async function runLocal(bb, csv) {
   const serverId = peerIdFromU64(1);
   const ids = Array.from({ length: clients }, (_, k) => peerIdFromU64(k + 2));
   const server = installDigitsServer(bb, artifact, serverId, split.test);
-  const nodes = new Map([[serverId, server], ...ids.map((id, k) => [id, installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2)])]);
+  const clientNodes = ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2));
   for (const id of ids) server.addPeer(id);
-  for (const [id] of nodes) state.peers.set(id, { role: id === serverId ? 'server' : 'client', sent: 0, received: 0, state: 'in page' });
-  server.onStep(roundReporter(onRound));
-  // one Pollable for the five nodes: envelopes go from one to another through an inbox
-  const inbox = [];
-  for (const [id, node] of nodes) {
-    node.onStep((step) => {
-      if (step.kind !== 'send') return;
-      inbox.push({ to: step.peer, from: id, bytes: step.bytes });
-      state.peers.get(id).sent++;
-    });
+  // the five nodes as one Pollable: envelopes go from one to another with no transport
+  const network = new LocalNetwork([server, ...clientNodes], { onDeliver: (to) => state.peers.get(to).received++ });
+  for (const [id, node] of network.nodes) {
+    state.peers.set(id, { role: id === serverId ? 'server' : 'client', sent: 0, received: 0, state: 'in page' });
+    node.onStep((step) => step.kind === 'send' && state.peers.get(id).sent++);
   }
-  const network = {
-    poll(now) {
-      for (const { to, from, bytes } of inbox.splice(0)) {
-        nodes.get(to).deliver(from, bytes, now);
-        state.peers.get(to).received++;
-      }
-      for (const node of nodes.values()) node.poll(now);
-    },
-    expiry() {
-      const all = [...nodes.values()].map((n) => n.expiry()).filter((e) => e !== null);
-      return all.length ? all.reduce((a, b) => (a < b ? a : b)) : null;
-    },
-    hasWork() {
-      return inbox.length > 0 || [...nodes.values()].some((n) => n.hasWork());
-    },
-  };
+  server.onStep(roundReporter(onRound));
   const driver = new PollDriver(network);
   startDigitsServer(server, ids, split.test, driver.now());
   driver.start();

@@ -76,6 +76,7 @@ export {
   type Value,
   type ValueKind,
 } from './values.js';
+export { LocalNetwork, type LocalNetworkOptions } from './local.js';
 export { runPeer, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
   compileFederatedDigits,

@@ -18,6 +18,7 @@ import {
   installDigitsServer,
   kindHash,
   loadBb,
+  LocalNetwork,
   peerIdFromU64,
   randomPeerId,
   registerComponentType,
@@ -44,22 +45,6 @@ beforeAll(async () => {
 });
 
 const ms = (n: number): bigint => BigInt(n) * 1_000_000n;
-
-/** Delivers every send step to its node at the next tick; returns what else happened. */
-function network(nodes: Map<string, BbNode>) {
-  const inbox: { to: string; from: string; bytes: Uint8Array }[] = [];
-  return {
-    tick(now: bigint, onStep?: (from: string, step: Step) => void): void {
-      for (const { to, from, bytes } of inbox.splice(0)) nodes.get(to)?.deliver(from, bytes, now);
-      for (const [id, node] of nodes) {
-        for (const step of node.poll(now)) {
-          if (step.kind === 'send') inbox.push({ to: step.peer!, from: id, bytes: step.bytes! });
-          else onStep?.(id, step);
-        }
-      }
-    },
-  };
-}
 
 describe('values', () => {
   test('every kind survives its wire form, and the hashes are the documented ones', () => {
@@ -149,12 +134,12 @@ describe('nodes', () => {
     const reports: { round: number; accuracy: number }[] = [];
     server.onStep(roundReporter((r) => reports.push(r)));
     const failures: Step[] = [];
-    const net = network(nodes);
-    for (let t = 1; t < 3000 && (reports.at(-1)?.round ?? 0) < 25; t++) {
-      net.tick(ms(5 * t), (_, step) => {
+    const net = new LocalNetwork(nodes.values(), {
+      onStep: (_, step) => {
         if (step.kind === 'opFailed' || step.kind === 'wireReceiveFailed') failures.push(step);
-      });
-    }
+      },
+    });
+    for (let t = 1; t < 3000 && (reports.at(-1)?.round ?? 0) < 25; t++) net.poll(ms(5 * t));
     const last = reports.at(-1)!;
     expect(last.round).toBeGreaterThanOrEqual(25);
     expect(last.accuracy).toBeGreaterThanOrEqual(0.9);
@@ -180,9 +165,9 @@ describe('nodes', () => {
     const rounds: number[] = [];
     const report = roundReporter((r) => rounds.push(r.round));
     server.onStep(report);
-    const net = network(nodes);
+    const net = new LocalNetwork(nodes.values());
     let t = 1;
-    for (; (rounds.at(-1) ?? 0) < 3; t++) net.tick(ms(5 * t));
+    for (; (rounds.at(-1) ?? 0) < 3; t++) net.poll(ms(5 * t));
     while (server.hasWork()) server.poll(ms(5 * t));
     const snapshot = server.snapshot();
     expect(snapshot.length).toBeGreaterThan(1000);
@@ -193,11 +178,31 @@ describe('nodes', () => {
     );
     server.free();
     server = moved;
-    nodes.set(serverId, moved);
+    net.add(moved); // takes the old server's place
     moved.onStep(report);
     const before = rounds.at(-1)!;
-    for (let n = 0; n < 2000 && rounds.at(-1)! < before + 3; n++, t++) net.tick(ms(5 * t));
+    for (let n = 0; n < 2000 && rounds.at(-1)! < before + 3; n++, t++) net.poll(ms(5 * t));
+    expect(net.dropped).toBe(0);
     expect(rounds.at(-1)).toBeGreaterThanOrEqual(before + 3);
+    split.free();
+  });
+
+  test('a LocalNetwork counts what it could not deliver and sleeps until its earliest deadline', async () => {
+    const bb = await loadBb(module);
+    const artifact = compileFederatedDigits(bb, { quorum: 1, target: 2 });
+    const split = splitDigits(bb, digitsCsv, 2);
+    const server = installDigitsServer(bb, artifact, peerIdFromU64(1), split.test);
+    const absent = [peerIdFromU64(2), peerIdFromU64(3)];
+    for (const id of absent) server.addPeer(id);
+    const net = new LocalNetwork([server]);
+    expect(net.expiry()).toBeNull();
+    startDigitsServer(server, absent, split.test, 0n);
+    expect(net.hasWork()).toBe(true);
+    for (let t = 1; t < 5; t++) net.poll(ms(5 * t));
+    expect(net.dropped).toBe(2); // the first global model, to two clients not in the network
+    expect(net.expiry()).toBe(server.expiry());
+    net.free();
+    expect(server.freed).toBe(true);
     split.free();
   });
 
@@ -276,8 +281,8 @@ describe('components written in TypeScript', () => {
     startDigitsServer(server, ids, test, 0n);
     const reports: number[] = [];
     server.onStep(roundReporter((r) => reports.push(r.accuracy)));
-    const net = network(nodes);
-    for (let t = 1; t < 2000 && reports.length < 12; t++) net.tick(ms(5 * t));
+    const net = new LocalNetwork(nodes.values());
+    for (let t = 1; t < 2000 && reports.length < 12; t++) net.poll(ms(5 * t));
     expect(calls).toBeGreaterThan(20);
     expect(reports.at(-1)).toBeGreaterThanOrEqual(0.85);
     for (const node of nodes.values()) node.free();

@@ -51,10 +51,10 @@ const Y = [1.5, 2.25, 0];
 const CHECK_JS = `
 import {
   compileFederatedDigits, CpuSession, Dataset, encodeOnnxModel, installDigitsClient, installDigitsServer, loadBb,
-  OnnxModel, peerIdFromU64, roundReporter, startDigitsServer, Tensor,
+  LocalNetwork, OnnxModel, peerIdFromU64, roundReporter, startDigitsServer, Tensor,
 } from 'bytesandbrains';
 
-/** A federated client in this page: a server and two clients as nodes, envelopes handed over directly. */
+/** A federated client in this page: a server and two clients as nodes of a LocalNetwork. */
 function federate(bb) {
   let state = 7;
   const random = () => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
@@ -73,18 +73,14 @@ function federate(bb) {
   const serverId = peerIdFromU64(1);
   const ids = [peerIdFromU64(2), peerIdFromU64(3)];
   const server = installDigitsServer(bb, artifact, serverId, test);
-  const nodes = new Map([[serverId, server], ...ids.map((id, k) => [id, installDigitsClient(bb, artifact, id, serverId, shards[k])])]);
+  const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, shards[k]))]);
   for (const id of ids) server.addPeer(id);
   let last = { round: 0, accuracy: 0 };
   server.onStep(roundReporter((report) => (last = report)));
   startDigitsServer(server, ids, test, 0n);
-  const inbox = [];
-  for (let t = 1; t < 2000 && last.round < 8; t++) {
-    const now = BigInt(t) * 5000000n;
-    for (const { to, from, bytes } of inbox.splice(0)) nodes.get(to).deliver(from, bytes, now);
-    for (const [id, node] of nodes) for (const step of node.poll(now)) if (step.kind === 'send') inbox.push({ to: step.peer, from: id, bytes: step.bytes });
-  }
-  for (const object of [...nodes.values(), all, test, ...shards]) object.free();
+  for (let t = 1; t < 2000 && last.round < 8; t++) network.poll(BigInt(t) * 5000000n);
+  network.free();
+  for (const object of [all, test, ...shards]) object.free();
   return last;
 }
 
