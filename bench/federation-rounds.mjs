@@ -14,7 +14,8 @@ import { gunzipSync } from 'node:zlib';
 const root = new URL('..', import.meta.url).pathname;
 const rounds = Number(process.argv[2] ?? 30);
 const {
-  compileFederatedDigits, installDigitsClient, installDigitsServer, loadBb, peerIdFromU64, roundReporter, splitDigits, startDigitsServer,
+  compileFederatedDigits, installDigitsClient, installDigitsServer, loadBb, LocalNetwork, peerIdFromU64, roundReporter, splitDigits,
+  startDigitsServer,
 } = await import('../js/dist/index.js');
 
 // ---- in one process ----------------------------------------------------------------------
@@ -25,35 +26,29 @@ const split = splitDigits(bb, csv, 4, 1, 5);
 const serverId = peerIdFromU64(1);
 const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
 const server = installDigitsServer(bb, artifact, serverId, split.test);
-const nodes = new Map([[serverId, server]]);
-ids.forEach((id, k) => nodes.set(id, installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2)));
 for (const id of ids) server.addPeer(id);
 const now = () => BigInt(Math.round(performance.now() * 1e6));
-startDigitsServer(server, ids, split.test, now());
 let round = 0;
 server.onStep(roundReporter((r) => (round = r.round)));
 const latencies = [];
 let broadcastAt;
 let updates = 0;
-const inbox = [];
-while (round < rounds + 1) {
-  for (const { to, from, bytes } of inbox.splice(0)) {
-    nodes.get(to).deliver(from, bytes, now());
+server.onStep((step) => {
+  if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0);
+});
+const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))], {
+  onDeliver(to) {
     if (to === serverId && broadcastAt !== undefined && ++updates === ids.length) {
       latencies.push(performance.now() - broadcastAt);
       broadcastAt = undefined;
     }
-  }
-  for (const [id, node] of nodes) {
-    for (const step of node.poll(now())) {
-      if (step.kind !== 'send') continue;
-      if (id === serverId && broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0);
-      inbox.push({ to: step.peer, from: id, bytes: step.bytes });
-    }
-  }
-  if (inbox.length === 0) {
-    const next = [...nodes.values()].map((n) => n.expiry()).filter((e) => e !== null).reduce((a, b) => (a < b ? a : b));
-    const waitMs = Number(next - now()) / 1e6;
+  },
+});
+startDigitsServer(server, ids, split.test, now());
+while (round < rounds + 1) {
+  network.poll(now());
+  if (!network.hasWork()) {
+    const waitMs = Number(network.expiry() - now()) / 1e6;
     if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
   }
 }
