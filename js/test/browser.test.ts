@@ -11,22 +11,8 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
 import { BB_WASM_ABI_VERSION, loadBb, OnnxModel } from '../src/index.js';
-import { addModel, packageRoot, wasmBytes } from './support.js';
+import { addModel, CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
 
-const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-const CONTENT_TYPES: Record<string, string> = {
-  '.js': 'text/javascript',
-  '.wasm': 'application/wasm',
-  '.html': 'text/html',
-};
 
 let server: Server | undefined;
 let base: string;

@@ -17,7 +17,7 @@ import {
   type PollDriverStats,
   type VisibilitySource,
 } from '../src/driver.js';
-import { packageRoot } from './support.js';
+import { CHROMIUM, CHROMIUM_ARGS, packageRoot } from './support.js';
 
 const MS = 1_000_000n;
 
@@ -482,8 +482,6 @@ describe('PollDriver when the engine or the error handler throws', () => {
  * engine's deadlines.
  */
 describe('PollDriver in Chromium', () => {
-  const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
-  const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
   /** An engine with ten deadlines 10 ms apart; resolves with the driver's stats after the last. */
   const RUN_DRIVER = `
 import { PollDriver } from '/dist/driver.js';

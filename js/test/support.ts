@@ -56,3 +56,22 @@ export function bbErrorOf(call: () => unknown): BbError {
   }
   throw new Error('expected a BbError, but the call succeeded');
 }
+
+/** Headless Chromium for the browser tests: Debian's, or BB_CHROMIUM. */
+export const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
+/** What it runs with: no sandbox (root), no GPU, and none of its calls home (the network is closed). */
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+/** Content types the tests' static servers send. */
+export const CONTENT_TYPES: Record<string, string> = {
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.wasm': 'application/wasm',
+  '.html': 'text/html',
+};

@@ -11,9 +11,8 @@ import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
-import { repoRoot } from './support.js';
+import { CHROMIUM, CHROMIUM_ARGS, repoRoot } from './support.js';
 
-const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
 let server: ChildProcess | undefined;
 let browser: Browser | undefined;
 let base = '';
@@ -46,7 +45,7 @@ beforeAll(async () => {
     server!.on('exit', (code) => reject(new Error(`serve.mjs exited (${code}):\n${output}`)));
   });
   base = `http://127.0.0.1:${port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 }, 60_000);
 
 afterAll(async () => {
