@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "ops/index/flat_index.h"
+#include "components/index/flat_index.h"
 
 enum { N = 10000, K = 10, QUERIES = 64 };
 

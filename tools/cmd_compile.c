@@ -5,9 +5,7 @@
 
 #include "bb/compiler.h"
 #include "cli.h"
-#ifdef BB_HAVE_EXAMPLES
-#include "examples.h"
-#endif
+#include "programs/examples.h"
 
 #define MAX_PORTS 64
 
@@ -63,7 +61,6 @@ static int declare_storage(bb_compiler *c, char **specs, int n, bb_error *err) {
   return 0;
 }
 
-#ifdef BB_HAVE_EXAMPLES
 static int list_examples(void) {
   size_t n;
   const bb_example *const *all = bb_examples(&n);
@@ -113,34 +110,41 @@ static int compile_example(const char *name, const char *out) {
   }
   return 0;
 }
-#endif
 
-int cmd_compile(int argc, char **argv) {
-#ifdef BB_HAVE_EXAMPLES
-  {
-    const char *example = NULL, *example_out = NULL;
-    bool any = false;
-    for (int i = 0; i < argc; i++) {
-      if (strcmp(argv[i], "--examples") == 0) return list_examples();
-      if (strcmp(argv[i], "--example") == 0) any = true;
+/* `--examples` and `--example NAME -o FILE`: true when argv is one of them (its exit status
+ * in *status), false for any other command line. */
+static bool example_command(int argc, char **argv, int *status) {
+  bool any = false;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--examples") == 0) {
+      *status = list_examples();
+      return true;
     }
-    if (any) {
-      for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--example") == 0 && i + 1 < argc) example = argv[++i];
-        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) example_out = argv[++i];
-        else {
-          fprintf(stderr, "bb compile: --example takes only NAME and -o FILE (got %s)\n", argv[i]);
-          return 2;
-        }
-      }
-      if (!example || !example_out) {
-        usage();
-        return 2;
-      }
-      return compile_example(example, example_out);
+    if (strcmp(argv[i], "--example") == 0) any = true;
+  }
+  if (!any) return false;
+  const char *example = NULL, *example_out = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--example") == 0 && i + 1 < argc) example = argv[++i];
+    else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) example_out = argv[++i];
+    else {
+      fprintf(stderr, "bb compile: --example takes only NAME and -o FILE (got %s)\n", argv[i]);
+      *status = 2;
+      return true;
     }
   }
-#endif
+  if (!example || !example_out) {
+    usage();
+    *status = 2;
+    return true;
+  }
+  *status = compile_example(example, example_out);
+  return true;
+}
+
+int cmd_compile(int argc, char **argv) {
+  int example_status;
+  if (example_command(argc, argv, &example_status)) return example_status;
   const char *in = NULL, *out = NULL;
   char **binds = calloc((size_t)argc + 1, sizeof *binds), **storage = calloc((size_t)argc + 1, sizeof *storage);
   int n_binds = 0, n_storage = 0, status = 2;

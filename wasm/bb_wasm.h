@@ -169,7 +169,7 @@ const char *bb_wasm_cpu_op_types(int32_t i);
 
 /* ---- the examples' Modules and the compiler ------------------------------------------- */
 
-/* The examples linked in (examples/modules): how many, and example i's name, description
+/* The examples linked in (src/programs): how many, and example i's name, description
  * (static strings; NULL, recorded, for a bad index) and Module count. */
 int32_t bb_wasm_example_count(void);
 const char *bb_wasm_example_name(int32_t i);

@@ -13,9 +13,9 @@
 #include "bb/wire.h"
 #include "bb_wasm.h"
 #include "bb_wasm_internal.h"
-#include "examples.h"
-#include "fixtures.h"
-#include "ops/data/dataset.h"
+#include "programs/examples.h"
+#include "programs/fixtures.h"
+#include "components/data/dataset.h"
 #include "util/error.h"
 
 /* Longest type or slot name this file copies, with its NUL. */

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples.h"
+#include "programs/examples.h"
 
 static int check(int cond, const char *what) {
   printf("  [%s] %s\n", cond ? "ok" : "FAILED", what);

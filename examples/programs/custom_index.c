@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "examples.h"
+#include "programs/examples.h"
 
 #define MAX_DIM 64
 

@@ -17,7 +17,7 @@
 #include "bb/runtime.h"
 #include "bb/sim.h"
 #include "digits.h"
-#include "examples.h"
+#include "programs/examples.h"
 #include "export_mlp.h"
 
 typedef struct options {

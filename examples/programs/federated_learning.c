@@ -31,8 +31,8 @@
 
 #include "bb/roles.h"
 #include "bb/sim.h"
-#include "examples.h"
-#include "ops/data/dataset.h"
+#include "programs/examples.h"
+#include "components/data/dataset.h"
 
 #define SERVER 100
 #define N_CLIENTS 3

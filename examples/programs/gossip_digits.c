@@ -15,7 +15,7 @@
 #include "bb/runtime.h"
 #include "bb/sim.h"
 #include "digits.h"
-#include "examples.h"
+#include "programs/examples.h"
 
 typedef struct options {
   int peers, seconds, iid, quiet;

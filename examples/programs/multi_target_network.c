@@ -14,8 +14,8 @@
 
 #include "bb/roles.h"
 #include "bb/sim.h"
-#include "examples.h"
-#include "fixtures.h"
+#include "programs/examples.h"
+#include "programs/fixtures.h"
 
 static int quiet;
 

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "examples.h"
+#include "programs/examples.h"
 
 #define F32 "ai.bytesandbrains.tensor.f32"
 

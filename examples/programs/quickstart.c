@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "examples.h"
-#include "fixtures.h"
+#include "programs/examples.h"
+#include "programs/fixtures.h"
 
 static int die(const char *what, const bb_error *err) {
   fprintf(stderr, "quickstart: %s: %s\n", what, err->message);

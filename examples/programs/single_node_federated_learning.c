@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "examples.h"
-#include "fixtures.h"
+#include "programs/examples.h"
+#include "programs/fixtures.h"
 
 static int quiet;
 

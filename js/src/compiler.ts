@@ -26,7 +26,7 @@ export const ROLES = {
 } as const;
 export type Role = keyof typeof ROLES;
 
-/** An example linked into bb.wasm (examples/modules). */
+/** An example linked into bb.wasm (src/programs). */
 export interface ExampleInfo {
   readonly name: string;
   readonly description: string;

@@ -1,7 +1,7 @@
 /* The registry of concrete component types an install may construct, by type name. */
 #include <string.h>
 
-#include "ops/shipped.h"
+#include "components/shipped.h"
 #include "runtime/node.h"
 
 struct bb_registry {
@@ -54,7 +54,7 @@ const bb_component_type *bb_registry_at(const bb_registry *r, size_t i) {
   return r && i < r->len ? r->items[i] : NULL;
 }
 
-/* The default registry: the shipped concretes (src/ops/shipped.c). */
+/* The default registry: the shipped concretes (src/components/shipped.c). */
 const bb_registry *rt_builtin_registry(void) {
   static const bb_component_type *items[64];
   static bb_registry shipped = {NULL, items, 0, 0};

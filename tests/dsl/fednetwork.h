@@ -4,7 +4,7 @@
 #ifndef BB_TESTS_DSL_FEDNETWORK_H
 #define BB_TESTS_DSL_FEDNETWORK_H
 
-#include "examples.h"
+#include "programs/examples.h"
 
 #define FED_NETWORK (*BB_EXAMPLE_MULTI_TARGET_NETWORK.modules[0])
 

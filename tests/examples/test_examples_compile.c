@@ -1,9 +1,9 @@
 /* The eight reference examples' Modules (roles.md §6), recorded and compiled with their
- * default bindings from examples/modules: the partitions, wire pairs, binding tables and
+ * default bindings from src/programs: the partitions, wire pairs, binding tables and
  * types each must compile into, the negative cases that apply at compile time,
  * deterministic bytes, and onnx.checker (full_check) natively. */
 #include "compiler/cctest.h"
-#include "examples.h"
+#include "programs/examples.h"
 
 static const char *const NAMES[] = {"quickstart",
                                     "component_with_dependency",

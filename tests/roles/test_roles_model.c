@@ -7,7 +7,7 @@
 
 #include "../runtime/rttest.h"
 #include "bb/roles.h"
-#include "ops/data/dataset.h"
+#include "components/data/dataset.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot BACKEND = {BB_ROLE_BACKEND, "backend", NULL};

@@ -1,7 +1,7 @@
 /* runtime.md §8: what peers, hosts and time can do wrong, and how a node reports it —
  * asynchronous completions and failures, caps on every queue, deadlines, unknown peers,
  * blocked peers, install errors, bootstrap gating — plus determinism and flat memory. */
-#include "examples.h"
+#include "programs/examples.h"
 #include "rttest.h"
 
 /* ---- an asynchronous model: Forward and Params answer later --------------------------- */

@@ -1,7 +1,7 @@
 /* Two peers installed from one artifact with different target lists exchange a value end
  * to end (runtime.md §3.6 [PORT] 4), and what a hostile peer sends is refused and
  * reported, never crashes (runtime.md §8.1). */
-#include "examples.h"
+#include "programs/examples.h"
 #include "rttest.h"
 
 static uint8_t *artifact;

@@ -5,7 +5,7 @@
 
 #include "../runtime/rttest.h"
 #include "bb/sim.h"
-#include "examples.h"
+#include "programs/examples.h"
 
 static uint8_t *artifact;
 static size_t artifact_len;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Keeps docs/COMPONENTS.md honest: every config key a shipped component accepts (each
-`...KEYS[] = {...}` list in src/ops/**/*.c) must appear in the doc as `key`; every key a
+`...KEYS[] = {...}` list in src/components/**/*.c) must appear in the doc as `key`; every key a
 section's key table lists must be accepted by a KEYS list of the source file the section
 names first (a key the code dropped must leave the doc); and every component type name
 (`const bb_component_type BB_X = {sizeof(...), "Name", ...}`) must have a `## ` heading
@@ -20,7 +20,7 @@ KEYS_RE = re.compile(r"\b\w*KEYS\s*\[\s*\]\s*=\s*\{(.*?)\}", re.S)
 TYPE_RE = re.compile(r"const\s+bb_component_type\s+\w+\s*=\s*\{\s*sizeof\s*\(\s*bb_component_type\s*\)\s*,\s*\"([^\"]+)\"")
 
 missing, keys, types, keys_of_file = [], set(), set(), {}
-for src in sorted((root / "src" / "ops").rglob("*.c")):
+for src in sorted((root / "src" / "components").rglob("*.c")):
     text = src.read_text(encoding="utf-8", errors="replace")
     rel = src.relative_to(root)
     for m in KEYS_RE.finditer(text):
@@ -38,7 +38,7 @@ for src in sorted((root / "src" / "ops").rglob("*.c")):
             missing.append(f"{rel}:{line}: component type `{name}` has no `## ` heading in {doc_path.name}")
 
 # Each `## ` section: the first `src/...c` it names, and the rows of its key tables.
-SECTION_SRC_RE = re.compile(r"`(src/ops/[^`]+\.c)`")
+SECTION_SRC_RE = re.compile(r"`(src/components/[^`]+\.c)`")
 ROW_KEY_RE = re.compile(r"^\| `([^`]+)` \|")
 sections = re.split(r"^(?=## )", doc, flags=re.M)
 for section in sections:
@@ -55,7 +55,7 @@ for section in sections:
             missing.append(f"{doc_path.name}: `{title}` lists key `{m.group(1)}`, which {src.group(1)} does not accept")
 
 if not keys or not types:
-    missing.append(f"found {len(keys)} config keys and {len(types)} component types under src/ops: the patterns no longer match the sources")
+    missing.append(f"found {len(keys)} config keys and {len(types)} component types under src/components: the patterns no longer match the sources")
 for problem in missing:
     print(problem, file=sys.stderr)
 print(f"{len(keys)} config keys, {len(types)} component types checked against {doc_path}: "

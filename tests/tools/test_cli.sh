@@ -64,7 +64,7 @@ check "compiling twice gives the same bytes" bash -c "'$bb' compile '$tmp/fl.onn
 fails_with "compile names an unknown slot" "nosuch" "$bb" compile "$tmp/fl.onnx" --bind nosuch=X -o "$tmp/x.art"
 fails_with "inspect --dot refuses a plain model" "not a compiled artifact" "$bb" inspect --dot "$tmp/cnn.onnx"
 
-# The shipped examples (examples/modules): each compiles with its default bindings and
+# The shipped examples (src/programs): each compiles with its default bindings and
 # bb inspect shows its partitions. NAME:MODULES:PARTITIONS per artifact (modules beyond
 # the first are written as FILE.<Module>.onnx).
 check "compile --examples lists the ten examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 10 ]"

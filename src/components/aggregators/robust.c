@@ -1,0 +1,100 @@
+/* Coordinate-wise median and trimmed mean (see robust.h). */
+#include "components/aggregators/robust.h"
+
+#include <math.h>
+
+#include "util/error.h"
+
+/* Insertion sort for the small cohorts typical of a round, heap sort beyond; both give
+ * the same order for finite values, so the result never depends on which ran. */
+static void sift_down(float *x, size_t root, size_t n) {
+  for (;;) {
+    size_t child = 2 * root + 1;
+    if (child >= n) return;
+    if (child + 1 < n && x[child] < x[child + 1]) child++;
+    if (!(x[root] < x[child])) return;
+    const float t = x[root];
+    x[root] = x[child];
+    x[child] = t;
+    root = child;
+  }
+}
+
+static void sort_floats(float *x, size_t n) {
+  if (n <= 32) {
+    for (size_t i = 1; i < n; i++) {
+      const float v = x[i];
+      size_t j = i;
+      for (; j > 0 && v < x[j - 1]; j--) x[j] = x[j - 1];
+      x[j] = v;
+    }
+    return;
+  }
+  for (size_t i = n / 2; i-- > 0;) sift_down(x, i, n);
+  for (size_t end = n - 1; end > 0; end--) {
+    const float t = x[0];
+    x[0] = x[end];
+    x[end] = t;
+    sift_down(x, 0, end);
+  }
+}
+
+static int check_inputs(const float *const *vecs, size_t k, size_t d, const float *out,
+                        const float *scratch, const char *who, bb_error *err) {
+  if (k == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: no vectors", who);
+  if (!vecs || (d && (!out || !scratch)))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: NULL argument", who);
+  for (size_t i = 0; i < k; i++) {
+    if (!vecs[i] && d) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: vector %zu is NULL", who, i);
+    for (size_t j = 0; j < d; j++)
+      if (!isfinite(vecs[i][j]))
+        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                            "%s: vector %zu has a non-finite value (%g) at coordinate %zu", who,
+                            i, (double)vecs[i][j], j);
+  }
+  return 0;
+}
+
+/* Sorted values of coordinate j in scratch. */
+static void gather_sorted(const float *const *vecs, size_t k, size_t j, float *scratch) {
+  for (size_t i = 0; i < k; i++) scratch[i] = vecs[i][j];
+  sort_floats(scratch, k);
+}
+
+int bb_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
+                     bb_error *err) {
+  const int rc = check_inputs(vecs, k, d, out, scratch, "median", err);
+  if (rc) return rc;
+  for (size_t j = 0; j < d; j++) {
+    gather_sorted(vecs, k, j, scratch);
+    out[j] = k % 2 ? scratch[k / 2]
+                   : (float)(((double)scratch[k / 2 - 1] + (double)scratch[k / 2]) / 2.0);
+  }
+  return 0;
+}
+
+size_t bb_robust_trim_count(size_t k, double beta) {
+  /* The epsilon keeps products like 0.3·10 = 3.0000000000000004 or 0.29·100 =
+   * 28.999999999999996 on the integer they mean. */
+  return (size_t)floor(beta * (double)k + 1e-9);
+}
+
+int bb_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
+                           float *out, float *scratch, bb_error *err) {
+  if (!(beta >= 0.0 && beta < 0.5))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "trimmed mean: beta %g is outside [0, 0.5)", beta);
+  const int rc = check_inputs(vecs, k, d, out, scratch, "trimmed mean", err);
+  if (rc) return rc;
+  const size_t trim = bb_robust_trim_count(k, beta);
+  if (2 * trim >= k)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "trimmed mean: trimming %zu from each end of %zu leaves nothing", trim, k);
+  for (size_t j = 0; j < d; j++) {
+    gather_sorted(vecs, k, j, scratch);
+    double sum = 0.0;
+    for (size_t i = trim; i < k - trim; i++) sum += (double)scratch[i];
+    out[j] = (float)(sum / (double)(k - 2 * trim));
+  }
+  return 0;
+}

@@ -1,0 +1,694 @@
+/* Federated-averaging round bookkeeping (see rounds.h). Entries of the open round are
+ * kept sorted by key, so replacement is a binary search and the fold order is fixed.
+ * `recent` remembers, per contributor, the last round id its vector was closed into;
+ * that is what keeps a late copy from being applied a second time. Records older than
+ * max_staleness rounds can no longer matter and are pruned when a round closes. */
+#include "components/aggregators/rounds.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "util/error.h"
+#include "util/strmap.h"
+
+typedef struct key {
+  uint8_t len;
+  uint8_t bytes[BB_FEDROUND_KEY_MAX];
+} key;
+
+typedef struct entry {
+  key key;
+  uint64_t origin_round; /* the round id the contributor tagged it with */
+  uint64_t num_samples;
+  float *params;
+} entry;
+
+typedef struct recent {
+  key key;
+  uint64_t last_round; /* last closed round this contributor's vector was part of */
+} recent;
+
+struct bb_fedround {
+  bb_allocator alloc;
+  bb_fedround_config cfg;
+  uint64_t round_id;
+  uint64_t opened_ns;
+  int overdue_reported;
+  uint64_t total_samples; /* Σ num_samples of `entries` */
+  entry *entries;
+  size_t n_entries, cap_entries;
+  recent *recents;
+  size_t n_recents, cap_recents;
+  bb_fedround_counters counters;
+};
+
+static void *mem_alloc(const bb_fedround *fr, size_t size) {
+  return fr->alloc.malloc(size, fr->alloc.user_data);
+}
+
+static void mem_free(const bb_fedround *fr, void *p) {
+  if (p) fr->alloc.free(p, fr->alloc.user_data);
+}
+
+/* Makes room for `want` items in *items; 0 or BB_ERR_NOMEM with *items untouched. */
+static int reserve(bb_fedround *fr, void **items, size_t *cap, size_t want, size_t elem) {
+  if (want <= *cap) return 0;
+  size_t n = *cap ? *cap : 4;
+  while (n < want) n *= 2;
+  if (n > SIZE_MAX / elem) return BB_ERR_NOMEM;
+  void *p = fr->alloc.realloc(*items, n * elem, fr->alloc.user_data);
+  if (!p) return BB_ERR_NOMEM;
+  *items = p;
+  *cap = n;
+  return 0;
+}
+
+static int key_cmp(const key *a, const key *b) {
+  const size_t n = a->len < b->len ? a->len : b->len;
+  const int c = n ? memcmp(a->bytes, b->bytes, n) : 0;
+  if (c) return c;
+  return (a->len > b->len) - (a->len < b->len);
+}
+
+/* Index of k in the sorted entries, or where it would go (*found says which). */
+static size_t find_entry(const bb_fedround *fr, const key *k, int *found) {
+  size_t lo = 0, hi = fr->n_entries;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int c = key_cmp(&fr->entries[mid].key, k);
+    if (c == 0) {
+      *found = 1;
+      return mid;
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  *found = 0;
+  return lo;
+}
+
+static size_t find_recent(const bb_fedround *fr, const key *k, int *found) {
+  size_t lo = 0, hi = fr->n_recents;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int c = key_cmp(&fr->recents[mid].key, k);
+    if (c == 0) {
+      *found = 1;
+      return mid;
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  *found = 0;
+  return lo;
+}
+
+static int check_config(const bb_fedround_config *c, bb_error *err) {
+  if (c->param_len == 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: param_len must be > 0");
+  if (c->param_len > SIZE_MAX / sizeof(double))
+    return bb_error_set(err, BB_ERR_LIMIT, "fedround: param_len %zu is too large", c->param_len);
+  if (c->quorum == 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: quorum must be >= 1");
+  if (c->target != 0 && c->target < c->quorum)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "fedround: target %u is below quorum %u", c->target, c->quorum);
+  if (c->on_no_quorum != BB_FEDROUND_EXTEND && c->on_no_quorum != BB_FEDROUND_ABANDON)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown no-quorum policy %d",
+                        (int)c->on_no_quorum);
+  if (c->late != BB_FEDROUND_LATE_DROP && c->late != BB_FEDROUND_LATE_COUNT)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown late policy %d",
+                        (int)c->late);
+  return 0;
+}
+
+static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_fedround **out,
+                bb_error *err) {
+  if (!alloc) alloc = bb_default_allocator();
+  bb_fedround *fr = alloc->malloc(sizeof *fr, alloc->user_data);
+  if (!fr) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory");
+  memset(fr, 0, sizeof *fr);
+  fr->alloc = *alloc;
+  fr->cfg = *config;
+  fr->round_id = config->first_round;
+  *out = fr;
+  return 0;
+}
+
+int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
+                    uint64_t now_ns, bb_fedround **out, bb_error *err) {
+  if (!config || !out) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
+  *out = NULL;
+  const int rc = check_config(config, err);
+  if (rc) return rc;
+  const int mk = make(alloc, config, out, err);
+  if (mk) return mk;
+  (*out)->opened_ns = now_ns;
+  return 0;
+}
+
+static void drop_entries(bb_fedround *fr) {
+  for (size_t i = 0; i < fr->n_entries; i++) mem_free(fr, fr->entries[i].params);
+  fr->n_entries = 0;
+  fr->total_samples = 0;
+}
+
+void bb_fedround_free(bb_fedround *fr) {
+  if (!fr) return;
+  drop_entries(fr);
+  mem_free(fr, fr->entries);
+  mem_free(fr, fr->recents);
+  mem_free(fr, fr);
+}
+
+size_t bb_fedround_key_from_u64(uint64_t id, uint8_t k[8]) {
+  for (int i = 0; i < 8; i++) k[i] = (uint8_t)(id >> (56 - 8 * i));
+  return 8;
+}
+
+/* Counts a rejection and explains it; the state is otherwise untouched. */
+static int rejected(bb_fedround *fr, bb_fedround_status why, bb_fedround_status *status,
+                    int code) {
+  fr->counters.rejected++;
+  *status = why;
+  return code;
+}
+
+/* Whether a vector tagged with an earlier round `round` may enter the open round. */
+static bb_fedround_status late_verdict(const bb_fedround *fr, const key *k, uint64_t round) {
+  if (fr->cfg.late == BB_FEDROUND_LATE_DROP) return BB_FEDROUND_LATE_DROPPED;
+  if (fr->round_id - round > fr->cfg.max_staleness) return BB_FEDROUND_LATE_DROPPED;
+  int found;
+  const size_t r = find_recent(fr, k, &found);
+  if (found && fr->recents[r].last_round >= round) return BB_FEDROUND_LATE_DROPPED;
+  return BB_FEDROUND_LATE_COUNTED;
+}
+
+static void describe_key(const key *k, char *out, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 0; i < k->len && o + 3 < cap; i++) {
+    static const char hex[] = "0123456789abcdef";
+    out[o++] = hex[k->bytes[i] >> 4];
+    out[o++] = hex[k->bytes[i] & 15];
+  }
+  out[o] = '\0';
+}
+
+int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *key_bytes,
+                           size_t key_len, const float *params, uint64_t num_samples,
+                           uint64_t now_ns, bb_fedround_status *status, bb_error *err) {
+  (void)now_ns; /* arrival time does not matter: only poll moves the clock */
+  bb_fedround_status local;
+  if (!status) status = &local;
+  if (!fr || !params || (!key_bytes && key_len))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
+  if (key_len == 0 || key_len > BB_FEDROUND_KEY_MAX) {
+    bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                 "fedround: contributor key of %zu bytes (1 to %d allowed)", key_len,
+                 BB_FEDROUND_KEY_MAX);
+    return rejected(fr, BB_FEDROUND_REJECTED_KEY, status, BB_ERR_INVALID_ARGUMENT);
+  }
+  key k = {(uint8_t)key_len, {0}};
+  memcpy(k.bytes, key_bytes, key_len);
+  char who[2 * BB_FEDROUND_KEY_MAX + 1];
+  describe_key(&k, who, sizeof who);
+
+  if (round_id > fr->round_id) {
+    bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                 "fedround: peer %s sent round %llu, but round %llu is the open one", who,
+                 (unsigned long long)round_id, (unsigned long long)fr->round_id);
+    return rejected(fr, BB_FEDROUND_REJECTED_FUTURE, status, BB_ERR_INVALID_ARGUMENT);
+  }
+  if (num_samples == 0) {
+    bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                 "fedround: peer %s sent num_samples = 0 (a degenerate weight)", who);
+    return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_INVALID_ARGUMENT);
+  }
+  for (size_t i = 0; i < fr->cfg.param_len; i++) {
+    if (!isfinite(params[i])) {
+      bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                   "fedround: peer %s sent a non-finite value (%g) at index %zu", who,
+                   (double)params[i], i);
+      return rejected(fr, BB_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
+    }
+  }
+
+  bb_fedround_status verdict = BB_FEDROUND_ACCEPTED;
+  if (round_id < fr->round_id) {
+    verdict = late_verdict(fr, &k, round_id);
+    if (verdict == BB_FEDROUND_LATE_DROPPED) {
+      fr->counters.late_dropped++;
+      *status = verdict;
+      return 0;
+    }
+  }
+
+  int found;
+  const size_t at = find_entry(fr, &k, &found);
+  if (found) {
+    entry *e = &fr->entries[at];
+    /* A copy older than what the round already holds from this peer never wins. */
+    if (round_id < e->origin_round) {
+      fr->counters.late_dropped++;
+      *status = BB_FEDROUND_LATE_DROPPED;
+      return 0;
+    }
+    const uint64_t others = fr->total_samples - e->num_samples;
+    if (num_samples > UINT64_MAX - others) {
+      bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
+      return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
+    }
+    memcpy(e->params, params, fr->cfg.param_len * sizeof *params);
+    e->origin_round = round_id;
+    e->num_samples = num_samples;
+    fr->total_samples = others + num_samples;
+    fr->counters.replaced++;
+    if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
+    *status = BB_FEDROUND_REPLACED;
+    return 0;
+  }
+
+  if (num_samples > UINT64_MAX - fr->total_samples) {
+    bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
+    return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
+  }
+  if (reserve(fr, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
+    return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
+  float *copy = mem_alloc(fr, fr->cfg.param_len * sizeof *copy);
+  if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
+  memcpy(copy, params, fr->cfg.param_len * sizeof *copy);
+  memmove(fr->entries + at + 1, fr->entries + at, (fr->n_entries - at) * sizeof(entry));
+  fr->entries[at] = (entry){k, round_id, num_samples, copy};
+  fr->n_entries++;
+  fr->total_samples += num_samples;
+  if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
+  *status = verdict;
+  return 0;
+}
+
+static int deadline_passed(const bb_fedround *fr, uint64_t now_ns) {
+  return fr->cfg.deadline_ns != 0 && now_ns >= fr->opened_ns &&
+         now_ns - fr->opened_ns >= fr->cfg.deadline_ns;
+}
+
+static int can_close(const bb_fedround *fr, uint64_t now_ns) {
+  if (fr->cfg.target && fr->n_entries >= fr->cfg.target) return 1;
+  if (fr->n_entries < fr->cfg.quorum) return 0;
+  return fr->cfg.deadline_ns == 0 || deadline_passed(fr, now_ns);
+}
+
+static void open_next(bb_fedround *fr, uint64_t now_ns) {
+  fr->round_id++;
+  fr->opened_ns = now_ns;
+  fr->overdue_reported = 0;
+}
+
+/* Records that every entry was closed into the open round, and forgets contributors
+ * whose last round is too old for any late copy to be considered again. `recents` has
+ * room for n_recents + n_entries records already, so this cannot fail. */
+static void remember_contributors(bb_fedround *fr) {
+  for (size_t i = 0; i < fr->n_entries; i++) {
+    int found;
+    const size_t at = find_recent(fr, &fr->entries[i].key, &found);
+    if (!found) {
+      memmove(fr->recents + at + 1, fr->recents + at, (fr->n_recents - at) * sizeof(recent));
+      fr->recents[at].key = fr->entries[i].key;
+      fr->n_recents++;
+    }
+    fr->recents[at].last_round = fr->round_id;
+  }
+  /* The next round is round_id + 1; a late copy tagged r is only looked at when
+   * round_id + 1 - r <= max_staleness, and a record matters only when last_round >= r. */
+  const uint64_t next = fr->round_id + 1;
+  const uint64_t oldest = next > fr->cfg.max_staleness ? next - fr->cfg.max_staleness : 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < fr->n_recents; i++)
+    if (fr->recents[i].last_round >= oldest) fr->recents[kept++] = fr->recents[i];
+  fr->n_recents = kept;
+}
+
+static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
+                       bb_error *err) {
+  const size_t d = fr->cfg.param_len;
+  double *acc = mem_alloc(fr, d * sizeof *acc);
+  float *out = mem_alloc(fr, d * sizeof *out);
+  const int room = reserve(fr, (void **)&fr->recents, &fr->cap_recents,
+                           fr->n_recents + fr->n_entries, sizeof(recent));
+  if (!acc || !out || room) {
+    mem_free(fr, acc);
+    mem_free(fr, out);
+    return bb_error_set(err, BB_ERR_NOMEM,
+                        "fedround: out of memory closing round %llu (nothing was dropped)",
+                        (unsigned long long)fr->round_id);
+  }
+  for (size_t j = 0; j < d; j++) acc[j] = 0.0;
+  const double total = (double)fr->total_samples;
+  for (size_t i = 0; i < fr->n_entries; i++) {
+    const double w = (double)fr->entries[i].num_samples / total;
+    const float *x = fr->entries[i].params;
+    for (size_t j = 0; j < d; j++) acc[j] += w * (double)x[j];
+  }
+  for (size_t j = 0; j < d; j++) out[j] = (float)acc[j];
+  mem_free(fr, acc);
+
+  result->event = BB_FEDROUND_CLOSED;
+  result->round_id = fr->round_id;
+  result->total_samples = fr->total_samples;
+  result->contributors = (uint32_t)fr->n_entries;
+  result->params = out;
+  remember_contributors(fr);
+  drop_entries(fr);
+  fr->counters.rounds_closed++;
+  open_next(fr, now_ns);
+  return 0;
+}
+
+int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
+                     bb_error *err) {
+  if (!fr || !result) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
+  memset(result, 0, sizeof *result);
+  result->event = BB_FEDROUND_IDLE;
+  result->round_id = fr->round_id;
+  if (can_close(fr, now_ns)) return close_round(fr, now_ns, result, err);
+  if (!deadline_passed(fr, now_ns)) return 0;
+  /* Past the deadline without quorum. */
+  result->contributors = (uint32_t)fr->n_entries;
+  if (fr->cfg.on_no_quorum == BB_FEDROUND_ABANDON) {
+    result->event = BB_FEDROUND_ABANDONED;
+    drop_entries(fr);
+    fr->counters.rounds_abandoned++;
+    open_next(fr, now_ns);
+    return 0;
+  }
+  if (!fr->overdue_reported) {
+    result->event = BB_FEDROUND_OVERDUE;
+    fr->overdue_reported = 1;
+  }
+  return 0;
+}
+
+uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns) {
+  if (can_close(fr, now_ns)) return now_ns;
+  if (fr->cfg.deadline_ns == 0) return UINT64_MAX;
+  if (deadline_passed(fr, now_ns))
+    return fr->cfg.on_no_quorum == BB_FEDROUND_ABANDON || !fr->overdue_reported ? now_ns
+                                                                                 : UINT64_MAX;
+  return fr->opened_ns + fr->cfg.deadline_ns < fr->opened_ns ? UINT64_MAX
+                                                             : fr->opened_ns + fr->cfg.deadline_ns;
+}
+
+uint64_t bb_fedround_round_id(const bb_fedround *fr) { return fr->round_id; }
+size_t bb_fedround_param_len(const bb_fedround *fr) { return fr->cfg.param_len; }
+size_t bb_fedround_pending(const bb_fedround *fr) { return fr->n_entries; }
+bb_fedround_counters bb_fedround_get_counters(const bb_fedround *fr) { return fr->counters; }
+const bb_allocator *bb_fedround_allocator(const bb_fedround *fr) { return &fr->alloc; }
+
+/* ---- snapshot ---------------------------------------------------------------------- */
+
+#define SNAPSHOT_MAGIC "BBFR"
+#define SNAPSHOT_VERSION 1u
+/* magic, version, config (8+4+4+8+1+1+8+8), round state (8+8+1), 6 counters, 2 counts */
+#define SNAPSHOT_FIXED (4 + 4 + 42 + 17 + 6 * 8 + 2 * 8)
+
+typedef struct writer {
+  uint8_t *p;
+  size_t off;
+} writer;
+
+static void put_u8(writer *w, uint8_t v) { w->p[w->off++] = v; }
+
+static void put_u32(writer *w, uint32_t v) {
+  for (int i = 0; i < 4; i++) w->p[w->off++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(writer *w, uint64_t v) {
+  for (int i = 0; i < 8; i++) w->p[w->off++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_key(writer *w, const key *k) {
+  put_u8(w, k->len);
+  memcpy(w->p + w->off, k->bytes, k->len);
+  w->off += k->len;
+}
+
+static void put_floats(writer *w, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits;
+    memcpy(&bits, &x[i], sizeof bits);
+    put_u32(w, bits);
+  }
+}
+
+size_t bb_fedround_snapshot_size(const bb_fedround *fr) {
+  size_t n = SNAPSHOT_FIXED + 8;
+  for (size_t i = 0; i < fr->n_entries; i++)
+    n += 1 + fr->entries[i].key.len + 16 + 4 * fr->cfg.param_len;
+  for (size_t i = 0; i < fr->n_recents; i++) n += 1 + fr->recents[i].key.len + 8;
+  return n;
+}
+
+int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
+                         bb_error *err) {
+  if (!fr || !buf) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
+  const size_t need = bb_fedround_snapshot_size(fr);
+  if (cap < need)
+    return bb_error_set(err, BB_ERR_LIMIT, "fedround: snapshot needs %zu bytes, buffer has %zu",
+                        need, cap);
+  writer w = {buf, 0};
+  memcpy(w.p, SNAPSHOT_MAGIC, 4);
+  w.off = 4;
+  put_u32(&w, SNAPSHOT_VERSION);
+  put_u64(&w, fr->cfg.param_len);
+  put_u32(&w, fr->cfg.quorum);
+  put_u32(&w, fr->cfg.target);
+  put_u64(&w, fr->cfg.deadline_ns);
+  put_u8(&w, (uint8_t)fr->cfg.on_no_quorum);
+  put_u8(&w, (uint8_t)fr->cfg.late);
+  put_u64(&w, fr->cfg.max_staleness);
+  put_u64(&w, fr->cfg.first_round);
+  put_u64(&w, fr->round_id);
+  put_u64(&w, fr->opened_ns);
+  put_u8(&w, (uint8_t)fr->overdue_reported);
+  const bb_fedround_counters *c = &fr->counters;
+  put_u64(&w, c->rounds_closed);
+  put_u64(&w, c->rounds_abandoned);
+  put_u64(&w, c->rejected);
+  put_u64(&w, c->late_counted);
+  put_u64(&w, c->late_dropped);
+  put_u64(&w, c->replaced);
+  put_u64(&w, fr->n_entries);
+  for (size_t i = 0; i < fr->n_entries; i++) {
+    const entry *e = &fr->entries[i];
+    put_key(&w, &e->key);
+    put_u64(&w, e->origin_round);
+    put_u64(&w, e->num_samples);
+    put_floats(&w, e->params, fr->cfg.param_len);
+  }
+  put_u64(&w, fr->n_recents);
+  for (size_t i = 0; i < fr->n_recents; i++) {
+    put_key(&w, &fr->recents[i].key);
+    put_u64(&w, fr->recents[i].last_round);
+  }
+  put_u64(&w, bb_fnv1a64(buf, w.off));
+  if (written) *written = w.off;
+  return 0;
+}
+
+typedef struct reader {
+  const uint8_t *p;
+  size_t len, off;
+  bb_error *err;
+  int rc;
+} reader;
+
+/* Fails the read (once) when fewer than n bytes are left. */
+static int need(reader *r, size_t n, const char *what) {
+  if (r->rc) return 0;
+  if (r->len - r->off >= n) return 1;
+  r->rc = bb_error_set(r->err, BB_ERR_MALFORMED,
+                       "fedround snapshot: truncated at byte %zu reading %s (%zu bytes total)",
+                       r->off, what, r->len);
+  return 0;
+}
+
+static int bad(reader *r, size_t at, const char *what) {
+  if (!r->rc)
+    r->rc = bb_error_set(r->err, BB_ERR_MALFORMED, "fedround snapshot: %s at byte %zu", what, at);
+  return r->rc;
+}
+
+static uint8_t get_u8(reader *r, const char *what) {
+  return need(r, 1, what) ? r->p[r->off++] : 0;
+}
+
+static uint32_t get_u32(reader *r, const char *what) {
+  if (!need(r, 4, what)) return 0;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)r->p[r->off++] << (8 * i);
+  return v;
+}
+
+static uint64_t get_u64(reader *r, const char *what) {
+  if (!need(r, 8, what)) return 0;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)r->p[r->off++] << (8 * i);
+  return v;
+}
+
+static void get_key(reader *r, key *k) {
+  const size_t at = r->off;
+  k->len = get_u8(r, "a key length");
+  if (r->rc) return;
+  if (k->len == 0 || k->len > BB_FEDROUND_KEY_MAX) {
+    bad(r, at, "key length out of range");
+    return;
+  }
+  if (!need(r, k->len, "a key")) return;
+  memcpy(k->bytes, r->p + r->off, k->len);
+  r->off += k->len;
+}
+
+static void get_floats(reader *r, float *x, size_t n) {
+  for (size_t i = 0; i < n && !r->rc; i++) {
+    const size_t at = r->off;
+    const uint32_t bits = get_u32(r, "a parameter");
+    memcpy(&x[i], &bits, sizeof bits);
+    if (!r->rc && !isfinite(x[i])) bad(r, at, "non-finite parameter");
+  }
+}
+
+/* Reads the config and round state into fresh object *out (entries follow). */
+static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) {
+  if (!need(r, 4, "the magic")) return r->rc;
+  if (memcmp(r->p, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
+  r->off = 4;
+  const uint32_t version = get_u32(r, "the version");
+  if (r->rc) return r->rc;
+  if (version != SNAPSHOT_VERSION)
+    return r->rc = bb_error_set(r->err, BB_ERR_UNSUPPORTED,
+                                "fedround snapshot: version %u (this build reads %u)", version,
+                                SNAPSHOT_VERSION);
+  bb_fedround_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  const uint64_t param_len = get_u64(r, "param_len");
+  cfg.param_len = (size_t)param_len;
+  cfg.quorum = get_u32(r, "quorum");
+  cfg.target = get_u32(r, "target");
+  cfg.deadline_ns = get_u64(r, "deadline");
+  cfg.on_no_quorum = (bb_fedround_no_quorum)get_u8(r, "the no-quorum policy");
+  cfg.late = (bb_fedround_late)get_u8(r, "the late policy");
+  cfg.max_staleness = get_u64(r, "max_staleness");
+  cfg.first_round = get_u64(r, "first_round");
+  if (r->rc) return r->rc;
+  bb_error cfg_err;
+  if (param_len != cfg.param_len || check_config(&cfg, &cfg_err))
+    return bad(r, 8, "invalid config");
+  if (make(alloc, &cfg, out, r->err)) return r->rc = BB_ERR_NOMEM;
+  bb_fedround *fr = *out;
+  fr->round_id = get_u64(r, "the round id");
+  fr->opened_ns = get_u64(r, "the open time");
+  const size_t at = r->off;
+  const uint8_t overdue = get_u8(r, "the overdue flag");
+  if (!r->rc && overdue > 1) return bad(r, at, "overdue flag is not 0 or 1");
+  fr->overdue_reported = overdue;
+  bb_fedround_counters *c = &fr->counters;
+  c->rounds_closed = get_u64(r, "a counter");
+  c->rounds_abandoned = get_u64(r, "a counter");
+  c->rejected = get_u64(r, "a counter");
+  c->late_counted = get_u64(r, "a counter");
+  c->late_dropped = get_u64(r, "a counter");
+  c->replaced = get_u64(r, "a counter");
+  if (!r->rc && fr->round_id < cfg.first_round) bad(r, 8, "round id before the first round");
+  return r->rc;
+}
+
+/* A count of records of at least `min_size` bytes each that the rest of the input
+ * could hold; anything larger is corrupt (and would be a huge allocation). */
+static size_t get_count(reader *r, size_t min_size, const char *what) {
+  const size_t at = r->off;
+  const uint64_t n = get_u64(r, what);
+  if (r->rc) return 0;
+  if (n > (r->len - r->off) / min_size) {
+    bad(r, at, "record count larger than the input");
+    return 0;
+  }
+  return (size_t)n;
+}
+
+static int read_entries(reader *r, bb_fedround *fr) {
+  const size_t d = fr->cfg.param_len;
+  if (d > (SIZE_MAX - 18) / 4) return bad(r, 8, "param_len too large");
+  const size_t n = get_count(r, 18 + 4 * d, "the entry count");
+  if (r->rc) return r->rc;
+  if (reserve(fr, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
+    return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    const size_t at = r->off;
+    entry e = {{0, {0}}, 0, 0, NULL};
+    get_key(r, &e.key);
+    e.origin_round = get_u64(r, "a round id");
+    e.num_samples = get_u64(r, "num_samples");
+    if (r->rc) return r->rc;
+    if (i > 0 && key_cmp(&fr->entries[i - 1].key, &e.key) >= 0)
+      return bad(r, at, "entries not in strictly ascending key order");
+    if (e.origin_round > fr->round_id) return bad(r, at, "entry from a future round");
+    if (e.num_samples == 0 || e.num_samples > UINT64_MAX - fr->total_samples)
+      return bad(r, at, "entry num_samples is 0 or overflows the total");
+    e.params = mem_alloc(fr, d * sizeof(float));
+    if (!e.params)
+      return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
+    fr->entries[fr->n_entries++] = e;
+    fr->total_samples += e.num_samples;
+    get_floats(r, e.params, d);
+    if (r->rc) return r->rc;
+  }
+  return 0;
+}
+
+static int read_recents(reader *r, bb_fedround *fr) {
+  const size_t n = get_count(r, 10, "the recent-contributor count");
+  if (r->rc) return r->rc;
+  if (reserve(fr, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
+    return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    const size_t at = r->off;
+    recent rec;
+    memset(&rec, 0, sizeof rec);
+    get_key(r, &rec.key);
+    rec.last_round = get_u64(r, "a round id");
+    if (r->rc) return r->rc;
+    if (i > 0 && key_cmp(&fr->recents[i - 1].key, &rec.key) >= 0)
+      return bad(r, at, "recent contributors not in strictly ascending key order");
+    if (rec.last_round >= fr->round_id) return bad(r, at, "recent contributor from an open round");
+    fr->recents[fr->n_recents++] = rec;
+  }
+  return 0;
+}
+
+int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
+                        bb_fedround **out, bb_error *err) {
+  if (!out || (!bytes && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
+  *out = NULL;
+  /* Records are parsed and checked first (their errors name a byte offset); the trailing
+   * checksum then catches corruption that still parses. */
+  if (len < SNAPSHOT_FIXED + 8)
+    return bb_error_set(err, BB_ERR_MALFORMED,
+                        "fedround snapshot: %zu bytes is shorter than any snapshot (%d)", len,
+                        SNAPSHOT_FIXED + 8);
+  reader r = {bytes, len - 8, 0, err, 0};
+  bb_fedround *fr = NULL;
+  if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) &&
+      r.off != r.len)
+    bad(&r, r.off, "trailing bytes after the records");
+  if (!r.rc) {
+    reader tail = {bytes, len, len - 8, err, 0};
+    if (get_u64(&tail, "the checksum") != bb_fnv1a64(bytes, len - 8))
+      bad(&r, len - 8, "checksum mismatch");
+  }
+  if (r.rc) {
+    bb_fedround_free(fr);
+    return r.rc;
+  }
+  *out = fr;
+  return 0;
+}

@@ -1,0 +1,82 @@
+/* Float16Codec and Uint8Codec: the Codec concretes over src/components/codecs/quant.h. Encode
+ * takes a float32 tensor (any shape; it travels flattened) and yields Bytes; Decode gives
+ * back a float32 vector [n]. No config, no training. */
+#include "bb/roles.h"
+#include "components/codecs/quant.h"
+#include "components/shipped.h"
+#include "util/error.h"
+
+typedef struct codec_kind {
+  size_t (*size)(size_t n);
+  int (*encode)(const float *x, size_t n, uint8_t *out, size_t cap, size_t *written, bb_error *err);
+  int (*count)(const uint8_t *in, size_t len, size_t *n, bb_error *err);
+  int (*decode)(const uint8_t *in, size_t len, float *out, size_t cap, size_t *n, bb_error *err);
+} codec_kind;
+
+static const codec_kind F16 = {bb_quant_f16_encoded_size, bb_quant_f16_encode, bb_quant_f16_count,
+                               bb_quant_f16_decode};
+static const codec_kind U8 = {bb_quant_u8_encoded_size, bb_quant_u8_encode, bb_quant_u8_count, bb_quant_u8_decode};
+
+static int codec_create_kind(const bb_component_init *init, void **self, const codec_kind *kind, bb_error *err) {
+  static const char *const NONE[] = {NULL};
+  *self = (void *)kind;
+  return bb_config_check(init->config, NONE, err);
+}
+static int f16_create(const bb_component_init *init, void **self, bb_error *err) {
+  return codec_create_kind(init, self, &F16, err);
+}
+static int u8_create(const bb_component_init *init, void **self, bb_error *err) {
+  return codec_create_kind(init, self, &U8, err);
+}
+static void codec_destroy(void *self) { (void)self; }
+
+static int codec_encode(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **encoded, bb_error *err) {
+  const codec_kind *k = self;
+  if (x->dtype != BB_DTYPE_FLOAT) return bb_error_set(err, BB_ERR_TYPE, "Encode takes a float32 tensor");
+  size_t n = (size_t)x->numel, size = k->size(n);
+  if (!size) return bb_error_set(err, BB_ERR_LIMIT, "Encode: %zu values are too many", n);
+  const bb_allocator *a = bb_ctx_allocator(ctx);
+  uint8_t *buf = a->malloc(size, a->user_data);
+  if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
+  int rc = k->encode(bb_tensor_data(x), n, buf, size, NULL, err);
+  if (!rc) {
+    *encoded = bb_val_bytes(a, buf, size);
+    if (!*encoded) rc = bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
+  }
+  a->free(buf, a->user_data);
+  return rc;
+}
+
+static int codec_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor **x, bb_error *err) {
+  const codec_kind *k = self;
+  if (encoded->kind != BB_VAL_BYTES)
+    return bb_error_set(err, BB_ERR_TYPE, "Decode takes Bytes, got %s", bb_val_kind_name((int)encoded->kind));
+  size_t n = 0;
+  int rc = k->count(encoded->as.bytes, encoded->n, &n, err);
+  if (rc) return rc;
+  int64_t dim = (int64_t)n;
+  bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
+  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "Decode: out of memory");
+  if ((rc = k->decode(encoded->as.bytes, encoded->n, bb_tensor_data(t), n, NULL, err))) {
+    bb_tensor_release(t);
+    return rc;
+  }
+  *x = t;
+  return 0;
+}
+
+static const bb_codec_ops CODEC_OPS = {NULL, codec_encode, codec_decode};
+
+static int codec_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  return bb_codec_dispatch(&CODEC_OPS, self, ctx, call, err);
+}
+
+static const bb_component_port CODEC_STORAGE[] = {{"in", "ai.bytesandbrains.tensor.f32"},
+                                                  {"out", "ai.bytesandbrains.opaque"}};
+
+const bb_component_type BB_FLOAT16_CODEC = {
+    sizeof(bb_component_type), "Float16Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
+    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL};
+const bb_component_type BB_UINT8_CODEC = {
+    sizeof(bb_component_type), "Uint8Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
+    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL};

@@ -1,0 +1,129 @@
+/* FlatIndex: the Index concrete — exact k-nearest-neighbour search over float32 vectors
+ * (src/components/index/flat_index.h, SIMD distances).
+ * Config: dim=<n>,metric=l2|ip
+ * Add(vector) → id (U64); Search(query) with attribute k → (ids int64 [k'], distances
+ * float32 [k']), best first; Remove(id). State survives snapshots. */
+#include <string.h>
+
+#include "bb/roles.h"
+#include "components/index/flat_index.h"
+#include "components/shipped.h"
+#include "util/error.h"
+
+typedef struct flat {
+  const bb_allocator *alloc;
+  bb_flat_index *idx;
+} flat;
+
+static int flat_create(const bb_component_init *init, void **self, bb_error *err) {
+  static const char *const KEYS[] = {"dim", "metric", NULL};
+  uint64_t dim;
+  char metric[8];
+  int rc;
+  if ((rc = bb_config_check(init->config, KEYS, err)) || (rc = bb_config_u64(init->config, "dim", 0, &dim, err)) ||
+      (rc = bb_config_str(init->config, "metric", "l2", metric, sizeof metric, err)))
+    return rc;
+  bool ip = strcmp(metric, "ip") == 0;
+  if (!dim || (!ip && strcmp(metric, "l2") != 0))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FlatIndex: config needs dim=<n> and metric l2|ip (got `%s`)",
+                        init->config);
+  flat *f = init->alloc->malloc(sizeof *f, init->alloc->user_data);
+  if (!f) return bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
+  f->alloc = init->alloc;
+  if ((rc = bb_flat_index_new(init->alloc, dim, ip ? BB_FLAT_INDEX_IP : BB_FLAT_INDEX_L2SQ, &f->idx, err))) {
+    init->alloc->free(f, init->alloc->user_data);
+    return rc;
+  }
+  *self = f;
+  return 0;
+}
+
+static void flat_destroy(void *self) {
+  flat *f = self;
+  bb_flat_index_free(f->idx);
+  f->alloc->free(f, f->alloc->user_data);
+}
+
+static int check_vector(const flat *f, const bb_tensor *v, bb_error *err) {
+  if (v->dtype != BB_DTYPE_FLOAT || (size_t)v->numel != bb_flat_index_dim(f->idx))
+    return bb_error_set(err, BB_ERR_TYPE, "FlatIndex: vectors are float32 [%zu], got %lld floats",
+                        bb_flat_index_dim(f->idx), (long long)v->numel);
+  return 0;
+}
+
+static int flat_add(void *self, bb_ctx *ctx, const bb_tensor *vector, uint64_t *id, bb_error *err) {
+  (void)ctx;
+  flat *f = self;
+  int rc = check_vector(f, vector, err);
+  return rc ? rc : bb_flat_index_add(f->idx, bb_tensor_data(vector), id, err);
+}
+
+static int flat_search(void *self, bb_ctx *ctx, const bb_tensor *query, size_t k, bb_tensor **ids, bb_tensor **dists,
+                       bb_error *err) {
+  flat *f = self;
+  int rc = check_vector(f, query, err);
+  if (rc) return rc;
+  if (k > 65536) return bb_error_set(err, BB_ERR_LIMIT, "FlatIndex: k = %zu is over 65536", k);
+  int64_t kk = (int64_t)k;
+  bb_tensor *ti = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_INT64, 1, &kk);
+  bb_tensor *td = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &kk);
+  uint64_t *tmp = f->alloc->malloc(k * sizeof *tmp + 1, f->alloc->user_data);
+  size_t found = 0;
+  if (!ti || !td || !tmp) rc = bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
+  else rc = bb_flat_index_search(f->idx, bb_tensor_data(query), k, tmp, bb_tensor_data(td), &found, err);
+  if (!rc) {
+    int64_t *out = bb_tensor_data(ti);
+    for (size_t i = 0; i < found; i++) out[i] = (int64_t)tmp[i];
+    int64_t fd = (int64_t)found;
+    *ids = bb_tensor_view(ti, 1, &fd);
+    *dists = bb_tensor_view(td, 1, &fd);
+    if (!*ids || !*dists) {
+      bb_tensor_release(*ids);
+      bb_tensor_release(*dists);
+      *ids = *dists = NULL;
+      rc = bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
+    }
+  }
+  if (tmp) f->alloc->free(tmp, f->alloc->user_data);
+  bb_tensor_release(ti);
+  bb_tensor_release(td);
+  return rc;
+}
+
+static int flat_remove(void *self, bb_ctx *ctx, uint64_t id, bb_error *err) {
+  (void)ctx;
+  return bb_flat_index_remove(((flat *)self)->idx, id, err);
+}
+
+static const bb_index_ops FLAT_OPS = {flat_add, flat_search, flat_remove, NULL};
+
+static int flat_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  return bb_index_dispatch(&FLAT_OPS, self, ctx, call, err);
+}
+
+static int flat_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
+  const flat *f = self;
+  size_t n = bb_flat_index_snapshot_size(f->idx);
+  uint8_t *buf = alloc->malloc(n ? n : 1, alloc->user_data);
+  if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
+  int rc = bb_flat_index_snapshot(f->idx, buf, n, len, err);
+  if (rc) alloc->free(buf, alloc->user_data);
+  else *out = buf;
+  return rc;
+}
+
+static int flat_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
+  flat *f = self;
+  bb_flat_index *idx = NULL;
+  int rc = bb_flat_index_restore(f->alloc, data, len, &idx, err);
+  if (rc) return rc;
+  bb_flat_index_free(f->idx);
+  f->idx = idx;
+  return 0;
+}
+
+static const bb_component_port FLAT_STORAGE[] = {{"vector", "ai.bytesandbrains.tensor.f32"}};
+
+const bb_component_type BB_FLAT_INDEX = {
+    sizeof(bb_component_type), "FlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, FLAT_STORAGE, 1,
+    flat_create, flat_destroy, flat_invoke, NULL, NULL, flat_save, flat_load};

@@ -1,0 +1,209 @@
+/* Helpers every CPU operator uses: errors that name the node, dtype checks, outputs,
+ * small integer inputs, axes, type-generic element access and half-precision conversion. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu/cpu_op.h"
+
+int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
+  if (!ctx->err) return code;
+  char msg[BB_ERROR_MESSAGE_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  const bb_ir_node *n = ctx->node;
+  return bb_error_set(ctx->err, code, "node %s (%s): %s", n->name && *n->name ? n->name : "(unnamed)",
+                      n->op_type ? n->op_type : "?", msg);
+}
+
+int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed) {
+  const bb_tensor *t = bb_cpu_input(ctx, i);
+  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
+  for (const int32_t *a = allowed; *a != BB_DTYPE_UNDEFINED; a++)
+    if (*a == t->dtype) return 0;
+  const char *name = bb_dtype_name(t->dtype);
+  return bb_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s, which this op does not take", i,
+                     name ? name : "unknown");
+}
+
+bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i) {
+  const bb_strlist *outs = &ctx->node->outputs;
+  return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
+}
+
+int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
+  if (i >= ctx->n_outputs) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
+  bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);
+  if (!t) {
+    if (rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
+    return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate output %zu", i);
+  }
+  bb_tensor_release(ctx->outputs[i]);
+  ctx->outputs[i] = t;
+  return 0;
+}
+
+long bb_cpu_read_ints(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what) {
+  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s is missing", what);
+  if (t->dtype != BB_DTYPE_INT64 && t->dtype != BB_DTYPE_INT32)
+    return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s must be int64 or int32", what);
+  if (t->rank > 1) return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s must be 1-D (rank %d)", what, t->rank);
+  if ((uint64_t)t->numel > max) return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s has %lld values, over %zu", what,
+                                                  (long long)t->numel, max);
+  for (int64_t i = 0; i < t->numel; i++) values[i] = bb_cpu_get_i64(t, i);
+  return (long)t->numel;
+}
+
+int bb_cpu_axis(bb_cpu_op_ctx *ctx, int64_t axis, int rank, int *out) {
+  if (axis < -(int64_t)rank || axis >= rank)
+    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %lld is out of range for rank %d", (long long)axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return 0;
+}
+
+/* ---- half precision ------------------------------------------------------------------ */
+
+float bb_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13); /* inf / nan */
+  } else if (exp) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man) { /* subnormal: normalise */
+    int e = -1;
+    do {
+      man <<= 1;
+      e++;
+    } while (!(man & 0x400));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+  } else {
+    bits = sign;
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t bb_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = (int32_t)((x >> 23) & 0xff);
+  uint32_t man = x & 0x7fffff;
+  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
+  int32_t e = exp - 127 + 15;
+  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00); /* overflow → inf */
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign; /* underflow → ±0 */
+    man |= 0x800000;
+    uint32_t shift = (uint32_t)(14 - e);
+    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) half++;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13);
+  uint32_t rem = man & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into the exponent: correct */
+  return (uint16_t)half;
+}
+
+float bb_bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t bb_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+}
+
+/* ---- type-generic element access --------------------------------------------------------- */
+
+double bb_cpu_get_f64(const bb_tensor *t, int64_t i) {
+  const void *d = bb_tensor_data(t);
+  switch (t->dtype) {
+  case BB_DTYPE_FLOAT: return ((const float *)d)[i];
+  case BB_DTYPE_DOUBLE: return ((const double *)d)[i];
+  case BB_DTYPE_FLOAT16: return bb_f16_to_f32(((const uint16_t *)d)[i]);
+  case BB_DTYPE_BFLOAT16: return bb_bf16_to_f32(((const uint16_t *)d)[i]);
+  case BB_DTYPE_INT8: return ((const int8_t *)d)[i];
+  case BB_DTYPE_UINT8: return ((const uint8_t *)d)[i];
+  case BB_DTYPE_INT16: return ((const int16_t *)d)[i];
+  case BB_DTYPE_UINT16: return ((const uint16_t *)d)[i];
+  case BB_DTYPE_INT32: return ((const int32_t *)d)[i];
+  case BB_DTYPE_UINT32: return ((const uint32_t *)d)[i];
+  case BB_DTYPE_INT64: return (double)((const int64_t *)d)[i];
+  case BB_DTYPE_UINT64: return (double)((const uint64_t *)d)[i];
+  case BB_DTYPE_BOOL: return ((const uint8_t *)d)[i] ? 1.0 : 0.0;
+  default: return 0.0;
+  }
+}
+
+int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
+  const void *d = bb_tensor_data(t);
+  switch (t->dtype) {
+  case BB_DTYPE_INT8: return ((const int8_t *)d)[i];
+  case BB_DTYPE_UINT8: return ((const uint8_t *)d)[i];
+  case BB_DTYPE_INT16: return ((const int16_t *)d)[i];
+  case BB_DTYPE_UINT16: return ((const uint16_t *)d)[i];
+  case BB_DTYPE_INT32: return ((const int32_t *)d)[i];
+  case BB_DTYPE_UINT32: return ((const uint32_t *)d)[i];
+  case BB_DTYPE_INT64: return ((const int64_t *)d)[i];
+  case BB_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
+  case BB_DTYPE_BOOL: return ((const uint8_t *)d)[i] != 0;
+  default: {
+    double v = bb_cpu_get_f64(t, i);
+    if (v != v) return 0;
+    if (v >= 9.2233720368547758e18) return INT64_MAX;
+    if (v <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)v;
+  }
+  }
+}
+
+void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
+  void *d = bb_tensor_data(t);
+  switch (t->dtype) {
+  case BB_DTYPE_FLOAT: ((float *)d)[i] = (float)v; break;
+  case BB_DTYPE_DOUBLE: ((double *)d)[i] = v; break;
+  case BB_DTYPE_FLOAT16: ((uint16_t *)d)[i] = bb_f32_to_f16((float)v); break;
+  case BB_DTYPE_BFLOAT16: ((uint16_t *)d)[i] = bb_f32_to_bf16((float)v); break;
+  case BB_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0.0; break;
+  case BB_DTYPE_INT8: case BB_DTYPE_UINT8: case BB_DTYPE_INT16: case BB_DTYPE_UINT16:
+  case BB_DTYPE_INT32: case BB_DTYPE_UINT32: case BB_DTYPE_INT64: case BB_DTYPE_UINT64: {
+    /* float → integer: truncate toward zero, saturating out-of-range values and NaN → 0 */
+    int64_t x = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN
+                                                                                                  : (int64_t)v;
+    bb_cpu_set_i64(t, i, x);
+    break;
+  }
+  default: break; /* no element access for this type */
+  }
+}
+
+void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
+  void *d = bb_tensor_data(t);
+  switch (t->dtype) {
+  case BB_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
+  case BB_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
+  case BB_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
+  case BB_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
+  case BB_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
+  case BB_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)v; break;
+  case BB_DTYPE_INT64: ((int64_t *)d)[i] = v; break;
+  case BB_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
+  case BB_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
+  case BB_DTYPE_FLOAT: case BB_DTYPE_DOUBLE: case BB_DTYPE_FLOAT16: case BB_DTYPE_BFLOAT16:
+    bb_cpu_set_f64(t, i, (double)v);
+    break;
+  default: break; /* no element access for this type */
+  }
+}
