@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
-#include "util/strmap.h"
+#include "util/hash.h"
 
 #define MAX_PEERS 16384
 #define MAX_ADDRS_PER_PEER 8

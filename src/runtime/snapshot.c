@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
+#include "util/hash.h"
 
 #define MAGIC "BBSNAP1"
 #define VERSION 1u

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
+#include "util/hash.h"
 
 /* Addresses written per destination peer (its address book entry holds at most 8). */
 #define MAX_DEST 8

@@ -2,15 +2,7 @@
 
 #include <string.h>
 
-uint64_t bb_fnv1a64(const void *data, size_t len) {
-  const uint8_t *p = data;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+#include "util/hash.h"
 
 void bb_strmap_init(bb_strmap *m, const bb_allocator *alloc) {
   memset(m, 0, sizeof *m);

@@ -22,7 +22,4 @@ int bb_strmap_put(bb_strmap *m, const char *key, uint32_t value);
 /* True and *value when present. */
 bool bb_strmap_get(const bb_strmap *m, const char *key, uint32_t *value);
 
-/* FNV-1a 64 over bytes (also used for stable type hashes). */
-uint64_t bb_fnv1a64(const void *data, size_t len);
-
 #endif

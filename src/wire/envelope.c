@@ -5,7 +5,7 @@
 
 #include "bb/wire.h"
 #include "util/error.h"
-#include "util/strmap.h"
+#include "util/hash.h"
 #include "wire/varint.h"
 
 static size_t cap_or(size_t v, size_t dflt) { return v ? v : dflt; }

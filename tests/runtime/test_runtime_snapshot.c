@@ -14,7 +14,7 @@ extern char **environ;
 
 #include "failalloc.h"
 #include "rttest.h"
-#include "util/strmap.h"
+#include "util/hash.h"
 
 /* ---- a model that counts: Params gives [calls so far], and the count survives snapshots ---- */
 

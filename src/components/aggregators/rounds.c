@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "util/strmap.h"
+#include "util/hash.h"
 
 typedef struct key {
   uint8_t len;

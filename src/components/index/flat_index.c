@@ -9,7 +9,7 @@
 
 #include "components/index/distance.h"
 #include "util/error.h"
-#include "util/strmap.h"
+#include "util/hash.h"
 
 #define EMPTY SIZE_MAX
 
