@@ -1,12 +1,12 @@
 /* float16 and uint8 affine codecs for float32 vectors; the layouts are in quant.h. The
- * half-precision conversions are the CPU backend's (round to nearest even, subnormals,
- * inf and NaN), shared rather than written twice. */
+ * half-precision conversions are the tensor layer's (bb/tensor.h: round to nearest even,
+ * subnormals, inf and NaN), so a value encodes exactly as a float16 tensor holds it. */
 #include "components/codecs/quant.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "cpu/cpu_op.h"
+#include "bb/tensor.h"
 #include "util/error.h"
 
 /* ---- little-endian fields -------------------------------------------------------------- */
