@@ -1,7 +1,6 @@
 /* GossipView's exchange over the simulator: the initiator of a shuffle makes room for the
  * entries it receives by dropping the ones it sent away (Cyclon's rule), so a full view
- * still learns new peers from a reply; before, a full initiator discarded every entry of
- * the reply and its view never changed. */
+ * still learns new peers from a reply; and the exchange's payloads keep their layout. */
 #include <stdlib.h>
 
 #include "control_plane.h"
