@@ -1,10 +1,10 @@
-/* GlobalRegistry (roles.md §4.2) over the seeded simulator: one server and three clients
- * announce and get Handshakes; the server's view holds the three; a client that stops
- * heartbeating is evicted after the TTL while the others stay; Sample draws are the same
- * for the same seed; malformed messages are refused and reported as OP_FAILED
- * (message_failed); save/load round-trips the membership and refuses bad bytes. One
- * artifact for clients and server: a bootstrap of constants pins the server's address and
- * announces (the runtime fixes this needed: address-book ops read the constants' tensors,
+/* GlobalRegistry over the seeded simulator: one server and three clients announce and get
+ * Handshakes; the server's view holds the three; a client that stops heartbeating is
+ * evicted after the TTL while the others stay; Sample draws are the same for the same
+ * seed; malformed messages are refused and reported as OP_FAILED (message_failed);
+ * save/load round-trips the membership and refuses bad bytes; the payloads and states keep
+ * their documented bytes. One artifact for clients and server: a bootstrap of constants
+ * pins the server's address and announces (address-book ops read the constants' tensors,
  * and a slotless protocol op goes to the component bound as Protocol). */
 #include <stdlib.h>
 
@@ -443,7 +443,8 @@ static void test_state_bytes_pinned(void) {
 }
 
 /* One artifact: discovery = GlobalRegistryClient (registry=view) everywhere, view =
- * GlobalRegistryServer; the bootstrap records the §6.5 constants, InsertMany, Announce. */
+ * GlobalRegistryServer; the bootstrap records the server's id and address as constants,
+ * InsertMany, Announce. */
 static const int64_t BOOT_SERVER[] = {SERVER};
 
 static void fed_bootstrap(bb_rec *g, void *user) {
