@@ -39,7 +39,6 @@ struct bb_cpu_session {
   size_t peak_bytes;
 };
 
-
 /* The id of a value name, minting one for a new name. */
 static int intern(bb_cpu_session *s, const char *name, uint32_t *id, uint32_t cap) {
   if (bb_strmap_get(&s->ids, name, id)) return 0;
