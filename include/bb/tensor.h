@@ -74,6 +74,23 @@ const char *bb_tensor_describe(const bb_tensor *t, char *buf, size_t size);
 int bb_broadcast_shapes(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out,
                         int64_t *out, bb_error *err);
 
+/* ---- half precision ------------------------------------------------------------------ */
+
+/* The float a float16 (IEEE 754 binary16) bit pattern stands for; exact for every
+ * pattern: subnormals, signed zeros, ±inf, and NaN (the payload kept in the high bits). */
+float bb_f16_to_f32(uint16_t h);
+
+/* The float16 nearest f, ties to the even pattern: magnitudes that round past the largest
+ * finite float16 (65504) are ±inf, those up to half the smallest subnormal (2^-25) are ±0
+ * keeping the sign, and NaN stays a quiet NaN. */
+uint16_t bb_f32_to_f16(float f);
+
+/* The float a bfloat16 bit pattern stands for (its 16 bits are the float's high half). */
+float bb_bf16_to_f32(uint16_t h);
+
+/* The bfloat16 nearest f, ties to the even pattern; NaN stays a quiet NaN. */
+uint16_t bb_f32_to_bf16(float f);
+
 /* ---- ONNX TensorProto ---------------------------------------------------------------- */
 
 /* A tensor from a TensorProto (raw_data or the typed field, little-endian). External

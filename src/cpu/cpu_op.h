@@ -74,16 +74,11 @@ long bb_cpu_read_ints(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, s
 int bb_cpu_axis(bb_cpu_op_ctx *ctx, int64_t axis, int rank, int *out);
 
 /* Element access helpers for type-generic code: the value of element i as double / int64,
- * and storing one. Defined for every supported dtype (float16/bfloat16 convert). */
+ * and storing one. Defined for every supported dtype (float16/bfloat16 convert with
+ * bb_f16_to_f32 and its kin, bb/tensor.h). */
 double bb_cpu_get_f64(const bb_tensor *t, int64_t i);
 int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i);
 void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v);
 void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v);
-
-/* float16 / bfloat16 <-> float conversions (round to nearest even). */
-float bb_f16_to_f32(uint16_t h);
-uint16_t bb_f32_to_f16(float f);
-float bb_bf16_to_f32(uint16_t h);
-uint16_t bb_f32_to_bf16(float f);
 
 #endif

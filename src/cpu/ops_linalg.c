@@ -4,6 +4,7 @@
 
 #include "cpu/cpu_op.h"
 #include "tensor/kernels/kernels.h"
+#include "util/mem.h"
 
 static const int32_t MATMUL_TYPES[] = {BB_DTYPE_FLOAT,  BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                        BB_DTYPE_INT32,  BB_DTYPE_INT64,  BB_DTYPE_UINT32,  BB_DTYPE_UINT64,
@@ -11,14 +12,6 @@ static const int32_t MATMUL_TYPES[] = {BB_DTYPE_FLOAT,  BB_DTYPE_DOUBLE, BB_DTYP
 
 static bool is_int(int32_t dt) {
   return dt == BB_DTYPE_INT32 || dt == BB_DTYPE_INT64 || dt == BB_DTYPE_UINT32 || dt == BB_DTYPE_UINT64;
-}
-
-/* Scratch for GEMM packing, from the op's allocator. */
-static void *scratch_alloc(bb_cpu_op_ctx *ctx, size_t size) {
-  return size ? ctx->alloc->malloc(size, ctx->alloc->user_data) : NULL;
-}
-static void scratch_free(bb_cpu_op_ctx *ctx, void *p) {
-  if (p) ctx->alloc->free(p, ctx->alloc->user_data);
 }
 
 /* C[m×n] (+)= A·B for one matrix of a batch, any type except f32: element access through
@@ -85,7 +78,7 @@ static int op_matmul(bb_cpu_op_ctx *ctx) {
   void *scratch = NULL;
   if (a->dtype == BB_DTYPE_FLOAT) {
     scratch_size = bb_f32_gemm_scratch_size((size_t)m, (size_t)n, (size_t)k);
-    scratch = scratch_alloc(ctx, scratch_size);
+    scratch = scratch_size ? bb_mem_alloc(ctx->alloc, scratch_size) : NULL;
     if (scratch_size && !scratch) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
   }
   for (int64_t bi = 0; bi < n_batch; bi++) {
@@ -114,14 +107,14 @@ static int op_matmul(bb_cpu_op_ctx *ctx) {
       g.b = (const float *)bb_tensor_data(b) + b_off, g.ldb = (size_t)n;
       g.c = (float *)bb_tensor_data(c) + c_off, g.ldc = (size_t)n;
       if (bb_f32_gemm(&g, scratch, scratch_size)) {
-        scratch_free(ctx, scratch);
+        bb_mem_free(ctx->alloc, scratch);
         return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
       }
     } else {
       matmul_generic(a, a_off, b, b_off, c, c_off, m, n, k);
     }
   }
-  scratch_free(ctx, scratch);
+  bb_mem_free(ctx->alloc, scratch);
   return 0;
 }
 
@@ -177,10 +170,10 @@ static int op_gemm(bb_cpu_op_ctx *ctx) {
     g.bias = row_bias ? bb_tensor_data(cin) : NULL;
     g.c = bb_tensor_data(y), g.ldc = (size_t)n;
     size_t scratch_size = bb_f32_gemm_scratch_size(g.m, g.n, g.k);
-    void *scratch = scratch_alloc(ctx, scratch_size);
+    void *scratch = scratch_size ? bb_mem_alloc(ctx->alloc, scratch_size) : NULL;
     if (scratch_size && !scratch) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
     rc = bb_f32_gemm(&g, scratch, scratch_size);
-    scratch_free(ctx, scratch);
+    bb_mem_free(ctx->alloc, scratch);
     return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
   }
   bool ints = is_int(a->dtype);

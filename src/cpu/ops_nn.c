@@ -7,6 +7,7 @@
 
 #include "cpu/cpu_op.h"
 #include "tensor/kernels/kernels.h"
+#include "util/mem.h"
 
 #define MAX_SPATIAL 3
 
@@ -166,7 +167,7 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
   size_t col_bytes = direct ? 0 : (size_t)(kdim * g->out_size) * sizeof(float);
   size_t scratch_size = bb_f32_gemm_scratch_size((size_t)mg, (size_t)g->out_size, (size_t)kdim);
-  char *mem = ctx->alloc->malloc(col_bytes + scratch_size + 64, ctx->alloc->user_data);
+  char *mem = bb_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
   if (!mem) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
   float *col = (float *)mem;
   void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
@@ -190,7 +191,7 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
       a.bias_per_row = bd ? bd + gi * mg : NULL; /* one bias per output channel = per row of C */
       rc = bb_f32_gemm(&a, scratch, scratch_size);
     }
-  ctx->alloc->free(mem, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, mem);
   return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 

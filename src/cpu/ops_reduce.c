@@ -15,6 +15,7 @@
 #include "cpu/reduce_block.h"
 #include "cpu/reduce_ops.h"
 #include "cpu/shape_args.h"
+#include "util/mem.h"
 
 typedef enum finish { FINISH_NONE, FINISH_MEAN, FINISH_SQRT, FINISH_LOG } finish;
 
@@ -79,14 +80,12 @@ static bool next_pass(plan *p, int64_t *outer, int64_t *len, int64_t *inner) {
 }
 
 static void *scratch(bb_cpu_op_ctx *ctx, size_t bytes) {
-  void *p = ctx->alloc->malloc(bytes ? bytes : 1, ctx->alloc->user_data);
+  void *p = bb_mem_alloc(ctx->alloc, bytes);
   if (!p) bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", bytes);
   return p;
 }
 
-static void release(bb_cpu_op_ctx *ctx, void *p) {
-  if (p) ctx->alloc->free(p, ctx->alloc->user_data);
-}
+static void release(bb_cpu_op_ctx *ctx, void *p) { bb_mem_free(ctx->alloc, p); }
 
 static void run_pass(accumulator acc, bb_rblock_op op, bool is_unsigned, int64_t outer, int64_t len, int64_t inner,
                      const void *x, void *y) {

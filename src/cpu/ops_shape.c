@@ -14,7 +14,7 @@ static int run_reshape(bb_cpu_op_ctx *ctx) {
   long n;
   if (ctx->opset < 5) {
     rc = bb_cpu_int_list(ctx, "shape", 0, false, shape, BB_MAX_RANK, &n);
-    /* BackendSlot.reshape records the target as `dims` (roles.md §3.1); take both */
+    /* the Backend role's reshape records its target as a `dims` attribute; take either */
     if (!rc && n < 0) rc = bb_cpu_int_list(ctx, "dims", 0, false, shape, BB_MAX_RANK, &n);
     if (!rc && n < 0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "the shape attribute is missing");
   } else {

@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_op.h"
 #include "tensor/kernels/kernels.h"
+#include "util/mem.h"
 
 static const int32_t FLOAT_TYPES[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                       BB_DTYPE_UNDEFINED};
@@ -345,7 +346,7 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
   int64_t rows = mg * g->k_size;
   size_t col_bytes = (size_t)(rows * g->in_size) * sizeof(float);
   size_t scratch_size = bb_f32_gemm_scratch_size((size_t)rows, (size_t)g->in_size, (size_t)cg);
-  char *mem = ctx->alloc->malloc(col_bytes + scratch_size + 64, ctx->alloc->user_data);
+  char *mem = bb_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
   if (!mem) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
   float *col = (float *)mem;
   void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
@@ -373,7 +374,7 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
           for (int64_t ml = 0; ml < mg; ml++) yg[ml * g->out_size + off] += col[(ml * g->k_size + k) * g->in_size + i];
         }
     }
-  ctx->alloc->free(mem, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, mem);
   return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 
@@ -450,7 +451,7 @@ static int op_convtranspose(bb_cpu_op_ctx *ctx) {
   memcpy(g.pad_begin, pads, (size_t)nd * sizeof pads[0]);
   memcpy(g.out, out, sizeof out);
   if (x->dtype == BB_DTYPE_FLOAT) return convtranspose_f32(ctx, &g, group, y);
-  double *acc = ctx->alloc->malloc((size_t)y->numel * sizeof *acc, ctx->alloc->user_data);
+  double *acc = bb_mem_alloc(ctx->alloc, (size_t)y->numel * sizeof *acc);
   if (!acc) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the accumulator");
   for (int64_t n = 0; n < x->dims[0]; n++)
     for (int64_t m = 0; m < m_out; m++)
@@ -469,7 +470,7 @@ static int op_convtranspose(bb_cpu_op_ctx *ctx) {
       }
     }
   for (int64_t i = 0; i < y->numel; i++) bb_cpu_set_f64(y, i, acc[i]);
-  ctx->alloc->free(acc, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, acc);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "cpu/reduce_ops.h"
 #include "cpu/shape_args.h"
+#include "util/mem.h"
 
 static const int32_t ARG_TYPES[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                     BB_DTYPE_INT8,  BB_DTYPE_INT16,  BB_DTYPE_INT32,   BB_DTYPE_INT64,
@@ -94,10 +95,10 @@ static int run_arg(bb_cpu_op_ctx *ctx, bool want_max) {
     if (k != axis || keepdims) dims[rank++] = k == axis ? 1 : in->dims[k];
   }
   if ((rc = bb_cpu_make_output(ctx, 0, BB_DTYPE_INT64, rank, dims))) return rc;
-  void *keys = ctx->alloc->malloc((size_t)(inner ? inner : 1) * 8, ctx->alloc->user_data);
+  void *keys = bb_mem_alloc(ctx->alloc, (size_t)inner * 8);
   if (!keys) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld keys", (long long)inner);
   arg_best(in, r, outer, in->dims[axis], inner, bb_tensor_data(ctx->outputs[0]), keys);
-  ctx->alloc->free(keys, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, keys);
   return 0;
 }
 
@@ -113,12 +114,12 @@ int bb_cpu_hardmax(bb_cpu_op_ctx *ctx) {
   memset(bb_tensor_data(out), 0, bb_tensor_nbytes(out)); /* 0.0 in every float type */
   if (out->numel == 0) return 0;
   size_t n = (size_t)(outer * inner);
-  int64_t *idx = ctx->alloc->malloc(n * sizeof *idx + (size_t)inner * 8, ctx->alloc->user_data);
+  int64_t *idx = bb_mem_alloc(ctx->alloc, n * sizeof *idx + (size_t)inner * 8);
   if (!idx) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu indices", n);
   arg_best(in, (arg_rule){true, false}, outer, len, inner, idx, idx + n);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < inner; i++) bb_cpu_set_f64(out, (o * len + idx[o * inner + i]) * inner + i, 1.0);
-  ctx->alloc->free(idx, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, idx);
   return 0;
 }
 
@@ -182,7 +183,7 @@ int bb_cpu_topk(bb_cpu_op_ctx *ctx) {
     return rc;
   if (ctx->outputs[0]->numel == 0) return 0;
   /* scratch: len keys, the order and the merge buffer */
-  int64_t *buf = ctx->alloc->malloc((size_t)len * 3 * 8, ctx->alloc->user_data);
+  int64_t *buf = bb_mem_alloc(ctx->alloc, (size_t)len * 3 * 8);
   if (!buf) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate scratch for %lld elements", (long long)len);
   int64_t *order = buf + len, *tmp = order + len;
   keys.rk = (const double *)buf;
@@ -206,6 +207,6 @@ int bb_cpu_topk(bb_cpu_op_ctx *ctx) {
         indices[to] = order[j];
       }
     }
-  ctx->alloc->free(buf, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, buf);
   return 0;
 }

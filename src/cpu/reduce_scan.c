@@ -4,6 +4,7 @@
  * wrapping int64 for integers. */
 #include "cpu/reduce_ops.h"
 #include "cpu/shape_args.h"
+#include "util/mem.h"
 
 static const int32_t CUMSUM_TYPES[] = {BB_DTYPE_FLOAT,  BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                        BB_DTYPE_INT32,  BB_DTYPE_INT64,  BB_DTYPE_UINT32,  BB_DTYPE_UINT64,
@@ -80,12 +81,12 @@ int bb_cpu_cumsum(bb_cpu_op_ctx *ctx) {
   }
   if ((rc = bb_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
   bb_tensor *out = ctx->outputs[0];
-  void *acc = ctx->alloc->malloc((size_t)(s.inner ? s.inner : 1) * 8, ctx->alloc->user_data);
+  void *acc = bb_mem_alloc(ctx->alloc, (size_t)s.inner * 8);
   if (!acc) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld accumulators", (long long)s.inner);
   if (in->dtype == BB_DTYPE_FLOAT) cumsum_f32(&s, bb_tensor_data(in), bb_tensor_data(out), acc);
   else if (in->dtype == BB_DTYPE_DOUBLE || in->dtype == BB_DTYPE_FLOAT16 || in->dtype == BB_DTYPE_BFLOAT16)
     cumsum_real(&s, in, out, acc);
   else cumsum_int(&s, in, out, acc);
-  ctx->alloc->free(acc, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, acc);
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "cpu/reduce_ops.h"
 #include "tensor/kernels/kernels.h"
+#include "util/mem.h"
 
 static const int32_t SOFTMAX_TYPES[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                         BB_DTYPE_UNDEFINED};
@@ -80,7 +81,7 @@ static int run(bb_cpu_op_ctx *ctx, bool is_log) {
   size_t esize = in->dtype == BB_DTYPE_FLOAT ? sizeof(float) : sizeof(double);
   /* scratch: m and s, plus the whole input in double for the other types */
   size_t n_scratch = 2 * (size_t)inner + (in->dtype == BB_DTYPE_FLOAT ? 0 : (size_t)in->numel);
-  void *buf = ctx->alloc->malloc(n_scratch * esize, ctx->alloc->user_data);
+  void *buf = bb_mem_alloc(ctx->alloc, n_scratch * esize);
   if (!buf) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", n_scratch * esize);
   if (in->dtype == BB_DTYPE_FLOAT) {
     float *m = buf, *s = m + inner;
@@ -91,7 +92,7 @@ static int run(bb_cpu_op_ctx *ctx, bool is_log) {
     for (int64_t o = 0; o < outer; o++) f64_block(is_log, len, inner, v + o * len * inner, m, s);
     for (int64_t i = 0; i < in->numel; i++) bb_cpu_set_f64(out, i, v[i]);
   }
-  ctx->alloc->free(buf, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, buf);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "bb/cpu.h"
 #include "util/error.h"
+#include "util/mem.h"
 #include "util/strmap.h"
 
 #define NO_VALUE UINT32_MAX
@@ -38,16 +39,6 @@ struct bb_cpu_session {
   size_t peak_bytes;
 };
 
-static void *xalloc(bb_cpu_session *s, size_t n) {
-  void *p = s->alloc->malloc(n ? n : 1, s->alloc->user_data);
-  if (p) memset(p, 0, n ? n : 1);
-  return p;
-}
-
-static void xfree(bb_cpu_session *s, void *p) {
-  if (p) s->alloc->free(p, s->alloc->user_data);
-}
-
 /* The id of a value name, minting one for a new name. */
 static int intern(bb_cpu_session *s, const char *name, uint32_t *id, uint32_t cap) {
   if (bb_strmap_get(&s->ids, name, id)) return 0;
@@ -60,21 +51,21 @@ static int intern(bb_cpu_session *s, const char *name, uint32_t *id, uint32_t ca
 void bb_cpu_session_free(bb_cpu_session *s) {
   if (!s) return;
   for (uint32_t i = 0; i < s->n_steps; i++) {
-    xfree(s, s->steps[i].in);
-    xfree(s, s->steps[i].out);
-    xfree(s, s->steps[i].dead);
+    bb_mem_free(s->alloc, s->steps[i].in);
+    bb_mem_free(s->alloc, s->steps[i].out);
+    bb_mem_free(s->alloc, s->steps[i].dead);
   }
   if (s->initial)
     for (uint32_t i = 0; i < s->n_values; i++) bb_tensor_release(s->initial[i]);
-  xfree(s, s->steps);
-  xfree(s, s->initial);
-  xfree(s, s->declared_type);
-  xfree(s, s->inputs);
-  xfree(s, s->outputs);
-  xfree(s, s->values);
-  xfree(s, (void *)s->names);
+  bb_mem_free(s->alloc, s->steps);
+  bb_mem_free(s->alloc, s->initial);
+  bb_mem_free(s->alloc, s->declared_type);
+  bb_mem_free(s->alloc, s->inputs);
+  bb_mem_free(s->alloc, s->outputs);
+  bb_mem_free(s->alloc, s->values);
+  bb_mem_free(s->alloc, (void *)s->names);
   bb_strmap_free(&s->ids);
-  xfree(s, s);
+  bb_mem_free(s->alloc, s);
 }
 
 static const char *node_label(const bb_ir_node *n) { return n->name && *n->name ? n->name : "(unnamed)"; }
@@ -83,10 +74,10 @@ static const char *node_label(const bb_ir_node *n) { return n->name && *n->name 
 static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
   const bb_nodelist *nodes = &s->graph->nodes;
   size_t n = nodes->len;
-  uint32_t *producer = xalloc(s, s->n_values * sizeof *producer);
-  uint32_t *pending = xalloc(s, (n ? n : 1) * sizeof *pending);
-  uint32_t *queue = xalloc(s, (n ? n : 1) * sizeof *queue);
-  bool *available = xalloc(s, s->n_values * sizeof *available);
+  uint32_t *producer = bb_mem_calloc(s->alloc, s->n_values, sizeof *producer);
+  uint32_t *pending = bb_mem_calloc(s->alloc, n, sizeof *pending);
+  uint32_t *queue = bb_mem_calloc(s->alloc, n, sizeof *queue);
+  bool *available = bb_mem_calloc(s->alloc, s->n_values, sizeof *available);
   int rc = 0;
   if (!producer || !pending || !queue || !available) {
     rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory ordering nodes");
@@ -115,13 +106,13 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
     if (!pending[i]) queue[tail++] = i;
   }
   /* consumers of each value, as compressed rows (a node reading v twice appears twice) */
-  uint32_t *first = xalloc(s, (s->n_values + 1) * sizeof *first);
+  uint32_t *first = bb_mem_calloc(s->alloc, s->n_values + 1, sizeof *first);
   size_t n_edges = 0;
   for (uint32_t i = 0; i < n; i++) n_edges += s->steps[i].n_in;
-  uint32_t *consumer = xalloc(s, (n_edges ? n_edges : 1) * sizeof *consumer);
+  uint32_t *consumer = bb_mem_calloc(s->alloc, n_edges, sizeof *consumer);
   if (!first || !consumer) {
-    xfree(s, first);
-    xfree(s, consumer);
+    bb_mem_free(s->alloc, first);
+    bb_mem_free(s->alloc, consumer);
     rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory ordering nodes");
     goto done;
   }
@@ -147,8 +138,8 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
         if (--pending[consumer[c]] == 0) queue[tail++] = consumer[c];
     }
   }
-  xfree(s, first);
-  xfree(s, consumer);
+  bb_mem_free(s->alloc, first);
+  bb_mem_free(s->alloc, consumer);
   if (done_count != n) {
     for (uint32_t i = 0; i < n; i++)
       if (pending[i]) {
@@ -158,10 +149,10 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
       }
   }
 done:
-  xfree(s, producer);
-  xfree(s, pending);
-  xfree(s, queue);
-  xfree(s, available);
+  bb_mem_free(s->alloc, producer);
+  bb_mem_free(s->alloc, pending);
+  bb_mem_free(s->alloc, queue);
+  bb_mem_free(s->alloc, available);
   return rc;
 }
 
@@ -178,8 +169,8 @@ static int build(bb_cpu_session *s, bb_error *err) {
     if (!g->outputs.items[i]->name || !*g->outputs.items[i]->name)
       return bb_error_set(err, BB_ERR_MALFORMED, "graph output %zu has no name", i);
   uint32_t cap = (uint32_t)mentions + 1;
-  s->names = xalloc(s, cap * sizeof *s->names);
-  s->steps = xalloc(s, (g->nodes.len ? g->nodes.len : 1) * sizeof *s->steps);
+  s->names = bb_mem_calloc(s->alloc, cap, sizeof *s->names);
+  s->steps = bb_mem_calloc(s->alloc, g->nodes.len, sizeof *s->steps);
   if (!s->names || !s->steps) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   uint32_t id;
   for (size_t i = 0; i < g->initializers.len; i++)
@@ -198,8 +189,8 @@ static int build(bb_cpu_session *s, bb_error *err) {
                           n->op_type, (long long)s->opset);
     st->n_in = (uint32_t)n->inputs.len;
     st->n_out = (uint32_t)n->outputs.len;
-    st->in = xalloc(s, (st->n_in ? st->n_in : 1) * sizeof *st->in);
-    st->out = xalloc(s, (st->n_out ? st->n_out : 1) * sizeof *st->out);
+    st->in = bb_mem_calloc(s->alloc, st->n_in, sizeof *st->in);
+    st->out = bb_mem_calloc(s->alloc, st->n_out, sizeof *st->out);
     if (!st->in || !st->out) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; k < st->n_in; k++) {
       st->in[k] = NO_VALUE;
@@ -215,11 +206,11 @@ static int build(bb_cpu_session *s, bb_error *err) {
   for (size_t i = 0; i < g->outputs.len; i++)
     if (intern(s, g->outputs.items[i]->name, &id, cap)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 
-  s->initial = xalloc(s, s->n_values * sizeof *s->initial);
-  s->declared_type = xalloc(s, s->n_values * sizeof *s->declared_type);
-  s->values = xalloc(s, s->n_values * sizeof *s->values);
-  s->inputs = xalloc(s, (g->inputs.len + 1) * sizeof *s->inputs);
-  s->outputs = xalloc(s, (g->outputs.len + 1) * sizeof *s->outputs);
+  s->initial = bb_mem_calloc(s->alloc, s->n_values, sizeof *s->initial);
+  s->declared_type = bb_mem_calloc(s->alloc, s->n_values, sizeof *s->declared_type);
+  s->values = bb_mem_calloc(s->alloc, s->n_values, sizeof *s->values);
+  s->inputs = bb_mem_calloc(s->alloc, g->inputs.len + 1, sizeof *s->inputs);
+  s->outputs = bb_mem_calloc(s->alloc, g->outputs.len + 1, sizeof *s->outputs);
   if (!s->initial || !s->declared_type || !s->values || !s->inputs || !s->outputs)
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < g->initializers.len; i++) {
@@ -239,27 +230,27 @@ static int build(bb_cpu_session *s, bb_error *err) {
   }
   for (size_t i = 0; i < g->outputs.len; i++) bb_strmap_get(&s->ids, g->outputs.items[i]->name, &s->outputs[s->n_outputs++]);
 
-  uint32_t *order = xalloc(s, (s->n_steps ? s->n_steps : 1) * sizeof *order);
+  uint32_t *order = bb_mem_calloc(s->alloc, s->n_steps, sizeof *order);
   if (!order) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   int rc = order_nodes(s, order, err);
   if (!rc) {
-    step *sorted = xalloc(s, (s->n_steps ? s->n_steps : 1) * sizeof *sorted);
+    step *sorted = bb_mem_calloc(s->alloc, s->n_steps, sizeof *sorted);
     if (!sorted) rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     else {
       for (uint32_t i = 0; i < s->n_steps; i++) sorted[i] = s->steps[order[i]];
-      xfree(s, s->steps);
+      bb_mem_free(s->alloc, s->steps);
       s->steps = sorted;
     }
   }
-  xfree(s, order);
+  bb_mem_free(s->alloc, order);
   if (rc) return rc;
 
   /* Every value read must come from somewhere: a graph input, an initializer or a node. */
-  bool *defined = xalloc(s, s->n_values * sizeof *defined);
-  uint32_t *last_use = xalloc(s, s->n_values * sizeof *last_use);
+  bool *defined = bb_mem_calloc(s->alloc, s->n_values, sizeof *defined);
+  uint32_t *last_use = bb_mem_calloc(s->alloc, s->n_values, sizeof *last_use);
   if (!defined || !last_use) {
-    xfree(s, defined);
-    xfree(s, last_use);
+    bb_mem_free(s->alloc, defined);
+    bb_mem_free(s->alloc, last_use);
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   }
   for (uint32_t i = 0; i < s->n_inputs; i++) defined[s->inputs[i]] = true;
@@ -294,15 +285,15 @@ static int build(bb_cpu_session *s, bb_error *err) {
   for (uint32_t v = 0; v < s->n_values && !rc; v++) {
     if (last_use[v] == NO_VALUE) continue;
     step *st = &s->steps[last_use[v]];
-    uint32_t *grown = s->alloc->realloc(st->dead, (st->n_dead + 1) * sizeof *grown, s->alloc->user_data);
+    uint32_t *grown = bb_mem_realloc(s->alloc, st->dead, (st->n_dead + 1) * sizeof *grown);
     if (!grown) rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     else {
       st->dead = grown;
       st->dead[st->n_dead++] = v;
     }
   }
-  xfree(s, defined);
-  xfree(s, last_use);
+  bb_mem_free(s->alloc, defined);
+  bb_mem_free(s->alloc, last_use);
   return rc;
 }
 
@@ -310,9 +301,8 @@ int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_
   *out = NULL;
   if (!model || !model->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
   if (!alloc) alloc = bb_default_allocator();
-  bb_cpu_session *s = alloc->malloc(sizeof *s, alloc->user_data);
+  bb_cpu_session *s = bb_mem_calloc(alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-  memset(s, 0, sizeof *s);
   s->model = model;
   s->graph = model->graph;
   s->alloc = alloc;

@@ -8,6 +8,7 @@
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
 #include "cpu/shape_ops.h"
+#include "util/mem.h"
 
 static const int32_t INDEX_TYPES[] = {BB_DTYPE_INT64, BB_DTYPE_INT32, BB_DTYPE_UNDEFINED};
 
@@ -23,12 +24,12 @@ static int read_index(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t i, int64_t
 }
 
 static int64_t *alloc_offsets(bb_cpu_op_ctx *ctx, int64_t n) {
-  int64_t *p = ctx->alloc->malloc((size_t)(n ? n : 1) * sizeof *p, ctx->alloc->user_data);
+  int64_t *p = bb_mem_alloc(ctx->alloc, (size_t)n * sizeof *p);
   if (!p) bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld offsets", (long long)n);
   return p;
 }
 
-static void free_offsets(bb_cpu_op_ctx *ctx, int64_t *p) { ctx->alloc->free(p, ctx->alloc->user_data); }
+static void free_offsets(bb_cpu_op_ctx *ctx, int64_t *p) { bb_mem_free(ctx->alloc, p); }
 
 int bb_cpu_gather(bb_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1];

@@ -3,6 +3,7 @@
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
 #include "cpu/shape_ops.h"
+#include "util/mem.h"
 
 int bb_cpu_transpose(bb_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
@@ -124,7 +125,7 @@ int bb_cpu_split(bb_cpu_op_ctx *ctx) {
   int axis;
   if ((rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), in->rank, &axis))) return rc;
   size_t n_out = ctx->n_outputs;
-  int64_t *sizes = ctx->alloc->malloc(n_out * sizeof *sizes, ctx->alloc->user_data);
+  int64_t *sizes = bb_mem_alloc(ctx->alloc, n_out * sizeof *sizes);
   if (!sizes) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu split sizes", n_out);
   rc = split_sizes(ctx, in->dims[axis], sizes, n_out);
   int64_t strides[BB_MAX_RANK], dims[BB_MAX_RANK];
@@ -140,7 +141,7 @@ int bb_cpu_split(bb_cpu_op_ctx *ctx) {
     }
     src += sizes[i] * strides[axis];
   }
-  ctx->alloc->free(sizes, ctx->alloc->user_data);
+  bb_mem_free(ctx->alloc, sizes);
   return rc;
 }
 

@@ -4,6 +4,7 @@
 
 #include "bb/tensor.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 #define BB_TENSOR_ALIGN 64u
 
@@ -23,7 +24,7 @@ static bool shape_ok(int rank, const int64_t *dims, int64_t *numel) {
 static bb_buffer *buffer_new(const bb_allocator *alloc, size_t size) {
   size_t header = (sizeof(bb_buffer) + BB_TENSOR_ALIGN - 1) & ~(size_t)(BB_TENSOR_ALIGN - 1);
   if (size > SIZE_MAX - header - BB_TENSOR_ALIGN) return NULL;
-  void *raw = alloc->malloc(header + size + BB_TENSOR_ALIGN, alloc->user_data);
+  void *raw = bb_mem_alloc(alloc, header + size + BB_TENSOR_ALIGN);
   if (!raw) return NULL;
   uintptr_t base = (uintptr_t)raw;
   uintptr_t data = (base + header + BB_TENSOR_ALIGN - 1) & ~(uintptr_t)(BB_TENSOR_ALIGN - 1);
@@ -39,13 +40,12 @@ static bb_buffer *buffer_new(const bb_allocator *alloc, size_t size) {
 static void buffer_release(bb_buffer *b) {
   if (!b || --b->refcount) return;
   if (b->release) b->release(b->release_data);
-  b->alloc->free(b, b->alloc->user_data);
+  bb_mem_free(b->alloc, b);
 }
 
 static bb_tensor *header_new(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims, int64_t numel) {
-  bb_tensor *t = alloc->malloc(sizeof *t, alloc->user_data);
+  bb_tensor *t = bb_mem_calloc(alloc, 1, sizeof *t);
   if (!t) return NULL;
-  memset(t, 0, sizeof *t);
   t->refcount = 1;
   t->dtype = dtype;
   t->rank = rank;
@@ -83,9 +83,8 @@ bb_tensor *bb_tensor_wrap(const bb_allocator *alloc, int32_t dtype, int rank, co
   int64_t numel;
   size_t esize = bb_dtype_size(dtype);
   if (!esize || !shape_ok(rank, dims, &numel) || (uint64_t)numel > SIZE_MAX / esize) return NULL;
-  bb_buffer *b = alloc->malloc(sizeof *b, alloc->user_data);
+  bb_buffer *b = bb_mem_calloc(alloc, 1, sizeof *b);
   if (!b) return NULL;
-  memset(b, 0, sizeof *b);
   b->refcount = 1;
   b->size = (size_t)numel * esize;
   b->data = data;
@@ -123,7 +122,7 @@ void bb_tensor_release(bb_tensor *t) {
   if (!t || --t->refcount) return;
   const bb_allocator *alloc = t->buffer->alloc;
   buffer_release(t->buffer);
-  alloc->free(t, alloc->user_data);
+  bb_mem_free(alloc, t);
 }
 
 size_t bb_tensor_nbytes(const bb_tensor *t) { return (size_t)t->numel * bb_dtype_size(t->dtype); }

@@ -7,6 +7,7 @@
 #include "failalloc.h"
 #include "harness.h"
 #include "components/aggregators/rounds.h"
+#include "util/hash.h"
 
 #define MS 1000000ull
 
@@ -343,6 +344,18 @@ static void test_snapshot_round_trip(void) {
   bb_fedround_free(b);
 }
 
+/* The snapshot's bytes are a format other builds read: a fixed state must keep giving the
+ * same bytes (length and FNV-1a 64 pinned from a known-good build). */
+static void test_snapshot_bytes_pinned(void) {
+  bb_fedround *a = busy_state();
+  size_t len;
+  uint8_t *bytes = snapshot(a, &len);
+  CHECK_EQ_INT(len, 231);
+  CHECK_MSG(bb_fnv1a64(bytes, len) == 0x0a15b76161d45713ull, "hash %016llx", (unsigned long long)bb_fnv1a64(bytes, len));
+  free(bytes);
+  bb_fedround_free(a);
+}
+
 static void test_snapshot_rejects_bad_bytes(void) {
   bb_fedround *a = busy_state();
   size_t len;
@@ -441,6 +454,7 @@ int main(void) {
   RUN(test_late_count);
   RUN(test_snapshot_round_trip);
   RUN(test_snapshot_rejects_bad_bytes);
+  RUN(test_snapshot_bytes_pinned);
   RUN(test_allocation_failure_keeps_round);
   RUN(test_bad_config);
   return bb_test_finish();

@@ -9,6 +9,7 @@
 #include "components/index/distance.h"
 #include "components/index/flat_index.h"
 #include "cpu/optest.h"
+#include "util/hash.h"
 
 static float *random_vec(size_t n, double lo, double hi) {
   float *x = malloc((n ? n : 1) * sizeof *x);
@@ -287,6 +288,21 @@ static void test_snapshot(void) {
   bb_flat_index_free(b);
 }
 
+/* The snapshot's bytes are a format other builds read: a fixed index must keep giving
+ * the same bytes (length and FNV-1a 64 pinned from a known-good build). */
+static void test_snapshot_bytes_pinned(void) {
+  bb_flat_index *a = make(3, BB_FLAT_INDEX_L2SQ);
+  const float v[4][3] = {{1, -2, 0.5f}, {0, 0, 0}, {-1e-3f, 3e8f, 7}, {0.25f, 0.125f, -0.0625f}};
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(bb_flat_index_add(a, v[i], NULL, NULL), 0);
+  CHECK_EQ_INT(bb_flat_index_remove(a, 1, NULL), 0); /* the last record moves into slot 1 */
+  size_t len;
+  uint8_t *bytes = snapshot(a, &len);
+  CHECK_EQ_INT(len, 97);
+  CHECK_MSG(bb_fnv1a64(bytes, len) == 0x9b3feb7b139cb4f6ull, "hash %016llx", (unsigned long long)bb_fnv1a64(bytes, len));
+  free(bytes);
+  bb_flat_index_free(a);
+}
+
 static void test_allocation_failure(void) {
   failing f = {-1, 0};
   bb_allocator alloc = failing_allocator(&f);
@@ -325,6 +341,7 @@ int main(void) {
   RUN(test_ties_and_small_k);
   RUN(test_remove_and_ids);
   RUN(test_snapshot);
+  RUN(test_snapshot_bytes_pinned);
   RUN(test_allocation_failure);
   return bb_test_finish();
 }

@@ -288,6 +288,14 @@ static void test_u8_edges(void) {
   CHECK(buf[8] == 127);
   CHECK(buf[9] == 0 && buf[10] == 127 && buf[11] == 254);
 
+  /* float16 layout: u32 count, then each code little-endian (codes from numpy) */
+  const float hv[4] = {1, -2, 65504, 0.1f};
+  uint8_t henc[12];
+  static const uint8_t hexpect[12] = {4, 0, 0, 0, 0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b, 0x66, 0x2e};
+  CHECK(bb_quant_f16_encode(hv, 4, henc, sizeof henc, &written, &err) == 0);
+  CHECK_EQ_INT(written, 12);
+  CHECK(memcmp(henc, hexpect, sizeof hexpect) == 0);
+
   /* non-finite values are refused, naming the index */
   float bad[4] = {1, 2, INFINITY, 3};
   CHECK(bb_quant_u8_encode(bad, 4, buf, sizeof buf + 1, &written, &err) != 0);

@@ -1,14 +1,14 @@
-/* GlobalRegistry (roles.md §4.2) over the seeded simulator: one server and three clients
- * announce and get Handshakes; the server's view holds the three; a client that stops
- * heartbeating is evicted after the TTL while the others stay; Sample draws are the same
- * for the same seed; malformed messages are refused and reported as OP_FAILED
- * (message_failed); save/load round-trips the membership and refuses bad bytes. One
- * artifact for clients and server: a bootstrap of constants pins the server's address and
- * announces (the runtime fixes this needed: address-book ops read the constants' tensors,
+/* GlobalRegistry over the seeded simulator: one server and three clients announce and get
+ * Handshakes; the server's view holds the three; a client that stops heartbeating is
+ * evicted after the TTL while the others stay; Sample draws are the same for the same
+ * seed; malformed messages are refused and reported as OP_FAILED (message_failed);
+ * save/load round-trips the membership and refuses bad bytes; the payloads and states keep
+ * their documented bytes. One artifact for clients and server: a bootstrap of constants
+ * pins the server's address and announces (address-book ops read the constants' tensors,
  * and a slotless protocol op goes to the component bound as Protocol). */
 #include <stdlib.h>
 
-#include "../runtime/rttest.h"
+#include "control_plane.h"
 #include "bb/roles.h"
 #include "bb/sim.h"
 
@@ -230,45 +230,10 @@ static void test_sample_deterministic(void) {
   CHECK(varied); /* successive calls draw afresh */
 }
 
-/* FNV-1a-32: the component number a control-plane fill addresses (runtime install). */
-static uint32_t fnv32(const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-  return h;
-}
-
-static void deliver_message(bb_node *to, uint64_t from_id, const char *op, const uint8_t *payload, size_t len,
-                            uint64_t now) {
-  bb_address suffix = {.n = 2};
-  suffix.seg[0].kind = BB_ADDR_COMPONENT;
-  suffix.seg[0].value = fnv32("discovery");
-  suffix.seg[1].kind = BB_ADDR_OP;
-  strcpy(suffix.seg[1].op, op);
-  uint8_t sbuf[300], dbuf[300];
-  bb_address dest = p2p_address(bb_node_self(to));
-  bb_bytes d = {dbuf, bb_address_to_bytes(&dest, dbuf, sizeof dbuf)};
-  bb_slot_fill fill = {.dest_suffix = {sbuf, bb_address_to_bytes(&suffix, sbuf, sizeof sbuf)},
-                       .payload = {(uint8_t *)payload, len},
-                       .type_hash = bb_val_kind_hash(BB_VAL_BYTES)};
-  bb_envelope env = {0};
-  env.dest_peer_addresses = &d;
-  env.n_dest_peer_addresses = 1;
-  env.fills = &fill;
-  env.n_fills = 1;
-  env.schema_version = BB_ENVELOPE_SCHEMA_VERSION;
-  uint8_t *bytes;
-  size_t blen;
-  bb_error err;
-  CHECK(bb_envelope_encode(&env, NULL, &bytes, &blen, &err) == 0);
-  bb_peer_id from = bb_peer_id_from_u64(from_id);
-  CHECK_MSG(bb_node_deliver(to, &from, bytes, blen, now, &err) == 0, "%s", err.message);
-  free(bytes);
-}
-
 /* Delivers one message and expects exactly one OP_FAILED message_failed whose detail
  * contains `why`. */
 static void expect_refused(bb_node *to, uint64_t from, const char *op, const uint8_t *p, size_t len, const char *why) {
-  deliver_message(to, from, op, p, len, 0);
+  deliver_message(to, from, "discovery", op, p, len, 0);
   const bb_step *steps;
   size_t n;
   bb_error err;
@@ -366,8 +331,120 @@ static void test_save_load(void) {
   world_end(&w);
 }
 
+/* ---- byte formats: the payloads and states are read by other builds, so their bytes are
+ * pinned here against the documented layouts (docs/WIRE.md, docs/COMPONENTS.md). ---- */
+
+static void test_message_bytes_pinned(void) {
+  size_t slen = 0, clen = 0;
+  uint8_t *sart = compile(&DIRECTORY, true, &slen), *cart = compile(&MEMBER, false, &clen);
+  const char *st[] = {"Directory"}, *ct[] = {"Member"};
+  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, NULL, NULL) : NULL;
+  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, NULL, NULL) : NULL;
+  if (server && client) {
+    bb_error err;
+    const bb_step *steps;
+    size_t n;
+    uint8_t got[1024];
+    /* the client's Announce: version, its peer id, its one address */
+    bb_peer_id sp = bb_peer_id_from_u64(SERVER);
+    bb_address sa = p2p_address(&sp);
+    CHECK(bb_node_add_peer(client, &sp, &sa, &err) == 0);
+    bb_val *server_val = bb_val_peer(NULL, &sp);
+    bb_named_value in = {"server", server_val};
+    CHECK_MSG(bb_node_invoke(client, "Member", &in, 1, 0, &err) == 0, "%s", err.message);
+    bb_val_release(server_val);
+    CHECK(bb_node_poll(client, 0, &steps, &n, &err) == 0);
+    bytes_out announce = {{0}, 0};
+    out_u8(&announce, 1);
+    out_peer(&announce, 1);
+    out_u8(&announce, 1);
+    out_p2p_address(&announce, 1);
+    size_t len = sent_payload(steps, n, "Announce", got, sizeof got);
+    CHECK_EQ_INT(len, announce.n);
+    CHECK(len == announce.n && memcmp(got, announce.b, len) == 0);
+    /* the server's Handshake: version, ttl, ttl/3, its one address */
+    deliver_message(server, 1, "discovery", "Announce", announce.b, announce.n, 0);
+    CHECK(bb_node_poll(server, 0, &steps, &n, &err) == 0);
+    bytes_out handshake = {{0}, 0};
+    out_u8(&handshake, 1);
+    out_le(&handshake, TTL_MS * MS, 8);
+    out_le(&handshake, TTL_MS * MS / 3, 8);
+    out_u8(&handshake, 1);
+    out_p2p_address(&handshake, SERVER);
+    len = sent_payload(steps, n, "Handshake", got, sizeof got);
+    CHECK_EQ_INT(len, handshake.n);
+    CHECK(len == handshake.n && memcmp(got, handshake.b, len) == 0);
+  }
+  bb_node_free(server);
+  bb_node_free(client);
+  free(sart);
+  free(cart);
+}
+
+/* Loads `state` into the slot's component and saves it again: the same bytes come out. */
+static void check_state_round_trip(bb_node *node, const bytes_out *state, const bytes_out *expected) {
+  const bb_component_type *type = NULL;
+  void *self = bb_node_component(node, "discovery", &type);
+  CHECK(self && type);
+  if (!self) return;
+  bb_error err;
+  CHECK_MSG(type->load(self, state->b, state->n, &err) == 0, "%s", err.message);
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  CHECK_MSG(type->save(self, bb_default_allocator(), &bytes, &len, &err) == 0, "%s", err.message);
+  CHECK_EQ_INT(len, expected->n);
+  CHECK(bytes && len == expected->n && memcmp(bytes, expected->b, len) == 0);
+  free(bytes);
+}
+
+static void test_state_bytes_pinned(void) {
+  size_t slen = 0, clen = 0;
+  uint8_t *sart = compile(&DIRECTORY, true, &slen), *cart = compile(&MEMBER, false, &clen);
+  const char *st[] = {"Directory"}, *ct[] = {"Member"};
+  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, NULL, NULL) : NULL;
+  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, NULL, NULL) : NULL;
+  if (server && client) {
+    /* server: version, ttl, u32 count, then (peer, expiry) in peer-id order */
+    bytes_out s = {{0}, 0};
+    out_u8(&s, 1);
+    out_le(&s, 5000 * MS, 8);
+    out_le(&s, 2, 4);
+    out_peer(&s, 3);
+    out_le(&s, 0x0102030405060708ull, 8);
+    out_peer(&s, 7);
+    out_le(&s, 42 * MS, 8);
+    check_state_round_trip(server, &s, &s);
+    /* client: version, has_server, server peer, ttl, interval, timer token */
+    bytes_out c = {{0}, 0};
+    out_u8(&c, 1);
+    out_u8(&c, 1);
+    out_peer(&c, SERVER);
+    out_le(&c, 9000 * MS, 8);
+    out_le(&c, 3000 * MS, 8);
+    out_le(&c, 17, 8);
+    check_state_round_trip(client, &c, &c);
+    /* a client state without the token saves with token 0 */
+    bytes_out old = c;
+    old.n -= 8;
+    bytes_out zero = c;
+    memset(zero.b + zero.n - 8, 0, 8);
+    check_state_round_trip(client, &old, &zero);
+    /* no server: the peer is absent */
+    bytes_out none = {{1, 0}, 2};
+    out_le(&none, 0, 8);
+    out_le(&none, 0, 8);
+    out_le(&none, 0, 8);
+    check_state_round_trip(client, &none, &none);
+  }
+  bb_node_free(server);
+  bb_node_free(client);
+  free(sart);
+  free(cart);
+}
+
 /* One artifact: discovery = GlobalRegistryClient (registry=view) everywhere, view =
- * GlobalRegistryServer; the bootstrap records the §6.5 constants, InsertMany, Announce. */
+ * GlobalRegistryServer; the bootstrap records the server's id and address as constants,
+ * InsertMany, Announce. */
 static const int64_t BOOT_SERVER[] = {SERVER};
 
 static void fed_bootstrap(bb_rec *g, void *user) {
@@ -445,6 +522,8 @@ int main(void) {
   RUN(test_sample_deterministic);
   RUN(test_malformed_refused);
   RUN(test_save_load);
+  RUN(test_message_bytes_pinned);
+  RUN(test_state_bytes_pinned);
   RUN(test_restored_client_keeps_heartbeating);
   RUN(test_one_artifact_bootstrap);
   return bb_test_finish();

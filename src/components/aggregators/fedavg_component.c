@@ -25,7 +25,9 @@
 #include "components/aggregators/robust.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
+#include "util/bytes.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 /* ---- FedAvg --------------------------------------------------------------------------- */
 
@@ -60,9 +62,8 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
   bool abandon = strcmp(no_quorum, "abandon") == 0, count = strcmp(late, "count") == 0;
   if ((!abandon && strcmp(no_quorum, "extend") != 0) || (!count && strcmp(late, "drop") != 0))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: no_quorum is extend|abandon and late is drop|count");
-  fedavg *f = init->alloc->malloc(sizeof *f, init->alloc->user_data);
+  fedavg *f = bb_mem_calloc(init->alloc, 1, sizeof *f);
   if (!f) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
-  memset(f, 0, sizeof *f);
   f->alloc = init->alloc;
   f->cfg.quorum = (uint32_t)quorum;
   f->cfg.target = (uint32_t)target;
@@ -78,8 +79,8 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
 static void fedavg_destroy(void *self) {
   fedavg *f = self;
   bb_fedround_free(f->fr);
-  if (f->global) f->alloc->free(f->global, f->alloc->user_data);
-  f->alloc->free(f, f->alloc->user_data);
+  bb_mem_free(f->alloc, f->global);
+  bb_mem_free(f->alloc, f);
 }
 
 /* The rounds start with the first parameter vector seen (its length is the model's). */
@@ -129,7 +130,7 @@ static bb_tensor *vector_of(bb_ctx *ctx, const float *data, size_t n) {
 
 /* Keeps what was given out, so an abandoned round can hand it out again. */
 static int remember(fedavg *f, const float *params, bb_error *err) {
-  if (!f->global && !(f->global = f->alloc->malloc(f->cfg.param_len * sizeof(float), f->alloc->user_data)))
+  if (!f->global && !(f->global = bb_mem_calloc(f->alloc, f->cfg.param_len, sizeof(float))))
     return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   memcpy(f->global, params, f->cfg.param_len * sizeof(float));
   return 0;
@@ -205,14 +206,15 @@ static int fedavg_save(const void *self, const bb_allocator *alloc, uint8_t **ou
   const fedavg *f = self;
   size_t g = f->global ? f->cfg.param_len : 0, n = f->fr ? bb_fedround_snapshot_size(f->fr) : 0;
   size_t total = 9 + g * sizeof(float) + n;
-  uint8_t *buf = alloc->malloc(total, alloc->user_data);
+  uint8_t *buf = bb_mem_alloc(alloc, total);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
-  buf[0] = f->started;
-  for (int i = 0; i < 8; i++) buf[1 + i] = (uint8_t)((uint64_t)g >> (8 * i));
-  if (g) memcpy(buf + 9, f->global, g * sizeof(float));
-  int rc = f->fr ? bb_fedround_snapshot(f->fr, buf + 9 + g * sizeof(float), n, NULL, err) : 0;
+  bb_le_writer w = bb_le_writer_fixed(buf, total);
+  bb_le_write_u8(&w, f->started);
+  bb_le_write_u64(&w, g);
+  for (size_t i = 0; i < g; i++) bb_le_write_f32(&w, f->global[i]);
+  int rc = f->fr ? bb_fedround_snapshot(f->fr, buf + w.len, n, NULL, err) : 0;
   if (rc) {
-    alloc->free(buf, alloc->user_data);
+    bb_mem_free(alloc, buf);
     return rc;
   }
   *out = buf;
@@ -223,8 +225,7 @@ static int fedavg_save(const void *self, const bb_allocator *alloc, uint8_t **ou
 static int fedavg_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
   fedavg *f = self;
   if (len < 9 || data[0] > 1) return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved state is malformed");
-  uint64_t g = 0;
-  for (int i = 0; i < 8; i++) g |= (uint64_t)data[1 + i] << (8 * i);
+  uint64_t g = bb_le_get_u64(data + 1);
   if (g > (len - 9) / sizeof(float) || (g && len - 9 == g * sizeof(float)))
     return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved global model does not fit the state");
   size_t rest = len - 9 - (size_t)g * sizeof(float);
@@ -238,13 +239,13 @@ static int fedavg_load(void *self, const uint8_t *data, size_t len, bb_error *er
     return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved global model and rounds disagree");
   }
   float *global = NULL;
-  if (g && !(global = f->alloc->malloc(g * sizeof(float), f->alloc->user_data))) {
+  if (g && !(global = bb_mem_calloc(f->alloc, (size_t)g, sizeof(float)))) {
     bb_fedround_free(fr);
     return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   }
-  if (g) memcpy(global, data + 9, g * sizeof(float));
+  for (size_t i = 0; i < g; i++) global[i] = bb_le_get_f32(data + 9 + 4 * i);
   bb_fedround_free(f->fr);
-  if (f->global) f->alloc->free(f->global, f->alloc->user_data);
+  bb_mem_free(f->alloc, f->global);
   f->fr = fr;
   f->global = global;
   f->started = data[0];
@@ -292,7 +293,7 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "RobustAvg: method is median|trimmed, 0 <= trim < 0.5, 1 <= quorum <= 4096 (got `%s`)",
                         init->config);
-  robust *r = init->alloc->malloc(sizeof *r, init->alloc->user_data);
+  robust *r = bb_mem_alloc(init->alloc, sizeof *r);
   if (!r) return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   *r = (robust){init->alloc, median, trim, quorum, 0, NULL, 0, 0};
   *self = r;
@@ -300,15 +301,15 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
 }
 
 static void robust_clear(robust *r) {
-  for (size_t i = 0; i < r->n; i++) r->alloc->free(r->items[i].v, r->alloc->user_data);
+  for (size_t i = 0; i < r->n; i++) bb_mem_free(r->alloc, r->items[i].v);
   r->n = 0;
 }
 
 static void robust_destroy(void *self) {
   robust *r = self;
   robust_clear(r);
-  if (r->items) r->alloc->free(r->items, r->alloc->user_data);
-  r->alloc->free(r, r->alloc->user_data);
+  bb_mem_free(r->alloc, r->items);
+  bb_mem_free(r->alloc, r);
 }
 
 static int robust_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
@@ -323,24 +324,18 @@ static int robust_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, co
   for (size_t i = 0; i < len; i++)
     if (x[i] != x[i] || x[i] - x[i] != 0)
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "RobustAvg: value %zu of the update is not finite", i);
-  float *copy = r->alloc->malloc(len * sizeof *copy, r->alloc->user_data);
+  float *copy = bb_mem_alloc(r->alloc, len * sizeof *copy);
   if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   memcpy(copy, x, len * sizeof *copy);
   for (size_t i = 0; i < r->n; i++)
     if (bb_peer_id_equal(&r->items[i].peer, from)) { /* a peer's later update replaces its earlier one */
-      r->alloc->free(r->items[i].v, r->alloc->user_data);
+      bb_mem_free(r->alloc, r->items[i].v);
       r->items[i].v = copy;
       return 0;
     }
-  if (r->n == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 8;
-    robust_entry *grown = r->alloc->realloc(r->items, cap * sizeof *grown, r->alloc->user_data);
-    if (!grown) {
-      r->alloc->free(copy, r->alloc->user_data);
-      return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
-    }
-    r->items = grown;
-    r->cap = cap;
+  if (bb_mem_grow(r->alloc, (void **)&r->items, &r->cap, r->n + 1, sizeof *r->items)) {
+    bb_mem_free(r->alloc, copy);
+    return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   }
   r->items[r->n++] = (robust_entry){*from, copy};
   r->len = len;
@@ -352,8 +347,8 @@ static int robust_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
   if (r->n < r->quorum) return 0;
   int64_t dim = (int64_t)r->len;
   bb_tensor *out = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
-  const float **vecs = r->alloc->malloc(r->n * sizeof *vecs, r->alloc->user_data);
-  float *scratch = r->alloc->malloc(r->n * sizeof *scratch, r->alloc->user_data);
+  const float **vecs = bb_mem_calloc(r->alloc, r->n, sizeof *vecs);
+  float *scratch = bb_mem_calloc(r->alloc, r->n, sizeof *scratch);
   int rc = 0;
   if (!out || !vecs || !scratch) rc = bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   else {
@@ -361,8 +356,8 @@ static int robust_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
     rc = r->median ? bb_robust_median(vecs, r->n, r->len, bb_tensor_data(out), scratch, err)
                    : bb_robust_trimmed_mean(vecs, r->n, r->len, r->trim, bb_tensor_data(out), scratch, err);
   }
-  if (vecs) r->alloc->free(vecs, r->alloc->user_data);
-  if (scratch) r->alloc->free(scratch, r->alloc->user_data);
+  bb_mem_free(r->alloc, (void *)vecs);
+  bb_mem_free(r->alloc, scratch);
   if (!rc) *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, r->n);
   if (rc || !*meta) {
     bb_tensor_release(out);
@@ -413,7 +408,7 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
                         model);
   if (!(g.weight > 0 && g.weight <= 1))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: weight must be in (0, 1], got %g", (double)g.weight);
-  gossip_avg *p = init->alloc->malloc(sizeof *p, init->alloc->user_data);
+  gossip_avg *p = bb_mem_alloc(init->alloc, sizeof *p);
   if (!p) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   *p = g;
   *self = p;
@@ -422,7 +417,7 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
 
 static void gossip_avg_destroy(void *self) {
   gossip_avg *g = self;
-  g->alloc->free(g, g->alloc->user_data);
+  bb_mem_free(g->alloc, g);
 }
 
 static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,

@@ -8,8 +8,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "util/bytes.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
 
 typedef struct key {
   uint8_t len;
@@ -41,27 +43,6 @@ struct bb_fedround {
   size_t n_recents, cap_recents;
   bb_fedround_counters counters;
 };
-
-static void *mem_alloc(const bb_fedround *fr, size_t size) {
-  return fr->alloc.malloc(size, fr->alloc.user_data);
-}
-
-static void mem_free(const bb_fedround *fr, void *p) {
-  if (p) fr->alloc.free(p, fr->alloc.user_data);
-}
-
-/* Makes room for `want` items in *items; 0 or BB_ERR_NOMEM with *items untouched. */
-static int reserve(bb_fedround *fr, void **items, size_t *cap, size_t want, size_t elem) {
-  if (want <= *cap) return 0;
-  size_t n = *cap ? *cap : 4;
-  while (n < want) n *= 2;
-  if (n > SIZE_MAX / elem) return BB_ERR_NOMEM;
-  void *p = fr->alloc.realloc(*items, n * elem, fr->alloc.user_data);
-  if (!p) return BB_ERR_NOMEM;
-  *items = p;
-  *cap = n;
-  return 0;
-}
 
 static int key_cmp(const key *a, const key *b) {
   const size_t n = a->len < b->len ? a->len : b->len;
@@ -125,9 +106,8 @@ static int check_config(const bb_fedround_config *c, bb_error *err) {
 static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_fedround **out,
                 bb_error *err) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_fedround *fr = alloc->malloc(sizeof *fr, alloc->user_data);
+  bb_fedround *fr = bb_mem_calloc(alloc, 1, sizeof *fr);
   if (!fr) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory");
-  memset(fr, 0, sizeof *fr);
   fr->alloc = *alloc;
   fr->cfg = *config;
   fr->round_id = config->first_round;
@@ -148,7 +128,7 @@ int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
 }
 
 static void drop_entries(bb_fedround *fr) {
-  for (size_t i = 0; i < fr->n_entries; i++) mem_free(fr, fr->entries[i].params);
+  for (size_t i = 0; i < fr->n_entries; i++) bb_mem_free(&fr->alloc, fr->entries[i].params);
   fr->n_entries = 0;
   fr->total_samples = 0;
 }
@@ -156,9 +136,10 @@ static void drop_entries(bb_fedround *fr) {
 void bb_fedround_free(bb_fedround *fr) {
   if (!fr) return;
   drop_entries(fr);
-  mem_free(fr, fr->entries);
-  mem_free(fr, fr->recents);
-  mem_free(fr, fr);
+  const bb_allocator a = fr->alloc;
+  bb_mem_free(&a, fr->entries);
+  bb_mem_free(&a, fr->recents);
+  bb_mem_free(&a, fr);
 }
 
 size_t bb_fedround_key_from_u64(uint64_t id, uint8_t k[8]) {
@@ -272,9 +253,9 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
     bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
     return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
   }
-  if (reserve(fr, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
+  if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
     return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
-  float *copy = mem_alloc(fr, fr->cfg.param_len * sizeof *copy);
+  float *copy = bb_mem_alloc(&fr->alloc, fr->cfg.param_len * sizeof *copy);
   if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
   memcpy(copy, params, fr->cfg.param_len * sizeof *copy);
   memmove(fr->entries + at + 1, fr->entries + at, (fr->n_entries - at) * sizeof(entry));
@@ -330,13 +311,13 @@ static void remember_contributors(bb_fedround *fr) {
 static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
                        bb_error *err) {
   const size_t d = fr->cfg.param_len;
-  double *acc = mem_alloc(fr, d * sizeof *acc);
-  float *out = mem_alloc(fr, d * sizeof *out);
-  const int room = reserve(fr, (void **)&fr->recents, &fr->cap_recents,
-                           fr->n_recents + fr->n_entries, sizeof(recent));
+  double *acc = bb_mem_alloc(&fr->alloc, d * sizeof *acc);
+  float *out = bb_mem_alloc(&fr->alloc, d * sizeof *out);
+  const int room = bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents,
+                               fr->n_recents + fr->n_entries, sizeof(recent));
   if (!acc || !out || room) {
-    mem_free(fr, acc);
-    mem_free(fr, out);
+    bb_mem_free(&fr->alloc, acc);
+    bb_mem_free(&fr->alloc, out);
     return bb_error_set(err, BB_ERR_NOMEM,
                         "fedround: out of memory closing round %llu (nothing was dropped)",
                         (unsigned long long)fr->round_id);
@@ -349,7 +330,7 @@ static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *res
     for (size_t j = 0; j < d; j++) acc[j] += w * (double)x[j];
   }
   for (size_t j = 0; j < d; j++) out[j] = (float)acc[j];
-  mem_free(fr, acc);
+  bb_mem_free(&fr->alloc, acc);
 
   result->event = BB_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
@@ -410,33 +391,9 @@ const bb_allocator *bb_fedround_allocator(const bb_fedround *fr) { return &fr->a
 /* magic, version, config (8+4+4+8+1+1+8+8), round state (8+8+1), 6 counters, 2 counts */
 #define SNAPSHOT_FIXED (4 + 4 + 42 + 17 + 6 * 8 + 2 * 8)
 
-typedef struct writer {
-  uint8_t *p;
-  size_t off;
-} writer;
-
-static void put_u8(writer *w, uint8_t v) { w->p[w->off++] = v; }
-
-static void put_u32(writer *w, uint32_t v) {
-  for (int i = 0; i < 4; i++) w->p[w->off++] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(writer *w, uint64_t v) {
-  for (int i = 0; i < 8; i++) w->p[w->off++] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_key(writer *w, const key *k) {
-  put_u8(w, k->len);
-  memcpy(w->p + w->off, k->bytes, k->len);
-  w->off += k->len;
-}
-
-static void put_floats(writer *w, const float *x, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    uint32_t bits;
-    memcpy(&bits, &x[i], sizeof bits);
-    put_u32(w, bits);
-  }
+static void put_key(bb_le_writer *w, const key *k) {
+  bb_le_write_u8(w, k->len);
+  bb_le_write(w, k->bytes, k->len);
 }
 
 size_t bb_fedround_snapshot_size(const bb_fedround *fr) {
@@ -454,61 +411,59 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
   if (cap < need)
     return bb_error_set(err, BB_ERR_LIMIT, "fedround: snapshot needs %zu bytes, buffer has %zu",
                         need, cap);
-  writer w = {buf, 0};
-  memcpy(w.p, SNAPSHOT_MAGIC, 4);
-  w.off = 4;
-  put_u32(&w, SNAPSHOT_VERSION);
-  put_u64(&w, fr->cfg.param_len);
-  put_u32(&w, fr->cfg.quorum);
-  put_u32(&w, fr->cfg.target);
-  put_u64(&w, fr->cfg.deadline_ns);
-  put_u8(&w, (uint8_t)fr->cfg.on_no_quorum);
-  put_u8(&w, (uint8_t)fr->cfg.late);
-  put_u64(&w, fr->cfg.max_staleness);
-  put_u64(&w, fr->cfg.first_round);
-  put_u64(&w, fr->round_id);
-  put_u64(&w, fr->opened_ns);
-  put_u8(&w, (uint8_t)fr->overdue_reported);
+  bb_le_writer w = bb_le_writer_fixed(buf, need);
+  bb_le_write(&w, SNAPSHOT_MAGIC, 4);
+  bb_le_write_u32(&w, SNAPSHOT_VERSION);
+  bb_le_write_u64(&w, fr->cfg.param_len);
+  bb_le_write_u32(&w, fr->cfg.quorum);
+  bb_le_write_u32(&w, fr->cfg.target);
+  bb_le_write_u64(&w, fr->cfg.deadline_ns);
+  bb_le_write_u8(&w, (uint8_t)fr->cfg.on_no_quorum);
+  bb_le_write_u8(&w, (uint8_t)fr->cfg.late);
+  bb_le_write_u64(&w, fr->cfg.max_staleness);
+  bb_le_write_u64(&w, fr->cfg.first_round);
+  bb_le_write_u64(&w, fr->round_id);
+  bb_le_write_u64(&w, fr->opened_ns);
+  bb_le_write_u8(&w, (uint8_t)fr->overdue_reported);
   const bb_fedround_counters *c = &fr->counters;
-  put_u64(&w, c->rounds_closed);
-  put_u64(&w, c->rounds_abandoned);
-  put_u64(&w, c->rejected);
-  put_u64(&w, c->late_counted);
-  put_u64(&w, c->late_dropped);
-  put_u64(&w, c->replaced);
-  put_u64(&w, fr->n_entries);
+  bb_le_write_u64(&w, c->rounds_closed);
+  bb_le_write_u64(&w, c->rounds_abandoned);
+  bb_le_write_u64(&w, c->rejected);
+  bb_le_write_u64(&w, c->late_counted);
+  bb_le_write_u64(&w, c->late_dropped);
+  bb_le_write_u64(&w, c->replaced);
+  bb_le_write_u64(&w, fr->n_entries);
   for (size_t i = 0; i < fr->n_entries; i++) {
     const entry *e = &fr->entries[i];
     put_key(&w, &e->key);
-    put_u64(&w, e->origin_round);
-    put_u64(&w, e->num_samples);
-    put_floats(&w, e->params, fr->cfg.param_len);
+    bb_le_write_u64(&w, e->origin_round);
+    bb_le_write_u64(&w, e->num_samples);
+    for (size_t j = 0; j < fr->cfg.param_len; j++) bb_le_write_f32(&w, e->params[j]);
   }
-  put_u64(&w, fr->n_recents);
+  bb_le_write_u64(&w, fr->n_recents);
   for (size_t i = 0; i < fr->n_recents; i++) {
     put_key(&w, &fr->recents[i].key);
-    put_u64(&w, fr->recents[i].last_round);
+    bb_le_write_u64(&w, fr->recents[i].last_round);
   }
-  put_u64(&w, bb_fnv1a64(buf, w.off));
-  if (written) *written = w.off;
+  bb_le_write_u64(&w, bb_fnv1a64(buf, w.len));
+  if (written) *written = w.len;
   return 0;
 }
 
+/* A bounds-checked read of the records; the first failure is kept in rc (and err), and
+ * every later read returns zeros. */
 typedef struct reader {
-  const uint8_t *p;
-  size_t len, off;
+  bb_le_reader in;
   bb_error *err;
   int rc;
 } reader;
 
-/* Fails the read (once) when fewer than n bytes are left. */
-static int need(reader *r, size_t n, const char *what) {
-  if (r->rc) return 0;
-  if (r->len - r->off >= n) return 1;
-  r->rc = bb_error_set(r->err, BB_ERR_MALFORMED,
-                       "fedround snapshot: truncated at byte %zu reading %s (%zu bytes total)",
-                       r->off, what, r->len);
-  return 0;
+static int truncated(reader *r, const char *what) {
+  if (!r->rc)
+    r->rc = bb_error_set(r->err, BB_ERR_MALFORMED,
+                         "fedround snapshot: truncated at byte %zu reading %s (%zu bytes total)",
+                         r->in.at, what, r->in.len);
+  return r->rc;
 }
 
 static int bad(reader *r, size_t at, const char *what) {
@@ -518,50 +473,47 @@ static int bad(reader *r, size_t at, const char *what) {
 }
 
 static uint8_t get_u8(reader *r, const char *what) {
-  return need(r, 1, what) ? r->p[r->off++] : 0;
+  uint8_t v = 0;
+  if (!r->rc && !bb_le_read_u8(&r->in, &v)) truncated(r, what);
+  return v;
 }
 
 static uint32_t get_u32(reader *r, const char *what) {
-  if (!need(r, 4, what)) return 0;
   uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)r->p[r->off++] << (8 * i);
+  if (!r->rc && !bb_le_read_u32(&r->in, &v)) truncated(r, what);
   return v;
 }
 
 static uint64_t get_u64(reader *r, const char *what) {
-  if (!need(r, 8, what)) return 0;
   uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)r->p[r->off++] << (8 * i);
+  if (!r->rc && !bb_le_read_u64(&r->in, &v)) truncated(r, what);
   return v;
 }
 
 static void get_key(reader *r, key *k) {
-  const size_t at = r->off;
+  const size_t at = r->in.at;
   k->len = get_u8(r, "a key length");
   if (r->rc) return;
   if (k->len == 0 || k->len > BB_FEDROUND_KEY_MAX) {
     bad(r, at, "key length out of range");
     return;
   }
-  if (!need(r, k->len, "a key")) return;
-  memcpy(k->bytes, r->p + r->off, k->len);
-  r->off += k->len;
+  if (!bb_le_read(&r->in, k->bytes, k->len)) truncated(r, "a key");
 }
 
 static void get_floats(reader *r, float *x, size_t n) {
   for (size_t i = 0; i < n && !r->rc; i++) {
-    const size_t at = r->off;
-    const uint32_t bits = get_u32(r, "a parameter");
-    memcpy(&x[i], &bits, sizeof bits);
-    if (!r->rc && !isfinite(x[i])) bad(r, at, "non-finite parameter");
+    const size_t at = r->in.at;
+    if (!bb_le_read_f32(&r->in, &x[i])) truncated(r, "a parameter");
+    else if (!isfinite(x[i])) bad(r, at, "non-finite parameter");
   }
 }
 
 /* Reads the config and round state into fresh object *out (entries follow). */
 static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) {
-  if (!need(r, 4, "the magic")) return r->rc;
-  if (memcmp(r->p, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
-  r->off = 4;
+  const uint8_t *magic = bb_le_read_span(&r->in, 4);
+  if (!magic) return truncated(r, "the magic");
+  if (memcmp(magic, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
   const uint32_t version = get_u32(r, "the version");
   if (r->rc) return r->rc;
   if (version != SNAPSHOT_VERSION)
@@ -587,7 +539,7 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
   bb_fedround *fr = *out;
   fr->round_id = get_u64(r, "the round id");
   fr->opened_ns = get_u64(r, "the open time");
-  const size_t at = r->off;
+  const size_t at = r->in.at;
   const uint8_t overdue = get_u8(r, "the overdue flag");
   if (!r->rc && overdue > 1) return bad(r, at, "overdue flag is not 0 or 1");
   fr->overdue_reported = overdue;
@@ -605,10 +557,10 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
 /* A count of records of at least `min_size` bytes each that the rest of the input
  * could hold; anything larger is corrupt (and would be a huge allocation). */
 static size_t get_count(reader *r, size_t min_size, const char *what) {
-  const size_t at = r->off;
+  const size_t at = r->in.at;
   const uint64_t n = get_u64(r, what);
   if (r->rc) return 0;
-  if (n > (r->len - r->off) / min_size) {
+  if (n > bb_le_left(&r->in) / min_size) {
     bad(r, at, "record count larger than the input");
     return 0;
   }
@@ -620,10 +572,10 @@ static int read_entries(reader *r, bb_fedround *fr) {
   if (d > (SIZE_MAX - 18) / 4) return bad(r, 8, "param_len too large");
   const size_t n = get_count(r, 18 + 4 * d, "the entry count");
   if (r->rc) return r->rc;
-  if (reserve(fr, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
+  if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
-    const size_t at = r->off;
+    const size_t at = r->in.at;
     entry e = {{0, {0}}, 0, 0, NULL};
     get_key(r, &e.key);
     e.origin_round = get_u64(r, "a round id");
@@ -634,7 +586,7 @@ static int read_entries(reader *r, bb_fedround *fr) {
     if (e.origin_round > fr->round_id) return bad(r, at, "entry from a future round");
     if (e.num_samples == 0 || e.num_samples > UINT64_MAX - fr->total_samples)
       return bad(r, at, "entry num_samples is 0 or overflows the total");
-    e.params = mem_alloc(fr, d * sizeof(float));
+    e.params = bb_mem_alloc(&fr->alloc, d * sizeof(float));
     if (!e.params)
       return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
     fr->entries[fr->n_entries++] = e;
@@ -648,10 +600,10 @@ static int read_entries(reader *r, bb_fedround *fr) {
 static int read_recents(reader *r, bb_fedround *fr) {
   const size_t n = get_count(r, 10, "the recent-contributor count");
   if (r->rc) return r->rc;
-  if (reserve(fr, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
+  if (bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
-    const size_t at = r->off;
+    const size_t at = r->in.at;
     recent rec;
     memset(&rec, 0, sizeof rec);
     get_key(r, &rec.key);
@@ -675,16 +627,13 @@ int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t 
     return bb_error_set(err, BB_ERR_MALFORMED,
                         "fedround snapshot: %zu bytes is shorter than any snapshot (%d)", len,
                         SNAPSHOT_FIXED + 8);
-  reader r = {bytes, len - 8, 0, err, 0};
+  reader r = {bb_le_reader_of(bytes, len - 8), err, 0};
   bb_fedround *fr = NULL;
   if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) &&
-      r.off != r.len)
-    bad(&r, r.off, "trailing bytes after the records");
-  if (!r.rc) {
-    reader tail = {bytes, len, len - 8, err, 0};
-    if (get_u64(&tail, "the checksum") != bb_fnv1a64(bytes, len - 8))
-      bad(&r, len - 8, "checksum mismatch");
-  }
+      r.in.at != r.in.len)
+    bad(&r, r.in.at, "trailing bytes after the records");
+  if (!r.rc && bb_le_get_u64(bytes + len - 8) != bb_fnv1a64(bytes, len - 8))
+    bad(&r, len - 8, "checksum mismatch");
   if (r.rc) {
     bb_fedround_free(fr);
     return r.rc;

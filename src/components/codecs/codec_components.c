@@ -5,6 +5,7 @@
 #include "components/codecs/quant.h"
 #include "components/shipped.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 typedef struct codec_kind {
   size_t (*size)(size_t n);
@@ -36,14 +37,14 @@ static int codec_encode(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **en
   size_t n = (size_t)x->numel, size = k->size(n);
   if (!size) return bb_error_set(err, BB_ERR_LIMIT, "Encode: %zu values are too many", n);
   const bb_allocator *a = bb_ctx_allocator(ctx);
-  uint8_t *buf = a->malloc(size, a->user_data);
+  uint8_t *buf = bb_mem_alloc(a, size);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
   int rc = k->encode(bb_tensor_data(x), n, buf, size, NULL, err);
   if (!rc) {
     *encoded = bb_val_bytes(a, buf, size);
     if (!*encoded) rc = bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
   }
-  a->free(buf, a->user_data);
+  bb_mem_free(a, buf);
   return rc;
 }
 

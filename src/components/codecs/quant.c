@@ -1,39 +1,13 @@
 /* float16 and uint8 affine codecs for float32 vectors; the layouts are in quant.h. The
- * half-precision conversions are the CPU backend's (round to nearest even, subnormals,
- * inf and NaN), shared rather than written twice. */
+ * half-precision conversions are the tensor layer's (bb/tensor.h: round to nearest even,
+ * subnormals, inf and NaN), so a value encodes exactly as a float16 tensor holds it. */
 #include "components/codecs/quant.h"
 
 #include <math.h>
-#include <string.h>
 
-#include "cpu/cpu_op.h"
+#include "bb/tensor.h"
+#include "util/bytes.h"
 #include "util/error.h"
-
-/* ---- little-endian fields -------------------------------------------------------------- */
-
-static void put_u32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-  p[2] = (uint8_t)(v >> 16);
-  p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put_f32(uint8_t *p, float f) {
-  uint32_t v;
-  memcpy(&v, &f, sizeof v);
-  put_u32(p, v);
-}
-
-static float get_f32(const uint8_t *p) {
-  const uint32_t v = get_u32(p);
-  float f;
-  memcpy(&f, &v, sizeof f);
-  return f;
-}
 
 /* ---- sizes ----------------------------------------------------------------------------- */
 
@@ -69,7 +43,7 @@ static int read_count(const char *codec, const uint8_t *in, size_t len, size_t h
     return bb_error_set(err, BB_ERR_MALFORMED,
                         "%s codec: %zu bytes end inside the %zu-byte header", codec, len,
                         header);
-  const uint32_t count = get_u32(in);
+  const uint32_t count = bb_le_get_u32(in);
   const uint64_t need = (uint64_t)header + (uint64_t)count * width;
   if ((uint64_t)len != need)
     return bb_error_set(err, BB_ERR_MALFORMED,
@@ -98,13 +72,9 @@ int bb_quant_f16_encode(const float *x, size_t n, uint8_t *out, size_t cap, size
   const size_t need = bb_quant_f16_encoded_size(n);
   int rc = check_encode("f16", x, n, out, cap, need, err);
   if (rc) return rc;
-  put_u32(out, (uint32_t)n);
+  bb_le_put_u32(out, (uint32_t)n);
   uint8_t *p = out + BB_QUANT_F16_HEADER;
-  for (size_t i = 0; i < n; i++) {
-    const uint16_t h = bb_f32_to_f16(x[i]);
-    p[2 * i] = (uint8_t)h;
-    p[2 * i + 1] = (uint8_t)(h >> 8);
-  }
+  for (size_t i = 0; i < n; i++) bb_le_put_u16(p + 2 * i, bb_f32_to_f16(x[i]));
   if (written) *written = need;
   return 0;
 }
@@ -123,8 +93,7 @@ int bb_quant_f16_decode(const uint8_t *in, size_t len, float *out, size_t cap, s
   if (!rc) rc = check_decode("f16", out, cap, count, err);
   if (rc) return rc;
   const uint8_t *p = in + BB_QUANT_F16_HEADER;
-  for (size_t i = 0; i < count; i++)
-    out[i] = bb_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+  for (size_t i = 0; i < count; i++) out[i] = bb_f16_to_f32(bb_le_get_u16(p + 2 * i));
   if (n) *n = count;
   return 0;
 }
@@ -182,8 +151,8 @@ int bb_quant_u8_encode(const float *x, size_t n, uint8_t *out, size_t cap, size_
   uint8_t zp = 0;
   if (!rc) rc = bb_quant_u8_params(x, n, &scale, &zp, err);
   if (rc) return rc;
-  put_u32(out, (uint32_t)n);
-  put_f32(out + 4, scale);
+  bb_le_put_u32(out, (uint32_t)n);
+  bb_le_put_f32(out + 4, scale);
   out[8] = zp;
   uint8_t *codes = out + BB_QUANT_U8_HEADER;
   for (size_t i = 0; i < n; i++) {
@@ -199,7 +168,7 @@ static int read_u8_header(const uint8_t *in, size_t len, size_t *n, float *scale
                           uint8_t *zero_point, bb_error *err) {
   int rc = read_count("u8", in, len, BB_QUANT_U8_HEADER, 1, n, err);
   if (rc) return rc;
-  *scale = get_f32(in + 4);
+  *scale = bb_le_get_f32(in + 4);
   if (!(isfinite(*scale) && *scale >= 0.0f))
     return bb_error_set(err, BB_ERR_MALFORMED,
                         "u8 codec: the scale at byte 4 is %g, not a finite value >= 0",

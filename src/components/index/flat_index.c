@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "components/index/distance.h"
+#include "util/bytes.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
 
 #define EMPTY SIZE_MAX
 
@@ -33,10 +35,6 @@ struct bb_flat_index {
 
 typedef float (*distance_fn)(const float *a, const float *b, size_t n);
 
-static void mem_free(const bb_flat_index *idx, void *p) {
-  if (p) idx->alloc.free(p, idx->alloc.user_data);
-}
-
 static int check_dim(size_t dim, bb_error *err) {
   if (dim == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: dimension must be > 0");
 #if SIZE_MAX > UINT32_MAX /* the snapshot stores dim as u32; on wasm32 size_t is that */
@@ -55,9 +53,8 @@ int bb_flat_index_new(const bb_allocator *alloc, size_t dim, bb_flat_index_metri
   if (metric != BB_FLAT_INDEX_L2SQ && metric != BB_FLAT_INDEX_IP)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: unknown metric %d", (int)metric);
   if (!alloc) alloc = bb_default_allocator();
-  bb_flat_index *idx = alloc->malloc(sizeof *idx, alloc->user_data);
+  bb_flat_index *idx = bb_mem_calloc(alloc, 1, sizeof *idx);
   if (!idx) return bb_error_set(err, BB_ERR_NOMEM, "flat index: out of memory");
-  memset(idx, 0, sizeof *idx);
   idx->alloc = *alloc;
   idx->dim = dim;
   idx->metric = metric;
@@ -67,10 +64,11 @@ int bb_flat_index_new(const bb_allocator *alloc, size_t dim, bb_flat_index_metri
 
 void bb_flat_index_free(bb_flat_index *idx) {
   if (!idx) return;
-  mem_free(idx, idx->vecs);
-  mem_free(idx, idx->ids);
-  mem_free(idx, idx->map);
-  mem_free(idx, idx);
+  const bb_allocator a = idx->alloc;
+  bb_mem_free(&a, idx->vecs);
+  bb_mem_free(&a, idx->ids);
+  bb_mem_free(&a, idx->map);
+  bb_mem_free(&a, idx);
 }
 
 /* ---- id → slot map ------------------------------------------------------------------ */
@@ -109,12 +107,12 @@ static int map_reserve(bb_flat_index *idx, size_t want) {
     if (cap > SIZE_MAX / (2 * sizeof(map_cell))) return BB_ERR_NOMEM;
     cap *= 2;
   }
-  map_cell *map = idx->alloc.malloc(cap * sizeof *map, idx->alloc.user_data);
+  map_cell *map = bb_mem_alloc(&idx->alloc, cap * sizeof *map);
   if (!map) return BB_ERR_NOMEM;
   for (size_t i = 0; i < cap; i++) map[i].slot = EMPTY;
   for (size_t i = 0; i < idx->map_cap; i++)
     if (idx->map[i].slot != EMPTY) map_put(map, cap, idx->map[i].id, idx->map[i].slot);
-  mem_free(idx, idx->map);
+  bb_mem_free(&idx->alloc, idx->map);
   idx->map = map;
   idx->map_cap = cap;
   return 0;
@@ -147,23 +145,9 @@ static int check_finite(const float *x, size_t n, const char *what, bb_error *er
 
 /* Room for `want` vectors; on failure nothing visible changes. */
 static int storage_reserve(bb_flat_index *idx, size_t want) {
-  if (want <= idx->cap_vecs && want <= idx->cap_ids) return 0;
-  size_t cap = idx->cap_vecs > 8 ? idx->cap_vecs : 8;
-  while (cap < want) cap *= 2;
-  if (cap > SIZE_MAX / sizeof(float) / idx->dim) return BB_ERR_NOMEM;
-  if (cap > idx->cap_vecs) {
-    float *v = idx->alloc.realloc(idx->vecs, cap * idx->dim * sizeof *v, idx->alloc.user_data);
-    if (!v) return BB_ERR_NOMEM;
-    idx->vecs = v;
-    idx->cap_vecs = cap;
-  }
-  if (cap > idx->cap_ids) {
-    uint64_t *ids = idx->alloc.realloc(idx->ids, cap * sizeof *ids, idx->alloc.user_data);
-    if (!ids) return BB_ERR_NOMEM;
-    idx->ids = ids;
-    idx->cap_ids = cap;
-  }
-  return 0;
+  if (idx->dim > SIZE_MAX / sizeof(float)) return BB_ERR_NOMEM;
+  int rc = bb_mem_grow(&idx->alloc, (void **)&idx->vecs, &idx->cap_vecs, want, idx->dim * sizeof(float));
+  return rc ? rc : bb_mem_grow(&idx->alloc, (void **)&idx->ids, &idx->cap_ids, want, sizeof *idx->ids);
 }
 
 int bb_flat_index_add(bb_flat_index *idx, const float *vec, uint64_t *id, bb_error *err) {
@@ -296,16 +280,6 @@ bb_flat_index_metric bb_flat_index_get_metric(const bb_flat_index *idx) { return
 #define SNAPSHOT_VERSION 1u
 #define SNAPSHOT_HEADER (4 + 4 + 4 + 1 + 8 + 8)
 
-static void put_le(uint8_t *p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 size_t bb_flat_index_snapshot_size(const bb_flat_index *idx) {
   return SNAPSHOT_HEADER + idx->count * (8 + 4 * idx->dim) + 8;
 }
@@ -319,23 +293,19 @@ int bb_flat_index_snapshot(const bb_flat_index *idx, uint8_t *buf, size_t cap, s
                         need, cap);
   uint8_t *p = buf;
   memcpy(p, SNAPSHOT_MAGIC, 4);
-  put_le(p + 4, SNAPSHOT_VERSION, 4);
-  put_le(p + 8, idx->dim, 4);
+  bb_le_put_u32(p + 4, SNAPSHOT_VERSION);
+  bb_le_put_u32(p + 8, (uint32_t)idx->dim);
   p[12] = (uint8_t)idx->metric;
-  put_le(p + 13, idx->next_id, 8);
-  put_le(p + 21, idx->count, 8);
+  bb_le_put_u64(p + 13, idx->next_id);
+  bb_le_put_u64(p + 21, idx->count);
   p += SNAPSHOT_HEADER;
   for (size_t s = 0; s < idx->count; s++) {
-    put_le(p, idx->ids[s], 8);
+    bb_le_put_u64(p, idx->ids[s]);
     p += 8;
     const float *v = idx->vecs + s * idx->dim;
-    for (size_t j = 0; j < idx->dim; j++, p += 4) {
-      uint32_t bits;
-      memcpy(&bits, &v[j], 4);
-      put_le(p, bits, 4);
-    }
+    for (size_t j = 0; j < idx->dim; j++, p += 4) bb_le_put_f32(p, v[j]);
   }
-  put_le(p, bb_fnv1a64(buf, (size_t)(p - buf)), 8);
+  bb_le_put_u64(p, bb_fnv1a64(buf, (size_t)(p - buf)));
   if (written) *written = need;
   return 0;
 }
@@ -349,14 +319,13 @@ static int read_records(bb_flat_index *idx, const uint8_t *bytes, size_t count, 
   const uint8_t *p = bytes + SNAPSHOT_HEADER;
   for (size_t s = 0; s < count; s++) {
     const size_t at = (size_t)(p - bytes);
-    const uint64_t id = get_le(p, 8);
+    const uint64_t id = bb_le_get_u64(p);
     p += 8;
     if (id >= idx->next_id) return malformed(err, at, "id not below the next id");
     if (map_find(idx, id) != EMPTY) return malformed(err, at, "duplicate id");
     float *v = idx->vecs + s * idx->dim;
     for (size_t j = 0; j < idx->dim; j++, p += 4) {
-      const uint32_t bits = (uint32_t)get_le(p, 4);
-      memcpy(&v[j], &bits, 4);
+      v[j] = bb_le_get_f32(p);
       if (!isfinite(v[j])) return malformed(err, (size_t)(p - bytes), "non-finite value");
     }
     idx->ids[s] = id;
@@ -376,13 +345,13 @@ int bb_flat_index_restore(const bb_allocator *alloc, const uint8_t *bytes, size_
                         SNAPSHOT_HEADER + 8);
   if (memcmp(bytes, SNAPSHOT_MAGIC, 4) != 0)
     return malformed(err, 0, "wrong magic (not a flat index snapshot)");
-  const uint32_t version = (uint32_t)get_le(bytes + 4, 4);
+  const uint32_t version = bb_le_get_u32(bytes + 4);
   if (version != SNAPSHOT_VERSION)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "flat index snapshot: version %u (this build reads %u)",
                         version, SNAPSHOT_VERSION);
-  const size_t dim = (size_t)get_le(bytes + 8, 4);
+  const size_t dim = bb_le_get_u32(bytes + 8);
   const uint8_t metric = bytes[12];
-  const uint64_t next_id = get_le(bytes + 13, 8), count = get_le(bytes + 21, 8);
+  const uint64_t next_id = bb_le_get_u64(bytes + 13), count = bb_le_get_u64(bytes + 21);
   if (dim == 0 || dim > (SIZE_MAX - 8) / 4) return malformed(err, 8, "dimension out of range");
   if (metric > BB_FLAT_INDEX_IP) return malformed(err, 12, "unknown metric");
   const size_t body = len - SNAPSHOT_HEADER - 8, record = 8 + 4 * dim;
@@ -391,7 +360,7 @@ int bb_flat_index_restore(const bb_allocator *alloc, const uint8_t *bytes, size_
                         "flat index snapshot: %llu records of %zu bytes do not fill the %zu "
                         "bytes after the header (truncated or trailing bytes)",
                         (unsigned long long)count, record, body);
-  if (get_le(bytes + len - 8, 8) != bb_fnv1a64(bytes, len - 8))
+  if (bb_le_get_u64(bytes + len - 8) != bb_fnv1a64(bytes, len - 8))
     return malformed(err, len - 8, "checksum mismatch");
 
   bb_flat_index *idx;

@@ -9,6 +9,7 @@
 #include "components/index/flat_index.h"
 #include "components/shipped.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 typedef struct flat {
   const bb_allocator *alloc;
@@ -27,11 +28,11 @@ static int flat_create(const bb_component_init *init, void **self, bb_error *err
   if (!dim || (!ip && strcmp(metric, "l2") != 0))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FlatIndex: config needs dim=<n> and metric l2|ip (got `%s`)",
                         init->config);
-  flat *f = init->alloc->malloc(sizeof *f, init->alloc->user_data);
+  flat *f = bb_mem_alloc(init->alloc, sizeof *f);
   if (!f) return bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
   f->alloc = init->alloc;
   if ((rc = bb_flat_index_new(init->alloc, dim, ip ? BB_FLAT_INDEX_IP : BB_FLAT_INDEX_L2SQ, &f->idx, err))) {
-    init->alloc->free(f, init->alloc->user_data);
+    bb_mem_free(init->alloc, f);
     return rc;
   }
   *self = f;
@@ -41,7 +42,7 @@ static int flat_create(const bb_component_init *init, void **self, bb_error *err
 static void flat_destroy(void *self) {
   flat *f = self;
   bb_flat_index_free(f->idx);
-  f->alloc->free(f, f->alloc->user_data);
+  bb_mem_free(f->alloc, f);
 }
 
 static int check_vector(const flat *f, const bb_tensor *v, bb_error *err) {
@@ -67,7 +68,7 @@ static int flat_search(void *self, bb_ctx *ctx, const bb_tensor *query, size_t k
   int64_t kk = (int64_t)k;
   bb_tensor *ti = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_INT64, 1, &kk);
   bb_tensor *td = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &kk);
-  uint64_t *tmp = f->alloc->malloc(k * sizeof *tmp + 1, f->alloc->user_data);
+  uint64_t *tmp = bb_mem_alloc(f->alloc, k * sizeof *tmp);
   size_t found = 0;
   if (!ti || !td || !tmp) rc = bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
   else rc = bb_flat_index_search(f->idx, bb_tensor_data(query), k, tmp, bb_tensor_data(td), &found, err);
@@ -84,7 +85,7 @@ static int flat_search(void *self, bb_ctx *ctx, const bb_tensor *query, size_t k
       rc = bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
     }
   }
-  if (tmp) f->alloc->free(tmp, f->alloc->user_data);
+  bb_mem_free(f->alloc, tmp);
   bb_tensor_release(ti);
   bb_tensor_release(td);
   return rc;
@@ -104,10 +105,10 @@ static int flat_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
 static int flat_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const flat *f = self;
   size_t n = bb_flat_index_snapshot_size(f->idx);
-  uint8_t *buf = alloc->malloc(n ? n : 1, alloc->user_data);
+  uint8_t *buf = bb_mem_alloc(alloc, n);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "FlatIndex: out of memory");
   int rc = bb_flat_index_snapshot(f->idx, buf, n, len, err);
-  if (rc) alloc->free(buf, alloc->user_data);
+  if (rc) bb_mem_free(alloc, buf);
   else *out = buf;
   return rc;
 }

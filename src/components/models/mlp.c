@@ -10,6 +10,7 @@
 
 #include "tensor/kernels/kernels.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 #define ACCURACY_CHUNK 256
 
@@ -43,10 +44,6 @@ struct bb_mlp {
 };
 
 /* ---- small helpers --------------------------------------------------------------------- */
-
-static void *mlp_malloc(const bb_allocator *a, size_t size) {
-  return a->malloc(size ? size : 1, a->user_data);
-}
 
 /* a*b, or 0 with *overflow set when it does not fit a size_t. */
 static size_t mul_size(size_t a, size_t b, int *overflow) {
@@ -179,9 +176,8 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
   int rc = check_config(cfg, err);
   if (rc) return rc;
   if (!alloc) alloc = bb_default_allocator();
-  bb_mlp *m = mlp_malloc(alloc, sizeof *m);
+  bb_mlp *m = bb_mem_calloc(alloc, 1, sizeof *m);
   if (!m) return bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for the model");
-  memset(m, 0, sizeof *m);
   m->alloc = *alloc;
   m->activation = cfg->activation;
   m->loss = cfg->loss;
@@ -191,7 +187,7 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
   m->inputs = cfg->inputs;
   m->outputs = cfg->outputs;
   m->n_layers = cfg->n_hidden + 1;
-  m->layers = mlp_malloc(alloc, m->n_layers * sizeof *m->layers);
+  m->layers = bb_mem_calloc(alloc, m->n_layers, sizeof *m->layers);
   if (!m->layers) {
     bb_mlp_free(m);
     return bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for the layer table");
@@ -202,7 +198,7 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
     return rc;
   }
   const size_t floats = 3 * m->n_params + 2 * m->inputs;
-  m->params = mlp_malloc(alloc, floats * sizeof(float));
+  m->params = bb_mem_alloc(alloc, floats * sizeof(float));
   if (!m->params) {
     rc = bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for %zu parameters", m->n_params);
     bb_mlp_free(m);
@@ -228,10 +224,10 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
 void bb_mlp_free(bb_mlp *m) {
   if (!m) return;
   const bb_allocator a = m->alloc;
-  a.free(m->workspace, a.user_data);
-  a.free(m->params, a.user_data);
-  a.free(m->layers, a.user_data);
-  a.free(m, a.user_data);
+  bb_mem_free(&a, m->workspace);
+  bb_mem_free(&a, m->params);
+  bb_mem_free(&a, m->layers);
+  bb_mem_free(&a, m);
 }
 
 size_t bb_mlp_param_count(const bb_mlp *m) { return m->n_params; }
@@ -300,11 +296,11 @@ static int reserve_rows(bb_mlp *m, size_t rows, bb_error *err) {
   const size_t bytes = add_size(float_bytes, scratch, &overflow);
   if (overflow)
     return bb_error_set(err, BB_ERR_LIMIT, "mlp: a batch of %zu rows is too large", rows);
-  void *w = mlp_malloc(&m->alloc, bytes);
+  void *w = bb_mem_alloc(&m->alloc, bytes);
   if (!w)
     return bb_error_set(err, BB_ERR_NOMEM,
                         "mlp: no memory for a workspace of %zu rows (%zu bytes)", rows, bytes);
-  m->alloc.free(m->workspace, m->alloc.user_data);
+  bb_mem_free(&m->alloc, m->workspace);
   m->workspace = w;
   m->capacity = rows;
   m->acts = w;

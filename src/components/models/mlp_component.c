@@ -13,6 +13,7 @@
 #include "bb/roles.h"
 #include "components/models/mlp.h"
 #include "util/error.h"
+#include "util/mem.h"
 
 typedef struct cpu_mlp {
   const bb_allocator *alloc;
@@ -84,31 +85,30 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   float *sc = NULL, *sh = NULL;
   if (scale != 1 || shift != 0) {
     const bb_allocator *al = init->alloc;
-    sc = al->malloc(inputs * sizeof *sc, al->user_data);
-    sh = al->malloc(inputs * sizeof *sh, al->user_data);
+    sc = bb_mem_calloc(al, inputs, sizeof *sc);
+    sh = bb_mem_calloc(al, inputs, sizeof *sh);
     if (!sc || !sh) {
-      if (sc) al->free(sc, al->user_data);
-      if (sh) al->free(sh, al->user_data);
+      bb_mem_free(al, sc);
+      bb_mem_free(al, sh);
       return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
     }
     for (size_t i = 0; i < inputs; i++) sc[i] = scale, sh[i] = shift;
     cfg.input_scale = sc;
     cfg.input_shift = sh;
   }
-  cpu_mlp *s = init->alloc->malloc(sizeof *s, init->alloc->user_data);
+  cpu_mlp *s = bb_mem_calloc(init->alloc, 1, sizeof *s);
   if (!s) rc = bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   else {
-    memset(s, 0, sizeof *s);
     s->alloc = init->alloc;
     s->fit_steps = fit_steps;
     s->target_width = cfg.loss == BB_MLP_MEAN_SQUARED_ERROR ? (size_t)outputs : 1;
     memcpy(s->data_slot, data_slot, sizeof s->data_slot);
     rc = bb_mlp_create(&cfg, init->alloc, &s->m, err);
-    if (rc) init->alloc->free(s, init->alloc->user_data);
+    if (rc) bb_mem_free(init->alloc, s);
     else *self = s;
   }
-  if (sc) init->alloc->free(sc, init->alloc->user_data);
-  if (sh) init->alloc->free(sh, init->alloc->user_data);
+  bb_mem_free(init->alloc, sc);
+  bb_mem_free(init->alloc, sh);
   return rc;
 }
 
@@ -117,7 +117,7 @@ static void mlp_destroy(void *self) {
   bb_mlp_free(s->m);
   bb_tensor_release(s->last_x);
   bb_tensor_release(s->last_target);
-  s->alloc->free(s, s->alloc->user_data);
+  bb_mem_free(s->alloc, s);
 }
 
 /* Targets for n rows: float32, target_width per row (what the loss reads). */
@@ -272,11 +272,11 @@ static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
 static int mlp_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const cpu_mlp *s = self;
   size_t n = bb_mlp_param_count(s->m);
-  float *buf = alloc->malloc(n * sizeof *buf + 1, alloc->user_data);
+  float *buf = bb_mem_calloc(alloc, n, sizeof *buf);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   int rc = bb_mlp_params(s->m, buf, n, err);
   if (rc) {
-    alloc->free(buf, alloc->user_data);
+    bb_mem_free(alloc, buf);
     return rc;
   }
   *out = (uint8_t *)buf;
@@ -290,11 +290,11 @@ static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *er
   if (len != n * sizeof(float))
     return bb_error_set(err, BB_ERR_MALFORMED, "CpuMlp: saved state is %zu bytes, expected %zu", len, n * sizeof(float));
   /* a copy: data need not be float-aligned */
-  float *params = s->alloc->malloc(len ? len : 1, s->alloc->user_data);
+  float *params = bb_mem_alloc(s->alloc, len);
   if (!params) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   memcpy(params, data, len);
   int rc = bb_mlp_load_params(s->m, params, n, err);
-  s->alloc->free(params, s->alloc->user_data);
+  bb_mem_free(s->alloc, params);
   return rc;
 }
 
