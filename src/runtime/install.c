@@ -229,7 +229,7 @@ static int construct_components(installer *x) {
   size_t n_slots = 0;
   int rc = collect_slots(x, &slots, &n_slots);
   if (rc) return rc;
-  const bb_registry *reg = x->args->registry ? x->args->registry : rt_builtin_registry();
+  const bb_registry *reg = x->args->registry; /* NULL: an empty registry */
   n->components = n_slots ? rt_calloc(n, n_slots, sizeof *n->components) : NULL;
   if (n_slots && !n->components) rc = nomem(x);
   for (size_t i = 0; i < n_slots && !rc; i++) {
@@ -237,7 +237,9 @@ static int construct_components(installer *x) {
     const bb_component_type *type = bb_registry_find(reg, b->type);
     if (!type) {
       rc = fail(x, BB_INSTALL_UNREGISTERED_CONCRETE, BB_ERR_NOT_FOUND,
-                "the artifact binds slot `%s` to `%s`, which no registered concrete type provides", b->slot, b->type);
+                "the artifact binds slot `%s` to `%s`, %s; add the type with bb_registry_add "
+                "(bb_registry_add_shipped adds the shipped concretes)",
+                b->slot, b->type, reg ? "which the registry does not hold" : "but no registry was given");
       break;
     }
     uint32_t number = rt_component_number(b->slot);

@@ -371,9 +371,6 @@ rt_syscall_fn rt_syscall_find(const char *domain, const char *op_type);
 /* Frees the state framework ops keep in the node (queues, holds, records, limits). */
 void rt_syscalls_free(bb_node *n);
 
-/* registry.c */
-const bb_registry *rt_builtin_registry(void);
-
 /* ctx.c */
 int rt_invoke_component(bb_node *n, rt_call *c, bb_error *err);
 void rt_component_timer(bb_node *n, uint32_t component, uint64_t token);
