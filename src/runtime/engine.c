@@ -10,42 +10,6 @@
 
 #include "runtime/node.h"
 
-/* ---- memory ----------------------------------------------------------------------------- */
-
-void *rt_alloc(bb_node *n, size_t size) { return n->alloc->malloc(size ? size : 1, n->alloc->user_data); }
-
-void *rt_calloc(bb_node *n, size_t count, size_t size) {
-  if (size && count > SIZE_MAX / size) return NULL;
-  void *p = rt_alloc(n, count * size);
-  if (p) memset(p, 0, count * size > 0 ? count * size : 1);
-  return p;
-}
-
-void *rt_realloc(bb_node *n, void *p, size_t size) { return n->alloc->realloc(p, size ? size : 1, n->alloc->user_data); }
-
-void rt_free(bb_node *n, void *p) {
-  if (p) n->alloc->free(p, n->alloc->user_data);
-}
-
-char *rt_strdup(bb_node *n, const char *s) {
-  size_t len = strlen(s);
-  char *d = rt_alloc(n, len + 1);
-  if (d) memcpy(d, s, len + 1);
-  return d;
-}
-
-int rt_grow(bb_node *n, void **items, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap : 8;
-  while (c < need) c *= 2;
-  if (c > SIZE_MAX / size) return BB_ERR_NOMEM;
-  void *p = rt_realloc(n, *items, c * size);
-  if (!p) return BB_ERR_NOMEM;
-  *items = p;
-  *cap = c;
-  return 0;
-}
-
 /* ---- executions ----------------------------------------------------------------------- */
 
 rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
@@ -53,7 +17,7 @@ rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
   size_t size = sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits;
-  rt_exec *e = rt_calloc(n, 1, size);
+  rt_exec *e = bb_mem_calloc(n->alloc, 1, size);
   if (!e) return NULL;
   e->vals = (bb_val **)(e + 1);
   e->charged = (size_t *)(e->vals + sites);
@@ -101,7 +65,7 @@ void rt_exec_collect(bb_node *n) {
     if (e == n->bootstrap_root) n->bootstrap_root = NULL;
     if (e->parent) rt_exec_unref(n, e->parent);
     n->n_execs--;
-    rt_free(n, e);
+    bb_mem_free(n->alloc, e);
   }
 }
 
@@ -117,7 +81,7 @@ static bool ready(const bb_node *n, const rt_exec *e, uint32_t op) {
 int rt_push(bb_node *n, rt_exec *e, uint32_t op) {
   if (n->fr_len == n->fr_cap) {
     size_t old_cap = n->fr_cap;
-    if (rt_grow(n, (void **)&n->frontier, &n->fr_cap, n->fr_len + 1, sizeof *n->frontier)) {
+    if (bb_mem_grow(n->alloc, (void **)&n->frontier, &n->fr_cap, n->fr_len + 1, sizeof *n->frontier)) {
       n->failed_nomem = true;
       return BB_ERR_NOMEM;
     }
@@ -180,13 +144,13 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
         for (uint32_t j = 0; j < g->ops[d].n_out; j++) /* stale results must not satisfy readiness */
           if (g->ops[d].out[j] != RT_NONE) rt_write(n, e, g->ops[d].out[j], NULL, 0);
         if (len == cap) {
-          uint32_t *grown = rt_alloc(n, cap * 2 * sizeof *grown);
+          uint32_t *grown = bb_mem_alloc(n->alloc, cap * 2 * sizeof *grown);
           if (!grown) {
             n->failed_nomem = true;
             break;
           }
           memcpy(grown, stack, len * sizeof *grown);
-          if (stack != stack_buf) rt_free(n, stack);
+          if (stack != stack_buf) bb_mem_free(n->alloc, stack);
           stack = grown;
           cap *= 2;
         }
@@ -194,7 +158,7 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
       }
     }
   }
-  if (stack != stack_buf) rt_free(n, stack);
+  if (stack != stack_buf) bb_mem_free(n->alloc, stack);
   drop_unscheduled(n, e);
 }
 
@@ -268,7 +232,7 @@ int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
     size_t cap = n->cap_pending ? n->cap_pending * 2 : 64;
     rt_pending *old = n->pending;
     size_t old_cap = n->cap_pending;
-    rt_pending *fresh = rt_calloc(n, cap, sizeof *fresh);
+    rt_pending *fresh = bb_mem_calloc(n->alloc, cap, sizeof *fresh);
     if (!fresh) return BB_ERR_NOMEM;
     n->pending = fresh;
     n->cap_pending = cap;
@@ -278,7 +242,7 @@ int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
         while (fresh[j].used) j = (j + 1) & (cap - 1);
         fresh[j] = old[i];
       }
-    rt_free(n, old);
+    bb_mem_free(n->alloc, old);
   }
   size_t j = pending_slot(n->cap_pending, command);
   while (n->pending[j].used) j = (j + 1) & (n->cap_pending - 1);
@@ -392,11 +356,11 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
   bb_val *in_stack[16], *out_stack[16];
   bb_val **in = in_stack, **out = out_stack;
   if (o->n_in > 16 || o->n_out > 16) {
-    in = rt_calloc(n, o->n_in + 1, sizeof *in);
-    out = rt_calloc(n, o->n_out + 1, sizeof *out);
+    in = bb_mem_calloc(n->alloc, o->n_in + 1, sizeof *in);
+    out = bb_mem_calloc(n->alloc, o->n_out + 1, sizeof *out);
     if (!in || !out) {
-      if (in != in_stack) rt_free(n, in);
-      if (out != out_stack) rt_free(n, out);
+      if (in != in_stack) bb_mem_free(n->alloc, in);
+      if (out != out_stack) bb_mem_free(n->alloc, out);
       rt_op_failed(n, e, op, "out_of_memory", "out of memory preparing the op's inputs");
       return;
     }
@@ -433,8 +397,8 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
       write_outputs(n, e, op, out, o->n_out);
     }
   }
-  if (in != in_stack) rt_free(n, in);
-  if (out != out_stack) rt_free(n, out);
+  if (in != in_stack) bb_mem_free(n->alloc, in);
+  if (out != out_stack) bb_mem_free(n->alloc, out);
 }
 
 /* The next task allowed to run: while a bootstrap runs, only its own executions are. */

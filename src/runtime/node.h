@@ -5,6 +5,7 @@
 
 #include "bb/runtime.h"
 #include "util/error.h"
+#include "util/mem.h"
 #include "util/strmap.h"
 
 #define RT_NONE UINT32_MAX
@@ -375,15 +376,6 @@ void rt_syscalls_free(bb_node *n);
 int rt_invoke_component(bb_node *n, rt_call *c, bb_error *err);
 void rt_component_timer(bb_node *n, uint32_t component, uint64_t token);
 void rt_component_message(bb_node *n, rt_event *ev, rt_fill *f);
-
-/* Allocation helpers over the node's allocator. */
-void *rt_alloc(bb_node *n, size_t size);
-void *rt_calloc(bb_node *n, size_t count, size_t size);
-void *rt_realloc(bb_node *n, void *p, size_t size);
-void rt_free(bb_node *n, void *p);
-char *rt_strdup(bb_node *n, const char *s);
-/* Grows *items (element size `size`) to hold at least `need`; 0 or BB_ERR_NOMEM. */
-int rt_grow(bb_node *n, void **items, size_t *cap, size_t need, size_t size);
 
 /* The component number that addresses a slot's component on every peer. */
 uint32_t rt_component_number(const char *slot);

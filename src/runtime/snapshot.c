@@ -33,7 +33,7 @@ static void put(writer *w, const void *data, size_t len) {
   if (w->len + len > w->cap) {
     size_t cap = w->cap ? w->cap : 4096;
     while (cap < w->len + len) cap *= 2;
-    uint8_t *b = rt_realloc(w->n, w->buf, cap);
+    uint8_t *b = bb_mem_realloc(w->n->alloc, w->buf, cap);
     if (!b) {
       w->failed = true;
       return;
@@ -68,14 +68,14 @@ static void put_value(writer *w, const bb_val *v) {
   put_u64(w, bb_val_kind_hash((int)v->kind));
   put_u64(w, size);
   if (w->failed) return;
-  uint8_t *tmp = rt_alloc(w->n, size);
+  uint8_t *tmp = bb_mem_alloc(w->n->alloc, size);
   if (!tmp) {
     w->failed = true;
     return;
   }
   bb_val_encode_into(v, tmp);
   put(w, tmp, size);
-  rt_free(w->n, tmp);
+  bb_mem_free(w->n->alloc, tmp);
 }
 
 static uint64_t targets_hash(const bb_node *n) {
@@ -97,7 +97,7 @@ typedef struct exec_set {
 /* Adds e and its callers (duplicates are dropped by order_by_id). */
 static int collect(bb_node *n, exec_set *s, rt_exec *e) {
   for (; e; e = e->parent) {
-    if (rt_grow(n, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
+    if (bb_mem_grow(n->alloc, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
     s->items[s->len++] = e;
   }
   return 0;
@@ -132,7 +132,7 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     if (n->pending[i].used) rc = collect(n, &live, n->pending[i].exec);
   if (!rc) rc = collect(n, &live, n->bootstrap_root);
   if (rc) {
-    rt_free(n, live.items);
+    bb_mem_free(n->alloc, live.items);
     return bb_error_set(err, rc, "snapshot: out of memory");
   }
   order_by_id(&live);
@@ -246,19 +246,19 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     bb_error cerr;
     int crc = c->type->save(c->self, n->alloc, &state, &state_len, &cerr);
     if (crc) {
-      rt_free(n, live.items);
-      rt_free(n, w.buf);
+      bb_mem_free(n->alloc, live.items);
+      bb_mem_free(n->alloc, w.buf);
       return bb_error_set(err, crc, "snapshot: `%s` (slot `%s`) could not save its state: %s", c->type->type_name,
                           c->slot, cerr.message);
     }
     put_bytes(&w, state, state_len);
-    rt_free(n, state);
+    bb_mem_free(n->alloc, state);
   }
-  rt_free(n, live.items);
+  bb_mem_free(n->alloc, live.items);
   uint64_t h = w.failed ? 0 : bb_fnv1a64(w.buf, w.len);
   put_u64(&w, h);
   if (w.failed) {
-    rt_free(n, w.buf);
+    bb_mem_free(n->alloc, w.buf);
     return bb_error_set(err, BB_ERR_NOMEM, "snapshot: out of memory");
   }
   *out = w.buf;
@@ -372,14 +372,14 @@ static void staged_free(bb_node *n, staged *s) {
     rt_exec *e = s->execs[i].e;
     if (!e) continue;
     for (uint32_t k = 0; k < n->graphs[e->graph].n_sites; k++) bb_val_release(e->vals[k]);
-    rt_free(n, e);
+    bb_mem_free(n->alloc, e);
   }
   for (size_t i = 0; i < s->n_bound; i++) bb_val_release(s->bound[i]);
-  rt_free(n, s->execs);
-  rt_free(n, s->pending);
-  rt_free(n, s->timers);
-  rt_free(n, s->timer_exec);
-  rt_free(n, s->bound);
+  bb_mem_free(n->alloc, s->execs);
+  bb_mem_free(n->alloc, s->pending);
+  bb_mem_free(n->alloc, s->timers);
+  bb_mem_free(n->alloc, s->timer_exec);
+  bb_mem_free(n->alloc, s->bound);
 }
 
 /* The staged execution with this id (all read, in increasing ids), or NULL. */
@@ -404,7 +404,7 @@ static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
   }
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
-  rt_exec *e = rt_calloc(n, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
+  rt_exec *e = bb_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
   if (!e) {
     r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
     return;
@@ -444,7 +444,7 @@ static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
 
 static void read_engine(bb_node *n, reader *r, staged *s) {
   s->n_execs = get_count(r, 40, "too many executions for the bytes left");
-  s->execs = rt_calloc(n, s->n_execs + 1, sizeof *s->execs);
+  s->execs = bb_mem_calloc(n->alloc, s->n_execs + 1, sizeof *s->execs);
   if (!s->execs) {
     s->n_execs = 0;
     out_of_memory(r);
@@ -463,7 +463,7 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
       bad(r, "an execution's caller is not a call of its graph in this snapshot");
   }
   s->n_pending = get_count(r, 20, "too many pending operations for the bytes left");
-  s->pending = rt_calloc(n, s->n_pending + 1, sizeof *s->pending);
+  s->pending = bb_mem_calloc(n->alloc, s->n_pending + 1, sizeof *s->pending);
   if (!s->pending && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_pending && !r->rc; i++) {
     s->pending[i].command = get_u64(r);
@@ -479,8 +479,8 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
       if (s->pending[k].command == s->pending[i].command) bad(r, "two pending operations wait for one command");
   }
   s->n_timers = get_count(r, 41, "too many timers for the bytes left");
-  s->timers = rt_calloc(n, s->n_timers + 1, sizeof *s->timers);
-  s->timer_exec = rt_calloc(n, s->n_timers + 1, sizeof *s->timer_exec);
+  s->timers = bb_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timers);
+  s->timer_exec = bb_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timer_exec);
   if ((!s->timers || !s->timer_exec) && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_timers && !r->rc; i++) {
     rt_timer *t = &s->timers[i];
@@ -566,7 +566,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   n->next_command = next_command;
   /* counters, book and dedup are read into temporaries */
   size_t n_counters = get_count(&r, 16, "too many counters for the bytes left");
-  rt_counter *counters = rt_calloc(n, n_counters + 1, sizeof *counters);
+  rt_counter *counters = bb_mem_calloc(n->alloc, n_counters + 1, sizeof *counters);
   for (size_t i = 0; i < n_counters && counters && !r.rc; i++) {
     size_t sl;
     const uint8_t *s = get_span(&r, &sl);
@@ -576,7 +576,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       bad(&r, "a counter name is empty or holds NUL");
       break;
     }
-    if (!(counters[i].name = rt_alloc(n, sl + 1))) break;
+    if (!(counters[i].name = bb_mem_alloc(n->alloc, sl + 1))) break;
     memcpy(counters[i].name, s, sl);
     counters[i].name[sl] = 0;
   }
@@ -607,12 +607,12 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   }
   size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
   if (!r.rc && n_dedup > n->cfg.dedup_window) bad(&r, "the dedup window is larger than this node's");
-  uint64_t *dedup = rt_calloc(n, n->cfg.dedup_window + 1, sizeof *dedup);
+  uint64_t *dedup = bb_mem_calloc(n->alloc, n->cfg.dedup_window + 1, sizeof *dedup);
   for (size_t i = 0; i < n_dedup && dedup && !r.rc; i++) dedup[i] = get_u64(&r);
   staged s = {0};
   size_t bound_total = 0;
   for (size_t t = 0; t < n->n_targets; t++) bound_total += n->graphs[n->targets[t].graph].n_in;
-  s.bound = rt_calloc(n, bound_total + 1, sizeof *s.bound);
+  s.bound = bb_mem_calloc(n->alloc, bound_total + 1, sizeof *s.bound);
   s.n_bound = s.bound ? bound_total : 0;
   for (size_t i = 0; i < bound_total && s.bound && !r.rc; i++)
     if (get_u8(&r)) s.bound[i] = get_value(&r, n->alloc);
@@ -654,22 +654,23 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   rt_pending *table = NULL;
   size_t table_cap = n->cap_pending;
   bb_val **new_bound[64] = {0};
-  if (!r.rc && s.n_timers && rt_grow(n, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
+  if (!r.rc && s.n_timers && bb_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
     out_of_memory(&r);
   if (!r.rc && 2 * s.n_pending > table_cap) { /* rt_pending_add grows past half full */
     for (table_cap = 64; table_cap < 2 * s.n_pending;) table_cap *= 2;
-    if (!(table = rt_calloc(n, table_cap, sizeof *table))) out_of_memory(&r);
+    if (!(table = bb_mem_calloc(n->alloc, table_cap, sizeof *table))) out_of_memory(&r);
   }
   for (size_t t = 0, b = 0; t < n->n_targets && !r.rc; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
     bool any = false;
     for (uint32_t i = 0; i < g->n_in; i++) any |= s.bound[b++] != NULL;
-    if (any && !n->targets[t].bound && !(new_bound[t] = rt_calloc(n, g->n_in, sizeof(bb_val *)))) out_of_memory(&r);
+    if (any && !n->targets[t].bound && !(new_bound[t] = bb_mem_calloc(n->alloc, g->n_in, sizeof(bb_val *))))
+      out_of_memory(&r);
   }
 
   /* components load their state; a component that can save keeps its fresh state first,
    * so a later refusal puts it back */
-  kept_state *kept = r.rc ? NULL : rt_calloc(n, n_comp + 1, sizeof *kept);
+  kept_state *kept = r.rc ? NULL : bb_mem_calloc(n->alloc, n_comp + 1, sizeof *kept);
   if (!r.rc && !kept) out_of_memory(&r);
   if (!r.rc) r.p = comp_start;
   for (size_t i = 0; i < n_comp && !r.rc; i++) {
@@ -700,17 +701,17 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       rt_component *c = &n->components[i];
       c->type->load(c->self, kept[i].bytes ? kept[i].bytes : (const uint8_t *)"", kept[i].len, &ignored);
     }
-    rt_free(n, kept[i].bytes);
+    bb_mem_free(n->alloc, kept[i].bytes);
   }
-  rt_free(n, kept);
+  bb_mem_free(n->alloc, kept);
 
   if (r.rc) {
-    rt_free(n, table);
-    for (size_t t = 0; t < 64; t++) rt_free(n, new_bound[t]);
+    bb_mem_free(n->alloc, table);
+    for (size_t t = 0; t < 64; t++) bb_mem_free(n->alloc, new_bound[t]);
     staged_free(n, &s);
-    for (size_t i = 0; i < n_counters && counters; i++) rt_free(n, counters[i].name);
-    rt_free(n, counters);
-    rt_free(n, dedup);
+    for (size_t i = 0; i < n_counters && counters; i++) bb_mem_free(n->alloc, counters[i].name);
+    bb_mem_free(n->alloc, counters);
+    bb_mem_free(n->alloc, dedup);
     rt_book_free(n);
     n->book = book_saved;
     n->next_exec = saved_next_exec;
@@ -720,19 +721,19 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
 
   /* commit */
   if (table) {
-    rt_free(n, n->pending); /* a fresh node's table holds nothing */
+    bb_mem_free(n->alloc, n->pending); /* a fresh node's table holds nothing */
     n->pending = table;
     n->cap_pending = table_cap;
   }
   rt_book old = book_saved;
-  for (size_t i = 0; i < old.len; i++) rt_free(n, old.items[i].addrs);
-  rt_free(n, old.items);
-  rt_free(n, old.slots);
-  for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
-  rt_free(n, n->counters);
+  for (size_t i = 0; i < old.len; i++) bb_mem_free(n->alloc, old.items[i].addrs);
+  bb_mem_free(n->alloc, old.items);
+  bb_mem_free(n->alloc, old.slots);
+  for (size_t i = 0; i < n->n_counters; i++) bb_mem_free(n->alloc, n->counters[i].name);
+  bb_mem_free(n->alloc, n->counters);
   n->counters = counters;
   n->n_counters = n->cap_counters = n_counters;
-  rt_free(n, n->dedup);
+  bb_mem_free(n->alloc, n->dedup);
   n->dedup = dedup;
   n->dedup_head = 0;
   n->dedup_len = n_dedup;

@@ -209,7 +209,7 @@ static int sys_deadline_match(rt_call *c, bb_error *err) {
   if (n->n_latches == n->cap_latches) {
     prune_latches(n, c->exec->id);
     if (n->n_latches >= n->cap_latches / 2 && /* grow only when pruning freed too little */
-        rt_grow(n, (void **)&n->latches, &n->cap_latches, n->n_latches + 1, sizeof *n->latches))
+        bb_mem_grow(n->alloc, (void **)&n->latches, &n->cap_latches, n->n_latches + 1, sizeof *n->latches))
       return nomem(err);
   }
   n->latches[n->n_latches++] = (struct rt_latch){c->exec->id, c->op_index};
@@ -253,7 +253,7 @@ static size_t n_of_kind(const bb_node *n, rt_named_kind kind) {
 static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *name, bool create, bool *full) {
   char stack[128], *key = stack;
   size_t len = strlen(name);
-  if (len + 2 > sizeof stack && !(key = rt_alloc(n, len + 2))) return NULL;
+  if (len + 2 > sizeof stack && !(key = bb_mem_alloc(n->alloc, len + 2))) return NULL;
   key[0] = NAMED[kind].tag;
   memcpy(key + 1, name, len + 1);
   uint32_t at;
@@ -265,17 +265,17 @@ static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *na
       *full = true;
     } else {
       if (!n->named_index.alloc) bb_strmap_init(&n->named_index, n->alloc);
-      char *owned = rt_strdup(n, key);
-      if (owned && !rt_grow(n, (void **)&n->named, &n->cap_named, n->n_named + 1, sizeof *n->named) &&
+      char *owned = bb_mem_strdup(n->alloc, key);
+      if (owned && !bb_mem_grow(n->alloc, (void **)&n->named, &n->cap_named, n->n_named + 1, sizeof *n->named) &&
           !bb_strmap_put(&n->named_index, owned, (uint32_t)n->n_named)) {
         e = &n->named[n->n_named++];
         *e = (struct rt_named){.kind = kind, .key = owned};
       } else {
-        rt_free(n, owned);
+        bb_mem_free(n->alloc, owned);
       }
     }
   }
-  if (key != stack) rt_free(n, key);
+  if (key != stack) bb_mem_free(n->alloc, key);
   return e;
 }
 
@@ -296,10 +296,10 @@ static int ring_push(bb_node *n, struct rt_named *e, bb_val *v) {
   if (e->len == e->cap) {
     size_t cap = e->cap ? e->cap * 2 : 4;
     if (cap > NAMED[e->kind].ring_cap) cap = NAMED[e->kind].ring_cap;
-    bb_val **ring = rt_alloc(n, cap * sizeof *ring);
+    bb_val **ring = bb_mem_alloc(n->alloc, cap * sizeof *ring);
     if (!ring) return BB_ERR_NOMEM;
     for (size_t i = 0; i < e->len; i++) ring[i] = e->ring[(e->head + i) % e->cap];
-    rt_free(n, e->ring);
+    bb_mem_free(n->alloc, e->ring);
     e->ring = ring;
     e->cap = cap;
     e->head = 0;
@@ -313,12 +313,12 @@ void rt_syscalls_free(bb_node *n) {
   for (size_t i = 0; i < n->n_named; i++) {
     struct rt_named *e = &n->named[i];
     while (e->len) bb_val_release(ring_pop(n, e));
-    rt_free(n, e->ring);
-    rt_free(n, e->key);
+    bb_mem_free(n->alloc, e->ring);
+    bb_mem_free(n->alloc, e->key);
   }
-  rt_free(n, n->named);
+  bb_mem_free(n->alloc, n->named);
   if (n->named_index.alloc) bb_strmap_free(&n->named_index);
-  rt_free(n, n->latches);
+  bb_mem_free(n->alloc, n->latches);
   n->named = NULL;
   n->latches = NULL;
   n->n_named = n->cap_named = n->n_latches = n->cap_latches = n->named_bytes = 0;

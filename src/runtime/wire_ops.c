@@ -17,7 +17,7 @@
 int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t len) {
   if (n->out_len == n->cfg.max_outbound) { /* drop the oldest */
     rt_outbound *old = &n->outbound[n->out_head];
-    rt_free(n, old->bytes);
+    bb_mem_free(n->alloc, old->bytes);
     n->out_head = (n->out_head + 1) % n->out_cap;
     n->out_len--;
     n->outbound_dropped++;
@@ -25,8 +25,8 @@ int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t
   }
   if (n->out_len == n->out_cap) {
     size_t old_cap = n->out_cap;
-    if (rt_grow(n, (void **)&n->outbound, &n->out_cap, n->out_len + 1, sizeof *n->outbound)) {
-      rt_free(n, bytes);
+    if (bb_mem_grow(n->alloc, (void **)&n->outbound, &n->out_cap, n->out_len + 1, sizeof *n->outbound)) {
+      bb_mem_free(n->alloc, bytes);
       return BB_ERR_NOMEM;
     }
     size_t wrapped = n->out_head + n->out_len > old_cap ? n->out_head + n->out_len - old_cap : 0;
@@ -87,11 +87,11 @@ int rt_send(rt_call *c, bb_error *err) {
   uint8_t suffix_stack[16][16], (*suffix)[16] = suffix_stack;
   uint32_t nf = o->n_fills;
   if (nf > 16) {
-    fills = rt_calloc(n, nf, sizeof *fills);
-    suffix = rt_calloc(n, nf, sizeof *suffix);
+    fills = bb_mem_calloc(n->alloc, nf, sizeof *fills);
+    suffix = bb_mem_calloc(n->alloc, nf, sizeof *suffix);
     if (!fills || !suffix) {
-      rt_free(n, fills);
-      rt_free(n, suffix);
+      bb_mem_free(n->alloc, fills);
+      bb_mem_free(n->alloc, suffix);
       return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     }
   }
@@ -157,8 +157,8 @@ int rt_send(rt_call *c, bb_error *err) {
     else rt_count(n, "send.envelopes", 1);
   }
   if (fills != fills_stack) {
-    rt_free(n, fills);
-    rt_free(n, suffix);
+    bb_mem_free(n->alloc, fills);
+    bb_mem_free(n->alloc, suffix);
   }
   return rc;
 }
@@ -172,18 +172,18 @@ void rt_event_release(bb_node *n, rt_event *ev) {
       bb_val_release(f->value);
       n->ingress_bytes -= f->charged;
     }
-    rt_free(n, f->op);
-    rt_free(n, f->payload);
+    bb_mem_free(n->alloc, f->op);
+    bb_mem_free(n->alloc, f->payload);
   }
-  rt_free(n, ev->fills);
+  bb_mem_free(n->alloc, ev->fills);
   for (size_t i = 0; i < ev->n_vals; i++) {
     bb_val_release(ev->vals[i]);
-    if (ev->names) rt_free(n, ev->names[i]);
+    if (ev->names) bb_mem_free(n->alloc, ev->names[i]);
   }
-  rt_free(n, ev->names);
-  rt_free(n, ev->vals);
+  bb_mem_free(n->alloc, ev->names);
+  bb_mem_free(n->alloc, ev->vals);
   n->ingress_bytes -= ev->charged;
-  rt_free(n, ev->detail);
+  bb_mem_free(n->alloc, ev->detail);
   memset(ev, 0, sizeof *ev);
 }
 
@@ -244,8 +244,8 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
   if (comp && op) {
     f->site = UINT64_MAX;
     f->component = (uint32_t)comp->value;
-    f->op = rt_strdup(n, op->op);
-    f->payload = rt_alloc(n, sf->payload.len);
+    f->op = bb_mem_strdup(n->alloc, op->op);
+    f->payload = bb_mem_alloc(n->alloc, sf->payload.len);
     if (!f->op || !f->payload) {
       fill_failed(n, from, index, sf->type_hash, sf->payload.len, "out_of_memory", "out of memory");
       return 1;
@@ -283,7 +283,7 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
   rt_event ev = {.kind = RT_EV_ENVELOPE, .at = n->now, .from = *from};
   ev.wire_req_id = env->has_correlation ? env->wire_req_id : 0;
   ev.remaining_deadline_ns = env->remaining_deadline_ns;
-  ev.fills = env->n_fills ? rt_calloc(n, env->n_fills, sizeof *ev.fills) : NULL;
+  ev.fills = env->n_fills ? bb_mem_calloc(n->alloc, env->n_fills, sizeof *ev.fills) : NULL;
   if (env->n_fills && !ev.fills) {
     bb_envelope_free(env, n->alloc);
     return bb_error_set(err, BB_ERR_NOMEM, "deliver: out of memory");
@@ -292,8 +292,8 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
     rt_fill f = {0};
     if (decode_fill(n, from, &env->fills[i], (int)i, &f) == 0) ev.fills[ev.n_fills++] = f;
     else {
-      rt_free(n, f.op);
-      rt_free(n, f.payload);
+      bb_mem_free(n->alloc, f.op);
+      bb_mem_free(n->alloc, f.payload);
       bb_val_release(f.value);
     }
   }
@@ -334,7 +334,7 @@ static bool seen_before(bb_node *n, const bb_peer_id *from, uint64_t req, uint64
   for (size_t i = 0; i < n->dedup_len; i++)
     if (n->dedup[(n->dedup_head + i) % cap] == key) return true;
   if (!n->dedup) {
-    n->dedup = rt_alloc(n, cap * sizeof *n->dedup);
+    n->dedup = bb_mem_alloc(n->alloc, cap * sizeof *n->dedup);
     if (!n->dedup) return false;
   }
   if (n->dedup_len == cap) n->dedup_head = (n->dedup_head + 1) % cap, n->dedup_len--;
