@@ -79,19 +79,10 @@ static bool ready(const bb_node *n, const rt_exec *e, uint32_t op) {
 }
 
 int rt_push(bb_node *n, rt_exec *e, uint32_t op) {
-  if (n->fr_len == n->fr_cap) {
-    size_t old_cap = n->fr_cap;
-    if (bb_mem_grow(n->alloc, (void **)&n->frontier, &n->fr_cap, n->fr_len + 1, sizeof *n->frontier)) {
-      n->failed_nomem = true;
-      return BB_ERR_NOMEM;
-    }
-    /* a wrapped ring: move the part that wrapped past the old end into the new space */
-    size_t wrapped = n->fr_head + n->fr_len > old_cap ? n->fr_head + n->fr_len - old_cap : 0;
-    for (size_t i = 0; i < wrapped; i++) n->frontier[(old_cap + i) % n->fr_cap] = n->frontier[i];
+  if (bb_ring_push(&n->frontier, n->alloc, &(rt_task){e, op})) {
+    n->failed_nomem = true;
+    return BB_ERR_NOMEM;
   }
-  size_t tail = (n->fr_head + n->fr_len) % n->fr_cap;
-  n->frontier[tail] = (rt_task){e, op};
-  n->fr_len++;
   e->scheduled[op / 8] |= (uint8_t)(1u << (op % 8));
   e->refs++;
   return 0;
@@ -115,15 +106,15 @@ void rt_seed(bb_node *n, rt_exec *e) {
  * inputs the re-arm cleared, or — once the op is pushed again — a second time. */
 static void drop_unscheduled(bb_node *n, rt_exec *e) {
   size_t kept = 0;
-  for (size_t k = 0; k < n->fr_len; k++) {
-    rt_task t = n->frontier[(n->fr_head + k) % n->fr_cap];
+  for (size_t k = 0; k < n->frontier.len; k++) {
+    rt_task t = *(rt_task *)bb_ring_at(&n->frontier, k);
     if (t.exec == e && !is_scheduled(e, t.op)) {
       rt_exec_unref(n, e); /* never the last reference: the caller holds e */
       continue;
     }
-    n->frontier[(n->fr_head + kept++) % n->fr_cap] = t;
+    *(rt_task *)bb_ring_at(&n->frontier, kept++) = t;
   }
-  n->fr_len = kept;
+  bb_ring_truncate(&n->frontier, kept);
 }
 
 void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
@@ -403,17 +394,11 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
 
 /* The next task allowed to run: while a bootstrap runs, only its own executions are. */
 static bool pop_task(bb_node *n, rt_task *t) {
-  for (size_t k = 0; k < n->fr_len; k++) {
-    size_t i = (n->fr_head + k) % n->fr_cap;
-    if (n->bootstrap_running >= 0 && !n->frontier[i].exec->bootstrap) continue;
-    *t = n->frontier[i];
-    /* close the gap: move the skipped entries up by one */
-    for (size_t j = k; j > 0; j--) {
-      size_t to = (n->fr_head + j) % n->fr_cap, from = (n->fr_head + j - 1) % n->fr_cap;
-      n->frontier[to] = n->frontier[from];
-    }
-    n->fr_head = (n->fr_head + 1) % n->fr_cap;
-    n->fr_len--;
+  for (size_t k = 0; k < n->frontier.len; k++) {
+    const rt_task *at = bb_ring_at(&n->frontier, k);
+    if (n->bootstrap_running >= 0 && !at->exec->bootstrap) continue;
+    *t = *at;
+    bb_ring_remove(&n->frontier, k); /* the skipped entries keep their order */
     return true;
   }
   return false;

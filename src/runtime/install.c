@@ -652,6 +652,10 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
   n->next_command = 1;
   n->next_wire_req = 1;
   n->bootstrap_running = -1;
+  n->frontier = bb_ring_of(sizeof(rt_task));
+  n->ingress = bb_ring_of(sizeof(rt_event));
+  n->outbound = bb_ring_of(sizeof(rt_outbound));
+  n->dedup = bb_ring_of(sizeof(uint64_t));
   installer x = {n, args, BB_INSTALL_OK, err};
   int rc = install(&x);
   if (rc) {

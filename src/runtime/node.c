@@ -45,7 +45,7 @@ int bb_node_invoke(bb_node *n, const char *module, const bb_named_value *inputs,
   if (n->ingress_bytes + bytes > n->cfg.ingress_byte_budget)
     return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress byte budget (%zu) is exhausted",
                         n->cfg.ingress_byte_budget);
-  if (n->in_len >= n->cfg.max_ingress_events)
+  if (n->ingress.len >= n->cfg.max_ingress_events)
     return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress queue is full; poll first");
   rt_event ev = {.kind = RT_EV_INVOKE, .at = n->now, .target = t};
   ev.names = bb_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.names);
@@ -101,16 +101,8 @@ int bb_node_deliver_event(bb_node *n, const char *module, const char *input, con
 }
 
 int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit) {
-  if (n->in_len >= limit) return BB_ERR_LIMIT;
-  if (n->in_len == n->in_cap) {
-    size_t old_cap = n->in_cap;
-    if (bb_mem_grow(n->alloc, (void **)&n->ingress, &n->in_cap, n->in_len + 1, sizeof *n->ingress)) return BB_ERR_NOMEM;
-    size_t wrapped = n->in_head + n->in_len > old_cap ? n->in_head + n->in_len - old_cap : 0;
-    for (size_t i = 0; i < wrapped; i++) n->ingress[(old_cap + i) % n->in_cap] = n->ingress[i];
-  }
-  n->ingress[(n->in_head + n->in_len) % n->in_cap] = *ev;
-  n->in_len++;
-  return 0;
+  if (n->ingress.len >= limit) return BB_ERR_LIMIT;
+  return bb_ring_push(&n->ingress, n->alloc, ev);
 }
 
 /* Completions get headroom past the event cap: refusing them would strand parked ops. */
@@ -239,19 +231,19 @@ static void process_event(bb_node *n, rt_event *ev) {
 /* Handles queued events in order; events that must wait for the bootstrap keep their
  * place. */
 static void process_ingress(bb_node *n) {
-  size_t count = n->in_len, kept = 0;
+  size_t count = n->ingress.len, kept = 0;
   for (size_t k = 0; k < count; k++) {
-    rt_event ev = n->ingress[(n->in_head + k) % n->in_cap];
+    rt_event ev = *(rt_event *)bb_ring_at(&n->ingress, k);
     if (held_back(n, &ev)) {
-      n->ingress[(n->in_head + kept++) % n->in_cap] = ev;
+      *(rt_event *)bb_ring_at(&n->ingress, kept++) = ev;
       continue;
     }
     process_event(n, &ev);
   }
   /* events queued while processing (none today) would sit after `count` */
-  for (size_t k = count; k < n->in_len; k++)
-    n->ingress[(n->in_head + kept++) % n->in_cap] = n->ingress[(n->in_head + k) % n->in_cap];
-  n->in_len = kept;
+  for (size_t k = count; k < n->ingress.len; k++)
+    *(rt_event *)bb_ring_at(&n->ingress, kept++) = *(rt_event *)bb_ring_at(&n->ingress, k);
+  bb_ring_truncate(&n->ingress, kept);
 }
 
 static void fire_timers(bb_node *n) {
@@ -276,23 +268,21 @@ static void fire_timers(bb_node *n) {
 }
 
 static void emit_outbound(bb_node *n) {
-  while (n->out_len) {
-    rt_outbound *o = &n->outbound[n->out_head];
-    n->out_head = (n->out_head + 1) % n->out_cap;
-    n->out_len--;
+  rt_outbound o;
+  while (bb_ring_pop(&n->outbound, &o)) {
     bb_step *s = rt_step(n, BB_STEP_SEND);
     if (!s) {
-      bb_mem_free(n->alloc, o->bytes);
+      bb_mem_free(n->alloc, o.bytes);
       continue;
     }
-    if (rt_step_own(n, o->bytes)) { /* (which freed the bytes) */
+    if (rt_step_own(n, o.bytes)) { /* (which freed the bytes) */
       rt_step_cancel(n);
       continue;
     }
     s->has_peer = true;
-    s->peer = o->peer;
-    s->bytes = o->bytes;
-    s->len = o->len;
+    s->peer = o.peer;
+    s->bytes = o.bytes;
+    s->len = o.len;
   }
   if (n->outbound_dropped) {
     bb_step *s = rt_step(n, BB_STEP_OUTBOUND_DROPPED);
@@ -318,7 +308,7 @@ int bb_node_poll(bb_node *n, uint64_t now_ns, const bb_step **steps, size_t *n_s
   }
   rt_exec_collect(n);
   emit_outbound(n);
-  if (!budget && n->fr_len) {
+  if (!budget && n->frontier.len) {
     bb_step *s = rt_step(n, BB_STEP_CYCLE_BUDGET_EXCEEDED);
     if (s) s->count = n->cfg.cycle_op_budget;
   }
@@ -344,14 +334,14 @@ bool bb_node_has_work(const bb_node *n) {
   /* a bootstrap that already finished (nothing of it was ready, or its last op ran) is
    * reported, and the body work held for it released, only by a poll */
   if (n->bootstrap_running >= 0 && (!n->bootstrap_root || !n->bootstrap_root->refs)) return true;
-  if (n->fr_len) {
+  if (n->frontier.len) {
     if (n->bootstrap_running < 0) return true;
-    for (size_t k = 0; k < n->fr_len; k++)
-      if (n->frontier[(n->fr_head + k) % n->fr_cap].exec->bootstrap) return true;
+    for (size_t k = 0; k < n->frontier.len; k++)
+      if (((const rt_task *)bb_ring_at(&n->frontier, k))->exec->bootstrap) return true;
   }
-  for (size_t k = 0; k < n->in_len; k++)
-    if (!held_back(n, &n->ingress[(n->in_head + k) % n->in_cap])) return true;
-  return n->out_len || n->acc.len;
+  for (size_t k = 0; k < n->ingress.len; k++)
+    if (!held_back(n, bb_ring_at(&n->ingress, k))) return true;
+  return n->outbound.len || n->acc.len;
 }
 
 uint64_t bb_node_expiry(const bb_node *n) {
@@ -385,11 +375,11 @@ uint64_t bb_node_site(const bb_node *n, const char *module, const char *value) {
 
 void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
   out->executions = n->n_execs;
-  out->frontier = n->fr_len;
+  out->frontier = n->frontier.len;
   out->pending_async = n->n_pending;
   out->timers = n->n_timers;
-  out->ingress = n->in_len;
-  out->outbound = n->out_len;
+  out->ingress = n->ingress.len;
+  out->outbound = n->outbound.len;
   out->ingress_bytes = n->ingress_bytes;
 }
 
@@ -398,15 +388,16 @@ void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
 void bb_node_free(bb_node *n) {
   if (!n) return;
   /* drop every reference executions hold, then the executions */
-  for (size_t k = 0; k < n->in_len; k++) rt_event_release(n, &n->ingress[(n->in_head + k) % n->in_cap]);
-  for (size_t k = 0; k < n->fr_len; k++) rt_exec_unref(n, n->frontier[(n->fr_head + k) % n->fr_cap].exec);
+  for (size_t k = 0; k < n->ingress.len; k++) rt_event_release(n, bb_ring_at(&n->ingress, k));
+  for (size_t k = 0; k < n->frontier.len; k++) rt_exec_unref(n, ((rt_task *)bb_ring_at(&n->frontier, k))->exec);
   for (size_t i = 0; i < n->cap_pending; i++) /* a removal may shift another entry into slot i */
     while (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].exec) rt_exec_unref(n, n->timers[i].exec);
   rt_exec_collect(n);
   rt_syscalls_free(n);
-  for (size_t k = 0; k < n->out_len; k++) bb_mem_free(n->alloc, n->outbound[(n->out_head + k) % n->out_cap].bytes);
+  for (size_t k = 0; k < n->outbound.len; k++)
+    bb_mem_free(n->alloc, ((rt_outbound *)bb_ring_at(&n->outbound, k))->bytes);
   rt_steps_release(n, &n->acc);
   rt_steps_release(n, &n->batch);
   for (rt_steps *s = &n->acc; s; s = s == &n->acc ? &n->batch : NULL) {
@@ -455,12 +446,12 @@ void bb_node_free(bb_node *n) {
   bb_mem_free(n->alloc, n->counters);
   rt_book_free(n);
   bb_mem_free(n->alloc, n->self_addrs);
-  bb_mem_free(n->alloc, n->frontier);
+  bb_ring_free(&n->frontier, n->alloc);
   bb_mem_free(n->alloc, n->pending);
   bb_mem_free(n->alloc, n->timers);
-  bb_mem_free(n->alloc, n->ingress);
-  bb_mem_free(n->alloc, n->outbound);
-  bb_mem_free(n->alloc, n->dedup);
+  bb_ring_free(&n->ingress, n->alloc);
+  bb_ring_free(&n->outbound, n->alloc);
+  bb_ring_free(&n->dedup, n->alloc);
   bb_model_free(n->model);
   bb_mem_free(n->alloc, n);
 }

@@ -6,6 +6,7 @@
 #include "bb/runtime.h"
 #include "util/error.h"
 #include "util/mem.h"
+#include "util/ring.h"
 #include "util/strmap.h"
 
 #define RT_NONE UINT32_MAX
@@ -265,8 +266,7 @@ struct bb_node {
   uint64_t next_exec, next_command, next_wire_req;
   size_t n_execs;
   rt_exec *dead;
-  rt_task *frontier; /* ring */
-  size_t fr_head, fr_len, fr_cap;
+  bb_ring frontier; /* of rt_task, FIFO */
   rt_pending *pending; /* open addressing by command */
   size_t n_pending, cap_pending;
 
@@ -282,17 +282,14 @@ struct bb_node {
   rt_exec *bootstrap_root;
 
   /* queues */
-  rt_event *ingress; /* ring */
-  size_t in_head, in_len, in_cap;
+  bb_ring ingress; /* of rt_event, FIFO */
   size_t ingress_bytes;
-  rt_outbound *outbound; /* ring */
-  size_t out_head, out_len, out_cap;
+  bb_ring outbound; /* of rt_outbound, FIFO */
   size_t outbound_dropped;
 
   rt_book book;
   uint64_t rng;
-  uint64_t *dedup; /* ring of recent (peer, request, site) keys */
-  size_t dedup_head, dedup_len;
+  bb_ring dedup; /* of uint64_t: the latest dedup_window (peer, request, site) keys */
 
   rt_counter *counters;
   size_t n_counters, cap_counters;

@@ -120,11 +120,11 @@ static void order_by_id(exec_set *s) {
 
 int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *err) {
   bb_node *n = (bb_node *)cn; /* only its allocator and its lists are used */
-  if (n->fr_len || n->in_len || n->out_len || n->acc.len)
+  if (n->frontier.len || n->ingress.len || n->outbound.len || n->acc.len)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "snapshot: the node is busy (%zu ops ready, %zu events queued, %zu envelopes and %zu steps "
                         "not handed out); poll until bb_node_has_work is false",
-                        n->fr_len, n->in_len, n->out_len, n->acc.len);
+                        n->frontier.len, n->ingress.len, n->outbound.len, n->acc.len);
   exec_set live = {0};
   int rc = 0;
   for (size_t i = 0; i < n->n_timers && !rc; i++) rc = collect(n, &live, n->timers[i].exec);
@@ -174,8 +174,8 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     }
   }
   /* dedup window, oldest first */
-  put_u64(&w, n->dedup_len);
-  for (size_t i = 0; i < n->dedup_len; i++) put_u64(&w, n->dedup[(n->dedup_head + i) % n->cfg.dedup_window]);
+  put_u64(&w, n->dedup.len);
+  for (size_t i = 0; i < n->dedup.len; i++) put_u64(&w, *(const uint64_t *)bb_ring_at(&n->dedup, i));
   /* bound inputs */
   for (size_t t = 0; t < n->n_targets; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
@@ -519,7 +519,7 @@ typedef struct kept_state {
 } kept_state;
 
 int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) {
-  if (n->n_execs || n->n_timers || n->n_pending || n->fr_len || n->in_len || n->bootstrap_started)
+  if (n->n_execs || n->n_timers || n->n_pending || n->frontier.len || n->ingress.len || n->bootstrap_started)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "restore: the node has already run; restore into a freshly installed node");
   reader r = {data, data, data + len, err, 0};
@@ -607,8 +607,12 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   }
   size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
   if (!r.rc && n_dedup > n->cfg.dedup_window) bad(&r, "the dedup window is larger than this node's");
-  uint64_t *dedup = bb_mem_calloc(n->alloc, n->cfg.dedup_window + 1, sizeof *dedup);
-  for (size_t i = 0; i < n_dedup && dedup && !r.rc; i++) dedup[i] = get_u64(&r);
+  bb_ring dedup = bb_ring_of(sizeof(uint64_t));
+  bool dedup_ok = true;
+  for (size_t i = 0; i < n_dedup && dedup_ok && !r.rc; i++) {
+    uint64_t key = get_u64(&r);
+    dedup_ok = bb_ring_push(&dedup, n->alloc, &key) == 0;
+  }
   staged s = {0};
   size_t bound_total = 0;
   for (size_t t = 0; t < n->n_targets; t++) bound_total += n->graphs[n->targets[t].graph].n_in;
@@ -616,7 +620,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   s.n_bound = s.bound ? bound_total : 0;
   for (size_t i = 0; i < bound_total && s.bound && !r.rc; i++)
     if (get_u8(&r)) s.bound[i] = get_value(&r, n->alloc);
-  if (!counters || !dedup || !s.bound) r.rc = r.rc ? r.rc : bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory");
+  if (!counters || !dedup_ok || !s.bound) r.rc = r.rc ? r.rc : bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory");
   if (!r.rc) read_engine(n, &r, &s);
   if (!r.rc && boot_root && !find_staged(&s, boot_root)) bad(&r, "the bootstrap's execution is not in the snapshot");
   /* components: checked against this node, loaded last */
@@ -711,7 +715,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
     staged_free(n, &s);
     for (size_t i = 0; i < n_counters && counters; i++) bb_mem_free(n->alloc, counters[i].name);
     bb_mem_free(n->alloc, counters);
-    bb_mem_free(n->alloc, dedup);
+    bb_ring_free(&dedup, n->alloc);
     rt_book_free(n);
     n->book = book_saved;
     n->next_exec = saved_next_exec;
@@ -733,10 +737,8 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   bb_mem_free(n->alloc, n->counters);
   n->counters = counters;
   n->n_counters = n->cap_counters = n_counters;
-  bb_mem_free(n->alloc, n->dedup);
+  bb_ring_free(&n->dedup, n->alloc);
   n->dedup = dedup;
-  n->dedup_head = 0;
-  n->dedup_len = n_dedup;
   n->now = now;
   n->next_wire_req = next_wire;
   n->rng = rng;

@@ -186,8 +186,8 @@ struct rt_latch {
 static bool exec_may_rerun(const bb_node *n, uint64_t exec) {
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].kind == RT_TIMER_INTERVAL && n->timers[i].exec && n->timers[i].exec->id == exec) return true;
-  for (size_t k = 0; k < n->fr_len; k++)
-    if (n->frontier[(n->fr_head + k) % n->fr_cap].exec->id == exec) return true;
+  for (size_t k = 0; k < n->frontier.len; k++)
+    if (((const rt_task *)bb_ring_at(&n->frontier, k))->exec->id == exec) return true;
   return false;
 }
 
@@ -216,16 +216,17 @@ static int sys_deadline_match(rt_call *c, bb_error *err) {
   return emit_trigger(c, err);
 }
 
-/* ---- named state: Limit counters, Serialize queues, Hold slots, Record rings ------------ */
+/* ---- named state: Limit counters, Serialize queues, Hold slots, Record histories ------- */
 
 typedef enum rt_named_kind { RT_LIMIT, RT_QUEUE, RT_HOLD, RT_RECORD, RT_NAMED_KINDS } rt_named_kind;
 
 #define RT_MAX_NAMES 1024 /* names per kind */
 
-/* What each kind keeps per name: a counter, or a ring of Bytes values (oldest evicted). */
+/* What each kind keeps per name: a counter, or a history of at most history_max Bytes values
+ * (a push past it evicts the oldest). */
 static const struct {
   char tag;
-  size_t ring_cap;
+  size_t history_max;
   const char *what;
 } NAMED[RT_NAMED_KINDS] = {
     [RT_LIMIT] = {'L', 0, "limit"},
@@ -238,8 +239,7 @@ struct rt_named {
   rt_named_kind kind;
   char *key;       /* tag + name: the index's key */
   uint64_t count;  /* LIMIT: in flight */
-  bb_val **ring;   /* the others: values, oldest at head */
-  size_t head, len, cap;
+  bb_ring values;  /* the others: bb_val *, oldest at the head */
 };
 
 static size_t n_of_kind(const bb_node *n, rt_named_kind kind) {
@@ -269,7 +269,7 @@ static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *na
       if (owned && !bb_mem_grow(n->alloc, (void **)&n->named, &n->cap_named, n->n_named + 1, sizeof *n->named) &&
           !bb_strmap_put(&n->named_index, owned, (uint32_t)n->n_named)) {
         e = &n->named[n->n_named++];
-        *e = (struct rt_named){.kind = kind, .key = owned};
+        *e = (struct rt_named){.kind = kind, .key = owned, .values = bb_ring_of(sizeof(bb_val *))};
       } else {
         bb_mem_free(n->alloc, owned);
       }
@@ -281,30 +281,19 @@ static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *na
 
 static size_t held_bytes(const bb_val *v) { return v->n; }
 
-static bb_val *ring_pop(bb_node *n, struct rt_named *e) {
-  if (!e->len) return NULL;
-  bb_val *v = e->ring[e->head];
-  e->head = (e->head + 1) % e->cap;
-  e->len--;
+/* The oldest value (the caller's reference now), or NULL when there is none. */
+static bb_val *history_pop(bb_node *n, struct rt_named *e) {
+  bb_val *v;
+  if (!bb_ring_pop(&e->values, &v)) return NULL;
   n->named_bytes -= held_bytes(v);
   return v;
 }
 
-/* Appends v (taking a reference), evicting the oldest value past the kind's cap. */
-static int ring_push(bb_node *n, struct rt_named *e, bb_val *v) {
-  if (e->len == NAMED[e->kind].ring_cap) bb_val_release(ring_pop(n, e));
-  if (e->len == e->cap) {
-    size_t cap = e->cap ? e->cap * 2 : 4;
-    if (cap > NAMED[e->kind].ring_cap) cap = NAMED[e->kind].ring_cap;
-    bb_val **ring = bb_mem_alloc(n->alloc, cap * sizeof *ring);
-    if (!ring) return BB_ERR_NOMEM;
-    for (size_t i = 0; i < e->len; i++) ring[i] = e->ring[(e->head + i) % e->cap];
-    bb_mem_free(n->alloc, e->ring);
-    e->ring = ring;
-    e->cap = cap;
-    e->head = 0;
-  }
-  e->ring[(e->head + e->len++) % e->cap] = bb_val_retain(v);
+/* Appends v (taking a reference); a full history first drops its oldest value. */
+static int history_push(bb_node *n, struct rt_named *e, bb_val *v) {
+  if (e->values.len == NAMED[e->kind].history_max) bb_val_release(history_pop(n, e));
+  if (bb_ring_push(&e->values, n->alloc, &v)) return BB_ERR_NOMEM;
+  bb_val_retain(v);
   n->named_bytes += held_bytes(v);
   return 0;
 }
@@ -312,8 +301,8 @@ static int ring_push(bb_node *n, struct rt_named *e, bb_val *v) {
 void rt_syscalls_free(bb_node *n) {
   for (size_t i = 0; i < n->n_named; i++) {
     struct rt_named *e = &n->named[i];
-    while (e->len) bb_val_release(ring_pop(n, e));
-    bb_mem_free(n->alloc, e->ring);
+    while (e->values.len) bb_val_release(history_pop(n, e));
+    bb_ring_free(&e->values, n->alloc);
     bb_mem_free(n->alloc, e->key);
   }
   bb_mem_free(n->alloc, n->named);
@@ -349,7 +338,7 @@ static int bytes_input(rt_call *c, bb_val **out, bb_error *err) {
   return 0;
 }
 
-/* Stores a Bytes input in the (kind, name) ring. Values held across the node count
+/* Stores a Bytes input in the (kind, name) history. Values held across the node count
  * against the ingress byte budget's size, so a peer cannot grow them without bound. */
 static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_error *err) {
   bb_val *v;
@@ -368,12 +357,13 @@ static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_erro
               : nomem(err);
   } else {
     /* what the push would evict frees its bytes first */
-    size_t evicted = e->len == NAMED[kind].ring_cap ? held_bytes(e->ring[e->head]) : 0;
+    size_t evicted =
+        e->values.len == NAMED[kind].history_max ? held_bytes(*(bb_val **)bb_ring_at(&e->values, 0)) : 0;
     if (c->node->named_bytes - evicted + v->n > c->node->cfg.ingress_byte_budget) {
       c->reason = "store_byte_limit";
       rc = bb_error_set(err, BB_ERR_LIMIT, "%s: %s `%s` would hold more than %zu bytes across the node",
                         c->op->ir->op_type, NAMED[kind].what, name, c->node->cfg.ingress_byte_budget);
-    } else if ((rc = ring_push(c->node, e, v))) {
+    } else if ((rc = history_push(c->node, e, v))) {
       rc = nomem(err);
     }
   }
@@ -381,11 +371,11 @@ static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_erro
   return rc;
 }
 
-/* Takes the oldest value of the (kind, name) ring to output 0; absorbs when there is none. */
+/* Takes the oldest value of the (kind, name) history to output 0; absorbs when there is none. */
 static int take_output(rt_call *c, rt_named_kind kind, const char *name) {
   bool full = false;
   struct rt_named *e = named_get(c->node, kind, name, false, &full);
-  bb_val *v = e ? ring_pop(c->node, e) : NULL;
+  bb_val *v = e ? history_pop(c->node, e) : NULL;
   if (!v) return 0;
   if (c->n_out) c->out[0] = v;
   else bb_val_release(v);

@@ -15,25 +15,16 @@
 /* ---- outbound -------------------------------------------------------------------------- */
 
 int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t len) {
-  if (n->out_len == n->cfg.max_outbound) { /* drop the oldest */
-    rt_outbound *old = &n->outbound[n->out_head];
-    bb_mem_free(n->alloc, old->bytes);
-    n->out_head = (n->out_head + 1) % n->out_cap;
-    n->out_len--;
+  rt_outbound old;
+  if (n->outbound.len == n->cfg.max_outbound && bb_ring_pop(&n->outbound, &old)) { /* drop the oldest */
+    bb_mem_free(n->alloc, old.bytes);
     n->outbound_dropped++;
     rt_count(n, "outbound.dropped", 1);
   }
-  if (n->out_len == n->out_cap) {
-    size_t old_cap = n->out_cap;
-    if (bb_mem_grow(n->alloc, (void **)&n->outbound, &n->out_cap, n->out_len + 1, sizeof *n->outbound)) {
-      bb_mem_free(n->alloc, bytes);
-      return BB_ERR_NOMEM;
-    }
-    size_t wrapped = n->out_head + n->out_len > old_cap ? n->out_head + n->out_len - old_cap : 0;
-    for (size_t i = 0; i < wrapped; i++) n->outbound[(old_cap + i) % n->out_cap] = n->outbound[i];
+  if (bb_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
+    bb_mem_free(n->alloc, bytes);
+    return BB_ERR_NOMEM;
   }
-  n->outbound[(n->out_head + n->out_len) % n->out_cap] = (rt_outbound){*peer, bytes, len};
-  n->out_len++;
   return 0;
 }
 
@@ -263,10 +254,10 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
                     bb_error *err) {
   if (!n || !from || (!bytes && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "deliver: node, peer and bytes");
   if (now_ns > n->now) n->now = now_ns;
-  if (n->in_len >= n->cfg.max_ingress_events) {
+  if (n->ingress.len >= n->cfg.max_ingress_events) {
     rt_count(n, "ingress.refused", 1);
     return bb_error_set(err, BB_ERR_LIMIT, "deliver: the ingress queue is full (%zu events); poll first",
-                        n->in_len);
+                        n->ingress.len);
   }
   bb_envelope *env = NULL;
   int rc = bb_envelope_decode(bytes, len, &n->cfg.envelope_caps, n->alloc, &env, err);
@@ -330,15 +321,10 @@ static uint32_t graph_of_site(const bb_node *n, uint64_t site) {
 
 static bool seen_before(bb_node *n, const bb_peer_id *from, uint64_t req, uint64_t site) {
   uint64_t key = bb_fnv1a64(from->bytes, from->len) ^ (req * 0x9E3779B97F4A7C15ull) ^ (site * 0xC2B2AE3D27D4EB4Full);
-  size_t cap = n->cfg.dedup_window;
-  for (size_t i = 0; i < n->dedup_len; i++)
-    if (n->dedup[(n->dedup_head + i) % cap] == key) return true;
-  if (!n->dedup) {
-    n->dedup = bb_mem_alloc(n->alloc, cap * sizeof *n->dedup);
-    if (!n->dedup) return false;
-  }
-  if (n->dedup_len == cap) n->dedup_head = (n->dedup_head + 1) % cap, n->dedup_len--;
-  n->dedup[(n->dedup_head + n->dedup_len++) % cap] = key;
+  for (size_t i = 0; i < n->dedup.len; i++)
+    if (*(const uint64_t *)bb_ring_at(&n->dedup, i) == key) return true;
+  if (n->dedup.len == n->cfg.dedup_window) bb_ring_pop(&n->dedup, NULL); /* the oldest key leaves */
+  bb_ring_push(&n->dedup, n->alloc, &key); /* out of memory: this key is not remembered */
   return false;
 }
 
