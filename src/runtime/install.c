@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
+#include "util/hash.h"
 
 #define KEY_COMPILED "ai.bytesandbrains.compiled"
 #define KEY_BINDING "ai.bytesandbrains.binding."
@@ -49,11 +50,7 @@ static int fail(installer *x, bb_install_error_kind kind, int code, const char *
 
 static int nomem(installer *x) { return fail(x, BB_INSTALL_OUT_OF_MEMORY, BB_ERR_NOMEM, "out of memory"); }
 
-uint32_t rt_component_number(const char *slot) {
-  uint32_t h = 0x811c9dc5u;
-  for (const unsigned char *p = (const unsigned char *)slot; *p; p++) h = (h ^ *p) * 0x01000193u;
-  return h;
-}
+uint32_t rt_component_number(const char *slot) { return bb_fnv1a32(slot, strlen(slot)); }
 
 /* ---- config ------------------------------------------------------------------------- */
 

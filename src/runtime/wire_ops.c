@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
+#include "util/bytes.h"
 #include "util/hash.h"
 
 /* Addresses written per destination peer (its address book entry holds at most 8). */
@@ -52,7 +53,7 @@ static uint64_t forwarded_request(const bb_peer_id *origin, uint64_t req) {
   uint8_t key[BB_PEER_ID_MAX + 8];
   size_t len = origin->len <= BB_PEER_ID_MAX ? origin->len : BB_PEER_ID_MAX;
   memcpy(key, origin->bytes, len);
-  for (int i = 0; i < 8; i++) key[len + (size_t)i] = (uint8_t)(req >> (8 * i));
+  bb_le_put_u64(key + len, req);
   return bb_fnv1a64(key, len + 8) | (1ull << 63);
 }
 
