@@ -3,8 +3,10 @@
  * cannot impersonate another by colliding hashes. */
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/book.h"
+#include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
 
 #define MAX_PEERS 16384
 #define MAX_ADDRS_PER_PEER 8

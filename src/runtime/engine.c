@@ -1,14 +1,19 @@
-/* The engine: executions, the FIFO frontier, firing ops, completions, and poll's phases.
+/* The engine: executions, the FIFO frontier, firing ops and their completions.
  *
  * An op fires at most once per execution: it is scheduled only when every input it reads
- * holds a value, and scheduling marks it (runtime.md §2.6, [PORT] a–c). Values are
- * written by position; a function call runs its body in a child execution whose formal
- * outputs are forwarded to the caller as they are written. */
-#include <inttypes.h>
-#include <stdio.h>
+ * holds a value, and scheduling marks it, so neither a value written twice nor an input
+ * that arrives after the op ran can fire it again. Values are written by position; a
+ * function call runs its body in a child execution whose formal outputs are forwarded to
+ * the caller as they are written. */
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/ctx.h"
+#include "runtime/engine.h"
+#include "runtime/pending.h"
+#include "runtime/send.h"
+#include "runtime/steps.h"
+#include "util/mem.h"
+#include "util/ring.h"
 
 /* ---- executions ----------------------------------------------------------------------- */
 
@@ -201,64 +206,6 @@ int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
     }
   }
   return 0;
-}
-
-/* ---- pending asynchronous operations (open addressing by command id) ------------------- */
-
-static size_t pending_slot(size_t cap, uint64_t command) {
-  return (size_t)((command * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
-}
-
-rt_pending *rt_pending_find(bb_node *n, uint64_t command) {
-  if (!n->cap_pending) return NULL;
-  for (size_t i = pending_slot(n->cap_pending, command);; i = (i + 1) & (n->cap_pending - 1)) {
-    rt_pending *p = &n->pending[i];
-    if (!p->used) return NULL; /* an empty slot ends the probe chain */
-    if (p->command == command) return p;
-  }
-}
-
-int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
-  if ((n->n_pending + 1) * 2 > n->cap_pending) {
-    size_t cap = n->cap_pending ? n->cap_pending * 2 : 64;
-    rt_pending *old = n->pending;
-    size_t old_cap = n->cap_pending;
-    rt_pending *fresh = bb_mem_calloc(n->alloc, cap, sizeof *fresh);
-    if (!fresh) return BB_ERR_NOMEM;
-    n->pending = fresh;
-    n->cap_pending = cap;
-    for (size_t i = 0; i < old_cap; i++)
-      if (old[i].used) {
-        size_t j = pending_slot(cap, old[i].command);
-        while (fresh[j].used) j = (j + 1) & (cap - 1);
-        fresh[j] = old[i];
-      }
-    bb_mem_free(n->alloc, old);
-  }
-  size_t j = pending_slot(n->cap_pending, command);
-  while (n->pending[j].used) j = (j + 1) & (n->cap_pending - 1);
-  n->pending[j] = (rt_pending){command, e, op, true};
-  n->n_pending++;
-  e->refs++;
-  return 0;
-}
-
-/* Backward-shift deletion: entries after the hole whose probe chain crosses it move up,
- * so no tombstones are left. (Tombstones were never cleared while the table did not
- * grow; once every slot held one, looking up an unknown command probed forever.) */
-void rt_pending_remove(bb_node *n, rt_pending *p) {
-  rt_exec *e = p->exec;
-  size_t mask = n->cap_pending - 1, hole = (size_t)(p - n->pending);
-  for (size_t j = (hole + 1) & mask; n->pending[j].used; j = (j + 1) & mask) {
-    size_t home = pending_slot(n->cap_pending, n->pending[j].command);
-    bool home_after_hole = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-    if (home_after_hole) continue; /* its chain does not cross the hole */
-    n->pending[hole] = n->pending[j];
-    hole = j;
-  }
-  n->pending[hole] = (rt_pending){0};
-  n->n_pending--;
-  rt_exec_unref(n, e);
 }
 
 static void trace(bb_node *n, bb_step_kind kind, rt_exec *e, uint32_t op, uint64_t command) {

@@ -1,14 +1,19 @@
-/* bb_install (runtime.md §1, with the [PORT] fixes): passport, targets, bindings, one
- * component per slot, value sites assigned from the artifact alone (model order), every
- * op of my partitions resolved, every Send's destination site resolved. */
-#include <inttypes.h>
+/* bb_install: passport, targets, bindings, one component per slot, value sites assigned
+ * from the artifact alone (model order), every op of my partitions resolved, every Send's
+ * destination site resolved — so nothing fails later at run time for want of a binding. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/book.h"
 #include "runtime/node.h"
+#include "runtime/syscalls/table.h"
+#include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
+#include "util/ring.h"
+#include "util/strmap.h"
 
 #define KEY_COMPILED "ai.bytesandbrains.compiled"
 #define KEY_BINDING "ai.bytesandbrains.binding."
@@ -50,7 +55,8 @@ static int fail(installer *x, bb_install_error_kind kind, int code, const char *
 
 static int nomem(installer *x) { return fail(x, BB_INSTALL_OUT_OF_MEMORY, BB_ERR_NOMEM, "out of memory"); }
 
-uint32_t rt_component_number(const char *slot) { return bb_fnv1a32(slot, strlen(slot)); }
+/* The number that addresses a slot's component on every peer: FNV-1a-32 of its name. */
+static uint32_t component_number(const char *slot) { return bb_fnv1a32(slot, strlen(slot)); }
 
 /* ---- config ------------------------------------------------------------------------- */
 
@@ -239,7 +245,7 @@ static int construct_components(installer *x) {
                 b->slot, b->type, reg ? "which the registry does not hold" : "but no registry was given");
       break;
     }
-    uint32_t number = rt_component_number(b->slot);
+    uint32_t number = component_number(b->slot);
     for (size_t j = 0; j < n->n_components && !rc; j++)
       if (n->components[j].number == number)
         rc = fail(x, BB_INSTALL_CONSTRUCTION_FAILED, BB_ERR_EXISTS,

@@ -1,9 +1,20 @@
 /* The host-facing node API: poll and its phases, app inputs, completions, bootstrap,
  * expiry, introspection and teardown. */
-#include <inttypes.h>
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/book.h"
+#include "runtime/ctx.h"
+#include "runtime/deliver.h"
+#include "runtime/engine.h"
+#include "runtime/ingress.h"
+#include "runtime/pending.h"
+#include "runtime/steps.h"
+#include "runtime/syscalls/table.h"
+#include "runtime/timers.h"
+#include "util/error.h"
+#include "util/mem.h"
+#include "util/ring.h"
+#include "util/strmap.h"
 
 #define COMPLETION_DETAIL_MAX 4096
 
@@ -98,11 +109,6 @@ int bb_node_deliver_event(bb_node *n, const char *module, const char *input, con
   int rc = bb_node_invoke(n, module, &in, 1, now_ns, err);
   bb_val_release(v);
   return rc;
-}
-
-int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit) {
-  if (n->ingress.len >= limit) return BB_ERR_LIMIT;
-  return bb_ring_push(&n->ingress, n->alloc, ev);
 }
 
 /* Completions get headroom past the event cap: refusing them would strand parked ops. */

@@ -12,9 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/book.h"
 #include "runtime/node.h"
+#include "runtime/pending.h"
+#include "runtime/timers.h"
 #include "util/bytes.h"
+#include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
+#include "util/ring.h"
 
 #define MAGIC "BBSNAP1"
 #define VERSION 1u

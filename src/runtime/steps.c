@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/steps.h"
+#include "util/mem.h"
 
 static const char *const STEP_NAMES[] = {
     "",          "Send",         "AppEvent",          "OpFailed",     "WireReceiveFailed",

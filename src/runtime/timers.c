@@ -1,6 +1,8 @@
 /* Timers: a binary min-heap ordered by (time, insertion order), so timers due at the same
  * instant fire in the order they were set. */
-#include "runtime/node.h"
+#include "runtime/steps.h"
+#include "runtime/timers.h"
+#include "util/mem.h"
 
 static bool before(const rt_timer *a, const rt_timer *b) { return a->at < b->at || (a->at == b->at && a->seq < b->seq); }
 

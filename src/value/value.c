@@ -10,7 +10,8 @@
 #include "util/error.h"
 #include "util/mem.h"
 
-/* The reference's carrier names where it has the kind, so type hashes agree with it. */
+/* Carrier names: their FNV-1a-64 is each kind's type hash on the wire, so they never
+ * change (peers of other implementations use the same names). */
 static const char *const CARRIER[BB_VAL_KIND_COUNT] = {
     [BB_VAL_TRIGGER] = "bb_runtime::syscall::values::TriggerValue",
     [BB_VAL_BYTES] = "bb_runtime::syscall::values::BytesValue",
@@ -163,8 +164,8 @@ static void put_bytes(bb_le_writer *w, const void *data, size_t len) {
   bb_le_write(w, data, len);
 }
 
-/* Address segments as the reference's serde derives them: u32 variant (P2p 0, Site 1,
- * Component 2, Op 3), then the payload. This is not bb_address_to_bytes. */
+/* Address segments in bincode's enum layout: u32 variant (P2p 0, Site 1, Component 2,
+ * Op 3), then the payload. This is not bb_address_to_bytes. */
 static size_t address_size(const bb_address *a) {
   size_t n = 8;
   for (size_t i = 0; i < a->n; i++) {
