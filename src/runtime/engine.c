@@ -17,16 +17,24 @@
 
 /* ---- executions ----------------------------------------------------------------------- */
 
-rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
-  if (n->n_execs >= n->cfg.max_executions) return NULL;
+/* One allocation: the header, then per site a value and its charge, then the bitset. */
+rt_exec *rt_exec_alloc(bb_node *n, uint32_t graph) {
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
-  size_t size = sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits;
-  rt_exec *e = bb_mem_calloc(n->alloc, 1, size);
+  rt_exec *e = bb_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
   if (!e) return NULL;
   e->vals = (bb_val **)(e + 1);
   e->charged = (size_t *)(e->vals + sites);
   e->scheduled = (uint8_t *)(e->charged + sites);
+  e->graph = graph;
+  return e;
+}
+
+rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
+  if (n->n_execs >= n->cfg.max_executions) return NULL;
+  const rt_graph *g = &n->graphs[graph];
+  rt_exec *e = rt_exec_alloc(n, graph);
+  if (!e) return NULL;
   e->id = n->next_exec++;
   e->graph = graph;
   e->refs = 1; /* the creator's hold: released with rt_exec_unref when it is done */

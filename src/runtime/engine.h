@@ -4,6 +4,9 @@
 
 #include "runtime/node.h"
 
+/* A zeroed execution of graph with its arrays laid out (no id, not counted, no
+ * references): what rt_exec_new and restore fill in. NULL when out of memory. */
+rt_exec *rt_exec_alloc(bb_node *n, uint32_t graph);
 /* A new execution of graph (a function body when parent is set), holding one reference
  * for its creator; NULL at max_executions or out of memory. A target's bound inputs are
  * written into a new root run of that target. */

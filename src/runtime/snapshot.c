@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "runtime/book.h"
-#include "runtime/node.h"
+#include "runtime/engine.h"
 #include "runtime/pending.h"
 #include "runtime/timers.h"
 #include "util/bytes.h"
@@ -378,17 +378,13 @@ static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
   }
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
-  rt_exec *e = bb_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
+  rt_exec *e = rt_exec_alloc(n, graph);
   if (!e) {
     r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
     return;
   }
   s->execs[k].e = e;
-  e->vals = (bb_val **)(e + 1);
-  e->charged = (size_t *)(e->vals + sites);
-  e->scheduled = (uint8_t *)(e->charged + sites);
   e->id = id;
-  e->graph = graph;
   s->execs[k].parent = get_u64(r);
   e->call_op = get_u32(r);
   e->born_ns = get_u64(r);
