@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/roles.h"
 #include "bb/runtime.h"
 #include "bb/sim.h"
 #include "digits.h"
@@ -98,8 +99,9 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
 }
 
 /* Peer i (0: the server) of the federation, knowing every other peer's address. */
-static int install_node(const options *o, const uint8_t *artifact, size_t artifact_len, const bb_peer_id *peers,
-                        int n_peers, int i, const bb_dataset *data_set, bb_node **out, bb_error *err) {
+static int install_node(const options *o, const bb_registry *reg, const uint8_t *artifact, size_t artifact_len,
+                        const bb_peer_id *peers, int n_peers, int i, const bb_dataset *data_set, bb_node **out,
+                        bb_error *err) {
   bb_address self = bb_address_p2p(&peers[i]);
   const char *server_targets[] = {"FedDigits", "FedDigits_server"};
   const char *client_targets[] = {"FedDigits_clients"};
@@ -116,6 +118,7 @@ static int install_node(const options *o, const uint8_t *artifact, size_t artifa
   a.artifact_len = artifact_len;
   a.targets = i ? client_targets : server_targets;
   a.n_targets = i ? 1 : 2;
+  a.registry = reg;
   a.slots = &data;
   a.n_slots = 1;
   a.config = &nc;
@@ -129,13 +132,14 @@ static int install_node(const options *o, const uint8_t *artifact, size_t artifa
 
 /* The server, snapshotted between two events and restored into a freshly installed node
  * that takes its place in the network: the run must go on exactly as before. */
-static int move_server(const options *o, bb_sim *sim, const uint8_t *artifact, size_t artifact_len,
-                       const bb_peer_id *peers, int n_peers, const bb_dataset *test, bb_node **server, bb_error *err) {
+static int move_server(const options *o, const bb_registry *reg, bb_sim *sim, const uint8_t *artifact,
+                       size_t artifact_len, const bb_peer_id *peers, int n_peers, const bb_dataset *test,
+                       bb_node **server, bb_error *err) {
   uint8_t *snap = NULL;
   size_t len = 0;
   bb_node *fresh = NULL;
   int rc = bb_node_snapshot(*server, &snap, &len, err);
-  if (!rc) rc = install_node(o, artifact, artifact_len, peers, n_peers, 0, test, &fresh, err);
+  if (!rc) rc = install_node(o, reg, artifact, artifact_len, peers, n_peers, 0, test, &fresh, err);
   if (!rc) rc = bb_node_restore(fresh, snap, len, err);
   if (!rc) {
     bb_sim_restart(sim, &peers[0], fresh);
@@ -162,6 +166,9 @@ int main(int argc, char **argv) {
   size_t artifact_len;
   if (bb_example_compile(&BB_EXAMPLE_FEDERATED_DIGITS, 0, &artifact, &artifact_len, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  bb_registry *reg = bb_registry_new(NULL); /* the module binds CpuMlp, ArraySource and FedAvg */
+  if (!reg || bb_registry_add_shipped(reg, &err))
+    return fprintf(stderr, "federated_digits: registry: %s\n", reg ? err.message : "out of memory"), 1;
   if (!o.quiet)
     printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "
            "loss %.0f%%, %d clients dropping\n",
@@ -184,7 +191,8 @@ int main(int argc, char **argv) {
   bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
   for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
   for (int i = 0; i < n_peers; i++)
-    if (install_node(&o, artifact, artifact_len, peers, n_peers, i, i ? &d.shards[i - 1] : test, &nodes[i], &err) ||
+    if (install_node(&o, reg, artifact, artifact_len, peers, n_peers, i, i ? &d.shards[i - 1] : test, &nodes[i],
+                     &err) ||
         bb_sim_attach(sim, nodes[i], &peers[i], &err))
       return fprintf(stderr, "federated_digits: peer %d: %s\n", i + 1, err.message), 1;
   bb_val *server = bb_val_peers(NULL, &peers[0], 1);
@@ -208,7 +216,7 @@ int main(int argc, char **argv) {
   while (r.round < o.rounds) {
     if (bb_sim_step(sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
     if (o.snapshot_at && !moved && r.round >= o.snapshot_at && !bb_node_has_work(nodes[0])) {
-      if (move_server(&o, sim, artifact, artifact_len, peers, n_peers, test, &nodes[0], &err))
+      if (move_server(&o, reg, sim, artifact, artifact_len, peers, n_peers, test, &nodes[0], &err))
         return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
       moved = 1;
     }
@@ -240,6 +248,7 @@ int main(int argc, char **argv) {
   bb_tensor_release(r.global);
   bb_sim_free(sim);
   for (int i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
+  bb_registry_free(reg);
   free(nodes);
   free(peers);
   bb_digits_split_free(&d);

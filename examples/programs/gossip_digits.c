@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/roles.h"
 #include "bb/runtime.h"
 #include "bb/sim.h"
 #include "digits.h"
@@ -97,6 +98,9 @@ int main(int argc, char **argv) {
   size_t artifact_len;
   if (bb_example_compile(&BB_EXAMPLE_GOSSIP_DIGITS, 0, &artifact, &artifact_len, &err))
     return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
+  bb_registry *reg = bb_registry_new(NULL); /* the module binds shipped concretes only */
+  if (!reg || bb_registry_add_shipped(reg, &err))
+    return fprintf(stderr, "gossip_digits: registry: %s\n", reg ? err.message : "out of memory"), 1;
   if (!o.quiet)
     printf("gossip_digits: %d peers, no server, %s shards of %zu training images, %zu held out, loss %.0f%%\n", o.peers,
            o.iid ? "IID" : "label-skewed (3 digits each)", d.train.n, test->n, o.loss * 100);
@@ -133,6 +137,7 @@ int main(int argc, char **argv) {
     const char *targets[] = {"GossipDigits"};
     a.targets = targets;
     a.n_targets = 1;
+    a.registry = reg;
     a.slots = slots;
     a.n_slots = 2;
     a.config = &nc;
@@ -161,6 +166,7 @@ int main(int argc, char **argv) {
          (unsigned long long)st.lost);
   bb_sim_free(sim);
   for (int i = 0; i < o.peers; i++) bb_node_free(nodes[i]);
+  bb_registry_free(reg);
   free(nodes);
   free(r.accuracy);
   bb_digits_split_free(&d);

@@ -87,9 +87,12 @@ typedef struct bb_component_type {
   int (*load)(void *self, const uint8_t *data, size_t len, bb_error *err);
 } bb_component_type;
 
-/* The concrete types an install may construct, by name. */
+/* The concrete types an install may construct, by name. The runtime knows no concrete
+ * type of its own: a host adds the ones its artifacts bind (bb_registry_add_shipped in
+ * bb/roles.h adds every type this library ships). Any number of types. */
 typedef struct bb_registry bb_registry;
 
+/* An empty registry (alloc NULL: malloc); NULL when out of memory. */
 bb_registry *bb_registry_new(const bb_allocator *alloc);
 void bb_registry_free(bb_registry *r);
 /* Adds a type (the struct must outlive the registry). BB_ERR_EXISTS for a taken name. */
@@ -169,14 +172,14 @@ typedef struct bb_install_args {
   size_t artifact_len;
   const char *const *targets;      /* partition names (exact, or the part before '#') */
   size_t n_targets;
-  const bb_registry *registry;     /* the concrete types; NULL: the shipped ones only */
+  const bb_registry *registry;     /* the concrete types (read during install only); NULL: none */
   const bb_slot_config *slots;
   size_t n_slots;
   const bb_node_config *config;    /* NULL: defaults */
   const bb_allocator *alloc;       /* NULL: malloc */
 } bb_install_args;
 
-/* Why an install failed (runtime.md §1.6, plus UNRESOLVED_OP and BAD_ARTIFACT). */
+/* Why an install failed. */
 typedef enum bb_install_error_kind {
   BB_INSTALL_OK = 0,
   BB_INSTALL_EMPTY_TARGETS,
@@ -197,10 +200,11 @@ typedef enum bb_install_error_kind {
 const char *bb_install_error_name(bb_install_error_kind kind);
 
 /* Installs the artifact for my targets: checks the passport, constructs one component
- * per bound slot (shared by the targets that name it), assigns value sites from the
- * artifact alone (so every peer agrees on them), resolves every op and every Send's
- * destination site. On failure *out is NULL, *kind says why and err names the target,
- * slot, type or op. kind may be NULL. */
+ * per bound slot (shared by the targets that name it) from args->registry, assigns value
+ * sites from the artifact alone (so every peer agrees on them), resolves every op and
+ * every Send's destination site. On failure *out is NULL, *kind says why and err names
+ * the target, slot, type or op; a bound type the registry lacks is
+ * BB_INSTALL_UNREGISTERED_CONCRETE. kind may be NULL. */
 int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err);
 void bb_node_free(bb_node *node);
 

@@ -4,7 +4,7 @@
  * A bb_val is immutable and reference counted, so handing a value to several consumers
  * (or keeping it in a snapshot) costs a retain, never a copy. Every kind has a stable
  * carrier name whose FNV-1a-64 is the SlotFill.type_hash (bb_type_hash) and a byte
- * layout documented in docs/WIRE.md (the reference's bincode layouts, plus tensors). */
+ * layout documented in docs/WIRE.md (bincode layouts, plus tensors). */
 #ifndef BB_VALUE_H
 #define BB_VALUE_H
 

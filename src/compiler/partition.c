@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "compiler/compiler.h"
+#include "util/bytes.h"
+#include "util/hash.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
@@ -158,12 +160,12 @@ typedef struct fnv {
 
 static void fnv_bytes(fnv *s, const void *data, size_t len) {
   const uint8_t *p = data;
-  for (size_t i = 0; i < len; i++) s->h = (s->h ^ p[i]) * 0x100000001b3ull;
+  s->h = bb_fnv1a64_update(s->h, p, len);
 }
 
 static void fnv_u64(fnv *s, uint64_t v) {
   uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+  bb_le_put_u64(b, v);
   fnv_bytes(s, b, 8);
 }
 
@@ -177,7 +179,7 @@ static void fnv_str(fnv *s, const char *str) {
 /* FNV-1a 64 over each node's op_type, domain, overload, input and output counts and
  * names, and attribute names (compiler.md §3.6 step 5; values and metadata ignored). */
 static uint64_t hash_nodes(const bb_function *f) {
-  fnv s = {0xcbf29ce484222325ull};
+  fnv s = {BB_FNV1A64_INIT};
   for (size_t i = 0; i < f->nodes.len; i++) {
     const bb_ir_node *n = f->nodes.items[i];
     fnv_str(&s, n->op_type);

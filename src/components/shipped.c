@@ -1,5 +1,5 @@
-/* The concretes this library ships, in one table: the default registry of bb_install and
- * what bb_registry_add_shipped adds to a user's registry. */
+/* The concretes this library ships, in one table: what bb_registry_add_shipped adds to a
+ * host's registry (the runtime itself knows no concrete type). */
 #include "bb/roles.h"
 #include "components/shipped.h"
 

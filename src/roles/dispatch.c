@@ -1,6 +1,6 @@
 /* The role dispatchers: an op call of the graph → a typed contract method → the op's
- * outputs (roles.md §1.3, with its fixes: unit methods write a trigger, k and n come
- * from attributes, a local Contribute has a source — the node itself). */
+ * outputs. Methods without a result write a trigger (so their consumers run), k and n
+ * come from attributes, and a local Contribute has a source: the node itself. */
 #include <string.h>
 
 #include "bb/roles.h"

@@ -2,7 +2,12 @@
  * a component can reach through its bb_ctx. */
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/book.h"
+#include "runtime/ctx.h"
+#include "runtime/send.h"
+#include "runtime/steps.h"
+#include "runtime/timers.h"
+#include "util/error.h"
 
 static bb_ctx make_ctx(bb_node *n, rt_component *c, rt_exec *e) {
   bb_ctx ctx = {n, c, e, n->now, 0, NULL};

@@ -1,63 +1,40 @@
-/* The engine: executions, the FIFO frontier, firing ops, completions, and poll's phases.
+/* The engine: executions, the FIFO frontier, firing ops and their completions.
  *
  * An op fires at most once per execution: it is scheduled only when every input it reads
- * holds a value, and scheduling marks it (runtime.md §2.6, [PORT] a–c). Values are
- * written by position; a function call runs its body in a child execution whose formal
- * outputs are forwarded to the caller as they are written. */
-#include <inttypes.h>
-#include <stdio.h>
+ * holds a value, and scheduling marks it, so neither a value written twice nor an input
+ * that arrives after the op ran can fire it again. Values are written by position; a
+ * function call runs its body in a child execution whose formal outputs are forwarded to
+ * the caller as they are written. */
 #include <string.h>
 
-#include "runtime/node.h"
-
-/* ---- memory ----------------------------------------------------------------------------- */
-
-void *rt_alloc(bb_node *n, size_t size) { return n->alloc->malloc(size ? size : 1, n->alloc->user_data); }
-
-void *rt_calloc(bb_node *n, size_t count, size_t size) {
-  if (size && count > SIZE_MAX / size) return NULL;
-  void *p = rt_alloc(n, count * size);
-  if (p) memset(p, 0, count * size > 0 ? count * size : 1);
-  return p;
-}
-
-void *rt_realloc(bb_node *n, void *p, size_t size) { return n->alloc->realloc(p, size ? size : 1, n->alloc->user_data); }
-
-void rt_free(bb_node *n, void *p) {
-  if (p) n->alloc->free(p, n->alloc->user_data);
-}
-
-char *rt_strdup(bb_node *n, const char *s) {
-  size_t len = strlen(s);
-  char *d = rt_alloc(n, len + 1);
-  if (d) memcpy(d, s, len + 1);
-  return d;
-}
-
-int rt_grow(bb_node *n, void **items, size_t *cap, size_t need, size_t size) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap : 8;
-  while (c < need) c *= 2;
-  if (c > SIZE_MAX / size) return BB_ERR_NOMEM;
-  void *p = rt_realloc(n, *items, c * size);
-  if (!p) return BB_ERR_NOMEM;
-  *items = p;
-  *cap = c;
-  return 0;
-}
+#include "runtime/ctx.h"
+#include "runtime/engine.h"
+#include "runtime/pending.h"
+#include "runtime/send.h"
+#include "runtime/steps.h"
+#include "util/mem.h"
+#include "util/ring.h"
 
 /* ---- executions ----------------------------------------------------------------------- */
 
-rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
-  if (n->n_execs >= n->cfg.max_executions) return NULL;
+/* One allocation: the header, then per site a value and its charge, then the bitset. */
+rt_exec *rt_exec_alloc(bb_node *n, uint32_t graph) {
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
-  size_t size = sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits;
-  rt_exec *e = rt_calloc(n, 1, size);
+  rt_exec *e = bb_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
   if (!e) return NULL;
   e->vals = (bb_val **)(e + 1);
   e->charged = (size_t *)(e->vals + sites);
   e->scheduled = (uint8_t *)(e->charged + sites);
+  e->graph = graph;
+  return e;
+}
+
+rt_exec *rt_exec_new(bb_node *n, uint32_t graph, rt_exec *parent, int target) {
+  if (n->n_execs >= n->cfg.max_executions) return NULL;
+  const rt_graph *g = &n->graphs[graph];
+  rt_exec *e = rt_exec_alloc(n, graph);
+  if (!e) return NULL;
   e->id = n->next_exec++;
   e->graph = graph;
   e->refs = 1; /* the creator's hold: released with rt_exec_unref when it is done */
@@ -101,7 +78,7 @@ void rt_exec_collect(bb_node *n) {
     if (e == n->bootstrap_root) n->bootstrap_root = NULL;
     if (e->parent) rt_exec_unref(n, e->parent);
     n->n_execs--;
-    rt_free(n, e);
+    bb_mem_free(n->alloc, e);
   }
 }
 
@@ -115,19 +92,10 @@ static bool ready(const bb_node *n, const rt_exec *e, uint32_t op) {
 }
 
 int rt_push(bb_node *n, rt_exec *e, uint32_t op) {
-  if (n->fr_len == n->fr_cap) {
-    size_t old_cap = n->fr_cap;
-    if (rt_grow(n, (void **)&n->frontier, &n->fr_cap, n->fr_len + 1, sizeof *n->frontier)) {
-      n->failed_nomem = true;
-      return BB_ERR_NOMEM;
-    }
-    /* a wrapped ring: move the part that wrapped past the old end into the new space */
-    size_t wrapped = n->fr_head + n->fr_len > old_cap ? n->fr_head + n->fr_len - old_cap : 0;
-    for (size_t i = 0; i < wrapped; i++) n->frontier[(old_cap + i) % n->fr_cap] = n->frontier[i];
+  if (bb_ring_push(&n->frontier, n->alloc, &(rt_task){e, op})) {
+    n->failed_nomem = true;
+    return BB_ERR_NOMEM;
   }
-  size_t tail = (n->fr_head + n->fr_len) % n->fr_cap;
-  n->frontier[tail] = (rt_task){e, op};
-  n->fr_len++;
   e->scheduled[op / 8] |= (uint8_t)(1u << (op % 8));
   e->refs++;
   return 0;
@@ -151,15 +119,15 @@ void rt_seed(bb_node *n, rt_exec *e) {
  * inputs the re-arm cleared, or — once the op is pushed again — a second time. */
 static void drop_unscheduled(bb_node *n, rt_exec *e) {
   size_t kept = 0;
-  for (size_t k = 0; k < n->fr_len; k++) {
-    rt_task t = n->frontier[(n->fr_head + k) % n->fr_cap];
+  for (size_t k = 0; k < n->frontier.len; k++) {
+    rt_task t = *(rt_task *)bb_ring_at(&n->frontier, k);
     if (t.exec == e && !is_scheduled(e, t.op)) {
       rt_exec_unref(n, e); /* never the last reference: the caller holds e */
       continue;
     }
-    n->frontier[(n->fr_head + kept++) % n->fr_cap] = t;
+    *(rt_task *)bb_ring_at(&n->frontier, kept++) = t;
   }
-  n->fr_len = kept;
+  bb_ring_truncate(&n->frontier, kept);
 }
 
 void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
@@ -180,13 +148,13 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
         for (uint32_t j = 0; j < g->ops[d].n_out; j++) /* stale results must not satisfy readiness */
           if (g->ops[d].out[j] != RT_NONE) rt_write(n, e, g->ops[d].out[j], NULL, 0);
         if (len == cap) {
-          uint32_t *grown = rt_alloc(n, cap * 2 * sizeof *grown);
+          uint32_t *grown = bb_mem_alloc(n->alloc, cap * 2 * sizeof *grown);
           if (!grown) {
             n->failed_nomem = true;
             break;
           }
           memcpy(grown, stack, len * sizeof *grown);
-          if (stack != stack_buf) rt_free(n, stack);
+          if (stack != stack_buf) bb_mem_free(n->alloc, stack);
           stack = grown;
           cap *= 2;
         }
@@ -194,7 +162,7 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
       }
     }
   }
-  if (stack != stack_buf) rt_free(n, stack);
+  if (stack != stack_buf) bb_mem_free(n->alloc, stack);
   drop_unscheduled(n, e);
 }
 
@@ -246,64 +214,6 @@ int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
     }
   }
   return 0;
-}
-
-/* ---- pending asynchronous operations (open addressing by command id) ------------------- */
-
-static size_t pending_slot(size_t cap, uint64_t command) {
-  return (size_t)((command * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
-}
-
-rt_pending *rt_pending_find(bb_node *n, uint64_t command) {
-  if (!n->cap_pending) return NULL;
-  for (size_t i = pending_slot(n->cap_pending, command);; i = (i + 1) & (n->cap_pending - 1)) {
-    rt_pending *p = &n->pending[i];
-    if (!p->used) return NULL; /* an empty slot ends the probe chain */
-    if (p->command == command) return p;
-  }
-}
-
-int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
-  if ((n->n_pending + 1) * 2 > n->cap_pending) {
-    size_t cap = n->cap_pending ? n->cap_pending * 2 : 64;
-    rt_pending *old = n->pending;
-    size_t old_cap = n->cap_pending;
-    rt_pending *fresh = rt_calloc(n, cap, sizeof *fresh);
-    if (!fresh) return BB_ERR_NOMEM;
-    n->pending = fresh;
-    n->cap_pending = cap;
-    for (size_t i = 0; i < old_cap; i++)
-      if (old[i].used) {
-        size_t j = pending_slot(cap, old[i].command);
-        while (fresh[j].used) j = (j + 1) & (cap - 1);
-        fresh[j] = old[i];
-      }
-    rt_free(n, old);
-  }
-  size_t j = pending_slot(n->cap_pending, command);
-  while (n->pending[j].used) j = (j + 1) & (n->cap_pending - 1);
-  n->pending[j] = (rt_pending){command, e, op, true};
-  n->n_pending++;
-  e->refs++;
-  return 0;
-}
-
-/* Backward-shift deletion: entries after the hole whose probe chain crosses it move up,
- * so no tombstones are left. (Tombstones were never cleared while the table did not
- * grow; once every slot held one, looking up an unknown command probed forever.) */
-void rt_pending_remove(bb_node *n, rt_pending *p) {
-  rt_exec *e = p->exec;
-  size_t mask = n->cap_pending - 1, hole = (size_t)(p - n->pending);
-  for (size_t j = (hole + 1) & mask; n->pending[j].used; j = (j + 1) & mask) {
-    size_t home = pending_slot(n->cap_pending, n->pending[j].command);
-    bool home_after_hole = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-    if (home_after_hole) continue; /* its chain does not cross the hole */
-    n->pending[hole] = n->pending[j];
-    hole = j;
-  }
-  n->pending[hole] = (rt_pending){0};
-  n->n_pending--;
-  rt_exec_unref(n, e);
 }
 
 static void trace(bb_node *n, bb_step_kind kind, rt_exec *e, uint32_t op, uint64_t command) {
@@ -392,11 +302,11 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
   bb_val *in_stack[16], *out_stack[16];
   bb_val **in = in_stack, **out = out_stack;
   if (o->n_in > 16 || o->n_out > 16) {
-    in = rt_calloc(n, o->n_in + 1, sizeof *in);
-    out = rt_calloc(n, o->n_out + 1, sizeof *out);
+    in = bb_mem_calloc(n->alloc, o->n_in + 1, sizeof *in);
+    out = bb_mem_calloc(n->alloc, o->n_out + 1, sizeof *out);
     if (!in || !out) {
-      if (in != in_stack) rt_free(n, in);
-      if (out != out_stack) rt_free(n, out);
+      if (in != in_stack) bb_mem_free(n->alloc, in);
+      if (out != out_stack) bb_mem_free(n->alloc, out);
       rt_op_failed(n, e, op, "out_of_memory", "out of memory preparing the op's inputs");
       return;
     }
@@ -433,23 +343,17 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
       write_outputs(n, e, op, out, o->n_out);
     }
   }
-  if (in != in_stack) rt_free(n, in);
-  if (out != out_stack) rt_free(n, out);
+  if (in != in_stack) bb_mem_free(n->alloc, in);
+  if (out != out_stack) bb_mem_free(n->alloc, out);
 }
 
 /* The next task allowed to run: while a bootstrap runs, only its own executions are. */
 static bool pop_task(bb_node *n, rt_task *t) {
-  for (size_t k = 0; k < n->fr_len; k++) {
-    size_t i = (n->fr_head + k) % n->fr_cap;
-    if (n->bootstrap_running >= 0 && !n->frontier[i].exec->bootstrap) continue;
-    *t = n->frontier[i];
-    /* close the gap: move the skipped entries up by one */
-    for (size_t j = k; j > 0; j--) {
-      size_t to = (n->fr_head + j) % n->fr_cap, from = (n->fr_head + j - 1) % n->fr_cap;
-      n->frontier[to] = n->frontier[from];
-    }
-    n->fr_head = (n->fr_head + 1) % n->fr_cap;
-    n->fr_len--;
+  for (size_t k = 0; k < n->frontier.len; k++) {
+    const rt_task *at = bb_ring_at(&n->frontier, k);
+    if (n->bootstrap_running >= 0 && !at->exec->bootstrap) continue;
+    *t = *at;
+    bb_ring_remove(&n->frontier, k); /* the skipped entries keep their order */
     return true;
   }
   return false;

@@ -1,13 +1,19 @@
-/* bb_install (runtime.md §1, with the [PORT] fixes): passport, targets, bindings, one
- * component per slot, value sites assigned from the artifact alone (model order), every
- * op of my partitions resolved, every Send's destination site resolved. */
-#include <inttypes.h>
+/* bb_install: passport, targets, bindings, one component per slot, value sites assigned
+ * from the artifact alone (model order), every op of my partitions resolved, every Send's
+ * destination site resolved — so nothing fails later at run time for want of a binding. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/book.h"
 #include "runtime/node.h"
+#include "runtime/syscalls/table.h"
+#include "util/error.h"
+#include "util/hash.h"
+#include "util/mem.h"
+#include "util/ring.h"
+#include "util/strmap.h"
 
 #define KEY_COMPILED "ai.bytesandbrains.compiled"
 #define KEY_BINDING "ai.bytesandbrains.binding."
@@ -49,11 +55,8 @@ static int fail(installer *x, bb_install_error_kind kind, int code, const char *
 
 static int nomem(installer *x) { return fail(x, BB_INSTALL_OUT_OF_MEMORY, BB_ERR_NOMEM, "out of memory"); }
 
-uint32_t rt_component_number(const char *slot) {
-  uint32_t h = 0x811c9dc5u;
-  for (const unsigned char *p = (const unsigned char *)slot; *p; p++) h = (h ^ *p) * 0x01000193u;
-  return h;
-}
+/* The number that addresses a slot's component on every peer: FNV-1a-32 of its name. */
+static uint32_t component_number(const char *slot) { return bb_fnv1a32(slot, strlen(slot)); }
 
 /* ---- config ------------------------------------------------------------------------- */
 
@@ -186,7 +189,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   size_t cap = 0;
   for (size_t i = 0; i < meta->len; i++)
     if (meta->items[i].key && strncmp(meta->items[i].key, KEY_BINDING, strlen(KEY_BINDING)) == 0) cap++;
-  slot_entry *slots = cap ? rt_calloc(n, cap, sizeof *slots) : NULL;
+  slot_entry *slots = cap ? bb_mem_calloc(n->alloc, cap, sizeof *slots) : NULL;
   if (cap && !slots) return nomem(x);
   size_t len = 0;
   int rc = 0;
@@ -215,7 +218,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
     }
   }
   if (rc) {
-    rt_free(n, slots);
+    bb_mem_free(n->alloc, slots);
     return rc;
   }
   *out = slots;
@@ -229,18 +232,20 @@ static int construct_components(installer *x) {
   size_t n_slots = 0;
   int rc = collect_slots(x, &slots, &n_slots);
   if (rc) return rc;
-  const bb_registry *reg = x->args->registry ? x->args->registry : rt_builtin_registry();
-  n->components = n_slots ? rt_calloc(n, n_slots, sizeof *n->components) : NULL;
+  const bb_registry *reg = x->args->registry; /* NULL: an empty registry */
+  n->components = n_slots ? bb_mem_calloc(n->alloc, n_slots, sizeof *n->components) : NULL;
   if (n_slots && !n->components) rc = nomem(x);
   for (size_t i = 0; i < n_slots && !rc; i++) {
     const binding *b = &slots[i].b;
     const bb_component_type *type = bb_registry_find(reg, b->type);
     if (!type) {
       rc = fail(x, BB_INSTALL_UNREGISTERED_CONCRETE, BB_ERR_NOT_FOUND,
-                "the artifact binds slot `%s` to `%s`, which no registered concrete type provides", b->slot, b->type);
+                "the artifact binds slot `%s` to `%s`, %s; add the type with bb_registry_add "
+                "(bb_registry_add_shipped adds the shipped concretes)",
+                b->slot, b->type, reg ? "which the registry does not hold" : "but no registry was given");
       break;
     }
-    uint32_t number = rt_component_number(b->slot);
+    uint32_t number = component_number(b->slot);
     for (size_t j = 0; j < n->n_components && !rc; j++)
       if (n->components[j].number == number)
         rc = fail(x, BB_INSTALL_CONSTRUCTION_FAILED, BB_ERR_EXISTS,
@@ -251,7 +256,7 @@ static int construct_components(installer *x) {
     c->type = type;
     c->role = b->role;
     c->number = number;
-    c->slot = rt_strdup(n, b->slot);
+    c->slot = bb_mem_strdup(n->alloc, b->slot);
     /* config: the host's override, else the artifact's */
     const char *config = NULL;
     const void *host_data = NULL;
@@ -263,7 +268,7 @@ static int construct_components(installer *x) {
     char key[300];
     snprintf(key, sizeof key, KEY_CONFIG "%s", b->slot);
     if (!config) config = bb_kv_get(&n->model->metadata, key);
-    c->config = rt_strdup(n, config ? config : "");
+    c->config = bb_mem_strdup(n->alloc, config ? config : "");
     if (!c->slot || !c->config) {
       rc = nomem(x);
       break;
@@ -280,7 +285,7 @@ static int construct_components(installer *x) {
                 cerr.message[0] ? cerr.message : bb_strerror(crc));
     }
   }
-  rt_free(n, slots);
+  bb_mem_free(n->alloc, slots);
   return rc;
 }
 
@@ -296,7 +301,7 @@ static int add_site(installer *x, rt_graph *g, const char *name, size_t *cap) {
   if (!name || !*name) return 0;
   uint32_t existing;
   if (bb_strmap_get(&g->names, name, &existing)) return 0;
-  if (rt_grow(x->n, (void **)&g->site_names, cap, g->n_sites + 1, sizeof *g->site_names)) return nomem(x);
+  if (bb_mem_grow(x->n->alloc, (void **)&g->site_names, cap, g->n_sites + 1, sizeof *g->site_names)) return nomem(x);
   g->site_names[g->n_sites] = name;
   if (bb_strmap_put(&g->names, name, g->n_sites)) return nomem(x);
   g->n_sites++;
@@ -314,7 +319,7 @@ static int assign_sites(installer *x) {
   bb_node *n = x->n;
   const bb_model *m = n->model;
   /* n_graphs only once the array exists: bb_node_free walks n_graphs entries */
-  n->graphs = m->functions.len ? rt_calloc(n, m->functions.len, sizeof *n->graphs) : NULL;
+  n->graphs = m->functions.len ? bb_mem_calloc(n->alloc, m->functions.len, sizeof *n->graphs) : NULL;
   if (m->functions.len && !n->graphs) return nomem(x);
   n->n_graphs = (uint32_t)m->functions.len;
   uint64_t next = 0;
@@ -421,7 +426,7 @@ static int op_label(installer *x, rt_op *op) {
   char buf[400];
   snprintf(buf, sizeof buf, "%s::%s%s%s", nd->domain && *nd->domain ? nd->domain : "ai.onnx", nd->op_type,
            nd->name && *nd->name ? "@" : "", nd->name ? nd->name : "");
-  op->label = rt_strdup(x->n, buf);
+  op->label = bb_mem_strdup(x->n->alloc, buf);
   return op->label ? 0 : nomem(x);
 }
 
@@ -438,7 +443,8 @@ static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
       return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
                   "%s in `%s` sends `%s` to `%s`, but %s", op->label, g->fn->name, kv->key + prefix, kv->value,
                   input < 0 ? "it has no such input" : "no wire.Recv in the artifact produces that value");
-    if (rt_grow(n, (void **)&op->fills, &(size_t){op->n_fills}, op->n_fills + 1, sizeof *op->fills)) return nomem(x);
+    if (bb_mem_grow(n->alloc, (void **)&op->fills, &(size_t){op->n_fills}, op->n_fills + 1, sizeof *op->fills))
+      return nomem(x);
     op->fills[op->n_fills++] = (rt_send_fill){(uint32_t)input, site};
   }
   if (!op->n_fills)
@@ -500,14 +506,14 @@ static int build_graph(installer *x, uint32_t gi) {
   bb_node *n = x->n;
   rt_graph *g = &n->graphs[gi];
   const bb_function *f = g->fn;
-  g->ops = f->nodes.len ? rt_calloc(n, f->nodes.len, sizeof *g->ops) : NULL;
+  g->ops = f->nodes.len ? bb_mem_calloc(n->alloc, f->nodes.len, sizeof *g->ops) : NULL;
   if (g->ops || !f->nodes.len) g->n_ops = (uint32_t)f->nodes.len; /* bb_node_free walks n_ops entries */
-  g->out_index = rt_calloc(n, g->n_sites + 1, sizeof *g->out_index);
-  g->recv_sender = rt_calloc(n, g->n_sites + 1, sizeof *g->recv_sender);
-  g->is_recv = rt_calloc(n, g->n_sites + 1, 1);
-  g->cons_start = rt_calloc(n, g->n_sites + 1, sizeof *g->cons_start);
-  g->formal_in = rt_calloc(n, f->inputs.len + 1, sizeof *g->formal_in);
-  g->formal_out = rt_calloc(n, f->outputs.len + 1, sizeof *g->formal_out);
+  g->out_index = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->out_index);
+  g->recv_sender = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->recv_sender);
+  g->is_recv = bb_mem_calloc(n->alloc, g->n_sites + 1, 1);
+  g->cons_start = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->cons_start);
+  g->formal_in = bb_mem_calloc(n->alloc, f->inputs.len + 1, sizeof *g->formal_in);
+  g->formal_out = bb_mem_calloc(n->alloc, f->outputs.len + 1, sizeof *g->formal_out);
   if ((f->nodes.len && !g->ops) || !g->out_index || !g->recv_sender || !g->is_recv || !g->cons_start || !g->formal_in ||
       !g->formal_out)
     return nomem(x);
@@ -525,8 +531,8 @@ static int build_graph(installer *x, uint32_t gi) {
     op->ir = f->nodes.items[oi];
     op->n_in = (uint32_t)op->ir->inputs.len;
     op->n_out = (uint32_t)op->ir->outputs.len;
-    op->in = rt_calloc(n, op->n_in + 1, sizeof *op->in);
-    op->out = rt_calloc(n, op->n_out + 1, sizeof *op->out);
+    op->in = bb_mem_calloc(n->alloc, op->n_in + 1, sizeof *op->in);
+    op->out = bb_mem_calloc(n->alloc, op->n_out + 1, sizeof *op->out);
     if (!op->in || !op->out || op_label(x, op)) return nomem(x);
     for (uint32_t i = 0; i < op->n_in; i++) {
       op->in[i] = site_of(g, op->ir->inputs.items[i]);
@@ -540,7 +546,7 @@ static int build_graph(installer *x, uint32_t gi) {
     if (op->deadline_ns < 0) op->deadline_ns = 0;
   }
   /* consumers, CSR (an op reading a site twice is listed once) */
-  g->cons = rt_calloc(n, n_edges + 1, sizeof *g->cons);
+  g->cons = bb_mem_calloc(n->alloc, n_edges + 1, sizeof *g->cons);
   if (!g->cons) return nomem(x);
   for (uint32_t oi = 0; oi < g->n_ops; oi++)
     for (uint32_t i = 0; i < g->ops[oi].n_in; i++) {
@@ -550,7 +556,7 @@ static int build_graph(installer *x, uint32_t gi) {
       if (s != RT_NONE && !dup) g->cons_start[s + 1]++;
     }
   for (uint32_t s = 0; s < g->n_sites; s++) g->cons_start[s + 1] += g->cons_start[s];
-  uint32_t *fill = rt_calloc(n, g->n_sites + 1, sizeof *fill);
+  uint32_t *fill = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *fill);
   if (!fill) return nomem(x);
   for (uint32_t oi = 0; oi < g->n_ops; oi++)
     for (uint32_t i = 0; i < g->ops[oi].n_in; i++) {
@@ -559,7 +565,7 @@ static int build_graph(installer *x, uint32_t gi) {
       for (uint32_t j = 0; j < i; j++) dup |= g->ops[oi].in[j] == s;
       if (s != RT_NONE && !dup) g->cons[g->cons_start[s] + fill[s]++] = oi;
     }
-  rt_free(n, fill);
+  bb_mem_free(n->alloc, fill);
   if (!g->active) return 0;
   for (uint32_t oi = 0; oi < g->n_ops; oi++) {
     int rc = resolve_op(x, gi, oi);
@@ -572,7 +578,7 @@ static int copy_addresses(installer *x) {
   bb_node *n = x->n;
   const bb_install_args *a = x->args;
   if (!a->n_addresses) return 0;
-  n->self_addrs = rt_calloc(n, a->n_addresses, sizeof *n->self_addrs);
+  n->self_addrs = bb_mem_calloc(n->alloc, a->n_addresses, sizeof *n->self_addrs);
   if (!n->self_addrs) return nomem(x);
   for (size_t i = 0; i < a->n_addresses; i++) {
     if (!a->addresses[i].n) continue;
@@ -601,7 +607,7 @@ static int install(installer *x) {
   if (strcmp(passport, "v1") != 0)
     return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
                 "the model was compiled as `%s`, this runtime requires `v1`; recompile", passport);
-  n->targets = rt_calloc(n, a->n_targets, sizeof *n->targets);
+  n->targets = bb_mem_calloc(n->alloc, a->n_targets, sizeof *n->targets);
   if (!n->targets) return nomem(x);
   for (size_t t = 0; t < a->n_targets; t++) {
     uint32_t g = 0;
@@ -610,7 +616,7 @@ static int install(installer *x) {
     for (size_t u = 0; u < n->n_targets; u++)
       if (n->targets[u].graph == g) goto next_target; /* named twice */
     n->targets[n->n_targets].graph = g;
-    n->targets[n->n_targets].name = rt_strdup(n, n->model->functions.items[g]->name);
+    n->targets[n->n_targets].name = bb_mem_strdup(n->alloc, n->model->functions.items[g]->name);
     if (!n->targets[n->n_targets].name) return nomem(x);
     n->targets[n->n_targets].bootstrap = find_bootstrap(n->model, n->targets[n->n_targets].name);
     n->n_targets++;
@@ -649,6 +655,10 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
   n->next_command = 1;
   n->next_wire_req = 1;
   n->bootstrap_running = -1;
+  n->frontier = bb_ring_of(sizeof(rt_task));
+  n->ingress = bb_ring_of(sizeof(rt_event));
+  n->outbound = bb_ring_of(sizeof(rt_outbound));
+  n->dedup = bb_ring_of(sizeof(uint64_t));
   installer x = {n, args, BB_INSTALL_OK, err};
   int rc = install(&x);
   if (rc) {

@@ -1,9 +1,20 @@
 /* The host-facing node API: poll and its phases, app inputs, completions, bootstrap,
  * expiry, introspection and teardown. */
-#include <inttypes.h>
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/book.h"
+#include "runtime/ctx.h"
+#include "runtime/deliver.h"
+#include "runtime/engine.h"
+#include "runtime/ingress.h"
+#include "runtime/pending.h"
+#include "runtime/steps.h"
+#include "runtime/syscalls/table.h"
+#include "runtime/timers.h"
+#include "util/error.h"
+#include "util/mem.h"
+#include "util/ring.h"
+#include "util/strmap.h"
 
 #define COMPLETION_DETAIL_MAX 4096
 
@@ -45,18 +56,18 @@ int bb_node_invoke(bb_node *n, const char *module, const bb_named_value *inputs,
   if (n->ingress_bytes + bytes > n->cfg.ingress_byte_budget)
     return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress byte budget (%zu) is exhausted",
                         n->cfg.ingress_byte_budget);
-  if (n->in_len >= n->cfg.max_ingress_events)
+  if (n->ingress.len >= n->cfg.max_ingress_events)
     return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress queue is full; poll first");
   rt_event ev = {.kind = RT_EV_INVOKE, .at = n->now, .target = t};
-  ev.names = rt_calloc(n, n_inputs + 1, sizeof *ev.names);
-  ev.vals = rt_calloc(n, n_inputs + 1, sizeof *ev.vals);
+  ev.names = bb_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.names);
+  ev.vals = bb_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.vals);
   if (!ev.names || !ev.vals) {
-    rt_free(n, ev.names);
-    rt_free(n, ev.vals);
+    bb_mem_free(n->alloc, ev.names);
+    bb_mem_free(n->alloc, ev.vals);
     return bb_error_set(err, BB_ERR_NOMEM, "invoke: out of memory");
   }
   for (size_t i = 0; i < n_inputs; i++) {
-    ev.names[i] = rt_strdup(n, inputs[i].name);
+    ev.names[i] = bb_mem_strdup(n->alloc, inputs[i].name);
     ev.vals[i] = bb_val_retain(inputs[i].value);
     ev.n_vals++;
     if (!ev.names[i]) {
@@ -83,7 +94,7 @@ int bb_node_bind_input(bb_node *n, const char *module, const char *input, bb_val
   long k = input ? bb_strlist_find(&g->fn->inputs, input) : -1;
   if (k < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "bind_input: `%s` has no input `%s`", tg->name,
                                  input ? input : "");
-  if (!tg->bound && !(tg->bound = rt_calloc(n, g->n_in, sizeof *tg->bound)))
+  if (!tg->bound && !(tg->bound = bb_mem_calloc(n->alloc, g->n_in, sizeof *tg->bound)))
     return bb_error_set(err, BB_ERR_NOMEM, "bind_input: out of memory");
   bb_val_release(tg->bound[k]);
   tg->bound[k] = bb_val_retain(value);
@@ -100,19 +111,6 @@ int bb_node_deliver_event(bb_node *n, const char *module, const char *input, con
   return rc;
 }
 
-int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit) {
-  if (n->in_len >= limit) return BB_ERR_LIMIT;
-  if (n->in_len == n->in_cap) {
-    size_t old_cap = n->in_cap;
-    if (rt_grow(n, (void **)&n->ingress, &n->in_cap, n->in_len + 1, sizeof *n->ingress)) return BB_ERR_NOMEM;
-    size_t wrapped = n->in_head + n->in_len > old_cap ? n->in_head + n->in_len - old_cap : 0;
-    for (size_t i = 0; i < wrapped; i++) n->ingress[(old_cap + i) % n->in_cap] = n->ingress[i];
-  }
-  n->ingress[(n->in_head + n->in_len) % n->in_cap] = *ev;
-  n->in_len++;
-  return 0;
-}
-
 /* Completions get headroom past the event cap: refusing them would strand parked ops. */
 static int queue_simple(bb_node *n, rt_event *ev, bb_error *err) {
   int rc = rt_ingress_push(n, ev, n->cfg.max_ingress_events + 64);
@@ -123,7 +121,7 @@ static int queue_simple(bb_node *n, rt_event *ev, bb_error *err) {
 
 int bb_node_complete(bb_node *n, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err) {
   rt_event ev = {.kind = RT_EV_COMPLETE, .at = n->now, .command = command};
-  ev.vals = rt_calloc(n, n_outputs + 1, sizeof *ev.vals);
+  ev.vals = bb_mem_calloc(n->alloc, n_outputs + 1, sizeof *ev.vals);
   if (!ev.vals) return bb_error_set(err, BB_ERR_NOMEM, "complete: out of memory");
   for (size_t i = 0; i < n_outputs; i++) ev.vals[i] = bb_val_retain(outputs[i]);
   ev.n_vals = n_outputs;
@@ -139,7 +137,7 @@ int bb_node_fail(bb_node *n, uint64_t command, const char *detail, bb_error *err
     len = COMPLETION_DETAIL_MAX;
     while (len && ((unsigned char)detail[len] & 0xC0) == 0x80) len--;
   }
-  ev.detail = rt_alloc(n, len + 1);
+  ev.detail = bb_mem_alloc(n->alloc, len + 1);
   if (!ev.detail) return bb_error_set(err, BB_ERR_NOMEM, "fail: out of memory");
   if (len) memcpy(ev.detail, detail, len);
   ev.detail[len] = 0;
@@ -239,19 +237,19 @@ static void process_event(bb_node *n, rt_event *ev) {
 /* Handles queued events in order; events that must wait for the bootstrap keep their
  * place. */
 static void process_ingress(bb_node *n) {
-  size_t count = n->in_len, kept = 0;
+  size_t count = n->ingress.len, kept = 0;
   for (size_t k = 0; k < count; k++) {
-    rt_event ev = n->ingress[(n->in_head + k) % n->in_cap];
+    rt_event ev = *(rt_event *)bb_ring_at(&n->ingress, k);
     if (held_back(n, &ev)) {
-      n->ingress[(n->in_head + kept++) % n->in_cap] = ev;
+      *(rt_event *)bb_ring_at(&n->ingress, kept++) = ev;
       continue;
     }
     process_event(n, &ev);
   }
   /* events queued while processing (none today) would sit after `count` */
-  for (size_t k = count; k < n->in_len; k++)
-    n->ingress[(n->in_head + kept++) % n->in_cap] = n->ingress[(n->in_head + k) % n->in_cap];
-  n->in_len = kept;
+  for (size_t k = count; k < n->ingress.len; k++)
+    *(rt_event *)bb_ring_at(&n->ingress, kept++) = *(rt_event *)bb_ring_at(&n->ingress, k);
+  bb_ring_truncate(&n->ingress, kept);
 }
 
 static void fire_timers(bb_node *n) {
@@ -276,23 +274,21 @@ static void fire_timers(bb_node *n) {
 }
 
 static void emit_outbound(bb_node *n) {
-  while (n->out_len) {
-    rt_outbound *o = &n->outbound[n->out_head];
-    n->out_head = (n->out_head + 1) % n->out_cap;
-    n->out_len--;
+  rt_outbound o;
+  while (bb_ring_pop(&n->outbound, &o)) {
     bb_step *s = rt_step(n, BB_STEP_SEND);
     if (!s) {
-      rt_free(n, o->bytes);
+      bb_mem_free(n->alloc, o.bytes);
       continue;
     }
-    if (rt_step_own(n, o->bytes)) { /* (which freed the bytes) */
+    if (rt_step_own(n, o.bytes)) { /* (which freed the bytes) */
       rt_step_cancel(n);
       continue;
     }
     s->has_peer = true;
-    s->peer = o->peer;
-    s->bytes = o->bytes;
-    s->len = o->len;
+    s->peer = o.peer;
+    s->bytes = o.bytes;
+    s->len = o.len;
   }
   if (n->outbound_dropped) {
     bb_step *s = rt_step(n, BB_STEP_OUTBOUND_DROPPED);
@@ -318,7 +314,7 @@ int bb_node_poll(bb_node *n, uint64_t now_ns, const bb_step **steps, size_t *n_s
   }
   rt_exec_collect(n);
   emit_outbound(n);
-  if (!budget && n->fr_len) {
+  if (!budget && n->frontier.len) {
     bb_step *s = rt_step(n, BB_STEP_CYCLE_BUDGET_EXCEEDED);
     if (s) s->count = n->cfg.cycle_op_budget;
   }
@@ -344,14 +340,14 @@ bool bb_node_has_work(const bb_node *n) {
   /* a bootstrap that already finished (nothing of it was ready, or its last op ran) is
    * reported, and the body work held for it released, only by a poll */
   if (n->bootstrap_running >= 0 && (!n->bootstrap_root || !n->bootstrap_root->refs)) return true;
-  if (n->fr_len) {
+  if (n->frontier.len) {
     if (n->bootstrap_running < 0) return true;
-    for (size_t k = 0; k < n->fr_len; k++)
-      if (n->frontier[(n->fr_head + k) % n->fr_cap].exec->bootstrap) return true;
+    for (size_t k = 0; k < n->frontier.len; k++)
+      if (((const rt_task *)bb_ring_at(&n->frontier, k))->exec->bootstrap) return true;
   }
-  for (size_t k = 0; k < n->in_len; k++)
-    if (!held_back(n, &n->ingress[(n->in_head + k) % n->in_cap])) return true;
-  return n->out_len || n->acc.len;
+  for (size_t k = 0; k < n->ingress.len; k++)
+    if (!held_back(n, bb_ring_at(&n->ingress, k))) return true;
+  return n->outbound.len || n->acc.len;
 }
 
 uint64_t bb_node_expiry(const bb_node *n) {
@@ -385,11 +381,11 @@ uint64_t bb_node_site(const bb_node *n, const char *module, const char *value) {
 
 void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
   out->executions = n->n_execs;
-  out->frontier = n->fr_len;
+  out->frontier = n->frontier.len;
   out->pending_async = n->n_pending;
   out->timers = n->n_timers;
-  out->ingress = n->in_len;
-  out->outbound = n->out_len;
+  out->ingress = n->ingress.len;
+  out->outbound = n->outbound.len;
   out->ingress_bytes = n->ingress_bytes;
 }
 
@@ -398,69 +394,70 @@ void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
 void bb_node_free(bb_node *n) {
   if (!n) return;
   /* drop every reference executions hold, then the executions */
-  for (size_t k = 0; k < n->in_len; k++) rt_event_release(n, &n->ingress[(n->in_head + k) % n->in_cap]);
-  for (size_t k = 0; k < n->fr_len; k++) rt_exec_unref(n, n->frontier[(n->fr_head + k) % n->fr_cap].exec);
+  for (size_t k = 0; k < n->ingress.len; k++) rt_event_release(n, bb_ring_at(&n->ingress, k));
+  for (size_t k = 0; k < n->frontier.len; k++) rt_exec_unref(n, ((rt_task *)bb_ring_at(&n->frontier, k))->exec);
   for (size_t i = 0; i < n->cap_pending; i++) /* a removal may shift another entry into slot i */
     while (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].exec) rt_exec_unref(n, n->timers[i].exec);
   rt_exec_collect(n);
   rt_syscalls_free(n);
-  for (size_t k = 0; k < n->out_len; k++) rt_free(n, n->outbound[(n->out_head + k) % n->out_cap].bytes);
+  for (size_t k = 0; k < n->outbound.len; k++)
+    bb_mem_free(n->alloc, ((rt_outbound *)bb_ring_at(&n->outbound, k))->bytes);
   rt_steps_release(n, &n->acc);
   rt_steps_release(n, &n->batch);
   for (rt_steps *s = &n->acc; s; s = s == &n->acc ? &n->batch : NULL) {
-    rt_free(n, s->items);
-    rt_free(n, s->owned);
-    rt_free(n, s->held);
+    bb_mem_free(n->alloc, s->items);
+    bb_mem_free(n->alloc, s->owned);
+    bb_mem_free(n->alloc, s->held);
   }
   for (size_t i = 0; i < n->n_components; i++) {
     if (n->components[i].self && n->components[i].type->destroy)
       n->components[i].type->destroy(n->components[i].self);
-    rt_free(n, n->components[i].slot);
-    rt_free(n, n->components[i].config);
+    bb_mem_free(n->alloc, n->components[i].slot);
+    bb_mem_free(n->alloc, n->components[i].config);
   }
-  rt_free(n, n->components);
+  bb_mem_free(n->alloc, n->components);
   /* targets before graphs: their bound inputs are counted by their graph */
   for (size_t t = 0; t < n->n_targets; t++) {
-    rt_free(n, n->targets[t].name);
+    bb_mem_free(n->alloc, n->targets[t].name);
     if (n->targets[t].bound) {
       const rt_graph *g = &n->graphs[n->targets[t].graph];
       for (uint32_t i = 0; i < g->n_in; i++) bb_val_release(n->targets[t].bound[i]);
-      rt_free(n, n->targets[t].bound);
+      bb_mem_free(n->alloc, n->targets[t].bound);
     }
   }
-  rt_free(n, n->targets);
+  bb_mem_free(n->alloc, n->targets);
   for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
     rt_graph *g = &n->graphs[gi];
     for (uint32_t oi = 0; oi < g->n_ops; oi++) {
-      rt_free(n, g->ops[oi].in);
-      rt_free(n, g->ops[oi].out);
-      rt_free(n, g->ops[oi].label);
-      rt_free(n, g->ops[oi].fills);
+      bb_mem_free(n->alloc, g->ops[oi].in);
+      bb_mem_free(n->alloc, g->ops[oi].out);
+      bb_mem_free(n->alloc, g->ops[oi].label);
+      bb_mem_free(n->alloc, g->ops[oi].fills);
     }
-    rt_free(n, g->ops);
-    rt_free(n, g->site_names);
+    bb_mem_free(n->alloc, g->ops);
+    bb_mem_free(n->alloc, g->site_names);
     bb_strmap_free(&g->names);
-    rt_free(n, g->cons_start);
-    rt_free(n, g->cons);
-    rt_free(n, g->formal_in);
-    rt_free(n, g->formal_out);
-    rt_free(n, g->out_index);
-    rt_free(n, g->recv_sender);
-    rt_free(n, g->is_recv);
+    bb_mem_free(n->alloc, g->cons_start);
+    bb_mem_free(n->alloc, g->cons);
+    bb_mem_free(n->alloc, g->formal_in);
+    bb_mem_free(n->alloc, g->formal_out);
+    bb_mem_free(n->alloc, g->out_index);
+    bb_mem_free(n->alloc, g->recv_sender);
+    bb_mem_free(n->alloc, g->is_recv);
   }
-  rt_free(n, n->graphs);
-  for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
-  rt_free(n, n->counters);
+  bb_mem_free(n->alloc, n->graphs);
+  for (size_t i = 0; i < n->n_counters; i++) bb_mem_free(n->alloc, n->counters[i].name);
+  bb_mem_free(n->alloc, n->counters);
   rt_book_free(n);
-  rt_free(n, n->self_addrs);
-  rt_free(n, n->frontier);
-  rt_free(n, n->pending);
-  rt_free(n, n->timers);
-  rt_free(n, n->ingress);
-  rt_free(n, n->outbound);
-  rt_free(n, n->dedup);
+  bb_mem_free(n->alloc, n->self_addrs);
+  bb_ring_free(&n->frontier, n->alloc);
+  bb_mem_free(n->alloc, n->pending);
+  bb_mem_free(n->alloc, n->timers);
+  bb_ring_free(&n->ingress, n->alloc);
+  bb_ring_free(&n->outbound, n->alloc);
+  bb_ring_free(&n->dedup, n->alloc);
   bb_model_free(n->model);
-  rt_free(n, n);
+  bb_mem_free(n->alloc, n);
 }

@@ -1,8 +1,11 @@
-/* The registry of concrete component types an install may construct, by type name. */
+/* The registry of concrete component types an install may construct, by type name. The
+ * runtime knows no concrete type of its own: a host fills the registry it installs with
+ * (bb_registry_add_shipped adds the ones this library ships). */
 #include <string.h>
 
-#include "components/shipped.h"
-#include "runtime/node.h"
+#include "bb/runtime.h"
+#include "util/error.h"
+#include "util/mem.h"
 
 struct bb_registry {
   const bb_allocator *alloc;
@@ -12,31 +15,27 @@ struct bb_registry {
 
 bb_registry *bb_registry_new(const bb_allocator *alloc) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_registry *r = alloc->malloc(sizeof *r, alloc->user_data);
+  bb_registry *r = bb_mem_alloc(alloc, sizeof *r);
   if (r) *r = (bb_registry){alloc, NULL, 0, 0};
   return r;
 }
 
 void bb_registry_free(bb_registry *r) {
   if (!r) return;
-  if (r->items) r->alloc->free(r->items, r->alloc->user_data);
-  r->alloc->free(r, r->alloc->user_data);
+  bb_mem_free(r->alloc, r->items);
+  bb_mem_free(r->alloc, r);
 }
 
 int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err) {
+  if (!r) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "registry: no registry to add to");
   if (!type || type->struct_size < sizeof *type || !type->type_name || !*type->type_name || !type->create ||
       !type->destroy)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "registry: a component type needs struct_size, type_name, create and destroy");
   if (bb_registry_find(r, type->type_name))
     return bb_error_set(err, BB_ERR_EXISTS, "registry: `%s` is already registered", type->type_name);
-  if (r->len == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 16;
-    const bb_component_type **items = r->alloc->realloc(r->items, cap * sizeof *items, r->alloc->user_data);
-    if (!items) return bb_error_set(err, BB_ERR_NOMEM, "registry: out of memory");
-    r->items = items;
-    r->cap = cap;
-  }
+  if (bb_mem_grow(r->alloc, (void **)&r->items, &r->cap, r->len + 1, sizeof *r->items))
+    return bb_error_set(err, BB_ERR_NOMEM, "registry: out of memory");
   r->items[r->len++] = type;
   return 0;
 }
@@ -52,13 +51,4 @@ size_t bb_registry_count(const bb_registry *r) { return r ? r->len : 0; }
 
 const bb_component_type *bb_registry_at(const bb_registry *r, size_t i) {
   return r && i < r->len ? r->items[i] : NULL;
-}
-
-/* The default registry: the shipped concretes (src/components/shipped.c). */
-const bb_registry *rt_builtin_registry(void) {
-  static const bb_component_type *items[64];
-  static bb_registry shipped = {NULL, items, 0, 0};
-  if (!shipped.len)
-    for (size_t i = 0; i < bb_shipped_count() && i < 64; i++) items[shipped.len++] = bb_shipped_at(i);
-  return &shipped;
 }

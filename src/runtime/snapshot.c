@@ -12,8 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/book.h"
+#include "runtime/engine.h"
+#include "runtime/pending.h"
+#include "runtime/timers.h"
+#include "util/bytes.h"
+#include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
+#include "util/ring.h"
 
 #define MAGIC "BBSNAP1"
 #define VERSION 1u
@@ -21,68 +28,36 @@
 
 /* ---- writing ------------------------------------------------------------------------- */
 
-typedef struct writer {
-  bb_node *n;
-  uint8_t *buf;
-  size_t len, cap;
-  bool failed;
-} writer;
+/* A u64 length, then the bytes. */
+static void put_bytes(bb_le_writer *w, const void *data, size_t len) {
+  bb_le_write_u64(w, len);
+  bb_le_write(w, data, len);
+}
+static void put_str(bb_le_writer *w, const char *s) { put_bytes(w, s, strlen(s)); }
+static void put_peer(bb_le_writer *w, const bb_peer_id *p) { put_bytes(w, p->bytes, p->len); }
 
-static void put(writer *w, const void *data, size_t len) {
-  if (w->failed) return;
-  if (w->len + len > w->cap) {
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->len + len) cap *= 2;
-    uint8_t *b = rt_realloc(w->n, w->buf, cap);
-    if (!b) {
-      w->failed = true;
-      return;
-    }
-    w->buf = b;
-    w->cap = cap;
-  }
-  if (len) memcpy(w->buf + w->len, data, len);
-  w->len += len;
-}
-
-static void put_u8(writer *w, uint8_t x) { put(w, &x, 1); }
-static void put_u32(writer *w, uint32_t x) {
-  uint8_t b[4];
-  for (int i = 0; i < 4; i++) b[i] = (uint8_t)(x >> (8 * i));
-  put(w, b, 4);
-}
-static void put_u64(writer *w, uint64_t x) {
-  uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(x >> (8 * i));
-  put(w, b, 8);
-}
-static void put_bytes(writer *w, const void *data, size_t len) {
-  put_u64(w, len);
-  put(w, data, len);
-}
-static void put_str(writer *w, const char *s) { put_bytes(w, s, strlen(s)); }
-static void put_peer(writer *w, const bb_peer_id *p) { put_bytes(w, p->bytes, p->len); }
-
-static void put_value(writer *w, const bb_val *v) {
+/* The kind's type hash, the length, then the value's wire form. */
+static void put_value(bb_le_writer *w, const bb_val *v) {
   size_t size = bb_val_encoded_size(v);
-  put_u64(w, bb_val_kind_hash((int)v->kind));
-  put_u64(w, size);
+  bb_le_write_u64(w, bb_val_kind_hash((int)v->kind));
+  bb_le_write_u64(w, size);
   if (w->failed) return;
-  uint8_t *tmp = rt_alloc(w->n, size);
+  uint8_t *tmp = bb_mem_alloc(w->alloc, size);
   if (!tmp) {
     w->failed = true;
     return;
   }
   bb_val_encode_into(v, tmp);
-  put(w, tmp, size);
-  rt_free(w->n, tmp);
+  bb_le_write(w, tmp, size);
+  bb_mem_free(w->alloc, tmp);
 }
 
+/* FNV-1a-64 over the target names, each followed by a 0xff byte (no name holds one). */
 static uint64_t targets_hash(const bb_node *n) {
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = BB_FNV1A64_INIT;
   for (size_t t = 0; t < n->n_targets; t++) {
-    for (const char *p = n->targets[t].name; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-    h = (h ^ 0xff) * 0x100000001b3ull;
+    h = bb_fnv1a64_update(h, n->targets[t].name, strlen(n->targets[t].name));
+    h = bb_fnv1a64_update(h, "\xff", 1);
   }
   return h;
 }
@@ -97,7 +72,7 @@ typedef struct exec_set {
 /* Adds e and its callers (duplicates are dropped by order_by_id). */
 static int collect(bb_node *n, exec_set *s, rt_exec *e) {
   for (; e; e = e->parent) {
-    if (rt_grow(n, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
+    if (bb_mem_grow(n->alloc, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
     s->items[s->len++] = e;
   }
   return 0;
@@ -120,11 +95,11 @@ static void order_by_id(exec_set *s) {
 
 int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *err) {
   bb_node *n = (bb_node *)cn; /* only its allocator and its lists are used */
-  if (n->fr_len || n->in_len || n->out_len || n->acc.len)
+  if (n->frontier.len || n->ingress.len || n->outbound.len || n->acc.len)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "snapshot: the node is busy (%zu ops ready, %zu events queued, %zu envelopes and %zu steps "
                         "not handed out); poll until bb_node_has_work is false",
-                        n->fr_len, n->in_len, n->out_len, n->acc.len);
+                        n->frontier.len, n->ingress.len, n->outbound.len, n->acc.len);
   exec_set live = {0};
   int rc = 0;
   for (size_t i = 0; i < n->n_timers && !rc; i++) rc = collect(n, &live, n->timers[i].exec);
@@ -132,40 +107,43 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     if (n->pending[i].used) rc = collect(n, &live, n->pending[i].exec);
   if (!rc) rc = collect(n, &live, n->bootstrap_root);
   if (rc) {
-    rt_free(n, live.items);
+    bb_mem_free(n->alloc, live.items);
     return bb_error_set(err, rc, "snapshot: out of memory");
   }
   order_by_id(&live);
 
-  writer w = {n, NULL, 0, 0, false};
-  put(&w, MAGIC, 8);
-  put_u32(&w, VERSION);
-  put_u32(&w, n->n_graphs);
-  put_u64(&w, n->n_sites);
-  put_u64(&w, targets_hash(n));
+  bb_le_writer w = bb_le_writer_growing(n->alloc);
+  bb_le_write(&w, MAGIC, 8);
+  bb_le_write_u32(&w, VERSION);
+  bb_le_write_u32(&w, n->n_graphs);
+  bb_le_write_u64(&w, n->n_sites);
+  bb_le_write_u64(&w, targets_hash(n));
   put_peer(&w, &n->self);
   /* clock and counters of ids */
-  put_u64(&w, n->now);
-  put_u64(&w, n->next_exec);
-  put_u64(&w, n->next_command);
-  put_u64(&w, n->next_wire_req);
-  put_u64(&w, n->rng);
-  put_u64(&w, n->timer_seq);
+  bb_le_write_u64(&w, n->now);
+  bb_le_write_u64(&w, n->next_exec);
+  bb_le_write_u64(&w, n->next_command);
+  bb_le_write_u64(&w, n->next_wire_req);
+  bb_le_write_u64(&w, n->rng);
+  bb_le_write_u64(&w, n->timer_seq);
   /* bootstrap */
-  put_u8(&w, n->bootstrap_started);
-  put_u32(&w, (uint32_t)n->bootstrap_running);
-  put_u64(&w, n->bootstrap_root ? n->bootstrap_root->id : 0);
-  for (size_t t = 0; t < n->n_targets; t++) put_u8(&w, n->targets[t].bootstrap_done);
+  bb_le_write_u8(&w, n->bootstrap_started);
+  bb_le_write_u32(&w, (uint32_t)n->bootstrap_running);
+  bb_le_write_u64(&w, n->bootstrap_root ? n->bootstrap_root->id : 0);
+  for (size_t t = 0; t < n->n_targets; t++) bb_le_write_u8(&w, n->targets[t].bootstrap_done);
   /* counters */
-  put_u64(&w, n->n_counters);
-  for (size_t i = 0; i < n->n_counters; i++) put_str(&w, n->counters[i].name), put_u64(&w, n->counters[i].value);
+  bb_le_write_u64(&w, n->n_counters);
+  for (size_t i = 0; i < n->n_counters; i++) {
+    put_str(&w, n->counters[i].name);
+    bb_le_write_u64(&w, n->counters[i].value);
+  }
   /* address book */
-  put_u64(&w, n->book.len);
+  bb_le_write_u64(&w, n->book.len);
   for (size_t i = 0; i < n->book.len; i++) {
     const rt_peer_entry *e = &n->book.items[i];
     put_peer(&w, &e->peer);
-    put_u8(&w, e->blocked);
-    put_u64(&w, e->n_addrs);
+    bb_le_write_u8(&w, e->blocked);
+    bb_le_write_u64(&w, e->n_addrs);
     for (size_t k = 0; k < e->n_addrs; k++) {
       uint8_t a[ADDRESS_MAX];
       size_t al = bb_address_to_bytes(&e->addrs[k], a, sizeof a);
@@ -174,66 +152,66 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     }
   }
   /* dedup window, oldest first */
-  put_u64(&w, n->dedup_len);
-  for (size_t i = 0; i < n->dedup_len; i++) put_u64(&w, n->dedup[(n->dedup_head + i) % n->cfg.dedup_window]);
+  bb_le_write_u64(&w, n->dedup.len);
+  for (size_t i = 0; i < n->dedup.len; i++) bb_le_write_u64(&w, *(const uint64_t *)bb_ring_at(&n->dedup, i));
   /* bound inputs */
   for (size_t t = 0; t < n->n_targets; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
     for (uint32_t i = 0; i < g->n_in; i++) {
       const bb_val *v = n->targets[t].bound ? n->targets[t].bound[i] : NULL;
-      put_u8(&w, v != NULL);
+      bb_le_write_u8(&w, v != NULL);
       if (v) put_value(&w, v);
     }
   }
   /* executions */
-  put_u64(&w, live.len);
+  bb_le_write_u64(&w, live.len);
   for (size_t k = 0; k < live.len; k++) {
     const rt_exec *e = live.items[k];
     const rt_graph *g = &n->graphs[e->graph];
-    put_u64(&w, e->id);
-    put_u32(&w, e->graph);
-    put_u64(&w, e->parent ? e->parent->id : 0);
-    put_u32(&w, e->call_op);
-    put_u64(&w, e->born_ns);
-    put_u64(&w, e->deadline_at);
-    put_u8(&w, e->has_src);
+    bb_le_write_u64(&w, e->id);
+    bb_le_write_u32(&w, e->graph);
+    bb_le_write_u64(&w, e->parent ? e->parent->id : 0);
+    bb_le_write_u32(&w, e->call_op);
+    bb_le_write_u64(&w, e->born_ns);
+    bb_le_write_u64(&w, e->deadline_at);
+    bb_le_write_u8(&w, e->has_src);
     if (e->has_src) put_peer(&w, &e->src);
-    put_u64(&w, e->wire_req_id);
-    put_u8(&w, e->bootstrap);
-    put_u32(&w, (uint32_t)e->target);
-    put(&w, e->scheduled, (g->n_ops + 7) / 8);
+    bb_le_write_u64(&w, e->wire_req_id);
+    bb_le_write_u8(&w, e->bootstrap);
+    bb_le_write_u32(&w, (uint32_t)e->target);
+    bb_le_write(&w, e->scheduled, (g->n_ops + 7) / 8);
     uint32_t values = 0;
     for (uint32_t s = 0; s < g->n_sites; s++) values += e->vals[s] != NULL;
-    put_u32(&w, values);
+    bb_le_write_u32(&w, values);
     for (uint32_t s = 0; s < g->n_sites; s++) {
       if (!e->vals[s]) continue;
-      put_u32(&w, s);
-      put_u64(&w, e->charged[s]);
+      bb_le_write_u32(&w, s);
+      bb_le_write_u64(&w, e->charged[s]);
       put_value(&w, e->vals[s]);
     }
   }
   /* pending operations */
-  put_u64(&w, n->n_pending);
+  bb_le_write_u64(&w, n->n_pending);
   for (size_t i = 0; i < n->cap_pending; i++)
     if (n->pending[i].used) {
-      put_u64(&w, n->pending[i].command);
-      put_u64(&w, n->pending[i].exec->id);
-      put_u32(&w, n->pending[i].op);
+      bb_le_write_u64(&w, n->pending[i].command);
+      bb_le_write_u64(&w, n->pending[i].exec->id);
+      bb_le_write_u32(&w, n->pending[i].op);
     }
   /* timers */
-  put_u64(&w, n->n_timers);
+  bb_le_write_u64(&w, n->n_timers);
   for (size_t i = 0; i < n->n_timers; i++) {
     const rt_timer *t = &n->timers[i];
-    put_u64(&w, t->at);
-    put_u64(&w, t->seq);
-    put_u8(&w, (uint8_t)t->kind);
-    put_u64(&w, t->id);
-    put_u32(&w, t->op);
-    put_u32(&w, t->component);
-    put_u64(&w, t->exec ? t->exec->id : 0);
+    bb_le_write_u64(&w, t->at);
+    bb_le_write_u64(&w, t->seq);
+    bb_le_write_u8(&w, (uint8_t)t->kind);
+    bb_le_write_u64(&w, t->id);
+    bb_le_write_u32(&w, t->op);
+    bb_le_write_u32(&w, t->component);
+    bb_le_write_u64(&w, t->exec ? t->exec->id : 0);
   }
   /* components */
-  put_u64(&w, n->n_components);
+  bb_le_write_u64(&w, n->n_components);
   for (size_t i = 0; i < n->n_components && !w.failed; i++) {
     const rt_component *c = &n->components[i];
     put_str(&w, c->slot);
@@ -241,24 +219,24 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     uint8_t *state = NULL;
     size_t state_len = 0;
     bool saved = c->type->save != NULL;
-    put_u8(&w, saved);
+    bb_le_write_u8(&w, saved);
     if (!saved) continue;
     bb_error cerr;
     int crc = c->type->save(c->self, n->alloc, &state, &state_len, &cerr);
     if (crc) {
-      rt_free(n, live.items);
-      rt_free(n, w.buf);
+      bb_mem_free(n->alloc, live.items);
+      bb_mem_free(n->alloc, w.buf);
       return bb_error_set(err, crc, "snapshot: `%s` (slot `%s`) could not save its state: %s", c->type->type_name,
                           c->slot, cerr.message);
     }
     put_bytes(&w, state, state_len);
-    rt_free(n, state);
+    bb_mem_free(n->alloc, state);
   }
-  rt_free(n, live.items);
+  bb_mem_free(n->alloc, live.items);
   uint64_t h = w.failed ? 0 : bb_fnv1a64(w.buf, w.len);
-  put_u64(&w, h);
+  bb_le_write_u64(&w, h);
   if (w.failed) {
-    rt_free(n, w.buf);
+    bb_mem_free(n->alloc, w.buf);
     return bb_error_set(err, BB_ERR_NOMEM, "snapshot: out of memory");
   }
   *out = w.buf;
@@ -268,15 +246,15 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
+/* The snapshot being read; the first error sticks (later reads then do nothing). */
 typedef struct reader {
-  const uint8_t *p, *start, *end;
+  bb_le_reader in;
   bb_error *err;
   int rc;
 } reader;
 
 static int bad(reader *r, const char *what) {
-  if (!r->rc)
-    r->rc = bb_error_set(r->err, BB_ERR_MALFORMED, "restore: %s (at byte %zu)", what, (size_t)(r->p - r->start));
+  if (!r->rc) r->rc = bb_error_set(r->err, BB_ERR_MALFORMED, "restore: %s (at byte %zu)", what, r->in.at);
   return r->rc;
 }
 
@@ -284,27 +262,22 @@ static void out_of_memory(reader *r) {
   if (!r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
 }
 
+/* len bytes into out (NULL: skipped); false once anything failed. */
 static bool take(reader *r, void *out, size_t len) {
   if (r->rc) return false;
-  if ((size_t)(r->end - r->p) < len) return bad(r, "the snapshot is truncated"), false;
-  if (out && len) memcpy(out, r->p, len);
-  r->p += len;
+  if (!bb_le_read(&r->in, out, len)) return bad(r, "the snapshot is truncated"), false;
   return true;
 }
 
 static uint64_t get_u64(reader *r) {
   uint8_t b[8] = {0};
-  uint64_t x = 0;
-  if (take(r, b, 8))
-    for (int i = 0; i < 8; i++) x |= (uint64_t)b[i] << (8 * i);
-  return x;
+  take(r, b, 8);
+  return bb_le_get_u64(b);
 }
 static uint32_t get_u32(reader *r) {
   uint8_t b[4] = {0};
-  uint32_t x = 0;
-  if (take(r, b, 4))
-    for (int i = 0; i < 4; i++) x |= (uint32_t)b[i] << (8 * i);
-  return x;
+  take(r, b, 4);
+  return bb_le_get_u32(b);
 }
 static uint8_t get_u8(reader *r) {
   uint8_t x = 0;
@@ -315,13 +288,14 @@ static uint8_t get_u8(reader *r) {
 /* A length that must fit in what is left (each unit at least `unit` bytes). */
 static size_t get_count(reader *r, size_t unit, const char *what) {
   uint64_t n = get_u64(r);
-  if (!r->rc && n > (uint64_t)(r->end - r->p) / unit) bad(r, what);
+  if (!r->rc && n > bb_le_left(&r->in) / unit) bad(r, what);
   return r->rc ? 0 : (size_t)n;
 }
 
+/* A u64 length and that many bytes, in place (NULL once anything failed). */
 static const uint8_t *get_span(reader *r, size_t *len) {
   *len = get_count(r, 1, "a length runs past the end");
-  const uint8_t *p = r->p;
+  const uint8_t *p = r->in.p + r->in.at;
   return take(r, NULL, *len) ? p : NULL;
 }
 
@@ -372,14 +346,14 @@ static void staged_free(bb_node *n, staged *s) {
     rt_exec *e = s->execs[i].e;
     if (!e) continue;
     for (uint32_t k = 0; k < n->graphs[e->graph].n_sites; k++) bb_val_release(e->vals[k]);
-    rt_free(n, e);
+    bb_mem_free(n->alloc, e);
   }
   for (size_t i = 0; i < s->n_bound; i++) bb_val_release(s->bound[i]);
-  rt_free(n, s->execs);
-  rt_free(n, s->pending);
-  rt_free(n, s->timers);
-  rt_free(n, s->timer_exec);
-  rt_free(n, s->bound);
+  bb_mem_free(n->alloc, s->execs);
+  bb_mem_free(n->alloc, s->pending);
+  bb_mem_free(n->alloc, s->timers);
+  bb_mem_free(n->alloc, s->timer_exec);
+  bb_mem_free(n->alloc, s->bound);
 }
 
 /* The staged execution with this id (all read, in increasing ids), or NULL. */
@@ -404,17 +378,13 @@ static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
   }
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
-  rt_exec *e = rt_calloc(n, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
+  rt_exec *e = rt_exec_alloc(n, graph);
   if (!e) {
     r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
     return;
   }
   s->execs[k].e = e;
-  e->vals = (bb_val **)(e + 1);
-  e->charged = (size_t *)(e->vals + sites);
-  e->scheduled = (uint8_t *)(e->charged + sites);
   e->id = id;
-  e->graph = graph;
   s->execs[k].parent = get_u64(r);
   e->call_op = get_u32(r);
   e->born_ns = get_u64(r);
@@ -444,7 +414,7 @@ static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
 
 static void read_engine(bb_node *n, reader *r, staged *s) {
   s->n_execs = get_count(r, 40, "too many executions for the bytes left");
-  s->execs = rt_calloc(n, s->n_execs + 1, sizeof *s->execs);
+  s->execs = bb_mem_calloc(n->alloc, s->n_execs + 1, sizeof *s->execs);
   if (!s->execs) {
     s->n_execs = 0;
     out_of_memory(r);
@@ -463,7 +433,7 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
       bad(r, "an execution's caller is not a call of its graph in this snapshot");
   }
   s->n_pending = get_count(r, 20, "too many pending operations for the bytes left");
-  s->pending = rt_calloc(n, s->n_pending + 1, sizeof *s->pending);
+  s->pending = bb_mem_calloc(n->alloc, s->n_pending + 1, sizeof *s->pending);
   if (!s->pending && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_pending && !r->rc; i++) {
     s->pending[i].command = get_u64(r);
@@ -479,8 +449,8 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
       if (s->pending[k].command == s->pending[i].command) bad(r, "two pending operations wait for one command");
   }
   s->n_timers = get_count(r, 41, "too many timers for the bytes left");
-  s->timers = rt_calloc(n, s->n_timers + 1, sizeof *s->timers);
-  s->timer_exec = rt_calloc(n, s->n_timers + 1, sizeof *s->timer_exec);
+  s->timers = bb_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timers);
+  s->timer_exec = bb_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timer_exec);
   if ((!s->timers || !s->timer_exec) && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_timers && !r->rc; i++) {
     rt_timer *t = &s->timers[i];
@@ -519,17 +489,13 @@ typedef struct kept_state {
 } kept_state;
 
 int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) {
-  if (n->n_execs || n->n_timers || n->n_pending || n->fr_len || n->in_len || n->bootstrap_started)
+  if (n->n_execs || n->n_timers || n->n_pending || n->frontier.len || n->ingress.len || n->bootstrap_started)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "restore: the node has already run; restore into a freshly installed node");
-  reader r = {data, data, data + len, err, 0};
   if (len < 16 || memcmp(data, MAGIC, 8) != 0) return bb_error_set(err, BB_ERR_MALFORMED, "restore: not a snapshot");
-  if (bb_fnv1a64(data, len - 8) != (uint64_t)data[len - 8] + ((uint64_t)data[len - 7] << 8) +
-                                       ((uint64_t)data[len - 6] << 16) + ((uint64_t)data[len - 5] << 24) +
-                                       ((uint64_t)data[len - 4] << 32) + ((uint64_t)data[len - 3] << 40) +
-                                       ((uint64_t)data[len - 2] << 48) + ((uint64_t)data[len - 1] << 56))
+  if (bb_fnv1a64(data, len - 8) != bb_le_get_u64(data + len - 8))
     return bb_error_set(err, BB_ERR_MALFORMED, "restore: the snapshot's checksum does not match (corrupted bytes)");
-  r.end = data + len - 8;
+  reader r = {bb_le_reader_of(data, len - 8), err, 0}; /* the checksum is not content */
   take(&r, NULL, 8);
   if (get_u32(&r) != VERSION) return bad(&r, "an unknown snapshot version");
   uint32_t graphs = get_u32(&r);
@@ -566,7 +532,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   n->next_command = next_command;
   /* counters, book and dedup are read into temporaries */
   size_t n_counters = get_count(&r, 16, "too many counters for the bytes left");
-  rt_counter *counters = rt_calloc(n, n_counters + 1, sizeof *counters);
+  rt_counter *counters = bb_mem_calloc(n->alloc, n_counters + 1, sizeof *counters);
   for (size_t i = 0; i < n_counters && counters && !r.rc; i++) {
     size_t sl;
     const uint8_t *s = get_span(&r, &sl);
@@ -576,7 +542,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       bad(&r, "a counter name is empty or holds NUL");
       break;
     }
-    if (!(counters[i].name = rt_alloc(n, sl + 1))) break;
+    if (!(counters[i].name = bb_mem_alloc(n->alloc, sl + 1))) break;
     memcpy(counters[i].name, s, sl);
     counters[i].name[sl] = 0;
   }
@@ -607,22 +573,26 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   }
   size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
   if (!r.rc && n_dedup > n->cfg.dedup_window) bad(&r, "the dedup window is larger than this node's");
-  uint64_t *dedup = rt_calloc(n, n->cfg.dedup_window + 1, sizeof *dedup);
-  for (size_t i = 0; i < n_dedup && dedup && !r.rc; i++) dedup[i] = get_u64(&r);
+  bb_ring dedup = bb_ring_of(sizeof(uint64_t));
+  bool dedup_ok = true;
+  for (size_t i = 0; i < n_dedup && dedup_ok && !r.rc; i++) {
+    uint64_t key = get_u64(&r);
+    dedup_ok = bb_ring_push(&dedup, n->alloc, &key) == 0;
+  }
   staged s = {0};
   size_t bound_total = 0;
   for (size_t t = 0; t < n->n_targets; t++) bound_total += n->graphs[n->targets[t].graph].n_in;
-  s.bound = rt_calloc(n, bound_total + 1, sizeof *s.bound);
+  s.bound = bb_mem_calloc(n->alloc, bound_total + 1, sizeof *s.bound);
   s.n_bound = s.bound ? bound_total : 0;
   for (size_t i = 0; i < bound_total && s.bound && !r.rc; i++)
     if (get_u8(&r)) s.bound[i] = get_value(&r, n->alloc);
-  if (!counters || !dedup || !s.bound) r.rc = r.rc ? r.rc : bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory");
+  if (!counters || !dedup_ok || !s.bound) out_of_memory(&r);
   if (!r.rc) read_engine(n, &r, &s);
   if (!r.rc && boot_root && !find_staged(&s, boot_root)) bad(&r, "the bootstrap's execution is not in the snapshot");
   /* components: checked against this node, loaded last */
   size_t n_comp = r.rc ? 0 : get_count(&r, 17, "too many components for the bytes left");
   if (!r.rc && n_comp != n->n_components) bad(&r, "the snapshot has another set of components");
-  const uint8_t *comp_start = r.p;
+  size_t comp_start = r.in.at;
   for (size_t i = 0; i < n_comp && !r.rc; i++) {
     size_t sl, tl, stl;
     const uint8_t *slot = get_span(&r, &sl), *type = get_span(&r, &tl);
@@ -633,7 +603,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       bad(&r, "a component of the snapshot is not this node's (slot or type differs)");
     if (get_u8(&r)) get_span(&r, &stl);
   }
-  if (!r.rc && r.p != r.end) bad(&r, "the snapshot has trailing bytes");
+  if (!r.rc && bb_le_left(&r.in)) bad(&r, "the snapshot has trailing bytes");
   /* every staged execution must be held by something, and together they must fit this
    * node's limits */
   size_t charged = 0;
@@ -654,24 +624,25 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   rt_pending *table = NULL;
   size_t table_cap = n->cap_pending;
   bb_val **new_bound[64] = {0};
-  if (!r.rc && s.n_timers && rt_grow(n, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
+  if (!r.rc && s.n_timers && bb_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
     out_of_memory(&r);
   if (!r.rc && 2 * s.n_pending > table_cap) { /* rt_pending_add grows past half full */
     for (table_cap = 64; table_cap < 2 * s.n_pending;) table_cap *= 2;
-    if (!(table = rt_calloc(n, table_cap, sizeof *table))) out_of_memory(&r);
+    if (!(table = bb_mem_calloc(n->alloc, table_cap, sizeof *table))) out_of_memory(&r);
   }
   for (size_t t = 0, b = 0; t < n->n_targets && !r.rc; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
     bool any = false;
     for (uint32_t i = 0; i < g->n_in; i++) any |= s.bound[b++] != NULL;
-    if (any && !n->targets[t].bound && !(new_bound[t] = rt_calloc(n, g->n_in, sizeof(bb_val *)))) out_of_memory(&r);
+    if (any && !n->targets[t].bound && !(new_bound[t] = bb_mem_calloc(n->alloc, g->n_in, sizeof(bb_val *))))
+      out_of_memory(&r);
   }
 
   /* components load their state; a component that can save keeps its fresh state first,
    * so a later refusal puts it back */
-  kept_state *kept = r.rc ? NULL : rt_calloc(n, n_comp + 1, sizeof *kept);
+  kept_state *kept = r.rc ? NULL : bb_mem_calloc(n->alloc, n_comp + 1, sizeof *kept);
   if (!r.rc && !kept) out_of_memory(&r);
-  if (!r.rc) r.p = comp_start;
+  if (!r.rc) r.in.at = comp_start;
   for (size_t i = 0; i < n_comp && !r.rc; i++) {
     size_t sl, tl, stl = 0;
     get_span(&r, &sl);
@@ -700,17 +671,17 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       rt_component *c = &n->components[i];
       c->type->load(c->self, kept[i].bytes ? kept[i].bytes : (const uint8_t *)"", kept[i].len, &ignored);
     }
-    rt_free(n, kept[i].bytes);
+    bb_mem_free(n->alloc, kept[i].bytes);
   }
-  rt_free(n, kept);
+  bb_mem_free(n->alloc, kept);
 
   if (r.rc) {
-    rt_free(n, table);
-    for (size_t t = 0; t < 64; t++) rt_free(n, new_bound[t]);
+    bb_mem_free(n->alloc, table);
+    for (size_t t = 0; t < 64; t++) bb_mem_free(n->alloc, new_bound[t]);
     staged_free(n, &s);
-    for (size_t i = 0; i < n_counters && counters; i++) rt_free(n, counters[i].name);
-    rt_free(n, counters);
-    rt_free(n, dedup);
+    for (size_t i = 0; i < n_counters && counters; i++) bb_mem_free(n->alloc, counters[i].name);
+    bb_mem_free(n->alloc, counters);
+    bb_ring_free(&dedup, n->alloc);
     rt_book_free(n);
     n->book = book_saved;
     n->next_exec = saved_next_exec;
@@ -720,22 +691,20 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
 
   /* commit */
   if (table) {
-    rt_free(n, n->pending); /* a fresh node's table holds nothing */
+    bb_mem_free(n->alloc, n->pending); /* a fresh node's table holds nothing */
     n->pending = table;
     n->cap_pending = table_cap;
   }
   rt_book old = book_saved;
-  for (size_t i = 0; i < old.len; i++) rt_free(n, old.items[i].addrs);
-  rt_free(n, old.items);
-  rt_free(n, old.slots);
-  for (size_t i = 0; i < n->n_counters; i++) rt_free(n, n->counters[i].name);
-  rt_free(n, n->counters);
+  for (size_t i = 0; i < old.len; i++) bb_mem_free(n->alloc, old.items[i].addrs);
+  bb_mem_free(n->alloc, old.items);
+  bb_mem_free(n->alloc, old.slots);
+  for (size_t i = 0; i < n->n_counters; i++) bb_mem_free(n->alloc, n->counters[i].name);
+  bb_mem_free(n->alloc, n->counters);
   n->counters = counters;
   n->n_counters = n->cap_counters = n_counters;
-  rt_free(n, n->dedup);
+  bb_ring_free(&n->dedup, n->alloc);
   n->dedup = dedup;
-  n->dedup_head = 0;
-  n->dedup_len = n_dedup;
   n->now = now;
   n->next_wire_req = next_wire;
   n->rng = rng;

@@ -1,6 +1,8 @@
 /* Timers: a binary min-heap ordered by (time, insertion order), so timers due at the same
  * instant fire in the order they were set. */
-#include "runtime/node.h"
+#include "runtime/steps.h"
+#include "runtime/timers.h"
+#include "util/mem.h"
 
 static bool before(const rt_timer *a, const rt_timer *b) { return a->at < b->at || (a->at == b->at && a->seq < b->seq); }
 
@@ -16,7 +18,8 @@ int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, rt_ex
     rt_count(n, "timers.dropped", 1);
     return BB_ERR_LIMIT;
   }
-  if (rt_grow(n, (void **)&n->timers, &n->cap_timers, n->n_timers + 1, sizeof *n->timers)) return BB_ERR_NOMEM;
+  if (bb_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, n->n_timers + 1, sizeof *n->timers))
+    return BB_ERR_NOMEM;
   size_t i = n->n_timers++;
   n->timers[i] = (rt_timer){at, n->timer_seq++, kind, id, op, component, exec};
   if (exec) exec->refs++;

@@ -5,7 +5,8 @@
 #include "bb/value.h"
 #include "bb/wire.h"
 
-/* The reference's name for its back-pressure notice (runtime.md §2.17). */
+/* The back-pressure notice's carrier name: its FNV-1a-64 is the notice's type hash, so
+ * it never changes. */
 #define BACKOFF_NOTICE "bb_runtime::framework::backpressure_notice::BackoffNoticePayload"
 
 const char *bb_wire_type_name(uint64_t type_hash) {

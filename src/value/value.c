@@ -1,14 +1,17 @@
 /* Runtime values: construction, reference counting and the wire form of every kind
- * (docs/WIRE.md, "Payloads"). Integers on the wire are little-endian; lengths are u64, as
- * in the reference's bincode layouts, so either implementation reads the other's fills. */
+ * (docs/WIRE.md, "Payloads"). Integers on the wire are little-endian and lengths are u64
+ * (bincode's layouts), so peers written in other languages read and write the same fills. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bb/value.h"
+#include "util/bytes.h"
 #include "util/error.h"
+#include "util/mem.h"
 
-/* The reference's carrier names where it has the kind, so type hashes agree with it. */
+/* Carrier names: their FNV-1a-64 is each kind's type hash on the wire, so they never
+ * change (peers of other implementations use the same names). */
 static const char *const CARRIER[BB_VAL_KIND_COUNT] = {
     [BB_VAL_TRIGGER] = "bb_runtime::syscall::values::TriggerValue",
     [BB_VAL_BYTES] = "bb_runtime::syscall::values::BytesValue",
@@ -58,7 +61,8 @@ bool bb_val_is_u64(const bb_val *v) { return v->kind >= BB_VAL_U64 && v->kind <=
 
 static bb_val *val_new(const bb_allocator *alloc, bb_val_kind kind, size_t extra) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_val *v = alloc->malloc(sizeof *v + extra, alloc->user_data);
+  if (extra > SIZE_MAX - sizeof(bb_val)) return NULL;
+  bb_val *v = bb_mem_alloc(alloc, sizeof *v + extra);
   if (!v) return NULL;
   memset(v, 0, sizeof *v);
   v->refcount = 1;
@@ -149,27 +153,19 @@ void bb_val_release(bb_val *v) {
   if (v->kind == BB_VAL_TENSOR) bb_tensor_release(v->as.tensor);
   if (v->kind == BB_VAL_COMPOSITE)
     for (size_t i = 0; i < v->n; i++) bb_val_release(v->as.children[i]);
-  v->alloc->free(v, v->alloc->user_data);
+  bb_mem_free(v->alloc, v);
 }
 
 /* ---- encoding -------------------------------------------------------------------------- */
 
-static void put_u32(uint8_t **p, uint32_t x) {
-  for (int i = 0; i < 4; i++) *(*p)++ = (uint8_t)(x >> (8 * i));
+/* A u64 length, then the bytes. */
+static void put_bytes(bb_le_writer *w, const void *data, size_t len) {
+  bb_le_write_u64(w, len);
+  bb_le_write(w, data, len);
 }
 
-static void put_u64(uint8_t **p, uint64_t x) {
-  for (int i = 0; i < 8; i++) *(*p)++ = (uint8_t)(x >> (8 * i));
-}
-
-static void put_bytes(uint8_t **p, const void *data, size_t len) {
-  put_u64(p, len);
-  if (len) memcpy(*p, data, len);
-  *p += len;
-}
-
-/* Address segments as the reference's serde derives them: u32 variant (P2p 0, Site 1,
- * Component 2, Op 3), then the payload. This is not bb_address_to_bytes. */
+/* Address segments in bincode's enum layout: u32 variant (P2p 0, Site 1, Component 2,
+ * Op 3), then the payload. This is not bb_address_to_bytes. */
 static size_t address_size(const bb_address *a) {
   size_t n = 8;
   for (size_t i = 0; i < a->n; i++) {
@@ -185,15 +181,15 @@ static size_t address_size(const bb_address *a) {
   return n;
 }
 
-static void put_address(uint8_t **p, const bb_address *a) {
-  put_u64(p, a->n);
+static void put_address(bb_le_writer *w, const bb_address *a) {
+  bb_le_write_u64(w, a->n);
   for (size_t i = 0; i < a->n; i++) {
     const bb_addr_segment *s = &a->seg[i];
     switch (s->kind) {
-    case BB_ADDR_P2P: put_u32(p, 0); put_bytes(p, s->peer.bytes, s->peer.len); break;
-    case BB_ADDR_SITE: put_u32(p, 1); put_u64(p, s->value); break;
-    case BB_ADDR_COMPONENT: put_u32(p, 2); put_u32(p, (uint32_t)s->value); break;
-    case BB_ADDR_OP: put_u32(p, 3); put_bytes(p, s->op, strlen(s->op)); break;
+    case BB_ADDR_P2P: bb_le_write_u32(w, 0); put_bytes(w, s->peer.bytes, s->peer.len); break;
+    case BB_ADDR_SITE: bb_le_write_u32(w, 1); bb_le_write_u64(w, s->value); break;
+    case BB_ADDR_COMPONENT: bb_le_write_u32(w, 2); bb_le_write_u32(w, (uint32_t)s->value); break;
+    case BB_ADDR_OP: bb_le_write_u32(w, 3); put_bytes(w, s->op, strlen(s->op)); break;
     }
   }
 }
@@ -231,54 +227,56 @@ size_t bb_val_encoded_size(const bb_val *v) {
   return 0;
 }
 
-size_t bb_val_encode_into(const bb_val *v, uint8_t *out) {
-  uint8_t *p = out;
+static void encode(const bb_val *v, bb_le_writer *w) {
   switch ((bb_val_kind)v->kind) {
   case BB_VAL_TRIGGER: break;
-  case BB_VAL_BYTES: put_bytes(&p, v->as.bytes, v->n); break;
+  case BB_VAL_BYTES: put_bytes(w, v->as.bytes, v->n); break;
   case BB_VAL_TENSOR: {
     const bb_tensor *t = v->as.tensor;
-    put_u32(&p, (uint32_t)t->dtype);
-    put_u32(&p, (uint32_t)t->rank);
-    for (int i = 0; i < t->rank; i++) put_u64(&p, (uint64_t)t->dims[i]);
-    size_t nb = bb_tensor_nbytes(t);
-    if (nb) memcpy(p, bb_tensor_data(t), nb); /* every target we build for is little-endian */
-    p += nb;
+    bb_le_write_u32(w, (uint32_t)t->dtype);
+    bb_le_write_u32(w, (uint32_t)t->rank);
+    for (int i = 0; i < t->rank; i++) bb_le_write_u64(w, (uint64_t)t->dims[i]);
+    bb_le_write(w, bb_tensor_data(t), bb_tensor_nbytes(t)); /* every target we build for is little-endian */
     break;
   }
   case BB_VAL_U64:
   case BB_VAL_TIMESTAMP:
   case BB_VAL_COMMAND_ID:
   case BB_VAL_WIRE_REQ_ID:
-  case BB_VAL_CORRELATION: put_u64(&p, v->as.u64); break;
-  case BB_VAL_PEER: put_bytes(&p, v->as.peers[0].bytes, v->as.peers[0].len); break;
+  case BB_VAL_CORRELATION: bb_le_write_u64(w, v->as.u64); break;
+  case BB_VAL_PEER: put_bytes(w, v->as.peers[0].bytes, v->as.peers[0].len); break;
   case BB_VAL_PEERS:
-    put_u64(&p, v->n);
-    for (size_t i = 0; i < v->n; i++) put_bytes(&p, v->as.peers[i].bytes, v->as.peers[i].len);
+    bb_le_write_u64(w, v->n);
+    for (size_t i = 0; i < v->n; i++) put_bytes(w, v->as.peers[i].bytes, v->as.peers[i].len);
     break;
-  case BB_VAL_ADDRESS: put_address(&p, &v->as.addresses[0]); break;
+  case BB_VAL_ADDRESS: put_address(w, &v->as.addresses[0]); break;
   case BB_VAL_ADDRESSES:
-    put_u64(&p, v->n);
-    for (size_t i = 0; i < v->n; i++) put_address(&p, &v->as.addresses[i]);
+    bb_le_write_u64(w, v->n);
+    for (size_t i = 0; i < v->n; i++) put_address(w, &v->as.addresses[i]);
     break;
   case BB_VAL_COMPOSITE:
-    put_u64(&p, v->n);
+    bb_le_write_u64(w, v->n);
     for (size_t i = 0; i < v->n; i++) {
       const bb_val *c = v->as.children[i];
-      put_u64(&p, bb_val_kind_hash((int)c->kind));
-      put_u64(&p, bb_val_encoded_size(c));
-      p += bb_val_encode_into(c, p);
+      bb_le_write_u64(w, bb_val_kind_hash((int)c->kind));
+      bb_le_write_u64(w, bb_val_encoded_size(c));
+      encode(c, w);
     }
     break;
   case BB_VAL_KIND_COUNT: break;
   }
-  return (size_t)(p - out);
+}
+
+size_t bb_val_encode_into(const bb_val *v, uint8_t *out) {
+  bb_le_writer w = bb_le_writer_fixed(out, bb_val_encoded_size(v)); /* the size out was made for */
+  encode(v, &w);
+  return w.len;
 }
 
 int bb_val_encode(const bb_val *v, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   if (!alloc) alloc = bb_default_allocator();
   size_t n = bb_val_encoded_size(v);
-  uint8_t *buf = alloc->malloc(n ? n : 1, alloc->user_data);
+  uint8_t *buf = bb_mem_alloc(alloc, n);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory encoding a %zu-byte %s value", n,
                                 bb_val_kind_name((int)v->kind));
   *len = bb_val_encode_into(v, buf);
@@ -288,44 +286,32 @@ int bb_val_encode(const bb_val *v, const bb_allocator *alloc, uint8_t **out, siz
 
 /* ---- decoding -------------------------------------------------------------------------- */
 
+/* A payload being decoded: its bytes, and what it is (for messages). */
 typedef struct reader {
-  const uint8_t *p, *end;
+  bb_le_reader in;
   const char *what;
   bb_error *err;
 } reader;
 
 static int short_read(reader *r, size_t need) {
   return bb_error_set(r->err, BB_ERR_MALFORMED, "%s payload truncated: needs %zu more bytes, %zu left", r->what, need,
-                      (size_t)(r->end - r->p));
+                      bb_le_left(&r->in));
 }
 
-static int get_u32(reader *r, uint32_t *x) {
-  if (r->end - r->p < 4) return short_read(r, 4);
-  *x = 0;
-  for (int i = 0; i < 4; i++) *x |= (uint32_t)r->p[i] << (8 * i);
-  r->p += 4;
-  return 0;
-}
+static int get_u32(reader *r, uint32_t *x) { return bb_le_read_u32(&r->in, x) ? 0 : short_read(r, 4); }
 
-static int get_u64(reader *r, uint64_t *x) {
-  if (r->end - r->p < 8) return short_read(r, 8);
-  *x = 0;
-  for (int i = 0; i < 8; i++) *x |= (uint64_t)r->p[i] << (8 * i);
-  r->p += 8;
-  return 0;
-}
+static int get_u64(reader *r, uint64_t *x) { return bb_le_read_u64(&r->in, x) ? 0 : short_read(r, 8); }
 
 /* A u64 length followed by that many bytes, which must be in the buffer. */
 static int get_span(reader *r, const uint8_t **data, size_t *len) {
   uint64_t n = 0;
   int rc = get_u64(r, &n);
   if (rc) return rc;
-  if (n > (uint64_t)(r->end - r->p))
+  if (n > bb_le_left(&r->in))
     return bb_error_set(r->err, BB_ERR_MALFORMED, "%s payload: length %" PRIu64 " runs past the end (%zu bytes left)",
-                        r->what, n, (size_t)(r->end - r->p));
-  *data = r->p;
+                        r->what, n, bb_le_left(&r->in));
   *len = (size_t)n;
-  r->p += n;
+  *data = bb_le_read_span(&r->in, *len);
   return 0;
 }
 
@@ -335,9 +321,9 @@ static int get_count(reader *r, size_t min_item, size_t *count) {
   uint64_t n = 0;
   int rc = get_u64(r, &n);
   if (rc) return rc;
-  if (n > (uint64_t)(r->end - r->p) / min_item)
+  if (n > bb_le_left(&r->in) / min_item)
     return bb_error_set(r->err, BB_ERR_MALFORMED, "%s payload: count %" PRIu64 " cannot fit in %zu bytes", r->what, n,
-                        (size_t)(r->end - r->p));
+                        bb_le_left(&r->in));
   *count = (size_t)n;
   return 0;
 }
@@ -411,15 +397,14 @@ static int decode_tensor(reader *r, const bb_allocator *alloc, bb_val **out) {
     dims[i] = (int64_t)d;
     numel *= d;
   }
-  size_t left = (size_t)(r->end - r->p);
+  size_t left = bb_le_left(&r->in);
   if (numel > left / esize || numel * esize != left)
     return bb_error_set(r->err, BB_ERR_MALFORMED,
                         "tensor payload: %s[%" PRIu64 " elements] needs %" PRIu64 " data bytes, %zu present",
                         bb_dtype_name((int)dtype), numel, numel > UINT64_MAX / esize ? UINT64_MAX : numel * esize, left);
   bb_tensor *t = bb_tensor_new_empty(alloc, (int32_t)dtype, (int)rank, dims);
   if (!t) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for a %zu-byte tensor", left);
-  if (left) memcpy(bb_tensor_data(t), r->p, left);
-  r->p += left;
+  bb_le_read(&r->in, bb_tensor_data(t), left);
   *out = bb_val_tensor(alloc, t);
   bb_tensor_release(t);
   return *out ? 0 : bb_error_set(r->err, BB_ERR_NOMEM, "out of memory");
@@ -436,7 +421,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
   bb_val *stack_children[8];
   bb_val **children = stack_children;
   if (n > 8) {
-    children = alloc->malloc(n * sizeof *children, alloc->user_data);
+    children = bb_mem_alloc(alloc, n * sizeof *children);
     if (!children) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu bundle children", n);
   }
   size_t made = 0;
@@ -450,7 +435,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
       rc = bb_error_set(r->err, BB_ERR_MALFORMED, "bundle child %zu has unknown type hash 0x%016" PRIx64, made, hash);
       break;
     }
-    reader sub = {d, d + len, bb_val_kind_name(kind), r->err};
+    reader sub = {bb_le_reader_of(d, len), bb_val_kind_name(kind), r->err};
     if ((rc = decode_kind(kind, &sub, alloc, depth + 1, &children[made]))) break;
   }
   if (!rc) {
@@ -458,7 +443,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
     if (!*out) rc = bb_error_set(r->err, BB_ERR_NOMEM, "out of memory");
   }
   for (size_t i = 0; i < made; i++) bb_val_release(children[i]);
-  if (children != stack_children) alloc->free(children, alloc->user_data);
+  if (children != stack_children) bb_mem_free(alloc, children);
   return rc;
 }
 
@@ -494,11 +479,11 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   case BB_VAL_PEERS: {
     size_t n = 0;
     if ((rc = get_count(r, 8, &n))) return rc;
-    bb_peer_id *peers = n ? alloc->malloc(n * sizeof *peers, alloc->user_data) : NULL;
+    bb_peer_id *peers = n ? bb_mem_alloc(alloc, n * sizeof *peers) : NULL;
     if (n && !peers) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu peers", n);
     for (size_t i = 0; i < n && !rc; i++) rc = get_peer(r, &peers[i]);
     if (!rc) *out = bb_val_peers(alloc, peers, n);
-    if (peers) alloc->free(peers, alloc->user_data);
+    bb_mem_free(alloc, peers);
     if (rc) return rc;
     break;
   }
@@ -511,11 +496,11 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   case BB_VAL_ADDRESSES: {
     size_t n = 0;
     if ((rc = get_count(r, 8, &n))) return rc;
-    bb_address *list = n ? alloc->malloc(n * sizeof *list, alloc->user_data) : NULL;
+    bb_address *list = n ? bb_mem_alloc(alloc, n * sizeof *list) : NULL;
     if (n && !list) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu addresses", n);
     for (size_t i = 0; i < n && !rc; i++) rc = get_address(r, &list[i]);
     if (!rc) *out = bb_val_addresses(alloc, list, n);
-    if (list) alloc->free(list, alloc->user_data);
+    bb_mem_free(alloc, list);
     if (rc) return rc;
     break;
   }
@@ -524,8 +509,8 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   }
   if (rc) return rc;
   if (!*out) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory decoding a %s value", r->what);
-  if (r->p != r->end) {
-    size_t extra = (size_t)(r->end - r->p);
+  if (bb_le_left(&r->in)) {
+    size_t extra = bb_le_left(&r->in);
     bb_val_release(*out);
     *out = NULL;
     return bb_error_set(r->err, BB_ERR_MALFORMED, "%s payload has %zu trailing bytes", r->what, extra);
@@ -543,7 +528,7 @@ int bb_val_decode(uint64_t type_hash, const uint8_t *data, size_t len, const bb_
     if (len) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "value payload of %zu bytes at NULL", len);
     data = (const uint8_t *)""; /* an empty payload may come as NULL */
   }
-  reader r = {data, data + len, bb_val_kind_name(kind), err};
+  reader r = {bb_le_reader_of(data, len), bb_val_kind_name(kind), err};
   return decode_kind(kind, &r, alloc, 0, out);
 }
 

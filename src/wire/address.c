@@ -2,7 +2,6 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "bb/wire.h"

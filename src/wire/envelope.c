@@ -6,6 +6,7 @@
 #include "bb/wire.h"
 #include "util/error.h"
 #include "util/hash.h"
+#include "util/mem.h"
 #include "wire/varint.h"
 
 static size_t cap_or(size_t v, size_t dflt) { return v ? v : dflt; }
@@ -237,7 +238,7 @@ static int parse(parser *p) {
 void bb_envelope_free(bb_envelope *env, const bb_allocator *alloc) {
   if (!env) return;
   if (!alloc) alloc = bb_default_allocator();
-  alloc->free(env, alloc->user_data);
+  bb_mem_free(alloc, env);
 }
 
 int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *caps_in, const bb_allocator *alloc,
@@ -267,9 +268,8 @@ int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *
   /* one allocation: the struct, then each array */
   size_t size = sizeof(bb_envelope) + (p.n_dest + p.n_src) * sizeof(bb_bytes) + p.n_fills * sizeof(bb_slot_fill) +
                 p.n_reports * sizeof(bb_rtt_report);
-  bb_envelope *e = alloc->malloc(size, alloc->user_data);
+  bb_envelope *e = bb_mem_calloc(alloc, 1, size);
   if (!e) return bb_error_set(err, BB_ERR_NOMEM, "out of memory for an envelope");
-  memset(e, 0, size);
   char *at = (char *)(e + 1);
   e->fills = (bb_slot_fill *)at, at += p.n_fills * sizeof(bb_slot_fill);
   e->rtt_reports = (bb_rtt_report *)at, at += p.n_reports * sizeof(bb_rtt_report);
@@ -280,7 +280,7 @@ int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *
   p.env = e;
   rc = parse(&p);
   if (rc) { /* cannot happen after a clean counting pass; kept as a guard */
-    alloc->free(e, alloc->user_data);
+    bb_mem_free(alloc, e);
     return rc;
   }
   *out = e;
@@ -382,7 +382,7 @@ int bb_envelope_encode(const bb_envelope *e, const bb_allocator *alloc, uint8_t 
   if (!alloc) alloc = bb_default_allocator();
   writer w = {NULL, 0};
   write_envelope(&w, e);
-  uint8_t *buf = alloc->malloc(w.n ? w.n : 1, alloc->user_data);
+  uint8_t *buf = bb_mem_alloc(alloc, w.n);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory for a %zu-byte envelope", w.n);
   size_t n = w.n;
   w.out = buf;

@@ -92,14 +92,14 @@ static bool world_start(world *w, uint64_t seed) {
   nc.struct_size = sizeof nc;
   nc.seed = seed;
   const char *st[] = {"Directory"}, *ct[] = {"Member"};
-  w->server = install_peer(w->server_art, w->server_len, SERVER, st, 1, NULL, &nc);
+  w->server = install_peer(w->server_art, w->server_len, SERVER, st, 1, shipped_registry(), &nc);
   if (!w->server) return false;
   bb_peer_id sp = bb_peer_id_from_u64(SERVER);
   CHECK(bb_sim_attach(w->sim, w->server, &sp, &err) == 0);
   bb_address sa = p2p_address(&sp);
   bb_val *server = bb_val_peer(NULL, &sp);
   for (int i = 0; i < 3; i++) {
-    w->clients[i] = install_peer(w->client_art, w->client_len, (uint64_t)i + 1, ct, 1, NULL, &nc);
+    w->clients[i] = install_peer(w->client_art, w->client_len, (uint64_t)i + 1, ct, 1, shipped_registry(), &nc);
     if (!w->clients[i]) return bb_val_release(server), false;
     bb_peer_id p = bb_peer_id_from_u64((uint64_t)i + 1);
     CHECK(bb_sim_attach(w->sim, w->clients[i], &p, &err) == 0);
@@ -185,7 +185,7 @@ static void test_restored_client_keeps_heartbeating(void) {
   nc.struct_size = sizeof nc;
   nc.seed = 11;
   const char *ct[] = {"Member"};
-  bb_node *fresh = install_peer(w.client_art, w.client_len, 1, ct, 1, NULL, &nc);
+  bb_node *fresh = install_peer(w.client_art, w.client_len, 1, ct, 1, shipped_registry(), &nc);
   if (fresh) {
     CHECK_MSG(bb_node_restore(fresh, snap, len, &err) == 0, "%s", err.message);
     bb_peer_id me = bb_peer_id_from_u64(1);
@@ -252,8 +252,8 @@ static void test_malformed_refused(void) {
   size_t slen = 0, clen = 0;
   uint8_t *sart = compile(&DIRECTORY, true, &slen), *cart = compile(&MEMBER, false, &clen);
   const char *st[] = {"Directory"}, *ct[] = {"Member"};
-  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, NULL, NULL) : NULL;
-  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, NULL, NULL) : NULL;
+  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, shipped_registry(), NULL) : NULL;
+  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, shipped_registry(), NULL) : NULL;
   if (server && client) {
     /* Announce: version 1, peer (len 2: identity multihash of 0), 1 address /p2p/1 */
     uint8_t good_peer[1 + BB_PEER_ID_MAX];
@@ -302,7 +302,7 @@ static void test_save_load(void) {
   CHECK(type->save(reg, bb_default_allocator(), &bytes, &len, &err) == 0);
   /* a fresh server takes the membership and shows it */
   const char *st[] = {"Directory"};
-  bb_node *fresh = install_peer(w.server_art, w.server_len, SERVER, st, 1, NULL, NULL);
+  bb_node *fresh = install_peer(w.server_art, w.server_len, SERVER, st, 1, shipped_registry(), NULL);
   if (fresh) {
     void *other = bb_node_component(fresh, "discovery", NULL);
     CHECK(type->load(other, bytes, len - 1, &err) == BB_ERR_MALFORMED); /* cut: refused */
@@ -497,7 +497,7 @@ static void test_one_artifact_bootstrap(void) {
   for (int i = 0; i < 4; i++) {
     uint64_t id = i ? (uint64_t)i : SERVER;
     bb_peer_id p = bb_peer_id_from_u64(id);
-    nodes[i] = install_peer(art, len, id, t, 1, NULL, NULL);
+    nodes[i] = install_peer(art, len, id, t, 1, shipped_registry(), NULL);
     if (!nodes[i]) continue;
     CHECK(bb_sim_attach(w.sim, nodes[i], &p, &err) == 0);
     CHECK(bb_node_run_bootstrap(nodes[i], 0, &err) == 0);

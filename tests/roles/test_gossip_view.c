@@ -57,7 +57,8 @@ static void test_full_initiator_takes_the_reply(void) {
   const char *targets[] = {"Gossip"};
   bb_node *nodes[3];
   for (uint64_t id = 1; id <= 3; id++) {
-    nodes[id - 1] = install_peer(id == 1 ? a_art : b_art, id == 1 ? a_len : b_len, id, targets, 1, NULL, NULL);
+    nodes[id - 1] = install_peer(id == 1 ? a_art : b_art, id == 1 ? a_len : b_len, id, targets, 1, shipped_registry(),
+                                 NULL);
     bb_peer_id p = bb_peer_id_from_u64(id);
     if (nodes[id - 1]) CHECK(bb_sim_attach(sim, nodes[id - 1], &p, &err) == 0);
   }

@@ -50,7 +50,7 @@ static int64_t aggregate_once(const char *fedavg_config, char *detail, size_t si
   uint8_t *art = compile_with(fedavg_config, &len);
   if (!art) return given;
   const char *targets[] = {"Aggregate"};
-  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  bb_node *node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
   if (!node) return free(art), given;
   static const float one = 1;
   bb_val *tick = f32_val(&one, 1);

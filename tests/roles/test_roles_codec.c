@@ -46,7 +46,7 @@ static void roundtrip(const char *codec, size_t header, size_t per_value, double
   uint8_t *art = compile_with(codec, &len);
   if (!art) return;
   const char *targets[] = {"RoundTrip"};
-  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  bb_node *node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
   if (!node) return free(art);
   enum { N = 1000 };
   int64_t n = N;

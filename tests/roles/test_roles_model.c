@@ -111,6 +111,7 @@ static bb_install_args train_args(const uint8_t *art, size_t len) {
   a.artifact_len = len;
   a.targets = TRAIN_TARGETS;
   a.n_targets = 1;
+  a.registry = shipped_registry();
   return a;
 }
 
@@ -134,7 +135,7 @@ static void test_mlp_learns_through_the_graph(void) {
   uint8_t *art = compile_train("inputs=2,outputs=2,lr=0.2,momentum=0.5,seed=7", &len);
   if (!art) return;
   const char *targets[] = {"Train"};
-  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL); /* the shipped registry */
+  bb_node *node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
   if (!node) return free(art);
   uint64_t rng = 42;
   float held_x[64], held_y[32], x[64], y[32];
@@ -163,7 +164,7 @@ static void test_wrong_input_kind_names_the_method(void) {
   uint8_t *art = compile_train("inputs=2,outputs=2", &len);
   if (!art) return;
   const char *targets[] = {"Train"};
-  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  bb_node *node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
   if (!node) return free(art);
   size_t ns;
   const bb_step *steps = train_once(node, bb_val_bytes(NULL, "abc", 3), tensor2((const float[]){0}, 1, 0), 0, &ns);
@@ -193,7 +194,7 @@ static void test_target_length_is_checked(void) {
   uint8_t *art = compile_train("inputs=2,outputs=3,loss=mse", &len);
   if (!art) return;
   const char *targets[] = {"Train"};
-  bb_node *node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  bb_node *node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
   if (!node) return free(art);
   static const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[12] = {0};
   char detail[512];
@@ -211,7 +212,7 @@ static void test_target_length_is_checked(void) {
 
   art = compile_train("inputs=1,outputs=2", &len);
   if (!art) return;
-  node = install_peer(art, len, 1, targets, 1, NULL, NULL);
+  node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
   if (!node) return free(art);
   scalar = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL);
   vs = bb_val_tensor(NULL, scalar);
@@ -279,6 +280,7 @@ static void test_data_source_feeds_training(void) {
   const char *targets[] = {"Stream"};
   a.targets = targets;
   a.n_targets = 1;
+  a.registry = shipped_registry();
   bb_slot_config data = {"data", NULL, &ds};
   a.slots = &data;
   a.n_slots = 1;

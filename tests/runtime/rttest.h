@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bb/compiler.h"
+#include "bb/roles.h"
 #include "bb/runtime.h"
 #include "harness.h"
 #include "util/error.h"
@@ -89,6 +90,23 @@ __attribute__((unused)) static bb_registry *stub_registry(void) {
   CHECK(r && !bb_registry_add(r, &STUB_LOADER, NULL) && !bb_registry_add(r, &STUB_MODEL, NULL) &&
         !bb_registry_add(r, &STUB_AGGREGATOR, NULL));
   return r;
+}
+
+/* ---- the shipped concretes ------------------------------------------------------------------ */
+
+static bb_registry *rt_shipped;
+
+static void free_shipped_registry(void) { bb_registry_free(rt_shipped); }
+
+/* A registry of every shipped concrete (CpuMlp, FedAvg, ...), made once per test program
+ * and freed at exit: what a test installs with when its artifact binds shipped types. */
+__attribute__((unused)) static const bb_registry *shipped_registry(void) {
+  if (!rt_shipped) {
+    rt_shipped = bb_registry_new(NULL);
+    CHECK(rt_shipped && bb_registry_add_shipped(rt_shipped, NULL) == 0);
+    atexit(free_shipped_registry);
+  }
+  return rt_shipped;
 }
 
 /* ---- nodes ------------------------------------------------------------------------------- */

@@ -1,4 +1,4 @@
-/* Bootstraps (runtime.md §2.15, §8.3): bb_node_run_bootstrap runs each target's
+/* Bootstraps: bb_node_run_bootstrap runs each target's
  * "<Module>__bootstrap" once; body invokes and deliveries wait until it completes, also
  * when it parks on an asynchronous component op; a second call does nothing; a node
  * without bootstraps runs its body at once. Artifacts are built as IR. */

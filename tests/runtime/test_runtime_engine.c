@@ -1,4 +1,4 @@
-/* The engine (runtime.md §2, §3.5, §8.1–8.2): function calls, fire-once, asynchronous
+/* The engine: function calls, fire-once, asynchronous
  * completions and failures, every cap and budget, peers that cannot be reached or are
  * blocked, deadlines, determinism, and memory that stays flat under load. Artifacts are
  * built as IR (tests/runtime/rtir.h). */

@@ -1,4 +1,4 @@
-/* runtime.md §8: what peers, hosts and time can do wrong, and how a node reports it —
+/* What peers, hosts and time can do wrong, and how a node reports it —
  * asynchronous completions and failures, caps on every queue, deadlines, unknown peers,
  * blocked peers, install errors, bootstrap gating — plus determinism and flat memory. */
 #include "programs/examples.h"

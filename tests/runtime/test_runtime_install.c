@@ -1,6 +1,7 @@
-/* bb_install (runtime.md §1, §8.3): every install error a host can meet, target names
- * resolved by their prefix before '#', one component per slot however many targets bind
- * it, and an allocation failure at every allocation of an install leaving nothing behind. */
+/* bb_install: every install error a host can meet, the registry as the only source of
+ * concrete types, target names resolved by their prefix before '#', one component per
+ * slot however many targets bind it, and an allocation failure at every allocation of an
+ * install leaving nothing behind. */
 #include "failalloc.h"
 #include "rtir.h"
 #include "rttest.h"
@@ -157,6 +158,56 @@ static void test_binding_errors(void) {
   bb_registry_free(reg);
 }
 
+/* The runtime knows no concrete type of its own: an artifact that binds CpuMlp installs
+ * only with a registry holding it, and the refusal says how to add it. A registry holds
+ * any number of types. */
+static void test_registry_is_the_hosts(void) {
+  bb_model *m = two_targets("v1");
+  ir_bind(m, "T#a1", "model", "Model|CpuMlp|-1");
+  ir_meta(m, "ai.bytesandbrains.config.model", "inputs=1,outputs=2");
+  size_t len;
+  uint8_t *art = ir_encode(m, &len);
+  bb_error err;
+  bb_error_clear(&err);
+  CHECK(try_install(art, len, T, 1, NULL, &err) == BB_INSTALL_UNREGISTERED_CONCRETE);
+  CHECK_MSG(strstr(err.message, "slot `model` to `CpuMlp`") && strstr(err.message, "no registry was given") &&
+                strstr(err.message, "bb_registry_add_shipped"),
+            "%s", err.message);
+  bb_registry *empty = bb_registry_new(NULL);
+  CHECK(try_install(art, len, T, 1, empty, &err) == BB_INSTALL_UNREGISTERED_CONCRETE);
+  CHECK_MSG(strstr(err.message, "`CpuMlp`, which the registry does not hold") &&
+                strstr(err.message, "bb_registry_add"),
+            "%s", err.message);
+  bb_registry_free(empty);
+  CHECK_MSG(try_install(art, len, T, 1, shipped_registry(), &err) == BB_INSTALL_OK, "%s", err.message);
+  free(art);
+
+  enum { MANY = 100 };
+  static bb_component_type many[MANY];
+  static char names[MANY][16];
+  bb_registry *big = bb_registry_new(NULL);
+  for (int i = 0; i < MANY; i++) {
+    snprintf(names[i], sizeof names[i], "Model%d", i);
+    many[i] = STUB_MODEL;
+    many[i].type_name = names[i];
+    CHECK(bb_registry_add(big, &many[i], NULL) == 0);
+  }
+  CHECK(bb_registry_add_shipped(big, NULL) == 0);
+  CHECK_EQ_INT(bb_registry_count(big), MANY + bb_registry_count(shipped_registry()));
+  CHECK(bb_registry_find(big, "Model99") == &many[99] && bb_registry_at(big, 99) == &many[99]);
+  CHECK(bb_registry_find(big, "CpuMlp") != NULL);
+  CHECK(bb_registry_add(big, &many[7], &err) == BB_ERR_EXISTS && strstr(err.message, "`Model7`"));
+  m = two_targets("v1");
+  ir_bind(m, "T#a1", "model", "Model|Model99|-1");
+  art = ir_encode(m, &len);
+  bb_node *n = install_peer(art, len, 1, T, 1, big, NULL);
+  const bb_component_type *type = NULL;
+  CHECK(n && bb_node_component(n, "model", &type) && type == &many[99]);
+  bb_node_free(n);
+  free(art);
+  bb_registry_free(big);
+}
+
 static void test_unresolved(void) {
   bb_registry *reg = registry_of(&STUB_MODEL);
   /* an op on a slot my targets do not bind */
@@ -305,6 +356,7 @@ static void test_allocation_failures(void) {
 int main(void) {
   RUN(test_argument_and_artifact_errors);
   RUN(test_binding_errors);
+  RUN(test_registry_is_the_hosts);
   RUN(test_unresolved);
   RUN(test_prefix_and_shared_slot);
   RUN(test_slot_id_dispatch);

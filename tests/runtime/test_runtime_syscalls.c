@@ -1,4 +1,4 @@
-/* Framework ops one by one through a real node (runtime.md §5.1, §8.4): each test installs
+/* Framework ops one by one through a real node: each test installs
  * a tiny artifact built as IR (a passport and one function per target), invokes it and
  * reads what the node reports — app events for the targets' outputs, OP_FAILED steps with
  * their stable reasons, counters, timers and parked commands. */

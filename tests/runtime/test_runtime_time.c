@@ -1,4 +1,4 @@
-/* Framework ops driven by the host's clock and the node's seed (runtime.md §5.1): Clock,
+/* Framework ops driven by the host's clock and the node's seed: Clock,
  * RngU64, After, Sleep, Interval, plus the structural and telemetry ops around them —
  * Tee, Bundle/Unbundle, AppEmit/AppNotify, IncrMetric, Any, OnTrigger. Artifacts are built
  * directly as IR (a passport and one function), the way a non-C frontend would. */

@@ -1,6 +1,6 @@
 /* Values and their wire form (docs/WIRE.md): every kind round-trips; the carrier hashes
- * are the reference's (runtime.md §3.4); the §3.1 envelope vector comes out byte for byte
- * when its Bytes payload is written by bb_val; bad payloads are refused with a reason. */
+ * are pinned; a published envelope vector comes out byte for byte when its Bytes payload
+ * is written by bb_val; bad payloads are refused with a reason. */
 #include "rttest.h"
 #include "failalloc.h"
 
@@ -67,8 +67,8 @@ static void test_every_kind_round_trips(void) {
   bb_tensor_release(t);
 }
 
-/* runtime.md §3.4: the reference's carrier names hash to these. */
-static void test_reference_type_hashes(void) {
+/* The carrier names hash to these, on every peer of every implementation. */
+static void test_pinned_type_hashes(void) {
   CHECK(bb_val_kind_hash(BB_VAL_TRIGGER) == 0xf408ec4a93415ca0ull);
   CHECK(bb_val_kind_hash(BB_VAL_BYTES) == 0x1d82330cc10a293dull);
   CHECK(bb_val_kind_hash(BB_VAL_PEER) == 0x6750d1de54e51ec5ull);
@@ -85,8 +85,8 @@ static void test_reference_type_hashes(void) {
   CHECK(bb_val_kind_of_hash(0xdeadbeef) == -1);
 }
 
-/* runtime.md §3.1: BytesValue([1,2,3]) to site 17, REQUEST 1, 100 ms, PeerId(1) ← PeerId(2). */
-static void test_reference_envelope_vector(void) {
+/* The envelope vector: BytesValue([1,2,3]) to site 17, REQUEST 1, 100 ms, PeerId(1) ← PeerId(2). */
+static void test_envelope_vector(void) {
   static const uint8_t want[] = {
       0x0a, 0x0d, 0xa5, 0x03, 0x0a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x12, 0x23, 0x0a, 0x0a,
       0xe2, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x12, 0x0b, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -173,7 +173,7 @@ static void test_bad_payloads(void) {
   expect_refused(bytes, NULL, 0, "truncated");
 }
 
-/* ---- bincode layouts (runtime.md §3.4), written out by hand ---------------------------- */
+/* ---- bincode layouts, written out by hand --------------------------------------------- */
 
 typedef struct wbuf {
   uint8_t b[256];
@@ -189,7 +189,7 @@ static void put_raw(wbuf *w, const void *p, size_t n) {
   w->len += n;
 }
 
-/* PeerId(1)'s multihash: identity code 0, length 8, the id big-endian (runtime.md §3.1). */
+/* PeerId(1)'s multihash: identity code 0, length 8, the id big-endian. */
 static const uint8_t PEER1_MULTIHASH[10] = {0x00, 0x08, 0, 0, 0, 0, 0, 0, 0, 0x01};
 
 /* v encodes to exactly `want`, and `want` decodes to a value that encodes to it again. */
@@ -306,8 +306,8 @@ static void test_decode_without_memory(void) {
 
 int main(void) {
   RUN(test_every_kind_round_trips);
-  RUN(test_reference_type_hashes);
-  RUN(test_reference_envelope_vector);
+  RUN(test_pinned_type_hashes);
+  RUN(test_envelope_vector);
   RUN(test_bad_payloads);
   RUN(test_bincode_layouts);
   RUN(test_decode_without_memory);

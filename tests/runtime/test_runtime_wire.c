@@ -1,6 +1,6 @@
 /* Two peers installed from one artifact with different target lists exchange a value end
- * to end (runtime.md §3.6 [PORT] 4), and what a hostile peer sends is refused and
- * reported, never crashes (runtime.md §8.1). */
+ * to end (they agree on every site id), and what a hostile peer sends is refused and
+ * reported, never crashes. */
 #include "programs/examples.h"
 #include "rttest.h"
 

@@ -1,0 +1,14 @@
+/* The way in: bb_node_deliver checks and decodes an envelope into an ingress event; at
+ * poll, routing writes each fill into the wire.Recv it names. */
+#ifndef BB_RUNTIME_DELIVER_H
+#define BB_RUNTIME_DELIVER_H
+
+#include "runtime/node.h"
+
+/* Routes an ENVELOPE event (and releases it). */
+void rt_route(bb_node *n, rt_event *ev);
+/* True when this (sender, request, site) was delivered before (DedupGateRx); remembers it
+ * otherwise. */
+bool rt_replayed(bb_node *n, rt_exec *e, uint64_t site);
+
+#endif /* BB_RUNTIME_DELIVER_H */

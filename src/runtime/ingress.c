@@ -1,0 +1,34 @@
+/* The ingress queue: envelopes, invokes and completions wait here, in order, for a poll;
+ * the bytes their values hold count against the ingress byte budget until released. */
+#include <string.h>
+
+#include "runtime/ingress.h"
+#include "util/mem.h"
+#include "util/ring.h"
+
+int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit) {
+  if (n->ingress.len >= limit) return BB_ERR_LIMIT;
+  return bb_ring_push(&n->ingress, n->alloc, ev);
+}
+
+void rt_event_release(bb_node *n, rt_event *ev) {
+  for (size_t i = 0; i < ev->n_fills; i++) {
+    rt_fill *f = &ev->fills[i];
+    if (f->value) {
+      bb_val_release(f->value);
+      n->ingress_bytes -= f->charged;
+    }
+    bb_mem_free(n->alloc, f->op);
+    bb_mem_free(n->alloc, f->payload);
+  }
+  bb_mem_free(n->alloc, ev->fills);
+  for (size_t i = 0; i < ev->n_vals; i++) {
+    bb_val_release(ev->vals[i]);
+    if (ev->names) bb_mem_free(n->alloc, ev->names[i]);
+  }
+  bb_mem_free(n->alloc, ev->names);
+  bb_mem_free(n->alloc, ev->vals);
+  n->ingress_bytes -= ev->charged;
+  bb_mem_free(n->alloc, ev->detail);
+  memset(ev, 0, sizeof *ev);
+}
