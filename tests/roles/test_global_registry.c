@@ -338,8 +338,8 @@ static void test_message_bytes_pinned(void) {
   size_t slen = 0, clen = 0;
   uint8_t *sart = compile(&DIRECTORY, true, &slen), *cart = compile(&MEMBER, false, &clen);
   const char *st[] = {"Directory"}, *ct[] = {"Member"};
-  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, NULL, NULL) : NULL;
-  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, NULL, NULL) : NULL;
+  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, shipped_registry(), NULL) : NULL;
+  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, shipped_registry(), NULL) : NULL;
   if (server && client) {
     bb_error err;
     const bb_step *steps;
@@ -401,8 +401,8 @@ static void test_state_bytes_pinned(void) {
   size_t slen = 0, clen = 0;
   uint8_t *sart = compile(&DIRECTORY, true, &slen), *cart = compile(&MEMBER, false, &clen);
   const char *st[] = {"Directory"}, *ct[] = {"Member"};
-  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, NULL, NULL) : NULL;
-  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, NULL, NULL) : NULL;
+  bb_node *server = sart ? install_peer(sart, slen, SERVER, st, 1, shipped_registry(), NULL) : NULL;
+  bb_node *client = cart ? install_peer(cart, clen, 1, ct, 1, shipped_registry(), NULL) : NULL;
   if (server && client) {
     /* server: version, ttl, u32 count, then (peer, expiry) in peer-id order */
     bytes_out s = {{0}, 0};

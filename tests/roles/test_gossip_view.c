@@ -87,7 +87,7 @@ static void test_message_bytes_pinned(void) {
   size_t len = 0;
   uint8_t *art = compile("seeds=2,view=2,shuffle=2", &len);
   const char *targets[] = {"Gossip"};
-  bb_node *node = art ? install_peer(art, len, 1, targets, 1, NULL, NULL) : NULL;
+  bb_node *node = art ? install_peer(art, len, 1, targets, 1, shipped_registry(), NULL) : NULL;
   if (node) {
     bb_error err;
     const bb_step *steps;
