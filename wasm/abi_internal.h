@@ -1,8 +1,8 @@
 /* bytesandbrains — what the files of bb.wasm's ABI share: the handle table, the last-error
  * record and the result buffer (abi_core.c), the byte layouts of the engine functions
  * (abi_layouts.c), and the objects one area hands another: models to sessions, tensors to
- * data sets, data sets, examples and the component registry to nodes. Not part of the ABI;
- * bb_wasm.h is.
+ * sessions and data sets, examples to the compiler, data sets and the component registry
+ * to nodes. Not part of the ABI; bb_wasm.h is.
  *
  * The ABI is built on the library's public headers (include/bb) and the reference
  * programs' (src/programs); the one internal header it uses is util/bytes.h, where every
