@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/dataset.h"
 #include "bb/roles.h"
 #include "bb/sim.h"
 #include "programs/examples.h"
-#include "components/data/dataset.h"
 
 #define SERVER 100
 #define N_CLIENTS 3

@@ -58,6 +58,7 @@ static int watched_create(const bb_component_init *init, void **self, bb_error *
   if (!x) return BB_ERR_NOMEM;
   bb_component_init inner = *init;
   inner.host_data = NULL;
+  inner.type_data = w->inner->type_data; /* the wrapped type's, not the wrapper's */
   int rc = w->inner->create(&inner, &x->self, err);
   if (rc) {
     init->alloc->free(x, init->alloc->user_data);

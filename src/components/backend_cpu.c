@@ -51,4 +51,4 @@ static const bb_component_port CPU_STORAGE[] = {{"tensor", "ai.bytesandbrains.te
 
 const bb_component_type BB_CPU_BACKEND = {
     sizeof(bb_component_type), "CpuBackend", 1u << BB_ROLE_BACKEND, NULL, NULL, 0, CPU_STORAGE, 1,
-    cpu_create, cpu_destroy, cpu_invoke, NULL, NULL, NULL, NULL};
+    cpu_create, cpu_destroy, cpu_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -226,6 +226,11 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   return 0;
 }
 
+/* A type registered with a struct that ends before type_data has none. */
+static void *type_data_of(const bb_component_type *type) {
+  return type->struct_size >= offsetof(bb_component_type, type_data) + sizeof type->type_data ? type->type_data : NULL;
+}
+
 static int construct_components(installer *x) {
   bb_node *n = x->n;
   slot_entry *slots = NULL;
@@ -274,7 +279,8 @@ static int construct_components(installer *x) {
       break;
     }
     bb_component_init init = {c->slot, c->config, strlen(c->config),
-                              n->cfg.seed ^ ((uint64_t)c->number * 0x9E3779B97F4A7C15ull), n->alloc, host_data};
+                              n->cfg.seed ^ ((uint64_t)c->number * 0x9E3779B97F4A7C15ull), n->alloc, host_data,
+                              type_data_of(type)};
     bb_error cerr;
     bb_error_clear(&cerr);
     int crc = type->create(&init, &c->self, &cerr);

@@ -259,7 +259,7 @@ static const bb_component_port AGG_STORAGE[] = {{"element", "ai.bytesandbrains.t
  * config (check_init_slot). */
 const bb_component_type BB_FEDAVG = {
     sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
-    fedavg_create, fedavg_destroy, fedavg_invoke, NULL, NULL, fedavg_save, fedavg_load};
+    fedavg_create, fedavg_destroy, fedavg_invoke, NULL, NULL, fedavg_save, fedavg_load, NULL};
 
 /* ---- RobustAvg -------------------------------------------------------------------------- */
 
@@ -376,7 +376,7 @@ static int robust_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
 
 const bb_component_type BB_ROBUST_AVG = {
     sizeof(bb_component_type), "RobustAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
-    robust_create, robust_destroy, robust_invoke, NULL, NULL, NULL, NULL};
+    robust_create, robust_destroy, robust_invoke, NULL, NULL, NULL, NULL, NULL};
 
 /* ---- GossipAvg ----------------------------------------------------------------------------
  * Decentralised averaging: each update a peer receives is mixed into its own model at
@@ -475,4 +475,4 @@ static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb
 
 const bb_component_type BB_GOSSIP_AVG = {
     sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, GOSSIP_AVG_DEPS, 1, AGG_STORAGE, 1,
-    gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL};
+    gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -77,7 +77,7 @@ static const bb_component_port CODEC_STORAGE[] = {{"in", "ai.bytesandbrains.tens
 
 const bb_component_type BB_FLOAT16_CODEC = {
     sizeof(bb_component_type), "Float16Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL};
+    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_UINT8_CODEC = {
     sizeof(bb_component_type), "Uint8Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL};
+    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};

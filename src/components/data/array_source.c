@@ -5,8 +5,8 @@
  * Config: batch=32,shuffle=1,seed=<u64>   (seed defaults to the slot's derived seed) */
 #include <string.h>
 
+#include "bb/dataset.h"
 #include "bb/roles.h"
-#include "components/data/dataset.h"
 #include "components/shipped.h"
 #include "util/error.h"
 
@@ -86,4 +86,4 @@ static const bb_component_port SOURCE_STORAGE[] = {{"sample", "ai.bytesandbrains
 
 const bb_component_type BB_ARRAY_SOURCE = {
     sizeof(bb_component_type), "ArraySource", 1u << BB_ROLE_DATA_SOURCE, NULL, NULL, 0, SOURCE_STORAGE, 1,
-    source_create, source_destroy, source_invoke, NULL, NULL, NULL, NULL};
+    source_create, source_destroy, source_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -127,4 +127,4 @@ static const bb_component_port FLAT_STORAGE[] = {{"vector", "ai.bytesandbrains.t
 
 const bb_component_type BB_FLAT_INDEX = {
     sizeof(bb_component_type), "FlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, FLAT_STORAGE, 1,
-    flat_create, flat_destroy, flat_invoke, NULL, NULL, flat_save, flat_load};
+    flat_create, flat_destroy, flat_invoke, NULL, NULL, flat_save, flat_load, NULL};

@@ -302,4 +302,4 @@ static const bb_component_port MLP_STORAGE[] = {{"tensor", "ai.bytesandbrains.te
 
 const bb_component_type BB_CPU_MLP = {
     sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0, MLP_STORAGE, 1,
-    mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore};
+    mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore, NULL};
