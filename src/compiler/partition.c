@@ -12,7 +12,7 @@
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static const char *home_of(const bb_ir_node *n) {
-  const char *h = cc_meta(n, CC_KEY_HOME_CLASS);
+  const char *h = cc_meta(n, BB_KEY_HOME_CLASS);
   return h ? h : BB_SELF_CLASS;
 }
 
@@ -80,7 +80,7 @@ static int pair_wire_edges(cc_ctx *x) {
     bb_ir_node *recv = f->nodes.items[i];
     if (!cc_is(recv, BB_DOMAIN_WIRE, "Recv") || !recv->outputs.len) continue;
     uint32_t idx;
-    const char *from = cc_meta(recv, CC_KEY_SYNTHESIZED_FROM);
+    const char *from = cc_meta(recv, BB_KEY_SYNTHESIZED_FROM_SEND);
     if (!from || !cc_parse_u32(from, &idx)) continue; /* hand-built: not ours to pair */
     bb_ir_node *send = (bb_ir_node *)send_by_index(f, idx);
     if (!send || !send->inputs.len)
@@ -197,7 +197,7 @@ int cc_name_partition(cc_ctx *x, cc_partition *p) {
   size_t rn = strlen(root);
   const char *base;
   if (strcmp(p->klass, BB_SELF_CLASS) == 0) base = root;
-  else if (strcmp(p->klass, CC_DEFAULT_CLASS) == 0) base = cc_printf(x, "%s_default", root); /* defect #12 */
+  else if (strcmp(p->klass, BB_DEFAULT_CLASS) == 0) base = cc_printf(x, "%s_default", root); /* defect #12 */
   else if (strcmp(p->klass, root) == 0 || (strncmp(p->klass, root, rn) == 0 && p->klass[rn] == '_')) base = p->klass;
   else base = cc_printf(x, "%s_%s", root, p->klass);
   char *name = base ? cc_printf(x, "%s#%016llx", base, (unsigned long long)hash_nodes(p->fn)) : NULL;

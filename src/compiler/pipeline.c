@@ -95,8 +95,8 @@ static bb_role role_of_slot(const bb_model *m, const char *slot) {
       const bb_ir_node *n = fn->nodes.items[i];
       const char *name = cc_meta(n, BB_KEY_SLOT_NAME), *trait = cc_meta(n, BB_KEY_REQUIRED_TRAIT);
       if (!name || !trait || strcmp(name, slot) != 0) continue;
-      for (int r = BB_ROLE_BACKEND; r <= BB_ROLE_PROTOCOL; r++)
-        if (strcmp(bb_role_trait((bb_role)r), trait) == 0) return (bb_role)r;
+      bb_role r = bb_role_from_trait(trait);
+      if (r) return r;
     }
   }
   return BB_COMPILER_ROLE_OF_SLOT;

@@ -14,7 +14,7 @@
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static const char *home_of(const bb_ir_node *n) {
-  const char *h = cc_meta(n, CC_KEY_HOME_CLASS);
+  const char *h = cc_meta(n, BB_KEY_HOME_CLASS);
   return h ? h : BB_SELF_CLASS;
 }
 
@@ -62,8 +62,9 @@ int cc_synthesize_recvs(cc_ctx *x) {
       bb_ir_node *recv = bb_ir_node_new(x->m, "Recv", BB_DOMAIN_WIRE, NULL);
       if (!payload || !sender || !from || !recv || bb_strlist_append(x->m, &recv->outputs, payload) ||
           bb_strlist_append(x->m, &recv->outputs, sender) ||
-          bb_kv_append(x->m, &recv->metadata, CC_KEY_HOME_CLASS, classes[j]) ||
-          bb_kv_append(x->m, &recv->metadata, CC_KEY_SYNTHESIZED_FROM, from) || BB_ARENA_PUSH(x->m->arena, &out, recv))
+          bb_kv_append(x->m, &recv->metadata, BB_KEY_HOME_CLASS, classes[j]) ||
+          bb_kv_append(x->m, &recv->metadata, BB_KEY_SYNTHESIZED_FROM_SEND, from) ||
+          BB_ARENA_PUSH(x->m->arena, &out, recv))
         return cc_nomem(x);
       if ((rc = cc_set_value_type(x, f, payload, type)) != 0) break;
       if ((rc = cc_set_value_type(x, f, sender, BB_TYPE_PEER_ID)) != 0) break;

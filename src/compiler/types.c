@@ -88,7 +88,7 @@ static int apply_relation(solver *s, const bb_ir_node *n, rel_kind kind, bool *c
       else if (strcmp(pivot, *ports[i]) != 0)
         return cc_fail(s->x, BB_COMPILE_TYPE_CONSTRAINT_FAILED,
                        "op %s::%s (node `%s`): SameType: incompatible concrete types %s and %s",
-                       n->domain && *n->domain ? n->domain : "ai.onnx", n->op_type,
+                       n->domain && *n->domain ? n->domain : BB_DOMAIN_ONNX_ALIAS, n->op_type,
                        cc_node_label(s->x, s->f, n), pivot, *ports[i]);
     }
   if (!pivot) return 0;
@@ -113,7 +113,7 @@ static bool carry_from_callee(solver *s, const bb_ir_node *call) {
 
 /* The Send whose data output a Recv re-publishes (by the index recv synthesis stored). */
 static const bb_ir_node *send_of(const bb_function *f, const bb_ir_node *recv) {
-  const char *from = cc_meta(recv, CC_KEY_SYNTHESIZED_FROM);
+  const char *from = cc_meta(recv, BB_KEY_SYNTHESIZED_FROM_SEND);
   uint32_t idx;
   if (!from || !cc_parse_u32(from, &idx)) return NULL;
   for (size_t i = 0; i < f->nodes.len; i++) {

@@ -6,11 +6,11 @@
 
 int cc_entry_checks(cc_ctx *x) {
   if (!x->m->functions.len) return cc_fail(x, BB_COMPILE_EMPTY_FUNCTION_TABLE, "the model has no functions");
-  const char *v = bb_kv_get(&x->m->metadata, CC_KEY_IR_VERSION);
+  const char *v = bb_kv_get(&x->m->metadata, BB_KEY_IR_VERSION);
   uint32_t got;
   if (v && (!cc_parse_u32(v, &got) || got != x->c->target_version))
     return cc_fail(x, BB_COMPILE_IR_VERSION_MISMATCH, "model %s is \"%s\", the compiler targets %u",
-                   CC_KEY_IR_VERSION, v, x->c->target_version);
+                   BB_KEY_IR_VERSION, v, x->c->target_version);
   return 0;
 }
 
@@ -29,7 +29,7 @@ int cc_check_seams(cc_ctx *x) {
 }
 
 static bool known_domain(const char *d) {
-  static const char *const ROOTS[] = {"ai.bytesandbrains", "ai.onnx"};
+  static const char *const ROOTS[] = {BB_DOMAIN_FRAMEWORK, BB_DOMAIN_ONNX_ALIAS};
   if (!d || !*d) return true; /* the default ONNX domain */
   for (size_t i = 0; i < 2; i++) {
     size_t n = strlen(ROOTS[i]);
@@ -139,8 +139,8 @@ int cc_validate(cc_ctx *x) {
   }
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
     const bb_ir_node *n = f->nodes.items[i];
-    if (!n->domain || strncmp(n->domain, "ai.bytesandbrains.role.", 23) != 0) continue;
-    bool concrete = cc_meta(n, CC_KEY_CONCRETE_TYPE) && cc_meta(n, CC_KEY_INSTANCE);
+    if (!cc_is_role_domain(n->domain)) continue;
+    bool concrete = cc_meta(n, BB_KEY_CONCRETE_TYPE) && cc_meta(n, BB_KEY_INSTANCE);
     bool generic = cc_meta(n, BB_KEY_REQUIRED_TRAIT) && cc_meta(n, BB_KEY_SLOT_ID);
     if (!concrete && !generic)
       rc = cc_fail(x, BB_COMPILE_MALFORMED_SLOT_METADATA,
