@@ -17,6 +17,8 @@
 #ifndef BB_ROLES_H
 #define BB_ROLES_H
 
+#include "bb/artifact.h"
+#include "bb/compiler.h"
 #include "bb/runtime.h"
 #include "bb/tensor.h"
 

@@ -1,4 +1,4 @@
-/* S2 validate_bootstrap_composition (compiler.md §3.4): the bootstrap function's CALL
+/* validate_bootstrap_composition: the bootstrap function's CALL
  * tree must reach only existing functions and contain no cycle. */
 #include <string.h>
 

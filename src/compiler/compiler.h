@@ -36,7 +36,7 @@ typedef struct cc_op_set {
 } cc_op_set;
 
 typedef struct cc_hook {
-  int after; /* canonical pass index, or -1 for the reference point */
+  int after; /* canonical pass index, or -1: per partition after every canonical pass */
   char *name;
   bb_compiler_pass_fn fn;
   void *user;

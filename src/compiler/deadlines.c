@@ -1,10 +1,9 @@
-/* Deadlines (compiler.md §3.8): [2] derive_wire_deadlines stamps every Send with
- * deadline_ns = chain_depth × per-hop budget; [16] insert_async_deadlines guards every
- * node carrying deadline_ns with a DeadlineCheck whose trigger becomes an extra input.
- * Fix of reference defect #4: the check's names derive from the node's name or, when it
- * is unnamed (always, for recorded nodes), from its first output, so two Sends in one
- * partition no longer collide; and the check is placed right before the node it guards
- * (the reference appends it at the end), so the partition stays topologically sorted. */
+/* Deadlines: derive_wire_deadlines stamps every Send with deadline_ns = chain_depth ×
+ * per-hop budget; insert_async_deadlines guards every node carrying deadline_ns with a
+ * DeadlineCheck whose trigger becomes an extra input. The check's names derive from the
+ * node's name or, when it is unnamed (always, for recorded nodes), from its first output,
+ * so two Sends in one partition never collide; and the check is placed right before the
+ * node it guards, so the partition stays topologically sorted. */
 #include <string.h>
 
 #include "compiler/compiler.h"

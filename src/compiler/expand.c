@@ -1,4 +1,4 @@
-/* [4] expand_ops (compiler.md §3.5): syscall Interval gets its default period,
+/* expand_ops: syscall Interval gets its default period,
  * syscall Constant must carry a tensor `value`; every visited node is stamped expanded
  * (idempotent). */
 #include <string.h>

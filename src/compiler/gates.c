@@ -1,9 +1,8 @@
-/* Gate insertion [11]-[15] (compiler.md §3.7). RX: every Recv's payload passes
- * DedupGateRx → PeerHealthGateRx → BackoffGateRx before its consumers. TX: a Send with a
- * `peer` attribute sends through PeerHealthGateTx → BackoffGateTx. Each pass is
- * idempotent (…_gated metadata). Fixes of the reference: gate names derive from the
- * Recv payload / Send node (defect #4: unnamed nodes collided), and each gate is placed
- * right after its chain head or right before its Send instead of at the end, so
+/* Gate insertion. RX: every Recv's payload passes DedupGateRx → PeerHealthGateRx →
+ * BackoffGateRx before its consumers. TX: a Send with a `peer` attribute sends through
+ * PeerHealthGateTx → BackoffGateTx. Each pass is idempotent (…_gated metadata). Gate
+ * names derive from the Recv payload / Send node, so unnamed nodes never collide, and
+ * each gate is placed right after its chain head or right before its Send, so
  * partitions stay topologically sorted (onnx.checker requires it of functions). */
 #include <string.h>
 

@@ -1,7 +1,7 @@
-/* [8] partition_by_wire_ops and the naming of partitions (compiler.md §3.5, §3.6):
- * nodes are grouped by home_class (classes sorted, node order kept) into one function
- * per class, and every synthesized Recv is paired with its Send by the Send's index
- * (reference defects #1/#2) into a wire edge. A partition keeps the root's inputs,
+/* partition_by_wire_ops and the naming of partitions: nodes are grouped by home_class
+ * (classes sorted, node order kept) into one function per class, and every synthesized
+ * Recv is paired with its Send by the Send's index (synthesized_from_send) into a wire
+ * edge. A partition keeps the root's inputs,
  * attributes and metadata, the root outputs its own nodes produce, and the value infos
  * of the values it uses; its metadata also records its peer class. */
 #include <stdlib.h>
@@ -105,8 +105,7 @@ static int pair_wire_edges(cc_ctx *x) {
 
 /* Only graph inputs and wire edges cross peer classes: a node reading a value another
  * class produces (a peer list picked on the sending side, say, used on the receiving
- * one) would find nothing at run time. The reference lets ambient peer values through
- * unchecked; this port reports them. */
+ * one) would find nothing at run time, so such a read is reported. */
 static int check_closed(cc_ctx *x, const cc_partition *p) {
   const bb_function *f = p->fn;
   bb_strmap produced;

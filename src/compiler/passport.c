@@ -1,8 +1,7 @@
-/* [22]-[23] the passport, the binding table and the artifact's shape
- * (compiler.md §1.2, §3.9). The artifact's functions are the partition mains (sorted by
- * peer class), then every shared function once (reference defect #5: copied into each
- * partition, they made every multi-partition merge fail). Every function and the model
- * import every domain their nodes use (the reference left opset_import empty). Model
+/* The passport, the binding table and the artifact's shape. The artifact's functions are
+ * the partition mains (sorted by peer class), then every shared function once (a copy
+ * per partition would give two functions one name). Every function and the model import
+ * every domain their nodes use, as onnx.checker requires. Model
  * metadata: compiled=v1, then per partition per binding
  *   binding.<partition>.<slot> = <Role>|<type>|<slot id or -1>,
  * then config.<slot> = <config> for bindings that carry one. */

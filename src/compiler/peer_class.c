@@ -1,9 +1,9 @@
-/* [6] infer_peer_classes (compiler.md §3.5): stamps home_class on every node of the
+/* infer_peer_classes: stamps home_class on every node of the
  * root. The only class-changing edge is a Send's data output, homed on the class of
  * the Send's peers: a graph input feeding a Send's peer slot names its own class, a
  * PeerSelector's outputs carry its class, anything else is "@default". Peer-typed
- * values (bb.peer_id / bb.peer_id_vec, whatever their TypeProto kind — reference defect
- * #11 — or stamped peer_class) are ambient: reading them does not pin a node. */
+ * values (bb.peer_id / bb.peer_id_vec, whatever their TypeProto kind, or stamped
+ * peer_class) are ambient: reading them does not pin a node. */
 #include <string.h>
 
 #include "compiler/compiler.h"

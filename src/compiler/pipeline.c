@@ -1,5 +1,5 @@
-/* The pipeline driver: the canonical pass order of compiler.md §3.2 (with the §3.14
- * fixes), user passes at their points, and the assembly of the artifact. */
+/* The pipeline driver: the canonical passes in order (bb_compiler_pass_names), user
+ * passes at their points, and the assembly of the artifact. */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -55,8 +55,8 @@ static int run_passes(cc_ctx *x) {
   int rc;
   if ((rc = cc_refine_types(x)) != 0) return rc;
   if ((rc = cc_entry_checks(x)) != 0) return rc;
-  /* the seam checks run before inlining (the reference runs them after): inlining
-   * matches CALLs by op_type, which must be there */
+  /* the seam checks run before inlining: inlining matches CALLs by op_type, which must
+   * be there */
   if ((rc = cc_check_seams(x)) != 0) return rc;
   ROOT_PASS(CC_PASS_INLINE, cc_inline(x));
   ROOT_PASS(CC_PASS_DEADLINES, cc_derive_deadlines(x));

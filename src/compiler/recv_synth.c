@@ -1,11 +1,10 @@
-/* [7] synthesize_wire_recvs (compiler.md §3.5): every Send whose data output is read
+/* synthesize_wire_recvs: every Send whose data output is read
  * gets a Recv per consuming peer class (classes in sorted order), placed right after
  * it; the Send's data output becomes a sentinel "<D>__send_sentinel_<i>" and the
  * consumers read "<D>__recv_<seq>" instead. The Recv records the Send's index i in
- * synthesized_from_send (reference defect #1: it recorded the name, which the pairing
- * parsed as an integer, so no edge ever paired) and its value infos stay in the root
- * (reference defect #3: they were dropped). A self-send (consumer on the Send's own
- * class) gets its Recv too. */
+ * synthesized_from_send (an integer: partitioning pairs by it) and its value infos stay
+ * in the root, where the type solver and the partitions find them. A self-send
+ * (consumer on the Send's own class) gets its Recv too. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* [17] validate_runtime_complete (compiler.md §3.7): a partition whose Sends/Recvs
+/* validate_runtime_complete: a partition whose Sends/Recvs
  * carry a `peer` attribute has the TX/RX gates, one with deadlines has a DeadlineCheck,
  * and every node carrying deadline_ns is wired to its check (the gate contract). */
 #include <string.h>

@@ -1,15 +1,14 @@
-/* [5] type_solver (compiler.md §4.4) and the wire-edge storage check.
+/* type_solver and the wire-edge storage check.
  *
  * Types are denotations; "" is abstract and BB_TYPE_BYTES (an untyped input) is a bound
  * that unifies with anything. Seeds come from value infos; value-preserving ops
  * (PassThrough, Send's data output, Recv's payload from its Send) and CALLs of kept
- * functions (their declared output types) carry a type forward,
- * and the backend op relations of §4.4 (applied in the pipeline here; reference defect
- * #7) narrow abstract values and reject mixed precision within an op. Strict mode then
- * requires every value of the root to have a type. A Recv's payload must have the type
- * its Send sends (reference defect #6: the check was inert); a Codec is how a path changes
- * storage type. Nodes are visited in order until nothing changes, so the result and
- * the first error reported are deterministic. */
+ * functions (their declared output types) carry a type forward, and the op relations
+ * below (ops whose inputs and output share one element type) narrow abstract values and
+ * reject mixed precision within an op. Strict mode then requires every value of the root
+ * to have a type. A Recv's payload must have the type its Send sends; a Codec is how a
+ * path changes storage type. Nodes are visited in order until nothing changes, so the
+ * result and the first error reported are deterministic. */
 #include <string.h>
 
 #include "compiler/compiler.h"

@@ -1,5 +1,7 @@
-/* Structural checks: the entry checks (D1), the seam verifiers (S1), validate [3]
- * (compiler.md §3.5) and verify_no_dangling_calls [19]. */
+/* Structural checks: the entry checks (functions present, IR version), the seam checks
+ * (every node has an op type), validate (known domains, no dangling input, one producer
+ * per value, typed inputs, slot metadata on role nodes, imported opsets, no cycle) and
+ * verify_no_dangling_calls (every CALL a partition reaches has its function). */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -103,7 +105,8 @@ int cc_validate(cc_ctx *x) {
   }
   bb_strmap producers;
   bb_strmap_init(&producers, bb_arena_allocator(x->m->arena));
-  /* rule 3 before rule 2 needs the producer map anyway; the reported order is the reference's */
+  /* duplicate outputs are found first (the producer map needs them) but reported after
+   * dangling inputs: a dangling input is the more basic mistake */
   const bb_ir_node *dup_a = NULL, *dup_b = NULL;
   const char *dup_v = NULL;
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
@@ -147,8 +150,8 @@ int cc_validate(cc_ctx *x) {
                    "role node `%s` needs (required_trait, slot_id) or (concrete_type, instance) metadata",
                    cc_node_label(x, f, n));
   }
-  /* OpsetNotImported (declared, never checked by the reference): a function that imports
-   * opsets must import every domain its nodes use. */
+  /* OpsetNotImported: a function that imports opsets must import every domain its nodes
+   * use. */
   if (f->opsets.len)
     for (size_t i = 0; i < f->nodes.len && !rc; i++) {
       const bb_ir_node *n = f->nodes.items[i];

@@ -1,4 +1,4 @@
-/* [10] analyze_wire_edges (compiler.md §3.7): both halves of every wire edge learn its
+/* analyze_wire_edges: both halves of every wire edge learn its
  * transport (trigger_only when the value is a bb.trigger, else data) and its batch
  * group; the Send also learns where its value lands:
  * dest_site_name.<sent value> = <Recv payload>, which install resolves to a site. */
