@@ -142,8 +142,8 @@ int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl,
 /* Declares (or re-declares, replacing) the ops a Backend type executes: n_ops (domain,
  * op_type) pairs, domain "" and "ai.onnx" being one domain; duplicates are fine and
  * n_ops may be 0 (a backend that runs nothing). Every backend node bound to a slot of
- * that type must then be one of them, or the compile fails with BB_COMPILE_UNKNOWN_OP
- * naming the node, the op, the slot and the type. A type with no declared op set
+ * that type must then be one of them, or the compile fails (in the resolve_slots pass)
+ * with BB_COMPILE_UNKNOWN_OP naming the node, the op, the slot and the type. A type with no declared op set
  * accepts any op. The op set is independent of bb_compiler_declare_component. */
 int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_component_op *ops, size_t n_ops,
                                bb_error *err);

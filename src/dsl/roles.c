@@ -118,8 +118,8 @@ static bool check_slot(bb_rec *r, const bb_slot *slot, role_info *ri) {
 }
 
 /* The slot's id in this build, minted on first use: that first use also lists
- * "__slot_<id>" among the current function's attributes. Slots are
- * the same slot when their names are. */
+ * "__slot_<id>" among the current function's attributes. Slots are the same slot when
+ * their names are. */
 static const rec_slot *use_slot(bb_rec *r, const bb_slot *slot, const role_info *ri) {
   for (size_t i = 0; i < r->slots.len; i++) {
     const rec_slot *s = &r->slots.items[i];
