@@ -228,7 +228,7 @@ typedef enum bb_vocab_kind {
 typedef struct bb_vocab_entry {
   const char *name;    /* the exact spelling */
   bb_vocab_kind kind;
-  bool prefix;         /* the name continues (a key or name family) */
+  bool prefix;         /* the name is a prefix that continues (a key or name family) */
   const char *meaning; /* one line: what it is, who writes it, who reads it */
 } bb_vocab_entry;
 

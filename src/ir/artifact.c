@@ -206,11 +206,11 @@ static const bb_vocab_entry VOCAB[] = {
     VALUE(BB_WIRE_TRANSPORT_TRIGGER_ONLY, "of wire_transport: the edge carries a bb.trigger only"),
     VALUE(BB_FLAG_TRUE, "of every flag key"),
 
-    NAME(BB_BOOTSTRAP_SUFFIX, true, "<module>__bootstrap names a Module's bootstrap function"),
+    NAME(BB_BOOTSTRAP_SUFFIX, false, "<module>__bootstrap names a Module's bootstrap function"),
     NAME(BB_SLOT_ATTR_PREFIX, true, "__slot_<id>: a function attribute per slot id first used in that function"),
     NAME(BB_SELF_CLASS, false, "the peer class of the node's own peer"),
     NAME(BB_DEFAULT_CLASS, false, "the peer class of nodes nothing places elsewhere"),
-    NAME(BB_DEADLINE_TRIGGER_SUFFIX, true, "<site>#__trigger_deadline: the trigger a DeadlineCheck adds to its node"),
+    NAME(BB_DEADLINE_TRIGGER_SUFFIX, false, "<site>#__trigger_deadline: the trigger a DeadlineCheck adds to its node"),
 };
 #define N_VOCAB (sizeof VOCAB / sizeof VOCAB[0])
 
