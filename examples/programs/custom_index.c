@@ -152,7 +152,7 @@ static int async_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
   return bb_index_dispatch(&ASYNC_OPS, self, ctx, call, err);
 }
 
-static const bb_component_port ASYNC_STORAGE[] = {{"vector", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port ASYNC_STORAGE[] = {{"vector", BB_TYPE_TENSOR_F32}};
 static const bb_component_type ASYNC_FLAT_INDEX = {
     sizeof(bb_component_type), "AsyncFlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, ASYNC_STORAGE, 1,
     async_create, async_destroy, async_invoke, NULL, NULL, NULL, NULL, NULL};

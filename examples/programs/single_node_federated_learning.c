@@ -148,7 +148,7 @@ static int conflicting(const uint8_t *artifact, size_t len, uint8_t **out, size_
     const char *name = m->functions.items[i]->name;
     if (strncmp(name, "FederatedRound_server_peers#", 28) != 0) continue;
     char key[256], value[128];
-    snprintf(key, sizeof key, "ai.bytesandbrains.binding.%s.model", name);
+    snprintf(key, sizeof key, BB_KEY_BINDING_PREFIX "%s.model", name);
     const char *was = bb_kv_get(&m->metadata, key);
     const char *id = was ? strrchr(was, '|') : NULL;
     snprintf(value, sizeof value, "Model|StubModel%s", id ? id : "|-1");

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 
+#include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/compiler.h"
 #include "bb/graph.h"

@@ -15,7 +15,7 @@
  *   GlobalRegistryClient,       the GlobalRegistry protocol sides; the server is also a
  *   GlobalRegistryServer        PeerSelector (§4.2)
  *   MyModel, MyData             single_node_federated_learning's concretes (§6.6)
- * Every tensor-storing port is declared ai.bytesandbrains.tensor.f32. */
+ * Every tensor-storing port is declared BB_TYPE_TENSOR_F32. */
 #ifndef BB_EXAMPLES_H
 #define BB_EXAMPLES_H
 
@@ -49,6 +49,8 @@ int bb_example_compile(const bb_example *ex, size_t module, uint8_t **out, size_
  * optional dependencies. */
 int bb_example_declare(bb_compiler *c, const char *type, const bb_component_dep *deps, size_t n_deps,
                        bb_error *err);
+/* CpuBackend's declaration: the same f32 storage, and the CPU executor's op set. */
+int bb_example_declare_cpu_backend(bb_compiler *c, bb_error *err);
 
 /* The examples, one per file. */
 extern const bb_example BB_EXAMPLE_QUICKSTART;

@@ -325,8 +325,8 @@ static int my_model_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_e
 /* ---- the types ------------------------------------------------------------------------ */
 
 static const bb_component_port F32_STORAGE[] = {
-    {"tensor", "ai.bytesandbrains.tensor.f32"}, {"vector", "ai.bytesandbrains.tensor.f32"},
-    {"sample", "ai.bytesandbrains.tensor.f32"}, {"element", "ai.bytesandbrains.tensor.f32"}};
+    {"tensor", BB_TYPE_TENSOR_F32}, {"vector", BB_TYPE_TENSOR_F32},
+    {"sample", BB_TYPE_TENSOR_F32}, {"element", BB_TYPE_TENSOR_F32}};
 #define STORAGE F32_STORAGE, sizeof F32_STORAGE / sizeof F32_STORAGE[0]
 static const bb_component_dep COUNTING_DEPS[] = {{BB_ROLE_BACKEND, "compute"}};
 

@@ -15,12 +15,6 @@
 #include "util/ring.h"
 #include "util/strmap.h"
 
-#define KEY_COMPILED "ai.bytesandbrains.compiled"
-#define KEY_BINDING "ai.bytesandbrains.binding."
-#define KEY_CONFIG "ai.bytesandbrains.config."
-#define KEY_DEST_SITE "ai.bytesandbrains.dest_site_name."
-#define BOOTSTRAP_SUFFIX "__bootstrap"
-
 static const char *const INSTALL_ERROR_NAMES[] = {
     "Ok", "EmptyTargets", "BadArtifact", "NotCompiled", "IncompatibleCompiledVersion", "UnknownTarget",
     "InvalidBindingTable", "SlotBindingConflict", "UnregisteredConcrete", "ConstructionFailed", "UnresolvedOp",
@@ -119,8 +113,8 @@ static int find_bootstrap(const bb_model *m, const char *partition) {
     const bb_function *f = m->functions.items[i];
     const char *phase = bb_kv_get(&f->metadata, BB_KEY_MODULE_PHASE);
     if (!phase || strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) != 0 || !f->name) continue;
-    size_t len = strlen(f->name), sl = strlen(BOOTSTRAP_SUFFIX);
-    if (len <= sl || strcmp(f->name + len - sl, BOOTSTRAP_SUFFIX) != 0) continue;
+    size_t len = strlen(f->name), sl = strlen(BB_BOOTSTRAP_SUFFIX);
+    if (len <= sl || strcmp(f->name + len - sl, BB_BOOTSTRAP_SUFFIX) != 0) continue;
     size_t ml = len - sl;
     if (strncmp(partition, f->name, ml) == 0 && (partition[ml] == '#' || partition[ml] == '_') && ml > best_len) {
       best = (int)i;
@@ -152,11 +146,11 @@ static int parse_role(const char *s, size_t len, bb_role *out) {
 }
 
 static int parse_binding(installer *x, const bb_kv *kv, binding *b) {
-  const char *rest = kv->key + strlen(KEY_BINDING);
+  const char *rest = kv->key + strlen(BB_KEY_BINDING_PREFIX);
   const char *dot = strchr(rest, '.');
   if (!dot || dot == rest || !dot[1] || (size_t)(dot - rest) >= sizeof b->target_buf || strlen(dot + 1) >= 256)
     return fail(x, BB_INSTALL_INVALID_BINDING_TABLE, BB_ERR_MALFORMED,
-                "binding key `%s` is not in `" KEY_BINDING "<target>.<slot>` form", kv->key);
+                "binding key `%s` is not in `" BB_KEY_BINDING_PREFIX "<target>.<slot>` form", kv->key);
   memcpy(b->target_buf, rest, (size_t)(dot - rest));
   b->target_buf[dot - rest] = 0;
   strcpy(b->slot_buf, dot + 1);
@@ -188,7 +182,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   const bb_kvlist *meta = &n->model->metadata;
   size_t cap = 0;
   for (size_t i = 0; i < meta->len; i++)
-    if (meta->items[i].key && strncmp(meta->items[i].key, KEY_BINDING, strlen(KEY_BINDING)) == 0) cap++;
+    if (meta->items[i].key && strncmp(meta->items[i].key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) == 0) cap++;
   slot_entry *slots = cap ? bb_mem_calloc(n->alloc, cap, sizeof *slots) : NULL;
   if (cap && !slots) return nomem(x);
   size_t len = 0;
@@ -196,7 +190,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   for (size_t t = 0; t < n->n_targets && !rc; t++) {
     for (size_t i = 0; i < meta->len && !rc; i++) {
       const bb_kv *kv = &meta->items[i];
-      if (!kv->key || strncmp(kv->key, KEY_BINDING, strlen(KEY_BINDING)) != 0) continue;
+      if (!kv->key || strncmp(kv->key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) != 0) continue;
       binding b;
       if ((rc = parse_binding(x, kv, &b))) break;
       if (strcmp(b.target, n->targets[t].name) != 0) continue;
@@ -271,7 +265,7 @@ static int construct_components(installer *x) {
         host_data = x->args->slots[j].host_data;
       }
     char key[300];
-    snprintf(key, sizeof key, KEY_CONFIG "%s", b->slot);
+    snprintf(key, sizeof key, BB_KEY_CONFIG_PREFIX "%s", b->slot);
     if (!config) config = bb_kv_get(&n->model->metadata, key);
     c->config = bb_mem_strdup(n->alloc, config ? config : "");
     if (!c->slot || !c->config) {
@@ -407,7 +401,7 @@ static long component_for(installer *x, const bb_ir_node *nd) {
     for (size_t t = 0; t < n->n_targets; t++)
       for (size_t i = 0; i < meta->len; i++) {
         const bb_kv *kv = &meta->items[i];
-        if (!kv->key || strncmp(kv->key, KEY_BINDING, strlen(KEY_BINDING)) != 0) continue;
+        if (!kv->key || strncmp(kv->key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) != 0) continue;
         binding b;
         if (parse_binding(x, kv, &b)) return -1;
         if (b.slot_id >= 0 && strtol(id, NULL, 10) == b.slot_id && strcmp(b.target, n->targets[t].name) == 0)
@@ -439,10 +433,10 @@ static int op_label(installer *x, rt_op *op) {
 static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
   bb_node *n = x->n;
   const bb_ir_node *nd = op->ir;
-  size_t prefix = strlen(KEY_DEST_SITE);
+  size_t prefix = strlen(BB_KEY_DEST_SITE_PREFIX);
   for (size_t k = 0; k < nd->metadata.len; k++) {
     const bb_kv *kv = &nd->metadata.items[k];
-    if (!kv->key || strncmp(kv->key, KEY_DEST_SITE, prefix) != 0 || !kv->value) continue;
+    if (!kv->key || strncmp(kv->key, BB_KEY_DEST_SITE_PREFIX, prefix) != 0 || !kv->value) continue;
     long input = bb_strlist_find(&nd->inputs, kv->key + prefix);
     uint64_t site = recv_site_named(n, kv->value);
     if (input < 0 || site == UINT64_MAX)
@@ -455,7 +449,7 @@ static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
   }
   if (!op->n_fills)
     return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
-                "%s in `%s` names no destination (no " KEY_DEST_SITE "<value> entry)", op->label, g->fn->name);
+                "%s in `%s` names no destination (no " BB_KEY_DEST_SITE_PREFIX "<value> entry)", op->label, g->fn->name);
   return 0;
 }
 
@@ -606,10 +600,10 @@ static int install(installer *x) {
   if ((rc = bb_model_decode(a->artifact, a->artifact_len, n->alloc, NULL, &n->model, &derr)))
     return fail(x, rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_BAD_ARTIFACT, rc,
                 "the artifact is not a ModelProto: %s", derr.message);
-  const char *passport = bb_kv_get(&n->model->metadata, KEY_COMPILED);
+  const char *passport = bb_kv_get(&n->model->metadata, BB_KEY_COMPILED);
   if (!passport)
     return fail(x, BB_INSTALL_NOT_COMPILED, BB_ERR_INVALID_ARGUMENT,
-                "the model carries no `" KEY_COMPILED "` stamp; compile it first (bb compile)");
+                "the model carries no `" BB_KEY_COMPILED "` stamp; compile it first (bb compile)");
   if (strcmp(passport, "v1") != 0)
     return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
                 "the model was compiled as `%s`, this runtime requires `v1`; recompile", passport);

@@ -253,7 +253,7 @@ static int fedavg_load(void *self, const uint8_t *data, size_t len, bb_error *er
   return 0;
 }
 
-static const bb_component_port AGG_STORAGE[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
 
 /* FedAvg declares no dependency: its one reach, the optional init=<slot>, is named by the
  * config (check_init_slot). */

@@ -82,7 +82,7 @@ static int source_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return bb_data_source_dispatch(&SOURCE_OPS, self, ctx, call, err);
 }
 
-static const bb_component_port SOURCE_STORAGE[] = {{"sample", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port SOURCE_STORAGE[] = {{"sample", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BB_ARRAY_SOURCE = {
     sizeof(bb_component_type), "ArraySource", 1u << BB_ROLE_DATA_SOURCE, NULL, NULL, 0, SOURCE_STORAGE, 1,
