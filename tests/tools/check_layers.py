@@ -35,7 +35,7 @@ PUBLIC = {
     "value.h": "value",
     "runtime.h": "runtime",
     "roles.h": "roles",
-    "data.h": "components",
+    "dataset.h": "components",
     "sim.h": "sim",
     "bb.h": "programs",
 }
