@@ -1,4 +1,4 @@
-/* custom_index (roles.md §6.3, the reference's custom_index_hnsw): a user Index that
+/* custom_index (the reference implementation's custom_index_hnsw): a user Index that
  * answers later.
  *
  *   custom_index [--quiet]

@@ -1,4 +1,4 @@
-/* polymorphic_types (roles.md §6.8): the compiler's type refinement, compile only.
+/* polymorphic_types: the compiler's type refinement, compile only.
  *
  *   polymorphic_types [--quiet]
  *

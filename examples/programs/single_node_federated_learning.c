@@ -1,4 +1,4 @@
-/* single_node_federated_learning (roles.md §6.6): a client target and a server target on
+/* single_node_federated_learning: a client target and a server target on
  * one node, sharing one Model and one FedAvg.
  *
  *   single_node_federated_learning [--quiet]

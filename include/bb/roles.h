@@ -1,4 +1,4 @@
-/* bytesandbrains — the role contracts (roles.md §2) as typed C tables.
+/* bytesandbrains — the role contracts as typed C tables.
  *
  * A concrete component implements the methods of its role(s) with plain C types
  * (tensors, peer ids) and lets the role's dispatcher translate the graph's op call:

@@ -176,7 +176,8 @@ static void fnv_str(fnv *s, const char *str) {
 }
 
 /* FNV-1a 64 over each node's op_type, domain, overload, input and output counts and
- * names, and attribute names (compiler.md §3.6 step 5; values and metadata ignored). */
+ * names, and attribute names (values and metadata ignored): two functions with equal
+ * hashes have the same structure, whatever their constants. */
 static uint64_t hash_nodes(const bb_function *f) {
   fnv s = {BB_FNV1A64_INIT};
   for (size_t i = 0; i < f->nodes.len; i++) {

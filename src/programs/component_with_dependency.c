@@ -1,4 +1,4 @@
-/* component_with_dependency (roles.md §6.2): Module `CountingApp` —
+/* component_with_dependency: Module `CountingApp` —
  *   query = input "query"; index.search(query, k = 5).
  * The Index concrete CountingIndex declares a dependency on a Backend bound at slot
  * "compute" (the reference's #[depends(backend = "compute")]); no node names "compute",

@@ -1,4 +1,4 @@
-/* custom_compiler_pass (roles.md §6.7): Module `App` —
+/* custom_compiler_pass: Module `App` —
  *   payload, peers = inputs; net_out("payload_out", peers, payload);
  *   downstream = lookup_output("payload_out"); call sub-module B with x = downstream,
  *   where B records y = compute.Identity(x) (a Backend op) and outputs "y".

@@ -1,4 +1,4 @@
-/* custom_index (roles.md §6.3, the reference's custom_index_hnsw): Module
+/* custom_index (the reference implementation's custom_index_hnsw): Module
  * `CustomIndexApp` — query = input "query"; output "neighbors" = index.search(query,
  * k = 3). The Index concrete is FlatIndex (exact k-NN, the deterministic stand-in for the
  * reference's HnswIndex; its asynchronous completion is a runtime matter). Default

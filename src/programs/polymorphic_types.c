@@ -1,4 +1,4 @@
-/* polymorphic_types (roles.md §6.8), at compile level: the compiler's type refinement.
+/* polymorphic_types, at compile level: the compiler's type refinement.
  *   AddReluDemo  x = input tensor.f32, y = input of abstract type; z = Add(x, y);
  *                w = Relu(z); output "w". Compiled, x, y, z and w are all tensor.f32.
  *   StampDemo    x = input tensor.f32; y = Relu(x); z = Add(y, y); output "z". Compiled,

@@ -1,4 +1,4 @@
-/* single_node_federated_learning (roles.md §6.6): Module `FederatedRound` with
+/* single_node_federated_learning: Module `FederatedRound` with
  *   ClientLogic  (batch, _) = data.next_batch(); model.forward(batch);
  *                output "updated_params" = model.params()
  *   ServerLogic  aggregator.contribute(input "params", input "metadata")
