@@ -57,7 +57,7 @@ int32_t bb_wasm_compiler_unbind(int32_t compiler, const char *slot) {
 
 /* The role a name ("Model", "DataSource", ...) stands for; 0 when none. */
 static bb_role role_named(const char *name, size_t len) {
-  for (int r = 1; r < 32; r++) {
+  for (int r = BB_ROLE_FIRST; r <= BB_ROLE_LAST; r++) {
     const char *known = bb_role_name((bb_role)r);
     if (known && strlen(known) == len && memcmp(known, name, len) == 0) return (bb_role)r;
   }

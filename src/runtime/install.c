@@ -372,20 +372,10 @@ static void mark_active(bb_node *n, uint32_t gi) {
   }
 }
 
+/* The role an op's domain calls: a role's own domain, else a protocol's. */
 static bb_role role_of_domain(const char *domain) {
-  static const struct {
-    const char *domain;
-    bb_role role;
-  } map[] = {{BB_DOMAIN_ROLE_MODEL, BB_ROLE_MODEL},
-             {BB_DOMAIN_ROLE_INDEX, BB_ROLE_INDEX},
-             {BB_DOMAIN_ROLE_AGGREGATOR, BB_ROLE_AGGREGATOR},
-             {BB_DOMAIN_ROLE_CODEC, BB_ROLE_CODEC},
-             {BB_DOMAIN_ROLE_DATA_SOURCE, BB_ROLE_DATA_SOURCE},
-             {BB_DOMAIN_ROLE_PEER_SELECTOR, BB_ROLE_PEER_SELECTOR}};
-  if (!domain || !*domain || strcmp(domain, "ai.onnx") == 0) return BB_ROLE_BACKEND;
-  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-    if (strcmp(map[i].domain, domain) == 0) return map[i].role;
-  return BB_ROLE_PROTOCOL;
+  bb_role role = bb_role_from_domain(domain);
+  return role ? role : BB_ROLE_PROTOCOL;
 }
 
 /* Which component runs a role or protocol node: its slot name, else its slot id, else
@@ -542,7 +532,7 @@ static int build_graph(installer *x, uint32_t gi) {
       if (op->in[i] != RT_NONE) n_edges++;
     }
     for (uint32_t o = 0; o < op->n_out; o++) op->out[o] = site_of(g, op->ir->outputs.items[o]);
-    op->deadline_ns = bb_attr_get_int(&op->ir->attrs, "deadline_ns", 0);
+    op->deadline_ns = bb_attr_get_int(&op->ir->attrs, BB_ATTR_DEADLINE_NS, 0);
     if (op->deadline_ns < 0) op->deadline_ns = 0;
   }
   /* consumers, CSR (an op reading a site twice is listed once) */
