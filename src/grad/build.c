@@ -34,7 +34,9 @@ static int add_sources(gb *b) {
     bool small_ints = (p->data_type == BB_DTYPE_INT64 || p->data_type == BB_DTYPE_INT32) && bb_tensor_proto_numel(p) >= 0 &&
                       bb_tensor_proto_numel(p) <= 4096;
     bb_error ignored;
-    if (small_ints && bb_tensor_from_proto(p, b->alloc, &v->known, &ignored)) v->known = NULL;
+    int rc = small_ints ? bb_tensor_from_proto(p, b->alloc, &v->known, &ignored) : 0;
+    if (rc == BB_ERR_NOMEM) return oom(b);
+    if (rc) v->known = NULL; /* malformed data: the run will say so */
   }
   for (size_t i = 0; i < g->inputs.len; i++) {
     const bb_value_info *vi = g->inputs.items[i];
@@ -285,7 +287,10 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
       n_params++;
       continue;
     }
-    const char *why = v->cut ? gb_printf(b, " (its path loses its gradient at %s)", gb_node_label(b, v->cut)) : "";
+    const bb_ir_node *cut = NULL; /* where its influence stopped carrying a gradient, if it has any */
+    for (size_t i = 0; i < b->n_values && !cut; i++)
+      if (b->values[i]->cut && b->values[i]->origin && strcmp(b->values[i]->origin, v->name) == 0) cut = b->values[i]->cut;
+    const char *why = cut ? gb_printf(b, " (its path loses its gradient at %s)", gb_node_label(b, cut)) : "";
     if (warn(b, gb_printf(b, "parameter %s does not reach the loss %s%s; it is left out of training", v->name, loss, why)))
       return b->rc;
   }
@@ -392,7 +397,7 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
   bb_model *copy = NULL;
   int rc = bb_model_encode(model, &bytes, &len, err);
   if (!rc) rc = bb_model_decode(bytes, len, alloc, NULL, &copy, err);
-  bb_buffer_free(alloc, bytes);
+  bb_buffer_free(bb_arena_allocator(model->arena), bytes); /* made with the model's allocator */
   if (rc) return bb_error_prefix(err, "copying the model: ");
   gb b;
   memset(&b, 0, sizeof b);

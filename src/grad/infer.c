@@ -638,8 +638,9 @@ static int fold(gb *b, const bb_ir_node *n) {
     if (numel < 0 || numel > GB_KNOWN_MAX) return 0;
   }
   bb_error ignored;
-  if (bb_cpu_run_node(n, b->opset, ins, n->inputs.len, outs, n->outputs.len, b->alloc, &ignored))
-    return 0; /* a node that fails on known inputs fails at run time too; it is not this pass's to report */
+  int rc = bb_cpu_run_node(n, b->opset, ins, n->inputs.len, outs, n->outputs.len, b->alloc, &ignored);
+  if (rc == BB_ERR_NOMEM) return gb_fail(b, rc, "out of memory building the training graph");
+  if (rc) return 0; /* a node that fails on known inputs fails at run time too; it is not this pass's to report */
   for (size_t k = 0; k < n->outputs.len; k++) {
     gb_value *o = out_val(b, n, k);
     if (!o || !outs[k]) {

@@ -26,6 +26,7 @@ bb_optimizer_config bb_optimizer_defaults(bb_optimizer_kind kind) {
 }
 
 typedef struct ob {
+  const bb_allocator *alloc;
   bb_model *m;
   bb_graph *g;
   int32_t dtype; /* of every parameter */
@@ -67,7 +68,7 @@ static const char *initializer(ob *o, const char *name, int32_t dtype, size_t ra
   bb_tensor_proto *t = bb_tensor_proto_new(o->m, name, dtype, rank, dims);
   int64_t numel = t ? bb_tensor_proto_numel(t) : -1;
   size_t size = bb_dtype_size(dtype);
-  uint8_t *data = numel >= 0 ? bb_mem_calloc(bb_default_allocator(), (size_t)numel + 1, size) : NULL;
+  uint8_t *data = numel >= 0 ? bb_mem_calloc(o->alloc, (size_t)numel + 1, size) : NULL;
   if (data && value != 0) { /* scalars only */
     if (dtype == BB_DTYPE_DOUBLE) memcpy(data, &value, sizeof value);
     else if (dtype == BB_DTYPE_INT64) *(int64_t *)(void *)data = (int64_t)value;
@@ -77,7 +78,7 @@ static const char *initializer(ob *o, const char *name, int32_t dtype, size_t ra
     }
   }
   int rc = !data || bb_tensor_proto_set_raw(o->m, t, data, (size_t)numel * size) || bb_tensorlist_append(o->m, &o->g->initializers, t);
-  bb_mem_free(bb_default_allocator(), data);
+  bb_mem_free(o->alloc, data);
   if (rc) {
     ob_oom(o);
     return NULL;
@@ -265,6 +266,7 @@ int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_confi
   ob o;
   memset(&o, 0, sizeof o);
   o.err = err;
+  o.alloc = alloc;
   o.dtype = BB_DTYPE_FLOAT;
   bb_grad_optimizer *opt = bb_mem_calloc(alloc, 1, sizeof *opt);
   o.m = bb_model_new(alloc);

@@ -100,8 +100,10 @@ def randn(*shape, scale=1.0):
 class Case:
     """A module, its inputs, and how its loss is formed."""
 
-    def __init__(self, name, module, inputs, loss="output", target=None, optimizers=(), onnx_model=None, fn=None):
+    def __init__(self, name, module, inputs, loss="output", target=None, optimizers=(), onnx_model=None, fn=None,
+                 dynamic_batch=False):
         self.name, self.module, self.inputs, self.loss = name, module, inputs, loss
+        self.dynamic_batch = dynamic_batch  # export dim 0 of every input as the symbol "batch"
         self.target = target  # (name, tensor) for built-in losses
         self.optimizers = optimizers
         self.onnx_model = onnx_model  # a helper-built model, with fn(params, inputs) -> loss
@@ -212,6 +214,13 @@ def model_cases():
     torch.manual_seed(3)
     cases.append(Case("transformer", transformer(), [("tokens", torch.randint(0, 11, (2, 5)))], loss="sce",
                       target=("labels", torch.tensor([2, 0])), optimizers=list(OPTIMIZERS)))
+    # the same models with the batch dim left symbolic
+    torch.manual_seed(2)
+    cases.append(Case("lenet_dynamic", lenet(), [("x", randn(3, 1, 8, 8))], loss="sce", target=("labels", torch.tensor([4, 0, 2])),
+                      optimizers=["adam"], dynamic_batch=True))
+    torch.manual_seed(3)
+    cases.append(Case("transformer_dynamic", transformer(), [("tokens", torch.randint(0, 11, (3, 5)))], loss="sce",
+                      target=("labels", torch.tensor([1, 2, 0])), optimizers=["momentum"], dynamic_batch=True))
     torch.manual_seed(4)
     reg = nn.Sequential(nn.Linear(3, 8), nn.Sigmoid(), nn.Linear(8, 2))
     cases.append(Case("regression", reg, [("x", randn(6, 3))], loss="mse", target=("y", randn(6, 2)),
@@ -363,7 +372,8 @@ def export(case):
     try:
         torch.onnx.export(case.module, tuple(x for _, x in case.inputs), buf, opset_version=OPSET,
                           do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING,
-                          input_names=[n for n, _ in case.inputs], output_names=["out"])
+                          input_names=[n for n, _ in case.inputs], output_names=["out"],
+                          dynamic_axes={n: {0: "batch"} for n, _ in case.inputs} if case.dynamic_batch else None)
     finally:
         SeededDropout.exporting = False
     model = onnx.load_from_string(buf.getvalue())
