@@ -101,6 +101,7 @@ static const bb_tensor_proto *find_init(const bb_model *m, const char *name) {
   return NULL;
 }
 
+/* fmt with its one %s replaced by s, in the model's arena (state and output names). */
 static char *strf(ob *o, const char *fmt, const char *s) {
   size_t len = strlen(fmt) + strlen(s);
   char *out = o->rc ? NULL : bb_arena_alloc(o->m->arena, len + 1);
@@ -111,7 +112,6 @@ static char *strf(ob *o, const char *fmt, const char *s) {
   snprintf(out, len + 1, fmt, s);
   return out;
 }
-
 
 /* The names an optimizer graph exposes, in the order of its outputs. */
 typedef struct names {
