@@ -50,6 +50,21 @@ static int add_sources(gb *b) {
 
 /* The trainable parameters: the caller's list (checked), or every floating-point
  * initializer that is not a batch-normalisation running statistic. */
+/* A parameter's data must be what its dims say: optimizer state is sized from them. */
+static int check_param_data(gb *b, const char *name) {
+  const bb_tensor_proto *p = NULL;
+  for (size_t k = 0; k < b->g->initializers.len && !p; k++)
+    if (strcmp(b->g->initializers.items[k]->name, name) == 0) p = b->g->initializers.items[k];
+  int64_t numel = bb_tensor_proto_numel(p);
+  size_t have = p->has_raw_data ? p->raw_data.len / (bb_dtype_size(p->data_type) ? bb_dtype_size(p->data_type) : 1)
+                : p->data_type == BB_DTYPE_DOUBLE ? p->n_double_data
+                : p->data_type == BB_DTYPE_FLOAT ? p->n_float_data
+                                                  : p->n_int32_data; /* float16 and bfloat16 are stored as int32 */
+  if (numel < 0 || (p->has_data_location && p->data_location == 1) || (uint64_t)numel != have)
+    return gb_fail(b, BB_ERR_MALFORMED, "parameter %s: its data (%zu values) does not match its dims", name, have);
+  return 0;
+}
+
 static int mark_params(gb *b, const bb_grad_options *opt) {
   if (opt->params) {
     for (size_t i = 0; i < opt->n_params; i++) {
@@ -62,13 +77,17 @@ static int mark_params(gb *b, const bb_grad_options *opt) {
         return gb_fail(b, BB_ERR_TYPE, "parameter %s is %s, not floating point", name,
                        bb_dtype_name(v->dtype) ? bb_dtype_name(v->dtype) : "of an unknown type");
       if (v->is_param) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "parameter %s is listed twice", name);
+      if (check_param_data(b, name)) return b->rc;
       v->is_param = true;
     }
     return 0;
   }
   for (size_t k = 0; k < b->g->initializers.len; k++) {
     gb_value *v = gb_val(b, b->g->initializers.items[k]->name);
-    if (is_float(v->dtype)) v->is_param = true;
+    if (is_float(v->dtype)) {
+      if (check_param_data(b, v->name)) return b->rc;
+      v->is_param = true;
+    }
   }
   for (size_t i = 0; i < b->g->nodes.len; i++) {
     const bb_ir_node *n = b->g->nodes.items[i];
@@ -236,12 +255,14 @@ static int backward(gb *b, size_t n_fwd, const char *loss) {
 
 /* ---- outputs -------------------------------------------------------------------------------- */
 
-/* name → output: the graph's `hint` output holds value g (through Identity, or the Sum
- * itself when it was one). */
-static const char *expose(gb *b, const char *g, const char *hint) {
-  bb_ir_node *id = gb_new(b, "Identity", NULL, 1, 1, g);
-  gb_rename_output(b, id, 0, hint);
-  return gb_add(b, id);
+/* The output "<param>_grad": the Sum of the parameter's contributions, or an Identity
+ * naming its one contribution. */
+static const char *param_grad(gb *b, const gb_value *v) {
+  bb_ir_node *n = gb_new(b, v->n_contrib == 1 ? "Identity" : "Sum", NULL, 1, 0);
+  for (size_t i = 0; n && i < v->n_contrib; i++)
+    if (bb_strlist_append(b->m, &n->inputs, v->contrib[i])) oom(b);
+  gb_rename_output(b, n, 0, gb_printf(b, "%s_grad", v->name));
+  return gb_add(b, n);
 }
 
 static int add_output(gb *b, const char *name) {
@@ -301,9 +322,8 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
   for (size_t k = 0; k < b->g->initializers.len && !b->rc; k++) {
     gb_value *v = gb_val(b, b->g->initializers.items[k]->name);
     if (!v->is_param || !v->active) continue;
-    const char *name = v->name, *g = total_grad(b, v);
-    out->params[out->n_params] = name;
-    out->grads[out->n_params++] = expose(b, g, gb_printf(b, "%s_grad", name));
+    out->params[out->n_params] = v->name;
+    out->grads[out->n_params++] = param_grad(b, v);
   }
   if (b->rc || collect_state(b, n_fwd, out)) return b->rc;
   /* outputs: the loss, the gradients, the state updates, then the graph's own */

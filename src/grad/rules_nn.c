@@ -13,6 +13,9 @@
 #define IN(i) (n->inputs.items[i])
 #define OUT(k) (n->outputs.items[k])
 
+/* AveragePool's gradient holds one divisor per output position as a constant. */
+#define AVERAGE_MAP_MAX (1 << 24)
+
 static const char *k_like(gb *b, double c, const char *v) { return gb_scalar(b, c, gb_dtype(b, v)); }
 
 /* The geometry of a Conv/pool node with every spatial dim known, or a recorded error. */
@@ -173,6 +176,9 @@ static int averagepool_back(gb *b, bb_ir_node *n, const char *const *dy) {
   bool include_pad = bb_attr_get_int(&n->attrs, "count_include_pad", 0) != 0;
   int64_t out_size = 1, k_size = 1;
   for (int d = 0; d < w.nd; d++) out_size *= w.out[d], k_size *= w.kernel[d];
+  if (out_size + k_size > AVERAGE_MAP_MAX)
+    return gb_fail(b, BB_ERR_LIMIT, "%s: the gradient's count map would hold %lld values, over %d", gb_node_label(b, n),
+                   (long long)(out_size + k_size), AVERAGE_MAP_MAX);
   double *recip = bb_arena_alloc(b->scratch, (size_t)(out_size + k_size) * sizeof *recip);
   if (!recip) return gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
   double *ones = recip + out_size;

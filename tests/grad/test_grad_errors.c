@@ -101,6 +101,11 @@ static void test_named_parameters_are_checked(void) {
   EXPECT_ERROR(&f, &o, BB_ERR_TYPE, "parameter counts is int64, not floating point");
   memset(&o, 0, sizeof o); /* by default: no floating-point initializer at all */
   EXPECT_ERROR(&f, &o, BB_ERR_INVALID_ARGUMENT, "the loss loss depends on no trainable parameter");
+  /* dims that promise a million values over three: optimizer state would be sized from them */
+  bb_tensor_proto *big = bb_tensor_proto_new(f.m, "big", BB_DTYPE_DOUBLE, 1, (int64_t[]){1000000});
+  bb_tensor_proto_set_raw(f.m, big, (double[]){1, 2, 3}, 24);
+  bb_tensorlist_append(f.m, &f.m->graph->initializers, big);
+  EXPECT_ERROR(&f, &o, BB_ERR_MALFORMED, "parameter big: its data (3 values) does not match its dims");
   fx_free(&f);
 }
 
