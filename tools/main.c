@@ -18,6 +18,8 @@ static const command COMMANDS[] = {
      "partition a recorded model (or a shipped example's Module) and bind its slots"},
     {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",
      "run a model on the CPU backend"},
+    {"train", cmd_train, "MODEL.onnx --data FILE.csv --label COL -o OUT.onnx [--loss xent|mse|bce] [--optimizer ...]",
+     "train a model on a CSV file (bb train --help lists the options) and write it trained"},
     {"ops", cmd_ops, "", "list the CPU backend's operators and element types"},
     {"wire", cmd_wire, "decode ENVELOPE.bin", "print one wire envelope as JSON, or why its bytes are bad"},
     {"reencode", cmd_reencode, "IN.onnx OUT.onnx", "decode a model into the IR and encode it again"},

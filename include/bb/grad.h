@@ -85,6 +85,12 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
                   bb_grad_graph **out, bb_error *err);
 void bb_grad_graph_free(bb_grad_graph *graph);
 
+/* The inference form of a model exported for training (PyTorch's TrainingMode.TRAINING):
+ * BatchNormalization normalises with its running statistics and Dropout passes its input
+ * through. A copy (the model is not changed): what to run for predictions, and to export
+ * once bb_grad_trainer_store has written the trained values into it. */
+int bb_grad_inference_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
+
 /* ---- optimizers ------------------------------------------------------------------------ */
 
 typedef enum bb_optimizer_kind {

@@ -347,6 +347,16 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
 
 /* ---- the entry point ------------------------------------------------------------------------ */
 
+int gb_copy_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err) {
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  *out = NULL;
+  int rc = bb_model_encode(model, &bytes, &len, err);
+  if (!rc) rc = bb_model_decode(bytes, len, alloc, NULL, out, err);
+  bb_buffer_free(bb_arena_allocator(model->arena), bytes); /* made with the model's allocator */
+  return rc ? bb_error_prefix(err, "copying the model: ") : 0;
+}
+
 static const char *first_output(gb *b, const bb_grad_options *opt) {
   const char *name = opt->output;
   if (!name) {
@@ -412,13 +422,9 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
   memset(&defaults, 0, sizeof defaults);
   if (!options) options = &defaults;
   if (!model) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "no model");
-  uint8_t *bytes = NULL;
-  size_t len = 0;
   bb_model *copy = NULL;
-  int rc = bb_model_encode(model, &bytes, &len, err);
-  if (!rc) rc = bb_model_decode(bytes, len, alloc, NULL, &copy, err);
-  bb_buffer_free(bb_arena_allocator(model->arena), bytes); /* made with the model's allocator */
-  if (rc) return bb_error_prefix(err, "copying the model: ");
+  int rc = gb_copy_model(model, alloc, &copy, err);
+  if (rc) return rc;
   gb b;
   memset(&b, 0, sizeof b);
   b.m = copy;

@@ -101,6 +101,9 @@ extern const size_t gb_rules_reduce_count;
 
 /* ---- errors and memory ----------------------------------------------------------------- */
 
+/* A deep copy of a model (through its encoding) made with alloc. */
+int gb_copy_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
+
 /* Records the first failure (printf-style) and returns its code. */
 int gb_fail(gb *b, int code, const char *fmt, ...) BB_PRINTF(3, 4);
 /* "node NAME (Op)" for messages. */

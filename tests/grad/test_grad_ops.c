@@ -131,7 +131,7 @@ static int sum_to_shape(bb_model *m, const bb_tensor *x, const int64_t *shape, i
   bb_strlist_append(m, &n->inputs, "shape");
   bb_strlist_append(m, &n->outputs, "y");
   bb_tensor *s = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, &rank);
-  memcpy(bb_tensor_data(s), shape, (size_t)rank * sizeof *shape);
+  if (rank) memcpy(bb_tensor_data(s), shape, (size_t)rank * sizeof *shape);
   bb_tensor *ins[2] = {(bb_tensor *)x, s};
   int rc = bb_cpu_run_node(n, 17, ins, 2, y, 1, NULL, err);
   bb_tensor_release(s);

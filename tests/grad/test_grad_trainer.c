@@ -284,7 +284,56 @@ static void test_optimizer_and_trainer_allocation_failures(void) {
   fx_free(&f);
 }
 
+/* The inference form: BatchNormalization on running statistics, Dropout passing through. */
+static void test_inference_form(void) {
+  fx f;
+  fx_init(&f, 17);
+  fx_param(&f, "g", 1, (int64_t[]){2});
+  fx_param(&f, "bias", 1, (int64_t[]){2});
+  fx_param(&f, "mean", 1, (int64_t[]){2});
+  fx_param(&f, "var", 1, (int64_t[]){2});
+  fx_input(&f, "x", fx_random(BB_DTYPE_DOUBLE, 2, (int64_t[]){3, 2}, -1, 1), NULL);
+  bb_ir_node *bn = fx_node(&f, "BatchNormalization", NULL, "x,g,bias,mean,var", "y,rm,rv");
+  bb_attr_set_int(f.m, &bn->attrs, "training_mode", 1);
+  fx_scalar(&f, "ratio", BB_DTYPE_DOUBLE, 0.5);
+  fx_scalar(&f, "train", BB_DTYPE_BOOL, 1);
+  fx_node(&f, "Dropout", NULL, "y,ratio,train", "z");
+  bb_vilist_add(f.m, &f.m->graph->outputs, "z", bb_type_new_tensor(f.m, BB_DTYPE_DOUBLE, -1, NULL));
+  bb_model *inf = NULL;
+  bb_error err;
+  CHECK(!bb_grad_inference_model(f.m, NULL, &inf, &err));
+  for (size_t i = 0; inf && i < inf->graph->nodes.len; i++) {
+    const bb_ir_node *n = inf->graph->nodes.items[i];
+    if (strcmp(n->op_type, "BatchNormalization") == 0) CHECK(n->outputs.len == 1 && !bb_attr_find(&n->attrs, "training_mode"));
+    if (strcmp(n->op_type, "Dropout") == 0) CHECK(n->inputs.len == 2);
+  }
+  bb_cpu_session *s = NULL; /* and it runs: the CPU backend has no random Dropout */
+  bb_tensor *out = NULL;
+  CHECK(inf && !bb_cpu_session_new(inf, NULL, &s, &err) && !bb_cpu_session_run(s, f.names, f.values, 1, &out, &err));
+  bb_tensor_release(out);
+  bb_cpu_session_free(s);
+  bb_model_free(inf);
+  CHECK(f.m->graph->nodes.items[0]->outputs.len == 3); /* the model itself is unchanged */
+  /* a training graph is not a model to turn into inference */
+  bb_grad_options o;
+  memset(&o, 0, sizeof o);
+  o.loss = BB_GRAD_LOSS_MSE;
+  o.params = f.params;
+  o.n_params = 2;
+  bb_grad_graph *g = NULL;
+  CHECK(!bb_grad_build(f.m, &o, NULL, &g, &err));
+  CHECK(g && bb_grad_inference_model(g->model, NULL, &inf, &err) == BB_ERR_INVALID_ARGUMENT && strstr(err.message, "training graph"));
+  bb_grad_graph_free(g);
+  /* a running statistic the graph reads cannot be dropped */
+  fx_node(&f, "Identity", NULL, "rm", "seen");
+  bb_vilist_add(f.m, &f.m->graph->outputs, "seen", bb_type_new_tensor(f.m, BB_DTYPE_DOUBLE, -1, NULL));
+  CHECK_EQ_INT(bb_grad_inference_model(f.m, NULL, &inf, &err), BB_ERR_UNSUPPORTED);
+  CHECK(strstr(err.message, "rm, a training-mode statistic, is read by the graph"));
+  fx_free(&f);
+}
+
 int main(void) {
+  RUN(test_inference_form);
   RUN(test_non_finite_steps_are_refused);
   RUN(test_inputs_are_checked);
   RUN(test_snapshot_resumes_exactly);
