@@ -167,6 +167,19 @@ uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t);
  * valid until the next step), or NULL. */
 const bb_tensor *bb_grad_trainer_value(const bb_grad_trainer *t, const char *name);
 
+/* The tensors the trainer holds, by index: the parameters (in the training graph's order),
+ * then the running statistics, then the optimizer state. */
+size_t bb_grad_trainer_value_count(const bb_grad_trainer *t);
+const char *bb_grad_trainer_value_name(const bb_grad_trainer *t, size_t i);
+
+/* Replaces a held tensor's values with a copy of `value`, which must have its element type
+ * and shape (BB_ERR_NOT_FOUND for a name it does not hold, BB_ERR_TYPE otherwise). */
+int bb_grad_trainer_set_value(bb_grad_trainer *t, const char *name, const bb_tensor *value, bb_error *err);
+
+/* The inverse of bb_grad_trainer_store: every initializer of m that names a held tensor
+ * replaces its values (a snapshot, or parameters trained elsewhere). */
+int bb_grad_trainer_load(bb_grad_trainer *t, const bb_model *m, bb_error *err);
+
 /* Writes the current parameters, state and optimizer state into the initializers of the
  * same names in m (the inference model for an export, the training or optimizer graph for
  * a snapshot); names m does not have are skipped. */

@@ -317,6 +317,49 @@ const bb_tensor *bb_grad_trainer_value(const bb_grad_trainer *t, const char *nam
   return v;
 }
 
+size_t bb_grad_trainer_value_count(const bb_grad_trainer *t) { return t->params.n + t->state.n + t->opt_state.n; }
+
+/* The held list and index of overall index i. */
+static const held *nth(const bb_grad_trainer *t, size_t *i) {
+  const held *lists[3] = {&t->params, &t->state, &t->opt_state};
+  for (int k = 0; k < 3; k++) {
+    if (*i < lists[k]->n) return lists[k];
+    *i -= lists[k]->n;
+  }
+  return NULL;
+}
+
+const char *bb_grad_trainer_value_name(const bb_grad_trainer *t, size_t i) {
+  const held *h = nth(t, &i);
+  return h ? h->names[i] : NULL;
+}
+
+int bb_grad_trainer_set_value(bb_grad_trainer *t, const char *name, const bb_tensor *value, bb_error *err) {
+  bb_tensor *x = name ? (bb_tensor *)bb_grad_trainer_value(t, name) : NULL;
+  if (!x) return bb_error_set(err, BB_ERR_NOT_FOUND, "the trainer holds no tensor %s", name ? name : "(null)");
+  char a[96], b[96];
+  if (!value || value->dtype != x->dtype || !bb_tensor_same_shape(value, x))
+    return bb_error_set(err, BB_ERR_TYPE, "%s is %s; got %s", name, describe(x, a, sizeof a),
+                        value ? describe(value, b, sizeof b) : "nothing");
+  /* the held tensor is the trainer's alone (made by a session or from an initializer) */
+  memcpy(bb_tensor_data(x), bb_tensor_data(value), bb_tensor_nbytes(x));
+  return 0;
+}
+
+int bb_grad_trainer_load(bb_grad_trainer *t, const bb_model *m, bb_error *err) {
+  if (!m || !m->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
+  for (size_t i = 0; i < m->graph->initializers.len; i++) {
+    const bb_tensor_proto *p = m->graph->initializers.items[i];
+    if (!p->name || !bb_grad_trainer_value(t, p->name)) continue;
+    bb_tensor *x = NULL;
+    int rc = bb_tensor_from_proto(p, t->alloc, &x, err);
+    if (!rc) rc = bb_grad_trainer_set_value(t, p->name, x, err);
+    bb_tensor_release(x);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Overwrites an initializer's data in place when it has the tensor's type, shape and raw
  * storage (no growth of the model's arena); replaces it otherwise. */
 static int store_one(bb_model *m, size_t index, const bb_tensor *x, bb_error *err) {
