@@ -101,7 +101,7 @@ extern const size_t gb_rules_reduce_count;
 
 /* ---- errors and memory ----------------------------------------------------------------- */
 
-/* A deep copy of a model (through its encoding) made with alloc. */
+/* A deep copy of a model (through its encoding) made with alloc (build.c). */
 int gb_copy_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
 
 /* Records the first failure (printf-style) and returns its code. */
@@ -201,7 +201,7 @@ long gb_node_axes(gb *b, const bb_ir_node *n, size_t input, int64_t input_since,
 /* Whether input i of n exists (not omitted). */
 bool gb_has_input(const bb_ir_node *n, size_t i);
 
-/* ---- backward --------------------------------------------------------------------------- */
+/* ---- backward (contributions.c) --------------------------------------------------------- */
 
 /* Whether input i of n needs a gradient (it requires grad and the rule says it flows). */
 bool gb_needs(gb *b, const bb_ir_node *n, size_t i);
