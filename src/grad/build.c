@@ -32,7 +32,7 @@ static int add_sources(gb *b) {
     if (!v) return b->rc;
     if (p->n_dims <= BB_MAX_RANK) gb_val_set_shape(v, p->data_type, (int)p->n_dims, p->dims);
     bool small_ints = (p->data_type == BB_DTYPE_INT64 || p->data_type == BB_DTYPE_INT32) && bb_tensor_proto_numel(p) >= 0 &&
-                      bb_tensor_proto_numel(p) <= 4096;
+                      bb_tensor_proto_numel(p) <= GB_KNOWN_MAX;
     bb_error ignored;
     int rc = small_ints ? bb_tensor_from_proto(p, b->alloc, &v->known, &ignored) : 0;
     if (rc == BB_ERR_NOMEM) return oom(b);
@@ -48,8 +48,6 @@ static int add_sources(gb *b) {
   return b->rc;
 }
 
-/* The trainable parameters: the caller's list (checked), or every floating-point
- * initializer that is not a batch-normalisation running statistic. */
 /* A parameter's data must be what its dims say: optimizer state is sized from them. */
 static int check_param_data(gb *b, const char *name) {
   const bb_tensor_proto *p = NULL;
@@ -65,6 +63,8 @@ static int check_param_data(gb *b, const char *name) {
   return 0;
 }
 
+/* The trainable parameters: the caller's list (checked), or every floating-point
+ * initializer that is not a batch-normalisation running statistic. */
 static int mark_params(gb *b, const bb_grad_options *opt) {
   if (opt->params) {
     for (size_t i = 0; i < opt->n_params; i++) {

@@ -23,6 +23,10 @@ typedef int64_t gb_dim;
 #define GB_IS_SYMBOL(d) ((d) <= GB_SYMBOL_0)
 #define GB_KNOWN(d) ((d) >= 0)
 
+/* Values at most this many elements long are computed at build time when their inputs are
+ * (integer initializers are read when they are this small). */
+#define GB_KNOWN_MAX 4096
+
 typedef struct gb_value {
   const char *name;
   int32_t dtype; /* BB_DTYPE_UNDEFINED when unknown */

@@ -12,9 +12,6 @@
 #include "bb/cpu.h"
 #include "grad/geometry.h"
 
-/* Values at most this many elements long are computed at build time when their inputs are. */
-#define GB_KNOWN_MAX 4096
-
 static gb_value *in_val(gb *b, const bb_ir_node *n, size_t i) {
   return i < n->inputs.len && *n->inputs.items[i] ? gb_val(b, n->inputs.items[i]) : NULL;
 }
