@@ -18,6 +18,8 @@ static const command COMMANDS[] = {
      "partition a recorded model (or a shipped example's Module) and bind its slots"},
     {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",
      "run a model on the CPU backend"},
+    {"train", cmd_train, "MODEL.onnx --data FILE.csv --label COL -o OUT.onnx [--loss xent|mse|bce] [--optimizer ...]",
+     "train a model on a CSV file (bb train --help lists the options) and write it trained"},
     {"ops", cmd_ops, "", "list the CPU backend's operators and element types"},
     {"vocab", cmd_vocab, "[--json]", "list the roles, domains, types, keys and names models and artifacts use"},
     {"wire", cmd_wire, "decode ENVELOPE.bin", "print one wire envelope as JSON, or why its bytes are bad"},

@@ -65,6 +65,7 @@ bb_role bb_role_from_domain(const char *domain);
 #define BB_DOMAIN_MODULE "ai.bytesandbrains.module"
 #define BB_DOMAIN_COMPOSITE "ai.bytesandbrains.composite"
 #define BB_DOMAIN_ADDRESS_BOOK "ai.bytesandbrains.address_book"
+#define BB_DOMAIN_GRAD "ai.bytesandbrains.grad"
 #define BB_DOMAIN_GLOBAL_REGISTRY "ai.bytesandbrains.protocol.global_registry"
 #define BB_DOMAIN_ROLE_PREFIX "ai.bytesandbrains.role."
 #define BB_DOMAIN_ROLE_MODEL BB_DOMAIN_ROLE_PREFIX "model"

@@ -12,14 +12,15 @@ extern "C" {
 
 /* ---- single nodes ------------------------------------------------------------------ */
 
-/* Runs one ai.onnx node. inputs[i] may be NULL for an omitted optional input; outputs
- * gets one new reference per declared output (NULL for omitted ones). opset is the
+/* Runs one node (ai.onnx or ai.bytesandbrains.grad). inputs[i] may be NULL for an omitted
+ * optional input; outputs gets one new reference per declared output (NULL for omitted ones). opset is the
  * ai.onnx version in force (it selects attribute vs input forms). Errors name the node
  * and the reason: unknown op, wrong arity, type or shape mismatch, bad attribute. */
 int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
 
-/* Whether the backend implements this op at that opset (domain "" or "ai.onnx"). */
+/* Whether the backend implements this op at that opset (domain "" or "ai.onnx", or the
+ * training operators of "ai.bytesandbrains.grad", whose single version any opset takes). */
 bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset);
 
 /* The supported ops, in alphabetical order: name and the element types they accept

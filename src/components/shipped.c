@@ -3,7 +3,7 @@
 #include "bb/roles.h"
 #include "components/shipped.h"
 
-static const bb_component_type *const SHIPPED[] = {&BB_CPU_BACKEND, &BB_CPU_MLP, &BB_ARRAY_SOURCE, &BB_FLOAT16_CODEC,
+static const bb_component_type *const SHIPPED[] = {&BB_CPU_BACKEND, &BB_CPU_MLP, &BB_ONNX_MODEL, &BB_ARRAY_SOURCE, &BB_FLOAT16_CODEC,
                                                    &BB_UINT8_CODEC, &BB_FEDAVG, &BB_ROBUST_AVG, &BB_FLAT_INDEX,
                                                    &BB_GOSSIP_AVG, &BB_CONSTANT_VIEW, &BB_GOSSIP_VIEW,
                                                    &BB_GLOBAL_REGISTRY_CLIENT, &BB_GLOBAL_REGISTRY_SERVER};

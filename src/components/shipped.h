@@ -6,6 +6,7 @@
 
 extern const bb_component_type BB_CPU_BACKEND;
 extern const bb_component_type BB_CPU_MLP;
+extern const bb_component_type BB_ONNX_MODEL;
 extern const bb_component_type BB_ARRAY_SOURCE;
 extern const bb_component_type BB_FLOAT16_CODEC;
 extern const bb_component_type BB_UINT8_CODEC;

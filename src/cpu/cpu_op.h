@@ -47,6 +47,9 @@ extern const bb_cpu_op bb_cpu_ops_nn[];
 extern const size_t bb_cpu_ops_nn_count;
 extern const bb_cpu_op bb_cpu_ops_train[];
 extern const size_t bb_cpu_ops_train_count;
+/* the ai.bytesandbrains.grad domain (training graphs), version 1 */
+extern const bb_cpu_op bb_cpu_ops_grad[];
+extern const size_t bb_cpu_ops_grad_count;
 
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
 int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);

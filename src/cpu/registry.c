@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "cpu/cpu_op.h"
 
 typedef struct family {
@@ -21,10 +22,17 @@ static const family FAMILIES[] = {
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 static bool onnx_domain(const char *domain) { return !domain || !*domain || strcmp(domain, "ai.onnx") == 0; }
+static bool grad_domain(const char *domain) { return domain && strcmp(domain, BB_DOMAIN_GRAD) == 0; }
 
-/* The entry with the newest `since` not after opset. */
-static const bb_cpu_op *find(const char *op_type, int64_t opset) {
+/* The entry with the newest `since` not after opset; the grad domain has one version. */
+static const bb_cpu_op *find(const char *domain, const char *op_type, int64_t opset) {
   const bb_cpu_op *best = NULL;
+  if (grad_domain(domain)) {
+    for (size_t i = 0; i < bb_cpu_ops_grad_count; i++)
+      if (strcmp(bb_cpu_ops_grad[i].op_type, op_type) == 0) best = &bb_cpu_ops_grad[i];
+    return best;
+  }
+  if (!onnx_domain(domain)) return NULL;
   for (size_t f = 0; f < N_FAMILIES; f++)
     for (size_t i = 0; i < *FAMILIES[f].count; i++) {
       const bb_cpu_op *op = &FAMILIES[f].ops[i];
@@ -34,7 +42,7 @@ static const bb_cpu_op *find(const char *op_type, int64_t opset) {
 }
 
 bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset) {
-  return onnx_domain(domain) && op_type && find(op_type, opset) != NULL;
+  return op_type && find(domain, op_type, opset) != NULL;
 }
 
 /* ---- listing, sorted by name ---------------------------------------------------------- */
@@ -83,9 +91,9 @@ int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inp
   bb_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
                        err};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
-  if (!onnx_domain(node->domain))
-    return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is not ai.onnx", node->domain);
-  const bb_cpu_op *op = find(node->op_type ? node->op_type : "", opset);
+  if (!onnx_domain(node->domain) && !grad_domain(node->domain))
+    return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);
+  const bb_cpu_op *op = find(node->domain, node->op_type ? node->op_type : "", opset);
   if (!op) return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "no CPU implementation of %s at opset %lld",
                               node->op_type ? node->op_type : "?", (long long)opset);
   /* trailing omitted inputs do not count towards arity */

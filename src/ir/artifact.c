@@ -116,6 +116,7 @@ static const bb_vocab_entry VOCAB[] = {
     DOMAIN(BB_DOMAIN_MODULE, "every recorded function, and the CALL nodes that invoke one (op_type = its name)"),
     DOMAIN(BB_DOMAIN_COMPOSITE, "Bundle and Unbundle of composite values"),
     DOMAIN(BB_DOMAIN_ADDRESS_BOOK, "Insert, InsertMany and Lookup on the node's address book"),
+    DOMAIN(BB_DOMAIN_GRAD, "operators training graphs need that ONNX lacks (seeded Dropout, SumToShape; docs/GRAD.md)"),
     DOMAIN(BB_DOMAIN_GLOBAL_REGISTRY, "the GlobalRegistry protocol's ops (Announce)"),
     DOMAIN(BB_DOMAIN_ROLE_MODEL, "Model role ops (Forward, Backward, ComputeLoss, ApplyDelta, ...)"),
     DOMAIN(BB_DOMAIN_ROLE_INDEX, "Index role ops (Add, Search, Remove, Train)"),

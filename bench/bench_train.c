@@ -1,0 +1,134 @@
+/* Training-step speed on the CPU executor: for the PyTorch-exported models of
+ * tests/data/grad with a symbolic batch (LeNet-style CNN on 8×8 images, transformer block)
+ * and the MLP, the time of one training step (training graph + Adam graph) and the samples
+ * it trains per second, best of several runs, with the size of the training graph. Native
+ * and, built with Emscripten, under Node (`node build-wasm/bench/bench_train.js`). */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bb/cpu.h"
+#include "bb/grad.h"
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bb_model *load(const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/data/grad/%s.onnx", BB_SOURCE_DIR, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *buf = malloc((size_t)n);
+  size_t got = fread(buf, 1, (size_t)n, f);
+  fclose(f);
+  bb_model *m = NULL;
+  bb_error err;
+  if (got != (size_t)n || bb_model_decode(buf, got, NULL, NULL, &m, &err)) m = NULL;
+  free(buf);
+  return m;
+}
+
+typedef struct bench_case {
+  const char *model, *input;
+  int32_t dtype;
+  int rank;
+  int64_t dims[4];
+  int64_t classes, vocab; /* labels in [0, classes); token ids in [0, vocab) */
+} bench_case;
+
+static bb_tensor *fill(const bench_case *c, uint32_t *seed) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, c->dtype, c->rank, c->dims);
+  for (int64_t i = 0; i < t->numel; i++) {
+    *seed = *seed * 1664525u + 1013904223u;
+    if (c->dtype == BB_DTYPE_FLOAT) ((float *)bb_tensor_data(t))[i] = (float)(*seed >> 8) / 16777216.0f - 0.5f;
+    else ((int64_t *)bb_tensor_data(t))[i] = (int64_t)(*seed >> 8) % c->vocab;
+  }
+  return t;
+}
+
+static double best_of(int runs, int reps, int (*fn)(void *), void *arg) {
+  double best = 1e30;
+  for (int r = 0; r < runs; r++) {
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++)
+      if (fn(arg)) return -1;
+    double t = (now_seconds() - t0) / reps;
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+typedef struct ctx {
+  bb_grad_trainer *trainer;
+  const char *names[2];
+  bb_tensor *inputs[2];
+} ctx;
+
+static int run_step(void *arg) {
+  ctx *c = arg;
+  bb_grad_step s;
+  bb_error err;
+  int rc = bb_grad_trainer_step(c->trainer, c->names, c->inputs, 2, &s, &err);
+  if (rc) fprintf(stderr, "step: %s\n", err.message);
+  return rc;
+}
+
+int main(void) {
+  const bench_case cases[] = {
+      {"mlp", "x", BB_DTYPE_FLOAT, 2, {5, 6}, 4, 0},
+      {"lenet_dynamic", "x", BB_DTYPE_FLOAT, 4, {64, 1, 8, 8}, 10, 0},
+      {"transformer_dynamic", "tokens", BB_DTYPE_INT64, 2, {64, 5}, 3, 11},
+  };
+  printf("%-22s %6s %6s %10s %12s\n", "model", "nodes", "batch", "step ms", "samples/s");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const bench_case *bc = &cases[i];
+    bb_model *m = load(bc->model);
+    if (!m) {
+      fprintf(stderr, "%s: cannot load (run from a source tree)\n", bc->model);
+      return 1;
+    }
+    bb_grad_options o;
+    memset(&o, 0, sizeof o);
+    o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
+    o.target = "labels";
+    bb_grad_graph *g = NULL;
+    bb_grad_optimizer *opt = NULL;
+    bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
+    ctx c;
+    memset(&c, 0, sizeof c);
+    bb_error err;
+    if (bb_grad_build(m, &o, NULL, &g, &err) || bb_grad_optimizer_build(g, &cfg, &opt, &err) ||
+        bb_grad_trainer_new(g, opt, 0, NULL, &c.trainer, &err)) {
+      fprintf(stderr, "%s: %s\n", bc->model, err.message);
+      return 1;
+    }
+    uint32_t seed = 12345;
+    bench_case labels = {NULL, NULL, BB_DTYPE_INT64, 1, {bc->dims[0]}, 0, bc->classes};
+    c.names[0] = bc->input, c.names[1] = "labels";
+    c.inputs[0] = fill(bc, &seed);
+    c.inputs[1] = fill(&labels, &seed);
+    double step = best_of(5, 20, run_step, &c);
+    if (step < 0) {
+      fprintf(stderr, "%s: a run failed\n", bc->model);
+      return 1;
+    }
+    printf("%-22s %6zu %6lld %10.3f %12.0f\n", bc->model, g->model->graph->nodes.len, (long long)bc->dims[0], step * 1e3,
+           (double)bc->dims[0] / step);
+    bb_tensor_release(c.inputs[0]);
+    bb_tensor_release(c.inputs[1]);
+    bb_grad_trainer_free(c.trainer);
+    bb_grad_optimizer_free(opt);
+    bb_grad_graph_free(g);
+    bb_model_free(m);
+  }
+  return 0;
+}

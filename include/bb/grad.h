@@ -1,0 +1,192 @@
+/* bytesandbrains — training any ONNX model: a gradient builder that turns an inference
+ * graph into a training graph (forward, loss and one gradient output per trainable
+ * parameter, in standard ONNX operators), optimizers emitted as ONNX graphs whose state
+ * lives in initializers, and a trainer that runs steps of both on the CPU executor.
+ *
+ * The graphs are plain ModelProtos: they can be encoded, inspected, checked with
+ * onnx.checker and run by any ONNX runtime that implements the few operators of the
+ * ai.bytesandbrains.grad domain (docs/GRAD.md). */
+#ifndef BB_GRAD_H
+#define BB_GRAD_H
+
+#include <stdbool.h>
+
+#include "bb/artifact.h"
+#include "bb/common.h"
+#include "bb/ir.h"
+#include "bb/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The operator domain of the few operators the gradients need and ONNX lacks. */
+#define BB_GRAD_DOMAIN BB_DOMAIN_GRAD
+
+/* ---- training graphs ------------------------------------------------------------------ */
+
+typedef enum bb_grad_loss {
+  /* the graph already computes the loss: `output` names a floating-point scalar */
+  BB_GRAD_LOSS_OUTPUT = 0,
+  /* mean softmax cross-entropy of logits [N, C, d...] against integer labels [N, d...] */
+  BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY = 1,
+  /* mean over every element of (prediction - target)^2; target has the prediction's shape */
+  BB_GRAD_LOSS_MSE = 2,
+  /* mean over every element of softplus(z) - z * t: binary cross-entropy of logits z
+   * against targets t in [0, 1] of the same shape */
+  BB_GRAD_LOSS_BCE_WITH_LOGITS = 3
+} bb_grad_loss;
+
+/* What to train and against what. Zero-initialised options mean: the graph's first output
+ * is the loss, every floating-point initializer that reaches it is trained. */
+typedef struct bb_grad_options {
+  bb_grad_loss loss;
+  /* the graph output the built-in loss reads, or the loss itself for BB_GRAD_LOSS_OUTPUT;
+   * NULL means the first graph output */
+  const char *output;
+  /* the graph input that holds the labels / targets of a built-in loss: an existing input
+   * (its declared type must fit the loss) or a new one; NULL means "target" */
+  const char *target;
+  /* the trainable initializers; NULL means every floating-point initializer that reaches
+   * the loss (batch-normalisation running statistics are state, never parameters) */
+  const char *const *params;
+  size_t n_params;
+} bb_grad_options;
+
+/* A training graph and the names that connect it to a trainer. Every string lives in the
+ * model's arena. Outputs, in order: the loss, grads[0..n_params), state_next[0..n_state),
+ * then the inference graph's own outputs (the loss itself only once). */
+typedef struct bb_grad_graph {
+  bb_model *model;
+  bb_grad_loss kind;
+  const char *loss;       /* the scalar loss output */
+  const char *target;     /* the label / target input, or NULL with BB_GRAD_LOSS_OUTPUT */
+  const char *prediction; /* the output a built-in loss reads (always a graph output), or NULL */
+  /* the int64 scalar input that seeds the masks of training-mode Dropout, or NULL when
+   * the graph has none */
+  const char *seed;
+  size_t n_params;
+  const char **params; /* trainable initializers */
+  const char **grads;  /* grads[i] is the output holding d loss / d params[i] */
+  size_t n_state;
+  const char **state;      /* initializers a step updates without gradients (running statistics) */
+  const char **state_next; /* state_next[i] is the output holding state[i]'s next value */
+  size_t n_warnings;
+  const char **warnings; /* what was left out and why (a parameter that does not reach the loss) */
+  const bb_allocator *alloc;
+} bb_grad_graph;
+
+/* Builds the training graph of `model` (which is not changed). Refused, with a message
+ * naming the node, value or parameter: an operator on a path from a parameter to the loss
+ * that has no gradient, a loss that depends on no parameter through floating-point values
+ * (an integer-only path), a loss that is not a floating-point scalar, a target whose
+ * declared type does not fit the loss, a named parameter that is not a floating-point
+ * initializer, and a model older than ai.onnx opset 13. */
+int bb_grad_build(const bb_model *model, const bb_grad_options *options, const bb_allocator *alloc,
+                  bb_grad_graph **out, bb_error *err);
+void bb_grad_graph_free(bb_grad_graph *graph);
+
+/* The inference form of a model exported for training (PyTorch's TrainingMode.TRAINING):
+ * BatchNormalization normalises with its running statistics and Dropout passes its input
+ * through. A copy (the model is not changed): what to run for predictions, and to export
+ * once bb_grad_trainer_store has written the trained values into it. */
+int bb_grad_inference_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
+
+/* ---- optimizers ------------------------------------------------------------------------ */
+
+typedef enum bb_optimizer_kind {
+  BB_OPTIMIZER_SGD = 0,
+  BB_OPTIMIZER_MOMENTUM = 1, /* heavy-ball momentum, or Nesterov's */
+  BB_OPTIMIZER_ADAM = 2,     /* weight decay added to the gradient (L2) */
+  BB_OPTIMIZER_ADAMW = 3     /* weight decay applied to the parameters (decoupled) */
+} bb_optimizer_kind;
+
+/* Hyper-parameters, with torch.optim's meaning. bb_optimizer_defaults gives torch's
+ * defaults for a kind. */
+typedef struct bb_optimizer_config {
+  bb_optimizer_kind kind;
+  float lr;
+  float momentum;     /* MOMENTUM */
+  bool nesterov;      /* MOMENTUM */
+  float beta1, beta2; /* ADAM, ADAMW */
+  float eps;          /* ADAM, ADAMW */
+  float weight_decay;
+  /* > 0: scale every gradient by min(1, max_grad_norm / (global L2 norm + 1e-6)) first */
+  float max_grad_norm;
+} bb_optimizer_config;
+
+bb_optimizer_config bb_optimizer_defaults(bb_optimizer_kind kind);
+
+/* An optimizer graph. Inputs: the parameters and their gradients (named as in the training
+ * graph). Initializers: the hyper-parameters ("optimizer.lr", ...) and the state (per
+ * parameter "<p>.momentum" or "<p>.exp_avg" and "<p>.exp_avg_sq"; "optimizer.step", an
+ * int64 count of the steps taken), so an encoded snapshot carries them. Outputs, in
+ * order: params_next[0..n_params), then state_next[0..n_state). */
+typedef struct bb_grad_optimizer {
+  bb_model *model;
+  size_t n_params;
+  const char **params, **grads, **params_next;
+  size_t n_state;
+  const char **state, **state_next;
+  const bb_allocator *alloc;
+} bb_grad_optimizer;
+
+/* Builds the optimizer graph for the parameters of a training graph. */
+int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_config *config, bb_grad_optimizer **out,
+                            bb_error *err);
+void bb_grad_optimizer_free(bb_grad_optimizer *opt);
+
+/* ---- training steps -------------------------------------------------------------------- */
+
+typedef struct bb_grad_trainer bb_grad_trainer;
+
+/* Prepares both graphs for running (each is planned once) and takes the parameters, the
+ * state and the optimizer state from their initializers. graph and opt must outlive the
+ * trainer. dropout_seed is the seed of step 0; step k seeds Dropout with dropout_seed + k. */
+int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt, uint64_t dropout_seed,
+                        const bb_allocator *alloc, bb_grad_trainer **out, bb_error *err);
+void bb_grad_trainer_free(bb_grad_trainer *t);
+
+typedef struct bb_grad_step {
+  float loss;
+  /* false when the loss or a gradient was not finite: nothing changed, the step was counted */
+  bool applied;
+} bb_grad_step;
+
+/* One step on a batch: runs the training graph, then the optimizer graph, and keeps the
+ * new parameters, state and optimizer state. inputs are the training graph's data inputs
+ * and its target by name; each must match the dtype and the known dims the graph declares,
+ * and a target must have the prediction's shape (MSE, BCE). */
+int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n_inputs,
+                         bb_grad_step *out, bb_error *err);
+
+/* Steps attempted, and those refused for a non-finite loss or gradient. */
+uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t);
+uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t);
+
+/* The current value of a parameter, state or optimizer-state tensor by name (borrowed:
+ * valid until the next step), or NULL. */
+const bb_tensor *bb_grad_trainer_value(const bb_grad_trainer *t, const char *name);
+
+/* The tensors the trainer holds, by index: the parameters (in the training graph's order),
+ * then the running statistics, then the optimizer state. */
+size_t bb_grad_trainer_value_count(const bb_grad_trainer *t);
+const char *bb_grad_trainer_value_name(const bb_grad_trainer *t, size_t i);
+
+/* Replaces a held tensor's values with a copy of `value`, which must have its element type
+ * and shape (BB_ERR_NOT_FOUND for a name it does not hold, BB_ERR_TYPE otherwise). */
+int bb_grad_trainer_set_value(bb_grad_trainer *t, const char *name, const bb_tensor *value, bb_error *err);
+
+/* The inverse of bb_grad_trainer_store: every initializer of m that names a held tensor
+ * replaces its values (a snapshot, or parameters trained elsewhere). */
+int bb_grad_trainer_load(bb_grad_trainer *t, const bb_model *m, bb_error *err);
+
+/* Writes the current parameters, state and optimizer state into the initializers of the
+ * same names in m (the inference model for an export, the training or optimizer graph for
+ * a snapshot); names m does not have are skipped. */
+int bb_grad_trainer_store(const bb_grad_trainer *t, bb_model *m, bb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BB_GRAD_H */

@@ -1,0 +1,389 @@
+/* Training steps: the training graph and the optimizer graph, each planned once as a CPU
+ * session, with the parameters, running statistics and optimizer state held as tensors
+ * between steps and handed to the sessions in place of their initializers. A step whose
+ * loss, gradients or new parameters are not all finite changes nothing. */
+#include <math.h>
+#include <string.h>
+
+#include "bb/cpu.h"
+#include "bb/grad.h"
+#include "util/error.h"
+#include "util/mem.h"
+
+/* A data input of the training graph with what it declares (dims[d] < 0: any). */
+typedef struct declared {
+  const char *name;
+  int32_t dtype;
+  int rank; /* -1: any */
+  int64_t dims[BB_MAX_RANK];
+} declared;
+
+/* Named tensors the trainer keeps between steps. */
+typedef struct held {
+  size_t n;
+  const char **names;
+  bb_tensor **values;
+} held;
+
+struct bb_grad_trainer {
+  const bb_grad_graph *graph;
+  const bb_grad_optimizer *opt;
+  const bb_allocator *alloc;
+  bb_cpu_session *train, *optim;
+  held params, state, opt_state;
+  bb_tensor *seed;
+  uint64_t seed0, steps, refused;
+  declared *inputs;
+  size_t n_inputs;
+  /* run scratch, sized once */
+  const char **names;
+  bb_tensor **args, **outs;
+  size_t cap_args, cap_outs;
+  size_t *grad_out, *state_out, prediction_out;
+};
+
+static int find_output(const bb_cpu_session *s, const char *name, size_t *index, bb_error *err) {
+  for (size_t i = 0; i < bb_cpu_session_output_count(s); i++)
+    if (strcmp(bb_cpu_session_output_name(s, i), name) == 0) {
+      *index = i;
+      return 0;
+    }
+  return bb_error_set(err, BB_ERR_NOT_FOUND, "the graph has no output %s", name);
+}
+
+static const bb_tensor_proto *find_init(const bb_model *m, const char *name) {
+  for (size_t i = 0; i < m->graph->initializers.len; i++)
+    if (strcmp(m->graph->initializers.items[i]->name, name) == 0) return m->graph->initializers.items[i];
+  return NULL;
+}
+
+/* Loads the initializers named in names[0..n) of m into h. */
+static int hold(bb_grad_trainer *t, held *h, const bb_model *m, const char *const *names, size_t n, bb_error *err) {
+  h->n = 0;
+  h->names = bb_mem_calloc(t->alloc, n + 1, sizeof *h->names);
+  h->values = bb_mem_calloc(t->alloc, n + 1, sizeof *h->values);
+  if (!h->names || !h->values) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    const bb_tensor_proto *p = find_init(m, names[i]);
+    if (!p) return bb_error_set(err, BB_ERR_NOT_FOUND, "%s is not an initializer of its graph", names[i]);
+    int rc = bb_tensor_from_proto(p, t->alloc, &h->values[i], err);
+    if (rc) return rc;
+    h->names[i] = names[i];
+    h->n++;
+  }
+  return 0;
+}
+
+static void release_held(bb_grad_trainer *t, held *h) {
+  for (size_t i = 0; i < h->n; i++) bb_tensor_release(h->values[i]);
+  bb_mem_free(t->alloc, h->names);
+  bb_mem_free(t->alloc, h->values);
+}
+
+void bb_grad_trainer_free(bb_grad_trainer *t) {
+  if (!t) return;
+  bb_cpu_session_free(t->train);
+  bb_cpu_session_free(t->optim);
+  release_held(t, &t->params);
+  release_held(t, &t->state);
+  release_held(t, &t->opt_state);
+  bb_tensor_release(t->seed);
+  bb_mem_free(t->alloc, t->inputs);
+  bb_mem_free(t->alloc, t->names);
+  bb_mem_free(t->alloc, t->args);
+  bb_mem_free(t->alloc, t->outs);
+  bb_mem_free(t->alloc, t->grad_out);
+  bb_mem_free(t->alloc, t->state_out);
+  bb_mem_free(t->alloc, t);
+}
+
+/* The training graph's data inputs (neither initializers nor the seed) and their types. */
+static int collect_inputs(bb_grad_trainer *t, bb_error *err) {
+  const bb_graph *g = t->graph->model->graph;
+  t->inputs = bb_mem_calloc(t->alloc, g->inputs.len + 1, sizeof *t->inputs);
+  if (!t->inputs) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < g->inputs.len; i++) {
+    const bb_value_info *vi = g->inputs.items[i];
+    if (find_init(t->graph->model, vi->name) || (t->graph->seed && strcmp(vi->name, t->graph->seed) == 0)) continue;
+    declared *d = &t->inputs[t->n_inputs++];
+    d->name = vi->name;
+    d->rank = -1;
+    const bb_type *ty = vi->type;
+    if (!ty || ty->kind != BB_TYPE_TENSOR) continue;
+    d->dtype = ty->has_elem_type ? ty->elem_type : 0;
+    if (!ty->shape || ty->shape->rank > BB_MAX_RANK) continue;
+    d->rank = (int)ty->shape->rank;
+    for (int k = 0; k < d->rank; k++)
+      d->dims[k] = ty->shape->dims[k].kind == BB_DIM_VALUE ? ty->shape->dims[k].value : -1;
+  }
+  return 0;
+}
+
+static int prepare(bb_grad_trainer *t, bb_error *err) {
+  const bb_grad_graph *g = t->graph;
+  const bb_grad_optimizer *o = t->opt;
+  if (o->n_params != g->n_params) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the optimizer was built for other parameters");
+  for (size_t i = 0; i < g->n_params; i++)
+    if (strcmp(o->params[i], g->params[i]) != 0 || strcmp(o->grads[i], g->grads[i]) != 0)
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the optimizer was built for other parameters (%s)", o->params[i]);
+  int rc;
+  if ((rc = bb_cpu_session_new(g->model, t->alloc, &t->train, err))) return bb_error_prefix(err, "training graph: ");
+  if ((rc = bb_cpu_session_new(o->model, t->alloc, &t->optim, err))) return bb_error_prefix(err, "optimizer graph: ");
+  if ((rc = hold(t, &t->params, g->model, g->params, g->n_params, err)) ||
+      (rc = hold(t, &t->state, g->model, g->state, g->n_state, err)) ||
+      (rc = hold(t, &t->opt_state, o->model, o->state, o->n_state, err)) || (rc = collect_inputs(t, err)))
+    return rc;
+  t->grad_out = bb_mem_calloc(t->alloc, g->n_params + 1, sizeof *t->grad_out);
+  t->state_out = bb_mem_calloc(t->alloc, g->n_state + 1, sizeof *t->state_out);
+  if (!t->grad_out || !t->state_out) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < g->n_params; i++)
+    if ((rc = find_output(t->train, g->grads[i], &t->grad_out[i], err))) return rc;
+  for (size_t i = 0; i < g->n_state; i++)
+    if ((rc = find_output(t->train, g->state_next[i], &t->state_out[i], err))) return rc;
+  if (g->prediction && (rc = find_output(t->train, g->prediction, &t->prediction_out, err))) return rc;
+  size_t n_out = bb_cpu_session_output_count(t->train), n_opt_out = bb_cpu_session_output_count(t->optim);
+  t->cap_outs = n_out + n_opt_out;
+  t->cap_args = t->n_inputs + 1 + g->n_params + g->n_state;
+  size_t opt_args = 2 * g->n_params + o->n_state;
+  if (opt_args > t->cap_args) t->cap_args = opt_args;
+  t->names = bb_mem_calloc(t->alloc, t->cap_args + 1, sizeof *t->names);
+  t->args = bb_mem_calloc(t->alloc, t->cap_args + 1, sizeof *t->args);
+  t->outs = bb_mem_calloc(t->alloc, t->cap_outs + 1, sizeof *t->outs);
+  if (g->seed) {
+    t->seed = bb_tensor_new_zeros(t->alloc, BB_DTYPE_INT64, 0, NULL);
+    if (!t->seed) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  }
+  if (!t->names || !t->args || !t->outs) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  return 0;
+}
+
+int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt, uint64_t dropout_seed,
+                        const bb_allocator *alloc, bb_grad_trainer **out, bb_error *err) {
+  *out = NULL;
+  if (!graph || !opt) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "a trainer needs a training and an optimizer graph");
+  if (!alloc) alloc = bb_default_allocator();
+  bb_grad_trainer *t = bb_mem_calloc(alloc, 1, sizeof *t);
+  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  t->graph = graph;
+  t->opt = opt;
+  t->alloc = alloc;
+  t->seed0 = dropout_seed;
+  int rc = prepare(t, err);
+  if (rc) {
+    bb_grad_trainer_free(t);
+    return rc;
+  }
+  *out = t;
+  return 0;
+}
+
+static bool finite(const bb_tensor *x) {
+  if (x->dtype == BB_DTYPE_FLOAT) {
+    const float *d = bb_tensor_data(x);
+    for (int64_t i = 0; i < x->numel; i++)
+      if (!isfinite(d[i])) return false;
+  } else if (x->dtype == BB_DTYPE_DOUBLE) {
+    const double *d = bb_tensor_data(x);
+    for (int64_t i = 0; i < x->numel; i++)
+      if (!isfinite(d[i])) return false;
+  }
+  return true;
+}
+
+static const char *describe(const bb_tensor *x, char *buf, size_t size) { return bb_tensor_describe(x, buf, size); }
+
+/* Each given input must be a data input of the graph, with its declared type and known dims. */
+static int check_inputs(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n, bb_error *err) {
+  for (size_t i = 0; i < n; i++) {
+    const declared *d = NULL;
+    for (size_t k = 0; names[i] && k < t->n_inputs && !d; k++)
+      if (strcmp(t->inputs[k].name, names[i]) == 0) d = &t->inputs[k];
+    if (!d || !inputs[i])
+      return bb_error_set(err, BB_ERR_NOT_FOUND, "%s is not a data input of the training graph", names[i] ? names[i] : "(null)");
+    char buf[96];
+    if (d->dtype && inputs[i]->dtype != d->dtype)
+      return bb_error_set(err, BB_ERR_TYPE, "input %s: the graph declares %s, got %s", d->name,
+                          bb_dtype_name(d->dtype) ? bb_dtype_name(d->dtype) : "?", describe(inputs[i], buf, sizeof buf));
+    if (d->rank < 0) continue;
+    bool ok = inputs[i]->rank == d->rank;
+    for (int k = 0; ok && k < d->rank; k++) ok = d->dims[k] < 0 || d->dims[k] == inputs[i]->dims[k];
+    if (!ok) return bb_error_set(err, BB_ERR_TYPE, "input %s: got %s, which does not fit the declared shape", d->name, describe(inputs[i], buf, sizeof buf));
+  }
+  return 0;
+}
+
+static void release_outs(bb_grad_trainer *t, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    bb_tensor_release(t->outs[i]);
+    t->outs[i] = NULL;
+  }
+}
+
+static double scalar_value(const bb_tensor *x) {
+  if (x->numel != 1) return NAN;
+  return x->dtype == BB_DTYPE_DOUBLE ? *(const double *)bb_tensor_data(x)
+         : x->dtype == BB_DTYPE_FLOAT ? *(const float *)bb_tensor_data(x)
+                                      : NAN;
+}
+
+/* MSE and BCE broadcast a target of another shape silently: refuse it instead. */
+static int check_target(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n, bb_error *err) {
+  const bb_grad_graph *g = t->graph;
+  if (!g->target || g->kind == BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY) return 0;
+  const bb_tensor *pred = t->outs[t->prediction_out];
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(names[i], g->target) == 0 && !bb_tensor_same_shape(inputs[i], pred)) {
+      char a[96], b[96];
+      return bb_error_set(err, BB_ERR_TYPE, "target %s is %s, but the prediction %s is %s", g->target,
+                          describe(inputs[i], a, sizeof a), g->prediction, describe(pred, b, sizeof b));
+    }
+  return 0;
+}
+
+static void replace(bb_tensor **slot, bb_tensor *with) {
+  bb_tensor_release(*slot);
+  *slot = with;
+}
+
+int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n_inputs,
+                         bb_grad_step *out, bb_error *err) {
+  const bb_grad_graph *g = t->graph;
+  const bb_grad_optimizer *o = t->opt;
+  out->loss = NAN;
+  out->applied = false;
+  int rc = n_inputs > t->n_inputs ? bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%zu inputs, the graph takes %zu", n_inputs, t->n_inputs)
+                                  : check_inputs(t, names, inputs, n_inputs, err);
+  if (rc) return rc;
+  /* the training graph: data, seed, parameters, state */
+  size_t k = 0;
+  for (size_t i = 0; i < n_inputs; i++) t->names[k] = names[i], t->args[k++] = inputs[i];
+  if (t->seed) {
+    *(int64_t *)bb_tensor_data(t->seed) = (int64_t)(t->seed0 + t->steps);
+    t->names[k] = g->seed, t->args[k++] = t->seed;
+  }
+  for (size_t i = 0; i < t->params.n; i++) t->names[k] = t->params.names[i], t->args[k++] = t->params.values[i];
+  for (size_t i = 0; i < t->state.n; i++) t->names[k] = t->state.names[i], t->args[k++] = t->state.values[i];
+  size_t n_train = bb_cpu_session_output_count(t->train);
+  if ((rc = bb_cpu_session_run(t->train, t->names, t->args, k, t->outs, err))) return rc;
+  if ((rc = check_target(t, names, inputs, n_inputs, err))) {
+    release_outs(t, n_train);
+    return rc;
+  }
+  t->steps++;
+  double loss = scalar_value(t->outs[0]);
+  out->loss = (float)loss;
+  bool ok = isfinite(loss);
+  for (size_t i = 0; ok && i < g->n_params; i++) ok = finite(t->outs[t->grad_out[i]]);
+  /* the optimizer graph: parameters, gradients, optimizer state */
+  bb_tensor **opt_outs = t->outs + n_train;
+  size_t n_opt = bb_cpu_session_output_count(t->optim);
+  if (ok) {
+    k = 0;
+    for (size_t i = 0; i < g->n_params; i++) t->names[k] = o->params[i], t->args[k++] = t->params.values[i];
+    for (size_t i = 0; i < g->n_params; i++) t->names[k] = o->grads[i], t->args[k++] = t->outs[t->grad_out[i]];
+    for (size_t i = 0; i < t->opt_state.n; i++) t->names[k] = t->opt_state.names[i], t->args[k++] = t->opt_state.values[i];
+    if ((rc = bb_cpu_session_run(t->optim, t->names, t->args, k, opt_outs, err))) {
+      release_outs(t, n_train);
+      return rc;
+    }
+    for (size_t i = 0; ok && i < g->n_params; i++) ok = finite(opt_outs[i]);
+    if (ok) { /* adopt everything at once */
+      for (size_t i = 0; i < g->n_params; i++) replace(&t->params.values[i], opt_outs[i]), opt_outs[i] = NULL;
+      for (size_t i = 0; i < o->n_state; i++) replace(&t->opt_state.values[i], opt_outs[g->n_params + i]), opt_outs[g->n_params + i] = NULL;
+      for (size_t i = 0; i < g->n_state; i++) replace(&t->state.values[i], t->outs[t->state_out[i]]), t->outs[t->state_out[i]] = NULL;
+    }
+    release_outs(t, n_train + n_opt);
+  } else {
+    release_outs(t, n_train);
+  }
+  if (!ok) t->refused++;
+  out->applied = ok;
+  return 0;
+}
+
+uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t) { return t->steps; }
+uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t) { return t->refused; }
+
+static bb_tensor *lookup(const held *h, const char *name) {
+  for (size_t i = 0; i < h->n; i++)
+    if (strcmp(h->names[i], name) == 0) return h->values[i];
+  return NULL;
+}
+
+const bb_tensor *bb_grad_trainer_value(const bb_grad_trainer *t, const char *name) {
+  const bb_tensor *v = lookup(&t->params, name);
+  if (!v) v = lookup(&t->state, name);
+  if (!v) v = lookup(&t->opt_state, name);
+  return v;
+}
+
+size_t bb_grad_trainer_value_count(const bb_grad_trainer *t) { return t->params.n + t->state.n + t->opt_state.n; }
+
+/* The held list and index of overall index i. */
+static const held *nth(const bb_grad_trainer *t, size_t *i) {
+  const held *lists[3] = {&t->params, &t->state, &t->opt_state};
+  for (int k = 0; k < 3; k++) {
+    if (*i < lists[k]->n) return lists[k];
+    *i -= lists[k]->n;
+  }
+  return NULL;
+}
+
+const char *bb_grad_trainer_value_name(const bb_grad_trainer *t, size_t i) {
+  const held *h = nth(t, &i);
+  return h ? h->names[i] : NULL;
+}
+
+int bb_grad_trainer_set_value(bb_grad_trainer *t, const char *name, const bb_tensor *value, bb_error *err) {
+  bb_tensor *x = name ? (bb_tensor *)bb_grad_trainer_value(t, name) : NULL;
+  if (!x) return bb_error_set(err, BB_ERR_NOT_FOUND, "the trainer holds no tensor %s", name ? name : "(null)");
+  char a[96], b[96];
+  if (!value || value->dtype != x->dtype || !bb_tensor_same_shape(value, x))
+    return bb_error_set(err, BB_ERR_TYPE, "%s is %s; got %s", name, describe(x, a, sizeof a),
+                        value ? describe(value, b, sizeof b) : "nothing");
+  /* the held tensor is the trainer's alone (made by a session or from an initializer) */
+  memcpy(bb_tensor_data(x), bb_tensor_data(value), bb_tensor_nbytes(x));
+  return 0;
+}
+
+int bb_grad_trainer_load(bb_grad_trainer *t, const bb_model *m, bb_error *err) {
+  if (!m || !m->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
+  for (size_t i = 0; i < m->graph->initializers.len; i++) {
+    const bb_tensor_proto *p = m->graph->initializers.items[i];
+    if (!p->name || !bb_grad_trainer_value(t, p->name)) continue;
+    bb_tensor *x = NULL;
+    int rc = bb_tensor_from_proto(p, t->alloc, &x, err);
+    if (!rc) rc = bb_grad_trainer_set_value(t, p->name, x, err);
+    bb_tensor_release(x);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Overwrites an initializer's data in place when it has the tensor's type, shape and raw
+ * storage (no growth of the model's arena); replaces it otherwise. */
+static int store_one(bb_model *m, size_t index, const bb_tensor *x, bb_error *err) {
+  bb_tensor_proto *p = m->graph->initializers.items[index];
+  bool same = p->has_raw_data && p->data_type == x->dtype && p->n_dims == (size_t)x->rank &&
+              p->raw_data.len == bb_tensor_nbytes(x);
+  for (size_t d = 0; same && d < p->n_dims; d++) same = p->dims[d] == x->dims[d];
+  if (same) {
+    memcpy(p->raw_data.data, bb_tensor_data(x), p->raw_data.len);
+    return 0;
+  }
+  bb_tensor_proto *fresh;
+  int rc = bb_tensor_to_proto(m, x, p->name, &fresh, err);
+  if (!rc) m->graph->initializers.items[index] = fresh;
+  return rc;
+}
+
+int bb_grad_trainer_store(const bb_grad_trainer *t, bb_model *m, bb_error *err) {
+  if (!m || !m->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
+  for (size_t i = 0; i < m->graph->initializers.len; i++) {
+    const bb_tensor_proto *p = m->graph->initializers.items[i];
+    const bb_tensor *x = p->name ? bb_grad_trainer_value(t, p->name) : NULL;
+    int rc = x ? store_one(m, i, x, err) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}

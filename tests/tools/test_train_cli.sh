@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bb train end to end: the LeNet-style CNN PyTorch exported (tests/data/grad) learns
+# scikit-learn's handwritten digits from CSV; a linear regression made with onnx.helper
+# learns from a CSV with a header and a named label column; the trained models are
+# written in inference form and pass onnx.checker; bad arguments fail with clear messages.
+# usage: test_train_cli.sh BB PYTHON SOURCE_DIR
+set -uo pipefail
+bb=$1 py=$2 src=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() { # description, then a command that must succeed
+  local what=$1
+  shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
+}
+fails_with() { # description, expected message fragment, command that must fail
+  local what=$1 frag=$2
+  shift 2
+  local out
+  if out=$("$@" 2>&1); then echo "FAIL $what (exit 0)"; failures=$((failures + 1)); return; fi
+  if grep -q -- "$frag" <<<"$out"; then echo "ok   $what"; else
+    echo "FAIL $what: message was: $out"; failures=$((failures + 1)); fi
+}
+
+gzip -dc /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz >"$tmp/digits.csv"
+lenet=$src/tests/data/grad/lenet_dynamic.onnx
+
+"$bb" train "$lenet" --data "$tmp/digits.csv" --label -1 --scale 0.0625 --epochs 10 --lr 0.01 --quiet \
+  -o "$tmp/lenet.onnx" --training-graph "$tmp/train.onnx" --optimizer-graph "$tmp/opt.onnx" >"$tmp/lenet.log" 2>&1
+cat "$tmp/lenet.log"
+check "LeNet learns the digits (test accuracy >= 0.9)" \
+  "$py" -c 'import re,sys; a=float(re.findall(r"test accuracy ([0-9.]+)", open(sys.argv[1]).read())[-1]); sys.exit(a < 0.9)' "$tmp/lenet.log"
+check "the trained LeNet is plain ONNX in inference form" "$py" -c '
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+for n in m.graph.node:
+    assert n.domain in ("", "ai.onnx"), n
+    if n.op_type == "BatchNormalization":
+        assert len(n.output) == 1 and not any(a.name == "training_mode" for a in n.attribute), n
+    if n.op_type == "Dropout":
+        assert len(n.input) < 3, n
+for f in sys.argv[2:]:
+    onnx.checker.check_model(onnx.load(f), full_check=True)
+' "$tmp/lenet.onnx" "$tmp/train.onnx" "$tmp/opt.onnx"
+check "the optimizer graph carries its step count" "$py" -c '
+import sys, onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+step = [numpy_helper.to_array(i) for i in m.graph.initializer if i.name == "optimizer.step"][0]
+assert int(step) == 450, step
+' "$tmp/opt.onnx"
+
+# y = 2 x0 - x1 + 0.5 (+ noise), a header, the label named
+"$py" - "$tmp" <<'PY'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+d = sys.argv[1]
+rng = np.random.default_rng(7)
+x = rng.uniform(-1, 1, (200, 2)).astype(np.float32)
+y = 2 * x[:, 0] - x[:, 1] + 0.5 + rng.normal(0, 0.01, 200)
+with open(f"{d}/reg.csv", "w") as f:
+    f.write("a,b,target_y\n")
+    for r, t in zip(x, y):
+        f.write(f"{r[0]:.6f},{r[1]:.6f},{t:.6f}\n")
+g = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])], "linear",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1])],
+    [numpy_helper.from_array(np.zeros((2, 1), np.float32), "w"), numpy_helper.from_array(np.zeros(1, np.float32), "b")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{d}/linear.onnx")
+PY
+"$bb" train "$tmp/linear.onnx" --data "$tmp/reg.csv" --header --label target_y --loss mse --optimizer sgd --lr 0.1 \
+  --batch 16 --steps 300 -o "$tmp/linear_trained.onnx" >"$tmp/reg.log" 2>&1
+cat "$tmp/reg.log"
+check "a linear regression learns its weights" "$py" -c '
+import sys, numpy as np, onnx
+from onnx import numpy_helper
+m = {i.name: numpy_helper.to_array(i) for i in onnx.load(sys.argv[1]).graph.initializer}
+assert np.allclose(m["w"].ravel(), [2, -1], atol=0.05) and abs(m["b"][0] - 0.5) < 0.05, m
+' "$tmp/linear_trained.onnx"
+check "its test error is small" "$py" -c 'import re,sys; e=float(re.findall(r"test mse ([0-9.e-]+)", open(sys.argv[1]).read())[-1]); sys.exit(e > 0.01)' "$tmp/reg.log"
+
+fails_with "a label column that is not there" "has no column 'nope'" \
+  "$bb" train "$tmp/linear.onnx" --data "$tmp/reg.csv" --header --label nope -o "$tmp/x.onnx"
+fails_with "an unknown optimizer" "is not sgd, momentum, nesterov, adam or adamw" \
+  "$bb" train "$tmp/linear.onnx" --data "$tmp/reg.csv" --header --label -1 --optimizer rmsprop -o "$tmp/x.onnx"
+fails_with "labels that are not class ids" "is not a class id" \
+  "$bb" train "$tmp/linear.onnx" --data "$tmp/reg.csv" --header --label -1 --loss xent -o "$tmp/x.onnx"
+fails_with "rows that do not fill the input" "do not fill input x" \
+  "$bb" train "$tmp/linear.onnx" --data "$tmp/digits.csv" --label -1 -o "$tmp/x.onnx"
+fails_with "a fixed batch" "has a fixed batch of 4: pass --batch 4" \
+  "$bb" train "$src/tests/data/grad/lenet.onnx" --data "$tmp/digits.csv" --label -1 -o "$tmp/x.onnx"
+fails_with "a missing -o" "usage: bb train" "$bb" train "$lenet" --data "$tmp/digits.csv" --label -1
+
+[ "$failures" -eq 0 ] && echo "bb train tests passed" || { echo "$failures bb train tests failed"; exit 1; }

@@ -1,0 +1,495 @@
+#!/usr/bin/python3
+"""PyTorch as the oracle of the gradient builder (tests/grad/test_grad_torch.c).
+
+Builds small PyTorch modules (one per operator the gradient builder covers, and whole
+models: an MLP, a LeNet-style CNN, a transformer block, a regression and a binary
+classifier), exports each with torch.onnx.export (opset 17, no constant folding, training
+mode), and writes next to it the reference PyTorch computes for fixed inputs:
+
+  CASE.onnx      the exported model (its initializers are the initial parameters)
+  CASE.ref.onnx  a ModelProto whose graph holds no nodes, only initializers:
+                   input:NAME     each graph input fed to the model
+                   loss           the loss
+                   grad:PARAM     d loss / d PARAM for every trained parameter
+                   OPT:PARAM      PARAM after 10 steps of optimizer OPT (whole models)
+                   OPT:losses     the loss before each of those steps
+                 and metadata: loss (output | sce | mse | bce), output (the graph output
+                 the loss is or reads), target (the label input), params (the trained
+                 parameters, comma-separated), optimizers (comma-separated) and opt:OPT
+                 (its hyper-parameters as key=value pairs).
+
+A few operator forms torch never exports (Gemm's transA, alpha and beta) are written with
+onnx.helper; PyTorch then computes the same function from the same initial values.
+
+Dropout: ONNX runtimes draw masks with their own generators, so the reference applies the
+mask of bytesandbrains' seeded Dropout (ai.bytesandbrains.grad, documented in
+docs/GRAD.md), reproduced here bit for bit: the comparison checks the gradient, the
+inverted scaling and the optimizer against PyTorch's autograd with the same mask.
+
+BatchNormalization: ONNX updates the running variance with the batch's population
+variance, PyTorch with the unbiased one; the reference replays ONNX's rule on PyTorch's
+own batch statistics (running means are PyTorch's).
+
+Usage: torch_make_grad_models.py [OUT_DIR]   (default: tests/data/grad next to this file)
+       torch_make_grad_models.py --check DIR (regenerates into a temporary directory and
+                                              fails unless every file equals DIR's)
+"""
+import filecmp
+import io
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import helper, numpy_helper, TensorProto
+
+torch.set_num_threads(1)
+OPSET = 17
+STEPS = 10
+
+# ---- bytesandbrains' seeded Dropout mask -------------------------------------------------
+
+M64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def mix(z):
+    z = np.asarray(z, dtype=np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def keep_mask(seed, stream, shape, ratio):
+    key = mix(np.array([(seed + GOLDEN * (stream + 1)) & M64], dtype=np.uint64))[0]
+    i = np.arange(1, int(np.prod(shape)) + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        bits = mix(key + np.uint64(GOLDEN) * i) >> np.uint64(40)
+    return (bits.astype(np.float64) >= ratio * 16777216.0).reshape(shape)
+
+
+class SeededDropout(nn.Module):
+    """nn.Dropout when exporting; the seeded mask of the current step otherwise."""
+
+    exporting = False
+    seed = 0
+
+    def __init__(self, p, stream):
+        super().__init__()
+        self.p, self.stream = p, stream
+
+    def forward(self, x):
+        if SeededDropout.exporting:
+            return F.dropout(x, self.p, True)
+        mask = torch.from_numpy(keep_mask(SeededDropout.seed, self.stream, tuple(x.shape), self.p)).to(x.dtype)
+        return x * mask * torch.tensor(1.0 / (1.0 - self.p), dtype=x.dtype)
+
+
+# ---- cases -------------------------------------------------------------------------------
+
+def randn(*shape, scale=1.0):
+    if len(shape) == 1 and isinstance(shape[0], tuple):
+        shape = shape[0]
+    return torch.randn(tuple(shape)) * scale
+
+
+class Case:
+    """A module, its inputs, and how its loss is formed."""
+
+    def __init__(self, name, module, inputs, loss="output", target=None, optimizers=(), onnx_model=None, fn=None,
+                 dynamic_batch=False):
+        self.name, self.module, self.inputs, self.loss = name, module, inputs, loss
+        self.dynamic_batch = dynamic_batch  # export dim 0 of every input as the symbol "batch"
+        self.target = target  # (name, tensor) for built-in losses
+        self.optimizers = optimizers
+        self.onnx_model = onnx_model  # a helper-built model, with fn(params, inputs) -> loss
+        self.fn = fn
+
+
+class Weighted(nn.Module):
+    """sum(f(params, inputs) * R): a scalar whose gradient reaches every output element."""
+
+    def __init__(self, f, params, out_shape, seed):
+        super().__init__()
+        self.f = f
+        self.p = nn.ParameterDict({k: nn.Parameter(v) for k, v in params.items()})
+        g = torch.Generator().manual_seed(seed)
+        self.r = torch.randn(tuple(out_shape), generator=g)
+
+    def forward(self, *xs):
+        return (self.f(self.p, *xs) * self.r).sum()
+
+
+def op_case(name, f, params, inputs=(), seed=0):
+    """An operator test: parameters in, sum(f(...) * R) out."""
+    with torch.no_grad():
+        shape = f({k: v for k, v in params.items()}, *[x for _, x in inputs]).shape
+    return Case(name, Weighted(f, params, shape, seed), list(inputs))
+
+
+OPTIMIZERS = {
+    "sgd": dict(kind="sgd", lr=0.1),
+    "sgd_clip": dict(kind="sgd", lr=0.1, weight_decay=0.01, max_grad_norm=0.5),
+    "momentum": dict(kind="momentum", lr=0.05, momentum=0.9, weight_decay=0.001),
+    "nesterov": dict(kind="momentum", lr=0.05, momentum=0.9, nesterov=1),
+    "adam": dict(kind="adam", lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01),
+    "adamw": dict(kind="adamw", lr=0.01, beta1=0.85, beta2=0.99, eps=1e-6, weight_decay=0.05, max_grad_norm=1.0),
+}
+
+
+def torch_optimizer(cfg, params):
+    wd = cfg.get("weight_decay", 0.0)
+    if cfg["kind"] == "sgd":
+        return torch.optim.SGD(params, lr=cfg["lr"], weight_decay=wd)
+    if cfg["kind"] == "momentum":
+        return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg["momentum"], nesterov=bool(cfg.get("nesterov", 0)),
+                               weight_decay=wd)
+    betas = (cfg["beta1"], cfg["beta2"])
+    cls = torch.optim.Adam if cfg["kind"] == "adam" else torch.optim.AdamW
+    return cls(params, lr=cfg["lr"], betas=betas, eps=cfg["eps"], weight_decay=wd)
+
+
+def lenet():
+    class LeNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 4, 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(4)
+            self.conv2 = nn.Conv2d(4, 6, 3, padding=1)
+            self.drop = SeededDropout(0.5, 0)
+            self.fc = nn.Linear(6 * 2 * 2, 10)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+            return self.fc(self.drop(torch.flatten(x, 1)))
+
+    return LeNet()
+
+
+def transformer():
+    class Block(nn.Module):
+        def __init__(self, vocab=11, d=8, t=5, heads=2, classes=3):
+            super().__init__()
+            self.h, self.dh = heads, d // heads
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.randn(t, d) * 0.1)
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.up = nn.Linear(d, 2 * d)
+            self.down = nn.Linear(2 * d, d)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, tokens):
+            b, t = tokens.shape
+            x = self.emb(tokens) + self.pos
+            q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=-1)
+            q = q.reshape(b, t, self.h, self.dh).transpose(1, 2)
+            k = k.reshape(b, t, self.h, self.dh).transpose(1, 2)
+            v = v.reshape(b, t, self.h, self.dh).transpose(1, 2)
+            att = torch.softmax(q @ k.transpose(-2, -1) / (self.dh ** 0.5), dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(b, t, -1)
+            x = x + self.proj(y)
+            x = x + self.down(F.gelu(self.up(self.ln2(x))))
+            return self.head(x.mean(dim=1))
+
+    return Block()
+
+
+def model_cases():
+    cases = []
+    torch.manual_seed(1)
+    mlp = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 4))
+    cases.append(Case("mlp", mlp, [("x", randn(5, 6))], loss="sce", target=("labels", torch.tensor([0, 3, 1, 2, 3])),
+                      optimizers=list(OPTIMIZERS)))
+    torch.manual_seed(2)
+    cases.append(Case("lenet", lenet(), [("x", randn(4, 1, 8, 8))], loss="sce", target=("labels", torch.tensor([1, 7, 3, 9])),
+                      optimizers=list(OPTIMIZERS)))
+    torch.manual_seed(3)
+    cases.append(Case("transformer", transformer(), [("tokens", torch.randint(0, 11, (2, 5)))], loss="sce",
+                      target=("labels", torch.tensor([2, 0])), optimizers=list(OPTIMIZERS)))
+    # the same models with the batch dim left symbolic
+    torch.manual_seed(2)
+    cases.append(Case("lenet_dynamic", lenet(), [("x", randn(3, 1, 8, 8))], loss="sce", target=("labels", torch.tensor([4, 0, 2])),
+                      optimizers=["adam"], dynamic_batch=True))
+    torch.manual_seed(3)
+    cases.append(Case("transformer_dynamic", transformer(), [("tokens", torch.randint(0, 11, (3, 5)))], loss="sce",
+                      target=("labels", torch.tensor([1, 2, 0])), optimizers=["momentum"], dynamic_batch=True))
+    torch.manual_seed(4)
+    reg = nn.Sequential(nn.Linear(3, 8), nn.Sigmoid(), nn.Linear(8, 2))
+    cases.append(Case("regression", reg, [("x", randn(6, 3))], loss="mse", target=("y", randn(6, 2)),
+                      optimizers=["sgd", "adam"]))
+    torch.manual_seed(5)
+    bin_ = nn.Sequential(nn.Linear(4, 6), nn.LeakyReLU(0.1), nn.Linear(6, 1))
+    cases.append(Case("binary", bin_, [("x", randn(7, 4))], loss="bce", target=("y", torch.randint(0, 2, (7, 1)).float()),
+                      optimizers=["sgd", "adamw"]))
+    return cases
+
+
+def op_cases():
+    torch.manual_seed(10)
+    c = []
+    add = c.append
+    # linear algebra
+    add(op_case("matmul_2d", lambda p: p["a"] @ p["b"], {"a": randn(3, 4), "b": randn(4, 5)}))
+    add(op_case("matmul_batched", lambda p: p["a"] @ p["b"], {"a": randn(2, 3, 4), "b": randn(4, 5)}))
+    add(op_case("matmul_broadcast", lambda p: p["a"] @ p["b"], {"a": randn(2, 1, 3, 4), "b": randn(3, 4, 2)}))
+    add(op_case("matmul_vec", lambda p: (p["v"] @ p["b"]) + (p["b"] @ p["w"]).sum(), {"v": randn(4), "b": randn(4, 3), "w": randn(3)}))
+    add(op_case("linear", lambda p, x: F.linear(x, p["w"], p["b"]), {"w": randn(3, 4), "b": randn(3)}, [("x", randn(5, 4))]))
+    # elementwise with broadcasting
+    add(op_case("add_sub_bcast", lambda p: (p["a"] + p["b"]) - p["c"], {"a": randn(2, 3, 4), "b": randn(4), "c": randn(3, 1)}))
+    add(op_case("mul_div_bcast", lambda p: p["a"] * p["b"] / (p["c"] ** 2 + 1), {"a": randn(3, 4), "b": randn(1, 4), "c": randn(3, 1)}))
+    add(op_case("neg_scalar", lambda p: -p["a"] * p["s"], {"a": randn(3, 2), "s": randn(())}))
+    add(op_case("activations", lambda p: torch.relu(p["a"]) + F.leaky_relu(p["a"], 0.2) + torch.sigmoid(p["a"]) + torch.tanh(p["a"]),
+                {"a": randn(4, 5)}))
+    add(op_case("erf_exp_log", lambda p: torch.erf(p["a"]) + torch.exp(p["a"] * 0.5) + torch.log(p["a"] * p["a"] + 1),
+                {"a": randn(3, 4)}))
+    add(op_case("sqrt_pow", lambda p: torch.sqrt(p["a"] * p["a"] + 0.5) + p["a"] ** 3 + torch.pow(p["a"] * p["a"] + 1, p["e"]),
+                {"a": randn(3, 4), "e": randn(4)}))
+    add(op_case("clip_where", lambda p: torch.clamp(p["a"], -0.5, 0.7) + torch.where(p["a"] > 0, p["a"] * 2, p["b"]),
+                {"a": randn(3, 4), "b": randn(4)}))
+    add(op_case("cast", lambda p: (p["a"].double() * 2).float(), {"a": randn(3, 2)}))
+    add(op_case("gelu", lambda p: F.gelu(p["a"]), {"a": randn(4, 3)}))
+    # softmax and losses
+    add(op_case("softmax", lambda p: torch.softmax(p["a"], dim=-1) + torch.softmax(p["a"], dim=1), {"a": randn(2, 3, 4)}))
+    add(op_case("log_softmax", lambda p: torch.log_softmax(p["a"], dim=1), {"a": randn(3, 5)}))
+    add(op_case("cross_entropy", lambda p, y: F.cross_entropy(p["a"], y), {"a": randn(4, 5)}, [("y", torch.tensor([0, 4, 2, 2]))]))
+    add(op_case("cross_entropy_weighted",
+                lambda p, y: F.cross_entropy(p["a"], y, weight=torch.tensor([0.5, 2.0, 1.25]), ignore_index=1),
+                {"a": randn(5, 3)}, [("y", torch.tensor([0, 1, 2, 2, 0]))]))
+    add(op_case("cross_entropy_spatial", lambda p, y: F.cross_entropy(p["a"], y, reduction="sum"), {"a": randn(2, 3, 2, 2)},
+                [("y", torch.randint(0, 3, (2, 2, 2)))]))
+    add(op_case("nll", lambda p, y: F.nll_loss(F.log_softmax(p["a"], 1), y, reduction="none"), {"a": randn(4, 3)},
+                [("y", torch.tensor([2, 0, 1, 1]))]))
+    # convolutions and pooling
+    add(op_case("conv", lambda p, x: F.conv2d(x, p["w"], p["b"], stride=2, padding=1), {"w": randn(4, 2, 3, 3), "b": randn(4)},
+                [("x", randn(2, 2, 7, 6))]))
+    add(op_case("conv_dilated_grouped", lambda p: F.conv2d(p["x"], p["w"], stride=(1, 2), padding=(2, 1), dilation=2, groups=2),
+                {"x": randn(2, 4, 7, 7), "w": randn(6, 2, 3, 2)}))
+    add(op_case("conv_transpose", lambda p: F.conv_transpose2d(p["x"], p["w"], p["b"], stride=2, padding=1, output_padding=1),
+                {"x": randn(2, 3, 3, 4), "w": randn(3, 2, 3, 3), "b": randn(2)}))
+    add(op_case("conv_transpose_grouped", lambda p: F.conv_transpose2d(p["x"], p["w"], stride=(2, 1), padding=(0, 1), groups=2, dilation=(1, 2)),
+                {"x": randn(1, 4, 3, 3), "w": randn(4, 3, 2, 3)}))
+    add(op_case("maxpool", lambda p: F.max_pool2d(p["x"], 3, stride=2, padding=1), {"x": randn(2, 3, 7, 6)}))
+    add(op_case("avgpool", lambda p: F.avg_pool2d(p["x"], 3, stride=2, padding=1) + F.avg_pool2d(p["x"], 3, stride=2, padding=1, count_include_pad=False),
+                {"x": randn(2, 2, 6, 7)}))
+    add(op_case("global_avgpool", lambda p: F.adaptive_avg_pool2d(p["x"], 1), {"x": randn(2, 3, 4, 5)}))
+    add(op_case("batchnorm", lambda p: F.batch_norm(p["x"], torch.zeros(3), torch.ones(3), p["g"], p["b"], training=True),
+                {"x": randn(4, 3, 2, 3), "g": randn(3), "b": randn(3)}))
+    add(op_case("layernorm", lambda p: F.layer_norm(p["x"], (3, 4), p["g"], p["b"]), {"x": randn(2, 3, 4), "g": randn(3, 4), "b": randn(3, 4)}))
+    # data movement
+    add(op_case("reshape_flatten", lambda p: torch.flatten(p["x"].reshape(3, 8), 0) * 2, {"x": randn(2, 3, 4)}))
+    add(op_case("transpose", lambda p: p["x"].permute(2, 0, 1), {"x": randn(2, 3, 4)}))
+    add(op_case("concat_split", lambda p: torch.cat(torch.cat([p["a"], p["b"]], dim=1).split([3, 2], dim=1)[::-1], dim=1),
+                {"a": randn(2, 2), "b": randn(2, 3)}))
+    add(op_case("slice", lambda p: p["x"][1:, :-1, 2:4], {"x": randn(3, 4, 5)}))
+    add(op_case("pad", lambda p: F.pad(p["x"], (1, 2, 0, 1)), {"x": randn(2, 3, 4)}))
+    add(op_case("gather_embedding", lambda p, i: F.embedding(i, p["w"]), {"w": randn(6, 3)}, [("i", torch.tensor([[0, 5, 0], [2, 2, 1]]))]))
+    add(op_case("gather_axis1", lambda p: p["x"][:, 2], {"x": randn(3, 4, 2)}))
+    add(op_case("squeeze_unsqueeze", lambda p: p["x"].squeeze(1).unsqueeze(0) * p["x"].sum(), {"x": randn(3, 1, 4)}))
+    add(op_case("reduce", lambda p: p["x"].mean(dim=1, keepdim=True) + p["x"].sum(dim=(0, 2)).reshape(1, 3, 1) + p["x"].mean(),
+                {"x": randn(2, 3, 4)}))
+    add(op_case("expand", lambda p: p["x"].expand(3, 4, 2) * 1.5, {"x": randn(4, 1)}))
+    # Dropout with bytesandbrains' mask (stream 0, seed 0)
+    drop = SeededDropout(0.5, 0)
+    add(op_case("dropout", lambda p: drop(p["x"] * 3), {"x": randn(4, 6)}))
+    return c
+
+
+# ---- helper-built cases: Gemm's forms ------------------------------------------------------
+
+def gemm_case(name, seed, trans_a, trans_b, alpha, beta, c_shape):
+    torch.manual_seed(seed)
+    m, k, n = 3, 4, 2
+    a = randn(*((k, m) if trans_a else (m, k)))
+    b = randn(*((n, k) if trans_b else (k, n)))
+    c = randn(*c_shape) if c_shape is not None else None
+    r = randn(m, n)
+    params = {"A": a, "B": b}
+    if c is not None:
+        params["C"] = c
+    # initializers are named as PyTorch names the module's parameters ("p.A")
+    inits = [numpy_helper.from_array(v.numpy(), "p." + k2) for k2, v in params.items()]
+    nodes = [helper.make_node("Gemm", ["p.A", "p.B"] + (["p.C"] if c is not None else []), ["y"], transA=trans_a, transB=trans_b,
+                              alpha=alpha, beta=beta),
+             helper.make_node("Constant", [], ["r"], value=numpy_helper.from_array(r.numpy())),
+             helper.make_node("Mul", ["y", "r"], ["yr"]),
+             helper.make_node("ReduceSum", ["yr"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(nodes, name, [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="torch_make_grad_models")
+
+    def fn(p, inputs):
+        pa = p["A"].t() if trans_a else p["A"]
+        pb = p["B"].t() if trans_b else p["B"]
+        y = alpha * (pa @ pb) + (beta * p["C"] if c is not None else 0)
+        return (y * r).sum()
+
+    mod = nn.Module()
+    mod.p = nn.ParameterDict({k2: nn.Parameter(v) for k2, v in params.items()})
+    return Case(name, mod, [], onnx_model=model, fn=fn)
+
+
+def gemm_cases():
+    return [gemm_case("gemm_plain", 20, 0, 0, 1.0, 1.0, (3, 2)), gemm_case("gemm_trans_a", 21, 1, 0, 0.5, 2.0, (2,)),
+            gemm_case("gemm_trans_b", 22, 0, 1, 1.5, 0.25, (3, 1)), gemm_case("gemm_trans_ab", 23, 1, 1, 2.0, 1.0, ()),
+            gemm_case("gemm_no_c", 24, 1, 1, 0.75, 1.0, None)]
+
+
+# ---- running a case ------------------------------------------------------------------------
+
+def param_names(case):
+    """The parameters in the names the ONNX graph gives their initializers."""
+    return [n for n, _ in case.module.named_parameters()]
+
+
+def run_loss(case, seed=0):
+    SeededDropout.seed = seed
+    xs = [x for _, x in case.inputs]
+    if case.onnx_model is not None:
+        return case.fn(case.module.p, xs)
+    out = case.module(*xs)
+    if case.loss == "output":
+        return out
+    t = case.target[1]
+    if case.loss == "sce":
+        return F.cross_entropy(out, t)
+    if case.loss == "mse":
+        return F.mse_loss(out, t)
+    return F.binary_cross_entropy_with_logits(out, t)
+
+
+def export(case):
+    if case.onnx_model is not None:
+        return case.onnx_model.SerializeToString()
+    SeededDropout.exporting = True
+    buf = io.BytesIO()
+    try:
+        torch.onnx.export(case.module, tuple(x for _, x in case.inputs), buf, opset_version=OPSET,
+                          do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING,
+                          input_names=[n for n, _ in case.inputs], output_names=["out"],
+                          dynamic_axes={n: {0: "batch"} for n, _ in case.inputs} if case.dynamic_batch else None)
+    finally:
+        SeededDropout.exporting = False
+    model = onnx.load_from_string(buf.getvalue())
+    onnx.checker.check_model(model)
+    return buf.getvalue()
+
+
+def batchnorms(module):
+    return [(n, m) for n, m in module.named_modules() if isinstance(m, nn.BatchNorm2d)]
+
+
+def train(case, opt_name, state):
+    """Parameters (and ONNX-rule running statistics) after STEPS steps from `state`."""
+    case.module.load_state_dict(state)
+    cfg = OPTIMIZERS[opt_name]
+    params = list(case.module.parameters())
+    opt = torch_optimizer(cfg, params)
+    onnx_var = {n: m.running_var.clone() for n, m in batchnorms(case.module)}
+    hooks = []
+    for n, m in batchnorms(case.module):
+        def hook(mod, inp, out, n=n):
+            x = inp[0].detach()
+            var = x.var(dim=(0, 2, 3), unbiased=False)
+            onnx_var[n] = onnx_var[n] * 0.9 + var * 0.1
+        hooks.append(m.register_forward_hook(hook))
+    losses = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = run_loss(case, seed=step)
+        losses.append(loss.item())
+        loss.backward()
+        if cfg.get("max_grad_norm", 0) > 0:
+            torch.nn.utils.clip_grad_norm_(params, cfg["max_grad_norm"])
+        opt.step()
+    for h in hooks:
+        h.remove()
+    out = {f"{opt_name}:{n}": p.detach().clone() for n, p in case.module.named_parameters()}
+    for n, m in batchnorms(case.module):
+        out[f"{opt_name}:{n}.running_mean"] = m.running_mean.clone()
+        out[f"{opt_name}:{n}.running_var"] = onnx_var[n]
+    out[f"{opt_name}:losses"] = torch.tensor(losses, dtype=torch.float32)
+    return out
+
+
+def reference(case):
+    case.module.train()
+    state = {k: v.clone() for k, v in case.module.state_dict().items()}
+    refs = {f"input:{n}": x for n, x in case.inputs}
+    if case.target is not None:
+        refs[f"input:{case.target[0]}"] = case.target[1]
+    case.module.zero_grad()
+    loss = run_loss(case)
+    loss.backward()
+    refs["loss"] = loss.detach()
+    for n, p in case.module.named_parameters():
+        refs[f"grad:{n}"] = p.grad.detach().clone()
+    for opt_name in case.optimizers:
+        refs.update(train(case, opt_name, state))
+    case.module.load_state_dict(state)
+    meta = {"loss": case.loss, "params": ",".join(param_names(case)),
+            "optimizers": ",".join(case.optimizers)}
+    if case.target is not None:
+        meta["target"] = case.target[0]
+    for opt_name in case.optimizers:
+        meta[f"opt:{opt_name}"] = " ".join(f"{k}={v}" for k, v in OPTIMIZERS[opt_name].items())
+    return refs, meta
+
+
+def write_case(case, out_dir):
+    case.module.train()
+    data = export(case)  # before the reference: the exported initializers are the initial values
+    refs, meta = reference(case)
+    inits = [numpy_helper.from_array(v.detach().numpy(), k) for k, v in refs.items()]
+    graph = helper.make_graph([], case.name + "_reference", [], [], inits)
+    ref = helper.make_model(graph, producer_name="torch_make_grad_models", opset_imports=[helper.make_opsetid("", OPSET)])
+    for k, v in meta.items():
+        ref.metadata_props.append(onnx.StringStringEntryProto(key=k, value=v))
+    with open(os.path.join(out_dir, case.name + ".onnx"), "wb") as f:
+        f.write(data)
+    with open(os.path.join(out_dir, case.name + ".ref.onnx"), "wb") as f:
+        f.write(ref.SerializeToString())
+
+
+def all_cases():
+    return op_cases() + gemm_cases() + model_cases()
+
+
+def generate(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    names = []
+    for case in all_cases():
+        write_case(case, out_dir)
+        names.append(case.name)
+    with open(os.path.join(out_dir, "cases.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    return names
+
+
+def check(committed):
+    with tempfile.TemporaryDirectory() as tmp:
+        names = generate(tmp)
+        files = ["cases.txt"] + [n + ext for n in names for ext in (".onnx", ".ref.onnx")]
+        bad = [f for f in files if not os.path.exists(os.path.join(committed, f)) or
+               not filecmp.cmp(os.path.join(tmp, f), os.path.join(committed, f), shallow=False)]
+        extra = sorted(set(os.listdir(committed)) - set(files))
+    for f in bad:
+        print(f"differs from PyTorch's: {f}")
+    for f in extra:
+        print(f"not made by this script: {f}")
+    print(f"{len(files) - len(bad)} passed, {len(bad) + len(extra)} failed")
+    return 1 if bad or extra else 0
+
+
+if __name__ == "__main__":
+    here = os.path.dirname(os.path.abspath(__file__))
+    default = os.path.join(here, "..", "data", "grad")
+    if len(sys.argv) > 2 and sys.argv[1] == "--check":
+        sys.exit(check(sys.argv[2]))
+    generate(sys.argv[1] if len(sys.argv) > 1 else default)
