@@ -51,6 +51,15 @@ extern const size_t bb_cpu_ops_train_count;
 extern const bb_cpu_op bb_cpu_ops_grad[];
 extern const size_t bb_cpu_ops_grad_count;
 
+/* The implementation of op_type at that opset (domain "", "ai.onnx" or
+ * ai.bytesandbrains.grad), or NULL. A session resolves each node once, when it is built. */
+const bb_cpu_op *bb_cpu_resolve(const char *domain, const char *op_type, int64_t opset);
+
+/* bb_cpu_run_node with the implementation already resolved (NULL: the node is refused as
+ * unsupported): arity checks, then op->run. */
+int bb_cpu_run_op(const bb_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
+                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
+
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
 int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);
 

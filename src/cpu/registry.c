@@ -25,8 +25,9 @@ static bool onnx_domain(const char *domain) { return !domain || !*domain || strc
 static bool grad_domain(const char *domain) { return domain && strcmp(domain, BB_DOMAIN_GRAD) == 0; }
 
 /* The entry with the newest `since` not after opset; the grad domain has one version. */
-static const bb_cpu_op *find(const char *domain, const char *op_type, int64_t opset) {
+const bb_cpu_op *bb_cpu_resolve(const char *domain, const char *op_type, int64_t opset) {
   const bb_cpu_op *best = NULL;
+  if (!op_type) return NULL;
   if (grad_domain(domain)) {
     for (size_t i = 0; i < bb_cpu_ops_grad_count; i++)
       if (strcmp(bb_cpu_ops_grad[i].op_type, op_type) == 0) best = &bb_cpu_ops_grad[i];
@@ -42,7 +43,7 @@ static const bb_cpu_op *find(const char *domain, const char *op_type, int64_t op
 }
 
 bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset) {
-  return op_type && find(domain, op_type, opset) != NULL;
+  return bb_cpu_resolve(domain, op_type, opset) != NULL;
 }
 
 /* ---- listing, sorted by name ---------------------------------------------------------- */
@@ -88,12 +89,18 @@ const char *bb_cpu_op_types(size_t i) { return i < bb_cpu_op_count() ? sorted[i]
 
 int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err) {
+  const bb_cpu_op *op = NULL;
+  if (onnx_domain(node->domain) || grad_domain(node->domain)) op = bb_cpu_resolve(node->domain, node->op_type, opset);
+  return bb_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, err);
+}
+
+int bb_cpu_run_op(const bb_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
+                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err) {
   bb_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
                        err};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
-  if (!onnx_domain(node->domain) && !grad_domain(node->domain))
+  if (!op && !onnx_domain(node->domain) && !grad_domain(node->domain))
     return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);
-  const bb_cpu_op *op = find(node->domain, node->op_type ? node->op_type : "", opset);
   if (!op) return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "no CPU implementation of %s at opset %lld",
                               node->op_type ? node->op_type : "?", (long long)opset);
   /* trailing omitted inputs do not count towards arity */

@@ -301,6 +301,20 @@ int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor
   return 0;
 }
 
+void bb_grad_trainer_memory(const bb_grad_trainer *t, bb_grad_trainer_memory_stats *out) {
+  memset(out, 0, sizeof *out);
+  const held *lists[3] = {&t->params, &t->state, &t->opt_state};
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < lists[k]->n; i++) out->held_bytes += bb_tensor_nbytes(lists[k]->values[i]);
+  const bb_cpu_session *sessions[2] = {t->train, t->optim};
+  for (int k = 0; k < 2; k++) {
+    bb_cpu_session_memory_stats m;
+    bb_cpu_session_memory(sessions[k], &m);
+    out->step_high_water += m.held_high_water;
+    out->allocations += m.allocations;
+  }
+}
+
 uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t) { return t->steps; }
 uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t) { return t->refused; }
 
