@@ -61,8 +61,9 @@ size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s);
 typedef struct bb_cpu_session_memory_stats {
   size_t peak_bytes;      /* bb_cpu_session_peak_bytes */
   size_t produced_bytes;  /* tensor data the last run's nodes made, all of it */
-  size_t held_bytes;      /* bytes taken from the caller's allocator now: in use + kept */
-  size_t held_high_water; /* the most held at once since the session was made */
+  size_t in_use_high_water; /* the most bytes runs had in use at once: tensors and scratch */
+  size_t held_bytes;        /* bytes taken from the caller's allocator now: in use + kept for reuse */
+  size_t held_high_water;   /* the most held at once since the session was made */
   uint64_t allocations;   /* run requests that reached the caller's allocator, in all */
 } bb_cpu_session_memory_stats;
 

@@ -12,6 +12,16 @@
 #include "bb/cpu.h"
 #include "util/error.h"
 
+/* Scratch memory shared by the nodes of a run (they run one at a time): grown to the
+ * largest request and kept, so temporaries cost one buffer, not one allocation each. */
+typedef struct bb_cpu_workspace {
+  void *data;
+  size_t size;
+  const bb_allocator *alloc;
+} bb_cpu_workspace;
+
+void bb_cpu_workspace_free(bb_cpu_workspace *ws);
+
 typedef struct bb_cpu_op_ctx {
   const bb_ir_node *node;
   int64_t opset; /* ai.onnx opset version in force */
@@ -21,6 +31,7 @@ typedef struct bb_cpu_op_ctx {
   size_t n_outputs; /* outputs the node declares; outputs[i] for an omitted ("") output may stay NULL */
   const bb_allocator *alloc;
   bb_error *err;
+  bb_cpu_workspace *workspace;
 } bb_cpu_op_ctx;
 
 typedef int (*bb_cpu_op_fn)(bb_cpu_op_ctx *ctx);
@@ -56,9 +67,14 @@ extern const size_t bb_cpu_ops_grad_count;
 const bb_cpu_op *bb_cpu_resolve(const char *domain, const char *op_type, int64_t opset);
 
 /* bb_cpu_run_node with the implementation already resolved (NULL: the node is refused as
- * unsupported): arity checks, then op->run. */
+ * unsupported) and the caller's workspace: arity checks, then op->run. */
 int bb_cpu_run_op(const bb_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
-                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
+                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                  bb_cpu_workspace *workspace, bb_error *err);
+
+/* At least size bytes of scratch, aligned to 64, valid until the node returns (the next
+ * call may move it); NULL with the failure recorded when out of memory. */
+void *bb_cpu_scratch(bb_cpu_op_ctx *ctx, size_t size);
 
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
 int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);

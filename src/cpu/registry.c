@@ -1,10 +1,12 @@
 /* The CPU backend's operator table: lookup by (op_type, opset), arity checks, and the
  * single-node entry point. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bb/artifact.h"
 #include "cpu/cpu_op.h"
+#include "util/mem.h"
 
 typedef struct family {
   const bb_cpu_op *ops;
@@ -91,13 +93,41 @@ int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inp
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err) {
   const bb_cpu_op *op = NULL;
   if (onnx_domain(node->domain) || grad_domain(node->domain)) op = bb_cpu_resolve(node->domain, node->op_type, opset);
-  return bb_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, err);
+  bb_cpu_workspace ws = {NULL, 0, alloc ? alloc : bb_default_allocator()};
+  int rc = bb_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, &ws, err);
+  bb_cpu_workspace_free(&ws);
+  return rc;
+}
+
+void bb_cpu_workspace_free(bb_cpu_workspace *ws) {
+  bb_mem_free(ws->alloc, ws->data);
+  ws->data = NULL;
+  ws->size = 0;
+}
+
+void *bb_cpu_scratch(bb_cpu_op_ctx *ctx, size_t size) {
+  bb_cpu_workspace *ws = ctx->workspace;
+  if (size > SIZE_MAX - 64) {
+    bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", size);
+    return NULL;
+  }
+  if (ws->size < size + 64) {
+    bb_mem_free(ws->alloc, ws->data);
+    ws->size = 0;
+    if (!(ws->data = bb_mem_alloc(ws->alloc, size + 64))) {
+      bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", size);
+      return NULL;
+    }
+    ws->size = size + 64;
+  }
+  return (void *)(((uintptr_t)ws->data + 63) & ~(uintptr_t)63);
 }
 
 int bb_cpu_run_op(const bb_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
-                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err) {
+                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                  bb_cpu_workspace *workspace, bb_error *err) {
   bb_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
-                       err};
+                       err, workspace};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
   if (!op && !onnx_domain(node->domain) && !grad_domain(node->domain))
     return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);

@@ -12,7 +12,7 @@
 #include "cpu/cpu_op.h"
 #include "util/error.h"
 #include "util/mem.h"
-#include "util/mem_pool.h"
+#include "cpu/run_memory.h"
 #include "util/strmap.h"
 
 #define NO_VALUE UINT32_MAX
@@ -32,7 +32,7 @@ struct bb_cpu_session {
   const bb_allocator *alloc;
   /* what runs allocate from: the tensors of one run are recycled by the next, so a warm
    * session takes nothing from `alloc` per run */
-  bb_mem_pool *pool;
+  bb_cpu_run_memory *memory;
   const bb_allocator *run_alloc;
   int64_t opset;
   bb_strmap ids;
@@ -74,7 +74,7 @@ void bb_cpu_session_free(bb_cpu_session *s) {
   bb_mem_free(s->alloc, s->values);
   bb_mem_free(s->alloc, (void *)s->names);
   bb_strmap_free(&s->ids);
-  bb_mem_pool_close(s->pool);
+  bb_cpu_run_memory_release(s->memory);
   bb_mem_free(s->alloc, s);
 }
 
@@ -308,7 +308,34 @@ static int build(bb_cpu_session *s, bb_error *err) {
   return rc;
 }
 
-int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err) {
+bb_cpu_run_memory *bb_cpu_run_memory_new(const bb_allocator *alloc) {
+  if (!alloc) alloc = bb_default_allocator();
+  bb_cpu_run_memory *m = bb_mem_calloc(alloc, 1, sizeof *m);
+  if (!m) return NULL;
+  if (!(m->pool = bb_mem_pool_new(alloc))) {
+    bb_mem_free(alloc, m);
+    return NULL;
+  }
+  m->refcount = 1;
+  m->alloc = alloc;
+  m->workspace.alloc = bb_mem_pool_allocator(m->pool);
+  return m;
+}
+
+bb_cpu_run_memory *bb_cpu_run_memory_retain(bb_cpu_run_memory *m) {
+  if (m) m->refcount++;
+  return m;
+}
+
+void bb_cpu_run_memory_release(bb_cpu_run_memory *m) {
+  if (!m || --m->refcount) return;
+  bb_cpu_workspace_free(&m->workspace);
+  bb_mem_pool_close(m->pool);
+  bb_mem_free(m->alloc, m);
+}
+
+int bb_cpu_session_new_shared(const bb_model *model, const bb_allocator *alloc, bb_cpu_run_memory *memory,
+                              bb_cpu_session **out, bb_error *err) {
   *out = NULL;
   if (!model || !model->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
   if (!alloc) alloc = bb_default_allocator();
@@ -319,12 +346,12 @@ int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_
   s->alloc = alloc;
   bb_strmap_init(&s->ids, alloc);
   s->opset = bb_opset_get(&model->opsets, "");
-  s->pool = bb_mem_pool_new(alloc);
-  if (!s->pool) {
+  s->memory = memory ? bb_cpu_run_memory_retain(memory) : bb_cpu_run_memory_new(alloc);
+  if (!s->memory) {
     bb_cpu_session_free(s);
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   }
-  s->run_alloc = bb_mem_pool_allocator(s->pool);
+  s->run_alloc = bb_mem_pool_allocator(s->memory->pool);
   int rc = s->opset < 0 ? bb_error_set(err, BB_ERR_MALFORMED, "the model imports no ai.onnx opset") : build(s, err);
   if (rc) {
     bb_cpu_session_free(s);
@@ -332,6 +359,10 @@ int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_
   }
   *out = s;
   return 0;
+}
+
+int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err) {
+  return bb_cpu_session_new_shared(model, alloc, NULL, out, err);
 }
 
 size_t bb_cpu_session_input_count(const bb_cpu_session *s) { return s->n_inputs; }
@@ -346,9 +377,10 @@ size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s) { return s->peak_bytes
 
 void bb_cpu_session_memory(const bb_cpu_session *s, bb_cpu_session_memory_stats *out) {
   bb_mem_pool_stats ps;
-  bb_mem_pool_get_stats(s->pool, &ps);
+  bb_mem_pool_get_stats(s->memory->pool, &ps);
   out->peak_bytes = s->peak_bytes;
   out->produced_bytes = s->produced_bytes;
+  out->in_use_high_water = ps.high_water;
   out->held_bytes = ps.outstanding + ps.cached;
   out->held_high_water = ps.held_high_water;
   out->allocations = ps.base_allocations;
@@ -408,7 +440,7 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
       break;
     }
     for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == NO_VALUE ? NULL : s->values[st->in[k]];
-    rc = bb_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, err);
+    rc = bb_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->memory->workspace, err);
     if (rc) break;
     for (uint32_t k = 0; k < st->n_out; k++) {
       if (st->out[k] == NO_VALUE) {

@@ -13,7 +13,7 @@ typedef union header {
   max_align_t align;
 } header;
 
-#define SIZE_STEP 64u /* sizes are rounded up to a multiple of this: one bin for near sizes */
+#define SIZE_STEP 64u /* the smallest step between size classes */
 
 typedef struct bin {
   size_t size; /* 0: an empty slot of the table */
@@ -29,6 +29,18 @@ struct bb_mem_pool {
   bb_mem_pool_stats stats;
   bool closed;
 };
+
+/* Sizes round up to a multiple of SIZE_STEP, and from 1 KiB on to the next of the eight
+ * steps per doubling (at most 12.5 % more): near sizes share a bin, so a block freed by
+ * one tensor serves the next of about its size. */
+static size_t size_class(size_t size) {
+  size_t cls = (size + SIZE_STEP - 1) / SIZE_STEP * SIZE_STEP;
+  if (cls < 1024) return cls;
+  size_t top = (size_t)1 << (sizeof(size_t) * 8 - 1);
+  while (!(cls & top)) top >>= 1;
+  size_t step = top >> 3;
+  return (cls + step - 1) / step * step;
+}
 
 static void *block_next(void *block) {
   void *next;
@@ -81,7 +93,7 @@ static bin *bin_for(bb_mem_pool *p, size_t size) {
 static void *pool_malloc(size_t size, void *user_data) {
   bb_mem_pool *p = user_data;
   if (size > SIZE_MAX - sizeof(header) - SIZE_STEP) return NULL;
-  size_t cls = (size + SIZE_STEP - 1) / SIZE_STEP * SIZE_STEP;
+  size_t cls = size_class(size);
   bin *b = find_bin(p, cls);
   void *block = b ? b->head : NULL;
   if (block) {

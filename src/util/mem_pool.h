@@ -2,10 +2,13 @@
  * the next request of that size, so a computation that repeats the same allocations (a
  * graph run step after step) stops calling the underlying allocator once it is warm.
  *
+ * Sizes are rounded up to classes (multiples of 64 bytes; from 1 KiB on, eight classes per
+ * doubling, so at most 12.5 % is added) and a free block serves requests of its class only.
+ *
  * Bounds: the pool keeps at most twice as many free bytes as were ever outstanding at once
  * (its high-water mark), so it never holds more than three times what its users needed at
- * their peak (blocks of one size are reused only for that size, so a run that needs several
- * sizes one after the other keeps a block of each), and it tracks at most BB_MEM_POOL_MAX_SIZES distinct block sizes (others pass straight
+ * their peak (a run that needs several sizes one after the other keeps a block of each),
+ * and it tracks at most BB_MEM_POOL_MAX_SIZES distinct block sizes (others pass straight
  * through). Not thread-safe: one owner, one thread.
  *
  * Lifetime: blocks may outlive the owner's interest in the pool (a tensor an executor
