@@ -10,6 +10,7 @@
  * message with probability P. --snapshot-at R moves the server at round R into a fresh node
  * through a snapshot (the run continues exactly as without). --export FILE writes the final global model as a standard
  * ONNX model (bb run and onnxruntime execute it). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,6 @@
 #include "bb/sim.h"
 #include "digits.h"
 #include "programs/examples.h"
-#include "export_mlp.h"
 
 typedef struct options {
   int rounds, clients, drop, quiet, snapshot_at;
@@ -96,6 +96,25 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
       fprintf(stderr, "peer %llu: %s %s: %s\n", (unsigned long long)id, bb_step_kind_name(s->kind),
               s->op ? s->op : "", s->detail ? s->detail : "");
   }
+}
+
+/* The global model as ONNX: the network of the module's CpuMlp binding with these
+ * parameters (what the model's Export op gives). */
+static bool write_export(const bb_tensor *global, const char *path, bb_error *err) {
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  if (!global) {
+    err->code = BB_ERR_NOT_FOUND;
+    snprintf(err->message, sizeof err->message, "no global model was announced");
+    return false;
+  }
+  if (bb_cpu_mlp_export(BB_FEDERATED_DIGITS_MLP_CONFIG, global, &bytes, &len, err)) return false;
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(bytes, 1, len, f) == len;
+  if (f && fclose(f)) ok = false;
+  bb_buffer_free(NULL, bytes);
+  if (!ok) err->code = BB_ERR_IO, snprintf(err->message, sizeof err->message, "cannot write %s", path);
+  return ok;
 }
 
 /* Peer i (0: the server) of the federation, knowing every other peer's address. */
@@ -235,15 +254,11 @@ int main(int argc, char **argv) {
   int ok = r.accuracy >= 0.90f;
   printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu lost\n",
          r.round, (double)r.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
-  if (o.export_path) {
-    static const size_t sizes[] = {BB_DIGITS_FEATURES, 32, BB_DIGITS_CLASSES}; /* the module's CpuMlp config */
-    if (!r.global || bb_export_mlp(bb_tensor_data(r.global), (size_t)r.global->numel, sizes, 3, 1.0f / 16,
-                                   o.export_path, &err)) {
-      fprintf(stderr, "federated_digits: export: %s\n", err.message);
-      ok = 0;
-    } else if (!o.quiet) {
-      printf("federated_digits: wrote %s\n", o.export_path);
-    }
+  if (o.export_path && !write_export(r.global, o.export_path, &err)) {
+    fprintf(stderr, "federated_digits: export: %s\n", err.message);
+    ok = 0;
+  } else if (o.export_path && !o.quiet) {
+    printf("federated_digits: wrote %s\n", o.export_path);
   }
   bb_tensor_release(r.global);
   bb_sim_free(sim);

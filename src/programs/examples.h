@@ -69,6 +69,11 @@ extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
  * with the example's configure(…, 0, …). */
 extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
 
+/* federated_digits: its model slot's default binding, CpuMlp with this config (the
+ * example's export rebuilds the same network with bb_cpu_mlp_export). */
+#define BB_FEDERATED_DIGITS_MLP_CONFIG                                                                     \
+  "inputs=64,hidden=32,outputs=10,activation=relu,lr=0.05,momentum=0.9,input_scale=0.0625,fit_steps=12,data=data"
+
 /* custom_compiler_pass: the metadata key its pass stamps on every wire Send. */
 #define BB_EXAMPLE_TRACING_KEY "example.tracing_id"
 

@@ -1,15 +1,16 @@
 /* OnnxModel, the Model concrete over any ONNX model: the LeNet-style CNN PyTorch exported
  * (tests/data/grad) installed on a node learns through Forward / ComputeLoss / Backward,
  * Evaluate scores it, Params / LoadParameters move the documented flat vector, Fit trains
- * on an ArraySource, a snapshot restores every tensor, and bad configs are refused with
- * the key named. */
+ * on an ArraySource, Export gives the trained model as plain ONNX, a snapshot restores
+ * every tensor, and bad configs are refused with the key named. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "../grad/gradtest.h"
 #include "../runtime/rttest.h"
-#include "bb/roles.h"
+#include "bb/cpu.h"
 #include "bb/dataset.h"
+#include "bb/roles.h"
 #include "components/shipped.h"
 
 #define LENET BB_TEST_SOURCE_DIR "/tests/data/grad/lenet_dynamic.onnx"
@@ -46,7 +47,21 @@ static void fit_body(bb_rec *g, void *user) {
   bb_rec_output(g, "samples", samples);
 }
 
+/* Export: one step on (x, y), then the score on (x, y) and the exported model. */
+static void export_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value x = bb_rec_input(g, "x", "ai.bytesandbrains.tensor.f32");
+  bb_value y = bb_rec_input(g, "y", "ai.bytesandbrains.tensor.f32");
+  bb_value loss = bb_rec_model_compute_loss(g, &MODEL, bb_rec_model_forward(g, &MODEL, x), y);
+  bb_value after = bb_rec_model_backward(g, &MODEL, loss);
+  bb_value eval_in[3] = {x, y, after}, score;
+  bb_rec_role_call(g, &MODEL, "Evaluate", eval_in, 3, NULL, 0, &score, 1);
+  bb_rec_output(g, "score", score);
+  bb_rec_output(g, "onnx", bb_rec_model_export_after(g, &MODEL, after));
+}
+
 static const bb_module TRAIN = {sizeof(bb_module), "Train", train_body, NULL, NULL, NULL, 0};
+static const bb_module EXPORT = {sizeof(bb_module), "Export", export_body, NULL, NULL, NULL, 0};
 static const bb_module LOAD = {sizeof(bb_module), "Load", load_body, NULL, NULL, NULL, 0};
 static const bb_module FIT = {sizeof(bb_module), "Fit", fit_body, NULL, NULL, NULL, 0};
 
@@ -87,6 +102,8 @@ static bb_val *tensor_val(const float *data, int rank, const int64_t *dims) {
   return v;
 }
 
+static bb_val *last_bytes; /* the last Bytes output invoke saw */
+
 /* Invokes target with named inputs (released) and copies the app events' tensors out. */
 static void invoke(bb_node *node, const char *target, bb_named_value *in, size_t n_in, const char *const *topics,
                    bb_tensor **outs, size_t n_out, uint64_t *samples) {
@@ -106,6 +123,10 @@ static void invoke(bb_node *node, const char *target, bb_named_value *in, size_t
       if (strcmp(steps[i].topic, topics[k]) == 0 && steps[i].value->kind == BB_VAL_TENSOR)
         outs[k] = bb_tensor_retain(steps[i].value->as.tensor);
     if (samples && strcmp(steps[i].topic, "samples") == 0 && steps[i].value->kind == BB_VAL_U64) *samples = steps[i].value->as.u64;
+    if (steps[i].value->kind == BB_VAL_BYTES) {
+      bb_val_release(last_bytes);
+      last_bytes = bb_val_retain(steps[i].value);
+    }
   }
 }
 
@@ -163,6 +184,65 @@ static void test_learns_through_the_graph(void) {
     for (int k = 0; k < 3; k++) bb_tensor_release(outs[k]);
   }
   CHECK_MSG(last < first * 0.5f && score > 0.9f, "loss %g -> %g, accuracy %g", first, last, score);
+  bb_node_free(node);
+  free(art);
+  bb_dataset_free(&ds);
+}
+
+/* The exported model is the trained one in inference form: the input model's inputs,
+ * outputs and initializer names, no training-only operator, and the CPU executor running
+ * it scores what Evaluate scored. */
+static void test_export_is_the_trained_model(void) {
+  bb_dataset ds;
+  make_data(&ds, 3);
+  uint8_t *art;
+  bb_node *node = install(&EXPORT, "Export", NULL, &art);
+  const char *topics[] = {"score"};
+  float score = NAN;
+  int64_t dims[2] = {ROWS, 64};
+  for (int step = 0; node && step < 20; step++) {
+    bb_named_value in[] = {{"x", tensor_val(ds.features, 2, dims)}, {"y", tensor_val(ds.labels, 1, dims)}};
+    bb_tensor *out = NULL;
+    invoke(node, "Export", in, 2, topics, &out, 1, NULL);
+    if (out) score = *(float *)bb_tensor_data(out);
+    bb_tensor_release(out);
+  }
+  bb_model *m = NULL, *original = gt_load(LENET);
+  bb_cpu_session *s = NULL;
+  bb_tensor *logits[1] = {NULL};
+  bb_error err;
+  CHECK(last_bytes && last_bytes->kind == BB_VAL_BYTES);
+  if (last_bytes && original && !bb_model_decode(last_bytes->as.bytes, last_bytes->n, NULL, NULL, &m, &err) &&
+      !bb_cpu_session_new(m, NULL, &s, &err)) {
+    CHECK_EQ_INT(m->graph->initializers.len, original->graph->initializers.len);
+    for (size_t i = 0; i < m->graph->initializers.len; i++)
+      CHECK_STR(m->graph->initializers.items[i]->name, original->graph->initializers.items[i]->name);
+    CHECK_STR(m->graph->inputs.items[0]->name, original->graph->inputs.items[0]->name);
+    CHECK_STR(m->graph->outputs.items[0]->name, original->graph->outputs.items[0]->name);
+    for (size_t i = 0; i < m->graph->nodes.len; i++) CHECK(!m->graph->nodes.items[i]->domain || !*m->graph->nodes.items[i]->domain);
+    int64_t xd[4] = {ROWS, 1, 8, 8};
+    bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, xd);
+    memcpy(bb_tensor_data(x), ds.features, bb_tensor_nbytes(x));
+    const char *name = bb_cpu_session_input_name(s, 0);
+    CHECK_MSG(bb_cpu_session_output_count(s) == 1 && !bb_cpu_session_run(s, &name, &x, 1, logits, &err), "%s", err.message);
+    int correct = 0;
+    for (int i = 0; logits[0] && i < ROWS; i++) {
+      const float *row = (const float *)bb_tensor_data(logits[0]) + i * CLASSES;
+      int best = 0;
+      for (int k = 1; k < CLASSES; k++) best = row[k] > row[best] ? k : best;
+      correct += best == (int)ds.labels[i];
+    }
+    CHECK_MSG(fabsf((float)correct / ROWS - score) < 1e-6f && score > 0.5f, "exported %d/%d, Evaluate %g", correct, ROWS, score);
+    bb_tensor_release(x);
+  } else {
+    CHECK_MSG(0, "%s", err.message);
+  }
+  bb_tensor_release(logits[0]);
+  bb_cpu_session_free(s);
+  bb_model_free(m);
+  bb_model_free(original);
+  bb_val_release(last_bytes);
+  last_bytes = NULL;
   bb_node_free(node);
   free(art);
   bb_dataset_free(&ds);
@@ -267,6 +347,7 @@ static void test_configs_are_checked(void) {
 
 int main(void) {
   RUN(test_learns_through_the_graph);
+  RUN(test_export_is_the_trained_model);
   RUN(test_load_parameters_round_trips);
   RUN(test_fit_on_a_data_source);
   RUN(test_snapshot_restores_every_tensor);

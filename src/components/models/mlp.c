@@ -231,6 +231,18 @@ void bb_mlp_free(bb_mlp *m) {
 }
 
 size_t bb_mlp_param_count(const bb_mlp *m) { return m->n_params; }
+
+void bb_mlp_describe(const bb_mlp *m, bb_mlp_shape *out) {
+  memset(out, 0, sizeof *out);
+  out->n_layers = m->n_layers;
+  out->widths[0] = m->inputs;
+  for (size_t l = 0; l < m->n_layers; l++) out->widths[l + 1] = m->layers[l].out;
+  out->activation = m->activation;
+  out->loss = m->loss;
+  out->input_scale = m->input_scale;
+  out->input_shift = m->input_shift;
+  out->params = m->params;
+}
 size_t bb_mlp_inputs(const bb_mlp *m) { return m->inputs; }
 size_t bb_mlp_outputs(const bb_mlp *m) { return m->outputs; }
 

@@ -461,7 +461,23 @@ static int om_evaluate(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_ten
   return rc ? rc : scalar_out(ctx, total / (double)n, score, err);
 }
 
-static const bb_model_ops OM_OPS = {om_forward, om_loss, om_backward, om_apply_delta, om_load, om_params, om_fit, om_evaluate};
+/* The model in inference form (BatchNormalization on its running statistics, Dropout
+ * passing through) with the current parameters and statistics written into its
+ * initializers, which keep their names; the inputs and outputs are the model's own. */
+static int om_export(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err) {
+  onnx_model *s = self;
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  int rc = bb_grad_trainer_store(s->trainer, s->inference, err);
+  if (!rc) rc = bb_model_encode(s->inference, &bytes, &len, err);
+  if (!rc && !(*onnx = bb_val_bytes(bb_ctx_allocator(ctx), bytes, len)))
+    rc = bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory");
+  bb_buffer_free(NULL, bytes);
+  return rc ? bb_error_prefix(err, "OnnxModel: export: ") : 0;
+}
+
+static const bb_model_ops OM_OPS = {om_forward, om_loss,   om_backward, om_apply_delta, om_load,
+                                    om_params,  om_fit,    om_evaluate, om_export};
 
 static int om_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&OM_OPS, self, ctx, call, err);
