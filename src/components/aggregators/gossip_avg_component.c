@@ -1,17 +1,17 @@
 /* GossipAvg: decentralised averaging. Each update a peer receives is mixed into its own
  * model at once, params := (1 - weight)·params + weight·update, through the Model at
  * slot `model`.
- *   Config: model=model,weight=0.5,members=known|view|any,view=view — the Model is its
- *   declared dependency, so `model` takes no other slot (the compiler checks only the
- *   declared one).
+ *   Config: model=model,weight=0.5,members=view|any,view=view — the Model is its declared
+ *   dependency, so `model` takes no other slot (the compiler checks only the declared
+ *   one).
  * Aggregate gives the current parameters (so a graph can report or forward them).
  *
- * Who may contribute: with members=known (the default) a peer this node has admitted to
- * its address book — put there by its host, its view's seeds and exchanges, or a
- * registry; a stranger's update is refused and counted (gossip.refused_non_member).
- * members=view asks more: the sender must be in the current view of the PeerSelector at
- * slot `view` (views are partial and one-sided, so this also refuses honest peers that
- * sampled this one without being in its view). */
+ * Who may contribute: with members=view (the default) a peer of the current view of the
+ * PeerSelector at slot `view`, or this node itself; anyone else's update is refused and
+ * counted (gossip.refused_non_member), and the model is left as it was. Views are partial
+ * and one-sided, so this also turns away honest peers that sampled this one without
+ * being in its view: their updates reach the peers whose views hold them. members=any
+ * takes every sender. */
 #include <string.h>
 
 #include "bb/roles.h"
@@ -22,7 +22,7 @@
 #define GOSSIP_AVG_MODEL "model"
 static const bb_component_dep GOSSIP_AVG_DEPS[] = {{BB_ROLE_MODEL, GOSSIP_AVG_MODEL}};
 
-typedef enum gossip_members { MEMBERS_KNOWN, MEMBERS_VIEW, MEMBERS_ANY } gossip_members;
+typedef enum gossip_members { MEMBERS_VIEW, MEMBERS_ANY } gossip_members;
 
 typedef struct gossip_avg {
   const bb_allocator *alloc;
@@ -33,14 +33,14 @@ typedef struct gossip_avg {
 
 static int gossip_avg_create(const bb_component_init *init, void **self, bb_error *err) {
   static const char *const KEYS[] = {"model", "weight", "members", "view", NULL};
-  static const char *const MEMBERS[] = {"known", "view", "any"};
-  gossip_avg g = {init->alloc, 0.5f, MEMBERS_KNOWN, ""};
+  static const char *const MEMBERS[] = {"view", "any"};
+  gossip_avg g = {init->alloc, 0.5f, MEMBERS_VIEW, ""};
   char model[64], members[16];
   int rc;
   if ((rc = bb_config_check(init->config, KEYS, err)) ||
       (rc = bb_config_str(init->config, "model", GOSSIP_AVG_MODEL, model, sizeof model, err)) ||
       (rc = bb_config_f32(init->config, "weight", 0.5f, &g.weight, err)) ||
-      (rc = bb_config_str(init->config, "members", "known", members, sizeof members, err)) ||
+      (rc = bb_config_str(init->config, "members", "view", members, sizeof members, err)) ||
       (rc = bb_config_str(init->config, "view", "view", g.view, sizeof g.view, err)))
     return rc;
   if (strcmp(model, GOSSIP_AVG_MODEL) != 0)
@@ -50,9 +50,8 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
   if (!(g.weight > 0 && g.weight <= 1))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: weight must be in (0, 1], got %g", (double)g.weight);
   size_t m = 0;
-  while (m < 3 && strcmp(members, MEMBERS[m]) != 0) m++;
-  if (m == 3)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: members=`%s` is not known|view|any", members);
+  while (m < 2 && strcmp(members, MEMBERS[m]) != 0) m++;
+  if (m == 2) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: members=`%s` is not view|any", members);
   g.members = (gossip_members)m;
   gossip_avg *p = bb_mem_alloc(init->alloc, sizeof *p);
   if (!p) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
@@ -68,13 +67,8 @@ static void gossip_avg_destroy(void *self) {
 
 /* Whether `from` may mix its update into this node's model (see the header). */
 static int is_member(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, bool *member, bb_error *err) {
-  size_t n = 0;
   *member = g->members == MEMBERS_ANY || bb_peer_id_equal(from, bb_ctx_self(ctx));
   if (*member) return 0;
-  if (g->members == MEMBERS_KNOWN) {
-    *member = bb_ctx_addresses_of(ctx, from, &n) != NULL;
-    return 0;
-  }
   bb_val *view = NULL;
   int rc = bb_ctx_call(ctx, g->view, "CurrentView", NULL, 0, &view, 1, err);
   if (rc) return rc;
@@ -95,8 +89,8 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
     bb_ctx_count(ctx, "gossip.refused_non_member", 1);
     char who[128];
     bb_peer_id_to_text(from, who, sizeof who);
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: peer %s is not a member (%s)", who,
-                        g->members == MEMBERS_VIEW ? "not in the current view" : "not in the address book");
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: peer %s is not in the current view of slot `%s`",
+                        who, g->view);
   }
   bb_val *own = NULL;
   rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
