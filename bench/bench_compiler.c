@@ -32,8 +32,8 @@ int main(void) {
   }
   size_t nodes = rec->functions.items[0]->nodes.len;
   bb_compiler *c = bb_compiler_new(NULL);
-  const bb_component_port tensor[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}},
-                          element[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+  const bb_component_port tensor[] = {{"tensor", BB_TYPE_TENSOR_F32}},
+                          element[] = {{"element", BB_TYPE_TENSOR_F32}};
   const bb_component_decl decls[] = {{sizeof(bb_component_decl), "Mlp", tensor, 1, NULL, 0},
                                      {sizeof(bb_component_decl), "Cpu", tensor, 1, NULL, 0},
                                      {sizeof(bb_component_decl), "FedAvg", element, 1, NULL, 0}};

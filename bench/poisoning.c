@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
   honest_model = bb_registry_find(shipped, "CpuMlp");
   static const bb_component_type LIAR = {sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0,
                                          NULL, 0, liar_create, liar_destroy, liar_invoke, NULL, NULL, liar_save,
-                                         liar_load};
+                                         liar_load, NULL};
   bb_component_type liar_alias, aggregator_alias;
   bb_registry *malicious = registry_with("CpuMlp", &LIAR, &liar_alias);
   const bb_component_type *aggregator = o.aggregator ? bb_registry_find(shipped, o.aggregator) : NULL;

@@ -21,5 +21,6 @@ int cmd_run(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_wire(int argc, char **argv);
+int cmd_vocab(int argc, char **argv);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bb/compiler.h"
+#include "bb/roles.h"
 #include "cli.h"
 #include "programs/examples.h"
 
@@ -20,8 +21,9 @@ static void usage(void) {
           "  --storage     declares the storage type of a concrete type's port, which types the\n"
           "                outputs of its role's nodes; ports: Model and Backend `tensor`,\n"
           "                Aggregator `element`, Index `vector`, DataSource `sample`\n"
-          "                (e.g. Mlp.tensor=ai.bytesandbrains.tensor.f32)\n"
+          "                (e.g. Mlp.tensor=" BB_TYPE_TENSOR_F32 ")\n"
           "  --permissive  accept values whose type stays unresolved\n"
+          "  A Backend slot bound to CpuBackend accepts the CPU backend's operators only (bb ops).\n"
           "  --disable     skip a canonical pass (bb compile --passes lists them)\n"
           "  --example     record and compile a shipped example's Module(s) with its default\n"
           "                bindings; an example with several Modules writes one artifact per\n"
@@ -219,6 +221,10 @@ int cmd_compile(int argc, char **argv) {
   if (rc) {
     if (rc == 1) fprintf(stderr, "bb compile: --storage: %s\n", err.message);
     status = rc;
+    goto done;
+  }
+  if (bb_cpu_backend_declare_op_set(c, &err)) {
+    fprintf(stderr, "bb compile: %s\n", err.message);
     goto done;
   }
   if (cli_read_file(in, &bytes, &len)) goto done;

@@ -35,7 +35,7 @@ int cmd_inspect(int argc, char **argv) {
   size_t len;
   bb_error err;
   /* a compiled artifact (it carries the passport) is shown as partitions and edges */
-  bool artifact = bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled") != NULL;
+  bool artifact = bb_kv_get(&m->metadata, BB_KEY_COMPILED) != NULL;
   if (dot && !artifact) {
     bb_model_free(m);
     fprintf(stderr, "bb inspect: %s is not a compiled artifact; --dot draws artifacts\n", path);

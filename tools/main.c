@@ -19,6 +19,7 @@ static const command COMMANDS[] = {
     {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",
      "run a model on the CPU backend"},
     {"ops", cmd_ops, "", "list the CPU backend's operators and element types"},
+    {"vocab", cmd_vocab, "[--json]", "list the roles, domains, types, keys and names models and artifacts use"},
     {"wire", cmd_wire, "decode ENVELOPE.bin", "print one wire envelope as JSON, or why its bytes are bad"},
     {"reencode", cmd_reencode, "IN.onnx OUT.onnx", "decode a model into the IR and encode it again"},
 };

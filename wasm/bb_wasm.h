@@ -228,11 +228,13 @@ int32_t bb_wasm_dataset_free(int32_t dataset);
 
 /* ---- components whose methods run in the host -------------------------------------------- */
 
-#define BB_WASM_MAX_HOST_TYPES 16
+/* Most host types one module instance registers: a type lives as long as the instance. */
+#define BB_WASM_MAX_HOST_TYPES 1024
 
 /* Registers a concrete type, for every node installed afterwards, whose create, destroy and
  * invoke are the host's imports below; roles is a set of (1 << bb_role) bits. Names must be
- * new (not a shipped type's). Returns the type id (1..16) the imports are called with. */
+ * new (not a shipped type's). Returns the type id the imports are called with: 1 for the
+ * first type registered, 2 for the second, ... up to BB_WASM_MAX_HOST_TYPES. */
 int32_t bb_wasm_host_type_add(const char *name, uint32_t roles);
 
 /* Imported from the host (module "env"). create returns the host's id for the new

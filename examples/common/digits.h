@@ -5,7 +5,7 @@
 #define BB_EXAMPLES_DIGITS_H
 
 #include "bb/common.h"
-#include "components/data/dataset.h"
+#include "bb/dataset.h"
 
 /* Where Debian's python3-sklearn puts the data. */
 #define BB_DIGITS_DEFAULT_PATH "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"

@@ -1,4 +1,4 @@
-/* component_with_dependency (roles.md §6.2): an Index that depends on a Backend.
+/* component_with_dependency: an Index that depends on a Backend.
  *
  *   component_with_dependency [--quiet]
  *

@@ -1,4 +1,4 @@
-/* custom_compiler_pass (roles.md §6.7): a user pass in the compile pipeline.
+/* custom_compiler_pass: a user pass in the compile pipeline.
  *
  *   custom_compiler_pass [--quiet]
  *

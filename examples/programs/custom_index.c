@@ -1,4 +1,4 @@
-/* custom_index (roles.md §6.3, the reference's custom_index_hnsw): a user Index that
+/* custom_index (the reference implementation's custom_index_hnsw): a user Index that
  * answers later.
  *
  *   custom_index [--quiet]
@@ -152,10 +152,10 @@ static int async_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
   return bb_index_dispatch(&ASYNC_OPS, self, ctx, call, err);
 }
 
-static const bb_component_port ASYNC_STORAGE[] = {{"vector", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port ASYNC_STORAGE[] = {{"vector", BB_TYPE_TENSOR_F32}};
 static const bb_component_type ASYNC_FLAT_INDEX = {
     sizeof(bb_component_type), "AsyncFlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, ASYNC_STORAGE, 1,
-    async_create, async_destroy, async_invoke, NULL, NULL, NULL, NULL};
+    async_create, async_destroy, async_invoke, NULL, NULL, NULL, NULL, NULL};
 
 /* ---- the worker: exact k-NN ------------------------------------------------------------- */
 

@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/dataset.h"
 #include "bb/roles.h"
 #include "bb/sim.h"
 #include "programs/examples.h"
-#include "components/data/dataset.h"
 
 #define SERVER 100
 #define N_CLIENTS 3
@@ -69,7 +69,7 @@ static const op_count EXPECTED[3][4] = {
     {{"role.aggregator.Contribute", 1}},
 };
 
-#define ROLE_PREFIX "ai.bytesandbrains."
+#define ROLE_PREFIX BB_DOMAIN_FRAMEWORK "."
 
 /* Counts the role ops of every partition function (not the bootstrap) into out; returns
  * how many distinct ones. */
@@ -294,7 +294,7 @@ static void round_body(bb_rec *g, void *user) {
 
   /* ClientLogic: load the parameters and train on a batch of its own data (Fit: load,
    * NextBatch, one SGD step), then send [params, samples, round] back */
-  static const char *const PARTS[] = {"ai.bytesandbrains.tensor.f32", BB_TYPE_ABSTRACT};
+  static const char *const PARTS[] = {BB_TYPE_TENSOR_F32, BB_TYPE_ABSTRACT};
   bb_value got[2], trained, samples;
   bb_rec_unbundle(g, bb_rec_lookup_output(g, "server_params"), PARTS, got, 2);
   bb_rec_model_fit(g, &MODEL, got[0], &trained, &samples);

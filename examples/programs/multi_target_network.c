@@ -1,4 +1,4 @@
-/* multi_target_network (roles.md §6.4): one Module, two partitions, two peers.
+/* multi_target_network: one Module, two partitions, two peers.
  *
  *   multi_target_network [--quiet]
  *

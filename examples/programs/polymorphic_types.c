@@ -1,4 +1,4 @@
-/* polymorphic_types (roles.md §6.8): the compiler's type refinement, compile only.
+/* polymorphic_types: the compiler's type refinement, compile only.
  *
  *   polymorphic_types [--quiet]
  *
@@ -16,7 +16,7 @@
 
 #include "programs/examples.h"
 
-#define F32 "ai.bytesandbrains.tensor.f32"
+#define F32 BB_TYPE_TENSOR_F32
 
 static int check(int cond, const char *what) {
   printf("  [%s] %s\n", cond ? "ok" : "FAILED", what);
@@ -132,8 +132,8 @@ int main(int argc, char **argv) {
   o = compile(BB_EXAMPLE_POLYMORPHIC_TYPES.modules[1], false, true);
   p = partition(o.artifact, "StampDemo");
   char key[256];
-  snprintf(key, sizeof key, "ai.bytesandbrains.binding.%s.default_backend", p ? p->name : "?");
-  const char *passport = o.artifact ? bb_kv_get(&o.artifact->metadata, "ai.bytesandbrains.compiled") : NULL;
+  snprintf(key, sizeof key, BB_KEY_BINDING_PREFIX "%s.default_backend", p ? p->name : "?");
+  const char *passport = o.artifact ? bb_kv_get(&o.artifact->metadata, BB_KEY_COMPILED) : NULL;
   const char *binding = o.artifact ? bb_kv_get(&o.artifact->metadata, key) : NULL;
   printf("StampDemo: compiled = %s; %s = %s\n", passport ? passport : "(none)", key, binding ? binding : "(none)");
   const char *id = binding && strncmp(binding, "Backend|CpuBackend|", 19) == 0 ? binding + 19 : NULL;

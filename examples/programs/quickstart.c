@@ -1,4 +1,4 @@
-/* quickstart (roles.md §6.1): one node runs DataSource.next_batch → Model.forward and
+/* quickstart: one node runs DataSource.next_batch → Model.forward and
  * reports the prediction.
  *
  *   quickstart [--quiet]

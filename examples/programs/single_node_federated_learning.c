@@ -1,4 +1,4 @@
-/* single_node_federated_learning (roles.md §6.6): a client target and a server target on
+/* single_node_federated_learning: a client target and a server target on
  * one node, sharing one Model and one FedAvg.
  *
  *   single_node_federated_learning [--quiet]
@@ -58,6 +58,7 @@ static int watched_create(const bb_component_init *init, void **self, bb_error *
   if (!x) return BB_ERR_NOMEM;
   bb_component_init inner = *init;
   inner.host_data = NULL;
+  inner.type_data = w->inner->type_data; /* the wrapped type's, not the wrapper's */
   int rc = w->inner->create(&inner, &x->self, err);
   if (rc) {
     init->alloc->free(x, init->alloc->user_data);
@@ -147,7 +148,7 @@ static int conflicting(const uint8_t *artifact, size_t len, uint8_t **out, size_
     const char *name = m->functions.items[i]->name;
     if (strncmp(name, "FederatedRound_server_peers#", 28) != 0) continue;
     char key[256], value[128];
-    snprintf(key, sizeof key, "ai.bytesandbrains.binding.%s.model", name);
+    snprintf(key, sizeof key, BB_KEY_BINDING_PREFIX "%s.model", name);
     const char *was = bb_kv_get(&m->metadata, key);
     const char *id = was ? strrchr(was, '|') : NULL;
     snprintf(value, sizeof value, "Model|StubModel%s", id ? id : "|-1");

@@ -5,21 +5,23 @@
  *   bb_compiler_bind(c, BB_ROLE_MODEL, "model", "CpuMlp", NULL, &err);
  *   bb_compiler_compile(c, bytes, len, &out, &out_len, &err);
  *
- * The pipeline (compiler.md §3.2, with the §3.14 fixes) runs the canonical passes named
- * by bb_compiler_pass_names() on the root function, splits it into one function per peer
- * class (partition mains "<Module>[_<class>]#<16 hex>"), runs the per-partition passes,
- * checks slots and dependencies, and stamps the passport ("ai.bytesandbrains.compiled" =
- * "v1") and one binding entry per (partition, bound slot):
- *   ai.bytesandbrains.binding.<partition>.<slot> = "<Role>|<concrete type>|<slot id or -1>".
+ * The pipeline runs the canonical passes named by bb_compiler_pass_names() on the root
+ * function, splits it into one function per peer class (partition mains
+ * "<Module>[_<class>]#<16 hex>"), runs the per-partition passes, checks slots and
+ * dependencies, and stamps the passport (BB_KEY_COMPILED = BB_COMPILED_VERSION) and one
+ * binding entry per (partition, bound slot):
+ *   BB_KEY_BINDING_PREFIX "<partition>.<slot>" = "<Role>|<concrete type>|<slot id or -1>".
+ * Every key and name an artifact carries is in bb/artifact.h.
  *
- * Binding is by slot name: role nodes carry ai.bytesandbrains.slot_name (see graph.h);
- * nodes without one (hand-built IR) fall back to the reference's "one binding per role".
+ * Binding is by slot name: role nodes carry BB_KEY_SLOT_NAME; nodes without one
+ * (hand-built IR) are bound by role, which then must have exactly one binding.
  *
  * Component table: the compiler knows nothing of concrete types but what the caller
- * declares with bb_compiler_declare_component — the storage type of each port (which
+ * declares — with bb_compiler_declare_component, the storage type of each port (which
  * narrows a role op's abstract outputs, e.g. a model's "tensor" port to
- * ai.bytesandbrains.tensor.f32) and the slots the component depends on. Undeclared types
- * bind fine; they just refine nothing and depend on nothing.
+ * BB_TYPE_TENSOR_F32) and the slots the component depends on; with
+ * bb_compiler_declare_op_set, the ops a Backend type executes. Undeclared types bind
+ * fine; they just refine nothing, depend on nothing and accept any op.
  *
  * Errors: every call returns 0 or a negative BB_ERR_* code and fills err; a failed
  * compile also leaves its bb_compile_error kind in bb_compiler_error_kind(). Messages
@@ -30,16 +32,17 @@
 #define BB_COMPILER_H
 
 #include <stdbool.h>
+#include "bb/artifact.h"
 #include "bb/common.h"
-#include "bb/graph.h"
 #include "bb/ir.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Every CompileError of the reference (compiler.md §3.11), ValidationError variants
- * flattened in, plus the kinds this port adds. */
+/* Why a compile failed: the validation errors, then the compile errors, then the kinds
+ * for bindings and input bytes. Kinds marked "never raised" are kept so that the numbering
+ * and names stay stable for the tools that report them. */
 typedef enum bb_compile_error {
   BB_COMPILE_OK = 0,
   /* ValidationError */
@@ -52,21 +55,21 @@ typedef enum bb_compile_error {
   BB_COMPILE_OPSET_NOT_IMPORTED,
   /* CompileError */
   BB_COMPILE_EXPANSION_FAILED,
-  BB_COMPILE_ROLE_METHOD_FAILED,      /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_ROLE_METHOD_FAILED,      /* never raised */
   BB_COMPILE_AMBIGUOUS_ROLE,
-  BB_COMPILE_UNRESOLVED_PEER_CLASS,   /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_UNRESOLVED_PEER_CLASS,   /* never raised */
   BB_COMPILE_CROSS_CLASS_DATAFLOW,
   BB_COMPILE_IR_VERSION_MISMATCH,
-  BB_COMPILE_MISSING_BINDING,         /* declared for parity; never raised (as the reference) */
+  BB_COMPILE_MISSING_BINDING,         /* never raised */
   BB_COMPILE_EMPTY_FUNCTION_TABLE,
   BB_COMPILE_RUNTIME_INCOMPLETE,
   BB_COMPILE_INTERNAL,
   BB_COMPILE_TYPE_CONSTRAINT_FAILED,
   BB_COMPILE_UNRESOLVED_TYPE,
   BB_COMPILE_UNBOUND_DEPENDENCY,
-  BB_COMPILE_UNKNOWN_PORT,            /* declared for parity; never raised (as the reference) */
-  BB_COMPILE_PORT_UNWIRED,            /* declared for parity; never raised (as the reference) */
-  BB_COMPILE_NETWORK_OP_NOT_AT_BOUNDARY, /* declared for parity; never raised */
+  BB_COMPILE_UNKNOWN_PORT,            /* never raised */
+  BB_COMPILE_PORT_UNWIRED,            /* never raised */
+  BB_COMPILE_NETWORK_OP_NOT_AT_BOUNDARY, /* never raised */
   BB_COMPILE_INVALID_SLOT_ID,
   BB_COMPILE_UNKNOWN_SLOT_ID,
   BB_COMPILE_UNKNOWN_ROLE_RUNTIME,
@@ -79,29 +82,30 @@ typedef enum bb_compile_error {
   BB_COMPILE_BOOTSTRAP_COMPOSITION_GAP,
   BB_COMPILE_BOOTSTRAP_COMPOSITION_CYCLE,
   BB_COMPILE_INCOMPATIBLE_STORAGE_ON_EDGE,
-  /* added by this port */
+  /* bindings and input */
   BB_COMPILE_BINDING_ROLE_MISMATCH, /* a slot bound to a concrete of another role */
   BB_COMPILE_BAD_INPUT,             /* the bytes are not an ONNX model */
   BB_COMPILE_ERROR_COUNT
 } bb_compile_error;
 
-/* The kind's name as the reference spells it ("UnknownSlotId", ...); never NULL. */
+/* The kind's name ("UnknownSlotId", ...), which starts every compile error message;
+ * never NULL. */
 const char *bb_compile_error_name(bb_compile_error kind);
 
-/* Reference defaults. */
+/* Defaults of a new compiler. */
 #define BB_COMPILER_DEFAULT_PER_HOP_BUDGET_NS 100000000ull
 #define BB_COMPILER_TARGET_IR_VERSION 1u
 
 typedef struct bb_compiler bb_compiler;
 
-/* A compiler with no bindings, the reference defaults (strict types, 100 ms per hop,
- * target IR version 1) and every canonical pass enabled. NULL when out of memory. */
+/* A compiler with no bindings, the defaults (strict types, 100 ms per hop, target IR
+ * version 1) and every canonical pass enabled. NULL when out of memory. */
 bb_compiler *bb_compiler_new(const bb_allocator *alloc);
 void bb_compiler_free(bb_compiler *c);
 
 /* Binds a concrete component type (a registry name; recorded, not resolved here) to the
  * slot named `slot` of `role`, with an optional config string recorded for install
- * (model metadata ai.bytesandbrains.config.<slot>). role BB_COMPILER_ROLE_OF_SLOT takes
+ * (model metadata BB_KEY_CONFIG_PREFIX "<slot>"). role BB_COMPILER_ROLE_OF_SLOT takes
  * the role the compiled model records for that slot name (what `bb compile --bind
  * SLOT=TYPE` needs); a compile then fails when no node names the slot. Binding the same
  * slot name twice is BB_ERR_EXISTS. */
@@ -121,17 +125,8 @@ int bb_compiler_bind_data_source(bb_compiler *c, const char *slot, const char *t
 int bb_compiler_bind_peer_selector(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
 int bb_compiler_bind_protocol(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
 
-/* What a concrete component type declares to the compiler. */
-typedef struct bb_component_port {
-  const char *port; /* "tensor", "vector", "element", "in", "out", "sample" */
-  const char *type; /* a denotation, e.g. "ai.bytesandbrains.tensor.f32" */
-} bb_component_port;
-
-typedef struct bb_component_dep {
-  bb_role role;     /* the role the dependency must be bound as */
-  const char *slot; /* the slot name it must be bound at */
-} bb_component_dep;
-
+/* What a concrete component type declares to the compiler (bb_component_port and
+ * bb_component_dep are in bb/artifact.h). */
 typedef struct bb_component_decl {
   size_t struct_size; /* sizeof(bb_component_decl) */
   const char *type_name;
@@ -144,10 +139,19 @@ typedef struct bb_component_decl {
 /* Declares (or re-declares, replacing) a concrete type's storage ports and dependencies. */
 int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl, bb_error *err);
 
+/* Declares (or re-declares, replacing) the ops a Backend type executes: n_ops (domain,
+ * op_type) pairs, domain "" and "ai.onnx" being one domain; duplicates are fine and
+ * n_ops may be 0 (a backend that runs nothing). Every backend node bound to a slot of
+ * that type must then be one of them, or the compile fails (in the resolve_slots pass)
+ * with BB_COMPILE_UNKNOWN_OP naming the node, the op, the slot and the type. A type with no declared op set
+ * accepts any op. The op set is independent of bb_compiler_declare_component. */
+int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_component_op *ops, size_t n_ops,
+                               bb_error *err);
+
 void bb_compiler_set_per_hop_budget_ns(bb_compiler *c, uint64_t ns);
 /* Permissive: values whose type stays unresolved are accepted (strict is the default). */
 void bb_compiler_set_permissive_types(bb_compiler *c, bool permissive);
-/* The ai.bytesandbrains.ir_version an input model may stamp (default 1). */
+/* The BB_KEY_IR_VERSION an input model may stamp (default 1). */
 void bb_compiler_set_target_version(bb_compiler *c, uint32_t version);
 
 /* The canonical passes, in pipeline order, NULL-terminated. "partition_by_wire_ops"
@@ -166,10 +170,10 @@ typedef int (*bb_compiler_pass_fn)(bb_model *model, bb_function *function, const
                                    void *user, bb_error *err);
 
 /* Adds a user pass that runs right after the canonical pass `after` (a name from
- * bb_compiler_pass_names, whether or not that pass is disabled), or with after NULL at
- * the reference's point: per partition after every canonical pass, before dependency
- * checks and stamping. Passes at the same point run in the order added. Names must be
- * unique among user passes. */
+ * bb_compiler_pass_names, whether or not that pass is disabled), or with after NULL
+ * per partition after every canonical pass, before dependency checks and stamping.
+ * Passes at the same point run in the order added. Names must be unique among user
+ * passes. */
 int bb_compiler_add_pass(bb_compiler *c, const char *after, const char *name, bb_compiler_pass_fn fn,
                          void *user, bb_error *err);
 

@@ -3,11 +3,11 @@
  * bootstrap) callbacks against a recorder and returns the recorded ONNX ModelProto that
  * the compiler partitions.
  *
- * Recorded model shape (the reference's, plus what standard ONNX tools need):
+ * Recorded model shape (names and keys: bb/artifact.h):
  *   functions[0]      the module's body, named after it, metadata module_phase=body
  *   functions[1..k]   one FunctionProto per distinct sub-module reached from the body,
  *                     in the order their first calls began (a sub-module is recorded once)
- *   then, when the bootstrap recorded a node: "<name>__bootstrap" (module_phase=bootstrap)
+ *   then, when the bootstrap recorded a node: "<name>" BB_BOOTSTRAP_SUFFIX (module_phase=bootstrap)
  *                     followed by the sub-functions only the bootstrap reached.
  *   Every function has domain BB_DOMAIN_MODULE and imports each domain its nodes use;
  *   the model has ir_version BB_ONNX_IR_VERSION, imports every domain used plus the
@@ -23,6 +23,7 @@
 #define BB_GRAPH_H
 
 #include <stdbool.h>
+#include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/ir.h"
 
@@ -30,72 +31,11 @@
 extern "C" {
 #endif
 
-/* ---- IR vocabulary the recorder writes (byte-exact with the reference) --------- */
-
-#define BB_DOMAIN_FRAMEWORK "ai.bytesandbrains"
-#define BB_DOMAIN_SYSCALL "ai.bytesandbrains.syscall"
-#define BB_DOMAIN_WIRE "ai.bytesandbrains.wire"
-#define BB_DOMAIN_MODULE "ai.bytesandbrains.module"
-#define BB_DOMAIN_COMPOSITE "ai.bytesandbrains.composite"
-#define BB_DOMAIN_ADDRESS_BOOK "ai.bytesandbrains.address_book"
-#define BB_DOMAIN_GLOBAL_REGISTRY "ai.bytesandbrains.protocol.global_registry"
-#define BB_DOMAIN_ROLE_MODEL "ai.bytesandbrains.role.model"
-#define BB_DOMAIN_ROLE_INDEX "ai.bytesandbrains.role.index"
-#define BB_DOMAIN_ROLE_AGGREGATOR "ai.bytesandbrains.role.aggregator"
-#define BB_DOMAIN_ROLE_CODEC "ai.bytesandbrains.role.codec"
-#define BB_DOMAIN_ROLE_DATA_SOURCE "ai.bytesandbrains.role.data_source"
-#define BB_DOMAIN_ROLE_PEER_SELECTOR "ai.bytesandbrains.role.peer_selector"
-/* Backend ops are recorded in the default ONNX domain "" (the reference writes
- * "ai.onnx", which onnx.checker rejects: no schema is registered under that string). */
-#define BB_DOMAIN_ONNX ""
-/* The version recorded for every ai.bytesandbrains.* domain. */
-#define BB_FRAMEWORK_OPSET_VERSION 1
-
-#define BB_KEY_MODULE_PHASE "ai.bytesandbrains.module_phase"
-#define BB_MODULE_PHASE_BODY "body"
-#define BB_MODULE_PHASE_BOOTSTRAP "bootstrap"
-#define BB_KEY_MODULE_INSTANCE "ai.bytesandbrains.module_instance"
-#define BB_KEY_REQUIRED_TRAIT "ai.bytesandbrains.required_trait"
-#define BB_KEY_SLOT_ID "ai.bytesandbrains.slot_id"
-/* Not in the reference: the author's slot name, which binding is keyed by. */
-#define BB_KEY_SLOT_NAME "ai.bytesandbrains.slot_name"
-#define BB_KEY_CODEC_PORT "ai.bytesandbrains.codec.port"
-#define BB_KEY_INDEX_PORT "ai.bytesandbrains.index.port"
-#define BB_KEY_PEER_CLASS "ai.bytesandbrains.peer_class"
-#define BB_KEY_BOOTSTRAP_SEED "ai.bytesandbrains.bootstrap.seed"
-#define BB_KEY_INPUT_SERVER_PEER "ai.bytesandbrains.input.server_peer"
-#define BB_ATTR_CHILD_COUNT "ai.bytesandbrains.composite.child_count"
-#define BB_ATTR_CHILD_TYPES "ai.bytesandbrains.composite.child_types"
-#define BB_SELF_CLASS "@self"
-
-/* ---- value types -------------------------------------------------------------- */
-
-/* A value's type is its denotation, the string the IR records on
- * ValueInfoProto.type.denotation and the only type identity the compiler reads. The type
- * tree is open: any denotation made of letters, digits and "._@-" is accepted. "" is the
- * abstract type (a bound the compiler refines, e.g. a role op's tensor output). */
-#define BB_TYPE_ABSTRACT ""
-#define BB_TYPE_BYTES "ai.bytesandbrains.opaque"
-#define BB_TYPE_PEER_ID "bb.peer_id"
-#define BB_TYPE_PEER_ID_VEC "bb.peer_id_vec"
-#define BB_TYPE_TRIGGER "bb.trigger"
-#define BB_TYPE_WIRE_REQ_ID "bb.wire_req_id"
-#define BB_TYPE_MULTIADDRESS "ai.bytesandbrains.multiaddress"
-#define BB_TYPE_ADDRESS_VEC "ai.bytesandbrains.address_vec"
-#define BB_TYPE_COMPOSITE "ai.bytesandbrains.composite"
-#define BB_TYPE_SCALAR_F32 "bb.f32"
-#define BB_TYPE_SCALAR_F64 "bb.f64"
-#define BB_TYPE_SCALAR_F16 "bb.f16"
-#define BB_TYPE_SCALAR_U8 "bb.u8"
-#define BB_TYPE_SCALAR_I32 "bb.i32"
-
-/* The tensor denotation of an element type ("ai.bytesandbrains.tensor.f32" for
- * BB_DTYPE_FLOAT, ...), or NULL for types without one (STRING, complex). */
-const char *bb_tensor_type(bb_dtype dtype);
+/* ---- value types (denotations: see bb/artifact.h) ------------------------------ */
 
 /* The TypeProto the recorder writes for a denotation, in m's arena: tensor_type (the
  * matching elem_type, shape unknown) for tensor denotations, otherwise opaque_type
- * {domain "ai.bytesandbrains", name = denotation}; denotation set unless abstract.
+ * {domain BB_DOMAIN_FRAMEWORK, name = denotation}; denotation set unless abstract.
  * NULL when out of memory. */
 bb_type *bb_value_type_new(bb_model *m, const char *denotation);
 
@@ -209,22 +149,6 @@ bb_value bb_rec_call_output(bb_rec *rec, bb_call call, const char *port);
 
 /* ---- role slot placeholders --------------------------------------------------------- */
 
-typedef enum bb_role {
-  BB_ROLE_BACKEND = 1,
-  BB_ROLE_MODEL,
-  BB_ROLE_INDEX,
-  BB_ROLE_AGGREGATOR,
-  BB_ROLE_CODEC,
-  BB_ROLE_DATA_SOURCE,
-  BB_ROLE_PEER_SELECTOR,
-  BB_ROLE_PROTOCOL
-} bb_role;
-
-/* "Model", "DataSource", ... ; NULL for an unknown role. */
-const char *bb_role_name(bb_role role);
-/* The required_trait the role's nodes carry ("ModelRuntime", ...); NULL if unknown. */
-const char *bb_role_trait(bb_role role);
-
 /* A role placeholder, named by the author; the compiler binds a concrete component to it
  * by that name. A slot's id is minted the first time a build records one of its methods
  * (one counter per build, shared by body and bootstrap) and every slot handle with the
@@ -271,13 +195,15 @@ struct bb_literal {
 };
 
 /* Records slot.method(inputs) — the generic form behind the wrappers below. method is
- * the op type: a role method ("Forward", "NextBatch", ...), or for Backend slots any op
- * the CPU backend supports at BB_ONNX_OPSET_VERSION ("Add", "Gemm", ...). Role methods
+ * the op type: a role method ("Forward", "NextBatch", ...), or for Backend slots the
+ * name of an ONNX operator ("Add", "Gemm", ...; any C identifier). Which operators a
+ * Backend slot accepts is the business of the backend bound to it: the compiler checks
+ * each against the op set its type declared (bb_compiler_declare_op_set). Role methods
  * take exactly their inputs and outputs and only their own INT attribute (Search: k,
  * Sample: n); Backend ops take any attributes and n_outputs >= 1. The node carries
- * required_trait, slot_id, slot_name and the method's extra metadata; outputs get the
- * reference's types (Backend: tensor f32; roles: abstract, Train: trigger, PeerSelector:
- * peer id). Returns 0 or the recording's error. */
+ * required_trait, slot_id, slot_name and the method's extra metadata; outputs are typed
+ * Backend: tensor f32; roles: abstract, Train: trigger, PeerSelector: peer id. Returns 0
+ * or the recording's error. */
 int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const bb_value *inputs,
                      size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, bb_value *outputs,
                      size_t n_outputs);
@@ -293,7 +219,7 @@ bb_value bb_rec_model_compute_loss(bb_rec *rec, const bb_slot *slot, bb_value pr
 bb_value bb_rec_model_apply_delta(bb_rec *rec, const bb_slot *slot, bb_value delta);
 bb_value bb_rec_model_load_parameters(bb_rec *rec, const bb_slot *slot, bb_value params);
 bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot);
-/* Beyond the reference's contract (docs/DEVIATIONS.md): Fit(params) loads params, trains
+/* Fit and Evaluate (docs/DEVIATIONS.md): Fit(params) loads params, trains
  * locally (the concrete decides how, e.g. on its DataSource dependency) and gives the
  * trained params and the number of samples it saw; Evaluate(x, labels) gives a score
  * (accuracy for classifiers). */

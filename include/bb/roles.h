@@ -1,4 +1,4 @@
-/* bytesandbrains — the role contracts (roles.md §2) as typed C tables.
+/* bytesandbrains — the role contracts as typed C tables.
  *
  * A concrete component implements the methods of its role(s) with plain C types
  * (tensors, peer ids) and lets the role's dispatcher translate the graph's op call:
@@ -17,6 +17,8 @@
 #ifndef BB_ROLES_H
 #define BB_ROLES_H
 
+#include "bb/artifact.h"
+#include "bb/compiler.h"
 #include "bb/runtime.h"
 #include "bb/tensor.h"
 
@@ -109,6 +111,11 @@ int bb_config_str(const char *config, const char *key, const char *dflt, char *b
 
 /* The concretes this library ships (docs/COMPONENTS.md lists them with their configs). */
 int bb_registry_add_shipped(bb_registry *r, bb_error *err);
+
+/* Declares CpuBackend's op set to a compiler: every operator the CPU executor runs at
+ * BB_ONNX_OPSET_VERSION (bb_cpu_op_count/bb_cpu_op_name), in the default ONNX domain. A
+ * Backend slot bound to CpuBackend then refuses any other op at compile. */
+int bb_cpu_backend_declare_op_set(bb_compiler *c, bb_error *err);
 
 #ifdef __cplusplus
 }

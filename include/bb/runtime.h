@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 
+#include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/compiler.h"
 #include "bb/graph.h"
@@ -58,12 +59,17 @@ typedef struct bb_component_init {
   uint64_t seed;           /* derived from the node's seed and the slot name */
   const bb_allocator *alloc;
   const void *host_data;   /* bb_install_args.host_data for this slot (NULL if none) */
+  void *type_data;         /* the type's bb_component_type.type_data (NULL if none) */
 } bb_component_init;
 
 /* A concrete component type. Register it in a bb_registry under type_name (the name
  * artifacts bind). Every callback but create and destroy may be NULL. Callbacks return 0,
  * BB_LATER (invoke only: the result comes through bb_node_complete for the command
- * bb_ctx_defer returned) or a negative BB_ERR_* with err filled. */
+ * bb_ctx_defer returned) or a negative BB_ERR_* with err filled.
+ *
+ * Versioned by struct_size: fields are only ever added at the end, and the runtime reads
+ * a field only when struct_size covers it, so a caller built against an older header
+ * (struct_size of at least BB_COMPONENT_TYPE_SIZE_V1) still registers. */
 typedef struct bb_component_type {
   size_t struct_size;   /* sizeof(bb_component_type) */
   const char *type_name;
@@ -85,7 +91,14 @@ typedef struct bb_component_type {
   /* State for bb_node_snapshot / bb_node_restore (bytes allocated with alloc). */
   int (*save)(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err);
   int (*load)(void *self, const uint8_t *data, size_t len, bb_error *err);
+  /* Handed to create as bb_component_init.type_data: lets one create function serve many
+   * types (a host that registers types at run time tells them apart by it). */
+  void *type_data;
 } bb_component_type;
+
+/* The struct_size of a bb_component_type without type_data: the least bb_registry_add
+ * accepts. */
+#define BB_COMPONENT_TYPE_SIZE_V1 offsetof(bb_component_type, type_data)
 
 /* The concrete types an install may construct, by name. The runtime knows no concrete
  * type of its own: a host adds the ones its artifacts bind (bb_registry_add_shipped in
@@ -95,7 +108,8 @@ typedef struct bb_registry bb_registry;
 /* An empty registry (alloc NULL: malloc); NULL when out of memory. */
 bb_registry *bb_registry_new(const bb_allocator *alloc);
 void bb_registry_free(bb_registry *r);
-/* Adds a type (the struct must outlive the registry). BB_ERR_EXISTS for a taken name. */
+/* Adds a type (the struct must outlive the registry). BB_ERR_EXISTS for a taken name;
+ * BB_ERR_INVALID_ARGUMENT for a struct_size below BB_COMPONENT_TYPE_SIZE_V1. */
 int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err);
 const bb_component_type *bb_registry_find(const bb_registry *r, const char *type_name);
 size_t bb_registry_count(const bb_registry *r);

@@ -337,6 +337,32 @@ describe('components written in TypeScript', () => {
     expect(destroyed).toBe(1);
   });
 
+  test('forty types are told apart: the fortieth installs and answers as itself', async () => {
+    const bb = await loadBb(module);
+    const created: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      registerComponentType(bb, {
+        name: `Many${i}`,
+        roles: ['DataSource'],
+        create: () => {
+          created.push(i);
+          return { invoke: () => [tensorValue('float', new Float32Array([i, i]), [1, 2]), tensorValue('float', new Float32Array([0]))] };
+        },
+      });
+    }
+    const compiler = Compiler.forExample(bb, 'quickstart').rebind('data_source', undefined, 'Many39').declare('Many39', TENSOR_F32);
+    const artifact = compiler.compile(Compiler.recordExample(bb, 'quickstart'));
+    compiler.free();
+    const node = BbNode.install(bb, { artifact, targets: ['Quickstart'] });
+    expect(created).toEqual([39]);
+    node.invoke('Quickstart', {}, 1n);
+    const prediction = node.poll(2n).find((s) => s.kind === 'appEvent');
+    expect(prediction?.topic).toBe('prediction');
+    // quickstart's model is the identity: the batch the fortieth type answered
+    expect(prediction?.value).toEqual(tensorValue('float', new Float32Array([39, 39]), [1, 2]));
+    node.free();
+  });
+
   test('a component that throws fails its op with its message', async () => {
     const bb = await loadBb(module);
     registerComponentType(bb, {

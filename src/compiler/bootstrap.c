@@ -1,4 +1,4 @@
-/* S2 validate_bootstrap_composition (compiler.md §3.4): the bootstrap function's CALL
+/* validate_bootstrap_composition: the bootstrap function's CALL
  * tree must reach only existing functions and contain no cycle. */
 #include <string.h>
 
@@ -59,7 +59,7 @@ static int visit(cc_ctx *x, size_t fi, uint8_t *color, size_t *stack, size_t dep
 int cc_check_bootstrap(cc_ctx *x) {
   const bb_model *m = x->m;
   const char *root = m->functions.items[0]->name ? m->functions.items[0]->name : "";
-  char *name = cc_printf(x, "%s__bootstrap", root);
+  char *name = cc_printf(x, "%s" BB_BOOTSTRAP_SUFFIX, root);
   if (!name) return cc_nomem(x);
   long b = find_fn(m, name);
   if (b < 0 || !is_bootstrap(m->functions.items[b])) return 0;

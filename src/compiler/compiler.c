@@ -1,4 +1,5 @@
 /* The compiler object: bindings, the component table, options and user passes. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -49,6 +50,35 @@ const cc_component *cc_find_component(const bb_compiler *c, const char *type) {
   for (size_t i = 0; i < c->components.len; i++)
     if (strcmp(c->components.items[i].type, type) == 0) return &c->components.items[i];
   return NULL;
+}
+
+const cc_op_set *cc_find_op_set(const bb_compiler *c, const char *type) {
+  for (size_t i = 0; i < c->op_sets.len; i++)
+    if (strcmp(c->op_sets.items[i].type, type) == 0) return &c->op_sets.items[i];
+  return NULL;
+}
+
+static int cmp_op(const bb_component_op *a, const char *domain, const char *op_type) {
+  int d = strcmp(a->domain, domain);
+  return d ? d : strcmp(a->op_type, op_type);
+}
+
+static int cmp_ops(const void *a, const void *b) {
+  const bb_component_op *y = b;
+  return cmp_op(a, y->domain, y->op_type);
+}
+
+bool cc_op_set_has(const cc_op_set *s, const char *domain, const char *op_type) {
+  if (bb_domain_is_onnx(domain)) domain = BB_DOMAIN_ONNX;
+  size_t lo = 0, hi = s->n_ops;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = cmp_op(&s->ops[mid], domain, op_type);
+    if (!c) return true;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return false;
 }
 
 static bool is_name(const char *s) {
@@ -134,6 +164,35 @@ int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl,
       return 0;
     }
   if (BB_ARENA_PUSH(c->arena, &c->components, k)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  return 0;
+}
+
+int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_component_op *ops, size_t n_ops,
+                               bb_error *err) {
+  if (!c || !is_name(type_name) || (n_ops && !ops))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "declare_op_set: no compiler, type name or ops");
+  for (size_t i = 0; i < n_ops; i++)
+    if (!is_name(ops[i].op_type) || (ops[i].domain && *ops[i].domain && !is_name(ops[i].domain)))
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "declare_op_set %s: op %zu is not a (domain, op_type) pair",
+                          type_name, i);
+  cc_op_set set = {bb_arena_strdup(c->arena, type_name), NULL, 0};
+  if (!set.type || (n_ops && !(set.ops = bb_arena_alloc(c->arena, n_ops * sizeof *set.ops))))
+    return bb_error_set(err, BB_ERR_NOMEM, "declare_op_set: out of memory");
+  for (size_t i = 0; i < n_ops; i++) {
+    const char *domain = bb_domain_is_onnx(ops[i].domain) ? BB_DOMAIN_ONNX : ops[i].domain;
+    set.ops[i].domain = bb_arena_strdup(c->arena, domain);
+    set.ops[i].op_type = bb_arena_strdup(c->arena, ops[i].op_type);
+    if (!set.ops[i].domain || !set.ops[i].op_type) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  }
+  if (n_ops) qsort(set.ops, n_ops, sizeof *set.ops, cmp_ops);
+  for (size_t i = 0; i < n_ops; i++)
+    if (!set.n_ops || cmp_ops(&set.ops[set.n_ops - 1], &set.ops[i]) != 0) set.ops[set.n_ops++] = set.ops[i];
+  for (size_t i = 0; i < c->op_sets.len; i++)
+    if (strcmp(c->op_sets.items[i].type, set.type) == 0) {
+      c->op_sets.items[i] = set;
+      return 0;
+    }
+  if (BB_ARENA_PUSH(c->arena, &c->op_sets, set)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   return 0;
 }
 

@@ -1,5 +1,5 @@
-/* The compiler's internal vocabulary: the configured compiler object, one compile's
- * working context, IR key constants and the helpers every pass shares. */
+/* The compiler's internals: the configured compiler object, one compile's working
+ * context and the helpers every pass shares. Keys and names are bb/artifact.h's. */
 #ifndef BB_SRC_COMPILER_COMPILER_H
 #define BB_SRC_COMPILER_COMPILER_H
 
@@ -7,37 +7,10 @@
 #include <stdio.h>
 
 #include "bb/compiler.h"
+#include "bb/graph.h"
 #include "util/arena.h"
 #include "util/error.h"
 #include "util/strmap.h"
-
-/* ---- IR keys the compiler reads and writes (compiler.md §1.5) -------------------- */
-
-#define CC_KEY_HOME_CLASS "ai.bytesandbrains.home_class"
-#define CC_KEY_SYNTHESIZED_FROM "ai.bytesandbrains.synthesized_from_send"
-#define CC_KEY_WIRE_ID "ai.bytesandbrains.wire.wire_id"
-#define CC_KEY_CHAIN_DEPTH "ai.bytesandbrains.wire.chain_depth"
-#define CC_KEY_WIRE_TRANSPORT "ai.bytesandbrains.wire_transport"
-#define CC_KEY_BATCH_GROUP "ai.bytesandbrains.batch_group_id"
-#define CC_KEY_DEST_SITE_PREFIX "ai.bytesandbrains.dest_site_name."
-#define CC_KEY_EXPANDED "ai.bytesandbrains.expanded"
-#define CC_KEY_RX_CHAIN_HEAD "ai.bytesandbrains.rx_chain_head"
-#define CC_KEY_RECV_SLOT_ID "ai.bytesandbrains.recv_slot_id"
-#define CC_KEY_DEP_PREFIX "ai.bytesandbrains.dep."
-#define CC_KEY_CONCRETE_TYPE "ai.bytesandbrains.concrete_type"
-#define CC_KEY_INSTANCE "ai.bytesandbrains.instance"
-#define CC_KEY_COMPILED "ai.bytesandbrains.compiled"
-#define CC_COMPILED_VERSION "v1"
-#define CC_KEY_BINDING_PREFIX "ai.bytesandbrains.binding."
-#define CC_KEY_IR_VERSION "ai.bytesandbrains.ir_version"
-#define CC_KEY_DEADLINE_GATED "ai.bytesandbrains.deadline_gated"
-#define CC_KEY_DEADLINE_SOURCE "ai.bytesandbrains.deadline_source"
-#define CC_ATTR_DEADLINE_NS "deadline_ns"
-#define CC_ATTR_PEER "peer"
-#define CC_TRANSPORT_DATA "data"
-#define CC_TRANSPORT_TRIGGER_ONLY "trigger_only"
-#define CC_DEFAULT_CLASS "@default"
-#define CC_DEADLINE_SUFFIX "#__trigger_deadline"
 
 /* ---- the compiler object -------------------------------------------------------- */
 
@@ -54,8 +27,16 @@ typedef struct cc_component {
   size_t n_deps;
 } cc_component;
 
+/* The ops a Backend type declared, sorted by (domain, op_type) without duplicates; the
+ * default ONNX domain is stored as "". */
+typedef struct cc_op_set {
+  char *type;
+  bb_component_op *ops;
+  size_t n_ops;
+} cc_op_set;
+
 typedef struct cc_hook {
-  int after; /* canonical pass index, or -1 for the reference point */
+  int after; /* canonical pass index, or -1: per partition after every canonical pass */
   char *name;
   bb_compiler_pass_fn fn;
   void *user;
@@ -88,6 +69,7 @@ struct bb_compiler {
   bb_arena *arena;
   struct { cc_binding *items; size_t len, cap; } bindings;
   struct { cc_component *items; size_t len, cap; } components;
+  struct { cc_op_set *items; size_t len, cap; } op_sets;
   struct { cc_hook *items; size_t len, cap; } hooks;
   uint64_t per_hop_budget_ns;
   uint32_t target_version;
@@ -98,6 +80,12 @@ struct bb_compiler {
 
 const cc_binding *cc_find_binding(const bb_compiler *c, const char *slot);
 const cc_component *cc_find_component(const bb_compiler *c, const char *type);
+const cc_op_set *cc_find_op_set(const bb_compiler *c, const char *type);
+/* True when the op set holds (domain, op_type); NULL domain is the default ONNX domain. */
+bool cc_op_set_has(const cc_op_set *s, const char *domain, const char *op_type);
+/* The binding a role node dispatches to: its slot name's, or for a node without one the
+ * first binding of the role whose trait it requires; NULL when none. */
+const cc_binding *cc_node_binding(const bb_compiler *c, const bb_ir_node *n, const char *trait);
 
 /* ---- one compile ---------------------------------------------------------------- */
 
@@ -153,8 +141,11 @@ const char *cc_value_type(cc_ctx *x, const bb_function *f, const char *value);
 int cc_set_value_type(cc_ctx *x, bb_function *f, const char *value, const char *denotation);
 /* A shallow-attribute copy of a node (strings, lists and metadata copied). */
 bb_ir_node *cc_node_clone(cc_ctx *x, const bb_ir_node *n);
-/* "Model" from "ModelRuntime" or "Model". */
-const char *cc_canonical_role(cc_ctx *x, const char *trait);
+/* The role name of a trait ("Model" from "ModelRuntime"); the trait itself when no role
+ * has it. */
+const char *cc_canonical_role(const char *trait);
+/* True for an ai.bytesandbrains.role.* domain. */
+bool cc_is_role_domain(const char *domain);
 
 /* The name compiler-inserted nodes next to n derive theirs from: n's name, else its
  * first output (unique in a function), else its first input. */

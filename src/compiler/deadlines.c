@@ -1,10 +1,9 @@
-/* Deadlines (compiler.md §3.8): [2] derive_wire_deadlines stamps every Send with
- * deadline_ns = chain_depth × per-hop budget; [16] insert_async_deadlines guards every
- * node carrying deadline_ns with a DeadlineCheck whose trigger becomes an extra input.
- * Fix of reference defect #4: the check's names derive from the node's name or, when it
- * is unnamed (always, for recorded nodes), from its first output, so two Sends in one
- * partition no longer collide; and the check is placed right before the node it guards
- * (the reference appends it at the end), so the partition stays topologically sorted. */
+/* Deadlines: derive_wire_deadlines stamps every Send with deadline_ns = chain_depth ×
+ * per-hop budget; insert_async_deadlines guards every node carrying deadline_ns with a
+ * DeadlineCheck whose trigger becomes an extra input. The check's names derive from the
+ * node's name or, when it is unnamed (always, for recorded nodes), from its first output,
+ * so two Sends in one partition never collide; and the check is placed right before the
+ * node it guards, so the partition stays topologically sorted. */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -17,7 +16,7 @@ int cc_derive_deadlines(cc_ctx *x) {
       bb_ir_node *n = fn->nodes.items[i];
       if (!cc_is(n, BB_DOMAIN_WIRE, "Send")) continue;
       uint64_t depth = 1;
-      const char *d = cc_meta(n, CC_KEY_CHAIN_DEPTH);
+      const char *d = cc_meta(n, BB_KEY_CHAIN_DEPTH);
       if (d) {
         uint64_t v = 0;
         bool ok = *d != 0;
@@ -29,7 +28,7 @@ int cc_derive_deadlines(cc_ctx *x) {
       }
       uint64_t ns = depth && budget > (uint64_t)INT64_MAX / depth ? (uint64_t)INT64_MAX : depth * budget;
       if (ns > (uint64_t)INT64_MAX) ns = (uint64_t)INT64_MAX;
-      if (!bb_attr_set_int(x->m, &n->attrs, CC_ATTR_DEADLINE_NS, (int64_t)ns)) return cc_nomem(x);
+      if (!bb_attr_set_int(x->m, &n->attrs, BB_ATTR_DEADLINE_NS, (int64_t)ns)) return cc_nomem(x);
     }
   }
   return 0;
@@ -51,18 +50,19 @@ int cc_insert_deadline_checks(cc_ctx *x, cc_partition *p) {
   bb_function *f = p->fn;
   for (size_t i = 0; i < f->nodes.len; i++) {
     bb_ir_node *n = f->nodes.items[i];
-    if (!has_int_attr(n, CC_ATTR_DEADLINE_NS) || !n->inputs.len || cc_meta(n, CC_KEY_DEADLINE_GATED)) continue;
+    if (!has_int_attr(n, BB_ATTR_DEADLINE_NS) || !n->inputs.len || cc_meta(n, BB_KEY_DEADLINE_GATED)) continue;
     if (cc_is(n, BB_DOMAIN_SYSCALL, "DeadlineCheck")) continue;
     const char *base = cc_site_base(n);
     bb_ir_node *g = bb_ir_node_new(x->m, "DeadlineCheck", BB_DOMAIN_SYSCALL, cc_printf(x, "DeadlineCheck@%s", base));
-    const char *out = cc_printf(x, "%s" CC_DEADLINE_SUFFIX, base);
+    const char *out = cc_printf(x, "%s" BB_DEADLINE_TRIGGER_SUFFIX, base);
     if (!g || !g->name || !out || bb_strlist_append(x->m, &g->inputs, n->inputs.items[0]) ||
         bb_strlist_append(x->m, &g->outputs, out) ||
-        !bb_attr_set_int(x->m, &g->attrs, CC_ATTR_DEADLINE_NS, bb_attr_get_int(&n->attrs, CC_ATTR_DEADLINE_NS, 0)) ||
-        bb_kv_append(x->m, &g->metadata, CC_KEY_DEADLINE_SOURCE, base) ||
-        bb_kv_append(x->m, &g->metadata, CC_KEY_DEADLINE_GATED, "true") ||
-        bb_kv_append(x->m, &g->metadata, CC_KEY_HOME_CLASS, p->klass) ||
-        bb_strlist_append(x->m, &n->inputs, out) || bb_kv_upsert(x->m, &n->metadata, CC_KEY_DEADLINE_GATED, "true") ||
+        !bb_attr_set_int(x->m, &g->attrs, BB_ATTR_DEADLINE_NS, bb_attr_get_int(&n->attrs, BB_ATTR_DEADLINE_NS, 0)) ||
+        bb_kv_append(x->m, &g->metadata, BB_KEY_DEADLINE_SOURCE, base) ||
+        bb_kv_append(x->m, &g->metadata, BB_KEY_DEADLINE_GATED, BB_FLAG_TRUE) ||
+        bb_kv_append(x->m, &g->metadata, BB_KEY_HOME_CLASS, p->klass) ||
+        bb_strlist_append(x->m, &n->inputs, out) ||
+        bb_kv_upsert(x->m, &n->metadata, BB_KEY_DEADLINE_GATED, BB_FLAG_TRUE) ||
         bb_nodelist_insert(x->m, &f->nodes, i, g))
       return cc_nomem(x);
     if (cc_set_value_type(x, f, out, BB_TYPE_TRIGGER)) return cc_nomem(x);

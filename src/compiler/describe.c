@@ -29,7 +29,7 @@ static bool node_is(const bb_ir_node *n, const char *domain, const char *op) {
  * and metadata order. */
 static size_t collect_edges(const bb_model *m, wire_edge *out, size_t cap) {
   size_t n = 0;
-  const size_t plen = strlen(CC_KEY_DEST_SITE_PREFIX);
+  const size_t plen = strlen(BB_KEY_DEST_SITE_PREFIX);
   for (size_t f = 0; f < m->functions.len; f++) {
     const bb_function *fn = m->functions.items[f];
     if (!is_partition(fn)) continue;
@@ -38,7 +38,7 @@ static size_t collect_edges(const bb_model *m, wire_edge *out, size_t cap) {
       if (!node_is(send, BB_DOMAIN_WIRE, "Send")) continue;
       for (size_t k = 0; k < send->metadata.len; k++) {
         const bb_kv *kv = &send->metadata.items[k];
-        if (!kv->key || !kv->value || strncmp(kv->key, CC_KEY_DEST_SITE_PREFIX, plen) != 0) continue;
+        if (!kv->key || !kv->value || strncmp(kv->key, BB_KEY_DEST_SITE_PREFIX, plen) != 0) continue;
         for (size_t g = 0; g < m->functions.len; g++) {
           const bb_function *to = m->functions.items[g];
           const bb_ir_node *recv = is_partition(to) ? bb_nodelist_producer(&to->nodes, kv->value) : NULL;
@@ -59,8 +59,8 @@ typedef struct binding {
 
 /* Splits key "…binding.<target>.<slot>" and value "<Role>|<type>|<id>" into buf. */
 static bool parse_binding(const bb_kv *kv, char *buf, size_t cap, binding *b) {
-  const size_t plen = strlen(CC_KEY_BINDING_PREFIX);
-  if (!kv->key || !kv->value || strncmp(kv->key, CC_KEY_BINDING_PREFIX, plen) != 0) return false;
+  const size_t plen = strlen(BB_KEY_BINDING_PREFIX);
+  if (!kv->key || !kv->value || strncmp(kv->key, BB_KEY_BINDING_PREFIX, plen) != 0) return false;
   size_t kl = strlen(kv->key + plen), vl = strlen(kv->value);
   if (kl + vl + 2 > cap) return false;
   memcpy(buf, kv->key + plen, kl + 1);
@@ -80,7 +80,7 @@ static bool parse_binding(const bb_kv *kv, char *buf, size_t cap, binding *b) {
 static const char *str(const char *s) { return s ? s : ""; }
 
 static void node_text(bb_strbuf *s, const bb_ir_node *n) {
-  bb_strbuf_printf(s, "    %s::%s(", n->domain && *n->domain ? n->domain : "ai.onnx", str(n->op_type));
+  bb_strbuf_printf(s, "    %s::%s(", n->domain && *n->domain ? n->domain : BB_DOMAIN_ONNX_ALIAS, str(n->op_type));
   for (size_t i = 0; i < n->inputs.len; i++) bb_strbuf_printf(s, "%s%s", i ? ", " : "", n->inputs.items[i]);
   bb_strbuf_puts(s, ") -> (");
   for (size_t i = 0; i < n->outputs.len; i++) bb_strbuf_printf(s, "%s%s", i ? ", " : "", n->outputs.items[i]);
@@ -270,10 +270,10 @@ int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, ch
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "describe: missing argument or bad format");
   *out = NULL;
   if (out_len) *out_len = 0;
-  const char *passport = bb_kv_get(&artifact->metadata, CC_KEY_COMPILED);
+  const char *passport = bb_kv_get(&artifact->metadata, BB_KEY_COMPILED);
   if (!passport)
     return bb_error_set(err, BB_ERR_MALFORMED, "not a compiled artifact: no %s passport (compile it first)",
-                        CC_KEY_COMPILED);
+                        BB_KEY_COMPILED);
   const bb_allocator *alloc = bb_arena_allocator(artifact->arena);
   size_t n_edges = collect_edges(artifact, NULL, 0);
   wire_edge *edges = n_edges ? alloc->malloc(n_edges * sizeof *edges, alloc->user_data) : NULL;

@@ -1,4 +1,4 @@
-/* [4] expand_ops (compiler.md §3.5): syscall Interval gets its default period,
+/* expand_ops: syscall Interval gets its default period,
  * syscall Constant must carry a tensor `value`; every visited node is stamped expanded
  * (idempotent). */
 #include <string.h>
@@ -11,12 +11,13 @@ int cc_expand_ops(cc_ctx *x) {
   bb_function *f = x->root;
   for (size_t i = 0; i < f->nodes.len; i++) {
     bb_ir_node *n = f->nodes.items[i];
-    if (cc_meta(n, CC_KEY_EXPANDED)) continue;
+    if (cc_meta(n, BB_KEY_EXPANDED)) continue;
     if (cc_is(n, BB_DOMAIN_SYSCALL, "Interval")) {
-      if (!bb_attr_find(&n->attrs, "period_ns") && !bb_attr_set_int(x->m, &n->attrs, "period_ns", DEFAULT_PERIOD_NS))
+      if (!bb_attr_find(&n->attrs, BB_ATTR_PERIOD_NS) &&
+          !bb_attr_set_int(x->m, &n->attrs, BB_ATTR_PERIOD_NS, DEFAULT_PERIOD_NS))
         return cc_nomem(x);
     } else if (cc_is(n, BB_DOMAIN_SYSCALL, "Constant")) {
-      const bb_attr *a = bb_attr_find(&n->attrs, "value");
+      const bb_attr *a = bb_attr_find(&n->attrs, BB_ATTR_VALUE);
       const char *why = !a ? "missing attribute `value`"
                         : !a->has_type || a->type != BB_ATTR_TENSOR ? "attribute `value` is not a TENSOR"
                         : !a->t ? "attribute `value` holds no tensor"
@@ -27,7 +28,7 @@ int cc_expand_ops(cc_ctx *x) {
     } else {
       continue;
     }
-    if (bb_kv_upsert(x->m, &n->metadata, CC_KEY_EXPANDED, "true")) return cc_nomem(x);
+    if (bb_kv_upsert(x->m, &n->metadata, BB_KEY_EXPANDED, BB_FLAG_TRUE)) return cc_nomem(x);
   }
   return 0;
 }

@@ -1,8 +1,8 @@
-/* [1] inline_for_partition (compiler.md §3.4): CALLs to sub-Modules that touch the wire,
- * are pure ONNX, or are called once are replaced by a renamed copy of the callee's body,
- * callees first, to a fixpoint. Functions stamped module_phase=bootstrap are never
- * inlined (reference defect #9: they have no call site and were deleted). Every order is
- * function-table order, so the #inl<k> suffixes are deterministic. */
+/* inline_for_partition: CALLs to sub-Modules that touch the wire, are pure ONNX, or are
+ * called once are replaced by a renamed copy of the callee's body, callees first, to a
+ * fixpoint. Functions stamped module_phase=bootstrap are never inlined: they have no
+ * call site, and install finds them by name. Every order is function-table order, so the
+ * #inl<k> suffixes are deterministic. */
 #include <string.h>
 
 #include "compiler/compiler.h"

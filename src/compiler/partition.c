@@ -1,7 +1,7 @@
-/* [8] partition_by_wire_ops and the naming of partitions (compiler.md §3.5, §3.6):
- * nodes are grouped by home_class (classes sorted, node order kept) into one function
- * per class, and every synthesized Recv is paired with its Send by the Send's index
- * (reference defects #1/#2) into a wire edge. A partition keeps the root's inputs,
+/* partition_by_wire_ops and the naming of partitions: nodes are grouped by home_class
+ * (classes sorted, node order kept) into one function per class, and every synthesized
+ * Recv is paired with its Send by the Send's index (synthesized_from_send) into a wire
+ * edge. A partition keeps the root's inputs,
  * attributes and metadata, the root outputs its own nodes produce, and the value infos
  * of the values it uses; its metadata also records its peer class. */
 #include <stdlib.h>
@@ -14,7 +14,7 @@
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static const char *home_of(const bb_ir_node *n) {
-  const char *h = cc_meta(n, CC_KEY_HOME_CLASS);
+  const char *h = cc_meta(n, BB_KEY_HOME_CLASS);
   return h ? h : BB_SELF_CLASS;
 }
 
@@ -82,7 +82,7 @@ static int pair_wire_edges(cc_ctx *x) {
     bb_ir_node *recv = f->nodes.items[i];
     if (!cc_is(recv, BB_DOMAIN_WIRE, "Recv") || !recv->outputs.len) continue;
     uint32_t idx;
-    const char *from = cc_meta(recv, CC_KEY_SYNTHESIZED_FROM);
+    const char *from = cc_meta(recv, BB_KEY_SYNTHESIZED_FROM_SEND);
     if (!from || !cc_parse_u32(from, &idx)) continue; /* hand-built: not ours to pair */
     bb_ir_node *send = (bb_ir_node *)send_by_index(f, idx);
     if (!send || !send->inputs.len)
@@ -107,8 +107,7 @@ static int pair_wire_edges(cc_ctx *x) {
 
 /* Only graph inputs and wire edges cross peer classes: a node reading a value another
  * class produces (a peer list picked on the sending side, say, used on the receiving
- * one) would find nothing at run time. The reference lets ambient peer values through
- * unchecked; this port reports them. */
+ * one) would find nothing at run time, so such a read is reported. */
 static int check_closed(cc_ctx *x, const cc_partition *p) {
   const bb_function *f = p->fn;
   bb_strmap produced;
@@ -177,7 +176,8 @@ static void fnv_str(fnv *s, const char *str) {
 }
 
 /* FNV-1a 64 over each node's op_type, domain, overload, input and output counts and
- * names, and attribute names (compiler.md §3.6 step 5; values and metadata ignored). */
+ * names, and attribute names (values and metadata ignored): two functions with equal
+ * hashes have the same structure, whatever their constants. */
 static uint64_t hash_nodes(const bb_function *f) {
   fnv s = {BB_FNV1A64_INIT};
   for (size_t i = 0; i < f->nodes.len; i++) {
@@ -199,7 +199,7 @@ int cc_name_partition(cc_ctx *x, cc_partition *p) {
   size_t rn = strlen(root);
   const char *base;
   if (strcmp(p->klass, BB_SELF_CLASS) == 0) base = root;
-  else if (strcmp(p->klass, CC_DEFAULT_CLASS) == 0) base = cc_printf(x, "%s_default", root); /* defect #12 */
+  else if (strcmp(p->klass, BB_DEFAULT_CLASS) == 0) base = cc_printf(x, "%s_default", root); /* defect #12 */
   else if (strcmp(p->klass, root) == 0 || (strncmp(p->klass, root, rn) == 0 && p->klass[rn] == '_')) base = p->klass;
   else base = cc_printf(x, "%s_%s", root, p->klass);
   char *name = base ? cc_printf(x, "%s#%016llx", base, (unsigned long long)hash_nodes(p->fn)) : NULL;

@@ -1,16 +1,13 @@
-/* [22]-[23] the passport, the binding table and the artifact's shape
- * (compiler.md §1.2, §3.9). The artifact's functions are the partition mains (sorted by
- * peer class), then every shared function once (reference defect #5: copied into each
- * partition, they made every multi-partition merge fail). Every function and the model
- * import every domain their nodes use (the reference left opset_import empty). Model
+/* The passport, the binding table and the artifact's shape. The artifact's functions are
+ * the partition mains (sorted by peer class), then every shared function once (a copy
+ * per partition would give two functions one name). Every function and the model import
+ * every domain their nodes use, as onnx.checker requires. Model
  * metadata: compiled=v1, then per partition per binding
  *   binding.<partition>.<slot> = <Role>|<type>|<slot id or -1>,
  * then config.<slot> = <config> for bindings that carry one. */
 #include <string.h>
 
 #include "compiler/compiler.h"
-
-#define CC_KEY_CONFIG_PREFIX "ai.bytesandbrains.config."
 
 /* The slot id a binding dispatches to in a partition: its slot's id on the first node
  * (partition main, then shared functions) that names the slot — or, for nodes without a
@@ -38,7 +35,7 @@ static int stamp_recv_slot_ids(cc_ctx *x, bb_function *f) {
     for (size_t k = 0; k < f->nodes.len; k++) {
       const char *id = cc_meta(f->nodes.items[k], BB_KEY_SLOT_ID);
       if (id && bb_strlist_find(&f->nodes.items[k]->inputs, recv->outputs.items[0]) >= 0) {
-        if (bb_kv_upsert(x->m, &recv->metadata, CC_KEY_RECV_SLOT_ID, id)) return cc_nomem(x);
+        if (bb_kv_upsert(x->m, &recv->metadata, BB_KEY_RECV_SLOT_ID, id)) return cc_nomem(x);
         break;
       }
     }
@@ -49,7 +46,7 @@ static int stamp_recv_slot_ids(cc_ctx *x, bb_function *f) {
 static int import_domains(cc_ctx *x, bb_function *f) {
   for (size_t i = 0; i < f->nodes.len; i++) {
     const char *d = f->nodes.items[i]->domain ? f->nodes.items[i]->domain : "";
-    int64_t v = !*d || strcmp(d, "ai.onnx") == 0 ? BB_ONNX_OPSET_VERSION : BB_FRAMEWORK_OPSET_VERSION;
+    int64_t v = bb_domain_is_onnx(d) ? BB_ONNX_OPSET_VERSION : BB_FRAMEWORK_OPSET_VERSION;
     if (bb_opset_get(&f->opsets, d) < 0 && bb_opset_set(x->m, &f->opsets, d, v)) return cc_nomem(x);
     if (bb_opset_get(&x->m->opsets, d) < 0 && bb_opset_set(x->m, &x->m->opsets, d, v)) return cc_nomem(x);
   }
@@ -63,12 +60,12 @@ int cc_stamp_passport(cc_ctx *x) {
   bb_model *m = x->m;
   const bb_compiler *c = x->c;
   if (!x->parts.len) return cc_fail(x, BB_COMPILE_INTERNAL, "no partitions");
-  if (bb_kv_upsert(m, &m->metadata, CC_KEY_COMPILED, CC_COMPILED_VERSION)) return cc_nomem(x);
+  if (bb_kv_upsert(m, &m->metadata, BB_KEY_COMPILED, BB_COMPILED_VERSION)) return cc_nomem(x);
   for (size_t i = 0; i < x->parts.len; i++) {
     const cc_partition *p = &x->parts.items[i];
     for (size_t b = 0; b < c->bindings.len; b++) {
       const cc_binding *bind = &c->bindings.items[b];
-      char *key = cc_printf(x, CC_KEY_BINDING_PREFIX "%s.%s", p->fn->name, bind->slot);
+      char *key = cc_printf(x, BB_KEY_BINDING_PREFIX "%s.%s", p->fn->name, bind->slot);
       char *value = cc_printf(x, "%s|%s|%ld", bb_role_name(bind->role), bind->type, slot_id_in(x, p, bind));
       if (!key || !value || bb_kv_upsert(m, &m->metadata, key, value)) return cc_nomem(x);
     }
@@ -76,7 +73,7 @@ int cc_stamp_passport(cc_ctx *x) {
   for (size_t b = 0; b < c->bindings.len; b++) {
     const cc_binding *bind = &c->bindings.items[b];
     if (!bind->config) continue;
-    char *key = cc_printf(x, CC_KEY_CONFIG_PREFIX "%s", bind->slot);
+    char *key = cc_printf(x, BB_KEY_CONFIG_PREFIX "%s", bind->slot);
     if (!key || bb_kv_upsert(m, &m->metadata, key, bind->config)) return cc_nomem(x);
   }
   /* the artifact's function table */

@@ -1,9 +1,9 @@
-/* [6] infer_peer_classes (compiler.md §3.5): stamps home_class on every node of the
+/* infer_peer_classes: stamps home_class on every node of the
  * root. The only class-changing edge is a Send's data output, homed on the class of
  * the Send's peers: a graph input feeding a Send's peer slot names its own class, a
  * PeerSelector's outputs carry its class, anything else is "@default". Peer-typed
- * values (bb.peer_id / bb.peer_id_vec, whatever their TypeProto kind — reference defect
- * #11 — or stamped peer_class) are ambient: reading them does not pin a node. */
+ * values (bb.peer_id / bb.peer_id_vec, whatever their TypeProto kind, or stamped
+ * peer_class) are ambient: reading them does not pin a node. */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -103,7 +103,7 @@ int cc_infer_peer_classes(cc_ctx *x) {
   }
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
     bb_ir_node *n = f->nodes.items[i];
-    const char *klass = cc_meta(n, CC_KEY_HOME_CLASS);
+    const char *klass = cc_meta(n, BB_KEY_HOME_CLASS);
     const char *own = cc_meta(n, BB_KEY_PEER_CLASS);
     if (own)
       for (size_t o = 0; o < n->outputs.len && !rc; o++) rc = put(x, &peer, n->outputs.items[o], own);
@@ -115,7 +115,7 @@ int cc_infer_peer_classes(cc_ctx *x) {
       const char *payload = n->inputs.len ? get(&home, n->inputs.items[0]) : NULL;
       if (!payload) payload = BB_SELF_CLASS;
       const char *dest = n->inputs.len ? get(&peer, n->inputs.items[n->inputs.len - 1]) : NULL;
-      if (!dest) dest = CC_DEFAULT_CLASS;
+      if (!dest) dest = BB_DEFAULT_CLASS;
       if (n->outputs.len) rc = put(x, &home, n->outputs.items[0], n->outputs.len >= 2 ? dest : payload);
       if (!rc && n->outputs.len >= 2) rc = put(x, &home, n->outputs.items[1], payload);
       klass = payload;
@@ -137,7 +137,7 @@ int cc_infer_peer_classes(cc_ctx *x) {
       if (!klass) klass = BB_SELF_CLASS;
       for (size_t o = 0; o < n->outputs.len && !rc; o++) rc = put(x, &home, n->outputs.items[o], klass);
     }
-    if (!rc && bb_kv_upsert(x->m, &n->metadata, CC_KEY_HOME_CLASS, klass)) rc = cc_nomem(x);
+    if (!rc && bb_kv_upsert(x->m, &n->metadata, BB_KEY_HOME_CLASS, klass)) rc = cc_nomem(x);
   }
   bb_strmap_free(&producers);
   bb_strmap_free(&home.map);

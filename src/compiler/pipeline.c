@@ -1,5 +1,5 @@
-/* The pipeline driver: the canonical pass order of compiler.md §3.2 (with the §3.14
- * fixes), user passes at their points, and the assembly of the artifact. */
+/* The pipeline driver: the canonical passes in order (bb_compiler_pass_names), user
+ * passes at their points, and the assembly of the artifact. */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -55,8 +55,8 @@ static int run_passes(cc_ctx *x) {
   int rc;
   if ((rc = cc_refine_types(x)) != 0) return rc;
   if ((rc = cc_entry_checks(x)) != 0) return rc;
-  /* the seam checks run before inlining (the reference runs them after): inlining
-   * matches CALLs by op_type, which must be there */
+  /* the seam checks run before inlining: inlining matches CALLs by op_type, which must
+   * be there */
   if ((rc = cc_check_seams(x)) != 0) return rc;
   ROOT_PASS(CC_PASS_INLINE, cc_inline(x));
   ROOT_PASS(CC_PASS_DEADLINES, cc_derive_deadlines(x));
@@ -95,8 +95,8 @@ static bb_role role_of_slot(const bb_model *m, const char *slot) {
       const bb_ir_node *n = fn->nodes.items[i];
       const char *name = cc_meta(n, BB_KEY_SLOT_NAME), *trait = cc_meta(n, BB_KEY_REQUIRED_TRAIT);
       if (!name || !trait || strcmp(name, slot) != 0) continue;
-      for (int r = BB_ROLE_BACKEND; r <= BB_ROLE_PROTOCOL; r++)
-        if (strcmp(bb_role_trait((bb_role)r), trait) == 0) return (bb_role)r;
+      bb_role r = bb_role_from_trait(trait);
+      if (r) return r;
     }
   }
   return BB_COMPILER_ROLE_OF_SLOT;

@@ -1,11 +1,10 @@
-/* [7] synthesize_wire_recvs (compiler.md §3.5): every Send whose data output is read
+/* synthesize_wire_recvs: every Send whose data output is read
  * gets a Recv per consuming peer class (classes in sorted order), placed right after
  * it; the Send's data output becomes a sentinel "<D>__send_sentinel_<i>" and the
  * consumers read "<D>__recv_<seq>" instead. The Recv records the Send's index i in
- * synthesized_from_send (reference defect #1: it recorded the name, which the pairing
- * parsed as an integer, so no edge ever paired) and its value infos stay in the root
- * (reference defect #3: they were dropped). A self-send (consumer on the Send's own
- * class) gets its Recv too. */
+ * synthesized_from_send (an integer: partitioning pairs by it) and its value infos stay
+ * in the root, where the type solver and the partitions find them. A self-send
+ * (consumer on the Send's own class) gets its Recv too. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +13,7 @@
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static const char *home_of(const bb_ir_node *n) {
-  const char *h = cc_meta(n, CC_KEY_HOME_CLASS);
+  const char *h = cc_meta(n, BB_KEY_HOME_CLASS);
   return h ? h : BB_SELF_CLASS;
 }
 
@@ -62,8 +61,9 @@ int cc_synthesize_recvs(cc_ctx *x) {
       bb_ir_node *recv = bb_ir_node_new(x->m, "Recv", BB_DOMAIN_WIRE, NULL);
       if (!payload || !sender || !from || !recv || bb_strlist_append(x->m, &recv->outputs, payload) ||
           bb_strlist_append(x->m, &recv->outputs, sender) ||
-          bb_kv_append(x->m, &recv->metadata, CC_KEY_HOME_CLASS, classes[j]) ||
-          bb_kv_append(x->m, &recv->metadata, CC_KEY_SYNTHESIZED_FROM, from) || BB_ARENA_PUSH(x->m->arena, &out, recv))
+          bb_kv_append(x->m, &recv->metadata, BB_KEY_HOME_CLASS, classes[j]) ||
+          bb_kv_append(x->m, &recv->metadata, BB_KEY_SYNTHESIZED_FROM_SEND, from) ||
+          BB_ARENA_PUSH(x->m->arena, &out, recv))
         return cc_nomem(x);
       if ((rc = cc_set_value_type(x, f, payload, type)) != 0) break;
       if ((rc = cc_set_value_type(x, f, sender, BB_TYPE_PEER_ID)) != 0) break;

@@ -1,32 +1,26 @@
-/* P1 refine_polymorphic_value_info (compiler.md §3.3): every role node's binding is
- * found (by slot name; by role for hand-built nodes without one) and the bound
+/* The first step of every compile (refine_polymorphic_value_info): every role node's
+ * binding is found (by slot name; by role for hand-built nodes without one) and the bound
  * component's storage type for the role's port narrows the node's abstract outputs.
- * Checks the slot metadata on the way: the first 8 binding errors of §3.11 come from
- * here. Forwarding through PassThrough/Send does not overwrite an output the author
- * typed concretely. */
+ * Checks the slot metadata on the way: a role node needs a required_trait of a role with
+ * storage (or a codec port), a u32 slot id and a binding of that role. Forwarding
+ * through PassThrough/Send does not overwrite an output the author typed concretely. */
 #include <string.h>
 
 #include "compiler/compiler.h"
-
-/* The storage port a role's outputs are typed by; NULL for roles without storage
- * (PeerSelector); *unknown when the trait names no role this table knows. */
-static const char *port_of(const char *trait, bool *unknown) {
-  static const struct {
-    const char *trait, *port;
-  } PORTS[] = {{"IndexRuntime", "vector"},  {"AggregatorRuntime", "element"}, {"ModelRuntime", "tensor"},
-               {"DataSourceRuntime", "sample"}, {"BackendRuntime", "tensor"}, {"PeerSelectorRuntime", NULL}};
-  *unknown = false;
-  for (size_t i = 0; i < sizeof PORTS / sizeof PORTS[0]; i++)
-    if (strcmp(PORTS[i].trait, trait) == 0) return PORTS[i].port;
-  *unknown = true;
-  return NULL;
-}
 
 static const char *storage_of(const bb_compiler *c, const cc_binding *b, const char *port) {
   const cc_component *k = cc_find_component(c, b->type);
   if (!k) return NULL;
   for (size_t i = 0; i < k->n_storage; i++)
     if (strcmp(k->storage[i].port, port) == 0) return k->storage[i].type;
+  return NULL;
+}
+
+const cc_binding *cc_node_binding(const bb_compiler *c, const bb_ir_node *n, const char *trait) {
+  const char *slot = cc_meta(n, BB_KEY_SLOT_NAME);
+  if (slot) return cc_find_binding(c, slot);
+  for (size_t i = 0; i < c->bindings.len; i++)
+    if (strcmp(bb_role_trait(c->bindings.items[i].role), trait) == 0) return &c->bindings.items[i];
   return NULL;
 }
 
@@ -38,13 +32,12 @@ static int find_binding(cc_ctx *x, const bb_function *f, const bb_ir_node *n, co
   const char *slot_id = cc_meta(n, BB_KEY_SLOT_ID);
   *out = NULL;
   if (!slot_name) {
-    /* hand-built IR: the reference's binding by role */
+    /* hand-built IR: bound by role */
     size_t count = 0;
     char names[256] = "";
     for (size_t i = 0; i < c->bindings.len; i++) {
       const cc_binding *b = &c->bindings.items[i];
       if (strcmp(bb_role_trait(b->role), trait) != 0) continue;
-      if (!*out) *out = b;
       size_t used = strlen(names);
       snprintf(names + used, sizeof names - used, "%s%s", count ? ", " : "", b->slot);
       count++;
@@ -58,7 +51,7 @@ static int find_binding(cc_ctx *x, const bb_function *f, const bb_ir_node *n, co
   if (!slot_id) return cc_fail(x, BB_COMPILE_INVALID_SLOT_ID, "node `%s` has no slot_id (value \"\")", cc_node_label(x, f, n));
   if (!cc_parse_u32(slot_id, &id))
     return cc_fail(x, BB_COMPILE_INVALID_SLOT_ID, "node `%s` has slot_id \"%s\", not a u32", cc_node_label(x, f, n), slot_id);
-  if (slot_name) *out = cc_find_binding(c, slot_name);
+  *out = cc_node_binding(c, n, trait);
   if (!*out)
     return cc_fail(x, BB_COMPILE_UNKNOWN_SLOT_ID,
                    "node `%s` references slot_id %u (slot \"%s\", %s) which has no binding: call bind for it",
@@ -83,17 +76,17 @@ static int refine_function(cc_ctx *x, bb_function *f, bb_strmap *refined, const 
     const cc_binding *b;
     int rc = find_binding(x, f, n, trait, &b);
     if (rc) return rc;
-    bool unknown;
-    const char *port = port_of(trait, &unknown);
-    if (strcmp(trait, "CodecRuntime") == 0) {
+    bb_role role = bb_role_from_trait(trait);
+    const char *port = bb_role_storage_port(role);
+    if (role == BB_ROLE_CODEC) {
       port = cc_meta(n, BB_KEY_CODEC_PORT);
       if (!port)
         return cc_fail(x, BB_COMPILE_MISSING_CODEC_PORT_METADATA, "codec node `%s` has no %s metadata",
                        cc_node_label(x, f, n), BB_KEY_CODEC_PORT);
-      if (strcmp(port, "in") != 0 && strcmp(port, "out") != 0)
+      if (strcmp(port, BB_CODEC_PORT_IN) != 0 && strcmp(port, BB_CODEC_PORT_OUT) != 0)
         return cc_fail(x, BB_COMPILE_INVALID_CODEC_PORT, "codec node `%s` has port \"%s\" (want in or out)",
                        cc_node_label(x, f, n), port);
-    } else if (unknown) {
+    } else if (!role || role == BB_ROLE_PROTOCOL) {
       return cc_fail(x, BB_COMPILE_UNKNOWN_ROLE_RUNTIME, "node `%s` requires %s, which has no storage port",
                      cc_node_label(x, f, n), trait);
     }
@@ -147,7 +140,7 @@ int cc_refine_types(cc_ctx *x) {
       }
     }
   }
-  /* apply to the value infos of every function, matched by name (as the reference) */
+  /* apply to the value infos of every function, matched by name */
   for (size_t f = 0; f < m->functions.len && !rc; f++) {
     bb_function *fn = m->functions.items[f];
     for (size_t i = 0; i < fn->value_infos.len && !rc; i++) {

@@ -1,15 +1,14 @@
-/* [5] type_solver (compiler.md §4.4) and the wire-edge storage check.
+/* type_solver and the wire-edge storage check.
  *
  * Types are denotations; "" is abstract and BB_TYPE_BYTES (an untyped input) is a bound
  * that unifies with anything. Seeds come from value infos; value-preserving ops
  * (PassThrough, Send's data output, Recv's payload from its Send) and CALLs of kept
- * functions (their declared output types) carry a type forward,
- * and the backend op relations of §4.4 (applied in the pipeline here; reference defect
- * #7) narrow abstract values and reject mixed precision within an op. Strict mode then
- * requires every value of the root to have a type. A Recv's payload must have the type
- * its Send sends (reference defect #6: the check was inert); a Codec is how a path changes
- * storage type. Nodes are visited in order until nothing changes, so the result and
- * the first error reported are deterministic. */
+ * functions (their declared output types) carry a type forward, and the op relations
+ * below (ops whose inputs and output share one element type) narrow abstract values and
+ * reject mixed precision within an op. Strict mode then requires every value of the root
+ * to have a type. A Recv's payload must have the type its Send sends; a Codec is how a
+ * path changes storage type. Nodes are visited in order until nothing changes, so the
+ * result and the first error reported are deterministic. */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -88,7 +87,7 @@ static int apply_relation(solver *s, const bb_ir_node *n, rel_kind kind, bool *c
       else if (strcmp(pivot, *ports[i]) != 0)
         return cc_fail(s->x, BB_COMPILE_TYPE_CONSTRAINT_FAILED,
                        "op %s::%s (node `%s`): SameType: incompatible concrete types %s and %s",
-                       n->domain && *n->domain ? n->domain : "ai.onnx", n->op_type,
+                       n->domain && *n->domain ? n->domain : BB_DOMAIN_ONNX_ALIAS, n->op_type,
                        cc_node_label(s->x, s->f, n), pivot, *ports[i]);
     }
   if (!pivot) return 0;
@@ -113,7 +112,7 @@ static bool carry_from_callee(solver *s, const bb_ir_node *call) {
 
 /* The Send whose data output a Recv re-publishes (by the index recv synthesis stored). */
 static const bb_ir_node *send_of(const bb_function *f, const bb_ir_node *recv) {
-  const char *from = cc_meta(recv, CC_KEY_SYNTHESIZED_FROM);
+  const char *from = cc_meta(recv, BB_KEY_SYNTHESIZED_FROM_SEND);
   uint32_t idx;
   if (!from || !cc_parse_u32(from, &idx)) return NULL;
   for (size_t i = 0; i < f->nodes.len; i++) {

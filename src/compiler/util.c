@@ -7,10 +7,8 @@
 #include "compiler/compiler.h"
 
 bool cc_domain_is(const bb_ir_node *n, const char *domain) {
-  const char *d = n->domain ? n->domain : "";
-  /* the default ONNX domain has two spellings */
-  if (!*domain || strcmp(domain, "ai.onnx") == 0) return !*d || strcmp(d, "ai.onnx") == 0;
-  return strcmp(d, domain) == 0;
+  if (bb_domain_is_onnx(domain)) return bb_domain_is_onnx(n->domain);
+  return n->domain && strcmp(n->domain, domain) == 0;
 }
 
 bool cc_is(const bb_ir_node *n, const char *domain, const char *op_type) {
@@ -36,7 +34,7 @@ char *cc_printf(cc_ctx *x, const char *fmt, ...) {
 const char *cc_node_label(cc_ctx *x, const bb_function *f, const bb_ir_node *n) {
   if (n->name && *n->name) return n->name;
   long i = f ? bb_nodelist_index(&f->nodes, n) : -1;
-  const char *d = n->domain && *n->domain ? n->domain : "ai.onnx";
+  const char *d = n->domain && *n->domain ? n->domain : BB_DOMAIN_ONNX_ALIAS;
   const char *s = i >= 0 ? cc_printf(x, "%s::%s#%ld", d, n->op_type ? n->op_type : "", i)
                          : cc_printf(x, "%s::%s", d, n->op_type ? n->op_type : "");
   return s ? s : "?";
@@ -110,14 +108,13 @@ bb_ir_node *cc_node_clone(cc_ctx *x, const bb_ir_node *n) {
   return c;
 }
 
-const char *cc_canonical_role(cc_ctx *x, const char *trait) {
-  size_t n = strlen(trait);
-  const size_t k = sizeof "Runtime" - 1;
-  if (n > k && strcmp(trait + n - k, "Runtime") == 0) {
-    char *s = bb_arena_strndup(x->m->arena, trait, n - k);
-    return s ? s : trait;
-  }
-  return trait;
+const char *cc_canonical_role(const char *trait) {
+  bb_role r = bb_role_from_trait(trait);
+  return r ? bb_role_name(r) : trait;
+}
+
+bool cc_is_role_domain(const char *domain) {
+  return domain && strncmp(domain, BB_DOMAIN_ROLE_PREFIX, sizeof BB_DOMAIN_ROLE_PREFIX - 1) == 0;
 }
 
 int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bb_strmap *map) {

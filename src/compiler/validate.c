@@ -1,16 +1,18 @@
-/* Structural checks: the entry checks (D1), the seam verifiers (S1), validate [3]
- * (compiler.md §3.5) and verify_no_dangling_calls [19]. */
+/* Structural checks: the entry checks (functions present, IR version), the seam checks
+ * (every node has an op type), validate (known domains, no dangling input, one producer
+ * per value, typed inputs, slot metadata on role nodes, imported opsets, no cycle) and
+ * verify_no_dangling_calls (every CALL a partition reaches has its function). */
 #include <string.h>
 
 #include "compiler/compiler.h"
 
 int cc_entry_checks(cc_ctx *x) {
   if (!x->m->functions.len) return cc_fail(x, BB_COMPILE_EMPTY_FUNCTION_TABLE, "the model has no functions");
-  const char *v = bb_kv_get(&x->m->metadata, CC_KEY_IR_VERSION);
+  const char *v = bb_kv_get(&x->m->metadata, BB_KEY_IR_VERSION);
   uint32_t got;
   if (v && (!cc_parse_u32(v, &got) || got != x->c->target_version))
     return cc_fail(x, BB_COMPILE_IR_VERSION_MISMATCH, "model %s is \"%s\", the compiler targets %u",
-                   CC_KEY_IR_VERSION, v, x->c->target_version);
+                   BB_KEY_IR_VERSION, v, x->c->target_version);
   return 0;
 }
 
@@ -29,7 +31,7 @@ int cc_check_seams(cc_ctx *x) {
 }
 
 static bool known_domain(const char *d) {
-  static const char *const ROOTS[] = {"ai.bytesandbrains", "ai.onnx"};
+  static const char *const ROOTS[] = {BB_DOMAIN_FRAMEWORK, BB_DOMAIN_ONNX_ALIAS};
   if (!d || !*d) return true; /* the default ONNX domain */
   for (size_t i = 0; i < 2; i++) {
     size_t n = strlen(ROOTS[i]);
@@ -103,7 +105,8 @@ int cc_validate(cc_ctx *x) {
   }
   bb_strmap producers;
   bb_strmap_init(&producers, bb_arena_allocator(x->m->arena));
-  /* rule 3 before rule 2 needs the producer map anyway; the reported order is the reference's */
+  /* duplicate outputs are found first (the producer map needs them) but reported after
+   * dangling inputs: a dangling input is the more basic mistake */
   const bb_ir_node *dup_a = NULL, *dup_b = NULL;
   const char *dup_v = NULL;
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
@@ -139,16 +142,16 @@ int cc_validate(cc_ctx *x) {
   }
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
     const bb_ir_node *n = f->nodes.items[i];
-    if (!n->domain || strncmp(n->domain, "ai.bytesandbrains.role.", 23) != 0) continue;
-    bool concrete = cc_meta(n, CC_KEY_CONCRETE_TYPE) && cc_meta(n, CC_KEY_INSTANCE);
+    if (!cc_is_role_domain(n->domain)) continue;
+    bool concrete = cc_meta(n, BB_KEY_CONCRETE_TYPE) && cc_meta(n, BB_KEY_INSTANCE);
     bool generic = cc_meta(n, BB_KEY_REQUIRED_TRAIT) && cc_meta(n, BB_KEY_SLOT_ID);
     if (!concrete && !generic)
       rc = cc_fail(x, BB_COMPILE_MALFORMED_SLOT_METADATA,
                    "role node `%s` needs (required_trait, slot_id) or (concrete_type, instance) metadata",
                    cc_node_label(x, f, n));
   }
-  /* OpsetNotImported (declared, never checked by the reference): a function that imports
-   * opsets must import every domain its nodes use. */
+  /* OpsetNotImported: a function that imports opsets must import every domain its nodes
+   * use. */
   if (f->opsets.len)
     for (size_t i = 0; i < f->nodes.len && !rc; i++) {
       const bb_ir_node *n = f->nodes.items[i];

@@ -1,4 +1,4 @@
-/* [10] analyze_wire_edges (compiler.md §3.7): both halves of every wire edge learn its
+/* analyze_wire_edges: both halves of every wire edge learn its
  * transport (trigger_only when the value is a bb.trigger, else data) and its batch
  * group; the Send also learns where its value lands:
  * dest_site_name.<sent value> = <Recv payload>, which install resolves to a site. */
@@ -7,7 +7,7 @@
 #include "compiler/compiler.h"
 
 static bool in_partition(const cc_partition *p, const bb_ir_node *n) {
-  const char *home = bb_kv_get(&n->metadata, CC_KEY_HOME_CLASS);
+  const char *home = bb_kv_get(&n->metadata, BB_KEY_HOME_CLASS);
   return strcmp(home ? home : BB_SELF_CLASS, p->klass) == 0;
 }
 
@@ -25,17 +25,18 @@ int cc_analyze_wire_edges(cc_ctx *x, cc_partition *p) {
   for (size_t i = 0; i < x->edges.len; i++) {
     const cc_edge *e = &x->edges.items[i];
     const char *type = cc_value_type(x, x->root, e->site);
-    const char *transport = strcmp(type, BB_TYPE_TRIGGER) == 0 ? CC_TRANSPORT_TRIGGER_ONLY : CC_TRANSPORT_DATA;
+    const char *transport =
+        strcmp(type, BB_TYPE_TRIGGER) == 0 ? BB_WIRE_TRANSPORT_TRIGGER_ONLY : BB_WIRE_TRANSPORT_DATA;
     char *group = cc_printf(x, "%u", e->batch_group);
     if (!group) return cc_nomem(x);
     bb_ir_node *halves[2] = {e->send, e->recv};
     for (int h = 0; h < 2; h++) {
       if (!in_partition(p, halves[h])) continue;
-      if (bb_kv_upsert(x->m, &halves[h]->metadata, CC_KEY_WIRE_TRANSPORT, transport) ||
-          bb_kv_upsert(x->m, &halves[h]->metadata, CC_KEY_BATCH_GROUP, group))
+      if (bb_kv_upsert(x->m, &halves[h]->metadata, BB_KEY_WIRE_TRANSPORT, transport) ||
+          bb_kv_upsert(x->m, &halves[h]->metadata, BB_KEY_BATCH_GROUP, group))
         return cc_nomem(x);
       if (h == 0) {
-        char *key = cc_printf(x, CC_KEY_DEST_SITE_PREFIX "%s", e->value);
+        char *key = cc_printf(x, BB_KEY_DEST_SITE_PREFIX "%s", e->value);
         int rc = key ? add_unique(x, &e->send->metadata, key, e->site) : cc_nomem(x);
         if (rc) return rc;
       }

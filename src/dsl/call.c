@@ -148,7 +148,7 @@ static bb_call record_call(bb_rec *r, const bb_module *callee, bool bootstrap, c
   rec_call call = {UINT32_MAX, rec_top(r)->fn, 0, callee};
   if (!bootstrap || callee->bootstrap) {
     char name[REC_NAME_MAX + 16];
-    snprintf(name, sizeof name, "%s%s", callee->name, bootstrap ? "__bootstrap" : "");
+    snprintf(name, sizeof name, "%s%s", callee->name, bootstrap ? BB_BOOTSTRAP_SUFFIX : "");
     long found = rec_fn_find(r, name);
     uint32_t fi;
     if (found >= 0) {

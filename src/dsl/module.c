@@ -8,9 +8,9 @@
 /* Records one phase of the top-level module into a new root function; returns its index. */
 static int record_root(bb_rec *r, const bb_module *m, bool bootstrap, uint32_t *index) {
   char name[REC_NAME_MAX + 16];
-  snprintf(name, sizeof name, "%s%s", m->name, bootstrap ? "__bootstrap" : "");
+  snprintf(name, sizeof name, "%s%s", m->name, bootstrap ? BB_BOOTSTRAP_SUFFIX : "");
   r->in_bootstrap = bootstrap;
-  r->next_site = 0; /* value names restart per recording, as in the reference */
+  r->next_site = 0; /* value names restart per recording (body, then bootstrap) */
   if (!rec_fn_new(r, name, m, bootstrap, index) || rec_frame_push(r, *index, NULL, 0)) return r->error.code;
   (bootstrap ? m->bootstrap : m->body)(r, m->user);
   rec_frame_pop(r);
@@ -28,7 +28,7 @@ static int record(bb_rec *r, const bb_module *m, uint32_t *boot_root) {
   if (!m->bootstrap) return 0;
   if ((rc = record_root(r, m, true, boot_root))) return rc;
   rec_fn *boot = r->fns.items[*boot_root];
-  boot->dropped = boot->fn->nodes.len == 0; /* the reference keeps a bootstrap only if it made a node */
+  boot->dropped = boot->fn->nodes.len == 0; /* a bootstrap is kept only if it made a node */
   return 0;
 }
 

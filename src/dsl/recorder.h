@@ -55,7 +55,7 @@ struct bb_rec {
   bb_error error;
   bool failed;
   bool in_bootstrap;
-  uint64_t next_site; /* v<n>; restarts for the bootstrap recording, like the reference */
+  uint64_t next_site; /* v<n>; restarts for the bootstrap recording */
   uint32_t next_slot_id;
   struct { rec_fn **items; size_t len, cap; } fns;
   struct { rec_value *items; size_t len, cap; } values;

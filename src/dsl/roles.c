@@ -1,10 +1,10 @@
-/* Role slot placeholders: each role's methods as the reference records them
- * (compiler.md §1.7, roles.md §2.1), slot ids, and the typed wrappers. */
+/* Role slot placeholders: each role's methods (their arity, attribute and output types),
+ * slot ids, and the typed wrappers. Backend ops are not checked here: which operators a
+ * backend runs is declared by its type and checked by the compiler when it is bound. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "bb/cpu.h"
 #include "dsl/recorder.h"
 
 typedef struct role_method {
@@ -23,7 +23,7 @@ static const role_method MODEL_METHODS[] = {
     {"ApplyDelta", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     {"LoadParameters", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     {"Params", 0, 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
-    /* beyond the reference: local training and evaluation (docs/DEVIATIONS.md) */
+    /* local training and evaluation (docs/DEVIATIONS.md) */
     {"Fit", 1, 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     {"Evaluate", 2, 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
@@ -38,9 +38,9 @@ static const role_method AGGREGATOR_METHODS[] = {
     {"Aggregate", 1, 2, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
 static const role_method CODEC_METHODS[] = {
-    {"Train", 1, 1, 0, BB_TYPE_TRIGGER, BB_KEY_CODEC_PORT, "in", NULL},
-    {"Encode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, "out", NULL},
-    {"Decode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, "in", NULL},
+    {"Train", 1, 1, 0, BB_TYPE_TRIGGER, BB_KEY_CODEC_PORT, BB_CODEC_PORT_IN, NULL},
+    {"Encode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, BB_CODEC_PORT_OUT, NULL},
+    {"Decode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, BB_CODEC_PORT_IN, NULL},
 };
 static const role_method DATA_SOURCE_METHODS[] = {
     {"NextBatch", 0, 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
@@ -52,6 +52,7 @@ static const role_method PEER_SELECTOR_METHODS[] = {
     {"CurrentView", 0, 1, 1, BB_TYPE_PEER_ID, NULL, NULL, NULL},
 };
 
+/* A role as the recorder sees it: its vocabulary (name, trait, op domain) and methods. */
 typedef struct role_info {
   bb_role role;
   const char *name, *trait, *domain;
@@ -59,70 +60,66 @@ typedef struct role_info {
   size_t n_methods;
 } role_info;
 
-#define METHODS(a) a, sizeof a / sizeof a[0]
-static const role_info ROLES[] = {
-    {BB_ROLE_BACKEND, "Backend", "BackendRuntime", BB_DOMAIN_ONNX, NULL, 0},
-    {BB_ROLE_MODEL, "Model", "ModelRuntime", BB_DOMAIN_ROLE_MODEL, METHODS(MODEL_METHODS)},
-    {BB_ROLE_INDEX, "Index", "IndexRuntime", BB_DOMAIN_ROLE_INDEX, METHODS(INDEX_METHODS)},
-    {BB_ROLE_AGGREGATOR, "Aggregator", "AggregatorRuntime", BB_DOMAIN_ROLE_AGGREGATOR, METHODS(AGGREGATOR_METHODS)},
-    {BB_ROLE_CODEC, "Codec", "CodecRuntime", BB_DOMAIN_ROLE_CODEC, METHODS(CODEC_METHODS)},
-    {BB_ROLE_DATA_SOURCE, "DataSource", "DataSourceRuntime", BB_DOMAIN_ROLE_DATA_SOURCE,
-     METHODS(DATA_SOURCE_METHODS)},
-    {BB_ROLE_PEER_SELECTOR, "PeerSelector", "PeerSelectorRuntime", BB_DOMAIN_ROLE_PEER_SELECTOR,
-     METHODS(PEER_SELECTOR_METHODS)},
-    {BB_ROLE_PROTOCOL, "Protocol", "ProtocolRuntime", NULL, NULL, 0},
+static const struct {
+  bb_role role;
+  const role_method *methods;
+  size_t n_methods;
+} METHODS[] = {
+#define ROLE_METHODS(r, a) {r, a, sizeof a / sizeof a[0]}
+    {BB_ROLE_BACKEND, NULL, 0},
+    ROLE_METHODS(BB_ROLE_MODEL, MODEL_METHODS),
+    ROLE_METHODS(BB_ROLE_INDEX, INDEX_METHODS),
+    ROLE_METHODS(BB_ROLE_AGGREGATOR, AGGREGATOR_METHODS),
+    ROLE_METHODS(BB_ROLE_CODEC, CODEC_METHODS),
+    ROLE_METHODS(BB_ROLE_DATA_SOURCE, DATA_SOURCE_METHODS),
+    ROLE_METHODS(BB_ROLE_PEER_SELECTOR, PEER_SELECTOR_METHODS),
+    {BB_ROLE_PROTOCOL, NULL, 0},
+#undef ROLE_METHODS
 };
 
-static const role_info *find_role(bb_role role) {
-  for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0]; i++)
-    if (ROLES[i].role == role) return &ROLES[i];
-  return NULL;
-}
-
-const char *bb_role_name(bb_role role) {
-  const role_info *ri = find_role(role);
-  return ri ? ri->name : NULL;
-}
-
-const char *bb_role_trait(bb_role role) {
-  const role_info *ri = find_role(role);
-  return ri ? ri->trait : NULL;
+/* False for a role the vocabulary does not know. */
+static bool find_role(bb_role role, role_info *out) {
+  if (!bb_role_name(role)) return false;
+  *out = (role_info){role, bb_role_name(role), bb_role_trait(role), bb_role_domain(role), NULL, 0};
+  for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++)
+    if (METHODS[i].role == role) out->methods = METHODS[i].methods, out->n_methods = METHODS[i].n_methods;
+  return true;
 }
 
 /* ---- slots ---------------------------------------------------------------------- */
 
-static const role_info *check_slot(bb_rec *r, const bb_slot *slot) {
+/* True when the slot is well formed; *ri is then its role. */
+static bool check_slot(bb_rec *r, const bb_slot *slot, role_info *ri) {
   if (!slot) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "slot is NULL");
-    return NULL;
+    return false;
   }
-  const role_info *ri = find_role(slot->role);
-  if (!ri) {
+  if (!find_role(slot->role, ri)) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "slot '%s' has unknown role %d", slot->name ? slot->name : "(unnamed)",
               (int)slot->role);
-    return NULL;
+    return false;
   }
   if (!rec_is_identifier(slot->name)) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "%s slot name '%.*s' is not a C identifier of at most %d characters",
               ri->name, REC_NAME_MAX, slot->name ? slot->name : "(null)", REC_NAME_MAX);
-    return NULL;
+    return false;
   }
   if (slot->peer_class && slot->role != BB_ROLE_PEER_SELECTOR) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "%s slot '%s' has a peer_class; only PeerSelector slots have one",
               ri->name, slot->name);
-    return NULL;
+    return false;
   }
   if (slot->peer_class && strcmp(slot->peer_class, BB_SELF_CLASS) != 0 && !rec_is_identifier(slot->peer_class)) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "PeerSelector slot '%s' has peer class '%.*s'; use \"%s\" or a C identifier",
               slot->name, REC_NAME_MAX, slot->peer_class, BB_SELF_CLASS);
-    return NULL;
+    return false;
   }
-  return ri;
+  return true;
 }
 
 /* The slot's id in this build, minted on first use: that first use also lists
- * "__slot_<id>" among the current function's attributes, as the reference does. Slots are
- * the same slot when their names are. */
+ * "__slot_<id>" among the current function's attributes. Slots are the same slot when
+ * their names are. */
 static const rec_slot *use_slot(bb_rec *r, const bb_slot *slot, const role_info *ri) {
   for (size_t i = 0; i < r->slots.len; i++) {
     const rec_slot *s = &r->slots.items[i];
@@ -135,7 +132,7 @@ static const rec_slot *use_slot(bb_rec *r, const bb_slot *slot, const role_info 
     return s;
   }
   char attr[32];
-  snprintf(attr, sizeof attr, "__slot_%" PRIu32, r->next_slot_id);
+  snprintf(attr, sizeof attr, BB_SLOT_ATTR_PREFIX "%" PRIu32, r->next_slot_id);
   rec_slot s = {rec_copy(r, slot->name), slot->role, r->next_slot_id};
   if (!s.name || BB_ARENA_PUSH(r->scratch, &r->slots, s) ||
       bb_strlist_append(r->model, &rec_cur(r)->fn->attr_names, attr)) {
@@ -162,7 +159,7 @@ static const role_method *find_method(bb_rec *r, const bb_slot *slot, const role
   return NULL;
 }
 
-/* Arity and attributes of a role method (Backend ops are the CPU backend's business). */
+/* Arity and attributes of a role method (a Backend op's are its backend's business). */
 static bool check_shape(bb_rec *r, const bb_slot *slot, const role_info *ri, const role_method *rm,
                         size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, size_t n_outputs) {
   const char *op = rm ? rm->op : NULL;
@@ -217,8 +214,9 @@ int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const
   if (outputs) memset(outputs, 0, n_outputs * sizeof *outputs);
   if (!rec) return BB_ERR_INVALID_ARGUMENT;
   if (rec->failed) return rec->error.code;
-  const role_info *ri = check_slot(rec, slot);
-  if (!ri) return rec->error.code;
+  role_info role;
+  const role_info *ri = &role;
+  if (!check_slot(rec, slot, &role)) return rec->error.code;
   if (!method) return rec_error(rec, BB_ERR_INVALID_ARGUMENT, "%s slot '%s': method is NULL", ri->name, slot->name);
   if ((n_inputs && !inputs) || (n_attrs && !attrs) || (n_outputs && !outputs))
     return rec_error(rec, BB_ERR_INVALID_ARGUMENT,
@@ -227,9 +225,11 @@ int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const
   bool backend = slot->role == BB_ROLE_BACKEND;
   const role_method *rm = NULL;
   if (backend) {
-    if (!rec_is_identifier(method) || !bb_cpu_supports(BB_DOMAIN_ONNX, method, BB_ONNX_OPSET_VERSION))
-      return rec_error(rec, BB_ERR_UNSUPPORTED, "Backend slot '%s': the CPU backend has no op '%.*s' at opset %d",
-                       slot->name, REC_NAME_MAX, method, BB_ONNX_OPSET_VERSION);
+    if (!rec_is_identifier(method))
+      return rec_error(rec, BB_ERR_INVALID_ARGUMENT,
+                       "Backend slot '%s': op '%.*s' is not an ONNX operator name (a C identifier of at most %d "
+                       "characters)",
+                       slot->name, REC_NAME_MAX, method, REC_NAME_MAX);
   } else if (!(rm = find_method(rec, slot, ri, method))) {
     return rec->error.code;
   }

@@ -24,7 +24,7 @@ bb_value bb_rec_constant(bb_rec *rec, const char *label, const char *type, const
   }
   bb_ir_node *n = rec_node_begin(rec, "Constant", BB_DOMAIN_SYSCALL, NULL, 0);
   if (!n) return none;
-  if (!bb_attr_set_tensor(rec->model, &n->attrs, "value", t)) {
+  if (!bb_attr_set_tensor(rec->model, &n->attrs, BB_ATTR_VALUE, t)) {
     rec_nomem(rec);
     return none;
   }
@@ -41,7 +41,7 @@ bb_value bb_rec_interval(bb_rec *rec, int64_t period_ns) {
   }
   bb_ir_node *n = rec_node_begin(rec, "Interval", BB_DOMAIN_SYSCALL, NULL, 0);
   if (!n) return none;
-  if (period_ns && !bb_attr_set_int(rec->model, &n->attrs, "period_ns", period_ns)) {
+  if (period_ns && !bb_attr_set_int(rec->model, &n->attrs, BB_ATTR_PERIOD_NS, period_ns)) {
     rec_nomem(rec);
     return none;
   }

@@ -1,4 +1,4 @@
-/* custom_compiler_pass (roles.md §6.7): Module `App` —
+/* custom_compiler_pass: Module `App` —
  *   payload, peers = inputs; net_out("payload_out", peers, payload);
  *   downstream = lookup_output("payload_out"); call sub-module B with x = downstream,
  *   where B records y = compute.Identity(x) (a Backend op) and outputs "y".
@@ -27,7 +27,7 @@ static const bb_module B = {sizeof(bb_module), "B", b_body, NULL, NULL, NULL, 0}
 
 static void app_body(bb_rec *g, void *user) {
   (void)user;
-  bb_value payload = bb_rec_input(g, "payload", "ai.bytesandbrains.tensor.f32");
+  bb_value payload = bb_rec_input(g, "payload", BB_TYPE_TENSOR_F32);
   bb_value peers = bb_rec_input(g, "peers", NULL);
   bb_rec_net_out(g, "payload_out", peers, payload);
   bb_binding to_b[] = {{"x", bb_rec_lookup_output(g, "payload_out")}};
@@ -71,7 +71,7 @@ static int stamp_tracing_ids(bb_model *model, bb_function *function, const char 
 
 static int configure(bb_compiler *c, size_t module, bb_error *err) {
   (void)module;
-  if (bb_example_declare(c, "CpuBackend", NULL, 0, err) ||
+  if (bb_example_declare_cpu_backend(c, err) ||
       bb_compiler_bind_backend(c, "compute", "CpuBackend", NULL, err) ||
       bb_compiler_add_pass(c, NULL, "stamp_tracing_ids", stamp_tracing_ids, NULL, err))
     return err ? err->code : BB_ERR_INVALID_ARGUMENT;

@@ -1,4 +1,4 @@
-/* custom_index (roles.md §6.3, the reference's custom_index_hnsw): Module
+/* custom_index (the reference implementation's custom_index_hnsw): Module
  * `CustomIndexApp` — query = input "query"; output "neighbors" = index.search(query,
  * k = 3). The Index concrete is FlatIndex (exact k-NN, the deterministic stand-in for the
  * reference's HnswIndex; its asynchronous completion is a runtime matter). Default
@@ -9,7 +9,7 @@ static const bb_slot INDEX = {BB_ROLE_INDEX, "hnsw", NULL};
 
 static void custom_index_body(bb_rec *g, void *user) {
   (void)user;
-  bb_value query = bb_rec_input(g, "query", "ai.bytesandbrains.tensor.f32");
+  bb_value query = bb_rec_input(g, "query", BB_TYPE_TENSOR_F32);
   bb_rec_output(g, "neighbors", bb_rec_index_search(g, &INDEX, query, 3));
 }
 

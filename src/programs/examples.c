@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bb/roles.h"
+
 static const bb_example *const TABLE[] = {
     &BB_EXAMPLE_QUICKSTART,           &BB_EXAMPLE_COMPONENT_WITH_DEPENDENCY,
     &BB_EXAMPLE_CUSTOM_INDEX,         &BB_EXAMPLE_MULTI_TARGET_NETWORK,
@@ -26,12 +28,16 @@ const bb_example *bb_example_find(const char *name) {
 int bb_example_declare(bb_compiler *c, const char *type, const bb_component_dep *deps, size_t n_deps,
                        bb_error *err) {
   static const bb_component_port PORTS[] = {
-      {"tensor", "ai.bytesandbrains.tensor.f32"},  {"vector", "ai.bytesandbrains.tensor.f32"},
-      {"element", "ai.bytesandbrains.tensor.f32"}, {"sample", "ai.bytesandbrains.tensor.f32"},
-      {"in", "ai.bytesandbrains.tensor.f32"},      {"out", "ai.bytesandbrains.tensor.f32"},
+      {"tensor", BB_TYPE_TENSOR_F32},  {"vector", BB_TYPE_TENSOR_F32}, {"element", BB_TYPE_TENSOR_F32},
+      {"sample", BB_TYPE_TENSOR_F32}, {"in", BB_TYPE_TENSOR_F32},     {"out", BB_TYPE_TENSOR_F32},
   };
   bb_component_decl d = {sizeof d, type, PORTS, sizeof PORTS / sizeof PORTS[0], deps, n_deps};
   return bb_compiler_declare_component(c, &d, err);
+}
+
+int bb_example_declare_cpu_backend(bb_compiler *c, bb_error *err) {
+  int rc = bb_example_declare(c, "CpuBackend", NULL, 0, err);
+  return rc ? rc : bb_cpu_backend_declare_op_set(c, err);
 }
 
 static int fail(bb_error *err, int code, const char *what) {

@@ -1,21 +1,21 @@
-/* bytesandbrains — the eight reference examples' Modules (roles.md §6), recorded with the
- * DSL and compiled with their default bindings. Used by `bb compile --example NAME` and
- * tests/examples. Running them needs the runtime (install/poll), which comes later.
+/* bytesandbrains — the reference examples' Modules, recorded with the DSL and compiled
+ * with their default bindings. Used by `bb compile --example NAME`, bb.wasm, the runnable
+ * programs of examples/programs and tests/examples.
  *
- * Concrete type names bound here are the names the shipped concretes will register:
- *   NoopDataLoader, NoopModel   quickstart's fixtures (roles.md §6.1)
- *   StubLoader, StubModel,      examples/common fixtures (§6 "Shared fixtures")
+ * Concrete type names bound here (shipped concretes, or fixtures of src/programs/fixtures.c):
+ *   NoopDataLoader, NoopModel   quickstart's fixtures
+ *   StubLoader, StubModel,      fixtures shared by several examples
  *   StubAggregator
  *   CountingIndex               component_with_dependency's Index, depends on Backend
- *                               slot "compute" (§6.2)
+ *                               slot "compute"
  *   FlatIndex                   exact k-NN Index (custom_index; the reference's
- *                               HnswIndex, made exact for determinism, §6.3)
- *   CpuBackend                  the CPU Backend (§3)
- *   FedAvg                      FedAvg<CpuBackend>, depends on Backend slot "backend" (§4.1)
+ *                               HnswIndex, made exact for determinism)
+ *   CpuBackend                  the CPU Backend
+ *   FedAvg                      FedAvg<CpuBackend>, depends on Backend slot "backend"
  *   GlobalRegistryClient,       the GlobalRegistry protocol sides; the server is also a
- *   GlobalRegistryServer        PeerSelector (§4.2)
- *   MyModel, MyData             single_node_federated_learning's concretes (§6.6)
- * Every tensor-storing port is declared ai.bytesandbrains.tensor.f32. */
+ *   GlobalRegistryServer        PeerSelector
+ *   MyModel, MyData             single_node_federated_learning's concretes
+ * Every tensor-storing port is declared BB_TYPE_TENSOR_F32. */
 #ifndef BB_EXAMPLES_H
 #define BB_EXAMPLES_H
 
@@ -36,7 +36,7 @@ typedef struct bb_example {
   int (*configure)(bb_compiler *c, size_t module, bb_error *err);
 } bb_example;
 
-/* The table, in roles.md §6 order. */
+/* The table: the reference examples in their published order, then the learning examples. */
 const bb_example *const *bb_examples(size_t *count);
 /* The example named `name`, or NULL. */
 const bb_example *bb_example_find(const char *name);
@@ -49,6 +49,8 @@ int bb_example_compile(const bb_example *ex, size_t module, uint8_t **out, size_
  * optional dependencies. */
 int bb_example_declare(bb_compiler *c, const char *type, const bb_component_dep *deps, size_t n_deps,
                        bb_error *err);
+/* CpuBackend's declaration: the same f32 storage, and the CPU executor's op set. */
+int bb_example_declare_cpu_backend(bb_compiler *c, bb_error *err);
 
 /* The examples, one per file. */
 extern const bb_example BB_EXAMPLE_QUICKSTART;

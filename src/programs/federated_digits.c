@@ -45,7 +45,7 @@ static void fed_digits(bb_rec *g, void *user) {
   bb_rec_net_out(g, "global", clients, bb_rec_bundle(g, to_clients, 2));
 
   /* a client's round */
-  static const char *const GLOBAL_PARTS[] = {"ai.bytesandbrains.tensor.f32", BB_TYPE_ABSTRACT};
+  static const char *const GLOBAL_PARTS[] = {BB_TYPE_TENSOR_F32, BB_TYPE_ABSTRACT};
   bb_value parts[2];
   bb_rec_unbundle(g, bb_rec_lookup_output(g, "global"), GLOBAL_PARTS, parts, 2);
   bb_value trained, samples;

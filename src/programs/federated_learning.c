@@ -33,7 +33,7 @@ static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
 
 static void client_body(bb_rec *g, void *user) {
   (void)user;
-  bb_value server_params = bb_rec_input(g, "server_params", "ai.bytesandbrains.tensor.f32");
+  bb_value server_params = bb_rec_input(g, "server_params", BB_TYPE_TENSOR_F32);
   bb_rec_model_load_parameters(g, &MODEL, server_params);
   bb_value batch, labels;
   bb_rec_data_source_next_batch(g, &DATA, &batch, &labels);
@@ -69,8 +69,8 @@ static void server_logic_body(bb_rec *g, void *user) {
 
 static void server_reduce_body(bb_rec *g, void *user) {
   (void)user;
-  bb_value params = bb_rec_input(g, "received_params", "ai.bytesandbrains.tensor.f32");
-  bb_value meta = bb_rec_input(g, "received_meta", "ai.bytesandbrains.tensor.f32");
+  bb_value params = bb_rec_input(g, "received_params", BB_TYPE_TENSOR_F32);
+  bb_value meta = bb_rec_input(g, "received_meta", BB_TYPE_TENSOR_F32);
   bb_rec_aggregator_contribute(g, &AGGREGATOR, params, meta);
 }
 
@@ -97,7 +97,7 @@ static int configure(bb_compiler *c, size_t module, bb_error *err) {
          bb_compiler_bind_model(c, "model", "StubModel", NULL, err);
     break;
   default:
-    rc = bb_example_declare(c, "FedAvg", FEDAVG_DEPS, 1, err) || bb_example_declare(c, "CpuBackend", NULL, 0, err) ||
+    rc = bb_example_declare(c, "FedAvg", FEDAVG_DEPS, 1, err) || bb_example_declare_cpu_backend(c, err) ||
          bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", NULL, err) ||
          bb_compiler_bind_backend(c, "backend", "CpuBackend", NULL, err);
     break;

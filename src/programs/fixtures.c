@@ -325,36 +325,36 @@ static int my_model_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_e
 /* ---- the types ------------------------------------------------------------------------ */
 
 static const bb_component_port F32_STORAGE[] = {
-    {"tensor", "ai.bytesandbrains.tensor.f32"}, {"vector", "ai.bytesandbrains.tensor.f32"},
-    {"sample", "ai.bytesandbrains.tensor.f32"}, {"element", "ai.bytesandbrains.tensor.f32"}};
+    {"tensor", BB_TYPE_TENSOR_F32}, {"vector", BB_TYPE_TENSOR_F32},
+    {"sample", BB_TYPE_TENSOR_F32}, {"element", BB_TYPE_TENSOR_F32}};
 #define STORAGE F32_STORAGE, sizeof F32_STORAGE / sizeof F32_STORAGE[0]
 static const bb_component_dep COUNTING_DEPS[] = {{BB_ROLE_BACKEND, "compute"}};
 
 #define ROLE(r) (1u << (r))
 const bb_component_type BB_FIXTURE_NOOP_DATA_LOADER = {
     sizeof(bb_component_type), "NoopDataLoader", ROLE(BB_ROLE_DATA_SOURCE), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, noop_loader_invoke, NULL, NULL, NULL, NULL};
+    stateless_create, stateless_destroy, noop_loader_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_NOOP_MODEL = {
     sizeof(bb_component_type), "NoopModel", ROLE(BB_ROLE_MODEL), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, noop_model_invoke, NULL, NULL, NULL, NULL};
+    stateless_create, stateless_destroy, noop_model_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_STUB_LOADER = {
     sizeof(bb_component_type), "StubLoader", ROLE(BB_ROLE_DATA_SOURCE), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, stub_loader_invoke, NULL, NULL, NULL, NULL};
+    stateless_create, stateless_destroy, stub_loader_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_STUB_MODEL = {
     sizeof(bb_component_type), "StubModel", ROLE(BB_ROLE_MODEL), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, stub_model_invoke, NULL, NULL, NULL, NULL};
+    stateless_create, stateless_destroy, stub_model_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_STUB_AGGREGATOR = {
     sizeof(bb_component_type), "StubAggregator", ROLE(BB_ROLE_AGGREGATOR), NULL, NULL, 0, STORAGE,
-    stub_aggregator_create, stub_aggregator_destroy, stub_aggregator_invoke, NULL, NULL, NULL, NULL};
+    stub_aggregator_create, stub_aggregator_destroy, stub_aggregator_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_COUNTING_INDEX = {
     sizeof(bb_component_type), "CountingIndex", ROLE(BB_ROLE_INDEX), NULL, COUNTING_DEPS, 1, STORAGE,
-    counting_create, counting_destroy, counting_invoke, NULL, NULL, NULL, NULL};
+    counting_create, counting_destroy, counting_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_MY_MODEL = {
     sizeof(bb_component_type), "MyModel", ROLE(BB_ROLE_MODEL), NULL, NULL, 0, STORAGE,
-    my_model_create, my_model_destroy, my_model_invoke, NULL, NULL, NULL, NULL};
+    my_model_create, my_model_destroy, my_model_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_FIXTURE_MY_DATA = {
     sizeof(bb_component_type), "MyData", ROLE(BB_ROLE_DATA_SOURCE), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, my_data_invoke, NULL, NULL, NULL, NULL};
+    stateless_create, stateless_destroy, my_data_invoke, NULL, NULL, NULL, NULL, NULL};
 
 int bb_fixtures_register(bb_registry *r, bb_error *err) {
   static const bb_component_type *const ALL[] = {

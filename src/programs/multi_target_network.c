@@ -1,4 +1,4 @@
-/* multi_target_network (roles.md §6.4, traced in compiler.md §2.6): Module `FedNetwork`
+/* multi_target_network: Module `FedNetwork`
  * with leaves
  *   LoaderLeaf   next_batch -> output "batch"
  *   TrainerLeaf  input "batch" -> forward -> output "prediction"

@@ -1,4 +1,4 @@
-/* polymorphic_types (roles.md §6.8), at compile level: the compiler's type refinement.
+/* polymorphic_types, at compile level: the compiler's type refinement.
  *   AddReluDemo  x = input tensor.f32, y = input of abstract type; z = Add(x, y);
  *                w = Relu(z); output "w". Compiled, x, y, z and w are all tensor.f32.
  *   StampDemo    x = input tensor.f32; y = Relu(x); z = Add(y, y); output "z". Compiled,
@@ -14,7 +14,7 @@
 static const bb_slot BACKEND = {BB_ROLE_BACKEND, "default_backend", NULL};
 
 static void add_relu(bb_rec *g, const char *y_type) {
-  bb_value xy[] = {bb_rec_input(g, "x", "ai.bytesandbrains.tensor.f32"), bb_rec_input(g, "y", y_type)};
+  bb_value xy[] = {bb_rec_input(g, "x", BB_TYPE_TENSOR_F32), bb_rec_input(g, "y", y_type)};
   bb_value z = bb_rec_backend(g, &BACKEND, "Add", xy, 2, NULL, 0);
   bb_rec_output(g, "w", bb_rec_backend(g, &BACKEND, "Relu", &z, 1, NULL, 0));
 }
@@ -26,12 +26,12 @@ static void add_relu_demo(bb_rec *g, void *user) {
 
 static void mixed_demo(bb_rec *g, void *user) {
   (void)user;
-  add_relu(g, "ai.bytesandbrains.tensor.f64");
+  add_relu(g, BB_TYPE_TENSOR_F64);
 }
 
 static void stamp_demo(bb_rec *g, void *user) {
   (void)user;
-  bb_value x = bb_rec_input(g, "x", "ai.bytesandbrains.tensor.f32");
+  bb_value x = bb_rec_input(g, "x", BB_TYPE_TENSOR_F32);
   bb_value y = bb_rec_backend(g, &BACKEND, "Relu", &x, 1, NULL, 0);
   bb_value yy[] = {y, y};
   bb_rec_output(g, "z", bb_rec_backend(g, &BACKEND, "Add", yy, 2, NULL, 0));
@@ -45,7 +45,7 @@ static const bb_module *const MODULES[] = {&ADD_RELU_DEMO, &STAMP_DEMO};
 
 static int configure(bb_compiler *c, size_t module, bb_error *err) {
   (void)module;
-  if (bb_example_declare(c, "CpuBackend", NULL, 0, err) ||
+  if (bb_example_declare_cpu_backend(c, err) ||
       bb_compiler_bind_backend(c, "default_backend", "CpuBackend", NULL, err))
     return err ? err->code : BB_ERR_INVALID_ARGUMENT;
   return 0;

@@ -1,4 +1,4 @@
-/* quickstart (roles.md §6.1): Module `Quickstart` —
+/* quickstart: Module `Quickstart` —
  *   (batch, _) = data_source.next_batch(); prediction = model.forward(batch);
  *   output "prediction".
  * Default bindings: data_source "data_source" = NoopDataLoader, model "model" = NoopModel.

@@ -1,4 +1,4 @@
-/* single_node_federated_learning (roles.md §6.6): Module `FederatedRound` with
+/* single_node_federated_learning: Module `FederatedRound` with
  *   ClientLogic  (batch, _) = data.next_batch(); model.forward(batch);
  *                output "updated_params" = model.params()
  *   ServerLogic  aggregator.contribute(input "params", input "metadata")
@@ -56,7 +56,7 @@ static const bb_component_dep FEDAVG_DEPS[] = {{BB_ROLE_BACKEND, "backend"}};
 static int configure(bb_compiler *c, size_t module, bb_error *err) {
   (void)module;
   if (bb_example_declare(c, "MyModel", NULL, 0, err) || bb_example_declare(c, "MyData", NULL, 0, err) ||
-      bb_example_declare(c, "FedAvg", FEDAVG_DEPS, 1, err) || bb_example_declare(c, "CpuBackend", NULL, 0, err) ||
+      bb_example_declare(c, "FedAvg", FEDAVG_DEPS, 1, err) || bb_example_declare_cpu_backend(c, err) ||
       bb_compiler_bind_model(c, "model", "MyModel", NULL, err) ||
       bb_compiler_bind_data_source(c, "data", "MyData", NULL, err) ||
       bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", NULL, err) ||

@@ -5,17 +5,10 @@
 #include "runtime/node.h"
 #include "util/error.h"
 
+/* The domain an op of the role is called in; a protocol's calls carry the framework's. */
 static const char *role_domain(bb_role role) {
-  switch (role) {
-  case BB_ROLE_MODEL: return BB_DOMAIN_ROLE_MODEL;
-  case BB_ROLE_INDEX: return BB_DOMAIN_ROLE_INDEX;
-  case BB_ROLE_AGGREGATOR: return BB_DOMAIN_ROLE_AGGREGATOR;
-  case BB_ROLE_CODEC: return BB_DOMAIN_ROLE_CODEC;
-  case BB_ROLE_DATA_SOURCE: return BB_DOMAIN_ROLE_DATA_SOURCE;
-  case BB_ROLE_PEER_SELECTOR: return BB_DOMAIN_ROLE_PEER_SELECTOR;
-  case BB_ROLE_BACKEND: return BB_DOMAIN_ONNX;
-  default: return BB_DOMAIN_FRAMEWORK;
-  }
+  const char *domain = bb_role_domain(role);
+  return domain ? domain : BB_DOMAIN_FRAMEWORK;
 }
 
 int bb_ctx_call(bb_ctx *ctx, const char *slot, const char *op_type, bb_val *const *inputs, size_t n_inputs,

@@ -15,12 +15,6 @@
 #include "util/ring.h"
 #include "util/strmap.h"
 
-#define KEY_COMPILED "ai.bytesandbrains.compiled"
-#define KEY_BINDING "ai.bytesandbrains.binding."
-#define KEY_CONFIG "ai.bytesandbrains.config."
-#define KEY_DEST_SITE "ai.bytesandbrains.dest_site_name."
-#define BOOTSTRAP_SUFFIX "__bootstrap"
-
 static const char *const INSTALL_ERROR_NAMES[] = {
     "Ok", "EmptyTargets", "BadArtifact", "NotCompiled", "IncompatibleCompiledVersion", "UnknownTarget",
     "InvalidBindingTable", "SlotBindingConflict", "UnregisteredConcrete", "ConstructionFailed", "UnresolvedOp",
@@ -120,8 +114,8 @@ static int find_bootstrap(const bb_model *m, const char *partition) {
     const bb_function *f = m->functions.items[i];
     const char *phase = bb_kv_get(&f->metadata, BB_KEY_MODULE_PHASE);
     if (!phase || strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) != 0 || !f->name) continue;
-    size_t len = strlen(f->name), sl = strlen(BOOTSTRAP_SUFFIX);
-    if (len <= sl || strcmp(f->name + len - sl, BOOTSTRAP_SUFFIX) != 0) continue;
+    size_t len = strlen(f->name), sl = strlen(BB_BOOTSTRAP_SUFFIX);
+    if (len <= sl || strcmp(f->name + len - sl, BB_BOOTSTRAP_SUFFIX) != 0) continue;
     size_t ml = len - sl;
     if (strncmp(partition, f->name, ml) == 0 && (partition[ml] == '#' || partition[ml] == '_') && ml > best_len) {
       best = (int)i;
@@ -153,11 +147,11 @@ static int parse_role(const char *s, size_t len, bb_role *out) {
 }
 
 static int parse_binding(installer *x, const bb_kv *kv, binding *b) {
-  const char *rest = kv->key + strlen(KEY_BINDING);
+  const char *rest = kv->key + strlen(BB_KEY_BINDING_PREFIX);
   const char *dot = strchr(rest, '.');
   if (!dot || dot == rest || !dot[1] || (size_t)(dot - rest) >= sizeof b->target_buf || strlen(dot + 1) >= 256)
     return fail(x, BB_INSTALL_INVALID_BINDING_TABLE, BB_ERR_MALFORMED,
-                "binding key `%s` is not in `" KEY_BINDING "<target>.<slot>` form", kv->key);
+                "binding key `%s` is not in `" BB_KEY_BINDING_PREFIX "<target>.<slot>` form", kv->key);
   memcpy(b->target_buf, rest, (size_t)(dot - rest));
   b->target_buf[dot - rest] = 0;
   strcpy(b->slot_buf, dot + 1);
@@ -189,7 +183,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   const bb_kvlist *meta = &n->model->metadata;
   size_t cap = 0;
   for (size_t i = 0; i < meta->len; i++)
-    if (meta->items[i].key && strncmp(meta->items[i].key, KEY_BINDING, strlen(KEY_BINDING)) == 0) cap++;
+    if (meta->items[i].key && strncmp(meta->items[i].key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) == 0) cap++;
   slot_entry *slots = cap ? bb_mem_calloc(n->alloc, cap, sizeof *slots) : NULL;
   if (cap && !slots) return nomem(x);
   size_t len = 0;
@@ -197,7 +191,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   for (size_t t = 0; t < n->n_targets && !rc; t++) {
     for (size_t i = 0; i < meta->len && !rc; i++) {
       const bb_kv *kv = &meta->items[i];
-      if (!kv->key || strncmp(kv->key, KEY_BINDING, strlen(KEY_BINDING)) != 0) continue;
+      if (!kv->key || strncmp(kv->key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) != 0) continue;
       binding b;
       if ((rc = parse_binding(x, kv, &b))) break;
       if (strcmp(b.target, n->targets[t].name) != 0) continue;
@@ -225,6 +219,11 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   *out = slots;
   *n_out = len;
   return 0;
+}
+
+/* A type registered with a struct that ends before type_data has none. */
+static void *type_data_of(const bb_component_type *type) {
+  return type->struct_size >= offsetof(bb_component_type, type_data) + sizeof type->type_data ? type->type_data : NULL;
 }
 
 static int construct_components(installer *x) {
@@ -267,7 +266,7 @@ static int construct_components(installer *x) {
         host_data = x->args->slots[j].host_data;
       }
     char key[300];
-    snprintf(key, sizeof key, KEY_CONFIG "%s", b->slot);
+    snprintf(key, sizeof key, BB_KEY_CONFIG_PREFIX "%s", b->slot);
     if (!config) config = bb_kv_get(&n->model->metadata, key);
     c->config = bb_mem_strdup(n->alloc, config ? config : "");
     if (!c->slot || !c->config) {
@@ -275,7 +274,8 @@ static int construct_components(installer *x) {
       break;
     }
     bb_component_init init = {c->slot, c->config, strlen(c->config),
-                              n->cfg.seed ^ ((uint64_t)c->number * 0x9E3779B97F4A7C15ull), n->alloc, host_data};
+                              n->cfg.seed ^ ((uint64_t)c->number * 0x9E3779B97F4A7C15ull), n->alloc, host_data,
+                              type_data_of(type)};
     bb_error cerr;
     bb_error_clear(&cerr);
     int crc = type->create(&init, &c->self, &cerr);
@@ -373,20 +373,10 @@ static void mark_active(bb_node *n, uint32_t gi) {
   }
 }
 
+/* The role an op's domain calls: a role's own domain, else a protocol's. */
 static bb_role role_of_domain(const char *domain) {
-  static const struct {
-    const char *domain;
-    bb_role role;
-  } map[] = {{BB_DOMAIN_ROLE_MODEL, BB_ROLE_MODEL},
-             {BB_DOMAIN_ROLE_INDEX, BB_ROLE_INDEX},
-             {BB_DOMAIN_ROLE_AGGREGATOR, BB_ROLE_AGGREGATOR},
-             {BB_DOMAIN_ROLE_CODEC, BB_ROLE_CODEC},
-             {BB_DOMAIN_ROLE_DATA_SOURCE, BB_ROLE_DATA_SOURCE},
-             {BB_DOMAIN_ROLE_PEER_SELECTOR, BB_ROLE_PEER_SELECTOR}};
-  if (!domain || !*domain || strcmp(domain, "ai.onnx") == 0) return BB_ROLE_BACKEND;
-  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-    if (strcmp(map[i].domain, domain) == 0) return map[i].role;
-  return BB_ROLE_PROTOCOL;
+  bb_role role = bb_role_from_domain(domain);
+  return role ? role : BB_ROLE_PROTOCOL;
 }
 
 /* Which component runs a role or protocol node: its slot name, else its slot id, else
@@ -402,7 +392,7 @@ static long component_for(installer *x, const bb_ir_node *nd) {
     for (size_t t = 0; t < n->n_targets; t++)
       for (size_t i = 0; i < meta->len; i++) {
         const bb_kv *kv = &meta->items[i];
-        if (!kv->key || strncmp(kv->key, KEY_BINDING, strlen(KEY_BINDING)) != 0) continue;
+        if (!kv->key || strncmp(kv->key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) != 0) continue;
         binding b;
         if (parse_binding(x, kv, &b)) return -1;
         if (b.slot_id >= 0 && strtol(id, NULL, 10) == b.slot_id && strcmp(b.target, n->targets[t].name) == 0)
@@ -434,10 +424,10 @@ static int op_label(installer *x, rt_op *op) {
 static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
   bb_node *n = x->n;
   const bb_ir_node *nd = op->ir;
-  size_t prefix = strlen(KEY_DEST_SITE);
+  size_t prefix = strlen(BB_KEY_DEST_SITE_PREFIX);
   for (size_t k = 0; k < nd->metadata.len; k++) {
     const bb_kv *kv = &nd->metadata.items[k];
-    if (!kv->key || strncmp(kv->key, KEY_DEST_SITE, prefix) != 0 || !kv->value) continue;
+    if (!kv->key || strncmp(kv->key, BB_KEY_DEST_SITE_PREFIX, prefix) != 0 || !kv->value) continue;
     long input = bb_strlist_find(&nd->inputs, kv->key + prefix);
     uint64_t site = recv_site_named(n, kv->value);
     if (input < 0 || site == UINT64_MAX)
@@ -450,7 +440,7 @@ static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
   }
   if (!op->n_fills)
     return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
-                "%s in `%s` names no destination (no " KEY_DEST_SITE "<value> entry)", op->label, g->fn->name);
+                "%s in `%s` names no destination (no " BB_KEY_DEST_SITE_PREFIX "<value> entry)", op->label, g->fn->name);
   return 0;
 }
 
@@ -543,7 +533,7 @@ static int build_graph(installer *x, uint32_t gi) {
       if (op->in[i] != RT_NONE) n_edges++;
     }
     for (uint32_t o = 0; o < op->n_out; o++) op->out[o] = site_of(g, op->ir->outputs.items[o]);
-    op->deadline_ns = bb_attr_get_int(&op->ir->attrs, "deadline_ns", 0);
+    op->deadline_ns = bb_attr_get_int(&op->ir->attrs, BB_ATTR_DEADLINE_NS, 0);
     if (op->deadline_ns < 0) op->deadline_ns = 0;
   }
   /* consumers, CSR (an op reading a site twice is listed once) */
@@ -601,10 +591,10 @@ static int install(installer *x) {
   if ((rc = bb_model_decode(a->artifact, a->artifact_len, n->alloc, NULL, &n->model, &derr)))
     return fail(x, rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_BAD_ARTIFACT, rc,
                 "the artifact is not a ModelProto: %s", derr.message);
-  const char *passport = bb_kv_get(&n->model->metadata, KEY_COMPILED);
+  const char *passport = bb_kv_get(&n->model->metadata, BB_KEY_COMPILED);
   if (!passport)
     return fail(x, BB_INSTALL_NOT_COMPILED, BB_ERR_INVALID_ARGUMENT,
-                "the model carries no `" KEY_COMPILED "` stamp; compile it first (bb compile)");
+                "the model carries no `" BB_KEY_COMPILED "` stamp; compile it first (bb compile)");
   if (strcmp(passport, "v1") != 0)
     return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
                 "the model was compiled as `%s`, this runtime requires `v1`; recompile", passport);

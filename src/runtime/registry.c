@@ -28,8 +28,8 @@ void bb_registry_free(bb_registry *r) {
 
 int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err) {
   if (!r) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "registry: no registry to add to");
-  if (!type || type->struct_size < sizeof *type || !type->type_name || !*type->type_name || !type->create ||
-      !type->destroy)
+  if (!type || type->struct_size < BB_COMPONENT_TYPE_SIZE_V1 || !type->type_name || !*type->type_name ||
+      !type->create || !type->destroy)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "registry: a component type needs struct_size, type_name, create and destroy");
   if (bb_registry_find(r, type->type_name))

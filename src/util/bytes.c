@@ -35,6 +35,12 @@ void bb_le_write(bb_le_writer *w, const void *data, size_t len) {
   if (!w->failed) w->len += len;
 }
 
+uint8_t *bb_le_write_span(bb_le_writer *w, size_t len) {
+  uint8_t *at = reserve(w, len) ? w->buf + w->len : NULL;
+  if (!w->failed) w->len += len;
+  return at;
+}
+
 void bb_le_write_u8(bb_le_writer *w, uint8_t v) { bb_le_write(w, &v, 1); }
 void bb_le_write_u16(bb_le_writer *w, uint16_t v) {
   uint8_t b[2];

@@ -78,6 +78,10 @@ void bb_le_write_u16(bb_le_writer *w, uint16_t v);
 void bb_le_write_u32(bb_le_writer *w, uint32_t v);
 void bb_le_write_u64(bb_le_writer *w, uint64_t v);
 void bb_le_write_f32(bb_le_writer *w, float v);
+/* Appends len bytes the caller fills in place (an encoder that writes into a buffer):
+ * where they go, or NULL when they are not stored (the writer failed, or they pass a
+ * fixed buffer's end; they still count, as every write does). */
+uint8_t *bb_le_write_span(bb_le_writer *w, size_t len);
 
 /* ---- the reader ----------------------------------------------------------------------- */
 

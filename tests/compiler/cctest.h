@@ -6,9 +6,9 @@
 #include "../dsl/dsltest.h"
 #include "bb/compiler.h"
 
-#define F32 "ai.bytesandbrains.tensor.f32"
-#define F64 "ai.bytesandbrains.tensor.f64"
-#define U8 "ai.bytesandbrains.tensor.u8"
+#define F32 BB_TYPE_TENSOR_F32
+#define F64 BB_TYPE_TENSOR_F64
+#define U8 BB_TYPE_TENSOR_U8
 
 /* Declares a component type whose storage ports all hold `type`. */
 static inline void ct_declare(bb_compiler *c, const char *name, const char *type) {
@@ -90,7 +90,7 @@ static inline const char *ct_meta(const bb_ir_node *n, const char *key) { return
 /* The binding value for partition function f and slot. */
 static inline const char *ct_binding(const bb_model *m, const bb_function *f, const char *slot) {
   char key[512];
-  snprintf(key, sizeof key, "ai.bytesandbrains.binding.%s.%s", f ? f->name : "?", slot);
+  snprintf(key, sizeof key, BB_KEY_BINDING_PREFIX "%s.%s", f ? f->name : "?", slot);
   return bb_kv_get(&m->metadata, key);
 }
 

@@ -1,6 +1,6 @@
-/* Every CompileError kind, each triggered by a minimal bad graph (compiler.md §3.11 and
- * the failure table of §6.2); the kind is the assertion, the message must name the
- * offending node, value, slot or class. */
+/* Every compile error kind that can be raised, each triggered by a minimal bad graph;
+ * the kind is the assertion, the message must name the offending node, value, slot or
+ * class. */
 #include "cctest.h"
 #include "util/error.h"
 

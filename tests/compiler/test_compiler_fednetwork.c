@@ -1,4 +1,4 @@
-/* The worked example of compiler.md §2.6 (FedNetwork) compiled end to end: two
+/* The worked example (FedNetwork, tests/dsl/fednetwork.h) compiled end to end: two
  * partitions, a paired Send/Recv whose destination site resolves, RX gates, the
  * deadline check, the binding table, onnx.checker and byte-identical recompiles. */
 #include "cctest.h"

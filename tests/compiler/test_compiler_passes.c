@@ -1,6 +1,7 @@
-/* The success paths of the derived test plan (compiler.md §6.2) plus the fixed
- * reference defects (§3.14): each canonical pass observed through a compile, and the
- * gate/deadline/expand passes re-run directly to show they are idempotent. */
+/* The success paths of the compiler: each canonical pass observed through a compile
+ * (including the cases where a naive pass would collide names, drop value infos or
+ * unsort a partition), and the gate/deadline/expand passes re-run directly to show they
+ * are idempotent. */
 #include "cctest.h"
 #include "compiler/compiler.h"
 #include "util/error.h"
@@ -132,7 +133,7 @@ static void test_graph_input_peer_class(void) {
   bb_module indirect = {sizeof(bb_module), "Srv", srv_body, NULL, &flag, NULL, 0};
   m = compile_module(&indirect, c);
   if (m) {
-    /* reference defect #12: @default no longer shares the @self partition's base name */
+    /* @default does not share the @self partition's base name */
     CHECK(ct_partition(m, "Srv") != NULL);
     CHECK(ct_partition(m, "Srv_default") != NULL);
   }
@@ -329,7 +330,7 @@ static int record_stage(bb_model *model, bb_function *function, const char *peer
   s->calls++;
   size_t used = strlen(s->classes);
   snprintf(s->classes + used, sizeof s->classes - used, "%s%s", used ? "," : "", peer_class ? peer_class : "(root)");
-  /* stamp every Send, like the reference's custom_compiler_pass example */
+  /* stamp every Send, like the custom_compiler_pass example */
   for (size_t i = 0; i < function->nodes.len; i++)
     if (strcmp(function->nodes.items[i]->op_type, "Send") == 0 &&
         bb_kv_upsert(model, &function->nodes.items[i]->metadata, "example.tracing_id", "trace-1"))

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/dataset.h"
 #include "failalloc.h"
 #include "harness.h"
-#include "components/data/dataset.h"
 
 /* Parses text from a heap copy of exactly its length (no NUL after it), so a read past
  * the end is caught by the sanitizers. */

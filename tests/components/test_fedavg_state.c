@@ -13,7 +13,7 @@
 #include "util/hash.h"
 
 static void *create_fedavg(void) {
-  bb_component_init init = {"aggregator", "", 0, 7, bb_default_allocator(), NULL};
+  bb_component_init init = {"aggregator", "", 0, 7, bb_default_allocator(), NULL, NULL};
   void *self = NULL;
   bb_error err;
   CHECK_MSG(BB_FEDAVG.create(&init, &self, &err) == 0, "%s", err.message);

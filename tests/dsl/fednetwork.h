@@ -1,5 +1,4 @@
-/* The worked example of compiler.md §2.6: FedNetwork with LoaderLeaf, TrainerLeaf and
- * SinkLeaf — the Module of the shipped multi_target_network example, which the DSL tests
+/* A worked example: FedNetwork with LoaderLeaf, TrainerLeaf and SinkLeaf — the Module of the shipped multi_target_network example, which the DSL tests
  * record and the compiler tests compile. */
 #ifndef BB_TESTS_DSL_FEDNETWORK_H
 #define BB_TESTS_DSL_FEDNETWORK_H

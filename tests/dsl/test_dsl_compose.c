@@ -1,5 +1,5 @@
 /* Sub-module composition and bootstrap recording: a sub-module called two and three
- * times (the reference loses the outputs of the third call), nesting and module_instance
+ * times (every call keeps its own outputs), nesting and module_instance
  * chains, CALL inputs bound by name, CALL outputs typed like the callee's ports, and the
  * bootstrap recording (shared slot counter, sub-bootstraps, dropped empty bootstraps). */
 #include "dsltest.h"

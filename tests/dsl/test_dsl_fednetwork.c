@@ -1,11 +1,10 @@
-/* The worked example of compiler.md §2.6 (FedNetwork with LoaderLeaf, TrainerLeaf and
- * SinkLeaf, from the reference's multi_target_network example): the recorded functions,
- * nodes, metadata and value infos, written out by hand from the reference's recorder
- * rules. Differences from the reference listing are the documented ones: every function
- * has domain ai.bytesandbrains.module and opset imports, role nodes also carry
- * slot_name, CALL outputs carry value infos, and the model has an IR version, opsets and
- * an empty main graph. Also: the model passes onnx.checker, round-trips, and builds to
- * the same bytes every time. */
+/* The worked example (FedNetwork with LoaderLeaf, TrainerLeaf and SinkLeaf, the Module
+ * of the multi_target_network example): the recorded functions, nodes, metadata and
+ * value infos, written out by hand from the recorder's rules: every function has domain
+ * ai.bytesandbrains.module and opset imports, role nodes carry required_trait, slot_id
+ * and slot_name, CALL outputs carry value infos, and the model has an IR version,
+ * opsets and an empty main graph. Also: the model passes onnx.checker, round-trips, and
+ * builds to the same bytes every time. */
 #include "dsltest.h"
 #include "fednetwork.h"
 

@@ -1,7 +1,7 @@
 /* The syscall helpers and the composite ops: each node's op type, domain, inputs,
- * outputs, attributes and metadata (compiler.md §2.2, §2.5), and the value types of
- * §1.9 for every kind of value (peer id, peer-id vector, trigger, bytes, wire request id,
- * address vector, composite, and a tensor of every element type). */
+ * outputs, attributes and metadata, and the value type recorded for every kind of value
+ * (peer id, peer-id vector, trigger, bytes, wire request id, address vector, composite,
+ * and a tensor of every element type). */
 #include "dsltest.h"
 
 #define MI BB_KEY_MODULE_INSTANCE, "Syscalls"
@@ -99,7 +99,7 @@ static void check_nodes(const bb_function *f) {
     else CHECK_NODE(n, "Unbundle", BB_DOMAIN_COMPOSITE, STRS("v10"), STRS("v11", "v12", "v13"), STRS(MI));
     CHECK_EQ_INT(n ? n->attrs.len : 0, 2);
     if (n && n->attrs.len == 2) {
-      CHECK_STR(n->attrs.items[0]->name, BB_ATTR_CHILD_COUNT); /* in the reference's order */
+      CHECK_STR(n->attrs.items[0]->name, BB_ATTR_CHILD_COUNT); /* count first, then types */
       CHECK_EQ_INT(n->attrs.items[0]->i, 3);
       CHECK_STR(bb_attr_get_string(&n->attrs, BB_ATTR_CHILD_TYPES, NULL), child_types);
     }

@@ -1,4 +1,4 @@
-/* The eight reference examples' Modules (roles.md §6), recorded and compiled with their
+/* The eight reference examples' Modules, recorded and compiled with their
  * default bindings from src/programs: the partitions, wire pairs, binding tables and
  * types each must compile into, the negative cases that apply at compile time,
  * deterministic bytes, and onnx.checker (full_check) natively. */
@@ -180,7 +180,7 @@ static void test_multi_target_network(void) {
   CHECK_EQ_INT(ct_count(sink, "Contribute"), 1);
   CHECK_EQ_INT(ct_count(src, "Contribute") + ct_count(sink, "Forward") + ct_count(sink, "NextBatch"), 0);
   check_wire_pair(src, sink);
-  /* compiler.md §2.6, traced by hand: [NextBatch, PassThrough, Forward, PassThrough,
+  /* traced by hand from the pass order: [NextBatch, PassThrough, Forward, PassThrough,
    * DeadlineCheck, Send] and [Recv, the three Rx gates, Contribute] */
   CHECK_EQ_INT(src ? src->nodes.len : 0, 6);
   CHECK_EQ_INT(sink ? sink->nodes.len : 0, 5);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "components/data/dataset.h"
+#include "bb/dataset.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

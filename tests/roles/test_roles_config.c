@@ -42,7 +42,7 @@ static int create(const char *type, const char *config, bb_error *err) {
   CHECK(r && bb_registry_add_shipped(r, NULL) == 0);
   const bb_component_type *t = bb_registry_find(r, type);
   CHECK(t != NULL);
-  bb_component_init init = {"slot", config, strlen(config), 1, bb_default_allocator(), NULL};
+  bb_component_init init = {"slot", config, strlen(config), 1, bb_default_allocator(), NULL, NULL};
   void *self = NULL;
   int rc = t->create(&init, &self, err);
   if (rc == 0) t->destroy(self);
@@ -90,7 +90,7 @@ static void test_gossip_view_unknown_message(void) {
   CHECK(r && bb_registry_add_shipped(r, NULL) == 0);
   const bb_component_type *t = bb_registry_find(r, "GossipView");
   CHECK(t != NULL && t->on_message != NULL);
-  bb_component_init init = {"view", "view=4", 6, 1, bb_default_allocator(), NULL};
+  bb_component_init init = {"view", "view=4", 6, 1, bb_default_allocator(), NULL, NULL};
   void *self = NULL;
   CHECK_EQ_INT(t->create(&init, &self, NULL), 0);
   bb_peer_id from = bb_peer_id_from_u64(9);

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 
 #include "../runtime/rttest.h"
+#include "bb/dataset.h"
 #include "bb/roles.h"
-#include "components/data/dataset.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot BACKEND = {BB_ROLE_BACKEND, "backend", NULL};

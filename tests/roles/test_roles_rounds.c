@@ -91,7 +91,7 @@ static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
 
 static const bb_component_type STEP_MODEL = {sizeof(bb_component_type), "StepModel", 1u << BB_ROLE_MODEL, NULL,
                                              NULL, 0, NULL, 0, step_create, step_destroy, step_invoke, NULL, NULL,
-                                             NULL, NULL};
+                                             NULL, NULL, NULL};
 
 /* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
 

@@ -79,7 +79,7 @@ static int stub_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
 
 #define STUB_TYPE(NAME, ROLE)                                                                              \
   {sizeof(bb_component_type), NAME, 1u << (ROLE), NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,     \
-   stub_invoke, NULL, NULL, NULL, NULL}
+   stub_invoke, NULL, NULL, NULL, NULL, NULL}
 
 static const bb_component_type STUB_LOADER = STUB_TYPE("StubLoader", BB_ROLE_DATA_SOURCE);
 static const bb_component_type STUB_MODEL = STUB_TYPE("StubModel", BB_ROLE_MODEL);

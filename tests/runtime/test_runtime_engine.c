@@ -25,7 +25,7 @@ static int async_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
 
 static const bb_component_type ASYNC_MODEL = {
     sizeof(bb_component_type), "AsyncModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,
-    async_invoke, NULL, NULL, NULL, NULL};
+    async_invoke, NULL, NULL, NULL, NULL, NULL};
 
 /* ---- the artifact ----------------------------------------------------------------------- */
 

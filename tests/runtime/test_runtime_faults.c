@@ -20,7 +20,7 @@ static int defer_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
 
 static const bb_component_type DEFER_MODEL = {
     sizeof(bb_component_type), "StubModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,
-    defer_invoke, NULL, NULL, NULL, NULL};
+    defer_invoke, NULL, NULL, NULL, NULL, NULL};
 
 static int failing_create(const bb_component_init *init, void **self, bb_error *err) {
   (void)init;
@@ -30,7 +30,7 @@ static int failing_create(const bb_component_init *init, void **self, bb_error *
 
 static const bb_component_type FAILING_AGGREGATOR = {
     sizeof(bb_component_type), "StubAggregator", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, NULL, 0,
-    failing_create, stub_destroy, stub_invoke, NULL, NULL, NULL, NULL};
+    failing_create, stub_destroy, stub_invoke, NULL, NULL, NULL, NULL, NULL};
 
 static bb_registry *registry_with(const bb_component_type *model, const bb_component_type *aggregator) {
   bb_registry *r = bb_registry_new(NULL);

@@ -63,7 +63,7 @@ static int counter_load(void *self, const uint8_t *data, size_t len, bb_error *e
 }
 static const bb_component_type COUNTER = {
     sizeof(bb_component_type), "Counter", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counter_create,
-    counter_destroy, counter_invoke, NULL, NULL, counter_save, counter_load};
+    counter_destroy, counter_invoke, NULL, NULL, counter_save, counter_load, NULL};
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bb tool end to end: inspect, reencode, run (on a model made by onnx.helper, checked
-# against numpy), ops, and clear failures with non-zero exits on bad input.
+# against numpy), ops, compile, vocab, and clear failures with non-zero exits on bad input.
 # usage: test_cli.sh BB PYTHON SOURCE_DIR WRITE_FL_MODEL
 set -uo pipefail
 bb=$1 py=$2 src=$3 write_fl=$4
@@ -92,6 +92,54 @@ check "inspect --dot draws a graph" bash -c "'$bb' inspect --dot '$tmp/fl.art' |
 check "compiling twice gives the same bytes" bash -c "'$bb' compile '$tmp/fl.onnx' --bind model=Mlp --bind aggregator=FedAvg --permissive -o '$tmp/fl3.art' && cmp '$tmp/fl2.art' '$tmp/fl3.art'"
 fails_with "compile names an unknown slot" "nosuch" "$bb" compile "$tmp/fl.onnx" --bind nosuch=X -o "$tmp/x.art"
 fails_with "inspect --dot refuses a plain model" "not a compiled artifact" "$bb" inspect --dot "$tmp/cnn.onnx"
+
+# A Backend op recorded outside the DSL (onnx.helper; node metadata is appended as the
+# field newer ONNX releases define): CpuBackend refuses what the CPU backend cannot run,
+# a backend type the tool knows nothing of accepts it.
+"$py" - "$tmp/zeros.onnx" <<'PY' || { echo "FAIL writing zeros.onnx"; exit 1; }
+import sys, onnx
+from onnx import helper
+def varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+def field(number, data):
+    return varint(number << 3 | 2) + varint(len(data)) + data
+def metadata(key, value):  # NodeProto.metadata_props = 9
+    return field(9, field(1, key.encode()) + field(2, value.encode()))
+node = onnx.NodeProto()
+node.ParseFromString(helper.make_node("Zeros", [], ["y"]).SerializeToString()
+                     + metadata("ai.bytesandbrains.required_trait", "BackendRuntime")
+                     + metadata("ai.bytesandbrains.slot_id", "0") + metadata("ai.bytesandbrains.slot_name", "compute"))
+fn = helper.make_function("ai.bytesandbrains.module", "Probe", [], ["y"], [node], [helper.make_opsetid("", 17)])
+model = helper.make_model(helper.make_graph([], "Probe", [], []), functions=[fn],
+                          opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.bytesandbrains.module", 1)])
+model.ir_version = 8
+onnx.save(model, sys.argv[1])
+PY
+fails_with "compile refuses an op CpuBackend does not run" 'UnknownOp: node `ai.onnx::Zeros#0` of `Probe` runs op Zeros (domain "") on Backend slot "compute", bound to CpuBackend' \
+  "$bb" compile "$tmp/zeros.onnx" --bind compute=CpuBackend --permissive -o "$tmp/zeros-cpu.art"
+check "compile accepts it on another backend" "$bb" compile "$tmp/zeros.onnx" --bind compute=OtherBackend --permissive \
+  -o "$tmp/zeros-other.art"
+
+# bb vocab: the table of bb/artifact.h
+check "vocab lists the roles and the passport key" bash -c \
+  "'$bb' vocab | grep -q '^  Backend  *BackendRuntime' && '$bb' vocab | grep -q '^  ai.bytesandbrains.compiled\$'"
+check "vocab --json has every role and entry" "$py" -c '
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], "vocab", "--json"], check=True, capture_output=True).stdout)
+assert [r["name"] for r in d["roles"]] == ["Backend", "Model", "Index", "Aggregator", "Codec", "DataSource",
+                                           "PeerSelector", "Protocol"], d["roles"]
+assert d["roles"][0]["domain"] == "" and d["roles"][7]["domain"] is None, d["roles"]
+keys = {e["name"]: e for e in d["entries"]}
+assert keys["ai.bytesandbrains.compiled"]["kind"] == "model key", keys["ai.bytesandbrains.compiled"]
+assert keys["ai.bytesandbrains.binding."]["prefix"] is True
+assert all(e["meaning"] for e in d["entries"])
+' "$bb"
+fails_with "vocab refuses other arguments" "usage: bb vocab" "$bb" vocab --yaml
 
 # The shipped examples (src/programs): each compiles with its default bindings and
 # bb inspect shows its partitions. NAME:MODULES:PARTITIONS per artifact (modules beyond

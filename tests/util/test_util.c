@@ -110,6 +110,25 @@ static void test_le_writer_and_reader(void) {
   bb_le_write_u32(&x, 5);
   bb_le_write(&x, "ab", 2);
   CHECK(bb_le_writer_ok(&x) && buf[0] == 5 && buf[4] == 'a' && buf[5] == 'b');
+
+  /* a span is filled in place; past a fixed buffer's end it is counted, not stored */
+  bb_le_writer s = bb_le_writer_growing(&a);
+  bb_le_write_u8(&s, 1);
+  uint8_t *at = bb_le_write_span(&s, 300);
+  CHECK(at == s.buf + 1 && s.len == 301 && bb_le_writer_ok(&s));
+  memset(at, 0xAB, 300);
+  bb_le_write_u8(&s, 2);
+  CHECK(s.buf[0] == 1 && s.buf[300] == 0xAB && s.buf[301] == 2);
+  bb_mem_free(&a, s.buf);
+  uint8_t small[4];
+  bb_le_writer y = bb_le_writer_fixed(small, sizeof small);
+  CHECK(bb_le_write_span(&y, 3) == small);
+  CHECK(bb_le_write_span(&y, 2) == NULL && y.len == 5 && !bb_le_writer_ok(&y));
+  bb_le_writer gone = bb_le_writer_growing(&a);
+  f.budget = 0;
+  CHECK(bb_le_write_span(&gone, 1) == NULL && gone.failed && gone.len == 0);
+  f.budget = -1;
+  CHECK_EQ_INT(f.live, 0);
 }
 
 static void test_fnv1a(void) {

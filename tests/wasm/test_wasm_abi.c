@@ -6,7 +6,8 @@
  *     and described; its errors;
  *   - a federation of one server and three clients whose DataSource is a host component,
  *     envelopes carried between nodes by parsing the steps, reaching 90 % on separable data;
- *   - an asynchronous host op completed and failed later; snapshot and restore; misuse. */
+ *   - an asynchronous host op completed and failed later; snapshot and restore; misuse;
+ *   - forty host types, the last of them installed and invoked, and the cap on host types. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "bb/wire.h"
 #include "bb_wasm.h"
 #include "harness.h"
+#include "util/bytes.h"
 
 /* ---- data: ten well separated classes in 64 features of 0..16, as CSV ----------------- */
 
@@ -54,27 +56,17 @@ typedef struct buf {
   size_t len;
 } buf;
 
-static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-
 /* A value list of n values (NULL: absent); consumes the references. */
 static buf value_list(bb_val **values, size_t n) {
   size_t len = 8;
   for (size_t i = 0; i < n; i++) len += 16 + (values[i] ? bb_val_encoded_size(values[i]) : 0);
   buf b = {malloc(len), len};
-  put_u64(b.data, n);
+  bb_le_put_u64(b.data, n);
   size_t at = 8;
   for (size_t i = 0; i < n; i++) {
-    put_u64(b.data + at, values[i] ? bb_val_kind_hash((int)values[i]->kind) : 0);
+    bb_le_put_u64(b.data + at, values[i] ? bb_val_kind_hash((int)values[i]->kind) : 0);
     size_t size = values[i] ? bb_val_encoded_size(values[i]) : 0;
-    put_u64(b.data + at + 8, size);
+    bb_le_put_u64(b.data + at + 8, size);
     at += 16;
     if (values[i]) at += bb_val_encode_into(values[i], b.data + at);
     bb_val_release(values[i]);
@@ -141,7 +133,7 @@ int32_t bb_host_invoke(int32_t id, const char *op_type, int32_t n_inputs, int32_
   CHECK_EQ_INT(bb_wasm_call_inputs(), 0);
   size_t len;
   const uint8_t *inputs = result(&len);
-  CHECK(len >= 8 && get_u64(inputs) == (uint64_t)n_inputs);
+  CHECK(len >= 8 && bb_le_get_u64(inputs) == (uint64_t)n_inputs);
   if (n_outputs != 2) {
     bb_wasm_call_fail(BB_ERR_INVALID_ARGUMENT, "NextBatch has two outputs");
     return BB_ERR_INVALID_ARGUMENT;
@@ -179,7 +171,7 @@ typedef struct step {
 } step;
 
 static void copy_field(const uint8_t **p, char *out, size_t size) {
-  uint32_t n = get_u32(*p);
+  uint32_t n = bb_le_get_u32(*p);
   size_t keep = n < size - 1 ? n : size - 1;
   memcpy(out, *p + 4, keep);
   out[keep] = '\0';
@@ -189,13 +181,13 @@ static void copy_field(const uint8_t **p, char *out, size_t size) {
 /* Parses step i of the poll result at *p (advancing it). */
 static void next_step(const uint8_t **p, step *s) {
   const uint8_t *q = *p;
-  s->kind = get_u32(q);
-  s->type_hash = get_u64(q + 32);
+  s->kind = bb_le_get_u32(q);
+  s->type_hash = bb_le_get_u64(q + 32);
   q += 40;
-  s->peer_len = get_u32(q);
+  s->peer_len = bb_le_get_u32(q);
   s->peer_text = (const char *)q + 4;
   q += 4 + s->peer_len;
-  s->len = get_u32(q);
+  s->len = bb_le_get_u32(q);
   s->bytes = q + 4;
   q += 4 + s->len;
   copy_field(&q, s->module, sizeof s->module);
@@ -275,9 +267,9 @@ static void peer_text(int i, char *out, size_t size) {
 static float tensor_scalar(const uint8_t *payload, size_t len) {
   /* u32 dtype, u32 rank, rank × u64 dims, the data */
   if (len < 8) return NAN;
-  uint32_t rank = get_u32(payload + 4);
+  uint32_t rank = bb_le_get_u32(payload + 4);
   size_t at = 8 + 8 * (size_t)rank;
-  if (get_u32(payload) != 1 || at + 4 > len) return NAN;
+  if (bb_le_get_u32(payload) != 1 || at + 4 > len) return NAN;
   float f;
   memcpy(&f, payload + at, sizeof f);
   return f;
@@ -296,7 +288,7 @@ static void test_federation(const buf *artifact) {
   free(csv);
   CHECK(all > 0);
   CHECK_EQ_INT(bb_wasm_dataset_shape(all), 0);
-  CHECK(get_u64(bb_wasm_result_ptr()) == ROWS && get_u64(bb_wasm_result_ptr() + 8) == FEATURES);
+  CHECK(bb_le_get_u64(bb_wasm_result_ptr()) == ROWS && bb_le_get_u64(bb_wasm_result_ptr() + 8) == FEATURES);
   CHECK(bb_wasm_dataset_from_csv((const uint8_t *)"1,2\n3\n", 6, -1, 0) == BB_ERR_MALFORMED);
   CHECK(strstr(bb_wasm_last_error(), "line 2") != NULL);
   int32_t xt = bb_wasm_dataset_tensor(all, 0), yt = bb_wasm_dataset_tensor(all, 1);
@@ -344,8 +336,8 @@ static void test_federation(const buf *artifact) {
   CHECK_EQ_INT(bb_wasm_node_info(nodes[1]), 0);
   size_t info_len;
   const uint8_t *info = result(&info_len);
-  CHECK(get_u32(info) == strlen(ids[1]) && memcmp(info + 4, ids[1], strlen(ids[1])) == 0);
-  CHECK(get_u32(info + 4 + strlen(ids[1])) == 1);
+  CHECK(bb_le_get_u32(info) == strlen(ids[1]) && memcmp(info + 4, ids[1], strlen(ids[1])) == 0);
+  CHECK(bb_le_get_u32(info + 4 + strlen(ids[1])) == 1);
 
   /* the clients know their server; the server its clients and the test set */
   bb_peer_id server_id = bb_peer_id_from_u64(1), client_ids[PEERS - 1];
@@ -393,7 +385,7 @@ static void test_federation(const buf *artifact) {
             CHECK(s.type_hash == bb_val_kind_hash(BB_VAL_TENSOR));
             accuracy = tensor_scalar(s.bytes, s.len);
           }
-          if (strcmp(s.topic, "round") == 0 && s.len == 8) last_round = get_u64(s.bytes);
+          if (strcmp(s.topic, "round") == 0 && s.len == 8) last_round = bb_le_get_u64(s.bytes);
         } else if (s.kind == BB_STEP_OP_FAILED || s.kind == BB_STEP_WIRE_RECEIVE_FAILED) {
           if (failures++ < 3) fprintf(stderr, "peer %d: %s %s\n", i, s.op, s.detail);
         }
@@ -435,31 +427,33 @@ static step poll_for(int32_t node, uint64_t now, uint32_t kind) {
   return found;
 }
 
-static void test_async_host_op(void) {
-  async_type = bb_wasm_host_type_add("HostAsync", 1u << BB_ROLE_DATA_SOURCE);
-  failing_type = bb_wasm_host_type_add("HostCamera", 1u << BB_ROLE_DATA_SOURCE);
-  CHECK(async_type > 0 && failing_type > 0);
-
+/* Quickstart with its data source bound to `type`, compiled. */
+static buf quickstart_with_source(const char *type) {
   CHECK_EQ_INT(bb_wasm_example_record("quickstart", 0), 0);
   size_t len;
   const uint8_t *r = result(&len);
   buf model = {malloc(len), len};
   memcpy(model.data, r, len);
-  buf artifacts[2];
-  const char *types[2] = {"HostAsync", "HostCamera"};
-  for (int i = 0; i < 2; i++) {
-    int32_t c = bb_wasm_compiler_new();
-    CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "quickstart", 0), 0);
-    CHECK_EQ_INT(bb_wasm_compiler_unbind(c, "data_source"), 0);
-    CHECK_EQ_INT(bb_wasm_compiler_bind(c, 0, "data_source", types[i], NULL), 0); /* the role the model records */
-    CHECK_EQ_INT(bb_wasm_compiler_declare(c, types[i], "ai.bytesandbrains.tensor.f32", NULL), 0);
-    CHECK_MSG(bb_wasm_compiler_compile(c, model.data, model.len) == 0, "%s", bb_wasm_last_error());
-    r = result(&len);
-    artifacts[i] = (buf){malloc(len), len};
-    memcpy(artifacts[i].data, r, len);
-    bb_wasm_compiler_free(c);
-  }
+  int32_t c = bb_wasm_compiler_new();
+  CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "quickstart", 0), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_unbind(c, "data_source"), 0);
+  CHECK_EQ_INT(bb_wasm_compiler_bind(c, 0, "data_source", type, NULL), 0); /* the role the model records */
+  CHECK_EQ_INT(bb_wasm_compiler_declare(c, type, "ai.bytesandbrains.tensor.f32", NULL), 0);
+  CHECK_MSG(bb_wasm_compiler_compile(c, model.data, model.len) == 0, "%s", bb_wasm_last_error());
+  r = result(&len);
+  buf artifact = {malloc(len), len};
+  memcpy(artifact.data, r, len);
+  bb_wasm_compiler_free(c);
   free(model.data);
+  return artifact;
+}
+
+static void test_async_host_op(void) {
+  async_type = bb_wasm_host_type_add("HostAsync", 1u << BB_ROLE_DATA_SOURCE);
+  failing_type = bb_wasm_host_type_add("HostCamera", 1u << BB_ROLE_DATA_SOURCE);
+  CHECK(async_type > 0 && failing_type > 0);
+
+  buf artifacts[2] = {quickstart_with_source("HostAsync"), quickstart_with_source("HostCamera")};
 
   char self[128];
   peer_text(41, self, sizeof self);
@@ -523,6 +517,57 @@ static void test_async_host_op(void) {
   free(artifacts[1].data);
 }
 
+/* ---- many host types ---------------------------------------------------------------------------- */
+
+/* Every host type is told apart by the id its create and methods are called with, however
+ * many there are: the fortieth installs and answers as itself. Past the documented cap a
+ * registration is refused. */
+static void test_many_host_types(void) {
+  enum { MANY = 40 };
+  int32_t ids[MANY];
+  char name[32];
+  for (int i = 0; i < MANY; i++) {
+    snprintf(name, sizeof name, "HostMany%d", i);
+    ids[i] = bb_wasm_host_type_add(name, 1u << BB_ROLE_DATA_SOURCE);
+    CHECK_MSG(ids[i] > 0, "%s: %s", name, bb_wasm_last_error());
+    if (i > 0) CHECK_EQ_INT(ids[i], ids[i - 1] + 1);
+  }
+  buf artifact = quickstart_with_source("HostMany39");
+  static float row[FEATURES], label;
+  pending_x = row, pending_y = &label, pending_rows = 1;
+  char self[128];
+  peer_text(90, self, sizeof self);
+  int creates_before = creates;
+  int32_t node = bb_wasm_node_install(artifact.data, artifact.len, self, "Quickstart", sizeof "Quickstart", NULL, 0,
+                                      NULL, 0);
+  CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
+  CHECK_EQ_INT(creates - creates_before, 1);
+  int32_t made_as = 0;
+  for (int32_t id = 1; id <= MAX_INSTANCES; id++)
+    if (instances[id].live) made_as = instances[id].type_id;
+  CHECK_EQ_INT(made_as, ids[MANY - 1]);
+  buf none = value_list(NULL, 0);
+  CHECK_EQ_INT(bb_wasm_node_invoke(node, "Quickstart", NULL, 0, none.data, none.len, 10), 0);
+  free(none.data);
+  step s = poll_for(node, 20, BB_STEP_APP_EVENT);
+  CHECK_EQ_INT(s.kind, BB_STEP_APP_EVENT);
+  CHECK_STR(s.topic, "prediction");
+  CHECK_EQ_INT(bb_wasm_node_free(node), 0);
+  free(artifact.data);
+
+  /* fill up to the cap (the types registered so far count), then one more is refused */
+  int32_t last = ids[MANY - 1];
+  for (int i = MANY; last < BB_WASM_MAX_HOST_TYPES; i++) {
+    snprintf(name, sizeof name, "HostMany%d", i);
+    last = bb_wasm_host_type_add(name, 1u << BB_ROLE_DATA_SOURCE);
+    CHECK_MSG(last > 0, "%s: %s", name, bb_wasm_last_error());
+    if (last <= 0) return;
+  }
+  CHECK_EQ_INT(bb_wasm_host_type_add("OneTooMany", 1u << BB_ROLE_DATA_SOURCE), BB_ERR_LIMIT);
+  snprintf(name, sizeof name, "at most %d host types", BB_WASM_MAX_HOST_TYPES);
+  CHECK_MSG(strstr(bb_wasm_last_error(), name) != NULL, "%s", bb_wasm_last_error());
+}
+
 /* ---- value lists from a hostile host ---------------------------------------------------------- */
 
 static void test_bad_value_lists(void) {
@@ -546,17 +591,17 @@ static void test_bad_value_lists(void) {
   uint8_t list[64] = {0};
   /* too short, a count beyond the bytes, a value past the end, bytes after the last, a bad payload */
   CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 4), BB_ERR_MALFORMED);
-  put_u64(list, 1000000);
+  bb_le_put_u64(list, 1000000);
   CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 24), BB_ERR_MALFORMED);
-  put_u64(list, 1), put_u64(list + 8, bb_val_kind_hash(BB_VAL_U64)), put_u64(list + 16, 100);
+  bb_le_put_u64(list, 1), bb_le_put_u64(list + 8, bb_val_kind_hash(BB_VAL_U64)), bb_le_put_u64(list + 16, 100);
   CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 32), BB_ERR_MALFORMED);
-  put_u64(list + 16, 8);
+  bb_le_put_u64(list + 16, 8);
   CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 40), BB_ERR_MALFORMED);
-  put_u64(list + 16, 3);
+  bb_le_put_u64(list + 16, 3);
   CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 27), BB_ERR_MALFORMED);
-  put_u64(list + 8, 0); /* absent, yet with bytes */
+  bb_le_put_u64(list + 8, 0); /* absent, yet with bytes */
   CHECK_EQ_INT(bb_wasm_node_complete(node, 1, list, 27), BB_ERR_MALFORMED);
-  put_u64(list + 8, 12345), put_u64(list + 16, 0); /* an unknown carrier */
+  bb_le_put_u64(list + 8, 12345), bb_le_put_u64(list + 16, 0); /* an unknown carrier */
   CHECK(bb_wasm_node_complete(node, 1, list, 24) < 0);
   CHECK(strstr(bb_wasm_last_error(), "value 0") != NULL);
   bb_wasm_node_free(node);
@@ -570,6 +615,7 @@ int main(void) {
   test_federation(&artifact);
   printf("%s test_federation\n", bb_test_failures ? "FAIL" : "ok  ");
   RUN(test_bad_value_lists);
+  RUN(test_many_host_types);
   free(artifact.data);
   return bb_test_finish();
 }

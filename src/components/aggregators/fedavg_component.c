@@ -379,14 +379,14 @@ static int round_agg_load(void *self, const uint8_t *data, size_t len, bb_error 
   return 0;
 }
 
-static const bb_component_port AGG_STORAGE[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
 
 /* Neither declares a dependency: their one reach, the optional init=<slot>, is named by
  * the config (check_init_slot). */
 const bb_component_type BB_FEDAVG = {
     sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
-    fedavg_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load};
+    fedavg_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load, NULL};
 
 const bb_component_type BB_ROBUST_AVG = {
     sizeof(bb_component_type), "RobustAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
-    robust_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load};
+    robust_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load, NULL};

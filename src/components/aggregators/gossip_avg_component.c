@@ -142,8 +142,8 @@ static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb
   return bb_aggregator_dispatch(&GOSSIP_AVG_OPS, self, ctx, call, err);
 }
 
-static const bb_component_port GOSSIP_AVG_STORAGE[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port GOSSIP_AVG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BB_GOSSIP_AVG = {
     sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, GOSSIP_AVG_DEPS, 1, GOSSIP_AVG_STORAGE, 1,
-    gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL};
+    gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -72,12 +72,12 @@ static int codec_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
   return bb_codec_dispatch(&CODEC_OPS, self, ctx, call, err);
 }
 
-static const bb_component_port CODEC_STORAGE[] = {{"in", "ai.bytesandbrains.tensor.f32"},
-                                                  {"out", "ai.bytesandbrains.opaque"}};
+static const bb_component_port CODEC_STORAGE[] = {{"in", BB_TYPE_TENSOR_F32},
+                                                  {"out", BB_TYPE_BYTES}};
 
 const bb_component_type BB_FLOAT16_CODEC = {
     sizeof(bb_component_type), "Float16Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL};
+    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
 const bb_component_type BB_UINT8_CODEC = {
     sizeof(bb_component_type), "Uint8Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL};
+    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -5,8 +5,8 @@
  * Config: batch=32,shuffle=1,seed=<u64>   (seed defaults to the slot's derived seed) */
 #include <string.h>
 
+#include "bb/dataset.h"
 #include "bb/roles.h"
-#include "components/data/dataset.h"
 #include "components/shipped.h"
 #include "util/error.h"
 
@@ -82,8 +82,8 @@ static int source_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return bb_data_source_dispatch(&SOURCE_OPS, self, ctx, call, err);
 }
 
-static const bb_component_port SOURCE_STORAGE[] = {{"sample", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port SOURCE_STORAGE[] = {{"sample", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BB_ARRAY_SOURCE = {
     sizeof(bb_component_type), "ArraySource", 1u << BB_ROLE_DATA_SOURCE, NULL, NULL, 0, SOURCE_STORAGE, 1,
-    source_create, source_destroy, source_invoke, NULL, NULL, NULL, NULL};
+    source_create, source_destroy, source_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -1,4 +1,4 @@
-#include "components/data/dataset.h"
+#include "bb/dataset.h"
 
 #include <math.h>
 #include <stdlib.h>

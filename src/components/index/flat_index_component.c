@@ -123,8 +123,8 @@ static int flat_load(void *self, const uint8_t *data, size_t len, bb_error *err)
   return 0;
 }
 
-static const bb_component_port FLAT_STORAGE[] = {{"vector", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port FLAT_STORAGE[] = {{"vector", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BB_FLAT_INDEX = {
     sizeof(bb_component_type), "FlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, FLAT_STORAGE, 1,
-    flat_create, flat_destroy, flat_invoke, NULL, NULL, flat_save, flat_load};
+    flat_create, flat_destroy, flat_invoke, NULL, NULL, flat_save, flat_load, NULL};

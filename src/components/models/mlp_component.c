@@ -298,8 +298,8 @@ static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *er
   return rc;
 }
 
-static const bb_component_port MLP_STORAGE[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
+static const bb_component_port MLP_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BB_CPU_MLP = {
     sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0, MLP_STORAGE, 1,
-    mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore};
+    mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore, NULL};

@@ -343,8 +343,8 @@ static int server_load(void *self, const uint8_t *data, size_t len, bb_error *er
 
 const bb_component_type BB_GLOBAL_REGISTRY_CLIENT = {
     sizeof(bb_component_type), "GlobalRegistryClient", 1u << BB_ROLE_PROTOCOL, BB_DOMAIN_GLOBAL_REGISTRY, NULL, 0,
-    NULL, 0, client_create, client_destroy, client_invoke, client_message, client_timer, client_save, client_load};
+    NULL, 0, client_create, client_destroy, client_invoke, client_message, client_timer, client_save, client_load, NULL};
 const bb_component_type BB_GLOBAL_REGISTRY_SERVER = {
     sizeof(bb_component_type), "GlobalRegistryServer", (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL),
     BB_DOMAIN_GLOBAL_REGISTRY, NULL, 0, NULL, 0, server_create, server_destroy, server_invoke, server_message, NULL,
-    server_save, server_load};
+    server_save, server_load, NULL};

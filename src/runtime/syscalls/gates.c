@@ -10,7 +10,7 @@
 
 /* A `peer` attribute (the peer's multihash bytes). */
 static int attr_peer(rt_call *c, bb_peer_id *out, bb_error *err) {
-  const bb_attr *a = bb_attr_find(&c->op->ir->attrs, "peer");
+  const bb_attr *a = bb_attr_find(&c->op->ir->attrs, BB_ATTR_PEER);
   if (!a || !a->has_s) {
     c->reason = "missing_attribute";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s needs a `peer` attribute", c->op->ir->op_type);

@@ -21,7 +21,7 @@ static int sys_tee(rt_call *c, bb_error *err) {
 }
 
 static int sys_constant(rt_call *c, bb_error *err) {
-  const bb_attr *a = bb_attr_find(&c->op->ir->attrs, "value");
+  const bb_attr *a = bb_attr_find(&c->op->ir->attrs, BB_ATTR_VALUE);
   if (!a || !a->t) {
     c->reason = "missing_attribute";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Constant needs a TENSOR `value` attribute");

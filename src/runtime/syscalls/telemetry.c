@@ -6,7 +6,7 @@
 #include "util/error.h"
 
 static bool reserved_topic(const char *t) {
-  return strncmp(t, "bb.", 3) == 0 || strncmp(t, "ai.bytesandbrains.", 18) == 0;
+  return strncmp(t, "bb.", 3) == 0 || strncmp(t, BB_DOMAIN_FRAMEWORK ".", sizeof BB_DOMAIN_FRAMEWORK) == 0;
 }
 
 static int sys_app_emit(rt_call *c, bb_error *err) {

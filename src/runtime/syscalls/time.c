@@ -33,7 +33,7 @@ static int sys_after(rt_call *c, bb_error *err) { return park_until(c, "delay_ns
 static int sys_sleep(rt_call *c, bb_error *err) { return park_until(c, "duration_ns", err); }
 
 static int sys_interval(rt_call *c, bb_error *err) {
-  int64_t period = attr_int(c, "period_ns", 1000000000);
+  int64_t period = attr_int(c, BB_ATTR_PERIOD_NS, 1000000000);
   if (period <= 0) {
     c->reason = "bad_attribute";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Interval: period_ns must be positive (got %" PRId64 ")", period);

@@ -1,17 +1,30 @@
-/* The data side of the DataSource role: an in-memory labelled dataset (float32 features
- * [n, dim] and float32 labels [n]), parsed from CSV bytes the host hands over (no file
- * access, so the same code runs in wasm), and the seeded ways to cut it up: shuffles, a
- * batch stream, a train/test split and per-client shards.
+/* bytesandbrains — data sets: the storage of the DataSource role. An in-memory labelled
+ * data set (float32 features [n, dim] and float32 labels [n]), parsed from CSV bytes the
+ * host hands over (no file access, so the same code runs in wasm), and the seeded ways to
+ * cut it up: shuffles, a batch stream, a train/test split and per-client shards.
+ *
+ * The shipped ArraySource reads a bb_dataset given as its slot's host_data
+ * (bb_slot_config.host_data in runtime.h):
+ *
+ *   bb_dataset all = {0};
+ *   bb_dataset_from_csv(bytes, len, NULL, NULL, &all, &err);    label in the last column
+ *   bb_dataset_partition shards;
+ *   bb_dataset_shards_iid(&all, 8, seed, NULL, &shards, &err);
+ *   bb_dataset_partition_take(&all, &shards, k, NULL, &mine, &err);   client k's rows
  *
  * Everything random here is a function of an explicit 64-bit seed (splitmix64), so two
  * peers given the same seed and bytes make the same batches and shards. */
-#ifndef BB_OPS_DATA_DATASET_H
-#define BB_OPS_DATA_DATASET_H
+#ifndef BB_DATASET_H
+#define BB_DATASET_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bb/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Row i's features are features[i*dim .. i*dim+dim). labels is NULL when the data had no
  * label column; otherwise labels[i] is a class id (a whole number) or a regression target.
@@ -79,6 +92,7 @@ typedef struct bb_dataset_partition {
   bb_allocator alloc;
 } bb_dataset_partition;
 
+/* Releases the partition's arrays and zeroes it; a zeroed partition frees as a no-op. */
 void bb_dataset_partition_free(bb_dataset_partition *p);
 
 /* Number of samples in part i. */
@@ -134,6 +148,7 @@ typedef struct bb_dataset_batcher {
 int bb_dataset_batcher_init(bb_dataset_batcher *b, const bb_dataset *ds, size_t batch_size,
                             int shuffle, uint64_t seed, const bb_allocator *alloc, bb_error *err);
 
+/* Releases the batcher's order (not the data set it reads) and zeroes it. */
 void bb_dataset_batcher_free(bb_dataset_batcher *b);
 
 /* Writes the next batch: batch_size row indices, batch_size * dim features and batch_size
@@ -142,4 +157,7 @@ void bb_dataset_batcher_free(bb_dataset_batcher *b);
 size_t bb_dataset_batcher_next(bb_dataset_batcher *b, size_t *indices, float *features,
                                float *labels);
 
+#ifdef __cplusplus
+}
 #endif
+#endif /* BB_DATASET_H */

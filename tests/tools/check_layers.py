@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Keeps the include graph pointing down the layers (docs/ARCHITECTURE.md).
+
+Rules, checked over every `#include "..."` line:
+* src/<layer>/ may include headers of its own layer and of layers below it, public
+  (`bb/x.h`) or internal (`<layer>/...`), never one above it.
+* A public header (include/bb/*.h) includes only public headers of its layer or below.
+* wasm/, tools/, examples/ and bench/ sit on top and use public headers, the interface of
+  the reference programs (`programs/*.h`) and their own local headers; bench/ may also
+  include the internal micro-kernel and engine headers it measures (BENCH_INTERNAL) and
+  fixtures shared with tests/.
+* tests/ are white-box and may include anything.
+An unknown folder or public header is an error too, so a new layer is placed on purpose.
+
+usage: check_layers.py [REPO_ROOT]"""
+import pathlib
+import re
+import sys
+
+# Bottom to top. A layer may include itself and anything earlier in this list.
+LAYERS = ["util", "ir", "tensor", "cpu", "grad", "dsl", "compiler", "wire", "value", "runtime", "roles",
+          "components", "sim", "programs"]
+
+# Each public header and the layer it belongs to.
+PUBLIC = {
+    "common.h": "util",
+    "artifact.h": "ir",
+    "ir.h": "ir",
+    "tensor.h": "tensor",
+    "cpu.h": "cpu",
+    "grad.h": "grad",
+    "graph.h": "dsl",
+    "compiler.h": "compiler",
+    "wire.h": "wire",
+    "value.h": "value",
+    "runtime.h": "runtime",
+    "roles.h": "roles",
+    "dataset.h": "components",
+    "sim.h": "sim",
+    "bb.h": "programs",
+}
+
+# Internal headers bench/ may include: the micro-kernels and component engines it times.
+BENCH_INTERNAL = re.compile(r"^(tensor/kernels/[\w.]+\.h|components/\w+/[\w.]+\.h)$")
+TOP = ("wasm", "tools", "examples", "bench")
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2])
+rank = {name: i for i, name in enumerate(LAYERS)}
+problems = []
+
+
+def layer_of_include(inc):
+    """The layer an include names, or None for a header that is not part of src/include."""
+    if inc.startswith("bb/"):
+        name = inc[3:]
+        if name not in PUBLIC:
+            return "?public"
+        return PUBLIC[name]
+    first = inc.split("/", 1)[0]
+    if "/" in inc and (root / "src" / first).is_dir():
+        return first if first in rank else "?layer"
+    return None
+
+
+def report(path, line, message):
+    problems.append(f"{path.relative_to(root)}:{line}: {message}")
+
+
+def includes(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for m in INCLUDE_RE.finditer(text):
+        yield text.count("\n", 0, m.start()) + 1, m.group(1)
+
+
+for folder in sorted(p for p in (root / "src").iterdir() if p.is_dir()):
+    if folder.name not in rank:
+        problems.append(f"src/{folder.name}/: not a known layer (add it to LAYERS in {pathlib.Path(__file__).name})")
+for name in sorted(p.name for p in (root / "include" / "bb").glob("*.h")):
+    if name not in PUBLIC:
+        problems.append(f"include/bb/{name}: not placed in a layer (add it to PUBLIC in {pathlib.Path(__file__).name})")
+
+for path in sorted((root / "src").rglob("*.[ch]")):
+    own = path.relative_to(root / "src").parts[0]
+    if own not in rank:
+        continue
+    for line, inc in includes(path):
+        layer = layer_of_include(inc)
+        if layer is None:
+            continue
+        if layer.startswith("?"):
+            report(path, line, f'"{inc}" is not a known layer or public header')
+        elif rank[layer] > rank[own]:
+            report(path, line, f'{own} includes "{inc}" of the {layer} layer above it')
+
+for path in sorted((root / "include" / "bb").glob("*.h")):
+    own = PUBLIC.get(path.name)
+    for line, inc in includes(path):
+        if not inc.startswith("bb/"):
+            report(path, line, f'a public header includes the internal header "{inc}"')
+            continue
+        layer = layer_of_include(inc)
+        if own and layer and not layer.startswith("?") and rank[layer] > rank[own]:
+            report(path, line, f'public header of the {own} layer includes "{inc}" of the {layer} layer above it')
+
+for top in TOP:
+    for path in sorted((root / top).rglob("*.[ch]")):
+        if "node_modules" in path.parts:
+            continue
+        for line, inc in includes(path):
+            if inc.startswith("bb/") or inc.startswith("programs/"):
+                continue
+            if top == "bench" and BENCH_INTERNAL.match(inc):
+                continue
+            if layer_of_include(inc) is None and any((root / top).rglob(pathlib.PurePath(inc).name)):
+                continue  # a header of its own top-level folder (cli.h, bb_wasm.h, digits.h)
+            if top == "bench" and (root / "tests" / inc).is_file():
+                continue  # a fixture shared with the tests (the large generated module)
+            report(path, line, f'{top}/ includes the internal header "{inc}" (only public headers up here)')
+
+if problems:
+    print("\n".join(problems))
+    print(f"check_layers: {len(problems)} problem(s)")
+    sys.exit(1)
+print("check_layers: includes point down the layers")
