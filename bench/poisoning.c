@@ -186,7 +186,8 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
 static void overhear(void *user, const bb_sim_delivery *d) {
   run *r = user;
   if (!d->accepted || !bb_peer_id_equal(d->from, &r->server) || !bb_peer_id_equal(d->to, &r->first_client)) return;
-  for (size_t i = 0; i < r->n_sybils; i++) bb_node_deliver(r->sybils[i], &r->server, d->bytes, d->len, d->arrived_ns, NULL);
+  for (size_t i = 0; i < r->n_sybils; i++)
+    bb_node_deliver(r->sybils[i], &r->server, d->bytes, d->len, d->arrived_ns, NULL);
 }
 
 static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
@@ -278,7 +279,8 @@ static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
     if (!rc) rc = bb_sim_attach(r.sim, nodes[i], &peers[i], &err);
   }
   bb_val *server = bb_val_peers(NULL, &peers[0], 1);
-  for (size_t i = 1; i < n_peers && !rc; i++) rc = bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err);
+  for (size_t i = 1; i < n_peers && !rc; i++)
+    rc = bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err);
   bb_val_release(server);
   if (!rc) {
     bb_sim_set_observer(r.sim, observe, &r);

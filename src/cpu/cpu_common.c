@@ -52,14 +52,16 @@ int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, co
   bool overflow = false;
   for (int k = 0; k < rank && k < BB_MAX_RANK; k++)
     if (dims[k] >= 0) overflow |= __builtin_mul_overflow(numel, dims[k], &numel);
-  char what[160];
-  int at = snprintf(what, sizeof what, "output %zu (%s [", i, bb_dtype_name(dtype) ? bb_dtype_name(dtype) : "?");
-  for (int k = 0; k < rank && k < BB_MAX_RANK && at < (int)sizeof what - 24; k++)
-    at += snprintf(what + at, sizeof what - (size_t)at, "%s%lld", k ? ", " : "", (long long)dims[k]);
-  snprintf(what + at, sizeof what - (size_t)at, "])");
-  if (overflow) numel = -1;
-  int rc = bb_cpu_check_size(ctx, numel, bb_dtype_size(dtype), what);
-  if (rc) return rc;
+  uint64_t bytes;
+  if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)bb_dtype_size(dtype), &bytes) ||
+      bytes > ctx->max_output_bytes) { /* named with its shape only when refused */
+    char what[160];
+    int at = snprintf(what, sizeof what, "output %zu (%s [", i, bb_dtype_name(dtype) ? bb_dtype_name(dtype) : "?");
+    for (int k = 0; k < rank && k < BB_MAX_RANK && at < (int)sizeof what - 24; k++)
+      at += snprintf(what + at, sizeof what - (size_t)at, "%s%lld", k ? ", " : "", (long long)dims[k]);
+    snprintf(what + at, sizeof what - (size_t)at, "])");
+    return bb_cpu_check_size(ctx, overflow ? -1 : numel, bb_dtype_size(dtype), what);
+  }
   bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);
   if (!t) {
     if (rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);

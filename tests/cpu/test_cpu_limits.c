@@ -102,7 +102,8 @@ static void test_conv_column_matrix(void) {
   bb_strlist_append(M, &n->outputs, "y");
   bb_attr_set_ints(M, &n->attrs, "pads", (const int64_t[]){4, 4, 4, 4}, 4);
   int64_t xd[4] = {1, 1, 64, 64}, wd[4] = {1, 1, 9, 9};
-  bb_tensor *in[2] = {bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 4, xd), bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 4, wd)};
+  bb_tensor *in[2] = {bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 4, xd),
+                      bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 4, wd)};
   bb_tensor *out = NULL;
   bb_cpu_limits cap = {64 << 10};
   CHECK_EQ_INT(bb_cpu_run_node_limited(n, 17, in, 2, &out, 1, NULL, &cap, &err), BB_ERR_LIMIT);

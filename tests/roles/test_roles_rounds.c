@@ -58,7 +58,8 @@ static int step_create(const bb_component_init *init, void **self, bb_error *err
   step_model m = {1, false, 4};
   uint64_t nan;
   int rc;
-  if ((rc = bb_config_check(init->config, KEYS, err)) || (rc = bb_config_f32(init->config, "delta", 1, &m.delta, err)) ||
+  if ((rc = bb_config_check(init->config, KEYS, err)) ||
+      (rc = bb_config_f32(init->config, "delta", 1, &m.delta, err)) ||
       (rc = bb_config_u64(init->config, "nan", 0, &nan, err)) ||
       (rc = bb_config_u64(init->config, "samples", 4, &m.samples, err)))
     return rc;
@@ -79,9 +80,11 @@ static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
     call->outputs[0] = f32_val((const float[]){0, 0}, 2);
     return 0;
   }
-  if (strcmp(call->op_type, "Fit") != 0) return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
+  if (strcmp(call->op_type, "Fit") != 0)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
   const bb_val *g = call->inputs[0];
-  if (!g || g->kind != BB_VAL_TENSOR || g->as.tensor->numel != 2) return bb_error_set(err, BB_ERR_TYPE, "StepModel: [2]");
+  if (!g || g->kind != BB_VAL_TENSOR || g->as.tensor->numel != 2)
+    return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
   const float *x = bb_tensor_data(g->as.tensor);
   float y[2] = {m->nan ? NAN : x[0] + m->delta, m->nan ? NAN : x[1] - m->delta};
   call->outputs[0] = f32_val(y, 2);

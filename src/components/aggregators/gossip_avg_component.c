@@ -45,7 +45,8 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
     return rc;
   if (strcmp(model, GOSSIP_AVG_MODEL) != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "GossipAvg: model=`%s`: the Model must be at slot `" GOSSIP_AVG_MODEL "`, its declared dependency",
+                        "GossipAvg: model=`%s`: the Model must be at slot `" GOSSIP_AVG_MODEL
+                        "`, its declared dependency",
                         model);
   if (!(g.weight > 0 && g.weight <= 1))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: weight must be in (0, 1], got %g", (double)g.weight);
