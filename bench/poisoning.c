@@ -37,7 +37,6 @@
 #include "bb/sim.h"
 #include "digits.h"
 #include "programs/examples.h"
-#include "util/error.h"
 
 #define N_CLIENTS 10
 #define N_MALICIOUS 2
@@ -96,6 +95,14 @@ static int parse(int argc, char **argv, options *o) {
 
 /* ---- the malicious Model: the shipped CpuMlp with Fit's outputs altered ------------------ */
 
+static int out_of_memory(bb_error *err) {
+  if (err) {
+    err->code = BB_ERR_NOMEM;
+    snprintf(err->message, sizeof err->message, "liar: out of memory");
+  }
+  return BB_ERR_NOMEM;
+}
+
 static const bb_component_type *honest_model; /* the shipped CpuMlp */
 
 typedef struct liar {
@@ -107,7 +114,7 @@ static attack creating_mode; /* what the next liar created does (set before each
 
 static int liar_create(const bb_component_init *init, void **self, bb_error *err) {
   liar *l = calloc(1, sizeof *l);
-  if (!l) return bb_error_set(err, BB_ERR_NOMEM, "liar: out of memory");
+  if (!l) return out_of_memory(err);
   l->mode = creating_mode;
   int rc = honest_model->create(init, &l->inner, err);
   if (rc) free(l);
@@ -138,17 +145,17 @@ static int liar_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   const bb_tensor *trained = call->outputs[0]->as.tensor;
   const bb_tensor *global = call->inputs[0]->as.tensor;
   bb_tensor *u = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, trained->rank, trained->dims);
-  if (!u) return bb_error_set(err, BB_ERR_NOMEM, "liar: out of memory");
+  if (!u) return out_of_memory(err);
   memcpy(bb_tensor_data(u), bb_tensor_data(trained), (size_t)trained->numel * sizeof(float));
   rewrite(l->mode, bb_tensor_data(global), bb_tensor_data(u), (size_t)trained->numel);
   bb_val *v = bb_val_tensor(bb_ctx_allocator(ctx), u);
   bb_tensor_release(u);
-  if (!v) return bb_error_set(err, BB_ERR_NOMEM, "liar: out of memory");
+  if (!v) return out_of_memory(err);
   bb_val_release(call->outputs[0]);
   call->outputs[0] = v;
   if (l->mode == SAMPLES) {
     bb_val *claim = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, 1000000000000ull);
-    if (!claim) return bb_error_set(err, BB_ERR_NOMEM, "liar: out of memory");
+    if (!claim) return out_of_memory(err);
     bb_val_release(call->outputs[1]);
     call->outputs[1] = claim;
   }
