@@ -21,6 +21,7 @@ typedef struct bb_cpu_op_ctx {
   size_t n_outputs; /* outputs the node declares; outputs[i] for an omitted ("") output may stay NULL */
   const bb_allocator *alloc;
   bb_error *err;
+  size_t max_output_bytes; /* the most one value of this op may take (bb_cpu_limits) */
 } bb_cpu_op_ctx;
 
 typedef int (*bb_cpu_op_fn)(bb_cpu_op_ctx *ctx);
@@ -66,7 +67,12 @@ int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed);
 /* Whether the node asks for output i (declared, and not the omitted name ""). */
 bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i);
 
-/* Allocates outputs[i] with that dtype and shape; returns 0 or a recorded error. */
+/* Refuses (BB_ERR_LIMIT) `count` elements of elem_size bytes each when they would take
+ * more than ctx->max_output_bytes; `what` names the value in the error. */
+int bb_cpu_check_size(bb_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what);
+
+/* Allocates outputs[i] with that dtype and shape (within the size cap); returns 0 or a
+ * recorded error. */
 int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims);
 
 /* Reads an int64/int32 1-D (or scalar) tensor into values (at most max); returns the

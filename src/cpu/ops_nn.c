@@ -165,6 +165,8 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
+  int rc = direct ? 0 : bb_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
+  if (rc) return rc;
   size_t col_bytes = direct ? 0 : (size_t)(kdim * g->out_size) * sizeof(float);
   size_t scratch_size = bb_f32_gemm_scratch_size((size_t)mg, (size_t)g->out_size, (size_t)kdim);
   char *mem = bb_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
@@ -173,7 +175,6 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
   void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
-  int rc = 0;
   for (int64_t n = 0; n < n_batch && !rc; n++)
     for (int64_t gi = 0; gi < group && !rc; gi++) {
       const float *xg = xd + (n * c_in + gi * cg) * g->in_size;

@@ -344,6 +344,8 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], cg = c_in / group, mg = w->dims[1], m_out = mg * group;
   int64_t rows = mg * g->k_size;
+  int rc = bb_cpu_check_size(ctx, rows * g->in_size, sizeof(float), "the column matrix");
+  if (rc) return rc;
   size_t col_bytes = (size_t)(rows * g->in_size) * sizeof(float);
   size_t scratch_size = bb_f32_gemm_scratch_size((size_t)rows, (size_t)g->in_size, (size_t)cg);
   char *mem = bb_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
@@ -354,7 +356,6 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
   float *yd = bb_tensor_data(y);
   for (int64_t p = 0; p < n_batch * m_out; p++)
     for (int64_t o = 0; o < g->out_size; o++) yd[p * g->out_size + o] = bd ? bd[p % m_out] : 0.0f;
-  int rc = 0;
   for (int64_t n = 0; n < n_batch && !rc; n++)
     for (int64_t gi = 0; gi < group && !rc; gi++) {
       bb_f32_gemm_args a;

@@ -37,6 +37,7 @@ struct bb_cpu_session {
   uint32_t n_inputs, n_outputs;
   bb_tensor **values; /* scratch for a run */
   size_t peak_bytes;
+  bb_cpu_limits limits;
 };
 
 /* The id of a value name, minting one for a new name. */
@@ -327,6 +328,10 @@ const char *bb_cpu_session_output_name(const bb_cpu_session *s, size_t i) {
 }
 size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s) { return s->peak_bytes; }
 
+void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits) {
+  s->limits = limits ? *limits : (bb_cpu_limits){0};
+}
+
 /* Live intermediate bytes: a buffer counts from the step whose op created it (the only
  * holder is the new tensor) until the release that frees it. Views and retained inputs
  * share buffers and add nothing; inputs and initializers are held by their owners and
@@ -381,7 +386,7 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
       break;
     }
     for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == NO_VALUE ? NULL : s->values[st->in[k]];
-    rc = bb_cpu_run_node(st->node, s->opset, ins, st->n_in, outs, st->n_out, s->alloc, err);
+    rc = bb_cpu_run_node_limited(st->node, s->opset, ins, st->n_in, outs, st->n_out, s->alloc, &s->limits, err);
     if (rc) break;
     for (uint32_t k = 0; k < st->n_out; k++) {
       if (st->out[k] == NO_VALUE) {
