@@ -1,7 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { SignalClient, SignalError, type WebSocketConstructor } from '../src/signal/index.js';
 import { SignalServer } from '../src/signal/node.js';
+import { TokenBucket } from '../src/signal/bucket.js';
+import { PresenceBatch } from '../src/signal/presence.js';
 
 const WS = WebSocket as unknown as WebSocketConstructor;
 let server: SignalServer;
@@ -36,7 +38,7 @@ function reply(socket: WebSocket): Promise<{ type: string; code?: string }> {
 }
 
 beforeEach(async () => {
-  server = await SignalServer.listen({ port: 0, host: '127.0.0.1', maxMessageBytes: 4096, rateBurst: 20, ratePerSecond: 1 });
+  server = await SignalServer.listen({ port: 0, host: '127.0.0.1', maxMessageBytes: 4096, rateBurst: 30, ratePerSecond: 1 });
   url = `ws://127.0.0.1:${server.address.port}`;
 });
 
@@ -103,7 +105,7 @@ describe('signalling server and client', () => {
 
   it('drops a socket that stops answering pings and tells the room', async () => {
     await server.close();
-    server = await SignalServer.listen({ port: 0, host: '127.0.0.1', heartbeatMs: 50 });
+    server = await SignalServer.listen({ port: 0, host: '127.0.0.1', heartbeatMs: 50, presenceIntervalMs: 10 });
     url = `ws://127.0.0.1:${server.address.port}`;
     const a = await join('r', 'alice');
     const mute = new WebSocket(url, { autoPong: false });
@@ -141,5 +143,124 @@ describe('signalling server and client', () => {
     const closed = new Promise<number>((r) => s.once('close', (code) => r(code)));
     s.send('x'.repeat(5000));
     expect(await closed).toBe(1009);
+  });
+});
+
+describe('server limits', () => {
+  async function restart(options: Parameters<typeof SignalServer.listen>[0]): Promise<void> {
+    await server.close();
+    server = await SignalServer.listen({ port: 0, host: '127.0.0.1', ...options });
+    url = `ws://127.0.0.1:${server.address.port}`;
+  }
+
+  it('refuses a join past the room size and past the room count', async () => {
+    await restart({ maxRoomSize: 2, maxRooms: 2 });
+    await join('a', 'p1');
+    await join('a', 'p2');
+    const full = await SignalClient.connect({ url, room: 'a', peer: 'p3', WebSocket: WS }).catch((e: unknown) => e);
+    expect((full as SignalError).code).toBe('room-full');
+    await join('b', 'p1');
+    const many = await SignalClient.connect({ url, room: 'c', peer: 'p1', WebSocket: WS }).catch((e: unknown) => e);
+    expect((many as SignalError).code).toBe('too-many-rooms');
+    expect(server.stats()).toMatchObject({ rooms: 2, members: 3 });
+  });
+
+  it('closes a socket that joins no room in time with 4000, also after it leaves', async () => {
+    await restart({ joinTimeoutMs: 100 });
+    const idle = await raw();
+    const code = await new Promise<number>((resolve) => idle.once('close', (c) => resolve(c)));
+    expect(code).toBe(4000);
+    const s = await raw();
+    const answer = reply(s);
+    s.send(JSON.stringify({ type: 'join', room: 'r', peer: 'p' }));
+    expect(await answer).toMatchObject({ type: 'joined' });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(s.readyState).toBe(WebSocket.OPEN); // in a room: no timeout
+    const closed = new Promise<number>((resolve) => s.once('close', (c) => resolve(c)));
+    s.send(JSON.stringify({ type: 'leave' }));
+    expect(await closed).toBe(4000);
+    await vi.waitFor(() => expect(server.stats()).toMatchObject({ connections: 0, rooms: 0, joinTimeouts: 2 }));
+  });
+
+  it('refuses upgrades past the cap per address with HTTP 503', async () => {
+    await restart({ maxConnectionsPerAddress: 2 });
+    await raw();
+    await raw();
+    const status = await new Promise<number>((resolve) => {
+      const third = new WebSocket(url);
+      third.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0));
+      third.once('open', () => resolve(101));
+    });
+    expect(status).toBe(503);
+    expect(server.stats()).toMatchObject({ connections: 2, addresses: 1, refusedConnections: 1 });
+  });
+
+  it('closes a socket that does not read with 4002 once its buffer passes the bound', async () => {
+    await restart({ maxBufferedBytes: 64 * 1024, maxMessageBytes: 60 * 1024, rateBurst: 1000, byteBurst: 1 << 30, bytesPerSecond: 1 << 30 });
+    const sink = await raw();
+    let answer = reply(sink);
+    sink.send(JSON.stringify({ type: 'join', room: 'r', peer: 'sink' }));
+    await answer;
+    (sink as unknown as { _socket: { pause(): void } })._socket.pause();
+    const source = await raw();
+    answer = reply(source);
+    source.send(JSON.stringify({ type: 'join', room: 'r', peer: 'source' }));
+    await answer;
+    const frame = JSON.stringify({ type: 'signal', to: 'sink', data: 'x'.repeat(50_000) });
+    for (let i = 0; i < 400 && server.stats().slowReaders === 0; i++) {
+      source.send(frame);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(server.stats().slowReaders).toBe(1);
+    expect(server.members('r')).toEqual(['source']);
+    const closed = new Promise<number>((resolve) => sink.once('close', (c) => resolve(c)));
+    (sink as unknown as { _socket: { resume(): void } })._socket.resume();
+    expect(await closed).toBe(4002);
+  });
+
+  it('coalesces churn: a join and leave between two announcements reach nobody', async () => {
+    await restart({ presenceIntervalMs: 200 });
+    const a = await join('r', 'alice');
+    const seen: string[] = [];
+    a.events.on('join', (p) => seen.push(`+${p}`));
+    a.events.on('leave', (p) => seen.push(`-${p}`));
+    for (let i = 0; i < 5; i++) (await join('r', `churn-${i}`)).close();
+    await join('r', 'bob');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(seen).toEqual(['+bob']);
+  });
+});
+
+describe('PresenceBatch', () => {
+  it('reports the net change per peer, and a left-and-back peer as both', () => {
+    const batch = new PresenceBatch();
+    const present = new Set(['old', 'back']);
+    batch.joined('new');
+    batch.joined('gone-again');
+    batch.left('gone-again');
+    batch.left('old');
+    present.delete('old');
+    batch.left('back');
+    batch.joined('back');
+    present.add('new');
+    expect(batch.pending).toBe(true);
+    expect(batch.take((p) => present.has(p))).toEqual({ joined: ['new', 'back'], left: ['old', 'back'] });
+    expect(batch.pending).toBe(false);
+    expect(batch.take((p) => present.has(p))).toEqual({ joined: [], left: [] });
+  });
+});
+
+describe('TokenBucket', () => {
+  it('refills at its rate up to its burst, and a forced spend leaves a debt', () => {
+    const bucket = new TokenBucket(10, 20, 0);
+    expect(bucket.spend(15, 0)).toBe(true);
+    expect(bucket.spend(10, 0)).toBe(false);
+    expect(bucket.level(500)).toBe(10);
+    expect(bucket.level(10_000)).toBe(20);
+    expect(bucket.spend(30, 10_000, true)).toBe(true);
+    expect(bucket.level(10_000)).toBe(-10);
+    expect(bucket.msUntilSolvent(10_000)).toBe(1000);
+    expect(bucket.spend(50, 10_000, true)).toBe(true);
+    expect(bucket.level(10_000)).toBe(-20); // the debt is bounded by the burst
   });
 });

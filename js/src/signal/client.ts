@@ -88,7 +88,8 @@ export class SignalClient {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
+        socket.onopen = socket.onmessage = socket.onclose = null;
+        socket.onerror = () => {}; // closing a socket still connecting reports an error
         try {
           socket.close();
         } catch {
@@ -142,12 +143,15 @@ export class SignalClient {
     const message = parseServerMessage(data);
     if (message === null) return;
     switch (message.type) {
-      case 'peer-joined':
-        this.#peers.add(message.peer);
-        return this.events.emit('join', message.peer);
-      case 'peer-left':
-        this.#peers.delete(message.peer);
-        return this.events.emit('leave', message.peer);
+      case 'presence':
+        // left before joined: a peer that left and came back is a new session
+        for (const peer of message.left) if (this.#peers.delete(peer)) this.events.emit('leave', peer);
+        for (const peer of message.joined) {
+          if (peer === this.self || this.#peers.has(peer)) continue;
+          this.#peers.add(peer);
+          this.events.emit('join', peer);
+        }
+        return;
       case 'signal':
         return this.events.emit('signal', message.from, message.data);
       case 'error':

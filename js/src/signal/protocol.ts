@@ -8,7 +8,7 @@ export type ClientMessage =
   | { type: 'signal'; to: string; data: unknown }
   | { type: 'leave' };
 
-/** Why the server refused something. */
+/** Why the server refused something, or why signalling failed. */
 export type SignalErrorCode =
   | 'duplicate-peer'
   | 'malformed'
@@ -17,16 +17,28 @@ export type SignalErrorCode =
   | 'not-joined'
   | 'already-joined'
   | 'unknown-peer'
+  | 'room-full'
+  | 'too-many-rooms'
   | 'unreachable'
   | 'closed';
 
 /** A server → client message. */
 export type ServerMessage =
   | { type: 'joined'; room: string; peer: string; peers: string[] }
-  | { type: 'peer-joined'; peer: string }
-  | { type: 'peer-left'; peer: string }
+  /** Membership changes since the last one, coalesced: apply `left` first, then `joined`. */
+  | { type: 'presence'; joined: string[]; left: string[] }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'error'; code: SignalErrorCode; message: string };
+
+/** WebSocket close codes the server uses, with the reason text it sends. */
+export const CLOSE_CODES = {
+  /** The socket did not join a room within the server's `joinTimeoutMs`. */
+  joinTimeout: 4000,
+  /** The same peer joined the same room again on another socket. */
+  replaced: 4001,
+  /** The socket read too slowly: what waited for it passed `maxBufferedBytes`. */
+  slowReader: 4002,
+} as const;
 
 /** Room names and peer ids: 1–128 of letters, digits, `_` and `-` (base58 ids fit). */
 export const NAME_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
