@@ -1,36 +1,37 @@
 /**
  * The signalling server under attack. It runs in a child process whose resident memory is
- * sampled all along, while 20 honest peers keep signalling in a room of their own. Each
+ * sampled all along, while 20 honest peers keep signalling in a room of their own and a
+ * newcomer keeps joining it (another child process, so the attack cannot slow them down on
+ * this side). Each
  * attack is one test: a flood of connections and rooms, slow readers, join/leave churn in a
  * room of 1,000 members, and thousands of sockets that never join. Throughout, the server
  * must stay under RSS_BOUND and answer an honest join within JOIN_BOUND_MS; afterwards the
- * memory must come back.
+ * memory must come back. (Against the server before these limits, every test failed: 300
+ * sockets from one address held, 536 MB resident, honest joins unanswered for 30 s, 4,000
+ * idle sockets held, nothing to count with.)
  *
  * Attackers connect from other loopback addresses (127.0.0.2 and up) than the honest peers
- * (127.0.0.1), as they would from other hosts.
+ * (127.0.0.1), as they would from other hosts. They hold real identities: the server makes
+ * every join prove one, and the attacks are what remains possible with them.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket from 'ws';
 
-import { SignalClient, type WebSocketConstructor } from '../src/signal/index.js';
+import { Identity } from '../src/identity/index.js';
+import { RawPeer } from './signal-support.js';
 
 const RSS_BOUND = 200 * 1024 * 1024;
 const JOIN_BOUND_MS = 1000;
 const HONEST = 20;
 const SERVER_OPTIONS = { port: 0, host: '127.0.0.1', joinTimeoutMs: 1500, closeGraceMs: 10_000, maxRooms: 200 };
-const WS = WebSocket as unknown as WebSocketConstructor;
 
 let child: ChildProcess;
+let prober: ChildProcess;
 let url = '';
 let rssMax = 0;
 let sampler: ReturnType<typeof setInterval>;
-const honest: SignalClient[] = [];
-let honestSignals = 0;
-let honestTicker: ReturnType<typeof setInterval>;
-let bystanders = 0;
 
 interface ChildStats {
   rss: number;
@@ -57,214 +58,170 @@ function childStats(): Promise<ChildStats> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+const identities = (n: number): Promise<Identity[]> => Promise.all(Array.from({ length: n }, () => Identity.generate()));
 
-/** The close code each attack socket got, once it closed. */
-const closeCodes = new WeakMap<WebSocket, Promise<number>>();
+/** `n` sockets from `address` (null where the server refused one). */
+function openMany(address: string, n: number): Promise<Array<RawPeer | null>> {
+  return Promise.all(Array.from({ length: n }, () => RawPeer.open(url, address)));
+}
 
-/** A raw socket from `address`; null when the server refuses the connection. */
-function openFrom(address: string): Promise<WebSocket | null> {
+/** `n` sockets from `address`, each joined into `room` under an identity of its own. */
+async function joinMany(address: string, n: number, room: string): Promise<RawPeer[]> {
+  const [peers, keys] = await Promise.all([openMany(address, n), identities(n)]);
+  return Promise.all(peers.map(async (peer, i) => {
+    expect(peer).not.toBeNull();
+    expect((await peer!.join(room, keys[i]!)).type).toBe('joined');
+    return peer!;
+  }));
+}
+
+interface ProberReport {
+  slowestJoinMs: number;
+  joins: number;
+  signals: number;
+  closed: number;
+}
+
+/** What the honest side saw since the last report. */
+function honestReport(): Promise<ProberReport> {
   return new Promise((resolve) => {
-    // a zero mask spares this process masking the attack's bytes (the server unmasks anyway)
-    const socket = new WebSocket(url, { localAddress: address, generateMask: (mask) => void mask.fill(0) });
-    socket.once('open', () => resolve(socket));
-    closeCodes.set(socket, new Promise((closed) => socket.once('close', (code) => closed(code))));
-    socket.once('unexpected-response', (_request, response) => {
-      response.resume();
-      resolve(null);
-    });
-    socket.once('error', () => resolve(null));
+    const on = (message: { type: string } & ProberReport): void => {
+      if (message.type !== 'report') return;
+      prober.off('message', on);
+      resolve(message);
+    };
+    prober.on('message', on);
+    prober.send('report');
   });
 }
 
-/** The server's next message to `socket`, parsed. */
-function nextMessage(socket: WebSocket, timeoutMs = 10_000): Promise<{ type: string; code?: string }> {
+function childReady(process: ChildProcess, what: string): Promise<{ type: string; port?: number }> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no message within ${timeoutMs} ms`)), timeoutMs);
-    socket.once('message', (data) => {
-      clearTimeout(timer);
-      resolve(JSON.parse(String(data)) as { type: string; code?: string });
-    });
+    process.once('message', resolve);
+    process.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
   });
 }
 
-async function rawJoin(socket: WebSocket, room: string, peer: string): Promise<{ type: string; code?: string }> {
-  const reply = nextMessage(socket);
-  socket.send(JSON.stringify({ type: 'join', room, peer }));
-  return reply;
-}
-
-/** How long an honest newcomer waits for the server to let it into the honest room. */
-async function honestJoinMs(): Promise<number> {
-  const started = performance.now();
-  const client = await SignalClient.connect({ url, room: 'honest', peer: `bystander-${bystanders++}`, WebSocket: WS, timeoutMs: 30_000 });
-  const elapsed = performance.now() - started;
-  client.close();
-  return elapsed;
-}
-
-/** Measures honest joins one after another until `done` settles; returns the slowest. */
-async function joinsDuring(done: Promise<unknown>): Promise<number> {
-  let finished = false;
-  void done.finally(() => (finished = true));
-  let slowest = 0;
-  do {
-    slowest = Math.max(slowest, await honestJoinMs());
-    await sleep(100);
-  } while (!finished);
-  return slowest;
-}
-
-function closeAll(sockets: Array<WebSocket | null>): void {
-  for (const socket of sockets) socket?.terminate();
+function closeAll(peers: Array<RawPeer | null>): void {
+  for (const peer of peers) peer?.terminate();
 }
 
 beforeAll(async () => {
   child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify(SERVER_OPTIONS)], { execArgv: ['--expose-gc'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('message', (message: { type: string; port: number }) => resolve(message.port));
-    child.once('exit', (code) => reject(new Error(`the server child exited with ${code}`)));
-  });
-  url = `ws://127.0.0.1:${port}`;
+  url = `ws://127.0.0.1:${(await childReady(child, 'the server')).port}`;
   sampler = setInterval(() => (rssMax = Math.max(rssMax, rssOf(child.pid!))), 50);
-  for (let i = 0; i < HONEST; i++) {
-    const client = await SignalClient.connect({ url, room: 'honest', peer: `honest-${i}`, WebSocket: WS });
-    client.events.on('signal', () => honestSignals++);
-    honest.push(client);
-  }
-  honestTicker = setInterval(() => {
-    honest.forEach((client, i) => {
-      if (!client.closed) client.send(`honest-${(i + 1) % HONEST}`, { at: Date.now() });
-    });
-  }, 100);
+  prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
+  await childReady(prober, 'the honest peers');
 }, 30_000);
 
 afterAll(async () => {
   clearInterval(sampler);
-  clearInterval(honestTicker);
-  for (const client of honest) client.close();
-  child?.send('close');
-  await new Promise((resolve) => child?.once('exit', resolve));
+  for (const process of [prober, child]) {
+    process?.send('close');
+    await new Promise((resolve) => process?.once('exit', resolve));
+  }
 });
 
 describe('the signalling server under attack (child process, loopback)', () => {
-  it('caps connections per address and the rooms a flood of joins may create', async () => {
-    const signalsBefore = honestSignals;
-    const attempts: Array<Promise<WebSocket | null>> = [];
-    for (let i = 0; i < 300; i++) attempts.push(openFrom('127.0.0.2'));
-    const sockets = await Promise.all(attempts);
-    const accepted = sockets.filter((s) => s !== null).length;
-    // four more addresses, each joining its sockets into fresh rooms
-    const roomSockets: Array<WebSocket | null> = [];
-    for (const address of ['127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6']) {
-      roomSockets.push(...(await Promise.all(Array.from({ length: 60 }, () => openFrom(address)))));
-    }
-    const replies = await Promise.all(roomSockets.map((s, i) => (s === null ? null : rawJoin(s, `flood-${i}`, `p${i}`))));
-    const roomsMade = replies.filter((r) => r?.type === 'joined').length;
-    const slowest = await joinsDuring(sleep(300));
-    closeAll([...sockets, ...roomSockets]);
-    expect(accepted).toBeLessThanOrEqual(64);
-    expect(roomsMade).toBeLessThanOrEqual(200);
-    expect(slowest).toBeLessThan(JOIN_BOUND_MS);
-    expect(honestSignals).toBeGreaterThan(signalsBefore);
-  }, 30_000);
-
-  it('closes slow readers with a close code instead of buffering for them without end', async () => {
-    const slow: WebSocket[] = [];
-    for (let i = 0; i < 33; i++) {
-      const socket = (await openFrom('127.0.0.7'))!;
-      expect((await rawJoin(socket, 'slow', `slow-${i}`)).type).toBe('joined');
-      slow.push(socket);
-    }
-    // they stop reading: the kernel's buffers fill, then the server's
-    for (const socket of slow) (socket as unknown as { _socket: { pause(): void } })._socket.pause();
-    // 60 senders from one more address, each with 100 signals of 60 kB for them: far more
-    // than the kernel's socket buffers and the server's bound for one reader together
-    const senders: WebSocket[] = [];
-    const batch = await Promise.all(Array.from({ length: 60 }, () => openFrom('127.0.0.8')));
-    await Promise.all(batch.map(async (socket, i) => {
-      expect((await rawJoin(socket!, 'slow', `sender-${i}`)).type).toBe('joined');
-      senders.push(socket!);
-    }));
-    const payload = 'x'.repeat(60_000);
-    const frames = slow.map((_, j) => JSON.stringify({ type: 'signal', to: `slow-${j}`, data: payload }));
-    const flood = (async () => {
-      for (let round = 0; round < 100; round++) {
-        // half of it for slow-0, which must be dropped; the rest spread over all of them
-        senders.forEach((socket, i) => socket.send(frames[round % 2 === 0 ? 0 : (round + i) % frames.length]!));
-        await yieldToLoop();
-      }
-      await sleep(4000); // the server works through what it takes of it
-    })();
-    const slowest = await joinsDuring(flood);
-    // a slow reader that reads again finds the reason it was dropped
-    const closed = closeCodes.get(slow[0]!)!;
-    (slow[0] as unknown as { _socket: { resume(): void } })._socket.resume();
-    const code = await Promise.race([closed, sleep(8000).then(() => -1)]);
-    closeAll([...slow, ...senders]);
+  /** Runs `attack` and checks the honest side throughout: joins answered in time, signals flowing. */
+  async function withHonestPeers(attack: () => Promise<void>): Promise<void> {
+    await honestReport();
+    await attack();
+    const honest = await honestReport();
+    expect(honest.joins).toBeGreaterThan(0);
+    expect(honest.slowestJoinMs).toBeLessThan(JOIN_BOUND_MS);
+    expect(honest.signals).toBeGreaterThan(0);
+    expect(honest.closed).toBe(0);
     expect(rssMax).toBeLessThan(RSS_BOUND);
-    expect(slowest).toBeLessThan(JOIN_BOUND_MS);
-    expect(code).toBe(4002);
-  }, 60_000);
+  }
 
-  it('bounds what join/leave churn in a room of 1,000 costs its members', async () => {
-    const members: WebSocket[] = [];
-    let received = 0;
-    for (let a = 0; members.length < 1000; a++) {
-      const batch = await Promise.all(Array.from({ length: 50 }, () => openFrom(`127.0.1.${10 + a}`)));
-      await Promise.all(batch.map(async (socket, i) => {
-        expect(socket).not.toBeNull();
-        const reply = await rawJoin(socket!, 'big', `m${a}-${i}`);
-        expect(reply.type).toBe('joined');
-        socket!.on('message', () => received++);
-        members.push(socket!);
-      }));
+  it('caps connections per address and the rooms a flood of joins may create', () => withHonestPeers(async () => {
+    const sockets = await openMany('127.0.0.2', 300);
+    // four more addresses, each joining its sockets into fresh rooms
+    const roomSockets: Array<RawPeer | null> = [];
+    for (const address of ['127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6']) roomSockets.push(...(await openMany(address, 60)));
+    const keys = await identities(roomSockets.length);
+    const replies = await Promise.all(roomSockets.map((s, i) => s?.join(`flood-${i}`, keys[i]!)));
+    await sleep(500);
+    closeAll([...sockets, ...roomSockets]);
+    expect(sockets.filter((s) => s !== null).length).toBeLessThanOrEqual(64);
+    expect(replies.filter((r) => r?.type === 'joined').length).toBeLessThanOrEqual(SERVER_OPTIONS.maxRooms);
+    expect(replies.filter((r) => r?.code === 'too-many-rooms').length).toBeGreaterThan(0);
+  }), 30_000);
+
+  it('closes slow readers with a close code instead of buffering for them without end', () => withHonestPeers(async () => {
+    const slow = await joinMany('127.0.0.7', 33, 'slow');
+    // they stop reading: the kernel's buffers fill, then the server's
+    for (const peer of slow) peer.pause();
+    // 60 senders from one more address, each with 30 signals of 60 kB for them: far more
+    // than the kernel's socket buffers and the server's bound for one reader together
+    const senders = await joinMany('127.0.0.8', 60, 'slow');
+    const payload = 'x'.repeat(60_000);
+    const frames = slow.map((peer) => Buffer.from(JSON.stringify({ type: 'signal', to: peer.peerId, data: payload })));
+    for (let round = 0; round < 30; round++) {
+      // half of it for the first slow reader, which must be dropped; the rest spread over all of them
+      senders.forEach((peer, i) => peer.socket.send(frames[round % 2 === 0 ? 0 : (round + i) % frames.length]!, { binary: false }));
+      await yieldToLoop();
     }
-    const churners = await Promise.all(Array.from({ length: 10 }, () => openFrom('127.0.0.9')));
+    await sleep(4000); // the server works through what it takes of it
+    // a slow reader that reads again finds the reason it was dropped
+    slow[0]!.resume();
+    const code = await Promise.race([slow[0]!.closed, sleep(8000).then(() => -1)]);
+    closeAll([...slow, ...senders]);
+    expect(code).toBe(4002);
+  }), 60_000);
+
+  it('bounds what join/leave churn in a room of 1,000 costs its members', () => withHonestPeers(async () => {
+    const members: RawPeer[] = [];
+    let received = 0;
+    for (let a = 0; members.length < 1000; a++) members.push(...(await joinMany(`127.0.1.${10 + a}`, 50, 'big')));
+    for (const member of members) member.socket.on('message', () => received++);
+    const churners = (await openMany('127.0.0.9', 10)).map((peer) => peer!);
+    const churnKeys = await identities(churners.length);
     await sleep(500);
     const before = received;
-    const churn = (async () => {
-      for (let cycle = 0; cycle < 100; cycle++) {
-        churners.forEach((socket, k) => {
-          socket!.send(JSON.stringify({ type: 'join', room: 'big', peer: `churn-${k}` }));
-          socket!.send(JSON.stringify({ type: 'leave' }));
-        });
-        await yieldToLoop();
+    // each churner joins and leaves as fast as the server lets it, 100 times or for 3 s
+    await Promise.all(churners.map(async (peer, k) => {
+      const until = performance.now() + 3000;
+      for (let cycle = 0; cycle < 100 && performance.now() < until; cycle++) {
+        peer.send(await peer.signedJoin('big', churnKeys[k]!));
+        peer.send({ type: 'leave' });
+        // joined, then a fresh challenge after the leave; or refused (rate-limited, said once a second)
+        for (;;) {
+          const reply = await peer.next(200).catch(() => null);
+          if (reply === null || reply.type === 'challenge' || reply.type === 'error') break;
+        }
       }
-      await sleep(1500);
-    })();
-    const slowest = await joinsDuring(churn);
+    }));
+    await sleep(1500);
     const caused = received - before;
     closeAll([...members, ...churners]);
-    expect(slowest).toBeLessThan(JOIN_BOUND_MS);
-    // uncoalesced, the 2,000 joins and leaves would be 2,000,000 messages to the members
+    // uncoalesced, 2,000 joins and leaves would be 2,000,000 messages to the members
     expect(caused).toBeLessThan(50_000);
-    expect(rssMax).toBeLessThan(RSS_BOUND);
-  }, 60_000);
+  }), 60_000);
 
-  it('closes sockets that never join, and caps how many one address holds', async () => {
-    const idle: Array<WebSocket | null> = [];
-    for (let a = 0; a < 8; a++) idle.push(...(await Promise.all(Array.from({ length: 500 }, () => openFrom(`127.0.2.${a + 1}`)))));
-    const held = idle.filter((s): s is WebSocket => s !== null);
-    const slowest = await joinsDuring(sleep(500));
-    const codes = Promise.all(held.map((socket) => closeCodes.get(socket)!));
+  it('closes sockets that never join, and caps how many one address holds', () => withHonestPeers(async () => {
+    const idle: Array<RawPeer | null> = [];
+    for (let a = 0; a < 8; a++) idle.push(...(await openMany(`127.0.2.${a + 1}`, 500)));
+    const held = idle.filter((s): s is RawPeer => s !== null);
+    const codes = Promise.all(held.map((peer) => peer.closed));
     const outcome = await Promise.race([codes, sleep(SERVER_OPTIONS.joinTimeoutMs + 5000).then(() => null)]);
     closeAll(idle);
     expect(held.length).toBeLessThanOrEqual(8 * 64);
-    expect(slowest).toBeLessThan(JOIN_BOUND_MS);
     expect(outcome).not.toBeNull();
     expect(new Set(outcome)).toEqual(new Set([4000]));
-    expect(rssMax).toBeLessThan(RSS_BOUND);
-  }, 60_000);
+  }), 60_000);
 
   it('gives the memory back once the attackers are gone', async () => {
     await sleep(1000);
     const stats = await childStats();
     expect(stats.server).not.toBeNull();
-    expect(stats.server!.connections).toBe(HONEST);
+    // the honest peers, and the newcomer the prober may have in at this moment
+    expect(stats.server!.connections).toBeGreaterThanOrEqual(HONEST);
+    expect(stats.server!.connections).toBeLessThanOrEqual(HONEST + 2);
+    expect(stats.server!.members).toBeLessThanOrEqual(HONEST + 1);
     expect(stats.server!.rooms).toBe(1);
-    expect(stats.server!.members).toBe(HONEST);
     expect(stats.server!.addresses).toBe(1);
     expect(stats.heapUsed).toBeLessThan(40 * 1024 * 1024);
-    expect(honest.every((client) => !client.closed)).toBe(true);
   }, 30_000);
 });

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { Identity } from '../src/identity/index.js';
 import { SignalClient, type WebSocketConstructor } from '../src/signal/index.js';
 import { SignalServer } from '../src/signal/node.js';
 import { TransportError, WebRtcTransport, type PeerState, type WebRtcTransportOptions } from '../src/transport/index.js';
@@ -9,6 +10,9 @@ let url: string;
 const transports: WebRtcTransport[] = [];
 
 const connections = new Map<string, RTCPeerConnection[]>();
+/** Identities named a, b, c, … whose peer ids sort in that order (the smaller id offers). */
+let named = new Map<string, Identity>();
+const idOf = (name: string): string => named.get(name)!.peerId;
 
 async function peer(id: string, options: Partial<WebRtcTransportOptions> & { hangFirstRemoteDescription?: boolean } = {}): Promise<WebRtcTransport> {
   const { RTCPeerConnection: Base } = await import('node-datachannel/polyfill');
@@ -28,7 +32,7 @@ async function peer(id: string, options: Partial<WebRtcTransportOptions> & { han
       return super.setRemoteDescription(description);
     }
   } as unknown as WebRtcTransportOptions['RTCPeerConnection'] & object;
-  const signal = await SignalClient.connect({ url, room: 'room', peer: id, WebSocket: WebSocket as unknown as WebSocketConstructor });
+  const signal = await SignalClient.connect({ url, room: 'room', identity: named.get(id)!, WebSocket: WebSocket as unknown as WebSocketConstructor });
   const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...rest });
   transports.push(t);
   return t;
@@ -61,6 +65,9 @@ function same(a: Uint8Array, b: Uint8Array): boolean {
 beforeEach(async () => {
   server = await SignalServer.listen({ port: 0, host: '127.0.0.1' });
   url = `ws://127.0.0.1:${server.address.port}`;
+  const made = await Promise.all(['a', 'b', 'c'].map(() => Identity.generate()));
+  made.sort((x, y) => (x.peerId < y.peerId ? -1 : 1));
+  named = new Map(made.map((identity, i) => [String.fromCharCode(97 + i), identity]));
 });
 
 afterEach(async () => {
@@ -72,17 +79,17 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('delivers envelopes of 0 B, 1 B, 64 KiB ± 1 and 5 MiB intact and in order', async () => {
     const a = await peer('a');
     const b = await peer('b');
-    await until(a, 'b', 'open');
-    await until(b, 'a', 'open');
+    await until(a, idOf('b'), 'open');
+    await until(b, idOf('a'), 'open');
     const sizes = [0, 1, 65535, 65536, 65537, 5 * 1024 * 1024];
     const sent = sizes.map((size, i) => pattern(size, i));
     const got: Uint8Array[] = [];
     const done = new Promise<void>((resolve) => b.onEnvelope((from, bytes) => {
-      expect(from).toBe('a');
+      expect(from).toBe(idOf('a'));
       got.push(bytes);
       if (got.length === sent.length) resolve();
     }));
-    for (const bytes of sent) a.send('b', bytes);
+    for (const bytes of sent) a.send(idOf('b'), bytes);
     await done;
     expect(got.map((g) => g.byteLength)).toEqual(sizes);
     got.forEach((g, i) => expect(same(g, sent[i]!)).toBe(true));
@@ -93,27 +100,27 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('queues under back-pressure and refuses beyond its bound with queue-full', async () => {
     const a = await peer('a', { maxQueuedBytes: 8 * 1024 * 1024, highWaterMark: 256 * 1024, lowWaterMark: 64 * 1024 });
     const b = await peer('b');
-    await until(a, 'b', 'open');
+    await until(a, idOf('b'), 'open');
     const envelope = pattern(3 * 1024 * 1024, 7);
     let received = 0;
     const done = new Promise<void>((resolve) => b.onEnvelope((_, bytes) => {
       expect(same(bytes, envelope)).toBe(true);
       if (++received === 2) resolve();
     }));
-    a.send('b', envelope);
-    a.send('b', envelope);
+    a.send(idOf('b'), envelope);
+    a.send(idOf('b'), envelope);
     // the channel took at most ~highWaterMark + one chunk; the rest waits in our queue
-    expect(a.queuedBytes('b')).toBeGreaterThan(4 * 1024 * 1024);
+    expect(a.queuedBytes(idOf('b'))).toBeGreaterThan(4 * 1024 * 1024);
     let error: unknown;
     try {
-      a.send('b', envelope);
+      a.send(idOf('b'), envelope);
     } catch (e) {
       error = e;
     }
     expect(error).toBeInstanceOf(TransportError);
     expect((error as TransportError).code).toBe('queue-full');
     await done;
-    expect(a.queuedBytes('b')).toBe(0);
+    expect(a.queuedBytes(idOf('b'))).toBe(0);
   });
 
   it('throws unknown-peer for a peer not in the room', async () => {
@@ -123,54 +130,54 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
 
   it('three peers form a mesh', async () => {
     const [a, b, c] = [await peer('a'), await peer('b'), await peer('c')];
-    for (const [x, y] of [[a, 'b'], [a, 'c'], [b, 'c'], [c, 'a']] as const) await until(x, y, 'open');
+    for (const [x, y] of [[a, 'b'], [a, 'c'], [b, 'c'], [c, 'a']] as const) await until(x, idOf(y), 'open');
     const got = new Promise<string[]>((resolve) => {
       const seen: string[] = [];
       c.onEnvelope((from, bytes) => {
-        seen.push(`${from}:${bytes.byteLength}`);
+        seen.push(`${from === idOf('a') ? 'a' : 'b'}:${bytes.byteLength}`);
         if (seen.length === 2) resolve(seen.sort());
       });
     });
-    a.send('c', pattern(100_000, 1));
-    b.send('c', pattern(10, 2));
+    a.send(idOf('c'), pattern(100_000, 1));
+    b.send(idOf('c'), pattern(10, 2));
     expect(await got).toEqual(['a:100000', 'b:10']);
   });
 
   it('the answering side asks the offerer to start over when only it saw the link fail', async () => {
     const a = await peer('a');
     const b = await peer('b', { hangFirstRemoteDescription: true, connectTimeoutMs: 1000 });
-    await until(b, 'a', 'failed');
-    await until(a, 'b', 'open', 15_000);
-    await until(b, 'a', 'open', 15_000);
+    await until(b, idOf('a'), 'failed');
+    await until(a, idOf('b'), 'open', 15_000);
+    await until(b, idOf('a'), 'open', 15_000);
     expect(connections.get('a')!.length).toBeGreaterThanOrEqual(2); // more under load: each slow attempt times out too
     const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
-    a.send('b', pattern(1, 0));
+    a.send(idOf('b'), pattern(1, 0));
     expect(await got).toBe(1);
   });
 
   it('reports closed when a peer leaves, and reconnects after a failed link', async () => {
     const a = await peer('a');
     const b = await peer('b');
-    await until(a, 'b', 'open');
-    await until(b, 'a', 'open');
+    await until(a, idOf('b'), 'open');
+    await until(b, idOf('a'), 'open');
     // close b's connection under it, as a network failure would: a (the offerer) reconnects
     const states: string[] = [];
     a.events.on('state', (p, s) => states.push(`${p}:${s}`));
-    const failed = until(a, 'b', 'failed');
+    const failed = until(a, idOf('b'), 'failed');
     connections.get('b')!.at(-1)!.close();
     await failed;
-    await until(a, 'b', 'open', 15_000);
-    await until(b, 'a', 'open', 15_000);
-    expect(states).toContain('b:failed');
-    expect(states).toContain('b:connecting');
+    await until(a, idOf('b'), 'open', 15_000);
+    await until(b, idOf('a'), 'open', 15_000);
+    expect(states).toContain(`${idOf('b')}:failed`);
+    expect(states).toContain(`${idOf('b')}:connecting`);
     const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
-    a.send('b', pattern(70_000, 3));
+    a.send(idOf('b'), pattern(70_000, 3));
     expect(await got).toBe(70_000);
-    const closed = until(a, 'b', 'closed');
+    const closed = until(a, idOf('b'), 'closed');
     b.close();
     await closed;
     expect(a.peers()).toEqual([]);
-    expect(() => a.send('b', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+    expect(() => a.send(idOf('b'), new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
   });
 });
 

@@ -2,8 +2,10 @@
  * The signalling client. Uses the global WebSocket (browsers, Node ≥ 22) or, when there is
  * none, imports `ws` lazily so browser bundles never need it; a constructor may be injected.
  */
+import { fromBase64 } from '../identity/bytes.js';
+import type { Signer } from '../identity/identity.js';
 import { Emitter } from '../transport/emitter.js';
-import { SignalError, type ClientMessage, type ServerMessage } from './protocol.js';
+import { CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, type ClientMessage, type PeerRole, type ServerMessage } from './protocol.js';
 
 /** The part of the WebSocket API the client uses (the DOM's and `ws`'s both have it). */
 export interface WebSocketLike {
@@ -21,8 +23,10 @@ export interface SignalClientOptions {
   /** ws:// or wss:// address of a signalling server. */
   url: string;
   room: string;
-  /** This peer's id, unique in the room. */
-  peer: string;
+  /** Who joins: the peer id is the identity's, proven by signing the server's challenge. */
+  identity: Signer;
+  /** What to be in the room (default `client`); a room with an admission policy may say otherwise. */
+  role?: PeerRole;
   /** A WebSocket constructor to use instead of the global one or `ws`. */
   WebSocket?: WebSocketConstructor;
   /** Give up connecting after this long (default 10 s). */
@@ -38,8 +42,8 @@ export type SignalClientEvents = {
   signal: [from: string, data: unknown];
   /** The server refused one of our messages after joining. */
   error: [error: SignalError];
-  /** The socket closed; no more events follow. */
-  close: [];
+  /** The socket closed (`code` 4001: this id joined again elsewhere); no more events follow. */
+  close: [code: number, reason: string];
 };
 
 async function defaultWebSocket(): Promise<WebSocketConstructor> {
@@ -55,26 +59,33 @@ export class SignalClient {
   readonly events = new Emitter<SignalClientEvents>();
   readonly room: string;
   readonly self: string;
+  readonly role: PeerRole;
+  /** What signs for {@link self}: the transport signs its offers and answers with it too. */
+  readonly identity: Signer;
   readonly #socket: WebSocketLike;
   readonly #peers: Set<string>;
   #closed = false;
 
-  private constructor(socket: WebSocketLike, room: string, self: string, peers: string[]) {
+  private constructor(socket: WebSocketLike, identity: Signer, joined: Extract<ServerMessage, { type: 'joined' }>) {
     this.#socket = socket;
-    this.room = room;
-    this.self = self;
-    this.#peers = new Set(peers);
+    this.identity = identity;
+    this.room = joined.room;
+    this.self = joined.peer;
+    this.role = joined.role;
+    this.#peers = new Set(joined.peers);
     socket.onmessage = (event) => this.#receive(event.data);
-    socket.onclose = () => this.#finish();
-    socket.onerror = () => this.#finish();
+    socket.onclose = (event) => this.#finish(event.code, event.reason);
+    socket.onerror = () => this.#finish(1006, 'socket error');
   }
 
   /**
    * Connects and joins the room. Rejects with a {@link SignalError}: `unreachable` when the
-   * server cannot be reached, `duplicate-peer` (or another server code) when it refuses us.
+   * server cannot be reached, or the server's code (`bad-signature`, `room-full`, ...).
    */
   static async connect(options: SignalClientOptions): Promise<SignalClient> {
     const WebSocketImpl = options.WebSocket ?? (await defaultWebSocket());
+    const role = options.role ?? 'client';
+    const timeoutMs = options.timeoutMs ?? 10_000;
     return new Promise((resolve, reject) => {
       let socket: WebSocketLike;
       try {
@@ -97,17 +108,30 @@ export class SignalClient {
         }
         reject(error);
       };
-      const timer = setTimeout(() => fail(new SignalError('unreachable', `no answer from ${options.url} within ${options.timeoutMs ?? 10_000} ms`)), options.timeoutMs ?? 10_000);
+      const timer = setTimeout(() => fail(new SignalError('unreachable', `no answer from ${options.url} within ${timeoutMs} ms`)), timeoutMs);
       socket.onerror = () => fail(new SignalError('unreachable', `signalling server ${options.url} is unreachable`));
-      socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${options.url} closed the connection (code ${event.code})`));
-      socket.onopen = () => socket.send(JSON.stringify({ type: 'join', room: options.room, peer: options.peer } satisfies ClientMessage));
+      socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${options.url} closed the connection (code ${event.code}${event.reason ? `: ${event.reason}` : ''})`));
       socket.onmessage = (event) => {
         const message = parseServerMessage(event.data);
+        if (message?.type === 'challenge') {
+          const challenge = fromBase64(message.nonce, CHALLENGE_BYTES);
+          if (challenge === null) return fail(new SignalError('malformed', `${options.url} sent a challenge that is not ${CHALLENGE_BYTES} bytes of base64`));
+          const { identity, room } = options;
+          identity.sign(joinSignedBytes(challenge, room, identity.peerId, role)).then(
+            (sig) => {
+              if (!settled) socket.send(joinFrame(room, identity.peerId, role, identity.publicKey, sig));
+            },
+            (error: unknown) => fail(new SignalError('closed', `cannot sign the join: ${(error as Error).message}`)),
+          );
+          return;
+        }
         if (message?.type === 'error') return fail(new SignalError(message.code, message.message));
-        if (message?.type !== 'joined') return fail(new SignalError('malformed', `expected 'joined' from ${options.url}`));
+        if (message?.type !== 'joined' || message.peer !== options.identity.peerId) {
+          return fail(new SignalError('malformed', `expected 'joined' for ${options.identity.peerId} from ${options.url}`));
+        }
         settled = true;
         clearTimeout(timer);
-        resolve(new SignalClient(socket, message.room, message.peer, message.peers));
+        resolve(new SignalClient(socket, options.identity, message));
       };
     });
   }
@@ -136,7 +160,7 @@ export class SignalClient {
     } catch {
       // the socket was already going away
     }
-    this.#finish();
+    this.#finish(1000, 'leave');
   }
 
   #receive(data: unknown): void {
@@ -157,15 +181,16 @@ export class SignalClient {
       case 'error':
         return this.events.emit('error', new SignalError(message.code, message.message));
       case 'joined':
+      case 'challenge':
         return;
     }
   }
 
-  #finish(): void {
+  #finish(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#socket.onmessage = this.#socket.onclose = this.#socket.onerror = null;
-    this.events.emit('close');
+    this.events.emit('close', code, reason);
   }
 }
 

@@ -1,2 +1,2 @@
 /** The Node-only part of signalling: the server (it imports `ws`). */
-export { SignalServer, type SignalServerOptions } from './server.js';
+export { SignalServer, SIGNAL_SERVER_DEFAULTS, type SignalServerOptions, type SignalServerStats } from './server.js';

@@ -9,9 +9,14 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 
+import { randomBytes, toBase64 } from '../identity/bytes.js';
+import { verifySignature } from '../identity/identity.js';
+import { peerIdFromPublicKey } from '../identity/peer-id.js';
 import { TokenBucket } from './bucket.js';
 import { PresenceBatch } from './presence.js';
-import { CLOSE_CODES, parseClientMessage, type ServerMessage, type SignalErrorCode } from './protocol.js';
+import {
+  CHALLENGE_BYTES, CLOSE_CODES, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage, type SignalErrorCode,
+} from './protocol.js';
 
 export interface SignalServerOptions {
   /** Port to listen on (default 8787; 0 picks a free one). Ignored by {@link SignalServer.attach}. */
@@ -110,6 +115,11 @@ interface Connection {
   readonly address: string;
   room: Room | null;
   peer: string | null;
+  role: PeerRole | null;
+  /** What the next join must sign; a join that succeeds uses it up. */
+  challenge: Uint8Array;
+  /** A join's signature is being checked: no second join meanwhile. */
+  joining: boolean;
   alive: boolean;
   /** Messages (a join or leave costs `joinCost`). */
   readonly messages: TokenBucket;
@@ -242,7 +252,7 @@ export class SignalServer {
   #accept(socket: WebSocket, address: string): void {
     const now = Date.now();
     const connection: Connection = {
-      socket, address, room: null, peer: null, alive: true,
+      socket, address, room: null, peer: null, role: null, challenge: randomBytes(CHALLENGE_BYTES), joining: false, alive: true,
       messages: new TokenBucket(this.#limits.ratePerSecond, this.#limits.rateBurst, now),
       bytes: new TokenBucket(this.#limits.bytesPerSecond, this.#limits.byteBurst, now),
       resumeTimer: null, limitedNoticeAt: 0, joinTimer: null, closing: false,
@@ -257,6 +267,7 @@ export class SignalServer {
     });
     socket.on('close', () => this.#forget(connection));
     socket.on('error', () => socket.terminate()); // e.g. a frame over maxPayload
+    this.#send(connection, { type: 'challenge', nonce: toBase64(connection.challenge) });
   }
 
   /** Everything held for a socket that closed goes, so its memory can be reclaimed. */
@@ -293,7 +304,7 @@ export class SignalServer {
     if (message === null) return this.#refuse(connection, 'malformed', 'not a join, signal or leave message in JSON text');
     switch (message.type) {
       case 'join':
-        return this.#join(connection, message.room, message.peer);
+        return void this.#join(connection, message);
       case 'signal': {
         if (connection.room === null || connection.peer === null) return this.#refuse(connection, 'not-joined', 'join a room before signalling');
         const target = connection.room.members.get(message.to);
@@ -303,21 +314,47 @@ export class SignalServer {
       case 'leave':
         if (connection.room === null) return;
         this.#leave(connection);
+        connection.challenge = randomBytes(CHALLENGE_BYTES);
+        this.#send(connection, { type: 'challenge', nonce: toBase64(connection.challenge) });
         return this.#awaitJoin(connection);
     }
   }
 
-  #join(connection: Connection, roomName: string, peer: string): void {
-    if (connection.room !== null) return this.#refuse(connection, 'already-joined', `already in room ${connection.room.name} as ${connection.peer}`);
+  /**
+   * A join is taken when its peer id is the id of the key it carries and the key signed
+   * this connection's challenge, the room and the id: only the key's holder can join as
+   * that id, so a second join of the id is its holder coming back, and replaces the first.
+   */
+  async #join(connection: Connection, join: Extract<ClientMessage, { type: 'join' }>): Promise<void> {
+    if (connection.room !== null || connection.joining) {
+      return this.#refuse(connection, 'already-joined', connection.room === null ? 'a join is already being checked' : `already in room ${connection.room.name} as ${connection.peer}`);
+    }
+    const { room: roomName, peer, role } = join;
+    if (peerIdFromPublicKey(join.key) !== peer) {
+      return this.#refuse(connection, 'bad-identity', `peer id ${peer} is not the id of the Ed25519 key the join carries`);
+    }
+    connection.joining = true;
+    let valid: boolean;
+    try {
+      valid = await verifySignature(join.key, joinSignedBytes(connection.challenge, roomName, peer, role), join.sig);
+    } finally {
+      connection.joining = false;
+    }
+    if (connection.closing || !this.#connections.has(connection)) return;
+    if (!valid) return this.#refuse(connection, 'bad-signature', `the join signature does not verify: not ${peer}'s key over this connection's challenge`);
+    const stale = this.#rooms.get(roomName)?.members.get(peer);
     let room = this.#rooms.get(roomName);
-    if (room?.members.has(peer)) return this.#refuse(connection, 'duplicate-peer', `peer id ${peer} is already taken in room ${roomName}`);
-    if (room !== undefined && room.members.size >= this.#limits.maxRoomSize) {
+    if (room !== undefined && stale === undefined && room.members.size >= this.#limits.maxRoomSize) {
       return this.#refuse(connection, 'room-full', `room ${roomName} holds its limit of ${this.#limits.maxRoomSize} members`);
     }
+    if (room === undefined && this.#rooms.size >= this.#limits.maxRooms) {
+      return this.#refuse(connection, 'too-many-rooms', `the server holds its limit of ${this.#limits.maxRooms} rooms`);
+    }
+    if (stale !== undefined) {
+      this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another connection`);
+      room = this.#rooms.get(roomName); // gone if the stale socket was its only member
+    }
     if (room === undefined) {
-      if (this.#rooms.size >= this.#limits.maxRooms) {
-        return this.#refuse(connection, 'too-many-rooms', `the server holds its limit of ${this.#limits.maxRooms} rooms`);
-      }
       room = { name: roomName, members: new Map(), presence: new PresenceBatch(), timer: null };
       this.#rooms.set(roomName, room);
     }
@@ -325,16 +362,20 @@ export class SignalServer {
     room.members.set(peer, connection);
     connection.room = room;
     connection.peer = peer;
+    connection.role = role;
+    connection.challenge = new Uint8Array(0); // used up: a leave hands out a fresh one
     if (connection.joinTimer !== null) clearTimeout(connection.joinTimer);
     connection.joinTimer = null;
-    this.#announce(room, () => room.presence.joined(peer));
-    this.#send(connection, { type: 'joined', room: roomName, peer, peers });
+    const joined = room;
+    this.#announce(joined, () => joined.presence.joined(peer));
+    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers });
   }
 
   #leave(connection: Connection): void {
     const { room, peer } = connection;
     connection.room = null;
     connection.peer = null;
+    connection.role = null;
     if (room === null || peer === null || room.members.get(peer) !== connection) return;
     room.members.delete(peer);
     if (room.members.size === 0) {

@@ -9,7 +9,8 @@ export type TransportErrorCode =
   | 'queue-full'
   | 'unknown-peer'
   | 'closed'
-  | 'connection-failed';
+  | 'connection-failed'
+  | 'bad-signature';
 
 /** A failure of the transport layer; {@link code} says which, the message says which peer or byte. */
 export class TransportError extends Error {

@@ -4,17 +4,22 @@
  * back-pressure, and reassembled on the other side. The peer with the smaller id offers,
  * so two peers never offer to each other at once; it also drives reconnects.
  */
+import { fromBase64, randomBytes, toBase64 } from '../identity/bytes.js';
 import type { SignalClient } from '../signal/client.js';
 import { DEFAULT_CHUNK_SIZE, Reassembler, chunkCount, encodeChunk, type ReassemblyLimits } from './chunking.js';
 import { Emitter } from './emitter.js';
 import { TransportError } from './errors.js';
+import { SDP_NONCE_BYTES, sdpRefusal, signSdp } from './sdp-signature.js';
 import type { PeerState, Transport, TransportEvents, TransportStats } from './types.js';
 
 export type RTCPeerConnectionConstructor = new (config?: RTCConfiguration) => RTCPeerConnection;
 
+/** What the transport takes from signalling: a {@link SignalClient}, or something that relays like one. */
+export type SignalChannel = Pick<SignalClient, 'self' | 'room' | 'identity' | 'events' | 'closed' | 'peers' | 'send' | 'close'>;
+
 export interface WebRtcTransportOptions {
   /** A joined signalling client; the transport owns it from now on and closes it on close(). */
-  signal: SignalClient;
+  signal: SignalChannel;
   /** Defaults to the browser's global, else `node-datachannel/polyfill` (imported lazily). */
   RTCPeerConnection?: RTCPeerConnectionConstructor;
   /** Passed to every RTCPeerConnection (node-datachannel also takes `bindAddress`). */
@@ -35,10 +40,14 @@ export interface WebRtcTransportOptions {
   reassembly?: ReassemblyLimits;
 }
 
-/** What signalling carries between two transports (JSON, off the hot path). */
+/**
+ * What signalling carries between two transports (JSON, off the hot path). An offer and
+ * its answer are signed by their senders (sdp-signature.ts); the answer signs the offer's
+ * nonce, so it answers that offer and no other.
+ */
 type LinkSignal =
-  | { kind: 'offer'; gen: number; sdp: string }
-  | { kind: 'answer'; gen: number; sdp: string }
+  | { kind: 'offer'; gen: number; sdp: string; nonce: string; sig: string }
+  | { kind: 'answer'; gen: number; sdp: string; sig: string }
   | { kind: 'candidate'; gen: number; candidate: string; mid: string | null }
   /** From the answering side when its link failed: the offerer should start over. */
   | { kind: 'restart'; gen: number };
@@ -57,6 +66,8 @@ interface Link {
   channel: RTCDataChannel | null;
   chunkSize: number;
   remoteSet: boolean;
+  /** The nonce of the offer in flight on this link (ours, or the one we answer). */
+  nonce: Uint8Array;
   pendingCandidates: RTCIceCandidateInit[];
   queue: Outgoing[];
   queuedBytes: number;
@@ -76,7 +87,7 @@ export class WebRtcTransport implements Transport {
   readonly self: string;
   readonly events = new Emitter<TransportEvents>();
   readonly #envelopes = new Emitter<{ envelope: [from: string, bytes: Uint8Array] }>();
-  readonly #signal: SignalClient;
+  readonly #signal: SignalChannel;
   readonly #PC: RTCPeerConnectionConstructor;
   readonly #options: WebRtcTransportOptions;
   readonly #links = new Map<string, Link>();
@@ -165,7 +176,7 @@ export class WebRtcTransport implements Transport {
     if (this.#closed || this.#links.has(peer) || peer === this.self) return;
     const link: Link = {
       peer, state: 'closed', gen: 0, pc: null, channel: null, chunkSize: this.#options.chunkSize ?? DEFAULT_CHUNK_SIZE,
-      remoteSet: false, pendingCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
+      remoteSet: false, nonce: new Uint8Array(0), pendingCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
     };
     this.#links.set(peer, link);
     this.#setState(link, 'connecting');
@@ -214,7 +225,11 @@ export class WebRtcTransport implements Transport {
     try {
       const offer = await pc.createOffer();
       await pc.setLocalDescription(offer);
-      if (link.pc === pc) this.#sendSignal(link.peer, { kind: 'offer', gen: link.gen, sdp: offer.sdp ?? '' });
+      const nonce = randomBytes(SDP_NONCE_BYTES);
+      const sig = await signSdp(this.#signal.identity, 'offer', offer.sdp ?? '', link.peer, nonce);
+      if (link.pc !== pc) return;
+      link.nonce = nonce;
+      this.#sendSignal(link.peer, { kind: 'offer', gen: link.gen, sdp: offer.sdp ?? '', nonce: toBase64(nonce), sig });
     } catch (error) {
       if (link.pc === pc) this.#fail(link, `offer failed: ${(error as Error).message}`);
     }
@@ -225,7 +240,11 @@ export class WebRtcTransport implements Transport {
     if (link === undefined || typeof data !== 'object' || data === null) return;
     try {
       if (data.kind === 'offer' && !this.#initiates(from)) {
+        const nonce = fromBase64(data.nonce, SDP_NONCE_BYTES);
+        const refusal = nonce === null ? 'the offer carries no nonce' : await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
+        if (refusal !== null || nonce === null) return this.#refuseSignal(from, refusal);
         this.#teardown(link);
+        link.nonce = nonce;
         link.gen = data.gen;
         this.#setState(link, 'connecting');
         const pc = this.#newConnection(link);
@@ -234,9 +253,13 @@ export class WebRtcTransport implements Transport {
         await this.#remoteDescriptionSet(link, pc);
         const answer = await pc.createAnswer();
         await pc.setLocalDescription(answer);
-        if (link.pc === pc) this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '' });
+        const sig = await signSdp(this.#signal.identity, 'answer', answer.sdp ?? '', from, nonce);
+        if (link.pc === pc) this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '', sig });
       } else if (data.kind === 'answer' && data.gen === link.gen && link.pc !== null && !link.remoteSet) {
         const pc = link.pc;
+        const refusal = await sdpRefusal('answer', data.sdp, from, this.self, link.nonce, data.sig);
+        if (refusal !== null) return this.#refuseSignal(from, refusal);
+        if (link.pc !== pc || link.remoteSet) return;
         await pc.setRemoteDescription({ type: 'answer', sdp: data.sdp });
         await this.#remoteDescriptionSet(link, pc);
       } else if (data.kind === 'restart' && this.#initiates(from) && data.gen === link.gen && link.pc !== null) {
@@ -249,6 +272,11 @@ export class WebRtcTransport implements Transport {
     } catch (error) {
       this.#fail(link, `signalling ${data.kind} failed: ${(error as Error).message}`);
     }
+  }
+
+  /** An offer or answer whose signature does not hold is never applied; the link's timeout covers it. */
+  #refuseSignal(from: string, why: string | null): void {
+    this.events.emit('error', new TransportError('bad-signature', `refused signalling from ${from}: ${why ?? 'unsigned'}`, from));
   }
 
   async #remoteDescriptionSet(link: Link, pc: RTCPeerConnection): Promise<void> {
