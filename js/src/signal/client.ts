@@ -6,6 +6,7 @@ import { fromBase64 } from '../identity/bytes.js';
 import type { Signer } from '../identity/identity.js';
 import { Emitter } from '../transport/emitter.js';
 import { CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, type ClientMessage, type PeerRole, type ServerMessage } from './protocol.js';
+import { decodeJoinToken } from './token.js';
 
 /** The part of the WebSocket API the client uses (the DOM's and `ws`'s both have it). */
 export interface WebSocketLike {
@@ -25,8 +26,14 @@ export interface SignalClientOptions {
   room: string;
   /** Who joins: the peer id is the identity's, proven by signing the server's challenge. */
   identity: Signer;
-  /** What to be in the room (default `client`); a room with an admission policy may say otherwise. */
+  /**
+   * What to be in the room: `client` or `server` (data peers), or `watcher` (sees who is
+   * there, nothing more). Default: the token's role, else `client`. A room with an
+   * admission policy admits a peer only in the role the policy gives it.
+   */
   role?: PeerRole;
+  /** A join token from the room's operator (base64url), for rooms that take tokens. */
+  token?: string;
   /** A WebSocket constructor to use instead of the global one or `ws`. */
   WebSocket?: WebSocketConstructor;
   /** Give up connecting after this long (default 10 s). */
@@ -84,7 +91,7 @@ export class SignalClient {
    */
   static async connect(options: SignalClientOptions): Promise<SignalClient> {
     const WebSocketImpl = options.WebSocket ?? (await defaultWebSocket());
-    const role = options.role ?? 'client';
+    const role = options.role ?? decodeJoinToken(options.token)?.token.role ?? 'client';
     const timeoutMs = options.timeoutMs ?? 10_000;
     return new Promise((resolve, reject) => {
       let socket: WebSocketLike;
@@ -119,7 +126,7 @@ export class SignalClient {
           const { identity, room } = options;
           identity.sign(joinSignedBytes(challenge, room, identity.peerId, role)).then(
             (sig) => {
-              if (!settled) socket.send(joinFrame(room, identity.peerId, role, identity.publicKey, sig));
+              if (!settled) socket.send(joinFrame(room, identity.peerId, role, identity.publicKey, sig, options.token));
             },
             (error: unknown) => fail(new SignalError('closed', `cannot sign the join: ${(error as Error).message}`)),
           );

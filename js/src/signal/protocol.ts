@@ -13,13 +13,13 @@ export const PEER_ROLES: readonly PeerRole[] = ['client', 'server', 'watcher'];
  * the id holds (base64) and `sig` its signature (base64) of {@link joinSignedBytes}.
  */
 export type ClientMessage =
-  | { type: 'join'; room: string; peer: string; role: PeerRole; key: Uint8Array; sig: Uint8Array }
+  | { type: 'join'; room: string; peer: string; role: PeerRole; key: Uint8Array; sig: Uint8Array; token?: string }
   | { type: 'signal'; to: string; data: unknown }
   | { type: 'leave' };
 
-/** The join as the client writes it: the key and signature in base64. */
-export function joinFrame(room: string, peer: string, role: PeerRole, key: Uint8Array, sig: Uint8Array): string {
-  return JSON.stringify({ type: 'join', room, peer, role, key: toBase64(key), sig: toBase64(sig) });
+/** The join as the client writes it: the key and signature in base64, the token as it is. */
+export function joinFrame(room: string, peer: string, role: PeerRole, key: Uint8Array, sig: Uint8Array, token?: string): string {
+  return JSON.stringify({ type: 'join', room, peer, role, key: toBase64(key), sig: toBase64(sig), ...(token === undefined ? {} : { token }) });
 }
 
 /** Bytes of the server's random challenge. */
@@ -47,6 +47,8 @@ export type SignalErrorCode =
   | 'too-many-rooms'
   | 'bad-identity'
   | 'bad-signature'
+  | 'not-admitted'
+  | 'forbidden'
   | 'unreachable'
   | 'closed';
 
@@ -101,7 +103,8 @@ export function parseClientMessage(text: string): ClientMessage | null {
       const sig = fromBase64(m.sig, 64);
       if (typeof m.room !== 'string' || !NAME_PATTERN.test(m.room) || typeof m.peer !== 'string' || !NAME_PATTERN.test(m.peer)) return null;
       if (!PEER_ROLES.includes(role as PeerRole) || key === null || sig === null) return null;
-      return { type: 'join', room: m.room, peer: m.peer, role: role as PeerRole, key, sig };
+      if (m.token !== undefined && (typeof m.token !== 'string' || m.token.length > 1024)) return null;
+      return { type: 'join', room: m.room, peer: m.peer, role: role as PeerRole, key, sig, ...(m.token === undefined ? {} : { token: m.token }) };
     }
     case 'signal':
       return typeof m.to === 'string' && 'data' in m ? { type: 'signal', to: m.to, data: m.data } : null;

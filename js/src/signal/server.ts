@@ -12,6 +12,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { randomBytes, toBase64 } from '../identity/bytes.js';
 import { verifySignature } from '../identity/identity.js';
 import { peerIdFromPublicKey } from '../identity/peer-id.js';
+import { admissionRefusal, policyOf, type RoomPolicies } from './admission.js';
 import { TokenBucket } from './bucket.js';
 import { PresenceBatch } from './presence.js';
 import {
@@ -63,6 +64,10 @@ export interface SignalServerOptions {
   presenceIntervalMs?: number;
   /** The remote address a connection counts against (default: the TCP peer; behind a proxy, read its header here). */
   addressOf?: (request: IncomingMessage) => string;
+  /** Who may join which room: an allowlist or operators whose join tokens admit (see admission.ts). */
+  rooms?: RoomPolicies;
+  /** Whether a room without a policy admits any proven identity in the role it asks for (default true). */
+  openRooms?: boolean;
 }
 
 /** The limits a server takes when an option is not given. */
@@ -140,6 +145,8 @@ export class SignalServer {
   readonly #limits: Limits;
   readonly #path: string | undefined;
   readonly #addressOf: (request: IncomingMessage) => string;
+  readonly #policies: RoomPolicies | undefined;
+  readonly #openRooms: boolean;
   readonly #rooms = new Map<string, Room>();
   readonly #connections = new Set<Connection>();
   readonly #perAddress = new Map<string, number>();
@@ -158,6 +165,8 @@ export class SignalServer {
     }
     this.#path = options.path;
     this.#addressOf = options.addressOf ?? ((request) => request.socket.remoteAddress ?? 'unknown');
+    this.#policies = options.rooms;
+    this.#openRooms = options.openRooms ?? true;
     // closeTimeout: how long a close frame may wait (an option of ws 8.23 its typings lack)
     this.#wss = new WebSocketServer({
       noServer: true,
@@ -203,7 +212,7 @@ export class SignalServer {
     return { host: a.address, port: a.port };
   }
 
-  /** Peers in `room`. */
+  /** Peers in `room`, watchers included. */
   members(room: string): string[] {
     return [...(this.#rooms.get(room)?.members.keys() ?? [])];
   }
@@ -307,8 +316,10 @@ export class SignalServer {
         return void this.#join(connection, message);
       case 'signal': {
         if (connection.room === null || connection.peer === null) return this.#refuse(connection, 'not-joined', 'join a room before signalling');
+        if (connection.role === 'watcher') return this.#refuse(connection, 'forbidden', 'a watcher only sees presence: it sends no signals');
         const target = connection.room.members.get(message.to);
-        if (target === undefined) return this.#refuse(connection, 'unknown-peer', `no peer ${message.to} in room ${connection.room.name}`);
+        // watchers are invisible to the room: as if they were not there
+        if (target === undefined || target.role === 'watcher') return this.#refuse(connection, 'unknown-peer', `no peer ${message.to} in room ${connection.room.name}`);
         return this.#send(target, { type: 'signal', from: connection.peer, data: message.data });
       }
       case 'leave':
@@ -342,6 +353,16 @@ export class SignalServer {
     }
     if (connection.closing || !this.#connections.has(connection)) return;
     if (!valid) return this.#refuse(connection, 'bad-signature', `the join signature does not verify: not ${peer}'s key over this connection's challenge`);
+    connection.joining = true;
+    let refusal: string | null;
+    try {
+      const request = { room: roomName, peer, role, token: join.token };
+      refusal = await admissionRefusal(policyOf(this.#policies, roomName), this.#openRooms, request, Math.floor(Date.now() / 1000));
+    } finally {
+      connection.joining = false;
+    }
+    if (connection.closing || !this.#connections.has(connection)) return;
+    if (refusal !== null) return this.#refuse(connection, 'not-admitted', refusal);
     const stale = this.#rooms.get(roomName)?.members.get(peer);
     let room = this.#rooms.get(roomName);
     if (room !== undefined && stale === undefined && room.members.size >= this.#limits.maxRoomSize) {
@@ -358,7 +379,7 @@ export class SignalServer {
       room = { name: roomName, members: new Map(), presence: new PresenceBatch(), timer: null };
       this.#rooms.set(roomName, room);
     }
-    const peers = [...room.members.keys()];
+    const peers = [...room.members].filter(([, member]) => member.role !== 'watcher').map(([id]) => id);
     room.members.set(peer, connection);
     connection.room = room;
     connection.peer = peer;
@@ -367,12 +388,12 @@ export class SignalServer {
     if (connection.joinTimer !== null) clearTimeout(connection.joinTimer);
     connection.joinTimer = null;
     const joined = room;
-    this.#announce(joined, () => joined.presence.joined(peer));
+    if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
     this.#send(connection, { type: 'joined', room: roomName, peer, role, peers });
   }
 
   #leave(connection: Connection): void {
-    const { room, peer } = connection;
+    const { room, peer, role } = connection;
     connection.room = null;
     connection.peer = null;
     connection.role = null;
@@ -384,7 +405,7 @@ export class SignalServer {
       this.#rooms.delete(room.name);
       return;
     }
-    this.#announce(room, () => room.presence.left(peer));
+    if (role !== 'watcher') this.#announce(room, () => room.presence.left(peer));
   }
 
   /** Records a membership change; the room hears it with the others of its interval. */
@@ -393,7 +414,7 @@ export class SignalServer {
     if (room.timer !== null) return;
     room.timer = setTimeout(() => {
       room.timer = null;
-      const changes = room.presence.take((peer) => room.members.has(peer));
+      const changes = room.presence.take((peer) => (room.members.get(peer)?.role ?? 'watcher') !== 'watcher');
       if (changes.joined.length === 0 && changes.left.length === 0) return;
       const text = JSON.stringify({ type: 'presence', ...changes } satisfies ServerMessage);
       for (const member of [...room.members.values()]) this.#sendText(member, text);
