@@ -69,6 +69,7 @@ function intercepted(inner: SignalClient, tamper: Tamper): SignalChannel {
     self: inner.self, room: inner.room, identity: inner.identity, events: events as unknown as SignalClient['events'],
     get closed() { return inner.closed; },
     peers: () => inner.peers(),
+    iceServers: () => inner.iceServers(),
     send: (to, data) => inner.send(to, data),
     close: () => inner.close(),
   };
@@ -112,6 +113,8 @@ describe('a man in the middle of signalling', () => {
     b.events.on('error', (error) => errors.push(error));
     b.events.on('state', (_, state) => (opened ||= state === 'open'));
     a.events.on('state', (_, state) => (opened ||= state === 'open'));
+    for (let i = 0; i < 200 && !a.peers().includes(b.self); i++) await new Promise((r) => setTimeout(r, 10));
+    a.connect(b.self);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     return { errors, opened };
   }

@@ -52,6 +52,20 @@ function until(t: WebRtcTransport, other: string, state: PeerState, timeoutMs = 
   });
 }
 
+/** Resolves once `t` sees `other` in the room (presence arrives a moment after a join). */
+async function present(t: WebRtcTransport, other: string): Promise<void> {
+  for (let i = 0; i < 200 && !t.peers().includes(other); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(t.peers()).toContain(other);
+}
+
+/** Links `x` to `y` (x asks) and waits until both ends are open. */
+async function link(x: WebRtcTransport, y: WebRtcTransport): Promise<void> {
+  await present(x, y.self);
+  x.connect(y.self);
+  await until(x, y.self, 'open');
+  await until(y, x.self, 'open');
+}
+
 function pattern(size: number, seed: number): Uint8Array {
   const bytes = new Uint8Array(size);
   for (let i = 0; i < size; i++) bytes[i] = (i * 31 + seed) & 0xff;
@@ -79,8 +93,7 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('delivers envelopes of 0 B, 1 B, 64 KiB ± 1 and 5 MiB intact and in order', async () => {
     const a = await peer('a');
     const b = await peer('b');
-    await until(a, idOf('b'), 'open');
-    await until(b, idOf('a'), 'open');
+    await link(a, b);
     const sizes = [0, 1, 65535, 65536, 65537, 5 * 1024 * 1024];
     const sent = sizes.map((size, i) => pattern(size, i));
     const got: Uint8Array[] = [];
@@ -100,7 +113,7 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('queues under back-pressure and refuses beyond its bound with queue-full', async () => {
     const a = await peer('a', { maxQueuedBytes: 8 * 1024 * 1024, highWaterMark: 256 * 1024, lowWaterMark: 64 * 1024 });
     const b = await peer('b');
-    await until(a, idOf('b'), 'open');
+    await link(a, b);
     const envelope = pattern(3 * 1024 * 1024, 7);
     let received = 0;
     const done = new Promise<void>((resolve) => b.onEnvelope((_, bytes) => {
@@ -123,14 +136,27 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     expect(a.queuedBytes(idOf('b'))).toBe(0);
   });
 
-  it('throws unknown-peer for a peer not in the room', async () => {
-    const a = await peer('a');
+  it('refuses a peer not in the room, an envelope above the engine\'s cap, and links past its limit', async () => {
+    const a = await peer('a', { maxLinks: 1 });
     expect(() => a.send('nobody', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+    const [b, c] = [await peer('b'), await peer('c')];
+    await present(a, b.self);
+    await present(a, c.self);
+    expect(() => a.send(b.self, new Uint8Array(16 * 1024 * 1024 + 1))).toThrow(expect.objectContaining({ code: 'message-too-large' }));
+    expect(a.links()).toEqual([]); // refused before any link was made
+    a.connect(b.self);
+    expect(() => a.send(c.self, new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'link-limit' }));
+    // c asks for a link itself: a refuses it
+    const refused = new Promise<TransportError>((resolve) => a.events.on('error', (e) => e.code === 'link-limit' && resolve(e)));
+    c.connect(a.self);
+    expect((await refused).peer).toBe(c.self);
+    expect(a.links()).toEqual([b.self]);
   });
 
-  it('three peers form a mesh', async () => {
+  it('links only to the peers it addresses, never to the whole room', async () => {
     const [a, b, c] = [await peer('a'), await peer('b'), await peer('c')];
-    for (const [x, y] of [[a, 'b'], [a, 'c'], [b, 'c'], [c, 'a']] as const) await until(x, idOf(y), 'open');
+    await present(a, c.self);
+    await present(b, c.self);
     const got = new Promise<string[]>((resolve) => {
       const seen: string[] = [];
       c.onEnvelope((from, bytes) => {
@@ -138,14 +164,25 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
         if (seen.length === 2) resolve(seen.sort());
       });
     });
-    a.send(idOf('c'), pattern(100_000, 1));
+    a.send(idOf('c'), pattern(100_000, 1)); // a offers (its id is smaller)
     b.send(idOf('c'), pattern(10, 2));
     expect(await got).toEqual(['a:100000', 'b:10']);
+    expect(a.links()).toEqual([c.self]);
+    expect(b.links()).toEqual([c.self]);
+    expect(c.links().sort()).toEqual([a.self, b.self].sort());
+    expect(connections.get('a')!.length + connections.get('b')!.length).toBe(2); // no a–b connection
+    // the larger id's first envelope makes the link too: it asks the smaller to offer
+    const back = new Promise<number>((resolve) => a.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
+    c.send(idOf('a'), pattern(5, 3));
+    expect(await back).toBe(5);
+    expect(c.stats()).toMatchObject({ links: 2, partialBytes: 0, partialsEvicted: 0 });
   });
 
   it('the answering side asks the offerer to start over when only it saw the link fail', async () => {
     const a = await peer('a');
     const b = await peer('b', { hangFirstRemoteDescription: true, connectTimeoutMs: 1000 });
+    await present(a, b.self);
+    a.connect(b.self);
     await until(b, idOf('a'), 'failed');
     await until(a, idOf('b'), 'open', 15_000);
     await until(b, idOf('a'), 'open', 15_000);
@@ -158,8 +195,7 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('reports closed when a peer leaves, and reconnects after a failed link', async () => {
     const a = await peer('a');
     const b = await peer('b');
-    await until(a, idOf('b'), 'open');
-    await until(b, idOf('a'), 'open');
+    await link(a, b);
     // close b's connection under it, as a network failure would: a (the offerer) reconnects
     const states: string[] = [];
     a.events.on('state', (p, s) => states.push(`${p}:${s}`));

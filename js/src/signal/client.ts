@@ -71,6 +71,7 @@ export class SignalClient {
   readonly identity: Signer;
   readonly #socket: WebSocketLike;
   readonly #peers: Set<string>;
+  readonly #iceServers: RTCIceServer[];
   #closed = false;
 
   private constructor(socket: WebSocketLike, identity: Signer, joined: Extract<ServerMessage, { type: 'joined' }>) {
@@ -80,6 +81,7 @@ export class SignalClient {
     this.self = joined.peer;
     this.role = joined.role;
     this.#peers = new Set(joined.peers);
+    this.#iceServers = joined.iceServers ?? [];
     socket.onmessage = (event) => this.#receive(event.data);
     socket.onclose = (event) => this.#finish(event.code, event.reason);
     socket.onerror = () => this.#finish(1006, 'socket error');
@@ -141,6 +143,11 @@ export class SignalClient {
         resolve(new SignalClient(socket, options.identity, message));
       };
     });
+  }
+
+  /** STUN/TURN servers the signalling server handed out (short-lived TURN credentials); empty when none. */
+  iceServers(): RTCIceServer[] {
+    return this.#iceServers.map((server) => ({ ...server }));
   }
 
   /** The other members of the room. */

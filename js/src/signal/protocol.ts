@@ -56,7 +56,7 @@ export type SignalErrorCode =
 export type ServerMessage =
   /** On connect and after a leave: what the next join must sign (base64). */
   | { type: 'challenge'; nonce: string }
-  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[] }
+  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[] }
   /** Membership changes since the last one, coalesced: apply `left` first, then `joined`. */
   | { type: 'presence'; joined: string[]; left: string[] }
   | { type: 'signal'; from: string; data: unknown }

@@ -5,6 +5,8 @@ export type TransportErrorCode =
   | 'inconsistent-chunk'
   | 'message-too-large'
   | 'too-many-partials'
+  | 'partial-evicted'
+  | 'link-limit'
   | 'partial-timeout'
   | 'queue-full'
   | 'unknown-peer'

@@ -4,7 +4,11 @@ export type { Transport, TransportEvents, TransportStats, PeerState } from './ty
 export { TransportError, type TransportErrorCode } from './errors.js';
 export { Emitter, type EventMap } from './emitter.js';
 export {
-  Reassembler, encodeChunk, encodeChunks, decodeChunkHeader, chunkCount,
+  encodeChunk, encodeChunks, decodeChunkHeader, chunkCount,
   CHUNK_HEADER_BYTES, CHUNK_MAGIC, CHUNK_VERSION, DEFAULT_CHUNK_SIZE,
-  type ChunkHeader, type ReassemblyLimits,
+  type ChunkHeader,
 } from './chunking.js';
+export {
+  Reassembler, ENGINE_MAX_ENVELOPE_BYTES, PARTIAL_OVERHEAD_BYTES, CHUNK_OVERHEAD_BYTES,
+  type ReassemblyLimits, type EvictedPartial,
+} from './reassembler.js';
