@@ -10,6 +10,8 @@ let url: string;
 const transports: WebRtcTransport[] = [];
 
 const connections = new Map<string, RTCPeerConnection[]>();
+/** Each transport's signalling client, to watch what it sends. */
+const transportsSignals = new Map<WebRtcTransport, SignalClient>();
 /** Identities named a, b, c, … whose peer ids sort in that order (the smaller id offers). */
 let named = new Map<string, Identity>();
 const idOf = (name: string): string => named.get(name)!.peerId;
@@ -35,6 +37,7 @@ async function peer(id: string, options: Partial<WebRtcTransportOptions> & { han
   const signal = await SignalClient.connect({ url, room: 'room', identity: named.get(id)!, WebSocket: WebSocket as unknown as WebSocketConstructor });
   const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...rest });
   transports.push(t);
+  transportsSignals.set(t, signal);
   return t;
 }
 
@@ -151,6 +154,28 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     c.connect(a.self);
     expect((await refused).peer).toBe(c.self);
     expect(a.links()).toEqual([b.self]);
+  });
+
+  it('sends candidates only once both ends hold both descriptions', async () => {
+    const a = await peer('a');
+    const b = await peer('b');
+    await present(a, b.self);
+    const sent: string[] = [];
+    for (const t of [a, b]) {
+      const signal = transportsSignals.get(t)!;
+      const send = signal.send.bind(signal);
+      signal.send = (to: string, data: unknown) => {
+        sent.push(`${t === a ? 'a' : 'b'}:${(data as { kind: string }).kind}`);
+        send(to, data);
+      };
+    }
+    a.connect(b.self);
+    await until(a, b.self, 'open');
+    // a candidate sent before its offer finds no link; checks that run before the offerer
+    // has the answer start a DTLS handshake it cannot take part in yet
+    expect(sent.filter((k) => k.startsWith('a:'))[0]).toBe('a:offer');
+    expect(sent.filter((k) => k.startsWith('b:'))[0]).toBe('b:answer');
+    expect(sent.indexOf('a:candidate')).toBeGreaterThan(sent.indexOf('b:answer'));
   });
 
   it('links only to the peers it addresses, never to the whole room', async () => {

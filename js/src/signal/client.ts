@@ -71,7 +71,8 @@ export class SignalClient {
   readonly identity: Signer;
   readonly #socket: WebSocketLike;
   readonly #peers: Set<string>;
-  readonly #iceServers: RTCIceServer[];
+  #iceServers: RTCIceServer[];
+  #iceRefresh: ReturnType<typeof setTimeout> | null = null;
   #closed = false;
 
   private constructor(socket: WebSocketLike, identity: Signer, joined: Extract<ServerMessage, { type: 'joined' }>) {
@@ -82,6 +83,7 @@ export class SignalClient {
     this.role = joined.role;
     this.#peers = new Set(joined.peers);
     this.#iceServers = joined.iceServers ?? [];
+    this.#scheduleIceRefresh(joined.iceTtlSeconds);
     socket.onmessage = (event) => this.#receive(event.data);
     socket.onclose = (event) => this.#finish(event.code, event.reason);
     socket.onerror = () => this.#finish(1006, 'socket error');
@@ -194,15 +196,31 @@ export class SignalClient {
         return this.events.emit('signal', message.from, message.data);
       case 'error':
         return this.events.emit('error', new SignalError(message.code, message.message));
+      case 'ice':
+        this.#iceServers = message.iceServers;
+        return this.#scheduleIceRefresh(message.iceTtlSeconds);
       case 'joined':
       case 'challenge':
         return;
     }
   }
 
+  /** TURN credentials expire: ask for fresh ones when four fifths of their life has passed. */
+  #scheduleIceRefresh(ttlSeconds: number | undefined): void {
+    if (this.#iceRefresh !== null) clearTimeout(this.#iceRefresh);
+    this.#iceRefresh = null;
+    if (ttlSeconds === undefined || !(ttlSeconds > 0)) return;
+    this.#iceRefresh = setTimeout(() => {
+      this.#iceRefresh = null;
+      if (!this.#closed) this.#socket.send(JSON.stringify({ type: 'ice' } satisfies ClientMessage));
+    }, Math.min(ttlSeconds * 800, 2 ** 31 - 1));
+    (this.#iceRefresh as { unref?: () => void }).unref?.();
+  }
+
   #finish(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#iceRefresh !== null) clearTimeout(this.#iceRefresh);
     this.#socket.onmessage = this.#socket.onclose = this.#socket.onerror = null;
     this.events.emit('close', code, reason);
   }

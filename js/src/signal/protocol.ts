@@ -15,6 +15,8 @@ export const PEER_ROLES: readonly PeerRole[] = ['client', 'server', 'watcher'];
 export type ClientMessage =
   | { type: 'join'; room: string; peer: string; role: PeerRole; key: Uint8Array; sig: Uint8Array; token?: string }
   | { type: 'signal'; to: string; data: unknown }
+  /** Fresh ICE servers (TURN credentials expire): the server answers with an `ice` message. */
+  | { type: 'ice' }
   | { type: 'leave' };
 
 /** The join as the client writes it: the key and signature in base64, the token as it is. */
@@ -56,7 +58,9 @@ export type SignalErrorCode =
 export type ServerMessage =
   /** On connect and after a leave: what the next join must sign (base64). */
   | { type: 'challenge'; nonce: string }
-  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[] }
+  /** `iceServers`: STUN/TURN servers for this member; `iceTtlSeconds`: how long its TURN credentials last. */
+  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[]; iceTtlSeconds?: number }
+  | { type: 'ice'; iceServers: RTCIceServer[]; iceTtlSeconds?: number }
   /** Membership changes since the last one, coalesced: apply `left` first, then `joined`. */
   | { type: 'presence'; joined: string[]; left: string[] }
   | { type: 'signal'; from: string; data: unknown }
@@ -110,6 +114,8 @@ export function parseClientMessage(text: string): ClientMessage | null {
       return typeof m.to === 'string' && 'data' in m ? { type: 'signal', to: m.to, data: m.data } : null;
     case 'leave':
       return { type: 'leave' };
+    case 'ice':
+      return { type: 'ice' };
     default:
       return null;
   }

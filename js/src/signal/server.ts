@@ -15,6 +15,7 @@ import { peerIdFromPublicKey } from '../identity/peer-id.js';
 import { admissionRefusal, policyOf, type RoomPolicies } from './admission.js';
 import { TokenBucket } from './bucket.js';
 import { PresenceBatch } from './presence.js';
+import { DEFAULT_TURN_TTL_SECONDS, turnCredentials, type TurnOptions } from './turn.js';
 import {
   CHALLENGE_BYTES, CLOSE_CODES, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage, type SignalErrorCode,
 } from './protocol.js';
@@ -68,6 +69,10 @@ export interface SignalServerOptions {
   rooms?: RoomPolicies;
   /** Whether a room without a policy admits any proven identity in the role it asks for (default true). */
   openRooms?: boolean;
+  /** STUN (or TURN with fixed credentials) servers handed to every member in `joined`. */
+  iceServers?: RTCIceServer[];
+  /** A TURN server sharing this secret: every member gets credentials of its own, short-lived (turn.ts). */
+  turn?: TurnOptions;
 }
 
 /** The limits a server takes when an option is not given. */
@@ -147,6 +152,8 @@ export class SignalServer {
   readonly #addressOf: (request: IncomingMessage) => string;
   readonly #policies: RoomPolicies | undefined;
   readonly #openRooms: boolean;
+  readonly #iceServers: RTCIceServer[];
+  readonly #turn: TurnOptions | undefined;
   readonly #rooms = new Map<string, Room>();
   readonly #connections = new Set<Connection>();
   readonly #perAddress = new Map<string, number>();
@@ -167,6 +174,11 @@ export class SignalServer {
     this.#addressOf = options.addressOf ?? ((request) => request.socket.remoteAddress ?? 'unknown');
     this.#policies = options.rooms;
     this.#openRooms = options.openRooms ?? true;
+    this.#iceServers = options.iceServers ?? [];
+    this.#turn = options.turn;
+    if (this.#turn !== undefined && (this.#turn.secret.length === 0 || this.#turn.urls.length === 0)) {
+      throw new RangeError('turn needs a secret and at least one turn: URL');
+    }
     // closeTimeout: how long a close frame may wait (an option of ws 8.23 its typings lack)
     this.#wss = new WebSocketServer({
       noServer: true,
@@ -322,6 +334,9 @@ export class SignalServer {
         if (target === undefined || target.role === 'watcher') return this.#refuse(connection, 'unknown-peer', `no peer ${message.to} in room ${connection.room.name}`);
         return this.#send(target, { type: 'signal', from: connection.peer, data: message.data });
       }
+      case 'ice':
+        if (connection.peer === null) return this.#refuse(connection, 'not-joined', 'join a room before asking for ICE servers');
+        return this.#send(connection, { type: 'ice', ...this.#iceFor(connection.peer) });
       case 'leave':
         if (connection.room === null) return;
         this.#leave(connection);
@@ -389,7 +404,14 @@ export class SignalServer {
     connection.joinTimer = null;
     const joined = room;
     if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
-    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers });
+    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer) });
+  }
+
+  /** The ICE servers a member gets: the fixed ones, and TURN credentials of its own. */
+  #iceFor(peer: string): { iceServers: RTCIceServer[]; iceTtlSeconds?: number } {
+    if (this.#turn === undefined) return { iceServers: this.#iceServers };
+    const turn = turnCredentials(this.#turn, peer, Math.floor(Date.now() / 1000));
+    return { iceServers: [...this.#iceServers, turn], iceTtlSeconds: this.#turn.ttlSeconds ?? DEFAULT_TURN_TTL_SECONDS };
   }
 
   #leave(connection: Connection): void {

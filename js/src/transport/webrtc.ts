@@ -84,6 +84,13 @@ interface Link {
   /** The nonce of the offer in flight on this link (ours, or the one we answer). */
   nonce: Uint8Array;
   pendingCandidates: RTCIceCandidateInit[];
+  /**
+   * Our candidates, held back until both ends hold both descriptions: the offerer's until
+   * the answer is applied, the answerer's until the answer is sent. Connectivity checks (and
+   * the DTLS handshake the answerer starts) then never run ahead of the offerer having the
+   * answer, and no candidate reaches a peer before the offer that makes its link.
+   */
+  localCandidates: LinkSignal[] | null;
   queue: Outgoing[];
   queuedBytes: number;
   attempts: number;
@@ -107,6 +114,8 @@ export class WebRtcTransport implements Transport {
   readonly #PC: RTCPeerConnectionConstructor;
   readonly #options: WebRtcTransportOptions;
   readonly #links = new Map<string, Link>();
+  /** Per peer, the last of its signals still being checked (see #onSignal). */
+  readonly #inbox = new Map<string, Promise<void>>();
   readonly #reassembler: Reassembler;
   readonly #maxLinks: number;
   readonly #expiry: ReturnType<typeof setInterval>;
@@ -129,7 +138,7 @@ export class WebRtcTransport implements Transport {
     (this.#expiry as { unref?: () => void }).unref?.();
     this.#unsubscribe = [
       this.#signal.events.on('leave', (peer) => this.#removePeer(peer)),
-      this.#signal.events.on('signal', (from, data) => void this.#onSignal(from, data as LinkSignal)),
+      this.#signal.events.on('signal', (from, data) => this.#onSignal(from, data as LinkSignal)),
       this.#signal.events.on('close', () => this.close()),
     ];
   }
@@ -221,7 +230,7 @@ export class WebRtcTransport implements Transport {
     if (this.#links.size >= this.#maxLinks) return null;
     const link: Link = {
       peer, state: 'closed', gen: 0, pc: null, channel: null, chunkSize: this.#options.chunkSize ?? DEFAULT_CHUNK_SIZE,
-      remoteSet: false, nonce: new Uint8Array(0), pendingCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
+      remoteSet: false, nonce: new Uint8Array(0), pendingCandidates: [], localCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
     };
     this.#links.set(peer, link);
     return link;
@@ -274,10 +283,12 @@ export class WebRtcTransport implements Transport {
     link.pc = pc;
     link.remoteSet = false;
     link.pendingCandidates = [];
+    link.localCandidates = [];
     pc.onicecandidate = (event) => {
-      if (event.candidate && link.pc === pc) {
-        this.#sendSignal(link.peer, { kind: 'candidate', gen, candidate: event.candidate.candidate, mid: event.candidate.sdpMid });
-      }
+      if (!event.candidate || link.pc !== pc) return;
+      const candidate: LinkSignal = { kind: 'candidate', gen, candidate: event.candidate.candidate, mid: event.candidate.sdpMid };
+      if (link.localCandidates !== null) link.localCandidates.push(candidate);
+      else this.#sendSignal(link.peer, candidate);
     };
     pc.onconnectionstatechange = () => {
       if (link.pc === pc && (pc.connectionState === 'failed' || pc.connectionState === 'closed')) this.#fail(link, `connection ${pc.connectionState}`);
@@ -303,22 +314,56 @@ export class WebRtcTransport implements Transport {
     }
   }
 
-  async #onSignal(from: string, data: LinkSignal): Promise<void> {
+  /**
+   * Signals from one peer are taken in the order they came: checking a signature takes a
+   * moment, and the candidates that follow an offer must find the link that offer made.
+   */
+  #onSignal(from: string, data: LinkSignal): void {
     if (this.#closed || typeof data !== 'object' || data === null) return;
-    let nonce: Uint8Array | null = null;
+    const checked = (this.#inbox.get(from) ?? Promise.resolve()).then(() => this.#check(from, data));
+    const done = checked.then((nonce) => {
+      if (nonce !== null) void this.#apply(from, data, nonce);
+    });
+    this.#inbox.set(from, done);
+    void done.then(() => {
+      if (this.#inbox.get(from) === done) this.#inbox.delete(from);
+    });
+  }
+
+  /**
+   * Null when `data` is to be dropped (a signature that does not hold is reported); else
+   * the nonce of an offer, or an empty one.
+   */
+  async #check(from: string, data: LinkSignal): Promise<Uint8Array | null> {
     if (data.kind === 'offer') {
-      if (this.#initiates(from)) return; // offers come from the smaller id only
-      nonce = fromBase64(data.nonce, SDP_NONCE_BYTES);
+      if (this.#initiates(from)) return null; // offers come from the smaller id only
+      const nonce = fromBase64(data.nonce, SDP_NONCE_BYTES);
       const refusal = nonce === null ? 'the offer carries no nonce' : await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
-      if (refusal !== null) return this.#refuseSignal(from, refusal);
+      if (refusal === null) return nonce;
+      this.#refuseSignal(from, refusal);
+      return null;
     }
+    if (data.kind === 'answer') {
+      const link = this.#links.get(from);
+      if (link === undefined || data.gen !== link.gen) return null;
+      const refusal = await sdpRefusal('answer', data.sdp, from, this.self, link.nonce, data.sig);
+      if (refusal !== null) {
+        this.#refuseSignal(from, refusal);
+        return null;
+      }
+    }
+    return new Uint8Array(0);
+  }
+
+  async #apply(from: string, data: LinkSignal, nonce: Uint8Array): Promise<void> {
+    if (this.#closed) return;
     let link = this.#links.get(from);
     // only the two requests that start a link may come for a peer we have none with. The
     // server relays only from members of the room, so the sender is one even when its
     // presence has not reached us yet.
     if (link === undefined) {
       const starts = data.kind === 'offer' || (data.kind === 'connect' && this.#initiates(from));
-      if (!starts || this.#closed) return;
+      if (!starts) return;
       link = this.#newLink(from) ?? undefined;
       if (link === undefined) {
         this.events.emit('error', new TransportError('link-limit', `refused a link to ${from}: ${this.#maxLinks} links are open`, from));
@@ -327,7 +372,7 @@ export class WebRtcTransport implements Transport {
       if (data.kind === 'connect') return this.#start(link);
     }
     try {
-      if (data.kind === 'offer' && nonce !== null) {
+      if (data.kind === 'offer') {
         this.#teardown(link);
         link.nonce = nonce;
         link.gen = data.gen;
@@ -335,16 +380,14 @@ export class WebRtcTransport implements Transport {
         const pc = this.#newConnection(link);
         pc.ondatachannel = (event) => this.#wireChannel(link, pc, event.channel);
         await pc.setRemoteDescription({ type: 'offer', sdp: data.sdp });
-        await this.#remoteDescriptionSet(link, pc);
         const answer = await pc.createAnswer();
         await pc.setLocalDescription(answer);
         const sig = await signSdp(this.#signal.identity, 'answer', answer.sdp ?? '', from, nonce);
-        if (link.pc === pc) this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '', sig });
+        if (link.pc !== pc) return;
+        this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '', sig });
+        await this.#remoteDescriptionSet(link, pc);
       } else if (data.kind === 'answer' && data.gen === link.gen && link.pc !== null && !link.remoteSet) {
         const pc = link.pc;
-        const refusal = await sdpRefusal('answer', data.sdp, from, this.self, link.nonce, data.sig);
-        if (refusal !== null) return this.#refuseSignal(from, refusal);
-        if (link.pc !== pc || link.remoteSet) return;
         await pc.setRemoteDescription({ type: 'answer', sdp: data.sdp });
         await this.#remoteDescriptionSet(link, pc);
       } else if (data.kind === 'connect' && this.#initiates(from)) {
@@ -366,9 +409,12 @@ export class WebRtcTransport implements Transport {
     this.events.emit('error', new TransportError('bad-signature', `refused signalling from ${from}: ${why}`, from));
   }
 
+  /** Both descriptions are in place on our side (and, as the answerer, sent): candidates may flow both ways. */
   async #remoteDescriptionSet(link: Link, pc: RTCPeerConnection): Promise<void> {
     if (link.pc !== pc) return;
     link.remoteSet = true;
+    for (const candidate of link.localCandidates ?? []) this.#sendSignal(link.peer, candidate);
+    link.localCandidates = null;
     for (const candidate of link.pendingCandidates.splice(0)) await pc.addIceCandidate(candidate);
   }
 
