@@ -9,6 +9,7 @@ const WebSocket = require('ws');
 const { RTCPeerConnection } = require('node-datachannel/polyfill');
 const { SignalServer } = await import('../js/dist/signal/node.js');
 const { SignalClient } = await import('../js/dist/signal/index.js');
+const { Identity } = await import('../js/dist/identity/index.js');
 const { WebRtcTransport, DEFAULT_CHUNK_SIZE } = await import('../js/dist/transport/index.js');
 
 const totalMiB = Number(process.argv[2] ?? 200);
@@ -71,17 +72,22 @@ async function raw() {
 async function transport() {
   const server = await SignalServer.listen({ port: 0 });
   const url = `ws://127.0.0.1:${server.address.port}`;
-  const make = async (peer) =>
-    WebRtcTransport.create({ signal: await SignalClient.connect({ url, room: 'bench', peer, WebSocket }), RTCPeerConnection, rtcConfig, chunkSize: CHUNK, maxQueuedBytes: 1 << 30 });
-  const a = await make('a');
-  const b = await make('b');
+  const envelopeBytes = envelopeMiB * 1024 * 1024;
+  // envelopes above the engine's 16 MiB need larger reassembly bounds on the receiver
+  const reassembly = { maxMessageBytes: Math.max(16 << 20, envelopeBytes), maxPartialBytesPerPeer: Math.max(32 << 20, 2 * envelopeBytes), maxPartialBytes: Math.max(128 << 20, 2 * envelopeBytes) };
+  const make = async () =>
+    WebRtcTransport.create({ signal: await SignalClient.connect({ url, room: 'bench', identity: await Identity.generate(), WebSocket }), RTCPeerConnection, rtcConfig, chunkSize: CHUNK, maxQueuedBytes: 1 << 30, reassembly });
+  const a = await make();
+  const b = await make();
+  while (!a.peers().includes(b.self)) await new Promise((resolve) => setTimeout(resolve, 10));
+  a.connect(b.self);
   await new Promise((resolve) => {
-    const check = () => a.state('b') === 'open' && b.state('a') === 'open' && resolve();
+    const check = () => a.state(b.self) === 'open' && b.state(a.self) === 'open' && resolve();
     a.events.on('state', check);
     b.events.on('state', check);
     check();
   });
-  const envelope = new Uint8Array(envelopeMiB * 1024 * 1024);
+  const envelope = new Uint8Array(envelopeBytes);
   const count = Math.ceil(totalMiB / envelopeMiB);
   let received = 0;
   let bytes = 0;
@@ -90,7 +96,7 @@ async function transport() {
     if (++received === count) resolve();
   }));
   const start = performance.now();
-  for (let i = 0; i < count; i++) a.send('b', envelope);
+  for (let i = 0; i < count; i++) a.send(b.self, envelope);
   await done;
   const seconds = (performance.now() - start) / 1000;
   a.close();

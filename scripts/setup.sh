@@ -11,7 +11,7 @@ APT_PACKAGES=(
   libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn python3-torch
   zlib1g-dev
   wabt chromium
-  iproute2 util-linux
+  iproute2 util-linux openssl
 )
 
 say() { printf 'setup: %s\n' "$*"; }

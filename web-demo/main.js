@@ -3,6 +3,7 @@
 import {
   Compiler,
   compileFederatedDigits,
+  connectPeer,
   installDigitsClient,
   installDigitsServer,
   loadBb,
@@ -10,7 +11,6 @@ import {
   PollDriver,
   peerIdFromU64,
   roundReporter,
-  runPeer,
   splitDigits,
   startDigitsServer,
 } from '/pkg/index.js';
@@ -126,20 +126,22 @@ async function runLocal(bb, csv) {
 
 async function join(bb, csv, config) {
   state.mode = 'live client';
-  const { WebRtcTransport } = await import('/pkg/transport/index.js');
-  const { SignalClient } = await import('/pkg/signal/index.js');
-  const seat = await (await fetch('/join', { method: 'POST' })).json();
+  // the page's identity lives in IndexedDB: the same peer id (and seat) after a reload;
+  // ?identity=NAME gives pages of one browser identities of their own
+  const { loadIdentity } = await import('/pkg/identity/index.js');
+  const identity = await loadIdentity(new URLSearchParams(location.search).get('identity') ?? 'web-demo');
+  const seat = await (await fetch('/join', { method: 'POST', body: JSON.stringify({ peer: identity.peerId }) })).json();
   if (seat.error) throw new Error(seat.error);
   const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
   showPartitions(Compiler.describe(bb, artifact, 'json'));
   const split = splitDigits(bb, csv, config.clients, 1, config.classesPerShard);
-  const node = installDigitsClient(bb, artifact, seat.peer, config.server, split.shards[seat.index], seat.index + 2);
-  const signal = await SignalClient.connect({ url: config.signal.replace('HOST', location.hostname), room: config.room, peer: seat.peer });
-  const transport = await WebRtcTransport.create({ signal });
+  const node = installDigitsClient(bb, artifact, identity.peerId, config.server, split.shards[seat.index], seat.index + 2);
+  // signalling shares the page's port and its security: wss: on an https: page
+  const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}${config.signalPath}`;
   const me = { role: `client ${seat.index + 1} of ${config.clients}`, sent: 0, received: 0, state: 'connecting' };
-  state.peers.set(seat.peer, me);
-  transport.events.on('state', (_, s) => (me.state = s));
-  const running = runPeer(node, transport);
+  state.peers.set(identity.peerId, me);
+  const running = await connectPeer(node, { url, room: config.room, identity, token: seat.token });
+  running.transport.events.on('state', (_, s) => (me.state = s));
   status(`live client ${seat.index + 1}: waiting for the server to start the rounds`);
   watch(() => Object.assign(me, { sent: running.stats().sent, received: running.stats().received }));
 }

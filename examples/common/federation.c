@@ -102,8 +102,8 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
     rc = bb_federation_install(f, i, &f->nodes[i], err);
     if (!rc) rc = bb_sim_attach(f->sim, f->nodes[i], &f->peers[i], err);
     if (rc) {
-      char what[BB_ERROR_MESSAGE_MAX - 16];
-      snprintf(what, sizeof what, "%s", err->message);
+      char what[BB_ERROR_MESSAGE_MAX];
+      memcpy(what, err->message, sizeof what);
       snprintf(err->message, sizeof err->message, "peer %d: %.400s", i + 1, what);
     }
   }

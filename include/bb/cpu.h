@@ -10,6 +10,18 @@
 extern "C" {
 #endif
 
+/* ---- limits ------------------------------------------------------------------------ */
+
+/* The most bytes one op may allocate for one value (an output, or a working buffer such
+ * as Conv's column matrix) unless the caller says otherwise: a small model cannot make the
+ * backend allocate without bound (a 90-byte ConstantOfShape asks for gigabytes), and the
+ * default stays well under what a phone's browser tab can hold. */
+#define BB_CPU_DEFAULT_MAX_OUTPUT_BYTES ((size_t)256 << 20)
+
+typedef struct bb_cpu_limits {
+  size_t max_output_bytes; /* [BB_CPU_DEFAULT_MAX_OUTPUT_BYTES] one value of one op */
+} bb_cpu_limits;
+
 /* ---- single nodes ------------------------------------------------------------------ */
 
 /* Runs one node (ai.onnx or ai.bytesandbrains.grad). inputs[i] may be NULL for an omitted
@@ -18,6 +30,11 @@ extern "C" {
  * and the reason: unknown op, wrong arity, type or shape mismatch, bad attribute. */
 int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
+/* bb_cpu_run_node within `limits` (NULL: the defaults). A value over max_output_bytes is
+ * refused before it is allocated: BB_ERR_LIMIT, naming the node, the value and its size. */
+int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
+                            bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                            const bb_cpu_limits *limits, bb_error *err);
 
 /* Whether the backend implements this op at that opset (domain "" or "ai.onnx", or the
  * training operators of "ai.bytesandbrains.grad", whose single version any opset takes). */
@@ -38,6 +55,10 @@ typedef struct bb_cpu_session bb_cpu_session;
  * converts the initializers once. The model must outlive the session. */
 int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err);
 void bb_cpu_session_free(bb_cpu_session *s);
+
+/* The limits every node of the session's runs is held to (a new session has the
+ * defaults; zero fields take them). */
+void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits);
 
 /* The graph's inputs that are not initializers, and its outputs. */
 size_t bb_cpu_session_input_count(const bb_cpu_session *s);

@@ -144,9 +144,16 @@ int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const
 int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err);
 /* Publishes an application event (a step BB_STEP_APP_EVENT with this topic and value). */
 int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err);
-/* Address book: the addresses known for a peer (NULL and *n = 0 if none), and adding one. */
+/* Address book: the addresses known for a peer (NULL and *n = 0 if none), and adding one
+ * (a peer the book does not hold yet enters only if the install's admission hook, when
+ * there is one, admits it: BB_ERR_INVALID_ARGUMENT otherwise). */
 const bb_address *bb_ctx_addresses_of(bb_ctx *ctx, const bb_peer_id *peer, size_t *n);
 int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_address *address, bb_error *err);
+/* Whether a wire.Send of this node queued data for `peer` at or after since_ns (the
+ * node's clock): how an aggregator tells the peers it addressed in a round (its
+ * members) from any other sender. Only the latest send per peer is kept, and only while
+ * the peer is in the address book. */
+bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t since_ns);
 /* Bumps a named counter (bb_node_counter reads it). */
 void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta);
 
@@ -158,7 +165,8 @@ typedef struct bb_node_config {
   uint64_t seed;                  /* [0] the RNG seed (components get seeds derived from it) */
   size_t cycle_op_budget;         /* [1000] ops per poll before BB_STEP_CYCLE_BUDGET_EXCEEDED */
   size_t max_pending_async;       /* [10000] operations waiting for a completion */
-  size_t max_outbound;            /* [10000] envelopes queued before the oldest is dropped */
+  size_t max_outbound;            /* [max_peers] envelopes queued before the oldest is dropped;
+                                     a Send to more peers than this fails as a whole */
   size_t max_ingress_events;      /* [4096] queued deliveries/events before deliver refuses */
   size_t ingress_byte_budget;     /* [256 MiB] bytes of peer/app data held at once */
   size_t max_app_event_bytes;     /* [1 MiB] one app event or invoke input */
@@ -168,6 +176,8 @@ typedef struct bb_node_config {
   size_t dedup_window;            /* [8192] payload hashes DedupGateRx remembers */
   bb_envelope_caps envelope_caps; /* what bb_node_deliver accepts */
   bool trace_ops;                 /* also report BB_STEP_OP_COMPLETED / _ASYNC_SUSPENDED */
+  size_t max_peers;               /* [16384] address book entries; past it the least
+                                     recently used entry makes room */
 } bb_node_config;
 
 /* Config for one slot, overriding the artifact's binding config. */
@@ -176,6 +186,19 @@ typedef struct bb_slot_config {
   const char *config;      /* text passed to the component's create */
   const void *host_data;   /* an opaque pointer passed along (e.g. a host-side data set) */
 } bb_slot_config;
+
+/* Where a peer the address book does not hold yet would come from. */
+typedef enum bb_admission_source {
+  BB_ADMIT_CLAIM = 1, /* an envelope's sender claims a /p2p address of its own */
+  BB_ADMIT_GRAPH,     /* an AddressBook::Insert op of the artifact (a bootstrap's seeds) */
+  BB_ADMIT_COMPONENT  /* a component: bb_ctx_add_address (views, registries) */
+} bb_admission_source;
+
+/* Decides whether `peer` may enter the address book: the seam where a host checks who
+ * may take part (an allowlist, a join token it verified). Without a hook the rule is:
+ * claims from senders the book does not hold are refused, graph and component inserts
+ * are admitted. The host's own bb_node_add_peer / bb_node_block_peer need no admission. */
+typedef bool (*bb_admit_fn)(void *user, const bb_peer_id *peer, bb_admission_source source);
 
 typedef struct bb_install_args {
   size_t struct_size;              /* sizeof(bb_install_args) */
@@ -191,6 +214,8 @@ typedef struct bb_install_args {
   size_t n_slots;
   const bb_node_config *config;    /* NULL: defaults */
   const bb_allocator *alloc;       /* NULL: malloc */
+  bb_admit_fn admit;               /* NULL: the default admission rule (bb_admit_fn) */
+  void *admit_user;
 } bb_install_args;
 
 /* Why an install failed. */
@@ -305,7 +330,8 @@ int bb_node_fail(bb_node *node, uint64_t command, const char *detail, bb_error *
 
 /* ---- peers and introspection --------------------------------------------------------- */
 
-/* Adds an address for a peer (what Sends use to reach it). */
+/* Adds an address for a peer (what Sends use to reach it). A full book makes room by
+ * evicting its least recently used entry (never this node's own or a blocked peer's). */
 int bb_node_add_peer(bb_node *node, const bb_peer_id *peer, const bb_address *address, bb_error *err);
 /* Forgets a peer's addresses. */
 void bb_node_forget_peer(bb_node *node, const bb_peer_id *peer);

@@ -1,19 +1,19 @@
 // One browser peer of the end-to-end run (run.mjs): a federated_digits client or a
-// gossip_digits peer, with the package's node, WebRTC transport, signalling client and
-// PollDriver, exactly as a web app would use them. Progress is published on window.e2e.
+// gossip_digits peer, with the package's identity, node, WebRTC transport, signalling client
+// and PollDriver, exactly as a web app would use them. Progress is published on window.e2e.
+// The page makes its identity (kept in IndexedDB) and publishes its peer id; run.mjs, the
+// operator, admits it and calls window.e2eStart({ server, peers, token }).
 import {
   BbNode,
   Compiler,
+  connectPeer,
   installDigitsClient,
   loadBb,
-  peerIdFromU64,
-  runPeer,
   scalarOf,
   splitDigits,
   tensorValue,
 } from '/pkg/index.js';
-import { SignalClient } from '/pkg/signal/index.js';
-import { WebRtcTransport } from '/pkg/transport/index.js';
+import { loadIdentity } from '/pkg/identity/index.js';
 
 const params = new URLSearchParams(location.search);
 const role = params.get('role');
@@ -35,13 +35,15 @@ window.e2eHide = () => {
 async function main() {
   const bb = await loadBb(new URL('/bb.wasm', location.href));
   const csv = new Uint8Array(await (await fetch('/digits.csv')).arrayBuffer());
-  const self = peerIdFromU64(index + 1);
+  const identity = await loadIdentity(`e2e-${role}-${index}`);
+  const self = identity.peerId;
+  state.self = self;
+  const start = await new Promise((resolve) => (window.e2eStart = resolve));
   let node;
   if (role === 'fed') {
     const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
-    const server = peerIdFromU64(1);
     const split = splitDigits(bb, csv, peers, 1, 5);
-    node = installDigitsClient(bb, artifact, self, server, split.shards[index - 1], index + 1);
+    node = installDigitsClient(bb, artifact, self, start.server, split.shards[index - 1], index + 1);
     split.free();
   } else {
     // gossip: the page compiles the example itself (the compiler is deterministic, so every
@@ -50,7 +52,7 @@ async function main() {
     const artifact = compiler.compile(Compiler.recordExample(bb, 'gossip_digits'));
     compiler.free();
     const split = splitDigits(bb, csv, peers, 1, 3);
-    const seeds = `${((index + 1) % peers) + 1};${((index + 2) % peers) + 1}`;
+    const seeds = `${start.peers[(index + 1) % peers]};${start.peers[(index + 2) % peers]}`;
     node = BbNode.install(bb, {
       artifact,
       self,
@@ -58,27 +60,28 @@ async function main() {
       slots: { data: { dataset: split.shards[index] }, view: { config: `seeds=${seeds},view=6,shuffle=3` } },
       seed: 1000 + index,
     });
-    for (let k = 0; k < peers; k++) if (k !== index) node.addPeer(peerIdFromU64(k + 1));
+    for (const peer of start.peers) if (peer !== self) node.addPeer(peer);
     const x = split.test.features();
     const y = split.test.labels();
     node.invoke('GossipDigits', { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) });
     split.free();
   }
-  const signal = await SignalClient.connect({ url: params.get('signal'), room: params.get('room'), peer: self });
-  const transport = await WebRtcTransport.create({ signal });
-  transport.events.on('state', (peer, s) => (state.links[peer] = s));
-  const running = runPeer(node, transport, {
+  const running = await connectPeer(node, {
+    url: params.get('signal'),
+    room: params.get('room'),
+    identity,
+    ...(start.token === undefined ? {} : { token: start.token }),
     onStep(step) {
       if (step.kind === 'appEvent' && step.topic === 'accuracy') state.accuracy.push(scalarOf(step.value));
       if (step.kind === 'opFailed') log(`op failed: ${step.op}: ${step.detail}`);
     },
   });
+  running.transport.events.on('state', (peer, s) => (state.links[peer] = s));
   setInterval(() => {
     const s = running.stats();
     const d = running.driver.stats;
     Object.assign(state, { sent: s.sent, received: s.received, frames: d.frames, animationFrames: d.animationFrames, polls: d.polls, visibility: document.visibilityState, driverState: running.driver.state, memoryBytes: bb.exports.memory.buffer.byteLength });
   }, 100);
-  state.self = self;
   state.ready = true;
   log(`peer ${self} ready (${role})`);
 }

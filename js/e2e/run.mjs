@@ -7,6 +7,8 @@
 //              Page 1 is hidden at round 5 and must keep contributing; page 3 closes 5
 //              rounds later and the rounds must go on; the global model must reach 90 %.
 //   gossip:    6 pages run gossip_digits with no server; every peer must reach 85 %.
+//   Every peer has an identity (the pages keep theirs in IndexedDB); this process is the
+//   operator: the federated room admits by list, the gossip room by join token.
 //   web-demo:  web-demo/serve.mjs is the server; 2 pages press "Join"; the rounds must learn.
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
@@ -25,13 +27,13 @@ import {
   compileFederatedDigits,
   installDigitsServer,
   loadBb,
-  peerIdFromU64,
   roundReporter,
   runPeer,
   splitDigits,
   startDigitsServer,
 } from '../dist/index.js';
-import { SignalClient } from '../dist/signal/index.js';
+import { Identity } from '../dist/identity/index.js';
+import { SignalClient, createJoinToken } from '../dist/signal/index.js';
 import { SignalServer } from '../dist/signal/node.js';
 import { WebRtcTransport } from '../dist/transport/index.js';
 
@@ -93,7 +95,10 @@ files.set('/bb.wasm', ['application/wasm', readFileSync(join(packageRoot, 'wasm'
 files.set('/digits.csv', ['text/csv', digitsCsv]);
 files.set('/favicon.ico', ['image/x-icon', Buffer.alloc(0)]);
 
-const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', ratePerSecond: 500, rateBurst: 2000 });
+// Every room of the run has an admission policy (set as the run makes it): the federated
+// room lists its peers, the gossip room takes join tokens; rooms without one admit nobody.
+const policies = new Map();
+const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', ratePerSecond: 500, rateBurst: 2000, rooms: (room) => policies.get(room), openRooms: false });
 const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 
 const browser = await chromium.launch({
@@ -103,6 +108,7 @@ const browser = await chromium.launch({
     '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows'],
 });
 
+/** A page of peer.html; resolves once it made its identity, with its peer id as `self`. */
 async function openPeer(context, query) {
   const page = await context.newPage();
   const errors = [];
@@ -111,15 +117,26 @@ async function openPeer(context, query) {
     if (message.type() === 'error') errors.push(message.text());
   });
   await page.goto(`${base}/peer.html?${new URLSearchParams(query)}`);
+  const self = await waitForPage(page, errors, query.i, () => window.e2e?.self || window.e2e?.error);
+  const peer = { page, errors, self, state: () => page.evaluate(() => ({ ...window.e2e })) };
+  /** Hands the page what the operator decided (server id, peer ids, token); resolves once it runs. */
+  peer.start = async (config) => {
+    await page.evaluate((c) => window.e2eStart(c), config);
+    await waitForPage(page, errors, query.i, () => window.e2e?.ready || window.e2e?.error);
+  };
+  return peer;
+}
+
+async function waitForPage(page, errors, i, predicate) {
   try {
-    await until(`page ${query.i} to start`, () => page.evaluate(() => window.e2e?.ready || window.e2e?.error), 60_000);
+    await until(`page ${i} to start`, () => page.evaluate(predicate), 60_000);
   } catch (error) {
     const text = await page.evaluate(() => document.getElementById('log')?.textContent ?? '').catch(() => '');
     throw new Error(`${error.message}; page log: ${text} ${errors.join(' | ')}`);
   }
-  const error = await page.evaluate(() => window.e2e.error);
-  if (error) throw new Error(`page ${query.i}: ${error}`);
-  return { page, errors, state: () => page.evaluate(() => ({ ...window.e2e })) };
+  const state = await page.evaluate(() => window.e2e);
+  if (state.error) throw new Error(`page ${i}: ${state.error}`);
+  return state.self;
 }
 
 // ---- federated ----------------------------------------------------------------------------
@@ -131,12 +148,14 @@ async function federated() {
   const artifact = compileFederatedDigits(bb, { quorum: 3, target: clients, deadlineMs: 1500 });
   files.set('/artifact.bin', ['application/octet-stream', artifact]);
   const split = splitDigits(bb, digitsCsv, clients, 1, 5);
-  const serverId = peerIdFromU64(1);
-  const clientIds = Array.from({ length: clients }, (_, k) => peerIdFromU64(k + 2));
+  const serverIdentity = await Identity.generate();
+  const serverId = serverIdentity.peerId;
   const server = installDigitsServer(bb, artifact, serverId, split.test);
-  for (const id of clientIds) server.addPeer(id);
   const room = `fed-${process.pid}`;
-  const rtc = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, peer: serverId }) });
+  // the room admits the peers on its list: the server, then each page once it has its id
+  const allow = new Map([[serverId, 'server']]);
+  policies.set(room, { allow });
+  const rtc = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity: serverIdentity, role: 'server' }) });
   // Round latency: from the server's broadcast of a global model to the last client update
   // of that round arriving (while all clients take part).
   const latencies = [];
@@ -174,7 +193,13 @@ async function federated() {
   const context = await browser.newContext();
   const pages = [];
   for (let k = 1; k <= clients; k++) pages.push(await openPeer(context, { role: 'fed', i: k, peers: clients, room, signal: signalUrl }));
-  check('4 browser clients installed the artifact and joined the room', pages.length === clients);
+  const clientIds = pages.map((p) => p.self);
+  for (const id of clientIds) {
+    allow.set(id, 'client');
+    server.addPeer(id);
+  }
+  for (const p of pages) await p.start({ server: serverId });
+  check('4 browser clients made identities, installed the artifact and joined the room', pages.length === clients && new Set(clientIds).size === clients);
   await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
 
   const started = performance.now();
@@ -237,10 +262,16 @@ async function gossip() {
   console.log('\n== gossip_digits: 6 browser peers, no server');
   const n = 6;
   const room = `gossip-${process.pid}`;
+  // the room admits holders of join tokens from this run's operator key
+  const operator = await Identity.generate();
+  policies.set(room, { operators: [operator.publicKey] });
   const context = await browser.newContext();
   const pages = [];
   for (let k = 0; k < n; k++) pages.push(await openPeer(context, { role: 'gossip', i: k, peers: n, room, signal: signalUrl }));
-  check('6 browser peers compiled the example, installed it and joined the room', pages.length === n);
+  const ids = pages.map((p) => p.self);
+  const expiresAt = Math.floor(Date.now() / 1000) + 3600;
+  for (const p of pages) await p.start({ peers: ids, token: await createJoinToken(operator, { peer: p.self, role: 'client', room, expiresAt }) });
+  check('6 browser peers compiled the example, installed it and joined the room with join tokens', pages.length === n);
   const worst = async () => {
     const states = await Promise.all(pages.map((p) => p.state()));
     return Math.min(...states.map((s) => s.accuracy.at(-1) ?? 0));
@@ -270,8 +301,8 @@ async function webDemo() {
       probe.close(() => resolve(port));
     });
   });
-  const [port, signalPort] = [await free(), await free()];
-  const child = spawn(process.execPath, [join(packageRoot, '..', 'web-demo', 'serve.mjs'), '--port', String(port), '--signal-port', String(signalPort), '--host', '127.0.0.1', '--clients', '2']);
+  const port = await free();
+  const child = spawn(process.execPath, [join(packageRoot, '..', 'web-demo', 'serve.mjs'), '--port', String(port), '--host', '127.0.0.1', '--clients', '2']);
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -282,7 +313,7 @@ async function webDemo() {
     const pages = [];
     for (let k = 0; k < 2; k++) {
       const page = await context.newPage();
-      await page.goto(`${url}/?run=join`);
+      await page.goto(`${url}/?run=join&identity=page-${k}`); // one browser: an identity per page
       pages.push(page);
     }
     const status = async () => (await fetch(`${url}/status.json`)).json();
@@ -293,7 +324,7 @@ async function webDemo() {
       `${joined} joined; round ${last?.round ?? 0}, ${((last?.accuracy ?? 0) * 100).toFixed(1)} %`);
     const seen = await pages[0].evaluate(() => window.demo.rounds.length);
     check('web-demo: a joined page charts the rounds it took part in', seen > 0, `${seen} rounds on the page`);
-    const third = await (await fetch(`${url}/join`, { method: 'POST' })).json();
+    const third = await (await fetch(`${url}/join`, { method: 'POST', body: JSON.stringify({ peer: (await Identity.generate()).peerId }) })).json();
     check('web-demo: a third client is turned away with a reason', typeof third.error === 'string', third.error);
   } finally {
     await context.close();

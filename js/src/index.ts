@@ -77,7 +77,7 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
-export { runPeer, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
+export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
   compileFederatedDigits,
   FEDERATED_DIGITS_CLIENT_TARGETS,

@@ -5,13 +5,19 @@
  * visible, on timers otherwise, and sleeps until the node's next deadline.
  *
  * ```ts
- * const transport = await WebRtcTransport.create({ signal: await SignalClient.connect({ url, room, peer: node.self }) });
- * const peer = runPeer(node, transport, { onStep: (step) => show(step) });
+ * const identity = await loadIdentity('my-app');          // bytesandbrains/identity
+ * const node = BbNode.install(bb, { artifact, self: identity.peerId, ... });
+ * const peer = await connectPeer(node, { url, room, identity, iceServers, onStep: (step) => show(step) });
  * ```
+ * or, with a transport of one's own, `runPeer(node, transport, options)`.
  */
 import { PollDriver, type PollDriverOptions } from './driver.js';
+import type { Signer } from './identity/identity.js';
 import type { BbNode, Step } from './node.js';
+import type { WebSocketConstructor } from './signal/client.js';
+import type { PeerRole } from './signal/protocol.js';
 import type { Transport } from './transport/types.js';
+import type { WebRtcTransportOptions } from './transport/webrtc.js';
 
 export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
@@ -74,4 +80,44 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
       unEnvelope();
     },
   };
+}
+
+export interface ConnectPeerOptions extends PeerOptions {
+  /** ws:// or wss:// address of the signalling server. */
+  readonly url: string;
+  readonly room: string;
+  /** The node's identity: its peer id must be the node's. */
+  readonly identity: Signer;
+  /** A join token from the room's operator, for rooms that admit by token. */
+  readonly token?: string;
+  /** `client` or `server` (default: the token's role, else `client`). */
+  readonly role?: PeerRole;
+  /** STUN and TURN servers for every connection; those the signalling server hands out are added. */
+  readonly iceServers?: RTCIceServer[];
+  /** The rest of the transport's options (rtcConfig, maxLinks, reassembly limits, an RTCPeerConnection, ...). */
+  readonly transport?: Omit<WebRtcTransportOptions, 'signal' | 'iceServers'>;
+  /** A WebSocket constructor for the signalling client (default: the global one, else `ws`). */
+  readonly WebSocket?: WebSocketConstructor;
+}
+
+/**
+ * Joins the room, makes a WebRtcTransport and runs the node on it. The networking code is
+ * loaded only here, so pages that never connect never load it. `stop()` leaves the
+ * transport open: close it with `running.transport.close()`.
+ */
+export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Promise<RunningPeer> {
+  if (node.self !== options.identity.peerId) {
+    throw new Error(`the node is ${node.self} but the identity is ${options.identity.peerId}: install the node with self = identity.peerId`);
+  }
+  const [{ SignalClient }, { WebRtcTransport }] = await Promise.all([import('./signal/client.js'), import('./transport/webrtc.js')]);
+  const signal = await SignalClient.connect({
+    url: options.url,
+    room: options.room,
+    identity: options.identity,
+    ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.role === undefined ? {} : { role: options.role }),
+    ...(options.WebSocket === undefined ? {} : { WebSocket: options.WebSocket }),
+  });
+  const transport = await WebRtcTransport.create({ ...options.transport, signal, ...(options.iceServers === undefined ? {} : { iceServers: options.iceServers }) });
+  return runPeer(node, transport, options);
 }

@@ -328,12 +328,15 @@ test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   }
   expect(readFileSync(join(installed, 'wasm', 'bb.wasm')).equals(wasmBytes())).toBe(true);
   expect(existsSync(join(installed, 'test'))).toBe(false);
-  // The signalling server's command: declared always, linked once its file is in the package.
+  // The commands (the signalling server, operator keys and join tokens): declared always,
+  // linked once their files are in the package.
   const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { bin?: Record<string, string> };
-  expect(manifest.bin).toEqual({ 'bytesandbrains-signal': './bin/bytesandbrains-signal.mjs' });
-  if (existsSync(join(packageRoot, 'bin', 'bytesandbrains-signal.mjs'))) {
-    expect(existsSync(join(installed, 'bin', 'bytesandbrains-signal.mjs'))).toBe(true);
-    expect(existsSync(join(app, 'node_modules', '.bin', 'bytesandbrains-signal'))).toBe(true);
+  const commands = ['bytesandbrains-signal', 'bytesandbrains-token'];
+  expect(manifest.bin).toEqual(Object.fromEntries(commands.map((name) => [name, `./bin/${name}.mjs`])));
+  for (const name of commands) {
+    if (!existsSync(join(packageRoot, 'bin', `${name}.mjs`))) continue;
+    expect(existsSync(join(installed, 'bin', `${name}.mjs`))).toBe(true);
+    expect(existsSync(join(app, 'node_modules', '.bin', name))).toBe(true);
   }
   expect(existsSync(join(installed, 'node_modules'))).toBe(false);
 });

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
   CHUNK_HEADER_BYTES,
-  Reassembler,
   chunkCount,
   decodeChunkHeader,
   encodeChunk,
   encodeChunks,
 } from '../src/transport/chunking.js';
+import { CHUNK_OVERHEAD_BYTES, PARTIAL_OVERHEAD_BYTES, Reassembler, type EvictedPartial } from '../src/transport/reassembler.js';
 import { TransportError } from '../src/transport/errors.js';
 
 const CHUNK = 1024;
@@ -155,16 +155,79 @@ describe('reassembly', () => {
   });
 
   it('bounds the number and bytes of partial messages per peer', () => {
-    const r = new Reassembler({ maxPartialsPerPeer: 2, maxPartialBytesPerPeer: 5 * STRIDE });
+    const r = new Reassembler({ maxPartialsPerPeer: 2 });
     r.push('p', encodeChunk(envelope(2 * STRIDE), 1, 0, CHUNK), 0);
     r.push('p', encodeChunk(envelope(2 * STRIDE), 2, 0, CHUNK), 0);
     expect(code(() => r.push('p', encodeChunk(envelope(2 * STRIDE), 3, 0, CHUNK), 0))).toBe('too-many-partials');
     expect(r.push('q', encodeChunk(envelope(2 * STRIDE), 3, 0, CHUNK), 0)).toBeNull();
-    const s = new Reassembler({ maxPartialBytesPerPeer: 3 * STRIDE });
-    s.push('p', encodeChunk(envelope(2 * STRIDE), 1, 0, CHUNK), 0);
-    expect(code(() => s.push('p', encodeChunk(envelope(2 * STRIDE), 2, 0, CHUNK), 0))).toBe('too-many-partials');
+    // bytes count as they arrive: two messages announcing 9 strides each fit in 4 strides...
+    const s = new Reassembler({ maxPartialBytesPerPeer: 4 * STRIDE });
+    const [a0, a1, a2] = [...encodeChunks(envelope(9 * STRIDE), 1, CHUNK)];
+    const [b0] = [...encodeChunks(envelope(9 * STRIDE), 2, CHUNK)];
+    expect(s.push('p', a0!, 0)).toBeNull();
+    expect(s.push('p', b0!, 0)).toBeNull();
+    // ...until what they hold passes it: the message that would pass is dropped
+    expect(s.push('p', a1!, 0)).toBeNull();
+    expect(code(() => s.push('p', a2!, 0))).toBe('too-many-partials');
+    expect(s.partialCount('p')).toBe(1);
     // single-chunk messages need no partial slot
-    expect(s.push('p', encodeChunk(envelope(5), 2, 0, CHUNK), 0)).toEqual(envelope(5));
+    expect(s.push('p', encodeChunk(envelope(5), 3, 0, CHUNK), 0)).toEqual(envelope(5));
+  });
+
+  it('reserves what arrives, not what a header announces', () => {
+    const r = new Reassembler();
+    // 25 bytes announcing 16 MiB in 1-byte chunks: 16,777,216 of them
+    const total = 16 * 1024 * 1024;
+    const chunk = new Uint8Array(CHUNK_HEADER_BYTES + 1);
+    const view = new DataView(chunk.buffer);
+    view.setUint8(0, 0xbb);
+    view.setUint8(1, 1);
+    view.setUint32(4, 9, true);
+    view.setUint32(8, 0, true);
+    view.setUint32(12, total, true);
+    view.setUint32(16, 0, true);
+    view.setUint32(20, total, true);
+    expect(r.push('p', chunk, 0)).toBeNull();
+    expect(r.pendingBytes).toBe(1 + PARTIAL_OVERHEAD_BYTES);
+    // out of order, a chunk costs its bytes and a fixed overhead
+    const ahead = chunk.slice();
+    new DataView(ahead.buffer).setUint32(8, 1000, true);
+    new DataView(ahead.buffer).setUint32(16, 1000, true);
+    const before = r.pendingBytes;
+    expect(r.push('p', ahead, 0)).toBeNull();
+    expect(r.pendingBytes - before).toBe(1 + CHUNK_OVERHEAD_BYTES);
+  });
+
+  it('reassembles out of order, and in order without a copy once the buffer has grown to the message', () => {
+    const bytes = envelope(5 * STRIDE + 7);
+    const chunks = [...encodeChunks(bytes, 4, CHUNK)];
+    const r = new Reassembler();
+    for (const i of [3, 1, 4, 0]) expect(r.push('p', chunks[i]!, 0)).toBeNull();
+    expect(code(() => r.push('p', chunks[3]!, 0))).toBe('duplicate-chunk');
+    expect(code(() => r.push('p', chunks[0]!, 0))).toBe('duplicate-chunk');
+    expect(same(r.push('p', chunks[5]!, 0) ?? null, bytes)).toBe(false); // 2 is still missing
+    expect(same(r.push('p', chunks[2]!, 0), bytes)).toBe(true);
+    expect(r.pendingBytes).toBe(0);
+  });
+
+  it('drops the stalest partial message of any peer past the bound for all of them, and counts it', () => {
+    const evicted: EvictedPartial[] = [];
+    // three first chunks (a stride and the overhead each) and x's second fit; one more does not
+    const r = new Reassembler({ maxPartialBytes: 4 * STRIDE + 3 * PARTIAL_OVERHEAD_BYTES }, (e) => evicted.push(e));
+    const big = (id: number): Uint8Array[] => [...encodeChunks(envelope(200 * STRIDE), id, CHUNK)];
+    const [x, y, z, w] = [big(1), big(2), big(3), big(4)];
+    r.push('x', x[0]!, 1);
+    r.push('y', y[0]!, 2);
+    r.push('z', z[0]!, 3);
+    r.push('x', x[1]!, 4); // x is touched again: y is now the stalest
+    r.push('w', w[0]!, 5);
+    expect(evicted.map((e) => `${e.peer}:${e.messageId}`)).toEqual(['y:2']);
+    expect(r.evictions).toBe(1);
+    expect(r.partialCount('y')).toBe(0);
+    expect(r.pendingBytes).toBeLessThanOrEqual(r.maxPartialBytes);
+    // a message too big for the bound even alone is refused, without dropping the others
+    const tight = new Reassembler({ maxPartialBytes: 1000 });
+    expect(code(() => tight.push('p', x[0]!, 0))).toBe('too-many-partials');
   });
 
   it('expires stale partial messages', () => {

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { Identity } from '../src/identity/index.js';
 import { SignalClient, type WebSocketConstructor } from '../src/signal/index.js';
 import { SignalServer } from '../src/signal/node.js';
 import { TransportError, WebRtcTransport, type PeerState, type WebRtcTransportOptions } from '../src/transport/index.js';
@@ -9,6 +10,11 @@ let url: string;
 const transports: WebRtcTransport[] = [];
 
 const connections = new Map<string, RTCPeerConnection[]>();
+/** Each transport's signalling client, to watch what it sends. */
+const transportsSignals = new Map<WebRtcTransport, SignalClient>();
+/** Identities named a, b, c, … whose peer ids sort in that order (the smaller id offers). */
+let named = new Map<string, Identity>();
+const idOf = (name: string): string => named.get(name)!.peerId;
 
 async function peer(id: string, options: Partial<WebRtcTransportOptions> & { hangFirstRemoteDescription?: boolean } = {}): Promise<WebRtcTransport> {
   const { RTCPeerConnection: Base } = await import('node-datachannel/polyfill');
@@ -28,9 +34,10 @@ async function peer(id: string, options: Partial<WebRtcTransportOptions> & { han
       return super.setRemoteDescription(description);
     }
   } as unknown as WebRtcTransportOptions['RTCPeerConnection'] & object;
-  const signal = await SignalClient.connect({ url, room: 'room', peer: id, WebSocket: WebSocket as unknown as WebSocketConstructor });
+  const signal = await SignalClient.connect({ url, room: 'room', identity: named.get(id)!, WebSocket: WebSocket as unknown as WebSocketConstructor });
   const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...rest });
   transports.push(t);
+  transportsSignals.set(t, signal);
   return t;
 }
 
@@ -48,6 +55,20 @@ function until(t: WebRtcTransport, other: string, state: PeerState, timeoutMs = 
   });
 }
 
+/** Resolves once `t` sees `other` in the room (presence arrives a moment after a join). */
+async function present(t: WebRtcTransport, other: string): Promise<void> {
+  for (let i = 0; i < 200 && !t.peers().includes(other); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(t.peers()).toContain(other);
+}
+
+/** Links `x` to `y` (x asks) and waits until both ends are open. */
+async function link(x: WebRtcTransport, y: WebRtcTransport): Promise<void> {
+  await present(x, y.self);
+  x.connect(y.self);
+  await until(x, y.self, 'open');
+  await until(y, x.self, 'open');
+}
+
 function pattern(size: number, seed: number): Uint8Array {
   const bytes = new Uint8Array(size);
   for (let i = 0; i < size; i++) bytes[i] = (i * 31 + seed) & 0xff;
@@ -61,6 +82,9 @@ function same(a: Uint8Array, b: Uint8Array): boolean {
 beforeEach(async () => {
   server = await SignalServer.listen({ port: 0, host: '127.0.0.1' });
   url = `ws://127.0.0.1:${server.address.port}`;
+  const made = await Promise.all(['a', 'b', 'c'].map(() => Identity.generate()));
+  made.sort((x, y) => (x.peerId < y.peerId ? -1 : 1));
+  named = new Map(made.map((identity, i) => [String.fromCharCode(97 + i), identity]));
 });
 
 afterEach(async () => {
@@ -72,17 +96,16 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('delivers envelopes of 0 B, 1 B, 64 KiB ± 1 and 5 MiB intact and in order', async () => {
     const a = await peer('a');
     const b = await peer('b');
-    await until(a, 'b', 'open');
-    await until(b, 'a', 'open');
+    await link(a, b);
     const sizes = [0, 1, 65535, 65536, 65537, 5 * 1024 * 1024];
     const sent = sizes.map((size, i) => pattern(size, i));
     const got: Uint8Array[] = [];
     const done = new Promise<void>((resolve) => b.onEnvelope((from, bytes) => {
-      expect(from).toBe('a');
+      expect(from).toBe(idOf('a'));
       got.push(bytes);
       if (got.length === sent.length) resolve();
     }));
-    for (const bytes of sent) a.send('b', bytes);
+    for (const bytes of sent) a.send(idOf('b'), bytes);
     await done;
     expect(got.map((g) => g.byteLength)).toEqual(sizes);
     got.forEach((g, i) => expect(same(g, sent[i]!)).toBe(true));
@@ -93,84 +116,129 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('queues under back-pressure and refuses beyond its bound with queue-full', async () => {
     const a = await peer('a', { maxQueuedBytes: 8 * 1024 * 1024, highWaterMark: 256 * 1024, lowWaterMark: 64 * 1024 });
     const b = await peer('b');
-    await until(a, 'b', 'open');
+    await link(a, b);
     const envelope = pattern(3 * 1024 * 1024, 7);
     let received = 0;
     const done = new Promise<void>((resolve) => b.onEnvelope((_, bytes) => {
       expect(same(bytes, envelope)).toBe(true);
       if (++received === 2) resolve();
     }));
-    a.send('b', envelope);
-    a.send('b', envelope);
+    a.send(idOf('b'), envelope);
+    a.send(idOf('b'), envelope);
     // the channel took at most ~highWaterMark + one chunk; the rest waits in our queue
-    expect(a.queuedBytes('b')).toBeGreaterThan(4 * 1024 * 1024);
+    expect(a.queuedBytes(idOf('b'))).toBeGreaterThan(4 * 1024 * 1024);
     let error: unknown;
     try {
-      a.send('b', envelope);
+      a.send(idOf('b'), envelope);
     } catch (e) {
       error = e;
     }
     expect(error).toBeInstanceOf(TransportError);
     expect((error as TransportError).code).toBe('queue-full');
     await done;
-    expect(a.queuedBytes('b')).toBe(0);
+    expect(a.queuedBytes(idOf('b'))).toBe(0);
   });
 
-  it('throws unknown-peer for a peer not in the room', async () => {
-    const a = await peer('a');
+  it('refuses a peer not in the room, an envelope above the engine\'s cap, and links past its limit', async () => {
+    const a = await peer('a', { maxLinks: 1 });
     expect(() => a.send('nobody', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+    const [b, c] = [await peer('b'), await peer('c')];
+    await present(a, b.self);
+    await present(a, c.self);
+    expect(() => a.send(b.self, new Uint8Array(16 * 1024 * 1024 + 1))).toThrow(expect.objectContaining({ code: 'message-too-large' }));
+    expect(a.links()).toEqual([]); // refused before any link was made
+    a.connect(b.self);
+    expect(() => a.send(c.self, new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'link-limit' }));
+    // c asks for a link itself: a refuses it
+    const refused = new Promise<TransportError>((resolve) => a.events.on('error', (e) => e.code === 'link-limit' && resolve(e)));
+    c.connect(a.self);
+    expect((await refused).peer).toBe(c.self);
+    expect(a.links()).toEqual([b.self]);
   });
 
-  it('three peers form a mesh', async () => {
+  it('sends candidates only once both ends hold both descriptions', async () => {
+    const a = await peer('a');
+    const b = await peer('b');
+    await present(a, b.self);
+    const sent: string[] = [];
+    for (const t of [a, b]) {
+      const signal = transportsSignals.get(t)!;
+      const send = signal.send.bind(signal);
+      signal.send = (to: string, data: unknown) => {
+        sent.push(`${t === a ? 'a' : 'b'}:${(data as { kind: string }).kind}`);
+        send(to, data);
+      };
+    }
+    a.connect(b.self);
+    await until(a, b.self, 'open');
+    // a candidate sent before its offer finds no link; checks that run before the offerer
+    // has the answer start a DTLS handshake it cannot take part in yet
+    expect(sent.filter((k) => k.startsWith('a:'))[0]).toBe('a:offer');
+    expect(sent.filter((k) => k.startsWith('b:'))[0]).toBe('b:answer');
+    expect(sent.indexOf('a:candidate')).toBeGreaterThan(sent.indexOf('b:answer'));
+  });
+
+  it('links only to the peers it addresses, never to the whole room', async () => {
     const [a, b, c] = [await peer('a'), await peer('b'), await peer('c')];
-    for (const [x, y] of [[a, 'b'], [a, 'c'], [b, 'c'], [c, 'a']] as const) await until(x, y, 'open');
+    await present(a, c.self);
+    await present(b, c.self);
     const got = new Promise<string[]>((resolve) => {
       const seen: string[] = [];
       c.onEnvelope((from, bytes) => {
-        seen.push(`${from}:${bytes.byteLength}`);
+        seen.push(`${from === idOf('a') ? 'a' : 'b'}:${bytes.byteLength}`);
         if (seen.length === 2) resolve(seen.sort());
       });
     });
-    a.send('c', pattern(100_000, 1));
-    b.send('c', pattern(10, 2));
+    a.send(idOf('c'), pattern(100_000, 1)); // a offers (its id is smaller)
+    b.send(idOf('c'), pattern(10, 2));
     expect(await got).toEqual(['a:100000', 'b:10']);
+    expect(a.links()).toEqual([c.self]);
+    expect(b.links()).toEqual([c.self]);
+    expect(c.links().sort()).toEqual([a.self, b.self].sort());
+    expect(connections.get('a')!.length + connections.get('b')!.length).toBe(2); // no a–b connection
+    // the larger id's first envelope makes the link too: it asks the smaller to offer
+    const back = new Promise<number>((resolve) => a.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
+    c.send(idOf('a'), pattern(5, 3));
+    expect(await back).toBe(5);
+    expect(c.stats()).toMatchObject({ links: 2, partialBytes: 0, partialsEvicted: 0 });
   });
 
   it('the answering side asks the offerer to start over when only it saw the link fail', async () => {
     const a = await peer('a');
     const b = await peer('b', { hangFirstRemoteDescription: true, connectTimeoutMs: 1000 });
-    await until(b, 'a', 'failed');
-    await until(a, 'b', 'open', 15_000);
-    await until(b, 'a', 'open', 15_000);
+    await present(a, b.self);
+    a.connect(b.self);
+    await until(b, idOf('a'), 'failed');
+    await until(a, idOf('b'), 'open', 15_000);
+    await until(b, idOf('a'), 'open', 15_000);
     expect(connections.get('a')!.length).toBeGreaterThanOrEqual(2); // more under load: each slow attempt times out too
     const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
-    a.send('b', pattern(1, 0));
+    a.send(idOf('b'), pattern(1, 0));
     expect(await got).toBe(1);
   });
 
   it('reports closed when a peer leaves, and reconnects after a failed link', async () => {
     const a = await peer('a');
     const b = await peer('b');
-    await until(a, 'b', 'open');
-    await until(b, 'a', 'open');
+    await link(a, b);
     // close b's connection under it, as a network failure would: a (the offerer) reconnects
     const states: string[] = [];
     a.events.on('state', (p, s) => states.push(`${p}:${s}`));
-    const failed = until(a, 'b', 'failed');
+    const failed = until(a, idOf('b'), 'failed');
     connections.get('b')!.at(-1)!.close();
     await failed;
-    await until(a, 'b', 'open', 15_000);
-    await until(b, 'a', 'open', 15_000);
-    expect(states).toContain('b:failed');
-    expect(states).toContain('b:connecting');
+    await until(a, idOf('b'), 'open', 15_000);
+    await until(b, idOf('a'), 'open', 15_000);
+    expect(states).toContain(`${idOf('b')}:failed`);
+    expect(states).toContain(`${idOf('b')}:connecting`);
     const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
-    a.send('b', pattern(70_000, 3));
+    a.send(idOf('b'), pattern(70_000, 3));
     expect(await got).toBe(70_000);
-    const closed = until(a, 'b', 'closed');
+    const closed = until(a, idOf('b'), 'closed');
     b.close();
     await closed;
     expect(a.peers()).toEqual([]);
-    expect(() => a.send('b', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+    expect(() => a.send(idOf('b'), new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
   });
 });
 

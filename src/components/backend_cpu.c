@@ -1,20 +1,41 @@
 /* CpuBackend: the Backend concrete. A backend node of the graph (an ONNX operator in the
- * default domain) runs on the CPU kernels; inputs must be tensors. No config. */
+ * default domain) runs on the CPU kernels; inputs must be tensors.
+ *   Config: max_output_bytes=268435456 — the most one value of one op may take (the
+ *   kernels refuse a larger one before allocating it). */
 #include "bb/cpu.h"
 #include "bb/roles.h"
 #include "util/error.h"
 #include "util/mem.h"
 
+typedef struct cpu_backend {
+  const bb_allocator *alloc;
+  bb_cpu_limits limits;
+} cpu_backend;
+
 static int cpu_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const NONE[] = {NULL};
-  *self = (void *)init->alloc; /* stateless: remember the allocator only */
-  return bb_config_check(init->config, NONE, err);
+  static const char *const KEYS[] = {"max_output_bytes", NULL};
+  uint64_t max_bytes;
+  int rc;
+  if ((rc = bb_config_check(init->config, KEYS, err)) ||
+      (rc = bb_config_u64(init->config, "max_output_bytes", BB_CPU_DEFAULT_MAX_OUTPUT_BYTES, &max_bytes, err)))
+    return rc;
+  if (!max_bytes || max_bytes > SIZE_MAX)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuBackend: max_output_bytes=%llu is not in 1..%zu",
+                        (unsigned long long)max_bytes, (size_t)SIZE_MAX);
+  cpu_backend *b = bb_mem_alloc(init->alloc, sizeof *b);
+  if (!b) return bb_error_set(err, BB_ERR_NOMEM, "CpuBackend: out of memory");
+  *b = (cpu_backend){init->alloc, {(size_t)max_bytes}};
+  *self = b;
+  return 0;
 }
 
-static void cpu_destroy(void *self) { (void)self; }
+static void cpu_destroy(void *self) {
+  cpu_backend *b = self;
+  bb_mem_free(b->alloc, b);
+}
 
 static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
-  (void)self;
+  const cpu_backend *backend = self;
   if (call->role != BB_ROLE_BACKEND)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "CpuBackend only runs backend (ONNX) ops, not %s::%s", call->domain,
                         call->op_type);
@@ -36,8 +57,8 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
   standin.op_type = (char *)call->op_type;
   standin.outputs = (bb_strlist){out_names, call->n_outputs, call->n_outputs};
   const bb_ir_node *node = call->node ? call->node : &standin;
-  int rc = bb_cpu_run_node(node, BB_ONNX_OPSET_VERSION, in_stack, call->n_inputs, out_stack, call->n_outputs,
-                           bb_ctx_allocator(ctx), err);
+  int rc = bb_cpu_run_node_limited(node, BB_ONNX_OPSET_VERSION, in_stack, call->n_inputs, out_stack,
+                                   call->n_outputs, bb_ctx_allocator(ctx), &backend->limits, err);
   if (rc) return rc;
   for (size_t i = 0; i < call->n_outputs; i++) {
     if (!out_stack[i]) continue;

@@ -34,8 +34,34 @@ bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i) {
   return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
 }
 
+int bb_cpu_check_size(bb_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what) {
+  uint64_t bytes;
+  if (count < 0 || __builtin_mul_overflow((uint64_t)count, (uint64_t)elem_size, &bytes))
+    return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take more bytes than 64 bits can count", what);
+  if (bytes > ctx->max_output_bytes)
+    return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take %llu bytes, over the %zu-byte cap on one value "
+                       "(bb_cpu_limits.max_output_bytes)", what, (unsigned long long)bytes, ctx->max_output_bytes);
+  return 0;
+}
+
 int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
   if (i >= ctx->n_outputs) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
+  /* the size is checked before anything is allocated; a negative dim or a rank over the
+   * limit is left to the allocation below, which refuses it */
+  int64_t numel = 1;
+  bool overflow = false;
+  for (int k = 0; k < rank && k < BB_MAX_RANK; k++)
+    if (dims[k] >= 0) overflow |= __builtin_mul_overflow(numel, dims[k], &numel);
+  uint64_t bytes;
+  if (overflow || __builtin_mul_overflow((uint64_t)numel, (uint64_t)bb_dtype_size(dtype), &bytes) ||
+      bytes > ctx->max_output_bytes) { /* named with its shape only when refused */
+    char what[160];
+    int at = snprintf(what, sizeof what, "output %zu (%s [", i, bb_dtype_name(dtype) ? bb_dtype_name(dtype) : "?");
+    for (int k = 0; k < rank && k < BB_MAX_RANK && at < (int)sizeof what - 24; k++)
+      at += snprintf(what + at, sizeof what - (size_t)at, "%s%lld", k ? ", " : "", (long long)dims[k]);
+    snprintf(what + at, sizeof what - (size_t)at, "])");
+    return bb_cpu_check_size(ctx, overflow ? -1 : numel, bb_dtype_size(dtype), what);
+  }
   bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);
   if (!t) {
     if (rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);

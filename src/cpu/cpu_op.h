@@ -31,6 +31,7 @@ typedef struct bb_cpu_op_ctx {
   size_t n_outputs; /* outputs the node declares; outputs[i] for an omitted ("") output may stay NULL */
   const bb_allocator *alloc;
   bb_error *err;
+  size_t max_output_bytes; /* the most one value of this op may take (bb_cpu_limits) */
   bb_cpu_workspace *workspace;
 } bb_cpu_op_ctx;
 
@@ -66,11 +67,11 @@ extern const size_t bb_cpu_ops_grad_count;
  * ai.bytesandbrains.grad), or NULL. A session resolves each node once, when it is built. */
 const bb_cpu_op *bb_cpu_resolve(const char *domain, const char *op_type, int64_t opset);
 
-/* bb_cpu_run_node with the implementation already resolved (NULL: the node is refused as
- * unsupported) and the caller's workspace: arity checks, then op->run. */
+/* bb_cpu_run_node_limited with the implementation already resolved (NULL: the node is
+ * refused as unsupported) and the caller's workspace: arity checks, then op->run. */
 int bb_cpu_run_op(const bb_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
                   size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
-                  bb_cpu_workspace *workspace, bb_error *err);
+                  const bb_cpu_limits *limits, bb_cpu_workspace *workspace, bb_error *err);
 
 /* At least size bytes of scratch, aligned to 64, valid until the node returns (the next
  * call may move it); NULL with the failure recorded when out of memory. */
@@ -91,7 +92,12 @@ int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed);
 /* Whether the node asks for output i (declared, and not the omitted name ""). */
 bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i);
 
-/* Allocates outputs[i] with that dtype and shape; returns 0 or a recorded error. */
+/* Refuses (BB_ERR_LIMIT) `count` elements of elem_size bytes each when they would take
+ * more than ctx->max_output_bytes; `what` names the value in the error. */
+int bb_cpu_check_size(bb_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what);
+
+/* Allocates outputs[i] with that dtype and shape (within the size cap); returns 0 or a
+ * recorded error. */
 int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims);
 
 /* Reads an int64/int32 1-D (or scalar) tensor into values (at most max); returns the

@@ -155,6 +155,9 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
+  /* one image's column matrix is the most this op asks for at once (more images only up to a bound) */
+  int rc = direct ? 0 : bb_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
+  if (rc) return rc;
   bool planar = g->nd <= 2;
   int64_t chunk = 1;
   if (!direct && planar && npos < CONV_MIN_COLUMNS) {
@@ -176,7 +179,6 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
   bb_window2d win = window_of(g, false);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
-  int rc = 0;
   for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
     int64_t nc = n_batch - n0 < chunk ? n_batch - n0 : chunk;
     size_t ld = (size_t)(nc * npos);

@@ -350,6 +350,9 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], cg = c_in / group, mg = w->dims[1], m_out = mg * group;
   int64_t rows = mg * g->k_size, npos = g->in_size;
+  /* one image's column matrix is the most this op asks for at once (more images only up to a bound) */
+  int rc = bb_cpu_check_size(ctx, rows * npos, sizeof(float), "the column matrix");
+  if (rc) return rc;
   bool planar = g->nd <= 2;
   int64_t chunk = 1;
   if (planar && npos < CT_MIN_COLUMNS) {
@@ -382,7 +385,6 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
     win.iw = (size_t)g->out[v], win.ow = (size_t)g->in[v], win.kw = (size_t)g->kernel[v];
     win.sw = (size_t)g->stride[v], win.dw = (size_t)g->dil[v], win.pw = (size_t)g->pad_begin[v];
   }
-  int rc = 0;
   for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
     int64_t nc = n_batch - n0 < chunk ? n_batch - n0 : chunk;
     size_t ld = (size_t)(nc * npos);

@@ -91,10 +91,16 @@ const char *bb_cpu_op_types(size_t i) { return i < bb_cpu_op_count() ? sorted[i]
 
 int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                     bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err) {
+  return bb_cpu_run_node_limited(node, opset, inputs, n_inputs, outputs, n_outputs, alloc, NULL, err);
+}
+
+int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
+                            bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                            const bb_cpu_limits *limits, bb_error *err) {
   const bb_cpu_op *op = NULL;
   if (onnx_domain(node->domain) || grad_domain(node->domain)) op = bb_cpu_resolve(node->domain, node->op_type, opset);
   bb_cpu_workspace ws = {NULL, 0, alloc ? alloc : bb_default_allocator()};
-  int rc = bb_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, &ws, err);
+  int rc = bb_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, limits, &ws, err);
   bb_cpu_workspace_free(&ws);
   return rc;
 }
@@ -125,9 +131,10 @@ void *bb_cpu_scratch(bb_cpu_op_ctx *ctx, size_t size) {
 
 int bb_cpu_run_op(const bb_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
                   size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
-                  bb_cpu_workspace *workspace, bb_error *err) {
+                  const bb_cpu_limits *limits, bb_cpu_workspace *workspace, bb_error *err) {
+  size_t cap = limits && limits->max_output_bytes ? limits->max_output_bytes : BB_CPU_DEFAULT_MAX_OUTPUT_BYTES;
   bb_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
-                       err, workspace};
+                       err, cap, workspace};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
   if (!op && !onnx_domain(node->domain) && !grad_domain(node->domain))
     return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);

@@ -46,6 +46,7 @@ struct bb_cpu_session {
   uint32_t n_inputs, n_outputs;
   bb_tensor **values; /* scratch for a run */
   size_t peak_bytes, produced_bytes;
+  bb_cpu_limits limits;
 };
 
 /* The id of a value name, minting one for a new name. */
@@ -386,6 +387,10 @@ void bb_cpu_session_memory(const bb_cpu_session *s, bb_cpu_session_memory_stats 
   out->allocations = ps.base_allocations;
 }
 
+void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits) {
+  s->limits = limits ? *limits : (bb_cpu_limits){0};
+}
+
 /* Live intermediate bytes: a buffer counts from the step whose op created it (the only
  * holder is the new tensor) until the release that frees it. Views and retained inputs
  * share buffers and add nothing; inputs and initializers are held by their owners and
@@ -440,7 +445,8 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
       break;
     }
     for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == NO_VALUE ? NULL : s->values[st->in[k]];
-    rc = bb_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->memory->workspace, err);
+    rc = bb_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
+                       &s->memory->workspace, err);
     if (rc) break;
     for (uint32_t k = 0; k < st->n_out; k++) {
       if (st->out[k] == NO_VALUE) {

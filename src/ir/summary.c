@@ -121,14 +121,20 @@ static void text_names(bb_strbuf *b, const bb_strlist *l) {
   bb_strbuf_puts(b, ")");
 }
 
-static size_t initializer_bytes(const bb_graph *g) {
-  size_t n = 0;
+/* The bytes the initializers' dims declare, in *bytes; false when the sum does not fit
+ * in 64 bits (dims are whatever the file says, so the arithmetic is checked: a model
+ * must not be able to pass for a small one by overflowing it). */
+static bool initializer_bytes(const bb_graph *g, uint64_t *bytes) {
+  uint64_t total = 0;
   for (size_t i = 0; i < g->initializers.len; i++) {
     const bb_tensor_proto *t = g->initializers.items[i];
-    int64_t numel = bb_tensor_proto_numel(t);
-    if (numel > 0) n += (size_t)numel * bb_dtype_size(t->data_type);
+    uint64_t n = bb_dtype_size(t->data_type);
+    for (size_t k = 0; k < t->n_dims; k++)
+      if (t->dims[k] < 0 || __builtin_mul_overflow(n, (uint64_t)t->dims[k], &n)) return false;
+    if (__builtin_add_overflow(total, n, &total)) return false;
   }
-  return n;
+  *bytes = total;
+  return true;
 }
 
 static int summary_text(bb_strbuf *b, bb_arena *a, const bb_model *m) {
@@ -149,9 +155,12 @@ static int summary_text(bb_strbuf *b, bb_arena *a, const bb_model *m) {
   if (m->extra.len) bb_strbuf_printf(b, "preserved fields the IR does not model: %zu bytes\n", m->extra.len);
   if (m->graph) {
     const bb_graph *g = m->graph;
-    bb_strbuf_printf(b, "graph %s: %zu nodes, %zu inputs, %zu outputs, %zu initializers (%zu bytes)\n",
+    uint64_t bytes;
+    bb_strbuf_printf(b, "graph %s: %zu nodes, %zu inputs, %zu outputs, %zu initializers (",
                      g->name ? g->name : "(unnamed)", g->nodes.len, g->inputs.len, g->outputs.len,
-                     g->initializers.len, initializer_bytes(g));
+                     g->initializers.len);
+    if (initializer_bytes(g, &bytes)) bb_strbuf_printf(b, "%llu bytes)\n", (unsigned long long)bytes);
+    else bb_strbuf_puts(b, "a size that overflows 64 bits)\n");
     text_values(b, "inputs", &g->inputs);
     text_values(b, "outputs", &g->outputs);
     op_hist h = {0};
@@ -254,8 +263,13 @@ static int summary_json(bb_strbuf *b, bb_arena *a, const bb_model *m) {
     const bb_graph *g = m->graph;
     bb_strbuf_puts(b, "{\"name\":");
     bb_strbuf_json_string(b, g->name);
-    bb_strbuf_printf(b, ",\"nodes\":%zu,\"initializers\":%zu,\"initializer_bytes\":%zu,\"inputs\":", g->nodes.len,
-                     g->initializers.len, initializer_bytes(g));
+    uint64_t bytes;
+    bb_strbuf_printf(b, ",\"nodes\":%zu,\"initializers\":%zu,\"initializer_bytes\":", g->nodes.len,
+                     g->initializers.len);
+    /* null when the dims' size overflows 64 bits */
+    if (initializer_bytes(g, &bytes)) bb_strbuf_printf(b, "%llu", (unsigned long long)bytes);
+    else bb_strbuf_puts(b, "null");
+    bb_strbuf_puts(b, ",\"inputs\":");
     if (json_values(b, &g->inputs)) return BB_ERR_NOMEM;
     bb_strbuf_puts(b, ",\"outputs\":");
     if (json_values(b, &g->outputs)) return BB_ERR_NOMEM;

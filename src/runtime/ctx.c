@@ -99,7 +99,7 @@ int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const
   if (!ctx->component) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "send_message: not inside a component");
   if (!op || strlen(op) > BB_ADDR_OP_MAX)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "send_message: op name missing or over %d bytes", BB_ADDR_OP_MAX);
-  const rt_peer_entry *entry = rt_book_find(&n->book, to);
+  rt_peer_entry *entry = rt_book_find(&n->book, to);
   if (!entry || !entry->n_addrs) {
     char text[128];
     bb_peer_id_to_text(to, text, sizeof text);
@@ -133,7 +133,9 @@ int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const
   int rc = bb_envelope_encode(&env, n->alloc, &bytes, &blen, err);
   if (rc) return rc;
   rc = rt_queue_outbound(n, to, bytes, blen);
-  return rc ? bb_error_set(err, rc, "send_message: out of memory") : 0;
+  if (rc) return bb_error_set(err, rc, "send_message: out of memory");
+  rt_book_touch(&n->book, entry);
+  return 0;
 }
 
 int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err) {
@@ -168,7 +170,12 @@ const bb_address *bb_ctx_addresses_of(bb_ctx *ctx, const bb_peer_id *peer, size_
 }
 
 int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_address *address, bb_error *err) {
-  return bb_node_add_peer(ctx->node, peer, address, err);
+  return rt_book_add_admitted(ctx->node, peer, address, BB_ADMIT_COMPONENT, err);
+}
+
+bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t since_ns) {
+  const rt_peer_entry *e = rt_book_find(&ctx->node->book, peer);
+  return e && e->sent && e->sent_ns >= since_ns;
 }
 
 void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta) { rt_count(ctx->node, name, delta); }

@@ -127,8 +127,11 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
       bb_val_release(f.value);
     }
   }
-  /* claimed addresses: only /p2p addresses of the sender itself are believed */
-  for (size_t i = 0; i < env->n_src_peer_addresses; i++) {
+  /* claimed addresses: only /p2p addresses of the sender itself, and only from a sender
+   * the address book holds already or the admission hook admits */
+  bool admitted = env->n_src_peer_addresses && rt_book_admits(n, from, BB_ADMIT_CLAIM);
+  if (env->n_src_peer_addresses && !admitted) rt_count(n, "book.claims_refused", 1);
+  for (size_t i = 0; admitted && i < env->n_src_peer_addresses; i++) {
     bb_address a;
     const bb_addr_segment *p2p;
     if (bb_address_from_bytes(env->src_peer_addresses[i].data, env->src_peer_addresses[i].len, &a, NULL) == 0 &&
@@ -172,7 +175,8 @@ bool rt_replayed(bb_node *n, rt_exec *e, uint64_t site) {
 }
 
 void rt_route(bb_node *n, rt_event *ev) {
-  const rt_peer_entry *pe = rt_book_find(&n->book, &ev->from);
+  rt_peer_entry *pe = rt_book_find(&n->book, &ev->from);
+  if (pe) rt_book_touch(&n->book, pe);
   if (pe && pe->blocked) {
     rt_count(n, "wire.blocked", 1);
     rt_report(n, BB_STEP_INGRESS_DROPPED, &ev->from, "blocklisted", "envelope from a blocked peer dropped");

@@ -145,6 +145,9 @@ typedef struct rt_peer_entry {
   bb_address *addrs;
   size_t n_addrs;
   bool blocked;
+  bool sent;          /* a wire.Send queued data for this peer (at sent_ns) */
+  uint64_t sent_ns;   /* the node's clock then: what round membership is judged by */
+  uint64_t last_used; /* the book's use clock at the last send, receipt or insert */
 } rt_peer_entry;
 
 typedef struct rt_book {
@@ -152,6 +155,7 @@ typedef struct rt_book {
   size_t len, cap;
   uint32_t *slots; /* open addressing over items, by peer bytes */
   size_t n_slots;
+  uint64_t clock;  /* ticks once per use; the least recently used entry is evicted first */
 } rt_book;
 
 typedef struct rt_counter {

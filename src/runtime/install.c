@@ -62,7 +62,8 @@ static void config_defaults(bb_node_config *c, const bb_node_config *given) {
   if (!c->field) c->field = (value)
   DEFAULT(cycle_op_budget, 1000);
   DEFAULT(max_pending_async, 10000);
-  DEFAULT(max_outbound, 10000);
+  DEFAULT(max_peers, 16384);
+  DEFAULT(max_outbound, c->max_peers); /* a Send to every peer the book can hold fits */
   DEFAULT(max_ingress_events, 4096);
   DEFAULT(ingress_byte_budget, (size_t)256 << 20);
   DEFAULT(max_app_event_bytes, (size_t)1 << 20);
@@ -639,6 +640,8 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
   memset(n, 0, sizeof *n);
   n->alloc = alloc;
   n->self = args->self;
+  n->admit = args->admit;
+  n->admit_user = args->admit_user;
   config_defaults(&n->cfg, args->config);
   n->rng = n->cfg.seed ^ 0x6a09e667f3bcc909ull;
   n->next_exec = 1;

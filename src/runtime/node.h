@@ -52,6 +52,8 @@ struct bb_node {
   size_t outbound_dropped;
 
   rt_book book;
+  bb_admit_fn admit; /* the host's admission hook for the book (NULL: the default rule) */
+  void *admit_user;
   uint64_t rng;
   bb_ring dedup; /* of uint64_t: the latest dedup_window (peer, request, site) keys */
 

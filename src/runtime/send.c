@@ -1,6 +1,8 @@
 /* The way out: wire.Send writes each value straight into one envelope per destination
  * peer, and envelopes wait in the outbound queue (oldest dropped past max_outbound) until
- * a poll hands them out as SEND steps. */
+ * a poll hands them out as SEND steps. A Send to more peers than the queue holds fails
+ * as a whole before it queues anything: dropping part of its own broadcast would look,
+ * downstream, like peers that never answered. */
 #include <string.h>
 
 #include "runtime/book.h"
@@ -73,6 +75,13 @@ int rt_send(rt_call *c, bb_error *err) {
   if (o->n_out > 1 && !(c->out[1] = bb_val_u64(n->alloc, BB_VAL_WIRE_REQ_ID, req)))
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (!peers || !peers->n) return 0; /* nobody to send to: not an error */
+  if (peers->n > n->cfg.max_outbound) {
+    c->reason = "outbound_limit";
+    rt_count(n, "send.refused_fanout", 1);
+    return bb_error_set(err, BB_ERR_LIMIT,
+                        "wire.Send to %zu peers: more envelopes than the outbound queue holds (max_outbound %zu)",
+                        (size_t)peers->n, n->cfg.max_outbound);
+  }
 
   /* each suffix is one /site segment (at most 11 bytes); past 16 fills, every one of
    * them still goes out, from arrays on the heap */
@@ -112,7 +121,7 @@ int rt_send(rt_call *c, bb_error *err) {
 
   for (size_t p = 0; p < peers->n && !rc; p++) {
     const bb_peer_id *to = &peers->as.peers[p];
-    const rt_peer_entry *entry = rt_book_find(&n->book, to);
+    rt_peer_entry *entry = rt_book_find(&n->book, to);
     if (!entry || !entry->n_addrs) {
       rt_count(n, "send.unresolved_peer", 1);
       bb_step *s = rt_step(n, BB_STEP_PEER_RESOLVE_FAILED);
@@ -146,8 +155,14 @@ int rt_send(rt_call *c, bb_error *err) {
     uint8_t *bytes = NULL;
     size_t len = 0;
     if ((rc = bb_envelope_encode(&env, n->alloc, &bytes, &len, err))) break;
-    if ((rc = rt_queue_outbound(n, to, bytes, len))) bb_error_set(err, rc, "out of memory queueing an envelope");
-    else rt_count(n, "send.envelopes", 1);
+    if ((rc = rt_queue_outbound(n, to, bytes, len))) {
+      bb_error_set(err, rc, "out of memory queueing an envelope");
+      break;
+    }
+    rt_count(n, "send.envelopes", 1);
+    entry->sent = true;
+    entry->sent_ns = n->now;
+    rt_book_touch(&n->book, entry);
   }
   if (fills != fills_stack) {
     bb_mem_free(n->alloc, fills);

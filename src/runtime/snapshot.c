@@ -5,7 +5,8 @@
  *
  * Format (little-endian): "BBSNAP1\0", u32 version, the artifact's shape (graphs, sites,
  * a hash of the targets), then sections in a fixed order: clock and id counters, the
- * bootstrap state, counters, the address book, the dedup window, bound inputs,
+ * bootstrap state, counters, the address book (its use clock, then per peer: id, blocked,
+ * whether and when data was sent to it, its last use, its addresses), the dedup window, bound inputs,
  * executions, pending operations, timers, components; a final FNV-1a-64 of everything
  * before it. Every length and index is checked on restore; nothing is applied until the
  * whole snapshot has been read. */
@@ -23,7 +24,7 @@
 #include "util/ring.h"
 
 #define MAGIC "BBSNAP1"
-#define VERSION 1u
+#define VERSION 2u /* 2 added each address-book entry's send time and use tick; 1 is still read */
 #define ADDRESS_MAX (128 + 16 * 255) /* bb_address_to_bytes: always enough */
 
 /* ---- writing ------------------------------------------------------------------------- */
@@ -138,11 +139,15 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     bb_le_write_u64(&w, n->counters[i].value);
   }
   /* address book */
+  bb_le_write_u64(&w, n->book.clock);
   bb_le_write_u64(&w, n->book.len);
   for (size_t i = 0; i < n->book.len; i++) {
     const rt_peer_entry *e = &n->book.items[i];
     put_peer(&w, &e->peer);
     bb_le_write_u8(&w, e->blocked);
+    bb_le_write_u8(&w, e->sent);
+    bb_le_write_u64(&w, e->sent_ns);
+    bb_le_write_u64(&w, e->last_used);
     bb_le_write_u64(&w, e->n_addrs);
     for (size_t k = 0; k < e->n_addrs; k++) {
       uint8_t a[ADDRESS_MAX];
@@ -497,7 +502,8 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
     return bb_error_set(err, BB_ERR_MALFORMED, "restore: the snapshot's checksum does not match (corrupted bytes)");
   reader r = {bb_le_reader_of(data, len - 8), err, 0}; /* the checksum is not content */
   take(&r, NULL, 8);
-  if (get_u32(&r) != VERSION) return bad(&r, "an unknown snapshot version");
+  uint32_t version = get_u32(&r);
+  if (version != VERSION && version != 1) return bad(&r, "an unknown snapshot version");
   uint32_t graphs = get_u32(&r);
   uint64_t sites = get_u64(&r), th = get_u64(&r);
   bb_peer_id self;
@@ -548,15 +554,29 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   }
   rt_book book_saved = n->book;
   memset(&n->book, 0, sizeof n->book); /* read the book straight into a fresh one */
-  size_t n_peers = get_count(&r, 17, "too many peers for the bytes left");
+  uint64_t book_clock = version >= 2 ? get_u64(&r) : 0;
+  size_t n_peers = get_count(&r, version >= 2 ? 34 : 17, "too many peers for the bytes left");
+  if (!r.rc && n_peers > n->cfg.max_peers) bad(&r, "the address book holds more peers than this node's max_peers");
   for (size_t i = 0; i < n_peers && !r.rc; i++) {
     bb_peer_id p;
     if (!get_peer(&r, &p)) break;
-    bool blocked = get_u8(&r);
+    bool blocked = get_u8(&r), sent = false;
+    uint64_t sent_ns = 0, last_used = i + 1; /* version 1: the order entries were made in */
+    if (version >= 2) {
+      sent = get_u8(&r);
+      sent_ns = get_u64(&r);
+      last_used = get_u64(&r);
+      if (!r.rc && last_used > book_clock) bad(&r, "an address-book entry was used after the book's clock");
+    }
     size_t n_addrs = get_count(&r, 8, "too many addresses for the bytes left");
+    if (!r.rc && rt_book_find(&n->book, &p)) bad(&r, "the address book names a peer twice");
     rt_peer_entry *e = r.rc ? NULL : rt_book_get(n, &p);
-    if (!r.rc && !e) r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory or the address book is full");
-    if (e) e->blocked = blocked;
+    if (!r.rc && !e) r.rc = bb_error_set(err, BB_ERR_NOMEM, "restore: out of memory");
+    if (e) {
+      e->blocked = blocked;
+      e->sent = sent;
+      e->sent_ns = sent_ns;
+    }
     for (size_t k = 0; k < n_addrs && !r.rc; k++) {
       size_t al;
       const uint8_t *ab = get_span(&r, &al);
@@ -570,7 +590,9 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       if (brc == BB_ERR_NOMEM) out_of_memory(&r);
       else if (brc) bad(&r, "a peer has too many addresses");
     }
+    if (e) e->last_used = last_used; /* after the inserts, which count as uses */
   }
+  n->book.clock = version >= 2 ? book_clock : n_peers;
   size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
   if (!r.rc && n_dedup > n->cfg.dedup_window) bad(&r, "the dedup window is larger than this node's");
   bb_ring dedup = bb_ring_of(sizeof(uint64_t));

@@ -1,6 +1,7 @@
 /* Federated-averaging rounds: the reference vector, closing rules, late and duplicate
  * contributions, invalid input, snapshots and allocation failure. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,12 +49,12 @@ static void test_reference_vector(void) {
   CHECK_EQ_INT(give(fr, 0, 2, a, 1, 0, &rc), BB_FEDROUND_ACCEPTED);
   CHECK_EQ_INT(rc, 0);
   bb_fedround_result res;
-  CHECK_EQ_INT(bb_fedround_poll(fr, 1, &res, NULL), 0);
+  CHECK_EQ_INT(bb_fedround_poll(fr, 1, NULL, &res, NULL), 0);
   CHECK_EQ_INT(res.event, BB_FEDROUND_IDLE); /* one of two */
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, 1), UINT64_MAX);
   CHECK_EQ_INT(give(fr, 0, 1, b, 3, 2, &rc), BB_FEDROUND_ACCEPTED);
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, 2), 2);
-  CHECK_EQ_INT(bb_fedround_poll(fr, 2, &res, NULL), 0);
+  CHECK_EQ_INT(bb_fedround_poll(fr, 2, NULL, &res, NULL), 0);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   CHECK_EQ_INT(res.round_id, 0);
   CHECK_EQ_INT(res.total_samples, 4);
@@ -81,7 +82,7 @@ static void test_order_independent(void) {
     for (int i = 0; i < K; i++) give(fr, 0, (uint64_t)orders[o][i] + 10, x[orders[o][i]],
                                      (uint64_t)orders[o][i] + 1, 0, NULL);
     bb_fedround_result res;
-    bb_fedround_poll(fr, 0, &res, NULL);
+    bb_fedround_poll(fr, 0, NULL, &res, NULL);
     CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
     if (o == 0) memcpy(first, res.params, sizeof first);
     else CHECK(memcmp(first, res.params, sizeof first) == 0);
@@ -102,10 +103,10 @@ static void test_deadline_and_target(void) {
   give(fr, 0, 1, v, 1, 1000, NULL);
   give(fr, 0, 2, v, 1, 1001, NULL);
   /* quorum met but the deadline has not passed: the round waits for more */
-  bb_fedround_poll(fr, 1000 + 50 * MS, &res, NULL);
+  bb_fedround_poll(fr, 1000 + 50 * MS, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_IDLE);
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, 1000 + 50 * MS), 1000 + 100 * MS);
-  bb_fedround_poll(fr, 1000 + 100 * MS, &res, NULL);
+  bb_fedround_poll(fr, 1000 + 100 * MS, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   CHECK_EQ_INT(res.contributors, 2);
   bb_buffer_free(NULL, res.params);
@@ -114,7 +115,7 @@ static void test_deadline_and_target(void) {
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, t1), t1 + 100 * MS);
   for (uint64_t p = 1; p <= 3; p++) give(fr, 1, p, v, 1, t1 + p, NULL);
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, t1 + 5), t1 + 5);
-  bb_fedround_poll(fr, t1 + 5, &res, NULL);
+  bb_fedround_poll(fr, t1 + 5, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   CHECK_EQ_INT(res.round_id, 1);
   CHECK_EQ_INT(res.contributors, 3);
@@ -132,17 +133,17 @@ static void test_extend_policy(void) {
   give(fr, 0, 1, v, 1, 0, NULL);
   bb_fedround_result res;
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, 0), 10);
-  bb_fedround_poll(fr, 10, &res, NULL);
+  bb_fedround_poll(fr, 10, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_OVERDUE);
   CHECK_EQ_INT(res.contributors, 1);
   /* reported once; then only a contribution can move things */
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, 11), UINT64_MAX);
-  bb_fedround_poll(fr, 20, &res, NULL);
+  bb_fedround_poll(fr, 20, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_IDLE);
   CHECK_EQ_INT(bb_fedround_pending(fr), 1); /* nothing cleared */
   give(fr, 0, 2, v, 1, 30, NULL);
   CHECK_EQ_INT(bb_fedround_next_deadline(fr, 30), 30);
-  bb_fedround_poll(fr, 30, &res, NULL);
+  bb_fedround_poll(fr, 30, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   CHECK(res.params && res.params[0] == 4.0f);
   bb_buffer_free(NULL, res.params);
@@ -160,9 +161,9 @@ static void test_abandon_policy(void) {
   give(fr, 0, 1, v, 1, 0, NULL);
   give(fr, 0, 2, v, 1, 0, NULL);
   bb_fedround_result res;
-  bb_fedround_poll(fr, 9, &res, NULL);
+  bb_fedround_poll(fr, 9, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_IDLE);
-  bb_fedround_poll(fr, 10, &res, NULL);
+  bb_fedround_poll(fr, 10, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_ABANDONED);
   CHECK_EQ_INT(res.round_id, 0);
   CHECK_EQ_INT(res.contributors, 2);
@@ -184,7 +185,7 @@ static void test_duplicate_replaces(void) {
   CHECK_EQ_INT(bb_fedround_pending(fr), 1);
   give(fr, 0, 1, b, 3, 0, NULL);
   bb_fedround_result res;
-  bb_fedround_poll(fr, 0, &res, NULL);
+  bb_fedround_poll(fr, 0, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   CHECK_EQ_INT(res.total_samples, 4); /* 50 is gone with the vector it came with */
   CHECK(res.params && res.params[0] == 2.5f && res.params[1] == 3.5f);
@@ -218,13 +219,176 @@ static void test_invalid_rejected(void) {
   give(fr, 0, 8, ok, 1, 0, NULL);
   CHECK_EQ_INT(give(fr, 0, 7, nan3, 1, 0, &rc), BB_FEDROUND_REJECTED_NONFINITE);
   bb_fedround_result res;
-  bb_fedround_poll(fr, 0, &res, NULL);
+  bb_fedround_poll(fr, 0, NULL, &res, NULL);
   CHECK(res.params && res.params[0] == 1.0f && res.params[1] == 1.0f);
   bb_buffer_free(NULL, res.params);
-  /* an overflowing sample total is refused too */
-  give(fr, 1, 1, ok, UINT64_MAX - 1, 0, NULL);
-  CHECK_EQ_INT(give(fr, 1, 2, ok, 2, 0, &rc), BB_FEDROUND_REJECTED_SAMPLES);
+  bb_fedround_free(fr);
+}
+
+/* A self-reported count of 2^64 - 1 arriving first used to make every later update
+ * refused ("total samples would overflow"). Counts are only weights now: every update is
+ * taken, and the huge one weighs at most samples_factor × the round's median count. */
+static void test_huge_sample_count_shuts_nobody_out(void) {
+  bb_fedround_config c = config(1);
+  c.quorum = 3;
+  c.samples_factor = 2;
+  bb_fedround *fr = make(&c, 0);
+  const float liar[1] = {100}, a[1] = {1}, b[1] = {3};
+  int rc;
+  CHECK_EQ_INT(give(fr, 0, 1, liar, UINT64_MAX, 0, &rc), BB_FEDROUND_ACCEPTED);
+  CHECK_EQ_INT(give(fr, 0, 2, a, 2, 0, &rc), BB_FEDROUND_ACCEPTED);
+  CHECK_EQ_INT(rc, 0);
+  CHECK_EQ_INT(give(fr, 0, 3, b, 2, 0, &rc), BB_FEDROUND_ACCEPTED);
+  bb_fedround_result res;
+  CHECK_EQ_INT(bb_fedround_poll(fr, 0, NULL, &res, NULL), 0);
+  CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
+  /* weights 4 (2 × the median count 2), 2 and 2 */
+  CHECK_MSG(res.params && fabsf(res.params[0] - (4 * 100.0f + 2 * 1 + 2 * 3) / 8) < 1e-4f, "%g",
+            res.params ? (double)res.params[0] : -1.0);
+  CHECK_EQ_INT(res.samples_clipped, 1);
+  CHECK(res.total_samples == UINT64_MAX); /* the reported total saturates */
+  bb_buffer_free(NULL, res.params);
+  CHECK_EQ_INT(bb_fedround_get_counters(fr).samples_clipped, 1);
+  bb_fedround_free(fr);
+}
+
+/* Sample counts as weights: a fixed cap, the adaptive cap, and no trust at all. */
+static void test_sample_weighting(void) {
+  const float x[3][1] = {{0}, {10}, {20}};
+  const uint64_t n[3] = {1, 1000, 3};
+  struct {
+    bb_fedround_weighting weighting;
+    uint64_t max_samples;
+    double factor, want;
+  } cases[] = {
+      {BB_FEDROUND_BY_SAMPLES, 0, 0, (0 * 1 + 10 * 1000 + 20 * 3) / 1004.0}, /* as reported */
+      {BB_FEDROUND_BY_SAMPLES, 5, 0, (0 * 1 + 10 * 5 + 20 * 3) / 9.0},       /* cut to 5 */
+      {BB_FEDROUND_BY_SAMPLES, 0, 2, (0 * 1 + 10 * 6 + 20 * 3) / 10.0},      /* 2 × median 3 */
+      {BB_FEDROUND_BY_SAMPLES, 4, 2, (0 * 1 + 10 * 4 + 20 * 3) / 8.0},       /* the smaller cap */
+      {BB_FEDROUND_UNIFORM, 0, 0, 10.0},                                     /* counts ignored */
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    bb_fedround_config c = config(1);
+    c.quorum = 3;
+    c.weighting = cases[t].weighting;
+    c.max_samples = cases[t].max_samples;
+    c.samples_factor = cases[t].factor;
+    bb_fedround *fr = make(&c, 0);
+    for (int i = 0; i < 3; i++) give(fr, 0, (uint64_t)i + 1, x[i], n[i], 0, NULL);
+    bb_fedround_result res;
+    bb_fedround_poll(fr, 0, NULL, &res, NULL);
+    CHECK_MSG(res.params && fabs(res.params[0] - cases[t].want) < 1e-4, "case %zu: %g, want %g", t,
+              res.params ? (double)res.params[0] : -1.0, cases[t].want);
+    bb_buffer_free(NULL, res.params);
+    bb_fedround_free(fr);
+  }
+}
+
+/* Updates are pulled back to a bounded distance from the reference before any method
+ * sees them: 3e38 in every coordinate (finite, so it passes the NaN check) cannot
+ * carry the global model off, and what comes out is finite. */
+static void test_norm_bound(void) {
+  const float ref[2] = {1, 1};
+  const float honest[3][2] = {{1, 2}, {2, 1}, {1, 0}}, huge[2] = {3e38f, 3e38f};
+  for (int fixed = 0; fixed < 2; fixed++) {
+    bb_fedround_config c = config(2);
+    c.quorum = 4;
+    c.max_norm = fixed ? 0.5 : 0;
+    c.norm_factor = fixed ? 0 : 2;
+    bb_fedround *fr = make(&c, 0);
+    for (int i = 0; i < 3; i++) give(fr, 0, (uint64_t)i + 1, honest[i], 1, 0, NULL);
+    give(fr, 0, 9, huge, 1, 0, NULL);
+    bb_fedround_result res;
+    CHECK_EQ_INT(bb_fedround_poll(fr, 0, ref, &res, NULL), 0);
+    CHECK(res.params && isfinite(res.params[0]) && isfinite(res.params[1]));
+    if (fixed) { /* every update is 1 from the reference, the huge one far more: all pulled to 0.5 */
+      CHECK_EQ_INT(res.norm_clipped, 4);
+      const double h = 0.5 * 3e38 / hypot(3e38 - 1, 3e38 - 1);
+      CHECK_MSG(res.params && fabs(res.params[0] - (1 + (0 + 0.5 + 0 + h) / 4)) < 1e-4, "%g",
+                (double)res.params[0]);
+    } else { /* the median distance is 1: the huge update is pulled back to 2 */
+      CHECK_EQ_INT(res.norm_clipped, 1);
+      const double h = 2 / sqrt(2.0);
+      CHECK_MSG(res.params && fabs(res.params[0] - (1 + (0 + 1 + 0 + h) / 4)) < 1e-4 &&
+                    fabs(res.params[1] - (1 + (1 + 0 - 1 + h) / 4)) < 1e-4,
+                "%g %g", (double)res.params[0], (double)res.params[1]);
+    }
+    bb_buffer_free(NULL, res.params);
+    CHECK_EQ_INT(bb_fedround_get_counters(fr).norm_clipped, fixed ? 4 : 1);
+    bb_fedround_free(fr);
+  }
+}
+
+/* The robust methods through the rounds: nine updates near 1 and two at 50. */
+static void test_methods(void) {
+  const struct {
+    bb_fedround_method method;
+    uint32_t byzantine, select;
+  } cases[] = {{BB_FEDROUND_MEDIAN, 0, 0}, {BB_FEDROUND_TRIMMED, 0, 0}, {BB_FEDROUND_KRUM, 2, 0},
+               {BB_FEDROUND_MULTI_KRUM, 2, 0}, {BB_FEDROUND_MULTI_KRUM, 0, 3}};
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    bb_fedround_config c = config(2);
+    c.quorum = 11;
+    c.method = cases[t].method;
+    c.trim = 0.2;
+    c.byzantine = cases[t].byzantine;
+    c.select = cases[t].select;
+    bb_fedround *fr = make(&c, 0);
+    for (int i = 0; i < 9; i++) {
+      const float v[2] = {1 + 0.01f * (float)(i - 4), 1 - 0.01f * (float)(i - 4)};
+      give(fr, 0, (uint64_t)i + 1, v, 1, 0, NULL);
+    }
+    const float bad[2] = {50, -50};
+    give(fr, 0, 20, bad, 1, 0, NULL);
+    give(fr, 0, 21, bad, 1, 0, NULL);
+    bb_fedround_result res;
+    CHECK_EQ_INT(bb_fedround_poll(fr, 0, NULL, &res, NULL), 0);
+    CHECK_MSG(res.params && fabsf(res.params[0] - 1) < 0.02f && fabsf(res.params[1] - 1) < 0.02f, "case %zu: %g %g",
+              t, res.params ? (double)res.params[0] : -1.0, res.params ? (double)res.params[1] : -1.0);
+    if (cases[t].method == BB_FEDROUND_KRUM) /* Krum gives one of the updates (an honest one) */
+      CHECK(res.params && fabsf(res.params[0] + res.params[1] - 2) < 1e-6f);
+    bb_buffer_free(NULL, res.params);
+    bb_fedround_free(fr);
+  }
+}
+
+/* When each round could first be prompted, for membership checks. */
+static void test_window_start(void) {
+  bb_fedround_config c = config(1);
+  c.first_round = 5;
+  bb_fedround *fr = make(&c, 100);
+  const float v[1] = {1};
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 5), 0); /* the first round: any earlier prompt */
+  for (uint64_t r = 5; r < 5 + 70; r++) {
+    give(fr, r, 1, v, 1, 0, NULL);
+    bb_fedround_result res;
+    bb_fedround_poll(fr, 1000 * (r + 1), NULL, &res, NULL);
+    bb_buffer_free(NULL, res.params);
+  }
+  CHECK_EQ_INT(bb_fedround_round_id(fr), 75);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 75), 75000);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 74), 74000);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 12), 12000);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 11), 12000); /* past the 64 remembered: the strict side */
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 5), 0);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 99), 75000);
+  bb_fedround_free(fr);
+}
+
+/* A round holds at most BB_FEDROUND_MAX_KRUM contributions under Krum (its cost is
+ * quadratic), BB_FEDROUND_MAX_ENTRIES otherwise. */
+static void test_round_capacity(void) {
+  bb_fedround_config c = config(1);
+  c.quorum = 1;
+  c.method = BB_FEDROUND_KRUM;
+  bb_fedround *fr = make(&c, 0);
+  const float v[1] = {1};
+  int rc = 0;
+  for (uint64_t i = 0; i < BB_FEDROUND_MAX_KRUM && !rc; i++) give(fr, 0, i + 1, v, 1, 0, &rc);
+  CHECK_EQ_INT(rc, 0);
+  CHECK_EQ_INT(give(fr, 0, 5000, v, 1, 0, &rc), BB_FEDROUND_REJECTED_FULL);
   CHECK_EQ_INT(rc, BB_ERR_LIMIT);
+  CHECK_EQ_INT(give(fr, 0, 7, v, 1, 0, &rc), BB_FEDROUND_REPLACED); /* a member's replacement still fits */
   bb_fedround_free(fr);
 }
 
@@ -239,7 +403,7 @@ static bb_fedround *after_one_round(bb_fedround_late late, uint64_t max_stalenes
   give(fr, 0, 1, one, 1, 0, NULL);
   give(fr, 0, 2, two, 1, 0, NULL);
   bb_fedround_result res;
-  bb_fedround_poll(fr, 0, &res, NULL);
+  bb_fedround_poll(fr, 0, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   bb_buffer_free(NULL, res.params);
   return fr;
@@ -267,7 +431,7 @@ static void test_late_count(void) {
   /* peer 3's fresh vector replaces its late one */
   CHECK_EQ_INT(give(fr, 1, 3, fresh, 1, 0, NULL), BB_FEDROUND_REPLACED);
   bb_fedround_result res;
-  bb_fedround_poll(fr, 0, &res, NULL);
+  bb_fedround_poll(fr, 0, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   CHECK_EQ_INT(res.contributors, 2);
   CHECK(res.params && res.params[0] == 5.0f);
@@ -307,7 +471,7 @@ static void finish_round(bb_fedround *fr, float *out, uint64_t *total) {
   give(fr, 0, 2, c, 1, 0, NULL); /* peer 2 was in round 0: must stay dropped */
   give(fr, 1, 3, c, 5, 0, NULL);
   bb_fedround_result res;
-  bb_fedround_poll(fr, 0, &res, NULL);
+  bb_fedround_poll(fr, 0, NULL, &res, NULL);
   CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
   *out = res.params ? res.params[0] : NAN;
   *total = res.total_samples;
@@ -350,10 +514,43 @@ static void test_snapshot_bytes_pinned(void) {
   bb_fedround *a = busy_state();
   size_t len;
   uint8_t *bytes = snapshot(a, &len);
-  CHECK_EQ_INT(len, 231);
-  CHECK_MSG(bb_fnv1a64(bytes, len) == 0x0a15b76161d45713ull, "hash %016llx", (unsigned long long)bb_fnv1a64(bytes, len));
+  CHECK_EQ_INT(len, 818);
+  CHECK_MSG(bb_fnv1a64(bytes, len) == 0x5f93091dd62d1742ull, "hash %016llx", (unsigned long long)bb_fnv1a64(bytes, len));
   free(bytes);
   bb_fedround_free(a);
+}
+
+/* busy_state() as the version 1 writer wrote it (the build before the closing config):
+ * it still restores, as the plain sample-weighted mean it was, and finishes the round
+ * with the same result. */
+static const char V1_BUSY_STATE[] =
+    "4242465201000000010000000000000002000000000000000000000000000000"
+    "0001030000000000000000000000000000000100000000000000000000000000"
+    "0000000100000000000000000000000000000001000000000000000100000000"
+    "0000000000000000000000000000000000000002000000000000000800000000"
+    "00000001010000000000000002000000000000000000e8c00800000000000000"
+    "05000000000000000003000000000000009a99993e0200000000000000080000"
+    "00000000000100000000000000000800000000000000020000000000000000de"
+    "a8d0a4c7ebd5e8";
+
+static void test_version_1_snapshot(void) {
+  uint8_t v1[sizeof V1_BUSY_STATE / 2];
+  for (size_t i = 0; i < sizeof v1; i++) {
+    unsigned byte;
+    sscanf(V1_BUSY_STATE + 2 * i, "%2x", &byte);
+    v1[i] = (uint8_t)byte;
+  }
+  bb_fedround *b = NULL;
+  bb_error err;
+  CHECK_MSG(bb_fedround_restore(NULL, v1, sizeof v1, &b, &err) == 0, "%s", err.message);
+  if (!b) return;
+  CHECK_EQ_INT(bb_fedround_round_id(b), 1);
+  CHECK_EQ_INT(bb_fedround_pending(b), 2);
+  float r;
+  uint64_t t;
+  finish_round(b, &r, &t);
+  CHECK(fabsf(r - (float)((3 * 0.3 - 2 * 7.25 + 5 * 11) / 10.0)) < 1e-6f);
+  bb_fedround_free(b);
 }
 
 static void test_snapshot_rejects_bad_bytes(void) {
@@ -407,7 +604,7 @@ static void test_allocation_failure_keeps_round(void) {
     f.budget = budget;
     bb_fedround_result res;
     bb_error err;
-    rc = bb_fedround_poll(fr, 0, &res, &err);
+    rc = bb_fedround_poll(fr, 0, NULL, &res, &err);
     if (rc == 0) {
       closed = 1;
       CHECK_EQ_INT(res.event, BB_FEDROUND_CLOSED);
@@ -455,6 +652,13 @@ int main(void) {
   RUN(test_snapshot_round_trip);
   RUN(test_snapshot_rejects_bad_bytes);
   RUN(test_snapshot_bytes_pinned);
+  RUN(test_version_1_snapshot);
+  RUN(test_huge_sample_count_shuts_nobody_out);
+  RUN(test_sample_weighting);
+  RUN(test_norm_bound);
+  RUN(test_methods);
+  RUN(test_window_start);
+  RUN(test_round_capacity);
   RUN(test_allocation_failure_keeps_round);
   RUN(test_bad_config);
   return bb_test_finish();

@@ -103,8 +103,20 @@ static void test_gossip_view_unknown_message(void) {
   bb_registry_free(r);
 }
 
+/* CpuBackend's one key: the cap on one op's value, at least a byte. */
+static void test_cpu_backend_output_cap(void) {
+  bb_error err;
+  CHECK_EQ_INT(create("CpuBackend", "", NULL), 0);
+  CHECK_EQ_INT(create("CpuBackend", "max_output_bytes=1048576", NULL), 0);
+  bb_error_clear(&err);
+  CHECK_EQ_INT(create("CpuBackend", "max_output_bytes=0", &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err.message, "max_output_bytes=0 is not in 1..") != NULL, "%s", err.message);
+  CHECK_EQ_INT(create("CpuBackend", "threads=2", NULL), BB_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
   RUN(test_integers_are_digits_only);
+  RUN(test_cpu_backend_output_cap);
   RUN(test_keys_once);
   RUN(test_millisecond_keys_do_not_overflow);
   RUN(test_gossip_avg_model_is_its_dependency);

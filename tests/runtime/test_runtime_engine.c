@@ -438,21 +438,61 @@ static void test_execution_cap(void) {
   }
 }
 
+/* The outbound queue drops its oldest envelopes to take new ones (each drop reported),
+ * but never a part of one Send: a Send to more peers than the queue holds fails whole. */
 static void test_outbound_cap(void) {
-  bb_node_config cfg = {.struct_size = sizeof cfg, .max_outbound = 1};
+  bb_node_config cfg = {.struct_size = sizeof cfg, .max_outbound = 2};
   bb_node *a = node(1, "Send", &cfg);
   if (!a) return;
   for (uint64_t p = 2; p <= 4; p++) add_peer(a, p);
   send_to(a, "Send", (const uint64_t[]){2, 3, 4}, 3, 0);
   size_t count;
   const bb_step *s = poll_at(a, 0, &count);
-  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 1);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 0);
+  const bb_step *f = find_step(s, count, BB_STEP_OP_FAILED);
+  CHECK(f && strcmp(f->reason, "outbound_limit") == 0);
+  CHECK_MSG(f && strstr(f->detail, "wire.Send to 3 peers") && strstr(f->detail, "max_outbound 2"), "%s",
+            f ? f->detail : "");
+  CHECK_EQ_INT(bb_node_counter(a, "send.refused_fanout"), 1);
+
+  /* two Sends of two in one poll: the second pushes the first one's envelopes out */
+  send_to(a, "Send", (const uint64_t[]){2, 3}, 2, 0);
+  send_to(a, "Send", (const uint64_t[]){3, 4}, 2, 0);
+  s = poll_at(a, 0, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), 2);
   const bb_step *send = find_step(s, count, BB_STEP_SEND);
-  bb_peer_id last = bb_peer_id_from_u64(4);
-  CHECK(send && bb_peer_id_equal(&send->peer, &last)); /* the oldest are dropped */
+  bb_peer_id third = bb_peer_id_from_u64(3);
+  CHECK(send && bb_peer_id_equal(&send->peer, &third)); /* the oldest are dropped */
   const bb_step *d = find_step(s, count, BB_STEP_OUTBOUND_DROPPED);
   CHECK(d && d->count == 2);
   CHECK_EQ_INT(bb_node_counter(a, "outbound.dropped"), 2);
+  bb_node_free(a);
+}
+
+/* By default a broadcast to as many peers as the address book holds fits the outbound
+ * queue: 16,000 clients get one envelope each from one Send in one poll. */
+static void test_broadcast_to_16000_peers(void) {
+  bb_node *a = node(1, "Send", NULL);
+  if (!a) return;
+  enum { N = 16000 };
+  bb_peer_id *peers = malloc(N * sizeof *peers);
+  for (uint64_t i = 0; i < N; i++) {
+    peers[i] = bb_peer_id_from_u64(i + 2);
+    bb_address addr = p2p_address(&peers[i]);
+    CHECK(bb_node_add_peer(a, &peers[i], &addr, NULL) == 0);
+  }
+  bb_named_value in[3] = {{"v", f32_val((const float[]){1, 2}, 2)},
+                          {"w", f32_val((const float[]){3}, 1)},
+                          {"peers", bb_val_peers(NULL, peers, N)}};
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(a, "Send", in, 3, 0, &err) == 0, "%s", err.message);
+  for (int i = 0; i < 3; i++) bb_val_release(in[i].value);
+  size_t count;
+  const bb_step *s = poll_at(a, 0, &count);
+  CHECK_EQ_INT(count_steps(s, count, BB_STEP_SEND), N);
+  CHECK(!find_step(s, count, BB_STEP_OUTBOUND_DROPPED) && !find_step(s, count, BB_STEP_OP_FAILED));
+  CHECK_EQ_INT(bb_node_counter(a, "outbound.dropped"), 0);
+  free(peers);
   bb_node_free(a);
 }
 
@@ -914,6 +954,7 @@ int main(void) {
   RUN(test_interval_tick_with_a_backlog);
   RUN(test_execution_cap);
   RUN(test_outbound_cap);
+  RUN(test_broadcast_to_16000_peers);
   RUN(test_ingress_caps);
   RUN(test_fills_share_an_execution);
   RUN(test_host_api);

@@ -279,7 +279,7 @@ static void test_caps(void) {
     add_p2p(a, 3);
     uint64_t ids[] = {2, 3};
     invoke_sender(a, ids, 2, 0);
-    size_t n, polls = 0, sends = 0, dropped = 0, budget = 0;
+    size_t n, polls = 0, sends = 0, dropped = 0, budget = 0, refused = 0;
     const bb_step *s;
     do { /* a budget of 2 ops per poll: the work spreads over several polls */
       s = poll_at(a, 0, &n);
@@ -287,10 +287,14 @@ static void test_caps(void) {
       budget += count_steps(s, n, BB_STEP_CYCLE_BUDGET_EXCEEDED);
       const bb_step *d = find_step(s, n, BB_STEP_OUTBOUND_DROPPED);
       if (d) dropped += d->count;
+      const bb_step *f = find_step(s, n, BB_STEP_OP_FAILED);
+      refused += f && strcmp(f->reason, "outbound_limit") == 0;
     } while (n && ++polls < 20);
     CHECK(budget >= 1);
-    CHECK_EQ_INT(sends, 1);
-    CHECK_EQ_INT(dropped, 1);
+    /* two destinations, room for one: the Send fails whole rather than lose one */
+    CHECK_EQ_INT(sends, 0);
+    CHECK_EQ_INT(dropped, 0);
+    CHECK_EQ_INT(refused, 1);
 
     bb_node_config loose = {.struct_size = sizeof loose};
     bb_node *a2 = install_peer(fednet, fednet_len, 1, SENDER, 1, reg, &loose);

@@ -7,8 +7,8 @@ Rules, checked over every `#include "..."` line:
 * A public header (include/bb/*.h) includes only public headers of its layer or below.
 * wasm/, tools/, examples/ and bench/ sit on top and use public headers, the interface of
   the reference programs (`programs/*.h`) and their own local headers; bench/ may also
-  include the internal micro-kernel and engine headers it measures (BENCH_INTERNAL) and
-  fixtures shared with tests/.
+  include the internal micro-kernel and engine headers it measures (BENCH_INTERNAL),
+  fixtures shared with tests/ and the examples' data loaders (examples/common/).
 * tests/ are white-box and may include anything.
 An unknown folder or public header is an error too, so a new layer is placed on purpose.
 
@@ -116,6 +116,8 @@ for top in TOP:
                 continue  # a header of its own top-level folder (cli.h, bb_wasm.h, digits.h)
             if top == "bench" and (root / "tests" / inc).is_file():
                 continue  # a fixture shared with the tests (the large generated module)
+            if top == "bench" and (root / "examples" / "common" / inc).is_file():
+                continue  # the examples' data loaders (the digits a benchmark federates over)
             report(path, line, f'{top}/ includes the internal header "{inc}" (only public headers up here)')
 
 if problems:

@@ -38,6 +38,35 @@ assert np.allclose(got, want, rtol=1e-4, atol=1e-6), np.abs(got - want).max()
 check "an input named by its TensorProto needs no NAME=" "$bb" run "$tmp/cnn.onnx" --input "$tmp/x.pb"
 check "ops lists Conv" bash -c "'$bb' ops | grep -q '^  Conv '"
 
+# a tiny model asking for a huge value: ConstantOfShape of [16384, 16384] floats (1 GiB)
+# is refused before it is allocated, naming the node and the size
+"$py" -c '
+import sys, onnx
+from onnx import helper, TensorProto
+shape = helper.make_tensor("shape", TensorProto.INT64, [2], [16384, 16384])
+g = helper.make_graph([helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")], "g", [],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+' "$tmp/fill.onnx"
+fails_with "run refuses an op output over the cap" \
+  "node fill (ConstantOfShape): output 0 (float \[16384, 16384\]) would take 1073741824 bytes, over the 268435456-byte cap" \
+  "$bb" run "$tmp/fill.onnx" --output-dir "$tmp/fill"
+# an initializer whose dims multiply past 64 bits is not shown as 0 bytes
+"$py" -c '
+import sys, onnx
+from onnx import helper, TensorProto
+w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2**40, 2**40])
+g = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+onnx.save(helper.make_model(g), sys.argv[1])
+' "$tmp/huge.onnx"
+check "inspect says an initializer size overflows" bash -c \
+  "'$bb' inspect '$tmp/huge.onnx' | grep -q '1 initializers (a size that overflows 64 bits)'"
+check "inspect --json gives null for it" bash -c \
+  "'$bb' inspect --json '$tmp/huge.onnx' | '$py' -c 'import json,sys; assert json.load(sys.stdin)[\"graph\"][\"initializer_bytes\"] is None'"
+check "inspect counts a large initializer exactly" bash -c \
+  "'$py' -c 'import onnx,sys; from onnx import helper,TensorProto; w=TensorProto(name=\"w\",data_type=TensorProto.DOUBLE,dims=[2**31,2**20]); onnx.save(helper.make_model(helper.make_graph([helper.make_node(\"Identity\",[\"w\"],[\"y\"])],\"g\",[],[helper.make_tensor_value_info(\"y\",TensorProto.DOUBLE,None)],[w])),sys.argv[1])' '$tmp/big.onnx' && '$bb' inspect '$tmp/big.onnx' | grep -q '(18014398509481984 bytes)'"
+
 "$write_fl" "$tmp/fl.onnx" || { echo "FAIL write_fl_model"; exit 1; }
 fails_with "compile without storage types says how to fix it" "compile with permissive types" \
   "$bb" compile "$tmp/fl.onnx" --bind model=Mlp --bind aggregator=FedAvg -o "$tmp/fl.art"

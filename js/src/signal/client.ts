@@ -2,8 +2,11 @@
  * The signalling client. Uses the global WebSocket (browsers, Node ≥ 22) or, when there is
  * none, imports `ws` lazily so browser bundles never need it; a constructor may be injected.
  */
+import { fromBase64 } from '../identity/bytes.js';
+import type { Signer } from '../identity/identity.js';
 import { Emitter } from '../transport/emitter.js';
-import { SignalError, type ClientMessage, type ServerMessage } from './protocol.js';
+import { CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, type ClientMessage, type PeerRole, type ServerMessage } from './protocol.js';
+import { decodeJoinToken } from './token.js';
 
 /** The part of the WebSocket API the client uses (the DOM's and `ws`'s both have it). */
 export interface WebSocketLike {
@@ -21,8 +24,16 @@ export interface SignalClientOptions {
   /** ws:// or wss:// address of a signalling server. */
   url: string;
   room: string;
-  /** This peer's id, unique in the room. */
-  peer: string;
+  /** Who joins: the peer id is the identity's, proven by signing the server's challenge. */
+  identity: Signer;
+  /**
+   * What to be in the room: `client` or `server` (data peers), or `watcher` (sees who is
+   * there, nothing more). Default: the token's role, else `client`. A room with an
+   * admission policy admits a peer only in the role the policy gives it.
+   */
+  role?: PeerRole;
+  /** A join token from the room's operator (base64url), for rooms that take tokens. */
+  token?: string;
   /** A WebSocket constructor to use instead of the global one or `ws`. */
   WebSocket?: WebSocketConstructor;
   /** Give up connecting after this long (default 10 s). */
@@ -38,8 +49,8 @@ export type SignalClientEvents = {
   signal: [from: string, data: unknown];
   /** The server refused one of our messages after joining. */
   error: [error: SignalError];
-  /** The socket closed; no more events follow. */
-  close: [];
+  /** The socket closed (`code` 4001: this id joined again elsewhere); no more events follow. */
+  close: [code: number, reason: string];
 };
 
 async function defaultWebSocket(): Promise<WebSocketConstructor> {
@@ -55,26 +66,37 @@ export class SignalClient {
   readonly events = new Emitter<SignalClientEvents>();
   readonly room: string;
   readonly self: string;
+  readonly role: PeerRole;
+  /** What signs for {@link self}: the transport signs its offers and answers with it too. */
+  readonly identity: Signer;
   readonly #socket: WebSocketLike;
   readonly #peers: Set<string>;
+  #iceServers: RTCIceServer[];
+  #iceRefresh: ReturnType<typeof setTimeout> | null = null;
   #closed = false;
 
-  private constructor(socket: WebSocketLike, room: string, self: string, peers: string[]) {
+  private constructor(socket: WebSocketLike, identity: Signer, joined: Extract<ServerMessage, { type: 'joined' }>) {
     this.#socket = socket;
-    this.room = room;
-    this.self = self;
-    this.#peers = new Set(peers);
+    this.identity = identity;
+    this.room = joined.room;
+    this.self = joined.peer;
+    this.role = joined.role;
+    this.#peers = new Set(joined.peers);
+    this.#iceServers = joined.iceServers ?? [];
+    this.#scheduleIceRefresh(joined.iceTtlSeconds);
     socket.onmessage = (event) => this.#receive(event.data);
-    socket.onclose = () => this.#finish();
-    socket.onerror = () => this.#finish();
+    socket.onclose = (event) => this.#finish(event.code, event.reason);
+    socket.onerror = () => this.#finish(1006, 'socket error');
   }
 
   /**
    * Connects and joins the room. Rejects with a {@link SignalError}: `unreachable` when the
-   * server cannot be reached, `duplicate-peer` (or another server code) when it refuses us.
+   * server cannot be reached, or the server's code (`bad-signature`, `room-full`, ...).
    */
   static async connect(options: SignalClientOptions): Promise<SignalClient> {
     const WebSocketImpl = options.WebSocket ?? (await defaultWebSocket());
+    const role = options.role ?? decodeJoinToken(options.token)?.token.role ?? 'client';
+    const timeoutMs = options.timeoutMs ?? 10_000;
     return new Promise((resolve, reject) => {
       let socket: WebSocketLike;
       try {
@@ -88,7 +110,8 @@ export class SignalClient {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
+        socket.onopen = socket.onmessage = socket.onclose = null;
+        socket.onerror = () => {}; // closing a socket still connecting reports an error
         try {
           socket.close();
         } catch {
@@ -96,19 +119,37 @@ export class SignalClient {
         }
         reject(error);
       };
-      const timer = setTimeout(() => fail(new SignalError('unreachable', `no answer from ${options.url} within ${options.timeoutMs ?? 10_000} ms`)), options.timeoutMs ?? 10_000);
+      const timer = setTimeout(() => fail(new SignalError('unreachable', `no answer from ${options.url} within ${timeoutMs} ms`)), timeoutMs);
       socket.onerror = () => fail(new SignalError('unreachable', `signalling server ${options.url} is unreachable`));
-      socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${options.url} closed the connection (code ${event.code})`));
-      socket.onopen = () => socket.send(JSON.stringify({ type: 'join', room: options.room, peer: options.peer } satisfies ClientMessage));
+      socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${options.url} closed the connection (code ${event.code}${event.reason ? `: ${event.reason}` : ''})`));
       socket.onmessage = (event) => {
         const message = parseServerMessage(event.data);
+        if (message?.type === 'challenge') {
+          const challenge = fromBase64(message.nonce, CHALLENGE_BYTES);
+          if (challenge === null) return fail(new SignalError('malformed', `${options.url} sent a challenge that is not ${CHALLENGE_BYTES} bytes of base64`));
+          const { identity, room } = options;
+          identity.sign(joinSignedBytes(challenge, room, identity.peerId, role)).then(
+            (sig) => {
+              if (!settled) socket.send(joinFrame(room, identity.peerId, role, identity.publicKey, sig, options.token));
+            },
+            (error: unknown) => fail(new SignalError('closed', `cannot sign the join: ${(error as Error).message}`)),
+          );
+          return;
+        }
         if (message?.type === 'error') return fail(new SignalError(message.code, message.message));
-        if (message?.type !== 'joined') return fail(new SignalError('malformed', `expected 'joined' from ${options.url}`));
+        if (message?.type !== 'joined' || message.peer !== options.identity.peerId) {
+          return fail(new SignalError('malformed', `expected 'joined' for ${options.identity.peerId} from ${options.url}`));
+        }
         settled = true;
         clearTimeout(timer);
-        resolve(new SignalClient(socket, message.room, message.peer, message.peers));
+        resolve(new SignalClient(socket, options.identity, message));
       };
     });
+  }
+
+  /** STUN/TURN servers the signalling server handed out (short-lived TURN credentials); empty when none. */
+  iceServers(): RTCIceServer[] {
+    return this.#iceServers.map((server) => ({ ...server }));
   }
 
   /** The other members of the room. */
@@ -135,33 +176,53 @@ export class SignalClient {
     } catch {
       // the socket was already going away
     }
-    this.#finish();
+    this.#finish(1000, 'leave');
   }
 
   #receive(data: unknown): void {
     const message = parseServerMessage(data);
     if (message === null) return;
     switch (message.type) {
-      case 'peer-joined':
-        this.#peers.add(message.peer);
-        return this.events.emit('join', message.peer);
-      case 'peer-left':
-        this.#peers.delete(message.peer);
-        return this.events.emit('leave', message.peer);
+      case 'presence':
+        // left before joined: a peer that left and came back is a new session
+        for (const peer of message.left) if (this.#peers.delete(peer)) this.events.emit('leave', peer);
+        for (const peer of message.joined) {
+          if (peer === this.self || this.#peers.has(peer)) continue;
+          this.#peers.add(peer);
+          this.events.emit('join', peer);
+        }
+        return;
       case 'signal':
         return this.events.emit('signal', message.from, message.data);
       case 'error':
         return this.events.emit('error', new SignalError(message.code, message.message));
+      case 'ice':
+        this.#iceServers = message.iceServers;
+        return this.#scheduleIceRefresh(message.iceTtlSeconds);
       case 'joined':
+      case 'challenge':
         return;
     }
   }
 
-  #finish(): void {
+  /** TURN credentials expire: ask for fresh ones when four fifths of their life has passed. */
+  #scheduleIceRefresh(ttlSeconds: number | undefined): void {
+    if (this.#iceRefresh !== null) clearTimeout(this.#iceRefresh);
+    this.#iceRefresh = null;
+    if (ttlSeconds === undefined || !(ttlSeconds > 0)) return;
+    this.#iceRefresh = setTimeout(() => {
+      this.#iceRefresh = null;
+      if (!this.#closed) this.#socket.send(JSON.stringify({ type: 'ice' } satisfies ClientMessage));
+    }, Math.min(ttlSeconds * 800, 2 ** 31 - 1));
+    (this.#iceRefresh as { unref?: () => void }).unref?.();
+  }
+
+  #finish(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#iceRefresh !== null) clearTimeout(this.#iceRefresh);
     this.#socket.onmessage = this.#socket.onclose = this.#socket.onerror = null;
-    this.events.emit('close');
+    this.events.emit('close', code, reason);
   }
 }
 

@@ -1,2 +1,3 @@
 /** The Node-only part of signalling: the server (it imports `ws`). */
-export { SignalServer, type SignalServerOptions } from './server.js';
+export { SignalServer, SIGNAL_SERVER_DEFAULTS, type SignalServerOptions, type SignalServerStats } from './server.js';
+export { turnCredentials, DEFAULT_TURN_TTL_SECONDS, type TurnOptions } from './turn.js';

@@ -2,31 +2,79 @@
  * The signalling protocol: JSON text frames over one WebSocket. See docs/TRANSPORT.md.
  */
 
-/** A client → server message. */
+import { concatBytes, fromBase64, lengthPrefixed, toBase64, utf8 } from '../identity/bytes.js';
+
+/** What a peer is in a room: a data peer (`client`, `server`) or a `watcher`, which only sees presence. */
+export type PeerRole = 'client' | 'server' | 'watcher';
+export const PEER_ROLES: readonly PeerRole[] = ['client', 'server', 'watcher'];
+
+/**
+ * A client → server message. A join proves the peer id: `key` is the Ed25519 public key
+ * the id holds (base64) and `sig` its signature (base64) of {@link joinSignedBytes}.
+ */
 export type ClientMessage =
-  | { type: 'join'; room: string; peer: string }
+  | { type: 'join'; room: string; peer: string; role: PeerRole; key: Uint8Array; sig: Uint8Array; token?: string }
   | { type: 'signal'; to: string; data: unknown }
+  /** Fresh ICE servers (TURN credentials expire): the server answers with an `ice` message. */
+  | { type: 'ice' }
   | { type: 'leave' };
 
-/** Why the server refused something. */
+/** The join as the client writes it: the key and signature in base64, the token as it is. */
+export function joinFrame(room: string, peer: string, role: PeerRole, key: Uint8Array, sig: Uint8Array, token?: string): string {
+  return JSON.stringify({ type: 'join', room, peer, role, key: toBase64(key), sig: toBase64(sig), ...(token === undefined ? {} : { token }) });
+}
+
+/** Bytes of the server's random challenge. */
+export const CHALLENGE_BYTES = 32;
+/** Domain of a join signature: no other signed message of this package starts this way. */
+export const JOIN_DOMAIN = 'bytesandbrains signal join v1';
+
+/**
+ * What a join signs: the domain and a NUL, then the challenge, the room, the peer id and
+ * the role, each after its length as a little-endian u16.
+ */
+export function joinSignedBytes(challenge: Uint8Array, room: string, peer: string, role: PeerRole): Uint8Array {
+  return concatBytes(utf8(JOIN_DOMAIN), Uint8Array.of(0), lengthPrefixed(challenge), lengthPrefixed(utf8(room)), lengthPrefixed(utf8(peer)), lengthPrefixed(utf8(role)));
+}
+
+/** Why the server refused something, or why signalling failed. */
 export type SignalErrorCode =
-  | 'duplicate-peer'
   | 'malformed'
   | 'too-large'
   | 'rate-limited'
   | 'not-joined'
   | 'already-joined'
   | 'unknown-peer'
+  | 'room-full'
+  | 'too-many-rooms'
+  | 'bad-identity'
+  | 'bad-signature'
+  | 'not-admitted'
+  | 'forbidden'
   | 'unreachable'
   | 'closed';
 
 /** A server → client message. */
 export type ServerMessage =
-  | { type: 'joined'; room: string; peer: string; peers: string[] }
-  | { type: 'peer-joined'; peer: string }
-  | { type: 'peer-left'; peer: string }
+  /** On connect and after a leave: what the next join must sign (base64). */
+  | { type: 'challenge'; nonce: string }
+  /** `iceServers`: STUN/TURN servers for this member; `iceTtlSeconds`: how long its TURN credentials last. */
+  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[]; iceTtlSeconds?: number }
+  | { type: 'ice'; iceServers: RTCIceServer[]; iceTtlSeconds?: number }
+  /** Membership changes since the last one, coalesced: apply `left` first, then `joined`. */
+  | { type: 'presence'; joined: string[]; left: string[] }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'error'; code: SignalErrorCode; message: string };
+
+/** WebSocket close codes the server uses, with the reason text it sends. */
+export const CLOSE_CODES = {
+  /** The socket did not join a room within the server's `joinTimeoutMs`. */
+  joinTimeout: 4000,
+  /** The same peer joined the same room again on another socket. */
+  replaced: 4001,
+  /** The socket read too slowly: what waited for it passed `maxBufferedBytes`. */
+  slowReader: 4002,
+} as const;
 
 /** Room names and peer ids: 1–128 of letters, digits, `_` and `-` (base58 ids fit). */
 export const NAME_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
@@ -53,14 +101,21 @@ export function parseClientMessage(text: string): ClientMessage | null {
   if (typeof value !== 'object' || value === null) return null;
   const m = value as Record<string, unknown>;
   switch (m.type) {
-    case 'join':
-      return typeof m.room === 'string' && NAME_PATTERN.test(m.room) && typeof m.peer === 'string' && NAME_PATTERN.test(m.peer)
-        ? { type: 'join', room: m.room, peer: m.peer }
-        : null;
+    case 'join': {
+      const role = m.role ?? 'client';
+      const key = fromBase64(m.key, 32);
+      const sig = fromBase64(m.sig, 64);
+      if (typeof m.room !== 'string' || !NAME_PATTERN.test(m.room) || typeof m.peer !== 'string' || !NAME_PATTERN.test(m.peer)) return null;
+      if (!PEER_ROLES.includes(role as PeerRole) || key === null || sig === null) return null;
+      if (m.token !== undefined && (typeof m.token !== 'string' || m.token.length > 1024)) return null;
+      return { type: 'join', room: m.room, peer: m.peer, role: role as PeerRole, key, sig, ...(m.token === undefined ? {} : { token: m.token }) };
+    }
     case 'signal':
       return typeof m.to === 'string' && 'data' in m ? { type: 'signal', to: m.to, data: m.data } : null;
     case 'leave':
       return { type: 'leave' };
+    case 'ice':
+      return { type: 'ice' };
     default:
       return null;
   }

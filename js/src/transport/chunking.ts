@@ -1,6 +1,6 @@
 /**
- * Framing of one envelope into data-channel sized chunks, and the reassembler that puts
- * them back together under fixed memory limits. Pure: no I/O, time is passed in.
+ * Framing of one envelope into data-channel sized chunks (reassembler.ts puts them back
+ * together). Pure: no I/O.
  *
  * Chunk layout (little-endian, {@link CHUNK_HEADER_BYTES} bytes, then the payload):
  *   0 u8  magic 0xBB      1 u8  version 1      2 u16 flags (must be 0)
@@ -95,141 +95,8 @@ export function decodeChunkHeader(chunk: Uint8Array, peer?: string): ChunkHeader
   return header;
 }
 
-/** Limits that bound the reassembler's memory. */
-export interface ReassemblyLimits {
-  /** Largest envelope accepted (default 64 MiB). */
-  maxMessageBytes?: number;
-  /** Messages from one peer that may be incomplete at once (default 4). */
-  maxPartialsPerPeer?: number;
-  /** Sum of the sizes of one peer's incomplete messages (default 128 MiB). */
-  maxPartialBytesPerPeer?: number;
-  /** A partial message untouched for this long is dropped by {@link Reassembler.expire} (default 30 s). */
-  partialTimeoutMs?: number;
-}
-
-interface Partial {
-  header: ChunkHeader;
-  stride: number;
-  bytes: Uint8Array;
-  seen: Uint8Array; // one byte per chunk: 1 once received
-  received: number;
-  touchedAt: number;
-}
-
-/**
- * Puts chunks back into envelopes, per peer. A chunk that breaks a rule throws a
- * {@link TransportError}; a duplicate leaves the partial message intact, any other refusal
- * discards it, so a confused sender cannot pin memory.
- */
-export class Reassembler {
-  readonly maxMessageBytes: number;
-  readonly maxPartialsPerPeer: number;
-  readonly maxPartialBytesPerPeer: number;
-  readonly partialTimeoutMs: number;
-  readonly #peers = new Map<string, Map<number, Partial>>();
-
-  constructor(limits: ReassemblyLimits = {}) {
-    this.maxMessageBytes = limits.maxMessageBytes ?? 64 * 1024 * 1024;
-    this.maxPartialsPerPeer = limits.maxPartialsPerPeer ?? 4;
-    this.maxPartialBytesPerPeer = limits.maxPartialBytesPerPeer ?? 128 * 1024 * 1024;
-    this.partialTimeoutMs = limits.partialTimeoutMs ?? 30_000;
-  }
-
-  /** Takes one chunk from `peer`; returns the whole envelope when this chunk completes it, else null. */
-  push(peer: string, chunk: Uint8Array, now: number): Uint8Array | null {
-    const header = decodeChunkHeader(chunk, peer);
-    const payload = chunk.subarray(CHUNK_HEADER_BYTES);
-    const where = `message ${header.messageId} chunk ${header.index}/${header.count}`;
-    if (header.total > this.maxMessageBytes) {
-      throw new TransportError('message-too-large', `${where} announces ${header.total} bytes, above the ${this.maxMessageBytes}-byte limit`, peer);
-    }
-    const stride = strideOf(header, payload.byteLength);
-    if (stride === null || expectedCount(header.total, stride) !== header.count) {
-      this.#discard(peer, header.messageId);
-      throw new TransportError('inconsistent-chunk', `${where}: ${payload.byteLength} bytes at offset ${header.offset} of ${header.total} do not tile ${header.count} chunks`, peer);
-    }
-    if (header.count === 1) {
-      if (this.#peers.get(peer)?.has(header.messageId)) {
-        this.#discard(peer, header.messageId);
-        throw new TransportError('inconsistent-chunk', `${where} reuses the id of an incomplete message`, peer);
-      }
-      return payload.slice();
-    }
-    let partials = this.#peers.get(peer);
-    if (partials === undefined) {
-      partials = new Map();
-      this.#peers.set(peer, partials);
-    }
-    let partial = partials.get(header.messageId);
-    if (partial === undefined) {
-      if (partials.size >= this.maxPartialsPerPeer) {
-        throw new TransportError('too-many-partials', `${where}: ${partials.size} messages from this peer are already incomplete (limit ${this.maxPartialsPerPeer})`, peer);
-      }
-      let pending = 0;
-      for (const p of partials.values()) pending += p.header.total;
-      if (pending + header.total > this.maxPartialBytesPerPeer) {
-        throw new TransportError('too-many-partials', `${where}: ${pending + header.total} incomplete bytes would exceed the ${this.maxPartialBytesPerPeer}-byte limit per peer`, peer);
-      }
-      partial = { header, stride, bytes: new Uint8Array(header.total), seen: new Uint8Array(header.count), received: 0, touchedAt: now };
-      partials.set(header.messageId, partial);
-    } else if (partial.header.count !== header.count || partial.header.total !== header.total || partial.stride !== stride) {
-      this.#discard(peer, header.messageId);
-      throw new TransportError('inconsistent-chunk', `${where} disagrees with earlier chunks (count ${partial.header.count}, total ${partial.header.total}, stride ${partial.stride})`, peer);
-    }
-    if (partial.seen[header.index] === 1) {
-      throw new TransportError('duplicate-chunk', `${where} arrived twice`, peer);
-    }
-    partial.bytes.set(payload, header.offset);
-    partial.seen[header.index] = 1;
-    partial.received++;
-    partial.touchedAt = now;
-    if (partial.received < header.count) return null;
-    this.#discard(peer, header.messageId);
-    return partial.bytes;
-  }
-
-  /** Drops partial messages untouched for `partialTimeoutMs`; returns how many (peer, message id) it dropped. */
-  expire(now: number): Array<{ peer: string; messageId: number }> {
-    const dropped: Array<{ peer: string; messageId: number }> = [];
-    for (const [peer, partials] of this.#peers) {
-      for (const [messageId, partial] of partials) {
-        if (now - partial.touchedAt >= this.partialTimeoutMs) {
-          partials.delete(messageId);
-          dropped.push({ peer, messageId });
-        }
-      }
-      if (partials.size === 0) this.#peers.delete(peer);
-    }
-    return dropped;
-  }
-
-  /** Forgets everything from `peer` (its connection is gone). */
-  dropPeer(peer: string): void {
-    this.#peers.delete(peer);
-  }
-
-  /** Bytes held for incomplete messages, all peers together. */
-  get pendingBytes(): number {
-    let sum = 0;
-    for (const partials of this.#peers.values()) for (const p of partials.values()) sum += p.header.total;
-    return sum;
-  }
-
-  /** Incomplete messages from `peer`. */
-  partialCount(peer: string): number {
-    return this.#peers.get(peer)?.size ?? 0;
-  }
-
-  #discard(peer: string, messageId: number): void {
-    const partials = this.#peers.get(peer);
-    if (partials === undefined) return;
-    partials.delete(messageId);
-    if (partials.size === 0) this.#peers.delete(peer);
-  }
-}
-
 /** The payload stride this chunk implies, or null when its offset cannot be index × stride. */
-function strideOf(h: ChunkHeader, length: number): number | null {
+export function strideOf(h: ChunkHeader, length: number): number | null {
   if (h.count === 1) return h.offset === 0 && length === h.total ? h.total : null;
   if (h.index < h.count - 1) return length > 0 && h.offset === h.index * length ? length : null;
   // The last chunk: it ends the message and starts at (count-1) × stride.
@@ -238,6 +105,7 @@ function strideOf(h: ChunkHeader, length: number): number | null {
   return length > 0 && length <= stride ? stride : null;
 }
 
-function expectedCount(total: number, stride: number): number {
+/** Chunks a message of `total` bytes takes at `stride` payload bytes each. */
+export function expectedCount(total: number, stride: number): number {
   return total === 0 ? 1 : Math.ceil(total / stride);
 }

@@ -5,11 +5,14 @@ export type TransportErrorCode =
   | 'inconsistent-chunk'
   | 'message-too-large'
   | 'too-many-partials'
+  | 'partial-evicted'
+  | 'link-limit'
   | 'partial-timeout'
   | 'queue-full'
   | 'unknown-peer'
   | 'closed'
-  | 'connection-failed';
+  | 'connection-failed'
+  | 'bad-signature';
 
 /** A failure of the transport layer; {@link code} says which, the message says which peer or byte. */
 export class TransportError extends Error {

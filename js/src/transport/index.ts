@@ -1,9 +1,14 @@
-export { WebRtcTransport, type WebRtcTransportOptions, type RTCPeerConnectionConstructor } from './webrtc.js';
+export { WebRtcTransport, type WebRtcTransportOptions, type RTCPeerConnectionConstructor, type SignalChannel } from './webrtc.js';
+export { dtlsFingerprints, sdpSignedBytes, SDP_DOMAIN, SDP_NONCE_BYTES, type SdpKind } from './sdp-signature.js';
 export type { Transport, TransportEvents, TransportStats, PeerState } from './types.js';
 export { TransportError, type TransportErrorCode } from './errors.js';
 export { Emitter, type EventMap } from './emitter.js';
 export {
-  Reassembler, encodeChunk, encodeChunks, decodeChunkHeader, chunkCount,
+  encodeChunk, encodeChunks, decodeChunkHeader, chunkCount,
   CHUNK_HEADER_BYTES, CHUNK_MAGIC, CHUNK_VERSION, DEFAULT_CHUNK_SIZE,
-  type ChunkHeader, type ReassemblyLimits,
+  type ChunkHeader,
 } from './chunking.js';
+export {
+  Reassembler, ENGINE_MAX_ENVELOPE_BYTES, PARTIAL_OVERHEAD_BYTES, CHUNK_OVERHEAD_BYTES,
+  type ReassemblyLimits, type EvictedPartial,
+} from './reassembler.js';

@@ -12,12 +12,18 @@ export type TransportEvents = {
   error: [error: TransportError];
 };
 
-/** Byte counters since the transport started. */
+/** Counters since the transport started, and what it holds now. */
 export interface TransportStats {
   bytesOut: number;
   bytesIn: number;
   messagesOut: number;
   messagesIn: number;
+  /** Links now, in any state. */
+  links?: number;
+  /** Bytes held for incomplete incoming envelopes now. */
+  partialBytes?: number;
+  /** Incomplete envelopes dropped so far to keep within the bound for all peers. */
+  partialsEvicted?: number;
 }
 
 /** What the engine glue needs from a transport: envelopes out to a peer id, envelopes in from one. */

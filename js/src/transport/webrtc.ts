@@ -1,28 +1,44 @@
 /**
  * WebRtcTransport: one ordered, reliable, binary RTCDataChannel per remote peer, set up
  * through a {@link SignalClient}. Envelopes are chunked (chunking.ts), sent under
- * back-pressure, and reassembled on the other side. The peer with the smaller id offers,
- * so two peers never offer to each other at once; it also drives reconnects.
+ * back-pressure, and reassembled on the other side (reassembler.ts). A link is made only
+ * to a peer the engine addresses (the first envelope for it, or connect()) or that asks
+ * for one, up to `maxLinks`; never to the whole room. The peer with the smaller id always
+ * offers (so two peers never offer to each other at once) and drives reconnects; the
+ * other asks it to with a `connect` signal.
  */
+import { fromBase64, randomBytes, toBase64 } from '../identity/bytes.js';
 import type { SignalClient } from '../signal/client.js';
-import { DEFAULT_CHUNK_SIZE, Reassembler, chunkCount, encodeChunk, type ReassemblyLimits } from './chunking.js';
+import { DEFAULT_CHUNK_SIZE, chunkCount, encodeChunk } from './chunking.js';
 import { Emitter } from './emitter.js';
 import { TransportError } from './errors.js';
+import { Reassembler, type ReassemblyLimits } from './reassembler.js';
+import { SDP_NONCE_BYTES, sdpRefusal, signSdp } from './sdp-signature.js';
 import type { PeerState, Transport, TransportEvents, TransportStats } from './types.js';
 
 export type RTCPeerConnectionConstructor = new (config?: RTCConfiguration) => RTCPeerConnection;
 
+/** What the transport takes from signalling: a {@link SignalClient}, or something that relays like one. */
+export type SignalChannel = Pick<SignalClient, 'self' | 'room' | 'identity' | 'events' | 'closed' | 'peers' | 'send' | 'close' | 'iceServers'>;
+
 export interface WebRtcTransportOptions {
   /** A joined signalling client; the transport owns it from now on and closes it on close(). */
-  signal: SignalClient;
+  signal: SignalChannel;
   /** Defaults to the browser's global, else `node-datachannel/polyfill` (imported lazily). */
   RTCPeerConnection?: RTCPeerConnectionConstructor;
+  /**
+   * STUN and TURN servers for every connection, e.g. `[{ urls: 'stun:stun.example.org' }]`.
+   * Those the signalling server hands out (short-lived TURN credentials) are added.
+   */
+  iceServers?: RTCIceServer[];
   /** Passed to every RTCPeerConnection (node-datachannel also takes `bindAddress`). */
   rtcConfig?: RTCConfiguration & Record<string, unknown>;
   /** Largest chunk in bytes, header included (default 64 KiB; lowered to the remote maxMessageSize). */
   chunkSize?: number;
   /** Bytes of envelopes that may wait for one peer before send() throws `queue-full` (default 64 MiB). */
   maxQueuedBytes?: number;
+  /** Links at once, whoever asked for them (default 256); past it send() throws `link-limit` and requests are refused. */
+  maxLinks?: number;
   /** Stop handing chunks to the channel above this many buffered bytes (default 1 MiB)... */
   highWaterMark?: number;
   /** ...and resume once it drains below this (default 256 KiB). */
@@ -32,16 +48,24 @@ export interface WebRtcTransportOptions {
   /** First reconnect delay, doubled per failed attempt up to `reconnectMaxMs` (defaults 250 ms, 10 s). */
   reconnectBaseMs?: number;
   reconnectMaxMs?: number;
+  /** Bounds on reassembly; `maxMessageBytes` (default 16 MiB) also bounds what send() takes. */
   reassembly?: ReassemblyLimits;
 }
 
-/** What signalling carries between two transports (JSON, off the hot path). */
+/**
+ * What signalling carries between two transports (JSON, off the hot path). An offer and
+ * its answer are signed by their senders (sdp-signature.ts); the answer signs the offer's
+ * nonce, so it answers that offer and no other.
+ */
 type LinkSignal =
-  | { kind: 'offer'; gen: number; sdp: string }
-  | { kind: 'answer'; gen: number; sdp: string }
+  | { kind: 'offer'; gen: number; sdp: string; nonce: string; sig: string }
+  | { kind: 'answer'; gen: number; sdp: string; sig: string }
   | { kind: 'candidate'; gen: number; candidate: string; mid: string | null }
-  /** From the answering side when its link failed: the offerer should start over. */
-  | { kind: 'restart'; gen: number };
+  /**
+   * From the answering side: it wants a link, or lost the one of offer `gen` (0: it had
+   * none); the offerer starts one, or redoes offer `gen`.
+   */
+  | { kind: 'connect'; gen: number };
 
 interface Outgoing {
   bytes: Uint8Array;
@@ -57,10 +81,20 @@ interface Link {
   channel: RTCDataChannel | null;
   chunkSize: number;
   remoteSet: boolean;
+  /** The nonce of the offer in flight on this link (ours, or the one we answer). */
+  nonce: Uint8Array;
   pendingCandidates: RTCIceCandidateInit[];
+  /**
+   * Our candidates, held back until both ends hold both descriptions: the offerer's until
+   * the answer is applied, the answerer's until the answer is sent. Connectivity checks (and
+   * the DTLS handshake the answerer starts) then never run ahead of the offerer having the
+   * answer, and no candidate reaches a peer before the offer that makes its link.
+   */
+  localCandidates: LinkSignal[] | null;
   queue: Outgoing[];
   queuedBytes: number;
   attempts: number;
+  /** The connect timeout, or the reconnect delay after a failure. */
   timer: ReturnType<typeof setTimeout> | null;
 }
 
@@ -76,13 +110,16 @@ export class WebRtcTransport implements Transport {
   readonly self: string;
   readonly events = new Emitter<TransportEvents>();
   readonly #envelopes = new Emitter<{ envelope: [from: string, bytes: Uint8Array] }>();
-  readonly #signal: SignalClient;
+  readonly #signal: SignalChannel;
   readonly #PC: RTCPeerConnectionConstructor;
   readonly #options: WebRtcTransportOptions;
   readonly #links = new Map<string, Link>();
+  /** Per peer, the last of its signals still being checked (see #onSignal). */
+  readonly #inbox = new Map<string, Promise<void>>();
   readonly #reassembler: Reassembler;
+  readonly #maxLinks: number;
   readonly #expiry: ReturnType<typeof setInterval>;
-  readonly #stats: TransportStats = { bytesOut: 0, bytesIn: 0, messagesOut: 0, messagesIn: 0 };
+  readonly #stats = { bytesOut: 0, bytesIn: 0, messagesOut: 0, messagesIn: 0 };
   readonly #unsubscribe: Array<() => void>;
   #nextMessageId = 0;
   #closed = false;
@@ -92,33 +129,38 @@ export class WebRtcTransport implements Transport {
     this.#signal = options.signal;
     this.#PC = PC;
     this.self = options.signal.self;
-    this.#reassembler = new Reassembler(options.reassembly);
+    this.#maxLinks = options.maxLinks ?? 256;
+    this.#reassembler = new Reassembler(options.reassembly, (evicted) => {
+      const why = `${evicted.bytes} bytes of message ${evicted.messageId} from ${evicted.peer} were dropped: incomplete messages of all peers reached ${this.#reassembler.maxPartialBytes} bytes`;
+      this.events.emit('error', new TransportError('partial-evicted', why, evicted.peer));
+    });
     this.#expiry = setInterval(() => this.#expire(), Math.max(100, this.#reassembler.partialTimeoutMs / 2));
     (this.#expiry as { unref?: () => void }).unref?.();
     this.#unsubscribe = [
-      this.#signal.events.on('join', (peer) => this.#addPeer(peer)),
       this.#signal.events.on('leave', (peer) => this.#removePeer(peer)),
-      this.#signal.events.on('signal', (from, data) => void this.#onSignal(from, data as LinkSignal)),
+      this.#signal.events.on('signal', (from, data) => this.#onSignal(from, data as LinkSignal)),
       this.#signal.events.on('close', () => this.close()),
     ];
-    for (const peer of this.#signal.peers()) this.#addPeer(peer);
   }
 
-  /** Starts linking to every peer in the signalling room, present and future. */
+  /** A transport over a joined signalling client; it links to peers as they are addressed. */
   static async create(options: WebRtcTransportOptions): Promise<WebRtcTransport> {
     const PC = options.RTCPeerConnection ?? (await defaultPeerConnection());
     return new WebRtcTransport(options, PC);
   }
 
   /**
-   * Queues an envelope for `to` (copied; the caller may reuse `bytes`). Throws
-   * `unknown-peer` when `to` is not in the room, `queue-full` when its queue is at its
-   * bound, `closed` after close(). A peer still connecting gets it once its link opens.
+   * Queues an envelope for `to` (copied; the caller may reuse `bytes`), making the link to
+   * it first if there is none. Throws `unknown-peer` when `to` is not in the room,
+   * `message-too-large` above `reassembly.maxMessageBytes`, `queue-full` when its queue is
+   * at its bound, `link-limit` when a new link would pass `maxLinks`, `closed` after close().
    */
   send(to: string, bytes: Uint8Array): void {
     if (this.#closed) throw new TransportError('closed', 'the transport is closed', to);
-    const link = this.#links.get(to);
-    if (link === undefined) throw new TransportError('unknown-peer', `no peer ${to} in room ${this.#signal.room}`, to);
+    if (bytes.byteLength > this.#reassembler.maxMessageBytes) {
+      throw new TransportError('message-too-large', `an envelope of ${bytes.byteLength} bytes for ${to} is above the ${this.#reassembler.maxMessageBytes}-byte limit`, to);
+    }
+    const link = this.#links.get(to) ?? this.#open(to);
     const limit = this.#options.maxQueuedBytes ?? 64 * 1024 * 1024;
     if (link.queuedBytes + bytes.byteLength > limit) {
       throw new TransportError('queue-full', `${link.queuedBytes} bytes already wait for ${to}; ${bytes.byteLength} more would exceed ${limit}`, to);
@@ -129,15 +171,27 @@ export class WebRtcTransport implements Transport {
     this.#pump(link);
   }
 
+  /** Makes the link to `peer` now rather than on its first envelope (same errors as send()). */
+  connect(peer: string): void {
+    if (this.#closed) throw new TransportError('closed', 'the transport is closed', peer);
+    if (!this.#links.has(peer)) this.#open(peer);
+  }
+
   onEnvelope(handler: (from: string, bytes: Uint8Array) => void): () => void {
     return this.#envelopes.on('envelope', handler);
   }
 
+  /** The other members of the room, linked or not. */
   peers(): string[] {
+    return this.#signal.peers();
+  }
+
+  /** Peers there is a link to (in any state). */
+  links(): string[] {
     return [...this.#links.keys()];
   }
 
-  /** Where the link to `peer` stands, or undefined for a peer not in the room. */
+  /** Where the link to `peer` stands; undefined when there is none (not addressed yet, or not in the room). */
   state(peer: string): PeerState | undefined {
     return this.#links.get(peer)?.state;
   }
@@ -148,7 +202,7 @@ export class WebRtcTransport implements Transport {
   }
 
   stats(): TransportStats {
-    return { ...this.#stats };
+    return { ...this.#stats, links: this.#links.size, partialBytes: this.#reassembler.pendingBytes, partialsEvicted: this.#reassembler.evictions };
   }
 
   /** Closes every link and the signalling client. */
@@ -161,15 +215,36 @@ export class WebRtcTransport implements Transport {
     this.#signal.close();
   }
 
-  #addPeer(peer: string): void {
-    if (this.#closed || this.#links.has(peer) || peer === this.self) return;
+  /** A new link to a member of the room: we offer, or ask the peer to. */
+  #open(peer: string): Link {
+    if (peer === this.self || !this.#signal.peers().includes(peer)) {
+      throw new TransportError('unknown-peer', `no peer ${peer} in room ${this.#signal.room}`, peer);
+    }
+    const link = this.#newLink(peer);
+    if (link === null) throw new TransportError('link-limit', `a link to ${peer} would pass the limit of ${this.#maxLinks} links`, peer);
+    this.#start(link);
+    return link;
+  }
+
+  #newLink(peer: string): Link | null {
+    if (this.#links.size >= this.#maxLinks) return null;
     const link: Link = {
       peer, state: 'closed', gen: 0, pc: null, channel: null, chunkSize: this.#options.chunkSize ?? DEFAULT_CHUNK_SIZE,
-      remoteSet: false, pendingCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
+      remoteSet: false, nonce: new Uint8Array(0), pendingCandidates: [], localCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
     };
     this.#links.set(peer, link);
+    return link;
+  }
+
+  /** (Re)starts a link: the offerer offers; the other side asks it to and waits for the offer. */
+  #start(link: Link): void {
     this.#setState(link, 'connecting');
-    if (this.#initiates(peer)) void this.#offer(link);
+    if (this.#initiates(link.peer)) {
+      void this.#offer(link);
+      return;
+    }
+    this.#sendSignal(link.peer, { kind: 'connect', gen: link.gen });
+    this.#armConnectTimeout(link);
   }
 
   #removePeer(peer: string): void {
@@ -187,23 +262,38 @@ export class WebRtcTransport implements Transport {
     return this.self < peer;
   }
 
+  #rtcConfiguration(): RTCConfiguration {
+    const base = this.#options.iceServers ?? this.#options.rtcConfig?.iceServers ?? [];
+    return { ...this.#options.rtcConfig, iceServers: [...base, ...this.#signal.iceServers()] };
+  }
+
+  #armConnectTimeout(link: Link): void {
+    if (link.timer !== null) clearTimeout(link.timer);
+    const ms = this.#options.connectTimeoutMs ?? 15_000;
+    const gen = link.gen;
+    link.timer = setTimeout(() => {
+      link.timer = null;
+      if (link.state !== 'open' && link.gen === gen) this.#fail(link, `not open after ${ms} ms`);
+    }, ms);
+  }
+
   #newConnection(link: Link): RTCPeerConnection {
-    const pc = new this.#PC({ iceServers: [], ...this.#options.rtcConfig });
+    const pc = new this.#PC(this.#rtcConfiguration());
     const gen = link.gen;
     link.pc = pc;
     link.remoteSet = false;
     link.pendingCandidates = [];
+    link.localCandidates = [];
     pc.onicecandidate = (event) => {
-      if (event.candidate && link.pc === pc) {
-        this.#sendSignal(link.peer, { kind: 'candidate', gen, candidate: event.candidate.candidate, mid: event.candidate.sdpMid });
-      }
+      if (!event.candidate || link.pc !== pc) return;
+      const candidate: LinkSignal = { kind: 'candidate', gen, candidate: event.candidate.candidate, mid: event.candidate.sdpMid };
+      if (link.localCandidates !== null) link.localCandidates.push(candidate);
+      else this.#sendSignal(link.peer, candidate);
     };
     pc.onconnectionstatechange = () => {
       if (link.pc === pc && (pc.connectionState === 'failed' || pc.connectionState === 'closed')) this.#fail(link, `connection ${pc.connectionState}`);
     };
-    link.timer = setTimeout(() => {
-      if (link.pc === pc && link.state !== 'open') this.#fail(link, `not open after ${this.#options.connectTimeoutMs ?? 15_000} ms`);
-    }, this.#options.connectTimeoutMs ?? 15_000);
+    this.#armConnectTimeout(link);
     return pc;
   }
 
@@ -214,33 +304,96 @@ export class WebRtcTransport implements Transport {
     try {
       const offer = await pc.createOffer();
       await pc.setLocalDescription(offer);
-      if (link.pc === pc) this.#sendSignal(link.peer, { kind: 'offer', gen: link.gen, sdp: offer.sdp ?? '' });
+      const nonce = randomBytes(SDP_NONCE_BYTES);
+      const sig = await signSdp(this.#signal.identity, 'offer', offer.sdp ?? '', link.peer, nonce);
+      if (link.pc !== pc) return;
+      link.nonce = nonce;
+      this.#sendSignal(link.peer, { kind: 'offer', gen: link.gen, sdp: offer.sdp ?? '', nonce: toBase64(nonce), sig });
     } catch (error) {
       if (link.pc === pc) this.#fail(link, `offer failed: ${(error as Error).message}`);
     }
   }
 
-  async #onSignal(from: string, data: LinkSignal): Promise<void> {
-    const link = this.#links.get(from);
-    if (link === undefined || typeof data !== 'object' || data === null) return;
+  /**
+   * Signals from one peer are taken in the order they came: checking a signature takes a
+   * moment, and the candidates that follow an offer must find the link that offer made.
+   */
+  #onSignal(from: string, data: LinkSignal): void {
+    if (this.#closed || typeof data !== 'object' || data === null) return;
+    const checked = (this.#inbox.get(from) ?? Promise.resolve()).then(() => this.#check(from, data));
+    const done = checked.then((nonce) => {
+      if (nonce !== null) void this.#apply(from, data, nonce);
+    });
+    this.#inbox.set(from, done);
+    void done.then(() => {
+      if (this.#inbox.get(from) === done) this.#inbox.delete(from);
+    });
+  }
+
+  /**
+   * Null when `data` is to be dropped (a signature that does not hold is reported); else
+   * the nonce of an offer, or an empty one.
+   */
+  async #check(from: string, data: LinkSignal): Promise<Uint8Array | null> {
+    if (data.kind === 'offer') {
+      if (this.#initiates(from)) return null; // offers come from the smaller id only
+      const nonce = fromBase64(data.nonce, SDP_NONCE_BYTES);
+      const refusal = nonce === null ? 'the offer carries no nonce' : await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
+      if (refusal === null) return nonce;
+      this.#refuseSignal(from, refusal);
+      return null;
+    }
+    if (data.kind === 'answer') {
+      const link = this.#links.get(from);
+      if (link === undefined || data.gen !== link.gen) return null;
+      const refusal = await sdpRefusal('answer', data.sdp, from, this.self, link.nonce, data.sig);
+      if (refusal !== null) {
+        this.#refuseSignal(from, refusal);
+        return null;
+      }
+    }
+    return new Uint8Array(0);
+  }
+
+  async #apply(from: string, data: LinkSignal, nonce: Uint8Array): Promise<void> {
+    if (this.#closed) return;
+    let link = this.#links.get(from);
+    // only the two requests that start a link may come for a peer we have none with. The
+    // server relays only from members of the room, so the sender is one even when its
+    // presence has not reached us yet.
+    if (link === undefined) {
+      const starts = data.kind === 'offer' || (data.kind === 'connect' && this.#initiates(from));
+      if (!starts) return;
+      link = this.#newLink(from) ?? undefined;
+      if (link === undefined) {
+        this.events.emit('error', new TransportError('link-limit', `refused a link to ${from}: ${this.#maxLinks} links are open`, from));
+        return;
+      }
+      if (data.kind === 'connect') return this.#start(link);
+    }
     try {
-      if (data.kind === 'offer' && !this.#initiates(from)) {
+      if (data.kind === 'offer') {
         this.#teardown(link);
+        link.nonce = nonce;
         link.gen = data.gen;
         this.#setState(link, 'connecting');
         const pc = this.#newConnection(link);
         pc.ondatachannel = (event) => this.#wireChannel(link, pc, event.channel);
         await pc.setRemoteDescription({ type: 'offer', sdp: data.sdp });
-        await this.#remoteDescriptionSet(link, pc);
         const answer = await pc.createAnswer();
         await pc.setLocalDescription(answer);
-        if (link.pc === pc) this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '' });
+        const sig = await signSdp(this.#signal.identity, 'answer', answer.sdp ?? '', from, nonce);
+        if (link.pc !== pc) return;
+        this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '', sig });
+        await this.#remoteDescriptionSet(link, pc);
       } else if (data.kind === 'answer' && data.gen === link.gen && link.pc !== null && !link.remoteSet) {
         const pc = link.pc;
         await pc.setRemoteDescription({ type: 'answer', sdp: data.sdp });
         await this.#remoteDescriptionSet(link, pc);
-      } else if (data.kind === 'restart' && this.#initiates(from) && data.gen === link.gen && link.pc !== null) {
-        this.#fail(link, `${from} lost the link`);
+      } else if (data.kind === 'connect' && this.#initiates(from)) {
+        // the other side lost our current offer's link: redo it (a request that crossed a
+        // newer offer names an older generation, and that offer answers it)
+        if (data.gen === link.gen) this.#fail(link, `${from} lost the link`);
       } else if (data.kind === 'candidate' && data.gen === link.gen && link.pc !== null) {
         const candidate = { candidate: data.candidate, sdpMid: data.mid };
         if (link.remoteSet) await link.pc.addIceCandidate(candidate);
@@ -251,9 +404,17 @@ export class WebRtcTransport implements Transport {
     }
   }
 
+  /** An offer or answer whose signature does not hold is never applied; the link's timeout covers it. */
+  #refuseSignal(from: string, why: string): void {
+    this.events.emit('error', new TransportError('bad-signature', `refused signalling from ${from}: ${why}`, from));
+  }
+
+  /** Both descriptions are in place on our side (and, as the answerer, sent): candidates may flow both ways. */
   async #remoteDescriptionSet(link: Link, pc: RTCPeerConnection): Promise<void> {
     if (link.pc !== pc) return;
     link.remoteSet = true;
+    for (const candidate of link.localCandidates ?? []) this.#sendSignal(link.peer, candidate);
+    link.localCandidates = null;
     for (const candidate of link.pendingCandidates.splice(0)) await pc.addIceCandidate(candidate);
   }
 
@@ -320,26 +481,20 @@ export class WebRtcTransport implements Transport {
     }
   }
 
-  /** The link broke: drop it, tell the caller, and (if we offer) try again later. */
+  /** The link broke: drop its connection, tell the caller, and try again later while the peer is in the room. */
   #fail(link: Link, why: string): void {
-    if (link.pc === null && link.channel === null) return;
+    if (link.state === 'failed' || link.state === 'closed') return;
     this.#teardown(link);
-    if (this.#closed || !this.#links.has(link.peer)) return;
+    if (this.#closed || this.#links.get(link.peer) !== link) return;
     this.events.emit('error', new TransportError('connection-failed', `link to ${link.peer} failed: ${why}`, link.peer));
     this.#setState(link, 'failed');
-    if (!this.#initiates(link.peer)) {
-      // the offerer may not have noticed (a lost offer, a one-sided timeout): ask it to start over
-      this.#sendSignal(link.peer, { kind: 'restart', gen: link.gen });
-      return;
-    }
     const base = this.#options.reconnectBaseMs ?? 250;
     const delay = Math.min(this.#options.reconnectMaxMs ?? 10_000, base * 2 ** link.attempts);
     link.attempts++;
     link.timer = setTimeout(() => {
       link.timer = null;
       if (this.#closed || this.#links.get(link.peer) !== link || !this.#signal.peers().includes(link.peer)) return;
-      this.#setState(link, 'connecting');
-      void this.#offer(link);
+      this.#start(link);
     }, delay);
   }
 

@@ -1,7 +1,8 @@
-/* Coordinate-wise median and trimmed mean (see robust.h). */
+/* Coordinate-wise median and trimmed mean, norm bounding and Krum (see robust.h). */
 #include "components/aggregators/robust.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "util/error.h"
 
@@ -97,4 +98,75 @@ int bb_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double 
     out[j] = (float)(sum / (double)(k - 2 * trim));
   }
   return 0;
+}
+
+static int by_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double bb_robust_median_f64(double *x, size_t n) {
+  qsort(x, n, sizeof *x, by_double);
+  return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2.0;
+}
+
+/* |a - b|² (b NULL: the origin), summed in double. */
+static double squared_distance(const float *a, const float *b, size_t d) {
+  double sum = 0.0;
+  for (size_t j = 0; j < d; j++) {
+    const double diff = (double)a[j] - (b ? (double)b[j] : 0.0);
+    sum += diff * diff;
+  }
+  return sum;
+}
+
+size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
+                             double factor, double *scale, double *norms) {
+  for (size_t i = 0; i < k; i++) scale[i] = 1.0;
+  if (k == 0 || (!(max_norm > 0) && !(factor > 0))) return 0;
+  for (size_t i = 0; i < k; i++) norms[i] = sqrt(squared_distance(vecs[i], ref, d));
+  double bound = max_norm > 0 ? max_norm : INFINITY;
+  if (factor > 0) { /* the median sorts its input: scale is the scratch copy until set below */
+    for (size_t i = 0; i < k; i++) scale[i] = norms[i];
+    const double adaptive = factor * bb_robust_median_f64(scale, k);
+    if (adaptive < bound) bound = adaptive;
+  }
+  size_t pulled = 0;
+  for (size_t i = 0; i < k; i++) {
+    scale[i] = norms[i] > bound ? bound / norms[i] : 1.0;
+    pulled += norms[i] > bound;
+  }
+  return pulled;
+}
+
+int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
+                          bb_error *err) {
+  if (k == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "krum: no vectors");
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = 0; j < d; j++)
+      if (!isfinite(vecs[i][j]))
+        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                            "krum: vector %zu has a non-finite value (%g) at coordinate %zu", i, (double)vecs[i][j],
+                            j);
+  size_t near = k > f + 2 ? k - f - 2 : 1;
+  if (near > k - 1) near = k - 1;
+  for (size_t i = 0; i < k; i++) {
+    size_t m = 0;
+    for (size_t j = 0; j < k; j++)
+      if (j != i) dist[m++] = squared_distance(vecs[i], vecs[j], d);
+    qsort(dist, m, sizeof *dist, by_double);
+    double sum = 0.0;
+    for (size_t t = 0; t < near; t++) sum += dist[t];
+    scores[i] = sum;
+  }
+  return 0;
+}
+
+void bb_robust_lowest(const double *scores, size_t k, size_t *order) {
+  /* insertion sort of the indexes: stable, so equal scores keep the lower index first */
+  for (size_t i = 0; i < k; i++) {
+    size_t j = i;
+    for (; j > 0 && scores[order[j - 1]] > scores[i]; j--) order[j] = order[j - 1];
+    order[j] = i;
+  }
 }

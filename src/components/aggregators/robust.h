@@ -1,9 +1,9 @@
-/* Robust aggregation of K vectors of length D, coordinate by coordinate: the median and
- * the trimmed mean. A few Byzantine contributors with huge values move these little,
- * where a mean follows them anywhere. Both are deterministic (each coordinate's K values
- * are sorted, then summed in sorted order in double) and use K floats of caller scratch
- * beyond the inputs, so memory stays O(K·D). Non-finite inputs are refused: a NaN has no
- * place in a sorted order. */
+/* Robust aggregation of K vectors of length D: coordinate by coordinate, the median and
+ * the trimmed mean; whole vectors, Krum's scores and norm bounding. A few Byzantine
+ * contributors with huge values move these little, where a mean follows them anywhere.
+ * All are deterministic (each coordinate's K values are sorted, then summed in sorted
+ * order in double) and use O(K) caller scratch beyond the inputs, so memory stays
+ * O(K·D). Non-finite inputs are refused: a NaN has no place in a sorted order. */
 #ifndef BB_OPS_AGGREGATORS_ROBUST_H
 #define BB_OPS_AGGREGATORS_ROBUST_H
 
@@ -24,5 +24,30 @@ int bb_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double 
 
 /* How many values bb_robust_trimmed_mean drops from each end for k vectors. */
 size_t bb_robust_trim_count(size_t k, double beta);
+
+/* The median of x[0..n), n >= 1 (for even n the mean of the two middle values); sorts x
+ * in place. */
+double bb_robust_median_f64(double *x, size_t n);
+
+/* Norm bounding. Each vector's distance from ref (NULL: the origin) is |v_i - ref|; the
+ * bound is the smaller of max_norm (when > 0) and factor times the median distance (when
+ * factor > 0), and scale[i] = min(1, bound / |v_i - ref|): ref + scale[i]·(v_i - ref)
+ * is v_i pulled back onto the bound. Without either bound every scale is 1. Distances
+ * are summed in double, where even 3e38 everywhere cannot overflow. norms holds k
+ * doubles of scratch. Returns how many vectors are pulled back. */
+size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
+                             double factor, double *scale, double *norms);
+
+/* Krum (Blanchard et al., 2017): scores[i] = the sum of the squared distances from
+ * vecs[i] to its k - f - 2 nearest other vectors (at least 1 and at most k - 1; every
+ * score is 0 for k = 1). The vector with the lowest score is the one whose neighbourhood
+ * is tightest, which up to f outliers cannot fake. dist holds k doubles of scratch.
+ * BB_ERR_INVALID_ARGUMENT for k == 0 or a non-finite value. Costs O(k²·d). */
+int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
+                          bb_error *err);
+
+/* The indexes 0..k-1 ordered by score, lowest first (equal scores by lower index), into
+ * order[0..k). */
+void bb_robust_lowest(const double *scores, size_t k, size_t *order);
 
 #endif

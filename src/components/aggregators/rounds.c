@@ -2,11 +2,14 @@
  * kept sorted by key, so replacement is a binary search and the fold order is fixed.
  * `recent` remembers, per contributor, the last round id its vector was closed into;
  * that is what keeps a late copy from being applied a second time. Records older than
- * max_staleness rounds can no longer matter and are pruned when a round closes. */
+ * max_staleness rounds can no longer matter and are pruned when a round closes. The
+ * reductions themselves are robust.c's. */
 #include "components/aggregators/rounds.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "components/aggregators/robust.h"
 
 #include "util/bytes.h"
 #include "util/error.h"
@@ -30,13 +33,16 @@ typedef struct recent {
   uint64_t last_round; /* last closed round this contributor's vector was part of */
 } recent;
 
+/* Opening times remembered (for bb_fedround_window_start). */
+#define HISTORY 64
+
 struct bb_fedround {
   bb_allocator alloc;
   bb_fedround_config cfg;
   uint64_t round_id;
   uint64_t opened_ns;
+  uint64_t opened[HISTORY]; /* opened[r % HISTORY]: when round r opened, for the last HISTORY */
   int overdue_reported;
-  uint64_t total_samples; /* Σ num_samples of `entries` */
   entry *entries;
   size_t n_entries, cap_entries;
   recent *recents;
@@ -100,7 +106,24 @@ static int check_config(const bb_fedround_config *c, bb_error *err) {
   if (c->late != BB_FEDROUND_LATE_DROP && c->late != BB_FEDROUND_LATE_COUNT)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown late policy %d",
                         (int)c->late);
+  if ((unsigned)c->method > BB_FEDROUND_MULTI_KRUM || (unsigned)c->weighting > BB_FEDROUND_UNIFORM ||
+      (unsigned)c->beyond_bound > BB_FEDROUND_DROP)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown method %d, weighting %d or beyond-bound %d",
+                        (int)c->method, (int)c->weighting, (int)c->beyond_bound);
+  if (!(c->trim >= 0 && c->trim < 0.5))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: trim %g is outside [0, 0.5)", c->trim);
+  /* written as negations so that NaN fails too */
+  if (!(c->samples_factor >= 0 && c->samples_factor <= 1e300) || !(c->max_norm >= 0 && c->max_norm <= 1e300) ||
+      !(c->norm_factor >= 0 && c->norm_factor <= 1e300))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "fedround: samples_factor, max_norm and norm_factor must be finite and >= 0");
   return 0;
+}
+
+/* The most contributions a round of this config holds. */
+static size_t max_entries(const bb_fedround_config *c) {
+  return c->method == BB_FEDROUND_KRUM || c->method == BB_FEDROUND_MULTI_KRUM ? BB_FEDROUND_MAX_KRUM
+                                                                               : BB_FEDROUND_MAX_ENTRIES;
 }
 
 static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_fedround **out,
@@ -124,13 +147,13 @@ int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
   const int mk = make(alloc, config, out, err);
   if (mk) return mk;
   (*out)->opened_ns = now_ns;
+  (*out)->opened[config->first_round % HISTORY] = now_ns;
   return 0;
 }
 
 static void drop_entries(bb_fedround *fr) {
   for (size_t i = 0; i < fr->n_entries; i++) bb_mem_free(&fr->alloc, fr->entries[i].params);
   fr->n_entries = 0;
-  fr->total_samples = 0;
 }
 
 void bb_fedround_free(bb_fedround *fr) {
@@ -234,24 +257,19 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
       *status = BB_FEDROUND_LATE_DROPPED;
       return 0;
     }
-    const uint64_t others = fr->total_samples - e->num_samples;
-    if (num_samples > UINT64_MAX - others) {
-      bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
-      return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
-    }
     memcpy(e->params, params, fr->cfg.param_len * sizeof *params);
     e->origin_round = round_id;
     e->num_samples = num_samples;
-    fr->total_samples = others + num_samples;
     fr->counters.replaced++;
     if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
     *status = BB_FEDROUND_REPLACED;
     return 0;
   }
 
-  if (num_samples > UINT64_MAX - fr->total_samples) {
-    bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
-    return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
+  if (fr->n_entries >= max_entries(&fr->cfg)) {
+    bb_error_set(err, BB_ERR_LIMIT, "fedround: round %llu holds %zu contributions, its most; peer %s refused",
+                 (unsigned long long)fr->round_id, fr->n_entries, who);
+    return rejected(fr, BB_FEDROUND_REJECTED_FULL, status, BB_ERR_LIMIT);
   }
   if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
     return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
@@ -261,7 +279,6 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
   memmove(fr->entries + at + 1, fr->entries + at, (fr->n_entries - at) * sizeof(entry));
   fr->entries[at] = (entry){k, round_id, num_samples, copy};
   fr->n_entries++;
-  fr->total_samples += num_samples;
   if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
   *status = verdict;
   return 0;
@@ -281,7 +298,16 @@ static int can_close(const bb_fedround *fr, uint64_t now_ns) {
 static void open_next(bb_fedround *fr, uint64_t now_ns) {
   fr->round_id++;
   fr->opened_ns = now_ns;
+  fr->opened[fr->round_id % HISTORY] = now_ns;
   fr->overdue_reported = 0;
+}
+
+uint64_t bb_fedround_window_start(const bb_fedround *fr, uint64_t round_id) {
+  if (round_id <= fr->cfg.first_round) return 0;
+  const uint64_t oldest = fr->round_id - fr->cfg.first_round >= HISTORY ? fr->round_id - (HISTORY - 1) : 0;
+  if (round_id > fr->round_id) round_id = fr->round_id;
+  if (round_id < oldest) round_id = oldest;
+  return fr->opened[round_id % HISTORY];
 }
 
 /* Records that every entry was closed into the open round, and forgets contributors
@@ -308,35 +334,178 @@ static void remember_contributors(bb_fedround *fr) {
   fr->n_recents = kept;
 }
 
-static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
-                       bb_error *err) {
-  const size_t d = fr->cfg.param_len;
-  double *acc = bb_mem_alloc(&fr->alloc, d * sizeof *acc);
-  float *out = bb_mem_alloc(&fr->alloc, d * sizeof *out);
-  const int room = bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents,
-                               fr->n_recents + fr->n_entries, sizeof(recent));
-  if (!acc || !out || room) {
-    bb_mem_free(&fr->alloc, acc);
-    bb_mem_free(&fr->alloc, out);
-    return bb_error_set(err, BB_ERR_NOMEM,
-                        "fedround: out of memory closing round %llu (nothing was dropped)",
-                        (unsigned long long)fr->round_id);
-  }
-  for (size_t j = 0; j < d; j++) acc[j] = 0.0;
-  const double total = (double)fr->total_samples;
-  for (size_t i = 0; i < fr->n_entries; i++) {
-    const double w = (double)fr->entries[i].num_samples / total;
-    const float *x = fr->entries[i].params;
-    for (size_t j = 0; j < d; j++) acc[j] += w * (double)x[j];
-  }
-  for (size_t j = 0; j < d; j++) out[j] = (float)acc[j];
-  bb_mem_free(&fr->alloc, acc);
+/* Everything a close needs, allocated before anything changes (so a failure changes
+ * nothing). */
+typedef struct closing {
+  size_t n;             /* updates kept: all, but those dropped for their distance */
+  size_t *entry;        /* k: the entry each kept update comes from */
+  const float **vecs;   /* k: each kept update, or its pulled-back copy */
+  float *pulled;        /* the pulled-back copies (k·d floats), when any update is */
+  float *fscratch;      /* k floats: a coordinate's values */
+  double *scale, *dscratch, *weights; /* k doubles each */
+  size_t *order;        /* k indexes (a ranking) */
+  double *acc;          /* d doubles */
+} closing;
 
+static void closing_free(bb_fedround *fr, closing *c) {
+  bb_mem_free(&fr->alloc, c->entry);
+  bb_mem_free(&fr->alloc, (void *)c->vecs);
+  bb_mem_free(&fr->alloc, c->pulled);
+  bb_mem_free(&fr->alloc, c->fscratch);
+  bb_mem_free(&fr->alloc, c->scale);
+  bb_mem_free(&fr->alloc, c->dscratch);
+  bb_mem_free(&fr->alloc, c->weights);
+  bb_mem_free(&fr->alloc, c->order);
+  bb_mem_free(&fr->alloc, c->acc);
+}
+
+static bool closing_alloc(bb_fedround *fr, closing *c, size_t k, size_t d) {
+  memset(c, 0, sizeof *c);
+  c->entry = bb_mem_calloc(&fr->alloc, k, sizeof *c->entry);
+  c->vecs = bb_mem_calloc(&fr->alloc, k, sizeof *c->vecs);
+  c->fscratch = bb_mem_calloc(&fr->alloc, k, sizeof *c->fscratch);
+  c->scale = bb_mem_calloc(&fr->alloc, k, sizeof *c->scale);
+  c->dscratch = bb_mem_calloc(&fr->alloc, k, sizeof *c->dscratch);
+  c->weights = bb_mem_calloc(&fr->alloc, k, sizeof *c->weights);
+  c->order = bb_mem_calloc(&fr->alloc, k, sizeof *c->order);
+  c->acc = bb_mem_calloc(&fr->alloc, d, sizeof *c->acc);
+  if (k > SIZE_MAX / sizeof(float) / d) return false;
+  return c->entry && c->vecs && c->fscratch && c->scale && c->dscratch && c->weights && c->order && c->acc;
+}
+
+/* Holds every update to the distance bound: one farther from the reference is dropped
+ * (DROP) or pulled back onto the bound (CLIP): ref + scale·(x - ref), in double, so the
+ * copy lies between ref and x (finite floats both). Returns how many updates were past
+ * the bound, or -1 when memory runs out. */
+static long bound_distances(bb_fedround *fr, closing *c, const float *ref) {
+  const size_t k = fr->n_entries, d = fr->cfg.param_len;
+  for (size_t i = 0; i < k; i++) c->vecs[i] = fr->entries[i].params;
+  const size_t beyond = bb_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
+                                              c->dscratch);
+  if (beyond && fr->cfg.beyond_bound == BB_FEDROUND_CLIP &&
+      !(c->pulled = bb_mem_alloc(&fr->alloc, k * d * sizeof(float))))
+    return -1;
+  c->n = 0;
+  for (size_t i = 0; i < k; i++) {
+    const float *x = fr->entries[i].params;
+    if (c->scale[i] < 1.0 && fr->cfg.beyond_bound == BB_FEDROUND_DROP) continue;
+    if (c->scale[i] < 1.0) {
+      float *y = c->pulled + i * d;
+      for (size_t j = 0; j < d; j++) {
+        const double r = ref ? (double)ref[j] : 0.0;
+        y[j] = (float)(r + c->scale[i] * ((double)x[j] - r));
+      }
+      x = y;
+    }
+    c->entry[c->n] = i;
+    c->vecs[c->n++] = x;
+  }
+  return (long)beyond;
+}
+
+/* Each kept update's weight in the mean; returns how many sample counts were cut. */
+static uint32_t mean_weights(const bb_fedround *fr, closing *c) {
+  if (fr->cfg.weighting == BB_FEDROUND_UNIFORM) {
+    for (size_t i = 0; i < c->n; i++) c->weights[i] = 1.0;
+    return 0;
+  }
+  double cap = fr->cfg.max_samples ? (double)fr->cfg.max_samples : INFINITY;
+  if (fr->cfg.samples_factor > 0) {
+    for (size_t i = 0; i < c->n; i++) c->dscratch[i] = (double)fr->entries[c->entry[i]].num_samples;
+    const double adaptive = fr->cfg.samples_factor * bb_robust_median_f64(c->dscratch, c->n);
+    if (adaptive < cap) cap = adaptive;
+  }
+  uint32_t cut = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    const double n = (double)fr->entries[c->entry[i]].num_samples;
+    c->weights[i] = n > cap ? cap : n;
+    cut += n > cap;
+  }
+  return cut;
+}
+
+/* The mean of vecs[idx[0..m)] with these weights (NULL: equal), into out. */
+static void weighted_mean(closing *c, const size_t *idx, size_t m, const double *weights, size_t d, float *out) {
+  double total = 0.0;
+  for (size_t t = 0; t < m; t++) total += weights ? weights[idx[t]] : 1.0;
+  for (size_t j = 0; j < d; j++) c->acc[j] = 0.0;
+  for (size_t t = 0; t < m; t++) {
+    const double w = (weights ? weights[idx[t]] : 1.0) / total;
+    const float *x = c->vecs[idx[t]];
+    for (size_t j = 0; j < d; j++) c->acc[j] += w * (double)x[j];
+  }
+  for (size_t j = 0; j < d; j++) out[j] = (float)c->acc[j];
+}
+
+/* Reduces the kept updates by the configured method into out; with none kept, the
+ * reference (zeros without one) stays the model. */
+static int reduce(bb_fedround *fr, closing *c, const float *ref, float *out, uint32_t *samples_clipped,
+                  bb_error *err) {
+  const size_t k = c->n, d = fr->cfg.param_len;
+  const bb_fedround_config *cfg = &fr->cfg;
+  *samples_clipped = 0;
+  if (k == 0) {
+    for (size_t j = 0; j < d; j++) out[j] = ref ? ref[j] : 0.0f;
+    return 0;
+  }
+  switch (cfg->method) {
+  case BB_FEDROUND_MEAN:
+    *samples_clipped = mean_weights(fr, c);
+    for (size_t i = 0; i < k; i++) c->order[i] = i;
+    weighted_mean(c, c->order, k, c->weights, d, out);
+    return 0;
+  case BB_FEDROUND_MEDIAN: return bb_robust_median(c->vecs, k, d, out, c->fscratch, err);
+  case BB_FEDROUND_TRIMMED: return bb_robust_trimmed_mean(c->vecs, k, d, cfg->trim, out, c->fscratch, err);
+  case BB_FEDROUND_KRUM:
+  case BB_FEDROUND_MULTI_KRUM: {
+    const size_t f = cfg->byzantine ? cfg->byzantine : k >= 3 ? (k - 3) / 2 : 0;
+    int rc = bb_robust_krum_scores(c->vecs, k, d, f, c->weights, c->dscratch, err);
+    if (rc) return rc;
+    bb_robust_lowest(c->weights, k, c->order);
+    size_t m = 1;
+    if (cfg->method == BB_FEDROUND_MULTI_KRUM) m = cfg->select ? cfg->select : k > f ? k - f : 1;
+    weighted_mean(c, c->order, m < k ? m : k, NULL, d, out);
+    return 0;
+  }
+  }
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown method %d", (int)cfg->method);
+}
+
+static int close_round(bb_fedround *fr, uint64_t now_ns, const float *ref, bb_fedround_result *result,
+                       bb_error *err) {
+  const size_t k = fr->n_entries, d = fr->cfg.param_len;
+  closing c;
+  float *out = bb_mem_alloc(&fr->alloc, d * sizeof *out);
+  const int room = bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, fr->n_recents + k,
+                               sizeof(recent));
+  const bool ready = closing_alloc(fr, &c, k, d);
+  const long beyond = ready && out && !room ? bound_distances(fr, &c, ref) : -1;
+  uint32_t samples_clipped = 0;
+  int rc = beyond < 0 ? bb_error_set(err, BB_ERR_NOMEM,
+                                     "fedround: out of memory closing round %llu (nothing was dropped)",
+                                     (unsigned long long)fr->round_id)
+                      : reduce(fr, &c, ref, out, &samples_clipped, err);
+  const size_t kept = c.n;
+  closing_free(fr, &c);
+  if (rc) {
+    bb_mem_free(&fr->alloc, out);
+    return rc;
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < k; i++)
+    total = fr->entries[i].num_samples > UINT64_MAX - total ? UINT64_MAX : total + fr->entries[i].num_samples;
+  const bool dropping = fr->cfg.beyond_bound == BB_FEDROUND_DROP;
   result->event = BB_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
-  result->total_samples = fr->total_samples;
-  result->contributors = (uint32_t)fr->n_entries;
+  result->total_samples = total;
+  result->contributors = (uint32_t)kept;
+  result->norm_clipped = dropping ? 0 : (uint32_t)beyond;
+  result->norm_dropped = dropping ? (uint32_t)beyond : 0;
+  result->samples_clipped = samples_clipped;
   result->params = out;
+  fr->counters.norm_clipped += result->norm_clipped;
+  fr->counters.norm_dropped += result->norm_dropped;
+  fr->counters.samples_clipped += samples_clipped;
   remember_contributors(fr);
   drop_entries(fr);
   fr->counters.rounds_closed++;
@@ -344,13 +513,13 @@ static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *res
   return 0;
 }
 
-int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
+int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, const float *reference, bb_fedround_result *result,
                      bb_error *err) {
   if (!fr || !result) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   memset(result, 0, sizeof *result);
   result->event = BB_FEDROUND_IDLE;
   result->round_id = fr->round_id;
-  if (can_close(fr, now_ns)) return close_round(fr, now_ns, result, err);
+  if (can_close(fr, now_ns)) return close_round(fr, now_ns, reference, result, err);
   if (!deadline_passed(fr, now_ns)) return 0;
   /* Past the deadline without quorum. */
   result->contributors = (uint32_t)fr->n_entries;
@@ -387,9 +556,19 @@ const bb_allocator *bb_fedround_allocator(const bb_fedround *fr) { return &fr->a
 /* ---- snapshot ---------------------------------------------------------------------- */
 
 #define SNAPSHOT_MAGIC "BBFR"
-#define SNAPSHOT_VERSION 1u
-/* magic, version, config (8+4+4+8+1+1+8+8), round state (8+8+1), 6 counters, 2 counts */
-#define SNAPSHOT_FIXED (4 + 4 + 42 + 17 + 6 * 8 + 2 * 8)
+#define SNAPSHOT_VERSION 2u
+/* magic, version, config (8+4+4+8+1+1+8+8), round state (8+8+1), 6 counters, 2 counts:
+ * all that version 1 has */
+#define SNAPSHOT_FIXED_V1 (4 + 4 + 42 + 17 + 6 * 8 + 2 * 8)
+/* version 2 adds the closing config (1+1+8+4+4+8+8+8+8+1), the opening times and three
+ * counters */
+#define SNAPSHOT_FIXED (SNAPSHOT_FIXED_V1 + 51 + HISTORY * 8 + 3 * 8)
+
+static void put_f64(bb_le_writer *w, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  bb_le_write_u64(w, bits);
+}
 
 static void put_key(bb_le_writer *w, const key *k) {
   bb_le_write_u8(w, k->len);
@@ -422,9 +601,20 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
   bb_le_write_u8(&w, (uint8_t)fr->cfg.late);
   bb_le_write_u64(&w, fr->cfg.max_staleness);
   bb_le_write_u64(&w, fr->cfg.first_round);
+  bb_le_write_u8(&w, (uint8_t)fr->cfg.method);
+  bb_le_write_u8(&w, (uint8_t)fr->cfg.weighting);
+  put_f64(&w, fr->cfg.trim);
+  bb_le_write_u32(&w, fr->cfg.byzantine);
+  bb_le_write_u32(&w, fr->cfg.select);
+  bb_le_write_u64(&w, fr->cfg.max_samples);
+  put_f64(&w, fr->cfg.samples_factor);
+  put_f64(&w, fr->cfg.max_norm);
+  put_f64(&w, fr->cfg.norm_factor);
+  bb_le_write_u8(&w, (uint8_t)fr->cfg.beyond_bound);
   bb_le_write_u64(&w, fr->round_id);
   bb_le_write_u64(&w, fr->opened_ns);
   bb_le_write_u8(&w, (uint8_t)fr->overdue_reported);
+  for (size_t i = 0; i < HISTORY; i++) bb_le_write_u64(&w, fr->opened[i]);
   const bb_fedround_counters *c = &fr->counters;
   bb_le_write_u64(&w, c->rounds_closed);
   bb_le_write_u64(&w, c->rounds_abandoned);
@@ -432,6 +622,9 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
   bb_le_write_u64(&w, c->late_counted);
   bb_le_write_u64(&w, c->late_dropped);
   bb_le_write_u64(&w, c->replaced);
+  bb_le_write_u64(&w, c->norm_clipped);
+  bb_le_write_u64(&w, c->norm_dropped);
+  bb_le_write_u64(&w, c->samples_clipped);
   bb_le_write_u64(&w, fr->n_entries);
   for (size_t i = 0; i < fr->n_entries; i++) {
     const entry *e = &fr->entries[i];
@@ -456,6 +649,7 @@ typedef struct reader {
   bb_le_reader in;
   bb_error *err;
   int rc;
+  uint32_t version;
 } reader;
 
 static int truncated(reader *r, const char *what) {
@@ -490,6 +684,13 @@ static uint64_t get_u64(reader *r, const char *what) {
   return v;
 }
 
+static double get_f64(reader *r, const char *what) {
+  const uint64_t bits = get_u64(r, what);
+  double v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
 static void get_key(reader *r, key *k) {
   const size_t at = r->in.at;
   k->len = get_u8(r, "a key length");
@@ -516,10 +717,11 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
   if (memcmp(magic, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
   const uint32_t version = get_u32(r, "the version");
   if (r->rc) return r->rc;
-  if (version != SNAPSHOT_VERSION)
+  if (version != SNAPSHOT_VERSION && version != 1)
     return r->rc = bb_error_set(r->err, BB_ERR_UNSUPPORTED,
-                                "fedround snapshot: version %u (this build reads %u)", version,
+                                "fedround snapshot: version %u (this build reads 1 and %u)", version,
                                 SNAPSHOT_VERSION);
+  r->version = version;
   bb_fedround_config cfg;
   memset(&cfg, 0, sizeof cfg);
   const uint64_t param_len = get_u64(r, "param_len");
@@ -531,6 +733,18 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
   cfg.late = (bb_fedround_late)get_u8(r, "the late policy");
   cfg.max_staleness = get_u64(r, "max_staleness");
   cfg.first_round = get_u64(r, "first_round");
+  if (version >= 2) {
+    cfg.method = (bb_fedround_method)get_u8(r, "the method");
+    cfg.weighting = (bb_fedround_weighting)get_u8(r, "the weighting");
+    cfg.trim = get_f64(r, "trim");
+    cfg.byzantine = get_u32(r, "byzantine");
+    cfg.select = get_u32(r, "select");
+    cfg.max_samples = get_u64(r, "max_samples");
+    cfg.samples_factor = get_f64(r, "samples_factor");
+    cfg.max_norm = get_f64(r, "max_norm");
+    cfg.norm_factor = get_f64(r, "norm_factor");
+    cfg.beyond_bound = (bb_fedround_beyond)get_u8(r, "the beyond-bound policy");
+  }
   if (r->rc) return r->rc;
   bb_error cfg_err;
   if (param_len != cfg.param_len || check_config(&cfg, &cfg_err))
@@ -543,6 +757,10 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
   const uint8_t overdue = get_u8(r, "the overdue flag");
   if (!r->rc && overdue > 1) return bad(r, at, "overdue flag is not 0 or 1");
   fr->overdue_reported = overdue;
+  if (version >= 2)
+    for (size_t i = 0; i < HISTORY; i++) fr->opened[i] = get_u64(r, "an opening time");
+  else /* unknown: every remembered round opened when the open one did (the strict side) */
+    for (size_t i = 0; i < HISTORY; i++) fr->opened[i] = fr->opened_ns;
   bb_fedround_counters *c = &fr->counters;
   c->rounds_closed = get_u64(r, "a counter");
   c->rounds_abandoned = get_u64(r, "a counter");
@@ -550,6 +768,11 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
   c->late_counted = get_u64(r, "a counter");
   c->late_dropped = get_u64(r, "a counter");
   c->replaced = get_u64(r, "a counter");
+  if (version >= 2) {
+    c->norm_clipped = get_u64(r, "a counter");
+    c->norm_dropped = get_u64(r, "a counter");
+    c->samples_clipped = get_u64(r, "a counter");
+  }
   if (!r->rc && fr->round_id < cfg.first_round) bad(r, 8, "round id before the first round");
   return r->rc;
 }
@@ -570,8 +793,10 @@ static size_t get_count(reader *r, size_t min_size, const char *what) {
 static int read_entries(reader *r, bb_fedround *fr) {
   const size_t d = fr->cfg.param_len;
   if (d > (SIZE_MAX - 18) / 4) return bad(r, 8, "param_len too large");
+  const size_t count_at = r->in.at;
   const size_t n = get_count(r, 18 + 4 * d, "the entry count");
   if (r->rc) return r->rc;
+  if (n > max_entries(&fr->cfg)) return bad(r, count_at, "more entries than a round holds");
   if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
@@ -584,13 +809,11 @@ static int read_entries(reader *r, bb_fedround *fr) {
     if (i > 0 && key_cmp(&fr->entries[i - 1].key, &e.key) >= 0)
       return bad(r, at, "entries not in strictly ascending key order");
     if (e.origin_round > fr->round_id) return bad(r, at, "entry from a future round");
-    if (e.num_samples == 0 || e.num_samples > UINT64_MAX - fr->total_samples)
-      return bad(r, at, "entry num_samples is 0 or overflows the total");
+    if (e.num_samples == 0) return bad(r, at, "entry num_samples is 0");
     e.params = bb_mem_alloc(&fr->alloc, d * sizeof(float));
     if (!e.params)
       return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
     fr->entries[fr->n_entries++] = e;
-    fr->total_samples += e.num_samples;
     get_floats(r, e.params, d);
     if (r->rc) return r->rc;
   }
@@ -623,11 +846,11 @@ int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t 
   *out = NULL;
   /* Records are parsed and checked first (their errors name a byte offset); the trailing
    * checksum then catches corruption that still parses. */
-  if (len < SNAPSHOT_FIXED + 8)
+  if (len < SNAPSHOT_FIXED_V1 + 8)
     return bb_error_set(err, BB_ERR_MALFORMED,
                         "fedround snapshot: %zu bytes is shorter than any snapshot (%d)", len,
-                        SNAPSHOT_FIXED + 8);
-  reader r = {bb_le_reader_of(bytes, len - 8), err, 0};
+                        SNAPSHOT_FIXED_V1 + 8);
+  reader r = {bb_le_reader_of(bytes, len - 8), err, 0, 0};
   bb_fedround *fr = NULL;
   if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) &&
       r.in.at != r.in.len)

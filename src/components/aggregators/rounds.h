@@ -1,14 +1,19 @@
 /* Federated-averaging rounds: which contributions belong to which round, when a round
- * closes, and the sample-weighted mean it closes with. Sans-IO: the caller hands in
- * contributions and the current time (`now_ns`, any monotonic clock) and polls; nothing
- * here reads a clock, sleeps or talks to a network.
+ * closes, and what it closes with. Sans-IO: the caller hands in contributions and the
+ * current time (`now_ns`, any monotonic clock) and polls; nothing here reads a clock,
+ * sleeps or talks to a network.
  *
  * A round is open from the moment the previous one ended (or the object was made) until
  * poll closes or abandons it. contribute never closes a round by itself; after it the
  * host asks bb_fedround_next_deadline when to poll (it answers "now" once the round can
- * close). Contributors are identified by an opaque key of up to 64 bytes; the mean is
- * folded in ascending key order (bytewise, a shorter key before its extensions), in
- * double, and stored as float, so the result does not depend on arrival order. */
+ * close). Contributors are identified by an opaque key of up to 64 bytes.
+ *
+ * Closing trusts no single contributor: every update is first pulled back to a bounded
+ * distance from the reference (the model the round started from), and in the mean a
+ * self-reported sample count weighs at most a bounded multiple of the round's median
+ * count; then the update set is reduced by the configured method. Everything is folded
+ * in ascending key order, in double, and stored as float, so the result does not depend
+ * on arrival order and cannot overflow to infinity. */
 #ifndef BB_OPS_AGGREGATORS_ROUNDS_H
 #define BB_OPS_AGGREGATORS_ROUNDS_H
 
@@ -34,6 +39,33 @@ typedef enum bb_fedround_late {
                                  of a closed round with that id or a later one */
 } bb_fedround_late;
 
+/* How a round's updates become one. */
+typedef enum bb_fedround_method {
+  BB_FEDROUND_MEAN = 0,      /* weighted mean (weighting below) */
+  BB_FEDROUND_MEDIAN = 1,    /* coordinate-wise median */
+  BB_FEDROUND_TRIMMED = 2,   /* coordinate-wise mean after dropping ⌊trim·K⌋ values at each end */
+  BB_FEDROUND_KRUM = 3,      /* the one update whose K - f - 2 nearest others are nearest */
+  BB_FEDROUND_MULTI_KRUM = 4 /* the mean of the `select` updates Krum scores best */
+} bb_fedround_method;
+
+/* What a contribution weighs in the mean. */
+typedef enum bb_fedround_weighting {
+  BB_FEDROUND_BY_SAMPLES = 0, /* its sample count, bounded by max_samples and samples_factor */
+  BB_FEDROUND_UNIFORM = 1     /* 1: sample counts are not trusted at all */
+} bb_fedround_weighting;
+
+/* What happens to an update farther from the reference than the distance bound. */
+typedef enum bb_fedround_beyond {
+  BB_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound */
+  BB_FEDROUND_DROP = 1  /* left out of the round's result (a bound of factor >= 1 times the
+                           median distance always keeps at least half the updates) */
+} bb_fedround_beyond;
+
+/* Most contributions one round holds (a Krum round: BB_FEDROUND_MAX_KRUM, as its cost
+ * grows with the square of the count). */
+#define BB_FEDROUND_MAX_ENTRIES 65536
+#define BB_FEDROUND_MAX_KRUM 1024
+
 typedef struct bb_fedround_config {
   size_t param_len;        /* floats in every contribution and in the result; > 0 */
   uint32_t quorum;         /* contributions a round needs to close; >= 1 */
@@ -44,6 +76,21 @@ typedef struct bb_fedround_config {
   bb_fedround_late late;
   uint64_t max_staleness;  /* late contributions more rounds old than this are dropped */
   uint64_t first_round;    /* id of the first round */
+  /* closing (all zero: the plain sample-weighted mean of version 1) */
+  bb_fedround_method method;
+  bb_fedround_weighting weighting;
+  double trim;             /* TRIMMED: in [0, 0.5) */
+  uint32_t byzantine;      /* KRUM, MULTI_KRUM: f, the updates assumed hostile; 0: as many
+                              as Krum tolerates, ⌊(K - 3) / 2⌋ */
+  uint32_t select;         /* MULTI_KRUM: updates averaged; 0: K - f */
+  uint64_t max_samples;    /* a sample count above it weighs max_samples; 0: no fixed cap */
+  double samples_factor;   /* a sample count above samples_factor × the round's median
+                              count weighs that much; 0: no such cap */
+  double max_norm;         /* an update farther than this from the reference is pulled
+                              back onto that distance; 0: no fixed bound */
+  double norm_factor;      /* ... farther than norm_factor × the round's median distance;
+                              0: no such bound */
+  bb_fedround_beyond beyond_bound; /* what an update past the bound becomes */
 } bb_fedround_config;
 
 /* The outcome of one contribution. Rejections come with a negative return code too. */
@@ -53,10 +100,11 @@ typedef enum bb_fedround_status {
   BB_FEDROUND_LATE_COUNTED,      /* an earlier round's vector, counted into the open round */
   BB_FEDROUND_LATE_DROPPED,      /* an earlier round's vector, dropped */
   BB_FEDROUND_REJECTED_LENGTH,   /* wrong number of floats */
-  BB_FEDROUND_REJECTED_SAMPLES,  /* num_samples is 0, or the round's total would overflow */
+  BB_FEDROUND_REJECTED_SAMPLES,  /* num_samples is 0 */
   BB_FEDROUND_REJECTED_NONFINITE,/* a NaN or an infinity */
   BB_FEDROUND_REJECTED_FUTURE,   /* tagged with a round that has not opened yet */
-  BB_FEDROUND_REJECTED_KEY       /* empty key, or longer than BB_FEDROUND_KEY_MAX */
+  BB_FEDROUND_REJECTED_KEY,      /* empty key, or longer than BB_FEDROUND_KEY_MAX */
+  BB_FEDROUND_REJECTED_FULL      /* the round holds its most contributions already */
 } bb_fedround_status;
 
 /* What a poll did. */
@@ -70,9 +118,12 @@ typedef enum bb_fedround_event {
 typedef struct bb_fedround_result {
   bb_fedround_event event;
   uint64_t round_id;      /* the round the event is about */
-  uint64_t total_samples; /* CLOSED: Σ n_i */
-  uint32_t contributors;  /* CLOSED: vectors in the mean; ABANDONED: vectors dropped;
+  uint64_t total_samples; /* CLOSED: Σ n_i as reported (saturating at 2^64 - 1) */
+  uint32_t contributors;  /* CLOSED: vectors reduced; ABANDONED: vectors dropped;
                              OVERDUE: vectors held so far */
+  uint32_t norm_clipped;  /* CLOSED: updates pulled back to the distance bound */
+  uint32_t norm_dropped;  /* CLOSED: updates left out for their distance */
+  uint32_t samples_clipped; /* CLOSED: sample counts cut to the cap */
   float *params;          /* CLOSED: param_len floats owned by the caller, freed with
                              bb_buffer_free(alloc, params); otherwise NULL */
 } bb_fedround_result;
@@ -84,6 +135,9 @@ typedef struct bb_fedround_counters {
   uint64_t late_counted;
   uint64_t late_dropped;
   uint64_t replaced;
+  uint64_t norm_clipped;    /* updates pulled back, over every closed round */
+  uint64_t norm_dropped;    /* updates left out for their distance, over every closed round */
+  uint64_t samples_clipped; /* sample counts cut, over every closed round */
 } bb_fedround_counters;
 
 typedef struct bb_fedround bb_fedround;
@@ -107,14 +161,22 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
 
 /* Advances the state to now_ns: closes the open round when it can (target reached, or
  * quorum met and deadline passed or absent), abandons or reports it when its deadline
- * passed without quorum. *result is always filled. On failure (BB_ERR_NOMEM) the round
- * is left exactly as it was and *result is IDLE. */
-int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
+ * passed without quorum. `reference` (param_len floats; NULL: zeros) is the model the
+ * round's updates started from, which distances are measured from. *result is always
+ * filled. On failure (BB_ERR_NOMEM) the round is left exactly as it was and *result is
+ * IDLE. */
+int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, const float *reference, bb_fedround_result *result,
                      bb_error *err);
 
 /* The earliest time at which poll may do something: now_ns when it would act at once,
  * UINT64_MAX when only a contribution can change that. */
 uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns);
+
+/* When contributions to round `round_id` could first be prompted: the time it opened
+ * (0 for the first round, whose prompts may come before it opens). Rounds older than
+ * the last 64 answer with the oldest opening remembered, which is later: a check against
+ * it errs on the strict side. */
+uint64_t bb_fedround_window_start(const bb_fedround *fr, uint64_t round_id);
 
 uint64_t bb_fedround_round_id(const bb_fedround *fr);
 size_t bb_fedround_param_len(const bb_fedround *fr); /* floats per contribution */
@@ -126,9 +188,11 @@ const bb_allocator *bb_fedround_allocator(const bb_fedround *fr);
 size_t bb_fedround_snapshot_size(const bb_fedround *fr);
 
 /* Writes the whole state (config, open round with its contributions, counters, the
- * memory of who was in recent rounds) to buf; BB_ERR_LIMIT when cap is too small. The
- * format (little-endian, version 1): "BBFR", u32 version, the config, the round state,
- * the entries, the recent-contributor records, and a FNV-1a 64 of everything before it. */
+ * memory of who was in recent rounds and when recent rounds opened) to buf; BB_ERR_LIMIT
+ * when cap is too small. The format (little-endian, version 2): "BBFR", u32 version, the
+ * config, the round state, the entries, the recent-contributor records, and a FNV-1a 64
+ * of everything before it. Version 1 (no closing config, no opening times, six counters)
+ * is still read, as the plain mean it computed. */
 int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
                          bb_error *err);
 

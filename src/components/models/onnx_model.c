@@ -71,6 +71,11 @@ static int load_model(onnx_model *s, const bb_component_init *init, const char *
   const bb_bytes *given = init->host_data;
   if (given) return bb_model_decode(given->data, given->len, s->alloc, NULL, &s->model, err);
   if (!*path) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "OnnxModel: config needs model=PATH (or host_data bytes)");
+#ifdef __EMSCRIPTEN__
+  /* bb.wasm has no file system (its only imports are the loader's): the host hands the bytes */
+  return bb_error_set(err, BB_ERR_UNSUPPORTED, "OnnxModel: model=%s: bb.wasm reads no files; pass the model bytes as host_data",
+                      path);
+#else
   FILE *f = fopen(path, "rb");
   if (!f) return bb_error_set(err, BB_ERR_IO, "OnnxModel: cannot open model %s", path);
   uint8_t *buf = NULL;
@@ -90,6 +95,7 @@ static int load_model(onnx_model *s, const bb_component_init *init, const char *
   if (!rc) rc = bb_model_decode(buf, len, s->alloc, NULL, &s->model, err);
   bb_mem_free(s->alloc, buf);
   return rc ? bb_error_prefix(err, "OnnxModel: %s: ", path) : 0;
+#endif
 }
 
 static bool is_initializer(const bb_model *m, const char *name) {

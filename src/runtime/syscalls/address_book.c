@@ -59,7 +59,7 @@ static int sys_book_insert(rt_call *c, bb_error *err) {
   if (!rc) rc = address_input(c, 1, &one, &addrs, &n, err);
   if (rc) return rc;
   for (size_t i = 0; i < n; i++)
-    if ((rc = bb_node_add_peer(c->node, &p, &addrs[i], err))) {
+    if ((rc = rt_book_add_admitted(c->node, &p, &addrs[i], BB_ADMIT_GRAPH, err))) {
       c->reason = "address_book_insert_failed";
       return rc;
     }
@@ -70,7 +70,8 @@ static int sys_book_lookup(rt_call *c, bb_error *err) {
   bb_peer_id p;
   int rc = peer_input(c, 0, &p, err);
   if (rc) return rc;
-  const rt_peer_entry *e = rt_book_find(&c->node->book, &p);
+  rt_peer_entry *e = rt_book_find(&c->node->book, &p);
+  if (e) rt_book_touch(&c->node->book, e);
   if (!e || !e->n_addrs) {
     c->reason = "address_book_lookup_miss";
     return bb_error_set(err, BB_ERR_NOT_FOUND, "AddressBook::Lookup: the peer is not in the address book");

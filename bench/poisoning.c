@@ -1,0 +1,405 @@
+/* Poisoning: federated_digits under attack, over the simulator.
+ *
+ *   poisoning [--rounds N] [--seeds K] [--attack NAME] [--aggregator TYPE] [--config TEXT] [--check]
+ *
+ * The federation is the federated_digits example's (its compiled Module, its simulated
+ * network: 5 ms latency, 2 ms jitter): one server and ten clients, each holding a
+ * label-skewed shard of scikit-learn's digits (three digits per shard). Each run plays one
+ * attack for N rounds (default 30) and reports the global model's held-out accuracy
+ * after the last round, averaged over seeds 1..K (default 3):
+ *
+ *   clean      ten honest clients
+ *   scale      two of the ten send their trained parameters times 100
+ *   signflip   two send their trained parameters negated (-u)
+ *   huge       two send 3e38 in every parameter (finite: every check for NaN passes)
+ *   samples    two send honest parameters but claim 10^12 samples
+ *   sybil      ten honest clients, and two more ids the server never selected answer the
+ *              broadcast they overheard with their trained parameters times 100
+ *   reverse    two send the global model minus their step (g - (u - g)): their training
+ *              undone, as far from the global model as an honest update (shown, not
+ *              checked: a bound on distances cannot tell it from an honest step)
+ *
+ * The malicious clients run the same artifact with the same data; their Model is the
+ * shipped CpuMlp wrapped so that Fit's outputs are altered as above. The Sybils are full
+ * nodes too: every broadcast the server sends to its first client is also handed to them.
+ *
+ * --aggregator runs the server with another aggregator type than the artifact's FedAvg
+ * (installed under the bound name, as a registry alias) and --config gives its config;
+ * --check exits 1 unless the clean run reaches 90 % and every checked attack ends within 3
+ * points of it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bb/roles.h"
+#include "bb/runtime.h"
+#include "bb/sim.h"
+#include "digits.h"
+#include "programs/examples.h"
+
+#define N_CLIENTS 10
+#define N_MALICIOUS 2
+#define N_SYBILS 2
+#define CHECK_POINTS 0.03 /* --check: the most an attack may cost against the clean run */
+
+typedef enum attack { CLEAN, SCALE, SIGNFLIP, HUGE, SAMPLES, SYBIL, REVERSE, N_ATTACKS } attack;
+
+static const char *const ATTACK_NAMES[N_ATTACKS] = {"clean", "scale", "signflip", "huge",
+                                                    "samples", "sybil", "reverse"};
+static const char *const ATTACK_TEXT[N_ATTACKS] = {
+    "ten honest clients",
+    "2 of 10 send 100 x their parameters",
+    "2 of 10 send their parameters negated",
+    "2 of 10 send 3e38 everywhere",
+    "2 of 10 claim 10^12 samples",
+    "2 unselected ids answer with 100 x",
+    "2 of 10 send g - (u - g) (not checked)",
+};
+#define CLEAN_FLOOR 0.90 /* --check: what the clean run must reach */
+
+typedef struct options {
+  int rounds, seeds, check;
+  int only; /* an attack, or -1 for all */
+  const char *aggregator, *config;
+} options;
+
+static int usage(void) {
+  fprintf(stderr, "usage: poisoning [--rounds N] [--seeds K] [--attack NAME] [--aggregator TYPE] [--config TEXT] "
+                  "[--check]\n");
+  return 2;
+}
+
+static int parse(int argc, char **argv, options *o) {
+  *o = (options){30, 3, 0, -1, NULL, NULL};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--check") == 0) {
+      o->check = 1;
+      continue;
+    }
+    if (!v) return usage();
+    i++;
+    if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v);
+    else if (strcmp(a, "--seeds") == 0) o->seeds = atoi(v);
+    else if (strcmp(a, "--aggregator") == 0) o->aggregator = v;
+    else if (strcmp(a, "--config") == 0) o->config = v;
+    else if (strcmp(a, "--attack") == 0) {
+      for (int k = 0; k < N_ATTACKS; k++)
+        if (strcmp(v, ATTACK_NAMES[k]) == 0) o->only = k;
+      if (o->only < 0) return usage();
+    } else return usage();
+  }
+  return o->rounds < 1 || o->seeds < 1 ? usage() : 0;
+}
+
+/* ---- the malicious Model: the shipped CpuMlp with Fit's outputs altered ------------------ */
+
+static int out_of_memory(bb_error *err) {
+  if (err) {
+    err->code = BB_ERR_NOMEM;
+    snprintf(err->message, sizeof err->message, "liar: out of memory");
+  }
+  return BB_ERR_NOMEM;
+}
+
+static const bb_component_type *honest_model; /* the shipped CpuMlp */
+
+typedef struct liar {
+  void *inner;
+  attack mode;
+} liar;
+
+static attack creating_mode; /* what the next liar created does (set before each install) */
+
+static int liar_create(const bb_component_init *init, void **self, bb_error *err) {
+  liar *l = calloc(1, sizeof *l);
+  if (!l) return out_of_memory(err);
+  l->mode = creating_mode;
+  int rc = honest_model->create(init, &l->inner, err);
+  if (rc) free(l);
+  else *self = l;
+  return rc;
+}
+
+static void liar_destroy(void *self) {
+  liar *l = self;
+  honest_model->destroy(l->inner);
+  free(l);
+}
+
+/* The update u the client trained, rewritten from the global model g it started from. */
+static void rewrite(attack mode, const float *g, float *u, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (mode == SCALE || mode == SYBIL) u[i] *= 100.0f;
+    else if (mode == SIGNFLIP) u[i] = -u[i];
+    else if (mode == REVERSE) u[i] = g[i] - (u[i] - g[i]);
+    else if (mode == HUGE) u[i] = 3e38f;
+  }
+}
+
+static int liar_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  liar *l = self;
+  int rc = honest_model->invoke(l->inner, ctx, call, err);
+  if (rc || strcmp(call->op_type, "Fit") != 0 || call->n_outputs < 2 || !call->outputs[0]) return rc;
+  const bb_tensor *trained = call->outputs[0]->as.tensor;
+  const bb_tensor *global = call->inputs[0]->as.tensor;
+  bb_tensor *u = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, trained->rank, trained->dims);
+  if (!u) return out_of_memory(err);
+  memcpy(bb_tensor_data(u), bb_tensor_data(trained), (size_t)trained->numel * sizeof(float));
+  rewrite(l->mode, bb_tensor_data(global), bb_tensor_data(u), (size_t)trained->numel);
+  bb_val *v = bb_val_tensor(bb_ctx_allocator(ctx), u);
+  bb_tensor_release(u);
+  if (!v) return out_of_memory(err);
+  bb_val_release(call->outputs[0]);
+  call->outputs[0] = v;
+  if (l->mode == SAMPLES) {
+    bb_val *claim = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, 1000000000000ull);
+    if (!claim) return out_of_memory(err);
+    bb_val_release(call->outputs[1]);
+    call->outputs[1] = claim;
+  }
+  return 0;
+}
+
+static int liar_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
+  return honest_model->save(((const liar *)self)->inner, alloc, out, len, err);
+}
+
+static int liar_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
+  return honest_model->load(((liar *)self)->inner, data, len, err);
+}
+
+/* ---- one run ------------------------------------------------------------------------------ */
+
+typedef struct run {
+  bb_sim *sim;
+  bb_node **sybils;
+  size_t n_sybils;
+  bb_peer_id server, first_client;
+  int round;
+  float accuracy;
+} run;
+
+static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
+  run *r = user;
+  if (s->kind != BB_STEP_APP_EVENT || !s->value || !bb_peer_id_equal(peer, &r->server)) return;
+  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)s->value->as.u64;
+  if (strcmp(s->topic, "accuracy") == 0 && s->value->kind == BB_VAL_TENSOR)
+    r->accuracy = *(const float *)bb_tensor_data(s->value->as.tensor);
+}
+
+/* The Sybils overhear the broadcast: what reaches the first client reaches them too. */
+static void overhear(void *user, const bb_sim_delivery *d) {
+  run *r = user;
+  if (!d->accepted || !bb_peer_id_equal(d->from, &r->server) || !bb_peer_id_equal(d->to, &r->first_client)) return;
+  for (size_t i = 0; i < r->n_sybils; i++)
+    bb_node_deliver(r->sybils[i], &r->server, d->bytes, d->len, d->arrived_ns, NULL);
+}
+
+static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
+  if (!t) return NULL;
+  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
+  bb_val *v = bb_val_tensor(NULL, t);
+  bb_tensor_release(t);
+  return v;
+}
+
+typedef struct world {
+  const uint8_t *artifact;
+  size_t artifact_len;
+  const bb_registry *honest, *malicious, *server;
+  const char *server_config; /* the aggregator slot's config on the server, or NULL */
+  const bb_peer_id *peers;
+  size_t n_peers;
+} world;
+
+/* Peer i of the world (0: the server), knowing every other peer's address. */
+static int install(const world *w, size_t i, const bb_registry *reg, const bb_dataset *data, uint64_t seed,
+                   bb_node **out, bb_error *err) {
+  bb_address self = bb_address_p2p(&w->peers[i]);
+  static const char *const SERVER_TARGETS[] = {"FedDigits", "FedDigits_server"};
+  static const char *const CLIENT_TARGETS[] = {"FedDigits_clients"};
+  bb_slot_config slots[2] = {{"data", NULL, data}, {"aggregator", w->server_config, NULL}};
+  bb_node_config nc = {0};
+  nc.struct_size = sizeof nc;
+  nc.seed = seed * 1000 + (uint64_t)i;
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = w->peers[i];
+  a.addresses = &self;
+  a.n_addresses = 1;
+  a.artifact = w->artifact;
+  a.artifact_len = w->artifact_len;
+  a.targets = i ? CLIENT_TARGETS : SERVER_TARGETS;
+  a.n_targets = i ? 1 : 2;
+  a.registry = reg;
+  a.slots = slots;
+  a.n_slots = i == 0 && w->server_config ? 2 : 1;
+  a.config = &nc;
+  int rc = bb_install(&a, out, NULL, err);
+  for (size_t j = 0; j < w->n_peers && !rc; j++) { /* everybody knows everybody's address */
+    bb_address other = bb_address_p2p(&w->peers[j]);
+    if (j != i) rc = bb_node_add_peer(*out, &w->peers[j], &other, err);
+  }
+  return rc;
+}
+
+/* Final held-out accuracy of one attack for one seed; NAN when the rounds stopped closing,
+ * a negative value on failure. */
+static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
+  bb_error err;
+  bb_digits_split d;
+  if (bb_digits_split_load(NULL, N_CLIENTS, 3, seed, &d, &err)) {
+    fprintf(stderr, "poisoning: %s\n", err.message);
+    return -1;
+  }
+  size_t n_sybils = mode == SYBIL ? N_SYBILS : 0, n_peers = 1 + N_CLIENTS + n_sybils;
+  bb_peer_id peers[1 + N_CLIENTS + N_SYBILS];
+  for (size_t i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64(i + 1);
+  world w = *w0;
+  w.peers = peers;
+  w.n_peers = n_peers;
+  bb_node *nodes[1 + N_CLIENTS + N_SYBILS] = {0};
+  run r = {0};
+  r.server = peers[0];
+  r.first_client = peers[1];
+  r.sybils = nodes + 1 + N_CLIENTS;
+  r.n_sybils = n_sybils;
+  bb_sim_config sc = {0};
+  sc.struct_size = sizeof sc;
+  sc.seed = seed;
+  sc.latency_ns = 5000000;
+  sc.jitter_ns = 2000000;
+  double result = -1;
+  int rc = bb_sim_new(&sc, &r.sim, &err);
+  /* clients 1..8 are honest; 9 and 10 lie in the in-cohort attacks; the Sybils train on
+   * the first shard and scale what they send */
+  bool in_cohort = mode != CLEAN && mode != SYBIL;
+  for (size_t i = 0; i < n_peers && !rc; i++) {
+    bool lies = (in_cohort && i > N_CLIENTS - N_MALICIOUS && i <= N_CLIENTS) || i > N_CLIENTS;
+    creating_mode = mode;
+    const bb_registry *reg = i == 0 ? w.server : lies ? w.malicious : w.honest;
+    const bb_dataset *data = i == 0 ? &d.test : &d.shards[i <= N_CLIENTS ? i - 1 : 0];
+    rc = install(&w, i, reg, data, seed, &nodes[i], &err);
+    if (!rc) rc = bb_sim_attach(r.sim, nodes[i], &peers[i], &err);
+  }
+  bb_val *server = bb_val_peers(NULL, &peers[0], 1);
+  for (size_t i = 1; i < n_peers && !rc; i++)
+    rc = bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err);
+  bb_val_release(server);
+  if (!rc) {
+    bb_sim_set_observer(r.sim, observe, &r);
+    bb_sim_set_tracer(r.sim, overhear, &r);
+    const bb_dataset *test = &d.test;
+    int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
+    bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
+    bb_val *clients = bb_val_peers(NULL, peers + 1, N_CLIENTS);
+    bb_named_value in[] = {{"clients", clients}, {"test_x", tx}, {"test_y", ty}};
+    rc = bb_node_invoke(nodes[0], "FedDigits", in, 3, 0, &err);
+    bb_val_release(clients);
+    bb_val_release(tx);
+    bb_val_release(ty);
+  }
+  while (!rc && r.round < rounds) {
+    rc = bb_sim_step(r.sim, &err);
+    if (bb_sim_now(r.sim) > (uint64_t)rounds * 4000000000ull) {
+      r.accuracy = NAN;
+      break;
+    }
+  }
+  if (rc < 0) fprintf(stderr, "poisoning: %s: %s\n", ATTACK_NAMES[mode], err.message);
+  else result = r.accuracy;
+  bb_sim_free(r.sim);
+  for (size_t i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
+  bb_digits_split_free(&d);
+  return result;
+}
+
+/* A registry of the shipped types with `type` standing in for `under` (NULL: as shipped). */
+static bb_registry *registry_with(const char *under, const bb_component_type *type, bb_component_type *alias) {
+  bb_registry *shipped = bb_registry_new(NULL), *reg = bb_registry_new(NULL);
+  bb_error err;
+  if (!shipped || !reg || bb_registry_add_shipped(shipped, &err)) {
+    bb_registry_free(shipped);
+    bb_registry_free(reg);
+    return NULL;
+  }
+  if (type) {
+    *alias = *type;
+    alias->type_name = under;
+  }
+  for (size_t i = 0; i < bb_registry_count(shipped); i++) {
+    const bb_component_type *t = bb_registry_at(shipped, i);
+    if (type && strcmp(t->type_name, under) == 0) t = alias;
+    if (bb_registry_add(reg, t, &err)) {
+      bb_registry_free(shipped);
+      bb_registry_free(reg);
+      return NULL;
+    }
+  }
+  bb_registry_free(shipped);
+  return reg;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  if (parse(argc, argv, &o)) return 2;
+  bb_error err;
+  world w = {0};
+  uint8_t *artifact = NULL;
+  if (bb_example_compile(&BB_EXAMPLE_FEDERATED_DIGITS, 0, &artifact, &w.artifact_len, &err))
+    return fprintf(stderr, "poisoning: %s\n", err.message), 1;
+  w.artifact = artifact;
+  w.server_config = o.config;
+
+  bb_registry *shipped = registry_with(NULL, NULL, NULL);
+  if (!shipped) return fprintf(stderr, "poisoning: cannot make a registry\n"), 1;
+  honest_model = bb_registry_find(shipped, "CpuMlp");
+  static const bb_component_type LIAR = {sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0,
+                                         NULL, 0, liar_create, liar_destroy, liar_invoke, NULL, NULL, liar_save,
+                                         liar_load, NULL};
+  bb_component_type liar_alias, aggregator_alias;
+  bb_registry *malicious = registry_with("CpuMlp", &LIAR, &liar_alias);
+  const bb_component_type *aggregator = o.aggregator ? bb_registry_find(shipped, o.aggregator) : NULL;
+  if (o.aggregator && !aggregator) return fprintf(stderr, "poisoning: no shipped type %s\n", o.aggregator), 2;
+  bb_registry *server = aggregator ? registry_with("FedAvg", aggregator, &aggregator_alias) : shipped;
+  if (!malicious || !server) return fprintf(stderr, "poisoning: cannot make a registry\n"), 1;
+  w.honest = shipped;
+  w.malicious = malicious;
+  w.server = server;
+
+  printf("poisoning: federated_digits, %d clients (label-skewed), %d rounds, mean of seeds 1..%d; aggregator %s%s%s\n",
+         N_CLIENTS, o.rounds, o.seeds, o.aggregator ? o.aggregator : "FedAvg (the artifact's)", o.config ? " " : "",
+         o.config ? o.config : "");
+  printf("%-9s %-38s %8s %9s\n", "attack", "", "accuracy", "vs clean");
+  fflush(stdout);
+  double clean = NAN;
+  int failed = 0;
+  for (int a = 0; a < N_ATTACKS; a++) {
+    if (o.only >= 0 && a != o.only && a != CLEAN) continue;
+    double sum = 0;
+    for (int s = 1; s <= o.seeds && sum >= 0; s++) {
+      double acc = play(&w, (attack)a, o.rounds, (uint64_t)s);
+      sum = acc < 0 ? -1 : sum + acc;
+    }
+    if (sum < 0) {
+      failed = 1;
+      continue;
+    }
+    double mean = sum / o.seeds; /* NAN when a run stalled */
+    if (a == CLEAN) clean = mean;
+    double delta = mean - clean;
+    bool bad = a == CLEAN ? !(mean >= CLEAN_FLOOR) : a != REVERSE && !(delta >= -CHECK_POINTS);
+    if (isnan(mean)) printf("%-9s %-38s %8s\n", ATTACK_NAMES[a], ATTACK_TEXT[a], "stalled");
+    else printf("%-9s %-38s %8.3f %+9.3f%s\n", ATTACK_NAMES[a], ATTACK_TEXT[a], mean, delta,
+                !o.check || !bad ? "" : a == CLEAN ? "  (below 0.90)" : "  (more than 3 points)");
+    failed |= o.check && bad;
+  }
+  if (server != shipped) bb_registry_free(server);
+  bb_registry_free(malicious);
+  bb_registry_free(shipped);
+  bb_buffer_free(NULL, artifact);
+  return failed;
+}

@@ -1,0 +1,137 @@
+/** What the signalling tests share: identities by name and a raw protocol peer. */
+import WebSocket from 'ws';
+
+import { fromBase64 } from '../src/identity/bytes.js';
+import { Identity } from '../src/identity/index.js';
+import { CHALLENGE_BYTES, joinSignedBytes, type PeerRole, type WebSocketConstructor } from '../src/signal/index.js';
+import { joinFrame } from '../src/signal/protocol.js';
+
+export const WS = WebSocket as unknown as WebSocketConstructor;
+
+const identities = new Map<string, Promise<Identity>>();
+
+/** The identity a test calls `name` (made once per test file). */
+export function identity(name: string): Promise<Identity> {
+  let made = identities.get(name);
+  if (made === undefined) {
+    made = Identity.generate();
+    identities.set(name, made);
+  }
+  return made;
+}
+
+/** The peer id of {@link identity}(name). */
+export async function idOf(name: string): Promise<string> {
+  return (await identity(name)).peerId;
+}
+
+export interface ServerReply {
+  type: string;
+  code?: string;
+  nonce?: string;
+  peers?: string[];
+  joined?: string[];
+  left?: string[];
+  [key: string]: unknown;
+}
+
+/** A socket speaking the protocol by hand, its messages queued in order of arrival. */
+export class RawPeer {
+  readonly socket: WebSocket;
+  readonly closed: Promise<number>;
+  readonly #queue: ServerReply[] = [];
+  readonly #waiting: Array<(message: ServerReply) => void> = [];
+  #challenge: Uint8Array | null = null;
+  /** The id it joined as, once a join succeeded. */
+  peerId: string | null = null;
+
+  private constructor(socket: WebSocket) {
+    this.socket = socket;
+    this.closed = new Promise((resolve) => socket.once('close', (code) => resolve(code)));
+    socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as ServerReply;
+      if (message.type === 'challenge') this.#challenge = fromBase64(message.nonce, CHALLENGE_BYTES);
+      const waiter = this.#waiting.shift();
+      if (waiter !== undefined) waiter(message);
+      else this.#queue.push(message);
+    });
+  }
+
+  /** Connects from `localAddress` (default any); null when the server refuses the upgrade. */
+  static open(url: string, localAddress?: string): Promise<RawPeer | null> {
+    return new Promise((resolve) => {
+      // a zero mask spares this process masking bulk bytes (the server unmasks anyway)
+      const socket = new WebSocket(url, { ...(localAddress === undefined ? {} : { localAddress }), generateMask: (mask) => void mask.fill(0) });
+      const peer = new RawPeer(socket);
+      socket.once('open', () => resolve(peer));
+      socket.once('unexpected-response', (_request, response) => {
+        response.resume();
+        resolve(null);
+      });
+      socket.once('error', () => resolve(null));
+    });
+  }
+
+  /** The next message from the server. */
+  next(timeoutMs = 10_000): Promise<ServerReply> {
+    const queued = this.#queue.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no message within ${timeoutMs} ms`)), timeoutMs);
+      this.#waiting.push((message) => {
+        clearTimeout(timer);
+        resolve(message);
+      });
+    });
+  }
+
+  /** The next message that is not a challenge. */
+  async reply(timeoutMs?: number): Promise<ServerReply> {
+    for (;;) {
+      const message = await this.next(timeoutMs);
+      if (message.type !== 'challenge') return message;
+    }
+  }
+
+  /** Waits for the server's challenge (once), then joins `room` as `signer`; returns the reply. */
+  async join(room: string, signer: Identity, role: PeerRole = 'client', extra: Record<string, unknown> = {}): Promise<ServerReply> {
+    while (this.#challenge === null) await this.next();
+    const sig = await signer.sign(joinSignedBytes(this.#challenge, room, signer.peerId, role));
+    const frame = { ...JSON.parse(joinFrame(room, signer.peerId, role, signer.publicKey, sig)), ...extra };
+    this.socket.send(JSON.stringify(frame));
+    const reply = await this.reply();
+    if (reply.type === 'joined') {
+      this.#challenge = null; // used up
+      this.peerId = signer.peerId;
+    }
+    return reply;
+  }
+
+  /** A join frame for the current challenge, signed by `signer` (not sent). */
+  async signedJoin(room: string, signer: Identity, role: PeerRole = 'client'): Promise<string> {
+    while (this.#challenge === null) await this.next();
+    return joinFrame(room, signer.peerId, role, signer.publicKey, await signer.sign(joinSignedBytes(this.#challenge, room, signer.peerId, role)));
+  }
+
+  /** The challenge the server last handed out, once it arrived. */
+  get challenge(): Uint8Array | null {
+    return this.#challenge;
+  }
+
+  send(message: unknown): void {
+    this.socket.send(typeof message === 'string' ? message : JSON.stringify(message));
+  }
+
+  /** Stops reading: what the server sends piles up in the kernel, then in the server. */
+  pause(): void {
+    (this.socket as unknown as { _socket: { pause(): void } })._socket.pause();
+  }
+
+  resume(): void {
+    (this.socket as unknown as { _socket: { resume(): void } })._socket.resume();
+  }
+
+  terminate(): void {
+    this.socket.terminate();
+  }
+}

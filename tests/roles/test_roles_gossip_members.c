@@ -1,0 +1,114 @@
+/* GossipAvg mixes in only updates of members: by default peers of the current view, with
+ * members=any everyone. Anyone else's update is refused and counted, and the model is
+ * left as it was. */
+#include "../runtime/rttest.h"
+
+static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
+static const bb_slot VIEW = {BB_ROLE_PEER_SELECTOR, "view", NULL};
+static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
+
+/* Each run: the model's parameters to `peers`; what arrives is mixed in. The view is in
+ * the graph so that its slot is bound. */
+static void share_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value peers = bb_rec_input(g, "peers", BB_TYPE_PEER_ID_VEC);
+  bb_value tick = bb_rec_input(g, "tick", NULL);
+  bb_rec_output(g, "view", bb_rec_peer_selector_current_view(g, &VIEW));
+  bb_rec_net_out(g, "share", peers, bb_rec_model_params_after(g, &MODEL, tick));
+  bb_value received = bb_rec_lookup_output(g, "share");
+  bb_rec_aggregator_contribute(g, &AGGREGATOR, received, received);
+}
+
+static const bb_module SHARE = {sizeof(bb_module), "Share", share_body, NULL, NULL, NULL, 0};
+
+static int bind_share(bb_compiler *c, const void *config, bb_error *err) {
+  static const bb_component_port tensor[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
+  static const bb_component_port element[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+  static const bb_component_dep model_dep[] = {{BB_ROLE_MODEL, "model"}};
+  bb_component_decl mlp = {sizeof mlp, "CpuMlp", tensor, 1, NULL, 0};
+  bb_component_decl avg = {sizeof avg, "GossipAvg", element, 1, model_dep, 1};
+  return bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &avg, err) ||
+                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=2,outputs=2", err) ||
+                 bb_compiler_bind_peer_selector(c, "view", "ConstantView", "peers=1", err) ||
+                 bb_compiler_bind_aggregator(c, "aggregator", "GossipAvg", config, err)
+             ? err->code
+             : 0;
+}
+
+/* Peer `from` (1: in B's view; 3: known to B, not in its view; 4: a stranger) shares its
+ * model with peer 2 (B); returns B's counters of merged and refused updates. */
+static void share_with_b(const uint8_t *art, size_t len, uint64_t from, uint64_t *merged, uint64_t *refused) {
+  const char *const targets[] = {"Share", "Share_peers"};
+  bb_node *a = install_peer(art, len, from, targets, 2, shipped_registry(), NULL);
+  bb_node *b = install_peer(art, len, 2, targets, 2, shipped_registry(), NULL);
+  if (a && b) {
+    bb_peer_id pb = bb_peer_id_from_u64(2), p1 = bb_peer_id_from_u64(1), p3 = bb_peer_id_from_u64(3);
+    bb_address ab = p2p_address(&pb), a1 = p2p_address(&p1), a3 = p2p_address(&p3);
+    CHECK(bb_node_add_peer(a, &pb, &ab, NULL) == 0);
+    CHECK(bb_node_add_peer(b, &p1, &a1, NULL) == 0 && bb_node_add_peer(b, &p3, &a3, NULL) == 0);
+    bb_val *peers = bb_val_peers(NULL, &pb, 1), *tick = f32_val((const float[]){1}, 1);
+    bb_named_value in[] = {{"peers", peers}, {"tick", tick}};
+    CHECK(bb_node_invoke(a, "Share", in, 2, 0, NULL) == 0);
+    bb_val_release(peers);
+    bb_val_release(tick);
+    const bb_step *s;
+    size_t k;
+    CHECK(bb_node_poll(a, 0, &s, &k, NULL) == 0);
+    bb_peer_id pa = bb_peer_id_from_u64(from);
+    for (size_t i = 0; i < k; i++)
+      if (s[i].kind == BB_STEP_SEND) CHECK(bb_node_deliver(b, &pa, s[i].bytes, s[i].len, 1, NULL) == 0);
+    CHECK(bb_node_poll(b, 1, &s, &k, NULL) == 0);
+    *merged = bb_node_counter(b, "gossip.merged");
+    *refused = bb_node_counter(b, "gossip.refused_non_member");
+  }
+  bb_node_free(a);
+  bb_node_free(b);
+}
+
+static void test_members(void) {
+  struct {
+    const char *config;
+    uint64_t from;
+    bool merged;
+  } cases[] = {
+      {NULL, 1, true},         {NULL, 3, false},          {NULL, 4, false}, /* the current view (default) */
+      {"members=view", 1, true}, {"members=any", 3, true}, {"members=any", 4, true}, /* everyone */
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    size_t len = 0;
+    uint8_t *art = compile_test_module(&SHARE, bind_share, cases[t].config, &len);
+    if (!art) continue;
+    uint64_t merged = 0, refused = 0;
+    share_with_b(art, len, cases[t].from, &merged, &refused);
+    CHECK_MSG(merged == (cases[t].merged ? 1u : 0u) && refused == (cases[t].merged ? 0u : 1u),
+              "case %zu (%s, from %llu): merged %llu, refused %llu", t, cases[t].config ? cases[t].config : "default",
+              (unsigned long long)cases[t].from, (unsigned long long)merged, (unsigned long long)refused);
+    free(art);
+  }
+}
+
+static void test_bad_members_value(void) {
+  size_t len = 0;
+  uint8_t *art = compile_test_module(&SHARE, bind_share, "members=friends", &len);
+  if (!art) return;
+  const char *const targets[] = {"Share"};
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = bb_peer_id_from_u64(1);
+  a.artifact = art;
+  a.artifact_len = len;
+  a.targets = targets;
+  a.n_targets = 1;
+  a.registry = shipped_registry();
+  bb_node *n = NULL;
+  bb_error err;
+  CHECK(bb_install(&a, &n, NULL, &err) != 0);
+  CHECK_MSG(strstr(err.message, "members=`friends` is not view|any") != NULL, "%s", err.message);
+  free(art);
+}
+
+int main(void) {
+  RUN(test_members);
+  RUN(test_bad_members_value);
+  return bb_test_finish();
+}

@@ -1,0 +1,372 @@
+/* FedAvg and RobustAvg in a federation, through the engine and the simulator: who may
+ * contribute (only the peers the server addressed since the round opened), the round
+ * rules RobustAvg now shares with FedAvg (a deadline, so a NaN sender cannot stall a
+ * round that waits for everyone), and what survives a snapshot.
+ *
+ * The Module is federated_digits' round with a stub Model whose Fit adds a per-node step
+ * to the global model (or sends NaN), so every aggregate is known exactly:
+ *   server (@self): (global, round) = aggregator.Aggregate(tick); output both;
+ *                   send [global, round] to `clients`
+ *   clients:        (trained, samples) = model.Fit(global); send [trained, samples, round]
+ *                   to `server`
+ *   server:         aggregator.Contribute(update)
+ * The host invokes the server once per round with the clients it selects. */
+#include <math.h>
+#include <stdio.h>
+
+#include "../runtime/rttest.h"
+#include "bb/sim.h"
+
+static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
+static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
+#define MS 1000000ull
+
+static void round_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
+  bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
+  bb_value tick = bb_rec_input(g, "tick", NULL);
+  bb_value global, round;
+  bb_rec_aggregator_aggregate(g, &AGGREGATOR, tick, &global, &round);
+  bb_rec_output(g, "global", global);
+  bb_rec_output(g, "round", round);
+  bb_value out[2] = {global, round};
+  bb_rec_net_out(g, "global_port", clients, bb_rec_bundle(g, out, 2));
+  static const char *const PARTS[] = {"ai.bytesandbrains.tensor.f32", BB_TYPE_ABSTRACT};
+  bb_value parts[2];
+  bb_rec_unbundle(g, bb_rec_lookup_output(g, "global_port"), PARTS, parts, 2);
+  bb_value trained, samples;
+  bb_rec_model_fit(g, &MODEL, parts[0], &trained, &samples);
+  bb_value update[3] = {trained, samples, parts[1]};
+  bb_rec_net_out(g, "update", server, bb_rec_bundle(g, update, 3));
+  bb_value received = bb_rec_lookup_output(g, "update");
+  bb_rec_aggregator_contribute(g, &AGGREGATOR, received, received);
+}
+
+static const bb_module ROUND = {sizeof(bb_module), "Round", round_body, NULL, NULL, NULL, 0};
+
+/* ---- StepModel: Params is [0, 0]; Fit(g) is g + delta (or NaN), with `samples` -------- */
+
+typedef struct step_model {
+  float delta;
+  bool nan;
+  uint64_t samples;
+} step_model;
+
+static int step_create(const bb_component_init *init, void **self, bb_error *err) {
+  static const char *const KEYS[] = {"delta", "nan", "samples", NULL};
+  step_model m = {1, false, 4};
+  uint64_t nan;
+  int rc;
+  if ((rc = bb_config_check(init->config, KEYS, err)) ||
+      (rc = bb_config_f32(init->config, "delta", 1, &m.delta, err)) ||
+      (rc = bb_config_u64(init->config, "nan", 0, &nan, err)) ||
+      (rc = bb_config_u64(init->config, "samples", 4, &m.samples, err)))
+    return rc;
+  m.nan = nan != 0;
+  step_model *p = malloc(sizeof *p);
+  if (!p) return BB_ERR_NOMEM;
+  *p = m;
+  *self = p;
+  return 0;
+}
+
+static void step_destroy(void *self) { free(self); }
+
+static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  (void)ctx;
+  const step_model *m = self;
+  if (strcmp(call->op_type, "Params") == 0) {
+    call->outputs[0] = f32_val((const float[]){0, 0}, 2);
+    return 0;
+  }
+  if (strcmp(call->op_type, "Fit") != 0)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
+  const bb_val *g = call->inputs[0];
+  if (!g || g->kind != BB_VAL_TENSOR || g->as.tensor->numel != 2)
+    return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
+  const float *x = bb_tensor_data(g->as.tensor);
+  float y[2] = {m->nan ? NAN : x[0] + m->delta, m->nan ? NAN : x[1] - m->delta};
+  call->outputs[0] = f32_val(y, 2);
+  call->outputs[1] = bb_val_u64(NULL, BB_VAL_U64, m->samples);
+  return 0;
+}
+
+static const bb_component_type STEP_MODEL = {sizeof(bb_component_type), "StepModel", 1u << BB_ROLE_MODEL, NULL,
+                                             NULL, 0, NULL, 0, step_create, step_destroy, step_invoke, NULL, NULL,
+                                             NULL, NULL, NULL};
+
+/* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
+
+#define MAX_PEERS 6
+
+typedef struct aggregator_binding {
+  const char *type, *config;
+} aggregator_binding;
+
+static int bind_round(bb_compiler *c, const void *user, bb_error *err) {
+  const aggregator_binding *b = user;
+  static const bb_component_port tensor[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
+  static const bb_component_port element[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+  bb_component_decl model = {sizeof model, "StepModel", tensor, 1, NULL, 0};
+  bb_component_decl agg = {sizeof agg, b->type, element, 1, NULL, 0};
+  return bb_compiler_declare_component(c, &model, err) || bb_compiler_declare_component(c, &agg, err) ||
+                 bb_compiler_bind_model(c, "model", "StepModel", NULL, err) ||
+                 bb_compiler_bind_aggregator(c, "aggregator", b->type, b->config, err)
+             ? err->code
+             : 0;
+}
+
+typedef struct federation {
+  bb_sim *sim;
+  bb_registry *reg;
+  uint8_t *artifact;
+  size_t len;
+  size_t n;
+  bb_node *node[MAX_PEERS];
+  bb_peer_id peer[MAX_PEERS];
+  bool overhears[MAX_PEERS]; /* gets a copy of every broadcast the server sends to peer 2 */
+  float global[2];
+  int64_t round; /* the last round id the server gave out (-1: none) */
+  size_t globals_given;
+} federation;
+
+static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
+  federation *f = user;
+  if (s->kind != BB_STEP_APP_EVENT || !bb_peer_id_equal(peer, &f->peer[0]) || !s->value) return;
+  if (strcmp(s->topic, "global") == 0 && s->value->kind == BB_VAL_TENSOR) {
+    memcpy(f->global, bb_tensor_data(s->value->as.tensor), sizeof f->global);
+    f->globals_given++;
+  }
+  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) f->round = (int64_t)s->value->as.u64;
+}
+
+static void overhear(void *user, const bb_sim_delivery *d) {
+  federation *f = user;
+  if (!d->accepted || !bb_peer_id_equal(d->from, &f->peer[0]) || !bb_peer_id_equal(d->to, &f->peer[1])) return;
+  for (size_t i = 2; i < f->n; i++)
+    if (f->overhears[i]) bb_node_deliver(f->node[i], &f->peer[0], d->bytes, d->len, d->arrived_ns, NULL);
+}
+
+static bb_node *install_as(federation *f, size_t i, const char *config) {
+  static const char *const SERVER[] = {"Round", "Round_server"}, *const CLIENT[] = {"Round_clients"};
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = f->peer[i];
+  bb_address self = p2p_address(&f->peer[i]);
+  a.addresses = &self;
+  a.n_addresses = 1;
+  a.artifact = f->artifact;
+  a.artifact_len = f->len;
+  a.targets = i ? CLIENT : SERVER;
+  a.n_targets = i ? 1 : 2;
+  a.registry = f->reg;
+  bb_slot_config slot = {"model", config, NULL};
+  a.slots = &slot;
+  a.n_slots = config ? 1 : 0;
+  bb_node *n = NULL;
+  bb_error err;
+  CHECK_MSG(bb_install(&a, &n, NULL, &err) == 0, "peer %zu: %s", i + 1, err.message);
+  for (size_t j = 0; n && j < f->n; j++) {
+    bb_address other = p2p_address(&f->peer[j]);
+    if (j != i) CHECK(bb_node_add_peer(n, &f->peer[j], &other, NULL) == 0);
+  }
+  return n;
+}
+
+/* Server 1 with the aggregator, clients 2..n_peers with these StepModel configs. */
+static bool federation_open(federation *f, const char *type, const char *config, size_t n_peers,
+                            const char *const *client_configs) {
+  memset(f, 0, sizeof *f);
+  f->round = -1;
+  f->n = n_peers;
+  aggregator_binding b = {type, config};
+  f->artifact = compile_test_module(&ROUND, bind_round, &b, &f->len);
+  f->reg = bb_registry_new(NULL);
+  CHECK(f->reg && bb_registry_add_shipped(f->reg, NULL) == 0 && bb_registry_add(f->reg, &STEP_MODEL, NULL) == 0);
+  bb_sim_config sc = {.struct_size = sizeof sc, .seed = 1, .latency_ns = MS};
+  CHECK(bb_sim_new(&sc, &f->sim, NULL) == 0);
+  if (!f->artifact || !f->sim) return false;
+  for (size_t i = 0; i < n_peers; i++) f->peer[i] = bb_peer_id_from_u64(i + 1);
+  bb_val *server = bb_val_peers(NULL, &f->peer[0], 1);
+  for (size_t i = 0; i < n_peers; i++) {
+    if (!(f->node[i] = install_as(f, i, i ? client_configs[i - 1] : NULL))) return false;
+    CHECK(bb_sim_attach(f->sim, f->node[i], &f->peer[i], NULL) == 0);
+    if (i) CHECK(bb_node_bind_input(f->node[i], "Round_clients", "server", server, NULL) == 0);
+  }
+  bb_val_release(server);
+  bb_sim_set_observer(f->sim, observe, f);
+  bb_sim_set_tracer(f->sim, overhear, f);
+  return true;
+}
+
+static void federation_close(federation *f) {
+  bb_sim_free(f->sim);
+  for (size_t i = 0; i < f->n; i++) bb_node_free(f->node[i]);
+  bb_registry_free(f->reg);
+  free(f->artifact);
+}
+
+/* One Aggregate on the server at `at`, sending what it gives to these clients (by peer
+ * number), then everything that follows until the network is quiet. */
+static void server_round(federation *f, uint64_t at, const uint64_t *clients, size_t n) {
+  bb_peer_id to[MAX_PEERS];
+  for (size_t i = 0; i < n; i++) to[i] = bb_peer_id_from_u64(clients[i]);
+  bb_val *peers = bb_val_peers(NULL, to, n), *tick = f32_val((const float[]){1}, 1);
+  bb_named_value in[] = {{"clients", peers}, {"tick", tick}};
+  CHECK(bb_sim_run_until(f->sim, at, NULL) == 0);
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(f->node[0], "Round", in, 2, at, &err) == 0, "%s", err.message);
+  bb_val_release(peers);
+  bb_val_release(tick);
+  CHECK(bb_sim_run_until_idle(f->sim, at + 1000 * MS, NULL) == 0);
+}
+
+static uint64_t counter(const federation *f, const char *name) { return bb_node_counter(f->node[0], name); }
+
+/* ---- membership --------------------------------------------------------------------------- */
+
+/* The finding: ids the server never selected sent updates and they counted. Peer 4
+ * overhears the broadcast to peer 2 and answers: refused, counted, left out of the mean. */
+static void test_unselected_peer_is_refused(void) {
+  federation f;
+  const char *const clients[] = {"delta=1", "delta=3", "delta=1000"};
+  if (federation_open(&f, "FedAvg", "quorum=2,init=model", 4, clients)) {
+    f.overhears[3] = true;
+    server_round(&f, 0, (const uint64_t[]){2, 3}, 2); /* round 0: the init model to 2 and 3 */
+    CHECK_EQ_INT(f.round, 0);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 1);
+    server_round(&f, 10 * MS, (const uint64_t[]){2, 3}, 2); /* closes round 0 */
+    CHECK_EQ_INT(f.round, 1);
+    CHECK_MSG(f.global[0] == 2 && f.global[1] == -2, "%g %g", (double)f.global[0], (double)f.global[1]);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 2);
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_closed"), 1);
+  }
+  federation_close(&f);
+}
+
+/* Membership is per round: peer 3, addressed in round 0 only, cannot answer round 1's
+ * broadcast it overheard; with members=any it can. */
+static void test_membership_is_per_round(void) {
+  for (int any = 0; any < 2; any++) {
+    federation f;
+    const char *const clients[] = {"delta=1", "delta=3"};
+    if (federation_open(&f, "FedAvg", any ? "quorum=1,init=model,members=any" : "quorum=1,init=model", 3, clients)) {
+      server_round(&f, 0, (const uint64_t[]){2, 3}, 2);      /* round 0 to 2 and 3 */
+      f.overhears[2] = true;                                   /* from now on 3 listens in */
+      server_round(&f, 10 * MS, (const uint64_t[]){2}, 1);   /* round 0 closes (mean of 1 and 3); round 1 to 2 */
+      CHECK(f.global[0] == 2);
+      server_round(&f, 20 * MS, (const uint64_t[]){2}, 1);   /* round 1 closes */
+      CHECK_EQ_INT(f.round, 2);
+      if (any) {
+        CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 0);
+        CHECK_MSG(f.global[0] == 2 + 2, "%g", (double)f.global[0]); /* (2+1 + 2+3) / 2 */
+      } else {
+        /* 3 answered rounds 1 and 2 (overheard), both refused */
+        CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 2);
+        CHECK_MSG(f.global[0] == 2 + 1, "%g", (double)f.global[0]); /* peer 2 alone */
+      }
+    }
+    federation_close(&f);
+  }
+}
+
+/* The server's record of whom it addressed is part of its snapshot: a server moved
+ * between round 1's broadcast and the answers still takes its members' updates. */
+static void test_membership_survives_a_snapshot(void) {
+  federation f;
+  const char *const clients[] = {"delta=1", "delta=3"};
+  if (federation_open(&f, "FedAvg", "quorum=2,init=model", 3, clients)) {
+    server_round(&f, 0, (const uint64_t[]){2, 3}, 2);
+    bb_val *peers = bb_val_peers(NULL, &f.peer[1], 2), *tick = f32_val((const float[]){1}, 1);
+    bb_named_value in[] = {{"clients", peers}, {"tick", tick}};
+    CHECK(bb_sim_run_until(f.sim, 10 * MS, NULL) == 0);
+    CHECK(bb_node_invoke(f.node[0], "Round", in, 2, 10 * MS, NULL) == 0);
+    bb_val_release(peers);
+    bb_val_release(tick);
+    CHECK(bb_sim_step(f.sim, NULL) == 0); /* round 0 closes, round 1 goes out */
+    CHECK_EQ_INT(f.round, 1);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    bb_error err;
+    CHECK_MSG(bb_node_snapshot(f.node[0], &snap, &len, &err) == 0, "%s", err.message);
+    bb_node *moved = install_as(&f, 0, NULL);
+    CHECK_MSG(moved && bb_node_restore(moved, snap, len, &err) == 0, "%s", err.message);
+    bb_buffer_free(NULL, snap);
+    bb_node_free(bb_sim_restart(f.sim, &f.peer[0], moved));
+    f.node[0] = moved;
+    CHECK(bb_sim_run_until_idle(f.sim, 100 * MS, NULL) == 0); /* the answers reach the moved server */
+    server_round(&f, 200 * MS, (const uint64_t[]){2, 3}, 2); /* closes round 1 */
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 0);
+    CHECK_EQ_INT(f.round, 2);
+    CHECK_MSG(f.global[0] == 4, "%g", (double)f.global[0]);
+  }
+  federation_close(&f);
+}
+
+/* ---- RobustAvg's rounds ------------------------------------------------------------------ */
+
+/* The finding: RobustAvg had no deadline, so a round waiting for every client never
+ * closed when one of them sent NaN (refused). Now it closes at its deadline with the
+ * quorum, or is abandoned, and the federation goes on. */
+static void test_robust_avg_nan_sender_cannot_stall(void) {
+  const char *const clients[] = {"delta=1", "delta=2", "delta=4", "nan=1"};
+  struct {
+    const char *config;
+    bool closes;
+  } cases[] = {{"method=median,quorum=3,target=4,deadline_ms=50,init=model", true},
+               {"method=median,quorum=4,deadline_ms=50,no_quorum=abandon,init=model", false}};
+  for (size_t t = 0; t < 2; t++) {
+    federation f;
+    if (!federation_open(&f, "RobustAvg", cases[t].config, 5, clients)) {
+      federation_close(&f);
+      continue;
+    }
+    for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 100 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
+    CHECK_MSG(f.round == 3, "case %zu: round %lld", t, (long long)f.round);
+    if (cases[t].closes) { /* median of 1, 2, 4 each round */
+      CHECK_EQ_INT(counter(&f, "robustavg.rounds_closed"), 3);
+      CHECK_MSG(f.global[0] == 3 * 2, "%g", (double)f.global[0]);
+    } else { /* every round abandoned: the init model again, with the next round's id */
+      CHECK_EQ_INT(counter(&f, "robustavg.rounds_abandoned"), 3);
+      CHECK(f.global[0] == 0 && f.globals_given == 4);
+    }
+    federation_close(&f);
+  }
+}
+
+/* ---- values that would poison later rounds ----------------------------------------------- */
+
+/* The finding: one client sending 3e38 everywhere (finite) made the global model huge,
+ * and every later honest update NaN. Its update is farther from the global model than
+ * twice the median distance: it is left out, and the global model stays the honest
+ * mean. */
+static void test_huge_values_are_left_out(void) {
+  const char *const clients[] = {"delta=1", "delta=2", "delta=3", "delta=3e38"};
+  federation f;
+  if (federation_open(&f, "FedAvg", "quorum=4,init=model", 5, clients)) {
+    for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 10 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
+    CHECK_EQ_INT(f.round, 3);
+    CHECK_MSG(f.global[0] == 3 * 2 && f.global[1] == -3 * 2, "%g %g", (double)f.global[0], (double)f.global[1]);
+    CHECK_EQ_INT(counter(&f, "fedavg.norm_dropped"), 3);
+  }
+  federation_close(&f);
+  /* beyond_norm=clip: pulled back to twice the median step instead of dropped */
+  if (federation_open(&f, "FedAvg", "quorum=4,init=model,beyond_norm=clip", 5, clients)) {
+    server_round(&f, 0, (const uint64_t[]){2, 3, 4, 5}, 4);
+    server_round(&f, 10 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
+    /* distances √2·(1, 2, 3, 3e38), median √2·2.5: the liar counts as a step of 5 */
+    CHECK_MSG(fabsf(f.global[0] - (1 + 2 + 3 + 5) / 4.0f) < 1e-5f, "%g", (double)f.global[0]);
+    CHECK_EQ_INT(counter(&f, "fedavg.norm_clipped"), 1);
+  }
+  federation_close(&f);
+}
+
+int main(void) {
+  RUN(test_unselected_peer_is_refused);
+  RUN(test_membership_is_per_round);
+  RUN(test_membership_survives_a_snapshot);
+  RUN(test_robust_avg_nan_sender_cannot_stall);
+  RUN(test_huge_values_are_left_out);
+  return bb_test_finish();
+}
