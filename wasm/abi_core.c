@@ -56,6 +56,7 @@ static const char *slot_kind_name(bbw_slot_kind kind) {
   case SLOT_COMPILER: return "compiler";
   case SLOT_DATASET: return "dataset";
   case SLOT_NODE: return "node";
+  case SLOT_TRAINER: return "trainer";
   }
   return "unknown";
 }
@@ -95,6 +96,12 @@ bbw_slot *bbw_handle_slot(int32_t handle, bbw_slot_kind kind) {
     return NULL;
   }
   return s;
+}
+
+bbw_slot_kind bbw_handle_kind(int32_t handle) {
+  if (handle <= 0) return SLOT_FREE;
+  const bbw_slot *s = &slots[(uint32_t)handle & BB_WASM_SLOT_MASK];
+  return s->generation == (uint32_t)handle >> BB_WASM_SLOT_BITS ? s->kind : SLOT_FREE;
 }
 
 void bbw_slot_release(bbw_slot *s) {

@@ -15,6 +15,16 @@
 export { loadBb, type WasmSource } from './loader.js';
 export { Bb } from './bb.js';
 export { OnnxModel } from './model.js';
+export {
+  OnnxTrainer,
+  type Batch,
+  type EvaluateResult,
+  type FitOptions,
+  type FitResult,
+  type StepResult,
+  type TrainerOptions,
+  type TrainerStats,
+} from './trainer.js';
 export { Tensor, MAX_RANK } from './tensor.js';
 export { CpuSession, type CpuOp } from './session.js';
 export {
@@ -79,13 +89,20 @@ export {
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
 export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
+  compileFederatedCnn,
   compileFederatedDigits,
+  FEDERATED_CNN_CLIENT_TARGETS,
+  FEDERATED_CNN_SERVER_TARGETS,
   FEDERATED_DIGITS_CLIENT_TARGETS,
   FEDERATED_DIGITS_SERVER_TARGETS,
+  installCnnClient,
+  installCnnServer,
   installDigitsClient,
   installDigitsServer,
+  loadDigitsCnn,
   roundReporter,
   splitDigits,
+  startCnnServer,
   startDigitsServer,
   type DigitsSplit,
   type FederatedDigitsConfig,
