@@ -46,6 +46,12 @@ size_t bb_cpu_op_count(void);
 const char *bb_cpu_op_name(size_t i);
 const char *bb_cpu_op_types(size_t i);
 
+/* The same for the operators of the ai.bytesandbrains.grad domain (BB_DOMAIN_GRAD) that
+ * training graphs use (docs/GRAD.md), in alphabetical order. */
+size_t bb_cpu_grad_op_count(void);
+const char *bb_cpu_grad_op_name(size_t i);
+const char *bb_cpu_grad_op_types(size_t i);
+
 /* ---- whole graphs -------------------------------------------------------------------- */
 
 typedef struct bb_cpu_session bb_cpu_session;

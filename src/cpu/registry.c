@@ -87,6 +87,11 @@ const char *bb_cpu_op_name(size_t i) { return i < bb_cpu_op_count() ? sorted[i]-
 
 const char *bb_cpu_op_types(size_t i) { return i < bb_cpu_op_count() ? sorted[i]->types : NULL; }
 
+/* the grad domain's table is written in alphabetical order */
+size_t bb_cpu_grad_op_count(void) { return bb_cpu_ops_grad_count; }
+const char *bb_cpu_grad_op_name(size_t i) { return i < bb_cpu_ops_grad_count ? bb_cpu_ops_grad[i].op_type : NULL; }
+const char *bb_cpu_grad_op_types(size_t i) { return i < bb_cpu_ops_grad_count ? bb_cpu_ops_grad[i].types : NULL; }
+
 /* ---- one node ----------------------------------------------------------------------------- */
 
 int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
