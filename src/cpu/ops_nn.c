@@ -143,7 +143,7 @@ static bb_window2d window_of(const geometry *g, bool include_pad) {
 /* A GEMM fills its tiles well from a few hundred columns on: images with fewer output
  * positions are batched side by side in the column matrix, up to a bounded matrix. */
 #define CONV_MIN_COLUMNS 512
-#define CONV_MAX_COL_BYTES (256u << 10)
+#define CONV_MAX_COL_BYTES (128u << 10)
 
 /* Y = W·col (+ bias per output channel) per group, col the column matrix of `chunk`
  * images side by side; with several images the product lands in `tmp` [M/group, chunk·P]

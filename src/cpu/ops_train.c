@@ -341,7 +341,7 @@ static int64_t ct_target(const ct_geom *g, int64_t i, int64_t k) {
 /* Images with fewer input positions than this are batched side by side in one product
  * (a GEMM fills its tiles well from a few hundred columns on), up to a bounded matrix. */
 #define CT_MIN_COLUMNS 512
-#define CT_MAX_COL_BYTES (256u << 10)
+#define CT_MAX_COL_BYTES (128u << 10)
 
 /* float32: per group, the column matrix col = W_gᵀ·X_g ([M/group·K] × in positions, by the
  * packed GEMM, for `chunk` images side by side) is scattered into Y (col2im), which starts
