@@ -149,7 +149,10 @@ function checkExports(exports: WebAssembly.Exports): BbExports {
 export async function loadBytes(location: string | URL, what: string): Promise<Uint8Array> {
   const url = typeof location === 'string' ? parseAbsoluteUrl(location) : location;
   try {
-    if (isNode() && (url === undefined || url.protocol === 'file:')) return await readNodeFile(url ?? location);
+    if (isNode() && (url === undefined || url.protocol === 'file:')) {
+      const bytes = await readNodeFile(url ?? location); // a Buffer: hand out a plain Uint8Array
+      return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    }
     const response = await fetch(url ?? location);
     if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`.trimEnd());
     return new Uint8Array(await response.arrayBuffer());

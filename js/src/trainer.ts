@@ -109,6 +109,10 @@ function configText(options: TrainerOptions): string {
 export class OnnxTrainer {
   readonly #bb: Bb;
   #handle: number;
+  /** Tensors in the module that batches given as arrays are copied into, kept while the
+   * batch shape stays the same, so a step allocates nothing on either side. */
+  #stagedX: Tensor<'float'> | undefined;
+  #stagedLabels: Tensor<'float'> | undefined;
   /** Floats in the flat parameter vector. */
   readonly parameterCount: number;
 
@@ -239,6 +243,8 @@ export class OnnxTrainer {
     if (this.#handle === 0) return;
     const handle = this.#handle;
     this.#handle = 0;
+    this.#stagedX?.free();
+    this.#stagedLabels?.free();
     this.#bb.check(this.#bb.exports.bb_wasm_trainer_free(handle));
   }
 
@@ -246,19 +252,27 @@ export class OnnxTrainer {
     return this.#handle === 0;
   }
 
-  /** Runs use(x, labels) on tensor handles, copying JavaScript arrays in for the call. */
+  /** Runs use(x, labels) on tensor handles; JavaScript arrays are staged into the module. */
   #withRows<T>(operation: string, x: Float32Array | Tensor<'float'>, labels: Float32Array | Tensor<'float'>,
     use: (x: number, labels: number) => T): T {
     const rows = labels instanceof Float32Array ? labels.length : (labels.dims[0] ?? 0);
-    const ownedY = labels instanceof Float32Array ? Tensor.from(this.#bb, 'float', labels, [labels.length]) : undefined;
-    let ownedX: Tensor | undefined;
-    try {
-      ownedX = x instanceof Float32Array ? this.#rows(operation, x, rows) : undefined;
-      return use((ownedX ?? (x as Tensor)).handle, (ownedY ?? (labels as Tensor)).handle);
-    } finally {
-      ownedX?.free();
-      ownedY?.free();
+    if (x instanceof Float32Array && (rows < 1 || x.length === 0 || x.length % rows !== 0)) {
+      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer.${operation}: ${x.length} values are not ${rows} rows`);
     }
+    const xh = x instanceof Float32Array ? (this.#stagedX = this.#stage(this.#stagedX, x, [rows, x.length / rows])).handle : x.handle;
+    const yh = labels instanceof Float32Array ? (this.#stagedLabels = this.#stage(this.#stagedLabels, labels, [rows])).handle : labels.handle;
+    return use(xh, yh);
+  }
+
+  /** data copied into `into` when it has that shape, else into a new tensor (freeing `into`). */
+  #stage(into: Tensor<'float'> | undefined, data: Float32Array, dims: readonly number[]): Tensor<'float'> {
+    if (into !== undefined && !into.freed && into.dims.length === dims.length && into.dims.every((d, i) => d === dims[i])) {
+      const ptr = this.#bb.checkPointer(this.#bb.exports.bb_wasm_tensor_data(into.handle));
+      this.#bb.memory().set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), ptr);
+      return into;
+    }
+    into?.free();
+    return Tensor.from(this.#bb, 'float', data, dims);
   }
 
   /** x as a [rows, features] tensor. */
