@@ -77,63 +77,75 @@ static void interior_columns(const bb_window2d *g, size_t *first, size_t *end) {
   *end = hi;
 }
 
-static void pool_simd(const bb_window2d *g, int is_max, size_t planes, const float *x, float *y, int64_t *indices) {
+/* What a row of outputs shares: the window rows inside the image (iy[0..n_rows)), and the
+ * divisor of an average. */
+typedef struct row_plan {
+  size_t iy[16];
+  size_t n_rows;
+  bb_f32x4 count;
+} row_plan;
+
+typedef enum pool_mode { MODE_AVG, MODE_MAX, MODE_MAX_INDICES } pool_mode;
+
+/* Outputs ox..ox+3 of a row, every column of their windows inside the image. Each lane
+ * visits its window in row-major order, as pool_one does. */
+BB_INLINE void pool_vec(const bb_window2d *g, pool_mode mode, const row_plan *r, const float *x, size_t ox, float *y,
+                        int64_t *idx, int64_t base) {
+  bb_f32x4 acc = bb_f32x4_splat(0.0f);
+  bb_i32x4 arg = {0, 0, 0, 0};
+  const int32_t s = (int32_t)g->sw;
+  for (size_t k = 0; k < r->n_rows; k++)
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const size_t ix = ox * g->sw + kx * g->dw - g->pw, at = r->iy[k] * g->iw + ix;
+      const bb_f32x4 v = load_strided(x + at, g->sw, g->iw - ix);
+      if (mode == MODE_AVG) {
+        acc += v;
+      } else if (k == 0 && kx == 0) { /* the first value of the window is taken as it is */
+        acc = v;
+        if (mode == MODE_MAX_INDICES) arg = (bb_i32x4){(int32_t)at, (int32_t)at + s, (int32_t)at + 2 * s, (int32_t)at + 3 * s};
+      } else {
+        const bb_i32x4 gt = v > acc;
+        acc = bb_f32x4_select(gt, v, acc);
+        if (mode == MODE_MAX_INDICES) {
+          const bb_i32x4 here = {(int32_t)at, (int32_t)at + s, (int32_t)at + 2 * s, (int32_t)at + 3 * s};
+          arg = (bb_i32x4)bb_f32x4_select(gt, (bb_f32x4)here, (bb_f32x4)arg);
+        }
+      }
+    }
+  bb_f32x4_store(y + ox, mode == MODE_AVG ? acc / r->count : acc);
+  if (mode == MODE_MAX_INDICES)
+    for (int l = 0; l < 4; l++) idx[ox + (size_t)l] = base + arg[l];
+}
+
+BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   const size_t in_size = g->ih * g->iw;
-  if (in_size > INT32_MAX || g->kh == 0 || g->kw == 0) { /* the lanes track offsets in 32 bits */
-    pool_scalar(g, is_max, planes, x, y, indices);
-    return;
-  }
+  const int is_max = mode != MODE_AVG;
   size_t c0, c1;
   interior_columns(g, &c0, &c1);
   for (size_t p = 0; p < planes; p++, x += in_size)
     for (size_t oy = 0; oy < g->oh; oy++, y += g->ow) {
       int64_t *idx = indices ? indices + (p * g->oh + oy) * g->ow : NULL;
       const int64_t base = (int64_t)(p * in_size);
-      size_t ox = 0;
-      for (; ox < c0; ox++) {
-        int64_t arg;
-        y[ox] = pool_one(g, is_max, x, oy, ox, idx ? &arg : NULL);
-        if (idx) idx[ox] = base + arg;
-      }
-      /* the rows of the window inside the image, and (with count_include_pad) inside the padding */
-      size_t rows = 0, padded_rows = 0;
+      /* the window rows inside the image, and (count_include_pad) inside the padding */
+      row_plan r = {{0}, 0, {0}};
+      size_t padded_rows = 0;
       for (size_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
-        rows += iy >= 0 && iy < (int64_t)g->ih;
+        if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
         padded_rows += iy >= -(int64_t)g->ph && iy < (int64_t)(g->ih + g->ph_end);
       }
-      const size_t count = (g->count_include_pad ? padded_rows : rows) * g->kw;
-      const bb_f32x4 scale = bb_f32x4_splat((float)count);
-      for (; ox + 4 <= c1 && rows; ox += 4) {
-        bb_f32x4 acc = bb_f32x4_splat(is_max ? -INFINITY : 0.0f);
-        bb_i32x4 arg = {0, 0, 0, 0};
-        int first = 1;
-        for (size_t ky = 0; ky < g->kh; ky++) {
-          const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
-          if (iy < 0 || iy >= (int64_t)g->ih) continue;
-          for (size_t kx = 0; kx < g->kw; kx++) {
-            const size_t ix = ox * g->sw + kx * g->dw - g->pw;
-            const bb_f32x4 v = load_strided(x + (size_t)iy * g->iw + ix, g->sw, g->iw - ix);
-            if (!is_max) {
-              acc += v;
-              continue;
-            }
-            const int32_t off = (int32_t)((size_t)iy * g->iw + ix), s = (int32_t)g->sw;
-            const bb_i32x4 here = {off, off + s, off + 2 * s, off + 3 * s};
-            if (first) {
-              acc = v, arg = here, first = 0;
-            } else {
-              const bb_i32x4 gt = v > acc;
-              acc = bb_f32x4_select(gt, v, acc);
-              arg = (bb_i32x4)bb_f32x4_select(gt, (bb_f32x4)here, (bb_f32x4)arg);
-            }
-          }
+      r.count = bb_f32x4_splat((float)((g->count_include_pad ? padded_rows : r.n_rows) * g->kw));
+      const size_t end = r.n_rows && c1 >= c0 + 4 ? c1 : c0; /* the vectors cover [c0, end) */
+      for (size_t ox = 0; ox < g->ow; ox++) {
+        if (ox == c0 && end > c0) {
+          size_t v = c0;
+          for (; v + 4 <= end; v += 4) pool_vec(g, mode, &r, x, v, y, idx, base);
+          /* the last outputs: one more vector ending at `end`, overlapping the one before
+           * (those outputs come out the same) */
+          if (v < end) pool_vec(g, mode, &r, x, end - 4, y, idx, base);
+          ox = end - 1;
+          continue;
         }
-        bb_f32x4_store(y + ox, is_max ? acc : acc / scale);
-        if (idx)
-          for (int l = 0; l < 4; l++) idx[ox + (size_t)l] = base + arg[l];
-      }
-      for (; ox < g->ow; ox++) {
         int64_t arg;
         y[ox] = pool_one(g, is_max, x, oy, ox, idx ? &arg : NULL);
         if (idx) idx[ox] = base + arg;
@@ -141,10 +153,21 @@ static void pool_simd(const bb_window2d *g, int is_max, size_t planes, const flo
     }
 }
 
+static void pool_simd(const bb_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
+  if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16) { /* lanes track offsets in 32 bits */
+    pool_scalar(g, mode != MODE_AVG, planes, x, y, indices);
+    return;
+  }
+  /* one specialisation per mode, so the inner loop carries no branch on it */
+  if (mode == MODE_AVG) pool_rows(g, MODE_AVG, planes, x, y, NULL);
+  else if (indices) pool_rows(g, MODE_MAX_INDICES, planes, x, y, indices);
+  else pool_rows(g, MODE_MAX, planes, x, y, NULL);
+}
+
 void bb_f32_maxpool2d(const bb_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
-  pool_simd(g, 1, planes, x, y, indices);
+  pool_simd(g, MODE_MAX, planes, x, y, indices);
 }
 
 void bb_f32_avgpool2d(const bb_window2d *g, size_t planes, const float *x, float *y) {
-  pool_simd(g, 0, planes, x, y, NULL);
+  pool_simd(g, MODE_AVG, planes, x, y, NULL);
 }
