@@ -87,6 +87,22 @@ typedef struct row_plan {
 
 typedef enum pool_mode { MODE_AVG, MODE_MAX, MODE_MAX_INDICES } pool_mode;
 
+/* One more value of each lane's window into the accumulators (`first`: the window's first). */
+BB_INLINE void take(pool_mode mode, bb_f32x4 v, int32_t at, int32_t s, int first, bb_f32x4 *acc, bb_i32x4 *arg) {
+  if (mode == MODE_AVG) {
+    *acc += v;
+  } else if (first) { /* the first value of the window is taken as it is */
+    *acc = v;
+    if (mode == MODE_MAX_INDICES) *arg = (bb_i32x4){at, at + s, at + 2 * s, at + 3 * s};
+  } else if (mode == MODE_MAX) {
+    *acc = bb_f32x4_max(*acc, v); /* acc < v ? v : acc: a later value replaces only a greater one */
+  } else {
+    const bb_i32x4 gt = v > *acc;
+    *acc = bb_f32x4_select(gt, v, *acc);
+    *arg = (bb_i32x4)bb_f32x4_select(gt, (bb_f32x4)(bb_i32x4){at, at + s, at + 2 * s, at + 3 * s}, (bb_f32x4)*arg);
+  }
+}
+
 /* Outputs ox..ox+3 of a row, every column of their windows inside the image. Each lane
  * visits its window in row-major order, as pool_one does. */
 BB_INLINE void pool_vec(const bb_window2d *g, pool_mode mode, const row_plan *r, const float *x, size_t ox, float *y,
@@ -94,24 +110,23 @@ BB_INLINE void pool_vec(const bb_window2d *g, pool_mode mode, const row_plan *r,
   bb_f32x4 acc = bb_f32x4_splat(0.0f);
   bb_i32x4 arg = {0, 0, 0, 0};
   const int32_t s = (int32_t)g->sw;
-  for (size_t k = 0; k < r->n_rows; k++)
-    for (size_t kx = 0; kx < g->kw; kx++) {
-      const size_t ix = ox * g->sw + kx * g->dw - g->pw, at = r->iy[k] * g->iw + ix;
-      const bb_f32x4 v = load_strided(x + at, g->sw, g->iw - ix);
-      if (mode == MODE_AVG) {
-        acc += v;
-      } else if (k == 0 && kx == 0) { /* the first value of the window is taken as it is */
-        acc = v;
-        if (mode == MODE_MAX_INDICES) arg = (bb_i32x4){(int32_t)at, (int32_t)at + s, (int32_t)at + 2 * s, (int32_t)at + 3 * s};
-      } else {
-        const bb_i32x4 gt = v > acc;
-        acc = bb_f32x4_select(gt, v, acc);
-        if (mode == MODE_MAX_INDICES) {
-          const bb_i32x4 here = {(int32_t)at, (int32_t)at + s, (int32_t)at + 2 * s, (int32_t)at + 3 * s};
-          arg = (bb_i32x4)bb_f32x4_select(gt, (bb_f32x4)here, (bb_f32x4)arg);
-        }
-      }
+  /* 2-wide windows at stride 2 (the common 2x2 pooling): one pair of loads gives both
+   * columns, the even and the odd lanes */
+  const int pairs = g->kw == 2 && g->sw == 2 && g->dw == 1;
+  for (size_t k = 0; k < r->n_rows; k++) {
+    const size_t ix = ox * g->sw - g->pw, at = r->iy[k] * g->iw + ix;
+    if (pairs && g->iw - ix >= 8) {
+      const bb_f32x4 a = bb_f32x4_load(x + at), b = bb_f32x4_load(x + at + 4);
+      take(mode, BB_F32X4_SHUFFLE(a, b, 0, 2, 4, 6), (int32_t)at, s, k == 0, &acc, &arg);
+      take(mode, BB_F32X4_SHUFFLE(a, b, 1, 3, 5, 7), (int32_t)at + 1, s, 0, &acc, &arg);
+      continue;
     }
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const size_t col = ix + kx * g->dw;
+      const bb_f32x4 v = load_strided(x + at + kx * g->dw, g->sw, g->iw - col);
+      take(mode, v, (int32_t)(at + kx * g->dw), s, k == 0 && kx == 0, &acc, &arg);
+    }
+  }
   bb_f32x4_store(y + ox, mode == MODE_AVG ? acc / r->count : acc);
   if (mode == MODE_MAX_INDICES)
     for (int l = 0; l < 4; l++) idx[ox + (size_t)l] = base + arg[l];
