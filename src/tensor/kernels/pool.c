@@ -81,7 +81,7 @@ static void interior_columns(const bb_window2d *g, size_t *first, size_t *end) {
  * divisor of an average. */
 typedef struct row_plan {
   size_t iy[16];
-  size_t n_rows;
+  size_t n_rows, padded_rows;
   bb_f32x4 count;
 } row_plan;
 
@@ -132,6 +132,29 @@ BB_INLINE void pool_vec(const bb_window2d *g, pool_mode mode, const row_plan *r,
     for (int l = 0; l < 4; l++) idx[ox + (size_t)l] = base + arg[l];
 }
 
+/* An output whose window reaches past the image's left or right edge: pool_one's sum and
+ * order over the row plan, with the window's columns found once. */
+static float pool_edge(const bb_window2d *g, int is_max, const row_plan *r, const float *x, size_t ox, int64_t *arg) {
+  size_t cols[16], n_cols = 0, padded_cols = 0;
+  for (size_t kx = 0; kx < g->kw; kx++) {
+    const int64_t ix = (int64_t)(ox * g->sw + kx * g->dw) - (int64_t)g->pw;
+    if (ix >= 0 && ix < (int64_t)g->iw && n_cols < 16) cols[n_cols++] = (size_t)ix;
+    padded_cols += ix >= -(int64_t)g->pw && ix < (int64_t)(g->iw + g->pw_end);
+  }
+  float acc = is_max ? -INFINITY : 0.0f;
+  int64_t best = -1;
+  for (size_t k = 0; k < r->n_rows; k++)
+    for (size_t c = 0; c < n_cols; c++) {
+      const int64_t off = (int64_t)(r->iy[k] * g->iw + cols[c]);
+      const float v = x[off];
+      if (!is_max) acc += v;
+      else if (v > acc || best < 0) acc = v, best = off;
+    }
+  if (arg) *arg = best;
+  const size_t count = g->count_include_pad ? r->padded_rows * padded_cols : r->n_rows * n_cols;
+  return is_max ? acc : count ? acc / (float)count : NAN;
+}
+
 BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   const size_t in_size = g->ih * g->iw;
   const int is_max = mode != MODE_AVG;
@@ -142,14 +165,13 @@ BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, co
       int64_t *idx = indices ? indices + (p * g->oh + oy) * g->ow : NULL;
       const int64_t base = (int64_t)(p * in_size);
       /* the window rows inside the image, and (count_include_pad) inside the padding */
-      row_plan r = {{0}, 0, {0}};
-      size_t padded_rows = 0;
+      row_plan r = {{0}, 0, 0, {0}};
       for (size_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
         if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
-        padded_rows += iy >= -(int64_t)g->ph && iy < (int64_t)(g->ih + g->ph_end);
+        r.padded_rows += iy >= -(int64_t)g->ph && iy < (int64_t)(g->ih + g->ph_end);
       }
-      r.count = bb_f32x4_splat((float)((g->count_include_pad ? padded_rows : r.n_rows) * g->kw));
+      r.count = bb_f32x4_splat((float)((g->count_include_pad ? r.padded_rows : r.n_rows) * g->kw));
       const size_t end = r.n_rows && c1 >= c0 + 4 ? c1 : c0; /* the vectors cover [c0, end) */
       for (size_t ox = 0; ox < g->ow; ox++) {
         if (ox == c0 && end > c0) {
@@ -162,14 +184,15 @@ BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, co
           continue;
         }
         int64_t arg;
-        y[ox] = pool_one(g, is_max, x, oy, ox, idx ? &arg : NULL);
+        y[ox] = pool_edge(g, is_max, &r, x, ox, idx ? &arg : NULL);
         if (idx) idx[ox] = base + arg;
       }
     }
 }
 
 static void pool_simd(const bb_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
-  if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16) { /* lanes track offsets in 32 bits */
+  /* lanes track offsets in 32 bits; the row and column plans hold 16 window positions */
+  if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16 || g->kw > 16) {
     pool_scalar(g, mode != MODE_AVG, planes, x, y, indices);
     return;
   }
