@@ -725,7 +725,11 @@ static void test_trainer(void) {
   int32_t c = bb_wasm_compiler_new();
   CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "federated_cnn", 0), 0);
   CHECK_EQ_INT(bb_wasm_example_record("federated_cnn", 0), 0);
-  CHECK_EQ_INT(bb_wasm_compiler_compile(c, bb_wasm_result_ptr(), bb_wasm_result_len()), 0);
+  size_t recorded_len = bb_wasm_result_len();
+  uint8_t *recorded = malloc(recorded_len); /* the compile empties the result buffer first */
+  memcpy(recorded, bb_wasm_result_ptr(), recorded_len);
+  CHECK_EQ_INT(bb_wasm_compiler_compile(c, recorded, recorded_len), 0);
+  free(recorded);
   size_t art_len = bb_wasm_result_len();
   uint8_t *art = malloc(art_len);
   memcpy(art, bb_wasm_result_ptr(), art_len);
