@@ -63,6 +63,7 @@ extern const bb_example BB_EXAMPLE_CUSTOM_COMPILER_PASS;
 extern const bb_example BB_EXAMPLE_POLYMORPHIC_TYPES;
 extern const bb_example BB_EXAMPLE_FEDERATED_DIGITS;
 extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
+extern const bb_example BB_EXAMPLE_HIERARCHICAL_DIGITS;
 
 /* polymorphic_types' negative case: AddReluDemo seeded x = tensor.f32, y = tensor.f64,
  * which the compiler must reject (TypeConstraintFailed, "mixed" precision). Compiled

@@ -12,11 +12,10 @@ import type { SignalClient } from '../signal/client.js';
 import { DEFAULT_CHUNK_SIZE, chunkCount, encodeChunk } from './chunking.js';
 import { Emitter } from './emitter.js';
 import { TransportError } from './errors.js';
+import { defaultPeerConnection, type RTCPeerConnectionConstructor } from './peer-connection.js';
 import { Reassembler, type ReassemblyLimits } from './reassembler.js';
 import { SDP_NONCE_BYTES, sdpRefusal, signSdp } from './sdp-signature.js';
 import type { PeerState, Transport, TransportEvents, TransportStats } from './types.js';
-
-export type RTCPeerConnectionConstructor = new (config?: RTCConfiguration) => RTCPeerConnection;
 
 /** What the transport takes from signalling: a {@link SignalClient}, or something that relays like one. */
 export type SignalChannel = Pick<SignalClient, 'self' | 'room' | 'identity' | 'events' | 'closed' | 'peers' | 'send' | 'close' | 'iceServers'>;
@@ -96,14 +95,6 @@ interface Link {
   attempts: number;
   /** The connect timeout, or the reconnect delay after a failure. */
   timer: ReturnType<typeof setTimeout> | null;
-}
-
-async function defaultPeerConnection(): Promise<RTCPeerConnectionConstructor> {
-  const global = (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection;
-  if (typeof global === 'function') return global as RTCPeerConnectionConstructor;
-  const name = 'node-datachannel/polyfill'; // a variable specifier keeps bundlers from resolving it
-  const mod = (await import(/* @vite-ignore */ name)) as { RTCPeerConnection: unknown };
-  return mod.RTCPeerConnection as RTCPeerConnectionConstructor;
 }
 
 export class WebRtcTransport implements Transport {
