@@ -5,7 +5,7 @@
 // window.engine once done; `?quick` times less.
 import {
   CpuSession, LocalNetwork, OnnxModel, Tensor, compileFederatedDigits, connectPeer, encodeOnnxModel, installDigitsClient,
-  installDigitsServer, loadBb, roundReporter, splitDigits, startDigitsServer,
+  installDigitsServer, loadBb, peerIdFromU64, roundReporter, splitDigits, startDigitsServer,
 } from '/pkg/index.js';
 import { Identity } from '/pkg/identity/index.js';
 
@@ -54,7 +54,7 @@ function federate(bb, csv) {
   const clients = 4;
   const artifact = compileFederatedDigits(bb, { quorum: clients, target: clients });
   const split = splitDigits(bb, csv, clients, 1, 5);
-  const ids = ['engine-server', ...Array.from({ length: clients }, (_, k) => `engine-client-${k}`)];
+  const ids = Array.from({ length: clients + 1 }, (_, k) => peerIdFromU64(k + 1));
   const server = installDigitsServer(bb, artifact, ids[0], split.test);
   const nodes = ids.slice(1).map((id, k) => installDigitsClient(bb, artifact, id, ids[0], split.shards[k], k + 2));
   const network = new LocalNetwork([server, ...nodes]);

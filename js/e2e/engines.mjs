@@ -56,7 +56,7 @@ async function webkit() {
   let session;
   try {
     await until('WebKitWebDriver to listen', () => fetch(`${root}/status`).then((r) => r.ok, () => false), 30_000, 200);
-    const capabilities = { alwaysMatch: { 'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation', '--headless'] } } };
+    const capabilities = { alwaysMatch: { 'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation'] } } };
     session = (await webdriver(`${root}/session`, 'POST', { capabilities })).sessionId;
     await webdriver(`${root}/session/${session}/url`, 'POST', { url: page });
     return await until('the engine page in WebKit', () => webdriver(`${root}/session/${session}/execute/sync`, 'POST', { script: pageResult, args: [] }), TIMEOUT_MS, 500);

@@ -20,7 +20,7 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
 import {
-  BbNode, Compiler, LocalNetwork, compileFederatedDigits, connectPeer, installDigitsClient, installDigitsServer, loadBb, peersValue,
+  BbNode, Compiler, LocalNetwork, compileFederatedDigits, connectPeer, installDigitsClient, installDigitsServer, loadBb, peerIdFromU64, peersValue,
   roundReporter, splitDigits, startDigitsServer, tensorValue,
 } from '../dist/index.js';
 import { Identity } from '../dist/identity/index.js';
@@ -65,7 +65,7 @@ const testInputs = { test_x: tensorValue('float', x.data, x.dims), test_y: tenso
 /** Flat FedAvg on the same shards: federated_digits, every client each round, on a LocalNetwork. */
 function flatAccuracy(rounds) {
   const artifact = compileFederatedDigits(bb, { quorum: CLIENTS, target: CLIENTS });
-  const ids = Array.from({ length: CLIENTS + 1 }, (_, i) => `flat-${i}`);
+  const ids = Array.from({ length: CLIENTS + 1 }, (_, i) => peerIdFromU64(i + 1));
   const server = installDigitsServer(bb, artifact, ids[0], split.test);
   const network = new LocalNetwork([server, ...split.shards.map((shard, k) => installDigitsClient(bb, artifact, ids[k + 1], ids[0], shard, k + 2))]);
   for (const id of ids.slice(1)) server.addPeer(id);
