@@ -48,10 +48,10 @@ router() { # router NAME public-address inside-address/prefix host-namespace hos
   in_ns "$r" ip route add default via 203.0.113.1
   in_ns "$r" nft -f - <<EOF
 table ip nat {
-  chain post { type nat hook postrouting priority 100; oifname "wan" masquerade fully-random; }
+  chain masq { type nat hook postrouting priority 100; oifname "wan" masquerade fully-random; }
 }
 table ip filter {
-  chain fwd { type filter hook forward priority 0; policy drop;
+  chain guard { type filter hook forward priority 0; policy drop;
     iifname "lan" oifname "wan" accept
     iifname "wan" oifname "lan" ct state established,related accept
   }

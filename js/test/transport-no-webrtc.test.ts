@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { defaultPeerConnection } from '../src/transport/peer-connection.js';
+import { defaultPeerConnection, withEncodedCredentials } from '../src/transport/peer-connection.js';
 import { TransportError } from '../src/transport/errors.js';
 
 // A JavaScript engine without WebRTC (Debian's WebKitGTK; a browser with WebRTC turned
@@ -31,8 +31,28 @@ describe('an engine without RTCPeerConnection', () => {
     class Fake {}
     expect(await defaultPeerConnection({ RTCPeerConnection: Fake })).toBe(Fake);
     const PC = await defaultPeerConnection({ process: { versions: { node: '20' } } }, async () => ({ RTCPeerConnection: Fake }));
-    expect(PC).toBe(Fake);
+    expect(new PC()).toBeInstanceOf(Fake); // the polyfill, its TURN credentials encoded (below)
     const bad = (await defaultPeerConnection({ process: { versions: { node: '20' } } }, async () => ({})).catch((e: unknown) => e)) as TransportError;
     expect(bad.code).toBe('no-webrtc');
+  });
+});
+
+describe('TURN credentials for node-datachannel', () => {
+  it('reach it percent-encoded: a REST username keeps its colon, a base64 credential its + / =', async () => {
+    const seen: (RTCConfiguration | undefined)[] = [];
+    class Capture {
+      constructor(config?: RTCConfiguration) {
+        seen.push(config);
+      }
+    }
+    const PC = await defaultPeerConnection({ process: { versions: { node: '20' } } }, async () => ({ RTCPeerConnection: Capture }));
+    new PC({ iceServers: [{ urls: 'stun:s.example' }, { urls: ['turn:t.example:3478'], username: '1795689381:peerA', credential: 'a+b/c=' }], iceTransportPolicy: 'relay' });
+    expect(seen[0]).toEqual({
+      iceServers: [{ urls: 'stun:s.example' }, { urls: ['turn:t.example:3478'], username: '1795689381%3ApeerA', credential: 'a%2Bb%2Fc%3D' }],
+      iceTransportPolicy: 'relay',
+    });
+    new PC();
+    expect(seen[1]).toBeUndefined();
+    expect(withEncodedCredentials(Capture as never)).not.toBe(Capture);
   });
 });

@@ -41,5 +41,27 @@ export async function defaultPeerConnection(
   if (typeof mod.RTCPeerConnection !== 'function') {
     throw new TransportError('no-webrtc', `${POLYFILL} has no RTCPeerConnection constructor`);
   }
-  return mod.RTCPeerConnection as RTCPeerConnectionConstructor;
+  return withEncodedCredentials(mod.RTCPeerConnection as RTCPeerConnectionConstructor);
+}
+
+/**
+ * node-datachannel's polyfill hands a TURN server to libdatachannel as one URL,
+ * `turn:<username>:<credential>@host`, which libdatachannel splits at the first ':' and
+ * then percent-decodes. A username of coturn's REST scheme ("<expiry>:<peer id>") and a
+ * base64 credential ('+', '/', '=') must therefore arrive percent-encoded, or the TURN
+ * server sees the expiry alone as the user and refuses it.
+ */
+export function withEncodedCredentials(PC: RTCPeerConnectionConstructor): RTCPeerConnectionConstructor {
+  const encode = (config?: RTCConfiguration): RTCConfiguration | undefined =>
+    config?.iceServers === undefined ? config : {
+      ...config,
+      iceServers: config.iceServers.map((server) => server.username === undefined || server.credential === undefined ? server : {
+        ...server, username: encodeURIComponent(server.username), credential: encodeURIComponent(String(server.credential)),
+      }),
+    };
+  return class extends (PC as new (config?: RTCConfiguration) => RTCPeerConnection) {
+    constructor(config?: RTCConfiguration) {
+      super(encode(config));
+    }
+  } as RTCPeerConnectionConstructor;
 }
