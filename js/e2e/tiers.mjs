@@ -20,7 +20,7 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
 import {
-  BbNode, Compiler, LocalNetwork, compileFederatedDigits, connectPeer, installDigitsClient, installDigitsServer, loadBb, peerIdFromU64, peersValue,
+  BbNode, Compiler, LocalNetwork, connectPeer, installDigitsClient, installDigitsServer, loadBb, peerIdFromU64, peersValue,
   roundReporter, splitDigits, startDigitsServer, tensorValue,
 } from '../dist/index.js';
 import { Identity } from '../dist/identity/index.js';
@@ -62,9 +62,15 @@ const x = split.test.features();
 const y = split.test.labels();
 const testInputs = { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) };
 
-/** Flat FedAvg on the same shards: federated_digits, every client each round, on a LocalNetwork. */
+/**
+ * Flat FedAvg on the same shards: federated_digits with FedAvg as the tiers have it (weight
+ * bounds off), every client each round, on a LocalNetwork.
+ */
 function flatAccuracy(rounds) {
-  const artifact = compileFederatedDigits(bb, { quorum: CLIENTS, target: CLIENTS });
+  const compiler = Compiler.forExample(bb, 'federated_digits');
+  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=${CLIENTS},target=${CLIENTS},deadline_ms=1000,no_quorum=abandon,init=model,samples_factor=0,norm_factor=0`);
+  const artifact = compiler.compile(Compiler.recordExample(bb, 'federated_digits'));
+  compiler.free();
   const ids = Array.from({ length: CLIENTS + 1 }, (_, i) => peerIdFromU64(i + 1));
   const server = installDigitsServer(bb, artifact, ids[0], split.test);
   const network = new LocalNetwork([server, ...split.shards.map((shard, k) => installDigitsClient(bb, artifact, ids[k + 1], ids[0], shard, k + 2))]);
@@ -87,7 +93,7 @@ try {
   await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', work], /Ready to accept connections/);
   const redis = `redis://127.0.0.1:${redisPort}`;
   const operator = await Identity.generate();
-  writeFileSync(join(work, 'policy.json'), JSON.stringify({ openRooms: false, rooms: { [room]: { operators: [operator.publicKey] } } }));
+  writeFileSync(join(work, 'policy.json'), JSON.stringify({ openRooms: false, rooms: { [room]: { operators: [Buffer.from(operator.publicKey).toString('base64')] } } }));
   const signals = [];
   for (let k = 0; k < 2; k++) {
     const port = await freePort();
@@ -135,12 +141,17 @@ try {
   nodeClients.forEach((n, k) => (clientIds[n - 1] = identities[3 + k].peerId));
   const edgeOf = (n) => edgeIds[Math.floor((n - 1) / PER_EDGE)];
 
-  const join = async (node, identity, role, s, onStep) => {
-    const r = await connectPeer(node, { url: [signals[s], signals[1 - s]], room, identity, role, token: await token(identity.peerId, role), onStep });
+  const failures = [];
+  const joinRoom = async (node, identity, role, s, onStep) => {
+    const steps = (step) => {
+      if (step.kind === 'opFailed' && failures.length < 20) failures.push(`${identity.peerId.slice(0, 6)} ${step.op}: ${step.detail}`);
+      onStep?.(step);
+    };
+    const r = await connectPeer(node, { url: [signals[s], signals[1 - s]], room, identity, role, token: await token(identity.peerId, role), onStep: steps });
     running.push(r);
     return r;
   };
-  const rootRun = await join(root, identities[0], 'server', 0, roundReporter((r) => reports.push(r)));
+  const rootRun = await joinRoom(root, identities[0], 'server', 0, roundReporter((r) => reports.push(r)));
   for (let e = 0; e < 2; e++) {
     const edge = BbNode.install(bb, { artifact, self: edgeIds[e], targets: ['HierDigits_edges', 'HierDigits_edge'], slots: { data: { dataset: split.test } }, seed: 10 + e });
     const mine = clientIds.slice(e * PER_EDGE, (e + 1) * PER_EDGE);
@@ -148,13 +159,13 @@ try {
     for (const id of mine) edge.addPeer(id);
     edge.bindInput('HierDigits_edges', 'clients', peersValue(mine));
     edge.bindInput('HierDigits_edge', 'root', peersValue([rootId]));
-    await join(edge, identities[1 + e], 'server', e, undefined);
+    await joinRoom(edge, identities[1 + e], 'server', e, undefined);
   }
   for (const [k, n] of nodeClients.entries()) {
     const node = BbNode.install(bb, { artifact, self: clientIds[n - 1], targets: ['HierDigits_clients'], slots: { data: { dataset: split.shards[n - 1] } }, seed: n + 1 });
     node.addPeer(edgeOf(n));
     node.bindInput('HierDigits_clients', 'edge', peersValue([edgeOf(n)]));
-    await join(node, identities[3 + k], 'client', k % 2, undefined);
+    await joinRoom(node, identities[3 + k], 'client', k % 2, undefined);
   }
   for (const page of pages) await page.start({ edge: edgeOf(page.number), token: await token(page.self, 'client') });
   check('a root, 2 edges and 8 clients (2 Chromium, 2 Firefox, 4 Node) joined across both processes with join tokens',
@@ -168,6 +179,7 @@ try {
   const flat = flatAccuracy(last.round);
   check('the root\'s accuracy is flat FedAvg\'s within a point', Math.abs(last.accuracy - flat.accuracy) <= 0.01,
     `tiers ${last.accuracy.toFixed(3)}, flat ${flat.accuracy.toFixed(3)} at round ${flat.round}`);
+  check('no operation failed on the Node peers', failures.length === 0, failures.slice(0, 4).join(' | '));
   const states = await Promise.all(pages.map((p) => p.state()));
   check('every browser client sent updates to its edge', states.every((s) => s.sent > 0), states.map((s) => s.sent).join(' '));
   const errors = pages.flatMap((p) => p.errors);

@@ -41,30 +41,51 @@ static bb_fedround_result close_now(bb_fedround *fr, uint64_t now) {
 }
 
 static void test_follow(void) {
-  bb_fedround *fr = make(2, 2, BB_FEDROUND_MEAN, 0);
-  const float x[2] = {1, 2};
-  CHECK_EQ_INT(give(fr, 0, 1, x, 3), 0);
+  bb_fedround_config c;
+  memset(&c, 0, sizeof c);
+  c.param_len = 2;
+  c.quorum = 2;
+  c.target = 2;
+  c.first_round = 10;
+  c.deadline_ns = 1000;
+  bb_fedround *fr = NULL;
   bb_error err;
-  CHECK_EQ_INT(bb_fedround_follow(fr, 3, 500, &err), 0);
-  CHECK_EQ_INT(bb_fedround_round_id(fr), 3);
-  CHECK_EQ_INT(bb_fedround_pending(fr), 0); /* what round 0 held is dropped */
+  CHECK_EQ_INT(bb_fedround_new(NULL, &c, 0, &fr, &err), 0);
+  const float x[2] = {1, 2};
+  /* from the first round, whose window is "ever" */
+  CHECK_EQ_INT(give(fr, 10, 1, x, 3), 0);
+  CHECK_EQ_INT(bb_fedround_follow(fr, 11, 50, &err), 0);
+  CHECK_EQ_INT(bb_fedround_pending(fr), 0); /* what round 10 held is dropped */
   CHECK_EQ_INT(bb_fedround_get_counters(fr).rounds_abandoned, 1);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 3), 500);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 2), 500); /* skipped over: never opened before */
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 11), 0);
+  /* a round that closes opens the next at its close; following on keeps that window */
+  CHECK_EQ_INT(give(fr, 11, 1, x, 1), 0);
+  CHECK_EQ_INT(give(fr, 11, 2, x, 1), 0);
+  bb_fedround_result res = close_now(fr, 100);
+  bb_buffer_free(bb_fedround_allocator(fr), res.params);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 12), 100);
+  CHECK_EQ_INT(bb_fedround_follow(fr, 15, 500, &err), 0);
+  CHECK_EQ_INT(bb_fedround_round_id(fr), 15);
+  CHECK_EQ_INT(bb_fedround_get_counters(fr).rounds_abandoned, 1); /* round 12 held nothing */
+  /* prompts for round 15 went out after round 12 opened, before the first of them arrived */
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 15), 100);
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 13), 100); /* skipped over */
+  /* the deadline counts from the move */
+  CHECK_EQ_INT(give(fr, 15, 1, x, 1), 0);
+  CHECK_EQ_INT(bb_fedround_poll(fr, 1400, NULL, &res, &err), 0);
+  CHECK_EQ_INT(res.event, BB_FEDROUND_IDLE);
+  CHECK_EQ_INT(bb_fedround_poll(fr, 1500, NULL, &res, &err), 0);
+  CHECK_EQ_INT(res.event, BB_FEDROUND_OVERDUE);
   /* never backwards, nor to the open round */
-  CHECK_EQ_INT(bb_fedround_follow(fr, 3, 600, &err), BB_ERR_INVALID_ARGUMENT);
-  CHECK(strstr(err.message, "round 3 is open") != NULL);
-  CHECK_EQ_INT(bb_fedround_follow(fr, 1, 600, &err), BB_ERR_INVALID_ARGUMENT);
-  /* an empty open round moves on without counting as abandoned */
-  CHECK_EQ_INT(bb_fedround_follow(fr, 4, 700, &err), 0);
-  CHECK_EQ_INT(bb_fedround_get_counters(fr).rounds_abandoned, 1);
-  /* a far jump remembers opening times for the window it can see only */
+  CHECK_EQ_INT(bb_fedround_follow(fr, 15, 600, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "round 15 is open") != NULL);
+  CHECK_EQ_INT(bb_fedround_follow(fr, 11, 600, &err), BB_ERR_INVALID_ARGUMENT);
+  /* a far jump keeps a window for what it can remember only, and closes as usual */
   CHECK_EQ_INT(bb_fedround_follow(fr, 1000000, 800, &err), 0);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 1000000), 800);
-  /* and the round it moved to closes as usual, with the contributions tagged with it */
+  CHECK_EQ_INT(bb_fedround_window_start(fr, 1000000), 100);
   CHECK_EQ_INT(give(fr, 1000000, 1, x, 1), 0);
   CHECK_EQ_INT(give(fr, 1000000, 2, x, 1), 0);
-  bb_fedround_result res = close_now(fr, 900);
+  res = close_now(fr, 900);
   CHECK_EQ_INT(res.round_id, 1000000);
   CHECK_EQ_INT(bb_fedround_round_id(fr), 1000001);
   bb_buffer_free(bb_fedround_allocator(fr), res.params);

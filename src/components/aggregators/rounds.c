@@ -313,10 +313,15 @@ int bb_fedround_follow(bb_fedround *fr, uint64_t round_id, uint64_t now_ns, bb_e
     drop_entries(fr);
     fr->counters.rounds_abandoned++;
   }
-  /* rounds skipped over never opened here: their window starts now, as the new one does */
-  const uint64_t skipped_from = round_id - fr->round_id > HISTORY ? round_id - HISTORY : fr->round_id + 1;
-  for (uint64_t r = skipped_from; r < round_id; r++) fr->opened[r % HISTORY] = now_ns;
+  /* The tier above may have prompted round_id any time since the open round's window began
+   * (its prompt is what moved this tier on, and others of the round may be prompted earlier
+   * than the first contribution arrives): the window of round_id, and of rounds skipped over,
+   * begins there. Its deadline counts from now. */
+  const uint64_t window = bb_fedround_window_start(fr, fr->round_id);
+  const uint64_t from = fr->round_id;
   open_round(fr, round_id, now_ns);
+  for (uint64_t r = round_id - from > HISTORY ? round_id - (HISTORY - 1) : from + 1; r <= round_id; r++)
+    fr->opened[r % HISTORY] = window;
   return 0;
 }
 

@@ -175,8 +175,10 @@ int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, const float *reference, b
 /* Moves the open round forward to `round_id`, as a tier below another aggregator does
  * when the tier above has opened a newer round than this one: contributions held for the
  * open round are dropped (the round counts as abandoned when there were any), and
- * `round_id` opens at now_ns. BB_ERR_INVALID_ARGUMENT when round_id is not after the open
- * round. */
+ * `round_id` opens at now_ns — its deadline counts from then, while its window
+ * (bb_fedround_window_start) begins where the open round's did, since the tier above may
+ * have prompted it any time since. BB_ERR_INVALID_ARGUMENT when round_id is not after the
+ * open round. */
 int bb_fedround_follow(bb_fedround *fr, uint64_t round_id, uint64_t now_ns, bb_error *err);
 
 /* The earliest time at which poll may do something: now_ns when it would act at once,
