@@ -406,15 +406,30 @@ export class SignalServer {
     if (room === undefined && this.#rooms.size >= this.#limits.maxRooms) {
       return this.#refuse(connection, 'too-many-rooms', `the server holds its limit of ${this.#limits.maxRooms} rooms`);
     }
-    if (stale !== undefined) {
-      this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another connection`);
-      room = this.#rooms.get(roomName); // gone if the stale socket was its only member
+    if (stale !== undefined) this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another connection`);
+    // The room's members on other processes, asked before this socket is a member here: the
+    // first message it gets is `joined`, and nothing of the room reaches it before.
+    const peers: string[] = [];
+    if (this.#bus !== undefined) {
+      let remote;
+      connection.joining = true;
+      try {
+        await this.#busReady;
+        remote = await this.#bus.join(roomName, peer, role);
+      } catch (error) {
+        return this.#shut(connection, CLOSE_CODES.unavailable, `the rooms shared with other signalling processes are out of reach: ${(error as Error).message}`);
+      } finally {
+        connection.joining = false;
+      }
+      if (connection.closing || !this.#connections.has(connection)) return this.#bus.leave(roomName, peer);
+      for (const member of remote) if (member.role !== 'watcher') peers.push(member.peer);
     }
+    room = this.#rooms.get(roomName); // the stale socket may have been its last member
     if (room === undefined) {
       room = { name: roomName, members: new Map(), presence: new PresenceBatch(), timer: null };
       this.#rooms.set(roomName, room);
     }
-    const peers = [...room.members].filter(([, member]) => member.role !== 'watcher').map(([id]) => id);
+    for (const [id, member] of room.members) if (member.role !== 'watcher' && !peers.includes(id)) peers.push(id);
     room.members.set(peer, connection);
     connection.room = room;
     connection.peer = peer;
@@ -424,17 +439,6 @@ export class SignalServer {
     connection.joinTimer = null;
     const joined = room;
     if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
-    if (this.#bus !== undefined) {
-      let remote;
-      try {
-        await this.#busReady;
-        remote = await this.#bus.join(roomName, peer, role);
-      } catch (error) {
-        return this.#shut(connection, CLOSE_CODES.unavailable, `the rooms shared with other signalling processes are out of reach: ${(error as Error).message}`);
-      }
-      if (connection.room !== joined || connection.peer !== peer) return; // gone meanwhile
-      for (const member of remote) if (member.role !== 'watcher' && !joined.members.has(member.peer)) peers.push(member.peer);
-    }
     this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer) });
   }
 
