@@ -175,7 +175,11 @@ async function federated() {
 
   await until('accuracy 0.90', () => (reports.at(-1)?.accuracy ?? 0) >= 0.9 && round() >= 20, 180_000).catch(() => undefined);
   const last = reports.at(-1);
-  check('the global model reaches the native example\'s 90 % held-out accuracy', last.accuracy >= 0.9, `round ${last.round}: ${last.accuracy.toFixed(3)}`);
+  const sentBy = [];
+  for (const p of pages) sentBy.push(p.page.isClosed() ? 'closed' : (await p.state()).sent);
+  const counters = ['rounds_closed', 'rounds_abandoned', 'refused_non_member', 'late_dropped', 'norm_dropped'].map((c) => `${c} ${server.counter(`fedavg.${c}`)}`);
+  check('the global model reaches the native example\'s 90 % held-out accuracy', last.accuracy >= 0.9,
+    `round ${last.round}: ${last.accuracy.toFixed(3)}; updates sent per page ${sentBy.join(' ')}; ${counters.join(', ')}`);
   const pageErrors = pages.flatMap((p) => p.errors);
   check('no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
 
