@@ -22,7 +22,7 @@
 #include "bb/value.h"
 #include "bb/wire.h"
 #include "programs/examples.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 
 /* Longest type or slot name the ABI copies, with its NUL. */
 #define BBW_NAME_MAX 128

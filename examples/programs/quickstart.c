@@ -67,9 +67,9 @@ int main(int argc, char **argv) {
                          s->topic ? s->topic : "", s->detail ? s->detail : "");
       if (s->kind == BB_STEP_APP_EVENT && strncmp(s->module, "Quickstart#", 11) == 0 &&
           strcmp(s->topic, "prediction") == 0 && s->value && s->value->kind == BB_VAL_TENSOR &&
-          s->value->as.tensor->dtype == BB_DTYPE_FLOAT) {
-        prediction_len = s->value->as.tensor->numel;
-        if (prediction_len == 1) prediction = *(const float *)bb_tensor_data(s->value->as.tensor);
+          bb_val_as_tensor(s->value)->dtype == BB_DTYPE_FLOAT) {
+        prediction_len = bb_val_as_tensor(s->value)->numel;
+        if (prediction_len == 1) prediction = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
       }
     }
   }

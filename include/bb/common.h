@@ -29,10 +29,10 @@ enum {
 };
 
 /* Human-readable name of an error code ("malformed input", ...). Never NULL. */
-const char *bb_strerror(int code);
+BB_API const char *bb_strerror(int code);
 
 /* Nonzero when the code leaves the object that returned it unusable. */
-int bb_err_is_fatal(int code);
+BB_API int bb_err_is_fatal(int code);
 
 /* Where a failing call explains itself. Callers own it (usually on the stack);
  * functions that take a `bb_error *` accept NULL when the caller only wants the code. */
@@ -43,7 +43,7 @@ typedef struct bb_error {
 } bb_error;
 
 /* Clears an error record to BB_OK with an empty message. */
-void bb_error_clear(bb_error *err);
+BB_API void bb_error_clear(bb_error *err);
 
 /* Memory comes from here. Every object that allocates takes one at creation;
  * NULL means the C library's malloc/realloc/free. */
@@ -55,7 +55,7 @@ typedef struct bb_allocator {
 } bb_allocator;
 
 /* The allocator that wraps malloc/realloc/free. */
-const bb_allocator *bb_default_allocator(void);
+BB_API const bb_allocator *bb_default_allocator(void);
 
 /* A span of bytes. Who owns `data` is stated where a bb_bytes is handed out. */
 typedef struct bb_bytes {
@@ -65,7 +65,7 @@ typedef struct bb_bytes {
 
 /* Frees a buffer that a bb_* function returned to the caller, with the same
  * allocator it was made with (NULL for the default one). */
-void bb_buffer_free(const bb_allocator *alloc, void *data);
+BB_API void bb_buffer_free(const bb_allocator *alloc, void *data);
 
 #ifdef __cplusplus
 }

@@ -8,8 +8,8 @@
 #include "runtime/book.h"
 #include "runtime/send.h"
 #include "runtime/steps.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"
@@ -21,13 +21,13 @@
 
 int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t len) {
   rt_outbound old;
-  if (n->outbound.len == n->cfg.max_outbound && bb_ring_pop(&n->outbound, &old)) { /* the oldest goes */
-    bb_mem_free(n->alloc, old.bytes);
+  if (n->outbound.len == n->cfg.max_outbound && bbi_ring_pop(&n->outbound, &old)) { /* the oldest goes */
+    bbi_mem_free(n->alloc, old.bytes);
     n->outbound_dropped++;
     rt_count(n, "outbound.dropped", 1);
   }
-  if (bb_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
-    bb_mem_free(n->alloc, bytes);
+  if (bbi_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
+    bbi_mem_free(n->alloc, bytes);
     return BB_ERR_NOMEM;
   }
   return 0;
@@ -57,7 +57,7 @@ static uint64_t forwarded_request(const bb_peer_id *origin, uint64_t req) {
   size_t len = origin->len <= BB_PEER_ID_MAX ? origin->len : BB_PEER_ID_MAX;
   memcpy(key, origin->bytes, len);
   bb_le_put_u64(key + len, req);
-  return bb_fnv1a64(key, len + 8) | (1ull << 63);
+  return bbi_fnv1a64(key, len + 8) | (1ull << 63);
 }
 
 int rt_send(rt_call *c, bb_error *err) {
@@ -89,11 +89,11 @@ int rt_send(rt_call *c, bb_error *err) {
   uint8_t suffix_stack[16][16], (*suffix)[16] = suffix_stack;
   uint32_t nf = o->n_fills;
   if (nf > 16) {
-    fills = bb_mem_calloc(n->alloc, nf, sizeof *fills);
-    suffix = bb_mem_calloc(n->alloc, nf, sizeof *suffix);
+    fills = bbi_mem_calloc(n->alloc, nf, sizeof *fills);
+    suffix = bbi_mem_calloc(n->alloc, nf, sizeof *suffix);
     if (!fills || !suffix) {
-      bb_mem_free(n->alloc, fills);
-      bb_mem_free(n->alloc, suffix);
+      bbi_mem_free(n->alloc, fills);
+      bbi_mem_free(n->alloc, suffix);
       return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     }
   }
@@ -120,7 +120,7 @@ int rt_send(rt_call *c, bb_error *err) {
   else if (o->deadline_ns > 0) remaining = (uint64_t)o->deadline_ns;
 
   for (size_t p = 0; p < peers->n && !rc; p++) {
-    const bb_peer_id *to = &peers->as.peers[p];
+    const bb_peer_id *to = &bb_val_as_peers(peers)[p];
     rt_peer_entry *entry = rt_book_find(&n->book, to);
     if (!entry || !entry->n_addrs) {
       rt_count(n, "send.unresolved_peer", 1);
@@ -165,8 +165,8 @@ int rt_send(rt_call *c, bb_error *err) {
     rt_book_touch(&n->book, entry);
   }
   if (fills != fills_stack) {
-    bb_mem_free(n->alloc, fills);
-    bb_mem_free(n->alloc, suffix);
+    bbi_mem_free(n->alloc, fills);
+    bbi_mem_free(n->alloc, suffix);
   }
   return rc;
 }

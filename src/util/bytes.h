@@ -60,7 +60,7 @@ typedef struct bb_le_writer {
   bool failed;
 } bb_le_writer;
 
-/* A writer that grows through alloc; the caller frees w.buf with bb_mem_free(alloc, ...). */
+/* A writer that grows through alloc; the caller frees w.buf with bbi_mem_free(alloc, ...). */
 static inline bb_le_writer bb_le_writer_growing(const bb_allocator *alloc) {
   return (bb_le_writer){alloc, NULL, 0, 0, false};
 }

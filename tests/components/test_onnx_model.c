@@ -104,8 +104,8 @@ static void invoke(bb_node *node, const char *target, bb_named_value *in, size_t
     if (steps[i].kind != BB_STEP_APP_EVENT || !steps[i].value) continue;
     for (size_t k = 0; k < n_out; k++)
       if (strcmp(steps[i].topic, topics[k]) == 0 && steps[i].value->kind == BB_VAL_TENSOR)
-        outs[k] = bb_tensor_retain(steps[i].value->as.tensor);
-    if (samples && strcmp(steps[i].topic, "samples") == 0 && steps[i].value->kind == BB_VAL_U64) *samples = steps[i].value->as.u64;
+        outs[k] = bb_tensor_retain(bb_val_as_tensor(steps[i].value));
+    if (samples && strcmp(steps[i].topic, "samples") == 0 && steps[i].value->kind == BB_VAL_U64) *samples = bb_val_as_u64(steps[i].value);
   }
 }
 

@@ -75,7 +75,7 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   bool is_view = strcmp(s->topic, "view") == 0;
   uint64_t *out = is_view ? w->view : w->sample;
   size_t n = s->value->n < 8 ? s->value->n : 8;
-  for (size_t i = 0; i < n; i++) bb_peer_id_as_u64(&s->value->as.peers[i], &out[i]);
+  for (size_t i = 0; i < n; i++) bb_peer_id_as_u64(&bb_val_as_peers(s->value)[i], &out[i]);
   *(is_view ? &w->view_n : &w->sample_n) = n;
 }
 

@@ -39,7 +39,7 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   if (s->kind == BB_STEP_OP_FAILED) w->failures++;
   if (id != 1 || s->kind != BB_STEP_APP_EVENT || strcmp(s->topic, "view") != 0 || s->value->kind != BB_VAL_PEERS) return;
   w->n = s->value->n < 8 ? s->value->n : 8;
-  for (size_t i = 0; i < w->n; i++) bb_peer_id_as_u64(&s->value->as.peers[i], &w->view[i]);
+  for (size_t i = 0; i < w->n; i++) bb_peer_id_as_u64(&bb_val_as_peers(s->value)[i], &w->view[i]);
 }
 
 static void test_full_initiator_takes_the_reply(void) {

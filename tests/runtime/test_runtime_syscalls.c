@@ -141,7 +141,7 @@ static void expect_drained(bb_node *n) {
 static bb_val *bytes(const char *s) { return bb_val_bytes(NULL, s, strlen(s)); }
 
 static bool is_bytes(const bb_val *v, const char *s) {
-  return v && v->kind == BB_VAL_BYTES && v->n == strlen(s) && memcmp(v->as.bytes, s, v->n) == 0;
+  return v && v->kind == BB_VAL_BYTES && v->n == strlen(s) && memcmp(bb_val_as_bytes(v), s, v->n) == 0;
 }
 
 /* ---- time ------------------------------------------------------------------------------- */
@@ -155,10 +155,10 @@ static void test_clock_and_rng(void) {
     if (!n) return;
     run r = invoke(n, "T", NULL, NULL, 12345);
     const bb_val *now = event(r, "now"), *rng = event(r, "r");
-    CHECK(now && now->kind == BB_VAL_TIMESTAMP && now->as.u64 == 12345);
+    CHECK(now && now->kind == BB_VAL_TIMESTAMP && bb_val_as_u64(now) == 12345);
     CHECK(rng && rng->kind == BB_VAL_U64);
-    if (rng && k < 2) first[k] = rng->as.u64;
-    if (rng && k == 2) CHECK(rng->as.u64 != first[0]); /* another seed, another draw */
+    if (rng && k < 2) first[k] = bb_val_as_u64(rng);
+    if (rng && k == 2) CHECK(bb_val_as_u64(rng) != first[0]); /* another seed, another draw */
     expect_drained(n);
     bb_node_free(n);
   }
@@ -182,10 +182,10 @@ static void test_after_and_sleep_park_until_due(void) {
   r = poll_at(n, 149);
   CHECK(!event(r, "at_a"));
   r = poll_at(n, 150);
-  CHECK(event(r, "at_a") && event(r, "at_a")->as.u64 == 150 && !event(r, "at_s"));
+  CHECK(event(r, "at_a") && bb_val_as_u64(event(r, "at_a")) == 150 && !event(r, "at_s"));
   CHECK_EQ_INT(bb_node_expiry(n), 180);
   r = poll_at(n, 180);
-  CHECK(event(r, "at_s") && event(r, "at_s")->as.u64 == 180);
+  CHECK(event(r, "at_s") && bb_val_as_u64(event(r, "at_s")) == 180);
   CHECK_EQ_INT(bb_node_expiry(n), UINT64_MAX);
   expect_drained(n);
   bb_node_free(n);
@@ -198,11 +198,11 @@ static void test_interval_reruns_dependents(void) {
   bb_node *n = node_for(&fn, 1, 7);
   if (!n) return;
   run r = start(n, "T", 0);
-  CHECK(event(r, "t") && event(r, "t")->as.u64 == 0);
+  CHECK(event(r, "t") && bb_val_as_u64(event(r, "t")) == 0);
   CHECK_EQ_INT(bb_node_expiry(n), 10);
   for (uint64_t at = 10; at <= 30; at += 10) {
     r = poll_at(n, at);
-    CHECK_MSG(events(r, "t") == 1 && event(r, "t")->as.u64 == at, "tick at %llu", (unsigned long long)at);
+    CHECK_MSG(events(r, "t") == 1 && bb_val_as_u64(event(r, "t")) == at, "tick at %llu", (unsigned long long)at);
     CHECK_EQ_INT(bb_node_expiry(n), at + 10);
   }
   bb_node_free(n); /* the interval holds its execution until the node goes */
@@ -445,7 +445,7 @@ static void test_event_source_lifecycle_and_correlate(void) {
   CHECK(events(r, "ph") == 1 && event(r, "ph")->kind == BB_VAL_TRIGGER);
   const bb_val *c1 = event(r, "c1"), *c2 = event(r, "c2");
   CHECK(c1 && c2 && c1->kind == BB_VAL_CORRELATION && c2->kind == BB_VAL_CORRELATION);
-  if (c1 && c2) CHECK(c1->as.u64 != c2->as.u64 && c1->as.u64 >= next && c2->as.u64 >= next);
+  if (c1 && c2) CHECK(bb_val_as_u64(c1) != bb_val_as_u64(c2) && bb_val_as_u64(c1) >= next && bb_val_as_u64(c2) >= next);
   CHECK_EQ_INT(n->next_wire_req, next + 2); /* minted from the wire's request counter */
   expect_drained(n);
   bb_node_free(n);
@@ -558,7 +558,7 @@ static void test_bootstrap_output_parks_until_completed(void) {
   run r = invoke(n, "T", NULL, NULL, 10);
   const bb_val *cmd = event(r, "cmd");
   CHECK(cmd && cmd->kind == BB_VAL_COMMAND_ID && !event(r, "at"));
-  uint64_t id = cmd ? cmd->as.u64 : 0;
+  uint64_t id = cmd ? bb_val_as_u64(cmd) : 0;
   bb_node_stats st;
   bb_node_stats_get(n, &st);
   CHECK_EQ_INT(st.pending_async, 1);
@@ -577,7 +577,7 @@ static void test_bootstrap_output_parks_until_completed(void) {
   CHECK(bb_node_complete(n, id, &t, 1, NULL) == 0); /* the node takes its own reference */
   bb_val_release(t);
   r = poll_at(n, 30);
-  CHECK(event(r, "at") && event(r, "at")->as.u64 == 30);
+  CHECK(event(r, "at") && bb_val_as_u64(event(r, "at")) == 30);
   bb_val_release(again);
   bb_val_release(unminted);
   bb_val_release(wrong);

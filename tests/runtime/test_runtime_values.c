@@ -54,11 +54,11 @@ static void test_every_kind_round_trips(void) {
     bb_val_release(back);
   }
   bb_val *back = roundtrip(nested);
-  CHECK(back && back->n == 1 && back->as.children[0]->n == n);
-  if (back && back->n == 1 && back->as.children[0]->n == n) {
-    const bb_val *bt = back->as.children[0]->as.children[3];
-    CHECK(bt->kind == BB_VAL_TENSOR && bt->as.tensor->dtype == BB_DTYPE_INT64 && bt->as.tensor->dims[1] == 3 &&
-          ((int64_t *)bb_tensor_data(bt->as.tensor))[5] == 5 * 1000000007LL);
+  CHECK(back && back->n == 1 && bb_val_child(back, 0)->n == n);
+  if (back && back->n == 1 && bb_val_child(back, 0)->n == n) {
+    const bb_val *bt = bb_val_child(bb_val_child(back, 0), 3);
+    CHECK(bt->kind == BB_VAL_TENSOR && bb_val_as_tensor(bt)->dtype == BB_DTYPE_INT64 && bb_val_as_tensor(bt)->dims[1] == 3 &&
+          ((int64_t *)bb_tensor_data(bb_val_as_tensor(bt)))[5] == 5 * 1000000007LL);
   }
   bb_val_release(back);
   bb_val_release(nested);

@@ -2,7 +2,7 @@
 #include <inttypes.h>
 
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static int sys_bundle(rt_call *c, bb_error *err) {
   size_t n = 0;
@@ -28,7 +28,7 @@ static int sys_unbundle(rt_call *c, bb_error *err) {
     c->reason = "unbundle_child_count_mismatch";
     return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects %" PRId64 " children, the bundle has %zu", count, b->n);
   }
-  for (size_t i = 0; i < b->n && i < c->n_out; i++) c->out[i] = bb_val_retain(b->as.children[i]);
+  for (size_t i = 0; i < b->n && i < c->n_out; i++) c->out[i] = bb_val_retain(bb_val_child(b, i));
   return 0;
 }
 

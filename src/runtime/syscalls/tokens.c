@@ -4,7 +4,7 @@
 
 #include "runtime/pending.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Shares the counter of the wire's request ids, so a token never equals one. */
 static int sys_correlate_tag(rt_call *c, bb_error *err) {
@@ -29,7 +29,7 @@ static int sys_bootstrap_output(rt_call *c, bb_error *err) {
     return bb_error_set(err, BB_ERR_TYPE, "BootstrapOutput: `cmd` input is %s, not a CommandId",
                         bb_val_kind_name((int)v->kind));
   }
-  uint64_t cmd = v->as.u64;
+  uint64_t cmd = bb_val_as_u64(v);
   if (!cmd || cmd >= c->node->next_command) {
     c->reason = "unknown_command";
     return bb_error_set(err, BB_ERR_NOT_FOUND, "BootstrapOutput: command %" PRIu64 " was never minted", cmd);
