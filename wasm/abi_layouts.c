@@ -90,7 +90,7 @@ void bbw_write_value(bb_le_writer *w, const bb_val *v) {
     return;
   }
   size_t size = bb_val_encoded_size(v);
-  bb_le_write_u64(w, bb_val_kind_hash((int)v->kind));
+  bb_le_write_u64(w, bb_val_kind_hash((int)bb_val_kind_of(v)));
   bb_le_write_u64(w, size);
   write_payload(w, v, size);
 }

@@ -102,14 +102,14 @@ static int fedavg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, co
     return bb_error_set(err, BB_ERR_TYPE, "FedAvg: an update is a non-empty float32 tensor");
   uint64_t samples = 1, round = f->fr ? bb_fedround_round_id(f->fr) : 0;
   if (meta && bb_val_is_u64(meta)) {
-    samples = meta->as.u64;
-  } else if (meta && meta->kind == BB_VAL_COMPOSITE && meta->n == 2 && bb_val_is_u64(meta->as.children[0]) &&
-             bb_val_is_u64(meta->as.children[1])) {
-    samples = meta->as.children[0]->as.u64;
-    round = meta->as.children[1]->as.u64;
+    samples = bb_val_as_u64(meta);
+  } else if (bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 &&
+             bb_val_is_u64(bb_val_child(meta, 0)) && bb_val_is_u64(bb_val_child(meta, 1))) {
+    samples = bb_val_as_u64(bb_val_child(meta, 0));
+    round = bb_val_as_u64(bb_val_child(meta, 1));
   } else if (meta) {
     return bb_error_set(err, BB_ERR_TYPE, "FedAvg: metadata is a sample count or [samples, round], got %s",
-                        bb_val_kind_name((int)meta->kind));
+                        bb_val_kind_name((int)bb_val_kind_of(meta)));
   }
   int rc = ensure_rounds(f, ctx, (size_t)update->numel, err);
   if (rc) return rc;
@@ -168,12 +168,12 @@ static int fedavg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
     bb_val *p = NULL;
     if ((rc = check_init_slot(f, ctx, err)) || (rc = bb_ctx_call(ctx, f->init_slot, "Params", NULL, 0, &p, 1, err)))
       return rc;
-    if (!p || p->kind != BB_VAL_TENSOR) {
+    if (!p || bb_val_kind_of(p) != BB_VAL_TENSOR) {
       bb_val_release(p);
       return bb_error_set(err, BB_ERR_TYPE, "FedAvg: Params of slot `%s` is not a tensor", f->init_slot);
     }
-    rc = ensure_rounds(f, ctx, (size_t)p->as.tensor->numel, err);
-    if (!rc) rc = give(f, ctx, bb_tensor_data(p->as.tensor), params, meta, err);
+    rc = ensure_rounds(f, ctx, (size_t)bb_val_as_tensor(p)->numel, err);
+    if (!rc) rc = give(f, ctx, bb_tensor_data(bb_val_as_tensor(p)), params, meta, err);
     if (!rc) f->started = true;
     bb_val_release(p);
     return rc;
@@ -428,12 +428,13 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
   bb_val *own = NULL;
   int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
   if (rc) return rc;
-  if (!own || own->kind != BB_VAL_TENSOR || own->as.tensor->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
+  const bb_tensor *params = bb_val_as_tensor(own);
+  if (!params || params->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
+    long long have = params ? (long long)params->numel : -1LL;
     bb_val_release(own);
-    return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters",
-                        own && own->kind == BB_VAL_TENSOR ? (long long)own->as.tensor->numel : -1LL);
+    return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters", have);
   }
-  bb_tensor *mixed = vector_of(ctx, bb_tensor_data(own->as.tensor), (size_t)update->numel);
+  bb_tensor *mixed = vector_of(ctx, bb_tensor_data(params), (size_t)update->numel);
   bb_val_release(own);
   if (!mixed) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   float *m = bb_tensor_data(mixed);
@@ -462,7 +463,7 @@ static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_
   (void)meta;
   bb_val *own = NULL;
   int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
-  if (!rc && own && own->kind == BB_VAL_TENSOR) *params = bb_tensor_retain(own->as.tensor);
+  if (!rc && own && bb_val_kind_of(own) == BB_VAL_TENSOR) *params = bb_tensor_retain(bb_val_as_tensor(own));
   bb_val_release(own);
   return rc;
 }
