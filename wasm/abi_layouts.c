@@ -1,6 +1,6 @@
 /* bytesandbrains — the byte layouts bb.wasm's engine functions share (bb_wasm.h, "byte
  * layouts"): value lists in and out, length-prefixed fields, packed strings and peer ids
- * as text. Every integer is little-endian, through util/bytes.h. */
+ * as text. Every integer is little-endian, through bb/bytes.h. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,7 +9,7 @@
 #include "bb/compiler.h"
 #include "bb/graph.h"
 #include "util/arena.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/strmap.h"
 
 /* ---- the compiler object -------------------------------------------------------- */

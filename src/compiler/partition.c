@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "compiler/compiler.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }

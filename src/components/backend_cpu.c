@@ -2,7 +2,7 @@
  * default domain) runs on the CPU kernels; inputs must be tensors. No config. */
 #include "bb/cpu.h"
 #include "bb/roles.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 static int cpu_create(const bb_component_init *init, void **self, bb_error *err) {

@@ -10,7 +10,7 @@
 #define BB_CPU_OP_H
 
 #include "bb/cpu.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct bb_cpu_op_ctx {
   const bb_ir_node *node;

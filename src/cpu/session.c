@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bb/cpu.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/strmap.h"
 

@@ -5,7 +5,7 @@
 
 #include "bb/graph.h"
 #include "util/arena.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/strmap.h"
 
 /* One recorded FunctionProto. */

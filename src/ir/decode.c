@@ -5,7 +5,7 @@
 
 #include "onnx.pb-c.h"
 #include "ir/pb.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct dec {
   bb_model *m;

@@ -6,7 +6,7 @@
 
 #include "onnx.pb-c.h"
 #include "ir/pb.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct enc {
   bb_arena *a;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* ---- inputs ------------------------------------------------------------------------- */
 

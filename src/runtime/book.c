@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "runtime/book.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 

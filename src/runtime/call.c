@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static const char *role_domain(bb_role role) {
   switch (role) {

@@ -7,7 +7,7 @@
 #include "runtime/send.h"
 #include "runtime/steps.h"
 #include "runtime/timers.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static bb_ctx make_ctx(bb_node *n, rt_component *c, rt_exec *e) {
   bb_ctx ctx = {n, c, e, n->now, 0, NULL};

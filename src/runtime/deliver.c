@@ -12,7 +12,7 @@
 #include "runtime/engine.h"
 #include "runtime/ingress.h"
 #include "runtime/steps.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"

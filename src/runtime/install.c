@@ -9,7 +9,7 @@
 #include "runtime/book.h"
 #include "runtime/node.h"
 #include "runtime/syscalls/table.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"

@@ -11,7 +11,7 @@
 #include "runtime/steps.h"
 #include "runtime/syscalls/table.h"
 #include "runtime/timers.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/ring.h"
 #include "util/strmap.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "bb/runtime.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 struct bb_registry {

@@ -4,7 +4,7 @@
 #define BB_RUNTIME_STEPS_H
 
 #include "runtime/node.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* A new zeroed step of this kind at the end of the accumulating list, or NULL. */
 bb_step *rt_step(bb_node *n, bb_step_kind kind);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "bb/sim.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 
 /* A peer keeps its index (messages name peers by index) once detached: its node is NULL. */

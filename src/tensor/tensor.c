@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "bb/tensor.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define BB_TENSOR_ALIGN 64u

@@ -1,4 +1,4 @@
-#include "util/bytes.h"
+#include "bb/bytes.h"
 
 #include "util/mem.h"
 

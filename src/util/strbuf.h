@@ -6,7 +6,6 @@
 #include <stdbool.h>
 
 #include "bb/common.h"
-#include "util/error.h"
 
 typedef struct bb_strbuf {
   const bb_allocator *alloc;

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "bb/value.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 /* The layout, known only here (bb/value.h keeps it opaque): a header, then the payload of

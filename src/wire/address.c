@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "bb/wire.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "wire/varint.h"
 
 static bool utf8_ok(const uint8_t *s, size_t n) {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "bb/wire.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "wire/varint.h"

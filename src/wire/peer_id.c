@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "bb/wire.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "wire/varint.h"
 
 static const char B58[] = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";

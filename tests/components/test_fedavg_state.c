@@ -9,7 +9,7 @@
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
 #include "harness.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 
 static void *create_fedavg(void) {

@@ -7,7 +7,7 @@
 #include "components/selectors/draw.h"
 #include "components/selectors/peer_view.h"
 #include "harness.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* A generator replaying a script of values (then zeros), so each draw is known. */
 typedef struct script {

@@ -9,7 +9,7 @@
 #include "components/protocols/registry_table.h"
 #include "failalloc.h"
 #include "harness.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 #define MS 1000000ull
 

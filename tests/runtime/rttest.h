@@ -10,7 +10,7 @@
 #include "bb/roles.h"
 #include "bb/runtime.h"
 #include "harness.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* ---- stub components ---------------------------------------------------------------------
  * StubLoader.NextBatch → (float32 [1,2,3], empty labels); StubModel.Forward → x·2;

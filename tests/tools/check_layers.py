@@ -24,6 +24,7 @@ LAYERS = ["util", "ir", "tensor", "cpu", "grad", "dsl", "compiler", "wire", "val
 # Each public header and the layer it belongs to.
 PUBLIC = {
     "common.h": "util",
+    "bytes.h": "util",
     "artifact.h": "ir",
     "ir.h": "ir",
     "tensor.h": "tensor",

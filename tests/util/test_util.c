@@ -5,7 +5,7 @@
 
 #include "failalloc.h"
 #include "harness.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"

@@ -19,7 +19,7 @@
 #include "bb/wire.h"
 #include "bb_wasm.h"
 #include "harness.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 
 /* ---- data: ten well separated classes in 64 features of 0..16, as CSV ----------------- */
 

@@ -25,8 +25,8 @@
 #include "components/aggregators/robust.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 /* ---- FedAvg --------------------------------------------------------------------------- */

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Insertion sort for the small cohorts typical of a round, heap sort beyond; both give
  * the same order for finite values, so the result never depends on which ran. */

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 

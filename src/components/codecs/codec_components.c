@@ -4,7 +4,7 @@
 #include "bb/roles.h"
 #include "components/codecs/quant.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct codec_kind {

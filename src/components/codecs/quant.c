@@ -6,8 +6,8 @@
 #include <math.h>
 
 #include "bb/tensor.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 
 /* ---- sizes ----------------------------------------------------------------------------- */
 

@@ -8,7 +8,7 @@
 #include "bb/dataset.h"
 #include "bb/roles.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct array_source {
   const bb_allocator *alloc;

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "components/index/distance.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 

@@ -8,7 +8,7 @@
 #include "bb/roles.h"
 #include "components/index/flat_index.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct flat {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "tensor/kernels/kernels.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define ACCURACY_CHUNK 256

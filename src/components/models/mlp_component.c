@@ -12,7 +12,7 @@
 
 #include "bb/roles.h"
 #include "components/models/mlp.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct cpu_mlp {

@@ -41,7 +41,7 @@
 #include "components/protocols/registry_client.h"
 #include "components/protocols/registry_table.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define SLOT_TEXT_MAX 64

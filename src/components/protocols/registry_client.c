@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "util/error.h"
+#include "bb/common.h"
 
 void bb_registry_client_init(bb_registry_client *c, uint64_t retry_ns) {
   memset(c, 0, sizeof *c);

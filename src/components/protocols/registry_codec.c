@@ -1,7 +1,7 @@
 /* GlobalRegistry's fields and messages (see registry_codec.h). */
 #include "components/protocols/registry_codec.h"
 
-#include "util/error.h"
+#include "bb/common.h"
 
 static int truncated(bb_registry_reader *r, const char *field) {
   return bb_error_set(r->err, BB_ERR_MALFORMED, "%s: truncated at byte %zu (reading %s, %zu bytes in all)", r->what,

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 
 #include "bb/wire.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 
 #define BB_REGISTRY_VERSION 1
 #define BB_REGISTRY_MAX_ADDRS 8        /* addresses one message carries */

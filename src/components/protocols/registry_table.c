@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 void bb_registry_table_init(bb_registry_table *t, uint64_t ttl_ns) {

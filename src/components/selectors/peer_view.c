@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 
 void bb_peer_view_init(bb_peer_view *v, size_t cap, size_t shuffle) {
   memset(v, 0, sizeof *v);

@@ -21,7 +21,7 @@
 #include "bb/roles.h"
 #include "components/selectors/peer_view.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 static uint64_t ctx_random(void *ctx) { return bb_ctx_random(ctx); }

@@ -4,7 +4,7 @@
 #include "bb/tensor.h"
 #include "runtime/book.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* A peer id input: a Peer(s) value, or what a bootstrap `constant` of type bb.peer_id
  * carries — a one-element int64 tensor holding a test identity (bb_peer_id_from_u64). */

@@ -2,7 +2,7 @@
 #include <inttypes.h>
 
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static int sys_bundle(rt_call *c, bb_error *err) {
   size_t n = 0;

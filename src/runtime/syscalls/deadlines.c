@@ -3,7 +3,7 @@
 #include <inttypes.h>
 
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/ring.h"
 

@@ -5,7 +5,7 @@
 
 #include "runtime/steps.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/ring.h"
 #include "util/strmap.h"

@@ -6,7 +6,7 @@
 #define BB_RUNTIME_SYSCALLS_SYSCALL_H
 
 #include "runtime/node.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct rt_syscall {
   const char *domain, *op_type;

@@ -4,7 +4,7 @@
 
 #include "runtime/pending.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Shares the counter of the wire's request ids, so a token never equals one. */
 static int sys_correlate_tag(rt_call *c, bb_error *err) {

@@ -1,9 +1,10 @@
-/* Little-endian bytes: fixed-width loads and stores, a writer (growing through an
- * allocator, or into a fixed buffer) and a bounds-checked reader. Every binary format of
- * the project (values, snapshots, component states, control messages) is built on these,
- * so each byte order and bounds rule is written once. */
-#ifndef BB_UTIL_BYTES_H
-#define BB_UTIL_BYTES_H
+/* bytesandbrains — little-endian bytes: fixed-width loads and stores, a writer (growing
+ * through an allocator, or into a fixed buffer) and a bounds-checked reader. Every binary
+ * format of the project (values, snapshots, component states, control messages, the byte
+ * layouts of bb.wasm's ABI) is built on these, so each byte order and bounds rule is
+ * written once; a component written in C saves and loads its state with them too. */
+#ifndef BB_BYTES_H
+#define BB_BYTES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,6 +12,10 @@
 #include <string.h>
 
 #include "bb/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- loads and stores at a pointer the caller has checked ---------------------------- */
 
@@ -60,7 +65,7 @@ typedef struct bb_le_writer {
   bool failed;
 } bb_le_writer;
 
-/* A writer that grows through alloc; the caller frees w.buf with bb_mem_free(alloc, ...). */
+/* A writer that grows through alloc; the caller frees w.buf with bb_buffer_free(alloc, ...). */
 static inline bb_le_writer bb_le_writer_growing(const bb_allocator *alloc) {
   return (bb_le_writer){alloc, NULL, 0, 0, false};
 }
@@ -109,4 +114,7 @@ bool bb_le_read_u32(bb_le_reader *r, uint32_t *out);
 bool bb_le_read_u64(bb_le_reader *r, uint64_t *out);
 bool bb_le_read_f32(bb_le_reader *r, float *out);
 
+#ifdef __cplusplus
+}
 #endif
+#endif /* BB_BYTES_H */
