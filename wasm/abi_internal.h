@@ -5,7 +5,7 @@
  * to nodes. Not part of the ABI; bb_wasm.h is.
  *
  * The ABI is built on the library's public headers (include/bb, bb/bytes.h for its
- * little-endian layouts) and the reference programs' interface (programs/*.h). */
+ * little-endian layouts) and the reference programs' interface (programs/examples.h). */
 #ifndef BB_WASM_ABI_INTERNAL_H
 #define BB_WASM_ABI_INTERNAL_H
 

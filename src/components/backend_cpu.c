@@ -50,19 +50,19 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
 
 static const bb_component_port CPU_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_CPU_BACKEND = {
+const bb_component_type BBI_CPU_BACKEND = {
     sizeof(bb_component_type), "CpuBackend", 1u << BB_ROLE_BACKEND, NULL, NULL, 0, CPU_STORAGE, 1,
     cpu_create, cpu_destroy, cpu_invoke, NULL, NULL, NULL, NULL, NULL};
 
 int bb_cpu_backend_declare_op_set(bb_compiler *c, bb_error *err) {
   const bb_allocator *alloc = bb_default_allocator();
   size_t n = bb_cpu_op_count(), k = 0;
-  bb_component_op *ops = bb_mem_calloc(alloc, n, sizeof *ops);
+  bb_component_op *ops = bbi_mem_calloc(alloc, n, sizeof *ops);
   if (!ops) return bb_error_set(err, BB_ERR_NOMEM, "CpuBackend op set: out of memory");
   for (size_t i = 0; i < n; i++)
     if (bb_cpu_supports(BB_DOMAIN_ONNX, bb_cpu_op_name(i), BB_ONNX_OPSET_VERSION))
       ops[k++] = (bb_component_op){BB_DOMAIN_ONNX, bb_cpu_op_name(i)};
-  int rc = bb_compiler_declare_op_set(c, BB_CPU_BACKEND.type_name, ops, k, err);
-  bb_mem_free(alloc, ops);
+  int rc = bb_compiler_declare_op_set(c, BBI_CPU_BACKEND.type_name, ops, k, err);
+  bbi_mem_free(alloc, ops);
   return rc;
 }

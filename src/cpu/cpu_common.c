@@ -7,7 +7,7 @@
 
 #include "cpu/cpu_op.h"
 
-int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
+int bbi_cpu_fail(bbi_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
   if (!ctx->err) return code;
   char msg[BB_ERROR_MESSAGE_MAX];
   va_list ap;
@@ -19,54 +19,54 @@ int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
                       n->op_type ? n->op_type : "?", msg);
 }
 
-int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed) {
-  const bb_tensor *t = bb_cpu_input(ctx, i);
-  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
+int bbi_cpu_expect_dtype(bbi_cpu_op_ctx *ctx, size_t i, const int32_t *allowed) {
+  const bb_tensor *t = bbi_cpu_input(ctx, i);
+  if (!t) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
   for (const int32_t *a = allowed; *a != BB_DTYPE_UNDEFINED; a++)
     if (*a == t->dtype) return 0;
   const char *name = bb_dtype_name(t->dtype);
-  return bb_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s, which this op does not take", i,
+  return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s, which this op does not take", i,
                      name ? name : "unknown");
 }
 
-bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i) {
+bool bbi_cpu_output_wanted(const bbi_cpu_op_ctx *ctx, size_t i) {
   const bb_strlist *outs = &ctx->node->outputs;
   return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
 }
 
-int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
-  if (i >= ctx->n_outputs) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
+int bbi_cpu_make_output(bbi_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
+  if (i >= ctx->n_outputs) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
   bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);
   if (!t) {
-    if (rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
-    return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate output %zu", i);
+    if (rank > BB_MAX_RANK) return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
+    return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate output %zu", i);
   }
   bb_tensor_release(ctx->outputs[i]);
   ctx->outputs[i] = t;
   return 0;
 }
 
-long bb_cpu_read_ints(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what) {
-  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s is missing", what);
+long bbi_cpu_read_ints(bbi_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what) {
+  if (!t) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s is missing", what);
   if (t->dtype != BB_DTYPE_INT64 && t->dtype != BB_DTYPE_INT32)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s must be int64 or int32", what);
-  if (t->rank > 1) return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s must be 1-D (rank %d)", what, t->rank);
-  if ((uint64_t)t->numel > max) return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s has %lld values, over %zu", what,
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s must be int64 or int32", what);
+  if (t->rank > 1) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s must be 1-D (rank %d)", what, t->rank);
+  if ((uint64_t)t->numel > max) return bbi_cpu_fail(ctx, BB_ERR_LIMIT, "%s has %lld values, over %zu", what,
                                                   (long long)t->numel, max);
-  for (int64_t i = 0; i < t->numel; i++) values[i] = bb_cpu_get_i64(t, i);
+  for (int64_t i = 0; i < t->numel; i++) values[i] = bbi_cpu_get_i64(t, i);
   return (long)t->numel;
 }
 
-int bb_cpu_axis(bb_cpu_op_ctx *ctx, int64_t axis, int rank, int *out) {
+int bbi_cpu_axis(bbi_cpu_op_ctx *ctx, int64_t axis, int rank, int *out) {
   if (axis < -(int64_t)rank || axis >= rank)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %lld is out of range for rank %d", (long long)axis, rank);
   *out = (int)(axis < 0 ? axis + rank : axis);
   return 0;
 }
 
 /* ---- type-generic element access --------------------------------------------------------- */
 
-double bb_cpu_get_f64(const bb_tensor *t, int64_t i) {
+double bbi_cpu_get_f64(const bb_tensor *t, int64_t i) {
   const void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_FLOAT: return ((const float *)d)[i];
@@ -86,7 +86,7 @@ double bb_cpu_get_f64(const bb_tensor *t, int64_t i) {
   }
 }
 
-int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
+int64_t bbi_cpu_get_i64(const bb_tensor *t, int64_t i) {
   const void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_INT8: return ((const int8_t *)d)[i];
@@ -99,7 +99,7 @@ int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
   case BB_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
   case BB_DTYPE_BOOL: return ((const uint8_t *)d)[i] != 0;
   default: {
-    double v = bb_cpu_get_f64(t, i);
+    double v = bbi_cpu_get_f64(t, i);
     if (v != v) return 0;
     if (v >= 9.2233720368547758e18) return INT64_MAX;
     if (v <= -9.2233720368547758e18) return INT64_MIN;
@@ -108,7 +108,7 @@ int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
   }
 }
 
-void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
+void bbi_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
   void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_FLOAT: ((float *)d)[i] = (float)v; break;
@@ -121,14 +121,14 @@ void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
     /* float → integer: truncate toward zero, saturating out-of-range values and NaN → 0 */
     int64_t x = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN
                                                                                                   : (int64_t)v;
-    bb_cpu_set_i64(t, i, x);
+    bbi_cpu_set_i64(t, i, x);
     break;
   }
   default: break; /* no element access for this type */
   }
 }
 
-void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
+void bbi_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
   void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
@@ -141,7 +141,7 @@ void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
   case BB_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
   case BB_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
   case BB_DTYPE_FLOAT: case BB_DTYPE_DOUBLE: case BB_DTYPE_FLOAT16: case BB_DTYPE_BFLOAT16:
-    bb_cpu_set_f64(t, i, (double)v);
+    bbi_cpu_set_f64(t, i, (double)v);
     break;
   default: break; /* no element access for this type */
   }

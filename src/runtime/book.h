@@ -1,6 +1,6 @@
 /* The address book: peer id → addresses, and the per-peer block flag. */
-#ifndef BB_RUNTIME_BOOK_H
-#define BB_RUNTIME_BOOK_H
+#ifndef BBI_RUNTIME_BOOK_H
+#define BBI_RUNTIME_BOOK_H
 
 #include "runtime/node.h"
 
@@ -13,4 +13,4 @@ int rt_book_add(bb_node *n, const bb_peer_id *p, const bb_address *a);
 /* Frees the node's book and empties it. */
 void rt_book_free(bb_node *n);
 
-#endif /* BB_RUNTIME_BOOK_H */
+#endif /* BBI_RUNTIME_BOOK_H */

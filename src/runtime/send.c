@@ -19,13 +19,13 @@
 
 int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t len) {
   rt_outbound old;
-  if (n->outbound.len == n->cfg.max_outbound && bb_ring_pop(&n->outbound, &old)) { /* the oldest goes */
-    bb_mem_free(n->alloc, old.bytes);
+  if (n->outbound.len == n->cfg.max_outbound && bbi_ring_pop(&n->outbound, &old)) { /* the oldest goes */
+    bbi_mem_free(n->alloc, old.bytes);
     n->outbound_dropped++;
     rt_count(n, "outbound.dropped", 1);
   }
-  if (bb_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
-    bb_mem_free(n->alloc, bytes);
+  if (bbi_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
+    bbi_mem_free(n->alloc, bytes);
     return BB_ERR_NOMEM;
   }
   return 0;
@@ -55,7 +55,7 @@ static uint64_t forwarded_request(const bb_peer_id *origin, uint64_t req) {
   size_t len = origin->len <= BB_PEER_ID_MAX ? origin->len : BB_PEER_ID_MAX;
   memcpy(key, origin->bytes, len);
   bb_le_put_u64(key + len, req);
-  return bb_fnv1a64(key, len + 8) | (1ull << 63);
+  return bbi_fnv1a64(key, len + 8) | (1ull << 63);
 }
 
 int rt_send(rt_call *c, bb_error *err) {
@@ -80,11 +80,11 @@ int rt_send(rt_call *c, bb_error *err) {
   uint8_t suffix_stack[16][16], (*suffix)[16] = suffix_stack;
   uint32_t nf = o->n_fills;
   if (nf > 16) {
-    fills = bb_mem_calloc(n->alloc, nf, sizeof *fills);
-    suffix = bb_mem_calloc(n->alloc, nf, sizeof *suffix);
+    fills = bbi_mem_calloc(n->alloc, nf, sizeof *fills);
+    suffix = bbi_mem_calloc(n->alloc, nf, sizeof *suffix);
     if (!fills || !suffix) {
-      bb_mem_free(n->alloc, fills);
-      bb_mem_free(n->alloc, suffix);
+      bbi_mem_free(n->alloc, fills);
+      bbi_mem_free(n->alloc, suffix);
       return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     }
   }
@@ -150,8 +150,8 @@ int rt_send(rt_call *c, bb_error *err) {
     else rt_count(n, "send.envelopes", 1);
   }
   if (fills != fills_stack) {
-    bb_mem_free(n->alloc, fills);
-    bb_mem_free(n->alloc, suffix);
+    bbi_mem_free(n->alloc, fills);
+    bbi_mem_free(n->alloc, suffix);
   }
   return rc;
 }

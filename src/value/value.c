@@ -105,7 +105,7 @@ bb_val *bb_val_child(const bb_val *v, size_t i) {
 static bb_val *val_new(const bb_allocator *alloc, bb_val_kind kind, size_t extra) {
   if (!alloc) alloc = bb_default_allocator();
   if (extra > SIZE_MAX - sizeof(bb_val)) return NULL;
-  bb_val *v = bb_mem_alloc(alloc, sizeof *v + extra);
+  bb_val *v = bbi_mem_alloc(alloc, sizeof *v + extra);
   if (!v) return NULL;
   memset(v, 0, sizeof *v);
   v->refcount = 1;
@@ -196,7 +196,7 @@ void bb_val_release(bb_val *v) {
   if (v->kind == BB_VAL_TENSOR) bb_tensor_release(v->as.tensor);
   if (v->kind == BB_VAL_COMPOSITE)
     for (size_t i = 0; i < v->n; i++) bb_val_release(v->as.children[i]);
-  bb_mem_free(v->alloc, v);
+  bbi_mem_free(v->alloc, v);
 }
 
 /* ---- encoding -------------------------------------------------------------------------- */
@@ -319,7 +319,7 @@ size_t bb_val_encode_into(const bb_val *v, uint8_t *out) {
 int bb_val_encode(const bb_val *v, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   if (!alloc) alloc = bb_default_allocator();
   size_t n = bb_val_encoded_size(v);
-  uint8_t *buf = bb_mem_alloc(alloc, n);
+  uint8_t *buf = bbi_mem_alloc(alloc, n);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory encoding a %zu-byte %s value", n,
                                 bb_val_kind_name((int)v->kind));
   *len = bb_val_encode_into(v, buf);
@@ -464,7 +464,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
   bb_val *stack_children[8];
   bb_val **children = stack_children;
   if (n > 8) {
-    children = bb_mem_alloc(alloc, n * sizeof *children);
+    children = bbi_mem_alloc(alloc, n * sizeof *children);
     if (!children) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu bundle children", n);
   }
   size_t made = 0;
@@ -486,7 +486,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
     if (!*out) rc = bb_error_set(r->err, BB_ERR_NOMEM, "out of memory");
   }
   for (size_t i = 0; i < made; i++) bb_val_release(children[i]);
-  if (children != stack_children) bb_mem_free(alloc, children);
+  if (children != stack_children) bbi_mem_free(alloc, children);
   return rc;
 }
 
@@ -522,11 +522,11 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   case BB_VAL_PEERS: {
     size_t n = 0;
     if ((rc = get_count(r, 8, &n))) return rc;
-    bb_peer_id *peers = n ? bb_mem_alloc(alloc, n * sizeof *peers) : NULL;
+    bb_peer_id *peers = n ? bbi_mem_alloc(alloc, n * sizeof *peers) : NULL;
     if (n && !peers) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu peers", n);
     for (size_t i = 0; i < n && !rc; i++) rc = get_peer(r, &peers[i]);
     if (!rc) *out = bb_val_peers(alloc, peers, n);
-    bb_mem_free(alloc, peers);
+    bbi_mem_free(alloc, peers);
     if (rc) return rc;
     break;
   }
@@ -539,11 +539,11 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   case BB_VAL_ADDRESSES: {
     size_t n = 0;
     if ((rc = get_count(r, 8, &n))) return rc;
-    bb_address *list = n ? bb_mem_alloc(alloc, n * sizeof *list) : NULL;
+    bb_address *list = n ? bbi_mem_alloc(alloc, n * sizeof *list) : NULL;
     if (n && !list) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu addresses", n);
     for (size_t i = 0; i < n && !rc; i++) rc = get_address(r, &list[i]);
     if (!rc) *out = bb_val_addresses(alloc, list, n);
-    bb_mem_free(alloc, list);
+    bbi_mem_free(alloc, list);
     if (rc) return rc;
     break;
   }

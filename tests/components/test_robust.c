@@ -12,9 +12,9 @@ static void test_median_small(void) {
   const float a[3] = {1, 10, -2}, b[3] = {3, -5, -2}, c[3] = {2, 0, 7}, d[3] = {100, 1, 0};
   const float *odd[3] = {a, b, c}, *even[4] = {a, b, c, d};
   float out[3], scratch[4];
-  CHECK_EQ_INT(bb_robust_median(odd, 3, 3, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_median(odd, 3, 3, out, scratch, NULL), 0);
   CHECK(out[0] == 2 && out[1] == 0 && out[2] == -2);
-  CHECK_EQ_INT(bb_robust_median(even, 4, 3, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_median(even, 4, 3, out, scratch, NULL), 0);
   CHECK(out[0] == 2.5f && out[1] == 0.5f && out[2] == -1.0f);
   /* the inputs are not reordered */
   CHECK(a[0] == 1 && a[1] == 10 && a[2] == -2);
@@ -24,13 +24,13 @@ static void test_trimmed_small(void) {
   const float v[5][1] = {{1}, {2}, {3}, {4}, {1000}};
   const float *vecs[5] = {v[0], v[1], v[2], v[3], v[4]};
   float out[1], scratch[5];
-  CHECK_EQ_INT(bb_robust_trim_count(5, 0.2), 1);
-  CHECK_EQ_INT(bb_robust_trim_count(10, 0.3), 3);
-  CHECK_EQ_INT(bb_robust_trim_count(100, 0.29), 29);
-  CHECK_EQ_INT(bb_robust_trim_count(5, 0.19), 0);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 5, 1, 0.2, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trim_count(5, 0.2), 1);
+  CHECK_EQ_INT(bbi_robust_trim_count(10, 0.3), 3);
+  CHECK_EQ_INT(bbi_robust_trim_count(100, 0.29), 29);
+  CHECK_EQ_INT(bbi_robust_trim_count(5, 0.19), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 5, 1, 0.2, out, scratch, NULL), 0);
   CHECK(out[0] == 3.0f);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 5, 1, 0.0, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 5, 1, 0.0, out, scratch, NULL), 0);
   CHECK(out[0] == 202.0f);
 }
 
@@ -39,16 +39,16 @@ static void test_rejects(void) {
   const float *vecs[2] = {ok, bad};
   float out[2], scratch[2];
   bb_error err;
-  CHECK_EQ_INT(bb_robust_median(vecs, 2, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_robust_median(vecs, 2, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
   CHECK_MSG(strstr(err.message, "vector 1") && strstr(err.message, "coordinate 1"), "%s",
             err.message);
-  CHECK_EQ_INT(bb_robust_median(vecs, 0, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_robust_median(vecs, 0, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
   vecs[1] = ok;
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 2, 2, 0.5, out, scratch, &err),
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 2, 2, 0.5, out, scratch, &err),
                BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 2, 2, -0.1, out, scratch, &err),
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 2, 2, -0.1, out, scratch, &err),
                BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 2, 2, 0.49, out, scratch, &err), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 2, 2, 0.49, out, scratch, &err), 0);
 }
 
 /* Nine honest clients near 1.0 and one sending 1e30: FedAvg (equal weights) lands near
@@ -63,9 +63,9 @@ static void test_byzantine_client(void) {
     vecs[i] = v[i];
   }
   float med[D], trim[D], avg[D], scratch[K];
-  CHECK_EQ_INT(bb_robust_median(vecs, K, D, med, scratch, NULL), 0);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, K, D, 0.1, trim, scratch, NULL), 0);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, K, D, 0.0, avg, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_median(vecs, K, D, med, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, K, D, 0.1, trim, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, K, D, 0.0, avg, scratch, NULL), 0);
   for (int j = 0; j < D; j++) {
     CHECK_MSG(fabsf(med[j] - 1.0f) <= 0.01f, "median[%d] = %g", j, (double)med[j]);
     CHECK_MSG(fabsf(trim[j] - 1.0f) <= 0.01f, "trimmed[%d] = %g", j, (double)trim[j]);
@@ -82,7 +82,7 @@ static void test_random_against_reference(void) {
   for (int trial = 0; trial < 200; trial++) {
     const size_t k = (size_t)rng_int(1, 70), d = (size_t)rng_int(1, 9);
     const double beta = rng_real(0, 0.49);
-    const size_t t = bb_robust_trim_count(k, beta);
+    const size_t t = bbi_robust_trim_count(k, beta);
     if (2 * t >= k) continue;
     float *data = malloc(k * d * sizeof *data), *out = malloc(d * sizeof *out),
           *med = malloc(d * sizeof *med), *scratch = malloc(k * sizeof *scratch);
@@ -93,8 +93,8 @@ static void test_random_against_reference(void) {
       /* few distinct values, so ties are common */
       for (size_t j = 0; j < d; j++) data[i * d + j] = (float)rng_int(-5, 5) * 0.5f;
     }
-    CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, k, d, beta, out, scratch, NULL), 0);
-    CHECK_EQ_INT(bb_robust_median(vecs, k, d, med, scratch, NULL), 0);
+    CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, k, d, beta, out, scratch, NULL), 0);
+    CHECK_EQ_INT(bbi_robust_median(vecs, k, d, med, scratch, NULL), 0);
     for (size_t j = 0; j < d; j++) {
       for (size_t i = 0; i < k; i++) col[i] = data[i * d + j];
       qsort(col, k, sizeof *col, cmp_double);

@@ -246,7 +246,7 @@ static void test_refusals(void) {
   for (size_t i = 8; i + 8 < len; i++) {
     memcpy(bent, snap, len);
     bent[i] ^= (uint8_t)(1u << (i % 8));
-    uint64_t h = bb_fnv1a64(bent, len - 8);
+    uint64_t h = bbi_fnv1a64(bent, len - 8);
     for (int k = 0; k < 8; k++) bent[len - 8 + k] = (uint8_t)(h >> (8 * k));
     bb_node *f = fresh();
     int rc = bb_node_restore(f, bent, len, &err);

@@ -33,8 +33,8 @@
 
 typedef struct fedavg {
   const bb_allocator *alloc;
-  bb_fedround_config cfg;
-  bb_fedround *fr;
+  bbi_fedround_config cfg;
+  bbi_fedround *fr;
   char init_slot[64];
   bool started;
   float *global; /* the last global model given out (cfg.param_len floats), or NULL */
@@ -62,14 +62,14 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
   bool abandon = strcmp(no_quorum, "abandon") == 0, count = strcmp(late, "count") == 0;
   if ((!abandon && strcmp(no_quorum, "extend") != 0) || (!count && strcmp(late, "drop") != 0))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: no_quorum is extend|abandon and late is drop|count");
-  fedavg *f = bb_mem_calloc(init->alloc, 1, sizeof *f);
+  fedavg *f = bbi_mem_calloc(init->alloc, 1, sizeof *f);
   if (!f) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   f->alloc = init->alloc;
   f->cfg.quorum = (uint32_t)quorum;
   f->cfg.target = (uint32_t)target;
   f->cfg.deadline_ns = deadline_ms * 1000000u;
-  f->cfg.on_no_quorum = abandon ? BB_FEDROUND_ABANDON : BB_FEDROUND_EXTEND;
-  f->cfg.late = count ? BB_FEDROUND_LATE_COUNT : BB_FEDROUND_LATE_DROP;
+  f->cfg.on_no_quorum = abandon ? BBI_FEDROUND_ABANDON : BBI_FEDROUND_EXTEND;
+  f->cfg.late = count ? BBI_FEDROUND_LATE_COUNT : BBI_FEDROUND_LATE_DROP;
   f->cfg.max_staleness = staleness;
   memcpy(f->init_slot, init_slot, sizeof f->init_slot);
   *self = f;
@@ -78,9 +78,9 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
 
 static void fedavg_destroy(void *self) {
   fedavg *f = self;
-  bb_fedround_free(f->fr);
-  bb_mem_free(f->alloc, f->global);
-  bb_mem_free(f->alloc, f);
+  bbi_fedround_free(f->fr);
+  bbi_mem_free(f->alloc, f->global);
+  bbi_mem_free(f->alloc, f);
 }
 
 /* The rounds start with the first parameter vector seen (its length is the model's). */
@@ -92,7 +92,7 @@ static int ensure_rounds(fedavg *f, bb_ctx *ctx, size_t len, bb_error *err) {
     return 0;
   }
   f->cfg.param_len = len;
-  return bb_fedround_new(f->alloc, &f->cfg, bb_ctx_now(ctx), &f->fr, err);
+  return bbi_fedround_new(f->alloc, &f->cfg, bb_ctx_now(ctx), &f->fr, err);
 }
 
 static int fedavg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
@@ -100,7 +100,7 @@ static int fedavg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, co
   fedavg *f = self;
   if (update->dtype != BB_DTYPE_FLOAT || !update->numel)
     return bb_error_set(err, BB_ERR_TYPE, "FedAvg: an update is a non-empty float32 tensor");
-  uint64_t samples = 1, round = f->fr ? bb_fedround_round_id(f->fr) : 0;
+  uint64_t samples = 1, round = f->fr ? bbi_fedround_round_id(f->fr) : 0;
   if (meta && bb_val_is_u64(meta)) {
     samples = bb_val_as_u64(meta);
   } else if (bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 &&
@@ -113,11 +113,11 @@ static int fedavg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, co
   }
   int rc = ensure_rounds(f, ctx, (size_t)update->numel, err);
   if (rc) return rc;
-  bb_fedround_status status;
-  rc = bb_fedround_contribute(f->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
+  bbi_fedround_status status;
+  rc = bbi_fedround_contribute(f->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
                               &status, err);
-  if (status == BB_FEDROUND_LATE_DROPPED) bb_ctx_count(ctx, "fedavg.late_dropped", 1);
-  if (status == BB_FEDROUND_REPLACED) bb_ctx_count(ctx, "fedavg.replaced", 1);
+  if (status == BBI_FEDROUND_LATE_DROPPED) bb_ctx_count(ctx, "fedavg.late_dropped", 1);
+  if (status == BBI_FEDROUND_REPLACED) bb_ctx_count(ctx, "fedavg.replaced", 1);
   return rc;
 }
 
@@ -130,7 +130,7 @@ static bb_tensor *vector_of(bb_ctx *ctx, const float *data, size_t n) {
 
 /* Keeps what was given out, so an abandoned round can hand it out again. */
 static int remember(fedavg *f, const float *params, bb_error *err) {
-  if (!f->global && !(f->global = bb_mem_calloc(f->alloc, f->cfg.param_len, sizeof(float))))
+  if (!f->global && !(f->global = bbi_mem_calloc(f->alloc, f->cfg.param_len, sizeof(float))))
     return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   memcpy(f->global, params, f->cfg.param_len * sizeof(float));
   return 0;
@@ -138,7 +138,7 @@ static int remember(fedavg *f, const float *params, bb_error *err) {
 
 static int give(fedavg *f, bb_ctx *ctx, const float *params, bb_tensor **out, bb_val **meta, bb_error *err) {
   *out = vector_of(ctx, params, f->cfg.param_len);
-  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bb_fedround_round_id(f->fr));
+  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bbi_fedround_round_id(f->fr));
   int rc = *out && *meta ? remember(f, params, err) : bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   if (rc) {
     bb_tensor_release(*out);
@@ -180,14 +180,14 @@ static int fedavg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
   }
   f->started = true;
   if (!f->fr) return 0;
-  bb_fedround_result r;
-  if ((rc = bb_fedround_poll(f->fr, bb_ctx_now(ctx), &r, err))) return rc;
-  if (r.event == BB_FEDROUND_OVERDUE) bb_ctx_count(ctx, "fedavg.rounds_overdue", 1);
-  if (r.event == BB_FEDROUND_ABANDONED) {
+  bbi_fedround_result r;
+  if ((rc = bbi_fedround_poll(f->fr, bb_ctx_now(ctx), &r, err))) return rc;
+  if (r.event == BBI_FEDROUND_OVERDUE) bb_ctx_count(ctx, "fedavg.rounds_overdue", 1);
+  if (r.event == BBI_FEDROUND_ABANDONED) {
     bb_ctx_count(ctx, "fedavg.rounds_abandoned", 1);
     return f->global ? give(f, ctx, f->global, params, meta, err) : 0;
   }
-  if (r.event != BB_FEDROUND_CLOSED) return 0;
+  if (r.event != BBI_FEDROUND_CLOSED) return 0;
   bb_ctx_count(ctx, "fedavg.rounds_closed", 1);
   rc = give(f, ctx, r.params, params, meta, err);
   bb_buffer_free(f->alloc, r.params);
@@ -204,17 +204,17 @@ static int fedavg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
  * rounds' own snapshot (nothing before the first vector). */
 static int fedavg_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const fedavg *f = self;
-  size_t g = f->global ? f->cfg.param_len : 0, n = f->fr ? bb_fedround_snapshot_size(f->fr) : 0;
+  size_t g = f->global ? f->cfg.param_len : 0, n = f->fr ? bbi_fedround_snapshot_size(f->fr) : 0;
   size_t total = 9 + g * sizeof(float) + n;
-  uint8_t *buf = bb_mem_alloc(alloc, total);
+  uint8_t *buf = bbi_mem_alloc(alloc, total);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   bb_le_writer w = bb_le_writer_fixed(buf, total);
   bb_le_write_u8(&w, f->started);
   bb_le_write_u64(&w, g);
   for (size_t i = 0; i < g; i++) bb_le_write_f32(&w, f->global[i]);
-  int rc = f->fr ? bb_fedround_snapshot(f->fr, buf + w.len, n, NULL, err) : 0;
+  int rc = f->fr ? bbi_fedround_snapshot(f->fr, buf + w.len, n, NULL, err) : 0;
   if (rc) {
-    bb_mem_free(alloc, buf);
+    bbi_mem_free(alloc, buf);
     return rc;
   }
   *out = buf;
@@ -229,27 +229,27 @@ static int fedavg_load(void *self, const uint8_t *data, size_t len, bb_error *er
   if (g > (len - 9) / sizeof(float) || (g && len - 9 == g * sizeof(float)))
     return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved global model does not fit the state");
   size_t rest = len - 9 - (size_t)g * sizeof(float);
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   if (rest) {
-    int rc = bb_fedround_restore(f->alloc, data + 9 + g * sizeof(float), rest, &fr, err);
+    int rc = bbi_fedround_restore(f->alloc, data + 9 + g * sizeof(float), rest, &fr, err);
     if (rc) return rc;
   }
-  if (g && (!fr || g != bb_fedround_param_len(fr))) {
-    bb_fedround_free(fr);
+  if (g && (!fr || g != bbi_fedround_param_len(fr))) {
+    bbi_fedround_free(fr);
     return bb_error_set(err, BB_ERR_MALFORMED, "FedAvg: saved global model and rounds disagree");
   }
   float *global = NULL;
-  if (g && !(global = bb_mem_calloc(f->alloc, (size_t)g, sizeof(float)))) {
-    bb_fedround_free(fr);
+  if (g && !(global = bbi_mem_calloc(f->alloc, (size_t)g, sizeof(float)))) {
+    bbi_fedround_free(fr);
     return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   }
   for (size_t i = 0; i < g; i++) global[i] = bb_le_get_f32(data + 9 + 4 * i);
-  bb_fedround_free(f->fr);
-  bb_mem_free(f->alloc, f->global);
+  bbi_fedround_free(f->fr);
+  bbi_mem_free(f->alloc, f->global);
   f->fr = fr;
   f->global = global;
   f->started = data[0];
-  if (fr) f->cfg.param_len = bb_fedround_param_len(fr);
+  if (fr) f->cfg.param_len = bbi_fedround_param_len(fr);
   return 0;
 }
 
@@ -257,7 +257,7 @@ static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}}
 
 /* FedAvg declares no dependency: its one reach, the optional init=<slot>, is named by the
  * config (check_init_slot). */
-const bb_component_type BB_FEDAVG = {
+const bb_component_type BBI_FEDAVG = {
     sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
     fedavg_create, fedavg_destroy, fedavg_invoke, NULL, NULL, fedavg_save, fedavg_load, NULL};
 
@@ -293,7 +293,7 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "RobustAvg: method is median|trimmed, 0 <= trim < 0.5, 1 <= quorum <= 4096 (got `%s`)",
                         init->config);
-  robust *r = bb_mem_alloc(init->alloc, sizeof *r);
+  robust *r = bbi_mem_alloc(init->alloc, sizeof *r);
   if (!r) return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   *r = (robust){init->alloc, median, trim, quorum, 0, NULL, 0, 0};
   *self = r;
@@ -301,15 +301,15 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
 }
 
 static void robust_clear(robust *r) {
-  for (size_t i = 0; i < r->n; i++) bb_mem_free(r->alloc, r->items[i].v);
+  for (size_t i = 0; i < r->n; i++) bbi_mem_free(r->alloc, r->items[i].v);
   r->n = 0;
 }
 
 static void robust_destroy(void *self) {
   robust *r = self;
   robust_clear(r);
-  bb_mem_free(r->alloc, r->items);
-  bb_mem_free(r->alloc, r);
+  bbi_mem_free(r->alloc, r->items);
+  bbi_mem_free(r->alloc, r);
 }
 
 static int robust_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
@@ -324,17 +324,17 @@ static int robust_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, co
   for (size_t i = 0; i < len; i++)
     if (x[i] != x[i] || x[i] - x[i] != 0)
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "RobustAvg: value %zu of the update is not finite", i);
-  float *copy = bb_mem_alloc(r->alloc, len * sizeof *copy);
+  float *copy = bbi_mem_alloc(r->alloc, len * sizeof *copy);
   if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   memcpy(copy, x, len * sizeof *copy);
   for (size_t i = 0; i < r->n; i++)
     if (bb_peer_id_equal(&r->items[i].peer, from)) { /* a peer's later update replaces its earlier one */
-      bb_mem_free(r->alloc, r->items[i].v);
+      bbi_mem_free(r->alloc, r->items[i].v);
       r->items[i].v = copy;
       return 0;
     }
-  if (bb_mem_grow(r->alloc, (void **)&r->items, &r->cap, r->n + 1, sizeof *r->items)) {
-    bb_mem_free(r->alloc, copy);
+  if (bbi_mem_grow(r->alloc, (void **)&r->items, &r->cap, r->n + 1, sizeof *r->items)) {
+    bbi_mem_free(r->alloc, copy);
     return bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   }
   r->items[r->n++] = (robust_entry){*from, copy};
@@ -347,17 +347,17 @@ static int robust_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val 
   if (r->n < r->quorum) return 0;
   int64_t dim = (int64_t)r->len;
   bb_tensor *out = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
-  const float **vecs = bb_mem_calloc(r->alloc, r->n, sizeof *vecs);
-  float *scratch = bb_mem_calloc(r->alloc, r->n, sizeof *scratch);
+  const float **vecs = bbi_mem_calloc(r->alloc, r->n, sizeof *vecs);
+  float *scratch = bbi_mem_calloc(r->alloc, r->n, sizeof *scratch);
   int rc = 0;
   if (!out || !vecs || !scratch) rc = bb_error_set(err, BB_ERR_NOMEM, "RobustAvg: out of memory");
   else {
     for (size_t i = 0; i < r->n; i++) vecs[i] = r->items[i].v;
-    rc = r->median ? bb_robust_median(vecs, r->n, r->len, bb_tensor_data(out), scratch, err)
-                   : bb_robust_trimmed_mean(vecs, r->n, r->len, r->trim, bb_tensor_data(out), scratch, err);
+    rc = r->median ? bbi_robust_median(vecs, r->n, r->len, bb_tensor_data(out), scratch, err)
+                   : bbi_robust_trimmed_mean(vecs, r->n, r->len, r->trim, bb_tensor_data(out), scratch, err);
   }
-  bb_mem_free(r->alloc, (void *)vecs);
-  bb_mem_free(r->alloc, scratch);
+  bbi_mem_free(r->alloc, (void *)vecs);
+  bbi_mem_free(r->alloc, scratch);
   if (!rc) *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, r->n);
   if (rc || !*meta) {
     bb_tensor_release(out);
@@ -374,7 +374,7 @@ static int robust_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return bb_aggregator_dispatch(&ROBUST_OPS, self, ctx, call, err);
 }
 
-const bb_component_type BB_ROBUST_AVG = {
+const bb_component_type BBI_ROBUST_AVG = {
     sizeof(bb_component_type), "RobustAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
     robust_create, robust_destroy, robust_invoke, NULL, NULL, NULL, NULL, NULL};
 
@@ -408,7 +408,7 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
                         model);
   if (!(g.weight > 0 && g.weight <= 1))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: weight must be in (0, 1], got %g", (double)g.weight);
-  gossip_avg *p = bb_mem_alloc(init->alloc, sizeof *p);
+  gossip_avg *p = bbi_mem_alloc(init->alloc, sizeof *p);
   if (!p) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   *p = g;
   *self = p;
@@ -417,7 +417,7 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
 
 static void gossip_avg_destroy(void *self) {
   gossip_avg *g = self;
-  bb_mem_free(g->alloc, g);
+  bbi_mem_free(g->alloc, g);
 }
 
 static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
@@ -474,6 +474,6 @@ static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb
   return bb_aggregator_dispatch(&GOSSIP_AVG_OPS, self, ctx, call, err);
 }
 
-const bb_component_type BB_GOSSIP_AVG = {
+const bb_component_type BBI_GOSSIP_AVG = {
     sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, GOSSIP_AVG_DEPS, 1, AGG_STORAGE, 1,
     gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL, NULL};

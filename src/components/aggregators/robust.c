@@ -61,7 +61,7 @@ static void gather_sorted(const float *const *vecs, size_t k, size_t j, float *s
   sort_floats(scratch, k);
 }
 
-int bb_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
+int bbi_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
                      bb_error *err) {
   const int rc = check_inputs(vecs, k, d, out, scratch, "median", err);
   if (rc) return rc;
@@ -73,20 +73,20 @@ int bb_robust_median(const float *const *vecs, size_t k, size_t d, float *out, f
   return 0;
 }
 
-size_t bb_robust_trim_count(size_t k, double beta) {
+size_t bbi_robust_trim_count(size_t k, double beta) {
   /* The epsilon keeps products like 0.3·10 = 3.0000000000000004 or 0.29·100 =
    * 28.999999999999996 on the integer they mean. */
   return (size_t)floor(beta * (double)k + 1e-9);
 }
 
-int bb_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
+int bbi_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
                            float *out, float *scratch, bb_error *err) {
   if (!(beta >= 0.0 && beta < 0.5))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "trimmed mean: beta %g is outside [0, 0.5)", beta);
   const int rc = check_inputs(vecs, k, d, out, scratch, "trimmed mean", err);
   if (rc) return rc;
-  const size_t trim = bb_robust_trim_count(k, beta);
+  const size_t trim = bbi_robust_trim_count(k, beta);
   if (2 * trim >= k)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "trimmed mean: trimming %zu from each end of %zu leaves nothing", trim, k);

@@ -15,7 +15,7 @@
 
 typedef struct key {
   uint8_t len;
-  uint8_t bytes[BB_FEDROUND_KEY_MAX];
+  uint8_t bytes[BBI_FEDROUND_KEY_MAX];
 } key;
 
 typedef struct entry {
@@ -30,9 +30,9 @@ typedef struct recent {
   uint64_t last_round; /* last closed round this contributor's vector was part of */
 } recent;
 
-struct bb_fedround {
+struct bbi_fedround {
   bb_allocator alloc;
-  bb_fedround_config cfg;
+  bbi_fedround_config cfg;
   uint64_t round_id;
   uint64_t opened_ns;
   int overdue_reported;
@@ -41,7 +41,7 @@ struct bb_fedround {
   size_t n_entries, cap_entries;
   recent *recents;
   size_t n_recents, cap_recents;
-  bb_fedround_counters counters;
+  bbi_fedround_counters counters;
 };
 
 static int key_cmp(const key *a, const key *b) {
@@ -52,7 +52,7 @@ static int key_cmp(const key *a, const key *b) {
 }
 
 /* Index of k in the sorted entries, or where it would go (*found says which). */
-static size_t find_entry(const bb_fedround *fr, const key *k, int *found) {
+static size_t find_entry(const bbi_fedround *fr, const key *k, int *found) {
   size_t lo = 0, hi = fr->n_entries;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
@@ -68,7 +68,7 @@ static size_t find_entry(const bb_fedround *fr, const key *k, int *found) {
   return lo;
 }
 
-static size_t find_recent(const bb_fedround *fr, const key *k, int *found) {
+static size_t find_recent(const bbi_fedround *fr, const key *k, int *found) {
   size_t lo = 0, hi = fr->n_recents;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
@@ -84,7 +84,7 @@ static size_t find_recent(const bb_fedround *fr, const key *k, int *found) {
   return lo;
 }
 
-static int check_config(const bb_fedround_config *c, bb_error *err) {
+static int check_config(const bbi_fedround_config *c, bb_error *err) {
   if (c->param_len == 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: param_len must be > 0");
   if (c->param_len > SIZE_MAX / sizeof(double))
@@ -94,19 +94,19 @@ static int check_config(const bb_fedround_config *c, bb_error *err) {
   if (c->target != 0 && c->target < c->quorum)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "fedround: target %u is below quorum %u", c->target, c->quorum);
-  if (c->on_no_quorum != BB_FEDROUND_EXTEND && c->on_no_quorum != BB_FEDROUND_ABANDON)
+  if (c->on_no_quorum != BBI_FEDROUND_EXTEND && c->on_no_quorum != BBI_FEDROUND_ABANDON)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown no-quorum policy %d",
                         (int)c->on_no_quorum);
-  if (c->late != BB_FEDROUND_LATE_DROP && c->late != BB_FEDROUND_LATE_COUNT)
+  if (c->late != BBI_FEDROUND_LATE_DROP && c->late != BBI_FEDROUND_LATE_COUNT)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown late policy %d",
                         (int)c->late);
   return 0;
 }
 
-static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_fedround **out,
+static int make(const bb_allocator *alloc, const bbi_fedround_config *config, bbi_fedround **out,
                 bb_error *err) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_fedround *fr = bb_mem_calloc(alloc, 1, sizeof *fr);
+  bbi_fedround *fr = bbi_mem_calloc(alloc, 1, sizeof *fr);
   if (!fr) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory");
   fr->alloc = *alloc;
   fr->cfg = *config;
@@ -115,8 +115,8 @@ static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_
   return 0;
 }
 
-int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
-                    uint64_t now_ns, bb_fedround **out, bb_error *err) {
+int bbi_fedround_new(const bb_allocator *alloc, const bbi_fedround_config *config,
+                    uint64_t now_ns, bbi_fedround **out, bb_error *err) {
   if (!config || !out) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   *out = NULL;
   const int rc = check_config(config, err);
@@ -127,28 +127,28 @@ int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
   return 0;
 }
 
-static void drop_entries(bb_fedround *fr) {
-  for (size_t i = 0; i < fr->n_entries; i++) bb_mem_free(&fr->alloc, fr->entries[i].params);
+static void drop_entries(bbi_fedround *fr) {
+  for (size_t i = 0; i < fr->n_entries; i++) bbi_mem_free(&fr->alloc, fr->entries[i].params);
   fr->n_entries = 0;
   fr->total_samples = 0;
 }
 
-void bb_fedround_free(bb_fedround *fr) {
+void bbi_fedround_free(bbi_fedround *fr) {
   if (!fr) return;
   drop_entries(fr);
   const bb_allocator a = fr->alloc;
-  bb_mem_free(&a, fr->entries);
-  bb_mem_free(&a, fr->recents);
-  bb_mem_free(&a, fr);
+  bbi_mem_free(&a, fr->entries);
+  bbi_mem_free(&a, fr->recents);
+  bbi_mem_free(&a, fr);
 }
 
-size_t bb_fedround_key_from_u64(uint64_t id, uint8_t k[8]) {
+size_t bbi_fedround_key_from_u64(uint64_t id, uint8_t k[8]) {
   for (int i = 0; i < 8; i++) k[i] = (uint8_t)(id >> (56 - 8 * i));
   return 8;
 }
 
 /* Counts a rejection and explains it; the state is otherwise untouched. */
-static int rejected(bb_fedround *fr, bb_fedround_status why, bb_fedround_status *status,
+static int rejected(bbi_fedround *fr, bbi_fedround_status why, bbi_fedround_status *status,
                     int code) {
   fr->counters.rejected++;
   *status = why;
@@ -156,13 +156,13 @@ static int rejected(bb_fedround *fr, bb_fedround_status why, bb_fedround_status 
 }
 
 /* Whether a vector tagged with an earlier round `round` may enter the open round. */
-static bb_fedround_status late_verdict(const bb_fedround *fr, const key *k, uint64_t round) {
-  if (fr->cfg.late == BB_FEDROUND_LATE_DROP) return BB_FEDROUND_LATE_DROPPED;
-  if (fr->round_id - round > fr->cfg.max_staleness) return BB_FEDROUND_LATE_DROPPED;
+static bbi_fedround_status late_verdict(const bbi_fedround *fr, const key *k, uint64_t round) {
+  if (fr->cfg.late == BBI_FEDROUND_LATE_DROP) return BBI_FEDROUND_LATE_DROPPED;
+  if (fr->round_id - round > fr->cfg.max_staleness) return BBI_FEDROUND_LATE_DROPPED;
   int found;
   const size_t r = find_recent(fr, k, &found);
-  if (found && fr->recents[r].last_round >= round) return BB_FEDROUND_LATE_DROPPED;
-  return BB_FEDROUND_LATE_COUNTED;
+  if (found && fr->recents[r].last_round >= round) return BBI_FEDROUND_LATE_DROPPED;
+  return BBI_FEDROUND_LATE_COUNTED;
 }
 
 static void describe_key(const key *k, char *out, size_t cap) {
@@ -175,49 +175,49 @@ static void describe_key(const key *k, char *out, size_t cap) {
   out[o] = '\0';
 }
 
-int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *key_bytes,
+int bbi_fedround_contribute(bbi_fedround *fr, uint64_t round_id, const uint8_t *key_bytes,
                            size_t key_len, const float *params, uint64_t num_samples,
-                           uint64_t now_ns, bb_fedround_status *status, bb_error *err) {
+                           uint64_t now_ns, bbi_fedround_status *status, bb_error *err) {
   (void)now_ns; /* arrival time does not matter: only poll moves the clock */
-  bb_fedround_status local;
+  bbi_fedround_status local;
   if (!status) status = &local;
   if (!fr || !params || (!key_bytes && key_len))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
-  if (key_len == 0 || key_len > BB_FEDROUND_KEY_MAX) {
+  if (key_len == 0 || key_len > BBI_FEDROUND_KEY_MAX) {
     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                  "fedround: contributor key of %zu bytes (1 to %d allowed)", key_len,
-                 BB_FEDROUND_KEY_MAX);
-    return rejected(fr, BB_FEDROUND_REJECTED_KEY, status, BB_ERR_INVALID_ARGUMENT);
+                 BBI_FEDROUND_KEY_MAX);
+    return rejected(fr, BBI_FEDROUND_REJECTED_KEY, status, BB_ERR_INVALID_ARGUMENT);
   }
   key k = {(uint8_t)key_len, {0}};
   memcpy(k.bytes, key_bytes, key_len);
-  char who[2 * BB_FEDROUND_KEY_MAX + 1];
+  char who[2 * BBI_FEDROUND_KEY_MAX + 1];
   describe_key(&k, who, sizeof who);
 
   if (round_id > fr->round_id) {
     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                  "fedround: peer %s sent round %llu, but round %llu is the open one", who,
                  (unsigned long long)round_id, (unsigned long long)fr->round_id);
-    return rejected(fr, BB_FEDROUND_REJECTED_FUTURE, status, BB_ERR_INVALID_ARGUMENT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_FUTURE, status, BB_ERR_INVALID_ARGUMENT);
   }
   if (num_samples == 0) {
     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                  "fedround: peer %s sent num_samples = 0 (a degenerate weight)", who);
-    return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_INVALID_ARGUMENT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_INVALID_ARGUMENT);
   }
   for (size_t i = 0; i < fr->cfg.param_len; i++) {
     if (!isfinite(params[i])) {
       bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                    "fedround: peer %s sent a non-finite value (%g) at index %zu", who,
                    (double)params[i], i);
-      return rejected(fr, BB_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
+      return rejected(fr, BBI_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
     }
   }
 
-  bb_fedround_status verdict = BB_FEDROUND_ACCEPTED;
+  bbi_fedround_status verdict = BBI_FEDROUND_ACCEPTED;
   if (round_id < fr->round_id) {
     verdict = late_verdict(fr, &k, round_id);
-    if (verdict == BB_FEDROUND_LATE_DROPPED) {
+    if (verdict == BBI_FEDROUND_LATE_DROPPED) {
       fr->counters.late_dropped++;
       *status = verdict;
       return 0;
@@ -231,54 +231,54 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
     /* A copy older than what the round already holds from this peer never wins. */
     if (round_id < e->origin_round) {
       fr->counters.late_dropped++;
-      *status = BB_FEDROUND_LATE_DROPPED;
+      *status = BBI_FEDROUND_LATE_DROPPED;
       return 0;
     }
     const uint64_t others = fr->total_samples - e->num_samples;
     if (num_samples > UINT64_MAX - others) {
       bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
-      return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
+      return rejected(fr, BBI_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
     }
     memcpy(e->params, params, fr->cfg.param_len * sizeof *params);
     e->origin_round = round_id;
     e->num_samples = num_samples;
     fr->total_samples = others + num_samples;
     fr->counters.replaced++;
-    if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
-    *status = BB_FEDROUND_REPLACED;
+    if (verdict == BBI_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
+    *status = BBI_FEDROUND_REPLACED;
     return 0;
   }
 
   if (num_samples > UINT64_MAX - fr->total_samples) {
     bb_error_set(err, BB_ERR_LIMIT, "fedround: peer %s: total samples would overflow", who);
-    return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_LIMIT);
   }
-  if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
+  if (bbi_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
     return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
-  float *copy = bb_mem_alloc(&fr->alloc, fr->cfg.param_len * sizeof *copy);
+  float *copy = bbi_mem_alloc(&fr->alloc, fr->cfg.param_len * sizeof *copy);
   if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
   memcpy(copy, params, fr->cfg.param_len * sizeof *copy);
   memmove(fr->entries + at + 1, fr->entries + at, (fr->n_entries - at) * sizeof(entry));
   fr->entries[at] = (entry){k, round_id, num_samples, copy};
   fr->n_entries++;
   fr->total_samples += num_samples;
-  if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
+  if (verdict == BBI_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
   *status = verdict;
   return 0;
 }
 
-static int deadline_passed(const bb_fedround *fr, uint64_t now_ns) {
+static int deadline_passed(const bbi_fedround *fr, uint64_t now_ns) {
   return fr->cfg.deadline_ns != 0 && now_ns >= fr->opened_ns &&
          now_ns - fr->opened_ns >= fr->cfg.deadline_ns;
 }
 
-static int can_close(const bb_fedround *fr, uint64_t now_ns) {
+static int can_close(const bbi_fedround *fr, uint64_t now_ns) {
   if (fr->cfg.target && fr->n_entries >= fr->cfg.target) return 1;
   if (fr->n_entries < fr->cfg.quorum) return 0;
   return fr->cfg.deadline_ns == 0 || deadline_passed(fr, now_ns);
 }
 
-static void open_next(bb_fedround *fr, uint64_t now_ns) {
+static void open_next(bbi_fedround *fr, uint64_t now_ns) {
   fr->round_id++;
   fr->opened_ns = now_ns;
   fr->overdue_reported = 0;
@@ -287,7 +287,7 @@ static void open_next(bb_fedround *fr, uint64_t now_ns) {
 /* Records that every entry was closed into the open round, and forgets contributors
  * whose last round is too old for any late copy to be considered again. `recents` has
  * room for n_recents + n_entries records already, so this cannot fail. */
-static void remember_contributors(bb_fedround *fr) {
+static void remember_contributors(bbi_fedround *fr) {
   for (size_t i = 0; i < fr->n_entries; i++) {
     int found;
     const size_t at = find_recent(fr, &fr->entries[i].key, &found);
@@ -308,16 +308,16 @@ static void remember_contributors(bb_fedround *fr) {
   fr->n_recents = kept;
 }
 
-static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
+static int close_round(bbi_fedround *fr, uint64_t now_ns, bbi_fedround_result *result,
                        bb_error *err) {
   const size_t d = fr->cfg.param_len;
-  double *acc = bb_mem_alloc(&fr->alloc, d * sizeof *acc);
-  float *out = bb_mem_alloc(&fr->alloc, d * sizeof *out);
-  const int room = bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents,
+  double *acc = bbi_mem_alloc(&fr->alloc, d * sizeof *acc);
+  float *out = bbi_mem_alloc(&fr->alloc, d * sizeof *out);
+  const int room = bbi_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents,
                                fr->n_recents + fr->n_entries, sizeof(recent));
   if (!acc || !out || room) {
-    bb_mem_free(&fr->alloc, acc);
-    bb_mem_free(&fr->alloc, out);
+    bbi_mem_free(&fr->alloc, acc);
+    bbi_mem_free(&fr->alloc, out);
     return bb_error_set(err, BB_ERR_NOMEM,
                         "fedround: out of memory closing round %llu (nothing was dropped)",
                         (unsigned long long)fr->round_id);
@@ -330,9 +330,9 @@ static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *res
     for (size_t j = 0; j < d; j++) acc[j] += w * (double)x[j];
   }
   for (size_t j = 0; j < d; j++) out[j] = (float)acc[j];
-  bb_mem_free(&fr->alloc, acc);
+  bbi_mem_free(&fr->alloc, acc);
 
-  result->event = BB_FEDROUND_CLOSED;
+  result->event = BBI_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
   result->total_samples = fr->total_samples;
   result->contributors = (uint32_t)fr->n_entries;
@@ -344,45 +344,45 @@ static int close_round(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *res
   return 0;
 }
 
-int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, bb_fedround_result *result,
+int bbi_fedround_poll(bbi_fedround *fr, uint64_t now_ns, bbi_fedround_result *result,
                      bb_error *err) {
   if (!fr || !result) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   memset(result, 0, sizeof *result);
-  result->event = BB_FEDROUND_IDLE;
+  result->event = BBI_FEDROUND_IDLE;
   result->round_id = fr->round_id;
   if (can_close(fr, now_ns)) return close_round(fr, now_ns, result, err);
   if (!deadline_passed(fr, now_ns)) return 0;
   /* Past the deadline without quorum. */
   result->contributors = (uint32_t)fr->n_entries;
-  if (fr->cfg.on_no_quorum == BB_FEDROUND_ABANDON) {
-    result->event = BB_FEDROUND_ABANDONED;
+  if (fr->cfg.on_no_quorum == BBI_FEDROUND_ABANDON) {
+    result->event = BBI_FEDROUND_ABANDONED;
     drop_entries(fr);
     fr->counters.rounds_abandoned++;
     open_next(fr, now_ns);
     return 0;
   }
   if (!fr->overdue_reported) {
-    result->event = BB_FEDROUND_OVERDUE;
+    result->event = BBI_FEDROUND_OVERDUE;
     fr->overdue_reported = 1;
   }
   return 0;
 }
 
-uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns) {
+uint64_t bbi_fedround_next_deadline(const bbi_fedround *fr, uint64_t now_ns) {
   if (can_close(fr, now_ns)) return now_ns;
   if (fr->cfg.deadline_ns == 0) return UINT64_MAX;
   if (deadline_passed(fr, now_ns))
-    return fr->cfg.on_no_quorum == BB_FEDROUND_ABANDON || !fr->overdue_reported ? now_ns
+    return fr->cfg.on_no_quorum == BBI_FEDROUND_ABANDON || !fr->overdue_reported ? now_ns
                                                                                  : UINT64_MAX;
   return fr->opened_ns + fr->cfg.deadline_ns < fr->opened_ns ? UINT64_MAX
                                                              : fr->opened_ns + fr->cfg.deadline_ns;
 }
 
-uint64_t bb_fedround_round_id(const bb_fedround *fr) { return fr->round_id; }
-size_t bb_fedround_param_len(const bb_fedround *fr) { return fr->cfg.param_len; }
-size_t bb_fedround_pending(const bb_fedround *fr) { return fr->n_entries; }
-bb_fedround_counters bb_fedround_get_counters(const bb_fedround *fr) { return fr->counters; }
-const bb_allocator *bb_fedround_allocator(const bb_fedround *fr) { return &fr->alloc; }
+uint64_t bbi_fedround_round_id(const bbi_fedround *fr) { return fr->round_id; }
+size_t bbi_fedround_param_len(const bbi_fedround *fr) { return fr->cfg.param_len; }
+size_t bbi_fedround_pending(const bbi_fedround *fr) { return fr->n_entries; }
+bbi_fedround_counters bbi_fedround_get_counters(const bbi_fedround *fr) { return fr->counters; }
+const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr) { return &fr->alloc; }
 
 /* ---- snapshot ---------------------------------------------------------------------- */
 
@@ -396,7 +396,7 @@ static void put_key(bb_le_writer *w, const key *k) {
   bb_le_write(w, k->bytes, k->len);
 }
 
-size_t bb_fedround_snapshot_size(const bb_fedround *fr) {
+size_t bbi_fedround_snapshot_size(const bbi_fedround *fr) {
   size_t n = SNAPSHOT_FIXED + 8;
   for (size_t i = 0; i < fr->n_entries; i++)
     n += 1 + fr->entries[i].key.len + 16 + 4 * fr->cfg.param_len;
@@ -404,10 +404,10 @@ size_t bb_fedround_snapshot_size(const bb_fedround *fr) {
   return n;
 }
 
-int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
+int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
                          bb_error *err) {
   if (!fr || !buf) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
-  const size_t need = bb_fedround_snapshot_size(fr);
+  const size_t need = bbi_fedround_snapshot_size(fr);
   if (cap < need)
     return bb_error_set(err, BB_ERR_LIMIT, "fedround: snapshot needs %zu bytes, buffer has %zu",
                         need, cap);
@@ -425,7 +425,7 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
   bb_le_write_u64(&w, fr->round_id);
   bb_le_write_u64(&w, fr->opened_ns);
   bb_le_write_u8(&w, (uint8_t)fr->overdue_reported);
-  const bb_fedround_counters *c = &fr->counters;
+  const bbi_fedround_counters *c = &fr->counters;
   bb_le_write_u64(&w, c->rounds_closed);
   bb_le_write_u64(&w, c->rounds_abandoned);
   bb_le_write_u64(&w, c->rejected);
@@ -445,7 +445,7 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
     put_key(&w, &fr->recents[i].key);
     bb_le_write_u64(&w, fr->recents[i].last_round);
   }
-  bb_le_write_u64(&w, bb_fnv1a64(buf, w.len));
+  bb_le_write_u64(&w, bbi_fnv1a64(buf, w.len));
   if (written) *written = w.len;
   return 0;
 }
@@ -494,7 +494,7 @@ static void get_key(reader *r, key *k) {
   const size_t at = r->in.at;
   k->len = get_u8(r, "a key length");
   if (r->rc) return;
-  if (k->len == 0 || k->len > BB_FEDROUND_KEY_MAX) {
+  if (k->len == 0 || k->len > BBI_FEDROUND_KEY_MAX) {
     bad(r, at, "key length out of range");
     return;
   }
@@ -510,7 +510,7 @@ static void get_floats(reader *r, float *x, size_t n) {
 }
 
 /* Reads the config and round state into fresh object *out (entries follow). */
-static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) {
+static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out) {
   const uint8_t *magic = bb_le_read_span(&r->in, 4);
   if (!magic) return truncated(r, "the magic");
   if (memcmp(magic, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
@@ -520,15 +520,15 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
     return r->rc = bb_error_set(r->err, BB_ERR_UNSUPPORTED,
                                 "fedround snapshot: version %u (this build reads %u)", version,
                                 SNAPSHOT_VERSION);
-  bb_fedround_config cfg;
+  bbi_fedround_config cfg;
   memset(&cfg, 0, sizeof cfg);
   const uint64_t param_len = get_u64(r, "param_len");
   cfg.param_len = (size_t)param_len;
   cfg.quorum = get_u32(r, "quorum");
   cfg.target = get_u32(r, "target");
   cfg.deadline_ns = get_u64(r, "deadline");
-  cfg.on_no_quorum = (bb_fedround_no_quorum)get_u8(r, "the no-quorum policy");
-  cfg.late = (bb_fedround_late)get_u8(r, "the late policy");
+  cfg.on_no_quorum = (bbi_fedround_no_quorum)get_u8(r, "the no-quorum policy");
+  cfg.late = (bbi_fedround_late)get_u8(r, "the late policy");
   cfg.max_staleness = get_u64(r, "max_staleness");
   cfg.first_round = get_u64(r, "first_round");
   if (r->rc) return r->rc;
@@ -536,14 +536,14 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
   if (param_len != cfg.param_len || check_config(&cfg, &cfg_err))
     return bad(r, 8, "invalid config");
   if (make(alloc, &cfg, out, r->err)) return r->rc = BB_ERR_NOMEM;
-  bb_fedround *fr = *out;
+  bbi_fedround *fr = *out;
   fr->round_id = get_u64(r, "the round id");
   fr->opened_ns = get_u64(r, "the open time");
   const size_t at = r->in.at;
   const uint8_t overdue = get_u8(r, "the overdue flag");
   if (!r->rc && overdue > 1) return bad(r, at, "overdue flag is not 0 or 1");
   fr->overdue_reported = overdue;
-  bb_fedround_counters *c = &fr->counters;
+  bbi_fedround_counters *c = &fr->counters;
   c->rounds_closed = get_u64(r, "a counter");
   c->rounds_abandoned = get_u64(r, "a counter");
   c->rejected = get_u64(r, "a counter");
@@ -567,12 +567,12 @@ static size_t get_count(reader *r, size_t min_size, const char *what) {
   return (size_t)n;
 }
 
-static int read_entries(reader *r, bb_fedround *fr) {
+static int read_entries(reader *r, bbi_fedround *fr) {
   const size_t d = fr->cfg.param_len;
   if (d > (SIZE_MAX - 18) / 4) return bad(r, 8, "param_len too large");
   const size_t n = get_count(r, 18 + 4 * d, "the entry count");
   if (r->rc) return r->rc;
-  if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
+  if (bbi_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
     const size_t at = r->in.at;
@@ -586,7 +586,7 @@ static int read_entries(reader *r, bb_fedround *fr) {
     if (e.origin_round > fr->round_id) return bad(r, at, "entry from a future round");
     if (e.num_samples == 0 || e.num_samples > UINT64_MAX - fr->total_samples)
       return bad(r, at, "entry num_samples is 0 or overflows the total");
-    e.params = bb_mem_alloc(&fr->alloc, d * sizeof(float));
+    e.params = bbi_mem_alloc(&fr->alloc, d * sizeof(float));
     if (!e.params)
       return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
     fr->entries[fr->n_entries++] = e;
@@ -597,10 +597,10 @@ static int read_entries(reader *r, bb_fedround *fr) {
   return 0;
 }
 
-static int read_recents(reader *r, bb_fedround *fr) {
+static int read_recents(reader *r, bbi_fedround *fr) {
   const size_t n = get_count(r, 10, "the recent-contributor count");
   if (r->rc) return r->rc;
-  if (bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
+  if (bbi_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
     const size_t at = r->in.at;
@@ -617,8 +617,8 @@ static int read_recents(reader *r, bb_fedround *fr) {
   return 0;
 }
 
-int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
-                        bb_fedround **out, bb_error *err) {
+int bbi_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
+                        bbi_fedround **out, bb_error *err) {
   if (!out || (!bytes && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   *out = NULL;
   /* Records are parsed and checked first (their errors name a byte offset); the trailing
@@ -628,14 +628,14 @@ int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t 
                         "fedround snapshot: %zu bytes is shorter than any snapshot (%d)", len,
                         SNAPSHOT_FIXED + 8);
   reader r = {bb_le_reader_of(bytes, len - 8), err, 0};
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) &&
       r.in.at != r.in.len)
     bad(&r, r.in.at, "trailing bytes after the records");
-  if (!r.rc && bb_le_get_u64(bytes + len - 8) != bb_fnv1a64(bytes, len - 8))
+  if (!r.rc && bb_le_get_u64(bytes + len - 8) != bbi_fnv1a64(bytes, len - 8))
     bad(&r, len - 8, "checksum mismatch");
   if (r.rc) {
-    bb_fedround_free(fr);
+    bbi_fedround_free(fr);
     return r.rc;
   }
   *out = fr;
