@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Keeps the include graph pointing down the layers (docs/ARCHITECTURE.md).
+"""Keeps the include graph pointing down the layers (docs/BUILDING.md, "Public and internal").
 
 Rules, checked over every `#include "..."` line:
 * src/<layer>/ may include headers of its own layer and of layers below it, public

@@ -1,4 +1,4 @@
-/* The small concrete components the reference examples bind (roles.md §6): quickstart's
+/* The small concrete components the reference examples bind (docs/EXAMPLES.md): quickstart's
  * NoopDataLoader and NoopModel, the shared StubLoader / StubModel / StubAggregator,
  * component_with_dependency's CountingIndex and single_node_federated_learning's MyModel
  * and MyData. Each is a real component (create, destroy, a role dispatcher); the ones an
