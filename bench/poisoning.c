@@ -185,7 +185,7 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   run *r = user;
   if (s->kind != BB_STEP_APP_EVENT || !s->value || !bb_peer_id_equal(peer, &r->server)) return;
   if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)bb_val_as_u64(s->value);
-  if (strcmp(s->topic, "accuracy") == 0 && s->value->kind == BB_VAL_TENSOR)
+  if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR)
     r->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
 }
 

@@ -4,9 +4,8 @@
  * sessions and data sets, examples to the compiler, data sets and the component registry
  * to nodes. Not part of the ABI; bb_wasm.h is.
  *
- * The ABI is built on the library's public headers (include/bb) and the reference
- * programs' (src/programs); the one internal header it uses is util/bytes.h, where every
- * little-endian layout of the project is written. */
+ * The ABI is built on the library's public headers (include/bb, bb/bytes.h for its
+ * little-endian layouts) and the reference programs' interface (programs/examples.h). */
 #ifndef BB_WASM_ABI_INTERNAL_H
 #define BB_WASM_ABI_INTERNAL_H
 

@@ -1,6 +1,6 @@
 /* bytesandbrains — the byte layouts bb.wasm's engine functions share (bb_wasm.h, "byte
  * layouts"): value lists in and out, length-prefixed fields, packed strings and peer ids
- * as text. Every integer is little-endian, through util/bytes.h. */
+ * as text. Every integer is little-endian, through bb/bytes.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,7 +90,7 @@ void bbw_write_value(bb_le_writer *w, const bb_val *v) {
     return;
   }
   size_t size = bb_val_encoded_size(v);
-  bb_le_write_u64(w, bb_val_kind_hash((int)v->kind));
+  bb_le_write_u64(w, bb_val_kind_hash((int)bb_val_kind_of(v)));
   bb_le_write_u64(w, size);
   write_payload(w, v, size);
 }

@@ -295,9 +295,10 @@ static int query(bb_node *node, async_index *index, const float *q, size_t n, in
       if (search && s->kind == BB_STEP_ASYNC_SUSPENDED && r->suspended_at < 0) r->suspended_at = poll;
       if (search && s->kind == BB_STEP_OP_COMPLETED && r->completed_at < 0) r->completed_at = poll;
       if (s->kind == BB_STEP_APP_EVENT && strcmp(s->topic, "neighbors") == 0 && s->value &&
-          s->value->kind == BB_VAL_TENSOR && bb_val_as_tensor(s->value)->dtype == BB_DTYPE_INT64) {
+          bb_val_kind_of(s->value) == BB_VAL_TENSOR && bb_val_as_tensor(s->value)->dtype == BB_DTYPE_INT64) {
         r->found = bb_val_as_tensor(s->value)->numel;
-        for (int64_t j = 0; j < r->found && j < 8; j++) r->ids[j] = ((const int64_t *)bb_tensor_data(bb_val_as_tensor(s->value)))[j];
+        const int64_t *ids = bb_tensor_data(bb_val_as_tensor(s->value));
+        for (int64_t j = 0; j < r->found && j < 8; j++) r->ids[j] = ids[j];
       }
     }
     /* the host, as the index's worker, finishes what the poll parked */

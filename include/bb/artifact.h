@@ -241,6 +241,12 @@ BB_API const bb_vocab_entry *bb_vocab_at(size_t i);
 BB_API const bb_vocab_entry *bb_vocab_find(bb_vocab_kind kind, const char *name);
 /* "domain", "type", "model key", ...; "unknown" for other values. */
 BB_API const char *bb_vocab_kind_name(bb_vocab_kind kind);
+/* The roles and the table as text for people or, with as_json, as one JSON object
+ * {"roles":[{"role","name","trait","domain","storage_port"}],
+ *  "entries":[{"name","kind","prefix","meaning"}]} (what `bb vocab` prints). The
+ * NUL-terminated text comes from alloc (NULL: the default one); free it with
+ * bb_buffer_free(alloc, *out). */
+BB_API int bb_vocab_describe(bool as_json, const bb_allocator *alloc, char **out, size_t *out_len, bb_error *err);
 
 /* ---- what a component type declares ------------------------------------------------------ */
 

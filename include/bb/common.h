@@ -12,6 +12,16 @@ extern "C" {
 
 #define BB_VERSION_STRING "0.1.0"
 
+/* Marks the library's interface: every function (and data object) a public header
+ * declares. The libraries are compiled with hidden visibility, so a shared object made
+ * from them exports these names and nothing else. Compilers without the attribute get
+ * nothing (a Windows DLL build would define it as __declspec(dllexport/dllimport)). */
+#if defined(__GNUC__) || defined(__clang__)
+#define BB_API __attribute__((visibility("default")))
+#else
+#define BB_API
+#endif
+
 /* Error codes. 0 is success; every failure is negative. Codes at or below
  * BB_ERR_FATAL leave the object they came from unusable (see bb_err_is_fatal). */
 enum {
@@ -44,6 +54,22 @@ typedef struct bb_error {
 
 /* Clears an error record to BB_OK with an empty message. */
 BB_API void bb_error_clear(bb_error *err);
+
+/* printf-style checking of a function's format argument, where the compiler has it. */
+#if defined(__GNUC__) || defined(__clang__)
+#define BB_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define BB_PRINTF(fmt, args)
+#endif
+
+/* Records code and a printf-style message in err (when err is not NULL; a message longer
+ * than BB_ERROR_MESSAGE_MAX - 1 bytes is cut); returns code, so a failing function (a
+ * component's callback too) can write `return bb_error_set(err, BB_ERR_X, "...")`. */
+BB_API int bb_error_set(bb_error *err, int code, const char *fmt, ...) BB_PRINTF(3, 4);
+
+/* Prefixes err's message with printf-style context ("while decoding X: ", cut to fit)
+ * and returns its code; BB_ERR_INVALID_ARGUMENT for a NULL err. */
+BB_API int bb_error_prefix(bb_error *err, const char *fmt, ...) BB_PRINTF(2, 3);
 
 /* Memory comes from here. Every object that allocates takes one at creation;
  * NULL means the C library's malloc/realloc/free. */

@@ -33,23 +33,10 @@ typedef enum bb_val_kind {
   BB_VAL_KIND_COUNT
 } bb_val_kind;
 
+/* A value is opaque: its layout belongs to the value module (src/value), and everyone
+ * else reads it through the accessors below, so the layout can change without touching
+ * the code that reads values. */
 typedef struct bb_val bb_val;
-
-/* Fields are read-only for everyone but value.c; use the constructors. */
-struct bb_val {
-  uint32_t refcount;
-  uint32_t kind; /* bb_val_kind */
-  const bb_allocator *alloc;
-  size_t n; /* BYTES: length; PEERS, ADDRESSES, COMPOSITE: count; PEER, ADDRESS: 1 */
-  union {
-    uint64_t u64;
-    bb_tensor *tensor;
-    uint8_t *bytes;
-    bb_peer_id *peers;
-    bb_address *addresses;
-    bb_val **children;
-  } as;
-};
 
 /* Constructors return NULL when out of memory. alloc NULL means the default allocator.
  * bb_val_bytes copies; bb_val_tensor and bb_val_composite take new references to what
@@ -76,8 +63,32 @@ BB_API uint64_t bb_val_kind_hash(int kind);
 /* The kind whose carrier hash this is; -1 for an unknown hash. */
 BB_API int bb_val_kind_of_hash(uint64_t type_hash);
 
-/* True for the kinds that hold one u64 (U64 ... CORRELATION). */
+/* ---- reading a value ------------------------------------------------------------------
+ * Each accessor takes NULL or a value of any kind, and gives the stated default when the
+ * value does not hold what is asked for. Pointers are borrowed: they live as long as the
+ * value (retain the value, or the tensor, to keep them). */
+
+/* The kind; BB_VAL_KIND_COUNT for NULL. */
+BB_API bb_val_kind bb_val_kind_of(const bb_val *v);
+/* BYTES: the length; PEERS, ADDRESSES, COMPOSITE: the number of items; PEER, ADDRESS: 1;
+ * every other kind and NULL: 0. */
+BB_API size_t bb_val_count(const bb_val *v);
+/* True for the kinds that hold one u64 (U64 ... CORRELATION); false for NULL. */
 BB_API bool bb_val_is_u64(const bb_val *v);
+/* The u64 of those kinds; 0 for any other kind. */
+BB_API uint64_t bb_val_as_u64(const bb_val *v);
+/* TENSOR: the tensor; NULL otherwise. */
+BB_API bb_tensor *bb_val_as_tensor(const bb_val *v);
+/* BYTES: the bytes (bb_val_count of them); NULL otherwise. */
+BB_API const uint8_t *bb_val_as_bytes(const bb_val *v);
+/* PEER, PEERS: the peer ids (bb_val_count of them); NULL otherwise. */
+BB_API const bb_peer_id *bb_val_as_peers(const bb_val *v);
+/* ADDRESS, ADDRESSES: the addresses (bb_val_count of them); NULL otherwise. */
+BB_API const bb_address *bb_val_as_addresses(const bb_val *v);
+/* COMPOSITE: the children (bb_val_count of them); NULL otherwise. */
+BB_API bb_val *const *bb_val_children(const bb_val *v);
+/* COMPOSITE: child i; NULL past the last child and for any other kind. */
+BB_API bb_val *bb_val_child(const bb_val *v, size_t i);
 
 /* ---- the wire form ----------------------------------------------------------------- */
 

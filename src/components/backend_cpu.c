@@ -44,9 +44,9 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
     return bb_error_set(err, BB_ERR_LIMIT, "CpuBackend: %s has more than 16 inputs or outputs", call->op_type);
   for (size_t i = 0; i < call->n_inputs; i++) {
     const bb_val *v = call->inputs[i];
-    if (v && v->kind != BB_VAL_TENSOR)
+    if (v && bb_val_kind_of(v) != BB_VAL_TENSOR)
       return bb_error_set(err, BB_ERR_TYPE, "CpuBackend: input %zu of %s must be a Tensor, got %s", i, call->op_type,
-                          bb_val_kind_name((int)v->kind));
+                          bb_val_kind_name((int)bb_val_kind_of(v)));
     in_stack[i] = v ? bb_val_as_tensor(v) : NULL;
   }
   /* a call from another component (bb_ctx_call) has no graph node: stand one in with the

@@ -34,7 +34,7 @@ bool bbi_cpu_output_wanted(const bbi_cpu_op_ctx *ctx, size_t i) {
   return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
 }
 
-int bb_cpu_check_size(bbi_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what) {
+int bbi_cpu_check_size(bbi_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what) {
   uint64_t bytes;
   if (count < 0 || __builtin_mul_overflow((uint64_t)count, (uint64_t)elem_size, &bytes))
     return bbi_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take more bytes than 64 bits can count", what);
@@ -60,7 +60,7 @@ int bbi_cpu_make_output(bbi_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, 
     for (int k = 0; k < rank && k < BB_MAX_RANK && at < (int)sizeof what - 24; k++)
       at += snprintf(what + at, sizeof what - (size_t)at, "%s%lld", k ? ", " : "", (long long)dims[k]);
     snprintf(what + at, sizeof what - (size_t)at, "])");
-    return bb_cpu_check_size(ctx, overflow ? -1 : numel, bb_dtype_size(dtype), what);
+    return bbi_cpu_check_size(ctx, overflow ? -1 : numel, bb_dtype_size(dtype), what);
   }
   bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);
   if (!t) {

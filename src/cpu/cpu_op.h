@@ -49,8 +49,8 @@ extern const size_t bbi_cpu_ops_nn_count;
 extern const bbi_cpu_op bbi_cpu_ops_train[];
 extern const size_t bbi_cpu_ops_train_count;
 /* the ai.bytesandbrains.grad domain (training graphs), version 1 */
-extern const bbi_cpu_op bb_cpu_ops_grad[];
-extern const size_t bb_cpu_ops_grad_count;
+extern const bbi_cpu_op bbi_cpu_ops_grad[];
+extern const size_t bbi_cpu_ops_grad_count;
 
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
 int bbi_cpu_fail(bbi_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);
@@ -69,7 +69,7 @@ bool bbi_cpu_output_wanted(const bbi_cpu_op_ctx *ctx, size_t i);
 
 /* Refuses (BB_ERR_LIMIT) `count` elements of elem_size bytes each when they would take
  * more than ctx->max_output_bytes; `what` names the value in the error. */
-int bb_cpu_check_size(bbi_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what);
+int bbi_cpu_check_size(bbi_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what);
 
 /* Allocates outputs[i] with that dtype and shape (within the size cap); returns 0 or a
  * recorded error. */

@@ -96,8 +96,8 @@ static int op_sum_to_shape(bbi_cpu_op_ctx *ctx) {
   return 0;
 }
 
-const bbi_cpu_op bb_cpu_ops_grad[] = {
+const bbi_cpu_op bbi_cpu_ops_grad[] = {
     {"Dropout", 1, 1, 3, 1, 2, "float,double,float16,bfloat16", op_dropout},
     {"SumToShape", 1, 2, 2, 1, 1, "float,double,float16,bfloat16", op_sum_to_shape},
 };
-const size_t bb_cpu_ops_grad_count = sizeof bb_cpu_ops_grad / sizeof bb_cpu_ops_grad[0];
+const size_t bbi_cpu_ops_grad_count = sizeof bbi_cpu_ops_grad / sizeof bbi_cpu_ops_grad[0];

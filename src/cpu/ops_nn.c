@@ -165,7 +165,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
-  int rc = direct ? 0 : bb_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
+  int rc = direct ? 0 : bbi_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
   if (rc) return rc;
   size_t col_bytes = direct ? 0 : (size_t)(kdim * g->out_size) * sizeof(float);
   size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)mg, (size_t)g->out_size, (size_t)kdim);

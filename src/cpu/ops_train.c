@@ -344,7 +344,7 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], cg = c_in / group, mg = w->dims[1], m_out = mg * group;
   int64_t rows = mg * g->k_size;
-  int rc = bb_cpu_check_size(ctx, rows * g->in_size, sizeof(float), "the column matrix");
+  int rc = bbi_cpu_check_size(ctx, rows * g->in_size, sizeof(float), "the column matrix");
   if (rc) return rc;
   size_t col_bytes = (size_t)(rows * g->in_size) * sizeof(float);
   size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)rows, (size_t)g->in_size, (size_t)cg);

@@ -28,8 +28,8 @@ static bool grad_domain(const char *domain) { return domain && strcmp(domain, BB
 static const bbi_cpu_op *find(const char *domain, const char *op_type, int64_t opset) {
   const bbi_cpu_op *best = NULL;
   if (grad_domain(domain)) {
-    for (size_t i = 0; i < bb_cpu_ops_grad_count; i++)
-      if (strcmp(bb_cpu_ops_grad[i].op_type, op_type) == 0) best = &bb_cpu_ops_grad[i];
+    for (size_t i = 0; i < bbi_cpu_ops_grad_count; i++)
+      if (strcmp(bbi_cpu_ops_grad[i].op_type, op_type) == 0) best = &bbi_cpu_ops_grad[i];
     return best;
   }
   if (!onnx_domain(domain)) return NULL;

@@ -5,8 +5,8 @@
  * Errors are sticky: the first failure is recorded in b->rc / b->err, and every emitting
  * helper then returns NULL, as does any helper given a NULL input. A rule can therefore
  * chain helpers without checking each one; the driver checks b->rc after every rule. */
-#ifndef BB_GRAD_BUILDER_H
-#define BB_GRAD_BUILDER_H
+#ifndef BBI_GRAD_BUILDER_H
+#define BBI_GRAD_BUILDER_H
 
 #include <stdbool.h>
 

@@ -225,7 +225,7 @@ static int counting_search(void *self, bb_ctx *ctx, const bb_tensor *query, size
     for (size_t i = 0; i < n; i++) a[i] = ((const float *)bb_tensor_data(query))[0], b[i] = (float)ci->bias;
     rc = bb_ctx_call(ctx, "compute", "Add", in, 2, &sum, 1, err);
   }
-  if (!rc && (!sum || sum->kind != BB_VAL_TENSOR || bb_val_as_tensor(sum)->numel != (int64_t)n))
+  if (!rc && (!sum || bb_val_kind_of(sum) != BB_VAL_TENSOR || bb_val_as_tensor(sum)->numel != (int64_t)n))
     rc = fail(err, BB_ERR_TYPE, "CountingIndex: the backend's Add did not return %zu floats", n);
   if (!rc) {
     ci->backend_adds++;

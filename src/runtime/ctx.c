@@ -156,9 +156,9 @@ int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err) {
   }
   s->topic = rt_step_str(n, topic);
   s->value = value;
-  if (value->kind == BB_VAL_BYTES) {
+  if (bb_val_kind_of(value) == BB_VAL_BYTES) {
     s->bytes = bb_val_as_bytes(value);
-    s->len = value->n;
+    s->len = bb_val_count(value);
   }
   return 0;
 }

@@ -207,14 +207,16 @@ void rt_route(bb_node *n, rt_event *ev) {
     if (!g || !g->active || !g->is_recv[local]) {
       char msg[200];
       snprintf(msg, sizeof msg, "site %" PRIu64 " is not a wire.Recv payload of a partition this node runs", f->site);
-      fill_failed(n, &ev->from, f->index, bb_val_kind_hash((int)f->value->kind), f->charged, "unknown_site", msg);
+      uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
+      fill_failed(n, &ev->from, f->index, type_hash, f->charged, "unknown_site", msg);
       continue;
     }
     size_t k = 0;
     while (k < n_execs && exec_graph[k] != gi) k++;
     if (k == n_execs) {
       if (n_execs == 8 || !(execs[k] = rt_exec_new(n, gi, NULL, g->target))) {
-        fill_failed(n, &ev->from, f->index, bb_val_kind_hash((int)f->value->kind), f->charged, "execution_limit",
+        uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
+        fill_failed(n, &ev->from, f->index, type_hash, f->charged, "execution_limit",
                     "too many executions alive (max_executions) or out of memory");
         continue;
       }

@@ -182,9 +182,9 @@ static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
   s->topic = rt_step_str(n, topic);
   s->value = v;
   s->exec_id = e->id;
-  if (v->kind == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
+  if (bb_val_kind_of(v) == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
     s->bytes = bb_val_as_bytes(v);
-    s->len = v->n;
+    s->len = bb_val_count(v);
   }
 }
 

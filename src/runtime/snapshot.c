@@ -40,7 +40,7 @@ static void put_peer(bb_le_writer *w, const bb_peer_id *p) { put_bytes(w, p->byt
 /* The kind's type hash, the length, then the value's wire form. */
 static void put_value(bb_le_writer *w, const bb_val *v) {
   size_t size = bb_val_encoded_size(v);
-  bb_le_write_u64(w, bb_val_kind_hash((int)v->kind));
+  bb_le_write_u64(w, bb_val_kind_hash((int)bb_val_kind_of(v)));
   bb_le_write_u64(w, size);
   if (w->failed) return;
   uint8_t *tmp = bbi_mem_alloc(w->alloc, size);

@@ -10,6 +10,23 @@
 #include "bb/common.h"
 #include "util/mem.h"
 
+/* The layout, known only here (bb/value.h keeps it opaque): a header, then the payload of
+ * variable-length kinds right after it, so a value is one allocation. */
+struct bb_val {
+  uint32_t refcount;
+  uint32_t kind; /* bb_val_kind */
+  const bb_allocator *alloc;
+  size_t n; /* BYTES: length; PEERS, ADDRESSES, COMPOSITE: count; PEER, ADDRESS: 1 */
+  union {
+    uint64_t u64;
+    bb_tensor *tensor;
+    uint8_t *bytes;
+    bb_peer_id *peers;
+    bb_address *addresses;
+    bb_val **children;
+  } as;
+};
+
 /* Carrier names: their FNV-1a-64 is each kind's type hash on the wire, so they never
  * change (peers of other implementations use the same names). */
 static const char *const CARRIER[BB_VAL_KIND_COUNT] = {
@@ -55,7 +72,33 @@ int bb_val_kind_of_hash(uint64_t type_hash) {
   return -1;
 }
 
-bool bb_val_is_u64(const bb_val *v) { return v->kind >= BB_VAL_U64 && v->kind <= BB_VAL_CORRELATION; }
+/* ---- reading ----------------------------------------------------------------------------- */
+
+bb_val_kind bb_val_kind_of(const bb_val *v) { return v ? (bb_val_kind)v->kind : BB_VAL_KIND_COUNT; }
+
+size_t bb_val_count(const bb_val *v) { return v ? v->n : 0; }
+
+bool bb_val_is_u64(const bb_val *v) { return v && v->kind >= BB_VAL_U64 && v->kind <= BB_VAL_CORRELATION; }
+
+uint64_t bb_val_as_u64(const bb_val *v) { return bb_val_is_u64(v) ? v->as.u64 : 0; }
+
+bb_tensor *bb_val_as_tensor(const bb_val *v) { return v && v->kind == BB_VAL_TENSOR ? v->as.tensor : NULL; }
+
+const uint8_t *bb_val_as_bytes(const bb_val *v) { return v && v->kind == BB_VAL_BYTES ? v->as.bytes : NULL; }
+
+const bb_peer_id *bb_val_as_peers(const bb_val *v) {
+  return v && (v->kind == BB_VAL_PEER || v->kind == BB_VAL_PEERS) ? v->as.peers : NULL;
+}
+
+const bb_address *bb_val_as_addresses(const bb_val *v) {
+  return v && (v->kind == BB_VAL_ADDRESS || v->kind == BB_VAL_ADDRESSES) ? v->as.addresses : NULL;
+}
+
+bb_val *const *bb_val_children(const bb_val *v) { return v && v->kind == BB_VAL_COMPOSITE ? v->as.children : NULL; }
+
+bb_val *bb_val_child(const bb_val *v, size_t i) {
+  return v && v->kind == BB_VAL_COMPOSITE && i < v->n ? v->as.children[i] : NULL;
+}
 
 /* ---- construction ---------------------------------------------------------------------- */
 

@@ -257,15 +257,15 @@ static void test_sample_weighting(void) {
   const float x[3][1] = {{0}, {10}, {20}};
   const uint64_t n[3] = {1, 1000, 3};
   struct {
-    bb_fedround_weighting weighting;
+    bbi_fedround_weighting weighting;
     uint64_t max_samples;
     double factor, want;
   } cases[] = {
-      {BB_FEDROUND_BY_SAMPLES, 0, 0, (0 * 1 + 10 * 1000 + 20 * 3) / 1004.0}, /* as reported */
-      {BB_FEDROUND_BY_SAMPLES, 5, 0, (0 * 1 + 10 * 5 + 20 * 3) / 9.0},       /* cut to 5 */
-      {BB_FEDROUND_BY_SAMPLES, 0, 2, (0 * 1 + 10 * 6 + 20 * 3) / 10.0},      /* 2 × median 3 */
-      {BB_FEDROUND_BY_SAMPLES, 4, 2, (0 * 1 + 10 * 4 + 20 * 3) / 8.0},       /* the smaller cap */
-      {BB_FEDROUND_UNIFORM, 0, 0, 10.0},                                     /* counts ignored */
+      {BBI_FEDROUND_BY_SAMPLES, 0, 0, (0 * 1 + 10 * 1000 + 20 * 3) / 1004.0}, /* as reported */
+      {BBI_FEDROUND_BY_SAMPLES, 5, 0, (0 * 1 + 10 * 5 + 20 * 3) / 9.0},       /* cut to 5 */
+      {BBI_FEDROUND_BY_SAMPLES, 0, 2, (0 * 1 + 10 * 6 + 20 * 3) / 10.0},      /* 2 × median 3 */
+      {BBI_FEDROUND_BY_SAMPLES, 4, 2, (0 * 1 + 10 * 4 + 20 * 3) / 8.0},       /* the smaller cap */
+      {BBI_FEDROUND_UNIFORM, 0, 0, 10.0},                                     /* counts ignored */
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     bbi_fedround_config c = config(1);
@@ -322,10 +322,10 @@ static void test_norm_bound(void) {
 /* The robust methods through the rounds: nine updates near 1 and two at 50. */
 static void test_methods(void) {
   const struct {
-    bb_fedround_method method;
+    bbi_fedround_method method;
     uint32_t byzantine, select;
-  } cases[] = {{BB_FEDROUND_MEDIAN, 0, 0}, {BB_FEDROUND_TRIMMED, 0, 0}, {BB_FEDROUND_KRUM, 2, 0},
-               {BB_FEDROUND_MULTI_KRUM, 2, 0}, {BB_FEDROUND_MULTI_KRUM, 0, 3}};
+  } cases[] = {{BBI_FEDROUND_MEDIAN, 0, 0}, {BBI_FEDROUND_TRIMMED, 0, 0}, {BBI_FEDROUND_KRUM, 2, 0},
+               {BBI_FEDROUND_MULTI_KRUM, 2, 0}, {BBI_FEDROUND_MULTI_KRUM, 0, 3}};
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     bbi_fedround_config c = config(2);
     c.quorum = 11;
@@ -345,7 +345,7 @@ static void test_methods(void) {
     CHECK_EQ_INT(bbi_fedround_poll(fr, 0, NULL, &res, NULL), 0);
     CHECK_MSG(res.params && fabsf(res.params[0] - 1) < 0.02f && fabsf(res.params[1] - 1) < 0.02f, "case %zu: %g %g",
               t, res.params ? (double)res.params[0] : -1.0, res.params ? (double)res.params[1] : -1.0);
-    if (cases[t].method == BB_FEDROUND_KRUM) /* Krum gives one of the updates (an honest one) */
+    if (cases[t].method == BBI_FEDROUND_KRUM) /* Krum gives one of the updates (an honest one) */
       CHECK(res.params && fabsf(res.params[0] + res.params[1] - 2) < 1e-6f);
     bb_buffer_free(NULL, res.params);
     bbi_fedround_free(fr);
@@ -358,7 +358,7 @@ static void test_window_start(void) {
   c.first_round = 5;
   bbi_fedround *fr = make(&c, 100);
   const float v[1] = {1};
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 5), 0); /* the first round: any earlier prompt */
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 5), 0); /* the first round: any earlier prompt */
   for (uint64_t r = 5; r < 5 + 70; r++) {
     give(fr, r, 1, v, 1, 0, NULL);
     bbi_fedround_result res;
@@ -366,27 +366,27 @@ static void test_window_start(void) {
     bb_buffer_free(NULL, res.params);
   }
   CHECK_EQ_INT(bbi_fedround_round_id(fr), 75);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 75), 75000);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 74), 74000);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 12), 12000);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 11), 12000); /* past the 64 remembered: the strict side */
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 5), 0);
-  CHECK_EQ_INT(bb_fedround_window_start(fr, 99), 75000);
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 75), 75000);
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 74), 74000);
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 12), 12000);
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 11), 12000); /* past the 64 remembered: the strict side */
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 5), 0);
+  CHECK_EQ_INT(bbi_fedround_window_start(fr, 99), 75000);
   bbi_fedround_free(fr);
 }
 
-/* A round holds at most BB_FEDROUND_MAX_KRUM contributions under Krum (its cost is
- * quadratic), BB_FEDROUND_MAX_ENTRIES otherwise. */
+/* A round holds at most BBI_FEDROUND_MAX_KRUM contributions under Krum (its cost is
+ * quadratic), BBI_FEDROUND_MAX_ENTRIES otherwise. */
 static void test_round_capacity(void) {
   bbi_fedround_config c = config(1);
   c.quorum = 1;
-  c.method = BB_FEDROUND_KRUM;
+  c.method = BBI_FEDROUND_KRUM;
   bbi_fedround *fr = make(&c, 0);
   const float v[1] = {1};
   int rc = 0;
-  for (uint64_t i = 0; i < BB_FEDROUND_MAX_KRUM && !rc; i++) give(fr, 0, i + 1, v, 1, 0, &rc);
+  for (uint64_t i = 0; i < BBI_FEDROUND_MAX_KRUM && !rc; i++) give(fr, 0, i + 1, v, 1, 0, &rc);
   CHECK_EQ_INT(rc, 0);
-  CHECK_EQ_INT(give(fr, 0, 5000, v, 1, 0, &rc), BB_FEDROUND_REJECTED_FULL);
+  CHECK_EQ_INT(give(fr, 0, 5000, v, 1, 0, &rc), BBI_FEDROUND_REJECTED_FULL);
   CHECK_EQ_INT(rc, BB_ERR_LIMIT);
   CHECK_EQ_INT(give(fr, 0, 7, v, 1, 0, &rc), BBI_FEDROUND_REPLACED); /* a member's replacement still fits */
   bbi_fedround_free(fr);

@@ -117,20 +117,20 @@ static void test_norm_scales(void) {
   const float *vecs[4] = {a, b, c, huge};
   double scale[4], norms[4];
   /* distances 5, 1, 1, ~4.2e38 */
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 0, 0, scale, norms), 0);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 0, scale, norms), 0);
   CHECK(scale[0] == 1 && scale[3] == 1);
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 2.5, 0, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2.5, 0, scale, norms), 2);
   CHECK(fabs(scale[0] - 0.5) < 1e-12 && scale[1] == 1 && scale[2] == 1 && scale[3] > 0 && scale[3] < 1e-37);
   /* the median distance is (1 + 5) / 2 = 3: a factor of 1 bounds at 3 */
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 0, 1, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 1, scale, norms), 2);
   CHECK(fabs(scale[0] - 0.6) < 1e-12 && scale[1] == 1);
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 2, 1, scale, norms), 2); /* the fixed 2 is smaller */
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2, 1, scale, norms), 2); /* the fixed 2 is smaller */
   CHECK(fabs(scale[0] - 0.4) < 1e-12);
   /* from the origin */
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 2, 2, NULL, 1, 0, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 2, 2, NULL, 1, 0, scale, norms), 2);
   CHECK(fabs(scale[1] - 1 / sqrt(5.0)) < 1e-12);
   double x[5] = {5, 1, 4, 2, 3};
-  CHECK(bb_robust_median_f64(x, 5) == 3 && bb_robust_median_f64(x, 4) == 2.5);
+  CHECK(bbi_robust_median_f64(x, 5) == 3 && bbi_robust_median_f64(x, 4) == 2.5);
 }
 
 /* Krum: five points in a cluster and two far away; the best score is the cluster's
@@ -140,21 +140,21 @@ static void test_krum(void) {
   const float *vecs[7] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
   double scores[7], dist[7];
   size_t order[7];
-  CHECK_EQ_INT(bb_robust_krum_scores(vecs, 7, 2, 2, scores, dist, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_krum_scores(vecs, 7, 2, 2, scores, dist, NULL), 0);
   /* k - f - 2 = 3 nearest: the centre's are at squared distance 1, 1, 1 */
   CHECK(scores[0] == 3);
   CHECK(scores[1] == 1 + 2 + 2); /* (1,0): (0,0) at 1, (0,1) and (0,-1) at 2 */
-  bb_robust_lowest(scores, 7, order);
+  bbi_robust_lowest(scores, 7, order);
   CHECK(order[0] == 0 && (order[5] == 5 || order[5] == 6) && (order[6] == 5 || order[6] == 6));
   /* equal scores keep the lower index first */
   CHECK(order[1] == 1 && order[2] == 2 && order[3] == 3 && order[4] == 4);
   /* one vector scores 0; a NaN is refused naming where */
-  CHECK_EQ_INT(bb_robust_krum_scores(vecs, 1, 2, 0, scores, dist, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_krum_scores(vecs, 1, 2, 0, scores, dist, NULL), 0);
   CHECK(scores[0] == 0);
   const float bad[2] = {0, NAN};
   const float *with_nan[2] = {p[0], bad};
   bb_error err;
-  CHECK_EQ_INT(bb_robust_krum_scores(with_nan, 2, 2, 0, scores, dist, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_robust_krum_scores(with_nan, 2, 2, 0, scores, dist, &err), BB_ERR_INVALID_ARGUMENT);
   CHECK_MSG(strstr(err.message, "vector 1") && strstr(err.message, "coordinate 1"), "%s", err.message);
 }
 

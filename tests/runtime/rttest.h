@@ -55,7 +55,7 @@ static int stub_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   }
   if (strcmp(call->op_type, "Forward") == 0) {
     const bb_val *x = call->inputs[0];
-    if (!x || x->kind != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Forward wants a tensor");
+    if (!x || bb_val_kind_of(x) != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Forward wants a tensor");
     const float *in = bb_tensor_data(bb_val_as_tensor(x));
     float out[8];
     int64_t n = bb_val_as_tensor(x)->numel < 8 ? bb_val_as_tensor(x)->numel : 8;
@@ -65,7 +65,7 @@ static int stub_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   }
   if (strcmp(call->op_type, "Contribute") == 0) {
     const bb_val *x = call->inputs[0];
-    if (!x || x->kind != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Contribute wants a tensor");
+    if (!x || bb_val_kind_of(x) != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Contribute wants a tensor");
     s->contributions++;
     s->last_len = (size_t)bb_val_as_tensor(x)->numel < 8 ? (size_t)bb_val_as_tensor(x)->numel : 8;
     memcpy(s->last, bb_tensor_data(bb_val_as_tensor(x)), s->last_len * sizeof(float));

@@ -64,7 +64,7 @@ static buf value_list(bb_val **values, size_t n) {
   bb_le_put_u64(b.data, n);
   size_t at = 8;
   for (size_t i = 0; i < n; i++) {
-    bb_le_put_u64(b.data + at, values[i] ? bb_val_kind_hash((int)values[i]->kind) : 0);
+    bb_le_put_u64(b.data + at, values[i] ? bb_val_kind_hash((int)bb_val_kind_of(values[i])) : 0);
     size_t size = values[i] ? bb_val_encoded_size(values[i]) : 0;
     bb_le_put_u64(b.data + at + 8, size);
     at += 16;

@@ -74,9 +74,9 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_f32(c, "norm_factor", 2, &norm_factor, err)) ||
       (rc = bb_config_str(c, "beyond_norm", "drop", beyond, sizeof beyond, err)))
     return rc;
-  const size_t most = a->cfg.method == BB_FEDROUND_KRUM || a->cfg.method == BB_FEDROUND_MULTI_KRUM
-                          ? BB_FEDROUND_MAX_KRUM
-                          : BB_FEDROUND_MAX_ENTRIES;
+  const size_t most = a->cfg.method == BBI_FEDROUND_KRUM || a->cfg.method == BBI_FEDROUND_MULTI_KRUM
+                          ? BBI_FEDROUND_MAX_KRUM
+                          : BBI_FEDROUND_MAX_ENTRIES;
   if (!quorum || quorum > most || target > most || (target && target < quorum))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: need 1 <= quorum <= target (or target=0) <= %zu, got `%s`",
                         a->type, most, c);
@@ -90,7 +90,7 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   bool drop = strcmp(beyond, "drop") == 0;
   if (!drop && strcmp(beyond, "clip") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: beyond_norm=`%s` is not drop|clip", a->type, beyond);
-  a->cfg.beyond_bound = drop ? BB_FEDROUND_DROP : BB_FEDROUND_CLIP;
+  a->cfg.beyond_bound = drop ? BBI_FEDROUND_DROP : BBI_FEDROUND_CLIP;
   a->members_only = strcmp(members, "addressed") == 0;
   if (!a->members_only && strcmp(members, "any") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: members=`%s` is not addressed|any", a->type, members);
@@ -136,8 +136,8 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: weighting=`%s` is not samples|uniform", weighting);
   if (!(samples_factor >= 0 && samples_factor <= 3e38f))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: samples_factor is a finite number >= 0 (0: off)");
-  a.cfg.method = BB_FEDROUND_MEAN;
-  a.cfg.weighting = uniform ? BB_FEDROUND_UNIFORM : BB_FEDROUND_BY_SAMPLES;
+  a.cfg.method = BBI_FEDROUND_MEAN;
+  a.cfg.weighting = uniform ? BBI_FEDROUND_UNIFORM : BBI_FEDROUND_BY_SAMPLES;
   a.cfg.samples_factor = samples_factor;
   return made(init, &a, self, err);
 }
@@ -147,8 +147,8 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
                                      "init",   "members", "max_norm",   "norm_factor", "beyond_norm", "method", "trim",
                                      "byzantine", "select", NULL};
   static const char *const METHODS[] = {"median", "trimmed", "krum", "multikrum"};
-  static const bb_fedround_method METHOD_OF[] = {BB_FEDROUND_MEDIAN, BB_FEDROUND_TRIMMED, BB_FEDROUND_KRUM,
-                                                 BB_FEDROUND_MULTI_KRUM};
+  static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
+                                                 BBI_FEDROUND_MULTI_KRUM};
   const char *c = init->config;
   round_agg a = {.type = "RobustAvg", .counter = "robustavg"};
   char method[16];
@@ -162,13 +162,13 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
     return rc;
   size_t m = 0;
   while (m < 4 && strcmp(method, METHODS[m]) != 0) m++;
-  if (m == 4 || !(trim >= 0 && trim < 0.5f) || byzantine > BB_FEDROUND_MAX_KRUM || select > BB_FEDROUND_MAX_KRUM)
+  if (m == 4 || !(trim >= 0 && trim < 0.5f) || byzantine > BBI_FEDROUND_MAX_KRUM || select > BBI_FEDROUND_MAX_KRUM)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "RobustAvg: method is median|trimmed|krum|multikrum, 0 <= trim < 0.5, byzantine and select "
                         "<= %d (got `%s`)",
-                        BB_FEDROUND_MAX_KRUM, c);
+                        BBI_FEDROUND_MAX_KRUM, c);
   a.cfg.method = METHOD_OF[m];
-  a.cfg.weighting = BB_FEDROUND_UNIFORM;
+  a.cfg.weighting = BBI_FEDROUND_UNIFORM;
   a.cfg.trim = trim;
   a.cfg.byzantine = (uint32_t)byzantine;
   a.cfg.select = (uint32_t)select;
@@ -201,7 +201,7 @@ static int ensure_rounds(round_agg *a, bb_ctx *ctx, size_t len, bb_error *err) {
  * first be prompted (before the rounds start: ever). */
 static bool member(const round_agg *a, bb_ctx *ctx, const bb_peer_id *from, uint64_t round) {
   if (!a->members_only || bb_peer_id_equal(from, bb_ctx_self(ctx))) return true;
-  return bb_ctx_addressed_since(ctx, from, a->fr ? bb_fedround_window_start(a->fr, round) : 0);
+  return bb_ctx_addressed_since(ctx, from, a->fr ? bbi_fedround_window_start(a->fr, round) : 0);
 }
 
 static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
@@ -212,13 +212,13 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
   uint64_t samples = 1, round = a->fr ? bbi_fedround_round_id(a->fr) : 0;
   if (meta && bb_val_is_u64(meta)) {
     samples = bb_val_as_u64(meta);
-  } else if (meta && meta->kind == BB_VAL_COMPOSITE && meta->n == 2 && bb_val_is_u64(bb_val_child(meta, 0)) &&
+  } else if (meta && bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 && bb_val_is_u64(bb_val_child(meta, 0)) &&
              bb_val_is_u64(bb_val_child(meta, 1))) {
     samples = bb_val_as_u64(bb_val_child(meta, 0));
     round = bb_val_as_u64(bb_val_child(meta, 1));
   } else if (meta) {
     return bb_error_set(err, BB_ERR_TYPE, "%s: metadata is a sample count or [samples, round], got %s", a->type,
-                        bb_val_kind_name((int)meta->kind));
+                        bb_val_kind_name((int)bb_val_kind_of(meta)));
   }
   if (!member(a, ctx, from, round)) {
     count(a, ctx, "refused_non_member", 1);
@@ -289,7 +289,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
     bb_val *p = NULL;
     if ((rc = check_init_slot(a, ctx, err)) || (rc = bb_ctx_call(ctx, a->init_slot, "Params", NULL, 0, &p, 1, err)))
       return rc;
-    if (!p || p->kind != BB_VAL_TENSOR) {
+    if (!p || bb_val_kind_of(p) != BB_VAL_TENSOR) {
       bb_val_release(p);
       return bb_error_set(err, BB_ERR_TYPE, "%s: Params of slot `%s` is not a tensor", a->type, a->init_slot);
     }

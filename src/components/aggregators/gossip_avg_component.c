@@ -73,8 +73,8 @@ static int is_member(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, b
   bb_val *view = NULL;
   int rc = bb_ctx_call(ctx, g->view, "CurrentView", NULL, 0, &view, 1, err);
   if (rc) return rc;
-  if (view && (view->kind == BB_VAL_PEERS || view->kind == BB_VAL_PEER))
-    for (size_t i = 0; i < view->n && !*member; i++) *member = bb_peer_id_equal(&bb_val_as_peers(view)[i], from);
+  if (view && (bb_val_kind_of(view) == BB_VAL_PEERS || bb_val_kind_of(view) == BB_VAL_PEER))
+    for (size_t i = 0; i < bb_val_count(view) && !*member; i++) *member = bb_peer_id_equal(&bb_val_as_peers(view)[i], from);
   bb_val_release(view);
   return 0;
 }
@@ -96,10 +96,10 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
   bb_val *own = NULL;
   rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
   if (rc) return rc;
-  if (!own || own->kind != BB_VAL_TENSOR || bb_val_as_tensor(own)->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
+  if (!own || bb_val_kind_of(own) != BB_VAL_TENSOR || bb_val_as_tensor(own)->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
     bb_val_release(own);
     return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters",
-                        own && own->kind == BB_VAL_TENSOR ? (long long)bb_val_as_tensor(own)->numel : -1LL);
+                        own && bb_val_kind_of(own) == BB_VAL_TENSOR ? (long long)bb_val_as_tensor(own)->numel : -1LL);
   }
   int64_t dim = update->numel;
   bb_tensor *mixed = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
@@ -132,7 +132,7 @@ static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_
   (void)meta;
   bb_val *own = NULL;
   int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
-  if (!rc && own && own->kind == BB_VAL_TENSOR) *params = bb_tensor_retain(bb_val_as_tensor(own));
+  if (!rc && own && bb_val_kind_of(own) == BB_VAL_TENSOR) *params = bb_tensor_retain(bb_val_as_tensor(own));
   bb_val_release(own);
   return rc;
 }

@@ -105,7 +105,7 @@ static int by_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double bb_robust_median_f64(double *x, size_t n) {
+double bbi_robust_median_f64(double *x, size_t n) {
   qsort(x, n, sizeof *x, by_double);
   return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2.0;
 }
@@ -120,7 +120,7 @@ static double squared_distance(const float *a, const float *b, size_t d) {
   return sum;
 }
 
-size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
+size_t bbi_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
                              double factor, double *scale, double *norms) {
   for (size_t i = 0; i < k; i++) scale[i] = 1.0;
   if (k == 0 || (!(max_norm > 0) && !(factor > 0))) return 0;
@@ -128,7 +128,7 @@ size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const
   double bound = max_norm > 0 ? max_norm : INFINITY;
   if (factor > 0) { /* the median sorts its input: scale is the scratch copy until set below */
     for (size_t i = 0; i < k; i++) scale[i] = norms[i];
-    const double adaptive = factor * bb_robust_median_f64(scale, k);
+    const double adaptive = factor * bbi_robust_median_f64(scale, k);
     if (adaptive < bound) bound = adaptive;
   }
   size_t pulled = 0;
@@ -139,7 +139,7 @@ size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const
   return pulled;
 }
 
-int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
+int bbi_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
                           bb_error *err) {
   if (k == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "krum: no vectors");
   for (size_t i = 0; i < k; i++)
@@ -162,7 +162,7 @@ int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f
   return 0;
 }
 
-void bb_robust_lowest(const double *scores, size_t k, size_t *order) {
+void bbi_robust_lowest(const double *scores, size_t k, size_t *order) {
   /* insertion sort of the indexes: stable, so equal scores keep the lower index first */
   for (size_t i = 0; i < k; i++) {
     size_t j = i;

@@ -27,7 +27,7 @@ size_t bbi_robust_trim_count(size_t k, double beta);
 
 /* The median of x[0..n), n >= 1 (for even n the mean of the two middle values); sorts x
  * in place. */
-double bb_robust_median_f64(double *x, size_t n);
+double bbi_robust_median_f64(double *x, size_t n);
 
 /* Norm bounding. Each vector's distance from ref (NULL: the origin) is |v_i - ref|; the
  * bound is the smaller of max_norm (when > 0) and factor times the median distance (when
@@ -35,7 +35,7 @@ double bb_robust_median_f64(double *x, size_t n);
  * is v_i pulled back onto the bound. Without either bound every scale is 1. Distances
  * are summed in double, where even 3e38 everywhere cannot overflow. norms holds k
  * doubles of scratch. Returns how many vectors are pulled back. */
-size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
+size_t bbi_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
                              double factor, double *scale, double *norms);
 
 /* Krum (Blanchard et al., 2017): scores[i] = the sum of the squared distances from
@@ -43,11 +43,11 @@ size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const
  * score is 0 for k = 1). The vector with the lowest score is the one whose neighbourhood
  * is tightest, which up to f outliers cannot fake. dist holds k doubles of scratch.
  * BB_ERR_INVALID_ARGUMENT for k == 0 or a non-finite value. Costs O(k²·d). */
-int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
+int bbi_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
                           bb_error *err);
 
 /* The indexes 0..k-1 ordered by score, lowest first (equal scores by lower index), into
  * order[0..k). */
-void bb_robust_lowest(const double *scores, size_t k, size_t *order);
+void bbi_robust_lowest(const double *scores, size_t k, size_t *order);
 
 #endif

@@ -33,7 +33,7 @@ typedef struct recent {
   uint64_t last_round; /* last closed round this contributor's vector was part of */
 } recent;
 
-/* Opening times remembered (for bb_fedround_window_start). */
+/* Opening times remembered (for bbi_fedround_window_start). */
 #define HISTORY 64
 
 struct bbi_fedround {
@@ -106,8 +106,8 @@ static int check_config(const bbi_fedround_config *c, bb_error *err) {
   if (c->late != BBI_FEDROUND_LATE_DROP && c->late != BBI_FEDROUND_LATE_COUNT)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown late policy %d",
                         (int)c->late);
-  if ((unsigned)c->method > BB_FEDROUND_MULTI_KRUM || (unsigned)c->weighting > BB_FEDROUND_UNIFORM ||
-      (unsigned)c->beyond_bound > BB_FEDROUND_DROP)
+  if ((unsigned)c->method > BBI_FEDROUND_MULTI_KRUM || (unsigned)c->weighting > BBI_FEDROUND_UNIFORM ||
+      (unsigned)c->beyond_bound > BBI_FEDROUND_DROP)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown method %d, weighting %d or beyond-bound %d",
                         (int)c->method, (int)c->weighting, (int)c->beyond_bound);
   if (!(c->trim >= 0 && c->trim < 0.5))
@@ -122,8 +122,8 @@ static int check_config(const bbi_fedround_config *c, bb_error *err) {
 
 /* The most contributions a round of this config holds. */
 static size_t max_entries(const bbi_fedround_config *c) {
-  return c->method == BB_FEDROUND_KRUM || c->method == BB_FEDROUND_MULTI_KRUM ? BB_FEDROUND_MAX_KRUM
-                                                                               : BB_FEDROUND_MAX_ENTRIES;
+  return c->method == BBI_FEDROUND_KRUM || c->method == BBI_FEDROUND_MULTI_KRUM ? BBI_FEDROUND_MAX_KRUM
+                                                                               : BBI_FEDROUND_MAX_ENTRIES;
 }
 
 static int make(const bb_allocator *alloc, const bbi_fedround_config *config, bbi_fedround **out,
@@ -269,7 +269,7 @@ int bbi_fedround_contribute(bbi_fedround *fr, uint64_t round_id, const uint8_t *
   if (fr->n_entries >= max_entries(&fr->cfg)) {
     bb_error_set(err, BB_ERR_LIMIT, "fedround: round %llu holds %zu contributions, its most; peer %s refused",
                  (unsigned long long)fr->round_id, fr->n_entries, who);
-    return rejected(fr, BB_FEDROUND_REJECTED_FULL, status, BB_ERR_LIMIT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_FULL, status, BB_ERR_LIMIT);
   }
   if (bbi_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
     return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
@@ -302,7 +302,7 @@ static void open_next(bbi_fedround *fr, uint64_t now_ns) {
   fr->overdue_reported = 0;
 }
 
-uint64_t bb_fedround_window_start(const bbi_fedround *fr, uint64_t round_id) {
+uint64_t bbi_fedround_window_start(const bbi_fedround *fr, uint64_t round_id) {
   if (round_id <= fr->cfg.first_round) return 0;
   const uint64_t oldest = fr->round_id - fr->cfg.first_round >= HISTORY ? fr->round_id - (HISTORY - 1) : 0;
   if (round_id > fr->round_id) round_id = fr->round_id;
@@ -380,15 +380,15 @@ static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
 static long bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
   const size_t k = fr->n_entries, d = fr->cfg.param_len;
   for (size_t i = 0; i < k; i++) c->vecs[i] = fr->entries[i].params;
-  const size_t beyond = bb_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
+  const size_t beyond = bbi_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
                                               c->dscratch);
-  if (beyond && fr->cfg.beyond_bound == BB_FEDROUND_CLIP &&
+  if (beyond && fr->cfg.beyond_bound == BBI_FEDROUND_CLIP &&
       !(c->pulled = bbi_mem_alloc(&fr->alloc, k * d * sizeof(float))))
     return -1;
   c->n = 0;
   for (size_t i = 0; i < k; i++) {
     const float *x = fr->entries[i].params;
-    if (c->scale[i] < 1.0 && fr->cfg.beyond_bound == BB_FEDROUND_DROP) continue;
+    if (c->scale[i] < 1.0 && fr->cfg.beyond_bound == BBI_FEDROUND_DROP) continue;
     if (c->scale[i] < 1.0) {
       float *y = c->pulled + i * d;
       for (size_t j = 0; j < d; j++) {
@@ -405,14 +405,14 @@ static long bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
 
 /* Each kept update's weight in the mean; returns how many sample counts were cut. */
 static uint32_t mean_weights(const bbi_fedround *fr, closing *c) {
-  if (fr->cfg.weighting == BB_FEDROUND_UNIFORM) {
+  if (fr->cfg.weighting == BBI_FEDROUND_UNIFORM) {
     for (size_t i = 0; i < c->n; i++) c->weights[i] = 1.0;
     return 0;
   }
   double cap = fr->cfg.max_samples ? (double)fr->cfg.max_samples : INFINITY;
   if (fr->cfg.samples_factor > 0) {
     for (size_t i = 0; i < c->n; i++) c->dscratch[i] = (double)fr->entries[c->entry[i]].num_samples;
-    const double adaptive = fr->cfg.samples_factor * bb_robust_median_f64(c->dscratch, c->n);
+    const double adaptive = fr->cfg.samples_factor * bbi_robust_median_f64(c->dscratch, c->n);
     if (adaptive < cap) cap = adaptive;
   }
   uint32_t cut = 0;
@@ -449,21 +449,21 @@ static int reduce(bbi_fedround *fr, closing *c, const float *ref, float *out, ui
     return 0;
   }
   switch (cfg->method) {
-  case BB_FEDROUND_MEAN:
+  case BBI_FEDROUND_MEAN:
     *samples_clipped = mean_weights(fr, c);
     for (size_t i = 0; i < k; i++) c->order[i] = i;
     weighted_mean(c, c->order, k, c->weights, d, out);
     return 0;
-  case BB_FEDROUND_MEDIAN: return bbi_robust_median(c->vecs, k, d, out, c->fscratch, err);
-  case BB_FEDROUND_TRIMMED: return bbi_robust_trimmed_mean(c->vecs, k, d, cfg->trim, out, c->fscratch, err);
-  case BB_FEDROUND_KRUM:
-  case BB_FEDROUND_MULTI_KRUM: {
+  case BBI_FEDROUND_MEDIAN: return bbi_robust_median(c->vecs, k, d, out, c->fscratch, err);
+  case BBI_FEDROUND_TRIMMED: return bbi_robust_trimmed_mean(c->vecs, k, d, cfg->trim, out, c->fscratch, err);
+  case BBI_FEDROUND_KRUM:
+  case BBI_FEDROUND_MULTI_KRUM: {
     const size_t f = cfg->byzantine ? cfg->byzantine : k >= 3 ? (k - 3) / 2 : 0;
-    int rc = bb_robust_krum_scores(c->vecs, k, d, f, c->weights, c->dscratch, err);
+    int rc = bbi_robust_krum_scores(c->vecs, k, d, f, c->weights, c->dscratch, err);
     if (rc) return rc;
-    bb_robust_lowest(c->weights, k, c->order);
+    bbi_robust_lowest(c->weights, k, c->order);
     size_t m = 1;
-    if (cfg->method == BB_FEDROUND_MULTI_KRUM) m = cfg->select ? cfg->select : k > f ? k - f : 1;
+    if (cfg->method == BBI_FEDROUND_MULTI_KRUM) m = cfg->select ? cfg->select : k > f ? k - f : 1;
     weighted_mean(c, c->order, m < k ? m : k, NULL, d, out);
     return 0;
   }
@@ -494,7 +494,7 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
   uint64_t total = 0;
   for (size_t i = 0; i < k; i++)
     total = fr->entries[i].num_samples > UINT64_MAX - total ? UINT64_MAX : total + fr->entries[i].num_samples;
-  const bool dropping = fr->cfg.beyond_bound == BB_FEDROUND_DROP;
+  const bool dropping = fr->cfg.beyond_bound == BBI_FEDROUND_DROP;
   result->event = BBI_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
   result->total_samples = total;
@@ -734,8 +734,8 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
   cfg.max_staleness = get_u64(r, "max_staleness");
   cfg.first_round = get_u64(r, "first_round");
   if (version >= 2) {
-    cfg.method = (bb_fedround_method)get_u8(r, "the method");
-    cfg.weighting = (bb_fedround_weighting)get_u8(r, "the weighting");
+    cfg.method = (bbi_fedround_method)get_u8(r, "the method");
+    cfg.weighting = (bbi_fedround_weighting)get_u8(r, "the weighting");
     cfg.trim = get_f64(r, "trim");
     cfg.byzantine = get_u32(r, "byzantine");
     cfg.select = get_u32(r, "select");
@@ -743,7 +743,7 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
     cfg.samples_factor = get_f64(r, "samples_factor");
     cfg.max_norm = get_f64(r, "max_norm");
     cfg.norm_factor = get_f64(r, "norm_factor");
-    cfg.beyond_bound = (bb_fedround_beyond)get_u8(r, "the beyond-bound policy");
+    cfg.beyond_bound = (bbi_fedround_beyond)get_u8(r, "the beyond-bound policy");
   }
   if (r->rc) return r->rc;
   bb_error cfg_err;

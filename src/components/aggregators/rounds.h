@@ -40,31 +40,31 @@ typedef enum bbi_fedround_late {
 } bbi_fedround_late;
 
 /* How a round's updates become one. */
-typedef enum bb_fedround_method {
-  BB_FEDROUND_MEAN = 0,      /* weighted mean (weighting below) */
-  BB_FEDROUND_MEDIAN = 1,    /* coordinate-wise median */
-  BB_FEDROUND_TRIMMED = 2,   /* coordinate-wise mean after dropping ⌊trim·K⌋ values at each end */
-  BB_FEDROUND_KRUM = 3,      /* the one update whose K - f - 2 nearest others are nearest */
-  BB_FEDROUND_MULTI_KRUM = 4 /* the mean of the `select` updates Krum scores best */
-} bb_fedround_method;
+typedef enum bbi_fedround_method {
+  BBI_FEDROUND_MEAN = 0,      /* weighted mean (weighting below) */
+  BBI_FEDROUND_MEDIAN = 1,    /* coordinate-wise median */
+  BBI_FEDROUND_TRIMMED = 2,   /* coordinate-wise mean after dropping ⌊trim·K⌋ values at each end */
+  BBI_FEDROUND_KRUM = 3,      /* the one update whose K - f - 2 nearest others are nearest */
+  BBI_FEDROUND_MULTI_KRUM = 4 /* the mean of the `select` updates Krum scores best */
+} bbi_fedround_method;
 
 /* What a contribution weighs in the mean. */
-typedef enum bb_fedround_weighting {
-  BB_FEDROUND_BY_SAMPLES = 0, /* its sample count, bounded by max_samples and samples_factor */
-  BB_FEDROUND_UNIFORM = 1     /* 1: sample counts are not trusted at all */
-} bb_fedround_weighting;
+typedef enum bbi_fedround_weighting {
+  BBI_FEDROUND_BY_SAMPLES = 0, /* its sample count, bounded by max_samples and samples_factor */
+  BBI_FEDROUND_UNIFORM = 1     /* 1: sample counts are not trusted at all */
+} bbi_fedround_weighting;
 
 /* What happens to an update farther from the reference than the distance bound. */
-typedef enum bb_fedround_beyond {
-  BB_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound */
-  BB_FEDROUND_DROP = 1  /* left out of the round's result (a bound of factor >= 1 times the
+typedef enum bbi_fedround_beyond {
+  BBI_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound */
+  BBI_FEDROUND_DROP = 1  /* left out of the round's result (a bound of factor >= 1 times the
                            median distance always keeps at least half the updates) */
-} bb_fedround_beyond;
+} bbi_fedround_beyond;
 
-/* Most contributions one round holds (a Krum round: BB_FEDROUND_MAX_KRUM, as its cost
+/* Most contributions one round holds (a Krum round: BBI_FEDROUND_MAX_KRUM, as its cost
  * grows with the square of the count). */
-#define BB_FEDROUND_MAX_ENTRIES 65536
-#define BB_FEDROUND_MAX_KRUM 1024
+#define BBI_FEDROUND_MAX_ENTRIES 65536
+#define BBI_FEDROUND_MAX_KRUM 1024
 
 typedef struct bbi_fedround_config {
   size_t param_len;        /* floats in every contribution and in the result; > 0 */
@@ -77,8 +77,8 @@ typedef struct bbi_fedround_config {
   uint64_t max_staleness;  /* late contributions more rounds old than this are dropped */
   uint64_t first_round;    /* id of the first round */
   /* closing (all zero: the plain sample-weighted mean of version 1) */
-  bb_fedround_method method;
-  bb_fedround_weighting weighting;
+  bbi_fedround_method method;
+  bbi_fedround_weighting weighting;
   double trim;             /* TRIMMED: in [0, 0.5) */
   uint32_t byzantine;      /* KRUM, MULTI_KRUM: f, the updates assumed hostile; 0: as many
                               as Krum tolerates, ⌊(K - 3) / 2⌋ */
@@ -90,7 +90,7 @@ typedef struct bbi_fedround_config {
                               back onto that distance; 0: no fixed bound */
   double norm_factor;      /* ... farther than norm_factor × the round's median distance;
                               0: no such bound */
-  bb_fedround_beyond beyond_bound; /* what an update past the bound becomes */
+  bbi_fedround_beyond beyond_bound; /* what an update past the bound becomes */
 } bbi_fedround_config;
 
 /* The outcome of one contribution. Rejections come with a negative return code too. */
@@ -104,7 +104,7 @@ typedef enum bbi_fedround_status {
   BBI_FEDROUND_REJECTED_NONFINITE,/* a NaN or an infinity */
   BBI_FEDROUND_REJECTED_FUTURE,   /* tagged with a round that has not opened yet */
   BBI_FEDROUND_REJECTED_KEY,      /* empty key, or longer than BBI_FEDROUND_KEY_MAX */
-  BB_FEDROUND_REJECTED_FULL      /* the round holds its most contributions already */
+  BBI_FEDROUND_REJECTED_FULL      /* the round holds its most contributions already */
 } bbi_fedround_status;
 
 /* What a poll did. */
@@ -176,7 +176,7 @@ uint64_t bbi_fedround_next_deadline(const bbi_fedround *fr, uint64_t now_ns);
  * (0 for the first round, whose prompts may come before it opens). Rounds older than
  * the last 64 answer with the oldest opening remembered, which is later: a check against
  * it errs on the strict side. */
-uint64_t bb_fedround_window_start(const bbi_fedround *fr, uint64_t round_id);
+uint64_t bbi_fedround_window_start(const bbi_fedround *fr, uint64_t round_id);
 
 uint64_t bbi_fedround_round_id(const bbi_fedround *fr);
 size_t bbi_fedround_param_len(const bbi_fedround *fr); /* floats per contribution */

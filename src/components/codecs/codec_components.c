@@ -50,15 +50,15 @@ static int codec_encode(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **en
 
 static int codec_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor **x, bb_error *err) {
   const codec_kind *k = self;
-  if (encoded->kind != BB_VAL_BYTES)
-    return bb_error_set(err, BB_ERR_TYPE, "Decode takes Bytes, got %s", bb_val_kind_name((int)encoded->kind));
+  if (bb_val_kind_of(encoded) != BB_VAL_BYTES)
+    return bb_error_set(err, BB_ERR_TYPE, "Decode takes Bytes, got %s", bb_val_kind_name((int)bb_val_kind_of(encoded)));
   size_t n = 0;
-  int rc = k->count(bb_val_as_bytes(encoded), encoded->n, &n, err);
+  int rc = k->count(bb_val_as_bytes(encoded), bb_val_count(encoded), &n, err);
   if (rc) return rc;
   int64_t dim = (int64_t)n;
   bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "Decode: out of memory");
-  if ((rc = k->decode(bb_val_as_bytes(encoded), encoded->n, bb_tensor_data(t), n, NULL, err))) {
+  if ((rc = k->decode(bb_val_as_bytes(encoded), bb_val_count(encoded), bb_tensor_data(t), n, NULL, err))) {
     bb_tensor_release(t);
     return rc;
   }

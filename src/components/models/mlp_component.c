@@ -230,13 +230,12 @@ static int mlp_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor *
     bb_val *batch[2];
     if ((rc = bb_ctx_call(ctx, s->data_slot, "NextBatch", NULL, 0, batch, 2, err))) break;
     size_t n = 0;
-    if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR)
+    const bb_tensor *x = bb_val_as_tensor(batch[0]), *y = bb_val_as_tensor(batch[1]);
+    if (!x || !y)
       rc = bb_error_set(err, BB_ERR_TYPE, "CpuMlp: NextBatch of slot `%s` gave no (batch, labels) tensors",
                         s->data_slot);
-    else if (!(rc = rows_of(s, bb_val_as_tensor(batch[0]), &n, err)) &&
-             !(rc = check_targets(s, bb_val_as_tensor(batch[1]), n, "Fit (NextBatch's labels)", err)))
-      rc = bbi_mlp_train_batch(s->m, bb_tensor_data(bb_val_as_tensor(batch[0])), bb_tensor_data(bb_val_as_tensor(batch[1])), n,
-                              NULL, err);
+    else if (!(rc = rows_of(s, x, &n, err)) && !(rc = check_targets(s, y, n, "Fit (NextBatch's labels)", err)))
+      rc = bbi_mlp_train_batch(s->m, bb_tensor_data(x), bb_tensor_data(y), n, NULL, err);
     *samples += n;
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);

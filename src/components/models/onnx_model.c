@@ -427,7 +427,7 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
     bb_val *batch[2] = {NULL, NULL};
     if ((rc = bb_ctx_call(ctx, s->data_slot, "NextBatch", NULL, 0, batch, 2, err))) break;
     bb_tensor *target = NULL;
-    if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR)
+    if (!batch[0] || !batch[1] || bb_val_kind_of(batch[0]) != BB_VAL_TENSOR || bb_val_kind_of(batch[1]) != BB_VAL_TENSOR)
       rc = bb_error_set(err, BB_ERR_TYPE, "OnnxModel: NextBatch of slot `%s` gave no (batch, labels) tensors", s->data_slot);
     else if (!(rc = model_target(s, bb_val_as_tensor(batch[1]), bb_val_as_tensor(batch[0])->rank ? bb_val_as_tensor(batch[0])->dims[0] : 0, &target, err)) &&
              !(rc = step(s, bb_val_as_tensor(batch[0]), target, err)))
@@ -505,6 +505,6 @@ static int om_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 
 static const bb_component_port OM_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_ONNX_MODEL = {
+const bb_component_type BBI_ONNX_MODEL = {
     sizeof(bb_component_type), "OnnxModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, OM_STORAGE, 1,
     om_create, om_destroy, om_invoke, NULL, NULL, om_save, om_restore, NULL};

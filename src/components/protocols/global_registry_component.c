@@ -128,12 +128,14 @@ static int send_announce(client *c, bb_ctx *ctx, bb_error *err) {
 
 static int server_peer_input(const bb_op_call *call, bb_peer_id *out, bb_error *err) {
   const bb_val *v = call->n_inputs ? call->inputs[0] : NULL;
-  if (v && (v->kind == BB_VAL_PEER || v->kind == BB_VAL_PEERS) && v->n) {
-    *out = bb_val_as_peers(v)[0];
+  const bb_peer_id *peers = bb_val_as_peers(v);
+  if (peers && bb_val_count(v)) {
+    *out = peers[0];
     return 0;
   }
-  if (v && v->kind == BB_VAL_TENSOR && bb_val_as_tensor(v)->dtype == BB_DTYPE_INT64 && bb_val_as_tensor(v)->numel == 1) {
-    int64_t id = *(const int64_t *)bb_tensor_data(bb_val_as_tensor(v));
+  const bb_tensor *t = bb_val_as_tensor(v);
+  if (t && t->dtype == BB_DTYPE_INT64 && t->numel == 1) {
+    int64_t id = *(const int64_t *)bb_tensor_data(t);
     if (id >= 0) {
       *out = bb_peer_id_from_u64((uint64_t)id);
       return 0;
@@ -141,7 +143,7 @@ static int server_peer_input(const bb_op_call *call, bb_peer_id *out, bb_error *
   }
   return bb_error_set(err, BB_ERR_TYPE, "GlobalRegistryClient Announce: input 0 (server_peer) must be a peer id "
                                         "or a one-element non-negative int64 tensor, got %s",
-                      v ? bb_val_kind_name((int)v->kind) : "nothing");
+                      v ? bb_val_kind_name((int)bb_val_kind_of(v)) : "nothing");
 }
 
 static int client_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {

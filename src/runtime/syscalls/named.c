@@ -71,7 +71,7 @@ static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *na
   return e;
 }
 
-static size_t held_bytes(const bb_val *v) { return v->n; }
+static size_t held_bytes(const bb_val *v) { return bb_val_count(v); }
 
 /* The oldest value (the caller's reference now), or NULL when there is none. */
 static bb_val *history_pop(bb_node *n, struct rt_named *e) {
@@ -119,10 +119,11 @@ static int bytes_input(rt_call *c, bb_val **out, bb_error *err) {
     *out = bb_val_bytes(c->node->alloc, NULL, 0);
     return *out ? 0 : nomem(err);
   }
-  if (v->kind != BB_VAL_BYTES) {
+  if (bb_val_kind_of(v) != BB_VAL_BYTES) {
     c->reason = "expected_bytes";
     return bb_error_set(err, BB_ERR_TYPE, "%s: input '%s' is %s, not Bytes", c->op->ir->op_type,
-                        c->op->ir->inputs.len ? c->op->ir->inputs.items[0] : "", bb_val_kind_name((int)v->kind));
+                        c->op->ir->inputs.len ? c->op->ir->inputs.items[0] : "",
+                        bb_val_kind_name((int)bb_val_kind_of(v)));
   }
   *out = bb_val_retain(v);
   return 0;
@@ -149,7 +150,7 @@ static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_erro
     /* what the push would evict frees its bytes first */
     size_t evicted =
         e->values.len == NAMED[kind].history_max ? held_bytes(*(bb_val **)bbi_ring_at(&e->values, 0)) : 0;
-    if (c->node->named_bytes - evicted + v->n > c->node->cfg.ingress_byte_budget) {
+    if (c->node->named_bytes - evicted + bb_val_count(v) > c->node->cfg.ingress_byte_budget) {
       c->reason = "store_byte_limit";
       rc = bb_error_set(err, BB_ERR_LIMIT, "%s: %s `%s` would hold more than %zu bytes across the node",
                         c->op->ir->op_type, NAMED[kind].what, name, c->node->cfg.ingress_byte_budget);

@@ -24,10 +24,10 @@ static int sys_bootstrap_output(rt_call *c, bb_error *err) {
     c->reason = "missing_input";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "BootstrapOutput: missing `cmd` input");
   }
-  if (v->kind != BB_VAL_COMMAND_ID) {
+  if (bb_val_kind_of(v) != BB_VAL_COMMAND_ID) {
     c->reason = "expected_command_id";
     return bb_error_set(err, BB_ERR_TYPE, "BootstrapOutput: `cmd` input is %s, not a CommandId",
-                        bb_val_kind_name((int)v->kind));
+                        bb_val_kind_name((int)bb_val_kind_of(v)));
   }
   uint64_t cmd = bb_val_as_u64(v);
   if (!cmd || cmd >= c->node->next_command) {
