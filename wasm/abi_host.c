@@ -258,6 +258,47 @@ int32_t bb_wasm_call_inputs(void) {
   return bbw_result_from(&w, "call inputs");
 }
 
+/* One attribute's value in the attribute layout; types without one there get none. */
+static void write_attr_value(bb_le_writer *w, const bb_attr *a) {
+  switch (a->type) {
+  case BB_ATTR_INT: bb_le_write_u64(w, (uint64_t)a->i); break;
+  case BB_ATTR_FLOAT: bb_le_write_f32(w, a->f); break;
+  case BB_ATTR_STRING: bbw_write_field(w, a->s.data, a->s.len); break;
+  case BB_ATTR_INTS:
+    bb_le_write_u32(w, (uint32_t)a->n_ints);
+    for (size_t i = 0; i < a->n_ints; i++) bb_le_write_u64(w, (uint64_t)a->ints[i]);
+    break;
+  case BB_ATTR_FLOATS:
+    bb_le_write_u32(w, (uint32_t)a->n_floats);
+    for (size_t i = 0; i < a->n_floats; i++) bb_le_write_f32(w, a->floats[i]);
+    break;
+  case BB_ATTR_STRINGS:
+    bb_le_write_u32(w, (uint32_t)a->n_strings);
+    for (size_t i = 0; i < a->n_strings; i++) bbw_write_field(w, a->strings[i].data, a->strings[i].len);
+    break;
+  default: break;
+  }
+}
+
+int32_t bb_wasm_call_attributes(void) {
+  bbw_error_clear();
+  bbw_result_clear();
+  host_call *c = call_now("call attributes", NEED_OP);
+  if (c == NULL) return bbw_last();
+  const bb_attrlist *attrs = c->call->node ? &c->call->node->attrs : NULL;
+  size_t n = attrs ? attrs->len : 0;
+  bb_le_writer w = bbw_writer();
+  bb_le_write_u32(&w, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
+    const bb_attr *a = attrs->items[i];
+    bbw_write_text(&w, a->name);
+    bb_le_write_u32(&w, (uint32_t)a->type);
+    /* a TENSOR would need its literal: it is listed with its type and no value */
+    if (a->type != BB_ATTR_TENSOR) write_attr_value(&w, a);
+  }
+  return bbw_result_from(&w, "call attributes");
+}
+
 int32_t bb_wasm_call_set_outputs(const uint8_t *list, size_t len) {
   bbw_error_clear();
   host_call *c = call_now("call outputs", NEED_OP);

@@ -352,9 +352,12 @@ BB_WASM_HOST_IMPORT(bb_host_save) int32_t bb_host_save(int32_t instance);
 BB_WASM_HOST_IMPORT(bb_host_load) int32_t bb_host_load(int32_t instance, const uint8_t *state, size_t len);
 
 /* Only while bb_host_invoke runs: the call's inputs as a value list (into the result);
- * its outputs, by position (a value list of at most n_outputs values); the command that
- * makes it asynchronous (the same on every call). */
+ * the op's attributes (into the result, in the attribute layout of "Modules the host
+ * records"; a TENSOR attribute is listed with no value); its outputs, by position (a value
+ * list of at most n_outputs values); the command that makes it asynchronous (the same on
+ * every call). */
 int32_t bb_wasm_call_inputs(void);
+int32_t bb_wasm_call_attributes(void);
 int32_t bb_wasm_call_set_outputs(const uint8_t *list, size_t len);
 uint64_t bb_wasm_call_defer(void);
 /* While bb_host_invoke, bb_host_on_message or bb_host_on_timer runs (bb/runtime.h, "what a

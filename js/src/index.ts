@@ -43,12 +43,33 @@ export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
 export { BbNode, monotonicNowNs, parseSteps, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
 export {
   registerComponentType,
+  type ComponentContext,
   type ComponentInit,
   type ComponentInstance,
   type ComponentType,
+  type ControlMessage,
   type OpCall,
   type OpOutputs,
 } from './component.js';
+export {
+  aggregatorComponent,
+  backendComponent,
+  codecComponent,
+  dataSourceComponent,
+  indexComponent,
+  modelComponent,
+  peerSelectorComponent,
+  protocolComponent,
+  type AggregatorComponent,
+  type BackendComponent,
+  type CodecComponent,
+  type ComponentExtras,
+  type DataSourceComponent,
+  type IndexComponent,
+  type ModelComponent,
+  type PeerSelectorComponent,
+  type ProtocolComponent,
+} from './roles.js';
 export {
   base58Decode,
   base58Encode,
@@ -77,6 +98,7 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
+export * from './dsl/index.js';
 export { runPeer, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
   compileFederatedDigits,

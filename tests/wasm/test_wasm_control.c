@@ -68,6 +68,13 @@ int32_t bb_host_invoke(int32_t id, const char *op_type, int32_t n_inputs, int32_
   char to_text[128] = "";
   if (to) bb_peer_id_to_text(&to->as.peers[0], to_text, sizeof to_text);
   bb_val_release(to);
+  /* the op's attributes: greeting (STRING) "hello", times (INT) 3 */
+  CHECK_EQ_INT(bb_wasm_call_attributes(), 0);
+  const uint8_t *a = bb_wasm_result_ptr();
+  CHECK(bb_wasm_result_len() == 4 + 4 + 8 + 4 + 4 + 5 + 4 + 5 + 4 + 8);
+  CHECK(bb_le_get_u32(a) == 2 && bb_le_get_u32(a + 4) == 8 && memcmp(a + 8, "greeting", 8) == 0);
+  CHECK(bb_le_get_u32(a + 16) == BB_ATTR_STRING && bb_le_get_u32(a + 20) == 5 && memcmp(a + 24, "hello", 5) == 0);
+  CHECK(bb_le_get_u32(a + 38) == BB_ATTR_INT && bb_le_get_u64(a + 42) == 3);
   CHECK_MSG(bb_wasm_call_send_message(to_text, "ping", (const uint8_t *)"hello", 5) == 0, "%s", bb_wasm_last_error());
   CHECK(bb_wasm_call_send_message("not a peer 0OIl", "ping", NULL, 0) < 0);
   CHECK_EQ_INT(bb_wasm_call_set_timer(bb_wasm_call_now() + 100, 42), 0);
@@ -90,6 +97,7 @@ int32_t bb_host_invoke(int32_t id, const char *op_type, int32_t n_inputs, int32_
 int32_t bb_host_on_message(int32_t id, const char *op, const char *from, const uint8_t *payload, size_t len) {
   (void)id;
   CHECK(bb_wasm_call_defer() == 0); /* only an invoke answers later */
+  CHECK(bb_wasm_call_attributes() == BB_ERR_INVALID_ARGUMENT);
   CHECK(bb_wasm_call_inputs() == BB_ERR_INVALID_ARGUMENT);
   if (strcmp(op, "ping") == 0) {
     pings_seen++;
@@ -140,7 +148,8 @@ static void pinger(bb_rec *g, void *user) {
   (void)user;
   bb_value peer = bb_rec_input(g, "peer", BB_TYPE_PEER_ID);
   bb_value sent;
-  bb_rec_protocol_call(g, PING_DOMAIN, "Ping", &peer, 1, NULL, 0, &sent, 1);
+  bb_op_attr attrs[] = {BB_OP_ATTR_STRING("greeting", "hello"), BB_OP_ATTR_INT("times", 3)};
+  bb_rec_protocol_call(g, PING_DOMAIN, "Ping", &peer, 1, attrs, 2, &sent, 1);
   bb_rec_output(g, "sent", sent);
 }
 
