@@ -131,6 +131,20 @@ export class Compiler {
     return this;
   }
 
+  /**
+   * Declares the ONNX operators a Backend type runs (a name, or [domain, name] for another
+   * domain): every Backend op bound to a slot of that type must be one of them. CpuBackend's
+   * set is declared in every new compiler, as `bb compile` declares it.
+   */
+  declareOpSet(type: string, ops: readonly (string | readonly [domain: string, op: string])[]): this {
+    const bb = this.#bb;
+    const packed = new TextEncoder().encode(ops.map((op) => (typeof op === 'string' ? `\0${op}\0` : `${op[0]}\0${op[1]}\0`)).join(''));
+    bb.withStrings([type], (typePtr) =>
+      bb.withBytes(packed, (ptr, len) => bb.check(bb.exports.bb_wasm_compiler_declare_op_set(this.#live('declareOpSet'), typePtr!, ptr, len))),
+    );
+    return this;
+  }
+
   /** Accepts values whose type stays unresolved (strict is the default). */
   setPermissiveTypes(permissive: boolean): this {
     this.#bb.check(this.#bb.exports.bb_wasm_compiler_set_permissive(this.#live('setPermissiveTypes'), permissive ? 1 : 0));

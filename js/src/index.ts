@@ -14,7 +14,7 @@
  */
 export { loadBb, type WasmSource } from './loader.js';
 export { Bb } from './bb.js';
-export { OnnxModel } from './model.js';
+export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './model.js';
 export { Tensor, MAX_RANK } from './tensor.js';
 export { CpuSession, type CpuOp } from './session.js';
 export {

@@ -159,7 +159,7 @@ console.log(JSON.stringify(await checkAll({
 
 /** A TypeScript user of the package: the declarations must resolve and describe the API. */
 const CONSUMER_TS = `
-import { BbNode, loadBb, OnnxModel, type Bb, type Step, type WasmSource } from 'bytesandbrains';
+import { BbNode, loadBb, OnnxModel, type Bb, type ModelSummary, type Step, type WasmSource } from 'bytesandbrains';
 
 export function client(bb: Bb, artifact: Uint8Array): BbNode {
   return BbNode.install(bb, { artifact, targets: ['FedDigits_clients'], seed: 3n });
@@ -169,7 +169,7 @@ export function sends(steps: readonly Step[]): number {
 }
 
 const source: WasmSource = new URL('https://example.com/bb.wasm');
-export async function summary(bytes: Uint8Array): Promise<string> {
+export async function summary(bytes: Uint8Array): Promise<ModelSummary> {
   const bb: Bb = await loadBb(source);
   const model = OnnxModel.decode(bb, bytes);
   try {
