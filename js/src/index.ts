@@ -104,15 +104,16 @@ export {
   compileFederatedDigits,
   FEDERATED_DIGITS_CLIENT_TARGETS,
   FEDERATED_DIGITS_SERVER_TARGETS,
+  federatedDigits,
+  gossipDigits,
   installDigitsClient,
   installDigitsServer,
-  roundReporter,
   splitDigits,
   startDigitsServer,
   type DigitsSplit,
   type FederatedDigitsConfig,
-  type RoundReport,
 } from './examples.js';
+export * from './templates/index.js';
 // Networking has its own entry points, so pages that only compute never load it:
 // 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling
 // client) and, in Node only, 'bytesandbrains/signal/server'.
