@@ -97,7 +97,7 @@ describe('models', () => {
     const model = OnnxModel.decode(bb, addModel());
     expect(model.summaryText()).toContain('Add');
     const summary = model.summary();
-    expect(summary.graph?.ops).toEqual([{ domain: '', op_type: 'Add', count: 1 }]);
+    expect(summary.graph?.ops).toEqual([{ domain: 'ai.onnx', op_type: 'Add', count: 1 }]);
     expect(summary.graph?.inputs).toEqual(['x', 'y']);
     expect(summary.opset_import.length).toBeGreaterThan(0);
     model.free();
