@@ -32,8 +32,9 @@ export interface ModelSummary {
     readonly nodes: number;
     readonly initializers: number;
     readonly initializer_bytes: number;
-    readonly inputs: readonly string[];
-    readonly outputs: readonly string[];
+    /** Each with its type as text, e.g. "float[3,4,5]". */
+    readonly inputs: readonly { readonly name: string; readonly type: string }[];
+    readonly outputs: readonly { readonly name: string; readonly type: string }[];
     readonly ops: readonly OpCount[];
     readonly metadata: readonly KeyValue[];
   } | null;

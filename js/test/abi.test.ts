@@ -98,7 +98,7 @@ describe('models', () => {
     expect(model.summaryText()).toContain('Add');
     const summary = model.summary();
     expect(summary.graph?.ops).toEqual([{ domain: 'ai.onnx', op_type: 'Add', count: 1 }]);
-    expect(summary.graph?.inputs).toEqual(['x', 'y']);
+    expect(summary.graph?.inputs.map((i) => i.name)).toEqual(['x', 'y']);
     expect(summary.opset_import.length).toBeGreaterThan(0);
     model.free();
   });
