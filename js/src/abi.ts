@@ -1,5 +1,5 @@
 /**
- * The flat C ABI of bb.wasm (wasm/bb_wasm.h) as JavaScript sees it. Pointers and size_t
+ * The flat C ABI of bb.wasm (docs/WEB.md of the package describes it) as JavaScript sees it. Pointers and size_t
  * values are 32-bit and come back signed: read them with `>>> 0`.
  */
 
@@ -48,7 +48,7 @@ export interface BbExports {
   bb_wasm_cpu_op_count(): number;
   bb_wasm_cpu_op_name(index: number): number;
   bb_wasm_cpu_op_types(index: number): number;
-  // version 3: the engine (wasm/bb_wasm.h)
+  // version 3: the engine
   bb_wasm_example_count(): number;
   bb_wasm_example_name(index: number): number;
   bb_wasm_example_description(index: number): number;

@@ -33,7 +33,7 @@ export interface ExampleInfo {
   readonly modules: number;
 }
 
-/** What `describe` reports as JSON (docs/COMPILER.md has the full shape). */
+/** What `describe` reports as JSON: what `bb inspect --json` prints for an artifact. */
 export interface ArtifactDescription {
   readonly partitions: readonly { readonly name: string; readonly peer_class: string; readonly nodes: readonly unknown[] }[];
   readonly wire_edges: readonly { readonly from: string; readonly to: string; readonly value: string; readonly site: number }[];

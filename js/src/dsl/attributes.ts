@@ -1,6 +1,6 @@
 /**
  * Attributes of ops and tensor literals, written in the byte layouts bb.wasm's recorder
- * reads (wasm/bb_wasm.h, "Modules the host records").
+ * reads (docs/WEB.md of the package, "Byte layouts of the ABI").
  *
  * An attribute value is a plain JavaScript value whose type says which ONNX attribute type
  * it becomes — an integer `number` or a `bigint` INT, any other `number` FLOAT, a string

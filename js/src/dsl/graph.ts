@@ -1,7 +1,7 @@
 /**
  * The recorder a Module's body and bootstrap write into: `g` in
  * `module('Name', (g) => { ... })`. Every method records one op of the function being
- * recorded through bb.wasm's recorder (the one C programs use, include/bb/graph.h) and
+ * recorded through bb.wasm's recorder (the one C programs use; docs/MODULES.md) and
  * returns its outputs as {@link GraphValue}s.
  *
  * As in C, a refused call does not throw: the recording fails, later calls record nothing

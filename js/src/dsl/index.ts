@@ -1,7 +1,7 @@
 /**
  * The DSL in TypeScript: Modules recorded through bb.wasm's recorder, the same one C
- * programs use (include/bb/graph.h). Read docs/MODULES.md of the package for what a
- * Module may record and what the recorded ONNX model holds.
+ * programs use. Read docs/MODULES.md of the package for what a Module may record and
+ * what the recorded ONNX model holds.
  */
 export { module, Module, type ModuleOptions, type Recording } from './module.js';
 export { Graph, ModuleCall, type OpOptions } from './graph.js';

@@ -14,7 +14,7 @@
  * const bytes = Root.build(bb);            // ONNX ModelProto bytes, for Compiler.compile
  * ```
  *
- * `build` runs the recorder of bb.wasm (the one include/bb/graph.h is), so the bytes are
+ * `build` runs the recorder of bb.wasm (the one C programs record with), so the bytes are
  * those of the same Module recorded in C, and a misuse fails the build with the
  * recorder's message. An exception a callback throws ends the recording too; `build`
  * rethrows it.

@@ -1,7 +1,6 @@
 /**
  * Values of a recording: typed handles of what a Module's ops produce, and the type
- * denotations values carry (the vocabulary of include/bb/artifact.h; `npx bytesandbrains`
- * users read them in docs/MODULES.md of the package).
+ * denotations values carry (docs/IR.md of the package lists the vocabulary).
  */
 import { BbError, BbErrorCode } from '../errors.js';
 

@@ -1,7 +1,7 @@
 /**
  * Templates for the common federations, each a few lines, built on the DSL: a Plan holds
  * the Module (plan.module, written in TypeScript), compiles it with its bindings, and
- * installs servers and clients. docs/TUTORIAL.md of the package walks through one.
+ * installs servers and clients. "Federate your own model" in the README walks through one.
  */
 export { federatedAveraging, type FederatedAveragingOptions } from './federated.js';
 export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluation.js';

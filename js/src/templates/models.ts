@@ -5,7 +5,7 @@
  * - {@link componentModel}: a Model written in TypeScript (a {@link ModelComponent});
  * - {@link onnxModel}: an ONNX model (e.g. a PyTorch export), trained by the OnnxModel
  *   component — the option is accepted now and resolves once bb.wasm carries that
- *   component (see docs/TUTORIAL.md of the package).
+ *   component (README.md of the package, "Then a PyTorch-exported CNN").
  */
 import type { Bb } from '../bb.js';
 import type { ComponentInit } from '../component.js';
@@ -15,7 +15,7 @@ import { TENSOR_F32 } from '../compiler.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { modelComponent, type ModelComponent } from '../roles.js';
 
-/** CpuMlp's config (docs/COMPONENTS.md of the repository has every key). */
+/** CpuMlp's config (docs/COMPONENTS.md of the package has every key). */
 export interface CpuMlpConfig {
   readonly inputs: number;
   /** Hidden layer widths; none (the default) is a logistic regression. */
