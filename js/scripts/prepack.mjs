@@ -18,13 +18,13 @@ function fail(message) {
   process.exit(1);
 }
 
+if (!existsSync(join(packageRoot, 'wasm', 'bb.wasm'))) {
+  fail('wasm/bb.wasm is missing: build it with `bash scripts/build-wasm.sh` from the repository root, then pack again');
+}
 const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc');
 const build = spawnSync(process.execPath, [tsc, '-p', join(packageRoot, 'tsconfig.json')], { stdio: 'inherit' });
 if (build.status !== 0) fail('the TypeScript build failed: nothing is packed');
 if (!existsSync(join(packageRoot, 'dist', 'index.js'))) fail('dist/index.js is missing after the build');
-if (!existsSync(join(packageRoot, 'wasm', 'bb.wasm'))) {
-  fail('wasm/bb.wasm is missing: build it with `bash scripts/build-wasm.sh` from the repository root, then pack again');
-}
 mkdirSync(join(packageRoot, 'docs'), { recursive: true });
 for (const doc of SHIPPED_DOCS) {
   const from = join(repoDocs, doc);
