@@ -197,20 +197,27 @@ describe('gossipLearning and federatedEvaluation', () => {
     for (const id of ids) expect(best.get(id), id).toBeGreaterThanOrEqual(0.9);
   });
 
-  test("evaluation: the clients' mean score of the server's model", () => {
-    const plan = federatedEvaluation({ model: LOGISTIC, clients: 2, batch: 100, discovery: 'seats', roundMs: 100 });
-    const artifact = plan.compile(bb);
-    const server = plan.installServer(bb, { artifact, self: peerIdFromU64(1), test: dataset(50, 3), nowNs: 0n });
-    const clients = [2, 3].map((i) => plan.installClient(bb, { artifact, self: peerIdFromU64(i), server: server.node.self, data: dataset(100, i), nowNs: 0n }));
-    const network = new LocalNetwork([server.node, ...clients]);
-    const scores: number[] = [];
-    server.onRound((r) => scores.push(r.accuracy));
-    server.start(clients.map((c) => c.self), 0n);
-    runUntil(network, () => scores.length >= 2, 5_000);
-    network.free();
-    expect(scores.length).toBeGreaterThanOrEqual(2);
-    // an untrained model scores near chance; the mean is a score all the same
-    for (const s of scores) expect(s).toBeGreaterThanOrEqual(0), expect(s).toBeLessThanOrEqual(1);
+  test("evaluation: the clients' mean score of the server's model, given parameters or its own", () => {
+    // a logistic regression that splits the points along x0 + x1 = 6, class 1 above (CpuMlp's
+    // flat vector: the weights [out, in] row-major, then the biases): logits 0 and x0 + x1 - 6
+    const trained = new Float32Array([0, 0, 1, 1, 0, -6]);
+    const scores: Record<string, number[]> = {};
+    for (const [what, params] of [['given', trained], ['its own', undefined]] as const) {
+      const plan = federatedEvaluation({ model: LOGISTIC, clients: 2, batch: 100, discovery: 'seats', roundMs: 100, ...(params === undefined ? {} : { params }) });
+      const artifact = plan.compile(bb);
+      const server = plan.installServer(bb, { artifact, self: peerIdFromU64(1), test: dataset(50, 3), nowNs: 0n });
+      const clients = [2, 3].map((i) => plan.installClient(bb, { artifact, self: peerIdFromU64(i), server: server.node.self, data: dataset(100, i), nowNs: 0n }));
+      const network = new LocalNetwork([server.node, ...clients]);
+      const seen: number[] = (scores[what] = []);
+      server.onRound((r) => seen.push(r.accuracy));
+      server.start(clients.map((c) => c.self), 0n);
+      runUntil(network, () => seen.length >= 2, 5_000);
+      network.free();
+    }
+    expect(scores['given']!.length).toBeGreaterThanOrEqual(2);
+    for (const s of scores['given']!) expect(s).toBeGreaterThanOrEqual(0.9);
+    // an untrained model splits the points through the origin: about half
+    for (const s of scores['its own']!) expect(s).toBeLessThan(0.75);
   });
 });
 

@@ -6,11 +6,12 @@
  *
  * ```ts
  * const plan = federatedEvaluation({ model: cpuMlp({ inputs: 2, outputs: 2 }), clients: 3, batch: 100 });
- * const server = plan.installServer(bb, { artifact, test });  // test: unused by the Module, kept for the same installs
- * server.start(); // rounds report the clients' mean score
+ * const artifact = plan.compile(bb);
+ * const server = plan.installServer(bb, { artifact, test });  // installs as the other templates' servers do
+ * server.start();                                             // each round reports the clients' mean score
  * ```
- * Give the server the model to score by loading its parameters first (`server.node` runs
- * CpuMlp at slot "model": load a snapshot, or train it with federatedAveraging first).
+ * The model scored is the server's: its initial parameters, or `params` (a trained model's,
+ * e.g. the last "model" event of a federatedAveraging server), loaded when it starts.
  */
 import type { Compiler } from '../compiler.js';
 import { TENSOR_F32 } from '../compiler.js';
@@ -20,6 +21,7 @@ import { module } from '../dsl/module.js';
 import { TYPES, type GraphValue } from '../dsl/value.js';
 import { recordAnnounce, type Discovery } from './discovery.js';
 import type { ModelChoice } from './models.js';
+import { tensorValue } from '../values.js';
 import { Plan } from './plan.js';
 
 export interface FederatedEvaluationOptions {
@@ -36,6 +38,8 @@ export interface FederatedEvaluationOptions {
   /** How often the server starts a round (default 500 ms). */
   readonly roundMs?: number;
   readonly registryTtlMs?: number;
+  /** The parameters to score (the model's flat vector); default the model's initial ones. */
+  readonly params?: Float32Array;
   /** The Module's name (default 'FederatedEvaluation'). */
   readonly name?: string;
 }
@@ -59,7 +63,9 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
     const scores = g.aggregator('aggregator');
     const tick = g.interval(roundNs);
     const to: GraphValue = clientsIn ?? g.peerSelector('clients', 'clients').currentView(tick);
-    g.netOut('global', to, model.params(tick));
+    // with given parameters, every round waits until they are loaded
+    const ready = options.params === undefined ? tick : g.gate(tick, model.loadParameters(g.input('params', TYPES.tensorF32)));
+    g.netOut('global', to, model.params(ready));
     const { params: mean } = scores.aggregate(tick);
     g.output('accuracy', mean);
 
@@ -88,6 +94,7 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
       batch: options.batch ?? 256,
       registryTtlMs: options.registryTtlMs ?? 30_000,
       bindRest,
+      ...(options.params === undefined ? {} : { startInputs: { params: tensorValue('float', options.params, [options.params.length]) } }),
     },
     options.rounds,
   );

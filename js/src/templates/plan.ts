@@ -44,6 +44,8 @@ export interface PlanSettings {
   readonly registryTtlMs: number;
   /** Binds what else the template needs (aggregator, codec, view) after the model and data. */
   readonly bindRest: (compiler: Compiler) => void;
+  /** Inputs the server's run starts with besides its test set and clients. */
+  readonly startInputs?: Readonly<Record<string, Value>>;
 }
 
 export interface ServerOptions {
@@ -170,6 +172,7 @@ export class Plan {
     });
     const name = this.name;
     const test = options.test;
+    const startInputs = this.#settings.startInputs ?? {};
     return {
       node,
       finished,
@@ -181,6 +184,7 @@ export class Plan {
         const x = test.features();
         const y = test.labels();
         const inputs: Record<string, Value> = {
+          ...startInputs,
           test_x: tensorValue('float', x.data, x.dims),
           test_y: tensorValue('float', y.data, y.dims),
         };
