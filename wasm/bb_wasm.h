@@ -294,8 +294,9 @@ int32_t bb_wasm_rec_constant(const char *label, const char *type, const uint8_t 
 int32_t bb_wasm_rec_address_book_insert(int32_t peer, int32_t addresses, int32_t many);
 int32_t bb_wasm_rec_address_book_lookup(int32_t peer);
 int32_t bb_wasm_rec_announce(int32_t server_peer);
-/* Ends the recording with the host's own error (bb_rec_fail); 1 when it has failed. */
+/* Ends the recording with the host's own error (bb_rec_fail). */
 int32_t bb_wasm_rec_fail(int32_t code, const char *message);
+/* 1 once the recording has failed, 0 while it has not. */
 int32_t bb_wasm_rec_failed(void);
 /* A value's name and type (denotation; "" abstract), valid until the build ends. */
 const char *bb_wasm_rec_value_name(int32_t value);
