@@ -25,7 +25,7 @@ static int timers_fired, pings_seen;
 
 static const char *result_text(char *out, size_t size) {
   size_t len = bb_wasm_result_len(), keep = len < size - 1 ? len : size - 1;
-  memcpy(out, bb_wasm_result_ptr(), keep);
+  if (keep) memcpy(out, bb_wasm_result_ptr(), keep); /* an empty result has no buffer */
   out[keep] = '\0';
   return out;
 }
