@@ -66,7 +66,10 @@ BB_API bb_role bb_role_from_domain(const char *domain);
 #define BB_DOMAIN_COMPOSITE "ai.bytesandbrains.composite"
 #define BB_DOMAIN_ADDRESS_BOOK "ai.bytesandbrains.address_book"
 #define BB_DOMAIN_GRAD "ai.bytesandbrains.grad"
-#define BB_DOMAIN_GLOBAL_REGISTRY "ai.bytesandbrains.protocol.global_registry"
+/* A protocol's ops are recorded in a domain of its own under this prefix; the component
+ * whose type speaks that domain (bb_component_type.protocol_domain) runs them. */
+#define BB_DOMAIN_PROTOCOL_PREFIX "ai.bytesandbrains.protocol."
+#define BB_DOMAIN_GLOBAL_REGISTRY BB_DOMAIN_PROTOCOL_PREFIX "global_registry"
 #define BB_DOMAIN_ROLE_PREFIX "ai.bytesandbrains.role."
 #define BB_DOMAIN_ROLE_MODEL BB_DOMAIN_ROLE_PREFIX "model"
 #define BB_DOMAIN_ROLE_INDEX BB_DOMAIN_ROLE_PREFIX "index"

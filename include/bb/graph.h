@@ -282,6 +282,36 @@ BB_API bb_value bb_rec_address_book_lookup(bb_rec *rec, bb_value peer);
  * input.server_peer names the input. */
 BB_API bb_value bb_rec_announce(bb_rec *rec, bb_value server_peer);
 
+/* Any syscall the runtime implements, by op type, checked against its shape: how many
+ * inputs and outputs it takes, its attributes (name, type, required, least value) and
+ * how its outputs are typed. The ops, by what they do (docs/AUTHORING.md has the table):
+ *   structure  PassThrough, Tee (n outputs), Gate, Any (attr group), OnTrigger, Pulse,
+ *              EventSource, LifecyclePhase, GateDispatch
+ *   time       Interval (period_ns), Clock, RngU64, After (delay_ns), Sleep (duration_ns)
+ *   named      Limit.Acquire (name, n), Limit.Release (name), Serialize.Enqueue and
+ *              Serialize.Dequeue (queue), Hold.Stash and Hold.Flush (slot), Record (name):
+ *              what they keep is Bytes
+ *   telemetry  AppEmit, AppNotify (name: an application topic), IncrMetric (name, delta)
+ *   tokens     CorrelateTag, BootstrapDispatch, BootstrapOutput
+ * Constant takes a literal (bb_rec_constant); the gates and deadline checks are the
+ * compiler's. Inputs of ops that wait on something are ordering triggers: the op runs once
+ * they all have values. Returns 0 or the recording's error. */
+BB_API int bb_rec_syscall(bb_rec *rec, const char *op, const bb_value *inputs, size_t n_inputs, const bb_op_attr *attrs,
+                          size_t n_attrs, bb_value *outputs, size_t n_outputs);
+
+/* The syscalls bb_rec_syscall records, in table order: how many, and the i-th op type
+ * (NULL past the end). */
+BB_API size_t bb_rec_syscall_count(void);
+BB_API const char *bb_rec_syscall_name(size_t i);
+
+/* A protocol's op: `op` in `domain` (BB_DOMAIN_PROTOCOL_PREFIX "<name>"), slotless, with
+ * any attributes and n_outputs abstract outputs. At install the component whose type
+ * speaks the domain runs it (the one bound as Protocol first). Returns 0 or the
+ * recording's error. */
+BB_API int bb_rec_protocol_call(bb_rec *rec, const char *domain, const char *op, const bb_value *inputs,
+                                size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, bb_value *outputs,
+                                size_t n_outputs);
+
 #ifdef __cplusplus
 }
 #endif
