@@ -14,7 +14,7 @@
  *   * the largest memory one aggregator holds in a round (each contribution it holds is
  *     P floats and about 96 bytes of bookkeeping);
  *   * the largest difference from flat FedAvg (float rounding of each tier's mean).
- * One round of one aggregator holds at most BB_FEDROUND_MAX_ENTRIES (65,536) contributions:
+ * One round of one aggregator holds at most BBI_FEDROUND_MAX_ENTRIES (65,536) contributions:
  * flat FedAvg over 100k clients cannot run in one round, and its row says so.
  * Training time is not included: clients train in parallel on their own devices. */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
@@ -44,29 +44,29 @@ typedef struct tier_stats {
  * its mean and weight; adds its time and memory to `t`. */
 static int aggregate(size_t n, size_t p, uint64_t round, const float *const *in, const uint64_t *w, float *out,
                      uint64_t *weight, tier_stats *t) {
-  bb_fedround_config c;
+  bbi_fedround_config c;
   memset(&c, 0, sizeof c);
   c.param_len = p;
   c.quorum = (uint32_t)n;
   c.target = (uint32_t)n;
   c.first_round = round;
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   bb_error err;
   const double start = now_s();
-  if (bb_fedround_new(NULL, &c, 0, &fr, &err)) return fprintf(stderr, "bench_tiers: %s\n", err.message), 1;
+  if (bbi_fedround_new(NULL, &c, 0, &fr, &err)) return fprintf(stderr, "bench_tiers: %s\n", err.message), 1;
   for (size_t i = 0; i < n; i++) {
     uint8_t key[8];
-    const size_t kl = bb_fedround_key_from_u64(i + 1, key);
-    if (bb_fedround_contribute(fr, round, key, kl, in[i], w[i], 0, NULL, &err))
+    const size_t kl = bbi_fedround_key_from_u64(i + 1, key);
+    if (bbi_fedround_contribute(fr, round, key, kl, in[i], w[i], 0, NULL, &err))
       return fprintf(stderr, "bench_tiers: %s\n", err.message), 1;
   }
-  bb_fedround_result r;
-  if (bb_fedround_poll(fr, 0, NULL, &r, &err) || r.event != BB_FEDROUND_CLOSED)
+  bbi_fedround_result r;
+  if (bbi_fedround_poll(fr, 0, NULL, &r, &err) || r.event != BBI_FEDROUND_CLOSED)
     return fprintf(stderr, "bench_tiers: the round did not close\n"), 1;
   memcpy(out, r.params, p * sizeof(float));
   *weight = r.weight;
-  bb_buffer_free(bb_fedround_allocator(fr), r.params);
-  bb_fedround_free(fr);
+  bb_buffer_free(bbi_fedround_allocator(fr), r.params);
+  bbi_fedround_free(fr);
   const double took = now_s() - start;
   t->cpu_s += took;
   if (took > t->slowest_s) t->slowest_s = took;
@@ -174,8 +174,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) samples[i] = 20 + (i * 7919) % 180;
     reference_mean(n, p, x, samples, flat);
     double diff;
-    if (n > BB_FEDROUND_MAX_ENTRIES)
-      printf("| %7zu | flat   | (a round holds at most %d contributions) | | | | |\n", n, BB_FEDROUND_MAX_ENTRIES);
+    if (n > BBI_FEDROUND_MAX_ENTRIES)
+      printf("| %7zu | flat   | (a round holds at most %d contributions) | | | | |\n", n, BBI_FEDROUND_MAX_ENTRIES);
     else if (plan("flat", n, p, fanout, 1, rounds, x, samples, flat, &diff))
       return 1;
     if (plan("2-tier", n, p, fanout, 2, rounds, x, samples, flat, &diff) ||

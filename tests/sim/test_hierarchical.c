@@ -62,27 +62,27 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   }
   if (s->kind != BB_STEP_APP_EVENT || !s->value) return;
   if (id == 1 && strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) {
-    obs.round = s->value->as.u64;
+    obs.round = bb_val_as_u64(s->value);
     obs.round_pending = true;
   }
-  if (id == 1 && strcmp(s->topic, "model") == 0 && s->value->kind == BB_VAL_TENSOR) {
+  if (id == 1 && strcmp(s->topic, "model") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
     /* the model and its round id come from one Aggregate, in either order: the model
      * is filed once both are in (file_model) */
-    const bb_tensor *t = s->value->as.tensor;
+    const bb_tensor *t = bb_val_as_tensor(s->value);
     obs.param_len = (size_t)t->numel;
     if (obs.param_len <= MAX_PARAMS) memcpy(obs.models[ROUNDS + 1], bb_tensor_data(t), obs.param_len * sizeof(float));
     obs.have_model[ROUNDS + 1] = true;
   }
-  if (id > 1 + EDGES && strcmp(s->topic, "client_update") == 0 && s->value->kind == BB_VAL_COMPOSITE &&
-      s->value->n == 3) {
-    const bb_val *const *part = (const bb_val *const *)s->value->as.children;
-    const uint64_t round = part[2]->as.u64, client = id - 2 - EDGES;
-    if (part[0]->kind != BB_VAL_TENSOR || round > ROUNDS || client >= CLIENTS) return;
+  if (id > 1 + EDGES && strcmp(s->topic, "client_update") == 0 && bb_val_kind_of(s->value) == BB_VAL_COMPOSITE &&
+      bb_val_count(s->value) == 3) {
+    const bb_val *trained = bb_val_child(s->value, 0);
+    const uint64_t round = bb_val_as_u64(bb_val_child(s->value, 2)), client = id - 2 - EDGES;
+    if (bb_val_kind_of(trained) != BB_VAL_TENSOR || round > ROUNDS || client >= CLIENTS) return;
     client_update *u = &obs.updates[round][client];
-    const bb_tensor *t = part[0]->as.tensor;
+    const bb_tensor *t = bb_val_as_tensor(trained);
     if ((size_t)t->numel > MAX_PARAMS) return;
     memcpy(u->params, bb_tensor_data(t), (size_t)t->numel * sizeof(float));
-    u->samples = part[1]->as.u64;
+    u->samples = bb_val_as_u64(bb_val_child(s->value, 1));
     u->seen = true;
   }
 }
@@ -165,23 +165,23 @@ static void bind_peers(bb_node *node, const char *target, const char *input, con
 /* Flat FedAvg of round r's eight client updates: one engine, the same closing rules as
  * the tiers (sample-weighted mean, no weight bounds). */
 static void flat_mean(uint64_t r, float *out) {
-  bb_fedround_config cfg = {0};
+  bbi_fedround_config cfg = {0};
   cfg.param_len = obs.param_len;
   cfg.quorum = CLIENTS;
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   bb_error err;
-  CHECK(bb_fedround_new(NULL, &cfg, 0, &fr, &err) == 0);
+  CHECK(bbi_fedround_new(NULL, &cfg, 0, &fr, &err) == 0);
   for (int c = 0; c < CLIENTS; c++) {
     uint8_t key[8];
-    const size_t n = bb_fedround_key_from_u64((uint64_t)c + 100, key);
-    CHECK(bb_fedround_contribute(fr, 0, key, n, obs.updates[r][c].params, obs.updates[r][c].samples, 0, NULL, &err) ==
+    const size_t n = bbi_fedround_key_from_u64((uint64_t)c + 100, key);
+    CHECK(bbi_fedround_contribute(fr, 0, key, n, obs.updates[r][c].params, obs.updates[r][c].samples, 0, NULL, &err) ==
           0);
   }
-  bb_fedround_result res;
-  CHECK(bb_fedround_poll(fr, 0, NULL, &res, &err) == 0 && res.event == BB_FEDROUND_CLOSED);
+  bbi_fedround_result res;
+  CHECK(bbi_fedround_poll(fr, 0, NULL, &res, &err) == 0 && res.event == BBI_FEDROUND_CLOSED);
   if (res.params) memcpy(out, res.params, obs.param_len * sizeof(float));
-  bb_buffer_free(bb_fedround_allocator(fr), res.params);
-  bb_fedround_free(fr);
+  bb_buffer_free(bbi_fedround_allocator(fr), res.params);
+  bbi_fedround_free(fr);
 }
 
 /* |root − flat| within the bound in the file comment, for every coordinate. */

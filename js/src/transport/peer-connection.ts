@@ -35,8 +35,8 @@ export async function defaultPeerConnection(
     mod = (await load(POLYFILL)) as { RTCPeerConnection?: unknown };
   } catch (error) {
     throw new TransportError('no-webrtc',
-      `WebRTC is not available in Node ${node}: it needs the optional dependency node-datachannel (npm install node-datachannel@0.33.4), ` +
-      `or options.RTCPeerConnection (importing ${POLYFILL} failed: ${String((error as Error)?.message ?? error)})`);
+      `WebRTC is not available in Node ${node}: node-datachannel is not installed: in Node run \`npm install node-datachannel\` (0.26 or later), ` +
+      `or pass RTCPeerConnection in the options (importing ${POLYFILL} failed: ${String((error as Error)?.message ?? error)})`);
   }
   if (typeof mod.RTCPeerConnection !== 'function') {
     throw new TransportError('no-webrtc', `${POLYFILL} has no RTCPeerConnection constructor`);
