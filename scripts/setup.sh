@@ -12,6 +12,10 @@ APT_PACKAGES=(
   zlib1g-dev
   wabt chromium
   iproute2 util-linux openssl
+  # the end-to-end runs on real networks and other engines (scripts/e2e*.sh): TURN, NAT
+  # routers, a test CA in an NSS database, Firefox, WebKitGTK under a virtual display,
+  # Redis for several signalling processes
+  coturn nftables iputils-ping libnss3-tools firefox-esr webkit2gtk-driver xvfb xauth redis-server
 )
 
 say() { printf 'setup: %s\n' "$*"; }

@@ -134,10 +134,10 @@ int main(int argc, char **argv) {
          (double)f.accuracy, ok ? ">=" : "below", o.target, (unsigned long long)st.sent, (unsigned long long)st.lost);
   if (o.export_path) {
     FILE *out = f.onnx ? fopen(o.export_path, "wb") : NULL;
-    bool written = out && fwrite(f.onnx->as.bytes, 1, f.onnx->n, out) == f.onnx->n;
+    bool written = out && fwrite(bb_val_as_bytes(f.onnx), 1, bb_val_count(f.onnx), out) == bb_val_count(f.onnx);
     if (out && fclose(out)) written = false;
     if (!written) fprintf(stderr, "federated_cnn: cannot write the exported model to %s\n", o.export_path), ok = 0;
-    else if (!o.quiet) printf("federated_cnn: wrote %s (%zu bytes)\n", o.export_path, f.onnx->n);
+    else if (!o.quiet) printf("federated_cnn: wrote %s (%zu bytes)\n", o.export_path, bb_val_count(f.onnx));
   }
   if (o.test_set && !write_test_set(&d.test, o.test_set)) ok = 0;
   bb_federation_free(&f);

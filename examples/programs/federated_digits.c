@@ -126,7 +126,7 @@ static bool write_export(const bb_federation *f, const options *o, bb_error *err
     return false;
   }
   FILE *out = fopen(o->export_path, "wb");
-  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(f->onnx->as.bytes, 1, f->onnx->n, out) == f->onnx->n);
+  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(bb_val_as_bytes(f->onnx), 1, bb_val_count(f->onnx), out) == bb_val_count(f->onnx));
   if (out && fclose(out)) ok = false;
   bb_buffer_free(NULL, bytes);
   if (!ok) fail(err, BB_ERR_IO, "cannot write ", o->export_path);

@@ -1,17 +1,25 @@
 /**
- * The federated examples as a web app runs them: one server and any number of clients
- * learning scikit-learn's handwritten digits with federated averaging — federated_digits
- * (CpuMlp) and federated_cnn (a CNN exported from PyTorch, trained by OnnxModel; the page
- * hands every peer the model's bytes). Used by the tests, the end-to-end run in Chromium
- * and web-demo; a template for an app of its own.
+ * The federated examples as a web app runs them, on scikit-learn's handwritten digits (64
+ * pixels, ten classes). federated_digits and gossip_digits are templates configured as the
+ * C examples configure them — a CpuMlp with one hidden layer; their compiled artifacts are
+ * the ones the C examples compile (the templates record the same Modules). federated_cnn
+ * trains a CNN exported from PyTorch with OnnxModel (the page hands every peer the model's
+ * bytes) and is compiled from the example's recorded Module. Used by the tests, the
+ * end-to-end run in Chromium and web-demo; a template for an app of its own.
  */
 import type { Bb } from './bb.js';
 import { Compiler } from './compiler.js';
 import { Dataset, splitForFederation } from './dataset.js';
 import { loadBytes } from './loader.js';
 import type { OnnxModel } from './model.js';
-import { BbNode, type Step } from './node.js';
-import { peersValue, scalarOf, tensorValue, type Value } from './values.js';
+import { BbNode } from './node.js';
+import { federatedAveraging } from './templates/federated.js';
+import { gossipLearning } from './templates/gossip.js';
+import { cpuMlp } from './templates/models.js';
+import type { Plan } from './templates/plan.js';
+import { peersValue, tensorValue, type Value } from './values.js';
+
+export { roundReporter, type RoundReport } from './templates/plan.js';
 
 export interface FederatedDigitsConfig {
   /** Updates that close a round once its deadline passed (default 3). */
@@ -22,25 +30,43 @@ export interface FederatedDigitsConfig {
   readonly deadlineMs?: number;
 }
 
+const DIGITS_MLP = cpuMlp({ inputs: 64, hidden: [32], outputs: 10, activation: 'relu', lr: 0.05, momentum: 0.9, inputScale: 0.0625 });
+
+/** federated_digits as a template: FedAvg over seats (the server is given its clients). */
+export function federatedDigits(config: FederatedDigitsConfig = {}): Plan {
+  const quorum = config.quorum ?? 3;
+  return federatedAveraging({
+    name: 'FedDigits',
+    model: DIGITS_MLP,
+    clients: config.target ?? Math.max(quorum, 4),
+    quorum,
+    deadlineMs: config.deadlineMs ?? 1000,
+    discovery: 'seats',
+    roundMs: 200,
+    fitSteps: 12,
+    batch: 32,
+  });
+}
+
+/** gossip_digits as a template. */
+export const gossipDigits = gossipLearning({ name: 'GossipDigits', model: DIGITS_MLP, periodMs: 100, fitSteps: 4, view: { size: 6, shuffle: 3 } });
+
 export const FEDERATED_DIGITS_SERVER_TARGETS = ['FedDigits', 'FedDigits_server'] as const;
 export const FEDERATED_DIGITS_CLIENT_TARGETS = ['FedDigits_clients'] as const;
 export const FEDERATED_CNN_SERVER_TARGETS = ['FedCnn', 'FedCnn_server'] as const;
 export const FEDERATED_CNN_CLIENT_TARGETS = ['FedCnn_clients'] as const;
 
-/** A FedAvg example: its name, the server's round loop and the targets of each side. */
-interface FedAvgExample {
-  readonly name: string;
-  readonly server: readonly [string, string];
-  readonly clients: readonly [string];
+/** Compiles federated_digits with FedAvg sized for this many clients. */
+export function compileFederatedDigits(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
+  return federatedDigits(config).compile(bb);
 }
-const DIGITS: FedAvgExample = { name: 'federated_digits', server: FEDERATED_DIGITS_SERVER_TARGETS, clients: FEDERATED_DIGITS_CLIENT_TARGETS };
-const CNN: FedAvgExample = { name: 'federated_cnn', server: FEDERATED_CNN_SERVER_TARGETS, clients: FEDERATED_CNN_CLIENT_TARGETS };
 
-function compileFedAvg(bb: Bb, example: FedAvgExample, config: FederatedDigitsConfig): Uint8Array {
+/** Compiles federated_cnn with FedAvg sized for this many clients. */
+export function compileFederatedCnn(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
   const quorum = config.quorum ?? 3;
   const target = config.target ?? Math.max(quorum, 4);
   const deadline = config.deadlineMs ?? 1000;
-  const compiler = Compiler.forExample(bb, example.name);
+  const compiler = Compiler.forExample(bb, 'federated_cnn');
   try {
     compiler.rebind(
       'aggregator',
@@ -48,20 +74,10 @@ function compileFedAvg(bb: Bb, example: FedAvgExample, config: FederatedDigitsCo
       'FedAvg',
       `quorum=${quorum},target=${target},deadline_ms=${deadline},no_quorum=abandon,init=model`,
     );
-    return compiler.compile(Compiler.recordExample(bb, example.name));
+    return compiler.compile(Compiler.recordExample(bb, 'federated_cnn'));
   } finally {
     compiler.free();
   }
-}
-
-/** Compiles federated_digits with FedAvg sized for this many clients. */
-export function compileFederatedDigits(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
-  return compileFedAvg(bb, DIGITS, config);
-}
-
-/** Compiles federated_cnn with FedAvg sized for this many clients. */
-export function compileFederatedCnn(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
-  return compileFedAvg(bb, CNN, config);
 }
 
 /**
@@ -95,17 +111,19 @@ export function splitDigits(bb: Bb, csv: string | Uint8Array, clients: number, s
   };
 }
 
-/**
- * Installs the server (its model's data slot holds the test set, as the native example's);
- * its round loop starts with startDigitsServer.
- */
+/** Installs the server (its model's data slot holds the test set); its rounds start with startDigitsServer. */
 export function installDigitsServer(bb: Bb, artifact: Uint8Array, self: string, test: Dataset, seed = 1): BbNode {
-  return BbNode.install(bb, { artifact, self, targets: DIGITS.server, slots: { data: { dataset: test } }, seed });
+  return federatedDigits().installServer(bb, { artifact, self, test, seed }).node;
 }
 
 /** Starts the server's rounds for these clients, evaluating on the test set. */
 export function startDigitsServer(server: BbNode, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
-  startServer(server, DIGITS.server[0], clients, test, nowNs);
+  startServer(server, FEDERATED_DIGITS_SERVER_TARGETS[0], clients, test, nowNs);
+}
+
+/** Installs a client on its shard, knowing its server. */
+export function installDigitsClient(bb: Bb, artifact: Uint8Array, self: string, server: string, shard: Dataset, seed = 1): BbNode {
+  return federatedDigits().installClient(bb, { artifact, self, server, data: shard, seed });
 }
 
 function startServer(server: BbNode, module: string, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
@@ -119,20 +137,6 @@ function startServer(server: BbNode, module: string, clients: readonly string[],
   server.invoke(module, inputs, nowNs);
 }
 
-function installClient(bb: Bb, example: FedAvgExample, artifact: Uint8Array, self: string, server: string, shard: Dataset,
-  seed: number, model?: Uint8Array | OnnxModel): BbNode {
-  const slots = model === undefined ? { data: { dataset: shard } } : { data: { dataset: shard }, model: { model } };
-  const node = BbNode.install(bb, { artifact, self, targets: example.clients, slots, seed });
-  node.addPeer(server);
-  node.bindInput(example.clients[0], 'server', peersValue([server]));
-  return node;
-}
-
-/** Installs a client on its shard, knowing its server. */
-export function installDigitsClient(bb: Bb, artifact: Uint8Array, self: string, server: string, shard: Dataset, seed = 1): BbNode {
-  return installClient(bb, DIGITS, artifact, self, server, shard, seed);
-}
-
 /**
  * Installs federated_cnn's server: the network to train (loadDigitsCnn's bytes, or any
  * model of the same inputs), the test set it evaluates on; its rounds start with
@@ -141,35 +145,25 @@ export function installDigitsClient(bb: Bb, artifact: Uint8Array, self: string, 
  */
 export function installCnnServer(bb: Bb, artifact: Uint8Array, self: string, test: Dataset, model: Uint8Array | OnnxModel,
   seed = 1): BbNode {
-  return BbNode.install(bb, { artifact, self, targets: CNN.server, slots: { data: { dataset: test }, model: { model } }, seed });
+  return BbNode.install(bb, { artifact, self, targets: FEDERATED_CNN_SERVER_TARGETS, slots: { data: { dataset: test }, model: { model } }, seed });
 }
 
 /** Starts federated_cnn's rounds for these clients, evaluating on the test set. */
 export function startCnnServer(server: BbNode, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
-  startServer(server, CNN.server[0], clients, test, nowNs);
+  startServer(server, FEDERATED_CNN_SERVER_TARGETS[0], clients, test, nowNs);
 }
 
 /** Installs a federated_cnn client on its shard with the same network, knowing its server. */
 export function installCnnClient(bb: Bb, artifact: Uint8Array, self: string, server: string, shard: Dataset,
   model: Uint8Array | OnnxModel, seed = 1): BbNode {
-  return installClient(bb, CNN, artifact, self, server, shard, seed, model);
-}
-
-/** A round the server reported: its number and the global model's held-out accuracy. */
-export interface RoundReport {
-  readonly round: number;
-  readonly accuracy: number;
-}
-
-/**
- * Turns the server's steps into round reports: "round" comes before "accuracy" in each
- * round's events.
- */
-export function roundReporter(onRound: (report: RoundReport) => void): (step: Step) => void {
-  let round = 0;
-  return (step) => {
-    if (step.kind !== 'appEvent') return;
-    if (step.topic === 'round') round = scalarOf(step.value) ?? round;
-    if (step.topic === 'accuracy') onRound({ round, accuracy: scalarOf(step.value) ?? Number.NaN });
-  };
+  const node = BbNode.install(bb, {
+    artifact,
+    self,
+    targets: FEDERATED_CNN_CLIENT_TARGETS,
+    slots: { data: { dataset: shard }, model: { model } },
+    seed,
+  });
+  node.addPeer(server);
+  node.bindInput(FEDERATED_CNN_CLIENT_TARGETS[0], 'server', peersValue([server]));
+  return node;
 }

@@ -14,7 +14,7 @@
  */
 export { loadBb, type WasmSource } from './loader.js';
 export { Bb } from './bb.js';
-export { OnnxModel } from './model.js';
+export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './model.js';
 export {
   OnnxTrainer,
   type Batch,
@@ -53,12 +53,33 @@ export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
 export { BbNode, monotonicNowNs, parseSteps, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
 export {
   registerComponentType,
+  type ComponentContext,
   type ComponentInit,
   type ComponentInstance,
   type ComponentType,
+  type ControlMessage,
   type OpCall,
   type OpOutputs,
 } from './component.js';
+export {
+  aggregatorComponent,
+  backendComponent,
+  codecComponent,
+  dataSourceComponent,
+  indexComponent,
+  modelComponent,
+  peerSelectorComponent,
+  protocolComponent,
+  type AggregatorComponent,
+  type BackendComponent,
+  type CodecComponent,
+  type ComponentExtras,
+  type DataSourceComponent,
+  type IndexComponent,
+  type ModelComponent,
+  type PeerSelectorComponent,
+  type ProtocolComponent,
+} from './roles.js';
 export {
   base58Decode,
   base58Encode,
@@ -87,6 +108,7 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
+export * from './dsl/index.js';
 export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
   compileFederatedCnn,
@@ -95,19 +117,20 @@ export {
   FEDERATED_CNN_SERVER_TARGETS,
   FEDERATED_DIGITS_CLIENT_TARGETS,
   FEDERATED_DIGITS_SERVER_TARGETS,
+  federatedDigits,
+  gossipDigits,
   installCnnClient,
   installCnnServer,
   installDigitsClient,
   installDigitsServer,
   loadDigitsCnn,
-  roundReporter,
   splitDigits,
   startCnnServer,
   startDigitsServer,
   type DigitsSplit,
   type FederatedDigitsConfig,
-  type RoundReport,
 } from './examples.js';
+export * from './templates/index.js';
 // Networking has its own entry points, so pages that only compute never load it:
 // 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling
 // client) and, in Node only, 'bytesandbrains/signal/server'.

@@ -113,6 +113,15 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     expect(b.stats()).toMatchObject({ messagesIn: sizes.length, bytesIn: sizes.reduce((x, y) => x + y) });
   });
 
+  it('names the candidate pair a link runs over (host on one machine; none without a link)', async () => {
+    const a = await peer('a');
+    const b = await peer('b');
+    expect(await a.selectedPair(idOf('b'))).toBeUndefined();
+    await link(a, b);
+    expect(await a.selectedPair(idOf('b'))).toMatchObject({ local: 'host', remote: 'host' });
+    expect(await b.selectedPair(idOf('a'))).toMatchObject({ local: 'host', remote: 'host' });
+  });
+
   it('queues under back-pressure and refuses beyond its bound with queue-full', async () => {
     const a = await peer('a', { maxQueuedBytes: 8 * 1024 * 1024, highWaterMark: 256 * 1024, lowWaterMark: 64 * 1024 });
     const b = await peer('b');

@@ -20,13 +20,13 @@ typedef struct bin {
   void *head;  /* the first free block (its header), or NULL */
 } bin;
 
-struct bb_mem_pool {
+struct bbi_mem_pool {
   bb_allocator self;
   const bb_allocator *base;
   bin *bins; /* open addressing, linear probing; cap a power of two */
   size_t cap, n_bins;
   size_t blocks_out;
-  bb_mem_pool_stats stats;
+  bbi_mem_pool_stats stats;
   bool closed;
 };
 
@@ -55,7 +55,7 @@ static size_t slot_of(size_t size, size_t cap) {
   return (size_t)(h >> 32) & (cap - 1);
 }
 
-static bin *find_bin(const bb_mem_pool *p, size_t size) {
+static bin *find_bin(const bbi_mem_pool *p, size_t size) {
   if (!p->cap) return NULL;
   for (size_t i = slot_of(size, p->cap);; i = (i + 1) & (p->cap - 1)) {
     if (p->bins[i].size == size) return &p->bins[i];
@@ -64,13 +64,13 @@ static bin *find_bin(const bb_mem_pool *p, size_t size) {
 }
 
 /* The bin for size, made when missing; NULL when the table is full or cannot grow. */
-static bin *bin_for(bb_mem_pool *p, size_t size) {
+static bin *bin_for(bbi_mem_pool *p, size_t size) {
   bin *b = find_bin(p, size);
   if (b) return b;
-  if (p->n_bins >= BB_MEM_POOL_MAX_SIZES) return NULL;
+  if (p->n_bins >= BBI_MEM_POOL_MAX_SIZES) return NULL;
   if (2 * (p->n_bins + 1) > p->cap) {
     size_t cap = p->cap ? 2 * p->cap : 64;
-    bin *grown = bb_mem_calloc(p->base, cap, sizeof *grown);
+    bin *grown = bbi_mem_calloc(p->base, cap, sizeof *grown);
     if (!grown) return NULL;
     for (size_t i = 0; i < p->cap; i++) {
       if (!p->bins[i].size) continue;
@@ -78,7 +78,7 @@ static bin *bin_for(bb_mem_pool *p, size_t size) {
       while (grown[k].size) k = (k + 1) & (cap - 1);
       grown[k] = p->bins[i];
     }
-    bb_mem_free(p->base, p->bins);
+    bbi_mem_free(p->base, p->bins);
     p->bins = grown;
     p->cap = cap;
   }
@@ -91,7 +91,7 @@ static bin *bin_for(bb_mem_pool *p, size_t size) {
 }
 
 static void *pool_malloc(size_t size, void *user_data) {
-  bb_mem_pool *p = user_data;
+  bbi_mem_pool *p = user_data;
   if (size > SIZE_MAX - sizeof(header) - SIZE_STEP) return NULL;
   size_t cls = size_class(size);
   bin *b = find_bin(p, cls);
@@ -114,14 +114,14 @@ static void *pool_malloc(size_t size, void *user_data) {
   return (char *)block + sizeof(header);
 }
 
-static void release_pool(bb_mem_pool *p) {
+static void release_pool(bbi_mem_pool *p) {
   const bb_allocator *base = p->base;
-  bb_mem_free(base, p->bins);
-  bb_mem_free(base, p);
+  bbi_mem_free(base, p->bins);
+  bbi_mem_free(base, p);
 }
 
 static void pool_free(void *ptr, void *user_data) {
-  bb_mem_pool *p = user_data;
+  bbi_mem_pool *p = user_data;
   if (!ptr) return;
   void *block = (char *)ptr - sizeof(header);
   size_t cls = ((header *)block)->size;
@@ -135,7 +135,7 @@ static void pool_free(void *ptr, void *user_data) {
     p->stats.cached += cls;
     return;
   }
-  bb_mem_free(p->base, block);
+  bbi_mem_free(p->base, block);
   if (p->closed && !p->blocks_out) release_pool(p);
 }
 
@@ -150,31 +150,31 @@ static void *pool_realloc(void *ptr, size_t size, void *user_data) {
   return grown;
 }
 
-bb_mem_pool *bb_mem_pool_new(const bb_allocator *base) {
+bbi_mem_pool *bbi_mem_pool_new(const bb_allocator *base) {
   if (!base) base = bb_default_allocator();
-  bb_mem_pool *p = bb_mem_calloc(base, 1, sizeof *p);
+  bbi_mem_pool *p = bbi_mem_calloc(base, 1, sizeof *p);
   if (!p) return NULL;
   p->base = base;
   p->self = (bb_allocator){pool_malloc, pool_realloc, pool_free, p};
   return p;
 }
 
-const bb_allocator *bb_mem_pool_allocator(bb_mem_pool *p) { return &p->self; }
+const bb_allocator *bbi_mem_pool_allocator(bbi_mem_pool *p) { return &p->self; }
 
-void bb_mem_pool_close(bb_mem_pool *p) {
+void bbi_mem_pool_close(bbi_mem_pool *p) {
   if (!p) return;
   p->closed = true;
   for (size_t i = 0; i < p->cap; i++)
     for (void *block = p->bins[i].head; block;) {
       void *next = block_next(block);
-      bb_mem_free(p->base, block);
+      bbi_mem_free(p->base, block);
       block = next;
     }
-  bb_mem_free(p->base, p->bins);
+  bbi_mem_free(p->base, p->bins);
   p->bins = NULL;
   p->cap = p->n_bins = 0;
   p->stats.cached = 0;
   if (!p->blocks_out) release_pool(p);
 }
 
-void bb_mem_pool_get_stats(const bb_mem_pool *p, bb_mem_pool_stats *out) { *out = p->stats; }
+void bbi_mem_pool_get_stats(const bbi_mem_pool *p, bbi_mem_pool_stats *out) { *out = p->stats; }

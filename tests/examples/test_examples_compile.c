@@ -15,6 +15,7 @@ static const char *const NAMES[] = {"quickstart",
                                     "polymorphic_types",
                                     "federated_digits",
                                     "gossip_digits",
+                                    "hierarchical_digits",
                                     "federated_cnn"};
 #define N_NAMES (sizeof NAMES / sizeof NAMES[0])
 
@@ -391,8 +392,37 @@ static void test_polymorphic_types(void) {
   bb_model_free(rec);
 }
 
+/* hierarchical_digits: five partitions — the root's loop (@self), the edge's relay
+ * (edges), the client's round (clients), the edge's aggregation (edge) and the root's
+ * intake (root) — each with its own aggregator slot bound where it aggregates. */
+static void test_hierarchical_digits(void) {
+  bb_model *m = compile_example("hierarchical_digits", 0);
+  if (!m) return;
+  CHECK_EQ_INT(n_partitions(m), 5);
+  const bb_function *loop = ct_partition(m, "HierDigits"), *relay = ct_partition(m, "HierDigits_edges"),
+                    *client = ct_partition(m, "HierDigits_clients"), *edge = ct_partition(m, "HierDigits_edge"),
+                    *intake = ct_partition(m, "HierDigits_root");
+  CHECK(loop && relay && client && edge && intake);
+  if (!(loop && relay && client && edge && intake)) {
+    bb_model_free(m);
+    return;
+  }
+  CHECK_STR(peer_class(edge), "edge");
+  CHECK_EQ_INT(ct_count(loop, "Aggregate"), 1);
+  CHECK_EQ_INT(ct_count(relay, "Send"), 1);
+  CHECK_EQ_INT(ct_count(client, "Fit"), 1);
+  CHECK_EQ_INT(ct_count(edge, "Contribute"), 1);
+  CHECK_EQ_INT(ct_count(edge, "Aggregate"), 1);
+  CHECK_EQ_INT(ct_count(intake, "Contribute"), 1);
+  check_wire_pair(relay, client);
+  check_wire_pair(edge, intake);
+  CHECK_STR(ct_binding(m, edge, "edge_aggregator"), "Aggregator|FedAvg|2");
+  bb_model_free(m);
+}
+
 int main(void) {
   RUN(test_registry);
+  RUN(test_hierarchical_digits);
   RUN(test_quickstart);
   RUN(test_component_with_dependency);
   RUN(test_custom_index);

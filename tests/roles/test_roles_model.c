@@ -133,8 +133,8 @@ static float run_batch(bb_node *node, const float *x, const float *y, int n, uin
   float loss = NAN;
   for (size_t i = 0; i < ns; i++) {
     if (steps[i].kind == BB_STEP_OP_FAILED) print_steps("train", steps, ns);
-    if (steps[i].kind != BB_STEP_APP_EVENT || !steps[i].value || steps[i].value->kind != BB_VAL_TENSOR) continue;
-    const float *d = bb_tensor_data(steps[i].value->as.tensor);
+    if (steps[i].kind != BB_STEP_APP_EVENT || bb_val_kind_of(steps[i].value) != BB_VAL_TENSOR) continue;
+    const float *d = bb_tensor_data(bb_val_as_tensor(steps[i].value));
     if (strcmp(steps[i].topic, "loss") == 0) loss = d[0];
     if (strcmp(steps[i].topic, "relu") == 0 && relu_first) *relu_first = d[0];
   }
@@ -193,16 +193,17 @@ static void test_export_computes_forward(void) {
     if (strcmp(steps[i].topic, "probs") == 0) probs = steps[i].value;
     if (strcmp(steps[i].topic, "onnx") == 0) onnx = steps[i].value;
   }
-  CHECK(probs && probs->kind == BB_VAL_TENSOR && onnx && onnx->kind == BB_VAL_BYTES);
+  CHECK(probs && bb_val_kind_of(probs) == BB_VAL_TENSOR && onnx && bb_val_kind_of(onnx) == BB_VAL_BYTES);
   bb_model *m = NULL;
   bb_cpu_session *s = NULL;
   bb_tensor *y = NULL;
-  if (probs && onnx && !bb_model_decode(onnx->as.bytes, onnx->n, NULL, NULL, &m, &err) &&
+  if (probs && onnx && !bb_model_decode(bb_val_as_bytes(onnx), bb_val_count(onnx), NULL, NULL, &m, &err) &&
       !bb_cpu_session_new(m, NULL, &s, &err)) {
     const char *names[] = {"x"};
-    CHECK_MSG(!bb_cpu_session_run(s, names, &vx->as.tensor, 1, &y, &err), "%s", err.message);
+    bb_tensor *input = bb_val_as_tensor(vx);
+    CHECK_MSG(!bb_cpu_session_run(s, names, &input, 1, &y, &err), "%s", err.message);
     CHECK_STR(bb_cpu_session_output_name(s, 0), "probabilities");
-    const float *want = bb_tensor_data(probs->as.tensor), *got = y ? bb_tensor_data(y) : NULL;
+    const float *want = bb_tensor_data(bb_val_as_tensor(probs)), *got = y ? bb_tensor_data(y) : NULL;
     for (int i = 0; got && i < 12; i++) CHECK_MSG(fabsf(got[i] - want[i]) < 1e-6f, "%d: %g vs %g", i, got[i], want[i]);
   } else {
     CHECK_MSG(0, "%s", err.message);
@@ -352,7 +353,7 @@ static void test_data_source_feeds_training(void) {
     CHECK_EQ_INT(count_steps(steps, ns, BB_STEP_OP_FAILED), 0);
     for (size_t i = 0; i < ns; i++)
       if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "loss") == 0) {
-        float l = *(const float *)bb_tensor_data(steps[i].value->as.tensor);
+        float l = *(const float *)bb_tensor_data(bb_val_as_tensor(steps[i].value));
         if (step == 0) first = l;
         if (step >= 70) sum_last += l;
       }

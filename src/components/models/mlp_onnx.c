@@ -1,5 +1,5 @@
-/* A bb_mlp as a standalone ONNX model: the graph its forward pass computes, with the
- * parameters as initializers, so onnxruntime (or `bb run`) gives what bb_mlp_forward
+/* A bbi_mlp as a standalone ONNX model: the graph its forward pass computes, with the
+ * parameters as initializers, so onnxruntime (or `bb run`) gives what bbi_mlp_forward
  * gives. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include "bb/artifact.h"
 #include "bb/ir.h"
 #include "components/models/mlp.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static bool initializer(bb_model *m, const char *name, const float *data, size_t n_dims, const int64_t *dims,
                         size_t count) {
@@ -45,10 +45,10 @@ static bool any_not(const float *v, size_t n, float value) {
 }
 
 /* The graph; false when out of memory. */
-static bool build(bb_model *m, const bb_mlp_shape *sh) {
-  static const char *const ACTIVATIONS[] = {"Relu", "Tanh", "Sigmoid", NULL}; /* by bb_mlp_activation */
+static bool build(bb_model *m, const bbi_mlp_shape *sh) {
+  static const char *const ACTIVATIONS[] = {"Relu", "Tanh", "Sigmoid", NULL}; /* by bbi_mlp_activation */
   const size_t in = sh->widths[0], out = sh->widths[sh->n_layers];
-  const bool xent = sh->loss == BB_MLP_SOFTMAX_CROSS_ENTROPY;
+  const bool xent = sh->loss == BBI_MLP_SOFTMAX_CROSS_ENTROPY;
   const char *result = xent ? "probabilities" : "y";
   m->has_ir_version = true;
   m->ir_version = BB_ONNX_IR_VERSION;
@@ -95,9 +95,9 @@ static bool build(bb_model *m, const bb_mlp_shape *sh) {
   return softmax && bb_attr_set_int(m, &softmax->attrs, "axis", 1);
 }
 
-int bb_mlp_export_onnx(const bb_mlp *mlp, uint8_t **out, size_t *len, bb_error *err) {
-  bb_mlp_shape sh;
-  bb_mlp_describe(mlp, &sh);
+int bbi_mlp_export_onnx(const bbi_mlp *mlp, uint8_t **out, size_t *len, bb_error *err) {
+  bbi_mlp_shape sh;
+  bbi_mlp_describe(mlp, &sh);
   bb_model *m = bb_model_new(NULL);
   int rc = m && build(m, &sh) ? bb_model_encode(m, out, len, err) : bb_error_set(err, BB_ERR_NOMEM, "mlp: export: out of memory");
   bb_model_free(m);

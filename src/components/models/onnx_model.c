@@ -11,7 +11,7 @@
 
 #include "bb/cpu.h"
 #include "bb/roles.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define MAX_SESSION_OUTPUTS 64
@@ -48,9 +48,9 @@ void bb_onnx_model_free(bb_onnx_model *s) {
   bb_grad_graph_free(s->graph);
   bb_model_free(s->inference);
   bb_model_free(s->model);
-  bb_mem_free(s->alloc, s->names);
-  bb_mem_free(s->alloc, s->args);
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s->names);
+  bbi_mem_free(s->alloc, s->args);
+  bbi_mem_free(s->alloc, s);
 }
 
 static bool is_initializer(const bb_model *m, const char *name) {
@@ -152,7 +152,7 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
                       bb_onnx_model **out, bb_error *err) {
   *out = NULL;
   if (!alloc) alloc = bb_default_allocator();
-  bb_onnx_model *s = bb_mem_calloc(alloc, 1, sizeof *s);
+  bb_onnx_model *s = bbi_mem_calloc(alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->alloc = alloc;
   s->loss = c->loss;
@@ -173,8 +173,8 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
   if (!rc && bb_cpu_session_output_count(s->predict) > MAX_SESSION_OUTPUTS)
     rc = bb_error_set(err, BB_ERR_LIMIT, "the model has over %d outputs", MAX_SESSION_OUTPUTS);
   size_t held = rc ? 0 : bb_grad_trainer_value_count(s->trainer);
-  if (!rc && (!(s->names = bb_mem_calloc(alloc, held + 1, sizeof *s->names)) ||
-              !(s->args = bb_mem_calloc(alloc, held + 1, sizeof *s->args))))
+  if (!rc && (!(s->names = bbi_mem_calloc(alloc, held + 1, sizeof *s->names)) ||
+              !(s->args = bbi_mem_calloc(alloc, held + 1, sizeof *s->args))))
     rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (!rc) {
     s->names[s->n_args++] = s->input;

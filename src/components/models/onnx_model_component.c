@@ -14,7 +14,7 @@
 #include "bb/onnx_model.h"
 #include "bb/roles.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct onnx_model {
@@ -35,7 +35,7 @@ static void om_destroy(void *self) {
   bb_onnx_model_free(s->m);
   bb_tensor_release(s->last_x);
   bb_tensor_release(s->last_labels);
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s);
 }
 
 /* The model bytes: host_data (a bb_bytes) or the file config names (*owned: to free). */
@@ -58,7 +58,7 @@ static int model_bytes(const onnx_model *s, const bb_component_init *init, const
   size_t len = 0, cap = 0;
   int rc = 0;
   for (;;) {
-    if (len == cap && bb_mem_grow(s->alloc, (void **)&buf, &cap, len + 65536, 1)) {
+    if (len == cap && bbi_mem_grow(s->alloc, (void **)&buf, &cap, len + 65536, 1)) {
       rc = bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory reading %s", path);
       break;
     }
@@ -69,7 +69,7 @@ static int model_bytes(const onnx_model *s, const bb_component_init *init, const
   if (!rc && ferror(f)) rc = bb_error_set(err, BB_ERR_IO, "OnnxModel: cannot read model %s", path);
   fclose(f);
   if (rc) {
-    bb_mem_free(s->alloc, buf);
+    bbi_mem_free(s->alloc, buf);
     return rc;
   }
   *out = (bb_bytes){buf, len};
@@ -79,7 +79,7 @@ static int model_bytes(const onnx_model *s, const bb_component_init *init, const
 }
 
 static int om_create(const bb_component_init *init, void **self, bb_error *err) {
-  onnx_model *s = bb_mem_calloc(init->alloc, 1, sizeof *s);
+  onnx_model *s = bbi_mem_calloc(init->alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory");
   s->alloc = init->alloc;
   const char *cfg = init->config;
@@ -97,7 +97,7 @@ static int om_create(const bb_component_init *init, void **self, bb_error *err) 
     rc = bb_onnx_model_new(bytes.data, bytes.len, &c, s->alloc, &s->m, err);
     if (rc && *path) bb_error_prefix(err, "%s: ", path);
   }
-  if (owned) bb_mem_free(s->alloc, bytes.data);
+  if (owned) bbi_mem_free(s->alloc, bytes.data);
   if (rc) { /* every message starts with the component's name */
     if (err && strncmp(err->message, "OnnxModel", 9) != 0) bb_error_prefix(err, "OnnxModel: ");
     om_destroy(s);
@@ -186,12 +186,12 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
   for (uint64_t i = 0; i < s->fit_steps && !rc; i++) {
     bb_val *batch[2] = {NULL, NULL};
     if ((rc = bb_ctx_call(ctx, s->data_slot, "NextBatch", NULL, 0, batch, 2, err))) break;
-    if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR) {
+    if (!batch[0] || !batch[1] || bb_val_kind_of(batch[0]) != BB_VAL_TENSOR || bb_val_kind_of(batch[1]) != BB_VAL_TENSOR) {
       rc = bb_error_set(err, BB_ERR_TYPE, "OnnxModel: NextBatch of slot `%s` gave no (batch, labels) tensors", s->data_slot);
     } else {
       bb_grad_step st;
-      if (!(rc = named(bb_onnx_model_step(s->m, batch[0]->as.tensor, batch[1]->as.tensor, &st, err), err)))
-        *samples += (uint64_t)batch[0]->as.tensor->dims[0];
+      if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err)))
+        *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
     }
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);
@@ -245,6 +245,6 @@ static int om_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 
 static const bb_component_port OM_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_ONNX_MODEL = {
+const bb_component_type BBI_ONNX_MODEL = {
     sizeof(bb_component_type), "OnnxModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, OM_STORAGE, 1,
     om_create, om_destroy, om_invoke, NULL, NULL, om_save, om_restore, NULL};

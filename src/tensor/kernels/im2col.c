@@ -7,7 +7,7 @@
 #include "tensor/kernels/vec.h"
 
 /* The window columns [*x0, *x1) of kernel column kx that read inside the image. */
-static void inside_columns(const bb_window2d *g, size_t kx, size_t *x0, size_t *x1) {
+static void inside_columns(const bbi_window2d *g, size_t kx, size_t *x0, size_t *x1) {
   const int64_t off = (int64_t)(kx * g->dw) - (int64_t)g->pw;
   size_t lo = 0, hi = g->ow;
   while (lo < g->ow && (int64_t)(lo * g->sw) + off < 0) lo++;
@@ -17,11 +17,11 @@ static void inside_columns(const bb_window2d *g, size_t kx, size_t *x0, size_t *
 
 static void zero_run(float *dst, size_t n) {
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) bb_f32x4_store(dst + i, bb_f32x4_splat(0.0f));
+  for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_splat(0.0f));
   for (; i < n; i++) dst[i] = 0.0f;
 }
 
-void bb_f32_im2col_2d(const bb_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
   for (size_t c = 0; c < channels; c++) {
     const float *plane = x + c * g->ih * g->iw;
     for (size_t ky = 0; ky < g->kh; ky++)
@@ -41,7 +41,7 @@ void bb_f32_im2col_2d(const bb_window2d *g, size_t channels, const float *x, flo
           size_t i = 0, n = x1 - x0;
           float *dst = row + x0;
           if (g->sw == 1)
-            for (; i + 4 <= n; i += 4) bb_f32x4_store(dst + i, bb_f32x4_load(src + i));
+            for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(src + i));
           for (; i < n; i++) dst[i] = src[i * g->sw];
           zero_run(row + x1, g->ow - x1);
         }
@@ -49,7 +49,7 @@ void bb_f32_im2col_2d(const bb_window2d *g, size_t channels, const float *x, flo
   }
 }
 
-void bb_f32_col2im_2d(const bb_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
   for (size_t c = 0; c < channels; c++) {
     float *plane = x + c * g->ih * g->iw;
     for (size_t ky = 0; ky < g->kh; ky++)
@@ -66,7 +66,7 @@ void bb_f32_col2im_2d(const bb_window2d *g, size_t channels, const float *col, s
           const float *src = row + x0;
           size_t i = 0, n = x1 - x0;
           if (g->sw == 1)
-            for (; i + 4 <= n; i += 4) bb_f32x4_store(dst + i, bb_f32x4_load(dst + i) + bb_f32x4_load(src + i));
+            for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(dst + i) + bbi_f32x4_load(src + i));
           for (; i < n; i++) dst[i * g->sw] += src[i];
         }
       }
@@ -76,14 +76,14 @@ void bb_f32_col2im_2d(const bb_window2d *g, size_t channels, const float *col, s
 /* ---- the reference: one element at a time -------------------------------------------------- */
 
 /* The plane offset window position (oy, ox) reads at kernel position (ky, kx), or -1 in the padding. */
-static int64_t source(const bb_window2d *g, size_t oy, size_t ox, size_t ky, size_t kx) {
+static int64_t source(const bbi_window2d *g, size_t oy, size_t ox, size_t ky, size_t kx) {
   const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
   const int64_t ix = (int64_t)(ox * g->sw + kx * g->dw) - (int64_t)g->pw;
   if (iy < 0 || iy >= (int64_t)g->ih || ix < 0 || ix >= (int64_t)g->iw) return -1;
   return iy * (int64_t)g->iw + ix;
 }
 
-void bb_f32_im2col_2d_scalar(const bb_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+void bbi_f32_im2col_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
   for (size_t c = 0; c < channels; c++)
     for (size_t ky = 0; ky < g->kh; ky++)
       for (size_t kx = 0; kx < g->kw; kx++) {
@@ -96,7 +96,7 @@ void bb_f32_im2col_2d_scalar(const bb_window2d *g, size_t channels, const float 
       }
 }
 
-void bb_f32_col2im_2d_scalar(const bb_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+void bbi_f32_col2im_2d_scalar(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
   for (size_t c = 0; c < channels; c++)
     for (size_t ky = 0; ky < g->kh; ky++)
       for (size_t kx = 0; kx < g->kw; kx++) {

@@ -13,7 +13,7 @@
 /* The window of output (oy, ox): the rows and columns it covers, -1 where they fall in
  * the padding; `padded` counts the positions inside the padded extent (for
  * count_include_pad). */
-static float pool_one(const bb_window2d *g, int is_max, const float *plane, size_t oy, size_t ox, int64_t *arg) {
+static float pool_one(const bbi_window2d *g, int is_max, const float *plane, size_t oy, size_t ox, int64_t *arg) {
   float acc = is_max ? -INFINITY : 0.0f;
   int64_t best = -1;
   size_t count = 0;
@@ -37,7 +37,7 @@ static float pool_one(const bb_window2d *g, int is_max, const float *plane, size
   return is_max ? acc : count ? acc / (float)count : NAN;
 }
 
-static void pool_scalar(const bb_window2d *g, int is_max, size_t planes, const float *x, float *y, int64_t *indices) {
+static void pool_scalar(const bbi_window2d *g, int is_max, size_t planes, const float *x, float *y, int64_t *indices) {
   const size_t in_size = g->ih * g->iw;
   for (size_t p = 0; p < planes; p++, x += in_size)
     for (size_t oy = 0; oy < g->oh; oy++)
@@ -48,11 +48,11 @@ static void pool_scalar(const bb_window2d *g, int is_max, size_t planes, const f
       }
 }
 
-void bb_f32_maxpool2d_scalar(const bb_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
+void bbi_f32_maxpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
   pool_scalar(g, 1, planes, x, y, indices);
 }
 
-void bb_f32_avgpool2d_scalar(const bb_window2d *g, size_t planes, const float *x, float *y) {
+void bbi_f32_avgpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y) {
   pool_scalar(g, 0, planes, x, y, NULL);
 }
 
@@ -60,14 +60,14 @@ void bb_f32_avgpool2d_scalar(const bb_window2d *g, size_t planes, const float *x
 
 /* Lanes x[at], x[at + s], x[at + 2s], x[at + 3s] of one row; `room` is how many floats
  * after at the row holds, so the paired loads of stride 2 never read past it. */
-BB_INLINE bb_f32x4 load_strided(const float *x, size_t s, size_t room) {
-  if (s == 1) return bb_f32x4_load(x);
-  if (s == 2 && room >= 8) return BB_F32X4_SHUFFLE(bb_f32x4_load(x), bb_f32x4_load(x + 4), 0, 2, 4, 6);
-  return (bb_f32x4){x[0], x[s], x[2 * s], x[3 * s]};
+BBI_INLINE bbi_f32x4 load_strided(const float *x, size_t s, size_t room) {
+  if (s == 1) return bbi_f32x4_load(x);
+  if (s == 2 && room >= 8) return BBI_F32X4_SHUFFLE(bbi_f32x4_load(x), bbi_f32x4_load(x + 4), 0, 2, 4, 6);
+  return (bbi_f32x4){x[0], x[s], x[2 * s], x[3 * s]};
 }
 
 /* The first and one-past-last outputs of a row whose windows' columns are all inside. */
-static void interior_columns(const bb_window2d *g, size_t *first, size_t *end) {
+static void interior_columns(const bbi_window2d *g, size_t *first, size_t *end) {
   size_t lo = 0;
   while (lo < g->ow && lo * g->sw < g->pw) lo++;
   const size_t span = (g->kw - 1) * g->dw + 1;
@@ -82,33 +82,33 @@ static void interior_columns(const bb_window2d *g, size_t *first, size_t *end) {
 typedef struct row_plan {
   size_t iy[16];
   size_t n_rows, padded_rows;
-  bb_f32x4 count;
+  bbi_f32x4 count;
 } row_plan;
 
 typedef enum pool_mode { MODE_AVG, MODE_MAX, MODE_MAX_INDICES } pool_mode;
 
 /* One more value of each lane's window into the accumulators (`first`: the window's first). */
-BB_INLINE void take(pool_mode mode, bb_f32x4 v, int32_t at, int32_t s, int first, bb_f32x4 *acc, bb_i32x4 *arg) {
+BBI_INLINE void take(pool_mode mode, bbi_f32x4 v, int32_t at, int32_t s, int first, bbi_f32x4 *acc, bbi_i32x4 *arg) {
   if (mode == MODE_AVG) {
     *acc += v;
   } else if (first) { /* the first value of the window is taken as it is */
     *acc = v;
-    if (mode == MODE_MAX_INDICES) *arg = (bb_i32x4){at, at + s, at + 2 * s, at + 3 * s};
+    if (mode == MODE_MAX_INDICES) *arg = (bbi_i32x4){at, at + s, at + 2 * s, at + 3 * s};
   } else if (mode == MODE_MAX) {
-    *acc = bb_f32x4_max(*acc, v); /* acc < v ? v : acc: a later value replaces only a greater one */
+    *acc = bbi_f32x4_max(*acc, v); /* acc < v ? v : acc: a later value replaces only a greater one */
   } else {
-    const bb_i32x4 gt = v > *acc;
-    *acc = bb_f32x4_select(gt, v, *acc);
-    *arg = (bb_i32x4)bb_f32x4_select(gt, (bb_f32x4)(bb_i32x4){at, at + s, at + 2 * s, at + 3 * s}, (bb_f32x4)*arg);
+    const bbi_i32x4 gt = v > *acc;
+    *acc = bbi_f32x4_select(gt, v, *acc);
+    *arg = (bbi_i32x4)bbi_f32x4_select(gt, (bbi_f32x4)(bbi_i32x4){at, at + s, at + 2 * s, at + 3 * s}, (bbi_f32x4)*arg);
   }
 }
 
 /* Outputs ox..ox+3 of a row, every column of their windows inside the image. Each lane
  * visits its window in row-major order, as pool_one does. */
-BB_INLINE void pool_vec(const bb_window2d *g, pool_mode mode, const row_plan *r, const float *x, size_t ox, float *y,
+BBI_INLINE void pool_vec(const bbi_window2d *g, pool_mode mode, const row_plan *r, const float *x, size_t ox, float *y,
                         int64_t *idx, int64_t base) {
-  bb_f32x4 acc = bb_f32x4_splat(0.0f);
-  bb_i32x4 arg = {0, 0, 0, 0};
+  bbi_f32x4 acc = bbi_f32x4_splat(0.0f);
+  bbi_i32x4 arg = {0, 0, 0, 0};
   const int32_t s = (int32_t)g->sw;
   /* 2-wide windows at stride 2 (the common 2x2 pooling): one pair of loads gives both
    * columns, the even and the odd lanes */
@@ -116,25 +116,25 @@ BB_INLINE void pool_vec(const bb_window2d *g, pool_mode mode, const row_plan *r,
   for (size_t k = 0; k < r->n_rows; k++) {
     const size_t ix = ox * g->sw - g->pw, at = r->iy[k] * g->iw + ix;
     if (pairs && g->iw - ix >= 8) {
-      const bb_f32x4 a = bb_f32x4_load(x + at), b = bb_f32x4_load(x + at + 4);
-      take(mode, BB_F32X4_SHUFFLE(a, b, 0, 2, 4, 6), (int32_t)at, s, k == 0, &acc, &arg);
-      take(mode, BB_F32X4_SHUFFLE(a, b, 1, 3, 5, 7), (int32_t)at + 1, s, 0, &acc, &arg);
+      const bbi_f32x4 a = bbi_f32x4_load(x + at), b = bbi_f32x4_load(x + at + 4);
+      take(mode, BBI_F32X4_SHUFFLE(a, b, 0, 2, 4, 6), (int32_t)at, s, k == 0, &acc, &arg);
+      take(mode, BBI_F32X4_SHUFFLE(a, b, 1, 3, 5, 7), (int32_t)at + 1, s, 0, &acc, &arg);
       continue;
     }
     for (size_t kx = 0; kx < g->kw; kx++) {
       const size_t col = ix + kx * g->dw;
-      const bb_f32x4 v = load_strided(x + at + kx * g->dw, g->sw, g->iw - col);
+      const bbi_f32x4 v = load_strided(x + at + kx * g->dw, g->sw, g->iw - col);
       take(mode, v, (int32_t)(at + kx * g->dw), s, k == 0 && kx == 0, &acc, &arg);
     }
   }
-  bb_f32x4_store(y + ox, mode == MODE_AVG ? acc / r->count : acc);
+  bbi_f32x4_store(y + ox, mode == MODE_AVG ? acc / r->count : acc);
   if (mode == MODE_MAX_INDICES)
     for (int l = 0; l < 4; l++) idx[ox + (size_t)l] = base + arg[l];
 }
 
 /* An output whose window reaches past the image's left or right edge: pool_one's sum and
  * order over the row plan, with the window's columns found once. */
-static float pool_edge(const bb_window2d *g, int is_max, const row_plan *r, const float *x, size_t ox, int64_t *arg) {
+static float pool_edge(const bbi_window2d *g, int is_max, const row_plan *r, const float *x, size_t ox, int64_t *arg) {
   size_t cols[16], n_cols = 0, padded_cols = 0;
   for (size_t kx = 0; kx < g->kw; kx++) {
     const int64_t ix = (int64_t)(ox * g->sw + kx * g->dw) - (int64_t)g->pw;
@@ -155,7 +155,7 @@ static float pool_edge(const bb_window2d *g, int is_max, const row_plan *r, cons
   return is_max ? acc : count ? acc / (float)count : NAN;
 }
 
-BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
+BBI_INLINE void pool_rows(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   const size_t in_size = g->ih * g->iw;
   const int is_max = mode != MODE_AVG;
   size_t c0, c1;
@@ -171,7 +171,7 @@ BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, co
         if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
         r.padded_rows += iy >= -(int64_t)g->ph && iy < (int64_t)(g->ih + g->ph_end);
       }
-      r.count = bb_f32x4_splat((float)((g->count_include_pad ? r.padded_rows : r.n_rows) * g->kw));
+      r.count = bbi_f32x4_splat((float)((g->count_include_pad ? r.padded_rows : r.n_rows) * g->kw));
       const size_t end = r.n_rows && c1 >= c0 + 4 ? c1 : c0; /* the vectors cover [c0, end) */
       for (size_t ox = 0; ox < g->ow; ox++) {
         if (ox == c0 && end > c0) {
@@ -190,7 +190,7 @@ BB_INLINE void pool_rows(const bb_window2d *g, pool_mode mode, size_t planes, co
     }
 }
 
-static void pool_simd(const bb_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
+static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   /* lanes track offsets in 32 bits; the row and column plans hold 16 window positions */
   if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16 || g->kw > 16) {
     pool_scalar(g, mode != MODE_AVG, planes, x, y, indices);
@@ -202,10 +202,10 @@ static void pool_simd(const bb_window2d *g, pool_mode mode, size_t planes, const
   else pool_rows(g, MODE_MAX, planes, x, y, NULL);
 }
 
-void bb_f32_maxpool2d(const bb_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
+void bbi_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
   pool_simd(g, MODE_MAX, planes, x, y, indices);
 }
 
-void bb_f32_avgpool2d(const bb_window2d *g, size_t planes, const float *x, float *y) {
+void bbi_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y) {
   pool_simd(g, MODE_AVG, planes, x, y, NULL);
 }
