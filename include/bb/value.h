@@ -8,6 +8,7 @@
 #ifndef BB_VALUE_H
 #define BB_VALUE_H
 
+#include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/tensor.h"
 #include "bb/wire.h"
@@ -78,6 +79,13 @@ int bb_val_kind_of_hash(uint64_t type_hash);
 
 /* True for the kinds that hold one u64 (U64 ... CORRELATION). */
 bool bb_val_is_u64(const bb_val *v);
+
+/* True when v can be a value of the type (a denotation, bb/artifact.h): of the kind
+ * bb_type_value_kind names — a Peer and Peers, an Address and Addresses standing for
+ * each other — with the element type a tensor or scalar type names. The abstract type
+ * and types of kind "Any" take every value. A composite's parts are not looked into:
+ * the ops that read them check them. */
+bool bb_val_fits_type(const bb_val *v, const char *type);
 
 /* ---- the wire form ----------------------------------------------------------------- */
 

@@ -445,7 +445,6 @@ void bb_node_free(bb_node *n) {
     bb_mem_free(n->alloc, g->formal_out);
     bb_mem_free(n->alloc, g->out_index);
     bb_mem_free(n->alloc, g->recv_sender);
-    bb_mem_free(n->alloc, g->is_recv);
   }
   bb_mem_free(n->alloc, n->graphs);
   for (size_t i = 0; i < n->n_counters; i++) bb_mem_free(n->alloc, n->counters[i].name);
@@ -458,6 +457,12 @@ void bb_node_free(bb_node *n) {
   bb_ring_free(&n->ingress, n->alloc);
   bb_ring_free(&n->outbound, n->alloc);
   bb_ring_free(&n->dedup, n->alloc);
-  bb_model_free(n->model);
+  for (size_t i = 0; i < n->n_wires; i++) {
+    bb_mem_free(n->alloc, n->wires[i].name);
+    bb_mem_free(n->alloc, n->wires[i].type);
+  }
+  bb_mem_free(n->alloc, n->wires);
+  for (size_t k = 0; k < n->n_models; k++) bb_model_free(n->models[k]);
+  bb_mem_free(n->alloc, n->models);
   bb_mem_free(n->alloc, n);
 }

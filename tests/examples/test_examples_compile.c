@@ -37,7 +37,7 @@ static bb_model *compile_example(const char *name, size_t module) {
   bb_buffer_free(NULL, a);
   CHECK_MSG(rc == 0, "%s: artifact does not decode: %s", name, rc ? err.message : "");
   if (rc) return NULL;
-  CHECK_STR(bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled"), "v1");
+  CHECK_STR(bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled"), "v2");
   char *text = NULL;
   CHECK_MSG(bb_artifact_describe(m, BB_ARTIFACT_JSON, &text, NULL, &err) == 0, "%s: describe: %s", name, err.message);
   bb_buffer_free(NULL, text);
@@ -58,7 +58,8 @@ static size_t n_partitions(const bb_model *m) {
 
 static const char *peer_class(const bb_function *f) { return f ? bb_kv_get(&f->metadata, BB_KEY_PEER_CLASS) : NULL; }
 
-/* The only Send of `from` pairs with the only Recv of `to`: its dest site names the Recv. */
+/* The only Send of `from` pairs with the only Recv of `to`: it sends on the wire the Recv
+ * listens to. */
 static void check_wire_pair(const bb_function *from, const bb_function *to) {
   CHECK_EQ_INT(ct_count(from, "Send"), 1);
   CHECK_EQ_INT(ct_count(to, "Recv"), 1);
@@ -66,7 +67,7 @@ static void check_wire_pair(const bb_function *from, const bb_function *to) {
   if (!send || !recv) return;
   char key[256];
   snprintf(key, sizeof key, "ai.bytesandbrains.dest_site_name.%s", send->inputs.items[0]);
-  CHECK_STR(ct_meta(send, key), recv->outputs.items[0]);
+  CHECK_STR(ct_meta(send, key), ct_meta(recv, BB_KEY_WIRE_ID));
 }
 
 /* The first input of op in f, after the Rx gates: the gated Recv output. */

@@ -45,7 +45,7 @@ static size_t art_len;
 static bb_registry *reg;
 
 static void build_artifact(void) {
-  bb_model *m = ir_model("v1");
+  bb_model *m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T#1", .in = {"x"}, .out = {"y"}, IR_NODES(N_BODY)});
   ir_add_fn(m, &(ir_fn_spec){.name = "T__bootstrap", .out = {"b"}, .bootstrap = true, IR_NODES(T_BOOT)});
   ir_add_fn(m, &(ir_fn_spec){.name = "A#1", .in = {"x"}, .out = {"y", "got"}, IR_NODES(A_BODY)});
@@ -59,6 +59,7 @@ static void build_artifact(void) {
   ir_add_fn(m, &(ir_fn_spec){.name = "S#1", .in = {"v", "peers"}, IR_NODES(SEND)});
   ir_bind(m, "T#1", "loader", "DataSource|StubLoader|-1");
   ir_bind(m, "A#1", "amodel", "Model|AsyncModel|-1");
+  ir_declare_wires(m);
   art = ir_encode(m, &art_len);
 }
 
