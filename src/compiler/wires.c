@@ -121,10 +121,11 @@ static size_t compare(const side *s, finding *out) {
 
 static void text_line(bb_strbuf *s, const side *sd, const finding *f) {
   const char *me = sd[f->from].label, *other = sd[1 - f->from].label;
+  const char *carried = f->sent && *f->sent ? f->sent : f->expected; /* an abstract half takes the other's */
   switch (f->what) {
     case PAIRS:
-      bb_strbuf_printf(s, "  pairs      %s  %s -> %s  %s %s\n", f->wire, me, other, bb_type_value_kind(f->sent),
-                       *f->sent ? f->sent : *f->expected ? f->expected : "(any)");
+      bb_strbuf_printf(s, "  pairs      %s  %s -> %s  %s %s\n", f->wire, me, other, bb_type_value_kind(carried),
+                       *carried ? carried : "(any)");
       break;
     case DISAGREES:
       bb_strbuf_printf(s, "  disagrees  %s  %s sends %s, %s expects %s\n", f->wire, me, f->sent, other, f->expected);

@@ -133,6 +133,15 @@ for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 cust
 done
 check "multi_target_network's sink partition is class sink_peers" bash -c \
   "'$bb' inspect '$tmp/ex-multi_target_network.onnx' | grep -q '^partition FedNetwork_sink_peers#.*class sink_peers'"
+# bb inspect --wires: the artifacts compiled apart pair up; unrelated ones cannot talk
+fl="$tmp/ex-federated_learning"
+check "inspect --wires: ClientLogic and ServerReduce pair on ClientLogic.updated_params" bash -c \
+  "'$bb' inspect --wires '$fl.ClientLogic.onnx' '$fl.ServerReduce.onnx' | grep -q '^  pairs      ClientLogic.updated_params '"
+check "inspect --wires --json says ServerLogic and ClientLogic can talk" bash -c \
+  "'$bb' inspect --wires --json '$fl.ServerLogic.onnx' '$fl.ClientLogic.onnx' | '$py' -c 'import json,sys; d=json.load(sys.stdin); assert d[\"can_talk\"] and d[\"wires\"][0][\"wire\"] == \"ServerLogic.server_params\"'"
+fails_with "inspect --wires says when two artifacts cannot talk (exit 1)" "cannot talk: no wire pairs" \
+  "$bb" inspect --wires "$tmp/ex-federated_digits.onnx" "$tmp/ex-gossip_digits.onnx"
+fails_with "inspect --wires needs two artifacts" "usage" "$bb" inspect --wires "$fl.ClientLogic.onnx"
 check "compile --example is deterministic" bash -c \
   "'$bb' compile --example custom_compiler_pass -o '$tmp/ex2.onnx' && cmp '$tmp/ex2.onnx' '$tmp/ex-custom_compiler_pass.onnx'"
 fails_with "compile --example names an unknown example" "no example named nosuch" \
