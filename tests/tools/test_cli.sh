@@ -163,6 +163,13 @@ f = d["fills"][0]
 assert f["dest"] == "/site/17" and f["type_hash"] == "0x1d82330cc10a293d" and f["payload_bytes"] == 11, f
 assert f["type_name"].endswith("BytesValue"), f
 ' "$bb" "$vector"
+check "wire decode prints the schema 2 vector: a fill to wire ClientLogic.updated_params" "$py" -c '
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], "wire", "decode", sys.argv[2]], check=True, capture_output=True).stdout)
+f = d["fills"][0]
+assert d["schema_version"] == 2 and f["dest"] == "/site/%d" % 0x43cff40e340c5278, d
+assert f["type_name"] == "ai.bytesandbrains.value.Tensor" and f["payload_bytes"] == 24, f
+' "$bb" "$src/tests/fuzz/corpus/envelope-vector-v2.bin"
 head -c 40 "$vector" >"$tmp/cut.bin"
 fails_with "wire decode names what is wrong" "length runs past the end" "$bb" wire decode "$tmp/cut.bin"
 fails_with "unknown command" "unknown command" "$bb" frobnicate
