@@ -291,7 +291,8 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   round_log *r = user;
   uint64_t id = 0;
   bb_peer_id_as_u64(peer, &id);
-  if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED || s->kind == BB_STEP_PEER_RESOLVE_FAILED) {
+  if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED ||
+      s->kind == BB_STEP_PEER_RESOLVE_FAILED) {
     if (r->failures++ < 5)
       fprintf(stderr, "  peer %llu: %s %s %s\n", (unsigned long long)id, bb_step_kind_name(s->kind),
               s->op ? s->op : s->reason ? s->reason : "", s->detail ? s->detail : "");
@@ -362,7 +363,8 @@ static int step5(const bb_registry *reg, uint8_t *art[3], size_t len[3], const b
   SAY("STEP 5  server on peer %d (ServerLogic + ServerReduce), ClientLogic on %d..%d; registry: %llu joined\n",
       BB_FL_SERVER_PEER, BB_FL_SERVER_PEER + 1, BB_FL_SERVER_PEER + n_clients, (unsigned long long)joined);
   if (!rc && joined != (uint64_t)n_clients) rc = fail("the clients did not all join the registry", NULL);
-  if (!rc && bb_node_invoke(nodes[0], "ServerReduce", NULL, 0, bb_sim_now(sim), &err)) rc = fail("start the rounds", &err);
+  if (!rc && bb_node_invoke(nodes[0], "ServerReduce", NULL, 0, bb_sim_now(sim), &err))
+    rc = fail("start the rounds", &err);
   uint64_t limit = (uint64_t)(rounds + 5) * 4 * (uint64_t)BB_FL_ROUND_NS;
   while (!rc && log->last_round <= rounds && bb_sim_now(sim) < limit) {
     int s = bb_sim_step(sim, &err);

@@ -170,7 +170,8 @@ static int stamp_wires(cc_ctx *x) {
     char *key = cc_printf(x, "%s%s", d[i].in ? BB_KEY_WIRE_IN_PREFIX : BB_KEY_WIRE_OUT_PREFIX, d[i].name);
     char value[BB_WIRE_NAME_MAX + 64];
     if (strlen(d[i].type) > BB_WIRE_NAME_MAX || bb_wire_entry_format(d[i].type, value, sizeof value) >= sizeof value)
-      rc = cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "wire `%s` carries a type too long to declare: %s", d[i].name, d[i].type);
+      rc = cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "wire `%s` carries a type too long to declare: %s", d[i].name,
+                   d[i].type);
     else if (!key || bb_kv_upsert(x->m, &x->m->metadata, key, value)) rc = cc_nomem(x);
   }
   return rc;

@@ -121,7 +121,8 @@ static int resolve_target(installer *x, uint32_t artifact, const char *target, u
   for (size_t i = 0; i < m->functions.len && at < sizeof avail - 40; i++)
     at += (size_t)snprintf(avail + at, sizeof avail - at, "%s%s", i ? ", " : "", m->functions.items[i]->name);
   char which[32] = "the artifact";
-  if (x->args->struct_size > BB_INSTALL_ARGS_SIZE_V1 && x->args->n_more) snprintf(which, sizeof which, "artifact %u", artifact);
+  if (x->args->struct_size > BB_INSTALL_ARGS_SIZE_V1 && x->args->n_more)
+    snprintf(which, sizeof which, "artifact %u", artifact);
   return fail(x, BB_INSTALL_UNKNOWN_TARGET, BB_ERR_NOT_FOUND, "target `%s` is not a function of %s; available: [%s]",
               target, which, avail);
 }
@@ -560,8 +561,9 @@ static int check_sent_wire(installer *x, const rt_graph *g, const rt_op *op, uin
   char *type = NULL;
   int rc = wire_type(x, g->artifact, false, wire, op->label, &type);
   if (!rc && !bb_wire_types_agree(type, w->type))
-    rc = fail(x, BB_INSTALL_WIRE_CONFLICT, BB_ERR_TYPE, "wire `%s` is sent as `%s` by `%s` and received as `%s` in `%s`",
-              wire, type, g->fn->name, w->type, n->graphs[w->graph].fn->name);
+    rc = fail(x, BB_INSTALL_WIRE_CONFLICT, BB_ERR_TYPE,
+              "wire `%s` is sent as `%s` by `%s` and received as `%s` in `%s`", wire, type, g->fn->name, w->type,
+              n->graphs[w->graph].fn->name);
   bb_mem_free(n->alloc, type);
   return rc;
 }

@@ -529,7 +529,8 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   if (!r.rc && (boot_running < -1 || boot_running >= (int)n->n_targets || n->n_targets > 64))
     bad(&r, "the bootstrap state names an unknown target");
   for (size_t t = 0; t < n->n_targets && t < 64 && !r.rc; t++)
-    if (done[t] > 2 || (done[t] && n->targets[t].bootstrap < 0)) bad(&r, "the bootstrap state of a target is not one it can be in");
+    if (done[t] > 2 || (done[t] && n->targets[t].bootstrap < 0))
+      bad(&r, "the bootstrap state of a target is not one it can be in");
   /* the clock and id counters bound what follows */
   uint64_t saved_next_exec = n->next_exec, saved_next_command = n->next_command;
   n->next_exec = next_exec;

@@ -140,7 +140,8 @@ static void test_describe(void) {
     if (text && tx && rx) {
       CHECK_EQ_INT(strlen(text), len);
       char want[512];
-      snprintf(want, sizeof want, "\"wire_edges\":[{\"from\":\"%s\",\"to\":\"%s\",\"value\":\"v4\",\"site\":\"prediction_port__recv_0\","
+      snprintf(want, sizeof want,
+               "\"wire_edges\":[{\"from\":\"%s\",\"to\":\"%s\",\"value\":\"v4\",\"site\":\"prediction_port__recv_0\","
                "\"wire\":\"FedNetwork.prediction_port\"}]",
                tx->name, rx->name);
       CHECK_MSG(strstr(text, want) != NULL, "JSON lacks %s", want);

@@ -22,12 +22,17 @@ static void colliding(bb_rec *g, void *user) {
 }
 
 static const bb_module SENDER = {sizeof(bb_module), "Sender", sender, NULL, (void *)F32, NULL, 0};
-static const bb_module SENDER_ABSTRACT = {sizeof(bb_module), "Sender", sender, NULL, (void *)BB_TYPE_ABSTRACT, NULL, 0};
+static const bb_module SENDER_ABSTRACT = {sizeof(bb_module), "Sender", sender, NULL, (void *)BB_TYPE_ABSTRACT,
+                                          NULL, 0};
 static const bb_module RECEIVER = {sizeof(bb_module), "Receiver", receiver, NULL, (void *)F32, NULL, 0};
-static const bb_module RECEIVER16 = {sizeof(bb_module), "Receiver", receiver, NULL, (void *)BB_TYPE_TENSOR_F16, NULL, 0};
+static const bb_module RECEIVER16 = {sizeof(bb_module), "Receiver", receiver, NULL, (void *)BB_TYPE_TENSOR_F16,
+                                     NULL, 0};
 static const bb_module ECHO = {sizeof(bb_module), "Echo", echo, NULL, NULL, NULL, 0};
-static const bb_module COLLIDE_A = {sizeof(bb_module), "CollideA", colliding, NULL, (void *)"bf13eaba83dea434", NULL, 0};
-static const bb_module COLLIDE_B = {sizeof(bb_module), "CollideB", colliding, NULL, (void *)"b3b828bb3655e2a7", NULL, 0};
+/* Two names with one FNV-1a-64 (see tests/runtime/test_runtime_apart.c). */
+static const bb_module COLLIDE_A = {sizeof(bb_module), "CollideA", colliding, NULL, (void *)"bf13eaba83dea434",
+                                    NULL, 0};
+static const bb_module COLLIDE_B = {sizeof(bb_module), "CollideB", colliding, NULL, (void *)"b3b828bb3655e2a7",
+                                    NULL, 0};
 
 static bb_model *compiled(const bb_module *module) {
   bb_model *rec = NULL;
@@ -93,12 +98,14 @@ static void test_disagreement_and_collision(void) {
   bb_model *tx = compiled(&SENDER), *rx16 = compiled(&RECEIVER16), *loose = compiled(&SENDER_ABSTRACT);
   bool talk;
   char *text = tx && rx16 ? report(tx, rx16, BB_ARTIFACT_TEXT, &talk) : NULL;
-  expect(text, "  disagrees  Sender.out  a sends ai.bytesandbrains.tensor.f32, b expects ai.bytesandbrains.tensor.f16\n");
+  expect(text, "  disagrees  Sender.out  a sends ai.bytesandbrains.tensor.f32, b expects "
+               "ai.bytesandbrains.tensor.f16\n");
   expect(text, "a and b cannot talk: a wire's types disagree\n");
   CHECK(!talk);
   bb_buffer_free(NULL, text);
   text = tx && rx16 ? report(tx, rx16, BB_ARTIFACT_JSON, &talk) : NULL;
-  expect(text, "{\"verdict\":\"disagrees\",\"wire\":\"Sender.out\",\"from\":\"a\",\"sent\":\"ai.bytesandbrains.tensor.f32\","
+  expect(text, "{\"verdict\":\"disagrees\",\"wire\":\"Sender.out\",\"from\":\"a\","
+               "\"sent\":\"ai.bytesandbrains.tensor.f32\","
                "\"expected\":\"ai.bytesandbrains.tensor.f16\"}");
   bb_buffer_free(NULL, text);
   /* an abstract type agrees with any */

@@ -63,7 +63,8 @@ __attribute__((unused)) static void ir_declare_wires(bb_model *m) {
       bb_ir_node *nd = fn->nodes.items[i];
       if (!nd->domain || strcmp(nd->domain, BB_DOMAIN_WIRE) != 0) continue;
       if (strcmp(nd->op_type, "Recv") == 0 && nd->outputs.len) {
-        if (!bb_kv_get(&nd->metadata, BB_KEY_WIRE_ID)) bb_kv_upsert(m, &nd->metadata, BB_KEY_WIRE_ID, nd->outputs.items[0]);
+        if (!bb_kv_get(&nd->metadata, BB_KEY_WIRE_ID))
+          bb_kv_upsert(m, &nd->metadata, BB_KEY_WIRE_ID, nd->outputs.items[0]);
         ir_wire(m, true, bb_kv_get(&nd->metadata, BB_KEY_WIRE_ID), "");
       }
       for (size_t k = 0; strcmp(nd->op_type, "Send") == 0 && k < nd->metadata.len; k++)

@@ -118,7 +118,8 @@ static void test_argument_and_artifact_errors(void) {
   free(art);
 
   expect_error(two_targets(NULL), T, 1, reg, BB_INSTALL_NOT_COMPILED, "ai.bytesandbrains.compiled");
-  expect_error(two_targets("v1"), T, 1, reg, BB_INSTALL_INCOMPATIBLE_VERSION, "compiled as `v1`, this runtime requires `v2`");
+  expect_error(two_targets("v1"), T, 1, reg, BB_INSTALL_INCOMPATIBLE_VERSION,
+               "compiled as `v1`, this runtime requires `v2`");
   /* the message lists what the artifact offers */
   const char *nope[] = {"Nope"};
   expect_error(bound_two_targets(), nope, 1, reg, BB_INSTALL_UNKNOWN_TARGET, "available: [T#a1, U#b2]");

@@ -165,7 +165,8 @@ static void test_envelope_and_replay_window(void) {
       if (e) {
         CHECK(e->schema_version == 2 && e->n_fills == 1);
         CHECK(bb_address_from_bytes(e->fills[0].dest_suffix.data, e->fills[0].dest_suffix.len, &to, NULL) == 0);
-        CHECK(to.n == 1 && to.seg[0].kind == BB_ADDR_SITE && to.seg[0].value == bb_wire_id("FedNetwork.prediction_port"));
+        CHECK(to.n == 1 && to.seg[0].kind == BB_ADDR_SITE &&
+              to.seg[0].value == bb_wire_id("FedNetwork.prediction_port"));
         bb_envelope_free(e, NULL);
       }
       for (int r = 0; r < 2; r++) {

@@ -74,7 +74,8 @@ static int configure(bb_compiler *c, const void *user, bb_error *err) {
   (void)user;
   return declare(c, "CpuMlp", "tensor", err) || declare(c, "ArraySource", "sample", err) ||
                  declare(c, "FedAvg", "element", err) ||
-                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=4,hidden=8,outputs=2,lr=0.2,momentum=0,fit_steps=1", err) ||
+                 bb_compiler_bind_model(c, "model", "CpuMlp",
+                                        "inputs=4,hidden=8,outputs=2,lr=0.2,momentum=0,fit_steps=1", err) ||
                  bb_compiler_bind_data_source(c, "data", "ArraySource", NULL, err) ||
                  bb_compiler_bind_aggregator(c, "aggregator", "FedAvg",
                                              "quorum=2,target=4,deadline_ms=150,no_quorum=abandon,init=model", err)
@@ -230,7 +231,8 @@ static bb_node *install_version(federation *fd, int version, uint64_t id) {
 static bb_node *upgrade(federation *fd, bb_node *old, int version, uint64_t id) {
   bb_node *fresh = install_version(fd, version, id);
   bb_error err;
-  CHECK_MSG(fresh && bb_node_take_over(fresh, old, &err) == 0, "take over %" PRIu64 ": %s", id, fresh ? err.message : "");
+  CHECK_MSG(fresh && bb_node_take_over(fresh, old, &err) == 0, "take over %" PRIu64 ": %s", id,
+            fresh ? err.message : "");
   bb_peer_id p = bb_peer_id_from_u64(id);
   CHECK(bb_sim_restart(fd->sim, &p, fresh) == old);
   bb_node_free(old);

@@ -113,7 +113,8 @@ static void test_envelope_vector_v2(void) {
   CHECK(a.n == 1 && a.seg[0].kind == BB_ADDR_SITE && a.seg[0].value == bb_wire_id("ClientLogic.updated_params"));
   CHECK(e->fills[0].type_hash == 0x19d3489be43df8e8ull && e->fills[0].type_hash == bb_val_kind_hash(BB_VAL_TENSOR));
   bb_val *v = NULL;
-  CHECK_EQ_INT(bb_val_decode(e->fills[0].type_hash, e->fills[0].payload.data, e->fills[0].payload.len, NULL, &v, &err), 0);
+  const bb_slot_fill *f = &e->fills[0];
+  CHECK_EQ_INT(bb_val_decode(f->type_hash, f->payload.data, f->payload.len, NULL, &v, &err), 0);
   CHECK(v && v->kind == BB_VAL_TENSOR && v->as.tensor->numel == 2 && bb_val_fits_type(v, BB_TYPE_TENSOR_F32) &&
         !bb_val_fits_type(v, BB_TYPE_TENSOR_F16));
   if (v) CHECK(((const float *)bb_tensor_data(v->as.tensor))[1] == 2.0f);
@@ -127,7 +128,8 @@ static void test_envelope_vector_v2(void) {
   /* wire ids and names: the id is FNV-1a-64 of the name's bytes */
   CHECK(bb_wire_id("FedNetwork.prediction_port") == 0xa27609087b67af71ull);
   CHECK(bb_wire_name_valid("ClientLogic.updated_params") && bb_wire_name_valid("x#inl3"));
-  CHECK(!bb_wire_name_valid("") && !bb_wire_name_valid("a b") && !bb_wire_name_valid("a|b") && !bb_wire_name_valid(NULL));
+  CHECK(!bb_wire_name_valid("") && !bb_wire_name_valid("a b") && !bb_wire_name_valid("a|b"));
+  CHECK(!bb_wire_name_valid(NULL));
   char longest[BB_WIRE_NAME_MAX + 2];
   memset(longest, 'w', sizeof longest - 1);
   longest[BB_WIRE_NAME_MAX] = 0;
