@@ -359,7 +359,8 @@ const char *bb_node_target(const bb_node *node, size_t i);
 void *bb_node_component(const bb_node *node, const char *slot, const bb_component_type **type);
 /* A named counter (wire.rejected, ops.failed, ... and IncrMetric names); 0 if unknown. */
 uint64_t bb_node_counter(const bb_node *node, const char *name);
-/* The global site id of a value of a target (its resolved name); UINT64_MAX if none. */
+/* This node's own number for a value of a target (its resolved name); UINT64_MAX if
+ * none. Peers never see it: a fill addresses the wire a Recv listens to (bb_wire_id). */
 uint64_t bb_node_site(const bb_node *node, const char *module, const char *value);
 
 typedef struct bb_node_stats {

@@ -71,7 +71,8 @@ static int cmp_decl(const void *a, const void *b) {
   const wire_decl *x = a, *y = b;
   if (x->in != y->in) return x->in ? 1 : -1; /* out first */
   int c = strcmp(x->name, y->name);
-  return c ? c : strcmp(x->type, y->type);
+  if (!c) c = strcmp(x->type, y->type);
+  return c ? c : strcmp(x->where, y->where);
 }
 
 static int add_decl(cc_ctx *x, wire_decl **decls, size_t *n, size_t *cap, wire_decl d) {

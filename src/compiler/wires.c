@@ -98,7 +98,37 @@ static int cmp_finding(const void *a, const void *b) {
   return c ? c : x->from - y->from;
 }
 
-static size_t compare(const side *s, finding *out) {
+typedef struct named_id {
+  uint64_t id;
+  const char *name;
+  int side;
+} named_id;
+
+static int cmp_named_id(const void *a, const void *b) {
+  const named_id *x = a, *y = b;
+  if (x->id != y->id) return x->id < y->id ? -1 : 1;
+  int c = strcmp(x->name, y->name);
+  return c ? c : x->side - y->side;
+}
+
+/* Distinct names of the two sides that share an id, each pair once, at most `cap`. */
+static size_t collisions(const side *s, named_id *ids, finding *out, size_t cap) {
+  size_t n = 0, k = 0;
+  for (int sd = 0; sd < 2; sd++)
+    for (size_t i = 0; i < s[sd].n; i++) ids[k++] = (named_id){bb_wire_id(s[sd].w[i].name), s[sd].w[i].name, sd};
+  qsort(ids, k, sizeof *ids, cmp_named_id);
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = i + 1; j < k && ids[j].id == ids[i].id && n < cap; j++) {
+      if (ids[i].side == ids[j].side || strcmp(ids[i].name, ids[j].name) == 0) continue;
+      const named_id *a = ids[i].side == 0 ? &ids[i] : &ids[j], *b = a == &ids[i] ? &ids[j] : &ids[i];
+      bool seen = false;
+      for (size_t m = 0; m < n && !seen; m++) seen = !strcmp(out[m].wire, a->name) && !strcmp(out[m].other, b->name);
+      if (!seen) out[n++] = (finding){COLLIDES, a->name, b->name, 0, NULL, NULL, false};
+    }
+  return n;
+}
+
+static size_t compare(const side *s, named_id *ids, finding *out, size_t cap) {
   size_t n = 0;
   for (int from = 0; from < 2; from++) {
     const side *me = &s[from], *other = &s[1 - from];
@@ -110,11 +140,9 @@ static size_t compare(const side *s, finding *out) {
                              w->type, peer->type, false};
       else if (!peer)
         out[n++] = (finding){MISSING, w->name, NULL, from, w->type, NULL, w->in};
-      for (size_t k = 0; from == 0 && k < other->n; k++)
-        if (bb_wire_id(other->w[k].name) == bb_wire_id(w->name) && strcmp(other->w[k].name, w->name) != 0)
-          out[n++] = (finding){COLLIDES, w->name, other->w[k].name, 0, NULL, NULL, false};
     }
   }
+  n += collisions(s, ids, out + n, cap - n);
   qsort(out, n, sizeof *out, cmp_finding);
   return n;
 }
@@ -176,16 +204,19 @@ int bb_artifact_wires_compare(const bb_model *a, const char *a_label, const bb_m
   side sd[2] = {{a_label ? a_label : "A", NULL, 0}, {b_label ? b_label : "B", NULL, 0}};
   int rc = cc_read_wires(a, alloc, &sd[0].w, &sd[0].n, err);
   if (!rc) rc = cc_read_wires(b, alloc, &sd[1].w, &sd[1].n, err);
-  /* at most one finding per wire and side, plus every pair of names that collide */
-  size_t cap = sd[0].n + sd[1].n + sd[0].n * sd[1].n + 1;
+  /* at most one finding per wire and side, and as many pairs of names that collide */
+  size_t cap = 2 * (sd[0].n + sd[1].n) + 1;
   finding *f = rc ? NULL : bb_mem_calloc(alloc, cap, sizeof *f);
-  if (!rc && !f) rc = bb_error_set(err, BB_ERR_NOMEM, "wires: out of memory");
+  named_id *ids = rc ? NULL : bb_mem_calloc(alloc, sd[0].n + sd[1].n + 1, sizeof *ids);
+  if (!rc && (!f || !ids)) rc = bb_error_set(err, BB_ERR_NOMEM, "wires: out of memory");
   if (rc) {
+    bb_mem_free(alloc, f);
+    bb_mem_free(alloc, ids);
     cc_free_wires(alloc, sd[0].w, sd[0].n);
     cc_free_wires(alloc, sd[1].w, sd[1].n);
     return rc;
   }
-  size_t n = compare(sd, f), count[4] = {0};
+  size_t n = compare(sd, ids, f, cap), count[4] = {0};
   for (size_t i = 0; i < n; i++) count[f[i].what]++;
   bool talk = count[PAIRS] && !count[DISAGREES] && !count[COLLIDES];
   bb_strbuf s;
@@ -208,6 +239,7 @@ int bb_artifact_wires_compare(const bb_model *a, const char *a_label, const bb_m
                                                                                           : "no wire pairs");
   }
   bb_mem_free(alloc, f);
+  bb_mem_free(alloc, ids);
   cc_free_wires(alloc, sd[0].w, sd[0].n);
   cc_free_wires(alloc, sd[1].w, sd[1].n);
   size_t len;

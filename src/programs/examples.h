@@ -1,20 +1,20 @@
-/* bytesandbrains — the eight reference examples' Modules (roles.md §6), recorded with the
- * DSL and compiled with their default bindings. Used by `bb compile --example NAME` and
- * tests/examples. Running them needs the runtime (install/poll), which comes later.
+/* bytesandbrains — the eight reference examples' Modules, recorded with the DSL and
+ * compiled with their default bindings. Used by `bb compile --example NAME`, bb.wasm,
+ * tests/examples and the programs in examples/programs.
  *
- * Concrete type names bound here are the names the shipped concretes will register:
- *   NoopDataLoader, NoopModel   quickstart's fixtures (roles.md §6.1)
- *   StubLoader, StubModel,      examples/common fixtures (§6 "Shared fixtures")
+ * Concrete type names bound here are the names the shipped concretes and the fixtures
+ * (src/programs/fixtures.c) register:
+ *   NoopDataLoader, NoopModel   quickstart's fixtures
+ *   StubLoader, StubModel,      the shared fixtures
  *   StubAggregator
  *   CountingIndex               component_with_dependency's Index, depends on Backend
- *                               slot "compute" (§6.2)
- *   FlatIndex                   exact k-NN Index (custom_index; the reference's
- *                               HnswIndex, made exact for determinism, §6.3)
- *   CpuBackend                  the CPU Backend (§3)
- *   FedAvg                      FedAvg<CpuBackend>, depends on Backend slot "backend" (§4.1)
+ *                               slot "compute"
+ *   FlatIndex                   exact k-NN Index (custom_index; exact for determinism)
+ *   CpuBackend                  the CPU Backend
+ *   FedAvg                      federated averaging, depends on Backend slot "backend"
  *   GlobalRegistryClient,       the GlobalRegistry protocol sides; the server is also a
- *   GlobalRegistryServer        PeerSelector (§4.2)
- *   MyModel, MyData             single_node_federated_learning's concretes (§6.6)
+ *   GlobalRegistryServer        PeerSelector
+ *   MyModel, MyData             single_node_federated_learning's concretes
  * Every tensor-storing port is declared BB_TYPE_TENSOR_F32. */
 #ifndef BB_EXAMPLES_H
 #define BB_EXAMPLES_H
@@ -36,7 +36,7 @@ typedef struct bb_example {
   int (*configure)(bb_compiler *c, size_t module, bb_error *err);
 } bb_example;
 
-/* The table, in roles.md §6 order. */
+/* The table, in a fixed order. */
 const bb_example *const *bb_examples(size_t *count);
 /* The example named `name`, or NULL. */
 const bb_example *bb_example_find(const char *name);

@@ -185,8 +185,8 @@ static rt_exec *envelope_exec(bb_node *n, rt_event *ev, uint32_t gi, rt_exec **e
   return e;
 }
 
-/* Writes a data-plane fill into each Recv of its wire; 1 when it was refused. */
-static int route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uint32_t *exec_graph, size_t *n_execs) {
+/* Writes a data-plane fill into each Recv of its wire, or reports why it is refused. */
+static void route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uint32_t *exec_graph, size_t *n_execs) {
   uint64_t hash = bb_val_kind_hash((int)f->value->kind);
   size_t at = rt_first_wire(n, f->site);
   if (at == n->n_wires) {
@@ -194,7 +194,7 @@ static int route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uin
     snprintf(msg, sizeof msg, "no wire.Recv of a partition this node runs listens to wire 0x%016" PRIx64, f->site);
     rt_count(n, "wire.unknown_site", 1);
     fill_failed(n, &ev->from, f->index, hash, f->charged, "unknown_site", msg);
-    return 1;
+    return;
   }
   const rt_wire *w = &n->wires[at];
   if (!bb_val_fits_type(f->value, w->type)) {
@@ -203,7 +203,7 @@ static int route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uin
              bb_type_value_kind(w->type), bb_val_describe(f->value, have, sizeof have));
     rt_count(n, "wire.type_mismatch", 1);
     fill_failed(n, &ev->from, f->index, hash, f->charged, "type_mismatch", msg);
-    return 1;
+    return;
   }
   /* every Recv of the wire gets the value; its bytes are charged once */
   for (; at < n->n_wires && n->wires[at].id == f->site; at++) {
@@ -213,7 +213,7 @@ static int route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uin
     if (!e) {
       fill_failed(n, &ev->from, f->index, hash, f->charged, "execution_limit",
                   "too many executions alive (max_executions) or out of memory");
-      return 1;
+      return;
     }
     uint32_t sender = g->recv_sender[w->site];
     if (sender != RT_NONE && !e->vals[sender]) rt_write(n, e, sender, bb_val_peer(n->alloc, &ev->from), 0);
@@ -223,7 +223,6 @@ static int route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uin
     if (sender != RT_NONE) rt_push_ready(n, e, sender);
   }
   rt_count(n, "wire.fills_delivered", 1);
-  return 0;
 }
 
 static bool seen_before(bb_node *n, const bb_peer_id *from, uint64_t req, uint64_t site) {

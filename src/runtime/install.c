@@ -531,7 +531,7 @@ static int add_recv_wire(installer *x, uint32_t gi, const rt_op *op) {
   int rc = wire_type(x, g->artifact, true, wire, op->label, &type);
   if (rc) return rc;
   rt_wire w = {bb_wire_id(wire), bb_mem_strdup(n->alloc, wire), type, gi, op->out[0]};
-  if (!w.name || bb_mem_grow(n->alloc, (void **)&n->wires, &(size_t){n->n_wires}, n->n_wires + 1, sizeof *n->wires)) {
+  if (!w.name || bb_mem_grow(n->alloc, (void **)&n->wires, &n->cap_wires, n->n_wires + 1, sizeof *n->wires)) {
     bb_mem_free(n->alloc, w.name);
     bb_mem_free(n->alloc, type);
     return nomem(x);

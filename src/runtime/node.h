@@ -27,7 +27,7 @@ struct bb_node {
   rt_component *components;
   size_t n_components;
   rt_wire *wires; /* sorted by (id, graph, site) */
-  size_t n_wires;
+  size_t n_wires, cap_wires;
 
   /* executions */
   uint64_t next_exec, next_command, next_wire_req;
