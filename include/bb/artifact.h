@@ -237,8 +237,9 @@ bool bb_wire_name_valid(const char *name);
 uint64_t bb_wire_type_hash(const char *type);
 /* The runtime value kind a type stands for, spelled as bb_val_kind_name spells kinds:
  * "Tensor" (tensor and scalar types), "Composite", "Peer", "Peers", "Trigger",
- * "WireReqId", "Address", "Addresses", "Bytes"; "Any" for the abstract type and
- * denotations this table does not know (the type tree is open). */
+ * "WireReqId", "Address", "Addresses"; "Any" for the abstract type, for
+ * BB_TYPE_BYTES (what an input declared without a type gets: the host may give it any
+ * value) and for denotations this table does not know (the type tree is open). */
 const char *bb_type_value_kind(const char *type);
 /* The element type of a tensor or scalar denotation (bb.f32 is BB_DTYPE_FLOAT, ...);
  * BB_DTYPE_UNDEFINED for anything else. */

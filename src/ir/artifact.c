@@ -120,7 +120,7 @@ static const struct {
 } TYPE_KINDS[] = {
     {BB_TYPE_COMPOSITE, "Composite"},   {BB_TYPE_PEER_ID, "Peer"},        {BB_TYPE_PEER_ID_VEC, "Peers"},
     {BB_TYPE_TRIGGER, "Trigger"},       {BB_TYPE_WIRE_REQ_ID, "WireReqId"}, {BB_TYPE_MULTIADDRESS, "Address"},
-    {BB_TYPE_ADDRESS_VEC, "Addresses"}, {BB_TYPE_BYTES, "Bytes"},
+    {BB_TYPE_ADDRESS_VEC, "Addresses"},
 };
 
 static const struct {

@@ -323,7 +323,7 @@ static void test_values_fit_types(void) {
   CHECK(!bb_val_fits_type(v_f32, BB_TYPE_COMPOSITE) && bb_val_fits_type(bundle, BB_TYPE_COMPOSITE));
   CHECK(bb_val_fits_type(peer, BB_TYPE_PEER_ID_VEC) && bb_val_fits_type(peers, BB_TYPE_PEER_ID));
   CHECK(bb_val_fits_type(addr, BB_TYPE_ADDRESS_VEC) && !bb_val_fits_type(peer, BB_TYPE_MULTIADDRESS));
-  CHECK(bb_val_fits_type(bytes, BB_TYPE_BYTES) && !bb_val_fits_type(v_f32, BB_TYPE_BYTES));
+  CHECK(bb_val_fits_type(bytes, BB_TYPE_BYTES) && bb_val_fits_type(v_f32, BB_TYPE_BYTES)); /* untyped */
   CHECK(bb_val_fits_type(trig, BB_TYPE_TRIGGER) && !bb_val_fits_type(trig, BB_TYPE_TENSOR_F32));
   CHECK(bb_val_fits_type(bundle, BB_TYPE_ABSTRACT) && bb_val_fits_type(peer, "example.own_type"));
   CHECK(!bb_val_fits_type(NULL, BB_TYPE_ABSTRACT));
