@@ -129,7 +129,7 @@ static int cmp_id(const void *a, const void *b) {
  * abstract type agrees with any), within a direction and across the two; distinct names
  * must have distinct ids. */
 static int check_wires(cc_ctx *x, wire_decl *d, size_t n, size_t *n_unique) {
-  qsort(d, n, sizeof *d, cmp_decl);
+  if (n) qsort(d, n, sizeof *d, cmp_decl);
   size_t u = 0;
   for (size_t i = 0; i < n; i++) {
     if (u && d[u - 1].in == d[i].in && strcmp(d[u - 1].name, d[i].name) == 0) {

@@ -93,8 +93,12 @@ static void server_reduce_body(bb_rec *g, void *user) {
   bb_rec_aggregator_aggregate(g, &AGGREGATOR, bb_rec_interval(g, BB_FL_ROUND_NS), &global, &round);
   bb_rec_output(g, "global_model", global);
   bb_rec_output(g, "global_round", round);
+  /* one recorder call per statement: the order of a call's arguments is unspecified,
+   * and the order of recording decides the artifact's bytes */
+  bb_value server_peers = bb_rec_input(g, "server_peers", BB_TYPE_PEER_ID_VEC);
   bb_value closed[2] = {global, round};
-  bb_rec_net_out(g, "global", bb_rec_input(g, "server_peers", BB_TYPE_PEER_ID_VEC), bb_rec_bundle(g, closed, 2));
+  bb_value bundle = bb_rec_bundle(g, closed, 2);
+  bb_rec_net_out(g, "global", server_peers, bundle);
 }
 
 static const bb_module CLIENT_LOGIC = {sizeof(bb_module), "ClientLogic", client_body, client_bootstrap, NULL, NULL, 0};
