@@ -52,8 +52,9 @@ const tlsCert = arg('--tls-cert');
 const tlsKey = arg('--tls-key');
 const iceUrls = args('--ice-server');
 const turnSecret = arg('--turn-secret');
-// label skew: five digits per client from four clients up; fewer clients each get them all
-const classesPerShard = clients >= 4 ? 5 : 0;
+// label skew: six of the ten digits per client from four clients up (each digit on several
+// clients, so a visitor who leaves takes no digit with it); fewer clients each get them all
+const classesPerShard = clients >= 4 ? 6 : 0;
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 
 const usage = (why) => {
@@ -212,7 +213,7 @@ async function respond(request, response) {
 
 const addresses = urls();
 console.log(`web-demo: ${addresses[0]}` + (live ? ` — a live federation with ${clients} client seats; the rounds start once ${quorum} are in (signalling on the same port, /signal)` : ''));
-const phone = addresses.find((u) => !u.includes('localhost'));
+const phone = addresses.find((u) => !/\/\/(localhost|127\.)/.test(u));
 if (phone !== undefined) {
   console.log(`web-demo: on a phone on this network: ${phone}${tls === undefined ? ' (joining needs https: see docs/WEB-DEMO.md)' : ''}`);
   if (process.stdout.isTTY) console.log(await QRCode.toString(phone, { type: 'terminal', small: true }));

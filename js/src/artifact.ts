@@ -94,9 +94,10 @@ export interface PartitionBinding {
 /**
  * The bindings each partition uses, by partition name: the artifact's binding table lists
  * every slot for every partition (slot id −1 where its ops never call it); this keeps the
- * slots its ops call, and what those reach through declared dependencies or through config
- * values that name another bound slot. A slot a component reaches only by a default name
- * it does not write into its config is not seen.
+ * slots its ops call, and the slots those components reach — their declared dependencies
+ * and the slots their configs name (one step: what a reached component reaches in turn is
+ * not the partition's doing). A slot a component reaches only by a default name it does not
+ * write into its config is not seen.
  */
 export function partitionBindings(description: ArtifactDescription, artifact: ArtifactInspection): Map<string, PartitionBinding[]> {
   const out = new Map<string, PartitionBinding[]>();
@@ -119,16 +120,10 @@ export function partitionBindings(description: ArtifactDescription, artifact: Ar
       if (slot === undefined) continue;
       for (const [key, dependency] of node.metadata) if (key.startsWith(ARTIFACT_KEYS.depPrefix)) use(dependency, 'dependency', slot);
     }
-    // config references, followed to a fixed point (a reached slot may name another)
-    for (let grew = true; grew; ) {
-      grew = false;
-      for (const b of [...used.values()]) {
-        for (const named of configValues(b.config)) {
-          if (named === b.slot || used.has(named) || !table.has(named)) continue;
-          use(named, 'config', b.slot);
-          grew = true;
-        }
-      }
+    // one step from what the ops call: a slot named in a called slot's config
+    for (const b of [...used.values()]) {
+      if (b.reach !== 'op') continue;
+      for (const named of configValues(b.config)) if (named !== b.slot && table.has(named)) use(named, 'config', b.slot);
     }
     out.set(partition.name, [...used.values()]);
   }

@@ -19,8 +19,10 @@ const VARINT_MAX_BYTES = 10;
  */
 export function* protoFields(bytes: Uint8Array, what: string, base = 0): Generator<ProtoField> {
   let at = 0;
+  let start = 0;
+  /** Names the field being read by where it starts. */
   const fail = (why: string): never => {
-    throw new BbError(BbErrorCode.Malformed, `${what}: ${why} at byte ${base + at}`);
+    throw new BbError(BbErrorCode.Malformed, `${what}: ${why} (field at byte ${base + start})`);
   };
   const varint = (): bigint => {
     let value = 0n;
@@ -40,7 +42,7 @@ export function* protoFields(bytes: Uint8Array, what: string, base = 0): Generat
     return value;
   };
   while (at < bytes.length) {
-    const start = at;
+    start = at;
     const key = varint();
     const field = Number(key >> 3n);
     if (field === 0 || key >> 3n > 0x1fffffffn) fail(`field number ${key >> 3n} is not valid`);

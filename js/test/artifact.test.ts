@@ -100,7 +100,8 @@ test('federated_digits: configs, and only the bindings each partition uses', () 
   expect(of('FedDigits')).toEqual(['aggregator:op', 'data:config<model', 'model:op']);
   // a client fits its model, which draws batches from the data slot (data=data)
   expect(of('FedDigits_clients')).toEqual(['data:config<model', 'model:op']);
-  // the server's update partition only contributes
+  // the server's update partition only contributes; FedAvg names the model it starts from,
+  // whose own data slot is the model's business, not the partition's
   expect(of('FedDigits_server')).toEqual(['aggregator:op', 'model:config<aggregator']);
 });
 

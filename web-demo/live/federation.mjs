@@ -115,7 +115,9 @@ export class LiveFederation {
     if (this.#running !== undefined) {
       this.#running.stop();
       this.#running.node.free();
-      this.#roundBase = this.#rounds.at(-1)?.round ?? this.#roundBase;
+      // the new loop counts from round 0 again: its rounds follow the last one shown
+      const last = this.#rounds.at(-1);
+      if (last !== undefined) this.#roundBase = last.round + 1;
     }
     this.#members = members;
     this.#starts++;

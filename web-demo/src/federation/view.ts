@@ -48,6 +48,7 @@ export class FederationView {
   readonly #cards: HTMLElement;
   readonly #summary: HTMLElement;
   readonly #rounds: HTMLElement;
+  readonly #empty: SVGTextElement;
   #graph: ProgramGraph | undefined;
   #controls: PeerControls | undefined;
   readonly #positions = new Map<string, Point>();
@@ -64,9 +65,10 @@ export class FederationView {
     this.#links = svg('g', { class: 'links' });
     this.#nodes = svg('g', { class: 'peers' });
     this.#dots = svg('g', { class: 'envelopes' });
-    this.#picture.append(this.#links, this.#dots, this.#nodes);
+    this.#empty = svg('text', { class: 'empty', x: WIDTH / 2, y: HEIGHT / 2, 'text-anchor': 'middle' }, 'Press Start, join or watch: the peers appear here');
+    this.#picture.append(this.#links, this.#dots, this.#nodes, this.#empty);
     this.#summary = el('p', { class: 'federation-summary', 'aria-live': 'polite' });
-    this.#rounds = el('ol', { class: 'round-strip', reversed: true });
+    this.#rounds = el('ul', { class: 'round-strip' });
     this.#cards = el('div', { class: 'peer-cards' });
     host.replaceChildren(this.#picture, this.#summary, this.#rounds, this.#cards);
     state.subscribe(() => this.#render());
@@ -128,6 +130,7 @@ export class FederationView {
 
   #drawNodes(): void {
     this.#nodes.replaceChildren();
+    this.#empty.style.display = this.#state.peers.size === 0 ? '' : 'none';
     for (const peer of this.#state.peers.values()) {
       const at = this.#positions.get(peer.id);
       if (at === undefined) continue;

@@ -106,7 +106,7 @@ export class LearningCharts {
       } else panel.plot.setData(data);
     }
     this.#legend.replaceChildren(
-      el('span', { class: 'chip global' }, el('i', { style: `background:${GLOBAL_COLOUR}` }), s.info.quorum === undefined && s.rounds.length > 0 && !s.info.mode.startsWith('live') && s.info.mode.includes('gossip') ? 'mean of the peers' : 'global model'),
+      el('span', { class: 'chip global' }, el('i', { style: `background:${GLOBAL_COLOUR}` }), s.info.mode.includes('gossip') ? 'mean of the peers' : 'global model'),
       ...peers.map((peer, i) => el('span', { class: 'chip' }, el('i', { style: `background:${PEER_COLOURS[i % PEER_COLOURS.length]}` }), s.peers.get(peer)?.label ?? peer.slice(-6))),
     );
   }
@@ -125,7 +125,7 @@ export class LearningCharts {
         {
           font: axisFont,
           labelFont: axisFont,
-          size: 44,
+          size: 52,
           stroke: '#334155',
           values: accuracy ? (_u, ticks) => ticks.map((t) => `${Math.round(t * 100)}%`) : (_u, ticks) => ticks.map((t) => t.toFixed(1)),
         },
