@@ -31,14 +31,14 @@ static float *random_floats(size_t n, uint32_t seed) {
   return x;
 }
 
-typedef int (*search_fn)(const bb_flat_index *, const float *, size_t, uint64_t *, float *,
+typedef int (*search_fn)(const bbi_flat_index *, const float *, size_t, uint64_t *, float *,
                          size_t *, bb_error *);
 
 /* Keeps the optimiser from dropping searches whose results nobody reads. */
 static volatile uint64_t sink;
 
 /* Queries per second: the best of 3 passes over the query set, each at least 0.2 s. */
-static double queries_per_second(const bb_flat_index *idx, search_fn search,
+static double queries_per_second(const bbi_flat_index *idx, search_fn search,
                                  const float *queries, size_t dim) {
   uint64_t ids[K];
   float dists[K];
@@ -69,27 +69,27 @@ int main(void) {
   for (int m = 0; m < 2; m++) {
     for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
       const size_t dim = dims[di];
-      bb_flat_index *idx;
+      bbi_flat_index *idx;
       bb_error err;
-      if (bb_flat_index_new(NULL, dim, (bb_flat_index_metric)m, &idx, &err)) {
+      if (bbi_flat_index_new(NULL, dim, (bbi_flat_index_metric)m, &idx, &err)) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
       }
       float *data = random_floats((size_t)N * dim, (uint32_t)(dim * 7 + (size_t)m));
       for (size_t i = 0; i < N; i++) {
-        if (bb_flat_index_add(idx, data + i * dim, NULL, &err)) {
+        if (bbi_flat_index_add(idx, data + i * dim, NULL, &err)) {
           fprintf(stderr, "%s\n", err.message);
           return 1;
         }
       }
       float *queries = random_floats(QUERIES * dim, 12345u);
-      const double simd = queries_per_second(idx, bb_flat_index_search, queries, dim);
-      const double scalar = queries_per_second(idx, bb_flat_index_search_scalar, queries, dim);
+      const double simd = queries_per_second(idx, bbi_flat_index_search, queries, dim);
+      const double scalar = queries_per_second(idx, bbi_flat_index_search_scalar, queries, dim);
       printf("%-6s %5zu %14.0f %14.0f %6.2fx\n", metric_names[m], dim, simd, scalar,
              simd / scalar);
       free(queries);
       free(data);
-      bb_flat_index_free(idx);
+      bbi_flat_index_free(idx);
     }
   }
   return 0;

@@ -71,8 +71,8 @@ static double time_call(bench_fn fn, void *ctx, double min_batch, int batches) {
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
 typedef struct gemm_ctx {
-  const bb_f32_gemm_config *cfg; /* NULL: the scalar reference */
-  bb_f32_gemm_args args;
+  const bbi_f32_gemm_config *cfg; /* NULL: the scalar reference */
+  bbi_f32_gemm_args args;
   void *scratch;
   size_t scratch_size;
 } gemm_ctx;
@@ -80,19 +80,19 @@ typedef struct gemm_ctx {
 static void run_gemm(void *p) {
   gemm_ctx *g = p;
   if (g->cfg) {
-    if (bb_f32_gemm_run(g->cfg, &g->args, g->scratch, g->scratch_size) != 0) {
+    if (bbi_f32_gemm_run(g->cfg, &g->args, g->scratch, g->scratch_size) != 0) {
       fprintf(stderr, "gemm failed\n");
       exit(1);
     }
   } else {
-    bb_f32_gemm_scalar(&g->args);
+    bbi_f32_gemm_scalar(&g->args);
   }
   sink = g->args.c[0];
 }
 
 /* GFLOP/s of C[m×n] = A[m×k]·B[k×n] (B stored transposed when trans_b; packed once,
  * outside the timing, when prepack). */
-static double gemm_gflops(const bb_f32_gemm_config *cfg, size_t m, size_t n, size_t k,
+static double gemm_gflops(const bbi_f32_gemm_config *cfg, size_t m, size_t n, size_t k,
                           int trans_b, int prepack, double min_batch) {
   gemm_ctx g = {0};
   g.cfg = cfg;
@@ -103,13 +103,13 @@ static double gemm_gflops(const bb_f32_gemm_config *cfg, size_t m, size_t n, siz
   g.args.ldc = n;
   void *packed = NULL;
   if (cfg) {
-    g.scratch_size = bb_f32_gemm_scratch_size_for(cfg, m, n, k);
+    g.scratch_size = bbi_f32_gemm_scratch_size_for(cfg, m, n, k);
     g.scratch = xmalloc(g.scratch_size);
   }
   if (cfg && prepack) {
-    const size_t size = bb_f32_gemm_packed_b_size(cfg, n, k);
+    const size_t size = bbi_f32_gemm_packed_b_size(cfg, n, k);
     packed = xmalloc(size);
-    if (bb_f32_gemm_pack_b(cfg, n, k, trans_b, b, g.args.ldb, packed, size) != 0) {
+    if (bbi_f32_gemm_pack_b(cfg, n, k, trans_b, b, g.args.ldb, packed, size) != 0) {
       fprintf(stderr, "packing B failed\n");
       exit(1);
     }
@@ -123,8 +123,8 @@ static double gemm_gflops(const bb_f32_gemm_config *cfg, size_t m, size_t n, siz
 static void bench_gemm(void) {
   static const size_t shapes[][3] = {
       {128, 128, 128}, {256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}, {32, 128, 784}};
-  const bb_f32_gemm_config *const *list;
-  const size_t ncfg = bb_f32_gemm_configs(&list);
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
   printf("GEMM C[m×n] = A[m×k]·B[k×n], GFLOP/s (single thread; first column is the default)\n");
   printf("  %-24s", "m×n×k");
   for (size_t i = 0; i < ncfg; i++) printf(" %13s", list[i]->name);
@@ -177,39 +177,39 @@ static void run_add(void *p) {
   vec_ctx *v = p;
   const size_t n = v->rows * v->cols;
   if (v->simd)
-    bb_f32_vbinary(BB_BINARY_ADD, n, v->a, v->b, v->y);
+    bbi_f32_vbinary(BBI_BINARY_ADD, n, v->a, v->b, v->y);
   else
-    bb_f32_vbinary_scalar(BB_BINARY_ADD, n, v->a, v->b, v->y);
+    bbi_f32_vbinary_scalar(BBI_BINARY_ADD, n, v->a, v->b, v->y);
   sink = v->y[n / 2];
 }
 
 static void run_softmax(void *p) {
   vec_ctx *v = p;
   if (v->simd)
-    bb_f32_softmax_rows(v->rows, v->cols, v->a, v->y);
+    bbi_f32_softmax_rows(v->rows, v->cols, v->a, v->y);
   else
-    bb_f32_softmax_rows_scalar(v->rows, v->cols, v->a, v->y);
+    bbi_f32_softmax_rows_scalar(v->rows, v->cols, v->a, v->y);
   sink = v->y[0];
 }
 
 static void run_reduce_sum(void *p) {
   vec_ctx *v = p;
   if (v->simd)
-    bb_f32_reduce_rows(BB_REDUCE_SUM, v->rows, v->cols, v->a, v->y);
+    bbi_f32_reduce_rows(BBI_REDUCE_SUM, v->rows, v->cols, v->a, v->y);
   else
-    bb_f32_reduce_rows_scalar(BB_REDUCE_SUM, v->rows, v->cols, v->a, v->y);
+    bbi_f32_reduce_rows_scalar(BBI_REDUCE_SUM, v->rows, v->cols, v->a, v->y);
   sink = v->y[0];
 }
 
-static bb_unary_op unary_under_test;
+static bbi_unary_op unary_under_test;
 
 static void run_unary(void *p) {
   vec_ctx *v = p;
   const size_t n = v->rows * v->cols;
   if (v->simd)
-    bb_f32_vunary(unary_under_test, n, v->a, v->y);
+    bbi_f32_vunary(unary_under_test, n, v->a, v->y);
   else
-    bb_f32_vunary_scalar(unary_under_test, n, v->a, v->y);
+    bbi_f32_vunary_scalar(unary_under_test, n, v->a, v->y);
   sink = v->y[n / 2];
 }
 
@@ -236,16 +236,16 @@ static void bench_elementwise(void) {
   bench_rows("Softmax 1024x1024", run_softmax, 1024, 1024, 8.0 * (double)n, -8, 8);
   bench_rows("ReduceSum 1024x1024", run_reduce_sum, 1024, 1024, 4.0 * (double)n, -8, 8);
   static const struct {
-    bb_unary_op op;
+    bbi_unary_op op;
     const char *label;
-  } unaries[] = {{BB_UNARY_EXP, "Exp 1M floats"},
-                 {BB_UNARY_LOG, "Log 1M floats"},
-                 {BB_UNARY_SIGMOID, "Sigmoid 1M floats"},
-                 {BB_UNARY_TANH, "Tanh 1M floats"}};
+  } unaries[] = {{BBI_UNARY_EXP, "Exp 1M floats"},
+                 {BBI_UNARY_LOG, "Log 1M floats"},
+                 {BBI_UNARY_SIGMOID, "Sigmoid 1M floats"},
+                 {BBI_UNARY_TANH, "Tanh 1M floats"}};
   for (size_t i = 0; i < sizeof unaries / sizeof unaries[0]; i++) {
     unary_under_test = unaries[i].op;
     /* Log on positive inputs: libm takes a shortcut for negative ones. */
-    const float lo = unaries[i].op == BB_UNARY_LOG ? 1e-3f : -8.0f;
+    const float lo = unaries[i].op == BBI_UNARY_LOG ? 1e-3f : -8.0f;
     bench_rows(unaries[i].label, run_unary, 1, n, 8.0 * (double)n, lo, 8.0f);
   }
 }
@@ -256,8 +256,8 @@ static void bench_elementwise(void) {
 #define SWEEP_F32X4(MR, NR)                                                                  \
   static void sweep_##MR##x##NR##_f32x4(size_t kc, const float *pa, const float *pb,        \
                                         float *c, size_t ldc, size_t mr, size_t nr,         \
-                                        const bb_f32_gemm_tile *tile) {                     \
-    bb_f32x4_gemm_tile(MR, (NR) / 4, kc, pa, pb, c, ldc, mr, nr, tile);                     \
+                                        const bbi_f32_gemm_tile *tile) {                     \
+    bbi_f32x4_gemm_tile(MR, (NR) / 4, kc, pa, pb, c, ldc, mr, nr, tile);                     \
   }
 SWEEP_F32X4(4, 8)
 SWEEP_F32X4(6, 8)
@@ -265,21 +265,21 @@ SWEEP_F32X4(8, 8)
 SWEEP_F32X4(3, 12)
 SWEEP_F32X4(2, 16)
 
-#if BB_HAVE_X86_GEMM
-BB_AVX2FMA static void sweep_4x16_avx2fma(size_t kc, const float *pa, const float *pb, float *c,
+#if BBI_HAVE_X86_GEMM
+BBI_AVX2FMA static void sweep_4x16_avx2fma(size_t kc, const float *pa, const float *pb, float *c,
                                           size_t ldc, size_t mr, size_t nr,
-                                          const bb_f32_gemm_tile *tile) {
-  bb_avx2fma_gemm_tile(4, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+                                          const bbi_f32_gemm_tile *tile) {
+  bbi_avx2fma_gemm_tile(4, 2, kc, pa, pb, c, ldc, mr, nr, tile);
 }
-BB_AVX512 static void sweep_12x32_avx512(size_t kc, const float *pa, const float *pb, float *c,
+BBI_AVX512 static void sweep_12x32_avx512(size_t kc, const float *pa, const float *pb, float *c,
                                          size_t ldc, size_t mr, size_t nr,
-                                         const bb_f32_gemm_tile *tile) {
-  bb_avx512_gemm_tile(12, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+                                         const bbi_f32_gemm_tile *tile) {
+  bbi_avx512_gemm_tile(12, 2, kc, pa, pb, c, ldc, mr, nr, tile);
 }
-BB_AVX512 static void sweep_6x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
+BBI_AVX512 static void sweep_6x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
                                         size_t ldc, size_t mr, size_t nr,
-                                        const bb_f32_gemm_tile *tile) {
-  bb_avx512_gemm_tile(6, 4, kc, pa, pb, c, ldc, mr, nr, tile);
+                                        const bbi_f32_gemm_tile *tile) {
+  bbi_avx512_gemm_tile(6, 4, kc, pa, pb, c, ldc, mr, nr, tile);
 }
 #endif
 
@@ -287,19 +287,19 @@ static void sweep(const char *only) {
   static const struct {
     const char *name;
     size_t mr, nr;
-    bb_f32_gemm_ukernel_fn fn;
-    int x86; /* needs the CPU check of bb_f32_gemm_configs */
+    bbi_f32_gemm_ukernel_fn fn;
+    int x86; /* needs the CPU check of bbi_f32_gemm_configs */
   } kernels[] = {
-      {"5x8-f32x4", 5, 8, bb_f32_gemm_ukernel_5x8__f32x4, 0},
+      {"5x8-f32x4", 5, 8, bbi_f32_gemm_ukernel_5x8__f32x4, 0},
       {"4x8-f32x4", 4, 8, sweep_4x8_f32x4, 0},
       {"6x8-f32x4", 6, 8, sweep_6x8_f32x4, 0},
       {"8x8-f32x4", 8, 8, sweep_8x8_f32x4, 0},
       {"3x12-f32x4", 3, 12, sweep_3x12_f32x4, 0},
       {"2x16-f32x4", 2, 16, sweep_2x16_f32x4, 0},
-#if BB_HAVE_X86_GEMM
-      {"6x16-avx2fma", 6, 16, bb_f32_gemm_ukernel_6x16__avx2fma, 1},
+#if BBI_HAVE_X86_GEMM
+      {"6x16-avx2fma", 6, 16, bbi_f32_gemm_ukernel_6x16__avx2fma, 1},
       {"4x16-avx2fma", 4, 16, sweep_4x16_avx2fma, 1},
-      {"8x32-avx512", 8, 32, bb_f32_gemm_ukernel_8x32__avx512, 2},
+      {"8x32-avx512", 8, 32, bbi_f32_gemm_ukernel_8x32__avx512, 2},
       {"12x32-avx512", 12, 32, sweep_12x32_avx512, 2},
       {"6x64-avx512", 6, 64, sweep_6x64_avx512, 2},
 #endif
@@ -308,15 +308,15 @@ static void sweep(const char *only) {
   static const size_t mcs[] = {48, 96, 192};
   static const size_t sizes[] = {256, 512, 1024};
   /* The x86 kernels run only where the shipped configurations say the CPU has them. */
-  const bb_f32_gemm_config *const *list;
-  const size_t ncfg = bb_f32_gemm_configs(&list);
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
   const int x86_level = ncfg == 3 ? 2 : ncfg == 2 ? 1 : 0;
   printf("GEMM sweep: GFLOP/s at n×n×n for n = 256, 512, 1024 and at 32x128x784\n");
   for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++) {
     if (kernels[ki].x86 > x86_level || (only && !strstr(kernels[ki].name, only))) continue;
     for (size_t kc = 0; kc < sizeof kcs / sizeof kcs[0]; kc++) {
       for (size_t mc = 0; mc < sizeof mcs / sizeof mcs[0]; mc++) {
-        bb_f32_gemm_config cfg = {kernels[ki].name, kernels[ki].mr, kernels[ki].nr, 0, kcs[kc],
+        bbi_f32_gemm_config cfg = {kernels[ki].name, kernels[ki].mr, kernels[ki].nr, 0, kcs[kc],
                                   2048, kernels[ki].fn, NULL};
         cfg.mc = (mcs[mc] + cfg.mr - 1) / cfg.mr * cfg.mr;
         printf("  %-13s mc=%-4zu kc=%-4zu", cfg.name, cfg.mc, cfg.kc);

@@ -308,7 +308,7 @@ static void bench_wire(void) {
       if (bb_node_deliver(receiver, &from, sent, sent_len, now, &err)) fail("deliver", &err);
       const bb_step *got = poll_for(receiver, now, BB_STEP_APP_EVENT, "receive");
       deliver_ns[r] += now_ns() - t0;
-      if (got->value->kind != BB_VAL_TENSOR || got->value->as.tensor->numel != (int64_t)TENSOR_FLOATS)
+      if (bb_val_kind_of(got->value) != BB_VAL_TENSOR || bb_val_as_tensor(got->value)->numel != (int64_t)TENSOR_FLOATS)
         fail("the received value is not the tensor sent", NULL);
     }
     send_ns[r] /= WIRE_RUNS;

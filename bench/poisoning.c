@@ -142,8 +142,8 @@ static int liar_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   liar *l = self;
   int rc = honest_model->invoke(l->inner, ctx, call, err);
   if (rc || strcmp(call->op_type, "Fit") != 0 || call->n_outputs < 2 || !call->outputs[0]) return rc;
-  const bb_tensor *trained = call->outputs[0]->as.tensor;
-  const bb_tensor *global = call->inputs[0]->as.tensor;
+  const bb_tensor *trained = bb_val_as_tensor(call->outputs[0]);
+  const bb_tensor *global = bb_val_as_tensor(call->inputs[0]);
   bb_tensor *u = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, trained->rank, trained->dims);
   if (!u) return out_of_memory(err);
   memcpy(bb_tensor_data(u), bb_tensor_data(trained), (size_t)trained->numel * sizeof(float));
@@ -184,9 +184,9 @@ typedef struct run {
 static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   run *r = user;
   if (s->kind != BB_STEP_APP_EVENT || !s->value || !bb_peer_id_equal(peer, &r->server)) return;
-  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)s->value->as.u64;
-  if (strcmp(s->topic, "accuracy") == 0 && s->value->kind == BB_VAL_TENSOR)
-    r->accuracy = *(const float *)bb_tensor_data(s->value->as.tensor);
+  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)bb_val_as_u64(s->value);
+  if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR)
+    r->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
 }
 
 /* The Sybils overhear the broadcast: what reaches the first client reaches them too. */

@@ -5,63 +5,17 @@
 
 #include "bb/artifact.h"
 #include "cli.h"
-#include "util/strbuf.h"
-
-static void text(bb_strbuf *b) {
-  bb_strbuf_puts(b, "roles (name, required_trait, op domain, storage port):\n");
-  for (bb_role r = BB_ROLE_FIRST; r <= BB_ROLE_LAST; r++) {
-    const char *domain = bb_role_domain(r), *port = bb_role_storage_port(r);
-    bb_strbuf_printf(b, "  %-13s %-20s %-38s %s\n", bb_role_name(r), bb_role_trait(r),
-                     !domain ? "(its own)" : *domain ? domain : "\"\" (ONNX)", port ? port : "-");
-  }
-  bb_vocab_kind kind = (bb_vocab_kind)0;
-  for (size_t i = 0; i < bb_vocab_count(); i++) {
-    const bb_vocab_entry *e = bb_vocab_at(i);
-    if (e->kind != kind) bb_strbuf_printf(b, "%ss:\n", bb_vocab_kind_name(kind = e->kind));
-    bb_strbuf_printf(b, "  %s%s\n      %s\n", e->name, e->prefix ? "…" : "", e->meaning);
-  }
-}
-
-static void json(bb_strbuf *b) {
-  bb_strbuf_puts(b, "{\"roles\":[");
-  for (bb_role r = BB_ROLE_FIRST; r <= BB_ROLE_LAST; r++) {
-    bb_strbuf_printf(b, "%s{\"role\":%d,\"name\":", r == BB_ROLE_FIRST ? "" : ",", (int)r);
-    bb_strbuf_json_string(b, bb_role_name(r));
-    bb_strbuf_puts(b, ",\"trait\":");
-    bb_strbuf_json_string(b, bb_role_trait(r));
-    bb_strbuf_puts(b, ",\"domain\":");
-    bb_strbuf_json_string(b, bb_role_domain(r));
-    bb_strbuf_puts(b, ",\"storage_port\":");
-    bb_strbuf_json_string(b, bb_role_storage_port(r));
-    bb_strbuf_puts(b, "}");
-  }
-  bb_strbuf_puts(b, "],\"entries\":[");
-  for (size_t i = 0; i < bb_vocab_count(); i++) {
-    const bb_vocab_entry *e = bb_vocab_at(i);
-    bb_strbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-    bb_strbuf_json_string(b, e->name);
-    bb_strbuf_puts(b, ",\"kind\":");
-    bb_strbuf_json_string(b, bb_vocab_kind_name(e->kind));
-    bb_strbuf_printf(b, ",\"prefix\":%s,\"meaning\":", e->prefix ? "true" : "false");
-    bb_strbuf_json_string(b, e->meaning);
-    bb_strbuf_puts(b, "}");
-  }
-  bb_strbuf_puts(b, "]}\n");
-}
 
 int cmd_vocab(int argc, char **argv) {
   if (argc > 1 || (argc == 1 && strcmp(argv[0], "--json") != 0)) {
     fprintf(stderr, "usage: bb vocab [--json]\n");
     return 2;
   }
-  bb_strbuf b;
-  bb_strbuf_init(&b, NULL);
-  if (argc) json(&b);
-  else text(&b);
   char *out;
   size_t len;
-  if (bb_strbuf_finish(&b, &out, &len)) {
-    fprintf(stderr, "bb vocab: out of memory\n");
+  bb_error err;
+  if (bb_vocab_describe(argc == 1, NULL, &out, &len, &err)) {
+    fprintf(stderr, "bb vocab: %s\n", err.message);
     return 1;
   }
   fwrite(out, 1, len, stdout);

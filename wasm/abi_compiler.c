@@ -1,6 +1,7 @@
 /* bytesandbrains — the compiler through bb.wasm's ABI: bindings, declarations of the
  * host's concrete types, compiling recorded Modules into artifacts, and describing an
  * artifact. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "abi_internal.h"
@@ -17,6 +18,14 @@ int32_t bb_wasm_compiler_new(void) {
   bbw_error_clear();
   bb_compiler *c = bb_compiler_new(NULL);
   if (c == NULL) return bbw_fail(BB_ERR_NOMEM, "compiler: out of memory");
+  /* Backend ops are checked against CpuBackend's op set, as `bb compile` checks them */
+  bb_error err;
+  bb_error_clear(&err);
+  int rc = bb_cpu_backend_declare_op_set(c, &err);
+  if (rc < 0) {
+    bb_compiler_free(c);
+    return bbw_fail_from(rc, &err, "compiler");
+  }
   int32_t handle = bbw_handle_issue(SLOT_COMPILER, c);
   if (handle < 0) bb_compiler_free(c);
   return handle;
@@ -102,6 +111,34 @@ int32_t bb_wasm_compiler_declare(int32_t compiler, const char *type, const char 
   bb_error_clear(&err);
   int rc = bb_compiler_declare_component(c, &d, &err);
   return rc < 0 ? bbw_fail_from(rc, &err, "compiler declare") : BB_OK;
+}
+
+/* Most ops one declared op set lists. */
+#define OP_SET_MAX 4096
+
+int32_t bb_wasm_compiler_declare_op_set(int32_t compiler, const char *type, const char *ops, size_t ops_len) {
+  bbw_error_clear();
+  bb_compiler *c = compiler_of(compiler);
+  if (c == NULL) return bbw_last();
+  int32_t n = bbw_count_strings(ops, ops_len, 2 * OP_SET_MAX, "compiler declare_op_set");
+  if (n < 0) return n;
+  if (n % 2 != 0)
+    return bbw_fail(BB_ERR_INVALID_ARGUMENT, "compiler declare_op_set: %d strings do not pair into (domain, op_type)",
+                    (int)n);
+  bb_component_op *list = malloc(((size_t)n / 2 + 1) * sizeof *list);
+  if (list == NULL) return bbw_fail(BB_ERR_NOMEM, "compiler declare_op_set: out of memory");
+  const char *at = ops;
+  for (int32_t i = 0; i < n / 2; i++) {
+    list[i].domain = at;
+    at += strlen(at) + 1;
+    list[i].op_type = at;
+    at += strlen(at) + 1;
+  }
+  bb_error err;
+  bb_error_clear(&err);
+  int rc = bb_compiler_declare_op_set(c, type, list, (size_t)n / 2, &err);
+  free(list);
+  return rc < 0 ? bbw_fail_from(rc, &err, "compiler declare_op_set") : BB_OK;
 }
 
 int32_t bb_wasm_compiler_set_permissive(int32_t compiler, int32_t permissive) {

@@ -56,6 +56,7 @@ static const char *slot_kind_name(bbw_slot_kind kind) {
   case SLOT_COMPILER: return "compiler";
   case SLOT_DATASET: return "dataset";
   case SLOT_NODE: return "node";
+  case SLOT_MODULE: return "module";
   }
   return "unknown";
 }

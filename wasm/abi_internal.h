@@ -4,9 +4,8 @@
  * sessions and data sets, examples to the compiler, data sets and the component registry
  * to nodes. Not part of the ABI; bb_wasm.h is.
  *
- * The ABI is built on the library's public headers (include/bb) and the reference
- * programs' (src/programs); the one internal header it uses is util/bytes.h, where every
- * little-endian layout of the project is written. */
+ * The ABI is built on the library's public headers (include/bb, bb/bytes.h for its
+ * little-endian layouts) and the reference programs' interface (programs/examples.h). */
 #ifndef BB_WASM_ABI_INTERNAL_H
 #define BB_WASM_ABI_INTERNAL_H
 
@@ -16,16 +15,19 @@
 
 #include "bb/common.h"
 #include "bb/dataset.h"
+#include "bb/graph.h"
 #include "bb/ir.h"
 #include "bb/runtime.h"
 #include "bb/tensor.h"
 #include "bb/value.h"
 #include "bb/wire.h"
 #include "programs/examples.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 
 /* Longest type or slot name the ABI copies, with its NUL. */
 #define BBW_NAME_MAX 128
+/* Room for a peer id as base58 text, with its NUL (bb_peer_id_to_text needs 104). */
+#define BBW_PEER_TEXT_MAX 128
 
 /* ---- the last error (abi_core.c) ----------------------------------------------------- */
 
@@ -47,7 +49,8 @@ typedef enum bbw_slot_kind {
   SLOT_SESSION,
   SLOT_COMPILER,
   SLOT_DATASET,
-  SLOT_NODE
+  SLOT_NODE,
+  SLOT_MODULE
 } bbw_slot_kind;
 
 typedef struct bbw_slot {
@@ -98,6 +101,29 @@ void bbw_write_value_field(bb_le_writer *w, const bb_val *v);
 /* Makes what w wrote the result (w's buffer now belongs to it), or records that memory
  * ran out (`what` names the call) and frees the buffer. */
 int32_t bbw_result_from(bb_le_writer *w, const char *what);
+
+/* Memory a decode hands out piece by piece, freed all at once. */
+typedef struct bbw_scratch {
+  void **blocks;
+  size_t n, cap;
+} bbw_scratch;
+
+/* size bytes (at least one), or NULL with BB_ERR_NOMEM recorded under `what`. */
+void *bbw_scratch_alloc(bbw_scratch *s, size_t size, const char *what);
+void bbw_scratch_free(bbw_scratch *s);
+
+/* Most attributes one op may carry, and most elements of one list attribute. */
+#define BBW_ATTRS_MAX 256
+#define BBW_ATTR_ITEMS_MAX (1u << 20)
+
+/* Decodes an attribute list (bb_wasm.h, "attributes") into bb_op_attrs whose strings,
+ * lists and literals live in `s`; every failure is recorded, naming `what` and the
+ * attribute. An empty input (len 0) is no attributes. */
+int32_t bbw_attrs_decode(const uint8_t *data, size_t len, const char *what, bbw_scratch *s, bb_op_attr **out,
+                         size_t *n_out);
+/* Decodes one tensor literal (bb_wasm.h, "literals") from r into out, its dims and data
+ * in `s` (the data is copied, so the literal outlives the bytes). */
+int32_t bbw_literal_decode(bb_le_reader *r, const char *what, bbw_scratch *s, bb_literal *out);
 
 /* Parses a base58 peer id; a failure is recorded under `what`. */
 int32_t bbw_peer_parse(const char *text, const char *what, bb_peer_id *out);

@@ -200,7 +200,8 @@ static void write_step(bb_le_writer *w, const bb_step *s) {
   bb_le_write_u64(w, s->exec_id);
   bb_le_write_u64(w, s->command);
   bb_le_write_u64(w, s->count);
-  bb_le_write_u64(w, s->kind == BB_STEP_APP_EVENT && s->value ? bb_val_kind_hash((int)s->value->kind) : s->type_hash);
+  bool app_value = s->kind == BB_STEP_APP_EVENT && s->value;
+  bb_le_write_u64(w, app_value ? bb_val_kind_hash((int)bb_val_kind_of(s->value)) : s->type_hash);
   char peer[128] = "";
   if (s->has_peer) bb_peer_id_to_text(&s->peer, peer, sizeof peer);
   bbw_write_text(w, peer);

@@ -25,14 +25,23 @@
  * is added: the loader refuses a module whose version it was not written for.
  * Version 2 added tensors, CPU sessions and the operator listing; version 3 the engine:
  * the compiler and the examples' Modules, data sets, nodes, and components whose methods
- * run in the host. */
+ * run in the host; version 4 Modules the host records, op sets of Backend types, and host
+ * components with control-plane messages, timers, events, dependencies and state. */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 3u
+#define BB_WASM_ABI_VERSION 4u
+
+/* Marks a function bb.wasm imports from its host (module "env"). */
+#if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
+#define BB_WASM_HOST_IMPORT(name) __attribute__((import_module("env"), import_name(#name)))
+#else
+#define BB_WASM_HOST_IMPORT(name)
+#endif
+
 
 /* Most objects alive at once, of all kinds together. */
 #define BB_WASM_MAX_HANDLES 1024
@@ -208,6 +217,91 @@ int32_t bb_wasm_compiler_free(int32_t compiler);
  * 2 JSON. */
 int32_t bb_wasm_artifact_describe(const uint8_t *artifact, size_t len, int32_t format);
 
+/* Declares the ops a Backend type executes (bb_compiler_declare_op_set): ops packs
+ * (domain, op_type) pairs of strings ("" for ONNX operators). A new compiler has
+ * CpuBackend's op set declared already, as `bb compile` does. */
+int32_t bb_wasm_compiler_declare_op_set(int32_t compiler, const char *type, const char *ops, size_t ops_len);
+
+/* ---- Modules the host records --------------------------------------------------------------
+ *
+ * A Module is a name, the host's id for it and whether it has a bootstrap; its body (and
+ * bootstrap) are recorded by the host: bb_wasm_module_build runs the recorder
+ * (bb_module_build, bb/graph.h), which calls the import bb_host_module_record(host_id,
+ * bootstrap) once per function it records, and inside that call the host records through
+ * the bb_wasm_rec_* functions. A sub-module is recorded on its first call, inside the
+ * caller's callback. The result is the ModelProto bytes the compiler takes; a failed
+ * recording fails the build with the recorder's first error (bb_rec_fail lets the host
+ * end one with its own message, e.g. when its callback threw).
+ *
+ * Values and calls are numbers: BB_WASM_VALUE_EMPTY is "no value" (what a refused call
+ * gives), BB_WASM_VALUE_OMITTED an omitted optional input of a Backend op, and any other
+ * number below 1 << 21 (BB_WASM_VALUE_FOREIGN) a value the recorder refuses as not of this
+ * recording; the numbers the recorder gives are valid for the build that gave them.
+ * bb_wasm_rec_* functions return a value or call number (>= 0), or a negative code when
+ * called outside a recording callback or with malformed arguments; the recorder's own
+ * refusals are not codes here: they end the recording and fail the build.
+ *
+ * Attributes (role, syscall and protocol ops): u32 count, then per attribute a u32-length
+ * name, a u32 bb_attr_type and its value: INT i64; FLOAT f32; STRING u32-length text;
+ * INTS u32 n, n × i64; FLOATS u32 n, n × f32; STRINGS u32 n, n u32-length texts; TENSOR a
+ * literal; other types no value (the recorder refuses them). An empty buffer is none.
+ * Literals: u32 bb_dtype, u32 rank, rank × i64 dims, u8 has_data, u32 length, the
+ * elements little-endian (has_data 0: zeros, length 0). Texts hold no NUL byte. */
+
+#define BB_WASM_VALUE_EMPTY 0
+#define BB_WASM_VALUE_OMITTED 1
+#define BB_WASM_VALUE_FOREIGN 2
+
+/* A Module (its name is checked when it is built or called). Returns its handle. */
+int32_t bb_wasm_module_new(const char *name, int32_t host_id, int32_t has_bootstrap);
+/* Lists submodule as one the module's callbacks may call (it stays alive as long as the
+ * module does, whatever happens to its handle). */
+int32_t bb_wasm_module_add_submodule(int32_t module, int32_t submodule);
+/* Records the module into the result (ModelProto bytes). One build at a time. */
+int32_t bb_wasm_module_build(int32_t module);
+int32_t bb_wasm_module_free(int32_t module);
+
+/* Imported from the host (module "env"): record the body (bootstrap 0) or the bootstrap of
+ * the module the host gave host_id. */
+BB_WASM_HOST_IMPORT(bb_host_module_record) void bb_host_module_record(int32_t host_id, int32_t bootstrap);
+
+/* The recorder, inside bb_host_module_record (bb/graph.h has what each records). type
+ * NULL: none; peer_class NULL: "@self"; packed strings as elsewhere. */
+int32_t bb_wasm_rec_input(const char *name, const char *type);
+int32_t bb_wasm_rec_output(const char *name, int32_t value);
+int32_t bb_wasm_rec_net_out(const char *port, int32_t peers, int32_t value);
+int32_t bb_wasm_rec_lookup_output(const char *port);
+int32_t bb_wasm_rec_bundle(const int32_t *parts, size_t n);
+/* types packs one denotation per part; parts receives n value numbers. */
+int32_t bb_wasm_rec_unbundle(int32_t composite, const char *types, size_t types_len, int32_t *parts, size_t n);
+/* A call of a submodule (bootstrap nonzero: its bootstrap), binding inputs (packed names)
+ * to values; returns a call number for bb_wasm_rec_call_output. */
+int32_t bb_wasm_rec_call(int32_t module, int32_t bootstrap, const char *inputs, size_t inputs_len,
+                         const int32_t *values, size_t n);
+int32_t bb_wasm_rec_call_output(int32_t call, const char *port);
+/* bb_rec_role_call, bb_rec_syscall and bb_rec_protocol_call: outputs receives n_outputs
+ * value numbers; return 0 or a code. */
+int32_t bb_wasm_rec_role_call(int32_t role, const char *slot, const char *peer_class, const char *method,
+                              const int32_t *inputs, size_t n_inputs, const uint8_t *attrs, size_t attrs_len,
+                              int32_t *outputs, size_t n_outputs);
+int32_t bb_wasm_rec_syscall(const char *op, const int32_t *inputs, size_t n_inputs, const uint8_t *attrs,
+                            size_t attrs_len, int32_t *outputs, size_t n_outputs);
+int32_t bb_wasm_rec_protocol_call(const char *domain, const char *op, const int32_t *inputs, size_t n_inputs,
+                                  const uint8_t *attrs, size_t attrs_len, int32_t *outputs, size_t n_outputs);
+/* bb_rec_constant with a literal; label and type may be NULL. */
+int32_t bb_wasm_rec_constant(const char *label, const char *type, const uint8_t *literal, size_t len);
+/* The address book (many nonzero: InsertMany) and Announce. */
+int32_t bb_wasm_rec_address_book_insert(int32_t peer, int32_t addresses, int32_t many);
+int32_t bb_wasm_rec_address_book_lookup(int32_t peer);
+int32_t bb_wasm_rec_announce(int32_t server_peer);
+/* Ends the recording with the host's own error (bb_rec_fail). */
+int32_t bb_wasm_rec_fail(int32_t code, const char *message);
+/* 1 once the recording has failed, 0 while it has not. */
+int32_t bb_wasm_rec_failed(void);
+/* A value's name and type (denotation; "" abstract), valid until the build ends. */
+const char *bb_wasm_rec_value_name(int32_t value);
+const char *bb_wasm_rec_value_type(int32_t value);
+
 /* ---- data sets ------------------------------------------------------------------------ */
 
 /* Data sets are what an ArraySource reads: float32 features [rows, dim] and labels [rows].
@@ -231,37 +325,62 @@ int32_t bb_wasm_dataset_free(int32_t dataset);
 /* Most host types one module instance registers: a type lives as long as the instance. */
 #define BB_WASM_MAX_HOST_TYPES 1024
 
-/* Registers a concrete type, for every node installed afterwards, whose create, destroy and
- * invoke are the host's imports below; roles is a set of (1 << bb_role) bits. Names must be
- * new (not a shipped type's). Returns the type id the imports are called with: 1 for the
- * first type registered, 2 for the second, ... up to BB_WASM_MAX_HOST_TYPES. */
-int32_t bb_wasm_host_type_add(const char *name, uint32_t roles);
+/* Registers a concrete type, for every node installed afterwards, whose methods are the
+ * host's imports below; roles is a set of (1 << bb_role) bits; protocol_domain (NULL or ""
+ * for none) the ai.bytesandbrains.protocol.<name> domain whose slotless ops it runs. Names
+ * must be new (not a shipped type's). Returns the type id the imports are called with: 1
+ * for the first type registered, 2 for the second, ... up to BB_WASM_MAX_HOST_TYPES. */
+int32_t bb_wasm_host_type_add(const char *name, uint32_t roles, const char *protocol_domain);
 
 /* Imported from the host (module "env"). create returns the host's id for the new
  * instance (> 0) or a negative BB_ERR_* code; invoke returns 0 (outputs set with
  * bb_wasm_call_set_outputs), 1 (later: after bb_wasm_call_defer; finish with
- * bb_wasm_node_complete or bb_wasm_node_fail) or a negative code. Either may explain a
- * failure with bb_wasm_call_fail first. */
-#if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
-#define BB_WASM_HOST_IMPORT(name) __attribute__((import_module("env"), import_name(#name)))
-#else
-#define BB_WASM_HOST_IMPORT(name)
-#endif
+ * bb_wasm_node_complete or bb_wasm_node_fail) or a negative code; on_message (a
+ * control-plane message another peer's component at the same slot sent, `from` its peer
+ * id as text), on_timer (a timer the instance set), save (the instance's state, given with
+ * bb_wasm_call_set_state; none given is empty) and load (state a save gave, for a fresh
+ * instance) return 0 or a negative code. Each may explain a failure with bb_wasm_call_fail
+ * first. */
 BB_WASM_HOST_IMPORT(bb_host_create)
 int32_t bb_host_create(int32_t type_id, const char *slot, const char *config, size_t config_len, uint64_t seed);
 BB_WASM_HOST_IMPORT(bb_host_destroy) void bb_host_destroy(int32_t instance);
 BB_WASM_HOST_IMPORT(bb_host_invoke)
 int32_t bb_host_invoke(int32_t instance, const char *op_type, int32_t n_inputs, int32_t n_outputs);
+BB_WASM_HOST_IMPORT(bb_host_on_message)
+int32_t bb_host_on_message(int32_t instance, const char *op, const char *from, const uint8_t *payload, size_t len);
+BB_WASM_HOST_IMPORT(bb_host_on_timer) int32_t bb_host_on_timer(int32_t instance, uint64_t token);
+BB_WASM_HOST_IMPORT(bb_host_save) int32_t bb_host_save(int32_t instance);
+BB_WASM_HOST_IMPORT(bb_host_load) int32_t bb_host_load(int32_t instance, const uint8_t *state, size_t len);
 
 /* Only while bb_host_invoke runs: the call's inputs as a value list (into the result);
- * its outputs, by position (a value list of at most n_outputs values); the command that
- * makes it asynchronous (the same on every call); the node's time. */
+ * the op's attributes (into the result, in the attribute layout of "Modules the host
+ * records"; a TENSOR attribute is listed with no value); its outputs, by position (a value
+ * list of at most n_outputs values); the command that makes it asynchronous (the same on
+ * every call). */
 int32_t bb_wasm_call_inputs(void);
+int32_t bb_wasm_call_attributes(void);
 int32_t bb_wasm_call_set_outputs(const uint8_t *list, size_t len);
 uint64_t bb_wasm_call_defer(void);
+/* While bb_host_invoke, bb_host_on_message or bb_host_on_timer runs (bb/runtime.h, "what a
+ * component can reach while it runs"): the node's time; my peer id and the peer whose
+ * envelope started this work ("" for local work) as text into the result; the node's
+ * seeded generator; a control-plane message to the component at the same slot on peer
+ * `to`; a timer (bb_host_on_timer(token) at or after at_ns); an application event (a value
+ * list of one value); a named counter; an op of another component of the node by slot
+ * (synchronous; inputs a value list, its n_outputs outputs a value list into the result). */
 uint64_t bb_wasm_call_now(void);
-/* While bb_host_create or bb_host_invoke runs: the message (and code) of the failure it is
- * about to return. */
+int32_t bb_wasm_call_self(void);
+int32_t bb_wasm_call_source(void);
+uint64_t bb_wasm_call_random(void);
+int32_t bb_wasm_call_send_message(const char *to, const char *op, const uint8_t *payload, size_t len);
+int32_t bb_wasm_call_set_timer(uint64_t at_ns, uint64_t token);
+int32_t bb_wasm_call_emit(const char *topic, const uint8_t *value, size_t len);
+int32_t bb_wasm_call_count(const char *name, uint64_t delta);
+int32_t bb_wasm_call_dependency(const char *slot, const char *op, const uint8_t *inputs, size_t len, int32_t n_outputs);
+/* Only while bb_host_save runs: the instance's state (copied). */
+int32_t bb_wasm_call_set_state(const uint8_t *state, size_t len);
+/* While any of the imports above runs: the message (and code) of the failure it is about
+ * to return. */
 int32_t bb_wasm_call_fail(int32_t code, const char *message);
 
 /* ---- nodes ---------------------------------------------------------------------------- */

@@ -10,7 +10,7 @@
 #include <zlib.h>
 #endif
 
-#include "util/error.h"
+#include "bb/common.h"
 
 static bool gzipped(const char *path) {
   size_t n = strlen(path);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "bb/ir.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static bb_tensor_proto *initializer(bb_model *m, const char *name, const float *data, size_t n_dims,
                                     const int64_t *dims, size_t count) {

@@ -142,8 +142,8 @@ int main(int argc, char **argv) {
       failed += s->kind == BB_STEP_OP_FAILED;
       search_completed += s->kind == BB_STEP_OP_COMPLETED && s->op && strstr(s->op, "role.index::Search");
       if (s->kind == BB_STEP_APP_EVENT && strcmp(s->topic, "neighbors") == 0 && s->value &&
-          s->value->kind == BB_VAL_TENSOR)
-        neighbors = s->value->as.tensor->numel;
+          bb_val_kind_of(s->value) == BB_VAL_TENSOR)
+        neighbors = bb_val_as_tensor(s->value)->numel;
     }
   }
   printf("drained %zu step(s); CountingIndex: %llu search(es), CpuBackend Add fired %llu time(s), sum = [",

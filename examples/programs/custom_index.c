@@ -223,9 +223,9 @@ static int run_pending(async_index *x, bb_node *node, size_t *ran, bb_error *err
       } else if (w->kind == WORK_SEARCH) {
         rc = search_now(x, w, out);
         n_out = 2;
-        for (size_t j = 0; !rc && j < 8 && j < (size_t)out[1]->as.tensor->numel; j++)
-          x->last_dists[j] = ((const float *)bb_tensor_data(out[1]->as.tensor))[j];
-        x->last_found = rc ? 0 : (size_t)out[1]->as.tensor->numel;
+        for (size_t j = 0; !rc && j < 8 && j < (size_t)bb_val_as_tensor(out[1])->numel; j++)
+          x->last_dists[j] = ((const float *)bb_tensor_data(bb_val_as_tensor(out[1])))[j];
+        x->last_found = rc ? 0 : (size_t)bb_val_as_tensor(out[1])->numel;
       } else {
         out[0] = bb_val_trigger(NULL); /* Remove is a no-op, as the reference's */
       }
@@ -295,9 +295,10 @@ static int query(bb_node *node, async_index *index, const float *q, size_t n, in
       if (search && s->kind == BB_STEP_ASYNC_SUSPENDED && r->suspended_at < 0) r->suspended_at = poll;
       if (search && s->kind == BB_STEP_OP_COMPLETED && r->completed_at < 0) r->completed_at = poll;
       if (s->kind == BB_STEP_APP_EVENT && strcmp(s->topic, "neighbors") == 0 && s->value &&
-          s->value->kind == BB_VAL_TENSOR && s->value->as.tensor->dtype == BB_DTYPE_INT64) {
-        r->found = s->value->as.tensor->numel;
-        for (int64_t j = 0; j < r->found && j < 8; j++) r->ids[j] = ((const int64_t *)bb_tensor_data(s->value->as.tensor))[j];
+          bb_val_kind_of(s->value) == BB_VAL_TENSOR && bb_val_as_tensor(s->value)->dtype == BB_DTYPE_INT64) {
+        r->found = bb_val_as_tensor(s->value)->numel;
+        const int64_t *ids = bb_tensor_data(bb_val_as_tensor(s->value));
+        for (int64_t j = 0; j < r->found && j < 8; j++) r->ids[j] = ids[j];
       }
     }
     /* the host, as the index's worker, finishes what the poll parked */

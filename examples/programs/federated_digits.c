@@ -79,13 +79,13 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   uint64_t id = 0;
   bb_peer_id_as_u64(peer, &id);
   if (s->kind == BB_STEP_APP_EVENT && id == 1 && s->value) {
-    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)s->value->as.u64;
-    if (strcmp(s->topic, "model") == 0 && s->value->kind == BB_VAL_TENSOR) {
+    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)bb_val_as_u64(s->value);
+    if (strcmp(s->topic, "model") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
       bb_tensor_release(r->global);
-      r->global = bb_tensor_retain(s->value->as.tensor);
+      r->global = bb_tensor_retain(bb_val_as_tensor(s->value));
     }
-    if (strcmp(s->topic, "accuracy") == 0 && s->value->kind == BB_VAL_TENSOR) {
-      r->accuracy = *(const float *)bb_tensor_data(s->value->as.tensor);
+    if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
+      r->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
       if (!r->o->quiet) printf("round %3d  held-out accuracy %.3f\n", r->round, (double)r->accuracy);
       fflush(stdout);
     }

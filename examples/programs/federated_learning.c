@@ -375,16 +375,16 @@ typedef struct round_log {
 
 static void take(pending *p, const bb_step *s, const char *params, const char *samples, const char *round,
                  size_t *param_len) {
-  if (strcmp(s->topic, params) == 0 && s->value->kind == BB_VAL_TENSOR) {
-    const bb_tensor *t = s->value->as.tensor;
+  if (strcmp(s->topic, params) == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
+    const bb_tensor *t = bb_val_as_tensor(s->value);
     *param_len = (size_t)t->numel < MAX_PARAMS ? (size_t)t->numel : MAX_PARAMS;
     memcpy(p->params, bb_tensor_data(t), *param_len * sizeof(float));
     p->have |= 1;
   } else if (samples && strcmp(s->topic, samples) == 0 && bb_val_is_u64(s->value)) {
-    p->samples = s->value->as.u64;
+    p->samples = bb_val_as_u64(s->value);
     p->have |= 2;
   } else if (strcmp(s->topic, round) == 0 && bb_val_is_u64(s->value)) {
-    p->round = s->value->as.u64;
+    p->round = bb_val_as_u64(s->value);
     p->have |= 4;
   }
 }

@@ -56,8 +56,8 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   uint64_t id = 0;
   bb_peer_id_as_u64(peer, &id);
   if (s->kind == BB_STEP_APP_EVENT && strcmp(s->topic, "accuracy") == 0 && s->value &&
-      s->value->kind == BB_VAL_TENSOR && id >= 1 && id <= (uint64_t)r->o->peers)
-    r->accuracy[id - 1] = *(const float *)bb_tensor_data(s->value->as.tensor);
+      bb_val_kind_of(s->value) == BB_VAL_TENSOR && id >= 1 && id <= (uint64_t)r->o->peers)
+    r->accuracy[id - 1] = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
   if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED) {
     if (!r->o->quiet && r->failures < 5)
       fprintf(stderr, "peer %llu: %s %s: %s\n", (unsigned long long)id, bb_step_kind_name(s->kind), s->op ? s->op : "",

@@ -66,10 +66,10 @@ int main(int argc, char **argv) {
       if (!quiet) printf("  step %-16s %s%s%s\n", bb_step_kind_name(s->kind), s->op ? s->op : "",
                          s->topic ? s->topic : "", s->detail ? s->detail : "");
       if (s->kind == BB_STEP_APP_EVENT && strncmp(s->module, "Quickstart#", 11) == 0 &&
-          strcmp(s->topic, "prediction") == 0 && s->value && s->value->kind == BB_VAL_TENSOR &&
-          s->value->as.tensor->dtype == BB_DTYPE_FLOAT) {
-        prediction_len = s->value->as.tensor->numel;
-        if (prediction_len == 1) prediction = *(const float *)bb_tensor_data(s->value->as.tensor);
+          strcmp(s->topic, "prediction") == 0 && s->value && bb_val_kind_of(s->value) == BB_VAL_TENSOR &&
+          bb_val_as_tensor(s->value)->dtype == BB_DTYPE_FLOAT) {
+        prediction_len = bb_val_as_tensor(s->value)->numel;
+        if (prediction_len == 1) prediction = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
       }
     }
   }

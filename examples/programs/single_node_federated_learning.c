@@ -87,8 +87,8 @@ static int watched_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_er
     const bb_peer_id *from = bb_ctx_source(ctx) ? bb_ctx_source(ctx) : bb_ctx_self(ctx);
     w->contributions++;
     w->accepted += rc == 0;
-    w->last_len = u && u->kind == BB_VAL_TENSOR ? u->as.tensor->numel : -1;
-    w->last_update = w->last_len > 0 ? *(const float *)bb_tensor_data(u->as.tensor) : 0.0f;
+    w->last_len = u && bb_val_kind_of(u) == BB_VAL_TENSOR ? bb_val_as_tensor(u)->numel : -1;
+    w->last_update = w->last_len > 0 ? *(const float *)bb_tensor_data(bb_val_as_tensor(u)) : 0.0f;
     bb_peer_id_as_u64(from, &w->last_from);
   }
   return rc;

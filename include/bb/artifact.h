@@ -38,24 +38,24 @@ typedef enum bb_role {
 #define BB_ROLE_LAST BB_ROLE_PROTOCOL
 
 /* "Model", "DataSource", ...; NULL for an unknown role. */
-const char *bb_role_name(bb_role role);
+BB_API const char *bb_role_name(bb_role role);
 /* The required_trait the role's nodes carry ("ModelRuntime", ...); NULL if unknown. */
-const char *bb_role_trait(bb_role role);
+BB_API const char *bb_role_trait(bb_role role);
 /* The domain the role's ops are recorded in: BB_DOMAIN_ONNX ("") for Backend,
  * ai.bytesandbrains.role.<role> for the others; NULL for Protocol (every protocol has a
  * domain of its own) and unknown roles. */
-const char *bb_role_domain(bb_role role);
+BB_API const char *bb_role_domain(bb_role role);
 /* The storage port whose declared type types the role's op outputs ("tensor" for Model
  * and Backend, "vector" for Index, "element" for Aggregator, "sample" for DataSource);
  * NULL for Codec (each node names its port, BB_KEY_CODEC_PORT), PeerSelector, Protocol
  * and unknown roles. */
-const char *bb_role_storage_port(bb_role role);
+BB_API const char *bb_role_storage_port(bb_role role);
 
 /* The role with that name, trait or op domain; 0 when there is none. The default ONNX
  * domain, in either spelling, is Backend's. */
-bb_role bb_role_from_name(const char *name);
-bb_role bb_role_from_trait(const char *trait);
-bb_role bb_role_from_domain(const char *domain);
+BB_API bb_role bb_role_from_name(const char *name);
+BB_API bb_role bb_role_from_trait(const char *trait);
+BB_API bb_role bb_role_from_domain(const char *domain);
 
 /* ---- domains ------------------------------------------------------------------------ */
 
@@ -66,7 +66,10 @@ bb_role bb_role_from_domain(const char *domain);
 #define BB_DOMAIN_COMPOSITE "ai.bytesandbrains.composite"
 #define BB_DOMAIN_ADDRESS_BOOK "ai.bytesandbrains.address_book"
 #define BB_DOMAIN_GRAD "ai.bytesandbrains.grad"
-#define BB_DOMAIN_GLOBAL_REGISTRY "ai.bytesandbrains.protocol.global_registry"
+/* A protocol's ops are recorded in a domain of its own under this prefix; the component
+ * whose type speaks that domain (bb_component_type.protocol_domain) runs them. */
+#define BB_DOMAIN_PROTOCOL_PREFIX "ai.bytesandbrains.protocol."
+#define BB_DOMAIN_GLOBAL_REGISTRY BB_DOMAIN_PROTOCOL_PREFIX "global_registry"
 #define BB_DOMAIN_ROLE_PREFIX "ai.bytesandbrains.role."
 #define BB_DOMAIN_ROLE_MODEL BB_DOMAIN_ROLE_PREFIX "model"
 #define BB_DOMAIN_ROLE_INDEX BB_DOMAIN_ROLE_PREFIX "index"
@@ -82,7 +85,7 @@ bb_role bb_role_from_domain(const char *domain);
 #define BB_FRAMEWORK_OPSET_VERSION 1
 
 /* True for the default ONNX domain in either spelling (NULL counts as ""). */
-bool bb_domain_is_onnx(const char *domain);
+BB_API bool bb_domain_is_onnx(const char *domain);
 
 /* ---- value types -------------------------------------------------------------------- */
 
@@ -121,10 +124,10 @@ bool bb_domain_is_onnx(const char *domain);
 
 /* The tensor denotation of an element type (BB_TYPE_TENSOR_F32 for BB_DTYPE_FLOAT, ...),
  * or NULL for types without one (STRING, complex). */
-const char *bb_tensor_type(bb_dtype dtype);
+BB_API const char *bb_tensor_type(bb_dtype dtype);
 /* The element type of a tensor denotation; BB_DTYPE_UNDEFINED for anything else,
  * including a tensor leaf this table does not know (an extension of the type tree). */
-bb_dtype bb_tensor_type_dtype(const char *denotation);
+BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 
 /* ---- model metadata (the compiled artifact) ------------------------------------------ */
 
@@ -235,12 +238,18 @@ typedef struct bb_vocab_entry {
 
 /* The table, in a fixed order (domains, types, model, function and node keys,
  * attributes, values, names); bb_vocab_at(i) is NULL past the end. */
-size_t bb_vocab_count(void);
-const bb_vocab_entry *bb_vocab_at(size_t i);
+BB_API size_t bb_vocab_count(void);
+BB_API const bb_vocab_entry *bb_vocab_at(size_t i);
 /* The entry of that kind and exact name, or NULL. */
-const bb_vocab_entry *bb_vocab_find(bb_vocab_kind kind, const char *name);
+BB_API const bb_vocab_entry *bb_vocab_find(bb_vocab_kind kind, const char *name);
 /* "domain", "type", "model key", ...; "unknown" for other values. */
-const char *bb_vocab_kind_name(bb_vocab_kind kind);
+BB_API const char *bb_vocab_kind_name(bb_vocab_kind kind);
+/* The roles and the table as text for people or, with as_json, as one JSON object
+ * {"roles":[{"role","name","trait","domain","storage_port"}],
+ *  "entries":[{"name","kind","prefix","meaning"}]} (what `bb vocab` prints). The
+ * NUL-terminated text comes from alloc (NULL: the default one); free it with
+ * bb_buffer_free(alloc, *out). */
+BB_API int bb_vocab_describe(bool as_json, const bb_allocator *alloc, char **out, size_t *out_len, bb_error *err);
 
 /* ---- what a component type declares ------------------------------------------------------ */
 

@@ -90,7 +90,7 @@ typedef enum bb_compile_error {
 
 /* The kind's name ("UnknownSlotId", ...), which starts every compile error message;
  * never NULL. */
-const char *bb_compile_error_name(bb_compile_error kind);
+BB_API const char *bb_compile_error_name(bb_compile_error kind);
 
 /* Defaults of a new compiler. */
 #define BB_COMPILER_DEFAULT_PER_HOP_BUDGET_NS 100000000ull
@@ -100,8 +100,8 @@ typedef struct bb_compiler bb_compiler;
 
 /* A compiler with no bindings, the defaults (strict types, 100 ms per hop, target IR
  * version 1) and every canonical pass enabled. NULL when out of memory. */
-bb_compiler *bb_compiler_new(const bb_allocator *alloc);
-void bb_compiler_free(bb_compiler *c);
+BB_API bb_compiler *bb_compiler_new(const bb_allocator *alloc);
+BB_API void bb_compiler_free(bb_compiler *c);
 
 /* Binds a concrete component type (a registry name; recorded, not resolved here) to the
  * slot named `slot` of `role`, with an optional config string recorded for install
@@ -110,20 +110,28 @@ void bb_compiler_free(bb_compiler *c);
  * SLOT=TYPE` needs); a compile then fails when no node names the slot. Binding the same
  * slot name twice is BB_ERR_EXISTS. */
 #define BB_COMPILER_ROLE_OF_SLOT ((bb_role)0)
-int bb_compiler_bind(bb_compiler *c, bb_role role, const char *slot, const char *concrete_type,
-                     const char *config, bb_error *err);
+BB_API int bb_compiler_bind(bb_compiler *c, bb_role role, const char *slot, const char *concrete_type,
+                            const char *config, bb_error *err);
 /* Removes the binding of a slot name (BB_ERR_NOT_FOUND when it has none), so that it can be
  * bound again: e.g. an example's configuration with one concrete swapped. */
-int bb_compiler_unbind(bb_compiler *c, const char *slot, bb_error *err);
+BB_API int bb_compiler_unbind(bb_compiler *c, const char *slot, bb_error *err);
 /* bind_<role>: bb_compiler_bind with the role filled in. */
-int bb_compiler_bind_backend(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_model(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_index(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_aggregator(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_codec(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_data_source(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_peer_selector(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
-int bb_compiler_bind_protocol(bb_compiler *c, const char *slot, const char *type, const char *config, bb_error *err);
+BB_API int bb_compiler_bind_backend(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                    bb_error *err);
+BB_API int bb_compiler_bind_model(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                  bb_error *err);
+BB_API int bb_compiler_bind_index(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                  bb_error *err);
+BB_API int bb_compiler_bind_aggregator(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                       bb_error *err);
+BB_API int bb_compiler_bind_codec(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                  bb_error *err);
+BB_API int bb_compiler_bind_data_source(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                        bb_error *err);
+BB_API int bb_compiler_bind_peer_selector(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                          bb_error *err);
+BB_API int bb_compiler_bind_protocol(bb_compiler *c, const char *slot, const char *type, const char *config,
+                                     bb_error *err);
 
 /* What a concrete component type declares to the compiler (bb_component_port and
  * bb_component_dep are in bb/artifact.h). */
@@ -137,7 +145,7 @@ typedef struct bb_component_decl {
 } bb_component_decl;
 
 /* Declares (or re-declares, replacing) a concrete type's storage ports and dependencies. */
-int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl, bb_error *err);
+BB_API int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl, bb_error *err);
 
 /* Declares (or re-declares, replacing) the ops a Backend type executes: n_ops (domain,
  * op_type) pairs, domain "" and "ai.onnx" being one domain; duplicates are fine and
@@ -145,21 +153,21 @@ int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl,
  * that type must then be one of them, or the compile fails (in the resolve_slots pass)
  * with BB_COMPILE_UNKNOWN_OP naming the node, the op, the slot and the type. A type with no declared op set
  * accepts any op. The op set is independent of bb_compiler_declare_component. */
-int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_component_op *ops, size_t n_ops,
-                               bb_error *err);
+BB_API int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_component_op *ops, size_t n_ops,
+                                      bb_error *err);
 
-void bb_compiler_set_per_hop_budget_ns(bb_compiler *c, uint64_t ns);
+BB_API void bb_compiler_set_per_hop_budget_ns(bb_compiler *c, uint64_t ns);
 /* Permissive: values whose type stays unresolved are accepted (strict is the default). */
-void bb_compiler_set_permissive_types(bb_compiler *c, bool permissive);
+BB_API void bb_compiler_set_permissive_types(bb_compiler *c, bool permissive);
 /* The BB_KEY_IR_VERSION an input model may stamp (default 1). */
-void bb_compiler_set_target_version(bb_compiler *c, uint32_t version);
+BB_API void bb_compiler_set_target_version(bb_compiler *c, uint32_t version);
 
 /* The canonical passes, in pipeline order, NULL-terminated. "partition_by_wire_ops"
  * cannot be disabled. */
-const char *const *bb_compiler_pass_names(void);
+BB_API const char *const *bb_compiler_pass_names(void);
 /* Disables a canonical pass, or removes user passes of that name. BB_ERR_NOT_FOUND when
  * neither exists; BB_ERR_INVALID_ARGUMENT for partition_by_wire_ops. */
-int bb_compiler_disable_pass(bb_compiler *c, const char *name, bb_error *err);
+BB_API int bb_compiler_disable_pass(bb_compiler *c, const char *name, bb_error *err);
 
 /* A user pass. `function` is the root function for points before partitioning (and
  * peer_class NULL), else one partition main (peer_class its class); `model` is the
@@ -174,18 +182,18 @@ typedef int (*bb_compiler_pass_fn)(bb_model *model, bb_function *function, const
  * per partition after every canonical pass, before dependency checks and stamping.
  * Passes at the same point run in the order added. Names must be unique among user
  * passes. */
-int bb_compiler_add_pass(bb_compiler *c, const char *after, const char *name, bb_compiler_pass_fn fn,
-                         void *user, bb_error *err);
+BB_API int bb_compiler_add_pass(bb_compiler *c, const char *after, const char *name, bb_compiler_pass_fn fn,
+                                void *user, bb_error *err);
 
 /* Compiles recorded ONNX ModelProto bytes into artifact bytes (*out freed with
  * bb_buffer_free(alloc of the compiler, *out)). */
-int bb_compiler_compile(bb_compiler *c, const uint8_t *model, size_t len, uint8_t **out, size_t *out_len,
-                        bb_error *err);
+BB_API int bb_compiler_compile(bb_compiler *c, const uint8_t *model, size_t len, uint8_t **out, size_t *out_len,
+                               bb_error *err);
 /* The same on an in-memory model (left unchanged); *out is a new model. */
-int bb_compiler_compile_model(bb_compiler *c, const bb_model *model, bb_model **out, bb_error *err);
+BB_API int bb_compiler_compile_model(bb_compiler *c, const bb_model *model, bb_model **out, bb_error *err);
 
 /* The kind of the last failed compile (BB_COMPILE_OK after a success). */
-bb_compile_error bb_compiler_error_kind(const bb_compiler *c);
+BB_API bb_compile_error bb_compiler_error_kind(const bb_compiler *c);
 
 /* ---- artifacts ------------------------------------------------------------------ */
 
@@ -203,8 +211,8 @@ typedef enum bb_artifact_format {
  *    "bindings":[{"target","slot","role","type","slot_id"}]}.
  * The NUL-terminated text is allocated with the model's allocator; free it with
  * bb_buffer_free. BB_ERR_MALFORMED when the model carries no passport. */
-int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, char **out, size_t *out_len,
-                         bb_error *err);
+BB_API int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, char **out, size_t *out_len,
+                                bb_error *err);
 
 #ifdef __cplusplus
 }

@@ -28,23 +28,23 @@ typedef struct bb_cpu_limits {
  * optional input; outputs gets one new reference per declared output (NULL for omitted ones). opset is the
  * ai.onnx version in force (it selects attribute vs input forms). Errors name the node
  * and the reason: unknown op, wrong arity, type or shape mismatch, bad attribute. */
-int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
-                    bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
+BB_API int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
+                           bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc, bb_error *err);
 /* bb_cpu_run_node within `limits` (NULL: the defaults). A value over max_output_bytes is
  * refused before it is allocated: BB_ERR_LIMIT, naming the node, the value and its size. */
-int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
-                            bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
-                            const bb_cpu_limits *limits, bb_error *err);
+BB_API int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
+                                   bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                                   const bb_cpu_limits *limits, bb_error *err);
 
 /* Whether the backend implements this op at that opset (domain "" or "ai.onnx", or the
  * training operators of "ai.bytesandbrains.grad", whose single version any opset takes). */
-bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset);
+BB_API bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset);
 
 /* The supported ops, in alphabetical order: name and the element types they accept
  * (a comma-separated list of bb_dtype_name()s). */
-size_t bb_cpu_op_count(void);
-const char *bb_cpu_op_name(size_t i);
-const char *bb_cpu_op_types(size_t i);
+BB_API size_t bb_cpu_op_count(void);
+BB_API const char *bb_cpu_op_name(size_t i);
+BB_API const char *bb_cpu_op_types(size_t i);
 
 /* ---- whole graphs -------------------------------------------------------------------- */
 
@@ -53,27 +53,27 @@ typedef struct bb_cpu_session bb_cpu_session;
 /* Prepares a graph of the model for running: checks every node is supported, orders them
  * topologically, plans when each intermediate can be freed (after its last consumer) and
  * converts the initializers once. The model must outlive the session. */
-int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err);
-void bb_cpu_session_free(bb_cpu_session *s);
+BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err);
+BB_API void bb_cpu_session_free(bb_cpu_session *s);
 
 /* The limits every node of the session's runs is held to (a new session has the
  * defaults; zero fields take them). */
-void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits);
+BB_API void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits);
 
 /* The graph's inputs that are not initializers, and its outputs. */
-size_t bb_cpu_session_input_count(const bb_cpu_session *s);
-const char *bb_cpu_session_input_name(const bb_cpu_session *s, size_t i);
-size_t bb_cpu_session_output_count(const bb_cpu_session *s);
-const char *bb_cpu_session_output_name(const bb_cpu_session *s, size_t i);
+BB_API size_t bb_cpu_session_input_count(const bb_cpu_session *s);
+BB_API const char *bb_cpu_session_input_name(const bb_cpu_session *s, size_t i);
+BB_API size_t bb_cpu_session_output_count(const bb_cpu_session *s);
+BB_API const char *bb_cpu_session_output_name(const bb_cpu_session *s, size_t i);
 
 /* Runs the graph. inputs are matched to graph inputs by name (every non-initializer input
  * is required; an input may also override an initializer). outputs receives one new
  * reference per graph output, in graph order. */
-int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_tensor *const *inputs, size_t n_inputs,
-                       bb_tensor **outputs, bb_error *err);
+BB_API int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_tensor *const *inputs,
+                              size_t n_inputs, bb_tensor **outputs, bb_error *err);
 
 /* Peak bytes of tensor data alive at once during the last run (a memory figure). */
-size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s);
+BB_API size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s);
 
 #ifdef __cplusplus
 }

@@ -50,11 +50,11 @@ typedef struct bb_csv_options {
 
 /* Allocates a zeroed dataset of n rows of dim features (with labels when with_labels).
  * alloc NULL is the default allocator. */
-int bb_dataset_init(bb_dataset *ds, size_t n, size_t dim, int with_labels,
-                    const bb_allocator *alloc, bb_error *err);
+BB_API int bb_dataset_init(bb_dataset *ds, size_t n, size_t dim, int with_labels,
+                           const bb_allocator *alloc, bb_error *err);
 
 /* Releases what a dataset holds and zeroes it; a zeroed dataset frees as a no-op. */
-void bb_dataset_free(bb_dataset *ds);
+BB_API void bb_dataset_free(bb_dataset *ds);
 
 /* Parses numeric CSV from data[0..len) (not NUL-terminated). Fields are decimal numbers
  * ("-1", "2.5", "3e-2") separated by commas, optionally padded with spaces or tabs; lines
@@ -62,26 +62,26 @@ void bb_dataset_free(bb_dataset *ds);
  * have as many fields as the first. NaN, infinities, hex floats, empty fields and values
  * outside float range are rejected with BB_ERR_MALFORMED and a message naming the line and
  * column (both 1-based). opt NULL means label in the last column, no header. */
-int bb_dataset_from_csv(const uint8_t *data, size_t len, const bb_csv_options *opt,
-                        const bb_allocator *alloc, bb_dataset *out, bb_error *err);
+BB_API int bb_dataset_from_csv(const uint8_t *data, size_t len, const bb_csv_options *opt,
+                               const bb_allocator *alloc, bb_dataset *out, bb_error *err);
 
 /* A new dataset holding rows indices[0..n) of src, in that order (an index may repeat).
  * An index >= src->n is BB_ERR_INVALID_ARGUMENT. */
-int bb_dataset_subset(const bb_dataset *src, const size_t *indices, size_t n,
-                      const bb_allocator *alloc, bb_dataset *out, bb_error *err);
+BB_API int bb_dataset_subset(const bb_dataset *src, const size_t *indices, size_t n,
+                             const bb_allocator *alloc, bb_dataset *out, bb_error *err);
 
 /* Fills order[0..n) with a permutation of 0..n-1 that depends only on (n, seed). */
-void bb_dataset_permutation(size_t *order, size_t n, uint64_t seed);
+BB_API void bb_dataset_permutation(size_t *order, size_t n, uint64_t seed);
 
 /* Reorders the rows of ds (features and labels together) without allocating: afterwards
  * row i is the former row order[i], order being bb_dataset_permutation(n, seed). */
-void bb_dataset_shuffle(bb_dataset *ds, uint64_t seed);
+BB_API void bb_dataset_shuffle(bb_dataset *ds, uint64_t seed);
 
 /* Per-feature statistics over all rows, computed in double: mean, population standard
  * deviation, minimum, maximum, each an array of ds->dim floats the caller provides (any may
  * be NULL). A model folds normalisation in as (x - mean) / std. Empty data gives zeros. */
-void bb_dataset_feature_stats(const bb_dataset *ds, float *mean, float *std, float *min,
-                              float *max);
+BB_API void bb_dataset_feature_stats(const bb_dataset *ds, float *mean, float *std, float *min,
+                                     float *max);
 
 /* Sample indices cut into k parts: part i is indices[offsets[i] .. offsets[i + 1]).
  * Every index of the dataset it was made from is in exactly one part. */
@@ -93,7 +93,7 @@ typedef struct bb_dataset_partition {
 } bb_dataset_partition;
 
 /* Releases the partition's arrays and zeroes it; a zeroed partition frees as a no-op. */
-void bb_dataset_partition_free(bb_dataset_partition *p);
+BB_API void bb_dataset_partition_free(bb_dataset_partition *p);
 
 /* Number of samples in part i. */
 static inline size_t bb_dataset_partition_size(const bb_dataset_partition *p, size_t i) {
@@ -101,21 +101,21 @@ static inline size_t bb_dataset_partition_size(const bb_dataset_partition *p, si
 }
 
 /* A new dataset holding part i of p, rows of src (the dataset p was made from). */
-int bb_dataset_partition_take(const bb_dataset *src, const bb_dataset_partition *p, size_t i,
-                              const bb_allocator *alloc, bb_dataset *out, bb_error *err);
+BB_API int bb_dataset_partition_take(const bb_dataset *src, const bb_dataset_partition *p, size_t i,
+                                     const bb_allocator *alloc, bb_dataset *out, bb_error *err);
 
 /* Train/test split into a 2-part partition: part 0 train, part 1 test. The test part holds
  * round(n * test_fraction) samples (0 <= test_fraction <= 1). Stratified (needs labels):
  * each class gives its share by largest remainder, so the total is the same, and
  * every class keeps its proportion to within one sample. Order inside each part is seeded
  * random. */
-int bb_dataset_split(const bb_dataset *ds, double test_fraction, int stratified, uint64_t seed,
-                     const bb_allocator *alloc, bb_dataset_partition *out, bb_error *err);
+BB_API int bb_dataset_split(const bb_dataset *ds, double test_fraction, int stratified, uint64_t seed,
+                            const bb_allocator *alloc, bb_dataset_partition *out, bb_error *err);
 
 /* K client shards, IID: a seeded permutation dealt in contiguous runs; the first n % k
  * clients get one sample more than the rest. */
-int bb_dataset_shards_iid(const bb_dataset *ds, size_t k, uint64_t seed,
-                          const bb_allocator *alloc, bb_dataset_partition *out, bb_error *err);
+BB_API int bb_dataset_shards_iid(const bb_dataset *ds, size_t k, uint64_t seed,
+                                 const bb_allocator *alloc, bb_dataset_partition *out, bb_error *err);
 
 /* K client shards skewed by label (the sort-and-deal scheme of McMahan et al. 2017): samples
  * sorted by label (seeded order within a label) are cut into k * classes_per_client runs
@@ -123,9 +123,9 @@ int bb_dataset_shards_iid(const bb_dataset *ds, size_t k, uint64_t seed,
  * shuffle. A run crosses at most a few class boundaries when classes are larger than a run,
  * so each client holds mostly classes_per_client classes (fewer when it draws two runs of
  * one class). Needs labels and k * classes_per_client <= n. */
-int bb_dataset_shards_by_label(const bb_dataset *ds, size_t k, size_t classes_per_client,
-                               uint64_t seed, const bb_allocator *alloc,
-                               bb_dataset_partition *out, bb_error *err);
+BB_API int bb_dataset_shards_by_label(const bb_dataset *ds, size_t k, size_t classes_per_client,
+                                      uint64_t seed, const bb_allocator *alloc,
+                                      bb_dataset_partition *out, bb_error *err);
 
 /* An endless stream of fixed-size batches over a dataset: epoch after epoch, each epoch
  * visiting every row once in an order of its own (a permutation seeded by (seed, epoch), or
@@ -145,17 +145,17 @@ typedef struct bb_dataset_batcher {
 
 /* Starts a stream at epoch 0. ds must outlive the batcher and keep its rows; n > 0 and
  * batch_size > 0. */
-int bb_dataset_batcher_init(bb_dataset_batcher *b, const bb_dataset *ds, size_t batch_size,
-                            int shuffle, uint64_t seed, const bb_allocator *alloc, bb_error *err);
+BB_API int bb_dataset_batcher_init(bb_dataset_batcher *b, const bb_dataset *ds, size_t batch_size,
+                                   int shuffle, uint64_t seed, const bb_allocator *alloc, bb_error *err);
 
 /* Releases the batcher's order (not the data set it reads) and zeroes it. */
-void bb_dataset_batcher_free(bb_dataset_batcher *b);
+BB_API void bb_dataset_batcher_free(bb_dataset_batcher *b);
 
 /* Writes the next batch: batch_size row indices, batch_size * dim features and batch_size
  * labels (each output may be NULL; labels is ignored for unlabelled data). Returns how many
  * epochs were completed while taking it (0 inside an epoch). */
-size_t bb_dataset_batcher_next(bb_dataset_batcher *b, size_t *indices, float *features,
-                               float *labels);
+BB_API size_t bb_dataset_batcher_next(bb_dataset_batcher *b, size_t *indices, float *features,
+                                      float *labels);
 
 #ifdef __cplusplus
 }

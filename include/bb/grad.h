@@ -82,15 +82,15 @@ typedef struct bb_grad_graph {
  * (an integer-only path), a loss that is not a floating-point scalar, a target whose
  * declared type does not fit the loss, a named parameter that is not a floating-point
  * initializer, and a model older than ai.onnx opset 13. */
-int bb_grad_build(const bb_model *model, const bb_grad_options *options, const bb_allocator *alloc,
-                  bb_grad_graph **out, bb_error *err);
-void bb_grad_graph_free(bb_grad_graph *graph);
+BB_API int bb_grad_build(const bb_model *model, const bb_grad_options *options, const bb_allocator *alloc,
+                         bb_grad_graph **out, bb_error *err);
+BB_API void bb_grad_graph_free(bb_grad_graph *graph);
 
 /* The inference form of a model exported for training (PyTorch's TrainingMode.TRAINING):
  * BatchNormalization normalises with its running statistics and Dropout passes its input
  * through. A copy (the model is not changed): what to run for predictions, and to export
  * once bb_grad_trainer_store has written the trained values into it. */
-int bb_grad_inference_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
+BB_API int bb_grad_inference_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
 
 /* ---- optimizers ------------------------------------------------------------------------ */
 
@@ -115,7 +115,7 @@ typedef struct bb_optimizer_config {
   float max_grad_norm;
 } bb_optimizer_config;
 
-bb_optimizer_config bb_optimizer_defaults(bb_optimizer_kind kind);
+BB_API bb_optimizer_config bb_optimizer_defaults(bb_optimizer_kind kind);
 
 /* An optimizer graph. Inputs: the parameters and their gradients (named as in the training
  * graph). Initializers: the hyper-parameters ("optimizer.lr", ...) and the state (per
@@ -132,9 +132,9 @@ typedef struct bb_grad_optimizer {
 } bb_grad_optimizer;
 
 /* Builds the optimizer graph for the parameters of a training graph. */
-int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_config *config, bb_grad_optimizer **out,
-                            bb_error *err);
-void bb_grad_optimizer_free(bb_grad_optimizer *opt);
+BB_API int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_config *config,
+                                   bb_grad_optimizer **out, bb_error *err);
+BB_API void bb_grad_optimizer_free(bb_grad_optimizer *opt);
 
 /* ---- training steps -------------------------------------------------------------------- */
 
@@ -143,9 +143,9 @@ typedef struct bb_grad_trainer bb_grad_trainer;
 /* Prepares both graphs for running (each is planned once) and takes the parameters, the
  * state and the optimizer state from their initializers. graph and opt must outlive the
  * trainer. dropout_seed is the seed of step 0; step k seeds Dropout with dropout_seed + k. */
-int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt, uint64_t dropout_seed,
-                        const bb_allocator *alloc, bb_grad_trainer **out, bb_error *err);
-void bb_grad_trainer_free(bb_grad_trainer *t);
+BB_API int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt, uint64_t dropout_seed,
+                               const bb_allocator *alloc, bb_grad_trainer **out, bb_error *err);
+BB_API void bb_grad_trainer_free(bb_grad_trainer *t);
 
 typedef struct bb_grad_step {
   float loss;
@@ -157,34 +157,34 @@ typedef struct bb_grad_step {
  * new parameters, state and optimizer state. inputs are the training graph's data inputs
  * and its target by name; each must match the dtype and the known dims the graph declares,
  * and a target must have the prediction's shape (MSE, BCE). */
-int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n_inputs,
-                         bb_grad_step *out, bb_error *err);
+BB_API int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n_inputs,
+                                bb_grad_step *out, bb_error *err);
 
 /* Steps attempted, and those refused for a non-finite loss or gradient. */
-uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t);
-uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t);
+BB_API uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t);
+BB_API uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t);
 
 /* The current value of a parameter, state or optimizer-state tensor by name (borrowed:
  * valid until the next step), or NULL. */
-const bb_tensor *bb_grad_trainer_value(const bb_grad_trainer *t, const char *name);
+BB_API const bb_tensor *bb_grad_trainer_value(const bb_grad_trainer *t, const char *name);
 
 /* The tensors the trainer holds, by index: the parameters (in the training graph's order),
  * then the running statistics, then the optimizer state. */
-size_t bb_grad_trainer_value_count(const bb_grad_trainer *t);
-const char *bb_grad_trainer_value_name(const bb_grad_trainer *t, size_t i);
+BB_API size_t bb_grad_trainer_value_count(const bb_grad_trainer *t);
+BB_API const char *bb_grad_trainer_value_name(const bb_grad_trainer *t, size_t i);
 
 /* Replaces a held tensor's values with a copy of `value`, which must have its element type
  * and shape (BB_ERR_NOT_FOUND for a name it does not hold, BB_ERR_TYPE otherwise). */
-int bb_grad_trainer_set_value(bb_grad_trainer *t, const char *name, const bb_tensor *value, bb_error *err);
+BB_API int bb_grad_trainer_set_value(bb_grad_trainer *t, const char *name, const bb_tensor *value, bb_error *err);
 
 /* The inverse of bb_grad_trainer_store: every initializer of m that names a held tensor
  * replaces its values (a snapshot, or parameters trained elsewhere). */
-int bb_grad_trainer_load(bb_grad_trainer *t, const bb_model *m, bb_error *err);
+BB_API int bb_grad_trainer_load(bb_grad_trainer *t, const bb_model *m, bb_error *err);
 
 /* Writes the current parameters, state and optimizer state into the initializers of the
  * same names in m (the inference model for an export, the training or optimizer graph for
  * a snapshot); names m does not have are skipped. */
-int bb_grad_trainer_store(const bb_grad_trainer *t, bb_model *m, bb_error *err);
+BB_API int bb_grad_trainer_store(const bb_grad_trainer *t, bb_model *m, bb_error *err);
 
 #ifdef __cplusplus
 }

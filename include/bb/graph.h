@@ -37,7 +37,7 @@ extern "C" {
  * matching elem_type, shape unknown) for tensor denotations, otherwise opaque_type
  * {domain BB_DOMAIN_FRAMEWORK, name = denotation}; denotation set unless abstract.
  * NULL when out of memory. */
-bb_type *bb_value_type_new(bb_model *m, const char *denotation);
+BB_API bb_type *bb_value_type_new(bb_model *m, const char *denotation);
 
 /* ---- modules and the recorder ------------------------------------------------- */
 
@@ -74,18 +74,18 @@ typedef struct bb_module {
 
 /* Records the module into a new ONNX model (release it with bb_model_free). On failure
  * *out is NULL and err holds the first error of the recording. */
-int bb_module_build(const bb_module *module, const bb_allocator *alloc, bb_model **out, bb_error *err);
+BB_API int bb_module_build(const bb_module *module, const bb_allocator *alloc, bb_model **out, bb_error *err);
 
 /* Ends the recording with the author's own error (the message is prefixed with the
  * module). Returns code. */
-int bb_rec_fail(bb_rec *rec, int code, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+BB_API int bb_rec_fail(bb_rec *rec, int code, const char *fmt, ...)
+       #if defined(__GNUC__) || defined(__clang__)
+           __attribute__((format(printf, 3, 4)))
+       #endif
+           ;
 
 /* True once the recording has failed: a callback may stop early. */
-bool bb_rec_failed(const bb_rec *rec);
+BB_API bool bb_rec_failed(const bb_rec *rec);
 
 /* ---- values in, values out ----------------------------------------------------- */
 
@@ -93,31 +93,31 @@ bool bb_rec_failed(const bb_rec *rec);
  * the type of the value the caller binds to it, or BB_TYPE_BYTES in the top-level
  * module; a type that differs from the bound value's concrete type is an error. Declaring
  * the same input again returns it again. Inside a sub-module the caller must bind it. */
-bb_value bb_rec_input(bb_rec *rec, const char *name, const char *type);
+BB_API bb_value bb_rec_input(bb_rec *rec, const char *name, const char *type);
 
 /* Declares a local output port: a syscall PassThrough from value to a value named
  * `name`, added to the function's outputs. Returns the port value. A port name may be
  * declared once. */
-bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value);
+BB_API bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value);
 
 /* Sends value to peers (bb.peer_id, bb.peer_id_vec, or an untyped input) as network
  * port `port`: a wire.Send [value, peers] -> [port, handle]. The port joins the
  * function's outputs; its value (read it with bb_rec_lookup_output) is what the
  * receiving side consumes. Returns the request handle (bb.wire_req_id). */
-bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value);
+BB_API bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value);
 
 /* The value of an output port this function already declared (bb_rec_output or
  * bb_rec_net_out). */
-bb_value bb_rec_lookup_output(bb_rec *rec, const char *port);
+BB_API bb_value bb_rec_lookup_output(bb_rec *rec, const char *port);
 
 /* Packs values into one composite (composite.Bundle, attributes child_count and
  * child_types = the parts' denotations, comma-joined). */
-bb_value bb_rec_bundle(bb_rec *rec, const bb_value *parts, size_t n_parts);
+BB_API bb_value bb_rec_bundle(bb_rec *rec, const bb_value *parts, size_t n_parts);
 
 /* Unpacks a composite into n parts typed types[i] (composite.Unbundle). Returns 0 or the
  * recording's error. */
-int bb_rec_unbundle(bb_rec *rec, bb_value composite, const char *const *types, bb_value *parts,
-                    size_t n_parts);
+BB_API int bb_rec_unbundle(bb_rec *rec, bb_value composite, const char *const *types, bb_value *parts,
+                           size_t n_parts);
 
 /* ---- sub-module calls ------------------------------------------------------------ */
 
@@ -137,15 +137,15 @@ typedef struct bb_call {
  * own function on first use, then a CALL node (domain BB_DOMAIN_MODULE, op_type = its
  * name) whose inputs follow the callee's declared inputs, matched by name; every callee
  * input must be bound exactly once. */
-bb_call bb_rec_call(bb_rec *rec, const bb_module *callee, const bb_binding *bindings, size_t n_bindings);
+BB_API bb_call bb_rec_call(bb_rec *rec, const bb_module *callee, const bb_binding *bindings, size_t n_bindings);
 
 /* From a bootstrap callback: composes a sub-module's bootstrap, a CALL to
  * "<name>__bootstrap". Nothing is recorded when the callee's bootstrap records nothing. */
-bb_call bb_rec_call_bootstrap(bb_rec *rec, const bb_module *callee, const bb_binding *bindings,
-                              size_t n_bindings);
+BB_API bb_call bb_rec_call_bootstrap(bb_rec *rec, const bb_module *callee, const bb_binding *bindings,
+                                     size_t n_bindings);
 
 /* The CALL's output for the callee's port, typed as the callee recorded it. */
-bb_value bb_rec_call_output(bb_rec *rec, bb_call call, const char *port);
+BB_API bb_value bb_rec_call_output(bb_rec *rec, bb_call call, const char *port);
 
 /* ---- role slot placeholders --------------------------------------------------------- */
 
@@ -204,83 +204,113 @@ struct bb_literal {
  * required_trait, slot_id, slot_name and the method's extra metadata; outputs are typed
  * Backend: tensor f32; roles: abstract, Train: trigger, PeerSelector: peer id. Returns 0
  * or the recording's error. */
-int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const bb_value *inputs,
-                     size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, bb_value *outputs,
-                     size_t n_outputs);
+BB_API int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const bb_value *inputs,
+                            size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, bb_value *outputs,
+                            size_t n_outputs);
 
 /* Backend: a one-output ai.onnx op on the slot's backend. */
-bb_value bb_rec_backend(bb_rec *rec, const bb_slot *slot, const char *op, const bb_value *inputs,
-                        size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs);
+BB_API bb_value bb_rec_backend(bb_rec *rec, const bb_slot *slot, const char *op, const bb_value *inputs,
+                               size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs);
 
 /* Model. */
-bb_value bb_rec_model_forward(bb_rec *rec, const bb_slot *slot, bb_value x);
-bb_value bb_rec_model_backward(bb_rec *rec, const bb_slot *slot, bb_value grad);
-bb_value bb_rec_model_compute_loss(bb_rec *rec, const bb_slot *slot, bb_value prediction, bb_value target);
-bb_value bb_rec_model_apply_delta(bb_rec *rec, const bb_slot *slot, bb_value delta);
-bb_value bb_rec_model_load_parameters(bb_rec *rec, const bb_slot *slot, bb_value params);
-bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot);
+BB_API bb_value bb_rec_model_forward(bb_rec *rec, const bb_slot *slot, bb_value x);
+BB_API bb_value bb_rec_model_backward(bb_rec *rec, const bb_slot *slot, bb_value grad);
+BB_API bb_value bb_rec_model_compute_loss(bb_rec *rec, const bb_slot *slot, bb_value prediction, bb_value target);
+BB_API bb_value bb_rec_model_apply_delta(bb_rec *rec, const bb_slot *slot, bb_value delta);
+BB_API bb_value bb_rec_model_load_parameters(bb_rec *rec, const bb_slot *slot, bb_value params);
+BB_API bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot);
 /* Fit and Evaluate (docs/DEVIATIONS.md): Fit(params) loads params, trains
  * locally (the concrete decides how, e.g. on its DataSource dependency) and gives the
  * trained params and the number of samples it saw; Evaluate(x, labels) gives a score
  * (accuracy for classifiers). */
-int bb_rec_model_fit(bb_rec *rec, const bb_slot *slot, bb_value params, bb_value *trained, bb_value *samples);
-bb_value bb_rec_model_evaluate(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value labels);
+BB_API int bb_rec_model_fit(bb_rec *rec, const bb_slot *slot, bb_value params, bb_value *trained, bb_value *samples);
+BB_API bb_value bb_rec_model_evaluate(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value labels);
 /* The `_after` forms take an ordering trigger: the op runs (again) only once `after` has
  * a value, e.g. a tick of an Interval or the end of an earlier step. */
-bb_value bb_rec_model_params_after(bb_rec *rec, const bb_slot *slot, bb_value after);
+BB_API bb_value bb_rec_model_params_after(bb_rec *rec, const bb_slot *slot, bb_value after);
 
 /* Index. */
-bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector);
-bb_value bb_rec_index_search(bb_rec *rec, const bb_slot *slot, bb_value query, int64_t k);
-bb_value bb_rec_index_remove(bb_rec *rec, const bb_slot *slot, bb_value id);
-bb_value bb_rec_index_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
+BB_API bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector);
+BB_API bb_value bb_rec_index_search(bb_rec *rec, const bb_slot *slot, bb_value query, int64_t k);
+BB_API bb_value bb_rec_index_remove(bb_rec *rec, const bb_slot *slot, bb_value id);
+BB_API bb_value bb_rec_index_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
 
 /* Aggregator. aggregate fills params and metadata (either may be NULL). */
-bb_value bb_rec_aggregator_contribute(bb_rec *rec, const bb_slot *slot, bb_value contribution,
-                                      bb_value metadata);
-int bb_rec_aggregator_aggregate(bb_rec *rec, const bb_slot *slot, bb_value trigger, bb_value *params,
-                                bb_value *metadata);
+BB_API bb_value bb_rec_aggregator_contribute(bb_rec *rec, const bb_slot *slot, bb_value contribution,
+                                             bb_value metadata);
+BB_API int bb_rec_aggregator_aggregate(bb_rec *rec, const bb_slot *slot, bb_value trigger, bb_value *params,
+                                       bb_value *metadata);
 
 /* Codec. */
-bb_value bb_rec_codec_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
-bb_value bb_rec_codec_encode(bb_rec *rec, const bb_slot *slot, bb_value x);
-bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y);
+BB_API bb_value bb_rec_codec_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
+BB_API bb_value bb_rec_codec_encode(bb_rec *rec, const bb_slot *slot, bb_value x);
+BB_API bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y);
 
 /* DataSource. next_batch fills batch and labels (either may be NULL). */
-int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels);
-int bb_rec_data_source_next_batch_after(bb_rec *rec, const bb_slot *slot, bb_value after, bb_value *batch,
-                                        bb_value *labels);
-bb_value bb_rec_data_source_reset(bb_rec *rec, const bb_slot *slot, bb_value trigger);
-bb_value bb_rec_data_source_on_data_loaded(bb_rec *rec, const bb_slot *slot);
+BB_API int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels);
+BB_API int bb_rec_data_source_next_batch_after(bb_rec *rec, const bb_slot *slot, bb_value after, bb_value *batch,
+                                               bb_value *labels);
+BB_API bb_value bb_rec_data_source_reset(bb_rec *rec, const bb_slot *slot, bb_value trigger);
+BB_API bb_value bb_rec_data_source_on_data_loaded(bb_rec *rec, const bb_slot *slot);
 
 /* PeerSelector. */
-bb_value bb_rec_peer_selector_sample(bb_rec *rec, const bb_slot *slot, int64_t n);
-bb_value bb_rec_peer_selector_current_view(bb_rec *rec, const bb_slot *slot);
-bb_value bb_rec_peer_selector_sample_after(bb_rec *rec, const bb_slot *slot, int64_t n, bb_value after);
+BB_API bb_value bb_rec_peer_selector_sample(bb_rec *rec, const bb_slot *slot, int64_t n);
+BB_API bb_value bb_rec_peer_selector_current_view(bb_rec *rec, const bb_slot *slot);
+BB_API bb_value bb_rec_peer_selector_sample_after(bb_rec *rec, const bb_slot *slot, int64_t n, bb_value after);
 
 /* ---- syscall helpers ---------------------------------------------------------------- */
 
 /* syscall PassThrough: x under a new name, same type. */
-bb_value bb_rec_pass_through(bb_rec *rec, bb_value x);
+BB_API bb_value bb_rec_pass_through(bb_rec *rec, bb_value x);
 
 /* syscall Constant with attribute value = the literal, typed `type` (NULL: the literal's
  * tensor type); label (may be NULL) goes to metadata bootstrap.seed for diagnostics. */
-bb_value bb_rec_constant(bb_rec *rec, const char *label, const char *type, const bb_literal *value);
+BB_API bb_value bb_rec_constant(bb_rec *rec, const char *label, const char *type, const bb_literal *value);
 
 /* syscall Interval: a trigger every period_ns (0 leaves the compiler's default). */
-bb_value bb_rec_interval(bb_rec *rec, int64_t period_ns);
+BB_API bb_value bb_rec_interval(bb_rec *rec, int64_t period_ns);
 
 /* syscall GateDispatch: a barrier over n inputs; bytes out. */
-bb_value bb_rec_gate_dispatch(bb_rec *rec, const bb_value *inputs, size_t n_inputs);
+BB_API bb_value bb_rec_gate_dispatch(bb_rec *rec, const bb_value *inputs, size_t n_inputs);
 
 /* address_book Insert / InsertMany (trigger out) and Lookup (address vector out). */
-bb_value bb_rec_address_book_insert(bb_rec *rec, bb_value peer, bb_value address);
-bb_value bb_rec_address_book_insert_many(bb_rec *rec, bb_value peer, bb_value addresses);
-bb_value bb_rec_address_book_lookup(bb_rec *rec, bb_value peer);
+BB_API bb_value bb_rec_address_book_insert(bb_rec *rec, bb_value peer, bb_value address);
+BB_API bb_value bb_rec_address_book_insert_many(bb_rec *rec, bb_value peer, bb_value addresses);
+BB_API bb_value bb_rec_address_book_lookup(bb_rec *rec, bb_value peer);
 
 /* protocol.global_registry Announce toward server_peer (trigger out); metadata
  * input.server_peer names the input. */
-bb_value bb_rec_announce(bb_rec *rec, bb_value server_peer);
+BB_API bb_value bb_rec_announce(bb_rec *rec, bb_value server_peer);
+
+/* Any syscall the runtime implements, by op type, checked against its shape: how many
+ * inputs and outputs it takes, its attributes (name, type, required, least value) and
+ * how its outputs are typed. The ops, by what they do (docs/AUTHORING.md has the table):
+ *   structure  PassThrough, Tee (n outputs), Gate, Any (attr group), OnTrigger, Pulse,
+ *              EventSource, LifecyclePhase, GateDispatch
+ *   time       Interval (period_ns), Clock, RngU64, After (delay_ns), Sleep (duration_ns)
+ *   named      Limit.Acquire (name, n), Limit.Release (name), Serialize.Enqueue and
+ *              Serialize.Dequeue (queue), Hold.Stash and Hold.Flush (slot), Record (name):
+ *              what they keep is Bytes
+ *   telemetry  AppEmit, AppNotify (name: an application topic), IncrMetric (name, delta)
+ *   tokens     CorrelateTag, BootstrapDispatch, BootstrapOutput
+ * Constant takes a literal (bb_rec_constant); the gates and deadline checks are the
+ * compiler's. Inputs of ops that wait on something are ordering triggers: the op runs once
+ * they all have values. Returns 0 or the recording's error. */
+BB_API int bb_rec_syscall(bb_rec *rec, const char *op, const bb_value *inputs, size_t n_inputs, const bb_op_attr *attrs,
+                          size_t n_attrs, bb_value *outputs, size_t n_outputs);
+
+/* The syscalls bb_rec_syscall records, in table order: how many, and the i-th op type
+ * (NULL past the end). */
+BB_API size_t bb_rec_syscall_count(void);
+BB_API const char *bb_rec_syscall_name(size_t i);
+
+/* A protocol's op: `op` in `domain` (BB_DOMAIN_PROTOCOL_PREFIX "<name>"), slotless, with
+ * any attributes and n_outputs abstract outputs. At install the component whose type
+ * speaks the domain runs it (the one bound as Protocol first). Returns 0 or the
+ * recording's error. */
+BB_API int bb_rec_protocol_call(bb_rec *rec, const char *domain, const char *op, const bb_value *inputs,
+                                size_t n_inputs, const bb_op_attr *attrs, size_t n_attrs, bb_value *outputs,
+                                size_t n_outputs);
 
 #ifdef __cplusplus
 }

@@ -51,9 +51,9 @@ typedef enum bb_dtype {
 } bb_dtype;
 
 /* Lower-case ONNX name ("float", "int64", ...), or NULL for a code this build does not know. */
-const char *bb_dtype_name(int dtype);
+BB_API const char *bb_dtype_name(int dtype);
 /* Bytes per element in raw_data; 0 for UNDEFINED, STRING and unknown codes. */
-size_t bb_dtype_size(int dtype);
+BB_API size_t bb_dtype_size(int dtype);
 
 /* ---- small containers ---------------------------------------------------------- */
 
@@ -166,7 +166,7 @@ typedef struct bb_tensor_proto {
 
 /* Number of elements the dims describe (1 for rank 0). -1 when the product overflows or
  * a dim is negative. */
-int64_t bb_tensor_proto_numel(const bb_tensor_proto *t);
+BB_API int64_t bb_tensor_proto_numel(const bb_tensor_proto *t);
 
 /* ---- attributes ---------------------------------------------------------------- */
 
@@ -190,7 +190,7 @@ typedef enum bb_attr_type {
 } bb_attr_type;
 
 /* Upper-case ONNX name ("INT", "FLOATS", ...), or NULL for an unknown code. */
-const char *bb_attr_type_name(int type);
+BB_API const char *bb_attr_type_name(int type);
 
 typedef struct bb_graph bb_graph;
 
@@ -330,8 +330,8 @@ typedef struct bb_model {
 /* ---- lifetime and codec -------------------------------------------------------- */
 
 /* A new, empty model (no fields set). NULL when out of memory. */
-bb_model *bb_model_new(const bb_allocator *alloc);
-void bb_model_free(bb_model *model);
+BB_API bb_model *bb_model_new(const bb_allocator *alloc);
+BB_API void bb_model_free(bb_model *model);
 
 /* Limits applied while decoding untrusted bytes. Zero fields take the defaults. */
 typedef struct bb_decode_limits {
@@ -342,130 +342,130 @@ typedef struct bb_decode_limits {
 /* Decodes ONNX ModelProto bytes. Bad input is reported, never trusted: on failure *out
  * is NULL and err names what was wrong and where (message path and byte offset).
  * `limits` may be NULL. */
-int bb_model_decode(const uint8_t *data, size_t len, const bb_allocator *alloc,
-                    const bb_decode_limits *limits, bb_model **out, bb_error *err);
+BB_API int bb_model_decode(const uint8_t *data, size_t len, const bb_allocator *alloc,
+                           const bb_decode_limits *limits, bb_model **out, bb_error *err);
 
 /* Encodes a model as ONNX ModelProto bytes into a buffer allocated with the model's
  * allocator; release it with bb_buffer_free(NULL or that allocator, *out). */
-int bb_model_encode(const bb_model *model, uint8_t **out, size_t *out_len, bb_error *err);
+BB_API int bb_model_encode(const bb_model *model, uint8_t **out, size_t *out_len, bb_error *err);
 
 /* Standalone TensorProto bytes (e.g. the input_N.pb / output_N.pb files of ONNX tests):
  * decode into m's arena (checked like bb_model_decode), and encode into a buffer freed
  * with bb_buffer_free(NULL, *out). */
-int bb_tensor_proto_decode(bb_model *m, const uint8_t *data, size_t len, bb_tensor_proto **out, bb_error *err);
-int bb_tensor_proto_encode(const bb_tensor_proto *t, uint8_t **out, size_t *out_len, bb_error *err);
+BB_API int bb_tensor_proto_decode(bb_model *m, const uint8_t *data, size_t len, bb_tensor_proto **out, bb_error *err);
+BB_API int bb_tensor_proto_encode(const bb_tensor_proto *t, uint8_t **out, size_t *out_len, bb_error *err);
 
 /* Deep structural equality of two models (every modelled field, presence flags and the
  * preserved extra bytes). Floats compare by bit pattern, so NaNs round-trip. */
-bool bb_model_equal(const bb_model *a, const bb_model *b);
+BB_API bool bb_model_equal(const bb_model *a, const bb_model *b);
 
 /* A readable summary of a model (IR and opset versions, producer, metadata, the main
  * graph and every function with inputs, outputs and node counts by domain and op type),
  * as text or, with json = true, as a JSON object. The buffer is NUL-terminated, made with
  * the model's allocator; release it with bb_buffer_free. */
-int bb_model_summary(const bb_model *model, bool json, char **out, size_t *out_len,
-                     bb_error *err);
+BB_API int bb_model_summary(const bb_model *model, bool json, char **out, size_t *out_len,
+                            bb_error *err);
 
 /* ---- building and changing ----------------------------------------------------- */
 
 /* Copies a string / bytes into the model's arena. NULL in gives NULL out. */
-char *bb_model_strdup(bb_model *m, const char *s);
+BB_API char *bb_model_strdup(bb_model *m, const char *s);
 
 /* Sets one of the model's string fields (e.g. &m->producer_name) to a copy of s. */
-int bb_model_set_string(bb_model *m, char **field, const char *s);
+BB_API int bb_model_set_string(bb_model *m, char **field, const char *s);
 
 /* Ordered key/value metadata. get returns the first match's value or NULL. upsert
  * replaces the first match's value (removing later duplicates) or appends. append always
  * appends. remove deletes every entry with that key and returns how many it removed. */
-const char *bb_kv_get(const bb_kvlist *list, const char *key);
-int bb_kv_upsert(bb_model *m, bb_kvlist *list, const char *key, const char *value);
-int bb_kv_append(bb_model *m, bb_kvlist *list, const char *key, const char *value);
-size_t bb_kv_remove(bb_kvlist *list, const char *key);
+BB_API const char *bb_kv_get(const bb_kvlist *list, const char *key);
+BB_API int bb_kv_upsert(bb_model *m, bb_kvlist *list, const char *key, const char *value);
+BB_API int bb_kv_append(bb_model *m, bb_kvlist *list, const char *key, const char *value);
+BB_API size_t bb_kv_remove(bb_kvlist *list, const char *key);
 
 /* String lists (node inputs/outputs, function formals). */
-int bb_strlist_append(bb_model *m, bb_strlist *list, const char *s);
-int bb_strlist_insert(bb_model *m, bb_strlist *list, size_t index, const char *s);
-int bb_strlist_remove(bb_strlist *list, size_t index);
+BB_API int bb_strlist_append(bb_model *m, bb_strlist *list, const char *s);
+BB_API int bb_strlist_insert(bb_model *m, bb_strlist *list, size_t index, const char *s);
+BB_API int bb_strlist_remove(bb_strlist *list, size_t index);
 /* Index of the first entry equal to s, or -1. */
-long bb_strlist_find(const bb_strlist *list, const char *s);
+BB_API long bb_strlist_find(const bb_strlist *list, const char *s);
 
 /* Opset imports: the version for a domain ("" and "ai.onnx" are the same domain), and an
  * upsert that sets it. get returns -1 when the domain is not imported. */
-int64_t bb_opset_get(const bb_opsetlist *list, const char *domain);
-int bb_opset_set(bb_model *m, bb_opsetlist *list, const char *domain, int64_t version);
+BB_API int64_t bb_opset_get(const bb_opsetlist *list, const char *domain);
+BB_API int bb_opset_set(bb_model *m, bb_opsetlist *list, const char *domain, int64_t version);
 
 /* Types. */
-bb_type *bb_type_new(bb_model *m, bb_type_kind kind);
+BB_API bb_type *bb_type_new(bb_model *m, bb_type_kind kind);
 /* A tensor type of `elem_type`; rank < 0 leaves the shape unknown, otherwise dims[i] < 0
  * is an unknown dimension (dims may be NULL for all-unknown). */
-bb_type *bb_type_new_tensor(bb_model *m, int32_t elem_type, int rank, const int64_t *dims);
+BB_API bb_type *bb_type_new_tensor(bb_model *m, int32_t elem_type, int rank, const int64_t *dims);
 /* Appends a dimension to a tensor type's shape (creating the shape). param may be NULL. */
-int bb_type_add_dim(bb_model *m, bb_type *type, int64_t value, const char *param);
+BB_API int bb_type_add_dim(bb_model *m, bb_type *type, int64_t value, const char *param);
 
 /* Value infos. add appends a new value info with that name; find returns the first with
  * that name or NULL. */
-bb_value_info *bb_vilist_add(bb_model *m, bb_vilist *list, const char *name, bb_type *type);
-bb_value_info *bb_vilist_find(const bb_vilist *list, const char *name);
-int bb_vilist_remove(bb_vilist *list, size_t index);
+BB_API bb_value_info *bb_vilist_add(bb_model *m, bb_vilist *list, const char *name, bb_type *type);
+BB_API bb_value_info *bb_vilist_find(const bb_vilist *list, const char *name);
+BB_API int bb_vilist_remove(bb_vilist *list, size_t index);
 
 /* Tensors. A new tensor with name, type and dims and no data. */
-bb_tensor_proto *bb_tensor_proto_new(bb_model *m, const char *name, int32_t data_type,
-                                     size_t n_dims, const int64_t *dims);
+BB_API bb_tensor_proto *bb_tensor_proto_new(bb_model *m, const char *name, int32_t data_type,
+                                            size_t n_dims, const int64_t *dims);
 /* Sets raw_data to a copy of len bytes (little-endian elements). */
-int bb_tensor_proto_set_raw(bb_model *m, bb_tensor_proto *t, const void *data, size_t len);
-int bb_tensorlist_append(bb_model *m, bb_tensorlist *list, bb_tensor_proto *t);
+BB_API int bb_tensor_proto_set_raw(bb_model *m, bb_tensor_proto *t, const void *data, size_t len);
+BB_API int bb_tensorlist_append(bb_model *m, bb_tensorlist *list, bb_tensor_proto *t);
 
 /* Attributes. find returns the first attribute with that name or NULL. The setters upsert:
  * they replace an attribute of the same name (keeping its position) or append one. */
-bb_attr *bb_attr_find(const bb_attrlist *list, const char *name);
-bb_attr *bb_attr_set_float(bb_model *m, bb_attrlist *list, const char *name, float v);
-bb_attr *bb_attr_set_int(bb_model *m, bb_attrlist *list, const char *name, int64_t v);
-bb_attr *bb_attr_set_string(bb_model *m, bb_attrlist *list, const char *name, const char *v);
-bb_attr *bb_attr_set_bytes(bb_model *m, bb_attrlist *list, const char *name, const void *v,
-                           size_t len);
-bb_attr *bb_attr_set_floats(bb_model *m, bb_attrlist *list, const char *name, const float *v,
-                            size_t n);
-bb_attr *bb_attr_set_ints(bb_model *m, bb_attrlist *list, const char *name, const int64_t *v,
-                          size_t n);
-bb_attr *bb_attr_set_strings(bb_model *m, bb_attrlist *list, const char *name,
-                             const char *const *v, size_t n);
+BB_API bb_attr *bb_attr_find(const bb_attrlist *list, const char *name);
+BB_API bb_attr *bb_attr_set_float(bb_model *m, bb_attrlist *list, const char *name, float v);
+BB_API bb_attr *bb_attr_set_int(bb_model *m, bb_attrlist *list, const char *name, int64_t v);
+BB_API bb_attr *bb_attr_set_string(bb_model *m, bb_attrlist *list, const char *name, const char *v);
+BB_API bb_attr *bb_attr_set_bytes(bb_model *m, bb_attrlist *list, const char *name, const void *v,
+                                  size_t len);
+BB_API bb_attr *bb_attr_set_floats(bb_model *m, bb_attrlist *list, const char *name, const float *v,
+                                   size_t n);
+BB_API bb_attr *bb_attr_set_ints(bb_model *m, bb_attrlist *list, const char *name, const int64_t *v,
+                                 size_t n);
+BB_API bb_attr *bb_attr_set_strings(bb_model *m, bb_attrlist *list, const char *name,
+                                    const char *const *v, size_t n);
 /* tensor, graph and type are taken as they are (they must belong to m). */
-bb_attr *bb_attr_set_tensor(bb_model *m, bb_attrlist *list, const char *name, bb_tensor_proto *t);
-bb_attr *bb_attr_set_graph(bb_model *m, bb_attrlist *list, const char *name, bb_graph *g);
-bb_attr *bb_attr_set_type(bb_model *m, bb_attrlist *list, const char *name, bb_type *tp);
+BB_API bb_attr *bb_attr_set_tensor(bb_model *m, bb_attrlist *list, const char *name, bb_tensor_proto *t);
+BB_API bb_attr *bb_attr_set_graph(bb_model *m, bb_attrlist *list, const char *name, bb_graph *g);
+BB_API bb_attr *bb_attr_set_type(bb_model *m, bb_attrlist *list, const char *name, bb_type *tp);
 /* Removes every attribute with that name; returns how many. */
-size_t bb_attr_remove(bb_attrlist *list, const char *name);
+BB_API size_t bb_attr_remove(bb_attrlist *list, const char *name);
 /* Typed reads with a default: the value when the attribute exists with that type. */
-int64_t bb_attr_get_int(const bb_attrlist *list, const char *name, int64_t dflt);
-float bb_attr_get_float(const bb_attrlist *list, const char *name, float dflt);
+BB_API int64_t bb_attr_get_int(const bb_attrlist *list, const char *name, int64_t dflt);
+BB_API float bb_attr_get_float(const bb_attrlist *list, const char *name, float dflt);
 /* A STRING attribute's value as a C string; dflt when it is missing, not a STRING, or
  * holds a NUL byte. */
-const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const char *dflt);
+BB_API const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const char *dflt);
 
 /* Nodes. new makes a node (not in any list); insert places it at index (== len appends). */
-bb_ir_node *bb_ir_node_new(bb_model *m, const char *op_type, const char *domain, const char *name);
-int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_ir_node *node);
-int bb_nodelist_append(bb_model *m, bb_nodelist *list, bb_ir_node *node);
+BB_API bb_ir_node *bb_ir_node_new(bb_model *m, const char *op_type, const char *domain, const char *name);
+BB_API int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_ir_node *node);
+BB_API int bb_nodelist_append(bb_model *m, bb_nodelist *list, bb_ir_node *node);
 /* Removes the node at index from the list (its memory stays with the model). */
-int bb_nodelist_remove(bb_nodelist *list, size_t index);
+BB_API int bb_nodelist_remove(bb_nodelist *list, size_t index);
 /* Index of the node in the list, or -1. */
-long bb_nodelist_index(const bb_nodelist *list, const bb_ir_node *node);
+BB_API long bb_nodelist_index(const bb_nodelist *list, const bb_ir_node *node);
 /* First node that produces `value`, or NULL. */
-bb_ir_node *bb_nodelist_producer(const bb_nodelist *list, const char *value);
+BB_API bb_ir_node *bb_nodelist_producer(const bb_nodelist *list, const char *value);
 
 /* Graphs and functions. */
-bb_graph *bb_graph_new(bb_model *m, const char *name);
-bb_function *bb_function_new(bb_model *m, const char *name, const char *domain);
-int bb_model_add_function(bb_model *m, bb_function *f);
+BB_API bb_graph *bb_graph_new(bb_model *m, const char *name);
+BB_API bb_function *bb_function_new(bb_model *m, const char *name, const char *domain);
+BB_API int bb_model_add_function(bb_model *m, bb_function *f);
 /* First function with that domain (NULL matches "") and name, any overload; or NULL. */
-bb_function *bb_model_find_function(const bb_model *m, const char *domain, const char *name);
+BB_API bb_function *bb_model_find_function(const bb_model *m, const char *domain, const char *name);
 
 /* Renames every use and definition of a value inside a graph or function: node inputs
  * and outputs, formals / graph inputs and outputs, value infos, initializers, and
  * references from subgraph attributes that do not shadow the name. Returns how many
  * places changed (0 when the value does not occur), or a negative error code. */
-long bb_graph_rename_value(bb_model *m, bb_graph *g, const char *from, const char *to);
-long bb_function_rename_value(bb_model *m, bb_function *f, const char *from, const char *to);
+BB_API long bb_graph_rename_value(bb_model *m, bb_graph *g, const char *from, const char *to);
+BB_API long bb_function_rename_value(bb_model *m, bb_function *f, const char *from, const char *to);
 
 #ifdef __cplusplus
 }

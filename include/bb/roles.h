@@ -87,15 +87,15 @@ typedef struct bb_peer_selector_ops {
   int (*current_view)(void *self, bb_ctx *ctx, bb_val **peers, bb_error *err);
 } bb_peer_selector_ops;
 
-int bb_model_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
-int bb_data_source_dispatch(const bb_data_source_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call,
-                            bb_error *err);
-int bb_aggregator_dispatch(const bb_aggregator_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call,
-                           bb_error *err);
-int bb_codec_dispatch(const bb_codec_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
-int bb_index_dispatch(const bb_index_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
-int bb_peer_selector_dispatch(const bb_peer_selector_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call,
-                              bb_error *err);
+BB_API int bb_model_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
+BB_API int bb_data_source_dispatch(const bb_data_source_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call,
+                                   bb_error *err);
+BB_API int bb_aggregator_dispatch(const bb_aggregator_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call,
+                                  bb_error *err);
+BB_API int bb_codec_dispatch(const bb_codec_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
+BB_API int bb_index_dispatch(const bb_index_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err);
+BB_API int bb_peer_selector_dispatch(const bb_peer_selector_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call,
+                                     bb_error *err);
 
 /* ---- component configs ----------------------------------------------------------------
  * A binding's config is text: comma-separated key=value pairs ("hidden=32x16,lr=0.05").
@@ -103,19 +103,19 @@ int bb_peer_selector_dispatch(const bb_peer_selector_ops *ops, void *self, bb_ct
  * key and the text when the value does not parse: integers are decimal digits only (no
  * sign, no blanks). bb_config_check refuses keys not in `allowed` (NULL-terminated), so a
  * typo is an error rather than a silent default, and a key given twice. */
-int bb_config_check(const char *config, const char *const *allowed, bb_error *err);
-int bb_config_u64(const char *config, const char *key, uint64_t dflt, uint64_t *out, bb_error *err);
-int bb_config_f32(const char *config, const char *key, float dflt, float *out, bb_error *err);
+BB_API int bb_config_check(const char *config, const char *const *allowed, bb_error *err);
+BB_API int bb_config_u64(const char *config, const char *key, uint64_t dflt, uint64_t *out, bb_error *err);
+BB_API int bb_config_f32(const char *config, const char *key, float dflt, float *out, bb_error *err);
 /* The raw value text (NUL-terminated into buf); dflt when absent. */
-int bb_config_str(const char *config, const char *key, const char *dflt, char *buf, size_t size, bb_error *err);
+BB_API int bb_config_str(const char *config, const char *key, const char *dflt, char *buf, size_t size, bb_error *err);
 
 /* The concretes this library ships (docs/COMPONENTS.md lists them with their configs). */
-int bb_registry_add_shipped(bb_registry *r, bb_error *err);
+BB_API int bb_registry_add_shipped(bb_registry *r, bb_error *err);
 
 /* Declares CpuBackend's op set to a compiler: every operator the CPU executor runs at
  * BB_ONNX_OPSET_VERSION (bb_cpu_op_count/bb_cpu_op_name), in the default ONNX domain. A
  * Backend slot bound to CpuBackend then refuses any other op at compile. */
-int bb_cpu_backend_declare_op_set(bb_compiler *c, bb_error *err);
+BB_API int bb_cpu_backend_declare_op_set(bb_compiler *c, bb_error *err);
 
 #ifdef __cplusplus
 }

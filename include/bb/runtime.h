@@ -106,56 +106,56 @@ typedef struct bb_component_type {
 typedef struct bb_registry bb_registry;
 
 /* An empty registry (alloc NULL: malloc); NULL when out of memory. */
-bb_registry *bb_registry_new(const bb_allocator *alloc);
-void bb_registry_free(bb_registry *r);
+BB_API bb_registry *bb_registry_new(const bb_allocator *alloc);
+BB_API void bb_registry_free(bb_registry *r);
 /* Adds a type (the struct must outlive the registry). BB_ERR_EXISTS for a taken name;
  * BB_ERR_INVALID_ARGUMENT for a struct_size below BB_COMPONENT_TYPE_SIZE_V1. */
-int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err);
-const bb_component_type *bb_registry_find(const bb_registry *r, const char *type_name);
-size_t bb_registry_count(const bb_registry *r);
-const bb_component_type *bb_registry_at(const bb_registry *r, size_t i);
+BB_API int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err);
+BB_API const bb_component_type *bb_registry_find(const bb_registry *r, const char *type_name);
+BB_API size_t bb_registry_count(const bb_registry *r);
+BB_API const bb_component_type *bb_registry_at(const bb_registry *r, size_t i);
 
 /* ---- what a component can reach while it runs ---------------------------------------- */
 
-uint64_t bb_ctx_now(const bb_ctx *ctx);
-const bb_peer_id *bb_ctx_self(const bb_ctx *ctx);
+BB_API uint64_t bb_ctx_now(const bb_ctx *ctx);
+BB_API const bb_peer_id *bb_ctx_self(const bb_ctx *ctx);
 /* The peer whose envelope started this execution; NULL for local work. */
-const bb_peer_id *bb_ctx_source(const bb_ctx *ctx);
+BB_API const bb_peer_id *bb_ctx_source(const bb_ctx *ctx);
 /* The node's seeded generator (the same sequence for the same calls). */
-uint64_t bb_ctx_random(bb_ctx *ctx);
-const bb_allocator *bb_ctx_allocator(const bb_ctx *ctx);
-const char *bb_ctx_slot(const bb_ctx *ctx);
+BB_API uint64_t bb_ctx_random(bb_ctx *ctx);
+BB_API const bb_allocator *bb_ctx_allocator(const bb_ctx *ctx);
+BB_API const char *bb_ctx_slot(const bb_ctx *ctx);
 /* Another component of this node by slot name: its instance and type; NULL if unbound. */
-void *bb_ctx_dependency(bb_ctx *ctx, const char *slot, const bb_component_type **type);
+BB_API void *bb_ctx_dependency(bb_ctx *ctx, const char *slot, const bb_component_type **type);
 /* Calls an op of another component of this node (a dependency) by slot name, through its
  * role contract, synchronously: e.g. bb_ctx_call(ctx, "model", "Params", NULL, 0, &out, 1,
  * err). outputs get new references. BB_ERR_NOT_FOUND for an unbound slot; a component
  * cannot call itself, and a callee that answers later (BB_LATER) is an error here. */
-int bb_ctx_call(bb_ctx *ctx, const char *slot, const char *op_type, bb_val *const *inputs, size_t n_inputs,
-                bb_val **outputs, size_t n_outputs, bb_error *err);
+BB_API int bb_ctx_call(bb_ctx *ctx, const char *slot, const char *op_type, bb_val *const *inputs, size_t n_inputs,
+                       bb_val **outputs, size_t n_outputs, bb_error *err);
 /* Makes the current invoke asynchronous: returns the command id to complete later with
  * bb_node_complete / bb_node_fail (the invoke then returns BB_LATER). */
-uint64_t bb_ctx_defer(bb_ctx *ctx);
+BB_API uint64_t bb_ctx_defer(bb_ctx *ctx);
 /* Sends `payload` to the component bound to the same slot on peer `to` (its on_message
  * runs there with `op`). The envelope leaves with the next poll's steps. */
-int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const uint8_t *payload, size_t len,
-                        bb_error *err);
+BB_API int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const uint8_t *payload, size_t len,
+                               bb_error *err);
 /* Calls on_timer(token) at or after at_ns. */
-int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err);
+BB_API int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err);
 /* Publishes an application event (a step BB_STEP_APP_EVENT with this topic and value). */
-int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err);
+BB_API int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err);
 /* Address book: the addresses known for a peer (NULL and *n = 0 if none), and adding one
  * (a peer the book does not hold yet enters only if the install's admission hook, when
  * there is one, admits it: BB_ERR_INVALID_ARGUMENT otherwise). */
-const bb_address *bb_ctx_addresses_of(bb_ctx *ctx, const bb_peer_id *peer, size_t *n);
-int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_address *address, bb_error *err);
+BB_API const bb_address *bb_ctx_addresses_of(bb_ctx *ctx, const bb_peer_id *peer, size_t *n);
+BB_API int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_address *address, bb_error *err);
 /* Whether a wire.Send of this node queued data for `peer` at or after since_ns (the
  * node's clock): how an aggregator tells the peers it addressed in a round (its
  * members) from any other sender. Only the latest send per peer is kept, and only while
  * the peer is in the address book. */
-bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t since_ns);
+BB_API bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t since_ns);
 /* Bumps a named counter (bb_node_counter reads it). */
-void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta);
+BB_API void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta);
 
 /* ---- configuration ------------------------------------------------------------------- */
 
@@ -236,7 +236,7 @@ typedef enum bb_install_error_kind {
   BB_INSTALL_OUT_OF_MEMORY
 } bb_install_error_kind;
 
-const char *bb_install_error_name(bb_install_error_kind kind);
+BB_API const char *bb_install_error_name(bb_install_error_kind kind);
 
 /* Installs the artifact for my targets: checks the passport, constructs one component
  * per bound slot (shared by the targets that name it) from args->registry, assigns value
@@ -244,8 +244,8 @@ const char *bb_install_error_name(bb_install_error_kind kind);
  * every Send's destination site. On failure *out is NULL, *kind says why and err names
  * the target, slot, type or op; a bound type the registry lacks is
  * BB_INSTALL_UNREGISTERED_CONCRETE. kind may be NULL. */
-int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err);
-void bb_node_free(bb_node *node);
+BB_API int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err);
+BB_API void bb_node_free(bb_node *node);
 
 /* ---- steps --------------------------------------------------------------------------- */
 
@@ -264,7 +264,7 @@ typedef enum bb_step_kind {
   BB_STEP_INGRESS_DROPPED        /* a delivery was refused at poll time (reason, peer) */
 } bb_step_kind;
 
-const char *bb_step_kind_name(bb_step_kind kind);
+BB_API const char *bb_step_kind_name(bb_step_kind kind);
 
 /* One step. Pointers stay valid until the next bb_node_poll (or bb_node_free). */
 typedef struct bb_step {
@@ -290,21 +290,21 @@ typedef struct bb_step {
  * caps and copied; BB_ERR_MALFORMED / BB_ERR_LIMIT say why bytes were refused (nothing is
  * queued then), BB_ERR_LIMIT also when the ingress queue is full. Per-fill problems
  * (unknown site or type, budget) are reported as steps by the next poll. */
-int bb_node_deliver(bb_node *node, const bb_peer_id *from, const uint8_t *bytes, size_t len, uint64_t now_ns,
-                    bb_error *err);
+BB_API int bb_node_deliver(bb_node *node, const bb_peer_id *from, const uint8_t *bytes, size_t len, uint64_t now_ns,
+                           bb_error *err);
 
 /* Runs everything that is ready; *steps (n_steps of them) say what happened (none: idle). */
-int bb_node_poll(bb_node *node, uint64_t now_ns, const bb_step **steps, size_t *n_steps, bb_error *err);
+BB_API int bb_node_poll(bb_node *node, uint64_t now_ns, const bb_step **steps, size_t *n_steps, bb_error *err);
 
 /* The time of the next timer or deadline; UINT64_MAX when none. Poll at or after it. */
-uint64_t bb_node_expiry(const bb_node *node);
+BB_API uint64_t bb_node_expiry(const bb_node *node);
 
 /* True when a poll would do work now (queued events or ready ops). */
-bool bb_node_has_work(const bb_node *node);
+BB_API bool bb_node_has_work(const bb_node *node);
 
 /* Starts the bootstraps of my targets (in artifact order); their completion is reported
  * as BB_STEP_BOOTSTRAP_COMPLETE. Until then body work waits. A second call does nothing. */
-int bb_node_run_bootstrap(bb_node *node, uint64_t now_ns, bb_error *err);
+BB_API int bb_node_run_bootstrap(bb_node *node, uint64_t now_ns, bb_error *err);
 
 /* Runs a target once with named inputs (raw bytes each; NULL names = none). The module is
  * a target name as given to install (or its resolved name). */
@@ -312,47 +312,47 @@ typedef struct bb_named_value {
   const char *name;
   bb_val *value;
 } bb_named_value;
-int bb_node_invoke(bb_node *node, const char *module, const bb_named_value *inputs, size_t n_inputs,
-                   uint64_t now_ns, bb_error *err);
+BB_API int bb_node_invoke(bb_node *node, const char *module, const bb_named_value *inputs, size_t n_inputs,
+                          uint64_t now_ns, bb_error *err);
 /* Gives an input of a target a value every new run of that target starts with — runs the
  * host invokes, and runs an arriving envelope starts (which carry no inputs of their own):
  * e.g. the server's peer id on a federated client. A value given to bb_node_invoke takes
  * precedence. value NULL removes the binding. */
-int bb_node_bind_input(bb_node *node, const char *module, const char *input, bb_val *value, bb_error *err);
+BB_API int bb_node_bind_input(bb_node *node, const char *module, const char *input, bb_val *value, bb_error *err);
 /* One input as bytes (a Bytes value): bb_node_invoke with a single input. */
-int bb_node_deliver_event(bb_node *node, const char *module, const char *input, const uint8_t *bytes, size_t len,
-                          uint64_t now_ns, bb_error *err);
+BB_API int bb_node_deliver_event(bb_node *node, const char *module, const char *input, const uint8_t *bytes, size_t len,
+                                 uint64_t now_ns, bb_error *err);
 
 /* Completes an asynchronous op: its outputs, by position (references are taken). */
-int bb_node_complete(bb_node *node, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err);
+BB_API int bb_node_complete(bb_node *node, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err);
 /* Fails an asynchronous op with a message (truncated to 4 KiB). */
-int bb_node_fail(bb_node *node, uint64_t command, const char *detail, bb_error *err);
+BB_API int bb_node_fail(bb_node *node, uint64_t command, const char *detail, bb_error *err);
 
 /* ---- peers and introspection --------------------------------------------------------- */
 
 /* Adds an address for a peer (what Sends use to reach it). A full book makes room by
  * evicting its least recently used entry (never this node's own or a blocked peer's). */
-int bb_node_add_peer(bb_node *node, const bb_peer_id *peer, const bb_address *address, bb_error *err);
+BB_API int bb_node_add_peer(bb_node *node, const bb_peer_id *peer, const bb_address *address, bb_error *err);
 /* Forgets a peer's addresses. */
-void bb_node_forget_peer(bb_node *node, const bb_peer_id *peer);
+BB_API void bb_node_forget_peer(bb_node *node, const bb_peer_id *peer);
 /* Refuses everything from (and to, through the gates) a peer, or lifts that. */
-int bb_node_block_peer(bb_node *node, const bb_peer_id *peer, bool blocked, bb_error *err);
+BB_API int bb_node_block_peer(bb_node *node, const bb_peer_id *peer, bool blocked, bb_error *err);
 
-const bb_peer_id *bb_node_self(const bb_node *node);
+BB_API const bb_peer_id *bb_node_self(const bb_node *node);
 /* The resolved target names (e.g. "Client#9f3a…"). */
-size_t bb_node_target_count(const bb_node *node);
-const char *bb_node_target(const bb_node *node, size_t i);
+BB_API size_t bb_node_target_count(const bb_node *node);
+BB_API const char *bb_node_target(const bb_node *node, size_t i);
 /* A component by slot name (NULL if none): its instance and type. */
-void *bb_node_component(const bb_node *node, const char *slot, const bb_component_type **type);
+BB_API void *bb_node_component(const bb_node *node, const char *slot, const bb_component_type **type);
 /* A named counter (wire.rejected, ops.failed, ... and IncrMetric names); 0 if unknown. */
-uint64_t bb_node_counter(const bb_node *node, const char *name);
+BB_API uint64_t bb_node_counter(const bb_node *node, const char *name);
 /* The global site id of a value of a target (its resolved name); UINT64_MAX if none. */
-uint64_t bb_node_site(const bb_node *node, const char *module, const char *value);
+BB_API uint64_t bb_node_site(const bb_node *node, const char *module, const char *value);
 
 typedef struct bb_node_stats {
   size_t executions, frontier, pending_async, timers, ingress, outbound, ingress_bytes;
 } bb_node_stats;
-void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
+BB_API void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
 
 /* ---- snapshot ------------------------------------------------------------------------ */
 
@@ -361,10 +361,10 @@ void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
  * generator and each component's saved state. Refused (BB_ERR_INVALID_ARGUMENT) while the
  * node is busy — ops ready, events queued, envelopes or steps not yet handed out: poll
  * until bb_node_has_work is false first. Envelopes already handed out are not included. */
-int bb_node_snapshot(const bb_node *node, uint8_t **out, size_t *len, bb_error *err);
+BB_API int bb_node_snapshot(const bb_node *node, uint8_t **out, size_t *len, bb_error *err);
 /* Restores a snapshot into a node freshly installed from the same artifact and targets.
  * Bootstrap is considered done. BB_ERR_MALFORMED for bytes that do not match. */
-int bb_node_restore(bb_node *node, const uint8_t *data, size_t len, bb_error *err);
+BB_API int bb_node_restore(bb_node *node, const uint8_t *data, size_t len, bb_error *err);
 
 #ifdef __cplusplus
 }

@@ -72,54 +72,55 @@ typedef void (*bb_sim_tracer)(void *user, const bb_sim_delivery *delivery);
 /* A simulator at time 0 with no peers. BB_ERR_INVALID_ARGUMENT for a missing config, a
  * struct_size larger than this library knows, or a probability outside [0, 1]. A smaller
  * struct_size (an older caller) leaves the fields it does not cover at their defaults. */
-int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err);
+BB_API int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err);
 /* Frees the simulator and the messages in flight; the nodes stay the caller's. */
-void bb_sim_free(bb_sim *sim);
+BB_API void bb_sim_free(bb_sim *sim);
 /* Sees every step of every node (NULL: none). */
-void bb_sim_set_observer(bb_sim *sim, bb_sim_observer fn, void *user);
+BB_API void bb_sim_set_observer(bb_sim *sim, bb_sim_observer fn, void *user);
 /* Sees every message handed to a node (NULL: none). */
-void bb_sim_set_tracer(bb_sim *sim, bb_sim_tracer fn, void *user);
+BB_API void bb_sim_set_tracer(bb_sim *sim, bb_sim_tracer fn, void *user);
 
 /* Connects a node under its peer id (a detached id may be attached again).
  * BB_ERR_EXISTS if the id is attached already. */
-int bb_sim_attach(bb_sim *sim, bb_node *node, const bb_peer_id *peer, bb_error *err);
+BB_API int bb_sim_attach(bb_sim *sim, bb_node *node, const bb_peer_id *peer, bb_error *err);
 /* Disconnects a peer (its messages in flight are dropped, later ones to it count as
  * unknown); returns its node, NULL if the peer was not attached. */
-bb_node *bb_sim_detach(bb_sim *sim, const bb_peer_id *peer);
+BB_API bb_node *bb_sim_detach(bb_sim *sim, const bb_peer_id *peer);
 /* The peer stops: it is not polled, and messages to or from it are dropped, in flight or
  * later. Its node stays attached (and the caller's) until a restart. Returns 0, or
  * BB_ERR_NOT_FOUND if the peer is not attached. */
-int bb_sim_crash(bb_sim *sim, const bb_peer_id *peer);
+BB_API int bb_sim_crash(bb_sim *sim, const bb_peer_id *peer);
 /* A crashed peer comes back with a node (a fresh one, or a restored snapshot) and is
  * polled again; returns the node it had before (NULL if it had none: a peer never
  * attached stays unknown, a detached one is attached again). */
-bb_node *bb_sim_restart(bb_sim *sim, const bb_peer_id *peer, bb_node *node);
-bool bb_sim_alive(const bb_sim *sim, const bb_peer_id *peer);
+BB_API bb_node *bb_sim_restart(bb_sim *sim, const bb_peer_id *peer, bb_node *node);
+BB_API bool bb_sim_alive(const bb_sim *sim, const bb_peer_id *peer);
 
 /* Messages between a peer of `a` and a peer of `b` are dropped (when sent, and when due
  * for those already in flight) until bb_sim_heal. Peers in neither set reach both. A peer
  * named again moves to the side named last. BB_ERR_NOT_FOUND for a peer not attached. */
-int bb_sim_partition(bb_sim *sim, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b, bb_error *err);
-void bb_sim_heal(bb_sim *sim);
+BB_API int bb_sim_partition(bb_sim *sim, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b,
+                            bb_error *err);
+BB_API void bb_sim_heal(bb_sim *sim);
 
-uint64_t bb_sim_now(const bb_sim *sim);
+BB_API uint64_t bb_sim_now(const bb_sim *sim);
 /* The time of the next event (a message arrival or a node's expiry); UINT64_MAX if none. */
-uint64_t bb_sim_next_event(const bb_sim *sim);
+BB_API uint64_t bb_sim_next_event(const bb_sim *sim);
 
 /* Advances the clock to the next event, delivers what is due and polls the nodes with
  * work. Returns 0, or 1 when nothing will ever happen again (no message in flight, no
  * timer), or a negative error (a node's poll failed). */
-int bb_sim_step(bb_sim *sim, bb_error *err);
+BB_API int bb_sim_step(bb_sim *sim, bb_error *err);
 /* Steps until the clock would pass `until` (it ends at `until`) or nothing is left. */
-int bb_sim_run_until(bb_sim *sim, uint64_t until, bb_error *err);
+BB_API int bb_sim_run_until(bb_sim *sim, uint64_t until, bb_error *err);
 /* Steps until nothing will ever happen again (returns 0) or the next event lies after
  * `max_time` (returns BB_ERR_LIMIT; the clock stays at the last event). */
-int bb_sim_run_until_idle(bb_sim *sim, uint64_t max_time, bb_error *err);
+BB_API int bb_sim_run_until_idle(bb_sim *sim, uint64_t max_time, bb_error *err);
 
-void bb_sim_get_stats(const bb_sim *sim, bb_sim_stats *out);
+BB_API void bb_sim_get_stats(const bb_sim *sim, bb_sim_stats *out);
 /* FNV-1a-64 over every delivery so far (time, sender, receiver, bytes): two runs took the
  * same course exactly when their digests agree. */
-uint64_t bb_sim_digest(const bb_sim *sim);
+BB_API uint64_t bb_sim_digest(const bb_sim *sim);
 
 #ifdef __cplusplus
 }

@@ -42,64 +42,64 @@ typedef struct bb_tensor {
 /* A new tensor with uninitialised (new_empty) or zeroed (new_zeros) storage. NULL when
  * out of memory, when the dtype has no fixed element size, or when rank > BB_MAX_RANK,
  * a dim is negative or the byte size overflows. alloc NULL means the default. */
-bb_tensor *bb_tensor_new_empty(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims);
-bb_tensor *bb_tensor_new_zeros(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims);
+BB_API bb_tensor *bb_tensor_new_empty(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims);
+BB_API bb_tensor *bb_tensor_new_zeros(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims);
 
 /* A tensor over caller-owned memory; release(user_data) runs when the last reference is
  * dropped (release may be NULL). data must be aligned for the element type. */
-bb_tensor *bb_tensor_wrap(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims, void *data,
-                          void (*release)(void *user_data), void *user_data);
+BB_API bb_tensor *bb_tensor_wrap(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims, void *data,
+                                 void (*release)(void *user_data), void *user_data);
 
 /* A new header with another shape over the same buffer (numel must match); NULL when it
  * does not or when out of memory. */
-bb_tensor *bb_tensor_view(const bb_tensor *t, int rank, const int64_t *dims);
+BB_API bb_tensor *bb_tensor_view(const bb_tensor *t, int rank, const int64_t *dims);
 
-bb_tensor *bb_tensor_retain(bb_tensor *t);
-void bb_tensor_release(bb_tensor *t);
+BB_API bb_tensor *bb_tensor_retain(bb_tensor *t);
+BB_API void bb_tensor_release(bb_tensor *t);
 
 /* Pointer to element 0. */
 static inline void *bb_tensor_data(const bb_tensor *t) { return (char *)t->buffer->data + t->offset; }
 
 /* Bytes of the elements (numel × element size). */
-size_t bb_tensor_nbytes(const bb_tensor *t);
+BB_API size_t bb_tensor_nbytes(const bb_tensor *t);
 
 /* True when both shapes are equal. */
-bool bb_tensor_same_shape(const bb_tensor *a, const bb_tensor *b);
+BB_API bool bb_tensor_same_shape(const bb_tensor *a, const bb_tensor *b);
 
 /* Writes "float32[2,3]"-style text into buf (always NUL-terminated). */
-const char *bb_tensor_describe(const bb_tensor *t, char *buf, size_t size);
+BB_API const char *bb_tensor_describe(const bb_tensor *t, char *buf, size_t size);
 
 /* ONNX multidirectional broadcasting of two shapes into out (rank = max of both).
  * BB_ERR_TYPE with a message naming both shapes when they do not broadcast. */
-int bb_broadcast_shapes(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out,
-                        int64_t *out, bb_error *err);
+BB_API int bb_broadcast_shapes(int rank_a, const int64_t *a, int rank_b, const int64_t *b, int *rank_out,
+                               int64_t *out, bb_error *err);
 
 /* ---- half precision ------------------------------------------------------------------ */
 
 /* The float a float16 (IEEE 754 binary16) bit pattern stands for; exact for every
  * pattern: subnormals, signed zeros, ±inf, and NaN (the payload kept in the high bits). */
-float bb_f16_to_f32(uint16_t h);
+BB_API float bb_f16_to_f32(uint16_t h);
 
 /* The float16 nearest f, ties to the even pattern: magnitudes that round past the largest
  * finite float16 (65504) are ±inf, those up to half the smallest subnormal (2^-25) are ±0
  * keeping the sign, and NaN stays a quiet NaN. */
-uint16_t bb_f32_to_f16(float f);
+BB_API uint16_t bb_f32_to_f16(float f);
 
 /* The float a bfloat16 bit pattern stands for (its 16 bits are the float's high half). */
-float bb_bf16_to_f32(uint16_t h);
+BB_API float bb_bf16_to_f32(uint16_t h);
 
 /* The bfloat16 nearest f, ties to the even pattern; NaN stays a quiet NaN. */
-uint16_t bb_f32_to_bf16(float f);
+BB_API uint16_t bb_f32_to_bf16(float f);
 
 /* ---- ONNX TensorProto ---------------------------------------------------------------- */
 
 /* A tensor from a TensorProto (raw_data or the typed field, little-endian). External
  * data, segments and STRING tensors are rejected with BB_ERR_UNSUPPORTED; data whose
  * length does not match the dims with BB_ERR_MALFORMED. */
-int bb_tensor_from_proto(const bb_tensor_proto *p, const bb_allocator *alloc, bb_tensor **out, bb_error *err);
+BB_API int bb_tensor_from_proto(const bb_tensor_proto *p, const bb_allocator *alloc, bb_tensor **out, bb_error *err);
 
 /* A TensorProto in m's arena holding a copy of t's data in raw_data. */
-int bb_tensor_to_proto(bb_model *m, const bb_tensor *t, const char *name, bb_tensor_proto **out, bb_error *err);
+BB_API int bb_tensor_to_proto(bb_model *m, const bb_tensor *t, const char *name, bb_tensor_proto **out, bb_error *err);
 
 #ifdef __cplusplus
 }

@@ -33,71 +33,82 @@ typedef enum bb_val_kind {
   BB_VAL_KIND_COUNT
 } bb_val_kind;
 
+/* A value is opaque: its layout belongs to the value module (src/value), and everyone
+ * else reads it through the accessors below, so the layout can change without touching
+ * the code that reads values. */
 typedef struct bb_val bb_val;
-
-/* Fields are read-only for everyone but value.c; use the constructors. */
-struct bb_val {
-  uint32_t refcount;
-  uint32_t kind; /* bb_val_kind */
-  const bb_allocator *alloc;
-  size_t n; /* BYTES: length; PEERS, ADDRESSES, COMPOSITE: count; PEER, ADDRESS: 1 */
-  union {
-    uint64_t u64;
-    bb_tensor *tensor;
-    uint8_t *bytes;
-    bb_peer_id *peers;
-    bb_address *addresses;
-    bb_val **children;
-  } as;
-};
 
 /* Constructors return NULL when out of memory. alloc NULL means the default allocator.
  * bb_val_bytes copies; bb_val_tensor and bb_val_composite take new references to what
  * they are given (the caller keeps its own). */
-bb_val *bb_val_trigger(const bb_allocator *alloc);
-bb_val *bb_val_bytes(const bb_allocator *alloc, const void *data, size_t len);
-bb_val *bb_val_u64(const bb_allocator *alloc, bb_val_kind kind, uint64_t value);
-bb_val *bb_val_tensor(const bb_allocator *alloc, bb_tensor *t);
-bb_val *bb_val_peer(const bb_allocator *alloc, const bb_peer_id *peer);
-bb_val *bb_val_peers(const bb_allocator *alloc, const bb_peer_id *peers, size_t n);
-bb_val *bb_val_address(const bb_allocator *alloc, const bb_address *address);
-bb_val *bb_val_addresses(const bb_allocator *alloc, const bb_address *addresses, size_t n);
-bb_val *bb_val_composite(const bb_allocator *alloc, bb_val *const *children, size_t n);
+BB_API bb_val *bb_val_trigger(const bb_allocator *alloc);
+BB_API bb_val *bb_val_bytes(const bb_allocator *alloc, const void *data, size_t len);
+BB_API bb_val *bb_val_u64(const bb_allocator *alloc, bb_val_kind kind, uint64_t value);
+BB_API bb_val *bb_val_tensor(const bb_allocator *alloc, bb_tensor *t);
+BB_API bb_val *bb_val_peer(const bb_allocator *alloc, const bb_peer_id *peer);
+BB_API bb_val *bb_val_peers(const bb_allocator *alloc, const bb_peer_id *peers, size_t n);
+BB_API bb_val *bb_val_address(const bb_allocator *alloc, const bb_address *address);
+BB_API bb_val *bb_val_addresses(const bb_allocator *alloc, const bb_address *addresses, size_t n);
+BB_API bb_val *bb_val_composite(const bb_allocator *alloc, bb_val *const *children, size_t n);
 
-bb_val *bb_val_retain(bb_val *v);
-void bb_val_release(bb_val *v); /* NULL is fine */
+BB_API bb_val *bb_val_retain(bb_val *v);
+BB_API void bb_val_release(bb_val *v); /* NULL is fine */
 
 /* "Trigger", "Bytes", "Tensor", ... */
-const char *bb_val_kind_name(int kind);
+BB_API const char *bb_val_kind_name(int kind);
 /* The stable carrier name of a kind (the string its type_hash is computed from). */
-const char *bb_val_carrier_name(int kind);
+BB_API const char *bb_val_carrier_name(int kind);
 /* bb_type_hash(bb_val_carrier_name(kind)). */
-uint64_t bb_val_kind_hash(int kind);
+BB_API uint64_t bb_val_kind_hash(int kind);
 /* The kind whose carrier hash this is; -1 for an unknown hash. */
-int bb_val_kind_of_hash(uint64_t type_hash);
+BB_API int bb_val_kind_of_hash(uint64_t type_hash);
 
-/* True for the kinds that hold one u64 (U64 ... CORRELATION). */
-bool bb_val_is_u64(const bb_val *v);
+/* ---- reading a value ------------------------------------------------------------------
+ * Each accessor takes NULL or a value of any kind, and gives the stated default when the
+ * value does not hold what is asked for. Pointers are borrowed: they live as long as the
+ * value (retain the value, or the tensor, to keep them). */
+
+/* The kind; BB_VAL_KIND_COUNT for NULL. */
+BB_API bb_val_kind bb_val_kind_of(const bb_val *v);
+/* BYTES: the length; PEERS, ADDRESSES, COMPOSITE: the number of items; PEER, ADDRESS: 1;
+ * every other kind and NULL: 0. */
+BB_API size_t bb_val_count(const bb_val *v);
+/* True for the kinds that hold one u64 (U64 ... CORRELATION); false for NULL. */
+BB_API bool bb_val_is_u64(const bb_val *v);
+/* The u64 of those kinds; 0 for any other kind. */
+BB_API uint64_t bb_val_as_u64(const bb_val *v);
+/* TENSOR: the tensor; NULL otherwise. */
+BB_API bb_tensor *bb_val_as_tensor(const bb_val *v);
+/* BYTES: the bytes (bb_val_count of them); NULL otherwise. */
+BB_API const uint8_t *bb_val_as_bytes(const bb_val *v);
+/* PEER, PEERS: the peer ids (bb_val_count of them); NULL otherwise. */
+BB_API const bb_peer_id *bb_val_as_peers(const bb_val *v);
+/* ADDRESS, ADDRESSES: the addresses (bb_val_count of them); NULL otherwise. */
+BB_API const bb_address *bb_val_as_addresses(const bb_val *v);
+/* COMPOSITE: the children (bb_val_count of them); NULL otherwise. */
+BB_API bb_val *const *bb_val_children(const bb_val *v);
+/* COMPOSITE: child i; NULL past the last child and for any other kind. */
+BB_API bb_val *bb_val_child(const bb_val *v, size_t i);
 
 /* ---- the wire form ----------------------------------------------------------------- */
 
 /* Exact byte length of v's payload (0 for a trigger). */
-size_t bb_val_encoded_size(const bb_val *v);
+BB_API size_t bb_val_encoded_size(const bb_val *v);
 /* Writes the payload into out (which must hold bb_val_encoded_size bytes); returns the
  * number written. */
-size_t bb_val_encode_into(const bb_val *v, uint8_t *out);
+BB_API size_t bb_val_encode_into(const bb_val *v, uint8_t *out);
 /* The payload in a new buffer (free with bb_buffer_free(alloc, ...)). */
-int bb_val_encode(const bb_val *v, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err);
+BB_API int bb_val_encode(const bb_val *v, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err);
 
 /* Decodes a payload of a known carrier. Bad bytes (truncated, trailing, lengths past the
  * end, a tensor whose data does not match its shape, nesting deeper than 16 bundles) are
  * BB_ERR_MALFORMED with the reason; an unknown hash is BB_ERR_NOT_FOUND. The result owns
  * its memory (tensor data is copied once, straight from `data`). */
-int bb_val_decode(uint64_t type_hash, const uint8_t *data, size_t len, const bb_allocator *alloc, bb_val **out,
-                  bb_error *err);
+BB_API int bb_val_decode(uint64_t type_hash, const uint8_t *data, size_t len, const bb_allocator *alloc, bb_val **out,
+                         bb_error *err);
 
 /* Short human-readable text ("Tensor float32[2,3]", "Peers[3]", "U64 42", ...). */
-const char *bb_val_describe(const bb_val *v, char *buf, size_t size);
+BB_API const char *bb_val_describe(const bb_val *v, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -25,16 +25,16 @@ typedef struct bb_peer_id {
 } bb_peer_id;
 
 /* The test/simulation identity: an identity multihash (code 0) of the big-endian u64. */
-bb_peer_id bb_peer_id_from_u64(uint64_t id);
+BB_API bb_peer_id bb_peer_id_from_u64(uint64_t id);
 /* Parses the canonical bytes; BB_ERR_MALFORMED unless they are exactly one multihash. */
-int bb_peer_id_from_bytes(const uint8_t *data, size_t len, bb_peer_id *out, bb_error *err);
+BB_API int bb_peer_id_from_bytes(const uint8_t *data, size_t len, bb_peer_id *out, bb_error *err);
 /* The u64 of an identity multihash with an 8-byte digest; false for any other peer id. */
-bool bb_peer_id_as_u64(const bb_peer_id *p, uint64_t *out);
-bool bb_peer_id_equal(const bb_peer_id *a, const bb_peer_id *b);
+BB_API bool bb_peer_id_as_u64(const bb_peer_id *p, uint64_t *out);
+BB_API bool bb_peer_id_equal(const bb_peer_id *a, const bb_peer_id *b);
 /* Base58btc text (as libp2p prints peer ids), NUL-terminated; returns its length, or 0
  * when size is too small (104 bytes always suffice). */
-size_t bb_peer_id_to_text(const bb_peer_id *p, char *out, size_t size);
-int bb_peer_id_from_text(const char *text, bb_peer_id *out, bb_error *err);
+BB_API size_t bb_peer_id_to_text(const bb_peer_id *p, char *out, size_t size);
+BB_API int bb_peer_id_from_text(const char *text, bb_peer_id *out, bb_error *err);
 
 /* ---- addresses ----------------------------------------------------------------------- */
 
@@ -63,16 +63,16 @@ typedef struct bb_address {
 
 /* Byte form: the segments' (varint code ‖ payload) concatenated. to_bytes returns the
  * length written (0 with too small a buffer; 128 + 16·255 bytes always suffice). */
-int bb_address_from_bytes(const uint8_t *data, size_t len, bb_address *out, bb_error *err);
-size_t bb_address_to_bytes(const bb_address *a, uint8_t *out, size_t size);
+BB_API int bb_address_from_bytes(const uint8_t *data, size_t len, bb_address *out, bb_error *err);
+BB_API size_t bb_address_to_bytes(const bb_address *a, uint8_t *out, size_t size);
 /* Text form: /p2p/<base58>/site/<u64>/component/<u32>/op/<text>. */
-int bb_address_from_text(const char *text, bb_address *out, bb_error *err);
-size_t bb_address_to_text(const bb_address *a, char *out, size_t size);
+BB_API int bb_address_from_text(const char *text, bb_address *out, bb_error *err);
+BB_API size_t bb_address_to_text(const bb_address *a, char *out, size_t size);
 /* The address /p2p/<peer>: how a peer is reached when nothing more is known. */
-bb_address bb_address_p2p(const bb_peer_id *peer);
+BB_API bb_address bb_address_p2p(const bb_peer_id *peer);
 
 /* The first segment of a kind, or NULL. */
-const bb_addr_segment *bb_address_find(const bb_address *a, bb_addr_kind kind);
+BB_API const bb_addr_segment *bb_address_find(const bb_address *a, bb_addr_kind kind);
 
 /* ---- the envelope --------------------------------------------------------------------- */
 
@@ -130,19 +130,19 @@ typedef struct bb_envelope_caps {
 
 /* Decodes one envelope. On success *out (free with bb_envelope_free) points into data.
  * Every rejection names the field, the cap or the byte offset. */
-int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *caps, const bb_allocator *alloc,
-                       bb_envelope **out, bb_error *err);
-void bb_envelope_free(bb_envelope *env, const bb_allocator *alloc);
+BB_API int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *caps, const bb_allocator *alloc,
+                              bb_envelope **out, bb_error *err);
+BB_API void bb_envelope_free(bb_envelope *env, const bb_allocator *alloc);
 
 /* Encodes an envelope (fields in number order, proto3 defaults omitted, the correlation
  * message written when has_correlation). *out is freed with bb_buffer_free(alloc, ...). */
-int bb_envelope_encode(const bb_envelope *env, const bb_allocator *alloc, uint8_t **out, size_t *out_len,
-                       bb_error *err);
+BB_API int bb_envelope_encode(const bb_envelope *env, const bb_allocator *alloc, uint8_t **out, size_t *out_len,
+                              bb_error *err);
 
 /* FNV-1a-64 of a carrier's stable type name: SlotFill.type_hash. */
-uint64_t bb_type_hash(const char *type_name);
+BB_API uint64_t bb_type_hash(const char *type_name);
 /* The name of a known carrier type with that hash, or NULL. */
-const char *bb_wire_type_name(uint64_t type_hash);
+BB_API const char *bb_wire_type_name(uint64_t type_hash);
 
 #ifdef __cplusplus
 }

@@ -1,37 +1,52 @@
-// Prints what the package weighs on the wire: bb.wasm and the JavaScript of dist/, raw
-// and gzip-compressed (level 9, as a static server would precompress them). The numbers
-// in README.md come from here; run `npm run build` first.
+// Prints what the package weighs on the wire: bb.wasm and the JavaScript of dist/ (every
+// module, the subpath entries included), raw and gzip-compressed (level 9, as a static
+// server would precompress them). README.md, js/README.md and docs/WEB.md quote these
+// figures (test/docs.test.ts holds them to it); run `npm run build` first.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { gzipSync } from 'node:zlib';
 
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
 const wasmPath = join(packageRoot, 'wasm', 'bb.wasm');
 const distDir = join(packageRoot, 'dist');
 
-for (const [path, hint] of [
-  [wasmPath, 'bash scripts/build-wasm.sh (from the repository root)'],
-  [distDir, 'npm run build'],
-]) {
-  if (!existsSync(path)) {
-    console.error(`size: ${path} is missing: run ${hint}`);
+const gzipped = (bytes) => gzipSync(bytes, { level: 9 }).length;
+
+function scriptsUnder(dir) {
+  return readdirSync(dir, { withFileTypes: true })
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .flatMap((entry) => (entry.isDirectory() ? scriptsUnder(join(dir, entry.name)) : entry.name.endsWith('.js') ? [join(dir, entry.name)] : []));
+}
+
+/** The figures: bb.wasm and dist's JavaScript, raw and gzip -9 (each module alone, and all together). */
+export function measure() {
+  for (const [path, hint] of [
+    [wasmPath, 'bash scripts/build-wasm.sh (from the repository root)'],
+    [distDir, 'npm run build'],
+  ]) {
+    if (!existsSync(path)) throw new Error(`size: ${path} is missing: run ${hint}`);
+  }
+  const wasm = readFileSync(wasmPath);
+  const scripts = scriptsUnder(distDir).map((file) => readFileSync(file));
+  const joined = Buffer.concat(scripts);
+  return {
+    wasm: { raw: wasm.length, gzip: gzipped(wasm) },
+    js: { modules: scripts.length, raw: joined.length, gzip: scripts.reduce((sum, bytes) => sum + gzipped(bytes), 0), gzipJoined: gzipped(joined) },
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  try {
+    const { wasm, js } = measure();
+    const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
+    const row = (name, raw, gzip) =>
+      console.log(`${name.padEnd(18)} ${String(raw).padStart(9)} B (${kib(raw).padStart(10)})   gzip ${String(gzip).padStart(8)} B (${kib(gzip).padStart(9)})`);
+    row('bb.wasm', wasm.raw, wasm.gzip);
+    row(`dist/**/*.js (${js.modules})`, js.raw, js.gzip);
+    row('dist/**/*.js joined', js.raw, js.gzipJoined);
+  } catch (error) {
+    console.error(error.message);
     process.exit(1);
   }
 }
-
-const gzipped = (bytes) => gzipSync(bytes, { level: 9 }).length;
-const kib = (bytes) => `${(bytes / 1024).toFixed(1)} KiB`;
-const row = (name, raw, gzip) => console.log(`${name.padEnd(18)} ${String(raw).padStart(9)} B (${kib(raw).padStart(10)})   gzip ${String(gzip).padStart(8)} B (${kib(gzip).padStart(9)})`);
-
-const wasm = readFileSync(wasmPath);
-row('bb.wasm', wasm.length, gzipped(wasm));
-
-// Each module compressed alone, as served one file per request; and all of them together.
-const scripts = readdirSync(distDir)
-  .filter((name) => name.endsWith('.js'))
-  .sort()
-  .map((name) => readFileSync(join(distDir, name)));
-const joined = Buffer.concat(scripts);
-row(`dist/*.js (${scripts.length})`, joined.length, scripts.reduce((sum, bytes) => sum + gzipped(bytes), 0));
-row('dist/*.js joined', joined.length, gzipped(joined));

@@ -1,10 +1,10 @@
 /**
- * The flat C ABI of bb.wasm (wasm/bb_wasm.h) as JavaScript sees it. Pointers and size_t
+ * The flat C ABI of bb.wasm (docs/WEB.md of the package describes it) as JavaScript sees it. Pointers and size_t
  * values are 32-bit and come back signed: read them with `>>> 0`.
  */
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 3;
+export const BB_WASM_ABI_VERSION = 4;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -48,7 +48,7 @@ export interface BbExports {
   bb_wasm_cpu_op_count(): number;
   bb_wasm_cpu_op_name(index: number): number;
   bb_wasm_cpu_op_types(index: number): number;
-  // version 3: the engine (wasm/bb_wasm.h)
+  // version 3: the engine
   bb_wasm_example_count(): number;
   bb_wasm_example_name(index: number): number;
   bb_wasm_example_description(index: number): number;
@@ -59,6 +59,7 @@ export interface BbExports {
   bb_wasm_compiler_bind(compiler: number, role: number, slotPtr: number, typePtr: number, configPtr: number): number;
   bb_wasm_compiler_unbind(compiler: number, slotPtr: number): number;
   bb_wasm_compiler_declare(compiler: number, typePtr: number, storagePtr: number, depsPtr: number): number;
+  bb_wasm_compiler_declare_op_set(compiler: number, typePtr: number, opsPtr: number, opsLen: number): number;
   bb_wasm_compiler_set_permissive(compiler: number, permissive: number): number;
   bb_wasm_compiler_compile(compiler: number, modelPtr: number, len: number): number;
   bb_wasm_compiler_error_kind(compiler: number): number;
@@ -71,11 +72,65 @@ export interface BbExports {
   bb_wasm_dataset_shape(dataset: number): number;
   bb_wasm_dataset_tensor(dataset: number, labels: number): number;
   bb_wasm_dataset_free(dataset: number): number;
-  bb_wasm_host_type_add(namePtr: number, roles: number): number;
+  // version 4: Modules the host records
+  bb_wasm_module_new(namePtr: number, hostId: number, hasBootstrap: number): number;
+  bb_wasm_module_add_submodule(module: number, submodule: number): number;
+  bb_wasm_module_build(module: number): number;
+  bb_wasm_module_free(module: number): number;
+  bb_wasm_rec_input(namePtr: number, typePtr: number): number;
+  bb_wasm_rec_output(namePtr: number, value: number): number;
+  bb_wasm_rec_net_out(portPtr: number, peers: number, value: number): number;
+  bb_wasm_rec_lookup_output(portPtr: number): number;
+  bb_wasm_rec_bundle(partsPtr: number, n: number): number;
+  bb_wasm_rec_unbundle(composite: number, typesPtr: number, typesLen: number, partsPtr: number, n: number): number;
+  bb_wasm_rec_call(module: number, bootstrap: number, inputsPtr: number, inputsLen: number, valuesPtr: number, n: number): number;
+  bb_wasm_rec_call_output(call: number, portPtr: number): number;
+  bb_wasm_rec_role_call(
+    role: number,
+    slotPtr: number,
+    peerClassPtr: number,
+    methodPtr: number,
+    inputsPtr: number,
+    nInputs: number,
+    attrsPtr: number,
+    attrsLen: number,
+    outputsPtr: number,
+    nOutputs: number,
+  ): number;
+  bb_wasm_rec_syscall(opPtr: number, inputsPtr: number, nInputs: number, attrsPtr: number, attrsLen: number, outputsPtr: number, nOutputs: number): number;
+  bb_wasm_rec_protocol_call(
+    domainPtr: number,
+    opPtr: number,
+    inputsPtr: number,
+    nInputs: number,
+    attrsPtr: number,
+    attrsLen: number,
+    outputsPtr: number,
+    nOutputs: number,
+  ): number;
+  bb_wasm_rec_constant(labelPtr: number, typePtr: number, literalPtr: number, len: number): number;
+  bb_wasm_rec_address_book_insert(peer: number, addresses: number, many: number): number;
+  bb_wasm_rec_address_book_lookup(peer: number): number;
+  bb_wasm_rec_announce(serverPeer: number): number;
+  bb_wasm_rec_fail(code: number, messagePtr: number): number;
+  bb_wasm_rec_failed(): number;
+  bb_wasm_rec_value_name(value: number): number;
+  bb_wasm_rec_value_type(value: number): number;
+  bb_wasm_host_type_add(namePtr: number, roles: number, protocolDomainPtr: number): number;
   bb_wasm_call_inputs(): number;
+  bb_wasm_call_attributes(): number;
   bb_wasm_call_set_outputs(ptr: number, len: number): number;
   bb_wasm_call_defer(): bigint;
   bb_wasm_call_now(): bigint;
+  bb_wasm_call_self(): number;
+  bb_wasm_call_source(): number;
+  bb_wasm_call_random(): bigint;
+  bb_wasm_call_send_message(toPtr: number, opPtr: number, payloadPtr: number, len: number): number;
+  bb_wasm_call_set_timer(atNs: bigint, token: bigint): number;
+  bb_wasm_call_emit(topicPtr: number, valuePtr: number, len: number): number;
+  bb_wasm_call_count(namePtr: number, delta: bigint): number;
+  bb_wasm_call_dependency(slotPtr: number, opPtr: number, inputsPtr: number, len: number, nOutputs: number): number;
+  bb_wasm_call_set_state(statePtr: number, len: number): number;
   bb_wasm_call_fail(code: number, messagePtr: number): number;
   bb_wasm_node_install(artifactPtr: number, artifactLen: number, selfPtr: number, targetsPtr: number, targetsLen: number, slotsPtr: number, slotsLen: number, datasetsPtr: number, seed: bigint): number;
   bb_wasm_node_free(node: number): number;
@@ -146,6 +201,7 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_compiler_bind: 5,
   bb_wasm_compiler_unbind: 2,
   bb_wasm_compiler_declare: 4,
+  bb_wasm_compiler_declare_op_set: 4,
   bb_wasm_compiler_set_permissive: 2,
   bb_wasm_compiler_compile: 3,
   bb_wasm_compiler_error_kind: 1,
@@ -158,11 +214,44 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_dataset_shape: 1,
   bb_wasm_dataset_tensor: 2,
   bb_wasm_dataset_free: 1,
-  bb_wasm_host_type_add: 2,
+  bb_wasm_module_new: 3,
+  bb_wasm_module_add_submodule: 2,
+  bb_wasm_module_build: 1,
+  bb_wasm_module_free: 1,
+  bb_wasm_rec_input: 2,
+  bb_wasm_rec_output: 2,
+  bb_wasm_rec_net_out: 3,
+  bb_wasm_rec_lookup_output: 1,
+  bb_wasm_rec_bundle: 2,
+  bb_wasm_rec_unbundle: 5,
+  bb_wasm_rec_call: 6,
+  bb_wasm_rec_call_output: 2,
+  bb_wasm_rec_role_call: 10,
+  bb_wasm_rec_syscall: 7,
+  bb_wasm_rec_protocol_call: 8,
+  bb_wasm_rec_constant: 4,
+  bb_wasm_rec_address_book_insert: 3,
+  bb_wasm_rec_address_book_lookup: 1,
+  bb_wasm_rec_announce: 1,
+  bb_wasm_rec_fail: 2,
+  bb_wasm_rec_failed: 0,
+  bb_wasm_rec_value_name: 1,
+  bb_wasm_rec_value_type: 1,
+  bb_wasm_host_type_add: 3,
   bb_wasm_call_inputs: 0,
+  bb_wasm_call_attributes: 0,
   bb_wasm_call_set_outputs: 2,
   bb_wasm_call_defer: 0,
   bb_wasm_call_now: 0,
+  bb_wasm_call_self: 0,
+  bb_wasm_call_source: 0,
+  bb_wasm_call_random: 0,
+  bb_wasm_call_send_message: 4,
+  bb_wasm_call_set_timer: 2,
+  bb_wasm_call_emit: 3,
+  bb_wasm_call_count: 2,
+  bb_wasm_call_dependency: 5,
+  bb_wasm_call_set_state: 2,
   bb_wasm_call_fail: 2,
   bb_wasm_node_install: 9,
   bb_wasm_node_free: 1,

@@ -4,7 +4,7 @@
  * {@link BbError}s). Get one from `loadBb`.
  */
 import type { BbExports } from './abi.js';
-import type { Host, HostComponentCallbacks } from './host.js';
+import type { Host, HostComponentCallbacks, ModuleRecorder } from './host.js';
 import { BbError, BbErrorCode, bbErrorCodeName } from './errors.js';
 
 const utf8 = new TextDecoder();
@@ -24,11 +24,16 @@ export class Bb {
     this.#memoryView = new Uint8Array(exports.memory.buffer);
   }
 
-  /** The C library's version (BB_VERSION_STRING). */
   /** Routes the module's component imports to JavaScript (used by registerComponentType). */
   setComponentCallbacks(callbacks: HostComponentCallbacks): void {
     if (this.#host === undefined) throw new Error('this Bb was made without its host: load it with loadBb');
     this.#host.setComponentCallbacks(callbacks);
+  }
+
+  /** Routes the module's recording import to a build in progress (used by the DSL). */
+  setModuleRecorder(recorder: ModuleRecorder | undefined): void {
+    if (this.#host === undefined) throw new Error('this Bb was made without its host: load it with loadBb');
+    this.#host.setModuleRecorder(recorder);
   }
 
   /** Runs `use` with NUL-terminated UTF-8 copies of the strings in module memory (undefined: NULL). */
@@ -54,6 +59,7 @@ export class Bb {
     }
   }
 
+  /** The C library's version (BB_VERSION_STRING). */
   get version(): string {
     return this.readCString(this.exports.bb_wasm_version());
   }

@@ -33,7 +33,7 @@ export interface ExampleInfo {
   readonly modules: number;
 }
 
-/** What `describe` reports as JSON (docs/COMPILER.md has the full shape). */
+/** What `describe` reports as JSON: what `bb inspect --json` prints for an artifact. */
 export interface ArtifactDescription {
   readonly partitions: readonly { readonly name: string; readonly peer_class: string; readonly nodes: readonly unknown[] }[];
   readonly wire_edges: readonly { readonly from: string; readonly to: string; readonly value: string; readonly site: string }[];
@@ -128,6 +128,20 @@ export class Compiler {
     const depText = deps.map(([role, slot]) => `${role}:${slot}`).join(',');
     bb.withStrings([type, storage, depText], (typePtr, storagePtr, depsPtr) =>
       bb.check(bb.exports.bb_wasm_compiler_declare(this.#live('declare'), typePtr!, storagePtr!, depsPtr!)),
+    );
+    return this;
+  }
+
+  /**
+   * Declares the ONNX operators a Backend type runs (a name, or [domain, name] for another
+   * domain): every Backend op bound to a slot of that type must be one of them. CpuBackend's
+   * set is declared in every new compiler, as `bb compile` declares it.
+   */
+  declareOpSet(type: string, ops: readonly (string | readonly [domain: string, op: string])[]): this {
+    const bb = this.#bb;
+    const packed = new TextEncoder().encode(ops.map((op) => (typeof op === 'string' ? `\0${op}\0` : `${op[0]}\0${op[1]}\0`)).join(''));
+    bb.withStrings([type], (typePtr) =>
+      bb.withBytes(packed, (ptr, len) => bb.check(bb.exports.bb_wasm_compiler_declare_op_set(this.#live('declareOpSet'), typePtr!, ptr, len))),
     );
     return this;
   }

@@ -4,7 +4,7 @@
  * {@link BbExitError} when the C code called exit() or abort().
  */
 
-/** The library's error codes (include/bb/common.h): 0 is success, failures are negative. */
+/** The C library's error codes (BB_ERR_*): 0 is success, failures are negative. */
 export const BbErrorCode = {
   /** The caller broke a documented precondition (a freed or unknown handle, ...). */
   InvalidArgument: -1,

@@ -1,13 +1,18 @@
 /**
- * The federated_digits example as a web app runs it: one server and any number of clients
- * learning scikit-learn's handwritten digits with federated averaging. Used by the tests,
- * the end-to-end run in Chromium and web-demo; a template for an app of its own.
+ * The reference examples federated_digits and gossip_digits as templates configure them:
+ * scikit-learn's handwritten digits (64 pixels, ten classes) learnt by a CpuMlp with one
+ * hidden layer. The compiled artifacts are the ones the C examples compile (the templates
+ * record the same Modules), which is what the end-to-end run and web-demo install.
  */
 import type { Bb } from './bb.js';
-import { Compiler } from './compiler.js';
 import { Dataset, splitForFederation } from './dataset.js';
-import { BbNode, type Step } from './node.js';
-import { peersValue, scalarOf, tensorValue, type Value } from './values.js';
+import type { BbNode } from './node.js';
+import { federatedAveraging } from './templates/federated.js';
+import { gossipLearning } from './templates/gossip.js';
+import { cpuMlp } from './templates/models.js';
+import type { Plan } from './templates/plan.js';
+
+export { roundReporter, type RoundReport } from './templates/plan.js';
 
 export interface FederatedDigitsConfig {
   /** Updates that close a round once its deadline passed (default 3). */
@@ -18,26 +23,33 @@ export interface FederatedDigitsConfig {
   readonly deadlineMs?: number;
 }
 
+const DIGITS_MLP = cpuMlp({ inputs: 64, hidden: [32], outputs: 10, activation: 'relu', lr: 0.05, momentum: 0.9, inputScale: 0.0625 });
+
+/** federated_digits as a template: FedAvg over seats (the server is given its clients). */
+export function federatedDigits(config: FederatedDigitsConfig = {}): Plan {
+  const quorum = config.quorum ?? 3;
+  return federatedAveraging({
+    name: 'FedDigits',
+    model: DIGITS_MLP,
+    clients: config.target ?? Math.max(quorum, 4),
+    quorum,
+    deadlineMs: config.deadlineMs ?? 1000,
+    discovery: 'seats',
+    roundMs: 200,
+    fitSteps: 12,
+    batch: 32,
+  });
+}
+
+/** gossip_digits as a template. */
+export const gossipDigits = gossipLearning({ name: 'GossipDigits', model: DIGITS_MLP, periodMs: 100, fitSteps: 4, view: { size: 6, shuffle: 3 } });
+
 export const FEDERATED_DIGITS_SERVER_TARGETS = ['FedDigits', 'FedDigits_server'] as const;
 export const FEDERATED_DIGITS_CLIENT_TARGETS = ['FedDigits_clients'] as const;
 
 /** Compiles federated_digits with FedAvg sized for this many clients. */
 export function compileFederatedDigits(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
-  const quorum = config.quorum ?? 3;
-  const target = config.target ?? Math.max(quorum, 4);
-  const deadline = config.deadlineMs ?? 1000;
-  const compiler = Compiler.forExample(bb, 'federated_digits');
-  try {
-    compiler.rebind(
-      'aggregator',
-      'Aggregator',
-      'FedAvg',
-      `quorum=${quorum},target=${target},deadline_ms=${deadline},no_quorum=abandon,init=model`,
-    );
-    return compiler.compile(Compiler.recordExample(bb, 'federated_digits'));
-  } finally {
-    compiler.free();
-  }
+  return federatedDigits(config).compile(bb);
 }
 
 /** The digits (CSV text: 64 pixel columns, then the digit) split for `clients` label-skewed shards. */
@@ -63,49 +75,19 @@ export function splitDigits(bb: Bb, csv: string | Uint8Array, clients: number, s
   };
 }
 
-/**
- * Installs the server (its model's data slot holds the test set, as the native example's);
- * its round loop starts with startDigitsServer.
- */
+/** Installs the server (its model's data slot holds the test set); its rounds start with startDigitsServer. */
 export function installDigitsServer(bb: Bb, artifact: Uint8Array, self: string, test: Dataset, seed = 1): BbNode {
-  return BbNode.install(bb, { artifact, self, targets: FEDERATED_DIGITS_SERVER_TARGETS, slots: { data: { dataset: test } }, seed });
+  return federatedDigits().installServer(bb, { artifact, self, test, seed }).node;
 }
 
 /** Starts the server's rounds for these clients, evaluating on the test set. */
 export function startDigitsServer(server: BbNode, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
   const x = test.features();
   const y = test.labels();
-  const inputs: Record<string, Value> = {
-    clients: peersValue(clients),
-    test_x: tensorValue('float', x.data, x.dims),
-    test_y: tensorValue('float', y.data, y.dims),
-  };
-  server.invoke('FedDigits', inputs, nowNs);
+  server.invoke('FedDigits', { clients: { kind: 'peers', peers: clients }, test_x: { kind: 'tensor', tensor: x }, test_y: { kind: 'tensor', tensor: y } }, nowNs);
 }
 
 /** Installs a client on its shard, knowing its server. */
 export function installDigitsClient(bb: Bb, artifact: Uint8Array, self: string, server: string, shard: Dataset, seed = 1): BbNode {
-  const node = BbNode.install(bb, { artifact, self, targets: FEDERATED_DIGITS_CLIENT_TARGETS, slots: { data: { dataset: shard } }, seed });
-  node.addPeer(server);
-  node.bindInput('FedDigits_clients', 'server', peersValue([server]));
-  return node;
-}
-
-/** A round the server reported: its number and the global model's held-out accuracy. */
-export interface RoundReport {
-  readonly round: number;
-  readonly accuracy: number;
-}
-
-/**
- * Turns the server's steps into round reports: "round" comes before "accuracy" in each
- * round's events.
- */
-export function roundReporter(onRound: (report: RoundReport) => void): (step: Step) => void {
-  let round = 0;
-  return (step) => {
-    if (step.kind !== 'appEvent') return;
-    if (step.topic === 'round') round = scalarOf(step.value) ?? round;
-    if (step.topic === 'accuracy') onRound({ round, accuracy: scalarOf(step.value) ?? Number.NaN });
-  };
+  return federatedDigits().installClient(bb, { artifact, self, server, data: shard, seed });
 }

@@ -31,7 +31,14 @@ export interface HostComponentCallbacks {
   create(typeId: number, slotPtr: number, configPtr: number, configLen: number, seed: bigint): number;
   destroy(instance: number): void;
   invoke(instance: number, opTypePtr: number, nInputs: number, nOutputs: number): number;
+  onMessage(instance: number, opPtr: number, fromPtr: number, payloadPtr: number, len: number): number;
+  onTimer(instance: number, token: bigint): number;
+  save(instance: number): number;
+  load(instance: number, statePtr: number, len: number): number;
 }
+
+/** What the module's env.bb_host_module_record import calls: record a Module's body or bootstrap. */
+export type ModuleRecorder = (hostId: number, bootstrap: boolean) => void;
 
 /** The host side of one module instance: its import object, then the memory to serve once instantiated. */
 export interface Host {
@@ -40,11 +47,14 @@ export interface Host {
   attach(memory: WebAssembly.Memory): void;
   /** Routes the component imports (until then a create fails with BB_ERR_INVALID_ARGUMENT). */
   setComponentCallbacks(callbacks: HostComponentCallbacks): void;
+  /** Routes the recording import to the build in progress (undefined: none). */
+  setModuleRecorder(recorder: ModuleRecorder | undefined): void;
 }
 
 export function createHost(): Host {
   let memory: WebAssembly.Memory | undefined;
   let components: HostComponentCallbacks | undefined;
+  let recorder: ModuleRecorder | undefined;
 
   const buffer = (): ArrayBuffer => {
     if (memory === undefined) throw new Error('bb.wasm called its host before instantiation finished');
@@ -138,6 +148,23 @@ export function createHost(): Host {
     bb_host_invoke(instance: number, opTypePtr: number, nInputs: number, nOutputs: number): number {
       return components === undefined ? -1 : components.invoke(instance, opTypePtr, nInputs, nOutputs);
     },
+    bb_host_on_message(instance: number, opPtr: number, fromPtr: number, payloadPtr: number, len: number): number {
+      return components === undefined ? -1 : components.onMessage(instance, opPtr, fromPtr, payloadPtr, len);
+    },
+    bb_host_on_timer(instance: number, token: bigint): number {
+      return components === undefined ? -1 : components.onTimer(instance, token);
+    },
+    bb_host_save(instance: number): number {
+      return components === undefined ? -1 : components.save(instance);
+    },
+    bb_host_load(instance: number, statePtr: number, len: number): number {
+      return components === undefined ? -1 : components.load(instance, statePtr, len);
+    },
+    // A recording with no recorder records nothing: the build then fails with the
+    // recorder's "recorded nothing".
+    bb_host_module_record(hostId: number, bootstrap: number): void {
+      recorder?.(hostId, bootstrap !== 0);
+    },
   };
 
   return {
@@ -147,6 +174,9 @@ export function createHost(): Host {
     },
     setComponentCallbacks(callbacks: HostComponentCallbacks): void {
       components = callbacks;
+    },
+    setModuleRecorder(next: ModuleRecorder | undefined): void {
+      recorder = next;
     },
   };
 }

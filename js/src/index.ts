@@ -14,7 +14,7 @@
  */
 export { loadBb, type WasmSource } from './loader.js';
 export { Bb } from './bb.js';
-export { OnnxModel } from './model.js';
+export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './model.js';
 export { Tensor, MAX_RANK } from './tensor.js';
 export { CpuSession, type CpuOp } from './session.js';
 export {
@@ -43,12 +43,33 @@ export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
 export { BbNode, monotonicNowNs, parseSteps, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
 export {
   registerComponentType,
+  type ComponentContext,
   type ComponentInit,
   type ComponentInstance,
   type ComponentType,
+  type ControlMessage,
   type OpCall,
   type OpOutputs,
 } from './component.js';
+export {
+  aggregatorComponent,
+  backendComponent,
+  codecComponent,
+  dataSourceComponent,
+  indexComponent,
+  modelComponent,
+  peerSelectorComponent,
+  protocolComponent,
+  type AggregatorComponent,
+  type BackendComponent,
+  type CodecComponent,
+  type ComponentExtras,
+  type DataSourceComponent,
+  type IndexComponent,
+  type ModelComponent,
+  type PeerSelectorComponent,
+  type ProtocolComponent,
+} from './roles.js';
 export {
   base58Decode,
   base58Encode,
@@ -88,20 +109,22 @@ export {
   type PartitionBinding,
   type RecvSite,
 } from './artifact.js';
+export * from './dsl/index.js';
 export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
   compileFederatedDigits,
   FEDERATED_DIGITS_CLIENT_TARGETS,
   FEDERATED_DIGITS_SERVER_TARGETS,
+  federatedDigits,
+  gossipDigits,
   installDigitsClient,
   installDigitsServer,
-  roundReporter,
   splitDigits,
   startDigitsServer,
   type DigitsSplit,
   type FederatedDigitsConfig,
-  type RoundReport,
 } from './examples.js';
+export * from './templates/index.js';
 // Networking has its own entry points, so pages that only compute never load it:
 // 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling
 // client) and, in Node only, 'bytesandbrains/signal/server'.

@@ -104,7 +104,21 @@ async function compileResponse(response: Response): Promise<WebAssembly.Module> 
   } catch (cause) {
     throw new BbLoadError(`cannot read bb.wasm from ${where}: ${messageOf(cause)}`, { cause });
   }
+  if (mimeType === 'text/html' && !isWasm(bytes)) {
+    // a dev server's fallback page where the module should be, e.g. Vite 7's dependency optimizer
+    throw new BbLoadError(
+      `${where} served an HTML page, not bb.wasm: a bundler moved the package away from its module. ` +
+        "With Vite 7's dev server add `optimizeDeps: { exclude: ['bytesandbrains'] }` to vite.config.js, " +
+        "or pass the module's URL: `import wasmUrl from 'bytesandbrains/bb.wasm?url'; loadBb(wasmUrl)`",
+    );
+  }
   return compileBytes(bytes, where);
+}
+
+/** True when the bytes start with WebAssembly's magic number. */
+function isWasm(bytes: ArrayBuffer): boolean {
+  const head = new Uint8Array(bytes, 0, Math.min(4, bytes.byteLength));
+  return head.length === 4 && head[0] === 0 && head[1] === 0x61 && head[2] === 0x73 && head[3] === 0x6d;
 }
 
 async function compileBytes(bytes: ArrayBuffer | ArrayBufferView, where: string): Promise<WebAssembly.Module> {

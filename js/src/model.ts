@@ -7,6 +7,50 @@
 import type { Bb } from './bb.js';
 import { BbError, BbErrorCode } from './errors.js';
 
+/** Op counts of a graph or function, by domain and op type. */
+export interface OpCount {
+  readonly domain: string;
+  readonly op_type: string;
+  readonly count: number;
+}
+
+export interface KeyValue {
+  readonly key: string;
+  readonly value: string;
+}
+
+/** What {@link OnnxModel.summary} reports. */
+export interface ModelSummary {
+  readonly ir_version: number | null;
+  readonly producer_name: string | null;
+  readonly producer_version: string | null;
+  readonly domain: string | null;
+  readonly opset_import: readonly { readonly domain: string; readonly version: number }[];
+  readonly metadata: readonly KeyValue[];
+  readonly graph: {
+    readonly name: string | null;
+    readonly nodes: number;
+    readonly initializers: number;
+    readonly initializer_bytes: number;
+    /** Each with its type as text, e.g. "float[3,4,5]". */
+    readonly inputs: readonly { readonly name: string; readonly type: string }[];
+    readonly outputs: readonly { readonly name: string; readonly type: string }[];
+    readonly ops: readonly OpCount[];
+    readonly metadata: readonly KeyValue[];
+  } | null;
+  readonly functions: readonly {
+    readonly name: string;
+    readonly domain: string | null;
+    readonly nodes: number;
+    readonly inputs: readonly string[];
+    readonly outputs: readonly string[];
+    readonly ops: readonly OpCount[];
+    readonly metadata: readonly KeyValue[];
+  }[];
+  /** Bytes of fields the IR does not model, kept for re-encoding. */
+  readonly preserved_extra_bytes: number;
+}
+
 export class OnnxModel {
   readonly #bb: Bb;
   #handle: number;
@@ -43,12 +87,18 @@ export class OnnxModel {
   }
 
   /**
-   * A readable summary: IR and opset versions, producer, metadata, and the graph and
-   * functions with their inputs, outputs and node counts by op type. With `json` it is a
-   * JSON object as text.
+   * What the model holds: IR and opset versions, producer, metadata, and the graph and
+   * functions with their inputs, outputs and node counts by op type (what
+   * `bb inspect --json` prints for a model).
    */
-  summary(json = false): string {
-    this.#bb.check(this.#bb.exports.bb_wasm_model_summary(this.#liveHandle('summary'), json ? 1 : 0));
+  summary(): ModelSummary {
+    this.#bb.check(this.#bb.exports.bb_wasm_model_summary(this.#liveHandle('summary'), 1));
+    return JSON.parse(this.#bb.resultText()) as ModelSummary;
+  }
+
+  /** The same summary as readable text (what `bb inspect` prints). */
+  summaryText(): string {
+    this.#bb.check(this.#bb.exports.bb_wasm_model_summary(this.#liveHandle('summaryText'), 0));
     return this.#bb.resultText();
   }
 

@@ -1,16 +1,24 @@
 /**
- * The package as a user gets it: `npm pack` of js/, installed from the tarball into a
- * scratch application, which then
- * - builds with Vite (no plugin, no config) and runs in headless Chromium, on the page
- *   and in a module Web Worker, each loading bb.wasm through the package and running a
- *   model on the CPU backend; the same from Vite's dev server;
- * - runs in a plain `<script type="module">` page that imports the installed files as
- *   they are (an import map names the package);
- * - runs in Node 20.
- * The Vite bundle must not carry the Node-only parts (ws, node-datachannel).
+ * The package as a user gets it: `npm pack` of js/ (its prepack builds, ships the docs,
+ * and refuses to pack without bb.wasm), installed from the tarball into scratch
+ * applications, which then
+ * - build with Vite 8 and Vite 7 (no plugin, no config) and run in headless Chromium, on
+ *   the page and in a module Web Worker, each loading bb.wasm through the package, running
+ *   a model on the CPU backend and a federation in the page; the same from both dev servers
+ *   (Vite 7's with the `optimizeDeps.exclude` the README documents; without it the loader
+ *   says what to add);
+ * - run in a plain `<script type="module">` page that imports the installed files as
+ *   they are (an import map names the package), and in Node 20;
+ * - author their own federation with the tutorial of the installed README — a logistic
+ *   regression on 2-D points, its three files as written — and train it across two
+ *   Chromium pages (one served by Vite 7's dev server, one built by Vite 8) and a Node
+ *   server over WebRTC past 90 %.
+ * The Vite bundle must not carry the Node-only parts (ws, node-datachannel); a Node peer
+ * without node-datachannel is told to install it; `npx -p bytesandbrains
+ * bytesandbrains-signal` runs from outside any app.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,8 +28,13 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 
 import { BB_WASM_ABI_VERSION, loadBb } from '../src/index.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
+import { TUTORIAL_TSCONFIG, tutorialFiles } from './tutorial.js';
 
 const VITE = join(packageRoot, 'node_modules', 'vite', 'bin', 'vite.js');
+/** Vite 7, what `npm create vite` scaffolds today (installed as the alias vite7). */
+const VITE7 = join(packageRoot, 'node_modules', 'vite7', 'bin', 'vite.js');
+/** What the README tells Vite 7 users to write. */
+const VITE7_CONFIG = "export default { optimizeDeps: { exclude: ['bytesandbrains'] } };\n";
 const TSC = join(packageRoot, 'node_modules', 'typescript', 'bin', 'tsc');
 
 /** y = a + b for these inputs, as float32. */
@@ -159,7 +172,22 @@ console.log(JSON.stringify(await checkAll({
 
 /** A TypeScript user of the package: the declarations must resolve and describe the API. */
 const CONSUMER_TS = `
-import { BbNode, loadBb, OnnxModel, type Bb, type Step, type WasmSource } from 'bytesandbrains';
+import {
+  BbNode, componentModel, cpuMlp, federatedAveraging, loadBb, module, OnnxModel, TYPES,
+  type Bb, type HostTensor, type ModelComponent, type ModelSummary, type Step, type WasmSource,
+} from 'bytesandbrains';
+
+export const Double = module('Double', (g) => void g.output('y', g.backend('cpu').op('Add', [g.input('x', TYPES.tensorF32), g.input('x')])));
+class Constant implements ModelComponent {
+  params(): HostTensor<'float'> { return { dtype: 'float', dims: [1], data: new Float32Array(1) }; }
+  loadParameters(): void {}
+  fit(params: HostTensor) { return { trained: this.params(), samples: params.dims.length }; }
+  evaluate(): number { return 0.5; }
+}
+export const plans = [
+  federatedAveraging({ model: cpuMlp({ inputs: 2, outputs: 2 }), clients: 2 }),
+  federatedAveraging({ model: componentModel('Constant', () => new Constant()), clients: 2, aggregator: 'median', codec: 'f16' }),
+];
 
 export function client(bb: Bb, artifact: Uint8Array): BbNode {
   return BbNode.install(bb, { artifact, targets: ['FedDigits_clients'], seed: 3n });
@@ -169,7 +197,7 @@ export function sends(steps: readonly Step[]): number {
 }
 
 const source: WasmSource = new URL('https://example.com/bb.wasm');
-export async function summary(bytes: Uint8Array): Promise<string> {
+export async function summary(bytes: Uint8Array): Promise<ModelSummary> {
   const bb: Bb = await loadBb(source);
   const model = OnnxModel.decode(bb, bytes);
   try {
@@ -189,7 +217,10 @@ interface CheckReport {
 }
 
 let scratch: string;
+let tarball: string;
 let app: string;
+/** The tutorial's application (the three files of the installed README). */
+let points: string;
 let server: Server | undefined;
 let base: string;
 let browser: Browser | undefined;
@@ -206,7 +237,13 @@ function run(command: string, args: string[], cwd: string): string {
 /** Serves the application's Vite build at /, and the application folder itself at /app/. */
 function serve(path: string): { status: number; type?: string; body?: Uint8Array | string } {
   if (path === '/plain.html') return { status: 200, type: 'text/html', body: PLAIN_HTML };
-  const [root, rest] = path.startsWith('/app/') ? [app, path.slice('/app'.length)] : [join(app, 'dist'), path];
+  const roots: [string, string][] = [
+    ['/app/', app],
+    ['/v7/', join(app, 'dist7')],
+    ['/points/', join(points, 'dist')],
+  ];
+  const [prefix, dir] = roots.find(([p]) => path.startsWith(p)) ?? ['/', join(app, 'dist')];
+  const [root, rest] = [dir, path.slice(prefix.length - 1)];
   const file = normalize(join(root, rest === '/' ? '/index.html' : rest));
   if (!file.startsWith(root + sep) || !existsSync(file)) return { status: 404 };
   return { status: 200, type: CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', body: readFileSync(file) };
@@ -239,8 +276,9 @@ beforeAll(async () => {
   expectedVersion = (await loadBb(wasmBytes())).version;
 
   scratch = mkdtempSync(join(tmpdir(), 'bb-pack-'));
-  const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', scratch], packageRoot)) as { filename: string }[];
-  const tarball = join(scratch, packed[0]!.filename);
+  // the package's own prepack must run (the machine's npm may be set to ignore scripts)
+  const packed = JSON.parse(run('npm', ['pack', '--ignore-scripts=false', '--json', '--pack-destination', scratch], packageRoot)) as { filename: string }[];
+  tarball = join(scratch, packed[0]!.filename);
 
   app = join(scratch, 'app');
   mkdirSync(app);
@@ -252,9 +290,23 @@ beforeAll(async () => {
   writeFileSync(join(app, 'check.js'), CHECK_JS);
   writeFileSync(join(app, 'node-check.mjs'), NODE_MJS);
   writeFileSync(join(app, 'consumer.ts'), CONSUMER_TS);
+  writeFileSync(join(app, 'vite7.config.js'), VITE7_CONFIG);
   run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], app);
-  // The repository's own Vite, run on the application (it needs no config of its own).
+  // The repository's own Vites, run on the application (a build needs no config of its own).
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn'], app);
+  run(process.execPath, [VITE7, 'build', '--logLevel', 'warn', '--outDir', 'dist7', '--base', '/v7/'], app);
+
+  // the tutorial's app: its files as the installed README writes them
+  points = join(scratch, 'points');
+  mkdirSync(points);
+  const pointsManifest = { name: 'bb-points', private: true, type: 'module', dependencies: { bytesandbrains: `file:${tarball}` } };
+  writeFileSync(join(points, 'package.json'), JSON.stringify(pointsManifest, null, 2));
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], points);
+  const readme = readFileSync(join(points, 'node_modules', 'bytesandbrains', 'README.md'), 'utf8');
+  for (const [name, code] of tutorialFiles(readme)) writeFileSync(join(points, name), code);
+  writeFileSync(join(points, 'index.html'), '<!doctype html><title>points</title><script type="module" src="./client.ts"></script>');
+  writeFileSync(join(points, 'vite7.config.js'), VITE7_CONFIG);
+  run(process.execPath, [VITE, 'build', '--logLevel', 'warn', '--base', '/points/'], points);
 
   const httpServer = createServer((request, response) => {
     const { status, type, body } = serve(new URL(request.url ?? '/', 'http://localhost').pathname);
@@ -273,8 +325,8 @@ afterAll(async () => {
   if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
 });
 
-/** Starts `vite` (the dev server) on the application; resolves with its address once it listens. */
-async function startViteDevServer(): Promise<{ url: string; child: ChildProcess }> {
+/** Starts a Vite dev server on an application; resolves with its address once it listens. */
+async function startViteDevServer(vite = VITE, cwd = app, extraArgs: string[] = []): Promise<{ url: string; child: ChildProcess }> {
   const port = await new Promise<number>((resolve) => {
     const probe = createServer().listen(0, '127.0.0.1', () => {
       const { port: free } = probe.address() as AddressInfo;
@@ -283,8 +335,8 @@ async function startViteDevServer(): Promise<{ url: string; child: ChildProcess 
   });
   // Plain text: with CI or a terminal in the environment Vite colours its banner and
   // bolds the port, which split the address this waits for.
-  const child = spawn(process.execPath, [VITE, '--host', '127.0.0.1', '--port', String(port), '--strictPort'], {
-    cwd: app,
+  const child = spawn(process.execPath, [vite, '--host', '127.0.0.1', '--port', String(port), '--strictPort', ...extraArgs], {
+    cwd,
     env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
   });
   let output = '';
@@ -323,7 +375,7 @@ async function pageReport(path: string): Promise<unknown> {
 
 test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   const installed = join(app, 'node_modules', 'bytesandbrains');
-  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/driver.js', 'src/index.ts', 'wasm/bb.wasm']) {
+  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
     expect(existsSync(join(installed, file)), file).toBe(true);
   }
   expect(readFileSync(join(installed, 'wasm', 'bb.wasm')).equals(wasmBytes())).toBe(true);
@@ -387,3 +439,103 @@ test('Node 20 imports the installed package', () => {
   const output = run(process.execPath, ['node-check.mjs'], app);
   expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes']);
 });
+
+test('Vite 7 builds the app with no configuration, and its dev server runs it with the documented optimizeDeps.exclude', async () => {
+  const built = (await pageReport('/v7/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
+  expectWorking(built.page, ['default', 'url']);
+  expectWorking(built.worker, ['default', 'response', 'bytes']);
+  const { url, child } = await startViteDevServer(VITE7, app, ['--config', 'vite7.config.js']);
+  try {
+    const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
+    expectWorking(report.page, ['default', 'url']);
+    expectWorking(report.worker, ['default', 'response', 'bytes']);
+  } finally {
+    child.kill();
+  }
+});
+
+test("without the exclusion, Vite 7's dev server breaks the module's URL and the loader says what to add", async () => {
+  const { url, child } = await startViteDevServer(VITE7, app);
+  try {
+    const report = (await pageReport(url)) as { page: Record<string, CheckReport> };
+    expect(report.page['default']?.error).toMatch(/served an HTML page, not bb\.wasm.*optimizeDeps: \{ exclude: \['bytesandbrains'\] \}/);
+  } finally {
+    child.kill();
+  }
+});
+
+test('npm pack refuses to pack without bb.wasm', () => {
+  const copy = join(scratch, 'no-wasm');
+  mkdirSync(copy);
+  for (const entry of ['package.json', 'tsconfig.json', 'README.md', 'src', 'scripts', 'bin']) cpSync(join(packageRoot, entry), join(copy, entry), { recursive: true });
+  symlinkSync(join(packageRoot, 'node_modules'), join(copy, 'node_modules'));
+  const result = spawnSync('npm', ['pack', '--ignore-scripts=false', '--pack-destination', copy], { cwd: copy, encoding: 'utf8', timeout: 120_000 });
+  expect(result.status).not.toBe(0);
+  expect(result.stdout + result.stderr).toMatch(/prepack: wasm\/bb\.wasm is missing: build it with `bash scripts\/build-wasm\.sh`/);
+});
+
+test('npx -p bytesandbrains bytesandbrains-signal runs from outside any app', () => {
+  const outside = mkdtempSync(join(scratch, 'outside-'));
+  const output = run('npx', ['--yes', '--prefer-offline', '-p', tarball, 'bytesandbrains-signal', '--help'], outside);
+  expect(output).toMatch(/usage: bytesandbrains-signal \[--port 8787\] \[--host 127\.0\.0\.1\]/);
+});
+
+test('a Node peer without node-datachannel is told what to install', () => {
+  writeFileSync(
+    join(points, 'no-rtc.mjs'),
+    "import { WebRtcTransport } from 'bytesandbrains/transport';\n" +
+      'try { await WebRtcTransport.create({}); } catch (error) { console.log(error.message); }\n',
+  );
+  expect(run(process.execPath, ['no-rtc.mjs'], points)).toMatch(/node-datachannel is not installed: in Node run `npm install node-datachannel`/);
+});
+
+test('the tutorial of the installed README trains across two Chromium pages and a Node server over WebRTC', async () => {
+  // the README's `npm install bytesandbrains node-datachannel`, with the repository's copy (no download)
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `file:${join(packageRoot, 'node_modules', 'node-datachannel')}`], points);
+  const tsconfig = { ...TUTORIAL_TSCONFIG, compilerOptions: { ...TUTORIAL_TSCONFIG.compilerOptions, typeRoots: [join(packageRoot, 'node_modules', '@types')] } };
+  writeFileSync(join(points, 'tsconfig.json'), JSON.stringify(tsconfig));
+  run(process.execPath, [TSC, '-p', points], points);
+
+  const port = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address() as AddressInfo;
+      probe.close(() => resolve(free));
+    });
+  });
+  const serverPeer = spawn(process.execPath, ['server.js'], { cwd: points, env: { ...process.env, PORT: String(port) } });
+  let output = '';
+  serverPeer.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  serverPeer.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => serverPeer.on('exit', resolve));
+  const dev = await startViteDevServer(VITE7, points, ['--config', 'vite7.config.js']);
+  // WebRTC between pages and node-datachannel: host candidates, no mDNS names
+  const rtcBrowser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [...CHROMIUM_ARGS, '--disable-quic', '--disable-features=WebRtcHideLocalIpsWithMdns', '--allow-loopback-in-peer-connection'],
+  });
+  try {
+    const serverId = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the server printed no id:\n${output}`)), 30_000);
+      serverPeer.stdout.on('data', () => {
+        const id = /server peer id: (\w+)/.exec(output)?.[1];
+        if (id !== undefined) clearTimeout(timer), resolve(id);
+      });
+    });
+    const query = `?server=${serverId}&signal=ws://127.0.0.1:${port}`;
+    const pageErrors: string[] = [];
+    for (const address of [`${dev.url}${query}`, `${base}/points/${query}`]) {
+      const page = await (await rtcBrowser.newContext()).newPage();
+      page.on('pageerror', (error) => pageErrors.push(error.message));
+      await page.goto(address);
+      await page.waitForFunction('document.body.textContent.includes("training")', undefined, { timeout: 30_000 });
+    }
+    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('timed out'), 120_000))]);
+    expect(pageErrors).toEqual([]);
+    expect(code, output).toBe(0);
+    expect(Number(/trained: ([\d.]+) %/.exec(output)?.[1]), output).toBeGreaterThanOrEqual(90);
+  } finally {
+    serverPeer.kill();
+    dev.child.kill();
+    await rtcBrowser.close();
+  }
+}, 300_000);

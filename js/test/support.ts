@@ -1,4 +1,5 @@
 /** Paths and fixtures the tests share. */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
@@ -75,3 +76,40 @@ export const CONTENT_TYPES: Record<string, string> = {
   '.wasm': 'application/wasm',
   '.html': 'text/html',
 };
+
+/** The native bb tool the tests compare against: build/bb, or BB_NATIVE_BB. */
+export function nativeBbPath(): string {
+  const path = process.env['BB_NATIVE_BB'] ?? join(repoRoot, 'build', 'bb');
+  if (!existsSync(path)) {
+    throw new Error(`the native bb tool is missing at ${path}: build it with \`cmake -S . -B build && cmake --build build\` from the repository root, or point BB_NATIVE_BB at it`);
+  }
+  return path;
+}
+
+/** Debian's python3-onnx lives under the system interpreter, not whatever python3 is first on PATH. */
+export const ONNX_PYTHON = process.env['BB_ONNX_PYTHON'] ?? '/usr/bin/python3';
+
+/** A recorded node as ONNX's own parser reads it. */
+export interface ParsedNode {
+  readonly op_type: string;
+  readonly domain: string;
+  readonly input: string[];
+  readonly output: string[];
+  readonly attribute: string[];
+}
+
+/**
+ * The functions of ModelProto bytes, parsed by ONNX's Python package (and, with `check`,
+ * passed by onnx.checker): name → nodes.
+ */
+export function onnxFunctions(bytes: Uint8Array, check = true): Record<string, ParsedNode[]> {
+  if (!existsSync(ONNX_PYTHON)) throw new Error(`${ONNX_PYTHON} is missing: install python3-onnx (scripts/setup.sh does) or set BB_ONNX_PYTHON`);
+  const script = [
+    'import json, sys, onnx',
+    'm = onnx.load_from_string(sys.stdin.buffer.read())',
+    ...(check ? ['onnx.checker.check_model(m)'] : []),
+    'print(json.dumps({f.name: [{"op_type": n.op_type, "domain": n.domain, "input": list(n.input), "output": list(n.output),',
+    '  "attribute": [a.name for a in n.attribute]} for n in f.node] for f in m.functions}))',
+  ].join('\n');
+  return JSON.parse(execFileSync(ONNX_PYTHON, ['-c', script], { input: bytes, encoding: 'utf8' })) as Record<string, ParsedNode[]>;
+}

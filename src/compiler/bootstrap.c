@@ -63,8 +63,8 @@ int cc_check_bootstrap(cc_ctx *x) {
   if (!name) return cc_nomem(x);
   long b = find_fn(m, name);
   if (b < 0 || !is_bootstrap(m->functions.items[b])) return 0;
-  uint8_t *color = bb_arena_alloc(m->arena, m->functions.len + 1);
-  size_t *stack = bb_arena_alloc(m->arena, (m->functions.len + 1) * sizeof *stack);
+  uint8_t *color = bbi_arena_alloc(m->arena, m->functions.len + 1);
+  size_t *stack = bbi_arena_alloc(m->arena, (m->functions.len + 1) * sizeof *stack);
   if (!color || !stack) return cc_nomem(x);
   return visit(x, (size_t)b, color, stack, 0);
 }

@@ -22,11 +22,11 @@ static int pass_index(const char *name) {
 
 bb_compiler *bb_compiler_new(const bb_allocator *alloc) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_arena *arena = bb_arena_new(alloc);
+  bb_arena *arena = bbi_arena_new(alloc);
   if (!arena) return NULL;
-  bb_compiler *c = bb_arena_alloc(arena, sizeof *c);
+  bb_compiler *c = bbi_arena_alloc(arena, sizeof *c);
   if (!c) {
-    bb_arena_free(arena);
+    bbi_arena_free(arena);
     return NULL;
   }
   c->alloc = alloc;
@@ -37,7 +37,7 @@ bb_compiler *bb_compiler_new(const bb_allocator *alloc) {
 }
 
 void bb_compiler_free(bb_compiler *c) {
-  if (c) bb_arena_free(c->arena);
+  if (c) bbi_arena_free(c->arena);
 }
 
 const cc_binding *cc_find_binding(const bb_compiler *c, const char *slot) {
@@ -99,9 +99,9 @@ int bb_compiler_bind(bb_compiler *c, bb_role role, const char *slot, const char 
                         concrete_type ? concrete_type : "(null)");
   if (cc_find_binding(c, slot))
     return bb_error_set(err, BB_ERR_EXISTS, "bind: slot \"%s\" is already bound", slot);
-  cc_binding b = {role, bb_arena_strdup(c->arena, slot), bb_arena_strdup(c->arena, concrete_type),
-                  config ? bb_arena_strdup(c->arena, config) : NULL};
-  if (!b.slot || !b.type || (config && !b.config) || BB_ARENA_PUSH(c->arena, &c->bindings, b))
+  cc_binding b = {role, bbi_arena_strdup(c->arena, slot), bbi_arena_strdup(c->arena, concrete_type),
+                  config ? bbi_arena_strdup(c->arena, config) : NULL};
+  if (!b.slot || !b.type || (config && !b.config) || BBI_ARENA_PUSH(c->arena, &c->bindings, b))
     return bb_error_set(err, BB_ERR_NOMEM, "bind: out of memory");
   return 0;
 }
@@ -134,20 +134,20 @@ int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl,
   if (!c || !decl || decl->struct_size < sizeof *decl || !is_name(decl->type_name) ||
       (decl->n_storage && !decl->storage) || (decl->n_deps && !decl->deps))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "declare_component: bad declaration");
-  cc_component k = {bb_arena_strdup(c->arena, decl->type_name), NULL, decl->n_storage, NULL, decl->n_deps};
+  cc_component k = {bbi_arena_strdup(c->arena, decl->type_name), NULL, decl->n_storage, NULL, decl->n_deps};
   if (!k.type) return bb_error_set(err, BB_ERR_NOMEM, "declare_component: out of memory");
-  if (k.n_storage && !(k.storage = bb_arena_alloc(c->arena, k.n_storage * sizeof *k.storage)))
+  if (k.n_storage && !(k.storage = bbi_arena_alloc(c->arena, k.n_storage * sizeof *k.storage)))
     return bb_error_set(err, BB_ERR_NOMEM, "declare_component: out of memory");
   for (size_t i = 0; i < k.n_storage; i++) {
     const bb_component_port *p = &decl->storage[i];
     if (!is_name(p->port) || !p->type)
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "declare_component %s: bad storage port %zu",
                           decl->type_name, i);
-    k.storage[i].port = bb_arena_strdup(c->arena, p->port);
-    k.storage[i].type = bb_arena_strdup(c->arena, p->type);
+    k.storage[i].port = bbi_arena_strdup(c->arena, p->port);
+    k.storage[i].type = bbi_arena_strdup(c->arena, p->type);
     if (!k.storage[i].port || !k.storage[i].type) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   }
-  if (k.n_deps && !(k.deps = bb_arena_alloc(c->arena, k.n_deps * sizeof *k.deps)))
+  if (k.n_deps && !(k.deps = bbi_arena_alloc(c->arena, k.n_deps * sizeof *k.deps)))
     return bb_error_set(err, BB_ERR_NOMEM, "declare_component: out of memory");
   for (size_t i = 0; i < k.n_deps; i++) {
     const bb_component_dep *d = &decl->deps[i];
@@ -155,7 +155,7 @@ int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl,
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "declare_component %s: bad dependency %zu",
                           decl->type_name, i);
     k.deps[i].role = d->role;
-    if (!(k.deps[i].slot = bb_arena_strdup(c->arena, d->slot)))
+    if (!(k.deps[i].slot = bbi_arena_strdup(c->arena, d->slot)))
       return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   }
   for (size_t i = 0; i < c->components.len; i++)
@@ -163,7 +163,7 @@ int bb_compiler_declare_component(bb_compiler *c, const bb_component_decl *decl,
       c->components.items[i] = k;
       return 0;
     }
-  if (BB_ARENA_PUSH(c->arena, &c->components, k)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  if (BBI_ARENA_PUSH(c->arena, &c->components, k)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   return 0;
 }
 
@@ -175,13 +175,13 @@ int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_c
     if (!is_name(ops[i].op_type) || (ops[i].domain && *ops[i].domain && !is_name(ops[i].domain)))
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "declare_op_set %s: op %zu is not a (domain, op_type) pair",
                           type_name, i);
-  cc_op_set set = {bb_arena_strdup(c->arena, type_name), NULL, 0};
-  if (!set.type || (n_ops && !(set.ops = bb_arena_alloc(c->arena, n_ops * sizeof *set.ops))))
+  cc_op_set set = {bbi_arena_strdup(c->arena, type_name), NULL, 0};
+  if (!set.type || (n_ops && !(set.ops = bbi_arena_alloc(c->arena, n_ops * sizeof *set.ops))))
     return bb_error_set(err, BB_ERR_NOMEM, "declare_op_set: out of memory");
   for (size_t i = 0; i < n_ops; i++) {
     const char *domain = bb_domain_is_onnx(ops[i].domain) ? BB_DOMAIN_ONNX : ops[i].domain;
-    set.ops[i].domain = bb_arena_strdup(c->arena, domain);
-    set.ops[i].op_type = bb_arena_strdup(c->arena, ops[i].op_type);
+    set.ops[i].domain = bbi_arena_strdup(c->arena, domain);
+    set.ops[i].op_type = bbi_arena_strdup(c->arena, ops[i].op_type);
     if (!set.ops[i].domain || !set.ops[i].op_type) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   }
   if (n_ops) qsort(set.ops, n_ops, sizeof *set.ops, cmp_ops);
@@ -192,7 +192,7 @@ int bb_compiler_declare_op_set(bb_compiler *c, const char *type_name, const bb_c
       c->op_sets.items[i] = set;
       return 0;
     }
-  if (BB_ARENA_PUSH(c->arena, &c->op_sets, set)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  if (BBI_ARENA_PUSH(c->arena, &c->op_sets, set)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   return 0;
 }
 
@@ -234,8 +234,8 @@ int bb_compiler_add_pass(bb_compiler *c, const char *after, const char *name, bb
   for (size_t k = 0; k < c->hooks.len; k++)
     if (strcmp(c->hooks.items[k].name, name) == 0)
       return bb_error_set(err, BB_ERR_EXISTS, "add_pass: a pass named %s exists", name);
-  cc_hook h = {at, bb_arena_strdup(c->arena, name), fn, user};
-  if (!h.name || BB_ARENA_PUSH(c->arena, &c->hooks, h)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  cc_hook h = {at, bbi_arena_strdup(c->arena, name), fn, user};
+  if (!h.name || BBI_ARENA_PUSH(c->arena, &c->hooks, h)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   return 0;
 }
 

@@ -1,7 +1,7 @@
 /* The compiler's internals: the configured compiler object, one compile's working
  * context and the helpers every pass shares. Keys and names are bb/artifact.h's. */
-#ifndef BB_SRC_COMPILER_COMPILER_H
-#define BB_SRC_COMPILER_COMPILER_H
+#ifndef BBI_SRC_COMPILER_COMPILER_H
+#define BBI_SRC_COMPILER_COMPILER_H
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "bb/compiler.h"
 #include "bb/graph.h"
 #include "util/arena.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/strmap.h"
 
 /* ---- the compiler object -------------------------------------------------------- */
@@ -114,7 +114,7 @@ typedef struct cc_ctx {
   /* value-info index of one function (cc_find_vi), rebuilt when the function changes */
   const bb_function *vi_fn;
   size_t vi_len;
-  bb_strmap vi_map;
+  bbi_strmap vi_map;
 } cc_ctx;
 
 /* Fails the compile with `kind`; the message is "<KindName>: <fmt...>". Returns the
@@ -152,7 +152,7 @@ bool cc_is_role_domain(const char *domain);
 const char *cc_site_base(const bb_ir_node *n);
 
 /* A value → producing-node-index map over a node list (first producer wins). */
-int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bb_strmap *map);
+int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bbi_strmap *map);
 
 /* ---- passes (each returns 0 or the failing code, error in x) ---------------------- */
 

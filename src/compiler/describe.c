@@ -79,139 +79,139 @@ static bool parse_binding(const bb_kv *kv, char *buf, size_t cap, binding *b) {
 
 static const char *str(const char *s) { return s ? s : ""; }
 
-static void node_text(bb_strbuf *s, const bb_ir_node *n) {
-  bb_strbuf_printf(s, "    %s::%s(", n->domain && *n->domain ? n->domain : BB_DOMAIN_ONNX_ALIAS, str(n->op_type));
-  for (size_t i = 0; i < n->inputs.len; i++) bb_strbuf_printf(s, "%s%s", i ? ", " : "", n->inputs.items[i]);
-  bb_strbuf_puts(s, ") -> (");
-  for (size_t i = 0; i < n->outputs.len; i++) bb_strbuf_printf(s, "%s%s", i ? ", " : "", n->outputs.items[i]);
-  bb_strbuf_puts(s, ")\n");
+static void node_text(bbi_strbuf *s, const bb_ir_node *n) {
+  bbi_strbuf_printf(s, "    %s::%s(", n->domain && *n->domain ? n->domain : BB_DOMAIN_ONNX_ALIAS, str(n->op_type));
+  for (size_t i = 0; i < n->inputs.len; i++) bbi_strbuf_printf(s, "%s%s", i ? ", " : "", n->inputs.items[i]);
+  bbi_strbuf_puts(s, ") -> (");
+  for (size_t i = 0; i < n->outputs.len; i++) bbi_strbuf_printf(s, "%s%s", i ? ", " : "", n->outputs.items[i]);
+  bbi_strbuf_puts(s, ")\n");
 }
 
-static void json_strs(bb_strbuf *s, const bb_strlist *l) {
-  bb_strbuf_puts(s, "[");
+static void json_strs(bbi_strbuf *s, const bb_strlist *l) {
+  bbi_strbuf_puts(s, "[");
   for (size_t i = 0; i < l->len; i++) {
-    if (i) bb_strbuf_puts(s, ",");
-    bb_strbuf_json_string(s, l->items[i]);
+    if (i) bbi_strbuf_puts(s, ",");
+    bbi_strbuf_json_string(s, l->items[i]);
   }
-  bb_strbuf_puts(s, "]");
+  bbi_strbuf_puts(s, "]");
 }
 
 /* DOT identifiers are quoted; quotes and backslashes escaped. */
-static void dot_id(bb_strbuf *s, const char *a, const char *b, size_t i) {
-  bb_strbuf_puts(s, "\"");
+static void dot_id(bbi_strbuf *s, const char *a, const char *b, size_t i) {
+  bbi_strbuf_puts(s, "\"");
   for (const char *p = a; *p; p++) {
-    if (*p == '"' || *p == '\\') bb_strbuf_puts(s, "\\");
-    bb_strbuf_append(s, p, 1);
+    if (*p == '"' || *p == '\\') bbi_strbuf_puts(s, "\\");
+    bbi_strbuf_append(s, p, 1);
   }
-  bb_strbuf_printf(s, "%s%zu\"", b, i);
+  bbi_strbuf_printf(s, "%s%zu\"", b, i);
 }
 
-static void render(const bb_model *m, bb_artifact_format format, bb_strbuf *s, const wire_edge *edges, size_t n_edges) {
+static void render(const bb_model *m, bb_artifact_format format, bbi_strbuf *s, const wire_edge *edges, size_t n_edges) {
   char buf[1024];
   binding b;
   if (format == BB_ARTIFACT_JSON) {
-    bb_strbuf_puts(s, "{\"partitions\":[");
+    bbi_strbuf_puts(s, "{\"partitions\":[");
     bool first = true;
     for (size_t f = 0; f < m->functions.len; f++) {
       const bb_function *fn = m->functions.items[f];
       if (!is_partition(fn)) continue;
-      bb_strbuf_puts(s, first ? "{\"name\":" : ",{\"name\":");
+      bbi_strbuf_puts(s, first ? "{\"name\":" : ",{\"name\":");
       first = false;
-      bb_strbuf_json_string(s, fn->name);
-      bb_strbuf_puts(s, ",\"peer_class\":");
-      bb_strbuf_json_string(s, class_of(fn));
-      bb_strbuf_puts(s, ",\"inputs\":");
+      bbi_strbuf_json_string(s, fn->name);
+      bbi_strbuf_puts(s, ",\"peer_class\":");
+      bbi_strbuf_json_string(s, class_of(fn));
+      bbi_strbuf_puts(s, ",\"inputs\":");
       json_strs(s, &fn->inputs);
-      bb_strbuf_puts(s, ",\"outputs\":");
+      bbi_strbuf_puts(s, ",\"outputs\":");
       json_strs(s, &fn->outputs);
-      bb_strbuf_puts(s, ",\"nodes\":[");
+      bbi_strbuf_puts(s, ",\"nodes\":[");
       for (size_t i = 0; i < fn->nodes.len; i++) {
         const bb_ir_node *n = fn->nodes.items[i];
-        bb_strbuf_puts(s, i ? ",{\"op_type\":" : "{\"op_type\":");
-        bb_strbuf_json_string(s, n->op_type);
-        bb_strbuf_puts(s, ",\"domain\":");
-        bb_strbuf_json_string(s, n->domain ? n->domain : "");
-        bb_strbuf_puts(s, ",\"name\":");
-        bb_strbuf_json_string(s, n->name ? n->name : "");
-        bb_strbuf_puts(s, ",\"inputs\":");
+        bbi_strbuf_puts(s, i ? ",{\"op_type\":" : "{\"op_type\":");
+        bbi_strbuf_json_string(s, n->op_type);
+        bbi_strbuf_puts(s, ",\"domain\":");
+        bbi_strbuf_json_string(s, n->domain ? n->domain : "");
+        bbi_strbuf_puts(s, ",\"name\":");
+        bbi_strbuf_json_string(s, n->name ? n->name : "");
+        bbi_strbuf_puts(s, ",\"inputs\":");
         json_strs(s, &n->inputs);
-        bb_strbuf_puts(s, ",\"outputs\":");
+        bbi_strbuf_puts(s, ",\"outputs\":");
         json_strs(s, &n->outputs);
-        bb_strbuf_puts(s, "}");
+        bbi_strbuf_puts(s, "}");
       }
-      bb_strbuf_puts(s, "]}");
+      bbi_strbuf_puts(s, "]}");
     }
-    bb_strbuf_puts(s, "],\"functions\":[");
+    bbi_strbuf_puts(s, "],\"functions\":[");
     first = true;
     for (size_t f = 0; f < m->functions.len; f++) {
       if (is_partition(m->functions.items[f])) continue;
-      if (!first) bb_strbuf_puts(s, ",");
+      if (!first) bbi_strbuf_puts(s, ",");
       first = false;
-      bb_strbuf_json_string(s, m->functions.items[f]->name);
+      bbi_strbuf_json_string(s, m->functions.items[f]->name);
     }
-    bb_strbuf_puts(s, "],\"wire_edges\":[");
+    bbi_strbuf_puts(s, "],\"wire_edges\":[");
     for (size_t i = 0; i < n_edges; i++) {
-      bb_strbuf_puts(s, i ? ",{\"from\":" : "{\"from\":");
-      bb_strbuf_json_string(s, edges[i].from->name);
-      bb_strbuf_puts(s, ",\"to\":");
-      bb_strbuf_json_string(s, edges[i].to->name);
-      bb_strbuf_puts(s, ",\"value\":");
-      bb_strbuf_json_string(s, edges[i].value);
-      bb_strbuf_puts(s, ",\"site\":");
-      bb_strbuf_json_string(s, edges[i].site);
-      bb_strbuf_puts(s, "}");
+      bbi_strbuf_puts(s, i ? ",{\"from\":" : "{\"from\":");
+      bbi_strbuf_json_string(s, edges[i].from->name);
+      bbi_strbuf_puts(s, ",\"to\":");
+      bbi_strbuf_json_string(s, edges[i].to->name);
+      bbi_strbuf_puts(s, ",\"value\":");
+      bbi_strbuf_json_string(s, edges[i].value);
+      bbi_strbuf_puts(s, ",\"site\":");
+      bbi_strbuf_json_string(s, edges[i].site);
+      bbi_strbuf_puts(s, "}");
     }
-    bb_strbuf_puts(s, "],\"bindings\":[");
+    bbi_strbuf_puts(s, "],\"bindings\":[");
     first = true;
     for (size_t k = 0; k < m->metadata.len; k++) {
       if (!parse_binding(&m->metadata.items[k], buf, sizeof buf, &b)) continue;
-      bb_strbuf_puts(s, first ? "{\"target\":" : ",{\"target\":");
+      bbi_strbuf_puts(s, first ? "{\"target\":" : ",{\"target\":");
       first = false;
-      bb_strbuf_json_string(s, b.target);
-      bb_strbuf_puts(s, ",\"slot\":");
-      bb_strbuf_json_string(s, b.slot);
-      bb_strbuf_puts(s, ",\"role\":");
-      bb_strbuf_json_string(s, b.role);
-      bb_strbuf_puts(s, ",\"type\":");
-      bb_strbuf_json_string(s, b.type);
+      bbi_strbuf_json_string(s, b.target);
+      bbi_strbuf_puts(s, ",\"slot\":");
+      bbi_strbuf_json_string(s, b.slot);
+      bbi_strbuf_puts(s, ",\"role\":");
+      bbi_strbuf_json_string(s, b.role);
+      bbi_strbuf_puts(s, ",\"type\":");
+      bbi_strbuf_json_string(s, b.type);
       /* the id as a JSON number when it is one, else as the string the table holds */
       char *end;
       long id = strtol(b.slot_id, &end, 10);
-      if (*b.slot_id && !*end) bb_strbuf_printf(s, ",\"slot_id\":%ld}", id);
+      if (*b.slot_id && !*end) bbi_strbuf_printf(s, ",\"slot_id\":%ld}", id);
       else {
-        bb_strbuf_puts(s, ",\"slot_id\":");
-        bb_strbuf_json_string(s, b.slot_id);
-        bb_strbuf_puts(s, "}");
+        bbi_strbuf_puts(s, ",\"slot_id\":");
+        bbi_strbuf_json_string(s, b.slot_id);
+        bbi_strbuf_puts(s, "}");
       }
     }
-    bb_strbuf_puts(s, "]}\n");
+    bbi_strbuf_puts(s, "]}\n");
     return;
   }
   if (format == BB_ARTIFACT_DOT) {
-    bb_strbuf_puts(s, "digraph artifact {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n");
+    bbi_strbuf_puts(s, "digraph artifact {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n");
     size_t cluster = 0;
     for (size_t f = 0; f < m->functions.len; f++) {
       const bb_function *fn = m->functions.items[f];
       if (!is_partition(fn)) continue;
-      bb_strbuf_printf(s, "  subgraph cluster_%zu {\n    label=", cluster++);
+      bbi_strbuf_printf(s, "  subgraph cluster_%zu {\n    label=", cluster++);
       dot_id(s, str(fn->name), " @ ", 0);
-      bb_strbuf_puts(s, ";\n");
+      bbi_strbuf_puts(s, ";\n");
       for (size_t i = 0; i < fn->nodes.len; i++) {
-        bb_strbuf_puts(s, "    ");
+        bbi_strbuf_puts(s, "    ");
         dot_id(s, str(fn->name), "/", i);
-        bb_strbuf_puts(s, " [label=");
-        bb_strbuf_json_string(s, str(fn->nodes.items[i]->op_type));
-        bb_strbuf_puts(s, "];\n");
+        bbi_strbuf_puts(s, " [label=");
+        bbi_strbuf_json_string(s, str(fn->nodes.items[i]->op_type));
+        bbi_strbuf_puts(s, "];\n");
       }
       /* dataflow inside the partition, through a value → producer index */
-      bb_strmap producers;
-      bb_strmap_init(&producers, s->alloc);
+      bbi_strmap producers;
+      bbi_strmap_init(&producers, s->alloc);
       for (size_t i = 0; i < fn->nodes.len; i++) {
         const bb_ir_node *n = fn->nodes.items[i];
         for (size_t o = 0; o < n->outputs.len; o++) {
           uint32_t prev;
-          if (*n->outputs.items[o] && !bb_strmap_get(&producers, n->outputs.items[o], &prev) &&
-              bb_strmap_put(&producers, n->outputs.items[o], (uint32_t)i))
+          if (*n->outputs.items[o] && !bbi_strmap_get(&producers, n->outputs.items[o], &prev) &&
+              bbi_strmap_put(&producers, n->outputs.items[o], (uint32_t)i))
             s->failed = true;
         }
       }
@@ -219,49 +219,49 @@ static void render(const bb_model *m, bb_artifact_format format, bb_strbuf *s, c
         const bb_ir_node *n = fn->nodes.items[i];
         for (size_t k = 0; k < n->inputs.len; k++) {
           uint32_t p;
-          if (!*n->inputs.items[k] || !bb_strmap_get(&producers, n->inputs.items[k], &p)) continue;
-          bb_strbuf_puts(s, "    ");
+          if (!*n->inputs.items[k] || !bbi_strmap_get(&producers, n->inputs.items[k], &p)) continue;
+          bbi_strbuf_puts(s, "    ");
           dot_id(s, str(fn->name), "/", p);
-          bb_strbuf_puts(s, " -> ");
+          bbi_strbuf_puts(s, " -> ");
           dot_id(s, str(fn->name), "/", i);
-          bb_strbuf_puts(s, ";\n");
+          bbi_strbuf_puts(s, ";\n");
         }
       }
-      bb_strmap_free(&producers);
-      bb_strbuf_puts(s, "  }\n");
+      bbi_strmap_free(&producers);
+      bbi_strbuf_puts(s, "  }\n");
     }
     for (size_t i = 0; i < n_edges; i++) {
-      bb_strbuf_puts(s, "  ");
+      bbi_strbuf_puts(s, "  ");
       dot_id(s, str(edges[i].from->name), "/", (size_t)bb_nodelist_index(&edges[i].from->nodes, edges[i].send));
-      bb_strbuf_puts(s, " -> ");
+      bbi_strbuf_puts(s, " -> ");
       dot_id(s, str(edges[i].to->name), "/", (size_t)bb_nodelist_index(&edges[i].to->nodes, edges[i].recv));
-      bb_strbuf_puts(s, " [style=dashed, label=");
-      bb_strbuf_json_string(s, edges[i].value);
-      bb_strbuf_puts(s, "];\n");
+      bbi_strbuf_puts(s, " [style=dashed, label=");
+      bbi_strbuf_json_string(s, edges[i].value);
+      bbi_strbuf_puts(s, "];\n");
     }
-    bb_strbuf_puts(s, "}\n");
+    bbi_strbuf_puts(s, "}\n");
     return;
   }
   size_t np = 0;
   for (size_t f = 0; f < m->functions.len; f++) np += is_partition(m->functions.items[f]);
-  bb_strbuf_printf(s, "artifact: %zu partition(s), %zu wire edge(s)\n", np, n_edges);
+  bbi_strbuf_printf(s, "artifact: %zu partition(s), %zu wire edge(s)\n", np, n_edges);
   for (size_t f = 0; f < m->functions.len; f++) {
     const bb_function *fn = m->functions.items[f];
     if (!is_partition(fn)) {
-      bb_strbuf_printf(s, "function %s (%zu nodes, shared)\n", str(fn->name), fn->nodes.len);
+      bbi_strbuf_printf(s, "function %s (%zu nodes, shared)\n", str(fn->name), fn->nodes.len);
       continue;
     }
-    bb_strbuf_printf(s, "partition %s  class %s  (%zu nodes)\n", str(fn->name), class_of(fn), fn->nodes.len);
+    bbi_strbuf_printf(s, "partition %s  class %s  (%zu nodes)\n", str(fn->name), class_of(fn), fn->nodes.len);
     for (size_t i = 0; i < fn->nodes.len; i++) node_text(s, fn->nodes.items[i]);
   }
-  bb_strbuf_puts(s, "wire edges:\n");
+  bbi_strbuf_puts(s, "wire edges:\n");
   for (size_t i = 0; i < n_edges; i++)
-    bb_strbuf_printf(s, "  %s -> %s  value %s  site %s\n", str(edges[i].from->name), str(edges[i].to->name),
+    bbi_strbuf_printf(s, "  %s -> %s  value %s  site %s\n", str(edges[i].from->name), str(edges[i].to->name),
                      edges[i].value, edges[i].site);
-  bb_strbuf_puts(s, "bindings:\n");
+  bbi_strbuf_puts(s, "bindings:\n");
   for (size_t k = 0; k < m->metadata.len; k++)
     if (parse_binding(&m->metadata.items[k], buf, sizeof buf, &b))
-      bb_strbuf_printf(s, "  %s  %s = %s %s (slot id %s)\n", b.target, b.slot, b.role, b.type, b.slot_id);
+      bbi_strbuf_printf(s, "  %s  %s = %s %s (slot id %s)\n", b.target, b.slot, b.role, b.type, b.slot_id);
 }
 
 int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, char **out, size_t *out_len,
@@ -274,17 +274,17 @@ int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, ch
   if (!passport)
     return bb_error_set(err, BB_ERR_MALFORMED, "not a compiled artifact: no %s passport (compile it first)",
                         BB_KEY_COMPILED);
-  const bb_allocator *alloc = bb_arena_allocator(artifact->arena);
+  const bb_allocator *alloc = bbi_arena_allocator(artifact->arena);
   size_t n_edges = collect_edges(artifact, NULL, 0);
   wire_edge *edges = n_edges ? alloc->malloc(n_edges * sizeof *edges, alloc->user_data) : NULL;
   if (n_edges && !edges) return bb_error_set(err, BB_ERR_NOMEM, "describe: out of memory");
   collect_edges(artifact, edges, n_edges);
-  bb_strbuf s;
-  bb_strbuf_init(&s, alloc);
+  bbi_strbuf s;
+  bbi_strbuf_init(&s, alloc);
   render(artifact, format, &s, edges, n_edges);
   if (edges) alloc->free(edges, alloc->user_data);
   size_t len;
-  if (bb_strbuf_finish(&s, out, &len)) return bb_error_set(err, BB_ERR_NOMEM, "describe: out of memory");
+  if (bbi_strbuf_finish(&s, out, &len)) return bb_error_set(err, BB_ERR_NOMEM, "describe: out of memory");
   if (out_len) *out_len = len;
   return 0;
 }

@@ -67,7 +67,7 @@ int cc_gate_tx(cc_ctx *x, cc_partition *p, int which) {
     bb_ir_node *g = bb_ir_node_new(x->m, TX[which].op, BB_DOMAIN_SYSCALL, cc_printf(x, "%s@%s", TX[which].op, base));
     const char *type = cc_value_type(x, f, send->inputs.items[0]);
     if (!out || !g || !g->name || bb_strlist_append(x->m, &g->inputs, send->inputs.items[0]) ||
-        bb_strlist_append(x->m, &g->outputs, out) || BB_ARENA_PUSH(x->m->arena, &g->attrs, (bb_attr *)peer) ||
+        bb_strlist_append(x->m, &g->outputs, out) || BBI_ARENA_PUSH(x->m->arena, &g->attrs, (bb_attr *)peer) ||
         bb_kv_append(x->m, &g->metadata, TX[which].source, base) ||
         bb_kv_append(x->m, &g->metadata, TX[which].gated, BB_FLAG_TRUE) ||
         bb_kv_append(x->m, &g->metadata, BB_KEY_HOME_CLASS, p->klass) ||

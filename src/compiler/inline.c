@@ -11,7 +11,7 @@ typedef struct inl_state {
   bool *wire, *pure, *inlinable, *removed;
   uint32_t *calls;
   uint64_t next_site; /* k of #inl<k> */
-  bb_strmap by_name;  /* function name → first index */
+  bbi_strmap by_name;  /* function name → first index */
 } inl_state;
 
 static bool is_bootstrap(const bb_function *f) {
@@ -21,7 +21,7 @@ static bool is_bootstrap(const bb_function *f) {
 
 static long find_fn(const bb_model *m, const char *name, const inl_state *s) {
   uint32_t first;
-  if (!name || !bb_strmap_get(&s->by_name, name, &first)) return -1;
+  if (!name || !bbi_strmap_get(&s->by_name, name, &first)) return -1;
   if (!s->removed[first]) return (long)first;
   for (size_t i = first + 1; i < m->functions.len; i++) /* a later function of the same name */
     if (!s->removed[i] && m->functions.items[i]->name && strcmp(m->functions.items[i]->name, name) == 0)
@@ -86,10 +86,10 @@ static bool calls_inlinable(const bb_model *m, const bb_function *f, size_t self
   return false;
 }
 
-static const char *renamed(bb_strmap *map, const char **names, const char *v) {
+static const char *renamed(bbi_strmap *map, const char **names, const char *v) {
   uint32_t i;
   if (!*v) return v;
-  return bb_strmap_get(map, v, &i) ? names[i] : v;
+  return bbi_strmap_get(map, v, &i) ? names[i] : v;
 }
 
 /* Inlining can grow a graph exponentially (a function calling another twice, nested);
@@ -103,20 +103,20 @@ static int inline_site(cc_ctx *x, bb_function *caller, size_t at, const bb_funct
     return cc_fail(x, BB_COMPILE_INTERNAL, "inlining `%s` into `%s` would exceed %u nodes", callee->name,
                    caller->name ? caller->name : "", MAX_INLINED_NODES);
   uint64_t k = s->next_site++;
-  bb_strmap map;
-  bb_strmap_init(&map, bb_arena_allocator(x->m->arena));
+  bbi_strmap map;
+  bbi_strmap_init(&map, bbi_arena_allocator(x->m->arena));
   size_t cap = callee->inputs.len + callee->outputs.len + callee->value_infos.len + 16;
   for (size_t i = 0; i < callee->nodes.len; i++)
     cap += callee->nodes.items[i]->inputs.len + callee->nodes.items[i]->outputs.len;
-  const char **names = bb_arena_alloc(x->m->arena, cap * sizeof *names);
+  const char **names = bbi_arena_alloc(x->m->arena, cap * sizeof *names);
   uint32_t used = 0;
   int rc = names ? 0 : cc_nomem(x);
 #define MAP(from, to)                                                                   \
   do {                                                                                  \
     uint32_t prev_;                                                                     \
-    if (!rc && *(from) && !bb_strmap_get(&map, (from), &prev_)) {                       \
+    if (!rc && *(from) && !bbi_strmap_get(&map, (from), &prev_)) {                       \
       names[used] = (to);                                                               \
-      if (!names[used] || bb_strmap_put(&map, (from), used)) rc = cc_nomem(x);          \
+      if (!names[used] || bbi_strmap_put(&map, (from), used)) rc = cc_nomem(x);          \
       used++;                                                                           \
     }                                                                                   \
   } while (0)
@@ -167,7 +167,7 @@ static int inline_site(cc_ctx *x, bb_function *caller, size_t at, const bb_funct
     if (bb_opset_get(&caller->opsets, d) < 0 && bb_opset_set(x->m, &caller->opsets, d, o->has_version ? o->version : 1))
       rc = cc_nomem(x);
   }
-  bb_strmap_free(&map);
+  bbi_strmap_free(&map);
   return rc;
 }
 
@@ -175,18 +175,18 @@ int cc_inline(cc_ctx *x) {
   bb_model *m = x->m;
   size_t nf = m->functions.len;
   inl_state s = {0};
-  s.wire = bb_arena_alloc(m->arena, nf + 1);
-  s.pure = bb_arena_alloc(m->arena, nf + 1);
-  s.inlinable = bb_arena_alloc(m->arena, nf + 1);
-  s.removed = bb_arena_alloc(m->arena, nf + 1);
-  s.calls = bb_arena_alloc(m->arena, (nf + 1) * sizeof *s.calls);
+  s.wire = bbi_arena_alloc(m->arena, nf + 1);
+  s.pure = bbi_arena_alloc(m->arena, nf + 1);
+  s.inlinable = bbi_arena_alloc(m->arena, nf + 1);
+  s.removed = bbi_arena_alloc(m->arena, nf + 1);
+  s.calls = bbi_arena_alloc(m->arena, (nf + 1) * sizeof *s.calls);
   if (!s.wire || !s.pure || !s.inlinable || !s.removed || !s.calls) return cc_nomem(x);
-  bb_strmap_init(&s.by_name, bb_arena_allocator(m->arena));
+  bbi_strmap_init(&s.by_name, bbi_arena_allocator(m->arena));
   for (size_t i = 0; i < nf; i++) {
     uint32_t prev;
     const char *name = m->functions.items[i]->name;
-    if (name && !bb_strmap_get(&s.by_name, name, &prev) && bb_strmap_put(&s.by_name, name, (uint32_t)i)) {
-      bb_strmap_free(&s.by_name);
+    if (name && !bbi_strmap_get(&s.by_name, name, &prev) && bbi_strmap_put(&s.by_name, name, (uint32_t)i)) {
+      bbi_strmap_free(&s.by_name);
       return cc_nomem(x);
     }
   }
@@ -218,7 +218,7 @@ int cc_inline(cc_ctx *x) {
     }
     s.removed[pick] = true;
   }
-  bb_strmap_free(&s.by_name);
+  bbi_strmap_free(&s.by_name);
   if (rc) return rc;
   size_t kept = 0;
   for (size_t i = 0; i < nf; i++)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "compiler/compiler.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -18,16 +18,16 @@ static const char *home_of(const bb_ir_node *n) {
   return h ? h : BB_SELF_CLASS;
 }
 
-static int use(cc_ctx *x, bb_strmap *used, const char *v) {
-  return *v && bb_strmap_put(used, v, 1) ? cc_nomem(x) : 0;
+static int use(cc_ctx *x, bbi_strmap *used, const char *v) {
+  return *v && bbi_strmap_put(used, v, 1) ? cc_nomem(x) : 0;
 }
 
 static int build_partition(cc_ctx *x, const char *klass) {
   const bb_function *root = x->root;
   bb_function *p = bb_function_new(x->m, root->name, root->domain);
   if (!p) return cc_nomem(x);
-  bb_strmap used;
-  bb_strmap_init(&used, bb_arena_allocator(x->m->arena));
+  bbi_strmap used;
+  bbi_strmap_init(&used, bbi_arena_allocator(x->m->arena));
   int rc = 0;
   for (size_t i = 0; i < root->nodes.len && !rc; i++) {
     bb_ir_node *n = root->nodes.items[i];
@@ -51,7 +51,7 @@ static int build_partition(cc_ctx *x, const char *klass) {
   p->doc_string = root->doc_string;
   for (size_t i = 0; i < root->value_infos.len && !rc; i++) {
     const bb_value_info *vi = root->value_infos.items[i];
-    if (!vi->name || !bb_strmap_get(&used, vi->name, &dummy)) continue;
+    if (!vi->name || !bbi_strmap_get(&used, vi->name, &dummy)) continue;
     bb_value_info *mine = bb_vilist_add(x->m, &p->value_infos, vi->name, vi->type);
     if (!mine) rc = cc_nomem(x);
     else mine->metadata = vi->metadata, mine->doc_string = vi->doc_string;
@@ -59,9 +59,9 @@ static int build_partition(cc_ctx *x, const char *klass) {
   for (size_t i = 0; i < root->metadata.len && !rc; i++)
     if (bb_kv_append(x->m, &p->metadata, root->metadata.items[i].key, root->metadata.items[i].value)) rc = cc_nomem(x);
   if (!rc && bb_kv_upsert(x->m, &p->metadata, BB_KEY_PEER_CLASS, klass)) rc = cc_nomem(x);
-  bb_strmap_free(&used);
+  bbi_strmap_free(&used);
   cc_partition part = {klass, p};
-  if (!rc && BB_ARENA_PUSH(x->m->arena, &x->parts, part)) rc = cc_nomem(x);
+  if (!rc && BBI_ARENA_PUSH(x->m->arena, &x->parts, part)) rc = cc_nomem(x);
   return rc;
 }
 
@@ -100,7 +100,7 @@ static int pair_wire_edges(cc_ctx *x) {
         group = o->batch_group + 1;
     }
     e.batch_group = group;
-    if (BB_ARENA_PUSH(x->m->arena, &x->edges, e)) return cc_nomem(x);
+    if (BBI_ARENA_PUSH(x->m->arena, &x->edges, e)) return cc_nomem(x);
   }
   return 0;
 }
@@ -110,15 +110,15 @@ static int pair_wire_edges(cc_ctx *x) {
  * one) would find nothing at run time, so such a read is reported. */
 static int check_closed(cc_ctx *x, const cc_partition *p) {
   const bb_function *f = p->fn;
-  bb_strmap produced;
-  bb_strmap_init(&produced, bb_arena_allocator(x->m->arena));
+  bbi_strmap produced;
+  bbi_strmap_init(&produced, bbi_arena_allocator(x->m->arena));
   int rc = cc_index_producers(x, &f->nodes, &produced);
   uint32_t dummy;
   for (size_t i = 0; i < f->nodes.len && !rc; i++) {
     const bb_ir_node *n = f->nodes.items[i];
     for (size_t k = 0; k < n->inputs.len && !rc; k++) {
       const char *v = n->inputs.items[k];
-      if (!*v || bb_strmap_get(&produced, v, &dummy) || bb_strlist_find(&f->inputs, v) >= 0) continue;
+      if (!*v || bbi_strmap_get(&produced, v, &dummy) || bb_strlist_find(&f->inputs, v) >= 0) continue;
       const bb_ir_node *prod = bb_nodelist_producer(&x->root->nodes, v);
       rc = cc_fail(x, BB_COMPILE_CROSS_CLASS_DATAFLOW,
                    "node `%s` on peer class `%s` reads `%s`, produced on class `%s`; only graph inputs and wire "
@@ -126,13 +126,13 @@ static int check_closed(cc_ctx *x, const cc_partition *p) {
                    cc_node_label(x, x->root, n), p->klass, v, prod ? home_of(prod) : "?");
     }
   }
-  bb_strmap_free(&produced);
+  bbi_strmap_free(&produced);
   return rc;
 }
 
 int cc_partition_root(cc_ctx *x) {
   const bb_function *f = x->root;
-  const char **classes = bb_arena_alloc(x->m->arena, (f->nodes.len + 1) * sizeof *classes);
+  const char **classes = bbi_arena_alloc(x->m->arena, (f->nodes.len + 1) * sizeof *classes);
   if (!classes) return cc_nomem(x);
   size_t nc = 0;
   for (size_t i = 0; i < f->nodes.len; i++) {
@@ -159,7 +159,7 @@ typedef struct fnv {
 
 static void fnv_bytes(fnv *s, const void *data, size_t len) {
   const uint8_t *p = data;
-  s->h = bb_fnv1a64_update(s->h, p, len);
+  s->h = bbi_fnv1a64_update(s->h, p, len);
 }
 
 static void fnv_u64(fnv *s, uint64_t v) {
@@ -179,7 +179,7 @@ static void fnv_str(fnv *s, const char *str) {
  * names, and attribute names (values and metadata ignored): two functions with equal
  * hashes have the same structure, whatever their constants. */
 static uint64_t hash_nodes(const bb_function *f) {
-  fnv s = {BB_FNV1A64_INIT};
+  fnv s = {BBI_FNV1A64_INIT};
   for (size_t i = 0; i < f->nodes.len; i++) {
     const bb_ir_node *n = f->nodes.items[i];
     fnv_str(&s, n->op_type);

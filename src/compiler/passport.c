@@ -79,13 +79,13 @@ int cc_stamp_passport(cc_ctx *x) {
   /* the artifact's function table */
   bb_functionlist fns = {0};
   for (size_t i = 0; i < x->parts.len; i++)
-    if (BB_ARENA_PUSH(m->arena, &fns, x->parts.items[i].fn)) return cc_nomem(x);
+    if (BBI_ARENA_PUSH(m->arena, &fns, x->parts.items[i].fn)) return cc_nomem(x);
   for (size_t i = 1; i < m->functions.len; i++) {
     bb_function *f = m->functions.items[i];
     bool dup = false;
     for (size_t k = 0; k < fns.len && !dup; k++) dup = fns.items[k]->name && f->name && strcmp(fns.items[k]->name, f->name) == 0;
     if (dup) return cc_fail(x, BB_COMPILE_INTERNAL, "duplicate function name after partition merge: %s", f->name);
-    if (BB_ARENA_PUSH(m->arena, &fns, f)) return cc_nomem(x);
+    if (BBI_ARENA_PUSH(m->arena, &fns, f)) return cc_nomem(x);
   }
   m->functions = fns;
   if (bb_opset_get(&m->opsets, "") < 0 && bb_opset_set(m, &m->opsets, "", BB_ONNX_OPSET_VERSION)) return cc_nomem(x);

@@ -9,7 +9,7 @@
 #include "compiler/compiler.h"
 
 typedef struct homes {
-  bb_strmap map; /* value → index in names */
+  bbi_strmap map; /* value → index in names */
   const char **names;
   size_t n, cap;
 } homes;
@@ -18,18 +18,18 @@ static int put(cc_ctx *x, homes *h, const char *v, const char *klass) {
   if (!*v) return 0;
   if (h->n == h->cap) {
     size_t cap = h->cap ? h->cap * 2 : 64;
-    const char **g = bb_arena_grow(x->m->arena, (void *)h->names, h->cap * sizeof *g, cap * sizeof *g);
+    const char **g = bbi_arena_grow(x->m->arena, (void *)h->names, h->cap * sizeof *g, cap * sizeof *g);
     if (!g) return cc_nomem(x);
     h->names = g;
     h->cap = cap;
   }
   h->names[h->n] = klass;
-  return bb_strmap_put(&h->map, v, (uint32_t)h->n++) ? cc_nomem(x) : 0;
+  return bbi_strmap_put(&h->map, v, (uint32_t)h->n++) ? cc_nomem(x) : 0;
 }
 
 static const char *get(const homes *h, const char *v) {
   uint32_t i;
-  return *v && bb_strmap_get(&h->map, v, &i) ? h->names[i] : NULL;
+  return *v && bbi_strmap_get(&h->map, v, &i) ? h->names[i] : NULL;
 }
 
 static bool allow_listed(const bb_ir_node *n) {
@@ -42,9 +42,9 @@ static bool allow_listed(const bb_ir_node *n) {
 
 /* Walks a Send's peer input back through pass-through ONNX ops and stamps the value
  * infos of the roots (values nobody produces: graph inputs) with peer_class = name. */
-static int trace_peer_sources(cc_ctx *x, bb_function *f, const bb_strmap *producers) {
+static int trace_peer_sources(cc_ctx *x, bb_function *f, const bbi_strmap *producers) {
   size_t cap = 64, len = 0;
-  const char **stack = bb_arena_alloc(x->m->arena, cap * sizeof *stack);
+  const char **stack = bbi_arena_alloc(x->m->arena, cap * sizeof *stack);
   if (!stack) return cc_nomem(x);
   for (size_t i = 0; i < f->nodes.len; i++) {
     const bb_ir_node *send = f->nodes.items[i];
@@ -56,7 +56,7 @@ static int trace_peer_sources(cc_ctx *x, bb_function *f, const bb_strmap *produc
       const char *v = stack[--len];
       uint32_t p;
       if (!*v) continue;
-      if (!bb_strmap_get(producers, v, &p)) {
+      if (!bbi_strmap_get(producers, v, &p)) {
         bb_value_info *vi = cc_find_vi(x, f, v);
         if (vi && !bb_kv_get(&vi->metadata, BB_KEY_PEER_CLASS) && bb_kv_append(x->m, &vi->metadata, BB_KEY_PEER_CLASS, v))
           return cc_nomem(x);
@@ -66,7 +66,7 @@ static int trace_peer_sources(cc_ctx *x, bb_function *f, const bb_strmap *produc
       if (!allow_listed(prod)) continue;
       for (size_t k = 0; k < prod->inputs.len; k++) {
         if (len == cap) {
-          const char **g = bb_arena_grow(x->m->arena, (void *)stack, cap * sizeof *g, 2 * cap * sizeof *g);
+          const char **g = bbi_arena_grow(x->m->arena, (void *)stack, cap * sizeof *g, 2 * cap * sizeof *g);
           if (!g) return cc_nomem(x);
           stack = g;
           cap *= 2;
@@ -88,11 +88,11 @@ static bool is_ambient(cc_ctx *x, const bb_function *f, const char *v) {
 
 int cc_infer_peer_classes(cc_ctx *x) {
   bb_function *f = x->root;
-  bb_strmap producers;
-  bb_strmap_init(&producers, bb_arena_allocator(x->m->arena));
+  bbi_strmap producers;
+  bbi_strmap_init(&producers, bbi_arena_allocator(x->m->arena));
   homes home = {0}, peer = {0};
-  bb_strmap_init(&home.map, bb_arena_allocator(x->m->arena));
-  bb_strmap_init(&peer.map, bb_arena_allocator(x->m->arena));
+  bbi_strmap_init(&home.map, bbi_arena_allocator(x->m->arena));
+  bbi_strmap_init(&peer.map, bbi_arena_allocator(x->m->arena));
   int rc = cc_index_producers(x, &f->nodes, &producers);
   if (!rc) rc = trace_peer_sources(x, f, &producers);
   for (size_t i = 0; i < f->inputs.len && !rc; i++) rc = put(x, &home, f->inputs.items[i], BB_SELF_CLASS);
@@ -139,8 +139,8 @@ int cc_infer_peer_classes(cc_ctx *x) {
     }
     if (!rc && bb_kv_upsert(x->m, &n->metadata, BB_KEY_HOME_CLASS, klass)) rc = cc_nomem(x);
   }
-  bb_strmap_free(&producers);
-  bb_strmap_free(&home.map);
-  bb_strmap_free(&peer.map);
+  bbi_strmap_free(&producers);
+  bbi_strmap_free(&home.map);
+  bbi_strmap_free(&peer.map);
   return rc;
 }

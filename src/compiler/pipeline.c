@@ -106,7 +106,7 @@ static bb_role role_of_slot(const bb_model *m, const char *slot) {
  * as configured, so it compiles other models too). */
 static int resolve_binding_roles(cc_ctx *x, cc_binding **out) {
   bb_compiler *c = x->c;
-  *out = c->bindings.len ? bb_arena_memdup(x->m->arena, c->bindings.items, c->bindings.len * sizeof **out) : NULL;
+  *out = c->bindings.len ? bbi_arena_memdup(x->m->arena, c->bindings.items, c->bindings.len * sizeof **out) : NULL;
   if (c->bindings.len && !*out) return cc_nomem(x);
   for (size_t i = 0; i < c->bindings.len; i++) {
     cc_binding *b = &(*out)[i];
@@ -127,7 +127,7 @@ static int compile_in_place(bb_compiler *c, bb_model *m, bb_error *err) {
     rc = run_passes(&x);
     c->bindings.items = configured;
   }
-  if (x.vi_fn) bb_strmap_free(&x.vi_map);
+  if (x.vi_fn) bbi_strmap_free(&x.vi_map);
   c->last_kind = rc ? (x.kind ? x.kind : BB_COMPILE_INTERNAL) : BB_COMPILE_OK;
   return rc;
 }
@@ -160,7 +160,7 @@ int bb_compiler_compile_model(bb_compiler *c, const bb_model *model, bb_model **
   if (rc) return rc;
   bb_model *m = NULL;
   rc = bb_model_decode(bytes, len, c->alloc, NULL, &m, err);
-  bb_buffer_free(bb_arena_allocator(model->arena), bytes);
+  bb_buffer_free(bbi_arena_allocator(model->arena), bytes);
   if (rc) return rc;
   rc = compile_in_place(c, m, err);
   if (rc) {

@@ -20,17 +20,17 @@ static const char *home_of(const bb_ir_node *n) {
 int cc_synthesize_recvs(cc_ctx *x) {
   bb_function *f = x->root;
   size_t n0 = f->nodes.len;
-  bb_ir_node **snapshot = bb_arena_alloc(x->m->arena, (n0 + 1) * sizeof *snapshot);
+  bb_ir_node **snapshot = bbi_arena_alloc(x->m->arena, (n0 + 1) * sizeof *snapshot);
   if (!snapshot) return cc_nomem(x);
   memcpy(snapshot, f->nodes.items, n0 * sizeof *snapshot);
   uint64_t seq = 0;
   bb_nodelist out = {0};
   int rc = 0;
-  const char **classes = bb_arena_alloc(x->m->arena, (n0 + 1) * sizeof *classes);
+  const char **classes = bbi_arena_alloc(x->m->arena, (n0 + 1) * sizeof *classes);
   if (!classes) rc = cc_nomem(x);
   for (size_t i = 0; i < n0 && !rc; i++) {
     bb_ir_node *send = snapshot[i];
-    if (BB_ARENA_PUSH(x->m->arena, &out, send)) {
+    if (BBI_ARENA_PUSH(x->m->arena, &out, send)) {
       rc = cc_nomem(x);
       break;
     }
@@ -63,7 +63,7 @@ int cc_synthesize_recvs(cc_ctx *x) {
           bb_strlist_append(x->m, &recv->outputs, sender) ||
           bb_kv_append(x->m, &recv->metadata, BB_KEY_HOME_CLASS, classes[j]) ||
           bb_kv_append(x->m, &recv->metadata, BB_KEY_SYNTHESIZED_FROM_SEND, from) ||
-          BB_ARENA_PUSH(x->m->arena, &out, recv))
+          BBI_ARENA_PUSH(x->m->arena, &out, recv))
         return cc_nomem(x);
       if ((rc = cc_set_value_type(x, f, payload, type)) != 0) break;
       if ((rc = cc_set_value_type(x, f, sender, BB_TYPE_PEER_ID)) != 0) break;

@@ -63,7 +63,7 @@ static int find_binding(cc_ctx *x, const bb_function *f, const bb_ir_node *n, co
 }
 
 /* Records value → storage type for every output of role nodes in f. */
-static int refine_function(cc_ctx *x, bb_function *f, bb_strmap *refined, const char ***types,
+static int refine_function(cc_ctx *x, bb_function *f, bbi_strmap *refined, const char ***types,
                            size_t *n_types, size_t *cap_types) {
   for (size_t i = 0; i < f->nodes.len; i++) {
     const bb_ir_node *n = f->nodes.items[i];
@@ -95,16 +95,16 @@ static int refine_function(cc_ctx *x, bb_function *f, bb_strmap *refined, const 
     for (size_t o = 0; o < n->outputs.len; o++) {
       const char *v = n->outputs.items[o];
       uint32_t prev;
-      if (!*v || bb_strmap_get(refined, v, &prev)) continue;
+      if (!*v || bbi_strmap_get(refined, v, &prev)) continue;
       if (*n_types == *cap_types) {
         size_t cap = *cap_types ? *cap_types * 2 : 16;
-        const char **grown = bb_arena_grow(x->m->arena, (void *)*types, *cap_types * sizeof **types, cap * sizeof **types);
+        const char **grown = bbi_arena_grow(x->m->arena, (void *)*types, *cap_types * sizeof **types, cap * sizeof **types);
         if (!grown) return cc_nomem(x);
         *types = grown;
         *cap_types = cap;
       }
       (*types)[*n_types] = storage;
-      if (bb_strmap_put(refined, v, (uint32_t)(*n_types)++)) return cc_nomem(x);
+      if (bbi_strmap_put(refined, v, (uint32_t)(*n_types)++)) return cc_nomem(x);
     }
   }
   return 0;
@@ -112,8 +112,8 @@ static int refine_function(cc_ctx *x, bb_function *f, bb_strmap *refined, const 
 
 int cc_refine_types(cc_ctx *x) {
   bb_model *m = x->m;
-  bb_strmap refined;
-  bb_strmap_init(&refined, bb_arena_allocator(m->arena));
+  bbi_strmap refined;
+  bbi_strmap_init(&refined, bbi_arena_allocator(m->arena));
   const char **types = NULL;
   size_t n_types = 0, cap_types = 0;
   int rc = 0;
@@ -129,13 +129,13 @@ int cc_refine_types(cc_ctx *x) {
         if (!(cc_is(n, BB_DOMAIN_SYSCALL, "PassThrough") || cc_is(n, BB_DOMAIN_WIRE, "Send"))) continue;
         if (!n->inputs.len || !n->outputs.len || !*n->outputs.items[0]) continue;
         uint32_t in, out;
-        if (!bb_strmap_get(&refined, n->inputs.items[0], &in) || bb_strmap_get(&refined, n->outputs.items[0], &out))
+        if (!bbi_strmap_get(&refined, n->inputs.items[0], &in) || bbi_strmap_get(&refined, n->outputs.items[0], &out))
           continue;
         /* an output the author typed concretely keeps its type: a mismatch is then
          * reported where it matters (IncompatibleStorageOnEdge), not silently fixed */
         const char *declared = cc_value_type(x, fn, n->outputs.items[0]);
         if (*declared && strcmp(declared, BB_TYPE_BYTES) != 0) continue;
-        if (bb_strmap_put(&refined, n->outputs.items[0], in)) rc = cc_nomem(x);
+        if (bbi_strmap_put(&refined, n->outputs.items[0], in)) rc = cc_nomem(x);
         changed = true;
       }
     }
@@ -146,9 +146,9 @@ int cc_refine_types(cc_ctx *x) {
     for (size_t i = 0; i < fn->value_infos.len && !rc; i++) {
       bb_value_info *vi = fn->value_infos.items[i];
       uint32_t t;
-      if (vi->name && bb_strmap_get(&refined, vi->name, &t)) rc = cc_set_value_type(x, fn, vi->name, types[t]);
+      if (vi->name && bbi_strmap_get(&refined, vi->name, &t)) rc = cc_set_value_type(x, fn, vi->name, types[t]);
     }
   }
-  bb_strmap_free(&refined);
+  bbi_strmap_free(&refined);
   return rc;
 }

@@ -36,7 +36,7 @@ static bool is_bound(const char *t) { return !*t || strcmp(t, BB_TYPE_BYTES) == 
 typedef struct solver {
   cc_ctx *x;
   bb_function *f;
-  bb_strmap index; /* value → slot */
+  bbi_strmap index; /* value → slot */
   const char **type;
   const char **name;
   size_t n, cap;
@@ -44,25 +44,25 @@ typedef struct solver {
 
 static int intern(solver *s, const char *v) {
   uint32_t i;
-  if (!*v || bb_strmap_get(&s->index, v, &i)) return 0;
+  if (!*v || bbi_strmap_get(&s->index, v, &i)) return 0;
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;
-    const char **t = bb_arena_grow(s->x->m->arena, (void *)s->type, s->cap * sizeof *t, cap * sizeof *t);
+    const char **t = bbi_arena_grow(s->x->m->arena, (void *)s->type, s->cap * sizeof *t, cap * sizeof *t);
     if (!t) return cc_nomem(s->x);
     s->type = t;
-    const char **nm = bb_arena_grow(s->x->m->arena, (void *)s->name, s->cap * sizeof *nm, cap * sizeof *nm);
+    const char **nm = bbi_arena_grow(s->x->m->arena, (void *)s->name, s->cap * sizeof *nm, cap * sizeof *nm);
     if (!nm) return cc_nomem(s->x);
     s->name = nm;
     s->cap = cap;
   }
   s->name[s->n] = v;
   s->type[s->n] = cc_value_type(s->x, s->f, v);
-  return bb_strmap_put(&s->index, v, (uint32_t)s->n++) ? cc_nomem(s->x) : 0;
+  return bbi_strmap_put(&s->index, v, (uint32_t)s->n++) ? cc_nomem(s->x) : 0;
 }
 
 static const char **slot(solver *s, const char *v) {
   uint32_t i;
-  return *v && bb_strmap_get(&s->index, v, &i) ? &s->type[i] : NULL;
+  return *v && bbi_strmap_get(&s->index, v, &i) ? &s->type[i] : NULL;
 }
 
 /* Narrows `to` from `from` when `to` is abstract; true when it changed. */
@@ -128,7 +128,7 @@ static const bb_ir_node *send_of(const bb_function *f, const bb_ir_node *recv) {
 
 int cc_solve_types(cc_ctx *x, bool check_edges) {
   solver s = {.x = x, .f = x->root};
-  bb_strmap_init(&s.index, bb_arena_allocator(x->m->arena));
+  bbi_strmap_init(&s.index, bbi_arena_allocator(x->m->arena));
   bb_function *f = x->root;
   int rc = 0;
   for (size_t i = 0; i < f->inputs.len && !rc; i++) rc = intern(&s, f->inputs.items[i]);
@@ -177,6 +177,6 @@ int cc_solve_types(cc_ctx *x, bool check_edges) {
   for (size_t i = 0; i < s.n && !rc; i++)
     if (*s.type[i] && strcmp(s.type[i], cc_value_type(x, f, s.name[i])) != 0)
       rc = cc_set_value_type(x, f, s.name[i], s.type[i]);
-  bb_strmap_free(&s.index);
+  bbi_strmap_free(&s.index);
   return rc;
 }

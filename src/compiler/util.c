@@ -23,7 +23,7 @@ char *cc_printf(cc_ctx *x, const char *fmt, ...) {
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
   if (n < 0) return NULL;
-  char *s = bb_arena_alloc(x->m->arena, (size_t)n + 1);
+  char *s = bbi_arena_alloc(x->m->arena, (size_t)n + 1);
   if (!s) return NULL;
   va_start(ap, fmt);
   vsnprintf(s, (size_t)n + 1, fmt, ap);
@@ -54,24 +54,24 @@ bool cc_parse_u32(const char *s, uint32_t *out) {
 
 bb_value_info *cc_find_vi(cc_ctx *x, const bb_function *f, const char *name) {
   if (x->vi_fn != f || x->vi_len > f->value_infos.len) {
-    if (x->vi_fn) bb_strmap_free(&x->vi_map);
-    bb_strmap_init(&x->vi_map, bb_arena_allocator(x->m->arena));
+    if (x->vi_fn) bbi_strmap_free(&x->vi_map);
+    bbi_strmap_init(&x->vi_map, bbi_arena_allocator(x->m->arena));
     x->vi_fn = f;
     x->vi_len = 0;
   }
   for (; x->vi_len < f->value_infos.len; x->vi_len++) {
     const char *n = f->value_infos.items[x->vi_len]->name;
     uint32_t prev;
-    if (!n || bb_strmap_get(&x->vi_map, n, &prev)) continue;
-    if (bb_strmap_put(&x->vi_map, n, (uint32_t)x->vi_len)) {
+    if (!n || bbi_strmap_get(&x->vi_map, n, &prev)) continue;
+    if (bbi_strmap_put(&x->vi_map, n, (uint32_t)x->vi_len)) {
       /* out of memory: fall back to the linear search */
-      bb_strmap_free(&x->vi_map);
+      bbi_strmap_free(&x->vi_map);
       x->vi_fn = NULL;
       return bb_vilist_find(&f->value_infos, name);
     }
   }
   uint32_t i;
-  return bb_strmap_get(&x->vi_map, name, &i) ? f->value_infos.items[i] : NULL;
+  return bbi_strmap_get(&x->vi_map, name, &i) ? f->value_infos.items[i] : NULL;
 }
 
 const char *cc_value_type(cc_ctx *x, const bb_function *f, const char *value) {
@@ -102,7 +102,7 @@ bb_ir_node *cc_node_clone(cc_ctx *x, const bb_ir_node *n) {
   for (size_t i = 0; i < n->outputs.len; i++)
     if (bb_strlist_append(x->m, &c->outputs, n->outputs.items[i])) return NULL;
   for (size_t i = 0; i < n->attrs.len; i++)
-    if (BB_ARENA_PUSH(x->m->arena, &c->attrs, n->attrs.items[i])) return NULL;
+    if (BBI_ARENA_PUSH(x->m->arena, &c->attrs, n->attrs.items[i])) return NULL;
   for (size_t i = 0; i < n->metadata.len; i++)
     if (bb_kv_append(x->m, &c->metadata, n->metadata.items[i].key, n->metadata.items[i].value)) return NULL;
   return c;
@@ -117,14 +117,14 @@ bool cc_is_role_domain(const char *domain) {
   return domain && strncmp(domain, BB_DOMAIN_ROLE_PREFIX, sizeof BB_DOMAIN_ROLE_PREFIX - 1) == 0;
 }
 
-int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bb_strmap *map) {
+int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bbi_strmap *map) {
   for (size_t i = 0; i < nodes->len; i++) {
     const bb_ir_node *n = nodes->items[i];
     for (size_t o = 0; o < n->outputs.len; o++) {
       const char *v = n->outputs.items[o];
       uint32_t prev;
-      if (!*v || bb_strmap_get(map, v, &prev)) continue;
-      if (bb_strmap_put(map, v, (uint32_t)i)) return cc_nomem(x);
+      if (!*v || bbi_strmap_get(map, v, &prev)) continue;
+      if (bbi_strmap_put(map, v, (uint32_t)i)) return cc_nomem(x);
     }
   }
   return 0;

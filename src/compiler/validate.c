@@ -43,19 +43,19 @@ static bool known_domain(const char *d) {
 static bool is_input(const bb_function *f, const char *v) { return bb_strlist_find(&f->inputs, v) >= 0; }
 
 /* Kahn's algorithm over producer → consumer edges; the nodes left over form cycles. */
-static int check_acyclic(cc_ctx *x, const bb_function *f, const bb_strmap *producers) {
+static int check_acyclic(cc_ctx *x, const bb_function *f, const bbi_strmap *producers) {
   size_t n = f->nodes.len;
-  uint32_t *indeg = bb_arena_alloc(x->m->arena, (n + 1) * sizeof *indeg);
-  uint32_t *queue = bb_arena_alloc(x->m->arena, (n + 1) * sizeof *queue);
+  uint32_t *indeg = bbi_arena_alloc(x->m->arena, (n + 1) * sizeof *indeg);
+  uint32_t *queue = bbi_arena_alloc(x->m->arena, (n + 1) * sizeof *queue);
   /* consumers as a CSR list: offsets then node indices */
-  uint32_t *start = bb_arena_alloc(x->m->arena, (n + 2) * sizeof *start);
+  uint32_t *start = bbi_arena_alloc(x->m->arena, (n + 2) * sizeof *start);
   if (!indeg || !queue || !start) return cc_nomem(x);
   size_t edges = 0;
   for (size_t i = 0; i < n; i++) {
     const bb_ir_node *nd = f->nodes.items[i];
     for (size_t k = 0; k < nd->inputs.len; k++) {
       uint32_t p;
-      if (*nd->inputs.items[k] && bb_strmap_get(producers, nd->inputs.items[k], &p) && p != i) {
+      if (*nd->inputs.items[k] && bbi_strmap_get(producers, nd->inputs.items[k], &p) && p != i) {
         indeg[i]++;
         start[p + 1]++;
         edges++;
@@ -63,14 +63,14 @@ static int check_acyclic(cc_ctx *x, const bb_function *f, const bb_strmap *produ
     }
   }
   for (size_t i = 0; i < n; i++) start[i + 1] += start[i];
-  uint32_t *adj = bb_arena_alloc(x->m->arena, (edges + 1) * sizeof *adj);
-  uint32_t *fill = bb_arena_alloc(x->m->arena, (n + 1) * sizeof *fill);
+  uint32_t *adj = bbi_arena_alloc(x->m->arena, (edges + 1) * sizeof *adj);
+  uint32_t *fill = bbi_arena_alloc(x->m->arena, (n + 1) * sizeof *fill);
   if (!adj || !fill) return cc_nomem(x);
   for (size_t i = 0; i < n; i++) {
     const bb_ir_node *nd = f->nodes.items[i];
     for (size_t k = 0; k < nd->inputs.len; k++) {
       uint32_t p;
-      if (*nd->inputs.items[k] && bb_strmap_get(producers, nd->inputs.items[k], &p) && p != i)
+      if (*nd->inputs.items[k] && bbi_strmap_get(producers, nd->inputs.items[k], &p) && p != i)
         adj[start[p] + fill[p]++] = (uint32_t)i;
     }
   }
@@ -103,8 +103,8 @@ int cc_validate(cc_ctx *x) {
       return cc_fail(x, BB_COMPILE_UNKNOWN_OP, "node `%s` has op %s in unknown domain \"%s\"", cc_node_label(x, f, n),
                      n->op_type, n->domain);
   }
-  bb_strmap producers;
-  bb_strmap_init(&producers, bb_arena_allocator(x->m->arena));
+  bbi_strmap producers;
+  bbi_strmap_init(&producers, bbi_arena_allocator(x->m->arena));
   /* duplicate outputs are found first (the producer map needs them) but reported after
    * dangling inputs: a dangling input is the more basic mistake */
   const bb_ir_node *dup_a = NULL, *dup_b = NULL;
@@ -115,9 +115,9 @@ int cc_validate(cc_ctx *x) {
       const char *v = n->outputs.items[o];
       uint32_t p;
       if (!*v) continue;
-      if (bb_strmap_get(&producers, v, &p)) {
+      if (bbi_strmap_get(&producers, v, &p)) {
         if (!dup_v) dup_v = v, dup_a = f->nodes.items[p], dup_b = n;
-      } else if (bb_strmap_put(&producers, v, (uint32_t)i)) {
+      } else if (bbi_strmap_put(&producers, v, (uint32_t)i)) {
         rc = cc_nomem(x);
       }
     }
@@ -127,7 +127,7 @@ int cc_validate(cc_ctx *x) {
     for (size_t k = 0; k < n->inputs.len && !rc; k++) {
       const char *v = n->inputs.items[k];
       uint32_t p;
-      if (*v && !is_input(f, v) && !bb_strmap_get(&producers, v, &p))
+      if (*v && !is_input(f, v) && !bbi_strmap_get(&producers, v, &p))
         rc = cc_fail(x, BB_COMPILE_DANGLING_INPUT, "node `%s` reads `%s`, which is neither an input nor produced",
                      cc_node_label(x, f, n), v);
     }
@@ -160,7 +160,7 @@ int cc_validate(cc_ctx *x) {
                      cc_node_label(x, f, n), n->domain, f->name);
     }
   if (!rc) rc = check_acyclic(x, f, &producers);
-  bb_strmap_free(&producers);
+  bbi_strmap_free(&producers);
   return rc;
 }
 
@@ -168,8 +168,8 @@ int cc_check_dangling_calls(cc_ctx *x, cc_partition *p) {
   /* BFS from the partition main over CALL nodes. */
   const bb_model *m = x->m;
   size_t nf = m->functions.len;
-  bool *seen = bb_arena_alloc(m->arena, nf + 1);
-  const bb_function **queue = bb_arena_alloc(m->arena, (nf + 2) * sizeof *queue);
+  bool *seen = bbi_arena_alloc(m->arena, nf + 1);
+  const bb_function **queue = bbi_arena_alloc(m->arena, (nf + 2) * sizeof *queue);
   if (!seen || !queue) return cc_nomem(x);
   size_t head = 0, tail = 0;
   queue[tail++] = p->fn;

@@ -4,7 +4,7 @@
  *   kernels refuse a larger one before allocating it). */
 #include "bb/cpu.h"
 #include "bb/roles.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct cpu_backend {
@@ -22,7 +22,7 @@ static int cpu_create(const bb_component_init *init, void **self, bb_error *err)
   if (!max_bytes || max_bytes > SIZE_MAX)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuBackend: max_output_bytes=%llu is not in 1..%zu",
                         (unsigned long long)max_bytes, (size_t)SIZE_MAX);
-  cpu_backend *b = bb_mem_alloc(init->alloc, sizeof *b);
+  cpu_backend *b = bbi_mem_alloc(init->alloc, sizeof *b);
   if (!b) return bb_error_set(err, BB_ERR_NOMEM, "CpuBackend: out of memory");
   *b = (cpu_backend){init->alloc, {(size_t)max_bytes}};
   *self = b;
@@ -31,7 +31,7 @@ static int cpu_create(const bb_component_init *init, void **self, bb_error *err)
 
 static void cpu_destroy(void *self) {
   cpu_backend *b = self;
-  bb_mem_free(b->alloc, b);
+  bbi_mem_free(b->alloc, b);
 }
 
 static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
@@ -44,10 +44,10 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
     return bb_error_set(err, BB_ERR_LIMIT, "CpuBackend: %s has more than 16 inputs or outputs", call->op_type);
   for (size_t i = 0; i < call->n_inputs; i++) {
     const bb_val *v = call->inputs[i];
-    if (v && v->kind != BB_VAL_TENSOR)
+    if (v && bb_val_kind_of(v) != BB_VAL_TENSOR)
       return bb_error_set(err, BB_ERR_TYPE, "CpuBackend: input %zu of %s must be a Tensor, got %s", i, call->op_type,
-                          bb_val_kind_name((int)v->kind));
-    in_stack[i] = v ? v->as.tensor : NULL;
+                          bb_val_kind_name((int)bb_val_kind_of(v)));
+    in_stack[i] = v ? bb_val_as_tensor(v) : NULL;
   }
   /* a call from another component (bb_ctx_call) has no graph node: stand one in with the
    * op type, no attributes and every output wanted */
@@ -71,19 +71,19 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
 
 static const bb_component_port CPU_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_CPU_BACKEND = {
+const bb_component_type BBI_CPU_BACKEND = {
     sizeof(bb_component_type), "CpuBackend", 1u << BB_ROLE_BACKEND, NULL, NULL, 0, CPU_STORAGE, 1,
     cpu_create, cpu_destroy, cpu_invoke, NULL, NULL, NULL, NULL, NULL};
 
 int bb_cpu_backend_declare_op_set(bb_compiler *c, bb_error *err) {
   const bb_allocator *alloc = bb_default_allocator();
   size_t n = bb_cpu_op_count(), k = 0;
-  bb_component_op *ops = bb_mem_calloc(alloc, n, sizeof *ops);
+  bb_component_op *ops = bbi_mem_calloc(alloc, n, sizeof *ops);
   if (!ops) return bb_error_set(err, BB_ERR_NOMEM, "CpuBackend op set: out of memory");
   for (size_t i = 0; i < n; i++)
     if (bb_cpu_supports(BB_DOMAIN_ONNX, bb_cpu_op_name(i), BB_ONNX_OPSET_VERSION))
       ops[k++] = (bb_component_op){BB_DOMAIN_ONNX, bb_cpu_op_name(i)};
-  int rc = bb_compiler_declare_op_set(c, BB_CPU_BACKEND.type_name, ops, k, err);
-  bb_mem_free(alloc, ops);
+  int rc = bb_compiler_declare_op_set(c, BBI_CPU_BACKEND.type_name, ops, k, err);
+  bbi_mem_free(alloc, ops);
   return rc;
 }

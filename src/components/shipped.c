@@ -3,10 +3,10 @@
 #include "bb/roles.h"
 #include "components/shipped.h"
 
-static const bb_component_type *const SHIPPED[] = {&BB_CPU_BACKEND, &BB_CPU_MLP, &BB_ONNX_MODEL, &BB_ARRAY_SOURCE, &BB_FLOAT16_CODEC,
-                                                   &BB_UINT8_CODEC, &BB_FEDAVG, &BB_ROBUST_AVG, &BB_FLAT_INDEX,
-                                                   &BB_GOSSIP_AVG, &BB_CONSTANT_VIEW, &BB_GOSSIP_VIEW,
-                                                   &BB_GLOBAL_REGISTRY_CLIENT, &BB_GLOBAL_REGISTRY_SERVER};
+static const bb_component_type *const SHIPPED[] = {&BBI_CPU_BACKEND, &BBI_CPU_MLP, &BBI_ONNX_MODEL, &BBI_ARRAY_SOURCE, &BBI_FLOAT16_CODEC,
+                                                   &BBI_UINT8_CODEC, &BBI_FEDAVG, &BBI_ROBUST_AVG, &BBI_FLAT_INDEX,
+                                                   &BBI_GOSSIP_AVG, &BBI_CONSTANT_VIEW, &BBI_GOSSIP_VIEW,
+                                                   &BBI_GLOBAL_REGISTRY_CLIENT, &BBI_GLOBAL_REGISTRY_SERVER};
 
 int bb_registry_add_shipped(bb_registry *r, bb_error *err) {
   for (size_t i = 0; i < sizeof SHIPPED / sizeof *SHIPPED; i++) {
@@ -16,5 +16,5 @@ int bb_registry_add_shipped(bb_registry *r, bb_error *err) {
   return 0;
 }
 
-size_t bb_shipped_count(void) { return sizeof SHIPPED / sizeof *SHIPPED; }
-const bb_component_type *bb_shipped_at(size_t i) { return i < bb_shipped_count() ? SHIPPED[i] : NULL; }
+size_t bbi_shipped_count(void) { return sizeof SHIPPED / sizeof *SHIPPED; }
+const bb_component_type *bbi_shipped_at(size_t i) { return i < bbi_shipped_count() ? SHIPPED[i] : NULL; }

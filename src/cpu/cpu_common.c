@@ -7,7 +7,7 @@
 
 #include "cpu/cpu_op.h"
 
-int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
+int bbi_cpu_fail(bbi_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
   if (!ctx->err) return code;
   char msg[BB_ERROR_MESSAGE_MAX];
   va_list ap;
@@ -19,33 +19,33 @@ int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) {
                       n->op_type ? n->op_type : "?", msg);
 }
 
-int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed) {
-  const bb_tensor *t = bb_cpu_input(ctx, i);
-  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
+int bbi_cpu_expect_dtype(bbi_cpu_op_ctx *ctx, size_t i, const int32_t *allowed) {
+  const bb_tensor *t = bbi_cpu_input(ctx, i);
+  if (!t) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
   for (const int32_t *a = allowed; *a != BB_DTYPE_UNDEFINED; a++)
     if (*a == t->dtype) return 0;
   const char *name = bb_dtype_name(t->dtype);
-  return bb_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s, which this op does not take", i,
+  return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s, which this op does not take", i,
                      name ? name : "unknown");
 }
 
-bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i) {
+bool bbi_cpu_output_wanted(const bbi_cpu_op_ctx *ctx, size_t i) {
   const bb_strlist *outs = &ctx->node->outputs;
   return i < ctx->n_outputs && i < outs->len && outs->items[i] && *outs->items[i];
 }
 
-int bb_cpu_check_size(bb_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what) {
+int bbi_cpu_check_size(bbi_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what) {
   uint64_t bytes;
   if (count < 0 || __builtin_mul_overflow((uint64_t)count, (uint64_t)elem_size, &bytes))
-    return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take more bytes than 64 bits can count", what);
+    return bbi_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take more bytes than 64 bits can count", what);
   if (bytes > ctx->max_output_bytes)
-    return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take %llu bytes, over the %zu-byte cap on one value "
+    return bbi_cpu_fail(ctx, BB_ERR_LIMIT, "%s would take %llu bytes, over the %zu-byte cap on one value "
                        "(bb_cpu_limits.max_output_bytes)", what, (unsigned long long)bytes, ctx->max_output_bytes);
   return 0;
 }
 
-int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
-  if (i >= ctx->n_outputs) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
+int bbi_cpu_make_output(bbi_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims) {
+  if (i >= ctx->n_outputs) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "output %zu is not declared", i);
   /* the size is checked before anything is allocated; a negative dim or a rank over the
    * limit is left to the allocation below, which refuses it */
   int64_t numel = 1;
@@ -60,39 +60,39 @@ int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, co
     for (int k = 0; k < rank && k < BB_MAX_RANK && at < (int)sizeof what - 24; k++)
       at += snprintf(what + at, sizeof what - (size_t)at, "%s%lld", k ? ", " : "", (long long)dims[k]);
     snprintf(what + at, sizeof what - (size_t)at, "])");
-    return bb_cpu_check_size(ctx, overflow ? -1 : numel, bb_dtype_size(dtype), what);
+    return bbi_cpu_check_size(ctx, overflow ? -1 : numel, bb_dtype_size(dtype), what);
   }
   bb_tensor *t = bb_tensor_new_empty(ctx->alloc, dtype, rank, dims);
   if (!t) {
-    if (rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
-    return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate output %zu", i);
+    if (rank > BB_MAX_RANK) return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
+    return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate output %zu", i);
   }
   bb_tensor_release(ctx->outputs[i]);
   ctx->outputs[i] = t;
   return 0;
 }
 
-long bb_cpu_read_ints(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what) {
-  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s is missing", what);
+long bbi_cpu_read_ints(bbi_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what) {
+  if (!t) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s is missing", what);
   if (t->dtype != BB_DTYPE_INT64 && t->dtype != BB_DTYPE_INT32)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s must be int64 or int32", what);
-  if (t->rank > 1) return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s must be 1-D (rank %d)", what, t->rank);
-  if ((uint64_t)t->numel > max) return bb_cpu_fail(ctx, BB_ERR_LIMIT, "%s has %lld values, over %zu", what,
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s must be int64 or int32", what);
+  if (t->rank > 1) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s must be 1-D (rank %d)", what, t->rank);
+  if ((uint64_t)t->numel > max) return bbi_cpu_fail(ctx, BB_ERR_LIMIT, "%s has %lld values, over %zu", what,
                                                   (long long)t->numel, max);
-  for (int64_t i = 0; i < t->numel; i++) values[i] = bb_cpu_get_i64(t, i);
+  for (int64_t i = 0; i < t->numel; i++) values[i] = bbi_cpu_get_i64(t, i);
   return (long)t->numel;
 }
 
-int bb_cpu_axis(bb_cpu_op_ctx *ctx, int64_t axis, int rank, int *out) {
+int bbi_cpu_axis(bbi_cpu_op_ctx *ctx, int64_t axis, int rank, int *out) {
   if (axis < -(int64_t)rank || axis >= rank)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %lld is out of range for rank %d", (long long)axis, rank);
   *out = (int)(axis < 0 ? axis + rank : axis);
   return 0;
 }
 
 /* ---- type-generic element access --------------------------------------------------------- */
 
-double bb_cpu_get_f64(const bb_tensor *t, int64_t i) {
+double bbi_cpu_get_f64(const bb_tensor *t, int64_t i) {
   const void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_FLOAT: return ((const float *)d)[i];
@@ -112,7 +112,7 @@ double bb_cpu_get_f64(const bb_tensor *t, int64_t i) {
   }
 }
 
-int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
+int64_t bbi_cpu_get_i64(const bb_tensor *t, int64_t i) {
   const void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_INT8: return ((const int8_t *)d)[i];
@@ -125,7 +125,7 @@ int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
   case BB_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
   case BB_DTYPE_BOOL: return ((const uint8_t *)d)[i] != 0;
   default: {
-    double v = bb_cpu_get_f64(t, i);
+    double v = bbi_cpu_get_f64(t, i);
     if (v != v) return 0;
     if (v >= 9.2233720368547758e18) return INT64_MAX;
     if (v <= -9.2233720368547758e18) return INT64_MIN;
@@ -134,7 +134,7 @@ int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i) {
   }
 }
 
-void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
+void bbi_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
   void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_FLOAT: ((float *)d)[i] = (float)v; break;
@@ -147,14 +147,14 @@ void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v) {
     /* float → integer: truncate toward zero, saturating out-of-range values and NaN → 0 */
     int64_t x = v != v ? 0 : v >= 9.2233720368547758e18 ? INT64_MAX : v <= -9.2233720368547758e18 ? INT64_MIN
                                                                                                   : (int64_t)v;
-    bb_cpu_set_i64(t, i, x);
+    bbi_cpu_set_i64(t, i, x);
     break;
   }
   default: break; /* no element access for this type */
   }
 }
 
-void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
+void bbi_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
   void *d = bb_tensor_data(t);
   switch (t->dtype) {
   case BB_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
@@ -167,7 +167,7 @@ void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
   case BB_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
   case BB_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
   case BB_DTYPE_FLOAT: case BB_DTYPE_DOUBLE: case BB_DTYPE_FLOAT16: case BB_DTYPE_BFLOAT16:
-    bb_cpu_set_f64(t, i, (double)v);
+    bbi_cpu_set_f64(t, i, (double)v);
     break;
   default: break; /* no element access for this type */
   }

@@ -1,18 +1,18 @@
 /* The contract between the CPU backend's executor and its operator implementations.
  *
- * An operator is a bb_cpu_op entry in one of the family tables (ops_*.c). Before `run`
+ * An operator is a bbi_cpu_op entry in one of the family tables (ops_*.c). Before `run`
  * is called the executor has checked the input/output counts against the entry, so an
  * implementation reads inputs[i] for i < n_inputs (NULL = omitted optional input), reads
  * attributes from node->attrs, and stores one new tensor (refcount 1) in each outputs[i]
- * it produces. On failure it returns bb_cpu_fail(...) and leaves outputs it set for the
+ * it produces. On failure it returns bbi_cpu_fail(...) and leaves outputs it set for the
  * executor to release. Implementations never abort on bad input. */
-#ifndef BB_CPU_OP_H
-#define BB_CPU_OP_H
+#ifndef BBI_CPU_OP_H
+#define BBI_CPU_OP_H
 
 #include "bb/cpu.h"
-#include "util/error.h"
+#include "bb/common.h"
 
-typedef struct bb_cpu_op_ctx {
+typedef struct bbi_cpu_op_ctx {
   const bb_ir_node *node;
   int64_t opset; /* ai.onnx opset version in force */
   bb_tensor *const *inputs;
@@ -22,72 +22,72 @@ typedef struct bb_cpu_op_ctx {
   const bb_allocator *alloc;
   bb_error *err;
   size_t max_output_bytes; /* the most one value of this op may take (bb_cpu_limits) */
-} bb_cpu_op_ctx;
+} bbi_cpu_op_ctx;
 
-typedef int (*bb_cpu_op_fn)(bb_cpu_op_ctx *ctx);
+typedef int (*bbi_cpu_op_fn)(bbi_cpu_op_ctx *ctx);
 
-typedef struct bb_cpu_op {
+typedef struct bbi_cpu_op {
   const char *op_type;
   int since;          /* first ai.onnx opset version this implementation covers */
   int min_inputs, max_inputs;
   int min_outputs, max_outputs;
   const char *types; /* element types, for `bb ops` (e.g. "float,double,int32,int64") */
-  bb_cpu_op_fn run;
-} bb_cpu_op;
+  bbi_cpu_op_fn run;
+} bbi_cpu_op;
 
 /* Each family file defines one table. */
-extern const bb_cpu_op bb_cpu_ops_elementwise[];
-extern const size_t bb_cpu_ops_elementwise_count;
-extern const bb_cpu_op bb_cpu_ops_shape[];
-extern const size_t bb_cpu_ops_shape_count;
-extern const bb_cpu_op bb_cpu_ops_reduce[];
-extern const size_t bb_cpu_ops_reduce_count;
-extern const bb_cpu_op bb_cpu_ops_linalg[];
-extern const size_t bb_cpu_ops_linalg_count;
-extern const bb_cpu_op bb_cpu_ops_nn[];
-extern const size_t bb_cpu_ops_nn_count;
-extern const bb_cpu_op bb_cpu_ops_train[];
-extern const size_t bb_cpu_ops_train_count;
+extern const bbi_cpu_op bbi_cpu_ops_elementwise[];
+extern const size_t bbi_cpu_ops_elementwise_count;
+extern const bbi_cpu_op bbi_cpu_ops_shape[];
+extern const size_t bbi_cpu_ops_shape_count;
+extern const bbi_cpu_op bbi_cpu_ops_reduce[];
+extern const size_t bbi_cpu_ops_reduce_count;
+extern const bbi_cpu_op bbi_cpu_ops_linalg[];
+extern const size_t bbi_cpu_ops_linalg_count;
+extern const bbi_cpu_op bbi_cpu_ops_nn[];
+extern const size_t bbi_cpu_ops_nn_count;
+extern const bbi_cpu_op bbi_cpu_ops_train[];
+extern const size_t bbi_cpu_ops_train_count;
 /* the ai.bytesandbrains.grad domain (training graphs), version 1 */
-extern const bb_cpu_op bb_cpu_ops_grad[];
-extern const size_t bb_cpu_ops_grad_count;
+extern const bbi_cpu_op bbi_cpu_ops_grad[];
+extern const size_t bbi_cpu_ops_grad_count;
 
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
-int bb_cpu_fail(bb_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);
+int bbi_cpu_fail(bbi_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);
 
 /* Input i, or NULL when absent/omitted. */
-static inline bb_tensor *bb_cpu_input(const bb_cpu_op_ctx *ctx, size_t i) {
+static inline bb_tensor *bbi_cpu_input(const bbi_cpu_op_ctx *ctx, size_t i) {
   return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
 }
 
 /* Fails with BB_ERR_TYPE unless input i is present and its dtype is one of the
  * BB_DTYPE_UNDEFINED-terminated list. */
-int bb_cpu_expect_dtype(bb_cpu_op_ctx *ctx, size_t i, const int32_t *allowed);
+int bbi_cpu_expect_dtype(bbi_cpu_op_ctx *ctx, size_t i, const int32_t *allowed);
 
 /* Whether the node asks for output i (declared, and not the omitted name ""). */
-bool bb_cpu_output_wanted(const bb_cpu_op_ctx *ctx, size_t i);
+bool bbi_cpu_output_wanted(const bbi_cpu_op_ctx *ctx, size_t i);
 
 /* Refuses (BB_ERR_LIMIT) `count` elements of elem_size bytes each when they would take
  * more than ctx->max_output_bytes; `what` names the value in the error. */
-int bb_cpu_check_size(bb_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what);
+int bbi_cpu_check_size(bbi_cpu_op_ctx *ctx, int64_t count, size_t elem_size, const char *what);
 
 /* Allocates outputs[i] with that dtype and shape (within the size cap); returns 0 or a
  * recorded error. */
-int bb_cpu_make_output(bb_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims);
+int bbi_cpu_make_output(bbi_cpu_op_ctx *ctx, size_t i, int32_t dtype, int rank, const int64_t *dims);
 
 /* Reads an int64/int32 1-D (or scalar) tensor into values (at most max); returns the
  * count or a negative recorded error. Used for shape/axes/starts inputs. */
-long bb_cpu_read_ints(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what);
+long bbi_cpu_read_ints(bbi_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values, size_t max, const char *what);
 
 /* Normalises a possibly negative axis against rank; fails when out of [-rank, rank). */
-int bb_cpu_axis(bb_cpu_op_ctx *ctx, int64_t axis, int rank, int *out);
+int bbi_cpu_axis(bbi_cpu_op_ctx *ctx, int64_t axis, int rank, int *out);
 
 /* Element access helpers for type-generic code: the value of element i as double / int64,
  * and storing one. Defined for every supported dtype (float16/bfloat16 convert with
  * bb_f16_to_f32 and its kin, bb/tensor.h). */
-double bb_cpu_get_f64(const bb_tensor *t, int64_t i);
-int64_t bb_cpu_get_i64(const bb_tensor *t, int64_t i);
-void bb_cpu_set_f64(bb_tensor *t, int64_t i, double v);
-void bb_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v);
+double bbi_cpu_get_f64(const bb_tensor *t, int64_t i);
+int64_t bbi_cpu_get_i64(const bb_tensor *t, int64_t i);
+void bbi_cpu_set_f64(bb_tensor *t, int64_t i, double v);
+void bbi_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v);
 
 #endif

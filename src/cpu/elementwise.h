@@ -12,8 +12,8 @@
  * single run over the whole tensor. A short run whose operands repeat the same row along
  * the next dimension ([N,8] + [8]) is widened: that row is copied side by side into a
  * local tile, so one call covers many rows. */
-#ifndef BB_OPS_CPU_ELEMENTWISE_H
-#define BB_OPS_CPU_ELEMENTWISE_H
+#ifndef BBI_OPS_CPU_ELEMENTWISE_H
+#define BBI_OPS_CPU_ELEMENTWISE_H
 
 #include <stdbool.h>
 
@@ -21,137 +21,137 @@
 
 /* ---- sets of element types ------------------------------------------------------------- */
 
-#define BB_EW_TYPE(dtype) (1u << (dtype))
-#define BB_EW_FLOATS                                                                                     \
-  (BB_EW_TYPE(BB_DTYPE_FLOAT) | BB_EW_TYPE(BB_DTYPE_DOUBLE) | BB_EW_TYPE(BB_DTYPE_FLOAT16) |            \
-   BB_EW_TYPE(BB_DTYPE_BFLOAT16))
+#define BBI_EW_TYPE(dtype) (1u << (dtype))
+#define BBI_EW_FLOATS                                                                                     \
+  (BBI_EW_TYPE(BB_DTYPE_FLOAT) | BBI_EW_TYPE(BB_DTYPE_DOUBLE) | BBI_EW_TYPE(BB_DTYPE_FLOAT16) |            \
+   BBI_EW_TYPE(BB_DTYPE_BFLOAT16))
 /* float, double and float16: the ops ONNX 1.12 does not define on bfloat16 */
-#define BB_EW_FLOATS_NO_BF16 (BB_EW_FLOATS & ~BB_EW_TYPE(BB_DTYPE_BFLOAT16))
-#define BB_EW_SIGNED                                                                                     \
-  (BB_EW_TYPE(BB_DTYPE_INT8) | BB_EW_TYPE(BB_DTYPE_INT16) | BB_EW_TYPE(BB_DTYPE_INT32) |                \
-   BB_EW_TYPE(BB_DTYPE_INT64))
-#define BB_EW_UNSIGNED                                                                                   \
-  (BB_EW_TYPE(BB_DTYPE_UINT8) | BB_EW_TYPE(BB_DTYPE_UINT16) | BB_EW_TYPE(BB_DTYPE_UINT32) |             \
-   BB_EW_TYPE(BB_DTYPE_UINT64))
-#define BB_EW_INTS (BB_EW_SIGNED | BB_EW_UNSIGNED)
-#define BB_EW_NUMERIC (BB_EW_FLOATS | BB_EW_INTS)
-#define BB_EW_ALL (BB_EW_NUMERIC | BB_EW_TYPE(BB_DTYPE_BOOL))
+#define BBI_EW_FLOATS_NO_BF16 (BBI_EW_FLOATS & ~BBI_EW_TYPE(BB_DTYPE_BFLOAT16))
+#define BBI_EW_SIGNED                                                                                     \
+  (BBI_EW_TYPE(BB_DTYPE_INT8) | BBI_EW_TYPE(BB_DTYPE_INT16) | BBI_EW_TYPE(BB_DTYPE_INT32) |                \
+   BBI_EW_TYPE(BB_DTYPE_INT64))
+#define BBI_EW_UNSIGNED                                                                                   \
+  (BBI_EW_TYPE(BB_DTYPE_UINT8) | BBI_EW_TYPE(BB_DTYPE_UINT16) | BBI_EW_TYPE(BB_DTYPE_UINT32) |             \
+   BBI_EW_TYPE(BB_DTYPE_UINT64))
+#define BBI_EW_INTS (BBI_EW_SIGNED | BBI_EW_UNSIGNED)
+#define BBI_EW_NUMERIC (BBI_EW_FLOATS | BBI_EW_INTS)
+#define BBI_EW_ALL (BBI_EW_NUMERIC | BBI_EW_TYPE(BB_DTYPE_BOOL))
 /* The highest dtype code a set can hold, for tables indexed by dtype. */
-#define BB_EW_DTYPE_MAX BB_DTYPE_BFLOAT16
+#define BBI_EW_DTYPE_MAX BB_DTYPE_BFLOAT16
 
-static inline bool bb_ew_in(uint32_t types, int32_t dtype) {
-  return dtype >= 0 && dtype <= BB_EW_DTYPE_MAX && (types & BB_EW_TYPE(dtype));
+static inline bool bbi_ew_in(uint32_t types, int32_t dtype) {
+  return dtype >= 0 && dtype <= BBI_EW_DTYPE_MAX && (types & BBI_EW_TYPE(dtype));
 }
 
-static inline bool bb_ew_is_half(int32_t dtype) {
+static inline bool bbi_ew_is_half(int32_t dtype) {
   return dtype == BB_DTYPE_FLOAT16 || dtype == BB_DTYPE_BFLOAT16;
 }
 
 /* Fails with BB_ERR_TYPE unless input i is present and its type is in `types`. */
-int bb_ew_check_type(bb_cpu_op_ctx *ctx, size_t i, uint32_t types);
+int bbi_ew_check_type(bbi_cpu_op_ctx *ctx, size_t i, uint32_t types);
 
 /* Fails with BB_ERR_TYPE unless inputs first..last (those present) have the type of input
  * `first`, as ONNX requires where one type variable binds several inputs. */
-int bb_ew_check_same_type(bb_cpu_op_ctx *ctx, size_t first, size_t last);
+int bbi_ew_check_same_type(bbi_cpu_op_ctx *ctx, size_t first, size_t last);
 
 /* ---- broadcasting ---------------------------------------------------------------------- */
 
-#define BB_EW_MAX_OPERANDS 4 /* the output and up to three inputs (Where) */
+#define BBI_EW_MAX_OPERANDS 4 /* the output and up to three inputs (Where) */
 
-typedef struct bb_ew_plan {
+typedef struct bbi_ew_plan {
   int n_operands; /* 0 is the output, 1.. the inputs */
   int rank;       /* outer dimensions, the innermost run excluded */
   int64_t dims[BB_MAX_RANK];
-  int64_t strides[BB_EW_MAX_OPERANDS][BB_MAX_RANK]; /* in elements; 0 = broadcast */
+  int64_t strides[BBI_EW_MAX_OPERANDS][BB_MAX_RANK]; /* in elements; 0 = broadcast */
   int64_t run;                                      /* elements per run; 0 when empty */
-  size_t step[BB_EW_MAX_OPERANDS];                  /* 1: advances along the run, 0: repeats */
-} bb_ew_plan;
+  size_t step[BBI_EW_MAX_OPERANDS];                  /* 1: advances along the run, 0: repeats */
+} bbi_ew_plan;
 
 /* The broadcast shape of the present inputs first..last, or a failure naming the node
  * and the shapes that do not broadcast. */
-int bb_ew_broadcast(bb_cpu_op_ctx *ctx, size_t first, size_t last, int *rank, int64_t *dims);
+int bbi_ew_broadcast(bbi_cpu_op_ctx *ctx, size_t first, size_t last, int *rank, int64_t *dims);
 
 /* Plans the walk over an output of shape (rank, dims) for n_inputs inputs whose shapes
  * (right-aligned) broadcast to it. */
-void bb_ew_plan_init(bb_ew_plan *p, int rank, const int64_t *dims, int n_inputs, const int *in_ranks,
+void bbi_ew_plan_init(bbi_ew_plan *p, int rank, const int64_t *dims, int n_inputs, const int *in_ranks,
                      const int64_t *const *in_dims);
 
 /* One run: n elements; ptr[0] is the output's first element, ptr[k] input k's; step[k]
  * is 1 when operand k advances along the run and 0 when it repeats one element. */
-typedef void (*bb_ew_run_fn)(void *user, size_t n, void *const *ptr, const size_t *step);
+typedef void (*bbi_ew_run_fn)(void *user, size_t n, void *const *ptr, const size_t *step);
 
 /* Calls fn for every run of the plan (short runs widened over several rows). base[k] is
  * operand k's element 0, elem_size[k] its element size in bytes. */
-void bb_ew_plan_each(const bb_ew_plan *p, void *const *base, const size_t *elem_size, bb_ew_run_fn fn,
+void bbi_ew_plan_each(const bbi_ew_plan *p, void *const *base, const size_t *elem_size, bbi_ew_run_fn fn,
                      void *user);
 
 /* Plans and walks output y against inputs in[0..n_inputs) with their own shapes. */
-void bb_ew_apply(bb_tensor *y, const bb_tensor *const *in, int n_inputs, bb_ew_run_fn fn, void *user);
+void bbi_ew_apply(bb_tensor *y, const bb_tensor *const *in, int n_inputs, bbi_ew_run_fn fn, void *user);
 
 /* ---- element type conversion (elementwise_convert.c) --------------------------------- */
 
 /* Elements per chunk when a kernel stages values through a local buffer. */
-#define BB_EW_CHUNK 256
+#define BBI_EW_CHUNK 256
 
-/* True for the types bb_ew_convert handles: numbers, float16/bfloat16 and bool. */
-static inline bool bb_ew_convertible(int32_t dtype) { return bb_ew_in(BB_EW_ALL, dtype); }
+/* True for the types bbi_ew_convert handles: numbers, float16/bfloat16 and bool. */
+static inline bool bbi_ew_convertible(int32_t dtype) { return bbi_ew_in(BBI_EW_ALL, dtype); }
 
 /* Converts n elements with Cast's rules: float to integer truncates toward zero (NaN
  * gives 0; values past the int64 range saturate to it, and the result wraps modulo the
  * target's width like every integer narrowing, so -1.0 becomes 255 as uint8); anything
  * to bool is "not zero" (NaN is true); float to float16/bfloat16 rounds to nearest even,
  * straight from double without a double rounding. Same-type conversion copies. */
-void bb_ew_convert(int32_t dst_dtype, void *dst, int32_t src_dtype, const void *src, size_t n);
+void bbi_ew_convert(int32_t dst_dtype, void *dst, int32_t src_dtype, const void *src, size_t n);
 
 /* float16/bfloat16 (dtype) <-> float, for kernels that compute half types in float. */
-void bb_ew_widen(int32_t dtype, const void *src, size_t n, float *dst);
-void bb_ew_narrow(int32_t dtype, const float *src, size_t n, void *dst);
+void bbi_ew_widen(int32_t dtype, const void *src, size_t n, float *dst);
+void bbi_ew_narrow(int32_t dtype, const float *src, size_t n, void *dst);
 
 /* ---- operators (their table is in ops_elementwise.c) ---------------------------------- */
 
 /* elementwise_binary.c */
-int bb_ew_add(bb_cpu_op_ctx *ctx);
-int bb_ew_sub(bb_cpu_op_ctx *ctx);
-int bb_ew_mul(bb_cpu_op_ctx *ctx);
-int bb_ew_div(bb_cpu_op_ctx *ctx);
-int bb_ew_pow(bb_cpu_op_ctx *ctx);
-int bb_ew_mod(bb_cpu_op_ctx *ctx);
-int bb_ew_max(bb_cpu_op_ctx *ctx);
-int bb_ew_min(bb_cpu_op_ctx *ctx);
-int bb_ew_sum(bb_cpu_op_ctx *ctx);
-int bb_ew_mean(bb_cpu_op_ctx *ctx);
-int bb_ew_equal(bb_cpu_op_ctx *ctx);
-int bb_ew_greater(bb_cpu_op_ctx *ctx);
-int bb_ew_less(bb_cpu_op_ctx *ctx);
-int bb_ew_greater_or_equal(bb_cpu_op_ctx *ctx);
-int bb_ew_less_or_equal(bb_cpu_op_ctx *ctx);
-int bb_ew_and(bb_cpu_op_ctx *ctx);
-int bb_ew_or(bb_cpu_op_ctx *ctx);
-int bb_ew_xor(bb_cpu_op_ctx *ctx);
-int bb_ew_where(bb_cpu_op_ctx *ctx);
+int bbi_ew_add(bbi_cpu_op_ctx *ctx);
+int bbi_ew_sub(bbi_cpu_op_ctx *ctx);
+int bbi_ew_mul(bbi_cpu_op_ctx *ctx);
+int bbi_ew_div(bbi_cpu_op_ctx *ctx);
+int bbi_ew_pow(bbi_cpu_op_ctx *ctx);
+int bbi_ew_mod(bbi_cpu_op_ctx *ctx);
+int bbi_ew_max(bbi_cpu_op_ctx *ctx);
+int bbi_ew_min(bbi_cpu_op_ctx *ctx);
+int bbi_ew_sum(bbi_cpu_op_ctx *ctx);
+int bbi_ew_mean(bbi_cpu_op_ctx *ctx);
+int bbi_ew_equal(bbi_cpu_op_ctx *ctx);
+int bbi_ew_greater(bbi_cpu_op_ctx *ctx);
+int bbi_ew_less(bbi_cpu_op_ctx *ctx);
+int bbi_ew_greater_or_equal(bbi_cpu_op_ctx *ctx);
+int bbi_ew_less_or_equal(bbi_cpu_op_ctx *ctx);
+int bbi_ew_and(bbi_cpu_op_ctx *ctx);
+int bbi_ew_or(bbi_cpu_op_ctx *ctx);
+int bbi_ew_xor(bbi_cpu_op_ctx *ctx);
+int bbi_ew_where(bbi_cpu_op_ctx *ctx);
 
 /* elementwise_unary.c */
-int bb_ew_neg(bb_cpu_op_ctx *ctx);
-int bb_ew_abs(bb_cpu_op_ctx *ctx);
-int bb_ew_sqrt(bb_cpu_op_ctx *ctx);
-int bb_ew_exp(bb_cpu_op_ctx *ctx);
-int bb_ew_log(bb_cpu_op_ctx *ctx);
-int bb_ew_relu(bb_cpu_op_ctx *ctx);
-int bb_ew_leaky_relu(bb_cpu_op_ctx *ctx);
-int bb_ew_sigmoid(bb_cpu_op_ctx *ctx);
-int bb_ew_tanh(bb_cpu_op_ctx *ctx);
-int bb_ew_reciprocal(bb_cpu_op_ctx *ctx);
-int bb_ew_floor(bb_cpu_op_ctx *ctx);
-int bb_ew_ceil(bb_cpu_op_ctx *ctx);
-int bb_ew_round(bb_cpu_op_ctx *ctx);
-int bb_ew_sign(bb_cpu_op_ctx *ctx);
-int bb_ew_erf(bb_cpu_op_ctx *ctx);
-int bb_ew_softplus(bb_cpu_op_ctx *ctx);
-int bb_ew_softsign(bb_cpu_op_ctx *ctx);
-int bb_ew_elu(bb_cpu_op_ctx *ctx);
-int bb_ew_selu(bb_cpu_op_ctx *ctx);
-int bb_ew_hard_sigmoid(bb_cpu_op_ctx *ctx);
-int bb_ew_not(bb_cpu_op_ctx *ctx);
-int bb_ew_clip(bb_cpu_op_ctx *ctx);
+int bbi_ew_neg(bbi_cpu_op_ctx *ctx);
+int bbi_ew_abs(bbi_cpu_op_ctx *ctx);
+int bbi_ew_sqrt(bbi_cpu_op_ctx *ctx);
+int bbi_ew_exp(bbi_cpu_op_ctx *ctx);
+int bbi_ew_log(bbi_cpu_op_ctx *ctx);
+int bbi_ew_relu(bbi_cpu_op_ctx *ctx);
+int bbi_ew_leaky_relu(bbi_cpu_op_ctx *ctx);
+int bbi_ew_sigmoid(bbi_cpu_op_ctx *ctx);
+int bbi_ew_tanh(bbi_cpu_op_ctx *ctx);
+int bbi_ew_reciprocal(bbi_cpu_op_ctx *ctx);
+int bbi_ew_floor(bbi_cpu_op_ctx *ctx);
+int bbi_ew_ceil(bbi_cpu_op_ctx *ctx);
+int bbi_ew_round(bbi_cpu_op_ctx *ctx);
+int bbi_ew_sign(bbi_cpu_op_ctx *ctx);
+int bbi_ew_erf(bbi_cpu_op_ctx *ctx);
+int bbi_ew_softplus(bbi_cpu_op_ctx *ctx);
+int bbi_ew_softsign(bbi_cpu_op_ctx *ctx);
+int bbi_ew_elu(bbi_cpu_op_ctx *ctx);
+int bbi_ew_selu(bbi_cpu_op_ctx *ctx);
+int bbi_ew_hard_sigmoid(bbi_cpu_op_ctx *ctx);
+int bbi_ew_not(bbi_cpu_op_ctx *ctx);
+int bbi_ew_clip(bbi_cpu_op_ctx *ctx);
 
 #endif

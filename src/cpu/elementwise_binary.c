@@ -82,16 +82,16 @@ SIGNED_TYPES(INT_KERNELS)
 UNSIGNED_TYPES(INT_KERNELS)
 
 /* float32 arithmetic: the SIMD kernels. */
-static void f32_simd(bb_binary_op op, size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
+static void f32_simd(bbi_binary_op op, size_t n, const float *a, size_t sa, const float *b, size_t sb, float *y) {
   if (sa && sb) {
-    bb_f32_vbinary(op, n, a, b, y);
+    bbi_f32_vbinary(op, n, a, b, y);
   } else if (sa) {
-    bb_f32_vbinary_c(op, n, a, b[0], y);
+    bbi_f32_vbinary_c(op, n, a, b[0], y);
   } else if (sb) {
-    bb_f32_vbinary_rc(op, n, a[0], b, y);
+    bbi_f32_vbinary_rc(op, n, a[0], b, y);
   } else {
     float v;
-    bb_f32_vbinary_scalar(op, 1, a, b, &v);
+    bbi_f32_vbinary_scalar(op, 1, a, b, &v);
     for (size_t i = 0; i < n; i++) y[i] = v;
   }
 }
@@ -99,12 +99,12 @@ static void f32_simd(bb_binary_op op, size_t n, const float *a, size_t sa, const
   static void name(size_t n, const void *a, size_t sa, const void *b, size_t sb, void *y) {               \
     f32_simd(OP, n, a, sa, b, sb, y);                                                                     \
   }
-F32_SIMD(add_f32, BB_BINARY_ADD)
-F32_SIMD(sub_f32, BB_BINARY_SUB)
-F32_SIMD(mul_f32, BB_BINARY_MUL)
-F32_SIMD(div_f32, BB_BINARY_DIV)
-F32_SIMD(max_f32, BB_BINARY_MAX)
-F32_SIMD(min_f32, BB_BINARY_MIN)
+F32_SIMD(add_f32, BBI_BINARY_ADD)
+F32_SIMD(sub_f32, BBI_BINARY_SUB)
+F32_SIMD(mul_f32, BBI_BINARY_MUL)
+F32_SIMD(div_f32, BBI_BINARY_DIV)
+F32_SIMD(max_f32, BBI_BINARY_MAX)
+F32_SIMD(min_f32, BBI_BINARY_MIN)
 
 /* max/min that return a NaN operand, like the float32 kernels and numpy. */
 static inline double max_nan(double x, double z) { return x != x || x > z ? x : z; }
@@ -144,7 +144,7 @@ DEFINE_BINARY(xor_bool, uint8_t, uint8_t, (x != 0) ^ (z != 0))
 typedef struct binary_op {
   uint32_t types;
   bool bool_out;
-  binary_fn fn[BB_EW_DTYPE_MAX + 1]; /* float16 and bfloat16 use fn[BB_DTYPE_FLOAT] */
+  binary_fn fn[BBI_EW_DTYPE_MAX + 1]; /* float16 and bfloat16 use fn[BB_DTYPE_FLOAT] */
 } binary_op;
 
 #define INT_FNS(prefix)                                                                                   \
@@ -153,25 +153,25 @@ typedef struct binary_op {
   [BB_DTYPE_UINT32] = prefix##u32, [BB_DTYPE_UINT64] = prefix##u64
 #define NUMERIC_FNS(prefix) [BB_DTYPE_FLOAT] = prefix##f32, [BB_DTYPE_DOUBLE] = prefix##f64, INT_FNS(prefix)
 
-static const binary_op ADD = {BB_EW_NUMERIC, false, {NUMERIC_FNS(add_)}};
-static const binary_op SUB = {BB_EW_NUMERIC, false, {NUMERIC_FNS(sub_)}};
-static const binary_op MUL = {BB_EW_NUMERIC, false, {NUMERIC_FNS(mul_)}};
-static const binary_op DIV = {BB_EW_NUMERIC, false, {[BB_DTYPE_FLOAT] = div_f32, [BB_DTYPE_DOUBLE] = div_f64,
+static const binary_op ADD = {BBI_EW_NUMERIC, false, {NUMERIC_FNS(add_)}};
+static const binary_op SUB = {BBI_EW_NUMERIC, false, {NUMERIC_FNS(sub_)}};
+static const binary_op MUL = {BBI_EW_NUMERIC, false, {NUMERIC_FNS(mul_)}};
+static const binary_op DIV = {BBI_EW_NUMERIC, false, {[BB_DTYPE_FLOAT] = div_f32, [BB_DTYPE_DOUBLE] = div_f64,
                                                      INT_FNS(div_k_)}};
-static const binary_op MAX = {BB_EW_NUMERIC, false, {NUMERIC_FNS(max_)}};
-static const binary_op MIN = {BB_EW_NUMERIC, false, {NUMERIC_FNS(min_)}};
-static const binary_op SUM = {BB_EW_FLOATS, false, {[BB_DTYPE_FLOAT] = add_f32, [BB_DTYPE_DOUBLE] = add_f64}};
-static const binary_op MOD = {BB_EW_INTS, false, {INT_FNS(mod_k_)}}; /* floats need fmod=1 */
-static const binary_op FMOD = {BB_EW_NUMERIC, false, {NUMERIC_FNS(fmod_k_)}};
-static const binary_op POW_FLOAT = {BB_EW_FLOATS, false, {[BB_DTYPE_FLOAT] = pow_f32, [BB_DTYPE_DOUBLE] = pow_f64}};
-static const binary_op EQUAL = {BB_EW_ALL, true, {NUMERIC_FNS(eq_), [BB_DTYPE_BOOL] = eq_bool}};
-static const binary_op GREATER = {BB_EW_NUMERIC, true, {NUMERIC_FNS(gt_)}};
-static const binary_op LESS = {BB_EW_NUMERIC, true, {NUMERIC_FNS(lt_)}};
-static const binary_op GREATER_OR_EQUAL = {BB_EW_NUMERIC, true, {NUMERIC_FNS(ge_)}};
-static const binary_op LESS_OR_EQUAL = {BB_EW_NUMERIC, true, {NUMERIC_FNS(le_)}};
-static const binary_op AND = {BB_EW_TYPE(BB_DTYPE_BOOL), true, {[BB_DTYPE_BOOL] = and_bool}};
-static const binary_op OR = {BB_EW_TYPE(BB_DTYPE_BOOL), true, {[BB_DTYPE_BOOL] = or_bool}};
-static const binary_op XOR = {BB_EW_TYPE(BB_DTYPE_BOOL), true, {[BB_DTYPE_BOOL] = xor_bool}};
+static const binary_op MAX = {BBI_EW_NUMERIC, false, {NUMERIC_FNS(max_)}};
+static const binary_op MIN = {BBI_EW_NUMERIC, false, {NUMERIC_FNS(min_)}};
+static const binary_op SUM = {BBI_EW_FLOATS, false, {[BB_DTYPE_FLOAT] = add_f32, [BB_DTYPE_DOUBLE] = add_f64}};
+static const binary_op MOD = {BBI_EW_INTS, false, {INT_FNS(mod_k_)}}; /* floats need fmod=1 */
+static const binary_op FMOD = {BBI_EW_NUMERIC, false, {NUMERIC_FNS(fmod_k_)}};
+static const binary_op POW_FLOAT = {BBI_EW_FLOATS, false, {[BB_DTYPE_FLOAT] = pow_f32, [BB_DTYPE_DOUBLE] = pow_f64}};
+static const binary_op EQUAL = {BBI_EW_ALL, true, {NUMERIC_FNS(eq_), [BB_DTYPE_BOOL] = eq_bool}};
+static const binary_op GREATER = {BBI_EW_NUMERIC, true, {NUMERIC_FNS(gt_)}};
+static const binary_op LESS = {BBI_EW_NUMERIC, true, {NUMERIC_FNS(lt_)}};
+static const binary_op GREATER_OR_EQUAL = {BBI_EW_NUMERIC, true, {NUMERIC_FNS(ge_)}};
+static const binary_op LESS_OR_EQUAL = {BBI_EW_NUMERIC, true, {NUMERIC_FNS(le_)}};
+static const binary_op AND = {BBI_EW_TYPE(BB_DTYPE_BOOL), true, {[BB_DTYPE_BOOL] = and_bool}};
+static const binary_op OR = {BBI_EW_TYPE(BB_DTYPE_BOOL), true, {[BB_DTYPE_BOOL] = or_bool}};
+static const binary_op XOR = {BBI_EW_TYPE(BB_DTYPE_BOOL), true, {[BB_DTYPE_BOOL] = xor_bool}};
 
 /* ---- walking ------------------------------------------------------------------------------ */
 
@@ -187,16 +187,16 @@ static void binary_run(void *user, size_t n, void *const *p, const size_t *step)
     job->fn(n, p[1], step[1], p[2], step[2], p[0]);
     return;
   }
-  float a[BB_EW_CHUNK], b[BB_EW_CHUNK], y[BB_EW_CHUNK];
-  for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-    const size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
-    bb_ew_widen(job->half, (const uint16_t *)p[1] + done * step[1], step[1] ? m : 1, a);
-    bb_ew_widen(job->half, (const uint16_t *)p[2] + done * step[2], step[2] ? m : 1, b);
+  float a[BBI_EW_CHUNK], b[BBI_EW_CHUNK], y[BBI_EW_CHUNK];
+  for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+    const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
+    bbi_ew_widen(job->half, (const uint16_t *)p[1] + done * step[1], step[1] ? m : 1, a);
+    bbi_ew_widen(job->half, (const uint16_t *)p[2] + done * step[2], step[2] ? m : 1, b);
     if (job->bool_out) {
       job->fn(m, a, step[1], b, step[2], (uint8_t *)p[0] + done);
     } else {
       job->fn(m, a, step[1], b, step[2], y);
-      bb_ew_narrow(job->half, y, m, (uint16_t *)p[0] + done);
+      bbi_ew_narrow(job->half, y, m, (uint16_t *)p[0] + done);
     }
   }
 }
@@ -204,20 +204,20 @@ static void binary_run(void *user, size_t n, void *const *p, const size_t *step)
 /* y = op(a, b), broadcasting both to y's shape; a and b have y's input type. */
 static void binary_apply(bb_tensor *y, const bb_tensor *a, const bb_tensor *b, const binary_op *op) {
   const int32_t dt = a->dtype;
-  binary_job job = {op->fn[bb_ew_is_half(dt) ? BB_DTYPE_FLOAT : dt], bb_ew_is_half(dt) ? dt : 0, op->bool_out};
+  binary_job job = {op->fn[bbi_ew_is_half(dt) ? BB_DTYPE_FLOAT : dt], bbi_ew_is_half(dt) ? dt : 0, op->bool_out};
   const bb_tensor *in[2] = {a, b};
-  bb_ew_apply(y, in, 2, binary_run, &job);
+  bbi_ew_apply(y, in, 2, binary_run, &job);
 }
 
 /* Before opset 7 binary ops broadcast only when the `broadcast` attribute is 1, and then
  * only B onto A: B's shape must match a contiguous run of A's dimensions that starts at
  * `axis` (by default it is A's trailing dimensions); size-1 dimensions of B also broadcast.
  * Returns B as a view with A's rank. */
-static int legacy_operand(bb_cpu_op_ctx *ctx, const bb_tensor *a, bb_tensor *b, bb_tensor **out) {
+static int legacy_operand(bbi_cpu_op_ctx *ctx, const bb_tensor *a, bb_tensor *b, bb_tensor **out) {
   char sa[96], sb[96];
   if (!bb_attr_get_int(&ctx->node->attrs, "broadcast", 0)) {
     if (!bb_tensor_same_shape(a, b))
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "shapes %s and %s differ and broadcast is not set (opset %lld)",
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "shapes %s and %s differ and broadcast is not set (opset %lld)",
                          bb_tensor_describe(a, sa, sizeof sa), bb_tensor_describe(b, sb, sizeof sb),
                          (long long)ctx->opset);
     *out = bb_tensor_retain(b);
@@ -226,42 +226,42 @@ static int legacy_operand(bb_cpu_op_ctx *ctx, const bb_tensor *a, bb_tensor *b, 
   int axis = a->rank - b->rank;
   const bb_attr *attr = bb_attr_find(&ctx->node->attrs, "axis");
   int rc;
-  if (attr && (rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), a->rank, &axis))) return rc;
+  if (attr && (rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), a->rank, &axis))) return rc;
   bool fits = axis >= 0 && axis + b->rank <= a->rank;
   for (int i = 0; fits && i < b->rank; i++) fits = b->dims[i] == a->dims[axis + i] || b->dims[i] == 1;
   if (!fits)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s does not broadcast onto %s at axis %d (opset %lld rules)",
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s does not broadcast onto %s at axis %d (opset %lld rules)",
                        bb_tensor_describe(b, sb, sizeof sb), bb_tensor_describe(a, sa, sizeof sa), axis,
                        (long long)ctx->opset);
   int64_t dims[BB_MAX_RANK];
   for (int i = 0; i < a->rank; i++) dims[i] = 1;
   for (int i = 0; i < b->rank; i++) dims[axis + i] = b->dims[i];
   *out = bb_tensor_view(b, a->rank, dims);
-  return *out ? 0 : bb_cpu_fail(ctx, BB_ERR_NOMEM, "out of memory");
+  return *out ? 0 : bbi_cpu_fail(ctx, BB_ERR_NOMEM, "out of memory");
 }
 
 /* Makes output 0 (dtype, and the shape of inputs 0 and 1 broadcast) and returns in *b the
  * second operand to walk: input 1, or its opset < 7 view. Release *b afterwards. */
-static int binary_output(bb_cpu_op_ctx *ctx, int32_t dtype, bb_tensor **b) {
+static int binary_output(bbi_cpu_op_ctx *ctx, int32_t dtype, bb_tensor **b) {
   const bb_tensor *a = ctx->inputs[0];
   int rc;
   if (ctx->opset < 7) {
     if ((rc = legacy_operand(ctx, a, ctx->inputs[1], b))) return rc;
-    if ((rc = bb_cpu_make_output(ctx, 0, dtype, a->rank, a->dims))) bb_tensor_release(*b);
+    if ((rc = bbi_cpu_make_output(ctx, 0, dtype, a->rank, a->dims))) bb_tensor_release(*b);
     return rc;
   }
   int rank;
   int64_t dims[BB_MAX_RANK];
-  if ((rc = bb_ew_broadcast(ctx, 0, 1, &rank, dims)) || (rc = bb_cpu_make_output(ctx, 0, dtype, rank, dims)))
+  if ((rc = bbi_ew_broadcast(ctx, 0, 1, &rank, dims)) || (rc = bbi_cpu_make_output(ctx, 0, dtype, rank, dims)))
     return rc;
   *b = bb_tensor_retain(ctx->inputs[1]);
   return 0;
 }
 
 /* Binary op whose two inputs share one type from op->types. */
-static int run_binary(bb_cpu_op_ctx *ctx, const binary_op *op) {
+static int run_binary(bbi_cpu_op_ctx *ctx, const binary_op *op) {
   int rc;
-  if ((rc = bb_ew_check_type(ctx, 0, op->types)) || (rc = bb_ew_check_same_type(ctx, 0, 1))) return rc;
+  if ((rc = bbi_ew_check_type(ctx, 0, op->types)) || (rc = bbi_ew_check_same_type(ctx, 0, 1))) return rc;
   const bb_tensor *a = ctx->inputs[0];
   bb_tensor *b;
   if ((rc = binary_output(ctx, op->bool_out ? BB_DTYPE_BOOL : a->dtype, &b))) return rc;
@@ -270,25 +270,25 @@ static int run_binary(bb_cpu_op_ctx *ctx, const binary_op *op) {
   return 0;
 }
 
-int bb_ew_add(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &ADD); }
-int bb_ew_sub(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &SUB); }
-int bb_ew_mul(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &MUL); }
-int bb_ew_div(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &DIV); }
-int bb_ew_equal(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &EQUAL); }
-int bb_ew_greater(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &GREATER); }
-int bb_ew_less(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &LESS); }
-int bb_ew_greater_or_equal(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &GREATER_OR_EQUAL); }
-int bb_ew_less_or_equal(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &LESS_OR_EQUAL); }
-int bb_ew_and(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &AND); }
-int bb_ew_or(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &OR); }
-int bb_ew_xor(bb_cpu_op_ctx *ctx) { return run_binary(ctx, &XOR); }
+int bbi_ew_add(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &ADD); }
+int bbi_ew_sub(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &SUB); }
+int bbi_ew_mul(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &MUL); }
+int bbi_ew_div(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &DIV); }
+int bbi_ew_equal(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &EQUAL); }
+int bbi_ew_greater(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &GREATER); }
+int bbi_ew_less(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &LESS); }
+int bbi_ew_greater_or_equal(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &GREATER_OR_EQUAL); }
+int bbi_ew_less_or_equal(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &LESS_OR_EQUAL); }
+int bbi_ew_and(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &AND); }
+int bbi_ew_or(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &OR); }
+int bbi_ew_xor(bbi_cpu_op_ctx *ctx) { return run_binary(ctx, &XOR); }
 
-int bb_ew_mod(bb_cpu_op_ctx *ctx) {
-  int rc = bb_ew_check_type(ctx, 0, BB_EW_NUMERIC);
+int bbi_ew_mod(bbi_cpu_op_ctx *ctx) {
+  int rc = bbi_ew_check_type(ctx, 0, BBI_EW_NUMERIC);
   if (rc) return rc;
   const bool fmod_mode = bb_attr_get_int(&ctx->node->attrs, "fmod", 0) != 0;
-  if (!fmod_mode && bb_ew_in(BB_EW_FLOATS, ctx->inputs[0]->dtype))
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "floating-point inputs need the attribute fmod=1");
+  if (!fmod_mode && bbi_ew_in(BBI_EW_FLOATS, ctx->inputs[0]->dtype))
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "floating-point inputs need the attribute fmod=1");
   return run_binary(ctx, fmod_mode ? &FMOD : &MOD);
 }
 
@@ -316,45 +316,45 @@ typedef struct pow_job {
 static void pow_mixed_run(void *user, size_t n, void *const *p, const size_t *step) {
   const pow_job *job = user;
   const size_t ey = bb_dtype_size(job->y), ea = bb_dtype_size(job->a), eb = bb_dtype_size(job->b);
-  const bool integral = !bb_ew_in(BB_EW_FLOATS, job->a) && !bb_ew_in(BB_EW_FLOATS, job->b);
-  const bool e_unsigned = bb_ew_in(BB_EW_UNSIGNED, job->b);
+  const bool integral = !bbi_ew_in(BBI_EW_FLOATS, job->a) && !bbi_ew_in(BBI_EW_FLOATS, job->b);
+  const bool e_unsigned = bbi_ew_in(BBI_EW_UNSIGNED, job->b);
   union {
-    double f[BB_EW_CHUNK];
-    int64_t i[BB_EW_CHUNK];
+    double f[BBI_EW_CHUNK];
+    int64_t i[BBI_EW_CHUNK];
   } x, e, r;
-  for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-    const size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
+  for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+    const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
     const char *pa = (const char *)p[1] + done * step[1] * ea, *pb = (const char *)p[2] + done * step[2] * eb;
     const size_t ma = step[1] ? m : 1, mb = step[2] ? m : 1;
     if (integral) {
-      bb_ew_convert(BB_DTYPE_INT64, x.i, job->a, pa, ma);
-      bb_ew_convert(e_unsigned ? BB_DTYPE_UINT64 : BB_DTYPE_INT64, e.i, job->b, pb, mb);
+      bbi_ew_convert(BB_DTYPE_INT64, x.i, job->a, pa, ma);
+      bbi_ew_convert(e_unsigned ? BB_DTYPE_UINT64 : BB_DTYPE_INT64, e.i, job->b, pb, mb);
       for (size_t i = 0; i < m; i++) r.i[i] = int_pow(x.i[i * step[1]], e.i[i * step[2]], e_unsigned);
-      bb_ew_convert(job->y, (char *)p[0] + done * ey, BB_DTYPE_INT64, r.i, m);
+      bbi_ew_convert(job->y, (char *)p[0] + done * ey, BB_DTYPE_INT64, r.i, m);
     } else {
-      bb_ew_convert(BB_DTYPE_DOUBLE, x.f, job->a, pa, ma);
-      bb_ew_convert(BB_DTYPE_DOUBLE, e.f, job->b, pb, mb);
+      bbi_ew_convert(BB_DTYPE_DOUBLE, x.f, job->a, pa, ma);
+      bbi_ew_convert(BB_DTYPE_DOUBLE, e.f, job->b, pb, mb);
       for (size_t i = 0; i < m; i++) r.f[i] = pow(x.f[i * step[1]], e.f[i * step[2]]);
-      bb_ew_convert(job->y, (char *)p[0] + done * ey, BB_DTYPE_DOUBLE, r.f, m);
+      bbi_ew_convert(job->y, (char *)p[0] + done * ey, BB_DTYPE_DOUBLE, r.f, m);
     }
   }
 }
 
-#define POW_BASES (BB_EW_FLOATS | BB_EW_TYPE(BB_DTYPE_INT32) | BB_EW_TYPE(BB_DTYPE_INT64))
+#define POW_BASES (BBI_EW_FLOATS | BBI_EW_TYPE(BB_DTYPE_INT32) | BBI_EW_TYPE(BB_DTYPE_INT64))
 
-int bb_ew_pow(bb_cpu_op_ctx *ctx) {
+int bbi_ew_pow(bbi_cpu_op_ctx *ctx) {
   int rc;
-  if ((rc = bb_ew_check_type(ctx, 0, POW_BASES))) return rc;
+  if ((rc = bbi_ew_check_type(ctx, 0, POW_BASES))) return rc;
   /* opset 12 lets the exponent have its own type; before, both share the base's */
-  rc = ctx->opset < 12 ? bb_ew_check_same_type(ctx, 0, 1) : bb_ew_check_type(ctx, 1, BB_EW_NUMERIC);
+  rc = ctx->opset < 12 ? bbi_ew_check_same_type(ctx, 0, 1) : bbi_ew_check_type(ctx, 1, BBI_EW_NUMERIC);
   if (rc) return rc;
   const bb_tensor *a = ctx->inputs[0];
-  if (a->dtype == ctx->inputs[1]->dtype && bb_ew_in(BB_EW_FLOATS, a->dtype)) return run_binary(ctx, &POW_FLOAT);
+  if (a->dtype == ctx->inputs[1]->dtype && bbi_ew_in(BBI_EW_FLOATS, a->dtype)) return run_binary(ctx, &POW_FLOAT);
   bb_tensor *b;
   if ((rc = binary_output(ctx, a->dtype, &b))) return rc;
   pow_job job = {a->dtype, a->dtype, b->dtype};
   const bb_tensor *in[2] = {a, b};
-  bb_ew_apply(ctx->outputs[0], in, 2, pow_mixed_run, &job);
+  bbi_ew_apply(ctx->outputs[0], in, 2, pow_mixed_run, &job);
   bb_tensor_release(b);
   return 0;
 }
@@ -371,32 +371,32 @@ static void divide_all(bb_tensor *y, double count) {
     float *v = d;
     for (size_t i = 0; i < n; i++) v[i] /= (float)count;
   } else { /* float16 / bfloat16 */
-    float v[BB_EW_CHUNK];
-    for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-      const size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
+    float v[BBI_EW_CHUNK];
+    for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+      const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
       uint16_t *h = (uint16_t *)d + done;
-      bb_ew_widen(y->dtype, h, m, v);
+      bbi_ew_widen(y->dtype, h, m, v);
       for (size_t i = 0; i < m; i++) v[i] /= (float)count;
-      bb_ew_narrow(y->dtype, v, m, h);
+      bbi_ew_narrow(y->dtype, v, m, h);
     }
   }
 }
 
 /* Folds op over all inputs (one or more, all of one type), broadcasting them together. */
-static int run_variadic(bb_cpu_op_ctx *ctx, const binary_op *op, bool mean) {
+static int run_variadic(bbi_cpu_op_ctx *ctx, const binary_op *op, bool mean) {
   const size_t n = ctx->n_inputs;
   int rc;
   for (size_t i = 0; i < n; i++)
-    if ((rc = bb_ew_check_type(ctx, i, op->types))) return rc;
-  if ((rc = bb_ew_check_same_type(ctx, 0, n - 1))) return rc;
+    if ((rc = bbi_ew_check_type(ctx, i, op->types))) return rc;
+  if ((rc = bbi_ew_check_same_type(ctx, 0, n - 1))) return rc;
   int rank;
   int64_t dims[BB_MAX_RANK];
-  if ((rc = bb_ew_broadcast(ctx, 0, n - 1, &rank, dims)) ||
-      (rc = bb_cpu_make_output(ctx, 0, ctx->inputs[0]->dtype, rank, dims)))
+  if ((rc = bbi_ew_broadcast(ctx, 0, n - 1, &rank, dims)) ||
+      (rc = bbi_cpu_make_output(ctx, 0, ctx->inputs[0]->dtype, rank, dims)))
     return rc;
   bb_tensor *y = ctx->outputs[0];
   if (n == 1) {
-    bb_ew_convert(y->dtype, bb_tensor_data(y), y->dtype, bb_tensor_data(ctx->inputs[0]), (size_t)y->numel);
+    bbi_ew_convert(y->dtype, bb_tensor_data(y), y->dtype, bb_tensor_data(ctx->inputs[0]), (size_t)y->numel);
     return 0;
   }
   binary_apply(y, ctx->inputs[0], ctx->inputs[1], op);
@@ -405,10 +405,10 @@ static int run_variadic(bb_cpu_op_ctx *ctx, const binary_op *op, bool mean) {
   return 0;
 }
 
-int bb_ew_max(bb_cpu_op_ctx *ctx) { return run_variadic(ctx, &MAX, false); }
-int bb_ew_min(bb_cpu_op_ctx *ctx) { return run_variadic(ctx, &MIN, false); }
-int bb_ew_sum(bb_cpu_op_ctx *ctx) { return run_variadic(ctx, &SUM, false); }
-int bb_ew_mean(bb_cpu_op_ctx *ctx) { return run_variadic(ctx, &SUM, true); }
+int bbi_ew_max(bbi_cpu_op_ctx *ctx) { return run_variadic(ctx, &MAX, false); }
+int bbi_ew_min(bbi_cpu_op_ctx *ctx) { return run_variadic(ctx, &MIN, false); }
+int bbi_ew_sum(bbi_cpu_op_ctx *ctx) { return run_variadic(ctx, &SUM, false); }
+int bbi_ew_mean(bbi_cpu_op_ctx *ctx) { return run_variadic(ctx, &SUM, true); }
 
 /* ---- Where ----------------------------------------------------------------------------------- */
 
@@ -433,18 +433,18 @@ static void where_run(void *user, size_t n, void *const *p, const size_t *step) 
   }
 }
 
-int bb_ew_where(bb_cpu_op_ctx *ctx) {
+int bbi_ew_where(bbi_cpu_op_ctx *ctx) {
   int rc;
-  if ((rc = bb_ew_check_type(ctx, 0, BB_EW_TYPE(BB_DTYPE_BOOL))) || (rc = bb_ew_check_type(ctx, 1, BB_EW_ALL)) ||
-      (rc = bb_ew_check_same_type(ctx, 1, 2)))
+  if ((rc = bbi_ew_check_type(ctx, 0, BBI_EW_TYPE(BB_DTYPE_BOOL))) || (rc = bbi_ew_check_type(ctx, 1, BBI_EW_ALL)) ||
+      (rc = bbi_ew_check_same_type(ctx, 1, 2)))
     return rc;
   int rank;
   int64_t dims[BB_MAX_RANK];
-  if ((rc = bb_ew_broadcast(ctx, 0, 2, &rank, dims)) ||
-      (rc = bb_cpu_make_output(ctx, 0, ctx->inputs[1]->dtype, rank, dims)))
+  if ((rc = bbi_ew_broadcast(ctx, 0, 2, &rank, dims)) ||
+      (rc = bbi_cpu_make_output(ctx, 0, ctx->inputs[1]->dtype, rank, dims)))
     return rc;
   size_t esize = bb_dtype_size(ctx->inputs[1]->dtype);
   const bb_tensor *in[3] = {ctx->inputs[0], ctx->inputs[1], ctx->inputs[2]};
-  bb_ew_apply(ctx->outputs[0], in, 3, where_run, &esize);
+  bbi_ew_apply(ctx->outputs[0], in, 3, where_run, &esize);
   return 0;
 }

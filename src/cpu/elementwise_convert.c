@@ -10,7 +10,7 @@
 
 #include "cpu/elementwise.h"
 
-void bb_ew_widen(int32_t dtype, const void *src, size_t n, float *dst) {
+void bbi_ew_widen(int32_t dtype, const void *src, size_t n, float *dst) {
   const uint16_t *s = src;
   if (dtype == BB_DTYPE_FLOAT16)
     for (size_t i = 0; i < n; i++) dst[i] = bb_f16_to_f32(s[i]);
@@ -18,7 +18,7 @@ void bb_ew_widen(int32_t dtype, const void *src, size_t n, float *dst) {
     for (size_t i = 0; i < n; i++) dst[i] = bb_bf16_to_f32(s[i]);
 }
 
-void bb_ew_narrow(int32_t dtype, const float *src, size_t n, void *dst) {
+void bbi_ew_narrow(int32_t dtype, const float *src, size_t n, void *dst) {
   uint16_t *d = dst;
   if (dtype == BB_DTYPE_FLOAT16)
     for (size_t i = 0; i < n; i++) d[i] = bb_f32_to_f16(src[i]);
@@ -56,15 +56,15 @@ static uint64_t f64_to_u64(double v) {
 typedef enum { CARRIER_F64, CARRIER_I64, CARRIER_U64 } carrier;
 
 static carrier carrier_of(int32_t dtype) {
-  if (bb_ew_in(BB_EW_FLOATS, dtype)) return CARRIER_F64;
-  if (bb_ew_in(BB_EW_UNSIGNED, dtype)) return CARRIER_U64;
+  if (bbi_ew_in(BBI_EW_FLOATS, dtype)) return CARRIER_F64;
+  if (bbi_ew_in(BBI_EW_UNSIGNED, dtype)) return CARRIER_U64;
   return CARRIER_I64; /* signed integers and bool */
 }
 
 typedef union {
-  double f[BB_EW_CHUNK];
-  int64_t i[BB_EW_CHUNK];
-  uint64_t u[BB_EW_CHUNK];
+  double f[BBI_EW_CHUNK];
+  int64_t i[BBI_EW_CHUNK];
+  uint64_t u[BBI_EW_CHUNK];
 } carrier_buf;
 
 #define LOAD(T, field)                                                                                    \
@@ -73,7 +73,7 @@ typedef union {
     for (size_t k = 0; k < n; k++) c->field[k] = s[k];                                                    \
   } while (0)
 
-/* n <= BB_EW_CHUNK elements of src into the carrier of its type. */
+/* n <= BBI_EW_CHUNK elements of src into the carrier of its type. */
 static void load(int32_t dtype, const void *src, size_t n, carrier_buf *c) {
   switch (dtype) {
   case BB_DTYPE_FLOAT: LOAD(float, f); break;
@@ -140,24 +140,24 @@ static void store(int32_t dtype, const carrier_buf *c, carrier from, size_t n, v
   }
 }
 
-void bb_ew_convert(int32_t dst_dtype, void *dst, int32_t src_dtype, const void *src, size_t n) {
+void bbi_ew_convert(int32_t dst_dtype, void *dst, int32_t src_dtype, const void *src, size_t n) {
   if (dst_dtype == src_dtype) {
     memmove(dst, src, n * bb_dtype_size(src_dtype));
     return;
   }
-  if (dst_dtype == BB_DTYPE_FLOAT && bb_ew_is_half(src_dtype)) {
-    bb_ew_widen(src_dtype, src, n, dst);
+  if (dst_dtype == BB_DTYPE_FLOAT && bbi_ew_is_half(src_dtype)) {
+    bbi_ew_widen(src_dtype, src, n, dst);
     return;
   }
-  if (src_dtype == BB_DTYPE_FLOAT && bb_ew_is_half(dst_dtype)) {
-    bb_ew_narrow(dst_dtype, src, n, dst);
+  if (src_dtype == BB_DTYPE_FLOAT && bbi_ew_is_half(dst_dtype)) {
+    bbi_ew_narrow(dst_dtype, src, n, dst);
     return;
   }
   const size_t src_size = bb_dtype_size(src_dtype), dst_size = bb_dtype_size(dst_dtype);
   const carrier from = carrier_of(src_dtype);
   carrier_buf buf;
-  for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-    size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
+  for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+    size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
     load(src_dtype, (const char *)src + done * src_size, m, &buf);
     store(dst_dtype, &buf, from, m, (char *)dst + done * dst_size);
   }

@@ -12,25 +12,25 @@ static const char *dtype_text(int32_t dtype) {
   return name ? name : "unknown";
 }
 
-int bb_ew_check_type(bb_cpu_op_ctx *ctx, size_t i, uint32_t types) {
-  const bb_tensor *t = bb_cpu_input(ctx, i);
-  if (!t) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
-  if (bb_ew_in(types, t->dtype)) return 0;
+int bbi_ew_check_type(bbi_cpu_op_ctx *ctx, size_t i, uint32_t types) {
+  const bb_tensor *t = bbi_cpu_input(ctx, i);
+  if (!t) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "input %zu is missing", i);
+  if (bbi_ew_in(types, t->dtype)) return 0;
   char list[256] = "";
   size_t used = 0;
-  for (int32_t dt = 0; dt <= BB_EW_DTYPE_MAX && used < sizeof list; dt++)
-    if (bb_ew_in(types, dt))
+  for (int32_t dt = 0; dt <= BBI_EW_DTYPE_MAX && used < sizeof list; dt++)
+    if (bbi_ew_in(types, dt))
       used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? "," : "", dtype_text(dt));
-  return bb_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s; this op takes %s", i, dtype_text(t->dtype),
+  return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s; this op takes %s", i, dtype_text(t->dtype),
                      list);
 }
 
-int bb_ew_check_same_type(bb_cpu_op_ctx *ctx, size_t first, size_t last) {
-  const bb_tensor *a = bb_cpu_input(ctx, first);
+int bbi_ew_check_same_type(bbi_cpu_op_ctx *ctx, size_t first, size_t last) {
+  const bb_tensor *a = bbi_cpu_input(ctx, first);
   for (size_t i = first + 1; a && i <= last; i++) {
-    const bb_tensor *b = bb_cpu_input(ctx, i);
+    const bb_tensor *b = bbi_cpu_input(ctx, i);
     if (b && b->dtype != a->dtype)
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s but input %zu has %s; they must be equal",
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has element type %s but input %zu has %s; they must be equal",
                          i, dtype_text(b->dtype), first, dtype_text(a->dtype));
   }
   return 0;
@@ -38,22 +38,22 @@ int bb_ew_check_same_type(bb_cpu_op_ctx *ctx, size_t first, size_t last) {
 
 /* ---- broadcasting ---------------------------------------------------------------------- */
 
-int bb_ew_broadcast(bb_cpu_op_ctx *ctx, size_t first, size_t last, int *rank, int64_t *dims) {
+int bbi_ew_broadcast(bbi_cpu_op_ctx *ctx, size_t first, size_t last, int *rank, int64_t *dims) {
   int r = 0;
   for (size_t i = first; i <= last; i++) {
-    const bb_tensor *t = bb_cpu_input(ctx, i);
+    const bb_tensor *t = bbi_cpu_input(ctx, i);
     if (!t) continue;
     int64_t merged[BB_MAX_RANK];
     bb_error err;
     if (bb_broadcast_shapes(r, dims, t->rank, t->dims, &r, merged, &err))
-      return bb_cpu_fail(ctx, err.code, "input %zu does not broadcast with the inputs before it: %s", i, err.message);
+      return bbi_cpu_fail(ctx, err.code, "input %zu does not broadcast with the inputs before it: %s", i, err.message);
     memcpy(dims, merged, (size_t)r * sizeof *dims);
   }
   *rank = r;
   return 0;
 }
 
-void bb_ew_plan_init(bb_ew_plan *p, int rank, const int64_t *dims, int n_inputs, const int *in_ranks,
+void bbi_ew_plan_init(bbi_ew_plan *p, int rank, const int64_t *dims, int n_inputs, const int *in_ranks,
                      const int64_t *const *in_dims) {
   const int n = n_inputs + 1;
   memset(p, 0, sizeof *p);
@@ -62,13 +62,13 @@ void bb_ew_plan_init(bb_ew_plan *p, int rank, const int64_t *dims, int n_inputs,
   /* Dimensions from the innermost outwards, size-1 ones dropped, merged where every
    * operand's stride over the outer one equals its stride over the inner one times the
    * inner size (both broadcast, or both contiguous). */
-  int64_t size[BB_MAX_RANK], stride[BB_EW_MAX_OPERANDS][BB_MAX_RANK];
-  int64_t contiguous[BB_EW_MAX_OPERANDS]; /* each operand's element count inside dim i */
+  int64_t size[BB_MAX_RANK], stride[BBI_EW_MAX_OPERANDS][BB_MAX_RANK];
+  int64_t contiguous[BBI_EW_MAX_OPERANDS]; /* each operand's element count inside dim i */
   int kept = 0;
   for (int k = 0; k < n; k++) contiguous[k] = 1;
   for (int i = rank - 1; i >= 0; i--) {
     if (dims[i] == 0) return; /* empty output: p->run stays 0 */
-    int64_t st[BB_EW_MAX_OPERANDS];
+    int64_t st[BBI_EW_MAX_OPERANDS];
     for (int k = 0; k < n; k++) {
       int64_t extent = dims[i];
       if (k > 0) {
@@ -118,7 +118,7 @@ typedef enum {
 
 /* How many rows one call covers (1: no widening). Runs shorter than a quarter of the tile
  * are widened. */
-static int64_t widen_rows(const bb_ew_plan *p, const size_t *elem_size, rows_mode *mode) {
+static int64_t widen_rows(const bbi_ew_plan *p, const size_t *elem_size, rows_mode *mode) {
   if (p->rank == 0) return 1;
   const int d = p->rank - 1;
   size_t widest = 0;
@@ -153,25 +153,25 @@ static void expand_column(void *tile, const char *src, int64_t stride, int64_t r
 #undef EXPAND
 }
 
-void bb_ew_plan_each(const bb_ew_plan *p, void *const *base, const size_t *elem_size, bb_ew_run_fn fn,
+void bbi_ew_plan_each(const bbi_ew_plan *p, void *const *base, const size_t *elem_size, bbi_ew_run_fn fn,
                      void *user) {
   if (p->run == 0) return;
   const int n = p->n_operands, last = p->rank - 1;
-  rows_mode mode[BB_EW_MAX_OPERANDS];
+  rows_mode mode[BBI_EW_MAX_OPERANDS];
   const int64_t rows = widen_rows(p, elem_size, mode);
   union {
     uint64_t align;
     unsigned char bytes[WIDE_TILE_BYTES];
-  } tile[BB_EW_MAX_OPERANDS];
-  const char *tiled[BB_EW_MAX_OPERANDS] = {NULL}; /* the row a ROWS_REPEAT tile holds copies of */
-  size_t step[BB_EW_MAX_OPERANDS];
+  } tile[BBI_EW_MAX_OPERANDS];
+  const char *tiled[BBI_EW_MAX_OPERANDS] = {NULL}; /* the row a ROWS_REPEAT tile holds copies of */
+  size_t step[BBI_EW_MAX_OPERANDS];
   for (int k = 0; k < n; k++) step[k] = rows > 1 && mode[k] == ROWS_COLUMN ? 1 : p->step[k];
 
-  int64_t byte_stride[BB_EW_MAX_OPERANDS][BB_MAX_RANK], offset[BB_EW_MAX_OPERANDS] = {0};
+  int64_t byte_stride[BBI_EW_MAX_OPERANDS][BB_MAX_RANK], offset[BBI_EW_MAX_OPERANDS] = {0};
   int64_t idx[BB_MAX_RANK] = {0};
   for (int k = 0; k < n; k++)
     for (int d = 0; d < p->rank; d++) byte_stride[k][d] = p->strides[k][d] * (int64_t)elem_size[k];
-  void *ptr[BB_EW_MAX_OPERANDS];
+  void *ptr[BBI_EW_MAX_OPERANDS];
   for (;;) {
     const int64_t take = rows > 1 && p->dims[last] - idx[last] < rows ? p->dims[last] - idx[last] : rows;
     for (int k = 0; k < n; k++) {
@@ -202,18 +202,18 @@ void bb_ew_plan_each(const bb_ew_plan *p, void *const *base, const size_t *elem_
   }
 }
 
-void bb_ew_apply(bb_tensor *y, const bb_tensor *const *in, int n_inputs, bb_ew_run_fn fn, void *user) {
-  int ranks[BB_EW_MAX_OPERANDS - 1];
-  const int64_t *dims[BB_EW_MAX_OPERANDS - 1];
-  void *base[BB_EW_MAX_OPERANDS] = {bb_tensor_data(y)};
-  size_t esize[BB_EW_MAX_OPERANDS] = {bb_dtype_size(y->dtype)};
+void bbi_ew_apply(bb_tensor *y, const bb_tensor *const *in, int n_inputs, bbi_ew_run_fn fn, void *user) {
+  int ranks[BBI_EW_MAX_OPERANDS - 1];
+  const int64_t *dims[BBI_EW_MAX_OPERANDS - 1];
+  void *base[BBI_EW_MAX_OPERANDS] = {bb_tensor_data(y)};
+  size_t esize[BBI_EW_MAX_OPERANDS] = {bb_dtype_size(y->dtype)};
   for (int k = 0; k < n_inputs; k++) {
     ranks[k] = in[k]->rank;
     dims[k] = in[k]->dims;
     base[k + 1] = bb_tensor_data(in[k]);
     esize[k + 1] = bb_dtype_size(in[k]->dtype);
   }
-  bb_ew_plan plan;
-  bb_ew_plan_init(&plan, y->rank, y->dims, n_inputs, ranks, dims);
-  bb_ew_plan_each(&plan, base, esize, fn, user);
+  bbi_ew_plan plan;
+  bbi_ew_plan_init(&plan, y->rank, y->dims, n_inputs, ranks, dims);
+  bbi_ew_plan_each(&plan, base, esize, fn, user);
 }

@@ -23,7 +23,7 @@ typedef struct unary_op {
   uint32_t types;
   unary_f32_fn f32;
   unary_f64_fn f64;
-  unary_int_fn ints[BB_EW_DTYPE_MAX + 1]; /* integer and bool kernels by dtype */
+  unary_int_fn ints[BBI_EW_DTYPE_MAX + 1]; /* integer and bool kernels by dtype */
 } unary_op;
 
 /* A double kernel from an expression of x (and the attributes in p). */
@@ -48,18 +48,18 @@ typedef struct unary_op {
 /* float32 from the SIMD kernels, double from an expression. */
 #define DEFINE_SIMD_UNARY(name, OP, EXPR_D)                                                               \
   static void name##_f32(size_t n, const float *x, float *y, const unary_args *p) {                      \
-    bb_f32_vunary(OP, n, x, y);                                                                           \
+    bbi_f32_vunary(OP, n, x, y);                                                                           \
   }                                                                                                       \
   DEFINE_F64_UNARY(name, EXPR_D)
 
-DEFINE_SIMD_UNARY(neg, BB_UNARY_NEG, -x)
-DEFINE_SIMD_UNARY(abs, BB_UNARY_ABS, fabs(x))
-DEFINE_SIMD_UNARY(sqrt, BB_UNARY_SQRT, sqrt(x))
-DEFINE_SIMD_UNARY(exp, BB_UNARY_EXP, exp(x))
-DEFINE_SIMD_UNARY(log, BB_UNARY_LOG, log(x))
-DEFINE_SIMD_UNARY(relu, BB_UNARY_RELU, x < 0 ? 0.0 : x)
-DEFINE_SIMD_UNARY(sigmoid, BB_UNARY_SIGMOID, 1.0 / (1.0 + exp(-x)))
-DEFINE_SIMD_UNARY(tanh, BB_UNARY_TANH, tanh(x))
+DEFINE_SIMD_UNARY(neg, BBI_UNARY_NEG, -x)
+DEFINE_SIMD_UNARY(abs, BBI_UNARY_ABS, fabs(x))
+DEFINE_SIMD_UNARY(sqrt, BBI_UNARY_SQRT, sqrt(x))
+DEFINE_SIMD_UNARY(exp, BBI_UNARY_EXP, exp(x))
+DEFINE_SIMD_UNARY(log, BBI_UNARY_LOG, log(x))
+DEFINE_SIMD_UNARY(relu, BBI_UNARY_RELU, x < 0 ? 0.0 : x)
+DEFINE_SIMD_UNARY(sigmoid, BBI_UNARY_SIGMOID, 1.0 / (1.0 + exp(-x)))
+DEFINE_SIMD_UNARY(tanh, BBI_UNARY_TANH, tanh(x))
 DEFINE_UNARY(leaky_relu, x < 0 ? p->alpha * x : x, x < 0 ? p->alpha * x : x)
 DEFINE_UNARY(reciprocal, 1.0f / x, 1.0 / x)
 DEFINE_UNARY(floor, floorf(x), floor(x))
@@ -116,33 +116,33 @@ DEFINE_INT_UNARY(not_bool, uint8_t, x == 0)
 #define FLOAT_OP(name, types)                                                                             \
   static const unary_op name##_OP = {types, name##_f32, name##_f64, {0}};
 
-static const unary_op neg_OP = {BB_EW_FLOATS | BB_EW_SIGNED, neg_f32, neg_f64, {SIGNED_FNS(neg_)}};
-static const unary_op abs_OP = {BB_EW_NUMERIC, abs_f32, abs_f64, {INT_FNS(abs_)}};
-static const unary_op relu_OP = {BB_EW_FLOATS | BB_EW_SIGNED, relu_f32, relu_f64, {SIGNED_FNS(relu_)}};
-static const unary_op sign_OP = {BB_EW_NUMERIC, sign_f32, sign_f64, {INT_FNS(sign_)}};
-static const unary_op erf_OP = {BB_EW_NUMERIC, erf_f32, erf_f64, {0}}; /* integers via double */
-static const unary_op not_OP = {BB_EW_TYPE(BB_DTYPE_BOOL), NULL, NULL, {[BB_DTYPE_BOOL] = not_bool}};
-FLOAT_OP(sqrt, BB_EW_FLOATS)
-FLOAT_OP(exp, BB_EW_FLOATS)
-FLOAT_OP(log, BB_EW_FLOATS)
-FLOAT_OP(sigmoid, BB_EW_FLOATS)
-FLOAT_OP(tanh, BB_EW_FLOATS)
-FLOAT_OP(leaky_relu, BB_EW_FLOATS)
-FLOAT_OP(reciprocal, BB_EW_FLOATS)
-FLOAT_OP(floor, BB_EW_FLOATS)
-FLOAT_OP(ceil, BB_EW_FLOATS)
-FLOAT_OP(round, BB_EW_FLOATS_NO_BF16)
-FLOAT_OP(softplus, BB_EW_FLOATS_NO_BF16)
-FLOAT_OP(softsign, BB_EW_FLOATS_NO_BF16)
-FLOAT_OP(elu, BB_EW_FLOATS_NO_BF16)
-FLOAT_OP(selu, BB_EW_FLOATS_NO_BF16)
-FLOAT_OP(hard_sigmoid, BB_EW_FLOATS_NO_BF16)
+static const unary_op neg_OP = {BBI_EW_FLOATS | BBI_EW_SIGNED, neg_f32, neg_f64, {SIGNED_FNS(neg_)}};
+static const unary_op abs_OP = {BBI_EW_NUMERIC, abs_f32, abs_f64, {INT_FNS(abs_)}};
+static const unary_op relu_OP = {BBI_EW_FLOATS | BBI_EW_SIGNED, relu_f32, relu_f64, {SIGNED_FNS(relu_)}};
+static const unary_op sign_OP = {BBI_EW_NUMERIC, sign_f32, sign_f64, {INT_FNS(sign_)}};
+static const unary_op erf_OP = {BBI_EW_NUMERIC, erf_f32, erf_f64, {0}}; /* integers via double */
+static const unary_op not_OP = {BBI_EW_TYPE(BB_DTYPE_BOOL), NULL, NULL, {[BB_DTYPE_BOOL] = not_bool}};
+FLOAT_OP(sqrt, BBI_EW_FLOATS)
+FLOAT_OP(exp, BBI_EW_FLOATS)
+FLOAT_OP(log, BBI_EW_FLOATS)
+FLOAT_OP(sigmoid, BBI_EW_FLOATS)
+FLOAT_OP(tanh, BBI_EW_FLOATS)
+FLOAT_OP(leaky_relu, BBI_EW_FLOATS)
+FLOAT_OP(reciprocal, BBI_EW_FLOATS)
+FLOAT_OP(floor, BBI_EW_FLOATS)
+FLOAT_OP(ceil, BBI_EW_FLOATS)
+FLOAT_OP(round, BBI_EW_FLOATS_NO_BF16)
+FLOAT_OP(softplus, BBI_EW_FLOATS_NO_BF16)
+FLOAT_OP(softsign, BBI_EW_FLOATS_NO_BF16)
+FLOAT_OP(elu, BBI_EW_FLOATS_NO_BF16)
+FLOAT_OP(selu, BBI_EW_FLOATS_NO_BF16)
+FLOAT_OP(hard_sigmoid, BBI_EW_FLOATS_NO_BF16)
 
-static int run_unary(bb_cpu_op_ctx *ctx, const unary_op *op, const unary_args *args) {
-  int rc = bb_ew_check_type(ctx, 0, op->types);
+static int run_unary(bbi_cpu_op_ctx *ctx, const unary_op *op, const unary_args *args) {
+  int rc = bbi_ew_check_type(ctx, 0, op->types);
   if (rc) return rc;
   const bb_tensor *x = ctx->inputs[0];
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   const size_t n = (size_t)x->numel, esize = bb_dtype_size(x->dtype);
   const char *in = bb_tensor_data(x);
   char *out = bb_tensor_data(ctx->outputs[0]);
@@ -153,21 +153,21 @@ static int run_unary(bb_cpu_op_ctx *ctx, const unary_op *op, const unary_args *a
     op->f64(n, (const double *)in, (double *)out, args);
   } else if (op->ints[dt]) {
     op->ints[dt](n, in, out);
-  } else if (bb_ew_is_half(dt)) {
-    float v[BB_EW_CHUNK];
-    for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-      const size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
-      bb_ew_widen(dt, in + done * esize, m, v);
+  } else if (bbi_ew_is_half(dt)) {
+    float v[BBI_EW_CHUNK];
+    for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+      const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
+      bbi_ew_widen(dt, in + done * esize, m, v);
       op->f32(m, v, v, args);
-      bb_ew_narrow(dt, v, m, out + done * esize);
+      bbi_ew_narrow(dt, v, m, out + done * esize);
     }
   } else { /* an integer type computed in double */
-    double v[BB_EW_CHUNK];
-    for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-      const size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
-      bb_ew_convert(BB_DTYPE_DOUBLE, v, dt, in + done * esize, m);
+    double v[BBI_EW_CHUNK];
+    for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+      const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
+      bbi_ew_convert(BB_DTYPE_DOUBLE, v, dt, in + done * esize, m);
       op->f64(m, v, v, args);
-      bb_ew_convert(dt, out + done * esize, BB_DTYPE_DOUBLE, v, m);
+      bbi_ew_convert(dt, out + done * esize, BB_DTYPE_DOUBLE, v, m);
     }
   }
   return 0;
@@ -175,45 +175,45 @@ static int run_unary(bb_cpu_op_ctx *ctx, const unary_op *op, const unary_args *a
 
 static const unary_args NO_ARGS = {0, 0, 0};
 
-int bb_ew_neg(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &neg_OP, &NO_ARGS); }
-int bb_ew_abs(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &abs_OP, &NO_ARGS); }
-int bb_ew_sqrt(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &sqrt_OP, &NO_ARGS); }
-int bb_ew_exp(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &exp_OP, &NO_ARGS); }
-int bb_ew_log(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &log_OP, &NO_ARGS); }
-int bb_ew_relu(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &relu_OP, &NO_ARGS); }
-int bb_ew_sigmoid(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &sigmoid_OP, &NO_ARGS); }
-int bb_ew_tanh(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &tanh_OP, &NO_ARGS); }
-int bb_ew_reciprocal(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &reciprocal_OP, &NO_ARGS); }
-int bb_ew_floor(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &floor_OP, &NO_ARGS); }
-int bb_ew_ceil(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &ceil_OP, &NO_ARGS); }
-int bb_ew_round(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &round_OP, &NO_ARGS); }
-int bb_ew_sign(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &sign_OP, &NO_ARGS); }
-int bb_ew_erf(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &erf_OP, &NO_ARGS); }
-int bb_ew_softplus(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &softplus_OP, &NO_ARGS); }
-int bb_ew_softsign(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &softsign_OP, &NO_ARGS); }
-int bb_ew_not(bb_cpu_op_ctx *ctx) { return run_unary(ctx, &not_OP, &NO_ARGS); }
+int bbi_ew_neg(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &neg_OP, &NO_ARGS); }
+int bbi_ew_abs(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &abs_OP, &NO_ARGS); }
+int bbi_ew_sqrt(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &sqrt_OP, &NO_ARGS); }
+int bbi_ew_exp(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &exp_OP, &NO_ARGS); }
+int bbi_ew_log(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &log_OP, &NO_ARGS); }
+int bbi_ew_relu(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &relu_OP, &NO_ARGS); }
+int bbi_ew_sigmoid(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &sigmoid_OP, &NO_ARGS); }
+int bbi_ew_tanh(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &tanh_OP, &NO_ARGS); }
+int bbi_ew_reciprocal(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &reciprocal_OP, &NO_ARGS); }
+int bbi_ew_floor(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &floor_OP, &NO_ARGS); }
+int bbi_ew_ceil(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &ceil_OP, &NO_ARGS); }
+int bbi_ew_round(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &round_OP, &NO_ARGS); }
+int bbi_ew_sign(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &sign_OP, &NO_ARGS); }
+int bbi_ew_erf(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &erf_OP, &NO_ARGS); }
+int bbi_ew_softplus(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &softplus_OP, &NO_ARGS); }
+int bbi_ew_softsign(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &softsign_OP, &NO_ARGS); }
+int bbi_ew_not(bbi_cpu_op_ctx *ctx) { return run_unary(ctx, &not_OP, &NO_ARGS); }
 
-static float attr_float(const bb_cpu_op_ctx *ctx, const char *name, float dflt) {
+static float attr_float(const bbi_cpu_op_ctx *ctx, const char *name, float dflt) {
   return bb_attr_get_float(&ctx->node->attrs, name, dflt);
 }
 
-int bb_ew_leaky_relu(bb_cpu_op_ctx *ctx) {
+int bbi_ew_leaky_relu(bbi_cpu_op_ctx *ctx) {
   const unary_args a = {attr_float(ctx, "alpha", 0.01f), 0, 0};
   return run_unary(ctx, &leaky_relu_OP, &a);
 }
 
-int bb_ew_elu(bb_cpu_op_ctx *ctx) {
+int bbi_ew_elu(bbi_cpu_op_ctx *ctx) {
   const unary_args a = {attr_float(ctx, "alpha", 1.0f), 0, 0};
   return run_unary(ctx, &elu_OP, &a);
 }
 
-int bb_ew_selu(bb_cpu_op_ctx *ctx) {
+int bbi_ew_selu(bbi_cpu_op_ctx *ctx) {
   const unary_args a = {attr_float(ctx, "alpha", 1.67326319217681884765625f), 0,
                         attr_float(ctx, "gamma", 1.05070102214813232421875f)};
   return run_unary(ctx, &selu_OP, &a);
 }
 
-int bb_ew_hard_sigmoid(bb_cpu_op_ctx *ctx) {
+int bbi_ew_hard_sigmoid(bbi_cpu_op_ctx *ctx) {
   const unary_args a = {attr_float(ctx, "alpha", 0.2f), attr_float(ctx, "beta", 0.5f), 0};
   return run_unary(ctx, &hard_sigmoid_OP, &a);
 }
@@ -274,14 +274,14 @@ static void clip_run(int32_t dtype, const void *x, void *y, size_t n, const void
   case BB_DTYPE_UINT32: CLIP_LOOP(uint32_t); break;
   case BB_DTYPE_UINT64: CLIP_LOOP(uint64_t); break;
   default: { /* float16 / bfloat16: bounds and values widen exactly to float */
-    float bounds[2], v[BB_EW_CHUNK];
-    bb_ew_widen(dtype, lo, 1, &bounds[0]);
-    bb_ew_widen(dtype, hi, 1, &bounds[1]);
-    for (size_t done = 0; done < n; done += BB_EW_CHUNK) {
-      const size_t m = n - done < BB_EW_CHUNK ? n - done : BB_EW_CHUNK;
-      bb_ew_widen(dtype, (const uint16_t *)x + done, m, v);
+    float bounds[2], v[BBI_EW_CHUNK];
+    bbi_ew_widen(dtype, lo, 1, &bounds[0]);
+    bbi_ew_widen(dtype, hi, 1, &bounds[1]);
+    for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
+      const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
+      bbi_ew_widen(dtype, (const uint16_t *)x + done, m, v);
       clip_run(BB_DTYPE_FLOAT, v, v, m, &bounds[0], &bounds[1]);
-      bb_ew_narrow(dtype, v, m, (uint16_t *)y + done);
+      bbi_ew_narrow(dtype, v, m, (uint16_t *)y + done);
     }
     break;
   }
@@ -290,38 +290,38 @@ static void clip_run(int32_t dtype, const void *x, void *y, size_t n, const void
 
 /* Clip's bound `which` (1 min, 2 max) into bound: from the attribute before opset 11, from
  * the optional input after; left alone when absent. */
-static int clip_bound(bb_cpu_op_ctx *ctx, int which, void *bound) {
+static int clip_bound(bbi_cpu_op_ctx *ctx, int which, void *bound) {
   const int32_t dt = ctx->inputs[0]->dtype;
   const char *name = which == 1 ? "min" : "max";
   if (ctx->opset < 11) {
     if (bb_attr_find(&ctx->node->attrs, name)) {
       const float v = bb_attr_get_float(&ctx->node->attrs, name, 0.0f);
-      bb_ew_convert(dt, bound, BB_DTYPE_FLOAT, &v, 1);
+      bbi_ew_convert(dt, bound, BB_DTYPE_FLOAT, &v, 1);
     }
     return 0;
   }
-  const bb_tensor *t = bb_cpu_input(ctx, (size_t)which);
+  const bb_tensor *t = bbi_cpu_input(ctx, (size_t)which);
   if (!t) return 0;
   if (t->dtype != dt)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s has element type %s but the input is %s", name,
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s has element type %s but the input is %s", name,
                        bb_dtype_name(t->dtype) ? bb_dtype_name(t->dtype) : "unknown", bb_dtype_name(dt));
   if (t->numel != 1)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s must be a scalar, it has %lld elements", name,
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "%s must be a scalar, it has %lld elements", name,
                        (long long)t->numel);
   memcpy(bound, bb_tensor_data(t), bb_dtype_size(dt));
   return 0;
 }
 
-int bb_ew_clip(bb_cpu_op_ctx *ctx) {
-  int rc = bb_ew_check_type(ctx, 0, BB_EW_NUMERIC);
+int bbi_ew_clip(bbi_cpu_op_ctx *ctx) {
+  int rc = bbi_ew_check_type(ctx, 0, BBI_EW_NUMERIC);
   if (rc) return rc;
-  if (ctx->opset < 11 && (bb_cpu_input(ctx, 1) || bb_cpu_input(ctx, 2)))
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "takes min and max as attributes before opset 11, not inputs");
+  if (ctx->opset < 11 && (bbi_cpu_input(ctx, 1) || bbi_cpu_input(ctx, 2)))
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "takes min and max as attributes before opset 11, not inputs");
   const bb_tensor *x = ctx->inputs[0];
   unsigned char lo[8], hi[8];
   type_limits(x->dtype, lo, hi);
   if ((rc = clip_bound(ctx, 1, lo)) || (rc = clip_bound(ctx, 2, hi))) return rc;
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   clip_run(x->dtype, bb_tensor_data(x), bb_tensor_data(ctx->outputs[0]), (size_t)x->numel, lo, hi);
   return 0;
 }

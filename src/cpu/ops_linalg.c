@@ -24,27 +24,27 @@ static void matmul_generic(const bb_tensor *a, int64_t a_off, const bb_tensor *b
       if (ints) {
         int64_t acc = 0;
         for (int64_t p = 0; p < k; p++)
-          acc += bb_cpu_get_i64(a, a_off + i * k + p) * bb_cpu_get_i64(b, b_off + p * n + j);
-        bb_cpu_set_i64(c, c_off + i * n + j, acc);
+          acc += bbi_cpu_get_i64(a, a_off + i * k + p) * bbi_cpu_get_i64(b, b_off + p * n + j);
+        bbi_cpu_set_i64(c, c_off + i * n + j, acc);
       } else {
         double acc = 0;
         for (int64_t p = 0; p < k; p++)
-          acc += bb_cpu_get_f64(a, a_off + i * k + p) * bb_cpu_get_f64(b, b_off + p * n + j);
-        bb_cpu_set_f64(c, c_off + i * n + j, acc);
+          acc += bbi_cpu_get_f64(a, a_off + i * k + p) * bbi_cpu_get_f64(b, b_off + p * n + j);
+        bbi_cpu_set_f64(c, c_off + i * n + j, acc);
       }
     }
 }
 
 /* numpy.matmul semantics: 1-D operands are promoted (and the added axis dropped again),
  * leading batch dimensions broadcast. */
-static int op_matmul(bb_cpu_op_ctx *ctx) {
+static int op_matmul(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *a = ctx->inputs[0], *b = ctx->inputs[1];
-  int rc = bb_cpu_expect_dtype(ctx, 0, MATMUL_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, MATMUL_TYPES);
   if (rc) return rc;
   if (b->dtype != a->dtype)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "inputs have different element types (%s and %s)", bb_dtype_name(a->dtype),
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "inputs have different element types (%s and %s)", bb_dtype_name(a->dtype),
                        bb_dtype_name(b->dtype));
-  if (a->rank == 0 || b->rank == 0) return bb_cpu_fail(ctx, BB_ERR_TYPE, "MatMul does not take scalars");
+  if (a->rank == 0 || b->rank == 0) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "MatMul does not take scalars");
   int64_t ad[BB_MAX_RANK + 1], bd[BB_MAX_RANK + 1];
   int ar = a->rank, br = b->rank;
   memcpy(ad, a->dims, sizeof a->dims);
@@ -54,20 +54,20 @@ static int op_matmul(bb_cpu_op_ctx *ctx) {
   int64_t m = ad[ar - 2], k = ad[ar - 1], n = bd[br - 1];
   if (bd[br - 2] != k) {
     char sa[96], sb[96];
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "inner dimensions differ: %s · %s", bb_tensor_describe(a, sa, sizeof sa),
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "inner dimensions differ: %s · %s", bb_tensor_describe(a, sa, sizeof sa),
                        bb_tensor_describe(b, sb, sizeof sb));
   }
   int batch_rank;
   int64_t batch[BB_MAX_RANK];
   rc = bb_broadcast_shapes(ar - 2, ad, br - 2, bd, &batch_rank, batch, ctx->err);
-  if (rc) return bb_cpu_fail(ctx, rc, "batch dimensions: %s", ctx->err ? ctx->err->message : "");
+  if (rc) return bbi_cpu_fail(ctx, rc, "batch dimensions: %s", ctx->err ? ctx->err->message : "");
   int64_t out[BB_MAX_RANK + 2];
   int out_rank = 0;
   for (int i = 0; i < batch_rank; i++) out[out_rank++] = batch[i];
   if (a->rank > 1) out[out_rank++] = m;
   if (b->rank > 1) out[out_rank++] = n;
-  if (out_rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", out_rank, BB_MAX_RANK);
-  rc = bb_cpu_make_output(ctx, 0, a->dtype, out_rank, out);
+  if (out_rank > BB_MAX_RANK) return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", out_rank, BB_MAX_RANK);
+  rc = bbi_cpu_make_output(ctx, 0, a->dtype, out_rank, out);
   if (rc) return rc;
   bb_tensor *c = ctx->outputs[0];
   int64_t n_batch = 1;
@@ -77,9 +77,9 @@ static int op_matmul(bb_cpu_op_ctx *ctx) {
   size_t scratch_size = 0;
   void *scratch = NULL;
   if (a->dtype == BB_DTYPE_FLOAT) {
-    scratch_size = bb_f32_gemm_scratch_size((size_t)m, (size_t)n, (size_t)k);
-    scratch = scratch_size ? bb_mem_alloc(ctx->alloc, scratch_size) : NULL;
-    if (scratch_size && !scratch) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
+    scratch_size = bbi_f32_gemm_scratch_size((size_t)m, (size_t)n, (size_t)k);
+    scratch = scratch_size ? bbi_mem_alloc(ctx->alloc, scratch_size) : NULL;
+    if (scratch_size && !scratch) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
   }
   for (int64_t bi = 0; bi < n_batch; bi++) {
     /* offsets of this batch entry in A and B, following broadcast (size-1) dims */
@@ -99,50 +99,50 @@ static int op_matmul(bb_cpu_op_ctx *ctx) {
     }
     int64_t a_off = a_mat * m * k, b_off = b_mat * k * n, c_off = bi * m * n;
     if (a->dtype == BB_DTYPE_FLOAT) {
-      bb_f32_gemm_args g;
+      bbi_f32_gemm_args g;
       memset(&g, 0, sizeof g);
       g.m = (size_t)m, g.n = (size_t)n, g.k = (size_t)k;
       g.alpha = 1.0f;
       g.a = (const float *)bb_tensor_data(a) + a_off, g.lda = (size_t)k;
       g.b = (const float *)bb_tensor_data(b) + b_off, g.ldb = (size_t)n;
       g.c = (float *)bb_tensor_data(c) + c_off, g.ldc = (size_t)n;
-      if (bb_f32_gemm(&g, scratch, scratch_size)) {
-        bb_mem_free(ctx->alloc, scratch);
-        return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
+      if (bbi_f32_gemm(&g, scratch, scratch_size)) {
+        bbi_mem_free(ctx->alloc, scratch);
+        return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
       }
     } else {
       matmul_generic(a, a_off, b, b_off, c, c_off, m, n, k);
     }
   }
-  bb_mem_free(ctx->alloc, scratch);
+  bbi_mem_free(ctx->alloc, scratch);
   return 0;
 }
 
 /* Gemm: Y = alpha·op(A)·op(B) + beta·C, C broadcast unidirectionally to [M, N]. */
-static int op_gemm(bb_cpu_op_ctx *ctx) {
-  const bb_tensor *a = ctx->inputs[0], *b = ctx->inputs[1], *cin = bb_cpu_input(ctx, 2);
-  int rc = bb_cpu_expect_dtype(ctx, 0, MATMUL_TYPES);
+static int op_gemm(bbi_cpu_op_ctx *ctx) {
+  const bb_tensor *a = ctx->inputs[0], *b = ctx->inputs[1], *cin = bbi_cpu_input(ctx, 2);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, MATMUL_TYPES);
   if (rc) return rc;
   if (b->dtype != a->dtype || (cin && cin->dtype != a->dtype))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "inputs must share one element type");
-  if (a->rank != 2 || b->rank != 2) return bb_cpu_fail(ctx, BB_ERR_TYPE, "A and B must be 2-D");
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "inputs must share one element type");
+  if (a->rank != 2 || b->rank != 2) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "A and B must be 2-D");
   const bb_attrlist *at = &ctx->node->attrs;
   int trans_a = (int)bb_attr_get_int(at, "transA", 0), trans_b = (int)bb_attr_get_int(at, "transB", 0);
   float alpha = bb_attr_get_float(at, "alpha", 1.0f), beta = bb_attr_get_float(at, "beta", 1.0f);
   int64_t m = trans_a ? a->dims[1] : a->dims[0], k = trans_a ? a->dims[0] : a->dims[1];
   int64_t kb = trans_b ? b->dims[1] : b->dims[0], n = trans_b ? b->dims[0] : b->dims[1];
-  if (k != kb) return bb_cpu_fail(ctx, BB_ERR_TYPE, "inner dimensions differ (%lld vs %lld)", (long long)k, (long long)kb);
+  if (k != kb) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "inner dimensions differ (%lld vs %lld)", (long long)k, (long long)kb);
   int64_t out[2] = {m, n};
   /* C must broadcast to [M, N] (unidirectionally) */
   if (cin) {
-    if (cin->rank > 2) return bb_cpu_fail(ctx, BB_ERR_TYPE, "C has rank %d", cin->rank);
+    if (cin->rank > 2) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "C has rank %d", cin->rank);
     for (int i = 0; i < cin->rank; i++) {
       int64_t want = out[2 - cin->rank + i];
       if (cin->dims[i] != 1 && cin->dims[i] != want)
-        return bb_cpu_fail(ctx, BB_ERR_TYPE, "C does not broadcast to [%lld, %lld]", (long long)m, (long long)n);
+        return bbi_cpu_fail(ctx, BB_ERR_TYPE, "C does not broadcast to [%lld, %lld]", (long long)m, (long long)n);
     }
   }
-  rc = bb_cpu_make_output(ctx, 0, a->dtype, 2, out);
+  rc = bbi_cpu_make_output(ctx, 0, a->dtype, 2, out);
   if (rc) return rc;
   bb_tensor *y = ctx->outputs[0];
   if (!y->numel) return 0;
@@ -155,12 +155,12 @@ static int op_gemm(bb_cpu_op_ctx *ctx) {
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {
         int64_t src = (c0 == 1 ? 0 : i) * c1 + (c1 == 1 ? 0 : j);
-        if (is_int(a->dtype)) bb_cpu_set_i64(y, i * n + j, bb_cpu_get_i64(cin, src));
-        else bb_cpu_set_f64(y, i * n + j, bb_cpu_get_f64(cin, src));
+        if (is_int(a->dtype)) bbi_cpu_set_i64(y, i * n + j, bbi_cpu_get_i64(cin, src));
+        else bbi_cpu_set_f64(y, i * n + j, bbi_cpu_get_f64(cin, src));
       }
   }
   if (a->dtype == BB_DTYPE_FLOAT) {
-    bb_f32_gemm_args g;
+    bbi_f32_gemm_args g;
     memset(&g, 0, sizeof g);
     g.m = (size_t)m, g.n = (size_t)n, g.k = (size_t)k;
     g.trans_a = trans_a, g.trans_b = trans_b;
@@ -169,12 +169,12 @@ static int op_gemm(bb_cpu_op_ctx *ctx) {
     g.b = bb_tensor_data(b), g.ldb = (size_t)b->dims[1];
     g.bias = row_bias ? bb_tensor_data(cin) : NULL;
     g.c = bb_tensor_data(y), g.ldc = (size_t)n;
-    size_t scratch_size = bb_f32_gemm_scratch_size(g.m, g.n, g.k);
-    void *scratch = scratch_size ? bb_mem_alloc(ctx->alloc, scratch_size) : NULL;
-    if (scratch_size && !scratch) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
-    rc = bb_f32_gemm(&g, scratch, scratch_size);
-    bb_mem_free(ctx->alloc, scratch);
-    return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
+    size_t scratch_size = bbi_f32_gemm_scratch_size(g.m, g.n, g.k);
+    void *scratch = scratch_size ? bbi_mem_alloc(ctx->alloc, scratch_size) : NULL;
+    if (scratch_size && !scratch) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
+    rc = bbi_f32_gemm(&g, scratch, scratch_size);
+    bbi_mem_free(ctx->alloc, scratch);
+    return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
   }
   bool ints = is_int(a->dtype);
   for (int64_t i = 0; i < m; i++)
@@ -183,22 +183,22 @@ static int op_gemm(bb_cpu_op_ctx *ctx) {
       if (ints) {
         int64_t acc = 0;
         for (int64_t p = 0; p < k; p++)
-          acc += bb_cpu_get_i64(a, trans_a ? p * m + i : i * k + p) * bb_cpu_get_i64(b, trans_b ? j * k + p : p * n + j);
-        int64_t cterm = c_in_y ? bb_cpu_get_i64(y, yi) : 0;
-        bb_cpu_set_i64(y, yi, (int64_t)(alpha * (double)acc) + (int64_t)(beta * (double)cterm));
+          acc += bbi_cpu_get_i64(a, trans_a ? p * m + i : i * k + p) * bbi_cpu_get_i64(b, trans_b ? j * k + p : p * n + j);
+        int64_t cterm = c_in_y ? bbi_cpu_get_i64(y, yi) : 0;
+        bbi_cpu_set_i64(y, yi, (int64_t)(alpha * (double)acc) + (int64_t)(beta * (double)cterm));
       } else {
         double acc = 0;
         for (int64_t p = 0; p < k; p++)
-          acc += bb_cpu_get_f64(a, trans_a ? p * m + i : i * k + p) * bb_cpu_get_f64(b, trans_b ? j * k + p : p * n + j);
-        double cterm = c_in_y ? bb_cpu_get_f64(y, yi) : 0.0;
-        bb_cpu_set_f64(y, yi, alpha * acc + beta * cterm);
+          acc += bbi_cpu_get_f64(a, trans_a ? p * m + i : i * k + p) * bbi_cpu_get_f64(b, trans_b ? j * k + p : p * n + j);
+        double cterm = c_in_y ? bbi_cpu_get_f64(y, yi) : 0.0;
+        bbi_cpu_set_f64(y, yi, alpha * acc + beta * cterm);
       }
     }
   return 0;
 }
 
-const bb_cpu_op bb_cpu_ops_linalg[] = {
+const bbi_cpu_op bbi_cpu_ops_linalg[] = {
     {"MatMul", 1, 2, 2, 1, 1, "float,double,float16,bfloat16,int32,int64,uint32,uint64", op_matmul},
     {"Gemm", 1, 2, 3, 1, 1, "float,double,float16,bfloat16,int32,int64,uint32,uint64", op_gemm},
 };
-const size_t bb_cpu_ops_linalg_count = sizeof bb_cpu_ops_linalg / sizeof bb_cpu_ops_linalg[0];
+const size_t bbi_cpu_ops_linalg_count = sizeof bbi_cpu_ops_linalg / sizeof bbi_cpu_ops_linalg[0];

@@ -27,20 +27,20 @@ typedef struct geometry {
 } geometry;
 
 /* Reads an INTS attribute of exactly n values into v (keeping dflt when absent). */
-static int ints_attr(bb_cpu_op_ctx *ctx, const char *name, int n, int64_t *v, int64_t dflt) {
+static int ints_attr(bbi_cpu_op_ctx *ctx, const char *name, int n, int64_t *v, int64_t dflt) {
   for (int i = 0; i < n; i++) v[i] = dflt;
   const bb_attr *a = bb_attr_find(&ctx->node->attrs, name);
   if (!a) return 0;
   if (a->type != BB_ATTR_INTS || (int)a->n_ints != n)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "attribute %s must hold %d integers", name, n);
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "attribute %s must hold %d integers", name, n);
   memcpy(v, a->ints, (size_t)n * sizeof *v);
   return 0;
 }
 
-static int plan_geometry(bb_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t *kernel_from_weights,
+static int plan_geometry(bbi_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t *kernel_from_weights,
                          bool ceil_mode, bool allow_dilation, geometry *g) {
   if (x->rank < 3 || x->rank > 2 + MAX_SPATIAL)
-    return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "input rank %d (1 to %d spatial dims are supported)", x->rank,
+    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "input rank %d (1 to %d spatial dims are supported)", x->rank,
                        MAX_SPATIAL);
   memset(g, 0, sizeof *g);
   g->nd = x->rank - 2;
@@ -49,7 +49,7 @@ static int plan_geometry(bb_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t *
   if (kernel_from_weights) memcpy(g->kernel, kernel_from_weights, (size_t)nd * sizeof g->kernel[0]);
   const bb_attr *ks = bb_attr_find(&ctx->node->attrs, "kernel_shape");
   if (ks || !kernel_from_weights) {
-    if (!ks) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel_shape is required");
+    if (!ks) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel_shape is required");
     if ((rc = ints_attr(ctx, "kernel_shape", nd, g->kernel, 1))) return rc;
   }
   if ((rc = ints_attr(ctx, "strides", nd, g->stride, 1))) return rc;
@@ -60,9 +60,9 @@ static int plan_geometry(bb_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t *
   g->in_size = g->kernel_size = g->out_size = 1;
   for (int i = 0; i < nd; i++) {
     if (g->kernel[i] < 1 || g->stride[i] < 1 || g->dilation[i] < 1)
-      return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel, strides and dilations must be positive");
+      return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel, strides and dilations must be positive");
     if (!allow_dilation && g->dilation[i] != 1)
-      return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "dilations are not supported by this op");
+      return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "dilations are not supported by this op");
     int64_t span = (g->kernel[i] - 1) * g->dilation[i] + 1;
     if (strcmp(auto_pad, "SAME_UPPER") == 0 || strcmp(auto_pad, "SAME_LOWER") == 0) {
       g->out[i] = (g->in[i] + g->stride[i] - 1) / g->stride[i];
@@ -75,12 +75,12 @@ static int plan_geometry(bb_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t *
     } else if (strcmp(auto_pad, "NOTSET") == 0) {
       g->pad_begin[i] = pads[i];
       g->pad_end[i] = pads[i + nd];
-      if (pads[i] < 0 || pads[i + nd] < 0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "pads must not be negative");
+      if (pads[i] < 0 || pads[i + nd] < 0) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "pads must not be negative");
       int64_t room = g->in[i] + g->pad_begin[i] + g->pad_end[i] - span;
       if (room < 0) g->out[i] = 0;
       else g->out[i] = (ceil_mode ? (room + g->stride[i] - 1) / g->stride[i] : room / g->stride[i]) + 1;
     } else {
-      return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "auto_pad %s is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
+      return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "auto_pad %s is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
                          auto_pad);
     }
     g->in_size *= g->in[i];
@@ -158,19 +158,19 @@ static void im2col_2d_f32(const geometry *g, const float *x, int64_t channels, f
   }
 }
 
-static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
-  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
+static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
   int64_t cg = c_in / group, mg = m_out / group, kdim = cg * g->kernel_size;
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
-  int rc = direct ? 0 : bb_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
+  int rc = direct ? 0 : bbi_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
   if (rc) return rc;
   size_t col_bytes = direct ? 0 : (size_t)(kdim * g->out_size) * sizeof(float);
-  size_t scratch_size = bb_f32_gemm_scratch_size((size_t)mg, (size_t)g->out_size, (size_t)kdim);
-  char *mem = bb_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
-  if (!mem) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
+  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)mg, (size_t)g->out_size, (size_t)kdim);
+  char *mem = bbi_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
+  if (!mem) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
   float *col = (float *)mem;
   void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
@@ -182,7 +182,7 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
         if (g->nd == 2) im2col_2d_f32(g, xg, cg, col);
         else im2col_f32(g, xg, cg, col);
       }
-      bb_f32_gemm_args a;
+      bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
       a.m = (size_t)mg, a.n = (size_t)g->out_size, a.k = (size_t)kdim;
       a.alpha = 1.0f;
@@ -190,14 +190,14 @@ static int conv_f32(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_ten
       a.b = direct ? xg : col, a.ldb = (size_t)g->out_size;
       a.c = yd + (n * m_out + gi * mg) * g->out_size, a.ldc = (size_t)g->out_size;
       a.bias_per_row = bd ? bd + gi * mg : NULL; /* one bias per output channel = per row of C */
-      rc = bb_f32_gemm(&a, scratch, scratch_size);
+      rc = bbi_f32_gemm(&a, scratch, scratch_size);
     }
-  bb_mem_free(ctx->alloc, mem);
-  return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
+  bbi_mem_free(ctx->alloc, mem);
+  return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 
-static void conv_generic(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
-  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
+static void conv_generic(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0], cg = c_in / group, mg = m_out / group;
   int64_t o[MAX_SPATIAL], k[MAX_SPATIAL];
   for (int64_t n = 0; n < n_batch; n++)
@@ -205,42 +205,42 @@ static void conv_generic(bb_cpu_op_ctx *ctx, const geometry *g, int64_t group, b
       int64_t gi = m / mg;
       for (int64_t op = 0; op < g->out_size; op++) {
         unflatten(g->nd, g->out, op, o);
-        double acc = b ? bb_cpu_get_f64(b, m) : 0.0;
+        double acc = b ? bbi_cpu_get_f64(b, m) : 0.0;
         for (int64_t c = 0; c < cg; c++)
           for (int64_t kp = 0; kp < g->kernel_size; kp++) {
             unflatten(g->nd, g->kernel, kp, k);
             int64_t off = input_offset(g, o, k);
             if (off < 0) continue;
-            acc += bb_cpu_get_f64(x, (n * c_in + gi * cg + c) * g->in_size + off) *
-                   bb_cpu_get_f64(w, (m * cg + c) * g->kernel_size + kp);
+            acc += bbi_cpu_get_f64(x, (n * c_in + gi * cg + c) * g->in_size + off) *
+                   bbi_cpu_get_f64(w, (m * cg + c) * g->kernel_size + kp);
           }
-        bb_cpu_set_f64(y, (n * m_out + m) * g->out_size + op, acc);
+        bbi_cpu_set_f64(y, (n * m_out + m) * g->out_size + op, acc);
       }
     }
 }
 
-static int op_conv(bb_cpu_op_ctx *ctx) {
-  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
-  int rc = bb_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
+static int op_conv(bbi_cpu_op_ctx *ctx) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
   if (rc) return rc;
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "X, W and B must share one element type");
-  if (w->rank != x->rank) return bb_cpu_fail(ctx, BB_ERR_TYPE, "W has rank %d, X has rank %d", w->rank, x->rank);
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X, W and B must share one element type");
+  if (w->rank != x->rank) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "W has rank %d, X has rank %d", w->rank, x->rank);
   int64_t group = bb_attr_get_int(&ctx->node->attrs, "group", 1);
   if (group < 1 || x->dims[1] % group || w->dims[0] % group)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "group %lld does not divide the channels", (long long)group);
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "group %lld does not divide the channels", (long long)group);
   if (w->dims[1] * group != x->dims[1])
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "W expects %lld input channels, X has %lld", (long long)(w->dims[1] * group),
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "W expects %lld input channels, X has %lld", (long long)(w->dims[1] * group),
                        (long long)x->dims[1]);
   if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "B must be 1-D with %lld values", (long long)w->dims[0]);
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "B must be 1-D with %lld values", (long long)w->dims[0]);
   geometry g;
   if ((rc = plan_geometry(ctx, x, w->dims + 2, false, true, &g))) return rc;
   for (int d = 0; d < g.nd; d++)
-    if (g.kernel[d] != w->dims[2 + d]) return bb_cpu_fail(ctx, BB_ERR_TYPE, "kernel_shape does not match W");
+    if (g.kernel[d] != w->dims[2 + d]) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "kernel_shape does not match W");
   int64_t out[BB_MAX_RANK] = {x->dims[0], w->dims[0]};
   memcpy(out + 2, g.out, (size_t)g.nd * sizeof out[0]);
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
   if (!ctx->outputs[0]->numel) return 0;
   if (x->dtype == BB_DTYPE_FLOAT) return conv_f32(ctx, &g, group, ctx->outputs[0]);
   conv_generic(ctx, &g, group, ctx->outputs[0]);
@@ -249,9 +249,9 @@ static int op_conv(bb_cpu_op_ctx *ctx) {
 
 /* ---- pooling ------------------------------------------------------------------------------- */
 
-static int pool(bb_cpu_op_ctx *ctx, bool is_max) {
+static int pool(bbi_cpu_op_ctx *ctx, bool is_max) {
   const bb_tensor *x = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, is_max && ctx->opset >= 12 ? MAXPOOL_TYPES : FLOAT_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, is_max && ctx->opset >= 12 ? MAXPOOL_TYPES : FLOAT_TYPES);
   if (rc) return rc;
   bool ceil_mode = bb_attr_get_int(&ctx->node->attrs, "ceil_mode", 0) != 0;
   bool include_pad = bb_attr_get_int(&ctx->node->attrs, "count_include_pad", 0) != 0;
@@ -260,9 +260,9 @@ static int pool(bb_cpu_op_ctx *ctx, bool is_max) {
   if ((rc = plan_geometry(ctx, x, NULL, ceil_mode, is_max || ctx->opset >= 19, &g))) return rc;
   int64_t out[BB_MAX_RANK] = {x->dims[0], x->dims[1]};
   memcpy(out + 2, g.out, (size_t)g.nd * sizeof out[0]);
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
-  bool want_indices = is_max && bb_cpu_output_wanted(ctx, 1);
-  if (want_indices && (rc = bb_cpu_make_output(ctx, 1, BB_DTYPE_INT64, x->rank, out))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
+  bool want_indices = is_max && bbi_cpu_output_wanted(ctx, 1);
+  if (want_indices && (rc = bbi_cpu_make_output(ctx, 1, BB_DTYPE_INT64, x->rank, out))) return rc;
   bb_tensor *y = ctx->outputs[0];
   int64_t planes = x->dims[0] * x->dims[1];
   int64_t o[MAX_SPATIAL], k[MAX_SPATIAL], pos[MAX_SPATIAL];
@@ -283,13 +283,13 @@ static int pool(bb_cpu_op_ctx *ctx, bool is_max) {
           if (include_pad && inside_padded) count++; /* a padding zero */
           continue;
         }
-        double v = bb_cpu_get_f64(x, pl * g.in_size + off);
+        double v = bbi_cpu_get_f64(x, pl * g.in_size + off);
         count++;
         if (!is_max) acc += v;
         else if (v > acc || arg < 0) acc = v, arg = off;
       }
       int64_t yi = pl * g.out_size + op;
-      bb_cpu_set_f64(y, yi, is_max ? acc : count ? acc / (double)count : NAN);
+      bbi_cpu_set_f64(y, yi, is_max ? acc : count ? acc / (double)count : NAN);
       if (want_indices) {
         int64_t flat = arg;
         if (storage_order == 1 && arg >= 0) { /* column-major over the spatial dims */
@@ -298,98 +298,98 @@ static int pool(bb_cpu_op_ctx *ctx, bool is_max) {
           flat = 0;
           for (int d = 0; d < g.nd; d++) flat += c[d] * stride, stride *= g.in[d];
         }
-        bb_cpu_set_i64(ctx->outputs[1], yi, pl * g.in_size + flat);
+        bbi_cpu_set_i64(ctx->outputs[1], yi, pl * g.in_size + flat);
       }
     }
   return 0;
 }
 
-static int op_maxpool(bb_cpu_op_ctx *ctx) { return pool(ctx, true); }
-static int op_averagepool(bb_cpu_op_ctx *ctx) { return pool(ctx, false); }
+static int op_maxpool(bbi_cpu_op_ctx *ctx) { return pool(ctx, true); }
+static int op_averagepool(bbi_cpu_op_ctx *ctx) { return pool(ctx, false); }
 
-static int global_pool(bb_cpu_op_ctx *ctx, bool is_max) {
+static int global_pool(bbi_cpu_op_ctx *ctx, bool is_max) {
   const bb_tensor *x = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
   if (rc) return rc;
-  if (x->rank < 3) return bb_cpu_fail(ctx, BB_ERR_TYPE, "input must be [N, C, spatial...] (rank %d)", x->rank);
+  if (x->rank < 3) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input must be [N, C, spatial...] (rank %d)", x->rank);
   int64_t out[BB_MAX_RANK];
   int64_t spatial = 1;
   for (int i = 0; i < x->rank; i++) {
     out[i] = i < 2 ? x->dims[i] : 1;
     if (i >= 2) spatial *= x->dims[i];
   }
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
   int64_t planes = x->dims[0] * x->dims[1];
   if (x->dtype == BB_DTYPE_FLOAT) {
-    bb_f32_reduce_rows(is_max ? BB_REDUCE_MAX : BB_REDUCE_MEAN, (size_t)planes, (size_t)spatial, bb_tensor_data(x),
+    bbi_f32_reduce_rows(is_max ? BBI_REDUCE_MAX : BBI_REDUCE_MEAN, (size_t)planes, (size_t)spatial, bb_tensor_data(x),
                        bb_tensor_data(ctx->outputs[0]));
     return 0;
   }
   for (int64_t p = 0; p < planes; p++) {
     double acc = is_max ? -INFINITY : 0.0;
     for (int64_t i = 0; i < spatial; i++) {
-      double v = bb_cpu_get_f64(x, p * spatial + i);
+      double v = bbi_cpu_get_f64(x, p * spatial + i);
       acc = is_max ? (v > acc || v != v ? v : acc) : acc + v;
     }
-    bb_cpu_set_f64(ctx->outputs[0], p, is_max ? acc : acc / (double)spatial);
+    bbi_cpu_set_f64(ctx->outputs[0], p, is_max ? acc : acc / (double)spatial);
   }
   return 0;
 }
 
-static int op_global_averagepool(bb_cpu_op_ctx *ctx) { return global_pool(ctx, false); }
-static int op_global_maxpool(bb_cpu_op_ctx *ctx) { return global_pool(ctx, true); }
+static int op_global_averagepool(bbi_cpu_op_ctx *ctx) { return global_pool(ctx, false); }
+static int op_global_maxpool(bbi_cpu_op_ctx *ctx) { return global_pool(ctx, true); }
 
 /* ---- BatchNormalization -------------------------------------------------------------------- */
 
-static int op_batchnorm(bb_cpu_op_ctx *ctx) {
+static int op_batchnorm(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *x = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
   if (rc) return rc;
-  if (x->rank < 2) return bb_cpu_fail(ctx, BB_ERR_TYPE, "X must be [N, C, ...] (rank %d)", x->rank);
+  if (x->rank < 2) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X must be [N, C, ...] (rank %d)", x->rank);
   int64_t channels = x->dims[1];
   for (size_t i = 1; i < 5; i++) {
     const bb_tensor *p = ctx->inputs[i];
-    if ((rc = bb_cpu_expect_dtype(ctx, i, FLOAT_TYPES))) return rc;
+    if ((rc = bbi_cpu_expect_dtype(ctx, i, FLOAT_TYPES))) return rc;
     if (p->numel != channels)
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has %lld values, X has %lld channels", i, (long long)p->numel,
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has %lld values, X has %lld channels", i, (long long)p->numel,
                          (long long)channels);
   }
   if (ctx->opset < 9 && bb_attr_get_int(&ctx->node->attrs, "spatial", 1) != 1)
-    return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "spatial=0 is not supported");
+    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "spatial=0 is not supported");
   double eps = bb_attr_get_float(&ctx->node->attrs, "epsilon", 1e-5f);
   double momentum = bb_attr_get_float(&ctx->node->attrs, "momentum", 0.9f);
   /* training: opset ≥ 14 says so with training_mode; earlier opsets by asking for the statistics outputs */
   bool training = ctx->opset >= 14 ? bb_attr_get_int(&ctx->node->attrs, "training_mode", 0) != 0
                                    : ctx->node->outputs.len > 1;
   if (training && ctx->opset < 14)
-    return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "training-mode outputs of BatchNormalization-%lld",
+    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "training-mode outputs of BatchNormalization-%lld",
                        (long long)ctx->opset);
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   int64_t n_batch = x->dims[0], spatial = 1; /* the product of the dims after C (any may be 0) */
   for (int d = 2; d < x->rank; d++) spatial *= x->dims[d];
   if (!x->numel) return 0;
   const bb_tensor *scale = ctx->inputs[1], *bias = ctx->inputs[2], *mean_in = ctx->inputs[3], *var_in = ctx->inputs[4];
   if (training) {
     for (size_t o = 1; o < 3 && o < ctx->n_outputs; o++)
-      if ((rc = bb_cpu_make_output(ctx, o, mean_in->dtype, 1, &channels))) return rc;
+      if ((rc = bbi_cpu_make_output(ctx, o, mean_in->dtype, 1, &channels))) return rc;
   }
   for (int64_t c = 0; c < channels; c++) {
-    double mean = bb_cpu_get_f64(mean_in, c), var = bb_cpu_get_f64(var_in, c);
+    double mean = bbi_cpu_get_f64(mean_in, c), var = bbi_cpu_get_f64(var_in, c);
     if (training) { /* batch statistics (population variance), and the running averages */
       double s = 0, ss = 0, count = (double)(n_batch * spatial);
       for (int64_t n = 0; n < n_batch; n++)
         for (int64_t i = 0; i < spatial; i++) {
-          double v = bb_cpu_get_f64(x, (n * channels + c) * spatial + i);
+          double v = bbi_cpu_get_f64(x, (n * channels + c) * spatial + i);
           s += v;
           ss += v * v;
         }
       double bmean = s / count, bvar = ss / count - bmean * bmean;
-      if (ctx->n_outputs > 1 && ctx->outputs[1]) bb_cpu_set_f64(ctx->outputs[1], c, mean * momentum + bmean * (1 - momentum));
-      if (ctx->n_outputs > 2 && ctx->outputs[2]) bb_cpu_set_f64(ctx->outputs[2], c, var * momentum + bvar * (1 - momentum));
+      if (ctx->n_outputs > 1 && ctx->outputs[1]) bbi_cpu_set_f64(ctx->outputs[1], c, mean * momentum + bmean * (1 - momentum));
+      if (ctx->n_outputs > 2 && ctx->outputs[2]) bbi_cpu_set_f64(ctx->outputs[2], c, var * momentum + bvar * (1 - momentum));
       mean = bmean;
       var = bvar;
     }
-    double k = bb_cpu_get_f64(scale, c) / sqrt(var + eps), shift = bb_cpu_get_f64(bias, c) - mean * k;
+    double k = bbi_cpu_get_f64(scale, c) / sqrt(var + eps), shift = bbi_cpu_get_f64(bias, c) - mean * k;
     for (int64_t n = 0; n < n_batch; n++) {
       int64_t base = (n * channels + c) * spatial;
       if (x->dtype == BB_DTYPE_FLOAT) {
@@ -398,14 +398,14 @@ static int op_batchnorm(bb_cpu_op_ctx *ctx) {
         for (int64_t i = 0; i < spatial; i++) ys[i] = (float)(xs[i] * k + shift);
       } else {
         for (int64_t i = 0; i < spatial; i++)
-          bb_cpu_set_f64(ctx->outputs[0], base + i, bb_cpu_get_f64(x, base + i) * k + shift);
+          bbi_cpu_set_f64(ctx->outputs[0], base + i, bbi_cpu_get_f64(x, base + i) * k + shift);
       }
     }
   }
   return 0;
 }
 
-const bb_cpu_op bb_cpu_ops_nn[] = {
+const bbi_cpu_op bbi_cpu_ops_nn[] = {
     {"Conv", 1, 2, 3, 1, 1, "float,double,float16,bfloat16", op_conv},
     {"MaxPool", 1, 1, 1, 1, 2, "float,double,float16,bfloat16,int8,uint8", op_maxpool},
     {"AveragePool", 1, 1, 1, 1, 1, "float,double,float16,bfloat16", op_averagepool},
@@ -413,4 +413,4 @@ const bb_cpu_op bb_cpu_ops_nn[] = {
     {"GlobalMaxPool", 1, 1, 1, 1, 1, "float,double,float16,bfloat16", op_global_maxpool},
     {"BatchNormalization", 1, 5, 5, 1, 5, "float,double,float16,bfloat16", op_batchnorm},
 };
-const size_t bb_cpu_ops_nn_count = sizeof bb_cpu_ops_nn / sizeof bb_cpu_ops_nn[0];
+const size_t bbi_cpu_ops_nn_count = sizeof bbi_cpu_ops_nn / sizeof bbi_cpu_ops_nn[0];

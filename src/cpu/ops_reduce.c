@@ -20,7 +20,7 @@
 typedef enum finish { FINISH_NONE, FINISH_MEAN, FINISH_SQRT, FINISH_LOG } finish;
 
 typedef struct reduce_def {
-  bb_rblock_op first, rest;
+  bbi_rblock_op first, rest;
   finish fin;
   int axes_input_since; /* the opset from which axes is an input, not an attribute */
   const int32_t *types;
@@ -79,20 +79,20 @@ static bool next_pass(plan *p, int64_t *outer, int64_t *len, int64_t *inner) {
   return true;
 }
 
-static void *scratch(bb_cpu_op_ctx *ctx, size_t bytes) {
-  void *p = bb_mem_alloc(ctx->alloc, bytes);
-  if (!p) bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", bytes);
+static void *scratch(bbi_cpu_op_ctx *ctx, size_t bytes) {
+  void *p = bbi_mem_alloc(ctx->alloc, bytes);
+  if (!p) bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", bytes);
   return p;
 }
 
-static void release(bb_cpu_op_ctx *ctx, void *p) { bb_mem_free(ctx->alloc, p); }
+static void release(bbi_cpu_op_ctx *ctx, void *p) { bbi_mem_free(ctx->alloc, p); }
 
-static void run_pass(accumulator acc, bb_rblock_op op, bool is_unsigned, int64_t outer, int64_t len, int64_t inner,
+static void run_pass(accumulator acc, bbi_rblock_op op, bool is_unsigned, int64_t outer, int64_t len, int64_t inner,
                      const void *x, void *y) {
   switch (acc) {
-  case ACC_F32: bb_rblock_f32(op, outer, len, inner, x, y); break;
-  case ACC_F64: bb_rblock_f64(op, outer, len, inner, x, y); break;
-  case ACC_I64: bb_rblock_i64(op, is_unsigned, outer, len, inner, x, y); break;
+  case ACC_F32: bbi_rblock_f32(op, outer, len, inner, x, y); break;
+  case ACC_F64: bbi_rblock_f64(op, outer, len, inner, x, y); break;
+  case ACC_I64: bbi_rblock_i64(op, is_unsigned, outer, len, inner, x, y); break;
   }
 }
 
@@ -111,37 +111,37 @@ static void finish_values(accumulator acc, finish fin, bool is_unsigned, int64_t
       double v = fin == FINISH_MEAN ? y[i] / (double)count : fin == FINISH_SQRT ? sqrt(y[i])
                                                          : fin == FINISH_LOG   ? log(y[i])
                                                                                : y[i];
-      bb_cpu_set_f64(out, i, v);
+      bbi_cpu_set_f64(out, i, v);
     }
   } else {
     const int64_t *y = vals;
     for (int64_t i = 0; i < n; i++) {
       double real = is_unsigned ? (double)(uint64_t)y[i] : (double)y[i];
-      if (fin == FINISH_SQRT) bb_cpu_set_f64(out, i, sqrt(real));
-      else if (fin == FINISH_LOG) bb_cpu_set_f64(out, i, log(real));
-      else if (fin == FINISH_MEAN && count == 0) bb_cpu_set_i64(out, i, 0);
-      else if (fin == FINISH_MEAN && is_unsigned) bb_cpu_set_i64(out, i, (int64_t)((uint64_t)y[i] / (uint64_t)count));
-      else if (fin == FINISH_MEAN) bb_cpu_set_i64(out, i, y[i] / count);
-      else bb_cpu_set_i64(out, i, y[i]);
+      if (fin == FINISH_SQRT) bbi_cpu_set_f64(out, i, sqrt(real));
+      else if (fin == FINISH_LOG) bbi_cpu_set_f64(out, i, log(real));
+      else if (fin == FINISH_MEAN && count == 0) bbi_cpu_set_i64(out, i, 0);
+      else if (fin == FINISH_MEAN && is_unsigned) bbi_cpu_set_i64(out, i, (int64_t)((uint64_t)y[i] / (uint64_t)count));
+      else if (fin == FINISH_MEAN) bbi_cpu_set_i64(out, i, y[i] / count);
+      else bbi_cpu_set_i64(out, i, y[i]);
     }
   }
 }
 
 /* The input converted to the accumulator type (float is read in place). */
-static void *load_values(bb_cpu_op_ctx *ctx, accumulator acc, const bb_tensor *in) {
+static void *load_values(bbi_cpu_op_ctx *ctx, accumulator acc, const bb_tensor *in) {
   if (acc == ACC_F32) return bb_tensor_data(in);
   void *buf = scratch(ctx, (size_t)in->numel * 8);
   if (!buf) return NULL;
   const float *f = bb_tensor_data(in);
   for (int64_t i = 0; i < in->numel; i++) {
     if (in->dtype == BB_DTYPE_FLOAT) ((double *)buf)[i] = f[i]; /* float ReduceProd */
-    else if (acc == ACC_F64) ((double *)buf)[i] = bb_cpu_get_f64(in, i);
-    else ((int64_t *)buf)[i] = bb_cpu_get_i64(in, i);
+    else if (acc == ACC_F64) ((double *)buf)[i] = bbi_cpu_get_f64(in, i);
+    else ((int64_t *)buf)[i] = bbi_cpu_get_i64(in, i);
   }
   return buf;
 }
 
-static int run_passes(bb_cpu_op_ctx *ctx, const reduce_def *def, accumulator acc, plan *p) {
+static int run_passes(bbi_cpu_op_ctx *ctx, const reduce_def *def, accumulator acc, plan *p) {
   const bb_tensor *in = ctx->inputs[0];
   bb_tensor *out = ctx->outputs[0];
   bool is_unsigned = in->dtype == BB_DTYPE_UINT64; /* narrower unsigned types fit int64 as they are */
@@ -179,27 +179,27 @@ static int run_passes(bb_cpu_op_ctx *ctx, const reduce_def *def, accumulator acc
 
 static accumulator choose_accumulator(int32_t dtype, const reduce_def *def) {
   switch (dtype) {
-  case BB_DTYPE_FLOAT: return def->first == BB_RBLOCK_PROD ? ACC_F64 : ACC_F32;
+  case BB_DTYPE_FLOAT: return def->first == BBI_RBLOCK_PROD ? ACC_F64 : ACC_F32;
   case BB_DTYPE_DOUBLE:
   case BB_DTYPE_FLOAT16:
   case BB_DTYPE_BFLOAT16: return ACC_F64;
-  default: return def->first == BB_RBLOCK_LSE ? ACC_F64 : ACC_I64;
+  default: return def->first == BBI_RBLOCK_LSE ? ACC_F64 : ACC_I64;
   }
 }
 
-static int run_reduce(bb_cpu_op_ctx *ctx, const reduce_def *def) {
+static int run_reduce(bbi_cpu_op_ctx *ctx, const reduce_def *def) {
   const bb_tensor *in = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, def->types);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, def->types);
   if (rc) return rc;
   bool axes_input = ctx->opset >= def->axes_input_since;
   int64_t axes[BB_MAX_RANK];
   long n;
-  if ((rc = bb_cpu_int_list(ctx, "axes", 1, axes_input, axes, BB_MAX_RANK, &n))) return rc;
+  if ((rc = bbi_cpu_int_list(ctx, "axes", 1, axes_input, axes, BB_MAX_RANK, &n))) return rc;
   bool keepdims = bb_attr_get_int(&ctx->node->attrs, "keepdims", 1) != 0;
   bool noop = axes_input && bb_attr_get_int(&ctx->node->attrs, "noop_with_empty_axes", 0) != 0;
   bool mask[BB_MAX_RANK];
   if (n > 0) {
-    if ((rc = bb_cpu_axes_mask(ctx, axes, n, in->rank, mask))) return rc;
+    if ((rc = bbi_cpu_axes_mask(ctx, axes, n, in->rank, mask))) return rc;
   } else {
     for (int k = 0; k < in->rank; k++) mask[k] = !noop;
   }
@@ -208,7 +208,7 @@ static int run_reduce(bb_cpu_op_ctx *ctx, const reduce_def *def) {
   for (int k = 0; k < in->rank; k++)
     if (!mask[k]) dims[rank++] = in->dims[k];
     else if (keepdims) dims[rank++] = 1;
-  if ((rc = bb_cpu_make_output(ctx, 0, in->dtype, rank, dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, in->dtype, rank, dims))) return rc;
   if (ctx->outputs[0]->numel == 0) return 0;
   plan p;
   make_plan(in, mask, &p);
@@ -224,37 +224,37 @@ static const int32_t MINMAX_TYPES[] = {BB_DTYPE_FLOAT,  BB_DTYPE_DOUBLE, BB_DTYP
 #define REDUCE_TYPE_NAMES "float,double,float16,bfloat16,int32,int64,uint32,uint64"
 #define MINMAX_TYPE_NAMES "float,double,float16,bfloat16,int8,int32,int64,uint8,uint32,uint64,bool"
 
-static const reduce_def SUM = {BB_RBLOCK_SUM, BB_RBLOCK_SUM, FINISH_NONE, 13, REDUCE_TYPES};
-static const reduce_def MEAN = {BB_RBLOCK_SUM, BB_RBLOCK_SUM, FINISH_MEAN, 18, REDUCE_TYPES};
-static const reduce_def MAX = {BB_RBLOCK_MAX, BB_RBLOCK_MAX, FINISH_NONE, 18, MINMAX_TYPES};
-static const reduce_def MIN = {BB_RBLOCK_MIN, BB_RBLOCK_MIN, FINISH_NONE, 18, MINMAX_TYPES};
-static const reduce_def PROD = {BB_RBLOCK_PROD, BB_RBLOCK_PROD, FINISH_NONE, 18, REDUCE_TYPES};
-static const reduce_def SUM_SQUARE = {BB_RBLOCK_SUMSQ, BB_RBLOCK_SUM, FINISH_NONE, 18, REDUCE_TYPES};
-static const reduce_def L1 = {BB_RBLOCK_ABSSUM, BB_RBLOCK_SUM, FINISH_NONE, 18, REDUCE_TYPES};
-static const reduce_def L2 = {BB_RBLOCK_SUMSQ, BB_RBLOCK_SUM, FINISH_SQRT, 18, REDUCE_TYPES};
-static const reduce_def LOG_SUM = {BB_RBLOCK_SUM, BB_RBLOCK_SUM, FINISH_LOG, 18, REDUCE_TYPES};
-static const reduce_def LOG_SUM_EXP = {BB_RBLOCK_LSE, BB_RBLOCK_LSE, FINISH_NONE, 18, REDUCE_TYPES};
+static const reduce_def SUM = {BBI_RBLOCK_SUM, BBI_RBLOCK_SUM, FINISH_NONE, 13, REDUCE_TYPES};
+static const reduce_def MEAN = {BBI_RBLOCK_SUM, BBI_RBLOCK_SUM, FINISH_MEAN, 18, REDUCE_TYPES};
+static const reduce_def MAX = {BBI_RBLOCK_MAX, BBI_RBLOCK_MAX, FINISH_NONE, 18, MINMAX_TYPES};
+static const reduce_def MIN = {BBI_RBLOCK_MIN, BBI_RBLOCK_MIN, FINISH_NONE, 18, MINMAX_TYPES};
+static const reduce_def PROD = {BBI_RBLOCK_PROD, BBI_RBLOCK_PROD, FINISH_NONE, 18, REDUCE_TYPES};
+static const reduce_def SUM_SQUARE = {BBI_RBLOCK_SUMSQ, BBI_RBLOCK_SUM, FINISH_NONE, 18, REDUCE_TYPES};
+static const reduce_def L1 = {BBI_RBLOCK_ABSSUM, BBI_RBLOCK_SUM, FINISH_NONE, 18, REDUCE_TYPES};
+static const reduce_def L2 = {BBI_RBLOCK_SUMSQ, BBI_RBLOCK_SUM, FINISH_SQRT, 18, REDUCE_TYPES};
+static const reduce_def LOG_SUM = {BBI_RBLOCK_SUM, BBI_RBLOCK_SUM, FINISH_LOG, 18, REDUCE_TYPES};
+static const reduce_def LOG_SUM_EXP = {BBI_RBLOCK_LSE, BBI_RBLOCK_LSE, FINISH_NONE, 18, REDUCE_TYPES};
 
-static int reduce_sum(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &SUM); }
-static int reduce_mean(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &MEAN); }
-static int reduce_max(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &MAX); }
-static int reduce_min(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &MIN); }
-static int reduce_prod(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &PROD); }
-static int reduce_sum_square(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &SUM_SQUARE); }
-static int reduce_l1(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &L1); }
-static int reduce_l2(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &L2); }
-static int reduce_log_sum(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &LOG_SUM); }
-static int reduce_log_sum_exp(bb_cpu_op_ctx *ctx) { return run_reduce(ctx, &LOG_SUM_EXP); }
+static int reduce_sum(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &SUM); }
+static int reduce_mean(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &MEAN); }
+static int reduce_max(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &MAX); }
+static int reduce_min(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &MIN); }
+static int reduce_prod(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &PROD); }
+static int reduce_sum_square(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &SUM_SQUARE); }
+static int reduce_l1(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &L1); }
+static int reduce_l2(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &L2); }
+static int reduce_log_sum(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &LOG_SUM); }
+static int reduce_log_sum_exp(bbi_cpu_op_ctx *ctx) { return run_reduce(ctx, &LOG_SUM_EXP); }
 
 #define ARG_TYPE_NAMES "float,double,float16,bfloat16,int8,int16,int32,int64,uint8,uint16,uint32,uint64"
 #define SOFTMAX_TYPE_NAMES "float,double,float16,bfloat16"
 
-const bb_cpu_op bb_cpu_ops_reduce[] = {
-    {"ArgMax", 1, 1, 1, 1, 1, ARG_TYPE_NAMES, bb_cpu_argmax},
-    {"ArgMin", 1, 1, 1, 1, 1, ARG_TYPE_NAMES, bb_cpu_argmin},
-    {"CumSum", 11, 2, 2, 1, 1, "float,double,float16,bfloat16,int32,int64,uint32,uint64", bb_cpu_cumsum},
-    {"Hardmax", 1, 1, 1, 1, 1, SOFTMAX_TYPE_NAMES, bb_cpu_hardmax},
-    {"LogSoftmax", 1, 1, 1, 1, 1, SOFTMAX_TYPE_NAMES, bb_cpu_log_softmax},
+const bbi_cpu_op bbi_cpu_ops_reduce[] = {
+    {"ArgMax", 1, 1, 1, 1, 1, ARG_TYPE_NAMES, bbi_cpu_argmax},
+    {"ArgMin", 1, 1, 1, 1, 1, ARG_TYPE_NAMES, bbi_cpu_argmin},
+    {"CumSum", 11, 2, 2, 1, 1, "float,double,float16,bfloat16,int32,int64,uint32,uint64", bbi_cpu_cumsum},
+    {"Hardmax", 1, 1, 1, 1, 1, SOFTMAX_TYPE_NAMES, bbi_cpu_hardmax},
+    {"LogSoftmax", 1, 1, 1, 1, 1, SOFTMAX_TYPE_NAMES, bbi_cpu_log_softmax},
     {"ReduceL1", 1, 1, 1, 1, 1, REDUCE_TYPE_NAMES, reduce_l1},
     {"ReduceL1", 18, 1, 2, 1, 1, REDUCE_TYPE_NAMES, reduce_l1},
     {"ReduceL2", 1, 1, 1, 1, 1, REDUCE_TYPE_NAMES, reduce_l2},
@@ -275,8 +275,8 @@ const bb_cpu_op bb_cpu_ops_reduce[] = {
     {"ReduceSum", 13, 1, 2, 1, 1, REDUCE_TYPE_NAMES, reduce_sum},
     {"ReduceSumSquare", 1, 1, 1, 1, 1, REDUCE_TYPE_NAMES, reduce_sum_square},
     {"ReduceSumSquare", 18, 1, 2, 1, 1, REDUCE_TYPE_NAMES, reduce_sum_square},
-    {"Softmax", 1, 1, 1, 1, 1, SOFTMAX_TYPE_NAMES, bb_cpu_softmax},
-    {"TopK", 1, 1, 1, 2, 2, ARG_TYPE_NAMES, bb_cpu_topk},
-    {"TopK", 10, 2, 2, 2, 2, ARG_TYPE_NAMES, bb_cpu_topk},
+    {"Softmax", 1, 1, 1, 1, 1, SOFTMAX_TYPE_NAMES, bbi_cpu_softmax},
+    {"TopK", 1, 1, 1, 2, 2, ARG_TYPE_NAMES, bbi_cpu_topk},
+    {"TopK", 10, 2, 2, 2, 2, ARG_TYPE_NAMES, bbi_cpu_topk},
 };
-const size_t bb_cpu_ops_reduce_count = sizeof bb_cpu_ops_reduce / sizeof bb_cpu_ops_reduce[0];
+const size_t bbi_cpu_ops_reduce_count = sizeof bbi_cpu_ops_reduce / sizeof bbi_cpu_ops_reduce[0];

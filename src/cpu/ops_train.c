@@ -31,12 +31,12 @@ static int64_t broadcast_index(const bb_tensor *t, int rank, const int64_t *dims
   return idx;
 }
 
-static int check_unidirectional(bb_cpu_op_ctx *ctx, const bb_tensor *t, const bb_tensor *x, const char *what) {
-  if (t->rank > x->rank) return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s has rank %d, over X's %d", what, t->rank, x->rank);
+static int check_unidirectional(bbi_cpu_op_ctx *ctx, const bb_tensor *t, const bb_tensor *x, const char *what) {
+  if (t->rank > x->rank) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s has rank %d, over X's %d", what, t->rank, x->rank);
   for (int d = 0; d < t->rank; d++) {
     int64_t td = t->dims[t->rank - 1 - d], xd = x->dims[x->rank - 1 - d];
     if (td != 1 && td != xd)
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "%s does not broadcast to X (dim %lld against %lld)", what, (long long)td,
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s does not broadcast to X (dim %lld against %lld)", what, (long long)td,
                          (long long)xd);
   }
   return 0;
@@ -48,35 +48,35 @@ enum { RED_NONE, RED_SUM, RED_MEAN };
 
 /* Shared by both losses. logp(n, c, j) is the log-probability of class c at batch n and
  * position j (flattened d1..dk); scores has shape [N, C, d...], labels [N, d...]. */
-static int class_loss(bb_cpu_op_ctx *ctx, bool softmax) {
-  const bb_tensor *x = ctx->inputs[0], *labels = ctx->inputs[1], *w = bb_cpu_input(ctx, 2);
-  int rc = bb_cpu_expect_dtype(ctx, 0, ctx->opset >= 13 ? FLOAT_TYPES : FLOAT_NO_BF16);
-  if (rc || (rc = bb_cpu_expect_dtype(ctx, 1, LABEL_TYPES))) return rc;
-  if (x->rank < 2) return bb_cpu_fail(ctx, BB_ERR_TYPE, "input must be [N, C, ...] (rank %d)", x->rank);
+static int class_loss(bbi_cpu_op_ctx *ctx, bool softmax) {
+  const bb_tensor *x = ctx->inputs[0], *labels = ctx->inputs[1], *w = bbi_cpu_input(ctx, 2);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, ctx->opset >= 13 ? FLOAT_TYPES : FLOAT_NO_BF16);
+  if (rc || (rc = bbi_cpu_expect_dtype(ctx, 1, LABEL_TYPES))) return rc;
+  if (x->rank < 2) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input must be [N, C, ...] (rank %d)", x->rank);
   if (labels->rank != x->rank - 1 || labels->dims[0] != x->dims[0])
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "labels must be [N, d1, ...] matching the input");
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "labels must be [N, d1, ...] matching the input");
   for (int d = 2; d < x->rank; d++)
-    if (labels->dims[d - 1] != x->dims[d]) return bb_cpu_fail(ctx, BB_ERR_TYPE, "labels do not match the input's dims");
+    if (labels->dims[d - 1] != x->dims[d]) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "labels do not match the input's dims");
   int64_t n_batch = x->dims[0], classes = x->dims[1], inner = 1;
   for (int d = 2; d < x->rank; d++) inner *= x->dims[d];
   if (w) {
-    if (w->dtype != x->dtype) return bb_cpu_fail(ctx, BB_ERR_TYPE, "weights must have the input's element type");
+    if (w->dtype != x->dtype) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "weights must have the input's element type");
     if (w->rank != 1 || w->dims[0] != classes)
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "weights must be 1-D with %lld values", (long long)classes);
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "weights must be 1-D with %lld values", (long long)classes);
   }
   const char *red_s = bb_attr_get_string(&ctx->node->attrs, "reduction", "mean");
   int red = strcmp(red_s, "none") == 0 ? RED_NONE : strcmp(red_s, "sum") == 0 ? RED_SUM
                                                   : strcmp(red_s, "mean") == 0 ? RED_MEAN : -1;
-  if (red < 0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "reduction %s is not none, sum or mean", red_s);
+  if (red < 0) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "reduction %s is not none, sum or mean", red_s);
   bool has_ignore = bb_attr_find(&ctx->node->attrs, "ignore_index") != NULL;
   int64_t ignore = bb_attr_get_int(&ctx->node->attrs, "ignore_index", 0);
 
-  if (red == RED_NONE) rc = bb_cpu_make_output(ctx, 0, x->dtype, labels->rank, labels->dims);
-  else rc = bb_cpu_make_output(ctx, 0, x->dtype, 0, NULL);
+  if (red == RED_NONE) rc = bbi_cpu_make_output(ctx, 0, x->dtype, labels->rank, labels->dims);
+  else rc = bbi_cpu_make_output(ctx, 0, x->dtype, 0, NULL);
   if (rc) return rc;
   bb_tensor *logp = NULL;
-  if (softmax && bb_cpu_output_wanted(ctx, 1)) {
-    if ((rc = bb_cpu_make_output(ctx, 1, x->dtype, x->rank, x->dims))) return rc;
+  if (softmax && bbi_cpu_output_wanted(ctx, 1)) {
+    if ((rc = bbi_cpu_make_output(ctx, 1, x->dtype, x->rank, x->dims))) return rc;
     logp = ctx->outputs[1];
   }
   bb_tensor *y = ctx->outputs[0];
@@ -88,140 +88,140 @@ static int class_loss(bb_cpu_op_ctx *ctx, bool softmax) {
       if (softmax) {
         double mx = -INFINITY;
         for (int64_t c = 0; c < classes; c++) {
-          double v = bb_cpu_get_f64(x, base + c * inner);
+          double v = bbi_cpu_get_f64(x, base + c * inner);
           if (v > mx || v != v) mx = v;
         }
         double s = 0.0;
-        for (int64_t c = 0; c < classes; c++) s += exp(bb_cpu_get_f64(x, base + c * inner) - mx);
+        for (int64_t c = 0; c < classes; c++) s += exp(bbi_cpu_get_f64(x, base + c * inner) - mx);
         lse = mx + log(s);
         if (logp)
           for (int64_t c = 0; c < classes; c++)
-            bb_cpu_set_f64(logp, base + c * inner, bb_cpu_get_f64(x, base + c * inner) - lse);
+            bbi_cpu_set_f64(logp, base + c * inner, bbi_cpu_get_f64(x, base + c * inner) - lse);
       }
-      int64_t lab = bb_cpu_get_i64(labels, n * inner + j);
+      int64_t lab = bbi_cpu_get_i64(labels, n * inner + j);
       double loss = 0.0, wt = 0.0;
       if (!(has_ignore && lab == ignore)) {
         if (lab < 0 || lab >= classes)
-          return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "label %lld is outside [0, %lld)", (long long)lab,
+          return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "label %lld is outside [0, %lld)", (long long)lab,
                              (long long)classes);
-        wt = w ? bb_cpu_get_f64(w, lab) : 1.0;
-        double lp = bb_cpu_get_f64(x, base + lab * inner) - lse;
+        wt = w ? bbi_cpu_get_f64(w, lab) : 1.0;
+        double lp = bbi_cpu_get_f64(x, base + lab * inner) - lse;
         loss = -lp * wt;
       }
-      if (red == RED_NONE) bb_cpu_set_f64(y, n * inner + j, loss);
+      if (red == RED_NONE) bbi_cpu_set_f64(y, n * inner + j, loss);
       total += loss;
       weight_sum += wt;
     }
-  if (red == RED_SUM) bb_cpu_set_f64(y, 0, total);
-  else if (red == RED_MEAN) bb_cpu_set_f64(y, 0, total / weight_sum);
+  if (red == RED_SUM) bbi_cpu_set_f64(y, 0, total);
+  else if (red == RED_MEAN) bbi_cpu_set_f64(y, 0, total / weight_sum);
   return 0;
 }
 
-static int op_sce(bb_cpu_op_ctx *ctx) { return class_loss(ctx, true); }
-static int op_nll(bb_cpu_op_ctx *ctx) { return class_loss(ctx, false); }
+static int op_sce(bbi_cpu_op_ctx *ctx) { return class_loss(ctx, true); }
+static int op_nll(bbi_cpu_op_ctx *ctx) { return class_loss(ctx, false); }
 
 /* ---- LayerNormalization / InstanceNormalization ----------------------------------------- */
 
-static int op_layernorm(bb_cpu_op_ctx *ctx) {
-  const bb_tensor *x = ctx->inputs[0], *scale = ctx->inputs[1], *bias = bb_cpu_input(ctx, 2);
-  int rc = bb_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
+static int op_layernorm(bbi_cpu_op_ctx *ctx) {
+  const bb_tensor *x = ctx->inputs[0], *scale = ctx->inputs[1], *bias = bbi_cpu_input(ctx, 2);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
   if (rc) return rc;
   if (scale->dtype != x->dtype || (bias && bias->dtype != x->dtype))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "X, Scale and B must share one element type");
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X, Scale and B must share one element type");
   if ((rc = check_unidirectional(ctx, scale, x, "Scale")) || (bias && (rc = check_unidirectional(ctx, bias, x, "B"))))
     return rc;
   int axis;
-  if ((rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", -1), x->rank, &axis))) return rc;
+  if ((rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", -1), x->rank, &axis))) return rc;
   double eps = bb_attr_get_float(&ctx->node->attrs, "epsilon", 1e-5f);
   int64_t stash = bb_attr_get_int(&ctx->node->attrs, "stash_type", 1);
   /* Mean and InvStdDev are float or bfloat16 (type constraint U), as stash_type says */
   int32_t stat_type = stash == 1 ? BB_DTYPE_FLOAT : stash == 16 ? BB_DTYPE_BFLOAT16 : BB_DTYPE_UNDEFINED;
   if (stat_type == BB_DTYPE_UNDEFINED)
-    return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "stash_type %lld is not supported", (long long)stash);
+    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "stash_type %lld is not supported", (long long)stash);
   int64_t outer = 1, inner = 1, stat_dims[BB_MAX_RANK];
   for (int d = 0; d < x->rank; d++) {
     if (d < axis) outer *= x->dims[d];
     else inner *= x->dims[d];
     stat_dims[d] = d < axis ? x->dims[d] : 1;
   }
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   bb_tensor *mean_out = NULL, *inv_out = NULL;
-  if (bb_cpu_output_wanted(ctx, 1)) {
-    if ((rc = bb_cpu_make_output(ctx, 1, stat_type, x->rank, stat_dims))) return rc;
+  if (bbi_cpu_output_wanted(ctx, 1)) {
+    if ((rc = bbi_cpu_make_output(ctx, 1, stat_type, x->rank, stat_dims))) return rc;
     mean_out = ctx->outputs[1];
   }
-  if (bb_cpu_output_wanted(ctx, 2)) {
-    if ((rc = bb_cpu_make_output(ctx, 2, stat_type, x->rank, stat_dims))) return rc;
+  if (bbi_cpu_output_wanted(ctx, 2)) {
+    if ((rc = bbi_cpu_make_output(ctx, 2, stat_type, x->rank, stat_dims))) return rc;
     inv_out = ctx->outputs[2];
   }
   bb_tensor *y = ctx->outputs[0];
   for (int64_t r = 0; r < outer; r++) {
     int64_t base = r * inner;
     double s = 0.0;
-    for (int64_t i = 0; i < inner; i++) s += bb_cpu_get_f64(x, base + i);
+    for (int64_t i = 0; i < inner; i++) s += bbi_cpu_get_f64(x, base + i);
     double mean = inner ? s / (double)inner : 0.0, ss = 0.0;
     for (int64_t i = 0; i < inner; i++) {
-      double dv = bb_cpu_get_f64(x, base + i) - mean;
+      double dv = bbi_cpu_get_f64(x, base + i) - mean;
       ss += dv * dv;
     }
     double inv = 1.0 / sqrt((inner ? ss / (double)inner : 0.0) + eps);
-    if (mean_out) bb_cpu_set_f64(mean_out, r, mean);
-    if (inv_out) bb_cpu_set_f64(inv_out, r, inv);
+    if (mean_out) bbi_cpu_set_f64(mean_out, r, mean);
+    if (inv_out) bbi_cpu_set_f64(inv_out, r, inv);
     for (int64_t i = 0; i < inner; i++) {
       int64_t e = base + i;
-      double g = bb_cpu_get_f64(scale, broadcast_index(scale, x->rank, x->dims, e));
-      double v = (bb_cpu_get_f64(x, e) - mean) * inv * g;
-      if (bias) v += bb_cpu_get_f64(bias, broadcast_index(bias, x->rank, x->dims, e));
-      bb_cpu_set_f64(y, e, v);
+      double g = bbi_cpu_get_f64(scale, broadcast_index(scale, x->rank, x->dims, e));
+      double v = (bbi_cpu_get_f64(x, e) - mean) * inv * g;
+      if (bias) v += bbi_cpu_get_f64(bias, broadcast_index(bias, x->rank, x->dims, e));
+      bbi_cpu_set_f64(y, e, v);
     }
   }
   return 0;
 }
 
-static int op_instancenorm(bb_cpu_op_ctx *ctx) {
+static int op_instancenorm(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *x = ctx->inputs[0], *scale = ctx->inputs[1], *bias = ctx->inputs[2];
-  int rc = bb_cpu_expect_dtype(ctx, 0, FLOAT_NO_BF16);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_NO_BF16);
   if (rc) return rc;
-  if (x->rank < 3) return bb_cpu_fail(ctx, BB_ERR_TYPE, "input must be [N, C, D1, ...] (rank %d)", x->rank);
+  if (x->rank < 3) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input must be [N, C, D1, ...] (rank %d)", x->rank);
   int64_t n_batch = x->dims[0], channels = x->dims[1], spatial = 1;
   for (int d = 2; d < x->rank; d++) spatial *= x->dims[d];
   if (scale->dtype != x->dtype || bias->dtype != x->dtype)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "input, scale and B must share one element type");
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input, scale and B must share one element type");
   if (scale->rank != 1 || scale->dims[0] != channels || bias->rank != 1 || bias->dims[0] != channels)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "scale and B must be 1-D with %lld values", (long long)channels);
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "scale and B must be 1-D with %lld values", (long long)channels);
   double eps = bb_attr_get_float(&ctx->node->attrs, "epsilon", 1e-5f);
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   bb_tensor *y = ctx->outputs[0];
   for (int64_t n = 0; n < n_batch; n++)
     for (int64_t c = 0; c < channels; c++) {
       int64_t base = (n * channels + c) * spatial;
       double s = 0.0, ss = 0.0;
-      for (int64_t i = 0; i < spatial; i++) s += bb_cpu_get_f64(x, base + i);
+      for (int64_t i = 0; i < spatial; i++) s += bbi_cpu_get_f64(x, base + i);
       double mean = spatial ? s / (double)spatial : 0.0;
       for (int64_t i = 0; i < spatial; i++) {
-        double dv = bb_cpu_get_f64(x, base + i) - mean;
+        double dv = bbi_cpu_get_f64(x, base + i) - mean;
         ss += dv * dv;
       }
-      double k = bb_cpu_get_f64(scale, c) / sqrt((spatial ? ss / (double)spatial : 0.0) + eps);
-      double b = bb_cpu_get_f64(bias, c);
-      for (int64_t i = 0; i < spatial; i++) bb_cpu_set_f64(y, base + i, (bb_cpu_get_f64(x, base + i) - mean) * k + b);
+      double k = bbi_cpu_get_f64(scale, c) / sqrt((spatial ? ss / (double)spatial : 0.0) + eps);
+      double b = bbi_cpu_get_f64(bias, c);
+      for (int64_t i = 0; i < spatial; i++) bbi_cpu_set_f64(y, base + i, (bbi_cpu_get_f64(x, base + i) - mean) * k + b);
     }
   return 0;
 }
 
 /* ---- PRelu ------------------------------------------------------------------------------- */
 
-static int op_prelu(bb_cpu_op_ctx *ctx) {
+static int op_prelu(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *x = ctx->inputs[0], *slope = ctx->inputs[1];
-  int rc = bb_cpu_expect_dtype(ctx, 0, ctx->opset >= 16 ? FLOAT_TYPES : FLOAT_NO_BF16);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, ctx->opset >= 16 ? FLOAT_TYPES : FLOAT_NO_BF16);
   if (rc) return rc;
-  if (slope->dtype != x->dtype) return bb_cpu_fail(ctx, BB_ERR_TYPE, "X and slope must share one element type");
+  if (slope->dtype != x->dtype) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X and slope must share one element type");
   if ((rc = check_unidirectional(ctx, slope, x, "slope"))) return rc;
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   for (int64_t i = 0; i < x->numel; i++) {
-    double v = bb_cpu_get_f64(x, i);
-    if (v < 0) v *= bb_cpu_get_f64(slope, broadcast_index(slope, x->rank, x->dims, i));
-    bb_cpu_set_f64(ctx->outputs[0], i, v);
+    double v = bbi_cpu_get_f64(x, i);
+    if (v < 0) v *= bbi_cpu_get_f64(slope, broadcast_index(slope, x->rank, x->dims, i));
+    bbi_cpu_set_f64(ctx->outputs[0], i, v);
   }
   return 0;
 }
@@ -231,17 +231,17 @@ static int op_prelu(bb_cpu_op_ctx *ctx) {
 /* f(v, alpha): alpha is the op's one float attribute, read once per node */
 typedef double (*unary_fn)(double v, double alpha);
 
-static int map_unary(bb_cpu_op_ctx *ctx, const int32_t *types, unary_fn f, double alpha) {
+static int map_unary(bbi_cpu_op_ctx *ctx, const int32_t *types, unary_fn f, double alpha) {
   const bb_tensor *x = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, types);
-  if (rc || (rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  int rc = bbi_cpu_expect_dtype(ctx, 0, types);
+  if (rc || (rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
   bb_tensor *y = ctx->outputs[0];
   if (x->dtype == BB_DTYPE_FLOAT) {
     const float *xs = bb_tensor_data(x);
     float *ys = bb_tensor_data(y);
     for (int64_t i = 0; i < x->numel; i++) ys[i] = (float)f(xs[i], alpha);
   } else {
-    for (int64_t i = 0; i < x->numel; i++) bb_cpu_set_f64(y, i, f(bb_cpu_get_f64(x, i), alpha));
+    for (int64_t i = 0; i < x->numel; i++) bbi_cpu_set_f64(y, i, f(bbi_cpu_get_f64(x, i), alpha));
   }
   return 0;
 }
@@ -251,7 +251,7 @@ static int map_unary(bb_cpu_op_ctx *ctx, const int32_t *types, unary_fn f, doubl
     (void)alpha;                                                                                             \
     return FN(v);                                                                                            \
   }                                                                                                          \
-  static int op_##FN(bb_cpu_op_ctx *ctx) { return map_unary(ctx, FLOAT_NO_BF16, fn_##FN, 0.0); }
+  static int op_##FN(bbi_cpu_op_ctx *ctx) { return map_unary(ctx, FLOAT_NO_BF16, fn_##FN, 0.0); }
 TRIG(sin)
 TRIG(cos)
 TRIG(tan)
@@ -266,34 +266,34 @@ TRIG(atanh)
 #undef TRIG
 
 static double fn_thresholded_relu(double v, double alpha) { return v > alpha ? v : 0.0; }
-static int op_thresholded_relu(bb_cpu_op_ctx *ctx) {
+static int op_thresholded_relu(bbi_cpu_op_ctx *ctx) {
   return map_unary(ctx, FLOAT_NO_BF16, fn_thresholded_relu, bb_attr_get_float(&ctx->node->attrs, "alpha", 1.0f));
 }
 
 static double fn_celu(double v, double alpha) { return v > 0 ? v : alpha * expm1(v / alpha); }
-static int op_celu(bb_cpu_op_ctx *ctx) {
+static int op_celu(bbi_cpu_op_ctx *ctx) {
   double alpha = bb_attr_get_float(&ctx->node->attrs, "alpha", 1.0f);
-  if (alpha == 0.0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "alpha must not be 0");
+  if (alpha == 0.0) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "alpha must not be 0");
   return map_unary(ctx, FLOAT_ONLY, fn_celu, alpha);
 }
 
 /* ---- IsNaN / IsInf ----------------------------------------------------------------------- */
 
-static int classify(bb_cpu_op_ctx *ctx, const int32_t *types, bool is_nan) {
+static int classify(bbi_cpu_op_ctx *ctx, const int32_t *types, bool is_nan) {
   const bb_tensor *x = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, types);
-  if (rc || (rc = bb_cpu_make_output(ctx, 0, BB_DTYPE_BOOL, x->rank, x->dims))) return rc;
+  int rc = bbi_cpu_expect_dtype(ctx, 0, types);
+  if (rc || (rc = bbi_cpu_make_output(ctx, 0, BB_DTYPE_BOOL, x->rank, x->dims))) return rc;
   bool neg = bb_attr_get_int(&ctx->node->attrs, "detect_negative", 1) != 0;
   bool pos = bb_attr_get_int(&ctx->node->attrs, "detect_positive", 1) != 0;
   uint8_t *ys = bb_tensor_data(ctx->outputs[0]);
   for (int64_t i = 0; i < x->numel; i++) {
-    double v = bb_cpu_get_f64(x, i);
+    double v = bbi_cpu_get_f64(x, i);
     ys[i] = is_nan ? v != v : (pos && v == INFINITY) || (neg && v == -INFINITY);
   }
   return 0;
 }
-static int op_isnan(bb_cpu_op_ctx *ctx) { return classify(ctx, ctx->opset >= 13 ? FLOAT_TYPES : FLOAT_NO_BF16, true); }
-static int op_isinf(bb_cpu_op_ctx *ctx) { return classify(ctx, FLOAT_DOUBLE, false); }
+static int op_isnan(bbi_cpu_op_ctx *ctx) { return classify(ctx, ctx->opset >= 13 ? FLOAT_TYPES : FLOAT_NO_BF16, true); }
+static int op_isinf(bbi_cpu_op_ctx *ctx) { return classify(ctx, FLOAT_DOUBLE, false); }
 
 
 /* ---- ConvTranspose ------------------------------------------------------------------------- */
@@ -302,13 +302,13 @@ static int op_isinf(bb_cpu_op_ctx *ctx) { return classify(ctx, FLOAT_DOUBLE, fal
 
 /* Reads an INTS attribute of exactly n values (or, when alt > 0, of alt values of which the
  * last n are kept) into v, keeping dflt when absent; *given tells whether it was present. */
-static int ct_ints(bb_cpu_op_ctx *ctx, const char *name, int n, int alt, int64_t *v, int64_t dflt, bool *given) {
+static int ct_ints(bbi_cpu_op_ctx *ctx, const char *name, int n, int alt, int64_t *v, int64_t dflt, bool *given) {
   for (int i = 0; i < n; i++) v[i] = dflt;
   const bb_attr *a = bb_attr_find(&ctx->node->attrs, name);
   if (given) *given = a != NULL;
   if (!a) return 0;
   if (a->type != BB_ATTR_INTS || ((int)a->n_ints != n && (alt <= 0 || (int)a->n_ints != alt)))
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "attribute %s must hold %d integers", name, n);
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "attribute %s must hold %d integers", name, n);
   memcpy(v, a->ints + ((int)a->n_ints - n), (size_t)n * sizeof *v);
   return 0;
 }
@@ -340,16 +340,16 @@ static int64_t ct_target(const ct_geom *g, int64_t i, int64_t k) {
 
 /* float32: per image and group, the column matrix col = W_gᵀ·X_g ([M/group·K] × in_size,
  * by the packed GEMM) is scattered into Y (col2im), which starts as the bias. */
-static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group, bb_tensor *y) {
-  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
+static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t group, bb_tensor *y) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], cg = c_in / group, mg = w->dims[1], m_out = mg * group;
   int64_t rows = mg * g->k_size;
-  int rc = bb_cpu_check_size(ctx, rows * g->in_size, sizeof(float), "the column matrix");
+  int rc = bbi_cpu_check_size(ctx, rows * g->in_size, sizeof(float), "the column matrix");
   if (rc) return rc;
   size_t col_bytes = (size_t)(rows * g->in_size) * sizeof(float);
-  size_t scratch_size = bb_f32_gemm_scratch_size((size_t)rows, (size_t)g->in_size, (size_t)cg);
-  char *mem = bb_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
-  if (!mem) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
+  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)rows, (size_t)g->in_size, (size_t)cg);
+  char *mem = bbi_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
+  if (!mem) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
   float *col = (float *)mem;
   void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
@@ -358,7 +358,7 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
     for (int64_t o = 0; o < g->out_size; o++) yd[p * g->out_size + o] = bd ? bd[p % m_out] : 0.0f;
   for (int64_t n = 0; n < n_batch && !rc; n++)
     for (int64_t gi = 0; gi < group && !rc; gi++) {
-      bb_f32_gemm_args a;
+      bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
       a.m = (size_t)rows, a.n = (size_t)g->in_size, a.k = (size_t)cg;
       a.alpha = 1.0f;
@@ -366,7 +366,7 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
       a.a = wd + gi * cg * rows, a.lda = (size_t)rows;
       a.b = xd + (n * c_in + gi * cg) * g->in_size, a.ldb = (size_t)g->in_size;
       a.c = col, a.ldc = (size_t)g->in_size;
-      if ((rc = bb_f32_gemm(&a, scratch, scratch_size))) break;
+      if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
       float *yg = yd + (n * m_out + gi * mg) * g->out_size;
       for (int64_t k = 0; k < g->k_size; k++)
         for (int64_t i = 0; i < g->in_size; i++) {
@@ -375,29 +375,29 @@ static int convtranspose_f32(bb_cpu_op_ctx *ctx, const ct_geom *g, int64_t group
           for (int64_t ml = 0; ml < mg; ml++) yg[ml * g->out_size + off] += col[(ml * g->k_size + k) * g->in_size + i];
         }
     }
-  bb_mem_free(ctx->alloc, mem);
-  return rc ? bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
+  bbi_mem_free(ctx->alloc, mem);
+  return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 
-static int op_convtranspose(bb_cpu_op_ctx *ctx) {
-  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bb_cpu_input(ctx, 2);
-  int rc = bb_cpu_expect_dtype(ctx, 0, FLOAT_NO_BF16);
+static int op_convtranspose(bbi_cpu_op_ctx *ctx) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_NO_BF16);
   if (rc) return rc;
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "X, W and B must share one element type");
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X, W and B must share one element type");
   if (x->rank < 3 || x->rank > 2 + CT_MAX_SPATIAL)
-    return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "input rank %d (1 to %d spatial dims are supported)", x->rank,
+    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "input rank %d (1 to %d spatial dims are supported)", x->rank,
                        CT_MAX_SPATIAL);
-  if (w->rank != x->rank) return bb_cpu_fail(ctx, BB_ERR_TYPE, "W has rank %d, X has rank %d", w->rank, x->rank);
+  if (w->rank != x->rank) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "W has rank %d, X has rank %d", w->rank, x->rank);
   int nd = x->rank - 2;
   int64_t group = bb_attr_get_int(&ctx->node->attrs, "group", 1);
   int64_t c_in = x->dims[1];
   if (group < 1 || c_in % group || w->dims[0] != c_in)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "W must be [C, M/group, k...] with C = %lld divisible by group %lld",
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "W must be [C, M/group, k...] with C = %lld divisible by group %lld",
                        (long long)c_in, (long long)group);
   int64_t mg = w->dims[1], m_out = mg * group, cg = c_in / group;
   if (b && (b->rank != 1 || b->dims[0] != m_out))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "B must be 1-D with %lld values", (long long)m_out);
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "B must be 1-D with %lld values", (long long)m_out);
   int64_t kernel[CT_MAX_SPATIAL], stride[CT_MAX_SPATIAL], dil[CT_MAX_SPATIAL], opad[CT_MAX_SPATIAL];
   int64_t pads[2 * CT_MAX_SPATIAL], oshape[CT_MAX_SPATIAL], out[CT_MAX_SPATIAL], in[CT_MAX_SPATIAL];
   bool has_kernel, has_oshape;
@@ -410,7 +410,7 @@ static int op_convtranspose(bb_cpu_op_ctx *ctx) {
   const char *auto_pad = bb_attr_get_string(&ctx->node->attrs, "auto_pad", "NOTSET");
   bool same_upper = strcmp(auto_pad, "SAME_UPPER") == 0, same_lower = strcmp(auto_pad, "SAME_LOWER") == 0;
   if (!same_upper && !same_lower && strcmp(auto_pad, "NOTSET") != 0 && strcmp(auto_pad, "VALID") != 0)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "auto_pad %s is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "auto_pad %s is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
                        auto_pad);
   if (strcmp(auto_pad, "VALID") == 0)
     for (int i = 0; i < 2 * nd; i++) pads[i] = 0;
@@ -418,10 +418,10 @@ static int op_convtranspose(bb_cpu_op_ctx *ctx) {
   for (int i = 0; i < nd; i++) {
     in[i] = x->dims[2 + i];
     if (has_kernel && kernel[i] != w->dims[2 + i])
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "kernel_shape does not match W");
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "kernel_shape does not match W");
     kernel[i] = w->dims[2 + i];
     if (stride[i] < 1 || dil[i] < 1 || kernel[i] < 1 || opad[i] < 0)
-      return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel, strides and dilations must be positive");
+      return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel, strides and dilations must be positive");
     int64_t full = stride[i] * (in[i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1;
     if (has_oshape || same_upper || same_lower) {
       out[i] = has_oshape ? oshape[i] : in[i] * stride[i];
@@ -436,12 +436,12 @@ static int op_convtranspose(bb_cpu_op_ctx *ctx) {
     } else {
       out[i] = full - pads[i] - pads[i + nd];
     }
-    if (out[i] < 0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "the output would have a negative size");
+    if (out[i] < 0) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "the output would have a negative size");
     in_size *= in[i], out_size *= out[i], k_size *= kernel[i];
   }
   int64_t odims[BB_MAX_RANK] = {x->dims[0], m_out};
   memcpy(odims + 2, out, (size_t)nd * sizeof out[0]);
-  if ((rc = bb_cpu_make_output(ctx, 0, x->dtype, x->rank, odims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, odims))) return rc;
   bb_tensor *y = ctx->outputs[0];
   if (!y->numel) return 0;
   ct_geom g = {nd, {0}, {0}, {0}, {0}, {0}, {0}, in_size, out_size, k_size};
@@ -452,30 +452,30 @@ static int op_convtranspose(bb_cpu_op_ctx *ctx) {
   memcpy(g.pad_begin, pads, (size_t)nd * sizeof pads[0]);
   memcpy(g.out, out, sizeof out);
   if (x->dtype == BB_DTYPE_FLOAT) return convtranspose_f32(ctx, &g, group, y);
-  double *acc = bb_mem_alloc(ctx->alloc, (size_t)y->numel * sizeof *acc);
-  if (!acc) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the accumulator");
+  double *acc = bbi_mem_alloc(ctx->alloc, (size_t)y->numel * sizeof *acc);
+  if (!acc) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the accumulator");
   for (int64_t n = 0; n < x->dims[0]; n++)
     for (int64_t m = 0; m < m_out; m++)
-      for (int64_t o = 0; o < out_size; o++) acc[(n * m_out + m) * out_size + o] = b ? bb_cpu_get_f64(b, m) : 0.0;
+      for (int64_t o = 0; o < out_size; o++) acc[(n * m_out + m) * out_size + o] = b ? bbi_cpu_get_f64(b, m) : 0.0;
   for (int64_t n = 0; n < x->dims[0]; n++)
     for (int64_t c = 0; c < c_in; c++) {
       int64_t gi = c / cg;
       for (int64_t i = 0; i < in_size; i++) {
-        double xv = bb_cpu_get_f64(x, (n * c_in + c) * in_size + i);
+        double xv = bbi_cpu_get_f64(x, (n * c_in + c) * in_size + i);
         for (int64_t k = 0; k < k_size; k++) {
           int64_t off = ct_target(&g, i, k);
           if (off < 0) continue;
           for (int64_t ml = 0; ml < mg; ml++)
-            acc[(n * m_out + gi * mg + ml) * out_size + off] += xv * bb_cpu_get_f64(w, (c * mg + ml) * k_size + k);
+            acc[(n * m_out + gi * mg + ml) * out_size + off] += xv * bbi_cpu_get_f64(w, (c * mg + ml) * k_size + k);
         }
       }
     }
-  for (int64_t i = 0; i < y->numel; i++) bb_cpu_set_f64(y, i, acc[i]);
-  bb_mem_free(ctx->alloc, acc);
+  for (int64_t i = 0; i < y->numel; i++) bbi_cpu_set_f64(y, i, acc[i]);
+  bbi_mem_free(ctx->alloc, acc);
   return 0;
 }
 
-const bb_cpu_op bb_cpu_ops_train[] = {
+const bbi_cpu_op bbi_cpu_ops_train[] = {
     {"SoftmaxCrossEntropyLoss", 12, 2, 3, 1, 2, "float,double,float16,bfloat16", op_sce},
     {"NegativeLogLikelihoodLoss", 12, 2, 3, 1, 1, "float,double,float16,bfloat16", op_nll},
     {"LayerNormalization", 17, 2, 3, 1, 3, "float,double,float16,bfloat16", op_layernorm},
@@ -498,4 +498,4 @@ const bb_cpu_op bb_cpu_ops_train[] = {
     {"ConvTranspose", 1, 2, 3, 1, 1, "float,double,float16", op_convtranspose},
     {"Celu", 12, 1, 1, 1, 1, "float", op_celu},
 };
-const size_t bb_cpu_ops_train_count = sizeof bb_cpu_ops_train / sizeof bb_cpu_ops_train[0];
+const size_t bbi_cpu_ops_train_count = sizeof bbi_cpu_ops_train / sizeof bbi_cpu_ops_train[0];

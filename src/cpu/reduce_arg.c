@@ -36,12 +36,12 @@ static bool is_real(int32_t dtype) {
 /* An integer element as an int64 that orders like the value (uint64 has its top bit
  * flipped). */
 static int64_t int_key(const bb_tensor *t, int64_t i) {
-  int64_t v = bb_cpu_get_i64(t, i);
+  int64_t v = bbi_cpu_get_i64(t, i);
   return t->dtype == BB_DTYPE_UINT64 ? (int64_t)((uint64_t)v ^ ((uint64_t)1 << 63)) : v;
 }
 
 static double real_key(const bb_tensor *t, int64_t i) {
-  return t->dtype == BB_DTYPE_FLOAT ? ((const float *)bb_tensor_data(t))[i] : bb_cpu_get_f64(t, i);
+  return t->dtype == BB_DTYPE_FLOAT ? ((const float *)bb_tensor_data(t))[i] : bbi_cpu_get_f64(t, i);
 }
 
 /* idx[o*inner + i] = the best position l along the middle axis of outer×len×inner (len >
@@ -79,12 +79,12 @@ static void arg_best(const bb_tensor *t, arg_rule r, int64_t outer, int64_t len,
   }
 }
 
-static int run_arg(bb_cpu_op_ctx *ctx, bool want_max) {
+static int run_arg(bbi_cpu_op_ctx *ctx, bool want_max) {
   const bb_tensor *in = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, ARG_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, ARG_TYPES);
   int axis;
-  if (rc || (rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), in->rank, &axis))) return rc;
-  if (in->dims[axis] == 0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %d is empty", axis);
+  if (rc || (rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), in->rank, &axis))) return rc;
+  if (in->dims[axis] == 0) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis %d is empty", axis);
   bool keepdims = bb_attr_get_int(&ctx->node->attrs, "keepdims", 1) != 0;
   arg_rule r = {want_max, ctx->opset >= 12 && bb_attr_get_int(&ctx->node->attrs, "select_last_index", 0) != 0};
   int64_t dims[BB_MAX_RANK], outer = 1, inner = 1;
@@ -94,32 +94,32 @@ static int run_arg(bb_cpu_op_ctx *ctx, bool want_max) {
     if (k > axis) inner *= in->dims[k];
     if (k != axis || keepdims) dims[rank++] = k == axis ? 1 : in->dims[k];
   }
-  if ((rc = bb_cpu_make_output(ctx, 0, BB_DTYPE_INT64, rank, dims))) return rc;
-  void *keys = bb_mem_alloc(ctx->alloc, (size_t)inner * 8);
-  if (!keys) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld keys", (long long)inner);
+  if ((rc = bbi_cpu_make_output(ctx, 0, BB_DTYPE_INT64, rank, dims))) return rc;
+  void *keys = bbi_mem_alloc(ctx->alloc, (size_t)inner * 8);
+  if (!keys) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld keys", (long long)inner);
   arg_best(in, r, outer, in->dims[axis], inner, bb_tensor_data(ctx->outputs[0]), keys);
-  bb_mem_free(ctx->alloc, keys);
+  bbi_mem_free(ctx->alloc, keys);
   return 0;
 }
 
-int bb_cpu_argmax(bb_cpu_op_ctx *ctx) { return run_arg(ctx, true); }
-int bb_cpu_argmin(bb_cpu_op_ctx *ctx) { return run_arg(ctx, false); }
+int bbi_cpu_argmax(bbi_cpu_op_ctx *ctx) { return run_arg(ctx, true); }
+int bbi_cpu_argmin(bbi_cpu_op_ctx *ctx) { return run_arg(ctx, false); }
 
-int bb_cpu_hardmax(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_hardmax(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
   int64_t outer, len, inner;
-  int rc = bb_cpu_softmax_layout(ctx, in, &outer, &len, &inner);
-  if (rc || (rc = bb_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
+  int rc = bbi_cpu_softmax_layout(ctx, in, &outer, &len, &inner);
+  if (rc || (rc = bbi_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
   bb_tensor *out = ctx->outputs[0];
   memset(bb_tensor_data(out), 0, bb_tensor_nbytes(out)); /* 0.0 in every float type */
   if (out->numel == 0) return 0;
   size_t n = (size_t)(outer * inner);
-  int64_t *idx = bb_mem_alloc(ctx->alloc, n * sizeof *idx + (size_t)inner * 8);
-  if (!idx) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu indices", n);
+  int64_t *idx = bbi_mem_alloc(ctx->alloc, n * sizeof *idx + (size_t)inner * 8);
+  if (!idx) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu indices", n);
   arg_best(in, (arg_rule){true, false}, outer, len, inner, idx, idx + n);
   for (int64_t o = 0; o < outer; o++)
-    for (int64_t i = 0; i < inner; i++) bb_cpu_set_f64(out, (o * len + idx[o * inner + i]) * inner + i, 1.0);
-  bb_mem_free(ctx->alloc, idx);
+    for (int64_t i = 0; i < inner; i++) bbi_cpu_set_f64(out, (o * len + idx[o * inner + i]) * inner + i, 1.0);
+  bbi_mem_free(ctx->alloc, idx);
   return 0;
 }
 
@@ -156,19 +156,19 @@ static void sort_by_rank(const topk_keys *k, int64_t n, int64_t *order, int64_t 
   if (src != order) memcpy(order, src, (size_t)n * sizeof *order);
 }
 
-int bb_cpu_topk(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_topk(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, ARG_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, ARG_TYPES);
   int axis;
-  if (rc || (rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", -1), in->rank, &axis))) return rc;
+  if (rc || (rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", -1), in->rank, &axis))) return rc;
   int64_t k = 0;
   long n = 1;
-  if (ctx->opset >= 10) rc = bb_cpu_int_list(ctx, "K", 1, true, &k, 1, &n);
+  if (ctx->opset >= 10) rc = bbi_cpu_int_list(ctx, "K", 1, true, &k, 1, &n);
   else k = bb_attr_get_int(&ctx->node->attrs, "k", -1);
   const int64_t len = in->dims[axis];
   if (rc) return rc;
   if (n != 1 || k < 0 || k > len)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "k %lld is out of range for an axis of %lld", (long long)k,
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "k %lld is out of range for an axis of %lld", (long long)k,
                        (long long)len);
   topk_keys keys = {is_real(in->dtype), ctx->opset < 11 || bb_attr_get_int(&ctx->node->attrs, "largest", 1) != 0,
                     NULL, NULL};
@@ -178,13 +178,13 @@ int bb_cpu_topk(bb_cpu_op_ctx *ctx) {
     if (d < axis) outer *= in->dims[d];
     if (d > axis) inner *= in->dims[d];
   }
-  if ((rc = bb_cpu_make_output(ctx, 0, in->dtype, in->rank, dims)) ||
-      (rc = bb_cpu_make_output(ctx, 1, BB_DTYPE_INT64, in->rank, dims)))
+  if ((rc = bbi_cpu_make_output(ctx, 0, in->dtype, in->rank, dims)) ||
+      (rc = bbi_cpu_make_output(ctx, 1, BB_DTYPE_INT64, in->rank, dims)))
     return rc;
   if (ctx->outputs[0]->numel == 0) return 0;
   /* scratch: len keys, the order and the merge buffer */
-  int64_t *buf = bb_mem_alloc(ctx->alloc, (size_t)len * 3 * 8);
-  if (!buf) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate scratch for %lld elements", (long long)len);
+  int64_t *buf = bbi_mem_alloc(ctx->alloc, (size_t)len * 3 * 8);
+  if (!buf) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate scratch for %lld elements", (long long)len);
   int64_t *order = buf + len, *tmp = order + len;
   keys.rk = (const double *)buf;
   keys.ik = buf;
@@ -207,6 +207,6 @@ int bb_cpu_topk(bb_cpu_op_ctx *ctx) {
         indices[to] = order[j];
       }
     }
-  bb_mem_free(ctx->alloc, buf);
+  bbi_mem_free(ctx->alloc, buf);
   return 0;
 }

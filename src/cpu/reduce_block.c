@@ -19,14 +19,14 @@
  * 2^20-element row is then about as accurate as numpy's pairwise sum). */
 static void f32_sum_rows(int64_t rows, int64_t len, const float *x, float *y) {
   if (len <= CHUNK) {
-    bb_f32_reduce_rows(BB_REDUCE_SUM, (size_t)rows, (size_t)len, x, y);
+    bbi_f32_reduce_rows(BBI_REDUCE_SUM, (size_t)rows, (size_t)len, x, y);
     return;
   }
   for (int64_t r = 0; r < rows; r++, x += len) {
     double total = 0.0;
     for (int64_t c = 0; c < len; c += CHUNK) {
       float part;
-      bb_f32_reduce_rows(BB_REDUCE_SUM, 1, (size_t)(len - c < CHUNK ? len - c : CHUNK), x + c, &part);
+      bbi_f32_reduce_rows(BBI_REDUCE_SUM, 1, (size_t)(len - c < CHUNK ? len - c : CHUNK), x + c, &part);
       total += part;
     }
     y[r] = (float)total;
@@ -34,27 +34,27 @@ static void f32_sum_rows(int64_t rows, int64_t len, const float *x, float *y) {
 }
 
 /* SUMSQ / ABSSUM of contiguous rows: map a chunk, then sum it with the SIMD kernel. */
-static void f32_mapped_rows(bb_rblock_op op, int64_t rows, int64_t len, const float *x, float *y) {
+static void f32_mapped_rows(bbi_rblock_op op, int64_t rows, int64_t len, const float *x, float *y) {
   float tmp[CHUNK];
   for (int64_t r = 0; r < rows; r++, x += len) {
     double total = 0.0;
     for (int64_t c = 0; c < len; c += CHUNK) {
       size_t n = (size_t)(len - c < CHUNK ? len - c : CHUNK);
-      if (op == BB_RBLOCK_SUMSQ) bb_f32_vbinary(BB_BINARY_MUL, n, x + c, x + c, tmp);
-      else bb_f32_vunary(BB_UNARY_ABS, n, x + c, tmp);
+      if (op == BBI_RBLOCK_SUMSQ) bbi_f32_vbinary(BBI_BINARY_MUL, n, x + c, x + c, tmp);
+      else bbi_f32_vunary(BBI_UNARY_ABS, n, x + c, tmp);
       float part;
-      bb_f32_reduce_rows(BB_REDUCE_SUM, 1, n, tmp, &part);
+      bbi_f32_reduce_rows(BBI_REDUCE_SUM, 1, n, tmp, &part);
       total += part;
     }
     y[r] = (float)total;
   }
 }
 
-static void f32_mapped_strided(bb_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
+static void f32_mapped_strided(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
   for (int64_t o = 0; o < outer; o++, y += inner) {
     for (int64_t i = 0; i < inner; i++) y[i] = 0.0f;
     for (int64_t l = 0; l < len; l++, x += inner) {
-      if (op == BB_RBLOCK_SUMSQ)
+      if (op == BBI_RBLOCK_SUMSQ)
         for (int64_t i = 0; i < inner; i++) y[i] += x[i] * x[i];
       else
         for (int64_t i = 0; i < inner; i++) y[i] += fabsf(x[i]);
@@ -66,7 +66,7 @@ static void f32_mapped_strided(bb_rblock_op op, int64_t outer, int64_t len, int6
 static float f32_lse_finish(float m, float sum) { return isfinite(m) ? m + logf(sum) : m; }
 
 static void f32_lse(int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
-  bb_f32_reduce_strided(BB_REDUCE_MAX, (size_t)outer, (size_t)len, (size_t)inner, x, y);
+  bbi_f32_reduce_strided(BBI_REDUCE_MAX, (size_t)outer, (size_t)len, (size_t)inner, x, y);
   float tmp[CHUNK], sum[CHUNK];
   if (inner == 1) {
     for (int64_t r = 0; r < outer; r++, x += len) {
@@ -74,9 +74,9 @@ static void f32_lse(int64_t outer, int64_t len, int64_t inner, const float *x, f
       for (int64_t c = 0; c < len && isfinite(y[r]); c += CHUNK) {
         size_t n = (size_t)(len - c < CHUNK ? len - c : CHUNK);
         float part;
-        bb_f32_vbinary_c(BB_BINARY_SUB, n, x + c, y[r], tmp);
-        bb_f32_vunary(BB_UNARY_EXP, n, tmp, tmp);
-        bb_f32_reduce_rows(BB_REDUCE_SUM, 1, n, tmp, &part);
+        bbi_f32_vbinary_c(BBI_BINARY_SUB, n, x + c, y[r], tmp);
+        bbi_f32_vunary(BBI_UNARY_EXP, n, tmp, tmp);
+        bbi_f32_reduce_rows(BBI_REDUCE_SUM, 1, n, tmp, &part);
         total += part;
       }
       y[r] = f32_lse_finish(y[r], (float)total);
@@ -88,76 +88,76 @@ static void f32_lse(int64_t outer, int64_t len, int64_t inner, const float *x, f
       size_t n = (size_t)(inner - i0 < CHUNK ? inner - i0 : CHUNK);
       for (size_t i = 0; i < n; i++) sum[i] = 0.0f;
       for (int64_t l = 0; l < len; l++) {
-        bb_f32_vbinary(BB_BINARY_SUB, n, x + l * inner + i0, y + i0, tmp);
-        bb_f32_vunary(BB_UNARY_EXP, n, tmp, tmp);
-        bb_f32_vbinary(BB_BINARY_ADD, n, sum, tmp, sum);
+        bbi_f32_vbinary(BBI_BINARY_SUB, n, x + l * inner + i0, y + i0, tmp);
+        bbi_f32_vunary(BBI_UNARY_EXP, n, tmp, tmp);
+        bbi_f32_vbinary(BBI_BINARY_ADD, n, sum, tmp, sum);
       }
       for (size_t i = 0; i < n; i++) y[i0 + (int64_t)i] = f32_lse_finish(y[i0 + (int64_t)i], sum[i]);
     }
   }
 }
 
-void bb_rblock_f32(bb_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
+void bbi_rblock_f32(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
   switch (op) {
-  case BB_RBLOCK_SUM:
+  case BBI_RBLOCK_SUM:
     if (inner == 1) f32_sum_rows(outer, len, x, y);
-    else bb_f32_reduce_strided(BB_REDUCE_SUM, (size_t)outer, (size_t)len, (size_t)inner, x, y);
+    else bbi_f32_reduce_strided(BBI_REDUCE_SUM, (size_t)outer, (size_t)len, (size_t)inner, x, y);
     break;
-  case BB_RBLOCK_MAX: bb_f32_reduce_strided(BB_REDUCE_MAX, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
-  case BB_RBLOCK_MIN: bb_f32_reduce_strided(BB_REDUCE_MIN, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
-  case BB_RBLOCK_SUMSQ:
-  case BB_RBLOCK_ABSSUM:
+  case BBI_RBLOCK_MAX: bbi_f32_reduce_strided(BBI_REDUCE_MAX, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
+  case BBI_RBLOCK_MIN: bbi_f32_reduce_strided(BBI_REDUCE_MIN, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
+  case BBI_RBLOCK_SUMSQ:
+  case BBI_RBLOCK_ABSSUM:
     if (inner == 1) f32_mapped_rows(op, outer, len, x, y);
     else f32_mapped_strided(op, outer, len, inner, x, y);
     break;
-  case BB_RBLOCK_LSE: f32_lse(outer, len, inner, x, y); break;
-  case BB_RBLOCK_PROD: break; /* run in double by the caller */
+  case BBI_RBLOCK_LSE: f32_lse(outer, len, inner, x, y); break;
+  case BBI_RBLOCK_PROD: break; /* run in double by the caller */
   }
 }
 
 /* ---- double ----------------------------------------------------------------------------- */
 
-static double f64_identity(bb_rblock_op op) {
+static double f64_identity(bbi_rblock_op op) {
   switch (op) {
-  case BB_RBLOCK_PROD: return 1.0;
-  case BB_RBLOCK_MAX:
-  case BB_RBLOCK_LSE: return -INFINITY;
-  case BB_RBLOCK_MIN: return INFINITY;
+  case BBI_RBLOCK_PROD: return 1.0;
+  case BBI_RBLOCK_MAX:
+  case BBI_RBLOCK_LSE: return -INFINITY;
+  case BBI_RBLOCK_MIN: return INFINITY;
   default: return 0.0;
   }
 }
 
 /* acc[i] = acc[i] op x[i] for i < n (LSE is done elsewhere). */
-static void f64_accumulate(bb_rblock_op op, int64_t n, double *acc, const double *x) {
+static void f64_accumulate(bbi_rblock_op op, int64_t n, double *acc, const double *x) {
   switch (op) {
-  case BB_RBLOCK_SUM:
+  case BBI_RBLOCK_SUM:
     for (int64_t i = 0; i < n; i++) acc[i] += x[i];
     break;
-  case BB_RBLOCK_PROD:
+  case BBI_RBLOCK_PROD:
     for (int64_t i = 0; i < n; i++) acc[i] *= x[i];
     break;
-  case BB_RBLOCK_SUMSQ:
+  case BBI_RBLOCK_SUMSQ:
     for (int64_t i = 0; i < n; i++) acc[i] += x[i] * x[i];
     break;
-  case BB_RBLOCK_ABSSUM:
+  case BBI_RBLOCK_ABSSUM:
     for (int64_t i = 0; i < n; i++) acc[i] += fabs(x[i]);
     break;
-  case BB_RBLOCK_MAX: /* a NaN in x is taken; a NaN in acc stays (no comparison is true) */
+  case BBI_RBLOCK_MAX: /* a NaN in x is taken; a NaN in acc stays (no comparison is true) */
     for (int64_t i = 0; i < n; i++)
       if (x[i] > acc[i] || x[i] != x[i]) acc[i] = x[i];
     break;
-  case BB_RBLOCK_MIN:
+  case BBI_RBLOCK_MIN:
     for (int64_t i = 0; i < n; i++)
       if (x[i] < acc[i] || x[i] != x[i]) acc[i] = x[i];
     break;
-  case BB_RBLOCK_LSE: break;
+  case BBI_RBLOCK_LSE: break;
   }
 }
 
 /* Contiguous rows, accumulated in LANES independent lanes that are merged at the end
  * (squares and absolute values are already mapped, so their lanes merge by summing). */
-static void f64_rows(bb_rblock_op op, int64_t rows, int64_t len, const double *x, double *y) {
-  const bb_rblock_op merge = op == BB_RBLOCK_SUMSQ || op == BB_RBLOCK_ABSSUM ? BB_RBLOCK_SUM : op;
+static void f64_rows(bbi_rblock_op op, int64_t rows, int64_t len, const double *x, double *y) {
+  const bbi_rblock_op merge = op == BBI_RBLOCK_SUMSQ || op == BBI_RBLOCK_ABSSUM ? BBI_RBLOCK_SUM : op;
   for (int64_t r = 0; r < rows; r++, x += len) {
     double acc[LANES];
     for (int k = 0; k < LANES; k++) acc[k] = f64_identity(op);
@@ -170,7 +170,7 @@ static void f64_rows(bb_rblock_op op, int64_t rows, int64_t len, const double *x
 }
 
 static void f64_lse(int64_t outer, int64_t len, int64_t inner, const double *x, double *y) {
-  bb_rblock_f64(BB_RBLOCK_MAX, outer, len, inner, x, y);
+  bbi_rblock_f64(BBI_RBLOCK_MAX, outer, len, inner, x, y);
   double sum[CHUNK];
   for (int64_t o = 0; o < outer; o++) {
     const double *xo = x + o * len * inner;
@@ -188,8 +188,8 @@ static void f64_lse(int64_t outer, int64_t len, int64_t inner, const double *x, 
   }
 }
 
-void bb_rblock_f64(bb_rblock_op op, int64_t outer, int64_t len, int64_t inner, const double *x, double *y) {
-  if (op == BB_RBLOCK_LSE) {
+void bbi_rblock_f64(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const double *x, double *y) {
+  if (op == BBI_RBLOCK_LSE) {
     f64_lse(outer, len, inner, x, y);
     return;
   }
@@ -206,47 +206,47 @@ void bb_rblock_f64(bb_rblock_op op, int64_t outer, int64_t len, int64_t inner, c
 
 /* ---- int64 ------------------------------------------------------------------------------ */
 
-static int64_t i64_identity(bb_rblock_op op, bool is_unsigned) {
+static int64_t i64_identity(bbi_rblock_op op, bool is_unsigned) {
   switch (op) {
-  case BB_RBLOCK_PROD: return 1;
-  case BB_RBLOCK_MAX: return is_unsigned ? 0 : INT64_MIN;
-  case BB_RBLOCK_MIN: return is_unsigned ? -1 /* UINT64_MAX */ : INT64_MAX;
+  case BBI_RBLOCK_PROD: return 1;
+  case BBI_RBLOCK_MAX: return is_unsigned ? 0 : INT64_MIN;
+  case BBI_RBLOCK_MIN: return is_unsigned ? -1 /* UINT64_MAX */ : INT64_MAX;
   default: return 0;
   }
 }
 
 /* acc[i] = acc[i] op x[i], in uint64 arithmetic so overflow wraps instead of being undefined. */
-static void i64_accumulate(bb_rblock_op op, bool is_unsigned, int64_t n, int64_t *acc, const int64_t *x) {
+static void i64_accumulate(bbi_rblock_op op, bool is_unsigned, int64_t n, int64_t *acc, const int64_t *x) {
   switch (op) {
-  case BB_RBLOCK_SUM:
+  case BBI_RBLOCK_SUM:
     for (int64_t i = 0; i < n; i++) acc[i] = (int64_t)((uint64_t)acc[i] + (uint64_t)x[i]);
     break;
-  case BB_RBLOCK_PROD:
+  case BBI_RBLOCK_PROD:
     for (int64_t i = 0; i < n; i++) acc[i] = (int64_t)((uint64_t)acc[i] * (uint64_t)x[i]);
     break;
-  case BB_RBLOCK_SUMSQ:
+  case BBI_RBLOCK_SUMSQ:
     for (int64_t i = 0; i < n; i++) acc[i] = (int64_t)((uint64_t)acc[i] + (uint64_t)x[i] * (uint64_t)x[i]);
     break;
-  case BB_RBLOCK_ABSSUM:
+  case BBI_RBLOCK_ABSSUM:
     for (int64_t i = 0; i < n; i++) {
       uint64_t v = !is_unsigned && x[i] < 0 ? 0 - (uint64_t)x[i] : (uint64_t)x[i];
       acc[i] = (int64_t)((uint64_t)acc[i] + v);
     }
     break;
-  case BB_RBLOCK_MAX:
+  case BBI_RBLOCK_MAX:
     for (int64_t i = 0; i < n; i++)
       if (is_unsigned ? (uint64_t)x[i] > (uint64_t)acc[i] : x[i] > acc[i]) acc[i] = x[i];
     break;
-  case BB_RBLOCK_MIN:
+  case BBI_RBLOCK_MIN:
     for (int64_t i = 0; i < n; i++)
       if (is_unsigned ? (uint64_t)x[i] < (uint64_t)acc[i] : x[i] < acc[i]) acc[i] = x[i];
     break;
-  case BB_RBLOCK_LSE: break; /* run in double by the caller */
+  case BBI_RBLOCK_LSE: break; /* run in double by the caller */
   }
 }
 
-static void i64_rows(bb_rblock_op op, bool is_unsigned, int64_t rows, int64_t len, const int64_t *x, int64_t *y) {
-  const bb_rblock_op merge = op == BB_RBLOCK_SUMSQ || op == BB_RBLOCK_ABSSUM ? BB_RBLOCK_SUM : op;
+static void i64_rows(bbi_rblock_op op, bool is_unsigned, int64_t rows, int64_t len, const int64_t *x, int64_t *y) {
+  const bbi_rblock_op merge = op == BBI_RBLOCK_SUMSQ || op == BBI_RBLOCK_ABSSUM ? BBI_RBLOCK_SUM : op;
   for (int64_t r = 0; r < rows; r++, x += len) {
     int64_t acc[LANES];
     for (int k = 0; k < LANES; k++) acc[k] = i64_identity(op, is_unsigned);
@@ -258,7 +258,7 @@ static void i64_rows(bb_rblock_op op, bool is_unsigned, int64_t rows, int64_t le
   }
 }
 
-void bb_rblock_i64(bb_rblock_op op, bool is_unsigned, int64_t outer, int64_t len, int64_t inner, const int64_t *x,
+void bbi_rblock_i64(bbi_rblock_op op, bool is_unsigned, int64_t outer, int64_t len, int64_t inner, const int64_t *x,
                    int64_t *y) {
   const int64_t init = i64_identity(op, is_unsigned);
   if (inner == 1) {

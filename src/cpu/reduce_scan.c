@@ -42,9 +42,9 @@ static void cumsum_real(const scan *s, const bb_tensor *x, bb_tensor *y, double 
     for (int64_t step = 0; step < s->len; step++)
       for (int64_t i = 0; i < s->inner; i++) {
         const int64_t at = scan_at(s, o, step, i);
-        double v = bb_cpu_get_f64(x, at);
+        double v = bbi_cpu_get_f64(x, at);
         if (!s->exclusive) acc[i] += v;
-        bb_cpu_set_f64(y, at, acc[i]);
+        bbi_cpu_set_f64(y, at, acc[i]);
         if (s->exclusive) acc[i] += v;
       }
   }
@@ -56,37 +56,37 @@ static void cumsum_int(const scan *s, const bb_tensor *x, bb_tensor *y, uint64_t
     for (int64_t step = 0; step < s->len; step++)
       for (int64_t i = 0; i < s->inner; i++) {
         const int64_t at = scan_at(s, o, step, i);
-        uint64_t v = (uint64_t)bb_cpu_get_i64(x, at);
+        uint64_t v = (uint64_t)bbi_cpu_get_i64(x, at);
         if (!s->exclusive) acc[i] += v;
-        bb_cpu_set_i64(y, at, (int64_t)acc[i]);
+        bbi_cpu_set_i64(y, at, (int64_t)acc[i]);
         if (s->exclusive) acc[i] += v;
       }
   }
 }
 
-int bb_cpu_cumsum(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_cumsum(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
-  int rc = bb_cpu_expect_dtype(ctx, 0, CUMSUM_TYPES);
+  int rc = bbi_cpu_expect_dtype(ctx, 0, CUMSUM_TYPES);
   int64_t a;
   long n;
   int axis;
-  if (rc || (rc = bb_cpu_int_list(ctx, "axis", 1, true, &a, 1, &n))) return rc;
-  if (n != 1) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis must be one value");
-  if ((rc = bb_cpu_axis(ctx, a, in->rank, &axis))) return rc;
+  if (rc || (rc = bbi_cpu_int_list(ctx, "axis", 1, true, &a, 1, &n))) return rc;
+  if (n != 1) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "axis must be one value");
+  if ((rc = bbi_cpu_axis(ctx, a, in->rank, &axis))) return rc;
   scan s = {1, in->dims[axis], 1, bb_attr_get_int(&ctx->node->attrs, "exclusive", 0) != 0,
             bb_attr_get_int(&ctx->node->attrs, "reverse", 0) != 0};
   for (int k = 0; k < in->rank; k++) {
     if (k < axis) s.outer *= in->dims[k];
     if (k > axis) s.inner *= in->dims[k];
   }
-  if ((rc = bb_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
   bb_tensor *out = ctx->outputs[0];
-  void *acc = bb_mem_alloc(ctx->alloc, (size_t)s.inner * 8);
-  if (!acc) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld accumulators", (long long)s.inner);
+  void *acc = bbi_mem_alloc(ctx->alloc, (size_t)s.inner * 8);
+  if (!acc) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld accumulators", (long long)s.inner);
   if (in->dtype == BB_DTYPE_FLOAT) cumsum_f32(&s, bb_tensor_data(in), bb_tensor_data(out), acc);
   else if (in->dtype == BB_DTYPE_DOUBLE || in->dtype == BB_DTYPE_FLOAT16 || in->dtype == BB_DTYPE_BFLOAT16)
     cumsum_real(&s, in, out, acc);
   else cumsum_int(&s, in, out, acc);
-  bb_mem_free(ctx->alloc, acc);
+  bbi_mem_free(ctx->alloc, acc);
   return 0;
 }

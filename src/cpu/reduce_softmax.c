@@ -10,14 +10,14 @@
 static const int32_t SOFTMAX_TYPES[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                         BB_DTYPE_UNDEFINED};
 
-int bb_cpu_softmax_layout(bb_cpu_op_ctx *ctx, const bb_tensor *in, int64_t *outer, int64_t *len, int64_t *inner) {
-  int rc = bb_cpu_expect_dtype(ctx, 0, SOFTMAX_TYPES);
+int bbi_cpu_softmax_layout(bbi_cpu_op_ctx *ctx, const bb_tensor *in, int64_t *outer, int64_t *len, int64_t *inner) {
+  int rc = bbi_cpu_expect_dtype(ctx, 0, SOFTMAX_TYPES);
   if (rc) return rc;
   bool coerce = ctx->opset < 13;
   int64_t a = bb_attr_get_int(&ctx->node->attrs, "axis", coerce ? 1 : -1);
   int axis;
   if (coerce && a == in->rank) axis = in->rank; /* [N, 1]: every row holds one element */
-  else if ((rc = bb_cpu_axis(ctx, a, in->rank, &axis))) return rc;
+  else if ((rc = bbi_cpu_axis(ctx, a, in->rank, &axis))) return rc;
   *outer = *len = *inner = 1;
   for (int k = 0; k < in->rank; k++) {
     if (k < axis) *outer *= in->dims[k];
@@ -31,17 +31,17 @@ int bb_cpu_softmax_layout(bb_cpu_op_ctx *ctx, const bb_tensor *in, int64_t *oute
  * m and s. */
 static void f32_block(bool is_log, int64_t len, int64_t inner, const float *x, float *y, float *m, float *s) {
   size_t n = (size_t)len, k = (size_t)inner;
-  bb_f32_reduce_strided(BB_REDUCE_MAX, 1, n, k, x, m);
-  bb_f32_vbinary_row(BB_BINARY_SUB, n, k, x, m, 0, y);
-  bb_f32_vunary(BB_UNARY_EXP, n * k, y, y);
-  bb_f32_reduce_strided(BB_REDUCE_SUM, 1, n, k, y, s);
+  bbi_f32_reduce_strided(BBI_REDUCE_MAX, 1, n, k, x, m);
+  bbi_f32_vbinary_row(BBI_BINARY_SUB, n, k, x, m, 0, y);
+  bbi_f32_vunary(BBI_UNARY_EXP, n * k, y, y);
+  bbi_f32_reduce_strided(BBI_REDUCE_SUM, 1, n, k, y, s);
   if (!is_log) {
-    bb_f32_vbinary_row(BB_BINARY_DIV, n, k, y, s, 0, y);
+    bbi_f32_vbinary_row(BBI_BINARY_DIV, n, k, y, s, 0, y);
     return;
   }
   /* log-softmax: x - (m + log(s)) */
   for (size_t i = 0; i < k; i++) s[i] = m[i] + logf(s[i]);
-  bb_f32_vbinary_row(BB_BINARY_SUB, n, k, x, s, 0, y);
+  bbi_f32_vbinary_row(BBI_BINARY_SUB, n, k, x, s, 0, y);
 }
 
 /* double along the middle axis of one len×inner block, in place, with inner doubles of
@@ -64,37 +64,37 @@ static void f64_block(bool is_log, int64_t len, int64_t inner, double *x, double
     }
 }
 
-static int run(bb_cpu_op_ctx *ctx, bool is_log) {
+static int run(bbi_cpu_op_ctx *ctx, bool is_log) {
   const bb_tensor *in = ctx->inputs[0];
   int64_t outer, len, inner;
-  int rc = bb_cpu_softmax_layout(ctx, in, &outer, &len, &inner);
-  if (rc || (rc = bb_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
+  int rc = bbi_cpu_softmax_layout(ctx, in, &outer, &len, &inner);
+  if (rc || (rc = bbi_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
   bb_tensor *out = ctx->outputs[0];
   if (out->numel == 0) return 0;
   const float *x = bb_tensor_data(in);
   float *y = bb_tensor_data(out);
   if (in->dtype == BB_DTYPE_FLOAT && inner == 1) {
-    if (is_log) bb_f32_log_softmax_rows((size_t)outer, (size_t)len, x, y);
-    else bb_f32_softmax_rows((size_t)outer, (size_t)len, x, y);
+    if (is_log) bbi_f32_log_softmax_rows((size_t)outer, (size_t)len, x, y);
+    else bbi_f32_softmax_rows((size_t)outer, (size_t)len, x, y);
     return 0;
   }
   size_t esize = in->dtype == BB_DTYPE_FLOAT ? sizeof(float) : sizeof(double);
   /* scratch: m and s, plus the whole input in double for the other types */
   size_t n_scratch = 2 * (size_t)inner + (in->dtype == BB_DTYPE_FLOAT ? 0 : (size_t)in->numel);
-  void *buf = bb_mem_alloc(ctx->alloc, n_scratch * esize);
-  if (!buf) return bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", n_scratch * esize);
+  void *buf = bbi_mem_alloc(ctx->alloc, n_scratch * esize);
+  if (!buf) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", n_scratch * esize);
   if (in->dtype == BB_DTYPE_FLOAT) {
     float *m = buf, *s = m + inner;
     for (int64_t o = 0; o < outer; o++) f32_block(is_log, len, inner, x + o * len * inner, y + o * len * inner, m, s);
   } else {
     double *m = buf, *s = m + inner, *v = s + inner;
-    for (int64_t i = 0; i < in->numel; i++) v[i] = bb_cpu_get_f64(in, i);
+    for (int64_t i = 0; i < in->numel; i++) v[i] = bbi_cpu_get_f64(in, i);
     for (int64_t o = 0; o < outer; o++) f64_block(is_log, len, inner, v + o * len * inner, m, s);
-    for (int64_t i = 0; i < in->numel; i++) bb_cpu_set_f64(out, i, v[i]);
+    for (int64_t i = 0; i < in->numel; i++) bbi_cpu_set_f64(out, i, v[i]);
   }
-  bb_mem_free(ctx->alloc, buf);
+  bbi_mem_free(ctx->alloc, buf);
   return 0;
 }
 
-int bb_cpu_softmax(bb_cpu_op_ctx *ctx) { return run(ctx, false); }
-int bb_cpu_log_softmax(bb_cpu_op_ctx *ctx) { return run(ctx, true); }
+int bbi_cpu_softmax(bbi_cpu_op_ctx *ctx) { return run(ctx, false); }
+int bbi_cpu_log_softmax(bbi_cpu_op_ctx *ctx) { return run(ctx, true); }

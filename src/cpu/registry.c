@@ -7,17 +7,17 @@
 #include "cpu/cpu_op.h"
 
 typedef struct family {
-  const bb_cpu_op *ops;
+  const bbi_cpu_op *ops;
   const size_t *count;
 } family;
 
 static const family FAMILIES[] = {
-    {bb_cpu_ops_elementwise, &bb_cpu_ops_elementwise_count},
-    {bb_cpu_ops_shape, &bb_cpu_ops_shape_count},
-    {bb_cpu_ops_reduce, &bb_cpu_ops_reduce_count},
-    {bb_cpu_ops_linalg, &bb_cpu_ops_linalg_count},
-    {bb_cpu_ops_nn, &bb_cpu_ops_nn_count},
-    {bb_cpu_ops_train, &bb_cpu_ops_train_count},
+    {bbi_cpu_ops_elementwise, &bbi_cpu_ops_elementwise_count},
+    {bbi_cpu_ops_shape, &bbi_cpu_ops_shape_count},
+    {bbi_cpu_ops_reduce, &bbi_cpu_ops_reduce_count},
+    {bbi_cpu_ops_linalg, &bbi_cpu_ops_linalg_count},
+    {bbi_cpu_ops_nn, &bbi_cpu_ops_nn_count},
+    {bbi_cpu_ops_train, &bbi_cpu_ops_train_count},
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
@@ -25,17 +25,17 @@ static bool onnx_domain(const char *domain) { return !domain || !*domain || strc
 static bool grad_domain(const char *domain) { return domain && strcmp(domain, BB_DOMAIN_GRAD) == 0; }
 
 /* The entry with the newest `since` not after opset; the grad domain has one version. */
-static const bb_cpu_op *find(const char *domain, const char *op_type, int64_t opset) {
-  const bb_cpu_op *best = NULL;
+static const bbi_cpu_op *find(const char *domain, const char *op_type, int64_t opset) {
+  const bbi_cpu_op *best = NULL;
   if (grad_domain(domain)) {
-    for (size_t i = 0; i < bb_cpu_ops_grad_count; i++)
-      if (strcmp(bb_cpu_ops_grad[i].op_type, op_type) == 0) best = &bb_cpu_ops_grad[i];
+    for (size_t i = 0; i < bbi_cpu_ops_grad_count; i++)
+      if (strcmp(bbi_cpu_ops_grad[i].op_type, op_type) == 0) best = &bbi_cpu_ops_grad[i];
     return best;
   }
   if (!onnx_domain(domain)) return NULL;
   for (size_t f = 0; f < N_FAMILIES; f++)
     for (size_t i = 0; i < *FAMILIES[f].count; i++) {
-      const bb_cpu_op *op = &FAMILIES[f].ops[i];
+      const bbi_cpu_op *op = &FAMILIES[f].ops[i];
       if (strcmp(op->op_type, op_type) == 0 && op->since <= opset && (!best || op->since > best->since)) best = op;
     }
   return best;
@@ -47,11 +47,11 @@ bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset) {
 
 /* ---- listing, sorted by name ---------------------------------------------------------- */
 
-static const bb_cpu_op *sorted[256];
+static const bbi_cpu_op *sorted[256];
 static size_t n_sorted;
 
 static int by_name(const void *a, const void *b) {
-  const bb_cpu_op *x = *(const bb_cpu_op *const *)a, *y = *(const bb_cpu_op *const *)b;
+  const bbi_cpu_op *x = *(const bbi_cpu_op *const *)a, *y = *(const bbi_cpu_op *const *)b;
   int c = strcmp(x->op_type, y->op_type);
   return c ? c : x->since - y->since;
 }
@@ -61,7 +61,7 @@ static void build_listing(void) {
   size_t n = 0;
   for (size_t f = 0; f < N_FAMILIES; f++)
     for (size_t i = 0; i < *FAMILIES[f].count && n < sizeof sorted / sizeof sorted[0]; i++) {
-      const bb_cpu_op *op = &FAMILIES[f].ops[i];
+      const bbi_cpu_op *op = &FAMILIES[f].ops[i];
       /* one line per op name: the newest entry */
       size_t k = 0;
       while (k < n && strcmp(sorted[k]->op_type, op->op_type) != 0) k++;
@@ -95,29 +95,29 @@ int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *co
                             bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
                             const bb_cpu_limits *limits, bb_error *err) {
   size_t cap = limits && limits->max_output_bytes ? limits->max_output_bytes : BB_CPU_DEFAULT_MAX_OUTPUT_BYTES;
-  bb_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
+  bbi_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
                        err, cap};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
   if (!onnx_domain(node->domain) && !grad_domain(node->domain))
-    return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);
-  const bb_cpu_op *op = find(node->domain, node->op_type ? node->op_type : "", opset);
-  if (!op) return bb_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "no CPU implementation of %s at opset %lld",
+    return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);
+  const bbi_cpu_op *op = find(node->domain, node->op_type ? node->op_type : "", opset);
+  if (!op) return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "no CPU implementation of %s at opset %lld",
                               node->op_type ? node->op_type : "?", (long long)opset);
   /* trailing omitted inputs do not count towards arity */
   size_t given = n_inputs;
   while (given && !inputs[given - 1]) given--;
   if ((int)given < op->min_inputs || (int)n_inputs > op->max_inputs)
-    return bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "takes %d to %d inputs, got %zu", op->min_inputs,
+    return bbi_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "takes %d to %d inputs, got %zu", op->min_inputs,
                        op->max_inputs, n_inputs);
   for (int i = 0; i < op->min_inputs; i++)
-    if (!inputs[i]) return bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "required input %d is missing", i);
+    if (!inputs[i]) return bbi_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "required input %d is missing", i);
   if ((int)n_outputs < op->min_outputs || (int)n_outputs > op->max_outputs)
-    return bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "has %d to %d outputs, the node declares %zu",
+    return bbi_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "has %d to %d outputs, the node declares %zu",
                        op->min_outputs, op->max_outputs, n_outputs);
   int rc = op->run(&ctx);
   for (size_t i = 0; i < n_outputs && !rc; i++)
-    if (bb_cpu_output_wanted(&ctx, i) && !outputs[i])
-      rc = bb_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "produced no value for output %zu", i);
+    if (bbi_cpu_output_wanted(&ctx, i) && !outputs[i])
+      rc = bbi_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "produced no value for output %zu", i);
   if (rc) /* a failed node hands out nothing, whatever it had made */
     for (size_t i = 0; i < n_outputs; i++) {
       bb_tensor_release(outputs[i]);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bb/cpu.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/strmap.h"
 
@@ -26,7 +26,7 @@ struct bb_cpu_session {
   const bb_graph *graph;
   const bb_allocator *alloc;
   int64_t opset;
-  bb_strmap ids;
+  bbi_strmap ids;
   const char **names; /* id → name */
   uint32_t n_values;
   bb_tensor **initial; /* id → initializer tensor (or NULL) */
@@ -42,31 +42,31 @@ struct bb_cpu_session {
 
 /* The id of a value name, minting one for a new name. */
 static int intern(bb_cpu_session *s, const char *name, uint32_t *id, uint32_t cap) {
-  if (bb_strmap_get(&s->ids, name, id)) return 0;
+  if (bbi_strmap_get(&s->ids, name, id)) return 0;
   if (s->n_values >= cap) return BB_ERR_LIMIT;
   *id = s->n_values;
   s->names[s->n_values++] = name;
-  return bb_strmap_put(&s->ids, name, *id);
+  return bbi_strmap_put(&s->ids, name, *id);
 }
 
 void bb_cpu_session_free(bb_cpu_session *s) {
   if (!s) return;
   for (uint32_t i = 0; i < s->n_steps; i++) {
-    bb_mem_free(s->alloc, s->steps[i].in);
-    bb_mem_free(s->alloc, s->steps[i].out);
-    bb_mem_free(s->alloc, s->steps[i].dead);
+    bbi_mem_free(s->alloc, s->steps[i].in);
+    bbi_mem_free(s->alloc, s->steps[i].out);
+    bbi_mem_free(s->alloc, s->steps[i].dead);
   }
   if (s->initial)
     for (uint32_t i = 0; i < s->n_values; i++) bb_tensor_release(s->initial[i]);
-  bb_mem_free(s->alloc, s->steps);
-  bb_mem_free(s->alloc, s->initial);
-  bb_mem_free(s->alloc, s->declared_type);
-  bb_mem_free(s->alloc, s->inputs);
-  bb_mem_free(s->alloc, s->outputs);
-  bb_mem_free(s->alloc, s->values);
-  bb_mem_free(s->alloc, (void *)s->names);
-  bb_strmap_free(&s->ids);
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s->steps);
+  bbi_mem_free(s->alloc, s->initial);
+  bbi_mem_free(s->alloc, s->declared_type);
+  bbi_mem_free(s->alloc, s->inputs);
+  bbi_mem_free(s->alloc, s->outputs);
+  bbi_mem_free(s->alloc, s->values);
+  bbi_mem_free(s->alloc, (void *)s->names);
+  bbi_strmap_free(&s->ids);
+  bbi_mem_free(s->alloc, s);
 }
 
 static const char *node_label(const bb_ir_node *n) { return n->name && *n->name ? n->name : "(unnamed)"; }
@@ -75,10 +75,10 @@ static const char *node_label(const bb_ir_node *n) { return n->name && *n->name 
 static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
   const bb_nodelist *nodes = &s->graph->nodes;
   size_t n = nodes->len;
-  uint32_t *producer = bb_mem_calloc(s->alloc, s->n_values, sizeof *producer);
-  uint32_t *pending = bb_mem_calloc(s->alloc, n, sizeof *pending);
-  uint32_t *queue = bb_mem_calloc(s->alloc, n, sizeof *queue);
-  bool *available = bb_mem_calloc(s->alloc, s->n_values, sizeof *available);
+  uint32_t *producer = bbi_mem_calloc(s->alloc, s->n_values, sizeof *producer);
+  uint32_t *pending = bbi_mem_calloc(s->alloc, n, sizeof *pending);
+  uint32_t *queue = bbi_mem_calloc(s->alloc, n, sizeof *queue);
+  bool *available = bbi_mem_calloc(s->alloc, s->n_values, sizeof *available);
   int rc = 0;
   if (!producer || !pending || !queue || !available) {
     rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory ordering nodes");
@@ -89,7 +89,7 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
     for (size_t k = 0; k < nodes->items[i]->outputs.len; k++) {
       const char *name = nodes->items[i]->outputs.items[k];
       uint32_t id;
-      if (!*name || !bb_strmap_get(&s->ids, name, &id)) continue;
+      if (!*name || !bbi_strmap_get(&s->ids, name, &id)) continue;
       if (producer[id] != NO_VALUE) {
         rc = bb_error_set(err, BB_ERR_MALFORMED, "value %s is produced by two nodes (%s and %s)", name,
                           node_label(nodes->items[producer[id]]), node_label(nodes->items[i]));
@@ -107,13 +107,13 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
     if (!pending[i]) queue[tail++] = i;
   }
   /* consumers of each value, as compressed rows (a node reading v twice appears twice) */
-  uint32_t *first = bb_mem_calloc(s->alloc, s->n_values + 1, sizeof *first);
+  uint32_t *first = bbi_mem_calloc(s->alloc, s->n_values + 1, sizeof *first);
   size_t n_edges = 0;
   for (uint32_t i = 0; i < n; i++) n_edges += s->steps[i].n_in;
-  uint32_t *consumer = bb_mem_calloc(s->alloc, n_edges, sizeof *consumer);
+  uint32_t *consumer = bbi_mem_calloc(s->alloc, n_edges, sizeof *consumer);
   if (!first || !consumer) {
-    bb_mem_free(s->alloc, first);
-    bb_mem_free(s->alloc, consumer);
+    bbi_mem_free(s->alloc, first);
+    bbi_mem_free(s->alloc, consumer);
     rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory ordering nodes");
     goto done;
   }
@@ -139,8 +139,8 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
         if (--pending[consumer[c]] == 0) queue[tail++] = consumer[c];
     }
   }
-  bb_mem_free(s->alloc, first);
-  bb_mem_free(s->alloc, consumer);
+  bbi_mem_free(s->alloc, first);
+  bbi_mem_free(s->alloc, consumer);
   if (done_count != n) {
     for (uint32_t i = 0; i < n; i++)
       if (pending[i]) {
@@ -150,10 +150,10 @@ static int order_nodes(bb_cpu_session *s, uint32_t *order, bb_error *err) {
       }
   }
 done:
-  bb_mem_free(s->alloc, producer);
-  bb_mem_free(s->alloc, pending);
-  bb_mem_free(s->alloc, queue);
-  bb_mem_free(s->alloc, available);
+  bbi_mem_free(s->alloc, producer);
+  bbi_mem_free(s->alloc, pending);
+  bbi_mem_free(s->alloc, queue);
+  bbi_mem_free(s->alloc, available);
   return rc;
 }
 
@@ -170,8 +170,8 @@ static int build(bb_cpu_session *s, bb_error *err) {
     if (!g->outputs.items[i]->name || !*g->outputs.items[i]->name)
       return bb_error_set(err, BB_ERR_MALFORMED, "graph output %zu has no name", i);
   uint32_t cap = (uint32_t)mentions + 1;
-  s->names = bb_mem_calloc(s->alloc, cap, sizeof *s->names);
-  s->steps = bb_mem_calloc(s->alloc, g->nodes.len, sizeof *s->steps);
+  s->names = bbi_mem_calloc(s->alloc, cap, sizeof *s->names);
+  s->steps = bbi_mem_calloc(s->alloc, g->nodes.len, sizeof *s->steps);
   if (!s->names || !s->steps) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   uint32_t id;
   for (size_t i = 0; i < g->initializers.len; i++)
@@ -190,8 +190,8 @@ static int build(bb_cpu_session *s, bb_error *err) {
                           n->op_type, (long long)s->opset);
     st->n_in = (uint32_t)n->inputs.len;
     st->n_out = (uint32_t)n->outputs.len;
-    st->in = bb_mem_calloc(s->alloc, st->n_in, sizeof *st->in);
-    st->out = bb_mem_calloc(s->alloc, st->n_out, sizeof *st->out);
+    st->in = bbi_mem_calloc(s->alloc, st->n_in, sizeof *st->in);
+    st->out = bbi_mem_calloc(s->alloc, st->n_out, sizeof *st->out);
     if (!st->in || !st->out) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     for (uint32_t k = 0; k < st->n_in; k++) {
       st->in[k] = NO_VALUE;
@@ -207,16 +207,16 @@ static int build(bb_cpu_session *s, bb_error *err) {
   for (size_t i = 0; i < g->outputs.len; i++)
     if (intern(s, g->outputs.items[i]->name, &id, cap)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 
-  s->initial = bb_mem_calloc(s->alloc, s->n_values, sizeof *s->initial);
-  s->declared_type = bb_mem_calloc(s->alloc, s->n_values, sizeof *s->declared_type);
-  s->values = bb_mem_calloc(s->alloc, s->n_values, sizeof *s->values);
-  s->inputs = bb_mem_calloc(s->alloc, g->inputs.len + 1, sizeof *s->inputs);
-  s->outputs = bb_mem_calloc(s->alloc, g->outputs.len + 1, sizeof *s->outputs);
+  s->initial = bbi_mem_calloc(s->alloc, s->n_values, sizeof *s->initial);
+  s->declared_type = bbi_mem_calloc(s->alloc, s->n_values, sizeof *s->declared_type);
+  s->values = bbi_mem_calloc(s->alloc, s->n_values, sizeof *s->values);
+  s->inputs = bbi_mem_calloc(s->alloc, g->inputs.len + 1, sizeof *s->inputs);
+  s->outputs = bbi_mem_calloc(s->alloc, g->outputs.len + 1, sizeof *s->outputs);
   if (!s->initial || !s->declared_type || !s->values || !s->inputs || !s->outputs)
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < g->initializers.len; i++) {
     const bb_tensor_proto *p = g->initializers.items[i];
-    bb_strmap_get(&s->ids, p->name ? p->name : "", &id);
+    bbi_strmap_get(&s->ids, p->name ? p->name : "", &id);
     bb_tensor_release(s->initial[id]);
     s->initial[id] = NULL;
     int rc = bb_tensor_from_proto(p, s->alloc, &s->initial[id], err);
@@ -224,34 +224,34 @@ static int build(bb_cpu_session *s, bb_error *err) {
   }
   for (size_t i = 0; i < g->inputs.len; i++) {
     const bb_value_info *vi = g->inputs.items[i];
-    bb_strmap_get(&s->ids, vi->name, &id);
+    bbi_strmap_get(&s->ids, vi->name, &id);
     if (vi->type && vi->type->kind == BB_TYPE_TENSOR && vi->type->has_elem_type)
       s->declared_type[id] = vi->type->elem_type;
     if (!s->initial[id]) s->inputs[s->n_inputs++] = id;
   }
-  for (size_t i = 0; i < g->outputs.len; i++) bb_strmap_get(&s->ids, g->outputs.items[i]->name, &s->outputs[s->n_outputs++]);
+  for (size_t i = 0; i < g->outputs.len; i++) bbi_strmap_get(&s->ids, g->outputs.items[i]->name, &s->outputs[s->n_outputs++]);
 
-  uint32_t *order = bb_mem_calloc(s->alloc, s->n_steps, sizeof *order);
+  uint32_t *order = bbi_mem_calloc(s->alloc, s->n_steps, sizeof *order);
   if (!order) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   int rc = order_nodes(s, order, err);
   if (!rc) {
-    step *sorted = bb_mem_calloc(s->alloc, s->n_steps, sizeof *sorted);
+    step *sorted = bbi_mem_calloc(s->alloc, s->n_steps, sizeof *sorted);
     if (!sorted) rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     else {
       for (uint32_t i = 0; i < s->n_steps; i++) sorted[i] = s->steps[order[i]];
-      bb_mem_free(s->alloc, s->steps);
+      bbi_mem_free(s->alloc, s->steps);
       s->steps = sorted;
     }
   }
-  bb_mem_free(s->alloc, order);
+  bbi_mem_free(s->alloc, order);
   if (rc) return rc;
 
   /* Every value read must come from somewhere: a graph input, an initializer or a node. */
-  bool *defined = bb_mem_calloc(s->alloc, s->n_values, sizeof *defined);
-  uint32_t *last_use = bb_mem_calloc(s->alloc, s->n_values, sizeof *last_use);
+  bool *defined = bbi_mem_calloc(s->alloc, s->n_values, sizeof *defined);
+  uint32_t *last_use = bbi_mem_calloc(s->alloc, s->n_values, sizeof *last_use);
   if (!defined || !last_use) {
-    bb_mem_free(s->alloc, defined);
-    bb_mem_free(s->alloc, last_use);
+    bbi_mem_free(s->alloc, defined);
+    bbi_mem_free(s->alloc, last_use);
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   }
   for (uint32_t i = 0; i < s->n_inputs; i++) defined[s->inputs[i]] = true;
@@ -286,15 +286,15 @@ static int build(bb_cpu_session *s, bb_error *err) {
   for (uint32_t v = 0; v < s->n_values && !rc; v++) {
     if (last_use[v] == NO_VALUE) continue;
     step *st = &s->steps[last_use[v]];
-    uint32_t *grown = bb_mem_realloc(s->alloc, st->dead, (st->n_dead + 1) * sizeof *grown);
+    uint32_t *grown = bbi_mem_realloc(s->alloc, st->dead, (st->n_dead + 1) * sizeof *grown);
     if (!grown) rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     else {
       st->dead = grown;
       st->dead[st->n_dead++] = v;
     }
   }
-  bb_mem_free(s->alloc, defined);
-  bb_mem_free(s->alloc, last_use);
+  bbi_mem_free(s->alloc, defined);
+  bbi_mem_free(s->alloc, last_use);
   return rc;
 }
 
@@ -302,12 +302,12 @@ int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_
   *out = NULL;
   if (!model || !model->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
   if (!alloc) alloc = bb_default_allocator();
-  bb_cpu_session *s = bb_mem_calloc(alloc, 1, sizeof *s);
+  bb_cpu_session *s = bbi_mem_calloc(alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->model = model;
   s->graph = model->graph;
   s->alloc = alloc;
-  bb_strmap_init(&s->ids, alloc);
+  bbi_strmap_init(&s->ids, alloc);
   s->opset = bb_opset_get(&model->opsets, "");
   int rc = s->opset < 0 ? bb_error_set(err, BB_ERR_MALFORMED, "the model imports no ai.onnx opset") : build(s, err);
   if (rc) {
@@ -356,7 +356,7 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
       rc = bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "input %zu has no name or no tensor", i);
       break;
     }
-    bool is_input = bb_strmap_get(&s->ids, input_names[i], &id) &&
+    bool is_input = bbi_strmap_get(&s->ids, input_names[i], &id) &&
                     (s->initial[id] || bb_vilist_find(&s->graph->inputs, input_names[i]));
     if (!is_input) {
       rc = bb_error_set(err, BB_ERR_NOT_FOUND, "the graph has no input named %s", input_names[i]);

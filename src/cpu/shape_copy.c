@@ -8,9 +8,9 @@
 
 typedef struct box {
   int rank;
-  int64_t dims[BB_COPY_MAX_RANK];
-  int64_t ss[BB_COPY_MAX_RANK]; /* source strides, bytes */
-  int64_t ds[BB_COPY_MAX_RANK]; /* destination strides, bytes */
+  int64_t dims[BBI_COPY_MAX_RANK];
+  int64_t ss[BBI_COPY_MAX_RANK]; /* source strides, bytes */
+  int64_t ds[BBI_COPY_MAX_RANK]; /* destination strides, bytes */
 } box;
 
 typedef enum run_kind { RUN_MEMCPY, RUN_FILL, RUN_STRIDED, RUN_TILED } run_kind;
@@ -92,7 +92,7 @@ static void do_tiled(const run *r, const char *s, char *d) {
 static void do_run(const run *r, const char *s, char *d) {
   switch (r->kind) {
   case RUN_MEMCPY: memcpy(d, s, (size_t)r->n * r->esize); break;
-  case RUN_FILL: bb_copy_fill(d, r->esize, r->n, s); break;
+  case RUN_FILL: bbi_copy_fill(d, r->esize, r->n, s); break;
   case RUN_STRIDED: do_strided(r, s, d); break;
   case RUN_TILED: do_tiled(r, s, d); break;
   }
@@ -101,7 +101,7 @@ static void do_run(const run *r, const char *s, char *d) {
 /* Runs r at every index of the axes outer[0..n_outer), outermost first. Offsets are
  * kept as integers so negative strides never form out-of-range pointers. */
 static void walk(const box *b, const int *outer, int n_outer, const char *src, char *dst, const run *r) {
-  int64_t idx[BB_COPY_MAX_RANK] = {0};
+  int64_t idx[BBI_COPY_MAX_RANK] = {0};
   int64_t so = 0, dof = 0;
   for (;;) {
     do_run(r, src + so, dst + dof);
@@ -121,7 +121,7 @@ static void walk(const box *b, const int *outer, int n_outer, const char *src, c
   }
 }
 
-void bb_copy_strided(size_t esize, int rank, const int64_t *dims, const char *src, const int64_t *src_strides,
+void bbi_copy_strided(size_t esize, int rank, const int64_t *dims, const char *src, const int64_t *src_strides,
                      char *dst, const int64_t *dst_strides) {
   box b = {rank, {0}, {0}, {0}};
   for (int k = 0; k < rank; k++) {
@@ -152,13 +152,13 @@ void bb_copy_strided(size_t esize, int rank, const int64_t *dims, const char *sr
       r.ds2 = b.ds[tiled_axis];
     }
   }
-  int outer[BB_COPY_MAX_RANK], n_outer = 0;
+  int outer[BBI_COPY_MAX_RANK], n_outer = 0;
   for (int k = 0; k < in; k++)
     if (k != tiled_axis) outer[n_outer++] = k;
   walk(&b, outer, n_outer, src, dst, &r);
 }
 
-void bb_copy_strides(int rank, const int64_t *dims, int64_t unit, int64_t *strides) {
+void bbi_copy_strides(int rank, const int64_t *dims, int64_t unit, int64_t *strides) {
   int64_t s = unit;
   for (int k = rank - 1; k >= 0; k--) {
     strides[k] = s;
@@ -166,7 +166,7 @@ void bb_copy_strides(int rank, const int64_t *dims, int64_t unit, int64_t *strid
   }
 }
 
-void bb_copy_fill(char *dst, size_t esize, int64_t n, const void *value) {
+void bbi_copy_fill(char *dst, size_t esize, int64_t n, const void *value) {
   if (n <= 0) return;
   memcpy(dst, value, esize);
   /* doubling copies: log2(n) memcpy calls */

@@ -13,32 +13,32 @@
 static const int32_t INDEX_TYPES[] = {BB_DTYPE_INT64, BB_DTYPE_INT32, BB_DTYPE_UNDEFINED};
 
 /* Index i of t, made non-negative against dim; fails when out of [-dim, dim). */
-static int read_index(bb_cpu_op_ctx *ctx, const bb_tensor *t, int64_t i, int64_t dim, int axis, int64_t *out) {
+static int read_index(bbi_cpu_op_ctx *ctx, const bb_tensor *t, int64_t i, int64_t dim, int axis, int64_t *out) {
   int64_t v = t->dtype == BB_DTYPE_INT64 ? ((const int64_t *)bb_tensor_data(t))[i]
                                          : ((const int32_t *)bb_tensor_data(t))[i];
   if (v < -dim || v >= dim)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "index %lld (at %lld) is out of range for axis %d of size %lld",
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "index %lld (at %lld) is out of range for axis %d of size %lld",
                        (long long)v, (long long)i, axis, (long long)dim);
   *out = v < 0 ? v + dim : v;
   return 0;
 }
 
-static int64_t *alloc_offsets(bb_cpu_op_ctx *ctx, int64_t n) {
-  int64_t *p = bb_mem_alloc(ctx->alloc, (size_t)n * sizeof *p);
-  if (!p) bb_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld offsets", (long long)n);
+static int64_t *alloc_offsets(bbi_cpu_op_ctx *ctx, int64_t n) {
+  int64_t *p = bbi_mem_alloc(ctx->alloc, (size_t)n * sizeof *p);
+  if (!p) bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld offsets", (long long)n);
   return p;
 }
 
-static void free_offsets(bb_cpu_op_ctx *ctx, int64_t *p) { bb_mem_free(ctx->alloc, p); }
+static void free_offsets(bbi_cpu_op_ctx *ctx, int64_t *p) { bbi_mem_free(ctx->alloc, p); }
 
-int bb_cpu_gather(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_gather(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1];
   size_t esize;
   int rc, axis;
-  if ((rc = bb_cpu_elem_size(ctx, 0, &esize)) || (rc = bb_cpu_expect_dtype(ctx, 1, INDEX_TYPES))) return rc;
-  if ((rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), data->rank, &axis))) return rc;
+  if ((rc = bbi_cpu_elem_size(ctx, 0, &esize)) || (rc = bbi_cpu_expect_dtype(ctx, 1, INDEX_TYPES))) return rc;
+  if ((rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), data->rank, &axis))) return rc;
   int rank = data->rank - 1 + indices->rank;
-  if (rank > BB_MAX_RANK) return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
+  if (rank > BB_MAX_RANK) return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank %d is over %d", rank, BB_MAX_RANK);
   int64_t dims[BB_MAX_RANK], outer = 1, inner = 1, dim = data->dims[axis];
   int r = 0;
   for (int k = 0; k < axis; k++) outer *= dims[r++] = data->dims[k];
@@ -48,7 +48,7 @@ int bb_cpu_gather(bb_cpu_op_ctx *ctx) {
   int64_t *idx = alloc_offsets(ctx, n);
   if (!idx) return BB_ERR_NOMEM;
   for (int64_t i = 0; i < n && !rc; i++) rc = read_index(ctx, indices, i, dim, axis, &idx[i]);
-  if (!rc) rc = bb_cpu_make_output(ctx, 0, data->dtype, rank, dims);
+  if (!rc) rc = bbi_cpu_make_output(ctx, 0, data->dtype, rank, dims);
   if (!rc) {
     size_t row = (size_t)inner * esize;
     const char *src = bb_tensor_data(data);
@@ -65,16 +65,16 @@ int bb_cpu_gather(bb_cpu_op_ctx *ctx) {
 /* The data offset (in elements) each index of an Elements operator addresses: the
  * index's own position with its axis coordinate replaced by the index value. Checks the
  * shapes (same rank, indices no larger than data off the axis) and the index range. */
-static int element_offsets(bb_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *indices, int axis,
+static int element_offsets(bbi_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *indices, int axis,
                            int64_t *offsets) {
   char d1[96], d2[96];
   bool fits = indices->rank == data->rank;
   for (int k = 0; fits && k < data->rank; k++) fits = k == axis || indices->dims[k] <= data->dims[k];
   if (!fits)
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "indices %s do not fit data %s", bb_tensor_describe(indices, d1, sizeof d1),
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "indices %s do not fit data %s", bb_tensor_describe(indices, d1, sizeof d1),
                        bb_tensor_describe(data, d2, sizeof d2));
   int64_t strides[BB_MAX_RANK], pos[BB_MAX_RANK] = {0}, base = 0;
-  bb_copy_strides(data->rank, data->dims, 1, strides);
+  bbi_copy_strides(data->rank, data->dims, 1, strides);
   for (int64_t i = 0; i < indices->numel; i++) {
     int64_t v = 0;
     int rc = read_index(ctx, indices, i, data->dims[axis], axis, &v);
@@ -93,16 +93,16 @@ static int element_offsets(bb_cpu_op_ctx *ctx, const bb_tensor *data, const bb_t
   return 0;
 }
 
-int bb_cpu_gather_elements(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_gather_elements(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1];
   size_t esize;
   int rc, axis;
-  if ((rc = bb_cpu_elem_size(ctx, 0, &esize)) || (rc = bb_cpu_expect_dtype(ctx, 1, INDEX_TYPES))) return rc;
-  if ((rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), data->rank, &axis))) return rc;
+  if ((rc = bbi_cpu_elem_size(ctx, 0, &esize)) || (rc = bbi_cpu_expect_dtype(ctx, 1, INDEX_TYPES))) return rc;
+  if ((rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), data->rank, &axis))) return rc;
   int64_t *offsets = alloc_offsets(ctx, indices->numel);
   if (!offsets) return BB_ERR_NOMEM;
   rc = element_offsets(ctx, data, indices, axis, offsets);
-  if (!rc) rc = bb_cpu_make_output(ctx, 0, data->dtype, indices->rank, indices->dims);
+  if (!rc) rc = bbi_cpu_make_output(ctx, 0, data->dtype, indices->rank, indices->dims);
   if (!rc) {
     const char *src = bb_tensor_data(data);
     char *dst = bb_tensor_data(ctx->outputs[0]);
@@ -118,17 +118,17 @@ int bb_cpu_gather_elements(bb_cpu_op_ctx *ctx) {
 typedef enum reduction { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN } reduction;
 
 /* The reduction attribute (opset 16: none/add/mul, 18: max/min). */
-static int read_reduction(bb_cpu_op_ctx *ctx, int32_t dtype, reduction *red) {
+static int read_reduction(bbi_cpu_op_ctx *ctx, int32_t dtype, reduction *red) {
   const char *name = ctx->opset >= 16 ? bb_attr_get_string(&ctx->node->attrs, "reduction", "none") : "none";
   static const char *const names[] = {"none", "add", "mul", "max", "min"};
   for (int i = 0; i < 5; i++)
     if (strcmp(name, names[i]) == 0 && (i < 3 || ctx->opset >= 18)) {
       *red = (reduction)i;
       if (*red != RED_NONE && (dtype == BB_DTYPE_BOOL || dtype == BB_DTYPE_COMPLEX64 || dtype == BB_DTYPE_COMPLEX128))
-        return bb_cpu_fail(ctx, BB_ERR_TYPE, "reduction %s does not apply to %s", name, bb_dtype_name(dtype));
+        return bbi_cpu_fail(ctx, BB_ERR_TYPE, "reduction %s does not apply to %s", name, bb_dtype_name(dtype));
       return 0;
     }
-  return bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "reduction %s is not supported", name);
+  return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "reduction %s is not supported", name);
 }
 
 static bool is_real(int32_t dtype) {
@@ -142,40 +142,40 @@ static void scatter_one(reduction red, bb_tensor *out, int64_t o, const bb_tenso
     const char *from = (const char *)bb_tensor_data(upd) + (size_t)u * esize;
     memcpy((char *)bb_tensor_data(out) + (size_t)o * esize, from, esize);
   } else if (is_real(out->dtype)) {
-    double a = bb_cpu_get_f64(out, o), b = bb_cpu_get_f64(upd, u);
+    double a = bbi_cpu_get_f64(out, o), b = bbi_cpu_get_f64(upd, u);
     double v = red == RED_ADD ? a + b : red == RED_MUL ? a * b : red == RED_MAX ? (b > a ? b : a) : (b < a ? b : a);
-    bb_cpu_set_f64(out, o, v);
+    bbi_cpu_set_f64(out, o, v);
   } else {
-    int64_t a = bb_cpu_get_i64(out, o), b = bb_cpu_get_i64(upd, u);
+    int64_t a = bbi_cpu_get_i64(out, o), b = bbi_cpu_get_i64(upd, u);
     bool u64 = out->dtype == BB_DTYPE_UINT64, b_greater = u64 ? (uint64_t)b > (uint64_t)a : b > a;
     int64_t v = red == RED_ADD   ? (int64_t)((uint64_t)a + (uint64_t)b)
                 : red == RED_MUL ? (int64_t)((uint64_t)a * (uint64_t)b)
                 : red == RED_MAX ? (b_greater ? b : a)
                                  : (b_greater || a == b ? a : b);
-    bb_cpu_set_i64(out, o, v);
+    bbi_cpu_set_i64(out, o, v);
   }
 }
 
 /* Output 0 as a copy of data, checking that updates has data's element type. */
-static int scatter_start(bb_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *updates) {
-  if (updates->dtype != data->dtype) return bb_cpu_fail(ctx, BB_ERR_TYPE, "updates and data differ in element type");
-  int rc = bb_cpu_make_output(ctx, 0, data->dtype, data->rank, data->dims);
+static int scatter_start(bbi_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *updates) {
+  if (updates->dtype != data->dtype) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "updates and data differ in element type");
+  int rc = bbi_cpu_make_output(ctx, 0, data->dtype, data->rank, data->dims);
   if (!rc) memcpy(bb_tensor_data(ctx->outputs[0]), bb_tensor_data(data), bb_tensor_nbytes(data));
   return rc;
 }
 
-int bb_cpu_scatter_elements(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_scatter_elements(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1], *updates = ctx->inputs[2];
   size_t esize;
   int rc, axis;
   reduction red;
-  if ((rc = bb_cpu_elem_size(ctx, 0, &esize)) || (rc = bb_cpu_expect_dtype(ctx, 1, INDEX_TYPES)) ||
+  if ((rc = bbi_cpu_elem_size(ctx, 0, &esize)) || (rc = bbi_cpu_expect_dtype(ctx, 1, INDEX_TYPES)) ||
       (rc = read_reduction(ctx, data->dtype, &red)))
     return rc;
-  if ((rc = bb_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), data->rank, &axis))) return rc;
+  if ((rc = bbi_cpu_axis(ctx, bb_attr_get_int(&ctx->node->attrs, "axis", 0), data->rank, &axis))) return rc;
   char d1[96], d2[96];
   if (!bb_tensor_same_shape(indices, updates))
-    return bb_cpu_fail(ctx, BB_ERR_TYPE, "updates %s and indices %s differ in shape",
+    return bbi_cpu_fail(ctx, BB_ERR_TYPE, "updates %s and indices %s differ in shape",
                        bb_tensor_describe(updates, d1, sizeof d1), bb_tensor_describe(indices, d2, sizeof d2));
   int64_t *offsets = alloc_offsets(ctx, indices->numel);
   if (!offsets) return BB_ERR_NOMEM;
@@ -191,20 +191,20 @@ int bb_cpu_scatter_elements(bb_cpu_op_ctx *ctx) {
 /* For GatherND/ScatterND: the data offset (in elements) of the slice each index tuple (the
  * last axis of indices, m values) addresses, after batch_dims leading axes that indices and
  * data share. *slice is the element count of one slice. */
-static int tuple_offsets(bb_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *indices, int batch,
+static int tuple_offsets(bbi_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *indices, int batch,
                          int64_t *offsets, int64_t *slice) {
   int q = indices->rank;
   int64_t m = q ? indices->dims[q - 1] : 0;
   if (q < 1 || batch < 0 || batch >= q || batch >= data->rank || m < 1 || m > data->rank - batch)
-    return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT,
+    return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT,
                        "indices of rank %d (tuples of %lld) and batch_dims %d do not address data of rank %d", q,
                        (long long)m, batch, data->rank);
   for (int k = 0; k < batch; k++)
     if (indices->dims[k] != data->dims[k])
-      return bb_cpu_fail(ctx, BB_ERR_TYPE, "batch axis %d is %lld in indices and %lld in data", k,
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "batch axis %d is %lld in indices and %lld in data", k,
                          (long long)indices->dims[k], (long long)data->dims[k]);
   int64_t strides[BB_MAX_RANK], batches = 1;
-  bb_copy_strides(data->rank, data->dims, 1, strides);
+  bbi_copy_strides(data->rank, data->dims, 1, strides);
   for (int k = 0; k < batch; k++) batches *= data->dims[k];
   *slice = strides[batch + m - 1]; /* the elements after the addressed axes */
   int64_t tuples = indices->numel / m, per_batch = batches ? tuples / batches : 0;
@@ -222,11 +222,11 @@ static int tuple_offsets(bb_cpu_op_ctx *ctx, const bb_tensor *data, const bb_ten
   return 0;
 }
 
-int bb_cpu_gather_nd(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_gather_nd(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1];
   size_t esize;
   int rc;
-  if ((rc = bb_cpu_elem_size(ctx, 0, &esize)) || (rc = bb_cpu_expect_dtype(ctx, 1, INDEX_TYPES))) return rc;
+  if ((rc = bbi_cpu_elem_size(ctx, 0, &esize)) || (rc = bbi_cpu_expect_dtype(ctx, 1, INDEX_TYPES))) return rc;
   int batch = ctx->opset >= 12 ? (int)bb_attr_get_int(&ctx->node->attrs, "batch_dims", 0) : 0;
   int64_t *offsets = alloc_offsets(ctx, indices->numel);
   if (!offsets) return BB_ERR_NOMEM;
@@ -236,10 +236,10 @@ int bb_cpu_gather_nd(bb_cpu_op_ctx *ctx) {
   int rank = 0;
   for (int k = 0; !rc && k < indices->rank - 1; k++) dims[rank++] = indices->dims[k];
   for (int k = batch + (int)m; !rc && k < data->rank; k++) {
-    if (rank == BB_MAX_RANK) rc = bb_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank is over %d", BB_MAX_RANK);
+    if (rank == BB_MAX_RANK) rc = bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "output rank is over %d", BB_MAX_RANK);
     else dims[rank++] = data->dims[k];
   }
-  if (!rc) rc = bb_cpu_make_output(ctx, 0, data->dtype, rank, dims);
+  if (!rc) rc = bbi_cpu_make_output(ctx, 0, data->dtype, rank, dims);
   if (!rc) {
     size_t bytes = (size_t)slice * esize;
     const char *src = bb_tensor_data(data);
@@ -251,12 +251,12 @@ int bb_cpu_gather_nd(bb_cpu_op_ctx *ctx) {
   return rc;
 }
 
-int bb_cpu_scatter_nd(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_scatter_nd(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1], *updates = ctx->inputs[2];
   size_t esize;
   int rc;
   reduction red;
-  if ((rc = bb_cpu_elem_size(ctx, 0, &esize)) || (rc = bb_cpu_expect_dtype(ctx, 1, INDEX_TYPES)) ||
+  if ((rc = bbi_cpu_elem_size(ctx, 0, &esize)) || (rc = bbi_cpu_expect_dtype(ctx, 1, INDEX_TYPES)) ||
       (rc = read_reduction(ctx, data->dtype, &red)))
     return rc;
   int64_t *offsets = alloc_offsets(ctx, indices->numel);
@@ -272,7 +272,7 @@ int bb_cpu_scatter_nd(bb_cpu_op_ctx *ctx) {
     for (int k = 0; same && k < rank; k++) same = want[k] == updates->dims[k];
     char d1[96];
     if (!same)
-      rc = bb_cpu_fail(ctx, BB_ERR_TYPE, "updates %s do not match indices and data",
+      rc = bbi_cpu_fail(ctx, BB_ERR_TYPE, "updates %s do not match indices and data",
                        bb_tensor_describe(updates, d1, sizeof d1));
   }
   if (!rc) rc = scatter_start(ctx, data, updates);

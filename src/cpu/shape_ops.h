@@ -1,40 +1,40 @@
 /* The shape family's operators that live outside ops_shape.c (which holds the table and
- * the view-only operators). Each follows the bb_cpu_op contract in cpu_op.h and reads
+ * the view-only operators). Each follows the bbi_cpu_op contract in cpu_op.h and reads
  * ctx->opset to pick the attribute or the input form of its arguments. */
-#ifndef BB_CPU_SHAPE_OPS_H
-#define BB_CPU_SHAPE_OPS_H
+#ifndef BBI_CPU_SHAPE_OPS_H
+#define BBI_CPU_SHAPE_OPS_H
 
 #include "cpu/cpu_op.h"
 
 /* shape_layout.c: operators that rearrange elements */
-int bb_cpu_transpose(bb_cpu_op_ctx *ctx);
-int bb_cpu_concat(bb_cpu_op_ctx *ctx);
-int bb_cpu_split(bb_cpu_op_ctx *ctx);
-int bb_cpu_slice(bb_cpu_op_ctx *ctx);
+int bbi_cpu_transpose(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_concat(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_split(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_slice(bbi_cpu_op_ctx *ctx);
 
 /* shape_index.c: operators that read or write by index */
-int bb_cpu_gather(bb_cpu_op_ctx *ctx);
-int bb_cpu_gather_elements(bb_cpu_op_ctx *ctx);
-int bb_cpu_gather_nd(bb_cpu_op_ctx *ctx);
-int bb_cpu_scatter_elements(bb_cpu_op_ctx *ctx);
-int bb_cpu_scatter_nd(bb_cpu_op_ctx *ctx);
+int bbi_cpu_gather(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_gather_elements(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_gather_nd(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_scatter_elements(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_scatter_nd(bbi_cpu_op_ctx *ctx);
 
 /* shape_space.c: operators that move blocks between depth and space */
-int bb_cpu_depth_to_space(bb_cpu_op_ctx *ctx);
-int bb_cpu_space_to_depth(bb_cpu_op_ctx *ctx);
+int bbi_cpu_depth_to_space(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_space_to_depth(bbi_cpu_op_ctx *ctx);
 
 /* shape_triangle.c */
-int bb_cpu_trilu(bb_cpu_op_ctx *ctx);
+int bbi_cpu_trilu(bbi_cpu_op_ctx *ctx);
 
 /* shape_repeat.c: operators that repeat elements into a larger tensor */
-int bb_cpu_expand(bb_cpu_op_ctx *ctx);
-int bb_cpu_tile(bb_cpu_op_ctx *ctx);
-int bb_cpu_pad(bb_cpu_op_ctx *ctx);
+int bbi_cpu_expand(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_tile(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_pad(bbi_cpu_op_ctx *ctx);
 
 /* shape_make.c: operators that make a tensor from attributes or small inputs */
-int bb_cpu_constant(bb_cpu_op_ctx *ctx);
-int bb_cpu_constant_of_shape(bb_cpu_op_ctx *ctx);
-int bb_cpu_range(bb_cpu_op_ctx *ctx);
-int bb_cpu_one_hot(bb_cpu_op_ctx *ctx);
+int bbi_cpu_constant(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_constant_of_shape(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_range(bbi_cpu_op_ctx *ctx);
+int bbi_cpu_one_hot(bbi_cpu_op_ctx *ctx);
 
 #endif

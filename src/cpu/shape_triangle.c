@@ -6,18 +6,18 @@
 #include "cpu/shape_args.h"
 #include "cpu/shape_ops.h"
 
-int bb_cpu_trilu(bb_cpu_op_ctx *ctx) {
+int bbi_cpu_trilu(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
   size_t esize;
-  int rc = bb_cpu_elem_size(ctx, 0, &esize);
+  int rc = bbi_cpu_elem_size(ctx, 0, &esize);
   if (rc) return rc;
-  if (in->rank < 2) return bb_cpu_fail(ctx, BB_ERR_TYPE, "input must have rank 2 or more, not %d", in->rank);
+  if (in->rank < 2) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input must have rank 2 or more, not %d", in->rank);
   int64_t k = 0;
   long n = -1;
-  if ((rc = bb_cpu_int_list(ctx, "k", 1, true, &k, 1, &n))) return rc;
-  if (n == 0) return bb_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "k holds no value");
+  if ((rc = bbi_cpu_int_list(ctx, "k", 1, true, &k, 1, &n))) return rc;
+  if (n == 0) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "k holds no value");
   bool upper = bb_attr_get_int(&ctx->node->attrs, "upper", 1) != 0;
-  if ((rc = bb_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
+  if ((rc = bbi_cpu_make_output(ctx, 0, in->dtype, in->rank, in->dims))) return rc;
   const int64_t rows = in->dims[in->rank - 2], cols = in->dims[in->rank - 1];
   const int64_t n_rows = in->numel ? in->numel / cols : 0;
   k = k > cols ? cols : k < -rows ? -rows : k; /* beyond these nothing changes, and i + k cannot overflow */

@@ -99,7 +99,7 @@ static bool match_bindings(bb_rec *r, const rec_fn *f, const bb_binding *b, size
       return false;
     }
     uint32_t id;
-    bb_strmap_get(&f->names, formals->items[k], &id);
+    bbi_strmap_get(&f->names, formals->items[k], &id);
     const char *formal = r->values.items[id].type, *actual = rec_value_type(r, match->value);
     if (rec_types_conflict(formal, actual)) {
       rec_error(r, BB_ERR_TYPE, "input '%s' of module '%s' is %s, but this call binds '%s' of type %s",
@@ -119,7 +119,7 @@ static bool push_call(bb_rec *r, const rec_fn *f, const bb_binding *b, size_t n,
     for (size_t i = 0; i < n; i++)
       if (strcmp(b[i].input, f->fn->inputs.items[k]) == 0 && rec_node_input(r, node, b[i].value.name)) return false;
   const bb_strlist *ports = &f->fn->outputs;
-  const char **outs = bb_arena_alloc(r->scratch, (ports->len + 1) * sizeof *outs);
+  const char **outs = bbi_arena_alloc(r->scratch, (ports->len + 1) * sizeof *outs);
   if (!outs) {
     rec_nomem(r);
     return false;
@@ -130,7 +130,7 @@ static bool push_call(bb_rec *r, const rec_fn *f, const bb_binding *b, size_t n,
   call->first_output = (uint32_t)r->values.len;
   for (size_t k = 0; k < ports->len; k++) {
     uint32_t id;
-    bb_strmap_get(&f->names, ports->items[k], &id);
+    bbi_strmap_get(&f->names, ports->items[k], &id);
     if (!rec_define(r, outs[k], r->values.items[id].type).name) return false;
   }
   return true;
@@ -173,7 +173,7 @@ static bb_call record_call(bb_rec *r, const bb_module *callee, bool bootstrap, c
       if (!match_bindings(r, f, b, n) || !push_call(r, f, b, n, &call)) return none;
     }
   }
-  if (BB_ARENA_PUSH(r->scratch, &r->calls, call)) {
+  if (BBI_ARENA_PUSH(r->scratch, &r->calls, call)) {
     rec_nomem(r);
     return none;
   }

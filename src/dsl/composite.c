@@ -9,7 +9,7 @@
 static int set_child_attrs(bb_rec *r, bb_ir_node *n, const char *const *types, size_t count) {
   size_t len = 1;
   for (size_t i = 0; i < count; i++) len += strlen(types[i]) + 1;
-  char *joined = bb_arena_alloc(r->scratch, len);
+  char *joined = bbi_arena_alloc(r->scratch, len);
   if (!joined) return rec_nomem(r);
   char *p = joined;
   for (size_t i = 0; i < count; i++) {
@@ -32,7 +32,7 @@ bb_value bb_rec_bundle(bb_rec *rec, const bb_value *parts, size_t n_parts) {
     rec_error(rec, BB_ERR_INVALID_ARGUMENT, "bundle needs at least one part");
     return none;
   }
-  const char **types = bb_arena_alloc(rec->scratch, n_parts * sizeof *types);
+  const char **types = bbi_arena_alloc(rec->scratch, n_parts * sizeof *types);
   if (!types) {
     rec_nomem(rec);
     return none;
@@ -59,13 +59,13 @@ int bb_rec_unbundle(bb_rec *rec, bb_value composite, const char *const *types, b
   if (rec_types_conflict(ctype, BB_TYPE_COMPOSITE))
     return rec_error(rec, BB_ERR_TYPE, "unbundle of value '%s', which is %s, not a composite", composite.name,
                      ctype);
-  const char **copies = bb_arena_alloc(rec->scratch, n_parts * sizeof *copies);
+  const char **copies = bbi_arena_alloc(rec->scratch, n_parts * sizeof *copies);
   if (!copies) return rec_nomem(rec);
   for (size_t i = 0; i < n_parts; i++)
     if (!rec_check_type(rec, types[i]) || !(copies[i] = rec_copy(rec, types[i]))) return rec->error.code;
   bb_ir_node *n = rec_node_begin(rec, "Unbundle", BB_DOMAIN_COMPOSITE, &composite, 1);
   if (!n) return rec->error.code;
-  const char **outs = bb_arena_alloc(rec->scratch, n_parts * sizeof *outs);
+  const char **outs = bbi_arena_alloc(rec->scratch, n_parts * sizeof *outs);
   if (!outs) return rec_nomem(rec);
   for (size_t i = 0; i < n_parts; i++)
     if (!(outs[i] = rec_mint_name(rec)) || rec_node_output(rec, n, outs[i])) return rec->error.code;

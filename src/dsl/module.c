@@ -65,7 +65,7 @@ int bb_module_build(const bb_module *module, const bb_allocator *alloc, bb_model
   memset(&r, 0, sizeof r);
   r.alloc = alloc ? alloc : bb_default_allocator();
   r.model = bb_model_new(r.alloc);
-  r.scratch = bb_arena_new(r.alloc);
+  r.scratch = bbi_arena_new(r.alloc);
   int rc;
   if (!r.model || !r.scratch) {
     rc = bb_error_set(&r.error, BB_ERR_NOMEM, "out of memory while recording");
@@ -74,8 +74,8 @@ int bb_module_build(const bb_module *module, const bb_allocator *alloc, bb_model
     rc = record(&r, module, &boot_root);
     if (!rc) rc = assemble(&r, module, boot_root);
   }
-  for (size_t i = 0; i < r.fns.len; i++) bb_strmap_free(&r.fns.items[i]->names);
-  bb_arena_free(r.scratch);
+  for (size_t i = 0; i < r.fns.len; i++) bbi_strmap_free(&r.fns.items[i]->names);
+  bbi_arena_free(r.scratch);
   if (rc) {
     bb_model_free(r.model);
     if (err) *err = r.error;

@@ -16,7 +16,7 @@ bb_value bb_rec_input(bb_rec *rec, const char *name, const char *type) {
   if (!rec || !rec_check_name(rec, "input", name) || (type && !rec_check_type(rec, type))) return none;
   rec_fn *f = rec_cur(rec);
   uint32_t id;
-  if (bb_strmap_get(&f->names, name, &id)) {
+  if (bbi_strmap_get(&f->names, name, &id)) {
     if (bb_strlist_find(&f->fn->inputs, name) < 0) {
       rec_name_free(rec, name, "input");
       return none;
@@ -108,7 +108,7 @@ bb_value bb_rec_lookup_output(bb_rec *rec, const char *port) {
   if (!rec || !rec_check_name(rec, "output port", port)) return none;
   rec_fn *f = rec_cur(rec);
   uint32_t id;
-  if (bb_strlist_find(&f->fn->outputs, port) < 0 || !bb_strmap_get(&f->names, port, &id)) {
+  if (bb_strlist_find(&f->fn->outputs, port) < 0 || !bbi_strmap_get(&f->names, port, &id)) {
     rec_error(rec, BB_ERR_NOT_FOUND, "no output port '%s' has been declared in this function", port);
     return none;
   }

@@ -53,16 +53,16 @@ rec_frame *rec_top(bb_rec *r) { return &r->frames.items[r->frames.len - 1]; }
 rec_fn *rec_cur(bb_rec *r) { return r->fns.items[rec_top(r)->fn]; }
 
 rec_fn *rec_fn_new(bb_rec *r, const char *name, const bb_module *module, bool bootstrap, uint32_t *index) {
-  rec_fn *f = bb_arena_alloc(r->scratch, sizeof *f);
+  rec_fn *f = bbi_arena_alloc(r->scratch, sizeof *f);
   if (!f || !(f->fn = bb_function_new(r->model, name, BB_DOMAIN_MODULE))) {
     rec_nomem(r);
     return NULL;
   }
   f->module = module;
   f->bootstrap = bootstrap;
-  bb_strmap_init(&f->names, r->alloc);
-  if (BB_ARENA_PUSH(r->scratch, &r->fns, f)) {
-    bb_strmap_free(&f->names);
+  bbi_strmap_init(&f->names, r->alloc);
+  if (BBI_ARENA_PUSH(r->scratch, &r->fns, f)) {
+    bbi_strmap_free(&f->names);
     rec_nomem(r);
     return NULL;
   }
@@ -82,7 +82,7 @@ int rec_frame_push(bb_rec *r, uint32_t fn, const bb_binding *bindings, size_t n_
   if (r->frames.len) {
     const char *outer = rec_top(r)->scope;
     size_t a = strlen(outer), b = strlen(name);
-    char *scope = bb_arena_alloc(r->scratch, a + b + 2);
+    char *scope = bbi_arena_alloc(r->scratch, a + b + 2);
     if (!scope) return rec_nomem(r);
     memcpy(scope, outer, a);
     scope[a] = '_';
@@ -91,7 +91,7 @@ int rec_frame_push(bb_rec *r, uint32_t fn, const bb_binding *bindings, size_t n_
   } else {
     frame.scope = name;
   }
-  if (BB_ARENA_PUSH(r->scratch, &r->frames, frame)) return rec_nomem(r);
+  if (BBI_ARENA_PUSH(r->scratch, &r->frames, frame)) return rec_nomem(r);
   r->fns.items[fn]->active = true;
   return 0;
 }
@@ -194,7 +194,7 @@ const char *rec_value_type(const bb_rec *r, bb_value v) { return r->values.items
 bool rec_name_free(bb_rec *r, const char *name, const char *what) {
   uint32_t id;
   if (r->failed) return false;
-  if (bb_strmap_get(&rec_cur(r)->names, name, &id)) {
+  if (bbi_strmap_get(&rec_cur(r)->names, name, &id)) {
     rec_error(r, BB_ERR_EXISTS, "%s '%s' clashes with a value of that name already defined in this function",
               what, name);
     return false;
@@ -221,7 +221,7 @@ bb_value rec_define(bb_rec *r, const char *name, const char *type) {
   rec_value rv = {name, type, rec_top(r)->fn};
   uint32_t id = (uint32_t)r->values.len;
   bb_type *t = bb_value_type_new(r->model, type);
-  if (!t || BB_ARENA_PUSH(r->scratch, &r->values, rv) || bb_strmap_put(&f->names, name, id) ||
+  if (!t || BBI_ARENA_PUSH(r->scratch, &r->values, rv) || bbi_strmap_put(&f->names, name, id) ||
       !bb_vilist_add(r->model, &f->fn->value_infos, name, t)) {
     rec_nomem(r);
     return none;
@@ -311,7 +311,7 @@ bb_tensor_proto *rec_literal(bb_rec *r, const bb_literal *lit, const char *what)
     return NULL;
   }
   const void *data = lit->data;
-  if (!data && bytes && !(data = bb_arena_alloc(r->scratch, bytes))) { /* zeros */
+  if (!data && bytes && !(data = bbi_arena_alloc(r->scratch, bytes))) { /* zeros */
     rec_nomem(r);
     return NULL;
   }

@@ -1,11 +1,11 @@
 /* The recorder's state and the primitives every recording operation is built from:
  * value checks, value minting, node pushing and the sticky first error. */
-#ifndef BB_DSL_RECORDER_H
-#define BB_DSL_RECORDER_H
+#ifndef BBI_DSL_RECORDER_H
+#define BBI_DSL_RECORDER_H
 
 #include "bb/graph.h"
 #include "util/arena.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/strmap.h"
 
 /* One recorded FunctionProto. */
@@ -15,7 +15,7 @@ typedef struct rec_fn {
   bool bootstrap;          /* records module->bootstrap */
   bool active;             /* on the call stack now: calling it again would recurse */
   bool dropped;            /* an empty sub-bootstrap, left out of the model */
-  bb_strmap names;         /* value name -> value id, for every value defined here */
+  bbi_strmap names;         /* value name -> value id, for every value defined here */
 } rec_fn;
 
 /* One value the recording defined. */

@@ -134,7 +134,7 @@ static const rec_slot *use_slot(bb_rec *r, const bb_slot *slot, const role_info 
   char attr[32];
   snprintf(attr, sizeof attr, BB_SLOT_ATTR_PREFIX "%" PRIu32, r->next_slot_id);
   rec_slot s = {rec_copy(r, slot->name), slot->role, r->next_slot_id};
-  if (!s.name || BB_ARENA_PUSH(r->scratch, &r->slots, s) ||
+  if (!s.name || BBI_ARENA_PUSH(r->scratch, &r->slots, s) ||
       bb_strlist_append(r->model, &rec_cur(r)->fn->attr_names, attr)) {
     rec_nomem(r);
     return NULL;
@@ -241,7 +241,7 @@ int bb_rec_role_call(bb_rec *rec, const bb_slot *slot, const char *method, const
   if (!s) return rec->error.code;
   char id[16];
   snprintf(id, sizeof id, "%" PRIu32, s->id);
-  const char **outs = bb_arena_alloc(rec->scratch, n_outputs * sizeof *outs);
+  const char **outs = bbi_arena_alloc(rec->scratch, n_outputs * sizeof *outs);
   if (!outs) return rec_nomem(rec);
   bb_ir_node *n = rec_node_begin(rec, backend ? method : rm->op, ri->domain, inputs, n_inputs);
   if (!n) return rec->error.code;

@@ -231,12 +231,12 @@ static int backward(gb *b, size_t n_fwd, const char *loss) {
   for (int d = 0; d < lv->rank; d++) dims[d] = 1;
   b->prefix = "grad";
   const char *seed = gb_tensor(b, lv->dtype, lv->rank, dims, (double[]){1.0});
-  if ((lv = gb_val(b, loss)) && seed) lv->contrib = bb_arena_alloc(b->scratch, sizeof *lv->contrib);
+  if ((lv = gb_val(b, loss)) && seed) lv->contrib = bbi_arena_alloc(b->scratch, sizeof *lv->contrib);
   if (!lv || !lv->contrib) return oom(b);
   lv->contrib[0] = seed, lv->n_contrib = lv->cap_contrib = 1;
   for (size_t i = n_fwd; i-- > 0 && !b->rc;) {
     bb_ir_node *n = b->g->nodes.items[i];
-    const char **dy = bb_arena_alloc(b->scratch, (n->outputs.len + 1) * sizeof *dy);
+    const char **dy = bbi_arena_alloc(b->scratch, (n->outputs.len + 1) * sizeof *dy);
     if (!dy) return oom(b);
     const gb_rule *r = gb_rule_find(n->domain, n->op_type);
     bool any = false;
@@ -287,7 +287,7 @@ static int collect_state(gb *b, size_t n_fwd, bb_grad_graph *out) {
       if (!next) return b->rc;
       if (out->n_state == cap) {
         cap = cap ? 2 * cap : 4;
-        const char **s = bb_arena_alloc(b->m->arena, cap * sizeof *s), **nx = bb_arena_alloc(b->m->arena, cap * sizeof *nx);
+        const char **s = bbi_arena_alloc(b->m->arena, cap * sizeof *s), **nx = bbi_arena_alloc(b->m->arena, cap * sizeof *nx);
         if (!s || !nx) return oom(b);
         if (out->n_state) memcpy(s, out->state, out->n_state * sizeof *s), memcpy(nx, out->state_next, out->n_state * sizeof *nx);
         out->state = s, out->state_next = nx;
@@ -315,8 +315,8 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
     if (warn(b, gb_printf(b, "parameter %s does not reach the loss %s%s; it is left out of training", v->name, loss, why)))
       return b->rc;
   }
-  out->params = bb_arena_alloc(b->m->arena, (n_params + 1) * sizeof *out->params);
-  out->grads = bb_arena_alloc(b->m->arena, (n_params + 1) * sizeof *out->grads);
+  out->params = bbi_arena_alloc(b->m->arena, (n_params + 1) * sizeof *out->params);
+  out->grads = bbi_arena_alloc(b->m->arena, (n_params + 1) * sizeof *out->grads);
   if (!out->params || !out->grads) return oom(b);
   b->prefix = "grad";
   for (size_t k = 0; k < b->g->initializers.len && !b->rc; k++) {
@@ -335,7 +335,7 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
   for (size_t i = 0; i < out->n_state; i++)
     if (add_output(b, out->state_next[i])) return b->rc;
   for (size_t i = 0; i < own.len; i++)
-    if (strcmp(own.items[i]->name, loss) != 0 && BB_ARENA_PUSH(b->m->arena, &b->g->outputs, own.items[i])) return oom(b);
+    if (strcmp(own.items[i]->name, loss) != 0 && BBI_ARENA_PUSH(b->m->arena, &b->g->outputs, own.items[i])) return oom(b);
   if (out->prediction && !bb_vilist_find(&b->g->outputs, out->prediction) && add_output(b, out->prediction)) return b->rc;
   if (b->grad_domain && bb_opset_set(b->m, &b->m->opsets, BB_GRAD_DOMAIN, 1)) return oom(b);
   out->loss = loss;
@@ -353,7 +353,7 @@ int gb_copy_model(const bb_model *model, const bb_allocator *alloc, bb_model **o
   *out = NULL;
   int rc = bb_model_encode(model, &bytes, &len, err);
   if (!rc) rc = bb_model_decode(bytes, len, alloc, NULL, out, err);
-  bb_buffer_free(bb_arena_allocator(model->arena), bytes); /* made with the model's allocator */
+  bb_buffer_free(bbi_arena_allocator(model->arena), bytes); /* made with the model's allocator */
   return rc ? bb_error_prefix(err, "copying the model: ") : 0;
 }
 
@@ -431,18 +431,18 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
   b.g = copy->graph;
   b.alloc = alloc;
   b.err = err;
-  b.scratch = bb_arena_new(alloc);
-  bb_strmap_init(&b.ids, alloc);
-  bb_grad_graph *g = bb_mem_calloc(alloc, 1, sizeof *g);
+  b.scratch = bbi_arena_new(alloc);
+  bbi_strmap_init(&b.ids, alloc);
+  bb_grad_graph *g = bbi_mem_calloc(alloc, 1, sizeof *g);
   if (!b.scratch || !g) oom(&b);
   else build(&b, options, g);
   for (size_t i = 0; i < b.n_values; i++) bb_tensor_release(b.values[i]->known);
-  bb_mem_free(alloc, b.values);
-  bb_mem_free(alloc, b.symbol_names);
-  bb_strmap_free(&b.ids);
-  bb_arena_free(b.scratch);
+  bbi_mem_free(alloc, b.values);
+  bbi_mem_free(alloc, b.symbol_names);
+  bbi_strmap_free(&b.ids);
+  bbi_arena_free(b.scratch);
   if (b.rc) {
-    bb_mem_free(alloc, g);
+    bbi_mem_free(alloc, g);
     bb_model_free(copy);
     return b.rc;
   }
@@ -455,5 +455,5 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
 void bb_grad_graph_free(bb_grad_graph *graph) {
   if (!graph) return;
   bb_model_free(graph->model);
-  bb_mem_free(graph->alloc, graph);
+  bbi_mem_free(graph->alloc, graph);
 }

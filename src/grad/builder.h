@@ -5,14 +5,14 @@
  * Errors are sticky: the first failure is recorded in b->rc / b->err, and every emitting
  * helper then returns NULL, as does any helper given a NULL input. A rule can therefore
  * chain helpers without checking each one; the driver checks b->rc after every rule. */
-#ifndef BB_GRAD_BUILDER_H
-#define BB_GRAD_BUILDER_H
+#ifndef BBI_GRAD_BUILDER_H
+#define BBI_GRAD_BUILDER_H
 
 #include <stdbool.h>
 
 #include "bb/grad.h"
 #include "util/arena.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/strmap.h"
 
 /* A dim is known (>= 0) or a symbol (<= GB_SYMBOL_0). Two equal symbols are the same
@@ -62,7 +62,7 @@ typedef struct gb {
   int64_t opset;
   gb_value **values; /* each value stays where it was made: rules hold pointers across emits */
   size_t n_values, cap_values;
-  bb_strmap ids; /* name → index into values */
+  bbi_strmap ids; /* name → index into values */
   int64_t n_symbols;
   const char **symbol_names; /* dim_param of symbol GB_SYMBOL_0 - k, or NULL */
   size_t cap_symbols;

@@ -18,7 +18,7 @@ void gb_grad(gb *b, const bb_ir_node *n, size_t i, const char *g) {
   gb_value *v = gb_val(b, n->inputs.items[i]);
   if (v->n_contrib == v->cap_contrib) {
     size_t cap = v->cap_contrib ? 2 * v->cap_contrib : 4;
-    const char **grown = bb_arena_alloc(b->scratch, cap * sizeof *grown);
+    const char **grown = bbi_arena_alloc(b->scratch, cap * sizeof *grown);
     if (!grown) {
       gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
       return;

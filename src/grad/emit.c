@@ -130,7 +130,7 @@ const char *gb_tensor(gb *b, int32_t dtype, int rank, const int64_t *dims, const
   int64_t count = 1;
   for (int d = 0; d < rank; d++) count *= dims[d];
   if (dtype == BB_DTYPE_DOUBLE) return constant(b, dtype, (size_t)rank, dims, values, (size_t)count * sizeof *values);
-  float *f = bb_arena_alloc(b->scratch, (size_t)(count ? count : 1) * sizeof *f);
+  float *f = bbi_arena_alloc(b->scratch, (size_t)(count ? count : 1) * sizeof *f);
   if (!f) {
     gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
     return NULL;

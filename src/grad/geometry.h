@@ -1,8 +1,8 @@
 /* The window geometry of Conv, ConvTranspose and the pooling operators: kernel, strides,
  * dilations and the pads every auto_pad form resolves to, with the output size ONNX
  * defines. Shared by shape inference and the backward rules. */
-#ifndef BB_GRAD_GEOMETRY_H
-#define BB_GRAD_GEOMETRY_H
+#ifndef BBI_GRAD_GEOMETRY_H
+#define BBI_GRAD_GEOMETRY_H
 
 #include <stdbool.h>
 

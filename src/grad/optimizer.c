@@ -9,7 +9,7 @@
 
 #include "bb/grad.h"
 #include "util/arena.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 bb_optimizer_config bb_optimizer_defaults(bb_optimizer_kind kind) {
@@ -68,7 +68,7 @@ static const char *initializer(ob *o, const char *name, int32_t dtype, size_t ra
   bb_tensor_proto *t = bb_tensor_proto_new(o->m, name, dtype, rank, dims);
   int64_t numel = t ? bb_tensor_proto_numel(t) : -1;
   size_t size = bb_dtype_size(dtype);
-  uint8_t *data = numel >= 0 ? bb_mem_calloc(o->alloc, (size_t)numel + 1, size) : NULL;
+  uint8_t *data = numel >= 0 ? bbi_mem_calloc(o->alloc, (size_t)numel + 1, size) : NULL;
   if (data && value != 0) { /* scalars only */
     if (dtype == BB_DTYPE_DOUBLE) memcpy(data, &value, sizeof value);
     else if (dtype == BB_DTYPE_INT64) *(int64_t *)(void *)data = (int64_t)value;
@@ -78,7 +78,7 @@ static const char *initializer(ob *o, const char *name, int32_t dtype, size_t ra
     }
   }
   int rc = !data || bb_tensor_proto_set_raw(o->m, t, data, (size_t)numel * size) || bb_tensorlist_append(o->m, &o->g->initializers, t);
-  bb_mem_free(o->alloc, data);
+  bbi_mem_free(o->alloc, data);
   if (rc) {
     ob_oom(o);
     return NULL;
@@ -104,7 +104,7 @@ static const bb_tensor_proto *find_init(const bb_model *m, const char *name) {
 /* fmt with its one %s replaced by s, in the model's arena (state and output names). */
 static char *strf(ob *o, const char *fmt, const char *s) {
   size_t len = strlen(fmt) + strlen(s);
-  char *out = o->rc ? NULL : bb_arena_alloc(o->m->arena, len + 1);
+  char *out = o->rc ? NULL : bbi_arena_alloc(o->m->arena, len + 1);
   if (!out) {
     ob_oom(o);
     return NULL;
@@ -197,15 +197,15 @@ static void clip(ob *o, const char **grads, size_t n) {
 static int build(ob *o, const bb_grad_graph *tg, const bb_optimizer_config *c, bb_grad_optimizer *out) {
   size_t n = tg->n_params;
   names nm;
-  nm.params = bb_arena_alloc(o->m->arena, (n + 1) * sizeof *nm.params);
-  nm.grads = bb_arena_alloc(o->m->arena, (n + 1) * sizeof *nm.grads);
-  nm.next = bb_arena_alloc(o->m->arena, (n + 1) * sizeof *nm.next);
-  nm.state = bb_arena_alloc(o->m->arena, (2 * n + 2) * sizeof *nm.state);
-  nm.state_next = bb_arena_alloc(o->m->arena, (2 * n + 2) * sizeof *nm.state_next);
-  const char **clipped = bb_arena_alloc(o->m->arena, (n + 1) * sizeof *clipped);
+  nm.params = bbi_arena_alloc(o->m->arena, (n + 1) * sizeof *nm.params);
+  nm.grads = bbi_arena_alloc(o->m->arena, (n + 1) * sizeof *nm.grads);
+  nm.next = bbi_arena_alloc(o->m->arena, (n + 1) * sizeof *nm.next);
+  nm.state = bbi_arena_alloc(o->m->arena, (2 * n + 2) * sizeof *nm.state);
+  nm.state_next = bbi_arena_alloc(o->m->arena, (2 * n + 2) * sizeof *nm.state_next);
+  const char **clipped = bbi_arena_alloc(o->m->arena, (n + 1) * sizeof *clipped);
   nm.n_state = 0;
   if (!nm.params || !nm.grads || !nm.next || !nm.state || !nm.state_next || !clipped) return ob_oom(o);
-  const bb_tensor_proto **likes = bb_arena_alloc(o->m->arena, (n + 1) * sizeof *likes);
+  const bb_tensor_proto **likes = bbi_arena_alloc(o->m->arena, (n + 1) * sizeof *likes);
   if (!likes) return ob_oom(o);
   for (size_t i = 0; i < n; i++) {
     likes[i] = find_init(tg->model, tg->params[i]);
@@ -268,7 +268,7 @@ int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_confi
   o.err = err;
   o.alloc = alloc;
   o.dtype = BB_DTYPE_FLOAT;
-  bb_grad_optimizer *opt = bb_mem_calloc(alloc, 1, sizeof *opt);
+  bb_grad_optimizer *opt = bbi_mem_calloc(alloc, 1, sizeof *opt);
   o.m = bb_model_new(alloc);
   if (!opt || !o.m || !(o.g = bb_graph_new(o.m, "optimizer"))) ob_oom(&o);
   else {
@@ -283,7 +283,7 @@ int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_confi
   }
   if (o.rc) {
     bb_model_free(o.m);
-    bb_mem_free(alloc, opt);
+    bbi_mem_free(alloc, opt);
     return o.rc;
   }
   opt->model = o.m;
@@ -295,5 +295,5 @@ int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_confi
 void bb_grad_optimizer_free(bb_grad_optimizer *opt) {
   if (!opt) return;
   bb_model_free(opt->model);
-  bb_mem_free(opt->alloc, opt);
+  bbi_mem_free(opt->alloc, opt);
 }

@@ -179,7 +179,7 @@ static int averagepool_back(gb *b, bb_ir_node *n, const char *const *dy) {
   if (out_size + k_size > AVERAGE_MAP_MAX)
     return gb_fail(b, BB_ERR_LIMIT, "%s: the gradient's count map would hold %lld values, over %d", gb_node_label(b, n),
                    (long long)(out_size + k_size), AVERAGE_MAP_MAX);
-  double *recip = bb_arena_alloc(b->scratch, (size_t)(out_size + k_size) * sizeof *recip);
+  double *recip = bbi_arena_alloc(b->scratch, (size_t)(out_size + k_size) * sizeof *recip);
   if (!recip) return gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
   double *ones = recip + out_size;
   for (int64_t k = 0; k < k_size; k++) ones[k] = 1.0;

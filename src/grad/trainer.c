@@ -7,7 +7,7 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 /* A data input of the training graph with what it declares (dims[d] < 0: any). */
@@ -60,8 +60,8 @@ static const bb_tensor_proto *find_init(const bb_model *m, const char *name) {
 /* Loads the initializers named in names[0..n) of m into h. */
 static int hold(bb_grad_trainer *t, held *h, const bb_model *m, const char *const *names, size_t n, bb_error *err) {
   h->n = 0;
-  h->names = bb_mem_calloc(t->alloc, n + 1, sizeof *h->names);
-  h->values = bb_mem_calloc(t->alloc, n + 1, sizeof *h->values);
+  h->names = bbi_mem_calloc(t->alloc, n + 1, sizeof *h->names);
+  h->values = bbi_mem_calloc(t->alloc, n + 1, sizeof *h->values);
   if (!h->names || !h->values) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     const bb_tensor_proto *p = find_init(m, names[i]);
@@ -76,8 +76,8 @@ static int hold(bb_grad_trainer *t, held *h, const bb_model *m, const char *cons
 
 static void release_held(bb_grad_trainer *t, held *h) {
   for (size_t i = 0; i < h->n; i++) bb_tensor_release(h->values[i]);
-  bb_mem_free(t->alloc, h->names);
-  bb_mem_free(t->alloc, h->values);
+  bbi_mem_free(t->alloc, h->names);
+  bbi_mem_free(t->alloc, h->values);
 }
 
 void bb_grad_trainer_free(bb_grad_trainer *t) {
@@ -88,19 +88,19 @@ void bb_grad_trainer_free(bb_grad_trainer *t) {
   release_held(t, &t->state);
   release_held(t, &t->opt_state);
   bb_tensor_release(t->seed);
-  bb_mem_free(t->alloc, t->inputs);
-  bb_mem_free(t->alloc, t->names);
-  bb_mem_free(t->alloc, t->args);
-  bb_mem_free(t->alloc, t->outs);
-  bb_mem_free(t->alloc, t->grad_out);
-  bb_mem_free(t->alloc, t->state_out);
-  bb_mem_free(t->alloc, t);
+  bbi_mem_free(t->alloc, t->inputs);
+  bbi_mem_free(t->alloc, t->names);
+  bbi_mem_free(t->alloc, t->args);
+  bbi_mem_free(t->alloc, t->outs);
+  bbi_mem_free(t->alloc, t->grad_out);
+  bbi_mem_free(t->alloc, t->state_out);
+  bbi_mem_free(t->alloc, t);
 }
 
 /* The training graph's data inputs (neither initializers nor the seed) and their types. */
 static int collect_inputs(bb_grad_trainer *t, bb_error *err) {
   const bb_graph *g = t->graph->model->graph;
-  t->inputs = bb_mem_calloc(t->alloc, g->inputs.len + 1, sizeof *t->inputs);
+  t->inputs = bbi_mem_calloc(t->alloc, g->inputs.len + 1, sizeof *t->inputs);
   if (!t->inputs) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < g->inputs.len; i++) {
     const bb_value_info *vi = g->inputs.items[i];
@@ -133,8 +133,8 @@ static int prepare(bb_grad_trainer *t, bb_error *err) {
       (rc = hold(t, &t->state, g->model, g->state, g->n_state, err)) ||
       (rc = hold(t, &t->opt_state, o->model, o->state, o->n_state, err)) || (rc = collect_inputs(t, err)))
     return rc;
-  t->grad_out = bb_mem_calloc(t->alloc, g->n_params + 1, sizeof *t->grad_out);
-  t->state_out = bb_mem_calloc(t->alloc, g->n_state + 1, sizeof *t->state_out);
+  t->grad_out = bbi_mem_calloc(t->alloc, g->n_params + 1, sizeof *t->grad_out);
+  t->state_out = bbi_mem_calloc(t->alloc, g->n_state + 1, sizeof *t->state_out);
   if (!t->grad_out || !t->state_out) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < g->n_params; i++)
     if ((rc = find_output(t->train, g->grads[i], &t->grad_out[i], err))) return rc;
@@ -146,9 +146,9 @@ static int prepare(bb_grad_trainer *t, bb_error *err) {
   t->cap_args = t->n_inputs + 1 + g->n_params + g->n_state;
   size_t opt_args = 2 * g->n_params + o->n_state;
   if (opt_args > t->cap_args) t->cap_args = opt_args;
-  t->names = bb_mem_calloc(t->alloc, t->cap_args + 1, sizeof *t->names);
-  t->args = bb_mem_calloc(t->alloc, t->cap_args + 1, sizeof *t->args);
-  t->outs = bb_mem_calloc(t->alloc, t->cap_outs + 1, sizeof *t->outs);
+  t->names = bbi_mem_calloc(t->alloc, t->cap_args + 1, sizeof *t->names);
+  t->args = bbi_mem_calloc(t->alloc, t->cap_args + 1, sizeof *t->args);
+  t->outs = bbi_mem_calloc(t->alloc, t->cap_outs + 1, sizeof *t->outs);
   if (g->seed) {
     t->seed = bb_tensor_new_zeros(t->alloc, BB_DTYPE_INT64, 0, NULL);
     if (!t->seed) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
@@ -162,7 +162,7 @@ int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt
   *out = NULL;
   if (!graph || !opt) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "a trainer needs a training and an optimizer graph");
   if (!alloc) alloc = bb_default_allocator();
-  bb_grad_trainer *t = bb_mem_calloc(alloc, 1, sizeof *t);
+  bb_grad_trainer *t = bbi_mem_calloc(alloc, 1, sizeof *t);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   t->graph = graph;
   t->opt = opt;

@@ -34,7 +34,7 @@ char *gb_printf(gb *b, const char *fmt, ...) {
   int len = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   if (len < 0) len = 0;
-  char *out = bb_arena_alloc(b->m->arena, (size_t)len + 1);
+  char *out = bbi_arena_alloc(b->m->arena, (size_t)len + 1);
   if (!out) {
     gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
     return NULL;
@@ -52,7 +52,7 @@ int32_t gb_dtype(gb *b, const char *name) {
 
 gb_value *gb_val(gb *b, const char *name) {
   uint32_t id;
-  if (!name || !bb_strmap_get(&b->ids, name, &id)) return NULL;
+  if (!name || !bbi_strmap_get(&b->ids, name, &id)) return NULL;
   return b->values[id];
 }
 
@@ -60,13 +60,13 @@ gb_value *gb_val_add(gb *b, const char *name) {
   if (b->rc) return NULL;
   if (b->n_values == b->cap_values) {
     size_t cap = b->cap_values;
-    if (bb_mem_grow(b->alloc, (void **)&b->values, &cap, b->n_values + 1, sizeof *b->values)) {
+    if (bbi_mem_grow(b->alloc, (void **)&b->values, &cap, b->n_values + 1, sizeof *b->values)) {
       gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
       return NULL;
     }
     b->cap_values = cap;
   }
-  gb_value *v = bb_arena_alloc(b->scratch, sizeof *v);
+  gb_value *v = bbi_arena_alloc(b->scratch, sizeof *v);
   if (!v) {
     gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
     return NULL;
@@ -75,7 +75,7 @@ gb_value *gb_val_add(gb *b, const char *name) {
   v->name = name;
   v->rank = -1;
   v->vec_len = -1;
-  if (bb_strmap_put(&b->ids, name, (uint32_t)b->n_values)) {
+  if (bbi_strmap_put(&b->ids, name, (uint32_t)b->n_values)) {
     gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
     return NULL;
   }
@@ -88,7 +88,7 @@ gb_dim gb_symbol(gb *b, const char *param) {
     for (int64_t k = 0; k < b->n_symbols; k++)
       if (b->symbol_names[k] && strcmp(b->symbol_names[k], param) == 0) return GB_SYMBOL_0 - k;
   if ((size_t)b->n_symbols == b->cap_symbols &&
-      bb_mem_grow(b->alloc, (void **)&b->symbol_names, &b->cap_symbols, (size_t)b->n_symbols + 1,
+      bbi_mem_grow(b->alloc, (void **)&b->symbol_names, &b->cap_symbols, (size_t)b->n_symbols + 1,
                   sizeof *b->symbol_names)) {
     gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
     return GB_SYMBOL_0 - b->n_symbols; /* a symbol nothing else will match; the build fails anyway */
@@ -185,7 +185,7 @@ bb_type *gb_val_type(gb *b, const gb_value *v) {
   }
   if (v->rank < 0) return t;
   if (!v->rank) { /* a scalar: a shape with no dims */
-    t->shape = bb_arena_alloc(b->m->arena, sizeof *t->shape);
+    t->shape = bbi_arena_alloc(b->m->arena, sizeof *t->shape);
     if (!t->shape) gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
     return t->shape ? t : NULL;
   }

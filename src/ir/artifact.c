@@ -117,6 +117,8 @@ static const bb_vocab_entry VOCAB[] = {
     DOMAIN(BB_DOMAIN_COMPOSITE, "Bundle and Unbundle of composite values"),
     DOMAIN(BB_DOMAIN_ADDRESS_BOOK, "Insert, InsertMany and Lookup on the node's address book"),
     DOMAIN(BB_DOMAIN_GRAD, "operators training graphs need that ONNX lacks (seeded Dropout, SumToShape; docs/GRAD.md)"),
+    {BB_DOMAIN_PROTOCOL_PREFIX, BB_VOCAB_DOMAIN, true,
+     "a protocol's ops: protocol.<name>, run by the component whose type speaks that domain"},
     DOMAIN(BB_DOMAIN_GLOBAL_REGISTRY, "the GlobalRegistry protocol's ops (Announce)"),
     DOMAIN(BB_DOMAIN_ROLE_MODEL, "Model role ops (Forward, Backward, ComputeLoss, ApplyDelta, ...)"),
     DOMAIN(BB_DOMAIN_ROLE_INDEX, "Index role ops (Add, Search, Remove, Train)"),

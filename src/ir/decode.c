@@ -1,11 +1,11 @@
-/* ONNX ModelProto bytes → IR. Untrusted bytes are scanned first (bb_pb_scan names the
+/* ONNX ModelProto bytes → IR. Untrusted bytes are scanned first (bbi_pb_scan names the
  * first problem and where it is), then unpacked by protobuf-c and copied into the model's
  * arena; every field the IR does not model is kept in `extra`. */
 #include <string.h>
 
 #include "onnx.pb-c.h"
 #include "ir/pb.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct dec {
   bb_model *m;
@@ -27,14 +27,14 @@ static void *oom(dec *d) {
 
 static char *str(dec *d, const char *s) {
   if (!s) return NULL;
-  char *p = bb_arena_strdup(d->a, s);
+  char *p = bbi_arena_strdup(d->a, s);
   if (!p) oom(d);
   return p;
 }
 
 static void *dup(dec *d, const void *src, size_t n, size_t elem) {
   if (!n) return NULL;
-  void *p = bb_arena_memdup(d->a, src, n * elem);
+  void *p = bbi_arena_memdup(d->a, src, n * elem);
   if (!p) oom(d);
   return p;
 }
@@ -42,7 +42,7 @@ static void *dup(dec *d, const void *src, size_t n, size_t elem) {
 static bb_bytes bytes(dec *d, ProtobufCBinaryData b) {
   bb_bytes out = {NULL, b.len};
   if (b.len) {
-    out.data = bb_arena_bytesdup(d->a, b.data, b.len);
+    out.data = bbi_arena_bytesdup(d->a, b.data, b.len);
     if (!out.data) oom(d);
   }
   return out;
@@ -50,14 +50,14 @@ static bb_bytes bytes(dec *d, ProtobufCBinaryData b) {
 
 static void extra(dec *d, const ProtobufCMessage *msg, const uint32_t *keep, size_t n_keep,
                   bb_bytes *out) {
-  int rc = bb_pb_capture_extra(msg, keep, n_keep, d->a, out);
+  int rc = bbi_pb_capture_extra(msg, keep, n_keep, d->a, out);
   if (rc) d->rc = rc;
 }
 
 /* Allocates an array of n pointers / structs for a list {items, len, cap}. */
 static void *list_alloc(dec *d, size_t n, size_t elem) {
   if (!n) return NULL;
-  void *p = bb_arena_alloc(d->a, n * elem);
+  void *p = bbi_arena_alloc(d->a, n * elem);
   if (!p) oom(d);
   return p;
 }
@@ -95,7 +95,7 @@ static void opsets(dec *d, bb_opsetlist *out, Onnx__OperatorSetIdProto **in, siz
 
 static bb_shape *shape(dec *d, const Onnx__TensorShapeProto *in) {
   if (!in) return NULL;
-  bb_shape *s = bb_arena_alloc(d->a, sizeof *s);
+  bb_shape *s = bbi_arena_alloc(d->a, sizeof *s);
   if (!s) return oom(d);
   s->dims = list_alloc(d, in->n_dim, sizeof *s->dims);
   s->rank = s->cap = s->dims ? in->n_dim : 0;
@@ -118,7 +118,7 @@ static bb_shape *shape(dec *d, const Onnx__TensorShapeProto *in) {
 
 static bb_type *type(dec *d, const Onnx__TypeProto *in) {
   if (!in) return NULL;
-  bb_type *t = bb_arena_alloc(d->a, sizeof *t);
+  bb_type *t = bbi_arena_alloc(d->a, sizeof *t);
   if (!t) return oom(d);
   t->denotation = str(d, in->denotation);
   const ProtobufCMessage *inner = NULL;
@@ -171,7 +171,7 @@ static bb_type *type(dec *d, const Onnx__TypeProto *in) {
 
 static bb_tensor_proto *tensor(dec *d, const Onnx__TensorProto *in) {
   if (!in) return NULL;
-  bb_tensor_proto *t = bb_arena_alloc(d->a, sizeof *t);
+  bb_tensor_proto *t = bbi_arena_alloc(d->a, sizeof *t);
   if (!t) return oom(d);
   t->name = str(d, in->name);
   t->doc_string = str(d, in->doc_string);
@@ -202,7 +202,7 @@ static bb_graph *graph(dec *d, const Onnx__GraphProto *in);
 static void vilist(dec *d, bb_vilist *out, Onnx__ValueInfoProto **in, size_t n) {
   LIST_INIT(d, out, n);
   for (size_t i = 0; i < out->len; i++) {
-    bb_value_info *v = out->items[i] = bb_arena_alloc(d->a, sizeof *v);
+    bb_value_info *v = out->items[i] = bbi_arena_alloc(d->a, sizeof *v);
     if (!v) { oom(d); out->len = i; return; }
     v->name = str(d, in[i]->name);
     v->type = type(d, in[i]->type);
@@ -213,7 +213,7 @@ static void vilist(dec *d, bb_vilist *out, Onnx__ValueInfoProto **in, size_t n) 
 }
 
 static bb_attr *attr(dec *d, const Onnx__AttributeProto *in) {
-  bb_attr *a = bb_arena_alloc(d->a, sizeof *a);
+  bb_attr *a = bbi_arena_alloc(d->a, sizeof *a);
   if (!a) return oom(d);
   a->name = str(d, in->name);
   a->ref_attr_name = str(d, in->ref_attr_name);
@@ -254,7 +254,7 @@ static void attrlist(dec *d, bb_attrlist *out, Onnx__AttributeProto **in, size_t
 }
 
 static bb_ir_node *node(dec *d, const Onnx__NodeProto *in) {
-  bb_ir_node *n = bb_arena_alloc(d->a, sizeof *n);
+  bb_ir_node *n = bbi_arena_alloc(d->a, sizeof *n);
   if (!n) return oom(d);
   n->name = str(d, in->name);
   n->op_type = str(d, in->op_type);
@@ -275,7 +275,7 @@ static void nodelist(dec *d, bb_nodelist *out, Onnx__NodeProto **in, size_t n) {
 }
 
 static bb_graph *graph(dec *d, const Onnx__GraphProto *in) {
-  bb_graph *g = bb_arena_alloc(d->a, sizeof *g);
+  bb_graph *g = bbi_arena_alloc(d->a, sizeof *g);
   if (!g) return oom(d);
   g->name = str(d, in->name);
   g->doc_string = str(d, in->doc_string);
@@ -291,7 +291,7 @@ static bb_graph *graph(dec *d, const Onnx__GraphProto *in) {
 }
 
 static bb_function *function(dec *d, const Onnx__FunctionProto *in) {
-  bb_function *f = bb_arena_alloc(d->a, sizeof *f);
+  bb_function *f = bbi_arena_alloc(d->a, sizeof *f);
   if (!f) return oom(d);
   f->name = str(d, in->name);
   f->domain = str(d, in->domain);
@@ -336,11 +336,11 @@ int bb_model_decode(const uint8_t *data, size_t len, const bb_allocator *alloc,
   uint32_t max_depth = limits && limits->max_depth ? limits->max_depth : 64;
   if (len > max_bytes)
     return bb_error_set(err, BB_ERR_LIMIT, "model is %zu bytes, over the %zu-byte limit", len, max_bytes);
-  int rc = bb_pb_scan(&onnx__model_proto__descriptor, data, len, max_depth, err);
+  int rc = bbi_pb_scan(&onnx__model_proto__descriptor, data, len, max_depth, err);
   if (rc) return rc;
 
   if (!alloc) alloc = bb_default_allocator();
-  ProtobufCAllocator pa = bb_pb_allocator(alloc);
+  ProtobufCAllocator pa = bbi_pb_allocator(alloc);
   Onnx__ModelProto *pm = onnx__model_proto__unpack(&pa, len, data);
   if (!pm)
     return bb_error_set(err, BB_ERR_NOMEM, "ModelProto: protobuf-c could not unpack %zu well-formed bytes "
@@ -365,9 +365,9 @@ int bb_tensor_proto_decode(bb_model *m, const uint8_t *data, size_t len, bb_tens
   if (!m || !out || (!data && len))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "bb_tensor_proto_decode: NULL argument");
   *out = NULL;
-  int rc = bb_pb_scan(&onnx__tensor_proto__descriptor, data, len, 64, err);
+  int rc = bbi_pb_scan(&onnx__tensor_proto__descriptor, data, len, 64, err);
   if (rc) return rc;
-  ProtobufCAllocator pa = bb_pb_allocator(bb_arena_allocator(m->arena));
+  ProtobufCAllocator pa = bbi_pb_allocator(bbi_arena_allocator(m->arena));
   Onnx__TensorProto *pt = onnx__tensor_proto__unpack(&pa, len, data);
   if (!pt) return bb_error_set(err, BB_ERR_NOMEM, "TensorProto: out of memory unpacking %zu bytes", len);
   dec d = {m, m->arena, 0};

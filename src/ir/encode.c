@@ -6,7 +6,7 @@
 
 #include "onnx.pb-c.h"
 #include "ir/pb.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct enc {
   bb_arena *a;
@@ -20,12 +20,12 @@ static void *fail(enc *e, int rc) {
 }
 
 static void *alloc(enc *e, size_t size) {
-  void *p = bb_arena_alloc(e->a, size);
+  void *p = bbi_arena_alloc(e->a, size);
   return p ? p : fail(e, BB_ERR_NOMEM);
 }
 
 static void attach(enc *e, ProtobufCMessage *msg, bb_bytes extra) {
-  int rc = bb_pb_restore_extra(msg, extra, e->a, e->err);
+  int rc = bbi_pb_restore_extra(msg, extra, e->a, e->err);
   if (rc) fail(e, rc);
 }
 
@@ -427,8 +427,8 @@ int bb_model_encode(const bb_model *m, uint8_t **out, size_t *out_len, bb_error 
   *out_len = 0;
   int rc = check_model(m, err);
   if (rc) return rc;
-  const bb_allocator *al = bb_arena_allocator(m->arena);
-  enc e = {bb_arena_new(al), err, 0};
+  const bb_allocator *al = bbi_arena_allocator(m->arena);
+  enc e = {bbi_arena_new(al), err, 0};
   if (!e.a) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   Onnx__ModelProto pm;
   onnx__model_proto__init(&pm);
@@ -451,18 +451,18 @@ int bb_model_encode(const bb_model *m, uint8_t **out, size_t *out_len, bb_error 
   }
   attach(&e, &pm.base, m->extra);
   if (e.rc) {
-    bb_arena_free(e.a);
+    bbi_arena_free(e.a);
     if (e.rc == BB_ERR_NOMEM) return bb_error_set(err, BB_ERR_NOMEM, "out of memory while encoding");
     return e.rc;
   }
   size_t n = protobuf_c_message_get_packed_size(&pm.base);
   uint8_t *buf = al->malloc(n ? n : 1, al->user_data);
   if (!buf) {
-    bb_arena_free(e.a);
+    bbi_arena_free(e.a);
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory for a %zu-byte encoding", n);
   }
   protobuf_c_message_pack(&pm.base, buf);
-  bb_arena_free(e.a);
+  bbi_arena_free(e.a);
   *out = buf;
   *out_len = n;
   return 0;
@@ -473,17 +473,17 @@ int bb_tensor_proto_encode(const bb_tensor_proto *t, uint8_t **out, size_t *out_
   *out = NULL;
   *out_len = 0;
   const bb_allocator *al = bb_default_allocator();
-  enc e = {bb_arena_new(al), err, 0};
+  enc e = {bbi_arena_new(al), err, 0};
   if (!e.a) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   Onnx__TensorProto *pt = tensor(&e, t);
   if (e.rc || !pt) {
-    bb_arena_free(e.a);
+    bbi_arena_free(e.a);
     return e.rc == BB_ERR_NOMEM || !e.rc ? bb_error_set(err, BB_ERR_NOMEM, "out of memory while encoding") : e.rc;
   }
   size_t n = protobuf_c_message_get_packed_size(&pt->base);
   uint8_t *buf = al->malloc(n ? n : 1, al->user_data);
   if (buf) protobuf_c_message_pack(&pt->base, buf);
-  bb_arena_free(e.a);
+  bbi_arena_free(e.a);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory for a %zu-byte encoding", n);
   *out = buf;
   *out_len = n;

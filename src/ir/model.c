@@ -50,11 +50,11 @@ int64_t bb_tensor_proto_numel(const bb_tensor_proto *t) {
 /* ---- lifetime ------------------------------------------------------------------- */
 
 bb_model *bb_model_new(const bb_allocator *alloc) {
-  bb_arena *a = bb_arena_new(alloc);
+  bb_arena *a = bbi_arena_new(alloc);
   if (!a) return NULL;
-  bb_model *m = bb_arena_alloc(a, sizeof *m);
+  bb_model *m = bbi_arena_alloc(a, sizeof *m);
   if (!m) {
-    bb_arena_free(a);
+    bbi_arena_free(a);
     return NULL;
   }
   m->arena = a;
@@ -62,13 +62,13 @@ bb_model *bb_model_new(const bb_allocator *alloc) {
 }
 
 void bb_model_free(bb_model *model) {
-  if (model) bb_arena_free(model->arena);
+  if (model) bbi_arena_free(model->arena);
 }
 
-char *bb_model_strdup(bb_model *m, const char *s) { return bb_arena_strdup(m->arena, s); }
+char *bb_model_strdup(bb_model *m, const char *s) { return bbi_arena_strdup(m->arena, s); }
 
 int bb_model_set_string(bb_model *m, char **field, const char *s) {
-  char *copy = bb_arena_strdup(m->arena, s);
+  char *copy = bbi_arena_strdup(m->arena, s);
   if (s && !copy) return BB_ERR_NOMEM;
   *field = copy;
   return 0;
@@ -85,16 +85,16 @@ const char *bb_kv_get(const bb_kvlist *list, const char *key) {
 }
 
 int bb_kv_append(bb_model *m, bb_kvlist *list, const char *key, const char *value) {
-  bb_kv kv = {bb_arena_strdup(m->arena, key ? key : ""), bb_arena_strdup(m->arena, value ? value : ""),
+  bb_kv kv = {bbi_arena_strdup(m->arena, key ? key : ""), bbi_arena_strdup(m->arena, value ? value : ""),
               {NULL, 0}};
   if (!kv.key || !kv.value) return BB_ERR_NOMEM;
-  return BB_ARENA_PUSH(m->arena, list, kv);
+  return BBI_ARENA_PUSH(m->arena, list, kv);
 }
 
 int bb_kv_upsert(bb_model *m, bb_kvlist *list, const char *key, const char *value) {
   for (size_t i = 0; i < list->len; i++) {
     if (!str_eq(list->items[i].key, key)) continue;
-    char *v = bb_arena_strdup(m->arena, value ? value : "");
+    char *v = bbi_arena_strdup(m->arena, value ? value : "");
     if (!v) return BB_ERR_NOMEM;
     list->items[i].value = v;
     /* later duplicates would contradict the value just set */
@@ -120,9 +120,9 @@ size_t bb_kv_remove(bb_kvlist *list, const char *key) {
 
 int bb_strlist_insert(bb_model *m, bb_strlist *list, size_t index, const char *s) {
   if (index > list->len) return BB_ERR_INVALID_ARGUMENT;
-  char *copy = bb_arena_strdup(m->arena, s ? s : "");
+  char *copy = bbi_arena_strdup(m->arena, s ? s : "");
   if (!copy) return BB_ERR_NOMEM;
-  if (bb_arena_reserve(m->arena, (void **)&list->items, &list->cap, list->len, sizeof *list->items))
+  if (bbi_arena_reserve(m->arena, (void **)&list->items, &list->cap, list->len, sizeof *list->items))
     return BB_ERR_NOMEM;
   memmove(list->items + index + 1, list->items + index, (list->len - index) * sizeof *list->items);
   list->items[index] = copy;
@@ -169,32 +169,32 @@ int bb_opset_set(bb_model *m, bb_opsetlist *list, const char *domain, int64_t ve
       return 0;
     }
   }
-  bb_opset o = {bb_arena_strdup(m->arena, domain ? domain : ""), true, version, {NULL, 0}};
+  bb_opset o = {bbi_arena_strdup(m->arena, domain ? domain : ""), true, version, {NULL, 0}};
   if (!o.domain) return BB_ERR_NOMEM;
-  return BB_ARENA_PUSH(m->arena, list, o);
+  return BBI_ARENA_PUSH(m->arena, list, o);
 }
 
 /* ---- types ------------------------------------------------------------------------- */
 
 bb_type *bb_type_new(bb_model *m, bb_type_kind kind) {
-  bb_type *t = bb_arena_alloc(m->arena, sizeof *t);
+  bb_type *t = bbi_arena_alloc(m->arena, sizeof *t);
   if (t) t->kind = kind;
   return t;
 }
 
 int bb_type_add_dim(bb_model *m, bb_type *type, int64_t value, const char *param) {
-  if (!type->shape && !(type->shape = bb_arena_alloc(m->arena, sizeof *type->shape))) return BB_ERR_NOMEM;
+  if (!type->shape && !(type->shape = bbi_arena_alloc(m->arena, sizeof *type->shape))) return BB_ERR_NOMEM;
   bb_dim d;
   memset(&d, 0, sizeof d);
   if (param) {
     d.kind = BB_DIM_PARAM;
-    if (!(d.param = bb_arena_strdup(m->arena, param))) return BB_ERR_NOMEM;
+    if (!(d.param = bbi_arena_strdup(m->arena, param))) return BB_ERR_NOMEM;
   } else if (value >= 0) {
     d.kind = BB_DIM_VALUE;
     d.value = value;
   }
   bb_shape *s = type->shape;
-  if (bb_arena_reserve(m->arena, (void **)&s->dims, &s->cap, s->rank, sizeof *s->dims)) return BB_ERR_NOMEM;
+  if (bbi_arena_reserve(m->arena, (void **)&s->dims, &s->cap, s->rank, sizeof *s->dims)) return BB_ERR_NOMEM;
   s->dims[s->rank++] = d;
   return 0;
 }
@@ -205,7 +205,7 @@ bb_type *bb_type_new_tensor(bb_model *m, int32_t elem_type, int rank, const int6
   t->has_elem_type = true;
   t->elem_type = elem_type;
   if (rank < 0) return t;
-  if (!(t->shape = bb_arena_alloc(m->arena, sizeof *t->shape))) return NULL;
+  if (!(t->shape = bbi_arena_alloc(m->arena, sizeof *t->shape))) return NULL;
   for (int i = 0; i < rank; i++)
     if (bb_type_add_dim(m, t, dims ? dims[i] : -1, NULL)) return NULL;
   return t;
@@ -214,10 +214,10 @@ bb_type *bb_type_new_tensor(bb_model *m, int32_t elem_type, int rank, const int6
 /* ---- value infos ---------------------------------------------------------------------- */
 
 bb_value_info *bb_vilist_add(bb_model *m, bb_vilist *list, const char *name, bb_type *type) {
-  bb_value_info *v = bb_arena_alloc(m->arena, sizeof *v);
-  if (!v || !(v->name = bb_arena_strdup(m->arena, name ? name : ""))) return NULL;
+  bb_value_info *v = bbi_arena_alloc(m->arena, sizeof *v);
+  if (!v || !(v->name = bbi_arena_strdup(m->arena, name ? name : ""))) return NULL;
   v->type = type;
-  return BB_ARENA_PUSH(m->arena, list, v) ? NULL : v;
+  return BBI_ARENA_PUSH(m->arena, list, v) ? NULL : v;
 }
 
 bb_value_info *bb_vilist_find(const bb_vilist *list, const char *name) {
@@ -237,18 +237,18 @@ int bb_vilist_remove(bb_vilist *list, size_t index) {
 
 bb_tensor_proto *bb_tensor_proto_new(bb_model *m, const char *name, int32_t data_type, size_t n_dims,
                                      const int64_t *dims) {
-  bb_tensor_proto *t = bb_arena_alloc(m->arena, sizeof *t);
+  bb_tensor_proto *t = bbi_arena_alloc(m->arena, sizeof *t);
   if (!t) return NULL;
-  if (name && !(t->name = bb_arena_strdup(m->arena, name))) return NULL;
+  if (name && !(t->name = bbi_arena_strdup(m->arena, name))) return NULL;
   t->has_data_type = true;
   t->data_type = data_type;
-  if (n_dims && !(t->dims = bb_arena_memdup(m->arena, dims, n_dims * sizeof *dims))) return NULL;
+  if (n_dims && !(t->dims = bbi_arena_memdup(m->arena, dims, n_dims * sizeof *dims))) return NULL;
   t->n_dims = n_dims;
   return t;
 }
 
 int bb_tensor_proto_set_raw(bb_model *m, bb_tensor_proto *t, const void *data, size_t len) {
-  uint8_t *copy = len ? bb_arena_bytesdup(m->arena, data, len) : NULL;
+  uint8_t *copy = len ? bbi_arena_bytesdup(m->arena, data, len) : NULL;
   if (len && !copy) return BB_ERR_NOMEM;
   t->has_raw_data = true;
   t->raw_data.data = copy;
@@ -257,7 +257,7 @@ int bb_tensor_proto_set_raw(bb_model *m, bb_tensor_proto *t, const void *data, s
 }
 
 int bb_tensorlist_append(bb_model *m, bb_tensorlist *list, bb_tensor_proto *t) {
-  return BB_ARENA_PUSH(m->arena, list, t);
+  return BBI_ARENA_PUSH(m->arena, list, t);
 }
 
 /* ---- attributes ------------------------------------------------------------------------ */
@@ -270,8 +270,8 @@ bb_attr *bb_attr_find(const bb_attrlist *list, const char *name) {
 
 /* A fresh attribute of that name and type, replacing an existing one in place. */
 static bb_attr *attr_slot(bb_model *m, bb_attrlist *list, const char *name, bb_attr_type type) {
-  bb_attr *a = bb_arena_alloc(m->arena, sizeof *a);
-  if (!a || !(a->name = bb_arena_strdup(m->arena, name ? name : ""))) return NULL;
+  bb_attr *a = bbi_arena_alloc(m->arena, sizeof *a);
+  if (!a || !(a->name = bbi_arena_strdup(m->arena, name ? name : ""))) return NULL;
   a->has_type = true;
   a->type = type;
   for (size_t i = 0; i < list->len; i++) {
@@ -280,7 +280,7 @@ static bb_attr *attr_slot(bb_model *m, bb_attrlist *list, const char *name, bb_a
       return a;
     }
   }
-  return BB_ARENA_PUSH(m->arena, list, a) ? NULL : a;
+  return BBI_ARENA_PUSH(m->arena, list, a) ? NULL : a;
 }
 
 bb_attr *bb_attr_set_float(bb_model *m, bb_attrlist *list, const char *name, float v) {
@@ -296,7 +296,7 @@ bb_attr *bb_attr_set_int(bb_model *m, bb_attrlist *list, const char *name, int64
 }
 
 bb_attr *bb_attr_set_bytes(bb_model *m, bb_attrlist *list, const char *name, const void *v, size_t len) {
-  uint8_t *copy = len ? bb_arena_bytesdup(m->arena, v, len) : NULL;
+  uint8_t *copy = len ? bbi_arena_bytesdup(m->arena, v, len) : NULL;
   if (len && !copy) return NULL;
   bb_attr *a = attr_slot(m, list, name, BB_ATTR_STRING);
   if (a) a->has_s = true, a->s.data = copy, a->s.len = len;
@@ -308,7 +308,7 @@ bb_attr *bb_attr_set_string(bb_model *m, bb_attrlist *list, const char *name, co
 }
 
 bb_attr *bb_attr_set_floats(bb_model *m, bb_attrlist *list, const char *name, const float *v, size_t n) {
-  float *copy = n ? bb_arena_memdup(m->arena, v, n * sizeof *v) : NULL;
+  float *copy = n ? bbi_arena_memdup(m->arena, v, n * sizeof *v) : NULL;
   if (n && !copy) return NULL;
   bb_attr *a = attr_slot(m, list, name, BB_ATTR_FLOATS);
   if (a) a->floats = copy, a->n_floats = n;
@@ -316,7 +316,7 @@ bb_attr *bb_attr_set_floats(bb_model *m, bb_attrlist *list, const char *name, co
 }
 
 bb_attr *bb_attr_set_ints(bb_model *m, bb_attrlist *list, const char *name, const int64_t *v, size_t n) {
-  int64_t *copy = n ? bb_arena_memdup(m->arena, v, n * sizeof *v) : NULL;
+  int64_t *copy = n ? bbi_arena_memdup(m->arena, v, n * sizeof *v) : NULL;
   if (n && !copy) return NULL;
   bb_attr *a = attr_slot(m, list, name, BB_ATTR_INTS);
   if (a) a->ints = copy, a->n_ints = n;
@@ -325,11 +325,11 @@ bb_attr *bb_attr_set_ints(bb_model *m, bb_attrlist *list, const char *name, cons
 
 bb_attr *bb_attr_set_strings(bb_model *m, bb_attrlist *list, const char *name, const char *const *v,
                              size_t n) {
-  bb_bytes *copy = n ? bb_arena_alloc(m->arena, n * sizeof *copy) : NULL;
+  bb_bytes *copy = n ? bbi_arena_alloc(m->arena, n * sizeof *copy) : NULL;
   if (n && !copy) return NULL;
   for (size_t i = 0; i < n; i++) {
     copy[i].len = strlen(v[i]);
-    if (copy[i].len && !(copy[i].data = bb_arena_bytesdup(m->arena, v[i], copy[i].len))) return NULL;
+    if (copy[i].len && !(copy[i].data = bbi_arena_bytesdup(m->arena, v[i], copy[i].len))) return NULL;
   }
   bb_attr *a = attr_slot(m, list, name, BB_ATTR_STRINGS);
   if (a) a->strings = copy, a->n_strings = n;
@@ -377,7 +377,7 @@ const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const 
   const bb_attr *a = bb_attr_find(list, name);
   if (!a || a->type != BB_ATTR_STRING) return dflt;
   if (!a->s.len) return "";
-  /* bytes the IR stores carry a terminating NUL (bb_arena_bytesdup) */
+  /* bytes the IR stores carry a terminating NUL (bbi_arena_bytesdup) */
   if (memchr(a->s.data, 0, a->s.len)) return dflt;
   return (const char *)a->s.data;
 }
@@ -385,17 +385,17 @@ const char *bb_attr_get_string(const bb_attrlist *list, const char *name, const 
 /* ---- nodes ------------------------------------------------------------------------------ */
 
 bb_ir_node *bb_ir_node_new(bb_model *m, const char *op_type, const char *domain, const char *name) {
-  bb_ir_node *n = bb_arena_alloc(m->arena, sizeof *n);
+  bb_ir_node *n = bbi_arena_alloc(m->arena, sizeof *n);
   if (!n) return NULL;
-  if (!(n->op_type = bb_arena_strdup(m->arena, op_type ? op_type : ""))) return NULL;
-  if (domain && !(n->domain = bb_arena_strdup(m->arena, domain))) return NULL;
-  if (name && !(n->name = bb_arena_strdup(m->arena, name))) return NULL;
+  if (!(n->op_type = bbi_arena_strdup(m->arena, op_type ? op_type : ""))) return NULL;
+  if (domain && !(n->domain = bbi_arena_strdup(m->arena, domain))) return NULL;
+  if (name && !(n->name = bbi_arena_strdup(m->arena, name))) return NULL;
   return n;
 }
 
 int bb_nodelist_insert(bb_model *m, bb_nodelist *list, size_t index, bb_ir_node *node) {
   if (index > list->len || !node) return BB_ERR_INVALID_ARGUMENT;
-  if (bb_arena_reserve(m->arena, (void **)&list->items, &list->cap, list->len, sizeof *list->items))
+  if (bbi_arena_reserve(m->arena, (void **)&list->items, &list->cap, list->len, sizeof *list->items))
     return BB_ERR_NOMEM;
   memmove(list->items + index + 1, list->items + index, (list->len - index) * sizeof *list->items);
   list->items[index] = node;
@@ -430,22 +430,22 @@ bb_ir_node *bb_nodelist_producer(const bb_nodelist *list, const char *value) {
 /* ---- graphs and functions ------------------------------------------------------------------ */
 
 bb_graph *bb_graph_new(bb_model *m, const char *name) {
-  bb_graph *g = bb_arena_alloc(m->arena, sizeof *g);
-  if (g && name && !(g->name = bb_arena_strdup(m->arena, name))) return NULL;
+  bb_graph *g = bbi_arena_alloc(m->arena, sizeof *g);
+  if (g && name && !(g->name = bbi_arena_strdup(m->arena, name))) return NULL;
   return g;
 }
 
 bb_function *bb_function_new(bb_model *m, const char *name, const char *domain) {
-  bb_function *f = bb_arena_alloc(m->arena, sizeof *f);
+  bb_function *f = bbi_arena_alloc(m->arena, sizeof *f);
   if (!f) return NULL;
-  if (!(f->name = bb_arena_strdup(m->arena, name ? name : ""))) return NULL;
-  if (domain && !(f->domain = bb_arena_strdup(m->arena, domain))) return NULL;
+  if (!(f->name = bbi_arena_strdup(m->arena, name ? name : ""))) return NULL;
+  if (domain && !(f->domain = bbi_arena_strdup(m->arena, domain))) return NULL;
   return f;
 }
 
 int bb_model_add_function(bb_model *m, bb_function *f) {
   if (!f) return BB_ERR_INVALID_ARGUMENT;
-  return BB_ARENA_PUSH(m->arena, &m->functions, f);
+  return BBI_ARENA_PUSH(m->arena, &m->functions, f);
 }
 
 bb_function *bb_model_find_function(const bb_model *m, const char *domain, const char *name) {

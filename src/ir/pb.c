@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/error.h"
+#include "bb/common.h"
 
 /* ---- wire primitives ------------------------------------------------------------- */
 
@@ -53,13 +53,13 @@ static bool valid_utf8_no_nul(const uint8_t *s, size_t n, size_t *bad) {
 
 /* ---- structural scan -------------------------------------------------------------- */
 
-#define BB_PB_PATH_MAX 384
+#define BBI_PB_PATH_MAX 384
 
 typedef struct scan_ctx {
   const uint8_t *data;
   uint32_t max_depth;
   bb_error *err;
-  char path[BB_PB_PATH_MAX];
+  char path[BBI_PB_PATH_MAX];
 } scan_ctx;
 
 static const char *short_name(const ProtobufCMessageDescriptor *d) {
@@ -202,7 +202,7 @@ static int scan_message(scan_ctx *c, const ProtobufCMessageDescriptor *d, size_t
   return 0;
 }
 
-int bb_pb_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
+int bbi_pb_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
                uint32_t max_depth, bb_error *err) {
   scan_ctx c;
   c.data = data;
@@ -248,7 +248,7 @@ static void field_clear(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) 
   if (f->quantifier_offset) *(protobuf_c_boolean *)(base + f->quantifier_offset) = 0;
 }
 
-int bb_pb_capture_extra(const ProtobufCMessage *msg, const uint32_t *keep, size_t n_keep,
+int bbi_pb_capture_extra(const ProtobufCMessage *msg, const uint32_t *keep, size_t n_keep,
                         bb_arena *arena, bb_bytes *out) {
   const ProtobufCMessageDescriptor *d = msg->descriptor;
   out->data = NULL;
@@ -265,7 +265,7 @@ int bb_pb_capture_extra(const ProtobufCMessage *msg, const uint32_t *keep, size_
   for (unsigned i = 0; i < d->n_fields; i++)
     if (!in_keep(d->fields[i].id, keep, n_keep)) field_clear(copy, &d->fields[i]);
   size_t n = protobuf_c_message_get_packed_size(copy);
-  uint8_t *buf = n ? bb_arena_alloc(arena, n) : NULL;
+  uint8_t *buf = n ? bbi_arena_alloc(arena, n) : NULL;
   if (n && !buf) {
     free(copy);
     return BB_ERR_NOMEM;
@@ -277,14 +277,14 @@ int bb_pb_capture_extra(const ProtobufCMessage *msg, const uint32_t *keep, size_
   return 0;
 }
 
-int bb_pb_restore_extra(ProtobufCMessage *msg, bb_bytes extra, bb_arena *arena, bb_error *err) {
+int bbi_pb_restore_extra(ProtobufCMessage *msg, bb_bytes extra, bb_arena *arena, bb_error *err) {
   if (!extra.len) return 0;
   size_t count = 0, pos = 0;
   /* Two passes: count, then fill. Each unknown field's data is everything after its tag. */
   for (int pass = 0; pass < 2; pass++) {
     ProtobufCMessageUnknownField *fields = NULL;
     if (pass == 1) {
-      fields = bb_arena_alloc(arena, count * sizeof *fields);
+      fields = bbi_arena_alloc(arena, count * sizeof *fields);
       if (!fields) return bb_error_set(err, BB_ERR_NOMEM, "out of memory restoring preserved fields");
       msg->unknown_fields = fields;
       msg->n_unknown_fields = (unsigned)count;
@@ -334,7 +334,7 @@ static void pbc_free(void *ud, void *p) {
   if (p) a->free(p, a->user_data);
 }
 
-ProtobufCAllocator bb_pb_allocator(const bb_allocator *alloc) {
+ProtobufCAllocator bbi_pb_allocator(const bb_allocator *alloc) {
   ProtobufCAllocator a;
   a.alloc = pbc_alloc;
   a.free = pbc_free;

@@ -62,7 +62,7 @@ static int start(bb_model *m, rename_t *r, const char *from, const char *to) {
   if (!from || !to || !*from) return BB_ERR_INVALID_ARGUMENT;
   r->a = m->arena;
   r->from = from;
-  r->to = bb_arena_strdup(m->arena, to);
+  r->to = bbi_arena_strdup(m->arena, to);
   r->changed = 0;
   return r->to ? 0 : BB_ERR_NOMEM;
 }

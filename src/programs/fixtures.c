@@ -225,12 +225,12 @@ static int counting_search(void *self, bb_ctx *ctx, const bb_tensor *query, size
     for (size_t i = 0; i < n; i++) a[i] = ((const float *)bb_tensor_data(query))[0], b[i] = (float)ci->bias;
     rc = bb_ctx_call(ctx, "compute", "Add", in, 2, &sum, 1, err);
   }
-  if (!rc && (!sum || sum->kind != BB_VAL_TENSOR || sum->as.tensor->numel != (int64_t)n))
+  if (!rc && (!sum || bb_val_kind_of(sum) != BB_VAL_TENSOR || bb_val_as_tensor(sum)->numel != (int64_t)n))
     rc = fail(err, BB_ERR_TYPE, "CountingIndex: the backend's Add did not return %zu floats", n);
   if (!rc) {
     ci->backend_adds++;
     ci->last_len = n;
-    memcpy(ci->last_sum, bb_tensor_data(sum->as.tensor), (n < 16 ? n : 16) * sizeof(float));
+    memcpy(ci->last_sum, bb_tensor_data(bb_val_as_tensor(sum)), (n < 16 ? n : 16) * sizeof(float));
     int64_t zero = 0;
     *ids = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_INT64, 1, &zero);
     *distances = f32(ctx, NULL, 0);

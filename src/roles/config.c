@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Finds key in config; value and len then span its value text. */
 static bool find(const char *config, const char *key, const char **value, size_t *len) {

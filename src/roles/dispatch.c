@@ -4,17 +4,17 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* ---- inputs ------------------------------------------------------------------------- */
 
 static int input_tensor(const bb_op_call *call, size_t i, const bb_tensor **out, bb_error *err) {
   const bb_val *v = i < call->n_inputs ? call->inputs[i] : NULL;
   if (!v) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "input %zu of %s is missing", i, call->op_type);
-  if (v->kind != BB_VAL_TENSOR)
+  if (bb_val_kind_of(v) != BB_VAL_TENSOR)
     return bb_error_set(err, BB_ERR_TYPE, "input %zu of %s must be a Tensor, got %s", i, call->op_type,
-                        bb_val_kind_name((int)v->kind));
-  *out = v->as.tensor;
+                        bb_val_kind_name((int)bb_val_kind_of(v)));
+  *out = bb_val_as_tensor(v);
   return 0;
 }
 
@@ -22,7 +22,7 @@ static int input_tensor(const bb_op_call *call, size_t i, const bb_tensor **out,
  * just the fact that one was computed). */
 static const bb_tensor *optional_tensor(const bb_op_call *call, size_t i) {
   const bb_val *v = i < call->n_inputs ? call->inputs[i] : NULL;
-  return v && v->kind == BB_VAL_TENSOR ? v->as.tensor : NULL;
+  return bb_val_as_tensor(v);
 }
 
 static int unsupported(const bb_op_call *call, bb_error *err) {
@@ -143,12 +143,14 @@ int bb_aggregator_dispatch(const bb_aggregator_ops *ops, void *self, bb_ctx *ctx
     const bb_val *first = call->n_inputs ? call->inputs[0] : NULL;
     const bb_peer_id *from = bb_ctx_source(ctx) ? bb_ctx_source(ctx) : bb_ctx_self(ctx);
     /* a bundle [update, metadata...] as one value */
-    if (first && first->kind == BB_VAL_COMPOSITE && first->n && first->as.children[0]->kind == BB_VAL_TENSOR) {
-      bb_val *meta = first->n == 2   ? bb_val_retain(first->as.children[1])
-                     : first->n > 2 ? bb_val_composite(NULL, first->as.children + 1, first->n - 1)
-                                     : NULL;
-      if (first->n > 2 && !meta) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-      int rc = ops->contribute(self, ctx, from, first->as.children[0]->as.tensor, meta, err);
+    const bb_tensor *bundled = bb_val_as_tensor(bb_val_child(first, 0));
+    if (bundled) {
+      size_t n = bb_val_count(first);
+      bb_val *meta = n == 2  ? bb_val_retain(bb_val_child(first, 1))
+                     : n > 2 ? bb_val_composite(NULL, bb_val_children(first) + 1, n - 1)
+                             : NULL;
+      if (n > 2 && !meta) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+      int rc = ops->contribute(self, ctx, from, bundled, meta, err);
       bb_val_release(meta);
       return done(call, rc, err);
     }
@@ -238,8 +240,8 @@ int bb_index_dispatch(const bb_index_ops *ops, void *self, bb_ctx *ctx, const bb
     const bb_val *v = call->n_inputs ? call->inputs[0] : NULL;
     if (!v || !bb_val_is_u64(v))
       return bb_error_set(err, BB_ERR_TYPE, "input 0 of Remove must be an id (U64), got %s",
-                          v ? bb_val_kind_name((int)v->kind) : "nothing");
-    return done(call, ops->remove(self, ctx, v->as.u64, err), err);
+                          v ? bb_val_kind_name((int)bb_val_kind_of(v)) : "nothing");
+    return done(call, ops->remove(self, ctx, bb_val_as_u64(v), err), err);
   }
   if (is(call, "Train")) {
     if (!ops->train) return done(call, 0, err);

@@ -14,14 +14,14 @@
 
 #include "runtime/book.h"
 #include "runtime/steps.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 
 #define MAX_ADDRS_PER_PEER 8
 
 static size_t slot_of(const rt_book *b, const bb_peer_id *p) {
-  return (size_t)bb_fnv1a64(p->bytes, p->len) & (b->n_slots - 1);
+  return (size_t)bbi_fnv1a64(p->bytes, p->len) & (b->n_slots - 1);
 }
 
 /* The index slot holding peer p, or the empty slot where it would go. */
@@ -41,10 +41,10 @@ void rt_book_touch(rt_book *b, rt_peer_entry *e) { e->last_used = ++b->clock; }
 
 static int rehash(bb_node *n, size_t n_slots) {
   rt_book *b = &n->book;
-  uint32_t *slots = bb_mem_alloc(n->alloc, n_slots * sizeof *slots);
+  uint32_t *slots = bbi_mem_alloc(n->alloc, n_slots * sizeof *slots);
   if (!slots) return BB_ERR_NOMEM;
   for (size_t i = 0; i < n_slots; i++) slots[i] = RT_NONE;
-  bb_mem_free(n->alloc, b->slots);
+  bbi_mem_free(n->alloc, b->slots);
   b->slots = slots;
   b->n_slots = n_slots;
   for (size_t k = 0; k < b->len; k++) slots[probe(b, &b->items[k].peer)] = (uint32_t)k;
@@ -88,11 +88,11 @@ rt_peer_entry *rt_book_get(bb_node *n, const bb_peer_id *p) {
   if (b->len >= n->cfg.max_peers) {
     if ((k = eviction_victim(n)) == RT_NONE) return NULL;
     unindex(b, k);
-    bb_mem_free(n->alloc, b->items[k].addrs);
+    bbi_mem_free(n->alloc, b->items[k].addrs);
     rt_count(n, "book.evicted", 1);
   } else {
     if ((b->len + 1) * 2 > b->n_slots && rehash(n, b->n_slots ? b->n_slots * 2 : 64)) return NULL;
-    if (bb_mem_grow(n->alloc, (void **)&b->items, &b->cap, b->len + 1, sizeof *b->items)) return NULL;
+    if (bbi_mem_grow(n->alloc, (void **)&b->items, &b->cap, b->len + 1, sizeof *b->items)) return NULL;
     k = (uint32_t)b->len++;
   }
   e = &b->items[k];
@@ -122,7 +122,7 @@ int rt_book_add(bb_node *n, const bb_peer_id *p, const bb_address *a) {
   for (size_t i = 0; i < e->n_addrs; i++)
     if (same_address(&e->addrs[i], a)) return 0;
   if (e->n_addrs >= MAX_ADDRS_PER_PEER) return BB_ERR_EXISTS;
-  bb_address *grown = bb_mem_realloc(n->alloc, e->addrs, (e->n_addrs + 1) * sizeof *grown);
+  bb_address *grown = bbi_mem_realloc(n->alloc, e->addrs, (e->n_addrs + 1) * sizeof *grown);
   if (!grown) return BB_ERR_NOMEM;
   e->addrs = grown;
   e->addrs[e->n_addrs++] = *a;
@@ -141,9 +141,9 @@ int rt_book_add_admitted(bb_node *n, const bb_peer_id *p, const bb_address *a, b
 }
 
 void rt_book_free(bb_node *n) {
-  for (size_t i = 0; i < n->book.len; i++) bb_mem_free(n->alloc, n->book.items[i].addrs);
-  bb_mem_free(n->alloc, n->book.items);
-  bb_mem_free(n->alloc, n->book.slots);
+  for (size_t i = 0; i < n->book.len; i++) bbi_mem_free(n->alloc, n->book.items[i].addrs);
+  bbi_mem_free(n->alloc, n->book.items);
+  bbi_mem_free(n->alloc, n->book.slots);
   memset(&n->book, 0, sizeof n->book);
 }
 
@@ -161,7 +161,7 @@ int bb_node_add_peer(bb_node *n, const bb_peer_id *peer, const bb_address *addre
 void bb_node_forget_peer(bb_node *n, const bb_peer_id *peer) {
   rt_peer_entry *e = rt_book_find(&n->book, peer);
   if (!e) return;
-  bb_mem_free(n->alloc, e->addrs);
+  bbi_mem_free(n->alloc, e->addrs);
   e->addrs = NULL;
   e->n_addrs = 0;
 }

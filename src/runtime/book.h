@@ -1,7 +1,7 @@
 /* The address book: peer id → addresses, the per-peer block flag, when data was last
  * sent to each peer, and who may enter it (see book.c). */
-#ifndef BB_RUNTIME_BOOK_H
-#define BB_RUNTIME_BOOK_H
+#ifndef BBI_RUNTIME_BOOK_H
+#define BBI_RUNTIME_BOOK_H
 
 #include "runtime/node.h"
 
@@ -24,4 +24,4 @@ int rt_book_add_admitted(bb_node *n, const bb_peer_id *p, const bb_address *a, b
 /* Frees the node's book and empties it. */
 void rt_book_free(bb_node *n);
 
-#endif /* BB_RUNTIME_BOOK_H */
+#endif /* BBI_RUNTIME_BOOK_H */

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "runtime/node.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* The domain an op of the role is called in; a protocol's calls carry the framework's. */
 static const char *role_domain(bb_role role) {

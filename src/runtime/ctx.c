@@ -7,7 +7,7 @@
 #include "runtime/send.h"
 #include "runtime/steps.h"
 #include "runtime/timers.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static bb_ctx make_ctx(bb_node *n, rt_component *c, rt_exec *e) {
   bb_ctx ctx = {n, c, e, n->now, 0, NULL};
@@ -156,9 +156,9 @@ int bb_ctx_emit(bb_ctx *ctx, const char *topic, bb_val *value, bb_error *err) {
   }
   s->topic = rt_step_str(n, topic);
   s->value = value;
-  if (value->kind == BB_VAL_BYTES) {
-    s->bytes = value->as.bytes;
-    s->len = value->n;
+  if (bb_val_kind_of(value) == BB_VAL_BYTES) {
+    s->bytes = bb_val_as_bytes(value);
+    s->len = bb_val_count(value);
   }
   return 0;
 }

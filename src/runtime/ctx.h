@@ -1,7 +1,7 @@
 /* Components at run time: op calls, control-plane messages and component timers, each
  * with a bb_ctx for what the component may reach. */
-#ifndef BB_RUNTIME_CTX_H
-#define BB_RUNTIME_CTX_H
+#ifndef BBI_RUNTIME_CTX_H
+#define BBI_RUNTIME_CTX_H
 
 #include "runtime/node.h"
 
@@ -12,4 +12,4 @@ void rt_component_timer(bb_node *n, uint32_t component, uint64_t token);
 /* Hands a control-plane fill to the component its address numbers; refusals are steps. */
 void rt_component_message(bb_node *n, rt_event *ev, rt_fill *f);
 
-#endif /* BB_RUNTIME_CTX_H */
+#endif /* BBI_RUNTIME_CTX_H */

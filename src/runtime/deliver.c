@@ -12,7 +12,7 @@
 #include "runtime/engine.h"
 #include "runtime/ingress.h"
 #include "runtime/steps.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"
@@ -74,8 +74,8 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
   if (comp && op) {
     f->site = UINT64_MAX;
     f->component = (uint32_t)comp->value;
-    f->op = bb_mem_strdup(n->alloc, op->op);
-    f->payload = bb_mem_alloc(n->alloc, sf->payload.len);
+    f->op = bbi_mem_strdup(n->alloc, op->op);
+    f->payload = bbi_mem_alloc(n->alloc, sf->payload.len);
     if (!f->op || !f->payload) {
       fill_failed(n, from, index, sf->type_hash, sf->payload.len, "out_of_memory", "out of memory");
       return 1;
@@ -113,7 +113,7 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
   rt_event ev = {.kind = RT_EV_ENVELOPE, .at = n->now, .from = *from};
   ev.wire_req_id = env->has_correlation ? env->wire_req_id : 0;
   ev.remaining_deadline_ns = env->remaining_deadline_ns;
-  ev.fills = env->n_fills ? bb_mem_calloc(n->alloc, env->n_fills, sizeof *ev.fills) : NULL;
+  ev.fills = env->n_fills ? bbi_mem_calloc(n->alloc, env->n_fills, sizeof *ev.fills) : NULL;
   if (env->n_fills && !ev.fills) {
     bb_envelope_free(env, n->alloc);
     return bb_error_set(err, BB_ERR_NOMEM, "deliver: out of memory");
@@ -122,8 +122,8 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
     rt_fill f = {0};
     if (decode_fill(n, from, &env->fills[i], (int)i, &f) == 0) ev.fills[ev.n_fills++] = f;
     else {
-      bb_mem_free(n->alloc, f.op);
-      bb_mem_free(n->alloc, f.payload);
+      bbi_mem_free(n->alloc, f.op);
+      bbi_mem_free(n->alloc, f.payload);
       bb_val_release(f.value);
     }
   }
@@ -162,11 +162,11 @@ static uint32_t graph_of_site(const bb_node *n, uint64_t site) {
 }
 
 static bool seen_before(bb_node *n, const bb_peer_id *from, uint64_t req, uint64_t site) {
-  uint64_t key = bb_fnv1a64(from->bytes, from->len) ^ (req * 0x9E3779B97F4A7C15ull) ^ (site * 0xC2B2AE3D27D4EB4Full);
+  uint64_t key = bbi_fnv1a64(from->bytes, from->len) ^ (req * 0x9E3779B97F4A7C15ull) ^ (site * 0xC2B2AE3D27D4EB4Full);
   for (size_t i = 0; i < n->dedup.len; i++)
-    if (*(const uint64_t *)bb_ring_at(&n->dedup, i) == key) return true;
-  if (n->dedup.len == n->cfg.dedup_window) bb_ring_pop(&n->dedup, NULL); /* the oldest key leaves */
-  bb_ring_push(&n->dedup, n->alloc, &key); /* out of memory: this key is not remembered */
+    if (*(const uint64_t *)bbi_ring_at(&n->dedup, i) == key) return true;
+  if (n->dedup.len == n->cfg.dedup_window) bbi_ring_pop(&n->dedup, NULL); /* the oldest key leaves */
+  bbi_ring_push(&n->dedup, n->alloc, &key); /* out of memory: this key is not remembered */
   return false;
 }
 
@@ -207,14 +207,16 @@ void rt_route(bb_node *n, rt_event *ev) {
     if (!g || !g->active || !g->is_recv[local]) {
       char msg[200];
       snprintf(msg, sizeof msg, "site %" PRIu64 " is not a wire.Recv payload of a partition this node runs", f->site);
-      fill_failed(n, &ev->from, f->index, bb_val_kind_hash((int)f->value->kind), f->charged, "unknown_site", msg);
+      uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
+      fill_failed(n, &ev->from, f->index, type_hash, f->charged, "unknown_site", msg);
       continue;
     }
     size_t k = 0;
     while (k < n_execs && exec_graph[k] != gi) k++;
     if (k == n_execs) {
       if (n_execs == 8 || !(execs[k] = rt_exec_new(n, gi, NULL, g->target))) {
-        fill_failed(n, &ev->from, f->index, bb_val_kind_hash((int)f->value->kind), f->charged, "execution_limit",
+        uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
+        fill_failed(n, &ev->from, f->index, type_hash, f->charged, "execution_limit",
                     "too many executions alive (max_executions) or out of memory");
         continue;
       }

@@ -1,7 +1,7 @@
 /* The way in: bb_node_deliver checks and decodes an envelope into an ingress event; at
  * poll, routing writes each fill into the wire.Recv it names. */
-#ifndef BB_RUNTIME_DELIVER_H
-#define BB_RUNTIME_DELIVER_H
+#ifndef BBI_RUNTIME_DELIVER_H
+#define BBI_RUNTIME_DELIVER_H
 
 #include "runtime/node.h"
 
@@ -11,4 +11,4 @@ void rt_route(bb_node *n, rt_event *ev);
  * otherwise. */
 bool rt_replayed(bb_node *n, rt_exec *e, uint64_t site);
 
-#endif /* BB_RUNTIME_DELIVER_H */
+#endif /* BBI_RUNTIME_DELIVER_H */

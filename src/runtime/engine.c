@@ -21,7 +21,7 @@
 rt_exec *rt_exec_alloc(bb_node *n, uint32_t graph) {
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
-  rt_exec *e = bb_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
+  rt_exec *e = bbi_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
   if (!e) return NULL;
   e->vals = (bb_val **)(e + 1);
   e->charged = (size_t *)(e->vals + sites);
@@ -78,7 +78,7 @@ void rt_exec_collect(bb_node *n) {
     if (e == n->bootstrap_root) n->bootstrap_root = NULL;
     if (e->parent) rt_exec_unref(n, e->parent);
     n->n_execs--;
-    bb_mem_free(n->alloc, e);
+    bbi_mem_free(n->alloc, e);
   }
 }
 
@@ -92,7 +92,7 @@ static bool ready(const bb_node *n, const rt_exec *e, uint32_t op) {
 }
 
 int rt_push(bb_node *n, rt_exec *e, uint32_t op) {
-  if (bb_ring_push(&n->frontier, n->alloc, &(rt_task){e, op})) {
+  if (bbi_ring_push(&n->frontier, n->alloc, &(rt_task){e, op})) {
     n->failed_nomem = true;
     return BB_ERR_NOMEM;
   }
@@ -120,14 +120,14 @@ void rt_seed(bb_node *n, rt_exec *e) {
 static void drop_unscheduled(bb_node *n, rt_exec *e) {
   size_t kept = 0;
   for (size_t k = 0; k < n->frontier.len; k++) {
-    rt_task t = *(rt_task *)bb_ring_at(&n->frontier, k);
+    rt_task t = *(rt_task *)bbi_ring_at(&n->frontier, k);
     if (t.exec == e && !is_scheduled(e, t.op)) {
       rt_exec_unref(n, e); /* never the last reference: the caller holds e */
       continue;
     }
-    *(rt_task *)bb_ring_at(&n->frontier, kept++) = t;
+    *(rt_task *)bbi_ring_at(&n->frontier, kept++) = t;
   }
-  bb_ring_truncate(&n->frontier, kept);
+  bbi_ring_truncate(&n->frontier, kept);
 }
 
 void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
@@ -148,13 +148,13 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
         for (uint32_t j = 0; j < g->ops[d].n_out; j++) /* stale results must not satisfy readiness */
           if (g->ops[d].out[j] != RT_NONE) rt_write(n, e, g->ops[d].out[j], NULL, 0);
         if (len == cap) {
-          uint32_t *grown = bb_mem_alloc(n->alloc, cap * 2 * sizeof *grown);
+          uint32_t *grown = bbi_mem_alloc(n->alloc, cap * 2 * sizeof *grown);
           if (!grown) {
             n->failed_nomem = true;
             break;
           }
           memcpy(grown, stack, len * sizeof *grown);
-          if (stack != stack_buf) bb_mem_free(n->alloc, stack);
+          if (stack != stack_buf) bbi_mem_free(n->alloc, stack);
           stack = grown;
           cap *= 2;
         }
@@ -162,7 +162,7 @@ void rt_rearm(bb_node *n, rt_exec *e, uint32_t op) {
       }
     }
   }
-  if (stack != stack_buf) bb_mem_free(n->alloc, stack);
+  if (stack != stack_buf) bbi_mem_free(n->alloc, stack);
   drop_unscheduled(n, e);
 }
 
@@ -182,9 +182,9 @@ static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
   s->topic = rt_step_str(n, topic);
   s->value = v;
   s->exec_id = e->id;
-  if (v->kind == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
-    s->bytes = v->as.bytes;
-    s->len = v->n;
+  if (bb_val_kind_of(v) == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
+    s->bytes = bb_val_as_bytes(v);
+    s->len = bb_val_count(v);
   }
 }
 
@@ -302,11 +302,11 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
   bb_val *in_stack[16], *out_stack[16];
   bb_val **in = in_stack, **out = out_stack;
   if (o->n_in > 16 || o->n_out > 16) {
-    in = bb_mem_calloc(n->alloc, o->n_in + 1, sizeof *in);
-    out = bb_mem_calloc(n->alloc, o->n_out + 1, sizeof *out);
+    in = bbi_mem_calloc(n->alloc, o->n_in + 1, sizeof *in);
+    out = bbi_mem_calloc(n->alloc, o->n_out + 1, sizeof *out);
     if (!in || !out) {
-      if (in != in_stack) bb_mem_free(n->alloc, in);
-      if (out != out_stack) bb_mem_free(n->alloc, out);
+      if (in != in_stack) bbi_mem_free(n->alloc, in);
+      if (out != out_stack) bbi_mem_free(n->alloc, out);
       rt_op_failed(n, e, op, "out_of_memory", "out of memory preparing the op's inputs");
       return;
     }
@@ -343,17 +343,17 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
       write_outputs(n, e, op, out, o->n_out);
     }
   }
-  if (in != in_stack) bb_mem_free(n->alloc, in);
-  if (out != out_stack) bb_mem_free(n->alloc, out);
+  if (in != in_stack) bbi_mem_free(n->alloc, in);
+  if (out != out_stack) bbi_mem_free(n->alloc, out);
 }
 
 /* The next task allowed to run: while a bootstrap runs, only its own executions are. */
 static bool pop_task(bb_node *n, rt_task *t) {
   for (size_t k = 0; k < n->frontier.len; k++) {
-    const rt_task *at = bb_ring_at(&n->frontier, k);
+    const rt_task *at = bbi_ring_at(&n->frontier, k);
     if (n->bootstrap_running >= 0 && !at->exec->bootstrap) continue;
     *t = *at;
-    bb_ring_remove(&n->frontier, k); /* the skipped entries keep their order */
+    bbi_ring_remove(&n->frontier, k); /* the skipped entries keep their order */
     return true;
   }
   return false;

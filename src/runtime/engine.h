@@ -1,6 +1,6 @@
 /* The engine: executions, the FIFO frontier, firing ops and their completions. */
-#ifndef BB_RUNTIME_ENGINE_H
-#define BB_RUNTIME_ENGINE_H
+#ifndef BBI_RUNTIME_ENGINE_H
+#define BBI_RUNTIME_ENGINE_H
 
 #include "runtime/node.h"
 
@@ -35,4 +35,4 @@ void rt_op_failed(bb_node *n, rt_exec *e, uint32_t op, const char *reason, const
 /* Fires ready ops until none is left or the budget is spent; returns how many ran. */
 int rt_drain(bb_node *n, size_t *budget);
 
-#endif /* BB_RUNTIME_ENGINE_H */
+#endif /* BBI_RUNTIME_ENGINE_H */

@@ -1,8 +1,8 @@
 /* What execution mutates: executions and the tasks of the frontier, the call frame of a
  * firing op, timers, operations waiting for completions, queued events and envelopes,
  * steps, the address book, counters, and the context a component runs in. */
-#ifndef BB_RUNTIME_EXEC_H
-#define BB_RUNTIME_EXEC_H
+#ifndef BBI_RUNTIME_EXEC_H
+#define BBI_RUNTIME_EXEC_H
 
 #include "runtime/graph.h"
 
@@ -174,4 +174,4 @@ struct bb_ctx {
   const bb_peer_id *source;
 };
 
-#endif /* BB_RUNTIME_EXEC_H */
+#endif /* BBI_RUNTIME_EXEC_H */

@@ -1,8 +1,8 @@
 /* What install fixes: the installed graphs (their ops, value sites and consumers), the
  * targets and the components bound to slots. Nothing here changes once bb_install has
  * returned, except a target's bound inputs and its bootstrap flag. */
-#ifndef BB_RUNTIME_GRAPH_H
-#define BB_RUNTIME_GRAPH_H
+#ifndef BBI_RUNTIME_GRAPH_H
+#define BBI_RUNTIME_GRAPH_H
 
 #include "bb/runtime.h"
 #include "util/strmap.h"
@@ -52,7 +52,7 @@ struct rt_graph {
   uint64_t site_base;
   uint32_t n_sites;
   const char **site_names; /* local site → value name (borrowed from the IR) */
-  bb_strmap names;         /* value name → local site */
+  bbi_strmap names;         /* value name → local site */
   rt_op *ops;
   uint32_t n_ops;
   uint32_t *cons_start, *cons; /* consumers of each local site (CSR, op indices) */
@@ -83,4 +83,4 @@ typedef struct rt_target {
   bb_val **bound;   /* per formal input: a value every new run starts with (or NULL) */
 } rt_target;
 
-#endif /* BB_RUNTIME_GRAPH_H */
+#endif /* BBI_RUNTIME_GRAPH_H */

@@ -8,7 +8,7 @@
 
 int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit) {
   if (n->ingress.len >= limit) return BB_ERR_LIMIT;
-  return bb_ring_push(&n->ingress, n->alloc, ev);
+  return bbi_ring_push(&n->ingress, n->alloc, ev);
 }
 
 void rt_event_release(bb_node *n, rt_event *ev) {
@@ -18,17 +18,17 @@ void rt_event_release(bb_node *n, rt_event *ev) {
       bb_val_release(f->value);
       n->ingress_bytes -= f->charged;
     }
-    bb_mem_free(n->alloc, f->op);
-    bb_mem_free(n->alloc, f->payload);
+    bbi_mem_free(n->alloc, f->op);
+    bbi_mem_free(n->alloc, f->payload);
   }
-  bb_mem_free(n->alloc, ev->fills);
+  bbi_mem_free(n->alloc, ev->fills);
   for (size_t i = 0; i < ev->n_vals; i++) {
     bb_val_release(ev->vals[i]);
-    if (ev->names) bb_mem_free(n->alloc, ev->names[i]);
+    if (ev->names) bbi_mem_free(n->alloc, ev->names[i]);
   }
-  bb_mem_free(n->alloc, ev->names);
-  bb_mem_free(n->alloc, ev->vals);
+  bbi_mem_free(n->alloc, ev->names);
+  bbi_mem_free(n->alloc, ev->vals);
   n->ingress_bytes -= ev->charged;
-  bb_mem_free(n->alloc, ev->detail);
+  bbi_mem_free(n->alloc, ev->detail);
   memset(ev, 0, sizeof *ev);
 }

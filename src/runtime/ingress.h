@@ -1,6 +1,6 @@
 /* The ingress queue: events (envelopes, invokes, completions) waiting for a poll. */
-#ifndef BB_RUNTIME_INGRESS_H
-#define BB_RUNTIME_INGRESS_H
+#ifndef BBI_RUNTIME_INGRESS_H
+#define BBI_RUNTIME_INGRESS_H
 
 #include "runtime/node.h"
 
@@ -10,4 +10,4 @@ int rt_ingress_push(bb_node *n, rt_event *ev, size_t limit);
 /* Frees what an event owns, returns its bytes to the ingress budget and zeroes it. */
 void rt_event_release(bb_node *n, rt_event *ev);
 
-#endif /* BB_RUNTIME_INGRESS_H */
+#endif /* BBI_RUNTIME_INGRESS_H */

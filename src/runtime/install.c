@@ -9,7 +9,7 @@
 #include "runtime/book.h"
 #include "runtime/node.h"
 #include "runtime/syscalls/table.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"
@@ -50,7 +50,7 @@ static int fail(installer *x, bb_install_error_kind kind, int code, const char *
 static int nomem(installer *x) { return fail(x, BB_INSTALL_OUT_OF_MEMORY, BB_ERR_NOMEM, "out of memory"); }
 
 /* The number that addresses a slot's component on every peer: FNV-1a-32 of its name. */
-static uint32_t component_number(const char *slot) { return bb_fnv1a32(slot, strlen(slot)); }
+static uint32_t component_number(const char *slot) { return bbi_fnv1a32(slot, strlen(slot)); }
 
 /* ---- config ------------------------------------------------------------------------- */
 
@@ -184,7 +184,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   size_t cap = 0;
   for (size_t i = 0; i < meta->len; i++)
     if (meta->items[i].key && strncmp(meta->items[i].key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) == 0) cap++;
-  slot_entry *slots = cap ? bb_mem_calloc(n->alloc, cap, sizeof *slots) : NULL;
+  slot_entry *slots = cap ? bbi_mem_calloc(n->alloc, cap, sizeof *slots) : NULL;
   if (cap && !slots) return nomem(x);
   size_t len = 0;
   int rc = 0;
@@ -213,7 +213,7 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
     }
   }
   if (rc) {
-    bb_mem_free(n->alloc, slots);
+    bbi_mem_free(n->alloc, slots);
     return rc;
   }
   *out = slots;
@@ -233,7 +233,7 @@ static int construct_components(installer *x) {
   int rc = collect_slots(x, &slots, &n_slots);
   if (rc) return rc;
   const bb_registry *reg = x->args->registry; /* NULL: an empty registry */
-  n->components = n_slots ? bb_mem_calloc(n->alloc, n_slots, sizeof *n->components) : NULL;
+  n->components = n_slots ? bbi_mem_calloc(n->alloc, n_slots, sizeof *n->components) : NULL;
   if (n_slots && !n->components) rc = nomem(x);
   for (size_t i = 0; i < n_slots && !rc; i++) {
     const binding *b = &slots[i].b;
@@ -256,7 +256,7 @@ static int construct_components(installer *x) {
     c->type = type;
     c->role = b->role;
     c->number = number;
-    c->slot = bb_mem_strdup(n->alloc, b->slot);
+    c->slot = bbi_mem_strdup(n->alloc, b->slot);
     /* config: the host's override, else the artifact's */
     const char *config = NULL;
     const void *host_data = NULL;
@@ -268,7 +268,7 @@ static int construct_components(installer *x) {
     char key[300];
     snprintf(key, sizeof key, BB_KEY_CONFIG_PREFIX "%s", b->slot);
     if (!config) config = bb_kv_get(&n->model->metadata, key);
-    c->config = bb_mem_strdup(n->alloc, config ? config : "");
+    c->config = bbi_mem_strdup(n->alloc, config ? config : "");
     if (!c->slot || !c->config) {
       rc = nomem(x);
       break;
@@ -286,7 +286,7 @@ static int construct_components(installer *x) {
                 cerr.message[0] ? cerr.message : bb_strerror(crc));
     }
   }
-  bb_mem_free(n->alloc, slots);
+  bbi_mem_free(n->alloc, slots);
   return rc;
 }
 
@@ -301,17 +301,17 @@ static long component_of_slot(const bb_node *n, const char *slot) {
 static int add_site(installer *x, rt_graph *g, const char *name, size_t *cap) {
   if (!name || !*name) return 0;
   uint32_t existing;
-  if (bb_strmap_get(&g->names, name, &existing)) return 0;
-  if (bb_mem_grow(x->n->alloc, (void **)&g->site_names, cap, g->n_sites + 1, sizeof *g->site_names)) return nomem(x);
+  if (bbi_strmap_get(&g->names, name, &existing)) return 0;
+  if (bbi_mem_grow(x->n->alloc, (void **)&g->site_names, cap, g->n_sites + 1, sizeof *g->site_names)) return nomem(x);
   g->site_names[g->n_sites] = name;
-  if (bb_strmap_put(&g->names, name, g->n_sites)) return nomem(x);
+  if (bbi_strmap_put(&g->names, name, g->n_sites)) return nomem(x);
   g->n_sites++;
   return 0;
 }
 
 static uint32_t site_of(const rt_graph *g, const char *name) {
   uint32_t s;
-  return name && *name && bb_strmap_get(&g->names, name, &s) ? s : RT_NONE;
+  return name && *name && bbi_strmap_get(&g->names, name, &s) ? s : RT_NONE;
 }
 
 /* Sites of every function in model order: node outputs, then input formals. Only the
@@ -320,7 +320,7 @@ static int assign_sites(installer *x) {
   bb_node *n = x->n;
   const bb_model *m = n->model;
   /* n_graphs only once the array exists: bb_node_free walks n_graphs entries */
-  n->graphs = m->functions.len ? bb_mem_calloc(n->alloc, m->functions.len, sizeof *n->graphs) : NULL;
+  n->graphs = m->functions.len ? bbi_mem_calloc(n->alloc, m->functions.len, sizeof *n->graphs) : NULL;
   if (m->functions.len && !n->graphs) return nomem(x);
   n->n_graphs = (uint32_t)m->functions.len;
   uint64_t next = 0;
@@ -329,7 +329,7 @@ static int assign_sites(installer *x) {
     const bb_function *f = m->functions.items[gi];
     g->fn = f;
     g->target = -1;
-    bb_strmap_init(&g->names, n->alloc);
+    bbi_strmap_init(&g->names, n->alloc);
     size_t cap = 0;
     int rc = 0;
     for (size_t i = 0; i < f->nodes.len && !rc; i++)
@@ -417,7 +417,7 @@ static int op_label(installer *x, rt_op *op) {
   char buf[400];
   snprintf(buf, sizeof buf, "%s::%s%s%s", nd->domain && *nd->domain ? nd->domain : "ai.onnx", nd->op_type,
            nd->name && *nd->name ? "@" : "", nd->name ? nd->name : "");
-  op->label = bb_mem_strdup(x->n->alloc, buf);
+  op->label = bbi_mem_strdup(x->n->alloc, buf);
   return op->label ? 0 : nomem(x);
 }
 
@@ -434,7 +434,7 @@ static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
       return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
                   "%s in `%s` sends `%s` to `%s`, but %s", op->label, g->fn->name, kv->key + prefix, kv->value,
                   input < 0 ? "it has no such input" : "no wire.Recv in the artifact produces that value");
-    if (bb_mem_grow(n->alloc, (void **)&op->fills, &(size_t){op->n_fills}, op->n_fills + 1, sizeof *op->fills))
+    if (bbi_mem_grow(n->alloc, (void **)&op->fills, &(size_t){op->n_fills}, op->n_fills + 1, sizeof *op->fills))
       return nomem(x);
     op->fills[op->n_fills++] = (rt_send_fill){(uint32_t)input, site};
   }
@@ -497,14 +497,14 @@ static int build_graph(installer *x, uint32_t gi) {
   bb_node *n = x->n;
   rt_graph *g = &n->graphs[gi];
   const bb_function *f = g->fn;
-  g->ops = f->nodes.len ? bb_mem_calloc(n->alloc, f->nodes.len, sizeof *g->ops) : NULL;
+  g->ops = f->nodes.len ? bbi_mem_calloc(n->alloc, f->nodes.len, sizeof *g->ops) : NULL;
   if (g->ops || !f->nodes.len) g->n_ops = (uint32_t)f->nodes.len; /* bb_node_free walks n_ops entries */
-  g->out_index = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->out_index);
-  g->recv_sender = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->recv_sender);
-  g->is_recv = bb_mem_calloc(n->alloc, g->n_sites + 1, 1);
-  g->cons_start = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->cons_start);
-  g->formal_in = bb_mem_calloc(n->alloc, f->inputs.len + 1, sizeof *g->formal_in);
-  g->formal_out = bb_mem_calloc(n->alloc, f->outputs.len + 1, sizeof *g->formal_out);
+  g->out_index = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->out_index);
+  g->recv_sender = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->recv_sender);
+  g->is_recv = bbi_mem_calloc(n->alloc, g->n_sites + 1, 1);
+  g->cons_start = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->cons_start);
+  g->formal_in = bbi_mem_calloc(n->alloc, f->inputs.len + 1, sizeof *g->formal_in);
+  g->formal_out = bbi_mem_calloc(n->alloc, f->outputs.len + 1, sizeof *g->formal_out);
   if ((f->nodes.len && !g->ops) || !g->out_index || !g->recv_sender || !g->is_recv || !g->cons_start || !g->formal_in ||
       !g->formal_out)
     return nomem(x);
@@ -522,8 +522,8 @@ static int build_graph(installer *x, uint32_t gi) {
     op->ir = f->nodes.items[oi];
     op->n_in = (uint32_t)op->ir->inputs.len;
     op->n_out = (uint32_t)op->ir->outputs.len;
-    op->in = bb_mem_calloc(n->alloc, op->n_in + 1, sizeof *op->in);
-    op->out = bb_mem_calloc(n->alloc, op->n_out + 1, sizeof *op->out);
+    op->in = bbi_mem_calloc(n->alloc, op->n_in + 1, sizeof *op->in);
+    op->out = bbi_mem_calloc(n->alloc, op->n_out + 1, sizeof *op->out);
     if (!op->in || !op->out || op_label(x, op)) return nomem(x);
     for (uint32_t i = 0; i < op->n_in; i++) {
       op->in[i] = site_of(g, op->ir->inputs.items[i]);
@@ -537,7 +537,7 @@ static int build_graph(installer *x, uint32_t gi) {
     if (op->deadline_ns < 0) op->deadline_ns = 0;
   }
   /* consumers, CSR (an op reading a site twice is listed once) */
-  g->cons = bb_mem_calloc(n->alloc, n_edges + 1, sizeof *g->cons);
+  g->cons = bbi_mem_calloc(n->alloc, n_edges + 1, sizeof *g->cons);
   if (!g->cons) return nomem(x);
   for (uint32_t oi = 0; oi < g->n_ops; oi++)
     for (uint32_t i = 0; i < g->ops[oi].n_in; i++) {
@@ -547,7 +547,7 @@ static int build_graph(installer *x, uint32_t gi) {
       if (s != RT_NONE && !dup) g->cons_start[s + 1]++;
     }
   for (uint32_t s = 0; s < g->n_sites; s++) g->cons_start[s + 1] += g->cons_start[s];
-  uint32_t *fill = bb_mem_calloc(n->alloc, g->n_sites + 1, sizeof *fill);
+  uint32_t *fill = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *fill);
   if (!fill) return nomem(x);
   for (uint32_t oi = 0; oi < g->n_ops; oi++)
     for (uint32_t i = 0; i < g->ops[oi].n_in; i++) {
@@ -556,7 +556,7 @@ static int build_graph(installer *x, uint32_t gi) {
       for (uint32_t j = 0; j < i; j++) dup |= g->ops[oi].in[j] == s;
       if (s != RT_NONE && !dup) g->cons[g->cons_start[s] + fill[s]++] = oi;
     }
-  bb_mem_free(n->alloc, fill);
+  bbi_mem_free(n->alloc, fill);
   if (!g->active) return 0;
   for (uint32_t oi = 0; oi < g->n_ops; oi++) {
     int rc = resolve_op(x, gi, oi);
@@ -569,7 +569,7 @@ static int copy_addresses(installer *x) {
   bb_node *n = x->n;
   const bb_install_args *a = x->args;
   if (!a->n_addresses) return 0;
-  n->self_addrs = bb_mem_calloc(n->alloc, a->n_addresses, sizeof *n->self_addrs);
+  n->self_addrs = bbi_mem_calloc(n->alloc, a->n_addresses, sizeof *n->self_addrs);
   if (!n->self_addrs) return nomem(x);
   for (size_t i = 0; i < a->n_addresses; i++) {
     if (!a->addresses[i].n) continue;
@@ -598,7 +598,7 @@ static int install(installer *x) {
   if (strcmp(passport, "v1") != 0)
     return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
                 "the model was compiled as `%s`, this runtime requires `v1`; recompile", passport);
-  n->targets = bb_mem_calloc(n->alloc, a->n_targets, sizeof *n->targets);
+  n->targets = bbi_mem_calloc(n->alloc, a->n_targets, sizeof *n->targets);
   if (!n->targets) return nomem(x);
   for (size_t t = 0; t < a->n_targets; t++) {
     uint32_t g = 0;
@@ -607,7 +607,7 @@ static int install(installer *x) {
     for (size_t u = 0; u < n->n_targets; u++)
       if (n->targets[u].graph == g) goto next_target; /* named twice */
     n->targets[n->n_targets].graph = g;
-    n->targets[n->n_targets].name = bb_mem_strdup(n->alloc, n->model->functions.items[g]->name);
+    n->targets[n->n_targets].name = bbi_mem_strdup(n->alloc, n->model->functions.items[g]->name);
     if (!n->targets[n->n_targets].name) return nomem(x);
     n->targets[n->n_targets].bootstrap = find_bootstrap(n->model, n->targets[n->n_targets].name);
     n->n_targets++;
@@ -648,10 +648,10 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
   n->next_command = 1;
   n->next_wire_req = 1;
   n->bootstrap_running = -1;
-  n->frontier = bb_ring_of(sizeof(rt_task));
-  n->ingress = bb_ring_of(sizeof(rt_event));
-  n->outbound = bb_ring_of(sizeof(rt_outbound));
-  n->dedup = bb_ring_of(sizeof(uint64_t));
+  n->frontier = bbi_ring_of(sizeof(rt_task));
+  n->ingress = bbi_ring_of(sizeof(rt_event));
+  n->outbound = bbi_ring_of(sizeof(rt_outbound));
+  n->dedup = bbi_ring_of(sizeof(uint64_t));
   installer x = {n, args, BB_INSTALL_OK, err};
   int rc = install(&x);
   if (rc) {

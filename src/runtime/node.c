@@ -11,7 +11,7 @@
 #include "runtime/steps.h"
 #include "runtime/syscalls/table.h"
 #include "runtime/timers.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/ring.h"
 #include "util/strmap.h"
@@ -59,15 +59,15 @@ int bb_node_invoke(bb_node *n, const char *module, const bb_named_value *inputs,
   if (n->ingress.len >= n->cfg.max_ingress_events)
     return bb_error_set(err, BB_ERR_LIMIT, "invoke: the ingress queue is full; poll first");
   rt_event ev = {.kind = RT_EV_INVOKE, .at = n->now, .target = t};
-  ev.names = bb_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.names);
-  ev.vals = bb_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.vals);
+  ev.names = bbi_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.names);
+  ev.vals = bbi_mem_calloc(n->alloc, n_inputs + 1, sizeof *ev.vals);
   if (!ev.names || !ev.vals) {
-    bb_mem_free(n->alloc, ev.names);
-    bb_mem_free(n->alloc, ev.vals);
+    bbi_mem_free(n->alloc, ev.names);
+    bbi_mem_free(n->alloc, ev.vals);
     return bb_error_set(err, BB_ERR_NOMEM, "invoke: out of memory");
   }
   for (size_t i = 0; i < n_inputs; i++) {
-    ev.names[i] = bb_mem_strdup(n->alloc, inputs[i].name);
+    ev.names[i] = bbi_mem_strdup(n->alloc, inputs[i].name);
     ev.vals[i] = bb_val_retain(inputs[i].value);
     ev.n_vals++;
     if (!ev.names[i]) {
@@ -94,7 +94,7 @@ int bb_node_bind_input(bb_node *n, const char *module, const char *input, bb_val
   long k = input ? bb_strlist_find(&g->fn->inputs, input) : -1;
   if (k < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "bind_input: `%s` has no input `%s`", tg->name,
                                  input ? input : "");
-  if (!tg->bound && !(tg->bound = bb_mem_calloc(n->alloc, g->n_in, sizeof *tg->bound)))
+  if (!tg->bound && !(tg->bound = bbi_mem_calloc(n->alloc, g->n_in, sizeof *tg->bound)))
     return bb_error_set(err, BB_ERR_NOMEM, "bind_input: out of memory");
   bb_val_release(tg->bound[k]);
   tg->bound[k] = bb_val_retain(value);
@@ -121,7 +121,7 @@ static int queue_simple(bb_node *n, rt_event *ev, bb_error *err) {
 
 int bb_node_complete(bb_node *n, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err) {
   rt_event ev = {.kind = RT_EV_COMPLETE, .at = n->now, .command = command};
-  ev.vals = bb_mem_calloc(n->alloc, n_outputs + 1, sizeof *ev.vals);
+  ev.vals = bbi_mem_calloc(n->alloc, n_outputs + 1, sizeof *ev.vals);
   if (!ev.vals) return bb_error_set(err, BB_ERR_NOMEM, "complete: out of memory");
   for (size_t i = 0; i < n_outputs; i++) ev.vals[i] = bb_val_retain(outputs[i]);
   ev.n_vals = n_outputs;
@@ -137,7 +137,7 @@ int bb_node_fail(bb_node *n, uint64_t command, const char *detail, bb_error *err
     len = COMPLETION_DETAIL_MAX;
     while (len && ((unsigned char)detail[len] & 0xC0) == 0x80) len--;
   }
-  ev.detail = bb_mem_alloc(n->alloc, len + 1);
+  ev.detail = bbi_mem_alloc(n->alloc, len + 1);
   if (!ev.detail) return bb_error_set(err, BB_ERR_NOMEM, "fail: out of memory");
   if (len) memcpy(ev.detail, detail, len);
   ev.detail[len] = 0;
@@ -239,17 +239,17 @@ static void process_event(bb_node *n, rt_event *ev) {
 static void process_ingress(bb_node *n) {
   size_t count = n->ingress.len, kept = 0;
   for (size_t k = 0; k < count; k++) {
-    rt_event ev = *(rt_event *)bb_ring_at(&n->ingress, k);
+    rt_event ev = *(rt_event *)bbi_ring_at(&n->ingress, k);
     if (held_back(n, &ev)) {
-      *(rt_event *)bb_ring_at(&n->ingress, kept++) = ev;
+      *(rt_event *)bbi_ring_at(&n->ingress, kept++) = ev;
       continue;
     }
     process_event(n, &ev);
   }
   /* events queued while processing (none today) would sit after `count` */
   for (size_t k = count; k < n->ingress.len; k++)
-    *(rt_event *)bb_ring_at(&n->ingress, kept++) = *(rt_event *)bb_ring_at(&n->ingress, k);
-  bb_ring_truncate(&n->ingress, kept);
+    *(rt_event *)bbi_ring_at(&n->ingress, kept++) = *(rt_event *)bbi_ring_at(&n->ingress, k);
+  bbi_ring_truncate(&n->ingress, kept);
 }
 
 static void fire_timers(bb_node *n) {
@@ -275,10 +275,10 @@ static void fire_timers(bb_node *n) {
 
 static void emit_outbound(bb_node *n) {
   rt_outbound o;
-  while (bb_ring_pop(&n->outbound, &o)) {
+  while (bbi_ring_pop(&n->outbound, &o)) {
     bb_step *s = rt_step(n, BB_STEP_SEND);
     if (!s) {
-      bb_mem_free(n->alloc, o.bytes);
+      bbi_mem_free(n->alloc, o.bytes);
       continue;
     }
     if (rt_step_own(n, o.bytes)) { /* (which freed the bytes) */
@@ -343,10 +343,10 @@ bool bb_node_has_work(const bb_node *n) {
   if (n->frontier.len) {
     if (n->bootstrap_running < 0) return true;
     for (size_t k = 0; k < n->frontier.len; k++)
-      if (((const rt_task *)bb_ring_at(&n->frontier, k))->exec->bootstrap) return true;
+      if (((const rt_task *)bbi_ring_at(&n->frontier, k))->exec->bootstrap) return true;
   }
   for (size_t k = 0; k < n->ingress.len; k++)
-    if (!held_back(n, bb_ring_at(&n->ingress, k))) return true;
+    if (!held_back(n, bbi_ring_at(&n->ingress, k))) return true;
   return n->outbound.len || n->acc.len;
 }
 
@@ -376,7 +376,7 @@ uint64_t bb_node_site(const bb_node *n, const char *module, const char *value) {
   if (t < 0) return UINT64_MAX;
   const rt_graph *g = &n->graphs[n->targets[t].graph];
   uint32_t s;
-  return bb_strmap_get(&g->names, value, &s) ? g->site_base + s : UINT64_MAX;
+  return bbi_strmap_get(&g->names, value, &s) ? g->site_base + s : UINT64_MAX;
 }
 
 void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
@@ -394,8 +394,8 @@ void bb_node_stats_get(const bb_node *n, bb_node_stats *out) {
 void bb_node_free(bb_node *n) {
   if (!n) return;
   /* drop every reference executions hold, then the executions */
-  for (size_t k = 0; k < n->ingress.len; k++) rt_event_release(n, bb_ring_at(&n->ingress, k));
-  for (size_t k = 0; k < n->frontier.len; k++) rt_exec_unref(n, ((rt_task *)bb_ring_at(&n->frontier, k))->exec);
+  for (size_t k = 0; k < n->ingress.len; k++) rt_event_release(n, bbi_ring_at(&n->ingress, k));
+  for (size_t k = 0; k < n->frontier.len; k++) rt_exec_unref(n, ((rt_task *)bbi_ring_at(&n->frontier, k))->exec);
   for (size_t i = 0; i < n->cap_pending; i++) /* a removal may shift another entry into slot i */
     while (n->pending[i].used) rt_pending_remove(n, &n->pending[i]);
   for (size_t i = 0; i < n->n_timers; i++)
@@ -403,61 +403,61 @@ void bb_node_free(bb_node *n) {
   rt_exec_collect(n);
   rt_syscalls_free(n);
   for (size_t k = 0; k < n->outbound.len; k++)
-    bb_mem_free(n->alloc, ((rt_outbound *)bb_ring_at(&n->outbound, k))->bytes);
+    bbi_mem_free(n->alloc, ((rt_outbound *)bbi_ring_at(&n->outbound, k))->bytes);
   rt_steps_release(n, &n->acc);
   rt_steps_release(n, &n->batch);
   for (rt_steps *s = &n->acc; s; s = s == &n->acc ? &n->batch : NULL) {
-    bb_mem_free(n->alloc, s->items);
-    bb_mem_free(n->alloc, s->owned);
-    bb_mem_free(n->alloc, s->held);
+    bbi_mem_free(n->alloc, s->items);
+    bbi_mem_free(n->alloc, s->owned);
+    bbi_mem_free(n->alloc, s->held);
   }
   for (size_t i = 0; i < n->n_components; i++) {
     if (n->components[i].self && n->components[i].type->destroy)
       n->components[i].type->destroy(n->components[i].self);
-    bb_mem_free(n->alloc, n->components[i].slot);
-    bb_mem_free(n->alloc, n->components[i].config);
+    bbi_mem_free(n->alloc, n->components[i].slot);
+    bbi_mem_free(n->alloc, n->components[i].config);
   }
-  bb_mem_free(n->alloc, n->components);
+  bbi_mem_free(n->alloc, n->components);
   /* targets before graphs: their bound inputs are counted by their graph */
   for (size_t t = 0; t < n->n_targets; t++) {
-    bb_mem_free(n->alloc, n->targets[t].name);
+    bbi_mem_free(n->alloc, n->targets[t].name);
     if (n->targets[t].bound) {
       const rt_graph *g = &n->graphs[n->targets[t].graph];
       for (uint32_t i = 0; i < g->n_in; i++) bb_val_release(n->targets[t].bound[i]);
-      bb_mem_free(n->alloc, n->targets[t].bound);
+      bbi_mem_free(n->alloc, n->targets[t].bound);
     }
   }
-  bb_mem_free(n->alloc, n->targets);
+  bbi_mem_free(n->alloc, n->targets);
   for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
     rt_graph *g = &n->graphs[gi];
     for (uint32_t oi = 0; oi < g->n_ops; oi++) {
-      bb_mem_free(n->alloc, g->ops[oi].in);
-      bb_mem_free(n->alloc, g->ops[oi].out);
-      bb_mem_free(n->alloc, g->ops[oi].label);
-      bb_mem_free(n->alloc, g->ops[oi].fills);
+      bbi_mem_free(n->alloc, g->ops[oi].in);
+      bbi_mem_free(n->alloc, g->ops[oi].out);
+      bbi_mem_free(n->alloc, g->ops[oi].label);
+      bbi_mem_free(n->alloc, g->ops[oi].fills);
     }
-    bb_mem_free(n->alloc, g->ops);
-    bb_mem_free(n->alloc, g->site_names);
-    bb_strmap_free(&g->names);
-    bb_mem_free(n->alloc, g->cons_start);
-    bb_mem_free(n->alloc, g->cons);
-    bb_mem_free(n->alloc, g->formal_in);
-    bb_mem_free(n->alloc, g->formal_out);
-    bb_mem_free(n->alloc, g->out_index);
-    bb_mem_free(n->alloc, g->recv_sender);
-    bb_mem_free(n->alloc, g->is_recv);
+    bbi_mem_free(n->alloc, g->ops);
+    bbi_mem_free(n->alloc, g->site_names);
+    bbi_strmap_free(&g->names);
+    bbi_mem_free(n->alloc, g->cons_start);
+    bbi_mem_free(n->alloc, g->cons);
+    bbi_mem_free(n->alloc, g->formal_in);
+    bbi_mem_free(n->alloc, g->formal_out);
+    bbi_mem_free(n->alloc, g->out_index);
+    bbi_mem_free(n->alloc, g->recv_sender);
+    bbi_mem_free(n->alloc, g->is_recv);
   }
-  bb_mem_free(n->alloc, n->graphs);
-  for (size_t i = 0; i < n->n_counters; i++) bb_mem_free(n->alloc, n->counters[i].name);
-  bb_mem_free(n->alloc, n->counters);
+  bbi_mem_free(n->alloc, n->graphs);
+  for (size_t i = 0; i < n->n_counters; i++) bbi_mem_free(n->alloc, n->counters[i].name);
+  bbi_mem_free(n->alloc, n->counters);
   rt_book_free(n);
-  bb_mem_free(n->alloc, n->self_addrs);
-  bb_ring_free(&n->frontier, n->alloc);
-  bb_mem_free(n->alloc, n->pending);
-  bb_mem_free(n->alloc, n->timers);
-  bb_ring_free(&n->ingress, n->alloc);
-  bb_ring_free(&n->outbound, n->alloc);
-  bb_ring_free(&n->dedup, n->alloc);
+  bbi_mem_free(n->alloc, n->self_addrs);
+  bbi_ring_free(&n->frontier, n->alloc);
+  bbi_mem_free(n->alloc, n->pending);
+  bbi_mem_free(n->alloc, n->timers);
+  bbi_ring_free(&n->ingress, n->alloc);
+  bbi_ring_free(&n->outbound, n->alloc);
+  bbi_ring_free(&n->dedup, n->alloc);
   bb_model_free(n->model);
-  bb_mem_free(n->alloc, n);
+  bbi_mem_free(n->alloc, n);
 }

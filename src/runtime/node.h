@@ -2,8 +2,8 @@
  * (runtime/exec.h). Only src/runtime/ includes this; components see bb_ctx (bb/runtime.h).
  * The functions over it are declared by the header of the file that holds them
  * (runtime/engine.h, runtime/steps.h, ...). */
-#ifndef BB_RUNTIME_NODE_H
-#define BB_RUNTIME_NODE_H
+#ifndef BBI_RUNTIME_NODE_H
+#define BBI_RUNTIME_NODE_H
 
 #include "runtime/exec.h"
 #include "runtime/graph.h"
@@ -30,7 +30,7 @@ struct bb_node {
   uint64_t next_exec, next_command, next_wire_req;
   size_t n_execs;
   rt_exec *dead;
-  bb_ring frontier; /* of rt_task, FIFO */
+  bbi_ring frontier; /* of rt_task, FIFO */
   rt_pending *pending; /* open addressing by command */
   size_t n_pending, cap_pending;
 
@@ -46,16 +46,16 @@ struct bb_node {
   rt_exec *bootstrap_root;
 
   /* queues */
-  bb_ring ingress; /* of rt_event, FIFO */
+  bbi_ring ingress; /* of rt_event, FIFO */
   size_t ingress_bytes;
-  bb_ring outbound; /* of rt_outbound, FIFO */
+  bbi_ring outbound; /* of rt_outbound, FIFO */
   size_t outbound_dropped;
 
   rt_book book;
   bb_admit_fn admit; /* the host's admission hook for the book (NULL: the default rule) */
   void *admit_user;
   uint64_t rng;
-  bb_ring dedup; /* of uint64_t: the latest dedup_window (peer, request, site) keys */
+  bbi_ring dedup; /* of uint64_t: the latest dedup_window (peer, request, site) keys */
 
   rt_counter *counters;
   size_t n_counters, cap_counters;
@@ -70,8 +70,8 @@ struct bb_node {
   size_t n_latches, cap_latches;
   struct rt_named *named;
   size_t n_named, cap_named;
-  bb_strmap named_index;
+  bbi_strmap named_index;
   size_t named_bytes;
 };
 
-#endif /* BB_RUNTIME_NODE_H */
+#endif /* BBI_RUNTIME_NODE_H */

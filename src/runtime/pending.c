@@ -22,7 +22,7 @@ int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
     size_t cap = n->cap_pending ? n->cap_pending * 2 : 64;
     rt_pending *old = n->pending;
     size_t old_cap = n->cap_pending;
-    rt_pending *fresh = bb_mem_calloc(n->alloc, cap, sizeof *fresh);
+    rt_pending *fresh = bbi_mem_calloc(n->alloc, cap, sizeof *fresh);
     if (!fresh) return BB_ERR_NOMEM;
     n->pending = fresh;
     n->cap_pending = cap;
@@ -32,7 +32,7 @@ int rt_pending_add(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
         while (fresh[j].used) j = (j + 1) & (cap - 1);
         fresh[j] = old[i];
       }
-    bb_mem_free(n->alloc, old);
+    bbi_mem_free(n->alloc, old);
   }
   size_t j = pending_slot(n->cap_pending, command);
   while (n->pending[j].used) j = (j + 1) & (n->cap_pending - 1);

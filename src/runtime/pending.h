@@ -1,6 +1,6 @@
 /* Operations waiting for completions: an open-addressing table by command id. */
-#ifndef BB_RUNTIME_PENDING_H
-#define BB_RUNTIME_PENDING_H
+#ifndef BBI_RUNTIME_PENDING_H
+#define BBI_RUNTIME_PENDING_H
 
 #include "runtime/node.h"
 
@@ -11,4 +11,4 @@ rt_pending *rt_pending_find(bb_node *n, uint64_t command);
 /* Removes an entry rt_pending_find returned and drops its reference to the execution. */
 void rt_pending_remove(bb_node *n, rt_pending *p);
 
-#endif /* BB_RUNTIME_PENDING_H */
+#endif /* BBI_RUNTIME_PENDING_H */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "bb/runtime.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 struct bb_registry {
@@ -15,15 +15,15 @@ struct bb_registry {
 
 bb_registry *bb_registry_new(const bb_allocator *alloc) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_registry *r = bb_mem_alloc(alloc, sizeof *r);
+  bb_registry *r = bbi_mem_alloc(alloc, sizeof *r);
   if (r) *r = (bb_registry){alloc, NULL, 0, 0};
   return r;
 }
 
 void bb_registry_free(bb_registry *r) {
   if (!r) return;
-  bb_mem_free(r->alloc, r->items);
-  bb_mem_free(r->alloc, r);
+  bbi_mem_free(r->alloc, r->items);
+  bbi_mem_free(r->alloc, r);
 }
 
 int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err) {
@@ -34,7 +34,7 @@ int bb_registry_add(bb_registry *r, const bb_component_type *type, bb_error *err
                         "registry: a component type needs struct_size, type_name, create and destroy");
   if (bb_registry_find(r, type->type_name))
     return bb_error_set(err, BB_ERR_EXISTS, "registry: `%s` is already registered", type->type_name);
-  if (bb_mem_grow(r->alloc, (void **)&r->items, &r->cap, r->len + 1, sizeof *r->items))
+  if (bbi_mem_grow(r->alloc, (void **)&r->items, &r->cap, r->len + 1, sizeof *r->items))
     return bb_error_set(err, BB_ERR_NOMEM, "registry: out of memory");
   r->items[r->len++] = type;
   return 0;

@@ -8,8 +8,8 @@
 #include "runtime/book.h"
 #include "runtime/send.h"
 #include "runtime/steps.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"
@@ -21,13 +21,13 @@
 
 int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t len) {
   rt_outbound old;
-  if (n->outbound.len == n->cfg.max_outbound && bb_ring_pop(&n->outbound, &old)) { /* the oldest goes */
-    bb_mem_free(n->alloc, old.bytes);
+  if (n->outbound.len == n->cfg.max_outbound && bbi_ring_pop(&n->outbound, &old)) { /* the oldest goes */
+    bbi_mem_free(n->alloc, old.bytes);
     n->outbound_dropped++;
     rt_count(n, "outbound.dropped", 1);
   }
-  if (bb_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
-    bb_mem_free(n->alloc, bytes);
+  if (bbi_ring_push(&n->outbound, n->alloc, &(rt_outbound){*peer, bytes, len})) {
+    bbi_mem_free(n->alloc, bytes);
     return BB_ERR_NOMEM;
   }
   return 0;
@@ -57,7 +57,7 @@ static uint64_t forwarded_request(const bb_peer_id *origin, uint64_t req) {
   size_t len = origin->len <= BB_PEER_ID_MAX ? origin->len : BB_PEER_ID_MAX;
   memcpy(key, origin->bytes, len);
   bb_le_put_u64(key + len, req);
-  return bb_fnv1a64(key, len + 8) | (1ull << 63);
+  return bbi_fnv1a64(key, len + 8) | (1ull << 63);
 }
 
 int rt_send(rt_call *c, bb_error *err) {
@@ -67,20 +67,20 @@ int rt_send(rt_call *c, bb_error *err) {
   /* the destination peers: the first non-fill input holding peers */
   const bb_val *peers = NULL;
   for (uint32_t i = 0; i < o->n_in && !peers; i++)
-    if (c->in[i] && !is_fill_input(o, i) && (c->in[i]->kind == BB_VAL_PEERS || c->in[i]->kind == BB_VAL_PEER))
+    if (!is_fill_input(o, i) && bb_val_as_peers(c->in[i]))
       peers = c->in[i];
   uint64_t req = e->wire_req_id ? forwarded_request(&e->src, e->wire_req_id) : n->next_wire_req++;
   /* only the outputs the node declares: the engine releases no others */
   if (o->n_out > 0 && !(c->out[0] = bb_val_trigger(n->alloc))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (o->n_out > 1 && !(c->out[1] = bb_val_u64(n->alloc, BB_VAL_WIRE_REQ_ID, req)))
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-  if (!peers || !peers->n) return 0; /* nobody to send to: not an error */
-  if (peers->n > n->cfg.max_outbound) {
+  if (!peers || !bb_val_count(peers)) return 0; /* nobody to send to: not an error */
+  if (bb_val_count(peers) > n->cfg.max_outbound) {
     c->reason = "outbound_limit";
     rt_count(n, "send.refused_fanout", 1);
     return bb_error_set(err, BB_ERR_LIMIT,
                         "wire.Send to %zu peers: more envelopes than the outbound queue holds (max_outbound %zu)",
-                        (size_t)peers->n, n->cfg.max_outbound);
+                        (size_t)bb_val_count(peers), n->cfg.max_outbound);
   }
 
   /* each suffix is one /site segment (at most 11 bytes); past 16 fills, every one of
@@ -89,11 +89,11 @@ int rt_send(rt_call *c, bb_error *err) {
   uint8_t suffix_stack[16][16], (*suffix)[16] = suffix_stack;
   uint32_t nf = o->n_fills;
   if (nf > 16) {
-    fills = bb_mem_calloc(n->alloc, nf, sizeof *fills);
-    suffix = bb_mem_calloc(n->alloc, nf, sizeof *suffix);
+    fills = bbi_mem_calloc(n->alloc, nf, sizeof *fills);
+    suffix = bbi_mem_calloc(n->alloc, nf, sizeof *suffix);
     if (!fills || !suffix) {
-      bb_mem_free(n->alloc, fills);
-      bb_mem_free(n->alloc, suffix);
+      bbi_mem_free(n->alloc, fills);
+      bbi_mem_free(n->alloc, suffix);
       return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
     }
   }
@@ -104,8 +104,8 @@ int rt_send(rt_call *c, bb_error *err) {
     a.seg[0].kind = BB_ADDR_SITE;
     a.seg[0].value = o->fills[f].site;
     fills[f].dest_suffix = (bb_bytes){suffix[f], address_bytes(&a, suffix[f], sizeof suffix[f])};
-    fills[f].trigger_only = !v || v->kind == BB_VAL_TRIGGER;
-    fills[f].type_hash = bb_val_kind_hash(v ? (int)v->kind : BB_VAL_TRIGGER);
+    fills[f].trigger_only = !v || bb_val_kind_of(v) == BB_VAL_TRIGGER;
+    fills[f].type_hash = bb_val_kind_hash(v ? (int)bb_val_kind_of(v) : BB_VAL_TRIGGER);
     fills[f].payload = (bb_bytes){NULL, fills[f].trigger_only ? 0 : bb_val_encoded_size(v)};
     fills[f].write_payload = fills[f].trigger_only ? NULL : write_value;
     fills[f].payload_ctx = v;
@@ -119,8 +119,8 @@ int rt_send(rt_call *c, bb_error *err) {
   if (e->deadline_at) remaining = e->deadline_at > n->now ? e->deadline_at - n->now : 1;
   else if (o->deadline_ns > 0) remaining = (uint64_t)o->deadline_ns;
 
-  for (size_t p = 0; p < peers->n && !rc; p++) {
-    const bb_peer_id *to = &peers->as.peers[p];
+  for (size_t p = 0; p < bb_val_count(peers) && !rc; p++) {
+    const bb_peer_id *to = &bb_val_as_peers(peers)[p];
     rt_peer_entry *entry = rt_book_find(&n->book, to);
     if (!entry || !entry->n_addrs) {
       rt_count(n, "send.unresolved_peer", 1);
@@ -165,8 +165,8 @@ int rt_send(rt_call *c, bb_error *err) {
     rt_book_touch(&n->book, entry);
   }
   if (fills != fills_stack) {
-    bb_mem_free(n->alloc, fills);
-    bb_mem_free(n->alloc, suffix);
+    bbi_mem_free(n->alloc, fills);
+    bbi_mem_free(n->alloc, suffix);
   }
   return rc;
 }

@@ -1,7 +1,7 @@
 /* The way out: wire.Send builds one envelope per destination peer, and envelopes wait in
  * the outbound queue until a poll hands them out. */
-#ifndef BB_RUNTIME_SEND_H
-#define BB_RUNTIME_SEND_H
+#ifndef BBI_RUNTIME_SEND_H
+#define BBI_RUNTIME_SEND_H
 
 #include "runtime/node.h"
 
@@ -11,4 +11,4 @@ int rt_send(rt_call *c, bb_error *err);
  * the oldest is dropped and counted. */
 int rt_queue_outbound(bb_node *n, const bb_peer_id *peer, uint8_t *bytes, size_t len);
 
-#endif /* BB_RUNTIME_SEND_H */
+#endif /* BBI_RUNTIME_SEND_H */

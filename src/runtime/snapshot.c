@@ -17,8 +17,8 @@
 #include "runtime/engine.h"
 #include "runtime/pending.h"
 #include "runtime/timers.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"
@@ -40,25 +40,25 @@ static void put_peer(bb_le_writer *w, const bb_peer_id *p) { put_bytes(w, p->byt
 /* The kind's type hash, the length, then the value's wire form. */
 static void put_value(bb_le_writer *w, const bb_val *v) {
   size_t size = bb_val_encoded_size(v);
-  bb_le_write_u64(w, bb_val_kind_hash((int)v->kind));
+  bb_le_write_u64(w, bb_val_kind_hash((int)bb_val_kind_of(v)));
   bb_le_write_u64(w, size);
   if (w->failed) return;
-  uint8_t *tmp = bb_mem_alloc(w->alloc, size);
+  uint8_t *tmp = bbi_mem_alloc(w->alloc, size);
   if (!tmp) {
     w->failed = true;
     return;
   }
   bb_val_encode_into(v, tmp);
   bb_le_write(w, tmp, size);
-  bb_mem_free(w->alloc, tmp);
+  bbi_mem_free(w->alloc, tmp);
 }
 
 /* FNV-1a-64 over the target names, each followed by a 0xff byte (no name holds one). */
 static uint64_t targets_hash(const bb_node *n) {
-  uint64_t h = BB_FNV1A64_INIT;
+  uint64_t h = BBI_FNV1A64_INIT;
   for (size_t t = 0; t < n->n_targets; t++) {
-    h = bb_fnv1a64_update(h, n->targets[t].name, strlen(n->targets[t].name));
-    h = bb_fnv1a64_update(h, "\xff", 1);
+    h = bbi_fnv1a64_update(h, n->targets[t].name, strlen(n->targets[t].name));
+    h = bbi_fnv1a64_update(h, "\xff", 1);
   }
   return h;
 }
@@ -73,7 +73,7 @@ typedef struct exec_set {
 /* Adds e and its callers (duplicates are dropped by order_by_id). */
 static int collect(bb_node *n, exec_set *s, rt_exec *e) {
   for (; e; e = e->parent) {
-    if (bb_mem_grow(n->alloc, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
+    if (bbi_mem_grow(n->alloc, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) return BB_ERR_NOMEM;
     s->items[s->len++] = e;
   }
   return 0;
@@ -108,7 +108,7 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     if (n->pending[i].used) rc = collect(n, &live, n->pending[i].exec);
   if (!rc) rc = collect(n, &live, n->bootstrap_root);
   if (rc) {
-    bb_mem_free(n->alloc, live.items);
+    bbi_mem_free(n->alloc, live.items);
     return bb_error_set(err, rc, "snapshot: out of memory");
   }
   order_by_id(&live);
@@ -158,7 +158,7 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
   }
   /* dedup window, oldest first */
   bb_le_write_u64(&w, n->dedup.len);
-  for (size_t i = 0; i < n->dedup.len; i++) bb_le_write_u64(&w, *(const uint64_t *)bb_ring_at(&n->dedup, i));
+  for (size_t i = 0; i < n->dedup.len; i++) bb_le_write_u64(&w, *(const uint64_t *)bbi_ring_at(&n->dedup, i));
   /* bound inputs */
   for (size_t t = 0; t < n->n_targets; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
@@ -229,19 +229,19 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
     bb_error cerr;
     int crc = c->type->save(c->self, n->alloc, &state, &state_len, &cerr);
     if (crc) {
-      bb_mem_free(n->alloc, live.items);
-      bb_mem_free(n->alloc, w.buf);
+      bbi_mem_free(n->alloc, live.items);
+      bbi_mem_free(n->alloc, w.buf);
       return bb_error_set(err, crc, "snapshot: `%s` (slot `%s`) could not save its state: %s", c->type->type_name,
                           c->slot, cerr.message);
     }
     put_bytes(&w, state, state_len);
-    bb_mem_free(n->alloc, state);
+    bbi_mem_free(n->alloc, state);
   }
-  bb_mem_free(n->alloc, live.items);
-  uint64_t h = w.failed ? 0 : bb_fnv1a64(w.buf, w.len);
+  bbi_mem_free(n->alloc, live.items);
+  uint64_t h = w.failed ? 0 : bbi_fnv1a64(w.buf, w.len);
   bb_le_write_u64(&w, h);
   if (w.failed) {
-    bb_mem_free(n->alloc, w.buf);
+    bbi_mem_free(n->alloc, w.buf);
     return bb_error_set(err, BB_ERR_NOMEM, "snapshot: out of memory");
   }
   *out = w.buf;
@@ -351,14 +351,14 @@ static void staged_free(bb_node *n, staged *s) {
     rt_exec *e = s->execs[i].e;
     if (!e) continue;
     for (uint32_t k = 0; k < n->graphs[e->graph].n_sites; k++) bb_val_release(e->vals[k]);
-    bb_mem_free(n->alloc, e);
+    bbi_mem_free(n->alloc, e);
   }
   for (size_t i = 0; i < s->n_bound; i++) bb_val_release(s->bound[i]);
-  bb_mem_free(n->alloc, s->execs);
-  bb_mem_free(n->alloc, s->pending);
-  bb_mem_free(n->alloc, s->timers);
-  bb_mem_free(n->alloc, s->timer_exec);
-  bb_mem_free(n->alloc, s->bound);
+  bbi_mem_free(n->alloc, s->execs);
+  bbi_mem_free(n->alloc, s->pending);
+  bbi_mem_free(n->alloc, s->timers);
+  bbi_mem_free(n->alloc, s->timer_exec);
+  bbi_mem_free(n->alloc, s->bound);
 }
 
 /* The staged execution with this id (all read, in increasing ids), or NULL. */
@@ -419,7 +419,7 @@ static void read_exec(bb_node *n, reader *r, staged *s, size_t k) {
 
 static void read_engine(bb_node *n, reader *r, staged *s) {
   s->n_execs = get_count(r, 40, "too many executions for the bytes left");
-  s->execs = bb_mem_calloc(n->alloc, s->n_execs + 1, sizeof *s->execs);
+  s->execs = bbi_mem_calloc(n->alloc, s->n_execs + 1, sizeof *s->execs);
   if (!s->execs) {
     s->n_execs = 0;
     out_of_memory(r);
@@ -438,7 +438,7 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
       bad(r, "an execution's caller is not a call of its graph in this snapshot");
   }
   s->n_pending = get_count(r, 20, "too many pending operations for the bytes left");
-  s->pending = bb_mem_calloc(n->alloc, s->n_pending + 1, sizeof *s->pending);
+  s->pending = bbi_mem_calloc(n->alloc, s->n_pending + 1, sizeof *s->pending);
   if (!s->pending && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_pending && !r->rc; i++) {
     s->pending[i].command = get_u64(r);
@@ -454,8 +454,8 @@ static void read_engine(bb_node *n, reader *r, staged *s) {
       if (s->pending[k].command == s->pending[i].command) bad(r, "two pending operations wait for one command");
   }
   s->n_timers = get_count(r, 41, "too many timers for the bytes left");
-  s->timers = bb_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timers);
-  s->timer_exec = bb_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timer_exec);
+  s->timers = bbi_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timers);
+  s->timer_exec = bbi_mem_calloc(n->alloc, s->n_timers + 1, sizeof *s->timer_exec);
   if ((!s->timers || !s->timer_exec) && !r->rc) r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "restore: out of memory");
   for (size_t i = 0; i < s->n_timers && !r->rc; i++) {
     rt_timer *t = &s->timers[i];
@@ -498,7 +498,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "restore: the node has already run; restore into a freshly installed node");
   if (len < 16 || memcmp(data, MAGIC, 8) != 0) return bb_error_set(err, BB_ERR_MALFORMED, "restore: not a snapshot");
-  if (bb_fnv1a64(data, len - 8) != bb_le_get_u64(data + len - 8))
+  if (bbi_fnv1a64(data, len - 8) != bb_le_get_u64(data + len - 8))
     return bb_error_set(err, BB_ERR_MALFORMED, "restore: the snapshot's checksum does not match (corrupted bytes)");
   reader r = {bb_le_reader_of(data, len - 8), err, 0}; /* the checksum is not content */
   take(&r, NULL, 8);
@@ -538,7 +538,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   n->next_command = next_command;
   /* counters, book and dedup are read into temporaries */
   size_t n_counters = get_count(&r, 16, "too many counters for the bytes left");
-  rt_counter *counters = bb_mem_calloc(n->alloc, n_counters + 1, sizeof *counters);
+  rt_counter *counters = bbi_mem_calloc(n->alloc, n_counters + 1, sizeof *counters);
   for (size_t i = 0; i < n_counters && counters && !r.rc; i++) {
     size_t sl;
     const uint8_t *s = get_span(&r, &sl);
@@ -548,7 +548,7 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       bad(&r, "a counter name is empty or holds NUL");
       break;
     }
-    if (!(counters[i].name = bb_mem_alloc(n->alloc, sl + 1))) break;
+    if (!(counters[i].name = bbi_mem_alloc(n->alloc, sl + 1))) break;
     memcpy(counters[i].name, s, sl);
     counters[i].name[sl] = 0;
   }
@@ -595,16 +595,16 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   n->book.clock = version >= 2 ? book_clock : n_peers;
   size_t n_dedup = get_count(&r, 8, "too many dedup keys for the bytes left");
   if (!r.rc && n_dedup > n->cfg.dedup_window) bad(&r, "the dedup window is larger than this node's");
-  bb_ring dedup = bb_ring_of(sizeof(uint64_t));
+  bbi_ring dedup = bbi_ring_of(sizeof(uint64_t));
   bool dedup_ok = true;
   for (size_t i = 0; i < n_dedup && dedup_ok && !r.rc; i++) {
     uint64_t key = get_u64(&r);
-    dedup_ok = bb_ring_push(&dedup, n->alloc, &key) == 0;
+    dedup_ok = bbi_ring_push(&dedup, n->alloc, &key) == 0;
   }
   staged s = {0};
   size_t bound_total = 0;
   for (size_t t = 0; t < n->n_targets; t++) bound_total += n->graphs[n->targets[t].graph].n_in;
-  s.bound = bb_mem_calloc(n->alloc, bound_total + 1, sizeof *s.bound);
+  s.bound = bbi_mem_calloc(n->alloc, bound_total + 1, sizeof *s.bound);
   s.n_bound = s.bound ? bound_total : 0;
   for (size_t i = 0; i < bound_total && s.bound && !r.rc; i++)
     if (get_u8(&r)) s.bound[i] = get_value(&r, n->alloc);
@@ -646,23 +646,23 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   rt_pending *table = NULL;
   size_t table_cap = n->cap_pending;
   bb_val **new_bound[64] = {0};
-  if (!r.rc && s.n_timers && bb_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
+  if (!r.rc && s.n_timers && bbi_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, s.n_timers, sizeof *n->timers))
     out_of_memory(&r);
   if (!r.rc && 2 * s.n_pending > table_cap) { /* rt_pending_add grows past half full */
     for (table_cap = 64; table_cap < 2 * s.n_pending;) table_cap *= 2;
-    if (!(table = bb_mem_calloc(n->alloc, table_cap, sizeof *table))) out_of_memory(&r);
+    if (!(table = bbi_mem_calloc(n->alloc, table_cap, sizeof *table))) out_of_memory(&r);
   }
   for (size_t t = 0, b = 0; t < n->n_targets && !r.rc; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
     bool any = false;
     for (uint32_t i = 0; i < g->n_in; i++) any |= s.bound[b++] != NULL;
-    if (any && !n->targets[t].bound && !(new_bound[t] = bb_mem_calloc(n->alloc, g->n_in, sizeof(bb_val *))))
+    if (any && !n->targets[t].bound && !(new_bound[t] = bbi_mem_calloc(n->alloc, g->n_in, sizeof(bb_val *))))
       out_of_memory(&r);
   }
 
   /* components load their state; a component that can save keeps its fresh state first,
    * so a later refusal puts it back */
-  kept_state *kept = r.rc ? NULL : bb_mem_calloc(n->alloc, n_comp + 1, sizeof *kept);
+  kept_state *kept = r.rc ? NULL : bbi_mem_calloc(n->alloc, n_comp + 1, sizeof *kept);
   if (!r.rc && !kept) out_of_memory(&r);
   if (!r.rc) r.in.at = comp_start;
   for (size_t i = 0; i < n_comp && !r.rc; i++) {
@@ -693,17 +693,17 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
       rt_component *c = &n->components[i];
       c->type->load(c->self, kept[i].bytes ? kept[i].bytes : (const uint8_t *)"", kept[i].len, &ignored);
     }
-    bb_mem_free(n->alloc, kept[i].bytes);
+    bbi_mem_free(n->alloc, kept[i].bytes);
   }
-  bb_mem_free(n->alloc, kept);
+  bbi_mem_free(n->alloc, kept);
 
   if (r.rc) {
-    bb_mem_free(n->alloc, table);
-    for (size_t t = 0; t < 64; t++) bb_mem_free(n->alloc, new_bound[t]);
+    bbi_mem_free(n->alloc, table);
+    for (size_t t = 0; t < 64; t++) bbi_mem_free(n->alloc, new_bound[t]);
     staged_free(n, &s);
-    for (size_t i = 0; i < n_counters && counters; i++) bb_mem_free(n->alloc, counters[i].name);
-    bb_mem_free(n->alloc, counters);
-    bb_ring_free(&dedup, n->alloc);
+    for (size_t i = 0; i < n_counters && counters; i++) bbi_mem_free(n->alloc, counters[i].name);
+    bbi_mem_free(n->alloc, counters);
+    bbi_ring_free(&dedup, n->alloc);
     rt_book_free(n);
     n->book = book_saved;
     n->next_exec = saved_next_exec;
@@ -713,19 +713,19 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
 
   /* commit */
   if (table) {
-    bb_mem_free(n->alloc, n->pending); /* a fresh node's table holds nothing */
+    bbi_mem_free(n->alloc, n->pending); /* a fresh node's table holds nothing */
     n->pending = table;
     n->cap_pending = table_cap;
   }
   rt_book old = book_saved;
-  for (size_t i = 0; i < old.len; i++) bb_mem_free(n->alloc, old.items[i].addrs);
-  bb_mem_free(n->alloc, old.items);
-  bb_mem_free(n->alloc, old.slots);
-  for (size_t i = 0; i < n->n_counters; i++) bb_mem_free(n->alloc, n->counters[i].name);
-  bb_mem_free(n->alloc, n->counters);
+  for (size_t i = 0; i < old.len; i++) bbi_mem_free(n->alloc, old.items[i].addrs);
+  bbi_mem_free(n->alloc, old.items);
+  bbi_mem_free(n->alloc, old.slots);
+  for (size_t i = 0; i < n->n_counters; i++) bbi_mem_free(n->alloc, n->counters[i].name);
+  bbi_mem_free(n->alloc, n->counters);
   n->counters = counters;
   n->n_counters = n->cap_counters = n_counters;
-  bb_ring_free(&n->dedup, n->alloc);
+  bbi_ring_free(&n->dedup, n->alloc);
   n->dedup = dedup;
   n->now = now;
   n->next_wire_req = next_wire;

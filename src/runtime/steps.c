@@ -17,7 +17,7 @@ const char *bb_step_kind_name(bb_step_kind kind) {
 
 bb_step *rt_step(bb_node *n, bb_step_kind kind) {
   rt_steps *s = &n->acc;
-  if (bb_mem_grow(n->alloc, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) {
+  if (bbi_mem_grow(n->alloc, (void **)&s->items, &s->cap, s->len + 1, sizeof *s->items)) {
     n->failed_nomem = true;
     return NULL;
   }
@@ -30,8 +30,8 @@ bb_step *rt_step(bb_node *n, bb_step_kind kind) {
 
 int rt_step_own(bb_node *n, void *p) {
   rt_steps *s = &n->acc;
-  if (bb_mem_grow(n->alloc, (void **)&s->owned, &s->cap_owned, s->n_owned + 1, sizeof *s->owned)) {
-    bb_mem_free(n->alloc, p);
+  if (bbi_mem_grow(n->alloc, (void **)&s->owned, &s->cap_owned, s->n_owned + 1, sizeof *s->owned)) {
+    bbi_mem_free(n->alloc, p);
     n->failed_nomem = true;
     return BB_ERR_NOMEM;
   }
@@ -41,7 +41,7 @@ int rt_step_own(bb_node *n, void *p) {
 
 int rt_step_hold(bb_node *n, bb_val *v) {
   rt_steps *s = &n->acc;
-  if (bb_mem_grow(n->alloc, (void **)&s->held, &s->cap_held, s->n_held + 1, sizeof *s->held)) {
+  if (bbi_mem_grow(n->alloc, (void **)&s->held, &s->cap_held, s->n_held + 1, sizeof *s->held)) {
     n->failed_nomem = true;
     return BB_ERR_NOMEM;
   }
@@ -53,13 +53,13 @@ void rt_step_cancel(bb_node *n) { n->acc.len--; }
 
 const char *rt_step_str(bb_node *n, const char *str) {
   if (!str) return NULL;
-  char *d = bb_mem_strdup(n->alloc, str);
+  char *d = bbi_mem_strdup(n->alloc, str);
   if (!d || rt_step_own(n, d)) return "";
   return d;
 }
 
 void rt_steps_release(bb_node *n, rt_steps *s) {
-  for (size_t i = 0; i < s->n_owned; i++) bb_mem_free(n->alloc, s->owned[i]);
+  for (size_t i = 0; i < s->n_owned; i++) bbi_mem_free(n->alloc, s->owned[i]);
   for (size_t i = 0; i < s->n_held; i++) bb_val_release(s->held[i]);
   s->len = s->n_owned = s->n_held = 0;
 }
@@ -86,9 +86,9 @@ void rt_count(bb_node *n, const char *name, uint64_t delta) {
       n->counters[i].value += delta;
       return;
     }
-  char *copy = bb_mem_strdup(n->alloc, name);
-  if (!copy || bb_mem_grow(n->alloc, (void **)&n->counters, &n->cap_counters, n->n_counters + 1, sizeof *n->counters)) {
-    bb_mem_free(n->alloc, copy);
+  char *copy = bbi_mem_strdup(n->alloc, name);
+  if (!copy || bbi_mem_grow(n->alloc, (void **)&n->counters, &n->cap_counters, n->n_counters + 1, sizeof *n->counters)) {
+    bbi_mem_free(n->alloc, copy);
     n->failed_nomem = true;
     return;
   }

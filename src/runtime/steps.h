@@ -1,10 +1,10 @@
 /* Steps handed to the host, the memory they point to, and named counters. An allocation
  * that fails here sets node->failed_nomem, which the next poll reports. */
-#ifndef BB_RUNTIME_STEPS_H
-#define BB_RUNTIME_STEPS_H
+#ifndef BBI_RUNTIME_STEPS_H
+#define BBI_RUNTIME_STEPS_H
 
 #include "runtime/node.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* A new zeroed step of this kind at the end of the accumulating list, or NULL. */
 bb_step *rt_step(bb_node *n, bb_step_kind kind);
@@ -24,4 +24,4 @@ void rt_count(bb_node *n, const char *name, uint64_t delta);
 void rt_report(bb_node *n, bb_step_kind kind, const bb_peer_id *peer, const char *reason, const char *fmt, ...)
     BB_PRINTF(5, 6);
 
-#endif /* BB_RUNTIME_STEPS_H */
+#endif /* BBI_RUNTIME_STEPS_H */

@@ -18,7 +18,7 @@ int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, rt_ex
     rt_count(n, "timers.dropped", 1);
     return BB_ERR_LIMIT;
   }
-  if (bb_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, n->n_timers + 1, sizeof *n->timers))
+  if (bbi_mem_grow(n->alloc, (void **)&n->timers, &n->cap_timers, n->n_timers + 1, sizeof *n->timers))
     return BB_ERR_NOMEM;
   size_t i = n->n_timers++;
   n->timers[i] = (rt_timer){at, n->timer_seq++, kind, id, op, component, exec};

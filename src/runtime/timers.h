@@ -1,6 +1,6 @@
 /* Timers: a min-heap by (time, insertion order). */
-#ifndef BB_RUNTIME_TIMERS_H
-#define BB_RUNTIME_TIMERS_H
+#ifndef BBI_RUNTIME_TIMERS_H
+#define BBI_RUNTIME_TIMERS_H
 
 #include "runtime/node.h"
 
@@ -11,4 +11,4 @@ int rt_timer_add(bb_node *n, uint64_t at, rt_timer_kind kind, uint64_t id, rt_ex
 /* Takes the earliest timer due at the node's clock into *out; false when none is. */
 bool rt_timer_pop_due(bb_node *n, rt_timer *out);
 
-#endif /* BB_RUNTIME_TIMERS_H */
+#endif /* BBI_RUNTIME_TIMERS_H */

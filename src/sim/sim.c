@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "bb/sim.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/hash.h"
 
 /* A peer keeps its index (messages name peers by index) once detached: its node is NULL. */
@@ -72,7 +72,7 @@ int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err) {
   if (!s->cfg.max_in_flight) s->cfg.max_in_flight = 1000000;
   if (!s->cfg.reorder_delay_ns) s->cfg.reorder_delay_ns = 10 * (s->cfg.latency_ns ? s->cfg.latency_ns : 1000000);
   s->rng = config->seed ^ 0x5851F42D4C957F2Dull;
-  s->digest = BB_FNV1A64_INIT;
+  s->digest = BBI_FNV1A64_INIT;
   *out = s;
   return 0;
 }
@@ -337,7 +337,7 @@ uint64_t bb_sim_next_event(const bb_sim *s) {
   return t;
 }
 
-static void mix(bb_sim *s, const void *data, size_t len) { s->digest = bb_fnv1a64_update(s->digest, data, len); }
+static void mix(bb_sim *s, const void *data, size_t len) { s->digest = bbi_fnv1a64_update(s->digest, data, len); }
 
 static void deliver_due(bb_sim *s) {
   while (s->n_msgs && s->heap[0].at <= s->now) {

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "bb/tensor.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Copies n typed values into dst of the tensor's element type, narrowing as ONNX stores
  * small types widened in int32_data / uint64_data. */

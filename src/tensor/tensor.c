@@ -3,10 +3,10 @@
 #include <string.h>
 
 #include "bb/tensor.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
-#define BB_TENSOR_ALIGN 64u
+#define BBI_TENSOR_ALIGN 64u
 
 static bool shape_ok(int rank, const int64_t *dims, int64_t *numel) {
   if (rank < 0 || rank > BB_MAX_RANK) return false;
@@ -22,12 +22,12 @@ static bool shape_ok(int rank, const int64_t *dims, int64_t *numel) {
 
 /* The buffer header and the data live in one allocation; data is aligned inside it. */
 static bb_buffer *buffer_new(const bb_allocator *alloc, size_t size) {
-  size_t header = (sizeof(bb_buffer) + BB_TENSOR_ALIGN - 1) & ~(size_t)(BB_TENSOR_ALIGN - 1);
-  if (size > SIZE_MAX - header - BB_TENSOR_ALIGN) return NULL;
-  void *raw = bb_mem_alloc(alloc, header + size + BB_TENSOR_ALIGN);
+  size_t header = (sizeof(bb_buffer) + BBI_TENSOR_ALIGN - 1) & ~(size_t)(BBI_TENSOR_ALIGN - 1);
+  if (size > SIZE_MAX - header - BBI_TENSOR_ALIGN) return NULL;
+  void *raw = bbi_mem_alloc(alloc, header + size + BBI_TENSOR_ALIGN);
   if (!raw) return NULL;
   uintptr_t base = (uintptr_t)raw;
-  uintptr_t data = (base + header + BB_TENSOR_ALIGN - 1) & ~(uintptr_t)(BB_TENSOR_ALIGN - 1);
+  uintptr_t data = (base + header + BBI_TENSOR_ALIGN - 1) & ~(uintptr_t)(BBI_TENSOR_ALIGN - 1);
   bb_buffer *b = raw; /* header at the start of the allocation */
   memset(b, 0, sizeof *b);
   b->refcount = 1;
@@ -40,11 +40,11 @@ static bb_buffer *buffer_new(const bb_allocator *alloc, size_t size) {
 static void buffer_release(bb_buffer *b) {
   if (!b || --b->refcount) return;
   if (b->release) b->release(b->release_data);
-  bb_mem_free(b->alloc, b);
+  bbi_mem_free(b->alloc, b);
 }
 
 static bb_tensor *header_new(const bb_allocator *alloc, int32_t dtype, int rank, const int64_t *dims, int64_t numel) {
-  bb_tensor *t = bb_mem_calloc(alloc, 1, sizeof *t);
+  bb_tensor *t = bbi_mem_calloc(alloc, 1, sizeof *t);
   if (!t) return NULL;
   t->refcount = 1;
   t->dtype = dtype;
@@ -83,7 +83,7 @@ bb_tensor *bb_tensor_wrap(const bb_allocator *alloc, int32_t dtype, int rank, co
   int64_t numel;
   size_t esize = bb_dtype_size(dtype);
   if (!esize || !shape_ok(rank, dims, &numel) || (uint64_t)numel > SIZE_MAX / esize) return NULL;
-  bb_buffer *b = bb_mem_calloc(alloc, 1, sizeof *b);
+  bb_buffer *b = bbi_mem_calloc(alloc, 1, sizeof *b);
   if (!b) return NULL;
   b->refcount = 1;
   b->size = (size_t)numel * esize;
@@ -122,7 +122,7 @@ void bb_tensor_release(bb_tensor *t) {
   if (!t || --t->refcount) return;
   const bb_allocator *alloc = t->buffer->alloc;
   buffer_release(t->buffer);
-  bb_mem_free(alloc, t);
+  bbi_mem_free(alloc, t);
 }
 
 size_t bb_tensor_nbytes(const bb_tensor *t) { return (size_t)t->numel * bb_dtype_size(t->dtype); }

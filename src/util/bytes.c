@@ -1,4 +1,4 @@
-#include "util/bytes.h"
+#include "bb/bytes.h"
 
 #include "util/mem.h"
 
@@ -18,7 +18,7 @@ static bool reserve(bb_le_writer *w, size_t len) {
     }
     cap *= 2;
   }
-  uint8_t *b = bb_mem_realloc(w->alloc, w->buf, cap);
+  uint8_t *b = bbi_mem_realloc(w->alloc, w->buf, cap);
   if (!b) {
     w->failed = true;
     return false;

@@ -1,4 +1,4 @@
-#include "util/error.h"
+#include "bb/common.h"
 
 #include <stdarg.h>
 #include <stdio.h>

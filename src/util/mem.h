@@ -1,29 +1,29 @@
 /* Allocation through a caller's bb_allocator: the one set of wrappers every layer uses,
  * so a size of 0, a count × size overflow and a NULL free mean the same thing everywhere. */
-#ifndef BB_UTIL_MEM_H
-#define BB_UTIL_MEM_H
+#ifndef BBI_UTIL_MEM_H
+#define BBI_UTIL_MEM_H
 
 #include <stddef.h>
 
 #include "bb/common.h"
 
 /* size bytes (at least 1, so a NULL result always means out of memory). */
-void *bb_mem_alloc(const bb_allocator *a, size_t size);
+void *bbi_mem_alloc(const bb_allocator *a, size_t size);
 
 /* count × size zeroed bytes; NULL when the product overflows or memory runs out. */
-void *bb_mem_calloc(const bb_allocator *a, size_t count, size_t size);
+void *bbi_mem_calloc(const bb_allocator *a, size_t count, size_t size);
 
 /* Resizes p (NULL: allocates) to size bytes (at least 1); NULL leaves p untouched. */
-void *bb_mem_realloc(const bb_allocator *a, void *p, size_t size);
+void *bbi_mem_realloc(const bb_allocator *a, void *p, size_t size);
 
 /* Frees p; NULL is a no-op. */
-void bb_mem_free(const bb_allocator *a, void *p);
+void bbi_mem_free(const bb_allocator *a, void *p);
 
 /* A copy of the NUL-terminated s, or NULL. */
-char *bb_mem_strdup(const bb_allocator *a, const char *s);
+char *bbi_mem_strdup(const bb_allocator *a, const char *s);
 
 /* Makes *items (an array of *cap elements of size bytes) hold at least need elements,
  * doubling from 8; 0, or BB_ERR_NOMEM with *items and *cap unchanged. */
-int bb_mem_grow(const bb_allocator *a, void **items, size_t *cap, size_t need, size_t size);
+int bbi_mem_grow(const bb_allocator *a, void **items, size_t *cap, size_t need, size_t size);
 
 #endif

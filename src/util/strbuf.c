@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-void bb_strbuf_init(bb_strbuf *b, const bb_allocator *alloc) {
+void bbi_strbuf_init(bbi_strbuf *b, const bb_allocator *alloc) {
   memset(b, 0, sizeof *b);
   b->alloc = alloc ? alloc : bb_default_allocator();
 }
 
-static bool reserve(bb_strbuf *b, size_t extra) {
+static bool reserve(bbi_strbuf *b, size_t extra) {
   if (b->failed) return false;
   if (b->len + extra + 1 <= b->cap) return true;
   size_t cap = b->cap ? b->cap : 256;
@@ -30,16 +30,16 @@ static bool reserve(bb_strbuf *b, size_t extra) {
   return true;
 }
 
-void bb_strbuf_append(bb_strbuf *b, const char *s, size_t n) {
+void bbi_strbuf_append(bbi_strbuf *b, const char *s, size_t n) {
   if (!reserve(b, n)) return;
   memcpy(b->data + b->len, s, n);
   b->len += n;
   b->data[b->len] = '\0';
 }
 
-void bb_strbuf_puts(bb_strbuf *b, const char *s) { bb_strbuf_append(b, s, strlen(s)); }
+void bbi_strbuf_puts(bbi_strbuf *b, const char *s) { bbi_strbuf_append(b, s, strlen(s)); }
 
-void bb_strbuf_printf(bb_strbuf *b, const char *fmt, ...) {
+void bbi_strbuf_printf(bbi_strbuf *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char small[256];
@@ -50,7 +50,7 @@ void bb_strbuf_printf(bb_strbuf *b, const char *fmt, ...) {
     return;
   }
   if ((size_t)n < sizeof small) {
-    bb_strbuf_append(b, small, (size_t)n);
+    bbi_strbuf_append(b, small, (size_t)n);
     return;
   }
   if (!reserve(b, (size_t)n)) return;
@@ -60,30 +60,30 @@ void bb_strbuf_printf(bb_strbuf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-void bb_strbuf_json_string(bb_strbuf *b, const char *s) {
+void bbi_strbuf_json_string(bbi_strbuf *b, const char *s) {
   if (!s) {
-    bb_strbuf_puts(b, "null");
+    bbi_strbuf_puts(b, "null");
     return;
   }
-  bb_strbuf_append(b, "\"", 1);
+  bbi_strbuf_append(b, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
-    case '"': bb_strbuf_puts(b, "\\\""); break;
-    case '\\': bb_strbuf_puts(b, "\\\\"); break;
-    case '\n': bb_strbuf_puts(b, "\\n"); break;
-    case '\r': bb_strbuf_puts(b, "\\r"); break;
-    case '\t': bb_strbuf_puts(b, "\\t"); break;
+    case '"': bbi_strbuf_puts(b, "\\\""); break;
+    case '\\': bbi_strbuf_puts(b, "\\\\"); break;
+    case '\n': bbi_strbuf_puts(b, "\\n"); break;
+    case '\r': bbi_strbuf_puts(b, "\\r"); break;
+    case '\t': bbi_strbuf_puts(b, "\\t"); break;
     default:
-      if (*p < 0x20) bb_strbuf_printf(b, "\\u%04x", *p);
-      else bb_strbuf_append(b, (const char *)p, 1);
+      if (*p < 0x20) bbi_strbuf_printf(b, "\\u%04x", *p);
+      else bbi_strbuf_append(b, (const char *)p, 1);
     }
   }
-  bb_strbuf_append(b, "\"", 1);
+  bbi_strbuf_append(b, "\"", 1);
 }
 
-int bb_strbuf_finish(bb_strbuf *b, char **out, size_t *len) {
+int bbi_strbuf_finish(bbi_strbuf *b, char **out, size_t *len) {
   if (!reserve(b, 0)) {
-    bb_strbuf_release(b);
+    bbi_strbuf_release(b);
     return BB_ERR_NOMEM;
   }
   b->data[b->len] = '\0';
@@ -94,7 +94,7 @@ int bb_strbuf_finish(bb_strbuf *b, char **out, size_t *len) {
   return 0;
 }
 
-void bb_strbuf_release(bb_strbuf *b) {
+void bbi_strbuf_release(bbi_strbuf *b) {
   if (b->data) b->alloc->free(b->data, b->alloc->user_data);
   b->data = NULL;
   b->len = b->cap = 0;

@@ -4,24 +4,24 @@
 
 #include "util/hash.h"
 
-void bb_strmap_init(bb_strmap *m, const bb_allocator *alloc) {
+void bbi_strmap_init(bbi_strmap *m, const bb_allocator *alloc) {
   memset(m, 0, sizeof *m);
   m->alloc = alloc ? alloc : bb_default_allocator();
 }
 
-void bb_strmap_free(bb_strmap *m) {
+void bbi_strmap_free(bbi_strmap *m) {
   if (m->keys) m->alloc->free((void *)m->keys, m->alloc->user_data);
   if (m->values) m->alloc->free(m->values, m->alloc->user_data);
   memset(m, 0, sizeof *m);
 }
 
-static size_t slot_of(const bb_strmap *m, const char *key) {
-  size_t mask = m->cap - 1, i = (size_t)bb_fnv1a64(key, strlen(key)) & mask;
+static size_t slot_of(const bbi_strmap *m, const char *key) {
+  size_t mask = m->cap - 1, i = (size_t)bbi_fnv1a64(key, strlen(key)) & mask;
   while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & mask;
   return i;
 }
 
-static int grow(bb_strmap *m) {
+static int grow(bbi_strmap *m) {
   size_t cap = m->cap ? m->cap * 2 : 16;
   if (cap > SIZE_MAX / sizeof(void *)) return BB_ERR_NOMEM;
   const char **keys = m->alloc->malloc(cap * sizeof *keys, m->alloc->user_data);
@@ -32,7 +32,7 @@ static int grow(bb_strmap *m) {
     return BB_ERR_NOMEM;
   }
   memset((void *)keys, 0, cap * sizeof *keys);
-  bb_strmap old = *m;
+  bbi_strmap old = *m;
   m->keys = keys;
   m->values = values;
   m->cap = cap;
@@ -47,7 +47,7 @@ static int grow(bb_strmap *m) {
   return 0;
 }
 
-int bb_strmap_put(bb_strmap *m, const char *key, uint32_t value) {
+int bbi_strmap_put(bbi_strmap *m, const char *key, uint32_t value) {
   if ((m->len + 1) * 4 > m->cap * 3 && grow(m)) return BB_ERR_NOMEM;
   size_t s = slot_of(m, key);
   if (!m->keys[s]) {
@@ -58,7 +58,7 @@ int bb_strmap_put(bb_strmap *m, const char *key, uint32_t value) {
   return 0;
 }
 
-bool bb_strmap_get(const bb_strmap *m, const char *key, uint32_t *value) {
+bool bbi_strmap_get(const bbi_strmap *m, const char *key, uint32_t *value) {
   if (!m->cap) return false;
   size_t s = slot_of(m, key);
   if (!m->keys[s]) return false;

@@ -6,9 +6,26 @@
 #include <string.h>
 
 #include "bb/value.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/mem.h"
+
+/* The layout, known only here (bb/value.h keeps it opaque): a header, then the payload of
+ * variable-length kinds right after it, so a value is one allocation. */
+struct bb_val {
+  uint32_t refcount;
+  uint32_t kind; /* bb_val_kind */
+  const bb_allocator *alloc;
+  size_t n; /* BYTES: length; PEERS, ADDRESSES, COMPOSITE: count; PEER, ADDRESS: 1 */
+  union {
+    uint64_t u64;
+    bb_tensor *tensor;
+    uint8_t *bytes;
+    bb_peer_id *peers;
+    bb_address *addresses;
+    bb_val **children;
+  } as;
+};
 
 /* Carrier names: their FNV-1a-64 is each kind's type hash on the wire, so they never
  * change (peers of other implementations use the same names). */
@@ -55,14 +72,40 @@ int bb_val_kind_of_hash(uint64_t type_hash) {
   return -1;
 }
 
-bool bb_val_is_u64(const bb_val *v) { return v->kind >= BB_VAL_U64 && v->kind <= BB_VAL_CORRELATION; }
+/* ---- reading ----------------------------------------------------------------------------- */
+
+bb_val_kind bb_val_kind_of(const bb_val *v) { return v ? (bb_val_kind)v->kind : BB_VAL_KIND_COUNT; }
+
+size_t bb_val_count(const bb_val *v) { return v ? v->n : 0; }
+
+bool bb_val_is_u64(const bb_val *v) { return v && v->kind >= BB_VAL_U64 && v->kind <= BB_VAL_CORRELATION; }
+
+uint64_t bb_val_as_u64(const bb_val *v) { return bb_val_is_u64(v) ? v->as.u64 : 0; }
+
+bb_tensor *bb_val_as_tensor(const bb_val *v) { return v && v->kind == BB_VAL_TENSOR ? v->as.tensor : NULL; }
+
+const uint8_t *bb_val_as_bytes(const bb_val *v) { return v && v->kind == BB_VAL_BYTES ? v->as.bytes : NULL; }
+
+const bb_peer_id *bb_val_as_peers(const bb_val *v) {
+  return v && (v->kind == BB_VAL_PEER || v->kind == BB_VAL_PEERS) ? v->as.peers : NULL;
+}
+
+const bb_address *bb_val_as_addresses(const bb_val *v) {
+  return v && (v->kind == BB_VAL_ADDRESS || v->kind == BB_VAL_ADDRESSES) ? v->as.addresses : NULL;
+}
+
+bb_val *const *bb_val_children(const bb_val *v) { return v && v->kind == BB_VAL_COMPOSITE ? v->as.children : NULL; }
+
+bb_val *bb_val_child(const bb_val *v, size_t i) {
+  return v && v->kind == BB_VAL_COMPOSITE && i < v->n ? v->as.children[i] : NULL;
+}
 
 /* ---- construction ---------------------------------------------------------------------- */
 
 static bb_val *val_new(const bb_allocator *alloc, bb_val_kind kind, size_t extra) {
   if (!alloc) alloc = bb_default_allocator();
   if (extra > SIZE_MAX - sizeof(bb_val)) return NULL;
-  bb_val *v = bb_mem_alloc(alloc, sizeof *v + extra);
+  bb_val *v = bbi_mem_alloc(alloc, sizeof *v + extra);
   if (!v) return NULL;
   memset(v, 0, sizeof *v);
   v->refcount = 1;
@@ -153,7 +196,7 @@ void bb_val_release(bb_val *v) {
   if (v->kind == BB_VAL_TENSOR) bb_tensor_release(v->as.tensor);
   if (v->kind == BB_VAL_COMPOSITE)
     for (size_t i = 0; i < v->n; i++) bb_val_release(v->as.children[i]);
-  bb_mem_free(v->alloc, v);
+  bbi_mem_free(v->alloc, v);
 }
 
 /* ---- encoding -------------------------------------------------------------------------- */
@@ -276,7 +319,7 @@ size_t bb_val_encode_into(const bb_val *v, uint8_t *out) {
 int bb_val_encode(const bb_val *v, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   if (!alloc) alloc = bb_default_allocator();
   size_t n = bb_val_encoded_size(v);
-  uint8_t *buf = bb_mem_alloc(alloc, n);
+  uint8_t *buf = bbi_mem_alloc(alloc, n);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory encoding a %zu-byte %s value", n,
                                 bb_val_kind_name((int)v->kind));
   *len = bb_val_encode_into(v, buf);
@@ -421,7 +464,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
   bb_val *stack_children[8];
   bb_val **children = stack_children;
   if (n > 8) {
-    children = bb_mem_alloc(alloc, n * sizeof *children);
+    children = bbi_mem_alloc(alloc, n * sizeof *children);
     if (!children) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu bundle children", n);
   }
   size_t made = 0;
@@ -443,7 +486,7 @@ static int decode_composite(reader *r, const bb_allocator *alloc, int depth, bb_
     if (!*out) rc = bb_error_set(r->err, BB_ERR_NOMEM, "out of memory");
   }
   for (size_t i = 0; i < made; i++) bb_val_release(children[i]);
-  if (children != stack_children) bb_mem_free(alloc, children);
+  if (children != stack_children) bbi_mem_free(alloc, children);
   return rc;
 }
 
@@ -479,11 +522,11 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   case BB_VAL_PEERS: {
     size_t n = 0;
     if ((rc = get_count(r, 8, &n))) return rc;
-    bb_peer_id *peers = n ? bb_mem_alloc(alloc, n * sizeof *peers) : NULL;
+    bb_peer_id *peers = n ? bbi_mem_alloc(alloc, n * sizeof *peers) : NULL;
     if (n && !peers) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu peers", n);
     for (size_t i = 0; i < n && !rc; i++) rc = get_peer(r, &peers[i]);
     if (!rc) *out = bb_val_peers(alloc, peers, n);
-    bb_mem_free(alloc, peers);
+    bbi_mem_free(alloc, peers);
     if (rc) return rc;
     break;
   }
@@ -496,11 +539,11 @@ static int decode_kind(int kind, reader *r, const bb_allocator *alloc, int depth
   case BB_VAL_ADDRESSES: {
     size_t n = 0;
     if ((rc = get_count(r, 8, &n))) return rc;
-    bb_address *list = n ? bb_mem_alloc(alloc, n * sizeof *list) : NULL;
+    bb_address *list = n ? bbi_mem_alloc(alloc, n * sizeof *list) : NULL;
     if (n && !list) return bb_error_set(r->err, BB_ERR_NOMEM, "out of memory for %zu addresses", n);
     for (size_t i = 0; i < n && !rc; i++) rc = get_address(r, &list[i]);
     if (!rc) *out = bb_val_addresses(alloc, list, n);
-    bb_mem_free(alloc, list);
+    bbi_mem_free(alloc, list);
     if (rc) return rc;
     break;
   }

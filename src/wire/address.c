@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "bb/wire.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "wire/varint.h"
 
 static bool utf8_ok(const uint8_t *s, size_t n) {
@@ -33,14 +33,14 @@ int bb_address_from_bytes(const uint8_t *d, size_t len, bb_address *out, bb_erro
   while (pos < len) {
     size_t at = pos;
     uint64_t code, n;
-    int rc = bb_varint_read(d, len, &pos, &code, 1);
+    int rc = bbi_varint_read(d, len, &pos, &code, 1);
     if (rc) return bb_error_set(err, BB_ERR_MALFORMED, "address: %s protocol code at byte %zu",
                                 rc == 1 ? "truncated" : "malformed", at);
     if ((rc = push(out, err))) return rc;
     bb_addr_segment *s = &out->seg[out->n];
     switch (code) {
     case BB_ADDR_P2P:
-      if (bb_varint_read(d, len, &pos, &n, 1) || n > len - pos)
+      if (bbi_varint_read(d, len, &pos, &n, 1) || n > len - pos)
         return bb_error_set(err, BB_ERR_MALFORMED, "address: truncated p2p segment at byte %zu", at);
       if ((rc = bb_peer_id_from_bytes(d + pos, (size_t)n, &s->peer, err))) return bb_error_prefix(err, "address: ");
       pos += (size_t)n;
@@ -55,7 +55,7 @@ int bb_address_from_bytes(const uint8_t *d, size_t len, bb_address *out, bb_erro
       break;
     }
     case BB_ADDR_OP:
-      if (bb_varint_read(d, len, &pos, &n, 1) || n > len - pos)
+      if (bbi_varint_read(d, len, &pos, &n, 1) || n > len - pos)
         return bb_error_set(err, BB_ERR_MALFORMED, "address: truncated op segment at byte %zu", at);
       if (n > BB_ADDR_OP_MAX || !utf8_ok(d + pos, (size_t)n))
         return bb_error_set(err, BB_ERR_MALFORMED, "address: op name of %llu bytes is not short UTF-8 text",
@@ -78,10 +78,10 @@ size_t bb_address_to_bytes(const bb_address *a, uint8_t *out, size_t size) {
   for (size_t i = 0; i < a->n; i++) {
     const bb_addr_segment *s = &a->seg[i];
     uint8_t tmp[16 + BB_ADDR_OP_MAX + BB_PEER_ID_MAX];
-    size_t k = bb_varint_write((uint64_t)s->kind, tmp);
+    size_t k = bbi_varint_write((uint64_t)s->kind, tmp);
     switch (s->kind) {
     case BB_ADDR_P2P:
-      k += bb_varint_write(s->peer.len, tmp + k);
+      k += bbi_varint_write(s->peer.len, tmp + k);
       memcpy(tmp + k, s->peer.bytes, s->peer.len);
       k += s->peer.len;
       break;
@@ -93,7 +93,7 @@ size_t bb_address_to_bytes(const bb_address *a, uint8_t *out, size_t size) {
       break;
     case BB_ADDR_OP: {
       size_t len = strlen(s->op);
-      k += bb_varint_write(len, tmp + k);
+      k += bbi_varint_write(len, tmp + k);
       memcpy(tmp + k, s->op, len);
       k += len;
       break;

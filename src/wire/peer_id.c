@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "bb/wire.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "wire/varint.h"
 
 static const char B58[] = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
@@ -20,7 +20,7 @@ bb_peer_id bb_peer_id_from_u64(uint64_t id) {
 int bb_peer_id_from_bytes(const uint8_t *data, size_t len, bb_peer_id *out, bb_error *err) {
   size_t pos = 0;
   uint64_t code, digest;
-  if (bb_varint_read(data, len, &pos, &code, 1) || bb_varint_read(data, len, &pos, &digest, 1))
+  if (bbi_varint_read(data, len, &pos, &code, 1) || bbi_varint_read(data, len, &pos, &digest, 1))
     return bb_error_set(err, BB_ERR_MALFORMED, "peer id: malformed multihash (%zu bytes): bad varint", len);
   if (digest > 64) return bb_error_set(err, BB_ERR_MALFORMED, "peer id: digest of %llu bytes is over 64",
                                        (unsigned long long)digest);

@@ -2,7 +2,7 @@
  * the kind is the assertion, the message must name the offending node, value, slot or
  * class. */
 #include "cctest.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static const bb_slot LOADER = {BB_ROLE_DATA_SOURCE, "loader", NULL};
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};

@@ -4,7 +4,7 @@
  * are idempotent. */
 #include "cctest.h"
 #include "compiler/compiler.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static const bb_slot LOADER = {BB_ROLE_DATA_SOURCE, "loader", NULL};
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};

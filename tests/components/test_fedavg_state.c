@@ -9,42 +9,42 @@
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
 #include "harness.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 
 static void *create_fedavg(void) {
   bb_component_init init = {"aggregator", "", 0, 7, bb_default_allocator(), NULL, NULL};
   void *self = NULL;
   bb_error err;
-  CHECK_MSG(BB_FEDAVG.create(&init, &self, &err) == 0, "%s", err.message);
+  CHECK_MSG(BBI_FEDAVG.create(&init, &self, &err) == 0, "%s", err.message);
   return self;
 }
 
 /* Rounds over 2 parameters with round 0 closed and round 1 holding one contribution. */
 static uint8_t *rounds_snapshot(size_t *len) {
-  bb_fedround_config c;
+  bbi_fedround_config c;
   memset(&c, 0, sizeof c);
   c.param_len = 2;
   c.quorum = 2;
   c.deadline_ns = 5000;
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   bb_error err;
-  CHECK_MSG(bb_fedround_new(NULL, &c, 100, &fr, &err) == 0, "%s", err.message);
+  CHECK_MSG(bbi_fedround_new(NULL, &c, 100, &fr, &err) == 0, "%s", err.message);
   if (!fr) return NULL;
   const float a[2] = {1.5f, -2}, b[2] = {0.25f, 8};
   uint8_t key[8];
-  size_t kl = bb_fedround_key_from_u64(11, key);
-  CHECK(bb_fedround_contribute(fr, 0, key, kl, a, 3, 100, NULL, &err) == 0);
-  kl = bb_fedround_key_from_u64(12, key);
-  CHECK(bb_fedround_contribute(fr, 0, key, kl, b, 1, 100, NULL, &err) == 0);
-  bb_fedround_result res;
-  CHECK(bb_fedround_poll(fr, 6000, NULL, &res, &err) == 0 && res.event == BB_FEDROUND_CLOSED);
+  size_t kl = bbi_fedround_key_from_u64(11, key);
+  CHECK(bbi_fedround_contribute(fr, 0, key, kl, a, 3, 100, NULL, &err) == 0);
+  kl = bbi_fedround_key_from_u64(12, key);
+  CHECK(bbi_fedround_contribute(fr, 0, key, kl, b, 1, 100, NULL, &err) == 0);
+  bbi_fedround_result res;
+  CHECK(bbi_fedround_poll(fr, 6000, NULL, &res, &err) == 0 && res.event == BBI_FEDROUND_CLOSED);
   bb_buffer_free(NULL, res.params);
-  CHECK(bb_fedround_contribute(fr, 1, key, kl, a, 2, 6100, NULL, &err) == 0);
-  *len = bb_fedround_snapshot_size(fr);
+  CHECK(bbi_fedround_contribute(fr, 1, key, kl, a, 2, 6100, NULL, &err) == 0);
+  *len = bbi_fedround_snapshot_size(fr);
   uint8_t *bytes = malloc(*len);
-  CHECK(bb_fedround_snapshot(fr, bytes, *len, NULL, &err) == 0);
-  bb_fedround_free(fr);
+  CHECK(bbi_fedround_snapshot(fr, bytes, *len, NULL, &err) == 0);
+  bbi_fedround_free(fr);
   return bytes;
 }
 
@@ -67,9 +67,9 @@ static uint8_t *load_and_save(const uint8_t *bytes, size_t len, size_t *out_len,
   if (!self) return NULL;
   bb_error err;
   uint8_t *out = NULL;
-  *load_rc = BB_FEDAVG.load(self, bytes, len, &err);
-  if (!*load_rc) CHECK_MSG(BB_FEDAVG.save(self, bb_default_allocator(), &out, out_len, &err) == 0, "%s", err.message);
-  BB_FEDAVG.destroy(self);
+  *load_rc = BBI_FEDAVG.load(self, bytes, len, &err);
+  if (!*load_rc) CHECK_MSG(BBI_FEDAVG.save(self, bb_default_allocator(), &out, out_len, &err) == 0, "%s", err.message);
+  BBI_FEDAVG.destroy(self);
   return out;
 }
 
@@ -85,7 +85,7 @@ static void test_state_bytes_pinned(void) {
   CHECK_EQ_INT(rc, 0);
   CHECK(saved && saved_len == len && memcmp(saved, bytes, len) == 0);
   CHECK_EQ_INT(len, 776);
-  CHECK_MSG(bb_fnv1a64(bytes, len) == 0xa3d1af9cfd7d71efull, "hash %016llx", (unsigned long long)bb_fnv1a64(bytes, len));
+  CHECK_MSG(bbi_fnv1a64(bytes, len) == 0xa3d1af9cfd7d71efull, "hash %016llx", (unsigned long long)bbi_fnv1a64(bytes, len));
   free(saved);
   free(bytes);
 

@@ -103,9 +103,9 @@ static void invoke(bb_node *node, const char *target, bb_named_value *in, size_t
   for (size_t i = 0; i < ns; i++) {
     if (steps[i].kind != BB_STEP_APP_EVENT || !steps[i].value) continue;
     for (size_t k = 0; k < n_out; k++)
-      if (strcmp(steps[i].topic, topics[k]) == 0 && steps[i].value->kind == BB_VAL_TENSOR)
-        outs[k] = bb_tensor_retain(steps[i].value->as.tensor);
-    if (samples && strcmp(steps[i].topic, "samples") == 0 && steps[i].value->kind == BB_VAL_U64) *samples = steps[i].value->as.u64;
+      if (strcmp(steps[i].topic, topics[k]) == 0 && bb_val_kind_of(steps[i].value) == BB_VAL_TENSOR)
+        outs[k] = bb_tensor_retain(bb_val_as_tensor(steps[i].value));
+    if (samples && strcmp(steps[i].topic, "samples") == 0 && bb_val_kind_of(steps[i].value) == BB_VAL_U64) *samples = bb_val_as_u64(steps[i].value);
   }
 }
 
@@ -216,30 +216,30 @@ static void test_snapshot_restores_every_tensor(void) {
   init.config_len = strlen(init.config);
   void *a = NULL, *b = NULL;
   bb_error err;
-  CHECK(!BB_ONNX_MODEL.create(&init, &a, &err));
+  CHECK(!BBI_ONNX_MODEL.create(&init, &a, &err));
   init.seed = 2; /* another seed: the restore must replace every value */
   init.config = "model=" LENET ",optimizer=adamw";
   init.config_len = strlen(init.config);
-  CHECK(!BB_ONNX_MODEL.create(&init, &b, &err));
+  CHECK(!BBI_ONNX_MODEL.create(&init, &b, &err));
   uint8_t *sa = NULL, *sb = NULL;
   size_t la = 0, lb = 0;
-  CHECK(a && b && !BB_ONNX_MODEL.save(a, bb_default_allocator(), &sa, &la, &err));
-  CHECK(sa && !BB_ONNX_MODEL.load(b, sa, la, &err));
-  CHECK(!BB_ONNX_MODEL.save(b, bb_default_allocator(), &sb, &lb, &err));
+  CHECK(a && b && !BBI_ONNX_MODEL.save(a, bb_default_allocator(), &sa, &la, &err));
+  CHECK(sa && !BBI_ONNX_MODEL.load(b, sa, la, &err));
+  CHECK(!BBI_ONNX_MODEL.save(b, bb_default_allocator(), &sb, &lb, &err));
   CHECK(la == lb && sb && memcmp(sa, sb, la) == 0);
-  CHECK_EQ_INT(BB_ONNX_MODEL.load(b, (const uint8_t *)"junk", 4, &err), BB_ERR_MALFORMED);
+  CHECK_EQ_INT(BBI_ONNX_MODEL.load(b, (const uint8_t *)"junk", 4, &err), BB_ERR_MALFORMED);
   CHECK(strstr(err.message, "OnnxModel: saved state"));
   bb_buffer_free(NULL, sa);
   bb_buffer_free(NULL, sb);
-  if (a) BB_ONNX_MODEL.destroy(a);
-  if (b) BB_ONNX_MODEL.destroy(b);
+  if (a) BBI_ONNX_MODEL.destroy(a);
+  if (b) BBI_ONNX_MODEL.destroy(b);
 }
 
 static int create(const char *config, const void *host_data, bb_error *err) {
   bb_component_init init = {"model", config, strlen(config), 1, bb_default_allocator(), host_data, NULL};
   void *self = NULL;
-  int rc = BB_ONNX_MODEL.create(&init, &self, err);
-  if (self) BB_ONNX_MODEL.destroy(self);
+  int rc = BBI_ONNX_MODEL.create(&init, &self, err);
+  if (self) BBI_ONNX_MODEL.destroy(self);
   return rc;
 }
 

@@ -50,7 +50,7 @@ static uint16_t half_of(float v) {
   uint8_t buf[6];
   bb_error err;
   size_t written = 0;
-  CHECK(bb_quant_f16_encode(&v, 1, buf, sizeof buf, &written, &err) == 0);
+  CHECK(bbi_quant_f16_encode(&v, 1, buf, sizeof buf, &written, &err) == 0);
   CHECK_EQ_INT(written, 6);
   return (uint16_t)(buf[4] | buf[5] << 8);
 }
@@ -60,7 +60,7 @@ static float value_of_half(uint16_t h) {
   float v = 0;
   size_t n = 0;
   bb_error err;
-  CHECK(bb_quant_f16_decode(buf, sizeof buf, &v, 1, &n, &err) == 0);
+  CHECK(bbi_quant_f16_decode(buf, sizeof buf, &v, 1, &n, &err) == 0);
   CHECK_EQ_INT(n, 1);
   return v;
 }
@@ -121,9 +121,9 @@ static void test_f16_every_code(void) {
   }
   bb_error err;
   size_t n = 0, written = 0;
-  CHECK(bb_quant_f16_decode(buf, 4 + 2 * N, v, N, &n, &err) == 0);
+  CHECK(bbi_quant_f16_decode(buf, 4 + 2 * N, v, N, &n, &err) == 0);
   CHECK_EQ_INT(n, N);
-  CHECK(bb_quant_f16_encode(v, N, again, 4 + 2 * N, &written, &err) == 0);
+  CHECK(bbi_quant_f16_encode(v, N, again, 4 + 2 * N, &written, &err) == 0);
   size_t mismatches = 0;
   for (uint32_t h = 0; h < N; h++) {
     const int nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
@@ -142,16 +142,16 @@ static void test_f16_error_bound(void) {
   rng_seed(1);
   enum { N = 20000 };
   float *x = xmalloc(N * sizeof(float)), *y = xmalloc(N * sizeof(float));
-  uint8_t *buf = xmalloc(bb_quant_f16_encoded_size(N));
+  uint8_t *buf = xmalloc(bbi_quant_f16_encoded_size(N));
   for (size_t i = 0; i < N; i++) {
     const float mag = ldexpf(rng_uniform(1, 2), (int)(rng_next() % 46) - 30); /* 2^-30..2^16 */
     x[i] = (rng_next() & 1 ? -1 : 1) * fminf(mag, 65504.0f);
   }
   bb_error err;
   size_t written = 0, n = 0;
-  CHECK(bb_quant_f16_encode(x, N, buf, bb_quant_f16_encoded_size(N), &written, &err) == 0);
+  CHECK(bbi_quant_f16_encode(x, N, buf, bbi_quant_f16_encoded_size(N), &written, &err) == 0);
   CHECK_EQ_INT(written, 4 + 2 * N);
-  CHECK(bb_quant_f16_decode(buf, written, y, N, &n, &err) == 0);
+  CHECK(bbi_quant_f16_decode(buf, written, y, N, &n, &err) == 0);
   double worst_rel = 0, worst_abs = 0;
   for (size_t i = 0; i < N; i++) {
     const double e = fabs((double)y[i] - (double)x[i]);
@@ -172,21 +172,21 @@ static void test_f16_error_bound(void) {
 
 /* Round trip of x through the uint8 codec, checking the bound; returns the scale. */
 static float u8_round_trip(const float *x, size_t n, const char *what) {
-  const size_t size = bb_quant_u8_encoded_size(n);
+  const size_t size = bbi_quant_u8_encoded_size(n);
   CHECK_EQ_INT(size, 9 + n);
   uint8_t *buf = xmalloc(size);
   float *y = xmalloc(n * sizeof(float));
   bb_error err;
   size_t written = 0, count = 99;
-  int rc = bb_quant_u8_encode(x, n, buf, size, &written, &err);
+  int rc = bbi_quant_u8_encode(x, n, buf, size, &written, &err);
   CHECK_MSG(rc == 0, "%s: %s", what, err.message);
   CHECK_EQ_INT(written, size);
-  CHECK(bb_quant_u8_count(buf, size, &count, &err) == 0);
+  CHECK(bbi_quant_u8_count(buf, size, &count, &err) == 0);
   CHECK_EQ_INT(count, n);
-  CHECK(bb_quant_u8_decode(buf, size, y, n, &count, &err) == 0);
+  CHECK(bbi_quant_u8_decode(buf, size, y, n, &count, &err) == 0);
   float scale;
   uint8_t zp;
-  CHECK(bb_quant_u8_params(x, n, &scale, &zp, &err) == 0);
+  CHECK(bbi_quant_u8_params(x, n, &scale, &zp, &err) == 0);
   float header_scale;
   memcpy(&header_scale, buf + 4, 4); /* the test host is little-endian, like wasm */
   CHECK(header_scale == scale && buf[8] == zp);
@@ -244,7 +244,7 @@ static void test_u8_scale_is_smallest(void) {
     float scale;
     uint8_t zp;
     bb_error err;
-    CHECK(bb_quant_u8_params(x, 2, &scale, &zp, &err) == 0);
+    CHECK(bbi_quant_u8_params(x, 2, &scale, &zp, &err) == 0);
     CHECK_MSG((double)scale >= best && (double)nextafterf(scale, 0) < best,
               "[%g, %g]: scale %.9g, the best is %.9g", lo, hi, (double)scale, best);
   }
@@ -255,14 +255,14 @@ static void test_u8_edges(void) {
   /* empty */
   uint8_t empty[9];
   size_t written = 0, n = 7;
-  CHECK(bb_quant_u8_encode(NULL, 0, empty, sizeof empty, &written, &err) == 0);
+  CHECK(bbi_quant_u8_encode(NULL, 0, empty, sizeof empty, &written, &err) == 0);
   CHECK_EQ_INT(written, 9);
-  CHECK(bb_quant_u8_decode(empty, 9, NULL, 0, &n, &err) == 0);
+  CHECK(bbi_quant_u8_decode(empty, 9, NULL, 0, &n, &err) == 0);
   CHECK_EQ_INT(n, 0);
   uint8_t empty16[4];
-  CHECK(bb_quant_f16_encode(NULL, 0, empty16, sizeof empty16, &written, &err) == 0);
+  CHECK(bbi_quant_f16_encode(NULL, 0, empty16, sizeof empty16, &written, &err) == 0);
   CHECK_EQ_INT(written, 4);
-  CHECK(bb_quant_f16_decode(empty16, 4, NULL, 0, &n, &err) == 0);
+  CHECK(bbi_quant_f16_decode(empty16, 4, NULL, 0, &n, &err) == 0);
   CHECK_EQ_INT(n, 0);
 
   /* all zeros: scale 0, exact */
@@ -279,7 +279,7 @@ static void test_u8_edges(void) {
   /* byte layout */
   float v[3] = {-1, 0, 1};
   uint8_t buf[12];
-  CHECK(bb_quant_u8_encode(v, 3, buf, sizeof buf, &written, &err) == 0);
+  CHECK(bbi_quant_u8_encode(v, 3, buf, sizeof buf, &written, &err) == 0);
   CHECK(buf[0] == 3 && buf[1] == 0 && buf[2] == 0 && buf[3] == 0);
   float scale;
   memcpy(&scale, buf + 4, 4);
@@ -292,36 +292,36 @@ static void test_u8_edges(void) {
   const float hv[4] = {1, -2, 65504, 0.1f};
   uint8_t henc[12];
   static const uint8_t hexpect[12] = {4, 0, 0, 0, 0x00, 0x3c, 0x00, 0xc0, 0xff, 0x7b, 0x66, 0x2e};
-  CHECK(bb_quant_f16_encode(hv, 4, henc, sizeof henc, &written, &err) == 0);
+  CHECK(bbi_quant_f16_encode(hv, 4, henc, sizeof henc, &written, &err) == 0);
   CHECK_EQ_INT(written, 12);
   CHECK(memcmp(henc, hexpect, sizeof hexpect) == 0);
 
   /* non-finite values are refused, naming the index */
   float bad[4] = {1, 2, INFINITY, 3};
-  CHECK(bb_quant_u8_encode(bad, 4, buf, sizeof buf + 1, &written, &err) != 0);
+  CHECK(bbi_quant_u8_encode(bad, 4, buf, sizeof buf + 1, &written, &err) != 0);
   uint8_t big[16];
-  CHECK(bb_quant_u8_encode(bad, 4, big, sizeof big, &written, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bbi_quant_u8_encode(bad, 4, big, sizeof big, &written, &err) == BB_ERR_INVALID_ARGUMENT);
   CHECK(strstr(err.message, "value 2") != NULL);
   bad[2] = NAN;
-  CHECK(bb_quant_u8_encode(bad, 4, big, sizeof big, &written, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bbi_quant_u8_encode(bad, 4, big, sizeof big, &written, &err) == BB_ERR_INVALID_ARGUMENT);
 
   /* float16 keeps them */
   float specials[4] = {INFINITY, -INFINITY, NAN, 1e6f}, back[4];
   uint8_t h[12];
-  CHECK(bb_quant_f16_encode(specials, 4, h, sizeof h, &written, &err) == 0);
-  CHECK(bb_quant_f16_decode(h, sizeof h, back, 4, &n, &err) == 0);
+  CHECK(bbi_quant_f16_encode(specials, 4, h, sizeof h, &written, &err) == 0);
+  CHECK(bbi_quant_f16_decode(h, sizeof h, back, 4, &n, &err) == 0);
   CHECK(back[0] == INFINITY && back[1] == -INFINITY && isnan(back[2]) && back[3] == INFINITY);
 
   /* output buffers that are too small */
-  CHECK(bb_quant_f16_encode(v, 3, h, 9, &written, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bbi_quant_f16_encode(v, 3, h, 9, &written, &err) == BB_ERR_INVALID_ARGUMENT);
   CHECK(strstr(err.message, "10 bytes") != NULL);
-  CHECK(bb_quant_u8_encode(v, 3, buf, 11, &written, &err) == BB_ERR_INVALID_ARGUMENT);
-  CHECK(bb_quant_u8_encode(v, 3, buf, sizeof buf, &written, &err) == 0);
+  CHECK(bbi_quant_u8_encode(v, 3, buf, 11, &written, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bbi_quant_u8_encode(v, 3, buf, sizeof buf, &written, &err) == 0);
   float out[3] = {7, 7, 7};
-  CHECK(bb_quant_u8_decode(buf, sizeof buf, out, 2, &n, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bbi_quant_u8_decode(buf, sizeof buf, out, 2, &n, &err) == BB_ERR_INVALID_ARGUMENT);
   CHECK(out[0] == 7 && out[1] == 7); /* not written */
-  CHECK(bb_quant_f16_encoded_size(3) == 10 && bb_quant_u8_encoded_size(3) == 12);
-  CHECK(bb_quant_f16_encoded_size(SIZE_MAX) == 0 && bb_quant_u8_encoded_size(SIZE_MAX) == 0);
+  CHECK(bbi_quant_f16_encoded_size(3) == 10 && bbi_quant_u8_encoded_size(3) == 12);
+  CHECK(bbi_quant_f16_encoded_size(SIZE_MAX) == 0 && bbi_quant_u8_encoded_size(SIZE_MAX) == 0);
 }
 
 /* ---- malformed input -------------------------------------------------------------------- */
@@ -376,10 +376,10 @@ static void test_malformed(void) {
   uint8_t f16[24], u8[19];
   bb_error err;
   size_t written;
-  CHECK(bb_quant_f16_encode(v, 10, f16, sizeof f16, &written, &err) == 0);
-  CHECK(bb_quant_u8_encode(v, 10, u8, sizeof u8, &written, &err) == 0);
-  check_truncations("f16", bb_quant_f16_decode, bb_quant_f16_count, f16, sizeof f16);
-  check_truncations("u8", bb_quant_u8_decode, bb_quant_u8_count, u8, sizeof u8);
+  CHECK(bbi_quant_f16_encode(v, 10, f16, sizeof f16, &written, &err) == 0);
+  CHECK(bbi_quant_u8_encode(v, 10, u8, sizeof u8, &written, &err) == 0);
+  check_truncations("f16", bbi_quant_f16_decode, bbi_quant_f16_count, f16, sizeof f16);
+  check_truncations("u8", bbi_quant_u8_decode, bbi_quant_u8_count, u8, sizeof u8);
 
   /* scales that are not finite and >= 0 */
   static const float bad_scales[] = {-1.0f, NAN, INFINITY, -0x1p-149f};
@@ -388,7 +388,7 @@ static void test_malformed(void) {
     uint8_t copy[19];
     memcpy(copy, u8, sizeof copy);
     memcpy(copy + 4, &bad_scales[i], 4);
-    CHECK(bb_quant_u8_decode(copy, sizeof copy, out, 10, NULL, &err) == BB_ERR_MALFORMED);
+    CHECK(bbi_quant_u8_decode(copy, sizeof copy, out, 10, NULL, &err) == BB_ERR_MALFORMED);
     CHECK(strstr(err.message, "scale at byte 4") != NULL);
   }
 }

@@ -13,9 +13,9 @@ static void test_median_small(void) {
   const float a[3] = {1, 10, -2}, b[3] = {3, -5, -2}, c[3] = {2, 0, 7}, d[3] = {100, 1, 0};
   const float *odd[3] = {a, b, c}, *even[4] = {a, b, c, d};
   float out[3], scratch[4];
-  CHECK_EQ_INT(bb_robust_median(odd, 3, 3, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_median(odd, 3, 3, out, scratch, NULL), 0);
   CHECK(out[0] == 2 && out[1] == 0 && out[2] == -2);
-  CHECK_EQ_INT(bb_robust_median(even, 4, 3, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_median(even, 4, 3, out, scratch, NULL), 0);
   CHECK(out[0] == 2.5f && out[1] == 0.5f && out[2] == -1.0f);
   /* the inputs are not reordered */
   CHECK(a[0] == 1 && a[1] == 10 && a[2] == -2);
@@ -25,13 +25,13 @@ static void test_trimmed_small(void) {
   const float v[5][1] = {{1}, {2}, {3}, {4}, {1000}};
   const float *vecs[5] = {v[0], v[1], v[2], v[3], v[4]};
   float out[1], scratch[5];
-  CHECK_EQ_INT(bb_robust_trim_count(5, 0.2), 1);
-  CHECK_EQ_INT(bb_robust_trim_count(10, 0.3), 3);
-  CHECK_EQ_INT(bb_robust_trim_count(100, 0.29), 29);
-  CHECK_EQ_INT(bb_robust_trim_count(5, 0.19), 0);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 5, 1, 0.2, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trim_count(5, 0.2), 1);
+  CHECK_EQ_INT(bbi_robust_trim_count(10, 0.3), 3);
+  CHECK_EQ_INT(bbi_robust_trim_count(100, 0.29), 29);
+  CHECK_EQ_INT(bbi_robust_trim_count(5, 0.19), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 5, 1, 0.2, out, scratch, NULL), 0);
   CHECK(out[0] == 3.0f);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 5, 1, 0.0, out, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 5, 1, 0.0, out, scratch, NULL), 0);
   CHECK(out[0] == 202.0f);
 }
 
@@ -40,16 +40,16 @@ static void test_rejects(void) {
   const float *vecs[2] = {ok, bad};
   float out[2], scratch[2];
   bb_error err;
-  CHECK_EQ_INT(bb_robust_median(vecs, 2, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_robust_median(vecs, 2, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
   CHECK_MSG(strstr(err.message, "vector 1") && strstr(err.message, "coordinate 1"), "%s",
             err.message);
-  CHECK_EQ_INT(bb_robust_median(vecs, 0, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_robust_median(vecs, 0, 2, out, scratch, &err), BB_ERR_INVALID_ARGUMENT);
   vecs[1] = ok;
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 2, 2, 0.5, out, scratch, &err),
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 2, 2, 0.5, out, scratch, &err),
                BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 2, 2, -0.1, out, scratch, &err),
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 2, 2, -0.1, out, scratch, &err),
                BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, 2, 2, 0.49, out, scratch, &err), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, 2, 2, 0.49, out, scratch, &err), 0);
 }
 
 /* Nine honest clients near 1.0 and one sending 1e30: FedAvg (equal weights) lands near
@@ -64,9 +64,9 @@ static void test_byzantine_client(void) {
     vecs[i] = v[i];
   }
   float med[D], trim[D], avg[D], scratch[K];
-  CHECK_EQ_INT(bb_robust_median(vecs, K, D, med, scratch, NULL), 0);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, K, D, 0.1, trim, scratch, NULL), 0);
-  CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, K, D, 0.0, avg, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_median(vecs, K, D, med, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, K, D, 0.1, trim, scratch, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, K, D, 0.0, avg, scratch, NULL), 0);
   for (int j = 0; j < D; j++) {
     CHECK_MSG(fabsf(med[j] - 1.0f) <= 0.01f, "median[%d] = %g", j, (double)med[j]);
     CHECK_MSG(fabsf(trim[j] - 1.0f) <= 0.01f, "trimmed[%d] = %g", j, (double)trim[j]);
@@ -83,7 +83,7 @@ static void test_random_against_reference(void) {
   for (int trial = 0; trial < 200; trial++) {
     const size_t k = (size_t)rng_int(1, 70), d = (size_t)rng_int(1, 9);
     const double beta = rng_real(0, 0.49);
-    const size_t t = bb_robust_trim_count(k, beta);
+    const size_t t = bbi_robust_trim_count(k, beta);
     if (2 * t >= k) continue;
     float *data = malloc(k * d * sizeof *data), *out = malloc(d * sizeof *out),
           *med = malloc(d * sizeof *med), *scratch = malloc(k * sizeof *scratch);
@@ -94,8 +94,8 @@ static void test_random_against_reference(void) {
       /* few distinct values, so ties are common */
       for (size_t j = 0; j < d; j++) data[i * d + j] = (float)rng_int(-5, 5) * 0.5f;
     }
-    CHECK_EQ_INT(bb_robust_trimmed_mean(vecs, k, d, beta, out, scratch, NULL), 0);
-    CHECK_EQ_INT(bb_robust_median(vecs, k, d, med, scratch, NULL), 0);
+    CHECK_EQ_INT(bbi_robust_trimmed_mean(vecs, k, d, beta, out, scratch, NULL), 0);
+    CHECK_EQ_INT(bbi_robust_median(vecs, k, d, med, scratch, NULL), 0);
     for (size_t j = 0; j < d; j++) {
       for (size_t i = 0; i < k; i++) col[i] = data[i * d + j];
       qsort(col, k, sizeof *col, cmp_double);
@@ -117,20 +117,20 @@ static void test_norm_scales(void) {
   const float *vecs[4] = {a, b, c, huge};
   double scale[4], norms[4];
   /* distances 5, 1, 1, ~4.2e38 */
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 0, 0, scale, norms), 0);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 0, scale, norms), 0);
   CHECK(scale[0] == 1 && scale[3] == 1);
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 2.5, 0, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2.5, 0, scale, norms), 2);
   CHECK(fabs(scale[0] - 0.5) < 1e-12 && scale[1] == 1 && scale[2] == 1 && scale[3] > 0 && scale[3] < 1e-37);
   /* the median distance is (1 + 5) / 2 = 3: a factor of 1 bounds at 3 */
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 0, 1, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 1, scale, norms), 2);
   CHECK(fabs(scale[0] - 0.6) < 1e-12 && scale[1] == 1);
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 4, 2, ref, 2, 1, scale, norms), 2); /* the fixed 2 is smaller */
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2, 1, scale, norms), 2); /* the fixed 2 is smaller */
   CHECK(fabs(scale[0] - 0.4) < 1e-12);
   /* from the origin */
-  CHECK_EQ_INT(bb_robust_norm_scales(vecs, 2, 2, NULL, 1, 0, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 2, 2, NULL, 1, 0, scale, norms), 2);
   CHECK(fabs(scale[1] - 1 / sqrt(5.0)) < 1e-12);
   double x[5] = {5, 1, 4, 2, 3};
-  CHECK(bb_robust_median_f64(x, 5) == 3 && bb_robust_median_f64(x, 4) == 2.5);
+  CHECK(bbi_robust_median_f64(x, 5) == 3 && bbi_robust_median_f64(x, 4) == 2.5);
 }
 
 /* Krum: five points in a cluster and two far away; the best score is the cluster's
@@ -140,21 +140,21 @@ static void test_krum(void) {
   const float *vecs[7] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6]};
   double scores[7], dist[7];
   size_t order[7];
-  CHECK_EQ_INT(bb_robust_krum_scores(vecs, 7, 2, 2, scores, dist, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_krum_scores(vecs, 7, 2, 2, scores, dist, NULL), 0);
   /* k - f - 2 = 3 nearest: the centre's are at squared distance 1, 1, 1 */
   CHECK(scores[0] == 3);
   CHECK(scores[1] == 1 + 2 + 2); /* (1,0): (0,0) at 1, (0,1) and (0,-1) at 2 */
-  bb_robust_lowest(scores, 7, order);
+  bbi_robust_lowest(scores, 7, order);
   CHECK(order[0] == 0 && (order[5] == 5 || order[5] == 6) && (order[6] == 5 || order[6] == 6));
   /* equal scores keep the lower index first */
   CHECK(order[1] == 1 && order[2] == 2 && order[3] == 3 && order[4] == 4);
   /* one vector scores 0; a NaN is refused naming where */
-  CHECK_EQ_INT(bb_robust_krum_scores(vecs, 1, 2, 0, scores, dist, NULL), 0);
+  CHECK_EQ_INT(bbi_robust_krum_scores(vecs, 1, 2, 0, scores, dist, NULL), 0);
   CHECK(scores[0] == 0);
   const float bad[2] = {0, NAN};
   const float *with_nan[2] = {p[0], bad};
   bb_error err;
-  CHECK_EQ_INT(bb_robust_krum_scores(with_nan, 2, 2, 0, scores, dist, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_robust_krum_scores(with_nan, 2, 2, 0, scores, dist, &err), BB_ERR_INVALID_ARGUMENT);
   CHECK_MSG(strstr(err.message, "vector 1") && strstr(err.message, "coordinate 1"), "%s", err.message);
 }
 

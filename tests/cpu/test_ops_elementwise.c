@@ -221,24 +221,24 @@ static bool has_shape(const bb_tensor *t, int rank, const int64_t *dims) {
 /* ---- the broadcasting walk itself -------------------------------------------------------------- */
 
 static void test_plan_merges_and_broadcasts(void) {
-  bb_ew_plan p;
+  bbi_ew_plan p;
   const int64_t same[3] = {2, 3, 4};
   const int64_t *d2[2] = {same, same};
   int r2[2] = {3, 3};
-  bb_ew_plan_init(&p, 3, same, 2, r2, d2);
+  bbi_ew_plan_init(&p, 3, same, 2, r2, d2);
   CHECK(p.rank == 0 && p.run == 24 && p.step[0] == 1 && p.step[1] == 1 && p.step[2] == 1);
 
   const int64_t big[2] = {1000, 1000}, row[1] = {1000};
   const int64_t *rows[2] = {big, row};
   int rr[2] = {2, 1};
-  bb_ew_plan_init(&p, 2, big, 2, rr, rows);
+  bbi_ew_plan_init(&p, 2, big, 2, rr, rows);
   CHECK(p.rank == 1 && p.dims[0] == 1000 && p.run == 1000);
   CHECK(p.step[1] == 1 && p.step[2] == 1 && p.strides[1][0] == 1000 && p.strides[2][0] == 0);
 
   const int64_t col[2] = {4, 1}, line[2] = {1, 5}, outer[2] = {4, 5};
   const int64_t *cl[2] = {col, line};
   int rc2[2] = {2, 2};
-  bb_ew_plan_init(&p, 2, outer, 2, rc2, cl);
+  bbi_ew_plan_init(&p, 2, outer, 2, rc2, cl);
   CHECK(p.rank == 1 && p.dims[0] == 4 && p.run == 5);
   CHECK(p.step[1] == 0 && p.step[2] == 1 && p.strides[1][0] == 1 && p.strides[2][0] == 0);
 
@@ -246,19 +246,19 @@ static void test_plan_merges_and_broadcasts(void) {
   const int64_t a4[4] = {2, 1, 3, 4}, b2[2] = {3, 1};
   const int64_t *ab[2] = {a4, b2};
   int rab[2] = {4, 2};
-  bb_ew_plan_init(&p, 4, a4, 2, rab, ab);
+  bbi_ew_plan_init(&p, 4, a4, 2, rab, ab);
   CHECK(p.rank == 2 && p.dims[0] == 2 && p.dims[1] == 3 && p.run == 4);
   CHECK(p.step[2] == 0 && p.strides[2][0] == 0 && p.strides[2][1] == 1 && p.strides[1][0] == 12);
 
   /* a scalar output, and an empty one */
   const int64_t *none[1] = {NULL};
   int r0[1] = {0};
-  bb_ew_plan_init(&p, 0, NULL, 1, r0, none);
+  bbi_ew_plan_init(&p, 0, NULL, 1, r0, none);
   CHECK(p.run == 1 && p.rank == 0);
   const int64_t empty[2] = {0, 3};
   const int64_t *e1[1] = {empty};
   int re[1] = {2};
-  bb_ew_plan_init(&p, 2, empty, 1, re, e1);
+  bbi_ew_plan_init(&p, 2, empty, 1, re, e1);
   CHECK(p.run == 0);
 }
 

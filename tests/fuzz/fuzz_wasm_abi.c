@@ -24,6 +24,24 @@ int32_t bb_host_invoke(int32_t instance, const char *op_type, int32_t n_inputs, 
   return BB_ERR_INVALID_ARGUMENT;
 }
 
+int32_t bb_host_on_message(int32_t instance, const char *op, const char *from, const uint8_t *payload, size_t len) {
+  (void)instance, (void)op, (void)from, (void)payload, (void)len;
+  return BB_ERR_INVALID_ARGUMENT;
+}
+int32_t bb_host_on_timer(int32_t instance, uint64_t token) {
+  (void)instance, (void)token;
+  return BB_ERR_INVALID_ARGUMENT;
+}
+int32_t bb_host_save(int32_t instance) {
+  (void)instance;
+  return BB_ERR_INVALID_ARGUMENT;
+}
+int32_t bb_host_load(int32_t instance, const uint8_t *state, size_t len) {
+  (void)instance, (void)state, (void)len;
+  return BB_ERR_INVALID_ARGUMENT;
+}
+void bb_host_module_record(int32_t host_id, int32_t bootstrap) { (void)host_id, (void)bootstrap; }
+
 static int32_t node;
 static uint64_t clock_ns;
 

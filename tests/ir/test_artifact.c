@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "bb/artifact.h"
+#include "failalloc.h"
 #include "harness.h"
 
 static void test_roles(void) {
@@ -148,6 +149,43 @@ static void test_documented(void) {
   free(doc);
 }
 
+static size_t occurrences(const char *text, const char *what) {
+  size_t n = 0;
+  for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
+  return n;
+}
+
+/* bb_vocab_describe: every role and entry, as text and as JSON; out of memory is an error
+ * that leaves nothing behind. */
+static void test_describe(void) {
+  char *text = NULL, *json = NULL;
+  size_t text_len = 0, json_len = 0;
+  bb_error err;
+  CHECK_MSG(bb_vocab_describe(false, NULL, &text, &text_len, &err) == 0, "%s", err.message);
+  CHECK_MSG(bb_vocab_describe(true, NULL, &json, &json_len, &err) == 0, "%s", err.message);
+  if (!text || !json) return;
+  CHECK(strlen(text) == text_len && strlen(json) == json_len);
+  CHECK(strncmp(text, "roles (name", 11) == 0 && strstr(text, "  Backend       BackendRuntime") != NULL);
+  CHECK(strncmp(json, "{\"roles\":[{\"role\":", 18) == 0 && strcmp(json + json_len - 3, "]}\n") == 0);
+  CHECK_EQ_INT(occurrences(json, "{\"role\":"), BB_ROLE_LAST - BB_ROLE_FIRST + 1);
+  CHECK_EQ_INT(occurrences(json, "{\"name\":"), bb_vocab_count());
+  for (size_t i = 0; i < bb_vocab_count(); i++) {
+    char line[256], field[256];
+    snprintf(line, sizeof line, "\n  %s", bb_vocab_at(i)->name);
+    snprintf(field, sizeof field, "{\"name\":\"%s\"", bb_vocab_at(i)->name);
+    CHECK_MSG(strstr(text, line) != NULL, "the text lacks %s", bb_vocab_at(i)->name);
+    CHECK_MSG(strstr(json, field) != NULL, "the JSON lacks %s", bb_vocab_at(i)->name);
+  }
+  bb_buffer_free(NULL, text);
+  bb_buffer_free(NULL, json);
+
+  failing f = {0, 0};
+  bb_allocator none = failing_allocator(&f);
+  char *out = NULL;
+  CHECK(bb_vocab_describe(true, &none, &out, NULL, &err) == BB_ERR_NOMEM && out == NULL && f.live == 0);
+  CHECK(bb_vocab_describe(true, NULL, NULL, NULL, &err) == BB_ERR_INVALID_ARGUMENT);
+}
+
 /* js/src/compiler.ts keeps ROLES (name: bb_role) and TENSOR_F32 as literals. */
 static void test_javascript_copies(void) {
   char *ts = read_source("js/src/compiler.ts");
@@ -181,6 +219,7 @@ int main(void) {
   RUN(test_tensor_types);
   RUN(test_table);
   RUN(test_documented);
+  RUN(test_describe);
   RUN(test_javascript_copies);
   return bb_test_finish();
 }

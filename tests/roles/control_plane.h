@@ -14,7 +14,7 @@ __attribute__((unused)) static void deliver_message(bb_node *to, uint64_t from_i
                                                     const uint8_t *payload, size_t len, uint64_t now) {
   bb_address suffix = {.n = 2};
   suffix.seg[0].kind = BB_ADDR_COMPONENT;
-  suffix.seg[0].value = bb_fnv1a32(slot, strlen(slot));
+  suffix.seg[0].value = bbi_fnv1a32(slot, strlen(slot));
   suffix.seg[1].kind = BB_ADDR_OP;
   strcpy(suffix.seg[1].op, op);
   uint8_t sbuf[300], dbuf[300];

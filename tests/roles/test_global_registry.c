@@ -71,11 +71,11 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
     w->failures++;
     snprintf(w->last_failure, sizeof w->last_failure, "%s: %s", s->reason ? s->reason : "", s->detail ? s->detail : "");
   }
-  if (s->kind != BB_STEP_APP_EVENT || !s->value || s->value->kind != BB_VAL_PEERS) return;
+  if (s->kind != BB_STEP_APP_EVENT || !s->value || bb_val_kind_of(s->value) != BB_VAL_PEERS) return;
   bool is_view = strcmp(s->topic, "view") == 0;
   uint64_t *out = is_view ? w->view : w->sample;
-  size_t n = s->value->n < 8 ? s->value->n : 8;
-  for (size_t i = 0; i < n; i++) bb_peer_id_as_u64(&s->value->as.peers[i], &out[i]);
+  size_t n = bb_val_count(s->value) < 8 ? bb_val_count(s->value) : 8;
+  for (size_t i = 0; i < n; i++) bb_peer_id_as_u64(&bb_val_as_peers(s->value)[i], &out[i]);
   *(is_view ? &w->view_n : &w->sample_n) = n;
 }
 
@@ -313,7 +313,8 @@ static void test_save_load(void) {
     CHECK(bb_node_poll(fresh, 100 * MS, &steps, &n, &err) == 0);
     size_t seen = 0;
     for (size_t i = 0; i < n; i++)
-      if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "view") == 0) seen = steps[i].value->n;
+      if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "view") == 0)
+        seen = bb_val_count(steps[i].value);
     CHECK_EQ_INT(seen, 3);
     bb_node_free(fresh);
   }

@@ -37,9 +37,11 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   uint64_t id = 0;
   bb_peer_id_as_u64(peer, &id);
   if (s->kind == BB_STEP_OP_FAILED) w->failures++;
-  if (id != 1 || s->kind != BB_STEP_APP_EVENT || strcmp(s->topic, "view") != 0 || s->value->kind != BB_VAL_PEERS) return;
-  w->n = s->value->n < 8 ? s->value->n : 8;
-  for (size_t i = 0; i < w->n; i++) bb_peer_id_as_u64(&s->value->as.peers[i], &w->view[i]);
+  if (id != 1 || s->kind != BB_STEP_APP_EVENT || strcmp(s->topic, "view") != 0 ||
+      bb_val_kind_of(s->value) != BB_VAL_PEERS)
+    return;
+  w->n = bb_val_count(s->value) < 8 ? bb_val_count(s->value) : 8;
+  for (size_t i = 0; i < w->n; i++) bb_peer_id_as_u64(&bb_val_as_peers(s->value)[i], &w->view[i]);
 }
 
 static void test_full_initiator_takes_the_reply(void) {

@@ -63,8 +63,8 @@ static int64_t aggregate_once(const char *fedavg_config, char *detail, size_t si
   for (size_t i = 0; i < ns; i++) {
     if (steps[i].kind == BB_STEP_OP_FAILED && !detail[0]) snprintf(detail, size, "%s", steps[i].detail);
     if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "params") == 0 &&
-        steps[i].value->kind == BB_VAL_TENSOR)
-      given = steps[i].value->as.tensor->numel;
+        bb_val_kind_of(steps[i].value) == BB_VAL_TENSOR)
+      given = bb_val_as_tensor(steps[i].value)->numel;
   }
   bb_val_release(tick);
   bb_node_free(node);

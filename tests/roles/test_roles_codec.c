@@ -69,10 +69,10 @@ static void roundtrip(const char *codec, size_t header, size_t per_value, double
     if (steps[i].kind == BB_STEP_OP_FAILED) print_steps(codec, steps, ns);
     if (steps[i].kind != BB_STEP_APP_EVENT) continue;
     if (strcmp(steps[i].topic, "encoded") == 0) CHECK_EQ_INT(steps[i].len, header + per_value * N);
-    if (strcmp(steps[i].topic, "decoded") == 0 && steps[i].value->kind == BB_VAL_TENSOR) {
+    if (strcmp(steps[i].topic, "decoded") == 0 && bb_val_kind_of(steps[i].value) == BB_VAL_TENSOR) {
       got = true;
-      const float *d = bb_tensor_data(steps[i].value->as.tensor);
-      CHECK_EQ_INT(steps[i].value->as.tensor->numel, N);
+      const float *d = bb_tensor_data(bb_val_as_tensor(steps[i].value));
+      CHECK_EQ_INT(bb_val_as_tensor(steps[i].value)->numel, N);
       double worst = 0;
       for (int k = 0; k < N; k++) {
         double e = fabs((double)d[k] - x[k]) - rel_bound * fabs(x[k]);

@@ -121,8 +121,8 @@ static float run_batch(bb_node *node, const float *x, const float *y, int n, uin
   float loss = NAN;
   for (size_t i = 0; i < ns; i++) {
     if (steps[i].kind == BB_STEP_OP_FAILED) print_steps("train", steps, ns);
-    if (steps[i].kind != BB_STEP_APP_EVENT || !steps[i].value || steps[i].value->kind != BB_VAL_TENSOR) continue;
-    const float *d = bb_tensor_data(steps[i].value->as.tensor);
+    if (steps[i].kind != BB_STEP_APP_EVENT || bb_val_kind_of(steps[i].value) != BB_VAL_TENSOR) continue;
+    const float *d = bb_tensor_data(bb_val_as_tensor(steps[i].value));
     if (strcmp(steps[i].topic, "loss") == 0) loss = d[0];
     if (strcmp(steps[i].topic, "relu") == 0 && relu_first) *relu_first = d[0];
   }
@@ -296,7 +296,7 @@ static void test_data_source_feeds_training(void) {
     CHECK_EQ_INT(count_steps(steps, ns, BB_STEP_OP_FAILED), 0);
     for (size_t i = 0; i < ns; i++)
       if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "loss") == 0) {
-        float l = *(const float *)bb_tensor_data(steps[i].value->as.tensor);
+        float l = *(const float *)bb_tensor_data(bb_val_as_tensor(steps[i].value));
         if (step == 0) first = l;
         if (step >= 70) sum_last += l;
       }

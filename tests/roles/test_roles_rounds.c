@@ -83,9 +83,9 @@ static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   if (strcmp(call->op_type, "Fit") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
   const bb_val *g = call->inputs[0];
-  if (!g || g->kind != BB_VAL_TENSOR || g->as.tensor->numel != 2)
+  if (!g || bb_val_kind_of(g) != BB_VAL_TENSOR || bb_val_as_tensor(g)->numel != 2)
     return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
-  const float *x = bb_tensor_data(g->as.tensor);
+  const float *x = bb_tensor_data(bb_val_as_tensor(g));
   float y[2] = {m->nan ? NAN : x[0] + m->delta, m->nan ? NAN : x[1] - m->delta};
   call->outputs[0] = f32_val(y, 2);
   call->outputs[1] = bb_val_u64(NULL, BB_VAL_U64, m->samples);
@@ -134,11 +134,11 @@ typedef struct federation {
 static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   federation *f = user;
   if (s->kind != BB_STEP_APP_EVENT || !bb_peer_id_equal(peer, &f->peer[0]) || !s->value) return;
-  if (strcmp(s->topic, "global") == 0 && s->value->kind == BB_VAL_TENSOR) {
-    memcpy(f->global, bb_tensor_data(s->value->as.tensor), sizeof f->global);
+  if (strcmp(s->topic, "global") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
+    memcpy(f->global, bb_tensor_data(bb_val_as_tensor(s->value)), sizeof f->global);
     f->globals_given++;
   }
-  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) f->round = (int64_t)s->value->as.u64;
+  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) f->round = (int64_t)bb_val_as_u64(s->value);
 }
 
 static void overhear(void *user, const bb_sim_delivery *d) {

@@ -10,7 +10,7 @@
 #include "bb/roles.h"
 #include "bb/runtime.h"
 #include "harness.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* ---- stub components ---------------------------------------------------------------------
  * StubLoader.NextBatch → (float32 [1,2,3], empty labels); StubModel.Forward → x·2;
@@ -55,20 +55,20 @@ static int stub_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   }
   if (strcmp(call->op_type, "Forward") == 0) {
     const bb_val *x = call->inputs[0];
-    if (!x || x->kind != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Forward wants a tensor");
-    const float *in = bb_tensor_data(x->as.tensor);
+    if (!x || bb_val_kind_of(x) != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Forward wants a tensor");
+    const float *in = bb_tensor_data(bb_val_as_tensor(x));
     float out[8];
-    int64_t n = x->as.tensor->numel < 8 ? x->as.tensor->numel : 8;
+    int64_t n = bb_val_as_tensor(x)->numel < 8 ? bb_val_as_tensor(x)->numel : 8;
     for (int64_t i = 0; i < n; i++) out[i] = in[i] * 2;
     call->outputs[0] = f32_val(out, n);
     return 0;
   }
   if (strcmp(call->op_type, "Contribute") == 0) {
     const bb_val *x = call->inputs[0];
-    if (!x || x->kind != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Contribute wants a tensor");
+    if (!x || bb_val_kind_of(x) != BB_VAL_TENSOR) return bb_error_set(err, BB_ERR_TYPE, "Contribute wants a tensor");
     s->contributions++;
-    s->last_len = (size_t)x->as.tensor->numel < 8 ? (size_t)x->as.tensor->numel : 8;
-    memcpy(s->last, bb_tensor_data(x->as.tensor), s->last_len * sizeof(float));
+    s->last_len = (size_t)bb_val_as_tensor(x)->numel < 8 ? (size_t)bb_val_as_tensor(x)->numel : 8;
+    memcpy(s->last, bb_tensor_data(bb_val_as_tensor(x)), s->last_len * sizeof(float));
     s->had_source = bb_ctx_source(ctx) != NULL;
     if (s->had_source) s->last_source = *bb_ctx_source(ctx);
     if (call->n_outputs) call->outputs[0] = bb_val_trigger(NULL);

@@ -4,7 +4,7 @@
  * with send times and use ticks; version 1 still read). */
 #include "programs/examples.h"
 #include "rttest.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 
 static uint8_t *fednet;
@@ -382,13 +382,13 @@ static void test_version_1_snapshot(void) {
     }
     memcpy(old + o, snap + i, len - 8 - i);
     o += len - 8 - i;
-    bb_le_put_u64(old + o, bb_fnv1a64(old, o));
+    bb_le_put_u64(old + o, bbi_fnv1a64(old, o));
     o += 8;
     bb_error err;
     CHECK_MSG(bb_node_restore(b, old, o, &err) == 0, "%s", err.message);
     /* and version 3 is not a format this build knows */
     bb_le_put_u32(old + 8, 3);
-    bb_le_put_u64(old + o - 8, bb_fnv1a64(old, o - 8));
+    bb_le_put_u64(old + o - 8, bbi_fnv1a64(old, o - 8));
     bb_node *c = sink_node(2, reg, NULL);
     CHECK_EQ_INT(bb_node_restore(c, old, o, &err), BB_ERR_MALFORMED);
     CHECK(strstr(err.message, "unknown snapshot version") != NULL);

@@ -114,8 +114,8 @@ static const bb_val *event(const bb_step *s, size_t n, const char *topic) {
 }
 
 static bool tensor_is(const bb_val *v, const float *want, int64_t n) {
-  if (!v || v->kind != BB_VAL_TENSOR || v->as.tensor->numel != n) return false;
-  return memcmp(bb_tensor_data(v->as.tensor), want, (size_t)n * sizeof(float)) == 0;
+  if (!v || bb_val_kind_of(v) != BB_VAL_TENSOR || bb_val_as_tensor(v)->numel != n) return false;
+  return memcmp(bb_tensor_data(bb_val_as_tensor(v)), want, (size_t)n * sizeof(float)) == 0;
 }
 
 static void invoke_x(bb_node *n, const char *module, uint64_t now) {

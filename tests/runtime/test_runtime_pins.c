@@ -75,7 +75,7 @@ static int bind_counter(bb_compiler *c, const void *user, bb_error *err) {
   return bb_compiler_bind_model(c, "model", "Counter", NULL, err);
 }
 
-static uint64_t fnv(const uint8_t *p, size_t len) { return bb_fnv1a64(p, len); }
+static uint64_t fnv(const uint8_t *p, size_t len) { return bbi_fnv1a64(p, len); }
 
 /* ---- pins --------------------------------------------------------------------------------- */
 

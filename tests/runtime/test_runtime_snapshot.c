@@ -140,7 +140,7 @@ static void run(bb_node *n, int from, int to, float *seq, size_t *len) {
     bb_node_poll(n, (uint64_t)t * 10000000, &s, &k, NULL);
     for (size_t i = 0; i < k; i++)
       if (s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, "p") == 0)
-        seq[(*len)++] = *(const float *)bb_tensor_data(s[i].value->as.tensor);
+        seq[(*len)++] = *(const float *)bb_tensor_data(bb_val_as_tensor(s[i].value));
   }
 }
 
@@ -246,7 +246,7 @@ static void test_refusals(void) {
   for (size_t i = 8; i + 8 < len; i++) {
     memcpy(bent, snap, len);
     bent[i] ^= (uint8_t)(1u << (i % 8));
-    uint64_t h = bb_fnv1a64(bent, len - 8);
+    uint64_t h = bbi_fnv1a64(bent, len - 8);
     for (int k = 0; k < 8; k++) bent[len - 8 + k] = (uint8_t)(h >> (8 * k));
     bb_node *f = fresh();
     int rc = bb_node_restore(f, bent, len, &err);
@@ -269,7 +269,7 @@ static void collect_p(bb_node *n, uint64_t now, float *seq, size_t *len) {
   bb_node_poll(n, now, &s, &k, NULL);
   for (size_t i = 0; i < k; i++)
     if (s[i].kind == BB_STEP_APP_EVENT && strcmp(s[i].topic, "p") == 0)
-      seq[(*len)++] = *(const float *)bb_tensor_data(s[i].value->as.tensor);
+      seq[(*len)++] = *(const float *)bb_tensor_data(bb_val_as_tensor(s[i].value));
 }
 static void complete_deferred(bb_node *n, uint64_t now, float *seq, size_t *len) {
   bb_error err;

@@ -141,7 +141,7 @@ static void expect_drained(bb_node *n) {
 static bb_val *bytes(const char *s) { return bb_val_bytes(NULL, s, strlen(s)); }
 
 static bool is_bytes(const bb_val *v, const char *s) {
-  return v && v->kind == BB_VAL_BYTES && v->n == strlen(s) && memcmp(v->as.bytes, s, v->n) == 0;
+  return bb_val_as_bytes(v) && bb_val_count(v) == strlen(s) && memcmp(bb_val_as_bytes(v), s, bb_val_count(v)) == 0;
 }
 
 /* ---- time ------------------------------------------------------------------------------- */
@@ -155,10 +155,10 @@ static void test_clock_and_rng(void) {
     if (!n) return;
     run r = invoke(n, "T", NULL, NULL, 12345);
     const bb_val *now = event(r, "now"), *rng = event(r, "r");
-    CHECK(now && now->kind == BB_VAL_TIMESTAMP && now->as.u64 == 12345);
-    CHECK(rng && rng->kind == BB_VAL_U64);
-    if (rng && k < 2) first[k] = rng->as.u64;
-    if (rng && k == 2) CHECK(rng->as.u64 != first[0]); /* another seed, another draw */
+    CHECK(now && bb_val_kind_of(now) == BB_VAL_TIMESTAMP && bb_val_as_u64(now) == 12345);
+    CHECK(rng && bb_val_kind_of(rng) == BB_VAL_U64);
+    if (rng && k < 2) first[k] = bb_val_as_u64(rng);
+    if (rng && k == 2) CHECK(bb_val_as_u64(rng) != first[0]); /* another seed, another draw */
     expect_drained(n);
     bb_node_free(n);
   }
@@ -182,10 +182,10 @@ static void test_after_and_sleep_park_until_due(void) {
   r = poll_at(n, 149);
   CHECK(!event(r, "at_a"));
   r = poll_at(n, 150);
-  CHECK(event(r, "at_a") && event(r, "at_a")->as.u64 == 150 && !event(r, "at_s"));
+  CHECK(event(r, "at_a") && bb_val_as_u64(event(r, "at_a")) == 150 && !event(r, "at_s"));
   CHECK_EQ_INT(bb_node_expiry(n), 180);
   r = poll_at(n, 180);
-  CHECK(event(r, "at_s") && event(r, "at_s")->as.u64 == 180);
+  CHECK(event(r, "at_s") && bb_val_as_u64(event(r, "at_s")) == 180);
   CHECK_EQ_INT(bb_node_expiry(n), UINT64_MAX);
   expect_drained(n);
   bb_node_free(n);
@@ -198,11 +198,11 @@ static void test_interval_reruns_dependents(void) {
   bb_node *n = node_for(&fn, 1, 7);
   if (!n) return;
   run r = start(n, "T", 0);
-  CHECK(event(r, "t") && event(r, "t")->as.u64 == 0);
+  CHECK(event(r, "t") && bb_val_as_u64(event(r, "t")) == 0);
   CHECK_EQ_INT(bb_node_expiry(n), 10);
   for (uint64_t at = 10; at <= 30; at += 10) {
     r = poll_at(n, at);
-    CHECK_MSG(events(r, "t") == 1 && event(r, "t")->as.u64 == at, "tick at %llu", (unsigned long long)at);
+    CHECK_MSG(events(r, "t") == 1 && bb_val_as_u64(event(r, "t")) == at, "tick at %llu", (unsigned long long)at);
     CHECK_EQ_INT(bb_node_expiry(n), at + 10);
   }
   bb_node_free(n); /* the interval holds its execution until the node goes */
@@ -424,7 +424,7 @@ static void test_gate_and_on_trigger(void) {
   r = invoke(n, "O", NULL, NULL, 3);
   CHECK(strcmp(failure(r), "missing_input") == 0 && !event(r, "t"));
   r = invoke(n, "K", NULL, NULL, 4);
-  CHECK(event(r, "t") && event(r, "t")->kind == BB_VAL_TRIGGER);
+  CHECK(event(r, "t") && bb_val_kind_of(event(r, "t")) == BB_VAL_TRIGGER);
   bb_val_release(x);
   bb_val_release(go);
   expect_drained(n);
@@ -441,11 +441,11 @@ static void test_event_source_lifecycle_and_correlate(void) {
   if (!n) return;
   uint64_t next = n->next_wire_req;
   run r = invoke(n, "T", NULL, NULL, 1);
-  CHECK(events(r, "ev") == 1 && event(r, "ev")->kind == BB_VAL_TRIGGER);
-  CHECK(events(r, "ph") == 1 && event(r, "ph")->kind == BB_VAL_TRIGGER);
+  CHECK(events(r, "ev") == 1 && bb_val_kind_of(event(r, "ev")) == BB_VAL_TRIGGER);
+  CHECK(events(r, "ph") == 1 && bb_val_kind_of(event(r, "ph")) == BB_VAL_TRIGGER);
   const bb_val *c1 = event(r, "c1"), *c2 = event(r, "c2");
-  CHECK(c1 && c2 && c1->kind == BB_VAL_CORRELATION && c2->kind == BB_VAL_CORRELATION);
-  if (c1 && c2) CHECK(c1->as.u64 != c2->as.u64 && c1->as.u64 >= next && c2->as.u64 >= next);
+  CHECK(c1 && c2 && bb_val_kind_of(c1) == BB_VAL_CORRELATION && bb_val_kind_of(c2) == BB_VAL_CORRELATION);
+  if (c1 && c2) CHECK(bb_val_as_u64(c1) != bb_val_as_u64(c2) && bb_val_as_u64(c1) >= next && bb_val_as_u64(c2) >= next);
   CHECK_EQ_INT(n->next_wire_req, next + 2); /* minted from the wire's request counter */
   expect_drained(n);
   bb_node_free(n);
@@ -466,7 +466,7 @@ static void test_app_events_and_metrics(void) {
   if (!n) return;
   run r = invoke(n, "N", NULL, NULL, 1);
   const bb_val *marker = event(r, "round.done");
-  CHECK(marker && marker->kind == BB_VAL_BYTES && marker->n == 0);
+  CHECK(marker && bb_val_kind_of(marker) == BB_VAL_BYTES && bb_val_count(marker) == 0);
   bb_val *x = bytes("42%");
   r = invoke(n, "E", "x", x, 2);
   CHECK(is_bytes(event(r, "progress"), "42%"));
@@ -501,7 +501,7 @@ static void test_bundle_unbundle(void) {
   bb_named_value iv[2] = {{"x", x}, {"go", go}};
   CHECK(bb_node_invoke(n, "OK", iv, 2, 1, NULL) == 0);
   run r = poll_at(n, 1);
-  CHECK(is_bytes(event(r, "c0"), "child") && event(r, "c1") && event(r, "c1")->kind == BB_VAL_TRIGGER);
+  CHECK(is_bytes(event(r, "c0"), "child") && event(r, "c1") && bb_val_kind_of(event(r, "c1")) == BB_VAL_TRIGGER);
   CHECK(bb_node_invoke(n, "W", iv, 2, 2, NULL) == 0);
   r = poll_at(n, 2);
   CHECK(strcmp(failure(r), "unbundle_child_count_mismatch") == 0 && !event(r, "c0"));
@@ -530,7 +530,7 @@ static void test_address_book_insert_lookup_miss(void) {
   CHECK(!*failure(r));
   r = invoke(n, "L", "peer", pv, 3);
   const bb_val *got = event(r, "addrs");
-  CHECK(got && got->kind == BB_VAL_ADDRESSES && got->n == 1);
+  CHECK(got && bb_val_kind_of(got) == BB_VAL_ADDRESSES && bb_val_count(got) == 1);
   r = invoke(n, "L", "peer", qv, 4);
   CHECK(strcmp(failure(r), "address_book_lookup_miss") == 0);
   r = invoke(n, "L", "peer", av, 5); /* an address where a peer id belongs */
@@ -557,8 +557,8 @@ static void test_bootstrap_output_parks_until_completed(void) {
   if (!n) return;
   run r = invoke(n, "T", NULL, NULL, 10);
   const bb_val *cmd = event(r, "cmd");
-  CHECK(cmd && cmd->kind == BB_VAL_COMMAND_ID && !event(r, "at"));
-  uint64_t id = cmd ? cmd->as.u64 : 0;
+  CHECK(cmd && bb_val_kind_of(cmd) == BB_VAL_COMMAND_ID && !event(r, "at"));
+  uint64_t id = cmd ? bb_val_as_u64(cmd) : 0;
   bb_node_stats st;
   bb_node_stats_get(n, &st);
   CHECK_EQ_INT(st.pending_async, 1);
@@ -577,7 +577,7 @@ static void test_bootstrap_output_parks_until_completed(void) {
   CHECK(bb_node_complete(n, id, &t, 1, NULL) == 0); /* the node takes its own reference */
   bb_val_release(t);
   r = poll_at(n, 30);
-  CHECK(event(r, "at") && event(r, "at")->as.u64 == 30);
+  CHECK(event(r, "at") && bb_val_as_u64(event(r, "at")) == 30);
   bb_val_release(again);
   bb_val_release(unminted);
   bb_val_release(wrong);

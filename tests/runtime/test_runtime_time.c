@@ -79,9 +79,9 @@ static void test_clock_and_rng(void) {
       size_t c;
       bb_node_poll(n, 12345 + (uint64_t)k, &s, &c, NULL);
       const bb_val *now = event(s, c, "now"), *r = event(s, c, "r");
-      CHECK(now && now->kind == BB_VAL_TIMESTAMP && now->as.u64 == 12345 + (uint64_t)k);
-      CHECK(r && r->kind == BB_VAL_U64);
-      draws[run][k] = r ? r->as.u64 : 0;
+      CHECK(now && bb_val_kind_of(now) == BB_VAL_TIMESTAMP && bb_val_as_u64(now) == 12345 + (uint64_t)k);
+      CHECK(r && bb_val_kind_of(r) == BB_VAL_U64);
+      draws[run][k] = r ? bb_val_as_u64(r) : 0;
     }
     bb_node_free(n);
   }
@@ -95,7 +95,7 @@ static void test_clock_and_rng(void) {
   size_t c;
   bb_node_poll(other, 0, &s, &c, NULL);
   const bb_val *r = event(s, c, "r");
-  CHECK(r && r->as.u64 != draws[0][0]); /* another seed, another draw */
+  CHECK(r && bb_val_as_u64(r) != draws[0][0]); /* another seed, another draw */
   bb_val_release(go);
   bb_node_free(other);
   free(art);
@@ -124,11 +124,11 @@ static void test_after_and_sleep(void) {
     CHECK_EQ_INT(c, 0); /* not yet */
     bb_node_poll(n, 1100, &s, &c, NULL);
     const bb_val *a = event(s, c, "at_a");
-    CHECK(a && a->as.u64 == 1100 && !event(s, c, "at_s"));
+    CHECK(a && bb_val_as_u64(a) == 1100 && !event(s, c, "at_s"));
     CHECK_EQ_INT(bb_node_expiry(n), 1250);
     bb_node_poll(n, 5000, &s, &c, NULL); /* a late poll: the timer fires with the late clock */
     const bb_val *sl = event(s, c, "at_s");
-    CHECK(sl && sl->as.u64 == 5000);
+    CHECK(sl && bb_val_as_u64(sl) == 5000);
     CHECK_EQ_INT(bb_node_expiry(n), UINT64_MAX);
     bb_node_stats st;
     bb_node_stats_get(n, &st);
@@ -155,7 +155,7 @@ static void test_interval_reruns_its_loop(void) {
       size_t c;
       bb_node_poll(n, t, &s, &c, NULL);
       const bb_val *at = event(s, c, "at");
-      if (at) seen[k++] = at->as.u64;
+      if (at) seen[k++] = bb_val_as_u64(at);
     }
     CHECK_EQ_INT(k, 5);
     for (int i = 0; i < k; i++) CHECK_EQ_INT(seen[i], 100 + 50 * (uint64_t)i);
@@ -194,8 +194,8 @@ static void test_structure_and_telemetry(void) {
       size_t c;
       bb_node_poll(n, 0, &s, &c, NULL);
       const bb_val *u0 = event(s, c, "u0"), *em = event(s, c, "emitted"), *no = event(s, c, "notified");
-      CHECK(u0 && u0->kind == BB_VAL_BYTES && u0->n == 2 && memcmp(u0->as.bytes, "hi", 2) == 0);
-      CHECK(em && em->n == 2 && no && no->n == 0 && event(s, c, "on"));
+      CHECK(bb_val_as_bytes(u0) && bb_val_count(u0) == 2 && memcmp(bb_val_as_bytes(u0), "hi", 2) == 0);
+      CHECK(em && bb_val_count(em) == 2 && no && bb_val_count(no) == 0 && event(s, c, "on"));
       bool reserved = false;
       for (size_t i = 0; i < c; i++)
         if (s[i].kind == BB_STEP_OP_FAILED && strcmp(s[i].reason, "reserved_topic_prefix") == 0) reserved = true;

@@ -11,7 +11,8 @@ static bb_val *roundtrip(const bb_val *v) {
   bb_error err;
   CHECK(bb_val_encode(v, NULL, &buf, &len, &err) == 0);
   CHECK_EQ_INT(len, bb_val_encoded_size(v));
-  CHECK_MSG(bb_val_decode(bb_val_kind_hash((int)v->kind), buf, len, NULL, &back, &err) == 0, "%s", err.message);
+  uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(v));
+  CHECK_MSG(bb_val_decode(type_hash, buf, len, NULL, &back, &err) == 0, "%s", err.message);
   if (back) {
     uint8_t *again = NULL;
     size_t again_len = 0;
@@ -50,15 +51,15 @@ static void test_every_kind_round_trips(void) {
   bb_val *nested = bb_val_composite(NULL, &bundle, 1);
   for (size_t i = 0; i < n; i++) {
     bb_val *back = roundtrip(vals[i]);
-    CHECK(back && back->kind == vals[i]->kind);
+    CHECK(back && bb_val_kind_of(back) == bb_val_kind_of(vals[i]));
     bb_val_release(back);
   }
   bb_val *back = roundtrip(nested);
-  CHECK(back && back->n == 1 && back->as.children[0]->n == n);
-  if (back && back->n == 1 && back->as.children[0]->n == n) {
-    const bb_val *bt = back->as.children[0]->as.children[3];
-    CHECK(bt->kind == BB_VAL_TENSOR && bt->as.tensor->dtype == BB_DTYPE_INT64 && bt->as.tensor->dims[1] == 3 &&
-          ((int64_t *)bb_tensor_data(bt->as.tensor))[5] == 5 * 1000000007LL);
+  CHECK(back && bb_val_count(back) == 1 && bb_val_count(bb_val_child(back, 0)) == n);
+  if (back && bb_val_count(back) == 1 && bb_val_count(bb_val_child(back, 0)) == n) {
+    const bb_tensor *got = bb_val_as_tensor(bb_val_child(bb_val_child(back, 0), 3));
+    CHECK(got && got->dtype == BB_DTYPE_INT64 && got->dims[1] == 3 &&
+          ((int64_t *)bb_tensor_data(got))[5] == 5 * 1000000007LL);
   }
   bb_val_release(back);
   bb_val_release(nested);
@@ -103,7 +104,7 @@ static void test_envelope_vector(void) {
   bb_bytes d = {dest, bb_address_to_bytes(&a1, dest, sizeof dest)}, s = {src, bb_address_to_bytes(&a2, src, sizeof src)};
   bb_slot_fill fill = {.dest_suffix = {suffix, bb_address_to_bytes(&site, suffix, sizeof suffix)},
                        .payload = {payload, plen},
-                       .type_hash = bb_val_kind_hash((int)v->kind)};
+                       .type_hash = bb_val_kind_hash((int)bb_val_kind_of(v))};
   bb_envelope e = {0};
   e.dest_peer_addresses = &d;
   e.n_dest_peer_addresses = 1;
@@ -201,8 +202,8 @@ static void expect_layout(const bb_val *v, const wbuf *want, const char *what) {
   bb_buffer_free(NULL, got);
   bb_val *back = NULL;
   bb_error err;
-  CHECK_MSG(bb_val_decode(bb_val_kind_hash((int)v->kind), want->b, want->len, NULL, &back, &err) == 0, "%s: %s", what,
-            err.message);
+  uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(v));
+  CHECK_MSG(bb_val_decode(type_hash, want->b, want->len, NULL, &back, &err) == 0, "%s: %s", what, err.message);
   if (back) {
     uint8_t again[256];
     CHECK(bb_val_encoded_size(back) == want->len && bb_val_encode_into(back, again) == want->len &&
@@ -304,8 +305,50 @@ static void test_decode_without_memory(void) {
   bb_tensor_release(t);
 }
 
+/* Each accessor gives what the value holds, and its stated default for NULL and for every
+ * other kind. */
+static void test_accessors(void) {
+  bb_peer_id peers[2] = {bb_peer_id_from_u64(5), bb_peer_id_from_u64(6)};
+  bb_address addr;
+  CHECK(bb_address_from_text("/p2p/16uZAbWC1AJvL/site/17", &addr, NULL) == 0);
+  bb_tensor *t = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 1, (int64_t[]){3});
+  bb_val *tensor = bb_val_tensor(NULL, t), *bytes = bb_val_bytes(NULL, "abc", 3),
+         *stamp = bb_val_u64(NULL, BB_VAL_TIMESTAMP, 99), *peer = bb_val_peer(NULL, &peers[1]),
+         *list = bb_val_peers(NULL, peers, 2), *address = bb_val_address(NULL, &addr), *trigger = bb_val_trigger(NULL);
+  bb_val *parts[2] = {stamp, bytes};
+  bb_val *bundle = bb_val_composite(NULL, parts, 2);
+  bb_val *all[] = {tensor, bytes, stamp, peer, list, address, trigger, bundle};
+
+  CHECK(bb_val_as_tensor(tensor) == t && bb_val_kind_of(tensor) == BB_VAL_TENSOR && bb_val_count(tensor) == 0);
+  CHECK(bb_val_count(bytes) == 3 && memcmp(bb_val_as_bytes(bytes), "abc", 3) == 0);
+  CHECK(bb_val_is_u64(stamp) && bb_val_as_u64(stamp) == 99 && bb_val_kind_of(stamp) == BB_VAL_TIMESTAMP);
+  CHECK(bb_val_count(peer) == 1 && bb_peer_id_equal(&bb_val_as_peers(peer)[0], &peers[1]));
+  CHECK(bb_val_count(list) == 2 && bb_peer_id_equal(&bb_val_as_peers(list)[1], &peers[1]));
+  CHECK(bb_val_count(address) == 1 && bb_val_as_addresses(address) != NULL);
+  CHECK(bb_val_count(bundle) == 2 && bb_val_child(bundle, 0) == stamp && bb_val_child(bundle, 1) == bytes &&
+        bb_val_children(bundle)[1] == bytes && bb_val_child(bundle, 2) == NULL);
+  /* NULL and every kind that does not hold the thing asked for */
+  CHECK(bb_val_kind_of(NULL) == BB_VAL_KIND_COUNT && bb_val_count(NULL) == 0 && !bb_val_is_u64(NULL));
+  CHECK(!bb_val_as_u64(NULL) && !bb_val_as_tensor(NULL) && !bb_val_as_bytes(NULL) && !bb_val_as_peers(NULL) &&
+        !bb_val_as_addresses(NULL) && !bb_val_children(NULL) && !bb_val_child(NULL, 0));
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+    bb_val_kind k = bb_val_kind_of(all[i]);
+    CHECK_MSG((bb_val_as_tensor(all[i]) != NULL) == (k == BB_VAL_TENSOR), "tensor of %s", bb_val_kind_name((int)k));
+    CHECK_MSG((bb_val_as_bytes(all[i]) != NULL) == (k == BB_VAL_BYTES), "bytes of %s", bb_val_kind_name((int)k));
+    CHECK_MSG((bb_val_as_peers(all[i]) != NULL) == (k == BB_VAL_PEER || k == BB_VAL_PEERS), "peers of %s",
+              bb_val_kind_name((int)k));
+    CHECK_MSG((bb_val_as_addresses(all[i]) != NULL) == (k == BB_VAL_ADDRESS), "addresses of %s",
+              bb_val_kind_name((int)k));
+    CHECK_MSG((bb_val_child(all[i], 0) != NULL) == (k == BB_VAL_COMPOSITE), "child of %s", bb_val_kind_name((int)k));
+    CHECK_MSG((bb_val_as_u64(all[i]) != 0) == (k == BB_VAL_TIMESTAMP), "u64 of %s", bb_val_kind_name((int)k));
+  }
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) bb_val_release(all[i]);
+  bb_tensor_release(t);
+}
+
 int main(void) {
   RUN(test_every_kind_round_trips);
+  RUN(test_accessors);
   RUN(test_pinned_type_hashes);
   RUN(test_envelope_vector);
   RUN(test_bad_payloads);

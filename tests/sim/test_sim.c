@@ -54,7 +54,7 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *step) {
   }
 }
 
-static void hash_bytes(uint64_t *h, const void *data, size_t len) { *h = bb_fnv1a64_update(*h, data, len); }
+static void hash_bytes(uint64_t *h, const void *data, size_t len) { *h = bbi_fnv1a64_update(*h, data, len); }
 
 static void trace(void *user, const bb_sim_delivery *d) {
   net *t = user;
@@ -71,7 +71,7 @@ static bb_node *install_sink(net *t, size_t i) {
 /* Opens the network; false (with the reason printed) if anything failed. */
 static bool net_open(net *t, const bb_sim_config *cfg) {
   memset(t, 0, sizeof *t);
-  t->hash = BB_FNV1A64_INIT;
+  t->hash = BBI_FNV1A64_INIT;
   t->reg = stub_registry();
   bb_error err;
   CHECK_MSG(bb_sim_new(cfg, &t->sim, &err) == 0, "%s", err.message);

@@ -103,10 +103,10 @@ typedef struct gemm_case {
   float min, max;
   int exact;
   int bias_per_row; /* also add an m-long bias down the rows */
-  int prepack;      /* pack B beforehand with bb_f32_gemm_pack_b */
+  int prepack;      /* pack B beforehand with bbi_f32_gemm_pack_b */
 } gemm_case;
 
-static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
+static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
   const size_t pad = 3;
   const size_t a_rows = t->trans_a ? t->k : t->m, a_cols = t->trans_a ? t->m : t->k;
   const size_t b_rows = t->trans_b ? t->n : t->k, b_cols = t->trans_b ? t->k : t->n;
@@ -134,27 +134,27 @@ static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
   }
   memcpy(c_ref, c, c_rows * ldc * sizeof *c);
 
-  bb_f32_gemm_args g = {0};
+  bbi_f32_gemm_args g = {0};
   g.m = t->m, g.n = t->n, g.k = t->k, g.trans_a = t->trans_a, g.trans_b = t->trans_b;
   g.alpha = t->alpha, g.beta = t->beta, g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
   g.bias = t->bias ? bias : NULL, g.ldc = ldc, g.clamp = t->clamp, g.min = t->min;
   g.max = t->max, g.bias_per_row = t->bias_per_row ? row_bias : NULL;
   g.c = c_ref;
-  bb_f32_gemm_scalar(&g);
+  bbi_f32_gemm_scalar(&g);
 
-  const size_t scratch_size = bb_f32_gemm_scratch_size_for(cfg, t->m, t->n, t->k);
+  const size_t scratch_size = bbi_f32_gemm_scratch_size_for(cfg, t->m, t->n, t->k);
   void *scratch = malloc(scratch_size + 1);
   void *packed = NULL;
   int rc = 0;
   if (t->prepack) {
     /* The product must then take B from the packed copy only. */
-    const size_t size = bb_f32_gemm_packed_b_size(cfg, t->n, t->k);
+    const size_t size = bbi_f32_gemm_packed_b_size(cfg, t->n, t->k);
     packed = malloc(size);
-    rc = bb_f32_gemm_pack_b(cfg, t->n, t->k, t->trans_b, b, ldb, packed, size);
+    rc = bbi_f32_gemm_pack_b(cfg, t->n, t->k, t->trans_b, b, ldb, packed, size);
     g.packed_b = packed, g.b = NULL;
   }
   g.c = c;
-  if (rc == 0) rc = bb_f32_gemm_run(cfg, &g, scratch, scratch_size);
+  if (rc == 0) rc = bbi_f32_gemm_run(cfg, &g, scratch, scratch_size);
   int bad = rc != 0;
   for (size_t i = 0; i < c_rows && !bad; i++) {
     for (size_t j = 0; j < ldc && !bad; j++) {
@@ -190,13 +190,13 @@ static int gemm_check(const bb_f32_gemm_config *cfg, const gemm_case *t) {
 
 /* Each usable configuration as shipped, and with tiny cache blocks so that small products
  * cross every block boundary (several jc, pc and ic blocks, partial tiles in each). */
-static size_t test_configs(bb_f32_gemm_config *out, size_t cap) {
-  const bb_f32_gemm_config *const *list;
-  const size_t n = bb_f32_gemm_configs(&list);
+static size_t test_configs(bbi_f32_gemm_config *out, size_t cap) {
+  const bbi_f32_gemm_config *const *list;
+  const size_t n = bbi_f32_gemm_configs(&list);
   size_t count = 0;
   for (size_t i = 0; i < n && count + 2 <= cap; i++) {
     out[count++] = *list[i];
-    bb_f32_gemm_config tiny = *list[i];
+    bbi_f32_gemm_config tiny = *list[i];
     tiny.mc = 2 * tiny.mr, tiny.kc = 5, tiny.nc = 2 * tiny.nr;
     out[count++] = tiny;
   }
@@ -204,7 +204,7 @@ static size_t test_configs(bb_f32_gemm_config *out, size_t cap) {
 }
 
 static void test_gemm_exact_small_shapes(void) {
-  bb_f32_gemm_config cfgs[8];
+  bbi_f32_gemm_config cfgs[8];
   const size_t ncfg = test_configs(cfgs, 8);
   static const size_t mn[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 23, 31, 33};
   static const size_t ks[] = {1, 2, 3, 7, 16, 29, 64};
@@ -229,7 +229,7 @@ static void test_gemm_exact_small_shapes(void) {
 }
 
 static void test_gemm_random_large_shapes(void) {
-  bb_f32_gemm_config cfgs[8];
+  bbi_f32_gemm_config cfgs[8];
   const size_t ncfg = test_configs(cfgs, 8);
   static const size_t shapes[][3] = {
       {1, 1, 1},     {1, 1000, 300}, {300, 1, 200},  {1, 7, 1000},    {128, 128, 128},
@@ -255,84 +255,84 @@ static void test_gemm_degenerate_and_errors(void) {
   float a[6] = {NAN, NAN, NAN, NAN, NAN, NAN}, b[6] = {1, 2, 3, 4, 5, 6};
   float c[4] = {1, 2, 3, 4}, bias[2] = {10, 20};
   float scratch[512];
-  bb_f32_gemm_args g = {0};
+  bbi_f32_gemm_args g = {0};
   g.m = 2, g.n = 2, g.k = 3, g.a = a, g.lda = 3, g.b = b, g.ldb = 2, g.c = c, g.ldc = 2;
   /* alpha 0: A is not read, C = beta*C + bias. */
   g.alpha = 0.0f, g.beta = 2.0f, g.bias = bias;
-  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, 0), BB_OK);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, NULL, 0), BB_OK);
   CHECK(c[0] == 12 && c[1] == 24 && c[2] == 16 && c[3] == 28);
   /* k 0: the same, and no scratch needed. */
   g.k = 0, g.alpha = 1.0f, g.beta = 0.0f, g.bias = NULL;
-  CHECK_EQ_INT(bb_f32_gemm_scratch_size(2, 2, 0), 0);
-  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, 0), BB_OK);
+  CHECK_EQ_INT(bbi_f32_gemm_scratch_size(2, 2, 0), 0);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, NULL, 0), BB_OK);
   CHECK(c[0] == 0 && c[3] == 0);
   /* m 0: nothing happens, even with no C. */
   g.m = 0, g.k = 3, g.c = NULL;
-  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, 0), BB_OK);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, NULL, 0), BB_OK);
   /* Bad arguments are refused before anything is written. */
   for (int i = 0; i < 6; i++) a[i] = (float)i;
   c[0] = 7;
   g.m = 2, g.c = c;
-  const size_t need = bb_f32_gemm_scratch_size(2, 2, 3);
+  const size_t need = bbi_f32_gemm_scratch_size(2, 2, 3);
   CHECK(need > 0 && need <= sizeof scratch);
-  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need - 1), BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_f32_gemm(&g, NULL, need), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, scratch, need - 1), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, NULL, need), BB_ERR_INVALID_ARGUMENT);
   g.lda = 2;
-  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
   g.lda = 3, g.ldb = 1;
-  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
   g.ldb = 2, g.ldc = 1;
-  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
   g.ldc = 2, g.b = NULL;
-  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, scratch, need), BB_ERR_INVALID_ARGUMENT);
   CHECK(c[0] == 7);
   /* And a good call: [0 1 2; 3 4 5] x [1 2; 3 4; 5 6]. */
   g.b = b;
-  CHECK_EQ_INT(bb_f32_gemm(&g, scratch, need), BB_OK);
+  CHECK_EQ_INT(bbi_f32_gemm(&g, scratch, need), BB_OK);
   CHECK(c[0] == 13 && c[1] == 16 && c[2] == 40 && c[3] == 52);
   /* The default configuration is the first usable one. */
-  const bb_f32_gemm_config *const *list;
-  CHECK(bb_f32_gemm_configs(&list) >= 1 && list[0] == bb_f32_gemm_default_config());
+  const bbi_f32_gemm_config *const *list;
+  CHECK(bbi_f32_gemm_configs(&list) >= 1 && list[0] == bbi_f32_gemm_default_config());
 }
 
 /* A packed B is refused by products it was not packed for, and packing checks its
  * arguments. */
 static void test_gemm_packed_b_mismatch(void) {
-  const bb_f32_gemm_config *const *list;
-  const size_t ncfg = bb_f32_gemm_configs(&list);
-  const bb_f32_gemm_config *cfg = list[0];
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
+  const bbi_f32_gemm_config *cfg = list[0];
   enum { M = 7, N = 20, K = 9 };
   float a[M * K], b[K * N], c[M * N], c_ref[M * N];
   for (int i = 0; i < M * K; i++) a[i] = (float)(i % 5) - 2.0f;
   for (int i = 0; i < K * N; i++) b[i] = (float)(i % 7) - 3.0f;
-  const size_t size = bb_f32_gemm_packed_b_size(cfg, N, K);
+  const size_t size = bbi_f32_gemm_packed_b_size(cfg, N, K);
   char *packed = malloc(size);
-  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, b, N, packed, size - 1), BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, b, N - 1, packed, size), BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, NULL, N, packed, size), BB_ERR_INVALID_ARGUMENT);
-  CHECK_EQ_INT(bb_f32_gemm_pack_b(cfg, N, K, 0, b, N, packed, size), BB_OK);
-  bb_f32_gemm_args g = {0};
+  CHECK_EQ_INT(bbi_f32_gemm_pack_b(cfg, N, K, 0, b, N, packed, size - 1), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_pack_b(cfg, N, K, 0, b, N - 1, packed, size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_pack_b(cfg, N, K, 0, NULL, N, packed, size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_pack_b(cfg, N, K, 0, b, N, packed, size), BB_OK);
+  bbi_f32_gemm_args g = {0};
   g.m = M, g.n = N, g.k = K, g.alpha = 1.0f, g.a = a, g.lda = K, g.b = b, g.ldb = N;
   g.c = c_ref, g.ldc = N;
-  bb_f32_gemm_scalar(&g);
-  const size_t scratch_size = bb_f32_gemm_scratch_size_for(cfg, M, N + 8, K + 8);
+  bbi_f32_gemm_scalar(&g);
+  const size_t scratch_size = bbi_f32_gemm_scratch_size_for(cfg, M, N + 8, K + 8);
   void *scratch = malloc(scratch_size);
   g.b = NULL, g.packed_b = packed, g.c = c;
-  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_OK);
+  CHECK_EQ_INT(bbi_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_OK);
   CHECK(memcmp(c, c_ref, sizeof c) == 0);
   for (int i = 0; i < M * N; i++) c[i] = 42.0f;
   g.n = N - 1;
-  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
   g.n = N, g.k = K - 1;
-  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
   g.k = K;
   for (size_t i = 1; i < ncfg; i++)
-    CHECK_EQ_INT(bb_f32_gemm_run(list[i], &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
-  bb_f32_gemm_config other_blocks = *cfg;
+    CHECK_EQ_INT(bbi_f32_gemm_run(list[i], &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  bbi_f32_gemm_config other_blocks = *cfg;
   other_blocks.kc = 4;
-  CHECK_EQ_INT(bb_f32_gemm_run(&other_blocks, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_run(&other_blocks, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
   packed[0] ^= 1;
-  CHECK_EQ_INT(bb_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_ERR_INVALID_ARGUMENT);
   CHECK(c[0] == 42.0f && c[M * N - 1] == 42.0f);
   free(packed), free(scratch);
 }
@@ -347,7 +347,7 @@ static void test_binary_matches_scalar(void) {
   rng_seed(3);
   const size_t cap = 5000;
   float *a = floats(cap + 4), *b = floats(cap + 4), *y = floats(cap + 4), *r = floats(cap + 4);
-  for (int op = 0; op < BB_BINARY_OP_COUNT; op++) {
+  for (int op = 0; op < BBI_BINARY_OP_COUNT; op++) {
     int ok = 1;
     for (size_t n = 0; n <= 4099 && ok; n = n < 70 ? n + 1 : n * 3 + 7) {
       const size_t off = n % 4;
@@ -358,23 +358,23 @@ static void test_binary_matches_scalar(void) {
       for (int variant = 0; variant < 4; variant++) {
         switch (variant) {
         case 0:
-          bb_f32_vbinary((bb_binary_op)op, n, pa, pb, py);
-          bb_f32_vbinary_scalar((bb_binary_op)op, n, pa, pb, pr);
+          bbi_f32_vbinary((bbi_binary_op)op, n, pa, pb, py);
+          bbi_f32_vbinary_scalar((bbi_binary_op)op, n, pa, pb, pr);
           break;
         case 1:
-          bb_f32_vbinary_c((bb_binary_op)op, n, pa, s, py);
-          bb_f32_vbinary_c_scalar((bb_binary_op)op, n, pa, s, pr);
+          bbi_f32_vbinary_c((bbi_binary_op)op, n, pa, s, py);
+          bbi_f32_vbinary_c_scalar((bbi_binary_op)op, n, pa, s, pr);
           break;
         case 2:
-          bb_f32_vbinary_rc((bb_binary_op)op, n, s, pb, py);
-          bb_f32_vbinary_rc_scalar((bb_binary_op)op, n, s, pb, pr);
+          bbi_f32_vbinary_rc((bbi_binary_op)op, n, s, pb, py);
+          bbi_f32_vbinary_rc_scalar((bbi_binary_op)op, n, s, pb, pr);
           break;
         default:
           /* In place: y is a. */
           memcpy(py, pa, n * sizeof *pa);
           memcpy(pr, pa, n * sizeof *pa);
-          bb_f32_vbinary((bb_binary_op)op, n, py, pb, py);
-          bb_f32_vbinary_scalar((bb_binary_op)op, n, pr, pb, pr);
+          bbi_f32_vbinary((bbi_binary_op)op, n, py, pb, py);
+          bbi_f32_vbinary_scalar((bbi_binary_op)op, n, pr, pb, pr);
           break;
         }
         for (size_t i = 0; i < n && ok; i++) {
@@ -394,7 +394,7 @@ static void test_binary_matches_scalar(void) {
 static void test_binary_row_broadcast(void) {
   rng_seed(4);
   static const size_t shapes[][2] = {{1, 1}, {3, 5}, {7, 16}, {4, 33}, {17, 3}, {2, 100}};
-  for (int op = 0; op < BB_BINARY_OP_COUNT; op++) {
+  for (int op = 0; op < BBI_BINARY_OP_COUNT; op++) {
     int ok = 1;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       const size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
@@ -402,8 +402,8 @@ static void test_binary_row_broadcast(void) {
       fill_mixed(a, n);
       fill_mixed(b, cols);
       for (int b_first = 0; b_first < 2; b_first++) {
-        bb_f32_vbinary_row((bb_binary_op)op, rows, cols, a, b, b_first, y);
-        bb_f32_vbinary_row_scalar((bb_binary_op)op, rows, cols, a, b, b_first, r);
+        bbi_f32_vbinary_row((bbi_binary_op)op, rows, cols, a, b, b_first, y);
+        bbi_f32_vbinary_row_scalar((bbi_binary_op)op, rows, cols, a, b, b_first, r);
         for (size_t i = 0; i < n; i++) ok &= same_float(y[i], r[i]);
       }
       free(a), free(b), free(y), free(r);
@@ -413,13 +413,13 @@ static void test_binary_row_broadcast(void) {
   /* Values with known answers: the loops above only compare the two forms. */
   const float a[4] = {1, NAN, 3, -0.0f}, b[4] = {2, 0, NAN, 0.0f};
   float y[4];
-  bb_f32_vbinary(BB_BINARY_MAX, 4, a, b, y);
+  bbi_f32_vbinary(BBI_BINARY_MAX, 4, a, b, y);
   CHECK(y[0] == 2 && isnan(y[1]) && isnan(y[2]) && y[3] == 0);
-  bb_f32_vbinary(BB_BINARY_MIN, 4, a, b, y);
+  bbi_f32_vbinary(BBI_BINARY_MIN, 4, a, b, y);
   CHECK(y[0] == 1 && isnan(y[1]) && isnan(y[2]) && y[3] == 0);
-  bb_f32_vbinary_rc(BB_BINARY_SUB, 4, 10.0f, a, y);
+  bbi_f32_vbinary_rc(BBI_BINARY_SUB, 4, 10.0f, a, y);
   CHECK(y[0] == 9 && y[2] == 7);
-  bb_f32_vbinary_c(BB_BINARY_DIV, 4, a, 2.0f, y);
+  bbi_f32_vbinary_c(BBI_BINARY_DIV, 4, a, 2.0f, y);
   CHECK(y[0] == 0.5f && y[2] == 1.5f);
 }
 
@@ -427,7 +427,7 @@ static const char *const unary_names[] = {"neg", "abs",  "sqrt",    "exp",
                                           "log", "relu", "sigmoid", "tanh"};
 
 static int unary_is_exact(int op) {
-  return op == BB_UNARY_NEG || op == BB_UNARY_ABS || op == BB_UNARY_SQRT || op == BB_UNARY_RELU;
+  return op == BBI_UNARY_NEG || op == BBI_UNARY_ABS || op == BBI_UNARY_SQRT || op == BBI_UNARY_RELU;
 }
 
 /* Inputs for the unary sweep: the specials, points where the approximations switch
@@ -458,9 +458,9 @@ static void test_unary_against_libm(void) {
   const size_t cap = 1100000;
   float *x = floats(cap), *y = floats(cap), *r = floats(cap);
   const size_t n = unary_inputs(x, cap);
-  for (int op = 0; op < BB_UNARY_OP_COUNT; op++) {
-    bb_f32_vunary((bb_unary_op)op, n, x, y);
-    bb_f32_vunary_scalar((bb_unary_op)op, n, x, r);
+  for (int op = 0; op < BBI_UNARY_OP_COUNT; op++) {
+    bbi_f32_vunary((bbi_unary_op)op, n, x, y);
+    bbi_f32_vunary_scalar((bbi_unary_op)op, n, x, r);
     int64_t worst = 0;
     size_t worst_i = 0;
     for (size_t i = 0; i < n; i++) {
@@ -476,10 +476,10 @@ static void test_unary_against_libm(void) {
   }
   /* Short and unaligned arrays go through the tail code. */
   int ok = 1;
-  for (int op = 0; op < BB_UNARY_OP_COUNT; op++) {
+  for (int op = 0; op < BBI_UNARY_OP_COUNT; op++) {
     for (size_t len = 0; len < 20; len++) {
-      bb_f32_vunary((bb_unary_op)op, len, x + 1 + len, y + 3);
-      bb_f32_vunary_scalar((bb_unary_op)op, len, x + 1 + len, r + 3);
+      bbi_f32_vunary((bbi_unary_op)op, len, x + 1 + len, y + 3);
+      bbi_f32_vunary_scalar((bbi_unary_op)op, len, x + 1 + len, r + 3);
       for (size_t i = 0; i < len; i++) ok &= ulp_distance(y[3 + i], r[3 + i]) <= 2;
     }
   }
@@ -487,16 +487,16 @@ static void test_unary_against_libm(void) {
   /* Values whose exact answer is known. */
   const float in[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -1.0f};
   float out[6];
-  bb_f32_vunary(BB_UNARY_EXP, 6, in, out);
+  bbi_f32_vunary(BBI_UNARY_EXP, 6, in, out);
   CHECK(out[0] == 1 && out[1] == 1 && out[2] == INFINITY && out[3] == 0 && isnan(out[4]));
-  bb_f32_vunary(BB_UNARY_LOG, 6, in, out);
+  bbi_f32_vunary(BBI_UNARY_LOG, 6, in, out);
   CHECK(out[0] == -INFINITY && out[1] == -INFINITY && out[2] == INFINITY && isnan(out[3]) &&
         isnan(out[4]) && isnan(out[5]));
-  bb_f32_vunary(BB_UNARY_TANH, 6, in, out);
+  bbi_f32_vunary(BBI_UNARY_TANH, 6, in, out);
   CHECK(out[0] == 0 && signbit(out[1]) && out[2] == 1 && out[3] == -1 && isnan(out[4]));
-  bb_f32_vunary(BB_UNARY_SIGMOID, 6, in, out);
+  bbi_f32_vunary(BBI_UNARY_SIGMOID, 6, in, out);
   CHECK(out[0] == 0.5f && out[1] == 0.5f && out[2] == 1 && out[3] == 0 && isnan(out[4]));
-  bb_f32_vunary(BB_UNARY_RELU, 6, in, out);
+  bbi_f32_vunary(BBI_UNARY_RELU, 6, in, out);
   CHECK(out[0] == 0 && out[1] == 0 && !signbit(out[1]) && out[2] == INFINITY && out[3] == 0 &&
         isnan(out[4]) && out[5] == 0);
   free(x), free(y), free(r);
@@ -509,7 +509,7 @@ static const char *const reduce_names[] = {"sum", "mean", "max", "min"};
 static void test_reduce_rows(void) {
   rng_seed(6);
   static const size_t cols_list[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000, 4097};
-  for (int op = 0; op < BB_REDUCE_OP_COUNT; op++) {
+  for (int op = 0; op < BBI_REDUCE_OP_COUNT; op++) {
     int ok = 1;
     for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ci++) {
       const size_t cols = cols_list[ci], rows = 3;
@@ -517,16 +517,16 @@ static void test_reduce_rows(void) {
       fill_uniform(x + 1, rows * cols, -10.0f, 10.0f);
       /* Row 1 gets a NaN somewhere (when it has room). */
       if (cols > 0) x[1 + cols + (ci * 7) % cols] = NAN;
-      bb_f32_reduce_rows((bb_reduce_op)op, rows, cols, x + 1, y);
-      bb_f32_reduce_rows_scalar((bb_reduce_op)op, rows, cols, x + 1, r);
+      bbi_f32_reduce_rows((bbi_reduce_op)op, rows, cols, x + 1, y);
+      bbi_f32_reduce_rows_scalar((bbi_reduce_op)op, rows, cols, x + 1, r);
       for (size_t row = 0; row < rows; row++) {
-        if (op == BB_REDUCE_MAX || op == BB_REDUCE_MIN) {
+        if (op == BBI_REDUCE_MAX || op == BBI_REDUCE_MIN) {
           ok &= same_float(y[row], r[row]);
           continue;
         }
         double mag = 0.0;
         for (size_t i = 0; i < cols; i++) mag += fabs(x[1 + row * cols + i]);
-        if (op == BB_REDUCE_MEAN && cols) mag /= (double)cols;
+        if (op == BBI_REDUCE_MEAN && cols) mag /= (double)cols;
         const double tol = 2.0 * (double)(cols + 2) * FLT_EPSILON * mag;
         ok &= fabs((double)y[row] - r[row]) <= tol || (isnan(y[row]) && isnan(r[row]));
       }
@@ -536,24 +536,24 @@ static void test_reduce_rows(void) {
     CHECK_MSG(ok, "reduce %s", reduce_names[op]);
   }
   float y;
-  bb_f32_reduce_rows(BB_REDUCE_MAX, 1, 0, NULL, &y);
+  bbi_f32_reduce_rows(BBI_REDUCE_MAX, 1, 0, NULL, &y);
   CHECK(y == -INFINITY);
-  bb_f32_reduce_rows(BB_REDUCE_MIN, 1, 0, NULL, &y);
+  bbi_f32_reduce_rows(BBI_REDUCE_MIN, 1, 0, NULL, &y);
   CHECK(y == INFINITY);
   const float x[5] = {3, -1, 7, 2, 4};
-  bb_f32_reduce_rows(BB_REDUCE_MEAN, 1, 5, x, &y);
+  bbi_f32_reduce_rows(BBI_REDUCE_MEAN, 1, 5, x, &y);
   CHECK(y == 3.0f);
   /* Empty extents never touch the data, so NULL is fine there. */
   float e[4] = {1, 1, 1, 1};
-  bb_f32_reduce_rows(BB_REDUCE_MEAN, 2, 0, NULL, e);
+  bbi_f32_reduce_rows(BBI_REDUCE_MEAN, 2, 0, NULL, e);
   CHECK(isnan(e[0]) && isnan(e[1]));
-  bb_f32_reduce_strided(BB_REDUCE_SUM, 2, 0, 2, NULL, e);
+  bbi_f32_reduce_strided(BBI_REDUCE_SUM, 2, 0, 2, NULL, e);
   CHECK(e[0] == 0 && e[3] == 0);
-  bb_f32_softmax_rows(3, 0, NULL, NULL);
-  bb_f32_log_softmax_rows(3, 0, NULL, NULL);
-  bb_f32_vbinary_row(BB_BINARY_ADD, 3, 0, NULL, NULL, 0, NULL);
-  bb_f32_vbinary(BB_BINARY_ADD, 0, NULL, NULL, NULL);
-  bb_f32_vunary(BB_UNARY_EXP, 0, NULL, NULL);
+  bbi_f32_softmax_rows(3, 0, NULL, NULL);
+  bbi_f32_log_softmax_rows(3, 0, NULL, NULL);
+  bbi_f32_vbinary_row(BBI_BINARY_ADD, 3, 0, NULL, NULL, 0, NULL);
+  bbi_f32_vbinary(BBI_BINARY_ADD, 0, NULL, NULL, NULL);
+  bbi_f32_vunary(BBI_UNARY_EXP, 0, NULL, NULL);
 }
 
 /* Over a middle axis the SIMD kernel accumulates in the same order as its twin, so every
@@ -562,17 +562,17 @@ static void test_reduce_strided(void) {
   rng_seed(7);
   static const size_t shapes[][3] = {{1, 1, 2}, {2, 3, 4}, {3, 7, 5}, {1, 64, 17}, {4, 1, 33},
                                      {2, 0, 6}, {5, 9, 1}, {1, 100, 130}};
-  for (int op = 0; op < BB_REDUCE_OP_COUNT; op++) {
+  for (int op = 0; op < BBI_REDUCE_OP_COUNT; op++) {
     int ok = 1;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       const size_t outer = shapes[s][0], len = shapes[s][1], inner = shapes[s][2];
       float *x = floats(outer * len * inner), *y = floats(outer * inner), *r = floats(outer * inner);
       fill_uniform(x, outer * len * inner, -10.0f, 10.0f);
       if (outer * len * inner > 10) x[7] = NAN;
-      bb_f32_reduce_strided((bb_reduce_op)op, outer, len, inner, x, y);
-      bb_f32_reduce_strided_scalar((bb_reduce_op)op, outer, len, inner, x, r);
+      bbi_f32_reduce_strided((bbi_reduce_op)op, outer, len, inner, x, y);
+      bbi_f32_reduce_strided_scalar((bbi_reduce_op)op, outer, len, inner, x, r);
       for (size_t i = 0; i < outer * inner; i++) {
-        if (inner == 1 && (op == BB_REDUCE_SUM || op == BB_REDUCE_MEAN))
+        if (inner == 1 && (op == BBI_REDUCE_SUM || op == BBI_REDUCE_MEAN))
           ok &= fabsf(y[i] - r[i]) <= 1e-4f * (float)len * 10.0f || (isnan(y[i]) && isnan(r[i]));
         else
           ok &= same_float(y[i], r[i]);
@@ -596,8 +596,8 @@ static void test_softmax(void) {
       fill_uniform(x + row * cols, cols, -scale, scale);
     }
     const double rel = (double)(2 * cols + 8) * FLT_EPSILON;
-    bb_f32_softmax_rows(rows, cols, x, y);
-    bb_f32_softmax_rows_scalar(rows, cols, x, r);
+    bbi_f32_softmax_rows(rows, cols, x, y);
+    bbi_f32_softmax_rows_scalar(rows, cols, x, r);
     for (size_t row = 0; row < rows; row++) {
       double total = 0.0;
       for (size_t i = 0; i < cols; i++) {
@@ -607,14 +607,14 @@ static void test_softmax(void) {
       }
       ok_sum &= fabs(total - 1.0) <= rel;
     }
-    bb_f32_log_softmax_rows(rows, cols, x, y);
-    bb_f32_log_softmax_rows_scalar(rows, cols, x, r);
+    bbi_f32_log_softmax_rows(rows, cols, x, y);
+    bbi_f32_log_softmax_rows_scalar(rows, cols, x, r);
     for (size_t at = 0; at < n; at++)
       ok_log &= fabs((double)y[at] - r[at]) <= 4.0 * FLT_EPSILON * fabs(r[at]) + rel;
     /* In place gives the same as out of place. */
     memcpy(r, x, n * sizeof *x);
-    bb_f32_softmax_rows(rows, cols, x, y);
-    bb_f32_softmax_rows(rows, cols, r, r);
+    bbi_f32_softmax_rows(rows, cols, x, y);
+    bbi_f32_softmax_rows(rows, cols, r, r);
     ok &= memcmp(r, y, n * sizeof *y) == 0;
     free(x), free(y), free(r);
   }
@@ -623,16 +623,16 @@ static void test_softmax(void) {
   CHECK_MSG(ok_log, "log-softmax differs from the scalar twin");
   const float x[3] = {1000.0f, 1000.0f, -INFINITY};
   float y[3];
-  bb_f32_softmax_rows(1, 3, x, y);
+  bbi_f32_softmax_rows(1, 3, x, y);
   CHECK(y[0] == 0.5f && y[1] == 0.5f && y[2] == 0.0f);
-  bb_f32_log_softmax_rows(1, 3, x, y);
+  bbi_f32_log_softmax_rows(1, 3, x, y);
   CHECK(fabsf(y[0] + 0.6931472f) < 1e-6f && y[2] == -INFINITY);
 }
 
 int main(void) {
   printf("gemm configurations:");
-  const bb_f32_gemm_config *const *list;
-  const size_t ncfg = bb_f32_gemm_configs(&list);
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
   for (size_t i = 0; i < ncfg; i++) printf(" %s", list[i]->name);
   printf("\n");
   RUN(test_gemm_exact_small_shapes);

@@ -5,7 +5,7 @@
 
 #include "failalloc.h"
 #include "harness.h"
-#include "util/bytes.h"
+#include "bb/bytes.h"
 #include "util/hash.h"
 #include "util/mem.h"
 #include "util/ring.h"
@@ -13,30 +13,30 @@
 static void test_mem_wrappers(void) {
   failing f = {-1, 0};
   bb_allocator a = failing_allocator(&f);
-  void *p = bb_mem_alloc(&a, 0);
+  void *p = bbi_mem_alloc(&a, 0);
   CHECK(p != NULL); /* size 0 still allocates, so NULL means only out of memory */
-  bb_mem_free(&a, p);
-  bb_mem_free(&a, NULL);
-  uint32_t *z = bb_mem_calloc(&a, 5, sizeof *z);
+  bbi_mem_free(&a, p);
+  bbi_mem_free(&a, NULL);
+  uint32_t *z = bbi_mem_calloc(&a, 5, sizeof *z);
   CHECK(z && z[0] == 0 && z[4] == 0);
-  bb_mem_free(&a, z);
-  CHECK(bb_mem_calloc(&a, SIZE_MAX / 2, 4) == NULL); /* the product overflows */
-  char *s = bb_mem_strdup(&a, "peer");
+  bbi_mem_free(&a, z);
+  CHECK(bbi_mem_calloc(&a, SIZE_MAX / 2, 4) == NULL); /* the product overflows */
+  char *s = bbi_mem_strdup(&a, "peer");
   CHECK_STR(s, "peer");
-  bb_mem_free(&a, s);
+  bbi_mem_free(&a, s);
 
   int *items = NULL;
   size_t cap = 0;
-  CHECK_EQ_INT(bb_mem_grow(&a, (void **)&items, &cap, 3, sizeof *items), 0);
+  CHECK_EQ_INT(bbi_mem_grow(&a, (void **)&items, &cap, 3, sizeof *items), 0);
   CHECK_EQ_INT(cap, 8);
-  CHECK_EQ_INT(bb_mem_grow(&a, (void **)&items, &cap, 9, sizeof *items), 0);
+  CHECK_EQ_INT(bbi_mem_grow(&a, (void **)&items, &cap, 9, sizeof *items), 0);
   CHECK_EQ_INT(cap, 16);
   f.budget = 0;
-  CHECK_EQ_INT(bb_mem_grow(&a, (void **)&items, &cap, 17, sizeof *items), BB_ERR_NOMEM);
+  CHECK_EQ_INT(bbi_mem_grow(&a, (void **)&items, &cap, 17, sizeof *items), BB_ERR_NOMEM);
   CHECK_EQ_INT(cap, 16); /* a failed grow leaves the array as it was */
-  CHECK_EQ_INT(bb_mem_grow(&a, (void **)&items, &cap, SIZE_MAX, sizeof *items), BB_ERR_NOMEM);
+  CHECK_EQ_INT(bbi_mem_grow(&a, (void **)&items, &cap, SIZE_MAX, sizeof *items), BB_ERR_NOMEM);
   f.budget = -1;
-  bb_mem_free(&a, items);
+  bbi_mem_free(&a, items);
   CHECK_EQ_INT(f.live, 0);
 }
 
@@ -89,7 +89,7 @@ static void test_le_writer_and_reader(void) {
   bb_le_reader r2 = bb_le_reader_of(w.buf, 3);
   CHECK(!bb_le_read_u32(&r2, &u32) && r2.at == 0);
   CHECK(bb_le_read_span(&r2, SIZE_MAX) == NULL);
-  bb_mem_free(&a, w.buf);
+  bbi_mem_free(&a, w.buf);
 
   /* growth that fails is recorded and later writes are dropped */
   bb_le_writer g = bb_le_writer_growing(&a);
@@ -119,7 +119,7 @@ static void test_le_writer_and_reader(void) {
   memset(at, 0xAB, 300);
   bb_le_write_u8(&s, 2);
   CHECK(s.buf[0] == 1 && s.buf[300] == 0xAB && s.buf[301] == 2);
-  bb_mem_free(&a, s.buf);
+  bbi_mem_free(&a, s.buf);
   uint8_t small[4];
   bb_le_writer y = bb_le_writer_fixed(small, sizeof small);
   CHECK(bb_le_write_span(&y, 3) == small);
@@ -133,55 +133,55 @@ static void test_le_writer_and_reader(void) {
 
 static void test_fnv1a(void) {
   /* the published FNV-1a test vectors (offset bases, "a" and "foobar") */
-  CHECK(bb_fnv1a64("", 0) == 0xcbf29ce484222325ull);
-  CHECK(bb_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
-  CHECK(bb_fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
-  CHECK(bb_fnv1a32("", 0) == 0x811c9dc5u);
-  CHECK(bb_fnv1a32("a", 1) == 0xe40c292cu);
-  CHECK(bb_fnv1a32("foobar", 6) == 0xbf9cf968u);
+  CHECK(bbi_fnv1a64("", 0) == 0xcbf29ce484222325ull);
+  CHECK(bbi_fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+  CHECK(bbi_fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+  CHECK(bbi_fnv1a32("", 0) == 0x811c9dc5u);
+  CHECK(bbi_fnv1a32("a", 1) == 0xe40c292cu);
+  CHECK(bbi_fnv1a32("foobar", 6) == 0xbf9cf968u);
   /* hashing in pieces equals hashing at once */
-  CHECK(bb_fnv1a64_update(bb_fnv1a64_update(BB_FNV1A64_INIT, "foo", 3), "bar", 3) == bb_fnv1a64("foobar", 6));
-  CHECK(bb_fnv1a32_update(bb_fnv1a32_update(BB_FNV1A32_INIT, "foo", 3), "bar", 3) == bb_fnv1a32("foobar", 6));
+  CHECK(bbi_fnv1a64_update(bbi_fnv1a64_update(BBI_FNV1A64_INIT, "foo", 3), "bar", 3) == bbi_fnv1a64("foobar", 6));
+  CHECK(bbi_fnv1a32_update(bbi_fnv1a32_update(BBI_FNV1A32_INIT, "foo", 3), "bar", 3) == bbi_fnv1a32("foobar", 6));
 }
 
 static void test_ring(void) {
   failing f = {-1, 0};
   bb_allocator a = failing_allocator(&f);
-  bb_ring r = bb_ring_of(sizeof(int));
+  bbi_ring r = bbi_ring_of(sizeof(int));
   int v, next_in = 0, next_out = 0;
   /* interleave pushes and pops so the ring wraps before each growth */
   for (int round = 0; round < 5; round++) {
-    for (int i = 0; i < 7 + round * 5; i++, next_in++) CHECK_EQ_INT(bb_ring_push(&r, &a, &next_in), 0);
-    for (int i = 0; i < 5; i++) CHECK(bb_ring_pop(&r, &v) && v == next_out++);
+    for (int i = 0; i < 7 + round * 5; i++, next_in++) CHECK_EQ_INT(bbi_ring_push(&r, &a, &next_in), 0);
+    for (int i = 0; i < 5; i++) CHECK(bbi_ring_pop(&r, &v) && v == next_out++);
   }
-  for (size_t k = 0; k < r.len; k++) CHECK_EQ_INT(*(int *)bb_ring_at(&r, k), next_out + (int)k);
+  for (size_t k = 0; k < r.len; k++) CHECK_EQ_INT(*(int *)bbi_ring_at(&r, k), next_out + (int)k);
   /* remove from the middle keeps the order */
   size_t before = r.len;
-  int third = *(int *)bb_ring_at(&r, 2);
-  bb_ring_remove(&r, 2);
+  int third = *(int *)bbi_ring_at(&r, 2);
+  bbi_ring_remove(&r, 2);
   CHECK_EQ_INT(r.len, before - 1);
-  CHECK_EQ_INT(*(int *)bb_ring_at(&r, 0), next_out);
-  CHECK_EQ_INT(*(int *)bb_ring_at(&r, 1), next_out + 1);
-  CHECK_EQ_INT(*(int *)bb_ring_at(&r, 2), third + 1);
+  CHECK_EQ_INT(*(int *)bbi_ring_at(&r, 0), next_out);
+  CHECK_EQ_INT(*(int *)bbi_ring_at(&r, 1), next_out + 1);
+  CHECK_EQ_INT(*(int *)bbi_ring_at(&r, 2), third + 1);
   /* keep the even values only */
   size_t kept = 0;
   for (size_t k = 0; k < r.len; k++) {
-    int x = *(int *)bb_ring_at(&r, k);
-    if (x % 2 == 0) *(int *)bb_ring_at(&r, kept++) = x;
+    int x = *(int *)bbi_ring_at(&r, k);
+    if (x % 2 == 0) *(int *)bbi_ring_at(&r, kept++) = x;
   }
-  bb_ring_truncate(&r, kept);
-  for (size_t k = 0; k < r.len; k++) CHECK(*(int *)bb_ring_at(&r, k) % 2 == 0);
+  bbi_ring_truncate(&r, kept);
+  for (size_t k = 0; k < r.len; k++) CHECK(*(int *)bbi_ring_at(&r, k) % 2 == 0);
   /* a full ring that cannot grow refuses the push and keeps its elements */
-  while (r.len < r.cap) CHECK_EQ_INT(bb_ring_push(&r, &a, &next_in), 0);
+  while (r.len < r.cap) CHECK_EQ_INT(bbi_ring_push(&r, &a, &next_in), 0);
   size_t full = r.len;
   f.budget = 0;
-  CHECK_EQ_INT(bb_ring_push(&r, &a, &next_in), BB_ERR_NOMEM);
+  CHECK_EQ_INT(bbi_ring_push(&r, &a, &next_in), BB_ERR_NOMEM);
   CHECK_EQ_INT(r.len, full);
   f.budget = -1;
-  while (bb_ring_pop(&r, NULL)) {
+  while (bbi_ring_pop(&r, NULL)) {
   }
-  CHECK(!bb_ring_pop(&r, &v));
-  bb_ring_free(&r, &a);
+  CHECK(!bbi_ring_pop(&r, &v));
+  bbi_ring_free(&r, &a);
   CHECK(r.items == NULL && r.len == 0 && r.elem == sizeof(int));
   CHECK_EQ_INT(f.live, 0);
 }

@@ -1,4 +1,4 @@
-/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 3) driven the way js/src drives it —
+/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 4) driven the way js/src drives it —
  * handles, packed strings, value lists, the step layout and the host's component
  * callbacks — but natively (and again under Node in the wasm build), so its every path
  * runs under the sanitizers:
@@ -17,9 +17,7 @@
 #include "bb/runtime.h"
 #include "bb/value.h"
 #include "bb/wire.h"
-#include "bb_wasm.h"
-#include "harness.h"
-#include "util/bytes.h"
+#include "abitest.h"
 
 /* ---- data: ten well separated classes in 64 features of 0..16, as CSV ----------------- */
 
@@ -47,44 +45,6 @@ static char *make_csv(size_t *len) {
   }
   *len = at;
   return csv;
-}
-
-/* ---- value lists, as the host builds them ---------------------------------------------- */
-
-typedef struct buf {
-  uint8_t *data;
-  size_t len;
-} buf;
-
-/* A value list of n values (NULL: absent); consumes the references. */
-static buf value_list(bb_val **values, size_t n) {
-  size_t len = 8;
-  for (size_t i = 0; i < n; i++) len += 16 + (values[i] ? bb_val_encoded_size(values[i]) : 0);
-  buf b = {malloc(len), len};
-  bb_le_put_u64(b.data, n);
-  size_t at = 8;
-  for (size_t i = 0; i < n; i++) {
-    bb_le_put_u64(b.data + at, values[i] ? bb_val_kind_hash((int)values[i]->kind) : 0);
-    size_t size = values[i] ? bb_val_encoded_size(values[i]) : 0;
-    bb_le_put_u64(b.data + at + 8, size);
-    at += 16;
-    if (values[i]) at += bb_val_encode_into(values[i], b.data + at);
-    bb_val_release(values[i]);
-  }
-  return b;
-}
-
-static bb_val *tensor_value(const float *data, int rank, const int64_t *dims) {
-  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
-  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
-  bb_val *v = bb_val_tensor(NULL, t);
-  bb_tensor_release(t);
-  return v;
-}
-
-static const uint8_t *result(size_t *len) {
-  *len = bb_wasm_result_len();
-  return bb_wasm_result_ptr();
 }
 
 /* ---- the host's components -------------------------------------------------------------- */
@@ -158,44 +118,28 @@ int32_t bb_host_invoke(int32_t id, const char *op_type, int32_t n_inputs, int32_
   return rc;
 }
 
-/* ---- steps ----------------------------------------------------------------------------------- */
-
-typedef struct step {
-  uint32_t kind;
-  uint64_t type_hash;
-  const char *peer_text;
-  size_t peer_len;
-  const uint8_t *bytes;
-  size_t len;
-  char module[128], topic[64], op[256], reason[64], detail[512];
-} step;
-
-static void copy_field(const uint8_t **p, char *out, size_t size) {
-  uint32_t n = bb_le_get_u32(*p);
-  size_t keep = n < size - 1 ? n : size - 1;
-  memcpy(out, *p + 4, keep);
-  out[keep] = '\0';
-  *p += 4 + n;
+/* The imports this program's host components do not use: control-plane callbacks and
+ * state (tests/wasm/test_wasm_control.c drives those) and Module recording
+ * (tests/wasm/test_wasm_graph.c). */
+int32_t bb_host_on_message(int32_t id, const char *op, const char *from, const uint8_t *payload, size_t len) {
+  (void)id, (void)op, (void)from, (void)payload, (void)len;
+  return BB_ERR_UNSUPPORTED;
 }
-
-/* Parses step i of the poll result at *p (advancing it). */
-static void next_step(const uint8_t **p, step *s) {
-  const uint8_t *q = *p;
-  s->kind = bb_le_get_u32(q);
-  s->type_hash = bb_le_get_u64(q + 32);
-  q += 40;
-  s->peer_len = bb_le_get_u32(q);
-  s->peer_text = (const char *)q + 4;
-  q += 4 + s->peer_len;
-  s->len = bb_le_get_u32(q);
-  s->bytes = q + 4;
-  q += 4 + s->len;
-  copy_field(&q, s->module, sizeof s->module);
-  copy_field(&q, s->topic, sizeof s->topic);
-  copy_field(&q, s->op, sizeof s->op);
-  copy_field(&q, s->reason, sizeof s->reason);
-  copy_field(&q, s->detail, sizeof s->detail);
-  *p = q;
+int32_t bb_host_on_timer(int32_t id, uint64_t token) {
+  (void)id, (void)token;
+  return BB_ERR_UNSUPPORTED;
+}
+int32_t bb_host_save(int32_t id) {
+  (void)id;
+  return 0; /* no state: an empty one */
+}
+int32_t bb_host_load(int32_t id, const uint8_t *state, size_t len) {
+  (void)id, (void)state;
+  return len == 0 ? 0 : BB_ERR_MALFORMED;
+}
+void bb_host_module_record(int32_t host_id, int32_t bootstrap) {
+  (void)host_id, (void)bootstrap;
+  CHECK_MSG(false, "no Module is recorded here");
 }
 
 /* ---- the compiler --------------------------------------------------------------------------- */
@@ -276,11 +220,11 @@ static float tensor_scalar(const uint8_t *payload, size_t len) {
 }
 
 static void test_federation(const buf *artifact) {
-  batches_type = bb_wasm_host_type_add("HostBatches", 1u << BB_ROLE_DATA_SOURCE);
+  batches_type = bb_wasm_host_type_add("HostBatches", 1u << BB_ROLE_DATA_SOURCE, NULL);
   CHECK(batches_type > 0);
-  CHECK_EQ_INT(bb_wasm_host_type_add("HostBatches", 1u << BB_ROLE_DATA_SOURCE), BB_ERR_EXISTS);
-  CHECK_EQ_INT(bb_wasm_host_type_add("ArraySource", 1u << BB_ROLE_DATA_SOURCE), BB_ERR_EXISTS);
-  CHECK_EQ_INT(bb_wasm_host_type_add("NoRoles", 0), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_wasm_host_type_add("HostBatches", 1u << BB_ROLE_DATA_SOURCE, NULL), BB_ERR_EXISTS);
+  CHECK_EQ_INT(bb_wasm_host_type_add("ArraySource", 1u << BB_ROLE_DATA_SOURCE, NULL), BB_ERR_EXISTS);
+  CHECK_EQ_INT(bb_wasm_host_type_add("NoRoles", 0, NULL), BB_ERR_INVALID_ARGUMENT);
 
   size_t csv_len;
   char *csv = make_csv(&csv_len);
@@ -449,8 +393,8 @@ static buf quickstart_with_source(const char *type) {
 }
 
 static void test_async_host_op(void) {
-  async_type = bb_wasm_host_type_add("HostAsync", 1u << BB_ROLE_DATA_SOURCE);
-  failing_type = bb_wasm_host_type_add("HostCamera", 1u << BB_ROLE_DATA_SOURCE);
+  async_type = bb_wasm_host_type_add("HostAsync", 1u << BB_ROLE_DATA_SOURCE, NULL);
+  failing_type = bb_wasm_host_type_add("HostCamera", 1u << BB_ROLE_DATA_SOURCE, NULL);
   CHECK(async_type > 0 && failing_type > 0);
 
   buf artifacts[2] = {quickstart_with_source("HostAsync"), quickstart_with_source("HostCamera")};
@@ -528,7 +472,7 @@ static void test_many_host_types(void) {
   char name[32];
   for (int i = 0; i < MANY; i++) {
     snprintf(name, sizeof name, "HostMany%d", i);
-    ids[i] = bb_wasm_host_type_add(name, 1u << BB_ROLE_DATA_SOURCE);
+    ids[i] = bb_wasm_host_type_add(name, 1u << BB_ROLE_DATA_SOURCE, NULL);
     CHECK_MSG(ids[i] > 0, "%s: %s", name, bb_wasm_last_error());
     if (i > 0) CHECK_EQ_INT(ids[i], ids[i - 1] + 1);
   }
@@ -559,11 +503,11 @@ static void test_many_host_types(void) {
   int32_t last = ids[MANY - 1];
   for (int i = MANY; last < BB_WASM_MAX_HOST_TYPES; i++) {
     snprintf(name, sizeof name, "HostMany%d", i);
-    last = bb_wasm_host_type_add(name, 1u << BB_ROLE_DATA_SOURCE);
+    last = bb_wasm_host_type_add(name, 1u << BB_ROLE_DATA_SOURCE, NULL);
     CHECK_MSG(last > 0, "%s: %s", name, bb_wasm_last_error());
     if (last <= 0) return;
   }
-  CHECK_EQ_INT(bb_wasm_host_type_add("OneTooMany", 1u << BB_ROLE_DATA_SOURCE), BB_ERR_LIMIT);
+  CHECK_EQ_INT(bb_wasm_host_type_add("OneTooMany", 1u << BB_ROLE_DATA_SOURCE, NULL), BB_ERR_LIMIT);
   snprintf(name, sizeof name, "at most %d host types", BB_WASM_MAX_HOST_TYPES);
   CHECK_MSG(strstr(bb_wasm_last_error(), name) != NULL, "%s", bb_wasm_last_error());
 }
@@ -609,7 +553,7 @@ static void test_bad_value_lists(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 3);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 4);
   buf artifact = compile_federated_digits();
   RUN(test_async_host_op);
   test_federation(&artifact);

@@ -102,7 +102,16 @@ async function defaultPeerConnection(): Promise<RTCPeerConnectionConstructor> {
   const global = (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection;
   if (typeof global === 'function') return global as RTCPeerConnectionConstructor;
   const name = 'node-datachannel/polyfill'; // a variable specifier keeps bundlers from resolving it
-  const mod = (await import(/* @vite-ignore */ name)) as { RTCPeerConnection: unknown };
+  let mod: { RTCPeerConnection: unknown };
+  try {
+    mod = (await import(/* @vite-ignore */ name)) as { RTCPeerConnection: unknown };
+  } catch (cause) {
+    throw new Error(
+      'WebRtcTransport: this runtime has no RTCPeerConnection, and node-datachannel is not installed: ' +
+        'in Node run `npm install node-datachannel` (0.26 or later), or pass `RTCPeerConnection` in the options',
+      { cause },
+    );
+  }
   return mod.RTCPeerConnection as RTCPeerConnectionConstructor;
 }
 

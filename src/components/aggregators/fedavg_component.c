@@ -32,16 +32,16 @@
 #include "bb/roles.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct round_agg {
   const bb_allocator *alloc;
   const char *type;    /* "FedAvg" or "RobustAvg", for messages */
   const char *counter; /* "fedavg" or "robustavg": the prefix of its node counters */
-  bb_fedround_config cfg;
-  bb_fedround *fr;
+  bbi_fedround_config cfg;
+  bbi_fedround *fr;
   char init_slot[64];
   bool members_only;
   bool started;
@@ -74,9 +74,9 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_f32(c, "norm_factor", 2, &norm_factor, err)) ||
       (rc = bb_config_str(c, "beyond_norm", "drop", beyond, sizeof beyond, err)))
     return rc;
-  const size_t most = a->cfg.method == BB_FEDROUND_KRUM || a->cfg.method == BB_FEDROUND_MULTI_KRUM
-                          ? BB_FEDROUND_MAX_KRUM
-                          : BB_FEDROUND_MAX_ENTRIES;
+  const size_t most = a->cfg.method == BBI_FEDROUND_KRUM || a->cfg.method == BBI_FEDROUND_MULTI_KRUM
+                          ? BBI_FEDROUND_MAX_KRUM
+                          : BBI_FEDROUND_MAX_ENTRIES;
   if (!quorum || quorum > most || target > most || (target && target < quorum))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: need 1 <= quorum <= target (or target=0) <= %zu, got `%s`",
                         a->type, most, c);
@@ -90,7 +90,7 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   bool drop = strcmp(beyond, "drop") == 0;
   if (!drop && strcmp(beyond, "clip") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: beyond_norm=`%s` is not drop|clip", a->type, beyond);
-  a->cfg.beyond_bound = drop ? BB_FEDROUND_DROP : BB_FEDROUND_CLIP;
+  a->cfg.beyond_bound = drop ? BBI_FEDROUND_DROP : BBI_FEDROUND_CLIP;
   a->members_only = strcmp(members, "addressed") == 0;
   if (!a->members_only && strcmp(members, "any") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: members=`%s` is not addressed|any", a->type, members);
@@ -100,8 +100,8 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   a->cfg.quorum = (uint32_t)quorum;
   a->cfg.target = (uint32_t)target;
   a->cfg.deadline_ns = deadline_ms * 1000000u;
-  a->cfg.on_no_quorum = abandon ? BB_FEDROUND_ABANDON : BB_FEDROUND_EXTEND;
-  a->cfg.late = late_count ? BB_FEDROUND_LATE_COUNT : BB_FEDROUND_LATE_DROP;
+  a->cfg.on_no_quorum = abandon ? BBI_FEDROUND_ABANDON : BBI_FEDROUND_EXTEND;
+  a->cfg.late = late_count ? BBI_FEDROUND_LATE_COUNT : BBI_FEDROUND_LATE_DROP;
   a->cfg.max_staleness = staleness;
   a->cfg.max_norm = max_norm;
   a->cfg.norm_factor = norm_factor;
@@ -109,7 +109,7 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
 }
 
 static int made(const bb_component_init *init, const round_agg *parsed, void **self, bb_error *err) {
-  round_agg *a = bb_mem_alloc(init->alloc, sizeof *a);
+  round_agg *a = bbi_mem_alloc(init->alloc, sizeof *a);
   if (!a) return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", parsed->type);
   *a = *parsed;
   a->alloc = init->alloc;
@@ -136,8 +136,8 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: weighting=`%s` is not samples|uniform", weighting);
   if (!(samples_factor >= 0 && samples_factor <= 3e38f))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: samples_factor is a finite number >= 0 (0: off)");
-  a.cfg.method = BB_FEDROUND_MEAN;
-  a.cfg.weighting = uniform ? BB_FEDROUND_UNIFORM : BB_FEDROUND_BY_SAMPLES;
+  a.cfg.method = BBI_FEDROUND_MEAN;
+  a.cfg.weighting = uniform ? BBI_FEDROUND_UNIFORM : BBI_FEDROUND_BY_SAMPLES;
   a.cfg.samples_factor = samples_factor;
   return made(init, &a, self, err);
 }
@@ -147,8 +147,8 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
                                      "init",   "members", "max_norm",   "norm_factor", "beyond_norm", "method", "trim",
                                      "byzantine", "select", NULL};
   static const char *const METHODS[] = {"median", "trimmed", "krum", "multikrum"};
-  static const bb_fedround_method METHOD_OF[] = {BB_FEDROUND_MEDIAN, BB_FEDROUND_TRIMMED, BB_FEDROUND_KRUM,
-                                                 BB_FEDROUND_MULTI_KRUM};
+  static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
+                                                 BBI_FEDROUND_MULTI_KRUM};
   const char *c = init->config;
   round_agg a = {.type = "RobustAvg", .counter = "robustavg"};
   char method[16];
@@ -162,13 +162,13 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
     return rc;
   size_t m = 0;
   while (m < 4 && strcmp(method, METHODS[m]) != 0) m++;
-  if (m == 4 || !(trim >= 0 && trim < 0.5f) || byzantine > BB_FEDROUND_MAX_KRUM || select > BB_FEDROUND_MAX_KRUM)
+  if (m == 4 || !(trim >= 0 && trim < 0.5f) || byzantine > BBI_FEDROUND_MAX_KRUM || select > BBI_FEDROUND_MAX_KRUM)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "RobustAvg: method is median|trimmed|krum|multikrum, 0 <= trim < 0.5, byzantine and select "
                         "<= %d (got `%s`)",
-                        BB_FEDROUND_MAX_KRUM, c);
+                        BBI_FEDROUND_MAX_KRUM, c);
   a.cfg.method = METHOD_OF[m];
-  a.cfg.weighting = BB_FEDROUND_UNIFORM;
+  a.cfg.weighting = BBI_FEDROUND_UNIFORM;
   a.cfg.trim = trim;
   a.cfg.byzantine = (uint32_t)byzantine;
   a.cfg.select = (uint32_t)select;
@@ -178,9 +178,9 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
 
 static void round_agg_destroy(void *self) {
   round_agg *a = self;
-  bb_fedround_free(a->fr);
-  bb_mem_free(a->alloc, a->global);
-  bb_mem_free(a->alloc, a);
+  bbi_fedround_free(a->fr);
+  bbi_mem_free(a->alloc, a->global);
+  bbi_mem_free(a->alloc, a);
 }
 
 /* ---- Contribute -------------------------------------------------------------------------- */
@@ -194,14 +194,14 @@ static int ensure_rounds(round_agg *a, bb_ctx *ctx, size_t len, bb_error *err) {
     return 0;
   }
   a->cfg.param_len = len;
-  return bb_fedround_new(a->alloc, &a->cfg, bb_ctx_now(ctx), &a->fr, err);
+  return bbi_fedround_new(a->alloc, &a->cfg, bb_ctx_now(ctx), &a->fr, err);
 }
 
 /* A member of round `round`: this node, or a peer it sent data to since that round could
  * first be prompted (before the rounds start: ever). */
 static bool member(const round_agg *a, bb_ctx *ctx, const bb_peer_id *from, uint64_t round) {
   if (!a->members_only || bb_peer_id_equal(from, bb_ctx_self(ctx))) return true;
-  return bb_ctx_addressed_since(ctx, from, a->fr ? bb_fedround_window_start(a->fr, round) : 0);
+  return bb_ctx_addressed_since(ctx, from, a->fr ? bbi_fedround_window_start(a->fr, round) : 0);
 }
 
 static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
@@ -209,16 +209,16 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
   round_agg *a = self;
   if (update->dtype != BB_DTYPE_FLOAT || !update->numel)
     return bb_error_set(err, BB_ERR_TYPE, "%s: an update is a non-empty float32 tensor", a->type);
-  uint64_t samples = 1, round = a->fr ? bb_fedround_round_id(a->fr) : 0;
+  uint64_t samples = 1, round = a->fr ? bbi_fedround_round_id(a->fr) : 0;
   if (meta && bb_val_is_u64(meta)) {
-    samples = meta->as.u64;
-  } else if (meta && meta->kind == BB_VAL_COMPOSITE && meta->n == 2 && bb_val_is_u64(meta->as.children[0]) &&
-             bb_val_is_u64(meta->as.children[1])) {
-    samples = meta->as.children[0]->as.u64;
-    round = meta->as.children[1]->as.u64;
+    samples = bb_val_as_u64(meta);
+  } else if (meta && bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 && bb_val_is_u64(bb_val_child(meta, 0)) &&
+             bb_val_is_u64(bb_val_child(meta, 1))) {
+    samples = bb_val_as_u64(bb_val_child(meta, 0));
+    round = bb_val_as_u64(bb_val_child(meta, 1));
   } else if (meta) {
     return bb_error_set(err, BB_ERR_TYPE, "%s: metadata is a sample count or [samples, round], got %s", a->type,
-                        bb_val_kind_name((int)meta->kind));
+                        bb_val_kind_name((int)bb_val_kind_of(meta)));
   }
   if (!member(a, ctx, from, round)) {
     count(a, ctx, "refused_non_member", 1);
@@ -230,11 +230,11 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
   }
   int rc = ensure_rounds(a, ctx, (size_t)update->numel, err);
   if (rc) return rc;
-  bb_fedround_status status;
-  rc = bb_fedround_contribute(a->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
+  bbi_fedround_status status;
+  rc = bbi_fedround_contribute(a->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
                               &status, err);
-  if (status == BB_FEDROUND_LATE_DROPPED) count(a, ctx, "late_dropped", 1);
-  if (status == BB_FEDROUND_REPLACED) count(a, ctx, "replaced", 1);
+  if (status == BBI_FEDROUND_LATE_DROPPED) count(a, ctx, "late_dropped", 1);
+  if (status == BBI_FEDROUND_REPLACED) count(a, ctx, "replaced", 1);
   return rc;
 }
 
@@ -250,7 +250,7 @@ static bb_tensor *vector_of(bb_ctx *ctx, const float *data, size_t n) {
 /* Keeps what was given out: an abandoned round hands it out again, and the next round's
  * updates are measured from it. */
 static int remember(round_agg *a, const float *params, bb_error *err) {
-  if (!a->global && !(a->global = bb_mem_calloc(a->alloc, a->cfg.param_len, sizeof(float))))
+  if (!a->global && !(a->global = bbi_mem_calloc(a->alloc, a->cfg.param_len, sizeof(float))))
     return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
   memcpy(a->global, params, a->cfg.param_len * sizeof(float));
   return 0;
@@ -258,7 +258,7 @@ static int remember(round_agg *a, const float *params, bb_error *err) {
 
 static int give(round_agg *a, bb_ctx *ctx, const float *params, bb_tensor **out, bb_val **meta, bb_error *err) {
   *out = vector_of(ctx, params, a->cfg.param_len);
-  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bb_fedround_round_id(a->fr));
+  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bbi_fedround_round_id(a->fr));
   int rc = *out && *meta ? remember(a, params, err) : bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
   if (rc) {
     bb_tensor_release(*out);
@@ -289,26 +289,26 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
     bb_val *p = NULL;
     if ((rc = check_init_slot(a, ctx, err)) || (rc = bb_ctx_call(ctx, a->init_slot, "Params", NULL, 0, &p, 1, err)))
       return rc;
-    if (!p || p->kind != BB_VAL_TENSOR) {
+    if (!p || bb_val_kind_of(p) != BB_VAL_TENSOR) {
       bb_val_release(p);
       return bb_error_set(err, BB_ERR_TYPE, "%s: Params of slot `%s` is not a tensor", a->type, a->init_slot);
     }
-    rc = ensure_rounds(a, ctx, (size_t)p->as.tensor->numel, err);
-    if (!rc) rc = give(a, ctx, bb_tensor_data(p->as.tensor), params, meta, err);
+    rc = ensure_rounds(a, ctx, (size_t)bb_val_as_tensor(p)->numel, err);
+    if (!rc) rc = give(a, ctx, bb_tensor_data(bb_val_as_tensor(p)), params, meta, err);
     if (!rc) a->started = true;
     bb_val_release(p);
     return rc;
   }
   a->started = true;
   if (!a->fr) return 0;
-  bb_fedround_result r;
-  if ((rc = bb_fedround_poll(a->fr, bb_ctx_now(ctx), a->global, &r, err))) return rc;
-  if (r.event == BB_FEDROUND_OVERDUE) count(a, ctx, "rounds_overdue", 1);
-  if (r.event == BB_FEDROUND_ABANDONED) {
+  bbi_fedround_result r;
+  if ((rc = bbi_fedround_poll(a->fr, bb_ctx_now(ctx), a->global, &r, err))) return rc;
+  if (r.event == BBI_FEDROUND_OVERDUE) count(a, ctx, "rounds_overdue", 1);
+  if (r.event == BBI_FEDROUND_ABANDONED) {
     count(a, ctx, "rounds_abandoned", 1);
     return a->global ? give(a, ctx, a->global, params, meta, err) : 0;
   }
-  if (r.event != BB_FEDROUND_CLOSED) return 0;
+  if (r.event != BBI_FEDROUND_CLOSED) return 0;
   count(a, ctx, "rounds_closed", 1);
   count(a, ctx, "norm_clipped", r.norm_clipped);
   count(a, ctx, "norm_dropped", r.norm_dropped);
@@ -330,17 +330,17 @@ static int round_agg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_
  * own snapshot (nothing before the first vector). */
 static int round_agg_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const round_agg *a = self;
-  size_t g = a->global ? a->cfg.param_len : 0, n = a->fr ? bb_fedround_snapshot_size(a->fr) : 0;
+  size_t g = a->global ? a->cfg.param_len : 0, n = a->fr ? bbi_fedround_snapshot_size(a->fr) : 0;
   size_t total = 9 + g * sizeof(float) + n;
-  uint8_t *buf = bb_mem_alloc(alloc, total);
+  uint8_t *buf = bbi_mem_alloc(alloc, total);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
   bb_le_writer w = bb_le_writer_fixed(buf, total);
   bb_le_write_u8(&w, a->started);
   bb_le_write_u64(&w, g);
   for (size_t i = 0; i < g; i++) bb_le_write_f32(&w, a->global[i]);
-  int rc = a->fr ? bb_fedround_snapshot(a->fr, buf + w.len, n, NULL, err) : 0;
+  int rc = a->fr ? bbi_fedround_snapshot(a->fr, buf + w.len, n, NULL, err) : 0;
   if (rc) {
-    bb_mem_free(alloc, buf);
+    bbi_mem_free(alloc, buf);
     return rc;
   }
   *out = buf;
@@ -355,27 +355,27 @@ static int round_agg_load(void *self, const uint8_t *data, size_t len, bb_error 
   if (g > (len - 9) / sizeof(float) || (g && len - 9 == g * sizeof(float)))
     return bb_error_set(err, BB_ERR_MALFORMED, "%s: saved global model does not fit the state", a->type);
   size_t rest = len - 9 - (size_t)g * sizeof(float);
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   if (rest) {
-    int rc = bb_fedround_restore(a->alloc, data + 9 + g * sizeof(float), rest, &fr, err);
+    int rc = bbi_fedround_restore(a->alloc, data + 9 + g * sizeof(float), rest, &fr, err);
     if (rc) return rc;
   }
-  if (g && (!fr || g != bb_fedround_param_len(fr))) {
-    bb_fedround_free(fr);
+  if (g && (!fr || g != bbi_fedround_param_len(fr))) {
+    bbi_fedround_free(fr);
     return bb_error_set(err, BB_ERR_MALFORMED, "%s: saved global model and rounds disagree", a->type);
   }
   float *global = NULL;
-  if (g && !(global = bb_mem_calloc(a->alloc, (size_t)g, sizeof(float)))) {
-    bb_fedround_free(fr);
+  if (g && !(global = bbi_mem_calloc(a->alloc, (size_t)g, sizeof(float)))) {
+    bbi_fedround_free(fr);
     return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
   }
   for (size_t i = 0; i < g; i++) global[i] = bb_le_get_f32(data + 9 + 4 * i);
-  bb_fedround_free(a->fr);
-  bb_mem_free(a->alloc, a->global);
+  bbi_fedround_free(a->fr);
+  bbi_mem_free(a->alloc, a->global);
   a->fr = fr;
   a->global = global;
   a->started = data[0];
-  if (fr) a->cfg.param_len = bb_fedround_param_len(fr);
+  if (fr) a->cfg.param_len = bbi_fedround_param_len(fr);
   return 0;
 }
 
@@ -383,10 +383,10 @@ static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}}
 
 /* Neither declares a dependency: their one reach, the optional init=<slot>, is named by
  * the config (check_init_slot). */
-const bb_component_type BB_FEDAVG = {
+const bb_component_type BBI_FEDAVG = {
     sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
     fedavg_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load, NULL};
 
-const bb_component_type BB_ROBUST_AVG = {
+const bb_component_type BBI_ROBUST_AVG = {
     sizeof(bb_component_type), "RobustAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
     robust_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load, NULL};

@@ -16,7 +16,7 @@
 
 #include "bb/roles.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define GOSSIP_AVG_MODEL "model"
@@ -54,7 +54,7 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
   while (m < 2 && strcmp(members, MEMBERS[m]) != 0) m++;
   if (m == 2) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: members=`%s` is not view|any", members);
   g.members = (gossip_members)m;
-  gossip_avg *p = bb_mem_alloc(init->alloc, sizeof *p);
+  gossip_avg *p = bbi_mem_alloc(init->alloc, sizeof *p);
   if (!p) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   *p = g;
   *self = p;
@@ -63,7 +63,7 @@ static int gossip_avg_create(const bb_component_init *init, void **self, bb_erro
 
 static void gossip_avg_destroy(void *self) {
   gossip_avg *g = self;
-  bb_mem_free(g->alloc, g);
+  bbi_mem_free(g->alloc, g);
 }
 
 /* Whether `from` may mix its update into this node's model (see the header). */
@@ -73,8 +73,8 @@ static int is_member(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, b
   bb_val *view = NULL;
   int rc = bb_ctx_call(ctx, g->view, "CurrentView", NULL, 0, &view, 1, err);
   if (rc) return rc;
-  if (view && (view->kind == BB_VAL_PEERS || view->kind == BB_VAL_PEER))
-    for (size_t i = 0; i < view->n && !*member; i++) *member = bb_peer_id_equal(&view->as.peers[i], from);
+  if (view && (bb_val_kind_of(view) == BB_VAL_PEERS || bb_val_kind_of(view) == BB_VAL_PEER))
+    for (size_t i = 0; i < bb_val_count(view) && !*member; i++) *member = bb_peer_id_equal(&bb_val_as_peers(view)[i], from);
   bb_val_release(view);
   return 0;
 }
@@ -96,14 +96,14 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
   bb_val *own = NULL;
   rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
   if (rc) return rc;
-  if (!own || own->kind != BB_VAL_TENSOR || own->as.tensor->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
+  if (!own || bb_val_kind_of(own) != BB_VAL_TENSOR || bb_val_as_tensor(own)->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
     bb_val_release(own);
     return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters",
-                        own && own->kind == BB_VAL_TENSOR ? (long long)own->as.tensor->numel : -1LL);
+                        own && bb_val_kind_of(own) == BB_VAL_TENSOR ? (long long)bb_val_as_tensor(own)->numel : -1LL);
   }
   int64_t dim = update->numel;
   bb_tensor *mixed = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
-  if (mixed) memcpy(bb_tensor_data(mixed), bb_tensor_data(own->as.tensor), (size_t)dim * sizeof(float));
+  if (mixed) memcpy(bb_tensor_data(mixed), bb_tensor_data(bb_val_as_tensor(own)), (size_t)dim * sizeof(float));
   bb_val_release(own);
   if (!mixed) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   float *m = bb_tensor_data(mixed);
@@ -132,7 +132,7 @@ static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_
   (void)meta;
   bb_val *own = NULL;
   int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
-  if (!rc && own && own->kind == BB_VAL_TENSOR) *params = bb_tensor_retain(own->as.tensor);
+  if (!rc && own && bb_val_kind_of(own) == BB_VAL_TENSOR) *params = bb_tensor_retain(bb_val_as_tensor(own));
   bb_val_release(own);
   return rc;
 }
@@ -145,6 +145,6 @@ static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb
 
 static const bb_component_port GOSSIP_AVG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_GOSSIP_AVG = {
+const bb_component_type BBI_GOSSIP_AVG = {
     sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, GOSSIP_AVG_DEPS, 1, GOSSIP_AVG_STORAGE, 1,
     gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL, NULL};

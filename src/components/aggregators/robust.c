@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Insertion sort for the small cohorts typical of a round, heap sort beyond; both give
  * the same order for finite values, so the result never depends on which ran. */
@@ -62,7 +62,7 @@ static void gather_sorted(const float *const *vecs, size_t k, size_t j, float *s
   sort_floats(scratch, k);
 }
 
-int bb_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
+int bbi_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
                      bb_error *err) {
   const int rc = check_inputs(vecs, k, d, out, scratch, "median", err);
   if (rc) return rc;
@@ -74,20 +74,20 @@ int bb_robust_median(const float *const *vecs, size_t k, size_t d, float *out, f
   return 0;
 }
 
-size_t bb_robust_trim_count(size_t k, double beta) {
+size_t bbi_robust_trim_count(size_t k, double beta) {
   /* The epsilon keeps products like 0.3·10 = 3.0000000000000004 or 0.29·100 =
    * 28.999999999999996 on the integer they mean. */
   return (size_t)floor(beta * (double)k + 1e-9);
 }
 
-int bb_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
+int bbi_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
                            float *out, float *scratch, bb_error *err) {
   if (!(beta >= 0.0 && beta < 0.5))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "trimmed mean: beta %g is outside [0, 0.5)", beta);
   const int rc = check_inputs(vecs, k, d, out, scratch, "trimmed mean", err);
   if (rc) return rc;
-  const size_t trim = bb_robust_trim_count(k, beta);
+  const size_t trim = bbi_robust_trim_count(k, beta);
   if (2 * trim >= k)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "trimmed mean: trimming %zu from each end of %zu leaves nothing", trim, k);
@@ -105,7 +105,7 @@ static int by_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double bb_robust_median_f64(double *x, size_t n) {
+double bbi_robust_median_f64(double *x, size_t n) {
   qsort(x, n, sizeof *x, by_double);
   return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2.0;
 }
@@ -120,7 +120,7 @@ static double squared_distance(const float *a, const float *b, size_t d) {
   return sum;
 }
 
-size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
+size_t bbi_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
                              double factor, double *scale, double *norms) {
   for (size_t i = 0; i < k; i++) scale[i] = 1.0;
   if (k == 0 || (!(max_norm > 0) && !(factor > 0))) return 0;
@@ -128,7 +128,7 @@ size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const
   double bound = max_norm > 0 ? max_norm : INFINITY;
   if (factor > 0) { /* the median sorts its input: scale is the scratch copy until set below */
     for (size_t i = 0; i < k; i++) scale[i] = norms[i];
-    const double adaptive = factor * bb_robust_median_f64(scale, k);
+    const double adaptive = factor * bbi_robust_median_f64(scale, k);
     if (adaptive < bound) bound = adaptive;
   }
   size_t pulled = 0;
@@ -139,7 +139,7 @@ size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const
   return pulled;
 }
 
-int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
+int bbi_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
                           bb_error *err) {
   if (k == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "krum: no vectors");
   for (size_t i = 0; i < k; i++)
@@ -162,7 +162,7 @@ int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f
   return 0;
 }
 
-void bb_robust_lowest(const double *scores, size_t k, size_t *order) {
+void bbi_robust_lowest(const double *scores, size_t k, size_t *order) {
   /* insertion sort of the indexes: stable, so equal scores keep the lower index first */
   for (size_t i = 0; i < k; i++) {
     size_t j = i;

@@ -4,8 +4,8 @@
  * All are deterministic (each coordinate's K values are sorted, then summed in sorted
  * order in double) and use O(K) caller scratch beyond the inputs, so memory stays
  * O(K·D). Non-finite inputs are refused: a NaN has no place in a sorted order. */
-#ifndef BB_OPS_AGGREGATORS_ROBUST_H
-#define BB_OPS_AGGREGATORS_ROBUST_H
+#ifndef BBI_OPS_AGGREGATORS_ROBUST_H
+#define BBI_OPS_AGGREGATORS_ROBUST_H
 
 #include <stddef.h>
 
@@ -14,20 +14,20 @@
 /* out[j] = median of vecs[0][j] .. vecs[k-1][j]; for even k the mean of the two middle
  * values. scratch holds k floats. BB_ERR_INVALID_ARGUMENT for k == 0 or a non-finite
  * value (err names vector and coordinate). */
-int bb_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
+int bbi_robust_median(const float *const *vecs, size_t k, size_t d, float *out, float *scratch,
                      bb_error *err);
 
 /* out[j] = mean of coordinate j after dropping the floor(beta·k) smallest and as many
  * largest values; 0 <= beta < 0.5. beta = 0 is the plain mean. scratch holds k floats. */
-int bb_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
+int bbi_robust_trimmed_mean(const float *const *vecs, size_t k, size_t d, double beta,
                            float *out, float *scratch, bb_error *err);
 
-/* How many values bb_robust_trimmed_mean drops from each end for k vectors. */
-size_t bb_robust_trim_count(size_t k, double beta);
+/* How many values bbi_robust_trimmed_mean drops from each end for k vectors. */
+size_t bbi_robust_trim_count(size_t k, double beta);
 
 /* The median of x[0..n), n >= 1 (for even n the mean of the two middle values); sorts x
  * in place. */
-double bb_robust_median_f64(double *x, size_t n);
+double bbi_robust_median_f64(double *x, size_t n);
 
 /* Norm bounding. Each vector's distance from ref (NULL: the origin) is |v_i - ref|; the
  * bound is the smaller of max_norm (when > 0) and factor times the median distance (when
@@ -35,7 +35,7 @@ double bb_robust_median_f64(double *x, size_t n);
  * is v_i pulled back onto the bound. Without either bound every scale is 1. Distances
  * are summed in double, where even 3e38 everywhere cannot overflow. norms holds k
  * doubles of scratch. Returns how many vectors are pulled back. */
-size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
+size_t bbi_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
                              double factor, double *scale, double *norms);
 
 /* Krum (Blanchard et al., 2017): scores[i] = the sum of the squared distances from
@@ -43,11 +43,11 @@ size_t bb_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const
  * score is 0 for k = 1). The vector with the lowest score is the one whose neighbourhood
  * is tightest, which up to f outliers cannot fake. dist holds k doubles of scratch.
  * BB_ERR_INVALID_ARGUMENT for k == 0 or a non-finite value. Costs O(k²·d). */
-int bb_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
+int bbi_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
                           bb_error *err);
 
 /* The indexes 0..k-1 ordered by score, lowest first (equal scores by lower index), into
  * order[0..k). */
-void bb_robust_lowest(const double *scores, size_t k, size_t *order);
+void bbi_robust_lowest(const double *scores, size_t k, size_t *order);
 
 #endif

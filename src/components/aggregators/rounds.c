@@ -11,14 +11,14 @@
 
 #include "components/aggregators/robust.h"
 
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 
 typedef struct key {
   uint8_t len;
-  uint8_t bytes[BB_FEDROUND_KEY_MAX];
+  uint8_t bytes[BBI_FEDROUND_KEY_MAX];
 } key;
 
 typedef struct entry {
@@ -33,12 +33,12 @@ typedef struct recent {
   uint64_t last_round; /* last closed round this contributor's vector was part of */
 } recent;
 
-/* Opening times remembered (for bb_fedround_window_start). */
+/* Opening times remembered (for bbi_fedround_window_start). */
 #define HISTORY 64
 
-struct bb_fedround {
+struct bbi_fedround {
   bb_allocator alloc;
-  bb_fedround_config cfg;
+  bbi_fedround_config cfg;
   uint64_t round_id;
   uint64_t opened_ns;
   uint64_t opened[HISTORY]; /* opened[r % HISTORY]: when round r opened, for the last HISTORY */
@@ -47,7 +47,7 @@ struct bb_fedround {
   size_t n_entries, cap_entries;
   recent *recents;
   size_t n_recents, cap_recents;
-  bb_fedround_counters counters;
+  bbi_fedround_counters counters;
 };
 
 static int key_cmp(const key *a, const key *b) {
@@ -58,7 +58,7 @@ static int key_cmp(const key *a, const key *b) {
 }
 
 /* Index of k in the sorted entries, or where it would go (*found says which). */
-static size_t find_entry(const bb_fedround *fr, const key *k, int *found) {
+static size_t find_entry(const bbi_fedround *fr, const key *k, int *found) {
   size_t lo = 0, hi = fr->n_entries;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
@@ -74,7 +74,7 @@ static size_t find_entry(const bb_fedround *fr, const key *k, int *found) {
   return lo;
 }
 
-static size_t find_recent(const bb_fedround *fr, const key *k, int *found) {
+static size_t find_recent(const bbi_fedround *fr, const key *k, int *found) {
   size_t lo = 0, hi = fr->n_recents;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
@@ -90,7 +90,7 @@ static size_t find_recent(const bb_fedround *fr, const key *k, int *found) {
   return lo;
 }
 
-static int check_config(const bb_fedround_config *c, bb_error *err) {
+static int check_config(const bbi_fedround_config *c, bb_error *err) {
   if (c->param_len == 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: param_len must be > 0");
   if (c->param_len > SIZE_MAX / sizeof(double))
@@ -100,14 +100,14 @@ static int check_config(const bb_fedround_config *c, bb_error *err) {
   if (c->target != 0 && c->target < c->quorum)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "fedround: target %u is below quorum %u", c->target, c->quorum);
-  if (c->on_no_quorum != BB_FEDROUND_EXTEND && c->on_no_quorum != BB_FEDROUND_ABANDON)
+  if (c->on_no_quorum != BBI_FEDROUND_EXTEND && c->on_no_quorum != BBI_FEDROUND_ABANDON)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown no-quorum policy %d",
                         (int)c->on_no_quorum);
-  if (c->late != BB_FEDROUND_LATE_DROP && c->late != BB_FEDROUND_LATE_COUNT)
+  if (c->late != BBI_FEDROUND_LATE_DROP && c->late != BBI_FEDROUND_LATE_COUNT)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown late policy %d",
                         (int)c->late);
-  if ((unsigned)c->method > BB_FEDROUND_MULTI_KRUM || (unsigned)c->weighting > BB_FEDROUND_UNIFORM ||
-      (unsigned)c->beyond_bound > BB_FEDROUND_DROP)
+  if ((unsigned)c->method > BBI_FEDROUND_MULTI_KRUM || (unsigned)c->weighting > BBI_FEDROUND_UNIFORM ||
+      (unsigned)c->beyond_bound > BBI_FEDROUND_DROP)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown method %d, weighting %d or beyond-bound %d",
                         (int)c->method, (int)c->weighting, (int)c->beyond_bound);
   if (!(c->trim >= 0 && c->trim < 0.5))
@@ -121,15 +121,15 @@ static int check_config(const bb_fedround_config *c, bb_error *err) {
 }
 
 /* The most contributions a round of this config holds. */
-static size_t max_entries(const bb_fedround_config *c) {
-  return c->method == BB_FEDROUND_KRUM || c->method == BB_FEDROUND_MULTI_KRUM ? BB_FEDROUND_MAX_KRUM
-                                                                               : BB_FEDROUND_MAX_ENTRIES;
+static size_t max_entries(const bbi_fedround_config *c) {
+  return c->method == BBI_FEDROUND_KRUM || c->method == BBI_FEDROUND_MULTI_KRUM ? BBI_FEDROUND_MAX_KRUM
+                                                                               : BBI_FEDROUND_MAX_ENTRIES;
 }
 
-static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_fedround **out,
+static int make(const bb_allocator *alloc, const bbi_fedround_config *config, bbi_fedround **out,
                 bb_error *err) {
   if (!alloc) alloc = bb_default_allocator();
-  bb_fedround *fr = bb_mem_calloc(alloc, 1, sizeof *fr);
+  bbi_fedround *fr = bbi_mem_calloc(alloc, 1, sizeof *fr);
   if (!fr) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory");
   fr->alloc = *alloc;
   fr->cfg = *config;
@@ -138,8 +138,8 @@ static int make(const bb_allocator *alloc, const bb_fedround_config *config, bb_
   return 0;
 }
 
-int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
-                    uint64_t now_ns, bb_fedround **out, bb_error *err) {
+int bbi_fedround_new(const bb_allocator *alloc, const bbi_fedround_config *config,
+                    uint64_t now_ns, bbi_fedround **out, bb_error *err) {
   if (!config || !out) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   *out = NULL;
   const int rc = check_config(config, err);
@@ -151,27 +151,27 @@ int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
   return 0;
 }
 
-static void drop_entries(bb_fedround *fr) {
-  for (size_t i = 0; i < fr->n_entries; i++) bb_mem_free(&fr->alloc, fr->entries[i].params);
+static void drop_entries(bbi_fedround *fr) {
+  for (size_t i = 0; i < fr->n_entries; i++) bbi_mem_free(&fr->alloc, fr->entries[i].params);
   fr->n_entries = 0;
 }
 
-void bb_fedround_free(bb_fedround *fr) {
+void bbi_fedround_free(bbi_fedround *fr) {
   if (!fr) return;
   drop_entries(fr);
   const bb_allocator a = fr->alloc;
-  bb_mem_free(&a, fr->entries);
-  bb_mem_free(&a, fr->recents);
-  bb_mem_free(&a, fr);
+  bbi_mem_free(&a, fr->entries);
+  bbi_mem_free(&a, fr->recents);
+  bbi_mem_free(&a, fr);
 }
 
-size_t bb_fedround_key_from_u64(uint64_t id, uint8_t k[8]) {
+size_t bbi_fedround_key_from_u64(uint64_t id, uint8_t k[8]) {
   for (int i = 0; i < 8; i++) k[i] = (uint8_t)(id >> (56 - 8 * i));
   return 8;
 }
 
 /* Counts a rejection and explains it; the state is otherwise untouched. */
-static int rejected(bb_fedround *fr, bb_fedround_status why, bb_fedround_status *status,
+static int rejected(bbi_fedround *fr, bbi_fedround_status why, bbi_fedround_status *status,
                     int code) {
   fr->counters.rejected++;
   *status = why;
@@ -179,13 +179,13 @@ static int rejected(bb_fedround *fr, bb_fedround_status why, bb_fedround_status 
 }
 
 /* Whether a vector tagged with an earlier round `round` may enter the open round. */
-static bb_fedround_status late_verdict(const bb_fedround *fr, const key *k, uint64_t round) {
-  if (fr->cfg.late == BB_FEDROUND_LATE_DROP) return BB_FEDROUND_LATE_DROPPED;
-  if (fr->round_id - round > fr->cfg.max_staleness) return BB_FEDROUND_LATE_DROPPED;
+static bbi_fedround_status late_verdict(const bbi_fedround *fr, const key *k, uint64_t round) {
+  if (fr->cfg.late == BBI_FEDROUND_LATE_DROP) return BBI_FEDROUND_LATE_DROPPED;
+  if (fr->round_id - round > fr->cfg.max_staleness) return BBI_FEDROUND_LATE_DROPPED;
   int found;
   const size_t r = find_recent(fr, k, &found);
-  if (found && fr->recents[r].last_round >= round) return BB_FEDROUND_LATE_DROPPED;
-  return BB_FEDROUND_LATE_COUNTED;
+  if (found && fr->recents[r].last_round >= round) return BBI_FEDROUND_LATE_DROPPED;
+  return BBI_FEDROUND_LATE_COUNTED;
 }
 
 static void describe_key(const key *k, char *out, size_t cap) {
@@ -198,49 +198,49 @@ static void describe_key(const key *k, char *out, size_t cap) {
   out[o] = '\0';
 }
 
-int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *key_bytes,
+int bbi_fedround_contribute(bbi_fedround *fr, uint64_t round_id, const uint8_t *key_bytes,
                            size_t key_len, const float *params, uint64_t num_samples,
-                           uint64_t now_ns, bb_fedround_status *status, bb_error *err) {
+                           uint64_t now_ns, bbi_fedround_status *status, bb_error *err) {
   (void)now_ns; /* arrival time does not matter: only poll moves the clock */
-  bb_fedround_status local;
+  bbi_fedround_status local;
   if (!status) status = &local;
   if (!fr || !params || (!key_bytes && key_len))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
-  if (key_len == 0 || key_len > BB_FEDROUND_KEY_MAX) {
+  if (key_len == 0 || key_len > BBI_FEDROUND_KEY_MAX) {
     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                  "fedround: contributor key of %zu bytes (1 to %d allowed)", key_len,
-                 BB_FEDROUND_KEY_MAX);
-    return rejected(fr, BB_FEDROUND_REJECTED_KEY, status, BB_ERR_INVALID_ARGUMENT);
+                 BBI_FEDROUND_KEY_MAX);
+    return rejected(fr, BBI_FEDROUND_REJECTED_KEY, status, BB_ERR_INVALID_ARGUMENT);
   }
   key k = {(uint8_t)key_len, {0}};
   memcpy(k.bytes, key_bytes, key_len);
-  char who[2 * BB_FEDROUND_KEY_MAX + 1];
+  char who[2 * BBI_FEDROUND_KEY_MAX + 1];
   describe_key(&k, who, sizeof who);
 
   if (round_id > fr->round_id) {
     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                  "fedround: peer %s sent round %llu, but round %llu is the open one", who,
                  (unsigned long long)round_id, (unsigned long long)fr->round_id);
-    return rejected(fr, BB_FEDROUND_REJECTED_FUTURE, status, BB_ERR_INVALID_ARGUMENT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_FUTURE, status, BB_ERR_INVALID_ARGUMENT);
   }
   if (num_samples == 0) {
     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                  "fedround: peer %s sent num_samples = 0 (a degenerate weight)", who);
-    return rejected(fr, BB_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_INVALID_ARGUMENT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_INVALID_ARGUMENT);
   }
   for (size_t i = 0; i < fr->cfg.param_len; i++) {
     if (!isfinite(params[i])) {
       bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                    "fedround: peer %s sent a non-finite value (%g) at index %zu", who,
                    (double)params[i], i);
-      return rejected(fr, BB_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
+      return rejected(fr, BBI_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
     }
   }
 
-  bb_fedround_status verdict = BB_FEDROUND_ACCEPTED;
+  bbi_fedround_status verdict = BBI_FEDROUND_ACCEPTED;
   if (round_id < fr->round_id) {
     verdict = late_verdict(fr, &k, round_id);
-    if (verdict == BB_FEDROUND_LATE_DROPPED) {
+    if (verdict == BBI_FEDROUND_LATE_DROPPED) {
       fr->counters.late_dropped++;
       *status = verdict;
       return 0;
@@ -254,55 +254,55 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
     /* A copy older than what the round already holds from this peer never wins. */
     if (round_id < e->origin_round) {
       fr->counters.late_dropped++;
-      *status = BB_FEDROUND_LATE_DROPPED;
+      *status = BBI_FEDROUND_LATE_DROPPED;
       return 0;
     }
     memcpy(e->params, params, fr->cfg.param_len * sizeof *params);
     e->origin_round = round_id;
     e->num_samples = num_samples;
     fr->counters.replaced++;
-    if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
-    *status = BB_FEDROUND_REPLACED;
+    if (verdict == BBI_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
+    *status = BBI_FEDROUND_REPLACED;
     return 0;
   }
 
   if (fr->n_entries >= max_entries(&fr->cfg)) {
     bb_error_set(err, BB_ERR_LIMIT, "fedround: round %llu holds %zu contributions, its most; peer %s refused",
                  (unsigned long long)fr->round_id, fr->n_entries, who);
-    return rejected(fr, BB_FEDROUND_REJECTED_FULL, status, BB_ERR_LIMIT);
+    return rejected(fr, BBI_FEDROUND_REJECTED_FULL, status, BB_ERR_LIMIT);
   }
-  if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
+  if (bbi_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, fr->n_entries + 1, sizeof(entry)))
     return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
-  float *copy = bb_mem_alloc(&fr->alloc, fr->cfg.param_len * sizeof *copy);
+  float *copy = bbi_mem_alloc(&fr->alloc, fr->cfg.param_len * sizeof *copy);
   if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory storing peer %s", who);
   memcpy(copy, params, fr->cfg.param_len * sizeof *copy);
   memmove(fr->entries + at + 1, fr->entries + at, (fr->n_entries - at) * sizeof(entry));
   fr->entries[at] = (entry){k, round_id, num_samples, copy};
   fr->n_entries++;
-  if (verdict == BB_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
+  if (verdict == BBI_FEDROUND_LATE_COUNTED) fr->counters.late_counted++;
   *status = verdict;
   return 0;
 }
 
-static int deadline_passed(const bb_fedround *fr, uint64_t now_ns) {
+static int deadline_passed(const bbi_fedround *fr, uint64_t now_ns) {
   return fr->cfg.deadline_ns != 0 && now_ns >= fr->opened_ns &&
          now_ns - fr->opened_ns >= fr->cfg.deadline_ns;
 }
 
-static int can_close(const bb_fedround *fr, uint64_t now_ns) {
+static int can_close(const bbi_fedround *fr, uint64_t now_ns) {
   if (fr->cfg.target && fr->n_entries >= fr->cfg.target) return 1;
   if (fr->n_entries < fr->cfg.quorum) return 0;
   return fr->cfg.deadline_ns == 0 || deadline_passed(fr, now_ns);
 }
 
-static void open_next(bb_fedround *fr, uint64_t now_ns) {
+static void open_next(bbi_fedround *fr, uint64_t now_ns) {
   fr->round_id++;
   fr->opened_ns = now_ns;
   fr->opened[fr->round_id % HISTORY] = now_ns;
   fr->overdue_reported = 0;
 }
 
-uint64_t bb_fedround_window_start(const bb_fedround *fr, uint64_t round_id) {
+uint64_t bbi_fedround_window_start(const bbi_fedround *fr, uint64_t round_id) {
   if (round_id <= fr->cfg.first_round) return 0;
   const uint64_t oldest = fr->round_id - fr->cfg.first_round >= HISTORY ? fr->round_id - (HISTORY - 1) : 0;
   if (round_id > fr->round_id) round_id = fr->round_id;
@@ -313,7 +313,7 @@ uint64_t bb_fedround_window_start(const bb_fedround *fr, uint64_t round_id) {
 /* Records that every entry was closed into the open round, and forgets contributors
  * whose last round is too old for any late copy to be considered again. `recents` has
  * room for n_recents + n_entries records already, so this cannot fail. */
-static void remember_contributors(bb_fedround *fr) {
+static void remember_contributors(bbi_fedround *fr) {
   for (size_t i = 0; i < fr->n_entries; i++) {
     int found;
     const size_t at = find_recent(fr, &fr->entries[i].key, &found);
@@ -347,28 +347,28 @@ typedef struct closing {
   double *acc;          /* d doubles */
 } closing;
 
-static void closing_free(bb_fedround *fr, closing *c) {
-  bb_mem_free(&fr->alloc, c->entry);
-  bb_mem_free(&fr->alloc, (void *)c->vecs);
-  bb_mem_free(&fr->alloc, c->pulled);
-  bb_mem_free(&fr->alloc, c->fscratch);
-  bb_mem_free(&fr->alloc, c->scale);
-  bb_mem_free(&fr->alloc, c->dscratch);
-  bb_mem_free(&fr->alloc, c->weights);
-  bb_mem_free(&fr->alloc, c->order);
-  bb_mem_free(&fr->alloc, c->acc);
+static void closing_free(bbi_fedround *fr, closing *c) {
+  bbi_mem_free(&fr->alloc, c->entry);
+  bbi_mem_free(&fr->alloc, (void *)c->vecs);
+  bbi_mem_free(&fr->alloc, c->pulled);
+  bbi_mem_free(&fr->alloc, c->fscratch);
+  bbi_mem_free(&fr->alloc, c->scale);
+  bbi_mem_free(&fr->alloc, c->dscratch);
+  bbi_mem_free(&fr->alloc, c->weights);
+  bbi_mem_free(&fr->alloc, c->order);
+  bbi_mem_free(&fr->alloc, c->acc);
 }
 
-static bool closing_alloc(bb_fedround *fr, closing *c, size_t k, size_t d) {
+static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
   memset(c, 0, sizeof *c);
-  c->entry = bb_mem_calloc(&fr->alloc, k, sizeof *c->entry);
-  c->vecs = bb_mem_calloc(&fr->alloc, k, sizeof *c->vecs);
-  c->fscratch = bb_mem_calloc(&fr->alloc, k, sizeof *c->fscratch);
-  c->scale = bb_mem_calloc(&fr->alloc, k, sizeof *c->scale);
-  c->dscratch = bb_mem_calloc(&fr->alloc, k, sizeof *c->dscratch);
-  c->weights = bb_mem_calloc(&fr->alloc, k, sizeof *c->weights);
-  c->order = bb_mem_calloc(&fr->alloc, k, sizeof *c->order);
-  c->acc = bb_mem_calloc(&fr->alloc, d, sizeof *c->acc);
+  c->entry = bbi_mem_calloc(&fr->alloc, k, sizeof *c->entry);
+  c->vecs = bbi_mem_calloc(&fr->alloc, k, sizeof *c->vecs);
+  c->fscratch = bbi_mem_calloc(&fr->alloc, k, sizeof *c->fscratch);
+  c->scale = bbi_mem_calloc(&fr->alloc, k, sizeof *c->scale);
+  c->dscratch = bbi_mem_calloc(&fr->alloc, k, sizeof *c->dscratch);
+  c->weights = bbi_mem_calloc(&fr->alloc, k, sizeof *c->weights);
+  c->order = bbi_mem_calloc(&fr->alloc, k, sizeof *c->order);
+  c->acc = bbi_mem_calloc(&fr->alloc, d, sizeof *c->acc);
   if (k > SIZE_MAX / sizeof(float) / d) return false;
   return c->entry && c->vecs && c->fscratch && c->scale && c->dscratch && c->weights && c->order && c->acc;
 }
@@ -377,18 +377,18 @@ static bool closing_alloc(bb_fedround *fr, closing *c, size_t k, size_t d) {
  * (DROP) or pulled back onto the bound (CLIP): ref + scale·(x - ref), in double, so the
  * copy lies between ref and x (finite floats both). Returns how many updates were past
  * the bound, or -1 when memory runs out. */
-static long bound_distances(bb_fedround *fr, closing *c, const float *ref) {
+static long bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
   const size_t k = fr->n_entries, d = fr->cfg.param_len;
   for (size_t i = 0; i < k; i++) c->vecs[i] = fr->entries[i].params;
-  const size_t beyond = bb_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
+  const size_t beyond = bbi_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
                                               c->dscratch);
-  if (beyond && fr->cfg.beyond_bound == BB_FEDROUND_CLIP &&
-      !(c->pulled = bb_mem_alloc(&fr->alloc, k * d * sizeof(float))))
+  if (beyond && fr->cfg.beyond_bound == BBI_FEDROUND_CLIP &&
+      !(c->pulled = bbi_mem_alloc(&fr->alloc, k * d * sizeof(float))))
     return -1;
   c->n = 0;
   for (size_t i = 0; i < k; i++) {
     const float *x = fr->entries[i].params;
-    if (c->scale[i] < 1.0 && fr->cfg.beyond_bound == BB_FEDROUND_DROP) continue;
+    if (c->scale[i] < 1.0 && fr->cfg.beyond_bound == BBI_FEDROUND_DROP) continue;
     if (c->scale[i] < 1.0) {
       float *y = c->pulled + i * d;
       for (size_t j = 0; j < d; j++) {
@@ -404,15 +404,15 @@ static long bound_distances(bb_fedround *fr, closing *c, const float *ref) {
 }
 
 /* Each kept update's weight in the mean; returns how many sample counts were cut. */
-static uint32_t mean_weights(const bb_fedround *fr, closing *c) {
-  if (fr->cfg.weighting == BB_FEDROUND_UNIFORM) {
+static uint32_t mean_weights(const bbi_fedround *fr, closing *c) {
+  if (fr->cfg.weighting == BBI_FEDROUND_UNIFORM) {
     for (size_t i = 0; i < c->n; i++) c->weights[i] = 1.0;
     return 0;
   }
   double cap = fr->cfg.max_samples ? (double)fr->cfg.max_samples : INFINITY;
   if (fr->cfg.samples_factor > 0) {
     for (size_t i = 0; i < c->n; i++) c->dscratch[i] = (double)fr->entries[c->entry[i]].num_samples;
-    const double adaptive = fr->cfg.samples_factor * bb_robust_median_f64(c->dscratch, c->n);
+    const double adaptive = fr->cfg.samples_factor * bbi_robust_median_f64(c->dscratch, c->n);
     if (adaptive < cap) cap = adaptive;
   }
   uint32_t cut = 0;
@@ -439,31 +439,31 @@ static void weighted_mean(closing *c, const size_t *idx, size_t m, const double 
 
 /* Reduces the kept updates by the configured method into out; with none kept, the
  * reference (zeros without one) stays the model. */
-static int reduce(bb_fedround *fr, closing *c, const float *ref, float *out, uint32_t *samples_clipped,
+static int reduce(bbi_fedround *fr, closing *c, const float *ref, float *out, uint32_t *samples_clipped,
                   bb_error *err) {
   const size_t k = c->n, d = fr->cfg.param_len;
-  const bb_fedround_config *cfg = &fr->cfg;
+  const bbi_fedround_config *cfg = &fr->cfg;
   *samples_clipped = 0;
   if (k == 0) {
     for (size_t j = 0; j < d; j++) out[j] = ref ? ref[j] : 0.0f;
     return 0;
   }
   switch (cfg->method) {
-  case BB_FEDROUND_MEAN:
+  case BBI_FEDROUND_MEAN:
     *samples_clipped = mean_weights(fr, c);
     for (size_t i = 0; i < k; i++) c->order[i] = i;
     weighted_mean(c, c->order, k, c->weights, d, out);
     return 0;
-  case BB_FEDROUND_MEDIAN: return bb_robust_median(c->vecs, k, d, out, c->fscratch, err);
-  case BB_FEDROUND_TRIMMED: return bb_robust_trimmed_mean(c->vecs, k, d, cfg->trim, out, c->fscratch, err);
-  case BB_FEDROUND_KRUM:
-  case BB_FEDROUND_MULTI_KRUM: {
+  case BBI_FEDROUND_MEDIAN: return bbi_robust_median(c->vecs, k, d, out, c->fscratch, err);
+  case BBI_FEDROUND_TRIMMED: return bbi_robust_trimmed_mean(c->vecs, k, d, cfg->trim, out, c->fscratch, err);
+  case BBI_FEDROUND_KRUM:
+  case BBI_FEDROUND_MULTI_KRUM: {
     const size_t f = cfg->byzantine ? cfg->byzantine : k >= 3 ? (k - 3) / 2 : 0;
-    int rc = bb_robust_krum_scores(c->vecs, k, d, f, c->weights, c->dscratch, err);
+    int rc = bbi_robust_krum_scores(c->vecs, k, d, f, c->weights, c->dscratch, err);
     if (rc) return rc;
-    bb_robust_lowest(c->weights, k, c->order);
+    bbi_robust_lowest(c->weights, k, c->order);
     size_t m = 1;
-    if (cfg->method == BB_FEDROUND_MULTI_KRUM) m = cfg->select ? cfg->select : k > f ? k - f : 1;
+    if (cfg->method == BBI_FEDROUND_MULTI_KRUM) m = cfg->select ? cfg->select : k > f ? k - f : 1;
     weighted_mean(c, c->order, m < k ? m : k, NULL, d, out);
     return 0;
   }
@@ -471,12 +471,12 @@ static int reduce(bb_fedround *fr, closing *c, const float *ref, float *out, uin
   return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown method %d", (int)cfg->method);
 }
 
-static int close_round(bb_fedround *fr, uint64_t now_ns, const float *ref, bb_fedround_result *result,
+static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_fedround_result *result,
                        bb_error *err) {
   const size_t k = fr->n_entries, d = fr->cfg.param_len;
   closing c;
-  float *out = bb_mem_alloc(&fr->alloc, d * sizeof *out);
-  const int room = bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, fr->n_recents + k,
+  float *out = bbi_mem_alloc(&fr->alloc, d * sizeof *out);
+  const int room = bbi_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, fr->n_recents + k,
                                sizeof(recent));
   const bool ready = closing_alloc(fr, &c, k, d);
   const long beyond = ready && out && !room ? bound_distances(fr, &c, ref) : -1;
@@ -488,14 +488,14 @@ static int close_round(bb_fedround *fr, uint64_t now_ns, const float *ref, bb_fe
   const size_t kept = c.n;
   closing_free(fr, &c);
   if (rc) {
-    bb_mem_free(&fr->alloc, out);
+    bbi_mem_free(&fr->alloc, out);
     return rc;
   }
   uint64_t total = 0;
   for (size_t i = 0; i < k; i++)
     total = fr->entries[i].num_samples > UINT64_MAX - total ? UINT64_MAX : total + fr->entries[i].num_samples;
-  const bool dropping = fr->cfg.beyond_bound == BB_FEDROUND_DROP;
-  result->event = BB_FEDROUND_CLOSED;
+  const bool dropping = fr->cfg.beyond_bound == BBI_FEDROUND_DROP;
+  result->event = BBI_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
   result->total_samples = total;
   result->contributors = (uint32_t)kept;
@@ -513,45 +513,45 @@ static int close_round(bb_fedround *fr, uint64_t now_ns, const float *ref, bb_fe
   return 0;
 }
 
-int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, const float *reference, bb_fedround_result *result,
+int bbi_fedround_poll(bbi_fedround *fr, uint64_t now_ns, const float *reference, bbi_fedround_result *result,
                      bb_error *err) {
   if (!fr || !result) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   memset(result, 0, sizeof *result);
-  result->event = BB_FEDROUND_IDLE;
+  result->event = BBI_FEDROUND_IDLE;
   result->round_id = fr->round_id;
   if (can_close(fr, now_ns)) return close_round(fr, now_ns, reference, result, err);
   if (!deadline_passed(fr, now_ns)) return 0;
   /* Past the deadline without quorum. */
   result->contributors = (uint32_t)fr->n_entries;
-  if (fr->cfg.on_no_quorum == BB_FEDROUND_ABANDON) {
-    result->event = BB_FEDROUND_ABANDONED;
+  if (fr->cfg.on_no_quorum == BBI_FEDROUND_ABANDON) {
+    result->event = BBI_FEDROUND_ABANDONED;
     drop_entries(fr);
     fr->counters.rounds_abandoned++;
     open_next(fr, now_ns);
     return 0;
   }
   if (!fr->overdue_reported) {
-    result->event = BB_FEDROUND_OVERDUE;
+    result->event = BBI_FEDROUND_OVERDUE;
     fr->overdue_reported = 1;
   }
   return 0;
 }
 
-uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns) {
+uint64_t bbi_fedround_next_deadline(const bbi_fedround *fr, uint64_t now_ns) {
   if (can_close(fr, now_ns)) return now_ns;
   if (fr->cfg.deadline_ns == 0) return UINT64_MAX;
   if (deadline_passed(fr, now_ns))
-    return fr->cfg.on_no_quorum == BB_FEDROUND_ABANDON || !fr->overdue_reported ? now_ns
+    return fr->cfg.on_no_quorum == BBI_FEDROUND_ABANDON || !fr->overdue_reported ? now_ns
                                                                                  : UINT64_MAX;
   return fr->opened_ns + fr->cfg.deadline_ns < fr->opened_ns ? UINT64_MAX
                                                              : fr->opened_ns + fr->cfg.deadline_ns;
 }
 
-uint64_t bb_fedround_round_id(const bb_fedround *fr) { return fr->round_id; }
-size_t bb_fedround_param_len(const bb_fedround *fr) { return fr->cfg.param_len; }
-size_t bb_fedround_pending(const bb_fedround *fr) { return fr->n_entries; }
-bb_fedround_counters bb_fedround_get_counters(const bb_fedround *fr) { return fr->counters; }
-const bb_allocator *bb_fedround_allocator(const bb_fedround *fr) { return &fr->alloc; }
+uint64_t bbi_fedround_round_id(const bbi_fedround *fr) { return fr->round_id; }
+size_t bbi_fedround_param_len(const bbi_fedround *fr) { return fr->cfg.param_len; }
+size_t bbi_fedround_pending(const bbi_fedround *fr) { return fr->n_entries; }
+bbi_fedround_counters bbi_fedround_get_counters(const bbi_fedround *fr) { return fr->counters; }
+const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr) { return &fr->alloc; }
 
 /* ---- snapshot ---------------------------------------------------------------------- */
 
@@ -575,7 +575,7 @@ static void put_key(bb_le_writer *w, const key *k) {
   bb_le_write(w, k->bytes, k->len);
 }
 
-size_t bb_fedround_snapshot_size(const bb_fedround *fr) {
+size_t bbi_fedround_snapshot_size(const bbi_fedround *fr) {
   size_t n = SNAPSHOT_FIXED + 8;
   for (size_t i = 0; i < fr->n_entries; i++)
     n += 1 + fr->entries[i].key.len + 16 + 4 * fr->cfg.param_len;
@@ -583,10 +583,10 @@ size_t bb_fedround_snapshot_size(const bb_fedround *fr) {
   return n;
 }
 
-int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
+int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
                          bb_error *err) {
   if (!fr || !buf) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
-  const size_t need = bb_fedround_snapshot_size(fr);
+  const size_t need = bbi_fedround_snapshot_size(fr);
   if (cap < need)
     return bb_error_set(err, BB_ERR_LIMIT, "fedround: snapshot needs %zu bytes, buffer has %zu",
                         need, cap);
@@ -615,7 +615,7 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
   bb_le_write_u64(&w, fr->opened_ns);
   bb_le_write_u8(&w, (uint8_t)fr->overdue_reported);
   for (size_t i = 0; i < HISTORY; i++) bb_le_write_u64(&w, fr->opened[i]);
-  const bb_fedround_counters *c = &fr->counters;
+  const bbi_fedround_counters *c = &fr->counters;
   bb_le_write_u64(&w, c->rounds_closed);
   bb_le_write_u64(&w, c->rounds_abandoned);
   bb_le_write_u64(&w, c->rejected);
@@ -638,7 +638,7 @@ int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t
     put_key(&w, &fr->recents[i].key);
     bb_le_write_u64(&w, fr->recents[i].last_round);
   }
-  bb_le_write_u64(&w, bb_fnv1a64(buf, w.len));
+  bb_le_write_u64(&w, bbi_fnv1a64(buf, w.len));
   if (written) *written = w.len;
   return 0;
 }
@@ -695,7 +695,7 @@ static void get_key(reader *r, key *k) {
   const size_t at = r->in.at;
   k->len = get_u8(r, "a key length");
   if (r->rc) return;
-  if (k->len == 0 || k->len > BB_FEDROUND_KEY_MAX) {
+  if (k->len == 0 || k->len > BBI_FEDROUND_KEY_MAX) {
     bad(r, at, "key length out of range");
     return;
   }
@@ -711,7 +711,7 @@ static void get_floats(reader *r, float *x, size_t n) {
 }
 
 /* Reads the config and round state into fresh object *out (entries follow). */
-static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) {
+static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out) {
   const uint8_t *magic = bb_le_read_span(&r->in, 4);
   if (!magic) return truncated(r, "the magic");
   if (memcmp(magic, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
@@ -722,20 +722,20 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
                                 "fedround snapshot: version %u (this build reads 1 and %u)", version,
                                 SNAPSHOT_VERSION);
   r->version = version;
-  bb_fedround_config cfg;
+  bbi_fedround_config cfg;
   memset(&cfg, 0, sizeof cfg);
   const uint64_t param_len = get_u64(r, "param_len");
   cfg.param_len = (size_t)param_len;
   cfg.quorum = get_u32(r, "quorum");
   cfg.target = get_u32(r, "target");
   cfg.deadline_ns = get_u64(r, "deadline");
-  cfg.on_no_quorum = (bb_fedround_no_quorum)get_u8(r, "the no-quorum policy");
-  cfg.late = (bb_fedround_late)get_u8(r, "the late policy");
+  cfg.on_no_quorum = (bbi_fedround_no_quorum)get_u8(r, "the no-quorum policy");
+  cfg.late = (bbi_fedround_late)get_u8(r, "the late policy");
   cfg.max_staleness = get_u64(r, "max_staleness");
   cfg.first_round = get_u64(r, "first_round");
   if (version >= 2) {
-    cfg.method = (bb_fedround_method)get_u8(r, "the method");
-    cfg.weighting = (bb_fedround_weighting)get_u8(r, "the weighting");
+    cfg.method = (bbi_fedround_method)get_u8(r, "the method");
+    cfg.weighting = (bbi_fedround_weighting)get_u8(r, "the weighting");
     cfg.trim = get_f64(r, "trim");
     cfg.byzantine = get_u32(r, "byzantine");
     cfg.select = get_u32(r, "select");
@@ -743,14 +743,14 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
     cfg.samples_factor = get_f64(r, "samples_factor");
     cfg.max_norm = get_f64(r, "max_norm");
     cfg.norm_factor = get_f64(r, "norm_factor");
-    cfg.beyond_bound = (bb_fedround_beyond)get_u8(r, "the beyond-bound policy");
+    cfg.beyond_bound = (bbi_fedround_beyond)get_u8(r, "the beyond-bound policy");
   }
   if (r->rc) return r->rc;
   bb_error cfg_err;
   if (param_len != cfg.param_len || check_config(&cfg, &cfg_err))
     return bad(r, 8, "invalid config");
   if (make(alloc, &cfg, out, r->err)) return r->rc = BB_ERR_NOMEM;
-  bb_fedround *fr = *out;
+  bbi_fedround *fr = *out;
   fr->round_id = get_u64(r, "the round id");
   fr->opened_ns = get_u64(r, "the open time");
   const size_t at = r->in.at;
@@ -761,7 +761,7 @@ static int read_header(reader *r, const bb_allocator *alloc, bb_fedround **out) 
     for (size_t i = 0; i < HISTORY; i++) fr->opened[i] = get_u64(r, "an opening time");
   else /* unknown: every remembered round opened when the open one did (the strict side) */
     for (size_t i = 0; i < HISTORY; i++) fr->opened[i] = fr->opened_ns;
-  bb_fedround_counters *c = &fr->counters;
+  bbi_fedround_counters *c = &fr->counters;
   c->rounds_closed = get_u64(r, "a counter");
   c->rounds_abandoned = get_u64(r, "a counter");
   c->rejected = get_u64(r, "a counter");
@@ -790,14 +790,14 @@ static size_t get_count(reader *r, size_t min_size, const char *what) {
   return (size_t)n;
 }
 
-static int read_entries(reader *r, bb_fedround *fr) {
+static int read_entries(reader *r, bbi_fedround *fr) {
   const size_t d = fr->cfg.param_len;
   if (d > (SIZE_MAX - 18) / 4) return bad(r, 8, "param_len too large");
   const size_t count_at = r->in.at;
   const size_t n = get_count(r, 18 + 4 * d, "the entry count");
   if (r->rc) return r->rc;
   if (n > max_entries(&fr->cfg)) return bad(r, count_at, "more entries than a round holds");
-  if (bb_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
+  if (bbi_mem_grow(&fr->alloc, (void **)&fr->entries, &fr->cap_entries, n, sizeof(entry)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
     const size_t at = r->in.at;
@@ -810,7 +810,7 @@ static int read_entries(reader *r, bb_fedround *fr) {
       return bad(r, at, "entries not in strictly ascending key order");
     if (e.origin_round > fr->round_id) return bad(r, at, "entry from a future round");
     if (e.num_samples == 0) return bad(r, at, "entry num_samples is 0");
-    e.params = bb_mem_alloc(&fr->alloc, d * sizeof(float));
+    e.params = bbi_mem_alloc(&fr->alloc, d * sizeof(float));
     if (!e.params)
       return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
     fr->entries[fr->n_entries++] = e;
@@ -820,10 +820,10 @@ static int read_entries(reader *r, bb_fedround *fr) {
   return 0;
 }
 
-static int read_recents(reader *r, bb_fedround *fr) {
+static int read_recents(reader *r, bbi_fedround *fr) {
   const size_t n = get_count(r, 10, "the recent-contributor count");
   if (r->rc) return r->rc;
-  if (bb_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
+  if (bbi_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, n, sizeof(recent)))
     return r->rc = bb_error_set(r->err, BB_ERR_NOMEM, "fedround snapshot: out of memory");
   for (size_t i = 0; i < n; i++) {
     const size_t at = r->in.at;
@@ -840,8 +840,8 @@ static int read_recents(reader *r, bb_fedround *fr) {
   return 0;
 }
 
-int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
-                        bb_fedround **out, bb_error *err) {
+int bbi_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
+                        bbi_fedround **out, bb_error *err) {
   if (!out || (!bytes && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
   *out = NULL;
   /* Records are parsed and checked first (their errors name a byte offset); the trailing
@@ -851,14 +851,14 @@ int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t 
                         "fedround snapshot: %zu bytes is shorter than any snapshot (%d)", len,
                         SNAPSHOT_FIXED_V1 + 8);
   reader r = {bb_le_reader_of(bytes, len - 8), err, 0, 0};
-  bb_fedround *fr = NULL;
+  bbi_fedround *fr = NULL;
   if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) &&
       r.in.at != r.in.len)
     bad(&r, r.in.at, "trailing bytes after the records");
-  if (!r.rc && bb_le_get_u64(bytes + len - 8) != bb_fnv1a64(bytes, len - 8))
+  if (!r.rc && bb_le_get_u64(bytes + len - 8) != bbi_fnv1a64(bytes, len - 8))
     bad(&r, len - 8, "checksum mismatch");
   if (r.rc) {
-    bb_fedround_free(fr);
+    bbi_fedround_free(fr);
     return r.rc;
   }
   *out = fr;

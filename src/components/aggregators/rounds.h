@@ -5,7 +5,7 @@
  *
  * A round is open from the moment the previous one ended (or the object was made) until
  * poll closes or abandons it. contribute never closes a round by itself; after it the
- * host asks bb_fedround_next_deadline when to poll (it answers "now" once the round can
+ * host asks bbi_fedround_next_deadline when to poll (it answers "now" once the round can
  * close). Contributors are identified by an opaque key of up to 64 bytes.
  *
  * Closing trusts no single contributor: every update is first pulled back to a bounded
@@ -14,71 +14,71 @@
  * count; then the update set is reduced by the configured method. Everything is folded
  * in ascending key order, in double, and stored as float, so the result does not depend
  * on arrival order and cannot overflow to infinity. */
-#ifndef BB_OPS_AGGREGATORS_ROUNDS_H
-#define BB_OPS_AGGREGATORS_ROUNDS_H
+#ifndef BBI_OPS_AGGREGATORS_ROUNDS_H
+#define BBI_OPS_AGGREGATORS_ROUNDS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bb/common.h"
 
-#define BB_FEDROUND_KEY_MAX 64
+#define BBI_FEDROUND_KEY_MAX 64
 
 /* What a round does when its deadline passes before `quorum` contributions arrived. */
-typedef enum bb_fedround_no_quorum {
-  BB_FEDROUND_EXTEND = 0,  /* keep the round open; poll reports OVERDUE once, then the round
+typedef enum bbi_fedround_no_quorum {
+  BBI_FEDROUND_EXTEND = 0,  /* keep the round open; poll reports OVERDUE once, then the round
                               closes at the first poll that finds the quorum met */
-  BB_FEDROUND_ABANDON = 1  /* drop the round's contributions, count it, open the next one */
-} bb_fedround_no_quorum;
+  BBI_FEDROUND_ABANDON = 1  /* drop the round's contributions, count it, open the next one */
+} bbi_fedround_no_quorum;
 
 /* What happens to a contribution tagged with an earlier round than the open one. */
-typedef enum bb_fedround_late {
-  BB_FEDROUND_LATE_DROP = 0,  /* drop it (counted in late_dropped) */
-  BB_FEDROUND_LATE_COUNT = 1  /* count it into the open round, unless it is older than
+typedef enum bbi_fedround_late {
+  BBI_FEDROUND_LATE_DROP = 0,  /* drop it (counted in late_dropped) */
+  BBI_FEDROUND_LATE_COUNT = 1  /* count it into the open round, unless it is older than
                                  max_staleness rounds or its contributor was already part
                                  of a closed round with that id or a later one */
-} bb_fedround_late;
+} bbi_fedround_late;
 
 /* How a round's updates become one. */
-typedef enum bb_fedround_method {
-  BB_FEDROUND_MEAN = 0,      /* weighted mean (weighting below) */
-  BB_FEDROUND_MEDIAN = 1,    /* coordinate-wise median */
-  BB_FEDROUND_TRIMMED = 2,   /* coordinate-wise mean after dropping ⌊trim·K⌋ values at each end */
-  BB_FEDROUND_KRUM = 3,      /* the one update whose K - f - 2 nearest others are nearest */
-  BB_FEDROUND_MULTI_KRUM = 4 /* the mean of the `select` updates Krum scores best */
-} bb_fedround_method;
+typedef enum bbi_fedround_method {
+  BBI_FEDROUND_MEAN = 0,      /* weighted mean (weighting below) */
+  BBI_FEDROUND_MEDIAN = 1,    /* coordinate-wise median */
+  BBI_FEDROUND_TRIMMED = 2,   /* coordinate-wise mean after dropping ⌊trim·K⌋ values at each end */
+  BBI_FEDROUND_KRUM = 3,      /* the one update whose K - f - 2 nearest others are nearest */
+  BBI_FEDROUND_MULTI_KRUM = 4 /* the mean of the `select` updates Krum scores best */
+} bbi_fedround_method;
 
 /* What a contribution weighs in the mean. */
-typedef enum bb_fedround_weighting {
-  BB_FEDROUND_BY_SAMPLES = 0, /* its sample count, bounded by max_samples and samples_factor */
-  BB_FEDROUND_UNIFORM = 1     /* 1: sample counts are not trusted at all */
-} bb_fedround_weighting;
+typedef enum bbi_fedround_weighting {
+  BBI_FEDROUND_BY_SAMPLES = 0, /* its sample count, bounded by max_samples and samples_factor */
+  BBI_FEDROUND_UNIFORM = 1     /* 1: sample counts are not trusted at all */
+} bbi_fedround_weighting;
 
 /* What happens to an update farther from the reference than the distance bound. */
-typedef enum bb_fedround_beyond {
-  BB_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound */
-  BB_FEDROUND_DROP = 1  /* left out of the round's result (a bound of factor >= 1 times the
+typedef enum bbi_fedround_beyond {
+  BBI_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound */
+  BBI_FEDROUND_DROP = 1  /* left out of the round's result (a bound of factor >= 1 times the
                            median distance always keeps at least half the updates) */
-} bb_fedround_beyond;
+} bbi_fedround_beyond;
 
-/* Most contributions one round holds (a Krum round: BB_FEDROUND_MAX_KRUM, as its cost
+/* Most contributions one round holds (a Krum round: BBI_FEDROUND_MAX_KRUM, as its cost
  * grows with the square of the count). */
-#define BB_FEDROUND_MAX_ENTRIES 65536
-#define BB_FEDROUND_MAX_KRUM 1024
+#define BBI_FEDROUND_MAX_ENTRIES 65536
+#define BBI_FEDROUND_MAX_KRUM 1024
 
-typedef struct bb_fedround_config {
+typedef struct bbi_fedround_config {
   size_t param_len;        /* floats in every contribution and in the result; > 0 */
   uint32_t quorum;         /* contributions a round needs to close; >= 1 */
   uint32_t target;         /* 0, or the cohort size (>= quorum) that closes a round at once */
   uint64_t deadline_ns;    /* how long a round stays open; 0: no deadline, close as soon
                               as the quorum is met */
-  bb_fedround_no_quorum on_no_quorum;
-  bb_fedround_late late;
+  bbi_fedround_no_quorum on_no_quorum;
+  bbi_fedround_late late;
   uint64_t max_staleness;  /* late contributions more rounds old than this are dropped */
   uint64_t first_round;    /* id of the first round */
   /* closing (all zero: the plain sample-weighted mean of version 1) */
-  bb_fedround_method method;
-  bb_fedround_weighting weighting;
+  bbi_fedround_method method;
+  bbi_fedround_weighting weighting;
   double trim;             /* TRIMMED: in [0, 0.5) */
   uint32_t byzantine;      /* KRUM, MULTI_KRUM: f, the updates assumed hostile; 0: as many
                               as Krum tolerates, ⌊(K - 3) / 2⌋ */
@@ -90,33 +90,33 @@ typedef struct bb_fedround_config {
                               back onto that distance; 0: no fixed bound */
   double norm_factor;      /* ... farther than norm_factor × the round's median distance;
                               0: no such bound */
-  bb_fedround_beyond beyond_bound; /* what an update past the bound becomes */
-} bb_fedround_config;
+  bbi_fedround_beyond beyond_bound; /* what an update past the bound becomes */
+} bbi_fedround_config;
 
 /* The outcome of one contribution. Rejections come with a negative return code too. */
-typedef enum bb_fedround_status {
-  BB_FEDROUND_ACCEPTED = 0,
-  BB_FEDROUND_REPLACED,          /* the contributor's earlier vector in this round is replaced */
-  BB_FEDROUND_LATE_COUNTED,      /* an earlier round's vector, counted into the open round */
-  BB_FEDROUND_LATE_DROPPED,      /* an earlier round's vector, dropped */
-  BB_FEDROUND_REJECTED_LENGTH,   /* wrong number of floats */
-  BB_FEDROUND_REJECTED_SAMPLES,  /* num_samples is 0 */
-  BB_FEDROUND_REJECTED_NONFINITE,/* a NaN or an infinity */
-  BB_FEDROUND_REJECTED_FUTURE,   /* tagged with a round that has not opened yet */
-  BB_FEDROUND_REJECTED_KEY,      /* empty key, or longer than BB_FEDROUND_KEY_MAX */
-  BB_FEDROUND_REJECTED_FULL      /* the round holds its most contributions already */
-} bb_fedround_status;
+typedef enum bbi_fedround_status {
+  BBI_FEDROUND_ACCEPTED = 0,
+  BBI_FEDROUND_REPLACED,          /* the contributor's earlier vector in this round is replaced */
+  BBI_FEDROUND_LATE_COUNTED,      /* an earlier round's vector, counted into the open round */
+  BBI_FEDROUND_LATE_DROPPED,      /* an earlier round's vector, dropped */
+  BBI_FEDROUND_REJECTED_LENGTH,   /* wrong number of floats */
+  BBI_FEDROUND_REJECTED_SAMPLES,  /* num_samples is 0 */
+  BBI_FEDROUND_REJECTED_NONFINITE,/* a NaN or an infinity */
+  BBI_FEDROUND_REJECTED_FUTURE,   /* tagged with a round that has not opened yet */
+  BBI_FEDROUND_REJECTED_KEY,      /* empty key, or longer than BBI_FEDROUND_KEY_MAX */
+  BBI_FEDROUND_REJECTED_FULL      /* the round holds its most contributions already */
+} bbi_fedround_status;
 
 /* What a poll did. */
-typedef enum bb_fedround_event {
-  BB_FEDROUND_IDLE = 0,  /* nothing to do yet */
-  BB_FEDROUND_CLOSED,    /* a round closed; the result carries its mean */
-  BB_FEDROUND_ABANDONED, /* a round passed its deadline without quorum and was dropped */
-  BB_FEDROUND_OVERDUE    /* a round passed its deadline without quorum and keeps waiting */
-} bb_fedround_event;
+typedef enum bbi_fedround_event {
+  BBI_FEDROUND_IDLE = 0,  /* nothing to do yet */
+  BBI_FEDROUND_CLOSED,    /* a round closed; the result carries its mean */
+  BBI_FEDROUND_ABANDONED, /* a round passed its deadline without quorum and was dropped */
+  BBI_FEDROUND_OVERDUE    /* a round passed its deadline without quorum and keeps waiting */
+} bbi_fedround_event;
 
-typedef struct bb_fedround_result {
-  bb_fedround_event event;
+typedef struct bbi_fedround_result {
+  bbi_fedround_event event;
   uint64_t round_id;      /* the round the event is about */
   uint64_t total_samples; /* CLOSED: Σ n_i as reported (saturating at 2^64 - 1) */
   uint32_t contributors;  /* CLOSED: vectors reduced; ABANDONED: vectors dropped;
@@ -126,9 +126,9 @@ typedef struct bb_fedround_result {
   uint32_t samples_clipped; /* CLOSED: sample counts cut to the cap */
   float *params;          /* CLOSED: param_len floats owned by the caller, freed with
                              bb_buffer_free(alloc, params); otherwise NULL */
-} bb_fedround_result;
+} bbi_fedround_result;
 
-typedef struct bb_fedround_counters {
+typedef struct bbi_fedround_counters {
   uint64_t rounds_closed;
   uint64_t rounds_abandoned;
   uint64_t rejected;     /* every REJECTED_* outcome */
@@ -138,26 +138,26 @@ typedef struct bb_fedround_counters {
   uint64_t norm_clipped;    /* updates pulled back, over every closed round */
   uint64_t norm_dropped;    /* updates left out for their distance, over every closed round */
   uint64_t samples_clipped; /* sample counts cut, over every closed round */
-} bb_fedround_counters;
+} bbi_fedround_counters;
 
-typedef struct bb_fedround bb_fedround;
+typedef struct bbi_fedround bbi_fedround;
 
 /* Makes the bookkeeping for `config`, with round `config->first_round` open from now_ns.
  * alloc NULL means the default allocator. */
-int bb_fedround_new(const bb_allocator *alloc, const bb_fedround_config *config,
-                    uint64_t now_ns, bb_fedround **out, bb_error *err);
-void bb_fedround_free(bb_fedround *fr);
+int bbi_fedround_new(const bb_allocator *alloc, const bbi_fedround_config *config,
+                    uint64_t now_ns, bbi_fedround **out, bb_error *err);
+void bbi_fedround_free(bbi_fedround *fr);
 
 /* Big-endian bytes of a numeric id, so key order is numeric order; fills key, returns 8. */
-size_t bb_fedround_key_from_u64(uint64_t id, uint8_t key[8]);
+size_t bbi_fedround_key_from_u64(uint64_t id, uint8_t key[8]);
 
 /* Offers one contribution from `key` for round `round_id`. Returns 0 and sets *status
  * to ACCEPTED, REPLACED, LATE_COUNTED or LATE_DROPPED; or a negative BB_ERR_* code with
  * *status saying why it was rejected and err naming the contributor, value or count at
  * fault. A rejection changes nothing but the rejected counter. */
-int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *key,
+int bbi_fedround_contribute(bbi_fedround *fr, uint64_t round_id, const uint8_t *key,
                            size_t key_len, const float *params, uint64_t num_samples,
-                           uint64_t now_ns, bb_fedround_status *status, bb_error *err);
+                           uint64_t now_ns, bbi_fedround_status *status, bb_error *err);
 
 /* Advances the state to now_ns: closes the open round when it can (target reached, or
  * quorum met and deadline passed or absent), abandons or reports it when its deadline
@@ -165,27 +165,27 @@ int bb_fedround_contribute(bb_fedround *fr, uint64_t round_id, const uint8_t *ke
  * round's updates started from, which distances are measured from. *result is always
  * filled. On failure (BB_ERR_NOMEM) the round is left exactly as it was and *result is
  * IDLE. */
-int bb_fedround_poll(bb_fedround *fr, uint64_t now_ns, const float *reference, bb_fedround_result *result,
+int bbi_fedround_poll(bbi_fedround *fr, uint64_t now_ns, const float *reference, bbi_fedround_result *result,
                      bb_error *err);
 
 /* The earliest time at which poll may do something: now_ns when it would act at once,
  * UINT64_MAX when only a contribution can change that. */
-uint64_t bb_fedround_next_deadline(const bb_fedround *fr, uint64_t now_ns);
+uint64_t bbi_fedround_next_deadline(const bbi_fedround *fr, uint64_t now_ns);
 
 /* When contributions to round `round_id` could first be prompted: the time it opened
  * (0 for the first round, whose prompts may come before it opens). Rounds older than
  * the last 64 answer with the oldest opening remembered, which is later: a check against
  * it errs on the strict side. */
-uint64_t bb_fedround_window_start(const bb_fedround *fr, uint64_t round_id);
+uint64_t bbi_fedround_window_start(const bbi_fedround *fr, uint64_t round_id);
 
-uint64_t bb_fedround_round_id(const bb_fedround *fr);
-size_t bb_fedround_param_len(const bb_fedround *fr); /* floats per contribution */
-size_t bb_fedround_pending(const bb_fedround *fr); /* contributions in the open round */
-bb_fedround_counters bb_fedround_get_counters(const bb_fedround *fr);
-const bb_allocator *bb_fedround_allocator(const bb_fedround *fr);
+uint64_t bbi_fedround_round_id(const bbi_fedround *fr);
+size_t bbi_fedround_param_len(const bbi_fedround *fr); /* floats per contribution */
+size_t bbi_fedround_pending(const bbi_fedround *fr); /* contributions in the open round */
+bbi_fedround_counters bbi_fedround_get_counters(const bbi_fedround *fr);
+const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr);
 
-/* Bytes bb_fedround_snapshot writes. */
-size_t bb_fedround_snapshot_size(const bb_fedround *fr);
+/* Bytes bbi_fedround_snapshot writes. */
+size_t bbi_fedround_snapshot_size(const bbi_fedround *fr);
 
 /* Writes the whole state (config, open round with its contributions, counters, the
  * memory of who was in recent rounds and when recent rounds opened) to buf; BB_ERR_LIMIT
@@ -193,13 +193,13 @@ size_t bb_fedround_snapshot_size(const bb_fedround *fr);
  * config, the round state, the entries, the recent-contributor records, and a FNV-1a 64
  * of everything before it. Version 1 (no closing config, no opening times, six counters)
  * is still read, as the plain mean it computed. */
-int bb_fedround_snapshot(const bb_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
+int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
                          bb_error *err);
 
 /* Rebuilds a state from snapshot bytes; BB_ERR_MALFORMED (with the byte offset) for
  * truncated, trailing, corrupt or inconsistent bytes, BB_ERR_UNSUPPORTED for another
  * version. */
-int bb_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
-                        bb_fedround **out, bb_error *err);
+int bbi_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
+                        bbi_fedround **out, bb_error *err);
 
 #endif

@@ -4,7 +4,7 @@
 #include "bb/roles.h"
 #include "components/codecs/quant.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct codec_kind {
@@ -14,9 +14,9 @@ typedef struct codec_kind {
   int (*decode)(const uint8_t *in, size_t len, float *out, size_t cap, size_t *n, bb_error *err);
 } codec_kind;
 
-static const codec_kind F16 = {bb_quant_f16_encoded_size, bb_quant_f16_encode, bb_quant_f16_count,
-                               bb_quant_f16_decode};
-static const codec_kind U8 = {bb_quant_u8_encoded_size, bb_quant_u8_encode, bb_quant_u8_count, bb_quant_u8_decode};
+static const codec_kind F16 = {bbi_quant_f16_encoded_size, bbi_quant_f16_encode, bbi_quant_f16_count,
+                               bbi_quant_f16_decode};
+static const codec_kind U8 = {bbi_quant_u8_encoded_size, bbi_quant_u8_encode, bbi_quant_u8_count, bbi_quant_u8_decode};
 
 static int codec_create_kind(const bb_component_init *init, void **self, const codec_kind *kind, bb_error *err) {
   static const char *const NONE[] = {NULL};
@@ -37,28 +37,28 @@ static int codec_encode(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **en
   size_t n = (size_t)x->numel, size = k->size(n);
   if (!size) return bb_error_set(err, BB_ERR_LIMIT, "Encode: %zu values are too many", n);
   const bb_allocator *a = bb_ctx_allocator(ctx);
-  uint8_t *buf = bb_mem_alloc(a, size);
+  uint8_t *buf = bbi_mem_alloc(a, size);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
   int rc = k->encode(bb_tensor_data(x), n, buf, size, NULL, err);
   if (!rc) {
     *encoded = bb_val_bytes(a, buf, size);
     if (!*encoded) rc = bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
   }
-  bb_mem_free(a, buf);
+  bbi_mem_free(a, buf);
   return rc;
 }
 
 static int codec_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor **x, bb_error *err) {
   const codec_kind *k = self;
-  if (encoded->kind != BB_VAL_BYTES)
-    return bb_error_set(err, BB_ERR_TYPE, "Decode takes Bytes, got %s", bb_val_kind_name((int)encoded->kind));
+  if (bb_val_kind_of(encoded) != BB_VAL_BYTES)
+    return bb_error_set(err, BB_ERR_TYPE, "Decode takes Bytes, got %s", bb_val_kind_name((int)bb_val_kind_of(encoded)));
   size_t n = 0;
-  int rc = k->count(encoded->as.bytes, encoded->n, &n, err);
+  int rc = k->count(bb_val_as_bytes(encoded), bb_val_count(encoded), &n, err);
   if (rc) return rc;
   int64_t dim = (int64_t)n;
   bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "Decode: out of memory");
-  if ((rc = k->decode(encoded->as.bytes, encoded->n, bb_tensor_data(t), n, NULL, err))) {
+  if ((rc = k->decode(bb_val_as_bytes(encoded), bb_val_count(encoded), bb_tensor_data(t), n, NULL, err))) {
     bb_tensor_release(t);
     return rc;
   }
@@ -75,9 +75,9 @@ static int codec_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
 static const bb_component_port CODEC_STORAGE[] = {{"in", BB_TYPE_TENSOR_F32},
                                                   {"out", BB_TYPE_BYTES}};
 
-const bb_component_type BB_FLOAT16_CODEC = {
+const bb_component_type BBI_FLOAT16_CODEC = {
     sizeof(bb_component_type), "Float16Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
     f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
-const bb_component_type BB_UINT8_CODEC = {
+const bb_component_type BBI_UINT8_CODEC = {
     sizeof(bb_component_type), "Uint8Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
     u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};

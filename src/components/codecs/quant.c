@@ -6,19 +6,19 @@
 #include <math.h>
 
 #include "bb/tensor.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 
 /* ---- sizes ----------------------------------------------------------------------------- */
 
 /* header + n * width, or 0 when n overflows the count field or a size_t. */
 static size_t encoded_size(size_t n, size_t header, size_t width) {
-  if ((uint64_t)n > BB_QUANT_MAX_COUNT || n > (SIZE_MAX - header) / width) return 0;
+  if ((uint64_t)n > BBI_QUANT_MAX_COUNT || n > (SIZE_MAX - header) / width) return 0;
   return header + n * width;
 }
 
-size_t bb_quant_f16_encoded_size(size_t n) { return encoded_size(n, BB_QUANT_F16_HEADER, 2); }
-size_t bb_quant_u8_encoded_size(size_t n) { return encoded_size(n, BB_QUANT_U8_HEADER, 1); }
+size_t bbi_quant_f16_encoded_size(size_t n) { return encoded_size(n, BBI_QUANT_F16_HEADER, 2); }
+size_t bbi_quant_u8_encoded_size(size_t n) { return encoded_size(n, BBI_QUANT_U8_HEADER, 1); }
 
 static int check_encode(const char *codec, const float *x, size_t n, const uint8_t *out,
                         size_t cap, size_t need, bb_error *err) {
@@ -67,32 +67,32 @@ static int check_decode(const char *codec, const float *out, size_t cap, size_t 
 
 /* ---- float16 --------------------------------------------------------------------------- */
 
-int bb_quant_f16_encode(const float *x, size_t n, uint8_t *out, size_t cap, size_t *written,
+int bbi_quant_f16_encode(const float *x, size_t n, uint8_t *out, size_t cap, size_t *written,
                         bb_error *err) {
-  const size_t need = bb_quant_f16_encoded_size(n);
+  const size_t need = bbi_quant_f16_encoded_size(n);
   int rc = check_encode("f16", x, n, out, cap, need, err);
   if (rc) return rc;
   bb_le_put_u32(out, (uint32_t)n);
-  uint8_t *p = out + BB_QUANT_F16_HEADER;
+  uint8_t *p = out + BBI_QUANT_F16_HEADER;
   for (size_t i = 0; i < n; i++) bb_le_put_u16(p + 2 * i, bb_f32_to_f16(x[i]));
   if (written) *written = need;
   return 0;
 }
 
-int bb_quant_f16_count(const uint8_t *in, size_t len, size_t *n, bb_error *err) {
+int bbi_quant_f16_count(const uint8_t *in, size_t len, size_t *n, bb_error *err) {
   size_t count = 0;
-  int rc = read_count("f16", in, len, BB_QUANT_F16_HEADER, 2, &count, err);
+  int rc = read_count("f16", in, len, BBI_QUANT_F16_HEADER, 2, &count, err);
   if (!rc && n) *n = count;
   return rc;
 }
 
-int bb_quant_f16_decode(const uint8_t *in, size_t len, float *out, size_t cap, size_t *n,
+int bbi_quant_f16_decode(const uint8_t *in, size_t len, float *out, size_t cap, size_t *n,
                         bb_error *err) {
   size_t count = 0;
-  int rc = read_count("f16", in, len, BB_QUANT_F16_HEADER, 2, &count, err);
+  int rc = read_count("f16", in, len, BBI_QUANT_F16_HEADER, 2, &count, err);
   if (!rc) rc = check_decode("f16", out, cap, count, err);
   if (rc) return rc;
-  const uint8_t *p = in + BB_QUANT_F16_HEADER;
+  const uint8_t *p = in + BBI_QUANT_F16_HEADER;
   for (size_t i = 0; i < count; i++) out[i] = bb_f16_to_f32(bb_le_get_u16(p + 2 * i));
   if (n) *n = count;
   return 0;
@@ -106,7 +106,7 @@ static double covering_scale(double lo, double hi, double zp) {
   return below > above ? below : above;
 }
 
-int bb_quant_u8_params(const float *x, size_t n, float *scale, uint8_t *zero_point,
+int bbi_quant_u8_params(const float *x, size_t n, float *scale, uint8_t *zero_point,
                        bb_error *err) {
   if (n && !x) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "u8 codec: NULL input");
   double lo = 0.0, hi = 0.0; /* the range always holds 0 */
@@ -143,18 +143,18 @@ int bb_quant_u8_params(const float *x, size_t n, float *scale, uint8_t *zero_poi
   return 0;
 }
 
-int bb_quant_u8_encode(const float *x, size_t n, uint8_t *out, size_t cap, size_t *written,
+int bbi_quant_u8_encode(const float *x, size_t n, uint8_t *out, size_t cap, size_t *written,
                        bb_error *err) {
-  const size_t need = bb_quant_u8_encoded_size(n);
+  const size_t need = bbi_quant_u8_encoded_size(n);
   int rc = check_encode("u8", x, n, out, cap, need, err);
   float scale = 0.0f;
   uint8_t zp = 0;
-  if (!rc) rc = bb_quant_u8_params(x, n, &scale, &zp, err);
+  if (!rc) rc = bbi_quant_u8_params(x, n, &scale, &zp, err);
   if (rc) return rc;
   bb_le_put_u32(out, (uint32_t)n);
   bb_le_put_f32(out + 4, scale);
   out[8] = zp;
-  uint8_t *codes = out + BB_QUANT_U8_HEADER;
+  uint8_t *codes = out + BBI_QUANT_U8_HEADER;
   for (size_t i = 0; i < n; i++) {
     double q = zp + (scale > 0.0f ? nearbyint((double)x[i] / scale) : 0.0);
     codes[i] = (uint8_t)(q < 0.0 ? 0.0 : q > 255.0 ? 255.0 : q);
@@ -166,7 +166,7 @@ int bb_quant_u8_encode(const float *x, size_t n, uint8_t *out, size_t cap, size_
 /* The count, scale and zero point of a uint8 encoding, checked. */
 static int read_u8_header(const uint8_t *in, size_t len, size_t *n, float *scale,
                           uint8_t *zero_point, bb_error *err) {
-  int rc = read_count("u8", in, len, BB_QUANT_U8_HEADER, 1, n, err);
+  int rc = read_count("u8", in, len, BBI_QUANT_U8_HEADER, 1, n, err);
   if (rc) return rc;
   *scale = bb_le_get_f32(in + 4);
   if (!(isfinite(*scale) && *scale >= 0.0f))
@@ -177,7 +177,7 @@ static int read_u8_header(const uint8_t *in, size_t len, size_t *n, float *scale
   return 0;
 }
 
-int bb_quant_u8_count(const uint8_t *in, size_t len, size_t *n, bb_error *err) {
+int bbi_quant_u8_count(const uint8_t *in, size_t len, size_t *n, bb_error *err) {
   size_t count = 0;
   float scale = 0.0f;
   uint8_t zp = 0;
@@ -186,7 +186,7 @@ int bb_quant_u8_count(const uint8_t *in, size_t len, size_t *n, bb_error *err) {
   return rc;
 }
 
-int bb_quant_u8_decode(const uint8_t *in, size_t len, float *out, size_t cap, size_t *n,
+int bbi_quant_u8_decode(const uint8_t *in, size_t len, float *out, size_t cap, size_t *n,
                        bb_error *err) {
   size_t count = 0;
   float scale = 0.0f;
@@ -194,7 +194,7 @@ int bb_quant_u8_decode(const uint8_t *in, size_t len, float *out, size_t cap, si
   int rc = read_u8_header(in, len, &count, &scale, &zp, err);
   if (!rc) rc = check_decode("u8", out, cap, count, err);
   if (rc) return rc;
-  const uint8_t *codes = in + BB_QUANT_U8_HEADER;
+  const uint8_t *codes = in + BBI_QUANT_U8_HEADER;
   for (size_t i = 0; i < count; i++) out[i] = (float)((int)codes[i] - (int)zp) * scale;
   if (n) *n = count;
   return 0;

@@ -8,7 +8,7 @@
 #include "bb/dataset.h"
 #include "bb/roles.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct array_source {
   const bb_allocator *alloc;
@@ -84,6 +84,6 @@ static int source_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
 
 static const bb_component_port SOURCE_STORAGE[] = {{"sample", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_ARRAY_SOURCE = {
+const bb_component_type BBI_ARRAY_SOURCE = {
     sizeof(bb_component_type), "ArraySource", 1u << BB_ROLE_DATA_SOURCE, NULL, NULL, 0, SOURCE_STORAGE, 1,
     source_create, source_destroy, source_invoke, NULL, NULL, NULL, NULL, NULL};

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/error.h"
+#include "bb/common.h"
 
 /* ---- memory ------------------------------------------------------------------------- */
 

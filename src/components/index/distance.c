@@ -6,30 +6,30 @@
 /* Four independent accumulators hide the add latency; the tail goes through a zero-padded
  * load, which adds nothing to either sum. */
 #define SUM_OF(term)                                                                       \
-  bb_f32x4 acc[4];                                                                         \
-  BB_UNROLL for (size_t q = 0; q < 4; q++) acc[q] = bb_f32x4_splat(0.0f);                  \
+  bbi_f32x4 acc[4];                                                                         \
+  BBI_UNROLL for (size_t q = 0; q < 4; q++) acc[q] = bbi_f32x4_splat(0.0f);                  \
   size_t i = 0;                                                                            \
   for (; i + 16 <= n; i += 16) {                                                           \
-    BB_UNROLL for (size_t q = 0; q < 4; q++) {                                             \
-      const bb_f32x4 x = bb_f32x4_load(a + i + 4 * q), y = bb_f32x4_load(b + i + 4 * q);   \
+    BBI_UNROLL for (size_t q = 0; q < 4; q++) {                                             \
+      const bbi_f32x4 x = bbi_f32x4_load(a + i + 4 * q), y = bbi_f32x4_load(b + i + 4 * q);   \
       acc[q] += term;                                                                      \
     }                                                                                      \
   }                                                                                        \
   for (; i + 4 <= n; i += 4) {                                                             \
-    const bb_f32x4 x = bb_f32x4_load(a + i), y = bb_f32x4_load(b + i);                     \
+    const bbi_f32x4 x = bbi_f32x4_load(a + i), y = bbi_f32x4_load(b + i);                     \
     acc[0] += term;                                                                        \
   }                                                                                        \
   if (i < n) {                                                                             \
-    const bb_f32x4 x = bb_f32x4_load_tail(a + i, n - i), y = bb_f32x4_load_tail(b + i, n - i); \
+    const bbi_f32x4 x = bbi_f32x4_load_tail(a + i, n - i), y = bbi_f32x4_load_tail(b + i, n - i); \
     acc[1] += term;                                                                        \
   }                                                                                        \
-  return bb_f32x4_hsum((acc[0] + acc[1]) + (acc[2] + acc[3]))
+  return bbi_f32x4_hsum((acc[0] + acc[1]) + (acc[2] + acc[3]))
 
-float bb_f32_l2sq(const float *a, const float *b, size_t n) { SUM_OF((x - y) * (x - y)); }
+float bbi_f32_l2sq(const float *a, const float *b, size_t n) { SUM_OF((x - y) * (x - y)); }
 
-float bb_f32_dot(const float *a, const float *b, size_t n) { SUM_OF(x * y); }
+float bbi_f32_dot(const float *a, const float *b, size_t n) { SUM_OF(x * y); }
 
-float bb_f32_l2sq_scalar(const float *a, const float *b, size_t n) {
+float bbi_f32_l2sq_scalar(const float *a, const float *b, size_t n) {
   float s = 0.0f;
   for (size_t i = 0; i < n; i++) {
     const float t = a[i] - b[i];
@@ -38,7 +38,7 @@ float bb_f32_l2sq_scalar(const float *a, const float *b, size_t n) {
   return s;
 }
 
-float bb_f32_dot_scalar(const float *a, const float *b, size_t n) {
+float bbi_f32_dot_scalar(const float *a, const float *b, size_t n) {
   float s = 0.0f;
   for (size_t i = 0; i < n; i++) s += a[i] * b[i];
   return s;

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "components/index/distance.h"
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
 
@@ -20,10 +20,10 @@ typedef struct map_cell {
   size_t slot; /* EMPTY when the cell is free */
 } map_cell;
 
-struct bb_flat_index {
+struct bbi_flat_index {
   bb_allocator alloc;
   size_t dim;
-  bb_flat_index_metric metric;
+  bbi_flat_index_metric metric;
   uint64_t next_id;
   size_t count;
   float *vecs; /* count × dim */
@@ -44,16 +44,16 @@ static int check_dim(size_t dim, bb_error *err) {
   return 0;
 }
 
-int bb_flat_index_new(const bb_allocator *alloc, size_t dim, bb_flat_index_metric metric,
-                      bb_flat_index **out, bb_error *err) {
+int bbi_flat_index_new(const bb_allocator *alloc, size_t dim, bbi_flat_index_metric metric,
+                      bbi_flat_index **out, bb_error *err) {
   if (!out) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: NULL argument");
   *out = NULL;
   const int rc = check_dim(dim, err);
   if (rc) return rc;
-  if (metric != BB_FLAT_INDEX_L2SQ && metric != BB_FLAT_INDEX_IP)
+  if (metric != BBI_FLAT_INDEX_L2SQ && metric != BBI_FLAT_INDEX_IP)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: unknown metric %d", (int)metric);
   if (!alloc) alloc = bb_default_allocator();
-  bb_flat_index *idx = bb_mem_calloc(alloc, 1, sizeof *idx);
+  bbi_flat_index *idx = bbi_mem_calloc(alloc, 1, sizeof *idx);
   if (!idx) return bb_error_set(err, BB_ERR_NOMEM, "flat index: out of memory");
   idx->alloc = *alloc;
   idx->dim = dim;
@@ -62,13 +62,13 @@ int bb_flat_index_new(const bb_allocator *alloc, size_t dim, bb_flat_index_metri
   return 0;
 }
 
-void bb_flat_index_free(bb_flat_index *idx) {
+void bbi_flat_index_free(bbi_flat_index *idx) {
   if (!idx) return;
   const bb_allocator a = idx->alloc;
-  bb_mem_free(&a, idx->vecs);
-  bb_mem_free(&a, idx->ids);
-  bb_mem_free(&a, idx->map);
-  bb_mem_free(&a, idx);
+  bbi_mem_free(&a, idx->vecs);
+  bbi_mem_free(&a, idx->ids);
+  bbi_mem_free(&a, idx->map);
+  bbi_mem_free(&a, idx);
 }
 
 /* ---- id → slot map ------------------------------------------------------------------ */
@@ -83,7 +83,7 @@ static size_t home(uint64_t id, size_t cap) {
   return (size_t)id & (cap - 1);
 }
 
-static size_t map_find(const bb_flat_index *idx, uint64_t id) {
+static size_t map_find(const bbi_flat_index *idx, uint64_t id) {
   if (!idx->map_cap) return EMPTY;
   for (size_t i = home(id, idx->map_cap);; i = (i + 1) & (idx->map_cap - 1)) {
     if (idx->map[i].slot == EMPTY) return EMPTY;
@@ -100,26 +100,26 @@ static void map_put(map_cell *map, size_t cap, uint64_t id, size_t slot) {
 }
 
 /* Room for `want` ids at load <= 1/2; 0 or BB_ERR_NOMEM with the map unchanged. */
-static int map_reserve(bb_flat_index *idx, size_t want) {
+static int map_reserve(bbi_flat_index *idx, size_t want) {
   if (want <= idx->map_cap / 2) return 0;
   size_t cap = idx->map_cap ? idx->map_cap : 16;
   while (want > cap / 2) {
     if (cap > SIZE_MAX / (2 * sizeof(map_cell))) return BB_ERR_NOMEM;
     cap *= 2;
   }
-  map_cell *map = bb_mem_alloc(&idx->alloc, cap * sizeof *map);
+  map_cell *map = bbi_mem_alloc(&idx->alloc, cap * sizeof *map);
   if (!map) return BB_ERR_NOMEM;
   for (size_t i = 0; i < cap; i++) map[i].slot = EMPTY;
   for (size_t i = 0; i < idx->map_cap; i++)
     if (idx->map[i].slot != EMPTY) map_put(map, cap, idx->map[i].id, idx->map[i].slot);
-  bb_mem_free(&idx->alloc, idx->map);
+  bbi_mem_free(&idx->alloc, idx->map);
   idx->map = map;
   idx->map_cap = cap;
   return 0;
 }
 
 /* Frees cell i and pulls later cells of its probe run back, so lookups never stop early. */
-static void map_erase(bb_flat_index *idx, size_t i) {
+static void map_erase(bbi_flat_index *idx, size_t i) {
   const size_t mask = idx->map_cap - 1;
   for (size_t j = (i + 1) & mask; idx->map[j].slot != EMPTY; j = (j + 1) & mask) {
     const size_t h = home(idx->map[j].id, idx->map_cap);
@@ -144,13 +144,13 @@ static int check_finite(const float *x, size_t n, const char *what, bb_error *er
 }
 
 /* Room for `want` vectors; on failure nothing visible changes. */
-static int storage_reserve(bb_flat_index *idx, size_t want) {
+static int storage_reserve(bbi_flat_index *idx, size_t want) {
   if (idx->dim > SIZE_MAX / sizeof(float)) return BB_ERR_NOMEM;
-  int rc = bb_mem_grow(&idx->alloc, (void **)&idx->vecs, &idx->cap_vecs, want, idx->dim * sizeof(float));
-  return rc ? rc : bb_mem_grow(&idx->alloc, (void **)&idx->ids, &idx->cap_ids, want, sizeof *idx->ids);
+  int rc = bbi_mem_grow(&idx->alloc, (void **)&idx->vecs, &idx->cap_vecs, want, idx->dim * sizeof(float));
+  return rc ? rc : bbi_mem_grow(&idx->alloc, (void **)&idx->ids, &idx->cap_ids, want, sizeof *idx->ids);
 }
 
-int bb_flat_index_add(bb_flat_index *idx, const float *vec, uint64_t *id, bb_error *err) {
+int bbi_flat_index_add(bbi_flat_index *idx, const float *vec, uint64_t *id, bb_error *err) {
   if (!idx || !vec) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: NULL argument");
   int rc = check_finite(vec, idx->dim, "the added vector", err);
   if (rc) return rc;
@@ -168,7 +168,7 @@ int bb_flat_index_add(bb_flat_index *idx, const float *vec, uint64_t *id, bb_err
   return 0;
 }
 
-int bb_flat_index_remove(bb_flat_index *idx, uint64_t id, bb_error *err) {
+int bbi_flat_index_remove(bbi_flat_index *idx, uint64_t id, bb_error *err) {
   if (!idx) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: NULL argument");
   const size_t cell = map_find(idx, id);
   if (cell == EMPTY)
@@ -223,7 +223,7 @@ static void heap_up(uint64_t *ids, float *d, size_t i) {
   }
 }
 
-static int search(const bb_flat_index *idx, distance_fn dist, const float *query, size_t k,
+static int search(const bbi_flat_index *idx, distance_fn dist, const float *query, size_t k,
                   uint64_t *ids, float *dists, size_t *found, bb_error *err) {
   if (!idx || !query || !found || (k && (!ids || !dists)))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: NULL argument");
@@ -232,7 +232,7 @@ static int search(const bb_flat_index *idx, distance_fn dist, const float *query
   if (rc) return rc;
   const size_t want = k < idx->count ? k : idx->count;
   if (want == 0) return 0;
-  const float sign = idx->metric == BB_FLAT_INDEX_IP ? -1.0f : 1.0f;
+  const float sign = idx->metric == BBI_FLAT_INDEX_IP ? -1.0f : 1.0f;
   size_t n = 0;
   for (size_t s = 0; s < idx->count; s++) {
     float d = sign * dist(idx->vecs + s * idx->dim, query, idx->dim);
@@ -257,22 +257,22 @@ static int search(const bb_flat_index *idx, distance_fn dist, const float *query
   return 0;
 }
 
-int bb_flat_index_search(const bb_flat_index *idx, const float *query, size_t k,
+int bbi_flat_index_search(const bbi_flat_index *idx, const float *query, size_t k,
                          uint64_t *ids, float *dists, size_t *found, bb_error *err) {
-  const distance_fn fn = idx && idx->metric == BB_FLAT_INDEX_IP ? bb_f32_dot : bb_f32_l2sq;
+  const distance_fn fn = idx && idx->metric == BBI_FLAT_INDEX_IP ? bbi_f32_dot : bbi_f32_l2sq;
   return search(idx, fn, query, k, ids, dists, found, err);
 }
 
-int bb_flat_index_search_scalar(const bb_flat_index *idx, const float *query, size_t k,
+int bbi_flat_index_search_scalar(const bbi_flat_index *idx, const float *query, size_t k,
                                 uint64_t *ids, float *dists, size_t *found, bb_error *err) {
   const distance_fn fn =
-      idx && idx->metric == BB_FLAT_INDEX_IP ? bb_f32_dot_scalar : bb_f32_l2sq_scalar;
+      idx && idx->metric == BBI_FLAT_INDEX_IP ? bbi_f32_dot_scalar : bbi_f32_l2sq_scalar;
   return search(idx, fn, query, k, ids, dists, found, err);
 }
 
-size_t bb_flat_index_count(const bb_flat_index *idx) { return idx->count; }
-size_t bb_flat_index_dim(const bb_flat_index *idx) { return idx->dim; }
-bb_flat_index_metric bb_flat_index_get_metric(const bb_flat_index *idx) { return idx->metric; }
+size_t bbi_flat_index_count(const bbi_flat_index *idx) { return idx->count; }
+size_t bbi_flat_index_dim(const bbi_flat_index *idx) { return idx->dim; }
+bbi_flat_index_metric bbi_flat_index_get_metric(const bbi_flat_index *idx) { return idx->metric; }
 
 /* ---- snapshot ---------------------------------------------------------------------- */
 
@@ -280,14 +280,14 @@ bb_flat_index_metric bb_flat_index_get_metric(const bb_flat_index *idx) { return
 #define SNAPSHOT_VERSION 1u
 #define SNAPSHOT_HEADER (4 + 4 + 4 + 1 + 8 + 8)
 
-size_t bb_flat_index_snapshot_size(const bb_flat_index *idx) {
+size_t bbi_flat_index_snapshot_size(const bbi_flat_index *idx) {
   return SNAPSHOT_HEADER + idx->count * (8 + 4 * idx->dim) + 8;
 }
 
-int bb_flat_index_snapshot(const bb_flat_index *idx, uint8_t *buf, size_t cap, size_t *written,
+int bbi_flat_index_snapshot(const bbi_flat_index *idx, uint8_t *buf, size_t cap, size_t *written,
                            bb_error *err) {
   if (!idx || !buf) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: NULL argument");
-  const size_t need = bb_flat_index_snapshot_size(idx);
+  const size_t need = bbi_flat_index_snapshot_size(idx);
   if (cap < need)
     return bb_error_set(err, BB_ERR_LIMIT, "flat index: snapshot needs %zu bytes, buffer has %zu",
                         need, cap);
@@ -305,7 +305,7 @@ int bb_flat_index_snapshot(const bb_flat_index *idx, uint8_t *buf, size_t cap, s
     const float *v = idx->vecs + s * idx->dim;
     for (size_t j = 0; j < idx->dim; j++, p += 4) bb_le_put_f32(p, v[j]);
   }
-  bb_le_put_u64(p, bb_fnv1a64(buf, (size_t)(p - buf)));
+  bb_le_put_u64(p, bbi_fnv1a64(buf, (size_t)(p - buf)));
   if (written) *written = need;
   return 0;
 }
@@ -315,7 +315,7 @@ static int malformed(bb_error *err, size_t at, const char *what) {
 }
 
 /* Reads the records into an empty index whose storage already holds `count` vectors. */
-static int read_records(bb_flat_index *idx, const uint8_t *bytes, size_t count, bb_error *err) {
+static int read_records(bbi_flat_index *idx, const uint8_t *bytes, size_t count, bb_error *err) {
   const uint8_t *p = bytes + SNAPSHOT_HEADER;
   for (size_t s = 0; s < count; s++) {
     const size_t at = (size_t)(p - bytes);
@@ -335,8 +335,8 @@ static int read_records(bb_flat_index *idx, const uint8_t *bytes, size_t count, 
   return 0;
 }
 
-int bb_flat_index_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
-                          bb_flat_index **out, bb_error *err) {
+int bbi_flat_index_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t len,
+                          bbi_flat_index **out, bb_error *err) {
   if (!out || (!bytes && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "flat index: NULL argument");
   *out = NULL;
   if (len < SNAPSHOT_HEADER + 8)
@@ -353,28 +353,28 @@ int bb_flat_index_restore(const bb_allocator *alloc, const uint8_t *bytes, size_
   const uint8_t metric = bytes[12];
   const uint64_t next_id = bb_le_get_u64(bytes + 13), count = bb_le_get_u64(bytes + 21);
   if (dim == 0 || dim > (SIZE_MAX - 8) / 4) return malformed(err, 8, "dimension out of range");
-  if (metric > BB_FLAT_INDEX_IP) return malformed(err, 12, "unknown metric");
+  if (metric > BBI_FLAT_INDEX_IP) return malformed(err, 12, "unknown metric");
   const size_t body = len - SNAPSHOT_HEADER - 8, record = 8 + 4 * dim;
   if (count > next_id || count > body / record || count * record != body)
     return bb_error_set(err, BB_ERR_MALFORMED,
                         "flat index snapshot: %llu records of %zu bytes do not fill the %zu "
                         "bytes after the header (truncated or trailing bytes)",
                         (unsigned long long)count, record, body);
-  if (bb_le_get_u64(bytes + len - 8) != bb_fnv1a64(bytes, len - 8))
+  if (bb_le_get_u64(bytes + len - 8) != bbi_fnv1a64(bytes, len - 8))
     return malformed(err, len - 8, "checksum mismatch");
 
-  bb_flat_index *idx;
-  int rc = bb_flat_index_new(alloc, dim, (bb_flat_index_metric)metric, &idx, err);
+  bbi_flat_index *idx;
+  int rc = bbi_flat_index_new(alloc, dim, (bbi_flat_index_metric)metric, &idx, err);
   if (rc) return rc;
   idx->next_id = next_id;
   if (storage_reserve(idx, (size_t)count) || map_reserve(idx, (size_t)count)) {
-    bb_flat_index_free(idx);
+    bbi_flat_index_free(idx);
     return bb_error_set(err, BB_ERR_NOMEM, "flat index snapshot: out of memory for %llu vectors",
                         (unsigned long long)count);
   }
   rc = read_records(idx, bytes, (size_t)count, err);
   if (rc) {
-    bb_flat_index_free(idx);
+    bbi_flat_index_free(idx);
     return rc;
   }
   *out = idx;

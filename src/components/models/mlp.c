@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "tensor/kernels/kernels.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define ACCURACY_CHUNK 256
@@ -20,10 +20,10 @@ typedef struct mlp_layer {
   size_t act;    /* offset of this layer's output, per workspace row, in the activations */
 } mlp_layer;
 
-struct bb_mlp {
+struct bbi_mlp {
   bb_allocator alloc;
-  bb_mlp_activation activation;
-  bb_mlp_loss loss;
+  bbi_mlp_activation activation;
+  bbi_mlp_loss loss;
   float learning_rate, momentum, weight_decay;
   size_t inputs, outputs;
   size_t n_layers;
@@ -81,22 +81,22 @@ static int finite_nonneg(float v) { return isfinite(v) && v >= 0.0f; }
 
 /* ---- creation -------------------------------------------------------------------------- */
 
-static int check_config(const bb_mlp_config *cfg, bb_error *err) {
+static int check_config(const bbi_mlp_config *cfg, bb_error *err) {
   if (cfg->inputs == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: inputs is 0");
-  if (cfg->loss != BB_MLP_SOFTMAX_CROSS_ENTROPY && cfg->loss != BB_MLP_MEAN_SQUARED_ERROR)
+  if (cfg->loss != BBI_MLP_SOFTMAX_CROSS_ENTROPY && cfg->loss != BBI_MLP_MEAN_SQUARED_ERROR)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: unknown loss %d", (int)cfg->loss);
-  if (cfg->loss == BB_MLP_SOFTMAX_CROSS_ENTROPY && cfg->outputs < 2)
+  if (cfg->loss == BBI_MLP_SOFTMAX_CROSS_ENTROPY && cfg->outputs < 2)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "mlp: softmax cross-entropy needs at least 2 outputs, got %zu",
                         cfg->outputs);
   if (cfg->outputs == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: outputs is 0");
-  if (cfg->activation != BB_MLP_RELU && cfg->activation != BB_MLP_TANH &&
-      cfg->activation != BB_MLP_SIGMOID && cfg->activation != BB_MLP_IDENTITY)
+  if (cfg->activation != BBI_MLP_RELU && cfg->activation != BBI_MLP_TANH &&
+      cfg->activation != BBI_MLP_SIGMOID && cfg->activation != BBI_MLP_IDENTITY)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: unknown activation %d",
                         (int)cfg->activation);
-  if (cfg->n_hidden > BB_MLP_MAX_HIDDEN)
+  if (cfg->n_hidden > BBI_MLP_MAX_HIDDEN)
     return bb_error_set(err, BB_ERR_LIMIT, "mlp: %zu hidden layers, at most %d are allowed",
-                        cfg->n_hidden, BB_MLP_MAX_HIDDEN);
+                        cfg->n_hidden, BBI_MLP_MAX_HIDDEN);
   if (cfg->n_hidden && !cfg->hidden)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "mlp: n_hidden is %zu but the hidden sizes are NULL", cfg->n_hidden);
@@ -127,7 +127,7 @@ static int check_config(const bb_mlp_config *cfg, bb_error *err) {
 
 /* Fills the layer table and the sizes derived from it; BB_ERR_LIMIT when the parameter
  * vector or a workspace row would not fit in memory's address space. */
-static int plan_layers(bb_mlp *m, const bb_mlp_config *cfg, bb_error *err) {
+static int plan_layers(bbi_mlp *m, const bbi_mlp_config *cfg, bb_error *err) {
   int overflow = 0;
   size_t params = 0, act = 0, in = cfg->inputs;
   const int normalised = cfg->input_scale || cfg->input_shift;
@@ -156,11 +156,11 @@ static int plan_layers(bb_mlp *m, const bb_mlp_config *cfg, bb_error *err) {
   return 0;
 }
 
-static void init_params(bb_mlp *m, uint64_t seed) {
+static void init_params(bbi_mlp *m, uint64_t seed) {
   uint64_t state = seed;
   for (size_t l = 0; l < m->n_layers; l++) {
     const mlp_layer *ly = &m->layers[l];
-    const int he = m->activation == BB_MLP_RELU && l + 1 < m->n_layers;
+    const int he = m->activation == BBI_MLP_RELU && l + 1 < m->n_layers;
     const double fan = he ? (double)ly->in : (double)ly->in + (double)ly->out;
     const float limit = (float)sqrt(6.0 / fan);
     for (size_t i = 0; i < ly->out * ly->in; i++) m->params[ly->w + i] = uniform_pm(&state, limit);
@@ -168,7 +168,7 @@ static void init_params(bb_mlp *m, uint64_t seed) {
   }
 }
 
-int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **out,
+int bbi_mlp_create(const bbi_mlp_config *cfg, const bb_allocator *alloc, bbi_mlp **out,
                   bb_error *err) {
   if (out) *out = NULL;
   if (!cfg || !out)
@@ -176,7 +176,7 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
   int rc = check_config(cfg, err);
   if (rc) return rc;
   if (!alloc) alloc = bb_default_allocator();
-  bb_mlp *m = bb_mem_calloc(alloc, 1, sizeof *m);
+  bbi_mlp *m = bbi_mem_calloc(alloc, 1, sizeof *m);
   if (!m) return bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for the model");
   m->alloc = *alloc;
   m->activation = cfg->activation;
@@ -187,21 +187,21 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
   m->inputs = cfg->inputs;
   m->outputs = cfg->outputs;
   m->n_layers = cfg->n_hidden + 1;
-  m->layers = bb_mem_calloc(alloc, m->n_layers, sizeof *m->layers);
+  m->layers = bbi_mem_calloc(alloc, m->n_layers, sizeof *m->layers);
   if (!m->layers) {
-    bb_mlp_free(m);
+    bbi_mlp_free(m);
     return bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for the layer table");
   }
   rc = plan_layers(m, cfg, err);
   if (rc) {
-    bb_mlp_free(m);
+    bbi_mlp_free(m);
     return rc;
   }
   const size_t floats = 3 * m->n_params + 2 * m->inputs;
-  m->params = bb_mem_alloc(alloc, floats * sizeof(float));
+  m->params = bbi_mem_alloc(alloc, floats * sizeof(float));
   if (!m->params) {
     rc = bb_error_set(err, BB_ERR_NOMEM, "mlp: no memory for %zu parameters", m->n_params);
-    bb_mlp_free(m);
+    bbi_mlp_free(m);
     return rc;
   }
   m->grad = m->params + m->n_params;
@@ -221,22 +221,22 @@ int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **
   return 0;
 }
 
-void bb_mlp_free(bb_mlp *m) {
+void bbi_mlp_free(bbi_mlp *m) {
   if (!m) return;
   const bb_allocator a = m->alloc;
-  bb_mem_free(&a, m->workspace);
-  bb_mem_free(&a, m->params);
-  bb_mem_free(&a, m->layers);
-  bb_mem_free(&a, m);
+  bbi_mem_free(&a, m->workspace);
+  bbi_mem_free(&a, m->params);
+  bbi_mem_free(&a, m->layers);
+  bbi_mem_free(&a, m);
 }
 
-size_t bb_mlp_param_count(const bb_mlp *m) { return m->n_params; }
-size_t bb_mlp_inputs(const bb_mlp *m) { return m->inputs; }
-size_t bb_mlp_outputs(const bb_mlp *m) { return m->outputs; }
+size_t bbi_mlp_param_count(const bbi_mlp *m) { return m->n_params; }
+size_t bbi_mlp_inputs(const bbi_mlp *m) { return m->inputs; }
+size_t bbi_mlp_outputs(const bbi_mlp *m) { return m->outputs; }
 
 /* ---- parameters ------------------------------------------------------------------------ */
 
-static int check_length(const bb_mlp *m, const float *v, size_t len, const char *what,
+static int check_length(const bbi_mlp *m, const float *v, size_t len, const char *what,
                         bb_error *err) {
   if (!v) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: %s is NULL", what);
   if (len != m->n_params)
@@ -246,14 +246,14 @@ static int check_length(const bb_mlp *m, const float *v, size_t len, const char 
   return 0;
 }
 
-int bb_mlp_params(const bb_mlp *m, float *out, size_t len, bb_error *err) {
+int bbi_mlp_params(const bbi_mlp *m, float *out, size_t len, bb_error *err) {
   int rc = check_length(m, out, len, "the parameter buffer", err);
   if (rc) return rc;
   memcpy(out, m->params, len * sizeof(float));
   return 0;
 }
 
-int bb_mlp_load_params(bb_mlp *m, const float *params, size_t len, bb_error *err) {
+int bbi_mlp_load_params(bbi_mlp *m, const float *params, size_t len, bb_error *err) {
   int rc = check_length(m, params, len, "the parameter vector", err);
   if (rc) return rc;
   memcpy(m->params, params, len * sizeof(float));
@@ -261,32 +261,32 @@ int bb_mlp_load_params(bb_mlp *m, const float *params, size_t len, bb_error *err
   return 0;
 }
 
-int bb_mlp_apply_delta(bb_mlp *m, const float *delta, size_t len, bb_error *err) {
+int bbi_mlp_apply_delta(bbi_mlp *m, const float *delta, size_t len, bb_error *err) {
   int rc = check_length(m, delta, len, "the delta", err);
   if (rc) return rc;
-  bb_f32_vbinary(BB_BINARY_ADD, len, m->params, delta, m->params);
+  bbi_f32_vbinary(BBI_BINARY_ADD, len, m->params, delta, m->params);
   m->has_grad = 0;
   return 0;
 }
 
-const float *bb_mlp_gradient(const bb_mlp *m) { return m->has_grad ? m->grad : NULL; }
+const float *bbi_mlp_gradient(const bbi_mlp *m) { return m->has_grad ? m->grad : NULL; }
 
 /* ---- workspace ------------------------------------------------------------------------- */
 
-static size_t scratch_for(const bb_mlp *m, size_t rows) {
+static size_t scratch_for(const bbi_mlp *m, size_t rows) {
   size_t s = 0;
   for (size_t l = 0; l < m->n_layers; l++) {
     const mlp_layer *ly = &m->layers[l];
-    s = max_size(s, bb_f32_gemm_scratch_size(rows, ly->out, ly->in)); /* forward */
-    s = max_size(s, bb_f32_gemm_scratch_size(ly->out, ly->in, rows)); /* weight gradient */
-    s = max_size(s, bb_f32_gemm_scratch_size(rows, ly->in, ly->out)); /* input gradient */
+    s = max_size(s, bbi_f32_gemm_scratch_size(rows, ly->out, ly->in)); /* forward */
+    s = max_size(s, bbi_f32_gemm_scratch_size(ly->out, ly->in, rows)); /* weight gradient */
+    s = max_size(s, bbi_f32_gemm_scratch_size(rows, ly->in, ly->out)); /* input gradient */
   }
   return s;
 }
 
 /* Makes room for `rows` rows; the old workspace stays in place if the new one cannot be
  * had. */
-static int reserve_rows(bb_mlp *m, size_t rows, bb_error *err) {
+static int reserve_rows(bbi_mlp *m, size_t rows, bb_error *err) {
   if (rows <= m->capacity) return 0;
   int overflow = 0;
   const size_t per_row = add_size(m->act_width, mul_size(2, m->max_width, &overflow), &overflow);
@@ -296,11 +296,11 @@ static int reserve_rows(bb_mlp *m, size_t rows, bb_error *err) {
   const size_t bytes = add_size(float_bytes, scratch, &overflow);
   if (overflow)
     return bb_error_set(err, BB_ERR_LIMIT, "mlp: a batch of %zu rows is too large", rows);
-  void *w = bb_mem_alloc(&m->alloc, bytes);
+  void *w = bbi_mem_alloc(&m->alloc, bytes);
   if (!w)
     return bb_error_set(err, BB_ERR_NOMEM,
                         "mlp: no memory for a workspace of %zu rows (%zu bytes)", rows, bytes);
-  bb_mem_free(&m->alloc, m->workspace);
+  bbi_mem_free(&m->alloc, m->workspace);
   m->workspace = w;
   m->capacity = rows;
   m->acts = w;
@@ -312,14 +312,14 @@ static int reserve_rows(bb_mlp *m, size_t rows, bb_error *err) {
 }
 
 /* Layer l's output rows (row stride layers[l].out) in the workspace. */
-static float *layer_output(const bb_mlp *m, size_t l) {
+static float *layer_output(const bbi_mlp *m, size_t l) {
   return m->acts + m->capacity * m->layers[l].act;
 }
 
 /* ---- forward --------------------------------------------------------------------------- */
 
-static int gemm(bb_mlp *m, const bb_f32_gemm_args *g, bb_error *err) {
-  const int rc = bb_f32_gemm(g, m->scratch, m->scratch_size);
+static int gemm(bbi_mlp *m, const bbi_f32_gemm_args *g, bb_error *err) {
+  const int rc = bbi_f32_gemm(g, m->scratch, m->scratch_size);
   if (rc)
     return bb_error_set(err, rc, "mlp: the GEMM kernel refused a %zux%zux%zu product", g->m,
                         g->n, g->k);
@@ -327,23 +327,23 @@ static int gemm(bb_mlp *m, const bb_f32_gemm_args *g, bb_error *err) {
 }
 
 /* What layer 1 sees for x: x itself, or x normalised into the workspace. */
-static const float *first_input(const bb_mlp *m, const float *x, size_t n) {
+static const float *first_input(const bbi_mlp *m, const float *x, size_t n) {
   if (!m->input_scale) return x;
   float *a = m->acts; /* the normalised input sits at activation offset 0 */
-  bb_f32_vbinary_row(BB_BINARY_MUL, n, m->inputs, x, m->input_scale, 0, a);
-  bb_f32_vbinary_row(BB_BINARY_ADD, n, m->inputs, a, m->input_shift, 0, a);
+  bbi_f32_vbinary_row(BBI_BINARY_MUL, n, m->inputs, x, m->input_scale, 0, a);
+  bbi_f32_vbinary_row(BBI_BINARY_ADD, n, m->inputs, a, m->input_shift, 0, a);
   return a;
 }
 
 /* Runs every layer on n rows (n <= capacity); the last layer's output (logits for
  * cross-entropy) ends in layer_output(m, n_layers - 1). */
-static int run_layers(bb_mlp *m, const float *x, size_t n, bb_error *err) {
+static int run_layers(bbi_mlp *m, const float *x, size_t n, bb_error *err) {
   const float *a = first_input(m, x, n);
   for (size_t l = 0; l < m->n_layers; l++) {
     const mlp_layer *ly = &m->layers[l];
     const int hidden = l + 1 < m->n_layers;
     float *z = layer_output(m, l);
-    bb_f32_gemm_args g = {0};
+    bbi_f32_gemm_args g = {0};
     g.m = n;
     g.n = ly->out;
     g.k = ly->in;
@@ -356,30 +356,30 @@ static int run_layers(bb_mlp *m, const float *x, size_t n, bb_error *err) {
     g.bias = m->params + ly->b;
     g.c = z;
     g.ldc = ly->out;
-    if (hidden && m->activation == BB_MLP_RELU) {
+    if (hidden && m->activation == BBI_MLP_RELU) {
       g.clamp = 1;
       g.min = 0.0f;
       g.max = INFINITY;
     }
     int rc = gemm(m, &g, err);
     if (rc) return rc;
-    if (hidden && m->activation == BB_MLP_TANH) bb_f32_vunary(BB_UNARY_TANH, n * ly->out, z, z);
-    if (hidden && m->activation == BB_MLP_SIGMOID)
-      bb_f32_vunary(BB_UNARY_SIGMOID, n * ly->out, z, z);
+    if (hidden && m->activation == BBI_MLP_TANH) bbi_f32_vunary(BBI_UNARY_TANH, n * ly->out, z, z);
+    if (hidden && m->activation == BBI_MLP_SIGMOID)
+      bbi_f32_vunary(BBI_UNARY_SIGMOID, n * ly->out, z, z);
     a = z;
   }
   return 0;
 }
 
-int bb_mlp_forward(bb_mlp *m, const float *x, size_t n, float *y, bb_error *err) {
+int bbi_mlp_forward(bbi_mlp *m, const float *x, size_t n, float *y, bb_error *err) {
   if (n == 0) return 0;
   if (!x || !y) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: forward on a NULL buffer");
   int rc = reserve_rows(m, n, err);
   if (!rc) rc = run_layers(m, x, n, err);
   if (rc) return rc;
   const float *z = layer_output(m, m->n_layers - 1);
-  if (m->loss == BB_MLP_SOFTMAX_CROSS_ENTROPY)
-    bb_f32_softmax_rows(n, m->outputs, z, y);
+  if (m->loss == BBI_MLP_SOFTMAX_CROSS_ENTROPY)
+    bbi_f32_softmax_rows(n, m->outputs, z, y);
   else
     memcpy(y, z, n * m->outputs * sizeof(float));
   return 0;
@@ -388,7 +388,7 @@ int bb_mlp_forward(bb_mlp *m, const float *x, size_t n, float *y, bb_error *err)
 /* ---- losses ---------------------------------------------------------------------------- */
 
 /* Checks that every label is a class index; the first bad one is named. */
-static int check_labels(const bb_mlp *m, const float *labels, size_t n, bb_error *err) {
+static int check_labels(const bbi_mlp *m, const float *labels, size_t n, bb_error *err) {
   for (size_t i = 0; i < n; i++) {
     const float t = labels[i];
     if (!(t >= 0.0f && t < (float)m->outputs && t == floorf(t)))
@@ -399,21 +399,21 @@ static int check_labels(const bb_mlp *m, const float *labels, size_t n, bb_error
   return 0;
 }
 
-static int check_batch(const bb_mlp *m, const float *x, const float *targets, size_t n,
+static int check_batch(const bbi_mlp *m, const float *x, const float *targets, size_t n,
                        bb_error *err) {
   if (n == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: empty batch");
   if (!x || !targets)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: NULL inputs or targets");
-  return m->loss == BB_MLP_SOFTMAX_CROSS_ENTROPY ? check_labels(m, targets, n, err) : 0;
+  return m->loss == BBI_MLP_SOFTMAX_CROSS_ENTROPY ? check_labels(m, targets, n, err) : 0;
 }
 
-int bb_mlp_loss_of(const bb_mlp *m, const float *y, const float *targets, size_t n,
+int bbi_mlp_loss_of(const bbi_mlp *m, const float *y, const float *targets, size_t n,
                    float *loss, bb_error *err) {
   int rc = check_batch(m, y, targets, n, err);
   if (rc) return rc;
   const size_t k = m->outputs;
   double sum = 0.0;
-  if (m->loss == BB_MLP_SOFTMAX_CROSS_ENTROPY) {
+  if (m->loss == BBI_MLP_SOFTMAX_CROSS_ENTROPY) {
     for (size_t i = 0; i < n; i++) {
       const float p = y[i * k + (size_t)targets[i]];
       sum -= log(p > FLT_MIN ? (double)p : (double)FLT_MIN);
@@ -432,48 +432,48 @@ int bb_mlp_loss_of(const bb_mlp *m, const float *y, const float *targets, size_t
 
 /* The gradient of the mean loss with respect to the last layer's output z, into d
  * [n, outputs]; returns the mean loss. */
-static double output_gradient(const bb_mlp *m, const float *z, const float *targets,
+static double output_gradient(const bbi_mlp *m, const float *z, const float *targets,
                               size_t n, float *d) {
   const size_t k = m->outputs;
   double sum = 0.0;
-  if (m->loss == BB_MLP_SOFTMAX_CROSS_ENTROPY) {
+  if (m->loss == BBI_MLP_SOFTMAX_CROSS_ENTROPY) {
     /* d = (softmax(z) - onehot) / n, with the loss read off the log-softmax */
-    bb_f32_log_softmax_rows(n, k, z, d);
+    bbi_f32_log_softmax_rows(n, k, z, d);
     for (size_t i = 0; i < n; i++) sum -= (double)d[i * k + (size_t)targets[i]];
-    bb_f32_vunary(BB_UNARY_EXP, n * k, d, d);
+    bbi_f32_vunary(BBI_UNARY_EXP, n * k, d, d);
     for (size_t i = 0; i < n; i++) d[i * k + (size_t)targets[i]] -= 1.0f;
-    bb_f32_vbinary_c(BB_BINARY_MUL, n * k, d, 1.0f / (float)n, d);
+    bbi_f32_vbinary_c(BBI_BINARY_MUL, n * k, d, 1.0f / (float)n, d);
     return sum / (double)n;
   }
   /* d = 2 (z - t) / (n k) */
-  bb_f32_vbinary(BB_BINARY_SUB, n * k, z, targets, d);
+  bbi_f32_vbinary(BBI_BINARY_SUB, n * k, z, targets, d);
   for (size_t i = 0; i < n * k; i++) sum += (double)d[i] * (double)d[i];
   const double count = (double)n * (double)k;
-  bb_f32_vbinary_c(BB_BINARY_MUL, n * k, d, (float)(2.0 / count), d);
+  bbi_f32_vbinary_c(BBI_BINARY_MUL, n * k, d, (float)(2.0 / count), d);
   return sum / count;
 }
 
 /* ---- backward -------------------------------------------------------------------------- */
 
 /* d *= f'(a) elementwise, where a = f(z) is the hidden layer's output. */
-static void activation_backward(bb_mlp_activation act, size_t count, const float *a,
+static void activation_backward(bbi_mlp_activation act, size_t count, const float *a,
                                 float *d) {
   switch (act) {
-  case BB_MLP_RELU:
+  case BBI_MLP_RELU:
     for (size_t i = 0; i < count; i++) d[i] = a[i] > 0.0f ? d[i] : 0.0f;
     break;
-  case BB_MLP_TANH:
+  case BBI_MLP_TANH:
     for (size_t i = 0; i < count; i++) d[i] *= 1.0f - a[i] * a[i];
     break;
-  case BB_MLP_SIGMOID:
+  case BBI_MLP_SIGMOID:
     for (size_t i = 0; i < count; i++) d[i] *= a[i] * (1.0f - a[i]);
     break;
-  case BB_MLP_IDENTITY:
+  case BBI_MLP_IDENTITY:
     break;
   }
 }
 
-int bb_mlp_backward(bb_mlp *m, const float *x, const float *targets, size_t n, float *loss,
+int bbi_mlp_backward(bbi_mlp *m, const float *x, const float *targets, size_t n, float *loss,
                     bb_error *err) {
   int rc = check_batch(m, x, targets, n, err);
   if (!rc) rc = reserve_rows(m, n, err);
@@ -487,7 +487,7 @@ int bb_mlp_backward(bb_mlp *m, const float *x, const float *targets, size_t n, f
     const mlp_layer *ly = &m->layers[l];
     const float *a = l ? layer_output(m, l - 1) : x1;
     /* dW = dᵀ a: [out, n] x [n, in] */
-    bb_f32_gemm_args g = {0};
+    bbi_f32_gemm_args g = {0};
     g.m = ly->out;
     g.n = ly->in;
     g.k = n;
@@ -500,10 +500,10 @@ int bb_mlp_backward(bb_mlp *m, const float *x, const float *targets, size_t n, f
     g.c = m->grad + ly->w;
     g.ldc = ly->in;
     if ((rc = gemm(m, &g, err))) return rc;
-    bb_f32_reduce_strided(BB_REDUCE_SUM, 1, n, ly->out, d, m->grad + ly->b);
+    bbi_f32_reduce_strided(BBI_REDUCE_SUM, 1, n, ly->out, d, m->grad + ly->b);
     if (l == 0) break;
     /* d_prev = d W: [n, out] x [out, in], then through the activation */
-    bb_f32_gemm_args h = {0};
+    bbi_f32_gemm_args h = {0};
     h.m = n;
     h.n = ly->in;
     h.k = ly->out;
@@ -535,7 +535,7 @@ static void sgd_range(float *w, const float *g, float *v, size_t count, float lr
   }
 }
 
-int bb_mlp_sgd_step(bb_mlp *m, bb_error *err) {
+int bbi_mlp_sgd_step(bbi_mlp *m, bb_error *err) {
   if (!m->has_grad)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "mlp: sgd_step without a gradient (run backward first)");
@@ -549,10 +549,10 @@ int bb_mlp_sgd_step(bb_mlp *m, bb_error *err) {
   return 0;
 }
 
-int bb_mlp_train_batch(bb_mlp *m, const float *x, const float *targets, size_t n,
+int bbi_mlp_train_batch(bbi_mlp *m, const float *x, const float *targets, size_t n,
                        float *loss, bb_error *err) {
-  int rc = bb_mlp_backward(m, x, targets, n, loss, err);
-  return rc ? rc : bb_mlp_sgd_step(m, err);
+  int rc = bbi_mlp_backward(m, x, targets, n, loss, err);
+  return rc ? rc : bbi_mlp_sgd_step(m, err);
 }
 
 /* ---- evaluation ------------------------------------------------------------------------ */
@@ -565,14 +565,14 @@ static size_t argmax(const float *row, size_t k) {
   return best;
 }
 
-int bb_mlp_accuracy(bb_mlp *m, const float *x, const float *labels, size_t n,
+int bbi_mlp_accuracy(bbi_mlp *m, const float *x, const float *labels, size_t n,
                     float *accuracy, bb_error *err) {
   if (m->outputs < 2)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "mlp: accuracy needs at least 2 outputs, the model has %zu",
                         m->outputs);
   int rc = check_batch(m, x, labels, n, err);
-  if (!rc && m->loss != BB_MLP_SOFTMAX_CROSS_ENTROPY) rc = check_labels(m, labels, n, err);
+  if (!rc && m->loss != BBI_MLP_SOFTMAX_CROSS_ENTROPY) rc = check_labels(m, labels, n, err);
   if (rc) return rc;
   const size_t chunk = n < ACCURACY_CHUNK ? n : ACCURACY_CHUNK;
   if ((rc = reserve_rows(m, chunk, err))) return rc;

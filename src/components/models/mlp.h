@@ -8,42 +8,42 @@
  * (or linear) regression. The flat vector holds, for each layer in order, W then b; see
  * docs/LEARNING.md for the exact layout.
  *
- * A bb_mlp keeps a workspace that grows to the largest batch it has seen; after that,
+ * A bbi_mlp keeps a workspace that grows to the largest batch it has seen; after that,
  * forward, backward and training steps do not allocate. Not thread-safe: one caller at a
  * time per object. */
-#ifndef BB_OPS_MODELS_MLP_H
-#define BB_OPS_MODELS_MLP_H
+#ifndef BBI_OPS_MODELS_MLP_H
+#define BBI_OPS_MODELS_MLP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bb/common.h"
 
-typedef enum bb_mlp_activation {
-  BB_MLP_RELU,
-  BB_MLP_TANH,
-  BB_MLP_SIGMOID,
-  BB_MLP_IDENTITY
-} bb_mlp_activation;
+typedef enum bbi_mlp_activation {
+  BBI_MLP_RELU,
+  BBI_MLP_TANH,
+  BBI_MLP_SIGMOID,
+  BBI_MLP_IDENTITY
+} bbi_mlp_activation;
 
-typedef enum bb_mlp_loss {
+typedef enum bbi_mlp_loss {
   /* targets: one class index per row, as a float holding an integer in [0, outputs);
    * forward returns class probabilities */
-  BB_MLP_SOFTMAX_CROSS_ENTROPY,
+  BBI_MLP_SOFTMAX_CROSS_ENTROPY,
   /* targets: `outputs` floats per row; the loss is the mean over all N*outputs squares */
-  BB_MLP_MEAN_SQUARED_ERROR
-} bb_mlp_loss;
+  BBI_MLP_MEAN_SQUARED_ERROR
+} bbi_mlp_loss;
 
 /* Hidden layers beyond this are refused (BB_ERR_LIMIT). */
-#define BB_MLP_MAX_HIDDEN 64
+#define BBI_MLP_MAX_HIDDEN 64
 
-typedef struct bb_mlp_config {
+typedef struct bbi_mlp_config {
   size_t inputs;
   const size_t *hidden; /* n_hidden layer widths (each >= 1); may be NULL when n_hidden 0 */
   size_t n_hidden;
   size_t outputs;       /* >= 2 for softmax cross-entropy, >= 1 for mean squared error */
-  bb_mlp_activation activation; /* of the hidden layers */
-  bb_mlp_loss loss;
+  bbi_mlp_activation activation; /* of the hidden layers */
+  bbi_mlp_loss loss;
   float learning_rate;  /* >= 0 */
   float momentum;       /* in [0, 1) */
   float weight_decay;   /* >= 0; L2 on the weights W, not on the biases */
@@ -52,72 +52,72 @@ typedef struct bb_mlp_config {
    * by feature (e.g. scale 1/16 for pixels 0..16). Copied at creation. */
   const float *input_scale;
   const float *input_shift;
-} bb_mlp_config;
+} bbi_mlp_config;
 
-typedef struct bb_mlp bb_mlp;
+typedef struct bbi_mlp bbi_mlp;
 
 /* Checks cfg and makes a model with freshly initialised parameters: weights uniform in
  * ±sqrt(6/fan_in) before ReLU layers (He) and ±sqrt(6/(fan_in+fan_out)) otherwise
  * (Glorot), biases 0, momentum 0. alloc NULL means the default allocator; it is copied.
  * Returns 0, BB_ERR_INVALID_ARGUMENT / BB_ERR_LIMIT for a bad config, BB_ERR_NOMEM. */
-int bb_mlp_create(const bb_mlp_config *cfg, const bb_allocator *alloc, bb_mlp **out,
+int bbi_mlp_create(const bbi_mlp_config *cfg, const bb_allocator *alloc, bbi_mlp **out,
                   bb_error *err);
 
 /* Releases the model (NULL is ignored). */
-void bb_mlp_free(bb_mlp *m);
+void bbi_mlp_free(bbi_mlp *m);
 
 /* Length of the flat parameter vector: the sum over layers of out*(in+1). */
-size_t bb_mlp_param_count(const bb_mlp *m);
+size_t bbi_mlp_param_count(const bbi_mlp *m);
 
 /* The row sizes the model was made with: features in, values out. */
-size_t bb_mlp_inputs(const bb_mlp *m);
-size_t bb_mlp_outputs(const bb_mlp *m);
+size_t bbi_mlp_inputs(const bbi_mlp *m);
+size_t bbi_mlp_outputs(const bbi_mlp *m);
 
-/* Copies the parameters into out (len must equal bb_mlp_param_count). */
-int bb_mlp_params(const bb_mlp *m, float *out, size_t len, bb_error *err);
+/* Copies the parameters into out (len must equal bbi_mlp_param_count). */
+int bbi_mlp_params(const bbi_mlp *m, float *out, size_t len, bb_error *err);
 
-/* Replaces the parameters (len must equal bb_mlp_param_count). The momentum is kept;
+/* Replaces the parameters (len must equal bbi_mlp_param_count). The momentum is kept;
  * the stored gradient is dropped, so the next sgd_step needs a new backward. */
-int bb_mlp_load_params(bb_mlp *m, const float *params, size_t len, bb_error *err);
+int bbi_mlp_load_params(bbi_mlp *m, const float *params, size_t len, bb_error *err);
 
-/* params += delta (len must equal bb_mlp_param_count); drops the stored gradient. */
-int bb_mlp_apply_delta(bb_mlp *m, const float *delta, size_t len, bb_error *err);
+/* params += delta (len must equal bbi_mlp_param_count); drops the stored gradient. */
+int bbi_mlp_apply_delta(bbi_mlp *m, const float *delta, size_t len, bb_error *err);
 
 /* y [n, outputs] from x [n, inputs]: probabilities for softmax cross-entropy, the raw
  * outputs for mean squared error. n may be 0. BB_ERR_NOMEM when the workspace cannot
  * grow to n rows. */
-int bb_mlp_forward(bb_mlp *m, const float *x, size_t n, float *y, bb_error *err);
+int bbi_mlp_forward(bbi_mlp *m, const float *x, size_t n, float *y, bb_error *err);
 
 /* The mean loss of outputs y [n, outputs] as forward returns them against targets (see
- * bb_mlp_loss); n >= 1. Cross-entropy takes -log of the probabilities, each clamped to at
+ * bbi_mlp_loss); n >= 1. Cross-entropy takes -log of the probabilities, each clamped to at
  * least FLT_MIN so a saturated wrong answer costs about 87.3 rather than infinity. */
-int bb_mlp_loss_of(const bb_mlp *m, const float *y, const float *targets, size_t n,
+int bbi_mlp_loss_of(const bbi_mlp *m, const float *y, const float *targets, size_t n,
                    float *loss, bb_error *err);
 
 /* Runs forward on x [n, inputs] (n >= 1) and stores the gradient of the mean loss with
  * respect to every parameter, laid out as the parameters are (weight decay not included:
  * sgd_step adds it). *loss (may be NULL) gets the mean loss, computed from the logits
- * with a log-softmax, so it stays finite where bb_mlp_loss_of clamps. */
-int bb_mlp_backward(bb_mlp *m, const float *x, const float *targets, size_t n, float *loss,
+ * with a log-softmax, so it stays finite where bbi_mlp_loss_of clamps. */
+int bbi_mlp_backward(bbi_mlp *m, const float *x, const float *targets, size_t n, float *loss,
                     bb_error *err);
 
-/* The gradient stored by the last backward (bb_mlp_param_count floats), or NULL when
+/* The gradient stored by the last backward (bbi_mlp_param_count floats), or NULL when
  * there is none. Valid until the next call that changes the model. */
-const float *bb_mlp_gradient(const bb_mlp *m);
+const float *bbi_mlp_gradient(const bbi_mlp *m);
 
 /* One momentum SGD step with the stored gradient g, for every parameter w:
  * v = momentum*v + g + weight_decay*w (the last term for weights only), w -= lr*v.
  * BB_ERR_INVALID_ARGUMENT when no gradient is stored. */
-int bb_mlp_sgd_step(bb_mlp *m, bb_error *err);
+int bbi_mlp_sgd_step(bbi_mlp *m, bb_error *err);
 
 /* backward, then sgd_step; *loss (may be NULL) is the mean loss before the step. */
-int bb_mlp_train_batch(bb_mlp *m, const float *x, const float *targets, size_t n,
+int bbi_mlp_train_batch(bbi_mlp *m, const float *x, const float *targets, size_t n,
                        float *loss, bb_error *err);
 
 /* The share of rows of x [n, inputs] (n >= 1) whose largest output is at the index
  * labels[i] (class indices as floats, for either loss; needs outputs >= 2). Runs in
  * chunks, so the workspace grows to at most 256 rows here. */
-int bb_mlp_accuracy(bb_mlp *m, const float *x, const float *labels, size_t n,
+int bbi_mlp_accuracy(bbi_mlp *m, const float *x, const float *labels, size_t n,
                     float *accuracy, bb_error *err);
 
 #endif

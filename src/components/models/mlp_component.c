@@ -12,12 +12,12 @@
 
 #include "bb/roles.h"
 #include "components/models/mlp.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 typedef struct cpu_mlp {
   const bb_allocator *alloc;
-  bb_mlp *m;
+  bbi_mlp *m;
   uint64_t fit_steps;
   char data_slot[64];
   bb_tensor *last_x, *last_target;
@@ -33,7 +33,7 @@ static int parse_hidden(const char *text, size_t *hidden, size_t *n, bb_error *e
   for (const char *p = text; *p;) {
     char *end = (char *)p;
     unsigned long w = *p >= '0' && *p <= '9' ? strtoul(p, &end, 10) : 0; /* digits only: no sign, no blanks */
-    if (end == p || w == 0 || *n == BB_MLP_MAX_HIDDEN || (*end && (*end != 'x' || !end[1])))
+    if (end == p || w == 0 || *n == BBI_MLP_MAX_HIDDEN || (*end && (*end != 'x' || !end[1])))
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuMlp: hidden=`%s` is not widths joined by x (e.g. 32x16)",
                           text);
     hidden[(*n)++] = w;
@@ -48,7 +48,7 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   char data_slot[64];
   float lr, momentum, wd, scale, shift;
   char hidden_text[256], act[16], loss[16];
-  size_t hidden[BB_MLP_MAX_HIDDEN], n_hidden;
+  size_t hidden[BBI_MLP_MAX_HIDDEN], n_hidden;
   int rc;
   if ((rc = bb_config_check(c, KEYS, err)) || (rc = bb_config_u64(c, "inputs", 0, &inputs, err)) ||
       (rc = bb_config_u64(c, "outputs", 0, &outputs, err)) || (rc = bb_config_u64(c, "seed", init->seed, &seed, err)) ||
@@ -64,7 +64,7 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
     return rc;
   if (!inputs || !outputs)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuMlp: config needs inputs=<n> and outputs=<n> (got `%s`)", c);
-  bb_mlp_config cfg = {0};
+  bbi_mlp_config cfg = {0};
   cfg.inputs = inputs;
   cfg.hidden = hidden;
   cfg.n_hidden = n_hidden;
@@ -74,9 +74,9 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   for (int i = 0; i < 4; i++)
     if (strcmp(act, ACTS[i]) == 0) a = i;
   if (a < 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuMlp: activation `%s` is not relu|tanh|sigmoid|identity", act);
-  cfg.activation = (bb_mlp_activation)a;
-  if (strcmp(loss, "xent") == 0) cfg.loss = BB_MLP_SOFTMAX_CROSS_ENTROPY;
-  else if (strcmp(loss, "mse") == 0) cfg.loss = BB_MLP_MEAN_SQUARED_ERROR;
+  cfg.activation = (bbi_mlp_activation)a;
+  if (strcmp(loss, "xent") == 0) cfg.loss = BBI_MLP_SOFTMAX_CROSS_ENTROPY;
+  else if (strcmp(loss, "mse") == 0) cfg.loss = BBI_MLP_MEAN_SQUARED_ERROR;
   else return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CpuMlp: loss `%s` is not xent|mse", loss);
   cfg.learning_rate = lr;
   cfg.momentum = momentum;
@@ -85,39 +85,39 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   float *sc = NULL, *sh = NULL;
   if (scale != 1 || shift != 0) {
     const bb_allocator *al = init->alloc;
-    sc = bb_mem_calloc(al, inputs, sizeof *sc);
-    sh = bb_mem_calloc(al, inputs, sizeof *sh);
+    sc = bbi_mem_calloc(al, inputs, sizeof *sc);
+    sh = bbi_mem_calloc(al, inputs, sizeof *sh);
     if (!sc || !sh) {
-      bb_mem_free(al, sc);
-      bb_mem_free(al, sh);
+      bbi_mem_free(al, sc);
+      bbi_mem_free(al, sh);
       return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
     }
     for (size_t i = 0; i < inputs; i++) sc[i] = scale, sh[i] = shift;
     cfg.input_scale = sc;
     cfg.input_shift = sh;
   }
-  cpu_mlp *s = bb_mem_calloc(init->alloc, 1, sizeof *s);
+  cpu_mlp *s = bbi_mem_calloc(init->alloc, 1, sizeof *s);
   if (!s) rc = bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   else {
     s->alloc = init->alloc;
     s->fit_steps = fit_steps;
-    s->target_width = cfg.loss == BB_MLP_MEAN_SQUARED_ERROR ? (size_t)outputs : 1;
+    s->target_width = cfg.loss == BBI_MLP_MEAN_SQUARED_ERROR ? (size_t)outputs : 1;
     memcpy(s->data_slot, data_slot, sizeof s->data_slot);
-    rc = bb_mlp_create(&cfg, init->alloc, &s->m, err);
-    if (rc) bb_mem_free(init->alloc, s);
+    rc = bbi_mlp_create(&cfg, init->alloc, &s->m, err);
+    if (rc) bbi_mem_free(init->alloc, s);
     else *self = s;
   }
-  bb_mem_free(init->alloc, sc);
-  bb_mem_free(init->alloc, sh);
+  bbi_mem_free(init->alloc, sc);
+  bbi_mem_free(init->alloc, sh);
   return rc;
 }
 
 static void mlp_destroy(void *self) {
   cpu_mlp *s = self;
-  bb_mlp_free(s->m);
+  bbi_mlp_free(s->m);
   bb_tensor_release(s->last_x);
   bb_tensor_release(s->last_target);
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s);
 }
 
 /* Targets for n rows: float32, target_width per row (what the loss reads). */
@@ -130,7 +130,7 @@ static int check_targets(const cpu_mlp *s, const bb_tensor *t, size_t n, const c
 
 /* Rows of a float32 input: [n, inputs] or one row [inputs]. */
 static int rows_of(const cpu_mlp *s, const bb_tensor *x, size_t *n, bb_error *err) {
-  size_t in = bb_mlp_inputs(s->m);
+  size_t in = bbi_mlp_inputs(s->m);
   if (x->dtype != BB_DTYPE_FLOAT || x->rank < 1 || !x->numel || (size_t)x->numel % in ||
       x->dims[x->rank - 1] != (int64_t)in)
     return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: input must be float32 [n, %zu]", in);
@@ -143,10 +143,10 @@ static int mlp_forward(void *self, bb_ctx *ctx, const bb_tensor *x, bb_tensor **
   size_t n = 0;
   int rc = rows_of(s, x, &n, err);
   if (rc) return rc;
-  int64_t dims[2] = {(int64_t)n, (int64_t)bb_mlp_outputs(s->m)};
+  int64_t dims[2] = {(int64_t)n, (int64_t)bbi_mlp_outputs(s->m)};
   bb_tensor *out = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 2, dims);
   if (!out) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
-  if ((rc = bb_mlp_forward(s->m, bb_tensor_data(x), n, bb_tensor_data(out), err))) {
+  if ((rc = bbi_mlp_forward(s->m, bb_tensor_data(x), n, bb_tensor_data(out), err))) {
     bb_tensor_release(out);
     return rc;
   }
@@ -159,14 +159,14 @@ static int mlp_forward(void *self, bb_ctx *ctx, const bb_tensor *x, bb_tensor **
 static int mlp_loss(void *self, bb_ctx *ctx, const bb_tensor *pred, const bb_tensor *target, bb_tensor **loss,
                     bb_error *err) {
   cpu_mlp *s = self;
-  size_t out = bb_mlp_outputs(s->m);
+  size_t out = bbi_mlp_outputs(s->m);
   if (pred->dtype != BB_DTYPE_FLOAT || target->dtype != BB_DTYPE_FLOAT || !pred->numel || (size_t)pred->numel % out)
     return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: ComputeLoss takes float32 predictions [n, %zu] and targets", out);
   size_t n = (size_t)pred->numel / out;
   float value;
   int rc = check_targets(s, target, n, "ComputeLoss", err);
   if (rc) return rc;
-  rc = bb_mlp_loss_of(s->m, bb_tensor_data(pred), bb_tensor_data(target), n, &value, err);
+  rc = bbi_mlp_loss_of(s->m, bb_tensor_data(pred), bb_tensor_data(target), n, &value, err);
   if (rc) return rc;
   bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 0, NULL);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
@@ -186,13 +186,13 @@ static int mlp_backward(void *self, bb_ctx *ctx, const bb_tensor *grad, bb_error
   size_t n = 0;
   int rc = rows_of(s, s->last_x, &n, err);
   if (!rc) rc = check_targets(s, s->last_target, n, "Backward (the last ComputeLoss's targets)", err);
-  return rc ? rc : bb_mlp_train_batch(s->m, bb_tensor_data(s->last_x), bb_tensor_data(s->last_target), n, NULL, err);
+  return rc ? rc : bbi_mlp_train_batch(s->m, bb_tensor_data(s->last_x), bb_tensor_data(s->last_target), n, NULL, err);
 }
 
 static int flat_params(const cpu_mlp *s, const bb_tensor *p, bb_error *err) {
-  if (p->dtype != BB_DTYPE_FLOAT || (size_t)p->numel != bb_mlp_param_count(s->m))
+  if (p->dtype != BB_DTYPE_FLOAT || (size_t)p->numel != bbi_mlp_param_count(s->m))
     return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: parameters must be float32 [%zu], got %lld floats",
-                        bb_mlp_param_count(s->m), (long long)p->numel);
+                        bbi_mlp_param_count(s->m), (long long)p->numel);
   return 0;
 }
 
@@ -200,22 +200,22 @@ static int mlp_apply_delta(void *self, bb_ctx *ctx, const bb_tensor *delta, bb_e
   (void)ctx;
   cpu_mlp *s = self;
   int rc = flat_params(s, delta, err);
-  return rc ? rc : bb_mlp_apply_delta(s->m, bb_tensor_data(delta), (size_t)delta->numel, err);
+  return rc ? rc : bbi_mlp_apply_delta(s->m, bb_tensor_data(delta), (size_t)delta->numel, err);
 }
 
 static int mlp_load(void *self, bb_ctx *ctx, const bb_tensor *params, bb_error *err) {
   (void)ctx;
   cpu_mlp *s = self;
   int rc = flat_params(s, params, err);
-  return rc ? rc : bb_mlp_load_params(s->m, bb_tensor_data(params), (size_t)params->numel, err);
+  return rc ? rc : bbi_mlp_load_params(s->m, bb_tensor_data(params), (size_t)params->numel, err);
 }
 
 static int mlp_params(void *self, bb_ctx *ctx, bb_tensor **out, bb_error *err) {
   cpu_mlp *s = self;
-  int64_t n = (int64_t)bb_mlp_param_count(s->m);
+  int64_t n = (int64_t)bbi_mlp_param_count(s->m);
   bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &n);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
-  int rc = bb_mlp_params(s->m, bb_tensor_data(t), (size_t)n, err);
+  int rc = bbi_mlp_params(s->m, bb_tensor_data(t), (size_t)n, err);
   if (rc) bb_tensor_release(t);
   else *out = t;
   return rc;
@@ -230,13 +230,12 @@ static int mlp_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor *
     bb_val *batch[2];
     if ((rc = bb_ctx_call(ctx, s->data_slot, "NextBatch", NULL, 0, batch, 2, err))) break;
     size_t n = 0;
-    if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR)
+    const bb_tensor *x = bb_val_as_tensor(batch[0]), *y = bb_val_as_tensor(batch[1]);
+    if (!x || !y)
       rc = bb_error_set(err, BB_ERR_TYPE, "CpuMlp: NextBatch of slot `%s` gave no (batch, labels) tensors",
                         s->data_slot);
-    else if (!(rc = rows_of(s, batch[0]->as.tensor, &n, err)) &&
-             !(rc = check_targets(s, batch[1]->as.tensor, n, "Fit (NextBatch's labels)", err)))
-      rc = bb_mlp_train_batch(s->m, bb_tensor_data(batch[0]->as.tensor), bb_tensor_data(batch[1]->as.tensor), n,
-                              NULL, err);
+    else if (!(rc = rows_of(s, x, &n, err)) && !(rc = check_targets(s, y, n, "Fit (NextBatch's labels)", err)))
+      rc = bbi_mlp_train_batch(s->m, bb_tensor_data(x), bb_tensor_data(y), n, NULL, err);
     *samples += n;
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);
@@ -253,7 +252,7 @@ static int mlp_evaluate(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_te
   if (labels->dtype != BB_DTYPE_FLOAT || (size_t)labels->numel != n)
     return bb_error_set(err, BB_ERR_TYPE, "CpuMlp: Evaluate takes %zu float32 labels", n);
   float acc = 0;
-  if ((rc = bb_mlp_accuracy(s->m, bb_tensor_data(x), bb_tensor_data(labels), n, &acc, err))) return rc;
+  if ((rc = bbi_mlp_accuracy(s->m, bb_tensor_data(x), bb_tensor_data(labels), n, &acc, err))) return rc;
   bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 0, NULL);
   if (!t) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   *(float *)bb_tensor_data(t) = acc;
@@ -271,12 +270,12 @@ static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
 /* State: the parameter vector (the optimizer's momentum restarts at zero). */
 static int mlp_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const cpu_mlp *s = self;
-  size_t n = bb_mlp_param_count(s->m);
-  float *buf = bb_mem_calloc(alloc, n, sizeof *buf);
+  size_t n = bbi_mlp_param_count(s->m);
+  float *buf = bbi_mem_calloc(alloc, n, sizeof *buf);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
-  int rc = bb_mlp_params(s->m, buf, n, err);
+  int rc = bbi_mlp_params(s->m, buf, n, err);
   if (rc) {
-    bb_mem_free(alloc, buf);
+    bbi_mem_free(alloc, buf);
     return rc;
   }
   *out = (uint8_t *)buf;
@@ -286,20 +285,20 @@ static int mlp_save(const void *self, const bb_allocator *alloc, uint8_t **out, 
 
 static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *err) {
   cpu_mlp *s = self;
-  size_t n = bb_mlp_param_count(s->m);
+  size_t n = bbi_mlp_param_count(s->m);
   if (len != n * sizeof(float))
     return bb_error_set(err, BB_ERR_MALFORMED, "CpuMlp: saved state is %zu bytes, expected %zu", len, n * sizeof(float));
   /* a copy: data need not be float-aligned */
-  float *params = bb_mem_alloc(s->alloc, len);
+  float *params = bbi_mem_alloc(s->alloc, len);
   if (!params) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   memcpy(params, data, len);
-  int rc = bb_mlp_load_params(s->m, params, n, err);
-  bb_mem_free(s->alloc, params);
+  int rc = bbi_mlp_load_params(s->m, params, n, err);
+  bbi_mem_free(s->alloc, params);
   return rc;
 }
 
 static const bb_component_port MLP_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_CPU_MLP = {
+const bb_component_type BBI_CPU_MLP = {
     sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0, MLP_STORAGE, 1,
     mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore, NULL};

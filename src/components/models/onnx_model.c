@@ -19,7 +19,7 @@
 #include "bb/grad.h"
 #include "bb/roles.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define MAX_SESSION_OUTPUTS 64
@@ -61,9 +61,9 @@ static void om_destroy(void *self) {
   bb_model_free(s->model);
   bb_tensor_release(s->last_x);
   bb_tensor_release(s->last_target);
-  bb_mem_free(s->alloc, s->names);
-  bb_mem_free(s->alloc, s->args);
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s->names);
+  bbi_mem_free(s->alloc, s->args);
+  bbi_mem_free(s->alloc, s);
 }
 
 /* The model bytes: host_data (a bb_bytes) or the file config names. */
@@ -82,7 +82,7 @@ static int load_model(onnx_model *s, const bb_component_init *init, const char *
   size_t len = 0, cap = 0;
   int rc = 0;
   for (;;) {
-    if (len == cap && bb_mem_grow(s->alloc, (void **)&buf, &cap, len + 65536, 1)) {
+    if (len == cap && bbi_mem_grow(s->alloc, (void **)&buf, &cap, len + 65536, 1)) {
       rc = bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory reading %s", path);
       break;
     }
@@ -93,7 +93,7 @@ static int load_model(onnx_model *s, const bb_component_init *init, const char *
   if (!rc && ferror(f)) rc = bb_error_set(err, BB_ERR_IO, "OnnxModel: cannot read model %s", path);
   fclose(f);
   if (!rc) rc = bb_model_decode(buf, len, s->alloc, NULL, &s->model, err);
-  bb_mem_free(s->alloc, buf);
+  bbi_mem_free(s->alloc, buf);
   return rc ? bb_error_prefix(err, "OnnxModel: %s: ", path) : 0;
 #endif
 }
@@ -185,7 +185,7 @@ static int count_params(onnx_model *s, bb_error *err) {
 }
 
 static int om_create(const bb_component_init *init, void **self, bb_error *err) {
-  onnx_model *s = bb_mem_calloc(init->alloc, 1, sizeof *s);
+  onnx_model *s = bbi_mem_calloc(init->alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory");
   s->alloc = init->alloc;
   char path[512], input[128], output[128];
@@ -209,8 +209,8 @@ static int om_create(const bb_component_init *init, void **self, bb_error *err) 
   if (!rc && bb_cpu_session_output_count(s->predict) > MAX_SESSION_OUTPUTS)
     rc = bb_error_set(err, BB_ERR_LIMIT, "OnnxModel: the model has over %d outputs", MAX_SESSION_OUTPUTS);
   size_t held = rc ? 0 : bb_grad_trainer_value_count(s->trainer);
-  if (!rc && (!(s->names = bb_mem_calloc(s->alloc, held + 1, sizeof *s->names)) ||
-              !(s->args = bb_mem_calloc(s->alloc, held + 1, sizeof *s->args))))
+  if (!rc && (!(s->names = bbi_mem_calloc(s->alloc, held + 1, sizeof *s->names)) ||
+              !(s->args = bbi_mem_calloc(s->alloc, held + 1, sizeof *s->args))))
     rc = bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory");
   if (!rc) {
     s->names[s->n_args++] = s->input;
@@ -427,11 +427,11 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
     bb_val *batch[2] = {NULL, NULL};
     if ((rc = bb_ctx_call(ctx, s->data_slot, "NextBatch", NULL, 0, batch, 2, err))) break;
     bb_tensor *target = NULL;
-    if (!batch[0] || !batch[1] || batch[0]->kind != BB_VAL_TENSOR || batch[1]->kind != BB_VAL_TENSOR)
+    if (!batch[0] || !batch[1] || bb_val_kind_of(batch[0]) != BB_VAL_TENSOR || bb_val_kind_of(batch[1]) != BB_VAL_TENSOR)
       rc = bb_error_set(err, BB_ERR_TYPE, "OnnxModel: NextBatch of slot `%s` gave no (batch, labels) tensors", s->data_slot);
-    else if (!(rc = model_target(s, batch[1]->as.tensor, batch[0]->as.tensor->rank ? batch[0]->as.tensor->dims[0] : 0, &target, err)) &&
-             !(rc = step(s, batch[0]->as.tensor, target, err)))
-      *samples += (uint64_t)batch[0]->as.tensor->dims[0];
+    else if (!(rc = model_target(s, bb_val_as_tensor(batch[1]), bb_val_as_tensor(batch[0])->rank ? bb_val_as_tensor(batch[0])->dims[0] : 0, &target, err)) &&
+             !(rc = step(s, bb_val_as_tensor(batch[0]), target, err)))
+      *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
     bb_tensor_release(target);
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);
@@ -505,6 +505,6 @@ static int om_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 
 static const bb_component_port OM_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
-const bb_component_type BB_ONNX_MODEL = {
+const bb_component_type BBI_ONNX_MODEL = {
     sizeof(bb_component_type), "OnnxModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, OM_STORAGE, 1,
     om_create, om_destroy, om_invoke, NULL, NULL, om_save, om_restore, NULL};

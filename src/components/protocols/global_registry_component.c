@@ -41,7 +41,7 @@
 #include "components/protocols/registry_client.h"
 #include "components/protocols/registry_table.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 #define SLOT_TEXT_MAX 64
@@ -51,7 +51,7 @@
 static size_t local_addresses(bb_ctx *ctx, bb_address *out) {
   size_t n = 0;
   const bb_address *known = bb_ctx_addresses_of(ctx, bb_ctx_self(ctx), &n);
-  if (n > BB_REGISTRY_MAX_ADDRS) n = BB_REGISTRY_MAX_ADDRS;
+  if (n > BBI_REGISTRY_MAX_ADDRS) n = BBI_REGISTRY_MAX_ADDRS;
   if (n) {
     memcpy(out, known, n * sizeof *out);
     return n;
@@ -73,7 +73,7 @@ static int add_addresses(bb_ctx *ctx, const bb_peer_id *peer, const bb_address *
 typedef struct client {
   const bb_allocator *alloc;
   char registry[SLOT_TEXT_MAX]; /* a GlobalRegistryServer slot serving Announces, or "" */
-  bb_registry_client state;
+  bbi_registry_client state;
 } client;
 
 static int client_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -87,22 +87,22 @@ static int client_create(const bb_component_init *init, void **self, bb_error *e
   if (!retry_ms || retry_ms > UINT64_MAX / 1000000ull)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryClient: retry_ms=%llu is not in 1..%llu",
                         (unsigned long long)retry_ms, (unsigned long long)(UINT64_MAX / 1000000ull));
-  client *c = bb_mem_alloc(init->alloc, sizeof *c);
+  client *c = bbi_mem_alloc(init->alloc, sizeof *c);
   if (!c) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   c->alloc = init->alloc;
   memcpy(c->registry, registry, sizeof registry);
-  bb_registry_client_init(&c->state, retry_ms * 1000000ull);
+  bbi_registry_client_init(&c->state, retry_ms * 1000000ull);
   *self = c;
   return 0;
 }
 
 static void client_destroy(void *self) {
   client *c = self;
-  bb_mem_free(c->alloc, c);
+  bbi_mem_free(c->alloc, c);
 }
 
 static int arm(client *c, bb_ctx *ctx, uint64_t at, bb_error *err) {
-  return bb_ctx_set_timer(ctx, at, bb_registry_client_new_timer(&c->state), err);
+  return bb_ctx_set_timer(ctx, at, bbi_registry_client_new_timer(&c->state), err);
 }
 
 /* A bootstrap records the address-book insert of the server and the Announce side by
@@ -111,29 +111,31 @@ static int arm(client *c, bb_ctx *ctx, uint64_t at, bb_error *err) {
 static int send_announce(client *c, bb_ctx *ctx, bb_error *err) {
   size_t known = 0;
   bb_ctx_addresses_of(ctx, &c->state.server, &known);
-  if (bb_registry_client_wait_for_address(&c->state, known != 0)) return arm(c, ctx, bb_ctx_now(ctx), err);
-  bb_registry_announce m;
+  if (bbi_registry_client_wait_for_address(&c->state, known != 0)) return arm(c, ctx, bb_ctx_now(ctx), err);
+  bbi_registry_announce m;
   m.peer = *bb_ctx_self(ctx);
   m.n_addrs = local_addresses(ctx, m.addrs);
-  uint8_t buf[BB_REGISTRY_MESSAGE_MAX];
-  size_t len = bb_registry_announce_encode(&m, buf, sizeof buf);
+  uint8_t buf[BBI_REGISTRY_MESSAGE_MAX];
+  size_t len = bbi_registry_announce_encode(&m, buf, sizeof buf);
   if (len > sizeof buf)
     return bb_error_set(err, BB_ERR_LIMIT, "GlobalRegistryClient: Announce over %zu bytes", sizeof buf);
   int rc = bb_ctx_send_message(ctx, &c->state.server, "Announce", buf, len, err);
   if (rc) return bb_error_prefix(err, "GlobalRegistryClient Announce: ");
-  uint64_t again = bb_registry_client_announced(&c->state, bb_ctx_now(ctx));
+  uint64_t again = bbi_registry_client_announced(&c->state, bb_ctx_now(ctx));
   bb_ctx_count(ctx, "global_registry.announces", 1);
   return arm(c, ctx, again, err);
 }
 
 static int server_peer_input(const bb_op_call *call, bb_peer_id *out, bb_error *err) {
   const bb_val *v = call->n_inputs ? call->inputs[0] : NULL;
-  if (v && (v->kind == BB_VAL_PEER || v->kind == BB_VAL_PEERS) && v->n) {
-    *out = v->as.peers[0];
+  const bb_peer_id *peers = bb_val_as_peers(v);
+  if (peers && bb_val_count(v)) {
+    *out = peers[0];
     return 0;
   }
-  if (v && v->kind == BB_VAL_TENSOR && v->as.tensor->dtype == BB_DTYPE_INT64 && v->as.tensor->numel == 1) {
-    int64_t id = *(const int64_t *)bb_tensor_data(v->as.tensor);
+  const bb_tensor *t = bb_val_as_tensor(v);
+  if (t && t->dtype == BB_DTYPE_INT64 && t->numel == 1) {
+    int64_t id = *(const int64_t *)bb_tensor_data(t);
     if (id >= 0) {
       *out = bb_peer_id_from_u64((uint64_t)id);
       return 0;
@@ -141,7 +143,7 @@ static int server_peer_input(const bb_op_call *call, bb_peer_id *out, bb_error *
   }
   return bb_error_set(err, BB_ERR_TYPE, "GlobalRegistryClient Announce: input 0 (server_peer) must be a peer id "
                                         "or a one-element non-negative int64 tensor, got %s",
-                      v ? bb_val_kind_name((int)v->kind) : "nothing");
+                      v ? bb_val_kind_name((int)bb_val_kind_of(v)) : "nothing");
 }
 
 static int client_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
@@ -155,7 +157,7 @@ static int client_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
     bb_ctx_count(ctx, "global_registry.self_announce_skipped", 1);
     return 0;
   }
-  if (bb_registry_client_target(&c->state, &server, bb_ctx_now(ctx))) {
+  if (bbi_registry_client_target(&c->state, &server, bb_ctx_now(ctx))) {
     if ((rc = send_announce(c, ctx, err))) return rc;
   } else {
     bb_ctx_count(ctx, "global_registry.announces_throttled", 1);
@@ -174,19 +176,19 @@ static int client_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
   if (strcmp(op, "Announce") == 0 && c->registry[0]) {
     const bb_component_type *type = NULL;
     void *registry = bb_ctx_dependency(ctx, c->registry, &type);
-    if (!registry || type != &BB_GLOBAL_REGISTRY_SERVER)
+    if (!registry || type != &BBI_GLOBAL_REGISTRY_SERVER)
       return bb_error_set(err, BB_ERR_NOT_FOUND, "GlobalRegistryClient: registry=%s is not a GlobalRegistryServer slot",
                           c->registry);
     return server_message(registry, ctx, op, from, payload, len, err);
   }
   if (strcmp(op, "Handshake") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "GlobalRegistryClient: unknown message `%s`", op);
-  bb_registry_handshake h;
-  int rc = bb_registry_client_check_handshake(&c->state, from, payload, len, &h, err);
+  bbi_registry_handshake h;
+  int rc = bbi_registry_client_check_handshake(&c->state, from, payload, len, &h, err);
   if (!rc) rc = add_addresses(ctx, from, h.addrs, h.n_addrs, err);
   if (rc) return rc;
   uint64_t heartbeat_at;
-  bool first = bb_registry_client_apply_handshake(&c->state, &h, &heartbeat_at);
+  bool first = bbi_registry_client_apply_handshake(&c->state, &h, &heartbeat_at);
   bb_ctx_count(ctx, "global_registry.handshakes", 1);
   /* the first Handshake replaces the retry timer with the heartbeat */
   return first ? arm(c, ctx, heartbeat_at, err) : 0;
@@ -194,15 +196,15 @@ static int client_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
 
 static int client_timer(void *self, bb_ctx *ctx, uint64_t token, bb_error *err) {
   client *c = self;
-  if (!bb_registry_client_timer_due(&c->state, token)) return 0; /* superseded */
+  if (!bbi_registry_client_timer_due(&c->state, token)) return 0; /* superseded */
   return send_announce(c, ctx, err);
 }
 
 static int client_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const client *c = self;
-  uint8_t buf[BB_REGISTRY_CLIENT_STATE_MAX];
-  size_t n = bb_registry_client_save(&c->state, buf, sizeof buf);
-  if (!(*out = bb_mem_alloc(alloc, n))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  uint8_t buf[BBI_REGISTRY_CLIENT_STATE_MAX];
+  size_t n = bbi_registry_client_save(&c->state, buf, sizeof buf);
+  if (!(*out = bbi_mem_alloc(alloc, n))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   memcpy(*out, buf, n);
   *len = n;
   return 0;
@@ -210,7 +212,7 @@ static int client_save(const void *self, const bb_allocator *alloc, uint8_t **ou
 
 static int client_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
   client *c = self;
-  return bb_registry_client_load(&c->state, data, len, err);
+  return bbi_registry_client_load(&c->state, data, len, err);
 }
 
 /* ---- server ---------------------------------------------------------------------------- */
@@ -218,7 +220,7 @@ static int client_load(void *self, const uint8_t *data, size_t len, bb_error *er
 typedef struct server {
   const bb_allocator *alloc;
   char registry[SLOT_TEXT_MAX]; /* the slot whose instance holds the membership */
-  bb_registry_table table;
+  bbi_registry_table table;
 } server;
 
 static int server_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -232,27 +234,27 @@ static int server_create(const bb_component_init *init, void **self, bb_error *e
   if (ttl_ms < 3 || ttl_ms > UINT64_MAX / 2000000ull)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryServer: ttl_ms=%llu out of range",
                         (unsigned long long)ttl_ms);
-  server *s = bb_mem_alloc(init->alloc, sizeof *s);
+  server *s = bbi_mem_alloc(init->alloc, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->alloc = init->alloc;
   memcpy(s->registry, registry, sizeof registry);
-  bb_registry_table_init(&s->table, ttl_ms * 1000000ull);
+  bbi_registry_table_init(&s->table, ttl_ms * 1000000ull);
   *self = s;
   return 0;
 }
 
 static void server_destroy(void *self) {
   server *s = self;
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s);
 }
 
 /* The table that holds the membership: the one bound at `registry`, if that is a
  * GlobalRegistryServer, else this one's. */
-static bb_registry_table *membership(server *s, bb_ctx *ctx) {
+static bbi_registry_table *membership(server *s, bb_ctx *ctx) {
   if (strcmp(bb_ctx_slot(ctx), s->registry) == 0) return &s->table;
   const bb_component_type *type = NULL;
   server *other = bb_ctx_dependency(ctx, s->registry, &type);
-  return other && type == &BB_GLOBAL_REGISTRY_SERVER ? &other->table : &s->table;
+  return other && type == &BBI_GLOBAL_REGISTRY_SERVER ? &other->table : &s->table;
 }
 
 /* Also reached through a GlobalRegistryClient's registry= (ctx is then the client's). */
@@ -261,25 +263,25 @@ static int server_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
   server *s = self;
   if (strcmp(op, "Announce") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "GlobalRegistryServer: unknown message `%s`", op);
-  bb_registry_announce a;
-  int rc = bb_registry_announce_decode(payload, len, &a, err);
+  bbi_registry_announce a;
+  int rc = bbi_registry_announce_decode(payload, len, &a, err);
   if (rc) return rc;
   if (!bb_peer_id_equal(&a.peer, from))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Announce: a peer may only announce itself");
   uint64_t now = bb_ctx_now(ctx);
-  bb_registry_table_evict(&s->table, now);
+  bbi_registry_table_evict(&s->table, now);
   bool is_new;
-  if ((rc = bb_registry_table_register(&s->table, &a.peer, now, &is_new, err)) ||
+  if ((rc = bbi_registry_table_register(&s->table, &a.peer, now, &is_new, err)) ||
       (rc = add_addresses(ctx, &a.peer, a.addrs, a.n_addrs, err)))
     return rc;
   bb_ctx_count(ctx, is_new ? "global_registry.joined" : "global_registry.refreshed", 1);
 
-  bb_registry_handshake h;
+  bbi_registry_handshake h;
   h.ttl_ns = s->table.ttl_ns;
-  h.heartbeat_ns = bb_registry_table_heartbeat_ns(&s->table);
+  h.heartbeat_ns = bbi_registry_table_heartbeat_ns(&s->table);
   h.n_addrs = local_addresses(ctx, h.addrs);
-  uint8_t buf[BB_REGISTRY_MESSAGE_MAX];
-  size_t hlen = bb_registry_handshake_encode(&h, buf, sizeof buf);
+  uint8_t buf[BBI_REGISTRY_MESSAGE_MAX];
+  size_t hlen = bbi_registry_handshake_encode(&h, buf, sizeof buf);
   if (hlen > sizeof buf)
     return bb_error_set(err, BB_ERR_LIMIT, "GlobalRegistryServer: Handshake over %zu bytes", sizeof buf);
   rc = bb_ctx_send_message(ctx, from, "Handshake", buf, hlen, err);
@@ -289,30 +291,30 @@ static int server_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
 static uint64_t ctx_random(void *ctx) { return bb_ctx_random(ctx); }
 
 static int server_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb_error *err) {
-  bb_registry_table *t = membership(self, ctx);
-  bb_registry_table_evict(t, bb_ctx_now(ctx));
+  bbi_registry_table *t = membership(self, ctx);
+  bbi_registry_table_evict(t, bb_ctx_now(ctx));
   const bb_allocator *alloc = bb_ctx_allocator(ctx);
-  size_t *idx = bb_mem_calloc(alloc, t->n, sizeof *idx);
-  bb_peer_id *picked = bb_mem_calloc(alloc, n < t->n ? n : t->n, sizeof *picked);
+  size_t *idx = bbi_mem_calloc(alloc, t->n, sizeof *idx);
+  bb_peer_id *picked = bbi_mem_calloc(alloc, n < t->n ? n : t->n, sizeof *picked);
   if (idx && picked) {
-    bb_draw_source rng = {ctx_random, ctx};
-    size_t k = bb_registry_table_sample(t, &rng, n, idx, picked);
+    bbi_draw_source rng = {ctx_random, ctx};
+    size_t k = bbi_registry_table_sample(t, &rng, n, idx, picked);
     *peers = bb_val_peers(alloc, picked, k);
   }
-  bb_mem_free(alloc, idx);
-  bb_mem_free(alloc, picked);
+  bbi_mem_free(alloc, idx);
+  bbi_mem_free(alloc, picked);
   return idx && picked && *peers ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 }
 
 static int server_view(void *self, bb_ctx *ctx, bb_val **peers, bb_error *err) {
-  bb_registry_table *t = membership(self, ctx);
-  bb_registry_table_evict(t, bb_ctx_now(ctx));
+  bbi_registry_table *t = membership(self, ctx);
+  bbi_registry_table_evict(t, bb_ctx_now(ctx));
   const bb_allocator *alloc = bb_ctx_allocator(ctx);
-  bb_peer_id *all = bb_mem_calloc(alloc, t->n, sizeof *all);
+  bb_peer_id *all = bbi_mem_calloc(alloc, t->n, sizeof *all);
   if (!all) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   for (size_t i = 0; i < t->n; i++) all[i] = t->members[i].peer;
   *peers = bb_val_peers(alloc, all, t->n);
-  bb_mem_free(alloc, all);
+  bbi_mem_free(alloc, all);
   return *peers ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 }
 
@@ -328,23 +330,23 @@ static int server_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
 
 static int server_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const server *s = self;
-  size_t cap = bb_registry_table_save_size(&s->table);
-  uint8_t *buf = bb_mem_alloc(alloc, cap);
+  size_t cap = bbi_registry_table_save_size(&s->table);
+  uint8_t *buf = bbi_mem_alloc(alloc, cap);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-  *len = bb_registry_table_save(&s->table, buf, cap);
+  *len = bbi_registry_table_save(&s->table, buf, cap);
   *out = buf;
   return 0;
 }
 
 static int server_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
   server *s = self;
-  return bb_registry_table_load(&s->table, data, len, s->alloc, err);
+  return bbi_registry_table_load(&s->table, data, len, s->alloc, err);
 }
 
-const bb_component_type BB_GLOBAL_REGISTRY_CLIENT = {
+const bb_component_type BBI_GLOBAL_REGISTRY_CLIENT = {
     sizeof(bb_component_type), "GlobalRegistryClient", 1u << BB_ROLE_PROTOCOL, BB_DOMAIN_GLOBAL_REGISTRY, NULL, 0,
     NULL, 0, client_create, client_destroy, client_invoke, client_message, client_timer, client_save, client_load, NULL};
-const bb_component_type BB_GLOBAL_REGISTRY_SERVER = {
+const bb_component_type BBI_GLOBAL_REGISTRY_SERVER = {
     sizeof(bb_component_type), "GlobalRegistryServer", (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL),
     BB_DOMAIN_GLOBAL_REGISTRY, NULL, 0, NULL, 0, server_create, server_destroy, server_invoke, server_message, NULL,
     server_save, server_load, NULL};

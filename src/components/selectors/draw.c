@@ -1,6 +1,6 @@
 #include "components/selectors/draw.h"
 
-size_t bb_draw_distinct(const bb_draw_source *rng, size_t n, size_t k, size_t *idx) {
+size_t bbi_draw_distinct(const bbi_draw_source *rng, size_t n, size_t k, size_t *idx) {
   for (size_t i = 0; i < n; i++) idx[i] = i;
   if (k > n) k = n;
   for (size_t i = 0; i < k; i++) {

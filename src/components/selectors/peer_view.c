@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/bytes.h"
-#include "util/error.h"
+#include "bb/bytes.h"
+#include "bb/common.h"
 
-void bb_peer_view_init(bb_peer_view *v, size_t cap, size_t shuffle) {
+void bbi_peer_view_init(bbi_peer_view *v, size_t cap, size_t shuffle) {
   memset(v, 0, sizeof *v);
   v->cap = cap;
   v->shuffle = shuffle;
@@ -29,56 +29,56 @@ static int parse_peer(const char *text, size_t len, bb_peer_id *out, bb_error *e
   return bb_peer_id_from_text(buf, out, err);
 }
 
-bool bb_peer_view_has(const bb_peer_view *v, const bb_peer_id *p) {
+bool bbi_peer_view_has(const bbi_peer_view *v, const bb_peer_id *p) {
   for (size_t i = 0; i < v->n; i++)
     if (bb_peer_id_equal(&v->peers[i], p)) return true;
   return false;
 }
 
-int bb_peer_view_add_list(bb_peer_view *v, const char *text, bb_error *err) {
+int bbi_peer_view_add_list(bbi_peer_view *v, const char *text, bb_error *err) {
   for (const char *p = text; *p;) {
     const char *end = strchr(p, ';');
     size_t len = end ? (size_t)(end - p) : strlen(p);
     bb_peer_id peer;
     int rc = parse_peer(p, len, &peer, err);
     if (rc) return rc;
-    if (v->n == BB_PEER_VIEW_MAX) return bb_error_set(err, BB_ERR_LIMIT, "more than %d peers", BB_PEER_VIEW_MAX);
-    if (!bb_peer_view_has(v, &peer)) v->peers[v->n++] = peer;
+    if (v->n == BBI_PEER_VIEW_MAX) return bb_error_set(err, BB_ERR_LIMIT, "more than %d peers", BBI_PEER_VIEW_MAX);
+    if (!bbi_peer_view_has(v, &peer)) v->peers[v->n++] = peer;
     p = end ? end + 1 : p + len;
   }
   return 0;
 }
 
-size_t bb_peer_view_sample(const bb_peer_view *v, const bb_draw_source *rng, size_t n, bb_peer_id *out) {
-  size_t idx[BB_PEER_VIEW_MAX];
-  size_t k = bb_draw_distinct(rng, v->n, n, idx);
+size_t bbi_peer_view_sample(const bbi_peer_view *v, const bbi_draw_source *rng, size_t n, bb_peer_id *out) {
+  size_t idx[BBI_PEER_VIEW_MAX];
+  size_t k = bbi_draw_distinct(rng, v->n, n, idx);
   for (size_t i = 0; i < k; i++) out[i] = v->peers[idx[i]];
   return k;
 }
 
-size_t bb_peer_view_offer(const bb_peer_view *v, const bb_draw_source *rng, const bb_peer_id *self, bb_peer_id *to,
+size_t bbi_peer_view_offer(const bbi_peer_view *v, const bbi_draw_source *rng, const bb_peer_id *self, bb_peer_id *to,
                           bb_peer_id *entries) {
   if (!v->n) return 0;
   *to = v->peers[(size_t)(rng->next(rng->user) % v->n)];
   entries[0] = *self;
-  return 1 + bb_peer_view_sample(v, rng, v->shuffle - 1, entries + 1);
+  return 1 + bbi_peer_view_sample(v, rng, v->shuffle - 1, entries + 1);
 }
 
-void bb_peer_view_offer_sent(bb_peer_view *v, const bb_peer_id *entries, size_t k) {
+void bbi_peer_view_offer_sent(bbi_peer_view *v, const bb_peer_id *entries, size_t k) {
   v->n_sent = k ? k - 1 : 0;
   if (v->n_sent) memcpy(v->sent, entries + 1, v->n_sent * sizeof *v->sent);
 }
 
-size_t bb_peer_view_answer(const bb_peer_view *v, const bb_draw_source *rng, bb_peer_id *entries) {
-  return bb_peer_view_sample(v, rng, v->shuffle, entries);
+size_t bbi_peer_view_answer(const bbi_peer_view *v, const bbi_draw_source *rng, bb_peer_id *entries) {
+  return bbi_peer_view_sample(v, rng, v->shuffle, entries);
 }
 
-int bb_peer_view_merge(bb_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
-                       const bb_peer_id *sent, size_t n_sent, bb_peer_view_admit_fn admit, void *user,
+int bbi_peer_view_merge(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
+                       const bb_peer_id *sent, size_t n_sent, bbi_peer_view_admit_fn admit, void *user,
                        bb_error *err) {
   for (size_t i = 0; i < n_got; i++) {
     const bb_peer_id *p = &got[i];
-    if (bb_peer_id_equal(p, self) || bb_peer_view_has(v, p)) continue;
+    if (bb_peer_id_equal(p, self) || bbi_peer_view_has(v, p)) continue;
     int rc = admit ? admit(user, p, err) : 0;
     if (rc) return rc;
     if (v->n < v->cap) {
@@ -97,15 +97,15 @@ int bb_peer_view_merge(bb_peer_view *v, const bb_peer_id *self, const bb_peer_id
   return 0;
 }
 
-int bb_peer_view_merge_reply(bb_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
-                             bb_peer_view_admit_fn admit, void *user, bb_error *err) {
-  int rc = bb_peer_view_merge(v, self, got, n_got, v->sent, v->n_sent, admit, user, err);
+int bbi_peer_view_merge_reply(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
+                             bbi_peer_view_admit_fn admit, void *user, bb_error *err) {
+  int rc = bbi_peer_view_merge(v, self, got, n_got, v->sent, v->n_sent, admit, user, err);
   v->n_sent = 0;
   return rc;
 }
 
-size_t bb_peer_view_encode(const bb_peer_id *peers, size_t n, uint8_t *out) {
-  bb_le_writer w = bb_le_writer_fixed(out, BB_PEER_VIEW_MESSAGE_MAX);
+size_t bbi_peer_view_encode(const bb_peer_id *peers, size_t n, uint8_t *out) {
+  bb_le_writer w = bb_le_writer_fixed(out, BBI_PEER_VIEW_MESSAGE_MAX);
   bb_le_write_u8(&w, (uint8_t)n);
   for (size_t i = 0; i < n; i++) {
     bb_le_write_u8(&w, peers[i].len);
@@ -114,10 +114,10 @@ size_t bb_peer_view_encode(const bb_peer_id *peers, size_t n, uint8_t *out) {
   return w.len;
 }
 
-int bb_peer_view_decode(const uint8_t *p, size_t len, bb_peer_id *out, size_t *n, bb_error *err) {
+int bbi_peer_view_decode(const uint8_t *p, size_t len, bb_peer_id *out, size_t *n, bb_error *err) {
   bb_le_reader r = bb_le_reader_of(p, len);
   uint8_t count = 0;
-  if (!bb_le_read_u8(&r, &count) || count > BB_PEER_VIEW_MAX)
+  if (!bb_le_read_u8(&r, &count) || count > BBI_PEER_VIEW_MAX)
     return bb_error_set(err, BB_ERR_MALFORMED, "gossip message without a valid count");
   for (size_t i = 0; i < count; i++) {
     uint8_t plen = 0;

@@ -8,76 +8,76 @@
  * (ShuffleReply) and merges what it got; the initiator merges the reply. A merge skips
  * the peer itself and known entries, fills free room, and in a full view replaces an
  * entry the merging side sent away, so a full view still learns new peers. */
-#ifndef BB_COMPONENTS_SELECTORS_PEER_VIEW_H
-#define BB_COMPONENTS_SELECTORS_PEER_VIEW_H
+#ifndef BBI_COMPONENTS_SELECTORS_PEER_VIEW_H
+#define BBI_COMPONENTS_SELECTORS_PEER_VIEW_H
 
 #include <stdbool.h>
 
 #include "bb/wire.h"
 #include "components/selectors/draw.h"
 
-#define BB_PEER_VIEW_MAX 128 /* also bounds the u8 count of an exchange message */
+#define BBI_PEER_VIEW_MAX 128 /* also bounds the u8 count of an exchange message */
 
 /* The longest exchange message: u8 count, then per peer u8 length and its bytes. */
-#define BB_PEER_VIEW_MESSAGE_MAX (1 + (BB_PEER_VIEW_MAX + 1) * (1 + BB_PEER_ID_MAX))
+#define BBI_PEER_VIEW_MESSAGE_MAX (1 + (BBI_PEER_VIEW_MAX + 1) * (1 + BB_PEER_ID_MAX))
 
-typedef struct bb_peer_view {
-  bb_peer_id peers[BB_PEER_VIEW_MAX];
+typedef struct bbi_peer_view {
+  bb_peer_id peers[BBI_PEER_VIEW_MAX];
   size_t n;
   size_t cap;     /* entries a merge may fill up to */
   size_t shuffle; /* entries per exchange */
-  bb_peer_id sent[BB_PEER_VIEW_MAX]; /* the view entries of the last offer, which its reply may replace */
+  bb_peer_id sent[BBI_PEER_VIEW_MAX]; /* the view entries of the last offer, which its reply may replace */
   size_t n_sent;
-} bb_peer_view;
+} bbi_peer_view;
 
 /* An empty view that merges up to cap entries and exchanges `shuffle` at a time. */
-void bb_peer_view_init(bb_peer_view *v, size_t cap, size_t shuffle);
+void bbi_peer_view_init(bbi_peer_view *v, size_t cap, size_t shuffle);
 
 /* Adds the peers of `text`, ids joined by ';' (base58, or decimal numbers for the test
- * identities of bb_peer_id_from_u64), skipping ones already there. Up to BB_PEER_VIEW_MAX
+ * identities of bb_peer_id_from_u64), skipping ones already there. Up to BBI_PEER_VIEW_MAX
  * are kept whatever cap is; more is BB_ERR_LIMIT, a malformed id the parser's error. */
-int bb_peer_view_add_list(bb_peer_view *v, const char *text, bb_error *err);
+int bbi_peer_view_add_list(bbi_peer_view *v, const char *text, bb_error *err);
 
-bool bb_peer_view_has(const bb_peer_view *v, const bb_peer_id *p);
+bool bbi_peer_view_has(const bbi_peer_view *v, const bb_peer_id *p);
 
 /* min(n, v->n) distinct entries drawn from the view into out. */
-size_t bb_peer_view_sample(const bb_peer_view *v, const bb_draw_source *rng, size_t n, bb_peer_id *out);
+size_t bbi_peer_view_sample(const bbi_peer_view *v, const bbi_draw_source *rng, size_t n, bb_peer_id *out);
 
 /* An offer for one exchange from a non-empty view: the member to send it to, and the
  * entries (self first, then shuffle - 1 random view entries) into entries[0..returned)
- * (room for BB_PEER_VIEW_MAX + 1). The view is unchanged until bb_peer_view_offer_sent. */
-size_t bb_peer_view_offer(const bb_peer_view *v, const bb_draw_source *rng, const bb_peer_id *self, bb_peer_id *to,
+ * (room for BBI_PEER_VIEW_MAX + 1). The view is unchanged until bbi_peer_view_offer_sent. */
+size_t bbi_peer_view_offer(const bbi_peer_view *v, const bbi_draw_source *rng, const bb_peer_id *self, bb_peer_id *to,
                           bb_peer_id *entries);
 
 /* Records that the offer entries[0..k) went out: its view entries (all but self, the
  * first) are what the reply may replace. */
-void bb_peer_view_offer_sent(bb_peer_view *v, const bb_peer_id *entries, size_t k);
+void bbi_peer_view_offer_sent(bbi_peer_view *v, const bb_peer_id *entries, size_t k);
 
 /* The answer to a Shuffle: `shuffle` random view entries into entries (room for
- * BB_PEER_VIEW_MAX); returns how many. */
-size_t bb_peer_view_answer(const bb_peer_view *v, const bb_draw_source *rng, bb_peer_id *entries);
+ * BBI_PEER_VIEW_MAX); returns how many. */
+size_t bbi_peer_view_answer(const bbi_peer_view *v, const bbi_draw_source *rng, bb_peer_id *entries);
 
 /* Called for each received peer about to enter the view (before it does); an error stops
  * the merge there, with the peers before it merged. */
-typedef int (*bb_peer_view_admit_fn)(void *user, const bb_peer_id *peer, bb_error *err);
+typedef int (*bbi_peer_view_admit_fn)(void *user, const bb_peer_id *peer, bb_error *err);
 
 /* Merges got[0..n_got): each peer that is not self and not in the view is admitted, then
  * fills free room or, in a full view, replaces the first of sent[0..n_sent) still there. */
-int bb_peer_view_merge(bb_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
-                       const bb_peer_id *sent, size_t n_sent, bb_peer_view_admit_fn admit, void *user,
+int bbi_peer_view_merge(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
+                       const bb_peer_id *sent, size_t n_sent, bbi_peer_view_admit_fn admit, void *user,
                        bb_error *err);
 
 /* Merges the reply to the last offer, its entries taking the places of those sent; the
  * offer is then forgotten. */
-int bb_peer_view_merge_reply(bb_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
-                             bb_peer_view_admit_fn admit, void *user, bb_error *err);
+int bbi_peer_view_merge_reply(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
+                             bbi_peer_view_admit_fn admit, void *user, bb_error *err);
 
-/* An exchange message for peers[0..n) (n <= BB_PEER_VIEW_MAX + 1) into out (room for
- * BB_PEER_VIEW_MESSAGE_MAX); returns its length. */
-size_t bb_peer_view_encode(const bb_peer_id *peers, size_t n, uint8_t *out);
+/* An exchange message for peers[0..n) (n <= BBI_PEER_VIEW_MAX + 1) into out (room for
+ * BBI_PEER_VIEW_MESSAGE_MAX); returns its length. */
+size_t bbi_peer_view_encode(const bb_peer_id *peers, size_t n, uint8_t *out);
 
-/* The peers of an exchange message into out (room for BB_PEER_VIEW_MAX). BB_ERR_MALFORMED
- * for a count over BB_PEER_VIEW_MAX, a truncated entry, trailing bytes or a bad peer id. */
-int bb_peer_view_decode(const uint8_t *p, size_t len, bb_peer_id *out, size_t *n, bb_error *err);
+/* The peers of an exchange message into out (room for BBI_PEER_VIEW_MAX). BB_ERR_MALFORMED
+ * for a count over BBI_PEER_VIEW_MAX, a truncated entry, trailing bytes or a bad peer id. */
+int bbi_peer_view_decode(const uint8_t *p, size_t len, bb_peer_id *out, size_t *n, bb_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* PeerSelector concretes over a bb_peer_view (peer_view.h).
+/* PeerSelector concretes over a bbi_peer_view (peer_view.h).
  *
  * ConstantView — a fixed list of peers.
  *   Config: peers=<id>;<id>;...   (base58 peer ids, or decimal numbers for the test
@@ -21,37 +21,37 @@
 #include "bb/roles.h"
 #include "components/selectors/peer_view.h"
 #include "components/shipped.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 
 static uint64_t ctx_random(void *ctx) { return bb_ctx_random(ctx); }
 
 /* The node's seeded generator as a draw source. */
-static bb_draw_source node_random(bb_ctx *ctx) { return (bb_draw_source){ctx_random, ctx}; }
+static bbi_draw_source node_random(bb_ctx *ctx) { return (bbi_draw_source){ctx_random, ctx}; }
 
 typedef struct view {
   const bb_allocator *alloc;
-  bb_peer_view v;
+  bbi_peer_view v;
 } view;
 
 static int view_create(const bb_component_init *init, void **self, bool gossip, bb_error *err) {
   static const char *const CONST_KEYS[] = {"peers", NULL};
   static const char *const GOSSIP_KEYS[] = {"seeds", "view", "shuffle", NULL};
   char list[4096];
-  uint64_t cap = BB_PEER_VIEW_MAX, shuffle = 0;
+  uint64_t cap = BBI_PEER_VIEW_MAX, shuffle = 0;
   int rc = bb_config_check(init->config, gossip ? GOSSIP_KEYS : CONST_KEYS, err);
   if (!rc) rc = bb_config_str(init->config, gossip ? "seeds" : "peers", "", list, sizeof list, err);
   if (!rc && gossip) rc = bb_config_u64(init->config, "view", 8, &cap, err);
   if (!rc && gossip) rc = bb_config_u64(init->config, "shuffle", 4, &shuffle, err);
   if (rc) return rc;
-  if (!cap || cap > BB_PEER_VIEW_MAX || (gossip && (!shuffle || shuffle > cap)))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipView: need 1 <= shuffle <= view <= %d", BB_PEER_VIEW_MAX);
-  view *s = bb_mem_alloc(init->alloc, sizeof *s);
+  if (!cap || cap > BBI_PEER_VIEW_MAX || (gossip && (!shuffle || shuffle > cap)))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipView: need 1 <= shuffle <= view <= %d", BBI_PEER_VIEW_MAX);
+  view *s = bbi_mem_alloc(init->alloc, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->alloc = init->alloc;
-  bb_peer_view_init(&s->v, cap, shuffle);
-  if ((rc = bb_peer_view_add_list(&s->v, list, err))) {
-    bb_mem_free(init->alloc, s);
+  bbi_peer_view_init(&s->v, cap, shuffle);
+  if ((rc = bbi_peer_view_add_list(&s->v, list, err))) {
+    bbi_mem_free(init->alloc, s);
     return bb_error_prefix(err, "%s: ", gossip ? "GossipView seeds" : "ConstantView peers");
   }
   *self = s;
@@ -67,13 +67,13 @@ static int gossip_create(const bb_component_init *init, void **self, bb_error *e
 
 static void view_destroy(void *self) {
   view *s = self;
-  bb_mem_free(s->alloc, s);
+  bbi_mem_free(s->alloc, s);
 }
 
 static int sample_peers(const view *s, bb_ctx *ctx, size_t n, bb_val **out, bb_error *err) {
-  bb_peer_id picked[BB_PEER_VIEW_MAX];
-  bb_draw_source rng = node_random(ctx);
-  size_t k = bb_peer_view_sample(&s->v, &rng, n, picked);
+  bb_peer_id picked[BBI_PEER_VIEW_MAX];
+  bbi_draw_source rng = node_random(ctx);
+  size_t k = bbi_peer_view_sample(&s->v, &rng, n, picked);
   *out = bb_val_peers(bb_ctx_allocator(ctx), picked, k);
   return *out ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 }
@@ -106,38 +106,38 @@ static int gossip_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb_e
   int rc = sample_peers(s, ctx, n, peers, err);
   if (rc || !s->v.n) return rc;
   /* one exchange per Sample: part of my view (and me) to a random member */
-  bb_draw_source rng = node_random(ctx);
-  bb_peer_id to, entries[BB_PEER_VIEW_MAX + 1];
-  size_t k = bb_peer_view_offer(&s->v, &rng, bb_ctx_self(ctx), &to, entries);
-  uint8_t msg[BB_PEER_VIEW_MESSAGE_MAX];
-  size_t len = bb_peer_view_encode(entries, k, msg);
+  bbi_draw_source rng = node_random(ctx);
+  bb_peer_id to, entries[BBI_PEER_VIEW_MAX + 1];
+  size_t k = bbi_peer_view_offer(&s->v, &rng, bb_ctx_self(ctx), &to, entries);
+  uint8_t msg[BBI_PEER_VIEW_MESSAGE_MAX];
+  size_t len = bbi_peer_view_encode(entries, k, msg);
   if ((rc = reach(ctx, &to, err)) || (rc = bb_ctx_send_message(ctx, &to, "Shuffle", msg, len, err))) {
     bb_val_release(*peers);
     *peers = NULL;
     return rc;
   }
-  bb_peer_view_offer_sent(&s->v, entries, k);
+  bbi_peer_view_offer_sent(&s->v, entries, k);
   return 0;
 }
 
 static int gossip_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
                           size_t len, bb_error *err) {
   view *s = self;
-  bb_peer_id got[BB_PEER_VIEW_MAX], mine[BB_PEER_VIEW_MAX];
+  bb_peer_id got[BBI_PEER_VIEW_MAX], mine[BBI_PEER_VIEW_MAX];
   size_t n_got = 0;
   bool shuffle = strcmp(op, "Shuffle") == 0;
   if (!shuffle && strcmp(op, "ShuffleReply") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "GossipView: unknown message `%s`", op);
-  int rc = bb_peer_view_decode(payload, len, got, &n_got, err);
+  int rc = bbi_peer_view_decode(payload, len, got, &n_got, err);
   if (rc) return rc;
   if (!shuffle) /* the reply to my last Shuffle: its entries take the places of the ones I sent */
-    return bb_peer_view_merge_reply(&s->v, bb_ctx_self(ctx), got, n_got, admit, ctx, err);
-  bb_draw_source rng = node_random(ctx);
-  size_t k = bb_peer_view_answer(&s->v, &rng, mine);
-  uint8_t msg[BB_PEER_VIEW_MESSAGE_MAX];
-  size_t mlen = bb_peer_view_encode(mine, k, msg);
+    return bbi_peer_view_merge_reply(&s->v, bb_ctx_self(ctx), got, n_got, admit, ctx, err);
+  bbi_draw_source rng = node_random(ctx);
+  size_t k = bbi_peer_view_answer(&s->v, &rng, mine);
+  uint8_t msg[BBI_PEER_VIEW_MESSAGE_MAX];
+  size_t mlen = bbi_peer_view_encode(mine, k, msg);
   if ((rc = reach(ctx, from, err)) || (rc = bb_ctx_send_message(ctx, from, "ShuffleReply", msg, mlen, err))) return rc;
-  return bb_peer_view_merge(&s->v, bb_ctx_self(ctx), got, n_got, mine, k, admit, ctx, err);
+  return bbi_peer_view_merge(&s->v, bb_ctx_self(ctx), got, n_got, mine, k, admit, ctx, err);
 }
 
 static const bb_peer_selector_ops CONSTANT_OPS = {constant_sample, view_all};
@@ -150,9 +150,9 @@ static int gossip_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return bb_peer_selector_dispatch(&GOSSIP_OPS, self, ctx, call, err);
 }
 
-const bb_component_type BB_CONSTANT_VIEW = {
+const bb_component_type BBI_CONSTANT_VIEW = {
     sizeof(bb_component_type), "ConstantView", 1u << BB_ROLE_PEER_SELECTOR, NULL, NULL, 0, NULL, 0,
     constant_create, view_destroy, constant_invoke, NULL, NULL, NULL, NULL, NULL};
-const bb_component_type BB_GOSSIP_VIEW = {
+const bb_component_type BBI_GOSSIP_VIEW = {
     sizeof(bb_component_type), "GossipView", (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL), NULL, NULL, 0,
     NULL, 0, gossip_create, view_destroy, gossip_invoke, gossip_message, NULL, NULL, NULL, NULL};

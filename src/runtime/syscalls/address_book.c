@@ -4,19 +4,20 @@
 #include "bb/tensor.h"
 #include "runtime/book.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* A peer id input: a Peer(s) value, or what a bootstrap `constant` of type bb.peer_id
  * carries — a one-element int64 tensor holding a test identity (bb_peer_id_from_u64). */
 static int peer_input(rt_call *c, size_t i, bb_peer_id *out, bb_error *err) {
   const bb_val *v = i < c->n_in ? c->in[i] : NULL;
-  if (v && (v->kind == BB_VAL_PEER || v->kind == BB_VAL_PEERS) && v->n) {
-    *out = v->as.peers[0];
+  const bb_peer_id *peers = bb_val_as_peers(v);
+  if (peers && bb_val_count(v)) {
+    *out = peers[0];
     return 0;
   }
-  if (v && v->kind == BB_VAL_TENSOR && v->as.tensor->dtype == BB_DTYPE_INT64 && v->as.tensor->numel == 1 &&
-      *(const int64_t *)bb_tensor_data(v->as.tensor) >= 0) {
-    *out = bb_peer_id_from_u64((uint64_t)*(const int64_t *)bb_tensor_data(v->as.tensor));
+  const bb_tensor *t = bb_val_as_tensor(v);
+  if (t && t->dtype == BB_DTYPE_INT64 && t->numel == 1 && *(const int64_t *)bb_tensor_data(t) >= 0) {
+    *out = bb_peer_id_from_u64((uint64_t)*(const int64_t *)bb_tensor_data(t));
     return 0;
   }
   c->reason = "expected_peer_id";
@@ -27,16 +28,16 @@ static int peer_input(rt_call *c, size_t i, bb_peer_id *out, bb_error *err) {
  * a uint8 tensor holding one address as text ("/p2p/100/site/11"). */
 static int address_input(rt_call *c, size_t i, bb_address *one, const bb_address **out, size_t *n, bb_error *err) {
   const bb_val *a = i < c->n_in ? c->in[i] : NULL;
-  if (a && (a->kind == BB_VAL_ADDRESS || a->kind == BB_VAL_ADDRESSES) && a->n) {
-    *out = a->as.addresses;
-    *n = a->n;
+  if (bb_val_as_addresses(a) && bb_val_count(a)) {
+    *out = bb_val_as_addresses(a);
+    *n = bb_val_count(a);
     return 0;
   }
-  if (a && a->kind == BB_VAL_TENSOR && a->as.tensor->dtype == BB_DTYPE_UINT8 && a->as.tensor->numel > 0 &&
-      a->as.tensor->numel < 1024) {
+  const bb_tensor *t = bb_val_as_tensor(a);
+  if (t && t->dtype == BB_DTYPE_UINT8 && t->numel > 0 && t->numel < 1024) {
     char text[1024];
-    memcpy(text, bb_tensor_data(a->as.tensor), (size_t)a->as.tensor->numel);
-    text[a->as.tensor->numel] = 0;
+    memcpy(text, bb_tensor_data(t), (size_t)t->numel);
+    text[t->numel] = 0;
     int rc = bb_address_from_text(text, one, err);
     if (rc) {
       c->reason = "expected_multiaddress";

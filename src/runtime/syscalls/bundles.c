@@ -2,7 +2,7 @@
 #include <inttypes.h>
 
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static int sys_bundle(rt_call *c, bb_error *err) {
   size_t n = 0;
@@ -19,16 +19,18 @@ static int sys_bundle(rt_call *c, bb_error *err) {
 static int sys_unbundle(rt_call *c, bb_error *err) {
   const bb_val *b = c->n_in ? c->in[0] : NULL;
   if (!b) return need_input(c, err);
-  if (b->kind != BB_VAL_COMPOSITE) {
+  if (bb_val_kind_of(b) != BB_VAL_COMPOSITE) {
     c->reason = "expected_composite";
-    return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects a bundle, got %s", bb_val_kind_name((int)b->kind));
+    return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects a bundle, got %s",
+                        bb_val_kind_name((int)bb_val_kind_of(b)));
   }
   int64_t count = attr_int(c, BB_ATTR_CHILD_COUNT, -1);
-  if (count >= 0 && (uint64_t)count != b->n) {
+  if (count >= 0 && (uint64_t)count != bb_val_count(b)) {
     c->reason = "unbundle_child_count_mismatch";
-    return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects %" PRId64 " children, the bundle has %zu", count, b->n);
+    return bb_error_set(err, BB_ERR_TYPE, "Unbundle expects %" PRId64 " children, the bundle has %zu", count,
+                        bb_val_count(b));
   }
-  for (size_t i = 0; i < b->n && i < c->n_out; i++) c->out[i] = bb_val_retain(b->as.children[i]);
+  for (size_t i = 0; i < bb_val_count(b) && i < c->n_out; i++) c->out[i] = bb_val_retain(bb_val_child(b, i));
   return 0;
 }
 

@@ -3,7 +3,7 @@
 #include <inttypes.h>
 
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/ring.h"
 
@@ -42,7 +42,7 @@ static bool exec_may_rerun(const bb_node *n, uint64_t exec) {
   for (size_t i = 0; i < n->n_timers; i++)
     if (n->timers[i].kind == RT_TIMER_INTERVAL && n->timers[i].exec && n->timers[i].exec->id == exec) return true;
   for (size_t k = 0; k < n->frontier.len; k++)
-    if (((const rt_task *)bb_ring_at(&n->frontier, k))->exec->id == exec) return true;
+    if (((const rt_task *)bbi_ring_at(&n->frontier, k))->exec->id == exec) return true;
   return false;
 }
 
@@ -64,7 +64,7 @@ static int sys_deadline_match(rt_call *c, bb_error *err) {
   if (n->n_latches == n->cap_latches) {
     prune_latches(n, c->exec->id);
     if (n->n_latches >= n->cap_latches / 2 && /* grow only when pruning freed too little */
-        bb_mem_grow(n->alloc, (void **)&n->latches, &n->cap_latches, n->n_latches + 1, sizeof *n->latches))
+        bbi_mem_grow(n->alloc, (void **)&n->latches, &n->cap_latches, n->n_latches + 1, sizeof *n->latches))
       return nomem(err);
   }
   n->latches[n->n_latches++] = (struct rt_latch){c->exec->id, c->op_index};
@@ -72,7 +72,7 @@ static int sys_deadline_match(rt_call *c, bb_error *err) {
 }
 
 void rt_syscalls_free_latches(bb_node *n) {
-  bb_mem_free(n->alloc, n->latches);
+  bbi_mem_free(n->alloc, n->latches);
   n->latches = NULL;
   n->n_latches = n->cap_latches = 0;
 }

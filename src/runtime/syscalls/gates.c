@@ -6,7 +6,7 @@
 #include "runtime/deliver.h"
 #include "runtime/steps.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* A `peer` attribute (the peer's multihash bytes). */
 static int attr_peer(rt_call *c, bb_peer_id *out, bb_error *err) {

@@ -5,7 +5,7 @@
 
 #include "runtime/steps.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 #include "util/mem.h"
 #include "util/ring.h"
 #include "util/strmap.h"
@@ -31,7 +31,7 @@ struct rt_named {
   rt_named_kind kind;
   char *key;       /* tag + name: the index's key */
   uint64_t count;  /* LIMIT: in flight */
-  bb_ring values;  /* the others: bb_val *, oldest at the head */
+  bbi_ring values;  /* the others: bb_val *, oldest at the head */
 };
 
 static size_t n_of_kind(const bb_node *n, rt_named_kind kind) {
@@ -45,38 +45,38 @@ static size_t n_of_kind(const bb_node *n, rt_named_kind kind) {
 static struct rt_named *named_get(bb_node *n, rt_named_kind kind, const char *name, bool create, bool *full) {
   char stack[128], *key = stack;
   size_t len = strlen(name);
-  if (len + 2 > sizeof stack && !(key = bb_mem_alloc(n->alloc, len + 2))) return NULL;
+  if (len + 2 > sizeof stack && !(key = bbi_mem_alloc(n->alloc, len + 2))) return NULL;
   key[0] = NAMED[kind].tag;
   memcpy(key + 1, name, len + 1);
   uint32_t at;
   struct rt_named *e = NULL;
-  if (n->named_index.alloc && bb_strmap_get(&n->named_index, key, &at)) {
+  if (n->named_index.alloc && bbi_strmap_get(&n->named_index, key, &at)) {
     e = &n->named[at];
   } else if (create) {
     if (n_of_kind(n, kind) >= RT_MAX_NAMES) {
       *full = true;
     } else {
-      if (!n->named_index.alloc) bb_strmap_init(&n->named_index, n->alloc);
-      char *owned = bb_mem_strdup(n->alloc, key);
-      if (owned && !bb_mem_grow(n->alloc, (void **)&n->named, &n->cap_named, n->n_named + 1, sizeof *n->named) &&
-          !bb_strmap_put(&n->named_index, owned, (uint32_t)n->n_named)) {
+      if (!n->named_index.alloc) bbi_strmap_init(&n->named_index, n->alloc);
+      char *owned = bbi_mem_strdup(n->alloc, key);
+      if (owned && !bbi_mem_grow(n->alloc, (void **)&n->named, &n->cap_named, n->n_named + 1, sizeof *n->named) &&
+          !bbi_strmap_put(&n->named_index, owned, (uint32_t)n->n_named)) {
         e = &n->named[n->n_named++];
-        *e = (struct rt_named){.kind = kind, .key = owned, .values = bb_ring_of(sizeof(bb_val *))};
+        *e = (struct rt_named){.kind = kind, .key = owned, .values = bbi_ring_of(sizeof(bb_val *))};
       } else {
-        bb_mem_free(n->alloc, owned);
+        bbi_mem_free(n->alloc, owned);
       }
     }
   }
-  if (key != stack) bb_mem_free(n->alloc, key);
+  if (key != stack) bbi_mem_free(n->alloc, key);
   return e;
 }
 
-static size_t held_bytes(const bb_val *v) { return v->n; }
+static size_t held_bytes(const bb_val *v) { return bb_val_count(v); }
 
 /* The oldest value (the caller's reference now), or NULL when there is none. */
 static bb_val *history_pop(bb_node *n, struct rt_named *e) {
   bb_val *v;
-  if (!bb_ring_pop(&e->values, &v)) return NULL;
+  if (!bbi_ring_pop(&e->values, &v)) return NULL;
   n->named_bytes -= held_bytes(v);
   return v;
 }
@@ -84,7 +84,7 @@ static bb_val *history_pop(bb_node *n, struct rt_named *e) {
 /* Appends v (taking a reference); a full history first drops its oldest value. */
 static int history_push(bb_node *n, struct rt_named *e, bb_val *v) {
   if (e->values.len == NAMED[e->kind].history_max) bb_val_release(history_pop(n, e));
-  if (bb_ring_push(&e->values, n->alloc, &v)) return BB_ERR_NOMEM;
+  if (bbi_ring_push(&e->values, n->alloc, &v)) return BB_ERR_NOMEM;
   bb_val_retain(v);
   n->named_bytes += held_bytes(v);
   return 0;
@@ -94,11 +94,11 @@ void rt_syscalls_free_named(bb_node *n) {
   for (size_t i = 0; i < n->n_named; i++) {
     struct rt_named *e = &n->named[i];
     while (e->values.len) bb_val_release(history_pop(n, e));
-    bb_ring_free(&e->values, n->alloc);
-    bb_mem_free(n->alloc, e->key);
+    bbi_ring_free(&e->values, n->alloc);
+    bbi_mem_free(n->alloc, e->key);
   }
-  bb_mem_free(n->alloc, n->named);
-  if (n->named_index.alloc) bb_strmap_free(&n->named_index);
+  bbi_mem_free(n->alloc, n->named);
+  if (n->named_index.alloc) bbi_strmap_free(&n->named_index);
   n->named = NULL;
   n->n_named = n->cap_named = n->named_bytes = 0;
 }
@@ -119,10 +119,11 @@ static int bytes_input(rt_call *c, bb_val **out, bb_error *err) {
     *out = bb_val_bytes(c->node->alloc, NULL, 0);
     return *out ? 0 : nomem(err);
   }
-  if (v->kind != BB_VAL_BYTES) {
+  if (bb_val_kind_of(v) != BB_VAL_BYTES) {
     c->reason = "expected_bytes";
     return bb_error_set(err, BB_ERR_TYPE, "%s: input '%s' is %s, not Bytes", c->op->ir->op_type,
-                        c->op->ir->inputs.len ? c->op->ir->inputs.items[0] : "", bb_val_kind_name((int)v->kind));
+                        c->op->ir->inputs.len ? c->op->ir->inputs.items[0] : "",
+                        bb_val_kind_name((int)bb_val_kind_of(v)));
   }
   *out = bb_val_retain(v);
   return 0;
@@ -148,8 +149,8 @@ static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_erro
   } else {
     /* what the push would evict frees its bytes first */
     size_t evicted =
-        e->values.len == NAMED[kind].history_max ? held_bytes(*(bb_val **)bb_ring_at(&e->values, 0)) : 0;
-    if (c->node->named_bytes - evicted + v->n > c->node->cfg.ingress_byte_budget) {
+        e->values.len == NAMED[kind].history_max ? held_bytes(*(bb_val **)bbi_ring_at(&e->values, 0)) : 0;
+    if (c->node->named_bytes - evicted + bb_val_count(v) > c->node->cfg.ingress_byte_budget) {
       c->reason = "store_byte_limit";
       rc = bb_error_set(err, BB_ERR_LIMIT, "%s: %s `%s` would hold more than %zu bytes across the node",
                         c->op->ir->op_type, NAMED[kind].what, name, c->node->cfg.ingress_byte_budget);

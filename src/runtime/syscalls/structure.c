@@ -5,7 +5,7 @@
 #include "bb/tensor.h"
 #include "runtime/steps.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static int sys_pass_through(rt_call *c, bb_error *err) {
   bb_val *v = first_input(c);

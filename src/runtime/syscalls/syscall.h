@@ -2,11 +2,11 @@
  * the small readers and writers of an op's inputs, outputs and attributes. Every op
  * takes its inputs and writes its outputs by position; a failing op sets c->reason to a
  * stable token and fills err. */
-#ifndef BB_RUNTIME_SYSCALLS_SYSCALL_H
-#define BB_RUNTIME_SYSCALLS_SYSCALL_H
+#ifndef BBI_RUNTIME_SYSCALLS_SYSCALL_H
+#define BBI_RUNTIME_SYSCALLS_SYSCALL_H
 
 #include "runtime/node.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 typedef struct rt_syscall {
   const char *domain, *op_type;
@@ -69,4 +69,4 @@ static inline const char *attr_string(const rt_call *c, const char *name) {
   return bb_attr_get_string(&c->op->ir->attrs, name, NULL);
 }
 
-#endif /* BB_RUNTIME_SYSCALLS_SYSCALL_H */
+#endif /* BBI_RUNTIME_SYSCALLS_SYSCALL_H */

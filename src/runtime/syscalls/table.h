@@ -1,6 +1,6 @@
 /* The framework ops by (domain, op_type), and the state they keep in a node. */
-#ifndef BB_RUNTIME_SYSCALLS_TABLE_H
-#define BB_RUNTIME_SYSCALLS_TABLE_H
+#ifndef BBI_RUNTIME_SYSCALLS_TABLE_H
+#define BBI_RUNTIME_SYSCALLS_TABLE_H
 
 #include "runtime/node.h"
 
@@ -10,4 +10,4 @@ rt_syscall_fn rt_syscall_find(const char *domain, const char *op_type);
  * Serialize queues, Hold slots, Record histories). */
 void rt_syscalls_free(bb_node *n);
 
-#endif /* BB_RUNTIME_SYSCALLS_TABLE_H */
+#endif /* BBI_RUNTIME_SYSCALLS_TABLE_H */

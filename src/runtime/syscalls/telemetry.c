@@ -3,7 +3,7 @@
 
 #include "runtime/steps.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static bool reserved_topic(const char *t) {
   return strncmp(t, "bb.", 3) == 0 || strncmp(t, BB_DOMAIN_FRAMEWORK ".", sizeof BB_DOMAIN_FRAMEWORK) == 0;

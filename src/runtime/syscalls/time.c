@@ -4,7 +4,7 @@
 
 #include "runtime/syscalls/syscall.h"
 #include "runtime/timers.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 static int sys_clock(rt_call *c, bb_error *err) {
   return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_TIMESTAMP, c->now), err);

@@ -4,7 +4,7 @@
 
 #include "runtime/pending.h"
 #include "runtime/syscalls/syscall.h"
-#include "util/error.h"
+#include "bb/common.h"
 
 /* Shares the counter of the wire's request ids, so a token never equals one. */
 static int sys_correlate_tag(rt_call *c, bb_error *err) {
@@ -24,12 +24,12 @@ static int sys_bootstrap_output(rt_call *c, bb_error *err) {
     c->reason = "missing_input";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "BootstrapOutput: missing `cmd` input");
   }
-  if (v->kind != BB_VAL_COMMAND_ID) {
+  if (bb_val_kind_of(v) != BB_VAL_COMMAND_ID) {
     c->reason = "expected_command_id";
     return bb_error_set(err, BB_ERR_TYPE, "BootstrapOutput: `cmd` input is %s, not a CommandId",
-                        bb_val_kind_name((int)v->kind));
+                        bb_val_kind_name((int)bb_val_kind_of(v)));
   }
-  uint64_t cmd = v->as.u64;
+  uint64_t cmd = bb_val_as_u64(v);
   if (!cmd || cmd >= c->node->next_command) {
     c->reason = "unknown_command";
     return bb_error_set(err, BB_ERR_NOT_FOUND, "BootstrapOutput: command %" PRIu64 " was never minted", cmd);

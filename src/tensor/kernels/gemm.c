@@ -21,24 +21,24 @@
 /* Blockings from bench_kernels sweep (see gemm_f32x4.c and gemm_x86.c): a B panel
  * (kc×NR, 8 to 64 KiB) stays in L1, an A block (mc×kc, 100 to 200 KiB) in L2; nc 2048
  * bounds the B block. Within the sweep's noise (a few %) the neighbours do as well. */
-static const bb_f32_gemm_config config_f32x4 = {
-    "5x8-f32x4", 5, 8, 100, 256, 2048, bb_f32_gemm_ukernel_5x8__f32x4,
-    bb_f32_gemm_ukernel_1x8__f32x4};
+static const bbi_f32_gemm_config config_f32x4 = {
+    "5x8-f32x4", 5, 8, 100, 256, 2048, bbi_f32_gemm_ukernel_5x8__f32x4,
+    bbi_f32_gemm_ukernel_1x8__f32x4};
 
-#if BB_HAVE_X86_GEMM
-static const bb_f32_gemm_config config_avx2fma = {
-    "6x16-avx2fma", 6, 16, 96, 512, 2048, bb_f32_gemm_ukernel_6x16__avx2fma,
-    bb_f32_gemm_ukernel_1x16__avx2fma};
-static const bb_f32_gemm_config config_avx512 = {
-    "8x32-avx512", 8, 32, 96, 512, 2048, bb_f32_gemm_ukernel_8x32__avx512,
-    bb_f32_gemm_ukernel_1x32__avx512};
+#if BBI_HAVE_X86_GEMM
+static const bbi_f32_gemm_config config_avx2fma = {
+    "6x16-avx2fma", 6, 16, 96, 512, 2048, bbi_f32_gemm_ukernel_6x16__avx2fma,
+    bbi_f32_gemm_ukernel_1x16__avx2fma};
+static const bbi_f32_gemm_config config_avx512 = {
+    "8x32-avx512", 8, 32, 96, 512, 2048, bbi_f32_gemm_ukernel_8x32__avx512,
+    bbi_f32_gemm_ukernel_1x32__avx512};
 #endif
 
-size_t bb_f32_gemm_configs(const bb_f32_gemm_config *const **list) {
-#if BB_HAVE_X86_GEMM
-  static const bb_f32_gemm_config *const avx512[] = {&config_avx512, &config_avx2fma,
+size_t bbi_f32_gemm_configs(const bbi_f32_gemm_config *const **list) {
+#if BBI_HAVE_X86_GEMM
+  static const bbi_f32_gemm_config *const avx512[] = {&config_avx512, &config_avx2fma,
                                                      &config_f32x4};
-  static const bb_f32_gemm_config *const avx2[] = {&config_avx2fma, &config_f32x4};
+  static const bbi_f32_gemm_config *const avx2[] = {&config_avx2fma, &config_f32x4};
   const int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (has_avx2 && __builtin_cpu_supports("avx512f")) {
     *list = avx512;
@@ -49,14 +49,14 @@ size_t bb_f32_gemm_configs(const bb_f32_gemm_config *const **list) {
     return sizeof avx2 / sizeof avx2[0];
   }
 #endif
-  static const bb_f32_gemm_config *const portable[] = {&config_f32x4};
+  static const bbi_f32_gemm_config *const portable[] = {&config_f32x4};
   *list = portable;
   return sizeof portable / sizeof portable[0];
 }
 
-const bb_f32_gemm_config *bb_f32_gemm_default_config(void) {
-  const bb_f32_gemm_config *const *list;
-  bb_f32_gemm_configs(&list);
+const bbi_f32_gemm_config *bbi_f32_gemm_default_config(void) {
+  const bbi_f32_gemm_config *const *list;
+  bbi_f32_gemm_configs(&list);
   return list[0];
 }
 
@@ -75,7 +75,7 @@ typedef struct gemm_blocking {
   size_t mc, kc, nc;
 } gemm_blocking;
 
-static gemm_blocking blocking_for(const bb_f32_gemm_config *cfg, size_t m, size_t n, size_t k) {
+static gemm_blocking blocking_for(const bbi_f32_gemm_config *cfg, size_t m, size_t n, size_t k) {
   gemm_blocking b;
   b.mc = even_block(m, cfg->mc, cfg->mr);
   b.kc = even_block(k, cfg->kc, 1);
@@ -87,7 +87,7 @@ static gemm_blocking blocking_for(const bb_f32_gemm_config *cfg, size_t m, size_
  * row C^T = op(B)^T op(A)^T). */
 static int is_gemv(size_t m, size_t n) { return m == 1 || n == 1; }
 
-size_t bb_f32_gemm_scratch_size_for(const bb_f32_gemm_config *cfg, size_t m, size_t n,
+size_t bbi_f32_gemm_scratch_size_for(const bbi_f32_gemm_config *cfg, size_t m, size_t n,
                                     size_t k) {
   if (m == 0 || n == 0 || k == 0) return 0;
   const gemm_blocking b = blocking_for(cfg, m, n, k);
@@ -96,8 +96,8 @@ size_t bb_f32_gemm_scratch_size_for(const bb_f32_gemm_config *cfg, size_t m, siz
   return floats * sizeof(float) + 2 * SCRATCH_ALIGN;
 }
 
-size_t bb_f32_gemm_scratch_size(size_t m, size_t n, size_t k) {
-  return bb_f32_gemm_scratch_size_for(bb_f32_gemm_default_config(), m, n, k);
+size_t bbi_f32_gemm_scratch_size(size_t m, size_t n, size_t k) {
+  return bbi_f32_gemm_scratch_size_for(bbi_f32_gemm_default_config(), m, n, k);
 }
 
 static float *align_up(void *p) {
@@ -109,13 +109,13 @@ static float *align_up(void *p) {
  * become four columns of the panel, by 4×4 transposes. */
 static void pack_4_rows_transposed(const float *src, size_t ld, size_t kc, float scale,
                                    float *dst, size_t stride) {
-  const bb_f32x4 s = bb_f32x4_splat(scale);
+  const bbi_f32x4 s = bbi_f32x4_splat(scale);
   size_t p = 0;
   for (; p + 4 <= kc; p += 4) {
-    bb_f32x4 r[4];
-    for (size_t i = 0; i < 4; i++) r[i] = bb_f32x4_load(src + i * ld + p) * s;
-    bb_f32x4_transpose(r);
-    for (size_t q = 0; q < 4; q++) bb_f32x4_store(dst + (p + q) * stride, r[q]);
+    bbi_f32x4 r[4];
+    for (size_t i = 0; i < 4; i++) r[i] = bbi_f32x4_load(src + i * ld + p) * s;
+    bbi_f32x4_transpose(r);
+    for (size_t q = 0; q < 4; q++) bbi_f32x4_store(dst + (p + q) * stride, r[q]);
   }
   for (; p < kc; p++) {
     for (size_t i = 0; i < 4; i++) dst[p * stride + i] = scale * src[i * ld + p];
@@ -137,11 +137,11 @@ static void pack_rows_transposed(const float *src, size_t ld, size_t count, size
 }
 
 /* Full-width rows of W (a multiple of 4) floats: dst[p*W + j] = scale * src[p*ld + j]. */
-BB_INLINE void copy_rows(size_t W, const float *src, size_t ld, size_t kc, float scale,
+BBI_INLINE void copy_rows(size_t W, const float *src, size_t ld, size_t kc, float scale,
                          float *dst) {
-  const bb_f32x4 s = bb_f32x4_splat(scale);
+  const bbi_f32x4 s = bbi_f32x4_splat(scale);
   for (size_t p = 0; p < kc; p++, src += ld, dst += W) {
-    BB_UNROLL for (size_t j = 0; j < W; j += 4) bb_f32x4_store(dst + j, bb_f32x4_load(src + j) * s);
+    BBI_UNROLL for (size_t j = 0; j < W; j += 4) bbi_f32x4_store(dst + j, bbi_f32x4_load(src + j) * s);
   }
 }
 
@@ -180,7 +180,7 @@ static void pack_b(const float *b, size_t ldb, int trans_b, size_t p0, size_t j0
 
 /* Packs alpha * op(A) rows i0..i0+mc, columns p0..p0+kc into mr-tall panels: panel q holds
  * alpha*op(A)[i0 + q*mr + r][p] at [q*mr*kc + p*mr + r], zero past row mc. */
-static void pack_a(const bb_f32_gemm_args *g, size_t i0, size_t p0, size_t mc, size_t kc,
+static void pack_a(const bbi_f32_gemm_args *g, size_t i0, size_t p0, size_t mc, size_t kc,
                    size_t mr, float *out) {
   for (size_t ir = 0; ir < mc; ir += mr, out += mr * kc) {
     const size_t h = min_size(mr, mc - ir);
@@ -191,8 +191,8 @@ static void pack_a(const bb_f32_gemm_args *g, size_t i0, size_t p0, size_t mc, s
   }
 }
 
-void bb_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, size_t mr,
-                            size_t nr, const bb_f32_gemm_tile *tile) {
+void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, size_t mr,
+                            size_t nr, const bbi_f32_gemm_tile *tile) {
   for (size_t i = 0; i < mr; i++) {
     for (size_t j = 0; j < nr; j++) {
       float v = acc[i * ld + j];
@@ -204,49 +204,49 @@ void bb_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, s
         if (tile->bias) v += tile->bias[j];
         if (tile->bias_per_row) v += tile->bias_per_row[i];
       }
-      if (tile->clamp) v = bb_f32_min_scalar(bb_f32_max_scalar(v, tile->min), tile->max);
+      if (tile->clamp) v = bbi_f32_min_scalar(bbi_f32_max_scalar(v, tile->min), tile->max);
       *cij = v;
     }
   }
 }
 
 /* The tile settings of the first (and, with clamp, last) k block for all of C. */
-static bb_f32_gemm_tile whole_tile(const bb_f32_gemm_args *g) {
-  const bb_f32_gemm_tile tile = {1, g->clamp, g->beta, g->bias, g->min, g->max,
+static bbi_f32_gemm_tile whole_tile(const bbi_f32_gemm_args *g) {
+  const bbi_f32_gemm_tile tile = {1, g->clamp, g->beta, g->bias, g->min, g->max,
                                  g->bias_per_row};
   return tile;
 }
 
 /* C = beta*C + biases (clamped): the whole job when alpha or k is 0. A zero accumulator
  * tile with row stride 0 serves every row. */
-static void scale_c(const bb_f32_gemm_args *g) {
+static void scale_c(const bbi_f32_gemm_args *g) {
   static const float zeros[16];
-  bb_f32_gemm_tile tile = whole_tile(g);
+  bbi_f32_gemm_tile tile = whole_tile(g);
   for (size_t j = 0; j < g->n; j += 16) {
     tile.bias = g->bias ? g->bias + j : NULL;
-    bb_f32_gemm_tile_apply(zeros, 0, g->c + j, g->ldc, g->m, min_size(16, g->n - j), &tile);
+    bbi_f32_gemm_tile_apply(zeros, 0, g->c + j, g->ldc, g->m, min_size(16, g->n - j), &tile);
   }
 }
 
-/* C (one row or one column) through bb_f32_gemv: the vector operand, times alpha, and the
+/* C (one row or one column) through bbi_f32_gemv: the vector operand, times alpha, and the
  * raw products go to scratch; the biases, beta and clamp come after, in C's own
  * coordinates. */
-static void run_gemv(const bb_f32_gemm_args *g, float *scratch) {
+static void run_gemv(const bbi_f32_gemm_args *g, float *scratch) {
   const size_t k = g->k;
   float *x = scratch, *y = scratch + k;
-  const bb_f32_gemm_tile tile = whole_tile(g);
+  const bbi_f32_gemm_tile tile = whole_tile(g);
   if (g->m == 1) {
     /* x = row 0 of op(A), which is strided when A is transposed. */
     const size_t step = g->trans_a ? g->lda : 1;
     for (size_t p = 0; p < k; p++) x[p] = g->alpha * g->a[p * step];
-    bb_f32_gemv(g->n, k, x, g->b, g->ldb, g->trans_b, y);
-    bb_f32_gemm_tile_apply(y, 0, g->c, g->ldc, 1, g->n, &tile);
+    bbi_f32_gemv(g->n, k, x, g->b, g->ldb, g->trans_b, y);
+    bbi_f32_gemm_tile_apply(y, 0, g->c, g->ldc, 1, g->n, &tile);
   } else {
     /* x = column 0 of op(B); C^T = x^T op(A)^T, and op(A)^T is A read the other way. */
     const size_t step = g->trans_b ? 1 : g->ldb;
     for (size_t p = 0; p < k; p++) x[p] = g->alpha * g->b[p * step];
-    bb_f32_gemv(g->m, k, x, g->a, g->lda, !g->trans_a, y);
-    bb_f32_gemm_tile_apply(y, 1, g->c, g->ldc, g->m, 1, &tile);
+    bbi_f32_gemv(g->m, k, x, g->a, g->lda, !g->trans_a, y);
+    bbi_f32_gemm_tile_apply(y, 1, g->c, g->ldc, g->m, 1, &tile);
   }
 }
 
@@ -264,15 +264,15 @@ typedef struct packed_b_header {
 } packed_b_header;
 _Static_assert(sizeof(packed_b_header) <= SCRATCH_ALIGN, "the header fits before the data");
 
-size_t bb_f32_gemm_packed_b_size(const bb_f32_gemm_config *cfg, size_t n, size_t k) {
-  if (!cfg) cfg = bb_f32_gemm_default_config();
+size_t bbi_f32_gemm_packed_b_size(const bbi_f32_gemm_config *cfg, size_t n, size_t k) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
   return SCRATCH_ALIGN + round_up(n, cfg->nr) * k * sizeof(float);
 }
 
-int bb_f32_gemm_pack_b(const bb_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
+int bbi_f32_gemm_pack_b(const bbi_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
                        const float *b, size_t ldb, void *packed, size_t packed_size) {
-  if (!cfg) cfg = bb_f32_gemm_default_config();
-  if (!packed || packed_size < bb_f32_gemm_packed_b_size(cfg, n, k))
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  if (!packed || packed_size < bbi_f32_gemm_packed_b_size(cfg, n, k))
     return BB_ERR_INVALID_ARGUMENT;
   if (n && k && (!b || ldb < (trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
   const gemm_blocking blk = blocking_for(cfg, 1, n, k);
@@ -290,7 +290,7 @@ int bb_f32_gemm_pack_b(const bb_f32_gemm_config *cfg, size_t n, size_t k, int tr
 }
 
 /* The packed data of g->packed_b, or NULL when it was packed for another product. */
-static const float *packed_b_data(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g,
+static const float *packed_b_data(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
                                   const gemm_blocking *blk) {
   packed_b_header h;
   memcpy(&h, g->packed_b, sizeof h);
@@ -302,7 +302,7 @@ static const float *packed_b_data(const bb_f32_gemm_config *cfg, const bb_f32_ge
 
 /* ---- the driver ---------------------------------------------------------------------- */
 
-int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, void *scratch,
+int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g, void *scratch,
                     size_t scratch_size) {
   if (!cfg || !g) return BB_ERR_INVALID_ARGUMENT;
   const size_t m = g->m, n = g->n, k = g->k;
@@ -314,7 +314,7 @@ int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, vo
   }
   if (!g->a || g->lda < (g->trans_a ? m : k)) return BB_ERR_INVALID_ARGUMENT;
   if (!g->packed_b && (!g->b || g->ldb < (g->trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
-  if (!scratch || scratch_size < bb_f32_gemm_scratch_size_for(cfg, m, n, k))
+  if (!scratch || scratch_size < bbi_f32_gemm_scratch_size_for(cfg, m, n, k))
     return BB_ERR_INVALID_ARGUMENT;
   if (!g->packed_b && is_gemv(m, n)) {
     run_gemv(g, align_up(scratch));
@@ -326,10 +326,10 @@ int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, vo
   if (g->packed_b && !(packed = packed_b_data(cfg, g, &blk))) return BB_ERR_INVALID_ARGUMENT;
   /* A single row on a packed B takes the one-row kernel, without padding A to MR rows. */
   const size_t mr = m == 1 ? 1 : cfg->mr, nr = cfg->nr;
-  const bb_f32_gemm_ukernel_fn ukernel = m == 1 ? cfg->ukernel_1row : cfg->ukernel;
+  const bbi_f32_gemm_ukernel_fn ukernel = m == 1 ? cfg->ukernel_1row : cfg->ukernel;
   float *const pa = align_up(scratch);
   float *const pb_scratch = align_up(pa + blk.mc * blk.kc);
-  bb_f32_gemm_tile tile = whole_tile(g);
+  bbi_f32_gemm_tile tile = whole_tile(g);
 
   for (size_t jc = 0; jc < n; jc += blk.nc) {
     const size_t nc = min_size(blk.nc, n - jc);
@@ -361,6 +361,6 @@ int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, vo
   return BB_OK;
 }
 
-int bb_f32_gemm(const bb_f32_gemm_args *g, void *scratch, size_t scratch_size) {
-  return bb_f32_gemm_run(bb_f32_gemm_default_config(), g, scratch, scratch_size);
+int bbi_f32_gemm(const bbi_f32_gemm_args *g, void *scratch, size_t scratch_size) {
+  return bbi_f32_gemm_run(bbi_f32_gemm_default_config(), g, scratch, scratch_size);
 }

@@ -7,14 +7,14 @@
  * 3x12 41-46, 4x8 41-43, 2x16 39-41, 8x8 33, 6x8 25. Unrolling k by 2 costs 5x8 a quarter. */
 #include "tensor/kernels/gemm_f32x4.h"
 
-void bb_f32_gemm_ukernel_5x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
+void bbi_f32_gemm_ukernel_5x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
-                                    const bb_f32_gemm_tile *tile) {
-  bb_f32x4_gemm_tile(5, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+                                    const bbi_f32_gemm_tile *tile) {
+  bbi_f32x4_gemm_tile(5, 2, kc, pa, pb, c, ldc, mr, nr, tile);
 }
 
-void bb_f32_gemm_ukernel_1x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
+void bbi_f32_gemm_ukernel_1x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
-                                    const bb_f32_gemm_tile *tile) {
-  bb_f32x4_gemm_tile(1, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+                                    const bbi_f32_gemm_tile *tile) {
+  bbi_f32x4_gemm_tile(1, 2, kc, pa, pb, c, ldc, mr, nr, tile);
 }

@@ -2,7 +2,7 @@
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
 
-void bb_f32_gemm_scalar(const bb_f32_gemm_args *g) {
+void bbi_f32_gemm_scalar(const bbi_f32_gemm_args *g) {
   for (size_t i = 0; i < g->m; i++) {
     for (size_t j = 0; j < g->n; j++) {
       float dot = 0.0f;
@@ -18,7 +18,7 @@ void bb_f32_gemm_scalar(const bb_f32_gemm_args *g) {
       if (g->beta != 0.0f) v += g->beta * *cij;
       if (g->bias) v += g->bias[j];
       if (g->bias_per_row) v += g->bias_per_row[i];
-      if (g->clamp) v = bb_f32_min_scalar(bb_f32_max_scalar(v, g->min), g->max);
+      if (g->clamp) v = bbi_f32_min_scalar(bbi_f32_max_scalar(v, g->min), g->max);
       *cij = v;
     }
   }

@@ -2,51 +2,51 @@
  * vectors per row) and AVX-512 (16 lanes). Each function carries its target, so the
  * library and the benchmark stay baseline x86-64 builds; gemm_x86.c makes the shipped
  * shapes and bench/bench_kernels.c the ones it compares against. */
-#ifndef BB_TENSOR_KERNELS_GEMM_X86_H
-#define BB_TENSOR_KERNELS_GEMM_X86_H
+#ifndef BBI_TENSOR_KERNELS_GEMM_X86_H
+#define BBI_TENSOR_KERNELS_GEMM_X86_H
 
 #include "tensor/kernels/kernels.h"
 
-#if BB_HAVE_X86_GEMM
+#if BBI_HAVE_X86_GEMM
 #include <immintrin.h>
 
 #include "tensor/kernels/vec.h"
 
-#define BB_AVX2FMA __attribute__((target("avx2,fma")))
-#define BB_X86_TILE_MAX_MR 14
-#define BB_X86_TILE_MAX_NV 4
+#define BBI_AVX2FMA __attribute__((target("avx2,fma")))
+#define BBI_X86_TILE_MAX_MR 14
+#define BBI_X86_TILE_MAX_NV 4
 
-BB_INLINE BB_AVX2FMA void bb_avx2fma_gemm_tile(size_t MR, size_t NV, size_t kc, const float *pa,
+BBI_INLINE BBI_AVX2FMA void bbi_avx2fma_gemm_tile(size_t MR, size_t NV, size_t kc, const float *pa,
                                          const float *pb, float *c, size_t ldc, size_t mr,
-                                         size_t nr, const bb_f32_gemm_tile *tile) {
-  __m256 acc[BB_X86_TILE_MAX_MR][BB_X86_TILE_MAX_NV];
-  BB_UNROLL for (size_t i = 0; i < MR; i++) {
-    BB_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm256_setzero_ps();
+                                         size_t nr, const bbi_f32_gemm_tile *tile) {
+  __m256 acc[BBI_X86_TILE_MAX_MR][BBI_X86_TILE_MAX_NV];
+  BBI_UNROLL for (size_t i = 0; i < MR; i++) {
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm256_setzero_ps();
   }
   for (size_t p = 0; p < kc; p++) {
-    __m256 b[BB_X86_TILE_MAX_NV];
-    BB_UNROLL for (size_t j = 0; j < NV; j++) b[j] = _mm256_loadu_ps(pb + 8 * j);
-    BB_UNROLL for (size_t i = 0; i < MR; i++) {
+    __m256 b[BBI_X86_TILE_MAX_NV];
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) b[j] = _mm256_loadu_ps(pb + 8 * j);
+    BBI_UNROLL for (size_t i = 0; i < MR; i++) {
       const __m256 a = _mm256_broadcast_ss(pa + i);
-      BB_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
+      BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
     }
     pa += MR;
     pb += 8 * NV;
   }
 
   if (mr != MR || nr != 8 * NV) {
-    float part[BB_X86_TILE_MAX_MR * BB_X86_TILE_MAX_NV * 8];
-    BB_UNROLL for (size_t i = 0; i < MR; i++) {
-      BB_UNROLL for (size_t j = 0; j < NV; j++) _mm256_storeu_ps(part + i * 8 * NV + 8 * j, acc[i][j]);
+    float part[BBI_X86_TILE_MAX_MR * BBI_X86_TILE_MAX_NV * 8];
+    BBI_UNROLL for (size_t i = 0; i < MR; i++) {
+      BBI_UNROLL for (size_t j = 0; j < NV; j++) _mm256_storeu_ps(part + i * 8 * NV + 8 * j, acc[i][j]);
     }
-    bb_f32_gemm_tile_apply(part, 8 * NV, c, ldc, mr, nr, tile);
+    bbi_f32_gemm_tile_apply(part, 8 * NV, c, ldc, mr, nr, tile);
     return;
   }
   const __m256 beta = _mm256_set1_ps(tile->beta);
   const __m256 lo = _mm256_set1_ps(tile->min), hi = _mm256_set1_ps(tile->max);
-  BB_UNROLL for (size_t i = 0; i < MR; i++) {
+  BBI_UNROLL for (size_t i = 0; i < MR; i++) {
     float *ci = c + i * ldc;
-    BB_UNROLL for (size_t j = 0; j < NV; j++) {
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) {
       __m256 v = acc[i][j];
       if (!tile->first) {
         v = _mm256_add_ps(v, _mm256_loadu_ps(ci + 8 * j));
@@ -56,46 +56,46 @@ BB_INLINE BB_AVX2FMA void bb_avx2fma_gemm_tile(size_t MR, size_t NV, size_t kc, 
         if (tile->bias_per_row) v = _mm256_add_ps(v, _mm256_set1_ps(tile->bias_per_row[i]));
       }
       /* max(lo, v) is v < lo ? lo : v and min(hi, v) is hi < v ? hi : v, the rules of
-       * bb_f32_max_scalar / bb_f32_min_scalar. */
+       * bbi_f32_max_scalar / bbi_f32_min_scalar. */
       if (tile->clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
       _mm256_storeu_ps(ci + 8 * j, v);
     }
   }
 }
 
-#define BB_AVX512 __attribute__((target("avx512f")))
+#define BBI_AVX512 __attribute__((target("avx512f")))
 
-BB_INLINE BB_AVX512 void bb_avx512_gemm_tile(size_t MR, size_t NV, size_t kc, const float *pa,
+BBI_INLINE BBI_AVX512 void bbi_avx512_gemm_tile(size_t MR, size_t NV, size_t kc, const float *pa,
                                        const float *pb, float *c, size_t ldc, size_t mr,
-                                       size_t nr, const bb_f32_gemm_tile *tile) {
-  __m512 acc[BB_X86_TILE_MAX_MR][BB_X86_TILE_MAX_NV];
-  BB_UNROLL for (size_t i = 0; i < MR; i++) {
-    BB_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm512_setzero_ps();
+                                       size_t nr, const bbi_f32_gemm_tile *tile) {
+  __m512 acc[BBI_X86_TILE_MAX_MR][BBI_X86_TILE_MAX_NV];
+  BBI_UNROLL for (size_t i = 0; i < MR; i++) {
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm512_setzero_ps();
   }
   for (size_t p = 0; p < kc; p++) {
-    __m512 b[BB_X86_TILE_MAX_NV];
-    BB_UNROLL for (size_t j = 0; j < NV; j++) b[j] = _mm512_loadu_ps(pb + 16 * j);
-    BB_UNROLL for (size_t i = 0; i < MR; i++) {
+    __m512 b[BBI_X86_TILE_MAX_NV];
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) b[j] = _mm512_loadu_ps(pb + 16 * j);
+    BBI_UNROLL for (size_t i = 0; i < MR; i++) {
       const __m512 a = _mm512_set1_ps(pa[i]);
-      BB_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+      BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
     }
     pa += MR;
     pb += 16 * NV;
   }
 
   if (mr != MR || nr != 16 * NV) {
-    float part[BB_X86_TILE_MAX_MR * BB_X86_TILE_MAX_NV * 16];
-    BB_UNROLL for (size_t i = 0; i < MR; i++) {
-      BB_UNROLL for (size_t j = 0; j < NV; j++) _mm512_storeu_ps(part + i * 16 * NV + 16 * j, acc[i][j]);
+    float part[BBI_X86_TILE_MAX_MR * BBI_X86_TILE_MAX_NV * 16];
+    BBI_UNROLL for (size_t i = 0; i < MR; i++) {
+      BBI_UNROLL for (size_t j = 0; j < NV; j++) _mm512_storeu_ps(part + i * 16 * NV + 16 * j, acc[i][j]);
     }
-    bb_f32_gemm_tile_apply(part, 16 * NV, c, ldc, mr, nr, tile);
+    bbi_f32_gemm_tile_apply(part, 16 * NV, c, ldc, mr, nr, tile);
     return;
   }
   const __m512 beta = _mm512_set1_ps(tile->beta);
   const __m512 lo = _mm512_set1_ps(tile->min), hi = _mm512_set1_ps(tile->max);
-  BB_UNROLL for (size_t i = 0; i < MR; i++) {
+  BBI_UNROLL for (size_t i = 0; i < MR; i++) {
     float *ci = c + i * ldc;
-    BB_UNROLL for (size_t j = 0; j < NV; j++) {
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) {
       __m512 v = acc[i][j];
       if (!tile->first) {
         v = _mm512_add_ps(v, _mm512_loadu_ps(ci + 16 * j));

@@ -6,21 +6,21 @@
 
 /* y[0..n) += sum over r < R of x[r] * B[r][0..n): R rows of B streamed side by side,
  * each element of y loaded and stored once per R rows. */
-BB_INLINE void gemv_add_rows(size_t R, size_t n, const float *x, const float *b, size_t ldb,
+BBI_INLINE void gemv_add_rows(size_t R, size_t n, const float *x, const float *b, size_t ldb,
                              float *y) {
-  bb_f32x4 xr[4];
-  BB_UNROLL for (size_t r = 0; r < R; r++) xr[r] = bb_f32x4_splat(x[r]);
+  bbi_f32x4 xr[4];
+  BBI_UNROLL for (size_t r = 0; r < R; r++) xr[r] = bbi_f32x4_splat(x[r]);
   size_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    bb_f32x4 acc = bb_f32x4_load(y + j);
-    BB_UNROLL for (size_t r = 0; r < R; r++) acc += xr[r] * bb_f32x4_load(b + r * ldb + j);
-    bb_f32x4_store(y + j, acc);
+    bbi_f32x4 acc = bbi_f32x4_load(y + j);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) acc += xr[r] * bbi_f32x4_load(b + r * ldb + j);
+    bbi_f32x4_store(y + j, acc);
   }
   if (j < n) {
-    bb_f32x4 acc = bb_f32x4_load_tail(y + j, n - j);
-    BB_UNROLL for (size_t r = 0; r < R; r++)
-      acc += xr[r] * bb_f32x4_load_tail(b + r * ldb + j, n - j);
-    bb_f32x4_store_tail(y + j, acc, n - j);
+    bbi_f32x4 acc = bbi_f32x4_load_tail(y + j, n - j);
+    BBI_UNROLL for (size_t r = 0; r < R; r++)
+      acc += xr[r] * bbi_f32x4_load_tail(b + r * ldb + j, n - j);
+    bbi_f32x4_store_tail(y + j, acc, n - j);
   }
 }
 
@@ -34,25 +34,25 @@ static void gemv_n(size_t n, size_t k, const float *x, const float *b, size_t ld
 }
 
 /* y[j..j+R) = dot products of x with R rows of B stored n×k, two accumulators per row. */
-BB_INLINE void gemv_rows(size_t R, size_t k, const float *x, const float *b, size_t ldb,
+BBI_INLINE void gemv_rows(size_t R, size_t k, const float *x, const float *b, size_t ldb,
                          float *y) {
-  bb_f32x4 acc[4][2];
-  BB_UNROLL for (size_t r = 0; r < R; r++) acc[r][0] = acc[r][1] = bb_f32x4_splat(0.0f);
+  bbi_f32x4 acc[4][2];
+  BBI_UNROLL for (size_t r = 0; r < R; r++) acc[r][0] = acc[r][1] = bbi_f32x4_splat(0.0f);
   size_t p = 0;
   for (; p + 8 <= k; p += 8) {
-    const bb_f32x4 x0 = bb_f32x4_load(x + p), x1 = bb_f32x4_load(x + p + 4);
-    BB_UNROLL for (size_t r = 0; r < R; r++) {
-      acc[r][0] += x0 * bb_f32x4_load(b + r * ldb + p);
-      acc[r][1] += x1 * bb_f32x4_load(b + r * ldb + p + 4);
+    const bbi_f32x4 x0 = bbi_f32x4_load(x + p), x1 = bbi_f32x4_load(x + p + 4);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) {
+      acc[r][0] += x0 * bbi_f32x4_load(b + r * ldb + p);
+      acc[r][1] += x1 * bbi_f32x4_load(b + r * ldb + p + 4);
     }
   }
   if (p + 4 <= k) {
-    const bb_f32x4 x0 = bb_f32x4_load(x + p);
-    BB_UNROLL for (size_t r = 0; r < R; r++) acc[r][0] += x0 * bb_f32x4_load(b + r * ldb + p);
+    const bbi_f32x4 x0 = bbi_f32x4_load(x + p);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) acc[r][0] += x0 * bbi_f32x4_load(b + r * ldb + p);
     p += 4;
   }
-  BB_UNROLL for (size_t r = 0; r < R; r++) {
-    float s = bb_f32x4_hsum(acc[r][0] + acc[r][1]);
+  BBI_UNROLL for (size_t r = 0; r < R; r++) {
+    float s = bbi_f32x4_hsum(acc[r][0] + acc[r][1]);
     for (size_t t = p; t < k; t++) s += x[t] * b[r * ldb + t];
     y[r] = s;
   }
@@ -64,7 +64,7 @@ static void gemv_t(size_t n, size_t k, const float *x, const float *b, size_t ld
   for (; j < n; j++) gemv_rows(1, k, x, b + j * ldb, ldb, y + j);
 }
 
-void bb_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
+void bbi_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
                  float *y) {
   if (trans_b)
     gemv_t(n, k, x, b, ldb, y);

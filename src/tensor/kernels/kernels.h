@@ -5,10 +5,10 @@
  * layer in vec.h, so it is SIMD128 in WebAssembly and SSE2 on x86-64, with AVX2/FMA and
  * AVX-512 GEMM micro-kernels picked at run time on x86-64) and a `_scalar` twin, plain C
  * that the tests hold the SIMD form to. Kernels do not allocate: GEMM takes its packing
- * buffer from the caller (sized by bb_f32_gemm_scratch_size). Arrays may be unaligned;
+ * buffer from the caller (sized by bbi_f32_gemm_scratch_size). Arrays may be unaligned;
  * outputs may alias inputs only where a function says so. */
-#ifndef BB_TENSOR_KERNELS_H
-#define BB_TENSOR_KERNELS_H
+#ifndef BBI_TENSOR_KERNELS_H
+#define BBI_TENSOR_KERNELS_H
 
 #include <stddef.h>
 
@@ -21,7 +21,7 @@
  * with beta. When beta is 0, C is only written, never read (so it may hold NaN), as in
  * BLAS; with alpha 0 or k 0 neither A nor B is read. A zero-initialised struct plus sizes,
  * pointers and alpha is a plain product. */
-typedef struct bb_f32_gemm_args {
+typedef struct bbi_f32_gemm_args {
   size_t m, n, k;
   int trans_a;      /* 0: A is m×k (lda >= k); 1: A is stored k×m (lda >= m) */
   int trans_b;      /* 0: B is k×n (ldb >= n); 1: B is stored n×k (ldb >= k) */
@@ -36,192 +36,192 @@ typedef struct bb_f32_gemm_args {
   int clamp;         /* nonzero: every result x becomes min(max(x, min), max) (e.g. ReLU) */
   float min, max;
   const float *bias_per_row; /* NULL, or m floats: bias_per_row[i] is added to row i */
-  /* NULL, or op(B) packed once by bb_f32_gemm_pack_b (for constant weights); b, ldb and
+  /* NULL, or op(B) packed once by bbi_f32_gemm_pack_b (for constant weights); b, ldb and
    * trans_b are then not used. It must have been packed for the same n, k and
    * configuration, or the product is refused. */
   const void *packed_b;
-} bb_f32_gemm_args;
+} bbi_f32_gemm_args;
 
 /* What a micro-kernel does with its accumulated tile `acc` (one k block of the product,
  * already scaled by alpha): on the first k block, c = acc + beta*c + bias + bias_per_row
  * (c is not read when beta is 0, either bias may be NULL); on later ones, c = c + acc.
  * After the last block the result is clamped when `clamp` is set. */
-typedef struct bb_f32_gemm_tile {
+typedef struct bbi_f32_gemm_tile {
   int first;
   int clamp;
   float beta;
   const float *bias;         /* the tile's first column of the bias row, or NULL */
   float min, max;
   const float *bias_per_row; /* the tile's first row of the per-row bias, or NULL */
-} bb_f32_gemm_tile;
+} bbi_f32_gemm_tile;
 
 /* A micro-kernel: multiplies a packed mr×kc panel of A (pa, MR floats per k step) by a
  * packed kc×nr panel of B (pb, NR floats per k step), both zero-padded to the full tile,
  * and applies `tile` to the top-left mr×nr corner of C (row stride ldc). */
-typedef void (*bb_f32_gemm_ukernel_fn)(size_t kc, const float *pa, const float *pb, float *c,
+typedef void (*bbi_f32_gemm_ukernel_fn)(size_t kc, const float *pa, const float *pb, float *c,
                                        size_t ldc, size_t mr, size_t nr,
-                                       const bb_f32_gemm_tile *tile);
+                                       const bbi_f32_gemm_tile *tile);
 
 /* A micro-kernel with the cache blocking it was tuned with. */
-typedef struct bb_f32_gemm_config {
+typedef struct bbi_f32_gemm_config {
   const char *name;  /* e.g. "5x8-f32x4": tile and instruction set */
   size_t mr, nr;     /* micro-tile */
   size_t mc, kc, nc; /* blocks of A (mc×kc, in L2) and B (kc×nc); mc a multiple of mr, nc
                         of nr. Blocks are evened out: k = 700 with kc 512 runs as 2×350. */
-  bb_f32_gemm_ukernel_fn ukernel;
-  bb_f32_gemm_ukernel_fn ukernel_1row; /* the same NR with MR = 1: one-row products on a
+  bbi_f32_gemm_ukernel_fn ukernel;
+  bbi_f32_gemm_ukernel_fn ukernel_1row; /* the same NR with MR = 1: one-row products on a
                                           packed B */
-} bb_f32_gemm_config;
+} bbi_f32_gemm_config;
 
-/* The configuration bb_f32_gemm uses on this machine (chosen by CPU features). */
-const bb_f32_gemm_config *bb_f32_gemm_default_config(void);
+/* The configuration bbi_f32_gemm uses on this machine (chosen by CPU features). */
+const bbi_f32_gemm_config *bbi_f32_gemm_default_config(void);
 
 /* All configurations this machine can run, best first; returns how many. For tests and
  * benchmarks. */
-size_t bb_f32_gemm_configs(const bb_f32_gemm_config *const **list);
+size_t bbi_f32_gemm_configs(const bbi_f32_gemm_config *const **list);
 
-/* Bytes of scratch bb_f32_gemm_run needs for products of these sizes (0 when none). */
-size_t bb_f32_gemm_scratch_size_for(const bb_f32_gemm_config *cfg, size_t m, size_t n,
+/* Bytes of scratch bbi_f32_gemm_run needs for products of these sizes (0 when none). */
+size_t bbi_f32_gemm_scratch_size_for(const bbi_f32_gemm_config *cfg, size_t m, size_t n,
                                     size_t k);
 
 /* Computes the product described by g with the given configuration, packing panels of A
  * and B into scratch. One-row (m = 1) and one-column (n = 1) products skip the packing
  * and run as matrix-vector products. Returns 0, or BB_ERR_INVALID_ARGUMENT when a leading
  * dimension is too small, a needed pointer is NULL, scratch_size is below what
- * bb_f32_gemm_scratch_size_for asks, or packed_b does not fit the product; C is then
+ * bbi_f32_gemm_scratch_size_for asks, or packed_b does not fit the product; C is then
  * untouched. */
-int bb_f32_gemm_run(const bb_f32_gemm_config *cfg, const bb_f32_gemm_args *g, void *scratch,
+int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g, void *scratch,
                     size_t scratch_size);
 
 /* The same two with the default configuration. */
-size_t bb_f32_gemm_scratch_size(size_t m, size_t n, size_t k);
-int bb_f32_gemm(const bb_f32_gemm_args *g, void *scratch, size_t scratch_size);
+size_t bbi_f32_gemm_scratch_size(size_t m, size_t n, size_t k);
+int bbi_f32_gemm(const bbi_f32_gemm_args *g, void *scratch, size_t scratch_size);
 
 /* Bytes that op(B), k×n, takes packed for cfg (NULL: the default configuration). */
-size_t bb_f32_gemm_packed_b_size(const bb_f32_gemm_config *cfg, size_t n, size_t k);
+size_t bbi_f32_gemm_packed_b_size(const bbi_f32_gemm_config *cfg, size_t n, size_t k);
 
-/* Packs op(B) (k×n; B and ldb read as bb_f32_gemm_args reads them with trans_b) into
+/* Packs op(B) (k×n; B and ldb read as bbi_f32_gemm_args reads them with trans_b) into
  * `packed` for use as args.packed_b with the same cfg (NULL: default), n and k. Returns 0,
  * or BB_ERR_INVALID_ARGUMENT for a NULL pointer, a short ldb or a small packed_size. */
-int bb_f32_gemm_pack_b(const bb_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
+int bbi_f32_gemm_pack_b(const bbi_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
                        const float *b, size_t ldb, void *packed, size_t packed_size);
 
 /* Reference: the textbook triple loop, float accumulation in k order, alpha applied to the
  * finished dot product. Does no argument checking and ignores packed_b. */
-void bb_f32_gemm_scalar(const bb_f32_gemm_args *g);
+void bbi_f32_gemm_scalar(const bbi_f32_gemm_args *g);
 
 /* Micro-kernels (the configurations above point at them). */
-void bb_f32_gemm_ukernel_5x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
+void bbi_f32_gemm_ukernel_5x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
-                                    const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_1x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
+                                    const bbi_f32_gemm_tile *tile);
+void bbi_f32_gemm_ukernel_1x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
-                                    const bb_f32_gemm_tile *tile);
+                                    const bbi_f32_gemm_tile *tile);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define BB_HAVE_X86_GEMM 1
-void bb_f32_gemm_ukernel_6x16__avx2fma(size_t kc, const float *pa, const float *pb, float *c,
+#define BBI_HAVE_X86_GEMM 1
+void bbi_f32_gemm_ukernel_6x16__avx2fma(size_t kc, const float *pa, const float *pb, float *c,
                                        size_t ldc, size_t mr, size_t nr,
-                                       const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_1x16__avx2fma(size_t kc, const float *pa, const float *pb, float *c,
+                                       const bbi_f32_gemm_tile *tile);
+void bbi_f32_gemm_ukernel_1x16__avx2fma(size_t kc, const float *pa, const float *pb, float *c,
                                        size_t ldc, size_t mr, size_t nr,
-                                       const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_8x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                       const bbi_f32_gemm_tile *tile);
+void bbi_f32_gemm_ukernel_8x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
                                       size_t ldc, size_t mr, size_t nr,
-                                      const bb_f32_gemm_tile *tile);
-void bb_f32_gemm_ukernel_1x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                      const bbi_f32_gemm_tile *tile);
+void bbi_f32_gemm_ukernel_1x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
                                       size_t ldc, size_t mr, size_t nr,
-                                      const bb_f32_gemm_tile *tile);
+                                      const bbi_f32_gemm_tile *tile);
 #endif
 
 /* Applies `tile` to the mr×nr corner of C from an accumulated tile stored row-major with
  * row stride ld; micro-kernels use it for tiles cut by the edge of C. */
-void bb_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, size_t mr,
-                            size_t nr, const bb_f32_gemm_tile *tile);
+void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, size_t mr,
+                            size_t nr, const bbi_f32_gemm_tile *tile);
 
 /* The matrix-vector products behind one-row GEMMs: y[j] = sum over p of x[p] * op(B)[p][j]
- * for j < n, op(B) k×n read as bb_f32_gemm_args reads it. */
-void bb_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
+ * for j < n, op(B) k×n read as bbi_f32_gemm_args reads it. */
+void bbi_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
                  float *y);
 
 /* ---- elementwise ---------------------------------------------------------------------- */
 
-typedef enum bb_binary_op {
-  BB_BINARY_ADD,
-  BB_BINARY_SUB,
-  BB_BINARY_MUL,
-  BB_BINARY_DIV,
-  BB_BINARY_MAX, /* NaN if either operand is NaN; the larger operand otherwise */
-  BB_BINARY_MIN,
-  BB_BINARY_OP_COUNT
-} bb_binary_op;
+typedef enum bbi_binary_op {
+  BBI_BINARY_ADD,
+  BBI_BINARY_SUB,
+  BBI_BINARY_MUL,
+  BBI_BINARY_DIV,
+  BBI_BINARY_MAX, /* NaN if either operand is NaN; the larger operand otherwise */
+  BBI_BINARY_MIN,
+  BBI_BINARY_OP_COUNT
+} bbi_binary_op;
 
 /* y[i] = a[i] op b[i], for i < n. y may be a or b. */
-void bb_f32_vbinary(bb_binary_op op, size_t n, const float *a, const float *b, float *y);
-void bb_f32_vbinary_scalar(bb_binary_op op, size_t n, const float *a, const float *b, float *y);
+void bbi_f32_vbinary(bbi_binary_op op, size_t n, const float *a, const float *b, float *y);
+void bbi_f32_vbinary_scalar(bbi_binary_op op, size_t n, const float *a, const float *b, float *y);
 
 /* y[i] = a[i] op b (the second operand is one scalar). y may be a. */
-void bb_f32_vbinary_c(bb_binary_op op, size_t n, const float *a, float b, float *y);
-void bb_f32_vbinary_c_scalar(bb_binary_op op, size_t n, const float *a, float b, float *y);
+void bbi_f32_vbinary_c(bbi_binary_op op, size_t n, const float *a, float b, float *y);
+void bbi_f32_vbinary_c_scalar(bbi_binary_op op, size_t n, const float *a, float b, float *y);
 
 /* y[i] = a op b[i] (the first operand is one scalar). y may be b. */
-void bb_f32_vbinary_rc(bb_binary_op op, size_t n, float a, const float *b, float *y);
-void bb_f32_vbinary_rc_scalar(bb_binary_op op, size_t n, float a, const float *b, float *y);
+void bbi_f32_vbinary_rc(bbi_binary_op op, size_t n, float a, const float *b, float *y);
+void bbi_f32_vbinary_rc_scalar(bbi_binary_op op, size_t n, float a, const float *b, float *y);
 
 /* Row broadcast over a rows×cols matrix (contiguous rows): y[r][c] = a[r][c] op b[c], or
  * b[c] op a[r][c] when b_first. y may be a. */
-void bb_f32_vbinary_row(bb_binary_op op, size_t rows, size_t cols, const float *a,
+void bbi_f32_vbinary_row(bbi_binary_op op, size_t rows, size_t cols, const float *a,
                         const float *b, int b_first, float *y);
-void bb_f32_vbinary_row_scalar(bb_binary_op op, size_t rows, size_t cols, const float *a,
+void bbi_f32_vbinary_row_scalar(bbi_binary_op op, size_t rows, size_t cols, const float *a,
                                const float *b, int b_first, float *y);
 
-typedef enum bb_unary_op {
-  BB_UNARY_NEG,
-  BB_UNARY_ABS,
-  BB_UNARY_SQRT,
-  BB_UNARY_EXP,
-  BB_UNARY_LOG,
-  BB_UNARY_RELU, /* (x < 0 ? 0 : x) + 0: NaN stays NaN, -0 becomes +0 */
-  BB_UNARY_SIGMOID,
-  BB_UNARY_TANH,
-  BB_UNARY_OP_COUNT
-} bb_unary_op;
+typedef enum bbi_unary_op {
+  BBI_UNARY_NEG,
+  BBI_UNARY_ABS,
+  BBI_UNARY_SQRT,
+  BBI_UNARY_EXP,
+  BBI_UNARY_LOG,
+  BBI_UNARY_RELU, /* (x < 0 ? 0 : x) + 0: NaN stays NaN, -0 becomes +0 */
+  BBI_UNARY_SIGMOID,
+  BBI_UNARY_TANH,
+  BBI_UNARY_OP_COUNT
+} bbi_unary_op;
 
 /* y[i] = op(x[i]), for i < n. y may be x. exp, log, sigmoid and tanh are within 2 ulp of
  * the correctly rounded result; the others are exact. The scalar twin calls libm (expf,
  * logf, and tanh and 1/(1+exp(-x)) in double, rounded once). */
-void bb_f32_vunary(bb_unary_op op, size_t n, const float *x, float *y);
-void bb_f32_vunary_scalar(bb_unary_op op, size_t n, const float *x, float *y);
+void bbi_f32_vunary(bbi_unary_op op, size_t n, const float *x, float *y);
+void bbi_f32_vunary_scalar(bbi_unary_op op, size_t n, const float *x, float *y);
 
 /* ---- reductions ----------------------------------------------------------------------- */
 
-typedef enum bb_reduce_op {
-  BB_REDUCE_SUM,
-  BB_REDUCE_MEAN,
-  BB_REDUCE_MAX, /* NaN if the row holds a NaN; -inf for an empty row */
-  BB_REDUCE_MIN, /* NaN if the row holds a NaN; +inf for an empty row */
-  BB_REDUCE_OP_COUNT
-} bb_reduce_op;
+typedef enum bbi_reduce_op {
+  BBI_REDUCE_SUM,
+  BBI_REDUCE_MEAN,
+  BBI_REDUCE_MAX, /* NaN if the row holds a NaN; -inf for an empty row */
+  BBI_REDUCE_MIN, /* NaN if the row holds a NaN; +inf for an empty row */
+  BBI_REDUCE_OP_COUNT
+} bbi_reduce_op;
 
 /* y[r] = op over x[r][0..cols), for each of `rows` contiguous rows (mean of an empty row
  * is NaN; with cols 0, x is not read and may be NULL). Sums are accumulated in another
  * order than the scalar twin's (16 partial sums). */
-void bb_f32_reduce_rows(bb_reduce_op op, size_t rows, size_t cols, const float *x, float *y);
-void bb_f32_reduce_rows_scalar(bb_reduce_op op, size_t rows, size_t cols, const float *x,
+void bbi_f32_reduce_rows(bbi_reduce_op op, size_t rows, size_t cols, const float *x, float *y);
+void bbi_f32_reduce_rows_scalar(bbi_reduce_op op, size_t rows, size_t cols, const float *x,
                                float *y);
 
 /* Reduces the middle axis of an outer×len×inner array: y[o][i] = op over x[o][0..len)[i],
  * which covers every reduction over one run of adjacent axes. For inner > 1 the sums are
  * accumulated in the twin's order, so the two agree exactly. */
-void bb_f32_reduce_strided(bb_reduce_op op, size_t outer, size_t len, size_t inner,
+void bbi_f32_reduce_strided(bbi_reduce_op op, size_t outer, size_t len, size_t inner,
                            const float *x, float *y);
-void bb_f32_reduce_strided_scalar(bb_reduce_op op, size_t outer, size_t len, size_t inner,
+void bbi_f32_reduce_strided_scalar(bbi_reduce_op op, size_t outer, size_t len, size_t inner,
                                   const float *x, float *y);
 
 /* Softmax / log-softmax over each of `rows` contiguous rows of `cols` floats, stable for
  * any finite input (the row maximum is subtracted first). y may be x. */
-void bb_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y);
-void bb_f32_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float *y);
-void bb_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, float *y);
-void bb_f32_log_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float *y);
+void bbi_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y);
+void bbi_f32_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float *y);
+void bbi_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, float *y);
+void bbi_f32_log_softmax_rows_scalar(size_t rows, size_t cols, const float *x, float *y);
 
 #endif

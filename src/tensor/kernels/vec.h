@@ -4,8 +4,8 @@
  * Arithmetic uses the plain operators; the few operations C has no operator for are
  * defined here once, per target, with the exact semantics the scalar twins copy, so a
  * SIMD kernel and its twin agree bit for bit wherever IEEE rounding allows. */
-#ifndef BB_TENSOR_KERNELS_VEC_H
-#define BB_TENSOR_KERNELS_VEC_H
+#ifndef BBI_TENSOR_KERNELS_VEC_H
+#define BBI_TENSOR_KERNELS_VEC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,105 +18,105 @@
 #endif
 
 #if defined(__clang__)
-#define BB_UNROLL _Pragma("clang loop unroll(full)")
+#define BBI_UNROLL _Pragma("clang loop unroll(full)")
 #elif defined(__GNUC__)
-#define BB_UNROLL _Pragma("GCC unroll 16")
+#define BBI_UNROLL _Pragma("GCC unroll 16")
 #else
-#define BB_UNROLL
+#define BBI_UNROLL
 #endif
 
-#define BB_INLINE static inline __attribute__((always_inline))
+#define BBI_INLINE static inline __attribute__((always_inline))
 
-typedef float bb_f32x4 __attribute__((vector_size(16)));
-typedef int32_t bb_i32x4 __attribute__((vector_size(16)));
-typedef uint32_t bb_u32x4 __attribute__((vector_size(16)));
+typedef float bbi_f32x4 __attribute__((vector_size(16)));
+typedef int32_t bbi_i32x4 __attribute__((vector_size(16)));
+typedef uint32_t bbi_u32x4 __attribute__((vector_size(16)));
 
 /* Unaligned loads and stores; memcpy keeps them free of alignment and aliasing
  * assumptions and compiles to one movups / v128.load. */
-BB_INLINE bb_f32x4 bb_f32x4_load(const float *p) {
-  bb_f32x4 v;
+BBI_INLINE bbi_f32x4 bbi_f32x4_load(const float *p) {
+  bbi_f32x4 v;
   memcpy(&v, p, sizeof v);
   return v;
 }
 
-BB_INLINE void bb_f32x4_store(float *p, bb_f32x4 v) { memcpy(p, &v, sizeof v); }
+BBI_INLINE void bbi_f32x4_store(float *p, bbi_f32x4 v) { memcpy(p, &v, sizeof v); }
 
-BB_INLINE bb_f32x4 bb_f32x4_splat(float x) { return (bb_f32x4){x, x, x, x}; }
+BBI_INLINE bbi_f32x4 bbi_f32x4_splat(float x) { return (bbi_f32x4){x, x, x, x}; }
 
 /* Loads the first n (< 4) floats of p, zero in the other lanes; reads nothing past p+n. */
-BB_INLINE bb_f32x4 bb_f32x4_load_tail(const float *p, size_t n) {
-  bb_f32x4 v = bb_f32x4_splat(0.0f);
+BBI_INLINE bbi_f32x4 bbi_f32x4_load_tail(const float *p, size_t n) {
+  bbi_f32x4 v = bbi_f32x4_splat(0.0f);
   for (size_t i = 0; i < n; i++) v[i] = p[i];
   return v;
 }
 
 /* Stores the first n (< 4) lanes of v to p. */
-BB_INLINE void bb_f32x4_store_tail(float *p, bb_f32x4 v, size_t n) {
+BBI_INLINE void bbi_f32x4_store_tail(float *p, bbi_f32x4 v, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = v[i];
 }
 
-BB_INLINE bb_i32x4 bb_f32x4_as_i32(bb_f32x4 v) { return (bb_i32x4)v; }
-BB_INLINE bb_f32x4 bb_i32x4_as_f32(bb_i32x4 v) { return (bb_f32x4)v; }
+BBI_INLINE bbi_i32x4 bbi_f32x4_as_i32(bbi_f32x4 v) { return (bbi_i32x4)v; }
+BBI_INLINE bbi_f32x4 bbi_i32x4_as_f32(bbi_i32x4 v) { return (bbi_f32x4)v; }
 
 /* mask ? a : b, lane by lane; mask lanes are all ones or all zeros (a comparison). */
-BB_INLINE bb_f32x4 bb_f32x4_select(bb_i32x4 mask, bb_f32x4 a, bb_f32x4 b) {
+BBI_INLINE bbi_f32x4 bbi_f32x4_select(bbi_i32x4 mask, bbi_f32x4 a, bbi_f32x4 b) {
 #if defined(__wasm_simd128__)
-  return (bb_f32x4)wasm_v128_bitselect((v128_t)a, (v128_t)b, (v128_t)mask);
+  return (bbi_f32x4)wasm_v128_bitselect((v128_t)a, (v128_t)b, (v128_t)mask);
 #else
-  return (bb_f32x4)((mask & (bb_i32x4)a) | (~mask & (bb_i32x4)b));
+  return (bbi_f32x4)((mask & (bbi_i32x4)a) | (~mask & (bbi_i32x4)b));
 #endif
 }
 
 /* a < b ? b : a — what maxps(b, a) and wasm's pmax compute: a NaN in a comes
- * through, a NaN in b does not. bb_f32_max_scalar is the same rule. */
-BB_INLINE bb_f32x4 bb_f32x4_max(bb_f32x4 a, bb_f32x4 b) {
+ * through, a NaN in b does not. bbi_f32_max_scalar is the same rule. */
+BBI_INLINE bbi_f32x4 bbi_f32x4_max(bbi_f32x4 a, bbi_f32x4 b) {
 #if defined(__wasm_simd128__)
-  return (bb_f32x4)wasm_f32x4_pmax((v128_t)a, (v128_t)b);
+  return (bbi_f32x4)wasm_f32x4_pmax((v128_t)a, (v128_t)b);
 #elif defined(__SSE2__)
-  return (bb_f32x4)_mm_max_ps((__m128)b, (__m128)a);
+  return (bbi_f32x4)_mm_max_ps((__m128)b, (__m128)a);
 #else
-  return bb_f32x4_select(a < b, b, a);
+  return bbi_f32x4_select(a < b, b, a);
 #endif
 }
 
-/* b < a ? b : a (minps(b, a), wasm pmin); the mirror of bb_f32x4_max. */
-BB_INLINE bb_f32x4 bb_f32x4_min(bb_f32x4 a, bb_f32x4 b) {
+/* b < a ? b : a (minps(b, a), wasm pmin); the mirror of bbi_f32x4_max. */
+BBI_INLINE bbi_f32x4 bbi_f32x4_min(bbi_f32x4 a, bbi_f32x4 b) {
 #if defined(__wasm_simd128__)
-  return (bb_f32x4)wasm_f32x4_pmin((v128_t)a, (v128_t)b);
+  return (bbi_f32x4)wasm_f32x4_pmin((v128_t)a, (v128_t)b);
 #elif defined(__SSE2__)
-  return (bb_f32x4)_mm_min_ps((__m128)b, (__m128)a);
+  return (bbi_f32x4)_mm_min_ps((__m128)b, (__m128)a);
 #else
-  return bb_f32x4_select(b < a, b, a);
+  return bbi_f32x4_select(b < a, b, a);
 #endif
 }
 
 /* The same two rules on scalars; every scalar twin uses these. */
-static inline float bb_f32_max_scalar(float a, float b) { return a < b ? b : a; }
-static inline float bb_f32_min_scalar(float a, float b) { return b < a ? b : a; }
+static inline float bbi_f32_max_scalar(float a, float b) { return a < b ? b : a; }
+static inline float bbi_f32_min_scalar(float a, float b) { return b < a ? b : a; }
 
-BB_INLINE bb_f32x4 bb_f32x4_sqrt(bb_f32x4 v) {
+BBI_INLINE bbi_f32x4 bbi_f32x4_sqrt(bbi_f32x4 v) {
 #if defined(__wasm_simd128__)
-  return (bb_f32x4)wasm_f32x4_sqrt((v128_t)v);
+  return (bbi_f32x4)wasm_f32x4_sqrt((v128_t)v);
 #elif defined(__SSE2__)
-  return (bb_f32x4)_mm_sqrt_ps((__m128)v);
+  return (bbi_f32x4)_mm_sqrt_ps((__m128)v);
 #else
-  return (bb_f32x4){__builtin_sqrtf(v[0]), __builtin_sqrtf(v[1]), __builtin_sqrtf(v[2]),
+  return (bbi_f32x4){__builtin_sqrtf(v[0]), __builtin_sqrtf(v[1]), __builtin_sqrtf(v[2]),
                     __builtin_sqrtf(v[3])};
 #endif
 }
 
-BB_INLINE bb_f32x4 bb_f32x4_abs(bb_f32x4 v) {
-  return bb_i32x4_as_f32(bb_f32x4_as_i32(v) & (bb_i32x4){0x7fffffff, 0x7fffffff,
+BBI_INLINE bbi_f32x4 bbi_f32x4_abs(bbi_f32x4 v) {
+  return bbi_i32x4_as_f32(bbi_f32x4_as_i32(v) & (bbi_i32x4){0x7fffffff, 0x7fffffff,
                                                           0x7fffffff, 0x7fffffff});
 }
 
-BB_INLINE bb_f32x4 bb_f32x4_neg(bb_f32x4 v) {
+BBI_INLINE bbi_f32x4 bbi_f32x4_neg(bbi_f32x4 v) {
   const int32_t s = INT32_MIN;
-  return bb_i32x4_as_f32(bb_f32x4_as_i32(v) ^ (bb_i32x4){s, s, s, s});
+  return bbi_i32x4_as_f32(bbi_f32x4_as_i32(v) ^ (bbi_i32x4){s, s, s, s});
 }
 
 /* Nonzero when every lane of a comparison mask is set. */
-BB_INLINE int bb_i32x4_all(bb_i32x4 mask) {
+BBI_INLINE int bbi_i32x4_all(bbi_i32x4 mask) {
 #if defined(__wasm_simd128__)
   return wasm_i32x4_all_true((v128_t)mask);
 #elif defined(__SSE2__)
@@ -128,24 +128,24 @@ BB_INLINE int bb_i32x4_all(bb_i32x4 mask) {
 
 /* Lanes of a and b picked by index (0-3 from a, 4-7 from b). */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
-#define BB_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#define BBI_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
 #else
-#define BB_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (bb_i32x4){i0, i1, i2, i3})
+#define BBI_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (bbi_i32x4){i0, i1, i2, i3})
 #endif
 
 /* Transposes the 4×4 matrix whose rows are r[0..3], in place. */
-BB_INLINE void bb_f32x4_transpose(bb_f32x4 r[4]) {
-  const bb_f32x4 t0 = BB_F32X4_SHUFFLE(r[0], r[1], 0, 4, 1, 5);
-  const bb_f32x4 t1 = BB_F32X4_SHUFFLE(r[0], r[1], 2, 6, 3, 7);
-  const bb_f32x4 t2 = BB_F32X4_SHUFFLE(r[2], r[3], 0, 4, 1, 5);
-  const bb_f32x4 t3 = BB_F32X4_SHUFFLE(r[2], r[3], 2, 6, 3, 7);
-  r[0] = BB_F32X4_SHUFFLE(t0, t2, 0, 1, 4, 5);
-  r[1] = BB_F32X4_SHUFFLE(t0, t2, 2, 3, 6, 7);
-  r[2] = BB_F32X4_SHUFFLE(t1, t3, 0, 1, 4, 5);
-  r[3] = BB_F32X4_SHUFFLE(t1, t3, 2, 3, 6, 7);
+BBI_INLINE void bbi_f32x4_transpose(bbi_f32x4 r[4]) {
+  const bbi_f32x4 t0 = BBI_F32X4_SHUFFLE(r[0], r[1], 0, 4, 1, 5);
+  const bbi_f32x4 t1 = BBI_F32X4_SHUFFLE(r[0], r[1], 2, 6, 3, 7);
+  const bbi_f32x4 t2 = BBI_F32X4_SHUFFLE(r[2], r[3], 0, 4, 1, 5);
+  const bbi_f32x4 t3 = BBI_F32X4_SHUFFLE(r[2], r[3], 2, 6, 3, 7);
+  r[0] = BBI_F32X4_SHUFFLE(t0, t2, 0, 1, 4, 5);
+  r[1] = BBI_F32X4_SHUFFLE(t0, t2, 2, 3, 6, 7);
+  r[2] = BBI_F32X4_SHUFFLE(t1, t3, 0, 1, 4, 5);
+  r[3] = BBI_F32X4_SHUFFLE(t1, t3, 2, 3, 6, 7);
 }
 
 /* Sum of the four lanes, in a fixed pairwise order. */
-BB_INLINE float bb_f32x4_hsum(bb_f32x4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
+BBI_INLINE float bbi_f32x4_hsum(bbi_f32x4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
 
 #endif

@@ -1,15 +1,16 @@
-/* bytesandbrains — the reference examples' Modules, recorded with the DSL and compiled
- * with their default bindings. Used by `bb compile --example NAME`, bb.wasm, the runnable
- * programs of examples/programs and tests/examples.
+/* bytesandbrains — the reference examples' Modules (docs/EXAMPLES.md), recorded with the
+ * DSL and compiled with their default bindings. Used by `bb compile --example NAME`,
+ * bb.wasm, the runnable programs in examples/programs and tests/examples.
  *
- * Concrete type names bound here (shipped concretes, or fixtures of src/programs/fixtures.c):
+ * Concrete type names bound here are the names the shipped concretes and the fixtures
+ * (programs/fixtures.h) register:
  *   NoopDataLoader, NoopModel   quickstart's fixtures
- *   StubLoader, StubModel,      fixtures shared by several examples
+ *   StubLoader, StubModel,      fixtures several examples share
  *   StubAggregator
  *   CountingIndex               component_with_dependency's Index, depends on Backend
  *                               slot "compute"
- *   FlatIndex                   exact k-NN Index (custom_index; the reference's
- *                               HnswIndex, made exact for determinism)
+ *   FlatIndex                   exact k-NN Index (custom_index; exact, so every run
+ *                               finds the same neighbours)
  *   CpuBackend                  the CPU Backend
  *   FedAvg                      FedAvg<CpuBackend>, depends on Backend slot "backend"
  *   GlobalRegistryClient,       the GlobalRegistry protocol sides; the server is also a
@@ -36,38 +37,38 @@ typedef struct bb_example {
   int (*configure)(bb_compiler *c, size_t module, bb_error *err);
 } bb_example;
 
-/* The table: the reference examples in their published order, then the learning examples. */
-const bb_example *const *bb_examples(size_t *count);
+/* The table, in a fixed order (the order `bb compile --examples` lists). */
+BB_API const bb_example *const *bb_examples(size_t *count);
 /* The example named `name`, or NULL. */
-const bb_example *bb_example_find(const char *name);
+BB_API const bb_example *bb_example_find(const char *name);
 
 /* Records ex->modules[module], configures a fresh compiler with ex->configure and
  * compiles: *out is the artifact (free with bb_buffer_free(NULL, *out)). */
-int bb_example_compile(const bb_example *ex, size_t module, uint8_t **out, size_t *out_len, bb_error *err);
+BB_API int bb_example_compile(const bb_example *ex, size_t module, uint8_t **out, size_t *out_len, bb_error *err);
 
 /* Shared by the example files: the f32 tensor storage declaration of a concrete, with
  * optional dependencies. */
-int bb_example_declare(bb_compiler *c, const char *type, const bb_component_dep *deps, size_t n_deps,
-                       bb_error *err);
+BB_API int bb_example_declare(bb_compiler *c, const char *type, const bb_component_dep *deps, size_t n_deps,
+                              bb_error *err);
 /* CpuBackend's declaration: the same f32 storage, and the CPU executor's op set. */
-int bb_example_declare_cpu_backend(bb_compiler *c, bb_error *err);
+BB_API int bb_example_declare_cpu_backend(bb_compiler *c, bb_error *err);
 
 /* The examples, one per file. */
-extern const bb_example BB_EXAMPLE_QUICKSTART;
-extern const bb_example BB_EXAMPLE_COMPONENT_WITH_DEPENDENCY;
-extern const bb_example BB_EXAMPLE_CUSTOM_INDEX;
-extern const bb_example BB_EXAMPLE_MULTI_TARGET_NETWORK;
-extern const bb_example BB_EXAMPLE_FEDERATED_LEARNING;
-extern const bb_example BB_EXAMPLE_SINGLE_NODE_FEDERATED_LEARNING;
-extern const bb_example BB_EXAMPLE_CUSTOM_COMPILER_PASS;
-extern const bb_example BB_EXAMPLE_POLYMORPHIC_TYPES;
-extern const bb_example BB_EXAMPLE_FEDERATED_DIGITS;
-extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
+BB_API extern const bb_example BB_EXAMPLE_QUICKSTART;
+BB_API extern const bb_example BB_EXAMPLE_COMPONENT_WITH_DEPENDENCY;
+BB_API extern const bb_example BB_EXAMPLE_CUSTOM_INDEX;
+BB_API extern const bb_example BB_EXAMPLE_MULTI_TARGET_NETWORK;
+BB_API extern const bb_example BB_EXAMPLE_FEDERATED_LEARNING;
+BB_API extern const bb_example BB_EXAMPLE_SINGLE_NODE_FEDERATED_LEARNING;
+BB_API extern const bb_example BB_EXAMPLE_CUSTOM_COMPILER_PASS;
+BB_API extern const bb_example BB_EXAMPLE_POLYMORPHIC_TYPES;
+BB_API extern const bb_example BB_EXAMPLE_FEDERATED_DIGITS;
+BB_API extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
 
 /* polymorphic_types' negative case: AddReluDemo seeded x = tensor.f32, y = tensor.f64,
  * which the compiler must reject (TypeConstraintFailed, "mixed" precision). Compiled
  * with the example's configure(…, 0, …). */
-extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
+BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
 
 /* custom_compiler_pass: the metadata key its pass stamps on every wire Send. */
 #define BB_EXAMPLE_TRACING_KEY "example.tracing_id"

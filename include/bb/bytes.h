@@ -1,9 +1,10 @@
-/* Little-endian bytes: fixed-width loads and stores, a writer (growing through an
- * allocator, or into a fixed buffer) and a bounds-checked reader. Every binary format of
- * the project (values, snapshots, component states, control messages) is built on these,
- * so each byte order and bounds rule is written once. */
-#ifndef BB_UTIL_BYTES_H
-#define BB_UTIL_BYTES_H
+/* bytesandbrains — little-endian bytes: fixed-width loads and stores, a writer (growing
+ * through an allocator, or into a fixed buffer) and a bounds-checked reader. Every binary
+ * format of the project (values, snapshots, component states, control messages, the byte
+ * layouts of bb.wasm's ABI) is built on these, so each byte order and bounds rule is
+ * written once; a component written in C saves and loads its state with them too. */
+#ifndef BB_BYTES_H
+#define BB_BYTES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,6 +12,10 @@
 #include <string.h>
 
 #include "bb/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- loads and stores at a pointer the caller has checked ---------------------------- */
 
@@ -60,7 +65,7 @@ typedef struct bb_le_writer {
   bool failed;
 } bb_le_writer;
 
-/* A writer that grows through alloc; the caller frees w.buf with bb_mem_free(alloc, ...). */
+/* A writer that grows through alloc; the caller frees w.buf with bb_buffer_free(alloc, ...). */
 static inline bb_le_writer bb_le_writer_growing(const bb_allocator *alloc) {
   return (bb_le_writer){alloc, NULL, 0, 0, false};
 }
@@ -72,16 +77,16 @@ static inline bb_le_writer bb_le_writer_fixed(uint8_t *buf, size_t cap) {
 /* True when every byte written so far is in the buffer. */
 static inline bool bb_le_writer_ok(const bb_le_writer *w) { return !w->failed && w->len <= w->cap; }
 
-void bb_le_write(bb_le_writer *w, const void *data, size_t len);
-void bb_le_write_u8(bb_le_writer *w, uint8_t v);
-void bb_le_write_u16(bb_le_writer *w, uint16_t v);
-void bb_le_write_u32(bb_le_writer *w, uint32_t v);
-void bb_le_write_u64(bb_le_writer *w, uint64_t v);
-void bb_le_write_f32(bb_le_writer *w, float v);
+BB_API void bb_le_write(bb_le_writer *w, const void *data, size_t len);
+BB_API void bb_le_write_u8(bb_le_writer *w, uint8_t v);
+BB_API void bb_le_write_u16(bb_le_writer *w, uint16_t v);
+BB_API void bb_le_write_u32(bb_le_writer *w, uint32_t v);
+BB_API void bb_le_write_u64(bb_le_writer *w, uint64_t v);
+BB_API void bb_le_write_f32(bb_le_writer *w, float v);
 /* Appends len bytes the caller fills in place (an encoder that writes into a buffer):
  * where they go, or NULL when they are not stored (the writer failed, or they pass a
  * fixed buffer's end; they still count, as every write does). */
-uint8_t *bb_le_write_span(bb_le_writer *w, size_t len);
+BB_API uint8_t *bb_le_write_span(bb_le_writer *w, size_t len);
 
 /* ---- the reader ----------------------------------------------------------------------- */
 
@@ -100,13 +105,16 @@ static inline bb_le_reader bb_le_reader_of(const void *p, size_t len) {
 static inline size_t bb_le_left(const bb_le_reader *r) { return r->len - r->at; }
 
 /* Copies len bytes to out (NULL: skips them). */
-bool bb_le_read(bb_le_reader *r, void *out, size_t len);
+BB_API bool bb_le_read(bb_le_reader *r, void *out, size_t len);
 /* The next len bytes in place (NULL when fewer are left). */
-const uint8_t *bb_le_read_span(bb_le_reader *r, size_t len);
-bool bb_le_read_u8(bb_le_reader *r, uint8_t *out);
-bool bb_le_read_u16(bb_le_reader *r, uint16_t *out);
-bool bb_le_read_u32(bb_le_reader *r, uint32_t *out);
-bool bb_le_read_u64(bb_le_reader *r, uint64_t *out);
-bool bb_le_read_f32(bb_le_reader *r, float *out);
+BB_API const uint8_t *bb_le_read_span(bb_le_reader *r, size_t len);
+BB_API bool bb_le_read_u8(bb_le_reader *r, uint8_t *out);
+BB_API bool bb_le_read_u16(bb_le_reader *r, uint16_t *out);
+BB_API bool bb_le_read_u32(bb_le_reader *r, uint32_t *out);
+BB_API bool bb_le_read_u64(bb_le_reader *r, uint64_t *out);
+BB_API bool bb_le_read_f32(bb_le_reader *r, float *out);
 
+#ifdef __cplusplus
+}
 #endif
+#endif /* BB_BYTES_H */

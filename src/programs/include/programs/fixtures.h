@@ -1,4 +1,4 @@
-/* The small concrete components the reference examples bind: quickstart's
+/* The small concrete components the reference examples bind (docs/EXAMPLES.md): quickstart's
  * NoopDataLoader and NoopModel, the shared StubLoader / StubModel / StubAggregator,
  * component_with_dependency's CountingIndex and single_node_federated_learning's MyModel
  * and MyData. Each is a real component (create, destroy, a role dispatcher); the ones an
@@ -9,14 +9,14 @@
 
 #include "bb/roles.h"
 
-extern const bb_component_type BB_FIXTURE_NOOP_DATA_LOADER; /* next_batch → ([1.0], [1.0]) */
-extern const bb_component_type BB_FIXTURE_NOOP_MODEL;       /* identity forward, params [] */
-extern const bb_component_type BB_FIXTURE_STUB_LOADER;      /* next_batch → ([1, 2, 3], []) */
-extern const bb_component_type BB_FIXTURE_STUB_MODEL;       /* identity forward, params [], loss 0 */
-extern const bb_component_type BB_FIXTURE_STUB_AGGREGATOR;  /* records contributions; aggregate → [] */
-extern const bb_component_type BB_FIXTURE_COUNTING_INDEX;   /* search → backend Add on "compute"; [] */
-extern const bb_component_type BB_FIXTURE_MY_MODEL;         /* forward [w·x0]; params [w]; config w=<f> */
-extern const bb_component_type BB_FIXTURE_MY_DATA;          /* next_batch → ([1.0], [2.0]) */
+BB_API extern const bb_component_type BB_FIXTURE_NOOP_DATA_LOADER; /* next_batch → ([1.0], [1.0]) */
+BB_API extern const bb_component_type BB_FIXTURE_NOOP_MODEL;       /* identity forward, params [] */
+BB_API extern const bb_component_type BB_FIXTURE_STUB_LOADER;      /* next_batch → ([1, 2, 3], []) */
+BB_API extern const bb_component_type BB_FIXTURE_STUB_MODEL;       /* identity forward, params [], loss 0 */
+BB_API extern const bb_component_type BB_FIXTURE_STUB_AGGREGATOR;  /* records contributions; aggregate → [] */
+BB_API extern const bb_component_type BB_FIXTURE_COUNTING_INDEX;   /* search → backend Add on "compute"; [] */
+BB_API extern const bb_component_type BB_FIXTURE_MY_MODEL;         /* forward [w·x0]; params [w]; config w=<f> */
+BB_API extern const bb_component_type BB_FIXTURE_MY_DATA;          /* next_batch → ([1.0], [2.0]) */
 
 /* StubAggregator's instance: the last contribution and who sent it. */
 typedef struct bb_fixture_stub_aggregator {
@@ -45,6 +45,6 @@ typedef struct bb_fixture_my_model {
 } bb_fixture_my_model;
 
 /* Adds all eight types to r. */
-int bb_fixtures_register(bb_registry *r, bb_error *err);
+BB_API int bb_fixtures_register(bb_registry *r, bb_error *err);
 
 #endif

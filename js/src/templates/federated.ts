@@ -1,0 +1,149 @@
+/**
+ * Federated averaging: one server and any number of clients. Each round the server sends
+ * its global model to the clients; each client trains it on its own data and sends the
+ * result back; the server aggregates what arrived into the next global model and scores
+ * it on its test set.
+ *
+ * ```ts
+ * const plan = federatedAveraging({ model: cpuMlp({ inputs: 2, outputs: 2 }), clients: 2 });
+ * const artifact = plan.compile(bb);
+ * const server = plan.installServer(bb, { artifact, test });       // then server.start()
+ * const client = plan.installClient(bb, { artifact, server: server.node.self, data: shard });
+ * ```
+ *
+ * The Module is written with the DSL (`plan.module`); nothing of it is special-cased in C.
+ */
+import type { Compiler } from '../compiler.js';
+import { TENSOR_F32 } from '../compiler.js';
+import { BbError, BbErrorCode } from '../errors.js';
+import type { Graph } from '../dsl/graph.js';
+import { module } from '../dsl/module.js';
+import type { CodecSlot } from '../dsl/slots.js';
+import { TYPES, type GraphValue } from '../dsl/value.js';
+import { recordAnnounce, type Discovery } from './discovery.js';
+import type { ModelChoice } from './models.js';
+import { Plan } from './plan.js';
+
+export interface FederatedAveragingOptions {
+  /** What the federation trains (cpuMlp, componentModel, onnxModel). */
+  readonly model: ModelChoice;
+  /** Clients a round waits for: it closes as soon as this many updates arrived. */
+  readonly clients: number;
+  /** Updates a round needs once its deadline passed (default: clients). */
+  readonly quorum?: number;
+  /** How long a round waits for all clients before it closes with a quorum (default 1000 ms). */
+  readonly deadlineMs?: number;
+  /** Rounds after which the server's `finished` resolves (default: none; the rounds go on). */
+  readonly rounds?: number;
+  /**
+   * How updates become the global model: sample-weighted averaging (FedAvg, default), or
+   * the coordinate-wise median or trimmed mean of one update per client (robust to a few
+   * bad clients; a round closes once `quorum` clients contributed).
+   */
+  readonly aggregator?: 'fedavg' | 'median' | 'trimmed-mean';
+  /** The share trimmed at each end by 'trimmed-mean' (default 0.2). */
+  readonly trim?: number;
+  /** Compresses the clients' updates on the wire: float16 or 8-bit quantization. */
+  readonly codec?: 'f16' | 'u8';
+  /** How the server learns its clients (default 'registry': they announce themselves). */
+  readonly discovery?: Discovery;
+  /** How often the server starts a round (default 200 ms). */
+  readonly roundMs?: number;
+  /** Local SGD steps per round on each client (default 10), on batches of `batch` rows (default 32). */
+  readonly fitSteps?: number;
+  readonly batch?: number;
+  /** A registered client silent this long leaves the federation (default 30000 ms). */
+  readonly registryTtlMs?: number;
+  /** The Module's name (default 'FederatedAveraging'); its partitions are named after it. */
+  readonly name?: string;
+}
+
+const CODECS = { f16: 'Float16Codec', u8: 'Uint8Codec' } as const;
+
+function positive(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: ${name} must be a positive integer, got ${value}`);
+  return value;
+}
+
+export function federatedAveraging(options: FederatedAveragingOptions): Plan {
+  const clients = positive('clients', options.clients);
+  const quorum = positive('quorum', options.quorum ?? clients);
+  if (quorum > clients) throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: quorum ${quorum} is more than clients ${clients}`);
+  const aggregator = options.aggregator ?? 'fedavg';
+  const discovery = options.discovery ?? 'registry';
+  const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
+  const codec = options.codec;
+  const robust = aggregator !== 'fedavg';
+
+  const body = (g: Graph): void => {
+    // in this order the seats variant is federated_digits' Module, byte for byte
+    const clientsIn = discovery === 'seats' ? g.input('clients', TYPES.peerIds) : undefined;
+    const server = g.input('server', TYPES.peerIds);
+    const testX = g.input('test_x', TYPES.tensorF32);
+    const testY = g.input('test_y', TYPES.tensorF32);
+    const model = g.model('model');
+    const agg = g.aggregator('aggregator');
+    const wire: CodecSlot | undefined = codec === undefined ? undefined : g.codec('codec');
+    const destination = (tick: GraphValue): GraphValue => clientsIn ?? g.peerSelector('clients', 'clients').currentView(tick);
+
+    // the server's round loop
+    const tick = g.interval(roundNs);
+    const { params: aggregated, metadata: round } = agg.aggregate(tick);
+    const loaded = model.loadParameters(aggregated);
+    g.output('accuracy', model.evaluate(testX, testY, loaded));
+    if (robust) {
+      // a robust round closes on contributions alone: the server sends its model every tick,
+      // a microsecond after it, so that a round closed at the tick is loaded by then
+      g.output('model', aggregated);
+      g.netOut('global', destination(tick), model.params(g.sleep(1000, tick)));
+    } else {
+      g.output('round', round);
+      g.output('model', aggregated);
+      g.netOut('global', destination(tick), g.bundle(aggregated, round));
+    }
+
+    // a client's round
+    const global = g.lookupOutput('global');
+    const [params, roundIn] = robust ? [global, undefined] : (g.unbundle(global, [TYPES.tensorF32, TYPES.abstract]) as [GraphValue, GraphValue]);
+    const { trained, samples } = model.fit(params);
+    const sent = wire === undefined ? trained : wire.encode(trained);
+    g.netOut('update', server, roundIn === undefined ? g.bundle(sent, samples) : g.bundle(sent, samples, roundIn));
+
+    // the server takes it in
+    const received = g.lookupOutput('update');
+    if (wire === undefined) {
+      agg.contribute(received, received);
+    } else {
+      const parts = g.unbundle(received, robust ? [TYPES.abstract, TYPES.abstract] : [TYPES.abstract, TYPES.abstract, TYPES.abstract]);
+      agg.contribute(wire.decode(parts[0]!), g.bundle(...parts.slice(1)));
+    }
+  };
+
+  const bindRest = (compiler: Compiler): void => {
+    if (robust) {
+      const method = aggregator === 'median' ? 'median' : `trimmed,trim=${options.trim ?? 0.2}`;
+      compiler.declare('RobustAvg', TENSOR_F32);
+      compiler.bind('aggregator', 'Aggregator', 'RobustAvg', `method=${method},quorum=${quorum}`);
+    } else {
+      compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
+      compiler.bind('aggregator', 'Aggregator', 'FedAvg', `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`);
+    }
+    if (codec !== undefined) compiler.bind('codec', 'Codec', CODECS[codec]);
+  };
+
+  const name = options.name ?? 'FederatedAveraging';
+  const recorded = module(name, body, discovery === 'registry' ? { bootstrap: recordAnnounce } : {});
+  return new Plan(
+    recorded,
+    {
+      name,
+      model: options.model,
+      discovery,
+      fitSteps: options.fitSteps ?? 10,
+      batch: options.batch ?? 32,
+      registryTtlMs: options.registryTtlMs ?? 30_000,
+      bindRest,
+    },
+    options.rounds,
+  );
+}

@@ -1,0 +1,11 @@
+/**
+ * Templates for the common federations, each a few lines, built on the DSL: a Plan holds
+ * the Module (plan.module, written in TypeScript), compiles it with its bindings, and
+ * installs servers and clients. "Federate your own model" in the README walks through one.
+ */
+export { federatedAveraging, type FederatedAveragingOptions } from './federated.js';
+export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluation.js';
+export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer, type GossipPeerOptions } from './gossip.js';
+export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice } from './models.js';
+export { Plan, roundReporter, type ClientOptions, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
+export { persistentPeerId, SERVER_REQUEST_TOPIC, type Discovery, type PeerIdStorage } from './discovery.js';

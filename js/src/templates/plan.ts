@@ -1,0 +1,216 @@
+/**
+ * What every template returns: its Module, how it compiles (the bindings), which partitions
+ * a server and a client install, and the installs themselves.
+ */
+import type { Bb } from '../bb.js';
+import { Compiler, TENSOR_F32 } from '../compiler.js';
+import type { Dataset } from '../dataset.js';
+import type { Module } from '../dsl/module.js';
+import { BbNode, type Step } from '../node.js';
+import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
+import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
+import { bindModel, ensureModelType, type ModelChoice } from './models.js';
+
+/** A round the server reported: its number and the model's score on the server's test set. */
+export interface RoundReport {
+  readonly round: number;
+  readonly accuracy: number;
+}
+
+/**
+ * Turns a server's steps into round reports: each "accuracy" event is a round, numbered
+ * by the "round" event before it when the Module reports one, else counted.
+ */
+export function roundReporter(onRound: (report: RoundReport) => void): (step: Step) => void {
+  let round = 0;
+  let numbered = false;
+  return (step) => {
+    if (step.kind !== 'appEvent') return;
+    if (step.topic === 'round') {
+      round = scalarOf(step.value) ?? round;
+      numbered = true;
+    }
+    if (step.topic === 'accuracy') onRound({ round: numbered ? round : ++round, accuracy: scalarOf(step.value) ?? Number.NaN });
+  };
+}
+
+/** The choices a template compiles with. */
+export interface PlanSettings {
+  readonly name: string;
+  readonly model: ModelChoice;
+  readonly discovery: Discovery;
+  readonly fitSteps: number;
+  readonly batch: number;
+  readonly registryTtlMs: number;
+  /** Binds what else the template needs (aggregator, codec, view) after the model and data. */
+  readonly bindRest: (compiler: Compiler) => void;
+  /** Inputs the server's run starts with besides its test set and clients. */
+  readonly startInputs?: Readonly<Record<string, Value>>;
+}
+
+export interface ServerOptions {
+  /** The compiled artifact (plan.compile), the same on every peer. */
+  readonly artifact: Uint8Array;
+  /** The server's peer id (default a fresh one). */
+  readonly self?: string;
+  /** What the server scores the model on each round. */
+  readonly test: Dataset;
+  readonly seed?: bigint | number;
+  /** The node's clock now (default: monotonicNowNs, PollDriver's clock): when its bootstrap starts. */
+  readonly nowNs?: bigint;
+}
+
+export interface ClientOptions {
+  readonly artifact: Uint8Array;
+  /** The client's peer id (default a fresh one; persistentPeerId keeps one across reloads). */
+  readonly self?: string;
+  /** The server's peer id. */
+  readonly server: string;
+  /** The client's own data: its ArraySource reads it. */
+  readonly data: Dataset;
+  readonly seed?: bigint | number;
+  /** The node's clock now (default: monotonicNowNs, PollDriver's clock): when its bootstrap starts. */
+  readonly nowNs?: bigint;
+}
+
+/** A server node and its rounds. */
+export interface ServerNode {
+  readonly node: BbNode;
+  /**
+   * Starts the rounds at nowNs. With discovery 'seats' it needs the clients' ids; with
+   * 'registry' the clients announce themselves (any given are ignored).
+   */
+  start(clients?: readonly string[], nowNs?: bigint): void;
+  /** Calls `listener` with each round; returns the function that unsubscribes. */
+  onRound(listener: (report: RoundReport) => void): () => void;
+  /** Resolves with the report of round `rounds` (the plan's), if it has one. */
+  readonly finished: Promise<RoundReport>;
+}
+
+export class Plan {
+  readonly module: Module;
+  readonly #settings: PlanSettings;
+  readonly #rounds: number | undefined;
+
+  /** @internal Made by the templates. */
+  constructor(module: Module, settings: PlanSettings, rounds?: number) {
+    this.module = module;
+    this.#settings = settings;
+    this.#rounds = rounds;
+  }
+
+  get name(): string {
+    return this.module.name;
+  }
+  get discovery(): Discovery {
+    return this.#settings.discovery;
+  }
+
+  /** The partitions the server installs: the round loop (@self) and where updates land. */
+  get serverTargets(): readonly string[] {
+    return [this.name, `${this.name}_server`];
+  }
+  /** The partition a client installs. */
+  get clientTargets(): readonly string[] {
+    return [`${this.name}_clients`];
+  }
+
+  /** A compiler with the template's bindings and declarations (add your own before compiling). */
+  compiler(bb: Bb): Compiler {
+    const s = this.#settings;
+    ensureModelType(bb, s.model);
+    const compiler = new Compiler(bb);
+    try {
+      // round ids and sample counts are values without a storage type
+      compiler.setPermissiveTypes(true);
+      bindModel(compiler, s.model, 'model', s.fitSteps, 'data');
+      compiler.declare('ArraySource', TENSOR_F32);
+      compiler.bind('data', 'DataSource', 'ArraySource', `batch=${s.batch}`);
+      s.bindRest(compiler);
+      if (s.discovery === 'registry') {
+        compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients`);
+        compiler.bind(REGISTRY_SLOT, 'Protocol', 'GlobalRegistryClient', 'registry=clients');
+      }
+      return compiler;
+    } catch (error) {
+      compiler.free();
+      throw error;
+    }
+  }
+
+  /** Records and compiles the Module: the artifact every peer installs. */
+  compile(bb: Bb): Uint8Array {
+    const compiler = this.compiler(bb);
+    try {
+      return compiler.compile(this.module.build(bb));
+    } finally {
+      compiler.free();
+    }
+  }
+
+  /** Installs the server: its model scores itself on `test` every round. */
+  installServer(bb: Bb, options: ServerOptions): ServerNode {
+    ensureModelType(bb, this.#settings.model);
+    const node = BbNode.install(bb, {
+      artifact: options.artifact,
+      targets: this.serverTargets,
+      slots: { data: { dataset: options.test } },
+      ...(options.self === undefined ? {} : { self: options.self }),
+      ...(options.seed === undefined ? {} : { seed: options.seed }),
+    });
+    const registry = this.#settings.discovery === 'registry';
+    if (registry) answerServerRequests(node, node.self, options.nowNs);
+    const listeners = new Set<(report: RoundReport) => void>();
+    const rounds = this.#rounds;
+    const finished = new Promise<RoundReport>((resolve) => {
+      node.onStep(
+        roundReporter((report) => {
+          for (const listener of [...listeners]) listener(report);
+          if (rounds !== undefined && report.round >= rounds) resolve(report);
+        }),
+      );
+    });
+    const name = this.name;
+    const test = options.test;
+    const startInputs = this.#settings.startInputs ?? {};
+    return {
+      node,
+      finished,
+      onRound(listener) {
+        listeners.add(listener);
+        return () => listeners.delete(listener);
+      },
+      start(clients = [], nowNs) {
+        const x = test.features();
+        const y = test.labels();
+        const inputs: Record<string, Value> = {
+          ...startInputs,
+          test_x: tensorValue('float', x.data, x.dims),
+          test_y: tensorValue('float', y.data, y.dims),
+        };
+        if (!registry) {
+          // seats: the server sends to these peers, so it must know them
+          for (const client of clients) node.addPeer(client);
+          inputs['clients'] = peersValue(clients);
+        }
+        node.invoke(name, inputs, nowNs);
+      },
+    };
+  }
+
+  /** Installs a client on its own data, knowing its server (registry: it announces itself). */
+  installClient(bb: Bb, options: ClientOptions): BbNode {
+    ensureModelType(bb, this.#settings.model);
+    const node = BbNode.install(bb, {
+      artifact: options.artifact,
+      targets: this.clientTargets,
+      slots: { data: { dataset: options.data } },
+      ...(options.self === undefined ? {} : { self: options.self }),
+      ...(options.seed === undefined ? {} : { seed: options.seed }),
+    });
+    node.addPeer(options.server);
+    node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
+    if (this.#settings.discovery === 'registry') answerServerRequests(node, options.server, options.nowNs);
+    return node;
+  }
+}
