@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Hosts web-demo: the built page (dist/, `npm run build`) and, unless --no-live, a live
-// federation. This process is the federated_digits server peer (node-datachannel) and runs
-// the signalling on the same port (path /signal); pages that press "Join" take a client
-// seat and become its clients over WebRTC (phones on the same network too), and any page
-// can watch. The room admits the server by its peer id and each client by a join token
-// this process signs when it hands out the client's seat.
+// federation (shared/live-plan.js: federated averaging of the digits, clients found by
+// registry). This process is its server peer (node-datachannel) and runs the signalling on
+// the same port (path /signal); pages that press "Join" take a client seat and become
+// clients over WebRTC (phones on the same network too), and any page can watch. The room
+// admits the server by its peer id and each client by a join token this process signs
+// when it hands out the client's seat.
 //
 //   make web-demo            (builds the package, bb.wasm and the page, then runs this)
 //   node web-demo/serve.mjs [--port 8080] [--host 0.0.0.0] [--clients 4] [--quorum N]
@@ -12,8 +13,10 @@
 //        [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
 //
 // --clients is the number of client seats; the rounds start once --quorum of them (default
-// half, rounded up) are in the room. A seat whose page left is given back after --grace-ms;
-// a page that reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
+// half, rounded up) are in the room, and go on as visitors come and go. A round closes at
+// once with an update from every seat, or after --deadline-ms with --quorum of them. A seat
+// whose page left is given back after --grace-ms (and its registration lapses as long
+// after its last heartbeat); a page that reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
 // (and wss: for signalling): browsers only give pages from other hosts than localhost
 // WebCrypto and IndexedDB there. --ice-server adds a STUN or TURN server (repeat it); turn:
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
@@ -27,7 +30,7 @@ import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 
-import { compileFederatedDigits, loadBb, splitDigits } from 'bytesandbrains';
+import { loadBb, splitDigits } from 'bytesandbrains';
 import { SignalClient, createJoinToken } from 'bytesandbrains/signal';
 import { Identity, publicKeyFromPeerId } from 'bytesandbrains/identity';
 import { SignalServer } from 'bytesandbrains/signal/server';
@@ -36,6 +39,7 @@ import QRCode from 'qrcode';
 
 import { LiveFederation } from './live/federation.mjs';
 import { SeatBook } from './live/seats.mjs';
+import { livePlan } from './shared/live-plan.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
 const dist = join(here, 'dist');
@@ -47,6 +51,8 @@ const clients = Number(arg('--clients', 4));
 const quorum = Number(arg('--quorum', Math.ceil(clients / 2)));
 const deadlineMs = Number(arg('--deadline-ms', 2000));
 const graceMs = Number(arg('--grace-ms', 20_000));
+// a client's registration outlives its last heartbeat as long as its seat outlives its page
+const registryTtlMs = Math.max(5000, graceMs);
 const live = !process.argv.includes('--no-live');
 const tlsCert = arg('--tls-cert');
 const tlsKey = arg('--tls-key');
@@ -64,7 +70,7 @@ const usage = (why) => {
 if (!Number.isInteger(clients) || clients < 1 || clients > 64) usage('--clients takes 1 to 64');
 if (!Number.isInteger(quorum) || quorum < 1 || quorum > clients) usage(`--quorum takes 1 to --clients (${clients})`);
 if (!(deadlineMs >= 100 && deadlineMs <= 60_000)) usage('--deadline-ms takes 100 to 60000');
-if (!(graceMs >= 0 && graceMs <= 3_600_000)) usage('--grace-ms takes 0 to 3600000');
+if (!(graceMs >= 1000 && graceMs <= 3_600_000)) usage('--grace-ms takes 1000 to 3600000');
 if ((tlsCert === undefined) !== (tlsKey === undefined)) usage('--tls-cert and --tls-key go together');
 const turnUrls = iceUrls.filter((url) => /^turns?:/.test(url));
 if (turnUrls.length > 0 && turnSecret === undefined) usage('TURN servers (--ice-server turn:...) need --turn-secret');
@@ -109,7 +115,8 @@ const operator = await Identity.generate();
 
 if (live) {
   const bb = await loadBb();
-  artifact = compileFederatedDigits(bb, { quorum, target: clients, deadlineMs });
+  const plan = livePlan({ clients, quorum, deadlineMs, registryTtlMs });
+  artifact = plan.compile(bb);
   const split = splitDigits(bb, csv, clients, 1, classesPerShard);
   const serverIdentity = await Identity.generate();
   serverId = serverIdentity.peerId;
@@ -132,7 +139,7 @@ if (live) {
   // the server joins the room now; its node is installed when the rounds start
   const signal = await SignalClient.connect({ url: self, room, identity: serverIdentity, role: 'server', WebSocket: Loopback });
   const transport = await WebRtcTransport.create({ signal });
-  federation = new LiveFederation({ bb, artifact, test: split.test, seats, quorum, deadlineMs, transport });
+  federation = new LiveFederation({ plan, bb, artifact, test: split.test, seats, quorum, deadlineMs, transport });
   setInterval(() => federation.tick(), 250);
 } else {
   await listen();
@@ -146,7 +153,7 @@ function listen() {
 }
 
 function config() {
-  return { live, clients, quorum, deadlineMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls() };
+  return { live, clients, quorum, deadlineMs, registryTtlMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls() };
 }
 
 /** This page's addresses: localhost, then every IPv4 address of this machine (what a phone on the LAN opens). */

@@ -1,23 +1,16 @@
-// The live federation's server peer, as serve.mjs runs it: federated_digits over the
-// WebRTC transport of this process, with the visitors' pages as clients.
+// The live federation's server peer, as serve.mjs runs it: the live plan (federated
+// averaging with registry discovery, shared/live-plan.js) over the WebRTC transport of
+// this process, with the visitors' pages as clients.
 //
-// The rounds start as soon as `quorum` seated clients are in the room. The server's round
-// loop is given its clients when it starts, so when a newcomer takes a seat the loop is
-// started again with every seated client (a fresh global model; round numbers go on).
-// Each round closes at once with an update from every client, or after its deadline with
-// `quorum` of them: a visitor who leaves or reloads does not stop the others.
+// The rounds start once `quorum` seated clients are in the room, and then never stop:
+// each round goes to the clients registered at that moment, so a newcomer's announce makes
+// it a member of the next round, and a visitor who leaves drops out when its registration
+// lapses. A round closes at once with an update from every seat, or after its deadline
+// with `quorum` of them.
 //
 // Everything the server sends and receives is logged (status.json replays it to watching
-// pages) and every client update and global model is scored on the test set.
-import {
-  BbNode,
-  FEDERATED_DIGITS_SERVER_TARGETS,
-  decodeEnvelope,
-  decodeValue,
-  inspectArtifact,
-  runPeer,
-  startDigitsServer,
-} from 'bytesandbrains';
+// pages), and every client update and global model is scored on the test set.
+import { decodeEnvelope, decodeValue, inspectArtifact, runPeer } from 'bytesandbrains';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { FedRounds, scorer } from '../shared/rounds.js';
@@ -35,48 +28,39 @@ const MAX_POINTS = 4000;
  */
 
 export class LiveFederation {
-  #bb;
-  #artifact;
-  #test;
+  #server;
   #seats;
   #quorum;
   #deadlineMs;
   #transport;
   #log;
   #now;
-  /** @type {Map<bigint, string>} site id → the wire edge's name */
+  /** @type {Map<bigint, string>} site id → the name of the wire edge that fills it */
   #edgeOfSite = new Map();
-  #score;
-  /** @type {import('bytesandbrains').RunningPeer | undefined} */
+  #rounds;
   #running;
-  /** @type {string[]} */
-  #members = [];
+  #started = false;
   /** @type {WireEvent[]} */
   #events = [];
   #seq = 0;
   /** @type {RoundPoint[]} */
-  #rounds = [];
+  #roundLog = [];
   /** @type {(PeerPoint & { id: number })[]} */
   #points = [];
   #pointSeq = 0;
-  /** Rounds before the loop's latest start: round numbers go on across restarts. */
-  #roundBase = 0;
-  #starts = 0;
   #note = '';
   /** @type {Map<string, { sent: number, received: number }>} envelopes to and from each client */
   #traffic = new Map();
 
   /**
    * @param {{
-   *   bb: import('bytesandbrains').Bb, artifact: Uint8Array, test: import('bytesandbrains').Dataset,
-   *   seats: import('./seats.mjs').SeatBook, quorum: number, deadlineMs: number,
-   *   transport: import('bytesandbrains/transport').Transport, log?: (line: string) => void, now?: () => number,
+   *   plan: import('bytesandbrains').Plan, bb: import('bytesandbrains').Bb, artifact: Uint8Array,
+   *   test: import('bytesandbrains').Dataset, seats: import('./seats.mjs').SeatBook, quorum: number,
+   *   deadlineMs: number, transport: import('bytesandbrains/transport').Transport,
+   *   log?: (line: string) => void, now?: () => number,
    * }} options
    */
-  constructor({ bb, artifact, test, seats, quorum, deadlineMs, transport, log = console.log, now = () => performance.now() }) {
-    this.#bb = bb;
-    this.#artifact = artifact;
-    this.#test = test;
+  constructor({ plan, bb, artifact, test, seats, quorum, deadlineMs, transport, log = console.log, now = () => performance.now() }) {
     this.#seats = seats;
     this.#quorum = quorum;
     this.#deadlineMs = deadlineMs;
@@ -87,84 +71,49 @@ export class LiveFederation {
     for (const [site, recv] of inspection.recvSites) this.#edgeOfSite.set(site, recv.value.replace(/__recv_\d+$/, ''));
     const x = test.features();
     const y = test.labels();
-    this.#score = scorer(mlpShapeFromConfig(inspection.configs.get('model') ?? ''), { x: /** @type {Float32Array} */ (x.data), y: /** @type {Float32Array} */ (y.data) });
+    const score = scorer(mlpShapeFromConfig(inspection.configs.get('model') ?? ''), { x: /** @type {Float32Array} */ (x.data), y: /** @type {Float32Array} */ (y.data) });
+    this.#rounds = new FedRounds(score, {
+      onRound: (point) => {
+        this.#roundLog.push(point);
+        if (this.#roundLog.length > MAX_ROUNDS) this.#roundLog.splice(0, this.#roundLog.length - MAX_ROUNDS);
+        if (point.round % 10 === 0) this.#log(`web-demo: round ${point.round}, held-out accuracy ${(point.accuracy * 100).toFixed(1)} %`);
+      },
+      onPeerPoint: (point) => {
+        this.#points.push({ ...point, id: ++this.#pointSeq });
+        if (this.#points.length > MAX_POINTS) this.#points.splice(0, this.#points.length - MAX_POINTS);
+      },
+    });
+    // the server runs from now on (its registry hears announces); its rounds start at the quorum
+    this.#server = plan.installServer(bb, { artifact, self: transport.self, test, seed: 1 });
+    this.#running = runPeer(this.#server.node, this.#observed(), {
+      onStep: (step) => {
+        if (step.kind === 'appEvent' && step.topic !== undefined) this.#rounds.event(step.topic, step.value);
+      },
+    });
   }
 
   get serverId() {
     return this.#transport.self;
   }
 
-  /** Seats follow who is in the room; the rounds start (again) when the clients call for it. */
+  /** Seats follow who is in the room; the rounds start once the quorum is in. */
   tick() {
     const released = this.#seats.present(new Set(this.#transport.peers()), Date.now());
-    for (const peer of released) this.#log(`web-demo: seat of ${peer} given back (it left)`);
-    const connected = this.#seats.connected();
-    if (this.#running === undefined) {
-      if (connected.length >= this.#quorum) this.#start(connected);
-      return;
-    }
-    if (connected.some((peer) => !this.#members.includes(peer))) {
-      const seated = this.#members.filter((peer) => this.#seats.indexOf(peer) !== undefined && !connected.includes(peer));
-      this.#start([...connected, ...seated]);
-    }
-  }
-
-  /** @param {string[]} members */
-  #start(members) {
-    const restart = this.#running !== undefined;
-    if (this.#running !== undefined) {
-      this.#running.stop();
-      this.#running.node.free();
-      // the new loop counts from round 0 again: its rounds follow the last one shown
-      const last = this.#rounds.at(-1);
-      if (last !== undefined) this.#roundBase = last.round + 1;
-    }
-    this.#members = members;
-    this.#starts++;
-    const quorum = Math.max(1, Math.min(this.#quorum, members.length));
-    const node = BbNode.install(this.#bb, {
-      artifact: this.#artifact,
-      self: this.serverId,
-      targets: FEDERATED_DIGITS_SERVER_TARGETS,
-      slots: {
-        data: { dataset: this.#test },
-        aggregator: { config: `quorum=${quorum},target=${members.length},deadline_ms=${this.#deadlineMs},no_quorum=abandon,init=model` },
-      },
-      seed: 1,
-    });
-    for (const peer of members) node.addPeer(peer);
-    const base = this.#roundBase;
-    const rounds = new FedRounds(this.#score, {
-      onRound: (point) => {
-        const shown = { ...point, round: base + point.round };
-        this.#rounds.push(shown);
-        if (this.#rounds.length > MAX_ROUNDS) this.#rounds.splice(0, this.#rounds.length - MAX_ROUNDS);
-        this.#log(`web-demo: round ${shown.round}, held-out accuracy ${(shown.accuracy * 100).toFixed(1)} %`);
-      },
-      onPeerPoint: (point) => {
-        this.#points.push({ ...point, round: base + point.round, id: ++this.#pointSeq });
-        if (this.#points.length > MAX_POINTS) this.#points.splice(0, this.#points.length - MAX_POINTS);
-      },
-    });
-    this.#running = runPeer(node, this.#observed(rounds), {
-      onStep: (step) => {
-        if (step.kind === 'appEvent' && step.topic !== undefined) rounds.event(step.topic, step.value);
-      },
-    });
-    startDigitsServer(node, members, this.#test, this.#running.driver.now());
+    for (const peer of released) this.#log(`web-demo: the seat of ${peer} is free again (it left)`);
+    const connected = this.#seats.connected().length;
+    if (this.#started || connected < this.#quorum) return;
+    this.#started = true;
+    this.#server.start([], this.#running.driver.now());
     this.#running.driver.wake();
-    this.#note = restart
-      ? `round ${base}: a new client took a seat, so the rounds started again with ${members.length} clients and a fresh model`
-      : `the rounds started with ${members.length} client${members.length === 1 ? '' : 's'}`;
+    this.#note = `the rounds started when ${connected} client${connected === 1 ? ' was' : 's were'} in; each round goes to the clients registered then`;
     this.#log(`web-demo: ${this.#note}`);
   }
 
   /**
    * The transport as the server's node uses it, logging each envelope and scoring updates.
-   * @param {FedRounds} rounds
    * @returns {import('bytesandbrains/transport').Transport}
    */
-  #observed(rounds) {
+  #observed() {
     const t = this.#transport;
     const self = t.self;
     return {
@@ -175,11 +124,11 @@ export class LiveFederation {
       close: () => t.close(),
       send: (to, bytes) => {
         t.send(to, bytes);
-        this.#record(self, to, bytes, undefined);
+        this.#record(self, to, bytes);
       },
       onEnvelope: (handler) =>
         t.onEnvelope((from, bytes) => {
-          this.#record(from, self, bytes, rounds);
+          this.#record(from, self, bytes);
           handler(from, bytes);
         }),
     };
@@ -189,16 +138,19 @@ export class LiveFederation {
    * @param {string} from
    * @param {string} to
    * @param {Uint8Array} bytes
-   * @param {FedRounds | undefined} rounds given for envelopes that reached the server
    */
-  #record(from, to, bytes, rounds) {
+  #record(from, to, bytes) {
     let edge = 'other';
     try {
       for (const fill of decodeEnvelope(bytes).fills) {
+        if (fill.op !== undefined) {
+          edge = `protocol:${fill.op}`;
+          continue;
+        }
         const name = fill.site === undefined ? undefined : this.#edgeOfSite.get(fill.site);
         if (name === undefined) continue;
         edge = name;
-        if (rounds !== undefined && fill.typeHash !== 0n) rounds.update(from, decodeValue(fill.typeHash, fill.payload));
+        if (to === this.serverId && fill.typeHash !== 0n) this.#rounds.update(from, decodeValue(fill.typeHash, fill.payload));
       }
     } catch {
       edge = 'unreadable'; // the node refuses it and says why; the log only counts it
@@ -228,22 +180,19 @@ export class LiveFederation {
       deadlineMs: this.#deadlineMs,
       server: this.serverId,
       joined: this.#seats.connected().length,
-      started: this.#running !== undefined,
-      members: this.#members,
-      starts: this.#starts,
+      started: this.#started,
       note: this.#note,
       seats,
       now: Math.round(this.#now()),
       seq: this.#seq,
-      rounds: this.#rounds.filter((r) => r.round > afterRound),
+      rounds: this.#roundLog.filter((r) => r.round > afterRound),
       points: this.#points.filter((p) => p.id > afterPoint),
       events: this.#events.filter((e) => e.seq > afterEvent).slice(-300),
     };
   }
 
   stop() {
-    this.#running?.stop();
-    this.#running?.node.free();
-    this.#running = undefined;
+    this.#running.stop();
+    this.#server.node.free();
   }
 }

@@ -17,10 +17,10 @@ import {
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { scorer } from '../shared/rounds.js';
-import { LiveSession, type LiveConfig } from './federation/live.js';
+import { LiveSession, type JoinResult, type LiveConfig } from './federation/live.js';
 import { LocalRun, type LocalProgram } from './federation/local.js';
 import { FederationState, type Peer } from './federation/state.js';
-import { FederationView } from './federation/view.js';
+import { FederationView, type PeerAction } from './federation/view.js';
 import { JoinPanel } from './join/panel.js';
 import { LearningCharts } from './learning/chart.js';
 import { buildProgramGraph, type ProgramGraph } from './program/model.js';
@@ -53,6 +53,7 @@ const demo = {
   graph: undefined as ProgramGraph | undefined,
   run: undefined as LocalRun | undefined,
   live: undefined as LiveSession | undefined,
+  joined: undefined as JoinResult | undefined,
   federationView: undefined as FederationView | undefined,
 };
 (window as unknown as { demo: typeof demo }).demo = demo;
@@ -133,18 +134,18 @@ async function main(): Promise<void> {
   const peers = (): number => Number(peersSelect.value);
 
   const controls = {
-    actions(peer: Peer): readonly ('pause' | 'resume' | 'kill' | 'revive')[] {
-      if (run === undefined || peer.place !== 'worker' || state.info.mode === 'stopped') return [];
-      if (!run.isAlive(peer.id)) return peer.id === run.serverId ? [] : ['revive'];
+    actions(peer: Peer): readonly PeerAction[] {
+      if (run === undefined || peer.place !== 'worker' || state.info.mode === 'stopped' || !run.isAlive(peer.id)) return [];
       const pause = run.isPaused(peer.id) ? 'resume' : 'pause';
+      // the server is not killed: without it there is no federation left to watch
       return peer.id === run.serverId ? [pause] : [pause, 'kill'];
     },
-    act(peer: Peer, action: 'pause' | 'resume' | 'kill' | 'revive'): void {
+    act(peer: Peer, action: PeerAction): void {
       if (run === undefined) return;
-      if (action === 'pause' || action === 'resume') run.setPaused(peer.id, action === 'pause');
-      else if (action === 'kill') run.kill(peer.id);
-      else run.revive(peer.id);
-      status(`${peer.label}: ${action === 'kill' ? 'killed — its envelopes are lost; the rounds close without it once their deadline passes' : action === 'pause' ? 'paused — envelopes wait for it' : action === 'resume' ? 'resumed' : 'revived with a fresh engine'}`);
+      if (action === 'kill') run.kill(peer.id);
+      else run.setPaused(peer.id, action === 'pause');
+      const what = { kill: 'killed: what is sent to it is lost; the rounds close without it once their deadline passes', pause: 'paused: envelopes wait for it', resume: 'resumed' };
+      status(`${peer.label}: ${what[action]}`);
       federationView.setContext(shown?.graph, controls);
     },
   };
@@ -277,13 +278,14 @@ async function main(): Promise<void> {
       await openLive();
       status('joining the live federation…');
       const result = await live!.join(shown!.artifact, csv, shown!.graph);
+      demo.joined = result;
       if (!result.joined) {
         panel.say(`No seat for this page: ${result.reason}. Watching instead.`);
         live!.watch();
         status('watching the live federation');
         return;
       }
-      panel.say(`You are client ${result.seat + 1}: this page trains on its own digits and sends its updates to the server.`);
+      panel.say(`You are client ${result.seat + 1}${result.restored ? ' again (your node came back as it was before the reload)' : ''}: this page trains on its own digits and sends its updates to the server.`);
       status(`live: client ${result.seat + 1} of ${config!.clients}`);
     } catch (error) {
       fail(error);

@@ -202,8 +202,12 @@ try {
     const s = await status();
     return s.joined === 2 && s.rounds.length >= 3 ? s : undefined;
   }, 90_000);
+  const ids = await Promise.all(joined.map(async (p) => (await seatOf(p)).self));
+  const both = (rounds, after) => rounds.filter((r) => r.round > after).some((r) => ids.every((id) => r.contributors.includes(id)));
+  await until('a round with both visitors\' updates', async () => both((await status()).rounds, 0), 60_000).catch(() => undefined);
   let live = await status();
-  check('two pages join the live federation and its rounds run', live.joined === 2 && live.started && live.rounds.length >= 3, `${live.joined} in, ${live.rounds.length} rounds; ${live.note}`);
+  check('two pages join the live federation and both contribute to its rounds', live.joined === 2 && live.started && both(live.rounds, 0),
+    `${live.joined} in, ${live.rounds.length} rounds; ${live.note}`);
   const before = await seatOf(joined[1]);
   const roundsBefore = live.rounds.at(-1).round;
   await joined[1].reload();
@@ -213,10 +217,11 @@ try {
     return s.joined === 2 && mine.seat !== undefined ? mine : undefined;
   }, 60_000);
   const after = await seatOf(joined[1]);
-  await until('more rounds after the reload', async () => (await status()).rounds.at(-1).round >= roundsBefore + 3, 60_000);
+  const restored = await joined[1].evaluate(() => window.demo.joined?.restored === true);
+  await until('a round after the reload with the reloaded visitor\'s update', async () => both((await status()).rounds, roundsBefore + 1), 60_000).catch(() => undefined);
   live = await status();
-  check('a visitor who reloads keeps its seat and its peer id', after.seat === before.seat && after.self === before.self && live.joined === 2,
-    `seat ${before.seat} → ${after.seat}; rounds ${roundsBefore} → ${live.rounds.at(-1).round}`);
+  check('a visitor who reloads keeps its seat, its node, and contributes again', after.seat === before.seat && after.self === before.self && restored && both(live.rounds, roundsBefore + 1),
+    `seat ${before.seat} → ${after.seat}, node restored: ${restored}; rounds ${roundsBefore} → ${live.rounds.at(-1).round}`);
   const watcher = await open('watcher', { width: 390, height: 844 }, '?run=join');
   await until('the third visitor turned away and watching', async () => {
     const text = await watcher.textContent('.join-message');

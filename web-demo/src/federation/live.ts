@@ -4,12 +4,16 @@
  * server sent or received (half a second late, in the order and spacing the server saw
  * them), the seats and their state, and the scores of every round and every update.
  *
- * A page keeps its seat across reloads: its identity is kept in IndexedDB under a name
- * held in sessionStorage (one per tab), and the seat's session token beside it.
+ * A page keeps its seat across reloads, and its node too: its identity is kept in
+ * IndexedDB under a name held in sessionStorage (one per tab), the seat's session token
+ * beside it, and a snapshot of its node (taken every few seconds and as the page goes),
+ * which the reloaded page restores. A fresh node would count its envelopes from one again,
+ * and the server would drop those it had already seen from this peer as replays.
  */
-import { connectPeer, installDigitsClient, splitDigits, type Bb, type RunningPeer } from 'bytesandbrains';
+import { BbNode, connectPeer, monotonicNowNs, splitDigits, type Bb, type Clock, type Dataset, type RunningPeer } from 'bytesandbrains';
 import { loadIdentity } from 'bytesandbrains/identity';
 
+import { livePlan } from '../../shared/live-plan.js';
 import type { ProgramGraph } from '../program/model.js';
 import type { FederationState, PeerState } from './state.js';
 
@@ -19,6 +23,7 @@ export interface LiveConfig {
   readonly clients: number;
   readonly quorum: number;
   readonly deadlineMs: number;
+  readonly registryTtlMs: number;
   readonly classesPerShard: number;
   readonly server: string;
   readonly room: string;
@@ -58,6 +63,28 @@ const POLL_MS = 500;
 
 const SESSION_KEY = 'bytesandbrains-web-demo.session';
 const SEAT_KEY = 'bytesandbrains-web-demo.seat';
+const SNAPSHOT_KEY = 'bytesandbrains-web-demo.snapshot';
+const SNAPSHOT_EVERY_MS = 3000;
+
+/** A node's state as the page keeps it across a reload, with the node's clock then. */
+interface Kept {
+  readonly room: string;
+  readonly peer: string;
+  /** The node's clock (ns) and the wall clock (ms) when it was taken. */
+  readonly clockNs: string;
+  readonly wallMs: number;
+  readonly snapshot: string;
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let text = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(text);
+}
+
+function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
 
 function sessionName(): string {
   const named = new URLSearchParams(location.search).get('identity');
@@ -70,7 +97,7 @@ function sessionName(): string {
   return `web-demo-${name}`;
 }
 
-export type JoinResult = { readonly joined: true; readonly seat: number } | { readonly joined: false; readonly reason: string };
+export type JoinResult = { readonly joined: true; readonly seat: number; readonly restored: boolean } | { readonly joined: false; readonly reason: string };
 
 export class LiveSession {
   readonly #bb: Bb;
@@ -85,6 +112,7 @@ export class LiveSession {
   #offset: number | undefined;
   #me: string | undefined;
   #running: RunningPeer | undefined;
+  #keeper: ReturnType<typeof setInterval> | undefined;
   #stopped = false;
   /** The latest status (the test and the join panel read it). */
   last: Status | undefined;
@@ -112,14 +140,51 @@ export class LiveSession {
     if (seat.session !== undefined) sessionStorage.setItem(SEAT_KEY, seat.session);
     this.#me = identity.peerId;
     const c = this.#config;
+    const plan = livePlan(c);
     const split = splitDigits(this.#bb, csv, c.clients, 1, c.classesPerShard);
-    const node = installDigitsClient(this.#bb, artifact, identity.peerId, c.server, split.shards[seat.index]!, seat.index + 2);
-    split.free();
+    const data = split.shards[seat.index]!;
+    const restored = this.#restore(artifact, plan.clientTargets, data, seat.index + 2);
+    const clock = restored?.clock ?? monotonicNowNs;
+    const node = restored?.node ?? plan.installClient(this.#bb, { artifact, self: identity.peerId, server: c.server, data, seed: seat.index + 2, nowNs: clock() });
     const url = new URL(c.signalPath, location.href);
     url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    this.#running = await connectPeer(node, { url: url.href, room: c.room, identity, token: seat.token });
+    this.#running = await connectPeer(node, { url: url.href, room: c.room, identity, token: seat.token, clock });
+    split.free();
+    const keep = (): void => this.#keep(clock);
+    this.#keeper = setInterval(keep, SNAPSHOT_EVERY_MS);
+    addEventListener('pagehide', keep);
     this.watch();
-    return { joined: true, seat: seat.index };
+    return { joined: true, seat: seat.index, restored: restored !== undefined };
+  }
+
+  /** The node this tab kept before a reload, restored; undefined when there is none that fits. */
+  #restore(artifact: Uint8Array, targets: readonly string[], data: Dataset, seed: number): { node: BbNode; clock: Clock } | undefined {
+    const text = sessionStorage.getItem(SNAPSHOT_KEY);
+    if (text === null) return undefined;
+    const kept = JSON.parse(text) as Kept;
+    if (kept.room !== this.#config.room || kept.peer !== this.#me) return undefined;
+    const node = BbNode.install(this.#bb, { artifact, self: kept.peer, targets, slots: { data: { dataset: data } }, seed });
+    try {
+      node.restore(fromBase64(kept.snapshot));
+    } catch {
+      node.free();
+      sessionStorage.removeItem(SNAPSHOT_KEY);
+      return undefined;
+    }
+    // the node's clock goes on from where it was, plus the time the page was away
+    const offset = BigInt(kept.clockNs) + BigInt(Math.max(0, Date.now() - kept.wallMs)) * 1_000_000n - monotonicNowNs();
+    return { node, clock: () => monotonicNowNs() + offset };
+  }
+
+  /** Keeps a snapshot of this page's node for a reload (skipped while the node is busy). */
+  #keep(clock: Clock): void {
+    const node = this.#running?.node;
+    if (node === undefined || node.freed) return;
+    // finish what is due first: a snapshot is refused while the node has work
+    for (let i = 0; i < 16 && node.hasWork(); i++) node.poll(clock());
+    if (node.hasWork()) return;
+    const kept: Kept = { room: this.#config.room, peer: node.self, clockNs: String(clock()), wallMs: Date.now(), snapshot: toBase64(node.snapshot()) };
+    sessionStorage.setItem(SNAPSHOT_KEY, JSON.stringify(kept));
   }
 
   /** Follows status.json until stopped. */
@@ -132,6 +197,7 @@ export class LiveSession {
   stop(): void {
     this.#stopped = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
+    if (this.#keeper !== undefined) clearInterval(this.#keeper);
     this.#running?.stop();
     this.#running?.transport.close();
     this.#running?.node.free();
@@ -171,7 +237,8 @@ export class LiveSession {
     for (const e of status.events) {
       const at = e.at + this.#offset + REPLAY_DELAY_MS;
       const edge = this.#graph?.edges.find((g) => g.name === e.edge);
-      const flight = s.send(e.from, e.to, e.bytes, edge === undefined ? 'other' : 'data', edge, at - FLIGHT_MS);
+      const kind = edge !== undefined ? 'data' : e.edge.startsWith('protocol:') ? 'protocol' : 'other';
+      const flight = s.send(e.from, e.to, e.bytes, kind, edge, at - FLIGHT_MS);
       flight.endAt = at;
       flight.outcome = 'delivered';
       s.totals.delivered++;

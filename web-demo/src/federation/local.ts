@@ -4,7 +4,7 @@
  * here, is shown leaving its sender, waits out the link latency and is handed to the
  * addressed worker, whose answer (taken or refused) ends its flight. Peers can be paused
  * (their engine stops; envelopes wait for them) or killed (their worker ends; envelopes
- * to them are lost) and revived.
+ * to them are lost).
  */
 import { decodeEnvelope, decodeValue, peerIdFromU64, type Value } from 'bytesandbrains';
 
@@ -34,9 +34,6 @@ export interface LocalRunOptions {
 
 interface WorkerPeer {
   readonly id: string;
-  readonly role: PeerRole;
-  readonly shard: number;
-  readonly seed: number;
   worker: Worker | undefined;
   paused: boolean;
   /** Envelopes that reached a paused peer: handed over when it resumes. */
@@ -127,13 +124,6 @@ export class LocalRun {
     this.#state.setState(id, 'gone');
   }
 
-  /** Starts a fresh worker for a killed peer: the same id and data, a new engine. */
-  revive(id: string): void {
-    const peer = this.#peers.get(id);
-    if (peer === undefined || peer.worker !== undefined || this.#stopped) return;
-    this.#addPeer(id, peer.role, peer.shard, peer.seed, [...this.#peers.keys()]);
-  }
-
   isAlive(id: string): boolean {
     return this.#peers.get(id)?.worker !== undefined;
   }
@@ -161,7 +151,7 @@ export class LocalRun {
     const federated = o.program === 'federated_digits';
     const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: `peer ${id}` });
     let ready!: () => void;
-    const peer: WorkerPeer = { id, role, shard, seed, worker, paused: false, held: [], ready: new Promise<void>((resolve) => (ready = resolve)) };
+    const peer: WorkerPeer = { id, worker, paused: false, held: [], ready: new Promise<void>((resolve) => (ready = resolve)) };
     this.#peers.set(id, peer);
     const label = role === 'server' ? 'server' : role === 'client' ? `client ${shard + 1}` : `peer ${shard + 1}`;
     const peerClass = role === 'client' ? (o.graph.classes.find((c) => c !== '@self') ?? 'clients') : '@self';
@@ -208,7 +198,7 @@ export class LocalRun {
     try {
       const envelope = decodeEnvelope(bytes);
       for (const fill of envelope.fills) {
-        if (fill.op !== undefined) kind = 'view';
+        if (fill.op !== undefined) kind = 'protocol';
         const found = fill.site === undefined ? undefined : this.#options.graph.edgeBySite.get(fill.site);
         if (found === undefined) continue;
         kind = 'data';

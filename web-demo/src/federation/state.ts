@@ -26,7 +26,8 @@ export interface Peer {
   lost: number;
 }
 
-export type FlightKind = 'data' | 'view' | 'other';
+/** data: a value along a wire edge; protocol: a component's own message (gossip views, registry heartbeats). */
+export type FlightKind = 'data' | 'protocol' | 'other';
 
 /** One envelope on its way: sent at `sentAt`, delivered (or lost) at `endAt` (performance.now ms). */
 export interface Flight {
@@ -74,7 +75,7 @@ export class FederationState {
   readonly flights: Flight[] = [];
   readonly rounds: RoundPoint[] = [];
   readonly peerPoints: PeerPoint[] = [];
-  /** Envelopes and bytes per wire edge id, and per other kind ('view', 'other'). */
+  /** Envelopes and bytes per wire edge id, and per other kind ('protocol', 'other'). */
   readonly edges = new Map<string, EdgeCount>();
   totals = { envelopes: 0, bytes: 0, delivered: 0, lost: 0 };
   /** The federation's settings as the runner reports them: quorum, target, mode. */

@@ -17,10 +17,12 @@ const FADE_MS = 250;
 const WIDTH = 360;
 const HEIGHT = 300;
 
+export type PeerAction = 'pause' | 'resume' | 'kill';
+
 export interface PeerControls {
-  /** Which of pause/resume/kill/revive apply to this peer now (none for peers not in this page). */
-  actions(peer: Peer): readonly ('pause' | 'resume' | 'kill' | 'revive')[];
-  act(peer: Peer, action: 'pause' | 'resume' | 'kill' | 'revive'): void;
+  /** Which actions apply to this peer now (none for peers not in this page). */
+  actions(peer: Peer): readonly PeerAction[];
+  act(peer: Peer, action: PeerAction): void;
 }
 
 interface Point {
@@ -68,15 +70,22 @@ export class FederationView {
     this.#empty = svg('text', { class: 'empty', x: WIDTH / 2, y: HEIGHT / 2, 'text-anchor': 'middle' }, 'Press Start, join or watch: the peers appear here');
     this.#picture.append(this.#links, this.#dots, this.#nodes, this.#empty);
     this.#summary = el('p', { class: 'federation-summary', 'aria-live': 'polite' });
+    const legend = el(
+      'p',
+      { class: 'federation-legend' },
+      el('span', { 'data-term': 'wireEdge' }, el('i', { class: 'dot data' }), 'a value on a wire edge, in its sender\'s colour'),
+      el('span', { 'data-term': 'protocol' }, el('i', { class: 'dot protocol' }), 'a protocol message'),
+      el('span', { 'data-term': 'envelope' }, el('i', { class: 'dot lost' }), 'lost'),
+    );
     this.#rounds = el('ul', { class: 'round-strip' });
     this.#cards = el('div', { class: 'peer-cards' });
-    host.replaceChildren(this.#picture, this.#summary, this.#rounds, this.#cards);
+    host.replaceChildren(this.#picture, legend, this.#summary, this.#rounds, this.#cards);
     state.subscribe(() => this.#render());
     this.#cards.addEventListener('click', (event) => {
       const button = event.target instanceof Element ? event.target.closest('button[data-action]') : null;
       if (button === null || this.#controls === undefined) return;
       const peer = this.#state.peers.get(button.getAttribute('data-peer')!);
-      if (peer !== undefined) this.#controls.act(peer, button.getAttribute('data-action') as 'pause' | 'resume' | 'kill' | 'revive');
+      if (peer !== undefined) this.#controls.act(peer, button.getAttribute('data-action') as PeerAction);
     });
   }
 
@@ -209,7 +218,7 @@ export class FederationView {
   }
 
   #colourOf(flight: Flight): string {
-    if (flight.kind === 'view') return '#94a3b8';
+    if (flight.kind === 'protocol') return '#94a3b8';
     const edge = flight.edge;
     if (edge === undefined || this.#graph === undefined) return '#334155';
     const from = this.#graph.partitions.find((p) => p.id === edge.from);
@@ -230,7 +239,7 @@ export class FederationView {
       live.add(flight.id);
       let dot = this.#dotOf.get(flight.id);
       if (dot === undefined) {
-        dot = svg('circle', { r: flight.kind === 'view' ? 3 : 5, class: `envelope kind-${flight.kind}`, fill: this.#colourOf(flight), 'data-flight': flight.id, 'data-edge': flight.edge?.id });
+        dot = svg('circle', { r: flight.kind === 'protocol' ? 3 : 5, class: `envelope kind-${flight.kind}`, fill: this.#colourOf(flight), 'data-flight': flight.id, 'data-edge': flight.edge?.id });
         this.#dots.append(dot);
         this.#dotOf.set(flight.id, dot);
         this.animated++;

@@ -3,15 +3,16 @@
  * node and a PollDriver on timers. Envelopes go out to the page and come in from it.
  */
 import {
-  BbNode,
+  gossipDigits,
   installDigitsClient,
   installDigitsServer,
   loadBb,
   PollDriver,
   splitDigits,
   startDigitsServer,
-  tensorValue,
+  type BbNode,
   type DigitsSplit,
+  type GossipPeer,
 } from 'bytesandbrains';
 
 import type { FromWorker, InitMessage, ToWorker } from './protocol.js';
@@ -20,6 +21,7 @@ const scope = self as unknown as { postMessage(message: FromWorker, transfer?: T
 const post = (message: FromWorker, transfer: Transferable[] = []): void => scope.postMessage(message, transfer);
 
 let node: BbNode | undefined;
+let gossip: GossipPeer | undefined;
 let driver: PollDriver | undefined;
 let split: DigitsSplit | undefined;
 /** Messages that came before the node was installed. */
@@ -33,18 +35,12 @@ async function init(message: InitMessage): Promise<void> {
   } else if (message.role === 'client') {
     node = installDigitsClient(bb, message.artifact, message.self, message.server!, split.shards[message.shard]!, message.seed);
   } else {
-    // a gossip peer: its first view is two other peers; it scores itself on the test set
-    const others = message.peers.filter((p) => p !== message.self);
+    // a gossip peer: its first view is the next two peers; it scores itself on the test set
     const index = message.peers.indexOf(message.self);
-    const seeds = [1, 2].map((k) => message.peers[(index + k) % message.peers.length]).filter((p) => p !== message.self);
-    node = BbNode.install(bb, {
-      artifact: message.artifact,
-      self: message.self,
-      targets: ['GossipDigits'],
-      slots: { data: { dataset: split.shards[message.shard]! }, view: { config: `seeds=${seeds.join(';')},view=6,shuffle=3` } },
-      seed: message.seed,
-    });
-    for (const peer of others) node.addPeer(peer);
+    const seeds = [1, 2].map((k) => message.peers[(index + k) % message.peers.length]!).filter((p) => p !== message.self);
+    gossip = gossipDigits.installPeer(bb, { artifact: message.artifact, self: message.self, data: split.shards[message.shard]!, test: split.test, seeds, seed: message.seed });
+    node = gossip.node;
+    for (const peer of message.peers) if (peer !== message.self) node.addPeer(peer);
   }
   const installed = node;
   installed.onStep((step) => {
@@ -58,11 +54,7 @@ async function init(message: InitMessage): Promise<void> {
     }
   });
   driver = new PollDriver(installed, { requestAnimationFrame: null, visibility: null, onError: (error) => post({ type: 'error', message: String(error) }) });
-  if (message.role === 'gossip') {
-    const x = split.test.features();
-    const y = split.test.labels();
-    installed.invoke('GossipDigits', { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) }, driver.now());
-  }
+  gossip?.start(driver.now());
   driver.start();
   post({ type: 'ready' });
   for (const m of early.splice(0)) handle(m);

@@ -48,11 +48,11 @@ export const TERMS: Readonly<Record<string, Term>> = {
   },
   gossip: {
     title: 'Gossip',
-    text: 'No server: every peer trains, sends its model to a peer its view picks, and mixes in what it receives. Views themselves are exchanged between peers (grey dots) so that everyone keeps meeting new peers.',
+    text: 'No server: every peer trains, sends its model to a peer its view picks, and mixes in what it receives. Views themselves are exchanged between peers (grey dots, protocol messages) so that everyone keeps meeting new peers.',
   },
-  viewExchange: {
-    title: 'View exchange',
-    text: 'A message of the gossip peer-sampling protocol: peers swap parts of their views (lists of peers they know), so the overlay keeps mixing.',
+  protocol: {
+    title: 'Protocol message',
+    text: 'A message a component sends for itself rather than along a wire edge (grey dots): gossip peers swap parts of their views so the overlay keeps mixing; live clients announce themselves to the server\'s registry and keep their registration alive.',
   },
   heldOut: {
     title: 'Held-out accuracy',
