@@ -18,7 +18,7 @@ import {
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { scorer } from '../shared/rounds.js';
 import { LiveSession, type JoinResult, type LiveConfig } from './federation/live.js';
-import { LocalRun, type LocalProgram } from './federation/local.js';
+import { LocalRun, roundSizes, type LocalProgram } from './federation/local.js';
 import { FederationState, type Peer } from './federation/state.js';
 import { FederationView, type PeerAction } from './federation/view.js';
 import { JoinPanel } from './join/panel.js';
@@ -77,7 +77,7 @@ async function loadConfig(): Promise<LiveConfig | undefined> {
 
 /** Compiles an example; federated_digits with FedAvg sized for the in-page clients. */
 function compileExample(bb: Bb, example: string, module: number, peers: number): Uint8Array {
-  if (example === 'federated_digits') return compileFederatedDigits(bb, { quorum: Math.max(1, peers - 1), target: peers });
+  if (example === 'federated_digits') return compileFederatedDigits(bb, roundSizes(peers));
   const compiler = Compiler.forExample(bb, example, module);
   try {
     return compiler.compile(Compiler.recordExample(bb, example, module));
@@ -168,6 +168,7 @@ async function main(): Promise<void> {
 
   const showSelected = async (): Promise<void> => {
     const [name, m] = select.value.split(':');
+    $('peer-word').textContent = name === 'gossip_digits' ? 'peers' : 'clients';
     try {
       await show(programOf(bb, compileExample(bb, name!, Number(m ?? 0), peers()), name));
       status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${RUNNABLE.has(name!) ? 'Press Start to run it in this page.' : ''}`);

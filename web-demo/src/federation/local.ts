@@ -41,6 +41,11 @@ interface WorkerPeer {
   ready: Promise<void>;
 }
 
+/** The rounds of an in-page federated run: all clients close one at once, all but one after its deadline. */
+export function roundSizes(clients: number): { quorum: number; target: number } {
+  return { quorum: Math.max(1, clients - 1), target: clients };
+}
+
 /**
  * Label-skewed shards: six of the ten digits per client from four clients up (every digit
  * below), so each digit lives on several clients and any one client may go without the
@@ -77,19 +82,13 @@ export class LocalRun {
     }
   }
 
-  get program(): LocalProgram {
-    return this.#options.program;
-  }
-
   /** Starts every peer and, for federated averaging, the server's rounds. */
   async start(): Promise<void> {
     const o = this.#options;
     const federated = o.program === 'federated_digits';
     const ids = Array.from({ length: o.peers }, (_, k) => peerIdFromU64(k + (federated ? 2 : 1)));
     this.#state.reset();
-    this.#state.info = federated
-      ? { mode: 'in this page', quorum: Math.max(1, o.peers - 1), target: o.peers }
-      : { mode: 'in this page (gossip)' };
+    this.#state.info = federated ? { mode: 'in this page', ...roundSizes(o.peers) } : { mode: 'in this page (gossip)' };
     const all = federated ? [this.serverId!, ...ids] : ids;
     if (federated) this.#addPeer(this.serverId!, 'server', 0, 1, all);
     ids.forEach((id, k) => this.#addPeer(id, federated ? 'client' : 'gossip', k, k + 2, all));

@@ -55,6 +55,7 @@ export class FederationView {
   #controls: PeerControls | undefined;
   readonly #positions = new Map<string, Point>();
   readonly #dotOf = new Map<number, SVGCircleElement>();
+  readonly #nodeOf = new Map<string, { group: SVGGElement; circle: SVGCircleElement; label: SVGTextElement; count: SVGTextElement }>();
   readonly #cardOf = new Map<string, { root: HTMLElement; label: HTMLElement; place: HTMLElement; state: HTMLElement; counts: HTMLElement; buttons: HTMLElement; actions: string }>();
   #frame = 0;
   #layoutKey = '';
@@ -137,21 +138,41 @@ export class FederationView {
     }
   }
 
+  /** Nodes are updated in place, so that the one under the pointer keeps its tooltip. */
   #drawNodes(): void {
-    this.#nodes.replaceChildren();
     this.#empty.style.display = this.#state.peers.size === 0 ? '' : 'none';
+    const seen = new Set<string>();
     for (const peer of this.#state.peers.values()) {
       const at = this.#positions.get(peer.id);
       if (at === undefined) continue;
+      seen.add(peer.id);
+      let node = this.#nodeOf.get(peer.id);
+      if (node === undefined) {
+        node = { group: svg('g', { 'data-peer': peer.id }), circle: svg('circle', { r: 17 }), label: svg('text', { class: 'peer-label', y: 31, 'text-anchor': 'middle' }), count: svg('text', { class: 'peer-state', y: 4, 'text-anchor': 'middle' }) };
+        node.group.append(node.circle, node.label, node.count);
+        this.#nodes.append(node.group);
+        this.#nodeOf.set(peer.id, node);
+      }
       const colour = classColour(this.#classIndex(peer));
       const gone = peer.state === 'gone';
-      const g = svg('g', { class: `peer state-${peer.state}`, 'data-peer': peer.id, 'data-state': peer.state, transform: `translate(${at.x},${at.y})`, 'data-tip-title': `${peer.label} (${peer.place})`, 'data-tip': `runs the ${peer.peerClass} partition; ${peer.sent} envelopes sent, ${peer.received} received (${formatBytes(peer.bytesOut)} out, ${formatBytes(peer.bytesIn)} in)${peer.lost ? `; ${peer.lost} lost on the way to it` : ''}.` });
-      g.append(
-        svg('circle', { r: 17, fill: gone ? '#e2e8f0' : colour, stroke: gone ? '#94a3b8' : colour, 'stroke-dasharray': gone ? '4 3' : undefined, 'fill-opacity': peer.state === 'paused' ? 0.35 : 1 }),
-        svg('text', { class: 'peer-label', y: 31, 'text-anchor': 'middle' }, peer.label),
-        svg('text', { class: 'peer-state', y: 4, 'text-anchor': 'middle', fill: gone ? '#475569' : 'white' }, peer.state === 'paused' ? 'II' : gone ? '✕' : String(peer.sent)),
-      );
-      this.#nodes.append(g);
+      const g = node.group;
+      g.setAttribute('class', `peer state-${peer.state}`);
+      g.setAttribute('data-state', peer.state);
+      g.setAttribute('transform', `translate(${at.x},${at.y})`);
+      g.setAttribute('data-tip-title', `${peer.label} (${peer.place})`);
+      g.setAttribute('data-tip', `runs the ${peer.peerClass} partition; ${peer.sent} envelopes sent, ${peer.received} received (${formatBytes(peer.bytesOut)} out, ${formatBytes(peer.bytesIn)} in)${peer.lost ? `; ${peer.lost} lost on the way to it` : ''}.`);
+      node.circle.setAttribute('fill', gone ? '#e2e8f0' : colour);
+      node.circle.setAttribute('stroke', gone ? '#94a3b8' : colour);
+      node.circle.setAttribute('stroke-dasharray', gone ? '4 3' : 'none');
+      node.circle.setAttribute('fill-opacity', peer.state === 'paused' ? '0.35' : '1');
+      node.label.textContent = peer.label;
+      node.count.setAttribute('fill', gone ? '#475569' : 'white');
+      node.count.textContent = peer.state === 'paused' ? 'II' : gone ? '✕' : String(peer.sent);
+    }
+    for (const [id, node] of this.#nodeOf) {
+      if (seen.has(id)) continue;
+      node.group.remove();
+      this.#nodeOf.delete(id);
     }
   }
 
