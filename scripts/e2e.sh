@@ -9,6 +9,8 @@
 # Chromium gathers no ICE candidates on loopback alone, so the browser runs happen in a
 # private network namespace with a veth pair (root; traffic never leaves the namespace).
 # Needs js/dist and js/wasm/bb.wasm (scripts/test.sh builds them).
+#   scripts/e2e.sh --web-demo: web-demo's browser test alone (web-demo/test/e2e.mjs, needs
+#   web-demo/dist), closing with `web-demo: N passed, M failed`
 #   scripts/e2e.sh [--scenarios browsers,tiers,engines,nat] [run.mjs options...]
 # (run.mjs options alone, e.g. --only federated, run the browsers scenario alone)
 set -uo pipefail
@@ -28,6 +30,9 @@ ip addr add 192.0.2.10/24 dev v0
 ip link set v0 up
 ip link set v1 up
 ip route add default dev v0'
+if [ "${1:-}" = "--web-demo" ]; then
+  exec unshare -n bash -c "set -e; $netns_setup; cd '$root/web-demo' && exec node test/e2e.mjs"
+fi
 in_private_network() { unshare -n bash -c "set -e; $netns_setup; cd '$root/js' && exec $*"; }
 
 passed=0

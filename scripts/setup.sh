@@ -77,4 +77,14 @@ if [ -f js/package-lock.json ]; then
     cp js/package-lock.json "$stamp"
   fi
 fi
+
+# npm packages of web-demo (its own lockfile; it uses js/ as any app uses the package).
+if [ -f web-demo/package-lock.json ]; then
+  stamp=web-demo/node_modules/.bb-lock-stamp
+  if [ ! -f "$stamp" ] || ! cmp -s web-demo/package-lock.json "$stamp"; then
+    say "installing npm packages of web-demo/ (npm ci)"
+    (cd web-demo && npm ci --no-audit --no-fund --loglevel=error)
+    cp web-demo/package-lock.json "$stamp"
+  fi
+fi
 say "ok"

@@ -82,6 +82,14 @@ BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
  * bytes are the slot's host data. */
 #define BB_FEDERATED_CNN_MODEL_CONFIG "loss=xent,optimizer=nesterov,lr=0.05,fit_steps=10,data=data"
 
+/* federated_learning: the server's peer (the id ClientLogic's bootstrap announces to),
+ * how often ServerReduce closes a round, and the wires the three Modules talk on. */
+#define BB_FL_SERVER_PEER 100
+#define BB_FL_ROUND_NS 200000000ll
+#define BB_FL_WIRE_SERVER_PARAMS "ServerLogic.server_params"
+#define BB_FL_WIRE_UPDATED_PARAMS "ClientLogic.updated_params"
+#define BB_FL_WIRE_GLOBAL "ServerReduce.global"
+
 /* custom_compiler_pass: the metadata key its pass stamps on every wire Send. */
 #define BB_EXAMPLE_TRACING_KEY "example.tracing_id"
 
