@@ -51,7 +51,7 @@ export interface PlanSettings {
 export interface ServerOptions {
   /** The compiled artifact (plan.compile), the same on every peer. */
   readonly artifact: Uint8Array;
-  /** The server's peer id (default a fresh one). */
+  /** The server's peer id: its identity's `peerId` to join a signalling room (default a fresh id, which cannot). */
   readonly self?: string;
   /** What the server scores the model on each round. */
   readonly test: Dataset;
