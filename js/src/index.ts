@@ -108,16 +108,19 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
-export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
+export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
 export {
   ARTIFACT_KEYS,
   inspectArtifact,
   partitionBindings,
+  wireId,
   type ArtifactFunction,
   type ArtifactInspection,
   type ArtifactNode,
+  type ArtifactWire,
   type PartitionBinding,
-  type RecvSite,
+  type WireDeclaration,
+  type WireRecv,
 } from './artifact.js';
 export * from './dsl/index.js';
 export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';

@@ -1,8 +1,7 @@
 /**
  * Training any ONNX model in bb.wasm: a PyTorch (or any) model exported to ONNX is made
  * trainable — gradients and the optimizer are ONNX graphs the module builds and runs
- * (GRAD.md in the repository's docs) — and the trained model comes back as plain ONNX
- * that onnxruntime runs.
+ * (docs/GRAD.md) — and the trained model comes back as plain ONNX that onnxruntime runs.
  *
  * ```ts
  * const trainer = OnnxTrainer.create(bb, onnxBytes, { optimizer: 'adam', lr: 1e-3 });
