@@ -15,7 +15,7 @@ import { BbError, BbErrorCode } from './errors.js';
 import { protoBytes, protoFields, protoString, type ProtoField } from './protobuf.js';
 import { typeHash } from './values.js';
 
-/** Keys and domains of the artifact format (include/bb/artifact.h spells each once). */
+/** Keys and domains of the artifact format, spelled as the engine's C vocabulary spells them. */
 export const ARTIFACT_KEYS = {
   compiled: 'ai.bytesandbrains.compiled',
   configPrefix: 'ai.bytesandbrains.config.',

@@ -17,7 +17,7 @@ import { BbError, BbErrorCode } from './errors.js';
 import { protoBytes, protoFields, protoNumber, type ProtoField } from './protobuf.js';
 import { base58Encode, type AddressSegment } from './values.js';
 
-/** The caps bb_envelope_decode applies by default (include/bb/wire.h). */
+/** The caps the engine's envelope decoder (bb_envelope_decode) applies by default. */
 export const ENVELOPE_CAPS = {
   bytes: 16 * 1024 * 1024,
   fills: 64,
