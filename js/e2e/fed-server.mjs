@@ -4,7 +4,9 @@
 //   stdout {"id": PEER}                   its identity, before it joins (the artifact the
 //                                         clients install is written to ARTIFACT by then)
 //   stdin  {"clients": [PEER, ...]}       the operator admitted them: join and start rounds
-//   stdout {"round": R, "accuracy": A}    every round
+//   stdout {"round": R, "accuracy": A, "counters": {...}, "transport": {...}, "links": {...}}
+//                                         every round, with the server's counters, its
+//                                         transport's figures and its links' states
 // usage: node e2e/fed-server.mjs SIGNAL_URL ROOM CLIENTS ARTIFACT   (trusts NODE_EXTRA_CA_CERTS for wss:)
 import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -21,13 +23,18 @@ writeFileSync(artifactPath, artifact);
 const split = splitDigits(bb, digitsCsv(), clients, 1, 5);
 const identity = await Identity.generate();
 const server = installDigitsServer(bb, artifact, identity.peerId, split.test);
+// The server's FedAvg counters, reported with every round: why a round went without a client.
+const COUNTERS = ['fedavg.rounds_closed', 'fedavg.rounds_abandoned', 'fedavg.refused_non_member', 'fedavg.late_dropped', 'fedavg.replaced',
+  'wire.envelopes_received', 'wire.fills_delivered', 'wire.expired', 'wire.rejected', 'wire.duplicates', 'send.envelopes', 'outbound.dropped', 'ops.failed'];
 const say = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
 say({ id: identity.peerId });
 
 const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
   const { clients: ids } = JSON.parse(line);
-  const running = await connectPeer(server, { url, room, identity, role: 'server', onStep: roundReporter((r) => say(r)) });
+  let transport;
+  const running = await connectPeer(server, { url, room, identity, role: 'server', onStep: roundReporter((r) => say({ ...r, counters: Object.fromEntries(COUNTERS.map((c) => [c, Number(server.counter(c))])), transport: transport?.stats(), links: transport ? Object.fromEntries(transport.links().map((p) => [p, transport.state(p)])) : {} })) });
+  transport = running.transport;
   for (const id of ids) server.addPeer(id);
   startDigitsServer(server, ids, split.test, running.driver.now());
   running.driver.wake();

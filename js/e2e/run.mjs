@@ -17,10 +17,11 @@
 //   background tabs to a second.
 //   Every peer has an identity (the pages keep theirs in IndexedDB); this process is the
 //   operator: the federated room admits by list, the gossip room by join token.
-//   web-demo:  web-demo/serve.mjs is the server; 2 pages press "Join"; the rounds must learn.
+//   (web-demo's live federation has a browser test of its own: web-demo/test/e2e.mjs,
+//   scripts/e2e.sh --web-demo.)
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
-//   --only federated|cnn|gossip|web-demo   --full-rounds N (rounds before page 1 is hidden; default 5)
+//   --only federated|cnn|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated run's figures as JSON (bench/browser-rounds.sh)
 //   BB_CHROMIUM overrides /usr/bin/chromium
@@ -334,49 +335,6 @@ async function gossip() {
   await closeFirefoxes();
 }
 
-// ---- web-demo's live federation ---------------------------------------------------------------
-
-async function webDemo() {
-  console.log('\n== web-demo: serve.mjs runs the server peer; 2 pages join as clients');
-  const { spawn } = await import('node:child_process');
-  const { createServer: netServer } = await import('node:net');
-  const free = () => new Promise((resolve) => {
-    const probe = netServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-  const port = await free();
-  const child = spawn(process.execPath, [join(packageRoot, '..', 'web-demo', 'serve.mjs'), '--port', String(port), '--host', '127.0.0.1', '--clients', '2']);
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const context = await browser.newContext();
-  try {
-    await until('serve.mjs to listen', () => output.includes(`:${port}/`), 30_000);
-    const url = `http://127.0.0.1:${port}`;
-    const pages = [];
-    for (let k = 0; k < 2; k++) {
-      const page = await context.newPage();
-      await page.goto(`${url}/?run=join&identity=page-${k}`); // one browser: an identity per page
-      pages.push(page);
-    }
-    const status = async () => (await fetch(`${url}/status.json`)).json();
-    await until('web-demo rounds reaching 0.85', async () => (await status()).rounds.at(-1)?.accuracy >= 0.85, 120_000, 500).catch(() => undefined);
-    const { rounds, joined } = await status();
-    const last = rounds.at(-1);
-    check('web-demo: two pages join the live federation and it learns', joined === 2 && last?.accuracy >= 0.85,
-      `${joined} joined; round ${last?.round ?? 0}, ${((last?.accuracy ?? 0) * 100).toFixed(1)} %`);
-    const seen = await pages[0].evaluate(() => window.demo.rounds.length);
-    check('web-demo: a joined page charts the rounds it took part in', seen > 0, `${seen} rounds on the page`);
-    const third = await (await fetch(`${url}/join`, { method: 'POST', body: JSON.stringify({ peer: (await Identity.generate()).peerId }) })).json();
-    check('web-demo: a third client is turned away with a reason', typeof third.error === 'string', third.error);
-  } finally {
-    await context.close();
-    child.kill();
-  }
-}
-
 try {
   if (only === undefined || only === 'federated') {
     try {
@@ -394,13 +352,6 @@ try {
       await cnn();
     } catch (error) {
       check('cnn run', false, String(error?.message ?? error));
-    }
-  }
-  if (only === undefined || only === 'web-demo') {
-    try {
-      await webDemo();
-    } catch (error) {
-      check('web-demo run', false, String(error?.message ?? error));
     }
   }
   if (only === undefined || only === 'gossip') {
