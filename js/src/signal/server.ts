@@ -126,6 +126,8 @@ interface Connection {
   room: Room | null;
   peer: string | null;
   role: PeerRole | null;
+  /** The join token it joined with, relayed to the room's members with its presence. */
+  token: string | undefined;
   /** What the next join must sign; a join that succeeds uses it up. */
   challenge: Uint8Array;
   /** A join's signature is being checked: no second join meanwhile. */
@@ -273,7 +275,7 @@ export class SignalServer {
   #accept(socket: WebSocket, address: string): void {
     const now = Date.now();
     const connection: Connection = {
-      socket, address, room: null, peer: null, role: null, challenge: randomBytes(CHALLENGE_BYTES), joining: false, alive: true,
+      socket, address, room: null, peer: null, role: null, token: undefined, challenge: randomBytes(CHALLENGE_BYTES), joining: false, alive: true,
       messages: new TokenBucket(this.#limits.ratePerSecond, this.#limits.rateBurst, now),
       bytes: new TokenBucket(this.#limits.bytesPerSecond, this.#limits.byteBurst, now),
       resumeTimer: null, limitedNoticeAt: 0, joinTimer: null, closing: false,
@@ -399,12 +401,13 @@ export class SignalServer {
     connection.room = room;
     connection.peer = peer;
     connection.role = role;
+    connection.token = join.token;
     connection.challenge = new Uint8Array(0); // used up: a leave hands out a fresh one
     if (connection.joinTimer !== null) clearTimeout(connection.joinTimer);
     connection.joinTimer = null;
     const joined = room;
     if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
-    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer) });
+    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer), ...tokensOf(room, peers) });
   }
 
   /** The ICE servers a member gets: the fixed ones, and TURN credentials of its own. */
@@ -419,6 +422,7 @@ export class SignalServer {
     connection.room = null;
     connection.peer = null;
     connection.role = null;
+    connection.token = undefined;
     if (room === null || peer === null || room.members.get(peer) !== connection) return;
     room.members.delete(peer);
     if (room.members.size === 0) {
@@ -438,7 +442,7 @@ export class SignalServer {
       room.timer = null;
       const changes = room.presence.take((peer) => (room.members.get(peer)?.role ?? 'watcher') !== 'watcher');
       if (changes.joined.length === 0 && changes.left.length === 0) return;
-      const text = JSON.stringify({ type: 'presence', ...changes } satisfies ServerMessage);
+      const text = JSON.stringify({ type: 'presence', ...changes, ...tokensOf(room, changes.joined) } satisfies ServerMessage);
       for (const member of [...room.members.values()]) this.#sendText(member, text);
     }, this.#limits.presenceIntervalMs);
   }
@@ -504,6 +508,17 @@ export class SignalServer {
       connection.socket.ping();
     }
   }
+}
+
+/** The join tokens `peers` of `room` joined with (none: no field at all). */
+function tokensOf(room: Room, peers: readonly string[]): { tokens?: Record<string, string> } {
+  const tokens: Record<string, string> = {};
+  let any = false;
+  for (const peer of peers) {
+    const token = room.members.get(peer)?.token;
+    if (token !== undefined) (tokens[peer] = token), (any = true);
+  }
+  return any ? { tokens } : {};
 }
 
 function refuseUpgrade(socket: Duplex, status: 404 | 503, message: string): void {
