@@ -1,21 +1,70 @@
 #!/usr/bin/env bash
-# The end-to-end run (js/e2e/run.mjs): a Node server peer and headless Chromium pages as
-# federated and gossip peers over real WebRTC data channels. Chromium gathers no ICE
-# candidates on loopback alone, so the run happens in a private network namespace with a
-# veth pair (root; traffic never leaves the namespace). Needs js/dist and js/wasm/bb.wasm
-# (scripts/test.sh builds them). Ends with `e2e: N passed, M failed`.
-set -euo pipefail
+# The end-to-end runs, each once, and one closing line `e2e: N passed, M failed` over all:
+#   browsers  js/e2e/run.mjs — a Node server peer with Chromium and Firefox pages as
+#             federated clients (hidden and closed pages), gossip peers, the web-demo
+#   tiers     js/e2e/tiers.mjs — Redis and two signalling processes; hierarchical FedAvg
+#             with a root, 2 edges and 8 clients (Chromium, Firefox, Node)
+#   engines   js/e2e/engines.mjs — the compute path in WebKit, Firefox and Chromium
+#   nat       scripts/e2e-nat.sh — two NATed networks through TURN, over HTTPS/WSS
+# Chromium gathers no ICE candidates on loopback alone, so the browser runs happen in a
+# private network namespace with a veth pair (root; traffic never leaves the namespace).
+# Needs js/dist and js/wasm/bb.wasm (scripts/test.sh builds them).
+#   scripts/e2e.sh --web-demo: web-demo's browser test alone (web-demo/test/e2e.mjs, needs
+#   web-demo/dist), closing with `web-demo: N passed, M failed`
+#   scripts/e2e.sh [--scenarios browsers,tiers,engines,nat] [run.mjs options...]
+# (run.mjs options alone, e.g. --only federated, run the browsers scenario alone)
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+scenarios=browsers,tiers,engines,nat
+if [ "${1:-}" = "--scenarios" ]; then scenarios=$2; shift 2
+elif [ $# -gt 0 ]; then scenarios=browsers; fi
 for f in "$root/js/dist/index.js" "$root/js/wasm/bb.wasm"; do
   [ -f "$f" ] || { echo "e2e: $f is missing: build first (cd js && npm run build; scripts/build-wasm.sh)"; echo "e2e: 0 passed, 1 failed"; exit 1; }
 done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "e2e: needs root for private network namespaces (unshare -n, ip netns)"; echo "e2e: 0 passed, 1 failed"; exit 1
+fi
 netns_setup='ip link set lo up
 ip link add v0 type veth peer name v1
 ip addr add 192.0.2.10/24 dev v0
 ip link set v0 up
 ip link set v1 up
 ip route add default dev v0'
-if [ "$(id -u)" -ne 0 ]; then
-  echo "e2e: needs root for a private network namespace (unshare -n)"; echo "e2e: 0 passed, 1 failed"; exit 1
+if [ "${1:-}" = "--web-demo" ]; then
+  exec unshare -n bash -c "set -e; $netns_setup; cd '$root/web-demo' && exec node test/e2e.mjs"
 fi
-exec unshare -n bash -c "set -e; $netns_setup; cd '$root/js' && exec node e2e/run.mjs $*"
+in_private_network() { unshare -n bash -c "set -e; $netns_setup; cd '$root/js' && exec $*"; }
+
+passed=0
+failed=0
+# Runs one scenario, shows its output, and adds its own closing line to the totals.
+scenario() {
+  local name=$1 out
+  shift
+  printf '\n######## %s\n' "$name"
+  out=$(mktemp)
+  "$@" 2>&1 | tee "$out"
+  local line
+  line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+  rm -f "$out"
+  if [ -z "$line" ]; then
+    echo "e2e: scenario $name printed no closing line"
+    failed=$((failed + 1))
+    return
+  fi
+  passed=$((passed + $(sed -E 's/^e2e: ([0-9]+) passed.*/\1/' <<<"$line")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
+}
+
+IFS=, read -ra wanted <<<"$scenarios"
+for s in "${wanted[@]}"; do
+  case $s in
+    browsers) scenario browsers in_private_network node e2e/run.mjs "$@" ;;
+    tiers) scenario tiers in_private_network node e2e/tiers.mjs ;;
+    engines) scenario engines bash -c "cd '$root/js' && exec node e2e/engines.mjs" ;;
+    nat) scenario nat bash "$root/scripts/e2e-nat.sh" ;;
+    *) echo "e2e: no scenario $s"; failed=$((failed + 1)) ;;
+  esac
+done
+echo "e2e: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -12,6 +12,10 @@ APT_PACKAGES=(
   zlib1g-dev
   wabt chromium
   iproute2 util-linux openssl
+  # the end-to-end runs on real networks and other engines (scripts/e2e*.sh): TURN, NAT
+  # routers, a test CA in an NSS database, Firefox, WebKitGTK under a virtual display,
+  # Redis for several signalling processes
+  coturn nftables iputils-ping libnss3-tools firefox-esr webkit2gtk-driver xvfb xauth redis-server
 )
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -96,6 +100,16 @@ if [ -f js/package-lock.json ]; then
     say "installing npm packages of js/ (npm ci)"
     (cd js && npm ci --no-audit --no-fund --loglevel=error)
     cp js/package-lock.json "$stamp"
+  fi
+fi
+
+# npm packages of web-demo (its own lockfile; it uses js/ as any app uses the package).
+if [ -f web-demo/package-lock.json ]; then
+  stamp=web-demo/node_modules/.bb-lock-stamp
+  if [ ! -f "$stamp" ] || ! cmp -s web-demo/package-lock.json "$stamp"; then
+    say "installing npm packages of web-demo/ (npm ci)"
+    (cd web-demo && npm ci --no-audit --no-fund --loglevel=error)
+    cp web-demo/package-lock.json "$stamp"
   fi
 fi
 say "ok"

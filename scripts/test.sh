@@ -4,7 +4,9 @@
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): C tests and fuzz targets
 #   3. WebAssembly build: bb.wasm, and the C tests again under Node
 #   4. the npm package: type check and Vitest (including wasm vs native byte identity)
-#   5. end to end: Chromium pages and a Node peer over WebRTC (scripts/e2e.sh)
+#   5. web-demo: type check, Vite build and unit tests
+#   6. end to end: Chromium pages and a Node peer over WebRTC (scripts/e2e.sh), then
+#      web-demo in Chromium at desktop and phone sizes (scripts/e2e.sh --web-demo)
 # and ends with one line CI reads: "N passed, M failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,6 +100,18 @@ if [ -f js/package.json ]; then
   fi
 fi
 
+step "web-demo: type check, build, unit tests"
+if [ -f web-demo/package.json ] && [ -f js/dist/index.js ] && [ -f js/wasm/bb.wasm ]; then
+  if build_or_fail web-demo-build bash -c "cd web-demo && npm run --silent build"; then
+    out="$log_dir/web-demo-vitest.log"
+    (cd web-demo && npm test --silent) 2>&1 | tee "$out" | tail -n 15
+    record_summary "Vitest (web-demo)" vitest "$out"
+  fi
+else
+  echo "test: no web-demo/package.json, js/dist or js/wasm/bb.wasm"
+  record "Vitest (web-demo)" 0 1
+fi
+
 step "end to end: Chromium and Node peers over WebRTC (private network namespace)"
 if [ -f js/dist/index.js ] && [ -f js/wasm/bb.wasm ]; then
   out="$log_dir/e2e.log"
@@ -106,6 +120,16 @@ if [ -f js/dist/index.js ] && [ -f js/wasm/bb.wasm ]; then
 else
   echo "test: no js/dist or js/wasm/bb.wasm to run end to end with"
   record "End to end (browsers)" 0 1
+fi
+
+step "web-demo in Chromium: desktop and phone, in-page and live federations (private network namespace)"
+if [ -f web-demo/dist/index.html ]; then
+  out="$log_dir/web-demo-e2e.log"
+  BB_TEST_LOG_DIR="$log_dir" bash scripts/e2e.sh --web-demo 2>&1 | tee "$out" | tail -n 30
+  record_summary "web-demo (browsers)" web-demo "$out"
+else
+  echo "test: web-demo/dist is missing (its build failed above)"
+  record "web-demo (browsers)" 0 1
 fi
 
 step "summary"

@@ -12,8 +12,9 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"inspect", cmd_inspect, "MODEL.onnx [--json|--dot]",
-     "summarise a model; for a compiled artifact its partitions, wire edges and bindings"},
+    {"inspect", cmd_inspect, "MODEL.onnx [--json|--dot] | --wires A.onnx B.onnx [--json]",
+     "summarise a model; for a compiled artifact its partitions, wire edges, wires and bindings;\n"
+     "      with --wires, whether two artifacts can talk (exit 1 when they cannot)"},
     {"compile", cmd_compile, "MODEL.onnx --bind SLOT=TYPE ... -o FILE | --example NAME -o FILE | --examples",
      "partition a recorded model (or a shipped example's Module) and bind its slots"},
     {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",

@@ -1,53 +1,81 @@
 #!/usr/bin/env node
-// Hosts web-demo: the page, the package, bb.wasm and the digits — and, unless --no-live, a
-// live federation: this process is the federated_digits server peer (node-datachannel) and
-// runs the signalling on the same port (path /signal); browsers that press "Join" become
-// its clients over WebRTC (phones on the same network too), and any page can watch the rounds.
-// The room admits the server by its peer id and each client by a join token this process
-// signs when it hands out the client's seat.
+// Hosts web-demo: the built page (dist/, `npm run build`) and, unless --no-live, a live
+// federation (shared/live-plan.js: federated averaging of the digits, clients found by
+// registry). This process is its server peer (node-datachannel) and runs the signalling on
+// the same port (path /signal); pages that press "Join" take a client seat and become
+// clients over WebRTC (phones on the same network too), and any page can watch. The room
+// admits the server by its peer id and each client by a join token this process signs
+// when it hands out the client's seat.
 //
-//   (cd js && npm run build) && scripts/build-wasm.sh
-//   node web-demo/serve.mjs [--port 8080] [--host 0.0.0.0] [--clients 4] [--no-live]
+//   make web-demo            (builds the package, bb.wasm and the page, then runs this)
+//   node web-demo/serve.mjs [--port 8080] [--host 0.0.0.0] [--clients 4] [--quorum N]
+//        [--deadline-ms 2000] [--grace-ms 20000] [--no-live]
 //        [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
-// --tls-cert/--tls-key serve https: (and wss: for signalling): browsers only give pages
-// from other hosts than localhost WebCrypto and IndexedDB there. --ice-server adds a STUN or
-// TURN server (repeat it); turn: URLs take --turn-secret, coturn's static-auth-secret, and
-// every peer then gets TURN credentials of its own for an hour.
+//
+// --clients is the number of client seats; the rounds start once --quorum of them (default
+// half, rounded up) are in the room, and go on as visitors come and go. A round closes at
+// once with an update from every seat, or after --deadline-ms with --quorum of them. A seat
+// whose page left is given back after --grace-ms (and its registration lapses as long
+// after its last heartbeat); a page that reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
+// (and wss: for signalling): browsers only give pages from other hosts than localhost
+// WebCrypto and IndexedDB there. --ice-server adds a STUN or TURN server (repeat it); turn:
+// URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
+// credentials of its own for an hour.
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import { createRequire } from 'node:module';
+import { networkInterfaces } from 'node:os';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 
-import { createRequire } from 'node:module';
+import { loadBb, splitDigits } from 'bytesandbrains';
+import { SignalClient, createJoinToken } from 'bytesandbrains/signal';
+import { Identity, publicKeyFromPeerId } from 'bytesandbrains/identity';
+import { SignalServer } from 'bytesandbrains/signal/server';
+import { WebRtcTransport } from 'bytesandbrains/transport';
+import QRCode from 'qrcode';
 
-import {
-  compileFederatedDigits, connectPeer, installDigitsServer, loadBb, roundReporter, splitDigits, startDigitsServer,
-} from '../js/dist/index.js';
-import { Identity, publicKeyFromPeerId } from '../js/dist/identity/index.js';
-import { createJoinToken } from '../js/dist/signal/index.js';
-import { SignalServer } from '../js/dist/signal/node.js';
+import { LiveFederation } from './live/federation.mjs';
+import { SeatBook } from './live/seats.mjs';
+import { livePlan } from './shared/live-plan.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url)).replace(/\/$/, '');
-const repo = join(here, '..');
+const dist = join(here, 'dist');
 const arg = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
 const args = (name) => process.argv.flatMap((value, i) => (process.argv[i - 1] === name ? [value] : []));
 const port = Number(arg('--port', 8080));
 const host = arg('--host', '0.0.0.0');
 const clients = Number(arg('--clients', 4));
+const quorum = Number(arg('--quorum', Math.ceil(clients / 2)));
+const deadlineMs = Number(arg('--deadline-ms', 2000));
+const graceMs = Number(arg('--grace-ms', 20_000));
+// a client's registration outlives its last heartbeat as long as its seat outlives its page
+const registryTtlMs = Math.max(5000, graceMs);
 const live = !process.argv.includes('--no-live');
 const tlsCert = arg('--tls-cert');
 const tlsKey = arg('--tls-key');
 const iceUrls = args('--ice-server');
 const turnSecret = arg('--turn-secret');
-// label skew: five digits per client from four clients up; fewer clients each get them all
-const classesPerShard = clients >= 4 ? 5 : 0;
+// label skew: six of the ten digits per client from four clients up (each digit on several
+// clients, so a visitor who leaves takes no digit with it); fewer clients each get them all
+const classesPerShard = clients >= 4 ? 6 : 0;
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 
+const usage = (why) => {
+  console.error(`web-demo: ${why}`);
+  process.exit(2);
+};
+if (!Number.isInteger(clients) || clients < 1 || clients > 64) usage('--clients takes 1 to 64');
+if (!Number.isInteger(quorum) || quorum < 1 || quorum > clients) usage(`--quorum takes 1 to --clients (${clients})`);
+if (!(deadlineMs >= 100 && deadlineMs <= 60_000)) usage('--deadline-ms takes 100 to 60000');
+if (!(graceMs >= 1000 && graceMs <= 3_600_000)) usage('--grace-ms takes 1000 to 3600000');
+if ((tlsCert === undefined) !== (tlsKey === undefined)) usage('--tls-cert and --tls-key go together');
+const turnUrls = iceUrls.filter((url) => /^turns?:/.test(url));
+if (turnUrls.length > 0 && turnSecret === undefined) usage('TURN servers (--ice-server turn:...) need --turn-secret');
 for (const [file, hint] of [
-  [join(repo, 'js/dist/index.js'), 'cd js && npm run build'],
-  [join(repo, 'js/wasm/bb.wasm'), 'scripts/build-wasm.sh'],
+  [join(dist, 'index.html'), 'build the page: (cd web-demo && npm run build), or make web-demo'],
   [DIGITS, 'install python3-sklearn (scripts/setup.sh does)'],
 ]) {
   if (!existsSync(file)) {
@@ -55,44 +83,43 @@ for (const [file, hint] of [
     process.exit(1);
   }
 }
-if (!Number.isInteger(clients) || clients < 1 || clients > 64) {
-  console.error('web-demo: --clients takes 1 to 64');
-  process.exit(2);
-}
-if ((tlsCert === undefined) !== (tlsKey === undefined)) {
-  console.error('web-demo: --tls-cert and --tls-key go together');
-  process.exit(2);
-}
-const turnUrls = iceUrls.filter((url) => /^turns?:/.test(url));
-if (turnUrls.length > 0 && turnSecret === undefined) {
-  console.error('web-demo: TURN servers (--ice-server turn:...) need --turn-secret');
-  process.exit(2);
-}
 
-const wasm = readFileSync(join(repo, 'js/wasm/bb.wasm'));
 const csv = gunzipSync(readFileSync(DIGITS));
-const TYPES = { '.js': 'text/javascript', '.html': 'text/html', '.css': 'text/css', '.map': 'application/json' };
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.wasm': 'application/wasm',
+  '.csv': 'text/csv',
+  '.svg': 'image/svg+xml',
+  '.json': 'application/json',
+  '.map': 'application/json',
+};
 
-// ---- the server: page and signalling on one port ----------------------------------------
+// ---- page and signalling on one port ------------------------------------------------------
 const tls = tlsCert === undefined ? undefined : { cert: readFileSync(tlsCert), key: readFileSync(tlsKey) };
 const http = tls === undefined ? createServer() : createHttpsServer(tls);
-http.on('request', (request, response) => void respond(request, response));
+http.on('request', (request, response) => void respond(request, response).catch((error) => {
+  console.error(`web-demo: ${request.url}: ${error?.message ?? error}`);
+  if (!response.headersSent) response.writeHead(500, { 'content-type': 'text/plain' }).end('server error');
+}));
 
-// ---- the live federation ----------------------------------------------------------------
-const status = { clients, joined: 0, rounds: [] };
 const room = `web-demo-${process.pid}`;
-const serverIdentity = await Identity.generate();
-const serverId = serverIdentity.peerId;
+const seats = new SeatBook({ seats: clients, graceMs });
+/** @type {LiveFederation | undefined} */
+let federation;
+let artifact = new Uint8Array();
+let serverId = '';
 // signs the join tokens of the seats it hands out; lives as long as this process
 const operator = await Identity.generate();
-const seats = []; // peer ids by seat
-let artifact = new Uint8Array();
-let seat = () => ({ error: 'no live federation here' });
+
 if (live) {
-  const bb = await loadBb(wasm);
-  artifact = compileFederatedDigits(bb, { quorum: Math.max(1, clients - 1), target: clients, deadlineMs: 2000 });
+  const bb = await loadBb();
+  const plan = livePlan({ clients, quorum, deadlineMs, registryTtlMs });
+  artifact = plan.compile(bb);
   const split = splitDigits(bb, csv, clients, 1, classesPerShard);
-  const server = installDigitsServer(bb, artifact, serverId, split.test);
+  const serverIdentity = await Identity.generate();
+  serverId = serverIdentity.peerId;
   SignalServer.attach(http, {
     path: '/signal',
     rooms: { [room]: { allow: { [serverId]: 'server' }, operators: [operator.publicKey] } },
@@ -100,49 +127,44 @@ if (live) {
     iceServers: iceUrls.filter((url) => !turnUrls.includes(url)).map((urls) => ({ urls })),
     ...(turnSecret === undefined ? {} : { turn: { secret: turnSecret, urls: turnUrls } }),
   });
-  await new Promise((resolve) => http.listen(port, host, resolve));
+  await listen();
   // this process joins its own room over loopback; its own certificate needs no check there
-  const require = createRequire(new URL('../js/package.json', import.meta.url));
-  const WebSocket = require('ws');
+  const WebSocket = createRequire(import.meta.resolve('bytesandbrains'))('ws');
   const Loopback = class extends WebSocket {
     constructor(url) {
       super(url, { rejectUnauthorized: false });
     }
   };
   const self = `${tls === undefined ? 'ws' : 'wss'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}/signal`;
-  const running = await connectPeer(server, {
-    url: self, room, identity: serverIdentity, role: 'server', WebSocket: Loopback,
-    onStep: roundReporter((report) => {
-      status.rounds.push(report);
-      console.log(`web-demo: round ${report.round}, held-out accuracy ${(report.accuracy * 100).toFixed(1)} %`);
-    }),
-  });
-  const waiting = setInterval(() => {
-    status.joined = seats.filter((id) => running.transport.peers().includes(id)).length;
-    if (status.joined < clients) return;
-    clearInterval(waiting);
-    console.log(`web-demo: all ${clients} clients are in; starting the rounds`);
-    startDigitsServer(server, seats, split.test, running.driver.now());
-    running.driver.wake();
-  }, 250);
-  // a seat for the page's peer id (the same one again after a reload), with its join token
-  seat = async (peer) => {
-    if (typeof peer !== 'string' || publicKeyFromPeerId(peer) === null) return { error: 'send {"peer": "<your peer id>"}: a key-bound peer id' };
-    let index = seats.indexOf(peer);
-    if (index < 0) {
-      if (seats.length >= clients) return { error: `all ${clients} client seats are taken` };
-      index = seats.push(peer) - 1;
-      server.addPeer(peer);
-    }
-    const token = await createJoinToken(operator, { peer, role: 'client', room, expiresAt: Math.floor(Date.now() / 1000) + 12 * 3600 });
-    return { index, token };
-  };
+  // the server joins the room now; its node is installed when the rounds start
+  const signal = await SignalClient.connect({ url: self, room, identity: serverIdentity, role: 'server', WebSocket: Loopback });
+  const transport = await WebRtcTransport.create({ signal });
+  federation = new LiveFederation({ plan, bb, artifact, test: split.test, seats, quorum, deadlineMs, transport });
+  setInterval(() => federation.tick(), 250);
 } else {
-  await new Promise((resolve) => http.listen(port, host, resolve));
+  await listen();
+}
+
+function listen() {
+  return new Promise((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(port, host, resolve);
+  });
 }
 
 function config() {
-  return { live, clients, classesPerShard, server: serverId, room, signalPath: '/signal' };
+  return { live, clients, quorum, deadlineMs, registryTtlMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls() };
+}
+
+/** This page's addresses: localhost, then every IPv4 address of this machine (what a phone on the LAN opens). */
+function urls() {
+  const scheme = tls === undefined ? 'http' : 'https';
+  if (host !== '0.0.0.0') return [`${scheme}://${host}:${port}/`];
+  const lan = Object.values(networkInterfaces())
+    .flat()
+    .filter((a) => a !== undefined && a.family === 'IPv4' && !a.internal)
+    .map((a) => `${scheme}://${a.address}:${port}/`);
+  return [`${scheme}://localhost:${port}/`, ...lan];
 }
 
 function body(request) {
@@ -162,34 +184,44 @@ function body(request) {
   });
 }
 
-function serveFile(path) {
-  if (path === '/') path = '/index.html';
-  for (const [prefix, dir] of [['/pkg/', join(repo, 'js/dist')], ['/', here]]) {
-    if (!path.startsWith(prefix)) continue;
-    const file = normalize(join(dir, path.slice(prefix.length)));
-    if (!file.startsWith(dir + sep) || !existsSync(file) || file.endsWith('serve.mjs')) continue;
-    return [TYPES[extname(file)] ?? 'application/octet-stream', readFileSync(file)];
-  }
-  return undefined;
+/** A seat for the page's peer id (the same one again with its session token), with its join token. */
+async function seat(request) {
+  if (federation === undefined) return { error: 'no live federation here' };
+  const { peer, session } = await body(request);
+  if (typeof peer !== 'string' || publicKeyFromPeerId(peer) === null) return { error: 'send {"peer": "<your peer id>"}: a key-bound peer id' };
+  const claimed = seats.claim(peer, typeof session === 'string' ? session : undefined, Date.now());
+  if ('error' in claimed) return claimed;
+  const token = await createJoinToken(operator, { peer, role: 'client', room, expiresAt: Math.floor(Date.now() / 1000) + 12 * 3600 });
+  return { index: claimed.index, session: claimed.session, token };
 }
 
-function json(value) {
-  return ['application/json', JSON.stringify(value)];
+function serveFile(path) {
+  const file = normalize(join(dist, path === '/' ? 'index.html' : decodeURIComponent(path)));
+  if (!file.startsWith(dist + sep) || !existsSync(file)) return undefined;
+  return [TYPES[extname(file)] ?? 'application/octet-stream', readFileSync(file)];
 }
+
+const json = (value) => ['application/json', JSON.stringify(value)];
 
 async function respond(request, response) {
-  const path = new URL(request.url ?? '/', 'http://x').pathname;
+  const url = new URL(request.url ?? '/', 'http://x');
+  const path = url.pathname;
+  const since = (name) => (url.searchParams.has(name) ? Number(url.searchParams.get(name)) : undefined);
   let found;
-  if (path === '/bb.wasm') found = ['application/wasm', wasm];
-  else if (path === '/digits.csv') found = ['text/csv', csv];
-  else if (path === '/config.json') found = json(config());
-  else if (path === '/status.json') found = json(status);
+  if (path === '/config.json') found = json(config());
+  else if (path === '/status.json') found = json(federation === undefined ? { live: false } : federation.status({ events: since('events'), round: since('round'), points: since('points') }));
   else if (path === '/artifact.bin' && live) found = ['application/octet-stream', artifact];
-  else if (path === '/join' && request.method === 'POST') found = json(await seat((await body(request)).peer));
+  else if (path === '/join' && request.method === 'POST') found = json(await seat(request));
   else found = serveFile(path);
   if (found === undefined) return response.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-  response.writeHead(200, { 'content-type': found[0], 'cache-control': 'no-store' }).end(found[1]);
+  const cache = path.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-store';
+  response.writeHead(200, { 'content-type': found[0], 'cache-control': cache }).end(found[1]);
 }
 
-console.log(`web-demo: ${tls === undefined ? 'http' : 'https'}://${host === '0.0.0.0' ? 'localhost' : host}:${port}/` +
-  (live ? ` — a live federation waits for ${clients} clients (signalling on the same port, /signal)` : ''));
+const addresses = urls();
+console.log(`web-demo: ${addresses[0]}` + (live ? ` — a live federation with ${clients} client seats; the rounds start once ${quorum} are in (signalling on the same port, /signal)` : ''));
+const phone = addresses.find((u) => !/\/\/(localhost|127\.)/.test(u));
+if (phone !== undefined) {
+  console.log(`web-demo: on a phone on this network: ${phone}${tls === undefined ? ' (joining needs https: see docs/WEB-DEMO.md)' : ''}`);
+  if (process.stdout.isTTY) console.log(await QRCode.toString(phone, { type: 'terminal', small: true }));
+}

@@ -8,7 +8,7 @@
  * (UnresolvedType), compiles under permissive types with y left abstract, and resolves to
  * tensor.f32 once the Model's storage is declared. MixedPrecisionDemo (x = f32, y = f64) fails with
  * TypeConstraintFailed naming both precisions. StampDemo carries the passport
- * ai.bytesandbrains.compiled = "v1" and the binding "Backend|CpuBackend|<slot id>" for
+ * ai.bytesandbrains.compiled = BB_COMPILED_VERSION and the binding "Backend|CpuBackend|<slot id>" for
  * slot default_backend. Exits 0 only when all of that held. (The type lattice itself has
  * no public API; tests/compiler checks it.) */
 #include <stdio.h>
@@ -137,7 +137,8 @@ int main(int argc, char **argv) {
   const char *binding = o.artifact ? bb_kv_get(&o.artifact->metadata, key) : NULL;
   printf("StampDemo: compiled = %s; %s = %s\n", passport ? passport : "(none)", key, binding ? binding : "(none)");
   const char *id = binding && strncmp(binding, "Backend|CpuBackend|", 19) == 0 ? binding + 19 : NULL;
-  failures += check(o.rc == 0 && passport && strcmp(passport, "v1") == 0, "passport ai.bytesandbrains.compiled = v1");
+  failures += check(o.rc == 0 && passport && strcmp(passport, BB_COMPILED_VERSION) == 0,
+                    "passport ai.bytesandbrains.compiled = " BB_COMPILED_VERSION);
   failures += check(id && *id && strspn(id, "-0123456789") == strlen(id),
                     "binding for slot default_backend is Backend|CpuBackend|<slot id>");
   bb_model_free(o.artifact);

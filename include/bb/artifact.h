@@ -132,12 +132,19 @@ BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 /* ---- model metadata (the compiled artifact) ------------------------------------------ */
 
 #define BB_KEY_COMPILED "ai.bytesandbrains.compiled"
-#define BB_COMPILED_VERSION "v1"
+/* v2: Sends name the wire their value travels on (dest_site_name.<value> = the wire's
+ * name), Recvs the wire they listen to (BB_KEY_WIRE_ID), and the wire tables below
+ * declare every wire's type. v1 artifacts named a Recv of their own artifact instead. */
+#define BB_COMPILED_VERSION "v2"
 /* binding.<partition>.<slot> = "<Role>|<concrete type>|<slot id or -1>" */
 #define BB_KEY_BINDING_PREFIX "ai.bytesandbrains.binding."
 /* config.<slot> = the config text bound with the slot */
 #define BB_KEY_CONFIG_PREFIX "ai.bytesandbrains.config."
 #define BB_KEY_IR_VERSION "ai.bytesandbrains.ir_version"
+/* wire_out.<wire> / wire_in.<wire> = "<Kind>|<type>|0x<type hash>": a wire some partition
+ * of the artifact sends on / receives from (see "wires" below). */
+#define BB_KEY_WIRE_OUT_PREFIX "ai.bytesandbrains.wire_out."
+#define BB_KEY_WIRE_IN_PREFIX "ai.bytesandbrains.wire_in."
 
 /* ---- function metadata ---------------------------------------------------------------- */
 
@@ -164,13 +171,14 @@ BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 
 #define BB_KEY_HOME_CLASS "ai.bytesandbrains.home_class"
 #define BB_KEY_SYNTHESIZED_FROM_SEND "ai.bytesandbrains.synthesized_from_send"
+/* On both halves of a wire (a Send and every Recv that listens to it): the wire's name. */
 #define BB_KEY_WIRE_ID "ai.bytesandbrains.wire.wire_id"
 #define BB_KEY_CHAIN_DEPTH "ai.bytesandbrains.wire.chain_depth"
 #define BB_KEY_WIRE_TRANSPORT "ai.bytesandbrains.wire_transport"
 #define BB_WIRE_TRANSPORT_DATA "data"
 #define BB_WIRE_TRANSPORT_TRIGGER_ONLY "trigger_only"
 #define BB_KEY_BATCH_GROUP "ai.bytesandbrains.batch_group_id"
-/* dest_site_name.<value> = the Recv site a Send's value lands in */
+/* dest_site_name.<value> = the name of the wire a Send's value travels on */
 #define BB_KEY_DEST_SITE_PREFIX "ai.bytesandbrains.dest_site_name."
 #define BB_KEY_EXPANDED "ai.bytesandbrains.expanded"
 #define BB_KEY_RX_CHAIN_HEAD "ai.bytesandbrains.rx_chain_head"
@@ -215,6 +223,43 @@ BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 #define BB_DEFAULT_CLASS "@default"
 /* The value a DeadlineCheck adds to the node it guards is "<site>" BB_DEADLINE_TRIGGER_SUFFIX. */
 #define BB_DEADLINE_TRIGGER_SUFFIX "#__trigger_deadline"
+
+/* ---- wires ------------------------------------------------------------------------------------ */
+
+/* A wire is a value's way from the Sends that name it to the Recvs that listen to it, on
+ * any peer, in any artifact. Its name is "<Module>.<port>" for a network port of a
+ * Module's body, or what the author named it; two artifacts compiled apart that use one
+ * name use one wire. On the wire, a fill addresses its Recvs by the wire's id: the
+ * FNV-1a-64 of the name's bytes (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+ * Names are 1 to BB_WIRE_NAME_MAX bytes of printable ASCII without blanks or '|'. */
+#define BB_WIRE_NAME_MAX 255
+BB_API uint64_t bb_wire_id(const char *name);
+BB_API bool bb_wire_name_valid(const char *name);
+
+/* A wire's type is the denotation of the value it carries (the abstract type "" when the
+ * compiler could not tell); its hash is the FNV-1a-64 of the denotation, 0 for "". */
+BB_API uint64_t bb_wire_type_hash(const char *type);
+/* The runtime value kind a type stands for, spelled as bb_val_kind_name spells kinds:
+ * "Tensor" (tensor and scalar types), "Composite", "Peer", "Peers", "Trigger",
+ * "WireReqId", "Address", "Addresses"; "Any" for the abstract type, for
+ * BB_TYPE_BYTES (what an input declared without a type gets: the host may give it any
+ * value) and for denotations this table does not know (the type tree is open). */
+BB_API const char *bb_type_value_kind(const char *type);
+/* The element type of a tensor or scalar denotation (bb.f32 is BB_DTYPE_FLOAT, ...);
+ * BB_DTYPE_UNDEFINED for anything else. */
+BB_API bb_dtype bb_type_element(const char *type);
+/* Whether a value declared `sent` may land where `expected` is declared: equal types,
+ * or either one abstract. */
+BB_API bool bb_wire_types_agree(const char *sent, const char *expected);
+
+/* A wire table entry's value (BB_KEY_WIRE_OUT_PREFIX / BB_KEY_WIRE_IN_PREFIX) for a type:
+ * "<Kind>|<type>|0x<16 hex digits of its hash>", the type at most BB_WIRE_NAME_MAX
+ * bytes. format writes it NUL-terminated and
+ * returns its length (which is >= size when it did not fit); parse finds the type in
+ * such a value (*type points into it, *type_len bytes long) and is false unless the
+ * kind and the hash are those of that type. */
+BB_API size_t bb_wire_entry_format(const char *type, char *out, size_t size);
+BB_API bool bb_wire_entry_parse(const char *value, const char **type, size_t *type_len);
 
 /* ---- the table ---------------------------------------------------------------------------------- */
 

@@ -85,6 +85,9 @@ typedef enum bb_compile_error {
   /* bindings and input */
   BB_COMPILE_BINDING_ROLE_MISMATCH, /* a slot bound to a concrete of another role */
   BB_COMPILE_BAD_INPUT,             /* the bytes are not an ONNX model */
+  /* wires: a bad wire name, one wire declared with two types, or two names whose ids
+   * collide */
+  BB_COMPILE_WIRE_CONFLICT,
   BB_COMPILE_ERROR_COUNT
 } bb_compile_error;
 
@@ -204,15 +207,32 @@ typedef enum bb_artifact_format {
 } bb_artifact_format;
 
 /* Describes a compiled artifact: its partitions (name, peer class, nodes), the wire
- * edges between them (from/to partition names, the value sent and the destination Recv
- * site) and the binding table. JSON has at least
+ * edges between them (from/to partition names, the value sent, the Recv payload it lands
+ * in and the wire), the wires it sends on and receives from, and the binding table. JSON
+ * has at least
  *   {"partitions":[{"name","peer_class","nodes":[...]}],
- *    "wire_edges":[{"from","to","value","site"}],
+ *    "wire_edges":[{"from","to","value","site","wire"}],
+ *    "wires":[{"name","direction","kind","type","type_hash","id"}],
  *    "bindings":[{"target","slot","role","type","slot_id"}]}.
  * The NUL-terminated text is allocated with the model's allocator; free it with
  * bb_buffer_free. BB_ERR_MALFORMED when the model carries no passport. */
 BB_API int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, char **out, size_t *out_len,
                                 bb_error *err);
+
+/* Whether two compiled artifacts can talk, from their wire tables alone: for every wire
+ * one sends on and the other receives from (either way) whether the types agree
+ * ("pairs") or not ("disagrees"); every wire one declares that the other has no half of
+ * ("missing": a third artifact may hold it); and two distinct wires whose ids collide
+ * ("collides"). They can talk when at least one wire pairs, none disagrees and none
+ * collides (*can_talk, may be NULL). The labels (NULL: "A", "B") name the artifacts in
+ * the report, a text (one line per wire, then the verdict) or JSON
+ *   {"can_talk":bool,"wires":[{"verdict","wire","from"|"other",
+ *                              "sent","expected" | "direction"}]}
+ * (BB_ARTIFACT_DOT is BB_ERR_INVALID_ARGUMENT), allocated with the allocator `a` was
+ * made with (free with bb_buffer_free). BB_ERR_MALFORMED for a model without a passport or a malformed wire table. */
+BB_API int bb_artifact_wires_compare(const bb_model *a, const char *a_label, const bb_model *b, const char *b_label,
+                                     bb_artifact_format format, char **out, size_t *out_len, bool *can_talk,
+                                     bb_error *err);
 
 #ifdef __cplusplus
 }

@@ -106,6 +106,21 @@ BB_API bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value);
  * receiving side consumes. Returns the request handle (bb.wire_req_id). */
 BB_API bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value);
 
+/* The wire a network port sends on is "<Module>.<port>", Module being the module whose
+ * body is compiled (a port recorded in a sub-module is inlined under a name the
+ * inliner extends with "#inl<k>"). Peers compiled apart agree on a wire by its name, so
+ * a port whose wire must stay put while the program changes around it can be given its
+ * wire's name (see BB_WIRE_NAME_MAX in bb/artifact.h for what a name may hold). */
+BB_API bb_value bb_rec_net_out_wire(bb_rec *rec, const char *port, const char *wire, bb_value peers, bb_value value);
+
+/* Receives what a network port of another Module — compiled apart, running on other
+ * peers or on this one — sends: a wire.Recv listening to the wire named `wire`
+ * ("<Module>.<port>", or the name bb_rec_net_out_wire gave it). Returns the payload,
+ * typed `type` (what the node refuses a fill of another type with); *sender (sender
+ * may be NULL) gets the sending peer's id, a bb.peer_id. Every fill that arrives starts
+ * a run of this function in which the payload and the sender hold values. */
+BB_API bb_value bb_rec_net_in(bb_rec *rec, const char *wire, const char *type, bb_value *sender);
+
 /* The value of an output port this function already declared (bb_rec_output or
  * bb_rec_net_out). */
 BB_API bb_value bb_rec_lookup_output(bb_rec *rec, const char *port);

@@ -212,9 +212,18 @@ typedef enum bb_admission_source {
  * A hook replaces that rule (bb_node_peer_role tells it what tokens say). The host's own
  * bb_node_add_peer / bb_node_block_peer need no admission. */
 typedef bool (*bb_admit_fn)(void *user, const bb_peer_id *peer, bb_admission_source source);
+/* Another artifact a node runs beside bb_install_args.artifact, with its own targets:
+ * Modules compiled apart that share one peer (and the components bound to the same slot
+ * names). */
+typedef struct bb_install_artifact {
+  const uint8_t *artifact;
+  size_t artifact_len;
+  const char *const *targets;
+  size_t n_targets;
+} bb_install_artifact;
 
 typedef struct bb_install_args {
-  size_t struct_size;              /* sizeof(bb_install_args) */
+  size_t struct_size;              /* sizeof(bb_install_args); BB_INSTALL_ARGS_SIZE_V1 at least */
   bb_peer_id self;
   const bb_address *addresses;     /* my addresses (what peers should reach me at) */
   size_t n_addresses;
@@ -229,6 +238,8 @@ typedef struct bb_install_args {
   const bb_allocator *alloc;       /* NULL: malloc */
   bb_admit_fn admit;               /* NULL: the default admission rule (bb_admit_fn) */
   void *admit_user;
+  const bb_install_artifact *more; /* further artifacts (NULL: none) */
+  size_t n_more;
   /* Join tokens decide who takes part (copied at install; NULL: no tokens are checked).
    * With a policy, the default admission rule lets only token holders into the address
    * book, and the shipped aggregators take contributions only from peers whose token
@@ -236,9 +247,11 @@ typedef struct bb_install_args {
   const bb_join_policy *admission;
 } bb_install_args;
 
-/* The struct_size of a bb_install_args without admission: the least bb_install accepts
- * (a caller built against that header installs without join tokens). */
-#define BB_INSTALL_ARGS_SIZE_V1 offsetof(bb_install_args, admission)
+/* The struct_size of a bb_install_args without `more`: the least bb_install accepts. */
+#define BB_INSTALL_ARGS_SIZE_V1 offsetof(bb_install_args, more)
+/* The struct_size of a bb_install_args without `admission` (a caller built against that
+ * header installs without join tokens). */
+#define BB_INSTALL_ARGS_SIZE_V2 offsetof(bb_install_args, admission)
 
 /* Why an install failed. */
 typedef enum bb_install_error_kind {
@@ -255,16 +268,17 @@ typedef enum bb_install_error_kind {
   BB_INSTALL_UNRESOLVED_OP,         /* an op of my partitions has nothing to run it */
   BB_INSTALL_UNRESOLVED_DESTINATION,/* a Send whose receiving site is not in the artifact */
   BB_INSTALL_INVALID_ARGUMENT,
-  BB_INSTALL_OUT_OF_MEMORY
+  BB_INSTALL_OUT_OF_MEMORY,
+  BB_INSTALL_WIRE_CONFLICT          /* two wires with one id, or one wire declared with two types */
 } bb_install_error_kind;
 
 BB_API const char *bb_install_error_name(bb_install_error_kind kind);
 
-/* Installs the artifact for my targets: checks the passport, constructs one component
- * per bound slot (shared by the targets that name it) from args->registry, assigns value
- * sites from the artifact alone (so every peer agrees on them), resolves every op and
- * every Send's destination site. On failure *out is NULL, *kind says why and err names
- * the target, slot, type or op; a bound type the registry lacks is
+/* Installs the artifact (and args->more) for my targets: checks each passport, constructs
+ * one component per bound slot (shared by the targets, of any artifact, that name it)
+ * from args->registry, resolves every op, the wire every Send sends on and the wire
+ * every Recv of my partitions listens to. On failure *out is NULL, *kind says why and err
+ * names the target, slot, type, op or wire; a bound type the registry lacks is
  * BB_INSTALL_UNREGISTERED_CONCRETE. kind may be NULL. */
 BB_API int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err);
 BB_API void bb_node_free(bb_node *node);
@@ -324,9 +338,32 @@ BB_API uint64_t bb_node_expiry(const bb_node *node);
 /* True when a poll would do work now (queued events or ready ops). */
 BB_API bool bb_node_has_work(const bb_node *node);
 
-/* Starts the bootstraps of my targets (in artifact order); their completion is reported
- * as BB_STEP_BOOTSTRAP_COMPLETE. Until then body work waits. A second call does nothing. */
+/* Starts the bootstraps of my targets (in target order); their completion is reported
+ * as BB_STEP_BOOTSTRAP_COMPLETE. Until then body work waits. A second call does nothing.
+ * The same as bb_node_run_bootstraps with BB_BOOTSTRAP_ALL. */
 BB_API int bb_node_run_bootstrap(bb_node *node, uint64_t now_ns, bb_error *err);
+
+/* Which bootstraps to run (a target's bootstrap is its Module's "<Module>__bootstrap"). */
+typedef enum bb_bootstrap_scope {
+  BB_BOOTSTRAP_ALL = 0,  /* every target's */
+  BB_BOOTSTRAP_MODULES,  /* the targets' of the Modules named in `names` */
+  BB_BOOTSTRAP_SLOTS     /* those that reach (directly or through the functions they call)
+                            a component bound at one of the slots named in `names` */
+} bb_bootstrap_scope;
+
+typedef struct bb_bootstrap_targets {
+  size_t struct_size; /* sizeof(bb_bootstrap_targets) */
+  bb_bootstrap_scope scope;
+  const char *const *names; /* MODULES: Module names; SLOTS: slot names */
+  size_t n_names;
+} bb_bootstrap_targets;
+
+/* Starts the chosen bootstraps that have not run (nor been chosen) yet, one after
+ * another in target order; a later call may choose more. Body work waits while any of
+ * them runs. BB_ERR_NOT_FOUND for a name that chooses nothing (a Module none of my
+ * targets' bootstraps belongs to, a slot no component is bound at), naming what there
+ * is; BB_ERR_INVALID_ARGUMENT for an unknown scope. */
+BB_API int bb_node_run_bootstraps(bb_node *node, const bb_bootstrap_targets *which, uint64_t now_ns, bb_error *err);
 
 /* Runs a target once with named inputs (raw bytes each; NULL names = none). The module is
  * a target name as given to install (or its resolved name). */
@@ -381,13 +418,27 @@ BB_API const char *bb_node_target(const bb_node *node, size_t i);
 BB_API void *bb_node_component(const bb_node *node, const char *slot, const bb_component_type **type);
 /* A named counter (wire.rejected, ops.failed, ... and IncrMetric names); 0 if unknown. */
 BB_API uint64_t bb_node_counter(const bb_node *node, const char *name);
-/* The global site id of a value of a target (its resolved name); UINT64_MAX if none. */
+/* This node's own number for a value of a target (its resolved name); UINT64_MAX if
+ * none. Peers never see it: a fill addresses the wire a Recv listens to (bb_wire_id). */
 BB_API uint64_t bb_node_site(const bb_node *node, const char *module, const char *value);
 
 typedef struct bb_node_stats {
   size_t executions, frontier, pending_async, timers, ingress, outbound, ingress_bytes;
 } bb_node_stats;
 BB_API void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
+
+/* ---- upgrades ------------------------------------------------------------------------ */
+
+/* A node freshly installed (from a newer artifact, say) takes over from the node it
+ * replaces on the same peer, so the peers it talks to see one peer carry on: the clock,
+ * the request-id counter (receivers recognise replays by request id, so ids must never
+ * repeat), the address book with blocked peers, the named counters, and per slot bound
+ * to the same type in both nodes, the component's saved state (save/load) and its
+ * pending timers. Executions, Interval loops and bound inputs are not carried: the host
+ * starts the new node's targets. `fresh` must not have run (no bootstrap, invoke or
+ * delivery) and must have `old`'s peer id; BB_ERR_INVALID_ARGUMENT otherwise. On any
+ * error discard `fresh`; `old` is never changed. */
+BB_API int bb_node_take_over(bb_node *fresh, const bb_node *old, bb_error *err);
 
 /* ---- snapshot ------------------------------------------------------------------------ */
 

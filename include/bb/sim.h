@@ -92,7 +92,9 @@ BB_API bb_node *bb_sim_detach(bb_sim *sim, const bb_peer_id *peer);
 BB_API int bb_sim_crash(bb_sim *sim, const bb_peer_id *peer);
 /* A crashed peer comes back with a node (a fresh one, or a restored snapshot) and is
  * polled again; returns the node it had before (NULL if it had none: a peer never
- * attached stays unknown, a detached one is attached again). */
+ * attached stays unknown, a detached one is attached again). On a peer that is alive it
+ * swaps the node in place, messages in flight to the peer arriving at the new one: an
+ * upgrade (see bb_node_take_over). */
 BB_API bb_node *bb_sim_restart(bb_sim *sim, const bb_peer_id *peer, bb_node *node);
 BB_API bool bb_sim_alive(const bb_sim *sim, const bb_peer_id *peer);
 

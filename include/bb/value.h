@@ -8,6 +8,7 @@
 #ifndef BB_VALUE_H
 #define BB_VALUE_H
 
+#include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/tensor.h"
 #include "bb/wire.h"
@@ -89,6 +90,13 @@ BB_API const bb_address *bb_val_as_addresses(const bb_val *v);
 BB_API bb_val *const *bb_val_children(const bb_val *v);
 /* COMPOSITE: child i; NULL past the last child and for any other kind. */
 BB_API bb_val *bb_val_child(const bb_val *v, size_t i);
+
+/* True when v can be a value of the type (a denotation, bb/artifact.h): of the kind
+ * bb_type_value_kind names — a Peer and Peers, an Address and Addresses standing for
+ * each other — with the element type a tensor or scalar type names. The abstract type
+ * and types of kind "Any" take every value. A composite's parts are not looked into:
+ * the ops that read them check them. */
+BB_API bool bb_val_fits_type(const bb_val *v, const char *type);
 
 /* ---- the wire form ----------------------------------------------------------------- */
 

@@ -40,7 +40,7 @@ BB_API int bb_peer_id_from_text(const char *text, bb_peer_id *out, bb_error *err
 
 typedef enum bb_addr_kind {
   BB_ADDR_P2P = 421,      /* a peer id */
-  BB_ADDR_SITE = 0xE2,    /* a value site of an installed graph (u64) */
+  BB_ADDR_SITE = 0xE2,    /* the wire a data-plane value travels on (u64 wire id) */
   BB_ADDR_COMPONENT = 0xE3, /* a component of a node (u32) */
   BB_ADDR_OP = 0xE4       /* an op name of that component (UTF-8) */
 } bb_addr_kind;
@@ -115,7 +115,13 @@ typedef struct bb_envelope {
   size_t n_src_peer_addresses;
 } bb_envelope;
 
-#define BB_ENVELOPE_SCHEMA_VERSION 1
+/* The schema_version this library writes. 2: a data-plane fill's /site/<id> is the id of
+ * the wire it travels on (bb_wire_id of the wire's name, bb/artifact.h). 1 (and 0, the
+ * field left out) numbered sites by their position in the sender's artifact: the codec
+ * still reads those envelopes, nodes refuse them. */
+#define BB_ENVELOPE_SCHEMA_VERSION 2
+/* The oldest schema_version whose data-plane sites are wire ids. */
+#define BB_ENVELOPE_SCHEMA_WIRE_IDS 2
 
 /* Caps on what a peer may send; zero fields take the defaults in brackets. */
 typedef struct bb_envelope_caps {

@@ -5,10 +5,11 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 import { parseRoomPolicies } from '../dist/signal/index.js';
-import { SignalServer } from '../dist/signal/node.js';
+import { RedisRoomBus, SignalServer } from '../dist/signal/node.js';
 
 const USAGE = `usage: bytesandbrains-signal [--port 8787] [--host 127.0.0.1] [--policy FILE] [--closed]
                             [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
+                            [--redis redis://HOST:PORT]
   --policy FILE        room admission (JSON): {"openRooms": false, "rooms": {"<room>":
                        {"allow": {"<peer id>": "server"}, "operators": ["<base64 key>"]}}}
   --closed             rooms without a policy admit nobody (same as "openRooms": false)
@@ -16,7 +17,10 @@ const USAGE = `usage: bytesandbrains-signal [--port 8787] [--host 127.0.0.1] [--
   --ice-server URL     a STUN or TURN server handed to every member (repeat for more);
                        turn:/turns: URLs need --turn-secret
   --turn-secret SECRET coturn's static-auth-secret: members get TURN credentials of their
-                       own, valid for --turn-ttl seconds (default 3600)`;
+                       own, valid for --turn-ttl seconds (default 3600)
+  --redis URL          share rooms with every other signalling process given the same
+                       Redis (needs the ioredis package): peers joined on any of them
+                       see and signal each other; give them all the same --policy`;
 
 const { values } = parseArgs({
   options: {
@@ -29,6 +33,7 @@ const { values } = parseArgs({
     'ice-server': { type: 'string', multiple: true, default: [] },
     'turn-secret': { type: 'string' },
     'turn-ttl': { type: 'string', default: '3600' },
+    redis: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -68,9 +73,15 @@ if (values['turn-secret'] !== undefined) {
   options.turn = { secret: values['turn-secret'], urls: turnUrls, ttlSeconds: Number(values['turn-ttl']) };
 }
 try {
+  if (values.redis !== undefined) options.bus = await RedisRoomBus.connect({ url: values.redis });
+} catch (error) {
+  console.error(`bytesandbrains-signal: --redis ${values.redis}: ${error.message}`);
+  process.exit(1);
+}
+try {
   const server = await SignalServer.listen(options);
   const { host, port: bound } = server.address;
-  console.log(`bytesandbrains-signal listening on ${options.tls ? 'wss' : 'ws'}://${host.includes(':') ? `[${host}]` : host}:${bound}`);
+  console.log(`bytesandbrains-signal listening on ${options.tls ? 'wss' : 'ws'}://${host.includes(':') ? `[${host}]` : host}:${bound}${options.bus ? `, sharing rooms through ${values.redis}` : ''}`);
   const stop = () => server.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

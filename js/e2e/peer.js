@@ -1,5 +1,5 @@
-// One browser peer of the end-to-end run (run.mjs): a federated_digits client or a
-// gossip_digits peer, with the package's identity, node, WebRTC transport, signalling client
+// One browser peer of the end-to-end runs (run.mjs, nat.mjs, tiers.mjs): a federated_digits
+// client, a gossip_digits peer or a hierarchical_digits client, with the package's identity, node, WebRTC transport, signalling client
 // and PollDriver, exactly as a web app would use them. Progress is published on window.e2e.
 // The page makes its identity (kept in IndexedDB) and publishes its peer id; run.mjs, the
 // operator, admits it and calls window.e2eStart({ server, peers, token }).
@@ -9,6 +9,7 @@ import {
   connectPeer,
   installDigitsClient,
   loadBb,
+  peersValue,
   scalarOf,
   splitDigits,
   tensorValue,
@@ -40,7 +41,15 @@ async function main() {
   state.self = self;
   const start = await new Promise((resolve) => (window.e2eStart = resolve));
   let node;
-  if (role === 'fed') {
+  if (role === 'hier') {
+    // a client of hierarchical_digits: it reports to its edge aggregator (start.edge)
+    const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
+    const split = splitDigits(bb, csv, peers, 1, 3);
+    node = BbNode.install(bb, { artifact, self, targets: ['HierDigits_clients'], slots: { data: { dataset: split.shards[index - 1] } }, seed: index + 1 });
+    node.addPeer(start.edge);
+    node.bindInput('HierDigits_clients', 'edge', peersValue([start.edge]));
+    split.free();
+  } else if (role === 'fed') {
     const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
     const split = splitDigits(bb, csv, peers, 1, 5);
     node = installDigitsClient(bb, artifact, self, start.server, split.shards[index - 1], index + 1);
@@ -67,7 +76,7 @@ async function main() {
     split.free();
   }
   const running = await connectPeer(node, {
-    url: params.get('signal'),
+    url: params.get('signal').split(','),
     room: params.get('room'),
     identity,
     ...(start.token === undefined ? {} : { token: start.token }),
@@ -77,6 +86,8 @@ async function main() {
     },
   });
   running.transport.events.on('state', (peer, s) => (state.links[peer] = s));
+  // the candidate types the link to `peer` runs over (relay: through a TURN server)
+  window.e2ePair = (peer) => running.transport.selectedPair(peer);
   setInterval(() => {
     const s = running.stats();
     const d = running.driver.stats;

@@ -1,13 +1,14 @@
 // Runs Vitest with its usual report on the terminal and a JSON report on the side, then
 // closes with one plain line, `vitest: N passed, M failed`, which CI reads (Vitest's own
-// summary is not a line it recognises). Arguments are passed on to Vitest.
+// summary is not a line it recognises). Arguments are passed on to Vitest, which is the
+// one installed for the package in the current directory (web-demo runs its tests so too).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
-const require = createRequire(import.meta.url);
+const require = createRequire(join(process.cwd(), 'package.json'));
 const vitest = join(dirname(require.resolve('vitest/package.json')), 'vitest.mjs');
 const scratch = mkdtempSync(join(tmpdir(), 'bb-vitest-'));
 const reportPath = join(scratch, 'report.json');

@@ -36,8 +36,9 @@ export interface ExampleInfo {
 /** What `describe` reports as JSON: what `bb inspect --json` prints for an artifact. */
 export interface ArtifactDescription {
   readonly partitions: readonly { readonly name: string; readonly peer_class: string; readonly nodes: readonly unknown[] }[];
-  readonly wire_edges: readonly { readonly from: string; readonly to: string; readonly value: string; readonly site: number }[];
-  readonly bindings: readonly { readonly target: string; readonly slot: string; readonly role: string; readonly type: string }[];
+  readonly wire_edges: readonly { readonly from: string; readonly to: string; readonly value: string; readonly site: string }[];
+  /** One row per partition and slot; slot_id is -1 where the partition's ops never call the slot. */
+  readonly bindings: readonly { readonly target: string; readonly slot: string; readonly role: string; readonly type: string; readonly slot_id: number | string }[];
 }
 
 /** The f32 tensor storage the shipped concretes declare. */

@@ -99,6 +99,17 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
+export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
+export {
+  ARTIFACT_KEYS,
+  inspectArtifact,
+  partitionBindings,
+  type ArtifactFunction,
+  type ArtifactInspection,
+  type ArtifactNode,
+  type PartitionBinding,
+  type RecvSite,
+} from './artifact.js';
 export * from './dsl/index.js';
 export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {

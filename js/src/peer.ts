@@ -116,7 +116,11 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
   if (node.self !== options.identity.peerId) {
     throw new Error(`the node is ${node.self} but the identity is ${options.identity.peerId}: install the node with self = identity.peerId`);
   }
-  const [{ SignalClient }, { WebRtcTransport }] = await Promise.all([import('./signal/client.js'), import('./transport/webrtc.js')]);
+  const [{ SignalClient }, { WebRtcTransport }, { defaultPeerConnection }] = await Promise.all([
+    import('./signal/client.js'), import('./transport/webrtc.js'), import('./transport/peer-connection.js'),
+  ]);
+  // an engine without WebRTC is told so before it joins a room it could not take part in
+  const RTCPeerConnection = options.transport?.RTCPeerConnection ?? (await defaultPeerConnection());
   const signal = await SignalClient.connect({
     url: options.url,
     room: options.room,
@@ -125,7 +129,7 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
     ...(options.role === undefined ? {} : { role: options.role }),
     ...(options.WebSocket === undefined ? {} : { WebSocket: options.WebSocket }),
   });
-  const transport = await WebRtcTransport.create({ ...options.transport, signal, ...(options.iceServers === undefined ? {} : { iceServers: options.iceServers }) });
+  const transport = await WebRtcTransport.create({ ...options.transport, RTCPeerConnection, signal, ...(options.iceServers === undefined ? {} : { iceServers: options.iceServers }) });
   const unAdmit = node.checksTokens ? admitMembers(node, signal, options.onRefused) : () => {};
   const running = runPeer(node, transport, options);
   return {

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 // identity/node) may import them.
 describe('browser-safe imports', () => {
   const browserModules = [
-    'transport/webrtc.ts', 'transport/chunking.ts', 'transport/emitter.ts', 'transport/sdp-signature.ts', 'transport/index.ts',
+    'transport/webrtc.ts', 'transport/peer-connection.ts', 'transport/chunking.ts', 'transport/emitter.ts', 'transport/sdp-signature.ts', 'transport/index.ts',
     'signal/client.ts', 'signal/protocol.ts', 'signal/index.ts',
     'identity/bytes.ts', 'identity/ed25519.ts', 'identity/identity.ts', 'identity/peer-id.ts', 'identity/store.ts', 'identity/index.ts',
   ];

@@ -113,6 +113,20 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     expect(b.stats()).toMatchObject({ messagesIn: sizes.length, bytesIn: sizes.reduce((x, y) => x + y) });
   });
 
+  // On one machine both ends link host to host; an end whose connectivity check arrives
+  // before the other's signalled candidate knows that candidate as peer-reflexive (the same
+  // address, learnt from the check), so a remote end may be either. Never a relay.
+  it('names the candidate pair a link runs over (host on one machine; none without a link)', async () => {
+    const a = await peer('a');
+    const b = await peer('b');
+    expect(await a.selectedPair(idOf('b'))).toBeUndefined();
+    await link(a, b);
+    for (const pair of [await a.selectedPair(idOf('b')), await b.selectedPair(idOf('a'))]) {
+      expect(pair?.local).toBe('host');
+      expect(['host', 'prflx']).toContain(pair?.remote);
+    }
+  });
+
   it('queues under back-pressure and refuses beyond its bound with queue-full', async () => {
     const a = await peer('a', { maxQueuedBytes: 8 * 1024 * 1024, highWaterMark: 256 * 1024, lowWaterMark: 64 * 1024 });
     const b = await peer('b');

@@ -137,6 +137,21 @@ char *cc_printf(cc_ctx *x, const char *fmt, ...) BB_PRINTF(2, 3);
 bb_value_info *cc_find_vi(cc_ctx *x, const bb_function *f, const char *name);
 /* The denotation recorded for a value in f ("" when it has no typed value info). */
 const char *cc_value_type(cc_ctx *x, const bb_function *f, const char *value);
+/* One entry of an artifact's wire table (src/compiler/wires.c). */
+typedef struct cc_wire {
+  char *name, *type;
+  bool in;          /* received, else sent */
+  const char *kind; /* bb_type_value_kind(type) */
+  uint64_t type_hash;
+} cc_wire;
+/* The wire table of a compiled artifact, in metadata order (free with cc_free_wires);
+ * BB_ERR_MALFORMED for an entry that is not what the compiler writes. */
+int cc_read_wires(const bb_model *m, const bb_allocator *alloc, cc_wire **out, size_t *n, bb_error *err);
+void cc_free_wires(const bb_allocator *alloc, cc_wire *w, size_t n);
+
+/* The wire a Send sends on: its wire_id (recv synthesis stamps every Send's; an author
+ * may name the wire), else "<root Module>.<its data output>". NULL when out of memory. */
+const char *cc_wire_of_send(cc_ctx *x, const bb_ir_node *send);
 /* Sets (or adds) the denotation of a value's value info in f. */
 int cc_set_value_type(cc_ctx *x, bb_function *f, const char *value, const char *denotation);
 /* A shallow-attribute copy of a node (strings, lists and metadata copied). */

@@ -1,7 +1,8 @@
 /* bb_artifact_describe: what `bb inspect` prints about a compiled artifact — its
- * partitions and their nodes, the wire edges between peer classes (a Send's
- * dest_site_name entry paired with the partition whose Recv produces that site) and the
- * binding table — as text, Graphviz DOT or JSON. Reads only the artifact. */
+ * partitions and their nodes, the wire edges between its partitions (a Send's
+ * dest_site_name entry paired with each Recv listening to that wire), the wires it sends
+ * on and receives from, and the binding table — as text, Graphviz DOT or JSON. Reads
+ * only the artifact. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@
 typedef struct wire_edge {
   const bb_function *from, *to;
   const bb_ir_node *send, *recv;
-  const char *value, *site;
+  const char *value, *site, *wire;
 } wire_edge;
 
 static bool is_partition(const bb_function *f) { return bb_kv_get(&f->metadata, BB_KEY_PEER_CLASS) != NULL; }
@@ -41,11 +42,14 @@ static size_t collect_edges(const bb_model *m, wire_edge *out, size_t cap) {
         if (!kv->key || !kv->value || strncmp(kv->key, BB_KEY_DEST_SITE_PREFIX, plen) != 0) continue;
         for (size_t g = 0; g < m->functions.len; g++) {
           const bb_function *to = m->functions.items[g];
-          const bb_ir_node *recv = is_partition(to) ? bb_nodelist_producer(&to->nodes, kv->value) : NULL;
-          if (!recv || !node_is(recv, BB_DOMAIN_WIRE, "Recv")) continue;
-          if (n < cap) out[n] = (wire_edge){fn, to, send, recv, kv->key + plen, kv->value};
-          n++;
-          break;
+          for (size_t r = 0; is_partition(to) && r < to->nodes.len; r++) {
+            const bb_ir_node *recv = to->nodes.items[r];
+            const char *wire = bb_kv_get(&recv->metadata, BB_KEY_WIRE_ID);
+            if (!node_is(recv, BB_DOMAIN_WIRE, "Recv") || !recv->outputs.len || !wire || strcmp(wire, kv->value) != 0)
+              continue;
+            if (n < cap) out[n] = (wire_edge){fn, to, send, recv, kv->key + plen, recv->outputs.items[0], kv->value};
+            n++;
+          }
         }
       }
     }
@@ -106,7 +110,8 @@ static void dot_id(bbi_strbuf *s, const char *a, const char *b, size_t i) {
   bbi_strbuf_printf(s, "%s%zu\"", b, i);
 }
 
-static void render(const bb_model *m, bb_artifact_format format, bbi_strbuf *s, const wire_edge *edges, size_t n_edges) {
+static void render(const bb_model *m, bb_artifact_format format, bbi_strbuf *s, const wire_edge *edges, size_t n_edges,
+                   const cc_wire *wires, size_t n_wires) {
   char buf[1024];
   binding b;
   if (format == BB_ARTIFACT_JSON) {
@@ -159,7 +164,20 @@ static void render(const bb_model *m, bb_artifact_format format, bbi_strbuf *s, 
       bbi_strbuf_json_string(s, edges[i].value);
       bbi_strbuf_puts(s, ",\"site\":");
       bbi_strbuf_json_string(s, edges[i].site);
+      bbi_strbuf_puts(s, ",\"wire\":");
+      bbi_strbuf_json_string(s, edges[i].wire);
       bbi_strbuf_puts(s, "}");
+    }
+    bbi_strbuf_puts(s, "],\"wires\":[");
+    for (size_t i = 0; i < n_wires; i++) {
+      bbi_strbuf_puts(s, i ? ",{\"name\":" : "{\"name\":");
+      bbi_strbuf_json_string(s, wires[i].name);
+      bbi_strbuf_printf(s, ",\"direction\":\"%s\",\"kind\":", wires[i].in ? "in" : "out");
+      bbi_strbuf_json_string(s, wires[i].kind);
+      bbi_strbuf_puts(s, ",\"type\":");
+      bbi_strbuf_json_string(s, wires[i].type);
+      bbi_strbuf_printf(s, ",\"type_hash\":\"0x%016llx\",\"id\":\"0x%016llx\"}",
+                       (unsigned long long)wires[i].type_hash, (unsigned long long)bb_wire_id(wires[i].name));
     }
     bbi_strbuf_puts(s, "],\"bindings\":[");
     first = true;
@@ -256,8 +274,12 @@ static void render(const bb_model *m, bb_artifact_format format, bbi_strbuf *s, 
   }
   bbi_strbuf_puts(s, "wire edges:\n");
   for (size_t i = 0; i < n_edges; i++)
-    bbi_strbuf_printf(s, "  %s -> %s  value %s  site %s\n", str(edges[i].from->name), str(edges[i].to->name),
-                     edges[i].value, edges[i].site);
+    bbi_strbuf_printf(s, "  %s -> %s  value %s  wire %s  site %s\n", str(edges[i].from->name),
+                     str(edges[i].to->name), edges[i].value, edges[i].wire, edges[i].site);
+  bbi_strbuf_puts(s, "wires:\n");
+  for (size_t i = 0; i < n_wires; i++)
+    bbi_strbuf_printf(s, "  %-3s %s  %s %s  (id 0x%016llx)\n", wires[i].in ? "in" : "out", wires[i].name, wires[i].kind,
+                     *wires[i].type ? wires[i].type : "(any)", (unsigned long long)bb_wire_id(wires[i].name));
   bbi_strbuf_puts(s, "bindings:\n");
   for (size_t k = 0; k < m->metadata.len; k++)
     if (parse_binding(&m->metadata.items[k], buf, sizeof buf, &b))
@@ -279,10 +301,18 @@ int bb_artifact_describe(const bb_model *artifact, bb_artifact_format format, ch
   wire_edge *edges = n_edges ? alloc->malloc(n_edges * sizeof *edges, alloc->user_data) : NULL;
   if (n_edges && !edges) return bb_error_set(err, BB_ERR_NOMEM, "describe: out of memory");
   collect_edges(artifact, edges, n_edges);
+  cc_wire *wires = NULL;
+  size_t n_wires = 0;
+  int rc = cc_read_wires(artifact, alloc, &wires, &n_wires, err);
+  if (rc) {
+    if (edges) alloc->free(edges, alloc->user_data);
+    return rc;
+  }
   bbi_strbuf s;
   bbi_strbuf_init(&s, alloc);
-  render(artifact, format, &s, edges, n_edges);
+  render(artifact, format, &s, edges, n_edges, wires, n_wires);
   if (edges) alloc->free(edges, alloc->user_data);
+  cc_free_wires(alloc, wires, n_wires);
   size_t len;
   if (bbi_strbuf_finish(&s, out, &len)) return bb_error_set(err, BB_ERR_NOMEM, "describe: out of memory");
   if (out_len) *out_len = len;

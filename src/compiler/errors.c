@@ -43,6 +43,7 @@ static const char *const NAMES[BB_COMPILE_ERROR_COUNT] = {
     [BB_COMPILE_INCOMPATIBLE_STORAGE_ON_EDGE] = "IncompatibleStorageOnEdge",
     [BB_COMPILE_BINDING_ROLE_MISMATCH] = "BindingRoleMismatch",
     [BB_COMPILE_BAD_INPUT] = "BadInput",
+    [BB_COMPILE_WIRE_CONFLICT] = "WireConflict",
 };
 
 const char *bb_compile_error_name(bb_compile_error kind) {
@@ -58,6 +59,7 @@ static int code_of(bb_compile_error kind) {
     case BB_COMPILE_UNRESOLVED_TYPE:
     case BB_COMPILE_INCOMPATIBLE_STORAGE_ON_EDGE:
     case BB_COMPILE_MISSING_TYPE_INFO:
+    case BB_COMPILE_WIRE_CONFLICT:
       return BB_ERR_TYPE;
     case BB_COMPILE_UNKNOWN_OP:
     case BB_COMPILE_DANGLING_INPUT:

@@ -1,10 +1,13 @@
-/* The passport, the binding table and the artifact's shape. The artifact's functions are
- * the partition mains (sorted by peer class), then every shared function once (a copy
- * per partition would give two functions one name). Every function and the model import
- * every domain their nodes use, as onnx.checker requires. Model
- * metadata: compiled=v1, then per partition per binding
+/* The passport, the binding table, the wire tables and the artifact's shape. The
+ * artifact's functions are the partition mains (sorted by peer class), then every shared
+ * function once (a copy per partition would give two functions one name). Every function
+ * and the model import every domain their nodes use, as onnx.checker requires. Model
+ * metadata: compiled=v2, then per partition per binding
  *   binding.<partition>.<slot> = <Role>|<type>|<slot id or -1>,
- * then config.<slot> = <config> for bindings that carry one. */
+ * then config.<slot> = <config> for bindings that carry one, then the wires the
+ * partitions send on and receive from, each direction sorted by wire name:
+ *   wire_out.<wire> / wire_in.<wire> = <Kind>|<type>|0x<type hash>. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -56,6 +59,125 @@ static int import_domains(cc_ctx *x, bb_function *f) {
   return 0;
 }
 
+/* ---- wire tables --------------------------------------------------------------------- */
+
+typedef struct wire_decl {
+  const char *name, *type;
+  bool in; /* received (a Recv listens to it), else sent */
+  const char *where; /* the partition declaring it, for messages */
+} wire_decl;
+
+static int cmp_decl(const void *a, const void *b) {
+  const wire_decl *x = a, *y = b;
+  if (x->in != y->in) return x->in ? 1 : -1; /* out first */
+  int c = strcmp(x->name, y->name);
+  if (!c) c = strcmp(x->type, y->type);
+  return c ? c : strcmp(x->where, y->where);
+}
+
+static int add_decl(cc_ctx *x, wire_decl **decls, size_t *n, size_t *cap, wire_decl d) {
+  if (!bb_wire_name_valid(d.name))
+    return cc_fail(x, BB_COMPILE_WIRE_CONFLICT,
+                   "partition `%s` %s wire `%s`, which is not a wire name (1 to %d printable bytes, no blanks "
+                   "or '|')",
+                   d.where, d.in ? "receives from" : "sends on", d.name, BB_WIRE_NAME_MAX);
+  if (*n == *cap) {
+    size_t c = *cap ? 2 * *cap : 16;
+    wire_decl *g = bbi_arena_grow(x->m->arena, *decls, *cap * sizeof *g, c * sizeof *g);
+    if (!g) return cc_nomem(x);
+    *decls = g;
+    *cap = c;
+  }
+  (*decls)[(*n)++] = d;
+  return 0;
+}
+
+/* Every wire the partitions declare: Sends (the type of the value sent) and Recvs (the
+ * type of the payload). A Recv must name its wire. */
+static int collect_wires(cc_ctx *x, wire_decl **decls, size_t *n) {
+  size_t cap = 0;
+  for (size_t i = 0; i < x->parts.len; i++) {
+    const bb_function *f = x->parts.items[i].fn;
+    for (size_t k = 0; k < f->nodes.len; k++) {
+      const bb_ir_node *nd = f->nodes.items[k];
+      bool send = cc_is(nd, BB_DOMAIN_WIRE, "Send"), recv = cc_is(nd, BB_DOMAIN_WIRE, "Recv");
+      if ((!send && !recv) || (send && (!nd->inputs.len || !*nd->inputs.items[0]))) continue;
+      const char *name = cc_meta(nd, BB_KEY_WIRE_ID);
+      if (!name)
+        return cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "%s `%s` in partition `%s` names no wire (no " BB_KEY_WIRE_ID ")",
+                       send ? "Send" : "Recv", cc_node_label(x, f, nd), f->name);
+      const char *value = send ? nd->inputs.items[0] : nd->outputs.len ? nd->outputs.items[0] : "";
+      int rc = add_decl(x, decls, n, &cap, (wire_decl){name, cc_value_type(x, f, value), recv, f->name});
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
+typedef struct wire_id {
+  uint64_t id;
+  const char *name;
+} wire_id;
+
+static int cmp_id(const void *a, const void *b) {
+  const wire_id *x = a, *y = b;
+  if (x->id != y->id) return x->id < y->id ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* One entry per (direction, wire): declarations of one wire must agree on its type (the
+ * abstract type agrees with any), within a direction and across the two; distinct names
+ * must have distinct ids. */
+static int check_wires(cc_ctx *x, wire_decl *d, size_t n, size_t *n_unique) {
+  if (n) qsort(d, n, sizeof *d, cmp_decl);
+  size_t u = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (u && d[u - 1].in == d[i].in && strcmp(d[u - 1].name, d[i].name) == 0) {
+      if (!bb_wire_types_agree(d[u - 1].type, d[i].type))
+        return cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "wire `%s` is %s as `%s` in `%s` and as `%s` in `%s`", d[i].name,
+                       d[i].in ? "received" : "sent", d[u - 1].type, d[u - 1].where, d[i].type, d[i].where);
+      if (!*d[u - 1].type) d[u - 1] = d[i]; /* the concrete type is what the wire carries */
+      continue;
+    }
+    d[u++] = d[i];
+  }
+  /* out entries come first, both halves sorted by name */
+  size_t outs = 0;
+  while (outs < u && !d[outs].in) outs++;
+  for (size_t i = outs, o = 0; i < u; i++) {
+    while (o < outs && strcmp(d[o].name, d[i].name) < 0) o++;
+    if (o < outs && strcmp(d[o].name, d[i].name) == 0 && !bb_wire_types_agree(d[o].type, d[i].type))
+      return cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "wire `%s` is sent as `%s` (in `%s`) but received as `%s` (in `%s`)",
+                     d[i].name, d[o].type, d[o].where, d[i].type, d[i].where);
+  }
+  wire_id *ids = bbi_arena_alloc(x->m->arena, (u + 1) * sizeof *ids);
+  if (!ids) return cc_nomem(x);
+  for (size_t i = 0; i < u; i++) ids[i] = (wire_id){bb_wire_id(d[i].name), d[i].name};
+  qsort(ids, u, sizeof *ids, cmp_id);
+  for (size_t i = 1; i < u; i++)
+    if (ids[i].id == ids[i - 1].id && strcmp(ids[i].name, ids[i - 1].name) != 0)
+      return cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "wires `%s` and `%s` have the same id 0x%016llx; rename one",
+                     ids[i - 1].name, ids[i].name, (unsigned long long)ids[i].id);
+  *n_unique = u;
+  return 0;
+}
+
+static int stamp_wires(cc_ctx *x) {
+  wire_decl *d = NULL;
+  size_t n = 0, u = 0;
+  int rc = collect_wires(x, &d, &n);
+  if (!rc) rc = check_wires(x, d, n, &u);
+  for (size_t i = 0; i < u && !rc; i++) {
+    char *key = cc_printf(x, "%s%s", d[i].in ? BB_KEY_WIRE_IN_PREFIX : BB_KEY_WIRE_OUT_PREFIX, d[i].name);
+    char value[BB_WIRE_NAME_MAX + 64];
+    if (strlen(d[i].type) > BB_WIRE_NAME_MAX || bb_wire_entry_format(d[i].type, value, sizeof value) >= sizeof value)
+      rc = cc_fail(x, BB_COMPILE_WIRE_CONFLICT, "wire `%s` carries a type too long to declare: %s", d[i].name,
+                   d[i].type);
+    else if (!key || bb_kv_upsert(x->m, &x->m->metadata, key, value)) rc = cc_nomem(x);
+  }
+  return rc;
+}
+
 int cc_stamp_passport(cc_ctx *x) {
   bb_model *m = x->m;
   const bb_compiler *c = x->c;
@@ -88,6 +210,8 @@ int cc_stamp_passport(cc_ctx *x) {
     if (BBI_ARENA_PUSH(m->arena, &fns, f)) return cc_nomem(x);
   }
   m->functions = fns;
+  int wrc = stamp_wires(x);
+  if (wrc) return wrc;
   if (bb_opset_get(&m->opsets, "") < 0 && bb_opset_set(m, &m->opsets, "", BB_ONNX_OPSET_VERSION)) return cc_nomem(x);
   for (size_t i = 0; i < fns.len; i++) {
     int rc = stamp_recv_slot_ids(x, fns.items[i]);

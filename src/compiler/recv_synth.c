@@ -1,10 +1,12 @@
-/* synthesize_wire_recvs: every Send whose data output is read
- * gets a Recv per consuming peer class (classes in sorted order), placed right after
- * it; the Send's data output becomes a sentinel "<D>__send_sentinel_<i>" and the
- * consumers read "<D>__recv_<seq>" instead. The Recv records the Send's index i in
- * synthesized_from_send (an integer: partitioning pairs by it) and its value infos stay
- * in the root, where the type solver and the partitions find them. A self-send
- * (consumer on the Send's own class) gets its Recv too. */
+/* synthesize_wire_recvs: every Send names its wire (wire_id: what the author named it,
+ * else "<Module>.<D>" for its data output D, the network port), and every Send whose
+ * data output is read gets a Recv per consuming peer class (classes in sorted order),
+ * placed right after it and listening to that wire; the Send's data output becomes a
+ * sentinel "<D>__send_sentinel_<i>" and the consumers read "<D>__recv_<seq>" instead.
+ * The Recv records the Send's index i in synthesized_from_send (an integer: partitioning
+ * pairs by it) and its value infos stay in the root, where the type solver and the
+ * partitions find them. A self-send (consumer on the Send's own class) gets its Recv
+ * too. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,8 @@ int cc_synthesize_recvs(cc_ctx *x) {
     }
     if (!cc_is(send, BB_DOMAIN_WIRE, "Send") || !send->outputs.len || !*send->outputs.items[0]) continue;
     const char *d = send->outputs.items[0];
+    const char *wire = cc_wire_of_send(x, send);
+    if (!wire || bb_kv_upsert(x->m, &send->metadata, BB_KEY_WIRE_ID, wire)) return cc_nomem(x);
     size_t nc = 0;
     for (size_t k = 0; k < n0; k++) {
       if (k == i) continue;
@@ -63,6 +67,7 @@ int cc_synthesize_recvs(cc_ctx *x) {
           bb_strlist_append(x->m, &recv->outputs, sender) ||
           bb_kv_append(x->m, &recv->metadata, BB_KEY_HOME_CLASS, classes[j]) ||
           bb_kv_append(x->m, &recv->metadata, BB_KEY_SYNTHESIZED_FROM_SEND, from) ||
+          bb_kv_append(x->m, &recv->metadata, BB_KEY_WIRE_ID, wire) ||
           BBI_ARENA_PUSH(x->m->arena, &out, recv))
         return cc_nomem(x);
       if ((rc = cc_set_value_type(x, f, payload, type)) != 0) break;

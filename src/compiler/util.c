@@ -129,3 +129,10 @@ int cc_index_producers(cc_ctx *x, const bb_nodelist *nodes, bbi_strmap *map) {
   }
   return 0;
 }
+
+const char *cc_wire_of_send(cc_ctx *x, const bb_ir_node *send) {
+  const char *named = cc_meta(send, BB_KEY_WIRE_ID);
+  if (named) return named;
+  return cc_printf(x, "%s.%s", x->root && x->root->name ? x->root->name : "",
+                   send->outputs.len ? send->outputs.items[0] : "");
+}

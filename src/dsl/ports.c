@@ -75,10 +75,18 @@ bb_value bb_rec_output(bb_rec *rec, const char *name, bb_value value) {
   return rec_define(rec, port, rec_value_type(rec, value));
 }
 
-bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value) {
+/* A wire name given by the author: what bb_wire_name_valid accepts. */
+static bool wire_name_ok(bb_rec *r, const char *wire) {
+  if (bb_wire_name_valid(wire)) return true;
+  rec_error(r, BB_ERR_INVALID_ARGUMENT, "wire name '%s' is not 1 to %d printable characters without blanks or '|'",
+            wire ? wire : "(null)", BB_WIRE_NAME_MAX);
+  return false;
+}
+
+static bb_value net_out(bb_rec *rec, const char *port, const char *wire, bb_value peers, bb_value value) {
   bb_value none = {0};
   char what[REC_NAME_MAX + 48];
-  if (!rec || !port_free(rec, port, "network port")) return none;
+  if (!rec || !port_free(rec, port, "network port") || (wire && !wire_name_ok(rec, wire))) return none;
   snprintf(what, sizeof what, "the value sent on network port '%s'", port);
   if (!rec_check_value(rec, value, what)) return none;
   snprintf(what, sizeof what, "the peers of network port '%s'", port);
@@ -92,7 +100,8 @@ bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value 
   const char *pname = rec_copy(rec, port);
   bb_ir_node *n = rec_node_new(rec, "Send", BB_DOMAIN_WIRE);
   if (!handle || !pname || !n || rec_node_input(rec, n, value.name) || rec_node_input(rec, n, peers.name) ||
-      rec_node_output(rec, n, pname) || rec_node_output(rec, n, handle) || rec_node_push(rec, n))
+      rec_node_output(rec, n, pname) || rec_node_output(rec, n, handle) ||
+      (wire && rec_node_meta(rec, n, BB_KEY_WIRE_ID, wire)) || rec_node_push(rec, n))
     return none;
   if (!rec_define(rec, pname, rec_value_type(rec, value)).name) return none;
   bb_value req = rec_define(rec, handle, BB_TYPE_WIRE_REQ_ID);
@@ -101,6 +110,36 @@ bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value 
     return none;
   }
   return req;
+}
+
+bb_value bb_rec_net_out(bb_rec *rec, const char *port, bb_value peers, bb_value value) {
+  return net_out(rec, port, NULL, peers, value);
+}
+
+bb_value bb_rec_net_out_wire(bb_rec *rec, const char *port, const char *wire, bb_value peers, bb_value value) {
+  if (rec && !wire) {
+    rec_error(rec, BB_ERR_INVALID_ARGUMENT, "network port '%s' needs a wire name", port ? port : "(null)");
+    return (bb_value){0};
+  }
+  return net_out(rec, port, wire, peers, value);
+}
+
+bb_value bb_rec_net_in(bb_rec *rec, const char *wire, const char *type, bb_value *sender) {
+  bb_value none = {0};
+  if (sender) *sender = none;
+  if (!rec || !wire_name_ok(rec, wire) || !rec_check_type(rec, type)) return none;
+  const char *payload = rec_mint_name(rec);
+  const char *from = rec_mint_name(rec);
+  const char *vtype = rec_copy(rec, type);
+  bb_ir_node *n = rec_node_new(rec, "Recv", BB_DOMAIN_WIRE);
+  if (!payload || !from || !vtype || !n || rec_node_output(rec, n, payload) || rec_node_output(rec, n, from) ||
+      rec_node_meta(rec, n, BB_KEY_WIRE_ID, wire) || rec_node_push(rec, n))
+    return none;
+  bb_value got = rec_define(rec, payload, vtype);
+  bb_value peer = got.name ? rec_define(rec, from, BB_TYPE_PEER_ID) : none;
+  if (!peer.name) return none;
+  if (sender) *sender = peer;
+  return got;
 }
 
 bb_value bb_rec_lookup_output(bb_rec *rec, const char *port) {

@@ -2,7 +2,10 @@
  * and every domain, type, key, attribute, value and reserved name with its meaning. */
 #include "bb/artifact.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "util/hash.h"
 
 /* ---- roles ------------------------------------------------------------------------- */
 
@@ -98,6 +101,72 @@ bb_dtype bb_tensor_type_dtype(const char *denotation) {
   return BB_DTYPE_UNDEFINED;
 }
 
+/* ---- wires ---------------------------------------------------------------------------------- */
+
+uint64_t bb_wire_id(const char *name) { return bbi_fnv1a64(name ? name : "", name ? strlen(name) : 0); }
+
+bool bb_wire_name_valid(const char *name) {
+  size_t len = name ? strlen(name) : 0;
+  if (!len || len > BB_WIRE_NAME_MAX) return false;
+  for (size_t i = 0; i < len; i++)
+    if (name[i] <= ' ' || name[i] > '~' || name[i] == '|') return false;
+  return true;
+}
+
+uint64_t bb_wire_type_hash(const char *type) { return type && *type ? bbi_fnv1a64(type, strlen(type)) : 0; }
+
+static const struct {
+  const char *type, *kind;
+} TYPE_KINDS[] = {
+    {BB_TYPE_COMPOSITE, "Composite"},   {BB_TYPE_PEER_ID, "Peer"},        {BB_TYPE_PEER_ID_VEC, "Peers"},
+    {BB_TYPE_TRIGGER, "Trigger"},       {BB_TYPE_WIRE_REQ_ID, "WireReqId"}, {BB_TYPE_MULTIADDRESS, "Address"},
+    {BB_TYPE_ADDRESS_VEC, "Addresses"},
+};
+
+static const struct {
+  const char *type;
+  bb_dtype dtype;
+} SCALAR_TYPES[] = {
+    {BB_TYPE_SCALAR_F32, BB_DTYPE_FLOAT}, {BB_TYPE_SCALAR_F64, BB_DTYPE_DOUBLE}, {BB_TYPE_SCALAR_F16, BB_DTYPE_FLOAT16},
+    {BB_TYPE_SCALAR_U8, BB_DTYPE_UINT8},  {BB_TYPE_SCALAR_I32, BB_DTYPE_INT32},
+};
+
+bb_dtype bb_type_element(const char *type) {
+  for (size_t i = 0; type && i < sizeof SCALAR_TYPES / sizeof *SCALAR_TYPES; i++)
+    if (strcmp(SCALAR_TYPES[i].type, type) == 0) return SCALAR_TYPES[i].dtype;
+  return bb_tensor_type_dtype(type);
+}
+
+const char *bb_type_value_kind(const char *type) {
+  if (bb_type_element(type) != BB_DTYPE_UNDEFINED) return "Tensor";
+  for (size_t i = 0; type && i < sizeof TYPE_KINDS / sizeof *TYPE_KINDS; i++)
+    if (strcmp(TYPE_KINDS[i].type, type) == 0) return TYPE_KINDS[i].kind;
+  return "Any";
+}
+
+bool bb_wire_types_agree(const char *sent, const char *expected) {
+  return !sent || !*sent || !expected || !*expected || strcmp(sent, expected) == 0;
+}
+
+size_t bb_wire_entry_format(const char *type, char *out, size_t size) {
+  int n = snprintf(out, size, "%s|%s|0x%016llx", bb_type_value_kind(type), type ? type : "",
+                   (unsigned long long)bb_wire_type_hash(type));
+  return n < 0 ? size : (size_t)n;
+}
+
+bool bb_wire_entry_parse(const char *value, const char **type, size_t *type_len) {
+  const char *bar1 = value ? strchr(value, '|') : NULL, *bar2 = bar1 ? strchr(bar1 + 1, '|') : NULL;
+  if (!bar2 || strchr(bar2 + 1, '|') || (size_t)(bar2 - bar1 - 1) > BB_WIRE_NAME_MAX) return false;
+  char t[BB_WIRE_NAME_MAX + 1], want[BB_WIRE_NAME_MAX + 64];
+  memcpy(t, bar1 + 1, (size_t)(bar2 - bar1 - 1));
+  t[bar2 - bar1 - 1] = 0;
+  size_t n = bb_wire_entry_format(t, want, sizeof want);
+  if (n >= sizeof want || strcmp(want, value) != 0) return false;
+  *type = bar1 + 1;
+  *type_len = (size_t)(bar2 - bar1 - 1);
+  return true;
+}
+
 /* ---- the vocabulary ------------------------------------------------------------------------ */
 
 #define DOMAIN(n, m) {n, BB_VOCAB_DOMAIN, false, m}
@@ -144,12 +213,16 @@ static const bb_vocab_entry VOCAB[] = {
     {BB_TYPE_TENSOR_PREFIX, BB_VOCAB_TYPE, true,
      "tensors: the prefix, then f32 f64 f16 bf16 u8 u16 u32 u64 i8 i16 i32 i64 or bool"},
 
-    MODEL_KEY(BB_KEY_COMPILED, false, "the passport: present (= \"v1\") on compiled artifacts only"),
+    MODEL_KEY(BB_KEY_COMPILED, false, "the passport: present (= \"v2\") on compiled artifacts only"),
     MODEL_KEY(BB_KEY_BINDING_PREFIX, true,
               "binding.<partition>.<slot> = \"<Role>|<concrete type>|<slot id or -1>\", one per partition and "
               "bound slot"),
     MODEL_KEY(BB_KEY_CONFIG_PREFIX, true, "config.<slot> = the config text bound with the slot"),
     MODEL_KEY(BB_KEY_IR_VERSION, false, "the framework IR version an input model was written for (compiler checks it)"),
+    MODEL_KEY(BB_KEY_WIRE_OUT_PREFIX, true,
+              "wire_out.<wire> = \"<Kind>|<type>|0x<type hash>\": a wire a partition of the artifact sends on"),
+    MODEL_KEY(BB_KEY_WIRE_IN_PREFIX, true,
+              "wire_in.<wire> = \"<Kind>|<type>|0x<type hash>\": a wire a partition of the artifact receives from"),
 
     FUNCTION_KEY(BB_KEY_MODULE_PHASE, "\"body\" on a Module's body function, \"bootstrap\" on its bootstrap"),
 
@@ -167,11 +240,13 @@ static const bb_vocab_entry VOCAB[] = {
     NODE_KEY(BB_KEY_INPUT_SERVER_PEER, false, "recorder: the input of Announce that names the server peer"),
     NODE_KEY(BB_KEY_HOME_CLASS, false, "compiler: the peer class a node runs on"),
     NODE_KEY(BB_KEY_SYNTHESIZED_FROM_SEND, false, "compiler: on a synthesized Recv, the index of its Send"),
+    NODE_KEY(BB_KEY_WIRE_ID, false,
+             "compiler (recorder for named wires): on a Send and on every Recv of its wire, the wire's name"),
     NODE_KEY(BB_KEY_CHAIN_DEPTH, false, "input: the hops a Send's value travels (its deadline is depth x budget)"),
     NODE_KEY(BB_KEY_WIRE_TRANSPORT, false, "compiler: on both halves of a wire edge, \"data\" or \"trigger_only\""),
     NODE_KEY(BB_KEY_BATCH_GROUP, false, "compiler: on both halves of a wire edge, its (from, to) class pair's group"),
     NODE_KEY(BB_KEY_DEST_SITE_PREFIX, true,
-             "compiler: dest_site_name.<sent value> = the Recv payload it lands in (install resolves it to a site)"),
+             "compiler: dest_site_name.<sent value> = the name of the wire it travels on (its id addresses the fill)"),
     NODE_KEY(BB_KEY_EXPANDED, false, "compiler: flag, the node went through expand_ops"),
     NODE_KEY(BB_KEY_RX_CHAIN_HEAD, false, "compiler: on a Recv, the last value of its receive gate chain"),
     NODE_KEY(BB_KEY_RECV_SLOT_ID, false, "compiler: on a Recv, the slot id of the role node its payload feeds"),
@@ -200,7 +275,7 @@ static const bb_vocab_entry VOCAB[] = {
     ATTRIBUTE(BB_ATTR_PERIOD_NS, "syscall Interval: the period in nanoseconds"),
     ATTRIBUTE(BB_ATTR_VALUE, "syscall Constant: the tensor it produces"),
 
-    VALUE(BB_COMPILED_VERSION, "of compiled: the artifact format version"),
+    VALUE(BB_COMPILED_VERSION, "of compiled: the artifact format version (v2: wires named, wire tables)"),
     VALUE(BB_MODULE_PHASE_BODY, "of module_phase: a Module's body"),
     VALUE(BB_MODULE_PHASE_BOOTSTRAP, "of module_phase: a Module's bootstrap"),
     VALUE(BB_CODEC_PORT_IN, "of codec.port: outputs typed by the codec's `in` storage"),

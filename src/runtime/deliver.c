@@ -1,7 +1,8 @@
 /* The way in: bb_node_deliver checks an envelope against the caps, decodes each fill and
- * queues the envelope; at poll, routing writes each fill into the wire.Recv it names.
- * Only Recv payload sites accept data, fills of one envelope that land in one graph share
- * one execution, and every refusal is reported as a step. */
+ * queues the envelope; at poll, routing writes each fill into every wire.Recv of my
+ * partitions that listens to the wire it names, when the value fits the type the wire is
+ * declared with. Only Recv payloads accept data, fills of one envelope that land in one
+ * graph share one execution, and every refusal is reported as a step and counted. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,7 +73,7 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
     return 0;
   }
   if (comp && op) {
-    f->site = UINT64_MAX;
+    f->control = true;
     f->component = (uint32_t)comp->value;
     f->op = bbi_mem_strdup(n->alloc, op->op);
     f->payload = bbi_mem_alloc(n->alloc, sf->payload.len);
@@ -104,11 +105,18 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
     rt_count(n, "wire.invalid_envelopes", 1);
     return rc;
   }
-  if (env->schema_version > BB_ENVELOPE_SCHEMA_VERSION) {
+  if (env->schema_version < BB_ENVELOPE_SCHEMA_WIRE_IDS) {
+    /* its sites are numbers of the sender's artifact, not wire ids: routing them could
+     * land a value anywhere */
     uint32_t v = env->schema_version;
     bb_envelope_free(env, n->alloc);
     rt_count(n, "wire.invalid_envelopes", 1);
-    return bb_error_set(err, BB_ERR_UNSUPPORTED, "deliver: envelope schema_version %" PRIu32 ", this node reads 1", v);
+    rt_count(n, "wire.old_schema", 1);
+    return bb_error_set(err, BB_ERR_UNSUPPORTED,
+                        "deliver: envelope schema_version %" PRIu32 " numbers sites by their place in the sender's "
+                        "artifact; this node reads version %d (sites are wire ids): the sender runs an older "
+                        "bytesandbrains",
+                        v, BB_ENVELOPE_SCHEMA_VERSION);
   }
   rt_event ev = {.kind = RT_EV_ENVELOPE, .at = n->now, .from = *from};
   ev.wire_req_id = env->has_correlation ? env->wire_req_id : 0;
@@ -149,16 +157,75 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
 
 /* ---- routing (at poll) ------------------------------------------------------------------- */
 
-static uint32_t graph_of_site(const bb_node *n, uint64_t site) {
-  uint32_t lo = 0, hi = n->n_graphs;
-  while (lo < hi) { /* last graph whose base <= site */
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (n->graphs[mid].site_base <= site) lo = mid + 1;
+/* The graphs one envelope can start executions in (its fills are capped; each graph
+ * beyond these is refused with execution_limit). */
+#define RT_ENVELOPE_GRAPHS 8
+
+size_t rt_first_wire(const bb_node *n, uint64_t id) {
+  size_t lo = 0, hi = n->n_wires;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (n->wires[mid].id < id) lo = mid + 1;
     else hi = mid;
   }
-  if (!lo) return RT_NONE;
-  const rt_graph *g = &n->graphs[lo - 1];
-  return site - g->site_base < g->n_sites ? lo - 1 : RT_NONE;
+  return lo < n->n_wires && n->wires[lo].id == id ? lo : n->n_wires;
+}
+
+/* The execution of this envelope in graph gi: one per graph, made on first use. */
+static rt_exec *envelope_exec(bb_node *n, rt_event *ev, uint32_t gi, rt_exec **execs, uint32_t *exec_graph,
+                              size_t *n_execs) {
+  for (size_t k = 0; k < *n_execs; k++)
+    if (exec_graph[k] == gi) return execs[k];
+  rt_exec *e = *n_execs < RT_ENVELOPE_GRAPHS ? rt_exec_new(n, gi, NULL, n->graphs[gi].target) : NULL;
+  if (!e) return NULL;
+  e->has_src = true;
+  e->src = ev->from;
+  e->wire_req_id = ev->wire_req_id;
+  e->born_ns = ev->at;
+  if (ev->remaining_deadline_ns) e->deadline_at = ev->at + ev->remaining_deadline_ns;
+  execs[*n_execs] = e;
+  exec_graph[(*n_execs)++] = gi;
+  return e;
+}
+
+/* Writes a data-plane fill into each Recv of its wire, or reports why it is refused. */
+static void route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, uint32_t *exec_graph, size_t *n_execs) {
+  uint64_t hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
+  size_t at = rt_first_wire(n, f->site);
+  if (at == n->n_wires) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "no wire.Recv of a partition this node runs listens to wire 0x%016" PRIx64, f->site);
+    rt_count(n, "wire.unknown_site", 1);
+    fill_failed(n, &ev->from, f->index, hash, f->charged, "unknown_site", msg);
+    return;
+  }
+  const rt_wire *w = &n->wires[at];
+  if (!bb_val_fits_type(f->value, w->type)) {
+    char msg[BB_WIRE_NAME_MAX + 200], have[64];
+    snprintf(msg, sizeof msg, "wire `%s` carries %s (%s), the fill holds %s", w->name, w->type,
+             bb_type_value_kind(w->type), bb_val_describe(f->value, have, sizeof have));
+    rt_count(n, "wire.type_mismatch", 1);
+    fill_failed(n, &ev->from, f->index, hash, f->charged, "type_mismatch", msg);
+    return;
+  }
+  /* every Recv of the wire gets the value; its bytes are charged once */
+  for (; at < n->n_wires && n->wires[at].id == f->site; at++) {
+    w = &n->wires[at];
+    const rt_graph *g = &n->graphs[w->graph];
+    rt_exec *e = envelope_exec(n, ev, w->graph, execs, exec_graph, n_execs);
+    if (!e) {
+      fill_failed(n, &ev->from, f->index, hash, f->charged, "execution_limit",
+                  "too many executions alive (max_executions) or out of memory");
+      return;
+    }
+    uint32_t sender = g->recv_sender[w->site];
+    if (sender != RT_NONE && !e->vals[sender]) rt_write(n, e, sender, bb_val_peer(n->alloc, &ev->from), 0);
+    rt_write(n, e, w->site, bb_val_retain(f->value), f->charged);
+    f->charged = 0;
+    rt_push_ready(n, e, w->site);
+    if (sender != RT_NONE) rt_push_ready(n, e, sender);
+  }
+  rt_count(n, "wire.fills_delivered", 1);
 }
 
 static bool seen_before(bb_node *n, const bb_peer_id *from, uint64_t req, uint64_t site) {
@@ -192,52 +259,13 @@ void rt_route(bb_node *n, rt_event *ev) {
     return;
   }
   /* data plane: one execution per destination graph */
-  rt_exec *execs[8] = {0};
-  uint32_t exec_graph[8];
+  rt_exec *execs[RT_ENVELOPE_GRAPHS] = {0};
+  uint32_t exec_graph[RT_ENVELOPE_GRAPHS];
   size_t n_execs = 0;
   for (size_t i = 0; i < ev->n_fills; i++) {
     rt_fill *f = &ev->fills[i];
-    if (f->site == UINT64_MAX) {
-      rt_component_message(n, ev, f);
-      continue;
-    }
-    uint32_t gi = graph_of_site(n, f->site);
-    const rt_graph *g = gi == RT_NONE ? NULL : &n->graphs[gi];
-    uint32_t local = g ? (uint32_t)(f->site - g->site_base) : RT_NONE;
-    if (!g || !g->active || !g->is_recv[local]) {
-      char msg[200];
-      snprintf(msg, sizeof msg, "site %" PRIu64 " is not a wire.Recv payload of a partition this node runs", f->site);
-      uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
-      fill_failed(n, &ev->from, f->index, type_hash, f->charged, "unknown_site", msg);
-      continue;
-    }
-    size_t k = 0;
-    while (k < n_execs && exec_graph[k] != gi) k++;
-    if (k == n_execs) {
-      if (n_execs == 8 || !(execs[k] = rt_exec_new(n, gi, NULL, g->target))) {
-        uint64_t type_hash = bb_val_kind_hash((int)bb_val_kind_of(f->value));
-        fill_failed(n, &ev->from, f->index, type_hash, f->charged, "execution_limit",
-                    "too many executions alive (max_executions) or out of memory");
-        continue;
-      }
-      rt_exec *e = execs[k];
-      exec_graph[k] = gi;
-      n_execs++;
-      e->has_src = true;
-      e->src = ev->from;
-      e->wire_req_id = ev->wire_req_id;
-      e->born_ns = ev->at;
-      if (ev->remaining_deadline_ns) e->deadline_at = ev->at + ev->remaining_deadline_ns;
-    }
-    rt_exec *e = execs[k];
-    uint32_t sender = g->recv_sender[local];
-    if (sender != RT_NONE && !e->vals[sender]) rt_write(n, e, sender, bb_val_peer(n->alloc, &ev->from), 0);
-    rt_write(n, e, local, f->value, f->charged);
-    f->value = NULL;
-    f->charged = 0;
-    rt_push_ready(n, e, local);
-    if (sender != RT_NONE) rt_push_ready(n, e, sender);
-    rt_count(n, "wire.fills_delivered", 1);
+    if (f->control) rt_component_message(n, ev, f);
+    else route_fill(n, ev, f, execs, exec_graph, &n_execs);
   }
   for (size_t k = 0; k < n_execs; k++) rt_exec_unref(n, execs[k]);
   rt_event_release(n, ev);

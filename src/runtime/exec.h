@@ -89,7 +89,8 @@ typedef enum rt_event_kind {
 
 /* One fill of a delivered envelope, decoded at delivery. */
 typedef struct rt_fill {
-  uint64_t site;         /* data plane */
+  bool control;          /* a control-plane message (component, op), else a data-plane value */
+  uint64_t site;         /* data plane: the wire id */
   uint32_t component;    /* control plane: the component number in the address */
   char *op;              /* control plane: the op name (owned) */
   uint8_t *payload;      /* control plane: the raw payload (owned) */

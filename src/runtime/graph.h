@@ -26,10 +26,10 @@ typedef enum rt_op_kind {
   RT_OP_RECV
 } rt_op_kind;
 
-/* One data input of a Send and where it lands. */
+/* One data input of a Send and the wire it travels on. */
 typedef struct rt_send_fill {
   uint32_t input;   /* position in the node's inputs */
-  uint64_t site;    /* the receiving Recv payload's global site */
+  uint64_t site;    /* the wire's id (bb_wire_id of its name): what the fill addresses */
 } rt_send_fill;
 
 struct rt_op {
@@ -49,6 +49,7 @@ struct rt_op {
 
 struct rt_graph {
   const bb_function *fn;
+  uint32_t artifact;       /* index of the artifact (node->models) the function is from */
   uint64_t site_base;
   uint32_t n_sites;
   const char **site_names; /* local site → value name (borrowed from the IR) */
@@ -60,7 +61,6 @@ struct rt_graph {
   uint32_t *formal_out, n_out; /* ... and outputs */
   uint32_t *out_index;         /* local site → position in the outputs, or RT_NONE */
   uint32_t *recv_sender;       /* Recv payload site → its sender site (RT_NONE if none) */
-  uint8_t *is_recv;            /* local site → 1 when it is a Recv payload */
   bool active;                 /* one of my targets or reachable from them */
   int target;                  /* index in node->targets, or -1 */
   bool bootstrap;              /* module_phase = bootstrap */
@@ -77,10 +77,21 @@ typedef struct rt_component {
 
 typedef struct rt_target {
   char *name;       /* resolved partition name */
+  uint32_t artifact; /* index in node->models */
   uint32_t graph;
   int bootstrap;    /* graph index of its bootstrap, or -1 */
   bool bootstrap_done;
+  bool bootstrap_wanted; /* selected by a bb_node_run_bootstraps call, not yet done */
   bb_val **bound;   /* per formal input: a value every new run starts with (or NULL) */
 } rt_target;
+
+/* A wire.Recv of a partition this node runs, by the wire it listens to: a data-plane fill
+ * addressed to `id` lands in `site` of `graph` when its value fits `type`. */
+typedef struct rt_wire {
+  uint64_t id;   /* bb_wire_id(name) */
+  char *name;    /* owned */
+  char *type;    /* owned: what the artifact declares the wire carries ("": anything) */
+  uint32_t graph, site;
+} rt_wire;
 
 #endif /* BBI_RUNTIME_GRAPH_H */

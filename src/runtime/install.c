@@ -1,12 +1,14 @@
-/* bb_install: passport, targets, bindings, one component per slot, value sites assigned
- * from the artifact alone (model order), every op of my partitions resolved, every Send's
- * destination site resolved — so nothing fails later at run time for want of a binding. */
+/* bb_install: passports, targets, bindings, one component per slot (shared by every
+ * artifact the node runs), value sites numbered per node, every op of my partitions
+ * resolved, the wire every Send sends on and every Recv listens to — so nothing fails
+ * later at run time for want of a binding, and no fill can land anywhere but a Recv. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/book.h"
+#include "runtime/deliver.h"
 #include "runtime/node.h"
 #include "runtime/syscalls/table.h"
 #include "bb/common.h"
@@ -18,7 +20,7 @@
 static const char *const INSTALL_ERROR_NAMES[] = {
     "Ok", "EmptyTargets", "BadArtifact", "NotCompiled", "IncompatibleCompiledVersion", "UnknownTarget",
     "InvalidBindingTable", "SlotBindingConflict", "UnregisteredConcrete", "ConstructionFailed", "UnresolvedOp",
-    "UnresolvedDestination", "InvalidArgument", "OutOfMemory"};
+    "UnresolvedDestination", "InvalidArgument", "OutOfMemory", "WireConflict"};
 
 const char *bb_install_error_name(bb_install_error_kind kind) {
   return kind >= 0 && (size_t)kind < sizeof INSTALL_ERROR_NAMES / sizeof *INSTALL_ERROR_NAMES
@@ -75,17 +77,35 @@ static void config_defaults(bb_node_config *c, const bb_node_config *given) {
 #undef DEFAULT
 }
 
-/* ---- targets -------------------------------------------------------------------------- */
+/* ---- artifacts and targets ---------------------------------------------------------------- */
 
-static long find_function(const bb_model *m, const char *name) {
+/* One artifact with the targets this node runs of it. */
+typedef struct artifact_in {
+  const uint8_t *bytes;
+  size_t len;
+  const char *const *targets;
+  size_t n_targets;
+} artifact_in;
+
+/* The first graph of an artifact's functions: artifacts are laid out in install order. */
+static uint32_t graph_base(const bb_node *n, uint32_t artifact) {
+  uint32_t base = 0;
+  for (uint32_t k = 0; k < artifact; k++) base += (uint32_t)n->models[k]->functions.len;
+  return base;
+}
+
+/* A function of one artifact by name, as a graph index; -1 if none. */
+static long find_function(const bb_node *n, uint32_t artifact, const char *name) {
+  const bb_model *m = n->models[artifact];
   for (size_t i = 0; i < m->functions.len; i++)
-    if (m->functions.items[i]->name && strcmp(m->functions.items[i]->name, name) == 0) return (long)i;
+    if (m->functions.items[i]->name && strcmp(m->functions.items[i]->name, name) == 0)
+      return (long)(graph_base(n, artifact) + i);
   return -1;
 }
 
-static int resolve_target(installer *x, const char *target, uint32_t *graph) {
-  const bb_model *m = x->n->model;
-  long exact = find_function(m, target);
+static int resolve_target(installer *x, uint32_t artifact, const char *target, uint32_t *graph) {
+  const bb_model *m = x->n->models[artifact];
+  long exact = find_function(x->n, artifact, target);
   if (exact >= 0) {
     *graph = (uint32_t)exact;
     return 0;
@@ -94,7 +114,7 @@ static int resolve_target(installer *x, const char *target, uint32_t *graph) {
   for (size_t i = 0; i < m->functions.len; i++) {
     const char *name = m->functions.items[i]->name;
     if (name && strncmp(name, target, tl) == 0 && name[tl] == '#') {
-      *graph = (uint32_t)i;
+      *graph = graph_base(x->n, artifact) + (uint32_t)i;
       return 0;
     }
   }
@@ -102,13 +122,17 @@ static int resolve_target(installer *x, const char *target, uint32_t *graph) {
   size_t at = 0;
   for (size_t i = 0; i < m->functions.len && at < sizeof avail - 40; i++)
     at += (size_t)snprintf(avail + at, sizeof avail - at, "%s%s", i ? ", " : "", m->functions.items[i]->name);
-  return fail(x, BB_INSTALL_UNKNOWN_TARGET, BB_ERR_NOT_FOUND,
-              "target `%s` is not a function of the artifact; available: [%s]", target, avail);
+  char which[32] = "the artifact";
+  if (x->args->struct_size > BB_INSTALL_ARGS_SIZE_V1 && x->args->n_more)
+    snprintf(which, sizeof which, "artifact %u", artifact);
+  return fail(x, BB_INSTALL_UNKNOWN_TARGET, BB_ERR_NOT_FOUND, "target `%s` is not a function of %s; available: [%s]",
+              target, which, avail);
 }
 
 /* The bootstrap of a target's module: "<M>__bootstrap" where the partition is "<M>#…" or
- * "<M>_<class>#…" (the longest such M wins). */
-static int find_bootstrap(const bb_model *m, const char *partition) {
+ * "<M>_<class>#…" (the longest such M wins); a graph index, or -1. */
+static int find_bootstrap(const bb_node *n, uint32_t artifact, const char *partition) {
+  const bb_model *m = n->models[artifact];
   int best = -1;
   size_t best_len = 0;
   for (size_t i = 0; i < m->functions.len; i++) {
@@ -119,7 +143,7 @@ static int find_bootstrap(const bb_model *m, const char *partition) {
     if (len <= sl || strcmp(f->name + len - sl, BB_BOOTSTRAP_SUFFIX) != 0) continue;
     size_t ml = len - sl;
     if (strncmp(partition, f->name, ml) == 0 && (partition[ml] == '#' || partition[ml] == '_') && ml > best_len) {
-      best = (int)i;
+      best = (int)(graph_base(n, artifact) + i);
       best_len = ml;
     }
   }
@@ -173,33 +197,39 @@ static int parse_binding(installer *x, const bb_kv *kv, binding *b) {
   return 0;
 }
 
-/* The slots my targets bind, one entry per slot name, in first-seen order. (Nodes that
- * carry only a slot id are resolved through the binding table in component_for.) */
+/* The slots my targets bind, one entry per slot name, in first-seen order, with the
+ * artifact that binds it first (whose config it takes). (Nodes that carry only a slot id
+ * are resolved through the binding table in component_for.) */
 typedef struct slot_entry {
   binding b;
+  uint32_t artifact;
 } slot_entry;
+
+static bool is_binding_key(const char *key) {
+  return key && strncmp(key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) == 0;
+}
 
 static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
   bb_node *n = x->n;
-  const bb_kvlist *meta = &n->model->metadata;
   size_t cap = 0;
-  for (size_t i = 0; i < meta->len; i++)
-    if (meta->items[i].key && strncmp(meta->items[i].key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) == 0) cap++;
+  for (size_t k = 0; k < n->n_models; k++)
+    for (size_t i = 0; i < n->models[k]->metadata.len; i++) cap += is_binding_key(n->models[k]->metadata.items[i].key);
   slot_entry *slots = cap ? bbi_mem_calloc(n->alloc, cap, sizeof *slots) : NULL;
   if (cap && !slots) return nomem(x);
   size_t len = 0;
   int rc = 0;
   for (size_t t = 0; t < n->n_targets && !rc; t++) {
+    const bb_kvlist *meta = &n->models[n->targets[t].artifact]->metadata;
     for (size_t i = 0; i < meta->len && !rc; i++) {
       const bb_kv *kv = &meta->items[i];
-      if (!kv->key || strncmp(kv->key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) != 0) continue;
+      if (!is_binding_key(kv->key)) continue;
       binding b;
       if ((rc = parse_binding(x, kv, &b))) break;
       if (strcmp(b.target, n->targets[t].name) != 0) continue;
       size_t s = 0;
       while (s < len && strcmp(slots[s].b.slot, b.slot) != 0) s++;
       if (s == len) {
-        slots[len] = (slot_entry){.b = b};
+        slots[len] = (slot_entry){.b = b, .artifact = n->targets[t].artifact};
         slots[len].b.target = slots[len].b.target_buf;
         slots[len].b.slot = slots[len].b.slot_buf;
         slots[len].b.type = slots[len].b.type_buf;
@@ -268,7 +298,7 @@ static int construct_components(installer *x) {
       }
     char key[300];
     snprintf(key, sizeof key, BB_KEY_CONFIG_PREFIX "%s", b->slot);
-    if (!config) config = bb_kv_get(&n->model->metadata, key);
+    if (!config) config = bb_kv_get(&n->models[slots[i].artifact]->metadata, key);
     c->config = bbi_mem_strdup(n->alloc, config ? config : "");
     if (!c->slot || !c->config) {
       rc = nomem(x);
@@ -315,51 +345,42 @@ static uint32_t site_of(const rt_graph *g, const char *name) {
   return name && *name && bbi_strmap_get(&g->names, name, &s) ? s : RT_NONE;
 }
 
-/* Sites of every function in model order: node outputs, then input formals. Only the
- * artifact decides them, so peers installed with different targets agree. */
+/* Sites of every function, artifact after artifact, each in model order: node outputs,
+ * then input formals, then outputs not yet seen. They are this node's own numbers: a
+ * peer's fill names a wire, never a site. */
 static int assign_sites(installer *x) {
   bb_node *n = x->n;
-  const bb_model *m = n->model;
+  size_t total = 0;
+  for (size_t k = 0; k < n->n_models; k++) total += n->models[k]->functions.len;
   /* n_graphs only once the array exists: bb_node_free walks n_graphs entries */
-  n->graphs = m->functions.len ? bbi_mem_calloc(n->alloc, m->functions.len, sizeof *n->graphs) : NULL;
-  if (m->functions.len && !n->graphs) return nomem(x);
-  n->n_graphs = (uint32_t)m->functions.len;
+  n->graphs = total ? bbi_mem_calloc(n->alloc, total, sizeof *n->graphs) : NULL;
+  if (total && !n->graphs) return nomem(x);
+  n->n_graphs = (uint32_t)total;
   uint64_t next = 0;
-  for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
-    rt_graph *g = &n->graphs[gi];
-    const bb_function *f = m->functions.items[gi];
-    g->fn = f;
-    g->target = -1;
-    bbi_strmap_init(&g->names, n->alloc);
-    size_t cap = 0;
-    int rc = 0;
-    for (size_t i = 0; i < f->nodes.len && !rc; i++)
-      for (size_t o = 0; o < f->nodes.items[i]->outputs.len && !rc; o++)
-        rc = add_site(x, g, f->nodes.items[i]->outputs.items[o], &cap);
-    for (size_t i = 0; i < f->inputs.len && !rc; i++) rc = add_site(x, g, f->inputs.items[i], &cap);
-    for (size_t i = 0; i < f->outputs.len && !rc; i++) rc = add_site(x, g, f->outputs.items[i], &cap);
-    if (rc) return rc;
-    g->site_base = next;
-    next += g->n_sites;
-    const char *phase = bb_kv_get(&f->metadata, BB_KEY_MODULE_PHASE);
-    g->bootstrap = phase && strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) == 0;
-  }
+  uint32_t gi = 0;
+  for (uint32_t k = 0; k < n->n_models; k++)
+    for (size_t fi = 0; fi < n->models[k]->functions.len; fi++, gi++) {
+      rt_graph *g = &n->graphs[gi];
+      const bb_function *f = n->models[k]->functions.items[fi];
+      g->fn = f;
+      g->artifact = k;
+      g->target = -1;
+      bbi_strmap_init(&g->names, n->alloc);
+      size_t cap = 0;
+      int rc = 0;
+      for (size_t i = 0; i < f->nodes.len && !rc; i++)
+        for (size_t o = 0; o < f->nodes.items[i]->outputs.len && !rc; o++)
+          rc = add_site(x, g, f->nodes.items[i]->outputs.items[o], &cap);
+      for (size_t i = 0; i < f->inputs.len && !rc; i++) rc = add_site(x, g, f->inputs.items[i], &cap);
+      for (size_t i = 0; i < f->outputs.len && !rc; i++) rc = add_site(x, g, f->outputs.items[i], &cap);
+      if (rc) return rc;
+      g->site_base = next;
+      next += g->n_sites;
+      const char *phase = bb_kv_get(&f->metadata, BB_KEY_MODULE_PHASE);
+      g->bootstrap = phase && strcmp(phase, BB_MODULE_PHASE_BOOTSTRAP) == 0;
+    }
   n->n_sites = next;
   return 0;
-}
-
-/* The global site of a wire.Recv payload named `value`, searched in model order. */
-static uint64_t recv_site_named(const bb_node *n, const char *value) {
-  for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
-    const rt_graph *g = &n->graphs[gi];
-    for (size_t i = 0; i < g->fn->nodes.len; i++) {
-      const bb_ir_node *nd = g->fn->nodes.items[i];
-      if (nd->domain && strcmp(nd->domain, BB_DOMAIN_WIRE) == 0 && strcmp(nd->op_type, "Recv") == 0 &&
-          nd->outputs.len && strcmp(nd->outputs.items[0], value) == 0)
-        return g->site_base + site_of(g, value);
-    }
-  }
-  return UINT64_MAX;
 }
 
 static void mark_active(bb_node *n, uint32_t gi) {
@@ -369,7 +390,7 @@ static void mark_active(bb_node *n, uint32_t gi) {
   for (size_t i = 0; i < g->fn->nodes.len; i++) {
     const bb_ir_node *nd = g->fn->nodes.items[i];
     if (!nd->domain || strcmp(nd->domain, BB_DOMAIN_MODULE) != 0) continue;
-    long callee = find_function(n->model, nd->op_type);
+    long callee = find_function(n, g->artifact, nd->op_type);
     if (callee >= 0) mark_active(n, (uint32_t)callee);
   }
 }
@@ -382,18 +403,18 @@ static bb_role role_of_domain(const char *domain) {
 
 /* Which component runs a role or protocol node: its slot name, else its slot id, else
  * the component whose type serves the node's protocol domain. */
-static long component_for(installer *x, const bb_ir_node *nd) {
+static long component_for(installer *x, uint32_t artifact, const bb_ir_node *nd) {
   bb_node *n = x->n;
   const char *slot = bb_kv_get(&nd->metadata, BB_KEY_SLOT_NAME);
   if (slot) return component_of_slot(n, slot);
   const char *id = bb_kv_get(&nd->metadata, BB_KEY_SLOT_ID);
   if (id) {
-    /* resolve the id through the binding table of my targets */
-    const bb_kvlist *meta = &n->model->metadata;
+    /* resolve the id through the binding table of my targets of the node's artifact */
+    const bb_kvlist *meta = &n->models[artifact]->metadata;
     for (size_t t = 0; t < n->n_targets; t++)
-      for (size_t i = 0; i < meta->len; i++) {
+      for (size_t i = 0; n->targets[t].artifact == artifact && i < meta->len; i++) {
         const bb_kv *kv = &meta->items[i];
-        if (!kv->key || strncmp(kv->key, BB_KEY_BINDING_PREFIX, strlen(BB_KEY_BINDING_PREFIX)) != 0) continue;
+        if (!is_binding_key(kv->key)) continue;
         binding b;
         if (parse_binding(x, kv, &b)) return -1;
         if (b.slot_id >= 0 && strtol(id, NULL, 10) == b.slot_id && strcmp(b.target, n->targets[t].name) == 0)
@@ -422,6 +443,43 @@ static int op_label(installer *x, rt_op *op) {
   return op->label ? 0 : nomem(x);
 }
 
+/* ---- wires ---------------------------------------------------------------------------- */
+
+/* The type an artifact's wire table declares for a wire it sends on (in = false) or
+ * receives from: `<Kind>|<type>|0x<type hash>`, the kind and hash those of the type.
+ * *type is a new string. */
+static int wire_type(installer *x, uint32_t artifact, bool in, const char *wire, const char *who, char **type) {
+  char key[BB_WIRE_NAME_MAX + 64];
+  snprintf(key, sizeof key, "%s%s", in ? BB_KEY_WIRE_IN_PREFIX : BB_KEY_WIRE_OUT_PREFIX, wire);
+  const char *v = bb_kv_get(&x->n->models[artifact]->metadata, key);
+  if (!v)
+    return fail(x, BB_INSTALL_BAD_ARTIFACT, BB_ERR_MALFORMED, "%s: the artifact's wire table has no `%s`", who, key);
+  const char *at;
+  size_t len;
+  if (!bb_wire_entry_parse(v, &at, &len))
+    return fail(x, BB_INSTALL_BAD_ARTIFACT, BB_ERR_MALFORMED,
+                "%s: wire table entry `%s` = `%s` is not `<Kind>|<type>|0x<type hash>` of one type", who, key, v);
+  char *t = bbi_mem_alloc(x->n->alloc, len + 1);
+  if (!t) return nomem(x);
+  memcpy(t, at, len);
+  t[len] = 0;
+  *type = t;
+  return 0;
+}
+
+/* The wire a Send's input travels on: its dest_site_name entry. */
+static const char *wire_of_input(const bb_ir_node *send, uint32_t input) {
+  size_t prefix = strlen(BB_KEY_DEST_SITE_PREFIX);
+  const char *value = send->inputs.items[input];
+  for (size_t k = 0; k < send->metadata.len; k++) {
+    const bb_kv *kv = &send->metadata.items[k];
+    if (kv->key && kv->value && strncmp(kv->key, BB_KEY_DEST_SITE_PREFIX, prefix) == 0 &&
+        strcmp(kv->key + prefix, value) == 0)
+      return kv->value;
+  }
+  return NULL;
+}
+
 static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
   bb_node *n = x->n;
   const bb_ir_node *nd = op->ir;
@@ -430,18 +488,102 @@ static int resolve_send(installer *x, rt_graph *g, rt_op *op) {
     const bb_kv *kv = &nd->metadata.items[k];
     if (!kv->key || strncmp(kv->key, BB_KEY_DEST_SITE_PREFIX, prefix) != 0 || !kv->value) continue;
     long input = bb_strlist_find(&nd->inputs, kv->key + prefix);
-    uint64_t site = recv_site_named(n, kv->value);
-    if (input < 0 || site == UINT64_MAX)
-      return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
-                  "%s in `%s` sends `%s` to `%s`, but %s", op->label, g->fn->name, kv->key + prefix, kv->value,
-                  input < 0 ? "it has no such input" : "no wire.Recv in the artifact produces that value");
+    if (input < 0 || !bb_wire_name_valid(kv->value))
+      return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND, "%s in `%s` sends `%s` on `%s`, but %s",
+                  op->label, g->fn->name, kv->key + prefix, kv->value,
+                  input < 0 ? "it has no such input" : "that is not a wire name");
+    char *type = NULL;
+    int rc = wire_type(x, g->artifact, false, kv->value, op->label, &type);
+    bbi_mem_free(n->alloc, type); /* the table must declare it; receivers check the type */
+    if (rc) return rc;
     if (bbi_mem_grow(n->alloc, (void **)&op->fills, &(size_t){op->n_fills}, op->n_fills + 1, sizeof *op->fills))
       return nomem(x);
-    op->fills[op->n_fills++] = (rt_send_fill){(uint32_t)input, site};
+    op->fills[op->n_fills++] = (rt_send_fill){(uint32_t)input, bb_wire_id(kv->value)};
   }
   if (!op->n_fills)
     return fail(x, BB_INSTALL_UNRESOLVED_DESTINATION, BB_ERR_NOT_FOUND,
-                "%s in `%s` names no destination (no " BB_KEY_DEST_SITE_PREFIX "<value> entry)", op->label, g->fn->name);
+                "%s in `%s` names no wire (no " BB_KEY_DEST_SITE_PREFIX "<value> entry)", op->label, g->fn->name);
+  return 0;
+}
+
+/* A Recv of a graph I run listens to the wire its wire_id names, with the type the
+ * artifact's wire table gives it. */
+static int add_recv_wire(installer *x, uint32_t gi, const rt_op *op) {
+  bb_node *n = x->n;
+  const rt_graph *g = &n->graphs[gi];
+  const char *wire = bb_kv_get(&op->ir->metadata, BB_KEY_WIRE_ID);
+  if (!wire || !bb_wire_name_valid(wire))
+    return fail(x, BB_INSTALL_BAD_ARTIFACT, BB_ERR_MALFORMED, "%s in `%s` listens to %s%s%s", op->label, g->fn->name,
+                wire ? "`" : "no wire (no " BB_KEY_WIRE_ID ")", wire ? wire : "",
+                wire ? "`, which is not a wire name" : "");
+  if (!op->n_out || op->out[0] == RT_NONE)
+    return fail(x, BB_INSTALL_BAD_ARTIFACT, BB_ERR_MALFORMED, "%s in `%s` has no payload output", op->label,
+                g->fn->name);
+  char *type = NULL;
+  int rc = wire_type(x, g->artifact, true, wire, op->label, &type);
+  if (rc) return rc;
+  rt_wire w = {bb_wire_id(wire), bbi_mem_strdup(n->alloc, wire), type, gi, op->out[0]};
+  if (!w.name || bbi_mem_grow(n->alloc, (void **)&n->wires, &n->cap_wires, n->n_wires + 1, sizeof *n->wires)) {
+    bbi_mem_free(n->alloc, w.name);
+    bbi_mem_free(n->alloc, type);
+    return nomem(x);
+  }
+  n->wires[n->n_wires++] = w;
+  return 0;
+}
+
+static int cmp_wire(const void *a, const void *b) {
+  const rt_wire *x = a, *y = b;
+  if (x->id != y->id) return x->id < y->id ? -1 : 1;
+  if (x->graph != y->graph) return x->graph < y->graph ? -1 : 1;
+  return x->site < y->site ? -1 : x->site > y->site;
+}
+
+/* A wire a Send of mine sends on must not share its id with another wire my Recvs listen
+ * to, and must carry what they expect. */
+static int check_sent_wire(installer *x, const rt_graph *g, const rt_op *op, uint32_t f) {
+  bb_node *n = x->n;
+  const char *wire = wire_of_input(op->ir, op->fills[f].input);
+  size_t at = rt_first_wire(n, op->fills[f].site);
+  if (!wire || at == n->n_wires) return 0;
+  const rt_wire *w = &n->wires[at];
+  if (strcmp(w->name, wire) != 0)
+    return fail(x, BB_INSTALL_WIRE_CONFLICT, BB_ERR_EXISTS, "wires `%s` and `%s` have the same id 0x%016llx", wire,
+                w->name, (unsigned long long)w->id);
+  char *type = NULL;
+  int rc = wire_type(x, g->artifact, false, wire, op->label, &type);
+  if (!rc && !bb_wire_types_agree(type, w->type))
+    rc = fail(x, BB_INSTALL_WIRE_CONFLICT, BB_ERR_TYPE,
+              "wire `%s` is sent as `%s` by `%s` and received as `%s` in `%s`", wire, type, g->fn->name, w->type,
+              n->graphs[w->graph].fn->name);
+  bbi_mem_free(n->alloc, type);
+  return rc;
+}
+
+/* Every wire the node names — those its Recvs listen to and those its Sends send on —
+ * keeps its id to itself, and every Recv of one wire expects what the others and this
+ * node's Sends agree on. Sorts the Recv table by id, for delivery. */
+static int check_wires(installer *x) {
+  bb_node *n = x->n;
+  if (n->n_wires) qsort(n->wires, n->n_wires, sizeof *n->wires, cmp_wire);
+  for (size_t i = 1; i < n->n_wires; i++) {
+    const rt_wire *a = &n->wires[i - 1], *b = &n->wires[i];
+    if (a->id != b->id) continue;
+    if (strcmp(a->name, b->name) != 0)
+      return fail(x, BB_INSTALL_WIRE_CONFLICT, BB_ERR_EXISTS, "wires `%s` and `%s` have the same id 0x%016llx",
+                  a->name, b->name, (unsigned long long)a->id);
+    if (!bb_wire_types_agree(a->type, b->type))
+      return fail(x, BB_INSTALL_WIRE_CONFLICT, BB_ERR_TYPE, "wire `%s` is received as `%s` in `%s` and as `%s` in `%s`",
+                  a->name, a->type, n->graphs[a->graph].fn->name, b->type, n->graphs[b->graph].fn->name);
+  }
+  for (uint32_t gi = 0; gi < n->n_graphs; gi++) {
+    const rt_graph *g = &n->graphs[gi];
+    for (uint32_t oi = 0; g->active && oi < g->n_ops; oi++)
+      for (uint32_t f = 0; g->ops[oi].kind == RT_OP_SEND && f < g->ops[oi].n_fills; f++) {
+        int rc = check_sent_wire(x, g, &g->ops[oi], f);
+        if (rc) return rc;
+      }
+  }
   return 0;
 }
 
@@ -457,18 +599,15 @@ static int resolve_op(installer *x, uint32_t gi, uint32_t oi) {
   }
   if (strcmp(domain, BB_DOMAIN_WIRE) == 0 && strcmp(nd->op_type, "Recv") == 0) {
     op->kind = RT_OP_RECV;
-    if (op->n_out && op->out[0] != RT_NONE) {
-      g->is_recv[op->out[0]] = 1;
-      g->recv_sender[op->out[0]] = op->n_out > 1 ? op->out[1] : RT_NONE;
-    }
-    return 0;
+    if (op->n_out && op->out[0] != RT_NONE) g->recv_sender[op->out[0]] = op->n_out > 1 ? op->out[1] : RT_NONE;
+    return add_recv_wire(x, gi, op);
   }
   if ((op->fn = rt_syscall_find(domain, nd->op_type)) != NULL) {
     op->kind = RT_OP_SYSCALL;
     return 0;
   }
   if (strcmp(domain, BB_DOMAIN_MODULE) == 0) {
-    long callee = find_function(n->model, nd->op_type);
+    long callee = find_function(n, g->artifact, nd->op_type);
     if (callee < 0)
       return fail(x, BB_INSTALL_UNRESOLVED_OP, BB_ERR_NOT_FOUND, "%s in `%s` calls a function the artifact lacks",
                   op->label, g->fn->name);
@@ -476,7 +615,7 @@ static int resolve_op(installer *x, uint32_t gi, uint32_t oi) {
     op->callee = (uint32_t)callee;
     return 0;
   }
-  long comp = component_for(x, nd);
+  long comp = component_for(x, g->artifact, nd);
   if (comp < 0 && x->kind) return BB_ERR_MALFORMED; /* a malformed binding table */
   if (comp < 0) {
     const char *slot = bb_kv_get(&nd->metadata, BB_KEY_SLOT_NAME);
@@ -502,11 +641,10 @@ static int build_graph(installer *x, uint32_t gi) {
   if (g->ops || !f->nodes.len) g->n_ops = (uint32_t)f->nodes.len; /* bb_node_free walks n_ops entries */
   g->out_index = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->out_index);
   g->recv_sender = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->recv_sender);
-  g->is_recv = bbi_mem_calloc(n->alloc, g->n_sites + 1, 1);
   g->cons_start = bbi_mem_calloc(n->alloc, g->n_sites + 1, sizeof *g->cons_start);
   g->formal_in = bbi_mem_calloc(n->alloc, f->inputs.len + 1, sizeof *g->formal_in);
   g->formal_out = bbi_mem_calloc(n->alloc, f->outputs.len + 1, sizeof *g->formal_out);
-  if ((f->nodes.len && !g->ops) || !g->out_index || !g->recv_sender || !g->is_recv || !g->cons_start || !g->formal_in ||
+  if ((f->nodes.len && !g->ops) || !g->out_index || !g->recv_sender || !g->cons_start || !g->formal_in ||
       !g->formal_out)
     return nomem(x);
   for (uint32_t s = 0; s < g->n_sites; s++) g->out_index[s] = g->recv_sender[s] = RT_NONE;
@@ -580,39 +718,78 @@ static int copy_addresses(installer *x) {
   return 0;
 }
 
+/* Decodes one artifact and checks its passport. */
+static int load_artifact(installer *x, uint32_t k, const artifact_in *in) {
+  bb_node *n = x->n;
+  bb_error derr;
+  if (!in->bytes)
+    return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_INVALID_ARGUMENT, "artifact %u: no bytes", k);
+  int rc = bb_model_decode(in->bytes, in->len, n->alloc, NULL, &n->models[k], &derr);
+  if (rc)
+    return fail(x, rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_BAD_ARTIFACT, rc,
+                "artifact %u is not a ModelProto: %s", k, derr.message);
+  n->n_models = k + 1;
+  const char *passport = bb_kv_get(&n->models[k]->metadata, BB_KEY_COMPILED);
+  if (!passport)
+    return fail(x, BB_INSTALL_NOT_COMPILED, BB_ERR_INVALID_ARGUMENT,
+                "artifact %u carries no `" BB_KEY_COMPILED "` stamp; compile it first (bb compile)", k);
+  if (strcmp(passport, BB_COMPILED_VERSION) != 0)
+    return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
+                "artifact %u was compiled as `%s`, this runtime requires `" BB_COMPILED_VERSION "`; recompile it", k,
+                passport);
+  return 0;
+}
+
+/* The targets of one artifact (a target named twice counts once); a partition two
+ * artifacts share a name with cannot be told apart, so it is refused. */
+static int add_targets(installer *x, uint32_t k, const artifact_in *in) {
+  bb_node *n = x->n;
+  for (size_t t = 0; t < in->n_targets; t++) {
+    uint32_t g = 0;
+    if (!in->targets[t])
+      return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_INVALID_ARGUMENT, "artifact %u: target %zu is NULL", k, t);
+    int rc = resolve_target(x, k, in->targets[t], &g);
+    if (rc) return rc;
+    const char *name = n->models[k]->functions.items[g - graph_base(n, k)]->name;
+    bool again = false;
+    for (size_t u = 0; u < n->n_targets && !again; u++) {
+      if (n->targets[u].artifact == k && n->targets[u].graph == g) again = true;
+      else if (strcmp(n->targets[u].name, name) == 0)
+        return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_EXISTS, "target `%s` is in artifacts %u and %u", name,
+                    n->targets[u].artifact, k);
+    }
+    if (again) continue;
+    rt_target *tg = &n->targets[n->n_targets];
+    tg->artifact = k;
+    tg->graph = g;
+    if (!(tg->name = bbi_mem_strdup(n->alloc, name))) return nomem(x);
+    tg->bootstrap = find_bootstrap(n, k, name);
+    n->n_targets++;
+  }
+  return 0;
+}
+
 static int install(installer *x) {
   const bb_install_args *a = x->args;
   bb_node *n = x->n;
   int rc;
+  size_t n_more = a->struct_size > BB_INSTALL_ARGS_SIZE_V1 ? a->n_more : 0;
+  size_t n_in = 1 + n_more, n_targets = a->n_targets;
+  for (size_t k = 0; k < n_more; k++) n_targets += a->more ? a->more[k].n_targets : 0;
   if (!a->n_targets || !a->targets)
     return fail(x, BB_INSTALL_EMPTY_TARGETS, BB_ERR_INVALID_ARGUMENT, "no targets: name the partitions this peer runs");
-  if (!a->artifact || !a->self.len)
+  if (!a->artifact || !a->self.len || (n_more && !a->more) || n_in > UINT32_MAX)
     return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_INVALID_ARGUMENT, "the artifact bytes and a peer id are required");
-  bb_error derr;
-  if ((rc = bb_model_decode(a->artifact, a->artifact_len, n->alloc, NULL, &n->model, &derr)))
-    return fail(x, rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_BAD_ARTIFACT, rc,
-                "the artifact is not a ModelProto: %s", derr.message);
-  const char *passport = bb_kv_get(&n->model->metadata, BB_KEY_COMPILED);
-  if (!passport)
-    return fail(x, BB_INSTALL_NOT_COMPILED, BB_ERR_INVALID_ARGUMENT,
-                "the model carries no `" BB_KEY_COMPILED "` stamp; compile it first (bb compile)");
-  if (strcmp(passport, "v1") != 0)
-    return fail(x, BB_INSTALL_INCOMPATIBLE_VERSION, BB_ERR_UNSUPPORTED,
-                "the model was compiled as `%s`, this runtime requires `v1`; recompile", passport);
-  n->targets = bbi_mem_calloc(n->alloc, a->n_targets, sizeof *n->targets);
-  if (!n->targets) return nomem(x);
-  for (size_t t = 0; t < a->n_targets; t++) {
-    uint32_t g = 0;
-    if (!a->targets[t]) return fail(x, BB_INSTALL_INVALID_ARGUMENT, BB_ERR_INVALID_ARGUMENT, "target %zu is NULL", t);
-    if ((rc = resolve_target(x, a->targets[t], &g))) return rc;
-    for (size_t u = 0; u < n->n_targets; u++)
-      if (n->targets[u].graph == g) goto next_target; /* named twice */
-    n->targets[n->n_targets].graph = g;
-    n->targets[n->n_targets].name = bbi_mem_strdup(n->alloc, n->model->functions.items[g]->name);
-    if (!n->targets[n->n_targets].name) return nomem(x);
-    n->targets[n->n_targets].bootstrap = find_bootstrap(n->model, n->targets[n->n_targets].name);
-    n->n_targets++;
-  next_target:;
+  n->models = bbi_mem_calloc(n->alloc, n_in, sizeof *n->models);
+  n->targets = bbi_mem_calloc(n->alloc, n_targets, sizeof *n->targets);
+  if (!n->models || !n->targets) return nomem(x);
+  for (uint32_t k = 0; k < n_in; k++) {
+    artifact_in in = k ? (artifact_in){a->more[k - 1].artifact, a->more[k - 1].artifact_len, a->more[k - 1].targets,
+                                       a->more[k - 1].n_targets}
+                       : (artifact_in){a->artifact, a->artifact_len, a->targets, a->n_targets};
+    if (k && (!in.n_targets || !in.targets))
+      return fail(x, BB_INSTALL_EMPTY_TARGETS, BB_ERR_INVALID_ARGUMENT, "artifact %u: no targets", k);
+    if ((rc = load_artifact(x, k, &in)) || (rc = add_targets(x, k, &in))) return rc;
   }
   if ((rc = copy_addresses(x)) || (rc = construct_components(x)) || (rc = assign_sites(x))) return rc;
   for (size_t t = 0; t < n->n_targets; t++) {
@@ -622,7 +799,7 @@ static int install(installer *x) {
   }
   for (uint32_t gi = 0; gi < n->n_graphs; gi++)
     if ((rc = build_graph(x, gi))) return rc;
-  return 0;
+  return check_wires(x);
 }
 
 int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err) {
@@ -653,7 +830,7 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
   n->ingress = bbi_ring_of(sizeof(rt_event));
   n->outbound = bbi_ring_of(sizeof(rt_outbound));
   n->dedup = bbi_ring_of(sizeof(uint64_t));
-  const bb_join_policy *policy = args->struct_size >= sizeof *args ? args->admission : NULL;
+  const bb_join_policy *policy = args->struct_size > BB_INSTALL_ARGS_SIZE_V2 ? args->admission : NULL;
   int rc = rt_admission_init(n, policy, err);
   if (rc) {
     if (kind) *kind = rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_INVALID_ARGUMENT;

@@ -17,7 +17,8 @@ struct bb_node {
   bb_peer_id self;
   bb_address *self_addrs;
   size_t n_self_addrs;
-  bb_model *model;
+  bb_model **models; /* the installed artifacts, in install order */
+  size_t n_models;
 
   rt_graph *graphs;
   uint32_t n_graphs;
@@ -26,6 +27,8 @@ struct bb_node {
   size_t n_targets;
   rt_component *components;
   size_t n_components;
+  rt_wire *wires; /* sorted by (id, graph, site) */
+  size_t n_wires, cap_wires;
 
   /* executions */
   uint64_t next_exec, next_command, next_wire_req;

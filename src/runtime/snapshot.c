@@ -131,7 +131,9 @@ int bb_node_snapshot(const bb_node *cn, uint8_t **out, size_t *len, bb_error *er
   bb_le_write_u8(&w, n->bootstrap_started);
   bb_le_write_u32(&w, (uint32_t)n->bootstrap_running);
   bb_le_write_u64(&w, n->bootstrap_root ? n->bootstrap_root->id : 0);
-  for (size_t t = 0; t < n->n_targets; t++) bb_le_write_u8(&w, n->targets[t].bootstrap_done);
+  /* per target: 1 its bootstrap is done, 2 it is chosen to run, 0 neither */
+  for (size_t t = 0; t < n->n_targets; t++)
+    bb_le_write_u8(&w, n->targets[t].bootstrap_done ? 1 : n->targets[t].bootstrap_wanted ? 2 : 0);
   /* counters */
   bb_le_write_u64(&w, n->n_counters);
   for (size_t i = 0; i < n->n_counters; i++) {
@@ -532,6 +534,9 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   }
   if (!r.rc && (boot_running < -1 || boot_running >= (int)n->n_targets || n->n_targets > 64))
     bad(&r, "the bootstrap state names an unknown target");
+  for (size_t t = 0; t < n->n_targets && t < 64 && !r.rc; t++)
+    if (done[t] > 2 || (done[t] && n->targets[t].bootstrap < 0))
+      bad(&r, "the bootstrap state of a target is not one it can be in");
   /* the clock and id counters bound what follows */
   uint64_t saved_next_exec = n->next_exec, saved_next_command = n->next_command;
   n->next_exec = next_exec;
@@ -732,7 +737,10 @@ int bb_node_restore(bb_node *n, const uint8_t *data, size_t len, bb_error *err) 
   n->rng = rng;
   n->bootstrap_started = boot_started;
   n->bootstrap_running = boot_running;
-  for (size_t t = 0; t < n->n_targets; t++) n->targets[t].bootstrap_done = done[t];
+  for (size_t t = 0; t < n->n_targets; t++) {
+    n->targets[t].bootstrap_done = done[t] == 1;
+    n->targets[t].bootstrap_wanted = done[t] == 2;
+  }
   for (size_t t = 0, b = 0; t < n->n_targets; t++) {
     const rt_graph *g = &n->graphs[n->targets[t].graph];
     if (new_bound[t]) n->targets[t].bound = new_bound[t];

@@ -100,6 +100,19 @@ bb_val *bb_val_child(const bb_val *v, size_t i) {
   return v && v->kind == BB_VAL_COMPOSITE && i < v->n ? v->as.children[i] : NULL;
 }
 
+bool bb_val_fits_type(const bb_val *v, const char *type) {
+  const char *kind = bb_type_value_kind(type);
+  if (!v) return false;
+  if (strcmp(kind, "Any") == 0) return true;
+  const char *have = bb_val_kind_name((int)v->kind);
+  if (strcmp(kind, "Peer") == 0 || strcmp(kind, "Peers") == 0)
+    return v->kind == BB_VAL_PEER || v->kind == BB_VAL_PEERS;
+  if (strcmp(kind, "Address") == 0 || strcmp(kind, "Addresses") == 0)
+    return v->kind == BB_VAL_ADDRESS || v->kind == BB_VAL_ADDRESSES;
+  if (strcmp(kind, have) != 0) return false;
+  return v->kind != BB_VAL_TENSOR || v->as.tensor->dtype == (int32_t)bb_type_element(type);
+}
+
 /* ---- construction ---------------------------------------------------------------------- */
 
 static bb_val *val_new(const bb_allocator *alloc, bb_val_kind kind, size_t extra) {

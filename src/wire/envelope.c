@@ -220,8 +220,8 @@ static int parse(parser *p) {
       break;
     case 7:
       if ((rc = want_wire(p, "envelope", &f, 0, "schema_version"))) return rc;
-      if (f.varint != 0 && f.varint != BB_ENVELOPE_SCHEMA_VERSION)
-        return bb_error_set(p->err, BB_ERR_UNSUPPORTED, "envelope schema_version mismatch: got=%llu supported=[1]",
+      if (f.varint > BB_ENVELOPE_SCHEMA_VERSION)
+        return bb_error_set(p->err, BB_ERR_UNSUPPORTED, "envelope schema_version mismatch: got=%llu supported=[1,2]",
                             (unsigned long long)f.varint);
       if (e) e->schema_version = (uint32_t)f.varint;
       break;

@@ -37,7 +37,8 @@ static void test_partitions(void) {
       CHECK_STRS(&send->outputs, STRS("prediction_port__send_sentinel_4", "v5"));
       CHECK_STR(ct_meta(send, "ai.bytesandbrains.wire_transport"), "data");
       CHECK_STR(ct_meta(send, "ai.bytesandbrains.batch_group_id"), "0");
-      CHECK_STR(ct_meta(send, "ai.bytesandbrains.dest_site_name.v4"), "prediction_port__recv_0");
+      CHECK_STR(ct_meta(send, "ai.bytesandbrains.dest_site_name.v4"), "FedNetwork.prediction_port");
+      CHECK_STR(ct_meta(send, "ai.bytesandbrains.wire.wire_id"), "FedNetwork.prediction_port");
       CHECK_STR(ct_meta(send, "ai.bytesandbrains.deadline_gated"), "true");
     }
     /* receiver: Recv, the three RX gates, Contribute reading the last gate twice */
@@ -48,6 +49,7 @@ static void test_partitions(void) {
     if (recv) {
       CHECK_STRS(&recv->outputs, STRS("prediction_port__recv_0", "prediction_port__recv_0__sender"));
       CHECK_STR(ct_meta(recv, "ai.bytesandbrains.home_class"), "sink_peers");
+      CHECK_STR(ct_meta(recv, "ai.bytesandbrains.wire.wire_id"), "FedNetwork.prediction_port");
       CHECK_STR(ct_meta(recv, "ai.bytesandbrains.wire_transport"), "data");
       CHECK_STR(ct_meta(recv, "ai.bytesandbrains.batch_group_id"), "0");
       CHECK(ct_meta(recv, "ai.bytesandbrains.recv_slot_id") == NULL); /* a gate reads it */
@@ -55,11 +57,17 @@ static void test_partitions(void) {
     const bb_ir_node *contribute = ct_op(rx, "Contribute", 0);
     if (contribute)
       CHECK_STRS(&contribute->inputs, STRS("prediction_port__recv_0#backoff_rx_out", "prediction_port__recv_0#backoff_rx_out"));
-    /* the destination site named by the Send exists in the receiving partition */
-    const char *site = ct_meta(send, "ai.bytesandbrains.dest_site_name.v4");
-    CHECK(site && rx && bb_nodelist_producer(&rx->nodes, site) == recv);
+    /* the wire the Send names is the one the receiving partition's Recv listens to, and
+     * the wire tables declare it, with the type of the value sent */
+    const char *wire = ct_meta(send, "ai.bytesandbrains.dest_site_name.v4");
+    CHECK(wire && recv && strcmp(wire, ct_meta(recv, "ai.bytesandbrains.wire.wire_id")) == 0);
+    static const char *const table[] = {"ai.bytesandbrains.wire_out.FedNetwork.prediction_port",
+                                        "ai.bytesandbrains.wire_in.FedNetwork.prediction_port"};
+    for (int i = 0; i < 2; i++)
+      CHECK_STR(bb_kv_get(&m->metadata, table[i]), "Tensor|ai.bytesandbrains.tensor.f32|0xd004f177a0b61c58");
+    CHECK(bb_wire_type_hash("ai.bytesandbrains.tensor.f32") == 0xd004f177a0b61c58ull);
     /* passport and bindings: one passport, one entry per (partition, bound slot) */
-    CHECK_STR(bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled"), "v1");
+    CHECK_STR(bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled"), "v2");
     size_t passports = 0, bindings = 0;
     for (size_t i = 0; i < m->metadata.len; i++) {
       passports += strcmp(m->metadata.items[i].key, "ai.bytesandbrains.compiled") == 0;
@@ -132,7 +140,9 @@ static void test_describe(void) {
     if (text && tx && rx) {
       CHECK_EQ_INT(strlen(text), len);
       char want[512];
-      snprintf(want, sizeof want, "\"wire_edges\":[{\"from\":\"%s\",\"to\":\"%s\",\"value\":\"v4\",\"site\":\"prediction_port__recv_0\"}]",
+      snprintf(want, sizeof want,
+               "\"wire_edges\":[{\"from\":\"%s\",\"to\":\"%s\",\"value\":\"v4\",\"site\":\"prediction_port__recv_0\","
+               "\"wire\":\"FedNetwork.prediction_port\"}]",
                tx->name, rx->name);
       CHECK_MSG(strstr(text, want) != NULL, "JSON lacks %s", want);
       snprintf(want, sizeof want, "{\"name\":\"%s\",\"peer_class\":\"sink_peers\"", rx->name);

@@ -95,6 +95,24 @@ static void net_out_twice(bb_rec *g, void *u) {
   bb_rec_net_out(g, "p", peers, x);
   bb_rec_net_out(g, "p", peers, x);
 }
+static void blank_wire_name(bb_rec *g, void *u) {
+  (void)u;
+  bb_rec_net_in(g, "Other module.port", BB_TYPE_TENSOR_F32, NULL);
+}
+static void piped_wire_name(bb_rec *g, void *u) {
+  (void)u;
+  bb_value x = x_of(g), peers = bb_rec_input(g, "peers", NULL);
+  bb_rec_net_out_wire(g, "p", "a|b", peers, x);
+}
+static void no_wire_name(bb_rec *g, void *u) {
+  (void)u;
+  bb_value x = x_of(g), peers = bb_rec_input(g, "peers", NULL);
+  bb_rec_net_out_wire(g, "p", NULL, peers, x);
+}
+static void bad_net_in_type(bb_rec *g, void *u) {
+  (void)u;
+  bb_rec_net_in(g, "M.p", "bb.peer_id,bb.trigger", NULL);
+}
 static void port_clashes_with_input(bb_rec *g, void *u) {
   (void)u;
   bb_rec_output(g, "x", bb_rec_pass_through(g, x_of(g)));
@@ -339,6 +357,11 @@ static const misuse CASES[] = {
      STRS("input 0 of Forward", "BB_VALUE_OMITTED")},
     {"T", output_twice, NULL, false, BB_ERR_EXISTS, STRS("module 'T': output port 'y' is declared twice")},
     {"T", net_out_twice, NULL, false, BB_ERR_EXISTS, STRS("module 'T': network port 'p' is declared twice")},
+    {"T", blank_wire_name, NULL, false, BB_ERR_INVALID_ARGUMENT,
+     STRS("wire name 'Other module.port' is not 1 to 255 printable characters without blanks or '|'")},
+    {"T", piped_wire_name, NULL, false, BB_ERR_INVALID_ARGUMENT, STRS("wire name 'a|b'")},
+    {"T", no_wire_name, NULL, false, BB_ERR_INVALID_ARGUMENT, STRS("network port 'p' needs a wire name")},
+    {"T", bad_net_in_type, NULL, false, BB_ERR_INVALID_ARGUMENT, STRS("bb.peer_id,bb.trigger")},
     {"T", port_clashes_with_input, NULL, false, BB_ERR_EXISTS, STRS("output port 'x' clashes with a value")},
     {"T", input_clashes_with_port, NULL, false, BB_ERR_EXISTS, STRS("input 'y' clashes with a value")},
     {"T", input_retyped, NULL, false, BB_ERR_TYPE,

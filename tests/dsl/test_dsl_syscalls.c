@@ -167,8 +167,33 @@ static void test_value_type_mapping(void) {
   bb_model_free(m);
 }
 
+/* Wires between Modules compiled apart: net_in records a Recv listening to the wire it
+ * names (payload typed as declared, sender a peer id); net_out_wire names the wire of a
+ * Send. */
+static void wires_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value from;
+  bb_value got = bb_rec_net_in(g, "Other.port", BB_TYPE_TENSOR_F32, &from);
+  bb_rec_net_out_wire(g, "back", "Wires.answer", from, got);
+}
+
+static void test_net_in_and_named_wires(void) {
+  const bb_module m = {sizeof(bb_module), "Wires", wires_body, NULL, NULL, NULL, 0};
+  bb_model *model = dt_build(&m);
+  const bb_function *f = model ? model->functions.items[0] : NULL;
+  if (!f) return bb_model_free(model);
+  CHECK_NODE(dt_node(f, 0), "Recv", BB_DOMAIN_WIRE, NONE, STRS("v0", "v1"),
+             STRS(BB_KEY_WIRE_ID, "Other.port", BB_KEY_MODULE_INSTANCE, "Wires"));
+  CHECK_TENSOR(f, "v0", BB_TYPE_TENSOR_F32, BB_DTYPE_FLOAT);
+  CHECK_OPAQUE(f, "v1", BB_TYPE_PEER_ID);
+  CHECK_NODE(dt_node(f, 1), "Send", BB_DOMAIN_WIRE, STRS("v0", "v1"), STRS("back", "v2"),
+             STRS(BB_KEY_WIRE_ID, "Wires.answer", BB_KEY_MODULE_INSTANCE, "Wires"));
+  bb_model_free(model);
+}
+
 int main(void) {
   RUN(test_helper_node_shapes);
+  RUN(test_net_in_and_named_wires);
   RUN(test_value_type_mapping);
   return bb_test_finish();
 }

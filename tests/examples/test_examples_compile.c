@@ -14,7 +14,8 @@ static const char *const NAMES[] = {"quickstart",
                                     "custom_compiler_pass",
                                     "polymorphic_types",
                                     "federated_digits",
-                                    "gossip_digits"};
+                                    "gossip_digits",
+                                    "hierarchical_digits"};
 #define N_NAMES (sizeof NAMES / sizeof NAMES[0])
 
 /* Compiles module `module` of example `name` twice (same bytes), decodes the artifact,
@@ -37,7 +38,7 @@ static bb_model *compile_example(const char *name, size_t module) {
   bb_buffer_free(NULL, a);
   CHECK_MSG(rc == 0, "%s: artifact does not decode: %s", name, rc ? err.message : "");
   if (rc) return NULL;
-  CHECK_STR(bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled"), "v1");
+  CHECK_STR(bb_kv_get(&m->metadata, "ai.bytesandbrains.compiled"), "v2");
   char *text = NULL;
   CHECK_MSG(bb_artifact_describe(m, BB_ARTIFACT_JSON, &text, NULL, &err) == 0, "%s: describe: %s", name, err.message);
   bb_buffer_free(NULL, text);
@@ -58,7 +59,8 @@ static size_t n_partitions(const bb_model *m) {
 
 static const char *peer_class(const bb_function *f) { return f ? bb_kv_get(&f->metadata, BB_KEY_PEER_CLASS) : NULL; }
 
-/* The only Send of `from` pairs with the only Recv of `to`: its dest site names the Recv. */
+/* The only Send of `from` pairs with the only Recv of `to`: it sends on the wire the Recv
+ * listens to. */
 static void check_wire_pair(const bb_function *from, const bb_function *to) {
   CHECK_EQ_INT(ct_count(from, "Send"), 1);
   CHECK_EQ_INT(ct_count(to, "Recv"), 1);
@@ -66,7 +68,7 @@ static void check_wire_pair(const bb_function *from, const bb_function *to) {
   if (!send || !recv) return;
   char key[256];
   snprintf(key, sizeof key, "ai.bytesandbrains.dest_site_name.%s", send->inputs.items[0]);
-  CHECK_STR(ct_meta(send, key), recv->outputs.items[0]);
+  CHECK_STR(ct_meta(send, key), ct_meta(recv, BB_KEY_WIRE_ID));
 }
 
 /* The first input of op in f, after the Rx gates: the gated Recv output. */
@@ -213,20 +215,23 @@ static void test_federated_learning(void) {
     bb_model_free(rec);
   }
 
+  /* each names the wires it sends on and listens to: the three pair up */
   bb_model *client = compile_example("federated_learning", 0);
   if (client) {
     const bb_function *p = ct_partition(client, "ClientLogic");
     CHECK(p && n_partitions(client) == 1);
-    CHECK_EQ_INT(ct_count(p, "NextBatch"), 1);
-    CHECK_EQ_INT(ct_count(p, "Forward"), 1);
-    CHECK_EQ_INT(ct_count(p, "LoadParameters"), 1);
-    CHECK_EQ_INT(ct_count(p, "Params"), 1);
+    CHECK_EQ_INT(ct_count(p, "Fit"), 1);
     CHECK_EQ_INT(ct_count(p, "Send"), 1);
-    const bb_ir_node *params = ct_op(p, "Params", 0), *send = ct_op(p, "Send", 0);
-    if (params && send) {
-      CHECK_STR(send->inputs.items[0], params->outputs.items[0]);
+    CHECK_EQ_INT(ct_count(p, "Recv"), 1);
+    const bb_ir_node *recv = ct_op(p, "Recv", 0), *send = ct_op(p, "Send", 0);
+    if (recv) CHECK_STR(ct_meta(recv, BB_KEY_WIRE_ID), "ServerLogic.server_params");
+    if (send) {
       CHECK_STR(send->inputs.items[1], "server_peer");
+      CHECK_STR(ct_meta(send, BB_KEY_WIRE_ID), "ClientLogic.updated_params");
     }
+    CHECK_STR(bb_kv_get(&client->metadata, BB_KEY_WIRE_OUT_PREFIX "ClientLogic.updated_params"),
+              "Composite|ai.bytesandbrains.composite|0x8aef80be67049517");
+    CHECK(bb_kv_get(&client->metadata, BB_KEY_WIRE_IN_PREFIX "ServerLogic.server_params") != NULL);
     const bb_function *boot = dt_fn(client, "ClientLogic__bootstrap");
     CHECK(boot != NULL);
     CHECK_EQ_INT(ct_count(boot, "Constant"), 2);
@@ -234,7 +239,7 @@ static void test_federated_learning(void) {
     CHECK_EQ_INT(ct_count(boot, "Announce"), 1);
     CHECK_STR(ct_binding(client, p, "discovery"), "Protocol|GlobalRegistryClient|-1");
     CHECK_STR(ct_binding(client, p, "model"), "Model|StubModel|0");
-    CHECK_STR(ct_binding(client, p, "data"), "DataSource|StubLoader|1");
+    CHECK_STR(ct_binding(client, p, "data"), "DataSource|StubLoader|-1");
   }
   bb_model_free(client);
 
@@ -242,15 +247,18 @@ static void test_federated_learning(void) {
   if (logic) {
     const bb_function *p = ct_partition(logic, "ServerLogic");
     CHECK(p && n_partitions(logic) == 1);
+    CHECK_EQ_INT(ct_count(p, "LoadParameters"), 1);
     CHECK_EQ_INT(ct_count(p, "Sample"), 1);
     CHECK_EQ_INT(ct_count(p, "Params"), 1);
-    const bb_ir_node *sample = ct_op(p, "Sample", 0), *send = ct_op(p, "Send", 0);
+    const bb_ir_node *sample = ct_op(p, "Sample", 0), *send = ct_op(p, "Send", 0), *recv = ct_op(p, "Recv", 0);
     CHECK_EQ_INT(int_attr(sample, "n"), 2);
     CHECK_STR(ct_meta(sample, BB_KEY_PEER_CLASS), "clients");
     if (sample && send) CHECK_STR(send->inputs.items[1], sample->outputs.items[0]);
-    CHECK_STR(ct_binding(logic, p, "view"), "PeerSelector|GlobalRegistryServer|0");
+    if (recv) CHECK_STR(ct_meta(recv, BB_KEY_WIRE_ID), "ServerReduce.global");
+    if (send) CHECK_STR(ct_meta(send, BB_KEY_WIRE_ID), "ServerLogic.server_params");
+    CHECK_STR(ct_binding(logic, p, "view"), "PeerSelector|GlobalRegistryServer|1");
     CHECK_STR(ct_binding(logic, p, "discovery"), "Protocol|GlobalRegistryServer|-1");
-    CHECK_STR(ct_binding(logic, p, "model"), "Model|StubModel|1");
+    CHECK_STR(ct_binding(logic, p, "model"), "Model|StubModel|0");
   }
   bb_model_free(logic);
 
@@ -259,15 +267,21 @@ static void test_federated_learning(void) {
     const bb_function *p = ct_partition(reduce, "ServerReduce");
     CHECK(p && n_partitions(reduce) == 1);
     CHECK_EQ_INT(ct_count(p, "Contribute"), 1);
-    CHECK_EQ_INT(p ? p->nodes.len : 0, 1);
+    CHECK_EQ_INT(ct_count(p, "Aggregate"), 1);
+    CHECK_EQ_INT(ct_count(p, "Interval"), 1);
+    const bb_ir_node *recv = ct_op(p, "Recv", 0), *send = ct_op(p, "Send", 0);
+    if (recv) CHECK_STR(ct_meta(recv, BB_KEY_WIRE_ID), "ClientLogic.updated_params");
+    if (send) CHECK_STR(ct_meta(send, BB_KEY_WIRE_ID), "ServerReduce.global");
     CHECK_STR(ct_binding(reduce, p, "aggregator"), "Aggregator|FedAvg|0");
     CHECK_STR(ct_binding(reduce, p, "backend"), "Backend|CpuBackend|-1");
+    CHECK_STR(bb_kv_get(&reduce->metadata, BB_KEY_CONFIG_PREFIX "aggregator"), "quorum=2,target=2,init=model");
   }
   bb_model_free(reduce);
 
   /* FedAvg needs its backend */
   bb_model *rec = dt_build(ex->modules[2]);
   bb_compiler *c = bb_compiler_new(NULL);
+  bb_compiler_set_permissive_types(c, true);
   static const bb_component_dep deps[] = {{BB_ROLE_BACKEND, "backend"}};
   bb_error err;
   CHECK(bb_example_declare(c, "FedAvg", deps, 1, &err) == 0);
@@ -390,8 +404,37 @@ static void test_polymorphic_types(void) {
   bb_model_free(rec);
 }
 
+/* hierarchical_digits: five partitions — the root's loop (@self), the edge's relay
+ * (edges), the client's round (clients), the edge's aggregation (edge) and the root's
+ * intake (root) — each with its own aggregator slot bound where it aggregates. */
+static void test_hierarchical_digits(void) {
+  bb_model *m = compile_example("hierarchical_digits", 0);
+  if (!m) return;
+  CHECK_EQ_INT(n_partitions(m), 5);
+  const bb_function *loop = ct_partition(m, "HierDigits"), *relay = ct_partition(m, "HierDigits_edges"),
+                    *client = ct_partition(m, "HierDigits_clients"), *edge = ct_partition(m, "HierDigits_edge"),
+                    *intake = ct_partition(m, "HierDigits_root");
+  CHECK(loop && relay && client && edge && intake);
+  if (!(loop && relay && client && edge && intake)) {
+    bb_model_free(m);
+    return;
+  }
+  CHECK_STR(peer_class(edge), "edge");
+  CHECK_EQ_INT(ct_count(loop, "Aggregate"), 1);
+  CHECK_EQ_INT(ct_count(relay, "Send"), 1);
+  CHECK_EQ_INT(ct_count(client, "Fit"), 1);
+  CHECK_EQ_INT(ct_count(edge, "Contribute"), 1);
+  CHECK_EQ_INT(ct_count(edge, "Aggregate"), 1);
+  CHECK_EQ_INT(ct_count(intake, "Contribute"), 1);
+  check_wire_pair(relay, client);
+  check_wire_pair(edge, intake);
+  CHECK_STR(ct_binding(m, edge, "edge_aggregator"), "Aggregator|FedAvg|2");
+  bb_model_free(m);
+}
+
 int main(void) {
   RUN(test_registry);
+  RUN(test_hierarchical_digits);
   RUN(test_quickstart);
   RUN(test_component_with_dependency);
   RUN(test_custom_index);

@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t hash = bb_val_kind_hash((data[0] >> 1) % BB_VAL_KIND_COUNT);
     bb_address site = {.n = 1};
     site.seg[0].kind = BB_ADDR_SITE;
-    site.seg[0].value = bb_node_site(n, "Fuzz_peers", "out__recv_0");
+    site.seg[0].value = bb_wire_id("Fuzz.out"); /* the wire its Recv listens to */
     uint8_t suffix[16];
     bb_slot_fill fill = {.dest_suffix = {suffix, bb_address_to_bytes(&site, suffix, sizeof suffix)},
                          .payload = {(uint8_t *)env, env_len},
@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     e.has_correlation = true;
     e.correlation_kind = BB_CORR_REQUEST;
     e.wire_req_id = data[0];
-    e.schema_version = 1;
+    e.schema_version = BB_ENVELOPE_SCHEMA_VERSION;
     if (bb_envelope_encode(&e, NULL, &owned, &env_len, NULL)) abort();
     env = owned;
   }

@@ -100,7 +100,7 @@ static void deliver(bb_node *n, const uint8_t *data, size_t size, uint64_t reque
   uint64_t hash = bb_val_kind_hash(data[0] % BB_VAL_KIND_COUNT);
   bb_address site = {.n = 1};
   site.seg[0].kind = BB_ADDR_SITE;
-  site.seg[0].value = bb_node_site(n, "Fuzz_peers", RECV);
+  site.seg[0].value = bb_wire_id("Fuzz.out"); /* the wire RECV arrives on */
   uint8_t suffix[16];
   bb_slot_fill fill = {.dest_suffix = {suffix, bb_address_to_bytes(&site, suffix, sizeof suffix)},
                        .payload = {(uint8_t *)data + 1, size - 1},
@@ -112,7 +112,7 @@ static void deliver(bb_node *n, const uint8_t *data, size_t size, uint64_t reque
   e.has_correlation = true;
   e.correlation_kind = BB_CORR_REQUEST;
   e.wire_req_id = request;
-  e.schema_version = 1;
+  e.schema_version = BB_ENVELOPE_SCHEMA_VERSION;
   uint8_t *env = NULL;
   size_t env_len = 0;
   if (bb_envelope_encode(&e, NULL, &env, &env_len, NULL)) abort();

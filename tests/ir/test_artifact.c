@@ -100,7 +100,10 @@ static void test_table(void) {
   CHECK(bb_vocab_find(BB_VOCAB_TYPE, "bb.nothing") == NULL);
   CHECK_STR(bb_vocab_kind_name((bb_vocab_kind)0), "unknown");
   /* spellings artifacts already carry: changing one breaks every installed artifact */
-  CHECK_STR(BB_KEY_COMPILED "=" BB_COMPILED_VERSION, "ai.bytesandbrains.compiled=v1");
+  CHECK_STR(BB_KEY_COMPILED "=" BB_COMPILED_VERSION, "ai.bytesandbrains.compiled=v2");
+  CHECK_STR(BB_KEY_WIRE_ID, "ai.bytesandbrains.wire.wire_id");
+  CHECK_STR(BB_KEY_WIRE_OUT_PREFIX, "ai.bytesandbrains.wire_out.");
+  CHECK_STR(BB_KEY_WIRE_IN_PREFIX, "ai.bytesandbrains.wire_in.");
   CHECK_STR(BB_KEY_BINDING_PREFIX, "ai.bytesandbrains.binding.");
   CHECK_STR(BB_KEY_CONFIG_PREFIX, "ai.bytesandbrains.config.");
   CHECK_STR(BB_KEY_DEST_SITE_PREFIX, "ai.bytesandbrains.dest_site_name.");
@@ -214,9 +217,48 @@ static void test_javascript_copies(void) {
   free(ts);
 }
 
+/* Wire types: the kind each type stands for, when two declarations agree, and the wire
+ * table entry that carries a type with its kind and hash. */
+static void test_wire_types(void) {
+  CHECK_STR(bb_type_value_kind(BB_TYPE_TENSOR_F32), "Tensor");
+  CHECK_STR(bb_type_value_kind(BB_TYPE_SCALAR_I32), "Tensor");
+  CHECK_STR(bb_type_value_kind(BB_TYPE_COMPOSITE), "Composite");
+  CHECK_STR(bb_type_value_kind(BB_TYPE_PEER_ID_VEC), "Peers");
+  CHECK_STR(bb_type_value_kind(BB_TYPE_BYTES), "Any"); /* an untyped input takes any value */
+  CHECK_STR(bb_type_value_kind(BB_TYPE_ABSTRACT), "Any");
+  CHECK_STR(bb_type_value_kind("example.own_type"), "Any");
+  CHECK_STR(bb_type_value_kind(NULL), "Any");
+  CHECK_EQ_INT(bb_type_element(BB_TYPE_SCALAR_F16), BB_DTYPE_FLOAT16);
+  CHECK_EQ_INT(bb_type_element(BB_TYPE_TENSOR_I64), BB_DTYPE_INT64);
+  CHECK_EQ_INT(bb_type_element(BB_TYPE_COMPOSITE), BB_DTYPE_UNDEFINED);
+  CHECK(bb_wire_types_agree(BB_TYPE_TENSOR_F32, BB_TYPE_TENSOR_F32));
+  CHECK(bb_wire_types_agree(BB_TYPE_ABSTRACT, BB_TYPE_TENSOR_F16) && bb_wire_types_agree(BB_TYPE_COMPOSITE, ""));
+  CHECK(!bb_wire_types_agree(BB_TYPE_TENSOR_F32, BB_TYPE_TENSOR_F16));
+  CHECK(bb_wire_type_hash("") == 0 && bb_wire_type_hash(NULL) == 0);
+  CHECK(bb_wire_type_hash(BB_TYPE_TENSOR_F32) == 0xd004f177a0b61c58ull);
+  char entry[300];
+  CHECK_EQ_INT(bb_wire_entry_format(BB_TYPE_TENSOR_F32, entry, sizeof entry), 54);
+  CHECK_STR(entry, "Tensor|ai.bytesandbrains.tensor.f32|0xd004f177a0b61c58");
+  const char *type;
+  size_t len;
+  CHECK(bb_wire_entry_parse(entry, &type, &len) && len == strlen(BB_TYPE_TENSOR_F32) &&
+        strncmp(type, BB_TYPE_TENSOR_F32, len) == 0);
+  CHECK(bb_wire_entry_format("", entry, sizeof entry) == 23 && strcmp(entry, "Any||0x0000000000000000") == 0);
+  CHECK(bb_wire_entry_parse(entry, &type, &len) && len == 0);
+  CHECK_EQ_INT(bb_wire_entry_format(BB_TYPE_TENSOR_F32, entry, 8), 54); /* what it needs */
+  /* a kind, a hash or a shape that is not the type's */
+  static const char *const bad[] = {"Composite|ai.bytesandbrains.tensor.f32|0xd004f177a0b61c58",
+                                    "Tensor|ai.bytesandbrains.tensor.f32|0xd004f177a0b61c59",
+                                    "Tensor|ai.bytesandbrains.tensor.f32|d004f177a0b61c58",
+                                    "Tensor|ai.bytesandbrains.tensor.f32", "Any||0x0000000000000000|",
+                                    "", NULL};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) CHECK_MSG(!bb_wire_entry_parse(bad[i], &type, &len), "%zu", i);
+}
+
 int main(void) {
   RUN(test_roles);
   RUN(test_tensor_types);
+  RUN(test_wire_types);
   RUN(test_table);
   RUN(test_documented);
   RUN(test_describe);

@@ -43,6 +43,37 @@ __attribute__((unused)) static void ir_meta(bb_model *m, const char *key, const 
   bb_kv_upsert(m, &m->metadata, key, value);
 }
 
+/* The wire table entry of a wire the artifact sends on (in = false) or receives from,
+ * as the compiler writes it: "<Kind>|<type>|0x<type hash>". */
+__attribute__((unused)) static void ir_wire(bb_model *m, bool in, const char *wire, const char *type) {
+  char key[320], value[320];
+  snprintf(key, sizeof key, "%s%s", in ? BB_KEY_WIRE_IN_PREFIX : BB_KEY_WIRE_OUT_PREFIX, wire);
+  bb_wire_entry_format(type, value, sizeof value);
+  ir_meta(m, key, value);
+}
+
+/* Declares the wires of hand-built nodes the way the compiler does: a Recv without a
+ * wire_id listens to the wire named after its payload, and every wire a Send names or a
+ * Recv listens to gets a wire table entry of the abstract type. */
+__attribute__((unused)) static void ir_declare_wires(bb_model *m) {
+  const size_t plen = strlen(BB_KEY_DEST_SITE_PREFIX);
+  for (size_t f = 0; f < m->functions.len; f++) {
+    const bb_function *fn = m->functions.items[f];
+    for (size_t i = 0; i < fn->nodes.len; i++) {
+      bb_ir_node *nd = fn->nodes.items[i];
+      if (!nd->domain || strcmp(nd->domain, BB_DOMAIN_WIRE) != 0) continue;
+      if (strcmp(nd->op_type, "Recv") == 0 && nd->outputs.len) {
+        if (!bb_kv_get(&nd->metadata, BB_KEY_WIRE_ID))
+          bb_kv_upsert(m, &nd->metadata, BB_KEY_WIRE_ID, nd->outputs.items[0]);
+        ir_wire(m, true, bb_kv_get(&nd->metadata, BB_KEY_WIRE_ID), "");
+      }
+      for (size_t k = 0; strcmp(nd->op_type, "Send") == 0 && k < nd->metadata.len; k++)
+        if (nd->metadata.items[k].key && strncmp(nd->metadata.items[k].key, BB_KEY_DEST_SITE_PREFIX, plen) == 0)
+          ir_wire(m, false, nd->metadata.items[k].value, "");
+    }
+  }
+}
+
 /* "ai.bytesandbrains.binding.<target>.<slot>" = "<binding>". */
 __attribute__((unused)) static void ir_bind(bb_model *m, const char *target, const char *slot, const char *binding) {
   char key[256];

@@ -1,7 +1,8 @@
 /* Bootstraps: bb_node_run_bootstrap runs each target's
  * "<Module>__bootstrap" once; body invokes and deliveries wait until it completes, also
  * when it parks on an asynchronous component op; a second call does nothing; a node
- * without bootstraps runs its body at once. Artifacts are built as IR. */
+ * without bootstraps runs its body at once; bb_node_run_bootstraps chooses all of them,
+ * those of named Modules, or those that reach named slots. Artifacts are built as IR. */
 #include "failalloc.h"
 #include "rtir.h"
 #include "rttest.h"
@@ -45,7 +46,7 @@ static size_t art_len;
 static bb_registry *reg;
 
 static void build_artifact(void) {
-  bb_model *m = ir_model("v1");
+  bb_model *m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T#1", .in = {"x"}, .out = {"y"}, IR_NODES(N_BODY)});
   ir_add_fn(m, &(ir_fn_spec){.name = "T__bootstrap", .out = {"b"}, .bootstrap = true, IR_NODES(T_BOOT)});
   ir_add_fn(m, &(ir_fn_spec){.name = "A#1", .in = {"x"}, .out = {"y", "got"}, IR_NODES(A_BODY)});
@@ -59,6 +60,7 @@ static void build_artifact(void) {
   ir_add_fn(m, &(ir_fn_spec){.name = "S#1", .in = {"v", "peers"}, IR_NODES(SEND)});
   ir_bind(m, "T#1", "loader", "DataSource|StubLoader|-1");
   ir_bind(m, "A#1", "amodel", "Model|AsyncModel|-1");
+  ir_declare_wires(m);
   art = ir_encode(m, &art_len);
 }
 
@@ -235,6 +237,79 @@ static void test_bootstrap_with_nothing_ready(void) {
   bb_node_free(n);
 }
 
+static size_t completes_of(bb_node *n, uint64_t now, const char **first) {
+  size_t count, done = 0;
+  const bb_step *s = poll_at(n, now, &count);
+  *first = NULL;
+  for (size_t i = 0; i < count; i++)
+    if (s[i].kind == BB_STEP_BOOTSTRAP_COMPLETE && !done++) *first = s[i].module;
+  return done;
+}
+
+static bb_bootstrap_targets choose(bb_bootstrap_scope scope, const char *const *names, size_t n) {
+  return (bb_bootstrap_targets){sizeof(bb_bootstrap_targets), scope, names, n};
+}
+
+/* T's bootstrap reaches slot "loader", U's no slot at all. */
+static void test_bootstrap_targets(void) {
+  const char *targets[] = {"T", "U"};
+  bb_node *n = install_peer(art, art_len, 1, targets, 2, reg, NULL);
+  if (!n) return;
+  bb_error err;
+  const char *first;
+  stub_state *loader = bb_node_component(n, "loader", NULL);
+  /* Modules by name: only U's */
+  const char *u[] = {"U"};
+  bb_bootstrap_targets w = choose(BB_BOOTSTRAP_MODULES, u, 1);
+  CHECK_MSG(bb_node_run_bootstraps(n, &w, 0, &err) == 0, "%s", err.message);
+  CHECK_EQ_INT(completes_of(n, 0, &first), 1);
+  CHECK(first && strcmp(first, "U#1") == 0);
+  CHECK(loader && loader->calls == 0);
+  /* the body of T runs: no bootstrap of its was chosen */
+  invoke_x(n, "T", 1);
+  size_t count;
+  const bb_step *s = poll_at(n, 1, &count);
+  CHECK(step_index(s, count, BB_STEP_APP_EVENT, "y") >= 0);
+  /* by slot: the bootstrap that needs the loader */
+  const char *slot[] = {"loader"};
+  w = choose(BB_BOOTSTRAP_SLOTS, slot, 1);
+  CHECK(bb_node_run_bootstraps(n, &w, 2, &err) == 0);
+  CHECK_EQ_INT(completes_of(n, 2, &first), 1);
+  CHECK(first && strcmp(first, "T#1") == 0);
+  CHECK(loader && loader->calls == 1);
+  /* all of them: none is left */
+  CHECK(bb_node_run_bootstrap(n, 3, &err) == 0);
+  CHECK_EQ_INT(completes_of(n, 3, &first), 0);
+  CHECK(loader && loader->calls == 1);
+  /* names that choose nothing, and a scope that is none */
+  const char *nope[] = {"Nope"};
+  w = choose(BB_BOOTSTRAP_MODULES, nope, 1);
+  CHECK(bb_node_run_bootstraps(n, &w, 4, &err) == BB_ERR_NOT_FOUND);
+  CHECK_MSG(strstr(err.message, "Module `Nope` has no bootstrap among my targets (there are: [T__bootstrap, "
+                                "U__bootstrap])"),
+            "%s", err.message);
+  const char *amodel[] = {"amodel"};
+  w = choose(BB_BOOTSTRAP_SLOTS, amodel, 1);
+  CHECK(bb_node_run_bootstraps(n, &w, 4, &err) == BB_ERR_NOT_FOUND);
+  CHECK_MSG(strstr(err.message, "slot `amodel` has no component on this node (there are: [loader])"), "%s",
+            err.message);
+  w = choose((bb_bootstrap_scope)7, NULL, 0);
+  CHECK(bb_node_run_bootstraps(n, &w, 4, &err) == BB_ERR_INVALID_ARGUMENT);
+  bb_node_free(n);
+
+  /* several Modules run in target order, whatever order they are named in */
+  n = install_peer(art, art_len, 1, targets, 2, reg, NULL);
+  if (!n) return;
+  const char *ut[] = {"U", "T"};
+  w = choose(BB_BOOTSTRAP_MODULES, ut, 2);
+  CHECK(bb_node_run_bootstraps(n, &w, 0, &err) == 0);
+  CHECK_EQ_INT(completes_of(n, 0, &first), 1); /* the next one starts, and finishes in the next poll */
+  CHECK(first && strcmp(first, "T#1") == 0);
+  CHECK_EQ_INT(completes_of(n, 1, &first), 1);
+  CHECK(first && strcmp(first, "U#1") == 0);
+  bb_node_free(n);
+}
+
 /* Two bootstraps (T's, then U's) with an allocation failure at every allocation from
  * run_bootstrap on: a bootstrap that cannot start is retried (run_bootstrap says
  * BB_ERR_NOMEM and can be called again; a poll retries the next one), each completes
@@ -297,6 +372,7 @@ int main(void) {
   RUN(test_body_waits_for_a_parked_bootstrap);
   RUN(test_no_bootstrap);
   RUN(test_bootstrap_with_nothing_ready);
+  RUN(test_bootstrap_targets);
   RUN(test_allocation_failures);
   bb_registry_free(reg);
   free(art);

@@ -65,7 +65,7 @@ static uint8_t *art;
 static size_t art_len;
 
 static void build_artifact(void) {
-  bb_model *m = ir_model("v1");
+  bb_model *m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "Sub", .in = {"a"}, .out = {"b"}, IR_NODES(SUB)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Calls#1", .in = {"x"}, .out = {"y", "m"}, IR_NODES(CALLS)});
   ir_add_fn(m, &(ir_fn_spec){.name = "Pair#1", .in = {"x"}, .out = {"done"}, IR_NODES(PAIR)});
@@ -81,6 +81,7 @@ static void build_artifact(void) {
   ir_bind(m, "Pair#1", "agg", "Aggregator|StubAggregator|-1");
   ir_bind(m, "Recv#1", "agg", "Aggregator|StubAggregator|-1");
   ir_bind(m, "Async#1", "amodel", "Model|AsyncModel|-1");
+  ir_declare_wires(m);
   art = ir_encode(m, &art_len);
 }
 
@@ -772,7 +773,7 @@ static void test_relay_and_own_message_are_distinct(void) {
 /* A Send with 20 values, each to its own Recv: every one arrives (past 16 they were
  * silently left out of the envelope). */
 static void test_send_with_many_fills(void) {
-  bb_model *m = ir_model("v1");
+  bb_model *m = ir_model(BB_COMPILED_VERSION);
   bb_function *tx = bb_function_new(m, "Wide#1", BB_DOMAIN_MODULE);
   bb_function *rx = bb_function_new(m, "WideRx#1", BB_DOMAIN_MODULE);
   bb_ir_node *send = bb_ir_node_new(m, "Send", BB_DOMAIN_WIRE, "send");
@@ -796,6 +797,7 @@ static void test_send_with_many_fills(void) {
   bb_model_add_function(m, tx);
   bb_model_add_function(m, rx);
   size_t len;
+  ir_declare_wires(m);
   uint8_t *wide = ir_encode(m, &len);
   const char *ta[] = {"Wide"}, *tb[] = {"WideRx"};
   bb_node *a = install_peer(wide, len, 1, ta, 1, reg, NULL), *b = install_peer(wide, len, 2, tb, 1, reg, NULL);

@@ -440,11 +440,11 @@ static void test_install_errors(void) {
     CHECK(bb_model_encode(m, &bytes, &len, NULL) == 0);
     CHECK_EQ_INT(try_install(bytes, len, SENDER, 1, reg, msg, sizeof msg), BB_INSTALL_NOT_COMPILED);
     bb_buffer_free(NULL, bytes);
-    CHECK(bb_kv_upsert(m, &m->metadata, "ai.bytesandbrains.compiled", "v2") == 0);
+    CHECK(bb_kv_upsert(m, &m->metadata, "ai.bytesandbrains.compiled", "v1") == 0);
     CHECK(bb_model_encode(m, &bytes, &len, NULL) == 0);
     CHECK_EQ_INT(try_install(bytes, len, SENDER, 1, reg, msg, sizeof msg), BB_INSTALL_INCOMPATIBLE_VERSION);
     bb_buffer_free(NULL, bytes);
-    CHECK(bb_kv_upsert(m, &m->metadata, "ai.bytesandbrains.compiled", "v1") == 0);
+    CHECK(bb_kv_upsert(m, &m->metadata, BB_KEY_COMPILED, BB_COMPILED_VERSION) == 0);
     for (size_t i = 0; i < m->metadata.len; i++) {
       bb_kv *kv = &m->metadata.items[i];
       if (strstr(kv->key, "ai.bytesandbrains.binding.FedNetwork_sink_peers#") && strstr(kv->key, ".model"))

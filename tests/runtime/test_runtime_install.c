@@ -38,22 +38,25 @@ static bb_registry *registry_of(const bb_component_type *model) {
 }
 
 /* Two targets, T#a1 and U#b2, each running Forward on slot "model"; T also sends its
- * result to U's Recv. */
+ * result on wire T.y, which U's Recv listens to. */
 static const ir_node_spec T_NODES[] = {
     {BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {"y"}, "model"},
-    {BB_DOMAIN_WIRE "::Send", {"y", "peers"}, {"sent"}, .meta = {"ai.bytesandbrains.dest_site_name.y", "r"}}};
-static const ir_node_spec U_NODES[] = {{BB_DOMAIN_WIRE "::Recv", {NULL}, {"r", "r_from"}},
-                                       {BB_DOMAIN_ROLE_MODEL "::Forward", {"r"}, {"z"}, "model"}};
+    {BB_DOMAIN_WIRE "::Send", {"y", "peers"}, {"sent"}, .meta = {BB_KEY_DEST_SITE_PREFIX "y", "T.y"}}};
+static const ir_node_spec U_NODES[] = {
+    {BB_DOMAIN_WIRE "::Recv", {NULL}, {"r", "r_from"}, .meta = {BB_KEY_WIRE_ID, "T.y"}},
+    {BB_DOMAIN_ROLE_MODEL "::Forward", {"r"}, {"z"}, "model"}};
 
 static bb_model *two_targets(const char *passport) {
   bb_model *m = ir_model(passport);
+  ir_wire(m, false, "T.y", "");
+  ir_wire(m, true, "T.y", "");
   ir_add_fn(m, &(ir_fn_spec){.name = "T#a1", .in = {"x", "peers"}, .out = {"y"}, IR_NODES(T_NODES)});
   ir_add_fn(m, &(ir_fn_spec){.name = "U#b2", .out = {"z"}, IR_NODES(U_NODES)});
   return m;
 }
 
 static bb_model *bound_two_targets(void) {
-  bb_model *m = two_targets("v1");
+  bb_model *m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "T#a1", "model", MODEL_BINDING);
   ir_bind(m, "U#b2", "model", MODEL_BINDING);
   return m;
@@ -115,7 +118,8 @@ static void test_argument_and_artifact_errors(void) {
   free(art);
 
   expect_error(two_targets(NULL), T, 1, reg, BB_INSTALL_NOT_COMPILED, "ai.bytesandbrains.compiled");
-  expect_error(two_targets("v2"), T, 1, reg, BB_INSTALL_INCOMPATIBLE_VERSION, "`v2`");
+  expect_error(two_targets("v1"), T, 1, reg, BB_INSTALL_INCOMPATIBLE_VERSION,
+               "compiled as `v1`, this runtime requires `v2`");
   /* the message lists what the artifact offers */
   const char *nope[] = {"Nope"};
   expect_error(bound_two_targets(), nope, 1, reg, BB_INSTALL_UNKNOWN_TARGET, "available: [T#a1, U#b2]");
@@ -133,22 +137,22 @@ static void test_binding_errors(void) {
   static const char *const bad_values[] = {"Backend|X", "Model|StubModel", "Wizard|StubModel|-1",
                                            "Model||-1", "Model|StubModel|one", "Model|StubModel|"};
   for (size_t i = 0; i < sizeof bad_values / sizeof *bad_values; i++) {
-    m = two_targets("v1");
+    m = two_targets(BB_COMPILED_VERSION);
     ir_bind(m, "T#a1", "model", bad_values[i]);
     expect_error(m, T, 1, reg, BB_INSTALL_INVALID_BINDING_TABLE, bad_values[i]);
   }
   /* two targets bind one slot to different types: both bindings are named */
-  m = two_targets("v1");
+  m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "T#a1", "model", MODEL_BINDING);
   ir_bind(m, "U#b2", "model", "Aggregator|StubAggregator|-1");
   expect_error(m, TU, 2, reg, BB_INSTALL_SLOT_BINDING_CONFLICT, "T#a1 → StubModel (Model), U#b2 → StubAggregator");
   /* ... which is no conflict for a peer running only one of them */
-  m = two_targets("v1");
+  m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "T#a1", "model", MODEL_BINDING);
   ir_bind(m, "U#b2", "model", "Aggregator|StubAggregator|-1");
   expect_error(m, T, 1, reg, BB_INSTALL_OK, NULL);
 
-  m = two_targets("v1");
+  m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "T#a1", "model", "Model|NoSuchModel|-1");
   expect_error(m, T, 1, reg, BB_INSTALL_UNREGISTERED_CONCRETE, "NoSuchModel");
   bb_registry_free(reg);
@@ -162,7 +166,7 @@ static void test_binding_errors(void) {
  * only with a registry holding it, and the refusal says how to add it. A registry holds
  * any number of types. */
 static void test_registry_is_the_hosts(void) {
-  bb_model *m = two_targets("v1");
+  bb_model *m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "T#a1", "model", "Model|CpuMlp|-1");
   ir_meta(m, "ai.bytesandbrains.config.model", "inputs=1,outputs=2");
   size_t len;
@@ -197,7 +201,7 @@ static void test_registry_is_the_hosts(void) {
   CHECK(bb_registry_find(big, "Model99") == &many[99] && bb_registry_at(big, 99) == &many[99]);
   CHECK(bb_registry_find(big, "CpuMlp") != NULL);
   CHECK(bb_registry_add(big, &many[7], &err) == BB_ERR_EXISTS && strstr(err.message, "`Model7`"));
-  m = two_targets("v1");
+  m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "T#a1", "model", "Model|Model99|-1");
   art = ir_encode(m, &len);
   bb_node *n = install_peer(art, len, 1, T, 1, big, NULL);
@@ -211,29 +215,35 @@ static void test_registry_is_the_hosts(void) {
 static void test_unresolved(void) {
   bb_registry *reg = registry_of(&STUB_MODEL);
   /* an op on a slot my targets do not bind */
-  bb_model *m = two_targets("v1");
+  bb_model *m = two_targets(BB_COMPILED_VERSION);
   ir_bind(m, "U#b2", "model", MODEL_BINDING);
   expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_OP, "slot `model` is not bound");
   /* a syscall nobody implements, and a call to a function the artifact lacks */
   static const ir_node_spec frob[] = {{"Frobnicate", {"x"}, {"y"}}};
   static const ir_node_spec call[] = {{BB_DOMAIN_MODULE "::Missing", {"x"}, {"y"}}};
-  m = ir_model("v1");
+  m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x"}, .out = {"y"}, IR_NODES(frob)});
   expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_OP, "Frobnicate");
-  m = ir_model("v1");
+  m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x"}, .out = {"y"}, IR_NODES(call)});
   expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_OP, "Missing");
-  /* a Send whose destination names no wire.Recv */
+  /* a Send whose destination is not a wire name */
   static const ir_node_spec send[] = {
-      {BB_DOMAIN_WIRE "::Send", {"x", "peers"}, {"sent"}, .meta = {"ai.bytesandbrains.dest_site_name.x", "nowhere"}}};
-  m = ir_model("v1");
+      {BB_DOMAIN_WIRE "::Send", {"x", "peers"}, {"sent"}, .meta = {BB_KEY_DEST_SITE_PREFIX "x", "no where"}}};
+  m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x", "peers"}, IR_NODES(send)});
-  expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_DESTINATION, "nowhere");
+  expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_DESTINATION, "`no where`, but that is not a wire name");
+  /* ... one whose wire the artifact's wire table does not declare */
+  static const ir_node_spec undeclared[] = {
+      {BB_DOMAIN_WIRE "::Send", {"x", "peers"}, {"sent"}, .meta = {BB_KEY_DEST_SITE_PREFIX "x", "T.x"}}};
+  m = ir_model(BB_COMPILED_VERSION);
+  ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x", "peers"}, IR_NODES(undeclared)});
+  expect_error(m, T, 1, reg, BB_INSTALL_BAD_ARTIFACT, "wire table has no `ai.bytesandbrains.wire_out.T.x`");
   /* ... and one that names none at all */
   static const ir_node_spec bare_send[] = {{BB_DOMAIN_WIRE "::Send", {"x", "peers"}, {"sent"}}};
-  m = ir_model("v1");
+  m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x", "peers"}, IR_NODES(bare_send)});
-  expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_DESTINATION, "names no destination");
+  expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_DESTINATION, "names no wire");
   bb_registry_free(reg);
 }
 
@@ -281,7 +291,7 @@ static void test_slot_id_dispatch(void) {
   bb_registry *reg = registry_of(&STUB_MODEL);
   static const ir_node_spec by_id[] = {
       {BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {"y"}, .meta = {"ai.bytesandbrains.slot_id", "3"}}};
-  bb_model *m = ir_model("v1");
+  bb_model *m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x"}, .out = {"y"}, IR_NODES(by_id)});
   ir_bind(m, "T", "model", "Model|StubModel|3");
   size_t len;
@@ -301,7 +311,7 @@ static void test_slot_id_dispatch(void) {
     bb_node_free(n);
   }
   free(art);
-  m = ir_model("v1");
+  m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T", .in = {"x"}, .out = {"y"}, IR_NODES(by_id)});
   ir_bind(m, "T", "model", "Model|StubModel|4");
   expect_error(m, T, 1, reg, BB_INSTALL_UNRESOLVED_OP, "Forward");

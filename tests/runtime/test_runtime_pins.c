@@ -157,8 +157,19 @@ static void test_envelope_and_replay_window(void) {
       }
     CHECK(env != NULL);
     if (env) {
-      CHECK_MSG(env_len == 97 && fnv(env, env_len) == 0x02fccf28635cdd4cull,
+      /* schema_version 2; the fill addresses wire FedNetwork.prediction_port by its id */
+      CHECK_MSG(env_len == 97 && fnv(env, env_len) == 0x60c7df2dba6ce68bull,
                 "envelope: %zu bytes, FNV-1a-64 0x%016" PRIx64, env_len, fnv(env, env_len));
+      bb_envelope *e = NULL;
+      bb_address to;
+      CHECK(bb_envelope_decode(env, env_len, NULL, NULL, &e, NULL) == 0);
+      if (e) {
+        CHECK(e->schema_version == 2 && e->n_fills == 1);
+        CHECK(bb_address_from_bytes(e->fills[0].dest_suffix.data, e->fills[0].dest_suffix.len, &to, NULL) == 0);
+        CHECK(to.n == 1 && to.seg[0].kind == BB_ADDR_SITE &&
+              to.seg[0].value == bb_wire_id("FedNetwork.prediction_port"));
+        bb_envelope_free(e, NULL);
+      }
       for (int r = 0; r < 2; r++) {
         CHECK(bb_node_deliver(b, &pa, env, env_len, 2000 + (uint64_t)r, NULL) == 0);
         CHECK(bb_node_poll(b, 2000 + (uint64_t)r, &s, &k, NULL) == 0);

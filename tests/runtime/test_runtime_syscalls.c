@@ -30,7 +30,7 @@ static uint8_t *artifact(const fn_spec *fns, size_t n_fns, size_t *len) {
   bb_model *m = bb_model_new(NULL);
   m->has_ir_version = true;
   m->ir_version = BB_ONNX_IR_VERSION;
-  bb_kv_upsert(m, &m->metadata, "ai.bytesandbrains.compiled", "v1");
+  bb_kv_upsert(m, &m->metadata, BB_KEY_COMPILED, BB_COMPILED_VERSION);
   bb_opset_set(m, &m->opsets, "", BB_ONNX_OPSET_VERSION);
   for (size_t f = 0; f < n_fns; f++) {
     bb_function *fn = bb_function_new(m, fns[f].name, BB_DOMAIN_MODULE);

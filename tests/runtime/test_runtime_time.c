@@ -21,7 +21,7 @@ static uint8_t *artifact(const spec *nodes, size_t n, const char *const *inputs,
   bb_model *m = bb_model_new(NULL);
   m->has_ir_version = true;
   m->ir_version = BB_ONNX_IR_VERSION;
-  bb_kv_upsert(m, &m->metadata, "ai.bytesandbrains.compiled", "v1");
+  bb_kv_upsert(m, &m->metadata, BB_KEY_COMPILED, BB_COMPILED_VERSION);
   bb_opset_set(m, &m->opsets, "", BB_ONNX_OPSET_VERSION);
   bb_function *f = bb_function_new(m, "T", BB_DOMAIN_MODULE);
   for (size_t i = 0; i < n_in; i++) bb_strlist_append(m, &f->inputs, inputs[i]);

@@ -26,7 +26,7 @@ static int first_marker, second_marker, old_marker;
 static const ir_node_spec T_NODES[] = {{BB_DOMAIN_ROLE_MODEL "::Forward", {"x"}, {"y"}, "model"}};
 
 static uint8_t *artifact_binding(const char *type, size_t *len) {
-  bb_model *m = ir_model("v1");
+  bb_model *m = ir_model(BB_COMPILED_VERSION);
   ir_add_fn(m, &(ir_fn_spec){.name = "T#a1", .in = {"x"}, .out = {"y"}, IR_NODES(T_NODES)});
   char binding[128];
   snprintf(binding, sizeof binding, "Model|%s|-1", type);

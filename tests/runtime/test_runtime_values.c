@@ -346,7 +346,35 @@ static void test_accessors(void) {
   bb_tensor_release(t);
 }
 
+/* Which values a wire of a type accepts: the kind the type stands for (a Peer and Peers,
+ * an Address and Addresses stand for each other), the element type of tensor and scalar
+ * types, anything for the abstract type and types outside the table. */
+static void test_values_fit_types(void) {
+  bb_peer_id p = bb_peer_id_from_u64(1);
+  bb_address a = bb_address_p2p(&p);
+  int64_t one = 1;
+  bb_tensor *f32 = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 1, &one);
+  bb_tensor *i32 = bb_tensor_new_zeros(NULL, BB_DTYPE_INT32, 0, NULL);
+  bb_val *v_f32 = bb_val_tensor(NULL, f32), *v_i32 = bb_val_tensor(NULL, i32), *peer = bb_val_peer(NULL, &p),
+         *peers = bb_val_peers(NULL, &p, 1), *addr = bb_val_address(NULL, &a), *bytes = bb_val_bytes(NULL, "x", 1),
+         *trig = bb_val_trigger(NULL), *bundle = bb_val_composite(NULL, &v_f32, 1);
+  bb_tensor_release(f32);
+  bb_tensor_release(i32);
+  CHECK(bb_val_fits_type(v_f32, BB_TYPE_TENSOR_F32) && !bb_val_fits_type(v_f32, BB_TYPE_TENSOR_F16));
+  CHECK(bb_val_fits_type(v_i32, BB_TYPE_SCALAR_I32) && !bb_val_fits_type(v_i32, BB_TYPE_SCALAR_F32));
+  CHECK(!bb_val_fits_type(v_f32, BB_TYPE_COMPOSITE) && bb_val_fits_type(bundle, BB_TYPE_COMPOSITE));
+  CHECK(bb_val_fits_type(peer, BB_TYPE_PEER_ID_VEC) && bb_val_fits_type(peers, BB_TYPE_PEER_ID));
+  CHECK(bb_val_fits_type(addr, BB_TYPE_ADDRESS_VEC) && !bb_val_fits_type(peer, BB_TYPE_MULTIADDRESS));
+  CHECK(bb_val_fits_type(bytes, BB_TYPE_BYTES) && bb_val_fits_type(v_f32, BB_TYPE_BYTES)); /* untyped */
+  CHECK(bb_val_fits_type(trig, BB_TYPE_TRIGGER) && !bb_val_fits_type(trig, BB_TYPE_TENSOR_F32));
+  CHECK(bb_val_fits_type(bundle, BB_TYPE_ABSTRACT) && bb_val_fits_type(peer, "example.own_type"));
+  CHECK(!bb_val_fits_type(NULL, BB_TYPE_ABSTRACT));
+  bb_val *all[] = {v_f32, v_i32, peer, peers, addr, bytes, trig, bundle};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) bb_val_release(all[i]);
+}
+
 int main(void) {
+  RUN(test_values_fit_types);
   RUN(test_every_kind_round_trips);
   RUN(test_accessors);
   RUN(test_pinned_type_hashes);

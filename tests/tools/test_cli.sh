@@ -144,11 +144,12 @@ fails_with "vocab refuses other arguments" "usage: bb vocab" "$bb" vocab --yaml
 # The shipped examples (src/programs): each compiles with its default bindings and
 # bb inspect shows its partitions. NAME:MODULES:PARTITIONS per artifact (modules beyond
 # the first are written as FILE.<Module>.onnx).
-check "compile --examples lists the ten examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 10 ]"
+check "compile --examples lists the eleven examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 11 ]"
 for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 custom_index:CustomIndexApp:1 \
   multi_target_network:FedNetwork:2 federated_learning:ClientLogic,ServerLogic,ServerReduce:1 \
   single_node_federated_learning:FederatedRound:2 custom_compiler_pass:App:2 \
-  polymorphic_types:AddReluDemo,StampDemo:1 federated_digits:FedDigits:3 gossip_digits:GossipDigits:1; do
+  polymorphic_types:AddReluDemo,StampDemo:1 federated_digits:FedDigits:3 gossip_digits:GossipDigits:1 \
+  hierarchical_digits:HierDigits:5; do
   IFS=: read -r name modules parts <<<"$spec"
   check "compile --example $name" "$bb" compile --example "$name" -o "$tmp/ex-$name.onnx"
   IFS=, read -ra mods <<<"$modules"
@@ -162,6 +163,15 @@ for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 cust
 done
 check "multi_target_network's sink partition is class sink_peers" bash -c \
   "'$bb' inspect '$tmp/ex-multi_target_network.onnx' | grep -q '^partition FedNetwork_sink_peers#.*class sink_peers'"
+# bb inspect --wires: the artifacts compiled apart pair up; unrelated ones cannot talk
+fl="$tmp/ex-federated_learning"
+check "inspect --wires: ClientLogic and ServerReduce pair on ClientLogic.updated_params" bash -c \
+  "'$bb' inspect --wires '$fl.ClientLogic.onnx' '$fl.ServerReduce.onnx' | grep -q '^  pairs      ClientLogic.updated_params '"
+check "inspect --wires --json says ServerLogic and ClientLogic can talk" bash -c \
+  "'$bb' inspect --wires --json '$fl.ServerLogic.onnx' '$fl.ClientLogic.onnx' | '$py' -c 'import json,sys; d=json.load(sys.stdin); assert d[\"can_talk\"] and d[\"wires\"][0][\"wire\"] == \"ServerLogic.server_params\"'"
+fails_with "inspect --wires says when two artifacts cannot talk (exit 1)" "cannot talk: no wire pairs" \
+  "$bb" inspect --wires "$tmp/ex-federated_digits.onnx" "$tmp/ex-gossip_digits.onnx"
+fails_with "inspect --wires needs two artifacts" "usage" "$bb" inspect --wires "$fl.ClientLogic.onnx"
 check "compile --example is deterministic" bash -c \
   "'$bb' compile --example custom_compiler_pass -o '$tmp/ex2.onnx' && cmp '$tmp/ex2.onnx' '$tmp/ex-custom_compiler_pass.onnx'"
 fails_with "compile --example names an unknown example" "no example named nosuch" \
@@ -183,6 +193,13 @@ f = d["fills"][0]
 assert f["dest"] == "/site/17" and f["type_hash"] == "0x1d82330cc10a293d" and f["payload_bytes"] == 11, f
 assert f["type_name"].endswith("BytesValue"), f
 ' "$bb" "$vector"
+check "wire decode prints the schema 2 vector: a fill to wire ClientLogic.updated_params" "$py" -c '
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], "wire", "decode", sys.argv[2]], check=True, capture_output=True).stdout)
+f = d["fills"][0]
+assert d["schema_version"] == 2 and f["dest"] == "/site/%d" % 0x43cff40e340c5278, d
+assert f["type_name"] == "ai.bytesandbrains.value.Tensor" and f["payload_bytes"] == 24, f
+' "$bb" "$src/tests/fuzz/corpus/envelope-vector-v2.bin"
 head -c 40 "$vector" >"$tmp/cut.bin"
 fails_with "wire decode names what is wrong" "length runs past the end" "$bb" wire decode "$tmp/cut.bin"
 fails_with "unknown command" "unknown command" "$bb" frobnicate

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/artifact.h"
+#include "bb/value.h"
 #include "bb/wire.h"
 #include "bb_core.pb-c.h"
 #include "harness.h"
@@ -16,6 +18,20 @@ static const uint8_t VECTOR[] = {
     0x1a, 0x04, 0x08, 0x01, 0x10, 0x01,                                                       /* REQUEST 1 */
     0x20, 0x80, 0xc2, 0xd7, 0x2f,                                                             /* 100 ms */
     0x38, 0x01,                                                                               /* schema 1 */
+    0x42, 0x0d, 0xa5, 0x03, 0x0a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, /* src /p2p/2 */
+};
+
+/* Schema 2 (docs/WIRE.md): a float32 tensor [1, 2] on wire "ClientLogic.updated_params",
+ * whose id 0x43cff40e340c5278 is the FNV-1a-64 of the name. */
+static const uint8_t VECTOR_V2[] = {
+    0x0a, 0x0d, 0xa5, 0x03, 0x0a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, /* dest /p2p/1 */
+    0x12, 0x30, 0x0a, 0x0a, 0xe2, 0x01, 0x43, 0xcf, 0xf4, 0x0e, 0x34, 0x0c, 0x52, 0x78,       /* /site/<wire id> */
+    0x12, 0x18, 0x01, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,       /* FLOAT, rank 1, */
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40,                   /* [2]: 1.0 2.0 */
+    0x20, 0xe8, 0xf1, 0xf7, 0xa1, 0xbe, 0x93, 0xd2, 0xe9, 0x19,                               /* Tensor */
+    0x1a, 0x04, 0x08, 0x01, 0x10, 0x01,                                                       /* REQUEST 1 */
+    0x20, 0x80, 0xc2, 0xd7, 0x2f,                                                             /* 100 ms */
+    0x38, 0x02,                                                                               /* schema 2 */
     0x42, 0x0d, 0xa5, 0x03, 0x0a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, /* src /p2p/2 */
 };
 
@@ -80,6 +96,47 @@ static void test_addresses(void) {
   CHECK_EQ_INT(bb_address_from_text("/component/4294967296", &a, &err), BB_ERR_MALFORMED); /* over u32 */
   const uint8_t bad_utf8[] = {0xe4, 0x01, 0x02, 0xc3, 0x28};
   CHECK_EQ_INT(bb_address_from_bytes(bad_utf8, sizeof bad_utf8, &a, &err), BB_ERR_MALFORMED);
+}
+
+/* The schema 2 vector: its fill addresses a wire by the id of its name, and its payload
+ * is the documented tensor. */
+static void test_envelope_vector_v2(void) {
+  bb_envelope *e = NULL;
+  bb_error err;
+  CHECK_EQ_INT(sizeof VECTOR_V2, 93);
+  CHECK_EQ_INT(bb_envelope_decode(VECTOR_V2, sizeof VECTOR_V2, NULL, NULL, &e, &err), 0);
+  if (!e) return;
+  CHECK(e->schema_version == BB_ENVELOPE_SCHEMA_VERSION && e->schema_version == 2 && e->n_fills == 1);
+  CHECK(bb_wire_id("ClientLogic.updated_params") == 0x43cff40e340c5278ull);
+  bb_address a;
+  CHECK_EQ_INT(bb_address_from_bytes(e->fills[0].dest_suffix.data, e->fills[0].dest_suffix.len, &a, &err), 0);
+  CHECK(a.n == 1 && a.seg[0].kind == BB_ADDR_SITE && a.seg[0].value == bb_wire_id("ClientLogic.updated_params"));
+  CHECK(e->fills[0].type_hash == 0x19d3489be43df8e8ull && e->fills[0].type_hash == bb_val_kind_hash(BB_VAL_TENSOR));
+  bb_val *v = NULL;
+  const bb_slot_fill *f = &e->fills[0];
+  CHECK_EQ_INT(bb_val_decode(f->type_hash, f->payload.data, f->payload.len, NULL, &v, &err), 0);
+  CHECK(v && bb_val_kind_of(v) == BB_VAL_TENSOR && bb_val_as_tensor(v)->numel == 2 && bb_val_fits_type(v, BB_TYPE_TENSOR_F32) &&
+        !bb_val_fits_type(v, BB_TYPE_TENSOR_F16));
+  if (v) CHECK(((const float *)bb_tensor_data(bb_val_as_tensor(v)))[1] == 2.0f);
+  bb_val_release(v);
+  uint8_t *out;
+  size_t len;
+  CHECK_EQ_INT(bb_envelope_encode(e, NULL, &out, &len, &err), 0);
+  CHECK(len == sizeof VECTOR_V2 && memcmp(out, VECTOR_V2, len) == 0);
+  bb_buffer_free(NULL, out);
+  bb_envelope_free(e, NULL);
+  /* wire ids and names: the id is FNV-1a-64 of the name's bytes */
+  CHECK(bb_wire_id("FedNetwork.prediction_port") == 0xa27609087b67af71ull);
+  CHECK(bb_wire_name_valid("ClientLogic.updated_params") && bb_wire_name_valid("x#inl3"));
+  CHECK(!bb_wire_name_valid("") && !bb_wire_name_valid("a b") && !bb_wire_name_valid("a|b"));
+  CHECK(!bb_wire_name_valid(NULL));
+  char longest[BB_WIRE_NAME_MAX + 2];
+  memset(longest, 'w', sizeof longest - 1);
+  longest[BB_WIRE_NAME_MAX] = 0;
+  CHECK(bb_wire_name_valid(longest));
+  longest[BB_WIRE_NAME_MAX] = 'w';
+  longest[BB_WIRE_NAME_MAX + 1] = 0;
+  CHECK(!bb_wire_name_valid(longest));
 }
 
 static void test_envelope_vectors(void) {
@@ -200,10 +257,12 @@ static void test_caps_and_hostile_bytes(void) {
   CHECK_EQ_INT(decode_rc(many, sizeof many, NULL, &err), BB_ERR_LIMIT);
   CHECK(strstr(err.message, "too many slot fills") != NULL);
   CHECK_EQ_INT(decode_rc(many, 2 * 64, NULL, &err), 0);
-  /* schema version 2 */
+  /* schema version 3 (1 and 2 decode: nodes refuse 1 themselves) */
+  const uint8_t v3[] = {0x38, 0x03};
+  CHECK_EQ_INT(decode_rc(v3, sizeof v3, NULL, &err), BB_ERR_UNSUPPORTED);
+  CHECK_STR(err.message, "envelope schema_version mismatch: got=3 supported=[1,2]");
   const uint8_t v2[] = {0x38, 0x02};
-  CHECK_EQ_INT(decode_rc(v2, sizeof v2, NULL, &err), BB_ERR_UNSUPPORTED);
-  CHECK_STR(err.message, "envelope schema_version mismatch: got=2 supported=[1]");
+  CHECK_EQ_INT(decode_rc(v2, sizeof v2, NULL, &err), 0);
   /* a known field with the wrong wire type */
   const uint8_t wrong[] = {0x20 | 2, 0x00};
   CHECK_EQ_INT(decode_rc(wrong, sizeof wrong, NULL, &err), BB_ERR_MALFORMED);
@@ -242,6 +301,7 @@ int main(void) {
   RUN(test_peer_ids);
   RUN(test_addresses);
   RUN(test_envelope_vectors);
+  RUN(test_envelope_vector_v2);
   RUN(test_against_protobuf_c);
   RUN(test_caps_and_hostile_bytes);
   return bb_test_finish();

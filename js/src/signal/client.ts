@@ -21,8 +21,11 @@ export interface WebSocketLike {
 export type WebSocketConstructor = new (url: string) => WebSocketLike;
 
 export interface SignalClientOptions {
-  /** ws:// or wss:// address of a signalling server. */
-  url: string;
+  /**
+   * ws:// or wss:// address of a signalling server, or of several sharing rooms (through
+   * Redis): they are tried in order, and the first one reachable is joined.
+   */
+  url: string | readonly string[];
   room: string;
   /** Who joins: the peer id is the identity's, proven by signing the server's challenge. */
   identity: Signer;
@@ -98,14 +101,30 @@ export class SignalClient {
    */
   static async connect(options: SignalClientOptions): Promise<SignalClient> {
     const WebSocketImpl = options.WebSocket ?? (await defaultWebSocket());
+    const urls = typeof options.url === 'string' ? [options.url] : options.url;
+    if (urls.length === 0) throw new SignalError('unreachable', 'no signalling server address given');
+    let unreachable: SignalError | undefined;
+    for (const url of urls) {
+      try {
+        return await SignalClient.#connectTo(url, WebSocketImpl, options);
+      } catch (error) {
+        // the next server may be up; a refusal (admission, identity) would be the same there
+        if (!(error instanceof SignalError) || error.code !== 'unreachable') throw error;
+        unreachable = error;
+      }
+    }
+    throw unreachable!;
+  }
+
+  static #connectTo(url: string, WebSocketImpl: WebSocketConstructor, options: SignalClientOptions): Promise<SignalClient> {
     const role = options.role ?? decodeJoinToken(options.token)?.token.role ?? 'client';
     const timeoutMs = options.timeoutMs ?? 10_000;
     return new Promise((resolve, reject) => {
       let socket: WebSocketLike;
       try {
-        socket = new WebSocketImpl(options.url);
+        socket = new WebSocketImpl(url);
       } catch (error) {
-        reject(new SignalError('unreachable', `cannot open ${options.url}: ${(error as Error).message}`));
+        reject(new SignalError('unreachable', `cannot open ${url}: ${(error as Error).message}`));
         return;
       }
       let settled = false;
@@ -122,14 +141,14 @@ export class SignalClient {
         }
         reject(error);
       };
-      const timer = setTimeout(() => fail(new SignalError('unreachable', `no answer from ${options.url} within ${timeoutMs} ms`)), timeoutMs);
-      socket.onerror = () => fail(new SignalError('unreachable', `signalling server ${options.url} is unreachable`));
-      socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${options.url} closed the connection (code ${event.code}${event.reason ? `: ${event.reason}` : ''})`));
+      const timer = setTimeout(() => fail(new SignalError('unreachable', `no answer from ${url} within ${timeoutMs} ms`)), timeoutMs);
+      socket.onerror = () => fail(new SignalError('unreachable', `signalling server ${url} is unreachable`));
+      socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${url} closed the connection (code ${event.code}${event.reason ? `: ${event.reason}` : ''})`));
       socket.onmessage = (event) => {
         const message = parseServerMessage(event.data);
         if (message?.type === 'challenge') {
           const challenge = fromBase64(message.nonce, CHALLENGE_BYTES);
-          if (challenge === null) return fail(new SignalError('malformed', `${options.url} sent a challenge that is not ${CHALLENGE_BYTES} bytes of base64`));
+          if (challenge === null) return fail(new SignalError('malformed', `${url} sent a challenge that is not ${CHALLENGE_BYTES} bytes of base64`));
           const { identity, room } = options;
           identity.sign(joinSignedBytes(challenge, room, identity.peerId, role)).then(
             (sig) => {
@@ -141,7 +160,7 @@ export class SignalClient {
         }
         if (message?.type === 'error') return fail(new SignalError(message.code, message.message));
         if (message?.type !== 'joined' || message.peer !== options.identity.peerId) {
-          return fail(new SignalError('malformed', `expected 'joined' for ${options.identity.peerId} from ${options.url}`));
+          return fail(new SignalError('malformed', `expected 'joined' for ${options.identity.peerId} from ${url}`));
         }
         settled = true;
         clearTimeout(timer);

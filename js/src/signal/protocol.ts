@@ -81,6 +81,8 @@ export const CLOSE_CODES = {
   replaced: 4001,
   /** The socket read too slowly: what waited for it passed `maxBufferedBytes`. */
   slowReader: 4002,
+  /** The rooms this server shares with other signalling processes are out of reach: join another. */
+  unavailable: 4003,
 } as const;
 
 /** Room names and peer ids: 1–128 of letters, digits, `_` and `-` (base58 ids fit). */

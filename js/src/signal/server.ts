@@ -14,6 +14,7 @@ import { verifySignature } from '../identity/identity.js';
 import { peerIdFromPublicKey } from '../identity/peer-id.js';
 import { admissionRefusal, policyOf, type RoomPolicies } from './admission.js';
 import { TokenBucket } from './bucket.js';
+import type { RoomBus, RoomBusHandlers } from './bus.js';
 import { PresenceBatch } from './presence.js';
 import { DEFAULT_TURN_TTL_SECONDS, turnCredentials, type TurnOptions } from './turn.js';
 import {
@@ -73,6 +74,13 @@ export interface SignalServerOptions {
   iceServers?: RTCIceServer[];
   /** A TURN server sharing this secret: every member gets credentials of its own, short-lived (turn.ts). */
   turn?: TurnOptions;
+  /**
+   * Rooms shared with other signalling processes (e.g. a {@link RedisRoomBus}): members
+   * joined on any of them see and signal each other. Every process admits its own sockets
+   * with its own policies (give them all the same). The caps count this process's sockets
+   * only. The server closes the bus when it closes.
+   */
+  bus?: RoomBus;
 }
 
 /** The limits a server takes when an option is not given. */
@@ -156,6 +164,8 @@ export class SignalServer {
   readonly #openRooms: boolean;
   readonly #iceServers: RTCIceServer[];
   readonly #turn: TurnOptions | undefined;
+  readonly #bus: RoomBus | undefined;
+  readonly #busReady: Promise<void>;
   readonly #rooms = new Map<string, Room>();
   readonly #connections = new Set<Connection>();
   readonly #perAddress = new Map<string, number>();
@@ -197,6 +207,9 @@ export class SignalServer {
     }
     this.#heartbeat = setInterval(() => this.#beat(), this.#limits.heartbeatMs);
     this.#heartbeat.unref?.();
+    this.#bus = options.bus;
+    this.#busReady = this.#bus?.start(this.#busHandlers()) ?? Promise.resolve();
+    this.#busReady.catch(() => undefined); // a join awaiting it reports the failure
   }
 
   /** Starts an HTTP (or, with `tls`, HTTPS) server of its own; resolves once the port is bound. */
@@ -206,7 +219,11 @@ export class SignalServer {
       http.once('error', reject);
       http.listen(options.port ?? 8787, options.host ?? '127.0.0.1', () => {
         http.off('error', reject);
-        resolve(new SignalServer(http, true, options));
+        const server = new SignalServer(http, true, options);
+        server.#busReady.then(() => resolve(server), (error: unknown) => {
+          void server.close();
+          reject(error);
+        });
       });
     });
   }
@@ -226,7 +243,7 @@ export class SignalServer {
     return { host: a.address, port: a.port };
   }
 
-  /** Peers in `room`, watchers included. */
+  /** Peers in `room` on this process, watchers included. */
   members(room: string): string[] {
     return [...(this.#rooms.get(room)?.members.keys() ?? [])];
   }
@@ -247,11 +264,13 @@ export class SignalServer {
     for (const room of this.#rooms.values()) if (room.timer !== null) clearTimeout(room.timer);
     this.#rooms.clear();
     this.#wss.close();
-    if (!this.#ownsHttp) return Promise.resolve();
-    return new Promise((resolve) => {
+    const bus = this.#bus?.close() ?? Promise.resolve();
+    if (!this.#ownsHttp) return bus;
+    const http = new Promise<void>((resolve) => {
       this.#http.close(() => resolve());
       this.#http.closeAllConnections();
     });
+    return Promise.all([bus, http]).then(() => undefined);
   }
 
   #upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -332,6 +351,7 @@ export class SignalServer {
         if (connection.room === null || connection.peer === null) return this.#refuse(connection, 'not-joined', 'join a room before signalling');
         if (connection.role === 'watcher') return this.#refuse(connection, 'forbidden', 'a watcher only sees presence: it sends no signals');
         const target = connection.room.members.get(message.to);
+        if (target === undefined && this.#relayed(connection.room.name, connection.peer, message.to, message.data)) return;
         // watchers are invisible to the room: as if they were not there
         if (target === undefined || target.role === 'watcher') return this.#refuse(connection, 'unknown-peer', `no peer ${message.to} in room ${connection.room.name}`);
         return this.#send(target, { type: 'signal', from: connection.peer, data: message.data });
@@ -388,15 +408,30 @@ export class SignalServer {
     if (room === undefined && this.#rooms.size >= this.#limits.maxRooms) {
       return this.#refuse(connection, 'too-many-rooms', `the server holds its limit of ${this.#limits.maxRooms} rooms`);
     }
-    if (stale !== undefined) {
-      this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another connection`);
-      room = this.#rooms.get(roomName); // gone if the stale socket was its only member
+    if (stale !== undefined) this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another connection`);
+    // The room's members on other processes, asked before this socket is a member here: the
+    // first message it gets is `joined`, and nothing of the room reaches it before.
+    const peers: string[] = [];
+    if (this.#bus !== undefined) {
+      let remote;
+      connection.joining = true;
+      try {
+        await this.#busReady;
+        remote = await this.#bus.join(roomName, peer, role);
+      } catch (error) {
+        return this.#shut(connection, CLOSE_CODES.unavailable, `the rooms shared with other signalling processes are out of reach: ${(error as Error).message}`);
+      } finally {
+        connection.joining = false;
+      }
+      if (connection.closing || !this.#connections.has(connection)) return this.#bus.leave(roomName, peer);
+      for (const member of remote) if (member.role !== 'watcher') peers.push(member.peer);
     }
+    room = this.#rooms.get(roomName); // the stale socket may have been its last member
     if (room === undefined) {
       room = { name: roomName, members: new Map(), presence: new PresenceBatch(), timer: null };
       this.#rooms.set(roomName, room);
     }
-    const peers = [...room.members].filter(([, member]) => member.role !== 'watcher').map(([id]) => id);
+    for (const [id, member] of room.members) if (member.role !== 'watcher' && !peers.includes(id)) peers.push(id);
     room.members.set(peer, connection);
     connection.room = room;
     connection.peer = peer;
@@ -408,6 +443,37 @@ export class SignalServer {
     const joined = room;
     if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
     this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer), ...tokensOf(room, peers) });
+  }
+
+  /** A signal for a member of another process goes through the bus; false when none holds it. */
+  #relayed(room: string, from: string, to: string, data: unknown): boolean {
+    const role = this.#bus?.remoteRole(room, to);
+    return role !== undefined && role !== 'watcher' && this.#bus!.relay(room, from, to, data);
+  }
+
+  /** What the bus tells this process about members held by the others. */
+  #busHandlers(): RoomBusHandlers {
+    return {
+      presence: (roomName, peer, role) => {
+        const room = this.#rooms.get(roomName);
+        if (room === undefined || role === 'watcher' || room.members.has(peer)) return;
+        this.#announce(room, () => (role === null ? room.presence.left(peer) : room.presence.joined(peer)));
+      },
+      signal: (roomName, from, to, data) => {
+        const target = this.#rooms.get(roomName)?.members.get(to);
+        if (target !== undefined && target.role !== 'watcher') this.#send(target, { type: 'signal', from, data });
+      },
+      replaced: (roomName, peer) => {
+        const stale = this.#rooms.get(roomName)?.members.get(peer);
+        if (stale !== undefined) this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another signalling process`);
+      },
+    };
+  }
+
+  /** Whether `peer` is a data member of `room` here or on another process. */
+  #present(room: Room, peer: string): boolean {
+    const role = room.members.get(peer)?.role ?? this.#bus?.remoteRole(room.name, peer) ?? 'watcher';
+    return role !== 'watcher';
   }
 
   /** The ICE servers a member gets: the fixed ones, and TURN credentials of its own. */
@@ -425,10 +491,12 @@ export class SignalServer {
     connection.token = undefined;
     if (room === null || peer === null || room.members.get(peer) !== connection) return;
     room.members.delete(peer);
+    this.#bus?.leave(room.name, peer);
     if (room.members.size === 0) {
       // nobody is left to tell
       if (room.timer !== null) clearTimeout(room.timer);
       this.#rooms.delete(room.name);
+      this.#bus?.forget(room.name);
       return;
     }
     if (role !== 'watcher') this.#announce(room, () => room.presence.left(peer));
@@ -440,7 +508,7 @@ export class SignalServer {
     if (room.timer !== null) return;
     room.timer = setTimeout(() => {
       room.timer = null;
-      const changes = room.presence.take((peer) => (room.members.get(peer)?.role ?? 'watcher') !== 'watcher');
+      const changes = room.presence.take((peer) => this.#present(room, peer));
       if (changes.joined.length === 0 && changes.left.length === 0) return;
       const text = JSON.stringify({ type: 'presence', ...changes, ...tokensOf(room, changes.joined) } satisfies ServerMessage);
       for (const member of [...room.members.values()]) this.#sendText(member, text);

@@ -12,7 +12,8 @@ export type TransportErrorCode =
   | 'unknown-peer'
   | 'closed'
   | 'connection-failed'
-  | 'bad-signature';
+  | 'bad-signature'
+  | 'no-webrtc';
 
 /** A failure of the transport layer; {@link code} says which, the message says which peer or byte. */
 export class TransportError extends Error {

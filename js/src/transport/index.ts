@@ -1,4 +1,5 @@
-export { WebRtcTransport, type WebRtcTransportOptions, type RTCPeerConnectionConstructor, type SignalChannel } from './webrtc.js';
+export { WebRtcTransport, type WebRtcTransportOptions, type SignalChannel, type SelectedPair } from './webrtc.js';
+export { defaultPeerConnection, type RTCPeerConnectionConstructor, type PeerConnectionScope } from './peer-connection.js';
 export { dtlsFingerprints, sdpSignedBytes, SDP_DOMAIN, SDP_NONCE_BYTES, type SdpKind } from './sdp-signature.js';
 export type { Transport, TransportEvents, TransportStats, PeerState } from './types.js';
 export { TransportError, type TransportErrorCode } from './errors.js';

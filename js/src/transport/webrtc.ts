@@ -12,13 +12,19 @@ import type { SignalClient } from '../signal/client.js';
 import { DEFAULT_CHUNK_SIZE, chunkCount, encodeChunk } from './chunking.js';
 import { Emitter } from './emitter.js';
 import { TransportError } from './errors.js';
+import { defaultPeerConnection, type RTCPeerConnectionConstructor } from './peer-connection.js';
 import { Reassembler, type ReassemblyLimits } from './reassembler.js';
 import { SDP_NONCE_BYTES, sdpRefusal, signSdp } from './sdp-signature.js';
 import type { PeerState, Transport, TransportEvents, TransportStats } from './types.js';
 
-export type RTCPeerConnectionConstructor = new (config?: RTCConfiguration) => RTCPeerConnection;
-
 /** What the transport takes from signalling: a {@link SignalClient}, or something that relays like one. */
+/** The candidates a link runs over (see {@link WebRtcTransport.selectedPair}). */
+export interface SelectedPair {
+  local: string;
+  remote: string;
+  protocol: string;
+}
+
 export type SignalChannel = Pick<SignalClient, 'self' | 'room' | 'identity' | 'events' | 'closed' | 'peers' | 'send' | 'close' | 'iceServers'>;
 
 export interface WebRtcTransportOptions {
@@ -96,23 +102,6 @@ interface Link {
   attempts: number;
   /** The connect timeout, or the reconnect delay after a failure. */
   timer: ReturnType<typeof setTimeout> | null;
-}
-
-async function defaultPeerConnection(): Promise<RTCPeerConnectionConstructor> {
-  const global = (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection;
-  if (typeof global === 'function') return global as RTCPeerConnectionConstructor;
-  const name = 'node-datachannel/polyfill'; // a variable specifier keeps bundlers from resolving it
-  let mod: { RTCPeerConnection: unknown };
-  try {
-    mod = (await import(/* @vite-ignore */ name)) as { RTCPeerConnection: unknown };
-  } catch (cause) {
-    throw new Error(
-      'WebRtcTransport: this runtime has no RTCPeerConnection, and node-datachannel is not installed: ' +
-        'in Node run `npm install node-datachannel` (0.26 or later), or pass `RTCPeerConnection` in the options',
-      { cause },
-    );
-  }
-  return mod.RTCPeerConnection as RTCPeerConnectionConstructor;
 }
 
 export class WebRtcTransport implements Transport {
@@ -208,6 +197,31 @@ export class WebRtcTransport implements Transport {
   /** Bytes of envelopes waiting for `peer` (not yet handed to its channel). */
   queuedBytes(peer: string): number {
     return this.#links.get(peer)?.queuedBytes ?? 0;
+  }
+
+  /**
+   * The candidate pair the link to `peer` runs over, from the connection's getStats():
+   * each side's candidate type (`host`, `srflx`, `prflx` or `relay` — a TURN server
+   * carries the traffic) and the transport protocol. Undefined while no pair is selected.
+   */
+  async selectedPair(peer: string): Promise<SelectedPair | undefined> {
+    const pc = this.#links.get(peer)?.pc;
+    if (!pc) return undefined;
+    const report = await pc.getStats();
+    const byId = new Map<string, Record<string, unknown>>();
+    report.forEach((entry: Record<string, unknown>) => byId.set(entry.id as string, entry));
+    let pair: Record<string, unknown> | undefined;
+    for (const entry of byId.values()) {
+      if (entry.type === 'transport' && typeof entry.selectedCandidatePairId === 'string') pair = byId.get(entry.selectedCandidatePairId);
+    }
+    // engines without the transport entry (Firefox) mark the pair itself
+    for (const entry of byId.values()) {
+      if (pair === undefined && entry.type === 'candidate-pair' && entry.state === 'succeeded' && (entry.selected === true || entry.nominated === true)) pair = entry;
+    }
+    const local = pair && byId.get(pair.localCandidateId as string);
+    const remote = pair && byId.get(pair.remoteCandidateId as string);
+    if (!local || !remote) return undefined;
+    return { local: String(local.candidateType), remote: String(remote.candidateType), protocol: String(local.protocol ?? '') };
   }
 
   stats(): TransportStats {

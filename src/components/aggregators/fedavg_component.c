@@ -22,6 +22,16 @@
  *     abandoned at its deadline (no_quorum=abandon) gives the last global model again with
  *     the new round's id, so the federation goes on without the lost contributions.
  *
+ * A tier between clients and another aggregator (rounds=follow, max_ahead=8): the round
+ * ids are the tier above's, carried by the contributions — one tagged with a round up to
+ * max_ahead rounds after the open one moves this tier to that round (what it held for the
+ * older round is dropped); further ahead it is refused (<type>.refused_ahead). Aggregate
+ * then gives the round's result with the bundle [weight, round] as its metadata: the
+ * round just closed and what the result weighs (FedAvg: the sum of the sample counts it
+ * averaged), so a report [result, [weight, round]] contributes to the tier above exactly
+ * as the clients' own updates would have. An abandoned round reports nothing; init= does
+ * not apply.
+ *
  * Who may contribute: with members=addressed (the default) only this node itself and the
  * peers it sent data to since the round the contribution is tagged with opened — the
  * round's broadcast or sample. Anyone else is refused and counted
@@ -48,6 +58,8 @@ typedef struct round_agg {
   bbi_fedround *fr;
   char init_slot[64];
   bool members_only;
+  bool follow;         /* rounds=follow: a tier below another aggregator */
+  uint64_t max_ahead;  /* follow: how far ahead a contribution may move the open round */
   bool started;
   float *global; /* the last global model given out (cfg.param_len floats), or NULL */
 } round_agg;
@@ -65,7 +77,7 @@ static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n)
 static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   uint64_t quorum, target, deadline_ms, staleness;
   float max_norm, norm_factor;
-  char no_quorum[16], late[16], members[16], beyond[16];
+  char no_quorum[16], late[16], members[16], beyond[16], rounds[16];
   int rc;
   if ((rc = bb_config_u64(c, "quorum", 1, &quorum, err)) || (rc = bb_config_u64(c, "target", 0, &target, err)) ||
       (rc = bb_config_u64(c, "deadline_ms", 0, &deadline_ms, err)) ||
@@ -76,8 +88,18 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_str(c, "members", "addressed", members, sizeof members, err)) ||
       (rc = bb_config_f32(c, "max_norm", 0, &max_norm, err)) ||
       (rc = bb_config_f32(c, "norm_factor", 2, &norm_factor, err)) ||
-      (rc = bb_config_str(c, "beyond_norm", "drop", beyond, sizeof beyond, err)))
+      (rc = bb_config_str(c, "beyond_norm", "drop", beyond, sizeof beyond, err)) ||
+      (rc = bb_config_str(c, "rounds", "own", rounds, sizeof rounds, err)) ||
+      (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)))
     return rc;
+  a->follow = strcmp(rounds, "follow") == 0;
+  if (!a->follow && strcmp(rounds, "own") != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: rounds=`%s` is not own|follow", a->type, rounds);
+  if (a->follow && (a->init_slot[0] || !a->max_ahead))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "%s: rounds=follow takes its rounds and models from the tier above: no init=, and "
+                        "max_ahead >= 1",
+                        a->type);
   const size_t most = a->cfg.method == BBI_FEDROUND_KRUM || a->cfg.method == BBI_FEDROUND_MULTI_KRUM
                           ? BBI_FEDROUND_MAX_KRUM
                           : BBI_FEDROUND_MAX_ENTRIES;
@@ -124,7 +146,8 @@ static int made(const bb_component_init *init, const round_agg *parsed, void **s
 static int fedavg_create(const bb_component_init *init, void **self, bb_error *err) {
   static const char *const KEYS[] = {"quorum",   "target",      "deadline_ms",    "no_quorum", "late",
                                      "max_staleness", "init",  "members",        "max_norm",  "norm_factor",
-                                     "beyond_norm", "weighting", "max_samples", "samples_factor", NULL};
+                                     "beyond_norm", "weighting", "max_samples", "samples_factor", "rounds",
+                                     "max_ahead", NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg"};
   char weighting[16];
@@ -149,7 +172,7 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
 static int robust_create(const bb_component_init *init, void **self, bb_error *err) {
   static const char *const KEYS[] = {"quorum", "target", "deadline_ms", "no_quorum", "late",   "max_staleness",
                                      "init",   "members", "max_norm",   "norm_factor", "beyond_norm", "method", "trim",
-                                     "byzantine", "select", NULL};
+                                     "byzantine", "select", "rounds", "max_ahead", NULL};
   static const char *const METHODS[] = {"median", "trimmed", "krum", "multikrum"};
   static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
                                                  BBI_FEDROUND_MULTI_KRUM};
@@ -239,6 +262,18 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
                         a->type, who, (unsigned long long)round);
   }
   if ((rc = ensure_rounds(a, ctx, (size_t)update->numel, err))) return rc;
+  if (a->follow && round > bbi_fedround_round_id(a->fr)) {
+    const uint64_t open = bbi_fedround_round_id(a->fr);
+    if (round - open > a->max_ahead) {
+      count(a, ctx, "refused_ahead", 1);
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "%s: an update for round %llu is more than max_ahead=%llu rounds after the open round %llu",
+                          a->type, (unsigned long long)round, (unsigned long long)a->max_ahead,
+                          (unsigned long long)open);
+    }
+    if (bbi_fedround_pending(a->fr)) count(a, ctx, "rounds_abandoned", 1);
+    if ((rc = bbi_fedround_follow(a->fr, round, bb_ctx_now(ctx), err))) return rc;
+  }
   bbi_fedround_status status;
   rc = bbi_fedround_contribute(a->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
                               &status, err);
@@ -265,9 +300,23 @@ static int remember(round_agg *a, const float *params, bb_error *err) {
   return 0;
 }
 
-static int give(round_agg *a, bb_ctx *ctx, const float *params, bb_tensor **out, bb_val **meta, bb_error *err) {
+/* A tier's report upward: [weight, round] of the round that closed. */
+static bb_val *report_meta(bb_ctx *ctx, const bbi_fedround_result *r) {
+  const bb_allocator *alloc = bb_ctx_allocator(ctx);
+  bb_val *parts[2] = {bb_val_u64(alloc, BB_VAL_U64, r->weight), bb_val_u64(alloc, BB_VAL_U64, r->round_id)};
+  bb_val *meta = parts[0] && parts[1] ? bb_val_composite(alloc, parts, 2) : NULL;
+  bb_val_release(parts[0]);
+  bb_val_release(parts[1]);
+  return meta;
+}
+
+/* Gives params with the round's metadata: the id of the round now open, or with
+ * rounds=follow the report of the round that closed (`closed`). */
+static int give(round_agg *a, bb_ctx *ctx, const float *params, const bbi_fedround_result *closed, bb_tensor **out,
+                bb_val **meta, bb_error *err) {
   *out = vector_of(ctx, params, a->cfg.param_len);
-  *meta = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bbi_fedround_round_id(a->fr));
+  *meta = a->follow && closed ? report_meta(ctx, closed)
+                              : bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bbi_fedround_round_id(a->fr));
   int rc = *out && *meta ? remember(a, params, err) : bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
   if (rc) {
     bb_tensor_release(*out);
@@ -303,7 +352,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
       return bb_error_set(err, BB_ERR_TYPE, "%s: Params of slot `%s` is not a tensor", a->type, a->init_slot);
     }
     rc = ensure_rounds(a, ctx, (size_t)bb_val_as_tensor(p)->numel, err);
-    if (!rc) rc = give(a, ctx, bb_tensor_data(bb_val_as_tensor(p)), params, meta, err);
+    if (!rc) rc = give(a, ctx, bb_tensor_data(bb_val_as_tensor(p)), NULL, params, meta, err);
     if (!rc) a->started = true;
     bb_val_release(p);
     return rc;
@@ -315,14 +364,14 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   if (r.event == BBI_FEDROUND_OVERDUE) count(a, ctx, "rounds_overdue", 1);
   if (r.event == BBI_FEDROUND_ABANDONED) {
     count(a, ctx, "rounds_abandoned", 1);
-    return a->global ? give(a, ctx, a->global, params, meta, err) : 0;
+    return a->global && !a->follow ? give(a, ctx, a->global, NULL, params, meta, err) : 0;
   }
   if (r.event != BBI_FEDROUND_CLOSED) return 0;
   count(a, ctx, "rounds_closed", 1);
   count(a, ctx, "norm_clipped", r.norm_clipped);
   count(a, ctx, "norm_dropped", r.norm_dropped);
   count(a, ctx, "samples_clipped", r.samples_clipped);
-  rc = give(a, ctx, r.params, params, meta, err);
+  rc = give(a, ctx, r.params, &r, params, meta, err);
   bb_buffer_free(a->alloc, r.params);
   return rc;
 }

@@ -295,11 +295,34 @@ static int can_close(const bbi_fedround *fr, uint64_t now_ns) {
   return fr->cfg.deadline_ns == 0 || deadline_passed(fr, now_ns);
 }
 
-static void open_next(bbi_fedround *fr, uint64_t now_ns) {
-  fr->round_id++;
+static void open_round(bbi_fedround *fr, uint64_t round_id, uint64_t now_ns) {
+  fr->round_id = round_id;
   fr->opened_ns = now_ns;
   fr->opened[fr->round_id % HISTORY] = now_ns;
   fr->overdue_reported = 0;
+}
+
+static void open_next(bbi_fedround *fr, uint64_t now_ns) { open_round(fr, fr->round_id + 1, now_ns); }
+
+int bbi_fedround_follow(bbi_fedround *fr, uint64_t round_id, uint64_t now_ns, bb_error *err) {
+  if (!fr) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: NULL argument");
+  if (round_id <= fr->round_id)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: cannot follow to round %llu: round %llu is open",
+                        (unsigned long long)round_id, (unsigned long long)fr->round_id);
+  if (fr->n_entries) {
+    drop_entries(fr);
+    fr->counters.rounds_abandoned++;
+  }
+  /* The tier above may have prompted round_id any time since the open round's window began
+   * (its prompt is what moved this tier on, and others of the round may be prompted earlier
+   * than the first contribution arrives): the window of round_id, and of rounds skipped over,
+   * begins there. Its deadline counts from now. */
+  const uint64_t window = bbi_fedround_window_start(fr, fr->round_id);
+  const uint64_t from = fr->round_id;
+  open_round(fr, round_id, now_ns);
+  for (uint64_t r = round_id - from > HISTORY ? round_id - (HISTORY - 1) : from + 1; r <= round_id; r++)
+    fr->opened[r % HISTORY] = window;
+  return 0;
 }
 
 uint64_t bbi_fedround_window_start(const bbi_fedround *fr, uint64_t round_id) {
@@ -403,6 +426,18 @@ static long bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
   return (long)beyond;
 }
 
+/* What a closed round weighs one tier up: the weights its mean used (rounded to the
+ * nearest count, at least 1), or the updates kept when the method weighs none. */
+static uint64_t result_weight(const bbi_fedround *fr, const closing *c) {
+  if (c->n == 0) return 0;
+  if (fr->cfg.method != BBI_FEDROUND_MEAN) return c->n;
+  double sum = 0.0;
+  for (size_t i = 0; i < c->n; i++) sum += c->weights[i];
+  if (!(sum < 18446744073709549568.0)) return UINT64_MAX;
+  const uint64_t w = (uint64_t)(sum + 0.5);
+  return w ? w : 1;
+}
+
 /* Each kept update's weight in the mean; returns how many sample counts were cut. */
 static uint32_t mean_weights(const bbi_fedround *fr, closing *c) {
   if (fr->cfg.weighting == BBI_FEDROUND_UNIFORM) {
@@ -486,6 +521,7 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
                                      (unsigned long long)fr->round_id)
                       : reduce(fr, &c, ref, out, &samples_clipped, err);
   const size_t kept = c.n;
+  const uint64_t weight = rc ? 0 : result_weight(fr, &c);
   closing_free(fr, &c);
   if (rc) {
     bbi_mem_free(&fr->alloc, out);
@@ -498,6 +534,7 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
   result->event = BBI_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
   result->total_samples = total;
+  result->weight = weight;
   result->contributors = (uint32_t)kept;
   result->norm_clipped = dropping ? 0 : (uint32_t)beyond;
   result->norm_dropped = dropping ? (uint32_t)beyond : 0;

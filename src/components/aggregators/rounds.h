@@ -119,6 +119,10 @@ typedef struct bbi_fedround_result {
   bbi_fedround_event event;
   uint64_t round_id;      /* the round the event is about */
   uint64_t total_samples; /* CLOSED: Σ n_i as reported (saturating at 2^64 - 1) */
+  uint64_t weight;        /* CLOSED: what the result weighs one tier up — the sum of the
+                             weights the mean gave its kept updates (bounded sample
+                             counts, or 1 each), rounded, at least 1 when any was kept;
+                             for the other methods the number of updates kept */
   uint32_t contributors;  /* CLOSED: vectors reduced; ABANDONED: vectors dropped;
                              OVERDUE: vectors held so far */
   uint32_t norm_clipped;  /* CLOSED: updates pulled back to the distance bound */
@@ -167,6 +171,15 @@ int bbi_fedround_contribute(bbi_fedround *fr, uint64_t round_id, const uint8_t *
  * IDLE. */
 int bbi_fedround_poll(bbi_fedround *fr, uint64_t now_ns, const float *reference, bbi_fedround_result *result,
                      bb_error *err);
+
+/* Moves the open round forward to `round_id`, as a tier below another aggregator does
+ * when the tier above has opened a newer round than this one: contributions held for the
+ * open round are dropped (the round counts as abandoned when there were any), and
+ * `round_id` opens at now_ns — its deadline counts from then, while its window
+ * (bbi_fedround_window_start) begins where the open round's did, since the tier above may
+ * have prompted it any time since. BB_ERR_INVALID_ARGUMENT when round_id is not after the
+ * open round. */
+int bbi_fedround_follow(bbi_fedround *fr, uint64_t round_id, uint64_t now_ns, bb_error *err);
 
 /* The earliest time at which poll may do something: now_ns when it would act at once,
  * UINT64_MAX when only a contribution can change that. */

@@ -64,11 +64,20 @@ BB_API extern const bb_example BB_EXAMPLE_CUSTOM_COMPILER_PASS;
 BB_API extern const bb_example BB_EXAMPLE_POLYMORPHIC_TYPES;
 BB_API extern const bb_example BB_EXAMPLE_FEDERATED_DIGITS;
 BB_API extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
+BB_API extern const bb_example BB_EXAMPLE_HIERARCHICAL_DIGITS;
 
 /* polymorphic_types' negative case: AddReluDemo seeded x = tensor.f32, y = tensor.f64,
  * which the compiler must reject (TypeConstraintFailed, "mixed" precision). Compiled
  * with the example's configure(…, 0, …). */
 BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
+
+/* federated_learning: the server's peer (the id ClientLogic's bootstrap announces to),
+ * how often ServerReduce closes a round, and the wires the three Modules talk on. */
+#define BB_FL_SERVER_PEER 100
+#define BB_FL_ROUND_NS 200000000ll
+#define BB_FL_WIRE_SERVER_PARAMS "ServerLogic.server_params"
+#define BB_FL_WIRE_UPDATED_PARAMS "ClientLogic.updated_params"
+#define BB_FL_WIRE_GLOBAL "ServerReduce.global"
 
 /* custom_compiler_pass: the metadata key its pass stamps on every wire Send. */
 #define BB_EXAMPLE_TRACING_KEY "example.tracing_id"

@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+// Every browser engine's compute path (engine.html): WebKit (WebKitGTK's MiniBrowser through
+// WebKitWebDriver, under a virtual X display), Firefox ESR (puppeteer-core over WebDriver
+// BiDi) and Chromium (playwright-core). In each, bb.wasm must load with its SIMD128 kernels,
+// a MatMul must agree with a plain JavaScript product, and a federation of a server and four
+// clients must train in the page. Debian's WebKitGTK is built without WebRTC: there the
+// package must say so (TransportError `no-webrtc`), not fail resolving a module.
+//
+//   node e2e/engines.mjs [--only webkit,firefox,chromium] [--bench FILE]
+//
+// --bench times longer and writes every engine's figures (MatMul GFLOP/s, training steps/s)
+// as JSON to FILE (docs/PERFORMANCE.md quotes them). Ends with `e2e: N passed, M failed`.
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
+
+import { CHROMIUM_ARGS, check, servePages, sleep, summary, until } from './common.mjs';
+
+const option = (name) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
+const only = (option('--only') ?? 'webkit,firefox,chromium').split(',');
+const benchFile = option('--bench');
+const MINIBROWSER = '/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser';
+const TIMEOUT_MS = 180_000;
+
+const { server: http, base } = await servePages();
+const page = `${base}/engine.html${benchFile ? '' : '?quick'}`;
+const pageResult = 'return window.engine ?? null';
+
+function freePort() {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** One WebDriver command with a timeout (a WebDriver call may otherwise hang). */
+async function webdriver(url, method, body, timeoutMs = 60_000) {
+  const response = await fetch(url, {
+    method, signal: AbortSignal.timeout(timeoutMs),
+    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+  });
+  const json = await response.json();
+  if (!response.ok) throw new Error(`WebDriver ${method} ${url}: ${JSON.stringify(json.value ?? json)}`);
+  return json.value;
+}
+
+async function webkit() {
+  const port = await freePort();
+  const driver = spawn('xvfb-run', ['-a', '-s', '-screen 0 1280x1024x24', 'WebKitWebDriver', `--port=${port}`], { detached: true, stdio: 'ignore' });
+  const root = `http://127.0.0.1:${port}`;
+  let session;
+  try {
+    await until('WebKitWebDriver to listen', () => fetch(`${root}/status`).then((r) => r.ok, () => false), 30_000, 200);
+    const capabilities = { alwaysMatch: { 'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation'] } } };
+    session = (await webdriver(`${root}/session`, 'POST', { capabilities })).sessionId;
+    await webdriver(`${root}/session/${session}/url`, 'POST', { url: page });
+    return await until('the engine page in WebKit', () => webdriver(`${root}/session/${session}/execute/sync`, 'POST', { script: pageResult, args: [] }), TIMEOUT_MS, 500);
+  } finally {
+    if (session) await webdriver(`${root}/session/${session}`, 'DELETE').catch(() => undefined);
+    try {
+      process.kill(-driver.pid, 'SIGTERM'); // xvfb-run, Xvfb and the driver
+    } catch {
+      // already gone
+    }
+  }
+}
+
+async function firefox() {
+  const browser = await puppeteer.launch({ browser: 'firefox', executablePath: process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr', headless: true, protocolTimeout: TIMEOUT_MS });
+  try {
+    const tab = await browser.newPage();
+    await tab.goto(page);
+    return await until('the engine page in Firefox', () => tab.evaluate(() => window.engine ?? null), TIMEOUT_MS, 500);
+  } finally {
+    await browser.close();
+  }
+}
+
+async function chromiumEngine() {
+  const browser = await chromium.launch({ executablePath: process.env.BB_CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  try {
+    const tab = await browser.newPage();
+    await tab.goto(page);
+    return await until('the engine page in Chromium', () => tab.evaluate(() => window.engine ?? null), TIMEOUT_MS, 500);
+  } finally {
+    await browser.close();
+  }
+}
+
+const ENGINES = { webkit: ['WebKit (WebKitGTK)', webkit], firefox: ['Firefox ESR', firefox], chromium: ['Chromium', chromiumEngine] };
+const figures = {};
+try {
+  for (const key of only) {
+    const [name, run] = ENGINES[key] ?? [];
+    if (run === undefined) {
+      check(`engine ${key}`, false, 'not one of webkit, firefox, chromium');
+      continue;
+    }
+    console.log(`\n== ${name}`);
+    let r;
+    try {
+      r = await run();
+    } catch (error) {
+      check(`${name}: the engine page ran`, false, String(error?.message ?? error));
+      continue;
+    }
+    if (r.error) {
+      check(`${name}: the engine page ran`, false, r.error);
+      continue;
+    }
+    const [small, large] = r.matmul;
+    check(`${name}: bb.wasm loads and the engine validates SIMD128`, r.loaded && r.simd, r.userAgent);
+    check(`${name}: MatMul on bb's kernels agrees with JavaScript's product`, small.maxError < 1e-3 && large.maxError < 1e-2,
+      `max error ${small.maxError.toExponential(1)} (64²), ${large.maxError.toExponential(1)} (512²); ${large.gflops.toFixed(1)} GFLOP/s at 512²`);
+    check(`${name}: a server and four clients train in the page`, r.training.rounds >= 8 && r.training.accuracy >= 0.8,
+      `${r.training.rounds} rounds, accuracy ${r.training.accuracy.toFixed(3)}, ${r.training.stepsPerSecond.toFixed(0)} SGD steps/s`);
+    if (key === 'webkit' && !r.webrtc) {
+      check(`${name}: without RTCPeerConnection, connecting says WebRTC is missing`,
+        !r.connect.ok && r.connect.code === 'no-webrtc' && /WebRTC is not available/.test(r.connect.message), r.connect.message);
+    } else {
+      // engines with WebRTC get as far as the (absent) signalling server
+      check(`${name}: has WebRTC and connecting reaches for the signalling server`, r.webrtc && !r.connect.ok && r.connect.code === 'unreachable',
+        `${r.connect.code}: ${r.connect.message}`);
+    }
+    figures[key] = { engine: name, userAgent: r.userAgent, matmul: r.matmul, training: r.training, webrtc: r.webrtc };
+  }
+} finally {
+  http.close();
+}
+if (benchFile) writeFileSync(benchFile, `${JSON.stringify({ measuredAt: new Date().toISOString(), figures }, null, 2)}\n`);
+await sleep(0);
+process.exit(summary());

@@ -1,0 +1,44 @@
+/**
+ * What several signalling processes share so a room spans them: who is in which room on
+ * which process, and a way to hand a signal to the process holding its addressee. A
+ * {@link SignalServer} given a bus admits and verifies its own sockets as before (every
+ * process runs the same policies), publishes its members, and relays signals for members
+ * it does not hold through the bus. The Redis implementation is redis.ts.
+ */
+import type { PeerRole } from './protocol.js';
+
+/** A member of a room held by another process. */
+export interface RemoteMember {
+  peer: string;
+  role: PeerRole;
+}
+
+/** What a bus tells the server it serves. */
+export interface RoomBusHandlers {
+  /** A member joined (`role` set) or left (`role` null) a room on another process. */
+  presence(room: string, peer: string, role: PeerRole | null): void;
+  /** A signal from a member on another process for `to`, a member of this one. */
+  signal(room: string, from: string, to: string, data: unknown): void;
+  /** `peer` joined `room` again on another process: this one's socket for it is stale. */
+  replaced(room: string, peer: string): void;
+}
+
+export interface RoomBus {
+  /** Starts taking events for this server; called once, by the server. */
+  start(handlers: RoomBusHandlers): Promise<void>;
+  /**
+   * Records `peer` as a member of `room` held here and tells the other processes; resolves
+   * with the room's members held elsewhere (on processes still alive).
+   */
+  join(room: string, peer: string, role: PeerRole): Promise<RemoteMember[]>;
+  /** `peer` left `room` here (if another process holds it now, nothing changes). */
+  leave(room: string, peer: string): void;
+  /** The role of `peer` in `room` on another process, or undefined when no other holds it. */
+  remoteRole(room: string, peer: string): PeerRole | undefined;
+  /** Hands a signal to the process holding `to`; false when no other process does. */
+  relay(room: string, from: string, to: string, data: unknown): boolean;
+  /** No member of `room` is held here any more: its remote members need not be followed. */
+  forget(room: string): void;
+  /** Leaves the bus: this process's members are released and its connections closed. */
+  close(): Promise<void>;
+}

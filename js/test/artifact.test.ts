@@ -1,0 +1,151 @@
+/**
+ * inspectArtifact and partitionBindings on the examples' artifacts: the functions and
+ * configs are the ones the compiler wrote, the site ids are the ones the engine puts in
+ * real envelopes (a federated_digits round in a LocalNetwork), and each partition keeps
+ * exactly the bindings it uses.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+
+import { beforeAll, expect, test } from 'vitest';
+
+import {
+  ARTIFACT_KEYS,
+  BbError,
+  Compiler,
+  compileFederatedDigits,
+  decodeEnvelope,
+  decodeValue,
+  inspectArtifact,
+  installDigitsClient,
+  installDigitsServer,
+  loadBb,
+  LocalNetwork,
+  partitionBindings,
+  peerIdFromU64,
+  splitDigits,
+  startDigitsServer,
+  type Bb,
+} from '../src/index.js';
+import { repoRoot, wasmBytes } from './support.js';
+
+const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
+let bb: Bb;
+
+beforeAll(async () => {
+  bb = await loadBb(wasmBytes());
+});
+
+function compileExample(name: string, module = 0): Uint8Array {
+  const compiler = Compiler.forExample(bb, name, module);
+  try {
+    return compiler.compile(Compiler.recordExample(bb, name, module));
+  } finally {
+    compiler.free();
+  }
+}
+
+test('the keys are the ones include/bb/artifact.h spells', () => {
+  const header = readFileSync(join(repoRoot, 'include', 'bb', 'artifact.h'), 'utf8');
+  const define = (name: string): string => new RegExp(`#define ${name} "([^"]*)"`).exec(header)![1]!;
+  expect(ARTIFACT_KEYS.compiled).toBe(define('BB_KEY_COMPILED'));
+  expect(ARTIFACT_KEYS.configPrefix).toBe(define('BB_KEY_CONFIG_PREFIX'));
+  expect(ARTIFACT_KEYS.peerClass).toBe(define('BB_KEY_PEER_CLASS'));
+  expect(ARTIFACT_KEYS.slotName).toBe(define('BB_KEY_SLOT_NAME'));
+  expect(ARTIFACT_KEYS.wireDomain).toBe(define('BB_DOMAIN_WIRE'));
+  expect(header).toContain(`#define BB_KEY_DEP_PREFIX "${ARTIFACT_KEYS.depPrefix}"`);
+});
+
+test('every example: the partitions, nodes and edges describe() reports, read in TypeScript', () => {
+  for (const example of Compiler.examples(bb)) {
+    for (let module = 0; module < example.modules; module++) {
+      const bytes = compileExample(example.name, module);
+      const artifact = inspectArtifact(bytes);
+      const description = Compiler.describe(bb, bytes, 'json');
+      const partitions = artifact.functions.filter((fn) => fn.peerClass !== undefined);
+      expect(partitions.map((fn) => [fn.name, fn.peerClass])).toEqual(description.partitions.map((p) => [p.name, p.peer_class]));
+      for (const [i, p] of description.partitions.entries()) {
+        const nodes = p.nodes as { op_type: string; domain: string; inputs: string[]; outputs: string[] }[];
+        expect(partitions[i]!.nodes.map((n) => [n.opType, n.domain, n.inputs, n.outputs])).toEqual(nodes.map((n) => [n.op_type, n.domain, n.inputs, n.outputs]));
+      }
+      // every wire edge lands on a Recv site the inspection numbered
+      const sites = [...artifact.recvSites.values()];
+      for (const edge of description.wire_edges) expect(sites, `${example.name} ${edge.site}`).toContainEqual({ fn: edge.to, value: edge.site });
+      // bindings kept are a subset of the table, and every slot an op names is kept
+      const used = partitionBindings(description, artifact);
+      for (const p of description.partitions) {
+        const kept = used.get(p.name)!.map((b) => b.slot);
+        const table = description.bindings.filter((b) => b.target === p.name).map((b) => b.slot);
+        for (const slot of kept) expect(table).toContain(slot);
+        const fn = partitions.find((f) => f.name === p.name)!;
+        for (const node of fn.nodes) {
+          const slot = node.metadata.get(ARTIFACT_KEYS.slotName);
+          if (slot !== undefined) expect(kept, `${p.name} calls ${slot}`).toContain(slot);
+        }
+      }
+    }
+  }
+});
+
+test('federated_digits: configs, and only the bindings each partition uses', () => {
+  const bytes = compileFederatedDigits(bb, { quorum: 2, target: 3 });
+  const artifact = inspectArtifact(bytes);
+  expect(artifact.configs.get('aggregator')).toBe('quorum=2,target=3,deadline_ms=1000,no_quorum=abandon,init=model');
+  expect(artifact.configs.get('data')).toBe('batch=32');
+  const used = partitionBindings(Compiler.describe(bb, bytes, 'json'), artifact);
+  const of = (prefix: string): string[] =>
+    [...used.entries()].find(([name]) => name.startsWith(`${prefix}#`))![1].map((b) => `${b.slot}:${b.reach}${b.from ? `<${b.from}` : ''}`).sort();
+  // the round loop aggregates and evaluates; FedAvg's init=model names the model it already calls
+  expect(of('FedDigits')).toEqual(['aggregator:op', 'data:config<model', 'model:op']);
+  // a client fits its model, which draws batches from the data slot (data=data)
+  expect(of('FedDigits_clients')).toEqual(['data:config<model', 'model:op']);
+  // the server's update partition only contributes; FedAvg names the model it starts from,
+  // whose own data slot is the model's business, not the partition's
+  expect(of('FedDigits_server')).toEqual(['aggregator:op', 'model:config<aggregator']);
+});
+
+test('the site ids are the ones the engine writes into its envelopes', () => {
+  const bytes = compileFederatedDigits(bb, { quorum: 2, target: 2 });
+  const artifact = inspectArtifact(bytes);
+  const description = Compiler.describe(bb, bytes, 'json');
+  const split = splitDigits(bb, gunzipSync(readFileSync(DIGITS)), 2, 1, 0);
+  const serverId = peerIdFromU64(1);
+  const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+  const server = installDigitsServer(bb, bytes, serverId, split.test);
+  const clients = ids.map((id, k) => installDigitsClient(bb, bytes, id, serverId, split.shards[k]!, k + 2));
+  const seen: { from: string; to: string; site: string; fn: string; kinds: string[] }[] = [];
+  for (const node of [server, ...clients]) {
+    node.onStep((step) => {
+      if (step.kind !== 'send') return;
+      const envelope = decodeEnvelope(step.bytes!);
+      for (const fill of envelope.fills) {
+        if (fill.site === undefined) continue;
+        const site = artifact.recvSites.get(fill.site);
+        const value = decodeValue(fill.typeHash, fill.payload);
+        const kinds = value.kind === 'composite' ? value.children.map((c) => c.kind) : [value.kind];
+        seen.push({ from: node.self, to: step.peer!, site: site?.value ?? '?', fn: site?.fn ?? '?', kinds });
+      }
+    });
+  }
+  const network = new LocalNetwork([server, ...clients]);
+  for (const id of ids) server.addPeer(id);
+  startDigitsServer(server, ids, split.test, 0n);
+  for (let t = 1; t < 400 && seen.length < 8; t++) network.poll(BigInt(t) * 5_000_000n);
+  const globalEdge = description.wire_edges.find((e) => e.site.startsWith('global'))!;
+  const updateEdge = description.wire_edges.find((e) => e.site.startsWith('update'))!;
+  const toClients = seen.filter((s) => s.from === serverId);
+  const toServer = seen.filter((s) => s.to === serverId);
+  expect(toClients.length).toBeGreaterThanOrEqual(2);
+  expect(toServer.length).toBeGreaterThanOrEqual(2);
+  for (const s of toClients) expect(s).toMatchObject({ site: globalEdge.site, fn: globalEdge.to, kinds: ['tensor', 'u64'] });
+  for (const s of toServer) expect(s).toMatchObject({ site: updateEdge.site, fn: updateEdge.to });
+  expect(toServer[0]!.kinds[0]).toBe('tensor');
+  network.free();
+  split.free();
+});
+
+test('bytes that are not an artifact are refused', () => {
+  expect(() => inspectArtifact(Compiler.recordExample(bb, 'federated_digits'))).toThrow(/not a compiled artifact/);
+  expect(() => inspectArtifact(Uint8Array.from([0xca, 0x01, 0x05, 0x0a]))).toThrow(BbError);
+});

@@ -1,0 +1,254 @@
+/**
+ * A whole federation inside this page: every peer a Web Worker with its own bb.wasm and
+ * node, the page the network between them. Each envelope a worker's node sends comes
+ * here, is shown leaving its sender, waits out the link latency and is handed to the
+ * addressed worker, whose answer (taken or refused) ends its flight. Peers can be paused
+ * (their engine stops; envelopes wait for them) or killed (their worker ends; envelopes
+ * to them are lost).
+ */
+import { decodeEnvelope, decodeValue, peerIdFromU64, type Value } from 'bytesandbrains';
+
+import { FedRounds, GossipRounds } from '../../shared/rounds.js';
+import type { ProgramGraph } from '../program/model.js';
+import type { FromWorker, InitMessage, PeerRole, ToWorker } from './protocol.js';
+import type { FederationState, Flight, FlightKind, PeerPoint, RoundPoint } from './state.js';
+
+export type LocalProgram = 'federated_digits' | 'gossip_digits';
+
+export interface LocalRunOptions {
+  readonly program: LocalProgram;
+  /** Clients (federated) or peers (gossip). */
+  readonly peers: number;
+  /** One-way link latency, in milliseconds. */
+  readonly latencyMs: number;
+  readonly artifact: Uint8Array;
+  readonly graph: ProgramGraph;
+  /** bb.wasm, compiled once; every worker instantiates it. */
+  readonly module: WebAssembly.Module;
+  readonly csv: Uint8Array;
+  /** Scores a parameter vector on the test set (loss and accuracy), when the model is an MLP classifier. */
+  readonly score?: (params: Float32Array) => { loss: number; accuracy: number };
+  /** What a worker reported that is not a normal step (an op failure, an error). */
+  readonly onProblem?: (peer: string, text: string) => void;
+}
+
+interface WorkerPeer {
+  readonly id: string;
+  worker: Worker | undefined;
+  paused: boolean;
+  /** Envelopes that reached a paused peer: handed over when it resumes. */
+  held: { from: string; bytes: Uint8Array; flight: Flight }[];
+  ready: Promise<void>;
+}
+
+/** The rounds of an in-page federated run: all clients close one at once, all but one after its deadline. */
+export function roundSizes(clients: number): { quorum: number; target: number } {
+  return { quorum: Math.max(1, clients - 1), target: clients };
+}
+
+/**
+ * Label-skewed shards: six of the ten digits per client from four clients up (every digit
+ * below), so each digit lives on several clients and any one client may go without the
+ * others outvoting what only it knew (FedAvg drops an update far from the round's median).
+ */
+function classesPerShard(program: LocalProgram, peers: number): number {
+  if (program === 'gossip_digits') return 3;
+  return peers >= 4 ? 6 : 0;
+}
+
+export class LocalRun {
+  readonly #options: LocalRunOptions;
+  readonly #state: FederationState;
+  readonly #peers = new Map<string, WorkerPeer>();
+  readonly #flights = new Map<number, { flight: Flight; to: string }>();
+  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  readonly #fed: FedRounds | undefined;
+  readonly #gossip: GossipRounds | undefined;
+  #stopped = false;
+  readonly serverId: string | undefined;
+
+  constructor(state: FederationState, options: LocalRunOptions) {
+    this.#options = options;
+    this.#state = state;
+    const sinks = {
+      onRound: (point: RoundPoint) => state.addRound(point),
+      onPeerPoint: (point: PeerPoint) => state.addPeerPoint(point),
+    };
+    if (options.program === 'federated_digits') {
+      this.serverId = peerIdFromU64(1);
+      this.#fed = new FedRounds(options.score, sinks);
+    } else {
+      this.#gossip = new GossipRounds(options.score, sinks, () => [...this.#peers.values()].filter((p) => p.worker !== undefined).length);
+    }
+  }
+
+  /** Starts every peer and, for federated averaging, the server's rounds. */
+  async start(): Promise<void> {
+    const o = this.#options;
+    const federated = o.program === 'federated_digits';
+    const ids = Array.from({ length: o.peers }, (_, k) => peerIdFromU64(k + (federated ? 2 : 1)));
+    this.#state.reset();
+    this.#state.info = federated ? { mode: 'in this page', ...roundSizes(o.peers) } : { mode: 'in this page (gossip)' };
+    const all = federated ? [this.serverId!, ...ids] : ids;
+    if (federated) this.#addPeer(this.serverId!, 'server', 0, 1, all);
+    ids.forEach((id, k) => this.#addPeer(id, federated ? 'client' : 'gossip', k, k + 2, all));
+    await Promise.all([...this.#peers.values()].map((p) => p.ready));
+    if (this.#stopped) return;
+    if (federated) this.#post(this.#peers.get(this.serverId!)!, { type: 'start', clients: ids });
+  }
+
+  /** Pauses or resumes a peer's engine. */
+  setPaused(id: string, paused: boolean): void {
+    const peer = this.#peers.get(id);
+    if (peer?.worker === undefined || peer.paused === paused) return;
+    peer.paused = paused;
+    this.#post(peer, { type: paused ? 'pause' : 'resume' });
+    this.#state.setState(id, paused ? 'paused' : 'waiting');
+    if (!paused) for (const held of peer.held.splice(0)) this.#hand(peer, held.from, held.bytes, held.flight);
+  }
+
+  /** Ends a peer's worker: it is gone, and what is sent to it is lost. */
+  kill(id: string): void {
+    const peer = this.#peers.get(id);
+    if (peer?.worker === undefined) return;
+    peer.worker.terminate();
+    peer.worker = undefined;
+    peer.paused = false;
+    for (const held of peer.held.splice(0)) this.#state.lose(held.flight);
+    for (const [key, entry] of this.#flights) {
+      if (entry.to !== id) continue;
+      this.#state.lose(entry.flight);
+      this.#flights.delete(key);
+    }
+    this.#state.setState(id, 'gone');
+  }
+
+  isAlive(id: string): boolean {
+    return this.#peers.get(id)?.worker !== undefined;
+  }
+
+  isPaused(id: string): boolean {
+    return this.#peers.get(id)?.paused === true;
+  }
+
+  /** Ends every worker; the state keeps what was seen. */
+  stop(): void {
+    this.#stopped = true;
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+    for (const peer of this.#peers.values()) {
+      peer.worker?.terminate();
+      peer.worker = undefined;
+      this.#state.setState(peer.id, 'gone');
+    }
+    this.#state.info = { ...this.#state.info, mode: 'stopped' };
+    this.#state.changed();
+  }
+
+  #addPeer(id: string, role: PeerRole, shard: number, seed: number, all: readonly string[]): void {
+    const o = this.#options;
+    const federated = o.program === 'federated_digits';
+    const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: `peer ${id}` });
+    let ready!: () => void;
+    const peer: WorkerPeer = { id, worker, paused: false, held: [], ready: new Promise<void>((resolve) => (ready = resolve)) };
+    this.#peers.set(id, peer);
+    const label = role === 'server' ? 'server' : role === 'client' ? `client ${shard + 1}` : `peer ${shard + 1}`;
+    const peerClass = role === 'client' ? (o.graph.classes.find((c) => c !== '@self') ?? 'clients') : '@self';
+    this.#state.upsertPeer(id, { label, peerClass, place: 'worker', state: 'starting' });
+    worker.onmessage = (event: MessageEvent<FromWorker>) => {
+      if (peer.worker !== worker) return; // a message from a worker that was killed meanwhile
+      const m = event.data;
+      if (m.type === 'ready') {
+        this.#state.setState(id, 'waiting');
+        ready();
+      } else if (m.type === 'send') this.#route(id, m.to, m.bytes);
+      else if (m.type === 'delivered') this.#delivered(m.flight, m.ok, m.error);
+      else if (m.type === 'event') this.#event(id, m.topic, m.value);
+      else if (m.type === 'failure') o.onProblem?.(id, `${m.kind}${m.reason ? ` (${m.reason})` : ''}: ${m.detail ?? ''}`);
+      else o.onProblem?.(id, m.message);
+    };
+    worker.onerror = (event) => o.onProblem?.(id, event.message);
+    const init: InitMessage = {
+      type: 'init',
+      module: o.module,
+      artifact: o.artifact,
+      role,
+      self: id,
+      ...(federated ? { server: this.serverId! } : {}),
+      peers: all.filter((p) => p !== this.serverId),
+      shard,
+      shards: o.peers,
+      classesPerShard: classesPerShard(o.program, o.peers),
+      csv: o.csv,
+      seed,
+    };
+    this.#post(peer, init);
+  }
+
+  #post(peer: WorkerPeer, message: ToWorker, transfer: Transferable[] = []): void {
+    peer.worker?.postMessage(message, transfer);
+  }
+
+  /** An envelope left `from`: shown, scored, then handed to `to` after the latency. */
+  #route(from: string, to: string, bytes: Uint8Array): void {
+    let kind: FlightKind = 'other';
+    let edge;
+    let value: Value | undefined;
+    try {
+      const envelope = decodeEnvelope(bytes);
+      for (const fill of envelope.fills) {
+        if (fill.op !== undefined) kind = 'protocol';
+        const found = fill.site === undefined ? undefined : this.#options.graph.edgeBySite.get(fill.site);
+        if (found === undefined) continue;
+        kind = 'data';
+        edge = found;
+        if (value === undefined && fill.typeHash !== 0n) value = decodeValue(fill.typeHash, fill.payload);
+      }
+    } catch (error) {
+      this.#options.onProblem?.(from, `an envelope the page could not read: ${String(error)}`);
+    }
+    const flight = this.#state.send(from, to, bytes.length, kind, edge);
+    this.#state.setState(from, 'sending');
+    if (kind === 'data' && value !== undefined) {
+      if (this.#fed !== undefined && to === this.serverId) this.#fed.update(from, value);
+      if (this.#gossip !== undefined) this.#gossip.shared(from, value);
+    }
+    const receiver = this.#peers.get(to);
+    const latency = this.#options.latencyMs * (0.8 + 0.4 * Math.random());
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      if (receiver?.worker === undefined) return this.#state.lose(flight);
+      if (receiver.paused) receiver.held.push({ from, bytes, flight });
+      else this.#hand(receiver, from, bytes, flight);
+    }, latency);
+    this.#timers.add(timer);
+  }
+
+  #hand(receiver: WorkerPeer, from: string, bytes: Uint8Array, flight: Flight): void {
+    this.#flights.set(flight.id, { flight, to: receiver.id });
+    this.#post(receiver, { type: 'deliver', from, bytes, flight: flight.id }, [bytes.buffer]);
+  }
+
+  #delivered(id: number, ok: boolean, error: string | undefined): void {
+    const entry = this.#flights.get(id);
+    if (entry === undefined) return;
+    this.#flights.delete(id);
+    if (!ok) {
+      this.#state.lose(entry.flight);
+      this.#options.onProblem?.(entry.to, `refused an envelope: ${error ?? ''}`);
+      return;
+    }
+    this.#state.deliver(entry.flight);
+    const sender = this.#state.peers.get(entry.flight.from);
+    if (sender?.state === 'sending') this.#state.setState(entry.flight.from, 'waiting');
+    const receiver = this.#state.peers.get(entry.to);
+    if (receiver !== undefined && receiver.state !== 'paused' && receiver.state !== 'gone') {
+      this.#state.setState(entry.to, entry.to === this.serverId ? 'aggregating' : 'training');
+    }
+  }
+
+  #event(peer: string, topic: string, value: Value): void {
+    if (this.#fed !== undefined) this.#fed.event(topic, value);
+    else if (topic === 'accuracy') this.#gossip?.accuracy(peer, value);
+  }
+}

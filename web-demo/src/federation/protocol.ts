@@ -1,0 +1,48 @@
+/**
+ * Messages between the page and a peer running in a Web Worker. The page is the network:
+ * every envelope a worker's node sends comes to the page, which shows it and hands it to
+ * the addressed worker (after the link latency the visitor chose).
+ */
+import type { StepKind, Value } from 'bytesandbrains';
+
+/** Which program a worker runs, and as what. */
+export type PeerRole = 'server' | 'client' | 'gossip';
+
+export interface InitMessage {
+  readonly type: 'init';
+  /** bb.wasm, compiled once by the page. */
+  readonly module: WebAssembly.Module;
+  readonly artifact: Uint8Array;
+  readonly role: PeerRole;
+  readonly self: string;
+  /** Clients: the server's id. */
+  readonly server?: string;
+  /** Every peer of the federation (gossip: the others are its first view). */
+  readonly peers: readonly string[];
+  /** Which shard of the digits this peer trains on. */
+  readonly shard: number;
+  readonly shards: number;
+  readonly classesPerShard: number;
+  /** The digits CSV. */
+  readonly csv: Uint8Array;
+  readonly seed: number;
+}
+
+export type ToWorker =
+  | InitMessage
+  /** Server: start the rounds for these clients. */
+  | { readonly type: 'start'; readonly clients: readonly string[] }
+  | { readonly type: 'deliver'; readonly from: string; readonly bytes: Uint8Array; readonly flight: number }
+  | { readonly type: 'pause' }
+  | { readonly type: 'resume' };
+
+export type FromWorker =
+  | { readonly type: 'ready' }
+  | { readonly type: 'send'; readonly to: string; readonly bytes: Uint8Array }
+  /** The node took the envelope (`ok`) or refused it (`error`). */
+  | { readonly type: 'delivered'; readonly flight: number; readonly ok: boolean; readonly error?: string }
+  /** An output of the program (round, accuracy, model). */
+  | { readonly type: 'event'; readonly topic: string; readonly value: Value }
+  /** A step that reports a failure (opFailed, wireReceiveFailed, ...). */
+  | { readonly type: 'failure'; readonly kind: StepKind; readonly reason?: string; readonly detail?: string }
+  | { readonly type: 'error'; readonly message: string };

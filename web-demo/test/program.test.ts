@@ -1,0 +1,112 @@
+/**
+ * The program picture's model and layout on the examples' real artifacts: peer classes,
+ * wire edges named for what they carry and matched to the site ids envelopes fill, only the
+ * bindings each partition uses, gates and plumbing folded, and an elkjs layout whose boxes
+ * do not overlap, in both directions.
+ */
+import { Compiler, compileFederatedDigits, inspectArtifact, loadBb, type Bb } from 'bytesandbrains';
+import { beforeAll, expect, test } from 'vitest';
+
+import { explainOp, TERMS } from '../src/program/glossary.js';
+import { layoutProgram, rowsOf, type ProgramLayout } from '../src/program/layout.js';
+import { buildProgramGraph, edgeName, FOLDED_KINDS, type ProgramGraph } from '../src/program/model.js';
+
+let bb: Bb;
+beforeAll(async () => {
+  bb = await loadBb();
+});
+
+function graphOf(artifact: Uint8Array): ProgramGraph {
+  return buildProgramGraph(Compiler.describe(bb, artifact, 'json'), inspectArtifact(artifact));
+}
+
+function example(name: string, module = 0): Uint8Array {
+  const compiler = Compiler.forExample(bb, name, module);
+  try {
+    return compiler.compile(Compiler.recordExample(bb, name, module));
+  } finally {
+    compiler.free();
+  }
+}
+
+/** Character widths as a monospace font at 12 px has them (the page measures; tests estimate). */
+const measure = (text: string): number => text.length * 7.3;
+
+function overlaps(layout: ProgramLayout): string[] {
+  const out: string[] = [];
+  for (const [i, a] of layout.boxes.entries()) {
+    for (const b of layout.boxes.slice(i + 1)) {
+      if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height) out.push(`${a.box.title} / ${b.box.title}`);
+    }
+  }
+  return out;
+}
+
+test('federated_digits: three partitions, two labelled wire edges, bindings each one uses', () => {
+  const graph = graphOf(compileFederatedDigits(bb, { quorum: 3, target: 4 }));
+  expect(graph.name).toBe('FedDigits');
+  expect(graph.classes).toEqual(['@self', 'clients', 'server']);
+  expect(graph.partitions.map((p) => p.title)).toEqual(['FedDigits', 'FedDigits_clients', 'FedDigits_server']);
+  expect(graph.edges.map((e) => [e.name, e.label, e.from.split('#')[0], e.to.split('#')[0]])).toEqual([
+    ['global', 'global model', 'FedDigits', 'FedDigits_clients'],
+    ['update', 'model update', 'FedDigits_clients', 'FedDigits_server'],
+  ]);
+  expect(graph.edges[0]!.carries).toBe('a bundle of Aggregator.Aggregate output 1, Aggregator.Aggregate output 2');
+  expect(graph.edges[1]!.carries).toBe('a bundle of Model.Fit output 1, Model.Fit output 2, Unbundle output 2');
+  for (const edge of graph.edges) {
+    expect(edge.siteIds).toHaveLength(1);
+    expect(graph.edgeBySite.get(edge.siteIds[0]!)).toBe(edge);
+  }
+  const slots = (title: string): string[] => graph.partitions.find((p) => p.title === title)!.bindings.map((b) => b.slot).sort();
+  expect(slots('FedDigits_clients')).toEqual(['data', 'model']); // no aggregator: clients never aggregate
+  expect(slots('FedDigits_server')).toEqual(['aggregator', 'model']); // FedAvg's init=model
+  expect(slots('FedDigits')).toEqual(['aggregator', 'data', 'model']);
+  const clients = graph.partitions.find((p) => p.title === 'FedDigits_clients')!;
+  expect(clients.ops.filter((op) => !FOLDED_KINDS.has(op.kind)).map((op) => op.label)).toEqual(['receive “global model”', 'Model.Fit', 'send “model update”']);
+  expect(clients.ops.filter((op) => FOLDED_KINDS.has(op.kind)).map((op) => op.label).sort()).toEqual(['BackoffGateRx', 'Bundle', 'DeadlineCheck', 'DedupGateRx', 'PeerHealthGateRx', 'Unbundle']);
+  const self = graph.partitions.find((p) => p.title === 'FedDigits')!;
+  expect(self.ops.find((op) => op.label.startsWith('PassThrough'))?.label).toBe('PassThrough ×3');
+  expect(rowsOf(self, false).folded).toBe(5); // 3 PassThrough, Bundle, DeadlineCheck
+  expect(rowsOf(self, true).folded).toBe(0);
+});
+
+test('gossip_digits: one class, a wire edge to itself, the view as a binding', () => {
+  const graph = graphOf(example('gossip_digits'));
+  expect(graph.classes).toEqual(['@self']);
+  expect(graph.edges).toHaveLength(1);
+  expect(graph.edges[0]).toMatchObject({ name: 'share', label: 'trained model' });
+  expect(graph.edges[0]!.from).toBe(graph.edges[0]!.to);
+  expect(graph.partitions[0]!.bindings.map((b) => b.slot).sort()).toEqual(['aggregator', 'data', 'model', 'view']);
+});
+
+test('every example lays out with elkjs, wide and narrow, without overlapping boxes', async () => {
+  for (const info of Compiler.examples(bb)) {
+    for (let m = 0; m < info.modules; m++) {
+      const graph = graphOf(example(info.name, m));
+      for (const direction of ['RIGHT', 'DOWN'] as const) {
+        const expanded = new Set(direction === 'DOWN' ? graph.partitions.map((p) => p.id) : []);
+        const layout = await layoutProgram(graph, expanded, measure, { direction, maxBoxWidth: 340 });
+        expect(overlaps(layout), `${info.name} ${direction}`).toEqual([]);
+        expect(layout.edges).toHaveLength(graph.edges.length);
+        for (const box of layout.boxes) {
+          expect(box.x + box.width).toBeLessThanOrEqual(layout.width);
+          if (direction === 'DOWN') expect(box.width).toBeLessThanOrEqual(340);
+        }
+        for (const edge of layout.edges) expect(edge.points.length).toBeGreaterThanOrEqual(2);
+      }
+    }
+  }
+});
+
+test('narrow layouts stack the boxes; every op has an explanation and every term a text', async () => {
+  const graph = graphOf(compileFederatedDigits(bb));
+  const layout = await layoutProgram(graph, new Set(), measure, { direction: 'DOWN', maxBoxWidth: 340 });
+  expect(layout.width).toBeLessThan(420);
+  const ys = layout.boxes.map((b) => b.y);
+  expect(new Set(ys).size).toBe(ys.length);
+  for (const p of graph.partitions) for (const op of p.ops) expect(op.explain.length).toBeGreaterThan(10);
+  expect(explainOp('ai.bytesandbrains.role.model', 'Fit')).toMatch(/own data/);
+  expect(explainOp('', 'Relu')).toMatch(/ONNX operator Relu/);
+  expect(edgeName('update__recv_12')).toBe('update');
+  for (const key of ['partition', 'wireEdge', 'envelope', 'round', 'quorum', 'binding', 'self']) expect(TERMS[key]!.text.length).toBeGreaterThan(40);
+});

@@ -1,0 +1,35 @@
+// Builds web-demo into dist/: the page, its workers, bb.wasm (the package's own copy, as
+// an asset) and the digits it learns from (scikit-learn's, which the machine's set-up
+// installs), so dist/ is a static site. serve.mjs serves it with the live federation.
+import { existsSync, readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+
+import { defineConfig, type Plugin } from 'vite';
+
+const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
+
+function digits(): Plugin {
+  const csv = (): Buffer => {
+    if (!existsSync(DIGITS)) throw new Error(`${DIGITS} is missing: install python3-sklearn (scripts/setup.sh does)`);
+    return gunzipSync(readFileSync(DIGITS));
+  };
+  return {
+    name: 'web-demo-digits',
+    configureServer(server) {
+      server.middlewares.use('/digits.csv', (_request, response) => {
+        response.setHeader('content-type', 'text/csv');
+        response.end(csv());
+      });
+    },
+    generateBundle() {
+      this.emitFile({ type: 'asset', fileName: 'digits.csv', source: csv() });
+    },
+  };
+}
+
+export default defineConfig({
+  base: './',
+  plugins: [digits()],
+  worker: { format: 'es' },
+  build: { target: 'es2022', outDir: 'dist', emptyOutDir: true, chunkSizeWarningLimit: 2000 },
+});
