@@ -432,7 +432,8 @@ BB_API void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
 /* A node freshly installed (from a newer artifact, say) takes over from the node it
  * replaces on the same peer, so the peers it talks to see one peer carry on: the clock,
  * the request-id counter (receivers recognise replays by request id, so ids must never
- * repeat), the address book with blocked peers, the named counters, and per slot bound
+ * repeat), the address book with blocked peers, the named counters, the join tokens it
+ * verified (when both nodes check them under the same room and keys), and per slot bound
  * to the same type in both nodes, the component's saved state (save/load) and its
  * pending timers. Executions, Interval loops and bound inputs are not carried: the host
  * starts the new node's targets. `fresh` must not have run (no bootstrap, invoke or

@@ -87,16 +87,38 @@ static size_t victim(const bb_node *n) {
   return v;
 }
 
+/* Removes the record at v, counting it as evicted. */
+static void evict(bb_node *n, size_t v) {
+  rt_admission *a = &n->admission;
+  memmove(&a->items[v], &a->items[v + 1], (a->len - v - 1) * sizeof *a->items);
+  a->len--;
+  rt_count(n, "admission.evicted", 1);
+}
+
+static bool same_policy(const rt_admission *x, const rt_admission *y) {
+  return x->on && y->on && strcmp(x->room, y->room) == 0 && x->n_keys == y->n_keys &&
+         memcmp(x->keys, y->keys, x->n_keys * BB_JOIN_KEY_BYTES) == 0;
+}
+
+int rt_admission_carry(bb_node *fresh, const bb_node *old) {
+  rt_admission *a = &fresh->admission;
+  const rt_admission *from = &old->admission;
+  if (!same_policy(a, from) || !from->len) return 0;
+  if (bbi_mem_grow(fresh->alloc, (void **)&a->items, &a->cap, from->len, sizeof *a->items)) return BB_ERR_NOMEM;
+  memcpy(a->items, from->items, from->len * sizeof *a->items);
+  a->len = from->len;
+  a->seq = from->seq;
+  while (a->len > fresh->cfg.max_admitted) evict(fresh, victim(fresh));
+  return 0;
+}
+
 static int record(bb_node *n, const bb_peer_id *p, bb_join_role role, uint64_t expires_ns) {
   rt_admission *a = &n->admission;
   bool found;
   size_t at = position(a, p, &found);
   if (!found) {
     if (a->len >= n->cfg.max_admitted) {
-      size_t v = victim(n);
-      memmove(&a->items[v], &a->items[v + 1], (a->len - v - 1) * sizeof *a->items);
-      a->len--;
-      rt_count(n, "admission.evicted", 1);
+      evict(n, victim(n));
       at = position(a, p, &found);
     } else if (bbi_mem_grow(n->alloc, (void **)&a->items, &a->cap, a->len + 1, sizeof *a->items)) {
       return BB_ERR_NOMEM;

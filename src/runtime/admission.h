@@ -29,6 +29,10 @@ typedef struct rt_admission {
 /* Copies the install's policy into the node (NULL: tokens are not checked). */
 int rt_admission_init(bb_node *n, const bb_join_policy *policy, bb_error *err);
 void rt_admission_free(bb_node *n);
+/* A node taking over from `old` (bb_node_take_over) keeps the tokens old verified when
+ * both check them under the same policy (room and keys); under another policy the host
+ * hands the tokens again. Past fresh's max_admitted, the usual records make room. */
+int rt_admission_carry(bb_node *fresh, const bb_node *old);
 /* The role p's token grants at the node's current time; BB_JOIN_NONE when it has no
  * token, or it expired. */
 bb_join_role rt_admission_role(const bb_node *n, const bb_peer_id *p);

@@ -1,6 +1,6 @@
 /* Join tokens in the engine: the install's join policy, bb_node_admit_token's table of
  * verified tokens (roles, expiry on the node's clock, replacement, the cap and which
- * record makes room) and its counters. The address book's rule and the aggregators'
+ * record makes room), what a take-over carries, and its counters. The address book's rule and the aggregators'
  * are tested with the book (test_runtime_book.c) and the rounds (test_roles_rounds.c). */
 #include "programs/examples.h"
 #include "rttest.h"
@@ -65,6 +65,11 @@ static void test_without_a_policy(void) {
   bb_install_error_kind kind;
   CHECK_EQ_INT(install_with(NULL, BB_INSTALL_ARGS_SIZE_V1 - 1, NULL, &n, &kind, &err), BB_ERR_INVALID_ARGUMENT);
   CHECK(n == NULL && kind == BB_INSTALL_INVALID_ARGUMENT);
+  /* nor is a policy past the struct_size the caller gave read */
+  const bb_join_policy policy = {"room-1", op.pk, 1};
+  CHECK_EQ_INT(install_with(&policy, BB_INSTALL_ARGS_SIZE_V2, NULL, &n, NULL, &err), 0);
+  if (n) CHECK_EQ_INT(admit(n, 2, BB_JOIN_CLIENT, 60, 0, &err), BB_ERR_INVALID_ARGUMENT);
+  bb_node_free(n);
 }
 
 static void test_bad_policy_refuses_the_install(void) {
@@ -174,6 +179,48 @@ static void test_the_table_is_bounded(void) {
   bb_node_free(n);
 }
 
+/* A node taking over keeps the tokens the old one verified under the same policy, within
+ * its own cap; under another policy the host hands them again. */
+static void test_take_over(void) {
+  bb_join_policy policy = {"room-1", op.pk, 1};
+  bb_node *old = NULL;
+  CHECK(install_with(&policy, sizeof(bb_install_args), NULL, &old, NULL, NULL) == 0);
+  if (!old) return;
+  advance(old, 5 * S);
+  CHECK_EQ_INT(admit(old, 2, BB_JOIN_CLIENT, 10, 5 * S, NULL), 0);
+  CHECK_EQ_INT(admit(old, 3, BB_JOIN_WATCHER, 100, 5 * S, NULL), 0);
+  CHECK_EQ_INT(admit(old, 4, BB_JOIN_SERVER, 100, 5 * S, NULL), 0);
+  bb_node_config small = {.struct_size = sizeof small, .max_admitted = 2};
+  bb_join_policy other = {"room-2", op.pk, 1};
+  const struct {
+    const bb_join_policy *policy;
+    const bb_node_config *cfg;
+    bool carried;
+  } cases[] = {{&policy, NULL, true}, {&policy, &small, true}, {&other, NULL, false}, {NULL, NULL, false}};
+  for (size_t i = 0; i < 4; i++) {
+    bb_node *fresh = NULL;
+    bb_error err;
+    CHECK(install_with(cases[i].policy, sizeof(bb_install_args), cases[i].cfg, &fresh, NULL, NULL) == 0);
+    if (!fresh) continue;
+    CHECK_MSG(bb_node_take_over(fresh, old, &err) == 0, "%s", err.message);
+    if (cases[i].carried && !cases[i].cfg) {
+      CHECK_EQ_INT(role_of(fresh, 2), BB_JOIN_CLIENT);
+      CHECK_EQ_INT(role_of(fresh, 3), BB_JOIN_WATCHER);
+      CHECK_EQ_INT(role_of(fresh, 4), BB_JOIN_SERVER);
+      advance(fresh, 15 * S); /* the expiry stays where it was on the carried clock */
+      CHECK_EQ_INT(role_of(fresh, 2), BB_JOIN_NONE);
+    } else if (cases[i].carried) { /* the one admitted longest ago made room */
+      CHECK_EQ_INT(role_of(fresh, 2), BB_JOIN_NONE);
+      CHECK_EQ_INT(role_of(fresh, 4), BB_JOIN_SERVER);
+    } else {
+      for (uint64_t id = 2; id < 5; id++) CHECK_EQ_INT(role_of(fresh, id), BB_JOIN_NONE);
+    }
+    bb_node_free(fresh);
+  }
+  CHECK_EQ_INT(role_of(old, 2), BB_JOIN_CLIENT); /* the old node is left as it was */
+  bb_node_free(old);
+}
+
 int main(void) {
   op = bbt_keys_counting(0x00);
   registry = stub_registry();
@@ -186,6 +233,7 @@ int main(void) {
   RUN(test_roles_and_refusals);
   RUN(test_expiry_on_the_node_clock);
   RUN(test_the_table_is_bounded);
+  RUN(test_take_over);
   bb_buffer_free(NULL, fednet);
   bb_registry_free(registry);
   return bb_test_finish();
