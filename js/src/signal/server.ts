@@ -417,7 +417,7 @@ export class SignalServer {
       connection.joining = true;
       try {
         await this.#busReady;
-        remote = await this.#bus.join(roomName, peer, role);
+        remote = await this.#bus.join(roomName, peer, role, join.token);
       } catch (error) {
         return this.#shut(connection, CLOSE_CODES.unavailable, `the rooms shared with other signalling processes are out of reach: ${(error as Error).message}`);
       } finally {
@@ -442,7 +442,7 @@ export class SignalServer {
     connection.joinTimer = null;
     const joined = room;
     if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
-    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer), ...tokensOf(room, peers) });
+    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer), ...this.#tokensOf(room, peers) });
   }
 
   /** A signal for a member of another process goes through the bus; false when none holds it. */
@@ -468,6 +468,17 @@ export class SignalServer {
         if (stale !== undefined) this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another signalling process`);
       },
     };
+  }
+
+  /** The join tokens `peers` of `room` joined with, here or on another process (none: no field at all). */
+  #tokensOf(room: Room, peers: readonly string[]): { tokens?: Record<string, string> } {
+    const tokens: Record<string, string> = {};
+    let any = false;
+    for (const peer of peers) {
+      const token = room.members.get(peer)?.token ?? this.#bus?.remoteToken(room.name, peer);
+      if (token !== undefined) (tokens[peer] = token), (any = true);
+    }
+    return any ? { tokens } : {};
   }
 
   /** Whether `peer` is a data member of `room` here or on another process. */
@@ -510,7 +521,7 @@ export class SignalServer {
       room.timer = null;
       const changes = room.presence.take((peer) => this.#present(room, peer));
       if (changes.joined.length === 0 && changes.left.length === 0) return;
-      const text = JSON.stringify({ type: 'presence', ...changes, ...tokensOf(room, changes.joined) } satisfies ServerMessage);
+      const text = JSON.stringify({ type: 'presence', ...changes, ...this.#tokensOf(room, changes.joined) } satisfies ServerMessage);
       for (const member of [...room.members.values()]) this.#sendText(member, text);
     }, this.#limits.presenceIntervalMs);
   }
@@ -576,17 +587,6 @@ export class SignalServer {
       connection.socket.ping();
     }
   }
-}
-
-/** The join tokens `peers` of `room` joined with (none: no field at all). */
-function tokensOf(room: Room, peers: readonly string[]): { tokens?: Record<string, string> } {
-  const tokens: Record<string, string> = {};
-  let any = false;
-  for (const peer of peers) {
-    const token = room.members.get(peer)?.token;
-    if (token !== undefined) (tokens[peer] = token), (any = true);
-  }
-  return any ? { tokens } : {};
 }
 
 function refuseUpgrade(socket: Duplex, status: 404 | 503, message: string): void {
