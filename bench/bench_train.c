@@ -1,8 +1,12 @@
-/* Training-step speed on the CPU executor: for the PyTorch-exported models of
- * tests/data/grad with a symbolic batch (LeNet-style CNN on 8×8 images, transformer block)
- * and the MLP, the time of one training step (training graph + Adam graph) and the samples
- * it trains per second, best of several runs, with the size of the training graph. Native
- * and, built with Emscripten, under Node (`node build-wasm/bench/bench_train.js`). */
+/* Training-step speed on the CPU executor: for the digits models the examples train
+ * (examples/models: the CNN of federated_cnn and the MLP equivalent to CpuMlp, batch 32)
+ * and the PyTorch-exported models of tests/data/grad with a symbolic batch (LeNet-style
+ * CNN on 8×8 images, transformer block, MLP), the time of one training step (training
+ * graph + Adam graph), the steps and samples it trains per second (best of several runs),
+ * the size of the training graph, and the memory of a step: what the two graphs' runs held
+ * at their peak plus the parameters and optimizer state, against the parameters plus every
+ * activation of the forward pass. Native and, built with Emscripten, under Node
+ * (`node build-wasm/bench/bench_train.js`). */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 
 #include <stdio.h>
@@ -13,15 +17,22 @@
 #include "bb/cpu.h"
 #include "bb/grad.h"
 
+/* CPU time of the process natively (the bench runs one thread): on a shared machine the
+ * wall clock measures the share of the processor this process got, not how fast a step is.
+ * Under Node the wall clock (Emscripten has no CPU clock of the process). */
 static double now_seconds(void) {
   struct timespec ts;
+#ifdef __EMSCRIPTEN__
   clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+#endif
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static bb_model *load(const char *name) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/tests/data/grad/%s.onnx", BB_SOURCE_DIR, name);
+  snprintf(path, sizeof path, "%s/%s.onnx", BB_SOURCE_DIR, name);
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   fseek(f, 0, SEEK_END);
@@ -84,11 +95,14 @@ static int run_step(void *arg) {
 
 int main(void) {
   const bench_case cases[] = {
-      {"mlp", "x", BB_DTYPE_FLOAT, 2, {5, 6}, 4, 0},
-      {"lenet_dynamic", "x", BB_DTYPE_FLOAT, 4, {64, 1, 8, 8}, 10, 0},
-      {"transformer_dynamic", "tokens", BB_DTYPE_INT64, 2, {64, 5}, 3, 11},
+      {"examples/models/digits_cnn", "pixels", BB_DTYPE_FLOAT, 4, {32, 1, 8, 8}, 10, 0},
+      {"examples/models/digits_mlp", "pixels", BB_DTYPE_FLOAT, 2, {32, 64}, 10, 0},
+      {"tests/data/grad/mlp", "x", BB_DTYPE_FLOAT, 2, {5, 6}, 4, 0},
+      {"tests/data/grad/lenet_dynamic", "x", BB_DTYPE_FLOAT, 4, {64, 1, 8, 8}, 10, 0},
+      {"tests/data/grad/transformer_dynamic", "tokens", BB_DTYPE_INT64, 2, {64, 5}, 3, 11},
   };
-  printf("%-22s %6s %6s %10s %12s\n", "model", "nodes", "batch", "step ms", "samples/s");
+  printf("%-36s %6s %6s %9s %9s %11s %10s %10s %10s %6s %6s\n", "model", "nodes", "batch", "step ms", "steps/s",
+         "samples/s", "in use KiB", "held KiB", "model KiB", "in use", "held");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const bench_case *bc = &cases[i];
     bb_model *m = load(bc->model);
@@ -121,8 +135,31 @@ int main(void) {
       fprintf(stderr, "%s: a run failed\n", bc->model);
       return 1;
     }
-    printf("%-22s %6zu %6lld %10.3f %12.0f\n", bc->model, g->model->graph->nodes.len, (long long)bc->dims[0], step * 1e3,
-           (double)bc->dims[0] / step);
+    /* memory: a step's peak (both runs' buffers, parameters, optimizer state) against the
+     * parameters and the forward pass's activations (every tensor the inference graph makes) */
+    bb_grad_trainer_memory_stats tm;
+    bb_grad_trainer_memory(c.trainer, &tm);
+    size_t forward = 0, params = 0;
+    for (size_t p = 0; p < g->n_params; p++) params += bb_tensor_nbytes(bb_grad_trainer_value(c.trainer, g->params[p]));
+    bb_model *inference = NULL;
+    bb_cpu_session *s = NULL;
+    bb_tensor *out[16] = {0};
+    if (bb_grad_inference_model(m, NULL, &inference, &err) || bb_cpu_session_new(inference, NULL, &s, &err) ||
+        bb_cpu_session_output_count(s) > 16 || bb_cpu_session_run(s, c.names, c.inputs, 1, out, &err)) {
+      fprintf(stderr, "%s: inference: %s\n", bc->model, err.message);
+      return 1;
+    }
+    for (size_t k = 0; k < bb_cpu_session_output_count(s); k++) bb_tensor_release(out[k]);
+    bb_cpu_session_memory_stats sm;
+    bb_cpu_session_memory(s, &sm);
+    forward = sm.produced_bytes;
+    bb_cpu_session_free(s);
+    bb_model_free(inference);
+    double in_use_kib = (double)(tm.step_in_use_high_water + tm.held_bytes) / 1024;
+    double held_kib = (double)(tm.step_high_water + tm.held_bytes) / 1024, model_kib = (double)(params + forward) / 1024;
+    printf("%-36s %6zu %6lld %9.3f %9.0f %11.0f %10.1f %10.1f %10.1f %5.2fx %5.2fx\n", bc->model,
+           g->model->graph->nodes.len, (long long)bc->dims[0], step * 1e3, 1 / step, (double)bc->dims[0] / step,
+           in_use_kib, held_kib, model_kib, in_use_kib / model_kib, held_kib / model_kib);
     bb_tensor_release(c.inputs[0]);
     bb_tensor_release(c.inputs[1]);
     bb_grad_trainer_free(c.trainer);

@@ -6,7 +6,10 @@
 #   3b. the runtime (bench/bench_runtime.c), natively and in wasm
 #       under Node;
 #   4. bb.wasm against onnxruntime-web (wasm, 1 thread) and onnxruntime-node (1 thread),
-#      op by op in one Node process (bench/js/ops-vs-ort.mjs).
+#      op by op in one Node process (bench/js/ops-vs-ort.mjs);
+#   5. training steps: natively and in wasm (bench/bench_train.c), natively against PyTorch
+#      with one thread (bench/train_vs_torch.py), and bb.wasm through the npm package against
+#      TensorFlow.js's wasm backend (bench/js/train-vs-tfjs.mjs).
 # Pass --quick for a rough run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,3 +50,18 @@ if [ ! -d bench/js/node_modules ] || ! cmp -s bench/js/package-lock.json bench/j
   (cd bench/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.bb-lock-stamp)
 fi
 node bench/js/ops-vs-ort.mjs $quick
+
+echo
+echo "== training steps, natively and in wasm (bench/bench_train.c)"
+cmake --build build -j "$jobs" --target bench_train >/dev/null
+cmake --build build-wasm -j "$jobs" --target bench_train >/dev/null
+./build/bench/bench_train
+node build-wasm/bench/bench_train.js
+
+echo
+echo "== natively against PyTorch, one thread (bench/train_vs_torch.py)"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then /usr/bin/python3 bench/train_vs_torch.py build; else echo "PyTorch is not installed (python3-torch): skipped"; fi
+
+echo
+echo "== bb.wasm against TensorFlow.js (wasm backend, 1 thread) (bench/js/train-vs-tfjs.mjs)"
+node bench/js/train-vs-tfjs.mjs $quick

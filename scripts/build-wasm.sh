@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds bb.wasm (and the C tests as Node programs) with Emscripten, and puts the module
-# where the npm package expects it (js/wasm/bb.wasm).
+# where the npm package expects it (js/wasm/bb.wasm), with the examples' ONNX models
+# (js/models/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc 2>/dev/null || echo 2)
 emcmake cmake -S . -B build-wasm -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-wasm -j "$jobs"
-mkdir -p js/wasm
+mkdir -p js/wasm js/models
 cp build-wasm/wasm/bb.wasm js/wasm/bb.wasm
+# the examples' models ship with the package (bytesandbrains/models/...)
+cp examples/models/*.onnx js/models/
 echo "wasm: js/wasm/bb.wasm ($(stat -c %s js/wasm/bb.wasm) bytes)"

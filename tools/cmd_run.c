@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bb/artifact.h"
 #include "bb/cpu.h"
 #include "cli.h"
 
@@ -194,5 +195,8 @@ int cmd_ops(int argc, char **argv) {
   size_t n = bb_cpu_op_count();
   printf("%zu ai.onnx operators on the CPU backend:\n", n);
   for (size_t i = 0; i < n; i++) printf("  %-26s %s\n", bb_cpu_op_name(i), bb_cpu_op_types(i));
+  n = bb_cpu_grad_op_count();
+  printf("%zu %s operators (training graphs, docs/GRAD.md):\n", n, BB_DOMAIN_GRAD);
+  for (size_t i = 0; i < n; i++) printf("  %-26s %s\n", bb_cpu_grad_op_name(i), bb_cpu_grad_op_types(i));
   return 0;
 }

@@ -57,6 +57,7 @@ static const char *slot_kind_name(bbw_slot_kind kind) {
   case SLOT_DATASET: return "dataset";
   case SLOT_NODE: return "node";
   case SLOT_MODULE: return "module";
+  case SLOT_TRAINER: return "trainer";
   }
   return "unknown";
 }
@@ -96,6 +97,12 @@ bbw_slot *bbw_handle_slot(int32_t handle, bbw_slot_kind kind) {
     return NULL;
   }
   return s;
+}
+
+bbw_slot_kind bbw_handle_kind(int32_t handle) {
+  if (handle <= 0) return SLOT_FREE;
+  const bbw_slot *s = &slots[(uint32_t)handle & BB_WASM_SLOT_MASK];
+  return s->generation == (uint32_t)handle >> BB_WASM_SLOT_BITS ? s->kind : SLOT_FREE;
 }
 
 void bbw_slot_release(bbw_slot *s) {

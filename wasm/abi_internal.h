@@ -50,7 +50,8 @@ typedef enum bbw_slot_kind {
   SLOT_COMPILER,
   SLOT_DATASET,
   SLOT_NODE,
-  SLOT_MODULE
+  SLOT_MODULE,
+  SLOT_TRAINER
 } bbw_slot_kind;
 
 typedef struct bbw_slot {
@@ -64,6 +65,8 @@ int32_t bbw_handle_issue(bbw_slot_kind kind, void *object);
 /* The live slot a handle of that kind names, or NULL with the reason recorded (a valid
  * handle leaves the record as it was). */
 bbw_slot *bbw_handle_slot(int32_t handle, bbw_slot_kind kind);
+/* The kind of object a live handle names, or SLOT_FREE (nothing recorded). */
+bbw_slot_kind bbw_handle_kind(int32_t handle);
 /* Frees the slot for reuse; its handle is dead from now on. */
 void bbw_slot_release(bbw_slot *s);
 

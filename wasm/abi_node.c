@@ -31,6 +31,10 @@ static void node_object_free(node_object *n) {
   free(n);
 }
 
+static void free_model_bytes(bb_bytes *b, size_t n) {
+  for (size_t i = 0; i < n; i++) bb_buffer_free(NULL, b[i].data);
+}
+
 #define INSTALL_MAX_TARGETS 64
 #define INSTALL_MAX_SLOTS 64
 
@@ -59,6 +63,8 @@ int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const
   for (int32_t i = 0; i < n_targets; i++, at += strlen(at) + 1) target_names[i] = at;
   size_t n_slots = (size_t)n_slot_strings / 2;
   bb_slot_config slot_configs[INSTALL_MAX_SLOTS];
+  bb_bytes model_bytes[INSTALL_MAX_SLOTS];
+  size_t n_models = 0;
   node_object *obj = calloc(1, sizeof *obj);
   if (obj == NULL || (n_slots && (obj->datasets = calloc(n_slots, sizeof *obj->datasets)) == NULL)) {
     free(obj);
@@ -70,12 +76,23 @@ int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const
     const char *config = slot + strlen(slot) + 1;
     at = config + strlen(config) + 1;
     slot_configs[i] = (bb_slot_config){slot, config[0] ? config : NULL, NULL};
-    if (datasets && datasets[i] != 0) {
+    if (datasets && datasets[i] != 0 && bbw_handle_kind(datasets[i]) == SLOT_MODEL) {
+      /* an OnnxModel's host data: the model's bytes, read (and copied) at creation */
+      bb_error err;
+      const bbw_shared_model *m = bbw_model_of(datasets[i]);
+      if (bb_model_encode(m->model, &model_bytes[n_models].data, &model_bytes[n_models].len, &err) < 0) {
+        free_model_bytes(model_bytes, n_models);
+        node_object_free(obj);
+        return bbw_fail_from(err.code, &err, "install: a slot's model");
+      }
+      slot_configs[i].host_data = &model_bytes[n_models++];
+    } else if (datasets && datasets[i] != 0) {
       bbw_shared_dataset *d = bbw_dataset_of(datasets[i]);
       if (d == NULL) {
+        free_model_bytes(model_bytes, n_models);
         node_object_free(obj);
-        return bbw_fail(BB_ERR_INVALID_ARGUMENT, "install: slot `%s`: dataset handle %d is stale or unknown", slot,
-                        (int)datasets[i]);
+        return bbw_fail(BB_ERR_INVALID_ARGUMENT, "install: slot `%s`: host data handle %d is neither a data set nor a model",
+                        slot, (int)datasets[i]);
       }
       d->users++;
       obj->datasets[obj->n_datasets++] = d;
@@ -102,6 +119,7 @@ int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const
   bb_error err;
   bb_error_clear(&err);
   int rc = bb_install(&a, &obj->node, &kind, &err);
+  free_model_bytes(model_bytes, n_models);
   if (rc < 0) {
     node_object_free(obj);
     return bbw_fail(rc, "install failed (%s): %s", bb_install_error_name(kind),

@@ -26,16 +26,17 @@
  * Version 2 added tensors, CPU sessions and the operator listing; version 3 the engine:
  * the compiler and the examples' Modules, data sets, nodes, and components whose methods
  * run in the host; version 4 Modules the host records, op sets of Backend types, and host
- * components with control-plane messages, timers, events, dependencies and state;
- * version 5 join tokens: a node installed with a room and its operator keys checks the
- * tokens the host hands it (bb_wasm_node_admit_token). */
+ * components with control-plane messages, timers, events, dependencies and state; version 5
+ * trainers (any ONNX model trained in the module) and models as a slot's host data at
+ * install; version 6 join tokens: a node installed with a room and its operator keys
+ * checks the tokens the host hands it (bb_wasm_node_admit_token). */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 5u
+#define BB_WASM_ABI_VERSION 6u
 
 /* Marks a function bb.wasm imports from its host (module "env"). */
 #if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
@@ -389,12 +390,14 @@ int32_t bb_wasm_call_fail(int32_t code, const char *message);
 
 /* Installs artifact bytes (copied) as peer `self` for the packed targets. slots packs
  * (slot, config) pairs of strings (an empty config keeps the artifact's), and datasets
- * holds one data set handle per pair (0: none; NULL: none at all) handed to the slot's
- * component as its host data. The node knows the shipped types and every host type added
- * so far (and the examples' fixtures, NoopModel and the like). With a room (NULL or "":
- * none), the node checks join tokens: operator_keys holds the n_operator_keys Ed25519
- * public keys (32 bytes each) whose tokens the room trusts (bb_install_args.admission).
- * A failure's message starts with "install failed (<kind>)". Returns the node's handle. */
+ * holds one host data handle per pair (0: none; NULL: none at all) handed to the slot's
+ * component: a data set handle (an ArraySource reads it; the node keeps it alive) or a
+ * model handle (an OnnxModel trains it: its ModelProto bytes, read at creation). The node
+ * knows the shipped types and every host type added so far (and the examples' fixtures,
+ * NoopModel and the like). With a room (NULL or "": none), the node checks join tokens:
+ * operator_keys holds the n_operator_keys Ed25519 public keys (32 bytes each) whose
+ * tokens the room trusts (bb_install_args.admission). A failure's message starts with
+ * "install failed (<kind>)". Returns the node's handle. */
 int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const char *self, const char *targets,
                              size_t targets_len, const char *slots, size_t slots_len, const int32_t *datasets,
                              uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys);
@@ -439,5 +442,45 @@ uint64_t bb_wasm_node_counter(int32_t node, const char *name);
  * installed from the same artifact and targets. */
 int32_t bb_wasm_node_snapshot(int32_t node);
 int32_t bb_wasm_node_restore(int32_t node, const uint8_t *bytes, size_t len);
+
+/* ---- training ------------------------------------------------------------------------ */
+
+/* A trainer is any ONNX model made trainable (bb/onnx_model.h; docs/GRAD.md): its training
+ * and optimizer graphs planned once, its inference form for predictions and export. Data
+ * comes as float32 tensors of rows [n, features...] (reshaped to the model's data input)
+ * and float32 labels [n], one per row (class ids for xent). */
+
+/* A trainer over ModelProto bytes (copied). config: the OnnxModel engine's keys (loss,
+ * optimizer, lr, momentum, beta1, beta2, eps, weight_decay, max_grad_norm, input, output,
+ * seed; NULL or "" for xent and Adam); seed is the Dropout seed unless config sets one.
+ * Returns the trainer's handle, or a negative code (the gradient builder's message names
+ * what cannot be trained). */
+int32_t bb_wasm_trainer_new(const uint8_t *onnx, size_t len, const char *config, uint64_t seed);
+int32_t bb_wasm_trainer_free(int32_t trainer);
+/* Floats in the flat parameter vector, or a code. */
+int32_t bb_wasm_trainer_param_count(int32_t trainer);
+/* One optimizer step on a batch: 1 when applied, 0 when refused (a non-finite loss or
+ * gradient: nothing changed), or a code. */
+int32_t bb_wasm_trainer_step(int32_t trainer, int32_t x, int32_t labels);
+/* The loss of the last step (NaN before the first, or for a bad handle, recorded). */
+float bb_wasm_trainer_last_loss(int32_t trainer);
+/* The model's first output for x: a new tensor handle, or a code. */
+int32_t bb_wasm_trainer_predict(int32_t trainer, int32_t x);
+/* The result: f32 score (accuracy; mse: the mean squared error), f32 mean loss. */
+int32_t bb_wasm_trainer_evaluate(int32_t trainer, int32_t x, int32_t labels);
+/* The flat parameter vector as a new float32 tensor handle; and replacing it. */
+int32_t bb_wasm_trainer_params(int32_t trainer);
+int32_t bb_wasm_trainer_load_params(int32_t trainer, int32_t params);
+/* The trained model as plain ONNX (inference form, initializers keeping their names) into
+ * the result. */
+int32_t bb_wasm_trainer_export(int32_t trainer);
+/* Every tensor the trainer holds (parameters, statistics, optimizer state) into the
+ * result, and back into a trainer of the same model. */
+int32_t bb_wasm_trainer_save(int32_t trainer);
+int32_t bb_wasm_trainer_restore(int32_t trainer, const uint8_t *data, size_t len);
+/* The result: u64 steps, u64 refused, u64 held bytes (parameters and optimizer state),
+ * u64 the most bytes a step had in use, u64 the most its recycling allocator held, u64
+ * requests that reached the module's allocator (constant once warm). */
+int32_t bb_wasm_trainer_stats(int32_t trainer);
 
 #endif /* BB_WASM_H */

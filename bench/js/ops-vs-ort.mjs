@@ -125,6 +125,48 @@ const CASES = [
     spec: { nodes: [{ opType: 'Softmax', inputs: ['x'], outputs: ['y'], attributes: { axis: { int: -1 } } }], inputs: [f32('x', [1024, 1024])], outputs: [f32('y', [1024, 1024])] },
   },
   {
+    label: 'LogSoftmax [1024,1024] axis -1',
+    unit: 'byte',
+    work: 4 * 2 * 1024 * 1024,
+    spec: { nodes: [{ opType: 'LogSoftmax', inputs: ['x'], outputs: ['y'], attributes: { axis: { int: -1 } } }], inputs: [f32('x', [1024, 1024])], outputs: [f32('y', [1024, 1024])] },
+  },
+  {
+    label: 'Softmax [32,10] axis -1 (a batch of logits)',
+    unit: 'byte',
+    work: 4 * 2 * 32 * 10,
+    spec: { nodes: [{ opType: 'Softmax', inputs: ['x'], outputs: ['y'], attributes: { axis: { int: -1 } } }], inputs: [f32('x', [32, 10])], outputs: [f32('y', [32, 10])] },
+  },
+  {
+    label: 'MaxPool 2x2/2 16x8x28x28',
+    unit: 'byte',
+    work: 4 * (16 * 8 * 28 * 28 + 16 * 8 * 14 * 14),
+    spec: {
+      nodes: [{ opType: 'MaxPool', inputs: ['x'], outputs: ['y'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } }],
+      inputs: [f32('x', [16, 8, 28, 28])],
+      outputs: [f32('y', [16, 8, 14, 14])],
+    },
+  },
+  {
+    label: 'MaxPool 3x3/1 pad 1 16x8x28x28',
+    unit: 'byte',
+    work: 4 * 2 * 16 * 8 * 28 * 28,
+    spec: {
+      nodes: [{ opType: 'MaxPool', inputs: ['x'], outputs: ['y'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } }],
+      inputs: [f32('x', [16, 8, 28, 28])],
+      outputs: [f32('y', [16, 8, 28, 28])],
+    },
+  },
+  {
+    label: 'AveragePool 2x2/2 16x8x28x28',
+    unit: 'byte',
+    work: 4 * (16 * 8 * 28 * 28 + 16 * 8 * 14 * 14),
+    spec: {
+      nodes: [{ opType: 'AveragePool', inputs: ['x'], outputs: ['y'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } }],
+      inputs: [f32('x', [16, 8, 28, 28])],
+      outputs: [f32('y', [16, 8, 14, 14])],
+    },
+  },
+  {
     label: 'ReduceSum [1024,1024] axes [1]',
     unit: 'byte',
     work: 4 * (1024 * 1024 + 1024),

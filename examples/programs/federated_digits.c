@@ -3,40 +3,45 @@
  * (non-IID) shard of scikit-learn's digits.
  *
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
- *                    [--export FILE] [--quiet]
+ *                    [--onnx-model FILE] [--export FILE] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
  * the last round reaches 90 %. --drop D crashes D clients halfway; --loss P loses each
  * message with probability P. --snapshot-at R moves the server at round R into a fresh node
- * through a snapshot (the run continues exactly as without). --export FILE writes the final global model as a standard
- * ONNX model (bb run and onnxruntime execute it). */
+ * through a snapshot (the run continues exactly as without). --onnx-model FILE binds the
+ * model slot to OnnxModel on that ONNX model (examples/models/digits_mlp.onnx is the MLP
+ * CpuMlp is) with CpuMlp's optimizer: the same federation, any network. --export FILE
+ * writes the final global model as a standard ONNX model (bb run and onnxruntime execute
+ * it). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bb/roles.h"
-#include "bb/runtime.h"
-#include "bb/sim.h"
-#include "digits.h"
+#include "federation.h"
 #include "programs/examples.h"
-#include "export_mlp.h"
+
+/* OnnxModel in CpuMlp's place: the same loss, optimizer and local steps. */
+#define ONNX_MODEL_CONFIG "loss=xent,optimizer=momentum,lr=0.05,momentum=0.9,fit_steps=12,data=data"
 
 typedef struct options {
   int rounds, clients, drop, quiet, snapshot_at;
   double loss;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
+  const char *onnx_model;
   const char *export_path;
 } options;
 
 static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
-                  "[--export FILE] [--quiet]\n");
+                  "[--onnx-model FILE] [--export FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quiet") == 0) o->quiet = 1;
@@ -48,6 +53,7 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
     else if (strcmp(a, "--data") == 0) o->data = v, i++;
+    else if (strcmp(a, "--onnx-model") == 0) o->onnx_model = v, i++;
     else if (strcmp(a, "--export") == 0) o->export_path = v, i++;
     else return usage();
   }
@@ -57,95 +63,90 @@ static int parse(int argc, char **argv, options *o) {
   return 0;
 }
 
-static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
-  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
-  if (!t) return NULL;
-  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
-  bb_val *v = bb_val_tensor(NULL, t);
-  bb_tensor_release(t);
-  return v;
+static int fail(bb_error *err, int code, const char *what, const char *arg) {
+  err->code = code;
+  snprintf(err->message, sizeof err->message, "%s%s", what, arg);
+  return code;
 }
 
-typedef struct run {
-  const options *o;
-  int round;
-  float accuracy;
-  bb_tensor *global; /* the last global model the server announced */
-  uint64_t failures;
-} run;
-
-static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
-  run *r = user;
-  uint64_t id = 0;
-  bb_peer_id_as_u64(peer, &id);
-  if (s->kind == BB_STEP_APP_EVENT && id == 1 && s->value) {
-    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)bb_val_as_u64(s->value);
-    if (strcmp(s->topic, "model") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
-      bb_tensor_release(r->global);
-      r->global = bb_tensor_retain(bb_val_as_tensor(s->value));
-    }
-    if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
-      r->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
-      if (!r->o->quiet) printf("round %3d  held-out accuracy %.3f\n", r->round, (double)r->accuracy);
-      fflush(stdout);
-    }
-  }
-  if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED) {
-    r->failures++;
-    if (!r->o->quiet && r->failures <= 5)
-      fprintf(stderr, "peer %llu: %s %s: %s\n", (unsigned long long)id, bb_step_kind_name(s->kind),
-              s->op ? s->op : "", s->detail ? s->detail : "");
-  }
-}
-
-/* Peer i (0: the server) of the federation, knowing every other peer's address. */
-static int install_node(const options *o, const bb_registry *reg, const uint8_t *artifact, size_t artifact_len,
-                        const bb_peer_id *peers, int n_peers, int i, const bb_dataset *data_set, bb_node **out,
-                        bb_error *err) {
-  bb_address self = bb_address_p2p(&peers[i]);
-  const char *server_targets[] = {"FedDigits", "FedDigits_server"};
-  const char *client_targets[] = {"FedDigits_clients"};
-  bb_slot_config data = {"data", NULL, data_set};
-  bb_node_config nc = {0};
-  nc.struct_size = sizeof nc;
-  nc.seed = o->seed * 1000 + (uint64_t)i;
-  bb_install_args a = {0};
-  a.struct_size = sizeof a;
-  a.self = peers[i];
-  a.addresses = &self;
-  a.n_addresses = 1;
-  a.artifact = artifact;
-  a.artifact_len = artifact_len;
-  a.targets = i ? client_targets : server_targets;
-  a.n_targets = i ? 1 : 2;
-  a.registry = reg;
-  a.slots = &data;
-  a.n_slots = 1;
-  a.config = &nc;
-  int rc = bb_install(&a, out, NULL, err);
-  for (int j = 0; j < n_peers && !rc; j++) { /* everybody knows everybody's address */
-    bb_address other = bb_address_p2p(&peers[j]);
-    if (j != i) rc = bb_node_add_peer(*out, &peers[j], &other, err);
-  }
+/* The artifact: the example's default bindings, or with --onnx-model the model slot on
+ * OnnxModel. */
+static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *err) {
+  const bb_example *ex = &BB_EXAMPLE_FEDERATED_DIGITS;
+  if (!o->onnx_model) return bb_example_compile(ex, 0, artifact, len, err);
+  bb_model *recorded = NULL;
+  uint8_t *bytes = NULL;
+  size_t n = 0;
+  int rc = bb_module_build(ex->modules[0], NULL, &recorded, err);
+  if (!rc) rc = bb_model_encode(recorded, &bytes, &n, err);
+  bb_model_free(recorded);
+  bb_compiler *c = rc ? NULL : bb_compiler_new(NULL);
+  if (!rc && !c) rc = fail(err, BB_ERR_NOMEM, "out of memory", "");
+  if (!rc) rc = ex->configure(c, 0, err);
+  if (!rc) rc = bb_compiler_unbind(c, "model", err);
+  if (!rc) rc = bb_example_declare(c, "OnnxModel", NULL, 0, err);
+  if (!rc) rc = bb_compiler_bind_model(c, "model", "OnnxModel", ONNX_MODEL_CONFIG, err);
+  if (!rc) rc = bb_compiler_compile(c, bytes, n, artifact, len, err);
+  bb_compiler_free(c);
+  bb_buffer_free(NULL, bytes);
   return rc;
+}
+
+static int read_file(const char *path, bb_bytes *out, bb_error *err) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fail(err, BB_ERR_IO, "cannot open ", path);
+  out->data = NULL;
+  out->len = 0;
+  size_t cap = 0;
+  for (;;) {
+    if (out->len == cap) {
+      uint8_t *grown = realloc(out->data, cap = cap ? 2 * cap : 65536);
+      if (!grown) break;
+      out->data = grown;
+    }
+    size_t got = fread(out->data + out->len, 1, cap - out->len, f);
+    out->len += got;
+    if (!got) break;
+  }
+  int bad = ferror(f) || !out->data;
+  fclose(f);
+  return bad ? fail(err, BB_ERR_IO, "cannot read ", path) : 0;
+}
+
+/* The global model as ONNX: the network of the module's CpuMlp binding with these
+ * parameters (what CpuMlp's Export op gives), or OnnxModel's own export. */
+static bool write_export(const bb_federation *f, const options *o, bb_error *err) {
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  if (o->onnx_model) {
+    if (!f->onnx) return !fail(err, BB_ERR_NOT_FOUND, "the server exported no model", "");
+  } else if (!f->global) {
+    return !fail(err, BB_ERR_NOT_FOUND, "no global model was announced", "");
+  } else if (bb_cpu_mlp_export(BB_FEDERATED_DIGITS_MLP_CONFIG, f->global, &bytes, &len, err)) {
+    return false;
+  }
+  FILE *out = fopen(o->export_path, "wb");
+  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(bb_val_as_bytes(f->onnx), 1, bb_val_count(f->onnx), out) == bb_val_count(f->onnx));
+  if (out && fclose(out)) ok = false;
+  bb_buffer_free(NULL, bytes);
+  if (!ok) fail(err, BB_ERR_IO, "cannot write ", o->export_path);
+  return ok;
 }
 
 /* The server, snapshotted between two events and restored into a freshly installed node
  * that takes its place in the network: the run must go on exactly as before. */
-static int move_server(const options *o, const bb_registry *reg, bb_sim *sim, const uint8_t *artifact,
-                       size_t artifact_len, const bb_peer_id *peers, int n_peers, const bb_dataset *test,
-                       bb_node **server, bb_error *err) {
+static int move_server(bb_federation *f, bool quiet, bb_error *err) {
   uint8_t *snap = NULL;
   size_t len = 0;
   bb_node *fresh = NULL;
-  int rc = bb_node_snapshot(*server, &snap, &len, err);
-  if (!rc) rc = install_node(o, reg, artifact, artifact_len, peers, n_peers, 0, test, &fresh, err);
+  int rc = bb_node_snapshot(f->nodes[0], &snap, &len, err);
+  if (!rc) rc = bb_federation_install(f, 0, &fresh, err);
   if (!rc) rc = bb_node_restore(fresh, snap, len, err);
   if (!rc) {
-    bb_sim_restart(sim, &peers[0], fresh);
-    bb_node_free(*server);
-    *server = fresh;
-    if (!o->quiet) printf("-- server snapshotted (%zu bytes) and restored into a fresh node\n", len);
+    bb_sim_restart(f->sim, &f->peers[0], fresh);
+    bb_node_free(f->nodes[0]);
+    f->nodes[0] = fresh;
+    if (!quiet) printf("-- server snapshotted (%zu bytes) and restored into a fresh node\n", len);
   } else {
     bb_node_free(fresh);
   }
@@ -160,98 +161,52 @@ int main(int argc, char **argv) {
   bb_digits_split d;
   if (bb_digits_split_load(o.data, (size_t)o.clients, 3, o.seed, &d, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  const bb_dataset *test = &d.test;
-
   uint8_t *artifact;
   size_t artifact_len;
-  if (bb_example_compile(&BB_EXAMPLE_FEDERATED_DIGITS, 0, &artifact, &artifact_len, &err))
+  bb_bytes model = {NULL, 0};
+  if ((o.onnx_model && read_file(o.onnx_model, &model, &err)) || compile(&o, &artifact, &artifact_len, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_registry *reg = bb_registry_new(NULL); /* the module binds CpuMlp, ArraySource and FedAvg */
-  if (!reg || bb_registry_add_shipped(reg, &err))
-    return fprintf(stderr, "federated_digits: registry: %s\n", reg ? err.message : "out of memory"), 1;
   if (!o.quiet)
     printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "
-           "loss %.0f%%, %d clients dropping\n",
-           o.clients, d.train.n, test->n, o.loss * 100, o.drop);
+           "loss %.0f%%, %d clients dropping%s%s\n",
+           o.clients, d.train.n, d.test.n, o.loss * 100, o.drop, o.onnx_model ? ", OnnxModel on " : "",
+           o.onnx_model ? o.onnx_model : "");
 
-  run r = {&o, 0, 0, NULL, 0};
-  bb_sim_config sc = {0};
-  sc.struct_size = sizeof sc;
-  sc.seed = o.seed;
-  sc.latency_ns = 5000000;
-  sc.jitter_ns = 2000000;
-  sc.loss = o.loss;
-  bb_sim *sim = NULL;
-  if (bb_sim_new(&sc, &sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_sim_set_observer(sim, observe, &r);
-
-  /* the server: the round loop and the aggregator's partition */
-  int n_peers = o.clients + 1;
-  bb_node **nodes = calloc((size_t)n_peers, sizeof *nodes);
-  bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
-  for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
-  for (int i = 0; i < n_peers; i++)
-    if (install_node(&o, reg, artifact, artifact_len, peers, n_peers, i, i ? &d.shards[i - 1] : test, &nodes[i],
-                     &err) ||
-        bb_sim_attach(sim, nodes[i], &peers[i], &err))
-      return fprintf(stderr, "federated_digits: peer %d: %s\n", i + 1, err.message), 1;
-  bb_val *server = bb_val_peers(NULL, &peers[0], 1);
-  for (int i = 1; i < n_peers; i++)
-    if (bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err))
-      return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_val_release(server);
-
-  /* start the server's round loop */
-  int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
-  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
-  bb_val *clients = bb_val_peers(NULL, peers + 1, (size_t)o.clients);
-  bb_named_value in[] = {{"clients", clients}, {"test_x", tx}, {"test_y", ty}};
-  if (bb_node_invoke(nodes[0], "FedDigits", in, 3, 0, &err))
-    return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_val_release(clients);
-  bb_val_release(tx);
-  bb_val_release(ty);
-
+  bb_fed_setup setup = {artifact, artifact_len, "FedDigits", "FedDigits_server", "FedDigits_clients", o.clients, o.loss, o.seed,
+                        o.quiet, &d, o.onnx_model ? &model : NULL, NULL};
+  bb_federation f;
+  if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   int dropped = 0, moved = 0;
-  while (r.round < o.rounds) {
-    if (bb_sim_step(sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-    if (o.snapshot_at && !moved && r.round >= o.snapshot_at && !bb_node_has_work(nodes[0])) {
-      if (move_server(&o, reg, sim, artifact, artifact_len, peers, n_peers, test, &nodes[0], &err))
-        return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
+  while (f.round < o.rounds) {
+    if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+    if (o.snapshot_at && !moved && f.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
+      if (move_server(&f, o.quiet, &err)) return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
       moved = 1;
     }
-    if (o.drop && !dropped && r.round >= o.rounds / 2) {
-      for (int k = 0; k < o.drop; k++) bb_sim_crash(sim, &peers[n_peers - 1 - k]);
+    if (o.drop && !dropped && f.round >= o.rounds / 2) {
+      for (int k = 0; k < o.drop; k++) bb_sim_crash(f.sim, &f.peers[f.n_peers - 1 - k]);
       dropped = 1;
       if (!o.quiet) printf("-- %d clients dropped out\n", o.drop);
     }
-    if (bb_sim_now(sim) > (uint64_t)o.rounds * 4000000000ull) {
-      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", r.round);
+    if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
+      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", f.round);
       break;
     }
   }
   bb_sim_stats st;
-  bb_sim_get_stats(sim, &st);
-  int ok = r.accuracy >= 0.90f;
+  bb_sim_get_stats(f.sim, &st);
+  int ok = f.accuracy >= 0.90f;
   printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu lost\n",
-         r.round, (double)r.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
-  if (o.export_path) {
-    static const size_t sizes[] = {BB_DIGITS_FEATURES, 32, BB_DIGITS_CLASSES}; /* the module's CpuMlp config */
-    if (!r.global || bb_export_mlp(bb_tensor_data(r.global), (size_t)r.global->numel, sizes, 3, 1.0f / 16,
-                                   o.export_path, &err)) {
-      fprintf(stderr, "federated_digits: export: %s\n", err.message);
-      ok = 0;
-    } else if (!o.quiet) {
-      printf("federated_digits: wrote %s\n", o.export_path);
-    }
+         f.round, (double)f.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
+  if (o.export_path && !write_export(&f, &o, &err)) {
+    fprintf(stderr, "federated_digits: export: %s\n", err.message);
+    ok = 0;
+  } else if (o.export_path && !o.quiet) {
+    printf("federated_digits: wrote %s\n", o.export_path);
   }
-  bb_tensor_release(r.global);
-  bb_sim_free(sim);
-  for (int i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
-  bb_registry_free(reg);
-  free(nodes);
-  free(peers);
+  bb_federation_free(&f);
   bb_digits_split_free(&d);
   bb_buffer_free(NULL, artifact);
+  free(model.data);
   return ok ? 0 : 1;
 }

@@ -46,6 +46,12 @@ BB_API size_t bb_cpu_op_count(void);
 BB_API const char *bb_cpu_op_name(size_t i);
 BB_API const char *bb_cpu_op_types(size_t i);
 
+/* The same for the operators of the ai.bytesandbrains.grad domain (BB_DOMAIN_GRAD) that
+ * training graphs use (docs/GRAD.md), in alphabetical order. */
+BB_API size_t bb_cpu_grad_op_count(void);
+BB_API const char *bb_cpu_grad_op_name(size_t i);
+BB_API const char *bb_cpu_grad_op_types(size_t i);
+
 /* ---- whole graphs -------------------------------------------------------------------- */
 
 typedef struct bb_cpu_session bb_cpu_session;
@@ -74,6 +80,21 @@ BB_API int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names,
 
 /* Peak bytes of tensor data alive at once during the last run (a memory figure). */
 BB_API size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s);
+
+/* Memory of a session's runs. Runs allocate through the session's recycling allocator:
+ * what one run frees, the next reuses, so a warm session asks the caller's allocator for
+ * nothing (allocations stops growing), and it never keeps more free bytes than its runs
+ * had in use at their peak. */
+typedef struct bb_cpu_session_memory_stats {
+  size_t peak_bytes;      /* bb_cpu_session_peak_bytes */
+  size_t produced_bytes;  /* tensor data the last run's nodes made, all of it */
+  size_t in_use_high_water; /* the most bytes runs had in use at once: tensors and scratch */
+  size_t held_bytes;        /* bytes taken from the caller's allocator now: in use + kept for reuse */
+  size_t held_high_water;   /* the most held at once since the session was made */
+  uint64_t allocations;   /* run requests that reached the caller's allocator, in all */
+} bb_cpu_session_memory_stats;
+
+BB_API void bb_cpu_session_memory(const bb_cpu_session *s, bb_cpu_session_memory_stats *out);
 
 #ifdef __cplusplus
 }

@@ -160,6 +160,18 @@ typedef struct bb_grad_step {
 BB_API int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor *const *inputs, size_t n_inputs,
                                 bb_grad_step *out, bb_error *err);
 
+/* Memory of the steps. Both graphs run through one recycling allocator (see
+ * bb_cpu_session_memory), so once the first steps have run, a step of the same shapes
+ * takes nothing from the trainer's allocator: `allocations` stops growing. */
+typedef struct bb_grad_trainer_memory_stats {
+  size_t held_bytes;             /* the parameters, running statistics and optimizer state */
+  size_t step_in_use_high_water; /* the most bytes the runs had in use at once (tensors and scratch) */
+  size_t step_high_water;        /* the most bytes the runs held at once, kept for reuse included */
+  uint64_t allocations;          /* requests the runs passed to the trainer's allocator, in all */
+} bb_grad_trainer_memory_stats;
+
+BB_API void bb_grad_trainer_memory(const bb_grad_trainer *t, bb_grad_trainer_memory_stats *out);
+
 /* Steps attempted, and those refused for a non-finite loss or gradient. */
 BB_API uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t);
 BB_API uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t);

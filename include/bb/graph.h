@@ -240,9 +240,13 @@ BB_API bb_value bb_rec_model_params(bb_rec *rec, const bb_slot *slot);
  * (accuracy for classifiers). */
 BB_API int bb_rec_model_fit(bb_rec *rec, const bb_slot *slot, bb_value params, bb_value *trained, bb_value *samples);
 BB_API bb_value bb_rec_model_evaluate(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value labels);
+/* Export: the model with its current parameters as standalone ONNX bytes (Bytes), in
+ * inference form, for onnxruntime or any ONNX runtime. */
+BB_API bb_value bb_rec_model_export(bb_rec *rec, const bb_slot *slot);
 /* The `_after` forms take an ordering trigger: the op runs (again) only once `after` has
  * a value, e.g. a tick of an Interval or the end of an earlier step. */
 BB_API bb_value bb_rec_model_params_after(bb_rec *rec, const bb_slot *slot, bb_value after);
+BB_API bb_value bb_rec_model_export_after(bb_rec *rec, const bb_slot *slot, bb_value after);
 
 /* Index. */
 BB_API bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector);

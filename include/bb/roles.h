@@ -45,6 +45,9 @@ typedef struct bb_model_ops {
   /* a score of the model on labelled data (accuracy for classifiers), a scalar */
   int (*evaluate)(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_tensor *labels, bb_tensor **score,
                   bb_error *err);
+  /* the model with its current parameters as a standalone ONNX ModelProto, in inference
+   * form (what onnxruntime or `bb run` executes): a new Bytes value */
+  int (*export_onnx)(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err);
 } bb_model_ops;
 
 /* DataSource (ai.bytesandbrains.role.data_source). */
@@ -111,6 +114,13 @@ BB_API int bb_config_str(const char *config, const char *key, const char *dflt, 
 
 /* The concretes this library ships (docs/COMPONENTS.md lists them with their configs). */
 BB_API int bb_registry_add_shipped(bb_registry *r, bb_error *err);
+
+/* The ONNX model a CpuMlp with this config (its binding's text) and flat parameter vector
+ * exports (its Export op): pixels → Mul(input_scale) → Add(input_shift) → Gemm → activation
+ * → ... → Gemm → Softmax (xent) with the input "pixels" and the output "probabilities"
+ * ("outputs" for mse); Mul and Add only when the config scales or shifts. *onnx is freed
+ * with bb_buffer_free(NULL, ...). */
+BB_API int bb_cpu_mlp_export(const char *config, const bb_tensor *params, uint8_t **onnx, size_t *len, bb_error *err);
 
 /* Declares CpuBackend's op set to a compiler: every operator the CPU executor runs at
  * BB_ONNX_OPSET_VERSION (bb_cpu_op_count/bb_cpu_op_name), in the default ONNX domain. A

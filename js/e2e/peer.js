@@ -1,5 +1,7 @@
 // One browser peer of the end-to-end runs (run.mjs, nat.mjs, tiers.mjs): a federated_digits
-// client, a gossip_digits peer or a hierarchical_digits client, with the package's identity, node, WebRTC transport, signalling client
+// client, a federated_cnn client (the page fetches the PyTorch CNN and hands it to its
+// OnnxModel), a gossip_digits peer or a hierarchical_digits client, with the package's
+// identity, node, WebRTC transport, signalling client
 // and PollDriver, exactly as a web app would use them. Progress is published on window.e2e.
 // The page makes its identity (kept in IndexedDB) and publishes its peer id; run.mjs, the
 // operator, admits it and calls window.e2eStart({ server, peers, token }).
@@ -7,6 +9,7 @@ import {
   BbNode,
   Compiler,
   connectPeer,
+  installCnnClient,
   installDigitsClient,
   loadBb,
   peersValue,
@@ -53,6 +56,12 @@ async function main() {
     const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
     const split = splitDigits(bb, csv, peers, 1, 5);
     node = installDigitsClient(bb, artifact, self, start.server, split.shards[index - 1], index + 1);
+    split.free();
+  } else if (role === 'cnn') {
+    const artifact = new Uint8Array(await (await fetch('/artifact-cnn.bin')).arrayBuffer());
+    const model = new Uint8Array(await (await fetch('/digits_cnn.onnx')).arrayBuffer());
+    const split = splitDigits(bb, csv, peers, 1, 5);
+    node = installCnnClient(bb, artifact, self, start.server, split.shards[index - 1], model, index + 1);
     split.free();
   } else {
     // gossip: the page compiles the example itself (the compiler is deterministic, so every

@@ -7,6 +7,10 @@
 //              Page 1 is hidden at round 5 and must keep contributing; page 3 closes 5
 //              rounds later and the rounds must go on; the global model must reach 90 %.
 //              Pages 1 and 3 are Firefox (ESR, over WebDriver BiDi), 2 and 4 Chromium.
+//   cnn:       the Node process is the federated_cnn server; 4 pages are its clients, each
+//              handed the CNN exported from PyTorch (examples/models/digits_cnn.onnx) and
+//              training it with OnnxModel; the global model must reach 97 %, and the
+//              server's export of it, scored by onnxruntime-node, the same accuracy.
 //   gossip:    6 pages run gossip_digits with no server; every peer must reach 85 %.
 //              Peer 0 is Firefox among five Chromium peers.
 //   Each Firefox page is a browser of its own: Firefox clamps the timers of a window's
@@ -16,7 +20,7 @@
 //   web-demo:  web-demo/serve.mjs is the server; 2 pages press "Join"; the rounds must learn.
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
-//   --only federated|gossip|web-demo   --full-rounds N (rounds before page 1 is hidden; default 5)
+//   --only federated|cnn|gossip|web-demo   --full-rounds N (rounds before page 1 is hidden; default 5)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated run's figures as JSON (bench/browser-rounds.sh)
 //   BB_CHROMIUM overrides /usr/bin/chromium
@@ -28,11 +32,14 @@ import puppeteer from 'puppeteer-core';
 
 import {
   Compiler,
+  compileFederatedCnn,
+  installCnnServer,
   installDigitsServer,
   loadBb,
   roundReporter,
   runPeer,
   splitDigits,
+  startCnnServer,
   startDigitsServer,
 } from '../dist/index.js';
 import { Identity } from '../dist/identity/index.js';
@@ -53,6 +60,8 @@ const FIREFOX = process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr';
 
 const digitsCsv = readDigits();
 const { server: http, files, base } = await servePages();
+const cnnModel = readFileSync(join(packageRoot, '..', 'examples', 'models', 'digits_cnn.onnx'));
+files.set('/digits_cnn.onnx', ['application/octet-stream', cnnModel]);
 
 // Every room of the run has an admission policy (set as the run makes it): the federated
 // room lists its peers, the gossip room takes join tokens; rooms without one admit nobody.
@@ -210,6 +219,86 @@ async function federated() {
   return result;
 }
 
+// ---- federated_cnn ----------------------------------------------------------------------------
+
+/** The share of rows onnxruntime-node classifies right with a model's first output. */
+async function ortAccuracy(model, x, y) {
+  const { createRequire } = await import('node:module');
+  const ort = createRequire(import.meta.url)('onnxruntime-node');
+  const session = await ort.InferenceSession.create(model);
+  const n = y.length;
+  const out = await session.run({ [session.inputNames[0]]: new ort.Tensor('float32', x, [n, 1, 8, 8]) });
+  const logits = out[session.outputNames[0]].data;
+  let right = 0;
+  for (let i = 0; i < n; i++) {
+    let best = 0;
+    for (let k = 1; k < 10; k++) if (logits[i * 10 + k] > logits[i * 10 + best]) best = k;
+    if (best === y[i]) right++;
+  }
+  return right / n;
+}
+
+async function cnn() {
+  console.log('\n== federated_cnn: a Node server and 4 browser clients train a PyTorch CNN with OnnxModel over WebRTC');
+  const clients = 4;
+  const bb = await loadBb(readFileSync(join(packageRoot, 'wasm', 'bb.wasm')));
+  const artifact = compileFederatedCnn(bb, { quorum: 3, target: clients, deadlineMs: 1500 });
+  files.set('/artifact-cnn.bin', ['application/octet-stream', artifact]);
+  const split = splitDigits(bb, digitsCsv, clients, 1, 5);
+  const serverIdentity = await Identity.generate();
+  const serverId = serverIdentity.peerId;
+  const server = installCnnServer(bb, artifact, serverId, split.test, new Uint8Array(cnnModel));
+  const room = `cnn-${process.pid}`;
+  const allow = new Map([[serverId, 'server']]);
+  policies.set(room, { allow });
+  const transport = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity: serverIdentity, role: 'server' }) });
+  const reports = [];
+  let exported;
+  const report = roundReporter((r) => {
+    reports.push(r);
+    if (r.round % 5 === 0) console.log(`  round ${r.round}: held-out accuracy ${r.accuracy.toFixed(3)}`);
+  });
+  const running = runPeer(server, transport, {
+    onStep(step) {
+      if (step.kind === 'appEvent' && step.topic === 'onnx' && step.value?.kind === 'bytes') exported = { round: reports.at(-1)?.round, bytes: step.value.bytes };
+      report(step);
+    },
+  });
+  const context = await browser.newContext();
+  const pages = [];
+  for (let k = 1; k <= clients; k++) pages.push(await openPeer(context, { role: 'cnn', i: k, peers: clients, room, signal: signalUrl }));
+  const clientIds = pages.map((p) => p.self);
+  for (const id of clientIds) {
+    allow.set(id, 'client');
+    server.addPeer(id);
+  }
+  for (const p of pages) await p.start({ server: serverId });
+  check('cnn: 4 browser clients fetched the PyTorch CNN, installed it as OnnxModel and joined the room', pages.length === clients);
+  await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
+  const started = performance.now();
+  startCnnServer(server, clientIds, split.test, running.driver.now());
+  running.driver.wake();
+  const round = () => reports.at(-1)?.round ?? 0;
+  await until('accuracy 0.97', () => (reports.at(-1)?.accuracy ?? 0) >= 0.97, 240_000).catch(() => undefined);
+  const last = reports.at(-1) ?? { round: 0, accuracy: 0 };
+  check('cnn: the global CNN reaches 97 % held-out accuracy in the browser federation', last.accuracy >= 0.97,
+    `round ${last.round}: ${last.accuracy.toFixed(3)} after ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  // the server exports each round's global model after evaluating it: score the last one
+  await until('the export of the last round', () => exported !== undefined && round() === last.round, 5_000).catch(() => undefined);
+  const x = split.test.features(), y = split.test.labels();
+  const onnx = exported ? await ortAccuracy(exported.bytes, x.data, y.data) : 0;
+  const reported = reports.find((r) => r.round === exported?.round)?.accuracy ?? last.accuracy;
+  check('cnn: onnxruntime-node scores the exported global model at the accuracy the federation reported',
+    Math.abs(onnx - reported) <= 1 / y.data.length + 1e-6, `onnxruntime ${onnx.toFixed(3)}, federation ${reported.toFixed(3)}`);
+  const pageErrors = pages.flatMap((p) => p.errors);
+  check('cnn: no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
+  running.stop();
+  transport.close();
+  server.free();
+  split.free();
+  await context.close();
+}
+
 // ---- gossip -------------------------------------------------------------------------------
 
 async function gossip() {
@@ -298,6 +387,13 @@ try {
       }
     } catch (error) {
       check('federated run', false, String(error?.message ?? error));
+    }
+  }
+  if (only === undefined || only === 'cnn') {
+    try {
+      await cnn();
+    } catch (error) {
+      check('cnn run', false, String(error?.message ?? error));
     }
   }
   if (only === undefined || only === 'web-demo') {

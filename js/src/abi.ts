@@ -4,7 +4,7 @@
  */
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 5;
+export const BB_WASM_ABI_VERSION = 6;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -152,6 +152,20 @@ export interface BbExports {
   bb_wasm_node_counter(node: number, namePtr: number): bigint;
   bb_wasm_node_snapshot(node: number): number;
   bb_wasm_node_restore(node: number, ptr: number, len: number): number;
+  // version 5: trainers (wasm/bb_wasm.h, "training")
+  bb_wasm_trainer_new(modelPtr: number, len: number, configPtr: number, seed: bigint): number;
+  bb_wasm_trainer_free(trainer: number): number;
+  bb_wasm_trainer_param_count(trainer: number): number;
+  bb_wasm_trainer_step(trainer: number, x: number, labels: number): number;
+  bb_wasm_trainer_last_loss(trainer: number): number;
+  bb_wasm_trainer_predict(trainer: number, x: number): number;
+  bb_wasm_trainer_evaluate(trainer: number, x: number, labels: number): number;
+  bb_wasm_trainer_params(trainer: number): number;
+  bb_wasm_trainer_load_params(trainer: number, params: number): number;
+  bb_wasm_trainer_export(trainer: number): number;
+  bb_wasm_trainer_save(trainer: number): number;
+  bb_wasm_trainer_restore(trainer: number, ptr: number, len: number): number;
+  bb_wasm_trainer_stats(trainer: number): number;
 }
 
 type BbFunctionName = Exclude<keyof BbExports, 'memory'>;
@@ -275,4 +289,17 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_node_counter: 2,
   bb_wasm_node_snapshot: 1,
   bb_wasm_node_restore: 3,
+  bb_wasm_trainer_new: 4,
+  bb_wasm_trainer_free: 1,
+  bb_wasm_trainer_param_count: 1,
+  bb_wasm_trainer_step: 3,
+  bb_wasm_trainer_last_loss: 1,
+  bb_wasm_trainer_predict: 2,
+  bb_wasm_trainer_evaluate: 3,
+  bb_wasm_trainer_params: 1,
+  bb_wasm_trainer_load_params: 2,
+  bb_wasm_trainer_export: 1,
+  bb_wasm_trainer_save: 1,
+  bb_wasm_trainer_restore: 3,
+  bb_wasm_trainer_stats: 1,
 };

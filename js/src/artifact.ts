@@ -1,20 +1,21 @@
 /**
  * A compiled artifact read in TypeScript, for what `Compiler.describe` does not say:
- * the configs bound with each slot, every node's metadata, the value site each wire.Recv
- * fills (so an envelope's `/site/<id>` names its wire edge), and which bindings each
- * partition really uses.
+ * the configs bound with each slot, every node's metadata, the wires its partitions send
+ * on and receive from (so an envelope's `/site/<wire id>` names its wire and the Recvs it
+ * fills), and which bindings each partition really uses.
  *
  * ```ts
  * const artifact = inspectArtifact(bytes);
- * const edge = artifact.recvSites.get(decodeEnvelope(step.bytes!).fills[0]!.site!); // { fn, value }
+ * const wire = artifact.wires.get(decodeEnvelope(step.bytes!).fills[0]!.site!); // { name, id, out, in, recvs }
  * const used = partitionBindings(Compiler.describe(bb, bytes, 'json'), artifact);
  * ```
  */
 import type { ArtifactDescription } from './compiler.js';
 import { BbError, BbErrorCode } from './errors.js';
 import { protoBytes, protoFields, protoString, type ProtoField } from './protobuf.js';
+import { typeHash } from './values.js';
 
-/** Keys and domains of the artifact format (include/bb/artifact.h spells each once). */
+/** Keys and domains of the artifact format, spelled as the engine's C vocabulary spells them. */
 export const ARTIFACT_KEYS = {
   compiled: 'ai.bytesandbrains.compiled',
   configPrefix: 'ai.bytesandbrains.config.',
@@ -22,7 +23,23 @@ export const ARTIFACT_KEYS = {
   slotName: 'ai.bytesandbrains.slot_name',
   depPrefix: 'ai.bytesandbrains.dep.',
   wireDomain: 'ai.bytesandbrains.wire',
+  /** Model metadata: `wire_out.<wire>` / `wire_in.<wire>` = `<Kind>|<type>|0x<type hash>`. */
+  wireOutPrefix: 'ai.bytesandbrains.wire_out.',
+  wireInPrefix: 'ai.bytesandbrains.wire_in.',
+  /** On a wire.Send and a wire.Recv: the name of the wire. */
+  wireName: 'ai.bytesandbrains.wire.wire_id',
 } as const;
+
+/** The longest wire name (BB_WIRE_NAME_MAX). */
+const WIRE_NAME_MAX = 255;
+
+/** The value kinds a wire table entry names (bb_type_value_kind). */
+const WIRE_KINDS: ReadonlySet<string> = new Set(['Tensor', 'Composite', 'Peer', 'Peers', 'Trigger', 'WireReqId', 'Address', 'Addresses', 'Any']);
+
+/** A wire's id, what a data fill's `/site/<id>` carries: FNV-1a-64 of its name (bb_wire_id). */
+export function wireId(name: string): bigint {
+  return typeHash(name);
+}
 
 export interface ArtifactNode {
   readonly opType: string;
@@ -43,10 +60,33 @@ export interface ArtifactFunction {
   readonly metadata: ReadonlyMap<string, string>;
 }
 
-/** The value a wire.Recv produces, and its function. */
-export interface RecvSite {
+/** How an artifact declares a wire in one direction (a wire table entry). */
+export interface WireDeclaration {
+  /** The runtime value kind the type stands for: Tensor, Composite, Peer, Peers, Trigger, WireReqId, Address, Addresses, or Any. */
+  readonly kind: string;
+  /** The type of the value it carries (`ai.bytesandbrains.tensor.f32`, ...); '' when the compiler could not tell. */
+  readonly type: string;
+  /** FNV-1a-64 of the type, 0n for ''. */
+  readonly typeHash: bigint;
+}
+
+/** A wire.Recv listening to a wire: its function, and the value it produces. */
+export interface WireRecv {
   readonly fn: string;
   readonly value: string;
+}
+
+/** A wire the artifact's partitions send on or receive from. */
+export interface ArtifactWire {
+  readonly name: string;
+  /** wireId(name). */
+  readonly id: bigint;
+  /** Its `wire_out` entry: how the artifact's Sends declare it; undefined when none sends on it. */
+  readonly out?: WireDeclaration;
+  /** Its `wire_in` entry: how the artifact's Recvs declare it; undefined when none listens. */
+  readonly in?: WireDeclaration;
+  /** The wire.Recvs listening to it, in model order: a fill of the wire lands on those of the partitions a node runs. */
+  readonly recvs: readonly WireRecv[];
 }
 
 export interface ArtifactInspection {
@@ -55,11 +95,14 @@ export interface ArtifactInspection {
   readonly metadata: ReadonlyMap<string, string>;
   /** The config bound with each slot (empty text when none). */
   readonly configs: ReadonlyMap<string, string>;
-  /** Global site id → the wire.Recv payload it is, numbered as install numbers sites. */
-  readonly recvSites: ReadonlyMap<bigint, RecvSite>;
+  /** Its wires by id (the `/site/<id>` of data fills), in the order the wire table lists them. */
+  readonly wires: ReadonlyMap<bigint, ArtifactWire>;
 }
 
-/** Reads artifact bytes; a BbError (Malformed) when they are not a compiled artifact. */
+/**
+ * Reads artifact bytes; a BbError (Malformed) when they are not a compiled artifact, or a
+ * wire table entry or a wire.Recv's wire name is not one the compiler writes.
+ */
 export function inspectArtifact(bytes: Uint8Array): ArtifactInspection {
   const functions: ArtifactFunction[] = [];
   const metadata = new Map<string, string>();
@@ -72,7 +115,7 @@ export function inspectArtifact(bytes: Uint8Array): ArtifactInspection {
   }
   const configs = new Map<string, string>();
   for (const [key, value] of metadata) if (key.startsWith(ARTIFACT_KEYS.configPrefix)) configs.set(key.slice(ARTIFACT_KEYS.configPrefix.length), value);
-  return { functions, metadata, configs, recvSites: recvSitesOf(functions) };
+  return { functions, metadata, configs, wires: wiresOf(metadata, functions) };
 }
 
 /** One binding as a partition uses it. */
@@ -138,30 +181,59 @@ function configValues(config: string): string[] {
     .filter((value, i, all) => value.length > 0 && all.indexOf(value) === i);
 }
 
-/**
- * Site ids as install assigns them: functions in model order; in each, node outputs in
- * order, then its inputs, then outputs not seen yet; one id per distinct name.
- */
-function recvSitesOf(functions: readonly ArtifactFunction[]): Map<bigint, RecvSite> {
-  const sites = new Map<bigint, RecvSite>();
-  let base = 0n;
+/** The wire table (model metadata), and the wire.Recvs listening to each wire. */
+function wiresOf(metadata: ReadonlyMap<string, string>, functions: readonly ArtifactFunction[]): Map<bigint, ArtifactWire> {
+  type Building = { name: string; id: bigint; out?: WireDeclaration; in?: WireDeclaration; recvs: WireRecv[] };
+  const wires = new Map<bigint, Building>();
+  const wire = (name: string, where: string): Building => {
+    if (!wireNameValid(name)) {
+      throw new BbError(BbErrorCode.Malformed, `${where} names wire \`${name}\`, which is not a wire name (1 to ${WIRE_NAME_MAX} printable bytes, no blanks or '|')`);
+    }
+    const id = wireId(name);
+    const known = wires.get(id);
+    if (known === undefined) {
+      const made: Building = { name, id, recvs: [] };
+      wires.set(id, made);
+      return made;
+    }
+    if (known.name !== name) throw new BbError(BbErrorCode.Malformed, `wires \`${known.name}\` and \`${name}\` share the id 0x${id.toString(16).padStart(16, '0')}`);
+    return known;
+  };
+  for (const [key, value] of metadata) {
+    const out = key.startsWith(ARTIFACT_KEYS.wireOutPrefix);
+    if (!out && !key.startsWith(ARTIFACT_KEYS.wireInPrefix)) continue;
+    const name = key.slice((out ? ARTIFACT_KEYS.wireOutPrefix : ARTIFACT_KEYS.wireInPrefix).length);
+    const declaration = wireEntry(value);
+    if (declaration === undefined) throw new BbError(BbErrorCode.Malformed, `wire table entry \`${key}\` = \`${value}\` is not \`<Kind>|<type>|0x<type hash>\``);
+    const w = wire(name, `wire table entry \`${key}\``);
+    if (out) w.out = declaration;
+    else w.in = declaration;
+  }
   for (const fn of functions) {
-    const index = new Map<string, bigint>();
-    const add = (name: string): void => {
-      if (name.length > 0 && !index.has(name)) index.set(name, BigInt(index.size));
-    };
-    for (const node of fn.nodes) node.outputs.forEach(add);
-    fn.inputs.forEach(add);
-    fn.outputs.forEach(add);
     for (const node of fn.nodes) {
       const value = node.outputs[0];
-      if (node.domain === ARTIFACT_KEYS.wireDomain && node.opType === 'Recv' && value !== undefined && value.length > 0) {
-        sites.set(base + index.get(value)!, { fn: fn.name, value });
-      }
+      const name = node.metadata.get(ARTIFACT_KEYS.wireName);
+      if (node.domain !== ARTIFACT_KEYS.wireDomain || node.opType !== 'Recv' || name === undefined || value === undefined || value.length === 0) continue;
+      wire(name, `the wire.Recv of \`${fn.name}\` producing \`${value}\``).recvs.push({ fn: fn.name, value });
     }
-    base += BigInt(index.size);
   }
-  return sites;
+  return wires;
+}
+
+/** bb_wire_name_valid: 1 to 255 bytes of printable ASCII, no blanks or '|'. */
+function wireNameValid(name: string): boolean {
+  return name.length > 0 && name.length <= WIRE_NAME_MAX && /^[!-{}~]+$/.test(name);
+}
+
+/** A wire table entry `<Kind>|<type>|0x<16 hex digits of the type's hash>`, exactly as bb_wire_entry_format writes it. */
+function wireEntry(value: string): WireDeclaration | undefined {
+  const parts = value.split('|');
+  if (parts.length !== 3) return undefined;
+  const [kind, type, hash] = parts as [string, string, string];
+  if (!WIRE_KINDS.has(kind) || type.length > WIRE_NAME_MAX) return undefined;
+  const expected = type.length === 0 ? 0n : typeHash(type);
+  if (hash !== `0x${expected.toString(16).padStart(16, '0')}`) return undefined;
+  return { kind, type, typeHash: expected };
 }
 
 function functionOf(f: ProtoField): ArtifactFunction {

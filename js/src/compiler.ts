@@ -36,7 +36,17 @@ export interface ExampleInfo {
 /** What `describe` reports as JSON: what `bb inspect --json` prints for an artifact. */
 export interface ArtifactDescription {
   readonly partitions: readonly { readonly name: string; readonly peer_class: string; readonly nodes: readonly unknown[] }[];
-  readonly wire_edges: readonly { readonly from: string; readonly to: string; readonly value: string; readonly site: string }[];
+  /** A Send's value paired with each Recv listening to its wire: partitions, the sent value, the Recv's value (`site`), the wire's name. */
+  readonly wire_edges: readonly { readonly from: string; readonly to: string; readonly value: string; readonly site: string; readonly wire: string }[];
+  /** The wire table: one row per wire and direction; type_hash and id as `0x` and 16 hex digits. */
+  readonly wires: readonly {
+    readonly name: string;
+    readonly direction: 'in' | 'out';
+    readonly kind: string;
+    readonly type: string;
+    readonly type_hash: string;
+    readonly id: string;
+  }[];
   /** One row per partition and slot; slot_id is -1 where the partition's ops never call the slot. */
   readonly bindings: readonly { readonly target: string; readonly slot: string; readonly role: string; readonly type: string; readonly slot_id: number | string }[];
 }
@@ -83,7 +93,7 @@ export class Compiler {
     return bb.resultBytes();
   }
 
-  /** Describes an artifact: its partitions, wire edges and bindings. */
+  /** Describes an artifact: its partitions, wire edges, wires and bindings. */
   static describe(bb: Bb, artifact: Uint8Array, format: 'json'): ArtifactDescription;
   static describe(bb: Bb, artifact: Uint8Array, format?: 'text' | 'dot'): string;
   static describe(bb: Bb, artifact: Uint8Array, format: 'text' | 'dot' | 'json' = 'text'): string | ArtifactDescription {

@@ -1,14 +1,15 @@
 /**
  * Reads a WireEnvelope (docs/WIRE.md) — the bytes of a `send` step, or what a transport
- * delivered — to see what it carries: for whom, which value sites or component ops it
- * fills, the type and size of each payload. For showing and counting traffic; the node
- * itself decodes envelopes in C (`deliver`), with the same caps.
+ * delivered — to see what it carries: for whom, which wires or component ops it fills,
+ * the type and size of each payload. For showing and counting traffic; the node itself
+ * decodes envelopes in C (`deliver`), with the same caps and the same schema versions.
  *
  * ```ts
+ * const wires = inspectArtifact(artifact).wires;
  * node.onStep((step) => {
  *   if (step.kind !== 'send') return;
  *   const envelope = decodeEnvelope(step.bytes!);
- *   for (const fill of envelope.fills) console.log(fill.site, fill.op, fill.payload.length);
+ *   for (const fill of envelope.fills) console.log(wires.get(fill.site!)?.name ?? fill.op, fill.payload.length);
  * });
  * ```
  */
@@ -16,7 +17,7 @@ import { BbError, BbErrorCode } from './errors.js';
 import { protoBytes, protoFields, protoNumber, type ProtoField } from './protobuf.js';
 import { base58Encode, type AddressSegment } from './values.js';
 
-/** The caps bb_envelope_decode applies by default (include/bb/wire.h). */
+/** The caps the engine's envelope decoder (bb_envelope_decode) applies by default. */
 export const ENVELOPE_CAPS = {
   bytes: 16 * 1024 * 1024,
   fills: 64,
@@ -26,11 +27,24 @@ export const ENVELOPE_CAPS = {
   rttReports: 64,
 } as const;
 
+/**
+ * The schema_version the engine writes and the highest this reader accepts
+ * (BB_ENVELOPE_SCHEMA_VERSION): in it, a data fill's `/site/<n>` is the id of the wire it
+ * travels on (`wireId` of the wire's name).
+ * Versions 1 and 0 (the field left out) numbered sites by their position in the sender's
+ * artifact; they still decode, but nodes refuse them and their sites name no wire.
+ */
+export const ENVELOPE_SCHEMA_VERSION = 2;
+
 /** One value (or protocol message) an envelope carries. */
 export interface EnvelopeFill {
   /** Where it lands on the receiver: `/site/<id>` for data, `/component/<ref>/op/<name>` for a protocol message. */
   readonly destination: readonly AddressSegment[];
-  /** The receiving value site, for data fills. */
+  /**
+   * For data fills, the `/site/<n>` segment: the id of the wire the value travels on
+   * (`ArtifactInspection.wires` maps it to the wire) when the envelope's schemaVersion is
+   * ENVELOPE_SCHEMA_VERSION; a position in the sender's artifact in versions 1 and 0.
+   */
   readonly site?: bigint;
   /** The component and op, for protocol messages. */
   readonly component?: number;
@@ -53,6 +67,7 @@ export interface Envelope {
   readonly correlation?: { readonly kind: CorrelationKind; readonly requestId: bigint };
   /** Relative deadline left when it was sent, 0n for none. */
   readonly remainingDeadlineNs: bigint;
+  /** 2 (ENVELOPE_SCHEMA_VERSION), or 1 or 0 for an envelope whose sites are positions. */
   readonly schemaVersion: number;
   /** The envelope's size. */
   readonly bytes: number;
@@ -60,7 +75,10 @@ export interface Envelope {
 
 const CORRELATION_KINDS: readonly CorrelationKind[] = ['none', 'request', 'response'];
 
-/** Decodes an envelope; a BbError (Malformed or Limit) names what was wrong and where. */
+/**
+ * Decodes an envelope; a BbError names what was wrong and where: Malformed or Limit as the
+ * C decoder has them, Unsupported for a schema_version above ENVELOPE_SCHEMA_VERSION.
+ */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
   if (bytes.length > ENVELOPE_CAPS.bytes) {
     throw new BbError(BbErrorCode.Limit, `envelope buffer too large: cap=${ENVELOPE_CAPS.bytes} got=${bytes.length}`);
@@ -93,7 +111,9 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
         break;
       case 7: {
         const version = protoNumber(f, 'envelope schema_version');
-        if (version > 1n) throw new BbError(BbErrorCode.Malformed, `envelope schema_version mismatch: got=${version} supported=[1]`);
+        if (version > BigInt(ENVELOPE_SCHEMA_VERSION)) {
+          throw new BbError(BbErrorCode.Unsupported, `envelope schema_version mismatch: got=${version} supported=[1,${ENVELOPE_SCHEMA_VERSION}]`);
+        }
         schemaVersion = Number(version);
         break;
       }

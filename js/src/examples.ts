@@ -1,16 +1,23 @@
 /**
- * The reference examples federated_digits and gossip_digits as templates configure them:
- * scikit-learn's handwritten digits (64 pixels, ten classes) learnt by a CpuMlp with one
- * hidden layer. The compiled artifacts are the ones the C examples compile (the templates
- * record the same Modules), which is what the end-to-end run and web-demo install.
+ * The federated examples as a web app runs them, on scikit-learn's handwritten digits (64
+ * pixels, ten classes). federated_digits and gossip_digits are templates configured as the
+ * C examples configure them — a CpuMlp with one hidden layer; their compiled artifacts are
+ * the ones the C examples compile (the templates record the same Modules). federated_cnn
+ * trains a CNN exported from PyTorch with OnnxModel (the page hands every peer the model's
+ * bytes) and is compiled from the example's recorded Module. Used by the tests, the
+ * end-to-end run in Chromium and web-demo; a template for an app of its own.
  */
 import type { Bb } from './bb.js';
+import { Compiler } from './compiler.js';
 import { Dataset, splitForFederation } from './dataset.js';
-import type { BbNode } from './node.js';
+import { loadBytes } from './loader.js';
+import type { OnnxModel } from './model.js';
+import { BbNode } from './node.js';
 import { federatedAveraging } from './templates/federated.js';
 import { gossipLearning } from './templates/gossip.js';
 import { cpuMlp } from './templates/models.js';
 import type { Plan } from './templates/plan.js';
+import { peersValue, tensorValue, type Value } from './values.js';
 
 export { roundReporter, type RoundReport } from './templates/plan.js';
 
@@ -46,10 +53,39 @@ export const gossipDigits = gossipLearning({ name: 'GossipDigits', model: DIGITS
 
 export const FEDERATED_DIGITS_SERVER_TARGETS = ['FedDigits', 'FedDigits_server'] as const;
 export const FEDERATED_DIGITS_CLIENT_TARGETS = ['FedDigits_clients'] as const;
+export const FEDERATED_CNN_SERVER_TARGETS = ['FedCnn', 'FedCnn_server'] as const;
+export const FEDERATED_CNN_CLIENT_TARGETS = ['FedCnn_clients'] as const;
 
 /** Compiles federated_digits with FedAvg sized for this many clients. */
 export function compileFederatedDigits(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
   return federatedDigits(config).compile(bb);
+}
+
+/** Compiles federated_cnn with FedAvg sized for this many clients. */
+export function compileFederatedCnn(bb: Bb, config: FederatedDigitsConfig = {}): Uint8Array {
+  const quorum = config.quorum ?? 3;
+  const target = config.target ?? Math.max(quorum, 4);
+  const deadline = config.deadlineMs ?? 1000;
+  const compiler = Compiler.forExample(bb, 'federated_cnn');
+  try {
+    compiler.rebind(
+      'aggregator',
+      'Aggregator',
+      'FedAvg',
+      `quorum=${quorum},target=${target},deadline_ms=${deadline},no_quorum=abandon,init=model`,
+    );
+    return compiler.compile(Compiler.recordExample(bb, 'federated_cnn'));
+  } finally {
+    compiler.free();
+  }
+}
+
+/**
+ * The CNN federated_cnn trains, exported from PyTorch (this package's
+ * `bytesandbrains/models/digits_cnn.onnx`, or `source`): its ModelProto bytes.
+ */
+export async function loadDigitsCnn(source?: string | URL): Promise<Uint8Array> {
+  return loadBytes(source ?? new URL('../models/digits_cnn.onnx', import.meta.url), 'the digits CNN');
 }
 
 /** The digits (CSV text: 64 pixel columns, then the digit) split for `clients` label-skewed shards. */
@@ -82,12 +118,52 @@ export function installDigitsServer(bb: Bb, artifact: Uint8Array, self: string, 
 
 /** Starts the server's rounds for these clients, evaluating on the test set. */
 export function startDigitsServer(server: BbNode, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
-  const x = test.features();
-  const y = test.labels();
-  server.invoke('FedDigits', { clients: { kind: 'peers', peers: clients }, test_x: { kind: 'tensor', tensor: x }, test_y: { kind: 'tensor', tensor: y } }, nowNs);
+  startServer(server, FEDERATED_DIGITS_SERVER_TARGETS[0], clients, test, nowNs);
 }
 
 /** Installs a client on its shard, knowing its server. */
 export function installDigitsClient(bb: Bb, artifact: Uint8Array, self: string, server: string, shard: Dataset, seed = 1): BbNode {
   return federatedDigits().installClient(bb, { artifact, self, server, data: shard, seed });
+}
+
+function startServer(server: BbNode, module: string, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
+  const x = test.features();
+  const y = test.labels();
+  const inputs: Record<string, Value> = {
+    clients: peersValue(clients),
+    test_x: tensorValue('float', x.data, x.dims),
+    test_y: tensorValue('float', y.data, y.dims),
+  };
+  server.invoke(module, inputs, nowNs);
+}
+
+/**
+ * Installs federated_cnn's server: the network to train (loadDigitsCnn's bytes, or any
+ * model of the same inputs), the test set it evaluates on; its rounds start with
+ * startCnnServer. It reports "round", "accuracy" and, each round, the global model as
+ * plain ONNX ("onnx").
+ */
+export function installCnnServer(bb: Bb, artifact: Uint8Array, self: string, test: Dataset, model: Uint8Array | OnnxModel,
+  seed = 1): BbNode {
+  return BbNode.install(bb, { artifact, self, targets: FEDERATED_CNN_SERVER_TARGETS, slots: { data: { dataset: test }, model: { model } }, seed });
+}
+
+/** Starts federated_cnn's rounds for these clients, evaluating on the test set. */
+export function startCnnServer(server: BbNode, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
+  startServer(server, FEDERATED_CNN_SERVER_TARGETS[0], clients, test, nowNs);
+}
+
+/** Installs a federated_cnn client on its shard with the same network, knowing its server. */
+export function installCnnClient(bb: Bb, artifact: Uint8Array, self: string, server: string, shard: Dataset,
+  model: Uint8Array | OnnxModel, seed = 1): BbNode {
+  const node = BbNode.install(bb, {
+    artifact,
+    self,
+    targets: FEDERATED_CNN_CLIENT_TARGETS,
+    slots: { data: { dataset: shard }, model: { model } },
+    seed,
+  });
+  node.addPeer(server);
+  node.bindInput(FEDERATED_CNN_CLIENT_TARGETS[0], 'server', peersValue([server]));
+  return node;
 }

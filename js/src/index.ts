@@ -15,6 +15,16 @@
 export { loadBb, type WasmSource } from './loader.js';
 export { Bb } from './bb.js';
 export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './model.js';
+export {
+  OnnxTrainer,
+  type Batch,
+  type EvaluateResult,
+  type FitOptions,
+  type FitResult,
+  type StepResult,
+  type TrainerOptions,
+  type TrainerStats,
+} from './trainer.js';
 export { Tensor, MAX_RANK } from './tensor.js';
 export { CpuSession, type CpuOp } from './session.js';
 export {
@@ -99,28 +109,38 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
-export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
+export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
 export {
   ARTIFACT_KEYS,
   inspectArtifact,
   partitionBindings,
+  wireId,
   type ArtifactFunction,
   type ArtifactInspection,
   type ArtifactNode,
+  type ArtifactWire,
   type PartitionBinding,
-  type RecvSite,
+  type WireDeclaration,
+  type WireRecv,
 } from './artifact.js';
 export * from './dsl/index.js';
 export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
 export {
+  compileFederatedCnn,
   compileFederatedDigits,
+  FEDERATED_CNN_CLIENT_TARGETS,
+  FEDERATED_CNN_SERVER_TARGETS,
   FEDERATED_DIGITS_CLIENT_TARGETS,
   FEDERATED_DIGITS_SERVER_TARGETS,
   federatedDigits,
   gossipDigits,
+  installCnnClient,
+  installCnnServer,
   installDigitsClient,
   installDigitsServer,
+  loadDigitsCnn,
   splitDigits,
+  startCnnServer,
   startDigitsServer,
   type DigitsSplit,
   type FederatedDigitsConfig,

@@ -156,6 +156,25 @@ function checkExports(exports: WebAssembly.Exports): BbExports {
   return exports as unknown as BbExports;
 }
 
+/**
+ * @internal The bytes at a location: a URL or path as {@link WasmSource} strings are (read
+ * from disk in Node for paths and `file:` URLs, fetched otherwise). `what` names them in errors.
+ */
+export async function loadBytes(location: string | URL, what: string): Promise<Uint8Array> {
+  const url = typeof location === 'string' ? parseAbsoluteUrl(location) : location;
+  try {
+    if (isNode() && (url === undefined || url.protocol === 'file:')) {
+      const bytes = await readNodeFile(url ?? location); // a Buffer: hand out a plain Uint8Array
+      return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    }
+    const response = await fetch(url ?? location);
+    if (!response.ok) throw new Error(`HTTP ${response.status} ${response.statusText}`.trimEnd());
+    return new Uint8Array(await response.arrayBuffer());
+  } catch (cause) {
+    throw new BbLoadError(`cannot read ${what} from ${String(location)}: ${messageOf(cause)}`, { cause });
+  }
+}
+
 function isResponse(value: Response | PromiseLike<Response>): value is Response {
   return typeof Response !== 'undefined' && value instanceof Response;
 }

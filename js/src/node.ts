@@ -19,6 +19,7 @@ import { BbError, BbErrorCode } from './errors.js';
 import { concatBytes, fromBase64 } from './identity/bytes.js';
 import type { PeerRole } from './signal/protocol.js';
 import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
+import { OnnxModel } from './model.js';
 
 export type StepKind =
   | 'send'
@@ -80,6 +81,12 @@ export interface SlotOptions {
   readonly config?: string;
   /** The data an ArraySource bound here reads. */
   readonly dataset?: Dataset;
+  /**
+   * The ONNX model an OnnxModel bound here trains: its ModelProto bytes or a decoded
+   * {@link OnnxModel} (read at install; bb.wasm reads no files, so this is how a page
+   * hands a model to a federation).
+   */
+  readonly model?: Uint8Array | OnnxModel;
 }
 
 export interface NodeOptions {
@@ -152,9 +159,24 @@ export class BbNode implements Pollable, CompletionSink {
   static install(bb: Bb, options: NodeOptions): BbNode {
     const self = options.self ?? randomPeerId();
     const slots = Object.entries(options.slots ?? {});
+    if (slots.some(([, o]) => o.dataset !== undefined && o.model !== undefined)) {
+      throw new BbError(BbErrorCode.InvalidArgument, 'BbNode.install: a slot takes a dataset or a model, not both');
+    }
+    // models given as bytes are decoded for the install and freed after it
+    const decoded = slots.map(([, o]) => (o.model instanceof Uint8Array ? OnnxModel.decode(bb, o.model) : undefined));
+    const hostData = new Int32Array(
+      slots.map(([, o], i) => o.dataset?.handle ?? decoded[i]?.handle ?? (o.model as OnnxModel | undefined)?.handle ?? 0),
+    );
+    try {
+      return BbNode.#install(bb, options, self, slots, hostData);
+    } finally {
+      for (const model of decoded) model?.free();
+    }
+  }
+
+  static #install(bb: Bb, options: NodeOptions, self: string, slots: [string, SlotOptions][], datasets: Int32Array): BbNode {
     const targets = packStrings(options.targets);
     const slotText = packStrings(slots.flatMap(([slot, o]) => [slot, o.config ?? '']));
-    const datasets = new Int32Array(slots.map(([, o]) => (o.dataset === undefined ? 0 : o.dataset.handle)));
     const seed = BigInt.asUintN(64, BigInt(options.seed ?? 0));
     const artifact = options.artifact;
     const operators = options.admission?.operators ?? [];
@@ -165,7 +187,7 @@ export class BbNode implements Pollable, CompletionSink {
     return hostComponents(bb).install(() =>
       bb.withStrings([self, options.admission?.room], (selfPtr, roomPtr) =>
         bb.withBytes(packed, (ptr) =>
-          // the data set handles in a block of their own (int32-aligned for the C side)
+          // the host data handles in a block of their own (int32-aligned for the C side)
           bb.withBytes(new Uint8Array(datasets.buffer), (datasetsPtr) => {
             const targetsAt = ptr + artifact.length;
             const slotsAt = targetsAt + targets.length;

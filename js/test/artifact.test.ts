@@ -1,8 +1,9 @@
 /**
- * inspectArtifact and partitionBindings on the examples' artifacts: the functions and
- * configs are the ones the compiler wrote, the site ids are the ones the engine puts in
- * real envelopes (a federated_digits round in a LocalNetwork), and each partition keeps
- * exactly the bindings it uses.
+ * inspectArtifact and partitionBindings on the examples' artifacts: the functions, configs
+ * and wire tables are the ones the compiler wrote, the wire ids are the ones describe()
+ * reports and the engine puts in real envelopes (a federated_digits round in a
+ * LocalNetwork), wire tables the compiler would not write are refused, and each partition
+ * keeps exactly the bindings it uses.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,6 +27,7 @@ import {
   peerIdFromU64,
   splitDigits,
   startDigitsServer,
+  wireId,
   type Bb,
 } from '../src/index.js';
 import { repoRoot, wasmBytes } from './support.js';
@@ -54,6 +56,9 @@ test('the keys are the ones include/bb/artifact.h spells', () => {
   expect(ARTIFACT_KEYS.peerClass).toBe(define('BB_KEY_PEER_CLASS'));
   expect(ARTIFACT_KEYS.slotName).toBe(define('BB_KEY_SLOT_NAME'));
   expect(ARTIFACT_KEYS.wireDomain).toBe(define('BB_DOMAIN_WIRE'));
+  expect(ARTIFACT_KEYS.wireOutPrefix).toBe(define('BB_KEY_WIRE_OUT_PREFIX'));
+  expect(ARTIFACT_KEYS.wireInPrefix).toBe(define('BB_KEY_WIRE_IN_PREFIX'));
+  expect(ARTIFACT_KEYS.wireName).toBe(define('BB_KEY_WIRE_ID'));
   expect(header).toContain(`#define BB_KEY_DEP_PREFIX "${ARTIFACT_KEYS.depPrefix}"`);
 });
 
@@ -69,9 +74,22 @@ test('every example: the partitions, nodes and edges describe() reports, read in
         const nodes = p.nodes as { op_type: string; domain: string; inputs: string[]; outputs: string[] }[];
         expect(partitions[i]!.nodes.map((n) => [n.opType, n.domain, n.inputs, n.outputs])).toEqual(nodes.map((n) => [n.op_type, n.domain, n.inputs, n.outputs]));
       }
-      // every wire edge lands on a Recv site the inspection numbered
-      const sites = [...artifact.recvSites.values()];
-      for (const edge of description.wire_edges) expect(sites, `${example.name} ${edge.site}`).toContainEqual({ fn: edge.to, value: edge.site });
+      // the wire table, row for row as describe() prints it (ids computed in C)
+      const hex = (n: bigint): string => `0x${n.toString(16).padStart(16, '0')}`;
+      const rows = [...artifact.wires.values()].flatMap((w) =>
+        (['out', 'in'] as const).flatMap((direction) => {
+          const d = w[direction];
+          return d === undefined ? [] : [{ name: w.name, direction, kind: d.kind, type: d.type, type_hash: hex(d.typeHash), id: hex(w.id) }];
+        }),
+      );
+      const byKey = (r: { name: string; direction: string }): string => `${r.direction} ${r.name}`;
+      expect(rows.sort((a, b) => byKey(a).localeCompare(byKey(b))), example.name).toEqual([...description.wires].sort((a, b) => byKey(a).localeCompare(byKey(b))));
+      // every wire edge lands on a Recv listening to the edge's wire
+      for (const edge of description.wire_edges) {
+        expect(artifact.wires.get(wireId(edge.wire))?.recvs, `${example.name} ${edge.wire}`).toContainEqual({ fn: edge.to, value: edge.site });
+      }
+      // every wire a Recv listens to is declared received
+      for (const w of artifact.wires.values()) if (w.recvs.length > 0) expect(w.in, `${example.name} ${w.name}`).toBeDefined();
       // bindings kept are a subset of the table, and every slot an op names is kept
       const used = partitionBindings(description, artifact);
       for (const p of description.partitions) {
@@ -105,7 +123,7 @@ test('federated_digits: configs, and only the bindings each partition uses', () 
   expect(of('FedDigits_server')).toEqual(['aggregator:op', 'model:config<aggregator']);
 });
 
-test('the site ids are the ones the engine writes into its envelopes', () => {
+test('the wire ids are the ones the engine writes into its envelopes', () => {
   const bytes = compileFederatedDigits(bb, { quorum: 2, target: 2 });
   const artifact = inspectArtifact(bytes);
   const description = Compiler.describe(bb, bytes, 'json');
@@ -114,17 +132,18 @@ test('the site ids are the ones the engine writes into its envelopes', () => {
   const ids = [peerIdFromU64(2), peerIdFromU64(3)];
   const server = installDigitsServer(bb, bytes, serverId, split.test);
   const clients = ids.map((id, k) => installDigitsClient(bb, bytes, id, serverId, split.shards[k]!, k + 2));
-  const seen: { from: string; to: string; site: string; fn: string; kinds: string[] }[] = [];
+  const seen: { from: string; to: string; wire: string; recvs: string[]; kinds: string[] }[] = [];
   for (const node of [server, ...clients]) {
     node.onStep((step) => {
       if (step.kind !== 'send') return;
       const envelope = decodeEnvelope(step.bytes!);
       for (const fill of envelope.fills) {
         if (fill.site === undefined) continue;
-        const site = artifact.recvSites.get(fill.site);
+        expect(envelope.schemaVersion).toBe(2);
+        const wire = artifact.wires.get(fill.site);
         const value = decodeValue(fill.typeHash, fill.payload);
         const kinds = value.kind === 'composite' ? value.children.map((c) => c.kind) : [value.kind];
-        seen.push({ from: node.self, to: step.peer!, site: site?.value ?? '?', fn: site?.fn ?? '?', kinds });
+        seen.push({ from: node.self, to: step.peer!, wire: wire?.name ?? '?', recvs: wire?.recvs.map((r) => `${r.fn} ${r.value}`) ?? [], kinds });
       }
     });
   }
@@ -132,17 +151,69 @@ test('the site ids are the ones the engine writes into its envelopes', () => {
   for (const id of ids) server.addPeer(id);
   startDigitsServer(server, ids, split.test, 0n);
   for (let t = 1; t < 400 && seen.length < 8; t++) network.poll(BigInt(t) * 5_000_000n);
-  const globalEdge = description.wire_edges.find((e) => e.site.startsWith('global'))!;
-  const updateEdge = description.wire_edges.find((e) => e.site.startsWith('update'))!;
+  const globalEdge = description.wire_edges.find((e) => e.wire === 'FedDigits.global')!;
+  const updateEdge = description.wire_edges.find((e) => e.wire === 'FedDigits.update')!;
   const toClients = seen.filter((s) => s.from === serverId);
   const toServer = seen.filter((s) => s.to === serverId);
   expect(toClients.length).toBeGreaterThanOrEqual(2);
   expect(toServer.length).toBeGreaterThanOrEqual(2);
-  for (const s of toClients) expect(s).toMatchObject({ site: globalEdge.site, fn: globalEdge.to, kinds: ['tensor', 'u64'] });
-  for (const s of toServer) expect(s).toMatchObject({ site: updateEdge.site, fn: updateEdge.to });
+  for (const s of toClients) expect(s).toMatchObject({ wire: 'FedDigits.global', recvs: [`${globalEdge.to} ${globalEdge.site}`], kinds: ['tensor', 'u64'] });
+  for (const s of toServer) expect(s).toMatchObject({ wire: 'FedDigits.update', recvs: [`${updateEdge.to} ${updateEdge.site}`] });
   expect(toServer[0]!.kinds[0]).toBe('tensor');
   network.free();
   split.free();
+});
+
+test('wire ids: FNV-1a-64 of the name, as docs/WIRE.md lists them', () => {
+  expect(wireId('ClientLogic.updated_params')).toBe(0x43cff40e340c5278n);
+  expect(wireId('FedNetwork.prediction_port')).toBe(0xa27609087b67af71n);
+  expect(wireId('bf13eaba83dea434')).toBe(0x5e08d54d78217e0en);
+  expect(wireId('b3b828bb3655e2a7')).toBe(0x5e08d54d78217e0en);
+});
+
+/** The artifact with one more model metadata entry (field 14), appended as protobuf allows. */
+function withMetadata(bytes: Uint8Array, key: string, value: string): Uint8Array {
+  const text = (field: number, s: string): number[] => {
+    const b = [...new TextEncoder().encode(s)];
+    return [(field << 3) | 2, ...varint(b.length), ...b];
+  };
+  const entry = [...text(1, key), ...text(2, value)];
+  return Uint8Array.from([...bytes, 0x72, ...varint(entry.length), ...entry]);
+}
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  for (; n >= 0x80; n = Math.floor(n / 128)) out.push((n & 0x7f) | 0x80);
+  return [...out, n];
+}
+
+test('wire tables the compiler would not write are refused', () => {
+  const bytes = compileExample('multi_target_network');
+  const wire = inspectArtifact(bytes).wires.get(wireId('FedNetwork.prediction_port'))!;
+  expect(wire.out).toMatchObject({ kind: 'Tensor', type: expect.stringMatching(/^ai\.bytesandbrains\.tensor\./) });
+  expect(wire.recvs).toHaveLength(1);
+  const out = ARTIFACT_KEYS.wireOutPrefix;
+  const good = `Composite|ai.bytesandbrains.composite|0x8aef80be67049517`;
+  expect(inspectArtifact(withMetadata(bytes, `${out}Extra.port`, good)).wires.get(wireId('Extra.port'))).toEqual({
+    name: 'Extra.port',
+    id: wireId('Extra.port'),
+    out: { kind: 'Composite', type: 'ai.bytesandbrains.composite', typeHash: 0x8aef80be67049517n },
+    recvs: [],
+  });
+  expect(inspectArtifact(withMetadata(bytes, `${ARTIFACT_KEYS.wireInPrefix}Any.port`, 'Any||0x0000000000000000')).wires.get(wireId('Any.port'))!.in).toEqual({ kind: 'Any', type: '', typeHash: 0n });
+  for (const value of [
+    'Composite|ai.bytesandbrains.composite|0x8aef80be67049518', // the hash of another type
+    'Composite|ai.bytesandbrains.composite|0x8AEF80BE67049517', // not as bb_wire_entry_format writes it
+    'Thing|ai.bytesandbrains.composite|0x8aef80be67049517', // no such kind
+    'Composite|ai.bytesandbrains.composite', // no hash
+    `${good}|x`,
+  ]) {
+    expect(() => inspectArtifact(withMetadata(bytes, `${out}Extra.port`, value)), value).toThrow(/is not `<Kind>\|<type>\|0x<type hash>`/);
+  }
+  expect(() => inspectArtifact(withMetadata(bytes, `${out}a b`, good))).toThrow(/`a b`, which is not a wire name/);
+  expect(() => inspectArtifact(withMetadata(bytes, out, good))).toThrow(/which is not a wire name/);
+  const twins = withMetadata(withMetadata(bytes, `${out}bf13eaba83dea434`, good), `${out}b3b828bb3655e2a7`, good);
+  expect(() => inspectArtifact(twins)).toThrow(/`bf13eaba83dea434` and `b3b828bb3655e2a7` share the id 0x5e08d54d78217e0e/);
 });
 
 test('bytes that are not an artifact are refused', () => {

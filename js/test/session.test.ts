@@ -192,9 +192,10 @@ describe('models built in JavaScript', () => {
     expect(ops.map((op) => op.name)).toEqual(ops.map((op) => op.name).sort());
     const tool = process.env['BB_NATIVE_BB'] ?? join(repoRoot, 'build', 'bb');
     if (!existsSync(tool)) throw new Error(`the native bb tool is missing at ${tool}: build it with cmake (see README)`);
-    const native = execFileSync(tool, ['ops'], { encoding: 'utf8' })
-      .split('\n')
-      .slice(1)
+    const lines = execFileSync(tool, ['ops'], { encoding: 'utf8' }).split('\n');
+    // the ai.onnx section: from its heading to the ai.bytesandbrains.grad heading
+    const native = lines
+      .slice(1, lines.findIndex((line) => line.includes('ai.bytesandbrains.grad operators')))
       .filter((line) => line.trim() !== '')
       .map((line) => {
         const [name = '', types = ''] = line.trim().split(/\s+/);

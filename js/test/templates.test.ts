@@ -24,7 +24,6 @@ import {
   LocalNetwork,
   onnxModel,
   peerIdFromU64,
-  persistentPeerId,
   type Bb,
   type BbNode,
   type ComponentContext,
@@ -251,13 +250,5 @@ describe('the digits helpers and the options', () => {
   test('bad options name what is wrong', () => {
     expect(() => federatedAveraging({ model: LOGISTIC, clients: 2, quorum: 3 })).toThrow(/quorum 3 is more than clients 2/);
     expect(() => federatedAveraging({ model: LOGISTIC, clients: 0 })).toThrow(/clients must be a positive integer/);
-  });
-
-  test('persistentPeerId keeps one id in its storage', () => {
-    const kept = new Map<string, string>();
-    const storage = { getItem: (k: string) => kept.get(k) ?? null, setItem: (k: string, v: string) => void kept.set(k, v) };
-    const first = persistentPeerId('me', storage);
-    expect(persistentPeerId('me', storage)).toBe(first);
-    expect(persistentPeerId('someone-else', storage)).not.toBe(first);
   });
 });

@@ -34,12 +34,41 @@ export function tutorialFiles(markdown: string): Map<string, string> {
 
 /**
  * Runs client.js in Node as a page would: the page's globals the tutorial's client reads
- * (a hidden document, so the PollDriver ticks on timers).
+ * (a hidden document, so the PollDriver ticks on timers; an IndexedDB held in memory, with
+ * the part of its API loadIdentity uses: one database of object stores, get, add and delete,
+ * add refusing a key that is there).
  */
 export const NODE_PAGE_SHIM = `
-const kept = new Map();
+const stores = new Map();
+const request = (run) => {
+  const r = { result: undefined, error: null, onsuccess: null, onerror: null, onupgradeneeded: null };
+  setTimeout(() => {
+    try { r.result = run(r); } catch (error) { r.error = error; r.onerror?.(); return; }
+    r.onsuccess?.();
+  });
+  return r;
+};
+const db = {
+  createObjectStore: (name) => void stores.set(name, new Map()),
+  transaction: (name) => ({
+    objectStore: () => ({
+      get: (key) => request(() => stores.get(name).get(key)),
+      add: (value, key) => request(() => {
+        if (stores.get(name).has(key)) throw new Error('ConstraintError: the key is there');
+        stores.get(name).set(key, value);
+      }),
+      delete: (key) => request(() => void stores.get(name).delete(key)),
+    }),
+  }),
+  close() {},
+};
+globalThis.indexedDB = {
+  open: () => request((r) => {
+    if (stores.size === 0) (r.result = db), r.onupgradeneeded?.();
+    return db;
+  }),
+};
 globalThis.location = { search: process.argv[2] ?? '' };
-globalThis.sessionStorage = { getItem: (k) => kept.get(k) ?? null, setItem: (k, v) => void kept.set(k, v) };
 globalThis.document = { body: { textContent: '' }, visibilityState: 'hidden', addEventListener() {}, removeEventListener() {} };
 await import('./client.js');
 `;

@@ -12,6 +12,16 @@
 #include "bb/cpu.h"
 #include "bb/common.h"
 
+/* Scratch memory shared by the nodes of a run (they run one at a time): grown to the
+ * largest request and kept, so temporaries cost one buffer, not one allocation each. */
+typedef struct bbi_cpu_workspace {
+  void *data;
+  size_t size;
+  const bb_allocator *alloc;
+} bbi_cpu_workspace;
+
+void bbi_cpu_workspace_free(bbi_cpu_workspace *ws);
+
 typedef struct bbi_cpu_op_ctx {
   const bb_ir_node *node;
   int64_t opset; /* ai.onnx opset version in force */
@@ -22,6 +32,7 @@ typedef struct bbi_cpu_op_ctx {
   const bb_allocator *alloc;
   bb_error *err;
   size_t max_output_bytes; /* the most one value of this op may take (bb_cpu_limits) */
+  bbi_cpu_workspace *workspace;
 } bbi_cpu_op_ctx;
 
 typedef int (*bbi_cpu_op_fn)(bbi_cpu_op_ctx *ctx);
@@ -51,6 +62,20 @@ extern const size_t bbi_cpu_ops_train_count;
 /* the ai.bytesandbrains.grad domain (training graphs), version 1 */
 extern const bbi_cpu_op bbi_cpu_ops_grad[];
 extern const size_t bbi_cpu_ops_grad_count;
+
+/* The implementation of op_type at that opset (domain "", "ai.onnx" or
+ * ai.bytesandbrains.grad), or NULL. A session resolves each node once, when it is built. */
+const bbi_cpu_op *bbi_cpu_resolve(const char *domain, const char *op_type, int64_t opset);
+
+/* bb_cpu_run_node_limited with the implementation already resolved (NULL: the node is
+ * refused as unsupported) and the caller's workspace: arity checks, then op->run. */
+int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
+                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                  const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bb_error *err);
+
+/* At least size bytes of scratch, aligned to 64, valid until the node returns (the next
+ * call may move it); NULL with the failure recorded when out of memory. */
+void *bbi_cpu_scratch(bbi_cpu_op_ctx *ctx, size_t size);
 
 /* Records "node NAME (OpType): <message>" in ctx->err and returns code. */
 int bbi_cpu_fail(bbi_cpu_op_ctx *ctx, int code, const char *fmt, ...) BB_PRINTF(3, 4);

@@ -130,8 +130,18 @@ DEFINE_BINARY(pow_f64, double, double, pow(x, z))
   DEFINE_BINARY(le_##sfx, T, uint8_t, x <= z)
 SIGNED_TYPES(COMPARE_KERNELS)
 UNSIGNED_TYPES(COMPARE_KERNELS)
-COMPARE_KERNELS(f32, float, )
 COMPARE_KERNELS(f64, double, )
+
+/* float32 comparisons: the SIMD kernels. */
+#define F32_COMPARE(name, OP)                                                                             \
+  static void name(size_t n, const void *a, size_t sa, const void *b, size_t sb, void *y) {               \
+    bbi_f32_vcompare(OP, n, a, sa, b, sb, y);                                                              \
+  }
+F32_COMPARE(eq_f32, BBI_COMPARE_EQ)
+F32_COMPARE(gt_f32, BBI_COMPARE_GT)
+F32_COMPARE(lt_f32, BBI_COMPARE_LT)
+F32_COMPARE(ge_f32, BBI_COMPARE_GE)
+F32_COMPARE(le_f32, BBI_COMPARE_LE)
 
 /* bool: any nonzero byte is true. */
 DEFINE_BINARY(eq_bool, uint8_t, uint8_t, (x != 0) == (z != 0))
@@ -428,7 +438,10 @@ static void where_run(void *user, size_t n, void *const *p, const size_t *step) 
   switch (*(const size_t *)user) {
   case 1: WHERE_LOOP(uint8_t); break;
   case 2: WHERE_LOOP(uint16_t); break;
-  case 4: WHERE_LOOP(uint32_t); break;
+  case 4: /* four-byte elements (float32 or not) are selected bit for bit by the SIMD kernel */
+    if (step[1]) bbi_f32_vselect(n, p[1], p[2], step[2], p[3], step[3], p[0]);
+    else WHERE_LOOP(uint32_t);
+    break;
   default: WHERE_LOOP(uint64_t); break;
   }
 }

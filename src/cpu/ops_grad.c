@@ -96,6 +96,7 @@ static int op_sum_to_shape(bbi_cpu_op_ctx *ctx) {
   return 0;
 }
 
+/* in alphabetical order (bb_cpu_grad_op_name lists them so) */
 const bbi_cpu_op bbi_cpu_ops_grad[] = {
     {"Dropout", 1, 1, 3, 1, 2, "float,double,float16,bfloat16", op_dropout},
     {"SumToShape", 1, 2, 2, 1, 1, "float,double,float16,bfloat16", op_sum_to_shape},

@@ -78,8 +78,8 @@ static int op_matmul(bbi_cpu_op_ctx *ctx) {
   void *scratch = NULL;
   if (a->dtype == BB_DTYPE_FLOAT) {
     scratch_size = bbi_f32_gemm_scratch_size((size_t)m, (size_t)n, (size_t)k);
-    scratch = scratch_size ? bbi_mem_alloc(ctx->alloc, scratch_size) : NULL;
-    if (scratch_size && !scratch) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
+    scratch = scratch_size ? bbi_cpu_scratch(ctx, scratch_size) : NULL;
+    if (scratch_size && !scratch) return BB_ERR_NOMEM;
   }
   for (int64_t bi = 0; bi < n_batch; bi++) {
     /* offsets of this batch entry in A and B, following broadcast (size-1) dims */
@@ -106,15 +106,12 @@ static int op_matmul(bbi_cpu_op_ctx *ctx) {
       g.a = (const float *)bb_tensor_data(a) + a_off, g.lda = (size_t)k;
       g.b = (const float *)bb_tensor_data(b) + b_off, g.ldb = (size_t)n;
       g.c = (float *)bb_tensor_data(c) + c_off, g.ldc = (size_t)n;
-      if (bbi_f32_gemm(&g, scratch, scratch_size)) {
-        bbi_mem_free(ctx->alloc, scratch);
+      if (bbi_f32_gemm(&g, scratch, scratch_size))
         return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
-      }
     } else {
       matmul_generic(a, a_off, b, b_off, c, c_off, m, n, k);
     }
   }
-  bbi_mem_free(ctx->alloc, scratch);
   return 0;
 }
 
@@ -170,10 +167,9 @@ static int op_gemm(bbi_cpu_op_ctx *ctx) {
     g.bias = row_bias ? bb_tensor_data(cin) : NULL;
     g.c = bb_tensor_data(y), g.ldc = (size_t)n;
     size_t scratch_size = bbi_f32_gemm_scratch_size(g.m, g.n, g.k);
-    void *scratch = scratch_size ? bbi_mem_alloc(ctx->alloc, scratch_size) : NULL;
-    if (scratch_size && !scratch) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for GEMM packing");
+    void *scratch = scratch_size ? bbi_cpu_scratch(ctx, scratch_size) : NULL;
+    if (scratch_size && !scratch) return BB_ERR_NOMEM;
     rc = bbi_f32_gemm(&g, scratch, scratch_size);
-    bbi_mem_free(ctx->alloc, scratch);
     return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
   }
   bool ints = is_int(a->dtype);

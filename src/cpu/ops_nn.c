@@ -126,73 +126,84 @@ static void im2col_f32(const geometry *g, const float *x, int64_t channels, floa
     }
 }
 
-/* The 2-D case without index arithmetic per element: each (channel, ky, kx) row of the
- * column matrix is out_h runs of out_w values, contiguous copies when stride is 1. */
-static void im2col_2d_f32(const geometry *g, const float *x, int64_t channels, float *col) {
-  const int64_t ih = g->in[0], iw = g->in[1], oh = g->out[0], ow = g->out[1];
-  const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dilation[0], dw = g->dilation[1];
-  const int64_t ph = g->pad_begin[0], pw = g->pad_begin[1];
-  for (int64_t c = 0; c < channels; c++) {
-    const float *plane = x + c * ih * iw;
-    for (int64_t ky = 0; ky < g->kernel[0]; ky++)
-      for (int64_t kx = 0; kx < g->kernel[1]; kx++) {
-        float *row = col + ((c * g->kernel[0] + ky) * g->kernel[1] + kx) * oh * ow;
-        /* output columns whose input column is inside the image: [x0, x1) */
-        int64_t off = kx * dw - pw, x0 = 0, x1 = ow;
-        while (x0 < ow && x0 * sw + off < 0) x0++;
-        while (x1 > x0 && (x1 - 1) * sw + off >= iw) x1--;
-        for (int64_t oy = 0; oy < oh; oy++, row += ow) {
-          int64_t iy = oy * sh - ph + ky * dh;
-          if (iy < 0 || iy >= ih) {
-            memset(row, 0, (size_t)ow * sizeof *row);
-            continue;
-          }
-          const float *src = plane + iy * iw;
-          for (int64_t ox = 0; ox < x0; ox++) row[ox] = 0.0f;
-          if (sw == 1) memcpy(row + x0, src + x0 + off, (size_t)(x1 - x0) * sizeof *row);
-          else
-            for (int64_t ox = x0; ox < x1; ox++) row[ox] = src[ox * sw + off];
-          for (int64_t ox = x1; ox < ow; ox++) row[ox] = 0.0f;
-        }
-      }
+/* The 1- and 2-D geometry as the window kernels take it (a 1-D window is a 2-D one of
+ * height 1). */
+static bbi_window2d window_of(const geometry *g, bool include_pad) {
+  bbi_window2d w = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, include_pad};
+  int h = g->nd == 2 ? 0 : -1, x = g->nd - 1; /* the geometry's index of each dim */
+  if (h == 0) {
+    w.ih = (size_t)g->in[0], w.oh = (size_t)g->out[0], w.kh = (size_t)g->kernel[0], w.sh = (size_t)g->stride[0];
+    w.dh = (size_t)g->dilation[0], w.ph = (size_t)g->pad_begin[0], w.ph_end = (size_t)g->pad_end[0];
   }
+  w.iw = (size_t)g->in[x], w.ow = (size_t)g->out[x], w.kw = (size_t)g->kernel[x], w.sw = (size_t)g->stride[x];
+  w.dw = (size_t)g->dilation[x], w.pw = (size_t)g->pad_begin[x], w.pw_end = (size_t)g->pad_end[x];
+  return w;
 }
 
+/* A GEMM fills its tiles well from a few hundred columns on: images with fewer output
+ * positions are batched side by side in the column matrix, up to a bounded matrix. */
+#define CONV_MIN_COLUMNS 512
+#define CONV_MAX_COL_BYTES (128u << 10)
+
+/* Y = W·col (+ bias per output channel) per group, col the column matrix of `chunk`
+ * images side by side; with several images the product lands in `tmp` [M/group, chunk·P]
+ * and is copied out image by image. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
-  int64_t cg = c_in / group, mg = m_out / group, kdim = cg * g->kernel_size;
+  int64_t cg = c_in / group, mg = m_out / group, kdim = cg * g->kernel_size, npos = g->out_size;
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
+  /* one image's column matrix is the most this op asks for at once (more images only up to a bound) */
   int rc = direct ? 0 : bbi_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
   if (rc) return rc;
-  size_t col_bytes = direct ? 0 : (size_t)(kdim * g->out_size) * sizeof(float);
-  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)mg, (size_t)g->out_size, (size_t)kdim);
-  char *mem = bbi_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
-  if (!mem) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
-  float *col = (float *)mem;
-  void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
+  bool planar = g->nd <= 2;
+  int64_t chunk = 1;
+  if (!direct && planar && npos < CONV_MIN_COLUMNS) {
+    chunk = (CONV_MIN_COLUMNS + npos - 1) / npos;
+    int64_t fit = (int64_t)(CONV_MAX_COL_BYTES / sizeof(float)) / (kdim * npos);
+    chunk = chunk < fit ? chunk : fit;
+    chunk = chunk < n_batch ? chunk : n_batch;
+    chunk = chunk > 1 ? chunk : 1;
+  }
+  size_t cols = (size_t)(chunk * npos);
+  size_t col_bytes = direct ? 0 : (size_t)kdim * cols * sizeof(float);
+  size_t tmp_bytes = chunk > 1 ? (size_t)mg * cols * sizeof(float) : 0;
+  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)mg, cols, (size_t)kdim);
+  size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
+  char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
+  if (!mem) return BB_ERR_NOMEM;
+  float *col = (float *)mem, *tmp = (float *)(mem + tmp_at);
+  void *scratch = mem + scratch_at;
+  bbi_window2d win = window_of(g, false);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
-  for (int64_t n = 0; n < n_batch && !rc; n++)
+  for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
+    int64_t nc = n_batch - n0 < chunk ? n_batch - n0 : chunk;
+    size_t ld = (size_t)(nc * npos);
     for (int64_t gi = 0; gi < group && !rc; gi++) {
-      const float *xg = xd + (n * c_in + gi * cg) * g->in_size;
-      if (!direct) {
-        if (g->nd == 2) im2col_2d_f32(g, xg, cg, col);
-        else im2col_f32(g, xg, cg, col);
+      const float *xg = xd + (n0 * c_in + gi * cg) * g->in_size;
+      for (int64_t j = 0; j < nc && !direct; j++) {
+        const float *xj = xg + j * c_in * g->in_size;
+        if (planar) bbi_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
+        else im2col_f32(g, xj, cg, col);
       }
       bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
-      a.m = (size_t)mg, a.n = (size_t)g->out_size, a.k = (size_t)kdim;
+      a.m = (size_t)mg, a.n = ld, a.k = (size_t)kdim;
       a.alpha = 1.0f;
       a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
-      a.b = direct ? xg : col, a.ldb = (size_t)g->out_size;
-      a.c = yd + (n * m_out + gi * mg) * g->out_size, a.ldc = (size_t)g->out_size;
+      a.b = direct ? xg : col, a.ldb = ld;
+      a.c = nc > 1 ? tmp : yd + (n0 * m_out + gi * mg) * npos, a.ldc = ld;
       a.bias_per_row = bd ? bd + gi * mg : NULL; /* one bias per output channel = per row of C */
-      rc = bbi_f32_gemm(&a, scratch, scratch_size);
+      if ((rc = bbi_f32_gemm(&a, scratch, scratch_size)) || nc == 1) continue;
+      for (int64_t m = 0; m < mg; m++)
+        for (int64_t j = 0; j < nc; j++)
+          memcpy(yd + ((n0 + j) * m_out + gi * mg + m) * npos, tmp + (size_t)m * ld + (size_t)(j * npos),
+                 (size_t)npos * sizeof(float));
     }
-  bbi_mem_free(ctx->alloc, mem);
+  }
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 
@@ -249,6 +260,16 @@ static int op_conv(bbi_cpu_op_ctx *ctx) {
 
 /* ---- pooling ------------------------------------------------------------------------------- */
 
+/* float32 with 1 or 2 spatial dims: the pooling kernels. */
+static void pool_f32(const geometry *g, bool is_max, bool include_pad, int64_t planes, const bb_tensor *x,
+                     bb_tensor *y, bb_tensor *indices) {
+  bbi_window2d k = window_of(g, include_pad);
+  if (is_max)
+    bbi_f32_maxpool2d(&k, (size_t)planes, bb_tensor_data(x), bb_tensor_data(y), indices ? bb_tensor_data(indices) : NULL);
+  else
+    bbi_f32_avgpool2d(&k, (size_t)planes, bb_tensor_data(x), bb_tensor_data(y));
+}
+
 static int pool(bbi_cpu_op_ctx *ctx, bool is_max) {
   const bb_tensor *x = ctx->inputs[0];
   int rc = bbi_cpu_expect_dtype(ctx, 0, is_max && ctx->opset >= 12 ? MAXPOOL_TYPES : FLOAT_TYPES);
@@ -265,6 +286,10 @@ static int pool(bbi_cpu_op_ctx *ctx, bool is_max) {
   if (want_indices && (rc = bbi_cpu_make_output(ctx, 1, BB_DTYPE_INT64, x->rank, out))) return rc;
   bb_tensor *y = ctx->outputs[0];
   int64_t planes = x->dims[0] * x->dims[1];
+  if (x->dtype == BB_DTYPE_FLOAT && g.nd <= 2 && storage_order == 0) {
+    pool_f32(&g, is_max, include_pad, planes, x, y, want_indices ? ctx->outputs[1] : NULL);
+    return 0;
+  }
   int64_t o[MAX_SPATIAL], k[MAX_SPATIAL], pos[MAX_SPATIAL];
   for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t op = 0; op < g.out_size; op++) {

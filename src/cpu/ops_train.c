@@ -338,44 +338,87 @@ static int64_t ct_target(const ct_geom *g, int64_t i, int64_t k) {
   return off;
 }
 
-/* float32: per image and group, the column matrix col = W_gᵀ·X_g ([M/group·K] × in_size,
- * by the packed GEMM) is scattered into Y (col2im), which starts as the bias. */
+/* Images with fewer input positions than this are batched side by side in one product
+ * (a GEMM fills its tiles well from a few hundred columns on), up to a bounded matrix. */
+#define CT_MIN_COLUMNS 512
+#define CT_MAX_COL_BYTES (128u << 10)
+
+/* float32: per group, the column matrix col = W_gᵀ·X_g ([M/group·K] × in positions, by the
+ * packed GEMM, for `chunk` images side by side) is scattered into Y (col2im), which starts
+ * as the bias. 1- and 2-D use the window kernels; 3-D finds each target by arithmetic. */
 static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], cg = c_in / group, mg = w->dims[1], m_out = mg * group;
-  int64_t rows = mg * g->k_size;
-  int rc = bbi_cpu_check_size(ctx, rows * g->in_size, sizeof(float), "the column matrix");
+  int64_t rows = mg * g->k_size, npos = g->in_size;
+  /* one image's column matrix is the most this op asks for at once (more images only up to a bound) */
+  int rc = bbi_cpu_check_size(ctx, rows * npos, sizeof(float), "the column matrix");
   if (rc) return rc;
-  size_t col_bytes = (size_t)(rows * g->in_size) * sizeof(float);
-  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)rows, (size_t)g->in_size, (size_t)cg);
-  char *mem = bbi_mem_alloc(ctx->alloc, col_bytes + scratch_size + 64);
-  if (!mem) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "no memory for the column buffer");
-  float *col = (float *)mem;
-  void *scratch = mem + ((col_bytes + 63) & ~(size_t)63);
+  bool planar = g->nd <= 2;
+  int64_t chunk = 1;
+  if (planar && npos < CT_MIN_COLUMNS) {
+    chunk = (CT_MIN_COLUMNS + npos - 1) / npos;
+    int64_t fit = (int64_t)(CT_MAX_COL_BYTES / sizeof(float)) / ((rows + cg) * npos);
+    chunk = chunk < fit ? chunk : fit;
+    chunk = chunk < n_batch ? chunk : n_batch;
+    chunk = chunk > 1 ? chunk : 1;
+  }
+  size_t cols = (size_t)(chunk * npos);
+  size_t col_bytes = (size_t)rows * cols * sizeof(float), in_bytes = chunk > 1 ? (size_t)cg * cols * sizeof(float) : 0;
+  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)rows, cols, (size_t)cg);
+  size_t in_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (in_at + in_bytes + 63) & ~(size_t)63;
+  char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
+  if (!mem) return BB_ERR_NOMEM;
+  float *col = (float *)mem, *gathered = (float *)(mem + in_at);
+  void *scratch = mem + scratch_at;
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
   for (int64_t p = 0; p < n_batch * m_out; p++)
     for (int64_t o = 0; o < g->out_size; o++) yd[p * g->out_size + o] = bd ? bd[p % m_out] : 0.0f;
-  for (int64_t n = 0; n < n_batch && !rc; n++)
+  /* the output is the image the windows slide over; the input positions are their grid */
+  bbi_window2d win = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+  if (planar) {
+    int h = g->nd == 2 ? 0 : -1, v = g->nd - 1;
+    if (h == 0) {
+      win.ih = (size_t)g->out[0], win.oh = (size_t)g->in[0], win.kh = (size_t)g->kernel[0];
+      win.sh = (size_t)g->stride[0], win.dh = (size_t)g->dil[0], win.ph = (size_t)g->pad_begin[0];
+    }
+    win.iw = (size_t)g->out[v], win.ow = (size_t)g->in[v], win.kw = (size_t)g->kernel[v];
+    win.sw = (size_t)g->stride[v], win.dw = (size_t)g->dil[v], win.pw = (size_t)g->pad_begin[v];
+  }
+  for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
+    int64_t nc = n_batch - n0 < chunk ? n_batch - n0 : chunk;
+    size_t ld = (size_t)(nc * npos);
     for (int64_t gi = 0; gi < group && !rc; gi++) {
+      const float *xg = xd + (n0 * c_in + gi * cg) * npos;
+      if (nc > 1) /* the group's channels of every image, side by side: [cg, nc·npos] */
+        for (int64_t c = 0; c < cg; c++)
+          for (int64_t j = 0; j < nc; j++)
+            memcpy(gathered + (size_t)c * ld + (size_t)(j * npos), xg + (j * c_in + c) * npos, (size_t)npos * sizeof(float));
       bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
-      a.m = (size_t)rows, a.n = (size_t)g->in_size, a.k = (size_t)cg;
+      a.m = (size_t)rows, a.n = ld, a.k = (size_t)cg;
       a.alpha = 1.0f;
       a.trans_a = 1; /* W's rows for this group are cg × (M/group·K) */
       a.a = wd + gi * cg * rows, a.lda = (size_t)rows;
-      a.b = xd + (n * c_in + gi * cg) * g->in_size, a.ldb = (size_t)g->in_size;
-      a.c = col, a.ldc = (size_t)g->in_size;
+      a.b = nc > 1 ? gathered : xg, a.ldb = ld;
+      a.c = col, a.ldc = ld;
       if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
-      float *yg = yd + (n * m_out + gi * mg) * g->out_size;
-      for (int64_t k = 0; k < g->k_size; k++)
-        for (int64_t i = 0; i < g->in_size; i++) {
-          int64_t off = ct_target(g, i, k);
-          if (off < 0) continue;
-          for (int64_t ml = 0; ml < mg; ml++) yg[ml * g->out_size + off] += col[(ml * g->k_size + k) * g->in_size + i];
+      for (int64_t j = 0; j < nc; j++) {
+        float *yg = yd + ((n0 + j) * m_out + gi * mg) * g->out_size;
+        const float *cj = col + j * npos;
+        if (planar) {
+          bbi_f32_col2im_2d(&win, (size_t)mg, cj, ld, yg);
+          continue;
         }
+        for (int64_t k = 0; k < g->k_size; k++)
+          for (int64_t i = 0; i < npos; i++) {
+            int64_t off = ct_target(g, i, k);
+            if (off < 0) continue;
+            for (int64_t ml = 0; ml < mg; ml++) yg[ml * g->out_size + off] += cj[(size_t)(ml * g->k_size + k) * ld + (size_t)i];
+          }
+      }
     }
-  bbi_mem_free(ctx->alloc, mem);
+  }
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 

@@ -1,10 +1,12 @@
 /* The CPU backend's operator table: lookup by (op_type, opset), arity checks, and the
  * single-node entry point. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bb/artifact.h"
 #include "cpu/cpu_op.h"
+#include "util/mem.h"
 
 typedef struct family {
   const bbi_cpu_op *ops;
@@ -25,8 +27,9 @@ static bool onnx_domain(const char *domain) { return !domain || !*domain || strc
 static bool grad_domain(const char *domain) { return domain && strcmp(domain, BB_DOMAIN_GRAD) == 0; }
 
 /* The entry with the newest `since` not after opset; the grad domain has one version. */
-static const bbi_cpu_op *find(const char *domain, const char *op_type, int64_t opset) {
+const bbi_cpu_op *bbi_cpu_resolve(const char *domain, const char *op_type, int64_t opset) {
   const bbi_cpu_op *best = NULL;
+  if (!op_type) return NULL;
   if (grad_domain(domain)) {
     for (size_t i = 0; i < bbi_cpu_ops_grad_count; i++)
       if (strcmp(bbi_cpu_ops_grad[i].op_type, op_type) == 0) best = &bbi_cpu_ops_grad[i];
@@ -42,7 +45,7 @@ static const bbi_cpu_op *find(const char *domain, const char *op_type, int64_t o
 }
 
 bool bb_cpu_supports(const char *domain, const char *op_type, int64_t opset) {
-  return op_type && find(domain, op_type, opset) != NULL;
+  return bbi_cpu_resolve(domain, op_type, opset) != NULL;
 }
 
 /* ---- listing, sorted by name ---------------------------------------------------------- */
@@ -84,6 +87,11 @@ const char *bb_cpu_op_name(size_t i) { return i < bb_cpu_op_count() ? sorted[i]-
 
 const char *bb_cpu_op_types(size_t i) { return i < bb_cpu_op_count() ? sorted[i]->types : NULL; }
 
+/* the grad domain's table is written in alphabetical order */
+size_t bb_cpu_grad_op_count(void) { return bbi_cpu_ops_grad_count; }
+const char *bb_cpu_grad_op_name(size_t i) { return i < bbi_cpu_ops_grad_count ? bbi_cpu_ops_grad[i].op_type : NULL; }
+const char *bb_cpu_grad_op_types(size_t i) { return i < bbi_cpu_ops_grad_count ? bbi_cpu_ops_grad[i].types : NULL; }
+
 /* ---- one node ----------------------------------------------------------------------------- */
 
 int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
@@ -94,13 +102,47 @@ int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inp
 int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                             bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
                             const bb_cpu_limits *limits, bb_error *err) {
+  const bbi_cpu_op *op = NULL;
+  if (onnx_domain(node->domain) || grad_domain(node->domain)) op = bbi_cpu_resolve(node->domain, node->op_type, opset);
+  bbi_cpu_workspace ws = {NULL, 0, alloc ? alloc : bb_default_allocator()};
+  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, limits, &ws, err);
+  bbi_cpu_workspace_free(&ws);
+  return rc;
+}
+
+void bbi_cpu_workspace_free(bbi_cpu_workspace *ws) {
+  bbi_mem_free(ws->alloc, ws->data);
+  ws->data = NULL;
+  ws->size = 0;
+}
+
+void *bbi_cpu_scratch(bbi_cpu_op_ctx *ctx, size_t size) {
+  bbi_cpu_workspace *ws = ctx->workspace;
+  if (size > SIZE_MAX - 64) {
+    bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", size);
+    return NULL;
+  }
+  if (ws->size < size + 64) {
+    bbi_mem_free(ws->alloc, ws->data);
+    ws->size = 0;
+    if (!(ws->data = bbi_mem_alloc(ws->alloc, size + 64))) {
+      bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", size);
+      return NULL;
+    }
+    ws->size = size + 64;
+  }
+  return (void *)(((uintptr_t)ws->data + 63) & ~(uintptr_t)63);
+}
+
+int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
+                  size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
+                  const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bb_error *err) {
   size_t cap = limits && limits->max_output_bytes ? limits->max_output_bytes : BB_CPU_DEFAULT_MAX_OUTPUT_BYTES;
   bbi_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
-                       err, cap};
+                       err, cap, workspace};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
-  if (!onnx_domain(node->domain) && !grad_domain(node->domain))
+  if (!op && !onnx_domain(node->domain) && !grad_domain(node->domain))
     return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);
-  const bbi_cpu_op *op = find(node->domain, node->op_type ? node->op_type : "", opset);
   if (!op) return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "no CPU implementation of %s at opset %lld",
                               node->op_type ? node->op_type : "?", (long long)opset);
   /* trailing omitted inputs do not count towards arity */

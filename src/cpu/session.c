@@ -1,20 +1,25 @@
 /* Running a whole ONNX graph on the CPU backend.
  *
- * Preparation resolves every value name to an integer id once, orders the nodes
- * topologically (stable: among ready nodes, model order wins), and records after which
- * step each intermediate value is dead, so a run releases it as soon as its last consumer
- * has fired. Initializers are converted to tensors once and shared by every run. */
+ * Preparation resolves every value name to an integer id and every node to its operator
+ * implementation once, orders the nodes topologically (stable: among ready nodes, model
+ * order wins), and records after which step each intermediate value is dead, so a run
+ * releases it as soon as its last consumer has fired. Initializers are converted to
+ * tensors once and shared by every run; runs allocate through a recycling allocator, so
+ * the next run reuses the buffers this one freed. */
 #include <string.h>
 
 #include "bb/cpu.h"
+#include "cpu/cpu_op.h"
 #include "bb/common.h"
 #include "util/mem.h"
+#include "cpu/run_memory.h"
 #include "util/strmap.h"
 
 #define NO_VALUE UINT32_MAX
 
 typedef struct step {
   const bb_ir_node *node;
+  const bbi_cpu_op *op; /* resolved once, when the session is built */
   uint32_t *in, *out; /* value ids; NO_VALUE for omitted ones */
   uint32_t n_in, n_out;
   uint32_t *dead; /* values whose last use is this step */
@@ -25,6 +30,10 @@ struct bb_cpu_session {
   const bb_model *model;
   const bb_graph *graph;
   const bb_allocator *alloc;
+  /* what runs allocate from: the tensors of one run are recycled by the next, so a warm
+   * session takes nothing from `alloc` per run */
+  bbi_cpu_run_memory *memory;
+  const bb_allocator *run_alloc;
   int64_t opset;
   bbi_strmap ids;
   const char **names; /* id → name */
@@ -36,7 +45,7 @@ struct bb_cpu_session {
   uint32_t *inputs, *outputs; /* ids of required graph inputs and of graph outputs */
   uint32_t n_inputs, n_outputs;
   bb_tensor **values; /* scratch for a run */
-  size_t peak_bytes;
+  size_t peak_bytes, produced_bytes;
   bb_cpu_limits limits;
 };
 
@@ -66,6 +75,7 @@ void bb_cpu_session_free(bb_cpu_session *s) {
   bbi_mem_free(s->alloc, s->values);
   bbi_mem_free(s->alloc, (void *)s->names);
   bbi_strmap_free(&s->ids);
+  bbi_cpu_run_memory_release(s->memory);
   bbi_mem_free(s->alloc, s);
 }
 
@@ -184,7 +194,8 @@ static int build(bb_cpu_session *s, bb_error *err) {
     const bb_ir_node *n = g->nodes.items[i];
     step *st = &s->steps[i];
     st->node = n;
-    if (!bb_cpu_supports(n->domain, n->op_type, s->opset))
+    st->op = bbi_cpu_resolve(n->domain, n->op_type, s->opset);
+    if (!st->op)
       return bb_error_set(err, BB_ERR_UNSUPPORTED, "node %s: %s%s%s is not supported by the CPU backend at opset %lld",
                           node_label(n), n->domain && *n->domain ? n->domain : "", n->domain && *n->domain ? "::" : "",
                           n->op_type, (long long)s->opset);
@@ -298,7 +309,34 @@ static int build(bb_cpu_session *s, bb_error *err) {
   return rc;
 }
 
-int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err) {
+bbi_cpu_run_memory *bbi_cpu_run_memory_new(const bb_allocator *alloc) {
+  if (!alloc) alloc = bb_default_allocator();
+  bbi_cpu_run_memory *m = bbi_mem_calloc(alloc, 1, sizeof *m);
+  if (!m) return NULL;
+  if (!(m->pool = bbi_mem_pool_new(alloc))) {
+    bbi_mem_free(alloc, m);
+    return NULL;
+  }
+  m->refcount = 1;
+  m->alloc = alloc;
+  m->workspace.alloc = bbi_mem_pool_allocator(m->pool);
+  return m;
+}
+
+bbi_cpu_run_memory *bbi_cpu_run_memory_retain(bbi_cpu_run_memory *m) {
+  if (m) m->refcount++;
+  return m;
+}
+
+void bbi_cpu_run_memory_release(bbi_cpu_run_memory *m) {
+  if (!m || --m->refcount) return;
+  bbi_cpu_workspace_free(&m->workspace);
+  bbi_mem_pool_close(m->pool);
+  bbi_mem_free(m->alloc, m);
+}
+
+int bbi_cpu_session_new_shared(const bb_model *model, const bb_allocator *alloc, bbi_cpu_run_memory *memory,
+                              bb_cpu_session **out, bb_error *err) {
   *out = NULL;
   if (!model || !model->graph) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
   if (!alloc) alloc = bb_default_allocator();
@@ -309,6 +347,12 @@ int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_
   s->alloc = alloc;
   bbi_strmap_init(&s->ids, alloc);
   s->opset = bb_opset_get(&model->opsets, "");
+  s->memory = memory ? bbi_cpu_run_memory_retain(memory) : bbi_cpu_run_memory_new(alloc);
+  if (!s->memory) {
+    bb_cpu_session_free(s);
+    return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  }
+  s->run_alloc = bbi_mem_pool_allocator(s->memory->pool);
   int rc = s->opset < 0 ? bb_error_set(err, BB_ERR_MALFORMED, "the model imports no ai.onnx opset") : build(s, err);
   if (rc) {
     bb_cpu_session_free(s);
@@ -316,6 +360,10 @@ int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_
   }
   *out = s;
   return 0;
+}
+
+int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err) {
+  return bbi_cpu_session_new_shared(model, alloc, NULL, out, err);
 }
 
 size_t bb_cpu_session_input_count(const bb_cpu_session *s) { return s->n_inputs; }
@@ -327,6 +375,17 @@ const char *bb_cpu_session_output_name(const bb_cpu_session *s, size_t i) {
   return i < s->n_outputs ? s->names[s->outputs[i]] : NULL;
 }
 size_t bb_cpu_session_peak_bytes(const bb_cpu_session *s) { return s->peak_bytes; }
+
+void bb_cpu_session_memory(const bb_cpu_session *s, bb_cpu_session_memory_stats *out) {
+  bbi_mem_pool_stats ps;
+  bbi_mem_pool_get_stats(s->memory->pool, &ps);
+  out->peak_bytes = s->peak_bytes;
+  out->produced_bytes = s->produced_bytes;
+  out->in_use_high_water = ps.high_water;
+  out->held_bytes = ps.outstanding + ps.cached;
+  out->held_high_water = ps.held_high_water;
+  out->allocations = ps.base_allocations;
+}
 
 void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits) {
   s->limits = limits ? *limits : (bb_cpu_limits){0};
@@ -378,7 +437,7 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
 
   bb_tensor *ins[64], *outs[64];
   size_t live = 0;
-  s->peak_bytes = 0;
+  s->peak_bytes = s->produced_bytes = 0;
   for (uint32_t i = 0; i < s->n_steps && !rc; i++) {
     const step *st = &s->steps[i];
     if (st->n_in > 64 || st->n_out > 64) {
@@ -386,14 +445,15 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
       break;
     }
     for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == NO_VALUE ? NULL : s->values[st->in[k]];
-    rc = bb_cpu_run_node_limited(st->node, s->opset, ins, st->n_in, outs, st->n_out, s->alloc, &s->limits, err);
+    rc = bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
+                       &s->memory->workspace, err);
     if (rc) break;
     for (uint32_t k = 0; k < st->n_out; k++) {
       if (st->out[k] == NO_VALUE) {
         bb_tensor_release(outs[k]);
         continue;
       }
-      if (outs[k] && sole_holder(outs[k])) live += outs[k]->buffer->size;
+      if (outs[k] && sole_holder(outs[k])) live += outs[k]->buffer->size, s->produced_bytes += outs[k]->buffer->size;
       bb_tensor_release(s->values[st->out[k]]);
       s->values[st->out[k]] = outs[k];
     }

@@ -181,7 +181,17 @@ int bbi_cpu_scatter_elements(bbi_cpu_op_ctx *ctx) {
   if (!offsets) return BB_ERR_NOMEM;
   rc = element_offsets(ctx, data, indices, axis, offsets);
   if (!rc) rc = scatter_start(ctx, data, updates);
-  for (int64_t i = 0; !rc && i < indices->numel; i++) scatter_one(red, ctx->outputs[0], offsets[i], updates, i, esize);
+  if (!rc && data->dtype == BB_DTYPE_FLOAT && (red == RED_ADD || red == RED_NONE)) {
+    /* the pooling gradients' case, in float arithmetic (what scatter_one's double rounds to) */
+    float *y = bb_tensor_data(ctx->outputs[0]);
+    const float *u = bb_tensor_data(updates);
+    if (red == RED_ADD)
+      for (int64_t i = 0; i < indices->numel; i++) y[offsets[i]] += u[i];
+    else
+      for (int64_t i = 0; i < indices->numel; i++) y[offsets[i]] = u[i];
+  } else {
+    for (int64_t i = 0; !rc && i < indices->numel; i++) scatter_one(red, ctx->outputs[0], offsets[i], updates, i, esize);
+  }
   free_offsets(ctx, offsets);
   return rc;
 }

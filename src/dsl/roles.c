@@ -26,6 +26,8 @@ static const role_method MODEL_METHODS[] = {
     /* local training and evaluation (docs/DEVIATIONS.md) */
     {"Fit", 1, 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     {"Evaluate", 2, 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    /* the model as standalone ONNX bytes */
+    {"Export", 0, 1, 1, BB_TYPE_BYTES, NULL, NULL, NULL},
 };
 static const role_method INDEX_METHODS[] = {
     {"Add", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
@@ -315,6 +317,10 @@ int bb_rec_model_fit(bb_rec *rec, const bb_slot *slot, bb_value params, bb_value
 bb_value bb_rec_model_evaluate(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value labels) {
   bb_value in[2] = {x, labels};
   return call1(rec, slot, "Evaluate", in, 2, NULL, 0);
+}
+bb_value bb_rec_model_export(bb_rec *rec, const bb_slot *slot) { return call1(rec, slot, "Export", NULL, 0, NULL, 0); }
+bb_value bb_rec_model_export_after(bb_rec *rec, const bb_slot *slot, bb_value after) {
+  return call1(rec, slot, "Export", &after, 1, NULL, 0);
 }
 
 bb_value bb_rec_index_add(bb_rec *rec, const bb_slot *slot, bb_value vector) {

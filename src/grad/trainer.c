@@ -7,6 +7,7 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
+#include "cpu/run_memory.h"
 #include "bb/common.h"
 #include "util/mem.h"
 
@@ -126,9 +127,14 @@ static int prepare(bb_grad_trainer *t, bb_error *err) {
   for (size_t i = 0; i < g->n_params; i++)
     if (strcmp(o->params[i], g->params[i]) != 0 || strcmp(o->grads[i], g->grads[i]) != 0)
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "the optimizer was built for other parameters (%s)", o->params[i]);
-  int rc;
-  if ((rc = bb_cpu_session_new(g->model, t->alloc, &t->train, err))) return bb_error_prefix(err, "training graph: ");
-  if ((rc = bb_cpu_session_new(o->model, t->alloc, &t->optim, err))) return bb_error_prefix(err, "optimizer graph: ");
+  /* the optimizer graph runs after the training graph: it reuses the memory that one freed */
+  bbi_cpu_run_memory *memory = bbi_cpu_run_memory_new(t->alloc);
+  if (!memory) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  int rc = bbi_cpu_session_new_shared(g->model, t->alloc, memory, &t->train, err);
+  if (rc) bb_error_prefix(err, "training graph: ");
+  else if ((rc = bbi_cpu_session_new_shared(o->model, t->alloc, memory, &t->optim, err))) bb_error_prefix(err, "optimizer graph: ");
+  bbi_cpu_run_memory_release(memory);
+  if (rc) return rc;
   if ((rc = hold(t, &t->params, g->model, g->params, g->n_params, err)) ||
       (rc = hold(t, &t->state, g->model, g->state, g->n_state, err)) ||
       (rc = hold(t, &t->opt_state, o->model, o->state, o->n_state, err)) || (rc = collect_inputs(t, err)))
@@ -299,6 +305,18 @@ int bb_grad_trainer_step(bb_grad_trainer *t, const char *const *names, bb_tensor
   if (!ok) t->refused++;
   out->applied = ok;
   return 0;
+}
+
+void bb_grad_trainer_memory(const bb_grad_trainer *t, bb_grad_trainer_memory_stats *out) {
+  memset(out, 0, sizeof *out);
+  const held *lists[3] = {&t->params, &t->state, &t->opt_state};
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < lists[k]->n; i++) out->held_bytes += bb_tensor_nbytes(lists[k]->values[i]);
+  bb_cpu_session_memory_stats m; /* both sessions share one run memory */
+  bb_cpu_session_memory(t->train, &m);
+  out->step_in_use_high_water = m.in_use_high_water;
+  out->step_high_water = m.held_high_water;
+  out->allocations = m.allocations;
 }
 
 uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t) { return t->steps; }

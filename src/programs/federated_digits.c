@@ -68,10 +68,7 @@ static int configure(bb_compiler *c, size_t module, bb_error *err) {
   bb_compiler_set_permissive_types(c, true);
   if (bb_example_declare(c, "CpuMlp", NULL, 0, err) || bb_example_declare(c, "ArraySource", NULL, 0, err) ||
       bb_example_declare(c, "FedAvg", fedavg_deps, 1, err) ||
-      bb_compiler_bind_model(c, "model", "CpuMlp",
-                             "inputs=64,hidden=32,outputs=10,activation=relu,lr=0.05,momentum=0.9,input_scale=0.0625,"
-                             "fit_steps=12,data=data",
-                             err) ||
+      bb_compiler_bind_model(c, "model", "CpuMlp", BB_FEDERATED_DIGITS_MLP_CONFIG, err) ||
       bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=32", err) ||
       bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", "quorum=6,target=8,deadline_ms=1000,no_quorum=abandon,init=model", err))
     return err ? err->code : BB_ERR_INVALID_ARGUMENT;

@@ -110,6 +110,12 @@ int bb_model_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb
     rc = ops->evaluate(self, ctx, a, b, &out, err);
     return rc ? rc : put_tensor(call, 0, out, err);
   }
+  if (is(call, "Export")) {
+    if (!ops->export_onnx) return unsupported(call, err);
+    bb_val *onnx = NULL;
+    if ((rc = ops->export_onnx(self, ctx, &onnx, err))) return rc;
+    return put_value(call, 0, onnx);
+  }
   return unknown_op(call, err);
 }
 

@@ -1,4 +1,4 @@
-/* The eight reference examples' Modules, recorded and compiled with their
+/* The reference and learning examples' Modules, recorded and compiled with their
  * default bindings from src/programs: the partitions, wire pairs, binding tables and
  * types each must compile into, the negative cases that apply at compile time,
  * deterministic bytes, and onnx.checker (full_check) natively. */
@@ -15,7 +15,8 @@ static const char *const NAMES[] = {"quickstart",
                                     "polymorphic_types",
                                     "federated_digits",
                                     "gossip_digits",
-                                    "hierarchical_digits"};
+                                    "hierarchical_digits",
+                                    "federated_cnn"};
 #define N_NAMES (sizeof NAMES / sizeof NAMES[0])
 
 /* Compiles module `module` of example `name` twice (same bytes), decodes the artifact,

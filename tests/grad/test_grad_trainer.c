@@ -244,6 +244,15 @@ static void test_a_small_model_learns(void) {
     if (!i) start = st.loss;
   }
   CHECK_MSG(st.loss < 0.1f && st.loss < start / 5, "loss %g after 150 steps (from %g)", st.loss, start);
+  /* warm: a step takes nothing from the allocator */
+  bb_grad_trainer_memory_stats m0, m1;
+  bb_grad_trainer_memory(s.t, &m0);
+  for (int i = 0; i < 5; i++)
+    CHECK(!bb_grad_trainer_step(s.t, (const char *[]){"x", "target"}, (bb_tensor *[]){x, labels}, 2, &st, &err));
+  bb_grad_trainer_memory(s.t, &m1);
+  CHECK_EQ_INT(m1.allocations, m0.allocations);
+  CHECK(m0.allocations > 0 && m1.step_high_water == m0.step_high_water);
+  CHECK_EQ_INT(m1.held_bytes, (2 * 8 + 8 + 8 * 2) * 4 * 3 + 8); /* w1, b1, w2 with Adam's two moments; the step count */
   bb_tensor_release(labels);
   unmake(&s);
   fx_free(&f);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../runtime/rttest.h"
+#include "bb/cpu.h"
 #include "bb/dataset.h"
 #include "bb/roles.h"
 
@@ -36,6 +37,17 @@ static void stream_body(bb_rec *g, void *user) {
 }
 
 static const bb_module STREAM = {sizeof(bb_module), "Stream", stream_body, NULL, NULL, NULL, 0};
+
+/* Forward, then Export once the forward ran: the exported network must compute it. */
+static void export_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value x = bb_rec_input(g, "x", "ai.bytesandbrains.tensor.f32");
+  bb_value probs = bb_rec_model_forward(g, &MODEL, x);
+  bb_rec_output(g, "probs", probs);
+  bb_rec_output(g, "onnx", bb_rec_model_export_after(g, &MODEL, probs));
+}
+
+static const bb_module EXPORT = {sizeof(bb_module), "Export", export_body, NULL, NULL, NULL, 0};
 
 static const bb_module TRAIN = {sizeof(bb_module), "Train", train_body, NULL, NULL, NULL, 0};
 
@@ -155,6 +167,51 @@ static void test_mlp_learns_through_the_graph(void) {
   bb_node_stats st;
   bb_node_stats_get(node, &st);
   CHECK_EQ_INT(st.executions, 0);
+  bb_node_free(node);
+  free(art);
+}
+
+/* CpuMlp's Export: an ONNX model the CPU executor runs to the Forward's probabilities. */
+static void test_export_computes_forward(void) {
+  size_t len = 0;
+  uint8_t *art = compile_module(&EXPORT, "inputs=2,hidden=5x3,outputs=3,activation=tanh,input_scale=0.5,input_shift=1,seed=3", &len);
+  if (!art) return;
+  const char *targets[] = {"Export"};
+  bb_node *node = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
+  if (!node) return free(art);
+  float x[8] = {0.5f, -1, 2, 0.25f, -3, 1, 0, 0};
+  bb_val *vx = tensor2(x, 4, 2);
+  bb_named_value in[] = {{"x", vx}};
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(node, "Export", in, 1, 0, &err) == 0, "%s", err.message);
+  const bb_step *steps = NULL;
+  size_t ns = 0;
+  CHECK(bb_node_poll(node, 0, &steps, &ns, &err) == 0);
+  const bb_val *probs = NULL, *onnx = NULL;
+  for (size_t i = 0; i < ns; i++) {
+    if (steps[i].kind != BB_STEP_APP_EVENT) continue;
+    if (strcmp(steps[i].topic, "probs") == 0) probs = steps[i].value;
+    if (strcmp(steps[i].topic, "onnx") == 0) onnx = steps[i].value;
+  }
+  CHECK(probs && bb_val_kind_of(probs) == BB_VAL_TENSOR && onnx && bb_val_kind_of(onnx) == BB_VAL_BYTES);
+  bb_model *m = NULL;
+  bb_cpu_session *s = NULL;
+  bb_tensor *y = NULL;
+  if (probs && onnx && !bb_model_decode(bb_val_as_bytes(onnx), bb_val_count(onnx), NULL, NULL, &m, &err) &&
+      !bb_cpu_session_new(m, NULL, &s, &err)) {
+    const char *names[] = {"x"};
+    bb_tensor *input = bb_val_as_tensor(vx);
+    CHECK_MSG(!bb_cpu_session_run(s, names, &input, 1, &y, &err), "%s", err.message);
+    CHECK_STR(bb_cpu_session_output_name(s, 0), "probabilities");
+    const float *want = bb_tensor_data(bb_val_as_tensor(probs)), *got = y ? bb_tensor_data(y) : NULL;
+    for (int i = 0; got && i < 12; i++) CHECK_MSG(fabsf(got[i] - want[i]) < 1e-6f, "%d: %g vs %g", i, got[i], want[i]);
+  } else {
+    CHECK_MSG(0, "%s", err.message);
+  }
+  bb_tensor_release(y);
+  bb_cpu_session_free(s);
+  bb_model_free(m);
+  bb_val_release(vx);
   bb_node_free(node);
   free(art);
 }
@@ -318,6 +375,7 @@ static void test_data_source_feeds_training(void) {
 int main(void) {
   RUN(test_data_source_feeds_training);
   RUN(test_mlp_learns_through_the_graph);
+  RUN(test_export_computes_forward);
   RUN(test_wrong_input_kind_names_the_method);
   RUN(test_bad_config_fails_install);
   RUN(test_target_length_is_checked);

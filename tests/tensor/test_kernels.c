@@ -629,6 +629,95 @@ static void test_softmax(void) {
   CHECK(fabsf(y[0] + 0.6931472f) < 1e-6f && y[2] == -INFINITY);
 }
 
+/* ---- comparison and selection ----------------------------------------------------------------- */
+
+static void test_compare_and_select(void) {
+  rng_seed(10);
+  static const size_t sizes[] = {0, 1, 3, 15, 16, 17, 33, 64, 100, 1000};
+  int ok_cmp = 1, ok_sel = 1;
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    const size_t n = sizes[si];
+    float *a = floats(n + 1), *b = floats(n + 1), *y = floats(n + 1), *r = floats(n + 1);
+    uint8_t *cy = malloc(n + 1), *cr = malloc(n + 1);
+    fill_mixed(a, n), fill_mixed(b, n);
+    for (size_t i = 0; i < n; i += 7) b[i] = a[i]; /* ties */
+    for (int op = BBI_COMPARE_EQ; op <= BBI_COMPARE_LE; op++)
+      for (size_t sa = 0; sa < 2; sa++)
+        for (size_t sb = 0; sb < 2; sb++) {
+          bbi_f32_vcompare((bbi_compare_op)op, n, a, sa, b, sb, cy);
+          bbi_f32_vcompare_scalar((bbi_compare_op)op, n, a, sa, b, sb, cr);
+          ok_cmp &= n == 0 || memcmp(cy, cr, n) == 0;
+          for (size_t i = 0; i < n; i++) ok_cmp &= cy[i] <= 1;
+          for (size_t i = 0; i < n; i++) cy[i] = (uint8_t)(cy[i] * (1 + i % 3)); /* any nonzero byte is true */
+          bbi_f32_vselect(n, cy, a, sa, b, sb, y);
+          bbi_f32_vselect_scalar(n, cy, a, sa, b, sb, r);
+          for (size_t i = 0; i < n; i++) ok_sel &= bits_of(y[i]) == bits_of(r[i]);
+        }
+    free(a), free(b), free(y), free(r), free(cy), free(cr);
+  }
+  CHECK_MSG(ok_cmp, "comparisons differ from the scalar twin");
+  CHECK_MSG(ok_sel, "selection differs from the scalar twin");
+  const float x[3] = {NAN, 1.0f, -0.0f}, zero = 0.0f;
+  uint8_t c[3];
+  bbi_f32_vcompare(BBI_COMPARE_GT, 3, x, 1, &zero, 0, c);
+  CHECK(c[0] == 0 && c[1] == 1 && c[2] == 0);
+}
+
+/* ---- pooling -------------------------------------------------------------------------------- */
+
+/* A random window geometry with its output extent as ONNX computes it (ceil_mode or not). */
+static bbi_window2d random_pool(void) {
+  bbi_window2d g = {0};
+  g.ih = (size_t)rng_int(1, 13), g.iw = (size_t)rng_int(1, 37);
+  g.kh = (size_t)rng_int(1, 4), g.kw = (size_t)rng_int(1, 4);
+  g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+  g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
+  g.ph = (size_t)rng_int(0, (int)g.kh - 1), g.pw = (size_t)rng_int(0, (int)g.kw - 1);
+  g.ph_end = (size_t)rng_int(0, (int)g.kh - 1), g.pw_end = (size_t)rng_int(0, (int)g.kw - 1);
+  g.count_include_pad = rng_int(0, 1);
+  const int ceil_mode = rng_int(0, 1);
+  const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+  const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
+  g.oh = room_h < span_h ? 0 : (ceil_mode ? (room_h - span_h + g.sh - 1) / g.sh : (room_h - span_h) / g.sh) + 1;
+  g.ow = room_w < span_w ? 0 : (ceil_mode ? (room_w - span_w + g.sw - 1) / g.sw : (room_w - span_w) / g.sw) + 1;
+  return g;
+}
+
+static void test_pooling_matches_scalar(void) {
+  rng_seed(9);
+  int ok_max = 1, ok_avg = 1, ok_idx = 1;
+  for (int t = 0; t < 600; t++) {
+    bbi_window2d g = random_pool();
+    if (t % 5 == 0) g = (bbi_window2d){28, 28, 14, 14, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0}; /* the common 2×2 / 2 */
+    const size_t planes = (size_t)rng_int(1, 3), in = planes * g.ih * g.iw, out = planes * g.oh * g.ow;
+    float *x = floats(in), *y = floats(out + 1), *r = floats(out + 1);
+    int64_t *iy = malloc((out + 1) * sizeof *iy), *ir = malloc((out + 1) * sizeof *ir);
+    if (t % 3) fill_uniform(x, in, -4.0f, 4.0f);
+    else fill_mixed(x, in); /* NaN, infinities, signed zeros, ties */
+    bbi_f32_maxpool2d(&g, planes, x, y, iy);
+    bbi_f32_maxpool2d_scalar(&g, planes, x, r, ir);
+    for (size_t i = 0; i < out; i++) ok_max &= same_float(y[i], r[i]), ok_idx &= iy[i] == ir[i];
+    bbi_f32_maxpool2d(&g, planes, x, y, NULL);
+    for (size_t i = 0; i < out; i++) ok_max &= same_float(y[i], r[i]);
+    bbi_f32_avgpool2d(&g, planes, x, y);
+    bbi_f32_avgpool2d_scalar(&g, planes, x, r);
+    for (size_t i = 0; i < out; i++) ok_avg &= same_float(y[i], r[i]);
+    free(x), free(y), free(r), free(iy), free(ir);
+  }
+  CHECK_MSG(ok_max, "max pooling differs from the scalar twin");
+  CHECK_MSG(ok_idx, "max pooling indices differ from the scalar twin");
+  CHECK_MSG(ok_avg, "average pooling differs from the scalar twin");
+  /* against values worked out by hand: 2×2 windows, stride 2, one column of padding */
+  const float x[8] = {1, 5, 2, 0, -1, 3, 7, 7};
+  const bbi_window2d g = {2, 4, 1, 3, 2, 2, 2, 2, 1, 1, 0, 1, 0, 1, 0};
+  float y[3];
+  int64_t idx[3];
+  bbi_f32_maxpool2d(&g, 1, x, y, idx);
+  CHECK(y[0] == 1 && y[1] == 7 && y[2] == 7 && idx[0] == 0 && idx[1] == 6 && idx[2] == 7);
+  bbi_f32_avgpool2d(&g, 1, x, y);
+  CHECK(y[0] == 0 && y[1] == 4.25f && y[2] == 3.5f);
+}
+
 int main(void) {
   printf("gemm configurations:");
   const bbi_f32_gemm_config *const *list;
@@ -645,5 +734,7 @@ int main(void) {
   RUN(test_reduce_rows);
   RUN(test_reduce_strided);
   RUN(test_softmax);
+  RUN(test_compare_and_select);
+  RUN(test_pooling_matches_scalar);
   return bb_test_finish();
 }

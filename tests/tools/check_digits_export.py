@@ -20,8 +20,8 @@ print("onnx.checker: ok (input %s, output %s)" % (model.graph.input[0].name, mod
 
 data = np.loadtxt(gzip.open("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"), delimiter=",")
 x, y = data[:, :64].astype(np.float32), data[:, 64].astype(np.int64)
-onnx.save_tensor(numpy_helper.from_array(x, "pixels"), os.path.join(work, "pixels.pb"))
-subprocess.run([bb, "run", model_path, "--input", "pixels=" + os.path.join(work, "pixels.pb"), "--output-dir",
+onnx.save_tensor(numpy_helper.from_array(x, "x"), os.path.join(work, "pixels.pb"))
+subprocess.run([bb, "run", model_path, "--input", "x=" + os.path.join(work, "pixels.pb"), "--output-dir",
                 os.path.join(work, "run")], check=True, stdout=subprocess.DEVNULL)
 got = numpy_helper.to_array(onnx.load_tensor(os.path.join(work, "run", "probabilities.pb")))
 

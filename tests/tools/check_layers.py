@@ -38,6 +38,7 @@ PUBLIC = {
     "runtime.h": "runtime",
     "roles.h": "roles",
     "dataset.h": "components",
+    "onnx_model.h": "components",
     "sim.h": "sim",
     "bb.h": "programs",
 }

@@ -3,8 +3,9 @@
 //
 //   node ort_run.mjs MODEL.onnx INPUT_NAME INPUT.f32 ROWS COLS OUTPUT.f32
 //
-// INPUT.f32 holds ROWS×COLS little-endian float32 values; the model's first output is
-// written to OUTPUT.f32 the same way. Prints the output's shape.
+// INPUT.f32 holds ROWS×COLS little-endian float32 values, fed as [ROWS, COLS]; COLS may be
+// dims joined by commas (1,8,8 feeds [ROWS, 1, 8, 8]). The model's first output is written
+// to OUTPUT.f32 the same way. Prints the output's shape.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -23,9 +24,10 @@ try {
   process.exit(1);
 }
 const raw = readFileSync(inputPath);
-const shape = [Number(rows), Number(cols)];
-if (raw.length !== shape[0] * shape[1] * 4) {
-  console.error(`ort_run: ${inputPath} holds ${raw.length} bytes, not ${shape[0]}×${shape[1]} float32 values`);
+const shape = [Number(rows), ...cols.split(',').map(Number)];
+const count = shape.reduce((a, b) => a * b, 1);
+if (raw.length !== count * 4) {
+  console.error(`ort_run: ${inputPath} holds ${raw.length} bytes, not ${shape.join('×')} float32 values`);
   process.exit(1);
 }
 const data = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length));

@@ -37,6 +37,7 @@ assert np.allclose(got, want, rtol=1e-4, atol=1e-6), np.abs(got - want).max()
 ' "$tmp/out/probs.pb" "$tmp/expected.pb"
 check "an input named by its TensorProto needs no NAME=" "$bb" run "$tmp/cnn.onnx" --input "$tmp/x.pb"
 check "ops lists Conv" bash -c "'$bb' ops | grep -q '^  Conv '"
+check "ops lists the grad domain's operators" bash -c "'$bb' ops | grep -A2 '^2 ai.bytesandbrains.grad operators' | grep -q '^  SumToShape '"
 
 # a tiny model asking for a huge value: ConstantOfShape of [16384, 16384] floats (1 GiB)
 # is refused before it is allocated, naming the node and the size
@@ -144,12 +145,12 @@ fails_with "vocab refuses other arguments" "usage: bb vocab" "$bb" vocab --yaml
 # The shipped examples (src/programs): each compiles with its default bindings and
 # bb inspect shows its partitions. NAME:MODULES:PARTITIONS per artifact (modules beyond
 # the first are written as FILE.<Module>.onnx).
-check "compile --examples lists the eleven examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 11 ]"
+check "compile --examples lists the twelve examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 12 ]"
 for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 custom_index:CustomIndexApp:1 \
   multi_target_network:FedNetwork:2 federated_learning:ClientLogic,ServerLogic,ServerReduce:1 \
   single_node_federated_learning:FederatedRound:2 custom_compiler_pass:App:2 \
   polymorphic_types:AddReluDemo,StampDemo:1 federated_digits:FedDigits:3 gossip_digits:GossipDigits:1 \
-  hierarchical_digits:HierDigits:5; do
+  hierarchical_digits:HierDigits:5 federated_cnn:FedCnn:3; do
   IFS=: read -r name modules parts <<<"$spec"
   check "compile --example $name" "$bb" compile --example "$name" -o "$tmp/ex-$name.onnx"
   IFS=, read -ra mods <<<"$modules"

@@ -1,4 +1,4 @@
-/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 5) driven the way js/src drives it —
+/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 6) driven the way js/src drives it —
  * handles, packed strings, value lists, the step layout and the host's component
  * callbacks — but natively (and again under Node in the wasm build), so its every path
  * runs under the sanitizers:
@@ -8,7 +8,11 @@
  *     envelopes carried between nodes by parsing the steps, reaching 90 % on separable data;
  *   - an asynchronous host op completed and failed later; snapshot and restore; misuse;
  *   - forty host types, the last of them installed and invoked, and the cap on host types;
- *   - a node that checks join tokens: tokens admitted and refused, roles read back. */
+ *   - a node that checks join tokens: tokens admitted and refused, roles read back;
+ *   - a trainer: the digits CNN (examples/models) learns separable data in batches, its
+ *     export runs in a CPU session to the trainer's own predictions, a snapshot resumes, a
+ *     warm step allocates nothing, bad batches and configs are refused; a model handle as
+ *     an OnnxModel slot's host data at install. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -610,8 +614,149 @@ static void test_join_tokens(void) {
   free(artifact);
 }
 
+/* ---- training ------------------------------------------------------------------------------ */
+
+#define CNN BB_TEST_SOURCE_DIR "/examples/models/digits_cnn.onnx"
+
+static buf read_file(const char *path) {
+  buf b = {NULL, 0};
+  FILE *f = fopen(path, "rb");
+  if (!f) return b;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  b.data = malloc((size_t)n);
+  b.len = fread(b.data, 1, (size_t)n, f);
+  fclose(f);
+  return b;
+}
+
+/* A new tensor handle holding rows [first, first + n) of a [rows, width] float tensor. */
+static int32_t rows_of(int32_t t, int64_t first, int64_t n, int64_t width) {
+  int64_t dims[2] = {n, width};
+  int32_t h = bb_wasm_tensor_new(BB_DTYPE_FLOAT, width ? 2 : 1, dims);
+  memcpy(bb_wasm_tensor_data(h), (const float *)bb_wasm_tensor_data(t) + first * (width ? width : 1),
+         (size_t)(n * (width ? width : 1)) * sizeof(float));
+  return h;
+}
+
+static void test_trainer(void) {
+  buf model = read_file(CNN);
+  CHECK_MSG(model.len > 0, "cannot read %s", CNN);
+  size_t csv_len;
+  char *csv = make_csv(&csv_len);
+  int32_t all = bb_wasm_dataset_from_csv((const uint8_t *)csv, csv_len, -1, 0);
+  free(csv);
+  int32_t xt = bb_wasm_dataset_tensor(all, 0), yt = bb_wasm_dataset_tensor(all, 1);
+  CHECK(bb_wasm_trainer_new(model.data, model.len, "optimizer=rmsprop", 0) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(bb_wasm_last_error(), "rmsprop") != NULL);
+  CHECK(bb_wasm_trainer_new((const uint8_t *)"junk", 4, NULL, 0) < 0);
+  int32_t t = bb_wasm_trainer_new(model.data, model.len, "optimizer=adam,lr=0.005", 7);
+  CHECK_MSG(t > 0, "%s", bb_wasm_last_error());
+  CHECK(isnan(bb_wasm_trainer_last_loss(t)));
+  int32_t count = bb_wasm_trainer_param_count(t);
+  CHECK_EQ_INT(count, 16 * 9 + 16 + 32 * 16 * 9 + 32 + 128 * 64 + 64 + 64 * 10 + 10);
+  /* three epochs over the first 500 rows in batches of 50 */
+  float first = NAN;
+  for (int epoch = 0; epoch < 3; epoch++)
+    for (int64_t r = 0; r < 500; r += 50) {
+      int32_t bx = rows_of(xt, r, 50, FEATURES), by = rows_of(yt, r, 50, 0);
+      CHECK_EQ_INT(bb_wasm_trainer_step(t, bx, by), 1);
+      if (isnan(first)) first = bb_wasm_trainer_last_loss(t);
+      bb_wasm_tensor_free(bx), bb_wasm_tensor_free(by);
+    }
+  CHECK_EQ_INT(bb_wasm_trainer_stats(t), 0);
+  const uint8_t *st = bb_wasm_result_ptr();
+  uint64_t allocations = bb_le_get_u64(st + 40);
+  CHECK(bb_le_get_u64(st) == 30 && bb_le_get_u64(st + 8) == 0 && bb_le_get_u64(st + 16) > (uint64_t)count * 4);
+  CHECK(bb_le_get_u64(st + 24) > 0 && bb_le_get_u64(st + 32) >= bb_le_get_u64(st + 24));
+  CHECK_MSG(bb_wasm_trainer_last_loss(t) < first / 4, "loss %g -> %g", first, bb_wasm_trainer_last_loss(t));
+  /* the held-out rows */
+  int32_t hx = rows_of(xt, 500, ROWS - 500, FEATURES), hy = rows_of(yt, 500, ROWS - 500, 0);
+  CHECK_EQ_INT(bb_wasm_trainer_evaluate(t, hx, hy), 0);
+  float accuracy = bb_le_get_f32(bb_wasm_result_ptr()), loss = bb_le_get_f32(bb_wasm_result_ptr() + 4);
+  CHECK_MSG(accuracy > 0.95f && loss < 0.5f, "accuracy %g loss %g", accuracy, loss);
+  /* a warm step of the same shape takes nothing from the allocator */
+  int32_t bx = rows_of(xt, 0, 50, FEATURES), by = rows_of(yt, 0, 50, 0);
+  CHECK_EQ_INT(bb_wasm_trainer_step(t, bx, by), 1);
+  CHECK_EQ_INT(bb_wasm_trainer_stats(t), 0);
+  CHECK_EQ_INT(bb_le_get_u64(bb_wasm_result_ptr() + 40), allocations);
+  /* bad batches: labels of another length, an integer batch */
+  int32_t short_y = rows_of(yt, 0, 49, 0);
+  CHECK(bb_wasm_trainer_step(t, bx, short_y) == BB_ERR_TYPE && strstr(bb_wasm_last_error(), "labels") != NULL);
+  int64_t d2[2] = {50, FEATURES};
+  int32_t ints = bb_wasm_tensor_new(BB_DTYPE_INT32, 2, d2);
+  CHECK(bb_wasm_trainer_step(t, ints, by) == BB_ERR_TYPE);
+  CHECK(bb_wasm_trainer_step(t, by, bx) < 0); /* rows that do not fit the input */
+  CHECK(bb_wasm_trainer_step(t, 12345, by) == BB_ERR_INVALID_ARGUMENT);
+  /* the export: plain ONNX whose CPU session predicts what the trainer predicts */
+  int32_t pred = bb_wasm_trainer_predict(t, hx);
+  CHECK(pred > 0 && bb_wasm_tensor_rank(pred) == 2 && bb_wasm_tensor_dims(pred)[1] == CLASSES);
+  CHECK_EQ_INT(bb_wasm_trainer_export(t), 0);
+  int32_t exported = bb_wasm_model_decode(bb_wasm_result_ptr(), bb_wasm_result_len());
+  int32_t session = exported > 0 ? bb_wasm_session_new(exported) : -1;
+  CHECK_MSG(session > 0, "%s", bb_wasm_last_error());
+  int64_t d4[4] = {ROWS - 500, 1, 8, 8};
+  int32_t image = bb_wasm_tensor_new(BB_DTYPE_FLOAT, 4, d4), out = 0;
+  memcpy(bb_wasm_tensor_data(image), bb_wasm_tensor_data(hx), (size_t)(ROWS - 500) * FEATURES * sizeof(float));
+  CHECK_EQ_INT(bb_wasm_session_run(session, 1, "pixels", 7, &image, &out), 0);
+  CHECK(out > 0 && memcmp(bb_wasm_tensor_data(out), bb_wasm_tensor_data(pred), (size_t)bb_wasm_tensor_nbytes(pred)) == 0);
+  /* parameters out and in, and a snapshot another trainer resumes from */
+  int32_t params = bb_wasm_trainer_params(t);
+  CHECK(params > 0 && bb_wasm_tensor_nbytes(params) == count * 4);
+  int32_t u = bb_wasm_trainer_new(model.data, model.len, "optimizer=adam,lr=0.005", 7);
+  CHECK_EQ_INT(bb_wasm_trainer_save(t), 0);
+  size_t saved_len = bb_wasm_result_len();
+  uint8_t *saved = malloc(saved_len);
+  memcpy(saved, bb_wasm_result_ptr(), saved_len);
+  CHECK_EQ_INT(bb_wasm_trainer_restore(u, saved, saved_len), 0);
+  CHECK(bb_wasm_trainer_step(t, bx, by) == 1 && bb_wasm_trainer_step(u, bx, by) == 1);
+  CHECK(bb_wasm_trainer_last_loss(t) == bb_wasm_trainer_last_loss(u));
+  CHECK_EQ_INT(bb_wasm_trainer_load_params(u, params), 0);
+  CHECK_EQ_INT(bb_wasm_trainer_load_params(u, hy), BB_ERR_TYPE);
+  CHECK_EQ_INT(bb_wasm_trainer_restore(u, (const uint8_t *)"junk", 4), BB_ERR_MALFORMED);
+  free(saved);
+  int32_t tensors[] = {hx, hy, bx, by, short_y, ints, pred, image, out, params, xt, yt};
+  for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) bb_wasm_tensor_free(tensors[i]);
+  CHECK_EQ_INT(bb_wasm_session_free(session), 0);
+  CHECK_EQ_INT(bb_wasm_trainer_free(t), 0);
+  CHECK_EQ_INT(bb_wasm_trainer_free(t), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_wasm_trainer_free(u), 0);
+
+  /* an OnnxModel slot takes a model handle as its host data (a client of federated_cnn) */
+  int32_t c = bb_wasm_compiler_new();
+  CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "federated_cnn", 0), 0);
+  CHECK_EQ_INT(bb_wasm_example_record("federated_cnn", 0), 0);
+  size_t recorded_len = bb_wasm_result_len();
+  uint8_t *recorded = malloc(recorded_len); /* the compile empties the result buffer first */
+  memcpy(recorded, bb_wasm_result_ptr(), recorded_len);
+  CHECK_EQ_INT(bb_wasm_compiler_compile(c, recorded, recorded_len), 0);
+  free(recorded);
+  size_t art_len = bb_wasm_result_len();
+  uint8_t *art = malloc(art_len);
+  memcpy(art, bb_wasm_result_ptr(), art_len);
+  char self[128];
+  bb_peer_id id = bb_peer_id_from_u64(2);
+  bb_peer_id_to_text(&id, self, sizeof self);
+  const char slots[] = "data\0\0model\0"; /* two (slot, empty config) pairs with the final NUL */
+  int32_t host[2] = {all, exported};
+  int32_t node =
+      bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0);
+  CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
+  CHECK_EQ_INT(bb_wasm_node_free(node), 0);
+  host[1] = 0; /* no model: OnnxModel has nothing to train */
+  CHECK(bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0) <
+        0);
+  CHECK(strstr(bb_wasm_last_error(), "OnnxModel") != NULL);
+  free(art);
+  bb_wasm_compiler_free(c);
+  bb_wasm_model_free(exported);
+  bb_wasm_dataset_free(all);
+  free(model.data);
+}
+
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 5);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 6);
   buf artifact = compile_federated_digits();
   RUN(test_async_host_op);
   test_federation(&artifact);
@@ -619,6 +764,7 @@ int main(void) {
   RUN(test_bad_value_lists);
   RUN(test_join_tokens);
   RUN(test_many_host_types);
+  RUN(test_trainer);
   free(artifact.data);
   return bb_test_finish();
 }

@@ -10,7 +10,7 @@
 //
 // Everything the server sends and receives is logged (status.json replays it to watching
 // pages), and every client update and global model is scored on the test set.
-import { decodeEnvelope, decodeValue, inspectArtifact, runPeer } from 'bytesandbrains';
+import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact, runPeer } from 'bytesandbrains';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { FedRounds, scorer } from '../shared/rounds.js';
@@ -35,8 +35,8 @@ export class LiveFederation {
   #transport;
   #log;
   #now;
-  /** @type {Map<bigint, string>} site id → the name of the wire edge that fills it */
-  #edgeOfSite = new Map();
+  /** @type {Map<bigint, string>} wire id → the wire's name (what the page calls the edge) */
+  #wireOfId = new Map();
   #rounds;
   #running;
   #started = false;
@@ -68,7 +68,7 @@ export class LiveFederation {
     this.#log = log;
     this.#now = now;
     const inspection = inspectArtifact(artifact);
-    for (const [site, recv] of inspection.recvSites) this.#edgeOfSite.set(site, recv.value.replace(/__recv_\d+$/, ''));
+    for (const [id, wire] of inspection.wires) this.#wireOfId.set(id, wire.name);
     const x = test.features();
     const y = test.labels();
     const score = scorer(mlpShapeFromConfig(inspection.configs.get('model') ?? ''), { x: /** @type {Float32Array} */ (x.data), y: /** @type {Float32Array} */ (y.data) });
@@ -142,12 +142,14 @@ export class LiveFederation {
   #record(from, to, bytes) {
     let edge = 'other';
     try {
-      for (const fill of decodeEnvelope(bytes).fills) {
+      const envelope = decodeEnvelope(bytes);
+      for (const fill of envelope.fills) {
         if (fill.op !== undefined) {
           edge = `protocol:${fill.op}`;
           continue;
         }
-        const name = fill.site === undefined ? undefined : this.#edgeOfSite.get(fill.site);
+        // sites name wires only from schema 2 on; an older envelope's are positions the server refuses
+        const name = fill.site === undefined || envelope.schemaVersion !== ENVELOPE_SCHEMA_VERSION ? undefined : this.#wireOfId.get(fill.site);
         if (name === undefined) continue;
         edge = name;
         if (to === this.serverId && fill.typeHash !== 0n) this.#rounds.update(from, decodeValue(fill.typeHash, fill.payload));

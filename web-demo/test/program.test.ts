@@ -1,15 +1,15 @@
 /**
  * The program picture's model and layout on the examples' real artifacts: peer classes,
- * wire edges named for what they carry and matched to the site ids envelopes fill, only the
+ * wire edges named by their wires and matched to the wire ids envelopes carry, only the
  * bindings each partition uses, gates and plumbing folded, and an elkjs layout whose boxes
  * do not overlap, in both directions.
  */
-import { Compiler, compileFederatedDigits, inspectArtifact, loadBb, type Bb } from 'bytesandbrains';
+import { Compiler, compileFederatedDigits, inspectArtifact, loadBb, wireId, type Bb } from 'bytesandbrains';
 import { beforeAll, expect, test } from 'vitest';
 
 import { explainOp, TERMS } from '../src/program/glossary.js';
 import { layoutProgram, rowsOf, type ProgramLayout } from '../src/program/layout.js';
-import { buildProgramGraph, edgeName, FOLDED_KINDS, type ProgramGraph } from '../src/program/model.js';
+import { buildProgramGraph, FOLDED_KINDS, wirePort, type ProgramGraph } from '../src/program/model.js';
 
 let bb: Bb;
 beforeAll(async () => {
@@ -43,20 +43,24 @@ function overlaps(layout: ProgramLayout): string[] {
 }
 
 test('federated_digits: three partitions, two labelled wire edges, bindings each one uses', () => {
-  const graph = graphOf(compileFederatedDigits(bb, { quorum: 3, target: 4 }));
+  const artifact = compileFederatedDigits(bb, { quorum: 3, target: 4 });
+  const graph = graphOf(artifact);
   expect(graph.name).toBe('FedDigits');
   expect(graph.classes).toEqual(['@self', 'clients', 'server']);
   expect(graph.partitions.map((p) => p.title)).toEqual(['FedDigits', 'FedDigits_clients', 'FedDigits_server']);
   expect(graph.edges.map((e) => [e.name, e.label, e.from.split('#')[0], e.to.split('#')[0]])).toEqual([
-    ['global', 'global model', 'FedDigits', 'FedDigits_clients'],
-    ['update', 'model update', 'FedDigits_clients', 'FedDigits_server'],
+    ['FedDigits.global', 'global model', 'FedDigits', 'FedDigits_clients'],
+    ['FedDigits.update', 'model update', 'FedDigits_clients', 'FedDigits_server'],
   ]);
   expect(graph.edges[0]!.carries).toBe('a bundle of Aggregator.Aggregate output 1, Aggregator.Aggregate output 2');
   expect(graph.edges[1]!.carries).toBe('a bundle of Model.Fit output 1, Model.Fit output 2, Unbundle output 2');
+  const wires = inspectArtifact(artifact).wires;
   for (const edge of graph.edges) {
-    expect(edge.siteIds).toHaveLength(1);
-    expect(graph.edgeBySite.get(edge.siteIds[0]!)).toBe(edge);
+    expect(edge.wireId).toBe(wireId(edge.name));
+    expect(graph.edgeByWire.get(edge.wireId)).toBe(edge);
+    expect(wires.get(edge.wireId)?.recvs).toContainEqual({ fn: edge.to, value: edge.site });
   }
+  expect(graph.edgeByWire.size).toBe(2);
   const slots = (title: string): string[] => graph.partitions.find((p) => p.title === title)!.bindings.map((b) => b.slot).sort();
   expect(slots('FedDigits_clients')).toEqual(['data', 'model']); // no aggregator: clients never aggregate
   expect(slots('FedDigits_server')).toEqual(['aggregator', 'model']); // FedAvg's init=model
@@ -74,7 +78,7 @@ test('gossip_digits: one class, a wire edge to itself, the view as a binding', (
   const graph = graphOf(example('gossip_digits'));
   expect(graph.classes).toEqual(['@self']);
   expect(graph.edges).toHaveLength(1);
-  expect(graph.edges[0]).toMatchObject({ name: 'share', label: 'trained model' });
+  expect(graph.edges[0]).toMatchObject({ name: 'GossipDigits.share', label: 'trained model' });
   expect(graph.edges[0]!.from).toBe(graph.edges[0]!.to);
   expect(graph.partitions[0]!.bindings.map((b) => b.slot).sort()).toEqual(['aggregator', 'data', 'model', 'view']);
 });
@@ -107,6 +111,7 @@ test('narrow layouts stack the boxes; every op has an explanation and every term
   for (const p of graph.partitions) for (const op of p.ops) expect(op.explain.length).toBeGreaterThan(10);
   expect(explainOp('ai.bytesandbrains.role.model', 'Fit')).toMatch(/own data/);
   expect(explainOp('', 'Relu')).toMatch(/ONNX operator Relu/);
-  expect(edgeName('update__recv_12')).toBe('update');
+  expect(wirePort('FedDigits.update')).toBe('update');
+  expect(wirePort('custom_name')).toBe('custom_name');
   for (const key of ['partition', 'wireEdge', 'envelope', 'round', 'quorum', 'binding', 'self']) expect(TERMS[key]!.text.length).toBeGreaterThan(40);
 });

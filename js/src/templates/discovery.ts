@@ -9,12 +9,13 @@
  * - `'seats'`: the server is given the list of its clients' ids when it starts (as the
  *   federated_digits example is), e.g. from a room the app filled beforehand.
  *
- * Peer ids are opaque base58 strings here: a client may keep one across reloads with
- * {@link persistentPeerId}.
+ * Peer ids are opaque base58 strings here. A peer that joins a signalling room has the id of
+ * its Ed25519 identity (`bytesandbrains/identity`: loadIdentity keeps a page's across
+ * reloads), and is installed with `self: identity.peerId`.
  */
 import type { Graph } from '../dsl/graph.js';
 import type { BbNode } from '../node.js';
-import { peerValue, randomPeerId } from '../values.js';
+import { peerValue } from '../values.js';
 
 export type Discovery = 'registry' | 'seats';
 
@@ -41,24 +42,4 @@ export function answerServerRequests(node: BbNode, server: string, nowNs?: bigin
     node.complete(step.value.value, [peerValue(server)]);
   });
   node.runBootstrap(nowNs);
-}
-
-/** Where a peer id is kept: localStorage in a page, or any object of the same two methods. */
-export interface PeerIdStorage {
-  getItem(key: string): string | null;
-  setItem(key: string, value: string): void;
-}
-
-/**
- * A peer id that stays the same across reloads: read from `storage` (default the page's
- * localStorage) under `key`, or made (randomPeerId) and kept there. Without a storage it is
- * a fresh id each time.
- */
-export function persistentPeerId(key = 'bytesandbrains.peer-id', storage?: PeerIdStorage): string {
-  const store = storage ?? (globalThis as { localStorage?: PeerIdStorage }).localStorage;
-  const kept = store?.getItem(key);
-  if (kept) return kept;
-  const made = randomPeerId();
-  store?.setItem(key, made);
-  return made;
 }

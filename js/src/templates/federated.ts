@@ -37,8 +37,8 @@ export interface FederatedAveragingOptions {
   readonly rounds?: number;
   /**
    * How updates become the global model: sample-weighted averaging (FedAvg, default), or
-   * the coordinate-wise median or trimmed mean of one update per client (robust to a few
-   * bad clients; a round closes once `quorum` clients contributed).
+   * the coordinate-wise median or trimmed mean of one update per client (RobustAvg: robust
+   * to a few bad clients, the same rounds).
    */
   readonly aggregator?: 'fedavg' | 'median' | 'trimmed-mean';
   /** The share trimmed at each end by 'trimmed-mean' (default 0.2). */
@@ -73,7 +73,6 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const discovery = options.discovery ?? 'registry';
   const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
   const codec = options.codec;
-  const robust = aggregator !== 'fedavg';
 
   const body = (g: Graph): void => {
     // in this order the seats variant is federated_digits' Module, byte for byte
@@ -91,42 +90,39 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     const { params: aggregated, metadata: round } = agg.aggregate(tick);
     const loaded = model.loadParameters(aggregated);
     g.output('accuracy', model.evaluate(testX, testY, loaded));
-    if (robust) {
-      // a robust round closes on contributions alone: the server sends its model every tick,
-      // a microsecond after it, so that a round closed at the tick is loaded by then
-      g.output('model', aggregated);
-      g.netOut('global', destination(tick), model.params(g.sleep(1000, tick)));
-    } else {
-      g.output('round', round);
-      g.output('model', aggregated);
-      g.netOut('global', destination(tick), g.bundle(aggregated, round));
-    }
+    g.output('round', round);
+    g.output('model', aggregated);
+    g.netOut('global', destination(tick), g.bundle(aggregated, round));
 
-    // a client's round
+    // a client's round: the update goes back tagged with the round it trained for
     const global = g.lookupOutput('global');
-    const [params, roundIn] = robust ? [global, undefined] : (g.unbundle(global, [TYPES.tensorF32, TYPES.abstract]) as [GraphValue, GraphValue]);
+    const [params, roundIn] = g.unbundle(global, [TYPES.tensorF32, TYPES.abstract]) as [GraphValue, GraphValue];
     const { trained, samples } = model.fit(params);
     const sent = wire === undefined ? trained : wire.encode(trained);
-    g.netOut('update', server, roundIn === undefined ? g.bundle(sent, samples) : g.bundle(sent, samples, roundIn));
+    g.netOut('update', server, g.bundle(sent, samples, roundIn));
 
     // the server takes it in
     const received = g.lookupOutput('update');
     if (wire === undefined) {
       agg.contribute(received, received);
     } else {
-      const parts = g.unbundle(received, robust ? [TYPES.abstract, TYPES.abstract] : [TYPES.abstract, TYPES.abstract, TYPES.abstract]);
+      const parts = g.unbundle(received, [TYPES.abstract, TYPES.abstract, TYPES.abstract]);
       agg.contribute(wire.decode(parts[0]!), g.bundle(...parts.slice(1)));
     }
   };
 
   const bindRest = (compiler: Compiler): void => {
-    if (robust) {
-      const method = aggregator === 'median' ? 'median' : `trimmed,trim=${options.trim ?? 0.2}`;
-      compiler.declare('RobustAvg', TENSOR_F32);
-      compiler.bind('aggregator', 'Aggregator', 'RobustAvg', `method=${method},quorum=${quorum}`);
-    } else {
+    // both aggregators run the same rounds: a round opens when the server sends the global
+    // model, takes updates only from the clients it was sent to, closes at `clients` updates
+    // or at its deadline with a quorum, and is abandoned without one
+    const rounds = `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`;
+    if (aggregator === 'fedavg') {
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
-      compiler.bind('aggregator', 'Aggregator', 'FedAvg', `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`);
+      compiler.bind('aggregator', 'Aggregator', 'FedAvg', rounds);
+    } else {
+      const method = aggregator === 'median' ? 'median' : `trimmed,trim=${options.trim ?? 0.2}`;
+      compiler.declare('RobustAvg', TENSOR_F32, [['Model', 'model']]);
+      compiler.bind('aggregator', 'Aggregator', 'RobustAvg', `method=${method},${rounds}`);
     }
     if (codec !== undefined) compiler.bind('codec', 'Codec', CODECS[codec]);
   };

@@ -8,4 +8,4 @@ export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluati
 export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer, type GossipPeerOptions } from './gossip.js';
 export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice } from './models.js';
 export { Plan, roundReporter, type ClientOptions, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
-export { persistentPeerId, SERVER_REQUEST_TOPIC, type Discovery, type PeerIdStorage } from './discovery.js';
+export { SERVER_REQUEST_TOPIC, type Discovery } from './discovery.js';

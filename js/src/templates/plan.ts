@@ -51,7 +51,7 @@ export interface PlanSettings {
 export interface ServerOptions {
   /** The compiled artifact (plan.compile), the same on every peer. */
   readonly artifact: Uint8Array;
-  /** The server's peer id (default a fresh one). */
+  /** The server's peer id: its identity's `peerId` to join a signalling room (default a fresh id, which cannot). */
   readonly self?: string;
   /** What the server scores the model on each round. */
   readonly test: Dataset;
@@ -62,7 +62,7 @@ export interface ServerOptions {
 
 export interface ClientOptions {
   readonly artifact: Uint8Array;
-  /** The client's peer id (default a fresh one; persistentPeerId keeps one across reloads). */
+  /** The client's peer id: its identity's `peerId` to join a signalling room (default a fresh id, which cannot). */
   readonly self?: string;
   /** The server's peer id. */
   readonly server: string;

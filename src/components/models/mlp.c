@@ -231,6 +231,18 @@ void bbi_mlp_free(bbi_mlp *m) {
 }
 
 size_t bbi_mlp_param_count(const bbi_mlp *m) { return m->n_params; }
+
+void bbi_mlp_describe(const bbi_mlp *m, bbi_mlp_shape *out) {
+  memset(out, 0, sizeof *out);
+  out->n_layers = m->n_layers;
+  out->widths[0] = m->inputs;
+  for (size_t l = 0; l < m->n_layers; l++) out->widths[l + 1] = m->layers[l].out;
+  out->activation = m->activation;
+  out->loss = m->loss;
+  out->input_scale = m->input_scale;
+  out->input_shift = m->input_shift;
+  out->params = m->params;
+}
 size_t bbi_mlp_inputs(const bbi_mlp *m) { return m->inputs; }
 size_t bbi_mlp_outputs(const bbi_mlp *m) { return m->outputs; }
 

@@ -73,6 +73,28 @@ size_t bbi_mlp_param_count(const bbi_mlp *m);
 size_t bbi_mlp_inputs(const bbi_mlp *m);
 size_t bbi_mlp_outputs(const bbi_mlp *m);
 
+/* The architecture, for an export: the widths of the input and of every layer's output
+ * (n_layers + 1 of them), the activation of the hidden layers, the loss (it decides the
+ * output: probabilities or raw values), the input normalisation (NULL when there is none;
+ * `inputs` floats each) and the parameter vector (bbi_mlp_param_count floats; its layout
+ * per layer is W [out, in] row-major, then b [out]). Valid while the model is. */
+typedef struct bbi_mlp_shape {
+  size_t n_layers;
+  size_t widths[BBI_MLP_MAX_HIDDEN + 2];
+  bbi_mlp_activation activation;
+  bbi_mlp_loss loss;
+  const float *input_scale, *input_shift;
+  const float *params;
+} bbi_mlp_shape;
+
+void bbi_mlp_describe(const bbi_mlp *m, bbi_mlp_shape *out);
+
+/* The model as a standalone ONNX ModelProto (bb_buffer_free(NULL, *out)): float input "x"
+ * [N, inputs] → Mul(input_scale) → Add(input_shift) (when normalised) → per layer
+ * Gemm(transB = 1) with initializers W<l>, b<l>, then the activation on hidden layers →
+ * Softmax into "probabilities" (cross-entropy) or the last Gemm as "y" (squared error). */
+int bbi_mlp_export_onnx(const bbi_mlp *m, uint8_t **out, size_t *len, bb_error *err);
+
 /* Copies the parameters into out (len must equal bbi_mlp_param_count). */
 int bbi_mlp_params(const bbi_mlp *m, float *out, size_t len, bb_error *err);
 

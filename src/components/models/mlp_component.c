@@ -6,7 +6,7 @@
  *         fit_steps=10,data=data          (Fit: SGD steps on batches of that DataSource slot)
  * Forward remembers its input and ComputeLoss its target; Backward then takes one SGD
  * step on that batch. Params/LoadParameters/ApplyDelta use the flat parameter vector
- * (docs/LEARNING.md gives its layout). */
+ * (docs/LEARNING.md gives its layout); Export gives the network as ONNX (mlp_onnx.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,24 +42,26 @@ static int parse_hidden(const char *text, size_t *hidden, size_t *n, bb_error *e
   return 0;
 }
 
-static int mlp_create(const bb_component_init *init, void **self, bb_error *err) {
-  const char *c = init->config;
-  uint64_t inputs, outputs, seed, fit_steps;
-  char data_slot[64];
+/* A bbi_mlp as the config describes it (seed: the default of seed=); the Fit keys into
+ * fit_steps and data_slot when those are not NULL. */
+static int make_mlp(const char *c, uint64_t default_seed, const bb_allocator *alloc, bbi_mlp **out, uint64_t *fit_steps,
+                    char *data_slot, bb_error *err) {
+  uint64_t inputs, outputs, seed, steps;
+  char slot[64];
   float lr, momentum, wd, scale, shift;
   char hidden_text[256], act[16], loss[16];
   size_t hidden[BBI_MLP_MAX_HIDDEN], n_hidden;
   int rc;
   if ((rc = bb_config_check(c, KEYS, err)) || (rc = bb_config_u64(c, "inputs", 0, &inputs, err)) ||
-      (rc = bb_config_u64(c, "outputs", 0, &outputs, err)) || (rc = bb_config_u64(c, "seed", init->seed, &seed, err)) ||
+      (rc = bb_config_u64(c, "outputs", 0, &outputs, err)) || (rc = bb_config_u64(c, "seed", default_seed, &seed, err)) ||
       (rc = bb_config_f32(c, "lr", 0.05f, &lr, err)) || (rc = bb_config_f32(c, "momentum", 0.9f, &momentum, err)) ||
       (rc = bb_config_f32(c, "weight_decay", 0, &wd, err)) ||
       (rc = bb_config_f32(c, "input_scale", 1, &scale, err)) || (rc = bb_config_f32(c, "input_shift", 0, &shift, err)) ||
       (rc = bb_config_str(c, "hidden", "", hidden_text, sizeof hidden_text, err)) ||
       (rc = bb_config_str(c, "activation", "relu", act, sizeof act, err)) ||
       (rc = bb_config_str(c, "loss", "xent", loss, sizeof loss, err)) ||
-      (rc = bb_config_u64(c, "fit_steps", 10, &fit_steps, err)) ||
-      (rc = bb_config_str(c, "data", "data", data_slot, sizeof data_slot, err)) ||
+      (rc = bb_config_u64(c, "fit_steps", 10, &steps, err)) ||
+      (rc = bb_config_str(c, "data", "data", slot, sizeof slot, err)) ||
       (rc = parse_hidden(hidden_text, hidden, &n_hidden, err)))
     return rc;
   if (!inputs || !outputs)
@@ -84,31 +86,50 @@ static int mlp_create(const bb_component_init *init, void **self, bb_error *err)
   cfg.seed = seed;
   float *sc = NULL, *sh = NULL;
   if (scale != 1 || shift != 0) {
-    const bb_allocator *al = init->alloc;
-    sc = bbi_mem_calloc(al, inputs, sizeof *sc);
-    sh = bbi_mem_calloc(al, inputs, sizeof *sh);
+    sc = bbi_mem_calloc(alloc, inputs, sizeof *sc);
+    sh = bbi_mem_calloc(alloc, inputs, sizeof *sh);
     if (!sc || !sh) {
-      bbi_mem_free(al, sc);
-      bbi_mem_free(al, sh);
+      bbi_mem_free(alloc, sc);
+      bbi_mem_free(alloc, sh);
       return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
     }
     for (size_t i = 0; i < inputs; i++) sc[i] = scale, sh[i] = shift;
     cfg.input_scale = sc;
     cfg.input_shift = sh;
   }
+  rc = bbi_mlp_create(&cfg, alloc, out, err);
+  bbi_mem_free(alloc, sc);
+  bbi_mem_free(alloc, sh);
+  if (fit_steps) *fit_steps = steps;
+  if (data_slot) memcpy(data_slot, slot, sizeof slot);
+  return rc;
+}
+
+static int mlp_create(const bb_component_init *init, void **self, bb_error *err) {
   cpu_mlp *s = bbi_mem_calloc(init->alloc, 1, sizeof *s);
-  if (!s) rc = bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
-  else {
-    s->alloc = init->alloc;
-    s->fit_steps = fit_steps;
-    s->target_width = cfg.loss == BBI_MLP_MEAN_SQUARED_ERROR ? (size_t)outputs : 1;
-    memcpy(s->data_slot, data_slot, sizeof s->data_slot);
-    rc = bbi_mlp_create(&cfg, init->alloc, &s->m, err);
-    if (rc) bbi_mem_free(init->alloc, s);
-    else *self = s;
+  if (!s) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
+  s->alloc = init->alloc;
+  int rc = make_mlp(init->config, init->seed, init->alloc, &s->m, &s->fit_steps, s->data_slot, err);
+  if (rc) {
+    bbi_mem_free(init->alloc, s);
+    return rc;
   }
-  bbi_mem_free(init->alloc, sc);
-  bbi_mem_free(init->alloc, sh);
+  bbi_mlp_shape sh;
+  bbi_mlp_describe(s->m, &sh);
+  s->target_width = sh.loss == BBI_MLP_MEAN_SQUARED_ERROR ? bbi_mlp_outputs(s->m) : 1;
+  *self = s;
+  return 0;
+}
+
+int bb_cpu_mlp_export(const char *config, const bb_tensor *params, uint8_t **onnx, size_t *len, bb_error *err) {
+  bbi_mlp *m = NULL;
+  int rc = make_mlp(config ? config : "", 0, bb_default_allocator(), &m, NULL, NULL, err);
+  if (!rc && (params->dtype != BB_DTYPE_FLOAT || (size_t)params->numel != bbi_mlp_param_count(m)))
+    rc = bb_error_set(err, BB_ERR_TYPE, "CpuMlp: parameters must be float32 [%zu], got %lld floats",
+                      bbi_mlp_param_count(m), (long long)params->numel);
+  if (!rc) rc = bbi_mlp_load_params(m, bb_tensor_data(params), (size_t)params->numel, err);
+  if (!rc) rc = bbi_mlp_export_onnx(m, onnx, len, err);
+  bbi_mlp_free(m);
   return rc;
 }
 
@@ -260,8 +281,19 @@ static int mlp_evaluate(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_te
   return 0;
 }
 
-static const bb_model_ops MLP_OPS = {mlp_forward, mlp_loss, mlp_backward, mlp_apply_delta,
-                                     mlp_load,    mlp_params, mlp_fit,    mlp_evaluate};
+static int mlp_export(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err) {
+  cpu_mlp *s = self;
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  int rc = bbi_mlp_export_onnx(s->m, &bytes, &len, err);
+  if (!rc && !(*onnx = bb_val_bytes(bb_ctx_allocator(ctx), bytes, len)))
+    rc = bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
+  bb_buffer_free(NULL, bytes);
+  return rc;
+}
+
+static const bb_model_ops MLP_OPS = {mlp_forward, mlp_loss, mlp_backward, mlp_apply_delta, mlp_load,
+                                     mlp_params,  mlp_fit,  mlp_evaluate, mlp_export};
 
 static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&MLP_OPS, self, ctx, call, err);

@@ -1,5 +1,5 @@
 /* f32 compute kernels for the CPU backend: GEMM, elementwise binary and unary
- * operations, row reductions and softmax.
+ * operations, pooling, row reductions and softmax.
  *
  * Every kernel comes in two forms: the SIMD one (written once against the portable vector
  * layer in vec.h, so it is SIMD128 in WebAssembly and SSE2 on x86-64, with AVX2/FMA and
@@ -11,6 +11,7 @@
 #define BBI_TENSOR_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- GEMM ---------------------------------------------------------------------------- */
 
@@ -191,6 +192,61 @@ typedef enum bbi_unary_op {
  * logf, and tanh and 1/(1+exp(-x)) in double, rounded once). */
 void bbi_f32_vunary(bbi_unary_op op, size_t n, const float *x, float *y);
 void bbi_f32_vunary_scalar(bbi_unary_op op, size_t n, const float *x, float *y);
+
+/* ---- comparison and selection -------------------------------------------------------- */
+
+typedef enum bbi_compare_op { BBI_COMPARE_EQ, BBI_COMPARE_GT, BBI_COMPARE_GE, BBI_COMPARE_LT, BBI_COMPARE_LE } bbi_compare_op;
+
+/* y[i] = a[i·sa] op b[i·sb] as a bool (byte 0 or 1), for i < n; sa and sb are 1 for an
+ * operand that advances, 0 for one that repeats its first element. Any comparison with a
+ * NaN is false. */
+void bbi_f32_vcompare(bbi_compare_op op, size_t n, const float *a, size_t sa, const float *b, size_t sb, uint8_t *y);
+void bbi_f32_vcompare_scalar(bbi_compare_op op, size_t n, const float *a, size_t sa, const float *b, size_t sb,
+                            uint8_t *y);
+
+/* y[i] = cond[i] ? a[i·sa] : b[i·sb] (any nonzero byte is true), bits copied unchanged;
+ * y may be a or b when it advances. */
+void bbi_f32_vselect(size_t n, const uint8_t *cond, const float *a, size_t sa, const float *b, size_t sb, float *y);
+void bbi_f32_vselect_scalar(size_t n, const uint8_t *cond, const float *a, size_t sa, const float *b, size_t sb,
+                           float *y);
+
+/* ---- windows: pooling and the column matrices of convolution ---------------------------- */
+
+/* A 2-D window sliding over planes of ih×iw floats, placed at oh×ow positions (ONNX's
+ * pads, strides, dilations and ceil_mode already turned into the position grid, which the
+ * caller computes). Strides and dilations are >= 1; the window at (oy, ox) starts at row
+ * oy·sh - ph, column ox·sw - pw of the plane. */
+typedef struct bbi_window2d {
+  size_t ih, iw, oh, ow;
+  size_t kh, kw, sh, sw, dh, dw;
+  size_t ph, pw, ph_end, pw_end; /* padding before and after */
+  int count_include_pad;         /* average pooling: padding positions count as zeros */
+} bbi_window2d;
+
+/* The column matrix of a convolution: for each channel c < channels of x [channels, ih,
+ * iw] and window position (ky, kx), the row at col + ((c·kh + ky)·kw + kx)·ld holds the
+ * oh·ow values the window reads there, 0 in the padding. */
+void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+void bbi_f32_im2col_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+
+/* Its adjoint, accumulating: every value of the column matrix (rows as above) is added to
+ * the element of x it was read from; values that fall in the padding are dropped. */
+void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
+void bbi_f32_col2im_2d_scalar(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
+
+/* y [planes, oh, ow] = the maximum of each window of x [planes, ih, iw]: the first value
+ * of the window in row-major order, replaced by every later one that is greater (so a NaN
+ * first stays, a NaN later is passed over; a window entirely in the padding gives -inf).
+ * indices (NULL: not wanted) gets where each maximum is, as a flat index into x counted
+ * from its first plane (-1 in the plane for an all-padding window). */
+void bbi_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices);
+void bbi_f32_maxpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices);
+
+/* y = the mean of each window: the sum of its values inside the image in row-major order,
+ * divided by how many there are (with count_include_pad: how many positions lie inside
+ * the padded extent); NaN for a window that counts none. */
+void bbi_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y);
+void bbi_f32_avgpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y);
 
 /* ---- reductions ----------------------------------------------------------------------- */
 

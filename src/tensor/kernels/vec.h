@@ -145,6 +145,39 @@ BBI_INLINE void bbi_f32x4_transpose(bbi_f32x4 r[4]) {
   r[3] = BBI_F32X4_SHUFFLE(t1, t3, 2, 3, 6, 7);
 }
 
+/* Sixteen comparison masks (four vectors, lanes all ones or all zeros) as sixteen bools
+ * (bytes 0 or 1), in lane order. */
+BBI_INLINE void bbi_i32x4_store_bools(bbi_i32x4 m0, bbi_i32x4 m1, bbi_i32x4 m2, bbi_i32x4 m3, uint8_t *out) {
+#if defined(__wasm_simd128__)
+  const v128_t lo = wasm_i16x8_narrow_i32x4((v128_t)m0, (v128_t)m1), hi = wasm_i16x8_narrow_i32x4((v128_t)m2, (v128_t)m3);
+  wasm_v128_store(out, wasm_v128_and(wasm_i8x16_narrow_i16x8(lo, hi), wasm_i8x16_splat(1)));
+#elif defined(__SSE2__)
+  const __m128i lo = _mm_packs_epi32((__m128i)m0, (__m128i)m1), hi = _mm_packs_epi32((__m128i)m2, (__m128i)m3);
+  _mm_storeu_si128((__m128i *)out, _mm_and_si128(_mm_packs_epi16(lo, hi), _mm_set1_epi8(1)));
+#else
+  const bbi_i32x4 m[4] = {m0, m1, m2, m3};
+  for (int i = 0; i < 16; i++) out[i] = m[i / 4][i % 4] != 0;
+#endif
+}
+
+/* The inverse: sixteen bools (any nonzero byte is true) as four lane masks. */
+BBI_INLINE void bbi_i32x4_load_bools(const uint8_t *in, bbi_i32x4 m[4]) {
+#if defined(__wasm_simd128__)
+  const v128_t t = wasm_i8x16_ne(wasm_v128_load(in), wasm_i8x16_splat(0));
+  const v128_t lo = wasm_i16x8_extend_low_i8x16(t), hi = wasm_i16x8_extend_high_i8x16(t);
+  m[0] = (bbi_i32x4)wasm_i32x4_extend_low_i16x8(lo), m[1] = (bbi_i32x4)wasm_i32x4_extend_high_i16x8(lo);
+  m[2] = (bbi_i32x4)wasm_i32x4_extend_low_i16x8(hi), m[3] = (bbi_i32x4)wasm_i32x4_extend_high_i16x8(hi);
+#elif defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i t = _mm_andnot_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)in), zero), _mm_set1_epi8(-1));
+  const __m128i lo = _mm_unpacklo_epi8(t, t), hi = _mm_unpackhi_epi8(t, t);
+  m[0] = (bbi_i32x4)_mm_unpacklo_epi16(lo, lo), m[1] = (bbi_i32x4)_mm_unpackhi_epi16(lo, lo);
+  m[2] = (bbi_i32x4)_mm_unpacklo_epi16(hi, hi), m[3] = (bbi_i32x4)_mm_unpackhi_epi16(hi, hi);
+#else
+  for (int i = 0; i < 16; i++) m[i / 4][i % 4] = in[i] ? -1 : 0;
+#endif
+}
+
 /* Sum of the four lanes, in a fixed pairwise order. */
 BBI_INLINE float bbi_f32x4_hsum(bbi_f32x4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
 

@@ -6,7 +6,7 @@
  * (their engine stops; envelopes wait for them) or killed (their worker ends; envelopes
  * to them are lost).
  */
-import { decodeEnvelope, decodeValue, peerIdFromU64, type Value } from 'bytesandbrains';
+import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, peerIdFromU64, type Value } from 'bytesandbrains';
 
 import { FedRounds, GossipRounds } from '../../shared/rounds.js';
 import type { ProgramGraph } from '../program/model.js';
@@ -196,9 +196,11 @@ export class LocalRun {
     let value: Value | undefined;
     try {
       const envelope = decodeEnvelope(bytes);
+      // sites name wires only from schema 2 on; an older envelope's are positions the receiver refuses
+      const byWire = envelope.schemaVersion === ENVELOPE_SCHEMA_VERSION;
       for (const fill of envelope.fills) {
         if (fill.op !== undefined) kind = 'protocol';
-        const found = fill.site === undefined ? undefined : this.#options.graph.edgeBySite.get(fill.site);
+        const found = fill.site === undefined || !byWire ? undefined : this.#options.graph.edgeByWire.get(fill.site);
         if (found === undefined) continue;
         kind = 'data';
         edge = found;

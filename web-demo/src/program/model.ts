@@ -7,6 +7,7 @@
  */
 import {
   partitionBindings,
+  wireId,
   type ArtifactDescription,
   type ArtifactInspection,
   type PartitionBinding,
@@ -48,7 +49,7 @@ export interface WireArrow {
   readonly id: string;
   readonly from: string;
   readonly to: string;
-  /** The name the program gave the network output ("global", "update"). */
+  /** The wire's name ("FedDigits.global"): the same on every peer and every version of the program. */
   readonly name: string;
   /** What a visitor reads on the arrow ("global model"). */
   readonly label: string;
@@ -56,10 +57,10 @@ export interface WireArrow {
   readonly carries: string;
   /** The value the wire.Send sends. */
   readonly value: string;
-  /** The receiving wire.Recv's value (the site name). */
+  /** The receiving wire.Recv's value. */
   readonly site: string;
-  /** The global site ids envelopes of this edge fill (what decodeEnvelope reports). */
-  readonly siteIds: readonly bigint[];
+  /** The wire's id, what envelopes of this edge carry as `/site/<id>` (decodeEnvelope's `fill.site`). */
+  readonly wireId: bigint;
 }
 
 export interface ProgramGraph {
@@ -69,8 +70,11 @@ export interface ProgramGraph {
   readonly classes: readonly string[];
   readonly partitions: readonly PartitionBox[];
   readonly edges: readonly WireArrow[];
-  /** Site id → the edge whose envelopes fill it. */
-  readonly edgeBySite: ReadonlyMap<bigint, WireArrow>;
+  /**
+   * Wire id → the edge its envelopes take. A wire several partitions' Recvs listen to is
+   * several edges; its envelopes are counted on the first (the examples have one per wire).
+   */
+  readonly edgeByWire: ReadonlyMap<bigint, WireArrow>;
 }
 
 /** Friendlier words for network outputs the examples name tersely. */
@@ -91,9 +95,9 @@ export function titleOf(name: string): string {
   return hash < 0 ? name : name.slice(0, hash);
 }
 
-/** The network output's name from its Recv site ("update__recv_1" → "update"). */
-export function edgeName(site: string): string {
-  return site.replace(/__recv_\d+$/, '');
+/** The port of a wire's name, what the arrow is labelled by ("FedDigits.update" → "update"). */
+export function wirePort(wire: string): string {
+  return wire.slice(wire.lastIndexOf('.') + 1);
 }
 
 function kindOf(node: DescribedNode): OpKind {
@@ -111,18 +115,17 @@ export function buildProgramGraph(description: ArtifactDescription, artifact: Ar
   const classes: string[] = [];
   const used = partitionBindings(description, artifact);
   const edges = description.wire_edges.map((e): WireArrow => {
-    const name = edgeName(e.site);
-    const siteIds = [...artifact.recvSites.entries()].filter(([, s]) => s.fn === e.to && s.value === e.site).map(([id]) => id);
+    const port = wirePort(e.wire);
     return {
       id: `${e.from}->${e.to}:${e.site}`,
       from: e.from,
       to: e.to,
-      name,
-      label: EDGE_LABELS[name] ?? name.replace(/_/g, ' '),
+      name: e.wire,
+      label: EDGE_LABELS[port] ?? port.replace(/_/g, ' '),
       carries: carried(description, e.from, e.value),
       value: e.value,
       site: e.site,
-      siteIds,
+      wireId: wireId(e.wire),
     };
   });
   const partitions = description.partitions.map((p): PartitionBox => {
@@ -150,9 +153,9 @@ export function buildProgramGraph(description: ArtifactDescription, artifact: Ar
     };
   });
   const self = partitions.find((p) => p.peerClass === '@self') ?? partitions[0];
-  const edgeBySite = new Map<bigint, WireArrow>();
-  for (const edge of edges) for (const id of edge.siteIds) edgeBySite.set(id, edge);
-  return { name: self === undefined ? '' : self.title, classes, partitions, edges, edgeBySite };
+  const edgeByWire = new Map<bigint, WireArrow>();
+  for (const edge of edges) if (!edgeByWire.has(edge.wireId)) edgeByWire.set(edge.wireId, edge);
+  return { name: self === undefined ? '' : self.title, classes, partitions, edges, edgeByWire };
 }
 
 function labelOf(node: DescribedNode, kind: OpKind, partition: string, edges: readonly WireArrow[]): string {

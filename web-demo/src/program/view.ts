@@ -9,6 +9,9 @@ import type { EdgeCount } from '../federation/state.js';
 import { bindingText, EDGE_LABEL_HEIGHT, HEADER, layoutProgram, PAD, ROW, type Measure, type PlacedBox, type PlacedEdge } from './layout.js';
 import type { ProgramGraph } from './model.js';
 
+/** A wire id as `bb inspect` prints it: 0x and 16 hex digits. */
+const hex = (id: bigint): string => `0x${id.toString(16).padStart(16, '0')}`;
+
 const FONT = '12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace';
 const TITLE_FONT = '600 13px system-ui, sans-serif';
 
@@ -147,7 +150,7 @@ export class ProgramView {
       { class: 'wire-edge', 'data-edge': edge.id, 'data-from': edge.from, 'data-to': edge.to, 'data-label': edge.label },
       svg('path', { d, fill: 'none', stroke: '#475569', 'stroke-width': 2, 'marker-end': 'url(#arrow)' }),
       svg('rect', { x: label.x, y: label.y, width: label.width, height: label.height, rx: 4, fill: 'white', opacity: 0.9 }),
-      svg('text', { class: 'edge-label', x: label.x + 4, y: label.y + 14, 'data-tip-title': `wire edge “${edge.name}”`, 'data-tip': `Carries ${edge.carries}, from a wire.Send to the wire.Recv “${edge.site}”. Each envelope of this edge fills that site.`, tabindex: 0 }, edge.label),
+      svg('text', { class: 'edge-label', x: label.x + 4, y: label.y + 14, 'data-tip-title': `wire “${edge.name}”`, 'data-tip': `Carries ${edge.carries}, from a wire.Send to the wire.Recv “${edge.site}”. Each envelope of this edge names the wire by its id, ${hex(edge.wireId)}, and fills every Recv listening to it.`, tabindex: 0 }, edge.label),
       count,
     );
   }

@@ -16,6 +16,7 @@
  *   GlobalRegistryClient,       the GlobalRegistry protocol sides; the server is also a
  *   GlobalRegistryServer        PeerSelector
  *   MyModel, MyData             single_node_federated_learning's concretes
+ *   OnnxModel                   any ONNX model as a trainable Model (federated_cnn)
  * Every tensor-storing port is declared BB_TYPE_TENSOR_F32. */
 #ifndef BB_EXAMPLES_H
 #define BB_EXAMPLES_H
@@ -65,11 +66,21 @@ BB_API extern const bb_example BB_EXAMPLE_POLYMORPHIC_TYPES;
 BB_API extern const bb_example BB_EXAMPLE_FEDERATED_DIGITS;
 BB_API extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
 BB_API extern const bb_example BB_EXAMPLE_HIERARCHICAL_DIGITS;
+BB_API extern const bb_example BB_EXAMPLE_FEDERATED_CNN;
 
 /* polymorphic_types' negative case: AddReluDemo seeded x = tensor.f32, y = tensor.f64,
  * which the compiler must reject (TypeConstraintFailed, "mixed" precision). Compiled
  * with the example's configure(…, 0, …). */
 BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
+
+/* federated_digits: its model slot's default binding, CpuMlp with this config (the
+ * example's export rebuilds the same network with bb_cpu_mlp_export). */
+#define BB_FEDERATED_DIGITS_MLP_CONFIG                                                                     \
+  "inputs=64,hidden=32,outputs=10,activation=relu,lr=0.05,momentum=0.9,input_scale=0.0625,fit_steps=12,data=data"
+
+/* federated_cnn: its model slot's default binding, OnnxModel with this config; the model's
+ * bytes are the slot's host data. */
+#define BB_FEDERATED_CNN_MODEL_CONFIG "loss=xent,optimizer=nesterov,lr=0.05,fit_steps=10,data=data"
 
 /* federated_learning: the server's peer (the id ClientLogic's bootstrap announces to),
  * how often ServerReduce closes a round, and the wires the three Modules talk on. */

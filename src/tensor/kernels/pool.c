@@ -1,0 +1,211 @@
+/* 2-D max and average pooling over planes. The SIMD form computes four neighbouring
+ * outputs of a row at once where every column of their windows lies inside the image
+ * (rows may still fall in the padding: they are skipped, as the scalar form skips them);
+ * the outputs at the left and right edges go through the scalar form's per-output code.
+ * Each lane visits its window in the scalar order, so the two forms agree bit for bit. */
+#include <math.h>
+
+#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/vec.h"
+
+/* ---- one output, the reference ------------------------------------------------------------ */
+
+/* The window of output (oy, ox): the rows and columns it covers, -1 where they fall in
+ * the padding; `padded` counts the positions inside the padded extent (for
+ * count_include_pad). */
+static float pool_one(const bbi_window2d *g, int is_max, const float *plane, size_t oy, size_t ox, int64_t *arg) {
+  float acc = is_max ? -INFINITY : 0.0f;
+  int64_t best = -1;
+  size_t count = 0;
+  for (size_t ky = 0; ky < g->kh; ky++) {
+    const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
+    const int row_in_pad = iy >= -(int64_t)g->ph && iy < (int64_t)(g->ih + g->ph_end);
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const int64_t ix = (int64_t)(ox * g->sw + kx * g->dw) - (int64_t)g->pw;
+      if (iy < 0 || iy >= (int64_t)g->ih || ix < 0 || ix >= (int64_t)g->iw) {
+        if (g->count_include_pad && row_in_pad && ix >= -(int64_t)g->pw && ix < (int64_t)(g->iw + g->pw_end)) count++;
+        continue;
+      }
+      const int64_t off = iy * (int64_t)g->iw + ix;
+      const float v = plane[off];
+      count++;
+      if (!is_max) acc += v;
+      else if (v > acc || best < 0) acc = v, best = off;
+    }
+  }
+  if (arg) *arg = best;
+  return is_max ? acc : count ? acc / (float)count : NAN;
+}
+
+static void pool_scalar(const bbi_window2d *g, int is_max, size_t planes, const float *x, float *y, int64_t *indices) {
+  const size_t in_size = g->ih * g->iw;
+  for (size_t p = 0; p < planes; p++, x += in_size)
+    for (size_t oy = 0; oy < g->oh; oy++)
+      for (size_t ox = 0; ox < g->ow; ox++, y++) {
+        int64_t arg;
+        *y = pool_one(g, is_max, x, oy, ox, indices ? &arg : NULL);
+        if (indices) *indices++ = (int64_t)(p * in_size) + arg;
+      }
+}
+
+void bbi_f32_maxpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
+  pool_scalar(g, 1, planes, x, y, indices);
+}
+
+void bbi_f32_avgpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y) {
+  pool_scalar(g, 0, planes, x, y, NULL);
+}
+
+/* ---- SIMD ---------------------------------------------------------------------------------- */
+
+/* Lanes x[at], x[at + s], x[at + 2s], x[at + 3s] of one row; `room` is how many floats
+ * after at the row holds, so the paired loads of stride 2 never read past it. */
+BBI_INLINE bbi_f32x4 load_strided(const float *x, size_t s, size_t room) {
+  if (s == 1) return bbi_f32x4_load(x);
+  if (s == 2 && room >= 8) return BBI_F32X4_SHUFFLE(bbi_f32x4_load(x), bbi_f32x4_load(x + 4), 0, 2, 4, 6);
+  return (bbi_f32x4){x[0], x[s], x[2 * s], x[3 * s]};
+}
+
+/* The first and one-past-last outputs of a row whose windows' columns are all inside. */
+static void interior_columns(const bbi_window2d *g, size_t *first, size_t *end) {
+  size_t lo = 0;
+  while (lo < g->ow && lo * g->sw < g->pw) lo++;
+  const size_t span = (g->kw - 1) * g->dw + 1;
+  size_t hi = lo;
+  while (hi < g->ow && hi * g->sw + span <= g->iw + g->pw) hi++;
+  *first = lo;
+  *end = hi;
+}
+
+/* What a row of outputs shares: the window rows inside the image (iy[0..n_rows)), and the
+ * divisor of an average. */
+typedef struct row_plan {
+  size_t iy[16];
+  size_t n_rows, padded_rows;
+  bbi_f32x4 count;
+} row_plan;
+
+typedef enum pool_mode { MODE_AVG, MODE_MAX, MODE_MAX_INDICES } pool_mode;
+
+/* One more value of each lane's window into the accumulators (`first`: the window's first). */
+BBI_INLINE void take(pool_mode mode, bbi_f32x4 v, int32_t at, int32_t s, int first, bbi_f32x4 *acc, bbi_i32x4 *arg) {
+  if (mode == MODE_AVG) {
+    *acc += v;
+  } else if (first) { /* the first value of the window is taken as it is */
+    *acc = v;
+    if (mode == MODE_MAX_INDICES) *arg = (bbi_i32x4){at, at + s, at + 2 * s, at + 3 * s};
+  } else if (mode == MODE_MAX) {
+    *acc = bbi_f32x4_max(*acc, v); /* acc < v ? v : acc: a later value replaces only a greater one */
+  } else {
+    const bbi_i32x4 gt = v > *acc;
+    *acc = bbi_f32x4_select(gt, v, *acc);
+    *arg = (bbi_i32x4)bbi_f32x4_select(gt, (bbi_f32x4)(bbi_i32x4){at, at + s, at + 2 * s, at + 3 * s}, (bbi_f32x4)*arg);
+  }
+}
+
+/* Outputs ox..ox+3 of a row, every column of their windows inside the image. Each lane
+ * visits its window in row-major order, as pool_one does. */
+BBI_INLINE void pool_vec(const bbi_window2d *g, pool_mode mode, const row_plan *r, const float *x, size_t ox, float *y,
+                        int64_t *idx, int64_t base) {
+  bbi_f32x4 acc = bbi_f32x4_splat(0.0f);
+  bbi_i32x4 arg = {0, 0, 0, 0};
+  const int32_t s = (int32_t)g->sw;
+  /* 2-wide windows at stride 2 (the common 2x2 pooling): one pair of loads gives both
+   * columns, the even and the odd lanes */
+  const int pairs = g->kw == 2 && g->sw == 2 && g->dw == 1;
+  for (size_t k = 0; k < r->n_rows; k++) {
+    const size_t ix = ox * g->sw - g->pw, at = r->iy[k] * g->iw + ix;
+    if (pairs && g->iw - ix >= 8) {
+      const bbi_f32x4 a = bbi_f32x4_load(x + at), b = bbi_f32x4_load(x + at + 4);
+      take(mode, BBI_F32X4_SHUFFLE(a, b, 0, 2, 4, 6), (int32_t)at, s, k == 0, &acc, &arg);
+      take(mode, BBI_F32X4_SHUFFLE(a, b, 1, 3, 5, 7), (int32_t)at + 1, s, 0, &acc, &arg);
+      continue;
+    }
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const size_t col = ix + kx * g->dw;
+      const bbi_f32x4 v = load_strided(x + at + kx * g->dw, g->sw, g->iw - col);
+      take(mode, v, (int32_t)(at + kx * g->dw), s, k == 0 && kx == 0, &acc, &arg);
+    }
+  }
+  bbi_f32x4_store(y + ox, mode == MODE_AVG ? acc / r->count : acc);
+  if (mode == MODE_MAX_INDICES)
+    for (int l = 0; l < 4; l++) idx[ox + (size_t)l] = base + arg[l];
+}
+
+/* An output whose window reaches past the image's left or right edge: pool_one's sum and
+ * order over the row plan, with the window's columns found once. */
+static float pool_edge(const bbi_window2d *g, int is_max, const row_plan *r, const float *x, size_t ox, int64_t *arg) {
+  size_t cols[16], n_cols = 0, padded_cols = 0;
+  for (size_t kx = 0; kx < g->kw; kx++) {
+    const int64_t ix = (int64_t)(ox * g->sw + kx * g->dw) - (int64_t)g->pw;
+    if (ix >= 0 && ix < (int64_t)g->iw && n_cols < 16) cols[n_cols++] = (size_t)ix;
+    padded_cols += ix >= -(int64_t)g->pw && ix < (int64_t)(g->iw + g->pw_end);
+  }
+  float acc = is_max ? -INFINITY : 0.0f;
+  int64_t best = -1;
+  for (size_t k = 0; k < r->n_rows; k++)
+    for (size_t c = 0; c < n_cols; c++) {
+      const int64_t off = (int64_t)(r->iy[k] * g->iw + cols[c]);
+      const float v = x[off];
+      if (!is_max) acc += v;
+      else if (v > acc || best < 0) acc = v, best = off;
+    }
+  if (arg) *arg = best;
+  const size_t count = g->count_include_pad ? r->padded_rows * padded_cols : r->n_rows * n_cols;
+  return is_max ? acc : count ? acc / (float)count : NAN;
+}
+
+BBI_INLINE void pool_rows(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
+  const size_t in_size = g->ih * g->iw;
+  const int is_max = mode != MODE_AVG;
+  size_t c0, c1;
+  interior_columns(g, &c0, &c1);
+  for (size_t p = 0; p < planes; p++, x += in_size)
+    for (size_t oy = 0; oy < g->oh; oy++, y += g->ow) {
+      int64_t *idx = indices ? indices + (p * g->oh + oy) * g->ow : NULL;
+      const int64_t base = (int64_t)(p * in_size);
+      /* the window rows inside the image, and (count_include_pad) inside the padding */
+      row_plan r = {{0}, 0, 0, {0}};
+      for (size_t ky = 0; ky < g->kh; ky++) {
+        const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
+        if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
+        r.padded_rows += iy >= -(int64_t)g->ph && iy < (int64_t)(g->ih + g->ph_end);
+      }
+      r.count = bbi_f32x4_splat((float)((g->count_include_pad ? r.padded_rows : r.n_rows) * g->kw));
+      const size_t end = r.n_rows && c1 >= c0 + 4 ? c1 : c0; /* the vectors cover [c0, end) */
+      for (size_t ox = 0; ox < g->ow; ox++) {
+        if (ox == c0 && end > c0) {
+          size_t v = c0;
+          for (; v + 4 <= end; v += 4) pool_vec(g, mode, &r, x, v, y, idx, base);
+          /* the last outputs: one more vector ending at `end`, overlapping the one before
+           * (those outputs come out the same) */
+          if (v < end) pool_vec(g, mode, &r, x, end - 4, y, idx, base);
+          ox = end - 1;
+          continue;
+        }
+        int64_t arg;
+        y[ox] = pool_edge(g, is_max, &r, x, ox, idx ? &arg : NULL);
+        if (idx) idx[ox] = base + arg;
+      }
+    }
+}
+
+static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
+  /* lanes track offsets in 32 bits; the row and column plans hold 16 window positions */
+  if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16 || g->kw > 16) {
+    pool_scalar(g, mode != MODE_AVG, planes, x, y, indices);
+    return;
+  }
+  /* one specialisation per mode, so the inner loop carries no branch on it */
+  if (mode == MODE_AVG) pool_rows(g, MODE_AVG, planes, x, y, NULL);
+  else if (indices) pool_rows(g, MODE_MAX_INDICES, planes, x, y, indices);
+  else pool_rows(g, MODE_MAX, planes, x, y, NULL);
+}
+
+void bbi_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
+  pool_simd(g, MODE_MAX, planes, x, y, indices);
+}
+
+void bbi_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y) {
+  pool_simd(g, MODE_AVG, planes, x, y, NULL);
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The committed models of the digits examples (examples/models) are PyTorch's export:
+# regenerates them with torch_make_digits_models.py and fails unless each file is
+# identical. Skipped (exit 77) where PyTorch is not installed.
+# usage: test_digits_models.sh PYTHON SOURCE_DIR
+set -euo pipefail
+py=$1
+src=$2
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "PyTorch is not installed (python3-torch): skipped"
+  exit 77
+fi
+"$py" "$src/tests/tools/torch_make_digits_models.py" --check "$src/examples/models" 2> >(grep -v -i warn >&2)
