@@ -7,7 +7,7 @@ cd "$root"
 
 APT_PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
-  emscripten protobuf-c-compiler libprotobuf-c-dev
+  emscripten protobuf-c-compiler libprotobuf-c-dev libsodium-dev
   libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn python3-torch
   zlib1g-dev
   wabt chromium
@@ -49,22 +49,47 @@ fi
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 if [ "$node_major" -lt 20 ]; then say "Node.js $node_major found; 20 or newer is required"; exit 1; fi
 
-# protobuf-c runtime sources for the WebAssembly build: no binary package ships protobuf-c.c,
-# so take them from Debian's source package (same version as libprotobuf-c-dev).
-pbc="$root/third_party/protobuf-c"
-if [ ! -f "$pbc/protobuf-c/protobuf-c.c" ]; then
-  say "fetching the protobuf-c runtime sources (Debian source package) into third_party/"
+# Debian's source packages need a deb-src entry, which a fresh machine lacks.
+ensure_deb_src() {
   if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null \
      && ! grep -qs '^deb-src' /etc/apt/sources.list 2>/dev/null; then
     as_root sh -c "sed 's/^Types: deb\$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
       > /etc/apt/sources.list.d/debian-src.sources"
     as_root apt-get update -q
   fi
+}
+
+# protobuf-c runtime sources for the WebAssembly build: no binary package ships protobuf-c.c,
+# so take them from Debian's source package (same version as libprotobuf-c-dev).
+pbc="$root/third_party/protobuf-c"
+if [ ! -f "$pbc/protobuf-c/protobuf-c.c" ]; then
+  say "fetching the protobuf-c runtime sources (Debian source package) into third_party/"
+  ensure_deb_src
   tmp=$(mktemp -d)
   (cd "$tmp" && apt-get source --download-only -o APT::Sandbox::User=root protobuf-c >/dev/null)
   mkdir -p "$pbc"
   tar --no-same-owner -xzf "$tmp"/protobuf-c_*.orig.tar.gz -C "$pbc" --strip-components=1 \
       --wildcards '*/protobuf-c/protobuf-c.[ch]' '*/LICENSE'
+  rm -rf "$tmp"
+fi
+
+# libsodium sources for the WebAssembly build (Ed25519 verification of join tokens): the
+# source package of the libsodium-dev that native builds link, with Debian's patches
+# applied, reduced to the part CMakeLists.txt compiles and the licence.
+sodium="$root/third_party/libsodium"
+if [ ! -f "$sodium/src/libsodium/crypto_sign/ed25519/ref10/open.c" ]; then
+  say "fetching the libsodium sources (Debian source package) into third_party/"
+  ensure_deb_src
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get source --download-only -o APT::Sandbox::User=root libsodium >/dev/null \
+     && dpkg-source --no-check -x libsodium_*.dsc src >/dev/null)
+  rm -rf "$sodium"
+  mkdir -p "$sodium/src/libsodium"
+  for part in include crypto_sign/ed25519 crypto_core/ed25519 crypto_hash/sha512 crypto_verify sodium; do
+    mkdir -p "$sodium/src/libsodium/$(dirname "$part")"
+    cp -R "$tmp/src/src/libsodium/$part" "$sodium/src/libsodium/$part"
+  done
+  cp "$tmp/src/LICENSE" "$sodium/LICENSE"
   rm -rf "$tmp"
 fi
 

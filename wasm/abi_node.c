@@ -40,10 +40,12 @@ static void free_model_bytes(bb_bytes *b, size_t n) {
 
 int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const char *self, const char *targets,
                              size_t targets_len, const char *slots, size_t slots_len, const int32_t *datasets,
-                             uint64_t seed) {
+                             uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys) {
   bbw_error_clear();
   if (artifact == NULL && artifact_len > 0)
     return bbw_fail(BB_ERR_INVALID_ARGUMENT, "install: NULL artifact of %zu bytes", artifact_len);
+  if (operator_keys == NULL && n_operator_keys > 0)
+    return bbw_fail(BB_ERR_INVALID_ARGUMENT, "install: NULL operator keys, %zu of them", n_operator_keys);
   bb_install_args a = {0};
   a.struct_size = sizeof a;
   if (bbw_peer_parse(self, "install: my peer id", &a.self) < 0) return bbw_last();
@@ -111,6 +113,8 @@ int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const
   a.slots = n_slots ? slot_configs : NULL;
   a.n_slots = n_slots;
   a.config = &config;
+  const bb_join_policy policy = {room, operator_keys, n_operator_keys};
+  a.admission = room && room[0] ? &policy : NULL;
   bb_install_error_kind kind = BB_INSTALL_OK;
   bb_error err;
   bb_error_clear(&err);
@@ -188,6 +192,26 @@ int32_t bb_wasm_node_block_peer(int32_t node, const char *peer, int32_t blocked)
   bb_error_clear(&err);
   int rc = bb_node_block_peer(n, &id, blocked != 0, &err);
   return rc < 0 ? bbw_fail_from(rc, &err, "block peer") : BB_OK;
+}
+
+int32_t bb_wasm_node_admit_token(int32_t node, const char *peer, const uint8_t *token, size_t len,
+                                 uint64_t now_unix_s, uint64_t now_ns) {
+  bb_node *n;
+  bb_peer_id id;
+  if (node_peer_call(node, peer, "admit token: the peer", &n, &id) < 0) return bbw_last();
+  if (token == NULL && len > 0) return bbw_fail(BB_ERR_INVALID_ARGUMENT, "admit token: NULL token of %zu bytes", len);
+  bb_error err;
+  bb_error_clear(&err);
+  bb_join_role role;
+  int rc = bb_node_admit_token(n, &id, token, len, now_unix_s, now_ns, &role, &err);
+  return rc < 0 ? bbw_fail_from(rc, &err, "admit token") : (int32_t)role;
+}
+
+int32_t bb_wasm_node_peer_role(int32_t node, const char *peer) {
+  bb_node *n;
+  bb_peer_id id;
+  if (node_peer_call(node, peer, "peer role", &n, &id) < 0) return bbw_last();
+  return (int32_t)bb_node_peer_role(n, &id);
 }
 
 int32_t bb_wasm_node_run_bootstrap(int32_t node, uint64_t now_ns) {

@@ -28,14 +28,15 @@
  * run in the host; version 4 Modules the host records, op sets of Backend types, and host
  * components with control-plane messages, timers, events, dependencies and state; version 5
  * trainers (any ONNX model trained in the module) and models as a slot's host data at
- * install. */
+ * install; version 6 join tokens: a node installed with a room and its operator keys
+ * checks the tokens the host hands it (bb_wasm_node_admit_token). */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 5u
+#define BB_WASM_ABI_VERSION 6u
 
 /* Marks a function bb.wasm imports from its host (module "env"). */
 #if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
@@ -391,12 +392,15 @@ int32_t bb_wasm_call_fail(int32_t code, const char *message);
  * (slot, config) pairs of strings (an empty config keeps the artifact's), and datasets
  * holds one host data handle per pair (0: none; NULL: none at all) handed to the slot's
  * component: a data set handle (an ArraySource reads it; the node keeps it alive) or a
- * model handle (an OnnxModel trains it: its ModelProto bytes, read at creation). The node knows the shipped types and every host type added
- * so far (and the examples' fixtures, NoopModel and the like). A failure's message starts with "install failed (<kind>)". Returns the node's
- * handle. */
+ * model handle (an OnnxModel trains it: its ModelProto bytes, read at creation). The node
+ * knows the shipped types and every host type added so far (and the examples' fixtures,
+ * NoopModel and the like). With a room (NULL or "": none), the node checks join tokens:
+ * operator_keys holds the n_operator_keys Ed25519 public keys (32 bytes each) whose
+ * tokens the room trusts (bb_install_args.admission). A failure's message starts with
+ * "install failed (<kind>)". Returns the node's handle. */
 int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const char *self, const char *targets,
                              size_t targets_len, const char *slots, size_t slots_len, const int32_t *datasets,
-                             uint64_t seed);
+                             uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys);
 int32_t bb_wasm_node_free(int32_t node);
 /* The result: my peer id, u32 target count and each resolved target name (fields as in
  * steps), then 7 × u64 stats: executions, frontier, pending_async, timers, ingress,
@@ -405,6 +409,13 @@ int32_t bb_wasm_node_info(int32_t node);
 int32_t bb_wasm_node_add_peer(int32_t node, const char *peer);
 int32_t bb_wasm_node_forget_peer(int32_t node, const char *peer);
 int32_t bb_wasm_node_block_peer(int32_t node, const char *peer, int32_t blocked);
+/* Verifies the join token (binary) `peer` presents at now_unix_s, the host's wall clock
+ * (bb_node_admit_token). Returns the role it grants (1 client, 2 server, 3 watcher), or a
+ * code: BB_ERR_MALFORMED or BB_ERR_DENIED with the message naming the refused check. */
+int32_t bb_wasm_node_admit_token(int32_t node, const char *peer, const uint8_t *token, size_t len,
+                                 uint64_t now_unix_s, uint64_t now_ns);
+/* The role peer's recorded token grants now (0: none), or a code. */
+int32_t bb_wasm_node_peer_role(int32_t node, const char *peer);
 int32_t bb_wasm_node_run_bootstrap(int32_t node, uint64_t now_ns);
 /* One envelope from peer `from` (bb_node_deliver). */
 int32_t bb_wasm_node_deliver(int32_t node, const char *from, const uint8_t *bytes, size_t len, uint64_t now_ns);

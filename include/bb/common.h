@@ -34,6 +34,8 @@ enum {
   BB_ERR_LIMIT = -6,            /* a size, depth or count cap was exceeded */
   BB_ERR_IO = -7,               /* reading or writing a file failed */
   BB_ERR_TYPE = -8,             /* a value has the wrong type or shape */
+  BB_ERR_DENIED = -9,           /* well formed, but its holder is not admitted (a join token
+                                   for another peer, room or operator, expired, or forged) */
   BB_ERR_FATAL = -500,
   BB_ERR_NOMEM = -501 /* the allocator returned NULL */
 };

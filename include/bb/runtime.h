@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 
+#include "bb/admission.h"
 #include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/compiler.h"
@@ -156,6 +157,12 @@ BB_API int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_addr
 BB_API bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t since_ns);
 /* Bumps a named counter (bb_node_counter reads it). */
 BB_API void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta);
+/* Whether this node checks join tokens (installed with bb_install_args.admission): then
+ * only peers whose token grants a role take part in that role. */
+BB_API bool bb_ctx_tokens_required(const bb_ctx *ctx);
+/* The role `peer`'s join token grants now (bb_node_peer_role); BB_JOIN_NONE without a
+ * valid token, or when the node checks none. */
+BB_API bb_join_role bb_ctx_peer_role(const bb_ctx *ctx, const bb_peer_id *peer);
 
 /* ---- configuration ------------------------------------------------------------------- */
 
@@ -178,6 +185,9 @@ typedef struct bb_node_config {
   bool trace_ops;                 /* also report BB_STEP_OP_COMPLETED / _ASYNC_SUSPENDED */
   size_t max_peers;               /* [16384] address book entries; past it the least
                                      recently used entry makes room */
+  size_t max_admitted;            /* [max_peers] peers whose join tokens are recorded
+                                     (bb_node_admit_token); past it an expired record, else
+                                     the one admitted longest ago, makes room */
 } bb_node_config;
 
 /* Config for one slot, overriding the artifact's binding config. */
@@ -195,9 +205,12 @@ typedef enum bb_admission_source {
 } bb_admission_source;
 
 /* Decides whether `peer` may enter the address book: the seam where a host checks who
- * may take part (an allowlist, a join token it verified). Without a hook the rule is:
- * claims from senders the book does not hold are refused, graph and component inserts
- * are admitted. The host's own bb_node_add_peer / bb_node_block_peer need no admission. */
+ * may take part (an allowlist, its own rule). Without a hook the rule is: with a join
+ * policy (bb_install_args.admission), only peers holding a valid, unexpired client or
+ * server token (bb_node_admit_token) enter, from any source; without one, claims from
+ * senders the book does not hold are refused, graph and component inserts are admitted.
+ * A hook replaces that rule (bb_node_peer_role tells it what tokens say). The host's own
+ * bb_node_add_peer / bb_node_block_peer need no admission. */
 typedef bool (*bb_admit_fn)(void *user, const bb_peer_id *peer, bb_admission_source source);
 /* Another artifact a node runs beside bb_install_args.artifact, with its own targets:
  * Modules compiled apart that share one peer (and the components bound to the same slot
@@ -227,10 +240,18 @@ typedef struct bb_install_args {
   void *admit_user;
   const bb_install_artifact *more; /* further artifacts (NULL: none) */
   size_t n_more;
+  /* Join tokens decide who takes part (copied at install; NULL: no tokens are checked).
+   * With a policy, the default admission rule lets only token holders into the address
+   * book, and the shipped aggregators take contributions only from peers whose token
+   * grants the client role (docs/SECURITY.md, "Membership in the engine"). */
+  const bb_join_policy *admission;
 } bb_install_args;
 
 /* The struct_size of a bb_install_args without `more`: the least bb_install accepts. */
 #define BB_INSTALL_ARGS_SIZE_V1 offsetof(bb_install_args, more)
+/* The struct_size of a bb_install_args without `admission` (a caller built against that
+ * header installs without join tokens). */
+#define BB_INSTALL_ARGS_SIZE_V2 offsetof(bb_install_args, admission)
 
 /* Why an install failed. */
 typedef enum bb_install_error_kind {
@@ -376,6 +397,19 @@ BB_API void bb_node_forget_peer(bb_node *node, const bb_peer_id *peer);
 /* Refuses everything from (and to, through the gates) a peer, or lifts that. */
 BB_API int bb_node_block_peer(bb_node *node, const bb_peer_id *peer, bool blocked, bb_error *err);
 
+/* Verifies the join token `peer` presents (binary, len bytes) against the install's join
+ * policy at now_unix_s (the host's wall clock, Unix seconds) and, when it admits, records
+ * the role it grants until its expiry, measured on the node's clock from now_ns. A newer
+ * token of the same peer replaces its record. Returns 0 (with *role, when role is not
+ * NULL); a refusal returns bb_join_token_verify's code with err naming the check that
+ * failed, and is counted (admission.refused_<reason>, e.g. admission.refused_expired);
+ * BB_ERR_INVALID_ARGUMENT when the node was installed without a join policy. */
+BB_API int bb_node_admit_token(bb_node *node, const bb_peer_id *peer, const uint8_t *token, size_t len,
+                               uint64_t now_unix_s, uint64_t now_ns, bb_join_role *role, bb_error *err);
+/* The role `peer`'s recorded token grants at the node's current time; BB_JOIN_NONE when
+ * it has none, it expired, or the node checks no tokens. */
+BB_API bb_join_role bb_node_peer_role(const bb_node *node, const bb_peer_id *peer);
+
 BB_API const bb_peer_id *bb_node_self(const bb_node *node);
 /* The resolved target names (e.g. "Client#9f3a…"). */
 BB_API size_t bb_node_target_count(const bb_node *node);
@@ -398,7 +432,8 @@ BB_API void bb_node_stats_get(const bb_node *node, bb_node_stats *out);
 /* A node freshly installed (from a newer artifact, say) takes over from the node it
  * replaces on the same peer, so the peers it talks to see one peer carry on: the clock,
  * the request-id counter (receivers recognise replays by request id, so ids must never
- * repeat), the address book with blocked peers, the named counters, and per slot bound
+ * repeat), the address book with blocked peers, the named counters, the join tokens it
+ * verified (when both nodes check them under the same room and keys), and per slot bound
  * to the same type in both nodes, the component's saved state (save/load) and its
  * pending timers. Executions, Interval loops and bound inputs are not carried: the host
  * starts the new node's targets. `fresh` must not have run (no bootstrap, invoke or

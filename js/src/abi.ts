@@ -4,7 +4,7 @@
  */
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 5;
+export const BB_WASM_ABI_VERSION = 6;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -132,12 +132,14 @@ export interface BbExports {
   bb_wasm_call_dependency(slotPtr: number, opPtr: number, inputsPtr: number, len: number, nOutputs: number): number;
   bb_wasm_call_set_state(statePtr: number, len: number): number;
   bb_wasm_call_fail(code: number, messagePtr: number): number;
-  bb_wasm_node_install(artifactPtr: number, artifactLen: number, selfPtr: number, targetsPtr: number, targetsLen: number, slotsPtr: number, slotsLen: number, datasetsPtr: number, seed: bigint): number;
+  bb_wasm_node_install(artifactPtr: number, artifactLen: number, selfPtr: number, targetsPtr: number, targetsLen: number, slotsPtr: number, slotsLen: number, datasetsPtr: number, seed: bigint, roomPtr: number, operatorKeysPtr: number, nOperatorKeys: number): number;
   bb_wasm_node_free(node: number): number;
   bb_wasm_node_info(node: number): number;
   bb_wasm_node_add_peer(node: number, peerPtr: number): number;
   bb_wasm_node_forget_peer(node: number, peerPtr: number): number;
   bb_wasm_node_block_peer(node: number, peerPtr: number, blocked: number): number;
+  bb_wasm_node_admit_token(node: number, peerPtr: number, tokenPtr: number, len: number, nowUnixS: bigint, nowNs: bigint): number;
+  bb_wasm_node_peer_role(node: number, peerPtr: number): number;
   bb_wasm_node_run_bootstrap(node: number, nowNs: bigint): number;
   bb_wasm_node_deliver(node: number, fromPtr: number, bytesPtr: number, len: number, nowNs: bigint): number;
   bb_wasm_node_poll(node: number, nowNs: bigint): number;
@@ -267,12 +269,14 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_call_dependency: 5,
   bb_wasm_call_set_state: 2,
   bb_wasm_call_fail: 2,
-  bb_wasm_node_install: 9,
+  bb_wasm_node_install: 12,
   bb_wasm_node_free: 1,
   bb_wasm_node_info: 1,
   bb_wasm_node_add_peer: 2,
   bb_wasm_node_forget_peer: 2,
   bb_wasm_node_block_peer: 3,
+  bb_wasm_node_admit_token: 6,
+  bb_wasm_node_peer_role: 2,
   bb_wasm_node_run_bootstrap: 2,
   bb_wasm_node_deliver: 5,
   bb_wasm_node_poll: 2,

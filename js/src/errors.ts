@@ -22,6 +22,8 @@ export const BbErrorCode = {
   Io: -7,
   /** A value has the wrong type or shape. */
   Type: -8,
+  /** Well formed, but not admitted (a join token for another peer, room or operator, expired, or forged). */
+  Denied: -9,
   /** Codes at or below this leave the object they came from unusable. */
   Fatal: -500,
   /** The allocator ran out of memory. */

@@ -16,6 +16,8 @@ import { hostComponents, type CompletionSink, type OpOutputs } from './component
 import type { Dataset } from './dataset.js';
 import type { Pollable } from './driver.js';
 import { BbError, BbErrorCode } from './errors.js';
+import { concatBytes, fromBase64 } from './identity/bytes.js';
+import type { PeerRole } from './signal/protocol.js';
 import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
 import { OnnxModel } from './model.js';
 
@@ -97,7 +99,23 @@ export interface NodeOptions {
   readonly slots?: Readonly<Record<string, SlotOptions>>;
   /** The node's RNG seed (components derive theirs from it); default 0. */
   readonly seed?: bigint | number;
+  /**
+   * The room's join tokens decide who takes part: only peers whose token the host handed
+   * over (admitToken) enter the address book, and the aggregators take updates only from
+   * clients' tokens. Default: no tokens are checked.
+   */
+  readonly admission?: NodeAdmission;
 }
+
+/** A room's join policy as the engine checks it: the room a token must name, and whose signatures count. */
+export interface NodeAdmission {
+  /** The room (1–128 of [A-Za-z0-9_-]) a token must name. */
+  readonly room: string;
+  /** The operators' 32-byte Ed25519 public keys whose tokens the room trusts (at least one). */
+  readonly operators: readonly Uint8Array[];
+}
+
+const ROLES_BY_CODE: readonly (PeerRole | null)[] = [null, 'client', 'server', 'watcher'];
 
 export interface NodeStats {
   readonly executions: number;
@@ -125,10 +143,13 @@ export class BbNode implements Pollable, CompletionSink {
   readonly self: string;
   /** The resolved target names (e.g. "FedDigits_clients#9f3a…"). */
   readonly targets: readonly string[];
+  /** Whether the node checks join tokens (installed with `admission`): see admitToken. */
+  readonly checksTokens: boolean;
 
-  private constructor(bb: Bb, handle: number) {
+  private constructor(bb: Bb, handle: number, checksTokens: boolean) {
     this.#bb = bb;
     this.#handle = handle;
+    this.checksTokens = checksTokens;
     const info = this.#info();
     this.self = info.self;
     this.targets = info.targets;
@@ -158,19 +179,24 @@ export class BbNode implements Pollable, CompletionSink {
     const slotText = packStrings(slots.flatMap(([slot, o]) => [slot, o.config ?? '']));
     const seed = BigInt.asUintN(64, BigInt(options.seed ?? 0));
     const artifact = options.artifact;
-    const packed = concat([artifact, targets, slotText]);
+    const operators = options.admission?.operators ?? [];
+    for (const key of operators) {
+      if (key.byteLength !== 32) throw new BbError(BbErrorCode.InvalidArgument, `install: an operator key of ${key.byteLength} bytes, not 32`);
+    }
+    const packed = concat([artifact, targets, slotText, concatBytes(...operators)]);
     return hostComponents(bb).install(() =>
-      bb.withStrings([self], (selfPtr) =>
+      bb.withStrings([self, options.admission?.room], (selfPtr, roomPtr) =>
         bb.withBytes(packed, (ptr) =>
           // the host data handles in a block of their own (int32-aligned for the C side)
           bb.withBytes(new Uint8Array(datasets.buffer), (datasetsPtr) => {
             const targetsAt = ptr + artifact.length;
             const slotsAt = targetsAt + targets.length;
+            const keysAt = slotsAt + slotText.length;
             const handle = bb.check(
               bb.exports.bb_wasm_node_install(ptr, artifact.length, selfPtr!, targetsAt, targets.length, slotsAt,
-                slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed),
+                slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed, roomPtr!, keysAt, operators.length),
             );
-            return new BbNode(bb, handle);
+            return new BbNode(bb, handle, options.admission !== undefined);
           }),
         ),
       ),
@@ -194,6 +220,31 @@ export class BbNode implements Pollable, CompletionSink {
   /** Refuses everything from (and to) a peer, or lifts that. */
   blockPeer(peer: string, blocked = true): void {
     this.#peerCall(peer, (ptr) => this.#bb.exports.bb_wasm_node_block_peer(this.#live('blockPeer'), ptr, blocked ? 1 : 0));
+  }
+
+  /**
+   * Verifies the join token `peer` presents (base64url text or its bytes) at the wall-clock
+   * time `nowUnixSeconds` and, when it admits, lets the peer take part in the role it
+   * grants until its expiry. Returns that role; a refused token throws a BbError
+   * (Malformed, or Denied: another peer's or room's, expired, not an operator's, forged)
+   * whose message names the check that failed. Only for a node installed with `admission`.
+   */
+  admitToken(peer: string, token: string | Uint8Array, nowUnixSeconds: number = Date.now() / 1000, nowNs: bigint = monotonicNowNs()): PeerRole {
+    const bytes = typeof token === 'string' ? fromBase64(token) : token;
+    if (bytes === null) throw new BbError(BbErrorCode.Malformed, `admit token: the join token of ${peer} is not base64url`);
+    const bb = this.#bb;
+    const now = BigInt(Math.max(0, Math.floor(nowUnixSeconds)));
+    const role = bb.withStrings([peer], (peerPtr) =>
+      bb.withBytes(bytes, (ptr, len) => bb.check(bb.exports.bb_wasm_node_admit_token(this.#live('admitToken'), peerPtr!, ptr, len, now, nowNs))),
+    );
+    return ROLES_BY_CODE[role]!;
+  }
+
+  /** The role `peer`'s admitted token grants now; null when it has none or it expired. */
+  peerRole(peer: string): PeerRole | null {
+    const bb = this.#bb;
+    const role = bb.withStrings([peer], (ptr) => bb.check(bb.exports.bb_wasm_node_peer_role(this.#live('peerRole'), ptr!)));
+    return ROLES_BY_CODE[role] ?? null;
   }
 
   runBootstrap(nowNs: bigint = monotonicNowNs()): void {

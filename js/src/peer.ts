@@ -12,9 +12,10 @@
  * or, with a transport of one's own, `runPeer(node, transport, options)`.
  */
 import { PollDriver, type PollDriverOptions } from './driver.js';
+import { BbError, BbErrorCode } from './errors.js';
 import type { Signer } from './identity/identity.js';
 import type { BbNode, Step } from './node.js';
-import type { WebSocketConstructor } from './signal/client.js';
+import type { SignalClient, WebSocketConstructor } from './signal/client.js';
 import type { PeerRole } from './signal/protocol.js';
 import type { Transport } from './transport/types.js';
 import type { WebRtcTransportOptions } from './transport/webrtc.js';
@@ -98,6 +99,12 @@ export interface ConnectPeerOptions extends PeerOptions {
   readonly transport?: Omit<WebRtcTransportOptions, 'signal' | 'iceServers'>;
   /** A WebSocket constructor for the signalling client (default: the global one, else `ws`). */
   readonly WebSocket?: WebSocketConstructor;
+  /**
+   * A member the node does not admit: a node installed with `admission` checks the join
+   * token each member joined with (relayed by the signalling server) and refuses a
+   * missing, expired, forged or foreign one (`error`: the BbError saying why).
+   */
+  readonly onRefused?: (peer: string, error: unknown) => void;
 }
 
 /**
@@ -123,5 +130,32 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
     ...(options.WebSocket === undefined ? {} : { WebSocket: options.WebSocket }),
   });
   const transport = await WebRtcTransport.create({ ...options.transport, RTCPeerConnection, signal, ...(options.iceServers === undefined ? {} : { iceServers: options.iceServers }) });
-  return runPeer(node, transport, options);
+  const unAdmit = node.checksTokens ? admitMembers(node, signal, options.onRefused) : () => {};
+  const running = runPeer(node, transport, options);
+  return {
+    ...running,
+    stop() {
+      unAdmit();
+      running.stop();
+    },
+  };
+}
+
+/**
+ * Hands the join token of each member of the room, now and as members join, to a node
+ * that checks tokens. The node verifies each itself: the signalling server only relays
+ * them, so it cannot make the engine admit anyone the operator did not sign for.
+ */
+function admitMembers(node: BbNode, signal: SignalClient, onRefused: ConnectPeerOptions['onRefused']): () => void {
+  const admit = (peer: string): void => {
+    const token = signal.tokenOf(peer);
+    try {
+      if (token === undefined) throw new BbError(BbErrorCode.Denied, `${peer} joined the room without a join token`);
+      node.admitToken(peer, token);
+    } catch (error) {
+      onRefused?.(peer, error);
+    }
+  };
+  for (const peer of signal.peers()) admit(peer);
+  return signal.events.on('join', admit);
 }

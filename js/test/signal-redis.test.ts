@@ -13,7 +13,7 @@ import { join as joinPath } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Identity } from '../src/identity/index.js';
-import { SignalClient, SignalError } from '../src/signal/index.js';
+import { createJoinToken, SignalClient, SignalError } from '../src/signal/index.js';
 import { RedisRoomBus, SignalServer, type SignalServerOptions } from '../src/signal/node.js';
 import { identity, WS } from './signal-support.js';
 
@@ -117,6 +117,25 @@ describe('signalling processes sharing rooms through Redis', () => {
     const aliceSeesBobLeave = new Promise<string>((resolve) => onA.events.on('leave', resolve));
     onB.close();
     expect(await aliceSeesBobLeave).toBe(bob.peerId);
+    onA.close();
+  });
+
+  it('members\' join tokens reach the room across processes', async () => {
+    const [operator, grace, heidi] = await Promise.all([identity('operator'), identity('grace'), identity('heidi')]);
+    const rooms = { tokens: { operators: [operator.publicKey] } };
+    const a = await process_({ rooms, openRooms: false });
+    const b = await process_({ rooms, openRooms: false });
+    const expiresAt = Math.floor(Date.now() / 1000) + 3600;
+    const token = (who: Identity) => createJoinToken(operator, { peer: who.peerId, role: 'client', room: 'tokens', expiresAt });
+    const [forGrace, forHeidi] = [await token(grace), await token(heidi)];
+    const onA = await SignalClient.connect({ url: a.url, room: 'tokens', identity: grace, token: forGrace, WebSocket: WS });
+    const onB = await SignalClient.connect({ url: b.url, room: 'tokens', identity: heidi, token: forHeidi, WebSocket: WS });
+    expect(onB.tokenOf(grace.peerId)).toBe(forGrace); // in 'joined', from the other process
+    await until('grace to hear of heidi', () => onA.peers().includes(heidi.peerId));
+    expect(onA.tokenOf(heidi.peerId)).toBe(forHeidi); // in 'presence', from the other process
+    onB.close();
+    await until('grace to hear heidi leave', () => !onA.peers().includes(heidi.peerId));
+    expect(onA.tokenOf(heidi.peerId)).toBeUndefined();
     onA.close();
   });
 

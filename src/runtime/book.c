@@ -106,6 +106,10 @@ rt_peer_entry *rt_book_get(bb_node *n, const bb_peer_id *p) {
 bool rt_book_admits(const bb_node *n, const bb_peer_id *p, bb_admission_source source) {
   if (rt_book_find(&n->book, p)) return true;
   if (n->admit) return n->admit(n->admit_user, p, source);
+  if (n->admission.on) {
+    const bb_join_role role = rt_admission_role(n, p);
+    return role == BB_JOIN_CLIENT || role == BB_JOIN_SERVER;
+  }
   return source != BB_ADMIT_CLAIM;
 }
 

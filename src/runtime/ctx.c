@@ -179,3 +179,7 @@ bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t 
 }
 
 void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta) { rt_count(ctx->node, name, delta); }
+
+bool bb_ctx_tokens_required(const bb_ctx *ctx) { return ctx->node->admission.on; }
+
+bb_join_role bb_ctx_peer_role(const bb_ctx *ctx, const bb_peer_id *peer) { return bb_node_peer_role(ctx->node, peer); }

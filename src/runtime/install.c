@@ -73,6 +73,7 @@ static void config_defaults(bb_node_config *c, const bb_node_config *given) {
   DEFAULT(max_timers, 65536);
   DEFAULT(max_executions, 65536);
   DEFAULT(dedup_window, 8192);
+  DEFAULT(max_admitted, c->max_peers);
 #undef DEFAULT
 }
 
@@ -829,8 +830,15 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
   n->ingress = bbi_ring_of(sizeof(rt_event));
   n->outbound = bbi_ring_of(sizeof(rt_outbound));
   n->dedup = bbi_ring_of(sizeof(uint64_t));
+  const bb_join_policy *policy = args->struct_size > BB_INSTALL_ARGS_SIZE_V2 ? args->admission : NULL;
+  int rc = rt_admission_init(n, policy, err);
+  if (rc) {
+    if (kind) *kind = rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_INVALID_ARGUMENT;
+    bb_node_free(n);
+    return rc;
+  }
   installer x = {n, args, BB_INSTALL_OK, err};
-  int rc = install(&x);
+  rc = install(&x);
   if (rc) {
     if (kind) *kind = x.kind ? x.kind : BB_INSTALL_BAD_ARTIFACT;
     bb_node_free(n);

@@ -526,6 +526,7 @@ void bb_node_free(bb_node *n) {
   for (size_t i = 0; i < n->n_counters; i++) bbi_mem_free(n->alloc, n->counters[i].name);
   bbi_mem_free(n->alloc, n->counters);
   rt_book_free(n);
+  rt_admission_free(n);
   bbi_mem_free(n->alloc, n->self_addrs);
   bbi_ring_free(&n->frontier, n->alloc);
   bbi_mem_free(n->alloc, n->pending);

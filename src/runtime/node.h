@@ -5,6 +5,7 @@
 #ifndef BBI_RUNTIME_NODE_H
 #define BBI_RUNTIME_NODE_H
 
+#include "runtime/admission.h"
 #include "runtime/exec.h"
 #include "runtime/graph.h"
 #include "util/ring.h"
@@ -57,6 +58,7 @@ struct bb_node {
   rt_book book;
   bb_admit_fn admit; /* the host's admission hook for the book (NULL: the default rule) */
   void *admit_user;
+  rt_admission admission; /* the join policy and the tokens verified under it */
   uint64_t rng;
   bbi_ring dedup; /* of uint64_t: the latest dedup_window (peer, request, site) keys */
 

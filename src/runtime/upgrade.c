@@ -1,11 +1,13 @@
 /* bb_node_take_over: a node freshly installed on a peer (from a newer artifact, say)
  * carries on where the node it replaces left off, as far as the peers it talks to can
  * tell: the clock, request ids that never repeat, the address book (with whom it sent
- * to and when), the named counters, and what each component kept — its saved state and
- * its timers — for the slots both nodes bind to the same type. Executions belong to the
- * old graphs and are not carried. */
+ * to and when), the named counters, the join tokens it verified (under the same join
+ * policy), and what each component kept — its saved state and its timers — for the slots
+ * both nodes bind to the same type. Executions belong to the old graphs and are not
+ * carried. */
 #include <string.h>
 
+#include "runtime/admission.h"
 #include "runtime/book.h"
 #include "runtime/steps.h"
 #include "runtime/timers.h"
@@ -70,6 +72,8 @@ int bb_node_take_over(bb_node *fresh, const bb_node *old, bb_error *err) {
       now->sent_ns = e->sent_ns;
     }
   }
+  if (!rc && (rc = rt_admission_carry(fresh, old)))
+    bb_error_set(err, rc, "take_over: the verified join tokens do not fit");
   if (rc) return rc;
   for (size_t i = 0; i < old->n_counters; i++) rt_count(fresh, old->counters[i].name, old->counters[i].value);
   if (fresh->failed_nomem) {

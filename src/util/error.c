@@ -16,6 +16,7 @@ const char *bb_strerror(int code) {
   case BB_ERR_LIMIT: return "limit exceeded";
   case BB_ERR_IO: return "input/output error";
   case BB_ERR_TYPE: return "type mismatch";
+  case BB_ERR_DENIED: return "not admitted";
   case BB_ERR_NOMEM: return "out of memory";
   default: return code < 0 ? "unknown error" : "not an error code";
   }

@@ -61,7 +61,8 @@ static int32_t quickstart_node(void) {
   bb_peer_id me = bb_peer_id_from_u64(1);
   char self[128];
   bb_peer_id_to_text(&me, self, sizeof self);
-  int32_t n = bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0);
+  int32_t n =
+      bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0, NULL, NULL, 0);
   free(artifact);
   if (n <= 0) abort();
   return n;

@@ -1,7 +1,9 @@
 /* GossipAvg mixes in only updates of members: by default peers of the current view, with
- * members=any everyone. Anyone else's update is refused and counted, and the model is
- * left as it was. */
+ * members=any everyone; on a node that checks join tokens, only those whose token grants
+ * the client role. Anyone else's update is refused and counted, and the model is left as
+ * it was. */
 #include "../runtime/rttest.h"
+#include "wire/join_tokens.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot VIEW = {BB_ROLE_PEER_SELECTOR, "view", NULL};
@@ -35,12 +37,47 @@ static int bind_share(bb_compiler *c, const void *config, bb_error *err) {
              : 0;
 }
 
+/* How B checks join tokens: not at all, or under a policy with peer 1's token of this
+ * role (BB_JOIN_NONE: peer 1 holds none). */
+typedef struct tokens {
+  bool checked;
+  bb_join_role role;
+} tokens;
+
+static const tokens UNCHECKED = {false, BB_JOIN_NONE};
+
+static bb_node *install_b(const uint8_t *art, size_t len, const char *const *targets, tokens t) {
+  if (!t.checked) return install_peer(art, len, 2, targets, 2, shipped_registry(), NULL);
+  const bbt_keys op = bbt_keys_counting(0x00);
+  const bb_join_policy policy = {"room-1", op.pk, 1};
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = bb_peer_id_from_u64(2);
+  a.artifact = art;
+  a.artifact_len = len;
+  a.targets = targets;
+  a.n_targets = 2;
+  a.registry = shipped_registry();
+  a.admission = &policy;
+  bb_node *b = NULL;
+  bb_error err;
+  CHECK_MSG(bb_install(&a, &b, NULL, &err) == 0, "%s", err.message);
+  if (b && t.role != BB_JOIN_NONE) {
+    bb_peer_id p1 = bb_peer_id_from_u64(1);
+    uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+    size_t n = bbt_make_token(&op, (int)t.role, 1700000060, &p1, "room-1", token);
+    CHECK(bb_node_admit_token(b, &p1, token, n, 1700000000, 0, NULL, NULL) == 0);
+  }
+  return b;
+}
+
 /* Peer `from` (1: in B's view; 3: known to B, not in its view; 4: a stranger) shares its
- * model with peer 2 (B); returns B's counters of merged and refused updates. */
-static void share_with_b(const uint8_t *art, size_t len, uint64_t from, uint64_t *merged, uint64_t *refused) {
+ * model with peer 2 (B); returns B's counters of merged updates and of `refusal`. */
+static void share_with_b(const uint8_t *art, size_t len, uint64_t from, tokens t, const char *refusal,
+                         uint64_t *merged, uint64_t *refused) {
   const char *const targets[] = {"Share", "Share_peers"};
   bb_node *a = install_peer(art, len, from, targets, 2, shipped_registry(), NULL);
-  bb_node *b = install_peer(art, len, 2, targets, 2, shipped_registry(), NULL);
+  bb_node *b = install_b(art, len, targets, t);
   if (a && b) {
     bb_peer_id pb = bb_peer_id_from_u64(2), p1 = bb_peer_id_from_u64(1), p3 = bb_peer_id_from_u64(3);
     bb_address ab = p2p_address(&pb), a1 = p2p_address(&p1), a3 = p2p_address(&p3);
@@ -59,7 +96,7 @@ static void share_with_b(const uint8_t *art, size_t len, uint64_t from, uint64_t
       if (s[i].kind == BB_STEP_SEND) CHECK(bb_node_deliver(b, &pa, s[i].bytes, s[i].len, 1, NULL) == 0);
     CHECK(bb_node_poll(b, 1, &s, &k, NULL) == 0);
     *merged = bb_node_counter(b, "gossip.merged");
-    *refused = bb_node_counter(b, "gossip.refused_non_member");
+    *refused = bb_node_counter(b, refusal);
   }
   bb_node_free(a);
   bb_node_free(b);
@@ -79,12 +116,34 @@ static void test_members(void) {
     uint8_t *art = compile_test_module(&SHARE, bind_share, cases[t].config, &len);
     if (!art) continue;
     uint64_t merged = 0, refused = 0;
-    share_with_b(art, len, cases[t].from, &merged, &refused);
+    share_with_b(art, len, cases[t].from, UNCHECKED, "gossip.refused_non_member", &merged, &refused);
     CHECK_MSG(merged == (cases[t].merged ? 1u : 0u) && refused == (cases[t].merged ? 0u : 1u),
               "case %zu (%s, from %llu): merged %llu, refused %llu", t, cases[t].config ? cases[t].config : "default",
               (unsigned long long)cases[t].from, (unsigned long long)merged, (unsigned long long)refused);
     free(art);
   }
+}
+
+/* With join tokens, a view member mixes in only with a client's token. */
+static void test_join_tokens(void) {
+  struct {
+    bb_join_role role;
+    const char *refusal; /* NULL: merged */
+  } cases[] = {{BB_JOIN_CLIENT, NULL},
+               {BB_JOIN_NONE, "gossip.refused_unadmitted"},
+               {BB_JOIN_WATCHER, "gossip.refused_role"},
+               {BB_JOIN_SERVER, "gossip.refused_role"}};
+  size_t len = 0;
+  uint8_t *art = compile_test_module(&SHARE, bind_share, NULL, &len);
+  for (size_t t = 0; art && t < sizeof cases / sizeof cases[0]; t++) {
+    uint64_t merged = 0, refused = 0;
+    const tokens tk = {true, cases[t].role};
+    share_with_b(art, len, 1, tk, cases[t].refusal ? cases[t].refusal : "gossip.refused_role", &merged, &refused);
+    CHECK_MSG(merged == (cases[t].refusal ? 0u : 1u) && refused == (cases[t].refusal ? 1u : 0u),
+              "%s: merged %llu, refused %llu", bb_join_role_name(cases[t].role), (unsigned long long)merged,
+              (unsigned long long)refused);
+  }
+  free(art);
 }
 
 static void test_bad_members_value(void) {
@@ -109,6 +168,7 @@ static void test_bad_members_value(void) {
 
 int main(void) {
   RUN(test_members);
+  RUN(test_join_tokens);
   RUN(test_bad_members_value);
   return bb_test_finish();
 }

@@ -10,12 +10,14 @@
  *   clients:        (trained, samples) = model.Fit(global); send [trained, samples, round]
  *                   to `server`
  *   server:         aggregator.Contribute(update)
- * The host invokes the server once per round with the clients it selects. */
+ * The host invokes the server once per round with the clients it selects. With join tokens,
+ * every node checks them and the server's host admits each client's token. */
 #include <math.h>
 #include <stdio.h>
 
 #include "../runtime/rttest.h"
 #include "bb/sim.h"
+#include "wire/join_tokens.h"
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
@@ -98,7 +100,7 @@ static const bb_component_type STEP_MODEL = {sizeof(bb_component_type), "StepMod
 
 /* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
 
-#define MAX_PEERS 6
+#define MAX_PEERS 8
 
 typedef struct aggregator_binding {
   const char *type, *config;
@@ -120,6 +122,7 @@ static int bind_round(bb_compiler *c, const void *user, bb_error *err) {
 typedef struct federation {
   bb_sim *sim;
   bb_registry *reg;
+  const bb_join_policy *policy; /* every node checks join tokens under it (NULL: none) */
   uint8_t *artifact;
   size_t len;
   size_t n;
@@ -164,6 +167,7 @@ static bb_node *install_as(federation *f, size_t i, const char *config) {
   bb_slot_config slot = {"model", config, NULL};
   a.slots = &slot;
   a.n_slots = config ? 1 : 0;
+  a.admission = f->policy;
   bb_node *n = NULL;
   bb_error err;
   CHECK_MSG(bb_install(&a, &n, NULL, &err) == 0, "peer %zu: %s", i + 1, err.message);
@@ -174,10 +178,12 @@ static bb_node *install_as(federation *f, size_t i, const char *config) {
   return n;
 }
 
-/* Server 1 with the aggregator, clients 2..n_peers with these StepModel configs. */
-static bool federation_open(federation *f, const char *type, const char *config, size_t n_peers,
-                            const char *const *client_configs) {
+/* Server 1 with the aggregator, clients 2..n_peers with these StepModel configs; every
+ * node checks join tokens under `policy` unless it is NULL. */
+static bool federation_open_admitting(federation *f, const bb_join_policy *policy, const char *type,
+                                      const char *config, size_t n_peers, const char *const *client_configs) {
   memset(f, 0, sizeof *f);
+  f->policy = policy;
   f->round = -1;
   f->n = n_peers;
   aggregator_binding b = {type, config};
@@ -198,6 +204,11 @@ static bool federation_open(federation *f, const char *type, const char *config,
   bb_sim_set_observer(f->sim, observe, f);
   bb_sim_set_tracer(f->sim, overhear, f);
   return true;
+}
+
+static bool federation_open(federation *f, const char *type, const char *config, size_t n_peers,
+                            const char *const *client_configs) {
+  return federation_open_admitting(f, NULL, type, config, n_peers, client_configs);
 }
 
 static void federation_close(federation *f) {
@@ -304,6 +315,80 @@ static void test_membership_survives_a_snapshot(void) {
   federation_close(&f);
 }
 
+/* ---- join tokens ----------------------------------------------------------------------- */
+
+#define UNIX_AT_START 1700000000ull /* the hosts' wall clock when the simulation starts */
+
+/* peer's token, signed by `op`, handed to `node`'s engine at simulated time at_ns;
+ * returns what bb_node_admit_token does */
+static int admit(bb_node *node, const bbt_keys *op, bb_join_role role, uint64_t expiry, const bb_peer_id *peer,
+                 const char *room, uint64_t at_ns) {
+  uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+  size_t len = bbt_make_token(op, (int)role, expiry, peer, room, token);
+  bb_error err = {0};
+  bb_join_role granted;
+  int rc = bb_node_admit_token(node, peer, token, len, UNIX_AT_START + at_ns / 1000000000ull, at_ns, &granted, &err);
+  CHECK(rc ? err.message[0] != 0 && granted == BB_JOIN_NONE : granted == role);
+  return rc;
+}
+
+/* A federation whose server takes updates only from peers whose join token the operator
+ * signed for this room and the client role. Clients 2 and 3 hold one and train; peer 4
+ * holds none, 5 an expired one, 6 a watcher's, 7 one for another room and 8 one signed
+ * by a key the room does not trust: every one of them answers each broadcast (the server
+ * addresses them all) and is refused and counted. A token that expires mid-run stops
+ * admitting its holder at its expiry, on the node's clock, until the host hands the
+ * engine a fresh one. */
+static void test_join_tokens_decide_who_contributes(void) {
+  const bbt_keys op = bbt_keys_counting(0x00), rogue = bbt_keys_counting(0x40);
+  const bb_join_policy policy = {.room = "fed-1", .operator_keys = op.pk, .n_operator_keys = 1};
+  const char *const clients[] = {"delta=1", "delta=3", "delta=1000", "delta=1000",
+                                 "delta=1000", "delta=1000", "delta=1000"};
+  const uint64_t hour = UNIX_AT_START + 3600, everyone[] = {2, 3, 4, 5, 6, 7, 8};
+  federation f;
+  if (federation_open_admitting(&f, &policy, "FedAvg", "quorum=1,init=model", 8, clients)) {
+    bb_node *server = f.node[0];
+    CHECK_EQ_INT(admit(server, &op, BB_JOIN_CLIENT, hour, &f.peer[1], "fed-1", 0), 0);
+    CHECK_EQ_INT(admit(server, &op, BB_JOIN_CLIENT, UNIX_AT_START + 1, &f.peer[2], "fed-1", 0), 0);
+    CHECK_EQ_INT(admit(server, &op, BB_JOIN_CLIENT, UNIX_AT_START, &f.peer[4], "fed-1", 0), BB_ERR_DENIED);
+    CHECK_EQ_INT(admit(server, &op, BB_JOIN_WATCHER, hour, &f.peer[5], "fed-1", 0), 0);
+    CHECK_EQ_INT(admit(server, &op, BB_JOIN_CLIENT, hour, &f.peer[6], "fed-2", 0), BB_ERR_DENIED);
+    CHECK_EQ_INT(admit(server, &rogue, BB_JOIN_CLIENT, hour, &f.peer[7], "fed-1", 0), BB_ERR_DENIED);
+    CHECK_EQ_INT(counter(&f, "admission.admitted"), 3);
+    CHECK_EQ_INT(counter(&f, "admission.refused_expired"), 1);
+    CHECK_EQ_INT(counter(&f, "admission.refused_other_room"), 1);
+    CHECK_EQ_INT(counter(&f, "admission.refused_untrusted"), 1);
+    CHECK_EQ_INT(bb_node_peer_role(server, &f.peer[1]), BB_JOIN_CLIENT);
+    CHECK_EQ_INT(bb_node_peer_role(server, &f.peer[3]), BB_JOIN_NONE);
+    CHECK_EQ_INT(bb_node_peer_role(server, &f.peer[5]), BB_JOIN_WATCHER);
+    for (size_t i = 1; i < f.n; i++) /* each client checks the server's token in turn */
+      CHECK_EQ_INT(admit(f.node[i], &op, BB_JOIN_SERVER, hour, &f.peer[0], "fed-1", 0), 0);
+
+    server_round(&f, 0, everyone, 7);       /* round 0 to all seven */
+    server_round(&f, 10 * MS, everyone, 7); /* closes round 0: the mean of 2 and 3 alone */
+    CHECK_EQ_INT(f.round, 1);
+    CHECK_MSG(f.global[0] == 2 && f.global[1] == -2, "%g %g", (double)f.global[0], (double)f.global[1]);
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_closed"), 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_unadmitted"), 2 * 4); /* 4, 5, 7, 8 in rounds 0 and 1 */
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_role"), 2); /* the watcher, 6 */
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 0);
+
+    /* peer 3's token ran out at second 1: its round 2 update is refused too */
+    server_round(&f, 1500 * MS, everyone, 7); /* closes round 1 (2 and 3), round 2 out */
+    CHECK_MSG(f.global[0] == 4, "%g", (double)f.global[0]);
+    CHECK_EQ_INT(bb_node_peer_role(server, &f.peer[2]), BB_JOIN_NONE);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_unadmitted"), 3 * 4 + 1);
+    /* a fresh token admits it again */
+    CHECK_EQ_INT(admit(server, &op, BB_JOIN_CLIENT, hour, &f.peer[2], "fed-1", 2000 * MS), 0);
+    server_round(&f, 2000 * MS, everyone, 7); /* closes round 2 (peer 2 alone), round 3 out */
+    server_round(&f, 2010 * MS, everyone, 7); /* closes round 3: 2 and 3 again */
+    CHECK_MSG(f.global[0] == 4 + 1 + 2, "%g", (double)f.global[0]);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_unadmitted"), 5 * 4 + 1); /* rounds 0..4, and 3 in round 2 */
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_closed"), 4);
+  }
+  federation_close(&f);
+}
+
 /* ---- RobustAvg's rounds ------------------------------------------------------------------ */
 
 /* The finding: RobustAvg had no deadline, so a round waiting for every client never
@@ -366,6 +451,7 @@ int main(void) {
   RUN(test_unselected_peer_is_refused);
   RUN(test_membership_is_per_round);
   RUN(test_membership_survives_a_snapshot);
+  RUN(test_join_tokens_decide_who_contributes);
   RUN(test_robust_avg_nan_sender_cannot_stall);
   RUN(test_huge_values_are_left_out);
   return bb_test_finish();

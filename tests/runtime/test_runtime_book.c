@@ -6,6 +6,7 @@
 #include "rttest.h"
 #include "bb/bytes.h"
 #include "util/hash.h"
+#include "wire/join_tokens.h"
 
 static uint8_t *fednet;
 static size_t fednet_len;
@@ -291,6 +292,78 @@ static void test_graph_insert_goes_through_admission(void) {
   free(artifact);
 }
 
+/* With a join policy and no hook, only peers holding a valid client or server token enter
+ * the book, whatever the source: a stranger's claim, a watcher's, an expired holder's and
+ * the artifact's seed without a token are refused; a hook still decides instead. */
+static void test_join_tokens_decide_the_book(void) {
+  const bbt_keys op = bbt_keys_counting(0x00);
+  const bb_join_policy policy = {"room-1", op.pk, 1};
+  const uint64_t now = 1700000000;
+  bb_registry *reg = stub_registry();
+  size_t tmpl_len = 0, seeded_len = 0;
+  uint8_t *tmpl = template_envelope(reg, &tmpl_len);
+  uint8_t *seeded = compile_test_module(&SEEDED, no_bindings, NULL, &seeded_len);
+  for (int hook = 0; hook < 2 && tmpl && seeded; hook++) {
+    bb_install_args a = {0};
+    a.struct_size = sizeof a;
+    a.self = bb_peer_id_from_u64(2);
+    a.artifact = fednet;
+    a.artifact_len = fednet_len;
+    a.targets = SINK;
+    a.n_targets = 1;
+    a.registry = reg;
+    a.admission = &policy;
+    a.admit = hook ? admit_all : NULL;
+    bb_node *b = NULL;
+    bb_error err;
+    CHECK_MSG(bb_install(&a, &b, NULL, &err) == 0, "%s", err.message);
+    if (!b) continue;
+    /* 10 client, 11 server, 12 watcher, 13 expired in a second, 14 none */
+    const bb_join_role roles[] = {BB_JOIN_CLIENT, BB_JOIN_SERVER, BB_JOIN_WATCHER, BB_JOIN_CLIENT};
+    for (uint64_t i = 0; i < 4; i++) {
+      bb_peer_id p = bb_peer_id_from_u64(10 + i);
+      uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+      size_t len = bbt_make_token(&op, (int)roles[i], now + (i == 3 ? 1 : 60), &p, "room-1", token);
+      CHECK_MSG(bb_node_admit_token(b, &p, token, len, now, 0, NULL, &err) == 0, "%s", err.message);
+    }
+    size_t k;
+    poll_at(b, 2000000000ull, &k); /* 13's token is past */
+    for (uint64_t id = 10; id < 15; id++) {
+      size_t len = 0;
+      uint8_t *env = forged(tmpl, tmpl_len, id, &len);
+      bb_peer_id from = bb_peer_id_from_u64(id);
+      CHECK(env && bb_node_deliver(b, &from, env, len, 2000000000ull, NULL) == 0);
+      bb_buffer_free(NULL, env);
+      poll_at(b, 2000000000ull, &k);
+    }
+    CHECK_EQ_INT(bb_node_counter(b, "book.claims_refused"), hook ? 0 : 3);
+    bb_node_free(b);
+
+    /* the artifact's seed, peer 100: refused until it holds a token */
+    for (int token = 0; token < 2 && !hook; token++) {
+      a.artifact = seeded;
+      a.artifact_len = seeded_len;
+      a.targets = (const char *[]){"Seeded"};
+      bb_node *n = NULL;
+      CHECK_MSG(bb_install(&a, &n, NULL, &err) == 0, "%s", err.message);
+      if (!n) continue;
+      if (token) {
+        bb_peer_id p = bb_peer_id_from_u64(100);
+        uint8_t t[BB_JOIN_TOKEN_MAX_BYTES];
+        size_t len = bbt_make_token(&op, BB_JOIN_CLIENT, now + 60, &p, "room-1", t);
+        CHECK(bb_node_admit_token(n, &p, t, len, now, 0, NULL, NULL) == 0);
+      }
+      CHECK(bb_node_run_bootstrap(n, 0, NULL) == 0);
+      poll_at(n, 0, &k);
+      CHECK_EQ_INT(bb_node_counter(n, "book.refused"), token ? 0 : 1);
+      bb_node_free(n);
+    }
+  }
+  free(seeded);
+  free(tmpl);
+  bb_registry_free(reg);
+}
+
 /* ---- snapshots -------------------------------------------------------------------------- */
 
 static bb_node *sink_node(uint64_t id, const bb_registry *reg, const bb_node_config *cfg) {
@@ -410,6 +483,7 @@ int main(void) {
   RUN(test_full_book_evicts_the_least_recently_used);
   RUN(test_eviction_order);
   RUN(test_graph_insert_goes_through_admission);
+  RUN(test_join_tokens_decide_the_book);
   RUN(test_snapshot_keeps_use_order);
   RUN(test_version_1_snapshot);
   bb_buffer_free(NULL, fednet);

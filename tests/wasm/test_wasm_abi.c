@@ -1,4 +1,4 @@
-/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 5) driven the way js/src drives it —
+/* bb.wasm's engine ABI (wasm/bb_wasm.h, version 6) driven the way js/src drives it —
  * handles, packed strings, value lists, the step layout and the host's component
  * callbacks — but natively (and again under Node in the wasm build), so its every path
  * runs under the sanitizers:
@@ -8,6 +8,7 @@
  *     envelopes carried between nodes by parsing the steps, reaching 90 % on separable data;
  *   - an asynchronous host op completed and failed later; snapshot and restore; misuse;
  *   - forty host types, the last of them installed and invoked, and the cap on host types;
+ *   - a node that checks join tokens: tokens admitted and refused, roles read back;
  *   - a trainer: the digits CNN (examples/models) learns separable data in batches, its
  *     export runs in a CPU session to the trainer's own predictions, a snapshot resumes, a
  *     warm step allocates nothing, bad batches and configs are refused; a model handle as
@@ -22,6 +23,7 @@
 #include "bb/value.h"
 #include "bb/wire.h"
 #include "abitest.h"
+#include "wire/join_tokens.h"
 
 /* ---- data: ten well separated classes in 64 features of 0..16, as CSV ----------------- */
 
@@ -268,18 +270,18 @@ static void test_federation(const buf *artifact) {
     if (i == 0) pending_x = x + (size_t)(ROWS - 100) * FEATURES, pending_y = y + ROWS - 100, pending_rows = 100;
     nodes[i] = bb_wasm_node_install(artifact->data, artifact->len, ids[i], i ? client_targets : server_targets,
                                     i ? sizeof client_targets : sizeof server_targets, slots, sizeof slots, NULL,
-                                    (uint64_t)i + 7);
+                                    (uint64_t)i + 7, NULL, NULL, 0);
     CHECK_MSG(nodes[i] > 0, "install %d: %s", i, bb_wasm_last_error());
     for (int j = 0; j < PEERS; j++)
       if (j != i) CHECK_EQ_INT(bb_wasm_node_add_peer(nodes[i], ids[j]), 0);
   }
   CHECK_EQ_INT(creates - creates_before, PEERS);
-  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "Nope", 5, NULL, 0, NULL, 0) < 0);
+  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "Nope", 5, NULL, 0, NULL, 0, NULL, NULL, 0) < 0);
   CHECK(strncmp(bb_wasm_last_error(), "install failed (", 16) == 0);
   CHECK(bb_wasm_node_install(artifact->data, artifact->len, "not base58 0OIl", server_targets,
-                             sizeof server_targets, NULL, 0, NULL, 0) < 0);
-  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "FedDigits", 9, NULL, 0, NULL, 0) ==
-        BB_ERR_INVALID_ARGUMENT); /* not NUL-terminated */
+                             sizeof server_targets, NULL, 0, NULL, 0, NULL, NULL, 0) < 0);
+  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "FedDigits", 9, NULL, 0, NULL, 0, NULL, NULL,
+                             0) == BB_ERR_INVALID_ARGUMENT); /* not NUL-terminated */
 
   CHECK_EQ_INT(bb_wasm_node_info(nodes[1]), 0);
   size_t info_len;
@@ -407,12 +409,13 @@ static void test_async_host_op(void) {
   peer_text(41, self, sizeof self);
   static const char targets[] = "Quickstart";
   /* a host create that fails names the type, the slot and the host's reason */
-  CHECK(bb_wasm_node_install(artifacts[1].data, artifacts[1].len, self, targets, sizeof targets, NULL, 0, NULL, 0) < 0);
+  CHECK(bb_wasm_node_install(artifacts[1].data, artifacts[1].len, self, targets, sizeof targets, NULL, 0, NULL, 0,
+                             NULL, NULL, 0) < 0);
   CHECK_MSG(strstr(bb_wasm_last_error(), "HostCamera") && strstr(bb_wasm_last_error(), "no camera here"), "%s",
             bb_wasm_last_error());
 
   int32_t node = bb_wasm_node_install(artifacts[0].data, artifacts[0].len, self, targets, sizeof targets, NULL, 0,
-                                      NULL, 0);
+                                      NULL, 0, NULL, NULL, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   buf none = value_list(NULL, 0);
   CHECK_EQ_INT(bb_wasm_node_invoke(node, "Quickstart", NULL, 0, none.data, none.len, 10), 0);
@@ -428,7 +431,7 @@ static void test_async_host_op(void) {
   uint8_t *snap = malloc(snap_len);
   memcpy(snap, snap_r, snap_len);
   int32_t moved = bb_wasm_node_install(artifacts[0].data, artifacts[0].len, self, targets, sizeof targets, NULL, 0,
-                                       NULL, 0);
+                                       NULL, 0, NULL, NULL, 0);
   CHECK_MSG(bb_wasm_node_restore(moved, snap, snap_len) == 0, "%s", bb_wasm_last_error());
   CHECK(bb_wasm_node_restore(moved, snap, snap_len / 2) < 0);
   free(snap);
@@ -487,7 +490,7 @@ static void test_many_host_types(void) {
   peer_text(90, self, sizeof self);
   int creates_before = creates;
   int32_t node = bb_wasm_node_install(artifact.data, artifact.len, self, "Quickstart", sizeof "Quickstart", NULL, 0,
-                                      NULL, 0);
+                                      NULL, 0, NULL, NULL, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   CHECK_EQ_INT(creates - creates_before, 1);
   int32_t made_as = 0;
@@ -518,23 +521,30 @@ static void test_many_host_types(void) {
 
 /* ---- value lists from a hostile host ---------------------------------------------------------- */
 
-static void test_bad_value_lists(void) {
+/* The quickstart example compiled through the ABI (malloc'd). */
+static uint8_t *quickstart_artifact(size_t *len) {
   int32_t c = bb_wasm_compiler_new();
   CHECK_EQ_INT(bb_wasm_compiler_configure_example(c, "quickstart", 0), 0);
   CHECK_EQ_INT(bb_wasm_example_record("quickstart", 0), 0);
-  size_t len;
-  const uint8_t *r = result(&len);
-  uint8_t *model = malloc(len);
-  memcpy(model, r, len);
-  CHECK_EQ_INT(bb_wasm_compiler_compile(c, model, len), 0);
-  r = result(&len);
-  uint8_t *artifact = malloc(len);
-  memcpy(artifact, r, len);
+  const uint8_t *r = result(len);
+  uint8_t *model = malloc(*len);
+  memcpy(model, r, *len);
+  CHECK_EQ_INT(bb_wasm_compiler_compile(c, model, *len), 0);
+  r = result(len);
+  uint8_t *artifact = malloc(*len);
+  memcpy(artifact, r, *len);
   free(model);
   bb_wasm_compiler_free(c);
+  return artifact;
+}
+
+static void test_bad_value_lists(void) {
+  size_t len;
+  uint8_t *artifact = quickstart_artifact(&len);
   char self[128];
   peer_text(77, self, sizeof self);
-  int32_t node = bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0);
+  int32_t node =
+      bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0, NULL, NULL, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   uint8_t list[64] = {0};
   /* too short, a count beyond the bytes, a value past the end, bytes after the last, a bad payload */
@@ -553,6 +563,54 @@ static void test_bad_value_lists(void) {
   CHECK(bb_wasm_node_complete(node, 1, list, 24) < 0);
   CHECK(strstr(bb_wasm_last_error(), "value 0") != NULL);
   bb_wasm_node_free(node);
+  free(artifact);
+}
+
+/* ---- join tokens ------------------------------------------------------------------------------ */
+
+static void test_join_tokens(void) {
+  size_t len;
+  uint8_t *artifact = quickstart_artifact(&len);
+  const bbt_keys op = bbt_keys_counting(0x00);
+  char self[128], client[128], watcher[128];
+  peer_text(70, self, sizeof self);
+  peer_text(71, client, sizeof client);
+  peer_text(72, watcher, sizeof watcher);
+  static const char targets[] = "Quickstart";
+  /* a room without keys, keys without bytes */
+  CHECK(bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", op.pk, 0) ==
+        BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(bb_wasm_last_error(), "trusts no operator key") != NULL);
+  CHECK(bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", NULL, 1) ==
+        BB_ERR_INVALID_ARGUMENT);
+  int32_t node =
+      bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", op.pk, 1);
+  CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
+  bb_peer_id c = bb_peer_id_from_u64(72), w = bb_peer_id_from_u64(73); /* peer_text counts from 0 */
+  uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+  size_t n = bbt_make_token(&op, BB_JOIN_CLIENT, 1700000060, &c, "room-1", token);
+  CHECK_EQ_INT(bb_wasm_node_admit_token(node, client, token, n, 1700000000, 0), BB_JOIN_CLIENT);
+  CHECK_EQ_INT(bb_wasm_node_peer_role(node, client), BB_JOIN_CLIENT);
+  /* presented by another peer; past its expiry; NULL bytes; a bad peer id */
+  CHECK_EQ_INT(bb_wasm_node_admit_token(node, watcher, token, n, 1700000000, 0), BB_ERR_DENIED);
+  CHECK_MSG(strstr(bb_wasm_last_error(), "other_peer") != NULL, "%s", bb_wasm_last_error());
+  CHECK_EQ_INT(bb_wasm_node_admit_token(node, client, token, n, 1700000060, 0), BB_ERR_DENIED);
+  CHECK_EQ_INT(bb_wasm_node_admit_token(node, client, NULL, n, 1700000000, 0), BB_ERR_INVALID_ARGUMENT);
+  CHECK(bb_wasm_node_admit_token(node, "0OIl", token, n, 1700000000, 0) < 0);
+  n = bbt_make_token(&op, BB_JOIN_WATCHER, 1700000060, &w, "room-1", token);
+  CHECK_EQ_INT(bb_wasm_node_admit_token(node, watcher, token, n, 1700000000, 0), BB_JOIN_WATCHER);
+  CHECK_EQ_INT(bb_wasm_node_peer_role(node, watcher), BB_JOIN_WATCHER);
+  CHECK_EQ_INT(bb_wasm_node_peer_role(node, self), BB_JOIN_NONE);
+  CHECK_EQ_INT(bb_wasm_node_counter(node, "admission.admitted"), 2);
+  CHECK_EQ_INT(bb_wasm_node_counter(node, "admission.refused_expired"), 1);
+  CHECK_EQ_INT(bb_wasm_node_free(node), 0);
+  /* a node without a room checks no tokens */
+  node = bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "", NULL, 0);
+  CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
+  CHECK_EQ_INT(bb_wasm_node_admit_token(node, watcher, token, n, 1700000000, 0), BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bb_wasm_node_peer_role(node, watcher), BB_JOIN_NONE);
+  CHECK_EQ_INT(bb_wasm_node_free(node), 0);
+  CHECK(bb_wasm_node_peer_role(node, watcher) < 0); /* a stale handle */
   free(artifact);
 }
 
@@ -682,11 +740,13 @@ static void test_trainer(void) {
   bb_peer_id_to_text(&id, self, sizeof self);
   const char slots[] = "data\0\0model\0"; /* two (slot, empty config) pairs with the final NUL */
   int32_t host[2] = {all, exported};
-  int32_t node = bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1);
+  int32_t node =
+      bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   CHECK_EQ_INT(bb_wasm_node_free(node), 0);
   host[1] = 0; /* no model: OnnxModel has nothing to train */
-  CHECK(bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1) < 0);
+  CHECK(bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0) <
+        0);
   CHECK(strstr(bb_wasm_last_error(), "OnnxModel") != NULL);
   free(art);
   bb_wasm_compiler_free(c);
@@ -696,12 +756,13 @@ static void test_trainer(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 5);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 6);
   buf artifact = compile_federated_digits();
   RUN(test_async_host_op);
   test_federation(&artifact);
   printf("%s test_federation\n", bb_test_failures ? "FAIL" : "ok  ");
   RUN(test_bad_value_lists);
+  RUN(test_join_tokens);
   RUN(test_many_host_types);
   RUN(test_trainer);
   free(artifact.data);

@@ -227,7 +227,8 @@ static void test_protocol_over_messages(void) {
   for (int i = 0; i < 2; i++) {
     bb_peer_id id = bb_peer_id_from_u64((uint64_t)i + 1);
     bb_peer_id_to_text(&id, ids[i], sizeof ids[i]);
-    nodes[i] = bb_wasm_node_install(artifact.data, artifact.len, ids[i], "Pinger", sizeof "Pinger", NULL, 0, NULL, 3);
+    nodes[i] = bb_wasm_node_install(artifact.data, artifact.len, ids[i], "Pinger", sizeof "Pinger", NULL, 0, NULL, 3,
+                                    NULL, NULL, 0);
     CHECK_MSG(nodes[i] > 0, "%s", bb_wasm_last_error());
   }
   for (int i = 0; i < 2; i++) CHECK_EQ_INT(bb_wasm_node_add_peer(nodes[i], ids[1 - i]), 0);
@@ -258,7 +259,8 @@ static void test_protocol_over_messages(void) {
   size_t len = bb_wasm_result_len();
   uint8_t *snap = malloc(len);
   memcpy(snap, bb_wasm_result_ptr(), len);
-  int32_t fresh = bb_wasm_node_install(artifact.data, artifact.len, ids[0], "Pinger", sizeof "Pinger", NULL, 0, NULL, 3);
+  int32_t fresh = bb_wasm_node_install(artifact.data, artifact.len, ids[0], "Pinger", sizeof "Pinger", NULL, 0, NULL, 3,
+                                       NULL, NULL, 0);
   CHECK_MSG(bb_wasm_node_restore(fresh, snap, len) == 0, "%s", bb_wasm_last_error());
   CHECK_STR(loaded_state, "state of 1");
   free(snap);

@@ -390,7 +390,7 @@ static void test_op_sets(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 5);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 6);
   RUN(test_examples_byte_identical);
   RUN(test_composition);
   RUN(test_refusals);

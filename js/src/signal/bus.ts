@@ -11,6 +11,8 @@ import type { PeerRole } from './protocol.js';
 export interface RemoteMember {
   peer: string;
   role: PeerRole;
+  /** The join token it joined with, if any (relayed to the room, verified by nobody here). */
+  token?: string;
 }
 
 /** What a bus tells the server it serves. */
@@ -30,11 +32,13 @@ export interface RoomBus {
    * Records `peer` as a member of `room` held here and tells the other processes; resolves
    * with the room's members held elsewhere (on processes still alive).
    */
-  join(room: string, peer: string, role: PeerRole): Promise<RemoteMember[]>;
+  join(room: string, peer: string, role: PeerRole, token?: string): Promise<RemoteMember[]>;
   /** `peer` left `room` here (if another process holds it now, nothing changes). */
   leave(room: string, peer: string): void;
   /** The role of `peer` in `room` on another process, or undefined when no other holds it. */
   remoteRole(room: string, peer: string): PeerRole | undefined;
+  /** The join token `peer` of `room` joined with on another process, if any. */
+  remoteToken(room: string, peer: string): string | undefined;
   /** Hands a signal to the process holding `to`; false when no other process does. */
   relay(room: string, from: string, to: string, data: unknown): boolean;
   /** No member of `room` is held here any more: its remote members need not be followed. */

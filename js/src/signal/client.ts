@@ -74,6 +74,8 @@ export class SignalClient {
   readonly identity: Signer;
   readonly #socket: WebSocketLike;
   readonly #peers: Set<string>;
+  /** The join token each member joined with, as the server relays it (unverified here). */
+  readonly #tokens = new Map<string, string>();
   #iceServers: RTCIceServer[];
   #iceRefresh: ReturnType<typeof setTimeout> | null = null;
   #closed = false;
@@ -85,6 +87,7 @@ export class SignalClient {
     this.self = joined.peer;
     this.role = joined.role;
     this.#peers = new Set(joined.peers);
+    this.#keepTokens(joined.peers, joined.tokens);
     this.#iceServers = joined.iceServers ?? [];
     this.#scheduleIceRefresh(joined.iceTtlSeconds);
     socket.onmessage = (event) => this.#receive(event.data);
@@ -176,6 +179,14 @@ export class SignalClient {
     return [...this.#peers];
   }
 
+  /**
+   * The join token `peer` joined with, as the server relayed it; undefined when it brought
+   * none. Unverified: whoever relies on it checks it (BbNode.admitToken does).
+   */
+  tokenOf(peer: string): string | undefined {
+    return this.#tokens.get(peer);
+  }
+
   /** Relays `data` (JSON-serialisable) to `to` in the same room. */
   send(to: string, data: unknown): void {
     if (this.#closed) throw new SignalError('closed', 'the signalling connection is closed');
@@ -204,7 +215,11 @@ export class SignalClient {
     switch (message.type) {
       case 'presence':
         // left before joined: a peer that left and came back is a new session
-        for (const peer of message.left) if (this.#peers.delete(peer)) this.events.emit('leave', peer);
+        for (const peer of message.left) {
+          this.#tokens.delete(peer);
+          if (this.#peers.delete(peer)) this.events.emit('leave', peer);
+        }
+        this.#keepTokens(message.joined, message.tokens);
         for (const peer of message.joined) {
           if (peer === this.self || this.#peers.has(peer)) continue;
           this.#peers.add(peer);
@@ -221,6 +236,15 @@ export class SignalClient {
       case 'joined':
       case 'challenge':
         return;
+    }
+  }
+
+  /** Records the tokens a server message gives for `peers` (strings only, as the join takes them). */
+  #keepTokens(peers: readonly string[], tokens: unknown): void {
+    if (typeof tokens !== 'object' || tokens === null) return;
+    for (const peer of peers) {
+      const token = Object.hasOwn(tokens, peer) ? (tokens as Record<string, unknown>)[peer] : undefined;
+      if (typeof token === 'string' && token.length <= 1024 && peer !== this.self) this.#tokens.set(peer, token);
     }
   }
 

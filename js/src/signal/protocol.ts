@@ -58,11 +58,18 @@ export type SignalErrorCode =
 export type ServerMessage =
   /** On connect and after a leave: what the next join must sign (base64). */
   | { type: 'challenge'; nonce: string }
-  /** `iceServers`: STUN/TURN servers for this member; `iceTtlSeconds`: how long its TURN credentials last. */
-  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[]; iceTtlSeconds?: number }
+  /**
+   * `iceServers`: STUN/TURN servers for this member; `iceTtlSeconds`: how long its TURN
+   * credentials last; `tokens`: the join token each of `peers` joined with, if any.
+   */
+  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[]; iceTtlSeconds?: number; tokens?: Record<string, string> }
   | { type: 'ice'; iceServers: RTCIceServer[]; iceTtlSeconds?: number }
-  /** Membership changes since the last one, coalesced: apply `left` first, then `joined`. */
-  | { type: 'presence'; joined: string[]; left: string[] }
+  /**
+   * Membership changes since the last one, coalesced: apply `left` first, then `joined`.
+   * `tokens`: the join token each of `joined` joined with, if any — relayed so that every
+   * member can verify it itself (a server cannot forge an operator's signature).
+   */
+  | { type: 'presence'; joined: string[]; left: string[]; tokens?: Record<string, string> }
   | { type: 'signal'; from: string; data: unknown }
   | { type: 'error'; code: SignalErrorCode; message: string };
 

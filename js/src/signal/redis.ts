@@ -1,7 +1,8 @@
 /**
  * A {@link RoomBus} over Redis (Node only; `ioredis`, an optional dependency, is imported
  * when a bus is made). Every signalling process holding a member of room R keeps it in
- * the hash `<prefix>room:R` (peer → "<process>|<role>") and says so on the channel
+ * the hash `<prefix>room:R` (peer → "<process>|<role>", then "|<join token>" when it
+ * joined with one) and says so on the channel
  * `<prefix>presence`; a signal for a member held elsewhere goes to the channel of the
  * process holding it, `<prefix>node:<process>`. Each process refreshes `<prefix>alive:<process>`
  * (expiring after `aliveMs`); the members of a process whose key expired — one that died
@@ -25,7 +26,7 @@ export interface RedisRoomBusOptions {
 }
 
 type BusMessage =
-  | { kind: 'joined'; room: string; peer: string; role: PeerRole; node: string }
+  | { kind: 'joined'; room: string; peer: string; role: PeerRole; node: string; token?: string }
   | { kind: 'left'; room: string; peer: string; node: string }
   | { kind: 'signal'; room: string; from: string; to: string; data: unknown }
   | { kind: 'replaced'; room: string; peer: string };
@@ -33,14 +34,22 @@ type BusMessage =
 interface Holder {
   node: string;
   role: PeerRole;
+  token?: string;
 }
 
 const ROLES: ReadonlySet<string> = new Set(['client', 'server', 'watcher']);
 
+/** A member's value in its room's hash (process ids are base64: they hold no bar). */
+function holderValue(holder: Holder): string {
+  return `${holder.node}|${holder.role}${holder.token === undefined ? '' : `|${holder.token}`}`;
+}
+
 function parseHolder(value: string): Holder | null {
-  const bar = value.lastIndexOf('|');
-  const role = value.slice(bar + 1);
-  return bar > 0 && ROLES.has(role) ? { node: value.slice(0, bar), role: role as PeerRole } : null;
+  const bar = value.indexOf('|');
+  const end = value.indexOf('|', bar + 1);
+  const role = value.slice(bar + 1, end < 0 ? undefined : end);
+  if (bar <= 0 || !ROLES.has(role)) return null;
+  return { node: value.slice(0, bar), role: role as PeerRole, ...(end < 0 ? {} : { token: value.slice(end + 1) }) };
 }
 
 /** Deletes a member only if the process and role given still hold it, then announces it left. */
@@ -60,8 +69,8 @@ export class RedisRoomBus implements RoomBus {
   readonly #aliveMs: number;
   /** Members held elsewhere, of the rooms this process has members in. */
   readonly #remote = new Map<string, Map<string, Holder>>();
-  /** Members held here: room → peer → role. */
-  readonly #mine = new Map<string, Map<string, PeerRole>>();
+  /** Members held here: room → peer → its holder (this process). */
+  readonly #mine = new Map<string, Map<string, Holder>>();
   #handlers: RoomBusHandlers | null = null;
   #timer: ReturnType<typeof setInterval> | null = null;
   #closed = false;
@@ -104,20 +113,21 @@ export class RedisRoomBus implements RoomBus {
     this.#timer.unref?.();
   }
 
-  async join(room: string, peer: string, role: PeerRole): Promise<RemoteMember[]> {
+  async join(room: string, peer: string, role: PeerRole, token?: string): Promise<RemoteMember[]> {
     let mine = this.#mine.get(room);
     if (mine === undefined) this.#mine.set(room, (mine = new Map()));
-    mine.set(peer, role);
+    const held: Holder = { node: this.node, role, ...(token === undefined ? {} : { token }) };
+    mine.set(peer, held);
     // followed from now, so a join elsewhere announced meanwhile is not missed
     let remote = this.#remote.get(room);
     if (remote === undefined) this.#remote.set(room, (remote = new Map()));
     const key = this.#key('room', room);
-    const replies = await this.#cmd.multi().hget(key, peer).hset(key, peer, `${this.node}|${role}`).hgetall(key).exec();
+    const replies = await this.#cmd.multi().hget(key, peer).hset(key, peer, holderValue(held)).hgetall(key).exec();
     const old = replies?.[0]?.[1] as string | null | undefined;
     const all = (replies?.[2]?.[1] ?? {}) as Record<string, string>;
     const previous = old ? parseHolder(old) : null;
     if (previous !== null && previous.node !== this.node) this.#publish(this.#key('node', previous.node), { kind: 'replaced', room, peer });
-    this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role, node: this.node });
+    this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role, node: this.node, ...(token === undefined ? {} : { token }) });
     const holders = new Map<string, Holder>();
     for (const [member, value] of Object.entries(all)) {
       const holder = parseHolder(value);
@@ -125,20 +135,24 @@ export class RedisRoomBus implements RoomBus {
     }
     const alive = await this.#alive([...new Set([...holders.values()].map((h) => h.node))]);
     for (const [member, holder] of holders) if (alive.has(holder.node) && !remote.has(member)) remote.set(member, holder);
-    return [...remote].map(([member, holder]) => ({ peer: member, role: holder.role }));
+    return [...remote].map(([member, holder]) => ({ peer: member, role: holder.role, ...(holder.token === undefined ? {} : { token: holder.token }) }));
   }
 
   leave(room: string, peer: string): void {
     const mine = this.#mine.get(room);
-    const role = mine?.get(peer);
-    if (mine === undefined || role === undefined) return;
+    const held = mine?.get(peer);
+    if (mine === undefined || held === undefined) return;
     mine.delete(peer);
     if (mine.size === 0) this.#mine.delete(room);
-    this.#release(room, peer, this.node, role);
+    this.#release(room, peer, held);
   }
 
   remoteRole(room: string, peer: string): PeerRole | undefined {
     return this.#remote.get(room)?.get(peer)?.role;
+  }
+
+  remoteToken(room: string, peer: string): string | undefined {
+    return this.#remote.get(room)?.get(peer)?.token;
   }
 
   relay(room: string, from: string, to: string, data: unknown): boolean {
@@ -156,7 +170,7 @@ export class RedisRoomBus implements RoomBus {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#timer !== null) clearInterval(this.#timer);
-    for (const [room, members] of this.#mine) for (const [peer, role] of members) this.#release(room, peer, this.node, role);
+    for (const [room, members] of this.#mine) for (const [peer, held] of members) this.#release(room, peer, held);
     this.#mine.clear();
     try {
       await this.#cmd.del(this.#key('alive', this.node));
@@ -172,9 +186,9 @@ export class RedisRoomBus implements RoomBus {
     this.#cmd.publish(channel, JSON.stringify(message)).catch(() => undefined);
   }
 
-  #release(room: string, peer: string, node: string, role: PeerRole): void {
-    const left: BusMessage = { kind: 'left', room, peer, node };
-    this.#cmd.eval(RELEASE, 2, this.#key('room', room), `${this.#prefix}presence`, peer, `${node}|${role}`, JSON.stringify(left)).catch(() => undefined);
+  #release(room: string, peer: string, holder: Holder): void {
+    const left: BusMessage = { kind: 'left', room, peer, node: holder.node };
+    this.#cmd.eval(RELEASE, 2, this.#key('room', room), `${this.#prefix}presence`, peer, holderValue(holder), JSON.stringify(left)).catch(() => undefined);
   }
 
   async #beat(): Promise<void> {
@@ -193,7 +207,7 @@ export class RedisRoomBus implements RoomBus {
     for (const members of this.#remote.values()) for (const holder of members.values()) nodes.add(holder.node);
     const alive = await this.#alive([...nodes]);
     for (const [room, members] of this.#remote) {
-      for (const [peer, holder] of members) if (!alive.has(holder.node)) this.#release(room, peer, holder.node, holder.role);
+      for (const [peer, holder] of members) if (!alive.has(holder.node)) this.#release(room, peer, holder);
     }
   }
 
@@ -210,7 +224,8 @@ export class RedisRoomBus implements RoomBus {
       case 'joined': {
         const remote = this.#remote.get(message.room);
         if (message.node === this.node || remote === undefined || !ROLES.has(message.role)) return;
-        remote.set(message.peer, { node: message.node, role: message.role });
+        const token = typeof message.token === 'string' ? { token: message.token } : {};
+        remote.set(message.peer, { node: message.node, role: message.role, ...token });
         return handlers.presence(message.room, message.peer, message.role);
       }
       case 'left': {

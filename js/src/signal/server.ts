@@ -134,6 +134,8 @@ interface Connection {
   room: Room | null;
   peer: string | null;
   role: PeerRole | null;
+  /** The join token it joined with, relayed to the room's members with its presence. */
+  token: string | undefined;
   /** What the next join must sign; a join that succeeds uses it up. */
   challenge: Uint8Array;
   /** A join's signature is being checked: no second join meanwhile. */
@@ -292,7 +294,7 @@ export class SignalServer {
   #accept(socket: WebSocket, address: string): void {
     const now = Date.now();
     const connection: Connection = {
-      socket, address, room: null, peer: null, role: null, challenge: randomBytes(CHALLENGE_BYTES), joining: false, alive: true,
+      socket, address, room: null, peer: null, role: null, token: undefined, challenge: randomBytes(CHALLENGE_BYTES), joining: false, alive: true,
       messages: new TokenBucket(this.#limits.ratePerSecond, this.#limits.rateBurst, now),
       bytes: new TokenBucket(this.#limits.bytesPerSecond, this.#limits.byteBurst, now),
       resumeTimer: null, limitedNoticeAt: 0, joinTimer: null, closing: false,
@@ -415,7 +417,7 @@ export class SignalServer {
       connection.joining = true;
       try {
         await this.#busReady;
-        remote = await this.#bus.join(roomName, peer, role);
+        remote = await this.#bus.join(roomName, peer, role, join.token);
       } catch (error) {
         return this.#shut(connection, CLOSE_CODES.unavailable, `the rooms shared with other signalling processes are out of reach: ${(error as Error).message}`);
       } finally {
@@ -434,12 +436,13 @@ export class SignalServer {
     connection.room = room;
     connection.peer = peer;
     connection.role = role;
+    connection.token = join.token;
     connection.challenge = new Uint8Array(0); // used up: a leave hands out a fresh one
     if (connection.joinTimer !== null) clearTimeout(connection.joinTimer);
     connection.joinTimer = null;
     const joined = room;
     if (role !== 'watcher') this.#announce(joined, () => joined.presence.joined(peer));
-    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer) });
+    this.#send(connection, { type: 'joined', room: roomName, peer, role, peers, ...this.#iceFor(peer), ...this.#tokensOf(room, peers) });
   }
 
   /** A signal for a member of another process goes through the bus; false when none holds it. */
@@ -467,6 +470,17 @@ export class SignalServer {
     };
   }
 
+  /** The join tokens `peers` of `room` joined with, here or on another process (none: no field at all). */
+  #tokensOf(room: Room, peers: readonly string[]): { tokens?: Record<string, string> } {
+    const tokens: Record<string, string> = {};
+    let any = false;
+    for (const peer of peers) {
+      const token = room.members.get(peer)?.token ?? this.#bus?.remoteToken(room.name, peer);
+      if (token !== undefined) (tokens[peer] = token), (any = true);
+    }
+    return any ? { tokens } : {};
+  }
+
   /** Whether `peer` is a data member of `room` here or on another process. */
   #present(room: Room, peer: string): boolean {
     const role = room.members.get(peer)?.role ?? this.#bus?.remoteRole(room.name, peer) ?? 'watcher';
@@ -485,6 +499,7 @@ export class SignalServer {
     connection.room = null;
     connection.peer = null;
     connection.role = null;
+    connection.token = undefined;
     if (room === null || peer === null || room.members.get(peer) !== connection) return;
     room.members.delete(peer);
     this.#bus?.leave(room.name, peer);
@@ -506,7 +521,7 @@ export class SignalServer {
       room.timer = null;
       const changes = room.presence.take((peer) => this.#present(room, peer));
       if (changes.joined.length === 0 && changes.left.length === 0) return;
-      const text = JSON.stringify({ type: 'presence', ...changes } satisfies ServerMessage);
+      const text = JSON.stringify({ type: 'presence', ...changes, ...this.#tokensOf(room, changes.joined) } satisfies ServerMessage);
       for (const member of [...room.members.values()]) this.#sendText(member, text);
     }, this.#limits.presenceIntervalMs);
   }

@@ -35,11 +35,15 @@
  * Who may contribute: with members=addressed (the default) only this node itself and the
  * peers it sent data to since the round the contribution is tagged with opened — the
  * round's broadcast or sample. Anyone else is refused and counted
- * (<type>.refused_non_member): an id that was never asked cannot vote. */
+ * (<type>.refused_non_member): an id that was never asked cannot vote. On a node that
+ * checks join tokens a contributor must also hold a valid token for the client role
+ * (refused as <type>.refused_unadmitted or <type>.refused_role otherwise): a server's or
+ * a watcher's token never makes its holder a member. */
 #include <stdio.h>
 #include <string.h>
 
 #include "bb/roles.h"
+#include "components/aggregators/admitted.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
 #include "bb/bytes.h"
@@ -243,6 +247,12 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
     return bb_error_set(err, BB_ERR_TYPE, "%s: metadata is a sample count or [samples, round], got %s", a->type,
                         bb_val_kind_name((int)bb_val_kind_of(meta)));
   }
+  const char *refusal;
+  int rc = bbi_contributor_admitted(ctx, a->type, from, &refusal, err);
+  if (rc) {
+    count(a, ctx, refusal, 1);
+    return rc;
+  }
   if (!member(a, ctx, from, round)) {
     count(a, ctx, "refused_non_member", 1);
     char who[128];
@@ -251,8 +261,7 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
                         "%s: peer %s is not a member of round %llu (this node sent it nothing since the round opened)",
                         a->type, who, (unsigned long long)round);
   }
-  int rc = ensure_rounds(a, ctx, (size_t)update->numel, err);
-  if (rc) return rc;
+  if ((rc = ensure_rounds(a, ctx, (size_t)update->numel, err))) return rc;
   if (a->follow && round > bbi_fedround_round_id(a->fr)) {
     const uint64_t open = bbi_fedround_round_id(a->fr);
     if (round - open > a->max_ahead) {

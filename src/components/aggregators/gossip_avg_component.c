@@ -11,10 +11,13 @@
  * counted (gossip.refused_non_member), and the model is left as it was. Views are partial
  * and one-sided, so this also turns away honest peers that sampled this one without
  * being in its view: their updates reach the peers whose views hold them. members=any
- * takes every sender. */
+ * takes every sender. On a node that checks join tokens a sender must also hold a valid
+ * token for the client role (gossip.refused_unadmitted, gossip.refused_role). */
+#include <stdio.h>
 #include <string.h>
 
 #include "bb/roles.h"
+#include "components/aggregators/admitted.h"
 #include "components/shipped.h"
 #include "bb/common.h"
 #include "util/mem.h"
@@ -83,8 +86,16 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
                                  const bb_val *meta, bb_error *err) {
   (void)meta;
   gossip_avg *g = self;
+  const char *refusal;
+  int rc = bbi_contributor_admitted(ctx, "GossipAvg", from, &refusal, err);
+  if (rc) {
+    char name[64];
+    snprintf(name, sizeof name, "gossip.%s", refusal);
+    bb_ctx_count(ctx, name, 1);
+    return rc;
+  }
   bool member;
-  int rc = is_member(g, ctx, from, &member, err);
+  rc = is_member(g, ctx, from, &member, err);
   if (rc) return rc;
   if (!member) {
     bb_ctx_count(ctx, "gossip.refused_non_member", 1);
