@@ -4,14 +4,16 @@
 // BiDi) and Chromium (playwright-core). In each, bb.wasm must load with its SIMD128 kernels,
 // a MatMul must agree with a plain JavaScript product, and a federation of a server and four
 // clients must train in the page. Debian's WebKitGTK is built without WebRTC: there the
-// package must say so (TransportError `no-webrtc`), not fail resolving a module.
+// package must say so (TransportError `no-webrtc`), not fail resolving a module. `node` runs
+// the same page script in this Node process (V8 without a browser), for comparison only.
 //
-//   node e2e/engines.mjs [--only webkit,firefox,chromium] [--bench FILE]
+//   node e2e/engines.mjs [--only webkit,firefox,chromium,node] [--bench FILE]
 //
 // --bench times longer and writes every engine's figures (MatMul GFLOP/s, training steps/s)
 // as JSON to FILE (docs/PERFORMANCE.md quotes them). Ends with `e2e: N passed, M failed`.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { register } from 'node:module';
 import { createServer } from 'node:net';
 
 import { chromium } from 'playwright-core';
@@ -92,13 +94,34 @@ async function chromiumEngine() {
   }
 }
 
-const ENGINES = { webkit: ['WebKit (WebKitGTK)', webkit], firefox: ['Firefox ESR', firefox], chromium: ['Chromium', chromiumEngine] };
+/** engine.js in this process: its `/pkg/` imports resolve to ../dist, its page globals are stubs. */
+async function nodeEngine() {
+  const dist = new URL('../dist/', import.meta.url).href;
+  const hooks = `export function resolve(s, c, next) { return s.startsWith('/pkg/') ? { url: new URL(s.slice(5), ${JSON.stringify(dist)}).href, shortCircuit: true } : next(s, c); }`;
+  register(`data:text/javascript,${encodeURIComponent(hooks)}`);
+  const at = new URL(page);
+  const fetchAbsolute = globalThis.fetch;
+  Object.assign(globalThis, { window: globalThis, location: at, fetch: (url, init) => fetchAbsolute(new URL(url, at), init) });
+  globalThis.document = { getElementById: () => ({ textContent: '' }) };
+  globalThis.navigator ??= { userAgent: `Node.js ${process.version}` };
+  try {
+    await import('./engine.js');
+    return await until('the engine page in Node', () => globalThis.engine ?? null, TIMEOUT_MS, 500);
+  } finally {
+    globalThis.fetch = fetchAbsolute;
+    delete globalThis.document;
+  }
+}
+
+const ENGINES = {
+  webkit: ['WebKit (WebKitGTK)', webkit], firefox: ['Firefox ESR', firefox], chromium: ['Chromium', chromiumEngine], node: ['Node.js (V8)', nodeEngine],
+};
 const figures = {};
 try {
   for (const key of only) {
     const [name, run] = ENGINES[key] ?? [];
     if (run === undefined) {
-      check(`engine ${key}`, false, 'not one of webkit, firefox, chromium');
+      check(`engine ${key}`, false, 'not one of webkit, firefox, chromium, node');
       continue;
     }
     console.log(`\n== ${name}`);
@@ -119,7 +142,11 @@ try {
       `max error ${small.maxError.toExponential(1)} (64²), ${large.maxError.toExponential(1)} (512²); ${large.gflops.toFixed(1)} GFLOP/s at 512²`);
     check(`${name}: a server and four clients train in the page`, r.training.rounds >= 8 && r.training.accuracy >= 0.8,
       `${r.training.rounds} rounds, accuracy ${r.training.accuracy.toFixed(3)}, ${r.training.stepsPerSecond.toFixed(0)} SGD steps/s`);
-    if (key === 'webkit' && !r.webrtc) {
+    if (key === 'node') {
+      // Node has no RTCPeerConnection global: the package links through node-datachannel
+      check(`${name}: connecting reaches for the signalling server over node-datachannel`, !r.connect.ok && r.connect.code === 'unreachable',
+        `${r.connect.code}: ${r.connect.message}`);
+    } else if (key === 'webkit' && !r.webrtc) {
       check(`${name}: without RTCPeerConnection, connecting says WebRTC is missing`,
         !r.connect.ok && r.connect.code === 'no-webrtc' && /WebRTC is not available/.test(r.connect.message), r.connect.message);
     } else {
