@@ -49,7 +49,7 @@ export class JoinPanel {
         el('div', {},
           el('p', {}, 'Scan the code or open ', this.#link, ' on a phone on the same network.'),
           live
-            ? el('p', {}, `This page is served with a live federation: a server and ${config.clients} client seats. The rounds start once ${config.quorum} clients are in; your phone trains on its own share of the digits.`)
+            ? el('p', {}, `This page is served with a live federation: a server and ${config.clients} client seat${config.clients === 1 ? '' : 's'}. The rounds start once ${config.quorum === 1 ? 'one client is' : `${config.quorum} clients are`} in; your phone trains on its own share of the digits.`)
             : el('p', {}, 'This copy of the page has no live federation: host one with ', el('code', {}, 'make web-demo'), '.'),
           live ? el('p', { class: 'buttons' }, this.join, ' ', this.watch) : undefined,
           this.#message,
