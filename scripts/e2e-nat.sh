@@ -80,6 +80,8 @@ router r2 203.0.113.12 198.51.100.129/25 n2 198.51.100.130/25
 in_ns n1 ping -c1 -W2 203.0.113.1 >/dev/null || fail "n1 cannot reach the public segment"
 in_ns n2 ping -c1 -W2 203.0.113.1 >/dev/null || fail "n2 cannot reach the public segment"
 if in_ns n1 ping -c1 -W1 198.51.100.130 >/dev/null 2>&1; then fail "n1 reaches n2 directly: the NATs do not separate them"; fi
+# a send from the public segment toward an address behind a NAT succeeds (and is lost later)
+in_ns pub bash -c 'echo probe >/dev/udp/198.51.100.10/9' 2>/dev/null || fail "pub cannot send toward 198.51.100.10: coturn would close a relay whose send fails"
 
 # coturn on the public segment, with a REST secret the signalling server shares
 secret=$(openssl rand -hex 16)
