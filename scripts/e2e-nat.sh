@@ -22,17 +22,29 @@ id="bbnat$$"
 work=$(mktemp -d)
 cleanup() {
   [ -f "$work/turn.pid" ] && kill "$(cat "$work/turn.pid")" 2>/dev/null || true
-  for n in n1 n2 r1 r2 pub; do ip netns del "$id-$n" 2>/dev/null || true; done
+  for n in n1 n2 r1 r2 pub inet; do ip netns del "$id-$n" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 in_ns() { local n=$1; shift; ip netns exec "$id-$n" "$@"; }
 
-for n in pub r1 r2 n1 n2; do ip netns add "$id-$n"; in_ns "$n" ip link set lo up; done
+for n in pub inet r1 r2 n1 n2; do ip netns add "$id-$n"; in_ns "$n" ip link set lo up; done
 # the public segment: a bridge in pub, the servers' address on it, a leg to each router
 in_ns pub ip link add br0 type bridge
 in_ns pub ip addr add 203.0.113.1/24 dev br0
 in_ns pub ip link set br0 up
+# The public segment routes everywhere, as a host on the internet does: its default route
+# leads to "inet", which drops what it is sent. A relayed packet toward an address behind a
+# NAT (a peer's host candidate) is lost on the way instead of failing at send: coturn closes
+# a relay whose send fails, and the clients behind it would then receive nothing more.
+ip link add "$id-up" netns "$id-pub" type veth peer name "$id-dn" netns "$id-inet"
+in_ns pub ip link set "$id-up" name uplink
+in_ns pub ip addr add 192.0.2.1/30 dev uplink
+in_ns pub ip link set uplink up
+in_ns inet ip link set "$id-dn" name uplink
+in_ns inet ip addr add 192.0.2.2/30 dev uplink
+in_ns inet ip link set uplink up
+in_ns pub ip route add default via 192.0.2.2
 router() { # router NAME public-address inside-address/prefix host-namespace host-address/prefix
   local r=$1 wan=$2 lan=$3 host=$4 hostaddr=$5
   ip link add "$id$r-w" netns "$id-$r" type veth peer name "$r" netns "$id-pub"
@@ -68,6 +80,8 @@ router r2 203.0.113.12 198.51.100.129/25 n2 198.51.100.130/25
 in_ns n1 ping -c1 -W2 203.0.113.1 >/dev/null || fail "n1 cannot reach the public segment"
 in_ns n2 ping -c1 -W2 203.0.113.1 >/dev/null || fail "n2 cannot reach the public segment"
 if in_ns n1 ping -c1 -W1 198.51.100.130 >/dev/null 2>&1; then fail "n1 reaches n2 directly: the NATs do not separate them"; fi
+# a send from the public segment toward an address behind a NAT succeeds (and is lost later)
+in_ns pub bash -c 'echo probe >/dev/udp/198.51.100.10/9' 2>/dev/null || fail "pub cannot send toward 198.51.100.10: coturn would close a relay whose send fails"
 
 # coturn on the public segment, with a REST secret the signalling server shares
 secret=$(openssl rand -hex 16)
