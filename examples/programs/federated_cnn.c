@@ -120,24 +120,24 @@ int main(int argc, char **argv) {
                         o.quiet, &d, &model, o.model_config};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
-  while (f.round < o.rounds) {
+  while (f.progress.round < o.rounds) {
     if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
     if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
-      fprintf(stderr, "federated_cnn: rounds stopped closing (at round %d)\n", f.round);
+      fprintf(stderr, "federated_cnn: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }
   }
   bb_sim_stats st;
   bb_sim_get_stats(f.sim, &st);
-  int ok = f.accuracy >= (float)o.target;
-  printf("federated_cnn: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n", f.round,
-         (double)f.accuracy, ok ? ">=" : "below", o.target, (unsigned long long)st.sent, (unsigned long long)st.lost);
+  int ok = f.progress.accuracy >= (float)o.target;
+  printf("federated_cnn: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n", f.progress.round,
+         (double)f.progress.accuracy, ok ? ">=" : "below", o.target, (unsigned long long)st.sent, (unsigned long long)st.lost);
   if (o.export_path) {
-    FILE *out = f.onnx ? fopen(o.export_path, "wb") : NULL;
-    bool written = out && fwrite(bb_val_as_bytes(f.onnx), 1, bb_val_count(f.onnx), out) == bb_val_count(f.onnx);
+    FILE *out = f.progress.onnx ? fopen(o.export_path, "wb") : NULL;
+    bool written = out && fwrite(bb_val_as_bytes(f.progress.onnx), 1, bb_val_count(f.progress.onnx), out) == bb_val_count(f.progress.onnx);
     if (out && fclose(out)) written = false;
     if (!written) fprintf(stderr, "federated_cnn: cannot write the exported model to %s\n", o.export_path), ok = 0;
-    else if (!o.quiet) printf("federated_cnn: wrote %s (%zu bytes)\n", o.export_path, bb_val_count(f.onnx));
+    else if (!o.quiet) printf("federated_cnn: wrote %s (%zu bytes)\n", o.export_path, bb_val_count(f.progress.onnx));
   }
   if (o.test_set && !write_test_set(&d.test, o.test_set)) ok = 0;
   bb_federation_free(&f);

@@ -119,14 +119,14 @@ static bool write_export(const bb_federation *f, const options *o, bb_error *err
   uint8_t *bytes = NULL;
   size_t len = 0;
   if (o->onnx_model) {
-    if (!f->onnx) return !fail(err, BB_ERR_NOT_FOUND, "the server exported no model", "");
-  } else if (!f->global) {
+    if (!f->progress.onnx) return !fail(err, BB_ERR_NOT_FOUND, "the server exported no model", "");
+  } else if (!f->progress.global) {
     return !fail(err, BB_ERR_NOT_FOUND, "no global model was announced", "");
-  } else if (bb_cpu_mlp_export(BB_FEDERATED_DIGITS_MLP_CONFIG, f->global, &bytes, &len, err)) {
+  } else if (bb_cpu_mlp_export(BB_FEDERATED_DIGITS_MLP_CONFIG, f->progress.global, &bytes, &len, err)) {
     return false;
   }
   FILE *out = fopen(o->export_path, "wb");
-  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(bb_val_as_bytes(f->onnx), 1, bb_val_count(f->onnx), out) == bb_val_count(f->onnx));
+  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(bb_val_as_bytes(f->progress.onnx), 1, bb_val_count(f->progress.onnx), out) == bb_val_count(f->progress.onnx));
   if (out && fclose(out)) ok = false;
   bb_buffer_free(NULL, bytes);
   if (!ok) fail(err, BB_ERR_IO, "cannot write ", o->export_path);
@@ -177,27 +177,27 @@ int main(int argc, char **argv) {
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   int dropped = 0, moved = 0;
-  while (f.round < o.rounds) {
+  while (f.progress.round < o.rounds) {
     if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-    if (o.snapshot_at && !moved && f.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
+    if (o.snapshot_at && !moved && f.progress.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
       if (move_server(&f, o.quiet, &err)) return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
       moved = 1;
     }
-    if (o.drop && !dropped && f.round >= o.rounds / 2) {
+    if (o.drop && !dropped && f.progress.round >= o.rounds / 2) {
       for (int k = 0; k < o.drop; k++) bb_sim_crash(f.sim, &f.peers[f.n_peers - 1 - k]);
       dropped = 1;
       if (!o.quiet) printf("-- %d clients dropped out\n", o.drop);
     }
     if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
-      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", f.round);
+      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }
   }
   bb_sim_stats st;
   bb_sim_get_stats(f.sim, &st);
-  int ok = f.accuracy >= 0.90f;
+  int ok = f.progress.accuracy >= 0.90f;
   printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu lost\n",
-         f.round, (double)f.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
+         f.progress.round, (double)f.progress.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
   if (o.export_path && !write_export(&f, &o, &err)) {
     fprintf(stderr, "federated_digits: export: %s\n", err.message);
     ok = 0;
