@@ -20,6 +20,7 @@
 
 #include "bb/roles.h"
 #include "federation.h"
+#include "options.h"
 #include "programs/examples.h"
 
 /* OnnxModel in CpuMlp's place: the same loss, optimizer and local steps. */
@@ -42,23 +43,14 @@ static int usage(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL, NULL};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--quiet") == 0) o->quiet = 1;
-    else if (!v) return usage();
-    else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
-    else if (strcmp(a, "--clients") == 0) o->clients = atoi(v), i++;
-    else if (strcmp(a, "--drop") == 0) o->drop = atoi(v), i++;
-    else if (strcmp(a, "--snapshot-at") == 0) o->snapshot_at = atoi(v), i++;
-    else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
-    else if (strcmp(a, "--data") == 0) o->data = v, i++;
-    else if (strcmp(a, "--onnx-model") == 0) o->onnx_model = v, i++;
-    else if (strcmp(a, "--export") == 0) o->export_path = v, i++;
-    else return usage();
-  }
-  if (o->rounds < 1 || o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 ||
-      o->loss >= 1)
+  const bb_option table[] = {
+      {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
+      {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
+      {"--loss", BB_OPTION_DOUBLE, &o->loss},            {"--seed", BB_OPTION_U64, &o->seed},
+      {"--data", BB_OPTION_STRING, &o->data},            {"--onnx-model", BB_OPTION_STRING, &o->onnx_model},
+      {"--export", BB_OPTION_STRING, &o->export_path}};
+  if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
+      o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1)
     return usage();
   return 0;
 }
@@ -90,27 +82,6 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   bb_compiler_free(c);
   bb_buffer_free(NULL, bytes);
   return rc;
-}
-
-static int read_file(const char *path, bb_bytes *out, bb_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return fail(err, BB_ERR_IO, "cannot open ", path);
-  out->data = NULL;
-  out->len = 0;
-  size_t cap = 0;
-  for (;;) {
-    if (out->len == cap) {
-      uint8_t *grown = realloc(out->data, cap = cap ? 2 * cap : 65536);
-      if (!grown) break;
-      out->data = grown;
-    }
-    size_t got = fread(out->data + out->len, 1, cap - out->len, f);
-    out->len += got;
-    if (!got) break;
-  }
-  int bad = ferror(f) || !out->data;
-  fclose(f);
-  return bad ? fail(err, BB_ERR_IO, "cannot read ", path) : 0;
 }
 
 /* The global model as ONNX: the network of the module's CpuMlp binding with these
@@ -164,7 +135,7 @@ int main(int argc, char **argv) {
   uint8_t *artifact;
   size_t artifact_len;
   bb_bytes model = {NULL, 0};
-  if ((o.onnx_model && read_file(o.onnx_model, &model, &err)) || compile(&o, &artifact, &artifact_len, &err))
+  if ((o.onnx_model && bb_read_whole_file(o.onnx_model, &model, &err)) || compile(&o, &artifact, &artifact_len, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   if (!o.quiet)
     printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "

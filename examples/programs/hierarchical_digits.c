@@ -15,6 +15,7 @@
 
 #include "bb/roles.h"
 #include "federation.h"
+#include "options.h"
 #include "programs/examples.h"
 
 /* The artifact's edge aggregator closes a round at four contributions (its target). */
@@ -33,17 +34,13 @@ static int usage(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){40, 2, 0, 1, NULL};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--quiet") == 0) o->quiet = 1;
-    else if (!v) return usage();
-    else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
-    else if (strcmp(a, "--edges") == 0) o->edges = atoi(v), i++;
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
-    else if (strcmp(a, "--data") == 0) o->data = v, i++;
-    else return usage();
-  }
-  if (o->rounds < 1 || o->edges < 1 || o->edges > 16) return usage();
+  const bb_option table[] = {{"--rounds", BB_OPTION_INT, &o->rounds},
+                             {"--edges", BB_OPTION_INT, &o->edges},
+                             {"--seed", BB_OPTION_U64, &o->seed},
+                             {"--data", BB_OPTION_STRING, &o->data}};
+  if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
+      o->edges < 1 || o->edges > 16)
+    return usage();
   return 0;
 }
 
