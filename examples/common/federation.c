@@ -93,7 +93,7 @@ int bb_fed_bind_peers(bb_node *node, const char *target, const char *input, cons
   return rc;
 }
 
-static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
+bb_val *bb_fed_tensor(const float *data, int rank, const int64_t *dims) {
   bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
   if (!t) return NULL;
   memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
@@ -105,7 +105,7 @@ static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
 int bb_fed_start_rounds(bb_node *node, const char *module, const char *peers_input, const bb_peer_id *peers,
                         size_t n, const bb_dataset *test, bb_error *err) {
   int64_t xd[2] = {(int64_t)test->n, (int64_t)test->dim}, yd[1] = {(int64_t)test->n};
-  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
+  bb_val *tx = bb_fed_tensor(test->features, 2, xd), *ty = bb_fed_tensor(test->labels, 1, yd);
   bb_val *to = bb_val_peers(NULL, peers, n);
   bb_named_value in[] = {{peers_input, to}, {"test_x", tx}, {"test_y", ty}};
   int rc = tx && ty && to ? bb_node_invoke(node, module, in, 3, 0, err) : fail(err, BB_ERR_NOMEM, "out of memory");

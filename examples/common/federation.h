@@ -63,6 +63,9 @@ int bb_fed_install_peer(const bb_fed_peers *net, size_t i, const bb_registry *re
 int bb_fed_bind_peers(bb_node *node, const char *target, const char *input, const bb_peer_id *peers, size_t n,
                       bb_error *err);
 
+/* A float tensor value holding a copy of data in the shape dims, or NULL when out of memory. */
+bb_val *bb_fed_tensor(const float *data, int rank, const int64_t *dims);
+
 /* Starts the server's rounds: invokes `module` on node with the peer set `peers_input`
  * (the peers it sends the global model to) and the held-out set as "test_x" and "test_y". */
 int bb_fed_start_rounds(bb_node *node, const char *module, const char *peers_input, const bb_peer_id *peers,
