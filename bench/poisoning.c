@@ -35,7 +35,7 @@
 #include "bb/roles.h"
 #include "bb/runtime.h"
 #include "bb/sim.h"
-#include "digits.h"
+#include "federation.h"
 #include "programs/examples.h"
 
 #define N_CLIENTS 10
@@ -197,15 +197,6 @@ static void overhear(void *user, const bb_sim_delivery *d) {
     bb_node_deliver(r->sybils[i], &r->server, d->bytes, d->len, d->arrived_ns, NULL);
 }
 
-static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
-  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
-  if (!t) return NULL;
-  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
-  bb_val *v = bb_val_tensor(NULL, t);
-  bb_tensor_release(t);
-  return v;
-}
-
 typedef struct world {
   const uint8_t *artifact;
   size_t artifact_len;
@@ -218,32 +209,12 @@ typedef struct world {
 /* Peer i of the world (0: the server), knowing every other peer's address. */
 static int install(const world *w, size_t i, const bb_registry *reg, const bb_dataset *data, uint64_t seed,
                    bb_node **out, bb_error *err) {
-  bb_address self = bb_address_p2p(&w->peers[i]);
   static const char *const SERVER_TARGETS[] = {"FedDigits", "FedDigits_server"};
   static const char *const CLIENT_TARGETS[] = {"FedDigits_clients"};
   bb_slot_config slots[2] = {{"data", NULL, data}, {"aggregator", w->server_config, NULL}};
-  bb_node_config nc = {0};
-  nc.struct_size = sizeof nc;
-  nc.seed = seed * 1000 + (uint64_t)i;
-  bb_install_args a = {0};
-  a.struct_size = sizeof a;
-  a.self = w->peers[i];
-  a.addresses = &self;
-  a.n_addresses = 1;
-  a.artifact = w->artifact;
-  a.artifact_len = w->artifact_len;
-  a.targets = i ? CLIENT_TARGETS : SERVER_TARGETS;
-  a.n_targets = i ? 1 : 2;
-  a.registry = reg;
-  a.slots = slots;
-  a.n_slots = i == 0 && w->server_config ? 2 : 1;
-  a.config = &nc;
-  int rc = bb_install(&a, out, NULL, err);
-  for (size_t j = 0; j < w->n_peers && !rc; j++) { /* everybody knows everybody's address */
-    bb_address other = bb_address_p2p(&w->peers[j]);
-    if (j != i) rc = bb_node_add_peer(*out, &w->peers[j], &other, err);
-  }
-  return rc;
+  bb_fed_peers net = {w->artifact, w->artifact_len, w->peers, w->n_peers, seed};
+  return bb_fed_install_peer(&net, i, reg, i ? CLIENT_TARGETS : SERVER_TARGETS, i ? 1 : 2, slots,
+                             i == 0 && w->server_config ? 2 : 1, out, err);
 }
 
 /* Final held-out accuracy of one attack for one seed; NAN when the rounds stopped closing,
@@ -267,13 +238,8 @@ static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
   r.first_client = peers[1];
   r.sybils = nodes + 1 + N_CLIENTS;
   r.n_sybils = n_sybils;
-  bb_sim_config sc = {0};
-  sc.struct_size = sizeof sc;
-  sc.seed = seed;
-  sc.latency_ns = 5000000;
-  sc.jitter_ns = 2000000;
   double result = -1;
-  int rc = bb_sim_new(&sc, &r.sim, &err);
+  int rc = bb_fed_sim_new(seed, 0, &r.sim, &err);
   /* clients 1..8 are honest; 9 and 10 lie in the in-cohort attacks; the Sybils train on
    * the first shard and scale what they send */
   bool in_cohort = mode != CLEAN && mode != SYBIL;
@@ -285,22 +251,12 @@ static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
     rc = install(&w, i, reg, data, seed, &nodes[i], &err);
     if (!rc) rc = bb_sim_attach(r.sim, nodes[i], &peers[i], &err);
   }
-  bb_val *server = bb_val_peers(NULL, &peers[0], 1);
   for (size_t i = 1; i < n_peers && !rc; i++)
-    rc = bb_node_bind_input(nodes[i], "FedDigits_clients", "server", server, &err);
-  bb_val_release(server);
+    rc = bb_fed_bind_peers(nodes[i], "FedDigits_clients", "server", &peers[0], 1, &err);
   if (!rc) {
     bb_sim_set_observer(r.sim, observe, &r);
     bb_sim_set_tracer(r.sim, overhear, &r);
-    const bb_dataset *test = &d.test;
-    int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
-    bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
-    bb_val *clients = bb_val_peers(NULL, peers + 1, N_CLIENTS);
-    bb_named_value in[] = {{"clients", clients}, {"test_x", tx}, {"test_y", ty}};
-    rc = bb_node_invoke(nodes[0], "FedDigits", in, 3, 0, &err);
-    bb_val_release(clients);
-    bb_val_release(tx);
-    bb_val_release(ty);
+    rc = bb_fed_start_rounds(nodes[0], "FedDigits", "clients", peers + 1, N_CLIENTS, &d.test, &err);
   }
   while (!rc && r.round < rounds) {
     rc = bb_sim_step(r.sim, &err);

@@ -6,64 +6,94 @@
 
 #include "bb/roles.h"
 
-static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
-  bb_federation *f = user;
+static int fail(bb_error *err, int code, const char *what) {
+  err->code = code;
+  snprintf(err->message, sizeof err->message, "%s", what);
+  return code;
+}
+
+void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s) {
+  bb_fed_progress *p = progress;
   uint64_t id = 0;
   bb_peer_id_as_u64(peer, &id);
   if (s->kind == BB_STEP_APP_EVENT && id == 1 && s->value) {
-    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) f->round = (int)bb_val_as_u64(s->value);
+    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) p->round = (int)bb_val_as_u64(s->value);
     if (strcmp(s->topic, "model") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
-      bb_tensor_release(f->global);
-      f->global = bb_tensor_retain(bb_val_as_tensor(s->value));
+      bb_tensor_release(p->global);
+      p->global = bb_tensor_retain(bb_val_as_tensor(s->value));
     }
     if (strcmp(s->topic, "onnx") == 0 && bb_val_kind_of(s->value) == BB_VAL_BYTES) {
-      bb_val_release(f->onnx);
-      f->onnx = bb_val_retain((bb_val *)s->value);
+      bb_val_release(p->onnx);
+      p->onnx = bb_val_retain((bb_val *)s->value);
     }
     if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
-      f->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
-      if (!f->setup.quiet) printf("round %3d  held-out accuracy %.3f\n", f->round, (double)f->accuracy);
+      p->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
+      if (!p->quiet) printf("round %3d  held-out accuracy %.3f\n", p->round, (double)p->accuracy);
       fflush(stdout);
     }
   }
   if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED) {
-    f->failures++;
-    if (!f->setup.quiet && f->failures <= 5)
+    p->failures++;
+    if (!p->quiet && p->failures <= 5)
       fprintf(stderr, "peer %llu: %s %s: %s\n", (unsigned long long)id, bb_step_kind_name(s->kind), s->op ? s->op : "",
               s->detail ? s->detail : "");
   }
 }
 
-int bb_federation_install(const bb_federation *f, int i, bb_node **out, bb_error *err) {
-  const bb_fed_setup *s = &f->setup;
-  bb_address self = bb_address_p2p(&f->peers[i]);
-  const char *server_targets[] = {s->module, s->server_target};
-  bb_slot_config slots[2] = {{"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test}, {"model", s->model_config, s->model}};
+void bb_fed_progress_free(bb_fed_progress *p) {
+  bb_tensor_release(p->global);
+  bb_val_release(p->onnx);
+  p->global = NULL;
+  p->onnx = NULL;
+}
+
+int bb_fed_sim_new(uint64_t seed, double loss, bb_sim **out, bb_error *err) {
+  bb_sim_config sc = {0};
+  sc.struct_size = sizeof sc;
+  sc.seed = seed;
+  sc.latency_ns = 5000000;
+  sc.jitter_ns = 2000000;
+  sc.loss = loss;
+  return bb_sim_new(&sc, out, err);
+}
+
+int bb_fed_install_peer(const bb_fed_peers *net, size_t i, const bb_registry *reg, const char *const *targets,
+                        size_t n_targets, const bb_slot_config *slots, size_t n_slots, bb_node **out, bb_error *err) {
+  bb_address self = bb_address_p2p(&net->peers[i]);
   bb_node_config nc = {0};
   nc.struct_size = sizeof nc;
-  nc.seed = s->seed * 1000 + (uint64_t)i;
+  nc.seed = net->seed * 1000 + (uint64_t)i;
   bb_install_args a = {0};
   a.struct_size = sizeof a;
-  a.self = f->peers[i];
+  a.self = net->peers[i];
   a.addresses = &self;
   a.n_addresses = 1;
-  a.artifact = s->artifact;
-  a.artifact_len = s->artifact_len;
-  a.targets = i ? &s->client_target : server_targets;
-  a.n_targets = i ? 1 : 2;
-  a.registry = f->registry;
+  a.artifact = net->artifact;
+  a.artifact_len = net->artifact_len;
+  a.targets = targets;
+  a.n_targets = n_targets;
+  a.registry = reg;
   a.slots = slots;
-  a.n_slots = s->model || s->model_config ? 2 : 1;
+  a.n_slots = n_slots;
   a.config = &nc;
   int rc = bb_install(&a, out, NULL, err);
-  for (int j = 0; j < f->n_peers && !rc; j++) { /* everybody knows everybody's address */
-    bb_address other = bb_address_p2p(&f->peers[j]);
-    if (j != i) rc = bb_node_add_peer(*out, &f->peers[j], &other, err);
+  for (size_t j = 0; j < net->n_peers && !rc; j++) { /* everybody knows everybody's address */
+    bb_address other = bb_address_p2p(&net->peers[j]);
+    if (j != i) rc = bb_node_add_peer(*out, &net->peers[j], &other, err);
   }
   return rc;
 }
 
-static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
+int bb_fed_bind_peers(bb_node *node, const char *target, const char *input, const bb_peer_id *peers, size_t n,
+                      bb_error *err) {
+  bb_val *v = bb_val_peers(NULL, peers, n);
+  if (!v) return fail(err, BB_ERR_NOMEM, "out of memory");
+  int rc = bb_node_bind_input(node, target, input, v, err);
+  bb_val_release(v);
+  return rc;
+}
+
+bb_val *bb_fed_tensor(const float *data, int rank, const int64_t *dims) {
   bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
   if (!t) return NULL;
   memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
@@ -72,28 +102,39 @@ static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
   return v;
 }
 
-static int fail(bb_error *err, int code, const char *what) {
-  err->code = code;
-  snprintf(err->message, sizeof err->message, "%s", what);
-  return code;
+int bb_fed_start_rounds(bb_node *node, const char *module, const char *peers_input, const bb_peer_id *peers,
+                        size_t n, const bb_dataset *test, bb_error *err) {
+  int64_t xd[2] = {(int64_t)test->n, (int64_t)test->dim}, yd[1] = {(int64_t)test->n};
+  bb_val *tx = bb_fed_tensor(test->features, 2, xd), *ty = bb_fed_tensor(test->labels, 1, yd);
+  bb_val *to = bb_val_peers(NULL, peers, n);
+  bb_named_value in[] = {{peers_input, to}, {"test_x", tx}, {"test_y", ty}};
+  int rc = tx && ty && to ? bb_node_invoke(node, module, in, 3, 0, err) : fail(err, BB_ERR_NOMEM, "out of memory");
+  bb_val_release(to);
+  bb_val_release(tx);
+  bb_val_release(ty);
+  return rc;
+}
+
+int bb_federation_install(const bb_federation *f, int i, bb_node **out, bb_error *err) {
+  const bb_fed_setup *s = &f->setup;
+  const char *server_targets[] = {s->module, s->server_target};
+  bb_slot_config slots[2] = {{"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test}, {"model", s->model_config, s->model}};
+  bb_fed_peers net = {s->artifact, s->artifact_len, f->peers, (size_t)f->n_peers, s->seed};
+  return bb_fed_install_peer(&net, (size_t)i, f->registry, i ? &s->client_target : server_targets, i ? 1 : 2, slots,
+                             s->model || s->model_config ? 2 : 1, out, err);
 }
 
 int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *err) {
   memset(f, 0, sizeof *f);
   f->setup = *setup;
+  f->progress.quiet = setup->quiet;
   f->n_peers = setup->clients + 1;
   f->registry = bb_registry_new(NULL);
   if (!f->registry) return fail(err, BB_ERR_NOMEM, "out of memory");
   int rc = bb_registry_add_shipped(f->registry, err);
   if (rc) return rc;
-  bb_sim_config sc = {0};
-  sc.struct_size = sizeof sc;
-  sc.seed = setup->seed;
-  sc.latency_ns = 5000000;
-  sc.jitter_ns = 2000000;
-  sc.loss = setup->loss;
-  if ((rc = bb_sim_new(&sc, &f->sim, err))) return rc;
-  bb_sim_set_observer(f->sim, observe, f);
+  if ((rc = bb_fed_sim_new(setup->seed, setup->loss, &f->sim, err))) return rc;
+  bb_sim_set_observer(f->sim, bb_fed_observe, &f->progress);
   f->nodes = calloc((size_t)f->n_peers, sizeof *f->nodes);
   f->peers = calloc((size_t)f->n_peers, sizeof *f->peers);
   if (!f->nodes || !f->peers) return fail(err, BB_ERR_NOMEM, "out of memory");
@@ -107,26 +148,15 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
       snprintf(err->message, sizeof err->message, "peer %d: %.400s", i + 1, what);
     }
   }
-  bb_val *server = rc ? NULL : bb_val_peers(NULL, &f->peers[0], 1);
-  for (int i = 1; i < f->n_peers && !rc; i++) rc = bb_node_bind_input(f->nodes[i], setup->client_target, "server", server, err);
-  bb_val_release(server);
+  for (int i = 1; i < f->n_peers && !rc; i++) rc = bb_fed_bind_peers(f->nodes[i], setup->client_target, "server", &f->peers[0], 1, err);
   if (rc) return rc;
   /* the server's rounds, evaluated on the held-out set */
-  const bb_dataset *test = &setup->data->test;
-  int64_t xd[2] = {(int64_t)test->n, (int64_t)test->dim}, yd[1] = {(int64_t)test->n};
-  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
-  bb_val *clients = bb_val_peers(NULL, f->peers + 1, (size_t)setup->clients);
-  bb_named_value in[] = {{"clients", clients}, {"test_x", tx}, {"test_y", ty}};
-  rc = tx && ty && clients ? bb_node_invoke(f->nodes[0], setup->module, in, 3, 0, err) : fail(err, BB_ERR_NOMEM, "out of memory");
-  bb_val_release(clients);
-  bb_val_release(tx);
-  bb_val_release(ty);
-  return rc;
+  return bb_fed_start_rounds(f->nodes[0], setup->module, "clients", f->peers + 1, (size_t)setup->clients,
+                             &setup->data->test, err);
 }
 
 void bb_federation_free(bb_federation *f) {
-  bb_tensor_release(f->global);
-  bb_val_release(f->onnx);
+  bb_fed_progress_free(&f->progress);
   bb_sim_free(f->sim);
   for (int i = 0; f->nodes && i < f->n_peers; i++) bb_node_free(f->nodes[i]);
   bb_registry_free(f->registry);

@@ -26,6 +26,51 @@ typedef struct bb_fed_setup {
   const char *model_config; /* the slot "model"'s config on every peer instead of the artifact's, or NULL */
 } bb_fed_setup;
 
+/* What the server (peer 1) reported last, kept by bb_fed_observe (a bb_sim observer whose
+ * user pointer is the progress); failed steps of any peer are counted and, unless quiet,
+ * the first five printed. */
+typedef struct bb_fed_progress {
+  bool quiet;
+  int round;
+  float accuracy;
+  bb_tensor *global;
+  bb_val *onnx;
+  uint64_t failures;
+} bb_fed_progress;
+
+void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s);
+void bb_fed_progress_free(bb_fed_progress *p);
+
+/* A simulator with the examples' network: 5 ms latency, 2 ms jitter, each message lost
+ * with probability loss. */
+int bb_fed_sim_new(uint64_t seed, double loss, bb_sim **out, bb_error *err);
+
+/* The peers of one simulated federation, all installed from one artifact. */
+typedef struct bb_fed_peers {
+  const uint8_t *artifact;
+  size_t artifact_len;
+  const bb_peer_id *peers;
+  size_t n_peers;
+  uint64_t seed; /* peer i's node seed is seed * 1000 + i */
+} bb_fed_peers;
+
+/* Peer i installed with reg, running `targets`, with these slot configs, and knowing every
+ * other peer's address. */
+int bb_fed_install_peer(const bb_fed_peers *net, size_t i, const bb_registry *reg, const char *const *targets,
+                        size_t n_targets, const bb_slot_config *slots, size_t n_slots, bb_node **out, bb_error *err);
+
+/* Binds the peer-set input `input` of partition `target` of node to these peers. */
+int bb_fed_bind_peers(bb_node *node, const char *target, const char *input, const bb_peer_id *peers, size_t n,
+                      bb_error *err);
+
+/* A float tensor value holding a copy of data in the shape dims, or NULL when out of memory. */
+bb_val *bb_fed_tensor(const float *data, int rank, const int64_t *dims);
+
+/* Starts the server's rounds: invokes `module` on node with the peer set `peers_input`
+ * (the peers it sends the global model to) and the held-out set as "test_x" and "test_y". */
+int bb_fed_start_rounds(bb_node *node, const char *module, const char *peers_input, const bb_peer_id *peers,
+                        size_t n, const bb_dataset *test, bb_error *err);
+
 typedef struct bb_federation {
   bb_fed_setup setup;
   bb_registry *registry;
@@ -33,14 +78,8 @@ typedef struct bb_federation {
   int n_peers; /* the server is peer 0 */
   bb_node **nodes;
   bb_peer_id *peers;
-  /* what the server reported last */
-  int round;
-  float accuracy;
-  bb_tensor *global;
-  bb_val *onnx;
-  uint64_t failures;
+  bb_fed_progress progress; /* what the server reported last */
 } bb_federation;
-
 /* Installs every peer in a new simulator and starts the server's rounds; the caller then
  * steps f->sim (bb_sim_step) while f->round grows. */
 int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *err);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "federation.h"
+#include "options.h"
 #include "programs/examples.h"
 
 typedef struct options {
@@ -38,24 +39,15 @@ static int usage(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){40, 8, 5, 0, 0.0, 0.97, 1, NULL, BB_EXAMPLE_MODELS "/digits_cnn.onnx", NULL, NULL, NULL};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--quiet") == 0) o->quiet = 1;
-    else if (!v) return usage();
-    else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
-    else if (strcmp(a, "--clients") == 0) o->clients = atoi(v), i++;
-    else if (strcmp(a, "--classes") == 0) o->classes = atoi(v), i++;
-    else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
-    else if (strcmp(a, "--data") == 0) o->data = v, i++;
-    else if (strcmp(a, "--model") == 0) o->model = v, i++;
-    else if (strcmp(a, "--model-config") == 0) o->model_config = v, i++;
-    else if (strcmp(a, "--target") == 0) o->target = atof(v), i++;
-    else if (strcmp(a, "--export") == 0) o->export_path = v, i++;
-    else if (strcmp(a, "--test-set") == 0) o->test_set = v, i++;
-    else return usage();
-  }
-  if (o->rounds < 1 || o->clients < 2 || o->clients > 64 || o->classes < 1 || o->classes > 10 || o->loss < 0 || o->loss >= 1)
+  const bb_option table[] = {
+      {"--rounds", BB_OPTION_INT, &o->rounds},         {"--clients", BB_OPTION_INT, &o->clients},
+      {"--classes", BB_OPTION_INT, &o->classes},       {"--loss", BB_OPTION_DOUBLE, &o->loss},
+      {"--seed", BB_OPTION_U64, &o->seed},             {"--data", BB_OPTION_STRING, &o->data},
+      {"--model", BB_OPTION_STRING, &o->model},        {"--model-config", BB_OPTION_STRING, &o->model_config},
+      {"--target", BB_OPTION_DOUBLE, &o->target},      {"--export", BB_OPTION_STRING, &o->export_path},
+      {"--test-set", BB_OPTION_STRING, &o->test_set}};
+  if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
+      o->clients < 2 || o->clients > 64 || o->classes < 1 || o->classes > 10 || o->loss < 0 || o->loss >= 1)
     return usage();
   return 0;
 }
@@ -73,31 +65,6 @@ static bool write_test_set(const bb_dataset *test, const char *path) {
   return ok;
 }
 
-/* The whole file, or NULL with a message. */
-static uint8_t *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  uint8_t *buf = NULL;
-  size_t cap = 0;
-  *len = 0;
-  while (f) {
-    if (*len == cap) {
-      uint8_t *grown = realloc(buf, cap = cap ? 2 * cap : 65536);
-      if (!grown) break;
-      buf = grown;
-    }
-    size_t got = fread(buf + *len, 1, cap - *len, f);
-    *len += got;
-    if (!got) break;
-  }
-  if (!f || ferror(f) || !buf) {
-    fprintf(stderr, "federated_cnn: cannot read the model %s\n", path);
-    free(buf);
-    buf = NULL;
-  }
-  if (f) fclose(f);
-  return buf;
-}
-
 int main(int argc, char **argv) {
   options o;
   if (parse(argc, argv, &o)) return 2;
@@ -106,7 +73,8 @@ int main(int argc, char **argv) {
   if (bb_digits_split_load(o.data, (size_t)o.clients, (size_t)o.classes, o.seed, &d, &err))
     return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
   bb_bytes model = {NULL, 0};
-  if (!(model.data = read_file(o.model, &model.len))) return 1;
+  if (bb_read_whole_file(o.model, &model, &err))
+    return fprintf(stderr, "federated_cnn: cannot read the model %s\n", o.model), 1;
   uint8_t *artifact;
   size_t artifact_len;
   if (bb_example_compile(&BB_EXAMPLE_FEDERATED_CNN, 0, &artifact, &artifact_len, &err))
@@ -120,24 +88,24 @@ int main(int argc, char **argv) {
                         o.quiet, &d, &model, o.model_config};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
-  while (f.round < o.rounds) {
+  while (f.progress.round < o.rounds) {
     if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
     if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
-      fprintf(stderr, "federated_cnn: rounds stopped closing (at round %d)\n", f.round);
+      fprintf(stderr, "federated_cnn: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }
   }
   bb_sim_stats st;
   bb_sim_get_stats(f.sim, &st);
-  int ok = f.accuracy >= (float)o.target;
-  printf("federated_cnn: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n", f.round,
-         (double)f.accuracy, ok ? ">=" : "below", o.target, (unsigned long long)st.sent, (unsigned long long)st.lost);
+  int ok = f.progress.accuracy >= (float)o.target;
+  printf("federated_cnn: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n", f.progress.round,
+         (double)f.progress.accuracy, ok ? ">=" : "below", o.target, (unsigned long long)st.sent, (unsigned long long)st.lost);
   if (o.export_path) {
-    FILE *out = f.onnx ? fopen(o.export_path, "wb") : NULL;
-    bool written = out && fwrite(bb_val_as_bytes(f.onnx), 1, bb_val_count(f.onnx), out) == bb_val_count(f.onnx);
+    FILE *out = f.progress.onnx ? fopen(o.export_path, "wb") : NULL;
+    bool written = out && fwrite(bb_val_as_bytes(f.progress.onnx), 1, bb_val_count(f.progress.onnx), out) == bb_val_count(f.progress.onnx);
     if (out && fclose(out)) written = false;
     if (!written) fprintf(stderr, "federated_cnn: cannot write the exported model to %s\n", o.export_path), ok = 0;
-    else if (!o.quiet) printf("federated_cnn: wrote %s (%zu bytes)\n", o.export_path, bb_val_count(f.onnx));
+    else if (!o.quiet) printf("federated_cnn: wrote %s (%zu bytes)\n", o.export_path, bb_val_count(f.progress.onnx));
   }
   if (o.test_set && !write_test_set(&d.test, o.test_set)) ok = 0;
   bb_federation_free(&f);

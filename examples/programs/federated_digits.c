@@ -20,6 +20,7 @@
 
 #include "bb/roles.h"
 #include "federation.h"
+#include "options.h"
 #include "programs/examples.h"
 
 /* OnnxModel in CpuMlp's place: the same loss, optimizer and local steps. */
@@ -42,23 +43,14 @@ static int usage(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL, NULL};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--quiet") == 0) o->quiet = 1;
-    else if (!v) return usage();
-    else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
-    else if (strcmp(a, "--clients") == 0) o->clients = atoi(v), i++;
-    else if (strcmp(a, "--drop") == 0) o->drop = atoi(v), i++;
-    else if (strcmp(a, "--snapshot-at") == 0) o->snapshot_at = atoi(v), i++;
-    else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
-    else if (strcmp(a, "--data") == 0) o->data = v, i++;
-    else if (strcmp(a, "--onnx-model") == 0) o->onnx_model = v, i++;
-    else if (strcmp(a, "--export") == 0) o->export_path = v, i++;
-    else return usage();
-  }
-  if (o->rounds < 1 || o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 ||
-      o->loss >= 1)
+  const bb_option table[] = {
+      {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
+      {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
+      {"--loss", BB_OPTION_DOUBLE, &o->loss},            {"--seed", BB_OPTION_U64, &o->seed},
+      {"--data", BB_OPTION_STRING, &o->data},            {"--onnx-model", BB_OPTION_STRING, &o->onnx_model},
+      {"--export", BB_OPTION_STRING, &o->export_path}};
+  if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
+      o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1)
     return usage();
   return 0;
 }
@@ -92,41 +84,20 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   return rc;
 }
 
-static int read_file(const char *path, bb_bytes *out, bb_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return fail(err, BB_ERR_IO, "cannot open ", path);
-  out->data = NULL;
-  out->len = 0;
-  size_t cap = 0;
-  for (;;) {
-    if (out->len == cap) {
-      uint8_t *grown = realloc(out->data, cap = cap ? 2 * cap : 65536);
-      if (!grown) break;
-      out->data = grown;
-    }
-    size_t got = fread(out->data + out->len, 1, cap - out->len, f);
-    out->len += got;
-    if (!got) break;
-  }
-  int bad = ferror(f) || !out->data;
-  fclose(f);
-  return bad ? fail(err, BB_ERR_IO, "cannot read ", path) : 0;
-}
-
 /* The global model as ONNX: the network of the module's CpuMlp binding with these
  * parameters (what CpuMlp's Export op gives), or OnnxModel's own export. */
 static bool write_export(const bb_federation *f, const options *o, bb_error *err) {
   uint8_t *bytes = NULL;
   size_t len = 0;
   if (o->onnx_model) {
-    if (!f->onnx) return !fail(err, BB_ERR_NOT_FOUND, "the server exported no model", "");
-  } else if (!f->global) {
+    if (!f->progress.onnx) return !fail(err, BB_ERR_NOT_FOUND, "the server exported no model", "");
+  } else if (!f->progress.global) {
     return !fail(err, BB_ERR_NOT_FOUND, "no global model was announced", "");
-  } else if (bb_cpu_mlp_export(BB_FEDERATED_DIGITS_MLP_CONFIG, f->global, &bytes, &len, err)) {
+  } else if (bb_cpu_mlp_export(BB_FEDERATED_DIGITS_MLP_CONFIG, f->progress.global, &bytes, &len, err)) {
     return false;
   }
   FILE *out = fopen(o->export_path, "wb");
-  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(bb_val_as_bytes(f->onnx), 1, bb_val_count(f->onnx), out) == bb_val_count(f->onnx));
+  bool ok = out && (bytes ? fwrite(bytes, 1, len, out) == len : fwrite(bb_val_as_bytes(f->progress.onnx), 1, bb_val_count(f->progress.onnx), out) == bb_val_count(f->progress.onnx));
   if (out && fclose(out)) ok = false;
   bb_buffer_free(NULL, bytes);
   if (!ok) fail(err, BB_ERR_IO, "cannot write ", o->export_path);
@@ -164,7 +135,7 @@ int main(int argc, char **argv) {
   uint8_t *artifact;
   size_t artifact_len;
   bb_bytes model = {NULL, 0};
-  if ((o.onnx_model && read_file(o.onnx_model, &model, &err)) || compile(&o, &artifact, &artifact_len, &err))
+  if ((o.onnx_model && bb_read_whole_file(o.onnx_model, &model, &err)) || compile(&o, &artifact, &artifact_len, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   if (!o.quiet)
     printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "
@@ -177,27 +148,27 @@ int main(int argc, char **argv) {
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   int dropped = 0, moved = 0;
-  while (f.round < o.rounds) {
+  while (f.progress.round < o.rounds) {
     if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-    if (o.snapshot_at && !moved && f.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
+    if (o.snapshot_at && !moved && f.progress.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
       if (move_server(&f, o.quiet, &err)) return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
       moved = 1;
     }
-    if (o.drop && !dropped && f.round >= o.rounds / 2) {
+    if (o.drop && !dropped && f.progress.round >= o.rounds / 2) {
       for (int k = 0; k < o.drop; k++) bb_sim_crash(f.sim, &f.peers[f.n_peers - 1 - k]);
       dropped = 1;
       if (!o.quiet) printf("-- %d clients dropped out\n", o.drop);
     }
     if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
-      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", f.round);
+      fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }
   }
   bb_sim_stats st;
   bb_sim_get_stats(f.sim, &st);
-  int ok = f.accuracy >= 0.90f;
+  int ok = f.progress.accuracy >= 0.90f;
   printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu lost\n",
-         f.round, (double)f.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
+         f.progress.round, (double)f.progress.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
   if (o.export_path && !write_export(&f, &o, &err)) {
     fprintf(stderr, "federated_digits: export: %s\n", err.message);
     ok = 0;

@@ -16,6 +16,7 @@
 #include "bb/runtime.h"
 #include "bb/sim.h"
 #include "digits.h"
+#include "federation.h"
 #include "programs/examples.h"
 
 typedef struct options {
@@ -66,15 +67,6 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   }
 }
 
-static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
-  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
-  if (!t) return NULL;
-  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
-  bb_val *v = bb_val_tensor(NULL, t);
-  bb_tensor_release(t);
-  return v;
-}
-
 static void summary(const run *r, int second, float *lo, float *mean) {
   *lo = 1;
   *mean = 0;
@@ -117,7 +109,7 @@ int main(int argc, char **argv) {
   bb_sim_set_observer(sim, observe, &r);
   bb_node **nodes = calloc((size_t)o.peers, sizeof *nodes);
   int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
-  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
+  bb_val *tx = bb_fed_tensor(test->features, 2, xd), *ty = bb_fed_tensor(test->labels, 1, yd);
   for (int i = 0; i < o.peers; i++) {
     bb_peer_id me = bb_peer_id_from_u64((uint64_t)i + 1);
     bb_address self = bb_address_p2p(&me);

@@ -14,9 +14,8 @@
 #include <string.h>
 
 #include "bb/roles.h"
-#include "bb/runtime.h"
-#include "bb/sim.h"
-#include "digits.h"
+#include "federation.h"
+#include "options.h"
 #include "programs/examples.h"
 
 /* The artifact's edge aggregator closes a round at four contributions (its target). */
@@ -35,54 +34,14 @@ static int usage(void) {
 
 static int parse(int argc, char **argv, options *o) {
   *o = (options){40, 2, 0, 1, NULL};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--quiet") == 0) o->quiet = 1;
-    else if (!v) return usage();
-    else if (strcmp(a, "--rounds") == 0) o->rounds = atoi(v), i++;
-    else if (strcmp(a, "--edges") == 0) o->edges = atoi(v), i++;
-    else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
-    else if (strcmp(a, "--data") == 0) o->data = v, i++;
-    else return usage();
-  }
-  if (o->rounds < 1 || o->edges < 1 || o->edges > 16) return usage();
+  const bb_option table[] = {{"--rounds", BB_OPTION_INT, &o->rounds},
+                             {"--edges", BB_OPTION_INT, &o->edges},
+                             {"--seed", BB_OPTION_U64, &o->seed},
+                             {"--data", BB_OPTION_STRING, &o->data}};
+  if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
+      o->edges < 1 || o->edges > 16)
+    return usage();
   return 0;
-}
-
-static bb_val *tensor_of(const float *data, int rank, const int64_t *dims) {
-  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
-  if (!t) return NULL;
-  memcpy(bb_tensor_data(t), data, (size_t)t->numel * sizeof(float));
-  bb_val *v = bb_val_tensor(NULL, t);
-  bb_tensor_release(t);
-  return v;
-}
-
-typedef struct run {
-  const options *o;
-  int round;
-  float accuracy;
-  uint64_t failures;
-} run;
-
-static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
-  run *r = user;
-  uint64_t id = 0;
-  bb_peer_id_as_u64(peer, &id);
-  if (s->kind == BB_STEP_APP_EVENT && id == 1 && s->value) {
-    if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) r->round = (int)bb_val_as_u64(s->value);
-    if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
-      r->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
-      if (!r->o->quiet) printf("round %3d  held-out accuracy %.3f\n", r->round, (double)r->accuracy);
-      fflush(stdout);
-    }
-  }
-  if (s->kind == BB_STEP_OP_FAILED || s->kind == BB_STEP_WIRE_RECEIVE_FAILED) {
-    r->failures++;
-    if (!r->o->quiet && r->failures <= 5)
-      fprintf(stderr, "peer %llu: %s %s: %s\n", (unsigned long long)id, bb_step_kind_name(s->kind),
-              s->op ? s->op : "", s->detail ? s->detail : "");
-  }
 }
 
 /* The partitions each tier runs: peer 0 is the root, then the edges, then the clients. */
@@ -95,46 +54,13 @@ static void targets_of(int i, int edges, const char *const **targets, size_t *n)
   else *targets = CLIENT, *n = 1;
 }
 
-static int install_node(const options *o, const bb_registry *reg, const uint8_t *artifact, size_t artifact_len,
-                        const bb_peer_id *peers, int n_peers, int i, const bb_dataset *data_set, bb_node **out,
-                        bb_error *err) {
-  bb_address self = bb_address_p2p(&peers[i]);
+static int install_node(const bb_fed_peers *net, const bb_registry *reg, int edges, int i, const bb_dataset *data_set,
+                        bb_node **out, bb_error *err) {
+  const char *const *targets;
+  size_t n_targets;
+  targets_of(i, edges, &targets, &n_targets);
   bb_slot_config data = {"data", NULL, data_set};
-  bb_node_config nc = {0};
-  nc.struct_size = sizeof nc;
-  nc.seed = o->seed * 1000 + (uint64_t)i;
-  bb_install_args a = {0};
-  a.struct_size = sizeof a;
-  a.self = peers[i];
-  a.addresses = &self;
-  a.n_addresses = 1;
-  a.artifact = artifact;
-  a.artifact_len = artifact_len;
-  targets_of(i, o->edges, &a.targets, &a.n_targets);
-  a.registry = reg;
-  a.slots = &data;
-  a.n_slots = 1;
-  a.config = &nc;
-  int rc = bb_install(&a, out, NULL, err);
-  for (int j = 0; j < n_peers && !rc; j++) { /* everybody knows everybody's address */
-    bb_address other = bb_address_p2p(&peers[j]);
-    if (j != i) rc = bb_node_add_peer(*out, &peers[j], &other, err);
-  }
-  return rc;
-}
-
-/* Binds a peer-set input of one partition of node `node`. */
-static int bind_peers(bb_node *node, const char *target, const char *input, const bb_peer_id *peers, size_t n,
-                      bb_error *err) {
-  bb_val *v = bb_val_peers(NULL, peers, n);
-  if (!v) {
-    err->code = BB_ERR_NOMEM;
-    snprintf(err->message, sizeof err->message, "out of memory");
-    return BB_ERR_NOMEM;
-  }
-  int rc = bb_node_bind_input(node, target, input, v, err);
-  bb_val_release(v);
-  return rc;
+  return bb_fed_install_peer(net, (size_t)i, reg, targets, n_targets, &data, 1, out, err);
 }
 
 int main(int argc, char **argv) {
@@ -159,65 +85,56 @@ int main(int argc, char **argv) {
            "held-out images, non-IID shards (3 digits each)\n",
            o.edges, clients, CLIENTS_PER_EDGE, d.train.n, test->n);
 
-  run r = {&o, 0, 0, 0};
-  bb_sim_config sc = {0};
-  sc.struct_size = sizeof sc;
-  sc.seed = o.seed;
-  sc.latency_ns = 5000000;
-  sc.jitter_ns = 2000000;
+  bb_fed_progress progress = {0};
+  progress.quiet = o.quiet;
   bb_sim *sim = NULL;
-  if (bb_sim_new(&sc, &sim, &err)) return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
-  bb_sim_set_observer(sim, observe, &r);
+  if (bb_fed_sim_new(o.seed, 0, &sim, &err)) return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
+  bb_sim_set_observer(sim, bb_fed_observe, &progress);
 
   const int n_peers = 1 + o.edges + clients;
   bb_node **nodes = calloc((size_t)n_peers, sizeof *nodes);
   bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
   for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
   const bb_peer_id *edge_ids = peers + 1, *client_ids = peers + 1 + o.edges;
+  bb_fed_peers net = {artifact, artifact_len, peers, (size_t)n_peers, o.seed};
   for (int i = 0; i < n_peers; i++) {
     /* every node constructs every slot: an edge's model never runs, so it holds the test set */
     const bb_dataset *data = i > o.edges ? &d.shards[i - 1 - o.edges] : test;
-    if (install_node(&o, reg, artifact, artifact_len, peers, n_peers, i, data, &nodes[i], &err) ||
+    if (install_node(&net, reg, o.edges, i, data, &nodes[i], &err) ||
         bb_sim_attach(sim, nodes[i], &peers[i], &err))
       return fprintf(stderr, "hierarchical_digits: peer %d: %s\n", i + 1, err.message), 1;
   }
   /* edge e serves clients [4e, 4e + 4) and reports to the root; each client knows its edge */
   for (int e = 0; e < o.edges; e++) {
     bb_node *edge = nodes[1 + e];
-    if (bind_peers(edge, "HierDigits_edges", "clients", client_ids + e * CLIENTS_PER_EDGE, CLIENTS_PER_EDGE, &err) ||
-        bind_peers(edge, "HierDigits_edge", "root", &peers[0], 1, &err))
+    if (bb_fed_bind_peers(edge, "HierDigits_edges", "clients", client_ids + e * CLIENTS_PER_EDGE, CLIENTS_PER_EDGE, &err) ||
+        bb_fed_bind_peers(edge, "HierDigits_edge", "root", &peers[0], 1, &err))
       return fprintf(stderr, "hierarchical_digits: edge %d: %s\n", e, err.message), 1;
     for (int k = 0; k < CLIENTS_PER_EDGE; k++)
-      if (bind_peers(nodes[1 + o.edges + e * CLIENTS_PER_EDGE + k], "HierDigits_clients", "edge", &edge_ids[e], 1,
+      if (bb_fed_bind_peers(nodes[1 + o.edges + e * CLIENTS_PER_EDGE + k], "HierDigits_clients", "edge", &edge_ids[e], 1,
                      &err))
         return fprintf(stderr, "hierarchical_digits: client: %s\n", err.message), 1;
   }
 
   /* start the root's round loop */
-  int64_t xd[2] = {(int64_t)test->n, BB_DIGITS_FEATURES}, yd[1] = {(int64_t)test->n};
-  bb_val *tx = tensor_of(test->features, 2, xd), *ty = tensor_of(test->labels, 1, yd);
-  bb_val *edges = bb_val_peers(NULL, edge_ids, (size_t)o.edges);
-  bb_named_value in[] = {{"edges", edges}, {"test_x", tx}, {"test_y", ty}};
-  if (bb_node_invoke(nodes[0], "HierDigits", in, 3, 0, &err))
+  if (bb_fed_start_rounds(nodes[0], "HierDigits", "edges", edge_ids, (size_t)o.edges, test, &err))
     return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
-  bb_val_release(edges);
-  bb_val_release(tx);
-  bb_val_release(ty);
 
-  while (r.round < o.rounds) {
+  while (progress.round < o.rounds) {
     if (bb_sim_step(sim, &err)) return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
     if (bb_sim_now(sim) > (uint64_t)o.rounds * 4000000000ull) {
-      fprintf(stderr, "hierarchical_digits: rounds stopped closing (at round %d)\n", r.round);
+      fprintf(stderr, "hierarchical_digits: rounds stopped closing (at round %d)\n", progress.round);
       break;
     }
   }
   bb_sim_stats st;
   bb_sim_get_stats(sim, &st);
-  const int ok = r.accuracy >= 0.90f && r.round >= o.rounds;
+  const int ok = progress.accuracy >= 0.90f && progress.round >= o.rounds;
   printf("hierarchical_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu failed "
          "steps\n",
-         r.round, (double)r.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent,
-         (unsigned long long)r.failures);
+         progress.round, (double)progress.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent,
+         (unsigned long long)progress.failures);
+  bb_fed_progress_free(&progress);
   bb_sim_free(sim);
   for (int i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
   bb_registry_free(reg);

@@ -29,14 +29,10 @@
  * client. Default bindings: CpuMlp (64 → 32 → 10), ArraySource, FedAvg at both tiers.
  * Every node constructs every bound slot, so an edge is given a data set too (the
  * examples give it the held-out set), though its model never runs. */
+#include "fedavg_round.h"
 #include "programs/examples.h"
 
-static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
-static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
 static const bb_slot EDGE_AGGREGATOR = {BB_ROLE_AGGREGATOR, "edge_aggregator", NULL};
-
-/* One root round every 200 ms of the host's clock, as federated_digits. */
-#define ROUND_PERIOD_NS 200000000
 
 static void hier_digits(bb_rec *g, void *user) {
   (void)user;
@@ -47,48 +43,29 @@ static void hier_digits(bb_rec *g, void *user) {
   bb_value test_x = bb_rec_input(g, "test_x", bb_tensor_type(BB_DTYPE_FLOAT));
   bb_value test_y = bb_rec_input(g, "test_y", bb_tensor_type(BB_DTYPE_FLOAT));
 
-  /* the root's round loop */
-  bb_value tick = bb_rec_interval(g, ROUND_PERIOD_NS);
-  bb_value global, round;
-  bb_rec_aggregator_aggregate(g, &AGGREGATOR, tick, &global, &round);
-  bb_value loaded = bb_rec_model_load_parameters(g, &MODEL, global);
-  bb_value eval_in[3] = {test_x, test_y, loaded};
-  bb_value accuracy;
-  bb_rec_role_call(g, &MODEL, "Evaluate", eval_in, 3, NULL, 0, &accuracy, 1);
-  bb_rec_output(g, "accuracy", accuracy);
-  bb_rec_output(g, "round", round);
-  bb_rec_output(g, "model", global);
-  bb_value to_edges[2] = {global, round};
-  bb_rec_net_out(g, "global", edges, bb_rec_bundle(g, to_edges, 2));
+  /* the root's round loop, as federated_digits' server's, sending to the edges */
+  bbi_fedavg_serve(g, test_x, test_y, false, edges);
 
   /* an edge passes the global model on to its clients (as a bundle of its own: a Send
    * takes a value its partition made, not the received one) */
-  static const char *const GLOBAL_PARTS[] = {BB_TYPE_TENSOR_F32, BB_TYPE_ABSTRACT};
   bb_value relayed[2];
-  bb_rec_unbundle(g, bb_rec_lookup_output(g, "global"), GLOBAL_PARTS, relayed, 2);
+  bbi_fedavg_receive(g, "global", relayed);
   bb_rec_net_out(g, "relay", clients, bb_rec_bundle(g, relayed, 2));
 
   /* a client's round */
-  bb_value parts[2];
-  bb_rec_unbundle(g, bb_rec_lookup_output(g, "relay"), GLOBAL_PARTS, parts, 2);
-  bb_value trained, samples;
-  bb_rec_model_fit(g, &MODEL, parts[0], &trained, &samples);
-  bb_value update[3] = {trained, samples, parts[1]};
-  bb_value bundle = bb_rec_bundle(g, update, 3);
-  bb_rec_output(g, "client_update", bundle);
-  bb_rec_net_out(g, "update", edge, bundle);
+  bb_value update = bbi_fedavg_fit(g, "relay");
+  bb_rec_output(g, "client_update", update);
+  bb_rec_net_out(g, "update", edge, update);
 
   /* an edge averages its clients' updates and reports the mean with its weight */
-  bb_value received = bb_rec_lookup_output(g, "update");
-  bb_value contributed = bb_rec_aggregator_contribute(g, &EDGE_AGGREGATOR, received, received);
+  bb_value contributed = bbi_fedavg_take_in(g, &EDGE_AGGREGATOR, "update");
   bb_value mean, report;
   bb_rec_aggregator_aggregate(g, &EDGE_AGGREGATOR, contributed, &mean, &report);
   bb_value to_root[2] = {mean, report};
   bb_rec_net_out(g, "report", root, bb_rec_bundle(g, to_root, 2));
 
   /* the root takes the reports in */
-  bb_value reported = bb_rec_lookup_output(g, "report");
-  bb_rec_aggregator_contribute(g, &AGGREGATOR, reported, reported);
+  bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "report");
 }
 
 static const bb_module HIER_DIGITS = {sizeof(bb_module), "HierDigits", hier_digits, NULL, NULL, NULL, 0};

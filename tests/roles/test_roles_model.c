@@ -116,15 +116,7 @@ static const bb_step *train_once(bb_node *node, bb_val *vx, bb_val *vy, uint64_t
 /* The artifact installed as peer 1 for Train (what the install tests vary). */
 static const char *const TRAIN_TARGETS[] = {"Train"};
 static bb_install_args train_args(const uint8_t *art, size_t len) {
-  bb_install_args a = {0};
-  a.struct_size = sizeof a;
-  a.self = bb_peer_id_from_u64(1);
-  a.artifact = art;
-  a.artifact_len = len;
-  a.targets = TRAIN_TARGETS;
-  a.n_targets = 1;
-  a.registry = shipped_registry();
-  return a;
+  return install_args(art, len, 1, TRAIN_TARGETS, 1, shipped_registry());
 }
 
 static float run_batch(bb_node *node, const float *x, const float *y, int n, uint64_t now, float *relu_first) {
@@ -329,15 +321,8 @@ static void test_data_source_feeds_training(void) {
   CHECK(bb_dataset_init(&ds, 256, 2, 1, NULL, NULL) == 0);
   uint64_t rng = 9;
   make_batch(&rng, ds.features, ds.labels, 256);
-  bb_install_args a = {0};
-  a.struct_size = sizeof a;
-  a.self = bb_peer_id_from_u64(1);
-  a.artifact = art;
-  a.artifact_len = len;
   const char *targets[] = {"Stream"};
-  a.targets = targets;
-  a.n_targets = 1;
-  a.registry = shipped_registry();
+  bb_install_args a = install_args(art, len, 1, targets, 1, shipped_registry());
   bb_slot_config data = {"data", NULL, &ds};
   a.slots = &data;
   a.n_slots = 1;

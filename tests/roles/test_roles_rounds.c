@@ -17,32 +17,25 @@
 
 #include "../runtime/rttest.h"
 #include "bb/sim.h"
+#include "programs/fedavg_round.h"
 #include "wire/join_tokens.h"
 
-static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
-static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
 #define MS 1000000ull
 
+/* The clients' half and the server's intake are federated_digits' own (programs/fedavg_round.h). */
 static void round_body(bb_rec *g, void *user) {
   (void)user;
   bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
   bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
   bb_value tick = bb_rec_input(g, "tick", NULL);
   bb_value global, round;
-  bb_rec_aggregator_aggregate(g, &AGGREGATOR, tick, &global, &round);
+  bb_rec_aggregator_aggregate(g, &BBI_FEDAVG_AGGREGATOR, tick, &global, &round);
   bb_rec_output(g, "global", global);
   bb_rec_output(g, "round", round);
   bb_value out[2] = {global, round};
   bb_rec_net_out(g, "global_port", clients, bb_rec_bundle(g, out, 2));
-  static const char *const PARTS[] = {"ai.bytesandbrains.tensor.f32", BB_TYPE_ABSTRACT};
-  bb_value parts[2];
-  bb_rec_unbundle(g, bb_rec_lookup_output(g, "global_port"), PARTS, parts, 2);
-  bb_value trained, samples;
-  bb_rec_model_fit(g, &MODEL, parts[0], &trained, &samples);
-  bb_value update[3] = {trained, samples, parts[1]};
-  bb_rec_net_out(g, "update", server, bb_rec_bundle(g, update, 3));
-  bb_value received = bb_rec_lookup_output(g, "update");
-  bb_rec_aggregator_contribute(g, &AGGREGATOR, received, received);
+  bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global_port"));
+  bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
 }
 
 static const bb_module ROUND = {sizeof(bb_module), "Round", round_body, NULL, NULL, NULL, 0};

@@ -140,21 +140,30 @@ __attribute__((unused)) static uint8_t *compile_test_module(const bb_module *mod
   return out;
 }
 
-/* Installs `artifact` as peer `id` for the given targets; NULL (and a printed reason) on
- * failure. */
-__attribute__((unused)) static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, const char *const *targets,
-                             size_t n_targets, const bb_registry *reg, const bb_node_config *cfg) {
+/* The install arguments for peer `id` running `targets` of `artifact` with `reg`: what a
+ * test then adds to (addresses, slots, admission...) before bb_install. */
+__attribute__((unused)) static bb_install_args install_args(const uint8_t *artifact, size_t len, uint64_t id,
+                                                            const char *const *targets, size_t n_targets,
+                                                            const bb_registry *reg) {
   bb_install_args a = {0};
   a.struct_size = sizeof a;
   a.self = bb_peer_id_from_u64(id);
-  bb_address addr = p2p_address(&a.self);
-  a.addresses = &addr;
-  a.n_addresses = 1;
   a.artifact = artifact;
   a.artifact_len = len;
   a.targets = targets;
   a.n_targets = n_targets;
   a.registry = reg;
+  return a;
+}
+
+/* Installs `artifact` as peer `id` for the given targets; NULL (and a printed reason) on
+ * failure. */
+__attribute__((unused)) static bb_node *install_peer(const uint8_t *artifact, size_t len, uint64_t id, const char *const *targets,
+                             size_t n_targets, const bb_registry *reg, const bb_node_config *cfg) {
+  bb_install_args a = install_args(artifact, len, id, targets, n_targets, reg);
+  bb_address addr = p2p_address(&a.self);
+  a.addresses = &addr;
+  a.n_addresses = 1;
   a.config = cfg;
   bb_node *n = NULL;
   bb_error err;

@@ -17,14 +17,8 @@ static bb_registry *registry;
 static int install_with(const bb_join_policy *policy, size_t struct_size, const bb_node_config *cfg, bb_node **out,
                         bb_install_error_kind *kind, bb_error *err) {
   static const char *const SINK[] = {"FedNetwork_sink_peers"};
-  bb_install_args a = {0};
+  bb_install_args a = install_args(fednet, fednet_len, 1, SINK, 1, registry);
   a.struct_size = struct_size;
-  a.self = bb_peer_id_from_u64(1);
-  a.artifact = fednet;
-  a.artifact_len = fednet_len;
-  a.targets = SINK;
-  a.n_targets = 1;
-  a.registry = registry;
   a.config = cfg;
   a.admission = policy;
   return bb_install(&a, out, kind, err);

@@ -144,17 +144,10 @@ static void test_full_book_evicts_the_least_recently_used(void) {
   bb_registry *reg = stub_registry();
   size_t tmpl_len = 0;
   uint8_t *tmpl = template_envelope(reg, &tmpl_len);
-  bb_install_args args = {0};
-  args.struct_size = sizeof args;
-  args.self = bb_peer_id_from_u64(1);
+  bb_install_args args = install_args(fednet, fednet_len, 1, SENDER, 1, reg);
   bb_address self = p2p_address(&args.self);
   args.addresses = &self;
   args.n_addresses = 1;
-  args.artifact = fednet;
-  args.artifact_len = fednet_len;
-  args.targets = SENDER;
-  args.n_targets = 1;
-  args.registry = reg;
   args.admit = admit_all;
   bb_node *n = NULL;
   bb_error err;
@@ -260,13 +253,8 @@ static void test_graph_insert_goes_through_admission(void) {
   uint8_t *artifact = compile_test_module(&SEEDED, no_bindings, NULL, &len);
   if (!artifact) return;
   for (int hook = 0; hook < 2; hook++) {
-    bb_install_args args = {0};
-    args.struct_size = sizeof args;
-    args.self = bb_peer_id_from_u64(1);
-    args.artifact = artifact;
-    args.artifact_len = len;
-    args.targets = (const char *[]){"Seeded"};
-    args.n_targets = 1;
+    static const char *const SEEDED_TARGETS[] = {"Seeded"};
+    bb_install_args args = install_args(artifact, len, 1, SEEDED_TARGETS, 1, NULL);
     args.admit = hook ? admit_none : NULL;
     bb_node *n = NULL;
     bb_error err;
@@ -304,14 +292,7 @@ static void test_join_tokens_decide_the_book(void) {
   uint8_t *tmpl = template_envelope(reg, &tmpl_len);
   uint8_t *seeded = compile_test_module(&SEEDED, no_bindings, NULL, &seeded_len);
   for (int hook = 0; hook < 2 && tmpl && seeded; hook++) {
-    bb_install_args a = {0};
-    a.struct_size = sizeof a;
-    a.self = bb_peer_id_from_u64(2);
-    a.artifact = fednet;
-    a.artifact_len = fednet_len;
-    a.targets = SINK;
-    a.n_targets = 1;
-    a.registry = reg;
+    bb_install_args a = install_args(fednet, fednet_len, 2, SINK, 1, reg);
     a.admission = &policy;
     a.admit = hook ? admit_all : NULL;
     bb_node *b = NULL;
