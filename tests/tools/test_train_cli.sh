@@ -8,20 +8,7 @@ set -uo pipefail
 bb=$1 py=$2 src=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-check() { # description, then a command that must succeed
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
-}
-fails_with() { # description, expected message fragment, command that must fail
-  local what=$1 frag=$2
-  shift 2
-  local out
-  if out=$("$@" 2>&1); then echo "FAIL $what (exit 0)"; failures=$((failures + 1)); return; fi
-  if grep -q -- "$frag" <<<"$out"; then echo "ok   $what"; else
-    echo "FAIL $what: message was: $out"; failures=$((failures + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 
 gzip -dc /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz >"$tmp/digits.csv"
 lenet=$src/tests/data/grad/lenet_dynamic.onnx
