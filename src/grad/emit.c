@@ -36,17 +36,23 @@ static bb_ir_node *new_node(gb *b, const char *op_type, const char *domain, size
   return n;
 }
 
-bb_ir_node *gb_new(gb *b, const char *op_type, const char *domain, size_t n_out, size_t n_in, ...) {
+/* new_node over the n_in input names of a variadic call. */
+static bb_ir_node *new_node_va(gb *b, const char *op_type, const char *domain, size_t n_out, size_t n_in, va_list ap) {
   const char *in[GB_MAX_EMIT_INPUTS];
   if (n_in > GB_MAX_EMIT_INPUTS) {
     gb_fail(b, BB_ERR_LIMIT, "internal: %s with %zu inputs", op_type, n_in);
     return NULL;
   }
+  for (size_t i = 0; i < n_in; i++) in[i] = va_arg(ap, const char *);
+  return new_node(b, op_type, domain, n_out, n_in, in);
+}
+
+bb_ir_node *gb_new(gb *b, const char *op_type, const char *domain, size_t n_out, size_t n_in, ...) {
   va_list ap;
   va_start(ap, n_in);
-  for (size_t i = 0; i < n_in; i++) in[i] = va_arg(ap, const char *);
+  bb_ir_node *n = new_node_va(b, op_type, domain, n_out, n_in, ap);
   va_end(ap);
-  return new_node(b, op_type, domain, n_out, n_in, in);
+  return n;
 }
 
 const char *gb_add(gb *b, bb_ir_node *n) {
@@ -67,16 +73,11 @@ void gb_rename_output(gb *b, bb_ir_node *n, size_t k, const char *hint) {
 }
 
 const char *gb_op(gb *b, const char *op_type, size_t n_in, ...) {
-  const char *in[GB_MAX_EMIT_INPUTS];
-  if (n_in > GB_MAX_EMIT_INPUTS) {
-    gb_fail(b, BB_ERR_LIMIT, "internal: %s with %zu inputs", op_type, n_in);
-    return NULL;
-  }
   va_list ap;
   va_start(ap, n_in);
-  for (size_t i = 0; i < n_in; i++) in[i] = va_arg(ap, const char *);
+  bb_ir_node *n = new_node_va(b, op_type, NULL, 1, n_in, ap);
   va_end(ap);
-  return gb_add(b, new_node(b, op_type, NULL, 1, n_in, in));
+  return gb_add(b, n);
 }
 
 static void attr_done(gb *b, const bb_attr *a) {
