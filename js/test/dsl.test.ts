@@ -15,7 +15,6 @@ import { beforeAll, describe, expect, test } from 'vitest';
 
 import {
   attributeOfType,
-  BbError,
   BbErrorCode,
   Compiler,
   float,
@@ -29,7 +28,7 @@ import {
   type GraphValue,
   type Module,
 } from '../src/index.js';
-import { nativeBbPath, onnxFunctions, wasmBytes } from './support.js';
+import { bbErrorOf, nativeBbPath, onnxFunctions, wasmBytes } from './support.js';
 
 let bb: Bb;
 beforeAll(async () => {
@@ -224,15 +223,6 @@ describe('what a Module can record', () => {
   });
 });
 
-function bbErrorOf(call: () => unknown): BbError {
-  try {
-    call();
-  } catch (error) {
-    if (error instanceof BbError) return error;
-    throw error;
-  }
-  throw new Error('expected a BbError');
-}
 
 describe('every refusal of the recorder reaches TypeScript with its message', () => {
   const Leaf = module('Leaf', (g) => void g.output('b', g.passThrough(g.input('a'))));

@@ -14,7 +14,7 @@ import { createJoinToken, SignalClient, type PeerRole } from '../src/signal/inde
 import { SignalServer } from '../src/signal/node.js';
 import type { WebRtcTransportOptions } from '../src/transport/webrtc.js';
 import { WS } from './signal-support.js';
-import { wasmBytes } from './support.js';
+import { bbErrorOf, wasmBytes } from './support.js';
 
 // docs/SECURITY.md, "Test vector" (made by createJoinToken; independent of libsodium)
 const VECTOR = {
@@ -51,15 +51,6 @@ function install(self: string, room: string, operators: Uint8Array[]): BbNode {
   return node;
 }
 
-function refusal(call: () => unknown): BbError {
-  try {
-    call();
-  } catch (error) {
-    if (error instanceof BbError) return error;
-    throw error;
-  }
-  throw new Error('expected a BbError');
-}
 
 /** A token whose role byte was changed after signing. */
 function withRole(token: string, role: PeerRole): string {
@@ -77,14 +68,14 @@ describe('BbNode.admitToken', () => {
     // the same bytes, not base64url
     expect(node.admitToken(VECTOR.peer, fromBase64(VECTOR.token)!, 1_700_000_000)).toBe('client');
 
-    const expired = refusal(() => node.admitToken(VECTOR.peer, VECTOR.token, 2_000_000_000));
+    const expired = bbErrorOf(() => node.admitToken(VECTOR.peer, VECTOR.token, 2_000_000_000));
     expect(expired.code).toBe(BbErrorCode.Denied);
     expect(expired.message).toMatch(/expired/);
     const other = (await Identity.generate()).peerId;
-    expect(refusal(() => node.admitToken(other, VECTOR.token, 1_700_000_000)).message).toMatch(/other_peer/);
-    expect(refusal(() => node.admitToken(VECTOR.peer, withRole(VECTOR.token, 'server'), 1_700_000_000)).message).toMatch(/bad_signature/);
-    expect(refusal(() => node.admitToken(VECTOR.peer, VECTOR.token.slice(0, 40), 1_700_000_000)).code).toBe(BbErrorCode.Malformed);
-    expect(refusal(() => node.admitToken(VECTOR.peer, '***', 1_700_000_000)).code).toBe(BbErrorCode.Malformed);
+    expect(bbErrorOf(() => node.admitToken(other, VECTOR.token, 1_700_000_000)).message).toMatch(/other_peer/);
+    expect(bbErrorOf(() => node.admitToken(VECTOR.peer, withRole(VECTOR.token, 'server'), 1_700_000_000)).message).toMatch(/bad_signature/);
+    expect(bbErrorOf(() => node.admitToken(VECTOR.peer, VECTOR.token.slice(0, 40), 1_700_000_000)).code).toBe(BbErrorCode.Malformed);
+    expect(bbErrorOf(() => node.admitToken(VECTOR.peer, '***', 1_700_000_000)).code).toBe(BbErrorCode.Malformed);
     expect(node.counter('admission.admitted')).toBe(2n);
     expect(node.counter('admission.refused_expired')).toBe(1n);
     expect(node.counter('admission.refused_bad_signature')).toBe(1n);
@@ -96,9 +87,9 @@ describe('BbNode.admitToken', () => {
     const watcher = await Identity.generate();
     expect(room.admitToken(watcher.peerId, await createJoinToken(operator, { peer: watcher.peerId, role: 'watcher', room: 'fed', expiresAt: HOUR() }))).toBe('watcher');
     const foreign = await createJoinToken(stranger, { peer: other, role: 'client', room: 'fed', expiresAt: HOUR() });
-    expect(refusal(() => room.admitToken(other, foreign)).message).toMatch(/untrusted/);
+    expect(bbErrorOf(() => room.admitToken(other, foreign)).message).toMatch(/untrusted/);
     const elsewhere = await createJoinToken(operator, { peer: other, role: 'client', room: 'fed-2', expiresAt: HOUR() });
-    expect(refusal(() => room.admitToken(other, elsewhere)).message).toMatch(/other_room/);
+    expect(bbErrorOf(() => room.admitToken(other, elsewhere)).message).toMatch(/other_room/);
     expect(room.peerRole(other)).toBeNull();
   });
 
@@ -106,11 +97,11 @@ describe('BbNode.admitToken', () => {
     const plain = BbNode.install(bb, { artifact, targets: ['Quickstart'] });
     cleanup.push(() => plain.free());
     expect(plain.checksTokens).toBe(false);
-    expect(refusal(() => plain.admitToken(VECTOR.peer, VECTOR.token)).code).toBe(BbErrorCode.InvalidArgument);
+    expect(bbErrorOf(() => plain.admitToken(VECTOR.peer, VECTOR.token)).code).toBe(BbErrorCode.InvalidArgument);
     expect(plain.peerRole(VECTOR.peer)).toBeNull();
-    expect(refusal(() => BbNode.install(bb, { artifact, targets: ['Quickstart'], admission: { room: 'fed', operators: [new Uint8Array(31)] } })).code).toBe(BbErrorCode.InvalidArgument);
-    expect(refusal(() => BbNode.install(bb, { artifact, targets: ['Quickstart'], admission: { room: 'fed', operators: [] } })).message).toMatch(/trusts no operator key/);
-    expect(refusal(() => BbNode.install(bb, { artifact, targets: ['Quickstart'], admission: { room: 'a room', operators: [new Uint8Array(32)] } })).message).toMatch(/join policy/);
+    expect(bbErrorOf(() => BbNode.install(bb, { artifact, targets: ['Quickstart'], admission: { room: 'fed', operators: [new Uint8Array(31)] } })).code).toBe(BbErrorCode.InvalidArgument);
+    expect(bbErrorOf(() => BbNode.install(bb, { artifact, targets: ['Quickstart'], admission: { room: 'fed', operators: [] } })).message).toMatch(/trusts no operator key/);
+    expect(bbErrorOf(() => BbNode.install(bb, { artifact, targets: ['Quickstart'], admission: { room: 'a room', operators: [new Uint8Array(32)] } })).message).toMatch(/join policy/);
   });
 });
 
