@@ -444,6 +444,7 @@ int cmd_train(int argc, char **argv) {
   if (!rc) {
     bb_grad_options go;
     memset(&go, 0, sizeof go);
+    go.struct_size = sizeof go;
     go.loss = r.loss;
     go.output = o.output;
     if ((rc = bb_grad_build(model, &go, NULL, &g, &err))) fprintf(stderr, "bb train: %s: %s\n", o.model, err.message);

@@ -26,6 +26,7 @@ static bool make(fx *f, bb_grad_loss loss, bb_optimizer_kind kind, uint64_t seed
   memset(s, 0, sizeof *s);
   bb_grad_options opt;
   memset(&opt, 0, sizeof opt);
+  opt.struct_size = sizeof opt;
   opt.loss = loss;
   bb_error err;
   bb_optimizer_config c = bb_optimizer_defaults(kind);
@@ -263,6 +264,7 @@ static void test_optimizer_and_trainer_allocation_failures(void) {
   log_model(&f);
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.loss = BB_GRAD_LOSS_MSE;
   bb_grad_graph *g;
   bb_error err;
@@ -327,6 +329,7 @@ static void test_inference_form(void) {
   /* a training graph is not a model to turn into inference */
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.loss = BB_GRAD_LOSS_MSE;
   o.params = f.params;
   o.n_params = 2;

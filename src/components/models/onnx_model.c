@@ -160,6 +160,7 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
   if (!rc) {
     bb_grad_options o;
     memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
     o.loss = c->loss;
     o.output = *c->output ? c->output : NULL;
     rc = bb_grad_build(s->model, &o, alloc, &s->graph, err);
