@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""The models a user trains with `bb train` straight from PyTorch, and PyTorch's own run of
+the same training, for tests/tools/test_train_cli.sh.
+
+  make DIR      writes, for each case, CASE.onnx (torch.onnx.export, opset 17) and CASE.csv
+                (features, then the label)
+  compare DIR CASE TRAINED.onnx STEPS BATCH LR
+                trains the same module with torch.optim.SGD on the CSV's rows in file order,
+                BATCH rows a step (wrapping around), and fails unless every parameter of
+                TRAINED.onnx is within 1e-4 of PyTorch's (initializers PyTorch does not train,
+                buffers, must be unchanged)
+
+Cases: chunk (torch.chunk: Slice bounds from Shape), embedding (int64 token columns),
+rounded (a layer reached only through torch.round), buffers (input statistics registered
+as buffers, no metadata naming them)."""
+import io
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from onnx import numpy_helper
+
+torch.set_num_threads(1)
+
+
+class Chunked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(3, 2)
+
+    def forward(self, x):
+        u, v = self.a(x).chunk(2, -1)
+        return self.b(u * v)
+
+
+class Embedded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(10, 4), nn.Linear(4, 3)
+
+    def forward(self, tokens):
+        return self.fc(self.emb(tokens).mean(dim=1))
+
+
+class Rounded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.b(torch.round(self.a(x)))
+
+
+class Normalised(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.full((4,), 0.5))
+        self.register_buffer("std", torch.full((4,), 2.0))
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc((x - self.mean) / self.std)
+
+
+def cases():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(12, 4)).round(3)
+    y = rng.integers(0, 2, 12)
+    tokens = rng.integers(0, 10, (12, 5))
+    out = {}
+    for name, cls, feats, labels in (("chunk", Chunked, x, y), ("rounded", Rounded, x, y), ("buffers", Normalised, x, y),
+                                     ("embedding", Embedded, tokens, rng.integers(0, 3, 12))):
+        torch.manual_seed(len(name))
+        out[name] = (cls(), feats, labels)
+    return out
+
+
+def make(d):
+    for name, (module, feats, labels) in cases().items():
+        tokens = feats.dtype.kind == "i"
+        example = torch.from_numpy(feats[:2]) if tokens else torch.from_numpy(feats[:2]).float()
+        buf = io.BytesIO()
+        torch.onnx.export(module, (example,), buf, opset_version=17, do_constant_folding=False, input_names=["x"],
+                          output_names=["out"], dynamic_axes={"x": {0: "batch"}})
+        with open(f"{d}/{name}.onnx", "wb") as f:
+            f.write(buf.getvalue())
+        with open(f"{d}/{name}.csv", "w") as f:
+            for row, label in zip(feats, labels):
+                f.write(",".join(str(v) for v in row) + f",{label}\n")
+
+
+def compare(d, name, trained, steps, batch, lr):
+    module, feats, labels = cases()[name]
+    x = torch.from_numpy(feats) if feats.dtype.kind == "i" else torch.from_numpy(feats).float()
+    y = torch.from_numpy(labels)
+    opt = torch.optim.SGD(module.parameters(), lr=lr)
+    for step in range(steps):
+        rows = [(step * batch + i) % len(x) for i in range(batch)]
+        opt.zero_grad()
+        F.cross_entropy(module(x[rows]), y[rows]).backward()
+        opt.step()
+    got = {i.name: numpy_helper.to_array(i) for i in onnx.load(trained).graph.initializer}
+    want = dict(module.state_dict())
+    bad = 0
+    for k, v in want.items():
+        if k not in got:
+            continue
+        e = float(np.abs(got[k] - v.detach().numpy()).max())
+        if e > 1e-4:
+            print(f"{name}: {k} differs from PyTorch's by {e:.3g}")
+            bad += 1
+    missing = [k for k, _ in module.named_parameters() if k not in got]
+    if missing:
+        print(f"{name}: the trained model lacks {missing}")
+    return 1 if bad or missing else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2])
+    else:
+        sys.exit(compare(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])))
