@@ -181,7 +181,7 @@ static int load_data(const options *o, bb_dataset *ds) {
   uint8_t *csv;
   size_t len;
   if (cli_read_file(o->data, &csv, &len)) return 1;
-  bb_csv_options co = {0, o->header};
+  bb_csv_options co = {.struct_size = sizeof co, .label_column = 0, .has_header = o->header};
   int rc = label_column(o, csv, len, &co.label_column);
   bb_error err;
   if (!rc && (rc = bb_dataset_from_csv(csv, len, &co, NULL, ds, &err))) fprintf(stderr, "bb train: %s: %s\n", o->data, err.message);

@@ -112,8 +112,9 @@ typedef enum bb_optimizer_kind {
 } bb_optimizer_kind;
 
 /* Hyper-parameters, with torch.optim's meaning. bb_optimizer_defaults gives torch's
- * defaults for a kind. */
+ * defaults for a kind (struct_size set). */
 typedef struct bb_optimizer_config {
+  size_t struct_size; /* sizeof(bb_optimizer_config) */
   bb_optimizer_kind kind;
   float lr;
   float momentum;     /* MOMENTUM */

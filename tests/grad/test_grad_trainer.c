@@ -269,6 +269,14 @@ static void test_optimizer_and_trainer_allocation_failures(void) {
   bb_grad_graph *g;
   bb_error err;
   if (bb_grad_build(f.m, &o, NULL, &g, &err)) return fx_free(&f);
+  /* a config without its struct_size, or from a newer header, is refused */
+  bb_optimizer_config unsized = bb_optimizer_defaults(BB_OPTIMIZER_SGD);
+  bb_grad_optimizer *none = NULL;
+  unsized.struct_size = 0;
+  CHECK_EQ_INT(bb_grad_optimizer_build(g, &unsized, &none, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "optimizer config: struct_size 0") && !none);
+  unsized.struct_size = sizeof unsized + 4;
+  CHECK_EQ_INT(bb_grad_optimizer_build(g, &unsized, &none, &err), BB_ERR_INVALID_ARGUMENT);
   bb_tensor *target = fx_random(BB_DTYPE_DOUBLE, 2, (int64_t[]){4, 3}, -1, 1);
   long done_at = -1;
   for (long budget = 0; budget < 5000 && done_at < 0; budget++) {
