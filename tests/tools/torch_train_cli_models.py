@@ -14,6 +14,7 @@ Cases: chunk (torch.chunk: Slice bounds from Shape), embedding (int64 token colu
 rounded (a layer reached only through torch.round), buffers (input statistics registered
 as buffers, no metadata naming them)."""
 import io
+import os
 import sys
 
 import numpy as np
@@ -23,17 +24,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from onnx import numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_make_grad_models import Chunked  # noqa: E402  (the gradient oracle's torch.chunk module)
+
 torch.set_num_threads(1)
-
-
-class Chunked(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Linear(4, 6), nn.Linear(3, 2)
-
-    def forward(self, x):
-        u, v = self.a(x).chunk(2, -1)
-        return self.b(u * v)
 
 
 class Embedded(nn.Module):
