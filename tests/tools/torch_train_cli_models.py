@@ -4,11 +4,12 @@ the same training, for tests/tools/test_train_cli.sh.
 
   make DIR      writes, for each case, CASE.onnx (torch.onnx.export, opset 17) and CASE.csv
                 (features, then the label)
-  compare DIR CASE TRAINED.onnx STEPS BATCH LR
-                trains the same module with torch.optim.SGD on the CSV's rows in file order,
-                BATCH rows a step (wrapping around), and fails unless every parameter of
-                TRAINED.onnx is within 1e-4 of PyTorch's (initializers PyTorch does not train,
-                buffers, must be unchanged)
+  compare DIR STEPS BATCH LR CASE...
+                trains each module with torch.optim.SGD on its CSV's rows in file order,
+                BATCH rows a step (wrapping around), and prints "ok CASE" when every
+                parameter of DIR/CASE.trained.onnx (what bb train wrote) is within 1e-4 of
+                PyTorch's (buffers, which PyTorch does not train, unchanged), else
+                "FAIL CASE: ..." naming what differs
 
 Cases: chunk (torch.chunk: Slice bounds from Shape), embedding (int64 token columns),
 rounded (a layer reached only through torch.round), buffers (input statistics registered
@@ -86,7 +87,8 @@ def make(d):
                 f.write(",".join(str(v) for v in row) + f",{label}\n")
 
 
-def compare(d, name, trained, steps, batch, lr):
+def compare(d, name, steps, batch, lr):
+    """Whether bb's trained model DIR/CASE.trained.onnx holds PyTorch's parameters."""
     module, feats, labels = cases()[name]
     x = torch.from_numpy(feats) if feats.dtype.kind == "i" else torch.from_numpy(feats).float()
     y = torch.from_numpy(labels)
@@ -96,24 +98,20 @@ def compare(d, name, trained, steps, batch, lr):
         opt.zero_grad()
         F.cross_entropy(module(x[rows]), y[rows]).backward()
         opt.step()
-    got = {i.name: numpy_helper.to_array(i) for i in onnx.load(trained).graph.initializer}
-    want = dict(module.state_dict())
-    bad = 0
-    for k, v in want.items():
-        if k not in got:
-            continue
-        e = float(np.abs(got[k] - v.detach().numpy()).max())
+    got = {i.name: numpy_helper.to_array(i) for i in onnx.load(f"{d}/{name}.trained.onnx").graph.initializer}
+    wrong = [f"the trained model lacks {k}" for k, _ in module.named_parameters() if k not in got]
+    for k, v in module.state_dict().items():
+        e = float(np.abs(got[k] - v.detach().numpy()).max()) if k in got else 0.0
         if e > 1e-4:
-            print(f"{name}: {k} differs from PyTorch's by {e:.3g}")
-            bad += 1
-    missing = [k for k, _ in module.named_parameters() if k not in got]
-    if missing:
-        print(f"{name}: the trained model lacks {missing}")
-    return 1 if bad or missing else 0
+            wrong.append(f"{k} differs from PyTorch's by {e:.3g}")
+    return wrong
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2])
-    else:
-        sys.exit(compare(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])))
+    else:  # compare DIR STEPS BATCH LR CASE...: one line per case, "ok CASE" or "FAIL CASE: why"
+        d, steps, batch, lr = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+        for name in sys.argv[6:]:
+            wrong = compare(d, name, steps, batch, lr) if os.path.exists(f"{d}/{name}.trained.onnx") else ["bb train failed"]
+            print(f"ok {name}" if not wrong else f"FAIL {name}: {'; '.join(wrong)}")
