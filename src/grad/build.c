@@ -265,8 +265,6 @@ static void mark_reaches(gb *b, size_t n_fwd, const char *loss) {
   }
 }
 
-enum { FROM_PARAM = 1, GRAD_FROM_PARAM = 2 };
-
 /* Why a node passes no gradient from input k to output o, for messages. */
 static const char *why_no_gradient(gb *b, const bb_ir_node *n, size_t k, const gb_value *o) {
   const gb_rule *r = gb_rule_find(n->domain, n->op_type);
@@ -280,30 +278,28 @@ static const char *why_no_gradient(gb *b, const bb_ir_node *n, size_t k, const g
  * stay untrained: refused, naming the first node on a path to the loss where the gradient
  * from it stops. */
 static int refuse_cut_param(gb *b, size_t n_fwd, const char *loss, gb_value *p) {
-  for (size_t i = 0; i < b->n_values; i++) b->values[i]->mark = 0;
-  p->mark = FROM_PARAM | GRAD_FROM_PARAM;
+  for (size_t i = 0; i < b->n_values; i++) b->values[i]->mark = false;
+  p->mark = true; /* carries a gradient from p */
   for (size_t i = 0; i < n_fwd; i++) {
     const bb_ir_node *n = b->g->nodes.items[i];
     const gb_rule *r = gb_rule_find(n->domain, n->op_type);
-    uint8_t in = 0;
-    size_t grad_in = SIZE_MAX;
+    bool flows = false;
+    size_t from = SIZE_MAX; /* the input that brings p's gradient (a differentiable one if any) */
     for (size_t k = 0; k < n->inputs.len && !reads_shape_only(n); k++) {
       gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
       if (!v || !v->mark) continue;
-      in |= FROM_PARAM;
-      if (!(v->mark & GRAD_FROM_PARAM)) continue;
-      if (grad_in == SIZE_MAX) grad_in = k;
-      if (r && r->backward && (k >= 32 || (r->diff_inputs & (1u << k)))) in |= GRAD_FROM_PARAM, grad_in = k;
+      if (from == SIZE_MAX) from = k;
+      if (r && r->backward && (k >= 32 || (r->diff_inputs & (1u << k)))) flows = true, from = k;
     }
-    for (size_t k = 0; in && k < n->outputs.len; k++) {
+    for (size_t k = 0; from != SIZE_MAX && k < n->outputs.len; k++) {
       gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
       if (!o) continue;
-      o->mark = (uint8_t)(in & (is_float(o->dtype) ? 3 : FROM_PARAM));
-      if (grad_in != SIZE_MAX && o->reaches && !(o->mark & GRAD_FROM_PARAM))
+      o->mark = flows && is_float(o->dtype);
+      if (o->reaches && !o->mark)
         return gb_fail(b, BB_ERR_UNSUPPORTED,
                        "parameter %s reaches the loss %s only through values without a gradient: at %s, %s; "
                        "freeze %s to train the other parameters",
-                       p->name, loss, gb_node_label(b, n), why_no_gradient(b, n, grad_in, o), p->name);
+                       p->name, loss, gb_node_label(b, n), why_no_gradient(b, n, from, o), p->name);
     }
   }
   return gb_fail(b, BB_ERR_UNSUPPORTED, "parameter %s reaches the loss %s only through values without a gradient", p->name, loss);

@@ -41,7 +41,7 @@ typedef struct gb_value {
   bool is_param;
   bool frozen;        /* an initializer the options or the model's buffers list keep fixed */
   bool reaches;       /* the loss depends on its values (not only on its shape), by any path */
-  uint8_t mark;       /* scratch flags of the search for where a parameter's gradient stops */
+  bool mark;          /* scratch: carries a gradient from the parameter whose cut is searched */
   bool requires_grad; /* floating point and computed from a parameter through gradients */
   bool active;        /* requires grad and reaches the loss */
   const char *origin; /* a parameter this value is computed from (any path), or NULL */
