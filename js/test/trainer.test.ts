@@ -34,7 +34,7 @@ import {
   type Step,
 } from '../src/index.js';
 import { digitsSplit, trainLenet } from './fixtures/train-lenet.mjs';
-import { packageRoot, repoRoot, wasmBytes } from './support.js';
+import { bbErrorOf, packageRoot, repoRoot, wasmBytes } from './support.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 const LENET = join(repoRoot, 'tests', 'data', 'grad', 'lenet_dynamic.onnx');
@@ -153,16 +153,6 @@ describe('OnnxTrainer', () => {
   });
 });
 
-/** The BbError fn throws (fails the test when it throws none). */
-function bbErrorFrom(fn: () => unknown): BbError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof BbError) return error;
-  }
-  throw new Error('no BbError');
-}
-
 /** x [N, 4] → MatMul(w1) → Round → MatMul(w2): w1 reaches the output only through Round. */
 function roundedModel(): Uint8Array {
   const w1 = Float32Array.from({ length: 12 }, (_, i) => (i % 5) - 2);
@@ -200,16 +190,16 @@ describe('OnnxTrainer on what PyTorch exports', () => {
   });
 
   test('a parameter reached only through Round is refused by name, and trains the rest once frozen', () => {
-    const error = bbErrorFrom(() => OnnxTrainer.create(bb, roundedModel(), { optimizer: 'sgd' }));
+    const error = bbErrorOf(() => OnnxTrainer.create(bb, roundedModel(), { optimizer: 'sgd' }));
     expect(error.message).toMatch(/parameter w1 reaches the loss .* only through values without a gradient: at node round \(Round\)/);
     const t = OnnxTrainer.create(bb, roundedModel(), { optimizer: 'sgd', lr: 0.1, freeze: ['w1'] });
     expect(t.parameterCount).toBe(6); // w2 alone
     expect(t.step({ x: Float32Array.from([1, 2, 3, 4, -1, 0.5, 2, 1]), labels: Float32Array.from([0, 1]) }).applied).toBe(true);
     t.free();
-    expect(bbErrorFrom(() => OnnxTrainer.create(bb, roundedModel(), { freeze: ['nope'] })).message).toMatch(
+    expect(bbErrorOf(() => OnnxTrainer.create(bb, roundedModel(), { freeze: ['nope'] })).message).toMatch(
       /frozen parameter nope is not an initializer/,
     );
-    expect(bbErrorFrom(() => OnnxTrainer.create(bb, roundedModel(), { freeze: ['a|b'] })).code).toBe(BbErrorCode.InvalidArgument);
+    expect(bbErrorOf(() => OnnxTrainer.create(bb, roundedModel(), { freeze: ['a|b'] })).code).toBe(BbErrorCode.InvalidArgument);
   });
 
   test("an Embedding's int64 token input takes whole-number rows, and refuses a fraction", () => {
@@ -219,7 +209,7 @@ describe('OnnxTrainer on what PyTorch exports', () => {
     const tokens = Float32Array.from({ length: 10 }, (_, i) => (i * 3) % 11);
     expect(t.step({ x: tokens, labels: Float32Array.from([2, 0]) }).applied).toBe(true);
     tokens[3] = 2.5;
-    expect(bbErrorFrom(() => all.step({ x: tokens, labels: Float32Array.from([2, 0]) })).message).toMatch(
+    expect(bbErrorOf(() => all.step({ x: tokens, labels: Float32Array.from([2, 0]) })).message).toMatch(
       /value 2.5 at 3 is not a whole number/,
     );
     t.free();
