@@ -73,18 +73,8 @@ check "its test error is small" "$py" -c 'import re,sys; e=float(re.findall(r"te
 
 # Models straight from PyTorch: bb train matches torch.optim.SGD on the same batches in file
 # order (--no-shuffle), or refuses naming the operator that cuts a parameter off
-"$py" "$src/tests/tools/torch_train_cli_models.py" make "$tmp" 2> >(grep -v -i warn >&2)
-bb_trains() { # case, then extra flags
-  local case=$1
-  shift
-  "$bb" train "$tmp/$case.onnx" --data "$tmp/$case.csv" --label -1 --no-shuffle --test-fraction 0 --batch 4 --steps 6 \
-    --optimizer sgd --lr 0.5 --quiet -o "$tmp/$case.trained.onnx" "$@" >>"$tmp/torch_cases.log" 2>&1
-}
-bb_trains chunk
-bb_trains embedding
-bb_trains buffers --freeze mean --freeze std
-"$py" "$src/tests/tools/torch_train_cli_models.py" compare "$tmp" 6 4 0.5 chunk embedding buffers >"$tmp/torch_compare.log"
-cat "$tmp/torch_cases.log" "$tmp/torch_compare.log"
+"$py" "$src/tests/tools/torch_train_cli_models.py" "$bb" "$tmp" >"$tmp/torch_compare.log" 2> >(grep -v -i warn >&2)
+cat "$tmp/torch_compare.log"
 check "torch.chunk (Slice bounds from Shape): every parameter trains as in PyTorch" grep -qx "ok chunk" "$tmp/torch_compare.log"
 check "an Embedding's int64 token columns train as in PyTorch" grep -qx "ok embedding" "$tmp/torch_compare.log"
 check "buffers frozen with --freeze stay as they were, the rest trains as in PyTorch" grep -qx "ok buffers" "$tmp/torch_compare.log"

@@ -1,21 +1,22 @@
 #!/usr/bin/python3
 """The models a user trains with `bb train` straight from PyTorch, and PyTorch's own run of
-the same training, for tests/tools/test_train_cli.sh.
+the same training, for tests/tools/test_train_cli.sh (one interpreter: importing torch is
+the slow part).
 
-  make DIR      writes, for each case, CASE.onnx (torch.onnx.export, opset 17) and CASE.csv
-                (features, then the label)
-  compare DIR STEPS BATCH LR CASE...
-                trains each module with torch.optim.SGD on its CSV's rows in file order,
-                BATCH rows a step (wrapping around), and prints "ok CASE" when every
-                parameter of DIR/CASE.trained.onnx (what bb train wrote) is within 1e-4 of
-                PyTorch's (buffers, which PyTorch does not train, unchanged), else
-                "FAIL CASE: ..." naming what differs
+Usage: torch_train_cli_models.py BB DIR
+  writes, for each case, DIR/CASE.onnx (torch.onnx.export, opset 17) and DIR/CASE.csv
+  (features, then the label); trains chunk, embedding and buffers with `BB train` (SGD,
+  BATCH rows a step in file order, --no-shuffle) and the same modules with
+  torch.optim.SGD on the same rows, and prints "ok CASE" when every parameter bb wrote
+  is within 1e-4 of PyTorch's (buffers, which PyTorch does not train, unchanged), else
+  "FAIL CASE: ..." naming what differs
 
 Cases: chunk (torch.chunk: Slice bounds from Shape), embedding (int64 token columns),
 rounded (a layer reached only through torch.round), buffers (input statistics registered
 as buffers, no metadata naming them)."""
 import io
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -107,11 +108,22 @@ def compare(d, name, steps, batch, lr):
     return wrong
 
 
+# bb train's flags for each compared case: SGD on BATCH rows a step in file order
+STEPS, BATCH, LR = 6, 4, 0.5
+COMPARED = {"chunk": [], "embedding": [], "buffers": ["--freeze", "mean", "--freeze", "std"]}
+
+
+def run(bb, d):
+    """Makes every case, trains the compared ones with bb and prints a line per case."""
+    make(d)
+    for name, flags in COMPARED.items():
+        done = subprocess.run([bb, "train", f"{d}/{name}.onnx", "--data", f"{d}/{name}.csv", "--label", "-1", "--no-shuffle",
+                               "--test-fraction", "0", "--batch", str(BATCH), "--steps", str(STEPS), "--optimizer", "sgd",
+                               "--lr", str(LR), "--quiet", "-o", f"{d}/{name}.trained.onnx"] + flags,
+                              capture_output=True, text=True)
+        wrong = [done.stderr.strip() or "bb train failed"] if done.returncode else compare(d, name, STEPS, BATCH, LR)
+        print(f"ok {name}" if not wrong else f"FAIL {name}: {'; '.join(wrong)}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "make":
-        make(sys.argv[2])
-    else:  # compare DIR STEPS BATCH LR CASE...: one line per case, "ok CASE" or "FAIL CASE: why"
-        d, steps, batch, lr = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-        for name in sys.argv[6:]:
-            wrong = compare(d, name, steps, batch, lr) if os.path.exists(f"{d}/{name}.trained.onnx") else ["bb train failed"]
-            print(f"ok {name}" if not wrong else f"FAIL {name}: {'; '.join(wrong)}")
+    run(sys.argv[1], sys.argv[2])
