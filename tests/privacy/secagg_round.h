@@ -10,35 +10,13 @@
 #include <string.h>
 
 #include <sodium/crypto_sign_ed25519.h>
-#include <sodium/crypto_stream_chacha20.h>
 
 #include "bb/bytes.h"
 #include "bb/privacy.h"
 #include "harness.h"
+#include "privacy/seeded_random.h"
 
 #define SR_MAX_CLIENTS 1024
-
-/* A seeded random source: a ChaCha20 stream under a key made from the seed. */
-typedef struct sr_rng {
-  uint8_t key[32];
-  uint64_t block;
-} sr_rng;
-
-static int sr_rng_fill(void *user, uint8_t *out, size_t len) {
-  sr_rng *r = user;
-  uint8_t nonce[12] = {0};
-  bb_le_put_u64(nonce, r->block++);
-  crypto_stream_chacha20_ietf(out, len, nonce, r->key);
-  return 0;
-}
-
-static void sr_rng_seed(sr_rng *r, uint64_t seed) {
-  memset(r, 0, sizeof *r);
-  bb_le_put_u64(r->key, seed);
-  bb_le_put_u64(r->key + 8, 0x5ecda99ull);
-}
-
-static bb_random_source sr_source(sr_rng *r) { return (bb_random_source){sr_rng_fill, r}; }
 
 /* Identity i: an Ed25519 key pair from a seed of i. */
 static void sr_identity(uint32_t i, uint64_t salt, uint8_t pk[32], uint8_t sk[64]) {
