@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bb/privacy.h"
+#include "privacy/dp.h"
 #include "privacy/dp_sample.h"
 #include "privacy/random.h"
 
@@ -90,9 +91,7 @@ static unsigned __int128 grid_norm_sq(const float *x, size_t n, double grid) {
   return s;
 }
 
-/* Clips x so that, rounded to the grid, its norm is within clip: to clip less the
- * rounding's worst case first, then shrinking until the integers say so. */
-static int clip_for_grid(float *x, size_t n, double clip, double grid, double *scale, bb_error *err) {
+int bbi_dp_clip_to_grid(float *x, size_t n, double clip, double grid, double *scale, bb_error *err) {
   const double room = clip - sqrt((double)n) * grid / 2;
   if (room < clip / 2)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
@@ -134,7 +133,7 @@ int bb_dp_client_privatize(float *x, size_t n, const bb_dp_client_options *optio
       double sq = 0;
       for (size_t i = 0; i < n; i++) sq += (double)x[i] * x[i];
       r.norm = sqrt(sq);
-      rc = clip_for_grid(x, n, o.clip, r.grid, &r.scale, err);
+      rc = bbi_dp_clip_to_grid(x, n, o.clip, r.grid, &r.scale, err);
     }
     if (!rc) rc = noise_on_grid(x, n, r.stddev, r.grid, &o.random, err);
     if (rc) return rc;
