@@ -111,14 +111,23 @@ int bb_secagg_client_new(const bb_secagg_client_config *config, const bb_allocat
   return 0;
 }
 
+/* Wipes and frees the input; its length stays, so the client knows it had one. */
+static void drop_input(bb_secagg_client *cl) {
+  if (cl->input_f) sodium_memzero(cl->input_f, cl->input_len * sizeof *cl->input_f);
+  if (cl->input_q) sodium_memzero(cl->input_q, cl->input_len * sizeof *cl->input_q);
+  bbi_mem_free(cl->alloc, cl->input_f);
+  bbi_mem_free(cl->alloc, cl->input_q);
+  cl->input_f = NULL;
+  cl->input_q = NULL;
+}
+
 /* Forgets every secret of the round: keys, shares held, the input. */
 static void wipe(bb_secagg_client *cl) {
   sodium_memzero(cl->c_sk, sizeof cl->c_sk);
   sodium_memzero(cl->s_sk, sizeof cl->s_sk);
   sodium_memzero(cl->self_key, sizeof cl->self_key);
   if (cl->nb) sodium_memzero(cl->nb, (size_t)cl->p.degree * sizeof *cl->nb);
-  if (cl->input_f) sodium_memzero(cl->input_f, cl->input_len * sizeof *cl->input_f);
-  if (cl->input_q) sodium_memzero(cl->input_q, cl->input_len * sizeof *cl->input_q);
+  drop_input(cl);
 }
 
 void bb_secagg_client_free(bb_secagg_client *cl) {
@@ -128,8 +137,6 @@ void bb_secagg_client_free(bb_secagg_client *cl) {
   bbi_mem_free(cl->alloc, cl->identity_sk);
   bbi_mem_free(cl->alloc, cl->identities);
   bbi_mem_free(cl->alloc, cl->nb);
-  bbi_mem_free(cl->alloc, cl->input_f);
-  bbi_mem_free(cl->alloc, cl->input_q);
   if (cl->out.buf) sodium_memzero(cl->out.buf, cl->out.cap);
   bb_buffer_free(cl->alloc, cl->out.buf);
   bbi_mem_free(cl->alloc, cl);
@@ -168,36 +175,33 @@ static int input_given(bb_secagg_client *cl, bb_error *err) {
   return cl->stage == BB_SECAGG_MASKED_INPUT && cl->got_shares ? mask_and_send(cl, err) : 0;
 }
 
+/* Keeps a copy of the input, wiping the one it replaces, and masks it at once if the
+ * masked-input stage waited for it. */
+static int keep_input(bb_secagg_client *cl, const void *data, size_t len, bool ring, bb_error *err) {
+  const size_t bytes = len * (ring ? sizeof *cl->input_q : sizeof *cl->input_f);
+  void *copy = bbi_mem_alloc(cl->alloc, bytes);
+  if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "secagg client: out of memory for the input");
+  memcpy(copy, data, bytes);
+  drop_input(cl);
+  if (ring) cl->input_q = copy;
+  else cl->input_f = copy;
+  cl->input_len = len;
+  return input_given(cl, err);
+}
+
 int bb_secagg_client_set_input(bb_secagg_client *cl, const float *x, size_t len, bb_error *err) {
   if (!cl || (!x && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "secagg client: NULL");
   int rc = check_input_len(cl, len, err);
   if (rc) return rc;
   for (size_t e = 0; e < len; e++)
     if (!isfinite(x[e])) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "secagg client: input element %zu is not finite", e);
-  float *copy = bbi_mem_alloc(cl->alloc, len * sizeof *copy);
-  if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "secagg client: out of memory for the input");
-  memcpy(copy, x, len * sizeof *copy);
-  bbi_mem_free(cl->alloc, cl->input_f);
-  bbi_mem_free(cl->alloc, cl->input_q);
-  cl->input_q = NULL;
-  cl->input_f = copy;
-  cl->input_len = len;
-  return input_given(cl, err);
+  return keep_input(cl, x, len, false, err);
 }
 
 int bb_secagg_client_set_input_ring(bb_secagg_client *cl, const uint64_t *q, size_t len, bb_error *err) {
   if (!cl || (!q && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "secagg client: NULL");
   int rc = check_input_len(cl, len, err);
-  if (rc) return rc;
-  uint64_t *copy = bbi_mem_alloc(cl->alloc, len * sizeof *copy);
-  if (!copy) return bb_error_set(err, BB_ERR_NOMEM, "secagg client: out of memory for the input");
-  memcpy(copy, q, len * sizeof *copy);
-  bbi_mem_free(cl->alloc, cl->input_f);
-  bbi_mem_free(cl->alloc, cl->input_q);
-  cl->input_f = NULL;
-  cl->input_q = copy;
-  cl->input_len = len;
-  return input_given(cl, err);
+  return rc ? rc : keep_input(cl, q, len, true, err);
 }
 
 bool bb_secagg_client_wants_input(const bb_secagg_client *cl) {
@@ -460,8 +464,7 @@ static int mask_and_send(bb_secagg_client *cl, bb_error *err) {
   sodium_memzero(cl->self_key, sizeof cl->self_key);
   sodium_memzero(cl->s_sk, sizeof cl->s_sk);
   sodium_memzero(cl->c_sk, sizeof cl->c_sk);
-  if (cl->input_f) sodium_memzero(cl->input_f, cl->input_len * sizeof *cl->input_f);
-  if (cl->input_q) sodium_memzero(cl->input_q, cl->input_len * sizeof *cl->input_q);
+  drop_input(cl);
   cl->stage = BB_SECAGG_UNMASK;
   return 0;
 }

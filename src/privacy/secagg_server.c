@@ -268,26 +268,29 @@ static bool stage_ready(const bb_secagg_server *s) {
   return s->stage == BB_SECAGG_UNMASK && every_secret_recoverable(s);
 }
 
+/* The end of a stage every client that stays must answer: the silent and the isolated
+ * drop, and the round aborts if fewer than min_clients are left; *count gets how many. */
+static int keep_answering(bb_secagg_server *s, const char *what, uint32_t *count, bb_error *err) {
+  drop_silent_and_isolated(s);
+  *count = live_count(s);
+  if (*count < s->p.min_clients)
+    return abort_round(s, BB_SECAGG_TOO_FEW_CLIENTS, err, "%u clients %s, min_clients is %u", *count, what,
+                       s->p.min_clients);
+  return 0;
+}
+
 static int close_stage(bb_secagg_server *s, uint64_t now_ns, bb_error *err) {
   switch (s->stage) {
   case BB_SECAGG_ADVERTISE_KEYS: {
-    drop_silent_and_isolated(s);
-    const uint32_t live = live_count(s);
-    s->stats.advertised = live;
-    if (live < s->p.min_clients)
-      return abort_round(s, BB_SECAGG_TOO_FEW_CLIENTS, err, "%u clients sent their keys, min_clients is %u", live,
-                         s->p.min_clients);
+    int rc = keep_answering(s, "sent their keys", &s->stats.advertised, err);
+    if (rc) return rc;
     for (uint32_t i = 0; i < s->p.n_clients; i++) s->peers[i].keyed = s->peers[i].live;
     enter(s, BB_SECAGG_SHARE_KEYS, SA_KEYS, now_ns);
     return 0;
   }
   case BB_SECAGG_SHARE_KEYS: {
-    drop_silent_and_isolated(s);
-    const uint32_t live = live_count(s);
-    s->stats.shared = live;
-    if (live < s->p.min_clients)
-      return abort_round(s, BB_SECAGG_TOO_FEW_CLIENTS, err, "%u clients shared their secrets, min_clients is %u", live,
-                         s->p.min_clients);
+    int rc = keep_answering(s, "shared their secrets", &s->stats.shared, err);
+    if (rc) return rc;
     for (uint32_t i = 0; i < s->p.n_clients; i++) s->peers[i].shared = s->peers[i].live;
     enter(s, BB_SECAGG_MASKED_INPUT, SA_CIPHERTEXTS, now_ns);
     return 0;

@@ -83,38 +83,37 @@ static void test_all_present(void) {
   sr_free(&r);
 }
 
+/* 10 clients of whom `who` drop at `stage`; the round must sum `summed` and rebuild the
+ * mask keys of `recovered` dropped clients. */
+static void drop_round(uint64_t seed, const uint32_t who[3], bb_secagg_stage stage, uint32_t summed,
+                       uint32_t recovered) {
+  sr_round r;
+  bb_secagg_server_config c = config(10);
+  CHECK_EQ_INT(sr_init(&r, &c, seed), 0);
+  make_inputs(10, seed * 11);
+  give_inputs(&r);
+  for (int k = 0; k < 3; k++) r.drop_at[who[k]] = stage;
+  sr_start_and_run(&r);
+  CHECK_EQ_INT(bb_secagg_server_stage(r.server), BB_SECAGG_DONE);
+  check_sum(&r, summed);
+  bb_secagg_server_stats st;
+  bb_secagg_server_get_stats(r.server, &st);
+  CHECK_EQ_INT(st.recovered, recovered);
+  sr_free(&r);
+}
+
 /* 3 of 10 clients drop after sending their shares, before their masked vectors: the
  * survivors' masks with them are rebuilt from the survivors' shares. */
 static void test_three_drop_after_sharing(void) {
-  sr_round r;
-  bb_secagg_server_config c = config(10);
-  CHECK_EQ_INT(sr_init(&r, &c, 2), 0);
-  make_inputs(10, 22);
-  give_inputs(&r);
-  r.drop_at[1] = r.drop_at[4] = r.drop_at[8] = BB_SECAGG_MASKED_INPUT;
-  sr_start_and_run(&r);
-  CHECK_EQ_INT(bb_secagg_server_stage(r.server), BB_SECAGG_DONE);
-  check_sum(&r, 7);
-  CHECK(!bb_secagg_server_summed(r.server, 1) && !bb_secagg_server_summed(r.server, 4));
-  bb_secagg_server_stats st;
-  bb_secagg_server_get_stats(r.server, &st);
-  CHECK_EQ_INT(st.recovered, 3);
-  sr_free(&r);
+  const uint32_t who[3] = {1, 4, 8};
+  drop_round(2, who, BB_SECAGG_MASKED_INPUT, 7, 3);
 }
 
 /* 3 of 10 drop after masking (their vectors are in the sum, they send no shares back):
  * their self-masks are rebuilt from their neighbours' shares. */
 static void test_three_drop_after_masking(void) {
-  sr_round r;
-  bb_secagg_server_config c = config(10);
-  CHECK_EQ_INT(sr_init(&r, &c, 3), 0);
-  make_inputs(10, 33);
-  give_inputs(&r);
-  r.drop_at[0] = r.drop_at[5] = r.drop_at[9] = BB_SECAGG_UNMASK;
-  sr_start_and_run(&r);
-  CHECK_EQ_INT(bb_secagg_server_stage(r.server), BB_SECAGG_DONE);
-  check_sum(&r, 10);
-  sr_free(&r);
+  const uint32_t who[3] = {0, 5, 9};
+  drop_round(3, who, BB_SECAGG_UNMASK, 10, 0);
 }
 
 /* Clients drop at every stage at once: 2 before sending keys, 1 before sharing, 1 before
