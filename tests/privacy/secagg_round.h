@@ -19,7 +19,7 @@
 #define SR_MAX_CLIENTS 1024
 
 /* Identity i: an Ed25519 key pair from a seed of i. */
-static void sr_identity(uint32_t i, uint64_t salt, uint8_t pk[32], uint8_t sk[64]) {
+static inline void sr_identity(uint32_t i, uint64_t salt, uint8_t pk[32], uint8_t sk[64]) {
   uint8_t seed[32] = {0};
   bb_le_put_u32(seed, i);
   bb_le_put_u64(seed + 8, salt);
@@ -50,7 +50,7 @@ typedef struct sr_round {
 
 /* Stage whose message client i sends next (the stage it waits in, moved back one: what it
  * has to send answers the previous server message). */
-static bb_secagg_stage sr_sending_stage(uint8_t type) {
+static inline bb_secagg_stage sr_sending_stage(uint8_t type) {
   switch (type) {
   case 2: return BB_SECAGG_ADVERTISE_KEYS;
   case 4: return BB_SECAGG_SHARE_KEYS;
@@ -62,7 +62,7 @@ static bb_secagg_stage sr_sending_stage(uint8_t type) {
 
 /* Makes the server and n clients (with config tweaks applied by the caller afterwards if
  * needed). Returns 0 or the failing code. */
-static int sr_init(sr_round *r, const bb_secagg_server_config *base, uint64_t seed) {
+static inline int sr_init(sr_round *r, const bb_secagg_server_config *base, uint64_t seed) {
   memset(r, 0, sizeof *r);
   r->n = base->n_clients;
   static uint8_t ids[SR_MAX_CLIENTS * 32];
@@ -89,7 +89,7 @@ static int sr_init(sr_round *r, const bb_secagg_server_config *base, uint64_t se
   return 0;
 }
 
-static void sr_free(sr_round *r) {
+static inline void sr_free(sr_round *r) {
   bb_secagg_server_free(r->server);
   for (uint32_t i = 0; i < r->n; i++) bb_secagg_client_free(r->clients[i]);
   r->server = NULL;
@@ -98,7 +98,7 @@ static void sr_free(sr_round *r) {
 /* Carries messages until none is left to carry; then, while the server waits on a
  * deadline, moves the clock past it. Stops when the server is done or aborted and every
  * message is delivered. */
-static void sr_run(sr_round *r) {
+static inline void sr_run(sr_round *r) {
   bb_error err;
   for (int guard = 0; guard < 100000; guard++) {
     bool moved = false;
@@ -139,7 +139,7 @@ static void sr_run(sr_round *r) {
 }
 
 /* Starts the round and runs it to its end. */
-static void sr_start_and_run(sr_round *r) {
+static inline void sr_start_and_run(sr_round *r) {
   bb_error err = {0};
   CHECK_EQ_INT(bb_secagg_server_start(r->server, r->now, &err), 0);
   sr_run(r);
