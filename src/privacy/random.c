@@ -1,6 +1,9 @@
 /* The privacy layer's randomness. Natively the system CSPRNG is libsodium's randombytes;
  * bb.wasm has no libsodium randombytes (its Emscripten build calls into JavaScript), so
  * there libc's getentropy, which bb.wasm imports from its host (crypto.getRandomValues). */
+#ifdef __EMSCRIPTEN__
+#define _DEFAULT_SOURCE /* getentropy, outside strict C11 */
+#endif
 #include "privacy/random.h"
 
 #include <string.h>

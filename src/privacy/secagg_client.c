@@ -32,6 +32,7 @@ typedef struct sa_neighbour {
   bool keyed;  /* its keys arrived and were checked */
   bool holds;  /* its shares arrived: it is in the round's sharing set, and we mask with it */
   uint8_t c_pk[32], s_pk[32];
+  uint8_t transport_key[32], mask_key[32]; /* what this client and it share, derived once */
   uint8_t self_share[SA_SHARE_BYTES], key_share[SA_SHARE_BYTES]; /* its secrets' shares held here */
 } sa_neighbour;
 
@@ -53,6 +54,7 @@ struct bb_secagg_client {
   uint32_t index;
   bb_secagg_params p;
   uint8_t *identities; /* n × 32 */
+  sa_graph graph;      /* the round's masking graph */
   sa_neighbour *nb;    /* degree, ascending by index */
   uint8_t c_sk[32], c_pk[32], s_sk[32], s_pk[32];
   uint8_t self_key[32]; /* the key the self-mask expands from, kept until masking */
@@ -136,6 +138,7 @@ void bb_secagg_client_free(bb_secagg_client *cl) {
   if (cl->identity_sk) sodium_memzero(cl->identity_sk, BB_SECAGG_SECRET_KEY_BYTES);
   bbi_mem_free(cl->alloc, cl->identity_sk);
   bbi_mem_free(cl->alloc, cl->identities);
+  sa_graph_free(&cl->graph, cl->alloc);
   bbi_mem_free(cl->alloc, cl->nb);
   if (cl->out.buf) sodium_memzero(cl->out.buf, cl->out.cap);
   bb_buffer_free(cl->alloc, cl->out.buf);
@@ -257,13 +260,11 @@ static int take_setup(bb_secagg_client *cl, const sa_msg *m, bb_secagg_reason *w
   }
   memcpy(cl->identities, m->u.setup.identities, (size_t)p->n_clients * 32);
   sa_setup_hash(cl->round, p, cl->identities, cl->setup_hash);
-  sa_graph g;
-  if (sa_graph_init(&g, cl->setup_hash, p->n_clients, p->degree, cl->alloc)) {
+  if (sa_graph_init(&cl->graph, cl->setup_hash, p->n_clients, p->degree, cl->alloc)) {
     bbi_mem_free(cl->alloc, list);
     return bb_error_set(err, BB_ERR_NOMEM, "secagg client: out of memory for the masking graph");
   }
-  sa_graph_neighbours(&g, cl->index, list);
-  sa_graph_free(&g, cl->alloc);
+  sa_graph_neighbours(&cl->graph, cl->index, list);
   for (uint32_t r = 0; r < p->degree; r++) cl->nb[r].index = list[r];
   bbi_mem_free(cl->alloc, list);
   cl->have_round = true;
@@ -292,7 +293,7 @@ static sa_neighbour *neighbour(bb_secagg_client *cl, uint32_t index) {
 }
 
 /* The keys of one neighbour: signed by its identity, distinct from every key seen. */
-static int check_keys(bb_secagg_client *cl, const sa_neighbour *o, const uint8_t *e, bb_secagg_reason *why,
+static int check_keys(bb_secagg_client *cl, sa_neighbour *o, const uint8_t *e, bb_secagg_reason *why,
                       bb_error *err) {
   const uint32_t j = bb_le_get_u32(e);
   const uint8_t *c_pk = e + 4, *s_pk = e + 36, *sig = e + 68;
@@ -315,11 +316,9 @@ static int check_keys(bb_secagg_client *cl, const sa_neighbour *o, const uint8_t
   }
   if (sodium_memcmp(c_pk, s_pk, 32) == 0)
     return sa_fail(err, why, BB_SECAGG_BAD_KEY, "client %u's two keys are one", j);
-  uint8_t key[32];
-  const bool ok = sa_pair_key(cl->c_sk, c_pk, cl->setup_hash, cl->index, j, SA_KDF_TRANSPORT, key) &&
-                  sa_pair_key(cl->s_sk, s_pk, cl->setup_hash, cl->index, j, SA_KDF_MASK, key);
-  sodium_memzero(key, sizeof key);
-  if (!ok) return sa_fail(err, why, BB_SECAGG_BAD_KEY, "client %u presents a key of low order", j);
+  if (!sa_pair_key(cl->c_sk, c_pk, cl->setup_hash, cl->index, j, SA_KDF_TRANSPORT, o->transport_key) ||
+      !sa_pair_key(cl->s_sk, s_pk, cl->setup_hash, cl->index, j, SA_KDF_MASK, o->mask_key))
+    return sa_fail(err, why, BB_SECAGG_BAD_KEY, "client %u presents a key of low order", j);
   return 0;
 }
 
@@ -352,21 +351,19 @@ static int take_keys(bb_secagg_client *cl, const sa_msg *m, bb_secagg_reason *wh
     start_message(cl, SA_SHARES);
     bb_le_write(&cl->out, commit, 32);
     bb_le_write_u32(&cl->out, count);
-    uint8_t plain[SA_PLAIN_BYTES], key[32];
+    uint8_t plain[SA_PLAIN_BYTES];
     for (uint32_t r = 0; r < k_deg && !rc; r++) {
       const sa_neighbour *o = &cl->nb[r];
       if (!o->keyed) continue;
-      sa_pair_key(cl->c_sk, o->c_pk, cl->setup_hash, cl->index, o->index, SA_KDF_TRANSPORT, key); /* checked */
       bb_le_put_u32(plain, cl->index);
       bb_le_put_u32(plain + 4, o->index);
       memcpy(plain + 8, key_shares + (size_t)r * SA_SHARE_BYTES, SA_SHARE_BYTES);
       memcpy(plain + 8 + SA_SHARE_BYTES, self_shares + (size_t)r * SA_SHARE_BYTES, SA_SHARE_BYTES);
       bb_le_write_u32(&cl->out, o->index);
       uint8_t *sealed = bb_le_write_span(&cl->out, SA_CIPHER_BYTES);
-      if (sealed) sa_seal(key, cl->setup_hash, cl->index, o->index, plain, sizeof plain, sealed);
+      if (sealed) sa_seal(o->transport_key, cl->setup_hash, cl->index, o->index, plain, sizeof plain, sealed);
     }
     sodium_memzero(plain, sizeof plain);
-    sodium_memzero(key, sizeof key);
     if (!rc) rc = finish_message(cl, err);
   }
   sodium_memzero(seed, sizeof seed);
@@ -379,12 +376,20 @@ static int take_keys(bb_secagg_client *cl, const sa_msg *m, bb_secagg_reason *wh
   return 0;
 }
 
+/* The x coordinate j gave this client's shares of its secrets: 1 + this client's place
+ * among j's neighbours, which the graph says. */
+static uint8_t my_x_at(const bb_secagg_client *cl, uint32_t j) {
+  uint32_t list[BB_SECAGG_MAX_DEGREE];
+  sa_graph_neighbours(&cl->graph, j, list);
+  return sa_share_x(list, cl->p.degree, cl->index);
+}
+
 static int take_ciphertexts(bb_secagg_client *cl, const sa_msg *m, bb_secagg_reason *why, bb_error *err) {
   const uint32_t count = m->u.list.count;
   if (count < cl->p.threshold)
     return sa_fail(err, why, BB_SECAGG_TOO_FEW_NEIGHBOURS, "shares from %u neighbours, the threshold is %u", count,
                    cl->p.threshold);
-  uint8_t plain[SA_PLAIN_BYTES], key[32];
+  uint8_t plain[SA_PLAIN_BYTES];
   int rc = 0;
   for (uint32_t k = 0; k < count && !rc; k++) {
     const uint8_t *e = m->u.list.entries + (size_t)k * SA_CIPHER_ENTRY_BYTES;
@@ -395,14 +400,14 @@ static int take_ciphertexts(bb_secagg_client *cl, const sa_msg *m, bb_secagg_rea
                    o ? "whose keys never came" : "which the masking graph does not make a neighbour");
       break;
     }
-    /* this client's x among j's neighbours: j's list is the graph's, which both compute */
-    if (!sa_pair_key(cl->c_sk, o->c_pk, cl->setup_hash, cl->index, j, SA_KDF_TRANSPORT, key) ||
-        !sa_open(key, cl->setup_hash, j, cl->index, e + 4, SA_CIPHER_BYTES, plain)) {
+    if (!sa_open(o->transport_key, cl->setup_hash, j, cl->index, e + 4, SA_CIPHER_BYTES, plain)) {
       rc = sa_fail(err, why, BB_SECAGG_BAD_CIPHERTEXT, "the shares from client %u do not open", j);
       break;
     }
-    if (bb_le_get_u32(plain) != j || bb_le_get_u32(plain + 4) != cl->index ||
-        plain[8 + 32] != plain[8 + SA_SHARE_BYTES + 32] || plain[8 + 32] == 0) {
+    /* shares at another x would fail at the server, in this client's name */
+    const uint8_t x = my_x_at(cl, j);
+    if (bb_le_get_u32(plain) != j || bb_le_get_u32(plain + 4) != cl->index || plain[8 + 32] != x ||
+        plain[8 + SA_SHARE_BYTES + 32] != x) {
       rc = sa_fail(err, why, BB_SECAGG_BAD_CIPHERTEXT, "the shares from client %u name other clients or coordinates", j);
       break;
     }
@@ -411,7 +416,6 @@ static int take_ciphertexts(bb_secagg_client *cl, const sa_msg *m, bb_secagg_rea
     o->holds = true;
   }
   sodium_memzero(plain, sizeof plain);
-  sodium_memzero(key, sizeof key);
   if (rc) return rc;
   cl->got_shares = true;
   return cl->input_len ? mask_and_send(cl, err) : 0;
@@ -439,15 +443,9 @@ static int mask_and_send(bb_secagg_client *cl, bb_error *err) {
       y[e] = cl->input_q[e];
     }
   }
-  uint8_t key[32];
   sa_mask_apply(y, len, cl->p.modulus_bits, cl->self_key, false);
-  for (uint32_t r = 0; r < cl->p.degree && !rc; r++) {
-    const sa_neighbour *o = &cl->nb[r];
-    if (!o->holds) continue;
-    sa_pair_key(cl->s_sk, o->s_pk, cl->setup_hash, cl->index, o->index, SA_KDF_MASK, key); /* checked with the keys */
-    sa_mask_apply(y, len, cl->p.modulus_bits, key, cl->index > o->index);
-  }
-  sodium_memzero(key, sizeof key);
+  for (uint32_t r = 0; r < cl->p.degree; r++)
+    if (cl->nb[r].holds) sa_mask_apply(y, len, cl->p.modulus_bits, cl->nb[r].mask_key, cl->index > cl->nb[r].index);
   if (!rc) {
     const uint32_t width = sa_width(cl->p.modulus_bits);
     start_message(cl, SA_MASKED);

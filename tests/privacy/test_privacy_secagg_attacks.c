@@ -434,6 +434,87 @@ static void test_client_server_abort(void) {
   sr_free(&r);
 }
 
+/* A hostile client 0 plays its part itself: its own keys, signed by its identity, then
+ * shares sealed properly but at x coordinates other than the graph gives its neighbours.
+ * Accepted, they would get the honest neighbours expelled at unmasking (the server checks
+ * the coordinates); each neighbour refuses them at once instead. */
+static struct {
+  uint8_t c_sk[32], c_pk[32], s_pk[32], hash[32];
+  uint8_t c_pks[8][32];
+  bool have_hash;
+  sr_round *r;
+} evil;
+
+static uint8_t evil_msg[MAX_MSG];
+static bool evil_hook(void *user, uint32_t client, bool to_server, const uint8_t **data, size_t *len) {
+  (void)user;
+  const uint8_t type = (*data)[5];
+  if (!to_server && type == SA_SETUP && !evil.have_hash) {
+    sa_msg m;
+    bb_secagg_reason why;
+    CHECK_EQ_INT(sa_decode(*data, *len, NULL, 0, &m, &why, NULL), 0);
+    sa_setup_hash(m.round, &m.u.setup.params, m.u.setup.identities, evil.hash);
+    evil.have_hash = true;
+  }
+  if (!to_server) return true;
+  if (type == SA_ADVERTISE && client != 0) memcpy(evil.c_pks[client], *data + SA_HEADER_BYTES, 32);
+  if (client != 0) return true;
+  if (type == SA_ADVERTISE) {
+    uint8_t s_sk[32], payload[SA_SIGN_PAYLOAD_BYTES];
+    sa_keypair(NULL, evil.c_sk, evil.c_pk, NULL);
+    sa_keypair(NULL, s_sk, evil.s_pk, NULL);
+    memcpy(evil_msg, *data, SA_HEADER_BYTES);
+    memcpy(evil_msg + SA_HEADER_BYTES, evil.c_pk, 32);
+    memcpy(evil_msg + SA_HEADER_BYTES + 32, evil.s_pk, 32);
+    sa_sign_payload(evil.hash, 0, evil.c_pk, evil.s_pk, payload);
+    crypto_sign_ed25519_detached(evil_msg + SA_HEADER_BYTES + 64, NULL, payload, sizeof payload, evil.r->sk[0]);
+    *data = evil_msg;
+    return true;
+  }
+  if (type == SA_SHARES) {
+    /* the shares of a secret at x = 2..5 (the graph gives neighbours 1..4 x = 1..4) */
+    uint8_t secret[32] = {7}, shares[4 * 33];
+    const uint8_t xs[4] = {2, 3, 4, 5};
+    CHECK_EQ_INT(bb_shamir_split(secret, 32, 4, 3, xs, NULL, shares, NULL), 0);
+    bb_le_writer w = bb_le_writer_fixed(evil_msg, MAX_MSG);
+    sa_put_header(&w, SA_SHARES, *data + 6, 0);
+    bb_le_write(&w, secret, 32); /* a commitment that will never be opened */
+    bb_le_write_u32(&w, 4);
+    for (uint32_t j = 1; j <= 4; j++) {
+      uint8_t plain[SA_PLAIN_BYTES], key[32];
+      bb_le_put_u32(plain, 0);
+      bb_le_put_u32(plain + 4, j);
+      memcpy(plain + 8, shares + 33 * (j - 1), 33);
+      memcpy(plain + 41, shares + 33 * (j - 1), 33);
+      CHECK(sa_pair_key(evil.c_sk, evil.c_pks[j], evil.hash, 0, j, SA_KDF_TRANSPORT, key));
+      bb_le_write_u32(&w, j);
+      sa_seal(key, evil.hash, 0, j, plain, sizeof plain, bb_le_write_span(&w, SA_CIPHER_BYTES));
+    }
+    *data = evil_msg;
+    *len = w.len;
+    return true;
+  }
+  return false; /* the rest of client 0's own messages never leave */
+}
+
+static void test_client_refuses_shares_at_other_coordinates(void) {
+  static sr_round r;
+  bb_secagg_server_config c = config(5);
+  CHECK_EQ_INT(sr_init(&r, &c, 90), 0);
+  for (uint32_t i = 0; i < 5; i++) bb_secagg_client_set_input(r.clients[i], ones, LEN, NULL);
+  memset(&evil, 0, sizeof evil);
+  evil.r = &r;
+  r.hook = evil_hook;
+  sr_start_and_run(&r);
+  for (uint32_t i = 1; i <= 4; i++) {
+    CHECK_EQ_INT(bb_secagg_client_stage(r.clients[i]), BB_SECAGG_ABORTED);
+    CHECK_EQ_INT(bb_secagg_client_abort_reason(r.clients[i]), BB_SECAGG_BAD_CIPHERTEXT);
+  }
+  CHECK(strstr(r.last_client_error.message, "(bad_ciphertext)") != NULL &&
+        strstr(r.last_client_error.message, "coordinates") != NULL);
+  sr_free(&r);
+}
+
 /* ---- hostile bytes to the server ---------------------------------------------------------------- */
 
 /* Runs a round in which client 1's message of `type` is passed through `mutate` on its way. */
@@ -592,6 +673,7 @@ int main(void) {
   RUN(test_client_hostile_ciphertexts);
   RUN(test_client_hostile_unmask_requests);
   RUN(test_client_server_abort);
+  RUN(test_client_refuses_shares_at_other_coordinates);
   RUN(test_server_hostile_messages);
   RUN(test_server_catches_bad_shares);
   RUN(test_server_repeats_change_nothing);
