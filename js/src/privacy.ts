@@ -1,7 +1,6 @@
 /**
- * Differential privacy from TypeScript: the Rényi-DP accountant of the C core
- * (`bb_dp_epsilon` in include/bb/privacy.h, through bb.wasm), the same numbers
- * `bb dp-epsilon` prints.
+ * Differential privacy from TypeScript: the Rényi-DP accountant of the C core (through
+ * bb.wasm), the same numbers `bb dp-epsilon` prints; docs/PRIVACY.md describes it.
  *
  * ```ts
  * const bb = await loadBb();
