@@ -200,9 +200,20 @@ export async function layoutProgram(
 
 /** The narrow picture: one column of peers, each wire edge in its own lane on the right. */
 function columnLayout(graph: ProgramGraph, boxes: readonly SizedBox[], groups: readonly PeerGroup[], labelWidth: (e: WireArrow) => number, width: number): ProgramLayout {
-  // the peers in the program's order (a peer where its first partition is), each with its boxes
+  // the peers in the order the program's values flow: from the peer that starts it along its
+  // wire edges (a peer where its first partition comes), each with its boxes
+  const order: SizedBox[] = [];
+  const visit = (b: SizedBox | undefined): void => {
+    if (b === undefined || order.includes(b)) return;
+    const group = groups.find((g) => g.partitions.includes(b.box.id));
+    const members = group === undefined ? [b] : boxes.filter((x) => group.partitions.includes(x.box.id));
+    order.push(...members.filter((m) => !order.includes(m)));
+    for (const m of members) for (const e of graph.edges.filter((e) => e.from === m.box.id)) visit(boxes.find((x) => x.box.id === e.to));
+  };
+  visit(boxes.find((b) => b.box.peerClass === '@self'));
+  for (const b of boxes) visit(b);
   const items: { group?: PeerGroup; boxes: SizedBox[] }[] = [];
-  for (const b of boxes) {
+  for (const b of order) {
     const group = groups.find((g) => g.partitions.includes(b.box.id));
     const item = group === undefined ? undefined : items.find((i) => i.group === group);
     if (item !== undefined) item.boxes.push(b);
