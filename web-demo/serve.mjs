@@ -12,11 +12,12 @@
 //        [--deadline-ms 2000] [--grace-ms 20000] [--no-live]
 //        [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
 //
-// --clients is the number of client seats; the rounds start once --quorum of them (default
-// half, rounded up) are in the room, and go on as visitors come and go. A round closes at
-// once with an update from every seat, or after --deadline-ms with --quorum of them. A seat
-// whose page left is given back after --grace-ms (and its registration lapses as long
-// after its last heartbeat); a page that reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
+// --clients is the number of client seats; the rounds run while --quorum of them (default
+// half, rounded up) are in the room, and wait while fewer are. A round closes at once with
+// an update from every seat, or after --deadline-ms with --quorum of them. A seat whose
+// page left is given back after --grace-ms (and its registration lapses as long after its
+// last heartbeat), a seat whose page could not join at once (POST /leave); a page that
+// reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
 // (and wss: for signalling): browsers only give pages from other hosts than localhost
 // WebCrypto and IndexedDB there. Responses are compressed (br or gzip) for clients that
 // accept it: the page's files once, when first asked for, status.json each time. --ice-server adds a STUN or TURN server (repeat it); turn:

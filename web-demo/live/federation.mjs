@@ -163,7 +163,9 @@ export class LiveFederation {
    * @param {string} [peer]
    */
   #mark(kind, text, peer) {
-    this.#marks.push({ id: ++this.#markSeq, round: this.#lastRound + 0.5, kind, text, ...(peer === undefined ? {} : { peer }) });
+    // before the first round a mark goes before round 0, the starting model
+    const round = this.#roundLog.length === 0 ? -0.5 : this.#lastRound + 0.5;
+    this.#marks.push({ id: ++this.#markSeq, round, kind, text, ...(peer === undefined ? {} : { peer }) });
     if (this.#marks.length > MAX_MARKS) this.#marks.splice(0, this.#marks.length - MAX_MARKS);
   }
 

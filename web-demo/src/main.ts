@@ -388,7 +388,7 @@ async function main(): Promise<void> {
   };
   const joinLive = async (): Promise<void> => {
     if (blocked !== undefined) {
-      watchLive(blocked.text);
+      watchLive(`${blocked.text} Watching instead.`);
       return;
     }
     try {

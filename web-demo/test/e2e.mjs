@@ -214,9 +214,11 @@ try {
     watching: window.demo.state.info.mode,
     errors: window.demo.errors,
     joinTop: document.getElementById('join-live')?.getBoundingClientRect().top ?? Infinity,
+    share: document.getElementById('join')?.textContent ?? '',
     programTop: document.getElementById('program-section').getBoundingClientRect().top,
   }));
   check('a phone over plain http is told joining needs https, and watches', /Joining needs https/.test(httpSays.message) && httpSays.joinDisabled === true && httpSays.watching === 'live (watching)' && httpSays.errors.length === 0
+    && /plain http, so a phone will watch but cannot join/.test(httpSays.share)
     && !consoleErrors.some((e) => e.startsWith('phone over http')),
   `${httpSays.watching}; "${httpSays.message.slice(0, 90)}…" ${[...httpSays.errors, ...consoleErrors].slice(0, 2).join(' | ')}`);
   check('on a phone, joining is the first thing on the page', httpSays.joinTop < PHONE.height && httpSays.joinTop < httpSays.programTop, `Join at y=${Math.round(httpSays.joinTop)}`);

@@ -66,17 +66,17 @@ export function whyCannotJoin(scope: { isSecureContext?: boolean; crypto?: { sub
   if (scope.isSecureContext !== true || scope.crypto?.subtle === undefined) {
     return {
       code: 'https',
-      text: 'Joining needs https. This page came over plain http from another machine, and browsers keep from such pages the cryptography a client signs its messages with. Whoever runs the demo can serve it over https (make web-demo TLS_CERT=… TLS_KEY=…) and share that link. Meanwhile you can watch.',
+      text: 'Joining needs https. This page came over plain http from another machine, and browsers keep from such pages the cryptography a client signs its messages with. Whoever runs the demo can serve it over https (make web-demo TLS_CERT=… TLS_KEY=…) and share that link.',
     };
   }
   if (typeof scope.RTCPeerConnection !== 'function') {
     return {
       code: 'webrtc',
-      text: 'This browser has no WebRTC, which a client needs to reach the server directly. Join from another browser; meanwhile you can watch.',
+      text: 'This browser has no WebRTC, which a client needs to reach the server directly: join from another browser.',
     };
   }
   if (scope.indexedDB === undefined) {
-    return { code: 'storage', text: 'This browser gives the page no storage (IndexedDB) to keep a client\'s key in, as in some private windows. You can watch.' };
+    return { code: 'storage', text: 'This browser gives the page no storage (IndexedDB) to keep a client\'s key in, as in some private windows.' };
   }
   return undefined;
 }

@@ -124,14 +124,14 @@ export class FederationView {
     if (this.#frame === 0) this.#frame = requestAnimationFrame(() => this.#animate());
   }
 
-  /** Server (the peer of class @self when others exist) in the middle, the rest on a circle. */
+  /** The server (the one peer of class @self), or a lone peer, in the middle; the rest on a circle. */
   #layout(): void {
     const peers = [...this.#state.peers.values()];
     const key = peers.map((p) => p.id).join(',');
     if (key === this.#layoutKey) return;
     this.#layoutKey = key;
     this.#positions.clear();
-    const hub = peers.length > 1 && peers.filter((p) => p.peerClass === '@self').length === 1 ? peers.find((p) => p.peerClass === '@self') : undefined;
+    const hub = peers.length === 1 ? peers[0] : peers.filter((p) => p.peerClass === '@self').length === 1 ? peers.find((p) => p.peerClass === '@self') : undefined;
     const ring = peers.filter((p) => p !== hub);
     const cx = WIDTH / 2;
     const cy = HEIGHT / 2;

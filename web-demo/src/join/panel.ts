@@ -28,6 +28,13 @@ export function shareUrl(config: LiveConfig | undefined): string {
   return config?.live === true ? `${page}?run=join` : page;
 }
 
+/** What the shared link does on a phone: joins over https; over plain http a phone may only watch. */
+function joinsAtOnce(url: string): string {
+  return new URL(url).protocol === 'https:'
+    ? ': it joins at once'
+    : '. It is plain http, so a phone will watch but cannot join: browsers give a client\'s cryptography only to https pages of other machines (make web-demo TLS_CERT=… TLS_KEY=… serves https)';
+}
+
 export class JoinPanel {
   readonly #bar: HTMLElement;
   readonly #qr: HTMLElement;
@@ -67,14 +74,14 @@ export class JoinPanel {
       if (blocked !== undefined) {
         this.join.disabled = true;
         this.join.title = blocked;
-        this.say(blocked);
+        this.say(`${blocked} You can watch.`);
       }
     }
     host.replaceChildren(
       el('div', { class: 'join-grid' },
         this.#qr,
         el('div', {},
-          el('p', {}, 'Scan the code or open ', this.#link, ` on a phone on the same network${live ? ': it joins at once' : ''}.`),
+          el('p', {}, 'Scan the code or open ', this.#link, ` on a phone on the same network${live ? joinsAtOnce(url) : ''}.`),
           live
             ? el('p', {}, `Each phone that joins becomes a client: it trains on its own share of the digits and sends its updates to the server; Join and Watch are at the top of the page.`)
             : el('p', {}, 'This copy of the page has no live federation: host one with ', el('code', {}, 'make web-demo'), '.'),
@@ -97,6 +104,7 @@ export class JoinPanel {
     this.#you.setAttribute('data-seat', String(seat));
     this.#you.replaceChildren(el('strong', {}, `You are client ${seat + 1}.`), ` ${text}`);
     this.#bar.classList.add('joined');
+    this.join.hidden = this.watch.hidden = true;
   }
 
   showSeats(seats: readonly SeatView[], me: string | undefined): void {

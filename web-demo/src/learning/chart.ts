@@ -145,8 +145,8 @@ export class LearningCharts {
       }),
       ...(this.#abandoned.length > 0 ? [el('span', { class: 'chip abandoned' }, el('b', {}, '○'), 'round abandoned: model unchanged')] : []),
     );
-    const marks = s.marks.filter((m) => m.round >= first);
-    this.#marks.replaceChildren(...marks.slice(-8).map((m) => el('li', { 'data-mark': m.kind, 'data-x': m.round }, `${MARK_SIGNS[m.kind]} ${m.text} (after round ${Math.floor(m.round)})`)));
+    const marks = s.marks.filter((m) => m.round >= first - 1);
+    this.#marks.replaceChildren(...marks.slice(-8).map((m) => el('li', { 'data-mark': m.kind, 'data-x': m.round }, `${MARK_SIGNS[m.kind]} ${m.text} (${m.round < 0 ? 'before the first round' : `after round ${Math.floor(m.round)}`})`)));
   }
 
   /** Dashed lines where something happened, hollow dots on abandoned rounds. */
@@ -158,18 +158,21 @@ export class LearningCharts {
       ctx.save();
       ctx.font = `${Math.round(11 * ratio)}px system-ui, sans-serif`;
       ctx.textAlign = 'center';
-      for (const mark of this.#state.marks) {
-        const x = u.valToPos(mark.round, 'x', true);
+      // marks at one place are signed one beside the other above their line
+      const at = new Map<number, Mark[]>();
+      for (const mark of this.#state.marks) at.set(mark.round, [...(at.get(mark.round) ?? []), mark]);
+      for (const [round, marks] of at) {
+        const x = u.valToPos(round, 'x', true);
         if (!(x >= left && x <= left + width)) continue;
         ctx.strokeStyle = MARK_COLOUR;
         ctx.fillStyle = MARK_COLOUR;
         ctx.setLineDash([4 * ratio, 4 * ratio]);
         ctx.lineWidth = ratio;
         ctx.beginPath();
-        ctx.moveTo(x, top + 12 * ratio);
+        ctx.moveTo(x, top + 16 * ratio);
         ctx.lineTo(x, top + height);
         ctx.stroke();
-        ctx.fillText(MARK_SIGNS[mark.kind], x, top + 10 * ratio);
+        ctx.fillText(marks.map((m) => MARK_SIGNS[m.kind]).join(' '), x, top + 10 * ratio);
       }
       ctx.setLineDash([]);
       ctx.strokeStyle = ABANDONED_COLOUR;

@@ -242,7 +242,8 @@ export class ProgramView {
       'aria-label': `${graph.name}: ${graph.partitions.length} partitions, ${graph.edges.length} wire edges`,
     });
     picture.append(
-      svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#475569' }))),
+      // the arrowhead keeps its size while the edge's line pulses wider
+      svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerUnits: 'userSpaceOnUse', markerWidth: 13, markerHeight: 13, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#475569' }))),
     );
     for (const group of layout.groups) picture.append(this.#group(graph, group));
     for (const box of layout.boxes) picture.append(this.#box(graph, box));
