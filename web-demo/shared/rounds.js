@@ -33,7 +33,7 @@ import { scoreMlp } from './mlp.js';
  * @property {RoundOutcome} [outcome] federated only
  * @property {string[]} [members] federated: the clients the round's global model was sent to
  * @property {number} [late] federated: updates for rounds that had already ended, taken
- *   while this one was open (they change no model)
+ *   while this one was open: those the aggregator dropped as late, by its own count
  * @property {boolean} [unchanged] federated: the global model is the previous one, bit for bit
  */
 /**
@@ -42,10 +42,10 @@ import { scoreMlp } from './mlp.js';
  * @typedef {{ peer: string, round: number, accuracy: number, loss?: number }} PeerPoint
  */
 /**
- * The aggregator's own count of the rounds it closed and abandoned (node counters
- * fedavg.rounds_closed / fedavg.rounds_abandoned, robustavg.* for RobustAvg), read when
- * the round's report comes.
- * @typedef {{ closed: number, abandoned: number }} RoundCounters
+ * The aggregator's own count of the rounds it closed and abandoned and of the late updates
+ * it dropped (node counters fedavg.rounds_closed, fedavg.rounds_abandoned,
+ * fedavg.late_dropped; robustavg.* for RobustAvg), read when the round's report comes.
+ * @typedef {{ closed: number, abandoned: number, lateDropped: number }} RoundCounters
  */
 /** @typedef {{ x: Float32Array, y: Float32Array }} TestSet */
 /** @typedef {{ onRound?: (point: RoundPoint) => void, onPeerPoint?: (point: PeerPoint) => void }} RoundSinks */
@@ -61,11 +61,13 @@ const AGGREGATORS = ['fedavg', 'robustavg'];
 export function roundCounters(node) {
   let closed = 0;
   let abandoned = 0;
+  let lateDropped = 0;
   for (const prefix of AGGREGATORS) {
     closed += Number(node.counter(`${prefix}.rounds_closed`));
     abandoned += Number(node.counter(`${prefix}.rounds_abandoned`));
+    lateDropped += Number(node.counter(`${prefix}.late_dropped`));
   }
-  return { closed, abandoned };
+  return { closed, abandoned, lateDropped };
 }
 
 /**
@@ -124,7 +126,7 @@ export class FedRounds {
   /** @type {Float32Array | undefined} */
   #model;
   /** The counters as far as the reports so far account for them. */
-  #seen = { closed: 0, abandoned: 0 };
+  #seen = { closed: 0, abandoned: 0, lateDropped: 0 };
   #late = 0;
   #reports = 0;
   #score;
@@ -212,7 +214,9 @@ export class FedRounds {
     const contributors = outcome === 'start' ? [] : [...(this.#contributions.get(ended) ?? [])];
     const members = outcome === 'start' ? [] : [...(this.#members.get(ended) ?? [])];
     const loss = model !== undefined && this.#score !== undefined ? this.#score(model).loss : undefined;
-    const late = this.#late;
+    // late updates: those the aggregator dropped since the last report, when it says so
+    const late = counters === undefined ? this.#late : counters.lateDropped - this.#seen.lateDropped;
+    if (counters !== undefined) this.#seen.lateDropped = counters.lateDropped;
     this.#late = 0;
     this.#open = round;
     if (model !== undefined) this.#model = model;

@@ -52,7 +52,7 @@ test('a hand-set model: logits, loss and accuracy as computed by hand', () => {
 });
 
 /** A federated_digits server and clients in a LocalNetwork, watched as the page watches them. */
-async function federation(clients: number, rules: { quorum: number; target: number; deadlineMs?: number }) {
+async function federation(clients: number, rules: { quorum: number; target: number; deadlineMs?: number }, slowMs = 0) {
   const bb = await loadBb();
   const artifact = compileFederatedDigits(bb, rules);
   const split = splitDigits(bb, gunzipSync(readFileSync(DIGITS)), clients, 1, 0);
@@ -78,6 +78,19 @@ async function federation(clients: number, rules: { quorum: number; target: numb
     if (step.topic === 'accuracy' && step.value?.kind === 'tensor') engine.at(-1)!.accuracy = Number(step.value.tensor.data[0]);
   });
   // an update counts once the server's node is handed it, as the page counts it
+  const take = (from: string, bytes: Uint8Array, nowNs: bigint): void => {
+    server.deliver(from, bytes, nowNs);
+    for (const value of fills(bytes)) tracker.update(from, value);
+  };
+  // with slowMs the last client is not in the network: what it gets and sends takes that long each way
+  const slow = slowMs > 0 ? nodes.pop()! : undefined;
+  const queue: { at: bigint; run: (nowNs: bigint) => void }[] = [];
+  const later = (nowNs: bigint, run: (at: bigint) => void): void => void queue.push({ at: nowNs + BigInt(slowMs) * 1_000_000n, run });
+  let now = 0n;
+  if (slow !== undefined) {
+    server.onStep((step) => step.kind === 'send' && step.peer === slow.self && later(now, (at) => slow.deliver(serverId, step.bytes!, at)));
+    slow.onStep((step) => step.kind === 'send' && later(now, (at) => take(slow.self, step.bytes!, at)));
+  }
   const network = new LocalNetwork([server, ...nodes], {
     onDeliver: (to, from, bytes) => {
       if (to === serverId) for (const value of fills(bytes)) tracker.update(from, value);
@@ -87,9 +100,17 @@ async function federation(clients: number, rules: { quorum: number; target: numb
   startDigitsServer(server, ids, split.test, 0n);
   let t = 0;
   const runUntil = (done: () => boolean): void => {
-    for (const end = t + 4000; t < end && !done(); t++) network.poll(BigInt(t) * 5_000_000n);
+    for (const end = t + 4000; t < end && !done(); t++) {
+      now = BigInt(t) * 5_000_000n;
+      for (const due of queue.filter((q) => q.at <= now)) {
+        queue.splice(queue.indexOf(due), 1);
+        due.run(now);
+      }
+      network.poll(now);
+      if (slow !== undefined && !slow.freed) slow.poll(now);
+    }
   };
-  return { server, ids, nodes, network, rounds, points, engine, shape, x, y, runUntil, free: () => { network.free(); split.free(); } };
+  return { server, ids, nodes, network, rounds, points, engine, shape, x, y, runUntil, free: () => { network.free(); slow?.free(); split.free(); } };
 }
 
 test('federated_digits: rounds and per-client scores from the traffic match the engine', async () => {
@@ -166,4 +187,24 @@ test('gossip rounds close in order, once every peer reported, or when a peer fal
   expect(rounds.map((r) => r.round)).toEqual([1, 2]);
   expect(rounds[1]!.contributors).toEqual(['a', 'b']);
   expect(peers.filter((p) => p.peer === 'a').map((p) => p.round)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+});
+
+test('a client slower than the deadline: its updates come too late, counted as the aggregator dropped them', async () => {
+  // the third client's model and update each take 0.8 s; rounds close at 1 s with the other two
+  const f = await federation(3, { quorum: 2, target: 3, deadlineMs: 1000 }, 800);
+  f.runUntil(() => f.rounds.length >= 8);
+  const slow = f.ids[2]!;
+  const closed = f.rounds.filter((r) => r.outcome === 'closed');
+  expect(closed.length).toBeGreaterThanOrEqual(6);
+  for (const r of closed) {
+    expect(r.members).toContain(slow);
+    expect(r.contributors).not.toContain(slow);
+    expect(r.contributors).toHaveLength(2);
+  }
+  const late = f.rounds.reduce((n, r) => n + (r.late ?? 0), 0);
+  expect(late).toBeGreaterThanOrEqual(4);
+  expect(late).toBe(Number(f.server.counter('fedavg.late_dropped')));
+  const line = roundLine(f.rounds.find((r) => (r.late ?? 0) > 0)!, { quorum: 2, target: 3, deadlineMs: 1000 }, String);
+  expect(line).toMatch(/closed with 2 of 3 updates .* · 1 update for an earlier round came too late and was dropped$/);
+  f.free();
 });

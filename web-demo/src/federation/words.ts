@@ -34,7 +34,7 @@ export function roundLine(r: RoundPoint, rules: RoundRules, nameOf: (peer: strin
   const k = r.contributors.length;
   const n = r.members?.length ?? 0;
   const of = n > 0 ? `${k} of ${n}` : `${k}`;
-  const late = r.late ? ` · ${plural(r.late, 'update')} for an earlier round came too late and changed nothing` : '';
+  const late = r.late ? ` · ${plural(r.late, 'update')} for an earlier round came too late and ${r.late === 1 ? 'was' : 'were'} dropped` : '';
   if (r.outcome === 'abandoned') {
     const deadline = rules.deadlineMs === undefined ? 'its deadline' : `its ${duration(rules.deadlineMs)} deadline`;
     const came = k === 0 ? 'no update came back' : `only ${of} updates came back`;
