@@ -181,6 +181,12 @@ const coloursOf = (page) => page.evaluate(() => {
   return out;
 });
 
+/** Picks an example from the program menu and waits for its picture. */
+async function showProgram(page, value, name, partitions) {
+  await page.selectOption('#program-select', value);
+  await page.waitForFunction(([n, k]) => window.demo.graph?.name === n && document.querySelectorAll('#program [data-partition]').length === k, [name, partitions]);
+}
+
 /** The drawn size of the program picture's text: its font size times the picture's scale. */
 const programText = (page) => page.evaluate(() => {
   const picture = document.querySelector('.program-picture');
@@ -364,8 +370,7 @@ try {
 
   // ---- desktop: a larger program -------------------------------------------------------------
   await attempt('hierarchical_digits is drawn readable, pans, zooms, and a box lists what it holds', async () => {
-    await desk.selectOption('#program-select', 'hierarchical_digits:0');
-    await desk.waitForFunction(() => window.demo.graph?.name === 'HierDigits' && document.querySelectorAll('#program [data-partition]').length === 5);
+    await showProgram(desk, 'hierarchical_digits:0', 'HierDigits', 5);
     const hierDesk = await programText(desk);
     await desk.click('#program [data-zoom=out]');
     const zoomedOut = await programText(desk);
@@ -411,8 +416,7 @@ try {
   await shoot(phone, 'phone-running');
   await phone.click('#stop');
   await attempt('on a phone hierarchical_digits is one readable column, and zooms', async () => {
-    await phone.selectOption('#program-select', 'hierarchical_digits:0');
-    await phone.waitForFunction(() => window.demo.graph?.name === 'HierDigits' && document.querySelectorAll('#program [data-partition]').length === 5);
+    await showProgram(phone, 'hierarchical_digits:0', 'HierDigits', 5);
     const hierPhone = await programText(phone);
     await phone.click('#program [data-zoom=in]');
     const zoomedIn = await programText(phone);
