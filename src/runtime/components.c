@@ -4,10 +4,15 @@
 #include "runtime/components.h"
 #include "util/mem.h"
 
-rt_component *rt_component_by_slot(const rt_components *cs, const char *slot) {
+long rt_component_index(const rt_components *cs, const char *slot) {
   for (size_t i = 0; i < cs->len; i++)
-    if (strcmp(cs->items[i].slot, slot) == 0) return &cs->items[i];
-  return NULL;
+    if (strcmp(cs->items[i].slot, slot) == 0) return (long)i;
+  return -1;
+}
+
+rt_component *rt_component_by_slot(const rt_components *cs, const char *slot) {
+  long i = rt_component_index(cs, slot);
+  return i < 0 ? NULL : &cs->items[i];
 }
 
 rt_component *rt_component_by_number(const rt_components *cs, uint32_t number) {

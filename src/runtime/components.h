@@ -23,6 +23,8 @@ typedef struct rt_components {
   size_t len;
 } rt_components;
 
+/* The index of the component bound at `slot`, or -1. */
+long rt_component_index(const rt_components *cs, const char *slot);
 /* The component bound at `slot`, or NULL. */
 rt_component *rt_component_by_slot(const rt_components *cs, const char *slot);
 /* The component a control message's address numbers, or NULL. */

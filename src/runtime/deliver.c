@@ -59,7 +59,7 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
         return 1;
       }
       f->charged = sf->payload.len;
-      n->ingress.bytes += f->charged;
+      rt_ingress_charge(&n->ingress, f->charged);
     }
     if (!f->value) {
       fill_failed(n, from, index, sf->type_hash, sf->payload.len, "out_of_memory", "out of memory");
@@ -132,7 +132,8 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
   }
   /* claimed addresses: only /p2p addresses of the sender itself, and only from a sender
    * the address book holds already or the admission hook admits */
-  bool admitted = env->n_src_peer_addresses && rt_admission_admits(&n->admission, &n->book, n->now, from, BB_ADMIT_CLAIM);
+  bool admitted =
+      env->n_src_peer_addresses && rt_admission_admits(&n->admission, &n->book, n->now, from, BB_ADMIT_CLAIM);
   if (env->n_src_peer_addresses && !admitted) rt_count(&n->counters, "book.claims_refused", 1);
   for (size_t i = 0; admitted && i < env->n_src_peer_addresses; i++) {
     bb_address a;

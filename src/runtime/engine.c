@@ -71,7 +71,7 @@ void rt_exec_collect(bb_node *n) {
     const rt_graph *g = &n->graphs[e->graph];
     for (uint32_t s = 0; s < g->n_sites; s++) {
       bb_val_release(e->vals[s]);
-      n->ingress.bytes -= e->charged[s];
+      rt_ingress_uncharge(&n->ingress, e->charged[s]);
     }
     if (e == n->bootstrap_root) n->bootstrap_root = NULL;
     if (e->parent) rt_exec_unref(n, e->parent);
@@ -189,11 +189,11 @@ static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
 int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
   if (site == RT_NONE) {
     bb_val_release(v);
-    n->ingress.bytes -= charged;
+    rt_ingress_uncharge(&n->ingress, charged);
     return 0;
   }
   bb_val_release(e->vals[site]);
-  n->ingress.bytes -= e->charged[site];
+  rt_ingress_uncharge(&n->ingress, e->charged[site]);
   e->vals[site] = v;
   e->charged[site] = charged;
   if (!v) return 0; /* cleared (an Interval re-arm) */

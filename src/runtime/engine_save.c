@@ -92,7 +92,7 @@ rt_exec *rt_staged_find(const rt_staged_execs *s, uint64_t id) {
 static rt_exec *find_holding(void *user, uint64_t id, uint32_t op) {
   rt_staged_execs *s = user;
   rt_exec *e = rt_staged_find(s, id);
-  if (!e || (op != RT_NONE && op >= s->node->graphs[e->graph].n_ops)) return NULL;
+  if (!e || op >= s->node->graphs[e->graph].n_ops) return NULL;
   e->refs++;
   return e;
 }
@@ -146,7 +146,8 @@ static void load_exec(rt_staged_execs *s, rt_reader *r, size_t k, uint64_t next_
   e->bootstrap = rt_read_u8(r);
   e->target = (int)rt_read_u32(r);
   rt_read_take(r, e->scheduled, (g->n_ops + 7) / 8);
-  if (!r->rc && (e->target < -1 || e->target >= (int)n->n_targets)) rt_read_bad(r, "an execution names an unknown target");
+  if (!r->rc && (e->target < -1 || e->target >= (int)n->n_targets))
+    rt_read_bad(r, "an execution names an unknown target");
   load_values(r, e, g->n_sites);
 }
 
@@ -206,7 +207,7 @@ int rt_execs_check(const rt_staged_execs *s, rt_reader *r) {
 
 void rt_execs_commit(bb_node *n, rt_staged_execs *s) {
   for (size_t k = 0; k < s->list.len; k++) {
-    n->ingress.bytes += charged_bytes(n, s->list.items[k]);
+    rt_ingress_charge(&n->ingress, charged_bytes(n, s->list.items[k]));
     n->n_execs++;
   }
   s->list.len = 0; /* the node owns them now */

@@ -58,7 +58,7 @@ struct rt_call {
 };
 
 /* How a part's load resolves an execution id of the snapshot: the execution with that
- * id whose graph has op `op` (RT_NONE: any), or NULL. Each one found gains a reference
+ * id whose graph has op `op`, or NULL. Each one found gains a reference
  * for the holder being loaded. */
 typedef struct rt_exec_lookup {
   rt_exec *(*find)(void *user, uint64_t id, uint32_t op);

@@ -66,7 +66,7 @@ int bb_node_invoke(bb_node *n, const char *module, const bb_named_value *inputs,
     }
   }
   ev.charged = bytes;
-  n->ingress.bytes += bytes;
+  rt_ingress_charge(&n->ingress, bytes);
   int rc = rt_ingress_push(&n->ingress, &ev, n->cfg.max_ingress_events);
   if (rc) {
     rt_event_release(&n->ingress, &ev);

@@ -25,7 +25,7 @@ void rt_event_release(rt_ingress *q, rt_event *ev) {
     rt_fill *f = &ev->fills[i];
     if (f->value) {
       bb_val_release(f->value);
-      q->bytes -= f->charged;
+      rt_ingress_uncharge(q, f->charged);
     }
     bbi_mem_free(q->alloc, f->op);
     bbi_mem_free(q->alloc, f->payload);
@@ -37,7 +37,7 @@ void rt_event_release(rt_ingress *q, rt_event *ev) {
   }
   bbi_mem_free(q->alloc, ev->names);
   bbi_mem_free(q->alloc, ev->vals);
-  q->bytes -= ev->charged;
+  rt_ingress_uncharge(q, ev->charged);
   bbi_mem_free(q->alloc, ev->detail);
   memset(ev, 0, sizeof *ev);
 }

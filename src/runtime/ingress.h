@@ -49,8 +49,8 @@ typedef struct rt_event {
   char *detail;
 } rt_event;
 
-/* Invariant: `bytes` is the sum of what every live charge holds (queued events' and
- * executions' values), never above the budget when charged through rt_ingress_fits. */
+/* Invariant: `bytes` is the sum of every live charge (queued events' values and the
+ * values executions hold), each charged once and returned once. */
 typedef struct rt_ingress {
   const bb_allocator *alloc;
   bbi_ring events; /* of rt_event, FIFO */
@@ -61,6 +61,11 @@ typedef struct rt_ingress {
 void rt_ingress_init(rt_ingress *q, const bb_allocator *alloc, size_t budget);
 /* Whether `more` bytes fit the budget beside what is charged. */
 bool rt_ingress_fits(const rt_ingress *q, size_t more);
+/* Charges bytes a value now holds against the budget (where a peer or the host hands
+ * them in, rt_ingress_fits says first whether they fit). */
+static inline void rt_ingress_charge(rt_ingress *q, size_t bytes) { q->bytes += bytes; }
+/* Returns the bytes a released value held. */
+static inline void rt_ingress_uncharge(rt_ingress *q, size_t bytes) { q->bytes -= bytes; }
 /* Queues a copy of *ev (which then owns nothing); BB_ERR_LIMIT when `limit` events wait,
  * BB_ERR_NOMEM. */
 int rt_ingress_push(rt_ingress *q, rt_event *ev, size_t limit);

@@ -278,7 +278,8 @@ static int construct_components(installer *x) {
     for (size_t j = 0; j < n->components.len && !rc; j++)
       if (n->components.items[j].number == number)
         rc = fail(x, BB_INSTALL_CONSTRUCTION_FAILED, BB_ERR_EXISTS,
-                  "slots `%s` and `%s` hash to the same component number; rename one", n->components.items[j].slot, b->slot);
+                  "slots `%s` and `%s` hash to the same component number; rename one", n->components.items[j].slot,
+                  b->slot);
     if (rc) break;
     /* counted before anything is allocated for it, so bb_node_free releases what was */
     rt_component *c = &n->components.items[n->components.len++];
@@ -319,11 +320,6 @@ static int construct_components(installer *x) {
   return rc;
 }
 
-static long component_of_slot(const bb_node *n, const char *slot) {
-  for (size_t i = 0; i < n->components.len; i++)
-    if (strcmp(n->components.items[i].slot, slot) == 0) return (long)i;
-  return -1;
-}
 
 /* ---- graphs and sites ------------------------------------------------------------------ */
 
@@ -404,7 +400,7 @@ static bb_role role_of_domain(const char *domain) {
 static long component_for(installer *x, uint32_t artifact, const bb_ir_node *nd) {
   bb_node *n = x->n;
   const char *slot = bb_kv_get(&nd->metadata, BB_KEY_SLOT_NAME);
-  if (slot) return component_of_slot(n, slot);
+  if (slot) return rt_component_index(&n->components, slot);
   const char *id = bb_kv_get(&nd->metadata, BB_KEY_SLOT_ID);
   if (id) {
     /* resolve the id through the binding table of my targets of the node's artifact */
@@ -416,7 +412,7 @@ static long component_for(installer *x, uint32_t artifact, const bb_ir_node *nd)
         binding b;
         if (parse_binding(x, kv, &b)) return -1;
         if (b.slot_id >= 0 && strtol(id, NULL, 10) == b.slot_id && strcmp(b.target, n->targets[t].name) == 0)
-          return component_of_slot(n, b.slot);
+          return rt_component_index(&n->components, b.slot);
       }
     return -1;
   }

@@ -8,7 +8,8 @@ void rt_replay_init(rt_replay *w, const bb_allocator *alloc, size_t window) {
 }
 
 bool rt_replay_seen(rt_replay *w, const bb_peer_id *from, uint64_t request, uint64_t site) {
-  uint64_t key = bbi_fnv1a64(from->bytes, from->len) ^ (request * 0x9E3779B97F4A7C15ull) ^ (site * 0xC2B2AE3D27D4EB4Full);
+  uint64_t key =
+      bbi_fnv1a64(from->bytes, from->len) ^ (request * 0x9E3779B97F4A7C15ull) ^ (site * 0xC2B2AE3D27D4EB4Full);
   for (size_t i = 0; i < w->keys.len; i++)
     if (*(const uint64_t *)bbi_ring_at(&w->keys, i) == key) return true;
   if (w->keys.len == w->window) bbi_ring_pop(&w->keys, NULL); /* the oldest key leaves */

@@ -134,7 +134,8 @@ int rt_send(rt_call *c, bb_error *err) {
   const bb_val *peers = destinations(c);
   uint64_t req = e->wire_req_id ? forwarded_request(&e->src, e->wire_req_id) : (*p->next_wire_req)++;
   /* only the outputs the node declares: the engine releases no others */
-  if (c->op->n_out > 0 && !(c->out[0] = bb_val_trigger(p->alloc))) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  if (c->op->n_out > 0 && !(c->out[0] = bb_val_trigger(p->alloc)))
+    return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (c->op->n_out > 1 && !(c->out[1] = bb_val_u64(p->alloc, BB_VAL_WIRE_REQ_ID, req)))
     return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   size_t n_peers = peers ? bb_val_count(peers) : 0;

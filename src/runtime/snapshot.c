@@ -166,7 +166,8 @@ static void staged_free(bb_node *n, staged *s) {
 
 /* The magic and checksum, then the version, the artifact's shape and the peer id. */
 static int load_header(const bb_node *n, rt_reader *r, staged *s, size_t len) {
-  if (len < 16 || memcmp(r->in.p, MAGIC, 8) != 0) return bb_error_set(r->err, BB_ERR_MALFORMED, "restore: not a snapshot");
+  if (len < 16 || memcmp(r->in.p, MAGIC, 8) != 0)
+    return bb_error_set(r->err, BB_ERR_MALFORMED, "restore: not a snapshot");
   if (bbi_fnv1a64(r->in.p, len - 8) != bb_le_get_u64(r->in.p + len - 8))
     return bb_error_set(r->err, BB_ERR_MALFORMED, "restore: the snapshot's checksum does not match (corrupted bytes)");
   r->in.len = len - 8; /* the checksum is not content */

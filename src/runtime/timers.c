@@ -92,7 +92,8 @@ static void load_timer(rt_reader *r, rt_timer *x, const rt_exec_lookup *execs, s
   uint64_t exec_id = rt_read_u64(r);
   if (r->rc) return;
   if (x->kind == RT_TIMER_INTERVAL) {
-    if (!(x->exec = execs->find(execs->user, exec_id, x->op))) rt_read_bad(r, "an interval timer names an unknown execution");
+    if (!(x->exec = execs->find(execs->user, exec_id, x->op)))
+      rt_read_bad(r, "an interval timer names an unknown execution");
   } else if (x->kind == RT_TIMER_COMPONENT) {
     if (x->component >= n_components || exec_id) rt_read_bad(r, "a component timer names an unknown component");
   } else if (x->kind != RT_TIMER_COMPLETE || exec_id) {

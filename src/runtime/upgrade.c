@@ -13,8 +13,8 @@
 
 /* The component of `fresh` that takes over old's component c: same slot, same type. */
 static long successor(const bb_node *fresh, const rt_component *c) {
-  const rt_component *to = rt_component_by_slot(&fresh->components, c->slot);
-  return to && strcmp(to->type->type_name, c->type->type_name) == 0 ? to - fresh->components.items : -1;
+  long to = rt_component_index(&fresh->components, c->slot);
+  return to >= 0 && strcmp(fresh->components.items[to].type->type_name, c->type->type_name) == 0 ? to : -1;
 }
 
 static int carry_component(rt_component *to, const bb_node *old, const rt_component *from, bb_error *err) {

@@ -27,12 +27,18 @@ static inline void fake_execs_init(fake_execs *f, size_t n, uint32_t n_ops) {
 
 static inline rt_exec *fake_find(void *user, uint64_t id, uint32_t op) {
   fake_execs *f = user;
-  if (!id || id > f->n || (op != RT_NONE && op >= f->n_ops)) return NULL;
+  if (!id || id > f->n || op >= f->n_ops) return NULL;
   f->items[id - 1].refs++;
   return &f->items[id - 1];
 }
 
 static inline rt_exec_lookup fake_lookup(fake_execs *f) { return (rt_exec_lookup){fake_find, f}; }
+
+/* rc of a part's load over r, or a refusal when the load left bytes unread. */
+static inline int read_whole(rt_reader *r, int rc) {
+  if (!rc && bb_le_left(&r->in)) rc = rt_read_bad(r, "trailing bytes");
+  return rc;
+}
 
 /* Loads bytes into a fresh part and frees it: the rc of its load. */
 typedef int (*part_load_fn)(const uint8_t *bytes, size_t len, bb_error *err);
@@ -48,8 +54,8 @@ static inline void check_truncations_refused(const uint8_t *bytes, size_t len, p
 }
 
 /* A section with bytes patched at `at`: refused as malformed with a message naming `why`. */
-static inline void check_refused(const uint8_t *bytes, size_t len, size_t at, const void *patch, size_t n, part_load_fn load,
-                          const char *why) {
+static inline void check_refused(const uint8_t *bytes, size_t len, size_t at, const void *patch, size_t n,
+                                 part_load_fn load, const char *why) {
   uint8_t *bent = malloc(len);
   memcpy(bent, bytes, len);
   memcpy(bent + at, patch, n);

@@ -97,8 +97,7 @@ static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
   rt_book b;
   rt_book_init(&b, bb_default_allocator(), 16, NULL, NULL);
   rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), err);
-  int rc = rt_book_load(&b, &r, 2);
-  if (!rc && bb_le_left(&r.in)) rc = rt_read_bad(&r, "trailing bytes");
+  int rc = read_whole(&r, rt_book_load(&b, &r, 2));
   rt_book_free(&b);
   return rc;
 }
@@ -163,7 +162,8 @@ static void test_corrupted_bytes_are_refused(void) {
   second += 8 + 8 + bytes[second + 8]; /* past the first entry's one address */
   check_refused(bytes, len, second, bytes + first, 8 + id_len, load_fresh, "names a peer twice");
   uint8_t junk = 0xff; /* the first entry's address, made unreadable */
-  check_refused(bytes, len, first + 8 + id_len + 18 + 8 + 8, &junk, 1, load_fresh, "address of the address book is malformed");
+  check_refused(bytes, len, first + 8 + id_len + 18 + 8 + 8, &junk, 1, load_fresh,
+                "address of the address book is malformed");
   free(bytes);
   /* more peers than this book may hold */
   rt_book small;

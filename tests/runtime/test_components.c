@@ -90,9 +90,7 @@ static int check_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
   table t;
   table_init(&t, &COUNTER, 0);
   rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), err);
-  int rc = rt_components_check(&t.cs, &r);
-  if (!rc && bb_le_left(&r.in)) rc = rt_read_bad(&r, "trailing bytes");
-  return rc;
+  return read_whole(&r, rt_components_check(&t.cs, &r));
 }
 
 static void test_another_set_of_components_is_refused(void) {

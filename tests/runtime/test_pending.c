@@ -62,15 +62,19 @@ static uint8_t *saved(size_t *len, fake_execs *f) {
   return w.buf;
 }
 
-static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
-  fake_execs f;
-  fake_execs_init(&f, 2, 4);
-  rt_exec_lookup lookup = fake_lookup(&f);
-  rt_pending_table t;
-  rt_pending_init(&t, bb_default_allocator());
+/* Loads bytes into t (fresh) against executions g, at most max entries. */
+static int load(rt_pending_table *t, fake_execs *g, const uint8_t *bytes, size_t len, size_t max, bb_error *err) {
+  fake_execs_init(g, 2, 4);
+  rt_exec_lookup lookup = fake_lookup(g);
+  rt_pending_init(t, bb_default_allocator());
   rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), err);
-  int rc = rt_pending_load(&t, &r, &lookup, next_command, 16);
-  if (!rc && bb_le_left(&r.in)) rc = rt_read_bad(&r, "trailing bytes");
+  return read_whole(&r, rt_pending_load(t, &r, &lookup, next_command, max));
+}
+
+static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
+  fake_execs g;
+  rt_pending_table t;
+  int rc = load(&t, &g, bytes, len, 16, err);
   rt_pending_free(&t);
   return rc;
 }
@@ -82,13 +86,9 @@ static void test_save_load_round_trip(void) {
   uint8_t *bytes = saved(&len, &f);
   CHECK_EQ_INT(len, 8 + 3 * 20);
   rt_pending_table t;
-  rt_pending_init(&t, bb_default_allocator());
   fake_execs g;
-  fake_execs_init(&g, 2, 4);
-  rt_exec_lookup lookup = fake_lookup(&g);
   bb_error err;
-  rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), &err);
-  CHECK_MSG(rt_pending_load(&t, &r, &lookup, next_command, 16) == 0, "%s", err.message);
+  CHECK_MSG(load(&t, &g, bytes, len, 16, &err) == 0, "%s", err.message);
   CHECK_EQ_INT(t.len, 3);
   CHECK(rt_pending_find(&t, 11) && rt_pending_find(&t, 11)->exec == &g.items[0] && rt_pending_find(&t, 11)->op == 2);
   CHECK(rt_pending_find(&t, 12) && rt_pending_find(&t, 12)->exec == &g.items[1]);
@@ -134,13 +134,9 @@ static void test_limit_refused(void) {
   size_t len;
   uint8_t *bytes = saved(&len, &f);
   rt_pending_table t;
-  rt_pending_init(&t, bb_default_allocator());
   fake_execs g;
-  fake_execs_init(&g, 2, 4);
-  rt_exec_lookup lookup = fake_lookup(&g);
   bb_error err;
-  rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), &err);
-  CHECK(rt_pending_load(&t, &r, &lookup, next_command, 2) == BB_ERR_MALFORMED && strstr(err.message, "limits"));
+  CHECK(load(&t, &g, bytes, len, 2, &err) == BB_ERR_MALFORMED && strstr(err.message, "limits"));
   rt_pending_free(&t);
   free(bytes);
 }

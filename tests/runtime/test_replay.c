@@ -35,8 +35,7 @@ static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
   rt_replay w;
   rt_replay_init(&w, bb_default_allocator(), 4);
   rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), err);
-  int rc = rt_replay_load(&w, &r);
-  if (!rc && bb_le_left(&r.in)) rc = rt_read_bad(&r, "trailing bytes");
+  int rc = read_whole(&r, rt_replay_load(&w, &r));
   rt_replay_free(&w);
   return rc;
 }

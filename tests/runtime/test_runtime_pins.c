@@ -240,8 +240,8 @@ static void test_control_message_envelope(void) {
       if (s[i].kind == BB_STEP_SEND) send = &s[i];
     CHECK(send != NULL);
     if (send)
-      CHECK_MSG(send->len == 66 && fnv(send->bytes, send->len) == 0x450d77122735211full, "envelope: %zu bytes, FNV-1a-64 0x%016" PRIx64,
-                send->len, fnv(send->bytes, send->len));
+      CHECK_MSG(send->len == 66 && fnv(send->bytes, send->len) == 0x450d77122735211full,
+                "envelope: %zu bytes, FNV-1a-64 0x%016" PRIx64, send->len, fnv(send->bytes, send->len));
   }
   bb_node_free(n);
   bb_registry_free(reg);

@@ -68,8 +68,7 @@ static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
   rt_counters c;
   rt_counters_init(&c, bb_default_allocator());
   rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), err);
-  int rc = rt_counters_load(&c, &r);
-  if (!rc && bb_le_left(&r.in)) rc = rt_read_bad(&r, "trailing bytes");
+  int rc = read_whole(&r, rt_counters_load(&c, &r));
   rt_counters_free(&c);
   return rc;
 }

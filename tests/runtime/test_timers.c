@@ -10,7 +10,8 @@ static void test_due_timers_fire_in_time_then_insertion_order(void) {
   rt_timers t;
   rt_timers_init(&t, bb_default_allocator(), 100, &counters);
   /* ids 0..59 at times 30 - id % 3 * 10: three times, twenty timers each */
-  for (uint64_t id = 0; id < 60; id++) CHECK_EQ_INT(rt_timers_add(&t, 30 - id % 3 * 10, RT_TIMER_COMPLETE, id, NULL, 0, 0), 0);
+  for (uint64_t id = 0; id < 60; id++)
+    CHECK_EQ_INT(rt_timers_add(&t, 30 - id % 3 * 10, RT_TIMER_COMPLETE, id, NULL, 0, 0), 0);
   CHECK_EQ_INT(rt_timers_next(&t), 10);
   rt_timer x;
   CHECK(!rt_timers_pop_due(&t, 9, &x)); /* nothing is due before its time */
@@ -57,15 +58,19 @@ static uint8_t *saved(size_t *len, fake_execs *f, rt_timers *keep) {
   return w.buf;
 }
 
-static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
-  fake_execs f;
-  fake_execs_init(&f, 2, 4);
-  rt_exec_lookup lookup = fake_lookup(&f);
-  rt_timers t;
-  rt_timers_init(&t, bb_default_allocator(), 16, NULL);
+/* Loads bytes into t (fresh) against executions g and two components. */
+static int load(rt_timers *t, fake_execs *g, const uint8_t *bytes, size_t len, bb_error *err) {
+  fake_execs_init(g, 2, 4);
+  rt_exec_lookup lookup = fake_lookup(g);
+  rt_timers_init(t, bb_default_allocator(), 16, NULL);
   rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), err);
-  int rc = rt_timers_load(&t, &r, &lookup, 2);
-  if (!rc && bb_le_left(&r.in)) rc = rt_read_bad(&r, "trailing bytes");
+  return read_whole(&r, rt_timers_load(t, &r, &lookup, 2));
+}
+
+static int load_fresh(const uint8_t *bytes, size_t len, bb_error *err) {
+  fake_execs g;
+  rt_timers t;
+  int rc = load(&t, &g, bytes, len, err);
   rt_timers_free(&t);
   return rc;
 }
@@ -78,13 +83,9 @@ static void test_save_load_round_trip(void) {
   uint8_t *bytes = saved(&len, &f, &kept);
   CHECK_EQ_INT(len, 8 + 4 * 41);
   fake_execs g;
-  fake_execs_init(&g, 2, 4);
-  rt_exec_lookup lookup = fake_lookup(&g);
   rt_timers t;
-  rt_timers_init(&t, bb_default_allocator(), 16, NULL);
   bb_error err;
-  rt_reader r = rt_reader_of(bytes, len, bb_default_allocator(), &err);
-  CHECK_MSG(rt_timers_load(&t, &r, &lookup, 2) == 0, "%s", err.message);
+  CHECK_MSG(load(&t, &g, bytes, len, &err) == 0, "%s", err.message);
   CHECK_EQ_INT(g.items[1].refs, 1); /* the Interval timer holds its execution */
   CHECK_EQ_INT(t.len, kept.len);
   for (size_t i = 0; i < t.len && i < kept.len; i++) { /* the same heap, entry by entry */
