@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "bb/bytes.h"
-#include "bb/compiler.h"
 #include "bb/runtime.h"
+#include "compile_module.h"
 #include "util/hash.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -51,17 +51,7 @@ static void run(bb_node *n, uint64_t now) {
 /* Compiles the module, runs a node with peers in its book and a parked loop, and keeps
  * its snapshot. */
 static void prepare_once(void) {
-  bb_model *m = NULL;
-  uint8_t *bytes = NULL;
-  size_t len = 0;
-  bb_error err;
-  if (bb_module_build(&MODULE, NULL, &m, &err) || bb_model_encode(m, &bytes, &len, &err)) abort();
-  bb_compiler *c = bb_compiler_new(NULL);
-  bb_compiler_set_permissive_types(c, true);
-  if (bb_compiler_compile(c, bytes, len, &artifact, &artifact_len, &err)) abort();
-  bb_compiler_free(c);
-  bb_buffer_free(NULL, bytes);
-  bb_model_free(m);
+  fuzz_compile(&MODULE, &artifact, &artifact_len);
   bb_node *n = install();
   bb_peer_id p = bb_peer_id_from_u64(5);
   bb_address a = {.n = 1};
@@ -73,7 +63,7 @@ static void prepare_once(void) {
   if (bb_node_invoke(n, "Fuzz", &in, 1, 0, NULL)) abort();
   bb_val_release(peers);
   for (uint64_t t = 0; t < 3000; t += 1000) run(n, t);
-  if (bb_node_snapshot(n, &snapshot, &snapshot_len, &err)) abort();
+  if (bb_node_snapshot(n, &snapshot, &snapshot_len, NULL)) abort();
   bb_node_free(n);
 }
 
