@@ -133,17 +133,12 @@ int bb_node_poll(bb_node *n, uint64_t now_ns, const bb_step **steps, size_t *n_s
     if (s) s->module = n->targets[n->bootstrap_running].name;
   }
   /* hand out what accumulated */
-  rt_steps done = n->batch;
-  n->batch = n->acc;
-  n->acc = done;
-  n->acc.len = n->acc.n_owned = n->acc.n_held = 0;
+  rt_steps_hand_out(&n->acc, &n->batch);
   *steps = n->batch.items;
   *n_steps = n->batch.len;
   bool lost = n->failed_nomem || n->acc.nomem || n->batch.nomem || n->counters.nomem;
   n->failed_nomem = n->acc.nomem = n->batch.nomem = n->counters.nomem = false;
-  if (lost) {
-    return bb_error_set(err, BB_ERR_NOMEM, "poll: an allocation failed; some work or reports were lost");
-  }
+  if (lost) return bb_error_set(err, BB_ERR_NOMEM, "poll: an allocation failed; some work or reports were lost");
   return 0;
 }
 

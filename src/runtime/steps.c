@@ -84,6 +84,13 @@ void rt_steps_release(rt_steps *s) {
   s->len = s->n_owned = s->n_held = 0;
 }
 
+void rt_steps_hand_out(rt_steps *acc, rt_steps *batch) {
+  rt_steps emptied = *batch;
+  *batch = *acc;
+  *acc = emptied;
+  acc->len = acc->n_owned = acc->n_held = 0;
+}
+
 void rt_steps_free(rt_steps *s) {
   rt_steps_release(s);
   bbi_mem_free(s->alloc, s->items);

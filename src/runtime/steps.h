@@ -39,6 +39,9 @@ void rt_report(rt_steps *s, bb_step_kind kind, const bb_peer_id *peer, const cha
     BB_PRINTF(5, 6);
 /* Frees what the list owns and empties it (its arrays are kept). */
 void rt_steps_release(rt_steps *s);
+/* Hands out what accumulated: *batch (released already) takes acc's steps, and acc
+ * starts empty over batch's old arrays. */
+void rt_steps_hand_out(rt_steps *acc, rt_steps *batch);
 /* Releases the list and frees its arrays. */
 void rt_steps_free(rt_steps *s);
 

@@ -32,6 +32,26 @@ static void test_a_list_owns_what_its_steps_point_to(void) {
   CHECK_EQ_INT(fa.live, 0);
 }
 
+/* A poll hands out what accumulated; the next one first releases what it handed out. */
+static void test_steps_are_handed_out_and_released_a_poll_later(void) {
+  failing fa = {-1, 0};
+  bb_allocator alloc = failing_allocator(&fa);
+  rt_steps acc, batch;
+  rt_steps_init(&acc, &alloc);
+  rt_steps_init(&batch, &alloc);
+  for (int poll = 0; poll < 3; poll++) {
+    rt_steps_release(&batch);
+    rt_report(&acc, BB_STEP_OP_FAILED, NULL, "why", "poll %d", poll);
+    rt_steps_hand_out(&acc, &batch);
+    CHECK_EQ_INT(acc.len, 0);
+    CHECK(batch.len == 1 && strstr(batch.items[0].detail, "poll") != NULL);
+    CHECK_EQ_INT(acc.n_owned, 0); /* what batch points to is batch's */
+  }
+  rt_steps_free(&acc);
+  rt_steps_free(&batch);
+  CHECK_EQ_INT(fa.live, 0);
+}
+
 static void test_a_failed_allocation_is_flagged(void) {
   failing fa = {0, 0};
   bb_allocator alloc = failing_allocator(&fa);
@@ -122,6 +142,7 @@ static void test_corrupted_counters_are_refused(void) {
 
 int main(void) {
   RUN(test_a_list_owns_what_its_steps_point_to);
+  RUN(test_steps_are_handed_out_and_released_a_poll_later);
   RUN(test_a_failed_allocation_is_flagged);
   RUN(test_counters_save_and_load);
   RUN(test_corrupted_counters_are_refused);
