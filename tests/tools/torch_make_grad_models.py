@@ -302,6 +302,69 @@ def op_cases():
     return c
 
 
+# ---- recurrent layers -------------------------------------------------------------------
+
+class Recurrent(nn.Module):
+    """sum(Y * R) + sum(h_n * R_h) (+ sum(c_n * R_c)): every output of the layer reaches the
+    loss; with `state` the initial states are parameters too."""
+
+    def __init__(self, layer, x, state, seed):
+        super().__init__()
+        self.layer = layer
+        self.lstm = isinstance(layer, nn.LSTM)
+        shape = (layer.num_layers * (2 if layer.bidirectional else 1), x.shape[0 if layer.batch_first else 1],
+                 layer.hidden_size)
+        self.h0 = nn.Parameter(randn(shape)) if state else None
+        self.c0 = nn.Parameter(randn(shape)) if state and self.lstm else None
+        with torch.no_grad():
+            outs = self.run(x)
+        g = torch.Generator().manual_seed(seed)
+        self.r = [torch.randn(tuple(o.shape), generator=g) for o in outs]
+
+    def run(self, x):
+        if self.h0 is None:
+            y, state = self.layer(x)
+        else:
+            y, state = self.layer(x, (self.h0, self.c0) if self.lstm else self.h0)
+        return (y,) + (state if self.lstm else (state,))
+
+    def forward(self, x):
+        return sum((o * r).sum() for o, r in zip(self.run(x), self.r))
+
+
+def char_lstm():
+    class CharLSTM(nn.Module):
+        def __init__(self, vocab=12, emb=6, hidden=8):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, emb)
+            self.lstm = nn.LSTM(emb, hidden, batch_first=True)
+            self.head = nn.Linear(hidden, vocab)
+
+        def forward(self, tokens):
+            y, _ = self.lstm(self.emb(tokens))
+            return self.head(y[:, -1])
+
+    return CharLSTM()
+
+
+def recurrent_cases():
+    """nn.LSTM, nn.GRU and nn.RNN as torch.onnx.export writes them (weights through Slice,
+    Concat and Unsqueeze, LSTM's gates reordered): one layer, and two bidirectional
+    batch-first layers with the initial states as parameters; and a next-character model."""
+    c = []
+    for k, (name, cls, kw) in enumerate([("lstm", nn.LSTM, {}), ("gru", nn.GRU, {}), ("rnn", nn.RNN, {}),
+                                         ("rnn_relu", nn.RNN, {"nonlinearity": "relu"})]):
+        torch.manual_seed(30 + k)
+        c.append(Case(name, Recurrent(cls(3, 4, **kw), randn(5, 2, 3), False, 40 + k), [("x", randn(5, 2, 3))]))
+        torch.manual_seed(50 + k)
+        deep = cls(3, 4, num_layers=2, bidirectional=True, batch_first=True, **kw)
+        c.append(Case(name + "_deep", Recurrent(deep, randn(2, 5, 3), True, 60 + k), [("x", randn(2, 5, 3))]))
+    torch.manual_seed(70)
+    c.append(Case("char_lstm", char_lstm(), [("tokens", torch.randint(0, 12, (3, 5)))], loss="sce",
+                  target=("labels", torch.tensor([4, 0, 11])), optimizers=["sgd", "adam"]))
+    return c
+
+
 # ---- helper-built cases: Gemm's forms ------------------------------------------------------
 
 def gemm_case(name, seed, trans_a, trans_b, alpha, beta, c_shape):
@@ -458,7 +521,7 @@ def write_case(case, out_dir):
 
 
 def all_cases():
-    return op_cases() + gemm_cases() + model_cases()
+    return op_cases() + gemm_cases() + model_cases() + recurrent_cases()
 
 
 def generate(out_dir):
