@@ -5,12 +5,10 @@
  * gradient is one node of the ai.bytesandbrains.grad domain, RNNGrad / GRUGrad / LSTMGrad
  * (src/cpu/recurrent_grad.c, docs/GRAD.md): it takes the forward node's inputs and the
  * gradients of its outputs, and gives the gradients of X, W, R, B, initial_h and, for
- * LSTM, initial_c and P.
- *
- * The builder emits it for the forms that have been checked against PyTorch's autograd
- * (the forms torch.onnx.export writes: forward, reverse and bidirectional, layout 0, the
- * default activations or Relu for RNN, GRU with linear_before_reset, initial states) and
- * refuses the others by name rather than risk a wrong gradient. Only float32. */
+ * LSTM, initial_c and P. Every attribute and optional input ONNX defines is covered
+ * (directions, layouts, sequence_lens, activations with their alphas and betas, clip,
+ * input_forget, linear_before_reset, peepholes); sequence_lens has no gradient. Only
+ * float32 is implemented; other element types are refused by name. */
 #include <string.h>
 
 #include "grad/builder.h"
@@ -44,48 +42,10 @@ static void copy_attr(gb *b, bb_ir_node *to, const bb_attr *a) {
   }
 }
 
-/* Whether every activation is the default one (or, for RNN, Relu in every slot). */
-static bool checked_activations(const bb_ir_node *n) {
-  const bb_attr *a = bb_attr_find(&n->attrs, "activations");
-  if (!a) return true;
-  if (a->type != BB_ATTR_STRINGS) return false;
-  bool lstm = is_lstm(n), gru = strcmp(n->op_type, "GRU") == 0;
-  size_t per = lstm ? 3 : gru ? 2 : 1;
-  const char *relu_or_tanh = NULL;
-  for (size_t i = 0; i < a->n_strings; i++) {
-    const char *want = i % per == 0 && (lstm || gru) ? "Sigmoid" : "Tanh";
-    const bb_bytes *s = &a->strings[i];
-    bool is_want = s->len == strlen(want) && memcmp(s->data, want, s->len) == 0;
-    bool is_relu = !lstm && !gru && s->len == 4 && memcmp(s->data, "Relu", 4) == 0;
-    if (!is_want && !is_relu) return false;
-    const char *kind = is_relu ? "Relu" : "Tanh";
-    if (!lstm && !gru && relu_or_tanh && strcmp(relu_or_tanh, kind) != 0) return false;
-    relu_or_tanh = kind;
-  }
-  return true;
-}
-
-/* The name of the first attribute or input whose gradient has not been checked, or NULL. */
-static const char *unchecked_form(gb *b, const bb_ir_node *n) {
-  if (!checked_activations(n)) return "activations other than the defaults (and Relu for RNN)";
-  if (bb_attr_find(&n->attrs, "activation_alpha") || bb_attr_find(&n->attrs, "activation_beta"))
-    return "activation_alpha / activation_beta";
-  if (bb_attr_find(&n->attrs, "clip")) return "clip";
-  if (bb_attr_get_int(&n->attrs, "layout", 0) != 0) return "layout 1";
-  if (bb_attr_get_int(&n->attrs, "input_forget", 0) != 0) return "input_forget";
-  if (strcmp(n->op_type, "GRU") == 0 && bb_attr_get_int(&n->attrs, "linear_before_reset", 0) == 0)
-    return "linear_before_reset 0";
-  if (gb_has_input(n, 4)) return "sequence_lens";
-  if (is_lstm(n) && gb_has_input(n, 7)) return "P (peepholes)";
-  if (gb_dtype(b, IN(0)) != BB_DTYPE_FLOAT) return "an element type other than float32";
-  return NULL;
-}
-
 static int recurrent_back(gb *b, bb_ir_node *n, const char *const *dy) {
-  const char *unchecked = unchecked_form(b, n);
-  if (unchecked)
-    return gb_fail(b, BB_ERR_UNSUPPORTED, "%s: the gradient of %s with %s is not implemented", gb_node_label(b, n),
-                   n->op_type, unchecked);
+  if (gb_dtype(b, IN(0)) != BB_DTYPE_FLOAT)
+    return gb_fail(b, BB_ERR_UNSUPPORTED, "%s: the gradient of %s is implemented for float32 only, not %s",
+                   gb_node_label(b, n), n->op_type, bb_dtype_name(gb_dtype(b, IN(0))) ? bb_dtype_name(gb_dtype(b, IN(0))) : "an unknown type");
   bool lstm = is_lstm(n);
   size_t n_fwd = lstm ? 8 : 6, n_out = lstm ? 3 : 2, n_grads = lstm ? 7 : 5;
   const char *in[11];
