@@ -236,13 +236,7 @@ void bbi_rnn_plan_free(bbi_rnn_plan *p) {
 
 /* ---- the forward pass -------------------------------------------------------------------- */
 
-/* Carves 64-byte-aligned arrays out of one block; with base NULL it only measures. */
-typedef struct bbi_carve {
-  char *base;
-  uint64_t at;
-} bbi_carve;
-
-static float *take(bbi_carve *c, uint64_t floats) {
+float *bbi_rnn_take(bbi_rnn_carve *c, uint64_t floats) {
   uint64_t at = (c->at + 63) & ~(uint64_t)63;
   c->at = at + floats * sizeof(float);
   return c->base ? (float *)(c->base + at) : NULL;
@@ -255,38 +249,36 @@ typedef struct fwd_mem {
   size_t packed_r_size, packed_rh_size, gemm_size;
 } fwd_mem;
 
-static bool gru_split(const bbi_rnn_plan *p) { return p->kind == BBI_RNN_GRU && !p->linear_before_reset; }
-
 /* Columns of the per-step recurrent product Hp·Rᵀ: every gate, except a GRU without
  * linear_before_reset, whose h gate multiplies r ⊙ Hp instead (a second product). */
 static size_t rec_columns(const bbi_rnn_plan *p) {
-  return (size_t)((gru_split(p) ? 2 : p->gates) * p->hidden);
+  return (size_t)((bbi_rnn_gru_split(p) ? 2 : p->gates) * p->hidden);
 }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-static void fwd_layout(const bbi_rnn_plan *p, bbi_carve *c, fwd_mem *m) {
+static void fwd_layout(const bbi_rnn_plan *p, bbi_rnn_carve *c, fwd_mem *m) {
   size_t rows = (size_t)(p->seq * p->batch), gh = (size_t)(p->gates * p->hidden), h = (size_t)p->hidden;
   size_t b = (size_t)p->batch;
-  m->xw = take(c, rows * gh);
-  m->rec = take(c, b * gh);
-  m->post = take(c, b * gh);
-  m->h = take(c, b * h);
-  m->c = take(c, b * h);
-  m->rh = take(c, b * h);
-  m->hh = take(c, b * h);
-  m->tmp = take(c, 2 * h);
-  m->bias = take(c, gh);
+  m->xw = bbi_rnn_take(c, rows * gh);
+  m->rec = bbi_rnn_take(c, b * gh);
+  m->post = bbi_rnn_take(c, b * gh);
+  m->h = bbi_rnn_take(c, b * h);
+  m->c = bbi_rnn_take(c, b * h);
+  m->rh = bbi_rnn_take(c, b * h);
+  m->hh = bbi_rnn_take(c, b * h);
+  m->tmp = bbi_rnn_take(c, 2 * h);
+  m->bias = bbi_rnn_take(c, gh);
   m->packed_r_size = bbi_f32_gemm_packed_b_size(NULL, rec_columns(p), h);
-  m->packed_rh_size = gru_split(p) ? bbi_f32_gemm_packed_b_size(NULL, h, h) : 0;
+  m->packed_rh_size = bbi_rnn_gru_split(p) ? bbi_f32_gemm_packed_b_size(NULL, h, h) : 0;
   m->gemm_size = max_size(bbi_f32_gemm_scratch_size(rows, gh, (size_t)p->input), bbi_f32_gemm_scratch_size(b, gh, h));
-  m->packed_r = take(c, (m->packed_r_size + 3) / 4);
-  m->packed_rh = take(c, (m->packed_rh_size + 3) / 4);
-  m->gemm = take(c, (m->gemm_size + 3) / 4);
+  m->packed_r = bbi_rnn_take(c, (m->packed_r_size + 3) / 4);
+  m->packed_rh = bbi_rnn_take(c, (m->packed_rh_size + 3) / 4);
+  m->gemm = bbi_rnn_take(c, (m->gemm_size + 3) / 4);
 }
 
 size_t bbi_rnn_forward_scratch(const bbi_rnn_plan *p) {
-  bbi_carve c = {NULL, 0};
+  bbi_rnn_carve c = {NULL, 0};
   fwd_mem m;
   fwd_layout(p, &c, &m);
   return (size_t)c.at;
@@ -391,7 +383,7 @@ static int product(size_t m, size_t n, size_t k, const float *a, size_t lda, con
 
 int bbi_rnn_forward(const bbi_rnn_plan *p, int64_t d, float *y, float *y_h, float *y_c, bbi_rnn_trace *trace,
                     void *scratch) {
-  bbi_carve carve = {scratch, 0};
+  bbi_rnn_carve carve = {scratch, 0};
   fwd_mem m;
   fwd_layout(p, &carve, &m);
   size_t H = (size_t)p->hidden, GH = (size_t)(p->gates * p->hidden), B = (size_t)p->batch;
@@ -403,7 +395,7 @@ int bbi_rnn_forward(const bbi_rnn_plan *p, int64_t d, float *y, float *y_h, floa
   for (size_t j = 0; j < GH; j++) m.bias[j] = wb ? wb[j] + (linear && j >= 2 * H ? 0.0f : rb[j]) : 0.0f;
   int rc = product(rows, GH, (size_t)p->input, p->x, (size_t)p->input, w, (size_t)p->input, 1, NULL, m.bias, m.xw, GH, &m);
   if (!rc) rc = bbi_f32_gemm_pack_b(NULL, n_rec, H, 1, r, H, m.packed_r, m.packed_r_size);
-  if (!rc && gru_split(p)) rc = bbi_f32_gemm_pack_b(NULL, H, H, 1, r + 2 * H * H, H, m.packed_rh, m.packed_rh_size);
+  if (!rc && bbi_rnn_gru_split(p)) rc = bbi_f32_gemm_pack_b(NULL, H, H, 1, r + 2 * H * H, H, m.packed_rh, m.packed_rh_size);
   if (rc) return rc;
   for (size_t b = 0; b < B; b++) {
     int64_t at = bbi_rnn_state_at(p, d, (int64_t)b);
@@ -418,7 +410,7 @@ int bbi_rnn_forward(const bbi_rnn_plan *p, int64_t d, float *y, float *y_h, floa
     rc = product(B, n_rec, H, m.h, H, NULL, 0, 1, m.packed_r, NULL, m.rec, GH, &m);
     for (size_t b = 0; b < B && !rc; b++) {
       if (step >= p->lens[b]) {
-        if (gru_split(p)) memset(m.rh + b * H, 0, H * sizeof(float));
+        if (bbi_rnn_gru_split(p)) memset(m.rh + b * H, 0, H * sizeof(float));
         continue;
       }
       int64_t t = bbi_rnn_time(p, d, (int64_t)b, step), row = bbi_rnn_row(p, t, (int64_t)b);
@@ -442,7 +434,7 @@ int bbi_rnn_forward(const bbi_rnn_plan *p, int64_t d, float *y, float *y_h, floa
       if (trace) store_trace(&s);
       if (y) memcpy(y + bbi_rnn_y_at(p, t, d, (int64_t)b), s.h, H * sizeof(float));
     }
-    if (rc || !gru_split(p)) continue;
+    if (rc || !bbi_rnn_gru_split(p)) continue;
     rc = product(B, H, H, m.rh, H, NULL, 0, 1, m.packed_rh, NULL, m.hh, H, &m);
     for (size_t b = 0; b < B && !rc; b++) {
       if (step >= p->lens[b]) continue;

@@ -98,6 +98,21 @@ typedef struct bbi_rnn_trace {
   float *pre, *post, *hprev, *cprev, *cell, *cell_act, *rec_h;
 } bbi_rnn_trace;
 
+/* Carves 64-byte-aligned float arrays out of one block; with base NULL it only measures
+ * (at then holds the bytes the block needs). */
+typedef struct bbi_rnn_carve {
+  char *base;
+  uint64_t at;
+} bbi_rnn_carve;
+
+float *bbi_rnn_take(bbi_rnn_carve *c, uint64_t floats);
+
+/* A GRU whose h gate multiplies r ⊙ Hp (linear_before_reset 0): its recurrent product
+ * comes in two parts, z and r first. */
+static inline bool bbi_rnn_gru_split(const bbi_rnn_plan *p) {
+  return p->kind == BBI_RNN_GRU && !p->linear_before_reset;
+}
+
 /* Floats one direction's trace takes, and the scratch bytes bbi_rnn_forward needs. */
 int64_t bbi_rnn_trace_floats(const bbi_rnn_plan *p);
 size_t bbi_rnn_forward_scratch(const bbi_rnn_plan *p);

@@ -22,54 +22,42 @@ typedef struct bwd_mem {
   size_t packed_r_size, packed_rh_size, gemm_size;
 } bwd_mem;
 
-typedef struct carve {
-  char *base;
-  uint64_t at;
-} carve;
-
-static float *take(carve *c, uint64_t floats) {
-  uint64_t at = (c->at + 63) & ~(uint64_t)63;
-  c->at = at + floats * sizeof(float);
-  return c->base ? (float *)(c->base + at) : NULL;
-}
-
-static bool gru_split(const bbi_rnn_plan *p) { return p->kind == BBI_RNN_GRU && !p->linear_before_reset; }
 static bool gru_linear(const bbi_rnn_plan *p) { return p->kind == BBI_RNN_GRU && p->linear_before_reset; }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Lays the arrays out (with c->base NULL: measures them). */
-static void bwd_layout(const bbi_rnn_plan *p, carve *c, bwd_mem *m) {
+static void bwd_layout(const bbi_rnn_plan *p, bbi_rnn_carve *c, bwd_mem *m) {
   uint64_t rows = (uint64_t)(p->seq * p->batch), gh = (uint64_t)(p->gates * p->hidden), h = (uint64_t)p->hidden;
   uint64_t b = (uint64_t)p->batch, i = (uint64_t)p->input;
-  m->trace.pre = take(c, rows * gh);
-  m->trace.post = take(c, rows * gh);
-  m->trace.hprev = take(c, rows * h);
+  m->trace.pre = bbi_rnn_take(c, rows * gh);
+  m->trace.post = bbi_rnn_take(c, rows * gh);
+  m->trace.hprev = bbi_rnn_take(c, rows * h);
   bool lstm = p->kind == BBI_RNN_LSTM;
-  m->trace.cprev = lstm ? take(c, rows * h) : NULL;
-  m->trace.cell = lstm ? take(c, rows * h) : NULL;
-  m->trace.cell_act = lstm ? take(c, rows * h) : NULL;
-  m->trace.rec_h = p->kind == BBI_RNN_GRU ? take(c, rows * h) : NULL;
-  m->dgx = take(c, rows * gh);
-  m->dgr = gru_linear(p) ? take(c, rows * gh) : m->dgx;
-  m->dh = take(c, b * h);
-  m->dc = take(c, b * h);
-  m->dstep = take(c, b * gh);
-  m->drh = take(c, b * h);
-  m->tmp = take(c, 4 * h);
-  m->dp = take(c, 3 * h);
-  size_t k_rec = (size_t)(gru_split(p) ? 2 * h : gh);
+  m->trace.cprev = lstm ? bbi_rnn_take(c, rows * h) : NULL;
+  m->trace.cell = lstm ? bbi_rnn_take(c, rows * h) : NULL;
+  m->trace.cell_act = lstm ? bbi_rnn_take(c, rows * h) : NULL;
+  m->trace.rec_h = p->kind == BBI_RNN_GRU ? bbi_rnn_take(c, rows * h) : NULL;
+  m->dgx = bbi_rnn_take(c, rows * gh);
+  m->dgr = gru_linear(p) ? bbi_rnn_take(c, rows * gh) : m->dgx;
+  m->dh = bbi_rnn_take(c, b * h);
+  m->dc = bbi_rnn_take(c, b * h);
+  m->dstep = bbi_rnn_take(c, b * gh);
+  m->drh = bbi_rnn_take(c, b * h);
+  m->tmp = bbi_rnn_take(c, 4 * h);
+  m->dp = bbi_rnn_take(c, 3 * h);
+  size_t k_rec = (size_t)(bbi_rnn_gru_split(p) ? 2 * h : gh);
   m->packed_r_size = bbi_f32_gemm_packed_b_size(NULL, (size_t)h, k_rec);
-  m->packed_rh_size = gru_split(p) ? bbi_f32_gemm_packed_b_size(NULL, (size_t)h, (size_t)h) : 0;
+  m->packed_rh_size = bbi_rnn_gru_split(p) ? bbi_f32_gemm_packed_b_size(NULL, (size_t)h, (size_t)h) : 0;
   size_t g = bbi_f32_gemm_scratch_size((size_t)b, (size_t)h, (size_t)gh);
   g = max_size(g, bbi_f32_gemm_scratch_size((size_t)rows, (size_t)i, (size_t)gh));
   g = max_size(g, bbi_f32_gemm_scratch_size((size_t)gh, (size_t)i, (size_t)rows));
   g = max_size(g, bbi_f32_gemm_scratch_size((size_t)gh, (size_t)h, (size_t)rows));
   m->gemm_size = g;
-  m->packed_r = take(c, (m->packed_r_size + 3) / 4);
-  m->packed_rh = take(c, (m->packed_rh_size + 3) / 4);
-  m->gemm = take(c, (m->gemm_size + 3) / 4);
-  m->forward = take(c, (bbi_rnn_forward_scratch(p) + 3) / 4);
+  m->packed_r = bbi_rnn_take(c, (m->packed_r_size + 3) / 4);
+  m->packed_rh = bbi_rnn_take(c, (m->packed_rh_size + 3) / 4);
+  m->gemm = bbi_rnn_take(c, (m->gemm_size + 3) / 4);
+  m->forward = bbi_rnn_take(c, (bbi_rnn_forward_scratch(p) + 3) / 4);
 }
 
 /* dx = dy · act'(clip(pre)), 0 where the clip cut pre. */
@@ -202,10 +190,10 @@ typedef struct grads_out {
 /* Walks direction d's steps backwards, filling the gates' gradients and the carries. */
 static int walk_back(const bbi_rnn_plan *p, int64_t d, const grads_in *in, bwd_mem *m, float *dp) {
   size_t H = (size_t)p->hidden, GH = (size_t)(p->gates * p->hidden), B = (size_t)p->batch;
-  size_t k_rec = gru_split(p) ? 2 * H : GH;
+  size_t k_rec = bbi_rnn_gru_split(p) ? 2 * H : GH;
   const float *r = p->r + d * (int64_t)GH * p->hidden;
   int rc = bbi_f32_gemm_pack_b(NULL, H, k_rec, 0, r, H, m->packed_r, m->packed_r_size);
-  if (!rc && gru_split(p)) rc = bbi_f32_gemm_pack_b(NULL, H, H, 0, r + 2 * H * H, H, m->packed_rh, m->packed_rh_size);
+  if (!rc && bbi_rnn_gru_split(p)) rc = bbi_f32_gemm_pack_b(NULL, H, H, 0, r + 2 * H * H, H, m->packed_rh, m->packed_rh_size);
   for (size_t b = 0; b < B; b++) {
     int64_t at = bbi_rnn_state_at(p, d, (int64_t)b);
     if (in->dy_h) memcpy(m->dh + b * H, in->dy_h + at, H * sizeof(float));
@@ -241,7 +229,7 @@ static int walk_back(const bbi_rnn_plan *p, int64_t d, const grads_in *in, bwd_m
       }
       memcpy(dstep, dg, GH * sizeof(float));
     }
-    if (gru_split(p)) {
+    if (bbi_rnn_gru_split(p)) {
       rc = rc ? rc : product(m, B, H, H, m->dstep + 2 * H, GH, 0, NULL, 0, m->packed_rh, 0.0f, m->drh, H);
       for (size_t b = 0; b < B && !rc; b++) {
         if (step >= p->lens[b]) continue;
@@ -270,7 +258,7 @@ static int weight_grads(const bbi_rnn_plan *p, int64_t d, const bwd_mem *m, cons
     rc = product(m, rows, I, GH, m->dgx, GH, 0, p->w + d * (int64_t)(GH * I), I, NULL, d ? 1.0f : 0.0f, out->dx, I);
   if (!rc && out->dw) rc = product(m, GH, I, rows, m->dgx, GH, 1, p->x, I, NULL, 0.0f, out->dw + d * (int64_t)(GH * I), I);
   float *dr = out->dr ? out->dr + d * (int64_t)(GH * H) : NULL;
-  if (!rc && dr && gru_split(p)) {
+  if (!rc && dr && bbi_rnn_gru_split(p)) {
     rc = product(m, 2 * H, H, rows, m->dgx, GH, 1, m->trace.hprev, H, NULL, 0.0f, dr, H);
     if (!rc) rc = product(m, H, H, rows, m->dgx + 2 * H, GH, 1, m->trace.rec_h, H, NULL, 0.0f, dr + 2 * H * H, H);
   } else if (!rc && dr) {
@@ -336,11 +324,11 @@ static int run_grad(bbi_cpu_op_ctx *ctx, const bbi_rnn_plan *p) {
     memset(outs[k], 0, (size_t)ctx->outputs[k]->numel * sizeof(float));
   }
   grads_out out = {outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6]};
-  carve measure = {NULL, 0};
+  bbi_rnn_carve measure = {NULL, 0};
   bwd_mem m;
   bwd_layout(p, &measure, &m);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)measure.at, 1, "the backward pass's working memory"))) return rc;
-  carve c = {bbi_cpu_scratch(ctx, (size_t)measure.at), 0};
+  bbi_rnn_carve c = {bbi_cpu_scratch(ctx, (size_t)measure.at), 0};
   if (!c.base) return BB_ERR_NOMEM;
   bwd_layout(p, &c, &m);
   for (int64_t d = 0; d < p->dirs && !rc; d++) {

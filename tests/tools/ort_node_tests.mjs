@@ -7,23 +7,15 @@
 // (little-endian float32 or int32); each output is written as
 // test_data_set_0/output_K.pb, a TensorProto, as ONNX's own node tests store them.
 import { readFileSync, readdirSync, writeFileSync, existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
+import { loadOrt } from './ort_load.mjs';
 
 const root = process.argv[2];
 if (!root) {
   console.error('usage: ort_node_tests.mjs ROOT');
   process.exit(2);
 }
-const jsPackage = fileURLToPath(new URL('../../js/package.json', import.meta.url));
-let ort;
-try {
-  ort = createRequire(jsPackage)('onnxruntime-node');
-} catch (error) {
-  console.error(`ort_node_tests: onnxruntime-node is not installed in js/node_modules (run make setup): ${error.message}`);
-  process.exit(1);
-}
+const ort = loadOrt('ort_node_tests');
 
 function varint(n) {
   const out = [];

@@ -9,7 +9,7 @@ PyTorch.
 Exported with torch.onnx.export at opset 17 without constant folding (the LSTM's weights
 reach the node through Slice, Concat and Unsqueeze of torch's parameters, its gates
 reordered), from a fixed seed: the bytes are the same on every run
-(tests/tools/test_text_model.sh checks the committed file).
+(tests/tools/test_example_models.sh checks the committed file).
 
 Usage: torch_make_text_model.py [OUT_DIR]   (default: examples/models)
        torch_make_text_model.py --check DIR (fails unless regenerating gives DIR's bytes)
