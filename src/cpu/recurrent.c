@@ -87,6 +87,17 @@ void bbi_rnn_activate(const bbi_rnn_act *a, size_t n, const float *x, float *y) 
 
 void bbi_rnn_activate_grad(const bbi_rnn_act *a, size_t n, const float *x, const float *y, const float *dy,
                            float *dx) {
+  if (dx != dy && (a->fn == BBI_ACT_SIGMOID || a->fn == BBI_ACT_TANH)) { /* the common two on the SIMD kernels */
+    if (a->fn == BBI_ACT_SIGMOID) { /* y (1 - y) */
+      bbi_f32_vbinary_rc(BBI_BINARY_SUB, n, 1.0f, y, dx);
+      bbi_f32_vbinary(BBI_BINARY_MUL, n, y, dx, dx);
+    } else { /* 1 - y² */
+      bbi_f32_vbinary(BBI_BINARY_MUL, n, y, y, dx);
+      bbi_f32_vbinary_rc(BBI_BINARY_SUB, n, 1.0f, dx, dx);
+    }
+    bbi_f32_vbinary(BBI_BINARY_MUL, n, dy, dx, dx);
+    return;
+  }
   for (size_t i = 0; i < n; i++) dx[i] = dy[i] * act_slope(a, x[i], y[i]);
 }
 

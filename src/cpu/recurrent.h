@@ -84,7 +84,9 @@ static inline int64_t bbi_rnn_time(const bbi_rnn_plan *p, int64_t d, int64_t b, 
   return bbi_rnn_reversed(p, d) ? p->lens[b] - 1 - step : step;
 }
 
-/* y = act(x) over n floats (y may be x), and dx = dy · act'(x) given y = act(x). */
+/* y = act(x) over n floats (y may be x), and dx = dy · act'(x) given y = act(x). Relu,
+ * Tanh and Sigmoid (and the derivatives of the last two) run on the SIMD elementwise
+ * kernels, the other activations in plain C. */
 void bbi_rnn_activate(const bbi_rnn_act *a, size_t n, const float *x, float *y);
 void bbi_rnn_activate_grad(const bbi_rnn_act *a, size_t n, const float *x, const float *y, const float *dy,
                            float *dx);
