@@ -295,11 +295,6 @@ size_t bbi_rnn_forward_scratch(const bbi_rnn_plan *p) {
   return (size_t)c.at;
 }
 
-int64_t bbi_rnn_trace_floats(const bbi_rnn_plan *p) {
-  int64_t rows = p->seq * p->batch, gh = p->gates * p->hidden, h = p->hidden;
-  return rows * (2 * gh + h + (p->kind == BBI_RNN_LSTM ? 3 * h : 0) + (p->kind == BBI_RNN_GRU ? h : 0));
-}
-
 /* y = act(clip(x)) over n floats. */
 static void clip_activate(const bbi_rnn_plan *p, const bbi_rnn_act *a, size_t n, const float *x, float *y) {
   if (p->clip > 0) {

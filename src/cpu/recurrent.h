@@ -115,8 +115,7 @@ static inline bool bbi_rnn_gru_split(const bbi_rnn_plan *p) {
   return p->kind == BBI_RNN_GRU && !p->linear_before_reset;
 }
 
-/* Floats one direction's trace takes, and the scratch bytes bbi_rnn_forward needs. */
-int64_t bbi_rnn_trace_floats(const bbi_rnn_plan *p);
+/* The scratch bytes bbi_rnn_forward needs. */
 size_t bbi_rnn_forward_scratch(const bbi_rnn_plan *p);
 
 /* Runs direction d: writes its part of y, y_h and y_c (each may be NULL) and fills trace
