@@ -255,7 +255,7 @@ async function main(): Promise<void> {
     try {
       await show(programOf(bb, compileExample(bb, name!, Number(m ?? 0), settings()), name));
       const rules = name === 'federated_digits' ? roundRules(peers(), settings().latencyMs) : undefined;
-      status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${RUNNABLE.has(name!) ? 'Press Start to run it in this page.' : ''}${rules === undefined ? '' : ` Its rounds wait ${rules.deadlineMs / 1000} s for every client, room for the round trip at this latency.`}`);
+      status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${RUNNABLE.has(name!) ? 'Press Start to run it in this page.' : 'It is drawn, not run: only federated_digits and gossip_digits have data to learn from in this page.'}${rules === undefined ? '' : ` Its rounds wait ${rules.deadlineMs / 1000} s for every client, room for the round trip at this latency.`}`);
     } catch (error) {
       fail(error);
     }
@@ -397,7 +397,7 @@ async function main(): Promise<void> {
       const result = await live!.join(shown!.artifact, csv, shown!.graph);
       demo.joined = result;
       if (!result.joined) {
-        panel.say(`This page could not join: ${result.reason}${result.released ? ' (its seat was given back)' : ''}. Watching instead.`);
+        panel.say(result.refused === true ? `No seat for this page: ${result.reason}. Watching instead.` : `This page could not join: ${result.reason}${result.released ? ' (its seat was given back)' : ''}. Watching instead.`);
         live!.watch();
         status('watching the live federation');
         return;

@@ -123,10 +123,10 @@ function sessionName(): string {
   return `web-demo-${name}`;
 }
 
-/** A seat and a running client, or why not (and whether a seat claimed on the way was given back). */
+/** A seat and a running client, or why not: the server had no seat for it, or joining failed (and whether the seat claimed on the way was given back). */
 export type JoinResult =
   | { readonly joined: true; readonly seat: number; readonly restored: boolean }
-  | { readonly joined: false; readonly reason: string; readonly released?: boolean };
+  | { readonly joined: false; readonly reason: string; readonly refused?: boolean; readonly released?: boolean };
 
 export class LiveSession {
   readonly #bb: Bb;
@@ -166,7 +166,7 @@ export class LiveSession {
     const session = sessionStorage.getItem(SEAT_KEY) ?? undefined;
     const response = await fetch('join', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ peer: identity.peerId, session }) });
     const seat = (await response.json()) as { index?: number; token?: string; session?: string; error?: string };
-    if (seat.error !== undefined || seat.index === undefined || seat.token === undefined) return { joined: false, reason: seat.error ?? `the server answered ${response.status}` };
+    if (seat.error !== undefined || seat.index === undefined || seat.token === undefined) return { joined: false, refused: true, reason: seat.error ?? `the server answered ${response.status}` };
     if (seat.session !== undefined) sessionStorage.setItem(SEAT_KEY, seat.session);
     const c = this.#config;
     const split = splitDigits(this.#bb, csv, c.clients, 1, c.classesPerShard);

@@ -104,7 +104,7 @@ export class LearningCharts {
     const last = rounds.at(-1);
     this.#caption.textContent =
       last === undefined
-        ? 'No rounds yet: start a federation.'
+        ? 'No rounds yet.'
         : last.outcome === 'abandoned'
           ? `round ${last.round} was abandoned: the model stays at ${percent(last.accuracy)} held-out accuracy`
           : `${last.outcome === 'start' ? 'the starting model' : `round ${last.round}`}: held-out accuracy ${percent(last.accuracy)}${last.loss === undefined ? '' : `, loss ${last.loss.toFixed(3)}`}`;
