@@ -17,7 +17,7 @@
 //   phone (390×844): a run at 800 ms latency learns, every round in its list closed with
 //     its updates or abandoned with its reason; the page fits the screen, charts at the
 //     screen's pixel ratio, text of at least 10 px; one tap opens an explanation; client
-//     colours are the desktop's; hierarchical_digits is one readable column.
+//     colours are the desktop's; hierarchical_digits is one readable column a pinch zooms.
 //   a browser under the "C" locale loads the page and draws the charts.
 //   live: a phone opening the page over plain http is told joining needs https and watches;
 //     a browser without WebRTC is told so, watches, and holds no seat; two phones join
@@ -415,13 +415,25 @@ try {
   });
   await shoot(phone, 'phone-running');
   await phone.click('#stop');
-  await attempt('on a phone hierarchical_digits is one readable column, and zooms', async () => {
+  await attempt('on a phone hierarchical_digits is one readable column, and a pinch zooms it', async () => {
     await showProgram(phone, 'hierarchical_digits:0', 'HierDigits', 5);
     const hierPhone = await programText(phone);
-    await phone.click('#program [data-zoom=in]');
+    // two fingers on the picture, moving apart
+    const at = await phone.evaluate(() => {
+      const v = document.querySelector('.program-viewport');
+      v.scrollIntoView();
+      const r = v.getBoundingClientRect();
+      return { x: r.left + r.width / 2, y: r.top + 200 };
+    });
+    const cdp = await phone.context().newCDPSession(phone);
+    const fingers = (d) => [{ x: at.x - d, y: at.y, id: 0 }, { x: at.x + d, y: at.y, id: 1 }];
+    await cdp.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: fingers(30) });
+    for (let d = 35; d <= 60; d += 5) await cdp.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: fingers(d) });
+    await cdp.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
     const zoomedIn = await programText(phone);
-    check('on a phone hierarchical_digits is one readable column, and zooms', hierPhone.smallest >= 11 && hierPhone.width <= 390 && zoomedIn.scale > hierPhone.scale,
-      `text ${hierPhone.smallest.toFixed(1)} px, ${hierPhone.width} px wide at ${Math.round(hierPhone.scale * 100)} %; zoomed to ${Math.round(zoomedIn.scale * 100)} %`);
+    const page = await phone.evaluate(() => window.visualViewport.scale);
+    check('on a phone hierarchical_digits is one readable column, and a pinch zooms it', hierPhone.smallest >= 11 && hierPhone.width <= 390 && zoomedIn.scale > 1.5 * hierPhone.scale && page === 1,
+      `text ${hierPhone.smallest.toFixed(1)} px, ${hierPhone.width} px wide at ${Math.round(hierPhone.scale * 100)} %; pinched to ${Math.round(zoomedIn.scale * 100)} %, the page itself at ${page}x`);
   });
   await shoot(phone, 'phone-hierarchical');
   await phone.context().close();
