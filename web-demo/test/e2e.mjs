@@ -306,7 +306,7 @@ try {
     list: [...document.querySelectorAll('#federation .round-strip li.mark')].map((li) => li.textContent),
   }));
   check('rounds below the quorum are listed as abandoned, the model unchanged, credited with nothing',
-    abandoned.length >= 2 && abandoned.every((r) => /abandoned at its 1\.1 s deadline — only 2 of 4 updates came back, 3 needed; the model stays as it was/.test(r.text) && !r.text.includes('→')
+    abandoned.length >= 2 && abandoned.every((r) => /abandoned at its 1\.1 s deadline — (only [12] of 4 updates|no update) came back, 3 needed; the model stays as it was/.test(r.text) && !r.text.includes('→')
       && r.point.unchanged === true && r.point.accuracy === r.point.before),
     abandoned.map((r) => r.text).slice(0, 2).join(' | ') || belowQuorum.map((r) => r.text).slice(0, 2).join(' | '));
   check('the pause and the kill are marked on the curves and in the round list',
@@ -390,7 +390,7 @@ try {
   const slowState = await demoState(phone);
   const start = await phone.evaluate(() => window.demo.state.rounds[0]?.accuracy ?? 0);
   check('at 800 ms latency the rounds close with their updates and the model learns',
-    slowState.closed >= 4 && slowState.accuracy > start + 0.3 && slow.length > 0 && slow.every((r) => /closed with 4 of 4 updates|abandoned at its 2\.8 s deadline — .*needed|^start/.test(r.text)),
+    slowState.closed >= 4 && slowState.accuracy > start + 0.3 && slow.length > 0 && slow.every((r) => /closed with [34] of 4 updates|abandoned at its 2\.8 s deadline — .*needed|^start/.test(r.text)),
     `${slowState.closed} rounds closed, ${(start * 100).toFixed(1)} % → ${(slowState.accuracy * 100).toFixed(1)} %; ${slow[0]?.text ?? 'no rounds'}`);
   const fit = await overflowing(phone);
   check('nothing is wider than the viewport at 390 px', fit.scroll <= fit.width && fit.out.length === 0, `scroll width ${fit.scroll} of ${fit.width}; ${fit.out.join(', ')}`);
