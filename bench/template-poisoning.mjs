@@ -4,11 +4,17 @@
 // the package's LocalNetwork on a simulated clock, with honest and malicious peers.
 //
 //   (cd js && npm run build) && bash scripts/build-wasm.sh
-//   node bench/template-poisoning.mjs [--rounds N] [--seeds K] [--attack NAME] [--json]
+//   node bench/template-poisoning.mjs [--rounds N] [--periods N] [--seeds K] [--attack NAME]
+//                                     [--aggregator fedavg|centered-clipping|median|trimmed-mean] [--json]
+//   node bench/template-poisoning.mjs --shapes 3x5,8x2,10x3 [--aggregator ...] [--seeds K]
+//
+// --shapes runs no attack: clean federations of K clients holding C classes each (KxC),
+// what the defaults cost a federation whose classes are spread thin.
 //
 // The data: scikit-learn's digits split into ten label-skewed shards (three digits each),
-// a held-out set for the server. FedAvg runs 30 rounds (ten clients); the score is the
-// server's held-out accuracy after the last round. Gossip runs 60 periods (ten peers); the
+// a held-out set for the server. --aggregator gives federatedAveraging that option (the one
+// template option a run may set). FedAvg runs 30 rounds (ten clients); the score is the
+// server's held-out accuracy after the last round. Gossip runs 200 periods (ten peers); the
 // score is the mean held-out accuracy of the ten honest peers' models, each scored as the
 // peer scores itself every period. Both are averaged over seeds 1..K (default 2).
 //
@@ -16,7 +22,8 @@
 // written in TypeScript (componentModel) in place of CpuMlp, which trains honestly with a
 // CpuMlp bound beside it (the honest artifact's model config, read from the artifact) and
 // then rewrites what Fit gives back. They hold join tokens like the honest clients (they
-// are admitted members lying within their role); the Sybils hold none.
+// are admitted members lying within their role); the Sybils hold none. The rows marked
+// "open room" run without a policy (no `admission`, no tokens): what admission is for.
 //
 // The functions below take the package's exports as `pkg`, so the test suite runs them on
 // the sources (js/test/template-poisoning.test.ts) and this script on the built package.
@@ -39,7 +46,7 @@ export const FEDAVG_ATTACKS = {
   revsamples: { text: 'reversed step and 10^12 samples' },
   labelflip: { text: 'train on labels 9 - y' },
   sybil: { text: '10 ids without a token announce, send 100 x', clients: 0, sybils: 10 },
-  sybilopen: { text: 'the same in a room without a policy', clients: 0, sybils: 10, open: true, contrast: true },
+  sybilopen: { text: 'the same, open room', clients: 0, sybils: 10, open: true },
 };
 
 /** The gossip rows: Sybils (no token) that know one honest peer and send 100 x or 3e38. */
@@ -49,14 +56,14 @@ export const GOSSIP_ATTACKS = {
   sybil1huge: { text: '1 Sybil sends 3e38 everywhere', sybils: 1, mode: 'huge' },
   sybil3scale: { text: '3 Sybils send 100 x', sybils: 3, mode: 'scale' },
   sybil3huge: { text: '3 Sybils send 3e38', sybils: 3, mode: 'huge' },
-  sybil3scaleopen: { text: '3 Sybils send 100 x, no policy', sybils: 3, mode: 'scale', open: true },
-  sybil3hugeopen: { text: '3 Sybils send 3e38, no policy', sybils: 3, mode: 'huge', open: true },
+  sybil3scaleopen: { text: '3 Sybils send 100 x, open room', sybils: 3, mode: 'scale', open: true },
+  sybil3hugeopen: { text: '3 Sybils send 3e38, open room', sybils: 3, mode: 'huge', open: true },
 };
 
 const MS = 1_000_000n;
 const ROOM = 'poisoning';
 const N_CLIENTS = 10;
-const SECONDS_AHEAD = 3600;
+const TOKEN_LIFETIME_S = 3600;
 
 /** The update `trained` a lying Fit gives back instead, from the global model `global`. */
 function rewrite(mode, global, trained) {
@@ -126,7 +133,7 @@ async function operatorOf(pkg) {
   const operator = await pkg.Identity.generate();
   return {
     admission: { room: ROOM, operators: [operator.publicKey] },
-    token: (peer) => pkg.createJoinToken(operator, { room: ROOM, peer, role: 'client', expiresAt: Math.floor(Date.now() / 1000) + SECONDS_AHEAD }),
+    token: (peer) => pkg.createJoinToken(operator, { room: ROOM, peer, role: 'client', expiresAt: Math.floor(Date.now() / 1000) + TOKEN_LIFETIME_S }),
   };
 }
 
@@ -138,16 +145,16 @@ function flipped(pkg, bb, shard) {
 }
 
 /**
- * One FedAvg run: federatedAveraging({ model, clients: 10 }) with `attackers` of the ten
- * lying as `attack` says. Returns the server's held-out accuracy after round `rounds`
+ * One FedAvg run: federatedAveraging({ model, clients: 10 }) (with `aggregator` when
+ * given) with `attackers` of the ten lying as `attack` says. Returns the server's held-out accuracy after round `rounds`
  * (NaN when the rounds stopped before it), the rounds closed and abandoned, and the
  * server's refusal counters.
  */
-export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds = 30, seed = 1 }) {
+export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds = 30, seed = 1, aggregator }) {
   const row = FEDAVG_ATTACKS[attack];
   if (row === undefined) throw new Error(`template-poisoning: no FedAvg attack ${attack}`);
   const liars = row.clients ?? attackers;
-  const makePlan = (model) => pkg.federatedAveraging({ model, clients: N_CLIENTS });
+  const makePlan = (model) => pkg.federatedAveraging({ model, clients: N_CLIENTS, ...(aggregator === undefined ? {} : { aggregator }) });
   const plan = makePlan(digitsModel(pkg));
   const artifact = plan.compile(bb);
   const split = pkg.splitDigits(bb, csv, N_CLIENTS, seed, 3);
@@ -196,7 +203,7 @@ export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds
  * mean held-out accuracy over their last period scores after `periods` periods, and their
  * refusal counters summed.
  */
-export async function runGossip(pkg, bb, csv, { attack, periods = 60, seed = 1 }) {
+export async function runGossip(pkg, bb, csv, { attack, periods = 200, seed = 1 }) {
   const row = GOSSIP_ATTACKS[attack];
   if (row === undefined) throw new Error(`template-poisoning: no gossip attack ${attack}`);
   const makePlan = (model) => pkg.gossipLearning({ model });
@@ -239,6 +246,26 @@ export async function runGossip(pkg, bb, csv, { attack, periods = 60, seed = 1 }
   return result;
 }
 
+/** A clean federatedAveraging({ model, clients }) run on `clients` shards of `classes` digits each: the accuracy after `rounds`. */
+export async function runShape(pkg, bb, csv, { clients, classes, rounds = 30, seed = 1, aggregator }) {
+  const plan = pkg.federatedAveraging({ model: digitsModel(pkg), clients, ...(aggregator === undefined ? {} : { aggregator }) });
+  const artifact = plan.compile(bb);
+  const split = pkg.splitDigits(bb, csv, clients, seed, classes);
+  const server = plan.installServer(bb, { artifact, self: pkg.peerIdFromU64(1), test: split.test, seed, nowNs: 0n });
+  const nodes = [server.node];
+  for (let k = 0; k < clients; k++) {
+    nodes.push(plan.installClient(bb, { artifact, self: pkg.peerIdFromU64(k + 2), server: server.node.self, data: split.shards[k], seed: seed * 100 + k, nowNs: 0n }));
+  }
+  const network = new pkg.LocalNetwork(nodes);
+  let last = { round: 0, accuracy: Number.NaN };
+  server.onRound((report) => (last = report));
+  server.start([], 0n);
+  drive(network, () => last.round >= rounds, BigInt(rounds) * 4000n * MS);
+  network.free();
+  split.free();
+  return { accuracy: last.round >= rounds ? last.accuracy : Number.NaN };
+}
+
 // ---- the command line ------------------------------------------------------------------------
 
 async function main() {
@@ -250,10 +277,15 @@ async function main() {
     return at < 0 ? fallback : args[at + 1];
   };
   const rounds = Number(option('--rounds', 30));
-  const periods = Number(option('--periods', 60));
+  const periods = Number(option('--periods', 200));
   const seeds = Number(option('--seeds', 2));
   const only = option('--attack', undefined);
+  if (only !== undefined && !(only in FEDAVG_ATTACKS) && !(only in GOSSIP_ATTACKS)) {
+    console.error(`template-poisoning: no attack ${only} (${[...Object.keys(FEDAVG_ATTACKS), ...Object.keys(GOSSIP_ATTACKS)].join(', ')})`);
+    process.exit(2);
+  }
   const json = args.includes('--json');
+  const aggregator = option('--aggregator', undefined);
   const root = new URL('..', import.meta.url);
   const pkg = {
     ...(await import(new URL('js/dist/index.js', root))),
@@ -269,28 +301,42 @@ async function main() {
   };
   const rows = [];
   const say = (text) => json || console.log(text);
-  say(`template-poisoning: federatedAveraging({ model, clients: 10 }), ${rounds} rounds; gossipLearning({ model }), ${periods} periods; mean of seeds 1..${seeds}`);
+  const shapes = option('--shapes', undefined);
+  if (shapes !== undefined) {
+    say(`template-poisoning: clean federatedAveraging({ model, clients${aggregator === undefined ? '' : `, aggregator: '${aggregator}'`} }), ${rounds} rounds, mean of seeds 1..${seeds}`);
+    for (const shape of shapes.split(',')) {
+      const [clients, classes] = shape.split('x').map(Number);
+      const accuracy = await mean((seed) => runShape(pkg, bb, csv, { clients, classes, rounds, seed, aggregator }));
+      rows.push({ clients, classes, accuracy });
+      say(`${`${clients} clients x ${classes} classes`.padEnd(24)} ${accuracy.toFixed(3)}`);
+    }
+    if (json) console.log(JSON.stringify(rows));
+    return;
+  }
+  const cell = (a, clean) => `   ${a.toFixed(3)}  ${a - clean >= 0 ? '+' : '-'}${Math.abs(a - clean).toFixed(3)}`;
+  const options = aggregator === undefined ? '' : `, aggregator: '${aggregator}'`;
+  say(`template-poisoning: federatedAveraging({ model, clients: 10${options} }), ${rounds} rounds; gossipLearning({ model }), ${periods} periods; mean of seeds 1..${seeds}`);
   say(`${'FedAvg row'.padEnd(12)} ${'the attackers...'.padEnd(44)}  2 of 10  vs clean   3 of 10  vs clean`);
   let clean = Number.NaN;
   for (const [attack, row] of Object.entries(FEDAVG_ATTACKS)) {
     if (only !== undefined && attack !== only && attack !== 'clean') continue;
     const counts = row.clients === undefined ? [2, 3] : [row.clients];
     const cells = [];
-    for (const attackers of counts) cells.push(await mean((seed) => runFederated(pkg, bb, csv, { attack, attackers, rounds, seed })));
+    for (const attackers of counts) cells.push(await mean((seed) => runFederated(pkg, bb, csv, { attack, attackers, rounds, seed, aggregator })));
     if (attack === 'clean') clean = cells[0];
-    rows.push({ template: 'federatedAveraging', attack, text: row.text, accuracy: cells, clean, contrast: row.contrast === true });
-    say(`${attack.padEnd(12)} ${row.text.padEnd(44)}${cells.map((a) => `   ${a.toFixed(3)}  ${(a - clean >= 0 ? '+' : '') + (a - clean).toFixed(3)}`).join('')}`);
+    rows.push({ template: 'federatedAveraging', attack, text: row.text, accuracy: cells, clean, open: row.open === true });
+    say(`${attack.padEnd(12)} ${row.text.padEnd(44)}${cells.map((a) => cell(a, clean)).join('')}`);
   }
-  say(`${'gossip row'.padEnd(12)} ${'the attackers...'.padEnd(44)}  honest peers (mean)  vs clean`);
+  say(`${'gossip row'.padEnd(16)} ${'the attackers...'.padEnd(40)}  honest peers  vs clean`);
   let gossipClean = Number.NaN;
   for (const [attack, row] of Object.entries(GOSSIP_ATTACKS)) {
     if (only !== undefined && attack !== only && attack !== 'clean') continue;
     const accuracy = await mean((seed) => runGossip(pkg, bb, csv, { attack, periods, seed }));
     if (attack === 'clean') gossipClean = accuracy;
-    rows.push({ template: 'gossipLearning', attack, text: row.text, accuracy: [accuracy], clean: gossipClean });
-    say(`${attack.padEnd(16)} ${row.text.padEnd(40)}   ${accuracy.toFixed(3)}  ${(accuracy - gossipClean >= 0 ? '+' : '') + (accuracy - gossipClean).toFixed(3)}`);
+    rows.push({ template: 'gossipLearning', attack, text: row.text, accuracy: [accuracy], clean: gossipClean, open: row.open === true });
+    say(`${attack.padEnd(16)} ${row.text.padEnd(40)}${cell(accuracy, gossipClean)}`);
   }
   if (json) console.log(JSON.stringify(rows));
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await main();
+if (process.argv[1] !== undefined && import.meta.url === (await import('node:url')).pathToFileURL(process.argv[1]).href) await main();

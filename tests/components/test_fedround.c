@@ -705,8 +705,8 @@ static void test_version_1_snapshot(void) {
   bbi_fedround_free(b);
 }
 
-static void test_snapshot_rejects_bad_bytes(void) {
-  bbi_fedround *a = busy_state();
+/* Every cut and every flipped bit of a's snapshot is refused. */
+static void check_rejects_bad_bytes(bbi_fedround *a) {
   size_t len;
   uint8_t *bytes = snapshot(a, &len);
   bbi_fedround *b = NULL;
@@ -731,6 +731,19 @@ static void test_snapshot_rejects_bad_bytes(void) {
   free(longer);
   free(bytes);
   bbi_fedround_free(a);
+}
+
+static void test_snapshot_rejects_bad_bytes(void) {
+  check_rejects_bad_bytes(busy_state());
+  /* with centered clipping and a step, after a closed round with an update pending */
+  bbi_fedround_config c = config(1);
+  c.quorum = 4;
+  c.center_clip = 1;
+  bbi_fedround *a = make(&c, 0);
+  bbi_fedround_result res;
+  close_four(a, 0, (const float[]){1, 2, 3, 10}, NULL, &res);
+  give(a, 1, 3, (const float[]){2.5f}, 1, 0, NULL);
+  check_rejects_bad_bytes(a);
 }
 
 static void test_allocation_failure_keeps_round(void) {
