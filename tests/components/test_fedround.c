@@ -659,24 +659,40 @@ static const char V2_BUSY_STATE[] =
     "0200000000000000080000000000000001000000000000000008000000000000"
     "000200000000000000007b07e65d285962c1";
 
-static void test_version_2_snapshot(void) {
-  uint8_t v2[sizeof V2_BUSY_STATE / 2];
-  for (size_t i = 0; i < sizeof v2; i++) {
+/* The bytes of hex text (len bytes; free() them). */
+static uint8_t *from_hex(const char *hex, size_t len) {
+  uint8_t *bytes = malloc(len);
+  for (size_t i = 0; i < len; i++) {
     unsigned byte;
-    sscanf(V2_BUSY_STATE + 2 * i, "%2x", &byte);
-    v2[i] = (uint8_t)byte;
+    sscanf(hex + 2 * i, "%2x", &byte);
+    bytes[i] = (uint8_t)byte;
   }
-  CHECK(sizeof v2 == 818 && bbi_fnv1a64(v2, sizeof v2) == 0x5f93091dd62d1742ull);
+  return bytes;
+}
+
+/* busy_state() as an older writer wrote it: it restores as round 1 with two pending
+ * updates and finishes with busy_state()'s result; NULL when it was refused. */
+static bbi_fedround *restore_busy(const uint8_t *bytes, size_t len) {
   bbi_fedround *b = NULL;
   bb_error err;
-  CHECK_MSG(bbi_fedround_restore(NULL, v2, sizeof v2, &b, &err) == 0, "%s", err.message);
-  if (!b) return;
+  CHECK_MSG(bbi_fedround_restore(NULL, bytes, len, &b, &err) == 0, "%s", err.message);
+  if (!b) return NULL;
   CHECK_EQ_INT(bbi_fedround_round_id(b), 1);
   CHECK_EQ_INT(bbi_fedround_pending(b), 2);
   float r;
   uint64_t t;
   finish_round(b, &r, &t);
   CHECK(fabsf(r - (float)((3 * 0.3 - 2 * 7.25 + 5 * 11) / 10.0)) < 1e-6f);
+  return b;
+}
+
+static void test_version_2_snapshot(void) {
+  const size_t n = sizeof V2_BUSY_STATE / 2;
+  uint8_t *v2 = from_hex(V2_BUSY_STATE, n);
+  CHECK(n == 818 && bbi_fnv1a64(v2, n) == 0x5f93091dd62d1742ull);
+  bbi_fedround *b = restore_busy(v2, n);
+  free(v2);
+  if (!b) return;
   /* written again, it is a version 3 snapshot of the same state */
   size_t len;
   uint8_t *bytes = snapshot(b, &len);
@@ -686,23 +702,9 @@ static void test_version_2_snapshot(void) {
 }
 
 static void test_version_1_snapshot(void) {
-  uint8_t v1[sizeof V1_BUSY_STATE / 2];
-  for (size_t i = 0; i < sizeof v1; i++) {
-    unsigned byte;
-    sscanf(V1_BUSY_STATE + 2 * i, "%2x", &byte);
-    v1[i] = (uint8_t)byte;
-  }
-  bbi_fedround *b = NULL;
-  bb_error err;
-  CHECK_MSG(bbi_fedround_restore(NULL, v1, sizeof v1, &b, &err) == 0, "%s", err.message);
-  if (!b) return;
-  CHECK_EQ_INT(bbi_fedround_round_id(b), 1);
-  CHECK_EQ_INT(bbi_fedround_pending(b), 2);
-  float r;
-  uint64_t t;
-  finish_round(b, &r, &t);
-  CHECK(fabsf(r - (float)((3 * 0.3 - 2 * 7.25 + 5 * 11) / 10.0)) < 1e-6f);
-  bbi_fedround_free(b);
+  uint8_t *v1 = from_hex(V1_BUSY_STATE, sizeof V1_BUSY_STATE / 2);
+  bbi_fedround_free(restore_busy(v1, sizeof V1_BUSY_STATE / 2));
+  free(v1);
 }
 
 /* Every cut and every flipped bit of a's snapshot is refused. */

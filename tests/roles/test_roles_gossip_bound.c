@@ -6,11 +6,7 @@
  * refused alone and counted. */
 #include <math.h>
 
-#include "../runtime/rttest.h"
-
-static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
-static const bb_slot VIEW = {BB_ROLE_PEER_SELECTOR, "view", NULL};
-static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
+#include "gossip_avg_fixture.h"
 
 /* A run sends `update` to `peers` and reports this node's parameters ("own"); what
  * arrives is mixed in, and the parameters after it are reported ("mixed"). */
@@ -27,20 +23,6 @@ static void push_body(bb_rec *g, void *user) {
 }
 
 static const bb_module PUSH = {sizeof(bb_module), "Push", push_body, NULL, NULL, NULL, 0};
-
-static int bind_push(bb_compiler *c, const void *config, bb_error *err) {
-  static const bb_component_port tensor[] = {{"tensor", BB_TYPE_TENSOR_F32}};
-  static const bb_component_port element[] = {{"element", BB_TYPE_TENSOR_F32}};
-  static const bb_component_dep model_dep[] = {{BB_ROLE_MODEL, "model"}};
-  bb_component_decl mlp = {sizeof mlp, "CpuMlp", tensor, 1, NULL, 0};
-  bb_component_decl avg = {sizeof avg, "GossipAvg", element, 1, model_dep, 1};
-  return bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &avg, err) ||
-                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=2,outputs=2", err) ||
-                 bb_compiler_bind_peer_selector(c, "view", "ConstantView", "peers=1", err) ||
-                 bb_compiler_bind_aggregator(c, "aggregator", "GossipAvg", config, err)
-             ? err->code
-             : 0;
-}
 
 #define P 6 /* CpuMlp 2 -> 2: four weights, two biases */
 
@@ -83,7 +65,7 @@ static void run_push(pair *p, bb_node *node, const float *update, int64_t n, uin
 static bool pair_open(pair *p, const char *config) {
   memset(p, 0, sizeof *p);
   size_t len = 0;
-  p->art = compile_test_module(&PUSH, bind_push, config, &len);
+  p->art = compile_test_module(&PUSH, bind_gossip_avg, config, &len);
   if (!p->art) return false;
   p->a = install_peer(p->art, len, 1, TARGETS, 2, shipped_registry(), NULL);
   p->b = install_peer(p->art, len, 2, TARGETS, 2, shipped_registry(), NULL);
@@ -188,7 +170,7 @@ static void test_bound_settings(void) {
   }
   pair_close(&p);
   size_t len = 0;
-  uint8_t *art = compile_test_module(&PUSH, bind_push, "beyond_norm=sometimes", &len);
+  uint8_t *art = compile_test_module(&PUSH, bind_gossip_avg, "beyond_norm=sometimes", &len);
   if (art) {
     bb_install_args a = install_args(art, len, 2, TARGETS, 2, shipped_registry());
     bb_node *n = NULL;
