@@ -567,6 +567,14 @@ static void test_drop_factor(void) {
   fr = make(&c, 0);
   CHECK(close_four(fr, 0, (const float[]){1, 2, 3, 8}, NULL, &res) == (1 + 2 + 3 + 5) / 4.0f);
   bbi_fedround_free(fr);
+  /* norm_factor 0 turns the drop bound off with the adaptive one */
+  c.norm_factor = 0;
+  c.drop_factor = 3;
+  fr = make(&c, 0);
+  CHECK(close_four(fr, 0, (const float[]){1, 2, 3, 8}, NULL, &res) == 3.5f);
+  CHECK(res.norm_dropped == 0 && res.norm_clipped == 0);
+  bbi_fedround_free(fr);
+  c.norm_factor = 2;
   /* beyond_bound DROP leaves out everything past the bound */
   c.beyond_bound = BBI_FEDROUND_DROP;
   c.drop_factor = 3;

@@ -11,7 +11,7 @@
  * of its own parameters, which is about how far an independently started model is) is
  * pulled back onto that bound (gossip.norm_clipped), or left out with beyond_norm=drop or
  * when farther than drop_factor × that median (gossip.norm_dropped); max_norm is a fixed
- * bound besides. A model at zeros with nothing mixed in yet has no yardstick: it takes
+ * bound besides. norm_factor=0 turns the median's bounds off, drop_factor's with it. A model at zeros with nothing mixed in yet has no yardstick: it takes
  * what comes, until the history has one. The history is not saved with a snapshot.
  *
  * Who may contribute: with members=view (the default) a peer of the current view of the
@@ -129,20 +129,24 @@ static double yardstick(const gossip_avg *g, const float *own, size_t n) {
 }
 
 /* Whether update u may be mixed into `own` (see the header), with *scale the share of its
- * way from own it keeps (1, or less when pulled back onto the bound); records the
+ * way from own it keeps (1, or less when pulled back onto the bound) and *at the
  * distance it is mixed in at. */
-static bool within_bound(gossip_avg *g, const float *own, const float *u, size_t n, double *scale) {
+static bool within_bound(const gossip_avg *g, const float *own, const float *u, size_t n, double *scale, double *at) {
   const double d = distance(u, own, n), middle = yardstick(g, own, n);
   double bound = g->max_norm > 0 ? g->max_norm : INFINITY;
   const bool measured = middle > 0; /* a model at zeros with no history has no yardstick */
   if (measured && g->norm_factor > 0 && g->norm_factor * middle < bound) bound = g->norm_factor * middle;
-  const double far = measured && g->drop_factor > 0 ? g->drop_factor * middle : INFINITY;
+  const double far = measured && g->norm_factor > 0 && g->drop_factor > 0 ? g->drop_factor * middle : INFINITY;
   *scale = d > bound ? bound / d : 1.0;
-  if (d > far || (d > bound && g->drop_beyond)) return false;
-  g->history[g->next_history] = d > bound ? bound : d;
+  *at = d > bound ? bound : d;
+  return !(d > far || (d > bound && g->drop_beyond));
+}
+
+/* Records the distance an update was mixed in at. */
+static void remember_distance(gossip_avg *g, double at) {
+  g->history[g->next_history] = at;
   g->next_history = (g->next_history + 1) % GOSSIP_AVG_HISTORY;
   if (g->n_history < GOSSIP_AVG_HISTORY) g->n_history++;
-  return true;
 }
 
 /* Whether `from` may mix its update into this node's model (see the header). */
@@ -158,10 +162,9 @@ static int is_member(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, b
   return 0;
 }
 
-static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
-                                 const bb_val *meta, bb_error *err) {
-  (void)meta;
-  gossip_avg *g = self;
+/* 0 when `from` may mix its update in: admitted (see admitted.h) and a member; otherwise
+ * the refusal, counted. */
+static int check_sender(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, bb_error *err) {
   const char *refusal;
   int rc = bbi_contributor_admitted(ctx, "GossipAvg", from, &refusal, err);
   if (rc) {
@@ -171,62 +174,77 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
     return rc;
   }
   bool member;
-  rc = is_member(g, ctx, from, &member, err);
-  if (rc) return rc;
-  if (!member) {
-    bb_ctx_count(ctx, "gossip.refused_non_member", 1);
-    char who[128];
-    bb_peer_id_to_text(from, who, sizeof who);
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: peer %s is not in the current view of slot `%s`",
-                        who, g->view);
-  }
-  bb_val *own = NULL;
-  rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
-  if (rc) return rc;
-  if (!own || bb_val_kind_of(own) != BB_VAL_TENSOR || bb_val_as_tensor(own)->numel != update->numel || update->dtype != BB_DTYPE_FLOAT) {
+  if ((rc = is_member(g, ctx, from, &member, err)) || member) return rc;
+  bb_ctx_count(ctx, "gossip.refused_non_member", 1);
+  char who[128];
+  bb_peer_id_to_text(from, who, sizeof who);
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: peer %s is not in the current view of slot `%s`", who,
+                      g->view);
+}
+
+/* 0 when update can be mixed into `own` (the model's Params value): float32, as many
+ * values, all finite; otherwise the refusal, counted. */
+static int check_update(bb_ctx *ctx, const bb_val *own, const bb_tensor *update, bb_error *err) {
+  if (!own || bb_val_kind_of(own) != BB_VAL_TENSOR || bb_val_as_tensor(own)->numel != update->numel ||
+      update->dtype != BB_DTYPE_FLOAT) {
     bb_ctx_count(ctx, "gossip.refused_length", 1);
     const long long n = own && bb_val_kind_of(own) == BB_VAL_TENSOR ? (long long)bb_val_as_tensor(own)->numel : -1LL;
-    bb_val_release(own);
     return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters", n);
   }
-  const float *u = bb_tensor_data(update), *m0 = bb_tensor_data(bb_val_as_tensor(own));
-  const size_t n = (size_t)update->numel;
-  for (size_t i = 0; i < n; i++)
+  const float *u = bb_tensor_data(update);
+  for (int64_t i = 0; i < update->numel; i++)
     if (!isfinite(u[i])) {
-      bb_val_release(own);
       bb_ctx_count(ctx, "gossip.refused_nonfinite", 1);
-      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: value %zu of the update is not finite", i);
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: value %lld of the update is not finite",
+                          (long long)i);
     }
-  double scale;
-  if (!within_bound(g, m0, u, n, &scale)) {
-    bb_val_release(own);
-    bb_ctx_count(ctx, "gossip.norm_dropped", 1);
-    char who[128];
-    bb_peer_id_to_text(from, who, sizeof who);
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "GossipAvg: the update of peer %s is beyond the distance bound (left out)", who);
-  }
-  if (scale < 1.0) bb_ctx_count(ctx, "gossip.norm_clipped", 1);
-  int64_t dim = update->numel;
-  bb_tensor *mixed = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
-  if (!mixed) {
-    bb_val_release(own);
-    return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
-  }
-  /* own + weight·scale·(u - own), in double: a point between two finite vectors */
+  return 0;
+}
+
+/* Loads own + share·(u - own) into the model, in double: a point between two finite
+ * vectors. */
+static int load_mixed(bb_ctx *ctx, const float *own, const float *u, int64_t n, double share, bb_error *err) {
+  bb_tensor *mixed = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &n);
+  if (!mixed) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   float *m = bb_tensor_data(mixed);
-  const double share = (double)g->weight * scale;
-  for (size_t i = 0; i < n; i++) m[i] = (float)((double)m0[i] + share * ((double)u[i] - (double)m0[i]));
-  bb_val_release(own);
+  for (int64_t i = 0; i < n; i++) m[i] = (float)((double)own[i] + share * ((double)u[i] - (double)own[i]));
   bb_val *v = bb_val_tensor(bb_ctx_allocator(ctx), mixed);
   bb_tensor_release(mixed);
   if (!v) return bb_error_set(err, BB_ERR_NOMEM, "GossipAvg: out of memory");
   bb_val *ack = NULL;
-  rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "LoadParameters", &v, 1, &ack, 1, err);
+  int rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "LoadParameters", &v, 1, &ack, 1, err);
   bb_val_release(v);
   bb_val_release(ack);
-  if (!rc) bb_ctx_count(ctx, "gossip.merged", 1);
   return rc;
+}
+
+static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
+                                 const bb_val *meta, bb_error *err) {
+  (void)meta;
+  gossip_avg *g = self;
+  bb_val *own = NULL;
+  int rc = check_sender(g, ctx, from, err);
+  if (!rc) rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
+  if (!rc) rc = check_update(ctx, own, update, err);
+  double scale = 1.0, at = 0.0;
+  if (!rc) {
+    const float *mine = bb_tensor_data(bb_val_as_tensor(own));
+    if (!within_bound(g, mine, bb_tensor_data(update), (size_t)update->numel, &scale, &at)) {
+      bb_ctx_count(ctx, "gossip.norm_dropped", 1);
+      char who[128];
+      bb_peer_id_to_text(from, who, sizeof who);
+      rc = bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "GossipAvg: the update of peer %s is beyond the distance bound (left out)", who);
+    } else {
+      rc = load_mixed(ctx, mine, bb_tensor_data(update), update->numel, (double)g->weight * scale, err);
+    }
+  }
+  bb_val_release(own);
+  if (rc) return rc;
+  remember_distance(g, at);
+  if (scale < 1.0) bb_ctx_count(ctx, "gossip.norm_clipped", 1);
+  bb_ctx_count(ctx, "gossip.merged", 1);
+  return 0;
 }
 
 static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {

@@ -411,7 +411,8 @@ static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
 /* Holds every update to the distance bound: one farther from the reference is dropped
  * (DROP) or pulled back onto the bound (CLIP): ref + scale·(x - ref), in double, so the
  * copy lies between ref and x (finite floats both) — unless it is farther than
- * drop_factor × the median distance, which drops it under CLIP too. Counts both in c;
+ * drop_factor × the median distance (with norm_factor on), which drops it under CLIP
+ * too. Counts both in c;
  * false when memory runs out. */
 static bool bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
   const size_t k = fr->n_entries, d = fr->cfg.param_len;
@@ -420,7 +421,9 @@ static bool bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
   const size_t beyond = bbi_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
                                               distance, &median);
   const bool clipping = fr->cfg.beyond_bound == BBI_FEDROUND_CLIP;
-  const double far = clipping && fr->cfg.drop_factor > 0 ? fr->cfg.drop_factor * median : INFINITY;
+  /* the drop bound is part of the adaptive one: norm_factor=0 turns both off */
+  const bool dropping_far = clipping && fr->cfg.norm_factor > 0 && fr->cfg.drop_factor > 0;
+  const double far = dropping_far ? fr->cfg.drop_factor * median : INFINITY;
   if (beyond && clipping && !(c->pulled = bbi_mem_alloc(&fr->alloc, k * d * sizeof(float)))) return false;
   c->n = 0;
   c->clipped = c->dropped = 0;

@@ -92,8 +92,8 @@ typedef struct bbi_fedround_config {
   double norm_factor;      /* ... farther than norm_factor × the round's median distance;
                               0: no such bound */
   bbi_fedround_beyond beyond_bound; /* what an update past the bound becomes */
-  double drop_factor;      /* CLIP: an update farther than drop_factor × the round's median
-                              distance is left out all the same; 0: none is */
+  double drop_factor;      /* CLIP with norm_factor > 0: an update farther than drop_factor ×
+                              the round's median distance is left out all the same; 0: none is */
   double center_clip;      /* MEAN: centered clipping — each kept update's deviation from
                               the center (the reference moved on by the last closed round's
                               step) is pulled back to center_clip × the round's median
