@@ -6,11 +6,10 @@
  * `maxLinks`, or that asks for one, up to the separate and smaller `maxRequestedLinks`;
  * never to the whole room. A link a peer asked for and the engine never addressed is
  * dropped when it fails, or gives way to a new request once idle, so strangers cannot hold
- * the slots. The peer with the
- * smaller id always offers (so two peers never offer to each other at once) and drives
- * reconnects; the other asks it to with a `connect` signal. Signalling only makes links:
- * when it closes, open links carry on, and {@link WebRtcTransport.attachSignal} resumes the
- * rest over a new connection.
+ * the slots. The peer with the smaller id always offers (so two peers never offer to each
+ * other at once) and drives reconnects; the other asks it to with a `connect` signal.
+ * Signalling only makes links: when it closes, open links carry on, and
+ * {@link WebRtcTransport.attachSignal} resumes the rest over a new connection.
  */
 import { fromBase64, randomBytes, toBase64 } from '../identity/bytes.js';
 import type { SignalClient } from '../signal/client.js';
@@ -308,8 +307,8 @@ export class WebRtcTransport implements Transport {
   }
 
   /**
-   * Signalling is gone (a server kick, a network blip): open links carry on; a link that
-   * was being made cannot be, so the engine's wait (state `failed`) for attachSignal, and
+   * Signalling is gone (a server kick, a network blip): open links carry on. Links being
+   * made cannot be: those the engine addressed wait (state `failed`) for attachSignal,
    * those only a peer asked for are dropped.
    */
   #signalClosed(code?: number, reason?: string): void {
@@ -487,18 +486,15 @@ export class WebRtcTransport implements Transport {
     if (data.kind === 'offer') {
       if (this.#initiates(from)) return null; // offers come from the smaller id only
       const nonce = fromBase64(data.nonce, SDP_NONCE_BYTES);
-      const refusal = nonce === null ? 'the offer carries no nonce' : await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
-      if (refusal === null) return { nonce: nonce!, sdp: data.sdp };
-      this.#refuseSignal(from, refusal);
-      return null;
+      if (nonce === null) return this.#refuseSignal(from, 'the offer carries no nonce');
+      const refusal = await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
+      return refusal === null ? { nonce, sdp: data.sdp } : this.#refuseSignal(from, refusal);
     }
     if (data.kind === 'answer') {
       const link = this.#links.get(from);
       if (link === undefined || data.gen !== link.gen) return null;
       const refusal = await sdpRefusal('answer', data.sdp, from, this.self, link.nonce, data.sig);
-      if (refusal === null) return { nonce: link.nonce, sdp: data.sdp };
-      this.#refuseSignal(from, refusal);
-      return null;
+      return refusal === null ? { nonce: link.nonce, sdp: data.sdp } : this.#refuseSignal(from, refusal);
     }
     return { nonce: new Uint8Array(0), sdp: '' };
   }
@@ -552,9 +548,10 @@ export class WebRtcTransport implements Transport {
     }
   }
 
-  /** An offer or answer whose signature does not hold is never applied; the link's timeout covers it. */
-  #refuseSignal(from: string, why: string): void {
+  /** An offer or answer whose SDP or signature does not hold is never applied (null); the link's timeout covers it. */
+  #refuseSignal(from: string, why: string): null {
     this.events.emit('error', new TransportError('bad-signature', `refused signalling from ${from}: ${why}`, from));
+    return null;
   }
 
   /** Both descriptions are in place on our side (and, as the answerer, sent): candidates may flow both ways. */
