@@ -11,7 +11,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Identity } from '../src/identity/index.js';
 import { SignalClient } from '../src/signal/index.js';
 import { SignalServer } from '../src/signal/node.js';
-import { CHUNK_HEADER_BYTES, PARTIAL_OVERHEAD_BYTES, WebRtcTransport, type TransportError, type WebRtcTransportOptions } from '../src/transport/index.js';
+import { PARTIAL_OVERHEAD_BYTES, WebRtcTransport, type TransportError, type WebRtcTransportOptions } from '../src/transport/index.js';
+import { rawChunk } from './chunk-support.js';
 import { WS } from './signal-support.js';
 
 const MiB = 1024 * 1024;
@@ -61,20 +62,6 @@ async function attackersAndVictim(n: number): Promise<[Identity[], Identity]> {
   const all = await Promise.all(Array.from({ length: n + 1 }, () => Identity.generate()));
   all.sort((x, y) => (x.peerId < y.peerId ? -1 : 1));
   return [all.slice(0, n), all[n]!];
-}
-
-/** A chunk header by hand: what a hostile sender puts on the wire. */
-function rawChunk(messageId: number, index: number, count: number, offset: number, total: number, payload: number): Uint8Array {
-  const chunk = new Uint8Array(CHUNK_HEADER_BYTES + payload);
-  const view = new DataView(chunk.buffer);
-  view.setUint8(0, 0xbb);
-  view.setUint8(1, 1);
-  view.setUint32(4, messageId, true);
-  view.setUint32(8, index, true);
-  view.setUint32(12, count, true);
-  view.setUint32(16, offset, true);
-  view.setUint32(20, total, true);
-  return chunk;
 }
 
 async function opened(attacker: { t: WebRtcTransport; channels: RTCDataChannel[] }, victim: string): Promise<RTCDataChannel> {

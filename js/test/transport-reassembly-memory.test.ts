@@ -10,8 +10,8 @@ import { setFlagsFromString } from 'node:v8';
 
 import { describe, expect, it } from 'vitest';
 
-import { CHUNK_HEADER_BYTES } from '../src/transport/chunking.js';
 import { Reassembler } from '../src/transport/reassembler.js';
+import { rawChunk } from './chunk-support.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -24,20 +24,6 @@ function held(): number {
   return usage.heapUsed + usage.arrayBuffers;
 }
 
-/** A chunk of one zero byte, header by hand: what a hostile sender puts on the wire. */
-function chunk(messageId: number, index: number, total: number): Uint8Array {
-  const bytes = new Uint8Array(CHUNK_HEADER_BYTES + 1);
-  const view = new DataView(bytes.buffer);
-  view.setUint8(0, 0xbb);
-  view.setUint8(1, 1);
-  view.setUint32(4, messageId, true);
-  view.setUint32(8, index, true);
-  view.setUint32(12, total, true);
-  view.setUint32(16, index, true);
-  view.setUint32(20, total, true);
-  return bytes;
-}
-
 const MiB = 1024 * 1024;
 
 describe('the reassembler holds no more than it counts', () => {
@@ -47,7 +33,7 @@ describe('the reassembler holds no more than it counts', () => {
     const before = held();
     let chunks = 0;
     // chunk 0 never comes: every other one is held ahead of the prefix
-    for (let index = 1; r.pendingBytes < limit - 4096; index++, chunks++) r.push('attacker', chunk(1, index, 16 * MiB), 0);
+    for (let index = 1; r.pendingBytes < limit - 4096; index++, chunks++) r.push('attacker', rawChunk(1, index, 16 * MiB, index, 16 * MiB, 1), 0);
     const grown = held() - before;
     expect(chunks).toBeGreaterThan(100_000);
     expect(grown).toBeLessThanOrEqual(r.pendingBytes);
@@ -58,7 +44,7 @@ describe('the reassembler holds no more than it counts', () => {
     const peers = Array.from({ length: 5000 }, (_, i) => `12D3KooW${String(i).padStart(44, '0')}`); // the transport holds them anyway
     const before = held();
     for (const peer of peers) {
-      for (let id = 1; id <= r.maxPartialsPerPeer; id++) r.push(peer, chunk(id, id === 1 ? 0 : 7, 16 * MiB), 0);
+      for (let id = 1; id <= r.maxPartialsPerPeer; id++) r.push(peer, rawChunk(id, id === 1 ? 0 : 7, 16 * MiB, id === 1 ? 0 : 7, 16 * MiB, 1), 0);
     }
     const grown = held() - before;
     expect(peers.every((peer) => r.partialCount(peer) === r.maxPartialsPerPeer)).toBe(true);
