@@ -112,6 +112,7 @@ int main(void) {
     }
     bb_grad_options o;
     memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
     o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
     o.target = "labels";
     bb_grad_graph *g = NULL;

@@ -39,6 +39,9 @@ typedef struct gb_value {
   int vec_len;
   gb_dim vec[BB_MAX_RANK];
   bool is_param;
+  bool frozen;        /* an initializer the options or the model's buffers list keep fixed */
+  bool reaches;       /* the loss depends on its values (not only on its shape), by any path */
+  bool mark;          /* scratch: carries a gradient from the parameter whose cut is searched */
   bool requires_grad; /* floating point and computed from a parameter through gradients */
   bool active;        /* requires grad and reaches the loss */
   const char *origin; /* a parameter this value is computed from (any path), or NULL */

@@ -3,7 +3,8 @@
 
 Builds small PyTorch modules (one per operator the gradient builder covers, and whole
 models: an MLP, a LeNet-style CNN, a transformer block, a regression and a binary
-classifier), exports each with torch.onnx.export (opset 17, no constant folding, training
+classifier; torch.chunk, nn.TransformerEncoderLayer / nn.TransformerEncoder, torchvision's
+ShuffleNetV2, buffers next to parameters), exports each with torch.onnx.export (opset 17, no constant folding, training
 mode), and writes next to it the reference PyTorch computes for fixed inputs:
 
   CASE.onnx      the exported model (its initializers are the initial parameters)
@@ -101,8 +102,10 @@ class Case:
     """A module, its inputs, and how its loss is formed."""
 
     def __init__(self, name, module, inputs, loss="output", target=None, optimizers=(), onnx_model=None, fn=None,
-                 dynamic_batch=False):
+                 dynamic_batch=False, buffers=False, precise=False):
         self.name, self.module, self.inputs, self.loss = name, module, inputs, loss
+        self.buffers = buffers  # name the module's buffers in the model's metadata (ai.bytesandbrains.buffers)
+        self.precise = precise  # the reference in float64, gradients compared above a floor (meta grad_floor)
         self.dynamic_batch = dynamic_batch  # export dim 0 of every input as the symbol "batch"
         self.target = target  # (name, tensor) for built-in losses
         self.optimizers = optimizers
@@ -341,6 +344,129 @@ def gemm_cases():
             gemm_case("gemm_no_c", 24, 1, 1, 0.75, 1.0, None)]
 
 
+# ---- what torch's own modules export: shape arithmetic, gathers, attention ----------------
+
+def depth_space_case():
+    """DepthToSpace in DCR mode and SpaceToDepth, which torch never exports (pixel_shuffle is
+    CRD mode): written with onnx.helper, PyTorch computes the same permutations."""
+    torch.manual_seed(30)
+    params = {"X": randn(2, 8, 2, 3), "Z": randn(2, 3, 4, 6)}
+    r1, r2 = randn(2, 2, 4, 6), randn(2, 12, 2, 3)
+    inits = [numpy_helper.from_array(v.numpy(), "p." + k) for k, v in params.items()]
+    nodes = [helper.make_node("DepthToSpace", ["p.X"], ["d"], blocksize=2, mode="DCR"),
+             helper.make_node("SpaceToDepth", ["p.Z"], ["s"], blocksize=2),
+             helper.make_node("Constant", [], ["r1"], value=numpy_helper.from_array(r1.numpy())),
+             helper.make_node("Constant", [], ["r2"], value=numpy_helper.from_array(r2.numpy())),
+             helper.make_node("Mul", ["d", "r1"], ["dr"]), helper.make_node("ReduceSum", ["dr"], ["ds"], keepdims=0),
+             helper.make_node("Mul", ["s", "r2"], ["sr"]), helper.make_node("ReduceSum", ["sr"], ["ss"], keepdims=0),
+             helper.make_node("Add", ["ds", "ss"], ["loss"])]
+    graph = helper.make_graph(nodes, "depth_space", [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="torch_make_grad_models")
+
+    def fn(p, inputs):
+        x, z = p["X"], p["Z"]
+        d = x.reshape(2, 2, 2, 2, 2, 3).permute(0, 3, 4, 1, 5, 2).reshape(2, 2, 4, 6)
+        s = z.reshape(2, 3, 2, 2, 3, 2).permute(0, 3, 5, 1, 2, 4).reshape(2, 12, 2, 3)
+        return (d * r1).sum() + (s * r2).sum()
+
+    mod = nn.Module()
+    mod.p = nn.ParameterDict({k: nn.Parameter(v) for k, v in params.items()})
+    return Case("depth_space_dcr", mod, [], onnx_model=model, fn=fn)
+
+
+class Chunked(nn.Module):
+    """torch.chunk on a layer's output: the Slice bounds are computed from Shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(3, 2)
+
+    def forward(self, x):
+        u, v = self.a(x).chunk(2, -1)
+        return self.b(u * v)
+
+
+class Encoder(nn.Module):
+    """torch.nn's transformer encoder (layer or stack) with a classification head."""
+
+    def __init__(self, layers):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.enc = layer if layers == 0 else nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(dim=1))
+
+
+class Normalised(nn.Module):
+    """Input statistics registered as buffers, a BatchNorm's running statistics: state that
+    torch.optim never touches, exported as initializers like the parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.25]))
+        self.register_buffer("std", torch.tensor([1.5]))
+        self.conv = nn.Conv2d(1, 2, 3, padding=1, bias=False)  # a bias before BatchNorm has no gradient
+        self.bn = nn.BatchNorm2d(2)
+        self.fc = nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.relu(self.bn(self.conv((x - self.mean) / self.std))), 1))
+
+
+def shufflenet():
+    """torchvision's ShuffleNetV2 (every block, 170 parameters) at small widths, its
+    BatchNorms' scales and shifts drawn at random: at torch's ones and zeros some of their
+    gradients are sums that cancel to a few units of float32 rounding."""
+    import torchvision
+    net = torchvision.models.shufflenetv2.ShuffleNetV2([4, 8, 4], [4, 8, 16, 32, 32], num_classes=4)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.2)
+    return net
+
+
+def exported_module_cases():
+    torch.manual_seed(31)
+    c = []
+    add = c.append
+    idx = torch.tensor([[0, 5, 2, 5], [1, 1, 3, 0], [4, 0, 0, 2]])
+    add(op_case("gather_elements", lambda p: torch.cat([torch.gather(p["x"], 1, idx).flatten(),
+                                                        torch.gather(p["y"], 0, idx[:2, :3] % 3).flatten()]),
+                {"x": randn(3, 6), "y": randn(3, 3)}))
+    add(op_case("topk", lambda p: torch.cat([torch.topk(p["x"], 3, dim=-1).values.flatten(),
+                                             torch.topk(p["x"], 2, dim=1, largest=False).values.flatten()]),
+                {"x": randn(2, 4, 5)}))
+    add(op_case("pixel_shuffle", lambda p: F.pixel_unshuffle(F.pixel_shuffle(p["x"], 2) * p["w"], 2), {"x": randn(2, 8, 2, 3),
+                                                                                                      "w": randn(2, 4, 6)}))
+    add(depth_space_case())
+    torch.manual_seed(32)
+    add(Case("chunk", Chunked(), [("x", randn(5, 4))], loss="sce", target=("labels", torch.tensor([0, 1, 1, 0, 1])),
+             optimizers=["adam"]))
+    torch.manual_seed(33)
+    # SGD: the key projection's bias has no effect on softmax, so its gradient is rounding
+    # noise, which Adam's normalisation would blow up to full steps
+    add(Case("transformer_encoder_layer", Encoder(0), [("x", randn(2, 5, 8))], loss="sce", target=("labels", torch.tensor([2, 0])),
+             optimizers=["momentum"]))
+    torch.manual_seed(34)
+    add(Case("transformer_encoder", Encoder(2), [("x", randn(2, 5, 8))], loss="sce", target=("labels", torch.tensor([1, 2])),
+             optimizers=["sgd"]))
+    torch.manual_seed(35)
+    add(Case("buffers", Normalised(), [("x", randn(4, 1, 4, 4))], loss="sce", target=("labels", torch.tensor([0, 2, 1, 2])),
+             optimizers=["momentum"], buffers=True))
+    torch.manual_seed(36)
+    # A BatchNorm's shift followed by a 1x1 convolution and another BatchNorm has no effect
+    # (its exact gradient is zero): the reference is computed in float64, and gradients are
+    # compared against a floor of 1e-3 of the largest one rather than their own scale. No
+    # optimizer steps: at this depth float32 rounding grows step by step into a different run.
+    add(Case("shufflenet", shufflenet(), [("x", randn(4, 3, 64, 64))], loss="sce", target=("labels", torch.tensor([3, 1, 0, 2])),
+             precise=True))
+    return c
+
+
 # ---- running a case ------------------------------------------------------------------------
 
 def param_names(case):
@@ -377,8 +503,11 @@ def export(case):
     finally:
         SeededDropout.exporting = False
     model = onnx.load_from_string(buf.getvalue())
+    if case.buffers:
+        model.metadata_props.append(onnx.StringStringEntryProto(key="ai.bytesandbrains.buffers",
+                                                                value=",".join(n for n, _ in case.module.named_buffers())))
     onnx.checker.check_model(model)
-    return buf.getvalue()
+    return model.SerializeToString()
 
 
 def batchnorms(module):
@@ -445,8 +574,14 @@ def reference(case):
 def write_case(case, out_dir):
     case.module.train()
     data = export(case)  # before the reference: the exported initializers are the initial values
+    if case.precise:
+        case.module.double()
+        case.inputs = [(n, x.double() if x.is_floating_point() else x) for n, x in case.inputs]
     refs, meta = reference(case)
-    inits = [numpy_helper.from_array(v.detach().numpy(), k) for k, v in refs.items()]
+    if case.precise:
+        top = max(v.abs().max().item() for k, v in refs.items() if k.startswith("grad:"))
+        meta["grad_floor"] = f"{1e-3 * top:.6g}"
+    inits = [numpy_helper.from_array((v.float() if v.dtype == torch.float64 else v).detach().numpy(), k) for k, v in refs.items()]
     graph = helper.make_graph([], case.name + "_reference", [], [], inits)
     ref = helper.make_model(graph, producer_name="torch_make_grad_models", opset_imports=[helper.make_opsetid("", OPSET)])
     for k, v in meta.items():
@@ -458,7 +593,7 @@ def write_case(case, out_dir):
 
 
 def all_cases():
-    return op_cases() + gemm_cases() + model_cases()
+    return op_cases() + gemm_cases() + model_cases() + exported_module_cases()
 
 
 def generate(out_dir):
