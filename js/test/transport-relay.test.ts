@@ -109,7 +109,7 @@ async function mallory(relay: Relay): Promise<{ read: Uint8Array[]; bridged: Pro
   const bridged = new Promise<void>((resolve) => (bridgedResolve = resolve));
   const pipe = (from: RTCDataChannel, to: () => RTCDataChannel | null): void => {
     from.binaryType = 'arraybuffer';
-    const waiting: Uint8Array[] = [];
+    const waiting: Array<Uint8Array<ArrayBuffer>> = [];
     from.onmessage = (event: MessageEvent) => {
       const bytes = new Uint8Array(event.data as ArrayBuffer);
       read.push(bytes);

@@ -37,7 +37,8 @@ describe('the strict SDP reading', () => {
     expect(readSdp(SDP)).toEqual({ sdp: SDP, fingerprint: FINGERPRINT });
     expect(readSdp(FIREFOX_ANSWER).fingerprint).toMatch(/^sha-256 3B:7A:/);
     const { RTCPeerConnection } = await import('node-datachannel/polyfill');
-    const pc = new RTCPeerConnection({ iceServers: [], bindAddress: '127.0.0.1' });
+    const rtcConfig = { iceServers: [], bindAddress: '127.0.0.1' };
+    const pc = new RTCPeerConnection(rtcConfig);
     pc.createDataChannel('bb');
     const offer = (await pc.createOffer()).sdp!;
     pc.close();
