@@ -1,10 +1,10 @@
 /**
  * The one reading of an SDP that the signature check and the DTLS stack share. DTLS stacks
  * read `a=fingerprint` lines differently — libdatachannel splits lines at LF alone, trims
- * any whitespace or control character from their ends and lets the first media section's
- * last fingerprint override the session's first; Chromium lets the last line win; Firefox
- * accepts a certificate matching any of them — so an SDP that one reader could take two
- * ways is refused rather than read. What passes is a description of exactly one data
+ * whitespace (space, tab, CR, form feed, vertical tab) from their ends and lets the first
+ * media section's last fingerprint override the session's first; Chromium takes a media
+ * section's last; Firefox accepts a certificate matching any of them — so an SDP that one
+ * reader could take two ways is refused rather than read. What passes is a description of exactly one data
  * channel with exactly one fingerprint, in printable ASCII lines each ended by CR LF; the
  * transport hands that very string to setRemoteDescription.
  */
