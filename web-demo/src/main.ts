@@ -20,7 +20,7 @@ import {
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { scorer } from '../shared/rounds.js';
-import { DIGITS, digitsText, rotationDigits } from './federation/digits.js';
+import { DIGITS, rotationDigits } from './federation/digits.js';
 import { LiveSession, whyCannotJoin, type JoinResult, type LiveConfig } from './federation/live.js';
 import { LocalRun, roundRules, type LocalProgram } from './federation/local.js';
 import { FederationState, type Peer } from './federation/state.js';
@@ -402,8 +402,7 @@ async function main(): Promise<void> {
         status('watching the live federation');
         return;
       }
-      const held = digitsText(config!.classesPerShard > 0 ? rotationDigits(result.seat, config!.classesPerShard) : Array.from({ length: DIGITS }, (_, d) => d));
-      panel.you(result.seat, `${result.restored ? 'Your node came back as it was before the reload. ' : ''}This page trains on its own share of the digits (${held}) and sends its updates to the server.`);
+      panel.you(result.seat, `${result.restored ? 'Your node came back as it was before the reload. ' : ''}This page trains on its own share of the digits (${live!.digitsOf(result.seat)}) and sends its updates to the server.`);
       panel.say('');
       status(`live: you are client ${result.seat + 1} of ${config!.clients}`);
     } catch (error) {

@@ -16,6 +16,7 @@ import { loadIdentity } from 'bytesandbrains/identity';
 import { livePlan } from '../../shared/live-plan.js';
 import type { PeerPoint, RoundPoint } from '../../shared/rounds.js';
 import type { ProgramGraph } from '../program/model.js';
+import { DIGITS, digitsText, rotationDigits } from './digits.js';
 import type { FederationState, Mark, PeerState } from './state.js';
 
 /** What serve.mjs says about itself (config.json). */
@@ -154,6 +155,12 @@ export class LiveSession {
     this.#config = config;
   }
 
+  /** The digits the client of seat `index` trains on, as serve.mjs deals them ("all ten" without skew). */
+  digitsOf(index: number): string {
+    const k = this.#config.classesPerShard;
+    return digitsText(k > 0 ? rotationDigits(index, k) : Array.from({ length: DIGITS }, (_, d) => d));
+  }
+
   /** The page's own peer id once it joined. */
   get self(): string | undefined {
     return this.#me;
@@ -287,7 +294,7 @@ export class LiveSession {
       // for the next one), else waiting; a seat claimed but not yet in the room is connecting
       const inRoom: PeerState = known !== undefined && (known.state === 'training' || known.state === 'waiting') ? known.state : 'waiting';
       const state: PeerState = seat.state === 'connected' ? inRoom : seat.state === 'reserved' ? 'connecting' : 'away';
-      s.upsertPeer(seat.peer, { label: `${mine ? 'you: ' : ''}client ${seat.index + 1}`, index: seat.index, peerClass: clientClass, place: mine ? 'this page' : 'remote', state });
+      s.upsertPeer(seat.peer, { label: `${mine ? 'you: ' : ''}client ${seat.index + 1}`, index: seat.index, holds: this.digitsOf(seat.index), peerClass: clientClass, place: mine ? 'this page' : 'remote', state });
     }
     for (const [id, peer] of s.peers) {
       if (id !== status.server && !status.seats.some((seat) => seat.peer === id) && peer.state !== 'gone') s.setState(id, 'gone');
