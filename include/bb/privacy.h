@@ -201,7 +201,9 @@ BB_API int bb_secagg_server_receive(bb_secagg_server *server, uint32_t client, c
 /* When the current stage's deadline passes (UINT64_MAX once the round is over). */
 BB_API uint64_t bb_secagg_server_expiry(const bb_secagg_server *server);
 /* Closes the current stage if its deadline has passed: the clients that did not answer
- * have dropped. Returns BB_ERR_LIMIT when that aborts the round. */
+ * have dropped. Returns a negative code when that aborts the round: BB_ERR_LIMIT below
+ * min_clients or the threshold, BB_ERR_DENIED for shares that do not rebuild what their
+ * owner committed to. */
 BB_API int bb_secagg_server_handle_expiry(bb_secagg_server *server, uint64_t now_ns, bb_error *err);
 
 BB_API bb_secagg_stage bb_secagg_server_stage(const bb_secagg_server *server);
