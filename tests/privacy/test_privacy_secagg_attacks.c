@@ -299,6 +299,12 @@ static void test_client_caps(void) {
   sr_free(&r);
 }
 
+/* A fresh round of 6 clients run until client 2 is about to get its message of `type`. */
+static void client_2_awaiting(sr_round *r, uint64_t seed, uint8_t type, uint8_t *msg, size_t *len) {
+  start(r, 6, seed);
+  CHECK(run_until(r, 2, type, msg, len));
+}
+
 /* A keys message re-signed as client j would (the test holds every identity): keys that
  * verify, but are hostile. Entry k of the message is replaced. */
 static size_t resign_entry(const sr_round *r, uint8_t *msg, size_t len, uint32_t k, uint32_t as, const uint8_t c_pk[32],
@@ -318,10 +324,9 @@ static void test_client_hostile_keys(void) {
   static const uint8_t zero[32];
   for (int attack = 0; attack < 7; attack++) {
     sr_round r;
-    start(&r, 6, 30 + attack);
     uint8_t msg[MAX_MSG];
     size_t len;
-    CHECK(run_until(&r, 2, SA_KEYS, msg, &len));
+    client_2_awaiting(&r, 30 + attack, SA_KEYS, msg, &len);
     /* entries: clients 0, 1, 3, 4, 5; entry 0 is client 0's */
     uint8_t *e0 = msg + SA_HEADER_BYTES + 4, *e1 = e0 + SA_KEY_ENTRY_BYTES;
     switch (attack) {
@@ -371,10 +376,9 @@ static void test_client_hostile_keys(void) {
 static void test_client_hostile_ciphertexts(void) {
   for (int attack = 0; attack < 3; attack++) {
     sr_round r;
-    start(&r, 6, 40 + attack);
     uint8_t msg[MAX_MSG];
     size_t len;
-    CHECK(run_until(&r, 2, SA_CIPHERTEXTS, msg, &len));
+    client_2_awaiting(&r, 40 + attack, SA_CIPHERTEXTS, msg, &len);
     uint8_t *e0 = msg + SA_HEADER_BYTES + 4;
     if (attack == 0) { /* a share pair altered in transit */
       e0[4 + 20] ^= 1;
@@ -394,10 +398,9 @@ static void test_client_hostile_ciphertexts(void) {
 static void test_client_hostile_unmask_requests(void) {
   for (int attack = 0; attack < 3; attack++) {
     sr_round r;
-    start(&r, 6, 50 + attack);
     uint8_t msg[MAX_MSG];
     size_t len;
-    CHECK(run_until(&r, 2, SA_UNMASK_REQUEST, msg, &len));
+    client_2_awaiting(&r, 50 + attack, SA_UNMASK_REQUEST, msg, &len);
     if (attack == 0) { /* a share of itself */
       const uint32_t sv[] = {0, 1, 2, 3, 4};
       len = craft_request(msg, msg + 6, 2, sv, 5, NULL, 0);
