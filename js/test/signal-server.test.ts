@@ -1,3 +1,4 @@
+import { connect as connectTcp } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 
@@ -5,7 +6,7 @@ import { Identity } from '../src/identity/index.js';
 import { TokenBucket } from '../src/signal/bucket.js';
 import { SignalClient, SignalError, joinSignedBytes } from '../src/signal/index.js';
 import { SignalServer, type SignalServerOptions } from '../src/signal/node.js';
-import { PresenceBatch } from '../src/signal/presence.js';
+import { PresenceBacklog, RoomPresence, type Session } from '../src/signal/presence.js';
 import { joinFrame } from '../src/signal/protocol.js';
 import { RawPeer, WS, idOf, identity } from './signal-support.js';
 
@@ -266,7 +267,7 @@ describe('server limits', () => {
     expect(server.stats()).toMatchObject({ connections: 2, addresses: 1, refusedConnections: 1 });
   });
 
-  it('closes a socket that does not read with 4002 once its buffer passes the bound', async () => {
+  it('drops signals for a member that does not read instead of closing it, and relays again once it reads', async () => {
     await restart({ maxBufferedBytes: 64 * 1024, maxMessageBytes: 60 * 1024, rateBurst: 1000, byteBurst: 1 << 30, bytesPerSecond: 1 << 30 });
     const sink = await raw();
     await sink.join('r', await identity('sink'));
@@ -274,14 +275,85 @@ describe('server limits', () => {
     const source = await raw();
     await source.join('r', await identity('source'));
     const frame = JSON.stringify({ type: 'signal', to: await idOf('sink'), data: 'x'.repeat(50_000) });
-    for (let i = 0; i < 400 && server.stats().slowReaders === 0; i++) {
+    for (let i = 0; i < 400 && server.stats().droppedSignals === 0; i++) {
       source.send(frame);
       await new Promise((r) => setTimeout(r, 1));
     }
-    expect(server.stats().slowReaders).toBe(1);
-    expect(server.members('r')).toEqual([await idOf('source')]);
+    expect(server.stats()).toMatchObject({ slowReaders: 0, members: 2 });
+    expect(server.stats().droppedSignals).toBeGreaterThan(0);
+    const arrived: unknown[] = [];
+    sink.socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as { type: string; data?: unknown };
+      if (message.type === 'signal' && message.data !== frame) arrived.push(message.data);
+    });
     sink.resume();
-    expect(await sink.closed).toBe(4002);
+    await vi.waitFor(() => expect(sink.socket.bufferedAmount).toBe(0));
+    source.send({ type: 'signal', to: await idOf('sink'), data: 'after' });
+    await vi.waitFor(() => expect(arrived).toContain('after'));
+    expect(sink.socket.readyState).toBe(WebSocket.OPEN);
+  });
+
+  it('closes with 4002 a socket that asks for more replies than it reads', async () => {
+    await restart({ maxBufferedBytes: 16 * 1024, rateBurst: 100_000, ratePerSecond: 100_000, byteBurst: 1 << 30, bytesPerSecond: 1 << 30 });
+    const greedy = await raw();
+    await greedy.join('r', await identity('greedy'));
+    greedy.pause();
+    // each one answered with an error it never reads, until the kernel's buffers are full too
+    const nobody = 'n'.repeat(128);
+    for (let i = 0; i < 400_000 && server.stats().slowReaders === 0; i++) {
+      greedy.send({ type: 'signal', to: nobody, data: i });
+      if (i % 1000 === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(server.stats().slowReaders).toBe(1);
+    greedy.resume();
+    expect(await greedy.closed).toBe(4002);
+  });
+
+  it('tells a newcomer a room longer than one page in pages, as it reads', async () => {
+    await restart({ presenceIntervalMs: 10, maxConnectionsPerAddress: 200 });
+    const members = await Promise.all(Array.from({ length: 150 }, async () => {
+      const peer = await raw();
+      await peer.join('long', await Identity.generate());
+      return peer.peerId!;
+    }));
+    await new Promise((r) => setTimeout(r, 50));
+    const newcomer = await raw();
+    const joined = await newcomer.join('long', await identity('newcomer'));
+    expect(joined.peers!.length).toBe(64);
+    const told = new Set(joined.peers);
+    while (told.size < members.length) {
+      const page = await newcomer.reply();
+      expect(page).toMatchObject({ type: 'presence', left: [] });
+      expect(page.joined!.length).toBeLessThanOrEqual(64);
+      for (const peer of page.joined!) told.add(peer);
+    }
+    expect([...told].sort()).toEqual([...members].sort());
+  });
+
+  it('closes only the socket whose message the server failed on, and goes on', async () => {
+    const faults: unknown[] = [];
+    await restart({ rooms: (room) => { if (room === 'boom') throw new Error('the policy store is down'); return undefined; }, onFault: (error) => faults.push(error) });
+    const bystander = await join('calm', 'alice');
+    const victim = await raw();
+    victim.send(await victim.signedJoin('boom', await identity('bob')));
+    expect(await victim.closed).toBe(1011);
+    expect(faults).toEqual([new Error('the policy store is down')]);
+    expect(server.stats().faults).toBe(1);
+    const other = await join('calm', 'carol');
+    expect(other.peers()).toEqual([bystander.self]);
+  });
+
+  it('cuts a TCP connection that does not finish its upgrade in time', async () => {
+    await restart({ upgradeTimeoutMs: 200 });
+    const socket = connectTcp({ host: '127.0.0.1', port: server.address.port });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    expect(server.stats().pendingUpgrades).toBe(1);
+    await new Promise((resolve) => socket.once('close', resolve));
+    await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 0, upgradeTimeouts: 1, addresses: 0 }));
+    // one that upgrades in time stays
+    const s = await raw();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.socket.readyState).toBe(WebSocket.OPEN);
   });
 
   it('coalesces churn: a join and leave between two announcements reach nobody', async () => {
@@ -297,22 +369,58 @@ describe('server limits', () => {
   });
 });
 
-describe('PresenceBatch', () => {
-  it('reports the net change per peer, and a left-and-back peer as both', () => {
-    const batch = new PresenceBatch();
-    const present = new Set(['old', 'back']);
-    batch.joined('new');
-    batch.joined('gone-again');
-    batch.left('gone-again');
-    batch.left('old');
-    present.delete('old');
-    batch.left('back');
-    batch.joined('back');
-    present.add('new');
-    expect(batch.pending).toBe(true);
-    expect(batch.take((p) => present.has(p))).toEqual({ joined: ['new', 'back'], left: ['old', 'back'] });
-    expect(batch.pending).toBe(false);
-    expect(batch.take((p) => present.has(p))).toEqual({ joined: [], left: [] });
+describe('RoomPresence and PresenceBacklog', () => {
+  const session = (token?: string): Session => ({ token });
+
+  it('announce the net change per peer, and a peer that left and came back as both', () => {
+    const presence = new RoomPresence();
+    const now = new Map<string, Session>([['old', session()], ['back', session()]]);
+    presence.changed('old');
+    presence.changed('back');
+    expect(presence.take((p) => now.get(p)).map((c) => c.peer)).toEqual(['old', 'back']);
+    now.set('new', session('t'));
+    now.set('gone-again', session());
+    now.delete('gone-again');
+    now.delete('old');
+    now.set('back', session()); // a new stay
+    for (const peer of ['new', 'gone-again', 'old', 'back']) presence.changed(peer);
+    expect(presence.isPending('new')).toBe(true);
+    const changes = presence.take((p) => now.get(p));
+    expect(changes.map(({ peer, was, now: is }) => [peer, was !== undefined, is !== undefined])).toEqual([
+      ['new', false, true], ['old', true, false], ['back', true, true],
+    ]);
+    expect(presence.isPending('new')).toBe(false);
+    expect([...presence.announced.keys()].sort()).toEqual(['back', 'new']);
+    expect(presence.take((p) => now.get(p))).toEqual([]);
+  });
+
+  it('keep one entry per peer for a member that falls behind, however much churns', () => {
+    const presence = new RoomPresence();
+    const now = new Map<string, Session>();
+    const backlog = new PresenceBacklog();
+    const stay = session();
+    now.set('steady', stay);
+    presence.changed('steady');
+    presence.take((p) => now.get(p)); // the member saw this one
+    for (let round = 0; round < 100; round++) {
+      now.set(`churn-${round}`, session());
+      now.set('steady', round % 2 === 0 ? session() : stay);
+      presence.changed(`churn-${round}`);
+      presence.changed('steady');
+      backlog.add(presence.take((p) => now.get(p)));
+      now.delete(`churn-${round}`);
+      presence.changed(`churn-${round}`);
+      backlog.add(presence.take((p) => now.get(p)));
+    }
+    // 100 peers came and went, and 'steady' left and came back 100 times: it is told nothing
+    // of the first, and of the second only if its last stay is not the one it knew
+    expect(backlog.empty).toBe(true);
+    now.set('steady', session());
+    presence.changed('steady');
+    backlog.add(presence.take((p) => now.get(p)));
+    const page = backlog.takePage(64, presence.announced, () => false);
+    expect(page).toEqual([{ peer: 'steady', was: stay, now: now.get('steady') }]);
+    expect(backlog.empty).toBe(true);
   });
 });
 

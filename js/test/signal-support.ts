@@ -93,6 +93,14 @@ export class RawPeer {
     }
   }
 
+  /** The next message of `type`, skipping the others (presence of the room, say). */
+  async nextOf(type: string, timeoutMs?: number): Promise<ServerReply> {
+    for (;;) {
+      const message = await this.next(timeoutMs);
+      if (message.type === type) return message;
+    }
+  }
+
   /** Waits for the server's challenge (once), then joins `room` as `signer`; returns the reply. */
   async join(room: string, signer: Identity, role: PeerRole = 'client', extra: Record<string, unknown> = {}): Promise<ServerReply> {
     while (this.#challenge === null) await this.next();
