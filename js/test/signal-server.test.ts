@@ -1,6 +1,6 @@
 import { connect as connectTcp } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import WebSocket from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 
 import { Identity } from '../src/identity/index.js';
 import { TokenBucket } from '../src/signal/bucket.js';
@@ -145,6 +145,50 @@ describe('signalling server and client', () => {
     expect(codes).toContain('rate-limited');
     s.send('x'.repeat(5000));
     expect(await s.closed).toBe(1009);
+  });
+});
+
+describe('a client facing a hostile server', () => {
+  it('drops messages of the wrong shape or nested too deep, and goes on with the good ones', async () => {
+    const hostile = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise((resolve) => hostile.once('listening', resolve));
+    const port = (hostile.address() as { port: number }).port;
+    const peer = await idOf('bob');
+    hostile.on('connection', (socket) => {
+      socket.send(JSON.stringify({ type: 'challenge', nonce: Buffer.alloc(32).toString('base64') }));
+      socket.once('message', (data) => {
+        const join = JSON.parse(String(data)) as { room: string; peer: string; role: string };
+        socket.send(JSON.stringify({ type: 'joined', room: join.room, peer: join.peer, role: join.role, peers: [] }));
+        socket.once('message', () => sendAll());
+      });
+      const sendAll = (): void => {
+        for (const bad of [
+          { type: 'presence', joined: 5, left: [] },
+          { type: 'presence', joined: [{ toString: 1 }], left: [] },
+          { type: 'presence', joined: [peer], left: null },
+          { type: 'signal', from: { id: peer }, data: 1 },
+          { type: 'ice', iceServers: 'stun:x' },
+          { type: 'error', code: 7 },
+          { type: '__proto__', joined: [peer], left: [] },
+        ]) socket.send(JSON.stringify(bad));
+        socket.send(`{"type":"signal","from":"${peer}","data":${'['.repeat(5000)}${']'.repeat(5000)}}`);
+        socket.send(JSON.stringify({ type: 'presence', joined: [peer], left: [], tokens: { ['__proto__']: 'x' } }));
+        socket.send(JSON.stringify({ type: 'signal', from: peer, data: 'good' }));
+      };
+    });
+    try {
+      const client = await SignalClient.connect({ url: `ws://127.0.0.1:${port}`, room: 'r', identity: await identity('alice'), WebSocket: WS });
+      clients.push(client);
+      const signals: unknown[] = [];
+      client.events.on('signal', (_from, data) => signals.push(data));
+      client.send(peer, 'go'); // the server's cue
+      await vi.waitFor(() => expect(signals).toEqual(['good']));
+      expect(client.peers()).toEqual([peer]);
+      expect(client.tokenOf(peer)).toBeUndefined();
+      expect(client.closed).toBe(false);
+    } finally {
+      hostile.close();
+    }
   });
 });
 

@@ -47,28 +47,34 @@ function listed(allow: RoomPolicy['allow'], peer: string): PeerRole | undefined 
  */
 export async function admissionRefusal(policy: RoomPolicy | undefined, openRooms: boolean, request: AdmissionRequest, nowSeconds: number): Promise<string | null> {
   if (policy === undefined && !openRooms) return `room ${request.room} has no admission policy and this server admits none without one`;
-  const granted = (role: PeerRole, by: string): string | null =>
-    role === request.role ? null : `${by} admits ${request.peer} as ${role}, not as ${request.role}`;
   const operators = policy?.operators ?? [];
-  let tokenRole: PeerRole | undefined;
   if (request.token !== undefined) {
-    // a token that does not decode is refused as such before its signer matters
-    const signer = decodeJoinToken(request.token)?.token.operator;
-    const trusted = operators.length > 0 || signer === undefined ? operators : [signer];
-    try {
-      tokenRole = (await verifyJoinToken(request.token, { peer: request.peer, room: request.room, operators: trusted, now: nowSeconds })).role;
-    } catch (error) {
-      return (error as Error).message;
-    }
-    const refusal = granted(tokenRole, 'the join token');
+    const refusal = await tokenRefusal(request, request.token, operators, nowSeconds);
     if (refusal !== null) return refusal;
   }
   if (policy === undefined) return null;
   const role = listed(policy.allow, request.peer);
-  if (role !== undefined) return granted(role, `room ${request.room}'s list`);
+  if (role !== undefined) return roleRefusal(request, role, `room ${request.room}'s list`);
   if (request.token === undefined) return `${request.peer} is not on room ${request.room}'s list and brings no join token`;
   if (operators.length === 0) return `room ${request.room} takes no join tokens`;
-  return null; // the token, checked above against the room's operators, admits it
+  return null; // its token, checked against the room's operators, admits it
+}
+
+/** Why `token` does not hold for the join (signed by one of `operators`, or without any by the key it names); null when it does. */
+async function tokenRefusal(request: AdmissionRequest, token: string, operators: readonly Uint8Array[], nowSeconds: number): Promise<string | null> {
+  // a token that does not decode is refused as such before its signer matters
+  const signer = decodeJoinToken(token)?.token.operator;
+  const trusted = operators.length > 0 || signer === undefined ? operators : [signer];
+  try {
+    const granted = await verifyJoinToken(token, { peer: request.peer, room: request.room, operators: trusted, now: nowSeconds });
+    return roleRefusal(request, granted.role, 'the join token');
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+function roleRefusal(request: AdmissionRequest, role: PeerRole, by: string): string | null {
+  return role === request.role ? null : `${by} admits ${request.peer} as ${role}, not as ${request.role}`;
 }
 
 /**

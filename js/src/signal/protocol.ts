@@ -138,3 +138,44 @@ export function parseClientMessage(text: string, bounds: JsonBounds): ClientMess
       return 'not a join, signal, ice or leave message';
   }
 }
+
+/**
+ * What a client takes from a server: a message deeper or larger is dropped (a server
+ * relays nothing past its own, far smaller bounds).
+ */
+export const SERVER_MESSAGE_BOUNDS: JsonBounds = { maxDepth: 32, maxValues: 65_536 };
+
+const isName = (value: unknown): value is string => typeof value === 'string' && NAME_PATTERN.test(value);
+const isNames = (value: unknown): value is string[] => Array.isArray(value) && value.every(isName);
+const isRecord = (value: unknown): boolean => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isOptional = (value: unknown, check: (value: unknown) => boolean): boolean => value === undefined || check(value);
+const isIceServers = (value: unknown): boolean => Array.isArray(value) && value.every(isRecord);
+const isSeconds = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
+
+/**
+ * Parses a server message, or returns null when `text` is not one (not JSON, past
+ * {@link SERVER_MESSAGE_BOUNDS}, or a field of the wrong type): a client never acts on a
+ * message it has not checked the shape of.
+ */
+export function parseServerMessage(text: string): ServerMessage | null {
+  const parsed = parseBoundedJson(text, SERVER_MESSAGE_BOUNDS);
+  if ('error' in parsed || !isRecord(parsed.value)) return null;
+  const m = parsed.value as Record<string, unknown>;
+  switch (m.type) {
+    case 'challenge':
+      return typeof m.nonce === 'string' ? (m as ServerMessage) : null;
+    case 'joined':
+      return isName(m.room) && isName(m.peer) && PEER_ROLES.includes(m.role as PeerRole) && isNames(m.peers) && isOptional(m.iceServers, isIceServers)
+        && isOptional(m.iceTtlSeconds, isSeconds) && isOptional(m.tokens, isRecord) ? (m as ServerMessage) : null;
+    case 'presence':
+      return isNames(m.joined) && isNames(m.left) && isOptional(m.tokens, isRecord) ? (m as ServerMessage) : null;
+    case 'signal':
+      return isName(m.from) && 'data' in m ? (m as ServerMessage) : null;
+    case 'ice':
+      return isIceServers(m.iceServers) && isOptional(m.iceTtlSeconds, isSeconds) ? (m as ServerMessage) : null;
+    case 'error':
+      return typeof m.code === 'string' && typeof m.message === 'string' ? (m as ServerMessage) : null;
+    default:
+      return null;
+  }
+}
