@@ -16,7 +16,6 @@
  * every join prove one, and the attacks are what remains possible with them.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -26,7 +25,7 @@ import { Identity } from '../src/identity/index.js';
 import { CHALLENGE_BYTES, createJoinToken, joinSignedBytes } from '../src/signal/index.js';
 import { joinFrame } from '../src/signal/protocol.js';
 import { SIGNAL_SERVER_DEFAULTS } from '../src/signal/node.js';
-import { RawPeer } from './signal-support.js';
+import { RawPeer, ask, readyOf, rssOf } from './signal-support.js';
 
 const RSS_BOUND = 200 * 1024 * 1024;
 const HONEST = 20;
@@ -57,22 +56,9 @@ interface ChildStats {
   server: ServerStats;
 }
 
-function rssOf(pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return match === null ? 0 : Number(match[1]) * 1024;
-}
-
 /** Asks the server's process `what` ('stats', after a full collection, or 'peek'). */
 function childStats(what: 'stats' | 'peek' = 'stats'): Promise<ChildStats> {
-  return new Promise((resolve) => {
-    const on = (message: { type: string } & ChildStats): void => {
-      if (message.type !== what) return;
-      child.off('message', on);
-      resolve(message);
-    };
-    child.on('message', on);
-    child.send(what);
-  });
+  return ask<ChildStats>(child, what, what);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -150,33 +136,17 @@ interface ProberReport {
 
 /** What the honest side saw since the last report. */
 function honestReport(): Promise<ProberReport> {
-  return new Promise((resolve) => {
-    const on = (message: { type: string } & ProberReport): void => {
-      if (message.type !== 'report') return;
-      prober.off('message', on);
-      resolve(message);
-    };
-    prober.on('message', on);
-    prober.send('report');
-  });
+  return ask<ProberReport>(prober, 'report', 'report');
 }
-
-function childReady(process: ChildProcess, what: string): Promise<{ type: string; port?: number }> {
-  return new Promise((resolve, reject) => {
-    process.once('message', resolve);
-    process.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
-  });
-}
-
 
 beforeAll(async () => {
   operator = await Identity.generate();
   const policy = { rooms: { tokens: { operators: [toBase64(operator.publicKey)] } } };
   child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify({ ...SERVER_OPTIONS, policy })], { execArgv: ['--expose-gc'] });
-  url = `ws://127.0.0.1:${(await childReady(child, 'the server')).port}`;
+  url = `ws://127.0.0.1:${(await readyOf(child, 'the server')).port}`;
   sampler = setInterval(() => (rssMax = Math.max(rssMax, rssOf(child.pid!))), 50);
   prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
-  await childReady(prober, 'the honest peers');
+  await readyOf(prober, 'the honest peers');
 }, 30_000);
 
 afterEach(async () => {
@@ -188,8 +158,9 @@ afterEach(async () => {
 afterAll(async () => {
   clearInterval(sampler);
   for (const process of [prober, child]) {
-    process?.send('close');
-    await new Promise((resolve) => process?.once('exit', resolve));
+    if (process === undefined || process.exitCode !== null || process.signalCode !== null) continue;
+    process.send('close');
+    await new Promise((resolve) => process.once('exit', resolve));
   }
 });
 

@@ -1,4 +1,6 @@
-/** What the signalling tests share: identities by name and a raw protocol peer. */
+/** What the signalling tests share: identities by name, a raw protocol peer, and child processes. */
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 
 import { fromBase64 } from '../src/identity/bytes.js';
@@ -142,4 +144,45 @@ export class RawPeer {
   terminate(): void {
     this.socket.terminate();
   }
+}
+
+/** Resident memory of process `pid` in bytes (0 once it is gone). */
+export function rssOf(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
+}
+
+/** Sends `question` to a child process and resolves with its first message of type `answer`; rejects if it exits first. */
+export function ask<T>(child: ChildProcess, question: string, answer: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const on = (message: { type: string }): void => {
+      if (message.type !== answer) return;
+      done();
+      resolve(message as T);
+    };
+    const exit = (code: number | null): void => {
+      done();
+      reject(new Error(`the child process exited with ${code} before answering ${question}`));
+    };
+    const done = (): void => {
+      child.off('message', on);
+      child.off('exit', exit);
+    };
+    if (child.exitCode !== null || child.signalCode !== null) return reject(new Error(`the child process is gone (asked ${question})`));
+    child.on('message', on);
+    child.once('exit', exit);
+    child.send(question);
+  });
+}
+
+/** The first message of a child process (its 'listening' or 'ready'); rejects if it exits first. */
+export function readyOf(child: ChildProcess, what: string): Promise<{ type: string; port?: number }> {
+  return new Promise((resolve, reject) => {
+    child.once('message', resolve);
+    child.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
+  });
 }
