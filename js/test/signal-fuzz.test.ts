@@ -187,7 +187,7 @@ describe('the signalling parsers, fuzzed against JSON.parse', () => {
     const fuzz = new Fuzz(SEED);
     fuzz.names.push('12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo');
     const counts = { parsed: 0, refused: 0, notJson: 0 };
-    for (let i = 0; i < 3000; i++) {
+    for (let i = 0; i < 1500; i++) {
       const text = fuzz.message(null);
       let reference: { value: unknown } | null;
       try {
@@ -224,7 +224,7 @@ describe('the signalling parsers, fuzzed against JSON.parse', () => {
       if (reply !== null) expect(() => JSON.stringify(reply)).not.toThrow();
     }
     // the generator reaches all three outcomes, or it tests little
-    expect(Math.min(counts.parsed, counts.refused, counts.notJson)).toBeGreaterThan(100);
+    expect(Math.min(counts.parsed, counts.refused, counts.notJson)).toBeGreaterThan(50);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });
