@@ -128,8 +128,8 @@ function tokenFor(identity: Identity, room: string): Promise<string> {
 }
 
 interface ProberReport {
-  slowestJoinMs: number;
   joins: number;
+  failedJoins: number;
   signals: number;
   closed: number;
 }
@@ -175,7 +175,7 @@ describe('the signalling server under attack (child process, loopback)', () => {
     expect(child.exitCode).toBeNull();
     const honest = await honestReport();
     expect(honest.joins).toBeGreaterThan(0);
-    expect(honest.slowestJoinMs).toBeLessThan(Number.POSITIVE_INFINITY);
+    expect(honest.failedJoins).toBe(0);
     expect(honest.signals).toBeGreaterThan(0);
     expect(honest.closed).toBe(0);
     expect(rssMax).toBeLessThan(RSS_BOUND);
