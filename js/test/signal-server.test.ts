@@ -5,7 +5,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { Identity } from '../src/identity/index.js';
 import { TokenBucket } from '../src/signal/bucket.js';
 import { SignalClient, SignalError, joinSignedBytes } from '../src/signal/index.js';
-import { SignalServer, type SignalServerOptions } from '../src/signal/node.js';
+import { PRESENCE_PAGE_PEERS, SignalServer, type SignalServerOptions } from '../src/signal/node.js';
 import { PresenceBacklog, RoomPresence, type Session } from '../src/signal/presence.js';
 import { joinFrame } from '../src/signal/protocol.js';
 import { RawPeer, WS, idOf, identity } from './signal-support.js';
@@ -363,12 +363,12 @@ describe('server limits', () => {
     await new Promise((r) => setTimeout(r, 50));
     const newcomer = await raw();
     const joined = await newcomer.join('long', await identity('newcomer'));
-    expect(joined.peers!.length).toBe(64);
+    expect(joined.peers!.length).toBe(PRESENCE_PAGE_PEERS);
     const told = new Set(joined.peers);
     while (told.size < members.length) {
       const page = await newcomer.reply();
       expect(page).toMatchObject({ type: 'presence', left: [] });
-      expect(page.joined!.length).toBeLessThanOrEqual(64);
+      expect(page.joined!.length).toBeLessThanOrEqual(PRESENCE_PAGE_PEERS);
       for (const peer of page.joined!) told.add(peer);
     }
     expect([...told].sort()).toEqual([...members].sort());

@@ -80,7 +80,7 @@ export const CLOSE_CODES = {
   joinTimeout: 4000,
   /** The same peer joined the same room again on another socket. */
   replaced: 4001,
-  /** The socket read its own replies too slowly: what waited for it passed twice `maxBufferedBytes`. */
+  /** The socket read its own replies too slowly: what waited for it passed `maxBufferedBytes` and a reserve. */
   slowReader: 4002,
   /** The rooms this server shares with other signalling processes are out of reach: join another. */
   unavailable: 4003,

@@ -71,8 +71,8 @@ export interface SignalServerOptions {
    * Bytes that may wait to be written to one socket (in `ws` and Node, before the kernel
    * takes them). A signal relayed to a socket past it is dropped: a member that reads
    * slowly loses signals, not its place. Presence waits for it to read, kept as at most
-   * one entry per peer. Its own replies may take it to twice this; past that, it asks
-   * for more than it reads and is closed with 4002.
+   * one entry per peer. Its own replies may pass it by {@link REPLY_RESERVE_BYTES}; past
+   * that, it asks for more than it reads and is closed with 4002.
    */
   maxBufferedBytes?: number;
   /** How long a socket closed for cause may take to read its close frame before it is cut. */
@@ -130,6 +130,9 @@ type Limits = { -readonly [K in keyof typeof SIGNAL_SERVER_DEFAULTS]: number };
 /** Peers in one `joined` or `presence` message: a long roster goes out in pages, as the member reads. */
 export const PRESENCE_PAGE_PEERS = 64;
 
+/** What a socket's own replies may add past `maxBufferedBytes` (a full socket still hears its answers). */
+export const REPLY_RESERVE_BYTES = 64 * 1024;
+
 /** What the server holds now, and what it turned away since it started. */
 export interface SignalServerStats {
   /** Open WebSockets. */
@@ -145,7 +148,7 @@ export interface SignalServerStats {
   refusedConnections: number;
   /** Connections cut for not finishing their upgrade in time. */
   upgradeTimeouts: number;
-  /** Sockets closed because their own replies waited for them past twice `maxBufferedBytes`. */
+  /** Sockets closed because their own replies waited for them past `maxBufferedBytes` and its reserve. */
   slowReaders: number;
   /** Signals dropped because their addressee had `maxBufferedBytes` waiting already. */
   droppedSignals: number;
@@ -689,13 +692,14 @@ export class SignalServer {
     this.#reply(connection, { type: 'error', code, message });
   }
 
-  /** Answers the socket's own message; past twice `maxBufferedBytes` waiting, it reads too slowly and is closed. */
+  /** Answers the socket's own message; past `maxBufferedBytes` and its reserve waiting, it reads too slowly and is closed. */
   #reply(connection: Connection, message: ServerMessage): void {
     if (!this.#writable(connection)) return;
     const text = JSON.stringify(message);
-    if (connection.socket.bufferedAmount + Buffer.byteLength(text) > 2 * this.#limits.maxBufferedBytes) {
+    const most = this.#limits.maxBufferedBytes + REPLY_RESERVE_BYTES;
+    if (connection.socket.bufferedAmount + Buffer.byteLength(text) > most) {
       this.#counters.slowReaders++;
-      return this.#shut(connection, CLOSE_CODES.slowReader, `read too slowly: over ${2 * this.#limits.maxBufferedBytes} bytes waited for it`);
+      return this.#shut(connection, CLOSE_CODES.slowReader, `read its replies too slowly: over ${most} bytes waited for it`);
     }
     this.#write(connection, text);
   }

@@ -7,6 +7,8 @@
 import type { Socket } from 'node:net';
 
 interface Held {
+  /** The TCP socket (under a TLS one, the same remote end). */
+  readonly socket: Socket;
   /** The address it counts against, once known (null: in the total only). */
   address: string | null;
   /** Cuts it if it has not upgraded in time; null once it has. */
@@ -50,44 +52,43 @@ export class SocketLedger {
    */
   hold(socket: Socket, address: string | null, upgradeMs?: number, onTimeout?: () => void): boolean {
     const key = keyOf(socket);
-    if (key === null || this.#held.has(key)) return false;
-    const held: Held = { address: null, timer: null };
+    if (key === null) return false;
+    // a closed connection whose port came back before its close was seen is let go now
+    const stale = this.#held.get(key);
+    if (stale !== undefined) this.#release(key, stale);
+    const held: Held = { socket, address: null, timer: null };
     this.#held.set(key, held);
     if (address !== null) this.#count(held, address);
     if (upgradeMs !== undefined) {
       this.#pending++;
       held.timer = setTimeout(() => {
-        this.#upgradedOrGone(held);
+        this.#stopTimer(held);
         onTimeout?.();
         socket.destroy();
       }, upgradeMs);
       held.timer.unref?.();
     }
-    socket.once('close', () => {
-      this.#upgradedOrGone(held);
-      this.#held.delete(key);
-      if (held.address !== null) {
-        const left = this.countOf(held.address) - 1;
-        if (left > 0) this.#perAddress.set(held.address, left);
-        else this.#perAddress.delete(held.address);
-      }
-    });
+    socket.once('close', () => this.#release(key, held));
     return true;
   }
 
-  /** Whether `socket` is held already (taken at TCP accept). */
+  /** Whether `socket` (or the TCP socket under it) is held already, taken at its accept. */
   holds(socket: Socket): boolean {
-    const key = keyOf(socket);
-    return key !== null && this.#held.has(key);
+    return this.#find(socket) !== undefined;
   }
 
   /** `socket` upgraded: its timer stops; it counts against `address` too if it did not yet. */
   upgraded(socket: Socket, address: string): void {
+    const held = this.#find(socket);
+    if (held === undefined) return;
+    this.#stopTimer(held);
+    if (held.address === null) this.#count(held, address);
+  }
+
+  #find(socket: Socket): Held | undefined {
     const key = keyOf(socket);
     const held = key === null ? undefined : this.#held.get(key);
-    if (held === undefined) return;
-    this.#upgradedOrGone(held);
-    if (held.address === null) this.#count(held, address);
+    return held === undefined || held.socket.destroyed ? undefined : held;
   }
 
   #count(held: Held, address: string): void {
@@ -95,7 +96,18 @@ export class SocketLedger {
     this.#perAddress.set(address, this.countOf(address) + 1);
   }
 
-  #upgradedOrGone(held: Held): void {
+  /** Lets a connection go (once, whichever of its close or its replacement comes first). */
+  #release(key: string, held: Held): void {
+    if (this.#held.get(key) !== held) return;
+    this.#held.delete(key);
+    this.#stopTimer(held);
+    if (held.address === null) return;
+    const left = this.countOf(held.address) - 1;
+    if (left > 0) this.#perAddress.set(held.address, left);
+    else this.#perAddress.delete(held.address);
+  }
+
+  #stopTimer(held: Held): void {
     if (held.timer === null) return;
     clearTimeout(held.timer);
     held.timer = null;
