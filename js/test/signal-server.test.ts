@@ -374,6 +374,64 @@ describe('server limits', () => {
     expect([...told].sort()).toEqual([...members].sort());
   });
 
+  it('keeps a member that reads in fits and starts told exactly who is in the room, and no signal ahead of its sender', async () => {
+    await restart({ presenceIntervalMs: 5, maxBufferedBytes: 8192, maxMessageBytes: 64 * 1024, rateBurst: 1e6, ratePerSecond: 1e6, byteBurst: 1e9, bytesPerSecond: 1e9, joinCost: 0, maxConnectionsPerAddress: 1000 });
+    let seed = 7;
+    const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    const observer = await raw();
+    const me = await identity('observer');
+    const view = new Set<string>();
+    const violations: string[] = [];
+    observer.socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as { type: string; peers?: string[]; joined?: string[]; left?: string[]; from?: string };
+      if (message.type === 'joined') for (const peer of message.peers!) view.add(peer);
+      if (message.type === 'presence') {
+        for (const peer of message.left!) if (!view.delete(peer)) violations.push(`told ${peer} left, never told it joined`);
+        for (const peer of message.joined!) {
+          if (peer === me.peerId) continue;
+          if (view.has(peer)) violations.push(`told ${peer} joined again without a left`);
+          view.add(peer);
+        }
+      }
+      if (message.type === 'signal' && !view.has(message.from!)) violations.push(`a signal from ${message.from} before its presence`);
+    });
+    await observer.join('r', me);
+    const flooder = await raw();
+    await flooder.join('r', await identity('flooder'));
+    const flood = JSON.stringify({ type: 'signal', to: me.peerId, data: 'x'.repeat(60_000) });
+    const keys = await Promise.all(Array.from({ length: 12 }, () => Identity.generate()));
+    const sockets = new Map<Identity, RawPeer>();
+    for (let step = 0; step < 240; step++) {
+      const key = keys[random(keys.length)]!;
+      const socket = sockets.get(key);
+      const roll = random(10);
+      if (roll === 0) {
+        // the observer stops reading while 6 MB comes for it: its buffers fill, the room goes on
+        observer.pause();
+        for (let i = 0; i < 100; i++) flooder.send(flood);
+      } else if (roll === 1) {
+        observer.resume();
+      } else if (socket === undefined || roll === 2) {
+        // a join (on a new socket: a stay of its own, replacing any other) and a signal at once
+        const fresh = await raw();
+        if ((await fresh.join('r', key)).type !== 'joined') continue;
+        sockets.set(key, fresh);
+        fresh.send({ type: 'signal', to: me.peerId, data: step });
+      } else if (roll < 6) {
+        socket.send({ type: 'leave' });
+        sockets.delete(key);
+      } else {
+        socket.send({ type: 'signal', to: me.peerId, data: step });
+      }
+      if (random(4) === 0) await new Promise((r) => setTimeout(r, random(8)));
+    }
+    observer.resume();
+    const others = (): string[] => server.members('r').filter((peer) => peer !== me.peerId).sort();
+    await vi.waitFor(() => expect([...view].sort()).toEqual(others()), { timeout: 20_000 });
+    expect(violations).toEqual([]);
+    expect(server.stats().droppedSignals).toBeGreaterThan(0); // it did fall behind
+  }, 60_000);
+
   it('closes only the socket whose message the server failed on, and goes on', async () => {
     const faults: unknown[] = [];
     await restart({ rooms: (room) => { if (room === 'boom') throw new Error('the policy store is down'); return undefined; }, onFault: (error) => faults.push(error) });
