@@ -16,7 +16,6 @@
  *
  * The generator is seeded: BB_FUZZ_SEED=<n> replays a run (a failure names its seed).
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -26,7 +25,7 @@ import { parseBoundedJson, type JsonBounds } from '../src/signal/bounded-json.js
 import { joinSignedBytes } from '../src/signal/index.js';
 import { joinFrame, parseClientMessage, parseServerMessage } from '../src/signal/protocol.js';
 import { SIGNAL_SERVER_DEFAULTS } from '../src/signal/node.js';
-import { ask, readyOf, rssOf } from './signal-support.js';
+import { ask, serverUnderTest, type ServerUnderTest } from './signal-support.js';
 
 const SEED = Number(process.env.BB_FUZZ_SEED ?? 0x5eed);
 const FUZZ_MS = 8000;
@@ -229,30 +228,14 @@ describe('the signalling parsers, fuzzed against JSON.parse', () => {
   });
 });
 
-let child: ChildProcess;
-let prober: ChildProcess;
-let url = '';
-let rssMax = 0;
-let sampler: ReturnType<typeof setInterval>;
+let attacked: ServerUnderTest;
 
 beforeAll(async () => {
   // every message handled: no rate or byte limit stands between the fuzzer and the handler
-  const options = { port: 0, host: '127.0.0.1', ratePerSecond: 1e6, rateBurst: 1e6, bytesPerSecond: 1e9, byteBurst: 1e9, joinCost: 0 };
-  child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify(options)], { execArgv: ['--expose-gc'] });
-  url = `ws://127.0.0.1:${(await readyOf(child, 'the server')).port}`;
-  sampler = setInterval(() => (rssMax = Math.max(rssMax, rssOf(child.pid!))), 50);
-  prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
-  await readyOf(prober, 'the honest peers');
+  attacked = await serverUnderTest({ port: 0, host: '127.0.0.1', ratePerSecond: 1e6, rateBurst: 1e6, bytesPerSecond: 1e9, byteBurst: 1e9, joinCost: 0 });
 }, 30_000);
 
-afterAll(async () => {
-  clearInterval(sampler);
-  for (const process of [prober, child]) {
-    if (process === undefined || process.exitCode !== null || process.signalCode !== null) continue;
-    process.send('close');
-    await new Promise((resolve) => process.once('exit', resolve));
-  }
-});
+afterAll(() => attacked?.close());
 
 /**
  * A fuzzer's socket: it joins `room` whenever the server hands it a challenge (on
@@ -268,7 +251,7 @@ class Fuzzer {
   member = false;
 
   constructor(room: string, identity: Identity, address: string, fuzz: Fuzz) {
-    this.socket = new WebSocket(url, { localAddress: address });
+    this.socket = new WebSocket(attacked.url, { localAddress: address });
     this.opened = new Promise((resolve) => {
       this.socket.once('open', () => resolve(true));
       this.socket.once('error', () => resolve(false));
@@ -299,6 +282,7 @@ class Fuzzer {
 describe('the signalling server, fuzzed', () => {
   it(`stays up, fails on nothing and keeps serving honest peers under ${FUZZ_MS / 1000} s of generated messages (seed ${SEED})`, async () => {
     const fuzz = new Fuzz(SEED + 1);
+    const { child, prober } = attacked;
     await ask(prober, 'report', 'report');
     const keys = await Promise.all(Array.from({ length: FUZZERS }, () => Identity.generate()));
     for (const key of keys) fuzz.names.push(key.peerId);
@@ -345,6 +329,6 @@ describe('the signalling server, fuzzed', () => {
     expect(honest.failedJoins).toBe(0);
     expect(honest.signals).toBeGreaterThan(0);
     expect(honest.closed).toBe(0);
-    expect(rssMax).toBeLessThan(RSS_BOUND);
+    expect(attacked.peakRss()).toBeLessThan(RSS_BOUND);
   }, 60_000);
 });

@@ -15,7 +15,7 @@
  * (127.0.0.1), as they would from other hosts. They hold real identities: the server makes
  * every join prove one, and the attacks are what remains possible with them.
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -25,7 +25,7 @@ import { Identity } from '../src/identity/index.js';
 import { CHALLENGE_BYTES, createJoinToken, joinSignedBytes } from '../src/signal/index.js';
 import { joinFrame } from '../src/signal/protocol.js';
 import { SIGNAL_SERVER_DEFAULTS } from '../src/signal/node.js';
-import { RawPeer, ask, readyOf, rssOf } from './signal-support.js';
+import { RawPeer, ask, serverUnderTest, type ServerUnderTest } from './signal-support.js';
 
 const RSS_BOUND = 200 * 1024 * 1024;
 const HONEST = 20;
@@ -34,11 +34,10 @@ let operator: Identity;
 /** The attackers' sockets of the current test, cut after it whatever happened. */
 const opened: Array<{ terminate(): void }> = [];
 
+let attacked: ServerUnderTest;
 let child: ChildProcess;
 let prober: ChildProcess;
 let url = '';
-let rssMax = 0;
-let sampler: ReturnType<typeof setInterval>;
 
 interface ServerStats {
   connections: number;
@@ -142,11 +141,8 @@ function honestReport(): Promise<ProberReport> {
 beforeAll(async () => {
   operator = await Identity.generate();
   const policy = { rooms: { tokens: { operators: [toBase64(operator.publicKey)] } } };
-  child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify({ ...SERVER_OPTIONS, policy })], { execArgv: ['--expose-gc'] });
-  url = `ws://127.0.0.1:${(await readyOf(child, 'the server')).port}`;
-  sampler = setInterval(() => (rssMax = Math.max(rssMax, rssOf(child.pid!))), 50);
-  prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
-  await readyOf(prober, 'the honest peers');
+  attacked = await serverUnderTest({ ...SERVER_OPTIONS, policy });
+  ({ child, prober, url } = attacked);
 }, 30_000);
 
 afterEach(async () => {
@@ -155,14 +151,7 @@ afterEach(async () => {
   while ((await childStats('peek')).server.connections > HONEST + 1) await sleep(50);
 }, 60_000);
 
-afterAll(async () => {
-  clearInterval(sampler);
-  for (const process of [prober, child]) {
-    if (process === undefined || process.exitCode !== null || process.signalCode !== null) continue;
-    process.send('close');
-    await new Promise((resolve) => process.once('exit', resolve));
-  }
-});
+afterAll(() => attacked?.close());
 
 describe('the signalling server under attack (child process, loopback)', () => {
   /**
@@ -178,7 +167,7 @@ describe('the signalling server under attack (child process, loopback)', () => {
     expect(honest.failedJoins).toBe(0);
     expect(honest.signals).toBeGreaterThan(0);
     expect(honest.closed).toBe(0);
-    expect(rssMax).toBeLessThan(RSS_BOUND);
+    expect(attacked.peakRss()).toBeLessThan(RSS_BOUND);
   }
 
   it('caps connections per address and the rooms a flood of joins may create', () => withHonestPeers(async () => {

@@ -1,5 +1,5 @@
 /** What the signalling tests share: identities by name, a raw protocol peer, and child processes. */
-import type { ChildProcess } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 
@@ -185,4 +185,38 @@ export function readyOf(child: ChildProcess, what: string): Promise<{ type: stri
     child.once('message', resolve);
     child.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
   });
+}
+
+/** A signalling server in a process of its own with 20 honest peers on it, its memory sampled. */
+export interface ServerUnderTest {
+  /** The server's process (fixtures/signal-child.mjs: answers 'stats' and 'peek'). */
+  readonly child: ChildProcess;
+  /** The honest peers' process (fixtures/signal-prober.mjs: answers 'report'). */
+  readonly prober: ChildProcess;
+  readonly url: string;
+  /** The most resident memory the server's process held so far. */
+  peakRss(): number;
+  close(): Promise<void>;
+}
+
+/** Starts the server with `options` (as JSON; `policy` as a --policy file holds it) and the honest peers on it. */
+export async function serverUnderTest(options: Record<string, unknown>): Promise<ServerUnderTest> {
+  const child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify(options)], { execArgv: ['--expose-gc'] });
+  const url = `ws://127.0.0.1:${(await readyOf(child, 'the server')).port}`;
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssOf(child.pid!))), 50);
+  const prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
+  await readyOf(prober, 'the honest peers');
+  return {
+    child, prober, url,
+    peakRss: () => peak,
+    async close() {
+      clearInterval(sampler);
+      for (const process of [prober, child]) {
+        if (process.exitCode !== null || process.signalCode !== null) continue;
+        process.send('close');
+        await new Promise((resolve) => process.once('exit', resolve));
+      }
+    },
+  };
 }
