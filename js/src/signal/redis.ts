@@ -205,13 +205,17 @@ export class RedisRoomBus implements RoomBus {
    * again, and the rooms it follows read again.
    */
   async #beat(): Promise<void> {
-    const before = await this.#cmd.set(this.#key('alive', this.node), '1', 'PX', this.#aliveMs, 'GET');
-    const takenForDead = this.#beaten && before === null;
+    const key = this.#key('alive', this.node);
+    const replies = await this.#cmd.multi().get(key).set(key, '1', 'PX', this.#aliveMs).exec();
+    const takenForDead = this.#beaten && replies?.[0]?.[1] === null;
     this.#beaten = true;
     if (!takenForDead || this.#closed) return;
     for (const [room, members] of this.#mine) {
       for (const [peer, held] of members) {
-        await this.#cmd.hset(this.#key('room', room), peer, holderValue(held));
+        // written back unless another process holds it now (it told this one it replaced it)
+        const hash = this.#key('room', room);
+        const value = holderValue(held);
+        if ((await this.#cmd.hsetnx(hash, peer, value)) === 0 && (await this.#cmd.hget(hash, peer)) !== value) continue;
         this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role: held.role, node: this.node, ...(held.token === undefined ? {} : { token: held.token }) });
       }
     }

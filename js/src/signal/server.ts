@@ -154,7 +154,7 @@ export interface SignalServerStats {
   droppedSignals: number;
   /** Sockets closed because they joined no room in time. */
   joinTimeouts: number;
-  /** Sockets closed because handling their message failed. */
+  /** Messages whose handling failed: their sockets were closed (a bus's were dropped). */
   faults: number;
 }
 
@@ -555,21 +555,32 @@ export class SignalServer {
     return role !== undefined && role !== 'watcher' && this.#bus!.relay(room, from, to, data);
   }
 
-  /** What the bus tells this process about members held by the others. */
+  /**
+   * What the bus tells this process about members held by the others. A message of the
+   * bus whose handling fails is counted as a fault and dropped: no socket sent it.
+   */
   #busHandlers(): RoomBusHandlers {
+    const contained = <A extends unknown[]>(handle: (...args: A) => void) => (...args: A): void => {
+      try {
+        handle(...args);
+      } catch (error) {
+        this.#counters.faults++;
+        this.#onFault?.(error);
+      }
+    };
     return {
-      presence: (roomName, peer) => {
+      presence: contained((roomName: string, peer: string) => {
         const room = this.#rooms.get(roomName);
         if (room !== undefined) this.#announce(room, peer);
-      },
-      signal: (roomName, from, to, data) => {
+      }),
+      signal: contained((roomName: string, from: string, to: string, data: unknown) => {
         const target = this.#rooms.get(roomName)?.members.get(to);
         if (target !== undefined && target.role !== 'watcher') this.#relay(target, from, data);
-      },
-      replaced: (roomName, peer) => {
+      }),
+      replaced: contained((roomName: string, peer: string) => {
         const stale = this.#rooms.get(roomName)?.members.get(peer);
         if (stale !== undefined) this.#shut(stale, CLOSE_CODES.replaced, `${peer} joined room ${roomName} again on another signalling process`);
-      },
+      }),
     };
   }
 
