@@ -8,7 +8,7 @@ cd "$root"
 APT_PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   emscripten protobuf-c-compiler libprotobuf-c-dev libsodium-dev
-  libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn python3-torch
+  libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn python3-torch python3-torchvision
   zlib1g-dev
   wabt chromium
   iproute2 util-linux openssl

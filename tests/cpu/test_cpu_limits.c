@@ -82,14 +82,14 @@ static void test_sizes_past_64_bits(void) {
 
 static void test_caller_sets_the_cap(void) {
   bb_tensor *out = NULL;
-  bb_cpu_limits small = {4096};
+  bb_cpu_limits small = {4096, 0};
   CHECK_EQ_INT(constant_of_shape((const int64_t[]){32, 32}, 2, &small, &out), 0); /* exactly 4096 bytes */
   CHECK(out && out->numel == 1024);
   bb_tensor_release(out);
   out = NULL;
   CHECK_EQ_INT(constant_of_shape((const int64_t[]){33, 32}, 2, &small, &out), BB_ERR_LIMIT);
   CHECK_MSG(strstr(err.message, "4224 bytes, over the 4096-byte cap") != NULL, "%s", err.message);
-  bb_cpu_limits roomy = {(size_t)8 << 20};
+  bb_cpu_limits roomy = {(size_t)8 << 20, 0};
   CHECK_EQ_INT(constant_of_shape((const int64_t[]){1024, 1024}, 2, &roomy, &out), 0); /* 4 MiB */
   CHECK(out && out->numel == 1 << 20);
   bb_tensor_release(out);
@@ -105,7 +105,7 @@ static void test_conv_column_matrix(void) {
   bb_tensor *in[2] = {bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 4, xd),
                       bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 4, wd)};
   bb_tensor *out = NULL;
-  bb_cpu_limits cap = {64 << 10};
+  bb_cpu_limits cap = {64 << 10, 0};
   CHECK_EQ_INT(bb_cpu_run_node_limited(n, 17, in, 2, &out, 1, NULL, &cap, &err), BB_ERR_LIMIT);
   CHECK_MSG(strstr(err.message, "node wide (Conv): the column matrix would take 1327104 bytes") != NULL, "%s",
             err.message);
