@@ -73,20 +73,34 @@ describe('signalling over TLS', () => {
   });
 
   it('counts a wss: connection from its TCP accept, cuts it if it never upgrades, and keeps it once it has', async () => {
-    const server = await SignalServer.listen({ port: 0, host: '127.0.0.1', tls: { cert, key }, upgradeTimeoutMs: 300, maxConnectionsPerAddress: 2 });
+    const idleTcp = async (port: number): Promise<ReturnType<typeof connectTcp>> => {
+      const idle = connectTcp({ host: '127.0.0.1', port });
+      await new Promise((resolve) => idle.once('connect', resolve));
+      return idle;
+    };
+    // a TCP connection that never starts its TLS handshake holds a place
+    let server = await SignalServer.listen({ port: 0, host: '127.0.0.1', tls: { cert, key }, maxConnectionsPerAddress: 2 });
     try {
       const url = `wss://localhost:${server.address.port}`;
       const member = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting });
-      // a TCP connection that never starts its TLS handshake holds the second place, then loses it
-      const idle = connectTcp({ host: '127.0.0.1', port: server.address.port });
-      await new Promise((resolve) => idle.once('connect', resolve));
+      const idle = await idleTcp(server.address.port);
       await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 1 }));
       const third = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting }).catch((e: Error) => e);
       expect(third).toMatchObject({ code: 'unreachable' }); // past the cap of 2
+      idle.destroy();
+      member.close();
+    } finally {
+      await server.close();
+    }
+    // ... until its time is up; one that upgraded keeps its place past that time
+    server = await SignalServer.listen({ port: 0, host: '127.0.0.1', tls: { cert, key }, upgradeTimeoutMs: 2000 });
+    try {
+      const url = `wss://localhost:${server.address.port}`;
+      const member = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting });
+      const idle = await idleTcp(server.address.port);
       await new Promise((resolve) => idle.once('close', resolve));
       await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 0, upgradeTimeouts: 1 }));
-      await new Promise((r) => setTimeout(r, 400));
-      expect(member.closed).toBe(false); // upgraded: its timer stopped
+      expect(member.closed).toBe(false); // accepted before the idle one, past its time too
       const again = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting });
       expect(again.peers()).toEqual([member.self]);
       member.close();

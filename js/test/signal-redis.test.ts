@@ -215,7 +215,7 @@ describe('signalling processes sharing rooms through Redis', () => {
     } finally {
       child.kill('SIGCONT');
     }
-    await until('ivan to see grace again', () => onB.peers().includes(grace.peerId));
+    await until('ivan to see grace again', () => onB.peers().includes(grace.peerId), 20_000);
     const toGrace = nextSignal(onStalled);
     onB.send(grace.peerId, 'across again');
     expect(await toGrace).toEqual({ from: ivan.peerId, data: 'across again' });

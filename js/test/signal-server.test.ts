@@ -449,7 +449,7 @@ describe('server limits', () => {
     await restart({ upgradeTimeoutMs: 200 });
     const socket = connectTcp({ host: '127.0.0.1', port: server.address.port });
     await new Promise((resolve) => socket.once('connect', resolve));
-    expect(server.stats().pendingUpgrades).toBe(1);
+    await vi.waitFor(() => expect(server.stats().pendingUpgrades).toBe(1));
     await new Promise((resolve) => socket.once('close', resolve));
     await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 0, upgradeTimeouts: 1, addresses: 0 }));
     // one that upgrades in time stays
