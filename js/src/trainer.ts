@@ -99,30 +99,33 @@ export interface TrainerStats {
 
 const KEY_OF: Readonly<Record<string, string>> = { weightDecay: 'weight_decay', maxGradNorm: 'max_grad_norm' };
 
-/** The engine's config text for options (numbers and names; seed goes separately). */
-function configText(options: TrainerOptions): string {
+/**
+ * The OnnxModel engine's config text for options (numbers and names; seed goes
+ * separately): what a trainer is made with, and what an OnnxModel slot is bound with.
+ */
+export function trainerConfigText(options: TrainerOptions, who = 'OnnxTrainer'): string {
   const parts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (key === 'seed' || value === undefined) continue;
     if (key === 'freeze') {
-      parts.push(`freeze=${frozenText(value as readonly string[])}`);
+      parts.push(`freeze=${frozenText(value as readonly string[], who)}`);
       continue;
     }
     if (typeof value === 'number' && !Number.isFinite(value)) {
-      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: ${key} is ${value}`);
+      throw new BbError(BbErrorCode.InvalidArgument, `${who}: ${key} is ${value}`);
     }
     const text = String(value);
-    if (/[,=\0]/.test(text)) throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: ${key} "${text}" holds , = or NUL`);
+    if (/[,=\0]/.test(text)) throw new BbError(BbErrorCode.InvalidArgument, `${who}: ${key} "${text}" holds , = or NUL`);
     parts.push(`${KEY_OF[key] ?? key}=${text}`);
   }
   return parts.join(',');
 }
 
 /** The freeze list as the engine's config takes it: names joined by `|`. */
-function frozenText(names: readonly string[]): string {
+function frozenText(names: readonly string[], who: string): string {
   for (const name of names) {
     if (typeof name !== 'string' || name === '' || /[|,=\0]/.test(name)) {
-      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: freeze name "${String(name)}" is empty or holds | , = or NUL`);
+      throw new BbError(BbErrorCode.InvalidArgument, `${who}: freeze name "${String(name)}" is empty or holds | , = or NUL`);
     }
   }
   return names.join('|');
@@ -154,7 +157,7 @@ export class OnnxTrainer {
     const bytes = model instanceof Uint8Array ? model : model.encode();
     const seed = BigInt(options.seed ?? 0);
     const handle = bb.withBytes(bytes, (ptr, len) =>
-      bb.withStrings([configText(options)], (config) => bb.check(bb.exports.bb_wasm_trainer_new(ptr, len, config ?? 0, seed))),
+      bb.withStrings([trainerConfigText(options)], (config) => bb.check(bb.exports.bb_wasm_trainer_new(ptr, len, config ?? 0, seed))),
     );
     return new OnnxTrainer(bb, handle);
   }

@@ -3,14 +3,12 @@
  * clock (LocalNetwork): a logistic regression on 2-D points learnt by federated averaging —
  * with the registry or seats, FedAvg, the median or the trimmed mean, float16 or 8-bit
  * updates, CpuMlp or a Model written in TypeScript — by gossip, and scored by federated
- * evaluation; the digits helpers compile the C examples' artifacts; an ONNX model is
- * refused until its component exists.
+ * evaluation; the digits helpers compile the C examples' artifacts (an ONNX model in
+ * every template: template-onnx.test.ts).
  */
 import { beforeAll, describe, expect, test } from 'vitest';
 
 import {
-  BbError,
-  BbErrorCode,
   Compiler,
   compileFederatedDigits,
   componentModel,
@@ -22,7 +20,6 @@ import {
   gossipLearning,
   loadBb,
   LocalNetwork,
-  onnxModel,
   peerIdFromU64,
   type Bb,
   type BbNode,
@@ -230,21 +227,6 @@ describe('the digits helpers and the options', () => {
     const gossipFromC = gossip.compile(Compiler.recordExample(bb, 'gossip_digits'));
     gossip.free();
     expect(Buffer.from(gossipDigits.compile(bb)).equals(Buffer.from(gossipFromC))).toBe(true);
-  });
-
-  test('an ONNX model is refused until bb.wasm carries the OnnxModel component', () => {
-    const plan = federatedAveraging({ model: onnxModel(new Uint8Array([8, 8])), clients: 1 });
-    const error = (() => {
-      try {
-        plan.compile(bb);
-      } catch (e) {
-        return e;
-      }
-      return undefined;
-    })();
-    expect(error).toBeInstanceOf(BbError);
-    expect((error as BbError).code).toBe(BbErrorCode.Unsupported);
-    expect((error as BbError).message).toMatch(/OnnxModel component/);
   });
 
   test('bad options name what is wrong', () => {
