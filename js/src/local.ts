@@ -17,6 +17,7 @@ export class LocalNetwork implements Pollable {
   readonly #nodes = new Map<string, BbNode>();
   readonly #inbox: { to: string; from: string; bytes: Uint8Array }[] = [];
   readonly #options: LocalNetworkOptions;
+  readonly #workListeners = new Set<() => void>();
   /** Envelopes addressed to a peer that is not in this network. */
   dropped = 0;
 
@@ -32,6 +33,15 @@ export class LocalNetwork implements Pollable {
       if (step.kind === 'send') this.#inbox.push({ to: step.peer!, from, bytes: step.bytes! });
       else this.#options.onStep?.(from, step);
     });
+    node.onWork(() => {
+      for (const listener of [...this.#workListeners]) listener();
+    });
+  }
+
+  /** Calls `listener` when a node of the network is given work outside a poll (BbNode.onWork). */
+  onWork(listener: () => void): () => void {
+    this.#workListeners.add(listener);
+    return () => this.#workListeners.delete(listener);
   }
 
   get nodes(): ReadonlyMap<string, BbNode> {

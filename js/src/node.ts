@@ -139,6 +139,7 @@ export class BbNode implements Pollable, CompletionSink {
   readonly #bb: Bb;
   #handle = 0;
   readonly #listeners = new Set<(step: Step) => void>();
+  readonly #workListeners = new Set<() => void>();
   /** My peer id. */
   readonly self: string;
   /** The resolved target names (e.g. "FedDigits_clients#9f3a…"). */
@@ -209,6 +210,19 @@ export class BbNode implements Pollable, CompletionSink {
     return () => this.#listeners.delete(listener);
   }
 
+  /**
+   * Calls `listener` after each call that gives the node work outside a poll (invoke,
+   * complete, fail, runBootstrap, restore): a PollDriver running the node wakes on it.
+   */
+  onWork(listener: () => void): () => void {
+    this.#workListeners.add(listener);
+    return () => this.#workListeners.delete(listener);
+  }
+
+  #worked(): void {
+    for (const listener of [...this.#workListeners]) listener();
+  }
+
   addPeer(peer: string): void {
     this.#peerCall(peer, (ptr) => this.#bb.exports.bb_wasm_node_add_peer(this.#live('addPeer'), ptr));
   }
@@ -249,6 +263,7 @@ export class BbNode implements Pollable, CompletionSink {
 
   runBootstrap(nowNs: bigint = monotonicNowNs()): void {
     this.#bb.check(this.#bb.exports.bb_wasm_node_run_bootstrap(this.#live('runBootstrap'), nowNs));
+    this.#worked();
   }
 
   /** One envelope a peer sent (BbError Malformed / Limit when refused; nothing is queued then). */
@@ -292,6 +307,7 @@ export class BbNode implements Pollable, CompletionSink {
         ),
       ),
     );
+    this.#worked();
   }
 
   /** Gives an input of a target a value every new run starts with (undefined unbinds). */
@@ -309,6 +325,7 @@ export class BbNode implements Pollable, CompletionSink {
     if (this.#handle === 0) return; // the node went while the op was out
     const bb = this.#bb;
     bb.withBytes(encodeValueList(outputs), (ptr, len) => bb.check(bb.exports.bb_wasm_node_complete(this.#handle, command, ptr, len)));
+    this.#worked();
   }
 
   /** Fails an asynchronous op with a message. */
@@ -316,6 +333,7 @@ export class BbNode implements Pollable, CompletionSink {
     if (this.#handle === 0) return;
     const bb = this.#bb;
     bb.withStrings([detail], (ptr) => bb.check(bb.exports.bb_wasm_node_fail(this.#handle, command, ptr!)));
+    this.#worked();
   }
 
   /** A named counter (wire.rejected, ops.failed, ...); 0n when unknown. */
@@ -339,6 +357,7 @@ export class BbNode implements Pollable, CompletionSink {
   restore(snapshot: Uint8Array): void {
     const bb = this.#bb;
     bb.withBytes(snapshot, (ptr, len) => bb.check(bb.exports.bb_wasm_node_restore(this.#live('restore'), ptr, len)));
+    this.#worked();
   }
 
   get freed(): boolean {
@@ -350,6 +369,7 @@ export class BbNode implements Pollable, CompletionSink {
     const handle = this.#handle;
     this.#handle = 0;
     this.#listeners.clear();
+    this.#workListeners.clear();
     this.#bb.check(this.#bb.exports.bb_wasm_node_free(handle));
   }
 
