@@ -65,6 +65,8 @@ export interface PlanSettings {
   readonly fitSteps: number;
   readonly batch: number;
   readonly registryTtlMs: number;
+  /** With the registry: live clients the server waits for before a round (the quorum). */
+  readonly minView: number;
   /** Binds what else the template needs (aggregator, codec, view) after the model and data. */
   readonly bindRest: (compiler: Compiler) => void;
   /** Inputs the server's run starts with besides its test set and clients. */
@@ -169,7 +171,7 @@ export class Plan {
       compiler.bind('data', 'DataSource', 'ArraySource', `batch=${batchOf(s.model, s.batch)}`);
       s.bindRest(compiler);
       if (s.discovery === 'registry') {
-        compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients`);
+        compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients,min_view=${s.minView}`);
         compiler.bind(REGISTRY_SLOT, 'Protocol', 'GlobalRegistryClient', 'registry=clients');
       }
       return compiler;
