@@ -20,6 +20,7 @@ import { concatBytes, fromBase64 } from './identity/bytes.js';
 import type { PeerRole } from './signal/protocol.js';
 import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
 import { OnnxModel } from './model.js';
+import { Notices, watchNode, type Logger } from './notices.js';
 
 export type StepKind =
   | 'send'
@@ -105,6 +106,12 @@ export interface NodeOptions {
    * clients' tokens. Default: no tokens are checked.
    */
   readonly admission?: NodeAdmission;
+  /**
+   * Where the node tells what goes wrong quietly — refused values, unresolved peers, failed
+   * ops, dropped envelopes, skipped training steps, refused contributions — one line per
+   * kind, rate-limited (notices.ts); default the default logger (console.warn), false: none.
+   */
+  readonly log?: Logger | false;
 }
 
 /** A room's join policy as the engine checks it: the room a token must name, and whose signatures count. */
@@ -197,7 +204,9 @@ export class BbNode implements Pollable, CompletionSink {
               bb.exports.bb_wasm_node_install(ptr, artifact.length, selfPtr!, targetsAt, targets.length, slotsAt,
                 slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed, roomPtr!, keysAt, operators.length),
             );
-            return new BbNode(bb, handle, options.admission !== undefined);
+            const node = new BbNode(bb, handle, options.admission !== undefined);
+            watchNode(node, new Notices(options.log));
+            return node;
           }),
         ),
       ),

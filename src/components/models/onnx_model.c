@@ -263,8 +263,8 @@ static int model_input(const bb_onnx_model *s, const bb_tensor *x, bb_tensor **o
   }
   if (hole > 0 && row && (x->numel / n) % row == 0) dims[hole] = x->numel / n / row, row *= dims[hole];
   if (row * n != x->numel || (s->in_dims[0] >= 0 && s->in_dims[0] != n))
-    return bb_error_set(err, BB_ERR_TYPE, "%lld rows of %lld values do not fit input %s", (long long)n,
-                        (long long)(x->numel / n), s->input);
+    return bb_error_set(err, BB_ERR_TYPE, "%lld rows of %lld values do not fit input %s, which takes %lld per row",
+                        (long long)n, (long long)(x->numel / n), s->input, (long long)row);
   if (s->in_dtype != BB_DTYPE_FLOAT) return integer_rows(s, x, s->in_rank, dims, out, err);
   *out = bb_tensor_view(x, s->in_rank, dims);
   return *out ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
