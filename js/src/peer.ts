@@ -20,6 +20,7 @@ import type { SignalClient, WebSocketConstructor } from './signal/client.js';
 import type { PeerRole, SignalErrorCode } from './signal/protocol.js';
 import type { Transport } from './transport/types.js';
 import type { WebRtcTransport, WebRtcTransportOptions } from './transport/webrtc.js';
+import type { IceServer } from './platform.js';
 
 export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
@@ -101,7 +102,7 @@ export interface ConnectPeerOptions extends PeerOptions {
   /** `client` or `server` (default: the token's role, else `client`). */
   readonly role?: PeerRole;
   /** STUN and TURN servers for every connection; those the signalling server hands out are added. */
-  readonly iceServers?: RTCIceServer[];
+  readonly iceServers?: IceServer[];
   /** The rest of the transport's options (rtcConfig, maxLinks, reassembly limits, an RTCPeerConnection, ...). */
   readonly transport?: Omit<WebRtcTransportOptions, 'signal' | 'iceServers'>;
   /** A WebSocket constructor for the signalling client (default: the global one, else `ws`). */
