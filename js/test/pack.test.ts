@@ -23,6 +23,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { extname, join, normalize, sep } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
@@ -383,7 +384,7 @@ test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   // The commands (the signalling server, operator keys and join tokens): declared always,
   // linked once their files are in the package.
   const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { bin?: Record<string, string> };
-  const commands = ['bytesandbrains-signal', 'bytesandbrains-token'];
+  const commands = ['bytesandbrains', 'bytesandbrains-signal', 'bytesandbrains-token'];
   expect(manifest.bin).toEqual(Object.fromEntries(commands.map((name) => [name, `./bin/${name}.mjs`])));
   for (const name of commands) {
     if (!existsSync(join(packageRoot, 'bin', `${name}.mjs`))) continue;
@@ -559,3 +560,42 @@ test('the tutorial of the installed README trains across two Chromium pages and 
     await rtcBrowser.close();
   }
 }, 300_000);
+
+test('npx bytesandbrains serve, from the tarball: a server from one command that two Node clients train with', async () => {
+  const outside = mkdtempSync(join(scratch, 'outside-'));
+  expect(run('npx', ['--yes', '--prefer-offline', '-p', tarball, 'bytesandbrains', 'serve', '--help'], outside)).toMatch(/usage: bytesandbrains serve --model FILE\.onnx\|builtin:NAME --test FILE\.csv/);
+  // the points app has node-datachannel (the tutorial's install); its clients import the installed package
+  if (!existsSync(join(points, 'node_modules', 'node-datachannel'))) {
+    run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `file:${join(packageRoot, 'node_modules', 'node-datachannel')}`], points);
+  }
+  const client = readFileSync(join(packageRoot, 'test', 'fixtures', 'serve-client.mjs'), 'utf8')
+    .replace("'../../dist/index.js'", "'bytesandbrains'")
+    .replace("'../../dist/identity/index.js'", "'bytesandbrains/identity'");
+  writeFileSync(join(points, 'serve-client.mjs'), client);
+  const digits = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz')).toString().trim().split('\n');
+  writeFileSync(join(points, 'digits-test.csv'), `${digits.filter((_, i) => i % 5 === 0).join('\n')}\n`);
+  for (let k = 0; k < 2; k++) writeFileSync(join(points, `digits-${k}.csv`), `${digits.filter((_, i) => i % 5 !== 0 && i % 2 === k).join('\n')}\n`);
+  const serve = spawn(join(points, 'node_modules', '.bin', 'bytesandbrains'), ['serve', '--model', 'builtin:digits-mlp', '--test', 'digits-test.csv', '--port', '0', '--clients', '2', '--rounds', '6', '--lr', '0.005'], { cwd: points });
+  let output = '';
+  serve.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  serve.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => serve.on('exit', resolve));
+  const clients: ChildProcess[] = [];
+  try {
+    const base = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`serve printed no status address:\n${output}`)), 30_000);
+      serve.stdout.on('data', () => {
+        const url = /status: (http:\/\/[\d.:]+)\/status/.exec(output)?.[1];
+        if (url !== undefined) clearTimeout(timer), resolve(url);
+      });
+    });
+    for (let k = 0; k < 2; k++) clients.push(spawn(process.execPath, ['serve-client.mjs', base, `digits-${k}.csv`], { cwd: points }));
+    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('timed out'), 90_000))]);
+    expect(code, output).toBe(0);
+    expect(output).toMatch(/^round 6: [\d.]+ %/m);
+    expect(Number(/trained: ([\d.]+) % after 6 rounds/.exec(output)?.[1]), output).toBeGreaterThanOrEqual(80);
+  } finally {
+    serve.kill('SIGKILL');
+    for (const child of clients) child.kill('SIGKILL');
+  }
+}, 180_000);

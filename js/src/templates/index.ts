@@ -9,3 +9,4 @@ export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer
 export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice, type OnnxModelOptions } from './models.js';
 export { Plan, roundReporter, type ClientOptions, type Refusals, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
 export { SERVER_REQUEST_TOPIC, type Discovery } from './discovery.js';
+export { servedPlan, type ServedPlan } from './served.js';

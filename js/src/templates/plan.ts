@@ -89,6 +89,13 @@ export interface ServerOptions {
    * every member of the room) take part. Give it whenever the room has a policy.
    */
   readonly admission?: NodeAdmission;
+  /**
+   * A snapshot of an earlier server of the same plan, artifact and id (`node.snapshot()`,
+   * taken once the node had no work): the server goes on from it — its rounds, global
+   * model, registry and clock — so do not `start()` it again. Poll it with a clock that
+   * continues the snapshot's (its time then, plus the time since).
+   */
+  readonly snapshot?: Uint8Array;
 }
 
 export interface ClientOptions {
@@ -202,8 +209,9 @@ export class Plan {
       ...(options.seed === undefined ? {} : { seed: options.seed }),
       ...(options.admission === undefined ? {} : { admission: options.admission }),
     });
+    if (options.snapshot !== undefined) node.restore(options.snapshot);
     const registry = this.#settings.discovery === 'registry';
-    if (registry) answerServerRequests(node, node.self, options.nowNs);
+    if (registry && options.snapshot === undefined) answerServerRequests(node, node.self, options.nowNs);
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
     const finished = new Promise<RoundReport>((resolve) => {
