@@ -9,8 +9,8 @@
  *   says what to add);
  * - run in a plain `<script type="module">` page that imports the installed files as
  *   they are (an import map names the package), and in Node 20;
- * - author their own federation with the tutorial of the installed README — a logistic
- *   regression on 2-D points, its three files as written — and train it across two
+ * - author their own federation with the tutorial of the installed README — its install
+ *   commands, then a logistic regression on 2-D points, its files as written — and train it across two
  *   Chromium pages (one served by Vite 7's dev server, one built by Vite 8) and a Node
  *   server over WebRTC past 90 %.
  * The Vite bundle must not carry the Node-only parts (ws, node-datachannel); a Node peer
@@ -29,10 +29,10 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 
 import { BB_WASM_ABI_VERSION, loadBb } from '../src/index.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
-import { TUTORIAL_TSCONFIG, tutorialFiles } from './tutorial.js';
+import { tutorialCommands, tutorialFiles } from './tutorial.js';
 
 const VITE = join(packageRoot, 'node_modules', 'vite', 'bin', 'vite.js');
-/** Vite 7, what `npm create vite` scaffolds today (installed as the alias vite7). */
+/** Vite 7, what `npm create vite` scaffolded before Vite 8 (installed as the alias vite7). */
 const VITE7 = join(packageRoot, 'node_modules', 'vite7', 'bin', 'vite.js');
 /** What the README tells Vite 7 users to write. */
 const VITE7_CONFIG = "export default { optimizeDeps: { exclude: ['bytesandbrains'] } };\n";
@@ -297,15 +297,22 @@ beforeAll(async () => {
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn'], app);
   run(process.execPath, [VITE7, 'build', '--logLevel', 'warn', '--outDir', 'dist7', '--base', '/v7/'], app);
 
-  // the tutorial's app: its files as the installed README writes them
+  // the tutorial's app, made as the installed README says: its install commands (the
+  // tarball under the name it has, node-datachannel and vite from the repository's copies:
+  // no download), then its files as written
   points = join(scratch, 'points');
   mkdirSync(points);
-  const pointsManifest = { name: 'bb-points', private: true, type: 'module', dependencies: { bytesandbrains: `file:${tarball}` } };
-  writeFileSync(join(points, 'package.json'), JSON.stringify(pointsManifest, null, 2));
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], points);
-  const readme = readFileSync(join(points, 'node_modules', 'bytesandbrains', 'README.md'), 'utf8');
+  const readme = readFileSync(join(app, 'node_modules', 'bytesandbrains', 'README.md'), 'utf8');
+  const [install] = tutorialCommands(readme);
+  const local = (name: string): string => `file:${join(packageRoot, 'node_modules', name)}`;
+  for (const line of install!) {
+    const words = line.split(/\s+/).map((word) => (word === 'node-datachannel' || word === 'vite' ? local(word) : word));
+    const packed = words.find((word) => word.endsWith('.tgz'));
+    if (packed !== undefined) cpSync(tarball, join(points, packed));
+    if (words[0] === 'npm' && words[1] === 'install') words.push('--prefer-offline', '--no-audit', '--no-fund');
+    run(words[0]!, words.slice(1), points);
+  }
   for (const [name, code] of tutorialFiles(readme)) writeFileSync(join(points, name), code);
-  writeFileSync(join(points, 'index.html'), '<!doctype html><title>points</title><script type="module" src="./client.ts"></script>');
   writeFileSync(join(points, 'vite7.config.js'), VITE7_CONFIG);
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn', '--base', '/points/'], points);
 
@@ -511,19 +518,13 @@ test('a Node peer without node-datachannel is told what to install', () => {
 });
 
 test('the tutorial of the installed README trains across two Chromium pages and a Node server over WebRTC', async () => {
-  // the README's `npm install bytesandbrains node-datachannel`, with the repository's copy (no download)
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `file:${join(packageRoot, 'node_modules', 'node-datachannel')}`], points);
-  const tsconfig = { ...TUTORIAL_TSCONFIG, compilerOptions: { ...TUTORIAL_TSCONFIG.compilerOptions, typeRoots: [join(packageRoot, 'node_modules', '@types')] } };
-  writeFileSync(join(points, 'tsconfig.json'), JSON.stringify(tsconfig));
-  run(process.execPath, [TSC, '-p', points], points);
-
   const port = await new Promise<number>((resolve) => {
     const probe = createServer().listen(0, '127.0.0.1', () => {
       const { port: free } = probe.address() as AddressInfo;
       probe.close(() => resolve(free));
     });
   });
-  const serverPeer = spawn(process.execPath, ['server.js'], { cwd: points, env: { ...process.env, PORT: String(port) } });
+  const serverPeer = spawn(process.execPath, ['server.mjs'], { cwd: points, env: { ...process.env, PORT: String(port) } });
   let output = '';
   serverPeer.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   serverPeer.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -565,9 +566,6 @@ test('npx bytesandbrains serve, from the tarball: a server from one command that
   const outside = mkdtempSync(join(scratch, 'outside-'));
   expect(run('npx', ['--yes', '--prefer-offline', '-p', tarball, 'bytesandbrains', 'serve', '--help'], outside)).toMatch(/usage: bytesandbrains serve --model FILE\.onnx\|builtin:NAME --test FILE\.csv/);
   // the points app has node-datachannel (the tutorial's install); its clients import the installed package
-  if (!existsSync(join(points, 'node_modules', 'node-datachannel'))) {
-    run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `file:${join(packageRoot, 'node_modules', 'node-datachannel')}`], points);
-  }
   const client = readFileSync(join(packageRoot, 'test', 'fixtures', 'serve-client.mjs'), 'utf8')
     .replace("'../../dist/index.js'", "'bytesandbrains'")
     .replace("'../../dist/identity/index.js'", "'bytesandbrains/identity'");
