@@ -1,9 +1,13 @@
 /**
  * The docs the package ships and quotes:
  * - the tutorial "Federate your own model" is the same section in js/README.md and
- *   docs/WEB.md, and its files, extracted as written, compile with tsc and train — a Node
- *   server and two clients (run in Node as pages would be, over node-datachannel) — past
- *   90 % (test/pack.test.ts runs the same files in Chromium pages built by Vite);
+ *   docs/WEB.md, and its files, extracted as written, run: a Node server and two clients
+ *   (run in Node as pages would be, over node-datachannel) past 90 %, a PyTorch export
+ *   federated in one process, gossip in one process, `bytesandbrains serve` with clients
+ *   that build its plan (test/pack.test.ts runs its install lines in a fresh app and its
+ *   files in Chromium pages built by Vite);
+ * - every other code block of docs/WEB.md and docs/GUIDE.md runs as written (the C ones:
+ *   ctest -R guide_c), and none is left that no test runs;
  * - the docs that ship in the package link only to docs that ship, and the type
  *   declarations name no other file;
  * - the size figures of README.md, js/README.md and docs/WEB.md are within 3 % of what
@@ -21,7 +25,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 // @ts-expect-error the size script is plain JavaScript
 import { measure } from '../scripts/size.mjs';
 import { packageRoot, repoRoot } from './support.js';
-import { NODE_PAGE_SHIM, tutorialCommands, tutorialFiles, tutorialSection } from './tutorial.js';
+import { docBlocks, NODE_PAGE_SHIM, tutorialCommands, tutorialFiles, tutorialSection } from './tutorial.js';
 
 const ort = createRequire(import.meta.url)('onnxruntime-node') as {
   InferenceSession: { create(bytes: Uint8Array): Promise<{ run(feeds: Record<string, unknown>): Promise<Record<string, { data: Float32Array }>> }> };
@@ -133,6 +137,47 @@ describe('the tutorial', () => {
     expect(Number(/trained: ([\d.]+) % after 20 rounds/.exec(output)?.[1]), output).toBeGreaterThanOrEqual(90);
     expect(existsSync(join(scratch, 'points-global.onnx'))).toBe(true);
   }, 150_000);
+});
+
+/** The programs of WEB.md and GUIDE.md outside the tutorial, and what each prints when it works. */
+const PROGRAMS: Readonly<Record<string, RegExp>> = {
+  'frames.mjs': /^trained on the stream: (100\.0|9\d\.\d) %$/m,
+  'traffic.mjs': /^FederatedAveraging\.update: composite$/m,
+  'train.mjs': /^loss [\d.]+, accuracy (100\.0|9\d\.\d) %, 13706 parameters$/m,
+  'run-cnn.mjs': /^\[ 2, 10 \] 20$/m,
+};
+
+describe('every code block of WEB.md and GUIDE.md', () => {
+  const guide = readFileSync(join(repoRoot, 'docs', 'GUIDE.md'), 'utf8');
+  const blocks = [...docBlocks(web), ...docBlocks(guide)];
+
+  test('the programs outside the tutorial run as written and print what they say', () => {
+    const scratch = mkdtempSync(join(packageRoot, '.doc-programs-'));
+    try {
+      for (const [name, prints] of Object.entries(PROGRAMS)) {
+        const block = blocks.find((b) => b.file === name);
+        expect(block, `no block ${name}`).toBeDefined();
+        writeFileSync(join(scratch, name), block!.code);
+        const ran = spawnSync(process.execPath, [name], { cwd: scratch, encoding: 'utf8', timeout: 120_000 });
+        expect(ran.status, `${name}:\n${ran.stdout}${ran.stderr}`).toBe(0);
+        expect(ran.stdout, name).toMatch(prints);
+      }
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }, 240_000);
+
+  test('each is run by a test', () => {
+    const tutorial = new Set(tutorialFiles(readme).keys());
+    const unrun = blocks.filter((block) => {
+      if (block.file !== undefined && (tutorial.has(block.file) || block.file in PROGRAMS)) return false; // this file
+      if (block.language === 'c' && block.file !== undefined) return false; // ctest -R guide_c
+      // the tutorial's install lines (test/pack.test.ts, in a fresh app) and its serve command (above)
+      if (block.language === 'sh' && tutorialCommands(readme).some((lines) => block.code.includes(lines[0]!))) return false;
+      return true;
+    });
+    expect(unrun.map((block) => `${block.language}: ${block.code.slice(0, 80)}`)).toEqual([]);
+  });
 });
 
 describe('the docs that ship', () => {
