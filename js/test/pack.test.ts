@@ -509,12 +509,13 @@ test('npx -p bytesandbrains bytesandbrains-signal runs from outside any app', ()
 });
 
 test('a Node peer without node-datachannel is told what to install', () => {
+  // the app installed the package alone (the tutorial's app has node-datachannel)
   writeFileSync(
-    join(points, 'no-rtc.mjs'),
+    join(app, 'no-rtc.mjs'),
     "import { WebRtcTransport } from 'bytesandbrains/transport';\n" +
       'try { await WebRtcTransport.create({}); } catch (error) { console.log(error.message); }\n',
   );
-  expect(run(process.execPath, ['no-rtc.mjs'], points)).toMatch(/node-datachannel is not installed: in Node run `npm install node-datachannel`/);
+  expect(run(process.execPath, ['no-rtc.mjs'], app)).toMatch(/node-datachannel is not installed: in Node run `npm install node-datachannel`/);
 });
 
 test('the tutorial of the installed README trains across two Chromium pages and a Node server over WebRTC', async () => {
@@ -538,10 +539,13 @@ test('the tutorial of the installed README trains across two Chromium pages and 
   try {
     const serverId = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the server printed no id:\n${output}`)), 30_000);
-      serverPeer.stdout.on('data', () => {
+      // it may have printed it while the dev server started
+      const look = (): void => {
         const id = /server peer id: (\w+)/.exec(output)?.[1];
         if (id !== undefined) clearTimeout(timer), resolve(id);
-      });
+      };
+      serverPeer.stdout.on('data', look);
+      look();
     });
     const query = `?server=${serverId}&signal=ws://127.0.0.1:${port}`;
     const pageErrors: string[] = [];
