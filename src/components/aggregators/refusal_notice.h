@@ -3,8 +3,8 @@
  * contributor; the aggregator there (every peer of a federation binds the slot) raises it
  * as the app event `refused` (Bytes: the message), so the client's host can say why its
  * updates do not count. */
-#ifndef BB_COMPONENTS_AGGREGATORS_REFUSAL_NOTICE_H
-#define BB_COMPONENTS_AGGREGATORS_REFUSAL_NOTICE_H
+#ifndef BBI_COMPONENTS_AGGREGATORS_REFUSAL_NOTICE_H
+#define BBI_COMPONENTS_AGGREGATORS_REFUSAL_NOTICE_H
 
 #include <stddef.h>
 #include <stdint.h>
