@@ -450,17 +450,20 @@ function entryPoints(node: boolean): string {
   return `${entries.map((entry, i) => `import * as entry${i} from '${entry}';`).join('\n')}\nexport const entries = [${entries.map((_, i) => `entry${i}`).join(', ')}];\n`;
 }
 
-test('the declarations compile, strict and with their own files checked, in a Node-only project and in a browser project', () => {
+/** TypeScript 7 (the native compiler `npm create vite` scaffolds with Vite 8). */
+const TSGO = join(packageRoot, 'node_modules', '@typescript', 'native-preview', 'bin', 'tsgo');
+
+test('the declarations compile, strict and with their own files checked, in a Node-only project and in a browser project, with TypeScript 6 and 7', () => {
   // a Node program: no DOM library, Node's types (what `npm i -D typescript @types/node` and `lib: ES2023` give)
   writeFileSync(join(app, 'node-only.ts'), entryPoints(true));
   const nodeOnly = { compilerOptions: { strict: true, skipLibCheck: false, noEmit: true, target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', lib: ['ES2023'], types: ['node'], typeRoots: [join(packageRoot, 'node_modules', '@types')] }, files: ['node-only.ts'] };
   writeFileSync(join(app, 'tsconfig.node-only.json'), JSON.stringify(nodeOnly));
-  run(process.execPath, [TSC, '-p', 'tsconfig.node-only.json'], app);
+  for (const compiler of [TSC, TSGO]) run(process.execPath, [compiler, '-p', 'tsconfig.node-only.json'], app);
   // a page: the DOM library, no Node types (what a Vite app's tsconfig has)
   writeFileSync(join(app, 'browser-only.ts'), entryPoints(false));
   const browserOnly = { compilerOptions: { strict: true, skipLibCheck: false, noEmit: true, target: 'ES2022', module: 'esnext', moduleResolution: 'bundler', lib: ['ES2023', 'DOM', 'DOM.Iterable'], types: [] }, files: ['browser-only.ts'] };
   writeFileSync(join(app, 'tsconfig.browser-only.json'), JSON.stringify(browserOnly));
-  run(process.execPath, [TSC, '-p', 'tsconfig.browser-only.json'], app);
+  for (const compiler of [TSC, TSGO]) run(process.execPath, [compiler, '-p', 'tsconfig.browser-only.json'], app);
 });
 
 test('Node 20 imports the installed package', () => {
