@@ -3,8 +3,10 @@
  * process, Node clients over WebRTC (node-datachannel) that build their plan from the
  * server's /plan.json, and kill -9.
  * - a mistaken flag, model, test set or config file: a named reason and exit 2;
- * - a federation of the digits (the package's built-in PyTorch MLP) with three clients:
- *   progress per round, /status and /metrics while it runs; killed with SIGKILL mid-run and
+ * - a federation of the digits (the package's built-in PyTorch MLP) with three clients and
+ *   a broken one (NaN features) on the defaults: the broken one's updates refused, the
+ *   rounds going on at their deadline; progress per round, /status and /metrics while it
+ *   runs; killed with SIGKILL mid-run and
  *   started again with --resume, it goes on from its checkpoint's round (not from round 1)
  *   and finishes past 85 %, its export scored by onnxruntime-node at the reported accuracy;
  * - the checkpoint writer, killed with SIGKILL at random points of a write, always leaves
@@ -109,21 +111,25 @@ class ServeProcess {
 
 describe('a federation run from one command', () => {
   test('progress per round, status and metrics; killed with SIGKILL and resumed from its checkpoint; the export scores as reported', async () => {
-    const args = ['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--port', '0', '--clients', '3', '--rounds', '16',
-      '--optimizer', 'adam', '--lr', '0.005', '--steps-per-round', '10', '--deadline-ms', '2000',
+    const args = ['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--port', '0', '--clients', '4', '--rounds', '20',
+      '--optimizer', 'adam', '--lr', '0.005', '--steps-per-round', '10', '--deadline-ms', '500',
       '--checkpoint', 'fed.ckpt', '--checkpoint-every', '1', '--export', 'global.onnx'];
     const first = new ServeProcess(args);
     const base = (await first.waitFor(/\/status and (http:\/\/[\d.:]+)\/metrics/))[1]!;
-    await first.waitFor(/waiting for 2 of 3 clients before the first round/);
-    for (let k = 0; k < 3; k++) {
-      const client = spawn(process.execPath, [join(packageRoot, 'test', 'fixtures', 'serve-client.mjs'), base, join(scratch, `shard${k}.csv`)]);
+    await first.waitFor(/waiting for 2 of 4 clients before the first round/);
+    for (let k = 0; k < 4; k++) {
+      const broken = k === 3 ? ['nan'] : [];
+      const client = spawn(process.execPath, [join(packageRoot, 'test', 'fixtures', 'serve-client.mjs'), base, join(scratch, `shard${k % 3}.csv`), ...broken]);
       children.push(client);
     }
     await first.waitFor(/^round 5: /m);
-    const status = (await (await fetch(`${base}/status`)).json()) as { round: number; members: number; plan: { clients: number }; history: unknown[] };
+    const status = (await (await fetch(`${base}/status`)).json()) as { round: number; members: number; plan: { clients: number }; refusals: Record<string, number> };
     expect(status.round).toBeGreaterThanOrEqual(5);
-    expect(status.members).toBe(3);
-    expect(status.plan.clients).toBe(3);
+    expect(status.members).toBe(4);
+    expect(status.plan.clients).toBe(4);
+    // the broken client trains on nothing (every step refused): its updates claim no samples and are refused
+    expect(status.refusals['refused_samples']).toBeGreaterThanOrEqual(1);
+    expect(first.output).toMatch(/left out or refused so far: .*\d+ refused_samples/);
     const metrics = await (await fetch(`${base}/metrics`)).text();
     expect(metrics).toMatch(/^# TYPE bytesandbrains_round gauge\nbytesandbrains_round \d+$/m);
     expect(metrics).toMatch(/^bytesandbrains_refusals_total\{reason="refused_length"\} 0$/m);
@@ -139,12 +145,12 @@ describe('a federation run from one command', () => {
     const port = new URL(base).port;
     const second = new ServeProcess([...args.map((a) => (a === '0' ? port : a)), '--resume', 'fed.ckpt']);
     await second.waitFor(new RegExp(`resumed from fed\\.ckpt at round ${saved.header.round}`));
-    await second.waitFor(/^trained: ([\d.]+) % after 16 rounds/m, 120_000);
+    await second.waitFor(/^trained: ([\d.]+) % after 20 rounds/m, 120_000);
     expect(await second.exited).toBe(0);
     const resumedRounds = second.rounds();
     expect(resumedRounds[0]).toBe(saved.header.round + 1);
-    expect(resumedRounds.at(-1)).toBe(16);
-    const accuracy = Number(/^round 16: ([\d.]+) %/m.exec(second.output)![1]);
+    expect(resumedRounds.at(-1)).toBe(20);
+    const accuracy = Number(/^round 20: ([\d.]+) %/m.exec(second.output)![1]);
     expect(accuracy).toBeGreaterThanOrEqual(85);
 
     // onnxruntime scores the exported global model as the server reported it
@@ -157,7 +163,7 @@ describe('a federation run from one command', () => {
       return scores.indexOf(Math.max(...scores)) === row[64];
     }).length;
     expect((100 * right) / test.length).toBeCloseTo(accuracy, 0);
-    expect(readCheckpoint(join(scratch, 'fed.ckpt')).header.round).toBe(16);
+    expect(readCheckpoint(join(scratch, 'fed.ckpt')).header.round).toBe(20);
   }, 240_000);
 });
 
