@@ -20,7 +20,7 @@ import { join } from 'node:path';
 
 import { createRequire } from 'node:module';
 
-import { afterAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 
 // @ts-expect-error the size script is plain JavaScript
 import { measure } from '../scripts/size.mjs';
@@ -50,14 +50,17 @@ function freePort(): Promise<number> {
 
 describe('the tutorial', () => {
   const children: ChildProcess[] = [];
-  // inside the package folder, so that `bytesandbrains` resolves to it (a self-reference)
-  const scratch = mkdtempSync(join(packageRoot, '.tutorial-'));
+  const files = tutorialFiles(readme);
+  let scratch = '';
+  beforeAll(() => {
+    // inside the package folder, so that `bytesandbrains` resolves to it (a self-reference)
+    scratch = mkdtempSync(join(packageRoot, '.tutorial-'));
+    for (const [name, code] of files) writeFileSync(join(scratch, name), code);
+  });
   afterAll(() => {
     for (const child of children) child.kill('SIGKILL');
-    rmSync(scratch, { recursive: true, force: true });
+    if (scratch !== '') rmSync(scratch, { recursive: true, force: true });
   });
-  const files = tutorialFiles(readme);
-  for (const [name, code] of files) writeFileSync(join(scratch, name), code);
 
   /** Runs a process of the tutorial in the scratch folder; resolves with its exit code and output. */
   function start(command: string, args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
