@@ -111,6 +111,8 @@ extern const gb_rule gb_rules_shape[];
 extern const size_t gb_rules_shape_count;
 extern const gb_rule gb_rules_reduce[];
 extern const size_t gb_rules_reduce_count;
+extern const gb_rule gb_rules_recurrent[];
+extern const size_t gb_rules_recurrent_count;
 
 /* ---- errors and memory ----------------------------------------------------------------- */
 
@@ -170,6 +172,9 @@ bb_type *gb_val_type(gb *b, const gb_value *v);
  * every input is known and the result is small. Unknown stays unknown; never fails except
  * for running out of memory. */
 int gb_infer_node(gb *b, const bb_ir_node *n);
+/* The shapes of RNN, GRU, LSTM and their gradient operators (rules_recurrent.c); false for
+ * any other node. */
+bool gb_infer_recurrent(gb *b, const bb_ir_node *n);
 
 /* ---- emitting nodes (emit.c) ---------------------------------------------------------- */
 

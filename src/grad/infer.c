@@ -524,6 +524,7 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
   gb_dim dims[BB_MAX_RANK];
   bool grad_domain = n->domain && strcmp(n->domain, BB_GRAD_DOMAIN) == 0;
 
+  if (gb_infer_recurrent(b, n)) return;
   if (grad_domain) {
     if (is_op(n, "Dropout") && x) {
       set_like(o, x, 0);

@@ -170,6 +170,7 @@ static int gather_back(gb *b, bb_ir_node *n, const char *const *dy) {
     }
     const char *neg = gb_op(b, "Less", 2, indices, gb_ints(b, (int64_t[]){0}, 1));
     indices = gb_op(b, "Where", 3, neg, gb_op(b, "Add", 2, indices, dim), indices);
+    if (q == 0) indices = gb_reshape_like(b, indices, IN(1)); /* the comparison made a scalar index [1] */
   }
   if (axis) { /* dY is W[:axis] + idx + W[axis+1:]: bring idx's dims first */
     int64_t perm[BB_MAX_RANK], wperm[BB_MAX_RANK];

@@ -285,6 +285,20 @@ static void test_unsupported_forms_name_the_node(void) {
   fx_free(&f);
 }
 
+/* The recurrent gradient is float32 only: a float64 LSTM is refused by name. */
+static void test_recurrent_float64_refused(void) {
+  fx f;
+  fx_init(&f, 17);
+  fx_param(&f, "w", 3, (int64_t[]){1, 8, 3});
+  fx_param(&f, "r", 3, (int64_t[]){1, 8, 2});
+  fx_input(&f, "x", fx_random(BB_DTYPE_DOUBLE, 3, (int64_t[]){4, 1, 3}, -1, 1), NULL);
+  bb_ir_node *n = fx_node(&f, "LSTM", NULL, "x,w,r", "y");
+  bb_attr_set_int(f.m, &n->attrs, "hidden_size", 2);
+  fx_loss(&f, "y");
+  EXPECT_ERROR(&f, NULL, BB_ERR_UNSUPPORTED, "node y (LSTM)", "float32 only, not double");
+  fx_free(&f);
+}
+
 static void test_malformed_graphs(void) {
   fx f;
   fx_init(&f, 12);
@@ -352,6 +366,7 @@ int main(void) {
   RUN(test_targets_are_checked);
   RUN(test_losses_must_fit);
   RUN(test_unsupported_forms_name_the_node);
+  RUN(test_recurrent_float64_refused);
   RUN(test_malformed_graphs);
   RUN(test_allocation_failures);
   return bb_test_finish();

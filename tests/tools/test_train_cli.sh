@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bb train end to end: the LeNet-style CNN PyTorch exported (tests/data/grad) learns
-# scikit-learn's handwritten digits from CSV; a linear regression made with onnx.helper
+# scikit-learn's handwritten digits from CSV; federated_text's LSTM learns next characters
+# of a licence text; a linear regression made with onnx.helper
 # learns from a CSV with a header and a named label column; the trained models are
 # written in inference form and pass onnx.checker; models exported from PyTorch (torch.chunk,
 # an Embedding on int64 columns, buffers) train as PyTorch trains them, one cut off by
@@ -71,6 +72,32 @@ assert np.allclose(m["w"].ravel(), [2, -1], atol=0.05) and abs(m["b"][0] - 0.5) 
 ' "$tmp/linear_trained.onnx"
 check "its test error is small" "$py" -c 'import re,sys; e=float(re.findall(r"test mse ([0-9.e-]+)", open(sys.argv[1]).read())[-1]); sys.exit(e > 0.01)' "$tmp/reg.log"
 
+# the next-character LSTM of federated_text on windows of a licence text: it learns, and
+# its export passes onnx.checker with the LSTM node in place
+"$py" - "$tmp/text.csv" <<'PY'
+import sys
+text = open("/usr/share/common-licenses/GPL-3").read()
+cls, prev = [], None
+for ch in text:  # examples/common/text.c's classes: a-z, one for white-space runs, one for the rest
+    c = ord(ch.lower()) - 97 if "a" <= ch.lower() <= "z" else (26 if ch.isspace() else 27)
+    if not (c == 26 and prev == 26):
+        cls.append(c)
+    prev = c
+with open(sys.argv[1], "w") as f:
+    for i in range(0, 6000, 2):
+        f.write(",".join(map(str, cls[i:i + 17])) + "\n")
+PY
+"$bb" train "$src/examples/models/text_lstm.onnx" --data "$tmp/text.csv" --label -1 --optimizer adam --lr 0.01 \
+  --epochs 3 -o "$tmp/lstm.onnx" >"$tmp/lstm.log" 2>&1
+cat "$tmp/lstm.log"
+check "the LSTM learns next characters (test accuracy >= 0.3)" \
+  "$py" -c 'import re,sys; a=float(re.findall(r"test accuracy ([0-9.]+)", open(sys.argv[1]).read())[-1]); sys.exit(a < 0.3)' "$tmp/lstm.log"
+check "the trained LSTM passes onnx.checker" "$py" -c '
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+assert [n.op_type for n in m.graph.node].count("LSTM") == 1
+' "$tmp/lstm.onnx"
 # Models straight from PyTorch: bb train matches torch.optim.SGD on the same batches in file
 # order (--no-shuffle), or refuses naming the operator that cuts a parameter off
 "$py" "$src/tests/tools/torch_train_cli_models.py" "$bb" "$tmp" >"$tmp/torch_compare.log" 2> >(grep -v -i warn >&2)
