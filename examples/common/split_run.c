@@ -64,8 +64,8 @@ static int start_client(bb_split_run *r, int i, bb_error *err) {
   int64_t xd[2] = {(int64_t)test->n, (int64_t)test->dim}, yd[1] = {(int64_t)test->n};
   bb_val *tx = bb_fed_tensor(test->features, 2, xd), *ty = bb_fed_tensor(test->labels, 1, yd);
   int rc = tx && ty ? bb_fed_bind_peers(r->nodes[i], module, "server", &r->peers[0], 1, err) : fail(err, BB_ERR_NOMEM, "out of memory");
-  if (!rc) rc = bb_node_bind_input(r->nodes[i], module, "test_x", tx, err);
-  if (!rc) rc = bb_node_bind_input(r->nodes[i], module, "test_y", ty, err);
+  if (!rc && !r->setup.no_held_out) rc = bb_node_bind_input(r->nodes[i], module, "test_x", tx, err);
+  if (!rc && !r->setup.no_held_out) rc = bb_node_bind_input(r->nodes[i], module, "test_y", ty, err);
   if (!rc) rc = bb_node_invoke(r->nodes[i], module, NULL, 0, bb_sim_now(r->sim), err);
   bb_val_release(tx);
   bb_val_release(ty);

@@ -19,6 +19,7 @@ typedef struct bb_split_setup {
   const uint8_t *artifact;
   size_t artifact_len;
   bool u_shaped; /* SplitCnnU, else SplitCnn */
+  bool no_held_out; /* the Module takes no held-out set (its clients score nothing) */
   int clients;
   double loss; /* each message is lost with this probability */
   uint64_t seed;

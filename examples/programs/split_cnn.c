@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     printf("split_cnn: %s split, %d client%s, %zu training and %zu held-out images, loss %.0f%%, model %s (%zu bytes)\n",
            u ? "U-shaped" : "vanilla", o.clients, o.clients == 1 ? "" : "s", d.train.n, d.test.n, o.loss * 100, o.model,
            model.len);
-  bb_split_setup setup = {artifact, artifact_len, u, o.clients, o.loss, o.seed, o.quiet != 0, &d, &model};
+  bb_split_setup setup = {artifact, artifact_len, u, false, o.clients, o.loss, o.seed, o.quiet != 0, &d, &model};
   bb_split_run r;
   int rc = bb_split_run_start(&r, &setup, &err);
   /* --target 0 runs the whole --seconds (what a lean run under the sanitizers wants) */
