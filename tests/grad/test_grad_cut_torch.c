@@ -34,22 +34,6 @@ static size_t split(const char *list, char *buf, size_t size, const char **items
   return n;
 }
 
-static void save(const char *name, const bb_model *m) {
-  const char *dir = getenv("BB_GRAD_GRAPHS_DIR");
-  if (!dir) return;
-  char path[1024];
-  snprintf(path, sizeof path, "%s/cut_%s.train.onnx", dir, name);
-  uint8_t *bytes;
-  size_t len;
-  bb_error err;
-  FILE *f = fopen(path, "wb");
-  CHECK_MSG(f && !bb_model_encode(m, &bytes, &len, &err), "cannot write %s", path);
-  if (!f) return;
-  fwrite(bytes, 1, len, f);
-  fclose(f);
-  bb_buffer_free(NULL, bytes);
-}
-
 /* The part's inputs by name: "input:NAME", and each upstream gradient under the graph's
  * name for it ("upstream:OUTPUT"). */
 static size_t feed(const bb_model *ref, const bb_grad_graph *g, const char **names, bb_tensor **values) {
@@ -151,7 +135,9 @@ static void check_cut(const char *cut) {
     CHECK_MSG(!rc, "%s: %s", cut, err.message);
   }
   if (!rc) {
-    save(cut, g->model);
+    char name[300];
+    snprintf(name, sizeof name, "cut_%s", cut);
+    gt_save(getenv("BB_GRAD_GRAPHS_DIR"), name, ".train.onnx", g->model);
     CHECK_MSG(g->n_params == n_params, "%s: %zu parameters trained, torch has %zu", cut, g->n_params, n_params);
     CHECK_MSG(g->n_input_grads == n_grad_ins, "%s: %zu input gradients, torch has %zu", cut, g->n_input_grads, n_grad_ins);
     CHECK_EQ_INT(g->n_warnings, 0);

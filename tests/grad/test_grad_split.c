@@ -18,31 +18,6 @@ typedef struct part {
   bb_grad_trainer *t;
 } part;
 
-static double kv(const char *spec, const char *key, double dflt) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "%s=", key);
-  for (const char *p = spec; (p = strstr(p, pat)); p++)
-    if (p == spec || p[-1] == ' ') return atof(p + strlen(pat));
-  return dflt;
-}
-
-static bb_optimizer_config config(const char *spec) {
-  bb_optimizer_kind kind = strstr(spec, "kind=sgd")        ? BB_OPTIMIZER_SGD
-                           : strstr(spec, "kind=momentum") ? BB_OPTIMIZER_MOMENTUM
-                           : strstr(spec, "kind=adamw")    ? BB_OPTIMIZER_ADAMW
-                                                           : BB_OPTIMIZER_ADAM;
-  bb_optimizer_config c = bb_optimizer_defaults(kind);
-  c.lr = (float)kv(spec, "lr", c.lr);
-  c.momentum = (float)kv(spec, "momentum", c.momentum);
-  c.nesterov = kv(spec, "nesterov", 0) != 0;
-  c.beta1 = (float)kv(spec, "beta1", c.beta1);
-  c.beta2 = (float)kv(spec, "beta2", c.beta2);
-  c.eps = (float)kv(spec, "eps", c.eps);
-  c.weight_decay = (float)kv(spec, "weight_decay", 0);
-  c.max_grad_norm = (float)kv(spec, "max_grad_norm", 0);
-  return c;
-}
-
 /* The part of `whole` from `in` to `out` (NULL: the model's own), trained against the
  * labels when it ends the model, else from the gradient of `out`; it yields the gradient
  * of `in`. */
@@ -96,7 +71,7 @@ static void check_split(const char *name, const bb_model *whole, const bb_model 
                         size_t n_cuts) {
   char key[64];
   snprintf(key, sizeof key, "opt:%s", opt);
-  bb_optimizer_config c = config(bb_kv_get(&ref->metadata, key));
+  bb_optimizer_config c = gt_optimizer_config(bb_kv_get(&ref->metadata, key));
   bb_tensor *x = gt_tensor(ref, "input:x"), *labels = gt_tensor(ref, "input:labels");
   snprintf(key, sizeof key, "%s:losses", opt);
   bb_tensor *losses = gt_tensor(ref, key);
