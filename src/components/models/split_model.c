@@ -362,9 +362,8 @@ static long claim_pending(bbi_split_model *m, const bb_peer_id *from) {
   return at;
 }
 
-int bbi_split_relay(bbi_split_model *m, uint64_t now_ns, const bb_peer_id *from, const bb_tensor *activations,
-                    const bb_tensor *step, bb_tensor **out, bb_error *err) {
-  (void)now_ns;
+int bbi_split_relay(bbi_split_model *m, const bb_peer_id *from, const bb_tensor *activations, const bb_tensor *step,
+                    bb_tensor **out, bb_error *err) {
   *out = NULL;
   float tag;
   if (!m->server || !m->u_shaped) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "SplitRelay runs on a U-shaped split's server");

@@ -59,11 +59,12 @@ const bbi_split_counts *bbi_split_model_counts(const bbi_split_model *m);
 bool bbi_split_ready(bbi_split_model *m, uint64_t now_ns);
 
 /* The training step's calls (bb_model_ops.split_*; NULL outputs when the call gives
- * nothing). now_ns is the node's clock, from the peer that sent what the call handles.
- * bbi_split_forward starts a client's step on a batch (when bbi_split_ready said so). */
+ * nothing). `from` is the peer that sent what a server's call handles (a middle part keeps
+ * one forward per peer). bbi_split_forward starts a client's step on a batch at now_ns,
+ * the node's clock (when bbi_split_ready says so). */
 int bbi_split_forward(bbi_split_model *m, uint64_t now_ns, const bb_tensor *x, const bb_tensor *labels,
                       bb_tensor **activations, bb_tensor **step, bb_error *err);
-int bbi_split_relay(bbi_split_model *m, uint64_t now_ns, const bb_peer_id *from, const bb_tensor *activations,
+int bbi_split_relay(bbi_split_model *m, const bb_peer_id *from, const bb_tensor *activations,
                     const bb_tensor *step, bb_tensor **out, bb_error *err);
 int bbi_split_loss(bbi_split_model *m, const bb_tensor *activations, const bb_tensor *target, bb_tensor **gradient,
                    bb_tensor **loss, bb_error *err);

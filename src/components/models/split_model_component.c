@@ -123,7 +123,7 @@ static int sc_split_relay(void *self, bb_ctx *ctx, const bb_tensor *activations,
   split_component *s = self;
   const bb_peer_id *from;
   int rc = source(ctx, &from, err);
-  if (!rc) rc = bbi_split_relay(s->m, bb_ctx_now(ctx), from, activations, step, out, err);
+  if (!rc) rc = bbi_split_relay(s->m, from, activations, step, out, err);
   return reported(s, ctx, rc, err);
 }
 
