@@ -248,8 +248,9 @@ static int mark_active(gb *b, size_t n_fwd) {
     const gb_rule *r = gb_rule_find(n->domain, n->op_type);
     const char *origin = gb_val(b, n->outputs.items[0])->origin;
     if (!r || !r->backward)
-      return gb_fail(b, BB_ERR_UNSUPPORTED, "%s is on a path from parameter %s to %s, and %s%s%s has no gradient",
-                     gb_node_label(b, n), origin ? origin : "?", b->roots_label, n->domain && *n->domain ? n->domain : "",
+      return gb_fail(b, BB_ERR_UNSUPPORTED, "%s is on a path from %s %s to %s, and %s%s%s has no gradient",
+                     gb_node_label(b, n), origin && gb_val(b, origin)->grad_input ? "input" : "parameter",
+                     origin ? origin : "?", b->roots_label, n->domain && *n->domain ? n->domain : "",
                      n->domain && *n->domain ? "::" : "", n->op_type);
     for (size_t k = 0; k < n->outputs.len; k++) {
       gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;

@@ -119,6 +119,12 @@ static void test_upstream_refusals(void) {
   const char *xx[] = {"x", "x"};
   o.input_grads = xx, o.n_input_grads = 2;
   EXPECT_BUILD_ERROR(f.m, &o, BB_ERR_INVALID_ARGUMENT, "input x is listed twice");
+  /* an operator without a gradient between an input whose gradient is asked and the output */
+  fx_node(&f, "Sin", NULL, "x", "sx");
+  const char *sx[] = {"sx"};
+  o.upstream = sx, o.n_upstream = 1, o.input_grads = x, o.n_input_grads = 1;
+  EXPECT_BUILD_ERROR(f.m, &o, BB_ERR_UNSUPPORTED, "node sx (Sin) is on a path from input x to the output sx");
+  o.upstream = NULL, o.n_upstream = 0;
   /* an input the output does not depend on gets zeros, and a warning says so */
   const char *k[] = {"k", "x"};
   o.input_grads = k, o.n_input_grads = 2;
