@@ -81,7 +81,7 @@ static void training_only(bb_rec *g, void *user) {
   static const char *const CUTS[] = {BB_SPLIT_CNN_CUT, BB_SPLIT_CNN_HEAD_CUT};
   bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
   bb_split s = {sizeof s, u ? BB_SPLIT_U : BB_SPLIT_VANILLA, CUTS, u ? 2 : 1, &CLIENT, &SERVER, server,
-                bb_rec_interval(g, 1000000), {0}, {0}, {0}};
+                bb_rec_interval(g, 1000000), {0}, {0}, {0}, NULL, {0}};
   bb_rec_split(g, &s);
 }
 
@@ -106,7 +106,7 @@ static int split_bytes(const options *o, const bb_digits_split *d, const bb_byte
   uint8_t *artifact = NULL;
   size_t len = 0;
   int rc = compile_training_only(u, &artifact, &len, err);
-  bb_split_setup setup = {artifact, len, u, true, 1, 0, o->seed, true, d, model};
+  bb_split_setup setup = {artifact, len, u ? "SplitCnnU" : "SplitCnn", false, true, 1, 0, o->seed, true, d, model};
   bb_split_run r;
   traffic t = {2, {0}, {0}};
   if (!rc) rc = bb_split_run_start(&r, &setup, err);
@@ -177,7 +177,7 @@ static int split_to_target(const options *o, const bb_bytes *model, bool u, int 
   uint8_t *artifact = NULL;
   size_t len = 0;
   rc = bb_example_compile(&BB_EXAMPLE_SPLIT_CNN, u ? 1 : 0, &artifact, &len, err);
-  bb_split_setup setup = {artifact, len, u, false, clients, 0, o->seed, true, &d, model};
+  bb_split_setup setup = {artifact, len, u ? "SplitCnnU" : "SplitCnn", false, false, clients, 0, o->seed, true, &d, model};
   bb_split_run r;
   double w0 = process_s();
   if (!rc) rc = bb_split_run_start(&r, &setup, err);

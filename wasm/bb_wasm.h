@@ -277,10 +277,11 @@ int32_t bb_wasm_rec_net_out(const char *port, int32_t peers, int32_t value);
 int32_t bb_wasm_rec_lookup_output(const char *port);
 int32_t bb_wasm_rec_lookup_sender(const char *port);
 /* bb_rec_split: shape (bb_split_shape), the cuts packed (one or two), the two Model slots,
- * and values [server_peers, tick, test_x, test_y, eval_tick] (BB_WASM_VALUE_EMPTY for no
- * held-out set). */
+ * the averager's Aggregator slot (NULL: no averaging), and values [server_peers, tick,
+ * test_x, test_y, eval_tick, clients] (BB_WASM_VALUE_EMPTY for no held-out set, no
+ * clients). */
 int32_t bb_wasm_rec_split(int32_t shape, const char *cuts, size_t cuts_len, const char *client_slot, const char *server_slot,
-                          const int32_t *values, size_t n_values);
+                          const char *averager_slot, const int32_t *values, size_t n_values);
 int32_t bb_wasm_rec_bundle(const int32_t *parts, size_t n);
 /* types packs one denotation per part; parts receives n value numbers. */
 int32_t bb_wasm_rec_unbundle(int32_t composite, const char *types, size_t types_len, int32_t *parts, size_t n);

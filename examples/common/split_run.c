@@ -46,21 +46,32 @@ static void trace(void *user, const bb_sim_delivery *d) {
 
 static int install(bb_split_run *r, int i, bb_error *err) {
   const bb_split_setup *s = &r->setup;
-  const char *target = i ? (s->u_shaped ? "SplitCnnU" : "SplitCnn") : (s->u_shaped ? "SplitCnnU_server" : "SplitCnn_server");
+  char server[64], clients[64], averager[96];
+  snprintf(server, sizeof server, "%s_server", s->module);
+  snprintf(clients, sizeof clients, "%s_clients", s->module);
+  const char *client_targets[] = {s->module, clients}, *server_target = server;
+  /* the averager closes a round with every client's part (past 3 s, with three quarters) */
+  snprintf(averager, sizeof averager, "quorum=%d,target=%d,deadline_ms=3000,no_quorum=extend",
+           s->clients - s->clients / 4, s->clients);
   /* a partition's bindings name every slot of the Module (a component may reach any as a
    * dependency), so each node is given what every slot needs */
   bb_slot_config slots[] = {{"client_model", NULL, s->model},
                             {"server_model", NULL, s->model},
-                            {"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test}};
+                            {"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test},
+                            {"averager", averager, NULL}};
   bb_fed_peers net = {s->artifact, s->artifact_len, r->peers, (size_t)r->n_peers, s->seed};
-  return bb_fed_install_peer(&net, (size_t)i, r->registry, &target, 1, slots, 3, &r->nodes[i], err);
+  int rc = bb_fed_install_peer(&net, (size_t)i, r->registry, i ? client_targets : &server_target,
+                               i && s->averaged ? 2 : 1, slots, s->averaged ? 4 : 3, &r->nodes[i], err);
+  /* the server sends the average to every client */
+  if (!rc && !i && s->averaged) rc = bb_fed_bind_peers(r->nodes[0], server, "clients", r->peers + 1, (size_t)s->clients, err);
+  return rc;
 }
 
 /* A client's inputs, bound for every run (its steps, and what arrives for it), then its
  * module started. */
 static int start_client(bb_split_run *r, int i, bb_error *err) {
   const bb_dataset *test = &r->setup.data->test;
-  const char *module = r->setup.u_shaped ? "SplitCnnU" : "SplitCnn";
+  const char *module = r->setup.module;
   int64_t xd[2] = {(int64_t)test->n, (int64_t)test->dim}, yd[1] = {(int64_t)test->n};
   bb_val *tx = bb_fed_tensor(test->features, 2, xd), *ty = bb_fed_tensor(test->labels, 1, yd);
   int rc = tx && ty ? bb_fed_bind_peers(r->nodes[i], module, "server", &r->peers[0], 1, err) : fail(err, BB_ERR_NOMEM, "out of memory");

@@ -1,5 +1,6 @@
-/* The split examples' run: one server and n clients installed from split_cnn's artifact
- * (SplitCnn or SplitCnnU) in the simulator, each client holding a shard of the digits and
+/* The split examples' run: one server and n clients installed from one of split_cnn's
+ * artifacts (SplitCnn, SplitCnnU or SplitFedCnn) in the simulator, each client holding a
+ * shard of the digits and
  * the held-out set, every SplitModel given the same ONNX model. The clients step as fast
  * as the network returns their gradients and score themselves every second of the
  * simulated clock ("accuracy"); the run keeps each client's last score, the bytes each
@@ -18,8 +19,9 @@
 typedef struct bb_split_setup {
   const uint8_t *artifact;
   size_t artifact_len;
-  bool u_shaped; /* SplitCnnU, else SplitCnn */
-  bool no_held_out; /* the Module takes no held-out set (its clients score nothing) */
+  const char *module; /* the Module: the clients' target, and the server's with "_server" */
+  bool averaged;      /* SplitFed: the clients also run "<module>_clients", the server averages */
+  bool no_held_out;   /* the Module takes no held-out set (its clients score nothing) */
   int clients;
   double loss; /* each message is lost with this probability */
   uint64_t seed;

@@ -316,6 +316,11 @@ typedef struct bb_split {
   /* a held-out set on the clients, scored whenever eval_tick has a value; all three, or
    * none (names NULL) */
   bb_value test_x, test_y, eval_tick;
+  /* SplitFed (optional: NULL for none): an Aggregator slot on the server's peers that
+   * averages the clients' parts, and the peers the average goes to (a peer-typed value;
+   * the clients run the partition of its class too) */
+  const bb_slot *averager;
+  bb_value clients;
 } bb_split;
 
 /* Records split learning of one model between the peers that run the module (the
@@ -331,6 +336,10 @@ typedef struct bb_split {
  *                     output "split_loss"; -> "split_head_gradients" [g2, step]
  *             server: g1 = server.SplitBackward(g2, step) -> sender "split_gradients" [g1, step]
  *             client: client.SplitBackward(g1, step)
+ * SplitFed: every tick the client's part is offered to be averaged (client.SplitShare:
+ * given once it has taken its round of steps, and then the client waits for the
+ * average) -> "split_share"; the server's averager.Contribute(part, part) (weight 1), then
+ * averager.Aggregate -> "split_average" to `clients`, where client.LoadParameters takes it.
  * With a held-out set: the client's part's Forward of test_x (at eval_tick) travels on
  * "split_eval" (vanilla, with test_y, to the server's Evaluate, whose score comes back on
  * "split_score") or through the server's Forward and back on "split_eval_features" (U:

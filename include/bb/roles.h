@@ -66,6 +66,10 @@ typedef struct bb_model_ops {
                     bb_tensor **gradient, bb_tensor **loss, bb_error *err);
   int (*split_backward)(void *self, bb_ctx *ctx, const bb_tensor *gradient, const bb_tensor *step, bb_val **out,
                         bb_error *err);
+  /* split_share (SplitFed): when the clients' part has taken its round of steps and none
+   * waits, its parameters (the flat vector Params gives) to be averaged; the client then
+   * takes no step until the average comes back (LoadParameters) */
+  int (*split_share)(void *self, bb_ctx *ctx, bb_tensor **params, bb_error *err);
 } bb_model_ops;
 
 /* DataSource (ai.bytesandbrains.role.data_source). */

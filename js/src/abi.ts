@@ -88,6 +88,7 @@ export interface BbExports {
     cutsLen: number,
     clientSlotPtr: number,
     serverSlotPtr: number,
+    averagerSlotPtr: number,
     valuesPtr: number,
     nValues: number,
   ): number;
@@ -249,7 +250,7 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_rec_net_out: 3,
   bb_wasm_rec_lookup_output: 1,
   bb_wasm_rec_lookup_sender: 1,
-  bb_wasm_rec_split: 7,
+  bb_wasm_rec_split: 8,
   bb_wasm_rec_bundle: 2,
   bb_wasm_rec_unbundle: 5,
   bb_wasm_rec_call: 6,

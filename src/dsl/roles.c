@@ -33,6 +33,7 @@ static const role_method MODEL_METHODS[] = {
     {"SplitRelay", 2, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     {"SplitLoss", 2, 2, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     {"SplitBackward", 2, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"SplitShare", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
 static const role_method INDEX_METHODS[] = {
     {"Add", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},

@@ -29,10 +29,6 @@ static bool check_slot_role(bb_rec *r, const bb_slot *slot, bb_role role, const 
 }
 
 static bool check_split(bb_rec *r, const bb_split *s) {
-  if (!s || s->struct_size < offsetof(bb_split, test_x) || s->struct_size > sizeof *s) {
-    rec_error(r, BB_ERR_INVALID_ARGUMENT, "split: struct_size %zu (this library knows %zu)", s ? s->struct_size : 0, sizeof *s);
-    return false;
-  }
   size_t want = s->shape == BB_SPLIT_VANILLA ? 1 : s->shape == BB_SPLIT_U ? 2 : 0;
   if (!want) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "split: unknown shape %d", (int)s->shape);
@@ -67,6 +63,11 @@ static bool check_split(bb_rec *r, const bb_split *s) {
     rec_error(r, BB_ERR_INVALID_ARGUMENT, "split: a held-out set needs test_x, test_y and eval_tick, all three");
     return false;
   }
+  if (s->averager && !check_slot_role(r, s->averager, BB_ROLE_AGGREGATOR, "averager")) return false;
+  if ((s->averager != NULL) != (s->clients.name != NULL)) {
+    rec_error(r, BB_ERR_INVALID_ARGUMENT, "split: averaging the clients' parts needs the averager slot and the clients' peers, both");
+    return false;
+  }
   return true;
 }
 
@@ -93,6 +94,20 @@ static void send(bb_rec *r, const char *port, bb_value to, const bb_value *parts
 static void receive(bb_rec *r, const char *port, bb_value *parts, size_t n) {
   static const char *const F32[] = {BB_TYPE_TENSOR_F32, BB_TYPE_TENSOR_F32, BB_TYPE_TENSOR_F32};
   bb_rec_unbundle(r, bb_rec_lookup_output(r, port), F32, parts, n);
+}
+
+/* SplitFed: the clients' parts averaged, every client's once it has taken its round. */
+static void averaging(split_rec *c) {
+  bb_rec *r = c->r;
+  const bb_split *s = c->s;
+  bb_value share, average;
+  side_call(c, false, "SplitShare", &s->tick, 1, &share, 1);
+  bb_rec_net_out(r, "split_share", s->server_peers, share);
+  bb_value got = bb_rec_lookup_output(r, "split_share");
+  bb_value done = bb_rec_aggregator_contribute(r, s->averager, got, got); /* no metadata: weight 1 */
+  bb_rec_aggregator_aggregate(r, s->averager, done, &average, NULL);
+  bb_rec_net_out(r, "split_average", s->clients, average);
+  bb_rec_model_load_parameters(r, s->client, bb_rec_lookup_output(r, "split_average"));
 }
 
 static void vanilla(split_rec *c) {
@@ -153,6 +168,15 @@ static void u_shaped(split_rec *c) {
 int bb_rec_split(bb_rec *rec, const bb_split *split) {
   if (!rec) return BB_ERR_INVALID_ARGUMENT;
   if (rec->failed) return rec->error.code;
+  if (!split || split->struct_size < offsetof(bb_split, test_x) || split->struct_size > sizeof *split) {
+    rec_error(rec, BB_ERR_INVALID_ARGUMENT, "split: struct_size %zu (this library knows %zu)", split ? split->struct_size : 0,
+              sizeof *split);
+    return rec->error.code;
+  }
+  bb_split whole; /* fields past an older caller's struct_size are none */
+  memset(&whole, 0, sizeof whole);
+  memcpy(&whole, split, split->struct_size);
+  split = &whole;
   if (!check_split(rec, split)) return rec->error.code;
   split_rec c = {rec, split, split->cuts[0]};
   if (split->n_cuts == 2) {
@@ -161,6 +185,9 @@ int bb_rec_split(bb_rec *rec, const bb_split *split) {
     sprintf(joined, "%s|%s", split->cuts[0], split->cuts[1]);
     c.cuts = joined;
   }
+  /* a tick offers the part for averaging before it asks for a step: a part that is due
+   * is shared before another step changes it */
+  if (split->averager) averaging(&c);
   if (split->shape == BB_SPLIT_U) u_shaped(&c);
   else vanilla(&c);
   return rec->failed ? rec->error.code : 0;

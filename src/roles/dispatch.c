@@ -79,18 +79,19 @@ static int put_all(const bb_op_call *call, bb_tensor **outs, size_t n, bb_error 
   return rc;
 }
 
-/* The split-learning methods: SplitForward takes an ordering trigger, the others two
- * tensors. */
+/* The split-learning methods: SplitForward and SplitShare take an ordering trigger, the
+ * others two tensors. */
 static int split_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   const bb_tensor *a = NULL, *b = NULL;
   bb_tensor *outs[3] = {NULL, NULL, NULL};
   bool forward = is(call, "SplitForward"), relay = is(call, "SplitRelay"), loss = is(call, "SplitLoss"),
-       backward = is(call, "SplitBackward");
-  if (!forward && !relay && !loss && !backward) return unknown_op(call, err);
+       backward = is(call, "SplitBackward"), share = is(call, "SplitShare");
+  if (!forward && !relay && !loss && !backward && !share) return unknown_op(call, err);
   if ((forward && !ops->split_forward) || (relay && !ops->split_relay) || (loss && !ops->split_loss) ||
-      (backward && !ops->split_backward))
+      (backward && !ops->split_backward) || (share && !ops->split_share))
     return unsupported(call, err);
   int rc;
+  if (share) return (rc = ops->split_share(self, ctx, &outs[0], err)) ? rc : put_tensor(call, 0, outs[0], err);
   if (forward)
     return (rc = ops->split_forward(self, ctx, &outs[0], &outs[1], &outs[2], err)) ? rc : put_all(call, outs, 3, err);
   if ((rc = input_tensor(call, 0, &a, err)) || (rc = input_tensor(call, 1, &b, err))) return rc;

@@ -72,11 +72,15 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   }
 }
 
-static int install(split_net *n, size_t i, const uint8_t *artifact, size_t len, const char *target, bb_error *err) {
+/* Installs node i running `target` (and, for SplitFed's client, `also`). */
+static int install2(split_net *n, size_t i, const uint8_t *artifact, size_t len, const char *target, const char *also,
+                    bb_error *err) {
   bb_address self = bb_address_p2p(&n->peer[i]);
   bb_slot_config slots[] = {{"client_model", NULL, &n->client_model},
                             {"server_model", NULL, &n->server_model},
-                            {"data", "batch=16,shuffle=0", &n->data}};
+                            {"data", "batch=16,shuffle=0", &n->data},
+                            {"averager", "quorum=1,target=1", NULL}};
+  const char *targets[] = {target, also};
   bb_node_config nc = {0};
   nc.struct_size = sizeof nc;
   nc.seed = 7 + i;
@@ -87,11 +91,11 @@ static int install(split_net *n, size_t i, const uint8_t *artifact, size_t len, 
   a.n_addresses = 1;
   a.artifact = artifact;
   a.artifact_len = len;
-  a.targets = &target;
-  a.n_targets = 1;
+  a.targets = targets;
+  a.n_targets = also ? 2 : 1;
   a.registry = n->reg;
   a.slots = slots;
-  a.n_slots = 3;
+  a.n_slots = 4;
   a.config = &nc;
   int rc = bb_install(&a, &n->node[i], NULL, err);
   bb_address other = bb_address_p2p(&n->peer[1 - i]);
@@ -99,12 +103,20 @@ static int install(split_net *n, size_t i, const uint8_t *artifact, size_t len, 
   return rc;
 }
 
-/* A server and a client of `module` (index into split_cnn) with its artifact; the client
- * started. */
-static int net_start(split_net *n, const uint8_t *artifact, size_t len, bool u, bb_error *err) {
-  const char *module = u ? "SplitCnnU" : "SplitCnn";
-  char server[64];
+static int install(split_net *n, size_t i, const uint8_t *artifact, size_t len, const char *target, bb_error *err) {
+  return install2(n, i, artifact, len, target, NULL, err);
+}
+
+static const char *const MODULES[] = {"SplitCnn", "SplitCnnU", "SplitFedCnn"};
+
+/* A server and a client of split_cnn's module `which` with its artifact; the client
+ * started (SplitFed's also runs the partition the average comes to, and the server sends
+ * it there). */
+static int net_start(split_net *n, const uint8_t *artifact, size_t len, size_t which, bb_error *err) {
+  const char *module = MODULES[which];
+  char server[64], clients[64];
   snprintf(server, sizeof server, "%s_server", module);
+  snprintf(clients, sizeof clients, "%s_clients", module);
   bb_sim_config sc = {0};
   sc.struct_size = sizeof sc;
   sc.seed = 3;
@@ -113,10 +125,14 @@ static int net_start(split_net *n, const uint8_t *artifact, size_t len, bool u, 
   int rc = bb_sim_new(&sc, &n->sim, err);
   if (rc) return rc;
   bb_sim_set_observer(n->sim, observe, n);
-  if ((rc = install(n, 0, artifact, len, server, err)) || (rc = install(n, 1, artifact, len, module, err)) ||
-      (rc = bb_sim_attach(n->sim, n->node[0], &n->peer[0], err)) || (rc = bb_sim_attach(n->sim, n->node[1], &n->peer[1], err)))
+  bb_val *to = bb_val_peers(NULL, &n->peer[0], 1), *client = bb_val_peers(NULL, &n->peer[1], 1);
+  if ((rc = install(n, 0, artifact, len, server, err)) ||
+      (rc = install2(n, 1, artifact, len, module, which == 2 ? clients : NULL, err)) ||
+      (which == 2 && (rc = bb_node_bind_input(n->node[0], server, "clients", client, err))) ||
+      (rc = bb_sim_attach(n->sim, n->node[0], &n->peer[0], err)) || (rc = bb_sim_attach(n->sim, n->node[1], &n->peer[1], err))) {
+    bb_val_release(to), bb_val_release(client);
     return rc;
-  bb_val *to = bb_val_peers(NULL, &n->peer[0], 1);
+  }
   int64_t xd[2] = {ROWS, 64}, yd[1] = {ROWS};
   bb_tensor *tx = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 2, xd), *ty = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, yd);
   memcpy(bb_tensor_data(tx), n->data.features, sizeof(float) * ROWS * 64);
@@ -126,7 +142,7 @@ static int net_start(split_net *n, const uint8_t *artifact, size_t len, bool u, 
   if (!rc) rc = bb_node_bind_input(n->node[1], module, "test_x", vx, err);
   if (!rc) rc = bb_node_bind_input(n->node[1], module, "test_y", vy, err);
   if (!rc) rc = bb_node_invoke(n->node[1], module, NULL, 0, 0, err);
-  bb_val_release(to), bb_val_release(vx), bb_val_release(vy);
+  bb_val_release(to), bb_val_release(client), bb_val_release(vx), bb_val_release(vy);
   bb_tensor_release(tx), bb_tensor_release(ty);
   return rc;
 }
@@ -238,7 +254,7 @@ static bool all_equal(const held *a, const held *b) {
 /* The whole CNN trained STEPS steps by one trainer, as split_cnn's SplitModels are
  * configured (softmax cross-entropy, Nesterov momentum, lr 0.05), on the batches the
  * clients' ArraySource deals (rows in order, 16 at a time). */
-static bb_grad_trainer *train_whole(const split_net *n, bb_model **model, bb_grad_graph **g, bb_grad_optimizer **opt) {
+static bb_grad_trainer *train_whole(const split_net *n, int steps, bb_model **model, bb_grad_graph **g, bb_grad_optimizer **opt) {
   bb_error err;
   CHECK(!bb_model_decode(n->client_model.data, n->client_model.len, NULL, NULL, model, &err));
   bb_grad_options o;
@@ -253,7 +269,7 @@ static bb_grad_trainer *train_whole(const split_net *n, bb_model **model, bb_gra
   if (!rc) rc = bb_grad_optimizer_build(*g, &c, opt, &err);
   if (!rc) rc = bb_grad_trainer_new(*g, *opt, 0, NULL, &t, &err);
   CHECK_MSG(!rc, "%s", err.message);
-  for (int s = 0; t && s < STEPS; s++) {
+  for (int s = 0; t && s < steps; s++) {
     int64_t xd[4] = {BATCH, 1, 8, 8}, yd[1] = {BATCH};
     bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, xd), *y = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, yd);
     size_t first = (size_t)(s * BATCH) % ROWS;
@@ -269,33 +285,36 @@ static bb_grad_trainer *train_whole(const split_net *n, bb_model **model, bb_gra
   return t;
 }
 
-static void check_exact(bool u) {
+/* `steps` steps of split_cnn's module `which` with one client, against the whole model. */
+static void check_exact(size_t which, int steps) {
+  const char *what = MODULES[which];
   bb_registry *reg = shipped();
   split_net n;
   size_t len = 0;
-  uint8_t *artifact = compile_module(u ? 1 : 0, &len);
+  uint8_t *artifact = compile_module(which, &len);
   bb_error err;
   if (net_open(&n, reg) && artifact) {
-    CHECK_MSG(!net_start(&n, artifact, len, u, &err), "%s", err.message);
-    net_run(&n, STEPS, 5000 * MS);
-    CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), STEPS);
+    CHECK_MSG(!net_start(&n, artifact, len, which, &err), "%s", err.message);
+    net_run(&n, (uint64_t)steps, 5000 * MS);
+    CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), steps);
     CHECK_EQ_INT(n.failures[0] + n.failures[1], 0);
     bb_model *model = NULL;
     bb_grad_graph *g = NULL;
     bb_grad_optimizer *opt = NULL;
-    bb_grad_trainer *whole = train_whole(&n, &model, &g, &opt);
+    bb_grad_trainer *whole = train_whole(&n, steps, &model, &g, &opt);
     held client = saved(n.node[1], "client_model"), server = saved(n.node[0], "server_model");
     size_t checked = 0;
     for (size_t i = 0; whole && i < g->n_params; i++) {
       const char *name = g->params[i];
       const bb_tensor_proto *p = held_find(&client, name) ? held_find(&client, name) : held_find(&server, name);
       bb_tensor_proto *mine = NULL;
-      CHECK_MSG(p, "%s: no side holds %s", u ? "U" : "vanilla", name);
+      CHECK_MSG(p, "%s: no side holds %s", what, name);
       CHECK(!bb_tensor_to_proto(model, bb_grad_trainer_value(whole, name), name, &mine, &err));
-      CHECK_MSG(same_proto(p, mine), "%s: %s after %d split steps differs from the whole model's", u ? "U" : "vanilla", name, STEPS);
+      CHECK_MSG(same_proto(p, mine), "%s: %s after %d split steps differs from the whole model's", what, name, steps);
       checked++;
     }
     CHECK_EQ_INT(checked, 8); /* conv1, conv2, fc1, fc2: weights and biases */
+    if (which == 2) CHECK_EQ_INT(bb_node_counter(n.node[1], "split.shares"), steps / 10); /* the averages were taken */
     held_free(&client);
     held_free(&server);
     bb_grad_trainer_free(whole);
@@ -308,8 +327,14 @@ static void check_exact(bool u) {
   bb_registry_free(reg);
 }
 
-static void test_vanilla_is_the_whole_model(void) { check_exact(false); }
-static void test_u_shaped_is_the_whole_model(void) { check_exact(true); }
+static void test_vanilla_is_the_whole_model(void) { check_exact(0, STEPS); }
+static void test_u_shaped_is_the_whole_model(void) { check_exact(1, STEPS); }
+
+/* SplitFed with one client is the vanilla split: its part shared every 10 steps comes back
+ * as the average of one, the same values (and the client takes no step in between). */
+static void test_split_fed_of_one_is_the_whole_model(void) {
+  check_exact(2, 25);
+}
 
 /* ---- the confused author ------------------------------------------------------------------------ */
 
@@ -335,7 +360,7 @@ static void custom_body(bb_rec *g, void *user) {
   }
   static const bb_slot VIEW = {BB_ROLE_PEER_SELECTOR, "view", NULL};
   bb_value server = c->server_on_self ? bb_rec_peer_selector_sample(g, &VIEW, 1) : bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
-  bb_split s = {sizeof s, c->shape, c->cuts, c->n_cuts, &CLIENT, &SERVER, server, tick, {0}, {0}, {0}};
+  bb_split s = {sizeof s, c->shape, c->cuts, c->n_cuts, &CLIENT, &SERVER, server, tick, {0}, {0}, {0}, NULL, {0}};
   bb_rec_split(g, &s);
 }
 
@@ -438,7 +463,7 @@ static void expect_record_error(const bb_split *s, const char *want) {
 
 static void test_recorder_refusals(void) {
   static const char *const two[] = {"/MaxPool_output_0", "/MaxPool_1_output_0"}, *comma[] = {"a,b"}, *same[] = {"x", "x"};
-  bb_split s = {sizeof s, BB_SPLIT_VANILLA, two, 2, &CLIENT, &SERVER, {0}, {0}, {0}, {0}, {0}};
+  bb_split s = {sizeof s, BB_SPLIT_VANILLA, two, 2, &CLIENT, &SERVER, {0}, {0}, {0}, {0}, {0}, NULL, {0}};
   expect_record_error(&s, "a vanilla split is cut at 1 value; got 2");
   s.cuts = comma, s.n_cuts = 1;
   expect_record_error(&s, "cut 'a,b' is not the name of a value");
@@ -497,7 +522,7 @@ static void test_activations_of_another_shape(void) {
     bb_bytes narrow = narrower_model(&n.client_model);
     free(n.client_model.data);
     n.client_model = narrow;
-    CHECK_MSG(!net_start(&n, artifact, len, false, &err), "%s", err.message);
+    CHECK_MSG(!net_start(&n, artifact, len, 0, &err), "%s", err.message);
     held before = saved(n.node[0], "server_model");
     net_run(&n, 1, 300 * MS);
     held after = saved(n.node[0], "server_model");
@@ -572,7 +597,7 @@ static void check_lying_server(lie how, uint64_t run_ns, const char *counter, ui
   CHECK_MSG(!rc, "%s", err.message);
   split_net n;
   if (!rc && net_open(&n, reg)) {
-    CHECK_MSG(!net_start(&n, artifact, len, false, &err), "%s", err.message);
+    CHECK_MSG(!net_start(&n, artifact, len, 0, &err), "%s", err.message);
     held before = saved(n.node[1], "client_model");
     net_run(&n, 1, run_ns);
     held after = saved(n.node[1], "client_model");
@@ -606,9 +631,69 @@ static void test_server_that_never_answers(void) {
   check_lying_server(LIE_SILENT, 25000 * MS, "split.timeouts", 2, NULL);
 }
 
+/* A SplitFed server whose averager takes the parts and never answers: each client gives
+ * up waiting after the timeout and trains on. */
+static int mute_create(const bb_component_init *init, void **self, bb_error *err) {
+  (void)init, (void)err;
+  *self = NULL;
+  return 0;
+}
+
+static int mute_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, const bb_val *meta,
+                           bb_error *err) {
+  (void)self, (void)ctx, (void)from, (void)update, (void)meta, (void)err;
+  return 0;
+}
+
+static int mute_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
+  (void)self, (void)ctx, (void)err;
+  *params = NULL, *meta = NULL;
+  return 0;
+}
+
+static const bb_aggregator_ops MUTE_OPS = {mute_contribute, mute_aggregate};
+
+static int mute_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  return bb_aggregator_dispatch(&MUTE_OPS, self, ctx, call, err);
+}
+
+static void test_average_that_never_comes(void) {
+  bb_component_type mute = {sizeof mute, "MuteAverager", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, TENSOR, 1, mute_create,
+                            liar_destroy, mute_invoke, NULL, NULL, NULL, NULL, NULL};
+  bb_registry *reg = shipped();
+  bb_error err;
+  CHECK(!bb_registry_add(reg, &mute, &err));
+  bb_model *rec = NULL;
+  uint8_t *bytes = NULL, *artifact = NULL;
+  size_t n_bytes = 0, len = 0;
+  bb_compiler *c = bb_compiler_new(NULL);
+  int rc = bb_module_build(BB_EXAMPLE_SPLIT_CNN.modules[2], NULL, &rec, &err);
+  if (!rc) rc = bb_model_encode(rec, &bytes, &n_bytes, &err);
+  if (!rc) rc = BB_EXAMPLE_SPLIT_CNN.configure(c, 2, &err);
+  if (!rc) rc = bb_example_declare(c, "MuteAverager", NULL, 0, &err);
+  if (!rc) rc = bb_compiler_unbind(c, "averager", &err);
+  if (!rc) rc = bb_compiler_bind_aggregator(c, "averager", "MuteAverager", NULL, &err);
+  if (!rc) rc = bb_compiler_compile(c, bytes, n_bytes, &artifact, &len, &err);
+  CHECK_MSG(!rc, "%s", err.message);
+  split_net n;
+  if (!rc && net_open(&n, reg)) {
+    CHECK_MSG(!net_start(&n, artifact, len, 2, &err), "%s", err.message);
+    net_run(&n, 25, 25000 * MS);
+    CHECK(bb_node_counter(n.node[1], "split.average_timeouts") >= 1);
+    CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), 25); /* it trained on */
+    net_close(&n);
+  }
+  bb_compiler_free(c);
+  bb_model_free(rec);
+  bb_buffer_free(NULL, bytes);
+  bb_buffer_free(NULL, artifact);
+  bb_registry_free(reg);
+}
+
 int main(void) {
   RUN(test_vanilla_is_the_whole_model);
   RUN(test_u_shaped_is_the_whole_model);
+  RUN(test_split_fed_of_one_is_the_whole_model);
   RUN(test_cut_at_no_value);
   RUN(test_cut_that_does_not_separate);
   RUN(test_placement_refusals);
@@ -617,5 +702,6 @@ int main(void) {
   RUN(test_server_sends_gradients_of_another_shape);
   RUN(test_server_sends_gradients_that_are_not_finite);
   RUN(test_server_that_never_answers);
+  RUN(test_average_that_never_comes);
   return bb_test_finish();
 }

@@ -128,8 +128,8 @@ static void split_cnn(void) {
   int32_t tick = sys1("Interval", NULL, 0, &step);
   int32_t eval_tick = sys1("Interval", NULL, 0, &eval);
   static const char cuts[] = "/MaxPool_1_output_0";
-  int32_t values[5] = {server, tick, test_x, test_y, eval_tick};
-  CHECK_EQ_INT(bb_wasm_rec_split(BB_SPLIT_VANILLA, cuts, sizeof cuts, "client_model", "server_model", values, 5), 0);
+  int32_t values[6] = {server, tick, test_x, test_y, eval_tick, BB_WASM_VALUE_EMPTY};
+  CHECK_EQ_INT(bb_wasm_rec_split(BB_SPLIT_VANILLA, cuts, sizeof cuts, "client_model", "server_model", NULL, values, 6), 0);
   /* the sender of a port this function declared, and refusals */
   CHECK(bb_wasm_rec_lookup_sender("split_activations") != BB_WASM_VALUE_EMPTY);
 }

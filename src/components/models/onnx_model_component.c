@@ -183,7 +183,7 @@ static int om_export(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err) {
 }
 
 static const bb_model_ops OM_OPS = {om_forward, om_loss,   om_backward, om_apply_delta, om_load,
-                                    om_params,  om_fit,    om_evaluate, om_export, NULL, NULL, NULL, NULL};
+                                    om_params,  om_fit,    om_evaluate, om_export, NULL, NULL, NULL, NULL, NULL};
 
 static int om_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&OM_OPS, self, ctx, call, err);

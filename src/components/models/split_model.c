@@ -27,7 +27,7 @@ typedef struct pending {
 struct bbi_split_model {
   const bb_allocator *alloc;
   bool server, u_shaped;
-  uint64_t timeout_ns;
+  uint64_t timeout_ns, round_steps;
   char cuts[2][BBI_SPLIT_CUTS_MAX];
   bb_onnx_model *part[2]; /* [0] the first this side holds, [1] a U client's head */
   size_t n_parts;
@@ -37,6 +37,10 @@ struct bbi_split_model {
   uint32_t step;
   uint64_t since_ns;
   bb_tensor *labels; /* a U client keeps its batch's labels for the head */
+  /* SplitFed: steps since the client last loaded an average; waiting for one since */
+  uint64_t round_done;
+  bool averaging;
+  uint64_t averaging_since_ns;
   /* a middle part's forwards, one per client */
   pending *pending;
   size_t max_pending;
@@ -52,7 +56,7 @@ int bbi_split_config_parse(const char *text, const char *const *keys, uint64_t d
   memset(out, 0, sizeof *out);
   const char *c = text ? text : "";
   char side[16], shape[16];
-  uint64_t timeout_ms, max_pending;
+  uint64_t timeout_ms, max_pending, round_steps;
   int rc = bb_onnx_model_config_parse(c, keys, default_seed, &out->train, err);
   if (!rc) rc = bb_config_str(c, "cuts", "", out->cuts, sizeof out->cuts, err);
   if (!rc) rc = bb_config_str(c, "side", "", side, sizeof side, err);
@@ -60,14 +64,15 @@ int bbi_split_config_parse(const char *text, const char *const *keys, uint64_t d
   if (!rc) rc = bb_config_str(c, "data", "data", out->data, sizeof out->data, err);
   if (!rc) rc = bb_config_u64(c, "timeout_ms", 10000, &timeout_ms, err);
   if (!rc) rc = bb_config_u64(c, "max_pending", 64, &max_pending, err);
+  if (!rc) rc = bb_config_u64(c, "round_steps", 10, &round_steps, err);
   if (rc) return rc;
   if (!*out->cuts || (strcmp(side, BB_SPLIT_SIDE_CLIENT) && strcmp(side, BB_SPLIT_SIDE_SERVER)) ||
       (strcmp(shape, BB_SPLIT_SHAPE_VANILLA) && strcmp(shape, BB_SPLIT_SHAPE_U)))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "the config needs cuts, side (client|server) and shape (vanilla|u): the compiler writes them from "
                         "the Module's split (bb_rec_split)");
-  if (!timeout_ms || timeout_ms > 86400000ull || !max_pending || max_pending > 65536)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "timeout_ms must be 1..86400000 and max_pending 1..65536");
+  if (!timeout_ms || timeout_ms > 86400000ull || !max_pending || max_pending > 65536 || !round_steps)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "timeout_ms must be 1..86400000, max_pending 1..65536, round_steps >= 1");
   if (out->train.optimizer.max_grad_norm > 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED,
                         "max_grad_norm clips by the norm of every gradient of the model at once, which no side of a split "
@@ -76,6 +81,7 @@ int bbi_split_config_parse(const char *text, const char *const *keys, uint64_t d
   out->u_shaped = strcmp(shape, BB_SPLIT_SHAPE_U) == 0;
   out->timeout_ns = timeout_ms * 1000000ull;
   out->max_pending = (size_t)max_pending;
+  out->round_steps = round_steps;
   return 0;
 }
 
@@ -183,6 +189,7 @@ int bbi_split_model_new(const uint8_t *onnx, size_t len, const bbi_split_config 
   m->server = cfg->server;
   m->u_shaped = cfg->u_shaped;
   m->timeout_ns = cfg->timeout_ns;
+  m->round_steps = cfg->round_steps;
   m->max_pending = cfg->max_pending;
   m->forwarded = -1;
   bb_model *whole = NULL, *parts[MAX_PARTS] = {0};
@@ -262,11 +269,30 @@ static int refused_gradient(bbi_split_model *m, int rc, bool applied, const char
 /* ---- a client's step ------------------------------------------------------------------------ */
 
 bool bbi_split_ready(bbi_split_model *m, uint64_t now_ns) {
+  if (m->averaging) {
+    if (now_ns - m->averaging_since_ns < m->timeout_ns) return false;
+    m->counts.average_timeouts++; /* train on without it: the next share tries again */
+    m->averaging = false;
+    m->round_done = 0;
+  }
   if (!m->waiting) return true;
   if (now_ns - m->since_ns < m->timeout_ns) return false;
   m->counts.timeouts++;
   m->waiting = false;
   return true;
+}
+
+bool bbi_split_share_due(bbi_split_model *m, uint64_t now_ns) {
+  if (m->server || m->waiting || m->averaging || m->round_done < m->round_steps) return false;
+  m->averaging = true;
+  m->averaging_since_ns = now_ns;
+  m->counts.shares++;
+  return true;
+}
+
+void bbi_split_loaded(bbi_split_model *m) {
+  m->averaging = false;
+  m->round_done = 0;
 }
 
 int bbi_split_forward(bbi_split_model *m, uint64_t now_ns, const bb_tensor *x, const bb_tensor *labels,
@@ -423,6 +449,7 @@ int bbi_split_backward(bbi_split_model *m, const bb_peer_id *from, const bb_tens
   if ((rc = refused_gradient(m, rc, st.applied, "the client's part", err))) return rc;
   *applied = true;
   m->counts.steps++;
+  m->round_done++;
   return 0;
 }
 

@@ -23,7 +23,8 @@ typedef struct bbi_split_config {
   bool server;                   /* the side: the server's part, else the clients' */
   bool u_shaped;
   char data[64];        /* the clients' DataSource slot, which the client part draws batches from */
-  uint64_t timeout_ns;  /* a client's step given up after this long without gradients */
+  uint64_t timeout_ns;  /* a client's step (or the average it shared for) given up after this long */
+  uint64_t round_steps; /* SplitFed: the steps a client takes between sharing its part */
   size_t max_pending;   /* a middle part's forwards kept at once (one per client) */
 } bbi_split_config;
 
@@ -35,12 +36,14 @@ typedef struct bbi_split_counts {
   uint64_t refused_activations; /* activations of the wrong shape, or labels that do not fit */
   uint64_t refused_gradients;  /* gradients of the wrong shape, or not finite */
   uint64_t evicted;            /* middle forwards dropped to make room */
+  uint64_t shares;             /* SplitFed: the client's part given to be averaged */
+  uint64_t average_timeouts;   /* SplitFed: averages that did not come back in time */
 } bbi_split_counts;
 
 typedef struct bbi_split_model bbi_split_model;
 
 /* Parses config text: OnnxModel's training keys and cuts, side, shape, data, timeout_ms,
- * max_pending; any other key must be in `keys` (NULL-terminated: the caller's whole list,
+ * max_pending, round_steps; any other key must be in `keys` (NULL-terminated: the caller's whole list,
  * which may name the engine's own keys too). */
 int bbi_split_config_parse(const char *text, const char *const *keys, uint64_t default_seed, bbi_split_config *out,
                            bb_error *err);
@@ -54,9 +57,17 @@ void bbi_split_model_free(bbi_split_model *m);
 
 const bbi_split_counts *bbi_split_model_counts(const bbi_split_model *m);
 
-/* Whether a client may start a step at now_ns: no step waits for its gradients, or the
- * one that waits has waited past the timeout (it is given up, and counted). */
+/* Whether a client may start a step at now_ns: no step waits for its gradients (or the
+ * one that waits has waited past the timeout: it is given up, and counted) and no
+ * average it shared for is due (SplitFed; the same timeout). */
 bool bbi_split_ready(bbi_split_model *m, uint64_t now_ns);
+
+/* SplitFed: whether a client's part is due to be shared now — round_steps steps taken
+ * since it last loaded an average (or started) and no step in flight; the client then
+ * waits for the average (bbi_split_loaded) before its next step. */
+bool bbi_split_share_due(bbi_split_model *m, uint64_t now_ns);
+/* The client loaded the average of the parts: its next round begins. */
+void bbi_split_loaded(bbi_split_model *m);
 
 /* The training step's calls (bb_model_ops.split_*; NULL outputs when the call gives
  * nothing). `from` is the peer that sent what a server's call handles (a middle part keeps

@@ -6,13 +6,16 @@
  *   (loss, optimizer, lr, momentum, beta1, beta2, eps, weight_decay, input, output, seed,
  *   freeze), data=data (the clients' DataSource slot), timeout_ms=10000 (a client's step
  *   given up without gradients),
- *   max_pending=64 (a middle part's forwards kept, one per client), and cuts, side, shape,
+ *   max_pending=64 (a middle part's forwards kept, one per client), round_steps=10
+ *   (SplitFed: a client's steps between sharing its part), and cuts, side, shape,
  *   which the compiler writes from the Module's split (bb_rec_split).
  * Methods: SplitForward, SplitRelay, SplitLoss, SplitBackward (the training step),
+ * SplitShare (SplitFed: the client's part every round_steps steps, to be averaged),
  * Forward (the first part held, in inference form), Evaluate (the part with the loss),
  * Params / LoadParameters (every part held, flattened, in order), Export (the first part
  * held, as plain ONNX). Counters: split.steps, split.timeouts, split.stale,
- * split.refused_activations, split.refused_gradients, split.evicted. */
+ * split.refused_activations, split.refused_gradients, split.evicted, split.shares,
+ * split.average_timeouts. */
 #include <string.h>
 
 #include "bb/bytes.h"
@@ -32,7 +35,7 @@ typedef struct split_component {
 /* Every key of the config: the component reads model, the engine the others. */
 static const char *const KEYS[] = {"model", "input", "output", "loss", "optimizer", "lr", "momentum", "beta1", "beta2",
                                    "eps", "weight_decay", "max_grad_norm", "seed", "freeze", "cuts", "side", "shape",
-                                   "data", "timeout_ms", "max_pending", NULL};
+                                   "data", "timeout_ms", "max_pending", "round_steps", NULL};
 
 static void sc_destroy(void *self) {
   split_component *s = self;
@@ -78,6 +81,8 @@ static void report(split_component *s, bb_ctx *ctx) {
       {"split.refused_activations", offsetof(bbi_split_counts, refused_activations)},
       {"split.refused_gradients", offsetof(bbi_split_counts, refused_gradients)},
       {"split.evicted", offsetof(bbi_split_counts, evicted)},
+      {"split.shares", offsetof(bbi_split_counts, shares)},
+      {"split.average_timeouts", offsetof(bbi_split_counts, average_timeouts)},
   };
   for (size_t i = 0; i < sizeof COUNTERS / sizeof *COUNTERS; i++) {
     uint64_t a = *(const uint64_t *)((const char *)now + COUNTERS[i].at);
@@ -201,9 +206,21 @@ static int flat_in(split_component *s, const bb_tensor *p, bool add, bb_error *e
   return named(rc, err);
 }
 
+/* A client's LoadParameters is the average of the parts it shared for (SplitFed). */
 static int sc_load(void *self, bb_ctx *ctx, const bb_tensor *params, bb_error *err) {
   (void)ctx;
-  return flat_in(self, params, false, err);
+  split_component *s = self;
+  int rc = flat_in(s, params, false, err);
+  if (!rc) bbi_split_loaded(s->m);
+  return rc;
+}
+
+/* SplitFed: the client's part, once a round of steps is done, to be averaged. */
+static int sc_split_share(void *self, bb_ctx *ctx, bb_tensor **params, bb_error *err) {
+  split_component *s = self;
+  *params = NULL;
+  int rc = bbi_split_share_due(s->m, bb_ctx_now(ctx)) ? sc_params(self, ctx, params, err) : 0;
+  return reported(s, ctx, rc, err);
 }
 
 static int sc_apply_delta(void *self, bb_ctx *ctx, const bb_tensor *delta, bb_error *err) {
@@ -225,7 +242,7 @@ static const bb_model_ops SC_OPS = {
     .forward = sc_forward,           .apply_delta = sc_apply_delta,       .load_parameters = sc_load,
     .params = sc_params,             .evaluate = sc_evaluate,             .export_onnx = sc_export,
     .split_forward = sc_split_forward, .split_relay = sc_split_relay,     .split_loss = sc_split_loss,
-    .split_backward = sc_split_backward,
+    .split_backward = sc_split_backward, .split_share = sc_split_share,
 };
 
 static int sc_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {

@@ -90,6 +90,9 @@ BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
 #define BB_SPLIT_CNN_CUT "/MaxPool_1_output_0"
 #define BB_SPLIT_CNN_HEAD_CUT "/Relu_2_output_0"
 #define BB_SPLIT_CNN_MODEL_CONFIG "loss=xent,optimizer=nesterov,lr=0.05"
+/* SplitFedCnn's averager: FedAvg of eight clients' parts, a round closing with all eight,
+ * or six past 3 s (a host with another number of clients gives its own). */
+#define BB_SPLIT_FED_CNN_AVERAGER_CONFIG "quorum=6,target=8,deadline_ms=3000,no_quorum=extend"
 
 /* federated_learning: the server's peer (the id ClientLogic's bootstrap announces to),
  * how often ServerReduce closes a round, and the wires the three Modules talk on. */
