@@ -7,14 +7,16 @@
  *
  * Prints:
  *   * bytes per client per epoch of its shard (what it sends and receives for training,
- *     evaluation traffic left out): split vanilla and U-shaped (one client, the whole
- *     training set), FedAvg (federated_cnn's round, 8 clients: each round a client receives
- *     the global model and sends its trained one after 10 steps of 32);
+ *     evaluation traffic left out; 8 clients): split vanilla, U-shaped and SplitFed (the
+ *     vanilla split, and every 10 steps the client's part to the averager and the average
+ *     back), FedAvg (federated_cnn's round: each round a client receives the global model
+ *     and sends its trained one after 10 steps of 32);
  *   * to the target held-out accuracy: simulated time (what the network's round trips
  *     cost: 5 ms each way), the CPU time of this process (every peer computes in it, one
  *     after the other: the compute all peers together spent) and steps or rounds — split with one
- *     client (both shapes) and with 8 (each client's own first layers, the server's part
- *     shared: the lowest client's accuracy after 60 s if it never gets there), FedAvg with 8;
+ *     client (both shapes), with 8 (each client's own first layers, the server's part
+ *     shared: the lowest client's accuracy after 60 s if it never gets there), SplitFed with
+ *     8, FedAvg with 8;
  *   * a client's compute and memory against the whole model's: parameters, CPU time of one
  *     training step of its part (forward and backward, optimizer included; 32 rows),
  *     and what its trainer holds and uses at its peak, for the vanilla client (the
@@ -75,19 +77,27 @@ static void count_bytes(void *user, const bb_sim_delivery *d) {
   if (to >= 1 && to <= (uint64_t)t->peers) t->received[to - 1] += d->len;
 }
 
+/* Which of split_cnn's Modules, without the held-out set. */
+typedef enum variant { VANILLA, U_SHAPED, SPLIT_FED } variant;
+static const char *const NAMES[] = {"SplitCnn", "SplitCnnU", "SplitFedCnn"};
+static const char *const LABELS[] = {"vanilla", "U-shaped", "SplitFed"};
+
 static void training_only(bb_rec *g, void *user) {
-  bool u = *(const bool *)user;
+  variant v = *(const variant *)user;
   static const bb_slot CLIENT = {BB_ROLE_MODEL, "client_model", NULL}, SERVER = {BB_ROLE_MODEL, "server_model", NULL};
+  static const bb_slot AVERAGER = {BB_ROLE_AGGREGATOR, "averager", NULL};
   static const char *const CUTS[] = {BB_SPLIT_CNN_CUT, BB_SPLIT_CNN_HEAD_CUT};
   bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
-  bb_split s = {sizeof s, u ? BB_SPLIT_U : BB_SPLIT_VANILLA, CUTS, u ? 2 : 1, &CLIENT, &SERVER, server,
-                bb_rec_interval(g, 1000000), {0}, {0}, {0}, NULL, {0}};
+  bb_value clients = v == SPLIT_FED ? bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC) : (bb_value){0};
+  bb_value tick = bb_rec_interval(g, 1000000);
+  bb_split s = {sizeof s, v == U_SHAPED ? BB_SPLIT_U : BB_SPLIT_VANILLA, CUTS, v == U_SHAPED ? 2 : 1, &CLIENT, &SERVER,
+                server, tick, {0}, {0}, {0}, v == SPLIT_FED ? &AVERAGER : NULL, clients};
   bb_rec_split(g, &s);
 }
 
 /* split_cnn's Module without its held-out set, compiled with its bindings. */
-static int compile_training_only(bool u, uint8_t **out, size_t *len, bb_error *err) {
-  bb_module m = {sizeof m, u ? "SplitCnnU" : "SplitCnn", training_only, NULL, &u, NULL, 0};
+static int compile_training_only(variant v, uint8_t **out, size_t *len, bb_error *err) {
+  bb_module m = {sizeof m, NAMES[v], training_only, NULL, &v, NULL, 0};
   bb_model *rec = NULL;
   uint8_t *bytes = NULL;
   size_t n = 0;
@@ -95,33 +105,36 @@ static int compile_training_only(bool u, uint8_t **out, size_t *len, bb_error *e
   if (!rc) rc = bb_model_encode(rec, &bytes, &n, err);
   bb_model_free(rec);
   bb_compiler *c = rc ? NULL : bb_compiler_new(NULL);
-  if (!rc) rc = BB_EXAMPLE_SPLIT_CNN.configure(c, u ? 1 : 0, err);
+  if (!rc) rc = BB_EXAMPLE_SPLIT_CNN.configure(c, (size_t)v, err);
   if (!rc) rc = bb_compiler_compile(c, bytes, n, out, len, err);
   bb_compiler_free(c);
   bb_buffer_free(NULL, bytes);
   return rc;
 }
 
-static int split_bytes(const options *o, const bb_digits_split *d, const bb_bytes *model, bool u, bb_error *err) {
+/* A client's bytes per epoch of its shard: 8 clients of a training-only run; client 1's
+ * traffic over its steps (its shard is an eighth of the training set). */
+static int split_bytes(const options *o, const bb_bytes *model, variant v, bb_error *err) {
+  bb_digits_split d;
+  int rc = bb_digits_split_load(o->data, 8, 0, o->seed, &d, err);
+  if (rc) return rc;
   uint8_t *artifact = NULL;
   size_t len = 0;
-  int rc = compile_training_only(u, &artifact, &len, err);
-  bb_split_setup setup = {artifact, len, u ? "SplitCnnU" : "SplitCnn", false, true, 1, 0, o->seed, true, d, model};
+  rc = compile_training_only(v, &artifact, &len, err);
+  bb_split_setup setup = {artifact, len, NAMES[v], v == SPLIT_FED, true, 8, 0, o->seed, true, &d, model};
   bb_split_run r;
-  traffic t = {2, {0}, {0}};
+  traffic t = {9, {0}, {0}};
   if (!rc) rc = bb_split_run_start(&r, &setup, err);
   if (!rc) bb_sim_set_tracer(r.sim, count_bytes, &t);
-  while (!rc && bb_split_run_client_steps(&r) < 200) rc = bb_sim_step(r.sim, err);
+  while (!rc && bb_node_counter(r.nodes[1], "split.steps") < 200) rc = bb_sim_step(r.sim, err);
   if (!rc) {
-    /* a client's bytes for one of its rows, whatever its shard: an epoch of a shard of the
-     * 8-client split (168 rows) is that many rows */
-    double steps = (double)bb_split_run_client_steps(&r), per_row = (double)(t.sent[1] + t.received[1]) / (steps * BATCH);
-    size_t shard8 = d->shards[0].n / 8;
-    printf("  split %-8s  %9.0f bytes/epoch of an 8-client shard (%zu rows; sent %.0f, received %.0f per row)\n",
-           u ? "U-shaped" : "vanilla", per_row * (double)shard8, shard8, (double)t.sent[1] / (steps * BATCH),
-           (double)t.received[1] / (steps * BATCH));
+    double steps = (double)bb_node_counter(r.nodes[1], "split.steps"), epochs = steps * BATCH / (double)d.shards[0].n;
+    printf("  split %-8s  %9.0f bytes/epoch (sent %.0f, received %.0f; %.0f bytes a step)\n", LABELS[v],
+           (double)(t.sent[1] + t.received[1]) / epochs, (double)t.sent[1] / epochs, (double)t.received[1] / epochs,
+           (double)(t.sent[1] + t.received[1]) / steps);
   }
   bb_split_run_free(&r);
+  bb_digits_split_free(&d);
   bb_buffer_free(NULL, artifact);
   return rc;
 }
@@ -170,28 +183,28 @@ static int fedavg(const options *o, const bb_bytes *model, bb_error *err) {
 
 /* ---- split to the target ---------------------------------------------------------------------- */
 
-static int split_to_target(const options *o, const bb_bytes *model, bool u, int clients, bb_error *err) {
+static int split_to_target(const options *o, const bb_bytes *model, variant v, int clients, bb_error *err) {
   bb_digits_split d;
   int rc = bb_digits_split_load(o->data, (size_t)clients, 0, o->seed, &d, err);
   if (rc) return rc;
   uint8_t *artifact = NULL;
   size_t len = 0;
-  rc = bb_example_compile(&BB_EXAMPLE_SPLIT_CNN, u ? 1 : 0, &artifact, &len, err);
-  bb_split_setup setup = {artifact, len, u ? "SplitCnnU" : "SplitCnn", false, false, clients, 0, o->seed, true, &d, model};
+  rc = bb_example_compile(&BB_EXAMPLE_SPLIT_CNN, (size_t)v, &artifact, &len, err);
+  bb_split_setup setup = {artifact, len, NAMES[v], v == SPLIT_FED, false, clients, 0, o->seed, true, &d, model};
   bb_split_run r;
-  double w0 = process_s();
+  double c0 = process_s();
   if (!rc) rc = bb_split_run_start(&r, &setup, err);
   while (!rc && bb_split_run_min_accuracy(&r) < (float)o->target && bb_sim_now(r.sim) < (uint64_t)(SPLIT_SECONDS * 1e9))
     rc = bb_sim_step(r.sim, err);
   if (!rc) {
     float acc = bb_split_run_min_accuracy(&r);
     if (acc >= (float)o->target)
-      printf("  split %-8s %d client%s  %.2f reached: %.1f s simulated, %.2f s CPU, %llu steps\n", u ? "U-shaped" : "vanilla",
-             clients, clients == 1 ? " " : "s", o->target, (double)bb_sim_now(r.sim) / 1e9, process_s() - w0,
+      printf("  split %-8s %d client%s  %.2f reached: %.1f s simulated, %.2f s CPU, %llu steps\n", LABELS[v], clients,
+             clients == 1 ? " " : "s", o->target, (double)bb_sim_now(r.sim) / 1e9, process_s() - c0,
              (unsigned long long)bb_split_run_client_steps(&r));
     else
       printf("  split %-8s %d clients  below %.2f after %.0f s simulated (lowest client %.3f; %.1f s CPU, %llu steps)\n",
-             u ? "U-shaped" : "vanilla", clients, o->target, SPLIT_SECONDS, (double)acc, process_s() - w0,
+             LABELS[v], clients, o->target, SPLIT_SECONDS, (double)acc, process_s() - c0,
              (unsigned long long)bb_split_run_client_steps(&r));
   }
   bb_split_run_free(&r);
@@ -273,22 +286,20 @@ int main(int argc, char **argv) {
   bb_error err;
   bb_bytes model = {NULL, 0};
   if (bb_read_whole_file(o.model, &model, &err)) return fprintf(stderr, "bench_split: cannot read %s\n", o.model), 1;
-  bb_digits_split one;
-  int rc = bb_digits_split_load(o.data, 1, 0, o.seed, &one, &err);
-  printf("bytes per client per epoch of its shard (training only; 8 clients, IID shards)\n");
-  if (!rc) rc = split_bytes(&o, &one, &model, false, &err);
-  if (!rc) rc = split_bytes(&o, &one, &model, true, &err);
+  int rc = 0;
+  printf("bytes per client per epoch of its shard (training only; 8 clients, IID shards of 168 images)\n");
+  for (variant v = VANILLA; !rc && v <= SPLIT_FED; v++) rc = split_bytes(&o, &model, v, &err);
   if (!rc) rc = fedavg(&o, &model, &err);
-  printf("to %.2f held-out accuracy (every peer in this process)\n", o.target);
-  if (!rc) rc = split_to_target(&o, &model, false, 1, &err);
-  if (!rc) rc = split_to_target(&o, &model, true, 1, &err);
-  if (!rc) rc = split_to_target(&o, &model, false, 8, &err);
+  printf("to %.2f held-out accuracy, every client (every peer in this process)\n", o.target);
+  if (!rc) rc = split_to_target(&o, &model, VANILLA, 1, &err);
+  if (!rc) rc = split_to_target(&o, &model, U_SHAPED, 1, &err);
+  if (!rc) rc = split_to_target(&o, &model, VANILLA, 8, &err);
+  if (!rc) rc = split_to_target(&o, &model, SPLIT_FED, 8, &err);
   printf("a client's part against the whole model (one training step of %d rows, CPU time)\n", BATCH);
   if (!rc) rc = part_cost(&model, "split vanilla client", BB_SPLIT_CNN_CUT, NULL, &err);
   if (!rc) rc = part_cost(&model, "split U-shaped client", BB_SPLIT_CNN_CUT, BB_SPLIT_CNN_HEAD_CUT, &err);
   if (!rc) rc = part_cost(&model, "whole model (FedAvg client)", NULL, NULL, &err);
   if (rc) fprintf(stderr, "bench_split: %s\n", err.message);
-  if (!rc) bb_digits_split_free(&one);
   free(model.data);
   return rc ? 1 : 0;
 }
