@@ -581,6 +581,28 @@ static int liar_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
 
 static const bb_component_port TENSOR[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
+/* split_cnn's module `which` compiled with its bindings but `slot`, bound to the test's
+ * own `type` (a peer that runs the program and lies); NULL on failure. */
+static uint8_t *compile_rebound(size_t which, bb_role role, const char *slot, const char *type, size_t *len) {
+  bb_model *rec = NULL;
+  uint8_t *bytes = NULL, *artifact = NULL;
+  size_t n_bytes = 0;
+  bb_error err;
+  bb_compiler *c = bb_compiler_new(NULL);
+  int rc = bb_module_build(BB_EXAMPLE_SPLIT_CNN.modules[which], NULL, &rec, &err);
+  if (!rc) rc = bb_model_encode(rec, &bytes, &n_bytes, &err);
+  if (!rc) rc = BB_EXAMPLE_SPLIT_CNN.configure(c, which, &err);
+  if (!rc) rc = bb_example_declare(c, type, NULL, 0, &err);
+  if (!rc) rc = bb_compiler_unbind(c, slot, &err);
+  if (!rc) rc = bb_compiler_bind(c, role, slot, type, NULL, &err);
+  if (!rc) rc = bb_compiler_compile(c, bytes, n_bytes, &artifact, len, &err);
+  CHECK_MSG(!rc, "%s", err.message);
+  bb_compiler_free(c);
+  bb_model_free(rec);
+  bb_buffer_free(NULL, bytes);
+  return rc ? NULL : artifact;
+}
+
 static void check_lying_server(lie how, uint64_t run_ns, const char *counter, uint64_t at_least, const char *want) {
   static lie lies[3] = {LIE_SHAPE, LIE_NAN, LIE_SILENT};
   bb_component_type liar = {sizeof liar, "LyingServer", 1u << BB_ROLE_MODEL, NULL, NULL, 0, TENSOR, 1, liar_create,
@@ -588,19 +610,9 @@ static void check_lying_server(lie how, uint64_t run_ns, const char *counter, ui
   bb_registry *reg = shipped();
   bb_error err;
   CHECK(!bb_registry_add(reg, &liar, &err));
-  /* split_cnn's Module, its server's part bound to the liar */
-  bb_model *rec = NULL;
-  uint8_t *bytes = NULL, *artifact = NULL;
-  size_t n_bytes = 0, len = 0;
-  bb_compiler *c = bb_compiler_new(NULL);
-  int rc = bb_module_build(BB_EXAMPLE_SPLIT_CNN.modules[0], NULL, &rec, &err);
-  if (!rc) rc = bb_model_encode(rec, &bytes, &n_bytes, &err);
-  if (!rc) rc = BB_EXAMPLE_SPLIT_CNN.configure(c, 0, &err);
-  if (!rc) rc = bb_example_declare(c, "LyingServer", NULL, 0, &err);
-  if (!rc) rc = bb_compiler_unbind(c, "server_model", &err);
-  if (!rc) rc = bb_compiler_bind_model(c, "server_model", "LyingServer", NULL, &err);
-  if (!rc) rc = bb_compiler_compile(c, bytes, n_bytes, &artifact, &len, &err);
-  CHECK_MSG(!rc, "%s", err.message);
+  size_t len = 0;
+  uint8_t *artifact = compile_rebound(0, BB_ROLE_MODEL, "server_model", "LyingServer", &len);
+  int rc = artifact ? 0 : -1;
   split_net n;
   if (!rc && net_open(&n, reg)) {
     n.client_config = QUICK_CLIENT("vanilla");
@@ -616,9 +628,6 @@ static void check_lying_server(lie how, uint64_t run_ns, const char *counter, ui
     held_free(&after);
     net_close(&n);
   }
-  bb_compiler_free(c);
-  bb_model_free(rec);
-  bb_buffer_free(NULL, bytes);
   bb_buffer_free(NULL, artifact);
   bb_registry_free(reg);
 }
@@ -670,18 +679,9 @@ static void test_average_that_never_comes(void) {
   bb_registry *reg = shipped();
   bb_error err;
   CHECK(!bb_registry_add(reg, &mute, &err));
-  bb_model *rec = NULL;
-  uint8_t *bytes = NULL, *artifact = NULL;
-  size_t n_bytes = 0, len = 0;
-  bb_compiler *c = bb_compiler_new(NULL);
-  int rc = bb_module_build(BB_EXAMPLE_SPLIT_CNN.modules[2], NULL, &rec, &err);
-  if (!rc) rc = bb_model_encode(rec, &bytes, &n_bytes, &err);
-  if (!rc) rc = BB_EXAMPLE_SPLIT_CNN.configure(c, 2, &err);
-  if (!rc) rc = bb_example_declare(c, "MuteAverager", NULL, 0, &err);
-  if (!rc) rc = bb_compiler_unbind(c, "averager", &err);
-  if (!rc) rc = bb_compiler_bind_aggregator(c, "averager", "MuteAverager", NULL, &err);
-  if (!rc) rc = bb_compiler_compile(c, bytes, n_bytes, &artifact, &len, &err);
-  CHECK_MSG(!rc, "%s", err.message);
+  size_t len = 0;
+  uint8_t *artifact = compile_rebound(2, BB_ROLE_AGGREGATOR, "averager", "MuteAverager", &len);
+  int rc = artifact ? 0 : -1;
   split_net n;
   if (!rc && net_open(&n, reg)) {
     n.client_config = QUICK_CLIENT("vanilla");
@@ -691,9 +691,6 @@ static void test_average_that_never_comes(void) {
     CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), 25); /* it trained on */
     net_close(&n);
   }
-  bb_compiler_free(c);
-  bb_model_free(rec);
-  bb_buffer_free(NULL, bytes);
   bb_buffer_free(NULL, artifact);
   bb_registry_free(reg);
 }
