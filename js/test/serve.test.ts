@@ -8,7 +8,7 @@
  *   rounds going on at their deadline; progress per round, /status and /metrics while it
  *   runs; killed with SIGKILL mid-run and
  *   started again with --resume, it goes on from its checkpoint's round (not from round 1)
- *   and finishes past 80 %, its export scored by onnxruntime-node at the reported accuracy;
+ *   and finishes past 88 %, its export scored by onnxruntime-node at the reported accuracy;
  * - the checkpoint writer, killed with SIGKILL at random points of a write, always leaves
  *   a whole checkpoint (the old or the new), never a part of one.
  */
@@ -42,11 +42,10 @@ beforeAll(() => {
   const csv = (picked: number[][]): string => `${picked.map((row) => row.join(',')).join('\n')}\n`;
   writeFileSync(join(scratch, 'test.csv'), csv(rows.filter((_, i) => i % 5 === 0)));
   writeFileSync(join(scratch, 'narrow.csv'), csv(rows.slice(0, 20).map((row) => row.slice(54))));
-  // three clients, label-skewed: each holds most of its own digits and a tenth of the others'
+  // three clients, a third of the training rows each (what is tested here is the server,
+  // not how FedAvg copes with skew: template-onnx.test.ts and the examples do that)
   const train = rows.filter((_, i) => i % 5 !== 0);
-  for (let k = 0; k < 3; k++) {
-    writeFileSync(join(scratch, `shard${k}.csv`), csv(train.filter((row, i) => row[64]! % 3 === k || i % 10 === k)));
-  }
+  for (let k = 0; k < 3; k++) writeFileSync(join(scratch, `shard${k}.csv`), csv(train.filter((_, i) => i % 3 === k)));
 });
 
 afterAll(() => {
@@ -112,7 +111,7 @@ class ServeProcess {
 describe('a federation run from one command', () => {
   test('progress per round, status and metrics; killed with SIGKILL and resumed from its checkpoint; the export scores as reported', async () => {
     const args = ['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--port', '0', '--clients', '4', '--rounds', '20',
-      '--optimizer', 'adam', '--lr', '0.005', '--steps-per-round', '10', '--deadline-ms', '500',
+      '--optimizer', 'adam', '--lr', '0.01', '--steps-per-round', '20', '--deadline-ms', '500',
       '--checkpoint', 'fed.ckpt', '--checkpoint-every', '1', '--export', 'global.onnx'];
     const first = new ServeProcess(args);
     const base = (await first.waitFor(/\/status and (http:\/\/[\d.:]+)\/metrics/))[1]!;
@@ -151,7 +150,7 @@ describe('a federation run from one command', () => {
     expect(resumedRounds[0]).toBe(saved.header.round + 1);
     expect(resumedRounds.at(-1)).toBe(20);
     const accuracy = Number(/^round 20: ([\d.]+) %/m.exec(second.output)![1]);
-    expect(accuracy).toBeGreaterThanOrEqual(80); // chance is 10 %; the untrained model scores about that
+    expect(accuracy, second.output).toBeGreaterThanOrEqual(88);
 
     // onnxruntime scores the exported global model as the server reported it
     const test = rows.filter((_, i) => i % 5 === 0);
