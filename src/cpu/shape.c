@@ -3,7 +3,7 @@
  * Flatten, Squeeze, Unsqueeze; and Shape and Size, which read it. The others are in
  * shape_*.c (see shape_ops.h). */
 #include "cpu/shape_args.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 
 static int run_reshape(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
