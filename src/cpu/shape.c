@@ -1,7 +1,7 @@
 /* CPU operators: shape family. This file holds the family's table and the operators that
  * only change the shape, which answer with a view of their input (no copy): Reshape,
  * Flatten, Squeeze, Unsqueeze; and Shape and Size, which read it. The others are in
- * shape_*.c (see shape_ops.h). */
+ * shape_*.c (see shape.h). */
 #include "cpu/shape_args.h"
 #include "cpu/shape.h"
 
