@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "bb/runtime.h"
 
 typedef struct rt_admitted {

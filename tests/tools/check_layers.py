@@ -33,7 +33,7 @@ PUBLIC = {
     "graph.h": "dsl",
     "compiler.h": "compiler",
     "wire.h": "wire",
-    "admission.h": "wire",
+    "join_token.h": "wire",
     "value.h": "value",
     "runtime.h": "runtime",
     "roles.h": "roles",
