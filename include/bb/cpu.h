@@ -18,7 +18,12 @@ extern "C" {
  * default stays well under what a phone's browser tab can hold. */
 #define BB_CPU_DEFAULT_MAX_OUTPUT_BYTES ((size_t)256 << 20)
 
+/* Versioned by struct_size, which the caller sets to sizeof(bb_cpu_limits): fields its
+ * struct_size does not cover (a caller built against an older header) take the defaults;
+ * a struct_size of 0 or larger than this library knows is BB_ERR_INVALID_ARGUMENT. Zero
+ * fields take the defaults in brackets. */
 typedef struct bb_cpu_limits {
+  size_t struct_size;      /* sizeof(bb_cpu_limits) */
   size_t max_output_bytes; /* [BB_CPU_DEFAULT_MAX_OUTPUT_BYTES] one value of one op */
 } bb_cpu_limits;
 
@@ -63,8 +68,9 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
 BB_API void bb_cpu_session_free(bb_cpu_session *s);
 
 /* The limits every node of the session's runs is held to (a new session has the
- * defaults; zero fields take them). */
-BB_API void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits);
+ * defaults; NULL restores them). BB_ERR_INVALID_ARGUMENT, the session's limits unchanged,
+ * for a struct_size this library cannot read. */
+BB_API int bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits, bb_error *err);
 
 /* The graph's inputs that are not initializers, and its outputs. */
 BB_API size_t bb_cpu_session_input_count(const bb_cpu_session *s);

@@ -333,9 +333,13 @@ typedef struct bb_model {
 BB_API bb_model *bb_model_new(const bb_allocator *alloc);
 BB_API void bb_model_free(bb_model *model);
 
-/* Limits applied while decoding untrusted bytes. Zero fields take the defaults. */
+/* Limits applied while decoding untrusted bytes. Zero fields take the defaults.
+ * Versioned by struct_size, which the caller sets to sizeof(bb_decode_limits): fields its
+ * struct_size does not cover take the defaults; 0 or a struct_size larger than this
+ * library knows is BB_ERR_INVALID_ARGUMENT. */
 typedef struct bb_decode_limits {
-  size_t max_bytes; /* default 2 GiB - 1 (protobuf's own limit) */
+  size_t struct_size; /* sizeof(bb_decode_limits) */
+  size_t max_bytes;   /* default 2 GiB - 1 (protobuf's own limit) */
   uint32_t max_depth; /* nested messages, default 64 */
 } bb_decode_limits;
 

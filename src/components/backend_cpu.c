@@ -24,7 +24,7 @@ static int cpu_create(const bb_component_init *init, void **self, bb_error *err)
                         (unsigned long long)max_bytes, (size_t)SIZE_MAX);
   cpu_backend *b = bbi_mem_alloc(init->alloc, sizeof *b);
   if (!b) return bb_error_set(err, BB_ERR_NOMEM, "CpuBackend: out of memory");
-  *b = (cpu_backend){init->alloc, {(size_t)max_bytes}};
+  *b = (cpu_backend){init->alloc, {.struct_size = sizeof(bb_cpu_limits), .max_output_bytes = (size_t)max_bytes}};
   *self = b;
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "bb/artifact.h"
 #include "cpu/cpu_op.h"
 #include "util/mem.h"
+#include "util/options.h"
 
 typedef struct family {
   const bbi_cpu_op *ops;
@@ -100,10 +101,15 @@ int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inp
 int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                             bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
                             const bb_cpu_limits *limits, bb_error *err) {
+  bb_cpu_limits lim = {0};
+  if (limits && !bbi_options_read(&lim, sizeof lim, limits))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "node %s: cpu limits have struct_size %zu; set it to sizeof(bb_cpu_limits), %zu",
+                        node && node->name ? node->name : "?", limits->struct_size, sizeof lim);
   const bbi_cpu_op *op = NULL;
   if (bb_domain_is_onnx(node->domain) || grad_domain(node->domain)) op = bbi_cpu_resolve(node->domain, node->op_type, opset);
   bbi_cpu_workspace ws = {NULL, 0, alloc ? alloc : bb_default_allocator()};
-  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, limits, &ws, err);
+  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, &lim, &ws, err);
   bbi_cpu_workspace_free(&ws);
   return rc;
 }
