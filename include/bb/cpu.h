@@ -1,5 +1,27 @@
 /* bytesandbrains — the CPU backend: ONNX (ai.onnx) operators on bb_tensor, and an executor
- * that runs a whole ONNX graph. */
+ * that runs a whole ONNX graph.
+ *
+ * Example:
+ *
+ *   bb_model *m = bb_model_new(NULL);  // a node lives in a model's arena
+ *   bb_ir_node *relu = bb_ir_node_new(m, "Relu", "", "relu");
+ *   bb_strlist_append(m, &relu->inputs, "x");
+ *   bb_strlist_append(m, &relu->outputs, "y");
+ *   int64_t dims[1] = {4};
+ *   bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, dims), *y = NULL;
+ *   memcpy(bb_tensor_data(x), (const float[]){-2, -1, 1, 2}, 4 * sizeof(float));
+ *   bb_error err;
+ *   int rc = bb_cpu_run_node(relu, 17, &x, 1, &y, 1, NULL, &err);  // ai.onnx opset 17
+ *   if (rc) fprintf(stderr, "%s\n", err.message);  // "node relu (Relu): ..."
+ *   float sum = 0;
+ *   for (int64_t i = 0; !rc && i < y->numel; i++) sum += ((const float *)bb_tensor_data(y))[i];
+ *   bb_tensor_release(x);
+ *   bb_tensor_release(y);
+ *   bb_model_free(m);
+ *   if (rc || sum != 3.0f) return 1;
+ *
+ * A whole graph runs through a session: bb_cpu_session_new plans it once, and each
+ * bb_cpu_session_run feeds its inputs by name and returns its outputs. */
 #ifndef BB_CPU_H
 #define BB_CPU_H
 

@@ -1,6 +1,32 @@
 /* bytesandbrains — the in-memory IR: ONNX models, functions, graphs, nodes, attributes,
  * value infos, types and tensors as plain data, with an ONNX ModelProto codec.
  *
+ * Example:
+ *
+ *   bb_model *m = bb_model_new(NULL);
+ *   bb_opset_set(m, &m->opsets, "", 17);
+ *   m->graph = bb_graph_new(m, "double_it");
+ *   int64_t n[1] = {3};
+ *   bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, 1, n));
+ *   bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, 1, n));
+ *   bb_ir_node *add = bb_ir_node_new(m, "Add", "", "twice");
+ *   bb_strlist_append(m, &add->inputs, "x");
+ *   bb_strlist_append(m, &add->inputs, "x");
+ *   bb_strlist_append(m, &add->outputs, "y");
+ *   bb_nodelist_append(m, &m->graph->nodes, add);
+ *   uint8_t *bytes;
+ *   size_t len;
+ *   bb_error err;
+ *   bb_model *back = NULL;
+ *   if (bb_model_encode(m, &bytes, &len, &err) == 0) {  // ONNX ModelProto bytes
+ *     bb_model_decode(bytes, len, NULL, NULL, &back, &err);
+ *     bb_buffer_free(NULL, bytes);
+ *   }
+ *   bool same = back && bb_model_equal(m, back);
+ *   bb_model_free(back);
+ *   bb_model_free(m);  // and everything the model holds
+ *   if (!same) return 1;
+ *
  * Ownership: a bb_model owns everything reachable from it. Strings, arrays and
  * sub-objects live in the model's arena and are released together by bb_model_free;
  * nothing inside a model is freed on its own. Build and change a model only through the
