@@ -1,5 +1,6 @@
-/* Training-step speed on the CPU executor: for the digits models the examples train
- * (examples/models: the CNN of federated_cnn and the MLP equivalent to CpuMlp, batch 32)
+/* Training-step speed on the CPU executor: for the models the examples train
+ * (examples/models: the CNN of federated_cnn, the MLP equivalent to CpuMlp and the
+ * next-character LSTM of federated_text, batch 32)
  * and the PyTorch-exported models of tests/data/grad with a symbolic batch (LeNet-style
  * CNN on 8×8 images, transformer block, MLP), the time of one training step (training
  * graph + Adam graph), the steps and samples it trains per second (best of several runs),
@@ -53,14 +54,15 @@ typedef struct bench_case {
   int32_t dtype;
   int rank;
   int64_t dims[4];
-  int64_t classes, vocab; /* labels in [0, classes); token ids in [0, vocab) */
+  int64_t classes, vocab; /* labels in [0, classes); token ids in [0, vocab) (float ids when dtype is float) */
 } bench_case;
 
 static bb_tensor *fill(const bench_case *c, uint32_t *seed) {
   bb_tensor *t = bb_tensor_new_empty(NULL, c->dtype, c->rank, c->dims);
   for (int64_t i = 0; i < t->numel; i++) {
     *seed = *seed * 1664525u + 1013904223u;
-    if (c->dtype == BB_DTYPE_FLOAT) ((float *)bb_tensor_data(t))[i] = (float)(*seed >> 8) / 16777216.0f - 0.5f;
+    if (c->dtype == BB_DTYPE_FLOAT && c->vocab) ((float *)bb_tensor_data(t))[i] = (float)((*seed >> 8) % c->vocab);
+    else if (c->dtype == BB_DTYPE_FLOAT) ((float *)bb_tensor_data(t))[i] = (float)(*seed >> 8) / 16777216.0f - 0.5f;
     else ((int64_t *)bb_tensor_data(t))[i] = (int64_t)(*seed >> 8) % c->vocab;
   }
   return t;
@@ -97,6 +99,7 @@ int main(void) {
   const bench_case cases[] = {
       {"examples/models/digits_cnn", "pixels", BB_DTYPE_FLOAT, 4, {32, 1, 8, 8}, 10, 0},
       {"examples/models/digits_mlp", "pixels", BB_DTYPE_FLOAT, 2, {32, 64}, 10, 0},
+      {"examples/models/text_lstm", "chars", BB_DTYPE_FLOAT, 2, {32, 16}, 28, 28},
       {"tests/data/grad/mlp", "x", BB_DTYPE_FLOAT, 2, {5, 6}, 4, 0},
       {"tests/data/grad/lenet_dynamic", "x", BB_DTYPE_FLOAT, 4, {64, 1, 8, 8}, 10, 0},
       {"tests/data/grad/transformer_dynamic", "tokens", BB_DTYPE_INT64, 2, {64, 5}, 3, 11},
@@ -112,6 +115,7 @@ int main(void) {
     }
     bb_grad_options o;
     memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
     o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
     o.target = "labels";
     bb_grad_graph *g = NULL;

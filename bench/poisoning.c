@@ -1,32 +1,42 @@
 /* Poisoning: federated_digits under attack, over the simulator.
  *
- *   poisoning [--rounds N] [--seeds K] [--attack NAME] [--aggregator TYPE] [--config TEXT] [--check]
+ *   poisoning [--rounds N] [--seeds K] [--attack NAME] [--attackers 2,3] [--aggregator TYPE] [--config TEXT]
+ *             [--check]
  *
  * The federation is the federated_digits example's (its compiled Module, its simulated
  * network: 5 ms latency, 2 ms jitter): one server and ten clients, each holding a
  * label-skewed shard of scikit-learn's digits (three digits per shard). Each run plays one
  * attack for N rounds (default 30) and reports the global model's held-out accuracy
- * after the last round, averaged over seeds 1..K (default 3):
+ * after the last round, averaged over seeds 1..K (default 3), once for each count of
+ * attackers (default 2 and 3 of the ten clients):
  *
  *   clean      ten honest clients
- *   scale      two of the ten send their trained parameters times 100
- *   signflip   two send their trained parameters negated (-u)
- *   huge       two send 3e38 in every parameter (finite: every check for NaN passes)
- *   samples    two send honest parameters but claim 10^12 samples
- *   sybil      ten honest clients, and two more ids the server never selected answer the
- *              broadcast they overheard with their trained parameters times 100
- *   reverse    two send the global model minus their step (g - (u - g)): their training
- *              undone, as far from the global model as an honest update (shown, not
- *              checked: a bound on distances cannot tell it from an honest step)
+ *   silent     one client never answers (a phone gone quiet)
+ *   nan        one client sends a NaN in its update
+ *   scale      the attackers send their trained parameters times 100
+ *   signflip   they send their trained parameters negated (-u)
+ *   reverse    they send the global model minus their step (g - (u - g)): their training
+ *              undone, exactly as far from the global model as an honest update (shown,
+ *              not checked: within every bound, see below)
+ *   huge       they send 3e38 in every parameter (finite: every check for NaN passes)
+ *   samples    they send honest parameters but claim 10^12 samples
+ *   revsamples they send the reversed step and claim 10^12 samples (shown, not checked)
+ *   labelflip  they train on their shard with every label y replaced by 9 - y (shown, not
+ *              checked)
+ *   sybil      ten honest clients, and as many more ids as attackers, which the server
+ *              never selected, answer the broadcast they overheard with 100 x their
+ *              trained parameters
  *
- * The malicious clients run the same artifact with the same data; their Model is the
- * shipped CpuMlp wrapped so that Fit's outputs are altered as above. The Sybils are full
- * nodes too: every broadcast the server sends to its first client is also handed to them.
+ * The attackers are the last clients; they run the same artifact with their own data,
+ * their Model the shipped CpuMlp wrapped so that Fit's outputs are altered as above. The
+ * Sybils are full nodes too: every broadcast the server sends to its first client is also
+ * handed to them.
  *
  * --aggregator runs the server with another aggregator type than the artifact's FedAvg
  * (installed under the bound name, as a registry alias) and --config gives its config;
- * --check exits 1 unless the clean run reaches 90 % and every checked attack ends within 3
- * points of it. */
+ * --check exits 1 unless the clean run reaches 90 % and every checked attack ends within
+ * 3 points of it. The unchecked ones are liars within every bound: their updates are as
+ * far from the global model as honest ones and look like them (docs/SECURITY.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,39 +49,77 @@
 #include "programs/examples.h"
 
 #define N_CLIENTS 10
-#define N_MALICIOUS 2
-#define N_SYBILS 2
+#define MAX_ATTACKERS 5
+#define MAX_COUNTS 4       /* attacker counts one run compares */
 #define CHECK_POINTS 0.03 /* --check: the most an attack may cost against the clean run */
+#define CLEAN_FLOOR 0.90  /* --check: what the clean run must reach */
 
-typedef enum attack { CLEAN, SCALE, SIGNFLIP, HUGE, SAMPLES, SYBIL, REVERSE, N_ATTACKS } attack;
+typedef enum attack {
+  CLEAN,
+  SILENT,
+  NAN_UPDATE,
+  SCALE,
+  SIGNFLIP,
+  REVERSE,
+  HUGE,
+  SAMPLES,
+  REVERSE_SAMPLES,
+  LABEL_FLIP,
+  SYBIL,
+  N_ATTACKS
+} attack;
 
-static const char *const ATTACK_NAMES[N_ATTACKS] = {"clean", "scale", "signflip", "huge",
-                                                    "samples", "sybil", "reverse"};
+static const char *const ATTACK_NAMES[N_ATTACKS] = {"clean",   "silent",  "nan",        "scale",     "signflip", "reverse",
+                                                    "huge",    "samples", "revsamples", "labelflip", "sybil"};
 static const char *const ATTACK_TEXT[N_ATTACKS] = {
     "ten honest clients",
-    "2 of 10 send 100 x their parameters",
-    "2 of 10 send their parameters negated",
-    "2 of 10 send 3e38 everywhere",
-    "2 of 10 claim 10^12 samples",
-    "2 unselected ids answer with 100 x",
-    "2 of 10 send g - (u - g) (not checked)",
+    "one client never answers",
+    "one client sends a NaN",
+    "send 100 x their parameters",
+    "send their parameters negated",
+    "send g - (u - g)",
+    "send 3e38 everywhere",
+    "claim 10^12 samples",
+    "send g - (u - g), claim 10^12 samples",
+    "train on labels 9 - y",
+    "unselected ids answer with 100 x",
 };
-#define CLEAN_FLOOR 0.90 /* --check: what the clean run must reach */
+
+/* Attacks played by one client whatever the attacker count. */
+static bool one_client(attack a) { return a == SILENT || a == NAN_UPDATE; }
+
+/* Attacks --check holds to 3 points: all but the liars within every bound. */
+static bool checked(attack a) { return a != REVERSE && a != REVERSE_SAMPLES && a != LABEL_FLIP; }
 
 typedef struct options {
   int rounds, seeds, check;
   int only; /* an attack, or -1 for all */
+  int counts[MAX_COUNTS], n_counts;
   const char *aggregator, *config;
 } options;
 
 static int usage(void) {
-  fprintf(stderr, "usage: poisoning [--rounds N] [--seeds K] [--attack NAME] [--aggregator TYPE] [--config TEXT] "
-                  "[--check]\n");
+  fprintf(stderr, "usage: poisoning [--rounds N] [--seeds K] [--attack NAME] [--attackers N[,N...]] "
+                  "[--aggregator TYPE] [--config TEXT] [--check]\n");
   return 2;
 }
 
+/* "2,3": attacker counts, each 1..MAX_ATTACKERS. */
+static int parse_counts(const char *v, options *o) {
+  o->n_counts = 0;
+  for (const char *p = v; *p;) {
+    char *end;
+    long n = strtol(p, &end, 10);
+    if (end == p || n < 1 || n > MAX_ATTACKERS || o->n_counts == MAX_COUNTS) return -1;
+    o->counts[o->n_counts++] = (int)n;
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return o->n_counts ? 0 : -1;
+}
+
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){30, 3, 0, -1, NULL, NULL};
+  *o = (options){30, 3, 0, -1, {2, 3}, 2, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--check") == 0) {
@@ -84,7 +132,9 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--seeds") == 0) o->seeds = atoi(v);
     else if (strcmp(a, "--aggregator") == 0) o->aggregator = v;
     else if (strcmp(a, "--config") == 0) o->config = v;
-    else if (strcmp(a, "--attack") == 0) {
+    else if (strcmp(a, "--attackers") == 0) {
+      if (parse_counts(v, o)) return usage();
+    } else if (strcmp(a, "--attack") == 0) {
       for (int k = 0; k < N_ATTACKS; k++)
         if (strcmp(v, ATTACK_NAMES[k]) == 0) o->only = k;
       if (o->only < 0) return usage();
@@ -133,15 +183,17 @@ static void rewrite(attack mode, const float *g, float *u, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (mode == SCALE || mode == SYBIL) u[i] *= 100.0f;
     else if (mode == SIGNFLIP) u[i] = -u[i];
-    else if (mode == REVERSE) u[i] = g[i] - (u[i] - g[i]);
+    else if (mode == REVERSE || mode == REVERSE_SAMPLES) u[i] = g[i] - (u[i] - g[i]);
     else if (mode == HUGE) u[i] = 3e38f;
   }
+  if (mode == NAN_UPDATE) u[n / 2] = NAN;
 }
 
 static int liar_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   liar *l = self;
   int rc = honest_model->invoke(l->inner, ctx, call, err);
-  if (rc || strcmp(call->op_type, "Fit") != 0 || call->n_outputs < 2 || !call->outputs[0]) return rc;
+  if (rc || strcmp(call->op_type, "Fit") != 0 || call->n_outputs < 2 || !call->outputs[0] || l->mode == LABEL_FLIP)
+    return rc;
   const bb_tensor *trained = bb_val_as_tensor(call->outputs[0]);
   const bb_tensor *global = bb_val_as_tensor(call->inputs[0]);
   bb_tensor *u = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, trained->rank, trained->dims);
@@ -153,7 +205,7 @@ static int liar_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   if (!v) return out_of_memory(err);
   bb_val_release(call->outputs[0]);
   call->outputs[0] = v;
-  if (l->mode == SAMPLES) {
+  if (l->mode == SAMPLES || l->mode == REVERSE_SAMPLES) {
     bb_val *claim = bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, 1000000000000ull);
     if (!claim) return out_of_memory(err);
     bb_val_release(call->outputs[1]);
@@ -217,22 +269,39 @@ static int install(const world *w, size_t i, const bb_registry *reg, const bb_da
                              i == 0 && w->server_config ? 2 : 1, out, err);
 }
 
-/* Final held-out accuracy of one attack for one seed; NAN when the rounds stopped closing,
- * a negative value on failure. */
-static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
+/* A copy of `shard` whose every label y is 9 - y, or NULL when out of memory. */
+static bool flipped_copy(const bb_dataset *shard, bb_dataset *out) {
+  *out = *shard;
+  out->features = malloc(shard->n * shard->dim * sizeof(float));
+  out->labels = malloc(shard->n * sizeof(float));
+  if (!out->features || !out->labels) {
+    free(out->features);
+    free(out->labels);
+    return false;
+  }
+  memcpy(out->features, shard->features, shard->n * shard->dim * sizeof(float));
+  for (size_t r = 0; r < shard->n; r++) out->labels[r] = 9.0f - shard->labels[r];
+  return true;
+}
+
+/* Final held-out accuracy of one attack by `attackers` clients for one seed; NAN when the
+ * rounds stopped closing, a negative value on failure. */
+static double play(const world *w0, attack mode, int attackers, int rounds, uint64_t seed) {
   bb_error err;
   bb_digits_split d;
   if (bb_digits_split_load(NULL, N_CLIENTS, 3, seed, &d, &err)) {
     fprintf(stderr, "poisoning: %s\n", err.message);
     return -1;
   }
-  size_t n_sybils = mode == SYBIL ? N_SYBILS : 0, n_peers = 1 + N_CLIENTS + n_sybils;
-  bb_peer_id peers[1 + N_CLIENTS + N_SYBILS];
+  const size_t liars = mode == CLEAN || mode == SYBIL ? 0 : one_client(mode) ? 1 : (size_t)attackers;
+  const size_t n_sybils = mode == SYBIL ? (size_t)attackers : 0, n_peers = 1 + N_CLIENTS + n_sybils;
+  bb_peer_id peers[1 + N_CLIENTS + MAX_ATTACKERS];
   for (size_t i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64(i + 1);
   world w = *w0;
   w.peers = peers;
   w.n_peers = n_peers;
-  bb_node *nodes[1 + N_CLIENTS + N_SYBILS] = {0};
+  bb_node *nodes[1 + N_CLIENTS + MAX_ATTACKERS] = {0};
+  bb_dataset flipped[MAX_ATTACKERS] = {{0}};
   run r = {0};
   r.server = peers[0];
   r.first_client = peers[1];
@@ -240,16 +309,21 @@ static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
   r.n_sybils = n_sybils;
   double result = -1;
   int rc = bb_fed_sim_new(seed, 0, &r.sim, &err);
-  /* clients 1..8 are honest; 9 and 10 lie in the in-cohort attacks; the Sybils train on
-   * the first shard and scale what they send */
-  bool in_cohort = mode != CLEAN && mode != SYBIL;
+  /* the last `liars` clients lie; the Sybils train on the first shard and scale what they
+   * send */
   for (size_t i = 0; i < n_peers && !rc; i++) {
-    bool lies = (in_cohort && i > N_CLIENTS - N_MALICIOUS && i <= N_CLIENTS) || i > N_CLIENTS;
+    const bool lies = (i > N_CLIENTS - liars && i <= N_CLIENTS) || i > N_CLIENTS;
     creating_mode = mode;
-    const bb_registry *reg = i == 0 ? w.server : lies ? w.malicious : w.honest;
+    const bb_registry *reg = i == 0 ? w.server : lies && mode != LABEL_FLIP && mode != SILENT ? w.malicious : w.honest;
     const bb_dataset *data = i == 0 ? &d.test : &d.shards[i <= N_CLIENTS ? i - 1 : 0];
-    rc = install(&w, i, reg, data, seed, &nodes[i], &err);
+    if (lies && mode == LABEL_FLIP) {
+      bb_dataset *f = &flipped[i - (N_CLIENTS - liars) - 1];
+      if (!flipped_copy(data, f)) rc = out_of_memory(&err);
+      data = f;
+    }
+    if (!rc) rc = install(&w, i, reg, data, seed, &nodes[i], &err);
     if (!rc) rc = bb_sim_attach(r.sim, nodes[i], &peers[i], &err);
+    if (!rc && lies && mode == SILENT) rc = bb_sim_crash(r.sim, &peers[i]);
   }
   for (size_t i = 1; i < n_peers && !rc; i++)
     rc = bb_fed_bind_peers(nodes[i], "FedDigits_clients", "server", &peers[0], 1, &err);
@@ -269,6 +343,10 @@ static double play(const world *w0, attack mode, int rounds, uint64_t seed) {
   else result = r.accuracy;
   bb_sim_free(r.sim);
   for (size_t i = 0; i < n_peers; i++) bb_node_free(nodes[i]);
+  for (size_t i = 0; i < MAX_ATTACKERS; i++) {
+    free(flipped[i].features);
+    free(flipped[i].labels);
+  }
   bb_digits_split_free(&d);
   return result;
 }
@@ -297,6 +375,18 @@ static bb_registry *registry_with(const char *under, const bb_component_type *ty
   }
   bb_registry_free(shipped);
   return reg;
+}
+
+/* The mean accuracy of one attack over the seeds: NAN when a run stalled, negative on
+ * failure. */
+static double mean_over_seeds(const world *w, const options *o, attack a, int attackers) {
+  double sum = 0;
+  for (int s = 1; s <= o->seeds; s++) {
+    const double acc = play(w, a, attackers, o->rounds, (uint64_t)s);
+    if (acc < 0) return -1;
+    sum += acc;
+  }
+  return sum / o->seeds;
 }
 
 int main(int argc, char **argv) {
@@ -336,30 +426,36 @@ int main(int argc, char **argv) {
   printf("poisoning: federated_digits, %d clients (label-skewed), %d rounds, mean of seeds 1..%d; aggregator %s%s%s\n",
          N_CLIENTS, o.rounds, o.seeds, o.aggregator ? o.aggregator : "FedAvg (the artifact's)", o.config ? " " : "",
          o.config ? o.config : "");
-  printf("%-9s %-38s %8s %9s\n", "attack", "", "accuracy", "vs clean");
+  printf("%-10s %-40s", "attack", "the attackers...");
+  for (int c = 0; c < o.n_counts; c++) printf("   %d of %d  vs clean", o.counts[c], N_CLIENTS);
+  printf("\n");
   fflush(stdout);
   double clean = NAN;
   int failed = 0;
   for (int a = 0; a < N_ATTACKS; a++) {
     if (o.only >= 0 && a != o.only && a != CLEAN) continue;
-    double sum = 0;
-    for (int s = 1; s <= o.seeds && sum >= 0; s++) {
-      double acc = play(&w, (attack)a, o.rounds, (uint64_t)s);
-      sum = acc < 0 ? -1 : sum + acc;
+    printf("%-10s %-40s", ATTACK_NAMES[a], ATTACK_TEXT[a]);
+    const int columns = a == CLEAN || one_client((attack)a) ? 1 : o.n_counts;
+    for (int c = 0; c < columns; c++) {
+      const double mean = mean_over_seeds(&w, &o, (attack)a, o.counts[c]);
+      if (mean < 0) {
+        failed = 1;
+        printf(" %17s", "failed");
+        continue;
+      }
+      if (a == CLEAN) clean = mean;
+      const double delta = mean - clean;
+      const bool bad = a == CLEAN ? !(mean >= CLEAN_FLOOR) : checked((attack)a) && !(delta >= -CHECK_POINTS);
+      if (isnan(mean)) printf(" %17s", "stalled");
+      else printf("   %6.3f  %+7.3f%s", mean, delta, o.check && bad ? "!" : "");
+      failed |= o.check && bad;
     }
-    if (sum < 0) {
-      failed = 1;
-      continue;
-    }
-    double mean = sum / o.seeds; /* NAN when a run stalled */
-    if (a == CLEAN) clean = mean;
-    double delta = mean - clean;
-    bool bad = a == CLEAN ? !(mean >= CLEAN_FLOOR) : a != REVERSE && !(delta >= -CHECK_POINTS);
-    if (isnan(mean)) printf("%-9s %-38s %8s\n", ATTACK_NAMES[a], ATTACK_TEXT[a], "stalled");
-    else printf("%-9s %-38s %8.3f %+9.3f%s\n", ATTACK_NAMES[a], ATTACK_TEXT[a], mean, delta,
-                !o.check || !bad ? "" : a == CLEAN ? "  (below 0.90)" : "  (more than 3 points)");
-    failed |= o.check && bad;
+    printf("%s\n", checked((attack)a) ? "" : "   (not checked)");
+    fflush(stdout);
   }
+  if (o.check && failed)
+    printf("failed: %s\n", !(clean >= CLEAN_FLOOR) ? "the clean run is below 0.90"
+                                                   : "an attack (!) costs more than 3 points");
   if (server != shipped) bb_registry_free(server);
   bb_registry_free(malicious);
   bb_registry_free(shipped);

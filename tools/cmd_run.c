@@ -90,6 +90,7 @@ int cmd_run(int argc, char **argv) {
   const char *input_specs[MAX_INPUTS];
   int n_specs = 0;
   long repeat = 1;
+  bb_cpu_limits limits = {.struct_size = sizeof limits};
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--input") == 0 && i + 1 < argc) {
       if (n_specs == MAX_INPUTS) {
@@ -106,6 +107,14 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "bb run: --repeat takes a count from 1 to 1000000\n");
         return 2;
       }
+    } else if (strcmp(argv[i], "--max-total-bytes") == 0 && i + 1 < argc) {
+      char *end;
+      unsigned long long v = strtoull(argv[++i], &end, 10);
+      if (*end || !v || argv[i][0] == '-' || v > SIZE_MAX) {
+        fprintf(stderr, "bb run: --max-total-bytes takes a positive count of bytes\n");
+        return 2;
+      }
+      limits.max_total_bytes = (size_t)v;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "bb run: unknown option %s\n", argv[i]);
       return 2;
@@ -117,7 +126,8 @@ int cmd_run(int argc, char **argv) {
     }
   }
   if (!model_path) {
-    fprintf(stderr, "usage: bb run MODEL.onnx --input [NAME=]TENSOR.pb ... [--output-dir DIR] [--repeat N]\n");
+    fprintf(stderr, "usage: bb run MODEL.onnx --input [NAME=]TENSOR.pb ... [--output-dir DIR] [--repeat N]\n"
+                    "              [--max-total-bytes N]\n");
     return 2;
   }
   bb_model *m;
@@ -131,6 +141,10 @@ int cmd_run(int argc, char **argv) {
   double *times = NULL;
   if (bb_cpu_session_new(m, NULL, &s, &err)) {
     fprintf(stderr, "bb run: %s: %s\n", model_path, err.message);
+    goto done;
+  }
+  if (bb_cpu_session_set_limits(s, &limits, &err)) {
+    fprintf(stderr, "bb run: %s\n", err.message);
     goto done;
   }
   for (int i = 0; i < n_specs; i++) {

@@ -1,6 +1,7 @@
 /* bb train: trains any ONNX model on a CSV file — the gradient builder makes its training
  * graph, an optimizer graph updates it, both run on the CPU backend — and writes the
  * trained model, in its inference form, as plain ONNX. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,17 @@
 #include "cli.h"
 #include "bb/dataset.h"
 
+#define MAX_FROZEN 256
+
 typedef struct options {
   const char *model, *data, *label, *input, *output, *loss, *optimizer, *out;
   const char *training_graph, *optimizer_graph;
-  bool header, quiet;
+  bool header, quiet, no_shuffle;
+  /* --freeze NAME[,NAME...]: the names point into `frozen_text` (one copy per flag) */
+  const char *freeze[MAX_FROZEN];
+  size_t n_freeze;
+  char *frozen_text[MAX_FROZEN];
+  size_t n_frozen_text;
   uint64_t batch, epochs, steps, seed;
   double lr, momentum, weight_decay, max_grad_norm, beta1, beta2, eps, scale, test_fraction;
 } options;
@@ -26,21 +34,31 @@ static int usage(FILE *out) {
           "                [--optimizer sgd|momentum|nesterov|adam|adamw] [--lr X] [--momentum X]\n"
           "                [--weight-decay X] [--max-grad-norm X] [--beta1 X] [--beta2 X] [--eps X]\n"
           "                [--batch N] [--epochs N | --steps N] [--scale X] [--test-fraction F] [--seed N]\n"
+          "                [--freeze NAME[,NAME...]]... [--no-shuffle]\n"
           "                [--training-graph FILE] [--optimizer-graph FILE] [--quiet]\n");
   return out == stdout ? 0 : 2;
 }
 
-static bool number(const char *s, double *out) {
-  char *end;
-  *out = strtod(s, &end);
-  return *s && !*end && isfinite(*out);
+/* Adds the comma-separated names of one --freeze flag. */
+static int add_frozen(options *o, const char *list) {
+  char *copy = o->n_frozen_text < MAX_FROZEN ? strdup(list) : NULL;
+  if (!copy) {
+    fprintf(stderr, "bb train: too many --freeze flags\n");
+    return 2;
+  }
+  o->frozen_text[o->n_frozen_text++] = copy;
+  for (char *name = strtok(copy, ","); name; name = strtok(NULL, ",")) {
+    if (o->n_freeze == MAX_FROZEN) {
+      fprintf(stderr, "bb train: --freeze names more than %d initializers\n", MAX_FROZEN);
+      return 2;
+    }
+    o->freeze[o->n_freeze++] = name;
+  }
+  return 0;
 }
 
-static bool count(const char *s, uint64_t *out) {
-  char *end;
-  if (*s < '0' || *s > '9') return false;
-  *out = strtoull(s, &end, 10);
-  return !*end;
+static void free_options(options *o) {
+  for (size_t i = 0; i < o->n_frozen_text; i++) free(o->frozen_text[i]);
 }
 
 static int parse(int argc, char **argv, options *o) {
@@ -73,6 +91,12 @@ static int parse(int argc, char **argv, options *o) {
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return usage(stdout) - 1; /* nonzero: nothing to run */
     if (strcmp(a, "--header") == 0) o->header = done = true;
     else if (strcmp(a, "--quiet") == 0) o->quiet = done = true;
+    else if (strcmp(a, "--no-shuffle") == 0) o->no_shuffle = done = true;
+    else if (strcmp(a, "--freeze") == 0) {
+      if (!v) return usage(stderr);
+      if (add_frozen(o, v)) return 2;
+      i++, done = true;
+    }
     for (size_t k = 0; !done && k < sizeof texts / sizeof texts[0]; k++)
       if (strcmp(a, texts[k].flag) == 0) {
         if (!v) return usage(stderr);
@@ -80,7 +104,7 @@ static int parse(int argc, char **argv, options *o) {
       }
     for (size_t k = 0; !done && k < sizeof reals / sizeof reals[0]; k++)
       if (strcmp(a, reals[k].flag) == 0) {
-        if (!v || !number(v, reals[k].value)) {
+        if (!v || !cli_number(v, reals[k].value)) {
           fprintf(stderr, "bb train: %s takes a number, got '%s'\n", a, v ? v : "");
           return 2;
         }
@@ -88,7 +112,7 @@ static int parse(int argc, char **argv, options *o) {
       }
     for (size_t k = 0; !done && k < sizeof counts / sizeof counts[0]; k++)
       if (strcmp(a, counts[k].flag) == 0) {
-        if (!v || !count(v, counts[k].value)) {
+        if (!v || !cli_count(v, counts[k].value)) {
           fprintf(stderr, "bb train: %s takes a whole number, got '%s'\n", a, v ? v : "");
           return 2;
         }
@@ -144,7 +168,7 @@ static int load_data(const options *o, bb_dataset *ds) {
   uint8_t *csv;
   size_t len;
   if (cli_read_file(o->data, &csv, &len)) return 1;
-  bb_csv_options co = {0, o->header};
+  bb_csv_options co = {.struct_size = sizeof co, .label_column = 0, .has_header = o->header};
   int rc = label_column(o, csv, len, &co.label_column);
   bb_error err;
   if (!rc && (rc = bb_dataset_from_csv(csv, len, &co, NULL, ds, &err))) fprintf(stderr, "bb train: %s: %s\n", o->data, err.message);
@@ -204,6 +228,19 @@ static int input_shape(const options *o, const bb_value_info *vi, size_t dim, sh
   return 0;
 }
 
+/* The data input's element type: float32, or an integer type whose columns are whole
+ * numbers (the token ids of an Embedding). */
+static int input_dtype(const bb_value_info *vi, int32_t *out) {
+  int32_t dt = vi->type && vi->type->has_elem_type ? vi->type->elem_type : BB_DTYPE_FLOAT;
+  if (dt != BB_DTYPE_FLOAT && dt != BB_DTYPE_INT64 && dt != BB_DTYPE_INT32) {
+    fprintf(stderr, "bb train: input %s is %s; CSV columns fill float32, int64 or int32 inputs\n", vi->name,
+            bb_dtype_name(dt) ? bb_dtype_name(dt) : "of an unknown type");
+    return 1;
+  }
+  *out = dt;
+  return 0;
+}
+
 static int loss_kind(const char *name, bb_grad_loss *out) {
   if (strcmp(name, "xent") == 0) *out = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
   else if (strcmp(name, "mse") == 0) *out = BB_GRAD_LOSS_MSE;
@@ -240,10 +277,33 @@ typedef struct run {
   bb_dataset *train, *test;
   shape in_shape, target_shape;
   bool fixed_batch; /* the model's batch dim is a number: evaluate full batches only */
-  int32_t target_dtype;
+  int32_t input_dtype, target_dtype;
   const char *input, *target;
   bb_grad_loss loss;
 } run;
+
+/* Above this a float32 CSV field no longer holds every whole number exactly. */
+#define EXACT_INT_MAX 16777216.0f
+
+/* CSV rows as the data input takes them: float32, or whole numbers (token ids for an
+ * Embedding) for an integer input. */
+static int fill_input(const run *r, const float *rows, size_t n, bb_tensor *x) {
+  size_t count = n * r->train->dim;
+  if (r->input_dtype == BB_DTYPE_FLOAT) {
+    memcpy(bb_tensor_data(x), rows, count * sizeof *rows);
+    return 0;
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (rows[i] != floorf(rows[i]) || fabsf(rows[i]) > EXACT_INT_MAX) {
+      fprintf(stderr, "bb train: feature %g (column %zu) is not a whole number of at most 2^24, as integer input %s needs\n",
+              rows[i], i % r->train->dim + 1, r->input);
+      return 1;
+    }
+    if (r->input_dtype == BB_DTYPE_INT64) ((int64_t *)bb_tensor_data(x))[i] = (int64_t)rows[i];
+    else ((int32_t *)bb_tensor_data(x))[i] = (int32_t)rows[i];
+  }
+  return 0;
+}
 
 /* Labels as the target input takes them: int64 class ids, or floats. */
 static int fill_target(const run *r, const float *labels, bb_tensor *t) {
@@ -273,10 +333,13 @@ static double evaluate(const run *r, bb_cpu_session *s, bool fixed_batch) {
     size_t n = ds->n - at < step ? ds->n - at : step;
     shape sh = r->in_shape;
     sh.dims[0] = (int64_t)n;
-    bb_tensor *x = bb_tensor_wrap(NULL, BB_DTYPE_FLOAT, sh.rank, sh.dims, ds->features + at * ds->dim, NULL, NULL);
+    bb_tensor *x = bb_tensor_new_empty(NULL, r->input_dtype, sh.rank, sh.dims);
     bb_tensor *outs[64] = {NULL};
     bb_error err;
-    int rc = bb_cpu_session_output_count(s) > 64 ? 1 : bb_cpu_session_run(s, &r->input, &x, 1, outs, &err);
+    int rc = !x || bb_cpu_session_output_count(s) > 64;
+    if (rc) bb_error_set(&err, BB_ERR_NOMEM, "out of memory");
+    else if ((rc = fill_input(r, ds->features + at * ds->dim, n, x))) bb_error_set(&err, BB_ERR_TYPE, "the test rows do not fit %s", r->input);
+    else rc = bb_cpu_session_run(s, &r->input, &x, 1, outs, &err);
     bb_tensor_release(x);
     const bb_tensor *y = outs[0];
     if (!rc && y && y->dtype == BB_DTYPE_FLOAT && y->numel && y->numel % (int64_t)n == 0) {
@@ -311,14 +374,14 @@ static int train(run *r, bb_grad_trainer *t, bb_model *inference) {
   const options *o = r->o;
   bb_dataset_batcher batcher;
   bb_error err;
-  if (bb_dataset_batcher_init(&batcher, r->train, o->batch, 1, o->seed, NULL, &err)) {
+  if (bb_dataset_batcher_init(&batcher, r->train, o->batch, !o->no_shuffle, o->seed, NULL, &err)) {
     fprintf(stderr, "bb train: %s\n", err.message);
     return 1;
   }
-  bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, r->in_shape.rank, r->in_shape.dims);
+  bb_tensor *x = bb_tensor_new_empty(NULL, r->input_dtype, r->in_shape.rank, r->in_shape.dims);
   bb_tensor *y = bb_tensor_new_empty(NULL, r->target_dtype, r->target_shape.rank, r->target_shape.dims);
-  float *labels = malloc(o->batch * sizeof *labels);
-  int rc = !x || !y || !labels;
+  float *labels = malloc(o->batch * sizeof *labels), *rows = malloc(o->batch * r->train->dim * sizeof *rows);
+  int rc = !x || !y || !labels || !rows;
   uint64_t per_epoch = (r->train->n + o->batch - 1) / o->batch;
   uint64_t total = o->steps ? o->steps : o->epochs * per_epoch, report = o->steps ? (total + 9) / 10 : per_epoch;
   const char *names[2] = {r->input, r->target};
@@ -326,8 +389,8 @@ static int train(run *r, bb_grad_trainer *t, bb_model *inference) {
   double sum = 0;
   uint64_t in_report = 0;
   for (uint64_t step = 0; step < total && !rc; step++) {
-    bb_dataset_batcher_next(&batcher, NULL, bb_tensor_data(x), labels);
-    if ((rc = fill_target(r, labels, y))) break;
+    bb_dataset_batcher_next(&batcher, NULL, rows, labels);
+    if ((rc = fill_input(r, rows, o->batch, x)) || (rc = fill_target(r, labels, y))) break;
     bb_grad_step st;
     if ((rc = bb_grad_trainer_step(t, names, inputs, 2, &st, &err))) {
       fprintf(stderr, "bb train: step %llu: %s\n", (unsigned long long)step, err.message);
@@ -354,6 +417,7 @@ static int train(run *r, bb_grad_trainer *t, bb_model *inference) {
   bb_tensor_release(x);
   bb_tensor_release(y);
   free(labels);
+  free(rows);
   bb_dataset_batcher_free(&batcher);
   return rc;
 }
@@ -400,10 +464,28 @@ static int write_model(const char *path, const bb_model *m) {
   return rc;
 }
 
+/* --no-shuffle: the test rows are the file's last ones, the training rows the others, each
+ * in the file's order. */
+static int split_in_order(const options *o, const bb_dataset *all, bb_dataset *train, bb_dataset *test, bb_error *err) {
+  size_t n_test = (size_t)floor((double)all->n * o->test_fraction + 0.5), *order = malloc((all->n + 1) * sizeof *order);
+  if (!order) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  for (size_t i = 0; i < all->n; i++) order[i] = i;
+  int rc = bb_dataset_subset(all, order, all->n - n_test, NULL, train, err);
+  if (!rc) rc = bb_dataset_subset(all, order + all->n - n_test, n_test, NULL, test, err);
+  free(order);
+  return rc;
+}
+
 /* Splits off the test rows (stratified by class for classification). */
 static int split(const options *o, const bb_dataset *all, bool classes, bb_dataset *train, bb_dataset *test) {
   bb_dataset_partition p;
   bb_error err;
+  if (o->no_shuffle) {
+    int rc = split_in_order(o, all, train, test, &err);
+    if (rc) fprintf(stderr, "bb train: splitting %s: %s\n", o->data, err.message);
+    else if (!train->n) fprintf(stderr, "bb train: no training rows are left after the test split\n");
+    return rc || !train->n;
+  }
   int rc = bb_dataset_split(all, o->test_fraction, classes, o->seed, NULL, &p, &err);
   if (!rc) rc = bb_dataset_partition_take(all, &p, 0, NULL, train, &err);
   if (!rc) rc = bb_dataset_partition_take(all, &p, 1, NULL, test, &err);
@@ -419,12 +501,18 @@ static int split(const options *o, const bb_dataset *all, bool classes, bb_datas
 int cmd_train(int argc, char **argv) {
   options o;
   int rc = parse(argc, argv, &o);
-  if (rc) return rc < 0 ? 0 : rc; /* -1: the help was asked for and printed */
+  if (rc) {
+    free_options(&o);
+    return rc < 0 ? 0 : rc; /* -1: the help was asked for and printed */
+  }
   run r;
   memset(&r, 0, sizeof r);
   r.o = &o;
   bb_optimizer_config cfg;
-  if (loss_kind(o.loss, &r.loss) || optimizer_config(&o, &cfg)) return 2;
+  if (loss_kind(o.loss, &r.loss) || optimizer_config(&o, &cfg)) {
+    free_options(&o);
+    return 2;
+  }
   bb_model *model = NULL, *inference = NULL;
   bb_dataset all, train_set, test_set;
   memset(&all, 0, sizeof all), memset(&train_set, 0, sizeof train_set), memset(&test_set, 0, sizeof test_set);
@@ -438,14 +526,17 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "bb train: %s has no data input%s%s\n", o.model, o.input ? " named " : "", o.input ? o.input : "");
     rc = 1;
   }
-  if (!rc) rc = input_shape(&o, in, all.dim, &r.in_shape, &r.fixed_batch);
+  if (!rc) rc = input_shape(&o, in, all.dim, &r.in_shape, &r.fixed_batch) || input_dtype(in, &r.input_dtype);
   if (!rc) rc = split(&o, &all, r.loss == BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY, &train_set, &test_set);
   r.train = &train_set, r.test = &test_set;
   if (!rc) {
     bb_grad_options go;
     memset(&go, 0, sizeof go);
+    go.struct_size = sizeof go;
     go.loss = r.loss;
     go.output = o.output;
+    go.freeze = o.freeze;
+    go.n_freeze = o.n_freeze;
     if ((rc = bb_grad_build(model, &go, NULL, &g, &err))) fprintf(stderr, "bb train: %s: %s\n", o.model, err.message);
   }
   for (size_t i = 0; !rc && i < g->n_warnings; i++) fprintf(stderr, "bb train: warning: %s\n", g->warnings[i]);
@@ -470,5 +561,6 @@ int cmd_train(int argc, char **argv) {
   bb_model_free(inference);
   bb_model_free(model);
   bb_dataset_free(&all), bb_dataset_free(&train_set), bb_dataset_free(&test_set);
+  free_options(&o);
   return rc ? 1 : 0;
 }

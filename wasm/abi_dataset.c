@@ -34,7 +34,7 @@ static int32_t dataset_issue(bb_dataset *data) {
 int32_t bb_wasm_dataset_from_csv(const uint8_t *csv, size_t len, int32_t label_column, int32_t has_header) {
   bbw_error_clear();
   if (csv == NULL && len > 0) return bbw_fail(BB_ERR_INVALID_ARGUMENT, "dataset csv: NULL data of %zu bytes", len);
-  bb_csv_options opt = {label_column, has_header != 0};
+  bb_csv_options opt = {.struct_size = sizeof opt, .label_column = label_column, .has_header = has_header != 0};
   bb_dataset data = {0};
   bb_error err;
   bb_error_clear(&err);

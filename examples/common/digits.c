@@ -121,7 +121,7 @@ int bb_digits_load(const char *path, const bb_allocator *alloc, bb_dataset *out,
   rc = read_plain(path, alloc, &csv, &len, err);
 #endif
   if (rc) return rc;
-  bb_csv_options opt = {.label_column = -1, .has_header = 0};
+  bb_csv_options opt = {.struct_size = sizeof opt, .label_column = -1, .has_header = 0};
   rc = bb_dataset_from_csv(csv, len, &opt, alloc, out, err);
   alloc->free(csv, alloc->user_data);
   if (rc) return bb_error_prefix(err, "%s: ", path);

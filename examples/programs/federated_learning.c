@@ -17,8 +17,9 @@
  *           (on the same peer), which loads it, samples 2 clients from the registry's
  *           live view and sends them [params, round]; each client trains on a batch of
  *           its own data (Fit) and sends [params, samples, round] back to ServerReduce,
- *           which Contributes. Every aggregate is checked against the sample-weighted
- *           mean of the updates the clients sent in that round, computed here.
+ *           which Contributes. Every aggregate is checked against the mean of the
+ *           updates the clients sent in that round, weighted by their sample counts each
+ *           cut to the round's median count (FedAvg's default cap), computed here.
  *
  * Exits 0 only when every count matches, every pair of artifacts can talk, every client
  * joined the registry, and N rounds closed with aggregates that match, without a single
@@ -245,8 +246,9 @@ typedef struct pending {
 typedef struct round_log {
   uint64_t failures;
   size_t param_len;
-  double sum[MAX_ROUNDS][MAX_PARAMS]; /* Σ samples · update, per round */
-  uint64_t weight[MAX_ROUNDS], senders[MAX_ROUNDS];
+  float update[MAX_ROUNDS][PER_ROUND][MAX_PARAMS]; /* the updates sent for each round */
+  uint64_t samples[MAX_ROUNDS][PER_ROUND];
+  uint64_t senders[MAX_ROUNDS];
   pending client[MAX_CLIENTS], server;
   int checked, mismatched, last_round;
 } round_log;
@@ -267,24 +269,28 @@ static void take(pending *p, const bb_step *s, const char *params, const char *s
   }
 }
 
-/* A round closed: the server's new global model must be the sample-weighted mean of the
- * updates sent for the round before. */
+/* A round closed: the server's new global model must be the mean of the updates sent for
+ * the round before, each weighing its sample count cut to the round's median count (of
+ * PER_ROUND = 2 counts: their mean). */
 static void check_round(round_log *r, uint64_t open, const float *global) {
   if (open == 0 || open > MAX_ROUNDS) return; /* round 0's global is the initial model */
   uint64_t closed = open - 1;
+  const bool complete = r->senders[closed] == PER_ROUND;
+  const uint64_t *n = r->samples[closed];
+  const double cap = complete ? ((double)n[0] + (double)n[1]) / 2 : 0;
+  const double w[PER_ROUND] = {fmin((double)n[0], cap), fmin((double)n[1], cap)};
   double worst = 0;
-  for (size_t k = 0; k < r->param_len && r->weight[closed]; k++) {
-    double want = r->sum[closed][k] / (double)r->weight[closed];
+  for (size_t k = 0; k < r->param_len && complete; k++) {
+    double want = (w[0] * r->update[closed][0][k] + w[1] * r->update[closed][1][k]) / (w[0] + w[1]);
     double diff = fabs(want - global[k]) / (1e-6 + fabs(want));
     if (diff > worst) worst = diff;
   }
-  bool ok = r->weight[closed] && r->senders[closed] == PER_ROUND && worst < 1e-5;
+  bool ok = complete && worst < 1e-5;
   r->checked++;
   r->mismatched += !ok;
   r->last_round = (int)open;
-  SAY("round %llu closed: %llu updates, weights sum %llu; aggregate vs weighted mean: max rel. error %.1e %s\n",
-      (unsigned long long)closed, (unsigned long long)r->senders[closed], (unsigned long long)r->weight[closed],
-      worst, ok ? "ok" : "MISMATCH");
+  SAY("round %llu closed: %llu updates, weights %g and %g; aggregate vs weighted mean: max rel. error %.1e %s\n",
+      (unsigned long long)closed, (unsigned long long)r->senders[closed], w[0], w[1], worst, ok ? "ok" : "MISMATCH");
 }
 
 static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
@@ -311,10 +317,12 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   pending *p = &r->client[id - BB_FL_SERVER_PEER - 1];
   take(p, s, "update", "update_samples", "update_round", &r->param_len);
   if (p->have == 7) {
-    if (p->round < MAX_ROUNDS) {
-      for (size_t k = 0; k < r->param_len; k++) r->sum[p->round][k] += (double)p->samples * p->params[k];
-      r->weight[p->round] += p->samples;
-      r->senders[p->round]++;
+    if (p->round < MAX_ROUNDS && r->senders[p->round] < PER_ROUND) {
+      const uint64_t at = r->senders[p->round]++;
+      memcpy(r->update[p->round][at], p->params, r->param_len * sizeof(float));
+      r->samples[p->round][at] = p->samples;
+    } else if (p->round < MAX_ROUNDS) {
+      r->senders[p->round]++; /* more senders than a round takes: the check fails */
     }
     p->have = 0;
   }

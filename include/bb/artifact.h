@@ -167,6 +167,13 @@ BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 #define BB_CODEC_PORT_IN "in"
 #define BB_CODEC_PORT_OUT "out"
 
+/* ---- model metadata the trainer reads -------------------------------------------------------- */
+
+/* The initializers that are buffers (state a model keeps, never trained): a comma-separated
+ * list of their names. ONNX marks no difference between a parameter and a buffer, so an
+ * exporter writes this (PyTorch: the names of module.named_buffers()). */
+#define BB_KEY_BUFFERS "ai.bytesandbrains.buffers"
+
 /* ---- node metadata the compiler writes ------------------------------------------------------ */
 
 #define BB_KEY_HOME_CLASS "ai.bytesandbrains.home_class"

@@ -40,6 +40,11 @@ extern "C" {
  * default stays well under what a phone's browser tab can hold. */
 #define BB_CPU_DEFAULT_MAX_OUTPUT_BYTES ((size_t)256 << 20)
 
+/* The most bytes the values a session's run has made may hold at once (the intermediates
+ * still needed and the outputs so far): many values each under the cap above add up (a
+ * few hundred bytes of Expand, Tile and ConstantOfShape can ask for gigabytes in all). */
+#define BB_CPU_DEFAULT_MAX_TOTAL_BYTES ((size_t)1 << 30)
+
 /* Versioned by struct_size, which the caller sets to sizeof(bb_cpu_limits): fields its
  * struct_size does not cover (a caller built against an older header) take the defaults;
  * a struct_size of 0 or larger than this library knows is BB_ERR_INVALID_ARGUMENT. Zero
@@ -47,6 +52,7 @@ extern "C" {
 typedef struct bb_cpu_limits {
   size_t struct_size;      /* sizeof(bb_cpu_limits) */
   size_t max_output_bytes; /* [BB_CPU_DEFAULT_MAX_OUTPUT_BYTES] one value of one op */
+  size_t max_total_bytes;  /* [BB_CPU_DEFAULT_MAX_TOTAL_BYTES] every value of a session's run at once */
 } bb_cpu_limits;
 
 /* ---- single nodes ------------------------------------------------------------------ */
@@ -102,7 +108,9 @@ BB_API const char *bb_cpu_session_output_name(const bb_cpu_session *s, size_t i)
 
 /* Runs the graph. inputs are matched to graph inputs by name (every non-initializer input
  * is required; an input may also override an initializer). outputs receives one new
- * reference per graph output, in graph order. */
+ * reference per graph output, in graph order. A run whose values would hold more than the
+ * limits' max_total_bytes at once stops at the node that goes over (BB_ERR_LIMIT, naming
+ * it and the cap). */
 BB_API int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_tensor *const *inputs,
                               size_t n_inputs, bb_tensor **outputs, bb_error *err);
 

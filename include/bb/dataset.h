@@ -52,6 +52,7 @@ typedef struct bb_dataset {
 #define BB_DATASET_NO_LABEL INT32_MIN
 
 typedef struct bb_csv_options {
+  size_t struct_size; /* sizeof(bb_csv_options) */
   /* Which column holds the label: 0-based from the left, or negative from the right (-1 is
    * the last column), or BB_DATASET_NO_LABEL. */
   int32_t label_column;
@@ -72,7 +73,8 @@ BB_API void bb_dataset_free(bb_dataset *ds);
  * end in LF, CRLF or CR; blank lines and a leading UTF-8 BOM are ignored. Every row must
  * have as many fields as the first. NaN, infinities, hex floats, empty fields and values
  * outside float range are rejected with BB_ERR_MALFORMED and a message naming the line and
- * column (both 1-based). opt NULL means label in the last column, no header. */
+ * column (both 1-based). opt NULL means label in the last column, no header; an opt whose
+ * struct_size this library does not know is BB_ERR_INVALID_ARGUMENT. */
 BB_API int bb_dataset_from_csv(const uint8_t *data, size_t len, const bb_csv_options *opt,
                                const bb_allocator *alloc, bb_dataset *out, bb_error *err);
 

@@ -84,9 +84,11 @@ typedef enum bb_grad_loss {
   BB_GRAD_LOSS_BCE_WITH_LOGITS = 3
 } bb_grad_loss;
 
-/* What to train and against what. Zero-initialised options mean: the graph's first output
- * is the loss, every floating-point initializer that reaches it is trained. */
+/* What to train and against what. Options with only struct_size set mean: the graph's
+ * first output is the loss, every floating-point initializer that reaches it is trained
+ * except the buffers. */
 typedef struct bb_grad_options {
+  size_t struct_size; /* sizeof(bb_grad_options) */
   bb_grad_loss loss;
   /* the graph output the built-in loss reads, or the loss itself for BB_GRAD_LOSS_OUTPUT;
    * NULL means the first graph output */
@@ -95,9 +97,14 @@ typedef struct bb_grad_options {
    * (its declared type must fit the loss) or a new one; NULL means "target" */
   const char *target;
   /* the trainable initializers; NULL means every floating-point initializer that reaches
-   * the loss (batch-normalisation running statistics are state, never parameters) */
+   * the loss, except the buffers: batch-normalisation running statistics (state) and the
+   * initializers the model's metadata BB_KEY_BUFFERS names */
   const char *const *params;
   size_t n_params;
+  /* initializers never trained, whatever reaches the loss through them (each must be an
+   * initializer, and not in params) */
+  const char *const *freeze;
+  size_t n_freeze;
 } bb_grad_options;
 
 /* A training graph and the names that connect it to a trainer. Every string lives in the
@@ -119,16 +126,19 @@ typedef struct bb_grad_graph {
   const char **state;      /* initializers a step updates without gradients (running statistics) */
   const char **state_next; /* state_next[i] is the output holding state[i]'s next value */
   size_t n_warnings;
-  const char **warnings; /* what was left out and why (a parameter that does not reach the loss) */
+  const char **warnings; /* what was left out and why (a parameter the loss does not depend on) */
   const bb_allocator *alloc;
 } bb_grad_graph;
 
 /* Builds the training graph of `model` (which is not changed). Refused, with a message
  * naming the node, value or parameter: an operator on a path from a parameter to the loss
- * that has no gradient, a loss that depends on no parameter through floating-point values
- * (an integer-only path), a loss that is not a floating-point scalar, a target whose
- * declared type does not fit the loss, a named parameter that is not a floating-point
- * initializer, and a model older than ai.onnx opset 13. */
+ * that has no gradient, a parameter that reaches the loss only through values without a
+ * gradient (naming the operator where its gradient stops: ArgMax, Floor, ...; freeze it to
+ * train the rest), a loss that is not a floating-point scalar, a target whose declared type
+ * does not fit the loss, a named or frozen parameter that is not a floating-point
+ * initializer, options whose struct_size this library does not know, and a model older
+ * than ai.onnx opset 13. A parameter that does not reach the loss at all is left out with
+ * a warning. options NULL: the defaults. */
 BB_API int bb_grad_build(const bb_model *model, const bb_grad_options *options, const bb_allocator *alloc,
                          bb_grad_graph **out, bb_error *err);
 BB_API void bb_grad_graph_free(bb_grad_graph *graph);
@@ -149,8 +159,9 @@ typedef enum bb_optimizer_kind {
 } bb_optimizer_kind;
 
 /* Hyper-parameters, with torch.optim's meaning. bb_optimizer_defaults gives torch's
- * defaults for a kind. */
+ * defaults for a kind (struct_size set). */
 typedef struct bb_optimizer_config {
+  size_t struct_size; /* sizeof(bb_optimizer_config) */
   bb_optimizer_kind kind;
   float lr;
   float momentum;     /* MOMENTUM */

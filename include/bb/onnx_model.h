@@ -3,8 +3,8 @@
  *
  * From the model's bytes it builds the training graph (bb/grad.h), an optimizer graph and
  * a trainer, and the inference form for predictions and export. Data comes as rows:
- * float32 [n, features...] reshaped to the model's data input (its dims after the batch),
- * and float32 labels, one per row (class ids for softmax cross-entropy, targets for MSE
+ * float32 [n, features...] reshaped to the model's data input (its dims after the batch;
+ * whole numbers for an int64 or int32 input, an Embedding's token ids), and float32 labels, one per row (class ids for softmax cross-entropy, targets for MSE
  * and BCE). The parameters travel as one flat float32 vector: every trained parameter in
  * the training graph's order (the model's initializer order), each flattened row-major. */
 #ifndef BB_ONNX_MODEL_H
@@ -21,17 +21,20 @@ extern "C" {
 typedef struct bb_onnx_model bb_onnx_model;
 
 #define BB_ONNX_MODEL_NAME_MAX 128
+#define BB_ONNX_MODEL_FREEZE_MAX 1024
 
 /* How to train. bb_onnx_model_config_parse fills it from text:
  *   loss=xent|mse|bce, optimizer=sgd|momentum|nesterov|adam|adamw, lr, momentum, beta1,
  *   beta2, eps, weight_decay, max_grad_norm (torch.optim's meanings and defaults),
  *   input=NAME, output=NAME (default: the first data input and the first output),
- *   seed=<u64> (the Dropout masks). */
+ *   seed=<u64> (the Dropout masks), freeze=NAME|NAME... (initializers never trained). */
 typedef struct bb_onnx_model_config {
+  size_t struct_size; /* sizeof(bb_onnx_model_config) */
   bb_grad_loss loss;
   bb_optimizer_config optimizer;
   char input[BB_ONNX_MODEL_NAME_MAX], output[BB_ONNX_MODEL_NAME_MAX]; /* "" for the default */
   uint64_t seed;
+  char freeze[BB_ONNX_MODEL_FREEZE_MAX]; /* initializer names separated by '|', "" for none */
 } bb_onnx_model_config;
 
 /* Parses config text (NULL or "" gives the defaults: xent and Adam with lr 1e-3; seed
@@ -41,8 +44,9 @@ BB_API int bb_onnx_model_config_parse(const char *text, const char *const *more_
                                       bb_onnx_model_config *out, bb_error *err);
 
 /* A model from ONNX ModelProto bytes (copied). Refused with the gradient builder's message
- * when the model cannot be trained (an operator without a gradient, ...), when its data
- * input is not float32 of known rank, or a parameter is not float32. */
+ * when the model cannot be trained (an operator without a gradient, a parameter cut off
+ * from the loss, ...), when its data input is not float32, int64 or int32 of known rank,
+ * when a parameter is not float32, or config's struct_size is not one this library knows. */
 BB_API int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_config *config,
                              const bb_allocator *alloc, bb_onnx_model **out, bb_error *err);
 BB_API void bb_onnx_model_free(bb_onnx_model *m);

@@ -50,6 +50,7 @@ export {
 } from './driver.js';
 export { Compiler, ROLES, TENSOR_F32, type ArtifactDescription, type ExampleInfo, type Role } from './compiler.js';
 export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
+export { dpEpsilon, type DpEpsilon, type DpEpsilonOptions } from './privacy.js';
 export type { PeerRole } from './signal/protocol.js';
 export { BbNode, monotonicNowNs, parseSteps, type NodeAdmission, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
 export {
@@ -124,7 +125,7 @@ export {
   type WireRecv,
 } from './artifact.js';
 export * from './dsl/index.js';
-export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer } from './peer.js';
+export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './peer.js';
 export {
   compileFederatedCnn,
   compileFederatedDigits,

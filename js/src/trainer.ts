@@ -12,7 +12,8 @@
  * ```
  *
  * Data are rows: `x` float32 [n, features...] (each row is reshaped to the model's data
- * input, e.g. 64 pixels into [1, 8, 8]) and `labels` float32 [n], one per row (class ids
+ * input, e.g. 64 pixels into [1, 8, 8]; for an int64 or int32 input, such as an
+ * Embedding's token ids, whole numbers) and `labels` float32 [n], one per row (class ids
  * for `xent`, targets for `mse` and `bce`). The parameters travel as one flat float32
  * vector in the model's initializer order, so they can be averaged with other peers'.
  * Works in Node, browsers and Workers alike: nothing here touches the DOM.
@@ -42,6 +43,13 @@ export interface TrainerOptions {
   readonly output?: string;
   /** Seeds training-mode Dropout masks (step k uses seed + k). */
   readonly seed?: number | bigint;
+  /**
+   * Initializers never trained (buffers such as an input's mean and std; the ones the
+   * model's `ai.bytesandbrains.buffers` metadata names are never trained either). A
+   * parameter the loss reaches only through an operator without a gradient must be frozen
+   * here, or `create` refuses the model naming the operator.
+   */
+  readonly freeze?: readonly string[];
 }
 
 /** Rows as JavaScript arrays (copied in for the step) or as tensors already in bb.wasm. */
@@ -96,6 +104,10 @@ function configText(options: TrainerOptions): string {
   const parts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (key === 'seed' || value === undefined) continue;
+    if (key === 'freeze') {
+      parts.push(`freeze=${frozenText(value as readonly string[])}`);
+      continue;
+    }
     if (typeof value === 'number' && !Number.isFinite(value)) {
       throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: ${key} is ${value}`);
     }
@@ -104,6 +116,16 @@ function configText(options: TrainerOptions): string {
     parts.push(`${KEY_OF[key] ?? key}=${text}`);
   }
   return parts.join(',');
+}
+
+/** The freeze list as the engine's config takes it: names joined by `|`. */
+function frozenText(names: readonly string[]): string {
+  for (const name of names) {
+    if (typeof name !== 'string' || name === '' || /[|,=\0]/.test(name)) {
+      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: freeze name "${String(name)}" is empty or holds | , = or NUL`);
+    }
+  }
+  return names.join('|');
 }
 
 export class OnnxTrainer {
@@ -124,8 +146,9 @@ export class OnnxTrainer {
 
   /**
    * Makes a model trainable: its ModelProto bytes (or a decoded {@link OnnxModel}). Throws a
-   * {@link BbError} naming what cannot be trained (an operator without a gradient, a data
-   * input that is not float32, an unknown option).
+   * {@link BbError} naming what cannot be trained (an operator without a gradient, a
+   * parameter the loss reaches only through one, a data input that is not float32, int64
+   * or int32, an unknown option or frozen name).
    */
   static create(bb: Bb, model: Uint8Array | OnnxModel, options: TrainerOptions = {}): OnnxTrainer {
     const bytes = model instanceof Uint8Array ? model : model.encode();

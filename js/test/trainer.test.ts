@@ -3,7 +3,8 @@
 // the accuracy the trainer reports. Then the trainer's contract (parameters, snapshots, a
 // warm step that allocates nothing, refusals), OnnxModel in a federation installed from
 // TypeScript (federated_cnn's server and clients on a LocalNetwork), and the model shipped
-// with the package.
+// with the package. Also what PyTorch exports: torch.chunk trains every parameter, a
+// parameter cut off by Round is refused by name unless frozen, an Embedding takes token ids.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -19,6 +20,7 @@ import {
   OnnxModel,
   OnnxTrainer,
   compileFederatedCnn,
+  encodeOnnxModel,
   installCnnClient,
   installCnnServer,
   loadBb,
@@ -32,7 +34,7 @@ import {
   type Step,
 } from '../src/index.js';
 import { digitsSplit, trainLenet } from './fixtures/train-lenet.mjs';
-import { packageRoot, repoRoot, wasmBytes } from './support.js';
+import { bbErrorOf, packageRoot, repoRoot, wasmBytes } from './support.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 const LENET = join(repoRoot, 'tests', 'data', 'grad', 'lenet_dynamic.onnx');
@@ -148,6 +150,70 @@ describe('OnnxTrainer', () => {
     b.free();
     a.free(); // twice is fine
     expect(refuse(() => a.step(batch)).message).toMatch(/freed/);
+  });
+});
+
+/** x [N, 4] → MatMul(w1) → Round → MatMul(w2): w1 reaches the output only through Round. */
+function roundedModel(): Uint8Array {
+  const w1 = Float32Array.from({ length: 12 }, (_, i) => (i % 5) - 2);
+  const w2 = Float32Array.from({ length: 6 }, (_, i) => 0.1 * (i - 3));
+  return encodeOnnxModel({
+    opset: 17,
+    nodes: [
+      { opType: 'MatMul', inputs: ['x', 'w1'], outputs: ['h'] },
+      { opType: 'Round', inputs: ['h'], outputs: ['r'], name: 'round' },
+      { opType: 'MatMul', inputs: ['r', 'w2'], outputs: ['y'] },
+    ],
+    inputs: [{ name: 'x', dtype: 'float', dims: ['N', 4] }],
+    outputs: [{ name: 'y', dtype: 'float', dims: ['N', 2] }],
+    initializers: [
+      { name: 'w1', dtype: 'float', dims: [4, 3], data: w1 },
+      { name: 'w2', dtype: 'float', dims: [3, 2], data: w2 },
+    ],
+  });
+}
+
+describe('OnnxTrainer on what PyTorch exports', () => {
+  const data = (name: string): Uint8Array => new Uint8Array(readFileSync(join(repoRoot, 'tests', 'data', 'grad', name)));
+
+  test('torch.chunk: every parameter trains, those before the Slice from Shape too', () => {
+    const t = OnnxTrainer.create(bb, data('chunk.onnx'), { optimizer: 'sgd', lr: 0.5 });
+    expect(t.parameterCount).toBe(4 * 6 + 6 + 3 * 2 + 2); // a.weight, a.bias, b.weight, b.bias
+    const before = t.parameters();
+    const x = Float32Array.from({ length: 20 }, (_, i) => Math.sin(i));
+    expect(t.step({ x, labels: Float32Array.from([0, 1, 1, 0, 1]) }).applied).toBe(true);
+    const after = t.parameters();
+    const moved = (from: number, to: number): boolean => after.slice(from, to).some((v, i) => v !== before[from + i]);
+    expect(moved(0, 30)).toBe(true); // the layer before the chunk
+    expect(moved(30, 38)).toBe(true);
+    t.free();
+  });
+
+  test('a parameter reached only through Round is refused by name, and trains the rest once frozen', () => {
+    const error = bbErrorOf(() => OnnxTrainer.create(bb, roundedModel(), { optimizer: 'sgd' }));
+    expect(error.message).toMatch(/parameter w1 reaches the loss .* only through values without a gradient: at node round \(Round\)/);
+    const t = OnnxTrainer.create(bb, roundedModel(), { optimizer: 'sgd', lr: 0.1, freeze: ['w1'] });
+    expect(t.parameterCount).toBe(6); // w2 alone
+    expect(t.step({ x: Float32Array.from([1, 2, 3, 4, -1, 0.5, 2, 1]), labels: Float32Array.from([0, 1]) }).applied).toBe(true);
+    t.free();
+    expect(bbErrorOf(() => OnnxTrainer.create(bb, roundedModel(), { freeze: ['nope'] })).message).toMatch(
+      /frozen parameter nope is not an initializer/,
+    );
+    expect(bbErrorOf(() => OnnxTrainer.create(bb, roundedModel(), { freeze: ['a|b'] })).code).toBe(BbErrorCode.InvalidArgument);
+  });
+
+  test("an Embedding's int64 token input takes whole-number rows, and refuses a fraction", () => {
+    const t = OnnxTrainer.create(bb, data('transformer.onnx'), { optimizer: 'sgd', lr: 0.1, freeze: ['emb.weight'] });
+    const all = OnnxTrainer.create(bb, data('transformer.onnx'), { optimizer: 'sgd', lr: 0.1 });
+    expect(all.parameterCount - t.parameterCount).toBe(11 * 8); // the embedding table left out
+    const tokens = Float32Array.from({ length: 10 }, (_, i) => (i * 3) % 11);
+    expect(t.step({ x: tokens, labels: Float32Array.from([2, 0]) }).applied).toBe(true);
+    tokens[3] = 2.5;
+    expect(bbErrorOf(() => all.step({ x: tokens, labels: Float32Array.from([2, 0]) })).message).toMatch(
+      /value 2.5 at 3 is not a whole number/,
+    );
+    t.free();
+    all.free();
   });
 });
 

@@ -58,6 +58,8 @@ extern const bbi_cpu_op bbi_cpu_ops_linalg[];
 extern const size_t bbi_cpu_ops_linalg_count;
 extern const bbi_cpu_op bbi_cpu_ops_nn[];
 extern const size_t bbi_cpu_ops_nn_count;
+extern const bbi_cpu_op bbi_cpu_ops_recurrent[];
+extern const size_t bbi_cpu_ops_recurrent_count;
 /* the ai.bytesandbrains.grad domain (training graphs), version 1 */
 extern const bbi_cpu_op bbi_cpu_ops_grad[];
 extern const size_t bbi_cpu_ops_grad_count;

@@ -9,10 +9,14 @@
  * ratio defaults to 0.5 and must lie in [0, 1).
  *
  * SumToShape(data, shape) -> output: data summed down to `shape`, which must broadcast
- * to data's shape (ONNX's unidirectional rule); the adjoint of Expand. */
+ * to data's shape (ONNX's unidirectional rule); the adjoint of Expand.
+ *
+ * RNNGrad, GRUGrad, LSTMGrad: the backward passes of the recurrent operators
+ * (recurrent_grad.c). */
 #include <string.h>
 
 #include "cpu/cpu_op.h"
+#include "cpu/recurrent.h"
 
 static const int32_t FLOAT_TYPES[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                       BB_DTYPE_UNDEFINED};
@@ -99,6 +103,9 @@ static int op_sum_to_shape(bbi_cpu_op_ctx *ctx) {
 /* in alphabetical order (bb_cpu_grad_op_name lists them so) */
 const bbi_cpu_op bbi_cpu_ops_grad[] = {
     {"Dropout", 1, 1, 3, 1, 2, "float,double,float16,bfloat16", op_dropout},
+    {"GRUGrad", 1, 3, 8, 1, 5, "float", bbi_cpu_op_recurrent_grad},
+    {"LSTMGrad", 1, 3, 11, 1, 7, "float", bbi_cpu_op_recurrent_grad},
+    {"RNNGrad", 1, 3, 8, 1, 5, "float", bbi_cpu_op_recurrent_grad},
     {"SumToShape", 1, 2, 2, 1, 1, "float,double,float16,bfloat16", op_sum_to_shape},
 };
 const size_t bbi_cpu_ops_grad_count = sizeof bbi_cpu_ops_grad / sizeof bbi_cpu_ops_grad[0];

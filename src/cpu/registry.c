@@ -20,6 +20,7 @@ static const family FAMILIES[] = {
     {bbi_cpu_ops_reduce, &bbi_cpu_ops_reduce_count},
     {bbi_cpu_ops_linalg, &bbi_cpu_ops_linalg_count},
     {bbi_cpu_ops_nn, &bbi_cpu_ops_nn_count},
+    {bbi_cpu_ops_recurrent, &bbi_cpu_ops_recurrent_count},
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 

@@ -465,6 +465,14 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
       s->values[st->out[k]] = outs[k];
     }
     if (live > s->peak_bytes) s->peak_bytes = live;
+    size_t cap = s->limits.max_total_bytes ? s->limits.max_total_bytes : BB_CPU_DEFAULT_MAX_TOTAL_BYTES;
+    if (live > cap) {
+      rc = bb_error_set(err, BB_ERR_LIMIT,
+                        "node %s: the run's values would hold %zu bytes at once, over the cap of %zu "
+                        "(bb_cpu_limits.max_total_bytes)",
+                        node_label(st->node), live, cap);
+      break;
+    }
     for (uint32_t k = 0; k < st->n_dead; k++) {
       bb_tensor *t = s->values[st->dead[k]];
       if (t && sole_holder(t)) live -= t->buffer->size;

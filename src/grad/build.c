@@ -5,6 +5,7 @@
  * gradient per parameter and the running-statistic updates as graph outputs. */
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "grad/builder.h"
 #include "util/mem.h"
 
@@ -63,20 +64,51 @@ static int check_param_data(gb *b, const char *name) {
   return 0;
 }
 
+static bool is_initializer(gb *b, const char *name) {
+  for (size_t k = 0; k < b->g->initializers.len; k++)
+    if (strcmp(b->g->initializers.items[k]->name, name) == 0) return true;
+  return false;
+}
+
+/* The initializers never trained: the caller's freeze list (checked) and the buffers the
+ * model's metadata names (names it lists that the graph lacks are skipped: an exporter may
+ * have folded them away). */
+static int mark_frozen(gb *b, const bb_grad_options *opt) {
+  for (size_t i = 0; i < opt->n_freeze; i++) {
+    const char *name = opt->freeze[i];
+    gb_value *v = name ? gb_val(b, name) : NULL;
+    if (!v || !is_initializer(b, name))
+      return gb_fail(b, BB_ERR_NOT_FOUND, "frozen parameter %s is not an initializer of the graph", name ? name : "(null)");
+    v->frozen = true;
+  }
+  const char *list = bb_kv_get(&b->m->metadata, BB_KEY_BUFFERS);
+  while (list && *list) {
+    const char *end = strchr(list, ',');
+    size_t len = end ? (size_t)(end - list) : strlen(list);
+    for (size_t k = 0; k < b->g->initializers.len; k++) {
+      const char *name = b->g->initializers.items[k]->name;
+      if (strlen(name) == len && memcmp(name, list, len) == 0) gb_val(b, name)->frozen = true;
+    }
+    list = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
 /* The trainable parameters: the caller's list (checked), or every floating-point
- * initializer that is not a batch-normalisation running statistic. */
+ * initializer that is neither frozen nor a batch-normalisation running statistic. */
 static int mark_params(gb *b, const bb_grad_options *opt) {
+  if (mark_frozen(b, opt)) return b->rc;
   if (opt->params) {
     for (size_t i = 0; i < opt->n_params; i++) {
       const char *name = opt->params[i];
       gb_value *v = name ? gb_val(b, name) : NULL;
-      bool init = false;
-      for (size_t k = 0; v && k < b->g->initializers.len && !init; k++) init = strcmp(b->g->initializers.items[k]->name, name) == 0;
-      if (!init) return gb_fail(b, BB_ERR_NOT_FOUND, "parameter %s is not an initializer of the graph", name ? name : "(null)");
+      if (!v || !is_initializer(b, name))
+        return gb_fail(b, BB_ERR_NOT_FOUND, "parameter %s is not an initializer of the graph", name ? name : "(null)");
       if (!is_float(v->dtype))
         return gb_fail(b, BB_ERR_TYPE, "parameter %s is %s, not floating point", name,
                        bb_dtype_name(v->dtype) ? bb_dtype_name(v->dtype) : "of an unknown type");
       if (v->is_param) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "parameter %s is listed twice", name);
+      if (v->frozen) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "parameter %s is both trained and frozen", name);
       if (check_param_data(b, name)) return b->rc;
       v->is_param = true;
     }
@@ -84,7 +116,7 @@ static int mark_params(gb *b, const bb_grad_options *opt) {
   }
   for (size_t k = 0; k < b->g->initializers.len; k++) {
     gb_value *v = gb_val(b, b->g->initializers.items[k]->name);
-    if (is_float(v->dtype)) {
+    if (is_float(v->dtype) && !v->frozen) {
       if (check_param_data(b, v->name)) return b->rc;
       v->is_param = true;
     }
@@ -210,6 +242,78 @@ static int mark_active(gb *b, size_t n_fwd, const char *loss) {
   return 0;
 }
 
+/* Operators whose output depends on their input's shape only, never on its values. */
+static bool reads_shape_only(const bb_ir_node *n) {
+  return is_onnx(n) && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0);
+}
+
+/* Marks every value the loss depends on by any path, gradient or not. */
+static void mark_reaches(gb *b, size_t n_fwd, const char *loss) {
+  gb_val(b, loss)->reaches = true;
+  for (size_t i = n_fwd; i-- > 0;) {
+    const bb_ir_node *n = b->g->nodes.items[i];
+    bool reaches = false;
+    for (size_t k = 0; k < n->outputs.len; k++) {
+      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      reaches = reaches || (o && o->reaches);
+    }
+    if (!reaches || reads_shape_only(n)) continue;
+    for (size_t k = 0; k < n->inputs.len; k++) {
+      gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
+      if (v) v->reaches = true;
+    }
+  }
+}
+
+/* Why a node passes no gradient from input k to output o, for messages. */
+static const char *why_no_gradient(gb *b, const bb_ir_node *n, size_t k, const gb_value *o) {
+  const gb_rule *r = gb_rule_find(n->domain, n->op_type);
+  if (!r || !r->backward) return gb_printf(b, "%s has no gradient", n->op_type);
+  if (k < 32 && !(r->diff_inputs & (1u << k))) return gb_printf(b, "%s has no gradient for its input %zu", n->op_type, k);
+  if (!o->dtype) return gb_printf(b, "the element type of its output %s is not known at build time", o->name);
+  return gb_printf(b, "its output %s is %s", o->name, bb_dtype_name(o->dtype) ? bb_dtype_name(o->dtype) : "not floating point");
+}
+
+/* A parameter the loss depends on only through values without a gradient would silently
+ * stay untrained: refused, naming the first node on a path to the loss where the gradient
+ * from it stops. */
+static int refuse_cut_param(gb *b, size_t n_fwd, const char *loss, gb_value *p) {
+  for (size_t i = 0; i < b->n_values; i++) b->values[i]->mark = false;
+  p->mark = true; /* carries a gradient from p */
+  for (size_t i = 0; i < n_fwd; i++) {
+    const bb_ir_node *n = b->g->nodes.items[i];
+    const gb_rule *r = gb_rule_find(n->domain, n->op_type);
+    bool flows = false;
+    size_t from = SIZE_MAX; /* the input that brings p's gradient (a differentiable one if any) */
+    for (size_t k = 0; k < n->inputs.len && !reads_shape_only(n); k++) {
+      gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
+      if (!v || !v->mark) continue;
+      if (from == SIZE_MAX) from = k;
+      if (r && r->backward && (k >= 32 || (r->diff_inputs & (1u << k)))) flows = true, from = k;
+    }
+    for (size_t k = 0; from != SIZE_MAX && k < n->outputs.len; k++) {
+      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      if (!o) continue;
+      o->mark = flows && is_float(o->dtype);
+      if (o->reaches && !o->mark)
+        return gb_fail(b, BB_ERR_UNSUPPORTED,
+                       "parameter %s reaches the loss %s only through values without a gradient: at %s, %s; "
+                       "freeze %s to train the other parameters",
+                       p->name, loss, gb_node_label(b, n), why_no_gradient(b, n, from, o), p->name);
+    }
+  }
+  return gb_fail(b, BB_ERR_UNSUPPORTED, "parameter %s reaches the loss %s only through values without a gradient", p->name, loss);
+}
+
+static int check_params_reach(gb *b, size_t n_fwd, const char *loss) {
+  mark_reaches(b, n_fwd, loss);
+  for (size_t k = 0; k < b->g->initializers.len; k++) {
+    gb_value *v = gb_val(b, b->g->initializers.items[k]->name);
+    if (v->is_param && !v->active && v->reaches) return refuse_cut_param(b, n_fwd, loss, v);
+  }
+  return 0;
+}
+
 /* ---- the backward pass --------------------------------------------------------------------- */
 
 /* d loss / d v: its one contribution or the Sum of them (NULL when nothing reached it). */
@@ -308,11 +412,7 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
       n_params++;
       continue;
     }
-    const bb_ir_node *cut = NULL; /* where its influence stopped carrying a gradient, if it has any */
-    for (size_t i = 0; i < b->n_values && !cut; i++)
-      if (b->values[i]->cut && b->values[i]->origin && strcmp(b->values[i]->origin, v->name) == 0) cut = b->values[i]->cut;
-    const char *why = cut ? gb_printf(b, " (its path loses its gradient at %s)", gb_node_label(b, cut)) : "";
-    if (warn(b, gb_printf(b, "parameter %s does not reach the loss %s%s; it is left out of training", v->name, loss, why)))
+    if (warn(b, gb_printf(b, "parameter %s does not reach the loss %s; it is left out of training", v->name, loss)))
       return b->rc;
   }
   out->params = bbi_arena_alloc(b->m->arena, (n_params + 1) * sizeof *out->params);
@@ -410,7 +510,8 @@ static int build(gb *b, const bb_grad_options *opt, bb_grad_graph *out) {
   }
   size_t n_fwd = b->g->nodes.len;
   trace_params(b, n_fwd);
-  if (check_loss(b, loss) || mark_active(b, n_fwd, loss) || backward(b, n_fwd, loss)) return b->rc;
+  if (check_loss(b, loss) || mark_active(b, n_fwd, loss) || check_params_reach(b, n_fwd, loss) || backward(b, n_fwd, loss))
+    return b->rc;
   return finish(b, n_fwd, loss, out);
 }
 
@@ -418,9 +519,16 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
                   bb_error *err) {
   *out = NULL;
   if (!alloc) alloc = bb_default_allocator();
-  bb_grad_options defaults;
-  memset(&defaults, 0, sizeof defaults);
-  if (!options) options = &defaults;
+  bb_grad_options opt;
+  memset(&opt, 0, sizeof opt);
+  if (options) {
+    if (options->struct_size < sizeof options->struct_size || options->struct_size > sizeof opt)
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "grad options: struct_size %zu (this library knows %zu)",
+                          options->struct_size, sizeof opt);
+    memcpy(&opt, options, options->struct_size);
+  }
+  opt.struct_size = sizeof opt;
+  options = &opt;
   if (!model) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "no model");
   bb_model *copy = NULL;
   int rc = gb_copy_model(model, alloc, &copy, err);

@@ -39,6 +39,9 @@ typedef struct gb_value {
   int vec_len;
   gb_dim vec[BB_MAX_RANK];
   bool is_param;
+  bool frozen;        /* an initializer the options or the model's buffers list keep fixed */
+  bool reaches;       /* the loss depends on its values (not only on its shape), by any path */
+  bool mark;          /* scratch: carries a gradient from the parameter whose cut is searched */
   bool requires_grad; /* floating point and computed from a parameter through gradients */
   bool active;        /* requires grad and reaches the loss */
   const char *origin; /* a parameter this value is computed from (any path), or NULL */
@@ -102,6 +105,8 @@ extern const gb_rule gb_rules_shape[];
 extern const size_t gb_rules_shape_count;
 extern const gb_rule gb_rules_reduce[];
 extern const size_t gb_rules_reduce_count;
+extern const gb_rule gb_rules_recurrent[];
+extern const size_t gb_rules_recurrent_count;
 
 /* ---- errors and memory ----------------------------------------------------------------- */
 
@@ -153,6 +158,9 @@ bb_type *gb_val_type(gb *b, const gb_value *v);
  * every input is known and the result is small. Unknown stays unknown; never fails except
  * for running out of memory. */
 int gb_infer_node(gb *b, const bb_ir_node *n);
+/* The shapes of RNN, GRU, LSTM and their gradient operators (rules_recurrent.c); false for
+ * any other node. */
+bool gb_infer_recurrent(gb *b, const bb_ir_node *n);
 
 /* ---- emitting nodes (emit.c) ---------------------------------------------------------- */
 

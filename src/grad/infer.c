@@ -183,13 +183,26 @@ static void infer_reduce(gb *b, const bb_ir_node *n, const gb_value *x, gb_value
 
 static void infer_slice(gb *b, const bb_ir_node *n, const gb_value *x, gb_value *o) {
   int64_t starts[BB_MAX_RANK], ends[BB_MAX_RANK], axes[BB_MAX_RANK], steps[BB_MAX_RANK];
-  long ns = gb_known_ints(in_val(b, n, 1), starts, BB_MAX_RANK), ne = gb_known_ints(in_val(b, n, 2), ends, BB_MAX_RANK);
-  if (x->rank < 0 || ns < 0 || ne != ns) return;
-  long na = gb_has_input(n, 3) ? gb_known_ints(in_val(b, n, 3), axes, BB_MAX_RANK) : ns;
-  long nt = gb_has_input(n, 4) ? gb_known_ints(in_val(b, n, 4), steps, BB_MAX_RANK) : ns;
-  if (na != ns || nt != ns) return;
+  if (x->rank < 0) {
+    if (o) o->dtype = x->dtype;
+    return;
+  }
   gb_dim dims[BB_MAX_RANK];
   memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  long ns = gb_known_ints(in_val(b, n, 1), starts, BB_MAX_RANK), ne = gb_known_ints(in_val(b, n, 2), ends, BB_MAX_RANK);
+  long na = gb_has_input(n, 3) ? gb_known_ints(in_val(b, n, 3), axes, BB_MAX_RANK) : ns;
+  long nt = gb_has_input(n, 4) ? gb_known_ints(in_val(b, n, 4), steps, BB_MAX_RANK) : ns;
+  if (ns < 0 || ne != ns || na != ns || nt != ns) { /* bounds known only at run time: the sliced axes are unknown */
+    bool sliced[BB_MAX_RANK] = {false};
+    for (long i = 0; gb_has_input(n, 3) && i < na; i++) {
+      int64_t axis = axes[i] < 0 ? axes[i] + x->rank : axes[i];
+      if (axis >= 0 && axis < x->rank) sliced[axis] = true;
+    }
+    for (int d = 0; d < x->rank; d++)
+      if (na < 0 || !gb_has_input(n, 3) || sliced[d]) dims[d] = gb_symbol(b, NULL);
+    gb_val_set_shape(o, x->dtype, x->rank, dims);
+    return;
+  }
   gb_dim vec[BB_MAX_RANK];
   int vec_len = x->rank == 1 ? gb_val_vector(x, vec) : -1;
   for (long i = 0; i < ns; i++) {
@@ -463,6 +476,43 @@ static void infer_shape_op(gb *b, const bb_ir_node *n, const gb_value *x, gb_val
   set_vec(o, x->dims + start, (int)(end - start));
 }
 
+static void infer_topk(gb *b, const bb_ir_node *n, const gb_value *x, const gb_value *k) {
+  gb_value *values = out_val(b, n, 0), *indices = out_val(b, n, 1);
+  if (x->rank < 1) {
+    if (values) values->dtype = x->dtype;
+    if (indices) indices->dtype = BB_DTYPE_INT64;
+    return;
+  }
+  int64_t axis = bb_attr_get_int(&n->attrs, "axis", -1);
+  if (axis < 0) axis += x->rank;
+  if (axis < 0 || axis >= x->rank) return;
+  gb_dim dims[BB_MAX_RANK];
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  int64_t count;
+  dims[axis] = gb_known_ints(k, &count, 1) == 1 ? count : gb_symbol(b, NULL);
+  if (values) gb_val_set_shape(values, x->dtype, x->rank, dims);
+  if (indices) gb_val_set_shape(indices, BB_DTYPE_INT64, x->rank, dims);
+}
+
+/* DepthToSpace ([N, C, H, W] → [N, C/b², H·b, W·b]) and SpaceToDepth, its inverse. */
+static void infer_depth_space(gb *b, const bb_ir_node *n, const gb_value *x, gb_value *o) {
+  int64_t block = bb_attr_get_int(&n->attrs, "blocksize", 0);
+  if (x->rank != 4 || block < 1 || block > INT32_MAX) {
+    if (o) o->dtype = x->dtype;
+    return;
+  }
+  bool to_space = is_op(n, "DepthToSpace");
+  gb_dim dims[4] = {x->dims[0]};
+  int64_t area = block * block;
+  for (int d = 1; d < 4; d++) {
+    gb_dim v = x->dims[d];
+    bool shrink = (d == 1) == to_space;
+    int64_t by = d == 1 ? area : block;
+    dims[d] = !GB_KNOWN(v) ? gb_symbol(b, NULL) : shrink ? v / by : v * by;
+  }
+  gb_val_set_shape(o, x->dtype, 4, dims);
+}
+
 /* The shape rules: fills what can be told about n's outputs from its inputs. */
 static void infer_shapes(gb *b, const bb_ir_node *n) {
   const char *op = n->op_type;
@@ -474,6 +524,7 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
   gb_dim dims[BB_MAX_RANK];
   bool grad_domain = n->domain && strcmp(n->domain, BB_GRAD_DOMAIN) == 0;
 
+  if (gb_infer_recurrent(b, n)) return;
   if (grad_domain) {
     if (is_op(n, "Dropout") && x) {
       set_like(o, x, 0);
@@ -542,6 +593,12 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
     infer_pad(b, n, x, o);
   } else if (is_op(n, "Gather") && x && ins[1]) {
     infer_gather(b, n, x, ins[1], o);
+  } else if (is_op(n, "GatherElements") && x && ins[1]) {
+    set_like(o, ins[1], x->dtype);
+  } else if (is_op(n, "TopK") && x) {
+    infer_topk(b, n, x, ins[1]);
+  } else if ((is_op(n, "DepthToSpace") || is_op(n, "SpaceToDepth")) && x) {
+    infer_depth_space(b, n, x, o);
   } else if ((is_op(n, "Squeeze") || is_op(n, "Unsqueeze")) && x) {
     infer_squeeze(b, n, x, o, is_op(n, "Unsqueeze"));
   } else if (is_op(n, "Expand") && x) {
@@ -654,6 +711,28 @@ static int fold(gb *b, const bb_ir_node *n) {
   return 0;
 }
 
+/* A shape vector (or scalar) whose every entry is known becomes a known value, so the
+ * shape arithmetic after it (a Slice's bounds from Shape(x), as torch.chunk exports them)
+ * folds to constants. */
+static void materialise_vector(gb *b, gb_value *o) {
+  if (!o || o->known || o->vec_len < 0 || (o->dtype != BB_DTYPE_INT64 && o->dtype != BB_DTYPE_INT32) || o->rank > 1 ||
+      (o->rank == 0 && o->vec_len != 1) || (o->rank == 1 && o->dims[0] != o->vec_len))
+    return;
+  for (int i = 0; i < o->vec_len; i++)
+    if (!GB_KNOWN(o->vec[i])) return;
+  int64_t len = o->vec_len;
+  bb_tensor *t = bb_tensor_new_empty(b->alloc, o->dtype, o->rank, &len);
+  if (!t) {
+    gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph");
+    return;
+  }
+  for (int i = 0; i < o->vec_len; i++) {
+    if (o->dtype == BB_DTYPE_INT64) ((int64_t *)bb_tensor_data(t))[i] = o->vec[i];
+    else ((int32_t *)bb_tensor_data(t))[i] = (int32_t)o->vec[i];
+  }
+  o->known = t;
+}
+
 int gb_infer_node(gb *b, const bb_ir_node *n) {
   for (size_t i = 0; i < n->inputs.len; i++)
     if (*n->inputs.items[i] && !gb_val(b, n->inputs.items[i]))
@@ -666,6 +745,7 @@ int gb_infer_node(gb *b, const bb_ir_node *n) {
     gb_value *o = out_val(b, n, k);
     if (o && (o->rank < 0 || !o->dtype)) declared(b, o);
   }
+  for (size_t k = 0; k < n->outputs.len && !b->rc; k++) materialise_vector(b, out_val(b, n, k));
   fold(b, n);
   return b->rc;
 }

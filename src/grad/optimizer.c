@@ -15,6 +15,7 @@
 bb_optimizer_config bb_optimizer_defaults(bb_optimizer_kind kind) {
   bb_optimizer_config c;
   memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
   c.kind = kind;
   c.lr = kind == BB_OPTIMIZER_ADAM || kind == BB_OPTIMIZER_ADAMW ? 1e-3f : 1e-2f;
   c.momentum = 0.9f;
@@ -260,8 +261,16 @@ static int build(ob *o, const bb_grad_graph *tg, const bb_optimizer_config *c, b
 int bb_grad_optimizer_build(const bb_grad_graph *graph, const bb_optimizer_config *config, bb_grad_optimizer **out,
                             bb_error *err) {
   *out = NULL;
-  if (!graph || !config || config->kind > BB_OPTIMIZER_ADAMW)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "an optimizer needs a training graph and a known kind");
+  if (!graph || !config) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "an optimizer needs a training graph and a config");
+  if (config->struct_size < sizeof config->struct_size || config->struct_size > sizeof(bb_optimizer_config))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "optimizer config: struct_size %zu (this library knows %zu)",
+                        config->struct_size, sizeof(bb_optimizer_config));
+  /* fields an older caller's struct does not cover keep their defaults */
+  bb_optimizer_config full = bb_optimizer_defaults(config->kind);
+  memcpy(&full, config, config->struct_size);
+  full.struct_size = sizeof full;
+  config = &full;
+  if (config->kind > BB_OPTIMIZER_ADAMW) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "unknown optimizer kind %d", (int)config->kind);
   const bb_allocator *alloc = graph->alloc ? graph->alloc : bb_default_allocator();
   ob o;
   memset(&o, 0, sizeof o);

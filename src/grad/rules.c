@@ -11,7 +11,7 @@ typedef struct family {
 static const family FAMILIES[] = {
     {gb_rules_elementwise, &gb_rules_elementwise_count}, {gb_rules_linalg, &gb_rules_linalg_count},
     {gb_rules_nn, &gb_rules_nn_count},                   {gb_rules_shape, &gb_rules_shape_count},
-    {gb_rules_reduce, &gb_rules_reduce_count},
+    {gb_rules_reduce, &gb_rules_reduce_count},           {gb_rules_recurrent, &gb_rules_recurrent_count},
 };
 
 const gb_rule *gb_rule_find(const char *domain, const char *op_type) {

@@ -1,7 +1,8 @@
 /* Backward rules of the operators that move data without computing: reshapes, Transpose,
- * Concat / Split, Slice / Pad, Gather and Expand. Each gradient moves the output gradient
- * back (the inverse reshape, permutation, split or pad), and Gather's scatters it with
- * ScatterND's "add" reduction so repeated indices accumulate. */
+ * Concat / Split, Slice / Pad, Gather / GatherElements / TopK, DepthToSpace / SpaceToDepth
+ * and Expand. Each gradient moves the output gradient back (the inverse reshape,
+ * permutation, split or pad), and the gathers' scatter it with an "add" reduction so
+ * repeated indices accumulate. */
 #include <stdint.h>
 #include <string.h>
 
@@ -169,6 +170,7 @@ static int gather_back(gb *b, bb_ir_node *n, const char *const *dy) {
     }
     const char *neg = gb_op(b, "Less", 2, indices, gb_ints(b, (int64_t[]){0}, 1));
     indices = gb_op(b, "Where", 3, neg, gb_op(b, "Add", 2, indices, dim), indices);
+    if (q == 0) indices = gb_reshape_like(b, indices, IN(1)); /* the comparison made a scalar index [1] */
   }
   if (axis) { /* dY is W[:axis] + idx + W[axis+1:]: bring idx's dims first */
     int64_t perm[BB_MAX_RANK], wperm[BB_MAX_RANK];
@@ -195,6 +197,60 @@ static int gather_back(gb *b, bb_ir_node *n, const char *const *dy) {
   return b->rc;
 }
 
+/* dX = zeros(X) with dY put back at the positions the indices picked along the axis. */
+static const char *scatter_back(gb *b, const bb_ir_node *n, const char *indices, const char *dy, const char *reduction) {
+  bb_ir_node *s = gb_new(b, "ScatterElements", NULL, 1, 3, gb_zeros_like(b, IN(0)), indices, dy);
+  gb_attr_int(b, s, "axis", bb_attr_get_int(&n->attrs, "axis", strcmp(n->op_type, "TopK") == 0 ? -1 : 0));
+  if (reduction) gb_attr_string(b, s, "reduction", reduction);
+  return gb_add(b, s);
+}
+
+/* GatherElements: repeated indices add up (ScatterElements' "add", opset 16). */
+static int gather_elements_back(gb *b, bb_ir_node *n, const char *const *dy) {
+  if (b->opset < 16)
+    return gb_fail(b, BB_ERR_UNSUPPORTED,
+                   "%s: the gradient uses ScatterElements' reduction, which needs opset 16 (the model has %lld)",
+                   gb_node_label(b, n), (long long)b->opset);
+  gb_grad(b, n, 0, scatter_back(b, n, IN(1), dy[0], "add"));
+  return b->rc;
+}
+
+/* TopK: the values go back to where the forward's indices took them from (distinct within
+ * each slice, so no reduction is needed). */
+static int topk_back(gb *b, bb_ir_node *n, const char *const *dy) {
+  gb_grad(b, n, 0, scatter_back(b, n, gb_ensure_output(b, n, 1, ":indices"), dy[0], NULL));
+  return b->rc;
+}
+
+/* DepthToSpace in DCR mode and SpaceToDepth are each other's inverse permutation. The
+ * inverse of CRD mode is its reshape and transpose undone:
+ * dY [N, C', H·b, W·b] → [N, C', H, b, W, b] → (0, 1, 3, 5, 2, 4) → [N, C'·b·b, H, W]. */
+static int depth_space_back(gb *b, bb_ir_node *n, const char *const *dy) {
+  int64_t block = bb_attr_get_int(&n->attrs, "blocksize", 0);
+  if (strcmp(n->op_type, "SpaceToDepth") == 0) {
+    bb_ir_node *d = gb_new(b, "DepthToSpace", NULL, 1, 1, dy[0]);
+    gb_attr_int(b, d, "blocksize", block);
+    gb_attr_string(b, d, "mode", "DCR");
+    gb_grad(b, n, 0, gb_add(b, d));
+    return b->rc;
+  }
+  if (strcmp(bb_attr_get_string(&n->attrs, "mode", "DCR"), "CRD") != 0) {
+    bb_ir_node *s = gb_new(b, "SpaceToDepth", NULL, 1, 1, dy[0]);
+    gb_attr_int(b, s, "blocksize", block);
+    gb_grad(b, n, 0, gb_add(b, s));
+    return b->rc;
+  }
+  gb_value *x = gb_val(b, IN(0));
+  if (x->rank != 4 || !GB_KNOWN(x->dims[2]) || !GB_KNOWN(x->dims[3]))
+    return gb_fail(b, BB_ERR_UNSUPPORTED, "%s: the gradient of mode CRD needs the input's height and width at build time",
+                   gb_node_label(b, n));
+  /* Reshape's 0 keeps the batch and channel dims as they are, known or not */
+  const char *blocks = gb_reshape(b, dy[0], (int64_t[]){0, 0, x->dims[2], block, x->dims[3], block}, 6);
+  const char *moved = gb_transpose(b, blocks, (int64_t[]){0, 1, 3, 5, 2, 4}, 6);
+  gb_grad(b, n, 0, gb_reshape_like(b, moved, IN(0)));
+  return b->rc;
+}
+
 const gb_rule gb_rules_shape[] = {
     {NULL, "Reshape", 1, 1, reshape_back},
     {NULL, "Flatten", 1, 1, reshape_back},
@@ -207,5 +263,9 @@ const gb_rule gb_rules_shape[] = {
     {NULL, "Slice", 1, 1, slice_back},
     {NULL, "Pad", 1, 1, pad_back},
     {NULL, "Gather", 1, 1, gather_back},
+    {NULL, "GatherElements", 1, 1, gather_elements_back},
+    {NULL, "TopK", 1, 1, topk_back},
+    {NULL, "DepthToSpace", 1, 1, depth_space_back},
+    {NULL, "SpaceToDepth", 1, 1, depth_space_back},
 };
 const size_t gb_rules_shape_count = sizeof gb_rules_shape / sizeof gb_rules_shape[0];

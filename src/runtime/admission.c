@@ -8,27 +8,34 @@
  * one, and a new holder takes the place of an expired record, or else the record admitted
  * longest ago. Only tokens that verify enter it, so strangers cannot fill it. Records are
  * sorted by peer id for lookups in O(log n); inserting moves the tail (admissions are rare
- * host calls). */
+ * host calls).
+ *
+ * Who enters the address book: the host always; an artifact's AddressBook::Insert and a
+ * component's bb_ctx_add_address unless the admission hook says no; an envelope's claim of
+ * its sender's own address only for a sender the book already holds, or one the hook
+ * admits. Without a hook, a node that checks tokens admits peers whose token grants
+ * `client` or `server`; otherwise claims of strangers are refused, inserts admitted. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "runtime/admission.h"
-#include "runtime/node.h"
-#include "runtime/steps.h"
 #include "util/mem.h"
 
 #define NS_PER_S 1000000000ull
 
-int rt_admission_init(bb_node *n, const bb_join_policy *policy, bb_error *err) {
-  rt_admission *a = &n->admission;
+int rt_admission_init(rt_admission *a, const bb_allocator *alloc, const bb_join_policy *policy, size_t max,
+                      rt_counters *counters, bb_error *err) {
   memset(a, 0, sizeof *a);
+  a->alloc = alloc;
+  a->max = max;
+  a->counters = counters;
   if (!policy) return 0;
   int rc = bb_join_policy_check(policy, err);
   if (rc) return rc;
   if (policy->n_operator_keys > SIZE_MAX / BB_JOIN_KEY_BYTES)
     return bb_error_set(err, BB_ERR_LIMIT, "join policy: %zu operator keys", policy->n_operator_keys);
-  a->keys = bbi_mem_alloc(n->alloc, policy->n_operator_keys * BB_JOIN_KEY_BYTES);
+  a->keys = bbi_mem_alloc(alloc, policy->n_operator_keys * BB_JOIN_KEY_BYTES);
   if (!a->keys) return bb_error_set(err, BB_ERR_NOMEM, "out of memory copying the join policy");
   memcpy(a->keys, policy->operator_keys, policy->n_operator_keys * BB_JOIN_KEY_BYTES);
   a->n_keys = policy->n_operator_keys;
@@ -37,10 +44,13 @@ int rt_admission_init(bb_node *n, const bb_join_policy *policy, bb_error *err) {
   return 0;
 }
 
-void rt_admission_free(bb_node *n) {
-  bbi_mem_free(n->alloc, n->admission.keys);
-  bbi_mem_free(n->alloc, n->admission.items);
-  memset(&n->admission, 0, sizeof n->admission);
+void rt_admission_free(rt_admission *a) {
+  bbi_mem_free(a->alloc, a->keys);
+  bbi_mem_free(a->alloc, a->items);
+  a->keys = NULL;
+  a->items = NULL;
+  a->n_keys = a->len = a->cap = 0;
+  a->on = false;
 }
 
 static int peer_order(const bb_peer_id *a, const bb_peer_id *b) {
@@ -65,21 +75,19 @@ static size_t position(const rt_admission *a, const bb_peer_id *p, bool *found) 
   return lo;
 }
 
-bb_join_role rt_admission_role(const bb_node *n, const bb_peer_id *p) {
-  const rt_admission *a = &n->admission;
+bb_join_role rt_admission_role(const rt_admission *a, uint64_t now, const bb_peer_id *p) {
   bool found;
   size_t i = position(a, p, &found);
-  return found && n->now < a->items[i].expires_ns ? a->items[i].role : BB_JOIN_NONE;
+  return found && now < a->items[i].expires_ns ? a->items[i].role : BB_JOIN_NONE;
 }
 
 /* The record that makes room for a new holder: the expired one that expired first, else
  * the one admitted longest ago. */
-static size_t victim(const bb_node *n) {
-  const rt_admission *a = &n->admission;
+static size_t victim(const rt_admission *a, uint64_t now) {
   size_t v = 0;
   for (size_t i = 1; i < a->len; i++) {
     const rt_admitted *x = &a->items[i], *best = &a->items[v];
-    const bool x_expired = n->now >= x->expires_ns, best_expired = n->now >= best->expires_ns;
+    const bool x_expired = now >= x->expires_ns, best_expired = now >= best->expires_ns;
     if (x_expired != best_expired ? x_expired
                                   : x_expired ? x->expires_ns < best->expires_ns : x->seq < best->seq)
       v = i;
@@ -88,11 +96,10 @@ static size_t victim(const bb_node *n) {
 }
 
 /* Removes the record at v, counting it as evicted. */
-static void evict(bb_node *n, size_t v) {
-  rt_admission *a = &n->admission;
+static void evict(rt_admission *a, size_t v) {
   memmove(&a->items[v], &a->items[v + 1], (a->len - v - 1) * sizeof *a->items);
   a->len--;
-  rt_count(n, "admission.evicted", 1);
+  rt_count(a->counters, "admission.evicted", 1);
 }
 
 static bool same_policy(const rt_admission *x, const rt_admission *y) {
@@ -100,27 +107,24 @@ static bool same_policy(const rt_admission *x, const rt_admission *y) {
          memcmp(x->keys, y->keys, x->n_keys * BB_JOIN_KEY_BYTES) == 0;
 }
 
-int rt_admission_carry(bb_node *fresh, const bb_node *old) {
-  rt_admission *a = &fresh->admission;
-  const rt_admission *from = &old->admission;
+int rt_admission_carry(rt_admission *a, const rt_admission *from, uint64_t now) {
   if (!same_policy(a, from) || !from->len) return 0;
-  if (bbi_mem_grow(fresh->alloc, (void **)&a->items, &a->cap, from->len, sizeof *a->items)) return BB_ERR_NOMEM;
+  if (bbi_mem_grow(a->alloc, (void **)&a->items, &a->cap, from->len, sizeof *a->items)) return BB_ERR_NOMEM;
   memcpy(a->items, from->items, from->len * sizeof *a->items);
   a->len = from->len;
   a->seq = from->seq;
-  while (a->len > fresh->cfg.max_admitted) evict(fresh, victim(fresh));
+  while (a->len > a->max) evict(a, victim(a, now));
   return 0;
 }
 
-static int record(bb_node *n, const bb_peer_id *p, bb_join_role role, uint64_t expires_ns) {
-  rt_admission *a = &n->admission;
+static int record(rt_admission *a, uint64_t now, const bb_peer_id *p, bb_join_role role, uint64_t expires_ns) {
   bool found;
   size_t at = position(a, p, &found);
   if (!found) {
-    if (a->len >= n->cfg.max_admitted) {
-      evict(n, victim(n));
+    if (a->len >= a->max) {
+      evict(a, victim(a, now));
       at = position(a, p, &found);
-    } else if (bbi_mem_grow(n->alloc, (void **)&a->items, &a->cap, a->len + 1, sizeof *a->items)) {
+    } else if (bbi_mem_grow(a->alloc, (void **)&a->items, &a->cap, a->len + 1, sizeof *a->items)) {
       return BB_ERR_NOMEM;
     }
     memmove(&a->items[at + 1], &a->items[at], (a->len - at) * sizeof *a->items);
@@ -130,34 +134,51 @@ static int record(bb_node *n, const bb_peer_id *p, bb_join_role role, uint64_t e
   return 0;
 }
 
-int bb_node_admit_token(bb_node *n, const bb_peer_id *peer, const uint8_t *token, size_t len, uint64_t now_unix_s,
-                        uint64_t now_ns, bb_join_role *role, bb_error *err) {
+int rt_admission_verify(rt_admission *a, uint64_t now, const bb_peer_id *p, const uint8_t *token, size_t len,
+                        uint64_t now_unix_s, bb_join_role *role, bb_error *err) {
   if (role) *role = BB_JOIN_NONE;
-  if (!n || !peer) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "admit token: a node and a peer are required");
-  const rt_admission *a = &n->admission;
   if (!a->on)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                         "admit token: this node checks no join tokens (it was installed without a join policy)");
-  if (now_ns > n->now) n->now = now_ns;
   const bb_join_policy policy = {a->room, a->keys, a->n_keys};
   bb_join_grant grant;
-  int rc = bb_join_token_verify(&policy, peer, token, len, now_unix_s, &grant, err);
+  int rc = bb_join_token_verify(&policy, p, token, len, now_unix_s, &grant, err);
   if (rc) {
     char name[64];
     snprintf(name, sizeof name, "admission.refused_%s", bb_join_refusal_name(grant.refusal));
-    if (grant.refusal != BB_JOIN_ADMITTED) rt_count(n, name, 1);
+    if (grant.refusal != BB_JOIN_ADMITTED) rt_count(a->counters, name, 1);
     return rc;
   }
   /* the seconds the token has left, on the node's clock (saturating) */
   const uint64_t left_s = grant.expiry_unix_s - now_unix_s;
-  const uint64_t left_ns = left_s > (UINT64_MAX - n->now) / NS_PER_S ? UINT64_MAX - n->now : left_s * NS_PER_S;
-  if (record(n, peer, grant.role, n->now + left_ns))
+  const uint64_t left_ns = left_s > (UINT64_MAX - now) / NS_PER_S ? UINT64_MAX - now : left_s * NS_PER_S;
+  if (record(a, now, p, grant.role, now + left_ns))
     return bb_error_set(err, BB_ERR_NOMEM, "admit token: out of memory recording the peer");
-  rt_count(n, "admission.admitted", 1);
+  rt_count(a->counters, "admission.admitted", 1);
   if (role) *role = grant.role;
   return 0;
 }
 
-bb_join_role bb_node_peer_role(const bb_node *n, const bb_peer_id *peer) {
-  return n && peer && n->admission.on ? rt_admission_role(n, peer) : BB_JOIN_NONE;
+/* ---- who enters the address book ------------------------------------------------------------ */
+
+bool rt_admission_admits(const rt_admission *a, const rt_book *b, uint64_t now, const bb_peer_id *p,
+                         bb_admission_source source) {
+  if (rt_book_find(b, p)) return true;
+  if (a->hook) return a->hook(a->hook_user, p, source);
+  if (a->on) {
+    const bb_join_role role = rt_admission_role(a, now, p);
+    return role == BB_JOIN_CLIENT || role == BB_JOIN_SERVER;
+  }
+  return source != BB_ADMIT_CLAIM;
+}
+
+int rt_admission_add_peer(const rt_admission *a, rt_book *b, uint64_t now, const bb_peer_id *p,
+                          const bb_address *addr, bb_admission_source source, bb_error *err) {
+  if (!rt_admission_admits(a, b, now, p, source)) {
+    rt_count(a->counters, "book.refused", 1);
+    char text[128];
+    bb_peer_id_to_text(p, text, sizeof text);
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "peer %s was not admitted to the address book", text);
+  }
+  return rt_book_add_or_explain(b, p, addr, err);
 }

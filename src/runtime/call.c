@@ -1,8 +1,7 @@
 /* bb_ctx_call: one component calling another of its node through the callee's role
  * contract, the way a graph op would, but synchronously and without a graph node. */
-#include <string.h>
 
-#include "runtime/node.h"
+#include "runtime/ctx.h"
 #include "bb/common.h"
 
 /* The domain an op of the role is called in; a protocol's calls carry the framework's. */
@@ -13,18 +12,15 @@ static const char *role_domain(bb_role role) {
 
 int bb_ctx_call(bb_ctx *ctx, const char *slot, const char *op_type, bb_val *const *inputs, size_t n_inputs,
                 bb_val **outputs, size_t n_outputs, bb_error *err) {
-  bb_node *n = ctx->node;
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
-  rt_component *callee = NULL;
-  for (size_t i = 0; i < n->n_components; i++)
-    if (strcmp(n->components[i].slot, slot) == 0) callee = &n->components[i];
+  rt_component *callee = rt_component_by_slot(ctx->parts->components, slot);
   if (!callee) return bb_error_set(err, BB_ERR_NOT_FOUND, "call: no component is bound at slot `%s`", slot);
   if (callee == ctx->component)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "call: `%s` cannot call itself (%s)", slot, op_type);
   if (!callee->type->invoke)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "call: `%s` (slot `%s`) takes no op calls", callee->type->type_name,
                         slot);
-  bb_ctx sub = {n, callee, ctx->exec, ctx->now, 0, ctx->source};
+  bb_ctx sub = {ctx->parts, callee, ctx->exec, ctx->now, 0, ctx->source};
   bb_op_call call = {callee->role, role_domain(callee->role), op_type, NULL, inputs, n_inputs, outputs, n_outputs};
   int rc = callee->type->invoke(callee->self, &sub, &call, err);
   if (rc == BB_LATER) {

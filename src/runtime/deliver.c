@@ -7,29 +7,24 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/book.h"
 #include "runtime/ctx.h"
 #include "runtime/deliver.h"
 #include "runtime/engine.h"
-#include "runtime/ingress.h"
-#include "runtime/steps.h"
 #include "bb/common.h"
-#include "util/hash.h"
 #include "util/mem.h"
-#include "util/ring.h"
 
 static void fill_failed(bb_node *n, const bb_peer_id *from, int index, uint64_t hash, size_t size, const char *reason,
                         const char *detail) {
-  rt_count(n, "wire.rejected", 1);
-  bb_step *s = rt_step(n, BB_STEP_WIRE_RECEIVE_FAILED);
+  rt_count(&n->counters, "wire.rejected", 1);
+  bb_step *s = rt_step(&n->acc, BB_STEP_WIRE_RECEIVE_FAILED);
   if (!s) return;
   s->has_peer = from != NULL;
   if (from) s->peer = *from;
   s->fill_index = index;
   s->type_hash = hash;
   s->count = size;
-  s->reason = rt_step_str(n, reason);
-  s->detail = rt_step_str(n, detail);
+  s->reason = rt_step_str(&n->acc, reason);
+  s->detail = rt_step_str(&n->acc, detail);
 }
 
 /* Decodes one fill into f (0), or reports why it is refused (1). */
@@ -49,10 +44,10 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
     if (sf->trigger_only) {
       f->value = bb_val_trigger(n->alloc);
     } else {
-      if (n->ingress_bytes + sf->payload.len > n->cfg.ingress_byte_budget) {
+      if (!rt_ingress_fits(&n->ingress, sf->payload.len)) {
         char msg[160];
         snprintf(msg, sizeof msg, "ingress byte budget exhausted: %zu bytes held, %zu more would pass %zu",
-                 n->ingress_bytes, sf->payload.len, n->cfg.ingress_byte_budget);
+                 n->ingress.bytes, sf->payload.len, n->ingress.budget);
         fill_failed(n, from, index, sf->type_hash, sf->payload.len, "budget_exceeded", msg);
         return 1;
       }
@@ -64,7 +59,7 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
         return 1;
       }
       f->charged = sf->payload.len;
-      n->ingress_bytes += f->charged;
+      rt_ingress_charge(&n->ingress, f->charged);
     }
     if (!f->value) {
       fill_failed(n, from, index, sf->type_hash, sf->payload.len, "out_of_memory", "out of memory");
@@ -93,16 +88,16 @@ static int decode_fill(bb_node *n, const bb_peer_id *from, const bb_slot_fill *s
 int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, size_t len, uint64_t now_ns,
                     bb_error *err) {
   if (!n || !from || (!bytes && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "deliver: node, peer and bytes");
-  if (now_ns > n->now) n->now = now_ns;
-  if (n->ingress.len >= n->cfg.max_ingress_events) {
-    rt_count(n, "ingress.refused", 1);
+  rt_advance(n, now_ns);
+  if (n->ingress.events.len >= n->cfg.max_ingress_events) {
+    rt_count(&n->counters, "ingress.refused", 1);
     return bb_error_set(err, BB_ERR_LIMIT, "deliver: the ingress queue is full (%zu events); poll first",
-                        n->ingress.len);
+                        n->ingress.events.len);
   }
   bb_envelope *env = NULL;
   int rc = bb_envelope_decode(bytes, len, &n->cfg.envelope_caps, n->alloc, &env, err);
   if (rc) {
-    rt_count(n, "wire.invalid_envelopes", 1);
+    rt_count(&n->counters, "wire.invalid_envelopes", 1);
     return rc;
   }
   if (env->schema_version < BB_ENVELOPE_SCHEMA_WIRE_IDS) {
@@ -110,8 +105,8 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
      * land a value anywhere */
     uint32_t v = env->schema_version;
     bb_envelope_free(env, n->alloc);
-    rt_count(n, "wire.invalid_envelopes", 1);
-    rt_count(n, "wire.old_schema", 1);
+    rt_count(&n->counters, "wire.invalid_envelopes", 1);
+    rt_count(&n->counters, "wire.old_schema", 1);
     return bb_error_set(err, BB_ERR_UNSUPPORTED,
                         "deliver: envelope schema_version %" PRIu32 " numbers sites by their place in the sender's "
                         "artifact; this node reads version %d (sites are wire ids): the sender runs an older "
@@ -137,21 +132,22 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
   }
   /* claimed addresses: only /p2p addresses of the sender itself, and only from a sender
    * the address book holds already or the admission hook admits */
-  bool admitted = env->n_src_peer_addresses && rt_book_admits(n, from, BB_ADMIT_CLAIM);
-  if (env->n_src_peer_addresses && !admitted) rt_count(n, "book.claims_refused", 1);
+  bool admitted =
+      env->n_src_peer_addresses && rt_admission_admits(&n->admission, &n->book, n->now, from, BB_ADMIT_CLAIM);
+  if (env->n_src_peer_addresses && !admitted) rt_count(&n->counters, "book.claims_refused", 1);
   for (size_t i = 0; admitted && i < env->n_src_peer_addresses; i++) {
     bb_address a;
     const bb_addr_segment *p2p;
     if (bb_address_from_bytes(env->src_peer_addresses[i].data, env->src_peer_addresses[i].len, &a, NULL) == 0 &&
         (p2p = bb_address_find(&a, BB_ADDR_P2P)) && bb_peer_id_equal(&p2p->peer, from))
-      rt_book_add(n, from, &a);
+      rt_book_add(&n->book, from, &a);
   }
   bb_envelope_free(env, n->alloc);
-  if ((rc = rt_ingress_push(n, &ev, n->cfg.max_ingress_events))) {
-    rt_event_release(n, &ev);
+  if ((rc = rt_ingress_push(&n->ingress, &ev, n->cfg.max_ingress_events))) {
+    rt_event_release(&n->ingress, &ev);
     return bb_error_set(err, rc, "deliver: out of memory queueing the envelope");
   }
-  rt_count(n, "wire.envelopes_received", 1);
+  rt_count(&n->counters, "wire.envelopes_received", 1);
   return 0;
 }
 
@@ -195,7 +191,7 @@ static void route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, ui
   if (at == n->n_wires) {
     char msg[200];
     snprintf(msg, sizeof msg, "no wire.Recv of a partition this node runs listens to wire 0x%016" PRIx64, f->site);
-    rt_count(n, "wire.unknown_site", 1);
+    rt_count(&n->counters, "wire.unknown_site", 1);
     fill_failed(n, &ev->from, f->index, hash, f->charged, "unknown_site", msg);
     return;
   }
@@ -204,7 +200,7 @@ static void route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, ui
     char msg[BB_WIRE_NAME_MAX + 200], have[64];
     snprintf(msg, sizeof msg, "wire `%s` carries %s (%s), the fill holds %s", w->name, w->type,
              bb_type_value_kind(w->type), bb_val_describe(f->value, have, sizeof have));
-    rt_count(n, "wire.type_mismatch", 1);
+    rt_count(&n->counters, "wire.type_mismatch", 1);
     fill_failed(n, &ev->from, f->index, hash, f->charged, "type_mismatch", msg);
     return;
   }
@@ -225,37 +221,24 @@ static void route_fill(bb_node *n, rt_event *ev, rt_fill *f, rt_exec **execs, ui
     rt_push_ready(n, e, w->site);
     if (sender != RT_NONE) rt_push_ready(n, e, sender);
   }
-  rt_count(n, "wire.fills_delivered", 1);
-}
-
-static bool seen_before(bb_node *n, const bb_peer_id *from, uint64_t req, uint64_t site) {
-  uint64_t key = bbi_fnv1a64(from->bytes, from->len) ^ (req * 0x9E3779B97F4A7C15ull) ^ (site * 0xC2B2AE3D27D4EB4Full);
-  for (size_t i = 0; i < n->dedup.len; i++)
-    if (*(const uint64_t *)bbi_ring_at(&n->dedup, i) == key) return true;
-  if (n->dedup.len == n->cfg.dedup_window) bbi_ring_pop(&n->dedup, NULL); /* the oldest key leaves */
-  bbi_ring_push(&n->dedup, n->alloc, &key); /* out of memory: this key is not remembered */
-  return false;
-}
-
-bool rt_replayed(bb_node *n, rt_exec *e, uint64_t site) {
-  return e->has_src && e->wire_req_id && seen_before(n, &e->src, e->wire_req_id, site);
+  rt_count(&n->counters, "wire.fills_delivered", 1);
 }
 
 void rt_route(bb_node *n, rt_event *ev) {
   rt_peer_entry *pe = rt_book_find(&n->book, &ev->from);
   if (pe) rt_book_touch(&n->book, pe);
   if (pe && pe->blocked) {
-    rt_count(n, "wire.blocked", 1);
-    rt_report(n, BB_STEP_INGRESS_DROPPED, &ev->from, "blocklisted", "envelope from a blocked peer dropped");
-    rt_event_release(n, ev);
+    rt_count(&n->counters, "wire.blocked", 1);
+    rt_report(&n->acc, BB_STEP_INGRESS_DROPPED, &ev->from, "blocklisted", "envelope from a blocked peer dropped");
+    rt_event_release(&n->ingress, ev);
     return;
   }
   if (ev->remaining_deadline_ns && n->now > ev->at + ev->remaining_deadline_ns) {
-    rt_count(n, "wire.expired", 1);
-    rt_report(n, BB_STEP_INGRESS_DROPPED, &ev->from, "deadline_expired",
+    rt_count(&n->counters, "wire.expired", 1);
+    rt_report(&n->acc, BB_STEP_INGRESS_DROPPED, &ev->from, "deadline_expired",
               "envelope held %" PRIu64 " ns, past its remaining deadline of %" PRIu64 " ns", n->now - ev->at,
               ev->remaining_deadline_ns);
-    rt_event_release(n, ev);
+    rt_event_release(&n->ingress, ev);
     return;
   }
   /* data plane: one execution per destination graph */
@@ -264,9 +247,9 @@ void rt_route(bb_node *n, rt_event *ev) {
   size_t n_execs = 0;
   for (size_t i = 0; i < ev->n_fills; i++) {
     rt_fill *f = &ev->fills[i];
-    if (f->control) rt_component_message(n, ev, f);
+    if (f->control) rt_component_message(&n->parts, n->now, &ev->from, f->component, f->op, f->payload, f->payload_len);
     else route_fill(n, ev, f, execs, exec_graph, &n_execs);
   }
   for (size_t k = 0; k < n_execs; k++) rt_exec_unref(n, execs[k]);
-  rt_event_release(n, ev);
+  rt_event_release(&n->ingress, ev);
 }

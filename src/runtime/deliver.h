@@ -9,8 +9,5 @@
 size_t rt_first_wire(const bb_node *n, uint64_t id);
 /* Routes an ENVELOPE event (and releases it). */
 void rt_route(bb_node *n, rt_event *ev);
-/* True when this (sender, request, site) was delivered before (DedupGateRx); remembers it
- * otherwise. */
-bool rt_replayed(bb_node *n, rt_exec *e, uint64_t site);
 
 #endif /* BBI_RUNTIME_DELIVER_H */

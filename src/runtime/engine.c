@@ -9,16 +9,14 @@
 
 #include "runtime/ctx.h"
 #include "runtime/engine.h"
-#include "runtime/pending.h"
 #include "runtime/send.h"
-#include "runtime/steps.h"
 #include "util/mem.h"
 #include "util/ring.h"
 
 /* ---- executions ----------------------------------------------------------------------- */
 
 /* One allocation: the header, then per site a value and its charge, then the bitset. */
-rt_exec *rt_exec_alloc(bb_node *n, uint32_t graph) {
+rt_exec *rt_exec_alloc(const bb_node *n, uint32_t graph) {
   const rt_graph *g = &n->graphs[graph];
   size_t sites = g->n_sites, bits = (g->n_ops + 7) / 8;
   rt_exec *e = bbi_mem_calloc(n->alloc, 1, sizeof(rt_exec) + sites * (sizeof(bb_val *) + sizeof(size_t)) + bits);
@@ -73,7 +71,7 @@ void rt_exec_collect(bb_node *n) {
     const rt_graph *g = &n->graphs[e->graph];
     for (uint32_t s = 0; s < g->n_sites; s++) {
       bb_val_release(e->vals[s]);
-      n->ingress_bytes -= e->charged[s];
+      rt_ingress_uncharge(&n->ingress, e->charged[s]);
     }
     if (e == n->bootstrap_root) n->bootstrap_root = NULL;
     if (e->parent) rt_exec_unref(n, e->parent);
@@ -172,14 +170,14 @@ static const char *module_of(const bb_node *n, const rt_exec *e) {
 }
 
 static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
-  bb_step *s = rt_step(n, BB_STEP_APP_EVENT);
+  bb_step *s = rt_step(&n->acc, BB_STEP_APP_EVENT);
   if (!s) return;
   s->module = module_of(n, e);
-  if (rt_step_hold(n, v)) { /* an event without its value is no event */
-    rt_step_cancel(n);
+  if (rt_step_hold(&n->acc, v)) { /* an event without its value is no event */
+    rt_step_cancel(&n->acc);
     return;
   }
-  s->topic = rt_step_str(n, topic);
+  s->topic = rt_step_str(&n->acc, topic);
   s->value = v;
   s->exec_id = e->id;
   if (bb_val_kind_of(v) == BB_VAL_BYTES) { /* other kinds: the host encodes `value` if it wants bytes */
@@ -191,11 +189,11 @@ static void app_event(bb_node *n, rt_exec *e, const char *topic, bb_val *v) {
 int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
   if (site == RT_NONE) {
     bb_val_release(v);
-    n->ingress_bytes -= charged;
+    rt_ingress_uncharge(&n->ingress, charged);
     return 0;
   }
   bb_val_release(e->vals[site]);
-  n->ingress_bytes -= e->charged[site];
+  rt_ingress_uncharge(&n->ingress, e->charged[site]);
   e->vals[site] = v;
   e->charged[site] = charged;
   if (!v) return 0; /* cleared (an Interval re-arm) */
@@ -218,7 +216,7 @@ int rt_write(bb_node *n, rt_exec *e, uint32_t site, bb_val *v, size_t charged) {
 
 static void trace(bb_node *n, bb_step_kind kind, rt_exec *e, uint32_t op, uint64_t command) {
   if (!n->cfg.trace_ops) return;
-  bb_step *s = rt_step(n, kind);
+  bb_step *s = rt_step(&n->acc, kind);
   if (!s) return;
   s->module = module_of(n, e);
   s->op = n->graphs[e->graph].ops[op].label;
@@ -241,42 +239,67 @@ static void write_outputs(bb_node *n, rt_exec *e, uint32_t op, bb_val *const *va
 }
 
 void rt_complete(bb_node *n, uint64_t command, bb_val *const *vals, size_t n_vals) {
-  rt_pending *p = rt_pending_find(n, command);
+  rt_pending *p = rt_pending_find(&n->pending, command);
   if (!p) {
-    rt_count(n, "completions.unknown", 1);
+    rt_count(&n->counters, "completions.unknown", 1);
     for (size_t i = 0; i < n_vals; i++) bb_val_release(vals[i]);
     return;
   }
-  rt_exec *e = p->exec;
-  uint32_t op = p->op;
-  trace(n, BB_STEP_OP_COMPLETED, e, op, command);
-  write_outputs(n, e, op, vals, n_vals);
-  rt_pending_remove(n, p);
+  rt_pending parked = rt_pending_remove(&n->pending, p);
+  trace(n, BB_STEP_OP_COMPLETED, parked.exec, parked.op, command);
+  write_outputs(n, parked.exec, parked.op, vals, n_vals);
+  rt_exec_unref(n, parked.exec);
 }
 
 void rt_fail_command(bb_node *n, uint64_t command, const char *detail) {
-  rt_pending *p = rt_pending_find(n, command);
+  rt_pending *p = rt_pending_find(&n->pending, command);
   if (!p) {
-    rt_count(n, "completions.unknown", 1);
+    rt_count(&n->counters, "completions.unknown", 1);
     return;
   }
-  rt_op_failed(n, p->exec, p->op, "completion_failed", detail);
-  rt_pending_remove(n, p);
+  rt_pending parked = rt_pending_remove(&n->pending, p);
+  rt_op_failed(n, parked.exec, parked.op, "completion_failed", detail);
+  rt_exec_unref(n, parked.exec);
 }
 
 void rt_op_failed(bb_node *n, rt_exec *e, uint32_t op, const char *reason, const char *detail) {
-  rt_count(n, "ops.failed", 1);
-  bb_step *s = rt_step(n, BB_STEP_OP_FAILED);
+  rt_count(&n->counters, "ops.failed", 1);
+  bb_step *s = rt_step(&n->acc, BB_STEP_OP_FAILED);
   if (!s) return;
   s->module = module_of(n, e);
   s->op = n->graphs[e->graph].ops[op].label;
-  s->reason = rt_step_str(n, reason);
-  s->detail = rt_step_str(n, detail);
+  s->reason = rt_step_str(&n->acc, reason);
+  s->detail = rt_step_str(&n->acc, detail);
   s->exec_id = e->id;
   if (e->has_src) {
     s->has_peer = true;
     s->peer = e->src;
   }
+}
+
+/* ---- holds that parts keep ------------------------------------------------------------------ */
+
+int rt_park(bb_node *n, uint64_t command, rt_exec *e, uint32_t op) {
+  int rc = rt_pending_add(&n->pending, command, e, op);
+  if (!rc) e->refs++;
+  return rc;
+}
+
+int rt_set_interval(bb_node *n, uint64_t at, rt_exec *e, uint32_t op) {
+  int rc = rt_timers_add(&n->timers, at, RT_TIMER_INTERVAL, 0, e, op, 0);
+  if (!rc) e->refs++;
+  return rc;
+}
+
+void rt_engine_release(bb_node *n) {
+  for (size_t k = 0; k < n->frontier.len; k++) rt_exec_unref(n, ((rt_task *)bbi_ring_at(&n->frontier, k))->exec);
+  bbi_ring_truncate(&n->frontier, 0);
+  for (size_t i = 0; i < n->pending.cap; i++) /* a removal may shift another entry into slot i */
+    while (n->pending.items[i].used) rt_exec_unref(n, rt_pending_remove(&n->pending, &n->pending.items[i]).exec);
+  rt_timer t;
+  while (rt_timers_pop_due(&n->timers, UINT64_MAX, &t))
+    if (t.exec) rt_exec_unref(n, t.exec);
+  rt_exec_collect(n);
 }
 
 /* ---- firing ------------------------------------------------------------------------------ */
@@ -296,9 +319,32 @@ static void call_function(bb_node *n, rt_exec *e, uint32_t op, bb_val *const *in
   rt_exec_unref(n, child);
 }
 
-static void fire(bb_node *n, rt_exec *e, uint32_t op) {
+/* Runs a syscall, a Send or a component op; its outputs are written now, or when its
+ * command completes (BB_LATER parks it). */
+static void run_op(bb_node *n, rt_exec *e, uint32_t op, bb_val **in, bb_val **out) {
   rt_graph *g = &n->graphs[e->graph];
   rt_op *o = &g->ops[op];
+  rt_call c = {n, &n->parts, g, o, op, e, module_of(n, e), in, o->n_in, out, o->n_out, n->now, NULL, 0};
+  bb_error err;
+  bb_error_clear(&err);
+  int rc = o->kind == RT_OP_SEND        ? rt_send(&c, &err)
+           : o->kind == RT_OP_COMPONENT ? rt_invoke_component(&c, &err)
+                                        : o->fn(&c, &err);
+  if (rc == BB_LATER) {
+    for (uint32_t i = 0; i < o->n_out; i++) bb_val_release(out[i]);
+    if (rt_park(n, c.command, e, op)) rt_op_failed(n, e, op, "out_of_memory", "out of memory parking the op");
+    else trace(n, BB_STEP_ASYNC_SUSPENDED, e, op, c.command);
+  } else if (rc < 0) {
+    for (uint32_t i = 0; i < o->n_out; i++) bb_val_release(out[i]);
+    rt_op_failed(n, e, op, c.reason ? c.reason : "op_failed", err.message[0] ? err.message : bb_strerror(rc));
+  } else {
+    trace(n, BB_STEP_OP_COMPLETED, e, op, 0);
+    write_outputs(n, e, op, out, o->n_out);
+  }
+}
+
+static void fire(bb_node *n, rt_exec *e, uint32_t op) {
+  const rt_op *o = &n->graphs[e->graph].ops[op];
   bb_val *in_stack[16], *out_stack[16];
   bb_val **in = in_stack, **out = out_stack;
   if (o->n_in > 16 || o->n_out > 16) {
@@ -320,28 +366,10 @@ static void fire(bb_node *n, rt_exec *e, uint32_t op) {
   } else if (o->kind == RT_OP_RECV || o->kind == RT_OP_UNRESOLVED) {
     /* Recv is where deliveries land, not something that runs; unresolved ops are only in
      * partitions this peer does not run, which never execute */
-  } else if (n->n_pending >= n->cfg.max_pending_async) {
+  } else if (n->pending.len >= n->cfg.max_pending_async) {
     rt_op_failed(n, e, op, "pending_async_limit", "too many operations wait for completions (max_pending_async)");
   } else {
-    rt_call c = {n, g, o, op, e, in, o->n_in, out, o->n_out, n->now, NULL, 0};
-    bb_error err;
-    bb_error_clear(&err);
-    int rc = o->kind == RT_OP_SEND        ? rt_send(&c, &err)
-             : o->kind == RT_OP_COMPONENT ? rt_invoke_component(n, &c, &err)
-                                          : o->fn(&c, &err);
-    if (rc == BB_LATER) {
-      for (uint32_t i = 0; i < o->n_out; i++) bb_val_release(out[i]);
-      if (rt_pending_add(n, c.command, e, op))
-        rt_op_failed(n, e, op, "out_of_memory", "out of memory parking the op");
-      else
-        trace(n, BB_STEP_ASYNC_SUSPENDED, e, op, c.command);
-    } else if (rc < 0) {
-      for (uint32_t i = 0; i < o->n_out; i++) bb_val_release(out[i]);
-      rt_op_failed(n, e, op, c.reason ? c.reason : "op_failed", err.message[0] ? err.message : bb_strerror(rc));
-    } else {
-      trace(n, BB_STEP_OP_COMPLETED, e, op, 0);
-      write_outputs(n, e, op, out, o->n_out);
-    }
+    run_op(n, e, op, in, out);
   }
   if (in != in_stack) bbi_mem_free(n->alloc, in);
   if (out != out_stack) bbi_mem_free(n->alloc, out);

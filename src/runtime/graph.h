@@ -1,6 +1,7 @@
 /* What install fixes: the installed graphs (their ops, value sites and consumers), the
- * targets and the components bound to slots. Nothing here changes once bb_install has
- * returned, except a target's bound inputs and its bootstrap flag. */
+ * targets and the wire table (the components bound to slots are in components.h).
+ * Nothing here changes once bb_install has returned, except a target's bound inputs and
+ * its bootstrap flags. */
 #ifndef BBI_RUNTIME_GRAPH_H
 #define BBI_RUNTIME_GRAPH_H
 
@@ -65,15 +66,6 @@ struct rt_graph {
   int target;                  /* index in node->targets, or -1 */
   bool bootstrap;              /* module_phase = bootstrap */
 };
-
-typedef struct rt_component {
-  const bb_component_type *type;
-  void *self;
-  char *slot;
-  uint32_t number;    /* stable across peers: FNV-1a-32 of the slot name */
-  bb_role role;       /* the role it is bound as */
-  char *config;
-} rt_component;
 
 typedef struct rt_target {
   char *name;       /* resolved partition name */

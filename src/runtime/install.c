@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/book.h"
 #include "runtime/deliver.h"
-#include "runtime/node.h"
 #include "runtime/syscalls/table.h"
 #include "bb/common.h"
 #include "util/hash.h"
@@ -261,8 +259,8 @@ static int construct_components(installer *x) {
   int rc = collect_slots(x, &slots, &n_slots);
   if (rc) return rc;
   const bb_registry *reg = x->args->registry; /* NULL: an empty registry */
-  n->components = n_slots ? bbi_mem_calloc(n->alloc, n_slots, sizeof *n->components) : NULL;
-  if (n_slots && !n->components) rc = nomem(x);
+  n->components.items = n_slots ? bbi_mem_calloc(n->alloc, n_slots, sizeof *n->components.items) : NULL;
+  if (n_slots && !n->components.items) rc = nomem(x);
   for (size_t i = 0; i < n_slots && !rc; i++) {
     const binding *b = &slots[i].b;
     const bb_component_type *type = bb_registry_find(reg, b->type);
@@ -274,13 +272,14 @@ static int construct_components(installer *x) {
       break;
     }
     uint32_t number = component_number(b->slot);
-    for (size_t j = 0; j < n->n_components && !rc; j++)
-      if (n->components[j].number == number)
+    for (size_t j = 0; j < n->components.len && !rc; j++)
+      if (n->components.items[j].number == number)
         rc = fail(x, BB_INSTALL_CONSTRUCTION_FAILED, BB_ERR_EXISTS,
-                  "slots `%s` and `%s` hash to the same component number; rename one", n->components[j].slot, b->slot);
+                  "slots `%s` and `%s` hash to the same component number; rename one", n->components.items[j].slot,
+                  b->slot);
     if (rc) break;
     /* counted before anything is allocated for it, so bb_node_free releases what was */
-    rt_component *c = &n->components[n->n_components++];
+    rt_component *c = &n->components.items[n->components.len++];
     c->type = type;
     c->role = b->role;
     c->number = number;
@@ -318,11 +317,6 @@ static int construct_components(installer *x) {
   return rc;
 }
 
-static long component_of_slot(const bb_node *n, const char *slot) {
-  for (size_t i = 0; i < n->n_components; i++)
-    if (strcmp(n->components[i].slot, slot) == 0) return (long)i;
-  return -1;
-}
 
 /* ---- graphs and sites ------------------------------------------------------------------ */
 
@@ -403,7 +397,7 @@ static bb_role role_of_domain(const char *domain) {
 static long component_for(installer *x, uint32_t artifact, const bb_ir_node *nd) {
   bb_node *n = x->n;
   const char *slot = bb_kv_get(&nd->metadata, BB_KEY_SLOT_NAME);
-  if (slot) return component_of_slot(n, slot);
+  if (slot) return rt_component_index(&n->components, slot);
   const char *id = bb_kv_get(&nd->metadata, BB_KEY_SLOT_ID);
   if (id) {
     /* resolve the id through the binding table of my targets of the node's artifact */
@@ -415,17 +409,17 @@ static long component_for(installer *x, uint32_t artifact, const bb_ir_node *nd)
         binding b;
         if (parse_binding(x, kv, &b)) return -1;
         if (b.slot_id >= 0 && strtol(id, NULL, 10) == b.slot_id && strcmp(b.target, n->targets[t].name) == 0)
-          return component_of_slot(n, b.slot);
+          return rt_component_index(&n->components, b.slot);
       }
     return -1;
   }
   /* a type that speaks the domain may also be bound under another role (GlobalRegistry-
    * Server as PeerSelector "view"): the component bound as Protocol takes the op first */
   long other_role = -1;
-  for (size_t i = 0; i < n->n_components; i++) {
-    const char *pd = n->components[i].type->protocol_domain;
+  for (size_t i = 0; i < n->components.len; i++) {
+    const char *pd = n->components.items[i].type->protocol_domain;
     if (!pd || !nd->domain || strcmp(pd, nd->domain) != 0) continue;
-    if (n->components[i].role == BB_ROLE_PROTOCOL) return (long)i;
+    if (n->components.items[i].role == BB_ROLE_PROTOCOL) return (long)i;
     if (other_role < 0) other_role = (long)i;
   }
   return other_role;
@@ -624,9 +618,9 @@ static int resolve_op(installer *x, uint32_t gi, uint32_t oi) {
   op->kind = RT_OP_COMPONENT;
   op->component = (uint32_t)comp;
   op->role = role_of_domain(domain);
-  if (!n->components[comp].type->invoke)
+  if (!n->components.items[comp].type->invoke)
     return fail(x, BB_INSTALL_UNRESOLVED_OP, BB_ERR_UNSUPPORTED, "%s in `%s`: `%s` (slot `%s`) takes no op calls",
-                op->label, g->fn->name, n->components[comp].type->type_name, n->components[comp].slot);
+                op->label, g->fn->name, n->components.items[comp].type->type_name, n->components.items[comp].slot);
   return 0;
 }
 
@@ -710,7 +704,9 @@ static int copy_addresses(installer *x) {
   for (size_t i = 0; i < a->n_addresses; i++) {
     if (!a->addresses[i].n) continue;
     n->self_addrs[n->n_self_addrs++] = a->addresses[i];
-    if (rt_book_add(n, &n->self, &a->addresses[i])) return nomem(x);
+    n->parts.self_addrs = n->self_addrs;
+    n->parts.n_self_addrs = n->n_self_addrs;
+    if (rt_book_add(&n->book, &n->self, &a->addresses[i])) return nomem(x);
   }
   return 0;
 }
@@ -799,6 +795,42 @@ static int install(installer *x) {
   return check_wires(x);
 }
 
+/* A node with no artifact yet: its settings, empty parts, and the parts its components
+ * and sends reach. */
+static void init_node(bb_node *n, const bb_allocator *alloc, const bb_install_args *args) {
+  memset(n, 0, sizeof *n);
+  n->alloc = alloc;
+  n->self = args->self;
+  config_defaults(&n->cfg, args->config);
+  const bb_node_config *c = &n->cfg;
+  n->rng = c->seed ^ 0x6a09e667f3bcc909ull;
+  n->next_exec = n->next_command = n->next_wire_req = 1;
+  n->bootstrap_running = -1;
+  n->frontier = bbi_ring_of(sizeof(rt_task));
+  n->components.alloc = alloc;
+  rt_counters_init(&n->counters, alloc);
+  rt_pending_init(&n->pending, alloc);
+  rt_timers_init(&n->timers, alloc, c->max_timers, &n->counters);
+  rt_ingress_init(&n->ingress, alloc, c->ingress_byte_budget);
+  rt_outbound_init(&n->outbound, alloc, c->max_outbound, &n->counters);
+  rt_book_init(&n->book, alloc, c->max_peers, &n->self, &n->counters);
+  rt_replay_init(&n->replay, alloc, c->dedup_window);
+  rt_steps_init(&n->acc, alloc);
+  rt_steps_init(&n->batch, alloc);
+  n->parts = (rt_parts){.alloc = alloc,
+                        .self = &n->self,
+                        .rng = &n->rng,
+                        .next_command = &n->next_command,
+                        .next_wire_req = &n->next_wire_req,
+                        .components = &n->components,
+                        .book = &n->book,
+                        .admission = &n->admission,
+                        .outbound = &n->outbound,
+                        .timers = &n->timers,
+                        .steps = &n->acc,
+                        .counters = &n->counters};
+}
+
 int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err) {
   if (kind) *kind = BB_INSTALL_OK;
   if (out) *out = NULL;
@@ -812,23 +844,11 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
     if (kind) *kind = BB_INSTALL_OUT_OF_MEMORY;
     return bb_error_set(err, BB_ERR_NOMEM, "install: out of memory");
   }
-  memset(n, 0, sizeof *n);
-  n->alloc = alloc;
-  n->self = args->self;
-  n->admit = args->admit;
-  n->admit_user = args->admit_user;
-  config_defaults(&n->cfg, args->config);
-  n->rng = n->cfg.seed ^ 0x6a09e667f3bcc909ull;
-  n->next_exec = 1;
-  n->next_command = 1;
-  n->next_wire_req = 1;
-  n->bootstrap_running = -1;
-  n->frontier = bbi_ring_of(sizeof(rt_task));
-  n->ingress = bbi_ring_of(sizeof(rt_event));
-  n->outbound = bbi_ring_of(sizeof(rt_outbound));
-  n->dedup = bbi_ring_of(sizeof(uint64_t));
+  init_node(n, alloc, args);
   const bb_join_policy *policy = args->struct_size > BB_INSTALL_ARGS_SIZE_V2 ? args->admission : NULL;
-  int rc = rt_admission_init(n, policy, err);
+  int rc = rt_admission_init(&n->admission, alloc, policy, n->cfg.max_admitted, &n->counters, err);
+  n->admission.hook = args->admit;
+  n->admission.hook_user = args->admit_user;
   if (rc) {
     if (kind) *kind = rc == BB_ERR_NOMEM ? BB_INSTALL_OUT_OF_MEMORY : BB_INSTALL_INVALID_ARGUMENT;
     bb_node_free(n);

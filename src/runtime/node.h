@@ -1,13 +1,24 @@
-/* One peer's node: what install fixed (runtime/graph.h) and what execution mutates
- * (runtime/exec.h). Only src/runtime/ includes this; components see bb_ctx (bb/runtime.h).
- * The functions over it are declared by the header of the file that holds them
- * (runtime/engine.h, runtime/steps.h, ...). */
+/* One peer's node: what install fixed (graph.h) and the parts execution changes, each a
+ * struct of its own with its invariants and its save/load (pending.h, timers.h, steps.h,
+ * ingress.h, outbound.h, book.h, admission.h, replay.h, components.h). Only the node
+ * (install, host calls, poll, bootstraps, snapshots, upgrades), delivery and the engine
+ * (with the framework ops it fires, syscalls/) include this header; components and sends
+ * reach the parts through rt_parts. */
 #ifndef BBI_RUNTIME_NODE_H
 #define BBI_RUNTIME_NODE_H
 
 #include "runtime/admission.h"
+#include "runtime/book.h"
+#include "runtime/components.h"
 #include "runtime/exec.h"
 #include "runtime/graph.h"
+#include "runtime/ingress.h"
+#include "runtime/outbound.h"
+#include "runtime/parts.h"
+#include "runtime/pending.h"
+#include "runtime/replay.h"
+#include "runtime/steps.h"
+#include "runtime/timers.h"
 #include "util/ring.h"
 #include "util/strmap.h"
 
@@ -20,53 +31,43 @@ struct bb_node {
   bb_model **models; /* the installed artifacts, in install order */
   size_t n_models;
 
+  /* what install fixed */
   rt_graph *graphs;
   uint32_t n_graphs;
   uint64_t n_sites;
   rt_target *targets;
   size_t n_targets;
-  rt_component *components;
-  size_t n_components;
   rt_wire *wires; /* sorted by (id, graph, site) */
   size_t n_wires, cap_wires;
 
-  /* executions */
+  /* the clock and the ids the node mints */
+  uint64_t now;
   uint64_t next_exec, next_command, next_wire_req;
+  uint64_t rng;
+
+  /* the engine: executions and the frontier */
   size_t n_execs;
   rt_exec *dead;
   bbi_ring frontier; /* of rt_task, FIFO */
-  rt_pending *pending; /* open addressing by command */
-  size_t n_pending, cap_pending;
-
-  /* time */
-  uint64_t now;
-  rt_timer *timers; /* min-heap by (at, seq) */
-  size_t n_timers, cap_timers;
-  uint64_t timer_seq;
+  bool failed_nomem; /* an allocation failed where no error could be returned */
 
   /* bootstrap */
   bool bootstrap_started;
   int bootstrap_running; /* target index whose bootstrap runs, -1 none */
   rt_exec *bootstrap_root;
 
-  /* queues */
-  bbi_ring ingress; /* of rt_event, FIFO */
-  size_t ingress_bytes;
-  bbi_ring outbound; /* of rt_outbound, FIFO */
-  size_t outbound_dropped;
-
+  /* the parts */
+  rt_components components;
+  rt_pending_table pending;
+  rt_timers timers;
+  rt_ingress ingress;
+  rt_outbound_queue outbound;
   rt_book book;
-  bb_admit_fn admit; /* the host's admission hook for the book (NULL: the default rule) */
-  void *admit_user;
-  rt_admission admission; /* the join policy and the tokens verified under it */
-  uint64_t rng;
-  bbi_ring dedup; /* of uint64_t: the latest dedup_window (peer, request, site) keys */
-
-  rt_counter *counters;
-  size_t n_counters, cap_counters;
-
-  rt_steps acc, batch;
-  bool failed_nomem; /* an allocation failed where no error could be returned */
+  rt_admission admission;
+  rt_replay replay;
+  rt_counters counters;
+  rt_steps acc, batch; /* steps accumulate in acc; a poll hands them out as batch */
+  rt_parts parts;      /* what components and sends reach */
 
   /* Framework-op state (src/runtime/syscalls, freed by rt_syscalls_free): which
    * DeadlineMatch ops already fired in which execution, and the named tables of Limit,

@@ -25,10 +25,22 @@ static int parse_str(const char *text, const bb_csv_options *opt, bb_dataset *ds
   return parse(text, strlen(text), opt, ds, err);
 }
 
+/* Options without their struct_size, or from a newer header, are refused by name. */
+static void test_csv_options_are_versioned(void) {
+  bb_dataset ds;
+  bb_error err;
+  bb_csv_options unsized = {.label_column = -1};
+  CHECK_EQ_INT(parse_str("1,2\n", &unsized, &ds, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "struct_size 0"));
+  bb_csv_options newer = {.struct_size = sizeof newer + 8, .label_column = -1};
+  CHECK_EQ_INT(parse_str("1,2\n", &newer, &ds, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "this library knows"));
+}
+
 static void test_csv_good(void) {
   bb_dataset ds;
   bb_error err;
-  bb_csv_options header = {.label_column = -1, .has_header = 1};
+  bb_csv_options header = {.struct_size = sizeof header, .label_column = -1, .has_header = 1};
   CHECK_EQ_INT(parse_str("x,y,label\n1,2,0\r\n3.5, -4e1 ,1\r\n\n\t \n5,+6.25E-1,2", &header, &ds, &err), 0);
   CHECK_EQ_INT(ds.n, 3);
   CHECK_EQ_INT(ds.dim, 2);
@@ -40,18 +52,18 @@ static void test_csv_good(void) {
   bb_dataset_free(&ds); /* a freed dataset frees again as a no-op */
 
   /* label first, CR-only line ends, a UTF-8 byte order mark, trailing blank lines */
-  bb_csv_options first = {.label_column = 0};
+  bb_csv_options first = {.struct_size = sizeof first, .label_column = 0};
   CHECK_EQ_INT(parse_str("\xef\xbb\xbf" "7,1,2,3\r8,4,5,6\r\r  \r\n", &first, &ds, &err), 0);
   CHECK(ds.n == 2 && ds.dim == 3);
   CHECK(ds.labels[0] == 7 && ds.labels[1] == 8 && ds.features[0] == 1 && ds.features[5] == 6);
   bb_dataset_free(&ds);
 
   /* a negative index from the right, and no labels at all */
-  bb_csv_options middle = {.label_column = -2};
+  bb_csv_options middle = {.struct_size = sizeof middle, .label_column = -2};
   CHECK_EQ_INT(parse_str("1,9,2\n3,8,4\n", &middle, &ds, &err), 0);
   CHECK(ds.dim == 2 && ds.labels[0] == 9 && ds.labels[1] == 8 && ds.features[1] == 2 && ds.features[2] == 3);
   bb_dataset_free(&ds);
-  bb_csv_options none = {.label_column = BB_DATASET_NO_LABEL};
+  bb_csv_options none = {.struct_size = sizeof none, .label_column = BB_DATASET_NO_LABEL};
   CHECK_EQ_INT(parse_str("1,2\n3,4", &none, &ds, &err), 0);
   CHECK(ds.n == 2 && ds.dim == 2 && ds.labels == NULL && ds.features[3] == 4);
   bb_dataset_free(&ds);
@@ -87,7 +99,7 @@ static void expect_csv_error(const char *text, size_t len, const bb_csv_options 
 #define EXPECT_ERROR(text, opt, code, f1, f2) expect_csv_error(text, sizeof text - 1, opt, code, f1, f2)
 
 static void test_csv_bad(void) {
-  bb_csv_options header = {.label_column = -1, .has_header = 1};
+  bb_csv_options header = {.struct_size = sizeof header, .label_column = -1, .has_header = 1};
   EXPECT_ERROR("1,2,3\n4,5\n", NULL, BB_ERR_MALFORMED, "line 2: 2 fields, expected 3 as on line 1", NULL);
   EXPECT_ERROR("a,b\r\n1,2\r\n\r\n3,4,5\r\n", &header, BB_ERR_MALFORMED, "line 4: 3 fields, expected 2 as on line 2", NULL);
   EXPECT_ERROR("1,2\n3,abc\n", NULL, BB_ERR_MALFORMED, "line 2, column 2 (byte 6)", "\"abc\" is not a decimal number");
@@ -113,9 +125,9 @@ static void test_csv_bad(void) {
   EXPECT_ERROR("\n\r\n  \n", NULL, BB_ERR_MALFORMED, "no data rows", NULL);
   EXPECT_ERROR("a,b,label\n", &header, BB_ERR_MALFORMED, "no data rows", NULL);
   EXPECT_ERROR("5\n6\n", NULL, BB_ERR_MALFORMED, "line 1: no feature columns", NULL);
-  bb_csv_options far = {.label_column = 5};
+  bb_csv_options far = {.struct_size = sizeof far, .label_column = 5};
   EXPECT_ERROR("1,2,3\n", &far, BB_ERR_INVALID_ARGUMENT, "label column 5 is outside the 3 columns of line 1", NULL);
-  bb_csv_options far_left = {.label_column = -4};
+  bb_csv_options far_left = {.struct_size = sizeof far_left, .label_column = -4};
   EXPECT_ERROR("\n1,2,3\n", &far_left, BB_ERR_INVALID_ARGUMENT, "label column -4 is outside the 3 columns of line 2", NULL);
 
   /* a field longer than any number is cut short in the message */
@@ -465,6 +477,7 @@ static void test_allocation_failures(void) {
 
 int main(void) {
   RUN(test_csv_good);
+  RUN(test_csv_options_are_versioned);
   RUN(test_csv_bad);
   RUN(test_shuffle);
   RUN(test_batches);

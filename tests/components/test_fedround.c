@@ -7,6 +7,7 @@
 
 #include "failalloc.h"
 #include "harness.h"
+#include "bb/bytes.h"
 #include "components/aggregators/rounds.h"
 #include "util/hash.h"
 
@@ -514,8 +515,8 @@ static void test_snapshot_bytes_pinned(void) {
   bbi_fedround *a = busy_state();
   size_t len;
   uint8_t *bytes = snapshot(a, &len);
-  CHECK_EQ_INT(len, 818);
-  CHECK_MSG(bbi_fnv1a64(bytes, len) == 0x5f93091dd62d1742ull, "hash %016llx", (unsigned long long)bbi_fnv1a64(bytes, len));
+  CHECK_EQ_INT(len, 842);
+  CHECK_MSG(bbi_fnv1a64(bytes, len) == 0x86fbd2f6a7aeb831ull, "hash %016llx", (unsigned long long)bbi_fnv1a64(bytes, len));
   free(bytes);
   bbi_fedround_free(a);
 }
@@ -533,28 +534,189 @@ static const char V1_BUSY_STATE[] =
     "00000000000100000000000000000800000000000000020000000000000000de"
     "a8d0a4c7ebd5e8";
 
-static void test_version_1_snapshot(void) {
-  uint8_t v1[sizeof V1_BUSY_STATE / 2];
-  for (size_t i = 0; i < sizeof v1; i++) {
-    unsigned byte;
-    sscanf(V1_BUSY_STATE + 2 * i, "%2x", &byte);
-    v1[i] = (uint8_t)byte;
-  }
+/* One round of four single-float updates from peers 1..4, closed at `now` from `ref`; its
+ * mean (NAN when it did not close) and result. */
+static float close_four(bbi_fedround *fr, uint64_t round, const float x[4], const float *ref,
+                        bbi_fedround_result *res) {
+  for (uint64_t p = 0; p < 4; p++) give(fr, round, p + 1, &x[p], 1, 0, NULL);
+  bbi_fedround_poll(fr, 0, ref, res, NULL);
+  const float mean = res->event == BBI_FEDROUND_CLOSED ? res->params[0] : NAN;
+  bb_buffer_free(NULL, res->params);
+  res->params = NULL;
+  return mean;
+}
+
+/* Past twice the median distance an update is pulled back onto the bound, past
+ * drop_factor times it left out; drop_factor 0 pulls back whatever the distance. */
+static void test_drop_factor(void) {
+  bbi_fedround_config c = config(1);
+  c.quorum = 4;
+  c.norm_factor = 2;
+  c.drop_factor = 3;
+  bbi_fedround_result res;
+  /* distances 1, 2, 3, 7: median 2.5, bound 5, drop bound 7.5 */
+  bbi_fedround *fr = make(&c, 0);
+  CHECK(close_four(fr, 0, (const float[]){1, 2, 3, 7}, NULL, &res) == (1 + 2 + 3 + 5) / 4.0f);
+  CHECK(res.norm_clipped == 1 && res.norm_dropped == 0 && res.contributors == 4);
+  /* 8 is past 7.5 */
+  CHECK(close_four(fr, 1, (const float[]){1, 2, 3, 8}, NULL, &res) == 2);
+  CHECK(res.norm_clipped == 0 && res.norm_dropped == 1 && res.contributors == 3);
+  CHECK(bbi_fedround_get_counters(fr).norm_clipped == 1 && bbi_fedround_get_counters(fr).norm_dropped == 1);
+  bbi_fedround_free(fr);
+  c.drop_factor = 0;
+  fr = make(&c, 0);
+  CHECK(close_four(fr, 0, (const float[]){1, 2, 3, 8}, NULL, &res) == (1 + 2 + 3 + 5) / 4.0f);
+  bbi_fedround_free(fr);
+  /* norm_factor 0 turns the drop bound off with the adaptive one */
+  c.norm_factor = 0;
+  c.drop_factor = 3;
+  fr = make(&c, 0);
+  CHECK(close_four(fr, 0, (const float[]){1, 2, 3, 8}, NULL, &res) == 3.5f);
+  CHECK(res.norm_dropped == 0 && res.norm_clipped == 0);
+  bbi_fedround_free(fr);
+  c.norm_factor = 2;
+  /* beyond_bound DROP leaves out everything past the bound */
+  c.beyond_bound = BBI_FEDROUND_DROP;
+  c.drop_factor = 3;
+  fr = make(&c, 0);
+  CHECK(close_four(fr, 0, (const float[]){1, 2, 3, 7}, NULL, &res) == 2);
+  CHECK(res.norm_dropped == 1);
+  bbi_fedround_free(fr);
+  c.drop_factor = -1;
+  bbi_fedround *bad = NULL;
+  CHECK_EQ_INT(bbi_fedround_new(NULL, &c, 0, &bad, NULL), BB_ERR_INVALID_ARGUMENT);
+}
+
+/* Centered clipping over rounds: the center is the reference moved on by the last round's
+ * step, which a snapshot carries. Worked by hand. */
+static void test_centered_clipping(void) {
+  bbi_fedround_config c = config(1);
+  c.quorum = 4;
+  c.center_clip = 1;
+  bbi_fedround_result res;
+  bbi_fedround *a = make(&c, 0);
+  /* round 0 from 0, no step yet: deviations 1, 2, 3, 10, median 2.5; 3 and 10 are pulled
+   * back to 2.5, the mean of 1, 2, 2.5, 2.5 is 2 */
+  const float ref0[1] = {0};
+  CHECK(close_four(a, 0, (const float[]){1, 2, 3, 10}, ref0, &res) == 2);
+  CHECK_EQ_INT(res.center_clipped, 2);
+  /* the step (2) survives a snapshot */
+  size_t len;
+  uint8_t *bytes = snapshot(a, &len);
   bbi_fedround *b = NULL;
   bb_error err;
-  CHECK_MSG(bbi_fedround_restore(NULL, v1, sizeof v1, &b, &err) == 0, "%s", err.message);
-  if (!b) return;
+  CHECK_MSG(bbi_fedround_restore(NULL, bytes, len, &b, &err) == 0, "%s", err.message);
+  free(bytes);
+  if (!b) {
+    bbi_fedround_free(a);
+    return;
+  }
+  /* round 1 from 2: the center is 4, deviations -1, 0, 1, 16, median 1; 20 is pulled back
+   * to 5, and 4 + (-1 + 0 + 1 + 1) / 4 = 4.25 */
+  const float ref1[1] = {2}, x1[4] = {3, 4, 5, 20};
+  CHECK(close_four(a, 1, x1, ref1, &res) == 4.25f);
+  CHECK_EQ_INT(res.center_clipped, 1);
+  CHECK(close_four(b, 1, x1, ref1, &res) == 4.25f);
+  CHECK_EQ_INT(bbi_fedround_get_counters(a).center_clipped, 3);
+  CHECK_EQ_INT(bbi_fedround_get_counters(b).center_clipped, 3);
+  bbi_fedround_free(a);
+  bbi_fedround_free(b);
+  /* a snapshot whose step is cut short, or not finite, is refused */
+  a = make(&c, 0);
+  close_four(a, 0, (const float[]){1, 2, 3, 10}, ref0, &res);
+  bytes = snapshot(a, &len);
+  CHECK_EQ_INT(bbi_fedround_restore(NULL, bytes, len - 12, &b, &err), BB_ERR_MALFORMED);
+  const float nan = NAN;
+  memcpy(bytes + len - 12, &nan, 4);
+  const uint64_t sum = bbi_fnv1a64(bytes, len - 8);
+  memcpy(bytes + len - 8, &sum, 8);
+  CHECK_EQ_INT(bbi_fedround_restore(NULL, bytes, len, &b, &err), BB_ERR_MALFORMED);
+  CHECK_MSG(strstr(err.message, "non-finite"), "%s", err.message);
+  free(bytes);
+  bbi_fedround_free(a);
+}
+
+/* busy_state() as the version 2 writer wrote it (the build before the drop factor and
+ * centered clipping; its FNV-1a 64 is the one that build's pin held): it still restores,
+ * as the bounded mean it was, and finishes the round with the same result. */
+static const char V2_BUSY_STATE[] =
+    "4242465202000000010000000000000002000000000000000000000000000000"
+    "0001030000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000010000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000001000000000000000000"
+    "0000000000000100000000000000010000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000200"
+    "0000000000000800000000000000010100000000000000020000000000000000"
+    "00e8c0080000000000000005000000000000000003000000000000009a99993e"
+    "0200000000000000080000000000000001000000000000000008000000000000"
+    "000200000000000000007b07e65d285962c1";
+
+/* The bytes of hex text (len bytes; free() them). */
+static uint8_t *from_hex(const char *hex, size_t len) {
+  uint8_t *bytes = malloc(len);
+  for (size_t i = 0; i < len; i++) {
+    unsigned byte;
+    sscanf(hex + 2 * i, "%2x", &byte);
+    bytes[i] = (uint8_t)byte;
+  }
+  return bytes;
+}
+
+/* busy_state() as an older writer wrote it: it restores as round 1 with two pending
+ * updates and finishes with busy_state()'s result; NULL when it was refused. */
+static bbi_fedround *restore_busy(const uint8_t *bytes, size_t len) {
+  bbi_fedround *b = NULL;
+  bb_error err;
+  CHECK_MSG(bbi_fedround_restore(NULL, bytes, len, &b, &err) == 0, "%s", err.message);
+  if (!b) return NULL;
   CHECK_EQ_INT(bbi_fedround_round_id(b), 1);
   CHECK_EQ_INT(bbi_fedround_pending(b), 2);
   float r;
   uint64_t t;
   finish_round(b, &r, &t);
   CHECK(fabsf(r - (float)((3 * 0.3 - 2 * 7.25 + 5 * 11) / 10.0)) < 1e-6f);
+  return b;
+}
+
+static void test_version_2_snapshot(void) {
+  const size_t n = sizeof V2_BUSY_STATE / 2;
+  uint8_t *v2 = from_hex(V2_BUSY_STATE, n);
+  CHECK(n == 818 && bbi_fnv1a64(v2, n) == 0x5f93091dd62d1742ull);
+  bbi_fedround *b = restore_busy(v2, n);
+  free(v2);
+  if (!b) return;
+  /* written again, it is a version 3 snapshot of the same state */
+  size_t len;
+  uint8_t *bytes = snapshot(b, &len);
+  CHECK(bytes && bb_le_get_u32(bytes + 4) == 3);
+  free(bytes);
   bbi_fedround_free(b);
 }
 
-static void test_snapshot_rejects_bad_bytes(void) {
-  bbi_fedround *a = busy_state();
+static void test_version_1_snapshot(void) {
+  uint8_t *v1 = from_hex(V1_BUSY_STATE, sizeof V1_BUSY_STATE / 2);
+  bbi_fedround_free(restore_busy(v1, sizeof V1_BUSY_STATE / 2));
+  free(v1);
+}
+
+/* Every cut and every flipped bit of a's snapshot is refused. */
+static void check_rejects_bad_bytes(bbi_fedround *a) {
   size_t len;
   uint8_t *bytes = snapshot(a, &len);
   bbi_fedround *b = NULL;
@@ -579,6 +741,19 @@ static void test_snapshot_rejects_bad_bytes(void) {
   free(longer);
   free(bytes);
   bbi_fedround_free(a);
+}
+
+static void test_snapshot_rejects_bad_bytes(void) {
+  check_rejects_bad_bytes(busy_state());
+  /* with centered clipping and a step, after a closed round with an update pending */
+  bbi_fedround_config c = config(1);
+  c.quorum = 4;
+  c.center_clip = 1;
+  bbi_fedround *a = make(&c, 0);
+  bbi_fedround_result res;
+  close_four(a, 0, (const float[]){1, 2, 3, 10}, NULL, &res);
+  give(a, 1, 3, (const float[]){2.5f}, 1, 0, NULL);
+  check_rejects_bad_bytes(a);
 }
 
 static void test_allocation_failure_keeps_round(void) {
@@ -653,6 +828,9 @@ int main(void) {
   RUN(test_snapshot_rejects_bad_bytes);
   RUN(test_snapshot_bytes_pinned);
   RUN(test_version_1_snapshot);
+  RUN(test_version_2_snapshot);
+  RUN(test_drop_factor);
+  RUN(test_centered_clipping);
   RUN(test_huge_sample_count_shuts_nobody_out);
   RUN(test_sample_weighting);
   RUN(test_norm_bound);

@@ -2,7 +2,8 @@
  * (tests/data/grad) installed on a node learns through Forward / ComputeLoss / Backward,
  * Evaluate scores it, Params / LoadParameters move the documented flat vector, Fit trains
  * on an ArraySource, Export gives the trained model as plain ONNX, a snapshot restores
- * every tensor, and bad configs are refused with the key named. */
+ * every tensor, and bad configs are refused with the key named. The engine under it takes
+ * integer token rows and frozen initializers. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -10,6 +11,7 @@
 #include "../runtime/rttest.h"
 #include "bb/cpu.h"
 #include "bb/dataset.h"
+#include "bb/onnx_model.h"
 #include "bb/roles.h"
 #include "components/shipped.h"
 
@@ -361,6 +363,50 @@ static void test_configs_are_checked(void) {
 #endif
 }
 
+/* The engine on a transformer whose data input is int64 token ids [2, 5]: whole-number
+ * rows fill it, a fraction is refused, frozen initializers leave the flat vector and stay
+ * as they were, and a config without its struct_size is refused. */
+static void test_token_input_and_freezing(void) {
+  static uint8_t bytes[1 << 16];
+  FILE *f = fopen(BB_TEST_SOURCE_DIR "/tests/data/grad/transformer.onnx", "rb");
+  size_t len = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+  if (f) fclose(f);
+  CHECK(len > 0);
+  bb_error err;
+  bb_onnx_model_config c;
+  bb_onnx_model *all = NULL, *frozen = NULL;
+  CHECK_MSG(!bb_onnx_model_config_parse("optimizer=sgd,lr=0.1", NULL, 1, &c, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_new(bytes, len, &c, NULL, &all, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_config_parse("optimizer=sgd,lr=0.1,freeze=emb.weight|pos", NULL, 1, &c, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_new(bytes, len, &c, NULL, &frozen, &err), "%s", err.message);
+  if (!all || !frozen) goto done;
+  CHECK_EQ_INT(bb_onnx_model_param_count(all) - bb_onnx_model_param_count(frozen), 11 * 8 + 5 * 8);
+  bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 2, (int64_t[]){2, 5});
+  bb_tensor *y = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, (int64_t[]){2});
+  float *xd = bb_tensor_data(x), *yd = bb_tensor_data(y);
+  for (int i = 0; i < 10; i++) xd[i] = (float)(i * 3 % 11);
+  yd[0] = 2, yd[1] = 0;
+  bb_grad_step st;
+  CHECK_MSG(!bb_onnx_model_step(frozen, x, y, &st, &err) && st.applied, "%s", err.message);
+  CHECK(!bb_grad_trainer_value(bb_onnx_model_trainer(frozen), "emb.weight")); /* not held: not trained */
+  CHECK(bb_grad_trainer_value(bb_onnx_model_trainer(all), "emb.weight"));
+  xd[3] = 2.5f;
+  CHECK_EQ_INT(bb_onnx_model_step(all, x, y, &st, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "value 2.5 at 3 is not a whole number") && strstr(err.message, "int64 input tokens"));
+  bb_tensor_release(x);
+  bb_tensor_release(y);
+  c.struct_size = 0;
+  bb_onnx_model *none = NULL;
+  CHECK_EQ_INT(bb_onnx_model_new(bytes, len, &c, NULL, &none, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "struct_size 0") && !none);
+  CHECK_MSG(!bb_onnx_model_config_parse("freeze=nope", NULL, 1, &c, &err), "%s", err.message);
+  CHECK_EQ_INT(bb_onnx_model_new(bytes, len, &c, NULL, &none, &err), BB_ERR_NOT_FOUND);
+  CHECK(strstr(err.message, "frozen parameter nope is not an initializer"));
+done:
+  bb_onnx_model_free(all);
+  bb_onnx_model_free(frozen);
+}
+
 int main(void) {
   read_lenet();
   RUN(test_learns_through_the_graph);
@@ -369,5 +415,6 @@ int main(void) {
   RUN(test_fit_on_a_data_source);
   RUN(test_snapshot_restores_every_tensor);
   RUN(test_configs_are_checked);
+  RUN(test_token_input_and_freezing);
   return bb_test_finish();
 }

@@ -120,8 +120,11 @@ static void test_sample_and_offer(void) {
   CHECK(bb_peer_id_equal(&out[0], &self) && bbi_peer_view_has(&v, &to));
   CHECK(bbi_peer_view_has(&v, &out[1]) && bbi_peer_view_has(&v, &out[2]) && !bb_peer_id_equal(&out[1], &out[2]));
   CHECK_EQ_INT(v.n_sent, 0); /* nothing recorded until it went out */
-  bbi_peer_view_offer_sent(&v, out, k);
+  CHECK(!bbi_peer_view_awaits_reply(&v, &to));
+  bbi_peer_view_offer_sent(&v, &to, out, k);
   CHECK(v.n_sent == 2 && bb_peer_id_equal(&v.sent[0], &out[1]) && bb_peer_id_equal(&v.sent[1], &out[2]));
+  /* only the member the offer went to may answer it */
+  CHECK(bbi_peer_view_awaits_reply(&v, &to) && !bbi_peer_view_awaits_reply(&v, &self));
   CHECK_EQ_INT(bbi_peer_view_answer(&v, &rng, out), 3);
   /* an empty view offers nothing */
   bbi_peer_view empty;
@@ -142,12 +145,14 @@ typedef struct admitted {
   uint64_t ids[16];
   size_t n;
   uint64_t refuse; /* an id whose admission fails (0: none) */
+  uint64_t skip;   /* an id left out of the view (0: none) */
 } admitted;
 
 static int record_admit(void *user, const bb_peer_id *p, bb_error *err) {
   admitted *a = user;
   uint64_t id = id_of(p);
   if (id == a->refuse) return bb_error_set(err, BB_ERR_LIMIT, "address book full");
+  if (id == a->skip) return BBI_PEER_VIEW_SKIP;
   a->ids[a->n++] = id;
   return 0;
 }
@@ -159,7 +164,7 @@ static void test_merge(void) {
   /* room: new peers are admitted and added; self and known ones are skipped */
   fill(&v, 4, 2, "2;3");
   bb_peer_id got[] = {peer(1), peer(3), peer(4), peer(5), peer(6)};
-  admitted a = {{0}, 0, 0};
+  admitted a = {{0}, 0, 0, 0};
   CHECK_EQ_INT(bbi_peer_view_merge(&v, &self, got, 5, NULL, 0, record_admit, &a, &err), 0);
   CHECK_EQ_INT(v.n, 4);
   CHECK(id_of(&v.peers[2]) == 4 && id_of(&v.peers[3]) == 5);
@@ -172,18 +177,23 @@ static void test_merge(void) {
   CHECK(id_of(&v.peers[0]) == 8 && id_of(&v.peers[1]) == 7 && id_of(&v.peers[2]) == 4 && id_of(&v.peers[3]) == 5);
   /* a refused admission stops the merge there */
   fill(&v, 8, 2, "2");
-  admitted b = {{0}, 0, 4};
+  admitted b = {{0}, 0, 4, 0};
   bb_peer_id three[] = {peer(3), peer(4), peer(5)};
   CHECK_EQ_INT(bbi_peer_view_merge(&v, &self, three, 3, NULL, 0, record_admit, &b, &err), BB_ERR_LIMIT);
   CHECK(v.n == 2 && id_of(&v.peers[1]) == 3);
+  /* a peer left out (an unadmitted one) is skipped: the merge goes on past it */
+  fill(&v, 8, 2, "2");
+  admitted c = {{0}, 0, 0, 4};
+  CHECK_EQ_INT(bbi_peer_view_merge(&v, &self, three, 3, NULL, 0, record_admit, &c, &err), 0);
+  CHECK(v.n == 3 && id_of(&v.peers[1]) == 3 && id_of(&v.peers[2]) == 5 && !bbi_peer_view_has(&v, &three[1]));
   /* a reply replaces what the offer sent, then the offer is forgotten */
   fill(&v, 2, 2, "2;3");
-  bb_peer_id offer[] = {self, peer(3)};
-  bbi_peer_view_offer_sent(&v, offer, 2);
+  bb_peer_id offer[] = {self, peer(3)}, target = peer(2);
+  bbi_peer_view_offer_sent(&v, &target, offer, 2);
   bb_peer_id reply[] = {peer(4), peer(5)};
   CHECK_EQ_INT(bbi_peer_view_merge_reply(&v, &self, reply, 2, NULL, NULL, &err), 0);
   CHECK(v.n == 2 && id_of(&v.peers[0]) == 2 && id_of(&v.peers[1]) == 4);
-  CHECK_EQ_INT(v.n_sent, 0);
+  CHECK(v.n_sent == 0 && !bbi_peer_view_awaits_reply(&v, &target));
 }
 
 static void test_codec(void) {

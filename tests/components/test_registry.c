@@ -273,14 +273,14 @@ static void test_table_sample_and_state(void) {
   }
   uint64_t s1 = 3, s2 = 3;
   bbi_draw_source r1 = {splitmix, &s1}, r2 = {splitmix, &s2};
-  size_t idx[BBI_REGISTRY_MAX_MEMBERS];
+  size_t idx[2 * BBI_REGISTRY_MAX_MEMBERS];
   bb_peer_id a[8], b[8];
-  CHECK_EQ_INT(bbi_registry_table_sample(&t, &r1, 4, idx, a), 4);
-  CHECK_EQ_INT(bbi_registry_table_sample(&t, &r2, 4, idx, b), 4);
+  CHECK_EQ_INT(bbi_registry_table_sample(&t, &r1, NULL, NULL, 4, idx, a), 4);
+  CHECK_EQ_INT(bbi_registry_table_sample(&t, &r2, NULL, NULL, 4, idx, b), 4);
   CHECK(memcmp(a, b, 4 * sizeof *a) == 0); /* the same seed, the same draw */
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < i; j++) CHECK(!bb_peer_id_equal(&a[i], &a[j]));
-  CHECK_EQ_INT(bbi_registry_table_sample(&t, &r1, 50, idx, a), 6);
+  CHECK_EQ_INT(bbi_registry_table_sample(&t, &r1, NULL, NULL, 50, idx, a), 6);
 
   /* saved state: version, ttl, u32 count, (peer, expiry) in peer-id order */
   size_t cap = bbi_registry_table_save_size(&t);

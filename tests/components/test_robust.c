@@ -115,22 +115,53 @@ static void test_norm_scales(void) {
   const float ref[2] = {1, 1};
   const float a[2] = {4, 5}, b[2] = {1, 2}, c[2] = {2, 1}, huge[2] = {3e38f, 3e38f};
   const float *vecs[4] = {a, b, c, huge};
-  double scale[4], norms[4];
-  /* distances 5, 1, 1, ~4.2e38 */
-  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 0, scale, norms), 0);
-  CHECK(scale[0] == 1 && scale[3] == 1);
-  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2.5, 0, scale, norms), 2);
+  double scale[4], norms[4], median;
+  /* distances 5, 1, 1, ~4.2e38 (the median, (1 + 5) / 2, is reported even without a bound) */
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 0, scale, norms, &median), 0);
+  CHECK(scale[0] == 1 && scale[3] == 1 && median == 3 && norms[0] == 5 && norms[1] == 1);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2.5, 0, scale, norms, NULL), 2);
   CHECK(fabs(scale[0] - 0.5) < 1e-12 && scale[1] == 1 && scale[2] == 1 && scale[3] > 0 && scale[3] < 1e-37);
   /* the median distance is (1 + 5) / 2 = 3: a factor of 1 bounds at 3 */
-  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 1, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 0, 1, scale, norms, &median), 2);
   CHECK(fabs(scale[0] - 0.6) < 1e-12 && scale[1] == 1);
-  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2, 1, scale, norms), 2); /* the fixed 2 is smaller */
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 4, 2, ref, 2, 1, scale, norms, NULL), 2); /* the fixed 2 is smaller */
   CHECK(fabs(scale[0] - 0.4) < 1e-12);
   /* from the origin */
-  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 2, 2, NULL, 1, 0, scale, norms), 2);
+  CHECK_EQ_INT(bbi_robust_norm_scales(vecs, 2, 2, NULL, 1, 0, scale, norms, NULL), 2);
   CHECK(fabs(scale[1] - 1 / sqrt(5.0)) < 1e-12);
   double x[5] = {5, 1, 4, 2, 3};
   CHECK(bbi_robust_median_f64(x, 5) == 3 && bbi_robust_median_f64(x, 4) == 2.5);
+}
+
+/* Centered clipping, worked by hand: the center is ref + step = (1, 0); the deviations
+ * are 1, 1, 3 and 0, their median 1; the far one is pulled back to 1, and the result is
+ * the center plus the mean of the clipped deviations. */
+static void test_centered_clip(void) {
+  const float ref[2] = {0, 0}, step[2] = {1, 0};
+  const float a[2] = {1, 1}, b[2] = {1, -1}, c[2] = {4, 0}, d[2] = {1, 0};
+  const float *vecs[4] = {a, b, c, d};
+  float out[2];
+  double dev[8], center[2];
+  /* clipped deviations (0, 1), (0, -1), (1, 0), (0, 0): mean (0.25, 0) */
+  CHECK_EQ_INT(bbi_robust_centered_clip(vecs, NULL, 4, 2, ref, step, 1, out, dev, center), 1);
+  CHECK(out[0] == 1.25f && out[1] == 0);
+  /* weights 1, 1, 2, 0: (2·(1, 0)) / 4 */
+  const double w[4] = {1, 1, 2, 0};
+  CHECK_EQ_INT(bbi_robust_centered_clip(vecs, w, 4, 2, ref, step, 1, out, dev, center), 1);
+  CHECK(out[0] == 1.5f && out[1] == 0);
+  /* a factor of 3 clips nothing: the plain mean (7/4, 0) */
+  CHECK_EQ_INT(bbi_robust_centered_clip(vecs, NULL, 4, 2, ref, step, 3, out, dev, center), 0);
+  CHECK(out[0] == 1.75f && out[1] == 0);
+  /* no step: the center is ref itself; no vectors: the center is the result */
+  CHECK_EQ_INT(bbi_robust_centered_clip(vecs, NULL, 0, 2, ref, step, 1, out, dev, center), 0);
+  CHECK(out[0] == 1 && out[1] == 0);
+  CHECK_EQ_INT(bbi_robust_centered_clip(vecs, NULL, 0, 2, ref, NULL, 1, out, dev, center), 0);
+  CHECK(out[0] == 0 && out[1] == 0);
+  /* a center past the float range is held to it, so the result stays finite */
+  const float top[1] = {3e38f}, low[1] = {-3e38f};
+  const float *one[1] = {low};
+  CHECK_EQ_INT(bbi_robust_centered_clip(one, NULL, 1, 1, top, top, 1, out, dev, center), 0);
+  CHECK(isfinite(out[0]) && out[0] == -3e38f);
 }
 
 /* Krum: five points in a cluster and two far away; the best score is the cluster's
@@ -161,6 +192,7 @@ static void test_krum(void) {
 int main(void) {
   RUN(test_median_small);
   RUN(test_norm_scales);
+  RUN(test_centered_clip);
   RUN(test_krum);
   RUN(test_trimmed_small);
   RUN(test_rejects);

@@ -7,8 +7,15 @@
  * stopped being supported turns a pass into a skip) fails this program, and so does a
  * test that passes without being listed, until the list is rewritten with
  * BB_CONFORMANCE_UPDATE=1 (the message says how).
+ * The tests of the operator families listed in MUST_PASS must run as well: skipping one fails.
  * Set BB_CONFORMANCE_FILTER=substring to run only matching tests, with details (the pin
- * is then checked for those tests only). */
+ * is then checked for those tests only).
+ *
+ * The same runner checks other directories laid out as ONNX's node tests (one folder per
+ * test: model.onnx and test_data_set_N/{input,output}_K.pb): BB_CONFORMANCE_DIR names the
+ * root (the pinned list is then not consulted), BB_CONFORMANCE_ATOL loosens the absolute
+ * tolerance, and BB_CONFORMANCE_ALL=1 pins every test in it (tests/tools/test_recurrent_ort.sh
+ * runs onnxruntime's answers so). */
 #include "ir/testutil.h"
 
 #include <math.h>
@@ -36,6 +43,16 @@ static const struct {
     {"test_castlike_FLOAT_to_BFLOAT16_expanded", "same bfloat16 truncation in the test data"},
 };
 
+/* Operator families whose every node test must run and pass. */
+static const char *const MUST_PASS[] = {"test_lstm_", "test_gru_", "test_rnn_", "test_simple_rnn_"};
+
+static bool pinned(const char *test) {
+  if (getenv("BB_CONFORMANCE_ALL") && strcmp(getenv("BB_CONFORMANCE_ALL"), "1") == 0) return true;
+  for (size_t i = 0; i < sizeof MUST_PASS / sizeof MUST_PASS[0]; i++)
+    if (strncmp(test, MUST_PASS[i], strlen(MUST_PASS[i])) == 0) return true;
+  return false;
+}
+
 static const char *data_disagrees(const char *test) {
   for (size_t i = 0; i < sizeof DATA_DISAGREES / sizeof DATA_DISAGREES[0]; i++)
     if (strcmp(DATA_DISAGREES[i].test, test) == 0) return DATA_DISAGREES[i].why;
@@ -44,6 +61,7 @@ static const char *data_disagrees(const char *test) {
 
 static bool verbose;
 static char reason[4096];
+static double abs_tol = ATOL;
 
 /* Compares one output against the expected tensor; fills `reason` on mismatch. */
 static bool outputs_match(const char *name, const bb_tensor *got, const bb_tensor *want) {
@@ -56,7 +74,7 @@ static bool outputs_match(const char *name, const bb_tensor *got, const bb_tenso
   for (int64_t i = 0; i < want->numel; i++) {
     if (optest_is_real(want->dtype)) {
       double g = tensor_real(got, i), w = tensor_real(want, i);
-      if (isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= ATOL + RTOL * fabs(w)) continue;
+      if (isnan(w) ? isnan(g) : isinf(w) ? g == w : fabs(g - w) <= abs_tol + RTOL * fabs(w)) continue;
       snprintf(reason, sizeof reason, "output %s[%lld]: got %.9g, expected %.9g", name, (long long)i, g, w);
       return false;
     }
@@ -294,8 +312,10 @@ static void check_pinned(char **names, const result *results, const char *const 
 static void test_onnx_node_tests(void) {
   const char *filter = getenv("BB_CONFORMANCE_FILTER");
   verbose = filter != NULL;
+  if (getenv("BB_CONFORMANCE_ATOL")) abs_tol = atof(getenv("BB_CONFORMANCE_ATOL"));
   char root[1024];
-  snprintf(root, sizeof root, "%s/node", BB_TEST_ONNX_DATA);
+  if (getenv("BB_CONFORMANCE_DIR")) snprintf(root, sizeof root, "%s", getenv("BB_CONFORMANCE_DIR"));
+  else snprintf(root, sizeof root, "%s/node", BB_TEST_ONNX_DATA);
   size_t n;
   char **names = tu_list_dir(root, &n);
   CHECK_MSG(names != NULL, "cannot list %s", root);
@@ -322,6 +342,10 @@ static void test_onnx_node_tests(void) {
       snprintf(reason, sizeof reason, "%s", disagrees);
       r = RESULT_SKIP;
     }
+    if (r == RESULT_SKIP && pinned(names[i])) {
+      snprintf(reason + strlen(reason), sizeof reason - strlen(reason), " (pinned: it must run)");
+      r = RESULT_FAIL;
+    }
     results[i] = r;
     reasons[i] = reason[0] ? copy_text(reason) : NULL;
     if (r == RESULT_PASS) passed++;
@@ -334,7 +358,7 @@ static void test_onnx_node_tests(void) {
   }
   printf("conformance: %zu passed, %zu failed; %zu skipped (ops, types or features the backend does not support)\n",
          passed, failed, skipped);
-  check_pinned(names, results, (const char *const *)reasons, n, filter);
+  if (!getenv("BB_CONFORMANCE_DIR")) check_pinned(names, results, (const char *const *)reasons, n, filter);
   for (size_t i = 0; i < n; i++) free(reasons[i]);
   free(reasons);
   free(results);

@@ -49,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   /* low bits: label column -4..3, or none; high bit: header line */
   uint8_t knob = data[0];
-  bb_csv_options opt = {.label_column = (knob & 15) == 15 ? BB_DATASET_NO_LABEL : (int32_t)(knob & 7) - 4,
+  bb_csv_options opt = {.struct_size = sizeof opt,
+                        .label_column = (knob & 15) == 15 ? BB_DATASET_NO_LABEL : (int32_t)(knob & 7) - 4,
                         .has_header = knob >> 7};
   bb_dataset ds;
   bb_error err;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/compiler.h"
 #include "bb/runtime.h"
+#include "compile_module.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -23,22 +23,8 @@ static const bb_module MODULE = {sizeof(bb_module), "Fuzz", body, NULL, NULL, NU
 static uint8_t *artifact;
 static size_t artifact_len;
 
-static void compile_once(void) {
-  bb_model *m = NULL;
-  uint8_t *bytes = NULL;
-  size_t len = 0;
-  bb_error err;
-  if (bb_module_build(&MODULE, NULL, &m, &err) || bb_model_encode(m, &bytes, &len, &err)) abort();
-  bb_compiler *c = bb_compiler_new(NULL);
-  bb_compiler_set_permissive_types(c, true);
-  if (bb_compiler_compile(c, bytes, len, &artifact, &artifact_len, &err)) abort();
-  bb_compiler_free(c);
-  bb_buffer_free(NULL, bytes);
-  bb_model_free(m);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!artifact) compile_once();
+  if (!artifact) fuzz_compile(&MODULE, &artifact, &artifact_len);
   if (!size) return 0;
   bb_install_args a = {0};
   a.struct_size = sizeof a;

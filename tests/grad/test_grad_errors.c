@@ -1,12 +1,16 @@
 /* What the gradient builder refuses, and how it says so: each message names the node,
- * value or parameter at fault. Also: a parameter that cannot reach the loss is a warning,
- * and every allocation failure is reported without a leak. */
+ * value or parameter at fault. Also: a parameter the loss does not depend on is a warning,
+ * one it depends on only through operators without a gradient is an error, buffers and
+ * frozen initializers are not trained, and every allocation failure is reported without a
+ * leak. */
+#include "bb/artifact.h"
 #include "failalloc.h"
 #include "fixture.h"
 
 static int build(fx *f, const bb_grad_options *o, bb_grad_graph **g, bb_error *err) {
   bb_grad_options dflt;
   memset(&dflt, 0, sizeof dflt);
+  dflt.struct_size = sizeof dflt;
   if (!o) {
     dflt.params = f->params;
     dflt.n_params = f->n_params;
@@ -56,9 +60,9 @@ static void test_parameter_not_reaching_the_loss_warns(void) {
   fx_init(&f, 17);
   fx_param(&f, "p", 1, (int64_t[]){3});
   fx_param(&f, "unused", 1, (int64_t[]){2});
-  fx_param(&f, "floored", 1, (int64_t[]){3});
-  fx_node(&f, "Floor", NULL, "floored", "fl");
-  fx_node(&f, "Add", NULL, "p,fl", "y");
+  fx_param(&f, "shape_only", 1, (int64_t[]){3});
+  fx_node(&f, "Shape", NULL, "shape_only", "s");
+  fx_node(&f, "Reshape", NULL, "p,s", "y");
   fx_loss(&f, "y");
   bb_grad_graph *g;
   bb_error err;
@@ -66,8 +70,79 @@ static void test_parameter_not_reaching_the_loss_warns(void) {
   CHECK(g && g->n_params == 1 && strcmp(g->params[0], "p") == 0);
   CHECK(g && g->n_warnings == 2);
   for (size_t i = 0; g && i < g->n_warnings; i++) CHECK(strstr(g->warnings[i], "does not reach the loss"));
-  CHECK(g && strstr(g->warnings[0], "unused") && strstr(g->warnings[1], "floored") && strstr(g->warnings[1], "(Floor)"));
+  CHECK(g && strstr(g->warnings[0], "unused") && strstr(g->warnings[1], "shape_only"));
   bb_grad_graph_free(g);
+  fx_free(&f);
+}
+
+/* A parameter whose every path to the loss passes an operator without a gradient would stay
+ * untrained while the rest trains: refused, naming the parameter and the operator, unless
+ * it is frozen. */
+static void test_parameter_cut_from_the_loss_is_refused(void) {
+  static const char *const ops[] = {"Floor", "Round", "ArgMax"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    fx f;
+    fx_init(&f, 17);
+    fx_param(&f, "p", 1, (int64_t[]){3});
+    fx_param(&f, "cut", 1, (int64_t[]){3});
+    fx_node(&f, ops[i], NULL, "cut", "c");
+    const char *path = "c";
+    if (strcmp(ops[i], "ArgMax") == 0) { /* an index back to floating point */
+      bb_ir_node *cast = fx_node(&f, "Cast", NULL, "c", "cf");
+      bb_attr_set_int(f.m, &cast->attrs, "to", BB_DTYPE_DOUBLE);
+      path = "cf";
+    }
+    char inputs[16];
+    snprintf(inputs, sizeof inputs, "p,%s", path);
+    fx_node(&f, "Add", NULL, inputs, "y");
+    fx_loss(&f, "y");
+    char label[64];
+    snprintf(label, sizeof label, "node c (%s)", ops[i]);
+    EXPECT_ERROR(&f, NULL, BB_ERR_UNSUPPORTED, "parameter cut reaches the loss loss only through values without a gradient",
+                 label, "freeze cut");
+    bb_grad_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.freeze = (const char *[]){"cut"};
+    o.n_freeze = 1;
+    bb_grad_graph *g;
+    bb_error err;
+    CHECK_MSG(!build(&f, &o, &g, &err), "%s frozen: %s", ops[i], err.message);
+    CHECK(g && g->n_params == 1 && strcmp(g->params[0], "p") == 0 && g->n_warnings == 0);
+    bb_grad_graph_free(g);
+    o.freeze = (const char *[]){"nope"};
+    EXPECT_ERROR(&f, &o, BB_ERR_NOT_FOUND, "frozen parameter nope is not an initializer");
+    o.freeze = (const char *[]){"p"};
+    o.params = (const char *[]){"p"};
+    o.n_params = 1;
+    EXPECT_ERROR(&f, &o, BB_ERR_INVALID_ARGUMENT, "parameter p is both trained and frozen");
+    fx_free(&f);
+  }
+}
+
+/* The initializers the model's metadata names as buffers are never trained. */
+static void test_buffers_are_not_trained(void) {
+  fx f;
+  fx_init(&f, 17);
+  fx_param(&f, "w", 1, (int64_t[]){3});
+  fx_param(&f, "mean", 1, (int64_t[]){3});
+  fx_param(&f, "std", 1, (int64_t[]){3});
+  fx_node(&f, "Sub", NULL, "w,mean", "centred");
+  fx_node(&f, "Div", NULL, "centred,std", "y");
+  fx_loss(&f, "y");
+  bb_kv_upsert(f.m, &f.m->metadata, BB_KEY_BUFFERS, "mean,std,not_exported");
+  bb_grad_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  bb_grad_graph *g;
+  bb_error err;
+  CHECK_MSG(!build(&f, &o, &g, &err), "%s", err.message);
+  CHECK(g && g->n_params == 1 && strcmp(g->params[0], "w") == 0 && g->n_warnings == 0);
+  bb_grad_graph_free(g);
+  o.struct_size = 0; /* an options struct without its size */
+  EXPECT_ERROR(&f, &o, BB_ERR_INVALID_ARGUMENT, "struct_size 0");
+  o.struct_size = sizeof o + 8;
+  EXPECT_ERROR(&f, &o, BB_ERR_INVALID_ARGUMENT, "this library knows");
   fx_free(&f);
 }
 
@@ -80,6 +155,7 @@ static void test_named_parameters_are_checked(void) {
   fx_loss(&f, "y");
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.params = (const char *[]){"nope"};
   o.n_params = 1;
   EXPECT_ERROR(&f, &o, BB_ERR_NOT_FOUND, "parameter nope is not an initializer");
@@ -100,6 +176,7 @@ static void test_named_parameters_are_checked(void) {
   o.n_params = 1;
   EXPECT_ERROR(&f, &o, BB_ERR_TYPE, "parameter counts is int64, not floating point");
   memset(&o, 0, sizeof o); /* by default: no floating-point initializer at all */
+  o.struct_size = sizeof o;
   EXPECT_ERROR(&f, &o, BB_ERR_INVALID_ARGUMENT, "the loss loss depends on no trainable parameter");
   /* dims that promise a million values over three: optimizer state would be sized from them */
   bb_tensor_proto *big = bb_tensor_proto_new(f.m, "big", BB_DTYPE_DOUBLE, 1, (int64_t[]){1000000});
@@ -123,6 +200,7 @@ static void test_targets_are_checked(void) {
   classifier(&f);
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
   bb_grad_graph *g;
   bb_error err;
@@ -154,6 +232,7 @@ static void test_losses_must_fit(void) {
   bb_vilist_add(f.m, &f.m->graph->outputs, "v", bb_type_new_tensor(f.m, BB_DTYPE_DOUBLE, -1, NULL));
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   EXPECT_ERROR(&f, &o, BB_ERR_TYPE, "the loss v must be a scalar");
   o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
   EXPECT_ERROR(&f, &o, BB_ERR_TYPE, "needs logits [N, C, ...]; the prediction v has rank 1");
@@ -206,6 +285,20 @@ static void test_unsupported_forms_name_the_node(void) {
   fx_free(&f);
 }
 
+/* The recurrent gradient is float32 only: a float64 LSTM is refused by name. */
+static void test_recurrent_float64_refused(void) {
+  fx f;
+  fx_init(&f, 17);
+  fx_param(&f, "w", 3, (int64_t[]){1, 8, 3});
+  fx_param(&f, "r", 3, (int64_t[]){1, 8, 2});
+  fx_input(&f, "x", fx_random(BB_DTYPE_DOUBLE, 3, (int64_t[]){4, 1, 3}, -1, 1), NULL);
+  bb_ir_node *n = fx_node(&f, "LSTM", NULL, "x,w,r", "y");
+  bb_attr_set_int(f.m, &n->attrs, "hidden_size", 2);
+  fx_loss(&f, "y");
+  EXPECT_ERROR(&f, NULL, BB_ERR_UNSUPPORTED, "node y (LSTM)", "float32 only, not double");
+  fx_free(&f);
+}
+
 static void test_malformed_graphs(void) {
   fx f;
   fx_init(&f, 12);
@@ -242,6 +335,7 @@ static void test_allocation_failures(void) {
   fx_loss(&f, "y");
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   long ok_at = -1;
   for (long budget = 0; budget < 100000 && ok_at < 0; budget += budget < 200 ? 1 : 37) {
     failing fa = {budget, 0};
@@ -266,10 +360,13 @@ int main(void) {
   RUN(test_op_without_gradient);
   RUN(test_integer_only_path);
   RUN(test_parameter_not_reaching_the_loss_warns);
+  RUN(test_parameter_cut_from_the_loss_is_refused);
+  RUN(test_buffers_are_not_trained);
   RUN(test_named_parameters_are_checked);
   RUN(test_targets_are_checked);
   RUN(test_losses_must_fit);
   RUN(test_unsupported_forms_name_the_node);
+  RUN(test_recurrent_float64_refused);
   RUN(test_malformed_graphs);
   RUN(test_allocation_failures);
   return bb_test_finish();

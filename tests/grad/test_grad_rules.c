@@ -13,6 +13,7 @@
 static bb_grad_graph *fx_check(fx *f, const char *label) {
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.params = f->params;
   o.n_params = f->n_params;
   bb_grad_graph *g = NULL;

@@ -26,6 +26,7 @@ static bool make(fx *f, bb_grad_loss loss, bb_optimizer_kind kind, uint64_t seed
   memset(s, 0, sizeof *s);
   bb_grad_options opt;
   memset(&opt, 0, sizeof opt);
+  opt.struct_size = sizeof opt;
   opt.loss = loss;
   bb_error err;
   bb_optimizer_config c = bb_optimizer_defaults(kind);
@@ -263,10 +264,19 @@ static void test_optimizer_and_trainer_allocation_failures(void) {
   log_model(&f);
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.loss = BB_GRAD_LOSS_MSE;
   bb_grad_graph *g;
   bb_error err;
   if (bb_grad_build(f.m, &o, NULL, &g, &err)) return fx_free(&f);
+  /* a config without its struct_size, or from a newer header, is refused */
+  bb_optimizer_config unsized = bb_optimizer_defaults(BB_OPTIMIZER_SGD);
+  bb_grad_optimizer *none = NULL;
+  unsized.struct_size = 0;
+  CHECK_EQ_INT(bb_grad_optimizer_build(g, &unsized, &none, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "optimizer config: struct_size 0") && !none);
+  unsized.struct_size = sizeof unsized + 4;
+  CHECK_EQ_INT(bb_grad_optimizer_build(g, &unsized, &none, &err), BB_ERR_INVALID_ARGUMENT);
   bb_tensor *target = fx_random(BB_DTYPE_DOUBLE, 2, (int64_t[]){4, 3}, -1, 1);
   long done_at = -1;
   for (long budget = 0; budget < 5000 && done_at < 0; budget++) {
@@ -327,6 +337,7 @@ static void test_inference_form(void) {
   /* a training graph is not a model to turn into inference */
   bb_grad_options o;
   memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
   o.loss = BB_GRAD_LOSS_MSE;
   o.params = f.params;
   o.n_params = 2;

@@ -11,6 +11,8 @@
 #include "control_plane.h"
 #include "bb/roles.h"
 #include "bb/sim.h"
+#include "components/protocols/registry_codec.h"
+#include "wire/join_tokens.h"
 
 #define SERVER 100
 #define TTL_MS 3000
@@ -518,8 +520,84 @@ static void test_one_artifact_bootstrap(void) {
   free(art);
 }
 
+/* The Announce of test identity `id`, with its /p2p address. */
+static size_t announce_of(uint64_t id, uint8_t *out, size_t cap) {
+  bbi_registry_announce a = {.peer = bb_peer_id_from_u64(id), .n_addrs = 1};
+  a.addrs[0] = p2p_address(&a.peer);
+  return bbi_registry_announce_encode(&a, out, cap);
+}
+
+/* The ids of the server's Directory view after a run at `now`. */
+static size_t directory_at(bb_node *server, uint64_t now, uint64_t *ids, size_t cap) {
+  bb_error err;
+  const bb_step *steps;
+  size_t n, got = 0;
+  CHECK_MSG(bb_node_invoke(server, "Directory", NULL, 0, now, &err) == 0, "%s", err.message);
+  CHECK(bb_node_poll(server, now, &steps, &n, &err) == 0);
+  for (size_t i = 0; i < n; i++)
+    if (steps[i].kind == BB_STEP_APP_EVENT && strcmp(steps[i].topic, "view") == 0)
+      for (size_t j = 0; j < bb_val_count(steps[i].value) && got < cap; j++)
+        bb_peer_id_as_u64(&bb_val_as_peers(steps[i].value)[j], &ids[got++]);
+  return got;
+}
+
+/* Under a join policy the registry registers only peers whose token admits them: a Sybil's
+ * Announce is refused before anything is registered (and counted), and a member whose
+ * token has expired leaves the view though its lease has not. Without a policy anyone who
+ * announces is a member. */
+static void test_policy_admits_only_token_holders(void) {
+  size_t len = 0;
+  uint8_t *art = compile(&DIRECTORY, true, &len);
+  if (!art) return;
+  const char *const targets[] = {"Directory"};
+  const bbt_keys op = bbt_keys_counting(0x00);
+  const bb_join_policy policy = {"room-1", op.pk, 1};
+  bb_install_args a = install_args(art, len, SERVER, targets, 1, shipped_registry());
+  a.admission = &policy;
+  bb_node *server = NULL, *open = install_peer(art, len, SERVER, targets, 1, shipped_registry(), NULL);
+  bb_error err;
+  CHECK_MSG(bb_install(&a, &server, NULL, &err) == 0, "%s", err.message);
+  if (server && open) {
+    /* peer 1 holds a client's token for two seconds, peer 2 a long one, peer 7 none */
+    const uint64_t holders[2] = {1, 2}, expiry[2] = {1700000002, 1700003600};
+    for (int i = 0; i < 2; i++) {
+      bb_peer_id p = bb_peer_id_from_u64(holders[i]);
+      uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+      size_t n = bbt_make_token(&op, BB_JOIN_CLIENT, expiry[i], &p, "room-1", token);
+      CHECK(bb_node_admit_token(server, &p, token, n, 1700000000, 0, NULL, NULL) == 0);
+    }
+    uint8_t msg[BBI_REGISTRY_MESSAGE_MAX];
+    const uint64_t announcing[3] = {1, 2, 7};
+    for (int i = 0; i < 3; i++) {
+      size_t n = announce_of(announcing[i], msg, sizeof msg);
+      deliver_message(server, announcing[i], "discovery", "Announce", msg, n, 0);
+      deliver_message(open, announcing[i], "discovery", "Announce", msg, n, 0);
+    }
+    const bb_step *steps;
+    size_t k;
+    CHECK(bb_node_poll(server, 0, &steps, &k, &err) == 0);
+    CHECK_EQ_INT(count_steps(steps, k, BB_STEP_OP_FAILED), 1);
+    CHECK(bb_node_poll(open, 0, &steps, &k, &err) == 0);
+    CHECK_EQ_INT(count_steps(steps, k, BB_STEP_OP_FAILED), 0);
+    CHECK_EQ_INT(bb_node_counter(server, "global_registry.refused_unadmitted"), 1);
+    CHECK_EQ_INT(bb_node_counter(server, "global_registry.joined"), 2);
+    CHECK_EQ_INT(bb_node_counter(open, "global_registry.joined"), 3);
+    uint64_t ids[8];
+    CHECK_EQ_INT(directory_at(server, MS, ids, 8), 2);
+    CHECK(ids[0] == 1 && ids[1] == 2);
+    CHECK_EQ_INT(directory_at(open, MS, ids, 8), 3);
+    /* at 2.5 s peer 1's token has expired, its lease (3 s) has not */
+    CHECK_EQ_INT(directory_at(server, 2500 * MS, ids, 8), 1);
+    CHECK(ids[0] == 2);
+  }
+  bb_node_free(server);
+  bb_node_free(open);
+  free(art);
+}
+
 int main(void) {
   RUN(test_announce_handshake_and_eviction);
+  RUN(test_policy_admits_only_token_holders);
   RUN(test_sample_deterministic);
   RUN(test_malformed_refused);
   RUN(test_save_load);

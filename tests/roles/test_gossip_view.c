@@ -1,11 +1,14 @@
 /* GossipView's exchange over the simulator: the initiator of a shuffle makes room for the
  * entries it receives by dropping the ones it sent away (Cyclon's rule), so a full view
- * still learns new peers from a reply; and the exchange's payloads keep their layout. */
+ * still learns new peers from a reply; a reply is taken only from the peer the shuffle
+ * went to; under a join policy strangers neither shuffle nor are shuffled in; and the
+ * exchange's payloads keep their layout. */
 #include <stdlib.h>
 
 #include "control_plane.h"
 #include "bb/roles.h"
 #include "bb/sim.h"
+#include "wire/join_tokens.h"
 
 #define MS 1000000ull
 
@@ -122,8 +125,110 @@ static void test_message_bytes_pinned(void) {
   free(art);
 }
 
+/* An exchange message of test identities. */
+static bytes_out entries(const uint64_t *ids, size_t n) {
+  bytes_out o = {{0}, 0};
+  out_u8(&o, (uint8_t)n);
+  for (size_t i = 0; i < n; i++) out_peer(&o, ids[i]);
+  return o;
+}
+
+/* Delivers `op` from `from` to node 1's view and polls: the failed ops it gave. */
+static size_t exchange(bb_node *node, uint64_t from, const char *op, const uint64_t *ids, size_t n, uint64_t now) {
+  const bytes_out m = entries(ids, n);
+  deliver_message(node, from, "view", op, m.b, m.n, now);
+  const bb_step *steps;
+  size_t k;
+  CHECK(bb_node_poll(node, now, &steps, &k, NULL) == 0);
+  return count_steps(steps, k, BB_STEP_OP_FAILED);
+}
+
+/* Node 1's view now. */
+static size_t view_of(bb_node *node, uint64_t now, uint64_t *ids) {
+  seen w = {{0}, 0, 0};
+  const bb_step *steps;
+  size_t k;
+  CHECK(bb_node_invoke(node, "Gossip", NULL, 0, now, NULL) == 0);
+  CHECK(bb_node_poll(node, now, &steps, &k, NULL) == 0);
+  bb_peer_id self = bb_peer_id_from_u64(1);
+  for (size_t i = 0; i < k; i++) observe(&w, &self, &steps[i]);
+  memcpy(ids, w.view, w.n * sizeof *ids);
+  return w.n;
+}
+
+static bool holds(const uint64_t *ids, size_t n, uint64_t id) {
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] == id) return true;
+  return false;
+}
+
+/* The attacker's way in: one stranger (peer 4) shuffles itself into an open view; under a
+ * join policy (peers 2, 3 and 5 hold client tokens) its Shuffle is refused and counted, and
+ * an admitted peer's Shuffle naming strangers merges the admitted entries only. */
+static void test_policy_keeps_strangers_out(void) {
+  size_t len = 0;
+  uint8_t *art = compile("seeds=2,view=6,shuffle=3", &len);
+  if (!art) return;
+  const char *targets[] = {"Gossip"};
+  bb_node *open = install_peer(art, len, 1, targets, 1, shipped_registry(), NULL);
+  const bbt_keys op = bbt_keys_counting(0x00);
+  const bb_join_policy policy = {"room-1", op.pk, 1};
+  bb_install_args a = install_args(art, len, 1, targets, 1, shipped_registry());
+  a.admission = &policy;
+  bb_node *closed = NULL;
+  CHECK(bb_install(&a, &closed, NULL, NULL) == 0);
+  if (open && closed) {
+    for (uint64_t id = 2; id <= 5; id++) {
+      if (id == 4) continue;
+      bb_peer_id p = bb_peer_id_from_u64(id);
+      uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+      size_t n = bbt_make_token(&op, BB_JOIN_CLIENT, 1700003600, &p, "room-1", token);
+      CHECK(bb_node_admit_token(closed, &p, token, n, 1700000000, 0, NULL, NULL) == 0);
+    }
+    const uint64_t stranger[] = {4}, mixed[] = {3, 4, 5, 6};
+    uint64_t ids[8];
+    size_t n;
+    CHECK_EQ_INT(exchange(open, 4, "Shuffle", stranger, 1, 0), 0);
+    n = view_of(open, 1, ids);
+    CHECK(holds(ids, n, 4));
+    CHECK_EQ_INT(exchange(closed, 4, "Shuffle", stranger, 1, 0), 1);
+    CHECK_EQ_INT(exchange(closed, 3, "Shuffle", mixed, 4, 0), 0);
+    n = view_of(closed, 1, ids);
+    CHECK_MSG(n == 3 && holds(ids, n, 2) && holds(ids, n, 3) && holds(ids, n, 5), "%zu entries", n);
+    /* the stranger's Shuffle, and 4 and 6 named by peer 3 */
+    CHECK_EQ_INT(bb_node_counter(closed, "gossip_view.refused_unadmitted"), 3);
+  }
+  bb_node_free(open);
+  bb_node_free(closed);
+  free(art);
+}
+
+/* A ShuffleReply merges only from the peer the last Shuffle went to, and only once. */
+static void test_only_the_asked_peer_replies(void) {
+  size_t len = 0;
+  uint8_t *art = compile("seeds=2,view=6,shuffle=2", &len);
+  const char *targets[] = {"Gossip"};
+  bb_node *node = art ? install_peer(art, len, 1, targets, 1, shipped_registry(), NULL) : NULL;
+  if (node) {
+    uint64_t ids[8];
+    view_of(node, 0, ids); /* Sample: a Shuffle to peer 2, the only member */
+    const uint64_t seven[] = {7}, eight[] = {8};
+    CHECK_EQ_INT(exchange(node, 3, "ShuffleReply", seven, 1, 1), 1);
+    CHECK_EQ_INT(bb_node_counter(node, "gossip_view.unsolicited_replies"), 1);
+    CHECK_EQ_INT(exchange(node, 2, "ShuffleReply", eight, 1, 2), 0);
+    CHECK_EQ_INT(exchange(node, 2, "ShuffleReply", seven, 1, 3), 1); /* answered already */
+    const size_t n = view_of(node, 4, ids);
+    CHECK(holds(ids, n, 8) && !holds(ids, n, 7));
+    CHECK_EQ_INT(bb_node_counter(node, "gossip_view.unsolicited_replies"), 2);
+  }
+  bb_node_free(node);
+  free(art);
+}
+
 int main(void) {
   RUN(test_full_initiator_takes_the_reply);
+  RUN(test_policy_keeps_strangers_out);
+  RUN(test_only_the_asked_peer_replies);
   RUN(test_message_bytes_pinned);
   return bb_test_finish();
 }

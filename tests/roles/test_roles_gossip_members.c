@@ -2,12 +2,8 @@
  * members=any everyone; on a node that checks join tokens, only those whose token grants
  * the client role. Anyone else's update is refused and counted, and the model is left as
  * it was. */
-#include "../runtime/rttest.h"
+#include "gossip_avg_fixture.h"
 #include "wire/join_tokens.h"
-
-static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
-static const bb_slot VIEW = {BB_ROLE_PEER_SELECTOR, "view", NULL};
-static const bb_slot AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
 
 /* Each run: the model's parameters to `peers`; what arrives is mixed in. The view is in
  * the graph so that its slot is bound. */
@@ -22,20 +18,6 @@ static void share_body(bb_rec *g, void *user) {
 }
 
 static const bb_module SHARE = {sizeof(bb_module), "Share", share_body, NULL, NULL, NULL, 0};
-
-static int bind_share(bb_compiler *c, const void *config, bb_error *err) {
-  static const bb_component_port tensor[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
-  static const bb_component_port element[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
-  static const bb_component_dep model_dep[] = {{BB_ROLE_MODEL, "model"}};
-  bb_component_decl mlp = {sizeof mlp, "CpuMlp", tensor, 1, NULL, 0};
-  bb_component_decl avg = {sizeof avg, "GossipAvg", element, 1, model_dep, 1};
-  return bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &avg, err) ||
-                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=2,outputs=2", err) ||
-                 bb_compiler_bind_peer_selector(c, "view", "ConstantView", "peers=1", err) ||
-                 bb_compiler_bind_aggregator(c, "aggregator", "GossipAvg", config, err)
-             ? err->code
-             : 0;
-}
 
 /* How B checks join tokens: not at all, or under a policy with peer 1's token of this
  * role (BB_JOIN_NONE: peer 1 holds none). */
@@ -106,7 +88,7 @@ static void test_members(void) {
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     size_t len = 0;
-    uint8_t *art = compile_test_module(&SHARE, bind_share, cases[t].config, &len);
+    uint8_t *art = compile_test_module(&SHARE, bind_gossip_avg, cases[t].config, &len);
     if (!art) continue;
     uint64_t merged = 0, refused = 0;
     share_with_b(art, len, cases[t].from, UNCHECKED, "gossip.refused_non_member", &merged, &refused);
@@ -127,7 +109,7 @@ static void test_join_tokens(void) {
                {BB_JOIN_WATCHER, "gossip.refused_role"},
                {BB_JOIN_SERVER, "gossip.refused_role"}};
   size_t len = 0;
-  uint8_t *art = compile_test_module(&SHARE, bind_share, NULL, &len);
+  uint8_t *art = compile_test_module(&SHARE, bind_gossip_avg, NULL, &len);
   for (size_t t = 0; art && t < sizeof cases / sizeof cases[0]; t++) {
     uint64_t merged = 0, refused = 0;
     const tokens tk = {true, cases[t].role};
@@ -141,7 +123,7 @@ static void test_join_tokens(void) {
 
 static void test_bad_members_value(void) {
   size_t len = 0;
-  uint8_t *art = compile_test_module(&SHARE, bind_share, "members=friends", &len);
+  uint8_t *art = compile_test_module(&SHARE, bind_gossip_avg, "members=friends", &len);
   if (!art) return;
   const char *const targets[] = {"Share"};
   bb_install_args a = install_args(art, len, 1, targets, 1, shipped_registry());

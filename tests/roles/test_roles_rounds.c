@@ -407,6 +407,7 @@ static void test_robust_avg_nan_sender_cannot_stall(void) {
     }
     for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 100 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
     CHECK_MSG(f.round == 3, "case %zu: round %lld", t, (long long)f.round);
+    CHECK(counter(&f, "robustavg.refused_nonfinite") >= 3);
     if (cases[t].closes) { /* median of 1, 2, 4 each round */
       CHECK_EQ_INT(counter(&f, "robustavg.rounds_closed"), 3);
       CHECK_MSG(f.global[0] == 3 * 2, "%g", (double)f.global[0]);
@@ -418,11 +419,29 @@ static void test_robust_avg_nan_sender_cannot_stall(void) {
   }
 }
 
+/* A round waiting for five clients, one sending NaN and one claiming zero samples: each
+ * is refused alone and counted by its reason, and every round closes at its deadline with
+ * the three others (a quorum of three). */
+static void test_refusals_are_counted_by_reason(void) {
+  const char *const clients[] = {"delta=1", "delta=2", "delta=3", "nan=1", "samples=0"};
+  federation f;
+  if (federation_open(&f, "FedAvg", "quorum=3,target=5,deadline_ms=50,no_quorum=abandon,init=model", 6, clients)) {
+    for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 100 * MS, (const uint64_t[]){2, 3, 4, 5, 6}, 5);
+    CHECK_EQ_INT(f.round, 3);
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_closed"), 3);
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_abandoned"), 0);
+    CHECK_MSG(f.global[0] == 3 * 2, "%g", (double)f.global[0]);
+    CHECK(counter(&f, "fedavg.refused_nonfinite") >= 3 && counter(&f, "fedavg.refused_samples") >= 3);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_nonfinite"), counter(&f, "fedavg.refused_samples"));
+  }
+  federation_close(&f);
+}
+
 /* ---- values that would poison later rounds ----------------------------------------------- */
 
 /* The finding: one client sending 3e38 everywhere (finite) made the global model huge,
  * and every later honest update NaN. Its update is farther from the global model than
- * twice the median distance: it is left out, and the global model stays the honest
+ * three times the median distance: it is left out, and the global model stays the honest
  * mean. */
 static void test_huge_values_are_left_out(void) {
   const char *const clients[] = {"delta=1", "delta=2", "delta=3", "delta=3e38"};
@@ -434,13 +453,28 @@ static void test_huge_values_are_left_out(void) {
     CHECK_EQ_INT(counter(&f, "fedavg.norm_dropped"), 3);
   }
   federation_close(&f);
-  /* beyond_norm=clip: pulled back to twice the median step instead of dropped */
-  if (federation_open(&f, "FedAvg", "quorum=4,init=model,beyond_norm=clip", 5, clients)) {
+}
+
+/* An update past twice the median distance but within three times it — an honest client
+ * whose data differs the most, in a small federation — is pulled back onto the bound by
+ * default, and left out with beyond_norm=drop (which starved such federations of that
+ * client's classes). */
+static void test_far_update_is_pulled_back(void) {
+  const char *const clients[] = {"delta=1", "delta=2", "delta=3", "delta=7"};
+  federation f;
+  /* distances √2·(1, 2, 3, 7), median √2·2.5: the bound √2·5, the drop bound √2·7.5 */
+  if (federation_open(&f, "FedAvg", "quorum=4,init=model", 5, clients)) {
     server_round(&f, 0, (const uint64_t[]){2, 3, 4, 5}, 4);
     server_round(&f, 10 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
-    /* distances √2·(1, 2, 3, 3e38), median √2·2.5: the liar counts as a step of 5 */
     CHECK_MSG(fabsf(f.global[0] - (1 + 2 + 3 + 5) / 4.0f) < 1e-5f, "%g", (double)f.global[0]);
-    CHECK_EQ_INT(counter(&f, "fedavg.norm_clipped"), 1);
+    CHECK(counter(&f, "fedavg.norm_clipped") == 1 && counter(&f, "fedavg.norm_dropped") == 0);
+  }
+  federation_close(&f);
+  if (federation_open(&f, "FedAvg", "quorum=4,init=model,beyond_norm=drop", 5, clients)) {
+    server_round(&f, 0, (const uint64_t[]){2, 3, 4, 5}, 4);
+    server_round(&f, 10 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
+    CHECK_MSG(f.global[0] == 2, "%g", (double)f.global[0]);
+    CHECK(counter(&f, "fedavg.norm_clipped") == 0 && counter(&f, "fedavg.norm_dropped") == 1);
   }
   federation_close(&f);
 }
@@ -451,6 +485,8 @@ int main(void) {
   RUN(test_membership_survives_a_snapshot);
   RUN(test_join_tokens_decide_who_contributes);
   RUN(test_robust_avg_nan_sender_cannot_stall);
+  RUN(test_refusals_are_counted_by_reason);
   RUN(test_huge_values_are_left_out);
+  RUN(test_far_update_is_pulled_back);
   return bb_test_finish();
 }

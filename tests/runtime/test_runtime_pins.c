@@ -1,7 +1,8 @@
 /* Byte pins of the runtime's own formats: a snapshot of a node with parked work (values,
  * executions, a pending operation, Interval and component timers, counters, the address
- * book with a blocked peer, component state), a snapshot holding a replay window, an
- * envelope a Send wrote, and the seed a component gets from its slot name. Each is an
+ * book with a blocked peer, component state), which also restores and saves back
+ * unchanged, a snapshot holding a replay window, an envelope a Send wrote, a control
+ * message's envelope, and the seed a component gets from its slot name. Each is an
  * FNV-1a-64 (or the value itself) that must never change without a reason: peers and
  * saved snapshots of other builds depend on these bytes. */
 #include "programs/examples.h"
@@ -61,6 +62,30 @@ static const bb_component_type COUNTER = {
 };
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
+
+/* ---- a model that sends a control message to peer 5 whenever it is asked -------------- */
+
+static int pinger_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  (void)self;
+  bb_peer_id to = bb_peer_id_from_u64(5);
+  int rc = bb_ctx_send_message(ctx, &to, "ping", (const uint8_t *)"hello", 5, err);
+  if (rc) return rc;
+  float one = 1;
+  return (call->outputs[0] = f32_val(&one, 1)) ? 0 : BB_ERR_NOMEM;
+}
+static const bb_component_type PINGER = {
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Pinger",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = counter_create,
+    .destroy = counter_destroy,
+    .invoke = pinger_invoke,
+};
+
+static int bind_pinger(bb_compiler *c, const void *user, bb_error *err) {
+  (void)user;
+  return bb_compiler_bind_model(c, "model", "Pinger", NULL, err);
+}
 
 /* Tick every 10 ms: the model's count as "p", through a function call so the parked
  * state holds a caller and its body. */
@@ -123,6 +148,15 @@ static void test_snapshot_with_parked_work(void) {
     if (snap)
       CHECK_MSG(snap_len == 1097 && fnv(snap, snap_len) == 0x1e031d4bc5e5b79full, "%zu bytes, FNV-1a-64 0x%016" PRIx64,
                 snap_len, fnv(snap, snap_len));
+    /* the pinned bytes (what earlier builds wrote) restore, and save back unchanged */
+    bb_node *again = install_peer(artifact, len, 1, targets, 1, reg, &cfg);
+    uint8_t *resaved = NULL;
+    size_t resaved_len = 0;
+    CHECK_MSG(snap && again && bb_node_restore(again, snap, snap_len, &err) == 0, "%s", err.message);
+    CHECK_MSG(again && bb_node_snapshot(again, &resaved, &resaved_len, &err) == 0, "%s", err.message);
+    CHECK(resaved && resaved_len == snap_len && memcmp(resaved, snap, snap_len) == 0);
+    bb_buffer_free(NULL, resaved);
+    bb_node_free(again);
     bb_buffer_free(NULL, snap);
     bb_node_free(n);
   }
@@ -197,8 +231,38 @@ static void test_envelope_and_replay_window(void) {
   bb_buffer_free(NULL, artifact);
 }
 
+/* A control message's envelope (bb_ctx_send_message): built by the same builder as a
+ * Send's, no correlation, one fill addressed /component/<n>/op/ping. */
+static void test_control_message_envelope(void) {
+  size_t len = 0;
+  uint8_t *artifact = compile_test_module(&TICK, bind_pinger, NULL, &len);
+  if (!artifact) return;
+  bb_registry *reg = bb_registry_new(NULL);
+  CHECK(reg && bb_registry_add(reg, &PINGER, NULL) == 0);
+  const char *targets[] = {"Tick"};
+  bb_node *n = install_peer(artifact, len, 1, targets, 1, reg, NULL);
+  bb_peer_id p5 = bb_peer_id_from_u64(5);
+  bb_address a5 = p2p_address(&p5);
+  if (n && bb_node_add_peer(n, &p5, &a5, NULL) == 0 && bb_node_invoke(n, "Tick", NULL, 0, 0, NULL) == 0) {
+    const bb_step *s;
+    size_t k;
+    CHECK(bb_node_poll(n, 0, &s, &k, NULL) == 0);
+    const bb_step *send = NULL;
+    for (size_t i = 0; i < k; i++)
+      if (s[i].kind == BB_STEP_SEND) send = &s[i];
+    CHECK(send != NULL);
+    if (send)
+      CHECK_MSG(send->len == 66 && fnv(send->bytes, send->len) == 0x450d77122735211full,
+                "envelope: %zu bytes, FNV-1a-64 0x%016" PRIx64, send->len, fnv(send->bytes, send->len));
+  }
+  bb_node_free(n);
+  bb_registry_free(reg);
+  free(artifact);
+}
+
 int main(void) {
   RUN(test_snapshot_with_parked_work);
+  RUN(test_control_message_envelope);
   RUN(test_envelope_and_replay_window);
   return bb_test_finish();
 }

@@ -11,14 +11,20 @@ Rules, checked over every `#include "..."` line:
   fixtures shared with tests/ and the examples' data loaders (examples/common/).
 * tests/ are white-box and may include anything.
 An unknown folder or public header is an error too, so a new layer is placed on purpose.
+* Inside src/runtime/ the files form no circle: a file and its header are one part (one
+  stem, `engine.c` + `engine.h`), and a part depends on another when it includes its
+  header or its .c calls a function the other defines. A circle is reported with what ties it.
 
 usage: check_layers.py [REPO_ROOT]"""
 import pathlib
 import re
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import csource  # noqa: E402
+
 # Bottom to top. A layer may include itself and anything earlier in this list.
-LAYERS = ["util", "ir", "tensor", "cpu", "grad", "dsl", "compiler", "wire", "value", "runtime", "roles",
+LAYERS = ["util", "ir", "tensor", "cpu", "grad", "dsl", "compiler", "wire", "privacy", "value", "runtime", "roles",
           "components", "sim", "programs"]
 
 # Each public header and the layer it belongs to.
@@ -34,6 +40,7 @@ PUBLIC = {
     "compiler.h": "compiler",
     "wire.h": "wire",
     "join_token.h": "wire",
+    "privacy.h": "privacy",
     "value.h": "value",
     "runtime.h": "runtime",
     "roles.h": "roles",
@@ -123,8 +130,54 @@ for top in TOP:
                 continue  # the examples' data loaders (the digits a benchmark federates over)
             report(path, line, f'{top}/ includes the internal header "{inc}" (only public headers up here)')
 
+
+def runtime_circles():
+    """The circles among src/runtime's parts, each as a list of (part, next part, why)."""
+    base = root / "src" / "runtime"
+    part_of = lambda path: path.relative_to(base).with_suffix("").as_posix()  # noqa: E731
+    files = sorted(base.rglob("*.[ch]"))
+    defined = {}  # a function defined outside a file (not static) -> its part
+    for path in files:
+        if path.suffix == ".c":
+            for name, _, _, static in csource.functions(path.read_text(encoding="utf-8", errors="replace")):
+                if not static:
+                    defined[name] = part_of(path)
+    edges = {}
+    for path in files:
+        me = part_of(path)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for _, inc in includes(path):
+            if inc.startswith("runtime/") and part_of(base / inc[len("runtime/"):]) != me:
+                edges.setdefault(me, {}).setdefault(part_of(base / inc[len("runtime/"):]), set()).add(f'#include "{inc}"')
+        calls = re.findall(r"\b(\w+)\s*\(", csource.code_only(text)) if path.suffix == ".c" else []
+        for name in set(calls):
+            if defined.get(name, me) != me:
+                edges.setdefault(me, {}).setdefault(defined[name], set()).add(f"{name}()")
+    circles, seen, on_path = [], set(), []
+
+    def visit(part):
+        on_path.append(part)
+        for nxt in sorted(edges.get(part, {})):
+            if nxt in on_path:
+                loop = on_path[on_path.index(nxt):] + [nxt]
+                circles.append([(a, b, ", ".join(sorted(edges[a][b])[:3])) for a, b in zip(loop, loop[1:])])
+            elif nxt not in seen:
+                visit(nxt)
+        on_path.pop()
+        seen.add(part)
+
+    for part in sorted(edges):
+        if part not in seen:
+            visit(part)
+    return circles
+
+
+for circle in runtime_circles():
+    ties = "; ".join(f"{a} -> {b} ({why})" for a, b, why in circle)
+    problems.append(f"src/runtime: a circle of {len(circle)} parts: {ties}")
+
 if problems:
     print("\n".join(problems))
     print(f"check_layers: {len(problems)} problem(s)")
     sys.exit(1)
-print("check_layers: includes point down the layers")
+print("check_layers: includes point down the layers, and src/runtime's parts form no circle")

@@ -7,22 +7,14 @@
 // dims joined by commas (1,8,8 feeds [ROWS, 1, 8, 8]). The model's first output is written
 // to OUTPUT.f32 the same way. Prints the output's shape.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { loadOrt } from './ort_load.mjs';
 
 const [modelPath, inputName, inputPath, rows, cols, outputPath] = process.argv.slice(2);
 if (!outputPath) {
   console.error('usage: ort_run.mjs MODEL.onnx INPUT_NAME INPUT.f32 ROWS COLS OUTPUT.f32');
   process.exit(2);
 }
-const jsPackage = fileURLToPath(new URL('../../js/package.json', import.meta.url));
-let ort;
-try {
-  ort = createRequire(jsPackage)('onnxruntime-node');
-} catch (error) {
-  console.error(`ort_run: onnxruntime-node is not installed in js/node_modules (run make setup): ${error.message}`);
-  process.exit(1);
-}
+const ort = loadOrt('ort_run');
 const raw = readFileSync(inputPath);
 const shape = [Number(rows), ...cols.split(',').map(Number)];
 const count = shape.reduce((a, b) => a * b, 1);

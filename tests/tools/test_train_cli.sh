@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bb train end to end: the LeNet-style CNN PyTorch exported (tests/data/grad) learns
-# scikit-learn's handwritten digits from CSV; a linear regression made with onnx.helper
+# scikit-learn's handwritten digits from CSV; federated_text's LSTM learns next characters
+# of a licence text; a linear regression made with onnx.helper
 # learns from a CSV with a header and a named label column; the trained models are
-# written in inference form and pass onnx.checker; bad arguments fail with clear messages.
+# written in inference form and pass onnx.checker; models exported from PyTorch (torch.chunk,
+# an Embedding on int64 columns, buffers) train as PyTorch trains them, one cut off by
+# torch.round is refused by name; bad arguments fail with clear messages.
 # usage: test_train_cli.sh BB PYTHON SOURCE_DIR
 set -uo pipefail
 bb=$1 py=$2 src=$3
@@ -68,6 +71,58 @@ m = {i.name: numpy_helper.to_array(i) for i in onnx.load(sys.argv[1]).graph.init
 assert np.allclose(m["w"].ravel(), [2, -1], atol=0.05) and abs(m["b"][0] - 0.5) < 0.05, m
 ' "$tmp/linear_trained.onnx"
 check "its test error is small" "$py" -c 'import re,sys; e=float(re.findall(r"test mse ([0-9.e-]+)", open(sys.argv[1]).read())[-1]); sys.exit(e > 0.01)' "$tmp/reg.log"
+
+# the next-character LSTM of federated_text on windows of a licence text: it learns, and
+# its export passes onnx.checker with the LSTM node in place
+"$py" - "$tmp/text.csv" <<'PY'
+import sys
+text = open("/usr/share/common-licenses/GPL-3").read()
+cls, prev = [], None
+for ch in text:  # examples/common/text.c's classes: a-z, one for white-space runs, one for the rest
+    c = ord(ch.lower()) - 97 if "a" <= ch.lower() <= "z" else (26 if ch.isspace() else 27)
+    if not (c == 26 and prev == 26):
+        cls.append(c)
+    prev = c
+with open(sys.argv[1], "w") as f:
+    for i in range(0, 6000, 2):
+        f.write(",".join(map(str, cls[i:i + 17])) + "\n")
+PY
+"$bb" train "$src/examples/models/text_lstm.onnx" --data "$tmp/text.csv" --label -1 --optimizer adam --lr 0.01 \
+  --epochs 3 -o "$tmp/lstm.onnx" >"$tmp/lstm.log" 2>&1
+cat "$tmp/lstm.log"
+check "the LSTM learns next characters (test accuracy >= 0.3)" \
+  "$py" -c 'import re,sys; a=float(re.findall(r"test accuracy ([0-9.]+)", open(sys.argv[1]).read())[-1]); sys.exit(a < 0.3)' "$tmp/lstm.log"
+check "the trained LSTM passes onnx.checker" "$py" -c '
+import sys, onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+assert [n.op_type for n in m.graph.node].count("LSTM") == 1
+' "$tmp/lstm.onnx"
+# Models straight from PyTorch: bb train matches torch.optim.SGD on the same batches in file
+# order (--no-shuffle), or refuses naming the operator that cuts a parameter off
+"$py" "$src/tests/tools/torch_train_cli_models.py" "$bb" "$tmp" >"$tmp/torch_compare.log" 2> >(grep -v -i warn >&2)
+cat "$tmp/torch_compare.log"
+check "torch.chunk (Slice bounds from Shape): every parameter trains as in PyTorch" grep -qx "ok chunk" "$tmp/torch_compare.log"
+check "an Embedding's int64 token columns train as in PyTorch" grep -qx "ok embedding" "$tmp/torch_compare.log"
+check "buffers frozen with --freeze stay as they were, the rest trains as in PyTorch" grep -qx "ok buffers" "$tmp/torch_compare.log"
+fails_with "a layer reached only through torch.round is refused, naming the operator and the parameter" \
+  "parameter a.weight reaches the loss loss only through values without a gradient: at node /Round (Round)" \
+  "$bb" train "$tmp/rounded.onnx" --data "$tmp/rounded.csv" --label -1 --steps 2 --quiet -o "$tmp/x.onnx"
+check "frozen, the layer before torch.round stays and the one after trains" bash -c '
+  "$1" train "$2/rounded.onnx" --data "$2/rounded.csv" --label -1 --steps 2 --quiet --freeze a.weight,a.bias -o "$2/r.onnx" &&
+  "$3" -c "
+import sys, onnx, numpy as np
+from onnx import numpy_helper
+a = {i.name: numpy_helper.to_array(i) for i in onnx.load(sys.argv[1]).graph.initializer}
+b = {i.name: numpy_helper.to_array(i) for i in onnx.load(sys.argv[2]).graph.initializer}
+assert all(np.array_equal(a[k], b[k]) for k in (\"a.weight\", \"a.bias\"))
+assert not np.array_equal(a[\"b.weight\"], b[\"b.weight\"])
+" "$2/rounded.onnx" "$2/r.onnx"' _ "$bb" "$tmp" "$py"
+fails_with "a frozen name that is not an initializer" "frozen parameter nope is not an initializer" \
+  "$bb" train "$tmp/chunk.onnx" --data "$tmp/chunk.csv" --label -1 --freeze nope -o "$tmp/x.onnx"
+printf '1.5,2,3,4,5,0\n' >"$tmp/fraction.csv"
+fails_with "a token column that is not a whole number" "feature 1.5 (column 1) is not a whole number" \
+  "$bb" train "$tmp/embedding.onnx" --data "$tmp/fraction.csv" --label -1 --test-fraction 0 --batch 1 -o "$tmp/x.onnx"
 
 fails_with "a label column that is not there" "has no column 'nope'" \
   "$bb" train "$tmp/linear.onnx" --data "$tmp/reg.csv" --header --label nope -o "$tmp/x.onnx"

@@ -11,7 +11,7 @@
 Both take float32 "pixels" [batch, ...] (pixel intensities 0..16; the scaling is a Constant
 in the graph, so it is not trained) and give "logits" [batch, 10]. Exported with
 torch.onnx.export at opset 17 without constant folding, from fixed seeds: the bytes are
-the same on every run (tests/tools/test_digits_models.sh checks the committed ones).
+the same on every run (tests/tools/test_example_models.sh checks the committed ones).
 
 Usage: torch_make_digits_models.py [OUT_DIR]   (default: examples/models)
        torch_make_digits_models.py --check DIR (fails unless regenerating gives DIR's bytes)

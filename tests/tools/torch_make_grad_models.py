@@ -3,7 +3,8 @@
 
 Builds small PyTorch modules (one per operator the gradient builder covers, and whole
 models: an MLP, a LeNet-style CNN, a transformer block, a regression and a binary
-classifier), exports each with torch.onnx.export (opset 17, no constant folding, training
+classifier; torch.chunk, nn.TransformerEncoderLayer / nn.TransformerEncoder, torchvision's
+ShuffleNetV2, buffers next to parameters), exports each with torch.onnx.export (opset 17, no constant folding, training
 mode), and writes next to it the reference PyTorch computes for fixed inputs:
 
   CASE.onnx      the exported model (its initializers are the initial parameters)
@@ -101,8 +102,10 @@ class Case:
     """A module, its inputs, and how its loss is formed."""
 
     def __init__(self, name, module, inputs, loss="output", target=None, optimizers=(), onnx_model=None, fn=None,
-                 dynamic_batch=False):
+                 dynamic_batch=False, buffers=False, precise=False):
         self.name, self.module, self.inputs, self.loss = name, module, inputs, loss
+        self.buffers = buffers  # name the module's buffers in the model's metadata (ai.bytesandbrains.buffers)
+        self.precise = precise  # the reference in float64, gradients compared above a floor (meta grad_floor)
         self.dynamic_batch = dynamic_batch  # export dim 0 of every input as the symbol "batch"
         self.target = target  # (name, tensor) for built-in losses
         self.optimizers = optimizers
@@ -302,6 +305,259 @@ def op_cases():
     return c
 
 
+# ---- recurrent layers -------------------------------------------------------------------
+
+class Recurrent(nn.Module):
+    """sum(Y * R) + sum(h_n * R_h) (+ sum(c_n * R_c)): every output of the layer reaches the
+    loss; with `state` the initial states are parameters too."""
+
+    def __init__(self, layer, x, state, seed):
+        super().__init__()
+        self.layer = layer
+        self.lstm = isinstance(layer, nn.LSTM)
+        shape = (layer.num_layers * (2 if layer.bidirectional else 1), x.shape[0 if layer.batch_first else 1],
+                 layer.hidden_size)
+        self.h0 = nn.Parameter(randn(shape)) if state else None
+        self.c0 = nn.Parameter(randn(shape)) if state and self.lstm else None
+        with torch.no_grad():
+            outs = self.run(x)
+        g = torch.Generator().manual_seed(seed)
+        self.r = [torch.randn(tuple(o.shape), generator=g) for o in outs]
+
+    def run(self, x):
+        if self.h0 is None:
+            y, state = self.layer(x)
+        else:
+            y, state = self.layer(x, (self.h0, self.c0) if self.lstm else self.h0)
+        return (y,) + (state if self.lstm else (state,))
+
+    def forward(self, x):
+        return sum((o * r).sum() for o, r in zip(self.run(x), self.r))
+
+
+def char_lstm():
+    class CharLSTM(nn.Module):
+        def __init__(self, vocab=12, emb=6, hidden=8):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, emb)
+            self.lstm = nn.LSTM(emb, hidden, batch_first=True)
+            self.head = nn.Linear(hidden, vocab)
+
+        def forward(self, tokens):
+            y, _ = self.lstm(self.emb(tokens))
+            return self.head(y[:, -1])
+
+    return CharLSTM()
+
+
+def recurrent_cases():
+    """nn.LSTM, nn.GRU and nn.RNN as torch.onnx.export writes them (weights through Slice,
+    Concat and Unsqueeze, LSTM's gates reordered): one layer, and two bidirectional
+    batch-first layers with the initial states as parameters; and a next-character model."""
+    c = []
+    for k, (name, cls, kw) in enumerate([("lstm", nn.LSTM, {}), ("gru", nn.GRU, {}), ("rnn", nn.RNN, {}),
+                                         ("rnn_relu", nn.RNN, {"nonlinearity": "relu"})]):
+        torch.manual_seed(30 + k)
+        c.append(Case(name, Recurrent(cls(3, 4, **kw), randn(5, 2, 3), False, 40 + k), [("x", randn(5, 2, 3))]))
+        torch.manual_seed(50 + k)
+        deep = cls(3, 4, num_layers=2, bidirectional=True, batch_first=True, **kw)
+        c.append(Case(name + "_deep", Recurrent(deep, randn(2, 5, 3), True, 60 + k), [("x", randn(2, 5, 3))]))
+    torch.manual_seed(70)
+    c.append(Case("char_lstm", char_lstm(), [("tokens", torch.randint(0, 12, (3, 5)))], loss="sce",
+                  target=("labels", torch.tensor([4, 0, 11])), optimizers=["sgd", "adam"]))
+    return c
+
+
+# ---- helper-built cases: recurrent forms torch never exports -------------------------------
+
+def onnx_activation(name, x, alpha, beta):
+    """An activation ONNX lists for recurrent operators, in torch."""
+    if name == "Relu":
+        return torch.relu(x)
+    if name == "Tanh":
+        return torch.tanh(x)
+    if name == "Sigmoid":
+        return torch.sigmoid(x)
+    if name == "Affine":
+        return alpha * x + beta
+    if name == "LeakyRelu":
+        return torch.where(x >= 0, x, alpha * x)
+    if name == "ThresholdedRelu":
+        return torch.where(x > alpha, x, torch.zeros_like(x))
+    if name == "ScaledTanh":
+        return alpha * torch.tanh(beta * x)
+    if name == "HardSigmoid":
+        return torch.clamp(alpha * x + beta, 0, 1)
+    if name == "Elu":
+        return torch.where(x >= 0, x, alpha * (torch.exp(x) - 1))
+    if name == "Softsign":
+        return x / (1 + torch.abs(x))
+    assert name == "Softplus"
+    return F.softplus(x)
+
+
+# the alphas and betas each function takes, defaulting to those of the ONNX operator of its name
+TAKES_ALPHA = {"Affine": 1.0, "LeakyRelu": 0.01, "ThresholdedRelu": 1.0, "ScaledTanh": 1.0, "HardSigmoid": 0.2, "Elu": 1.0}
+TAKES_BETA = {"Affine": 0.0, "ScaledTanh": 1.0, "HardSigmoid": 0.5}
+
+
+def onnx_recurrent(kind, attrs, x, w, r, b, lens, h0, c0, peep):
+    """ONNX's RNN / GRU / LSTM written out in torch, row by row and step by step: outputs
+    (Y, Y_h, Y_c) in the node's layout."""
+    layout = attrs.get("layout", 0)
+    direction = attrs.get("direction", "forward")
+    dirs = 2 if direction == "bidirectional" else 1
+    if layout:
+        x = x.transpose(0, 1)
+        h0 = h0.transpose(0, 1) if h0 is not None else None
+        c0 = c0.transpose(0, 1) if c0 is not None else None
+    seq, batch, hid = x.shape[0], x.shape[1], r.shape[2]
+    n_acts = {"RNN": 1, "GRU": 2, "LSTM": 3}[kind]
+    default = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
+    names = attrs.get("activations", default * dirs)
+    alphas, betas = list(attrs.get("activation_alpha", [])), list(attrs.get("activation_beta", []))
+    acts = []
+    for name in names:
+        a = (alphas.pop(0) if alphas else TAKES_ALPHA[name]) if name in TAKES_ALPHA else None
+        bb = (betas.pop(0) if betas else TAKES_BETA[name]) if name in TAKES_BETA else None
+        acts.append((name, a, bb))
+    clip = attrs.get("clip")
+
+    def f(k, d, v):
+        if clip is not None:
+            v = torch.clamp(v, -clip, clip)
+        name, a, bb = acts[d * n_acts + k]
+        return onnx_activation(name, v, a, bb)
+
+    zeros = torch.zeros(hid)
+    y = [[[zeros] * batch for _ in range(dirs)] for _ in range(seq)]
+    y_h, y_c = [[None] * batch for _ in range(dirs)], [[None] * batch for _ in range(dirs)]
+    for d in range(dirs):
+        rev = direction == "reverse" or d == 1
+        wd, rd = w[d], r[d]
+        wb, rb = (b[d][: b.shape[1] // 2], b[d][b.shape[1] // 2:]) if b is not None else (None, None)
+        for bi in range(batch):
+            h = h0[d, bi] if h0 is not None else zeros
+            c = c0[d, bi] if c0 is not None else zeros
+            n = int(lens[bi]) if lens is not None else seq
+            for step in range(n):
+                t = n - 1 - step if rev else step
+                xw = wd @ x[t, bi] + (wb if wb is not None else 0)
+                hr = rd @ h + (rb if rb is not None else 0)
+                if kind == "RNN":
+                    h = f(0, d, xw + hr)
+                elif kind == "GRU":
+                    z = f(0, d, xw[:hid] + hr[:hid])
+                    rr = f(0, d, xw[hid:2 * hid] + hr[hid:2 * hid])
+                    if attrs.get("linear_before_reset", 0):
+                        hh = f(1, d, xw[2 * hid:] + rr * hr[2 * hid:])
+                    else:
+                        rbh = rb[2 * hid:] if rb is not None else 0
+                        hh = f(1, d, xw[2 * hid:] + rd[2 * hid:] @ (rr * h) + rbh)
+                    h = (1 - z) * hh + z * h
+                else:
+                    g = xw + hr
+                    p_i, p_o, p_f = (peep[d][:hid], peep[d][hid:2 * hid], peep[d][2 * hid:]) if peep is not None else (0, 0, 0)
+                    i = f(0, d, g[:hid] + p_i * c)
+                    ff = 1 - i if attrs.get("input_forget", 0) else f(0, d, g[2 * hid:3 * hid] + p_f * c)
+                    cc = f(1, d, g[3 * hid:])
+                    c = ff * c + i * cc
+                    o = f(0, d, g[hid:2 * hid] + p_o * c)
+                    name, a, bb = acts[d * n_acts + 2]
+                    h = o * onnx_activation(name, c, a, bb)  # clip applies to the gates, not to the cell
+                y[t][d][bi] = h
+            y_h[d][bi], y_c[d][bi] = h, c
+    Y = torch.stack([torch.stack([torch.stack(row) for row in per_d]) for per_d in y])  # [seq, dirs, batch, hid]
+    Yh = torch.stack([torch.stack(row) for row in y_h])
+    Yc = torch.stack([torch.stack(row) for row in y_c])
+    if layout:
+        return Y.permute(2, 0, 1, 3), Yh.transpose(0, 1), Yc.transpose(0, 1)
+    return Y, Yh, Yc
+
+
+def recurrent_form_case(name, seed, kind, attrs, seq=4, batch=3, inp=3, hid=3, lens=None, state=True, bias=True,
+                        peepholes=False):
+    """One node with every input a parameter (X too) and every output in the loss."""
+    torch.manual_seed(seed)
+    g = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    layout = attrs.get("layout", 0)
+    params = {"X": randn(*((batch, seq, inp) if layout else (seq, batch, inp))), "W": randn(dirs, g * hid, inp, scale=0.7),
+              "R": randn(dirs, g * hid, hid, scale=0.7)}
+    if bias:
+        params["B"] = randn(dirs, 2 * g * hid, scale=0.5)
+    state_shape = (batch, dirs, hid) if layout else (dirs, batch, hid)
+    if state:
+        params["initial_h"] = randn(*state_shape)
+        if kind == "LSTM":
+            params["initial_c"] = randn(*state_shape)
+    if peepholes:
+        params["P"] = randn(dirs, 3 * hid, scale=0.5)
+    lens_t = torch.tensor(lens, dtype=torch.int32) if lens is not None else None
+    slots = ["X", "W", "R", "B", "sequence_lens", "initial_h"] + (["initial_c", "P"] if kind == "LSTM" else [])
+    inputs = []
+    for slot in slots:
+        if slot == "sequence_lens":
+            inputs.append("lens" if lens is not None else "")
+        else:
+            inputs.append("p." + slot if slot in params else "")
+    while inputs[-1] == "":
+        inputs.pop()
+    outs = ["Y", "Y_h", "Y_c"][: 3 if kind == "LSTM" else 2]
+    with torch.no_grad():
+        shapes = [o.shape for o in onnx_recurrent(kind, attrs, *[params.get(k) for k in ("X", "W", "R", "B")], lens_t,
+                                                   params.get("initial_h"), params.get("initial_c"), params.get("P"))]
+    weights = [randn(*sh) for sh in shapes[: len(outs)]]
+    inits = [numpy_helper.from_array(v.numpy(), "p." + k) for k, v in params.items()]
+    if lens is not None:
+        inits.append(numpy_helper.from_array(lens_t.numpy(), "lens"))
+    nodes = [helper.make_node(kind, inputs, outs, **attrs)]
+    for k, o in enumerate(outs):
+        nodes += [helper.make_node("Constant", [], [f"r{k}"], value=numpy_helper.from_array(weights[k].numpy())),
+                  helper.make_node("Mul", [o, f"r{k}"], [f"m{k}"]), helper.make_node("ReduceSum", [f"m{k}"], [f"s{k}"], keepdims=0)]
+    total = "s0"
+    for k in range(1, len(outs)):
+        nodes.append(helper.make_node("Add", [total, f"s{k}"], [f"t{k}"]))
+        total = f"t{k}"
+    nodes.append(helper.make_node("Identity", [total], ["loss"]))
+    graph = helper.make_graph(nodes, name, [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="torch_make_grad_models")
+    onnx.checker.check_model(model)
+
+    def fn(p, _inputs):
+        res = onnx_recurrent(kind, attrs, p["X"], p["W"], p["R"], p.get("B"), lens_t, p.get("initial_h"), p.get("initial_c"),
+                             p.get("P"))
+        return sum((o * wt).sum() for o, wt in zip(res, weights))
+
+    mod = nn.Module()
+    mod.p = nn.ParameterDict({k: nn.Parameter(v) for k, v in params.items()})
+    return Case(name, mod, [], onnx_model=model, fn=fn)
+
+
+def recurrent_form_cases():
+    """Every attribute and optional input of the recurrent operators, each activation ONNX
+    lists with explicit and default alphas/betas, against torch.autograd of the same
+    function written out in torch."""
+    lstm_acts = ["HardSigmoid", "Elu", "Softsign", "Sigmoid", "Tanh", "Tanh"]
+    return [
+        recurrent_form_case("lstm_forms", 80, "LSTM", {"hidden_size": 3, "direction": "bidirectional", "layout": 1,
+                            "activations": lstm_acts, "activation_alpha": [0.3, 0.8], "activation_beta": [0.45]},
+                            lens=[4, 2, 3], peepholes=True),
+        recurrent_form_case("lstm_clip_forget", 81, "LSTM", {"hidden_size": 3, "direction": "reverse", "clip": 0.9,
+                            "input_forget": 1}, lens=[3, 4, 1], peepholes=True),
+        recurrent_form_case("gru_reset_inside", 82, "GRU", {"hidden_size": 3, "direction": "bidirectional",
+                            "activations": ["Sigmoid", "Softplus", "ScaledTanh", "Affine"],
+                            "activation_alpha": [0.9, 0.7], "activation_beta": [0.8, 0.1]}, lens=[2, 4, 3]),
+        recurrent_form_case("gru_clip_layout", 83, "GRU", {"hidden_size": 3, "layout": 1, "clip": 1.1,
+                            "linear_before_reset": 1, "activations": ["HardSigmoid", "LeakyRelu"]}, state=False),
+        recurrent_form_case("rnn_forms", 84, "RNN", {"hidden_size": 3, "direction": "bidirectional", "clip": 1.2,
+                            "activations": ["ThresholdedRelu", "Softsign"], "activation_alpha": [0.2]}, lens=[4, 1, 3],
+                            bias=False),
+        recurrent_form_case("rnn_reverse_layout", 85, "RNN", {"hidden_size": 3, "direction": "reverse", "layout": 1,
+                            "activations": ["Elu"]}, state=False),
+    ]
+
+
 # ---- helper-built cases: Gemm's forms ------------------------------------------------------
 
 def gemm_case(name, seed, trans_a, trans_b, alpha, beta, c_shape):
@@ -341,6 +597,129 @@ def gemm_cases():
             gemm_case("gemm_no_c", 24, 1, 1, 0.75, 1.0, None)]
 
 
+# ---- what torch's own modules export: shape arithmetic, gathers, attention ----------------
+
+def depth_space_case():
+    """DepthToSpace in DCR mode and SpaceToDepth, which torch never exports (pixel_shuffle is
+    CRD mode): written with onnx.helper, PyTorch computes the same permutations."""
+    torch.manual_seed(30)
+    params = {"X": randn(2, 8, 2, 3), "Z": randn(2, 3, 4, 6)}
+    r1, r2 = randn(2, 2, 4, 6), randn(2, 12, 2, 3)
+    inits = [numpy_helper.from_array(v.numpy(), "p." + k) for k, v in params.items()]
+    nodes = [helper.make_node("DepthToSpace", ["p.X"], ["d"], blocksize=2, mode="DCR"),
+             helper.make_node("SpaceToDepth", ["p.Z"], ["s"], blocksize=2),
+             helper.make_node("Constant", [], ["r1"], value=numpy_helper.from_array(r1.numpy())),
+             helper.make_node("Constant", [], ["r2"], value=numpy_helper.from_array(r2.numpy())),
+             helper.make_node("Mul", ["d", "r1"], ["dr"]), helper.make_node("ReduceSum", ["dr"], ["ds"], keepdims=0),
+             helper.make_node("Mul", ["s", "r2"], ["sr"]), helper.make_node("ReduceSum", ["sr"], ["ss"], keepdims=0),
+             helper.make_node("Add", ["ds", "ss"], ["loss"])]
+    graph = helper.make_graph(nodes, "depth_space", [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="torch_make_grad_models")
+
+    def fn(p, inputs):
+        x, z = p["X"], p["Z"]
+        d = x.reshape(2, 2, 2, 2, 2, 3).permute(0, 3, 4, 1, 5, 2).reshape(2, 2, 4, 6)
+        s = z.reshape(2, 3, 2, 2, 3, 2).permute(0, 3, 5, 1, 2, 4).reshape(2, 12, 2, 3)
+        return (d * r1).sum() + (s * r2).sum()
+
+    mod = nn.Module()
+    mod.p = nn.ParameterDict({k: nn.Parameter(v) for k, v in params.items()})
+    return Case("depth_space_dcr", mod, [], onnx_model=model, fn=fn)
+
+
+class Chunked(nn.Module):
+    """torch.chunk on a layer's output: the Slice bounds are computed from Shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(3, 2)
+
+    def forward(self, x):
+        u, v = self.a(x).chunk(2, -1)
+        return self.b(u * v)
+
+
+class Encoder(nn.Module):
+    """torch.nn's transformer encoder (layer or stack) with a classification head."""
+
+    def __init__(self, layers):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.enc = layer if layers == 0 else nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(dim=1))
+
+
+class Normalised(nn.Module):
+    """Input statistics registered as buffers, a BatchNorm's running statistics: state that
+    torch.optim never touches, exported as initializers like the parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.25]))
+        self.register_buffer("std", torch.tensor([1.5]))
+        self.conv = nn.Conv2d(1, 2, 3, padding=1, bias=False)  # a bias before BatchNorm has no gradient
+        self.bn = nn.BatchNorm2d(2)
+        self.fc = nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.relu(self.bn(self.conv((x - self.mean) / self.std))), 1))
+
+
+def shufflenet():
+    """torchvision's ShuffleNetV2 (every block, 170 parameters) at small widths, its
+    BatchNorms' scales and shifts drawn at random: at torch's ones and zeros some of their
+    gradients are sums that cancel to a few units of float32 rounding."""
+    import torchvision
+    net = torchvision.models.shufflenetv2.ShuffleNetV2([4, 8, 4], [4, 8, 16, 32, 32], num_classes=4)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.2)
+    return net
+
+
+def exported_module_cases():
+    torch.manual_seed(31)
+    c = []
+    add = c.append
+    idx = torch.tensor([[0, 5, 2, 5], [1, 1, 3, 0], [4, 0, 0, 2]])
+    add(op_case("gather_elements", lambda p: torch.cat([torch.gather(p["x"], 1, idx).flatten(),
+                                                        torch.gather(p["y"], 0, idx[:2, :3] % 3).flatten()]),
+                {"x": randn(3, 6), "y": randn(3, 3)}))
+    add(op_case("topk", lambda p: torch.cat([torch.topk(p["x"], 3, dim=-1).values.flatten(),
+                                             torch.topk(p["x"], 2, dim=1, largest=False).values.flatten()]),
+                {"x": randn(2, 4, 5)}))
+    add(op_case("pixel_shuffle", lambda p: F.pixel_unshuffle(F.pixel_shuffle(p["x"], 2) * p["w"], 2), {"x": randn(2, 8, 2, 3),
+                                                                                                      "w": randn(2, 4, 6)}))
+    add(depth_space_case())
+    torch.manual_seed(32)
+    add(Case("chunk", Chunked(), [("x", randn(5, 4))], loss="sce", target=("labels", torch.tensor([0, 1, 1, 0, 1])),
+             optimizers=["adam"]))
+    torch.manual_seed(33)
+    # SGD: the key projection's bias has no effect on softmax, so its gradient is rounding
+    # noise, which Adam's normalisation would blow up to full steps
+    add(Case("transformer_encoder_layer", Encoder(0), [("x", randn(2, 5, 8))], loss="sce", target=("labels", torch.tensor([2, 0])),
+             optimizers=["momentum"]))
+    torch.manual_seed(34)
+    add(Case("transformer_encoder", Encoder(2), [("x", randn(2, 5, 8))], loss="sce", target=("labels", torch.tensor([1, 2])),
+             optimizers=["sgd"]))
+    torch.manual_seed(35)
+    add(Case("buffers", Normalised(), [("x", randn(4, 1, 4, 4))], loss="sce", target=("labels", torch.tensor([0, 2, 1, 2])),
+             optimizers=["momentum"], buffers=True))
+    torch.manual_seed(36)
+    # A BatchNorm's shift followed by a 1x1 convolution and another BatchNorm has no effect
+    # (its exact gradient is zero): the reference is computed in float64, and gradients are
+    # compared against a floor of 1e-3 of the largest one rather than their own scale. No
+    # optimizer steps: at this depth float32 rounding grows step by step into a different run.
+    add(Case("shufflenet", shufflenet(), [("x", randn(4, 3, 64, 64))], loss="sce", target=("labels", torch.tensor([3, 1, 0, 2])),
+             precise=True))
+    return c
+
+
 # ---- running a case ------------------------------------------------------------------------
 
 def param_names(case):
@@ -377,8 +756,11 @@ def export(case):
     finally:
         SeededDropout.exporting = False
     model = onnx.load_from_string(buf.getvalue())
+    if case.buffers:
+        model.metadata_props.append(onnx.StringStringEntryProto(key="ai.bytesandbrains.buffers",
+                                                                value=",".join(n for n, _ in case.module.named_buffers())))
     onnx.checker.check_model(model)
-    return buf.getvalue()
+    return model.SerializeToString()
 
 
 def batchnorms(module):
@@ -445,8 +827,14 @@ def reference(case):
 def write_case(case, out_dir):
     case.module.train()
     data = export(case)  # before the reference: the exported initializers are the initial values
+    if case.precise:
+        case.module.double()
+        case.inputs = [(n, x.double() if x.is_floating_point() else x) for n, x in case.inputs]
     refs, meta = reference(case)
-    inits = [numpy_helper.from_array(v.detach().numpy(), k) for k, v in refs.items()]
+    if case.precise:
+        top = max(v.abs().max().item() for k, v in refs.items() if k.startswith("grad:"))
+        meta["grad_floor"] = f"{1e-3 * top:.6g}"
+    inits = [numpy_helper.from_array((v.float() if v.dtype == torch.float64 else v).detach().numpy(), k) for k, v in refs.items()]
     graph = helper.make_graph([], case.name + "_reference", [], [], inits)
     ref = helper.make_model(graph, producer_name="torch_make_grad_models", opset_imports=[helper.make_opsetid("", OPSET)])
     for k, v in meta.items():
@@ -458,7 +846,7 @@ def write_case(case, out_dir):
 
 
 def all_cases():
-    return op_cases() + gemm_cases() + model_cases()
+    return op_cases() + gemm_cases() + model_cases() + exported_module_cases() + recurrent_cases() + recurrent_form_cases()
 
 
 def generate(out_dir):

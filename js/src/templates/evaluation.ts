@@ -20,6 +20,7 @@ import type { Graph } from '../dsl/graph.js';
 import { module } from '../dsl/module.js';
 import { TYPES, type GraphValue } from '../dsl/value.js';
 import { recordAnnounce, type Discovery } from './discovery.js';
+import { majorityOf } from './federated.js';
 import type { ModelChoice } from './models.js';
 import { tensorValue } from '../values.js';
 import { Plan } from './plan.js';
@@ -28,7 +29,7 @@ export interface FederatedEvaluationOptions {
   readonly model: ModelChoice;
   /** Scores a round waits for (it closes as soon as this many arrived). */
   readonly clients: number;
-  /** Scores a round needs once its deadline passed (default: clients). */
+  /** Scores a round needs once its deadline passed (default: half the clients, rounded up). */
   readonly quorum?: number;
   readonly deadlineMs?: number;
   /** Rows each client scores per round (its ArraySource's batch; default 256). */
@@ -46,7 +47,7 @@ export interface FederatedEvaluationOptions {
 
 export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
   const clients = options.clients;
-  const quorum = options.quorum ?? clients;
+  const quorum = options.quorum ?? majorityOf(clients);
   if (!Number.isInteger(clients) || clients < 1 || !Number.isInteger(quorum) || quorum < 1 || quorum > clients) {
     throw new BbError(BbErrorCode.InvalidArgument, `federatedEvaluation: need 1 <= quorum <= clients, got quorum ${quorum}, clients ${clients}`);
   }
@@ -88,6 +89,7 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
     module(name, body, discovery === 'registry' ? { bootstrap: recordAnnounce } : {}),
     {
       name,
+      aggregatorCounters: 'fedavg',
       model: options.model,
       discovery,
       fitSteps: 1,

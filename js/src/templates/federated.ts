@@ -29,18 +29,28 @@ export interface FederatedAveragingOptions {
   readonly model: ModelChoice;
   /** Clients a round waits for: it closes as soon as this many updates arrived. */
   readonly clients: number;
-  /** Updates a round needs once its deadline passed (default: clients). */
+  /**
+   * Updates a round needs once its deadline passed (default: half the clients, rounded up):
+   * a round closes at its deadline with the clients that answered, so a client gone silent
+   * or one whose update is refused (NaN, another length, no token) holds nobody up.
+   */
   readonly quorum?: number;
   /** How long a round waits for all clients before it closes with a quorum (default 1000 ms). */
   readonly deadlineMs?: number;
   /** Rounds after which the server's `finished` resolves (default: none; the rounds go on). */
   readonly rounds?: number;
   /**
-   * How updates become the global model: sample-weighted averaging (FedAvg, default), or
-   * the coordinate-wise median or trimmed mean of one update per client (RobustAvg: robust
-   * to a few bad clients, the same rounds).
+   * How updates become the global model. 'fedavg' (the default): the mean of the updates,
+   * each within a distance bound of the global model (pulled back onto twice the round's
+   * median distance, left out beyond three times it), a sample count weighing at most the
+   * round's median count. 'centered-clipping': the same, each update's deviation from
+   * where the model was heading clipped to 1.25 × the round's median deviation (holds
+   * clients training on wrong labels when each class has several clients; starves a class
+   * only one client holds — docs/SECURITY.md). 'median' or 'trimmed-mean': the
+   * coordinate-wise median or trimmed mean of one update per client (RobustAvg). All of
+   * them run the same rounds.
    */
-  readonly aggregator?: 'fedavg' | 'median' | 'trimmed-mean';
+  readonly aggregator?: 'fedavg' | 'centered-clipping' | 'median' | 'trimmed-mean';
   /** The share trimmed at each end by 'trimmed-mean' (default 0.2). */
   readonly trim?: number;
   /** Compresses the clients' updates on the wire: float16 or 8-bit quantization. */
@@ -65,9 +75,14 @@ function positive(name: string, value: number): number {
   return value;
 }
 
+/** Half the clients, rounded up: what a round needs at its deadline unless told otherwise. */
+export function majorityOf(clients: number): number {
+  return Math.ceil(clients / 2);
+}
+
 export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const clients = positive('clients', options.clients);
-  const quorum = positive('quorum', options.quorum ?? clients);
+  const quorum = positive('quorum', options.quorum ?? majorityOf(clients));
   if (quorum > clients) throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: quorum ${quorum} is more than clients ${clients}`);
   const aggregator = options.aggregator ?? 'fedavg';
   const discovery = options.discovery ?? 'registry';
@@ -112,13 +127,14 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   };
 
   const bindRest = (compiler: Compiler): void => {
-    // both aggregators run the same rounds: a round opens when the server sends the global
+    // every aggregator runs the same rounds: a round opens when the server sends the global
     // model, takes updates only from the clients it was sent to, closes at `clients` updates
-    // or at its deadline with a quorum, and is abandoned without one
+    // or at its deadline with a quorum, and is abandoned without one; the distance and weight
+    // bounds are the aggregators' own defaults
     const rounds = `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`;
-    if (aggregator === 'fedavg') {
+    if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
-      compiler.bind('aggregator', 'Aggregator', 'FedAvg', rounds);
+      compiler.bind('aggregator', 'Aggregator', 'FedAvg', aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`);
     } else {
       const method = aggregator === 'median' ? 'median' : `trimmed,trim=${options.trim ?? 0.2}`;
       compiler.declare('RobustAvg', TENSOR_F32, [['Model', 'model']]);
@@ -133,6 +149,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     recorded,
     {
       name,
+      aggregatorCounters: aggregator === 'fedavg' || aggregator === 'centered-clipping' ? 'fedavg' : 'robustavg',
       model: options.model,
       discovery,
       fitSteps: options.fitSteps ?? 10,

@@ -18,7 +18,7 @@ import type { Graph } from '../dsl/graph.js';
 import { module, type Module } from '../dsl/module.js';
 import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
-import { BbNode } from '../node.js';
+import { BbNode, type NodeAdmission } from '../node.js';
 import { tensorValue } from '../values.js';
 import { bindModel, ensureModelType, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
@@ -47,6 +47,13 @@ export interface GossipPeerOptions {
   /** Peers it knows to begin with (its view's first entries; they need not be all). */
   readonly seeds: readonly string[];
   readonly seed?: bigint | number;
+  /**
+   * The room's join policy (its room and operator keys): the node checks join tokens, so
+   * only peers whose token the host hands over (node.admitToken; connectPeer does it for
+   * every member of the room) enter its view and mix into its model. Give it whenever the
+   * room has a policy.
+   */
+  readonly admission?: NodeAdmission;
 }
 
 export interface GossipPeer {
@@ -113,6 +120,7 @@ export class GossipPlan {
       slots: { data: { dataset: options.data }, view: { config: this.#viewConfig(options.seeds) } },
       ...(options.self === undefined ? {} : { self: options.self }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
+      ...(options.admission === undefined ? {} : { admission: options.admission }),
     });
     for (const peer of options.seeds) node.addPeer(peer);
     const name = this.name;

@@ -7,5 +7,5 @@ export { federatedAveraging, type FederatedAveragingOptions } from './federated.
 export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluation.js';
 export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer, type GossipPeerOptions } from './gossip.js';
 export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice } from './models.js';
-export { Plan, roundReporter, type ClientOptions, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
+export { Plan, roundReporter, type ClientOptions, type Refusals, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
 export { SERVER_REQUEST_TOPIC, type Discovery } from './discovery.js';

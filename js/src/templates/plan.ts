@@ -6,7 +6,7 @@ import type { Bb } from '../bb.js';
 import { Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
-import { BbNode, type Step } from '../node.js';
+import { BbNode, type NodeAdmission, type Step } from '../node.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
 import { bindModel, ensureModelType, type ModelChoice } from './models.js';
@@ -34,9 +34,30 @@ export function roundReporter(onRound: (report: RoundReport) => void): (step: St
   };
 }
 
+/**
+ * What the server's aggregator refused, left out or cut so far, by reason (its node
+ * counters `<fedavg|robustavg>.<reason>`): a contribution that was not a float32 update
+ * (`refused_type`), carried bad metadata, had another length, held a NaN or an infinity,
+ * claimed zero samples, named a round not yet open, came when the round was full, came from
+ * a peer the round was not sent to (`refused_non_member`), without a client's join token
+ * (`refused_unadmitted`, `refused_role`), or late; an update past the distance bound
+ * (`norm_dropped`, `norm_clipped`), a sample count cut to the cap (`samples_clipped`), a
+ * round abandoned without a quorum; and the announces the registry refused for want of a
+ * token (`registry_unadmitted`).
+ */
+export type Refusals = Readonly<Record<(typeof REFUSALS)[number] | 'registry_unadmitted', number>>;
+
+const REFUSALS = [
+  'refused_type', 'refused_metadata', 'refused_length', 'refused_nonfinite', 'refused_samples', 'refused_future',
+  'refused_full', 'refused_key', 'refused_non_member', 'refused_unadmitted', 'refused_role', 'late_dropped',
+  'norm_dropped', 'norm_clipped', 'samples_clipped', 'center_clipped', 'rounds_abandoned',
+] as const;
+
 /** The choices a template compiles with. */
 export interface PlanSettings {
   readonly name: string;
+  /** The prefix of the aggregator's counters: `fedavg` (FedAvg) or `robustavg` (RobustAvg). */
+  readonly aggregatorCounters: 'fedavg' | 'robustavg';
   readonly model: ModelChoice;
   readonly discovery: Discovery;
   readonly fitSteps: number;
@@ -58,6 +79,12 @@ export interface ServerOptions {
   readonly seed?: bigint | number;
   /** The node's clock now (default: monotonicNowNs, PollDriver's clock): when its bootstrap starts. */
   readonly nowNs?: bigint;
+  /**
+   * The room's join policy (its room and operator keys): the node checks join tokens, so
+   * only peers whose token the host hands over (node.admitToken; connectPeer does it for
+   * every member of the room) take part. Give it whenever the room has a policy.
+   */
+  readonly admission?: NodeAdmission;
 }
 
 export interface ClientOptions {
@@ -71,6 +98,8 @@ export interface ClientOptions {
   readonly seed?: bigint | number;
   /** The node's clock now (default: monotonicNowNs, PollDriver's clock): when its bootstrap starts. */
   readonly nowNs?: bigint;
+  /** The room's join policy, as the server's (ServerOptions.admission). */
+  readonly admission?: NodeAdmission;
 }
 
 /** A server node and its rounds. */
@@ -85,6 +114,8 @@ export interface ServerNode {
   onRound(listener: (report: RoundReport) => void): () => void;
   /** Resolves with the report of round `rounds` (the plan's), if it has one. */
   readonly finished: Promise<RoundReport>;
+  /** What the aggregator refused, left out or cut so far, by reason. */
+  refusals(): Refusals;
 }
 
 export class Plan {
@@ -157,6 +188,7 @@ export class Plan {
       slots: { data: { dataset: options.test } },
       ...(options.self === undefined ? {} : { self: options.self }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
+      ...(options.admission === undefined ? {} : { admission: options.admission }),
     });
     const registry = this.#settings.discovery === 'registry';
     if (registry) answerServerRequests(node, node.self, options.nowNs);
@@ -173,9 +205,15 @@ export class Plan {
     const name = this.name;
     const test = options.test;
     const startInputs = this.#settings.startInputs ?? {};
+    const prefix = this.#settings.aggregatorCounters;
     return {
       node,
       finished,
+      refusals() {
+        const counts: Record<string, number> = { registry_unadmitted: Number(node.counter('global_registry.refused_unadmitted')) };
+        for (const reason of REFUSALS) counts[reason] = Number(node.counter(`${prefix}.${reason}`));
+        return counts as Refusals;
+      },
       onRound(listener) {
         listeners.add(listener);
         return () => listeners.delete(listener);
@@ -207,6 +245,7 @@ export class Plan {
       slots: { data: { dataset: options.data } },
       ...(options.self === undefined ? {} : { self: options.self }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
+      ...(options.admission === undefined ? {} : { admission: options.admission }),
     });
     node.addPeer(options.server);
     node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));

@@ -4,11 +4,13 @@
  *
  * FedAvg — the weighted mean of the round's updates.
  *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,
- *           max_staleness=1,init=<slot>,members=addressed|any,
- *           weighting=samples|uniform,max_samples=0,samples_factor=2,max_norm=0,norm_factor=2
+ *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=2,
+ *           beyond_norm=clip|drop,drop_factor=3,weighting=samples|uniform,max_samples=0,
+ *           samples_factor=1,center_clip=0
  * RobustAvg — the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
  *   Config: method=median|trimmed|krum|multikrum,trim=0.2,byzantine=0,select=0, and the
- *           round keys above but the weighting ones (robust methods weigh every update 1).
+ *           round keys above but the weighting and centered-clipping ones (robust methods
+ *           weigh every update 1).
  *
  *   Contribute(update, meta): update is a float32 tensor; meta is the number of samples
  *     (U64) or a bundle [samples, round] (U64, U64); with no meta a contribution weighs
@@ -38,12 +40,16 @@
  * (<type>.refused_non_member): an id that was never asked cannot vote. On a node that
  * checks join tokens a contributor must also hold a valid token for the client role
  * (refused as <type>.refused_unadmitted or <type>.refused_role otherwise): a server's or
- * a watcher's token never makes its holder a member. */
+ * a watcher's token never makes its holder a member.
+ *
+ * Every refused contribution is refused alone — the round goes on with the others — and
+ * counted by its reason (<type>.refused_<reason>: type, metadata, length, nonfinite,
+ * samples, future, full, key, besides the membership ones above). */
 #include <stdio.h>
 #include <string.h>
 
 #include "bb/roles.h"
-#include "components/aggregators/admitted.h"
+#include "components/admitted.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
 #include "bb/bytes.h"
@@ -76,7 +82,7 @@ static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n)
  * membership and the distance bound. */
 static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   uint64_t quorum, target, deadline_ms, staleness;
-  float max_norm, norm_factor;
+  float max_norm, norm_factor, drop_factor;
   char no_quorum[16], late[16], members[16], beyond[16], rounds[16];
   int rc;
   if ((rc = bb_config_u64(c, "quorum", 1, &quorum, err)) || (rc = bb_config_u64(c, "target", 0, &target, err)) ||
@@ -88,7 +94,8 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_str(c, "members", "addressed", members, sizeof members, err)) ||
       (rc = bb_config_f32(c, "max_norm", 0, &max_norm, err)) ||
       (rc = bb_config_f32(c, "norm_factor", 2, &norm_factor, err)) ||
-      (rc = bb_config_str(c, "beyond_norm", "drop", beyond, sizeof beyond, err)) ||
+      (rc = bb_config_str(c, "beyond_norm", "clip", beyond, sizeof beyond, err)) ||
+      (rc = bb_config_f32(c, "drop_factor", 3, &drop_factor, err)) ||
       (rc = bb_config_str(c, "rounds", "own", rounds, sizeof rounds, err)) ||
       (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)))
     return rc;
@@ -120,9 +127,10 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   a->members_only = strcmp(members, "addressed") == 0;
   if (!a->members_only && strcmp(members, "any") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: members=`%s` is not addressed|any", a->type, members);
-  if (!(max_norm >= 0 && max_norm <= 3e38f) || !(norm_factor >= 0 && norm_factor <= 3e38f))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: max_norm and norm_factor are finite numbers >= 0 (0: off)",
-                        a->type);
+  if (!(max_norm >= 0 && max_norm <= 3e38f) || !(norm_factor >= 0 && norm_factor <= 3e38f) ||
+      !(drop_factor >= 0 && drop_factor <= 3e38f))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "%s: max_norm, norm_factor and drop_factor are finite numbers >= 0 (0: off)", a->type);
   a->cfg.quorum = (uint32_t)quorum;
   a->cfg.target = (uint32_t)target;
   a->cfg.deadline_ns = deadline_ms * 1000000u;
@@ -131,6 +139,7 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   a->cfg.max_staleness = staleness;
   a->cfg.max_norm = max_norm;
   a->cfg.norm_factor = norm_factor;
+  a->cfg.drop_factor = drop_factor;
   return 0;
 }
 
@@ -144,35 +153,39 @@ static int made(const bb_component_init *init, const round_agg *parsed, void **s
 }
 
 static int fedavg_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"quorum",   "target",      "deadline_ms",    "no_quorum", "late",
-                                     "max_staleness", "init",  "members",        "max_norm",  "norm_factor",
-                                     "beyond_norm", "weighting", "max_samples", "samples_factor", "rounds",
-                                     "max_ahead", NULL};
+  static const char *const KEYS[] = {"quorum",      "target",      "deadline_ms",    "no_quorum",   "late",
+                                     "max_staleness", "init",      "members",        "max_norm",    "norm_factor",
+                                     "beyond_norm", "drop_factor", "weighting",      "max_samples", "samples_factor",
+                                     "center_clip", "rounds",      "max_ahead",      NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg"};
   char weighting[16];
-  float samples_factor;
+  float samples_factor, center_clip;
   int rc;
   if ((rc = bb_config_check(c, KEYS, err)) || (rc = parse_rounds(&a, c, err)) ||
       (rc = bb_config_str(c, "weighting", "samples", weighting, sizeof weighting, err)) ||
       (rc = bb_config_u64(c, "max_samples", 0, &a.cfg.max_samples, err)) ||
-      (rc = bb_config_f32(c, "samples_factor", 2, &samples_factor, err)))
+      (rc = bb_config_f32(c, "samples_factor", 1, &samples_factor, err)) ||
+      (rc = bb_config_f32(c, "center_clip", 0, &center_clip, err)))
     return rc;
   bool uniform = strcmp(weighting, "uniform") == 0;
   if (!uniform && strcmp(weighting, "samples") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: weighting=`%s` is not samples|uniform", weighting);
-  if (!(samples_factor >= 0 && samples_factor <= 3e38f))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: samples_factor is a finite number >= 0 (0: off)");
+  if (!(samples_factor >= 0 && samples_factor <= 3e38f) || !(center_clip >= 0 && center_clip <= 3e38f))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: samples_factor and center_clip are finite numbers >= 0 (0: off)");
   a.cfg.method = BBI_FEDROUND_MEAN;
   a.cfg.weighting = uniform ? BBI_FEDROUND_UNIFORM : BBI_FEDROUND_BY_SAMPLES;
   a.cfg.samples_factor = samples_factor;
+  a.cfg.center_clip = center_clip;
   return made(init, &a, self, err);
 }
 
 static int robust_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"quorum", "target", "deadline_ms", "no_quorum", "late",   "max_staleness",
-                                     "init",   "members", "max_norm",   "norm_factor", "beyond_norm", "method", "trim",
-                                     "byzantine", "select", "rounds", "max_ahead", NULL};
+  static const char *const KEYS[] = {"quorum",      "target",      "deadline_ms", "no_quorum", "late",
+                                     "max_staleness", "init",      "members",     "max_norm",  "norm_factor",
+                                     "beyond_norm", "drop_factor", "method",      "trim",      "byzantine",
+                                     "select",      "rounds",      "max_ahead",   NULL};
   static const char *const METHODS[] = {"median", "trimmed", "krum", "multikrum"};
   static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
                                                  BBI_FEDROUND_MULTI_KRUM};
@@ -231,25 +244,51 @@ static bool member(const round_agg *a, bb_ctx *ctx, const bb_peer_id *from, uint
   return bb_ctx_addressed_since(ctx, from, a->fr ? bbi_fedround_window_start(a->fr, round) : 0);
 }
 
+/* The counter of each refusal of the rounds engine. */
+static const char *refusal_of(bbi_fedround_status status) {
+  switch (status) {
+  case BBI_FEDROUND_REJECTED_LENGTH: return "refused_length";
+  case BBI_FEDROUND_REJECTED_SAMPLES: return "refused_samples";
+  case BBI_FEDROUND_REJECTED_NONFINITE: return "refused_nonfinite";
+  case BBI_FEDROUND_REJECTED_FUTURE: return "refused_future";
+  case BBI_FEDROUND_REJECTED_KEY: return "refused_key";
+  case BBI_FEDROUND_REJECTED_FULL: return "refused_full";
+  default: return NULL;
+  }
+}
+
+/* The sample count and round a contribution's metadata gives (see the header). */
+static int read_meta(const round_agg *a, const bb_val *meta, uint64_t *samples, uint64_t *round, bb_error *err) {
+  if (!meta) return 0;
+  if (bb_val_is_u64(meta)) {
+    *samples = bb_val_as_u64(meta);
+    return 0;
+  }
+  if (bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 && bb_val_is_u64(bb_val_child(meta, 0)) &&
+      bb_val_is_u64(bb_val_child(meta, 1))) {
+    *samples = bb_val_as_u64(bb_val_child(meta, 0));
+    *round = bb_val_as_u64(bb_val_child(meta, 1));
+    return 0;
+  }
+  return bb_error_set(err, BB_ERR_TYPE, "%s: metadata is a sample count or [samples, round], got %s", a->type,
+                      bb_val_kind_name((int)bb_val_kind_of(meta)));
+}
+
 static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
                                 const bb_val *meta, bb_error *err) {
   round_agg *a = self;
-  if (update->dtype != BB_DTYPE_FLOAT || !update->numel)
+  if (update->dtype != BB_DTYPE_FLOAT || !update->numel) {
+    count(a, ctx, "refused_type", 1);
     return bb_error_set(err, BB_ERR_TYPE, "%s: an update is a non-empty float32 tensor", a->type);
+  }
   uint64_t samples = 1, round = a->fr ? bbi_fedround_round_id(a->fr) : 0;
-  if (meta && bb_val_is_u64(meta)) {
-    samples = bb_val_as_u64(meta);
-  } else if (meta && bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 && bb_val_is_u64(bb_val_child(meta, 0)) &&
-             bb_val_is_u64(bb_val_child(meta, 1))) {
-    samples = bb_val_as_u64(bb_val_child(meta, 0));
-    round = bb_val_as_u64(bb_val_child(meta, 1));
-  } else if (meta) {
-    return bb_error_set(err, BB_ERR_TYPE, "%s: metadata is a sample count or [samples, round], got %s", a->type,
-                        bb_val_kind_name((int)bb_val_kind_of(meta)));
+  int rc = read_meta(a, meta, &samples, &round, err);
+  if (rc) {
+    count(a, ctx, "refused_metadata", 1);
+    return rc;
   }
   const char *refusal;
-  int rc = bbi_contributor_admitted(ctx, a->type, from, &refusal, err);
-  if (rc) {
+  if ((rc = bbi_contributor_admitted(ctx, a->type, from, &refusal, err))) {
     count(a, ctx, refusal, 1);
     return rc;
   }
@@ -261,6 +300,7 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
                         "%s: peer %s is not a member of round %llu (this node sent it nothing since the round opened)",
                         a->type, who, (unsigned long long)round);
   }
+  if (a->fr && (size_t)update->numel != a->cfg.param_len) count(a, ctx, "refused_length", 1);
   if ((rc = ensure_rounds(a, ctx, (size_t)update->numel, err))) return rc;
   if (a->follow && round > bbi_fedround_round_id(a->fr)) {
     const uint64_t open = bbi_fedround_round_id(a->fr);
@@ -274,11 +314,12 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
     if (bbi_fedround_pending(a->fr)) count(a, ctx, "rounds_abandoned", 1);
     if ((rc = bbi_fedround_follow(a->fr, round, bb_ctx_now(ctx), err))) return rc;
   }
-  bbi_fedround_status status;
+  bbi_fedround_status status = BBI_FEDROUND_ACCEPTED;
   rc = bbi_fedround_contribute(a->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
                               &status, err);
   if (status == BBI_FEDROUND_LATE_DROPPED) count(a, ctx, "late_dropped", 1);
   if (status == BBI_FEDROUND_REPLACED) count(a, ctx, "replaced", 1);
+  if (rc && refusal_of(status)) count(a, ctx, refusal_of(status), 1);
   return rc;
 }
 
@@ -371,6 +412,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   count(a, ctx, "norm_clipped", r.norm_clipped);
   count(a, ctx, "norm_dropped", r.norm_dropped);
   count(a, ctx, "samples_clipped", r.samples_clipped);
+  count(a, ctx, "center_clipped", r.center_clipped);
   rc = give(a, ctx, r.params, &r, params, meta, err);
   bb_buffer_free(a->alloc, r.params);
   return rc;

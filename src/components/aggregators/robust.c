@@ -1,6 +1,7 @@
 /* Coordinate-wise median and trimmed mean, norm bounding and Krum (see robust.h). */
 #include "components/aggregators/robust.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -121,22 +122,56 @@ static double squared_distance(const float *a, const float *b, size_t d) {
 }
 
 size_t bbi_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
-                             double factor, double *scale, double *norms) {
+                             double factor, double *scale, double *norms, double *median) {
   for (size_t i = 0; i < k; i++) scale[i] = 1.0;
-  if (k == 0 || (!(max_norm > 0) && !(factor > 0))) return 0;
+  if (median) *median = 0.0;
+  if (k == 0) return 0;
   for (size_t i = 0; i < k; i++) norms[i] = sqrt(squared_distance(vecs[i], ref, d));
+  /* the median sorts its input: scale is the scratch copy until set below */
+  for (size_t i = 0; i < k; i++) scale[i] = norms[i];
+  const double middle = bbi_robust_median_f64(scale, k);
+  if (median) *median = middle;
   double bound = max_norm > 0 ? max_norm : INFINITY;
-  if (factor > 0) { /* the median sorts its input: scale is the scratch copy until set below */
-    for (size_t i = 0; i < k; i++) scale[i] = norms[i];
-    const double adaptive = factor * bbi_robust_median_f64(scale, k);
-    if (adaptive < bound) bound = adaptive;
-  }
+  if (factor > 0 && factor * middle < bound) bound = factor * middle;
   size_t pulled = 0;
   for (size_t i = 0; i < k; i++) {
     scale[i] = norms[i] > bound ? bound / norms[i] : 1.0;
     pulled += norms[i] > bound;
   }
   return pulled;
+}
+
+/* x held to the range of finite floats. */
+static double to_float_range(double x) { return x > FLT_MAX ? FLT_MAX : x < -FLT_MAX ? -FLT_MAX : x; }
+
+size_t bbi_robust_centered_clip(const float *const *vecs, const double *weights, size_t k, size_t d,
+                               const float *ref, const float *step, double factor, float *out, double *dev,
+                               double *center) {
+  for (size_t j = 0; j < d; j++)
+    center[j] = to_float_range((ref ? (double)ref[j] : 0.0) + (step ? (double)step[j] : 0.0));
+  double total = 0.0;
+  for (size_t i = 0; i < k; i++) {
+    double sum = 0.0;
+    for (size_t j = 0; j < d; j++) {
+      const double diff = (double)vecs[i][j] - center[j];
+      sum += diff * diff;
+    }
+    dev[i] = dev[k + i] = sqrt(sum);
+    total += weights ? weights[i] : 1.0;
+  }
+  const double tau = k ? factor * bbi_robust_median_f64(dev + k, k) : 0.0;
+  size_t clipped = 0;
+  for (size_t i = 0; i < k; i++) { /* dev[i] becomes the share of vector i in out */
+    const double keep = dev[i] > tau ? tau / dev[i] : 1.0;
+    clipped += dev[i] > tau;
+    dev[i] = keep * (weights ? weights[i] : 1.0) / total;
+  }
+  for (size_t j = 0; j < d; j++) {
+    double moved = 0.0;
+    for (size_t i = 0; i < k; i++) moved += dev[i] * ((double)vecs[i][j] - center[j]);
+    out[j] = (float)(center[j] + moved);
+  }
+  return clipped;
 }
 
 int bbi_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,

@@ -29,14 +29,26 @@ size_t bbi_robust_trim_count(size_t k, double beta);
  * in place. */
 double bbi_robust_median_f64(double *x, size_t n);
 
-/* Norm bounding. Each vector's distance from ref (NULL: the origin) is |v_i - ref|; the
- * bound is the smaller of max_norm (when > 0) and factor times the median distance (when
- * factor > 0), and scale[i] = min(1, bound / |v_i - ref|): ref + scale[i]·(v_i - ref)
- * is v_i pulled back onto the bound. Without either bound every scale is 1. Distances
- * are summed in double, where even 3e38 everywhere cannot overflow. norms holds k
- * doubles of scratch. Returns how many vectors are pulled back. */
+/* Norm bounding. Each vector's distance from ref (NULL: the origin) is |v_i - ref|, into
+ * norms; the bound is the smaller of max_norm (when > 0) and factor times the median
+ * distance (when factor > 0), and scale[i] = min(1, bound / |v_i - ref|): ref +
+ * scale[i]·(v_i - ref) is v_i pulled back onto the bound. Without either bound every
+ * scale is 1. Distances are summed in double, where even 3e38 everywhere cannot overflow.
+ * *median (when not NULL) is the median distance. Returns how many vectors are past the
+ * bound. */
 size_t bbi_robust_norm_scales(const float *const *vecs, size_t k, size_t d, const float *ref, double max_norm,
-                             double factor, double *scale, double *norms);
+                             double factor, double *scale, double *norms, double *median);
+
+/* Centered clipping (Karimireddy, He and Jaggi, "Learning from History for Byzantine
+ * Robust Optimization", 2021), one step on the server: the center c is ref + step (each
+ * NULL: zeros; coordinates held to the float range), every vector's deviation v_i - c
+ * is pulled back to tau = factor × the median deviation, and out = c + the weighted mean
+ * of the clipped deviations (weights NULL: equal). out is a convex combination of c and
+ * the vectors, summed in double, so it is finite. dev holds 2k doubles of scratch,
+ * center d. Returns how many deviations were clipped. */
+size_t bbi_robust_centered_clip(const float *const *vecs, const double *weights, size_t k, size_t d,
+                               const float *ref, const float *step, double factor, float *out, double *dev,
+                               double *center);
 
 /* Krum (Blanchard et al., 2017): scores[i] = the sum of the squared distances from
  * vecs[i] to its k - f - 2 nearest other vectors (at least 1 and at most k - 1; every

@@ -2,10 +2,12 @@
  * kept sorted by key, so replacement is a binary search and the fold order is fixed.
  * `recent` remembers, per contributor, the last round id its vector was closed into;
  * that is what keeps a late copy from being applied a second time. Records older than
- * max_staleness rounds can no longer matter and are pruned when a round closes. The
- * reductions themselves are robust.c's. */
+ * max_staleness rounds can no longer matter and are pruned when a round closes. `step`
+ * (with centered clipping) is the last closed round's result minus its reference: the
+ * next round's center. The reductions themselves are robust.c's. */
 #include "components/aggregators/rounds.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -47,6 +49,7 @@ struct bbi_fedround {
   size_t n_entries, cap_entries;
   recent *recents;
   size_t n_recents, cap_recents;
+  float *step; /* param_len floats with centered clipping, else NULL */
   bbi_fedround_counters counters;
 };
 
@@ -114,9 +117,11 @@ static int check_config(const bbi_fedround_config *c, bb_error *err) {
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: trim %g is outside [0, 0.5)", c->trim);
   /* written as negations so that NaN fails too */
   if (!(c->samples_factor >= 0 && c->samples_factor <= 1e300) || !(c->max_norm >= 0 && c->max_norm <= 1e300) ||
-      !(c->norm_factor >= 0 && c->norm_factor <= 1e300))
+      !(c->norm_factor >= 0 && c->norm_factor <= 1e300) || !(c->drop_factor >= 0 && c->drop_factor <= 1e300) ||
+      !(c->center_clip >= 0 && c->center_clip <= 1e300))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "fedround: samples_factor, max_norm and norm_factor must be finite and >= 0");
+                        "fedround: samples_factor, max_norm, norm_factor, drop_factor and center_clip must be finite "
+                        "and >= 0");
   return 0;
 }
 
@@ -134,6 +139,10 @@ static int make(const bb_allocator *alloc, const bbi_fedround_config *config, bb
   fr->alloc = *alloc;
   fr->cfg = *config;
   fr->round_id = config->first_round;
+  if (config->center_clip > 0 && !(fr->step = bbi_mem_calloc(alloc, config->param_len, sizeof *fr->step))) {
+    bbi_mem_free(alloc, fr);
+    return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory");
+  }
   *out = fr;
   return 0;
 }
@@ -162,6 +171,7 @@ void bbi_fedround_free(bbi_fedround *fr) {
   const bb_allocator a = fr->alloc;
   bbi_mem_free(&a, fr->entries);
   bbi_mem_free(&a, fr->recents);
+  bbi_mem_free(&a, fr->step);
   bbi_mem_free(&a, fr);
 }
 
@@ -365,9 +375,11 @@ typedef struct closing {
   const float **vecs;   /* k: each kept update, or its pulled-back copy */
   float *pulled;        /* the pulled-back copies (k·d floats), when any update is */
   float *fscratch;      /* k floats: a coordinate's values */
-  double *scale, *dscratch, *weights; /* k doubles each */
+  double *scale, *weights; /* k doubles each */
+  double *dscratch;     /* 2k doubles */
   size_t *order;        /* k indexes (a ranking) */
   double *acc;          /* d doubles */
+  uint32_t clipped, dropped; /* updates past the distance bound: pulled back, left out */
 } closing;
 
 static void closing_free(bbi_fedround *fr, closing *c) {
@@ -388,7 +400,7 @@ static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
   c->vecs = bbi_mem_calloc(&fr->alloc, k, sizeof *c->vecs);
   c->fscratch = bbi_mem_calloc(&fr->alloc, k, sizeof *c->fscratch);
   c->scale = bbi_mem_calloc(&fr->alloc, k, sizeof *c->scale);
-  c->dscratch = bbi_mem_calloc(&fr->alloc, k, sizeof *c->dscratch);
+  c->dscratch = bbi_mem_calloc(&fr->alloc, 2 * k, sizeof *c->dscratch);
   c->weights = bbi_mem_calloc(&fr->alloc, k, sizeof *c->weights);
   c->order = bbi_mem_calloc(&fr->alloc, k, sizeof *c->order);
   c->acc = bbi_mem_calloc(&fr->alloc, d, sizeof *c->acc);
@@ -398,20 +410,29 @@ static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
 
 /* Holds every update to the distance bound: one farther from the reference is dropped
  * (DROP) or pulled back onto the bound (CLIP): ref + scale·(x - ref), in double, so the
- * copy lies between ref and x (finite floats both). Returns how many updates were past
- * the bound, or -1 when memory runs out. */
-static long bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
+ * copy lies between ref and x (finite floats both) — unless it is farther than
+ * drop_factor × the median distance (with norm_factor on), which drops it under CLIP
+ * too. Counts both in c;
+ * false when memory runs out. */
+static bool bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
   const size_t k = fr->n_entries, d = fr->cfg.param_len;
   for (size_t i = 0; i < k; i++) c->vecs[i] = fr->entries[i].params;
+  double *distance = c->dscratch, median;
   const size_t beyond = bbi_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
-                                              c->dscratch);
-  if (beyond && fr->cfg.beyond_bound == BBI_FEDROUND_CLIP &&
-      !(c->pulled = bbi_mem_alloc(&fr->alloc, k * d * sizeof(float))))
-    return -1;
+                                              distance, &median);
+  const bool clipping = fr->cfg.beyond_bound == BBI_FEDROUND_CLIP;
+  /* the drop bound is part of the adaptive one: norm_factor=0 turns both off */
+  const bool dropping_far = clipping && fr->cfg.norm_factor > 0 && fr->cfg.drop_factor > 0;
+  const double far = dropping_far ? fr->cfg.drop_factor * median : INFINITY;
+  if (beyond && clipping && !(c->pulled = bbi_mem_alloc(&fr->alloc, k * d * sizeof(float)))) return false;
   c->n = 0;
+  c->clipped = c->dropped = 0;
   for (size_t i = 0; i < k; i++) {
     const float *x = fr->entries[i].params;
-    if (c->scale[i] < 1.0 && fr->cfg.beyond_bound == BBI_FEDROUND_DROP) continue;
+    if ((c->scale[i] < 1.0 && !clipping) || distance[i] > far) {
+      c->dropped++;
+      continue;
+    }
     if (c->scale[i] < 1.0) {
       float *y = c->pulled + i * d;
       for (size_t j = 0; j < d; j++) {
@@ -419,11 +440,12 @@ static long bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
         y[j] = (float)(r + c->scale[i] * ((double)x[j] - r));
       }
       x = y;
+      c->clipped++;
     }
     c->entry[c->n] = i;
     c->vecs[c->n++] = x;
   }
-  return (long)beyond;
+  return true;
 }
 
 /* What a closed round weighs one tier up: the weights its mean used (rounded to the
@@ -475,10 +497,10 @@ static void weighted_mean(closing *c, const size_t *idx, size_t m, const double 
 /* Reduces the kept updates by the configured method into out; with none kept, the
  * reference (zeros without one) stays the model. */
 static int reduce(bbi_fedround *fr, closing *c, const float *ref, float *out, uint32_t *samples_clipped,
-                  bb_error *err) {
+                  uint32_t *center_clipped, bb_error *err) {
   const size_t k = c->n, d = fr->cfg.param_len;
   const bbi_fedround_config *cfg = &fr->cfg;
-  *samples_clipped = 0;
+  *samples_clipped = *center_clipped = 0;
   if (k == 0) {
     for (size_t j = 0; j < d; j++) out[j] = ref ? ref[j] : 0.0f;
     return 0;
@@ -486,6 +508,11 @@ static int reduce(bbi_fedround *fr, closing *c, const float *ref, float *out, ui
   switch (cfg->method) {
   case BBI_FEDROUND_MEAN:
     *samples_clipped = mean_weights(fr, c);
+    if (cfg->center_clip > 0) {
+      *center_clipped = (uint32_t)bbi_robust_centered_clip(c->vecs, c->weights, k, d, ref, fr->step, cfg->center_clip,
+                                                          out, c->dscratch, c->acc);
+      return 0;
+    }
     for (size_t i = 0; i < k; i++) c->order[i] = i;
     weighted_mean(c, c->order, k, c->weights, d, out);
     return 0;
@@ -506,6 +533,15 @@ static int reduce(bbi_fedround *fr, closing *c, const float *ref, float *out, ui
   return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: unknown method %d", (int)cfg->method);
 }
 
+/* The step the round took, held to the range of floats: the next round's center. */
+static void remember_step(bbi_fedround *fr, const float *ref, const float *out) {
+  if (!fr->step) return;
+  for (size_t j = 0; j < fr->cfg.param_len; j++) {
+    const double moved = (double)out[j] - (ref ? (double)ref[j] : 0.0);
+    fr->step[j] = (float)(moved > FLT_MAX ? FLT_MAX : moved < -FLT_MAX ? -FLT_MAX : moved);
+  }
+}
+
 static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_fedround_result *result,
                        bb_error *err) {
   const size_t k = fr->n_entries, d = fr->cfg.param_len;
@@ -513,14 +549,13 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
   float *out = bbi_mem_alloc(&fr->alloc, d * sizeof *out);
   const int room = bbi_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, fr->n_recents + k,
                                sizeof(recent));
-  const bool ready = closing_alloc(fr, &c, k, d);
-  const long beyond = ready && out && !room ? bound_distances(fr, &c, ref) : -1;
-  uint32_t samples_clipped = 0;
-  int rc = beyond < 0 ? bb_error_set(err, BB_ERR_NOMEM,
-                                     "fedround: out of memory closing round %llu (nothing was dropped)",
-                                     (unsigned long long)fr->round_id)
-                      : reduce(fr, &c, ref, out, &samples_clipped, err);
+  const bool ready = closing_alloc(fr, &c, k, d) && out && !room && bound_distances(fr, &c, ref);
+  uint32_t samples_clipped = 0, center_clipped = 0;
+  int rc = !ready ? bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory closing round %llu (nothing was dropped)",
+                                 (unsigned long long)fr->round_id)
+                  : reduce(fr, &c, ref, out, &samples_clipped, &center_clipped, err);
   const size_t kept = c.n;
+  const uint32_t clipped = c.clipped, dropped = c.dropped;
   const uint64_t weight = rc ? 0 : result_weight(fr, &c);
   closing_free(fr, &c);
   if (rc) {
@@ -530,19 +565,21 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
   uint64_t total = 0;
   for (size_t i = 0; i < k; i++)
     total = fr->entries[i].num_samples > UINT64_MAX - total ? UINT64_MAX : total + fr->entries[i].num_samples;
-  const bool dropping = fr->cfg.beyond_bound == BBI_FEDROUND_DROP;
   result->event = BBI_FEDROUND_CLOSED;
   result->round_id = fr->round_id;
   result->total_samples = total;
   result->weight = weight;
   result->contributors = (uint32_t)kept;
-  result->norm_clipped = dropping ? 0 : (uint32_t)beyond;
-  result->norm_dropped = dropping ? (uint32_t)beyond : 0;
+  result->norm_clipped = clipped;
+  result->norm_dropped = dropped;
   result->samples_clipped = samples_clipped;
+  result->center_clipped = center_clipped;
   result->params = out;
-  fr->counters.norm_clipped += result->norm_clipped;
-  fr->counters.norm_dropped += result->norm_dropped;
+  fr->counters.norm_clipped += clipped;
+  fr->counters.norm_dropped += dropped;
   fr->counters.samples_clipped += samples_clipped;
+  fr->counters.center_clipped += center_clipped;
+  remember_step(fr, ref, out);
   remember_contributors(fr);
   drop_entries(fr);
   fr->counters.rounds_closed++;
@@ -593,13 +630,14 @@ const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr) { return &fr-
 /* ---- snapshot ---------------------------------------------------------------------- */
 
 #define SNAPSHOT_MAGIC "BBFR"
-#define SNAPSHOT_VERSION 2u
+#define SNAPSHOT_VERSION 3u
 /* magic, version, config (8+4+4+8+1+1+8+8), round state (8+8+1), 6 counters, 2 counts:
  * all that version 1 has */
 #define SNAPSHOT_FIXED_V1 (4 + 4 + 42 + 17 + 6 * 8 + 2 * 8)
 /* version 2 adds the closing config (1+1+8+4+4+8+8+8+8+1), the opening times and three
- * counters */
-#define SNAPSHOT_FIXED (SNAPSHOT_FIXED_V1 + 51 + HISTORY * 8 + 3 * 8)
+ * counters; version 3 the drop factor and centered clipping (8+8) and a counter (the
+ * step, param_len floats with centered clipping, comes after the records) */
+#define SNAPSHOT_FIXED (SNAPSHOT_FIXED_V1 + 51 + HISTORY * 8 + 3 * 8 + 16 + 8)
 
 static void put_f64(bb_le_writer *w, double v) {
   uint64_t bits;
@@ -617,6 +655,7 @@ size_t bbi_fedround_snapshot_size(const bbi_fedround *fr) {
   for (size_t i = 0; i < fr->n_entries; i++)
     n += 1 + fr->entries[i].key.len + 16 + 4 * fr->cfg.param_len;
   for (size_t i = 0; i < fr->n_recents; i++) n += 1 + fr->recents[i].key.len + 8;
+  if (fr->step) n += 4 * fr->cfg.param_len;
   return n;
 }
 
@@ -648,6 +687,8 @@ int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size
   put_f64(&w, fr->cfg.max_norm);
   put_f64(&w, fr->cfg.norm_factor);
   bb_le_write_u8(&w, (uint8_t)fr->cfg.beyond_bound);
+  put_f64(&w, fr->cfg.drop_factor);
+  put_f64(&w, fr->cfg.center_clip);
   bb_le_write_u64(&w, fr->round_id);
   bb_le_write_u64(&w, fr->opened_ns);
   bb_le_write_u8(&w, (uint8_t)fr->overdue_reported);
@@ -662,6 +703,7 @@ int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size
   bb_le_write_u64(&w, c->norm_clipped);
   bb_le_write_u64(&w, c->norm_dropped);
   bb_le_write_u64(&w, c->samples_clipped);
+  bb_le_write_u64(&w, c->center_clipped);
   bb_le_write_u64(&w, fr->n_entries);
   for (size_t i = 0; i < fr->n_entries; i++) {
     const entry *e = &fr->entries[i];
@@ -675,6 +717,8 @@ int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size
     put_key(&w, &fr->recents[i].key);
     bb_le_write_u64(&w, fr->recents[i].last_round);
   }
+  if (fr->step)
+    for (size_t j = 0; j < fr->cfg.param_len; j++) bb_le_write_f32(&w, fr->step[j]);
   bb_le_write_u64(&w, bbi_fnv1a64(buf, w.len));
   if (written) *written = w.len;
   return 0;
@@ -754,9 +798,9 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
   if (memcmp(magic, SNAPSHOT_MAGIC, 4) != 0) return bad(r, 0, "wrong magic (not a fedround snapshot)");
   const uint32_t version = get_u32(r, "the version");
   if (r->rc) return r->rc;
-  if (version != SNAPSHOT_VERSION && version != 1)
+  if (version < 1 || version > SNAPSHOT_VERSION)
     return r->rc = bb_error_set(r->err, BB_ERR_UNSUPPORTED,
-                                "fedround snapshot: version %u (this build reads 1 and %u)", version,
+                                "fedround snapshot: version %u (this build reads 1 to %u)", version,
                                 SNAPSHOT_VERSION);
   r->version = version;
   bbi_fedround_config cfg;
@@ -782,10 +826,16 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
     cfg.norm_factor = get_f64(r, "norm_factor");
     cfg.beyond_bound = (bbi_fedround_beyond)get_u8(r, "the beyond-bound policy");
   }
+  if (version >= 3) {
+    cfg.drop_factor = get_f64(r, "drop_factor");
+    cfg.center_clip = get_f64(r, "center_clip");
+  }
   if (r->rc) return r->rc;
   bb_error cfg_err;
   if (param_len != cfg.param_len || check_config(&cfg, &cfg_err))
     return bad(r, 8, "invalid config");
+  if (cfg.center_clip > 0 && param_len > bb_le_left(&r->in) / 4) /* the step it carries */
+    return bad(r, 8, "param_len larger than the input");
   if (make(alloc, &cfg, out, r->err)) return r->rc = BB_ERR_NOMEM;
   bbi_fedround *fr = *out;
   fr->round_id = get_u64(r, "the round id");
@@ -810,6 +860,7 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
     c->norm_dropped = get_u64(r, "a counter");
     c->samples_clipped = get_u64(r, "a counter");
   }
+  if (version >= 3) c->center_clipped = get_u64(r, "a counter");
   if (!r->rc && fr->round_id < cfg.first_round) bad(r, 8, "round id before the first round");
   return r->rc;
 }
@@ -889,8 +940,9 @@ int bbi_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t
                         SNAPSHOT_FIXED_V1 + 8);
   reader r = {bb_le_reader_of(bytes, len - 8), err, 0, 0};
   bbi_fedround *fr = NULL;
-  if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) &&
-      r.in.at != r.in.len)
+  if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) && fr->step)
+    get_floats(&r, fr->step, fr->cfg.param_len);
+  if (!r.rc && r.in.at != r.in.len)
     bad(&r, r.in.at, "trailing bytes after the records");
   if (!r.rc && bb_le_get_u64(bytes + len - 8) != bbi_fnv1a64(bytes, len - 8))
     bad(&r, len - 8, "checksum mismatch");

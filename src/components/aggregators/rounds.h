@@ -56,7 +56,8 @@ typedef enum bbi_fedround_weighting {
 
 /* What happens to an update farther from the reference than the distance bound. */
 typedef enum bbi_fedround_beyond {
-  BBI_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound */
+  BBI_FEDROUND_CLIP = 0, /* pulled back onto the bound: it still counts, as far as the bound
+                           (unless farther than drop_factor × the median distance) */
   BBI_FEDROUND_DROP = 1  /* left out of the round's result (a bound of factor >= 1 times the
                            median distance always keeps at least half the updates) */
 } bbi_fedround_beyond;
@@ -91,6 +92,13 @@ typedef struct bbi_fedround_config {
   double norm_factor;      /* ... farther than norm_factor × the round's median distance;
                               0: no such bound */
   bbi_fedround_beyond beyond_bound; /* what an update past the bound becomes */
+  double drop_factor;      /* CLIP with norm_factor > 0: an update farther than drop_factor ×
+                              the round's median distance is left out all the same; 0: none is */
+  double center_clip;      /* MEAN: centered clipping — each kept update's deviation from
+                              the center (the reference moved on by the last closed round's
+                              step) is pulled back to center_clip × the round's median
+                              deviation, and the result is the center plus their weighted
+                              mean; 0: off (the plain weighted mean) */
 } bbi_fedround_config;
 
 /* The outcome of one contribution. Rejections come with a negative return code too. */
@@ -128,6 +136,7 @@ typedef struct bbi_fedround_result {
   uint32_t norm_clipped;  /* CLOSED: updates pulled back to the distance bound */
   uint32_t norm_dropped;  /* CLOSED: updates left out for their distance */
   uint32_t samples_clipped; /* CLOSED: sample counts cut to the cap */
+  uint32_t center_clipped;  /* CLOSED: deviations pulled back by centered clipping */
   float *params;          /* CLOSED: param_len floats owned by the caller, freed with
                              bb_buffer_free(alloc, params); otherwise NULL */
 } bbi_fedround_result;
@@ -142,6 +151,7 @@ typedef struct bbi_fedround_counters {
   uint64_t norm_clipped;    /* updates pulled back, over every closed round */
   uint64_t norm_dropped;    /* updates left out for their distance, over every closed round */
   uint64_t samples_clipped; /* sample counts cut, over every closed round */
+  uint64_t center_clipped;  /* deviations pulled back by centered clipping, over every closed round */
 } bbi_fedround_counters;
 
 typedef struct bbi_fedround bbi_fedround;
@@ -201,11 +211,13 @@ const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr);
 size_t bbi_fedround_snapshot_size(const bbi_fedround *fr);
 
 /* Writes the whole state (config, open round with its contributions, counters, the
- * memory of who was in recent rounds and when recent rounds opened) to buf; BB_ERR_LIMIT
- * when cap is too small. The format (little-endian, version 2): "BBFR", u32 version, the
- * config, the round state, the entries, the recent-contributor records, and a FNV-1a 64
- * of everything before it. Version 1 (no closing config, no opening times, six counters)
- * is still read, as the plain mean it computed. */
+ * memory of who was in recent rounds and when recent rounds opened, the last round's
+ * step) to buf; BB_ERR_LIMIT when cap is too small. The format (little-endian, version
+ * 3): "BBFR", u32 version, the config, the round state, the entries, the
+ * recent-contributor records, the step, and a FNV-1a 64 of everything before it. Version
+ * 1 (no closing config, no opening times, six counters) is still read, as the plain mean
+ * it computed; version 2 (no drop factor, no centered clipping, nine counters, no step)
+ * as the bounded mean it computed. */
 int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
                          bb_error *err);
 

@@ -249,6 +249,9 @@ int bb_dataset_from_csv(const uint8_t *data, size_t len, const bb_csv_options *o
   memset(out, 0, sizeof *out);
   out->alloc = allocator_or_default(alloc);
   if (!data && len) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CSV data is NULL");
+  if (opt && (opt->struct_size < sizeof opt->struct_size || opt->struct_size > sizeof *opt))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "CSV options: struct_size %zu (this library knows %zu)", opt->struct_size,
+                        sizeof *opt);
   csv_parser cp = {.data = data,
                    .len = len,
                    .label_column = opt ? opt->label_column : -1,

@@ -27,6 +27,7 @@ struct bb_onnx_model {
   const char *input; /* the data input's name (in `model`) */
   int in_rank;       /* its declared shape; dims after the batch reshape each row */
   int64_t in_dims[BB_MAX_RANK];
+  int32_t in_dtype;     /* float32, or int64 / int32 filled from whole-number rows */
   int32_t target_dtype; /* what the training graph's target input takes */
   int target_rank;
   size_t n_params, param_count; /* parameters, and floats in the flat vector */
@@ -38,7 +39,7 @@ struct bb_onnx_model {
 };
 
 static const char *const KEYS[] = {"input", "output", "loss", "optimizer", "lr", "momentum", "beta1", "beta2",
-                                   "eps", "weight_decay", "max_grad_norm", "seed", NULL};
+                                   "eps", "weight_decay", "max_grad_norm", "seed", "freeze", NULL};
 
 void bb_onnx_model_free(bb_onnx_model *s) {
   if (!s) return;
@@ -91,6 +92,7 @@ int bb_onnx_model_config_parse(const char *text, const char *const *more_keys, u
   const char *c = text ? text : "";
   char loss[16], optimizer[16];
   memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
   bb_optimizer_config *o = &out->optimizer;
   int rc;
   if ((rc = check_keys(c, more_keys, err)) || (rc = bb_config_str(c, "input", "", out->input, sizeof out->input, err)) ||
@@ -103,7 +105,8 @@ int bb_onnx_model_config_parse(const char *text, const char *const *more_keys, u
       (rc = bb_config_f32(c, "eps", o->eps, &o->eps, err)) ||
       (rc = bb_config_f32(c, "weight_decay", o->weight_decay, &o->weight_decay, err)) ||
       (rc = bb_config_f32(c, "max_grad_norm", 0, &o->max_grad_norm, err)) ||
-      (rc = bb_config_u64(c, "seed", default_seed, &out->seed, err)))
+      (rc = bb_config_u64(c, "seed", default_seed, &out->seed, err)) ||
+      (rc = bb_config_str(c, "freeze", "", out->freeze, sizeof out->freeze, err)))
     return rc;
   return 0;
 }
@@ -118,10 +121,12 @@ static int describe_io(bb_onnx_model *s, const char *input, bb_error *err) {
   }
   if (!in) return bb_error_set(err, BB_ERR_NOT_FOUND, "the model has no data input%s%s", *input ? " " : "", input);
   const bb_type *t = in->type;
-  if (!t || t->kind != BB_TYPE_TENSOR || t->elem_type != BB_DTYPE_FLOAT || !t->shape || t->shape->rank < 1 ||
-      t->shape->rank > BB_MAX_RANK)
-    return bb_error_set(err, BB_ERR_TYPE, "input %s must be a float32 tensor of known rank", in->name);
+  bool dtype_ok = t && t->kind == BB_TYPE_TENSOR &&
+                  (t->elem_type == BB_DTYPE_FLOAT || t->elem_type == BB_DTYPE_INT64 || t->elem_type == BB_DTYPE_INT32);
+  if (!dtype_ok || !t->shape || t->shape->rank < 1 || t->shape->rank > BB_MAX_RANK)
+    return bb_error_set(err, BB_ERR_TYPE, "input %s must be a float32, int64 or int32 tensor of known rank", in->name);
   s->input = in->name;
+  s->in_dtype = t->elem_type;
   s->in_rank = (int)t->shape->rank;
   for (int d = 0; d < s->in_rank; d++) s->in_dims[d] = t->shape->dims[d].kind == BB_DIM_VALUE ? t->shape->dims[d].value : -1;
   const bb_value_info *target = bb_vilist_find(&s->graph->model->graph->inputs, s->graph->target);
@@ -148,9 +153,32 @@ static int count_params(bb_onnx_model *s, bb_error *err) {
   return 0;
 }
 
-int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_config *c, const bb_allocator *alloc,
+/* The config's '|'-separated freeze list as names (pointing into buf, a copy). */
+static size_t split_frozen(const char *list, char *buf, const char **names, size_t max) {
+  size_t n = 0;
+  strcpy(buf, list);
+  for (char *p = buf; *p && n < max;) {
+    names[n++] = p;
+    char *bar = strchr(p, '|');
+    if (!bar) break;
+    *bar = '\0';
+    p = bar + 1;
+  }
+  return n;
+}
+
+int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_config *config, const bb_allocator *alloc,
                       bb_onnx_model **out, bb_error *err) {
   *out = NULL;
+  if (!config || config->struct_size < sizeof config->struct_size || config->struct_size > sizeof(bb_onnx_model_config))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "onnx model: config struct_size %zu (this library knows %zu)",
+                        config ? config->struct_size : 0, sizeof(bb_onnx_model_config));
+  bb_onnx_model_config cfg;
+  if (bb_onnx_model_config_parse(NULL, NULL, 0, &cfg, err)) return err->code;
+  memcpy(&cfg, config, config->struct_size);
+  cfg.struct_size = sizeof cfg;
+  cfg.freeze[sizeof cfg.freeze - 1] = '\0';
+  const bb_onnx_model_config *c = &cfg;
   if (!alloc) alloc = bb_default_allocator();
   bb_onnx_model *s = bbi_mem_calloc(alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
@@ -160,8 +188,13 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
   if (!rc) {
     bb_grad_options o;
     memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
     o.loss = c->loss;
     o.output = *c->output ? c->output : NULL;
+    char frozen_buf[BB_ONNX_MODEL_FREEZE_MAX];
+    const char *frozen[BB_ONNX_MODEL_FREEZE_MAX / 2];
+    o.freeze = frozen;
+    o.n_freeze = split_frozen(c->freeze, frozen_buf, frozen, sizeof frozen / sizeof frozen[0]);
     rc = bb_grad_build(s->model, &o, alloc, &s->graph, err);
   }
   if (!rc) rc = bb_grad_optimizer_build(s->graph, &c->optimizer, &s->opt, err);
@@ -196,6 +229,25 @@ const bb_grad_trainer *bb_onnx_model_trainer(const bb_onnx_model *m) { return m-
 
 /* ---- data in the model's shapes ------------------------------------------------------------ */
 
+/* Whole-number rows as an integer input: a float32 holds every whole number up to 2^24. */
+static int integer_rows(const bb_onnx_model *s, const bb_tensor *x, int rank, const int64_t *dims, bb_tensor **out,
+                        bb_error *err) {
+  bb_tensor *t = bb_tensor_new_empty(s->alloc, s->in_dtype, rank, dims);
+  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  const float *v = bb_tensor_data(x);
+  for (int64_t i = 0; i < x->numel; i++) {
+    if (v[i] != floorf(v[i]) || fabsf(v[i]) > 16777216.0f) {
+      bb_tensor_release(t);
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "value %g at %lld is not a whole number of at most 2^24, as %s input %s needs",
+                          v[i], (long long)i, bb_dtype_name(s->in_dtype), s->input);
+    }
+    if (s->in_dtype == BB_DTYPE_INT64) ((int64_t *)bb_tensor_data(t))[i] = (int64_t)v[i];
+    else ((int32_t *)bb_tensor_data(t))[i] = (int32_t)v[i];
+  }
+  *out = t;
+  return 0;
+}
+
 /* x as the data input takes it: rows [n, features] take the input's dims after the batch. */
 static int model_input(const bb_onnx_model *s, const bb_tensor *x, bb_tensor **out, bb_error *err) {
   if (x->dtype != BB_DTYPE_FLOAT || x->rank < 1 || !x->numel)
@@ -213,6 +265,7 @@ static int model_input(const bb_onnx_model *s, const bb_tensor *x, bb_tensor **o
   if (row * n != x->numel || (s->in_dims[0] >= 0 && s->in_dims[0] != n))
     return bb_error_set(err, BB_ERR_TYPE, "%lld rows of %lld values do not fit input %s", (long long)n,
                         (long long)(x->numel / n), s->input);
+  if (s->in_dtype != BB_DTYPE_FLOAT) return integer_rows(s, x, s->in_rank, dims, out, err);
   *out = bb_tensor_view(x, s->in_rank, dims);
   return *out ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 }

@@ -20,7 +20,11 @@
  *   addresses to the address book and replies Handshake. Expired peers are evicted
  *   lazily, at the start of every read. Sample(n): n distinct live peers drawn with the
  *   node's seeded generator from the entries in peer-id order (never hash order), so a
- *   seed gives the same draws; CurrentView: every live peer.
+ *   seed gives the same draws; CurrentView: every live peer. On a node that checks join
+ *   tokens only peers whose token admits them are registered (an Announce from anyone
+ *   else is refused and counted in global_registry.refused_unadmitted), and a member
+ *   whose token has expired is left out of Sample and CurrentView until it presents a
+ *   new one.
  *
  * Messages travel as control-plane fills, which address the receiving component by the
  * FNV-1a-32 of its SLOT NAME: clients and server must bind the registry under the same
@@ -38,6 +42,7 @@
 #include <string.h>
 
 #include "bb/roles.h"
+#include "components/admitted.h"
 #include "components/protocols/registry_client.h"
 #include "components/protocols/registry_table.h"
 #include "components/shipped.h"
@@ -268,6 +273,13 @@ static int server_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
   if (rc) return rc;
   if (!bb_peer_id_equal(&a.peer, from))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Announce: a peer may only announce itself");
+  if (!bbi_peer_takes_part(ctx, from)) { /* checked before anything is registered */
+    bb_ctx_count(ctx, "global_registry.refused_unadmitted", 1);
+    char who[128];
+    bb_peer_id_to_text(from, who, sizeof who);
+    return bb_error_set(err, BB_ERR_DENIED, "GlobalRegistryServer: an Announce from peer %s, which holds no valid join token",
+                        who);
+  }
   uint64_t now = bb_ctx_now(ctx);
   bbi_registry_table_evict(&s->table, now);
   bool is_new;
@@ -290,30 +302,35 @@ static int server_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
 
 static uint64_t ctx_random(void *ctx) { return bb_ctx_random(ctx); }
 
+static bool takes_part(void *ctx, const bb_peer_id *peer) { return bbi_peer_takes_part(ctx, peer); }
+
 static int server_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb_error *err) {
   bbi_registry_table *t = membership(self, ctx);
   bbi_registry_table_evict(t, bb_ctx_now(ctx));
   const bb_allocator *alloc = bb_ctx_allocator(ctx);
-  size_t *idx = bbi_mem_calloc(alloc, t->n, sizeof *idx);
-  bb_peer_id *picked = bbi_mem_calloc(alloc, n < t->n ? n : t->n, sizeof *picked);
+  size_t *idx = bbi_mem_calloc(alloc, 2 * t->n + 1, sizeof *idx);
+  bb_peer_id *picked = bbi_mem_calloc(alloc, (n < t->n ? n : t->n) + 1, sizeof *picked);
   if (idx && picked) {
     bbi_draw_source rng = {ctx_random, ctx};
-    size_t k = bbi_registry_table_sample(t, &rng, n, idx, picked);
+    size_t k = bbi_registry_table_sample(t, &rng, takes_part, ctx, n, idx, picked);
     *peers = bb_val_peers(alloc, picked, k);
   }
+  const bool made = idx && picked && *peers;
   bbi_mem_free(alloc, idx);
   bbi_mem_free(alloc, picked);
-  return idx && picked && *peers ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  return made ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 }
 
 static int server_view(void *self, bb_ctx *ctx, bb_val **peers, bb_error *err) {
   bbi_registry_table *t = membership(self, ctx);
   bbi_registry_table_evict(t, bb_ctx_now(ctx));
   const bb_allocator *alloc = bb_ctx_allocator(ctx);
-  bb_peer_id *all = bbi_mem_calloc(alloc, t->n, sizeof *all);
+  bb_peer_id *all = bbi_mem_calloc(alloc, t->n + 1, sizeof *all);
   if (!all) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-  for (size_t i = 0; i < t->n; i++) all[i] = t->members[i].peer;
-  *peers = bb_val_peers(alloc, all, t->n);
+  size_t live = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (bbi_peer_takes_part(ctx, &t->members[i].peer)) all[live++] = t->members[i].peer;
+  *peers = bb_val_peers(alloc, all, live);
   bbi_mem_free(alloc, all);
   return *peers ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
 }

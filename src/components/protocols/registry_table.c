@@ -46,10 +46,13 @@ int bbi_registry_table_register(bbi_registry_table *t, const bb_peer_id *peer, u
   return 0;
 }
 
-size_t bbi_registry_table_sample(const bbi_registry_table *t, const bbi_draw_source *rng, size_t n, size_t *idx,
-                                bb_peer_id *out) {
-  size_t k = bbi_draw_distinct(rng, t->n, n, idx);
-  for (size_t i = 0; i < k; i++) out[i] = t->members[idx[i]].peer;
+size_t bbi_registry_table_sample(const bbi_registry_table *t, const bbi_draw_source *rng, bbi_registry_keep_fn keep,
+                                void *user, size_t n, size_t *idx, bb_peer_id *out) {
+  size_t *kept = idx + t->n, m = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (!keep || keep(user, &t->members[i].peer)) kept[m++] = i;
+  const size_t k = bbi_draw_distinct(rng, m, n, idx);
+  for (size_t i = 0; i < k; i++) out[i] = t->members[kept[idx[i]]].peer;
   return k;
 }
 

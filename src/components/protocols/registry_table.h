@@ -37,10 +37,15 @@ void bbi_registry_table_evict(bbi_registry_table *t, uint64_t now);
 int bbi_registry_table_register(bbi_registry_table *t, const bb_peer_id *peer, uint64_t now, bool *is_new,
                                bb_error *err);
 
-/* min(n, t->n) distinct members drawn by a partial Fisher–Yates shuffle over the table in
- * peer-id order into out; idx is scratch for t->n positions. */
-size_t bbi_registry_table_sample(const bbi_registry_table *t, const bbi_draw_source *rng, size_t n, size_t *idx,
-                                bb_peer_id *out);
+/* Whether a member counts for a read (a caller's filter). */
+typedef bool (*bbi_registry_keep_fn)(void *user, const bb_peer_id *peer);
+
+/* min(n, m) distinct members drawn by a partial Fisher–Yates shuffle over the m members
+ * keep accepts (keep NULL: all), in peer-id order, into out; idx is scratch for 2·t->n
+ * positions. With every member kept, the same generator gives the same draw whatever
+ * the filter. */
+size_t bbi_registry_table_sample(const bbi_registry_table *t, const bbi_draw_source *rng, bbi_registry_keep_fn keep,
+                                void *user, size_t n, size_t *idx, bb_peer_id *out);
 
 /* The saved state's size, and the state into out[0..cap): u8 version, u64 ttl_ns, u32
  * count, then per member (in peer-id order) the peer id and u64 expires_ns. Returns its

@@ -64,9 +64,15 @@ size_t bbi_peer_view_offer(const bbi_peer_view *v, const bbi_draw_source *rng, c
   return 1 + bbi_peer_view_sample(v, rng, v->shuffle - 1, entries + 1);
 }
 
-void bbi_peer_view_offer_sent(bbi_peer_view *v, const bb_peer_id *entries, size_t k) {
+void bbi_peer_view_offer_sent(bbi_peer_view *v, const bb_peer_id *to, const bb_peer_id *entries, size_t k) {
   v->n_sent = k ? k - 1 : 0;
   if (v->n_sent) memcpy(v->sent, entries + 1, v->n_sent * sizeof *v->sent);
+  v->offered_to = *to;
+  v->awaiting_reply = true;
+}
+
+bool bbi_peer_view_awaits_reply(const bbi_peer_view *v, const bb_peer_id *from) {
+  return v->awaiting_reply && bb_peer_id_equal(&v->offered_to, from);
 }
 
 size_t bbi_peer_view_answer(const bbi_peer_view *v, const bbi_draw_source *rng, bb_peer_id *entries) {
@@ -80,6 +86,7 @@ int bbi_peer_view_merge(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_
     const bb_peer_id *p = &got[i];
     if (bb_peer_id_equal(p, self) || bbi_peer_view_has(v, p)) continue;
     int rc = admit ? admit(user, p, err) : 0;
+    if (rc == BBI_PEER_VIEW_SKIP) continue;
     if (rc) return rc;
     if (v->n < v->cap) {
       v->peers[v->n++] = *p;
@@ -101,6 +108,7 @@ int bbi_peer_view_merge_reply(bbi_peer_view *v, const bb_peer_id *self, const bb
                              bbi_peer_view_admit_fn admit, void *user, bb_error *err) {
   int rc = bbi_peer_view_merge(v, self, got, n_got, v->sent, v->n_sent, admit, user, err);
   v->n_sent = 0;
+  v->awaiting_reply = false;
   return rc;
 }
 

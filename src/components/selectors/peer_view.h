@@ -28,6 +28,8 @@ typedef struct bbi_peer_view {
   size_t shuffle; /* entries per exchange */
   bb_peer_id sent[BBI_PEER_VIEW_MAX]; /* the view entries of the last offer, which its reply may replace */
   size_t n_sent;
+  bb_peer_id offered_to; /* the member the last offer went to: only its reply is merged */
+  bool awaiting_reply;
 } bbi_peer_view;
 
 /* An empty view that merges up to cap entries and exchanges `shuffle` at a time. */
@@ -49,26 +51,34 @@ size_t bbi_peer_view_sample(const bbi_peer_view *v, const bbi_draw_source *rng, 
 size_t bbi_peer_view_offer(const bbi_peer_view *v, const bbi_draw_source *rng, const bb_peer_id *self, bb_peer_id *to,
                           bb_peer_id *entries);
 
-/* Records that the offer entries[0..k) went out: its view entries (all but self, the
- * first) are what the reply may replace. */
-void bbi_peer_view_offer_sent(bbi_peer_view *v, const bb_peer_id *entries, size_t k);
+/* Records that the offer entries[0..k) went out to `to`: its view entries (all but self,
+ * the first) are what the reply may replace. */
+void bbi_peer_view_offer_sent(bbi_peer_view *v, const bb_peer_id *to, const bb_peer_id *entries, size_t k);
+
+/* Whether a reply from `from` answers the last offer (sent to `from`, not yet answered). */
+bool bbi_peer_view_awaits_reply(const bbi_peer_view *v, const bb_peer_id *from);
 
 /* The answer to a Shuffle: `shuffle` random view entries into entries (room for
  * BBI_PEER_VIEW_MAX); returns how many. */
 size_t bbi_peer_view_answer(const bbi_peer_view *v, const bbi_draw_source *rng, bb_peer_id *entries);
 
-/* Called for each received peer about to enter the view (before it does); an error stops
- * the merge there, with the peers before it merged. */
+/* What bbi_peer_view_admit_fn returns for a peer that stays out (the merge goes on). */
+#define BBI_PEER_VIEW_SKIP 1
+
+/* Called for each received peer about to enter the view (before it does): 0 lets it in,
+ * BBI_PEER_VIEW_SKIP leaves it out, a negative error stops the merge there, with the
+ * peers before it merged. */
 typedef int (*bbi_peer_view_admit_fn)(void *user, const bb_peer_id *peer, bb_error *err);
 
-/* Merges got[0..n_got): each peer that is not self and not in the view is admitted, then
- * fills free room or, in a full view, replaces the first of sent[0..n_sent) still there. */
+/* Merges got[0..n_got): each peer that is not self and not in the view is offered to
+ * admit, then (if let in) fills free room or, in a full view, replaces the first of
+ * sent[0..n_sent) still there. */
 int bbi_peer_view_merge(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
                        const bb_peer_id *sent, size_t n_sent, bbi_peer_view_admit_fn admit, void *user,
                        bb_error *err);
 
-/* Merges the reply to the last offer, its entries taking the places of those sent; the
- * offer is then forgotten. */
+/* Merges the reply to the last offer (see bbi_peer_view_awaits_reply), its entries taking
+ * the places of those sent; the offer is then forgotten. */
 int bbi_peer_view_merge_reply(bbi_peer_view *v, const bb_peer_id *self, const bb_peer_id *got, size_t n_got,
                              bbi_peer_view_admit_fn admit, void *user, bb_error *err);
 

@@ -15,10 +15,16 @@
  *   exchange: `shuffle` random entries (plus this peer) go to a random view member,
  *   which answers with as many of its own and merges what it got; both sides keep at
  *   most `view` entries, dropping the ones they sent away first. Entries are /p2p
- *   addresses added to the address book, so the graph can send to sampled peers. */
+ *   addresses added to the address book, so the graph can send to sampled peers.
+ *   A reply is merged only from the member the last exchange went to
+ *   (gossip_view.unsolicited_replies counts the others). On a node that checks join
+ *   tokens only peers whose token admits them take part: an exchange from anyone else is
+ *   refused, and an entry naming anyone else is left out of the merge (both counted in
+ *   gossip_view.refused_unadmitted). */
 #include <string.h>
 
 #include "bb/roles.h"
+#include "components/admitted.h"
 #include "components/selectors/peer_view.h"
 #include "components/shipped.h"
 #include "bb/common.h"
@@ -99,7 +105,14 @@ static int reach(bb_ctx *ctx, const bb_peer_id *p, bb_error *err) {
   return bb_ctx_add_address(ctx, p, &a, err);
 }
 
-static int admit(void *ctx, const bb_peer_id *p, bb_error *err) { return reach(ctx, p, err); }
+/* A peer an exchange names enters the view only if it takes part (see admitted.h). */
+static int admit(void *ctx, const bb_peer_id *p, bb_error *err) {
+  if (!bbi_peer_takes_part(ctx, p)) {
+    bb_ctx_count(ctx, "gossip_view.refused_unadmitted", 1);
+    return BBI_PEER_VIEW_SKIP;
+  }
+  return reach(ctx, p, err);
+}
 
 static int gossip_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb_error *err) {
   view *s = self;
@@ -116,7 +129,7 @@ static int gossip_sample(void *self, bb_ctx *ctx, size_t n, bb_val **peers, bb_e
     *peers = NULL;
     return rc;
   }
-  bbi_peer_view_offer_sent(&s->v, entries, k);
+  bbi_peer_view_offer_sent(&s->v, &to, entries, k);
   return 0;
 }
 
@@ -128,6 +141,18 @@ static int gossip_message(void *self, bb_ctx *ctx, const char *op, const bb_peer
   bool shuffle = strcmp(op, "Shuffle") == 0;
   if (!shuffle && strcmp(op, "ShuffleReply") != 0)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "GossipView: unknown message `%s`", op);
+  char who[128];
+  if (!bbi_peer_takes_part(ctx, from)) {
+    bb_ctx_count(ctx, "gossip_view.refused_unadmitted", 1);
+    bb_peer_id_to_text(from, who, sizeof who);
+    return bb_error_set(err, BB_ERR_DENIED, "GossipView: %s from peer %s, which holds no valid join token", op, who);
+  }
+  if (!shuffle && !bbi_peer_view_awaits_reply(&s->v, from)) {
+    bb_ctx_count(ctx, "gossip_view.unsolicited_replies", 1);
+    bb_peer_id_to_text(from, who, sizeof who);
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipView: a ShuffleReply from peer %s, which was sent no Shuffle",
+                        who);
+  }
   int rc = bbi_peer_view_decode(payload, len, got, &n_got, err);
   if (rc) return rc;
   if (!shuffle) /* the reply to my last Shuffle: its entries take the places of the ones I sent */

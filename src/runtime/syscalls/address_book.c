@@ -2,7 +2,6 @@
 #include <string.h>
 
 #include "bb/tensor.h"
-#include "runtime/book.h"
 #include "runtime/syscalls/syscall.h"
 #include "bb/common.h"
 
@@ -59,11 +58,14 @@ static int sys_book_insert(rt_call *c, bb_error *err) {
   int rc = peer_input(c, 0, &p, err);
   if (!rc) rc = address_input(c, 1, &one, &addrs, &n, err);
   if (rc) return rc;
-  for (size_t i = 0; i < n; i++)
-    if ((rc = rt_book_add_admitted(c->node, &p, &addrs[i], BB_ADMIT_GRAPH, err))) {
+  bb_node *node = c->node;
+  for (size_t i = 0; i < n; i++) {
+    rc = rt_admission_add_peer(&node->admission, &node->book, node->now, &p, &addrs[i], BB_ADMIT_GRAPH, err);
+    if (rc) {
       c->reason = "address_book_insert_failed";
       return rc;
     }
+  }
   return 0;
 }
 

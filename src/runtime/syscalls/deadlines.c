@@ -39,8 +39,9 @@ struct rt_latch {
 /* True while an Interval can still re-arm the execution: its timer waits, or the tick
  * that fired it is queued to run (between the two the execution holds no timer). */
 static bool exec_may_rerun(const bb_node *n, uint64_t exec) {
-  for (size_t i = 0; i < n->n_timers; i++)
-    if (n->timers[i].kind == RT_TIMER_INTERVAL && n->timers[i].exec && n->timers[i].exec->id == exec) return true;
+  for (size_t i = 0; i < n->timers.len; i++)
+    if (n->timers.items[i].kind == RT_TIMER_INTERVAL && n->timers.items[i].exec && n->timers.items[i].exec->id == exec)
+      return true;
   for (size_t k = 0; k < n->frontier.len; k++)
     if (((const rt_task *)bbi_ring_at(&n->frontier, k))->exec->id == exec) return true;
   return false;

@@ -2,9 +2,6 @@
  * (PeerHealthGateTx, BackoffGateTx): a value passes, or the op fails with the reason. */
 #include <inttypes.h>
 
-#include "runtime/book.h"
-#include "runtime/deliver.h"
-#include "runtime/steps.h"
 #include "runtime/syscalls/syscall.h"
 #include "bb/common.h"
 
@@ -33,9 +30,9 @@ static int sys_dedup_rx(rt_call *c, bb_error *err) {
   if (!c->n_in || !c->in[0]) return need_input(c, err);
   if (!c->exec->has_src) return need_source(c, err);
   uint64_t site = c->graph->site_base + c->op->in[0];
-  if (rt_replayed(c->node, c->exec, site)) {
+  if (c->exec->wire_req_id && rt_replay_seen(&c->node->replay, &c->exec->src, c->exec->wire_req_id, site)) {
     c->reason = "duplicate";
-    rt_count(c->node, "wire.duplicates", 1);
+    rt_count(&c->node->counters, "wire.duplicates", 1);
     return bb_error_set(err, BB_ERR_EXISTS, "DedupGateRx dropped a replayed delivery (request %" PRIu64 ")",
                         c->exec->wire_req_id);
   }

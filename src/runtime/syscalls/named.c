@@ -140,7 +140,7 @@ static int store_input(rt_call *c, rt_named_kind kind, const char *name, bb_erro
   if (!e && full && kind != RT_QUEUE) {
     char counter[32];
     snprintf(counter, sizeof counter, "%s.dropped", kind == RT_HOLD ? "hold" : "record");
-    rt_count(c->node, counter, 1); /* beyond the names cap: dropped, and counted */
+    rt_count(&c->node->counters, counter, 1); /* beyond the names cap: dropped, and counted */
   } else if (!e) {
     c->reason = full ? "name_limit" : "out_of_memory";
     rc = full ? bb_error_set(err, BB_ERR_LIMIT, "%s: more than %d %ss", c->op->ir->op_type, RT_MAX_NAMES,

@@ -53,8 +53,8 @@ static int sys_any(rt_call *c, bb_error *err) {
   if (group && *group) {
     char key[300];
     snprintf(key, sizeof key, "any.%s", group);
-    if (bb_node_counter(c->node, key)) return 0; /* this group already fired */
-    rt_count(c->node, key, 1);
+    if (rt_counter_value(&c->node->counters, key)) return 0; /* this group already fired */
+    rt_count(&c->node->counters, key, 1);
   }
   return put_output(c, bb_val_retain(v), err);
 }

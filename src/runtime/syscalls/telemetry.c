@@ -1,7 +1,7 @@
 /* Telemetry ops: application events (AppEmit, AppNotify) and counters (IncrMetric). */
 #include <string.h>
 
-#include "runtime/steps.h"
+#include "runtime/ctx.h"
 #include "runtime/syscalls/syscall.h"
 #include "bb/common.h"
 
@@ -23,10 +23,10 @@ static int sys_app_emit(rt_call *c, bb_error *err) {
   bb_val *empty = NULL;
   if (!v) v = empty = bb_val_bytes(c->node->alloc, NULL, 0);
   if (!v) return nomem(err);
-  bb_ctx ctx = {c->node, NULL, c->exec, c->now, 0, NULL};
+  bb_ctx ctx = rt_ctx_make(c->parts, NULL, c->exec, c->now);
   int rc = bb_ctx_emit(&ctx, name, v, err);
   bb_step *s = rc ? NULL : &c->node->acc.items[c->node->acc.len - 1];
-  if (s) s->module = c->exec->target >= 0 ? c->node->targets[c->exec->target].name : c->graph->fn->name;
+  if (s) s->module = c->module;
   bb_val_release(empty);
   return rc;
 }
@@ -37,7 +37,7 @@ static int sys_incr_metric(rt_call *c, bb_error *err) {
     c->reason = "missing_attribute";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "IncrMetric needs a `name` attribute");
   }
-  rt_count(c->node, name, (uint64_t)attr_int(c, "delta", 1));
+  rt_count(&c->node->counters, name, (uint64_t)attr_int(c, "delta", 1));
   return 0;
 }
 

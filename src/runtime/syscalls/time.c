@@ -2,8 +2,9 @@
  * the op parks on a timer that completes it) and periodic re-runs (Interval). */
 #include <inttypes.h>
 
+#include "runtime/ctx.h"
+#include "runtime/engine.h"
 #include "runtime/syscalls/syscall.h"
-#include "runtime/timers.h"
 #include "bb/common.h"
 
 static int sys_clock(rt_call *c, bb_error *err) {
@@ -11,7 +12,7 @@ static int sys_clock(rt_call *c, bb_error *err) {
 }
 
 static int sys_rng(rt_call *c, bb_error *err) {
-  bb_ctx ctx = {c->node, NULL, c->exec, c->now, 0, NULL};
+  bb_ctx ctx = rt_ctx_make(c->parts, NULL, c->exec, c->now);
   return put_output(c, bb_val_u64(c->node->alloc, BB_VAL_U64, bb_ctx_random(&ctx)), err);
 }
 
@@ -20,7 +21,7 @@ static int park_until(rt_call *c, const char *attr, bb_error *err) {
   int64_t delay = attr_int(c, attr, 0);
   if (delay < 0) delay = 0;
   uint64_t command = c->node->next_command++;
-  int rc = rt_timer_add(c->node, c->now + (uint64_t)delay, RT_TIMER_COMPLETE, command, NULL, 0, 0);
+  int rc = rt_timers_add(&c->node->timers, c->now + (uint64_t)delay, RT_TIMER_COMPLETE, command, NULL, 0, 0);
   if (rc) {
     c->reason = "timer_limit";
     return bb_error_set(err, rc, "%s: %s", c->op->ir->op_type, rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");
@@ -38,7 +39,7 @@ static int sys_interval(rt_call *c, bb_error *err) {
     c->reason = "bad_attribute";
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "Interval: period_ns must be positive (got %" PRId64 ")", period);
   }
-  int rc = rt_timer_add(c->node, c->now + (uint64_t)period, RT_TIMER_INTERVAL, 0, c->exec, c->op_index, 0);
+  int rc = rt_set_interval(c->node, c->now + (uint64_t)period, c->exec, c->op_index);
   if (rc) {
     c->reason = "timer_limit";
     return bb_error_set(err, rc, "Interval: %s", rc == BB_ERR_LIMIT ? "too many timers" : "out of memory");

@@ -2,7 +2,6 @@
  * and waits on until the host completes them. */
 #include <inttypes.h>
 
-#include "runtime/pending.h"
 #include "runtime/syscalls/syscall.h"
 #include "bb/common.h"
 
@@ -34,7 +33,7 @@ static int sys_bootstrap_output(rt_call *c, bb_error *err) {
     c->reason = "unknown_command";
     return bb_error_set(err, BB_ERR_NOT_FOUND, "BootstrapOutput: command %" PRIu64 " was never minted", cmd);
   }
-  if (rt_pending_find(c->node, cmd)) {
+  if (rt_pending_find(&c->node->pending, cmd)) {
     c->reason = "command_in_use";
     return bb_error_set(err, BB_ERR_EXISTS, "BootstrapOutput: command %" PRIu64 " is already awaited", cmd);
   }

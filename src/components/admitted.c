@@ -1,6 +1,7 @@
-/* Contributions and join tokens (see admitted.h): an update counts only from a peer the
- * operator admitted to train, whatever the round's membership says. */
-#include "components/aggregators/admitted.h"
+/* Join tokens and who takes part (see admitted.h): an update counts only from a peer the
+ * operator admitted to train, whatever the round's membership says; a view or a registry
+ * lets in only peers the operator admitted at all. */
+#include "components/admitted.h"
 
 int bbi_contributor_admitted(bb_ctx *ctx, const char *type, const bb_peer_id *from, const char **reason,
                              bb_error *err) {
@@ -17,4 +18,10 @@ int bbi_contributor_admitted(bb_ctx *ctx, const char *type, const bb_peer_id *fr
   *reason = "refused_role";
   return bb_error_set(err, BB_ERR_DENIED, "%s: peer %s's join token grants the %s role, not client", type, who,
                       bb_join_role_name(role));
+}
+
+bool bbi_peer_takes_part(bb_ctx *ctx, const bb_peer_id *peer) {
+  if (!bb_ctx_tokens_required(ctx) || bb_peer_id_equal(peer, bb_ctx_self(ctx))) return true;
+  const bb_join_role role = bb_ctx_peer_role(ctx, peer);
+  return role == BB_JOIN_CLIENT || role == BB_JOIN_SERVER;
 }
