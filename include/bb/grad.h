@@ -22,7 +22,7 @@
  *   bb_strlist_append(m, &mm->outputs, "y");
  *   bb_nodelist_append(m, &m->graph->nodes, mm);
  *
- *   bb_grad_options options = {.loss = BB_GRAD_LOSS_MSE};  // y against a new input "target"
+ *   bb_grad_options options = {.struct_size = sizeof options, .loss = BB_GRAD_LOSS_MSE};  // y vs "target"
  *   bb_optimizer_config sgd = bb_optimizer_defaults(BB_OPTIMIZER_SGD);
  *   sgd.lr = 0.1f;
  *   bb_grad_graph *g = NULL;
