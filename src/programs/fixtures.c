@@ -117,7 +117,7 @@ static int accept_tensor(void *self, bb_ctx *ctx, const bb_tensor *t, bb_error *
 
 static const bb_model_ops NOOP_MODEL_OPS = {.forward = identity_forward, .params = empty_params};
 static const bb_model_ops STUB_MODEL_OPS = {identity_forward, zero_loss,     accept_tensor, accept_tensor,
-                                            accept_tensor,    empty_params, NULL,          NULL, NULL};
+                                            accept_tensor,    empty_params, NULL,          NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static int noop_model_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&NOOP_MODEL_OPS, self, ctx, call, err);
@@ -316,7 +316,7 @@ static int my_params(void *self, bb_ctx *ctx, bb_tensor **out, bb_error *err) {
 }
 
 static const bb_model_ops MY_MODEL_OPS = {my_forward, zero_loss, accept_tensor, my_apply_delta,
-                                          my_load,    my_params, NULL,          NULL, NULL};
+                                          my_load,    my_params, NULL,          NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static int my_model_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&MY_MODEL_OPS, self, ctx, call, err);

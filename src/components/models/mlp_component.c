@@ -293,7 +293,7 @@ static int mlp_export(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err) {
 }
 
 static const bb_model_ops MLP_OPS = {mlp_forward, mlp_loss, mlp_backward, mlp_apply_delta, mlp_load,
-                                     mlp_params,  mlp_fit,  mlp_evaluate, mlp_export};
+                                     mlp_params,  mlp_fit,  mlp_evaluate, mlp_export, NULL, NULL, NULL, NULL, NULL};
 
 static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&MLP_OPS, self, ctx, call, err);
