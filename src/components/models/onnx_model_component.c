@@ -210,5 +210,14 @@ static int om_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 static const bb_component_port OM_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_ONNX_MODEL = {
-    sizeof(bb_component_type), "OnnxModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, OM_STORAGE, 1,
-    om_create, om_destroy, om_invoke, NULL, NULL, om_save, om_restore, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "OnnxModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .storage = OM_STORAGE,
+    .n_storage = 1,
+    .create = om_create,
+    .destroy = om_destroy,
+    .invoke = om_invoke,
+    .save = om_save,
+    .load = om_restore,
+};
