@@ -5,7 +5,7 @@ that names its file on its first line (/* name.c — ... */), against build/libb
   run_model.c       run on a model of one float [1, 4] input (a Relu, made with onnx)
   record_module.c   prints the recorded Module's summary
 
-Usage: check_guide_c.py REPO_ROOT LIBBB.a CC
+Usage: check_guide_c.py REPO_ROOT LIBBB.a CC [LINK_FLAGS]
 """
 import os
 import re
@@ -22,7 +22,7 @@ EXPECT = {
 }
 
 
-def main(root, lib, cc):
+def main(root, lib, cc, link_flags=''):
     guide = open(os.path.join(root, 'docs', 'GUIDE.md')).read()
     blocks = re.findall(r'^```c\n(.*?)^```$', guide, re.S | re.M)
     named = {}
@@ -44,7 +44,7 @@ def main(root, lib, cc):
             exe = src[:-2]
             open(src, 'w').write(code)
             built = subprocess.run([cc, '-std=c11', '-O1', '-I', os.path.join(root, 'include'), src, lib,
-                                    '-lprotobuf-c', '-lsodium', '-lm', '-o', exe], capture_output=True, text=True)
+                                    '-lprotobuf-c', '-lsodium', '-lm', *link_flags.split(), '-o', exe], capture_output=True, text=True)
             if built.returncode:
                 print(f'FAIL {name} does not compile:\n{built.stderr}')
                 failed += 1
@@ -61,4 +61,4 @@ def main(root, lib, cc):
 
 
 if __name__ == '__main__':
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))
