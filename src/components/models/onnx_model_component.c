@@ -29,7 +29,8 @@ typedef struct onnx_model {
 /* Every key of the config: the component reads model, fit_steps and data, the engine the
  * others (bb_onnx_model_config_parse). */
 static const char *const KEYS[] = {"model", "input", "output", "loss", "optimizer", "lr", "momentum", "beta1", "beta2",
-                                   "eps", "weight_decay", "max_grad_norm", "fit_steps", "data", "seed", "freeze", NULL};
+                                   "eps", "weight_decay", "max_grad_norm", "fit_steps", "data", "seed", "freeze",
+                                   "max_total_bytes", NULL};
 
 static void om_destroy(void *self) {
   onnx_model *s = self;
