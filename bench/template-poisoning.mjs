@@ -186,7 +186,7 @@ export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds
   server.start([], 0n);
   drive(network, () => last.round >= rounds, BigInt(rounds) * 4000n * MS);
   const counters = {};
-  for (const name of ['rounds_closed', 'rounds_abandoned', 'refused_nonfinite', 'norm_dropped', 'norm_clipped', 'samples_clipped', 'refused_unadmitted', 'refused_non_member']) {
+  for (const name of ['rounds_closed', 'rounds_abandoned', 'refused_nonfinite', 'norm_dropped', 'norm_clipped', 'samples_clipped', 'ascent_dropped', 'ascent_weighed', 'refused_unadmitted', 'refused_non_member']) {
     counters[name] = Number(server.node.counter(`fedavg.${name}`));
   }
   counters.registry_refused = Number(server.node.counter('global_registry.refused_unadmitted'));
