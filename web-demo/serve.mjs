@@ -12,23 +12,26 @@
 //        [--deadline-ms 2000] [--grace-ms 20000] [--no-live]
 //        [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
 //
-// --clients is the number of client seats; the rounds start once --quorum of them (default
-// half, rounded up) are in the room, and go on as visitors come and go. A round closes at
-// once with an update from every seat, or after --deadline-ms with --quorum of them. A seat
-// whose page left is given back after --grace-ms (and its registration lapses as long
-// after its last heartbeat); a page that reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
+// --clients is the number of client seats; the rounds run while --quorum of them (default
+// half, rounded up) are in the room, and wait while fewer are. A round closes at once with
+// an update from every seat, or after --deadline-ms with --quorum of them. A seat whose
+// page left is given back after --grace-ms (and its registration lapses as long after its
+// last heartbeat), a seat whose page could not join at once (POST /leave); a page that
+// reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
 // (and wss: for signalling): browsers only give pages from other hosts than localhost
-// WebCrypto and IndexedDB there. --ice-server adds a STUN or TURN server (repeat it); turn:
+// WebCrypto and IndexedDB there. Responses are compressed (br or gzip) for clients that
+// accept it: the page's files once, when first asked for, status.json each time. --ice-server adds a STUN or TURN server (repeat it); turn:
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
 // credentials of its own for an hour.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { createRequire } from 'node:module';
 import { networkInterfaces } from 'node:os';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { gunzipSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { brotliCompress, constants as zlib, gunzipSync, gzip } from 'node:zlib';
 
 import { loadBb, splitDigits } from 'bytesandbrains';
 import { SignalClient, createJoinToken } from 'bytesandbrains/signal';
@@ -184,6 +187,15 @@ function body(request) {
   });
 }
 
+/** Gives back a seat the caller claimed and will not use (its peer id and session token). */
+async function leave(request) {
+  const { peer, session } = await body(request);
+  if (typeof peer !== 'string' || typeof session !== 'string') return { released: false };
+  const released = seats.release(peer, session, Date.now());
+  if (released) console.log(`web-demo: the seat of ${peer} is free again (its page could not join)`);
+  return { released };
+}
+
 /** A seat for the page's peer id (the same one again with its session token), with its join token. */
 async function seat(request) {
   if (federation === undefined) return { error: 'no live federation here' };
@@ -198,7 +210,36 @@ async function seat(request) {
 function serveFile(path) {
   const file = normalize(join(dist, path === '/' ? 'index.html' : decodeURIComponent(path)));
   if (!file.startsWith(dist + sep) || !existsSync(file)) return undefined;
-  return [TYPES[extname(file)] ?? 'application/octet-stream', readFileSync(file)];
+  return [TYPES[extname(file)] ?? 'application/octet-stream', readFileSync(file), `${file}@${statSync(file).mtimeMs}`];
+}
+
+// ---- compression ---------------------------------------------------------------------------
+const compressors = {
+  br: (bytes, quality) => promisify(brotliCompress)(bytes, { params: { [zlib.BROTLI_PARAM_QUALITY]: quality, [zlib.BROTLI_PARAM_SIZE_HINT]: bytes.length } }),
+  gzip: (bytes, quality) => promisify(gzip)(bytes, { level: quality === 9 ? 9 : 6 }),
+};
+/** Files already compressed, by file, version and encoding (the page's files do not change while served). */
+const compressedFiles = new Map();
+const MIN_COMPRESS = 1024;
+
+/** The encoding to answer with: br, else gzip, when the client accepts it (q > 0); else none. */
+function encodingFor(request) {
+  const accepted = new Map(String(request.headers['accept-encoding'] ?? '').split(',').map((part) => {
+    const [name, ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    return [name, q === undefined ? 1 : Number(q.slice(2))];
+  }));
+  return ['br', 'gzip'].find((encoding) => (accepted.get(encoding) ?? accepted.get('*') ?? 0) > 0);
+}
+
+/** The body as sent: compressed for clients that accept it, a file's compressed copy kept. */
+async function encoded(request, bytes, fileKey) {
+  const encoding = encodingFor(request);
+  if (encoding === undefined || bytes.length < MIN_COMPRESS) return { bytes };
+  if (fileKey === undefined) return { encoding, bytes: await compressors[encoding](bytes, 4) };
+  const key = `${encoding}:${fileKey}`;
+  if (!compressedFiles.has(key)) compressedFiles.set(key, compressors[encoding](bytes, 9));
+  return { encoding, bytes: await compressedFiles.get(key) };
 }
 
 const json = (value) => ['application/json', JSON.stringify(value)];
@@ -209,19 +250,28 @@ async function respond(request, response) {
   const since = (name) => (url.searchParams.has(name) ? Number(url.searchParams.get(name)) : undefined);
   let found;
   if (path === '/config.json') found = json(config());
-  else if (path === '/status.json') found = json(federation === undefined ? { live: false } : federation.status({ events: since('events'), round: since('round'), points: since('points') }));
-  else if (path === '/artifact.bin' && live) found = ['application/octet-stream', artifact];
+  else if (path === '/status.json') found = json(federation === undefined ? { live: false } : federation.status({ events: since('events'), round: since('round'), points: since('points'), marks: since('marks') }));
+  else if (path === '/artifact.bin' && live) found = ['application/octet-stream', artifact, 'artifact.bin'];
   else if (path === '/join' && request.method === 'POST') found = json(await seat(request));
+  else if (path === '/leave' && request.method === 'POST') found = json(await leave(request));
   else found = serveFile(path);
   if (found === undefined) return response.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
   const cache = path.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-store';
-  response.writeHead(200, { 'content-type': found[0], 'cache-control': cache }).end(found[1]);
+  const raw = typeof found[1] === 'string' ? Buffer.from(found[1]) : found[1];
+  const sent = await encoded(request, raw, found[2]);
+  response.writeHead(200, {
+    'content-type': found[0],
+    'cache-control': cache,
+    vary: 'accept-encoding',
+    ...(sent.encoding === undefined ? {} : { 'content-encoding': sent.encoding }),
+  }).end(sent.bytes);
 }
 
 const addresses = urls();
 console.log(`web-demo: ${addresses[0]}` + (live ? ` — a live federation with ${clients} client seats; the rounds start once ${quorum} are in (signalling on the same port, /signal)` : ''));
 const phone = addresses.find((u) => !/\/\/(localhost|127\.)/.test(u));
 if (phone !== undefined) {
-  console.log(`web-demo: on a phone on this network: ${phone}${tls === undefined ? ' (joining needs https: see docs/WEB-DEMO.md)' : ''}`);
-  if (process.stdout.isTTY) console.log(await QRCode.toString(phone, { type: 'terminal', small: true }));
+  const joinLink = `${phone}?run=join`;
+  console.log(`web-demo: on a phone on this network: ${joinLink}${tls === undefined ? ' (phones can only watch over http; joining needs https: see docs/WEB-DEMO.md)' : ''}`);
+  if (process.stdout.isTTY) console.log(await QRCode.toString(joinLink, { type: 'terminal', small: true }));
 }

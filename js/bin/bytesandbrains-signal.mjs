@@ -46,7 +46,8 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   console.error(`bytesandbrains-signal: --port ${values.port} is not a port number`);
   process.exit(2);
 }
-const options = { port, host: values.host };
+// a failure handling a message closes only that socket; the operator hears of it here
+const options = { port, host: values.host, onFault: (error) => console.error(`bytesandbrains-signal: a message's handling failed (its socket was closed): ${error?.stack ?? error}`) };
 try {
   if (values.policy !== undefined) Object.assign(options, parseRoomPolicies(JSON.parse(readFileSync(values.policy, 'utf8'))));
 } catch (error) {

@@ -121,15 +121,19 @@ function tensorHandle(bb: Bb, data: Float32Array, dims: readonly number[]): numb
 /**
  * The federated examples' split of labelled rows: a stratified test share and the rest
  * dealt into `shards` client shards, each holding `classesPerShard` classes (label skew) or,
- * with 0, an even IID deal. Deterministic in `seed`.
+ * with 0, an even IID deal; or, with `shardClasses`, the classes each shard is given.
+ * Deterministic in `seed`.
  */
 export function splitForFederation(
   labels: Float32Array,
-  options: { shards: number; testShare?: number; classesPerShard?: number; seed?: number },
+  options: { shards: number; testShare?: number; classesPerShard?: number; shardClasses?: readonly (readonly number[])[]; seed?: number },
 ): { test: number[]; shards: number[][] } {
-  const { shards } = options;
+  const { shards, shardClasses } = options;
   const testShare = options.testShare ?? 0.25;
   const classesPerShard = options.classesPerShard ?? 0;
+  if (shardClasses !== undefined && shardClasses.length !== shards) {
+    throw new BbError(BbErrorCode.InvalidArgument, `splitForFederation: shardClasses lists ${shardClasses.length} shards, not ${shards}`);
+  }
   let state = (options.seed ?? 1) >>> 0 || 1;
   const random = (): number => {
     state ^= state << 13;
@@ -162,7 +166,7 @@ export function splitForFederation(
     train.set(label, rows.slice(cut));
   }
   const out: number[][] = Array.from({ length: shards }, () => []);
-  if (classesPerShard <= 0) {
+  if (classesPerShard <= 0 && shardClasses === undefined) {
     const all = shuffle(classes.flatMap((label) => train.get(label)!));
     all.forEach((row, i) => out[i % shards]!.push(row));
   } else {
@@ -170,7 +174,14 @@ export function splitForFederation(
     // the shards that take it
     const takers = new Map<number, number[]>(classes.map((label) => [label, []]));
     for (let s = 0; s < shards; s++) {
-      for (let k = 0; k < classesPerShard; k++) takers.get(classes[(s * classesPerShard + k) % classes.length]!)!.push(s);
+      const given = shardClasses === undefined
+        ? Array.from({ length: classesPerShard }, (_, k) => classes[(s * classesPerShard + k) % classes.length]!)
+        : [...new Set(shardClasses[s])];
+      for (const label of given) {
+        const who = takers.get(label);
+        if (who === undefined) throw new BbError(BbErrorCode.InvalidArgument, `splitForFederation: shard ${s} is given class ${label}, which no row has`);
+        who.push(s);
+      }
     }
     for (const label of classes) {
       const who = takers.get(label)!;

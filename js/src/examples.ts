@@ -15,7 +15,7 @@ import type { OnnxModel } from './model.js';
 import { BbNode } from './node.js';
 import { federatedAveraging } from './templates/federated.js';
 import { gossipLearning } from './templates/gossip.js';
-import { cpuMlp } from './templates/models.js';
+import { cpuMlp, type ModelChoice } from './templates/models.js';
 import type { Plan } from './templates/plan.js';
 import { peersValue, tensorValue, type Value } from './values.js';
 
@@ -28,16 +28,19 @@ export interface FederatedDigitsConfig {
   readonly target?: number;
   /** How long a round waits for its target (default 1000 ms). */
   readonly deadlineMs?: number;
+  /** The clients' SGD learning rate (default 0.05; federated_digits only). */
+  readonly learningRate?: number;
 }
 
-const DIGITS_MLP = cpuMlp({ inputs: 64, hidden: [32], outputs: 10, activation: 'relu', lr: 0.05, momentum: 0.9, inputScale: 0.0625 });
+const digitsMlp = (lr = 0.05): ModelChoice => cpuMlp({ inputs: 64, hidden: [32], outputs: 10, activation: 'relu', lr, momentum: 0.9, inputScale: 0.0625 });
+const DIGITS_MLP = digitsMlp();
 
 /** federated_digits as a template: FedAvg over seats (the server is given its clients). */
 export function federatedDigits(config: FederatedDigitsConfig = {}): Plan {
   const quorum = config.quorum ?? 3;
   return federatedAveraging({
     name: 'FedDigits',
-    model: DIGITS_MLP,
+    model: digitsMlp(config.learningRate),
     clients: config.target ?? Math.max(quorum, 4),
     quorum,
     deadlineMs: config.deadlineMs ?? 1000,

@@ -16,9 +16,9 @@ import { BbError, BbErrorCode } from './errors.js';
 import type { Signer } from './identity/identity.js';
 import type { BbNode, Step } from './node.js';
 import type { SignalClient, WebSocketConstructor } from './signal/client.js';
-import type { PeerRole } from './signal/protocol.js';
+import type { PeerRole, SignalErrorCode } from './signal/protocol.js';
 import type { Transport } from './transport/types.js';
-import type { WebRtcTransportOptions } from './transport/webrtc.js';
+import type { WebRtcTransport, WebRtcTransportOptions } from './transport/webrtc.js';
 
 export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
@@ -105,23 +105,42 @@ export interface ConnectPeerOptions extends PeerOptions {
    * missing, expired, forged or foreign one (`error`: the BbError saying why).
    */
   readonly onRefused?: (peer: string, error: unknown) => void;
+  /**
+   * Join the room again when the signalling connection closes under the peer (a server
+   * kick, a network blip), after 250 ms × 2ⁿ, at most 10 s (default true). Open links
+   * carry on meanwhile; the transport makes new ones over the new connection. Never after
+   * the same id joined elsewhere (close code 4001), nor once the server refuses the join
+   * for who we are (`not-admitted`, `bad-signature`, ...).
+   */
+  readonly rejoin?: boolean;
+  /** Where signalling stands: lost (with the close code), joined again, or given up (with the refusal). */
+  readonly onSignalling?: (event: SignallingEvent) => void;
 }
 
+export type SignallingEvent =
+  | { readonly state: 'closed'; readonly code: number; readonly reason: string }
+  | { readonly state: 'rejoined' }
+  | { readonly state: 'given-up'; readonly error: unknown };
+
+/** Refusals of a join that may pass later: the server was away, busy or full. */
+const RETRIED_REFUSALS: readonly SignalErrorCode[] = ['unreachable', 'closed', 'rate-limited', 'room-full', 'too-many-rooms'];
+
 /**
- * Joins the room, makes a WebRtcTransport and runs the node on it. The networking code is
- * loaded only here, so pages that never connect never load it. `stop()` leaves the
- * transport open: close it with `running.transport.close()`.
+ * Joins the room, makes a WebRtcTransport and runs the node on it, joining again whenever
+ * signalling closes under it (`rejoin`). The networking code is loaded only here, so pages
+ * that never connect never load it. `stop()` also stops rejoining but leaves the transport
+ * open: close it with `running.transport.close()`.
  */
 export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Promise<RunningPeer> {
   if (node.self !== options.identity.peerId) {
     throw new Error(`the node is ${node.self} but the identity is ${options.identity.peerId}: install the node with self = identity.peerId`);
   }
-  const [{ SignalClient }, { WebRtcTransport }, { defaultPeerConnection }] = await Promise.all([
-    import('./signal/client.js'), import('./transport/webrtc.js'), import('./transport/peer-connection.js'),
+  const [{ SignalClient }, { CLOSE_CODES }, { WebRtcTransport }, { defaultPeerConnection }] = await Promise.all([
+    import('./signal/client.js'), import('./signal/protocol.js'), import('./transport/webrtc.js'), import('./transport/peer-connection.js'),
   ]);
   // an engine without WebRTC is told so before it joins a room it could not take part in
   const RTCPeerConnection = options.transport?.RTCPeerConnection ?? (await defaultPeerConnection());
-  const signal = await SignalClient.connect({
+  const join = (): Promise<SignalClient> => SignalClient.connect({
     url: options.url,
     room: options.room,
     identity: options.identity,
@@ -129,15 +148,70 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
     ...(options.role === undefined ? {} : { role: options.role }),
     ...(options.WebSocket === undefined ? {} : { WebSocket: options.WebSocket }),
   });
+  const signal = await join();
   const transport = await WebRtcTransport.create({ ...options.transport, RTCPeerConnection, signal, ...(options.iceServers === undefined ? {} : { iceServers: options.iceServers }) });
-  const unAdmit = node.checksTokens ? admitMembers(node, signal, options.onRefused) : () => {};
+  const unJoined = keepJoined(node, transport, signal, join, CLOSE_CODES.replaced, options);
   const running = runPeer(node, transport, options);
   return {
     ...running,
     stop() {
-      unAdmit();
+      unJoined();
       running.stop();
     },
+  };
+}
+
+/**
+ * Hands the node each member's join token over `signal`, and when `signal` closes under
+ * the transport joins again (backing off) and hands the transport and the node the new
+ * client. Returns a function that stops both.
+ */
+function keepJoined(
+  node: BbNode, transport: WebRtcTransport, signal: SignalClient, join: () => Promise<SignalClient>, replacedCode: number, options: ConnectPeerOptions,
+): () => void {
+  let stopped = false;
+  let attempts = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let unhook = (): void => {};
+  const live = (): boolean => !stopped && !transport.closed;
+  const retry = (): void => {
+    timer = setTimeout(() => void rejoin(), Math.min(10_000, 250 * 2 ** attempts++));
+  };
+  const rejoin = async (): Promise<void> => {
+    if (!live()) return;
+    let client: SignalClient;
+    try {
+      client = await join();
+    } catch (error) {
+      const code = (error as { code?: SignalErrorCode }).code;
+      if (code !== undefined && RETRIED_REFUSALS.includes(code)) return retry();
+      return options.onSignalling?.({ state: 'given-up', error });
+    }
+    if (!live()) return client.close();
+    attempts = 0;
+    hook(client);
+    transport.attachSignal(client);
+    options.onSignalling?.({ state: 'rejoined' });
+  };
+  const hook = (client: SignalClient): void => {
+    unhook();
+    const unAdmit = node.checksTokens ? admitMembers(node, client, options.onRefused) : () => {};
+    const unClose = client.events.on('close', (code, reason) => {
+      if (!live()) return;
+      options.onSignalling?.({ state: 'closed', code, reason });
+      // replaced: this id joined again elsewhere, and joining back would take its place there
+      if (options.rejoin !== false && code !== replacedCode) retry();
+    });
+    unhook = () => {
+      unAdmit();
+      unClose();
+    };
+  };
+  hook(signal);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    unhook();
   };
 }
 

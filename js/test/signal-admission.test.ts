@@ -156,6 +156,24 @@ describe('rooms with an admission policy', () => {
     expect((await refused('fed', 'bob', { token: forged }))[1]).toMatch(/not an operator/);
   });
 
+  it('a token brought to a join is checked whatever admits it, and only one that holds is shown to the room', async () => {
+    await listen({ rooms: { fed: { allow: { [ids.server!.peerId]: 'server' }, operators: [operator.publicKey] } } });
+    const now = Math.floor(Date.now() / 1000);
+    const signed = (by: Identity, name: string, room: string, expiresAt = now + 60) =>
+      createJoinToken(by, { peer: ids[name]!.peerId, role: 'client', room, expiresAt });
+    // an open room: junk, another peer's token or an expired one refuses the join; a
+    // token its signer made for this peer and room is shown, for the members to judge
+    const bob = await connect('open', 'bob', { token: await signed(ids.eve!, 'bob', 'open') });
+    expect((await refused('open', 'alice', { token: 'x'.repeat(1000) }))[1]).toMatch(/not a well-formed token/);
+    expect((await refused('open', 'alice', { token: await signed(ids.eve!, 'bob', 'open') }))[1]).toMatch(/is for peer/);
+    expect((await refused('open', 'alice', { token: await signed(ids.eve!, 'alice', 'open', now - 1) }))[1]).toMatch(/expired/);
+    const alice = await connect('open', 'alice', { token: await signed(ids.eve!, 'alice', 'open') });
+    expect(alice.tokenOf(bob.self)).toBe(await signed(ids.eve!, 'bob', 'open'));
+    // a room with operators: a listed peer's token must be theirs too
+    expect((await refused('fed', 'server', { role: 'server', token: await signed(ids.eve!, 'server', 'fed') }))[1]).toMatch(/not an operator/);
+    await connect('fed', 'server', { role: 'server' }); // listed, no token: admitted, none shown
+  });
+
   it('a watcher sees the data peers come and go, is seen by nobody and signals nobody', async () => {
     const rooms: RoomPolicies = { fed: { allow: { [ids.alice!.peerId]: 'client', [ids.bob!.peerId]: 'client', [ids.watcher!.peerId]: 'watcher' } } };
     await listen({ rooms });

@@ -2,58 +2,62 @@
  * The signalling server under attack. It runs in a child process whose resident memory is
  * sampled all along, while 20 honest peers keep signalling in a room of their own and a
  * newcomer keeps joining it (another child process, so the attack cannot slow them down on
- * this side). Each
- * attack is one test: a flood of connections and rooms, slow readers, join/leave churn in a
- * room of 1,000 members, and thousands of sockets that never join. Throughout, the server
- * must stay under RSS_BOUND and answer an honest join within JOIN_BOUND_MS; afterwards the
- * memory must come back. (Against the server before these limits, every test failed: 300
- * sockets from one address held, 536 MB resident, honest joins unanswered for 30 s, 4,000
- * idle sockets held, nothing to count with.)
+ * this side). Each attack is one test: a flood of connections and rooms, signals nested
+ * thousands deep, members flooding members that read slowly, join/leave churn in a room
+ * of 1,000 members, a room at `maxRoomSize` whose members hold join tokens, and thousands
+ * of sockets that never join. Throughout, the server must stay up and under RSS_BOUND, and
+ * keep answering honest joins; afterwards the memory must come back. The server takes its
+ * shipped defaults but for fewer rooms, which makes the flood of rooms quicker. Nothing
+ * here is timed: bench/signal-load.mjs runs the same attacks against the shipped command
+ * and prints what they cost (honest join times among them).
  *
  * Attackers connect from other loopback addresses (127.0.0.2 and up) than the honest peers
  * (127.0.0.1), as they would from other hosts. They hold real identities: the server makes
  * every join prove one, and the attacks are what remains possible with them.
  */
-import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 
+import { fromBase64, toBase64 } from '../src/identity/bytes.js';
 import { Identity } from '../src/identity/index.js';
-import { RawPeer } from './signal-support.js';
+import { CHALLENGE_BYTES, createJoinToken, joinSignedBytes } from '../src/signal/index.js';
+import { joinFrame } from '../src/signal/protocol.js';
+import { SIGNAL_SERVER_DEFAULTS } from '../src/signal/node.js';
+import { RawPeer, ask, serverUnderTest, type ServerUnderTest } from './signal-support.js';
 
 const RSS_BOUND = 200 * 1024 * 1024;
-const JOIN_BOUND_MS = 1000;
 const HONEST = 20;
-const SERVER_OPTIONS = { port: 0, host: '127.0.0.1', joinTimeoutMs: 1500, closeGraceMs: 10_000, maxRooms: 200 };
+const SERVER_OPTIONS = { port: 0, host: '127.0.0.1', maxRooms: 200 };
+let operator: Identity;
+/** The attackers' sockets of the current test, cut after it whatever happened. */
+const opened: Array<{ terminate(): void }> = [];
 
+let attacked: ServerUnderTest;
 let child: ChildProcess;
 let prober: ChildProcess;
 let url = '';
-let rssMax = 0;
-let sampler: ReturnType<typeof setInterval>;
+
+interface ServerStats {
+  connections: number;
+  rooms: number;
+  members: number;
+  addresses: number;
+  droppedSignals: number;
+  slowReaders: number;
+  faults: number;
+}
 
 interface ChildStats {
   rss: number;
   heapUsed: number;
-  server: { connections: number; rooms: number; members: number; addresses: number } | null;
+  server: ServerStats;
 }
 
-function rssOf(pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return match === null ? 0 : Number(match[1]) * 1024;
-}
-
-function childStats(): Promise<ChildStats> {
-  return new Promise((resolve) => {
-    const on = (message: { type: string } & ChildStats): void => {
-      if (message.type !== 'stats') return;
-      child.off('message', on);
-      resolve(message);
-    };
-    child.on('message', on);
-    child.send('stats');
-  });
+/** Asks the server's process `what` ('stats', after a full collection, or 'peek'). */
+function childStats(what: 'stats' | 'peek' = 'stats'): Promise<ChildStats> {
+  return ask<ChildStats>(child, what, what);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -61,8 +65,29 @@ const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(r
 const identities = (n: number): Promise<Identity[]> => Promise.all(Array.from({ length: n }, () => Identity.generate()));
 
 /** `n` sockets from `address` (null where the server refused one). */
-function openMany(address: string, n: number): Promise<Array<RawPeer | null>> {
-  return Promise.all(Array.from({ length: n }, () => RawPeer.open(url, address)));
+async function openMany(address: string, n: number): Promise<Array<RawPeer | null>> {
+  const peers = await Promise.all(Array.from({ length: n }, () => RawPeer.open(url, address)));
+  for (const peer of peers) if (peer !== null) opened.push(peer);
+  return peers;
+}
+
+/** The most sockets the server held at once while `attack` ran (its counters, sampled). */
+async function mostHeldDuring(attack: () => Promise<void>): Promise<number> {
+  let most = 0;
+  let sampling = true;
+  const sampled = (async () => {
+    while (sampling) {
+      most = Math.max(most, (await childStats('peek')).server.connections);
+      await sleep(20);
+    }
+  })();
+  try {
+    await attack();
+  } finally {
+    sampling = false;
+    await sampled;
+  }
+  return most;
 }
 
 /** `n` sockets from `address`, each joined into `room` under an identity of its own. */
@@ -75,81 +100,116 @@ async function joinMany(address: string, n: number, room: string): Promise<RawPe
   }));
 }
 
+/**
+ * A member that joins `room` with `token` and then reads everything without looking at it
+ * (a thousand of them parsing every presence message would be the load, not the server).
+ */
+function quietMember(address: string, room: string, identity: Identity, token: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { localAddress: address });
+    opened.push(socket);
+    socket.once('error', reject);
+    socket.once('message', async (data) => {
+      const challenge = fromBase64((JSON.parse(String(data)) as { nonce: string }).nonce, CHALLENGE_BYTES)!;
+      const sig = await identity.sign(joinSignedBytes(challenge, room, identity.peerId, 'client'));
+      socket.once('message', (reply) => {
+        const type = (JSON.parse(String(reply)) as { type: string }).type;
+        if (type === 'joined') resolve(socket);
+        else reject(new Error(`a member of ${room} was answered ${String(reply)}`));
+      });
+      socket.send(joinFrame(room, identity.peerId, 'client', identity.publicKey, sig, token));
+    });
+  });
+}
+
+function tokenFor(identity: Identity, room: string): Promise<string> {
+  return createJoinToken(operator, { peer: identity.peerId, role: 'client', room, expiresAt: Math.floor(Date.now() / 1000) + 3600 });
+}
+
 interface ProberReport {
-  slowestJoinMs: number;
   joins: number;
+  failedJoins: number;
   signals: number;
   closed: number;
 }
 
 /** What the honest side saw since the last report. */
 function honestReport(): Promise<ProberReport> {
-  return new Promise((resolve) => {
-    const on = (message: { type: string } & ProberReport): void => {
-      if (message.type !== 'report') return;
-      prober.off('message', on);
-      resolve(message);
-    };
-    prober.on('message', on);
-    prober.send('report');
-  });
-}
-
-function childReady(process: ChildProcess, what: string): Promise<{ type: string; port?: number }> {
-  return new Promise((resolve, reject) => {
-    process.once('message', resolve);
-    process.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
-  });
-}
-
-function closeAll(peers: Array<RawPeer | null>): void {
-  for (const peer of peers) peer?.terminate();
+  return ask<ProberReport>(prober, 'report', 'report');
 }
 
 beforeAll(async () => {
-  child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify(SERVER_OPTIONS)], { execArgv: ['--expose-gc'] });
-  url = `ws://127.0.0.1:${(await childReady(child, 'the server')).port}`;
-  sampler = setInterval(() => (rssMax = Math.max(rssMax, rssOf(child.pid!))), 50);
-  prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
-  await childReady(prober, 'the honest peers');
+  operator = await Identity.generate();
+  const policy = { rooms: { tokens: { operators: [toBase64(operator.publicKey)] } } };
+  attacked = await serverUnderTest({ ...SERVER_OPTIONS, policy });
+  ({ child, prober, url } = attacked);
 }, 30_000);
 
-afterAll(async () => {
-  clearInterval(sampler);
-  for (const process of [prober, child]) {
-    process?.send('close');
-    await new Promise((resolve) => process?.once('exit', resolve));
-  }
-});
+afterEach(async () => {
+  for (const socket of opened.splice(0)) socket.terminate();
+  // the next attack starts from the honest peers alone (and the newcomer the prober may have in)
+  while ((await childStats('peek')).server.connections > HONEST + 1) await sleep(50);
+}, 60_000);
+
+afterAll(() => attacked?.close());
 
 describe('the signalling server under attack (child process, loopback)', () => {
-  /** Runs `attack` and checks the honest side throughout: joins answered in time, signals flowing. */
+  /**
+   * Runs `attack` and checks the honest side throughout: the server up, every join
+   * answered (how fast is the bench's to say), signals flowing, nobody cut — and, however
+   * short the attack, a join and a signal completed since it began.
+   */
   async function withHonestPeers(attack: () => Promise<void>): Promise<void> {
     await honestReport();
     await attack();
+    expect(child.exitCode).toBeNull();
     const honest = await honestReport();
-    expect(honest.joins).toBeGreaterThan(0);
-    expect(honest.slowestJoinMs).toBeLessThan(JOIN_BOUND_MS);
-    expect(honest.signals).toBeGreaterThan(0);
+    while (honest.joins === 0 || honest.signals === 0) {
+      await sleep(100);
+      const more = await honestReport();
+      for (const key of ['joins', 'failedJoins', 'signals'] as const) honest[key] += more[key];
+      honest.closed = more.closed;
+    }
+    expect(honest.failedJoins).toBe(0);
     expect(honest.closed).toBe(0);
-    expect(rssMax).toBeLessThan(RSS_BOUND);
+    expect(attacked.peakRss()).toBeLessThan(RSS_BOUND);
   }
 
   it('caps connections per address and the rooms a flood of joins may create', () => withHonestPeers(async () => {
-    const sockets = await openMany('127.0.0.2', 300);
-    // four more addresses, each joining its sockets into fresh rooms
-    const roomSockets: Array<RawPeer | null> = [];
-    for (const address of ['127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6']) roomSockets.push(...(await openMany(address, 60)));
-    const keys = await identities(roomSockets.length);
-    const replies = await Promise.all(roomSockets.map((s, i) => s?.join(`flood-${i}`, keys[i]!)));
-    await sleep(500);
-    closeAll([...sockets, ...roomSockets]);
-    expect(sockets.filter((s) => s !== null).length).toBeLessThanOrEqual(64);
+    const keys = await identities(240);
+    const most = await mostHeldDuring(async () => void (await openMany('127.0.0.2', 300)));
+    // four more addresses, each joining its sockets into fresh rooms as soon as they open
+    const replies: Array<{ type: string; code?: string } | undefined> = [];
+    for (const [a, address] of ['127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6'].entries()) {
+      await Promise.all(keys.slice(a * 60, a * 60 + 60).map(async (key, k) => {
+        const socket = (await openMany(address, 1))[0];
+        replies.push(await socket?.join(`flood-${a * 60 + k}`, key));
+      }));
+    }
+    // one address's 64, and the honest peers with their newcomer
+    expect(most).toBeLessThanOrEqual(64 + HONEST + 1);
     expect(replies.filter((r) => r?.type === 'joined').length).toBeLessThanOrEqual(SERVER_OPTIONS.maxRooms);
     expect(replies.filter((r) => r?.code === 'too-many-rooms').length).toBeGreaterThan(0);
-  }), 30_000);
+  }), 60_000);
 
-  it('closes slow readers with a close code instead of buffering for them without end', () => withHonestPeers(async () => {
+  it('refuses signals nested thousands deep, in an open room and in one admitting by token', () => withHonestPeers(async () => {
+    const target = (await joinMany('127.0.0.10', 1, 'deep'))[0]!;
+    const open = (await joinMany('127.0.0.10', 20, 'deep'));
+    const admitted = await Promise.all((await identities(20)).map(async (identity) => {
+      const peer = (await openMany('127.0.0.11', 1))[0]!;
+      expect(await peer.join('tokens', identity, 'client', { token: await tokenFor(identity, 'tokens') })).toMatchObject({ type: 'joined' });
+      return peer;
+    }));
+    const inTokens = admitted[0]!.peerId!;
+    const deepArrays = (to: string, depth: number) => `{"type":"signal","to":"${to}","data":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+    const deepObjects = (to: string, depth: number) => `{"type":"signal","to":"${to}","data":${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}}`;
+    for (const peer of open) peer.send(deepArrays(target.peerId!, 6000));
+    for (const peer of admitted.slice(1)) peer.send(deepObjects(inTokens, 5000));
+    const replies = await Promise.all([...open, ...admitted.slice(1)].map((peer) => peer.nextOf('error')));
+    expect(new Set(replies.map((r) => r.code))).toEqual(new Set(['malformed']));
+  }), 60_000);
+
+  it('keeps members that read slowly while others flood them, dropping the signals they cannot take', () => withHonestPeers(async () => {
     const slow = await joinMany('127.0.0.7', 33, 'slow');
     // they stop reading: the kernel's buffers fill, then the server's
     for (const peer of slow) peer.pause();
@@ -159,16 +219,30 @@ describe('the signalling server under attack (child process, loopback)', () => {
     const payload = 'x'.repeat(60_000);
     const frames = slow.map((peer) => Buffer.from(JSON.stringify({ type: 'signal', to: peer.peerId, data: payload })));
     for (let round = 0; round < 30; round++) {
-      // half of it for the first slow reader, which must be dropped; the rest spread over all of them
+      // half of it for the first slow reader; the rest spread over all of them
       senders.forEach((peer, i) => peer.socket.send(frames[round % 2 === 0 ? 0 : (round + i) % frames.length]!, { binary: false }));
       await yieldToLoop();
     }
     await sleep(4000); // the server works through what it takes of it
-    // a slow reader that reads again finds the reason it was dropped
+    const closedCodes: number[] = [];
+    for (const peer of slow) void peer.closed.then((code) => closedCodes.push(code));
+    // a slow reader that reads again is still a member: a signal sent now reaches it
     slow[0]!.resume();
-    const code = await Promise.race([slow[0]!.closed, sleep(8000).then(() => -1)]);
-    closeAll([...slow, ...senders]);
-    expect(code).toBe(4002);
+    const heard = new Promise<unknown>((resolve) => slow[0]!.socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as { type: string; data?: unknown };
+      if (message.type === 'signal' && message.data === 'after the flood') resolve(message.data);
+    }));
+    // from a member that did not flood (a flooder's own bytes wait behind its flood), and
+    // again until it arrives: while the backlog drains, a signal may still be dropped
+    const honest = (await joinMany('127.0.0.12', 1, 'slow'))[0]!;
+    const resend = setInterval(() => honest.send({ type: 'signal', to: slow[0]!.peerId, data: 'after the flood' }), 250);
+    try {
+      expect(await heard).toBe('after the flood');
+    } finally {
+      clearInterval(resend);
+    }
+    expect(closedCodes).toEqual([]);
+    expect((await childStats('peek')).server.droppedSignals).toBeGreaterThan(0);
   }), 60_000);
 
   it('bounds what join/leave churn in a room of 1,000 costs its members', () => withHonestPeers(async () => {
@@ -195,33 +269,61 @@ describe('the signalling server under attack (child process, loopback)', () => {
     }));
     await sleep(1500);
     const caused = received - before;
-    closeAll([...members, ...churners]);
     // uncoalesced, 2,000 joins and leaves would be 2,000,000 messages to the members
     expect(caused).toBeLessThan(50_000);
   }), 60_000);
 
+  it('lets a newcomer into a room at maxRoomSize whose members hold join tokens, and tells it every one', () => withHonestPeers(async () => {
+    const full = SIGNAL_SERVER_DEFAULTS.maxRoomSize;
+    const keys = await identities(full - 1);
+    const tokens = await Promise.all(keys.map((identity) => tokenFor(identity, 'tokens')));
+    const members: WebSocket[] = [];
+    for (let i = 0; i < keys.length; i += 60) {
+      const address = `127.0.3.${1 + i / 60}`;
+      members.push(...(await Promise.all(keys.slice(i, i + 60).map((identity, k) => quietMember(address, 'tokens', identity, tokens[i + k]!)))));
+    }
+    await sleep(500);
+    const newcomer = (await openMany('127.0.4.1', 1))[0]!;
+    const me = await Identity.generate();
+    const joined = await newcomer.join('tokens', me, 'client', { token: await tokenFor(me, 'tokens') });
+    expect(joined.type).toBe('joined');
+    const told = new Map<string, unknown>();
+    const take = (peers: string[], given: unknown): void => {
+      for (const peer of peers) told.set(peer, (given as Record<string, unknown> | undefined)?.[peer]);
+    };
+    take(joined.peers!, joined.tokens);
+    while (told.size < keys.length) {
+      const page = await newcomer.reply();
+      expect(page.type).toBe('presence');
+      take(page.joined!, page.tokens);
+    }
+    expect([...told.keys()].sort()).toEqual(keys.map((identity) => identity.peerId).sort());
+    expect(keys.every((identity, i) => told.get(identity.peerId) === tokens[i])).toBe(true);
+    expect(newcomer.socket.readyState).toBe(WebSocket.OPEN);
+    expect(members.every((member) => member.readyState === WebSocket.OPEN)).toBe(true);
+  }), 120_000);
+
   it('closes sockets that never join, and caps how many one address holds', () => withHonestPeers(async () => {
-    const idle: Array<RawPeer | null> = [];
-    for (let a = 0; a < 8; a++) idle.push(...(await openMany(`127.0.2.${a + 1}`, 500)));
-    const held = idle.filter((s): s is RawPeer => s !== null);
-    const codes = Promise.all(held.map((peer) => peer.closed));
-    const outcome = await Promise.race([codes, sleep(SERVER_OPTIONS.joinTimeoutMs + 5000).then(() => null)]);
-    closeAll(idle);
-    expect(held.length).toBeLessThanOrEqual(8 * 64);
-    expect(outcome).not.toBeNull();
-    expect(new Set(outcome)).toEqual(new Set([4000]));
-  }), 60_000);
+    const idle: RawPeer[] = [];
+    const most = await mostHeldDuring(async () => {
+      for (let a = 0; a < 8; a++) idle.push(...(await openMany(`127.0.2.${a + 1}`, 500)).filter((s): s is RawPeer => s !== null));
+    });
+    const codes = await Promise.all(idle.map((peer) => peer.closed));
+    // 8 addresses of 64 at most, and the honest peers with their newcomer
+    expect(most).toBeLessThanOrEqual(8 * 64 + HONEST + 1);
+    expect(new Set(codes)).toEqual(new Set([4000]));
+  }), 120_000);
 
   it('gives the memory back once the attackers are gone', async () => {
     await sleep(1000);
     const stats = await childStats();
-    expect(stats.server).not.toBeNull();
     // the honest peers, and the newcomer the prober may have in at this moment
-    expect(stats.server!.connections).toBeGreaterThanOrEqual(HONEST);
-    expect(stats.server!.connections).toBeLessThanOrEqual(HONEST + 2);
-    expect(stats.server!.members).toBeLessThanOrEqual(HONEST + 1);
-    expect(stats.server!.rooms).toBe(1);
-    expect(stats.server!.addresses).toBe(1);
+    expect(stats.server.connections).toBeGreaterThanOrEqual(HONEST);
+    expect(stats.server.connections).toBeLessThanOrEqual(HONEST + 2);
+    expect(stats.server.members).toBeLessThanOrEqual(HONEST + 1);
+    expect(stats.server.rooms).toBe(1);
+    expect(stats.server.addresses).toBe(1);
+    expect(stats.server.faults).toBe(0);
     expect(stats.heapUsed).toBeLessThan(40 * 1024 * 1024);
   }, 30_000);
 });

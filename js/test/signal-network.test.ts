@@ -7,10 +7,10 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpsServer, get as getHttps } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect as connectTcp, type AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 
 import { Identity } from '../src/identity/index.js';
@@ -67,6 +67,44 @@ describe('signalling over TLS', () => {
       // a client that does not trust the certificate cannot connect at all
       const refused = await SignalClient.connect({ url: `wss://localhost:${server.address.port}`, room: 'tls', identity: await Identity.generate(), WebSocket: WS }).catch((e: Error) => e);
       expect(refused).toMatchObject({ code: 'unreachable' });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('counts a wss: connection from its TCP accept, cuts it if it never upgrades, and keeps it once it has', async () => {
+    const idleTcp = async (port: number): Promise<ReturnType<typeof connectTcp>> => {
+      const idle = connectTcp({ host: '127.0.0.1', port });
+      await new Promise((resolve) => idle.once('connect', resolve));
+      return idle;
+    };
+    // a TCP connection that never starts its TLS handshake holds a place
+    let server = await SignalServer.listen({ port: 0, host: '127.0.0.1', tls: { cert, key }, maxConnectionsPerAddress: 2 });
+    try {
+      const url = `wss://localhost:${server.address.port}`;
+      const member = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting });
+      const idle = await idleTcp(server.address.port);
+      await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 1 }));
+      const third = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting }).catch((e: Error) => e);
+      expect(third).toMatchObject({ code: 'unreachable' }); // past the cap of 2
+      idle.destroy();
+      member.close();
+    } finally {
+      await server.close();
+    }
+    // ... until its time is up; one that upgraded keeps its place past that time
+    server = await SignalServer.listen({ port: 0, host: '127.0.0.1', tls: { cert, key }, upgradeTimeoutMs: 2000 });
+    try {
+      const url = `wss://localhost:${server.address.port}`;
+      const member = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting });
+      const idle = await idleTcp(server.address.port);
+      await new Promise((resolve) => idle.once('close', resolve));
+      await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 0, upgradeTimeouts: 1 }));
+      expect(member.closed).toBe(false); // accepted before the idle one, past its time too
+      const again = await SignalClient.connect({ url, room: 'tls', identity: await Identity.generate(), WebSocket: Trusting });
+      expect(again.peers()).toEqual([member.self]);
+      member.close();
+      again.close();
     } finally {
       await server.close();
     }

@@ -2,8 +2,9 @@
  * Signalling past one process: SignalServers sharing rooms through Redis pub/sub (Debian's
  * redis-server, started here on a free port). Peers joined on different processes see and
  * signal each other, admission holds on every process, a peer joining again elsewhere
- * replaces its old socket, and a process killed outright loses only its own sockets: they
- * join again on another process and the room goes on.
+ * replaces its old socket, a process killed outright loses only its own sockets (they
+ * join again on another process and the room goes on), a process stalled past the alive
+ * window rejoins the room whole when it resumes, and a hostile signal costs no process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,13 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Identity } from '../src/identity/index.js';
 import { createJoinToken, SignalClient, SignalError } from '../src/signal/index.js';
 import { RedisRoomBus, SignalServer, type SignalServerOptions } from '../src/signal/node.js';
-import { identity, WS } from './signal-support.js';
+import { identity, RawPeer, WS } from './signal-support.js';
 
 const ALIVE_MS = 600;
 let redis: ChildProcess;
 let redisUrl = '';
 let dir = '';
 const servers: SignalServer[] = [];
+const children: ChildProcess[] = [];
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -63,6 +65,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
   await Promise.all(servers.map((s) => s.close()));
   redis?.kill();
   rmSync(dir, { recursive: true, force: true });
@@ -73,6 +76,23 @@ async function process_(options: SignalServerOptions = {}): Promise<{ server: Si
   const server = await SignalServer.listen({ port: 0, bus, ...options });
   servers.push(server);
   return { server, url: `ws://127.0.0.1:${server.address.port}` };
+}
+
+/** A signalling process apart from this one (the package as built: npm test builds it first), on the same Redis. */
+async function childProcess(): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  const script = `
+    import { RedisRoomBus, SignalServer } from '${joinPath(process.cwd(), 'dist/signal/node.js')}';
+    const bus = await RedisRoomBus.connect({ url: '${redisUrl}', aliveMs: ${ALIVE_MS}, prefix: 't${process.pid}:' });
+    await SignalServer.listen({ port: ${port}, bus });
+    console.log('listening');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve());
+    child.once('exit', (code) => reject(new Error(`the signalling process exited with ${code}`)));
+  });
+  return { child, url: `ws://127.0.0.1:${port}` };
 }
 
 function join(url: string | string[], who: Identity, room = 'fed'): Promise<SignalClient> {
@@ -154,19 +174,7 @@ describe('signalling processes sharing rooms through Redis', () => {
 
   it('a process killed outright loses only its own sockets, which join again on another', async () => {
     const [dave, frank] = await Promise.all([identity('dave'), identity('frank')]);
-    // the process to kill runs apart from this one (the package as built: npm test builds it first)
-    const port = await freePort();
-    const script = `
-      import { RedisRoomBus, SignalServer } from '${joinPath(process.cwd(), 'dist/signal/node.js')}';
-      const bus = await RedisRoomBus.connect({ url: '${redisUrl}', aliveMs: ${ALIVE_MS}, prefix: 't${process.pid}:' });
-      await SignalServer.listen({ port: ${port}, bus });
-      console.log('listening');`;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve, reject) => {
-      child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('listening') && resolve());
-      child.once('exit', (code) => reject(new Error(`the signalling process exited with ${code}`)));
-    });
-    const doomed = `ws://127.0.0.1:${port}`;
+    const { child, url: doomed } = await childProcess();
     const b = await process_();
     const urls = [doomed, b.url];
     const onDoomed = await join(urls, dave, 'survive'); // the first address answers
@@ -190,5 +198,50 @@ describe('signalling processes sharing rooms through Redis', () => {
     expect(await toDave).toEqual({ from: frank.peerId, data: 'still here' });
     again.close();
     onB.close();
+  });
+
+  it('a process stalled past the alive window announces its members again when it resumes', async () => {
+    const [grace, ivan] = await Promise.all([identity('grace'), identity('ivan')]);
+    const { child, url: stalled } = await childProcess();
+    const b = await process_();
+    const onStalled = await join(stalled, grace, 'stall');
+    const onB = await join(b.url, ivan, 'stall');
+    expect(onB.peers()).toEqual([grace.peerId]);
+    const ivanSeesLeave = new Promise<string>((resolve) => onB.events.on('leave', resolve));
+    child.kill('SIGSTOP');
+    try {
+      expect(await ivanSeesLeave).toBe(grace.peerId); // taken for dead, its members released
+      await sleep(ALIVE_MS);
+    } finally {
+      child.kill('SIGCONT');
+    }
+    await until('ivan to see grace again', () => onB.peers().includes(grace.peerId), 20_000);
+    const toGrace = nextSignal(onStalled);
+    onB.send(grace.peerId, 'across again');
+    expect(await toGrace).toEqual({ from: ivan.peerId, data: 'across again' });
+    const toIvan = nextSignal(onB);
+    onStalled.send(ivan.peerId, 'and back');
+    expect(await toIvan).toEqual({ from: grace.peerId, data: 'and back' });
+    onStalled.close();
+    onB.close();
+    child.kill();
+  });
+
+  it('a signal nested thousands deep for a member elsewhere is refused, and both processes go on', async () => {
+    const [judy, kim] = await Promise.all([identity('judy'), identity('kim')]);
+    const { child, url: sender } = await childProcess();
+    const b = await process_();
+    const onB = await join(b.url, kim, 'deep');
+    const probe = (await RawPeer.open(sender))!;
+    expect(await probe.join('deep', judy)).toMatchObject({ type: 'joined', peers: [kim.peerId] });
+    probe.send(`{"type":"signal","to":"${kim.peerId}","data":${'['.repeat(6000)}${']'.repeat(6000)}}`);
+    expect(await probe.nextOf('error')).toMatchObject({ code: 'malformed' });
+    expect(child.exitCode).toBeNull();
+    const toKim = nextSignal(onB);
+    probe.send({ type: 'signal', to: kim.peerId, data: [[['shallow']]] });
+    expect(await toKim).toEqual({ from: judy.peerId, data: [[['shallow']]] });
+    probe.terminate();
+    onB.close();
+    child.kill();
   });
 });

@@ -1,11 +1,12 @@
+import { connect as connectTcp } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import WebSocket from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 
 import { Identity } from '../src/identity/index.js';
 import { TokenBucket } from '../src/signal/bucket.js';
 import { SignalClient, SignalError, joinSignedBytes } from '../src/signal/index.js';
-import { SignalServer, type SignalServerOptions } from '../src/signal/node.js';
-import { PresenceBatch } from '../src/signal/presence.js';
+import { PRESENCE_PAGE_PEERS, SignalServer, type SignalServerOptions } from '../src/signal/node.js';
+import { PresenceBacklog, RoomPresence, type Session } from '../src/signal/presence.js';
 import { joinFrame } from '../src/signal/protocol.js';
 import { RawPeer, WS, idOf, identity } from './signal-support.js';
 
@@ -147,6 +148,50 @@ describe('signalling server and client', () => {
   });
 });
 
+describe('a client facing a hostile server', () => {
+  it('drops messages of the wrong shape or nested too deep, and goes on with the good ones', async () => {
+    const hostile = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise((resolve) => hostile.once('listening', resolve));
+    const port = (hostile.address() as { port: number }).port;
+    const peer = await idOf('bob');
+    hostile.on('connection', (socket) => {
+      socket.send(JSON.stringify({ type: 'challenge', nonce: Buffer.alloc(32).toString('base64') }));
+      socket.once('message', (data) => {
+        const join = JSON.parse(String(data)) as { room: string; peer: string; role: string };
+        socket.send(JSON.stringify({ type: 'joined', room: join.room, peer: join.peer, role: join.role, peers: [] }));
+        socket.once('message', () => sendAll());
+      });
+      const sendAll = (): void => {
+        for (const bad of [
+          { type: 'presence', joined: 5, left: [] },
+          { type: 'presence', joined: [{ toString: 1 }], left: [] },
+          { type: 'presence', joined: [peer], left: null },
+          { type: 'signal', from: { id: peer }, data: 1 },
+          { type: 'ice', iceServers: 'stun:x' },
+          { type: 'error', code: 7 },
+          { type: '__proto__', joined: [peer], left: [] },
+        ]) socket.send(JSON.stringify(bad));
+        socket.send(`{"type":"signal","from":"${peer}","data":${'['.repeat(5000)}${']'.repeat(5000)}}`);
+        socket.send(JSON.stringify({ type: 'presence', joined: [peer], left: [], tokens: { ['__proto__']: 'x' } }));
+        socket.send(JSON.stringify({ type: 'signal', from: peer, data: 'good' }));
+      };
+    });
+    try {
+      const client = await SignalClient.connect({ url: `ws://127.0.0.1:${port}`, room: 'r', identity: await identity('alice'), WebSocket: WS });
+      clients.push(client);
+      const signals: unknown[] = [];
+      client.events.on('signal', (_from, data) => signals.push(data));
+      client.send(peer, 'go'); // the server's cue
+      await vi.waitFor(() => expect(signals).toEqual(['good']));
+      expect(client.peers()).toEqual([peer]);
+      expect(client.tokenOf(peer)).toBeUndefined();
+      expect(client.closed).toBe(false);
+    } finally {
+      hostile.close();
+    }
+  });
+});
+
 describe('identity at join', () => {
   it('refuses a join whose peer id is not the id of the key it carries', async () => {
     const s = await raw();
@@ -266,7 +311,7 @@ describe('server limits', () => {
     expect(server.stats()).toMatchObject({ connections: 2, addresses: 1, refusedConnections: 1 });
   });
 
-  it('closes a socket that does not read with 4002 once its buffer passes the bound', async () => {
+  it('drops signals for a member that does not read instead of closing it, and relays again once it reads', async () => {
     await restart({ maxBufferedBytes: 64 * 1024, maxMessageBytes: 60 * 1024, rateBurst: 1000, byteBurst: 1 << 30, bytesPerSecond: 1 << 30 });
     const sink = await raw();
     await sink.join('r', await identity('sink'));
@@ -274,14 +319,143 @@ describe('server limits', () => {
     const source = await raw();
     await source.join('r', await identity('source'));
     const frame = JSON.stringify({ type: 'signal', to: await idOf('sink'), data: 'x'.repeat(50_000) });
-    for (let i = 0; i < 400 && server.stats().slowReaders === 0; i++) {
+    for (let i = 0; i < 400 && server.stats().droppedSignals === 0; i++) {
       source.send(frame);
       await new Promise((r) => setTimeout(r, 1));
     }
-    expect(server.stats().slowReaders).toBe(1);
-    expect(server.members('r')).toEqual([await idOf('source')]);
+    expect(server.stats()).toMatchObject({ slowReaders: 0, members: 2 });
+    expect(server.stats().droppedSignals).toBeGreaterThan(0);
+    const arrived: unknown[] = [];
+    sink.socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as { type: string; data?: unknown };
+      if (message.type === 'signal' && message.data !== frame) arrived.push(message.data);
+    });
     sink.resume();
-    expect(await sink.closed).toBe(4002);
+    await vi.waitFor(() => expect(sink.socket.bufferedAmount).toBe(0));
+    source.send({ type: 'signal', to: await idOf('sink'), data: 'after' });
+    await vi.waitFor(() => expect(arrived).toContain('after'));
+    expect(sink.socket.readyState).toBe(WebSocket.OPEN);
+  });
+
+  it('closes with 4002 a socket that asks for more replies than it reads', async () => {
+    await restart({ maxBufferedBytes: 16 * 1024, rateBurst: 100_000, ratePerSecond: 100_000, byteBurst: 1 << 30, bytesPerSecond: 1 << 30 });
+    const greedy = await raw();
+    await greedy.join('r', await identity('greedy'));
+    greedy.pause();
+    // each one answered with an error it never reads, until the kernel's buffers are full too
+    const nobody = 'n'.repeat(128);
+    for (let i = 0; i < 400_000 && server.stats().slowReaders === 0; i++) {
+      greedy.send({ type: 'signal', to: nobody, data: i });
+      if (i % 1000 === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(server.stats().slowReaders).toBe(1);
+    greedy.resume();
+    expect(await greedy.closed).toBe(4002);
+  });
+
+  it('tells a newcomer a room longer than one page in pages, as it reads', async () => {
+    await restart({ presenceIntervalMs: 10, maxConnectionsPerAddress: 200 });
+    const members = await Promise.all(Array.from({ length: 150 }, async () => {
+      const peer = await raw();
+      await peer.join('long', await Identity.generate());
+      return peer.peerId!;
+    }));
+    await new Promise((r) => setTimeout(r, 50));
+    const newcomer = await raw();
+    const joined = await newcomer.join('long', await identity('newcomer'));
+    expect(joined.peers!.length).toBe(PRESENCE_PAGE_PEERS);
+    const told = new Set(joined.peers);
+    while (told.size < members.length) {
+      const page = await newcomer.reply();
+      expect(page).toMatchObject({ type: 'presence', left: [] });
+      expect(page.joined!.length).toBeLessThanOrEqual(PRESENCE_PAGE_PEERS);
+      for (const peer of page.joined!) told.add(peer);
+    }
+    expect([...told].sort()).toEqual([...members].sort());
+  });
+
+  it('keeps a member that reads in fits and starts told exactly who is in the room, and no signal ahead of its sender', async () => {
+    await restart({ presenceIntervalMs: 5, maxBufferedBytes: 8192, maxMessageBytes: 64 * 1024, rateBurst: 1e6, ratePerSecond: 1e6, byteBurst: 1e9, bytesPerSecond: 1e9, joinCost: 0, maxConnectionsPerAddress: 1000 });
+    let seed = 7;
+    const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) % n);
+    const observer = await raw();
+    const me = await identity('observer');
+    const view = new Set<string>();
+    const violations: string[] = [];
+    observer.socket.on('message', (data) => {
+      const message = JSON.parse(String(data)) as { type: string; peers?: string[]; joined?: string[]; left?: string[]; from?: string };
+      if (message.type === 'joined') for (const peer of message.peers!) view.add(peer);
+      if (message.type === 'presence') {
+        for (const peer of message.left!) if (!view.delete(peer)) violations.push(`told ${peer} left, never told it joined`);
+        for (const peer of message.joined!) {
+          if (peer === me.peerId) continue;
+          if (view.has(peer)) violations.push(`told ${peer} joined again without a left`);
+          view.add(peer);
+        }
+      }
+      if (message.type === 'signal' && !view.has(message.from!)) violations.push(`a signal from ${message.from} before its presence`);
+    });
+    await observer.join('r', me);
+    const flooder = await raw();
+    await flooder.join('r', await identity('flooder'));
+    const flood = JSON.stringify({ type: 'signal', to: me.peerId, data: 'x'.repeat(60_000) });
+    const keys = await Promise.all(Array.from({ length: 12 }, () => Identity.generate()));
+    const sockets = new Map<Identity, RawPeer>();
+    for (let step = 0; step < 240; step++) {
+      const key = keys[random(keys.length)]!;
+      const socket = sockets.get(key);
+      const roll = random(10);
+      if (roll === 0) {
+        // the observer stops reading while 6 MB comes for it: its buffers fill, the room goes on
+        observer.pause();
+        for (let i = 0; i < 100; i++) flooder.send(flood);
+      } else if (roll === 1) {
+        observer.resume();
+      } else if (socket === undefined || roll === 2) {
+        // a join (on a new socket: a stay of its own, replacing any other) and a signal at once
+        const fresh = await raw();
+        if ((await fresh.join('r', key)).type !== 'joined') continue;
+        sockets.set(key, fresh);
+        fresh.send({ type: 'signal', to: me.peerId, data: step });
+      } else if (roll < 6) {
+        socket.send({ type: 'leave' });
+        sockets.delete(key);
+      } else {
+        socket.send({ type: 'signal', to: me.peerId, data: step });
+      }
+      if (random(4) === 0) await new Promise((r) => setTimeout(r, random(8)));
+    }
+    observer.resume();
+    const others = (): string[] => server.members('r').filter((peer) => peer !== me.peerId).sort();
+    await vi.waitFor(() => expect([...view].sort()).toEqual(others()), { timeout: 20_000 });
+    expect(violations).toEqual([]);
+    expect(server.stats().droppedSignals).toBeGreaterThan(0); // it did fall behind
+  }, 60_000);
+
+  it('closes only the socket whose message the server failed on, and goes on', async () => {
+    const faults: unknown[] = [];
+    await restart({ rooms: (room) => { if (room === 'boom') throw new Error('the policy store is down'); return undefined; }, onFault: (error) => faults.push(error) });
+    const bystander = await join('calm', 'alice');
+    const victim = await raw();
+    victim.send(await victim.signedJoin('boom', await identity('bob')));
+    expect(await victim.closed).toBe(1011);
+    expect(faults).toEqual([new Error('the policy store is down')]);
+    expect(server.stats().faults).toBe(1);
+    const other = await join('calm', 'carol');
+    expect(other.peers()).toEqual([bystander.self]);
+  });
+
+  it('cuts a TCP connection that does not finish its upgrade in time', async () => {
+    await restart({ upgradeTimeoutMs: 200 });
+    const socket = connectTcp({ host: '127.0.0.1', port: server.address.port });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    await vi.waitFor(() => expect(server.stats().pendingUpgrades).toBe(1));
+    await new Promise((resolve) => socket.once('close', resolve));
+    await vi.waitFor(() => expect(server.stats()).toMatchObject({ pendingUpgrades: 0, upgradeTimeouts: 1, addresses: 0 }));
+    // one that upgrades in time stays
+    const s = await raw();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(s.socket.readyState).toBe(WebSocket.OPEN);
   });
 
   it('coalesces churn: a join and leave between two announcements reach nobody', async () => {
@@ -297,22 +471,58 @@ describe('server limits', () => {
   });
 });
 
-describe('PresenceBatch', () => {
-  it('reports the net change per peer, and a left-and-back peer as both', () => {
-    const batch = new PresenceBatch();
-    const present = new Set(['old', 'back']);
-    batch.joined('new');
-    batch.joined('gone-again');
-    batch.left('gone-again');
-    batch.left('old');
-    present.delete('old');
-    batch.left('back');
-    batch.joined('back');
-    present.add('new');
-    expect(batch.pending).toBe(true);
-    expect(batch.take((p) => present.has(p))).toEqual({ joined: ['new', 'back'], left: ['old', 'back'] });
-    expect(batch.pending).toBe(false);
-    expect(batch.take((p) => present.has(p))).toEqual({ joined: [], left: [] });
+describe('RoomPresence and PresenceBacklog', () => {
+  const session = (token?: string): Session => ({ token });
+
+  it('announce the net change per peer, and a peer that left and came back as both', () => {
+    const presence = new RoomPresence();
+    const now = new Map<string, Session>([['old', session()], ['back', session()]]);
+    presence.changed('old');
+    presence.changed('back');
+    expect(presence.take((p) => now.get(p)).map((c) => c.peer)).toEqual(['old', 'back']);
+    now.set('new', session('t'));
+    now.set('gone-again', session());
+    now.delete('gone-again');
+    now.delete('old');
+    now.set('back', session()); // a new stay
+    for (const peer of ['new', 'gone-again', 'old', 'back']) presence.changed(peer);
+    expect(presence.isPending('new')).toBe(true);
+    const changes = presence.take((p) => now.get(p));
+    expect(changes.map(({ peer, was, now: is }) => [peer, was !== undefined, is !== undefined])).toEqual([
+      ['new', false, true], ['old', true, false], ['back', true, true],
+    ]);
+    expect(presence.isPending('new')).toBe(false);
+    expect([...presence.announced.keys()].sort()).toEqual(['back', 'new']);
+    expect(presence.take((p) => now.get(p))).toEqual([]);
+  });
+
+  it('keep one entry per peer for a member that falls behind, however much churns', () => {
+    const presence = new RoomPresence();
+    const now = new Map<string, Session>();
+    const backlog = new PresenceBacklog();
+    const stay = session();
+    now.set('steady', stay);
+    presence.changed('steady');
+    presence.take((p) => now.get(p)); // the member saw this one
+    for (let round = 0; round < 100; round++) {
+      now.set(`churn-${round}`, session());
+      now.set('steady', round % 2 === 0 ? session() : stay);
+      presence.changed(`churn-${round}`);
+      presence.changed('steady');
+      backlog.add(presence.take((p) => now.get(p)));
+      now.delete(`churn-${round}`);
+      presence.changed(`churn-${round}`);
+      backlog.add(presence.take((p) => now.get(p)));
+    }
+    // 100 peers came and went, and 'steady' left and came back 100 times: it is told nothing
+    // of the first, and of the second only if its last stay is not the one it knew
+    expect(backlog.empty).toBe(true);
+    now.set('steady', session());
+    presence.changed('steady');
+    backlog.add(presence.take((p) => now.get(p)));
+    const page = backlog.takePage(64, presence.announced, () => false);
+    expect(page).toEqual([{ peer: 'steady', was: stay, now: now.get('steady') }]);
+    expect(backlog.empty).toBe(true);
   });
 });
 

@@ -1,4 +1,6 @@
-/** What the signalling tests share: identities by name and a raw protocol peer. */
+/** What the signalling tests share: identities by name, a raw protocol peer, and child processes. */
+import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 
 import { fromBase64 } from '../src/identity/bytes.js';
@@ -93,6 +95,14 @@ export class RawPeer {
     }
   }
 
+  /** The next message of `type`, skipping the others (presence of the room, say). */
+  async nextOf(type: string, timeoutMs?: number): Promise<ServerReply> {
+    for (;;) {
+      const message = await this.next(timeoutMs);
+      if (message.type === type) return message;
+    }
+  }
+
   /** Waits for the server's challenge (once), then joins `room` as `signer`; returns the reply. */
   async join(room: string, signer: Identity, role: PeerRole = 'client', extra: Record<string, unknown> = {}): Promise<ServerReply> {
     while (this.#challenge === null) await this.next();
@@ -134,4 +144,79 @@ export class RawPeer {
   terminate(): void {
     this.socket.terminate();
   }
+}
+
+/** Resident memory of process `pid` in bytes (0 once it is gone). */
+export function rssOf(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
+}
+
+/** Sends `question` to a child process and resolves with its first message of type `answer`; rejects if it exits first. */
+export function ask<T>(child: ChildProcess, question: string, answer: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const on = (message: { type: string }): void => {
+      if (message.type !== answer) return;
+      done();
+      resolve(message as T);
+    };
+    const exit = (code: number | null): void => {
+      done();
+      reject(new Error(`the child process exited with ${code} before answering ${question}`));
+    };
+    const done = (): void => {
+      child.off('message', on);
+      child.off('exit', exit);
+    };
+    if (child.exitCode !== null || child.signalCode !== null) return reject(new Error(`the child process is gone (asked ${question})`));
+    child.on('message', on);
+    child.once('exit', exit);
+    child.send(question);
+  });
+}
+
+/** The first message of a child process (its 'listening' or 'ready'); rejects if it exits first. */
+export function readyOf(child: ChildProcess, what: string): Promise<{ type: string; port?: number }> {
+  return new Promise((resolve, reject) => {
+    child.once('message', resolve);
+    child.once('exit', (code) => reject(new Error(`${what} exited with ${code}`)));
+  });
+}
+
+/** A signalling server in a process of its own with 20 honest peers on it, its memory sampled. */
+export interface ServerUnderTest {
+  /** The server's process (fixtures/signal-child.mjs: answers 'stats' and 'peek'). */
+  readonly child: ChildProcess;
+  /** The honest peers' process (fixtures/signal-prober.mjs: answers 'report'). */
+  readonly prober: ChildProcess;
+  readonly url: string;
+  /** The most resident memory the server's process held so far. */
+  peakRss(): number;
+  close(): Promise<void>;
+}
+
+/** Starts the server with `options` (as JSON; `policy` as a --policy file holds it) and the honest peers on it. */
+export async function serverUnderTest(options: Record<string, unknown>): Promise<ServerUnderTest> {
+  const child = fork(new URL('./fixtures/signal-child.mjs', import.meta.url), [JSON.stringify(options)], { execArgv: ['--expose-gc'] });
+  const url = `ws://127.0.0.1:${(await readyOf(child, 'the server')).port}`;
+  let peak = 0;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssOf(child.pid!))), 50);
+  const prober = fork(new URL('./fixtures/signal-prober.mjs', import.meta.url), [url]);
+  await readyOf(prober, 'the honest peers');
+  return {
+    child, prober, url,
+    peakRss: () => peak,
+    async close() {
+      clearInterval(sampler);
+      for (const process of [prober, child]) {
+        if (process.exitCode !== null || process.signalCode !== null) continue;
+        process.send('close');
+        await new Promise((resolve) => process.once('exit', resolve));
+      }
+    },
+  };
 }

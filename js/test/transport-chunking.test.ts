@@ -160,8 +160,8 @@ describe('reassembly', () => {
     r.push('p', encodeChunk(envelope(2 * STRIDE), 2, 0, CHUNK), 0);
     expect(code(() => r.push('p', encodeChunk(envelope(2 * STRIDE), 3, 0, CHUNK), 0))).toBe('too-many-partials');
     expect(r.push('q', encodeChunk(envelope(2 * STRIDE), 3, 0, CHUNK), 0)).toBeNull();
-    // bytes count as they arrive: two messages announcing 9 strides each fit in 4 strides...
-    const s = new Reassembler({ maxPartialBytesPerPeer: 4 * STRIDE });
+    // bytes count as they arrive: two messages announcing 9 strides each fit in 4 strides (and their records)...
+    const s = new Reassembler({ maxPartialBytesPerPeer: 4 * STRIDE + 2 * PARTIAL_OVERHEAD_BYTES });
     const [a0, a1, a2] = [...encodeChunks(envelope(9 * STRIDE), 1, CHUNK)];
     const [b0] = [...encodeChunks(envelope(9 * STRIDE), 2, CHUNK)];
     expect(s.push('p', a0!, 0)).toBeNull();

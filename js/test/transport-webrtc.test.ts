@@ -16,6 +16,22 @@ const transportsSignals = new Map<WebRtcTransport, SignalClient>();
 let named = new Map<string, Identity>();
 const idOf = (name: string): string => named.get(name)!.peerId;
 
+/** Each transport's signalling sockets, newest last, to cut them as a network blip would. */
+const sockets = new Map<string, WebSocket[]>();
+
+/** A signalling client for `id` whose socket the test can reach. */
+function signalOf(id: string): Promise<SignalClient> {
+  const made = sockets.get(id) ?? [];
+  sockets.set(id, made);
+  const Recording = class extends WebSocket {
+    constructor(address: string) {
+      super(address);
+      made.push(this);
+    }
+  };
+  return SignalClient.connect({ url, room: 'room', identity: named.get(id)!, WebSocket: Recording as unknown as WebSocketConstructor });
+}
+
 async function peer(id: string, options: Partial<WebRtcTransportOptions> & { hangFirstRemoteDescription?: boolean } = {}): Promise<WebRtcTransport> {
   const { RTCPeerConnection: Base } = await import('node-datachannel/polyfill');
   const made: RTCPeerConnection[] = [];
@@ -34,7 +50,7 @@ async function peer(id: string, options: Partial<WebRtcTransportOptions> & { han
       return super.setRemoteDescription(description);
     }
   } as unknown as WebRtcTransportOptions['RTCPeerConnection'] & object;
-  const signal = await SignalClient.connect({ url, room: 'room', identity: named.get(id)!, WebSocket: WebSocket as unknown as WebSocketConstructor });
+  const signal = await signalOf(id);
   const t = await WebRtcTransport.create({ signal, RTCPeerConnection: Recording, rtcConfig: { iceServers: [], bindAddress: '127.0.0.1' }, reconnectBaseMs: 50, ...rest });
   transports.push(t);
   transportsSignals.set(t, signal);
@@ -153,8 +169,8 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     expect(a.queuedBytes(idOf('b'))).toBe(0);
   });
 
-  it('refuses a peer not in the room, an envelope above the engine\'s cap, and links past its limit', async () => {
-    const a = await peer('a', { maxLinks: 1 });
+  it('refuses a peer not in the room, an envelope above the engine\'s cap, and links past its limits', async () => {
+    const a = await peer('a', { maxLinks: 1, maxRequestedLinks: 0 });
     expect(() => a.send('nobody', new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
     const [b, c] = [await peer('b'), await peer('c')];
     await present(a, b.self);
@@ -163,11 +179,54 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     expect(a.links()).toEqual([]); // refused before any link was made
     a.connect(b.self);
     expect(() => a.send(c.self, new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'link-limit' }));
-    // c asks for a link itself: a refuses it
+    // c asks for a link itself: a takes no links it did not address
     const refused = new Promise<TransportError>((resolve) => a.events.on('error', (e) => e.code === 'link-limit' && resolve(e)));
     c.connect(a.self);
     expect((await refused).peer).toBe(c.self);
     expect(a.links()).toEqual([b.self]);
+  });
+
+  it('takes links peers ask for up to maxRequestedLinks, counts them against maxLinks once it sends to them, and drops them when they fail', async () => {
+    const a = await peer('a', { maxLinks: 1, maxRequestedLinks: 1 });
+    const [b, c] = [await peer('b'), await peer('c', { connectTimeoutMs: 1000 })];
+    await present(b, a.self);
+    await present(c, a.self);
+    await present(a, c.self);
+    b.connect(a.self); // b's id sorts after a's: it asks a to offer
+    await until(a, b.self, 'open');
+    expect(a.requestedLinks()).toEqual([b.self]);
+    const refused = new Promise<TransportError>((resolve) => a.events.on('error', (e) => e.code === 'link-limit' && resolve(e)));
+    c.connect(a.self);
+    expect((await refused).peer).toBe(c.self);
+    // a's engine sends to b: the link is now one a addressed, and the requested slot is free
+    const got = new Promise<number>((resolve) => b.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
+    a.send(b.self, new Uint8Array(3));
+    expect(await got).toBe(3);
+    expect(a.requestedLinks()).toEqual([]);
+    expect(() => a.connect(c.self)).toThrow(expect.objectContaining({ code: 'link-limit' })); // maxLinks is 1
+    await until(c, a.self, 'open', 20_000); // c asks again after its timeout, and gets the free slot
+    expect(a.requestedLinks()).toEqual([c.self]);
+    // the link c asked for breaks: a drops it rather than reconnecting to c
+    const closed = until(a, c.self, 'closed');
+    connections.get('c')!.at(-1)!.close();
+    await closed;
+    expect(a.links()).toEqual([b.self]);
+  });
+
+  it('gives the requested slot of a link idle for requestedIdleMs to the next peer that asks', async () => {
+    const a = await peer('a', { maxRequestedLinks: 1, requestedIdleMs: 300 });
+    const [b, c] = [await peer('b'), await peer('c')];
+    await present(b, a.self);
+    await present(c, a.self);
+    const got = new Promise<number>((resolve) => a.onEnvelope((_, bytes) => resolve(bytes.byteLength)));
+    b.send(a.self, new Uint8Array(10));
+    expect(await got).toBe(10);
+    const idle = new Promise<TransportError>((resolve) => a.events.on('error', (e) => e.code === 'link-idle' && resolve(e)));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    c.connect(a.self);
+    expect((await idle).peer).toBe(b.self);
+    await until(a, c.self, 'open');
+    expect(a.requestedLinks()).toEqual([c.self]);
   });
 
   it('sends candidates only once both ends hold both descriptions', async () => {
@@ -220,8 +279,8 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
   it('the answering side asks the offerer to start over when only it saw the link fail', async () => {
     const a = await peer('a');
     const b = await peer('b', { hangFirstRemoteDescription: true, connectTimeoutMs: 1000 });
-    await present(a, b.self);
-    a.connect(b.self);
+    await present(b, a.self);
+    b.connect(a.self); // b addresses a, so it keeps the link and asks again
     await until(b, idOf('a'), 'failed');
     await until(a, idOf('b'), 'open', 15_000);
     await until(b, idOf('a'), 'open', 15_000);
@@ -253,6 +312,44 @@ describe('WebRtcTransport between Node peers (node-datachannel)', () => {
     await closed;
     expect(a.peers()).toEqual([]);
     expect(() => a.send(idOf('b'), new Uint8Array(1))).toThrow(expect.objectContaining({ code: 'unknown-peer' }));
+  });
+
+  it('keeps its open links when signalling closes, and makes new ones over the next signalling client', async () => {
+    const [a, b, c] = [await peer('a'), await peer('b'), await peer('c')];
+    await link(a, b);
+    const lost = new Promise<TransportError>((resolve) => b.events.on('error', (e) => e.code === 'signal-closed' && resolve(e)));
+    const states: string[] = [];
+    for (const t of [a, b]) t.events.on('state', (p, state) => states.push(`${p}:${state}`));
+    // b's signalling socket dies (a network blip; a server kick is the same to b): the
+    // server tells a that b left
+    sockets.get('b')!.at(-1)!.terminate();
+    for (let i = 0; i < 300 && a.peers().includes(b.self); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(a.peers()).not.toContain(b.self);
+    expect([a.state(b.self), b.state(a.self)]).toEqual(['open', 'open']);
+    expect((await lost).message).toMatch(/open links carry on/);
+    const echo = async (from: WebRtcTransport, to: WebRtcTransport, size: number): Promise<number> => {
+      const got = new Promise<number>((resolve) => {
+        const off = to.onEnvelope((sender, bytes) => {
+          if (sender !== from.self) return;
+          off();
+          resolve(bytes.byteLength);
+        });
+      });
+      from.send(to.self, pattern(size, 9));
+      return got;
+    };
+    expect(await echo(a, b, 200_000)).toBe(200_000);
+    expect(await echo(b, a, 70_000)).toBe(70_000);
+    // without signalling b cannot make a new link: the envelope waits
+    b.send(c.self, pattern(5, 1));
+    expect(b.state(c.self)).toBe('failed');
+    // b joins again and hands the transport the new client: the old link never blinked,
+    // the waiting one is made
+    b.attachSignal(await signalOf('b'));
+    const toC = new Promise<number>((resolve) => c.onEnvelope((from, bytes) => from === b.self && resolve(bytes.byteLength)));
+    expect(await toC).toBe(5);
+    expect(await echo(a, b, 1)).toBe(1);
+    expect(states.filter((change) => !change.startsWith(c.self))).toEqual([]); // the a–b link never changed state
   });
 });
 

@@ -29,19 +29,26 @@ static inline bbt_keys bbt_keys_counting(uint8_t first) {
   return bbt_keys_from_seed(seed);
 }
 
-/* Writes a signed token into out (BB_JOIN_TOKEN_MAX_BYTES suffice); returns its length. */
-static inline size_t bbt_make_token(const bbt_keys *op, int role, uint64_t expiry, const bb_peer_id *peer,
+/* Writes a token's fields, up to its signature, into out; returns their length. */
+static inline size_t bbt_token_body(const uint8_t operator_pk[32], int role, uint64_t expiry, const bb_peer_id *peer,
                                     const char *room, uint8_t *out) {
-  const size_t r = strlen(room), body = 48 + peer->len + r;
+  const size_t r = strlen(room);
   memcpy(out, "BBJT", 4);
   out[4] = 1;
   out[5] = (uint8_t)role;
   bb_le_put_u64(out + 6, expiry);
-  memcpy(out + 14, op->pk, 32);
+  memcpy(out + 14, operator_pk, 32);
   out[46] = peer->len;
   memcpy(out + 47, peer->bytes, peer->len);
   out[47 + peer->len] = (uint8_t)r;
   memcpy(out + 48 + peer->len, room, r);
+  return 48 + peer->len + r;
+}
+
+/* Writes a signed token into out (BB_JOIN_TOKEN_MAX_BYTES suffice); returns its length. */
+static inline size_t bbt_make_token(const bbt_keys *op, int role, uint64_t expiry, const bb_peer_id *peer,
+                                    const char *room, uint8_t *out) {
+  const size_t body = bbt_token_body(op->pk, role, expiry, peer, room, out);
   uint8_t msg[29 + BB_JOIN_TOKEN_MAX_BYTES];
   memcpy(msg, BB_JOIN_TOKEN_DOMAIN, 28);
   msg[28] = 0;

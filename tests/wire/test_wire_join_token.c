@@ -8,6 +8,7 @@
 #include "bb/admission.h"
 #include "harness.h"
 #include "wire/join_tokens.h"
+#include "wire/small_order_keys.h"
 
 #define NOW 1700000000ull
 
@@ -250,6 +251,30 @@ static void test_long(void) {
   CHECK_EQ_INT(grant.role, BB_JOIN_SERVER);
 }
 
+/* An operator key of small order (or a non-canonical encoding of one) admits nobody: its
+ * token's signature satisfies the cofactorless equation (a forgery WebCrypto accepts), and
+ * libsodium still refuses it, under a policy that trusts that very key. */
+static void test_small_order_operator_keys(void) {
+  for (int i = 0; i < BBT_SMALL_ORDER_COUNT; i++) {
+    uint8_t key[32], token[BB_JOIN_TOKEN_MAX_BYTES];
+    CHECK(bbt_unhex(BBT_SMALL_ORDER[i].key, key, sizeof key) == 32);
+    const size_t body = bbt_token_body(key, BB_JOIN_CLIENT, BBT_VECTOR_EXPIRY, &vector_peer, BBT_VECTOR_ROOM, token);
+    CHECK(bbt_unhex(BBT_SMALL_ORDER[i].forged_signature, token + body, 64) == 64);
+    bb_join_policy policy = {.room = BBT_VECTOR_ROOM, .operator_keys = key, .n_operator_keys = 1};
+    bb_join_grant grant;
+    bb_error err = {0};
+    CHECK_EQ_INT(bb_join_token_verify(&policy, &vector_peer, token, body + 64, NOW, &grant, &err), BB_ERR_DENIED);
+    CHECK_EQ_INT(grant.refusal, BB_JOIN_BAD_SIGNATURE);
+    CHECK(strstr(err.message, "bad_signature") != NULL);
+  }
+  /* the control: the same layout signed by a real operator key verifies */
+  bbt_keys op = bbt_keys_counting(0x00);
+  uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
+  const size_t len = bbt_make_token(&op, BB_JOIN_CLIENT, BBT_VECTOR_EXPIRY, &vector_peer, BBT_VECTOR_ROOM, token);
+  bb_join_policy policy = {.room = BBT_VECTOR_ROOM, .operator_keys = op.pk, .n_operator_keys = 1};
+  CHECK_EQ_INT(bb_join_token_verify(&policy, &vector_peer, token, len, NOW, NULL, NULL), 0);
+}
+
 int main(void) {
   vector_len = bbt_unhex(BBT_VECTOR_TOKEN, vector, sizeof vector);
   CHECK(bbt_unhex(BBT_VECTOR_OPERATOR_PK, operator_pk, 32) == 32);
@@ -263,5 +288,6 @@ int main(void) {
   RUN(test_denials);
   RUN(test_bad_arguments);
   RUN(test_long);
+  RUN(test_small_order_operator_keys);
   return bb_test_finish();
 }

@@ -2,29 +2,34 @@
 // averaging with registry discovery, shared/live-plan.js) over the WebRTC transport of
 // this process, with the visitors' pages as clients.
 //
-// The rounds start once `quorum` seated clients are in the room, and then never stop:
-// each round goes to the clients registered at that moment, so a newcomer's announce makes
-// it a member of the next round, and a visitor who leaves drops out when its registration
-// lapses. A round closes at once with an update from every seat, or after its deadline
-// with `quorum` of them.
+// The rounds run while `quorum` seated clients are in the room: they start when the
+// quorum first is, wait (the server's engine is not polled) whenever the room holds fewer,
+// and go on when it holds enough again — an empty room runs no rounds. Each round goes to
+// the clients registered at that moment, so a newcomer's announce makes it a member of the
+// next round, and a visitor who leaves drops out when its registration lapses. A round
+// closes at once with an update from every seat, or after its deadline with `quorum` of
+// them; below that it is abandoned and the model stays.
 //
 // Everything the server sends and receives is logged (status.json replays it to watching
-// pages), and every client update and global model is scored on the test set.
+// pages), every client update and global model is scored on the test set, and what happens
+// between rounds (a visitor comes or goes, the rounds wait or go on) is marked.
 import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact, runPeer } from 'bytesandbrains';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
-import { FedRounds, scorer } from '../shared/rounds.js';
+import { FedRounds, roundCounters, scorer } from '../shared/rounds.js';
 
 /** Envelopes remembered for watching pages. */
 const MAX_EVENTS = 600;
 /** Rounds and per-client points kept for status.json. */
 const MAX_ROUNDS = 500;
 const MAX_POINTS = 4000;
+const MAX_MARKS = 200;
 
 /**
  * @typedef {{ seq: number, at: number, from: string, to: string, bytes: number, edge: string }} WireEvent
  * @typedef {import('../shared/rounds.js').RoundPoint} RoundPoint
  * @typedef {import('../shared/rounds.js').PeerPoint} PeerPoint
+ * @typedef {{ id: number, round: number, kind: 'join' | 'leave' | 'wait' | 'go', text: string, peer?: string }} LiveMark
  */
 
 export class LiveFederation {
@@ -45,9 +50,16 @@ export class LiveFederation {
   #seq = 0;
   /** @type {RoundPoint[]} */
   #roundLog = [];
-  /** @type {(PeerPoint & { id: number })[]} */
+  /** @type {(PeerPoint & { id: number, seat?: number })[]} */
   #points = [];
   #pointSeq = 0;
+  /** @type {LiveMark[]} */
+  #marks = [];
+  #markSeq = 0;
+  /** The last round reported (where marks go on the round axis). */
+  #lastRound = 0;
+  /** @type {Map<number, string>} seat index → the state it was in at the last tick, with its peer */
+  #seatWas = new Map();
   #note = '';
   /** @type {Map<string, { sent: number, received: number }>} envelopes to and from each client */
   #traffic = new Map();
@@ -74,12 +86,14 @@ export class LiveFederation {
     const score = scorer(mlpShapeFromConfig(inspection.configs.get('model') ?? ''), { x: /** @type {Float32Array} */ (x.data), y: /** @type {Float32Array} */ (y.data) });
     this.#rounds = new FedRounds(score, {
       onRound: (point) => {
+        this.#lastRound = point.round;
         this.#roundLog.push(point);
         if (this.#roundLog.length > MAX_ROUNDS) this.#roundLog.splice(0, this.#roundLog.length - MAX_ROUNDS);
         if (point.round % 10 === 0) this.#log(`web-demo: round ${point.round}, held-out accuracy ${(point.accuracy * 100).toFixed(1)} %`);
       },
       onPeerPoint: (point) => {
-        this.#points.push({ ...point, id: ++this.#pointSeq });
+        const seat = this.#seats.indexOf(point.peer);
+        this.#points.push({ ...point, id: ++this.#pointSeq, ...(seat === undefined ? {} : { seat }) });
         if (this.#points.length > MAX_POINTS) this.#points.splice(0, this.#points.length - MAX_POINTS);
       },
     });
@@ -87,7 +101,8 @@ export class LiveFederation {
     this.#server = plan.installServer(bb, { artifact, self: transport.self, test, seed: 1 });
     this.#running = runPeer(this.#server.node, this.#observed(), {
       onStep: (step) => {
-        if (step.kind === 'appEvent' && step.topic !== undefined) this.#rounds.event(step.topic, step.value);
+        // the counters after the poll say whether the aggregator closed or abandoned a round
+        if (step.kind === 'appEvent' && step.topic !== undefined) this.#rounds.event(step.topic, step.value, step.topic === 'round' ? roundCounters(this.#server.node) : undefined);
       },
     });
   }
@@ -96,17 +111,62 @@ export class LiveFederation {
     return this.#transport.self;
   }
 
-  /** Seats follow who is in the room; the rounds start once the quorum is in. */
+  /** Seats follow who is in the room; the rounds run while the quorum is in. */
   tick() {
     const released = this.#seats.present(new Set(this.#transport.peers()), Date.now());
     for (const peer of released) this.#log(`web-demo: the seat of ${peer} is free again (it left)`);
+    this.#markSeats();
     const connected = this.#seats.connected().length;
-    if (this.#started || connected < this.#quorum) return;
-    this.#started = true;
-    this.#server.start([], this.#running.driver.now());
-    this.#running.driver.wake();
-    this.#note = `the rounds started when ${connected} client${connected === 1 ? ' was' : 's were'} in; each round goes to the clients registered then`;
-    this.#log(`web-demo: ${this.#note}`);
+    const driver = this.#running.driver;
+    const needed = `${this.#quorum} client${this.#quorum === 1 ? '' : 's'}`;
+    if (!this.#started) {
+      this.#note = `the rounds start once ${needed} ${this.#quorum === 1 ? 'is' : 'are'} in the room (${connected} now)`;
+      if (connected < this.#quorum) return;
+      this.#started = true;
+      this.#server.start([], driver.now());
+      driver.wake();
+      this.#note = `the rounds started when ${connected} client${connected === 1 ? ' was' : 's were'} in; each round goes to the clients registered then`;
+      this.#log(`web-demo: ${this.#note}`);
+    } else if (connected < this.#quorum && driver.running) {
+      driver.stop();
+      this.#note = `the rounds wait: ${connected} of the ${needed} a round needs ${connected === 1 ? 'is' : 'are'} in the room`;
+      this.#mark('wait', `rounds wait for ${needed} in the room`);
+      this.#log(`web-demo: ${this.#note}`);
+    } else if (connected >= this.#quorum && !driver.running) {
+      driver.start();
+      this.#note = `the rounds go on: ${connected} client${connected === 1 ? ' is' : 's are'} in the room`;
+      this.#mark('go', 'rounds go on');
+      this.#log(`web-demo: ${this.#note}`);
+    }
+  }
+
+  /** Whether the rounds wait for a quorum in the room. */
+  get waiting() {
+    return !this.#started || !this.#running.driver.running;
+  }
+
+  /** Marks each visitor who came into the room or left it since the last tick. */
+  #markSeats() {
+    for (const seat of this.#seats.snapshot()) {
+      const now = seat.peer === undefined ? 'free' : `${seat.state === 'connected' ? 'in' : 'out'} ${seat.peer}`;
+      const was = this.#seatWas.get(seat.index) ?? 'free';
+      this.#seatWas.set(seat.index, now);
+      if (now === was || seat.peer === undefined) continue;
+      if (now.startsWith('in ')) this.#mark('join', `client ${seat.index + 1} came in`, seat.peer);
+      else if (was.startsWith('in ')) this.#mark('leave', `client ${seat.index + 1} left`, seat.peer);
+    }
+  }
+
+  /**
+   * @param {LiveMark['kind']} kind
+   * @param {string} text
+   * @param {string} [peer]
+   */
+  #mark(kind, text, peer) {
+    // before the first round a mark goes before round 0, the starting model
+    const round = this.#roundLog.length === 0 ? -0.5 : this.#lastRound + 0.5;
+    this.#marks.push({ id: ++this.#markSeq, round, kind, text, ...(peer === undefined ? {} : { peer }) });
+    if (this.#marks.length > MAX_MARKS) this.#marks.splice(0, this.#marks.length - MAX_MARKS);
   }
 
   /**
@@ -152,7 +212,10 @@ export class LiveFederation {
         const name = fill.site === undefined || envelope.schemaVersion !== ENVELOPE_SCHEMA_VERSION ? undefined : this.#wireOfId.get(fill.site);
         if (name === undefined) continue;
         edge = name;
-        if (to === this.serverId && fill.typeHash !== 0n) this.#rounds.update(from, decodeValue(fill.typeHash, fill.payload));
+        if (fill.typeHash === 0n) continue;
+        // what the server takes is handed to its node right after this (#observed)
+        if (to === this.serverId) this.#rounds.update(from, decodeValue(fill.typeHash, fill.payload));
+        else this.#rounds.sent(to, decodeValue(fill.typeHash, fill.payload));
       }
     } catch {
       edge = 'unreadable'; // the node refuses it and says why; the log only counts it
@@ -169,12 +232,13 @@ export class LiveFederation {
   /**
    * What status.json reports; `since` asks only for the envelopes, rounds and points after
    * those a page already has (by event number, round number and point number).
-   * @param {{ events?: number, round?: number, points?: number }} [since]
+   * @param {{ events?: number, round?: number, points?: number, marks?: number }} [since]
    */
   status(since = {}) {
     const afterEvent = since.events ?? 0;
     const afterRound = since.round ?? -1;
     const afterPoint = since.points ?? 0;
+    const afterMark = since.marks ?? 0;
     const seats = this.#seats.snapshot().map((seat) => ({ ...seat, ...(seat.peer === undefined ? {} : (this.#traffic.get(seat.peer) ?? { sent: 0, received: 0 })) }));
     return {
       clients: this.#seats.size,
@@ -183,12 +247,14 @@ export class LiveFederation {
       server: this.serverId,
       joined: this.#seats.connected().length,
       started: this.#started,
+      waiting: this.waiting,
       note: this.#note,
       seats,
       now: Math.round(this.#now()),
       seq: this.#seq,
       rounds: this.#roundLog.filter((r) => r.round > afterRound),
       points: this.#points.filter((p) => p.id > afterPoint),
+      marks: this.#marks.filter((m) => m.id > afterMark),
       events: this.#events.filter((e) => e.seq > afterEvent).slice(-300),
     };
   }

@@ -76,6 +76,21 @@ export class SeatBook {
     return released;
   }
 
+  /**
+   * Gives a seat back at once: the page that claimed it (its peer id and session token)
+   * will not use it. A seat whose peer is in the room is not given back this way.
+   * @param {string} peer
+   * @param {string} session
+   * @param {number} now
+   * @returns {boolean} whether a seat was freed
+   */
+  release(peer, session, now) {
+    const seat = this.#seats.find((s) => s.state !== 'free' && s.peer === peer && s.session === session);
+    if (seat === undefined || seat.state === 'connected') return false;
+    this.#seats[seat.index] = { index: seat.index, state: 'free', since: now };
+    return true;
+  }
+
   /** Peer ids of the seats whose peer is in the room now. */
   connected() {
     return this.#seats.filter((s) => s.state === 'connected').map((s) => /** @type {string} */ (s.peer));

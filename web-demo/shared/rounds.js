@@ -2,20 +2,73 @@
 // it on the envelopes of its in-page peers, serve.mjs on its server peer's. Plain
 // JavaScript with JSDoc types, for both.
 //
-// Federated averaging: a client's update is the bundle [trained model, samples, round];
-// the server's round loop reports "round" (the id its new global model carries),
-// "model" and "accuracy" each time a round closes. Every update is scored (the client's
-// own point for that round), and each closed round gets the global model's scores and the
-// clients whose updates for it reached the server.
+// Federated averaging: the server's global model travels as the bundle [model, round] to
+// the round's members, and a client's update comes back as [trained model, samples,
+// round]. The server's round loop reports "round" (the id of the round it opens), "model"
+// and "accuracy" whenever its aggregator gives a model: the starting model, the average of
+// a round that closed, or — for a round abandoned at its deadline without a quorum — the
+// previous model again, unchanged. A round's report says which of these it was (the
+// aggregator's counters tell, or else whether the model changed), which clients it was
+// sent to and whose updates the server took before it ended; updates for rounds that had
+// already ended are counted as late. Every update is scored (the client's own point).
 // Gossip: every peer reports "accuracy" each period (its round), and the models peers
 // share are scored for their loss.
 import { scoreMlp } from './mlp.js';
 
 /** @typedef {import('./mlp.js').MlpShape} MlpShape */
-/** @typedef {{ round: number, at: number, accuracy: number, loss?: number, contributors: string[] }} RoundPoint */
-/** @typedef {{ peer: string, round: number, accuracy: number, loss?: number }} PeerPoint */
+/**
+ * start: the model the rounds start from; closed: the average of the updates the round
+ * took; abandoned: the round ended at its deadline below its quorum and the model stayed.
+ * @typedef {'start' | 'closed' | 'abandoned'} RoundOutcome
+ */
+/**
+ * @typedef {object} RoundPoint
+ * @property {number} round federated: the global model's number, the rounds done (0: the
+ *   starting model); gossip: the period
+ * @property {number} at
+ * @property {number} accuracy
+ * @property {number} [loss]
+ * @property {string[]} contributors federated: the clients whose updates for the round the
+ *   server took before it ended; gossip: the peers that reported
+ * @property {RoundOutcome} [outcome] federated only
+ * @property {string[]} [members] federated: the clients the round's global model was sent to
+ * @property {number} [late] federated: updates for rounds that had already ended, taken
+ *   while this one was open: those the aggregator dropped as late, by its own count
+ * @property {boolean} [unchanged] federated: the global model is the previous one, bit for bit
+ */
+/**
+ * A federated client's update, scored; `round` is the global model it went into (its
+ * round tag + 1), so a client's point and the model of that round share the x axis.
+ * @typedef {{ peer: string, round: number, accuracy: number, loss?: number }} PeerPoint
+ */
+/**
+ * The aggregator's own count of the rounds it closed and abandoned and of the late updates
+ * it dropped (node counters fedavg.rounds_closed, fedavg.rounds_abandoned,
+ * fedavg.late_dropped; robustavg.* for RobustAvg), read when the round's report comes.
+ * @typedef {{ closed: number, abandoned: number, lateDropped: number }} RoundCounters
+ */
 /** @typedef {{ x: Float32Array, y: Float32Array }} TestSet */
 /** @typedef {{ onRound?: (point: RoundPoint) => void, onPeerPoint?: (point: PeerPoint) => void }} RoundSinks */
+
+/** The counters FedAvg and RobustAvg keep of their rounds. */
+const AGGREGATORS = ['fedavg', 'robustavg'];
+
+/**
+ * Reads a server node's round counters.
+ * @param {{ counter(name: string): bigint }} node
+ * @returns {RoundCounters}
+ */
+export function roundCounters(node) {
+  let closed = 0;
+  let abandoned = 0;
+  let lateDropped = 0;
+  for (const prefix of AGGREGATORS) {
+    closed += Number(node.counter(`${prefix}.rounds_closed`));
+    abandoned += Number(node.counter(`${prefix}.rounds_abandoned`));
+    lateDropped += Number(node.counter(`${prefix}.late_dropped`));
+  }
+  return { closed, abandoned, lateDropped };
+}
 
 /**
  * A scorer of flat parameter vectors on the test set; undefined when the model is not a
@@ -47,12 +100,35 @@ function paramsOf(value) {
   return value?.kind === 'tensor' && value.tensor.data instanceof Float32Array ? value.tensor.data : undefined;
 }
 
+/**
+ * @param {Float32Array} a
+ * @param {Float32Array} b
+ */
+function sameValues(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** Rounds remembered for members and contributions: older ones no longer change anything shown. */
+const KEEP_ROUNDS = 8;
+
 /** The rounds of a federated averaging server. */
 export class FedRounds {
-  /** @type {Map<number, string[]>} client ids whose updates for a round arrived */
+  /** @type {Map<number, string[]>} round id → the clients whose updates for it the server took */
   #contributions = new Map();
-  /** @type {{ round?: number, model?: Float32Array }} */
+  /** @type {Map<number, string[]>} round id → the clients its global model was sent to */
+  #members = new Map();
+  /** @type {{ round?: number, model?: Float32Array, counters?: RoundCounters }} */
   #pending = {};
+  /** The round the server has open (the id of its last report). */
+  #open = /** @type {number | undefined} */ (undefined);
+  /** @type {Float32Array | undefined} */
+  #model;
+  /** The counters as far as the reports so far account for them. */
+  #seen = { closed: 0, abandoned: 0, lateDropped: 0 };
+  #late = 0;
+  #reports = 0;
   #score;
   #sinks;
   #now;
@@ -69,7 +145,23 @@ export class FedRounds {
   }
 
   /**
-   * An update reached the server.
+   * The server sent its global model to a client.
+   * @param {string} to
+   * @param {any} bundle the decoded fill: [model, round]
+   */
+  sent(to, bundle) {
+    if (bundle?.kind !== 'composite') return;
+    const round = numberOf(bundle.children[1]);
+    if (round === undefined) return;
+    const list = this.#members.get(round) ?? [];
+    if (!list.includes(to)) list.push(to);
+    this.#members.set(round, list);
+    this.#prune(round);
+  }
+
+  /**
+   * The server took a client's update (call it when the server's node is handed the
+   * envelope: what it takes before a round's report went into that round).
    * @param {string} from
    * @param {any} bundle the decoded fill: [trained, samples, round]
    */
@@ -78,35 +170,82 @@ export class FedRounds {
     const params = paramsOf(bundle.children[0]);
     const round = numberOf(bundle.children[2]);
     if (round === undefined) return;
-    const list = this.#contributions.get(round) ?? [];
-    if (!list.includes(from)) list.push(from);
-    this.#contributions.set(round, list);
-    // keep the last few rounds only: contributions to old rounds no longer change anything shown
-    for (const old of this.#contributions.keys()) if (old < round - 8) this.#contributions.delete(old);
+    if (this.#open !== undefined && round < this.#open) this.#late++;
+    else {
+      const list = this.#contributions.get(round) ?? [];
+      if (!list.includes(from)) list.push(from);
+      this.#contributions.set(round, list);
+      this.#prune(round);
+    }
     if (params !== undefined && this.#score !== undefined) {
       const s = this.#score(params);
-      this.#sinks.onPeerPoint?.({ peer: from, round, accuracy: s.accuracy, loss: s.loss });
+      this.#sinks.onPeerPoint?.({ peer: from, round: round + 1, accuracy: s.accuracy, loss: s.loss });
     }
   }
 
   /**
-   * One of the server loop's outputs ("round", "model", "accuracy", in that order per round).
+   * One of the server loop's outputs ("round", "model", "accuracy", in that order per
+   * report), with the aggregator's counters read when "round" came, if the caller has them.
    * @param {string} topic
    * @param {any} value
+   * @param {RoundCounters} [counters]
    */
-  event(topic, value) {
-    if (topic === 'round') this.#pending.round = numberOf(value);
-    else if (topic === 'model') {
+  event(topic, value, counters) {
+    if (topic === 'round') {
+      this.#pending.round = numberOf(value);
+      if (counters !== undefined) this.#pending.counters = counters;
+    } else if (topic === 'model') {
       const params = paramsOf(value);
       if (params !== undefined) this.#pending.model = params;
     } else if (topic === 'accuracy') {
-      const round = this.#pending.round ?? 0;
-      const accuracy = numberOf(value) ?? Number.NaN;
-      const loss = this.#pending.model !== undefined && this.#score !== undefined ? this.#score(this.#pending.model).loss : undefined;
-      // the model of round r is the average of the updates clients sent for round r - 1
-      const contributors = this.#contributions.get(round - 1) ?? [];
-      this.#sinks.onRound?.({ round, at: this.#now(), accuracy, ...(loss === undefined ? {} : { loss }), contributors: [...contributors] });
+      this.#report(numberOf(value) ?? Number.NaN);
       this.#pending = {};
+    }
+  }
+
+  /** @param {number} accuracy */
+  #report(accuracy) {
+    const { model, counters } = this.#pending;
+    const round = this.#pending.round ?? (this.#open ?? -1) + 1;
+    const unchanged = model !== undefined && this.#model !== undefined && sameValues(model, this.#model);
+    const outcome = this.#outcome(counters, unchanged);
+    // the model of round r comes from the round the server had open before, r - 1
+    const ended = round - 1;
+    const contributors = outcome === 'start' ? [] : [...(this.#contributions.get(ended) ?? [])];
+    const members = outcome === 'start' ? [] : [...(this.#members.get(ended) ?? [])];
+    const loss = model !== undefined && this.#score !== undefined ? this.#score(model).loss : undefined;
+    // late updates: those the aggregator dropped since the last report, when it says so
+    const late = counters === undefined ? this.#late : counters.lateDropped - this.#seen.lateDropped;
+    if (counters !== undefined) this.#seen.lateDropped = counters.lateDropped;
+    this.#late = 0;
+    this.#open = round;
+    if (model !== undefined) this.#model = model;
+    this.#reports++;
+    this.#sinks.onRound?.({ round, at: this.#now(), accuracy, ...(loss === undefined ? {} : { loss }), contributors, outcome, members, late, unchanged });
+  }
+
+  /**
+   * What a report is: the counters say whether the aggregator closed or abandoned a round
+   * since the last report; when they moved both ways (two reports in one poll) or are not
+   * known, an abandoned round is the one whose model did not change.
+   * @param {RoundCounters | undefined} counters
+   * @param {boolean} unchanged
+   * @returns {RoundOutcome}
+   */
+  #outcome(counters, unchanged) {
+    if (counters === undefined) return this.#reports === 0 ? 'start' : unchanged ? 'abandoned' : 'closed';
+    const closed = counters.closed - this.#seen.closed;
+    const abandoned = counters.abandoned - this.#seen.abandoned;
+    if (closed <= 0 && abandoned <= 0) return this.#reports === 0 ? 'start' : unchanged ? 'abandoned' : 'closed';
+    const outcome = abandoned > 0 && (closed <= 0 || unchanged) ? 'abandoned' : 'closed';
+    this.#seen[outcome]++;
+    return outcome;
+  }
+
+  /** @param {number} round */
+  #prune(round) {
+    for (const map of [this.#contributions, this.#members]) {
+      for (const old of map.keys()) if (old < round - KEEP_ROUNDS) map.delete(old);
     }
   }
 }

@@ -3,28 +3,33 @@
  * Workers of this page, or with other browsers and phones over WebRTC), and the learning
  * curves — using the npm package as any web app does.
  *
- * URL options: ?program=NAME[:MODULE], ?peers=N, ?latency=MS, ?run=local|join|watch.
+ * URL options: ?program=NAME[:MODULE], ?peers=N, ?latency=MS, ?lr=RATE, ?digits=K,
+ * ?run=local|join|watch.
  */
+import './ui/locale.js';
 import wasmUrl from 'bytesandbrains/bb.wasm?url';
 import {
   Compiler,
   compileFederatedDigits,
+  Dataset,
   inspectArtifact,
   loadBb,
-  splitDigits,
+  splitForFederation,
   type Bb,
 } from 'bytesandbrains';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { scorer } from '../shared/rounds.js';
-import { LiveSession, type JoinResult, type LiveConfig } from './federation/live.js';
-import { LocalRun, roundSizes, type LocalProgram } from './federation/local.js';
+import { DIGITS, rotationDigits } from './federation/digits.js';
+import { LiveSession, whyCannotJoin, type JoinResult, type LiveConfig } from './federation/live.js';
+import { LocalRun, roundRules, type LocalProgram } from './federation/local.js';
 import { FederationState, type Peer } from './federation/state.js';
 import { FederationView, type PeerAction } from './federation/view.js';
 import { JoinPanel } from './join/panel.js';
 import { LearningCharts } from './learning/chart.js';
 import { buildProgramGraph, type ProgramGraph } from './program/model.js';
 import { ProgramView } from './program/view.js';
+import { clientColour } from './ui/colours.js';
 import { $, el } from './ui/dom.js';
 import { installTooltips } from './ui/tooltip.js';
 import './style.css';
@@ -55,6 +60,11 @@ const demo = {
   live: undefined as LiveSession | undefined,
   joined: undefined as JoinResult | undefined,
   federationView: undefined as FederationView | undefined,
+  programView: undefined as ProgramView | undefined,
+  /** The settings the last in-page run started with. */
+  settings: undefined as { peers: number; latencyMs: number; learningRate: number; digits: number[][]; deadlineMs: number } | undefined,
+  /** In-page runs started so far (a playground change starts another). */
+  runs: 0,
 };
 (window as unknown as { demo: typeof demo }).demo = demo;
 
@@ -75,9 +85,16 @@ async function loadConfig(): Promise<LiveConfig | undefined> {
   }
 }
 
-/** Compiles an example; federated_digits with FedAvg sized for the in-page clients. */
-function compileExample(bb: Bb, example: string, module: number, peers: number): Uint8Array {
-  if (example === 'federated_digits') return compileFederatedDigits(bb, roundSizes(peers));
+/** The in-page federation's settings: the playground's and the controls'. */
+interface RunSettings {
+  readonly peers: number;
+  readonly latencyMs: number;
+  readonly learningRate: number;
+}
+
+/** Compiles an example; federated_digits with FedAvg's rounds fitted to the clients and the latency. */
+function compileExample(bb: Bb, example: string, module: number, run: RunSettings): Uint8Array {
+  if (example === 'federated_digits') return compileFederatedDigits(bb, { ...roundRules(run.peers, run.latencyMs), learningRate: run.learningRate });
   const compiler = Compiler.forExample(bb, example, module);
   try {
     return compiler.compile(Compiler.recordExample(bb, example, module));
@@ -93,6 +110,12 @@ function programOf(bb: Bb, artifact: Uint8Array, example?: string): Shown {
 
 const RUNNABLE: ReadonlySet<string> = new Set<LocalProgram>(['federated_digits', 'gossip_digits']);
 
+/** Digits per client by default: six of ten from four federated clients up (every digit on several), all below; three per gossip peer. */
+function defaultDigitsPerClient(program: string, peers: number): number {
+  if (program === 'gossip_digits') return 3;
+  return peers >= 4 ? 6 : DIGITS;
+}
+
 async function main(): Promise<void> {
   installTooltips();
   status('loading bb.wasm…');
@@ -105,7 +128,10 @@ async function main(): Promise<void> {
     loadConfig(),
   ]);
   const bb = await loadBb(module);
+  const allDigits = Dataset.fromCsv(bb, csv);
+  const labels = allDigits.labels().data as Float32Array;
   const programView = new ProgramView($('program'));
+  demo.programView = programView;
   const federationView = new FederationView($('federation'), state);
   demo.federationView = federationView;
   new LearningCharts($('learning'), state);
@@ -114,6 +140,9 @@ async function main(): Promise<void> {
   const select = $('program-select') as HTMLSelectElement;
   const peersSelect = $('peer-count') as HTMLSelectElement;
   const latencySelect = $('latency') as HTMLSelectElement;
+  const rateSelect = $('learning-rate') as HTMLSelectElement;
+  const perClient = $('digits-per-client') as HTMLInputElement;
+  const playground = $('playground') as HTMLDetailsElement;
   const start = $('start') as HTMLButtonElement;
   const stop = $('stop') as HTMLButtonElement;
   const reset = $('reset') as HTMLButtonElement;
@@ -127,11 +156,63 @@ async function main(): Promise<void> {
   select.value = wanted.includes(':') ? wanted : `${wanted}:0`;
   if (params.has('peers')) peersSelect.value = params.get('peers')!;
   if (params.has('latency')) latencySelect.value = params.get('latency')!;
+  if (params.has('lr')) rateSelect.value = params.get('lr')!;
+  playground.open = window.innerWidth >= 700;
 
   let shown: Shown | undefined;
   let run: LocalRun | undefined;
   let live: LiveSession | undefined;
   const peers = (): number => Number(peersSelect.value);
+  const exampleName = (): string => select.value.split(':')[0]!;
+  const settings = (): RunSettings => ({ peers: peers(), latencyMs: Number(latencySelect.value), learningRate: Number(rateSelect.value) });
+  const running = (): boolean => run !== undefined && state.info.mode !== 'stopped';
+
+  // ---- the playground: which digits each client holds ------------------------------------
+  let digits: number[][] = [];
+  const dealDigits = (): void => {
+    $('digits-per-client-value').textContent = perClient.value;
+    digits = Array.from({ length: peers() }, (_, c) => rotationDigits(c, Number(perClient.value)));
+    drawDigits();
+  };
+  const drawDigits = (): void => {
+    const word = exampleName() === 'gossip_digits' ? 'peer' : 'client';
+    $('digit-grid').replaceChildren(
+      ...digits.map((held, c) =>
+        el('div', { class: 'digit-row', 'data-client': c },
+          el('span', { class: 'digit-owner', style: `border-color:${clientColour(c)}` }, `${word} ${c + 1}`),
+          ...Array.from({ length: DIGITS }, (_, d) =>
+            el('button', { type: 'button', class: 'digit', 'data-client': c, 'data-digit': d, 'aria-pressed': held.includes(d) ? 'true' : 'false', 'aria-label': `${word} ${c + 1} holds digit ${d}` }, String(d))),
+        )),
+    );
+    const holders = Array.from({ length: DIGITS }, (_, d) => digits.filter((held) => held.includes(d)).length);
+    const missing = holders.flatMap((n, d) => (n === 0 ? [d] : []));
+    const fewest = Math.min(...holders);
+    $('digit-note').textContent = missing.length === 0
+      ? `Every digit is on ${fewest === 1 ? 'one' : `${fewest}`} ${word}${fewest === 1 ? '' : 's'} or more.`
+      : `No ${word} holds ${missing.length === 1 ? 'digit' : 'digits'} ${missing.join(', ')}: the ${word === 'client' ? 'global model' : 'peers'} cannot learn ${missing.length === 1 ? 'it' : 'them'}.`;
+  };
+  $('digit-grid').addEventListener('click', (event) => {
+    const cell = event.target instanceof Element ? event.target.closest('button[data-digit]') : null;
+    if (cell === null) return;
+    const c = Number(cell.getAttribute('data-client'));
+    const d = Number(cell.getAttribute('data-digit'));
+    const held = digits[c]!;
+    if (held.includes(d) && held.length === 1) {
+      $('digit-note').textContent = `Each needs at least one digit to train on.`;
+      return;
+    }
+    digits[c] = held.includes(d) ? held.filter((x) => x !== d) : [...held, d].sort((a, b) => a - b);
+    drawDigits();
+    void rerun();
+  });
+  perClient.oninput = () => {
+    $('digits-per-client-value').textContent = perClient.value;
+  };
+  perClient.onchange = () => {
+    dealDigits();
+    void rerun();
+  };
+  rateSelect.onchange = () => void rerun();
 
   const controls = {
     actions(peer: Peer): readonly PeerAction[] {
@@ -144,7 +225,7 @@ async function main(): Promise<void> {
       if (run === undefined) return;
       if (action === 'kill') run.kill(peer.id);
       else run.setPaused(peer.id, action === 'pause');
-      const what = { kill: 'killed: what is sent to it is lost; the rounds close without it once their deadline passes', pause: 'paused: envelopes wait for it', resume: 'resumed' };
+      const what = { kill: 'killed: what is sent to it is lost; the rounds close without it at their deadline while enough others answer', pause: 'paused: envelopes wait for it', resume: 'resumed' };
       status(`${peer.label}: ${what[action]}`);
       federationView.setContext(shown?.graph, controls);
     },
@@ -152,10 +233,12 @@ async function main(): Promise<void> {
 
   const refreshButtons = (): void => {
     const runnable = shown?.example !== undefined && RUNNABLE.has(shown.example);
-    start.disabled = !runnable || (run !== undefined && state.info.mode !== 'stopped') || live !== undefined;
-    stop.disabled = run === undefined || state.info.mode === 'stopped';
-    peersSelect.disabled = latencySelect.disabled = run !== undefined && state.info.mode !== 'stopped';
+    start.disabled = !runnable || running() || live !== undefined;
+    stop.disabled = !running();
+    peersSelect.disabled = latencySelect.disabled = running();
     start.title = runnable ? '' : 'Only federated_digits and gossip_digits have data to learn from in the page';
+    playground.hidden = live !== undefined || !runnable;
+    rateSelect.disabled = exampleName() !== 'federated_digits';
   };
 
   const show = async (next: Shown): Promise<void> => {
@@ -170,8 +253,9 @@ async function main(): Promise<void> {
     const [name, m] = select.value.split(':');
     $('peer-word').textContent = name === 'gossip_digits' ? 'peers' : 'clients';
     try {
-      await show(programOf(bb, compileExample(bb, name!, Number(m ?? 0), peers()), name));
-      status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${RUNNABLE.has(name!) ? 'Press Start to run it in this page.' : ''}`);
+      await show(programOf(bb, compileExample(bb, name!, Number(m ?? 0), settings()), name));
+      const rules = name === 'federated_digits' ? roundRules(peers(), settings().latencyMs) : undefined;
+      status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${RUNNABLE.has(name!) ? 'Press Start to run it in this page.' : 'It is drawn, not run: only federated_digits and gossip_digits have data to learn from in this page.'}${rules === undefined ? '' : ` Its rounds wait ${rules.deadlineMs / 1000} s for every client, room for the round trip at this latency.`}`);
     } catch (error) {
       fail(error);
     }
@@ -183,13 +267,29 @@ async function main(): Promise<void> {
     federationView.setContext(shown?.graph, controls);
   };
 
+  /** A setting changed: compiled again, and a running federation starts again with it. */
+  const rerun = async (): Promise<void> => {
+    const was = running();
+    stopRun();
+    if (was) run = undefined;
+    await showSelected();
+    if (was) await startRun();
+  };
+
   select.onchange = () => {
     stopRun();
     run = undefined;
     state.reset();
+    perClient.value = String(defaultDigitsPerClient(exampleName(), peers()));
+    dealDigits();
     void showSelected();
   };
-  peersSelect.onchange = () => void showSelected();
+  peersSelect.onchange = () => {
+    perClient.value = String(defaultDigitsPerClient(exampleName(), peers()));
+    dealDigits();
+    void showSelected();
+  };
+  latencySelect.onchange = () => void rerun();
   ($('artifact-file') as HTMLInputElement).onchange = async (event) => {
     const file = (event.target as HTMLInputElement).files?.[0];
     if (file !== undefined) await showFile(file);
@@ -212,41 +312,51 @@ async function main(): Promise<void> {
     if (file !== undefined) void showFile(file);
   });
 
-  start.onclick = async () => {
+  const startRun = async (): Promise<void> => {
     if (shown?.example === undefined || !RUNNABLE.has(shown.example)) return;
     stopRun();
     const program = shown.example as LocalProgram;
+    const s = settings();
+    const split = splitForFederation(labels, { shards: s.peers, shardClasses: digits, seed: 1 });
+    const test = allDigits.subset(split.test);
+    const x = test.features().data as Float32Array;
+    const y = test.labels().data as Float32Array;
+    test.free();
     const shape = mlpShapeFromConfig(inspectArtifact(shown.artifact).configs.get('model') ?? '');
-    const split = splitDigits(bb, csv, peers(), 1, 0);
-    const x = split.test.features().data as Float32Array;
-    const y = split.test.labels().data as Float32Array;
-    split.free();
     run = new LocalRun(state, {
       program,
-      peers: peers(),
-      latencyMs: Number(latencySelect.value),
+      peers: s.peers,
+      latencyMs: s.latencyMs,
       artifact: shown.artifact,
       graph: shown.graph,
       module,
       csv,
+      shards: split.shards,
+      test: split.test,
+      digits,
       ...(shape === undefined ? {} : { score: scorer(shape, { x, y })! }),
       onProblem: (peer, text) => {
         demo.problems.push(`${state.peers.get(peer)?.label ?? peer}: ${text}`);
       },
     });
     demo.run = run;
+    demo.runs++;
+    demo.settings = { ...s, digits: digits.map((d) => [...d]), deadlineMs: roundRules(s.peers, s.latencyMs).deadlineMs };
     federationView.setContext(shown.graph, controls);
     refreshButtons();
-    status(`starting ${peers()} ${program === 'federated_digits' ? 'clients and a server' : 'gossip peers'}, each in a Web Worker of this page…`);
+    status(`starting ${s.peers} ${program === 'federated_digits' ? 'clients and a server' : 'gossip peers'}, each in a Web Worker of this page…`);
+    const started = run;
     await run.start();
+    if (run !== started) return;
     refreshButtons();
     federationView.setContext(shown.graph, controls);
     status(
       program === 'federated_digits'
-        ? 'Running: the server sends the global model to every client, each trains on its own digits and sends its update back. Pause or kill a client below: the rounds go on.'
+        ? 'Running: the server sends the global model to every client, each trains on its own digits and sends its update back. Pause or kill a client below and watch what the rounds do.'
         : 'Running: every peer trains, sends its model to a peer it picks and mixes in what it gets; grey dots are views being exchanged.',
     );
   };
+  start.onclick = () => void startRun();
   stop.onclick = () => {
     stopRun();
     status('Stopped. Start again, or Reset to clear the charts.');
@@ -258,10 +368,12 @@ async function main(): Promise<void> {
     void showSelected();
   };
 
-  const panel = new JoinPanel($('join'), config, {
+  // ---- the live federation -----------------------------------------------------------------
+  const blocked = config === undefined ? undefined : whyCannotJoin();
+  const panel = new JoinPanel($('join-bar'), $('join'), config, {
     join: () => void joinLive(),
     watch: () => watchLive(),
-  });
+  }, blocked?.text);
   const openLive = async (): Promise<void> => {
     stopRun();
     run = undefined;
@@ -275,27 +387,32 @@ async function main(): Promise<void> {
     refreshButtons();
   };
   const joinLive = async (): Promise<void> => {
+    if (blocked !== undefined) {
+      watchLive(`${blocked.text} Watching instead.`);
+      return;
+    }
     try {
       await openLive();
       status('joining the live federation…');
       const result = await live!.join(shown!.artifact, csv, shown!.graph);
       demo.joined = result;
       if (!result.joined) {
-        panel.say(`No seat for this page: ${result.reason}. Watching instead.`);
+        panel.say(result.refused === true ? `No seat for this page: ${result.reason}. Watching instead.` : `This page could not join: ${result.reason}${result.released ? ' (its seat was given back)' : ''}. Watching instead.`);
         live!.watch();
         status('watching the live federation');
         return;
       }
-      panel.say(`You are client ${result.seat + 1}${result.restored ? ' again (your node came back as it was before the reload)' : ''}: this page trains on its own digits and sends its updates to the server.`);
-      status(`live: client ${result.seat + 1} of ${config!.clients}`);
+      panel.you(result.seat, `${result.restored ? 'Your node came back as it was before the reload. ' : ''}This page trains on its own share of the digits (${live!.digitsOf(result.seat)}) and sends its updates to the server.`);
+      panel.say('');
+      status(`live: you are client ${result.seat + 1} of ${config!.clients}`);
     } catch (error) {
       fail(error);
     }
   };
-  const watchLive = (): void => {
+  const watchLive = (why?: string): void => {
     void openLive().then(() => {
       live!.watch();
-      panel.say('Watching: envelopes are replayed as the server saw them.');
+      panel.say(why === undefined ? 'Watching: envelopes are replayed as the server saw them.' : why);
       status('watching the live federation');
     }, fail);
   };
@@ -307,9 +424,11 @@ async function main(): Promise<void> {
     void programView.redraw();
   });
 
+  perClient.value = params.get('digits') ?? String(defaultDigitsPerClient(exampleName(), peers()));
+  dealDigits();
   await showSelected();
   const auto = params.get('run');
-  if (auto === 'local') start.click();
+  if (auto === 'local') void startRun();
   else if (auto === 'join' && config !== undefined) void joinLive();
   else if (auto === 'watch' && config !== undefined) watchLive();
 }

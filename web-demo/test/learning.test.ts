@@ -1,8 +1,11 @@
 /**
- * The scores the page and serve.mjs derive from a federation's traffic, held to the engine:
- * a federated_digits run in a LocalNetwork, its envelopes decoded as the page decodes them.
- * The global model's accuracy computed in JavaScript is the server's own Evaluate; each
- * round's contributors are the clients whose updates for it arrived; the loss falls.
+ * The rounds and scores the page and serve.mjs derive from a federation's traffic, held to
+ * the engine: federated_digits runs in a LocalNetwork, their envelopes decoded as the page
+ * decodes them. The global model's accuracy computed in JavaScript is the server's own
+ * Evaluate; each round's contributors are the clients whose updates the server took for
+ * it, its members those it sent the model to; a round below its quorum is reported as
+ * abandoned, as the aggregator's own counter has it, its model unchanged and its accuracy
+ * the one before — and the round list says so in words.
  */
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
@@ -23,7 +26,8 @@ import {
 import { expect, test } from 'vitest';
 
 import { mlpShapeFromConfig, parameterCount, scoreMlp } from '../shared/mlp.js';
-import { FedRounds, GossipRounds, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
+import { FedRounds, GossipRounds, roundCounters, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
+import { roundLine } from '../src/federation/words.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 
@@ -47,10 +51,11 @@ test('a hand-set model: logits, loss and accuracy as computed by hand', () => {
   expect(score.loss).toBeCloseTo((Math.log(1 + Math.exp(-2)) + Math.log(1 + Math.exp(1))) / 2, 12);
 });
 
-test('federated_digits: rounds and per-client scores from the traffic match the engine', async () => {
+/** A federated_digits server and clients in a LocalNetwork, watched as the page watches them. */
+async function federation(clients: number, rules: { quorum: number; target: number; deadlineMs?: number }, slowMs = 0) {
   const bb = await loadBb();
-  const artifact = compileFederatedDigits(bb, { quorum: 2, target: 3 });
-  const split = splitDigits(bb, gunzipSync(readFileSync(DIGITS)), 3, 1, 0);
+  const artifact = compileFederatedDigits(bb, rules);
+  const split = splitDigits(bb, gunzipSync(readFileSync(DIGITS)), clients, 1, 0);
   const x = split.test.features().data as Float32Array;
   const y = split.test.labels().data as Float32Array;
   const shape = mlpShapeFromConfig(inspectArtifact(artifact).configs.get('model')!)!;
@@ -58,43 +63,108 @@ test('federated_digits: rounds and per-client scores from the traffic match the 
   const points: PeerPoint[] = [];
   const tracker = new FedRounds(scorer(shape, { x, y }), { onRound: (r) => rounds.push(r), onPeerPoint: (p) => points.push(p) }, () => 0);
   const serverId = peerIdFromU64(1);
-  const ids = [2, 3, 4].map((n) => peerIdFromU64(n));
+  const ids = Array.from({ length: clients }, (_, k) => peerIdFromU64(k + 2));
   const server = installDigitsServer(bb, artifact, serverId, split.test);
-  const clients = ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k]!, k + 2));
+  const nodes = ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k]!, k + 2));
+  const fills = (bytes: Uint8Array) => decodeEnvelope(bytes).fills.filter((f) => f.typeHash !== 0n).map((f) => decodeValue(f.typeHash, f.payload));
   // each round the server reports its model, the round and the model's accuracy, in that order
   const engine: { round: number; accuracy: number; model: Float32Array }[] = [];
   server.onStep((step) => {
+    if (step.kind === 'send') for (const value of fills(step.bytes!)) tracker.sent(step.peer!, value);
     if (step.kind !== 'appEvent') return;
-    tracker.event(step.topic!, step.value);
+    tracker.event(step.topic!, step.value, step.topic === 'round' ? roundCounters(server) : undefined);
     if (step.topic === 'model' && step.value?.kind === 'tensor') engine.push({ round: -1, accuracy: Number.NaN, model: step.value.tensor.data as Float32Array });
     if (step.topic === 'round' && step.value !== undefined && 'value' in step.value) engine.at(-1)!.round = Number(step.value.value);
     if (step.topic === 'accuracy' && step.value?.kind === 'tensor') engine.at(-1)!.accuracy = Number(step.value.tensor.data[0]);
   });
-  for (const client of clients) {
-    client.onStep((step) => {
-      if (step.kind !== 'send') return;
-      for (const fill of decodeEnvelope(step.bytes!).fills) tracker.update(client.self, decodeValue(fill.typeHash, fill.payload));
-    });
+  // an update counts once the server's node is handed it, as the page counts it
+  const take = (from: string, bytes: Uint8Array, nowNs: bigint): void => {
+    server.deliver(from, bytes, nowNs);
+    for (const value of fills(bytes)) tracker.update(from, value);
+  };
+  // with slowMs the last client is not in the network: what it gets and sends takes that long each way
+  const slow = slowMs > 0 ? nodes.pop()! : undefined;
+  const queue: { at: bigint; run: (nowNs: bigint) => void }[] = [];
+  const later = (nowNs: bigint, run: (at: bigint) => void): void => void queue.push({ at: nowNs + BigInt(slowMs) * 1_000_000n, run });
+  let now = 0n;
+  if (slow !== undefined) {
+    server.onStep((step) => step.kind === 'send' && step.peer === slow.self && later(now, (at) => slow.deliver(serverId, step.bytes!, at)));
+    slow.onStep((step) => step.kind === 'send' && later(now, (at) => take(slow.self, step.bytes!, at)));
   }
-  const network = new LocalNetwork([server, ...clients]);
+  const network = new LocalNetwork([server, ...nodes], {
+    onDeliver: (to, from, bytes) => {
+      if (to === serverId) for (const value of fills(bytes)) tracker.update(from, value);
+    },
+  });
   for (const id of ids) server.addPeer(id);
   startDigitsServer(server, ids, split.test, 0n);
-  for (let t = 1; t < 3000 && rounds.length < 12; t++) network.poll(BigInt(t) * 5_000_000n);
+  let t = 0;
+  const runUntil = (done: () => boolean): void => {
+    for (const end = t + 4000; t < end && !done(); t++) {
+      now = BigInt(t) * 5_000_000n;
+      for (const due of queue.filter((q) => q.at <= now)) {
+        queue.splice(queue.indexOf(due), 1);
+        due.run(now);
+      }
+      network.poll(now);
+      if (slow !== undefined && !slow.freed) slow.poll(now);
+    }
+  };
+  return { server, ids, nodes, network, rounds, points, engine, shape, x, y, runUntil, free: () => { network.free(); slow?.free(); split.free(); } };
+}
+
+test('federated_digits: rounds and per-client scores from the traffic match the engine', async () => {
+  const f = await federation(3, { quorum: 2, target: 3 });
+  f.runUntil(() => f.rounds.length >= 12);
+  const { rounds, engine, ids } = f;
   expect(rounds.length).toBeGreaterThanOrEqual(12);
   expect(rounds.map((r) => r.round)).toEqual(engine.map((e) => e.round));
   // the engine's Evaluate and the page's scoring agree on every global model
   for (const [i, r] of rounds.entries()) {
     expect(r.accuracy).toBe(engine[i]!.accuracy);
-    expect(scoreMlp(shape, engine[i]!.model, x, y).accuracy).toBeCloseTo(engine[i]!.accuracy, 6);
+    expect(scoreMlp(f.shape, engine[i]!.model, f.x, f.y).accuracy).toBeCloseTo(engine[i]!.accuracy, 6);
   }
-  // after the first round every client's update for round r is counted towards round r + 1
-  for (const r of rounds.slice(1)) expect([...r.contributors].sort()).toEqual([...ids].sort());
-  expect(rounds[0]!.contributors).toEqual([]);
-  for (const id of ids) expect(points.filter((p) => p.peer === id).length).toBeGreaterThanOrEqual(10);
+  // the starting model, then rounds closed with every client's update, sent to every client
+  expect(rounds[0]).toMatchObject({ round: 0, outcome: 'start', contributors: [], members: [] });
+  for (const r of rounds.slice(1)) {
+    expect(r.outcome).toBe('closed');
+    expect(r.unchanged).toBe(false);
+    expect([...r.contributors].sort()).toEqual([...ids].sort());
+    expect([...r.members!].sort()).toEqual([...ids].sort());
+  }
+  expect(rounds.filter((r) => r.outcome === 'closed')).toHaveLength(Number(f.server.counter('fedavg.rounds_closed')));
+  // a client's update for round r goes into the model of round r + 1, and is plotted there
+  for (const id of ids) expect(f.points.filter((p) => p.peer === id).map((p) => p.round).slice(0, 3)).toEqual([1, 2, 3]);
   expect(rounds.at(-1)!.loss!).toBeLessThan(rounds[0]!.loss! * 0.5);
   expect(rounds.at(-1)!.accuracy).toBeGreaterThan(0.8);
-  network.free();
-  split.free();
+  expect(roundLine(rounds[3]!, { quorum: 2, target: 3, deadlineMs: 1000 }, (id) => `client ${ids.indexOf(id) + 1}`)).toMatch(/^round 3: closed with 3 of 3 updates \(client \d, client \d, client \d\) → \d+\.\d %$/);
+  f.free();
+});
+
+test('rounds below their quorum are abandoned: reported so, the model unchanged, no accuracy credited', async () => {
+  const f = await federation(3, { quorum: 2, target: 3, deadlineMs: 1000 });
+  f.runUntil(() => f.rounds.length >= 4);
+  // two of the three clients go: one update per round, one short of the quorum
+  f.nodes[1]!.free();
+  f.nodes[2]!.free();
+  const before = f.rounds.length;
+  f.runUntil(() => f.rounds.filter((r, i) => i >= before && r.outcome === 'abandoned').length >= 3);
+  const after = f.rounds.slice(before);
+  const abandoned = after.filter((r) => r.outcome === 'abandoned');
+  expect(abandoned.length).toBeGreaterThanOrEqual(3);
+  // the aggregator's own count
+  expect(f.rounds.filter((r) => r.outcome === 'abandoned')).toHaveLength(Number(f.server.counter('fedavg.rounds_abandoned')));
+  for (const r of abandoned) {
+    const previous = f.rounds[f.rounds.indexOf(r) - 1]!;
+    expect(r.unchanged).toBe(true);
+    expect(r.accuracy).toBe(previous.accuracy);
+    expect(r.contributors.length).toBeLessThan(2);
+    expect(r.members).toHaveLength(3);
+    const line = roundLine(r, { quorum: 2, target: 3, deadlineMs: 1000 }, String);
+    expect(line).toMatch(new RegExp(`^round ${r.round}: abandoned at its 1 s deadline — (no update came back|only 1 of 3 updates came back), 2 needed; the model stays as it was`));
+    expect(line).not.toContain('→');
+  }
+  f.free();
 });
 
 test('gossip rounds close in order, once every peer reported, or when a peer falls five behind', () => {
@@ -117,4 +187,24 @@ test('gossip rounds close in order, once every peer reported, or when a peer fal
   expect(rounds.map((r) => r.round)).toEqual([1, 2]);
   expect(rounds[1]!.contributors).toEqual(['a', 'b']);
   expect(peers.filter((p) => p.peer === 'a').map((p) => p.round)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+});
+
+test('a client slower than the deadline: its updates come too late, counted as the aggregator dropped them', async () => {
+  // the third client's model and update each take 0.8 s; rounds close at 1 s with the other two
+  const f = await federation(3, { quorum: 2, target: 3, deadlineMs: 1000 }, 800);
+  f.runUntil(() => f.rounds.length >= 8);
+  const slow = f.ids[2]!;
+  const closed = f.rounds.filter((r) => r.outcome === 'closed');
+  expect(closed.length).toBeGreaterThanOrEqual(6);
+  for (const r of closed) {
+    expect(r.members).toContain(slow);
+    expect(r.contributors).not.toContain(slow);
+    expect(r.contributors).toHaveLength(2);
+  }
+  const late = f.rounds.reduce((n, r) => n + (r.late ?? 0), 0);
+  expect(late).toBeGreaterThanOrEqual(4);
+  expect(late).toBe(Number(f.server.counter('fedavg.late_dropped')));
+  const line = roundLine(f.rounds.find((r) => (r.late ?? 0) > 0)!, { quorum: 2, target: 3, deadlineMs: 1000 }, String);
+  expect(line).toMatch(/closed with 2 of 3 updates .* · 1 update for an earlier round came too late and was dropped$/);
+  f.free();
 });

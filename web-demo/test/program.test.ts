@@ -1,10 +1,14 @@
 /**
  * The program picture's model and layout on the examples' real artifacts: peer classes,
  * wire edges named by their wires and matched to the wire ids envelopes carry, only the
- * bindings each partition uses, gates and plumbing folded, and an elkjs layout whose boxes
- * do not overlap, in both directions.
+ * bindings each partition uses, gates and plumbing folded, the partitions one peer runs
+ * together (only for the programs whose hosts are known), and layouts whose boxes do not
+ * overlap, each inside its peer's frame: elkjs left to right, and on a phone one column as
+ * wide as the screen with the labels clear of the boxes.
  */
 import { Compiler, compileFederatedDigits, inspectArtifact, loadBb, wireId, type Bb } from 'bytesandbrains';
+
+import { livePlan } from '../shared/live-plan.js';
 import { beforeAll, expect, test } from 'vitest';
 
 import { explainOp, TERMS } from '../src/program/glossary.js';
@@ -32,11 +36,19 @@ function example(name: string, module = 0): Uint8Array {
 /** Character widths as a monospace font at 12 px has them (the page measures; tests estimate). */
 const measure = (text: string): number => text.length * 7.3;
 
+type Rect = { x: number; y: number; width: number; height: number };
+const meet = (a: Rect, b: Rect): boolean => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+const inside = (a: Rect, b: Rect): boolean => a.x >= b.x && a.y >= b.y && a.x + a.width <= b.x + b.width && a.y + a.height <= b.y + b.height;
+
+/** Boxes that overlap, boxes outside their peer's frame or inside another's. */
 function overlaps(layout: ProgramLayout): string[] {
   const out: string[] = [];
   for (const [i, a] of layout.boxes.entries()) {
-    for (const b of layout.boxes.slice(i + 1)) {
-      if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height) out.push(`${a.box.title} / ${b.box.title}`);
+    for (const b of layout.boxes.slice(i + 1)) if (meet(a, b)) out.push(`${a.box.title} / ${b.box.title}`);
+    for (const g of layout.groups) {
+      const member = g.group.partitions.includes(a.box.id);
+      if (member && !inside(a, g)) out.push(`${a.box.title} outside its ${g.group.peer}`);
+      if (!member && meet(a, g)) out.push(`${a.box.title} in the ${g.group.peer}'s frame`);
     }
   }
   return out;
@@ -74,6 +86,15 @@ test('federated_digits: three partitions, two labelled wire edges, bindings each
   expect(rowsOf(self, true).folded).toBe(0);
 });
 
+test('the partitions one peer runs together come from the hosts this page knows, and only from them', () => {
+  const peers = (artifact: Uint8Array): string[][] => graphOf(artifact).peers.map((g) => [g.peer, ...g.partitions.map((id) => id.split('#')[0]!)]);
+  expect(peers(compileFederatedDigits(bb))).toEqual([['server', 'FedDigits', 'FedDigits_server'], ['client', 'FedDigits_clients']]);
+  expect(peers(livePlan({ clients: 2, quorum: 1, deadlineMs: 1000, registryTtlMs: 5000 }).compile(bb))).toEqual([['server', 'LiveDigits', 'LiveDigits_server'], ['client', 'LiveDigits_clients']]);
+  expect(peers(example('hierarchical_digits'))).toEqual([['root', 'HierDigits', 'HierDigits_root'], ['edge', 'HierDigits_edges', 'HierDigits_edge'], ['client', 'HierDigits_clients']]);
+  // a program whose host the page does not know is drawn partition by partition
+  expect(peers(example('federated_learning', 1))).toEqual([]);
+});
+
 test('gossip_digits: one class, a wire edge to itself, the view as a binding', () => {
   const graph = graphOf(example('gossip_digits'));
   expect(graph.classes).toEqual(['@self']);
@@ -102,12 +123,22 @@ test('every example lays out with elkjs, wide and narrow, without overlapping bo
   }
 });
 
-test('narrow layouts stack the boxes; every op has an explanation and every term a text', async () => {
+test('narrow layouts are one column as wide as the phone, labels clear of the boxes; every op has an explanation and every term a text', async () => {
+  for (const graph of [graphOf(compileFederatedDigits(bb)), graphOf(example('hierarchical_digits'))]) {
+    const layout = await layoutProgram(graph, new Set(), measure, { direction: 'DOWN', maxBoxWidth: 366 });
+    expect(layout.width, graph.name).toBe(366);
+    const ys = layout.boxes.map((b) => b.y);
+    expect(new Set(ys).size).toBe(ys.length);
+    expect(new Set(layout.boxes.map((b) => b.x)).size).toBe(1);
+    for (const e of layout.edges) {
+      expect(layout.boxes.filter((b) => meet(b, e.label)).map((b) => b.box.title), e.edge.label).toEqual([]);
+      expect(e.label.x + e.label.width).toBeLessThanOrEqual(layout.width);
+    }
+    // the server's two partitions sit in one frame, one above the other
+    const frame = layout.groups.find((g) => g.group.peer === 'server' || g.group.peer === 'root')!;
+    expect(layout.boxes.filter((b) => inside(b, frame))).toHaveLength(2);
+  }
   const graph = graphOf(compileFederatedDigits(bb));
-  const layout = await layoutProgram(graph, new Set(), measure, { direction: 'DOWN', maxBoxWidth: 340 });
-  expect(layout.width).toBeLessThan(420);
-  const ys = layout.boxes.map((b) => b.y);
-  expect(new Set(ys).size).toBe(ys.length);
   for (const p of graph.partitions) for (const op of p.ops) expect(op.explain.length).toBeGreaterThan(10);
   expect(explainOp('ai.bytesandbrains.role.model', 'Fit')).toMatch(/own data/);
   expect(explainOp('', 'Relu')).toMatch(/ONNX operator Relu/);

@@ -1,7 +1,8 @@
 /**
  * The live federation's seats: a session token gets its seat back (a reload), a seat whose
  * peer left is given back after the grace period (and so is one never used), a full house
- * turns visitors away with a reason, and a peer id alone proves nothing.
+ * turns visitors away with a reason, a page that cannot join gives its seat back at once,
+ * and a peer id alone proves nothing.
  */
 import { expect, test } from 'vitest';
 
@@ -74,4 +75,19 @@ test('the token proves the seat: a peer id alone gets nothing, a token moves a s
   expect(seats.indexOf('A2')).toBe(a.index);
   // status shows no tokens
   expect(JSON.stringify(seats.snapshot())).not.toContain(a.session);
+});
+
+test('a page that cannot join gives its seat back at once, with its token; nobody else can', () => {
+  const seats = book(2);
+  const a = claimed(seats.claim('A', undefined, 0));
+  expect(seats.release('A', 'forged', 10)).toBe(false);
+  expect(seats.release('B', a.session, 10)).toBe(false);
+  expect(seats.snapshot()[a.index]!.state).toBe('reserved');
+  expect(seats.release('A', a.session, 10)).toBe(true);
+  expect(seats.snapshot()[a.index]!.state).toBe('free');
+  // a seat whose peer is in the room is not given back this way
+  const b = claimed(seats.claim('B', undefined, 20));
+  seats.present(new Set(['B']), 30);
+  expect(seats.release('B', b.session, 40)).toBe(false);
+  expect(seats.connected()).toEqual(['B']);
 });

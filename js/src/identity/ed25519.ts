@@ -4,6 +4,7 @@
  * Never hand-written: this file only adapts the two to one shape.
  */
 import { fromBase64 } from './bytes.js';
+import { ed25519KeyRefusal } from './public-key.js';
 
 export type Ed25519Backend = 'webcrypto' | 'noble';
 
@@ -83,9 +84,13 @@ export async function sign(handle: PrivateKeyHandle, message: Uint8Array): Promi
   return new Uint8Array(await crypto.subtle.sign(ALGORITHM, handle.key, message as Uint8Array<ArrayBuffer>));
 }
 
-/** Whether `signature` is `publicKey`'s over `message` (RFC 8032; false for malformed input, never a throw). */
+/**
+ * Whether `signature` is `publicKey`'s over `message` (RFC 8032; false for malformed input,
+ * never a throw). Keys of small order and non-canonical encodings never verify, whatever
+ * the backend would say (public-key.ts).
+ */
 export async function verify(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): Promise<boolean> {
-  if (publicKey.byteLength !== 32 || signature.byteLength !== 64) return false;
+  if (ed25519KeyRefusal(publicKey) !== null || signature.byteLength !== 64) return false;
   try {
     if ((await ed25519Backend()) === 'noble') return (await loadNoble()).verify(signature, message, publicKey, { zip215: false });
     const key = await crypto.subtle.importKey('raw', publicKey as Uint8Array<ArrayBuffer>, ALGORITHM, false, ['verify']);

@@ -4,7 +4,7 @@
  * rooms are open: any proven identity joins it, in the role it asks for.
  */
 import { fromBase64 } from '../identity/bytes.js';
-import { verifyJoinToken } from './token.js';
+import { decodeJoinToken, verifyJoinToken } from './token.js';
 import { NAME_PATTERN, PEER_ROLES, type PeerRole } from './protocol.js';
 
 export interface RoomPolicy {
@@ -40,22 +40,41 @@ function listed(allow: RoomPolicy['allow'], peer: string): PeerRole | undefined 
 /**
  * Null when the join is admitted in the role it asks for; else why not. The role is the
  * policy's (the allowlist's or the token's): a join asking for another is refused, so a
- * peer never ends up in a role it did not sign for.
+ * peer never ends up in a role it did not sign for. A join token brought along is checked
+ * whatever admits its holder — by the room's operators, or in a room without any by the
+ * key that signed it — and refuses the join when it does not hold: a token that gets past
+ * the join is one the room may be shown, well formed and genuinely signed.
  */
 export async function admissionRefusal(policy: RoomPolicy | undefined, openRooms: boolean, request: AdmissionRequest, nowSeconds: number): Promise<string | null> {
-  if (policy === undefined) return openRooms ? null : `room ${request.room} has no admission policy and this server admits none without one`;
-  const granted = (role: PeerRole, by: string): string | null =>
-    role === request.role ? null : `${by} admits ${request.peer} as ${role}, not as ${request.role}`;
+  if (policy === undefined && !openRooms) return `room ${request.room} has no admission policy and this server admits none without one`;
+  const operators = policy?.operators ?? [];
+  if (request.token !== undefined) {
+    const refusal = await tokenRefusal(request, request.token, operators, nowSeconds);
+    if (refusal !== null) return refusal;
+  }
+  if (policy === undefined) return null;
   const role = listed(policy.allow, request.peer);
-  if (role !== undefined) return granted(role, `room ${request.room}'s list`);
+  if (role !== undefined) return roleRefusal(request, role, `room ${request.room}'s list`);
   if (request.token === undefined) return `${request.peer} is not on room ${request.room}'s list and brings no join token`;
-  if ((policy.operators ?? []).length === 0) return `room ${request.room} takes no join tokens`;
+  if (operators.length === 0) return `room ${request.room} takes no join tokens`;
+  return null; // its token, checked against the room's operators, admits it
+}
+
+/** Why `token` does not hold for the join (signed by one of `operators`, or without any by the key it names); null when it does. */
+async function tokenRefusal(request: AdmissionRequest, token: string, operators: readonly Uint8Array[], nowSeconds: number): Promise<string | null> {
+  // a token that does not decode is refused as such before its signer matters
+  const signer = decodeJoinToken(token)?.token.operator;
+  const trusted = operators.length > 0 || signer === undefined ? operators : [signer];
   try {
-    const token = await verifyJoinToken(request.token, { peer: request.peer, room: request.room, operators: policy.operators ?? [], now: nowSeconds });
-    return granted(token.role, 'the join token');
+    const granted = await verifyJoinToken(token, { peer: request.peer, room: request.room, operators: trusted, now: nowSeconds });
+    return roleRefusal(request, granted.role, 'the join token');
   } catch (error) {
     return (error as Error).message;
   }
+}
+
+function roleRefusal(request: AdmissionRequest, role: PeerRole, by: string): string | null {
+  return role === request.role ? null : `${by} admits ${request.peer} as ${role}, not as ${request.role}`;
 }
 
 /**

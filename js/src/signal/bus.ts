@@ -7,12 +7,15 @@
  */
 import type { PeerRole } from './protocol.js';
 
-/** A member of a room held by another process. */
+/**
+ * A member of a room held by another process. A bus hands out the same object for as long
+ * as the member stays (one session): a new object is a new stay.
+ */
 export interface RemoteMember {
-  peer: string;
-  role: PeerRole;
-  /** The join token it joined with, if any (relayed to the room, verified by nobody here). */
-  token?: string;
+  readonly peer: string;
+  readonly role: PeerRole;
+  /** The join token it joined with, if any (its own process's admission verified it). */
+  readonly token?: string;
 }
 
 /** What a bus tells the server it serves. */
@@ -35,10 +38,8 @@ export interface RoomBus {
   join(room: string, peer: string, role: PeerRole, token?: string): Promise<RemoteMember[]>;
   /** `peer` left `room` here (if another process holds it now, nothing changes). */
   leave(room: string, peer: string): void;
-  /** The role of `peer` in `room` on another process, or undefined when no other holds it. */
-  remoteRole(room: string, peer: string): PeerRole | undefined;
-  /** The join token `peer` of `room` joined with on another process, if any. */
-  remoteToken(room: string, peer: string): string | undefined;
+  /** `peer` of `room` as another process holds it, or undefined when no other does. */
+  remote(room: string, peer: string): RemoteMember | undefined;
   /** Hands a signal to the process holding `to`; false when no other process does. */
   relay(room: string, from: string, to: string, data: unknown): boolean;
   /** No member of `room` is held here any more: its remote members need not be followed. */

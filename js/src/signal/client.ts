@@ -5,7 +5,9 @@
 import { fromBase64 } from '../identity/bytes.js';
 import type { Signer } from '../identity/identity.js';
 import { Emitter } from '../transport/emitter.js';
-import { CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, type ClientMessage, type PeerRole, type ServerMessage } from './protocol.js';
+import {
+  CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, parseServerMessage, type ClientMessage, type PeerRole, type ServerMessage,
+} from './protocol.js';
 import { decodeJoinToken } from './token.js';
 
 /** The part of the WebSocket API the client uses (the DOM's and `ws`'s both have it). */
@@ -145,7 +147,7 @@ export class SignalClient {
       socket.onerror = () => fail(new SignalError('unreachable', `signalling server ${url} is unreachable`));
       socket.onclose = (event) => fail(new SignalError('unreachable', `signalling server ${url} closed the connection (code ${event.code}${event.reason ? `: ${event.reason}` : ''})`));
       socket.onmessage = (event) => {
-        const message = parseServerMessage(event.data);
+        const message = serverMessageOf(event.data);
         if (message?.type === 'challenge') {
           const challenge = fromBase64(message.nonce, CHALLENGE_BYTES);
           if (challenge === null) return fail(new SignalError('malformed', `${url} sent a challenge that is not ${CHALLENGE_BYTES} bytes of base64`));
@@ -210,7 +212,7 @@ export class SignalClient {
   }
 
   #receive(data: unknown): void {
-    const message = parseServerMessage(data);
+    const message = serverMessageOf(data);
     if (message === null) return;
     switch (message.type) {
       case 'presence':
@@ -269,13 +271,8 @@ export class SignalClient {
   }
 }
 
-function parseServerMessage(data: unknown): ServerMessage | null {
+/** A frame's text (a string in browsers, a Buffer from `ws`), checked as a server message. */
+function serverMessageOf(data: unknown): ServerMessage | null {
   const text = typeof data === 'string' ? data : typeof data === 'object' && data !== null && 'toString' in data ? String(data) : null;
-  if (text === null) return null;
-  try {
-    const value = JSON.parse(text) as ServerMessage;
-    return typeof value === 'object' && value !== null && typeof value.type === 'string' ? value : null;
-  } catch {
-    return null;
-  }
+  return text === null ? null : parseServerMessage(text);
 }

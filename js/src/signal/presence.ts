@@ -1,50 +1,120 @@
 /**
- * Membership changes of one room, coalesced between two announcements. However often a
- * peer joins and leaves in between, the members hear at most one `left` and one `joined`
- * for it, so churn costs them one message per announcement, not one per change.
+ * Who is in a room as its members were told, and what each member has yet to be told.
+ *
+ * A room's changes are coalesced between two announcements: however often a peer joins and
+ * leaves in between, the members hear at most one `left` and one `joined` for it, so
+ * churn costs them one message per announcement, not one per change. A member that reads
+ * slower than the room changes, or a newcomer to a long roster, is not sent more than it
+ * reads: what it knows that differs from the announced room is kept as a
+ * {@link PresenceBacklog} — at most one entry per peer, however much happens — and it is
+ * told the difference in pages as it reads.
  */
-export interface PresenceChanges {
-  joined: string[];
-  left: string[];
+
+/**
+ * One stay of a peer in a room, from its join to its leave, with the join token it joined
+ * with. Compared by identity: a peer that left and came back is another session, which
+ * the members must hear as a `left` and a `joined`.
+ */
+export interface Session {
+  readonly token?: string | undefined;
 }
 
-interface Change {
-  /** In the room at the last announcement, as the members know it. */
-  wasPresent: boolean;
-  /** Left and came back (a new session): the members must hear both. */
-  renewed: boolean;
+/** How one peer changed between two announcements (never `was === now`). */
+export interface PresenceChange {
+  readonly peer: string;
+  readonly was: Session | undefined;
+  readonly now: Session | undefined;
 }
 
-export class PresenceBatch {
-  readonly #changes = new Map<string, Change>();
+/** The session of each peer present now (undefined: absent, or a watcher). */
+export type SessionOf = (peer: string) => Session | undefined;
 
-  /** `peer` entered the room. */
-  joined(peer: string): void {
-    const change = this.#changes.get(peer);
-    if (change === undefined) this.#changes.set(peer, { wasPresent: false, renewed: false });
-    else if (change.wasPresent) change.renewed = true;
+export class RoomPresence {
+  /** The room as its members were last told it: the session of each data peer. */
+  readonly announced = new Map<string, Session>();
+  /** Peers that joined or left since. */
+  readonly #pending = new Set<string>();
+
+  /** `peer` joined or left: the next announcement tells how it stands then. */
+  changed(peer: string): void {
+    this.#pending.add(peer);
   }
 
-  /** `peer` left the room. */
-  left(peer: string): void {
-    if (!this.#changes.has(peer)) this.#changes.set(peer, { wasPresent: true, renewed: false });
+  /** Whether `peer` changed since the last announcement. */
+  isPending(peer: string): boolean {
+    return this.#pending.has(peer);
   }
 
-  /** Whether anything happened since the last {@link take}. */
-  get pending(): boolean {
-    return this.#changes.size > 0;
-  }
-
-  /** The net changes since the last call, given who is in the room now; starts a new batch. */
-  take(isPresent: (peer: string) => boolean): PresenceChanges {
-    const joined: string[] = [];
-    const left: string[] = [];
-    for (const [peer, change] of this.#changes) {
-      const present = isPresent(peer);
-      if (change.wasPresent && (!present || change.renewed)) left.push(peer);
-      if (present && (!change.wasPresent || change.renewed)) joined.push(peer);
+  /** Every peer present now, with its session: the announced ones and those that came since. */
+  roster(sessionOf: SessionOf): Array<[string, Session]> {
+    const present: Array<[string, Session]> = [];
+    for (const peer of new Set([...this.announced.keys(), ...this.#pending])) {
+      const session = sessionOf(peer);
+      if (session !== undefined) present.push([peer, session]);
     }
-    this.#changes.clear();
-    return { joined, left };
+    return present;
+  }
+
+  /** What changed since the last call, given each peer's session now; it becomes the announced room. */
+  take(sessionOf: SessionOf): PresenceChange[] {
+    const changes: PresenceChange[] = [];
+    for (const peer of this.#pending) {
+      const was = this.announced.get(peer);
+      const now = sessionOf(peer);
+      if (was === now) continue;
+      changes.push({ peer, was, now });
+      if (now === undefined) this.announced.delete(peer);
+      else this.announced.set(peer, now);
+    }
+    this.#pending.clear();
+    return changes;
+  }
+}
+
+/**
+ * What one member knows of the peers on which it differs from the announced room (null:
+ * nothing). Telling it, peer by peer, the `left` of what it knows and the `joined` of what
+ * was announced brings it to the room as announced.
+ */
+export class PresenceBacklog {
+  readonly #known = new Map<string, Session | null>();
+
+  get empty(): boolean {
+    return this.#known.size === 0;
+  }
+
+  /** What it knows of `peer`, if that may differ from the announced room. */
+  knownOf(peer: string): Session | null | undefined {
+    return this.#known.get(peer);
+  }
+
+  /** It knows `session` of `peer` (null: nothing), whatever the room announced. */
+  set(peer: string, session: Session | null): void {
+    this.#known.set(peer, session);
+  }
+
+  /** The room announced `changes` without telling it: it still knows what it knew before them. */
+  add(changes: readonly PresenceChange[]): void {
+    for (const change of changes) {
+      if (!this.#known.has(change.peer)) this.#known.set(change.peer, change.was ?? null);
+      if (this.#known.get(change.peer) === (change.now ?? null)) this.#known.delete(change.peer);
+    }
+  }
+
+  /**
+   * Takes up to `size` peers it is to be told of: what it knows of each and what the room
+   * announced. Peers for which `wait` holds are left for later; a peer it already knows
+   * as announced is dropped without telling.
+   */
+  takePage(size: number, announced: ReadonlyMap<string, Session>, wait: (peer: string) => boolean): PresenceChange[] {
+    const page: PresenceChange[] = [];
+    for (const [peer, known] of this.#known) {
+      if (page.length >= size) break;
+      if (wait(peer)) continue;
+      this.#known.delete(peer);
+      const now = announced.get(peer);
+      if ((known ?? undefined) !== now) page.push({ peer, was: known ?? undefined, now });
+    }
+    return page;
   }
 }

@@ -3,6 +3,7 @@
  */
 
 import { concatBytes, fromBase64, lengthPrefixed, toBase64, utf8 } from '../identity/bytes.js';
+import { parseBoundedJson, type JsonBounds } from './bounded-json.js';
 
 /** What a peer is in a room: a data peer (`client`, `server`) or a `watcher`, which only sees presence. */
 export type PeerRole = 'client' | 'server' | 'watcher';
@@ -79,14 +80,19 @@ export const CLOSE_CODES = {
   joinTimeout: 4000,
   /** The same peer joined the same room again on another socket. */
   replaced: 4001,
-  /** The socket read too slowly: what waited for it passed `maxBufferedBytes`. */
+  /** The socket read its own replies too slowly: what waited for it passed `maxBufferedBytes` and a reserve. */
   slowReader: 4002,
   /** The rooms this server shares with other signalling processes are out of reach: join another. */
   unavailable: 4003,
+  /** Handling a message of this socket failed in the server (the standard "internal error"). */
+  fault: 1011,
 } as const;
 
 /** Room names and peer ids: 1–128 of letters, digits, `_` and `-` (base58 ids fit). */
 export const NAME_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** The longest join token a join may carry (a well-formed one is shorter: token.ts). */
+export const MAX_TOKEN_CHARS = 1024;
 
 /** A failure of signalling: the server is unreachable, refused us, or closed. */
 export class SignalError extends Error {
@@ -99,32 +105,76 @@ export class SignalError extends Error {
   }
 }
 
-/** Parses a client message, or returns null when it is not one. */
-export function parseClientMessage(text: string): ClientMessage | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (typeof value !== 'object' || value === null) return null;
+/**
+ * Parses a client message within `bounds` (see bounded-json.ts): the message, or why the
+ * text is not one. Nothing past the bounds is built.
+ */
+export function parseClientMessage(text: string, bounds: JsonBounds): ClientMessage | string {
+  const parsed = parseBoundedJson(text, bounds);
+  if ('error' in parsed) return parsed.error;
+  const value = parsed.value;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'not a JSON object';
   const m = value as Record<string, unknown>;
   switch (m.type) {
     case 'join': {
       const role = m.role ?? 'client';
       const key = fromBase64(m.key, 32);
       const sig = fromBase64(m.sig, 64);
-      if (typeof m.room !== 'string' || !NAME_PATTERN.test(m.room) || typeof m.peer !== 'string' || !NAME_PATTERN.test(m.peer)) return null;
-      if (!PEER_ROLES.includes(role as PeerRole) || key === null || sig === null) return null;
-      if (m.token !== undefined && (typeof m.token !== 'string' || m.token.length > 1024)) return null;
+      if (typeof m.room !== 'string' || !NAME_PATTERN.test(m.room)) return 'a join names its room in 1–128 of [A-Za-z0-9_-]';
+      if (typeof m.peer !== 'string' || !NAME_PATTERN.test(m.peer)) return 'a join names its peer id in 1–128 of [A-Za-z0-9_-]';
+      if (!PEER_ROLES.includes(role as PeerRole)) return 'a join\'s role is client, server or watcher';
+      if (key === null || sig === null) return 'a join carries a 32-byte key and a 64-byte signature in base64';
+      if (m.token !== undefined && (typeof m.token !== 'string' || m.token.length > MAX_TOKEN_CHARS)) return `a join token is text of at most ${MAX_TOKEN_CHARS} characters`;
       return { type: 'join', room: m.room, peer: m.peer, role: role as PeerRole, key, sig, ...(m.token === undefined ? {} : { token: m.token }) };
     }
     case 'signal':
-      return typeof m.to === 'string' && 'data' in m ? { type: 'signal', to: m.to, data: m.data } : null;
+      if (typeof m.to !== 'string' || !NAME_PATTERN.test(m.to)) return 'a signal names its addressee (to) by peer id';
+      return 'data' in m ? { type: 'signal', to: m.to, data: m.data } : 'a signal carries data';
     case 'leave':
       return { type: 'leave' };
     case 'ice':
       return { type: 'ice' };
+    default:
+      return 'not a join, signal, ice or leave message';
+  }
+}
+
+/**
+ * What a client takes from a server: a message deeper or larger is dropped (a server
+ * relays nothing past its own, far smaller bounds).
+ */
+export const SERVER_MESSAGE_BOUNDS: JsonBounds = { maxDepth: 32, maxValues: 65_536 };
+
+const isName = (value: unknown): value is string => typeof value === 'string' && NAME_PATTERN.test(value);
+const isNames = (value: unknown): value is string[] => Array.isArray(value) && value.every(isName);
+const isRecord = (value: unknown): boolean => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isOptional = (value: unknown, check: (value: unknown) => boolean): boolean => value === undefined || check(value);
+const isIceServers = (value: unknown): boolean => Array.isArray(value) && value.every(isRecord);
+const isSeconds = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
+
+/**
+ * Parses a server message, or returns null when `text` is not one (not JSON, past
+ * {@link SERVER_MESSAGE_BOUNDS}, or a field of the wrong type): a client never acts on a
+ * message it has not checked the shape of.
+ */
+export function parseServerMessage(text: string): ServerMessage | null {
+  const parsed = parseBoundedJson(text, SERVER_MESSAGE_BOUNDS);
+  if ('error' in parsed || !isRecord(parsed.value)) return null;
+  const m = parsed.value as Record<string, unknown>;
+  switch (m.type) {
+    case 'challenge':
+      return typeof m.nonce === 'string' ? (m as ServerMessage) : null;
+    case 'joined':
+      return isName(m.room) && isName(m.peer) && PEER_ROLES.includes(m.role as PeerRole) && isNames(m.peers) && isOptional(m.iceServers, isIceServers)
+        && isOptional(m.iceTtlSeconds, isSeconds) && isOptional(m.tokens, isRecord) ? (m as ServerMessage) : null;
+    case 'presence':
+      return isNames(m.joined) && isNames(m.left) && isOptional(m.tokens, isRecord) ? (m as ServerMessage) : null;
+    case 'signal':
+      return isName(m.from) && 'data' in m ? (m as ServerMessage) : null;
+    case 'ice':
+      return isIceServers(m.iceServers) && isOptional(m.iceTtlSeconds, isSeconds) ? (m as ServerMessage) : null;
+    case 'error':
+      return typeof m.code === 'string' && typeof m.message === 'string' ? (m as ServerMessage) : null;
     default:
       return null;
   }

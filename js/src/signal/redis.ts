@@ -8,7 +8,10 @@
  * (expiring after `aliveMs`); the members of a process whose key expired — one that died
  * without leaving — are removed by the first survivor to notice, which announces them as
  * left. So a process that dies loses only its own sockets; their peers join again on
- * another process and the room goes on.
+ * another process and the room goes on. A process that was only stalled (and found its
+ * alive key gone when it beat again) announces its members afresh and reads the rooms it
+ * follows again, as it does when its subscription reconnects: a stall or a lost
+ * connection splits no room.
  */
 import type { Redis as RedisClient } from 'ioredis';
 
@@ -32,10 +35,13 @@ type BusMessage =
   | { kind: 'replaced'; room: string; peer: string };
 
 interface Holder {
-  node: string;
-  role: PeerRole;
-  token?: string;
+  readonly node: string;
+  readonly role: PeerRole;
+  readonly token?: string;
 }
+
+/** A member held by another process; the same object for as long as its stay lasts. */
+type Remote = RemoteMember & Holder;
 
 const ROLES: ReadonlySet<string> = new Set(['client', 'server', 'watcher']);
 
@@ -60,6 +66,14 @@ const RELEASE = `if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
 end
 return 0`;
 
+/** The same, only while the holding process's alive key (KEYS[3]) is gone: one that beat again keeps its members. */
+const RELEASE_DEAD = `if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('PUBLISH', KEYS[2], ARGV[3])
+  return 1
+end
+return 0`;
+
 export class RedisRoomBus implements RoomBus {
   /** This process's id on the bus. */
   readonly node = toBase64(randomBytes(9));
@@ -68,11 +82,13 @@ export class RedisRoomBus implements RoomBus {
   readonly #prefix: string;
   readonly #aliveMs: number;
   /** Members held elsewhere, of the rooms this process has members in. */
-  readonly #remote = new Map<string, Map<string, Holder>>();
+  readonly #remote = new Map<string, Map<string, Remote>>();
   /** Members held here: room → peer → its holder (this process). */
   readonly #mine = new Map<string, Map<string, Holder>>();
   #handlers: RoomBusHandlers | null = null;
   #timer: ReturnType<typeof setInterval> | null = null;
+  /** Whether this process's alive key was set once: its absence later means the others took it for dead. */
+  #beaten = false;
   #closed = false;
 
   private constructor(cmd: RedisClient, sub: RedisClient, options: RedisRoomBusOptions) {
@@ -108,6 +124,8 @@ export class RedisRoomBus implements RoomBus {
     this.#handlers = handlers;
     this.#sub.on('message', (_channel: string, text: string) => this.#receive(text));
     await this.#sub.subscribe(`${this.#prefix}presence`, this.#key('node', this.node));
+    // a subscription that reconnects missed what was said meanwhile
+    this.#sub.on('ready', () => void this.#resync().catch(() => undefined));
     await this.#beat();
     this.#timer = setInterval(() => void this.#beat().then(() => this.#sweep()).catch(() => undefined), this.#aliveMs / 3);
     this.#timer.unref?.();
@@ -128,14 +146,8 @@ export class RedisRoomBus implements RoomBus {
     const previous = old ? parseHolder(old) : null;
     if (previous !== null && previous.node !== this.node) this.#publish(this.#key('node', previous.node), { kind: 'replaced', room, peer });
     this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role, node: this.node, ...(token === undefined ? {} : { token }) });
-    const holders = new Map<string, Holder>();
-    for (const [member, value] of Object.entries(all)) {
-      const holder = parseHolder(value);
-      if (holder !== null && holder.node !== this.node && member !== peer) holders.set(member, holder);
-    }
-    const alive = await this.#alive([...new Set([...holders.values()].map((h) => h.node))]);
-    for (const [member, holder] of holders) if (alive.has(holder.node) && !remote.has(member)) remote.set(member, holder);
-    return [...remote].map(([member, holder]) => ({ peer: member, role: holder.role, ...(holder.token === undefined ? {} : { token: holder.token }) }));
+    for (const [member, holder] of await this.#aliveHolders(all)) if (member !== peer && !remote.has(member)) remote.set(member, { peer: member, ...holder });
+    return [...remote.values()];
   }
 
   leave(room: string, peer: string): void {
@@ -147,12 +159,8 @@ export class RedisRoomBus implements RoomBus {
     this.#release(room, peer, held);
   }
 
-  remoteRole(room: string, peer: string): PeerRole | undefined {
-    return this.#remote.get(room)?.get(peer)?.role;
-  }
-
-  remoteToken(room: string, peer: string): string | undefined {
-    return this.#remote.get(room)?.get(peer)?.token;
+  remote(room: string, peer: string): RemoteMember | undefined {
+    return this.#remote.get(room)?.get(peer);
   }
 
   relay(room: string, from: string, to: string, data: unknown): boolean {
@@ -191,41 +199,99 @@ export class RedisRoomBus implements RoomBus {
     this.#cmd.eval(RELEASE, 2, this.#key('room', room), `${this.#prefix}presence`, peer, holderValue(holder), JSON.stringify(left)).catch(() => undefined);
   }
 
+  /**
+   * Refreshes this process's alive key. Found gone, the others took this process for dead
+   * (it stalled past `aliveMs`) and may have released its members: they are announced
+   * again, and the rooms it follows read again.
+   */
   async #beat(): Promise<void> {
-    await this.#cmd.set(this.#key('alive', this.node), '1', 'PX', this.#aliveMs);
+    const key = this.#key('alive', this.node);
+    const replies = await this.#cmd.multi().get(key).set(key, '1', 'PX', this.#aliveMs).exec();
+    const takenForDead = this.#beaten && replies?.[0]?.[1] === null;
+    this.#beaten = true;
+    if (!takenForDead || this.#closed) return;
+    for (const [room, members] of this.#mine) {
+      for (const [peer, held] of members) {
+        // written back unless another process holds it now (it told this one it replaced it)
+        const hash = this.#key('room', room);
+        const value = holderValue(held);
+        if ((await this.#cmd.hsetnx(hash, peer, value)) === 0 && (await this.#cmd.hget(hash, peer)) !== value) continue;
+        this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role: held.role, node: this.node, ...(held.token === undefined ? {} : { token: held.token }) });
+      }
+    }
+    await this.#resync();
   }
 
-  async #alive(nodes: string[]): Promise<Set<string>> {
-    if (nodes.length === 0) return new Set();
+  /** The holders in a room's hash that are not this process and whose process is alive. */
+  async #aliveHolders(hash: Record<string, string>): Promise<Map<string, Holder>> {
+    const holders = new Map<string, Holder>();
+    for (const [member, value] of Object.entries(hash)) {
+      const holder = parseHolder(value);
+      if (holder !== null && holder.node !== this.node) holders.set(member, holder);
+    }
+    const nodes = [...new Set([...holders.values()].map((h) => h.node))];
     const flags = await Promise.all(nodes.map((node) => this.#cmd.exists(this.#key('alive', node))));
-    return new Set(nodes.filter((_, i) => flags[i] === 1));
+    const alive = new Set(nodes.filter((_, i) => flags[i] === 1));
+    for (const [member, holder] of holders) if (!alive.has(holder.node)) holders.delete(member);
+    return holders;
+  }
+
+  /** Reads every followed room again and tells the server who came and went unheard. */
+  async #resync(): Promise<void> {
+    for (const [room, remote] of this.#remote) {
+      const holders = await this.#aliveHolders(await this.#cmd.hgetall(this.#key('room', room)));
+      if (this.#remote.get(room) !== remote) continue; // forgotten meanwhile
+      for (const [peer, member] of remote) {
+        const holder = holders.get(peer);
+        if (holder !== undefined && sameHolder(holder, member)) continue;
+        remote.delete(peer);
+        this.#handlers?.presence(room, peer, null);
+      }
+      for (const [peer, holder] of holders) {
+        if (remote.has(peer) || this.#mine.get(room)?.has(peer)) continue;
+        remote.set(peer, { peer, ...holder });
+        this.#handlers?.presence(room, peer, holder.role);
+      }
+    }
   }
 
   /** Members of followed rooms held by processes that stopped beating are released. */
   async #sweep(): Promise<void> {
     const nodes = new Set<string>();
     for (const members of this.#remote.values()) for (const holder of members.values()) nodes.add(holder.node);
-    const alive = await this.#alive([...nodes]);
+    const flags = await Promise.all([...nodes].map((node) => this.#cmd.exists(this.#key('alive', node))));
+    const dead = new Set([...nodes].filter((_, i) => flags[i] === 0));
     for (const [room, members] of this.#remote) {
-      for (const [peer, holder] of members) if (!alive.has(holder.node)) this.#release(room, peer, holder);
+      for (const [peer, holder] of members) {
+        if (!dead.has(holder.node)) continue;
+        const left: BusMessage = { kind: 'left', room, peer, node: holder.node };
+        const keys = [this.#key('room', room), `${this.#prefix}presence`, this.#key('alive', holder.node)];
+        this.#cmd.eval(RELEASE_DEAD, 3, ...keys, peer, holderValue(holder), JSON.stringify(left)).catch(() => undefined);
+      }
     }
   }
 
+  /** A message of another process; one that is not what this bus sends is dropped. */
   #receive(text: string): void {
-    let message: BusMessage;
-    try {
-      message = JSON.parse(text) as BusMessage;
-    } catch {
-      return;
-    }
     const handlers = this.#handlers;
-    if (handlers === null || typeof message !== 'object' || message === null) return;
+    if (handlers === null) return;
+    try {
+      const message = JSON.parse(text) as unknown;
+      if (typeof message === 'object' && message !== null && typeof (message as BusMessage).room === 'string') this.#handle(message as BusMessage, handlers);
+    } catch {
+      // a message this process cannot take harms nobody else: the others go on
+    }
+  }
+
+  #handle(message: BusMessage, handlers: RoomBusHandlers): void {
     switch (message.kind) {
       case 'joined': {
         const remote = this.#remote.get(message.room);
         if (message.node === this.node || remote === undefined || !ROLES.has(message.role)) return;
-        const token = typeof message.token === 'string' ? { token: message.token } : {};
-        remote.set(message.peer, { node: message.node, role: message.role, ...token });
+        const holder: Holder = { node: message.node, role: message.role, ...(typeof message.token === 'string' ? { token: message.token } : {}) };
+        const known = remote.get(message.peer);
+        if (known !== undefined && sameHolder(known, holder)) return; // announced again, the same stay
+        remote.set(message.peer, { peer: message.peer, ...holder });
         return handlers.presence(message.room, message.peer, message.role);
       }
       case 'left': {
@@ -240,4 +306,8 @@ export class RedisRoomBus implements RoomBus {
         return handlers.replaced(message.room, message.peer);
     }
   }
+}
+
+function sameHolder(a: Holder, b: Holder): boolean {
+  return a.node === b.node && a.role === b.role && a.token === b.token;
 }

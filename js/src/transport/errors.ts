@@ -13,6 +13,8 @@ export type TransportErrorCode =
   | 'closed'
   | 'connection-failed'
   | 'bad-signature'
+  | 'link-idle'
+  | 'signal-closed'
   | 'no-webrtc';
 
 /** A failure of the transport layer; {@link code} says which, the message says which peer or byte. */

@@ -1,6 +1,7 @@
 export { WebRtcTransport, type WebRtcTransportOptions, type SignalChannel, type SelectedPair } from './webrtc.js';
 export { defaultPeerConnection, type RTCPeerConnectionConstructor, type PeerConnectionScope } from './peer-connection.js';
-export { dtlsFingerprints, sdpSignedBytes, SDP_DOMAIN, SDP_NONCE_BYTES, type SdpKind } from './sdp-signature.js';
+export { sdpSignedBytes, SDP_DOMAIN, SDP_NONCE_BYTES, type SdpKind } from './sdp-signature.js';
+export { readSdp, SdpError, MAX_SDP_LENGTH, type StrictSdp } from './sdp.js';
 export type { Transport, TransportEvents, TransportStats, PeerState } from './types.js';
 export { TransportError, type TransportErrorCode } from './errors.js';
 export { Emitter, type EventMap } from './emitter.js';

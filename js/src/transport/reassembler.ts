@@ -1,8 +1,10 @@
 /**
  * Puts chunks back into envelopes under memory limits that hold whatever senders announce.
  * Memory is reserved as bytes arrive, never as a header announces them: a 25-byte chunk
- * announcing 16 MiB costs 25 bytes (and a fixed overhead), not 16 MiB. What is held is
- * bounded per peer and across all peers; past the global bound the stalest incomplete
+ * announcing 16 MiB costs 25 bytes (and a fixed overhead), not 16 MiB. What counts is what
+ * is held — buffers at their allocated size, and each record at what it costs the engine
+ * beyond its bytes — so no shape of chunks holds more than it is charged for. What is held
+ * is bounded per peer and across all peers; past the global bound the stalest incomplete
  * message (least recently added to, whoever sent it) is dropped, and counted.
  */
 import { CHUNK_HEADER_BYTES, decodeChunkHeader, expectedCount, strideOf, type ChunkHeader } from './chunking.js';
@@ -10,10 +12,10 @@ import { TransportError } from './errors.js';
 
 /** The engine refuses envelopes above 16 MiB (bb_envelope_caps.max_total_bytes): so does the transport. */
 export const ENGINE_MAX_ENVELOPE_BYTES = 16 * 1024 * 1024;
-/** What an incomplete message costs beyond its bytes (its record), counted against the limits. */
-export const PARTIAL_OVERHEAD_BYTES = 256;
-/** What one chunk held out of order costs beyond its bytes. */
-export const CHUNK_OVERHEAD_BYTES = 128;
+/** What an incomplete message costs beyond its bytes (its records and buffers' headers), counted against the limits. */
+export const PARTIAL_OVERHEAD_BYTES = 1024;
+/** What one chunk held out of order costs beyond its bytes (its entry in the index of held chunks). */
+export const CHUNK_OVERHEAD_BYTES = 64;
 
 /** Limits that bound the reassembler's memory. */
 export interface ReassemblyLimits {
@@ -27,6 +29,14 @@ export interface ReassemblyLimits {
   maxPartialBytes?: number;
   /** A partial message untouched for this long is dropped by {@link Reassembler.expire} (default 30 s). */
   partialTimeoutMs?: number;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** Payload bytes of chunk `index` of a partial message: the stride, but for the last chunk. */
+function chunkLength(partial: Partial, index: number): number {
+  const { count, total } = partial.header;
+  return index < count - 1 ? partial.stride : total - (count - 1) * partial.stride;
 }
 
 /** An incomplete message dropped to make room for others. */
@@ -46,9 +56,15 @@ interface Partial {
   contiguous: number;
   /** Index of the next chunk that extends the contiguous prefix. */
   next: number;
-  /** Chunks that arrived ahead of the prefix, by index (an ordered channel never fills this). */
-  readonly ahead: Map<number, Uint8Array>;
-  aheadBytes: number;
+  /**
+   * Chunks that arrived ahead of the prefix (an ordered channel never sends any): chunk
+   * index → where its bytes start in `arena`, which holds them back to back and at least
+   * doubles when it grows. One buffer rather than one per chunk: a chunk of one byte then
+   * costs its byte and an index entry, not an object of its own.
+   */
+  readonly ahead: Map<number, number>;
+  arena: Uint8Array;
+  arenaUsed: number;
   /** What this message holds against the limits. */
   reserved: number;
   touchedAt: number;
@@ -105,7 +121,7 @@ export class Reassembler {
       if ((partials?.size ?? 0) >= this.maxPartialsPerPeer) {
         throw new TransportError('too-many-partials', `${where}: ${partials!.size} messages from this peer are already incomplete (limit ${this.maxPartialsPerPeer})`, peer);
       }
-      partial = { peer, header, stride, buffer: new Uint8Array(0), contiguous: 0, next: 0, ahead: new Map(), aheadBytes: 0, reserved: 0, touchedAt: now };
+      partial = { peer, header, stride, buffer: EMPTY, contiguous: 0, next: 0, ahead: new Map(), arena: EMPTY, arenaUsed: 0, reserved: 0, touchedAt: now };
       if (partials === undefined) {
         partials = new Map();
         this.#peers.set(peer, partials);
@@ -122,16 +138,19 @@ export class Reassembler {
     partial.touchedAt = now;
     if (header.index === partial.next) {
       this.#extend(partial, payload, where);
-      for (let held = partial.ahead.get(partial.next); held !== undefined; held = partial.ahead.get(partial.next)) {
+      for (let at = partial.ahead.get(partial.next); at !== undefined; at = partial.ahead.get(partial.next)) {
+        const held = partial.arena.subarray(at, at + chunkLength(partial, partial.next));
         partial.ahead.delete(partial.next);
-        partial.aheadBytes -= held.byteLength;
-        this.#release(partial, held.byteLength + CHUNK_OVERHEAD_BYTES);
+        this.#release(partial, CHUNK_OVERHEAD_BYTES);
         this.#extend(partial, held, where);
       }
+      if (partial.ahead.size === 0 && partial.arena !== EMPTY) {
+        this.#release(partial, partial.arena.byteLength);
+        partial.arena = EMPTY;
+        partial.arenaUsed = 0;
+      }
     } else {
-      this.#reserve(partial, payload.byteLength + CHUNK_OVERHEAD_BYTES, where);
-      partial.ahead.set(header.index, payload.slice());
-      partial.aheadBytes += payload.byteLength;
+      this.#hold(partial, header.index, payload, where);
     }
     if (partial.next < header.count) return null;
     this.#discard(peer, header.messageId);
@@ -187,6 +206,22 @@ export class Reassembler {
     partial.buffer.set(payload, partial.contiguous);
     partial.contiguous = needed;
     partial.next++;
+  }
+
+  /** Keeps a chunk that arrived ahead of the in-order prefix, in the partial's arena. */
+  #hold(partial: Partial, index: number, payload: Uint8Array, where: string): void {
+    const needed = partial.arenaUsed + payload.byteLength;
+    let grow = 0;
+    if (needed > partial.arena.byteLength) grow = Math.min(partial.header.total, Math.max(needed, partial.arena.byteLength * 2)) - partial.arena.byteLength;
+    this.#reserve(partial, grow + CHUNK_OVERHEAD_BYTES, where);
+    if (grow > 0) {
+      const grown = new Uint8Array(partial.arena.byteLength + grow);
+      grown.set(partial.arena.subarray(0, partial.arenaUsed));
+      partial.arena = grown;
+    }
+    partial.arena.set(payload, partial.arenaUsed);
+    partial.ahead.set(index, partial.arenaUsed);
+    partial.arenaUsed = needed;
   }
 
   /**

@@ -2,10 +2,14 @@
  * WebRtcTransport: one ordered, reliable, binary RTCDataChannel per remote peer, set up
  * through a {@link SignalClient}. Envelopes are chunked (chunking.ts), sent under
  * back-pressure, and reassembled on the other side (reassembler.ts). A link is made only
- * to a peer the engine addresses (the first envelope for it, or connect()) or that asks
- * for one, up to `maxLinks`; never to the whole room. The peer with the smaller id always
- * offers (so two peers never offer to each other at once) and drives reconnects; the
- * other asks it to with a `connect` signal.
+ * to a peer the engine addresses (the first envelope for it, or connect()), up to
+ * `maxLinks`, or that asks for one, up to the separate and smaller `maxRequestedLinks`;
+ * never to the whole room. A link a peer asked for and the engine never addressed is
+ * dropped when it fails, or gives way to a new request once idle, so strangers cannot hold
+ * the slots. The peer with the smaller id always offers (so two peers never offer to each
+ * other at once) and drives reconnects; the other asks it to with a `connect` signal.
+ * Signalling only makes links: when it closes, open links carry on, and
+ * {@link WebRtcTransport.attachSignal} resumes the rest over a new connection.
  */
 import { fromBase64, randomBytes, toBase64 } from '../identity/bytes.js';
 import type { SignalClient } from '../signal/client.js';
@@ -43,8 +47,18 @@ export interface WebRtcTransportOptions {
   chunkSize?: number;
   /** Bytes of envelopes that may wait for one peer before send() throws `queue-full` (default 64 MiB). */
   maxQueuedBytes?: number;
-  /** Links at once, whoever asked for them (default 256); past it send() throws `link-limit` and requests are refused. */
+  /** Links the engine addressed (send() or connect()) at once (default 256); past it send() throws `link-limit`. */
   maxLinks?: number;
+  /**
+   * Links at once that remote peers asked for and the engine has not addressed (default
+   * 32). Such a link is dropped when it fails; past the limit a request takes the place of
+   * the one idle longest if that carried nothing for `requestedIdleMs`, else it is refused
+   * (`link-limit` error events). Once the engine sends to its peer the link counts against
+   * `maxLinks` instead.
+   */
+  maxRequestedLinks?: number;
+  /** How long a link only a remote peer asked for must have carried nothing before a new request may take its place (default 30 s). */
+  requestedIdleMs?: number;
   /** Stop handing chunks to the channel above this many buffered bytes (default 1 MiB)... */
   highWaterMark?: number;
   /** ...and resume once it drains below this (default 256 KiB). */
@@ -73,6 +87,12 @@ type LinkSignal =
    */
   | { kind: 'connect'; gen: number };
 
+/** A signal that passed #check: for an offer or answer, its SDP as read and signed, and the offer's nonce. */
+interface Accepted {
+  nonce: Uint8Array;
+  sdp: string;
+}
+
 interface Outgoing {
   bytes: Uint8Array;
   messageId: number;
@@ -82,6 +102,10 @@ interface Outgoing {
 interface Link {
   peer: string;
   state: PeerState;
+  /** Whether the engine sent to this peer (or connect()ed it); else the peer asked for the link. */
+  addressed: boolean;
+  /** When the link last opened or carried a chunk either way (Date.now()). */
+  activeAt: number;
   gen: number;
   pc: RTCPeerConnection | null;
   channel: RTCDataChannel | null;
@@ -108,7 +132,7 @@ export class WebRtcTransport implements Transport {
   readonly self: string;
   readonly events = new Emitter<TransportEvents>();
   readonly #envelopes = new Emitter<{ envelope: [from: string, bytes: Uint8Array] }>();
-  readonly #signal: SignalChannel;
+  #signal: SignalChannel;
   readonly #PC: RTCPeerConnectionConstructor;
   readonly #options: WebRtcTransportOptions;
   readonly #links = new Map<string, Link>();
@@ -116,9 +140,11 @@ export class WebRtcTransport implements Transport {
   readonly #inbox = new Map<string, Promise<void>>();
   readonly #reassembler: Reassembler;
   readonly #maxLinks: number;
+  readonly #maxRequestedLinks: number;
+  readonly #requestedIdleMs: number;
   readonly #expiry: ReturnType<typeof setInterval>;
   readonly #stats = { bytesOut: 0, bytesIn: 0, messagesOut: 0, messagesIn: 0 };
-  readonly #unsubscribe: Array<() => void>;
+  #unsubscribe: Array<() => void> = [];
   #nextMessageId = 0;
   #closed = false;
 
@@ -128,17 +154,15 @@ export class WebRtcTransport implements Transport {
     this.#PC = PC;
     this.self = options.signal.self;
     this.#maxLinks = options.maxLinks ?? 256;
+    this.#maxRequestedLinks = options.maxRequestedLinks ?? 32;
+    this.#requestedIdleMs = options.requestedIdleMs ?? 30_000;
     this.#reassembler = new Reassembler(options.reassembly, (evicted) => {
       const why = `${evicted.bytes} bytes of message ${evicted.messageId} from ${evicted.peer} were dropped: incomplete messages of all peers reached ${this.#reassembler.maxPartialBytes} bytes`;
       this.events.emit('error', new TransportError('partial-evicted', why, evicted.peer));
     });
     this.#expiry = setInterval(() => this.#expire(), Math.max(100, this.#reassembler.partialTimeoutMs / 2));
     (this.#expiry as { unref?: () => void }).unref?.();
-    this.#unsubscribe = [
-      this.#signal.events.on('leave', (peer) => this.#removePeer(peer)),
-      this.#signal.events.on('signal', (from, data) => this.#onSignal(from, data as LinkSignal)),
-      this.#signal.events.on('close', () => this.close()),
-    ];
+    this.#listen();
   }
 
   /** A transport over a joined signalling client; it links to peers as they are addressed. */
@@ -152,13 +176,14 @@ export class WebRtcTransport implements Transport {
    * it first if there is none. Throws `unknown-peer` when `to` is not in the room,
    * `message-too-large` above `reassembly.maxMessageBytes`, `queue-full` when its queue is
    * at its bound, `link-limit` when a new link would pass `maxLinks`, `closed` after close().
+   * While signalling is closed a new link waits (state `failed`) for {@link attachSignal}.
    */
   send(to: string, bytes: Uint8Array): void {
     if (this.#closed) throw new TransportError('closed', 'the transport is closed', to);
     if (bytes.byteLength > this.#reassembler.maxMessageBytes) {
       throw new TransportError('message-too-large', `an envelope of ${bytes.byteLength} bytes for ${to} is above the ${this.#reassembler.maxMessageBytes}-byte limit`, to);
     }
-    const link = this.#links.get(to) ?? this.#open(to);
+    const link = this.#addressed(to);
     const limit = this.#options.maxQueuedBytes ?? 64 * 1024 * 1024;
     if (link.queuedBytes + bytes.byteLength > limit) {
       throw new TransportError('queue-full', `${link.queuedBytes} bytes already wait for ${to}; ${bytes.byteLength} more would exceed ${limit}`, to);
@@ -166,13 +191,34 @@ export class WebRtcTransport implements Transport {
     link.queue.push({ bytes: bytes.slice(), messageId: this.#nextMessageId, nextChunk: 0 });
     this.#nextMessageId = (this.#nextMessageId + 1) >>> 0;
     link.queuedBytes += bytes.byteLength;
+    link.activeAt = Date.now();
     this.#pump(link);
   }
 
   /** Makes the link to `peer` now rather than on its first envelope (same errors as send()). */
   connect(peer: string): void {
     if (this.#closed) throw new TransportError('closed', 'the transport is closed', peer);
-    if (!this.#links.has(peer)) this.#open(peer);
+    this.#addressed(peer);
+  }
+
+  /**
+   * Carries on over a new signalling connection for the same peer id, after the last one
+   * closed (the transport owns it from now on; a previous one still open is closed). Open
+   * links are untouched; links that failed or waited meanwhile start again.
+   */
+  attachSignal(signal: SignalChannel): void {
+    if (this.#closed) throw new TransportError('closed', 'the transport is closed');
+    if (signal.self !== this.self) throw new RangeError(`the signalling client is ${signal.self}, but this transport is ${this.self}`);
+    for (const off of this.#unsubscribe) off();
+    if (signal !== this.#signal && !this.#signal.closed) this.#signal.close();
+    this.#signal = signal;
+    this.#listen();
+    if (signal.closed) return this.#signalClosed();
+    for (const link of [...this.#links.values()]) {
+      if (link.state !== 'failed' || link.timer !== null) continue;
+      if (signal.peers().includes(link.peer)) this.#start(link);
+      else this.#removePeer(link.peer);
+    }
   }
 
   onEnvelope(handler: (from: string, bytes: Uint8Array) => void): () => void {
@@ -187,6 +233,16 @@ export class WebRtcTransport implements Transport {
   /** Peers there is a link to (in any state). */
   links(): string[] {
     return [...this.#links.keys()];
+  }
+
+  /** Peers there is a link to that they asked for and the engine has not addressed. */
+  requestedLinks(): string[] {
+    return [...this.#links.values()].filter((link) => !link.addressed).map((link) => link.peer);
+  }
+
+  /** Whether close() was called. */
+  get closed(): boolean {
+    return this.#closed;
   }
 
   /** Where the link to `peer` stands; undefined when there is none (not addressed yet, or not in the room). */
@@ -238,21 +294,80 @@ export class WebRtcTransport implements Transport {
     this.#signal.close();
   }
 
-  /** A new link to a member of the room: we offer, or ask the peer to. */
-  #open(peer: string): Link {
-    if (peer === this.self || !this.#signal.peers().includes(peer)) {
+  /** Subscribes to the current signalling client. */
+  #listen(): void {
+    const signal = this.#signal;
+    this.#unsubscribe = [
+      signal.events.on('leave', (peer) => this.#onLeave(peer)),
+      signal.events.on('signal', (from, data) => this.#onSignal(from, data as LinkSignal)),
+      signal.events.on('close', (code, reason) => {
+        if (signal === this.#signal) this.#signalClosed(code, reason);
+      }),
+    ];
+  }
+
+  /**
+   * Signalling is gone (a server kick, a network blip): open links carry on. Links being
+   * made cannot be: those the engine addressed wait (state `failed`) for attachSignal,
+   * those only a peer asked for are dropped.
+   */
+  #signalClosed(code?: number, reason?: string): void {
+    if (this.#closed) return;
+    const why = code === undefined ? 'is closed' : `closed (code ${code}${reason ? `: ${reason}` : ''})`;
+    this.events.emit('error', new TransportError('signal-closed', `signalling ${why}: open links carry on; new links wait for attachSignal()`));
+    for (const link of [...this.#links.values()]) {
+      if (link.state === 'open') continue;
+      if (link.addressed) this.#fail(link, 'signalling closed');
+      else this.#removePeer(link.peer);
+    }
+  }
+
+  /**
+   * The link to a member the engine addresses: the one there is (a link the peer asked for
+   * now counts against `maxLinks`), else a new one — we offer, or ask the peer to.
+   */
+  #addressed(peer: string): Link {
+    const existing = this.#links.get(peer);
+    if (existing?.addressed === true) return existing;
+    if (existing === undefined && (peer === this.self || !this.#signal.peers().includes(peer))) {
       throw new TransportError('unknown-peer', `no peer ${peer} in room ${this.#signal.room}`, peer);
     }
-    const link = this.#newLink(peer);
-    if (link === null) throw new TransportError('link-limit', `a link to ${peer} would pass the limit of ${this.#maxLinks} links`, peer);
+    if (this.#count(true) >= this.#maxLinks) throw new TransportError('link-limit', `a link to ${peer} would pass the limit of ${this.#maxLinks} links`, peer);
+    if (existing !== undefined) {
+      existing.addressed = true;
+      return existing;
+    }
+    const link = this.#newLink(peer, true);
     this.#start(link);
     return link;
   }
 
-  #newLink(peer: string): Link | null {
-    if (this.#links.size >= this.#maxLinks) return null;
+  /**
+   * Makes room for a peer's request: drops the open link that only its peer asked for and
+   * that carried nothing for the longest, if that is at least `requestedIdleMs`.
+   */
+  #dropIdleRequested(): boolean {
+    let idlest: Link | undefined;
+    for (const link of this.#links.values()) {
+      if (!link.addressed && link.state === 'open' && (idlest === undefined || link.activeAt < idlest.activeAt)) idlest = link;
+    }
+    const idleMs = idlest === undefined ? 0 : Date.now() - idlest.activeAt;
+    if (idlest === undefined || idleMs < this.#requestedIdleMs) return false;
+    this.events.emit('error', new TransportError('link-idle', `dropped the link ${idlest.peer} asked for to make room for another: nothing crossed it for ${idleMs} ms and the engine never sent to ${idlest.peer}`, idlest.peer));
+    this.#removePeer(idlest.peer);
+    return true;
+  }
+
+  /** Links the engine addressed (`addressed`), or that only a peer asked for. */
+  #count(addressed: boolean): number {
+    let n = 0;
+    for (const link of this.#links.values()) if (link.addressed === addressed) n++;
+    return n;
+  }
+
+  #newLink(peer: string, addressed: boolean): Link {
     const link: Link = {
-      peer, state: 'closed', gen: 0, pc: null, channel: null, chunkSize: this.#options.chunkSize ?? DEFAULT_CHUNK_SIZE,
+      peer, state: 'closed', addressed, activeAt: Date.now(), gen: 0, pc: null, channel: null, chunkSize: this.#options.chunkSize ?? DEFAULT_CHUNK_SIZE,
       remoteSet: false, nonce: new Uint8Array(0), pendingCandidates: [], localCandidates: [], queue: [], queuedBytes: 0, attempts: 0, timer: null,
     };
     this.#links.set(peer, link);
@@ -261,6 +376,10 @@ export class WebRtcTransport implements Transport {
 
   /** (Re)starts a link: the offerer offers; the other side asks it to and waits for the offer. */
   #start(link: Link): void {
+    if (this.#signal.closed) {
+      this.#setState(link, 'failed');
+      return;
+    }
     this.#setState(link, 'connecting');
     if (this.#initiates(link.peer)) {
       void this.#offer(link);
@@ -268,6 +387,11 @@ export class WebRtcTransport implements Transport {
     }
     this.#sendSignal(link.peer, { kind: 'connect', gen: link.gen });
     this.#armConnectTimeout(link);
+  }
+
+  /** A member left the room: a link still being made is dropped; an open one lasts as long as its channel. */
+  #onLeave(peer: string): void {
+    if (this.#links.get(peer)?.state !== 'open') this.#removePeer(peer);
   }
 
   #removePeer(peer: string): void {
@@ -344,8 +468,8 @@ export class WebRtcTransport implements Transport {
   #onSignal(from: string, data: LinkSignal): void {
     if (this.#closed || typeof data !== 'object' || data === null) return;
     const checked = (this.#inbox.get(from) ?? Promise.resolve()).then(() => this.#check(from, data));
-    const done = checked.then((nonce) => {
-      if (nonce !== null) void this.#apply(from, data, nonce);
+    const done = checked.then((accepted) => {
+      if (accepted !== null) void this.#apply(from, data, accepted);
     });
     this.#inbox.set(from, done);
     void done.then(() => {
@@ -354,31 +478,28 @@ export class WebRtcTransport implements Transport {
   }
 
   /**
-   * Null when `data` is to be dropped (a signature that does not hold is reported); else
-   * the nonce of an offer, or an empty one.
+   * Null when `data` is to be dropped (an SDP or signature that does not hold is reported);
+   * else, for an offer or answer, the SDP that passed the strict reading and the signature
+   * (the very string the connection is then given) and the offer's nonce.
    */
-  async #check(from: string, data: LinkSignal): Promise<Uint8Array | null> {
+  async #check(from: string, data: LinkSignal): Promise<Accepted | null> {
     if (data.kind === 'offer') {
       if (this.#initiates(from)) return null; // offers come from the smaller id only
       const nonce = fromBase64(data.nonce, SDP_NONCE_BYTES);
-      const refusal = nonce === null ? 'the offer carries no nonce' : await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
-      if (refusal === null) return nonce;
-      this.#refuseSignal(from, refusal);
-      return null;
+      if (nonce === null) return this.#refuseSignal(from, 'the offer carries no nonce');
+      const refusal = await sdpRefusal('offer', data.sdp, from, this.self, nonce, data.sig);
+      return refusal === null ? { nonce, sdp: data.sdp } : this.#refuseSignal(from, refusal);
     }
     if (data.kind === 'answer') {
       const link = this.#links.get(from);
       if (link === undefined || data.gen !== link.gen) return null;
       const refusal = await sdpRefusal('answer', data.sdp, from, this.self, link.nonce, data.sig);
-      if (refusal !== null) {
-        this.#refuseSignal(from, refusal);
-        return null;
-      }
+      return refusal === null ? { nonce: link.nonce, sdp: data.sdp } : this.#refuseSignal(from, refusal);
     }
-    return new Uint8Array(0);
+    return { nonce: new Uint8Array(0), sdp: '' };
   }
 
-  async #apply(from: string, data: LinkSignal, nonce: Uint8Array): Promise<void> {
+  async #apply(from: string, data: LinkSignal, accepted: Accepted): Promise<void> {
     if (this.#closed) return;
     let link = this.#links.get(from);
     // only the two requests that start a link may come for a peer we have none with. The
@@ -387,31 +508,31 @@ export class WebRtcTransport implements Transport {
     if (link === undefined) {
       const starts = data.kind === 'offer' || (data.kind === 'connect' && this.#initiates(from));
       if (!starts) return;
-      link = this.#newLink(from) ?? undefined;
-      if (link === undefined) {
-        this.events.emit('error', new TransportError('link-limit', `refused a link to ${from}: ${this.#maxLinks} links are open`, from));
+      if (this.#count(false) >= this.#maxRequestedLinks && !this.#dropIdleRequested()) {
+        this.events.emit('error', new TransportError('link-limit', `refused a link ${from} asked for: ${this.#maxRequestedLinks} links peers asked for are open`, from));
         return;
       }
+      link = this.#newLink(from, false);
       if (data.kind === 'connect') return this.#start(link);
     }
     try {
       if (data.kind === 'offer') {
         this.#teardown(link);
-        link.nonce = nonce;
+        link.nonce = accepted.nonce;
         link.gen = data.gen;
         this.#setState(link, 'connecting');
         const pc = this.#newConnection(link);
         pc.ondatachannel = (event) => this.#wireChannel(link, pc, event.channel);
-        await pc.setRemoteDescription({ type: 'offer', sdp: data.sdp });
+        await pc.setRemoteDescription({ type: 'offer', sdp: accepted.sdp });
         const answer = await pc.createAnswer();
         await pc.setLocalDescription(answer);
-        const sig = await signSdp(this.#signal.identity, 'answer', answer.sdp ?? '', from, nonce);
+        const sig = await signSdp(this.#signal.identity, 'answer', answer.sdp ?? '', from, accepted.nonce);
         if (link.pc !== pc) return;
         this.#sendSignal(from, { kind: 'answer', gen: data.gen, sdp: answer.sdp ?? '', sig });
         await this.#remoteDescriptionSet(link, pc);
       } else if (data.kind === 'answer' && data.gen === link.gen && link.pc !== null && !link.remoteSet) {
         const pc = link.pc;
-        await pc.setRemoteDescription({ type: 'answer', sdp: data.sdp });
+        await pc.setRemoteDescription({ type: 'answer', sdp: accepted.sdp });
         await this.#remoteDescriptionSet(link, pc);
       } else if (data.kind === 'connect' && this.#initiates(from)) {
         // the other side lost our current offer's link: redo it (a request that crossed a
@@ -427,9 +548,10 @@ export class WebRtcTransport implements Transport {
     }
   }
 
-  /** An offer or answer whose signature does not hold is never applied; the link's timeout covers it. */
-  #refuseSignal(from: string, why: string): void {
+  /** An offer or answer whose SDP or signature does not hold is never applied (null); the link's timeout covers it. */
+  #refuseSignal(from: string, why: string): null {
     this.events.emit('error', new TransportError('bad-signature', `refused signalling from ${from}: ${why}`, from));
+    return null;
   }
 
   /** Both descriptions are in place on our side (and, as the answerer, sent): candidates may flow both ways. */
@@ -448,6 +570,7 @@ export class WebRtcTransport implements Transport {
       if (link.pc !== pc) return;
       link.channel = channel;
       link.attempts = 0;
+      link.activeAt = Date.now();
       const remoteMax = pc.sctp?.maxMessageSize;
       const wanted = this.#options.chunkSize ?? DEFAULT_CHUNK_SIZE;
       link.chunkSize = remoteMax !== undefined && remoteMax > 0 && remoteMax < wanted ? remoteMax : wanted;
@@ -460,7 +583,10 @@ export class WebRtcTransport implements Transport {
     channel.onclose = () => {
       if (link.pc === pc) this.#fail(link, 'data channel closed');
     };
-    channel.onmessage = (event: MessageEvent) => this.#receive(link.peer, event.data);
+    channel.onmessage = (event: MessageEvent) => {
+      link.activeAt = Date.now();
+      this.#receive(link.peer, event.data);
+    };
   }
 
   #receive(peer: string, data: unknown): void {
@@ -504,20 +630,27 @@ export class WebRtcTransport implements Transport {
     }
   }
 
-  /** The link broke: drop its connection, tell the caller, and try again later while the peer is in the room. */
+  /**
+   * The link broke: drop its connection and tell the caller. A link the engine addressed is
+   * tried again later while the peer is in the room (once signalling is back, if it is
+   * gone); one only the peer asked for is dropped, freeing its slot (the peer may ask again).
+   */
   #fail(link: Link, why: string): void {
     if (link.state === 'failed' || link.state === 'closed') return;
     this.#teardown(link);
     if (this.#closed || this.#links.get(link.peer) !== link) return;
     this.events.emit('error', new TransportError('connection-failed', `link to ${link.peer} failed: ${why}`, link.peer));
+    if (!link.addressed || !this.#signal.peers().includes(link.peer)) return this.#removePeer(link.peer);
     this.#setState(link, 'failed');
+    if (this.#signal.closed) return;
     const base = this.#options.reconnectBaseMs ?? 250;
     const delay = Math.min(this.#options.reconnectMaxMs ?? 10_000, base * 2 ** link.attempts);
     link.attempts++;
     link.timer = setTimeout(() => {
       link.timer = null;
-      if (this.#closed || this.#links.get(link.peer) !== link || !this.#signal.peers().includes(link.peer)) return;
-      this.#start(link);
+      if (this.#closed || this.#links.get(link.peer) !== link) return;
+      if (this.#signal.peers().includes(link.peer)) this.#start(link);
+      else this.#removePeer(link.peer);
     }, delay);
   }
 

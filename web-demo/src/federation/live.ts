@@ -14,8 +14,10 @@ import { BbNode, connectPeer, monotonicNowNs, splitDigits, type Bb, type Clock, 
 import { loadIdentity } from 'bytesandbrains/identity';
 
 import { livePlan } from '../../shared/live-plan.js';
+import type { PeerPoint, RoundPoint } from '../../shared/rounds.js';
 import type { ProgramGraph } from '../program/model.js';
-import type { FederationState, PeerState } from './state.js';
+import { DIGITS, digitsText, rotationDigits } from './digits.js';
+import type { FederationState, Mark, PeerState } from './state.js';
 
 /** What serve.mjs says about itself (config.json). */
 export interface LiveConfig {
@@ -43,16 +45,41 @@ interface SeatStatus {
 interface Status {
   readonly clients: number;
   readonly quorum: number;
+  readonly deadlineMs: number;
   readonly server: string;
   readonly joined: number;
   readonly started: boolean;
+  /** The rounds wait: fewer than the quorum are in the room. */
+  readonly waiting: boolean;
   readonly note: string;
   readonly seats: readonly SeatStatus[];
   readonly now: number;
   readonly seq: number;
-  readonly rounds: readonly { round: number; at: number; accuracy: number; loss?: number; contributors: string[] }[];
-  readonly points: readonly { id: number; peer: string; round: number; accuracy: number; loss?: number }[];
+  readonly rounds: readonly RoundPoint[];
+  /** Each client update's scores, with the seat its sender held then. */
+  readonly points: readonly (PeerPoint & { id: number; seat?: number })[];
+  readonly marks: readonly (Mark & { id: number })[];
   readonly events: readonly { seq: number; at: number; from: string; to: string; bytes: number; edge: string }[];
+}
+
+/** Why this page cannot be a client, in words for the visitor; undefined when it can. */
+export function whyCannotJoin(scope: { isSecureContext?: boolean; crypto?: { subtle?: unknown }; RTCPeerConnection?: unknown; indexedDB?: unknown } = globalThis): { code: 'https' | 'webrtc' | 'storage'; text: string } | undefined {
+  if (scope.isSecureContext !== true || scope.crypto?.subtle === undefined) {
+    return {
+      code: 'https',
+      text: 'Joining needs https. This page came over plain http from another machine, and browsers keep from such pages the cryptography a client signs its messages with. Whoever runs the demo can serve it over https (make web-demo TLS_CERT=… TLS_KEY=…) and share that link.',
+    };
+  }
+  if (typeof scope.RTCPeerConnection !== 'function') {
+    return {
+      code: 'webrtc',
+      text: 'This browser has no WebRTC, which a client needs to reach the server directly: join from another browser.',
+    };
+  }
+  if (scope.indexedDB === undefined) {
+    return { code: 'storage', text: 'This browser gives the page no storage (IndexedDB) to keep a client\'s key in, as in some private windows.' };
+  }
+  return undefined;
 }
 
 /** How late envelopes are replayed, so that a poll's worth of them plays out in real time. */
@@ -97,7 +124,10 @@ function sessionName(): string {
   return `web-demo-${name}`;
 }
 
-export type JoinResult = { readonly joined: true; readonly seat: number; readonly restored: boolean } | { readonly joined: false; readonly reason: string };
+/** A seat and a running client, or why not: the server had no seat for it, or joining failed (and whether the seat claimed on the way was given back). */
+export type JoinResult =
+  | { readonly joined: true; readonly seat: number; readonly restored: boolean }
+  | { readonly joined: false; readonly reason: string; readonly refused?: boolean; readonly released?: boolean };
 
 export class LiveSession {
   readonly #bb: Bb;
@@ -108,6 +138,7 @@ export class LiveSession {
   #seq = 0;
   #round = -1;
   #point = 0;
+  #mark = 0;
   /** Server clock → page clock. */
   #offset: number | undefined;
   #me: string | undefined;
@@ -124,6 +155,12 @@ export class LiveSession {
     this.#config = config;
   }
 
+  /** The digits the client of seat `index` trains on, as serve.mjs deals them ("all ten" without skew). */
+  digitsOf(index: number): string {
+    const k = this.#config.classesPerShard;
+    return digitsText(k > 0 ? rotationDigits(index, k) : Array.from({ length: DIGITS }, (_, d) => d));
+  }
+
   /** The page's own peer id once it joined. */
   get self(): string | undefined {
     return this.#me;
@@ -136,25 +173,50 @@ export class LiveSession {
     const session = sessionStorage.getItem(SEAT_KEY) ?? undefined;
     const response = await fetch('join', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ peer: identity.peerId, session }) });
     const seat = (await response.json()) as { index?: number; token?: string; session?: string; error?: string };
-    if (seat.error !== undefined || seat.index === undefined || seat.token === undefined) return { joined: false, reason: seat.error ?? `the server answered ${response.status}` };
+    if (seat.error !== undefined || seat.index === undefined || seat.token === undefined) return { joined: false, refused: true, reason: seat.error ?? `the server answered ${response.status}` };
     if (seat.session !== undefined) sessionStorage.setItem(SEAT_KEY, seat.session);
-    this.#me = identity.peerId;
     const c = this.#config;
-    const plan = livePlan(c);
     const split = splitDigits(this.#bb, csv, c.clients, 1, c.classesPerShard);
-    const data = split.shards[seat.index]!;
-    const restored = this.#restore(artifact, plan.clientTargets, data, seat.index + 2);
-    const clock = restored?.clock ?? monotonicNowNs;
-    const node = restored?.node ?? plan.installClient(this.#bb, { artifact, self: identity.peerId, server: c.server, data, seed: seat.index + 2, nowNs: clock() });
-    const url = new URL(c.signalPath, location.href);
-    url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    this.#running = await connectPeer(node, { url: url.href, room: c.room, identity, token: seat.token, clock });
-    split.free();
-    const keep = (): void => this.#keep(clock);
-    this.#keeper = setInterval(keep, SNAPSHOT_EVERY_MS);
-    addEventListener('pagehide', keep);
-    this.watch();
-    return { joined: true, seat: seat.index, restored: restored !== undefined };
+    try {
+      const plan = livePlan(c);
+      const data = split.shards[seat.index]!;
+      this.#me = identity.peerId;
+      const restored = this.#restore(artifact, plan.clientTargets, data, seat.index + 2);
+      const clock = restored?.clock ?? monotonicNowNs;
+      const node = restored?.node ?? plan.installClient(this.#bb, { artifact, self: identity.peerId, server: c.server, data, seed: seat.index + 2, nowNs: clock() });
+      const url = new URL(c.signalPath, location.href);
+      url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+      try {
+        this.#running = await connectPeer(node, { url: url.href, room: c.room, identity, token: seat.token, clock });
+      } catch (error) {
+        node.free();
+        throw error;
+      }
+      const keep = (): void => this.#keep(clock);
+      this.#keeper = setInterval(keep, SNAPSHOT_EVERY_MS);
+      addEventListener('pagehide', keep);
+      this.watch();
+      return { joined: true, seat: seat.index, restored: restored !== undefined };
+    } catch (error) {
+      // the seat goes back at once, not after the grace period: this page will not use it
+      this.#me = undefined;
+      const released = await this.#leave(identity.peerId, seat.session);
+      if (released) sessionStorage.removeItem(SEAT_KEY);
+      return { joined: false, reason: plainReason(error), released };
+    } finally {
+      split.free();
+    }
+  }
+
+  /** Gives a seat this page claimed back to the server; whether it took it. */
+  async #leave(peer: string, session: string | undefined): Promise<boolean> {
+    if (session === undefined) return false;
+    try {
+      const response = await fetch('leave', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ peer, session }) });
+      return ((await response.json()) as { released?: boolean }).released === true;
+    } catch {
+      return false;
+    }
   }
 
   /** The node this tab kept before a reload, restored; undefined when there is none that fits. */
@@ -189,7 +251,7 @@ export class LiveSession {
 
   /** Follows status.json until stopped. */
   watch(): void {
-    this.#state.info = { mode: this.#me === undefined ? 'live (watching)' : 'live (a client)', quorum: this.#config.quorum, target: this.#config.clients };
+    this.#state.info = { mode: this.#me === undefined ? 'live (watching)' : 'live (a client)', quorum: this.#config.quorum, target: this.#config.clients, deadlineMs: this.#config.deadlineMs };
     this.#state.upsertPeer(this.#config.server, { label: 'server', peerClass: '@self', place: 'server process', state: 'waiting' });
     void this.#poll();
   }
@@ -207,7 +269,7 @@ export class LiveSession {
   async #poll(): Promise<void> {
     if (this.#stopped) return;
     try {
-      const response = await fetch(`status.json?events=${this.#seq}&round=${this.#round}&points=${this.#point}`, { cache: 'no-store' });
+      const response = await fetch(`status.json?events=${this.#seq}&round=${this.#round}&points=${this.#point}&marks=${this.#mark}`, { cache: 'no-store' });
       if (response.ok) this.#apply((await response.json()) as Status);
     } catch {
       // the server is unreachable for a moment: the next poll tries again
@@ -223,13 +285,16 @@ export class LiveSession {
     // the server's clock runs with ours; a page that slept catches up
     if (Math.abs(now - status.now - this.#offset) > 2000) this.#offset = now - status.now;
     const clientClass = this.#graph?.classes.find((c) => c !== '@self') ?? 'clients';
-    s.setState(status.server, status.started ? 'aggregating' : 'waiting');
+    s.setState(status.server, !status.started || status.waiting ? 'waiting' : 'aggregating');
     for (const seat of status.seats) {
       if (seat.peer === undefined) continue;
       const mine = seat.peer === this.#me;
-      const state: PeerState = seat.state === 'connected' ? 'training' : seat.state === 'reserved' ? 'connecting' : seat.state === 'away' ? 'gone' : 'gone';
       const known = s.peers.get(seat.peer);
-      s.upsertPeer(seat.peer, { label: `${mine ? 'you: ' : ''}client ${seat.index + 1}`, peerClass: clientClass, place: mine ? 'this page' : 'remote', state: known !== undefined && state === 'training' && known.state !== 'gone' ? known.state : state });
+      // in the room: what its envelopes last said (training on a global model, or waiting
+      // for the next one), else waiting; a seat claimed but not yet in the room is connecting
+      const inRoom: PeerState = known !== undefined && (known.state === 'training' || known.state === 'waiting') ? known.state : 'waiting';
+      const state: PeerState = seat.state === 'connected' ? inRoom : seat.state === 'reserved' ? 'connecting' : 'away';
+      s.upsertPeer(seat.peer, { label: `${mine ? 'you: ' : ''}client ${seat.index + 1}`, index: seat.index, holds: this.digitsOf(seat.index), peerClass: clientClass, place: mine ? 'this page' : 'remote', state });
     }
     for (const [id, peer] of s.peers) {
       if (id !== status.server && !status.seats.some((seat) => seat.peer === id) && peer.state !== 'gone') s.setState(id, 'gone');
@@ -247,6 +312,12 @@ export class LiveSession {
         receiver.received++;
         receiver.bytesIn += e.bytes;
       }
+      // a global model sent to a client in the room sets it training; its update, waiting again
+      if (kind === 'data') {
+        const client = e.from === status.server ? e.to : e.from;
+        const peer = s.peers.get(client);
+        if (peer !== undefined && peer.state !== 'away' && peer.state !== 'gone' && peer.state !== 'connecting') s.setState(client, e.from === status.server ? 'training' : 'waiting');
+      }
       this.#seq = Math.max(this.#seq, e.seq);
     }
     for (const r of status.rounds) {
@@ -254,11 +325,23 @@ export class LiveSession {
       this.#round = Math.max(this.#round, r.round);
     }
     for (const p of status.points) {
-      s.addPeerPoint(p);
+      // a client that has left since is still named by the seat it had
+      if (p.seat !== undefined && !s.peers.has(p.peer)) s.name(p.peer, { label: `client ${p.seat + 1}`, index: p.seat });
+      s.addPeerPoint({ peer: p.peer, round: p.round, accuracy: p.accuracy, ...(p.loss === undefined ? {} : { loss: p.loss }) });
       this.#point = Math.max(this.#point, p.id);
     }
-    s.info = { ...s.info, note: status.started ? status.note : `${status.joined} of ${status.quorum} clients needed to start are in` };
+    for (const m of status.marks) {
+      s.marks.push({ round: m.round, kind: m.kind, text: m.text, ...(m.peer === undefined ? {} : { peer: m.peer }) });
+      this.#mark = Math.max(this.#mark, m.id);
+    }
+    s.info = { ...s.info, note: status.note };
     s.changed();
     this.onStatus?.(status);
   }
+}
+
+/** What went wrong, for the visitor: the error's own message, without a stack. */
+function plainReason(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }

@@ -8,8 +8,9 @@
  */
 import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, peerIdFromU64, type Value } from 'bytesandbrains';
 
-import { FedRounds, GossipRounds } from '../../shared/rounds.js';
+import { FedRounds, GossipRounds, type RoundCounters } from '../../shared/rounds.js';
 import type { ProgramGraph } from '../program/model.js';
+import { digitsText } from './digits.js';
 import type { FromWorker, InitMessage, PeerRole, ToWorker } from './protocol.js';
 import type { FederationState, Flight, FlightKind, PeerPoint, RoundPoint } from './state.js';
 
@@ -26,6 +27,11 @@ export interface LocalRunOptions {
   /** bb.wasm, compiled once; every worker instantiates it. */
   readonly module: WebAssembly.Module;
   readonly csv: Uint8Array;
+  /** The rows of the digits each client (or gossip peer) trains on, and the held-out rows. */
+  readonly shards: readonly (readonly number[])[];
+  /** The digits each shard holds, for its card. */
+  readonly digits: readonly (readonly number[])[];
+  readonly test: readonly number[];
   /** Scores a parameter vector on the test set (loss and accuracy), when the model is an MLP classifier. */
   readonly score?: (params: Float32Array) => { loss: number; accuracy: number };
   /** What a worker reported that is not a normal step (an op failure, an error). */
@@ -37,30 +43,30 @@ interface WorkerPeer {
   worker: Worker | undefined;
   paused: boolean;
   /** Envelopes that reached a paused peer: handed over when it resumes. */
-  held: { from: string; bytes: Uint8Array; flight: Flight }[];
+  held: { from: string; bytes: Uint8Array; flight: Flight; update?: Value }[];
   ready: Promise<void>;
 }
 
-/** The rounds of an in-page federated run: all clients close one at once, all but one after its deadline. */
-export function roundSizes(clients: number): { quorum: number; target: number } {
-  return { quorum: Math.max(1, clients - 1), target: clients };
+/**
+ * The rounds of an in-page federated run: a round closes at once when every client
+ * answered, or at its deadline with all but one; the deadline leaves room for the round
+ * trip at the chosen latency (the global model out, the update back, each up to 1.2 times
+ * the latency) and for training, so that a slow link makes rounds slower, not empty.
+ */
+export function roundRules(clients: number, latencyMs: number): { quorum: number; target: number; deadlineMs: number } {
+  const roundTrip = 2 * 1.2 * latencyMs;
+  return { quorum: Math.max(1, clients - 1), target: clients, deadlineMs: Math.max(1000, Math.ceil((roundTrip + 800) / 100) * 100) };
 }
 
-/**
- * Label-skewed shards: six of the ten digits per client from four clients up (every digit
- * below), so each digit lives on several clients and any one client may go without the
- * others outvoting what only it knew (FedAvg drops an update far from the round's median).
- */
-function classesPerShard(program: LocalProgram, peers: number): number {
-  if (program === 'gossip_digits') return 3;
-  return peers >= 4 ? 6 : 0;
-}
+/** The words for what happened to a peer, as its mark on the curves says it. */
+const MARK_WORDS = { pause: 'paused', resume: 'resumed', kill: 'killed' } as const;
 
 export class LocalRun {
   readonly #options: LocalRunOptions;
   readonly #state: FederationState;
   readonly #peers = new Map<string, WorkerPeer>();
-  readonly #flights = new Map<number, { flight: Flight; to: string }>();
+  /** Envelopes handed to a worker, until it answers; with the update it carries to the server. */
+  readonly #flights = new Map<number, { flight: Flight; to: string; update?: Value }>();
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   readonly #fed: FedRounds | undefined;
   readonly #gossip: GossipRounds | undefined;
@@ -88,7 +94,7 @@ export class LocalRun {
     const federated = o.program === 'federated_digits';
     const ids = Array.from({ length: o.peers }, (_, k) => peerIdFromU64(k + (federated ? 2 : 1)));
     this.#state.reset();
-    this.#state.info = federated ? { mode: 'in this page', ...roundSizes(o.peers) } : { mode: 'in this page (gossip)' };
+    this.#state.info = federated ? { mode: 'in this page', ...roundRules(o.peers, o.latencyMs) } : { mode: 'in this page (gossip)' };
     const all = federated ? [this.serverId!, ...ids] : ids;
     if (federated) this.#addPeer(this.serverId!, 'server', 0, 1, all);
     ids.forEach((id, k) => this.#addPeer(id, federated ? 'client' : 'gossip', k, k + 2, all));
@@ -104,7 +110,8 @@ export class LocalRun {
     peer.paused = paused;
     this.#post(peer, { type: paused ? 'pause' : 'resume' });
     this.#state.setState(id, paused ? 'paused' : 'waiting');
-    if (!paused) for (const held of peer.held.splice(0)) this.#hand(peer, held.from, held.bytes, held.flight);
+    this.#mark(paused ? 'pause' : 'resume', id);
+    if (!paused) for (const held of peer.held.splice(0)) this.#hand(peer, held.from, held.bytes, held.flight, held.update);
   }
 
   /** Ends a peer's worker: it is gone, and what is sent to it is lost. */
@@ -121,6 +128,11 @@ export class LocalRun {
       this.#flights.delete(key);
     }
     this.#state.setState(id, 'gone');
+    this.#mark('kill', id);
+  }
+
+  #mark(kind: keyof typeof MARK_WORDS, id: string): void {
+    this.#state.mark(kind, `${this.#state.nameOf(id).label} ${MARK_WORDS[kind]}`, id);
   }
 
   isAlive(id: string): boolean {
@@ -154,7 +166,7 @@ export class LocalRun {
     this.#peers.set(id, peer);
     const label = role === 'server' ? 'server' : role === 'client' ? `client ${shard + 1}` : `peer ${shard + 1}`;
     const peerClass = role === 'client' ? (o.graph.classes.find((c) => c !== '@self') ?? 'clients') : '@self';
-    this.#state.upsertPeer(id, { label, peerClass, place: 'worker', state: 'starting' });
+    this.#state.upsertPeer(id, { label, peerClass, place: 'worker', state: 'starting', ...(role === 'server' ? {} : { index: shard, holds: digitsText(o.digits[shard]!) }) });
     worker.onmessage = (event: MessageEvent<FromWorker>) => {
       if (peer.worker !== worker) return; // a message from a worker that was killed meanwhile
       const m = event.data;
@@ -163,7 +175,7 @@ export class LocalRun {
         ready();
       } else if (m.type === 'send') this.#route(id, m.to, m.bytes);
       else if (m.type === 'delivered') this.#delivered(m.flight, m.ok, m.error);
-      else if (m.type === 'event') this.#event(id, m.topic, m.value);
+      else if (m.type === 'event') this.#event(id, m.topic, m.value, m.counters);
       else if (m.type === 'failure') o.onProblem?.(id, `${m.kind}${m.reason ? ` (${m.reason})` : ''}: ${m.detail ?? ''}`);
       else o.onProblem?.(id, m.message);
     };
@@ -176,9 +188,8 @@ export class LocalRun {
       self: id,
       ...(federated ? { server: this.serverId! } : {}),
       peers: all.filter((p) => p !== this.serverId),
-      shard,
-      shards: o.peers,
-      classesPerShard: classesPerShard(o.program, o.peers),
+      rows: role === 'server' ? [] : o.shards[shard]!,
+      test: o.test,
       csv: o.csv,
       seed,
     };
@@ -211,8 +222,10 @@ export class LocalRun {
     }
     const flight = this.#state.send(from, to, bytes.length, kind, edge);
     this.#state.setState(from, 'sending');
+    // an update counts for its round once the server's node is handed it (#delivered)
+    const update = kind === 'data' && this.#fed !== undefined && to === this.serverId ? value : undefined;
     if (kind === 'data' && value !== undefined) {
-      if (this.#fed !== undefined && to === this.serverId) this.#fed.update(from, value);
+      if (this.#fed !== undefined && from === this.serverId) this.#fed.sent(to, value);
       if (this.#gossip !== undefined) this.#gossip.shared(from, value);
     }
     const receiver = this.#peers.get(to);
@@ -220,14 +233,14 @@ export class LocalRun {
     const timer = setTimeout(() => {
       this.#timers.delete(timer);
       if (receiver?.worker === undefined) return this.#state.lose(flight);
-      if (receiver.paused) receiver.held.push({ from, bytes, flight });
-      else this.#hand(receiver, from, bytes, flight);
+      if (receiver.paused) receiver.held.push({ from, bytes, flight, ...(update === undefined ? {} : { update }) });
+      else this.#hand(receiver, from, bytes, flight, update);
     }, latency);
     this.#timers.add(timer);
   }
 
-  #hand(receiver: WorkerPeer, from: string, bytes: Uint8Array, flight: Flight): void {
-    this.#flights.set(flight.id, { flight, to: receiver.id });
+  #hand(receiver: WorkerPeer, from: string, bytes: Uint8Array, flight: Flight, update?: Value): void {
+    this.#flights.set(flight.id, { flight, to: receiver.id, ...(update === undefined ? {} : { update }) });
     this.#post(receiver, { type: 'deliver', from, bytes, flight: flight.id }, [bytes.buffer]);
   }
 
@@ -241,6 +254,8 @@ export class LocalRun {
       return;
     }
     this.#state.deliver(entry.flight);
+    // the server's worker answers in the order its node took envelopes and reported rounds
+    if (entry.update !== undefined) this.#fed?.update(entry.flight.from, entry.update);
     const sender = this.#state.peers.get(entry.flight.from);
     if (sender?.state === 'sending') this.#state.setState(entry.flight.from, 'waiting');
     const receiver = this.#state.peers.get(entry.to);
@@ -249,8 +264,8 @@ export class LocalRun {
     }
   }
 
-  #event(peer: string, topic: string, value: Value): void {
-    if (this.#fed !== undefined) this.#fed.event(topic, value);
+  #event(peer: string, topic: string, value: Value, counters: RoundCounters | undefined): void {
+    if (this.#fed !== undefined) this.#fed.event(topic, value, counters);
     else if (topic === 'accuracy') this.#gossip?.accuracy(peer, value);
   }
 }

@@ -5,6 +5,8 @@
  */
 import type { StepKind, Value } from 'bytesandbrains';
 
+import type { RoundCounters } from '../../shared/rounds.js';
+
 /** Which program a worker runs, and as what. */
 export type PeerRole = 'server' | 'client' | 'gossip';
 
@@ -19,10 +21,10 @@ export interface InitMessage {
   readonly server?: string;
   /** Every peer of the federation (gossip: the others are its first view). */
   readonly peers: readonly string[];
-  /** Which shard of the digits this peer trains on. */
-  readonly shard: number;
-  readonly shards: number;
-  readonly classesPerShard: number;
+  /** The rows of the digits this peer trains on (none for a server). */
+  readonly rows: readonly number[];
+  /** The held-out rows (the server and gossip peers score on them). */
+  readonly test: readonly number[];
   /** The digits CSV. */
   readonly csv: Uint8Array;
   readonly seed: number;
@@ -41,8 +43,8 @@ export type FromWorker =
   | { readonly type: 'send'; readonly to: string; readonly bytes: Uint8Array }
   /** The node took the envelope (`ok`) or refused it (`error`). */
   | { readonly type: 'delivered'; readonly flight: number; readonly ok: boolean; readonly error?: string }
-  /** An output of the program (round, accuracy, model). */
-  | { readonly type: 'event'; readonly topic: string; readonly value: Value }
+  /** An output of the program (round, accuracy, model); "round" comes with the aggregator's counters. */
+  | { readonly type: 'event'; readonly topic: string; readonly value: Value; readonly counters?: RoundCounters }
   /** A step that reports a failure (opFailed, wireReceiveFailed, ...). */
   | { readonly type: 'failure'; readonly kind: StepKind; readonly reason?: string; readonly detail?: string }
   | { readonly type: 'error'; readonly message: string };

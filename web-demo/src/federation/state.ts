@@ -4,9 +4,10 @@
  * every envelope as it was sent and delivered, the rounds and the scores per round. The
  * views subscribe to it; the runners feed it.
  */
+import type { PeerPoint, RoundPoint } from '../../shared/rounds.js';
 import type { WireArrow } from '../program/model.js';
 
-export type PeerState = 'starting' | 'connecting' | 'waiting' | 'training' | 'sending' | 'aggregating' | 'paused' | 'gone';
+export type PeerState = 'starting' | 'connecting' | 'waiting' | 'training' | 'sending' | 'aggregating' | 'paused' | 'away' | 'gone';
 
 /** Where a peer runs, as the page tells the visitor. */
 export type PeerPlace = 'worker' | 'this page' | 'remote' | 'server process';
@@ -14,9 +15,13 @@ export type PeerPlace = 'worker' | 'this page' | 'remote' | 'server process';
 export interface Peer {
   readonly id: string;
   label: string;
+  /** Client (or gossip peer) number from 0, which gives it its colour; none for a server. */
+  index?: number;
   /** The peer class whose partition it runs (its colour). */
   peerClass: string;
   place: PeerPlace;
+  /** The digits a client trains on ("0 1 2 3 4 5"), when the page knows them. */
+  holds?: string;
   state: PeerState;
   sent: number;
   received: number;
@@ -42,22 +47,25 @@ export interface Flight {
   outcome?: 'delivered' | 'lost';
 }
 
-/** A round the server closed: the global model's scores, and who contributed. */
-export interface RoundPoint {
+export type { PeerPoint, RoundOutcome, RoundPoint } from '../../shared/rounds.js';
+
+/**
+ * Something that happened to the federation between two rounds, marked on the curves: a
+ * peer paused, resumed, killed, joined or left; the live rounds waiting for a quorum.
+ */
+export interface Mark {
+  /** Where it goes on the round axis: just after the last round reported when it happened. */
   readonly round: number;
-  readonly at: number;
-  readonly accuracy: number;
-  readonly loss?: number;
-  /** Updates for this round the server received. */
-  readonly contributors: readonly string[];
+  readonly kind: 'pause' | 'resume' | 'kill' | 'join' | 'leave' | 'wait' | 'go';
+  /** "client 3 killed" */
+  readonly text: string;
+  readonly peer?: string;
 }
 
-/** One peer's model scored at a round (a client's update, a gossip peer's model). */
-export interface PeerPoint {
-  readonly peer: string;
-  readonly round: number;
-  readonly accuracy: number;
-  readonly loss?: number;
+/** What a peer is called, and its client number (its colour), even after it left. */
+export interface PeerName {
+  readonly label: string;
+  readonly index?: number;
 }
 
 export interface EdgeCount {
@@ -68,6 +76,7 @@ export interface EdgeCount {
 type Listener = () => void;
 
 const MAX_FLIGHTS = 400;
+const MAX_MARKS = 200;
 
 export class FederationState {
   readonly peers = new Map<string, Peer>();
@@ -75,11 +84,14 @@ export class FederationState {
   readonly flights: Flight[] = [];
   readonly rounds: RoundPoint[] = [];
   readonly peerPoints: PeerPoint[] = [];
+  readonly marks: Mark[] = [];
+  /** Every peer seen or named in this run, by id (peers that left keep their name). */
+  readonly names = new Map<string, PeerName>();
   /** Envelopes and bytes per wire edge id, and per other kind ('protocol', 'other'). */
   readonly edges = new Map<string, EdgeCount>();
   totals = { envelopes: 0, bytes: 0, delivered: 0, lost: 0 };
   /** The federation's settings as the runner reports them: quorum, target, mode. */
-  info: { mode: string; quorum?: number; target?: number; note?: string } = { mode: 'idle' };
+  info: { mode: string; quorum?: number; target?: number; deadlineMs?: number; note?: string } = { mode: 'idle' };
   #nextFlight = 1;
   readonly #listeners = new Set<Listener>();
   #scheduled = false;
@@ -107,8 +119,29 @@ export class FederationState {
       peer = { id, ...init, sent: 0, received: 0, bytesOut: 0, bytesIn: 0, lost: 0 };
       this.peers.set(id, peer);
     } else Object.assign(peer, init);
+    this.name(id, { label: peer.label.replace(/^you: /, ''), ...(peer.index === undefined ? {} : { index: peer.index }) });
     this.changed();
     return peer;
+  }
+
+  /** Remembers what a peer is called (a client the page never saw, known from its seat). */
+  name(id: string, name: PeerName): void {
+    this.names.set(id, name);
+  }
+
+  /** A peer's name for the legend and the round list; "a client that left" for one never named. */
+  nameOf(id: string): PeerName {
+    const peer = this.peers.get(id);
+    if (peer !== undefined) return { label: peer.label, ...(peer.index === undefined ? {} : { index: peer.index }) };
+    return this.names.get(id) ?? { label: 'a client that left' };
+  }
+
+  /** Marks something that happened now, after the last round reported. */
+  mark(kind: Mark['kind'], text: string, peer?: string): void {
+    const last = this.rounds.at(-1)?.round ?? 0;
+    this.marks.push({ round: last + 0.5, kind, text, ...(peer === undefined ? {} : { peer }) });
+    if (this.marks.length > MAX_MARKS) this.marks.splice(0, this.marks.length - MAX_MARKS);
+    this.changed();
   }
 
   setState(id: string, state: PeerState): void {
@@ -181,6 +214,8 @@ export class FederationState {
     this.flights.length = 0;
     this.rounds.length = 0;
     this.peerPoints.length = 0;
+    this.marks.length = 0;
+    this.names.clear();
     this.edges.clear();
     this.totals = { envelopes: 0, bytes: 0, delivered: 0, lost: 0 };
     this.info = { mode: 'idle' };

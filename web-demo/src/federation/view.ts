@@ -5,9 +5,11 @@
  * lost); counts and bytes per peer; the rounds and the updates that closed them. Peers
  * running in this page can be paused, killed and revived from their cards.
  */
-import { classColour, el, formatBytes, svg } from '../ui/dom.js';
+import { peerColour } from '../ui/colours.js';
+import { el, formatBytes, svg } from '../ui/dom.js';
 import type { ProgramGraph } from '../program/model.js';
 import type { FederationState, Flight, Peer } from './state.js';
+import { roundLine, rulesLine } from './words.js';
 
 /** Shortest time a dot is on screen, so that envelopes that arrive at once are still seen. */
 const MIN_FLIGHT_MS = 350;
@@ -38,6 +40,7 @@ const STATE_WORDS: Readonly<Record<Peer['state'], string>> = {
   sending: 'sending',
   aggregating: 'aggregating',
   paused: 'paused',
+  away: 'away (seat kept)',
   gone: 'gone',
 };
 
@@ -99,9 +102,18 @@ export class FederationView {
     this.#render();
   }
 
-  #classIndex(peer: Peer): number {
-    const index = this.#graph?.classes.indexOf(peer.peerClass) ?? -1;
-    return index < 0 ? 0 : index;
+  #colour(peer: { readonly peerClass: string; readonly index?: number | undefined }): string {
+    return peerColour(peer, this.#graph?.classes);
+  }
+
+  /** What a peer runs: its class's partitions, and those its host installs with them. */
+  #runs(peer: Peer): string {
+    const graph = this.#graph;
+    if (graph === undefined) return `the ${peer.peerClass} partition`;
+    const own = graph.partitions.filter((p) => p.peerClass === peer.peerClass).map((p) => p.id);
+    const group = graph.peers.find((g) => own.some((id) => g.partitions.includes(id)));
+    const titles = (group?.partitions ?? own).map((id) => graph.partitions.find((p) => p.id === id)?.title ?? id);
+    return titles.length === 1 ? `the ${titles[0]} partition` : `the partitions ${titles.join(' and ')}, on one node`;
   }
 
   #render(): void {
@@ -112,14 +124,14 @@ export class FederationView {
     if (this.#frame === 0) this.#frame = requestAnimationFrame(() => this.#animate());
   }
 
-  /** Server (the peer of class @self when others exist) in the middle, the rest on a circle. */
+  /** The server (the one peer of class @self), or a lone peer, in the middle; the rest on a circle. */
   #layout(): void {
     const peers = [...this.#state.peers.values()];
     const key = peers.map((p) => p.id).join(',');
     if (key === this.#layoutKey) return;
     this.#layoutKey = key;
     this.#positions.clear();
-    const hub = peers.length > 1 && peers.filter((p) => p.peerClass === '@self').length === 1 ? peers.find((p) => p.peerClass === '@self') : undefined;
+    const hub = peers.length === 1 ? peers[0] : peers.filter((p) => p.peerClass === '@self').length === 1 ? peers.find((p) => p.peerClass === '@self') : undefined;
     const ring = peers.filter((p) => p !== hub);
     const cx = WIDTH / 2;
     const cy = HEIGHT / 2;
@@ -153,14 +165,15 @@ export class FederationView {
         this.#nodes.append(node.group);
         this.#nodeOf.set(peer.id, node);
       }
-      const colour = classColour(this.#classIndex(peer));
-      const gone = peer.state === 'gone';
+      const colour = this.#colour(peer);
+      const gone = peer.state === 'gone' || peer.state === 'away';
       const g = node.group;
       g.setAttribute('class', `peer state-${peer.state}`);
       g.setAttribute('data-state', peer.state);
       g.setAttribute('transform', `translate(${at.x},${at.y})`);
       g.setAttribute('data-tip-title', `${peer.label} (${peer.place})`);
-      g.setAttribute('data-tip', `runs the ${peer.peerClass} partition; ${peer.sent} envelopes sent, ${peer.received} received (${formatBytes(peer.bytesOut)} out, ${formatBytes(peer.bytesIn)} in)${peer.lost ? `; ${peer.lost} lost on the way to it` : ''}.`);
+      g.setAttribute('data-colour', colour);
+      g.setAttribute('data-tip', `runs ${this.#runs(peer)}; ${peer.sent} envelopes sent, ${peer.received} received (${formatBytes(peer.bytesOut)} out, ${formatBytes(peer.bytesIn)} in)${peer.lost ? `; ${peer.lost} lost on the way to it` : ''}.`);
       node.circle.setAttribute('fill', gone ? '#e2e8f0' : colour);
       node.circle.setAttribute('stroke', gone ? '#94a3b8' : colour);
       node.circle.setAttribute('stroke-dasharray', gone ? '4 3' : 'none');
@@ -197,9 +210,10 @@ export class FederationView {
         this.#cards.append(card.root);
       }
       card.root.className = `peer-card state-${peer.state}`;
-      card.root.style.borderLeftColor = classColour(this.#classIndex(peer));
+      card.root.style.borderLeftColor = this.#colour(peer);
+      card.root.setAttribute('data-colour', this.#colour(peer));
       card.label.textContent = peer.label;
-      card.place.textContent = peer.place;
+      card.place.textContent = peer.holds === undefined ? peer.place : `${peer.place} · digits ${peer.holds}`;
       card.state.textContent = STATE_WORDS[peer.state];
       card.state.setAttribute('data-state', peer.state);
       card.counts.textContent = `↑${peer.sent} ↓${peer.received}${peer.lost ? ` ✕${peer.lost}` : ''}`;
@@ -220,30 +234,30 @@ export class FederationView {
   #drawSummary(): void {
     const s = this.#state;
     const t = s.totals;
-    const quorum = s.info.quorum === undefined ? '' : ` · a round closes with ${s.info.target} updates at once, or ${s.info.quorum} after its deadline`;
+    const rules = rulesLine(s.info);
+    const quorum = rules === '' ? '' : ` · ${rules}`;
     this.#summary.replaceChildren(
       el('span', { 'data-term': 'envelope' }, `${t.envelopes} envelopes`),
       ` (${formatBytes(t.bytes)}) · ${t.delivered} delivered · ${t.lost} lost${quorum}`,
       ...(s.info.note ? [el('span', { class: 'note' }, ` — ${s.info.note}`)] : []),
     );
-    const recent = s.rounds.slice(-4).reverse();
-    this.#rounds.replaceChildren(
-      ...recent.map((r) => {
-        const who = r.contributors.map((id) => s.peers.get(id)?.label ?? id.slice(-6));
-        const line = s.info.quorum === undefined
-          ? `round ${r.round}: ${who.length} peers reported · mean accuracy ${(r.accuracy * 100).toFixed(1)} %`
-          : `round ${r.round}: ${who.length} update${who.length === 1 ? '' : 's'}${who.length ? ` (${who.join(', ')})` : ''} → global model ${(r.accuracy * 100).toFixed(1)} %`;
-        return el('li', { 'data-round': r.round, 'data-term': 'round' }, line);
-      }),
-    );
+    // the last rounds, newest first, with what happened between them (pauses, kills, ...)
+    const rounds = s.rounds.slice(-5);
+    const since = rounds[0]?.round ?? 0;
+    const marks = s.marks.filter((m) => m.round > since);
+    const items = [
+      ...rounds.map((r) => ({ at: r.round, item: el('li', { 'data-round': r.round, 'data-outcome': r.outcome ?? 'gossip', 'data-updates': r.contributors.length, 'data-members': r.members?.length ?? 0, 'data-term': 'round' }, roundLine(r, s.info, (id) => s.nameOf(id).label)) })),
+      ...marks.map((m) => ({ at: m.round, item: el('li', { class: 'mark', 'data-mark': m.kind }, `— ${m.text}`) })),
+    ].sort((a, b) => b.at - a.at);
+    this.#rounds.replaceChildren(...items.slice(0, 6).map((i) => i.item));
   }
 
+  /** A value on a wire edge in its sender's colour; protocol messages grey. */
   #colourOf(flight: Flight): string {
     if (flight.kind === 'protocol') return '#94a3b8';
-    const edge = flight.edge;
-    if (edge === undefined || this.#graph === undefined) return '#334155';
-    const from = this.#graph.partitions.find((p) => p.id === edge.from);
-    return classColour(from?.classIndex ?? 0);
+    const sender = this.#state.peers.get(flight.from);
+    if (flight.edge === undefined || sender === undefined) return '#334155';
+    return this.#colour(sender);
   }
 
   #animate(): void {

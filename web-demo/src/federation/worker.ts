@@ -3,18 +3,18 @@
  * node and a PollDriver on timers. Envelopes go out to the page and come in from it.
  */
 import {
+  Dataset,
   gossipDigits,
   installDigitsClient,
   installDigitsServer,
   loadBb,
   PollDriver,
-  splitDigits,
   startDigitsServer,
   type BbNode,
-  type DigitsSplit,
   type GossipPeer,
 } from 'bytesandbrains';
 
+import { roundCounters } from '../../shared/rounds.js';
 import type { FromWorker, InitMessage, ToWorker } from './protocol.js';
 
 const scope = self as unknown as { postMessage(message: FromWorker, transfer?: Transferable[]): void; onmessage: ((event: MessageEvent<ToWorker>) => void) | null };
@@ -23,22 +23,25 @@ const post = (message: FromWorker, transfer: Transferable[] = []): void => scope
 let node: BbNode | undefined;
 let gossip: GossipPeer | undefined;
 let driver: PollDriver | undefined;
-let split: DigitsSplit | undefined;
+/** The held-out digits (the server starts its rounds with them). */
+let test: Dataset | undefined;
 /** Messages that came before the node was installed. */
 const early: ToWorker[] = [];
 
 async function init(message: InitMessage): Promise<void> {
   const bb = await loadBb(message.module);
-  split = splitDigits(bb, message.csv, message.shards, 1, message.classesPerShard);
+  const all = Dataset.fromCsv(bb, message.csv);
+  test = all.subset(message.test);
+  const mine = all.subset(message.rows);
   if (message.role === 'server') {
-    node = installDigitsServer(bb, message.artifact, message.self, split.test, message.seed);
+    node = installDigitsServer(bb, message.artifact, message.self, test, message.seed);
   } else if (message.role === 'client') {
-    node = installDigitsClient(bb, message.artifact, message.self, message.server!, split.shards[message.shard]!, message.seed);
+    node = installDigitsClient(bb, message.artifact, message.self, message.server!, mine, message.seed);
   } else {
     // a gossip peer: its first view is the next two peers; it scores itself on the test set
     const index = message.peers.indexOf(message.self);
     const seeds = [1, 2].map((k) => message.peers[(index + k) % message.peers.length]!).filter((p) => p !== message.self);
-    gossip = gossipDigits.installPeer(bb, { artifact: message.artifact, self: message.self, data: split.shards[message.shard]!, test: split.test, seeds, seed: message.seed });
+    gossip = gossipDigits.installPeer(bb, { artifact: message.artifact, self: message.self, data: mine, test, seeds, seed: message.seed });
     node = gossip.node;
     for (const peer of message.peers) if (peer !== message.self) node.addPeer(peer);
   }
@@ -48,7 +51,8 @@ async function init(message: InitMessage): Promise<void> {
       const bytes = step.bytes!;
       post({ type: 'send', to: step.peer!, bytes }, [bytes.buffer]);
     } else if (step.kind === 'appEvent' && step.topic !== undefined && step.value !== undefined) {
-      post({ type: 'event', topic: step.topic, value: step.value });
+      // the counters after this poll say whether the aggregator closed or abandoned a round
+      post({ type: 'event', topic: step.topic, value: step.value, ...(step.topic === 'round' ? { counters: roundCounters(installed) } : {}) });
     } else if (step.kind === 'opFailed' || step.kind === 'wireReceiveFailed' || step.kind === 'outboundDropped' || step.kind === 'ingressDropped' || step.kind === 'peerResolveFailed') {
       post({ type: 'failure', kind: step.kind, ...(step.reason === undefined ? {} : { reason: step.reason }), ...(step.detail === undefined ? {} : { detail: step.detail }) });
     }
@@ -72,7 +76,7 @@ function handle(message: ToWorker): void {
   switch (message.type) {
     case 'start':
       for (const client of message.clients) node.addPeer(client);
-      startDigitsServer(node, message.clients, split!.test, driver.now());
+      startDigitsServer(node, message.clients, test!, driver.now());
       driver.wake();
       break;
     case 'deliver':

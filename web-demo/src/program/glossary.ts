@@ -16,7 +16,7 @@ export const TERMS: Readonly<Record<string, Term>> = {
   },
   partition: {
     title: 'Partition',
-    text: 'The part of the program one kind of peer runs. Each box is a partition; its colour is the peer class that runs it.',
+    text: 'The part of the program one kind of peer runs. Each box is a partition, coloured by the kind of peer that runs it; a peer may run several (a server runs the round loop and takes the updates).',
   },
   peerClass: {
     title: 'Peer class',

@@ -14,6 +14,7 @@ import {
 } from 'bytesandbrains';
 
 import { explainOp, roleOf, shortDomain } from './glossary.js';
+import { peerKindsOf } from './peers.js';
 
 /** How an op is shown: the first five are listed, gates and plumbing fold away. */
 export type OpKind = 'role' | 'wire' | 'timer' | 'compute' | 'syscall' | 'gate' | 'plumbing';
@@ -36,8 +37,6 @@ export interface PartitionBox {
   /** The name without the hash ("FedDigits_clients"). */
   readonly title: string;
   readonly peerClass: string;
-  /** Index of the peer class in ProgramGraph.classes (its colour). */
-  readonly classIndex: number;
   readonly ops: readonly OpItem[];
   readonly bindings: readonly PartitionBinding[];
   /** Ops in the partition, all kinds. */
@@ -63,11 +62,21 @@ export interface WireArrow {
   readonly wireId: bigint;
 }
 
+/** One kind of peer and the partitions it runs together (see peers.ts). */
+export interface PeerGroup {
+  /** "server", "client", ... */
+  readonly peer: string;
+  /** The partitions' ids (their full names). */
+  readonly partitions: readonly string[];
+}
+
 export interface ProgramGraph {
   /** The module's name (the @self partition's title, or the first one's). */
   readonly name: string;
-  /** Peer classes in order of first appearance: colour index. */
+  /** Peer classes in order of first appearance. */
   readonly classes: readonly string[];
+  /** The kinds of peer and what each runs, when the program's host is known; else none. */
+  readonly peers: readonly PeerGroup[];
   readonly partitions: readonly PartitionBox[];
   readonly edges: readonly WireArrow[];
   /**
@@ -146,7 +155,6 @@ export function buildProgramGraph(description: ArtifactDescription, artifact: Ar
       id: p.name,
       title: titleOf(p.name),
       peerClass: p.peer_class,
-      classIndex: classes.indexOf(p.peer_class),
       ops,
       bindings: used.get(p.name) ?? [],
       opCount: nodes.length,
@@ -155,7 +163,10 @@ export function buildProgramGraph(description: ArtifactDescription, artifact: Ar
   const self = partitions.find((p) => p.peerClass === '@self') ?? partitions[0];
   const edgeByWire = new Map<bigint, WireArrow>();
   for (const edge of edges) if (!edgeByWire.has(edge.wireId)) edgeByWire.set(edge.wireId, edge);
-  return { name: self === undefined ? '' : self.title, classes, partitions, edges, edgeByWire };
+  const name = self === undefined ? '' : self.title;
+  const kinds = peerKindsOf(name, partitions.map((p) => p.title)) ?? [];
+  const peers = kinds.map((k) => ({ peer: k.peer, partitions: k.titles.map((t) => partitions.find((p) => p.title === t)!.id) }));
+  return { name, classes, peers, partitions, edges, edgeByWire };
 }
 
 function labelOf(node: DescribedNode, kind: OpKind, partition: string, edges: readonly WireArrow[]): string {

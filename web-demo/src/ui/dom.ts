@@ -1,4 +1,4 @@
-/** Small DOM helpers: elements with attributes and children, SVG elements, colours. */
+/** Small DOM helpers: elements with attributes and children, SVG elements, byte counts. */
 
 type Child = Node | string | undefined | false;
 
@@ -29,13 +29,6 @@ export function $(id: string): HTMLElement {
   const node = document.getElementById(id);
   if (node === null) throw new Error(`the page has no #${id}`);
   return node;
-}
-
-/** Colours of peer classes, in order of appearance (readable on white, distinct for colour-blind eyes). */
-const CLASS_COLOURS = ['#2563eb', '#ea580c', '#059669', '#9333ea', '#ca8a04', '#db2777', '#0891b2'];
-
-export function classColour(index: number): string {
-  return CLASS_COLOURS[((index % CLASS_COLOURS.length) + CLASS_COLOURS.length) % CLASS_COLOURS.length]!;
 }
 
 /** "12.3 KB" */

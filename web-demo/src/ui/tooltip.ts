@@ -1,7 +1,9 @@
 /**
  * One tooltip for the whole page: any element with `data-term` (a glossary entry) or
- * `data-tip` (a sentence, titled by `data-tip-title`) explains itself on hover, on focus,
- * or on a tap (phones have no hover; a second tap elsewhere closes it).
+ * `data-tip` (a sentence, titled by `data-tip-title`) explains itself on hover, on focus
+ * from the keyboard, or on one tap (phones have no hover; a tap on it again or elsewhere
+ * closes it). A tap also focuses what it lands on: that focus is the tap's, and the tap
+ * alone decides, so one tap opens the explanation and a second closes it.
  */
 import { TERMS } from '../program/glossary.js';
 
@@ -20,6 +22,8 @@ export function installTooltips(root: HTMLElement = document.body): void {
   box.hidden = true;
   root.append(box);
   let current: Element | null = null;
+  /** A pointer is down: the focus it moves is not a keyboard's. */
+  let pointing = false;
 
   const show = (target: Element, x: number, y: number): void => {
     const content = textOf(target);
@@ -46,6 +50,9 @@ export function installTooltips(root: HTMLElement = document.body): void {
   };
   const explained = (event: Event): Element | null => (event.target instanceof Element ? event.target.closest('[data-term],[data-tip]') : null);
 
+  // a tap's focus comes between its pointerdown and its click; the keyboard's after a key
+  root.addEventListener('pointerdown', () => (pointing = true), { capture: true });
+  root.addEventListener('keydown', () => (pointing = false), { capture: true });
   root.addEventListener('pointerover', (event) => {
     if (event.pointerType === 'touch') return;
     const target = explained(event);
@@ -65,12 +72,15 @@ export function installTooltips(root: HTMLElement = document.body): void {
     if (target === current) hide();
     else show(target, event.clientX, event.clientY);
   });
+  root.addEventListener('click', () => (pointing = false));
   root.addEventListener('focusin', (event) => {
     const target = explained(event);
-    if (target === null) return;
+    if (target === null || pointing) return;
     const rect = target.getBoundingClientRect();
     show(target, rect.left, rect.bottom - 8);
   });
-  root.addEventListener('focusout', hide);
+  root.addEventListener('focusout', () => {
+    if (!pointing) hide();
+  });
   window.addEventListener('scroll', () => current !== null && hide(), { passive: true });
 }
