@@ -6,10 +6,12 @@
 //   (cd js && npm run build) && bash scripts/build-wasm.sh
 //   node bench/template-poisoning.mjs [--rounds N] [--periods N] [--seeds K] [--attack NAME]
 //                                     [--aggregator fedavg|centered-clipping|median|trimmed-mean] [--json]
-//   node bench/template-poisoning.mjs --shapes 3x5,8x2,10x3 [--aggregator ...] [--seeds K]
+//   node bench/template-poisoning.mjs --shapes 3x5,8x2,10x3 [--aggregator ...] [--plain] [--seeds K]
 //
 // --shapes runs no attack: clean federations of K clients holding C classes each (KxC),
-// what the defaults cost a federation whose classes are spread thin.
+// what the defaults cost a federation whose classes are spread thin; --plain runs them
+// with plain FedAvg instead (the template's FedAvg with every bound off: the
+// sample-weighted mean of every update), the yardstick.
 //
 // The data: scikit-learn's digits split into ten label-skewed shards (three digits each),
 // a held-out set for the server. --aggregator gives federatedAveraging that option (the one
@@ -246,10 +248,22 @@ export async function runGossip(pkg, bb, csv, { attack, periods = 200, seed = 1 
   return result;
 }
 
+/** The plan compiled with its FedAvg's bounds off: the plain sample-weighted mean. */
+function plainFedAvg(pkg, bb, plan) {
+  const compiler = plan.compiler(bb);
+  try {
+    const rounds = pkg.inspectArtifact(plan.compile(bb)).configs.get('aggregator');
+    compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `${rounds},samples_factor=0,norm_factor=0,ascent_screen=0`);
+    return compiler.compile(plan.module.build(bb));
+  } finally {
+    compiler.free();
+  }
+}
+
 /** A clean federatedAveraging({ model, clients }) run on `clients` shards of `classes` digits each: the accuracy after `rounds`. */
-export async function runShape(pkg, bb, csv, { clients, classes, rounds = 30, seed = 1, aggregator }) {
+export async function runShape(pkg, bb, csv, { clients, classes, rounds = 30, seed = 1, aggregator, plain = false }) {
   const plan = pkg.federatedAveraging({ model: digitsModel(pkg), clients, ...(aggregator === undefined ? {} : { aggregator }) });
-  const artifact = plan.compile(bb);
+  const artifact = plain ? plainFedAvg(pkg, bb, plan) : plan.compile(bb);
   const split = pkg.splitDigits(bb, csv, clients, seed, classes);
   const server = plan.installServer(bb, { artifact, self: pkg.peerIdFromU64(1), test: split.test, seed, nowNs: 0n });
   const nodes = [server.node];
@@ -286,6 +300,7 @@ async function main() {
   }
   const json = args.includes('--json');
   const aggregator = option('--aggregator', undefined);
+  const plain = args.includes('--plain');
   const root = new URL('..', import.meta.url);
   const pkg = {
     ...(await import(new URL('js/dist/index.js', root))),
@@ -303,10 +318,11 @@ async function main() {
   const say = (text) => json || console.log(text);
   const shapes = option('--shapes', undefined);
   if (shapes !== undefined) {
-    say(`template-poisoning: clean federatedAveraging({ model, clients${aggregator === undefined ? '' : `, aggregator: '${aggregator}'`} }), ${rounds} rounds, mean of seeds 1..${seeds}`);
+    const what = plain ? 'plain FedAvg (every bound off)' : `federatedAveraging({ model, clients${aggregator === undefined ? '' : `, aggregator: '${aggregator}'`} })`;
+    say(`template-poisoning: clean ${what}, ${rounds} rounds, mean of seeds 1..${seeds}`);
     for (const shape of shapes.split(',')) {
       const [clients, classes] = shape.split('x').map(Number);
-      const accuracy = await mean((seed) => runShape(pkg, bb, csv, { clients, classes, rounds, seed, aggregator }));
+      const accuracy = await mean((seed) => runShape(pkg, bb, csv, { clients, classes, rounds, seed, aggregator, plain }));
       rows.push({ clients, classes, accuracy });
       say(`${`${clients} clients x ${classes} classes`.padEnd(24)} ${accuracy.toFixed(3)}`);
     }

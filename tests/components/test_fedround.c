@@ -637,10 +637,11 @@ static void test_centered_clipping(void) {
 }
 
 /* The ascent screen in a round: peers 1, 2 and 3 send descent steps, peer 4 its step
- * reversed (ascent.h works the same numbers); round 1's reference moved by (0.5, 0.5).
- * Peers 1..3's scores are cos 45°, cos 45° and 1, peer 4's is -1: its trust falls to
- * -0.5 and with tau 0.1 it is left out; with tau 1 it keeps 1 + (-0.5 + 0.05) of its
- * weight. The screen's memory survives a snapshot. */
+ * reversed (test_ascent.c works the same numbers); round 1's reference moved by (0.5,
+ * 0.5). Peers 1..3's scores are cos 45°, cos 45° and 1, peer 4's is -1, far below their
+ * median (0.854, deviations 0.146: the cut lies at 0.421): its trust falls to 0.3 × -1 and with tau 0.1 it is
+ * left out; with tau 1 it keeps 1 + (-0.3 + 0.1) of its weight. The screen's memory
+ * survives a snapshot. */
 static const float SCREEN_ROUND0[4][2] = {{1, 0}, {0, 1}, {1, 1}, {-1, -1}};
 static const float SCREEN_REF1[2] = {0.5f, 0.5f};
 static const float SCREEN_ROUND1[4][2] = {{1, 0.5f}, {0.5f, 0.75f}, {1, 1}, {0, 0}};
@@ -688,8 +689,8 @@ static void test_ascent_screen(void) {
   bbi_fedround_result res;
   close_screened(a, 1, SCREEN_ROUND1, SCREEN_REF1, &res);
   CHECK(res.ascent_dropped == 0 && res.ascent_weighed == 1 && res.contributors == 4);
-  CHECK(res.params && fabsf(res.params[0] - 2.5f / 3.55f) < 1e-6f && fabsf(res.params[1] - 2.25f / 3.55f) < 1e-6f);
-  CHECK_EQ_INT(res.weight, 4); /* 3.55 rounded: what it weighs one tier up */
+  CHECK(res.params && fabsf(res.params[0] - 2.5f / 3.8f) < 1e-6f && fabsf(res.params[1] - 2.25f / 3.8f) < 1e-6f);
+  CHECK_EQ_INT(res.weight, 4); /* 3.8 rounded: what it weighs one tier up */
   bb_buffer_free(NULL, res.params);
   bbi_fedround_free(a);
 }

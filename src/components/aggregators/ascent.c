@@ -14,8 +14,13 @@
 /* A round judges only when at least this many of its updates could be scored: a median of
  * fewer says nothing about a majority. */
 #define JUDGED_AT_LEAST 3
-/* The trust an honest contributor's noise may reach: below it an update loses weight. */
-#define NOISE_TRUST (-0.05)
+/* A score counts against its sender only this many robust standard deviations (1.4826 ×
+ * the median absolute deviation) below the round's median. */
+#define OUTLIER_SIGMAS 2.0
+/* The share of a sender's trust a judged round keeps. */
+#define MEMORY 0.7
+/* The trust an honest sender's noise may reach: below it an update loses weight. */
+#define NOISE_TRUST (-0.1)
 
 typedef struct trail {
   uint8_t key_len;
@@ -113,19 +118,35 @@ static double score(const bbi_ascent *a, const trail *t, uint64_t round, const f
   return s > 1 ? 1 : s < -1 ? -1 : s;
 }
 
+/* Where a judged round moves each scored sender's trust: a negative score that lies
+ * OUTLIER_SIGMAS below the round's median as itself, any other score as max(0, score) — an
+ * honest sender's noise, however negative, never counts against it. Not judged (fewer than
+ * JUDGED_AT_LEAST scores, or a median of at most 0): nothing moves. */
+static void judge(double *trust, const double *scores, size_t n, double *spread) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(scores[i])) spread[m++] = scores[i];
+  if (m < JUDGED_AT_LEAST) return;
+  const double median = bbi_robust_median_f64(spread, m);
+  if (!(median > 0)) return;
+  for (size_t j = 0; j < m; j++) spread[j] = fabs(spread[j] - median);
+  const double cut = median - OUTLIER_SIGMAS * 1.4826 * bbi_robust_median_f64(spread, m);
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(scores[i])) continue;
+    const double evidence = scores[i] < 0 && scores[i] < cut ? scores[i] : scores[i] > 0 ? scores[i] : 0.0;
+    trust[i] = MEMORY * trust[i] + (1 - MEMORY) * evidence;
+  }
+}
+
 void bbi_ascent_weigh(const bbi_ascent *a, uint64_t round, const float *ref, const bbi_ascent_update *u, size_t n,
                      double tau, double *trust, double *weight, double *scratch) {
-  double *scores = scratch, *sorted = scratch + n;
-  size_t scored = 0;
+  double *scores = scratch;
   for (size_t i = 0; i < n; i++) {
     const trail *t = trail_of(a, &u[i]);
     trust[i] = t ? t->trust : 0.0;
     scores[i] = t && u[i].fresh ? score(a, t, round, ref, u[i].params) : NAN;
-    if (!isnan(scores[i])) sorted[scored++] = scores[i];
   }
-  if (scored >= JUDGED_AT_LEAST && bbi_robust_median_f64(sorted, scored) > 0)
-    for (size_t i = 0; i < n; i++)
-      if (!isnan(scores[i])) trust[i] = (trust[i] + scores[i]) / 2;
+  judge(trust, scores, n, scratch + n);
   for (size_t i = 0; i < n; i++) {
     const double w = 1.0 + (trust[i] - NOISE_TRUST) / tau;
     weight[i] = w > 1 ? 1 : w < 0 ? 0 : w;

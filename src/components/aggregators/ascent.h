@@ -13,10 +13,14 @@
  * in [-1, 1]: positive for descent steps, negative for reversed ones. A round is judged
  * when at least three of its updates could be scored and the median score is positive
  * (early rounds, whose steps grow with the clients' momentum, say nothing and are
- * skipped); there each scored contributor's trust becomes the mean of its old trust and
- * its score (trust starts at 0). An update keeps its whole weight while its contributor's
- * trust is above -0.05 (what an honest client's noise reaches), and loses it linearly
- * below: min(1, max(0, 1 + (trust + 0.05) / tau)), none at -0.05 - tau.
+ * skipped). There each scored contributor's trust (0 at first) becomes 0.7 × its trust +
+ * 0.3 × the round's evidence: its score when the score is negative and lies more than
+ * two robust standard deviations (1.4826 × the median absolute deviation) below the
+ * round's median, else max(0, score) — so an honest client's noise (a step of few
+ * samples, a round where every score scatters) never counts against it, while a reversed
+ * step, far below a round of descent steps, does. An update keeps its whole weight while
+ * its contributor's trust is above -0.1, and loses it linearly below: min(1, max(0, 1 +
+ * (trust + 0.1) / tau)), none at -0.1 - tau.
  *
  * A contributor's last step is remembered while it can still be compared — for
  * BBI_ASCENT_RING rounds, with the references of those rounds — and its trust for
@@ -25,7 +29,9 @@
  *
  * What it does not see: a liar whose updates are descent steps on other data (wrong
  * labels, another task) answers like an honest client with that data, as heterogeneity
- * does; only a bound on how far such updates move the model limits them. */
+ * does; only a bound on how far such updates move the model limits them. Nor a reversed
+ * step in rounds where every step is mostly noise (one SGD step on a small batch): its
+ * score then scatters with the honest ones. */
 #ifndef BBI_OPS_AGGREGATORS_ASCENT_H
 #define BBI_OPS_AGGREGATORS_ASCENT_H
 

@@ -4,8 +4,8 @@
  *
  * FedAvg — the weighted mean of the round's updates.
  *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,
- *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=2,
- *           beyond_norm=clip|drop,drop_factor=3,ascent_screen=0.1,weighting=samples|uniform,
+ *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=3,
+ *           beyond_norm=clip|drop,drop_factor=4,ascent_screen=0.1,weighting=samples|uniform,
  *           max_samples=0,samples_factor=1,center_clip=0
  * RobustAvg — the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
  *   Config: method=median|trimmed|krum|multikrum,trim=0.2,byzantine=0,select=0, and the
@@ -99,9 +99,9 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_str(c, "init", "", a->init_slot, sizeof a->init_slot, err)) ||
       (rc = bb_config_str(c, "members", "addressed", members, sizeof members, err)) ||
       (rc = bb_config_f32(c, "max_norm", 0, &max_norm, err)) ||
-      (rc = bb_config_f32(c, "norm_factor", 2, &norm_factor, err)) ||
+      (rc = bb_config_f32(c, "norm_factor", 3, &norm_factor, err)) ||
       (rc = bb_config_str(c, "beyond_norm", "clip", beyond, sizeof beyond, err)) ||
-      (rc = bb_config_f32(c, "drop_factor", 3, &drop_factor, err)) ||
+      (rc = bb_config_f32(c, "drop_factor", 4, &drop_factor, err)) ||
       (rc = bb_config_f32(c, "ascent_screen", 0.1f, &ascent_screen, err)) ||
       (rc = bb_config_str(c, "rounds", "own", rounds, sizeof rounds, err)) ||
       (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)))

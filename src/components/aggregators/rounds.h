@@ -101,10 +101,10 @@ typedef struct bbi_fedround_config {
                               step) is pulled back to center_clip × the round's median
                               deviation, and the result is the center plus their weighted
                               mean; 0: off (the plain weighted mean) */
-  double ascent_screen;    /* the ascent screen (ascent.h): tau, how far below -0.05 the
+  double ascent_screen;    /* the ascent screen (ascent.h): tau, how far below -0.1 the
                               trust of a contributor whose updates answer the model's moves
                               like ascent steps falls before it weighs nothing (MEAN: an
-                              update keeps min(1, max(0, 1 + (trust + 0.05) / tau)) of its
+                              update keeps min(1, max(0, 1 + (trust + 0.1) / tau)) of its
                               weight; other methods leave out only the updates that keep
                               none); 0: off */
 } bbi_fedround_config;
