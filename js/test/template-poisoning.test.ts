@@ -75,11 +75,11 @@ describe('federatedAveraging({ model, clients: 10 }) holds', () => {
   });
 
   test('two and three clients sending the reversed step g - (u - g): the ascent screen leaves them out', async () => {
-    // each answers the model's moves like an ascent step; from the third round on (two to
-    // compare, once the steps shrink) its updates weigh nothing
+    // each answers the model's moves like an ascent step; a few rounds in (two steps to
+    // compare, a round whose steps shrink, a trust that fell) its updates weigh nothing
     for (const attackers of [2, 3]) {
       const run = await federated('reverse', attackers);
-      expect(run.counters['ascent_dropped']).toBeGreaterThanOrEqual(attackers * (ROUNDS - 5));
+      expect(run.counters['ascent_dropped']).toBeGreaterThanOrEqual(attackers * (ROUNDS - 8));
       expect(run.accuracy).toBeGreaterThan(clean.accuracy - 0.05);
     }
   });
@@ -90,7 +90,7 @@ describe('federatedAveraging({ model, clients: 10 }) holds', () => {
     // same weight as an honest client
     const { samples_clipped: clipped = 0, ascent_dropped: dropped = 0 } = claiming.counters;
     expect(clipped).toBeGreaterThanOrEqual(2);
-    expect(clipped + dropped).toBeGreaterThanOrEqual(2 * (ROUNDS - 1));
+    expect(clipped + dropped).toBeGreaterThanOrEqual(2 * (ROUNDS - 1)); // every claim: cut, or its update left out
     expect(claiming.accuracy).toBeGreaterThan(clean.accuracy - 0.05);
   });
 

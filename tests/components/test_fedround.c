@@ -639,9 +639,9 @@ static void test_centered_clipping(void) {
 /* The ascent screen in a round: peers 1, 2 and 3 send descent steps, peer 4 its step
  * reversed (test_ascent.c works the same numbers); round 1's reference moved by (0.5,
  * 0.5). Peers 1..3's scores are cos 45°, cos 45° and 1, peer 4's is -1, far below their
- * median (0.854, deviations 0.146: the cut lies at 0.421): its trust falls to 0.3 × -1 and with tau 0.1 it is
- * left out; with tau 1 it keeps 1 + (-0.3 + 0.1) of its weight. The screen's memory
- * survives a snapshot. */
+ * median (0.854, deviations 0.146: the cut lies at 0.421): its trust falls to -0.5 and
+ * with tau 0.1 it is left out; with tau 1 it keeps 1 + (-0.5 + 0.1) of its weight. The
+ * screen's memory survives a snapshot. */
 static const float SCREEN_ROUND0[4][2] = {{1, 0}, {0, 1}, {1, 1}, {-1, -1}};
 static const float SCREEN_REF1[2] = {0.5f, 0.5f};
 static const float SCREEN_ROUND1[4][2] = {{1, 0.5f}, {0.5f, 0.75f}, {1, 1}, {0, 0}};
@@ -689,8 +689,8 @@ static void test_ascent_screen(void) {
   bbi_fedround_result res;
   close_screened(a, 1, SCREEN_ROUND1, SCREEN_REF1, &res);
   CHECK(res.ascent_dropped == 0 && res.ascent_weighed == 1 && res.contributors == 4);
-  CHECK(res.params && fabsf(res.params[0] - 2.5f / 3.8f) < 1e-6f && fabsf(res.params[1] - 2.25f / 3.8f) < 1e-6f);
-  CHECK_EQ_INT(res.weight, 4); /* 3.8 rounded: what it weighs one tier up */
+  CHECK(res.params && fabsf(res.params[0] - 2.5f / 3.6f) < 1e-6f && fabsf(res.params[1] - 2.25f / 3.6f) < 1e-6f);
+  CHECK_EQ_INT(res.weight, 4); /* 3.6 rounded: what it weighs one tier up */
   bb_buffer_free(NULL, res.params);
   bbi_fedround_free(a);
 }
@@ -753,19 +753,25 @@ static bbi_fedround *restore_busy(const uint8_t *bytes, size_t len) {
   return b;
 }
 
-static void test_version_2_snapshot(void) {
-  const size_t n = sizeof V2_BUSY_STATE / 2;
-  uint8_t *v2 = from_hex(V2_BUSY_STATE, n);
-  CHECK(n == 818 && bbi_fnv1a64(v2, n) == 0x5f93091dd62d1742ull);
-  bbi_fedround *b = restore_busy(v2, n);
-  free(v2);
+/* An older writer's busy_state() (`hex`, `n` bytes, FNV-1a 64 `hash` as its build's pin
+ * held): it restores, finishes the round as it did, and written again is a version 4
+ * snapshot of the same state. */
+static void check_older_snapshot(const char *hex, size_t n, uint64_t hash) {
+  uint8_t *old = from_hex(hex, n);
+  CHECK(bbi_fnv1a64(old, n) == hash);
+  bbi_fedround *b = restore_busy(old, n);
+  free(old);
   if (!b) return;
-  /* written again, it is a version 4 snapshot of the same state */
   size_t len;
   uint8_t *bytes = snapshot(b, &len);
   CHECK(bytes && bb_le_get_u32(bytes + 4) == 4);
   free(bytes);
   bbi_fedround_free(b);
+}
+
+static void test_version_2_snapshot(void) {
+  CHECK_EQ_INT(sizeof V2_BUSY_STATE / 2, 818);
+  check_older_snapshot(V2_BUSY_STATE, sizeof V2_BUSY_STATE / 2, 0x5f93091dd62d1742ull);
 }
 
 /* busy_state() as the version 3 writer wrote it (the build before the ascent screen; its
@@ -800,17 +806,8 @@ static const char V3_BUSY_STATE[] =
     "000022404b86bfc97efa";
 
 static void test_version_3_snapshot(void) {
-  const size_t n = sizeof V3_BUSY_STATE / 2;
-  uint8_t *v3 = from_hex(V3_BUSY_STATE, n);
-  CHECK(n == 842 && bbi_fnv1a64(v3, n) == 0x86fbd2f6a7aeb831ull);
-  bbi_fedround *b = restore_busy(v3, n);
-  free(v3);
-  if (!b) return;
-  size_t len;
-  uint8_t *bytes = snapshot(b, &len);
-  CHECK(bytes && bb_le_get_u32(bytes + 4) == 4);
-  free(bytes);
-  bbi_fedround_free(b);
+  CHECK_EQ_INT(sizeof V3_BUSY_STATE / 2, 842);
+  check_older_snapshot(V3_BUSY_STATE, sizeof V3_BUSY_STATE / 2, 0x86fbd2f6a7aeb831ull);
 }
 
 static void test_version_1_snapshot(void) {

@@ -17,8 +17,8 @@
 /* A score counts against its sender only this many robust standard deviations (1.4826 ×
  * the median absolute deviation) below the round's median. */
 #define OUTLIER_SIGMAS 2.0
-/* The share of a sender's trust a judged round keeps. */
-#define MEMORY 0.7
+/* The share of a sender's trust a judged round keeps (the rest is the round's evidence). */
+#define MEMORY 0.5
 /* The trust an honest sender's noise may reach: below it an update loses weight. */
 #define NOISE_TRUST (-0.1)
 
@@ -120,17 +120,19 @@ static double score(const bbi_ascent *a, const trail *t, uint64_t round, const f
 
 /* Where a judged round moves each scored sender's trust: a negative score that lies
  * OUTLIER_SIGMAS below the round's median as itself, any other score as max(0, score) — an
- * honest sender's noise, however negative, never counts against it. Not judged (fewer than
- * JUDGED_AT_LEAST scores, or a median of at most 0): nothing moves. */
+ * honest sender's noise, however negative, never counts against it. A round is judged
+ * when it has JUDGED_AT_LEAST scores whose median lies a robust standard deviation above
+ * zero (its descent steps answer clearly); otherwise nothing moves. */
 static void judge(double *trust, const double *scores, size_t n, double *spread) {
   size_t m = 0;
   for (size_t i = 0; i < n; i++)
     if (!isnan(scores[i])) spread[m++] = scores[i];
   if (m < JUDGED_AT_LEAST) return;
   const double median = bbi_robust_median_f64(spread, m);
-  if (!(median > 0)) return;
   for (size_t j = 0; j < m; j++) spread[j] = fabs(spread[j] - median);
-  const double cut = median - OUTLIER_SIGMAS * 1.4826 * bbi_robust_median_f64(spread, m);
+  const double sigma = 1.4826 * bbi_robust_median_f64(spread, m);
+  if (!(median > sigma)) return;
+  const double cut = median - OUTLIER_SIGMAS * sigma;
   for (size_t i = 0; i < n; i++) {
     if (isnan(scores[i])) continue;
     const double evidence = scores[i] < 0 && scores[i] < cut ? scores[i] : scores[i] > 0 ? scores[i] : 0.0;

@@ -11,16 +11,17 @@
  *     score = -cos(Δ_t - Δ_t', g_t - g_t')      (Δ_t = u_t - g_t, the step it sent)
  *
  * in [-1, 1]: positive for descent steps, negative for reversed ones. A round is judged
- * when at least three of its updates could be scored and the median score is positive
- * (early rounds, whose steps grow with the clients' momentum, say nothing and are
- * skipped). There each scored contributor's trust (0 at first) becomes 0.7 × its trust +
- * 0.3 × the round's evidence: its score when the score is negative and lies more than
- * two robust standard deviations (1.4826 × the median absolute deviation) below the
- * round's median, else max(0, score) — so an honest client's noise (a step of few
- * samples, a round where every score scatters) never counts against it, while a reversed
- * step, far below a round of descent steps, does. An update keeps its whole weight while
- * its contributor's trust is above -0.1, and loses it linearly below: min(1, max(0, 1 +
- * (trust + 0.1) / tau)), none at -0.1 - tau.
+ * when at least three of its updates could be scored and their median lies a robust
+ * standard deviation (1.4826 × the median absolute deviation) above zero: its descent
+ * steps answer clearly (early rounds, whose steps grow with the clients' momentum, and
+ * rounds of steps that are mostly noise say nothing and are skipped). There each scored
+ * contributor's trust (0 at first) becomes the mean of its trust and the round's
+ * evidence: its score when the score is negative and lies more than two robust standard
+ * deviations below the round's median, else max(0, score) — so an honest client's noise
+ * never counts against it, while a reversed step, far below a round of descent steps,
+ * does. An update keeps its whole weight while its contributor's trust is above -0.1,
+ * and loses it linearly below: min(1, max(0, 1 + (trust + 0.1) / tau)), none at
+ * -0.1 - tau.
  *
  * A contributor's last step is remembered while it can still be compared — for
  * BBI_ASCENT_RING rounds, with the references of those rounds — and its trust for
