@@ -41,8 +41,8 @@ export interface FederatedAveragingOptions {
   readonly rounds?: number;
   /**
    * How updates become the global model. 'fedavg' (the default): the mean of the updates,
-   * each within a distance bound of the global model (pulled back onto twice the round's
-   * median distance, left out beyond three times it), a sample count weighing at most the
+   * each within a distance bound of the global model (pulled back onto three times the
+   * round's median distance, left out beyond four times it), a sample count weighing at most the
    * round's median count, and a client whose updates answer the model's moves like ascent
    * steps (its training reversed) left out by the ascent screen. 'centered-clipping': the
    * same, each update's deviation from where the model was heading clipped to 1.25 × the
