@@ -126,7 +126,7 @@ export {
   type WireRecv,
 } from './artifact.js';
 export * from './dsl/index.js';
-export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './peer.js';
+export { admitRoomMembers, connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './peer.js';
 export {
   compileFederatedCnn,
   compileFederatedDigits,

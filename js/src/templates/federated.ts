@@ -41,14 +41,15 @@ export interface FederatedAveragingOptions {
   readonly rounds?: number;
   /**
    * How updates become the global model. 'fedavg' (the default): the mean of the updates,
-   * each within a distance bound of the global model (pulled back onto twice the round's
-   * median distance, left out beyond three times it), a sample count weighing at most the
-   * round's median count. 'centered-clipping': the same, each update's deviation from
-   * where the model was heading clipped to 1.25 × the round's median deviation (holds
-   * clients training on wrong labels when each class has several clients; starves a class
-   * only one client holds — docs/SECURITY.md). 'median' or 'trimmed-mean': the
-   * coordinate-wise median or trimmed mean of one update per client (RobustAvg). All of
-   * them run the same rounds.
+   * each within a distance bound of the global model (pulled back onto three times the
+   * round's median distance, left out beyond four times it), a sample count weighing at most the
+   * round's median count, and a client whose updates answer the model's moves like ascent
+   * steps (its training reversed) left out by the ascent screen. 'centered-clipping': the
+   * same, each update's deviation from where the model was heading clipped to 1.25 × the
+   * round's median deviation (holds clients training on wrong labels when each class has
+   * several clients; starves the classes fewer clients hold — docs/SECURITY.md). 'median'
+   * or 'trimmed-mean': the coordinate-wise median or trimmed mean of one update per client
+   * (RobustAvg), with the same screen. All of them run the same rounds.
    */
   readonly aggregator?: 'fedavg' | 'centered-clipping' | 'median' | 'trimmed-mean';
   /** The share trimmed at each end by 'trimmed-mean' (default 0.2). */

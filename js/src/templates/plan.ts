@@ -43,7 +43,9 @@ export function roundReporter(onRound: (report: RoundReport) => void): (step: St
  * claimed zero samples, named a round not yet open, came when the round was full, came from
  * a peer the round was not sent to (`refused_non_member`), without a client's join token
  * (`refused_unadmitted`, `refused_role`), or late; an update past the distance bound
- * (`norm_dropped`, `norm_clipped`), a sample count cut to the cap (`samples_clipped`), a
+ * (`norm_dropped`, `norm_clipped`), a sample count cut to the cap (`samples_clipped`), an
+ * update whose sender has answered the model's moves like an ascent step — its training
+ * reversed — left out or given part of its weight (`ascent_dropped`, `ascent_weighed`), a
  * round abandoned without a quorum; and the announces the registry refused for want of a
  * token (`registry_unadmitted`).
  */
@@ -52,7 +54,8 @@ export type Refusals = Readonly<Record<(typeof REFUSALS)[number] | 'registry_una
 const REFUSALS = [
   'refused_type', 'refused_metadata', 'refused_length', 'refused_nonfinite', 'refused_samples', 'refused_future',
   'refused_full', 'refused_key', 'refused_non_member', 'refused_unadmitted', 'refused_role', 'late_dropped',
-  'norm_dropped', 'norm_clipped', 'samples_clipped', 'center_clipped', 'rounds_abandoned',
+  'norm_dropped', 'norm_clipped', 'samples_clipped', 'center_clipped', 'ascent_dropped', 'ascent_weighed',
+  'rounds_abandoned',
 ] as const;
 
 /** The choices a template compiles with. */
