@@ -109,6 +109,7 @@ export {
   type ValueKind,
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
+export { CODEC_REFUSALS, trafficOf, type Traffic } from './traffic.js';
 export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
 export {
   ARTIFACT_KEYS,

@@ -7,6 +7,7 @@ import { Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
 import { BbNode, type NodeAdmission, type Step } from '../node.js';
+import { CODEC_REFUSALS, trafficOf, type Traffic } from '../traffic.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
 import { bindModel, ensureModelType, type ModelChoice } from './models.js';
@@ -15,6 +16,10 @@ import { bindModel, ensureModelType, type ModelChoice } from './models.js';
 export interface RoundReport {
   readonly round: number;
   readonly accuracy: number;
+  /** A server's envelope bytes received since its previous report (the clients' uploads, mostly). */
+  readonly bytesIn?: number;
+  /** A server's envelope bytes sent since its previous report (the global model to each client, mostly). */
+  readonly bytesOut?: number;
 }
 
 /**
@@ -43,9 +48,12 @@ export function roundReporter(onRound: (report: RoundReport) => void): (step: St
  * (`refused_unadmitted`, `refused_role`), or late; an update past the distance bound
  * (`norm_dropped`, `norm_clipped`), a sample count cut to the cap (`samples_clipped`), a
  * round abandoned without a quorum; and the announces the registry refused for want of a
- * token (`registry_unadmitted`).
+ * token (`registry_unadmitted`); and the compressed updates its codec refused
+ * (`codec_length`, `codec_count`, `codec_index`, `codec_nonfinite`, `codec_reference`:
+ * bytes that do not hold what their header says, a count out of bounds, an index out of
+ * range or repeated, a NaN, a length other than the model's).
  */
-export type Refusals = Readonly<Record<(typeof REFUSALS)[number] | 'registry_unadmitted', number>>;
+export type Refusals = Readonly<Record<(typeof REFUSALS)[number] | 'registry_unadmitted' | `codec_${(typeof CODEC_REFUSALS)[number]}`, number>>;
 
 const REFUSALS = [
   'refused_type', 'refused_metadata', 'refused_length', 'refused_nonfinite', 'refused_samples', 'refused_future',
@@ -116,6 +124,8 @@ export interface ServerNode {
   readonly finished: Promise<RoundReport>;
   /** What the aggregator refused, left out or cut so far, by reason. */
   refusals(): Refusals;
+  /** What the server sent and received so far (bytes, envelopes, its codec's work). */
+  traffic(): Traffic;
 }
 
 export class Plan {
@@ -194,9 +204,13 @@ export class Plan {
     if (registry) answerServerRequests(node, node.self, options.nowNs);
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
+    let seen = trafficOf(node);
     const finished = new Promise<RoundReport>((resolve) => {
       node.onStep(
-        roundReporter((report) => {
+        roundReporter((scored) => {
+          const now = trafficOf(node);
+          const report = { ...scored, bytesIn: now.bytesReceived - seen.bytesReceived, bytesOut: now.bytesSent - seen.bytesSent };
+          seen = now;
           for (const listener of [...listeners]) listener(report);
           if (rounds !== undefined && report.round >= rounds) resolve(report);
         }),
@@ -212,8 +226,10 @@ export class Plan {
       refusals() {
         const counts: Record<string, number> = { registry_unadmitted: Number(node.counter('global_registry.refused_unadmitted')) };
         for (const reason of REFUSALS) counts[reason] = Number(node.counter(`${prefix}.${reason}`));
+        for (const reason of CODEC_REFUSALS) counts[`codec_${reason}`] = Number(node.counter(`codec.refused_${reason}`));
         return counts as Refusals;
       },
+      traffic: () => trafficOf(node),
       onRound(listener) {
         listeners.add(listener);
         return () => listeners.delete(listener);
