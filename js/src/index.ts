@@ -110,6 +110,17 @@ export {
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
 export { CODEC_REFUSALS, trafficOf, type Traffic } from './traffic.js';
+export {
+  measuredPolls,
+  ParticipationPolicy,
+  type BatteryLike,
+  type ConnectionLike,
+  type DocumentLike,
+  type NavigatorLike,
+  type ParticipationOptions,
+  type ParticipationState,
+  type WaitReason,
+} from './participation.js';
 export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
 export {
   ARTIFACT_KEYS,

@@ -90,10 +90,10 @@ describe('federatedAveraging with compress', () => {
     const last = (run: Run): RoundReport => run.reports.at(-1)!;
     expect(last(full).accuracy).toBeGreaterThanOrEqual(0.9);
     expect(last(topk).accuracy).toBeGreaterThanOrEqual(0.9);
-    // each update: 16 of 162 values, 8 bytes each, plus the 9-byte header
+    // each update: 16 of 162 values: the 10-byte header, a 21-byte bitmap, 16 uint8 codes with their scale
     for (const client of topk.clients) {
       const t = trafficOf(client);
-      expect(t.encodedBytes % (9 + 8 * 16)).toBe(0);
+      expect(t.encodedBytes % (10 + 21 + 9 + 16)).toBe(0);
       expect(t.encodedBytes).toBeGreaterThan(0);
     }
     // the server reports each round's bytes; the uploads of the compressed run are smaller
@@ -206,16 +206,17 @@ describe('compress in the templates whose peers share no model', () => {
   });
 });
 
-/** A top-k encoding as the format lays it out: n, k (or a count of one's own), float32 values. */
+/** A top-k encoding as the format lays it out: n, k (or a count of one's own), a list of indices, float32 values. */
 function topkBytes(n: number, entries: readonly (readonly [number, number])[], count = entries.length): Uint8Array {
-  const out = new Uint8Array(9 + 8 * entries.length);
+  const out = new Uint8Array(10 + 8 * entries.length);
   const view = new DataView(out.buffer);
   view.setUint32(0, n, true);
   view.setUint32(4, count, true);
   out[8] = 1;
+  out[9] = 1;
   entries.forEach(([index, value], j) => {
-    view.setUint32(9 + 4 * j, index, true);
-    view.setFloat32(9 + 4 * entries.length + 4 * j, value, true);
+    view.setUint32(10 + 4 * j, index, true);
+    view.setFloat32(10 + 4 * entries.length + 4 * j, value, true);
   });
   return out;
 }

@@ -157,7 +157,7 @@ static void test_float16_against_reference(void) { round_trip_against("Float16Co
 /* the differences span ±0.01: a uint8 step of about 0.02/255 */
 static void test_uint8_against_reference(void) { round_trip_against("Uint8Codec", NULL, 9 + N, 0, 0.0201 / 255 / 2 + 1e-7); }
 /* every value kept, as float32: exact differences */
-static void test_topk_against_reference(void) { round_trip_against("TopKCodec", "k=1", 9 + 8 * N, 0, 0); }
+static void test_topk_against_reference(void) { round_trip_against("TopKCodec", "k=1,values=f32", 10 + N / 8 + 4 * N, 0, 0); }
 
 /* The same update sent T times with 10 % kept: with feedback what arrives sums to T times
  * the update less the last residual, which does not grow with T; without it the
@@ -176,7 +176,7 @@ static double feedback_error(const char *config, int T) {
     const float *delta = floats(r.delta);
     CHECK(delta != NULL && r.failed == 0);
     for (int i = 0; delta && i < N; i++) sum[i] += delta[i];
-    CHECK_EQ_INT(bb_val_count(r.encoded), 9 + 8 * 40);
+    CHECK_EQ_INT(bb_val_count(r.encoded), 10 + N / 8 + 4 * 40); /* a bitmap, 40 float32 */
     run_result_free(&r);
   }
   double total = 0;
@@ -188,8 +188,8 @@ static double feedback_error(const char *config, int T) {
 }
 
 static void test_topk_error_feedback(void) {
-  const double with20 = feedback_error("k=0.1", 20), with40 = feedback_error("k=0.1", 40);
-  const double without20 = feedback_error("k=0.1,feedback=0", 20), without40 = feedback_error("k=0.1,feedback=0", 40);
+  const double with20 = feedback_error("k=0.1,values=f32", 20), with40 = feedback_error("k=0.1,values=f32", 40);
+  const double without20 = feedback_error("k=0.1,values=f32,feedback=0", 20), without40 = feedback_error("k=0.1,values=f32,feedback=0", 40);
   CHECK_MSG(with40 < 1.25 * with20, "with feedback the error grew from %g to %g", with20, with40);
   CHECK_MSG(without40 > 1.9 * without20, "without feedback the error went from %g to %g", without20, without40);
   CHECK_MSG(without40 > 5 * with40, "after 40 rounds: %g without feedback, %g with", without40, with40);
@@ -215,19 +215,21 @@ static void hostile(const char *type, const uint8_t *bytes, size_t len, const ch
 }
 
 static void test_hostile_bytes_are_refused_and_counted(void) {
-  /* n = 8, k = 2, f32 values: indices 1 and 1 (repeated) */
-  uint8_t repeated[9 + 16] = {8, 0, 0, 0, 2, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0};
+  /* n = 8, k = 2, a list, float32 values: indices 1 and 1 (repeated) */
+  uint8_t repeated[10 + 16] = {8, 0, 0, 0, 2, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0};
   hostile("TopKCodec", repeated, sizeof repeated, "codec.refused_index");
-  uint8_t beyond[9 + 8] = {8, 0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0};
+  uint8_t beyond[10 + 8] = {8, 0, 0, 0, 1, 0, 0, 0, 1, 1, 8, 0, 0, 0};
   hostile("TopKCodec", beyond, sizeof beyond, "codec.refused_index");
-  uint8_t hostile_k[9 + 8] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1};
+  uint8_t hostile_k[10 + 8] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 1};
   hostile("TopKCodec", hostile_k, sizeof hostile_k, "codec.refused_count");
-  uint8_t lying_length[9 + 8] = {8, 0, 0, 0, 2, 0, 0, 0, 1};
+  uint8_t lying_length[10 + 8] = {8, 0, 0, 0, 2, 0, 0, 0, 1, 1};
   hostile("TopKCodec", lying_length, sizeof lying_length, "codec.refused_length");
-  uint8_t longer[9] = {0, 0, 0, 1, 0, 0, 0, 0, 1}; /* n = 2^24, unlike the reference's 8 */
+  uint8_t longer[10] = {0, 0, 0, 1, 0, 0, 0, 0, 1, 1}; /* n = 2^24, unlike the reference's 8 */
   hostile("TopKCodec", longer, sizeof longer, "codec.refused_reference");
-  uint8_t nan_value[9 + 8] = {8, 0, 0, 0, 1, 0, 0, 0, 1, 3, 0, 0, 0, 0, 0, 0xc0, 0x7f};
+  uint8_t nan_value[10 + 8] = {8, 0, 0, 0, 1, 0, 0, 0, 1, 1, 3, 0, 0, 0, 0, 0, 0xc0, 0x7f};
   hostile("TopKCodec", nan_value, sizeof nan_value, "codec.refused_nonfinite");
+  uint8_t bitmap_count[10 + 1 + 8] = {8, 0, 0, 0, 2, 0, 0, 0, 2, 1, 0x07}; /* 3 bits for a count of 2 */
+  hostile("TopKCodec", bitmap_count, sizeof bitmap_count, "codec.refused_index");
   /* a float16 vector of 3 values against a reference of 8 */
   uint8_t f16[4 + 6] = {3, 0, 0, 0};
   hostile("Float16Codec", f16, sizeof f16, "codec.refused_reference");

@@ -1,19 +1,37 @@
 /* Top-k sparse vectors: selection, encoding and bounded decoding; the layout is in
- * sparse.h. Half-precision values use the tensor layer's conversions, as the float16 codec
- * does. */
+ * sparse.h. Float16 and uint8 values travel as the dense codecs encode them (quant.h), and
+ * are decoded by the same code. */
 #include "components/codecs/sparse.h"
 
 #include <math.h>
 
 #include "bb/bytes.h"
-#include "bb/tensor.h"
+#include "components/codecs/quant.h"
 
-static size_t value_width(bbi_sparse_values values) { return values == BBI_SPARSE_F16 ? 2 : 4; }
+static size_t bitmap_bytes(size_t n) { return n / 8 + (n % 8 != 0); }
 
-size_t bbi_sparse_encoded_size(size_t k, bbi_sparse_values values) {
-  const size_t entry = 4 + value_width(values);
-  if ((uint64_t)k > BBI_SPARSE_MAX_LEN || k > (SIZE_MAX - BBI_SPARSE_HEADER) / entry) return 0;
-  return BBI_SPARSE_HEADER + k * entry;
+bbi_sparse_indices bbi_sparse_index_form(size_t n, size_t k) {
+  return k <= SIZE_MAX / 4 && 4 * k <= bitmap_bytes(n) ? BBI_SPARSE_LIST : BBI_SPARSE_BITMAP;
+}
+
+/* Bytes of the index block and of the value block (0 when they do not fit a size_t). */
+static size_t index_bytes(size_t n, size_t k, bbi_sparse_indices form) {
+  return form == BBI_SPARSE_BITMAP ? bitmap_bytes(n) : k <= SIZE_MAX / 4 ? 4 * k : 0;
+}
+static size_t value_bytes(size_t k, bbi_sparse_values values) {
+  switch (values) {
+  case BBI_SPARSE_F32: return k <= SIZE_MAX / 4 ? 4 * k : 0;
+  case BBI_SPARSE_F16: return bbi_quant_f16_encoded_size(k);
+  case BBI_SPARSE_U8: return bbi_quant_u8_encoded_size(k);
+  }
+  return 0;
+}
+
+size_t bbi_sparse_encoded_size(size_t n, size_t k, bbi_sparse_values values) {
+  if ((uint64_t)n > BBI_SPARSE_MAX_LEN || k > n) return 0;
+  const size_t ib = index_bytes(n, k, bbi_sparse_index_form(n, k)), vb = value_bytes(k, values);
+  if ((k && (!ib || !vb)) || ib > SIZE_MAX - BBI_SPARSE_HEADER - vb) return 0;
+  return BBI_SPARSE_HEADER + ib + vb;
 }
 
 size_t bbi_sparse_keep(size_t n, double fraction) {
@@ -94,40 +112,59 @@ int bbi_sparse_select(const float *x, size_t n, size_t k, uint32_t *idx, bb_erro
 
 /* ---- encoding -------------------------------------------------------------------------- */
 
-float bbi_sparse_stored(float v, bbi_sparse_values values) {
-  return values == BBI_SPARSE_F16 ? bb_f16_to_f32(bb_f32_to_f16(v)) : v;
+/* The value block of the k values in kept[] at out (value_bytes of them), then kept[] as
+ * the receiver will decode them. */
+static int write_values(float *kept, size_t k, bbi_sparse_values values, uint8_t *out, size_t len, bb_error *err) {
+  int rc = 0;
+  switch (values) {
+  case BBI_SPARSE_F32:
+    for (size_t j = 0; j < k; j++) bb_le_put_f32(out + 4 * j, kept[j]);
+    return 0;
+  case BBI_SPARSE_F16:
+    if (!(rc = bbi_quant_f16_encode(kept, k, out, len, NULL, err))) rc = bbi_quant_f16_decode(out, len, kept, k, NULL, err);
+    return rc;
+  case BBI_SPARSE_U8:
+    if (!(rc = bbi_quant_u8_encode(kept, k, out, len, NULL, err))) rc = bbi_quant_u8_decode(out, len, kept, k, NULL, err);
+    return rc;
+  }
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: unknown value form %d", (int)values);
 }
 
 int bbi_sparse_encode(const float *x, size_t n, const uint32_t *idx, size_t k, bbi_sparse_values values,
-                      uint8_t *out, size_t cap, size_t *written, bb_error *err) {
-  if (values != BBI_SPARSE_F32 && values != BBI_SPARSE_F16)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: unknown value type %d", (int)values);
-  const size_t need = bbi_sparse_encoded_size(k, values);
-  if ((uint64_t)n > BBI_SPARSE_MAX_LEN || need == 0)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: %zu values exceed the u32 length", n);
-  if (k > n || (n && !x) || (k && !idx) || !out)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: %zu entries of %zu values, or a NULL buffer", k, n);
+                      uint8_t *out, size_t cap, size_t *written, float *kept, bb_error *err) {
+  if (values != BBI_SPARSE_F32 && values != BBI_SPARSE_F16 && values != BBI_SPARSE_U8)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: unknown value form %d", (int)values);
+  const size_t need = bbi_sparse_encoded_size(n, k, values);
+  if (need == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: %zu entries of %zu values do not fit", k, n);
+  if ((n && !x) || (k && (!idx || !kept)) || !out)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: a NULL input or output");
   if (cap < need)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: %zu entries need %zu bytes, the buffer has %zu", k, need,
                         cap);
-  for (size_t j = 0; j < k; j++)
+  for (size_t j = 0; j < k; j++) {
     if (idx[j] >= n || (j && idx[j] <= idx[j - 1]))
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: index %zu (%lu) is not increasing below %zu", j,
                           (unsigned long)idx[j], n);
+    if (!isfinite(x[idx[j]]))
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: value %lu is not finite", (unsigned long)idx[j]);
+    kept[j] = x[idx[j]];
+  }
+  const bbi_sparse_indices form = bbi_sparse_index_form(n, k);
+  const size_t ib = index_bytes(n, k, form);
   bb_le_put_u32(out, (uint32_t)n);
   bb_le_put_u32(out + 4, (uint32_t)k);
-  out[8] = (uint8_t)values;
-  uint8_t *indices = out + BBI_SPARSE_HEADER, *vals = indices + 4 * k;
-  for (size_t j = 0; j < k; j++) {
-    const float v = x[idx[j]];
-    bb_le_put_u32(indices + 4 * j, idx[j]);
-    if (values == BBI_SPARSE_F16)
-      bb_le_put_u16(vals + 2 * j, bb_f32_to_f16(v));
-    else
-      bb_le_put_f32(vals + 4 * j, v);
+  out[8] = (uint8_t)form;
+  out[9] = (uint8_t)values;
+  uint8_t *indices = out + BBI_SPARSE_HEADER;
+  if (form == BBI_SPARSE_BITMAP) {
+    for (size_t b = 0; b < ib; b++) indices[b] = 0;
+    for (size_t j = 0; j < k; j++) indices[idx[j] / 8] |= (uint8_t)(1u << (idx[j] % 8));
+  } else {
+    for (size_t j = 0; j < k; j++) bb_le_put_u32(indices + 4 * j, idx[j]);
   }
-  if (written) *written = need;
-  return 0;
+  int rc = write_values(kept, k, values, indices + ib, need - BBI_SPARSE_HEADER - ib, err);
+  if (!rc && written) *written = need;
+  return rc;
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -145,10 +182,13 @@ int bbi_sparse_count(const uint8_t *in, size_t len, size_t max_n, size_t expect,
     return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_LENGTH), "top-k: %zu bytes end inside the %d-byte header",
                         len, BBI_SPARSE_HEADER);
   const size_t dense = bb_le_get_u32(in), k = bb_le_get_u32(in + 4);
-  const unsigned type = in[8];
-  if (type != BBI_SPARSE_F32 && type != BBI_SPARSE_F16)
+  const unsigned form = in[8], values = in[9];
+  if (form != BBI_SPARSE_LIST && form != BBI_SPARSE_BITMAP)
     return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_LENGTH),
-                        "top-k: the value type at byte 8 is %u, not 1 (float32) or 2 (float16)", type);
+                        "top-k: the index form at byte 8 is %u, not 1 (list) or 2 (bitmap)", form);
+  if (values != BBI_SPARSE_F32 && values != BBI_SPARSE_F16 && values != BBI_SPARSE_U8)
+    return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_LENGTH),
+                        "top-k: the value form at byte 9 is %u, not 1 (float32), 2 (float16) or 3 (uint8)", values);
   if (k > dense)
     return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_COUNT),
                         "top-k: the count at byte 4 says %zu entries of a vector of %zu", k, dense);
@@ -158,12 +198,87 @@ int bbi_sparse_count(const uint8_t *in, size_t len, size_t max_n, size_t expect,
   if (dense > max_n)
     return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_COUNT),
                         "top-k: the length at byte 0 is %zu; this decoder takes vectors of %zu at most", dense, max_n);
-  const uint64_t need = BBI_SPARSE_HEADER + (uint64_t)k * (4 + value_width((bbi_sparse_values)type));
+  /* with n and k bounded by u32, these sums fit 64 bits */
+  const uint64_t need = (uint64_t)BBI_SPARSE_HEADER + index_bytes(dense, k, (bbi_sparse_indices)form) +
+                        value_bytes(k, (bbi_sparse_values)values);
   if ((uint64_t)len != need)
     return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_LENGTH), "top-k: %zu entries take %llu bytes, but there are %zu",
                         k, (unsigned long long)need, len);
   *n = dense;
   return 0;
+}
+
+/* Checks the index block: a list strictly increasing below n, or a bitmap with exactly k
+ * bits set, none at or past n. */
+static int check_indices(const uint8_t *block, bbi_sparse_indices form, size_t n, size_t k, bbi_sparse_fault *fault,
+                         bb_error *err) {
+  if (form == BBI_SPARSE_LIST) {
+    for (size_t j = 0; j < k; j++) {
+      const size_t i = bb_le_get_u32(block + 4 * j);
+      if (i >= n || (j && i <= bb_le_get_u32(block + 4 * (j - 1))))
+        return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_INDEX),
+                            "top-k: the index at byte %zu is %zu: not above the one before it and below %zu",
+                            BBI_SPARSE_HEADER + 4 * j, i, n);
+    }
+    return 0;
+  }
+  size_t set = 0;
+  const size_t bytes = bitmap_bytes(n);
+  for (size_t b = 0; b < bytes; b++) {
+    unsigned byte = block[b];
+    if (b == bytes - 1 && n % 8 && (byte >> (n % 8)))
+      return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_INDEX), "top-k: the bitmap's byte %zu sets bits past %zu",
+                          BBI_SPARSE_HEADER + b, n);
+    for (; byte; byte &= byte - 1) set++;
+  }
+  if (set != k)
+    return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_INDEX), "top-k: the bitmap sets %zu bits; the count says %zu",
+                        set, k);
+  return 0;
+}
+
+/* The k values of the value block into out[0..k), each finite. */
+static int read_values(const uint8_t *block, size_t len, bbi_sparse_values values, float *out, size_t k,
+                       size_t offset, bbi_sparse_fault *fault, bb_error *err) {
+  int rc = 0;
+  size_t got = k;
+  if (values == BBI_SPARSE_F32)
+    for (size_t j = 0; j < k; j++) out[j] = bb_le_get_f32(block + 4 * j);
+  else if (values == BBI_SPARSE_F16)
+    rc = bbi_quant_f16_decode(block, len, out, k, &got, err);
+  else
+    rc = bbi_quant_u8_decode(block, len, out, k, &got, err);
+  if (rc || got != k)
+    return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_VALUE), "top-k: the value block at byte %zu does not hold %zu values",
+                        offset, k);
+  for (size_t j = 0; j < k; j++)
+    if (!isfinite(out[j]))
+      return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_VALUE), "top-k: value %zu of the block at byte %zu is not finite",
+                          j, offset);
+  return 0;
+}
+
+/* out[0..k) holds the values in index order: moves each to its index and zeroes the rest.
+ * Going down from the last entry, whose index is at least its place, never overwrites a
+ * value not yet moved. */
+static void scatter(float *out, size_t n, size_t k, const uint8_t *block, bbi_sparse_indices form) {
+  size_t above = n; /* the index moved last (n: none yet) */
+  size_t bit = n;   /* the bitmap scan's position */
+  for (size_t j = k; j-- > 0;) {
+    size_t i;
+    if (form == BBI_SPARSE_LIST) {
+      i = bb_le_get_u32(block + 4 * j);
+    } else {
+      do bit--;
+      while (!(block[bit / 8] >> (bit % 8) & 1u));
+      i = bit;
+    }
+    const float v = out[j];
+    for (size_t z = i + 1; z < above; z++) out[z] = 0.0f;
+    out[i] = v;
+    above = i;
+  }
+  for (size_t z = 0; z < above; z++) out[z] = 0.0f;
 }
 
 int bbi_sparse_decode(const uint8_t *in, size_t len, float *out, size_t n, bbi_sparse_fault *fault, bb_error *err) {
@@ -172,21 +287,13 @@ int bbi_sparse_decode(const uint8_t *in, size_t len, float *out, size_t n, bbi_s
   if (rc) return rc;
   if (n && !out) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: NULL output");
   const size_t k = bb_le_get_u32(in + 4);
-  const bbi_sparse_values type = (bbi_sparse_values)in[8];
-  const size_t width = value_width(type);
-  const uint8_t *indices = in + BBI_SPARSE_HEADER, *vals = indices + 4 * k;
-  for (size_t i = 0; i < n; i++) out[i] = 0.0f;
-  for (size_t j = 0; j < k; j++) {
-    const size_t i = bb_le_get_u32(indices + 4 * j);
-    if (i >= n || (j && i <= bb_le_get_u32(indices + 4 * (j - 1))))
-      return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_INDEX),
-                          "top-k: the index at byte %zu is %zu: not above the one before it and below %zu",
-                          BBI_SPARSE_HEADER + 4 * j, i, n);
-    const float v = type == BBI_SPARSE_F16 ? bb_f16_to_f32(bb_le_get_u16(vals + 2 * j)) : bb_le_get_f32(vals + 4 * j);
-    if (!isfinite(v))
-      return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_VALUE), "top-k: the value at byte %zu is not finite",
-                          (size_t)(vals - in) + j * width);
-    out[i] = v;
-  }
+  const bbi_sparse_indices form = (bbi_sparse_indices)in[8];
+  const bbi_sparse_values values = (bbi_sparse_values)in[9];
+  const uint8_t *indices = in + BBI_SPARSE_HEADER;
+  const size_t ib = index_bytes(n, k, form);
+  if ((rc = check_indices(indices, form, n, k, fault, err))) return rc;
+  if ((rc = read_values(indices + ib, len - BBI_SPARSE_HEADER - ib, values, out, k, BBI_SPARSE_HEADER + ib, fault, err)))
+    return rc;
+  scatter(out, n, k, indices, form);
   return 0;
 }

@@ -1,11 +1,11 @@
 /* TopKCodec: the Codec concrete over src/components/codecs/sparse.h. Encode sends the k
- * values of largest magnitude (a share `k` of the vector) with their indices; with error
+ * values of largest magnitude (a share `k` of the vector) with where they are; with error
  * feedback (the default) what it leaves out is kept and added to the next vector it
  * encodes, so every coordinate is sent eventually and the sum of what arrives follows the
  * sum of what was meant. With a reference (reference.h) it carries the difference from it.
  *
- * Config: k (the share kept, in (0, 1]; default 0.05), values (f32 or f16: how a kept
- * value travels; default f32), feedback (1 or 0; default 1), max_len (the longest vector
+ * Config: k (the share kept, in (0, 1]; default 0.3), values (f32, f16 or u8: how the
+ * kept values travel; default u8), feedback (1 or 0; default 1), max_len (the longest vector
  * Decode takes without a reference; default 4194304). State: the error-feedback residual,
  * saved and restored with the node. */
 #include <math.h>
@@ -36,22 +36,24 @@ static int topk_config(const char *c, topk_codec *t, bb_error *err) {
   uint64_t feedback = 1, max_len = 0;
   char values[8];
   int rc = bb_config_check(c, KEYS, err);
-  if (rc || (rc = bb_config_f32(c, "k", 0.05f, &k, err)) ||
-      (rc = bb_config_str(c, "values", "f32", values, sizeof values, err)) ||
+  if (rc || (rc = bb_config_f32(c, "k", 0.3f, &k, err)) ||
+      (rc = bb_config_str(c, "values", "u8", values, sizeof values, err)) ||
       (rc = bb_config_u64(c, "feedback", 1, &feedback, err)) ||
       (rc = bb_config_u64(c, "max_len", TOPK_DEFAULT_MAX_LEN, &max_len, err)))
     return rc;
   if (!(k > 0.0f && k <= 1.0f))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "TopKCodec: k is the share of values kept, in (0, 1]; got %g",
                         (double)k);
-  if (strcmp(values, "f32") != 0 && strcmp(values, "f16") != 0)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "TopKCodec: values is f32 or f16, got '%s'", values);
+  static const char *const FORMS[] = {"f32", "f16", "u8"};
+  size_t form = 0;
+  while (form < 3 && strcmp(values, FORMS[form]) != 0) form++;
+  if (form == 3) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "TopKCodec: values is f32, f16 or u8, got '%s'", values);
   if (feedback > 1) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "TopKCodec: feedback is 0 or 1");
   if (max_len == 0 || max_len > BBI_SPARSE_MAX_LEN)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "TopKCodec: max_len must be in [1, %lu]",
                         (unsigned long)BBI_SPARSE_MAX_LEN);
   t->fraction = k;
-  t->values = strcmp(values, "f16") == 0 ? BBI_SPARSE_F16 : BBI_SPARSE_F32;
+  t->values = (bbi_sparse_values)(BBI_SPARSE_F32 + form);
   t->feedback = feedback == 1;
   t->max_len = (size_t)max_len;
   return 0;
@@ -91,18 +93,20 @@ static int residual_for(topk_codec *t, size_t n, bb_error *err) {
  * feedback, keeps what the receiver will not get as the next residual. */
 static int send_top(topk_codec *t, bb_ctx *ctx, const float *u, size_t n, bb_val **encoded, bb_error *err) {
   const bb_allocator *a = bb_ctx_allocator(ctx);
-  const size_t k = bbi_sparse_keep(n, t->fraction), size = bbi_sparse_encoded_size(k, t->values);
+  const size_t k = bbi_sparse_keep(n, t->fraction), size = bbi_sparse_encoded_size(n, k, t->values);
   uint32_t *idx = bbi_mem_calloc(a, k ? k : 1, sizeof *idx);
+  float *kept = bbi_mem_calloc(a, k ? k : 1, sizeof *kept);
   uint8_t *buf = size ? bbi_mem_alloc(a, size) : NULL;
-  int rc = idx && buf ? 0 : bb_error_set(err, BB_ERR_NOMEM, "TopKCodec: out of memory for %zu entries", k);
+  int rc = idx && kept && buf ? 0 : bb_error_set(err, BB_ERR_NOMEM, "TopKCodec: out of memory for %zu entries", k);
   if (!rc) rc = bbi_sparse_select(u, n, k, idx, err);
-  if (!rc) rc = bbi_sparse_encode(u, n, idx, k, t->values, buf, size, NULL, err);
+  if (!rc) rc = bbi_sparse_encode(u, n, idx, k, t->values, buf, size, NULL, kept, err);
   if (!rc) rc = bbi_codec_emit(ctx, buf, size, encoded, err);
   if (!rc && t->feedback) {
     memcpy(t->residual, u, n * sizeof *u);
-    for (size_t j = 0; j < k; j++) t->residual[idx[j]] = u[idx[j]] - bbi_sparse_stored(u[idx[j]], t->values);
+    for (size_t j = 0; j < k; j++) t->residual[idx[j]] = u[idx[j]] - kept[j];
   }
   bbi_mem_free(a, idx);
+  bbi_mem_free(a, kept);
   bbi_mem_free(a, buf);
   return rc;
 }

@@ -257,6 +257,7 @@ static int mlp_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor *
                         s->data_slot);
     else if (!(rc = rows_of(s, x, &n, err)) && !(rc = check_targets(s, y, n, "Fit (NextBatch's labels)", err)))
       rc = bbi_mlp_train_batch(s->m, bb_tensor_data(x), bb_tensor_data(y), n, NULL, err);
+    if (!rc) bb_ctx_count(ctx, "train.steps", 1);
     *samples += n;
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);
