@@ -8,7 +8,7 @@ cd "$root"
 APT_PACKAGES=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   emscripten protobuf-c-compiler libprotobuf-c-dev libsodium-dev
-  libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-sklearn python3-torch python3-torchvision
+  libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-scipy python3-sklearn python3-torch python3-torchvision
   zlib1g-dev
   wabt chromium
   iproute2 util-linux openssl
@@ -73,11 +73,21 @@ if [ ! -f "$pbc/protobuf-c/protobuf-c.c" ]; then
   rm -rf "$tmp"
 fi
 
-# libsodium sources for the WebAssembly build (Ed25519 verification of join tokens): the
-# source package of the libsodium-dev that native builds link, with Debian's patches
-# applied, reduced to the part CMakeLists.txt compiles and the licence.
+# libsodium sources for the WebAssembly build: the source package of the libsodium-dev
+# that native builds link, with Debian's patches applied, reduced to the parts
+# CMakeLists.txt compiles and the licence. Ed25519 (join tokens, the keys of secure
+# aggregation), X25519, ChaCha20, ChaCha20-Poly1305, Poly1305, BLAKE2b and its key
+# derivation (secure aggregation, bb/privacy.h). A copy that lacks one of them is fetched
+# again.
 sodium="$root/third_party/libsodium"
-if [ ! -f "$sodium/src/libsodium/crypto_sign/ed25519/ref10/open.c" ]; then
+SODIUM_PARTS=(include crypto_sign/ed25519 crypto_core/ed25519 crypto_hash/sha512 crypto_verify sodium
+  crypto_scalarmult/curve25519 crypto_stream/chacha20 crypto_aead/chacha20poly1305 crypto_onetimeauth/poly1305
+  crypto_generichash/blake2b crypto_kdf/blake2b)
+sodium_complete() {
+  for part in "${SODIUM_PARTS[@]}"; do [ -d "$sodium/src/libsodium/$part" ] || return 1; done
+  [ -f "$sodium/src/libsodium/crypto_sign/ed25519/ref10/open.c" ] && [ -f "$sodium/LICENSE" ]
+}
+if ! sodium_complete; then
   say "fetching the libsodium sources (Debian source package) into third_party/"
   ensure_deb_src
   tmp=$(mktemp -d)
@@ -85,7 +95,7 @@ if [ ! -f "$sodium/src/libsodium/crypto_sign/ed25519/ref10/open.c" ]; then
      && dpkg-source --no-check -x libsodium_*.dsc src >/dev/null)
   rm -rf "$sodium"
   mkdir -p "$sodium/src/libsodium"
-  for part in include crypto_sign/ed25519 crypto_core/ed25519 crypto_hash/sha512 crypto_verify sodium; do
+  for part in "${SODIUM_PARTS[@]}"; do
     mkdir -p "$sodium/src/libsodium/$(dirname "$part")"
     cp -R "$tmp/src/src/libsodium/$part" "$sodium/src/libsodium/$part"
   done

@@ -39,19 +39,6 @@ static int usage(FILE *out) {
   return out == stdout ? 0 : 2;
 }
 
-static bool number(const char *s, double *out) {
-  char *end;
-  *out = strtod(s, &end);
-  return *s && !*end && isfinite(*out);
-}
-
-static bool count(const char *s, uint64_t *out) {
-  char *end;
-  if (*s < '0' || *s > '9') return false;
-  *out = strtoull(s, &end, 10);
-  return !*end;
-}
-
 /* Adds the comma-separated names of one --freeze flag. */
 static int add_frozen(options *o, const char *list) {
   char *copy = o->n_frozen_text < MAX_FROZEN ? strdup(list) : NULL;
@@ -117,7 +104,7 @@ static int parse(int argc, char **argv, options *o) {
       }
     for (size_t k = 0; !done && k < sizeof reals / sizeof reals[0]; k++)
       if (strcmp(a, reals[k].flag) == 0) {
-        if (!v || !number(v, reals[k].value)) {
+        if (!v || !cli_number(v, reals[k].value)) {
           fprintf(stderr, "bb train: %s takes a number, got '%s'\n", a, v ? v : "");
           return 2;
         }
@@ -125,7 +112,7 @@ static int parse(int argc, char **argv, options *o) {
       }
     for (size_t k = 0; !done && k < sizeof counts / sizeof counts[0]; k++)
       if (strcmp(a, counts[k].flag) == 0) {
-        if (!v || !count(v, counts[k].value)) {
+        if (!v || !cli_count(v, counts[k].value)) {
           fprintf(stderr, "bb train: %s takes a whole number, got '%s'\n", a, v ? v : "");
           return 2;
         }

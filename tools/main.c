@@ -21,6 +21,9 @@ static const command COMMANDS[] = {
      "run a model on the CPU backend"},
     {"train", cmd_train, "MODEL.onnx --data FILE.csv --label COL -o OUT.onnx [--loss xent|mse|bce] [--optimizer ...]",
      "train a model on a CSV file (bb train --help lists the options) and write it trained"},
+    {"dp-epsilon", cmd_dp_epsilon, "--q Q --sigma S --steps T --delta D [--json]",
+     "the privacy spent by T steps of the sampled Gaussian (rate Q, noise multiplier S): epsilon at D\n"
+     "      by the Renyi-DP accountant (classic conversion), and the order that gives it"},
     {"ops", cmd_ops, "", "list the CPU backend's operators and element types"},
     {"vocab", cmd_vocab, "[--json]", "list the roles, domains, types, keys and names models and artifacts use"},
     {"wire", cmd_wire, "decode ENVELOPE.bin", "print one wire envelope as JSON, or why its bytes are bad"},

@@ -483,4 +483,12 @@ int32_t bb_wasm_trainer_restore(int32_t trainer, const uint8_t *data, size_t len
  * requests that reached the module's allocator (constant once warm). */
 int32_t bb_wasm_trainer_stats(int32_t trainer);
 
+/* ---- privacy (abi_privacy.c) ------------------------------------------------------------ */
+
+/* The privacy `steps` steps of the sampled Gaussian mechanism spend (sampling rate q,
+ * noise multiplier sigma) at delta, by the Rényi-DP accountant with the classic conversion
+ * (bb_dp_epsilon). steps is a whole number up to 2^53. The result: f64 epsilon, f64 the
+ * Rényi order that gives it. Returns 0 or a code. */
+int32_t bb_wasm_dp_epsilon(double q, double sigma, double steps, double delta);
+
 #endif /* BB_WASM_H */

@@ -50,6 +50,7 @@ export {
 } from './driver.js';
 export { Compiler, ROLES, TENSOR_F32, type ArtifactDescription, type ExampleInfo, type Role } from './compiler.js';
 export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
+export { dpEpsilon, type DpEpsilon, type DpEpsilonOptions } from './privacy.js';
 export type { PeerRole } from './signal/protocol.js';
 export { BbNode, monotonicNowNs, parseSteps, type NodeAdmission, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
 export {

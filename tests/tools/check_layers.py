@@ -24,7 +24,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import csource  # noqa: E402
 
 # Bottom to top. A layer may include itself and anything earlier in this list.
-LAYERS = ["util", "ir", "tensor", "cpu", "grad", "dsl", "compiler", "wire", "value", "runtime", "roles",
+LAYERS = ["util", "ir", "tensor", "cpu", "grad", "dsl", "compiler", "wire", "privacy", "value", "runtime", "roles",
           "components", "sim", "programs"]
 
 # Each public header and the layer it belongs to.
@@ -40,6 +40,7 @@ PUBLIC = {
     "compiler.h": "compiler",
     "wire.h": "wire",
     "admission.h": "wire",
+    "privacy.h": "privacy",
     "value.h": "value",
     "runtime.h": "runtime",
     "roles.h": "roles",
