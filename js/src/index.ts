@@ -112,6 +112,25 @@ export {
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
 export { CODEC_REFUSALS, trafficOf, type Traffic } from './traffic.js';
 export {
+  artifactSha256,
+  decodeSavedNode,
+  encodeSavedNode,
+  indexedDbStore,
+  keepNode,
+  memoryStore,
+  readSavedNode,
+  restoreSaved,
+  resumeNode,
+  saveNode,
+  type Keeper,
+  type KeepOptions,
+  type Resumed,
+  type ResumeOptions,
+  type SavedNode,
+  type SaveOptions,
+  type StateStore,
+} from './resume.js';
+export {
   measuredPolls,
   ParticipationPolicy,
   type BatteryLike,

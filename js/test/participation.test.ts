@@ -22,8 +22,8 @@ import {
   type BatteryLike,
   type ParticipationState,
   type RunningPeer,
-  type Transport,
 } from '../src/index.js';
+import type { Transport } from '../src/transport/types.js';
 import { Emitter } from '../src/transport/emitter.js';
 import type { TransportEvents } from '../src/transport/types.js';
 import { wasmBytes } from './support.js';
@@ -46,12 +46,12 @@ class FakeBattery extends EventTarget implements BatteryLike {
 
 class FakeConnection extends EventTarget {
   constructor(
-    public type: string | undefined,
-    public saveData: boolean | undefined = false,
+    public type: string,
+    public saveData = false,
   ) {
     super();
   }
-  change(type: string | undefined, saveData: boolean | undefined = this.saveData): void {
+  change(type: string, saveData = this.saveData): void {
     this.type = type;
     this.saveData = saveData;
     this.dispatchEvent(new Event('change'));

@@ -93,6 +93,12 @@ export interface ServerOptions {
    * every member of the room) take part. Give it whenever the room has a policy.
    */
   readonly admission?: NodeAdmission;
+  /**
+   * A server about to be restored from its checkpoint (restoreCheckpoint): its bootstrap
+   * is not run, as a restore needs a node that has not run (the bootstrap is in the
+   * checkpoint), and start() is not called.
+   */
+  readonly restoring?: boolean;
 }
 
 export interface ClientOptions {
@@ -201,7 +207,7 @@ export class Plan {
       ...(options.admission === undefined ? {} : { admission: options.admission }),
     });
     const registry = this.#settings.discovery === 'registry';
-    if (registry) answerServerRequests(node, node.self, options.nowNs);
+    if (registry && options.restoring !== true) answerServerRequests(node, node.self, options.nowNs);
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
     let seen = trafficOf(node);
