@@ -281,7 +281,8 @@ export interface Keeper {
   /** Saves as soon as the node is idle, whatever the interval (e.g. on pagehide). */
   flush(): Promise<void>;
   readonly stats: { readonly saves: number; readonly bytes: number; readonly failures: number };
-  stop(): void;
+  /** Stops saving; resolves once a save under way has finished. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -332,10 +333,11 @@ export function keepNode(node: BbNode, options: KeepOptions): Keeper {
   return {
     flush: () => attempt(true),
     stats,
-    stop() {
+    async stop() {
       stopped = true;
       unStep();
       for (const type of ['pagehide', 'visibilitychange']) g.removeEventListener?.(type, onHide);
+      await saving;
     },
   };
 }

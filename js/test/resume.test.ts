@@ -103,7 +103,7 @@ describe('a phone reloaded mid-federation', () => {
     const stepsBefore = phone.counter('train.steps');
     const encodedBefore = trafficOf(phone).encodedBytes;
     const saved = phone.snapshot();
-    keeper.stop();
+    await keeper.stop();
     phone.free(); // the page is gone
 
     // the next load: only the store, the identity and the data — no artifact is fetched
@@ -140,7 +140,7 @@ describe('a phone reloaded mid-federation', () => {
     for (let i = 0; i < 1000 && keeper.stats.saves === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(keeper.stats.saves).toBeGreaterThan(0);
     expect(keeper.stats.failures).toBe(0);
-    keeper.stop();
+    await keeper.stop();
     for (const n of [f.server.node, ...f.clients]) n.free();
   });
 });
@@ -154,7 +154,7 @@ describe('a saved record is untrusted', () => {
     const store = memoryStore();
     const keeper = keepNode(f.clients[1]!, { store, key: 'k', artifact: f.artifact, clock: f.now });
     await keeper.flush();
-    keeper.stop();
+    await keeper.stop();
     for (const n of [f.server.node, ...f.clients]) n.free();
     return { bytes: (await store.get('k'))!, artifact: f.artifact, self: f.ids[2]! };
   }
