@@ -1,7 +1,7 @@
 // Small uploads, as a user gets them: federatedAveraging({ model, clients: 10, compress })
 // on ten label-skewed shards of scikit-learn's digits (three digits each), the CpuMlp
 // 64 → 32 → 10 (2,410 parameters), run on the package's LocalNetwork on a simulated clock
-// (bench/template-poisoning.mjs's driver). Each compression runs beside the uncompressed
+// (bench/template-poisoning.mjs's model and driver). Each compression runs beside the uncompressed
 // federation on the same seeds, and is reported against it:
 //
 //   (cd js && npm run build) && bash scripts/build-wasm.sh
@@ -16,7 +16,7 @@
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 
-import { digitsModel } from './template-poisoning.mjs';
+import { digitsModel, drive } from './template-poisoning.mjs';
 
 const MS = 1_000_000n;
 const N_CLIENTS = 10;
@@ -34,19 +34,6 @@ export const COMPRESSIONS = {
   'topk-0.05-f32': { kind: 'topk', k: 0.05, values: 'f32' },
   'topk-0.30-no-feedback': { kind: 'topk', k: 0.3, feedback: false },
 };
-
-/** Polls the network on its own clock (1 ms while envelopes are in flight, else to the next expiry) until done(). */
-function drive(network, done, limitNs) {
-  let now = 0n;
-  while (now < limitNs && !done()) {
-    network.poll(now);
-    const expiry = network.expiry();
-    let next = network.hasWork() ? now + MS : expiry ?? now + 5n * MS;
-    if (next <= now) next = now + MS;
-    if (next > now + 50n * MS) next = now + 50n * MS;
-    now = next;
-  }
-}
 
 /**
  * One federation: the accuracy after `rounds` (NaN if the rounds stopped before), the mean

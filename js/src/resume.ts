@@ -28,6 +28,7 @@
 import type { Bb } from './bb.js';
 import type { Clock } from './driver.js';
 import { BbError, BbErrorCode } from './errors.js';
+import { concatBytes } from './identity/bytes.js';
 import { BbNode, monotonicNowNs, type NodeAdmission, type SlotOptions } from './node.js';
 
 /** Where saved records live. */
@@ -93,8 +94,8 @@ export async function encodeSavedNode(record: SavedNode): Promise<Uint8Array> {
   parts.push(u32(models.length));
   for (const [slot, bytes] of models) parts.push(text(utf8, slot), blob(bytes));
   parts.push(blob(record.snapshot));
-  const body = concat(parts);
-  return concat([body, await sha256(body)]);
+  const body = concatBytes(...parts);
+  return concatBytes(body, await sha256(body));
 }
 
 /** Reads a record, checking every field; a BbError (Malformed, Unsupported) says what is wrong and where. */
@@ -414,7 +415,7 @@ function u32(v: number): Uint8Array {
   return out;
 }
 function blob(bytes: Uint8Array): Uint8Array {
-  return concat([u32(bytes.length), bytes]);
+  return concatBytes(u32(bytes.length), bytes);
 }
 function text(utf8: TextEncoder, s: string): Uint8Array {
   const bytes = utf8.encode(s);
@@ -424,13 +425,4 @@ function text(utf8: TextEncoder, s: string): Uint8Array {
 function fromHex(s: string): Uint8Array | undefined {
   if (!/^[0-9a-f]{64}$/.test(s)) return undefined;
   return Uint8Array.from({ length: 32 }, (_, i) => parseInt(s.slice(2 * i, 2 * i + 2), 16));
-}
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
 }

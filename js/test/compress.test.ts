@@ -14,7 +14,6 @@ import {
   bytesValue,
   codecComponent,
   cpuMlp,
-  Dataset,
   federatedAveraging,
   federatedEvaluation,
   gossipLearning,
@@ -26,10 +25,11 @@ import {
   type Bb,
   type BbNode,
   type Compression,
+  type Dataset,
   type RoundReport,
   type Value,
 } from '../src/index.js';
-import { wasmBytes } from './support.js';
+import { twoBlobs, wasmBytes } from './support.js';
 
 let bb: Bb;
 beforeAll(async () => {
@@ -38,21 +38,7 @@ beforeAll(async () => {
 
 const MS = 1_000_000n;
 
-/** Two Gaussian blobs in 2-D, around (2, 2) and (4, 4). */
-function dataset(rows: number, seed: number): Dataset {
-  let state = seed;
-  const uniform = (): number => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
-  const gauss = (): number => Math.sqrt(-2 * Math.log(uniform() + 1e-9)) * Math.cos(2 * Math.PI * uniform());
-  const x = new Float32Array(rows * 2);
-  const y = new Float32Array(rows);
-  for (let r = 0; r < rows; r++) {
-    const label = r % 2;
-    y[r] = label;
-    x[2 * r] = (label ? 4 : 2) + 0.6 * gauss();
-    x[2 * r + 1] = (label ? 4 : 2) + 0.6 * gauss();
-  }
-  return Dataset.fromArrays(bb, x, 2, y);
-}
+const dataset = (rows: number, seed: number): Dataset => twoBlobs(bb, rows, seed);
 
 /** An MLP with 2·32 + 32 + 32·2 + 2 = 162 parameters: enough for a tenth to be few. */
 const MLP = cpuMlp({ inputs: 2, hidden: [32], outputs: 2, lr: 0.05 });

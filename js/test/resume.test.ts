@@ -19,7 +19,6 @@ import { restoreCheckpoint, saveCheckpoint } from '../src/checkpoint.js';
 import {
   BbError,
   cpuMlp,
-  Dataset,
   decodeSavedNode,
   encodeSavedNode,
   federatedAveraging,
@@ -33,9 +32,10 @@ import {
   trafficOf,
   type Bb,
   type BbNode,
+  type Dataset,
   type RoundReport,
 } from '../src/index.js';
-import { wasmBytes } from './support.js';
+import { twoBlobs, wasmBytes } from './support.js';
 
 let bb: Bb;
 beforeAll(async () => {
@@ -44,18 +44,7 @@ beforeAll(async () => {
 
 const MS = 1_000_000n;
 
-function points(seed: number): Dataset {
-  let state = seed;
-  const uniform = (): number => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
-  const x = new Float32Array(400);
-  const y = new Float32Array(200);
-  for (let r = 0; r < 200; r++) {
-    y[r] = r % 2;
-    x[2 * r] = (r % 2 ? 4 : 2) + uniform() - 0.5;
-    x[2 * r + 1] = (r % 2 ? 4 : 2) + uniform() - 0.5;
-  }
-  return Dataset.fromArrays(bb, x, 2, y);
-}
+const points = (seed: number): Dataset => twoBlobs(bb, 200, seed);
 
 const plan = (): ReturnType<typeof federatedAveraging> =>
   federatedAveraging({ model: cpuMlp({ inputs: 2, hidden: [8], outputs: 2 }), clients: 2, deadlineMs: 300, compress: { kind: 'topk', k: 0.3 } });

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bb/sim.h"
+#include "util/splitmix.h"
 
 /* ln(p95 / p5) of a normal is 2 × 1.6449 σ: a spread of 20 is σ = 0.911. */
 #define SPREAD_TO_SIGMA (1.0 / (2.0 * 1.6448536269514722))
@@ -162,17 +163,9 @@ void bb_sim_scenario_network(const bb_sim_scenario *sc, bb_sim_config *cfg) {
   cfg->bandwidth_bytes_per_s = sc->bandwidth_bytes_per_s;
 }
 
-static uint64_t splitmix(uint64_t *state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* A standard normal (Box–Muller, the cosine half). */
 static double normal(uint64_t *state) {
-  const double u1 = (double)((splitmix(state) >> 11) + 1) * (1.0 / 9007199254740992.0);
-  const double u2 = (double)(splitmix(state) >> 11) * (1.0 / 9007199254740992.0);
+  const double u1 = bbi_splitmix_unit(state), u2 = bbi_splitmix_unit(state);
   return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
 }
 
@@ -196,7 +189,7 @@ void bb_sim_scenario_device(const bb_sim_scenario *sc, uint64_t index, bb_sim_de
   out->diurnal = sc->diurnal;
   out->diurnal_peak_ns = sc->diurnal_peak_ns;
   out->day_ns = sc->day_ns;
-  out->seed = splitmix(&state);
+  out->seed = bbi_splitmix64(&state);
 }
 
 int bb_sim_scenario_apply(bb_sim *sim, const bb_sim_scenario *sc, const bb_peer_id *peers, size_t n, bb_error *err) {

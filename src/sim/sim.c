@@ -11,6 +11,7 @@
 #include "bb/sim.h"
 #include "bb/common.h"
 #include "util/hash.h"
+#include "util/splitmix.h"
 
 /* A device's state beside its settings: when it is busy computing, whether it is away
  * (between sessions) and when that changes, its generator and its counts. */
@@ -58,12 +59,7 @@ struct bb_sim {
   uint64_t digest;
 };
 
-static uint64_t next_random(bb_sim *s) {
-  uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+static uint64_t next_random(bb_sim *s) { return bbi_splitmix64(&s->rng); }
 
 /* Uniform in [0, 1). */
 static double uniform(bb_sim *s) { return (double)(next_random(s) >> 11) * (1.0 / 9007199254740992.0); }
@@ -217,15 +213,7 @@ bool bb_sim_alive(const bb_sim *s, const bb_peer_id *peer) {
 
 /* ---- devices -------------------------------------------------------------------------------- */
 
-static uint64_t device_random(sim_device *d) {
-  uint64_t z = (d->rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in (0, 1]: never 0, so its logarithm is finite. */
-static double device_uniform(sim_device *d) { return (double)((device_random(d) >> 11) + 1) * (1.0 / 9007199254740992.0); }
+static double device_uniform(sim_device *d) { return bbi_splitmix_unit(&d->rng); }
 
 /* An exponential duration of this mean, at least 1 ns. */
 static uint64_t exponential(sim_device *d, double mean_ns) {
