@@ -228,7 +228,7 @@ static int configure_trainer(bb_compiler *c, const void *user, bb_error *err) {
   bb_component_decl mlp = {sizeof mlp, "CpuMlp", f32, 1, NULL, 0};
   bb_component_decl src = {sizeof src, "ArraySource", sample, 1, NULL, 0};
   int rc = bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &src, err) ||
-           bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=4,hidden=64,outputs=2,fit_steps=4,data=data", err) ||
+           bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=4,hidden=8,outputs=2,fit_steps=4,data=data", err) ||
            bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=4", err);
   return rc ? err->code : 0;
 }
@@ -310,9 +310,9 @@ static void test_compute_time(void) {
   d.struct_size = sizeof d;
   d.step_ns = 5 * MS; /* 4 steps a Fit: 20 ms of compute every round */
   bb_sim_device_stats st;
-  arrivals a = run_trainer(&d, 2000, &st, NULL);
-  /* 1 ms ticks, but a round takes 20 ms of compute: about 100 rounds in 2 s, never closer */
-  CHECK_MSG(st.trained_polls >= 90 && st.trained_polls <= 101, "%llu trained polls", (unsigned long long)st.trained_polls);
+  arrivals a = run_trainer(&d, 1000, &st, NULL);
+  /* 1 ms ticks, but a round takes 20 ms of compute: about 50 rounds in 1 s, never closer */
+  CHECK_MSG(st.trained_polls >= 45 && st.trained_polls <= 51, "%llu trained polls", (unsigned long long)st.trained_polls);
   CHECK_EQ_INT(st.steps, 4 * st.trained_polls);
   CHECK_EQ_INT(st.busy_ns, st.steps * d.step_ns);
   CHECK(a.n >= st.trained_polls - 2 && a.spacing_short == 0);
@@ -325,7 +325,7 @@ static void test_uplink(void) {
   d.upload_bytes_per_s = 100000; /* 100 kB/s */
   bb_sim_device_stats st;
   arrivals a = run_trainer(&d, 300, &st, NULL);
-  CHECK(a.n > 0 && a.len > 1000);
+  CHECK(a.n > 0 && a.len > 100);
   /* each message takes len / bandwidth on the device's link, plus the 1 ms latency */
   const uint64_t tx = (uint64_t)((double)a.len * 1e9 / 100000.0);
   CHECK_MSG(a.min_gap_ns >= tx + MS, "a %zu-byte message arrived %llu ns after it left (its link needs %llu)", a.len,
@@ -341,9 +341,9 @@ static void test_dropouts(void) {
   d.seed = 11;
   bb_sim_device_stats st;
   uint64_t digest = 0, again = 0;
-  arrivals a = run_trainer(&d, 3000, &st, &digest);
+  arrivals a = run_trainer(&d, 1500, &st, &digest);
   const double share = (double)st.dropouts / (double)st.trained_polls;
-  CHECK_MSG(st.trained_polls > 500, "%llu trained polls", (unsigned long long)st.trained_polls);
+  CHECK_MSG(st.trained_polls > 400, "%llu trained polls", (unsigned long long)st.trained_polls);
   CHECK_MSG(fabs(share - 0.3) < 0.05, "%llu drop-outs of %llu trained polls: %g, want 0.3", (unsigned long long)st.dropouts,
             (unsigned long long)st.trained_polls, share);
   /* what a drop-out computed never left, and what was still in flight when the device went
@@ -354,10 +354,10 @@ static void test_dropouts(void) {
             (unsigned long long)st.dropouts);
   /* the same seed, the same course; another device seed, another */
   bb_sim_device_stats st2;
-  run_trainer(&d, 3000, &st2, &again);
+  run_trainer(&d, 1500, &st2, &again);
   CHECK(digest == again && st2.dropouts == st.dropouts);
   d.seed = 12;
-  run_trainer(&d, 3000, &st2, &again);
+  run_trainer(&d, 1500, &st2, &again);
   CHECK(digest != again);
 }
 
