@@ -251,6 +251,42 @@ int32_t bb_wasm_rec_lookup_output(const char *port) {
   return b ? issue_value(bb_rec_lookup_output(b->rec, port)) : bbw_last();
 }
 
+int32_t bb_wasm_rec_lookup_sender(const char *port) {
+  bbw_error_clear();
+  build *b = recording("rec lookup_sender");
+  return b ? issue_value(bb_rec_lookup_sender(b->rec, port)) : bbw_last();
+}
+
+int32_t bb_wasm_rec_split(int32_t shape, const char *cuts, size_t cuts_len, const char *client_slot, const char *server_slot,
+                          const char *averager_slot, const int32_t *values, size_t n_values) {
+  bbw_error_clear();
+  build *b = recording("rec split");
+  if (b == NULL) return bbw_last();
+  int32_t count = bbw_count_strings(cuts, cuts_len, 2, "rec split");
+  if (count < 0) return count;
+  if (n_values != 6 || values == NULL)
+    return bbw_fail(BB_ERR_INVALID_ARGUMENT,
+                    "rec split: 6 values (server peers, tick, test_x, test_y, eval tick, clients), got %zu", n_values);
+  const char *list[2] = {cuts, count > 1 ? cuts + strlen(cuts) + 1 : NULL};
+  bb_slot client = {BB_ROLE_MODEL, client_slot, NULL}, server = {BB_ROLE_MODEL, server_slot, NULL};
+  bb_slot averager = {BB_ROLE_AGGREGATOR, averager_slot, NULL};
+  bb_split s = {sizeof s,
+                (bb_split_shape)shape,
+                list,
+                (size_t)count,
+                &client,
+                &server,
+                value_of(values[0]),
+                value_of(values[1]),
+                value_of(values[2]),
+                value_of(values[3]),
+                value_of(values[4]),
+                averager_slot ? &averager : NULL,
+                value_of(values[5])};
+  int rc = bb_rec_split(b->rec, &s);
+  return rc ? bbw_fail(rc, "rec split: the recording failed") : BB_OK;
+}
+
 int32_t bb_wasm_rec_bundle(const int32_t *parts, size_t n) {
   bbw_error_clear();
   build *b = recording("rec bundle");

@@ -29,14 +29,15 @@
  * components with control-plane messages, timers, events, dependencies and state; version 5
  * trainers (any ONNX model trained in the module) and models as a slot's host data at
  * install; version 6 join tokens: a node installed with a room and its operator keys
- * checks the tokens the host hands it (bb_wasm_node_admit_token). */
+ * checks the tokens the host hands it (bb_wasm_node_admit_token); version 7 split learning
+ * (bb_wasm_rec_split) and the sender of a network port (bb_wasm_rec_lookup_sender). */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 6u
+#define BB_WASM_ABI_VERSION 7u
 
 /* Marks a function bb.wasm imports from its host (module "env"). */
 #if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
@@ -274,6 +275,13 @@ int32_t bb_wasm_rec_input(const char *name, const char *type);
 int32_t bb_wasm_rec_output(const char *name, int32_t value);
 int32_t bb_wasm_rec_net_out(const char *port, int32_t peers, int32_t value);
 int32_t bb_wasm_rec_lookup_output(const char *port);
+int32_t bb_wasm_rec_lookup_sender(const char *port);
+/* bb_rec_split: shape (bb_split_shape), the cuts packed (one or two), the two Model slots,
+ * the averager's Aggregator slot (NULL: no averaging), and values [server_peers, tick,
+ * test_x, test_y, eval_tick, clients] (BB_WASM_VALUE_EMPTY for no held-out set, no
+ * clients). */
+int32_t bb_wasm_rec_split(int32_t shape, const char *cuts, size_t cuts_len, const char *client_slot, const char *server_slot,
+                          const char *averager_slot, const int32_t *values, size_t n_values);
 int32_t bb_wasm_rec_bundle(const int32_t *parts, size_t n);
 /* types packs one denotation per part; parts receives n value numbers. */
 int32_t bb_wasm_rec_unbundle(int32_t composite, const char *types, size_t types_len, int32_t *parts, size_t n);

@@ -166,6 +166,15 @@ BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 /* The values of codec.port. */
 #define BB_CODEC_PORT_IN "in"
 #define BB_CODEC_PORT_OUT "out"
+/* On the ops of a split (bb_rec_split): the values the model is cut at ('|'-joined), the
+ * split's shape and which side's part the op's slot holds. */
+#define BB_KEY_SPLIT_CUTS "ai.bytesandbrains.split.cuts"
+#define BB_KEY_SPLIT_SHAPE "ai.bytesandbrains.split.shape"
+#define BB_KEY_SPLIT_SIDE "ai.bytesandbrains.split.side"
+#define BB_SPLIT_SHAPE_VANILLA "vanilla"
+#define BB_SPLIT_SHAPE_U "u"
+#define BB_SPLIT_SIDE_CLIENT "client"
+#define BB_SPLIT_SIDE_SERVER "server"
 
 /* ---- model metadata the trainer reads -------------------------------------------------------- */
 
@@ -223,6 +232,9 @@ BB_API bb_dtype bb_tensor_type_dtype(const char *denotation);
 
 /* A module's bootstrap function is "<module>" BB_BOOTSTRAP_SUFFIX. */
 #define BB_BOOTSTRAP_SUFFIX "__bootstrap"
+/* The peer a network port's value came from is "<port>" BB_SENDER_SUFFIX on the receiving
+ * side (bb_rec_lookup_sender). */
+#define BB_SENDER_SUFFIX "__sender"
 /* A function attribute "__slot_<id>" lists each slot id first used in it. */
 #define BB_SLOT_ATTR_PREFIX "__slot_"
 /* The peer class of the node's own peer, and of nodes no peer selector places. */

@@ -88,6 +88,9 @@ typedef enum bb_compile_error {
   /* wires: a bad wire name, one wire declared with two types, or two names whose ids
    * collide */
   BB_COMPILE_WIRE_CONFLICT,
+  /* a split whose parts cannot be placed: both on one peer class, a split op recorded
+   * without its cuts, two splits in one Module, or a binding that sets a split's keys */
+  BB_COMPILE_SPLIT_PLACEMENT,
   BB_COMPILE_ERROR_COUNT
 } bb_compile_error;
 

@@ -125,6 +125,11 @@ BB_API bb_value bb_rec_net_in(bb_rec *rec, const char *wire, const char *type, b
  * bb_rec_net_out). */
 BB_API bb_value bb_rec_lookup_output(bb_rec *rec, const char *port);
 
+/* The peer a network port's value came from, where it arrives: a bb.peer_id that the
+ * receiving side can answer to (bb_rec_net_out(rec, "reply", sender, ...) sends back to
+ * the peer class that sent). `port` must be a network port of this function. */
+BB_API bb_value bb_rec_lookup_sender(bb_rec *rec, const char *port);
+
 /* Packs values into one composite (composite.Bundle, attributes child_count and
  * child_types = the parts' denotations, comma-joined). */
 BB_API bb_value bb_rec_bundle(bb_rec *rec, const bb_value *parts, size_t n_parts);
@@ -281,6 +286,73 @@ BB_API bb_value bb_rec_data_source_on_data_loaded(bb_rec *rec, const bb_slot *sl
 BB_API bb_value bb_rec_peer_selector_sample(bb_rec *rec, const bb_slot *slot, int64_t n);
 BB_API bb_value bb_rec_peer_selector_current_view(bb_rec *rec, const bb_slot *slot);
 BB_API bb_value bb_rec_peer_selector_sample_after(bb_rec *rec, const bb_slot *slot, int64_t n, bb_value after);
+
+/* ---- split learning ------------------------------------------------------------------ */
+
+typedef enum bb_split_shape {
+  /* the client holds the first layers, the server the rest and the loss: the labels
+   * travel with the activations */
+  BB_SPLIT_VANILLA = 0,
+  /* the client holds the first layers and the last ones with the loss, the server the
+   * middle: the labels never leave the client */
+  BB_SPLIT_U = 1
+} bb_split_shape;
+
+/* One ONNX model trained across two peer classes, cut at named values (docs/SPLIT.md).
+ * The model itself is the slots' business: each side's slot is bound to a component that
+ * takes the model (SplitModel), and the compiler tells each which part it holds. */
+typedef struct bb_split {
+  size_t struct_size; /* sizeof(bb_split) */
+  bb_split_shape shape;
+  /* the values of the model it is cut at, in the model's order: one (vanilla) or two
+   * (U-shaped; the client's first part ends at cuts[0], the server's at cuts[1]) */
+  const char *const *cuts;
+  size_t n_cuts;
+  /* Model slots of the clients' part(s) and the server's; the clients' component draws
+   * its batches from a DataSource it depends on */
+  const bb_slot *client;
+  const bb_slot *server;
+  /* the peers the clients send to: a peer-typed value whose name (an input) or class (a
+   * PeerSelector's) is the server's peer class */
+  bb_value server_peers;
+  /* each value starts a client's step (an Interval): a step waits while the last one
+   * waits for its gradients */
+  bb_value tick;
+  /* a held-out set on the clients, scored whenever eval_tick has a value; all three, or
+   * none (names NULL) */
+  bb_value test_x, test_y, eval_tick;
+  /* SplitFed (optional: NULL for none): an Aggregator slot on the server's peers that
+   * averages the clients' parts, and the peers the average goes to (a peer-typed value;
+   * the clients run the partition of its class too) */
+  const bb_slot *averager;
+  bb_value clients;
+} bb_split;
+
+/* Records split learning of one model between the peers that run the module (the
+ * clients) and the server's peers, as network ports of this function:
+ *   vanilla   client: (a, y, step) = client.SplitForward(tick) (a batch and its forward,
+ *                     unless a step waits) -> "split_activations" [a, y, step]
+ *             server: (g, loss) = server.SplitLoss(a, y); output "split_loss";
+ *                     -> sender "split_gradients" [g, step]
+ *             client: client.SplitBackward(g, step)
+ *   U         client: SplitForward -> "split_activations" [a1, step]
+ *             server: a2 = server.SplitRelay(a1, step) -> sender "split_features" [a2, step]
+ *             client: (g2, loss) = client.SplitLoss(a2, step) (the labels stayed here);
+ *                     output "split_loss"; -> "split_head_gradients" [g2, step]
+ *             server: g1 = server.SplitBackward(g2, step) -> sender "split_gradients" [g1, step]
+ *             client: client.SplitBackward(g1, step)
+ * SplitFed: every tick the client's part is offered to be averaged (client.SplitShare:
+ * given once it has taken its round of steps, and then the client waits for the
+ * average) -> "split_share"; the server's averager.Contribute(part, part) (weight 1), then
+ * averager.Aggregate -> "split_average" to `clients`, where client.LoadParameters takes it.
+ * With a held-out set: the client's part's Forward of test_x (at eval_tick) travels on
+ * "split_eval" (vanilla, with test_y, to the server's Evaluate, whose score comes back on
+ * "split_score") or through the server's Forward and back on "split_eval_features" (U:
+ * the client's Evaluate); each client outputs its score as "accuracy". Every op on the
+ * two slots carries the cuts,
+ * the shape and its side (BB_KEY_SPLIT_*), which the compiler hands the components it
+ * binds there. Returns 0 or the recording's error. */
+BB_API int bb_rec_split(bb_rec *rec, const bb_split *split);
 
 /* ---- syscall helpers ---------------------------------------------------------------- */
 

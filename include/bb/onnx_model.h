@@ -35,6 +35,12 @@ typedef struct bb_onnx_model_config {
   char input[BB_ONNX_MODEL_NAME_MAX], output[BB_ONNX_MODEL_NAME_MAX]; /* "" for the default */
   uint64_t seed;
   char freeze[BB_ONNX_MODEL_FREEZE_MAX]; /* initializer names separated by '|', "" for none */
+  /* A part of a split model whose output's gradient comes from the part after it: no loss
+   * (BB_GRAD_LOSS_UPSTREAM), and a step is bb_onnx_model_forward then _backward. */
+  bool upstream;
+  /* A data input whose gradient every step also computes (bb_onnx_model_input_grad): what
+   * a part hands back to the part before it; "" for none. */
+  char input_grad[BB_ONNX_MODEL_NAME_MAX];
 } bb_onnx_model_config;
 
 /* Parses config text (NULL or "" gives the defaults: xent and Adam with lr 1e-3; seed
@@ -58,6 +64,19 @@ BB_API size_t bb_onnx_model_param_count(const bb_onnx_model *m);
  * nothing (out->applied is false) and is counted (bb_grad_trainer_refused). */
 BB_API int bb_onnx_model_step(bb_onnx_model *m, const bb_tensor *x, const bb_tensor *labels, bb_grad_step *out,
                               bb_error *err);
+
+/* A step of a model built with `upstream` in two calls: forward runs the training-mode
+ * forward on x (rows, as bb_onnx_model_step takes them) and gives the output (a new
+ * tensor); backward takes d loss / d output, computes the gradients and takes the
+ * optimizer step. Refusals are bb_grad_trainer_backward's: a gradient of another shape is
+ * BB_ERR_TYPE, a non-finite one is a refused step (out->applied false, counted); either way
+ * the forward is used up. */
+BB_API int bb_onnx_model_forward(bb_onnx_model *m, const bb_tensor *x, bb_tensor **y, bb_error *err);
+BB_API int bb_onnx_model_backward(bb_onnx_model *m, const bb_tensor *dy, bb_grad_step *out, bb_error *err);
+
+/* d loss / d input (the config's input_grad) of the last applied step, borrowed until the
+ * next step; NULL when there is none. */
+BB_API const bb_tensor *bb_onnx_model_input_grad(const bb_onnx_model *m);
 
 /* The model's first output for x, with the current parameters and running statistics. */
 BB_API int bb_onnx_model_predict(bb_onnx_model *m, const bb_tensor *x, bb_tensor **y, bb_error *err);

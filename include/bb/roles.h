@@ -48,6 +48,28 @@ typedef struct bb_model_ops {
   /* the model with its current parameters as a standalone ONNX ModelProto, in inference
    * form (what onnxruntime or `bb run` executes): a new Bytes value */
   int (*export_onnx)(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err);
+  /* One part of a split model (bb_rec_split, docs/SPLIT.md). A method may leave its
+   * outputs NULL: the op then gives nothing and what follows it does not run (a step
+   * that waits for the last one's gradients, a gradient for a step that is gone).
+   * split_forward: the clients' first part starts a step when none waits (it draws the
+   * batch itself) and gives its activations, the batch's labels and the step's name (a
+   * float32 [1]); split_relay: a middle part's forward for the step of the peer that
+   * sent it; split_loss: the part with the loss (target: the labels, or the step whose
+   * labels the part kept) gives d loss / d activations and the loss; split_backward: the
+   * gradient of the step's output comes back, the part takes its optimizer step and gives
+   * d loss / d its input as *out (a tensor), or a trigger when its input is data. */
+  int (*split_forward)(void *self, bb_ctx *ctx, bb_tensor **activations, bb_tensor **labels, bb_tensor **step,
+                       bb_error *err);
+  int (*split_relay)(void *self, bb_ctx *ctx, const bb_tensor *activations, const bb_tensor *step, bb_tensor **out,
+                     bb_error *err);
+  int (*split_loss)(void *self, bb_ctx *ctx, const bb_tensor *activations, const bb_tensor *target,
+                    bb_tensor **gradient, bb_tensor **loss, bb_error *err);
+  int (*split_backward)(void *self, bb_ctx *ctx, const bb_tensor *gradient, const bb_tensor *step, bb_val **out,
+                        bb_error *err);
+  /* split_share (SplitFed): when the clients' part has taken its round of steps and none
+   * waits, its parameters (the flat vector Params gives) to be averaged; the client then
+   * takes no step until the average comes back (LoadParameters) */
+  int (*split_share)(void *self, bb_ctx *ctx, bb_tensor **params, bb_error *err);
 } bb_model_ops;
 
 /* DataSource (ai.bytesandbrains.role.data_source). */

@@ -4,7 +4,7 @@
  */
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 6;
+export const BB_WASM_ABI_VERSION = 7;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -81,6 +81,17 @@ export interface BbExports {
   bb_wasm_rec_output(namePtr: number, value: number): number;
   bb_wasm_rec_net_out(portPtr: number, peers: number, value: number): number;
   bb_wasm_rec_lookup_output(portPtr: number): number;
+  bb_wasm_rec_lookup_sender(portPtr: number): number;
+  bb_wasm_rec_split(
+    shape: number,
+    cutsPtr: number,
+    cutsLen: number,
+    clientSlotPtr: number,
+    serverSlotPtr: number,
+    averagerSlotPtr: number,
+    valuesPtr: number,
+    nValues: number,
+  ): number;
   bb_wasm_rec_bundle(partsPtr: number, n: number): number;
   bb_wasm_rec_unbundle(composite: number, typesPtr: number, typesLen: number, partsPtr: number, n: number): number;
   bb_wasm_rec_call(module: number, bootstrap: number, inputsPtr: number, inputsLen: number, valuesPtr: number, n: number): number;
@@ -238,6 +249,8 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_rec_output: 2,
   bb_wasm_rec_net_out: 3,
   bb_wasm_rec_lookup_output: 1,
+  bb_wasm_rec_lookup_sender: 1,
+  bb_wasm_rec_split: 8,
   bb_wasm_rec_bundle: 2,
   bb_wasm_rec_unbundle: 5,
   bb_wasm_rec_call: 6,

@@ -247,7 +247,7 @@ describe('every refusal of the recorder reaches TypeScript with its message', ()
     ['a network port twice', (g) => { g.netOut('p', x(g), x(g)); g.netOut('p', x(g), x(g)); }, BbErrorCode.Exists, "network port 'p' is declared twice"],
     ['a port named like an input', (g) => void g.output('x', x(g)), BbErrorCode.Exists, "output port 'x' clashes with a value"],
     ['an input retyped', (g) => { x(g); g.input('x', TYPES.trigger); }, BbErrorCode.Type, "input 'x' declared again as bb.trigger; it was declared bb.peer_id"],
-    ['an unknown method', (g) => void g.roleCall('Model', 'model', 'Foward', [x(g)]), BbErrorCode.NotFound, "Model slot 'model' has no method 'Foward' (its methods: Forward, Backward, ComputeLoss, ApplyDelta, LoadParameters, Params, Fit, Evaluate, Export)"],
+    ['an unknown method', (g) => void g.roleCall('Model', 'model', 'Foward', [x(g)]), BbErrorCode.NotFound, "Model slot 'model' has no method 'Foward' (its methods: Forward, Backward, ComputeLoss, ApplyDelta, LoadParameters, Params, Fit, Evaluate, Export, SplitForward, SplitRelay, SplitLoss, SplitBackward)"],
     ['a Protocol slot method', (g) => void g.roleCall('Protocol', 'registry', 'Announce', []), BbErrorCode.NotFound, "Protocol slot 'registry' has no method 'Announce'"],
     ['a wrong arity', (g) => void g.roleCall('Model', 'model', 'Forward', [x(g), x(g)]), BbErrorCode.InvalidArgument, "Model.Forward (slot 'model') takes 1 inputs and gives 1 outputs; called with 2 and 1"],
     ['a missing INT attribute', (g) => void g.roleCall('Index', 'index', 'Search', [x(g)]), BbErrorCode.InvalidArgument, "Index.Search (slot 'index') needs the INT attribute 'k'"],

@@ -184,6 +184,7 @@ int cc_infer_peer_classes(cc_ctx *x);           /* peer_class.c */
 int cc_synthesize_recvs(cc_ctx *x);             /* recv_synth.c */
 int cc_partition_root(cc_ctx *x);                    /* partition.c */
 int cc_resolve_slots(cc_ctx *x);                /* slots.c */
+int cc_bind_split(cc_ctx *x);                   /* split.c */
 int cc_analyze_wire_edges(cc_ctx *x, cc_partition *p); /* wire_edges.c */
 int cc_gate_rx(cc_ctx *x, cc_partition *p, int which);  /* gates.c */
 int cc_gate_tx(cc_ctx *x, cc_partition *p, int which);  /* gates.c */

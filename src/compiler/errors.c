@@ -44,6 +44,7 @@ static const char *const NAMES[BB_COMPILE_ERROR_COUNT] = {
     [BB_COMPILE_BINDING_ROLE_MISMATCH] = "BindingRoleMismatch",
     [BB_COMPILE_BAD_INPUT] = "BadInput",
     [BB_COMPILE_WIRE_CONFLICT] = "WireConflict",
+    [BB_COMPILE_SPLIT_PLACEMENT] = "SplitPlacement",
 };
 
 const char *bb_compile_error_name(bb_compile_error kind) {

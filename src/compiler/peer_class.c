@@ -1,7 +1,8 @@
 /* infer_peer_classes: stamps home_class on every node of the
  * root. The only class-changing edge is a Send's data output, homed on the class of
  * the Send's peers: a graph input feeding a Send's peer slot names its own class, a
- * PeerSelector's outputs carry its class, anything else is "@default". Peer-typed
+ * PeerSelector's outputs carry its class, the sender of a value (a Send's third output)
+ * the class that sent it, anything else is "@default". Peer-typed
  * values (bb.peer_id / bb.peer_id_vec, whatever their TypeProto kind, or stamped
  * peer_class) are ambient: reading them does not pin a node. */
 #include <string.h>
@@ -118,6 +119,10 @@ int cc_infer_peer_classes(cc_ctx *x) {
       if (!dest) dest = BB_DEFAULT_CLASS;
       if (n->outputs.len) rc = put(x, &home, n->outputs.items[0], n->outputs.len >= 2 ? dest : payload);
       if (!rc && n->outputs.len >= 2) rc = put(x, &home, n->outputs.items[1], payload);
+      /* the sender of what arrives (bb_rec_lookup_sender) lives where the value lands and
+       * names the sending class: a Send to it answers that class */
+      if (!rc && n->outputs.len >= 3) rc = put(x, &home, n->outputs.items[2], dest);
+      if (!rc && n->outputs.len >= 3) rc = put(x, &peer, n->outputs.items[2], payload);
       klass = payload;
     } else if (cc_is(n, BB_DOMAIN_WIRE, "Recv")) {
       klass = BB_SELF_CLASS;

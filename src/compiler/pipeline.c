@@ -74,6 +74,7 @@ static int run_passes(cc_ctx *x) {
   if ((rc = cc_partition_root(x)) != 0) return rc;
   if ((rc = run_hooks(x, CC_PASS_PARTITION)) != 0) return rc;
   ROOT_PASS(CC_PASS_RESOLVE_SLOTS, cc_resolve_slots(x));
+  if ((rc = cc_bind_split(x)) != 0) return rc;
   for (int idx = CC_PASS_WIRE_EDGES; idx <= CC_PASS_RUNTIME_COMPLETE; idx++)
     if ((rc = per_partition_pass(x, idx)) != 0) return rc;
   for (size_t i = 0; i < x->parts.len; i++) {

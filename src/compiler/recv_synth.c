@@ -1,8 +1,10 @@
 /* synthesize_wire_recvs: every Send names its wire (wire_id: what the author named it,
  * else "<Module>.<D>" for its data output D, the network port), and every Send whose
- * data output is read gets a Recv per consuming peer class (classes in sorted order),
- * placed right after it and listening to that wire; the Send's data output becomes a
- * sentinel "<D>__send_sentinel_<i>" and the consumers read "<D>__recv_<seq>" instead.
+ * data output (or sender, its third output) is read gets a Recv per consuming peer class
+ * (classes in sorted order), placed right after it and listening to that wire; the Send's
+ * data output becomes a sentinel "<D>__send_sentinel_<i>" and the consumers read
+ * "<D>__recv_<seq>" instead, the sender's readers "<D>__recv_<seq>__sender" (the Recv's
+ * second output; the Send keeps its two outputs).
  * The Recv records the Send's index i in synthesized_from_send (an integer: partitioning
  * pairs by it) and its value infos stay in the root, where the type solver and the
  * partitions find them. A self-send (consumer on the Send's own class) gets its Recv
@@ -38,13 +40,15 @@ int cc_synthesize_recvs(cc_ctx *x) {
     }
     if (!cc_is(send, BB_DOMAIN_WIRE, "Send") || !send->outputs.len || !*send->outputs.items[0]) continue;
     const char *d = send->outputs.items[0];
+    const char *from_peer = send->outputs.len > 2 ? send->outputs.items[2] : NULL; /* bb_rec_lookup_sender's */
     const char *wire = cc_wire_of_send(x, send);
     if (!wire || bb_kv_upsert(x->m, &send->metadata, BB_KEY_WIRE_ID, wire)) return cc_nomem(x);
+    if (from_peer) send->outputs.len = 2; /* the runtime's Send makes two outputs; its Recvs give the sender */
     size_t nc = 0;
     for (size_t k = 0; k < n0; k++) {
       if (k == i) continue;
       const bb_ir_node *c = snapshot[k];
-      if (bb_strlist_find(&c->inputs, d) < 0) continue;
+      if (bb_strlist_find(&c->inputs, d) < 0 && (!from_peer || bb_strlist_find(&c->inputs, from_peer) < 0)) continue;
       const char *h = home_of(c);
       bool seen = false;
       for (size_t j = 0; j < nc && !seen; j++) seen = strcmp(classes[j], h) == 0;
@@ -75,8 +79,10 @@ int cc_synthesize_recvs(cc_ctx *x) {
       for (size_t k = 0; k < n0; k++) {
         if (k == i || strcmp(home_of(snapshot[k]), classes[j]) != 0) continue;
         bb_strlist *ins = &snapshot[k]->inputs;
-        for (size_t a = 0; a < ins->len; a++)
+        for (size_t a = 0; a < ins->len; a++) {
           if (strcmp(ins->items[a], d) == 0) ins->items[a] = payload;
+          else if (from_peer && strcmp(ins->items[a], from_peer) == 0) ins->items[a] = sender;
+        }
       }
     }
   }

@@ -7,6 +7,7 @@
 extern const bb_component_type BBI_CPU_BACKEND;
 extern const bb_component_type BBI_CPU_MLP;
 extern const bb_component_type BBI_ONNX_MODEL;
+extern const bb_component_type BBI_SPLIT_MODEL;
 extern const bb_component_type BBI_ARRAY_SOURCE;
 extern const bb_component_type BBI_FLOAT16_CODEC;
 extern const bb_component_type BBI_UINT8_CODEC;

@@ -153,3 +153,28 @@ bb_value bb_rec_lookup_output(bb_rec *rec, const char *port) {
   }
   return rec_handle(rec, id);
 }
+
+bb_value bb_rec_lookup_sender(bb_rec *rec, const char *port) {
+  bb_value none = {0};
+  if (!rec || !rec_check_name(rec, "network port", port)) return none;
+  rec_fn *f = rec_cur(rec);
+  bb_ir_node *send = NULL;
+  for (size_t i = 0; i < f->fn->nodes.len && !send; i++) {
+    bb_ir_node *n = f->fn->nodes.items[i];
+    if (n->outputs.len && strcmp(n->op_type, "Send") == 0 && n->domain && strcmp(n->domain, BB_DOMAIN_WIRE) == 0 &&
+        strcmp(n->outputs.items[0], port) == 0)
+      send = n;
+  }
+  if (!send) {
+    rec_error(rec, BB_ERR_NOT_FOUND, "no network port '%s' has been declared in this function", port);
+    return none;
+  }
+  /* the Send's third output: the compiler wires it to the sender of what its Recvs take */
+  char name[REC_NAME_MAX + sizeof BB_SENDER_SUFFIX];
+  snprintf(name, sizeof name, "%s" BB_SENDER_SUFFIX, port);
+  uint32_t id;
+  if (send->outputs.len > 2 && bbi_strmap_get(&f->names, send->outputs.items[2], &id)) return rec_handle(rec, id);
+  const char *sender = rec_copy(rec, name);
+  if (!sender || rec_node_output(rec, send, sender)) return none;
+  return rec_define(rec, sender, BB_TYPE_PEER_ID);
+}

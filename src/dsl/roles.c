@@ -29,6 +29,12 @@ static const role_method MODEL_METHODS[] = {
     {"Evaluate", 2, 1, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
     /* the model as standalone ONNX bytes */
     {"Export", 0, 1, 1, BB_TYPE_BYTES, NULL, NULL, NULL},
+    /* one part of a split model (bb_rec_split, docs/SPLIT.md) */
+    {"SplitForward", 1, 3, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"SplitRelay", 2, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"SplitLoss", 2, 2, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"SplitBackward", 2, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
+    {"SplitShare", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
 };
 static const role_method INDEX_METHODS[] = {
     {"Add", 1, 1, 0, BB_TYPE_ABSTRACT, NULL, NULL, NULL},

@@ -13,7 +13,7 @@ static bool is_float(int32_t dt) {
   return dt == BB_DTYPE_FLOAT || dt == BB_DTYPE_DOUBLE || dt == BB_DTYPE_FLOAT16 || dt == BB_DTYPE_BFLOAT16;
 }
 
-static bool is_onnx(const bb_ir_node *n) { return !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0; }
+static bool is_onnx(const bb_ir_node *n) { return bb_domain_is_onnx(n->domain); }
 
 static int oom(gb *b) { return gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph"); }
 
@@ -23,7 +23,7 @@ static int warn(gb *b, const char *text) {
 
 /* ---- the value table from the graph's inputs and initializers --------------------------- */
 
-static int add_sources(gb *b) {
+int gb_add_sources(gb *b) {
   const bb_graph *g = b->g;
   for (size_t i = 0; i < g->initializers.len; i++) {
     const bb_tensor_proto *p = g->initializers.items[i];
@@ -132,6 +132,24 @@ static int mark_params(gb *b, const bb_grad_options *opt) {
   return 0;
 }
 
+/* The graph inputs whose gradient is asked for: each a data input (not an initializer) of a
+ * floating-point type, listed once. */
+static int mark_grad_inputs(gb *b, const bb_grad_options *opt) {
+  for (size_t i = 0; i < opt->n_input_grads; i++) {
+    const char *name = opt->input_grads ? opt->input_grads[i] : NULL;
+    gb_value *v = name ? gb_val(b, name) : NULL;
+    if (!v || is_initializer(b, name) || !bb_vilist_find(&b->g->inputs, name))
+      return gb_fail(b, BB_ERR_NOT_FOUND, "input %s, whose gradient is asked for, is not a data input of the graph",
+                     name ? name : "(null)");
+    if (!is_float(v->dtype))
+      return gb_fail(b, BB_ERR_TYPE, "input %s is %s; only a floating-point input has a gradient", name,
+                     bb_dtype_name(v->dtype) ? bb_dtype_name(v->dtype) : "of an unknown type");
+    if (v->grad_input) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "input %s is listed twice for its gradient", name);
+    v->grad_input = true;
+  }
+  return 0;
+}
+
 /* ---- the forward pass ------------------------------------------------------------------- */
 
 /* A training-mode ai.onnx Dropout that may drop becomes the seeded Dropout of
@@ -162,18 +180,22 @@ static int seed_dropout(gb *b, bb_ir_node *n) {
   return b->rc;
 }
 
+int gb_check_node(gb *b, const bb_ir_node *n) {
+  for (size_t k = 0; k < n->outputs.len; k++)
+    if (*n->outputs.items[k] && gb_val(b, n->outputs.items[k]))
+      return gb_fail(b, BB_ERR_MALFORMED, "%s defines %s, which is already defined", gb_node_label(b, n), n->outputs.items[k]);
+  for (size_t k = 0; k < n->inputs.len; k++)
+    if (*n->inputs.items[k] && !gb_val(b, n->inputs.items[k]))
+      return gb_fail(b, BB_ERR_MALFORMED, "%s reads %s, which no earlier node, graph input or initializer defines",
+                     gb_node_label(b, n), n->inputs.items[k]);
+  return 0;
+}
+
 static int forward(gb *b) {
   size_t count = b->g->nodes.len;
   for (size_t i = 0; i < count && !b->rc; i++) {
     bb_ir_node *n = b->g->nodes.items[i];
-    for (size_t k = 0; k < n->outputs.len; k++)
-      if (*n->outputs.items[k] && gb_val(b, n->outputs.items[k]))
-        return gb_fail(b, BB_ERR_MALFORMED, "%s defines %s, which is already defined", gb_node_label(b, n), n->outputs.items[k]);
-    for (size_t k = 0; k < n->inputs.len; k++)
-      if (*n->inputs.items[k] && !gb_val(b, n->inputs.items[k]))
-        return gb_fail(b, BB_ERR_MALFORMED, "%s reads %s, which no earlier node, graph input or initializer defines",
-                       gb_node_label(b, n), n->inputs.items[k]);
-    if (seed_dropout(b, n)) return b->rc;
+    if (gb_check_node(b, n) || seed_dropout(b, n)) return b->rc;
     gb_infer_node(b, n);
   }
   return b->rc;
@@ -184,7 +206,8 @@ static int forward(gb *b) {
 /* requires_grad, origin and cut for every value the forward nodes make. */
 static void trace_params(gb *b, size_t n_fwd) {
   for (size_t i = 0; i < b->n_values; i++)
-    if (b->values[i]->is_param) b->values[i]->requires_grad = true, b->values[i]->origin = b->values[i]->name;
+    if (b->values[i]->is_param || b->values[i]->grad_input)
+      b->values[i]->requires_grad = true, b->values[i]->origin = b->values[i]->name;
   for (size_t i = 0; i < n_fwd; i++) {
     const bb_ir_node *n = b->g->nodes.items[i];
     const gb_rule *r = gb_rule_find(n->domain, n->op_type);
@@ -210,10 +233,10 @@ static void trace_params(gb *b, size_t n_fwd) {
   }
 }
 
-/* Marks the values and nodes on a path from a parameter to the loss; refuses an operator
+/* Marks the values and nodes on a path from a parameter to the roots; refuses an operator
  * without a gradient there. */
-static int mark_active(gb *b, size_t n_fwd, const char *loss) {
-  gb_val(b, loss)->active = true;
+static int mark_active(gb *b, size_t n_fwd) {
+  for (size_t i = 0; i < b->n_roots; i++) gb_val(b, b->roots[i])->active = true;
   for (size_t i = n_fwd; i-- > 0;) {
     const bb_ir_node *n = b->g->nodes.items[i];
     bool active = false;
@@ -225,14 +248,15 @@ static int mark_active(gb *b, size_t n_fwd, const char *loss) {
     const gb_rule *r = gb_rule_find(n->domain, n->op_type);
     const char *origin = gb_val(b, n->outputs.items[0])->origin;
     if (!r || !r->backward)
-      return gb_fail(b, BB_ERR_UNSUPPORTED, "%s is on a path from parameter %s to the loss %s, and %s%s%s has no gradient",
-                     gb_node_label(b, n), origin ? origin : "?", loss, n->domain && *n->domain ? n->domain : "",
+      return gb_fail(b, BB_ERR_UNSUPPORTED, "%s is on a path from %s %s to %s, and %s%s%s has no gradient",
+                     gb_node_label(b, n), origin && gb_val(b, origin)->grad_input ? "input" : "parameter",
+                     origin ? origin : "?", b->roots_label, n->domain && *n->domain ? n->domain : "",
                      n->domain && *n->domain ? "::" : "", n->op_type);
     for (size_t k = 0; k < n->outputs.len; k++) {
       gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
       if (o && o->active && k < 32 && !(r->diff_outputs & (1u << k)))
-        return gb_fail(b, BB_ERR_UNSUPPORTED, "the loss %s depends on output %zu (%s) of %s, which carries no gradient", loss, k,
-                       o->name, gb_node_label(b, n));
+        return gb_fail(b, BB_ERR_UNSUPPORTED, "%s depends on output %zu (%s) of %s, which carries no gradient", b->roots_label,
+                       k, o->name, gb_node_label(b, n));
     }
     for (size_t k = 0; k < n->inputs.len; k++) {
       gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
@@ -247,9 +271,9 @@ static bool reads_shape_only(const bb_ir_node *n) {
   return is_onnx(n) && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0);
 }
 
-/* Marks every value the loss depends on by any path, gradient or not. */
-static void mark_reaches(gb *b, size_t n_fwd, const char *loss) {
-  gb_val(b, loss)->reaches = true;
+/* Marks every value the roots depend on by any path, gradient or not. */
+static void mark_reaches(gb *b, size_t n_fwd) {
+  for (size_t i = 0; i < b->n_roots; i++) gb_val(b, b->roots[i])->reaches = true;
   for (size_t i = n_fwd; i-- > 0;) {
     const bb_ir_node *n = b->g->nodes.items[i];
     bool reaches = false;
@@ -277,7 +301,7 @@ static const char *why_no_gradient(gb *b, const bb_ir_node *n, size_t k, const g
 /* A parameter the loss depends on only through values without a gradient would silently
  * stay untrained: refused, naming the first node on a path to the loss where the gradient
  * from it stops. */
-static int refuse_cut_param(gb *b, size_t n_fwd, const char *loss, gb_value *p) {
+static int refuse_cut_param(gb *b, size_t n_fwd, gb_value *p) {
   for (size_t i = 0; i < b->n_values; i++) b->values[i]->mark = false;
   p->mark = true; /* carries a gradient from p */
   for (size_t i = 0; i < n_fwd; i++) {
@@ -297,19 +321,20 @@ static int refuse_cut_param(gb *b, size_t n_fwd, const char *loss, gb_value *p) 
       o->mark = flows && is_float(o->dtype);
       if (o->reaches && !o->mark)
         return gb_fail(b, BB_ERR_UNSUPPORTED,
-                       "parameter %s reaches the loss %s only through values without a gradient: at %s, %s; "
+                       "parameter %s reaches %s only through values without a gradient: at %s, %s; "
                        "freeze %s to train the other parameters",
-                       p->name, loss, gb_node_label(b, n), why_no_gradient(b, n, from, o), p->name);
+                       p->name, b->roots_label, gb_node_label(b, n), why_no_gradient(b, n, from, o), p->name);
     }
   }
-  return gb_fail(b, BB_ERR_UNSUPPORTED, "parameter %s reaches the loss %s only through values without a gradient", p->name, loss);
+  return gb_fail(b, BB_ERR_UNSUPPORTED, "parameter %s reaches %s only through values without a gradient", p->name,
+                 b->roots_label);
 }
 
-static int check_params_reach(gb *b, size_t n_fwd, const char *loss) {
-  mark_reaches(b, n_fwd, loss);
+static int check_params_reach(gb *b, size_t n_fwd) {
+  mark_reaches(b, n_fwd);
   for (size_t k = 0; k < b->g->initializers.len; k++) {
     gb_value *v = gb_val(b, b->g->initializers.items[k]->name);
-    if (v->is_param && !v->active && v->reaches) return refuse_cut_param(b, n_fwd, loss, v);
+    if (v->is_param && !v->active && v->reaches) return refuse_cut_param(b, n_fwd, v);
   }
   return 0;
 }
@@ -329,15 +354,29 @@ static const char *total_grad(gb *b, gb_value *v) {
   return g;
 }
 
-static int backward(gb *b, size_t n_fwd, const char *loss) {
-  gb_value *lv = gb_val(b, loss);
-  int64_t dims[BB_MAX_RANK];
-  for (int d = 0; d < lv->rank; d++) dims[d] = 1;
+/* Starts each root's gradient (before any rule adds to it): the loss's is 1, an upstream
+ * output's is its input. */
+static int seed_roots(gb *b, const char *const *seeds) {
+  for (size_t i = 0; i < b->n_roots; i++) {
+    if (!seeds[i]) return b->rc ? b->rc : oom(b);
+    gb_value *v = gb_val(b, b->roots[i]);
+    v->contrib = bbi_arena_alloc(b->scratch, 4 * sizeof *v->contrib);
+    if (!v->contrib) return oom(b);
+    v->contrib[0] = seeds[i], v->n_contrib = 1, v->cap_contrib = 4;
+  }
+  return 0;
+}
+
+static int backward(gb *b, size_t n_fwd, const char **upstream) {
   b->prefix = "grad";
-  const char *seed = gb_tensor(b, lv->dtype, lv->rank, dims, (double[]){1.0});
-  if ((lv = gb_val(b, loss)) && seed) lv->contrib = bbi_arena_alloc(b->scratch, sizeof *lv->contrib);
-  if (!lv || !lv->contrib) return oom(b);
-  lv->contrib[0] = seed, lv->n_contrib = lv->cap_contrib = 1;
+  const char *one = NULL;
+  if (!upstream) {
+    gb_value *lv = gb_val(b, b->roots[0]);
+    int64_t dims[BB_MAX_RANK];
+    for (int d = 0; d < lv->rank; d++) dims[d] = 1;
+    one = gb_tensor(b, lv->dtype, lv->rank, dims, (double[]){1.0});
+  }
+  if (seed_roots(b, upstream ? (const char *const *)upstream : &one)) return b->rc;
   for (size_t i = n_fwd; i-- > 0 && !b->rc;) {
     bb_ir_node *n = b->g->nodes.items[i];
     const char **dy = bbi_arena_alloc(b->scratch, (n->outputs.len + 1) * sizeof *dy);
@@ -403,6 +442,32 @@ static int collect_state(gb *b, size_t n_fwd, bb_grad_graph *out) {
   return 0;
 }
 
+/* The outputs "<input>_grad" of the inputs whose gradient is asked for (zeros, with a
+ * warning, for an input the roots do not depend on). */
+static int input_grads(gb *b, bb_grad_graph *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < b->n_values; i++) n += b->values[i]->grad_input;
+  out->inputs = bbi_arena_alloc(b->m->arena, (n + 1) * sizeof *out->inputs);
+  out->input_grads = bbi_arena_alloc(b->m->arena, (n + 1) * sizeof *out->input_grads);
+  if (!out->inputs || !out->input_grads) return oom(b);
+  for (size_t i = 0; i < b->g->inputs.len && !b->rc; i++) {
+    gb_value *v = gb_val(b, b->g->inputs.items[i]->name);
+    if (!v || !v->grad_input) continue;
+    const char *g;
+    if (v->n_contrib) {
+      g = param_grad(b, v);
+    } else {
+      if (warn(b, gb_printf(b, "input %s does not reach %s; its gradient is zeros", v->name, b->roots_label))) return b->rc;
+      bb_ir_node *id = gb_new(b, "Identity", NULL, 1, 1, gb_zeros_like(b, v->name));
+      gb_rename_output(b, id, 0, gb_printf(b, "%s_grad", v->name));
+      g = gb_add(b, id);
+    }
+    out->inputs[out->n_input_grads] = v->name;
+    out->input_grads[out->n_input_grads++] = g;
+  }
+  return b->rc;
+}
+
 static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
   size_t n_params = 0;
   for (size_t k = 0; k < b->g->initializers.len; k++) {
@@ -412,7 +477,7 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
       n_params++;
       continue;
     }
-    if (warn(b, gb_printf(b, "parameter %s does not reach the loss %s; it is left out of training", v->name, loss)))
+    if (warn(b, gb_printf(b, "parameter %s does not reach %s; it is left out of training", v->name, b->roots_label)))
       return b->rc;
   }
   out->params = bbi_arena_alloc(b->m->arena, (n_params + 1) * sizeof *out->params);
@@ -425,18 +490,24 @@ static int finish(gb *b, size_t n_fwd, const char *loss, bb_grad_graph *out) {
     out->params[out->n_params] = v->name;
     out->grads[out->n_params++] = param_grad(b, v);
   }
-  if (b->rc || collect_state(b, n_fwd, out)) return b->rc;
-  /* outputs: the loss, the gradients, the state updates, then the graph's own */
+  if (b->rc || input_grads(b, out) || collect_state(b, n_fwd, out)) return b->rc;
+  /* outputs: the loss, the gradients, the state updates, the inputs' gradients, then the
+   * graph's own */
   bb_vilist own = b->g->outputs;
   memset(&b->g->outputs, 0, sizeof b->g->outputs);
-  if (add_output(b, loss)) return b->rc;
+  if (loss && add_output(b, loss)) return b->rc;
   for (size_t i = 0; i < out->n_params; i++)
     if (add_output(b, out->grads[i])) return b->rc;
   for (size_t i = 0; i < out->n_state; i++)
     if (add_output(b, out->state_next[i])) return b->rc;
+  for (size_t i = 0; i < out->n_input_grads; i++)
+    if (add_output(b, out->input_grads[i])) return b->rc;
   for (size_t i = 0; i < own.len; i++)
-    if (strcmp(own.items[i]->name, loss) != 0 && BBI_ARENA_PUSH(b->m->arena, &b->g->outputs, own.items[i])) return oom(b);
+    if ((!loss || strcmp(own.items[i]->name, loss) != 0) && BBI_ARENA_PUSH(b->m->arena, &b->g->outputs, own.items[i]))
+      return oom(b);
   if (out->prediction && !bb_vilist_find(&b->g->outputs, out->prediction) && add_output(b, out->prediction)) return b->rc;
+  for (size_t i = 0; i < out->n_upstream; i++)
+    if (!bb_vilist_find(&b->g->outputs, out->upstream_outputs[i]) && add_output(b, out->upstream_outputs[i])) return b->rc;
   if (b->grad_domain && bb_opset_set(b->m, &b->m->opsets, BB_GRAD_DOMAIN, 1)) return oom(b);
   out->loss = loss;
   out->seed = b->seed;
@@ -455,6 +526,34 @@ int gb_copy_model(const bb_model *model, const bb_allocator *alloc, bb_model **o
   if (!rc) rc = bb_model_decode(bytes, len, alloc, NULL, out, err);
   bb_buffer_free(bbi_arena_allocator(model->arena), bytes); /* made with the model's allocator */
   return rc ? bb_error_prefix(err, "copying the model: ") : 0;
+}
+
+int gb_open(gb *b, const bb_model *model, const bb_allocator *alloc, bb_error *err) {
+  memset(b, 0, sizeof *b);
+  int rc = gb_copy_model(model, alloc, &b->m, err);
+  if (rc) return rc;
+  b->g = b->m->graph;
+  b->opset = bb_opset_get(&b->m->opsets, "");
+  b->alloc = alloc;
+  b->err = err;
+  b->scratch = bbi_arena_new(alloc);
+  bbi_strmap_init(&b->ids, alloc);
+  if (!b->scratch) oom(b);
+  if (!b->g) gb_fail(b, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
+  if (b->rc) {
+    gb_close(b);
+    bb_model_free(b->m);
+  }
+  return b->rc;
+}
+
+void gb_close(gb *b) {
+  for (size_t i = 0; i < b->n_values; i++) bb_tensor_release(b->values[i]->known);
+  bbi_mem_free(b->alloc, b->values);
+  bbi_mem_free(b->alloc, b->symbol_names);
+  bbi_strmap_free(&b->ids);
+  bbi_arena_free(b->scratch);
+  b->values = NULL, b->symbol_names = NULL, b->scratch = NULL, b->n_values = 0;
 }
 
 static const char *first_output(gb *b, const bb_grad_options *opt) {
@@ -492,25 +591,81 @@ static int check_loss(gb *b, const char *loss) {
   return 0;
 }
 
+/* BB_GRAD_LOSS_UPSTREAM: the values whose gradients come in become the roots, each with a
+ * new input of its type for d loss / d value, named in *seeds. */
+static int add_upstream(gb *b, const bb_grad_options *opt, const char *output, bb_grad_graph *out, const char ***seeds) {
+  size_t n = opt->upstream ? opt->n_upstream : 1;
+  if (!n) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "BB_GRAD_LOSS_UPSTREAM needs at least one value whose gradient comes in");
+  b->roots = bbi_arena_alloc(b->m->arena, n * sizeof *b->roots);
+  *seeds = bbi_arena_alloc(b->m->arena, n * sizeof **seeds);
+  if (!b->roots || !*seeds) return oom(b);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = opt->upstream ? opt->upstream[i] : output;
+    gb_value *v = name ? gb_val(b, name) : NULL;
+    if (!v) return gb_fail(b, BB_ERR_NOT_FOUND, "the graph has no value named %s", name ? name : "(null)");
+    if (!bb_nodelist_producer(&b->g->nodes, name))
+      return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "%s is not computed by the graph; its gradient cannot come in", name);
+    for (size_t k = 0; k < i; k++)
+      if (strcmp(b->roots[k], v->name) == 0) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "%s is listed twice as upstream", name);
+    const char *in = gb_fresh_name(b, gb_printf(b, "%s_upstream_grad", name));
+    gb_value *g = in ? gb_val_add(b, in) : NULL;
+    if (!g) return b->rc;
+    gb_val_set_shape(g, v->dtype, v->rank, v->dims);
+    bb_type *type = gb_val_type(b, g);
+    if (!type || !bb_vilist_add(b->m, &b->g->inputs, in, type)) return oom(b);
+    b->roots[i] = v->name;
+    (*seeds)[i] = in;
+  }
+  b->n_roots = out->n_upstream = n;
+  out->upstream_outputs = b->roots;
+  out->upstream = *seeds;
+  out->kind = BB_GRAD_LOSS_UPSTREAM;
+  b->roots_label = n == 1 ? gb_printf(b, "the output %s", b->roots[0]) : gb_printf(b, "the outputs %s, ...", b->roots[0]);
+  return b->roots_label ? 0 : oom(b);
+}
+
+/* An upstream root must be floating point and carry a gradient from something trained or
+ * from an input whose gradient is asked for. */
+static int check_upstream(gb *b) {
+  for (size_t i = 0; i < b->n_roots; i++) {
+    gb_value *v = gb_val(b, b->roots[i]);
+    if (!is_float(v->dtype))
+      return gb_fail(b, BB_ERR_TYPE, "output %s is %s; a gradient comes in only for a floating-point value", v->name,
+                     bb_dtype_name(v->dtype) ? bb_dtype_name(v->dtype) : "of an unknown type");
+    if (!v->requires_grad)
+      return gb_fail(b, BB_ERR_INVALID_ARGUMENT,
+                     "output %s depends on no trainable parameter and on no input whose gradient is asked for", v->name);
+  }
+  return 0;
+}
+
 static int build(gb *b, const bb_grad_options *opt, bb_grad_graph *out) {
-  if (!b->g) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "the model has no main graph");
-  b->opset = bb_opset_get(&b->m->opsets, "");
   if (b->opset < 13)
     return gb_fail(b, BB_ERR_UNSUPPORTED, "the gradient builder needs ai.onnx opset 13 or newer; the model imports %lld",
                    (long long)b->opset);
-  if (add_sources(b) || mark_params(b, opt) || forward(b)) return b->rc;
-  const char *output = first_output(b, opt), *loss = output, *target = NULL;
+  if (opt->loss > BB_GRAD_LOSS_UPSTREAM) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "unknown loss %d", (int)opt->loss);
+  if (gb_add_sources(b) || mark_params(b, opt) || mark_grad_inputs(b, opt) || forward(b)) return b->rc;
+  const char *output = opt->loss == BB_GRAD_LOSS_UPSTREAM && opt->upstream ? "" : first_output(b, opt);
+  const char *loss = output, *target = NULL, **upstream = NULL;
   if (!output) return b->rc;
-  if (opt->loss != BB_GRAD_LOSS_OUTPUT) {
-    if (opt->loss > BB_GRAD_LOSS_BCE_WITH_LOGITS) return gb_fail(b, BB_ERR_INVALID_ARGUMENT, "unknown loss %d", (int)opt->loss);
-    if (gb_add_loss(b, opt, output, &target, &loss)) return b->rc;
-    out->prediction = output;
-    out->target = target;
-    out->kind = opt->loss;
+  if (opt->loss == BB_GRAD_LOSS_UPSTREAM) {
+    loss = NULL;
+    if (add_upstream(b, opt, output, out, &upstream)) return b->rc;
+  } else {
+    if (opt->loss != BB_GRAD_LOSS_OUTPUT) {
+      if (gb_add_loss(b, opt, output, &target, &loss)) return b->rc;
+      out->prediction = output;
+      out->target = target;
+      out->kind = opt->loss;
+    }
+    b->roots = &loss;
+    b->n_roots = 1;
+    if (!(b->roots_label = gb_printf(b, "the loss %s", loss))) return b->rc;
   }
   size_t n_fwd = b->g->nodes.len;
   trace_params(b, n_fwd);
-  if (check_loss(b, loss) || mark_active(b, n_fwd, loss) || check_params_reach(b, n_fwd, loss) || backward(b, n_fwd, loss))
+  if ((loss ? check_loss(b, loss) : check_upstream(b)) || mark_active(b, n_fwd) || check_params_reach(b, n_fwd) ||
+      backward(b, n_fwd, upstream))
     return b->rc;
   return finish(b, n_fwd, loss, out);
 }
@@ -530,31 +685,19 @@ int bb_grad_build(const bb_model *model, const bb_grad_options *options, const b
   opt.struct_size = sizeof opt;
   options = &opt;
   if (!model) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "no model");
-  bb_model *copy = NULL;
-  int rc = gb_copy_model(model, alloc, &copy, err);
-  if (rc) return rc;
   gb b;
-  memset(&b, 0, sizeof b);
-  b.m = copy;
-  b.g = copy->graph;
-  b.alloc = alloc;
-  b.err = err;
-  b.scratch = bbi_arena_new(alloc);
-  bbi_strmap_init(&b.ids, alloc);
+  int rc = gb_open(&b, model, alloc, err);
+  if (rc) return rc;
   bb_grad_graph *g = bbi_mem_calloc(alloc, 1, sizeof *g);
-  if (!b.scratch || !g) oom(&b);
+  if (!g) oom(&b);
   else build(&b, options, g);
-  for (size_t i = 0; i < b.n_values; i++) bb_tensor_release(b.values[i]->known);
-  bbi_mem_free(alloc, b.values);
-  bbi_mem_free(alloc, b.symbol_names);
-  bbi_strmap_free(&b.ids);
-  bbi_arena_free(b.scratch);
+  gb_close(&b);
   if (b.rc) {
     bbi_mem_free(alloc, g);
-    bb_model_free(copy);
+    bb_model_free(b.m);
     return b.rc;
   }
-  g->model = copy;
+  g->model = b.m;
   g->alloc = alloc;
   *out = g;
   return 0;

@@ -40,6 +40,7 @@ typedef struct gb_value {
   gb_dim vec[BB_MAX_RANK];
   bool is_param;
   bool frozen;        /* an initializer the options or the model's buffers list keep fixed */
+  bool grad_input;    /* a graph input whose gradient the options ask for */
   bool reaches;       /* the loss depends on its values (not only on its shape), by any path */
   bool mark;          /* scratch: carries a gradient from the parameter whose cut is searched */
   bool requires_grad; /* floating point and computed from a parameter through gradients */
@@ -75,6 +76,11 @@ typedef struct gb {
   const char *seed;     /* the Dropout seed input, once made */
   int64_t n_dropouts;
   bb_strlist warnings;
+  /* where backpropagation starts: the loss, or the outputs whose gradients come in
+   * (BB_GRAD_LOSS_UPSTREAM); `roots_label` names them in messages ("the loss L") */
+  const char **roots;
+  size_t n_roots;
+  const char *roots_label;
 } gb;
 
 #define GB_ALL_INPUTS 0xffffffffu
@@ -112,6 +118,14 @@ extern const size_t gb_rules_recurrent_count;
 
 /* A deep copy of a model (through its encoding) made with alloc (build.c). */
 int gb_copy_model(const bb_model *model, const bb_allocator *alloc, bb_model **out, bb_error *err);
+/* A builder over a copy of the model (b->m, which the caller frees); gb_close frees the
+ * rest. On failure nothing is left to free. */
+int gb_open(gb *b, const bb_model *model, const bb_allocator *alloc, bb_error *err);
+void gb_close(gb *b);
+/* The value table's sources: every initializer (small integer ones read) and graph input. */
+int gb_add_sources(gb *b);
+/* Refuses a node that redefines a value or reads one nothing defined before it. */
+int gb_check_node(gb *b, const bb_ir_node *n);
 
 /* Records the first failure (printf-style) and returns its code. */
 int gb_fail(gb *b, int code, const char *fmt, ...) BB_PRINTF(3, 4);

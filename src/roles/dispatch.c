@@ -64,6 +64,43 @@ static bool is(const bb_op_call *call, const char *op) { return strcmp(call->op_
 
 /* ---- Model ---------------------------------------------------------------------------- */
 
+/* A method's tensor outputs, all or none (a method that gives some and not the others is
+ * wrong). */
+static int put_all(const bb_op_call *call, bb_tensor **outs, size_t n, bb_error *err) {
+  size_t given = 0;
+  for (size_t i = 0; i < n; i++) given += outs[i] != NULL;
+  int rc = given && given != n ? bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s gave %zu of its %zu outputs", call->op_type,
+                                              given, n)
+                               : 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!rc) rc = put_tensor(call, i, outs[i], err);
+    else bb_tensor_release(outs[i]);
+  }
+  return rc;
+}
+
+/* The split-learning methods: SplitForward and SplitShare take an ordering trigger, the
+ * others two tensors. */
+static int split_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  const bb_tensor *a = NULL, *b = NULL;
+  bb_tensor *outs[3] = {NULL, NULL, NULL};
+  bool forward = is(call, "SplitForward"), relay = is(call, "SplitRelay"), loss = is(call, "SplitLoss"),
+       backward = is(call, "SplitBackward"), share = is(call, "SplitShare");
+  if (!forward && !relay && !loss && !backward && !share) return unknown_op(call, err);
+  if ((forward && !ops->split_forward) || (relay && !ops->split_relay) || (loss && !ops->split_loss) ||
+      (backward && !ops->split_backward) || (share && !ops->split_share))
+    return unsupported(call, err);
+  int rc;
+  if (share) return (rc = ops->split_share(self, ctx, &outs[0], err)) ? rc : put_tensor(call, 0, outs[0], err);
+  if (forward)
+    return (rc = ops->split_forward(self, ctx, &outs[0], &outs[1], &outs[2], err)) ? rc : put_all(call, outs, 3, err);
+  if ((rc = input_tensor(call, 0, &a, err)) || (rc = input_tensor(call, 1, &b, err))) return rc;
+  if (loss) return (rc = ops->split_loss(self, ctx, a, b, &outs[0], &outs[1], err)) ? rc : put_all(call, outs, 2, err);
+  if (relay) return (rc = ops->split_relay(self, ctx, a, b, &outs[0], err)) ? rc : put_tensor(call, 0, outs[0], err);
+  bb_val *out = NULL;
+  return (rc = ops->split_backward(self, ctx, a, b, &out, err)) ? rc : out ? put_value(call, 0, out) : 0;
+}
+
 int bb_model_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   const bb_tensor *a = NULL, *b = NULL;
   bb_tensor *out = NULL;
@@ -116,6 +153,7 @@ int bb_model_dispatch(const bb_model_ops *ops, void *self, bb_ctx *ctx, const bb
     if ((rc = ops->export_onnx(self, ctx, &onnx, err))) return rc;
     return put_value(call, 0, onnx);
   }
+  if (strncmp(call->op_type, "Split", 5) == 0) return split_dispatch(ops, self, ctx, call, err);
   return unknown_op(call, err);
 }
 

@@ -16,7 +16,8 @@ static const char *const NAMES[] = {"quickstart",
                                     "federated_digits",
                                     "gossip_digits",
                                     "hierarchical_digits",
-                                    "federated_cnn"};
+                                    "federated_cnn",
+                                    "split_cnn"};
 #define N_NAMES (sizeof NAMES / sizeof NAMES[0])
 
 /* Compiles module `module` of example `name` twice (same bytes), decodes the artifact,

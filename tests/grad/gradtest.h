@@ -91,4 +91,47 @@ static inline long gt_output(const bb_model *m, const char *name) {
   return -1;
 }
 
+/* A key's number in a reference's "key=value key=value" spec, or dflt. */
+static inline double gt_spec_value(const char *spec, const char *key, double dflt) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "%s=", key);
+  for (const char *p = spec; (p = strstr(p, pat)); p++)
+    if (p == spec || p[-1] == ' ') return atof(p + strlen(pat));
+  return dflt;
+}
+
+/* The optimizer a reference's "opt:NAME" spec describes (torch_make_grad_models.py). */
+static inline bb_optimizer_config gt_optimizer_config(const char *spec) {
+  bb_optimizer_kind kind = strstr(spec, "kind=sgd")        ? BB_OPTIMIZER_SGD
+                           : strstr(spec, "kind=momentum") ? BB_OPTIMIZER_MOMENTUM
+                           : strstr(spec, "kind=adamw")    ? BB_OPTIMIZER_ADAMW
+                                                           : BB_OPTIMIZER_ADAM;
+  bb_optimizer_config c = bb_optimizer_defaults(kind);
+  c.lr = (float)gt_spec_value(spec, "lr", c.lr);
+  c.momentum = (float)gt_spec_value(spec, "momentum", c.momentum);
+  c.nesterov = gt_spec_value(spec, "nesterov", 0) != 0;
+  c.beta1 = (float)gt_spec_value(spec, "beta1", c.beta1);
+  c.beta2 = (float)gt_spec_value(spec, "beta2", c.beta2);
+  c.eps = (float)gt_spec_value(spec, "eps", c.eps);
+  c.weight_decay = (float)gt_spec_value(spec, "weight_decay", 0);
+  c.max_grad_norm = (float)gt_spec_value(spec, "max_grad_norm", 0);
+  return c;
+}
+
+/* Writes m to dir/<name><suffix> (nothing when dir is NULL): the graphs onnx.checker reads. */
+static inline void gt_save(const char *dir, const char *name, const char *suffix, const bb_model *m) {
+  if (!dir) return;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s%s", dir, name, suffix);
+  uint8_t *bytes;
+  size_t len;
+  bb_error err;
+  FILE *f = fopen(path, "wb");
+  CHECK_MSG(f && !bb_model_encode(m, &bytes, &len, &err), "cannot write %s", path);
+  if (!f) return;
+  fwrite(bytes, 1, len, f);
+  fclose(f);
+  bb_buffer_free(NULL, bytes);
+}
+
 #endif

@@ -28,46 +28,6 @@ static size_t split(char *s, const char **items, size_t max) {
   return n;
 }
 
-static double kv(const char *spec, const char *key, double dflt) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "%s=", key);
-  for (const char *p = spec; (p = strstr(p, pat)); p++)
-    if (p == spec || p[-1] == ' ') return atof(p + strlen(pat));
-  return dflt;
-}
-
-static bb_optimizer_config config(const char *spec) {
-  bb_optimizer_kind kind = strstr(spec, "kind=sgd")        ? BB_OPTIMIZER_SGD
-                           : strstr(spec, "kind=momentum") ? BB_OPTIMIZER_MOMENTUM
-                           : strstr(spec, "kind=adamw")    ? BB_OPTIMIZER_ADAMW
-                                                           : BB_OPTIMIZER_ADAM;
-  bb_optimizer_config c = bb_optimizer_defaults(kind);
-  c.lr = (float)kv(spec, "lr", c.lr);
-  c.momentum = (float)kv(spec, "momentum", c.momentum);
-  c.nesterov = kv(spec, "nesterov", 0) != 0;
-  c.beta1 = (float)kv(spec, "beta1", c.beta1);
-  c.beta2 = (float)kv(spec, "beta2", c.beta2);
-  c.eps = (float)kv(spec, "eps", c.eps);
-  c.weight_decay = (float)kv(spec, "weight_decay", 0);
-  c.max_grad_norm = (float)kv(spec, "max_grad_norm", 0);
-  return c;
-}
-
-static void save(const char *dir, const char *name, const char *suffix, const bb_model *m) {
-  if (!dir) return;
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s%s", dir, name, suffix);
-  uint8_t *bytes;
-  size_t len;
-  bb_error err;
-  FILE *f = fopen(path, "wb");
-  CHECK_MSG(f && !bb_model_encode(m, &bytes, &len, &err), "cannot write %s", path);
-  if (!f) return;
-  fwrite(bytes, 1, len, f);
-  fclose(f);
-  bb_buffer_free(NULL, bytes);
-}
-
 /* The data inputs the reference fed to PyTorch ("input:NAME"). */
 static size_t inputs(const bb_model *ref, const char **names, bb_tensor **values) {
   size_t n = 0;
@@ -84,7 +44,7 @@ static void check_optimizer(const char *case_name, const bb_grad_graph *g, const
                             const char **names, bb_tensor **values, size_t n, const char *graphs_dir) {
   char key[256];
   snprintf(key, sizeof key, "opt:%s", opt_name);
-  bb_optimizer_config c = config(meta(ref, key));
+  bb_optimizer_config c = gt_optimizer_config(meta(ref, key));
   bb_grad_optimizer *opt = NULL;
   bb_grad_trainer *t = NULL;
   bb_error err;
@@ -98,7 +58,7 @@ static void check_optimizer(const char *case_name, const bb_grad_graph *g, const
   }
   char suffix[96];
   snprintf(suffix, sizeof suffix, ".%s.onnx", opt_name);
-  save(graphs_dir, case_name, suffix, opt->model);
+  gt_save(graphs_dir, case_name, suffix, opt->model);
   snprintf(key, sizeof key, "%s:losses", opt_name);
   bb_tensor *losses = gt_tensor(ref, key);
   for (int step = 0; step < 10 && losses; step++) {
@@ -163,7 +123,7 @@ static void check_case(const char *name, const char *graphs_dir) {
     bb_model_free(ref);
     return;
   }
-  save(graphs_dir, name, ".train.onnx", g->model);
+  gt_save(graphs_dir, name, ".train.onnx", g->model);
   CHECK_MSG(g->n_params == n_params, "%s: %zu parameters trained, torch has %zu", name, g->n_params, n_params);
   CHECK_EQ_INT(g->n_warnings, 0);
   const char *names[MAX_INPUTS + 1];

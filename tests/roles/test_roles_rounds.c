@@ -87,9 +87,14 @@ static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
   return 0;
 }
 
-static const bb_component_type STEP_MODEL = {sizeof(bb_component_type), "StepModel", 1u << BB_ROLE_MODEL, NULL,
-                                             NULL, 0, NULL, 0, step_create, step_destroy, step_invoke, NULL, NULL,
-                                             NULL, NULL, NULL};
+static const bb_component_type STEP_MODEL = {
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StepModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = step_create,
+    .destroy = step_destroy,
+    .invoke = step_invoke,
+};
 
 /* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
 

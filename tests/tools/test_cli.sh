@@ -158,7 +158,7 @@ fails_with "vocab refuses other arguments" "usage: bb vocab" "$bb" vocab --yaml
 # The shipped examples (src/programs): each compiles with its default bindings and
 # bb inspect shows its partitions. NAME:MODULES:PARTITIONS per artifact (modules beyond
 # the first are written as FILE.<Module>.onnx).
-check "compile --examples lists the twelve examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 12 ]"
+check "compile --examples lists the thirteen examples" bash -c "[ \$('$bb' compile --examples | wc -l) -eq 13 ]"
 for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 custom_index:CustomIndexApp:1 \
   multi_target_network:FedNetwork:2 federated_learning:ClientLogic,ServerLogic,ServerReduce:1 \
   single_node_federated_learning:FederatedRound:2 custom_compiler_pass:App:2 \

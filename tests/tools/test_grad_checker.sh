@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # onnx.checker (full_check: strict shape inference too) accepts every training graph and
-# optimizer graph the gradient builder emits for the PyTorch cases: test_grad_torch writes
-# them into a temporary directory, then each is checked.
-# usage: test_grad_checker.sh PYTHON TEST_GRAD_TORCH
+# optimizer graph the gradient builder emits for the PyTorch cases and cuts: the test
+# programs write them into a temporary directory, then each is checked.
+# usage: test_grad_checker.sh PYTHON TEST_GRAD_TORCH [TEST_GRAD_CUT_TORCH...]
 set -euo pipefail
 py=$1
-test_bin=$2
+shift
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-if ! BB_GRAD_GRAPHS_DIR=$dir "$test_bin" >"$dir/log" 2>&1; then
-  cat "$dir/log"
-  exit 1
-fi
+for test_bin in "$@"; do
+  if ! BB_GRAD_GRAPHS_DIR=$dir "$test_bin" >"$dir/log" 2>&1; then
+    cat "$dir/log"
+    exit 1
+  fi
+done
 "$py" - "$dir" <<'PY'
 import glob, sys
 import onnx

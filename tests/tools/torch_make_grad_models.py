@@ -31,6 +31,19 @@ BatchNormalization: ONNX updates the running variance with the batch's populatio
 variance, PyTorch with the unbiased one; the reference replays ONNX's rule on PyTorch's
 own batch statistics (running means are PyTorch's).
 
+Cuts (tests/grad/test_grad_cut_torch.c): parts of the digits examples' CNN and MLP
+(examples/models) and of the mlp, lenet and transformer models above, cut at named values
+as a split model's peers hold them. For each part (listed in cuts.txt):
+
+  cut_CASE.ref.onnx  initializers input:NAME (the part's inputs, computed by PyTorch from
+                     the whole model's input), upstream:NAME (the gradient that comes in for
+                     each of its outputs, when the loss is not in the part), loss (when it
+                     is), grad:PARAM and grad_input:NAME (torch.autograd.grad of the part's
+                     outputs with those grad_outputs, or of the loss); metadata model (the
+                     whole model's file, from the repository's root), cut_inputs and
+                     cut_outputs (value names, comma-separated; empty: the model's own),
+                     loss (upstream | sce), target, params, input_grads.
+
 Usage: torch_make_grad_models.py [OUT_DIR]   (default: tests/data/grad next to this file)
        torch_make_grad_models.py --check DIR (regenerates into a temporary directory and
                                               fails unless every file equals DIR's)
@@ -720,6 +733,172 @@ def exported_module_cases():
     return c
 
 
+# ---- cuts: parts of a model between named values ------------------------------------------
+
+class Cut:
+    """One part of a model: its inputs and outputs (ONNX value names; None: the model's own),
+    the PyTorch function between them, and the whole model's input it starts from."""
+
+    def __init__(self, name, model_file, module, cut_in, cut_out, prefix, part, x, labels=None, seed=0):
+        self.name, self.model_file, self.module = name, model_file, module
+        self.cut_in, self.cut_out = cut_in, cut_out
+        self.prefix, self.part = prefix, part  # prefix(x) -> tuple of the part's inputs; part(*inputs) -> tuple of outputs
+        self.x, self.labels, self.seed = x, labels, seed
+
+
+def digits_modules():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_make_digits_models import DigitsCnn, DigitsMlp
+    torch.manual_seed(20)  # the seeds torch_make_digits_models exports them with
+    cnn = DigitsCnn()
+    torch.manual_seed(21)
+    mlp = DigitsMlp()
+    return cnn, mlp
+
+
+def cut_cases():
+    cnn, dmlp = digits_modules()
+    torch.manual_seed(1)
+    mlp = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 4))
+    torch.manual_seed(2)
+    net = lenet()
+    torch.manual_seed(3)
+    tf = transformer()
+    g = torch.Generator().manual_seed(40)
+    pixels = torch.randint(0, 17, (4, 1, 8, 8), generator=g).float()
+    digits = torch.tensor([3, 9, 0, 5])
+
+    def c1(x):
+        return F.relu(cnn.conv1(x * (1.0 / 16.0)))
+
+    def convs(x):
+        return F.max_pool2d(F.relu(cnn.conv2(F.max_pool2d(x, 2))), 2)
+
+    def head(h):
+        return cnn.fc2(F.relu(cnn.fc1(torch.flatten(h, 1))))
+
+    cnn_file = "examples/models/digits_cnn.onnx"
+    relu0, pool1 = "/Relu_output_0", "/MaxPool_1_output_0"
+    cases = [
+        Cut("digits_cnn_bottom", cnn_file, cnn, None, [pool1], lambda x: (x,), lambda x: (convs(c1(x)),), pixels),
+        Cut("digits_cnn_top", cnn_file, cnn, [pool1], None, lambda x: (convs(c1(x)),), lambda h: (head(h),), pixels, digits),
+        Cut("digits_cnn_middle", cnn_file, cnn, [relu0], [pool1], lambda x: (c1(x),), lambda h: (convs(h),), pixels),
+    ]
+    mlp_file = "examples/models/digits_mlp.onnx"
+    flat = pixels.reshape(4, 64)
+    first = lambda x: F.relu(dmlp.fc1(x * (1.0 / 16.0)))
+    cases += [
+        Cut("digits_mlp_bottom", mlp_file, dmlp, None, ["/Relu_output_0"], lambda x: (x,), lambda x: (first(x),), flat),
+        Cut("digits_mlp_top", mlp_file, dmlp, ["/Relu_output_0"], None, lambda x: (first(x),), lambda h: (dmlp.fc2(h),), flat,
+            digits),
+    ]
+    x6 = torch.randn(5, 6, generator=g)
+    cases += [
+        Cut("mlp_bottom", "tests/data/grad/mlp.onnx", mlp, None, ["/1/Relu_output_0"], lambda x: (x,), lambda x: (mlp[:2](x),), x6),
+        Cut("mlp_middle", "tests/data/grad/mlp.onnx", mlp, ["/1/Relu_output_0"], ["/3/Tanh_output_0"], lambda x: (mlp[:2](x),),
+            lambda h: (mlp[2:4](h),), x6),
+        Cut("mlp_top", "tests/data/grad/mlp.onnx", mlp, ["/3/Tanh_output_0"], None, lambda x: (mlp[:4](x),), lambda h: (mlp[4](h),),
+            x6, torch.tensor([1, 0, 3, 3, 2])),
+    ]
+
+    def block1(x):
+        return F.max_pool2d(F.relu(net.bn1(net.conv1(x))), 2)
+
+    def block2(h):
+        return F.max_pool2d(F.relu(net.conv2(h)), 2)
+
+    x8 = torch.randn(4, 1, 8, 8, generator=g)
+    lenet_file = "tests/data/grad/lenet.onnx"
+    cases += [
+        Cut("lenet_bottom", lenet_file, net, None, ["/MaxPool_1_output_0"], lambda x: (x,), lambda x: (block2(block1(x)),), x8),
+        Cut("lenet_middle", lenet_file, net, ["/MaxPool_output_0"], ["/MaxPool_1_output_0"], lambda x: (block1(x),),
+            lambda h: (block2(h),), x8),
+        Cut("lenet_top", lenet_file, net, ["/MaxPool_1_output_0"], None, lambda x: (block2(block1(x)),),
+            lambda h: (net.fc(net.drop(torch.flatten(h, 1))),), x8, torch.tensor([2, 7, 7, 0])),
+    ]
+
+    def embed(tokens):
+        return tf.emb(tokens) + tf.pos
+
+    def attend(x):
+        b, t, d = x.shape
+        q, k, v = tf.qkv(tf.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.reshape(b, t, tf.h, tf.dh).transpose(1, 2) for z in (q, k, v))
+        att = torch.softmax(q @ k.transpose(-2, -1) / (tf.dh ** 0.5), dim=-1)
+        x = x + tf.proj((att @ v).transpose(1, 2).reshape(b, t, -1))
+        return x, tf.ln2(x)
+
+    def finish(x, h):
+        return (tf.head((x + tf.down(F.gelu(tf.up(h)))).mean(dim=1)),)
+
+    tokens = torch.randint(0, 11, (2, 5), generator=g)  # the export's batch (its reshapes are static)
+    tf_file = "tests/data/grad/transformer.onnx"
+    mid = ["/Add_1_output_0", "/ln2/LayerNormalization_output_0"]
+    cases += [
+        Cut("transformer_bottom", tf_file, tf, None, ["/Add_output_0"], lambda t: (t,), lambda t: (embed(t),), tokens),
+        Cut("transformer_middle", tf_file, tf, ["/Add_output_0"], mid, lambda t: (embed(t),), attend, tokens),
+        Cut("transformer_top", tf_file, tf, mid, None, lambda t: attend(embed(t)), finish, tokens, torch.tensor([0, 2])),
+    ]
+    return cases
+
+
+def cut_reference(cut, model_names):
+    """PyTorch's gradients of one part: its inputs computed from the whole model's input,
+    then torch.autograd.grad of its outputs with given grad_outputs, or of its loss."""
+    cut.module.train()
+    SeededDropout.seed = 0
+    with torch.no_grad():
+        ins = [v.detach().clone() for v in cut.prefix(cut.x)]
+    in_names = cut.cut_in if cut.cut_in is not None else model_names["inputs"]
+    floating = [i for i, v in enumerate(ins) if v.is_floating_point()]
+    for i in floating:
+        ins[i].requires_grad_(True)
+    outs = cut.part(*ins)
+    params = [(n, p) for n, p in cut.module.named_parameters()]
+    wrt = [p for _, p in params] + [ins[i] for i in floating]
+    refs = {f"input:{n}": v.detach() for n, v in zip(in_names, ins)}
+    meta = {"model": cut.model_file, "cut_inputs": ",".join(cut.cut_in or []), "cut_outputs": ",".join(cut.cut_out or [])}
+    if cut.labels is not None:
+        loss = F.cross_entropy(outs[0], cut.labels)
+        grads = torch.autograd.grad(loss, wrt, allow_unused=True)
+        refs["loss"] = loss.detach()
+        refs["input:target"] = cut.labels
+        meta.update(loss="sce", target="target")
+    else:
+        gen = torch.Generator().manual_seed(cut.seed + 50)
+        ups = [torch.randn(tuple(o.shape), generator=gen) for o in outs]
+        grads = torch.autograd.grad(outs, wrt, grad_outputs=ups, allow_unused=True)
+        for n, u in zip(cut.cut_out, ups):
+            refs[f"upstream:{n}"] = u
+        meta["loss"] = "upstream"
+    trained = []
+    for (n, _), gr in zip(params, grads[:len(params)]):
+        if gr is not None:
+            refs[f"grad:{n}"] = gr
+            trained.append(n)
+    for i, gr in zip(floating, grads[len(params):]):
+        refs[f"grad_input:{in_names[i]}"] = gr if gr is not None else torch.zeros_like(ins[i])
+    meta["params"] = ",".join(trained)
+    meta["input_grads"] = ",".join(in_names[i] for i in floating if cut.cut_in is not None)
+    return refs, meta
+
+
+def write_cut(cut, out_dir, root):
+    model = onnx.load(os.path.join(root, cut.model_file))
+    inits = {i.name for i in model.graph.initializer}
+    names = {"inputs": [i.name for i in model.graph.input if i.name not in inits]}
+    refs, meta = cut_reference(cut, names)
+    if not meta["input_grads"]:
+        refs = {k: v for k, v in refs.items() if not k.startswith("grad_input:")}
+    tensors = [numpy_helper.from_array(v.detach().numpy(), k) for k, v in refs.items()]
+    graph = helper.make_graph([], cut.name + "_reference", [], [], tensors)
+    ref = helper.make_model(graph, producer_name="torch_make_grad_models", opset_imports=[helper.make_opsetid("", OPSET)])
+    for k, v in meta.items():
+        ref.metadata_props.append(onnx.StringStringEntryProto(key=k, value=v))
+    with open(os.path.join(out_dir, "cut_" + cut.name + ".ref.onnx"), "wb") as f:
+        f.write(ref.SerializeToString())
+
+
 # ---- running a case ------------------------------------------------------------------------
 
 def param_names(case):
@@ -849,7 +1028,8 @@ def all_cases():
     return op_cases() + gemm_cases() + model_cases() + exported_module_cases() + recurrent_cases() + recurrent_form_cases()
 
 
-def generate(out_dir):
+def generate(out_dir, root):
+    """Writes every case and cut; returns the files written."""
     os.makedirs(out_dir, exist_ok=True)
     names = []
     for case in all_cases():
@@ -857,13 +1037,19 @@ def generate(out_dir):
         names.append(case.name)
     with open(os.path.join(out_dir, "cases.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
-    return names
+    cuts = []
+    for cut in cut_cases():
+        write_cut(cut, out_dir, root)
+        cuts.append(cut.name)
+    with open(os.path.join(out_dir, "cuts.txt"), "w") as f:
+        f.write("\n".join(cuts) + "\n")
+    return (["cases.txt", "cuts.txt"] + [n + ext for n in names for ext in (".onnx", ".ref.onnx")] +
+            ["cut_" + n + ".ref.onnx" for n in cuts])
 
 
-def check(committed):
+def check(committed, root):
     with tempfile.TemporaryDirectory() as tmp:
-        names = generate(tmp)
-        files = ["cases.txt"] + [n + ext for n in names for ext in (".onnx", ".ref.onnx")]
+        files = generate(tmp, root)
         bad = [f for f in files if not os.path.exists(os.path.join(committed, f)) or
                not filecmp.cmp(os.path.join(tmp, f), os.path.join(committed, f), shallow=False)]
         extra = sorted(set(os.listdir(committed)) - set(files))
@@ -877,7 +1063,8 @@ def check(committed):
 
 if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.join(here, "..", "..")
     default = os.path.join(here, "..", "data", "grad")
     if len(sys.argv) > 2 and sys.argv[1] == "--check":
-        sys.exit(check(sys.argv[2]))
-    generate(sys.argv[1] if len(sys.argv) > 1 else default)
+        sys.exit(check(sys.argv[2], root))
+    generate(sys.argv[1] if len(sys.argv) > 1 else default, root)

@@ -756,7 +756,7 @@ static void test_trainer(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 6);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 7);
   buf artifact = compile_federated_digits();
   RUN(test_async_host_op);
   test_federation(&artifact);

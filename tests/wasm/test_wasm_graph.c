@@ -1,8 +1,8 @@
 /* Modules the host records through bb.wasm's ABI (wasm/bb_wasm.h, "Modules the host
  * records"), driven as js/src/dsl drives it — natively, under the sanitizers, and under
  * Node in the wasm build:
- *   - federated_digits and gossip_digits recorded through bb_wasm_rec_* are byte for byte
- *     the Modules the examples record in C, and compile;
+ *   - federated_digits, gossip_digits and split_cnn's SplitCnn recorded through
+ *     bb_wasm_rec_* are byte for byte the Modules the examples record in C, and compile;
  *   - sub-modules (calls, their outputs, a composed bootstrap), constants and every
  *     attribute type cross the ABI;
  *   - the recorder's refusals end the build with its message, values of another build are
@@ -119,6 +119,21 @@ static void gossip_digits(void) {
   role1(BB_ROLE_AGGREGATOR, "aggregator", "Contribute", (int32_t[]){received, received}, 2);
 }
 
+/* split_cnn's SplitCnn: a vanilla split of the CNN after its convolutions */
+static void split_cnn(void) {
+  int32_t server = bb_wasm_rec_input("server", BB_TYPE_PEER_ID_VEC);
+  int32_t test_x = bb_wasm_rec_input("test_x", BB_TYPE_TENSOR_F32);
+  int32_t test_y = bb_wasm_rec_input("test_y", BB_TYPE_TENSOR_F32);
+  out step = int_attr(BB_ATTR_PERIOD_NS, 1000000), eval = int_attr(BB_ATTR_PERIOD_NS, 1000000000);
+  int32_t tick = sys1("Interval", NULL, 0, &step);
+  int32_t eval_tick = sys1("Interval", NULL, 0, &eval);
+  static const char cuts[] = "/MaxPool_1_output_0";
+  int32_t values[6] = {server, tick, test_x, test_y, eval_tick, BB_WASM_VALUE_EMPTY};
+  CHECK_EQ_INT(bb_wasm_rec_split(BB_SPLIT_VANILLA, cuts, sizeof cuts, "client_model", "server_model", NULL, values, 6), 0);
+  /* the sender of a port this function declared, and refusals */
+  CHECK(bb_wasm_rec_lookup_sender("split_activations") != BB_WASM_VALUE_EMPTY);
+}
+
 /* ---- composition: a root with a leaf, a bootstrap, constants and every attribute type -------- */
 
 static int32_t leaf_module; /* the handle the root calls */
@@ -202,8 +217,10 @@ static void test_examples_byte_identical(void) {
   static const struct {
     const char *example, *module;
     script body;
-  } CASES[] = {{"federated_digits", "FedDigits", fed_digits}, {"gossip_digits", "GossipDigits", gossip_digits}};
-  for (size_t i = 0; i < 2; i++) {
+  } CASES[] = {{"federated_digits", "FedDigits", fed_digits},
+               {"gossip_digits", "GossipDigits", gossip_digits},
+               {"split_cnn", "SplitCnn", split_cnn}};
+  for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
     scripts[1][0] = CASES[i].body;
     int32_t m = bb_wasm_module_new(CASES[i].module, 1, 0);
     CHECK(m > 0);
@@ -390,7 +407,7 @@ static void test_op_sets(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 6);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 7);
   RUN(test_examples_byte_identical);
   RUN(test_composition);
   RUN(test_refusals);

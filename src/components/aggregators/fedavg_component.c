@@ -484,9 +484,27 @@ static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}}
 /* Neither declares a dependency: their one reach, the optional init=<slot>, is named by
  * the config (check_init_slot). */
 const bb_component_type BBI_FEDAVG = {
-    sizeof(bb_component_type), "FedAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
-    fedavg_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "FedAvg",
+    .roles = 1u << BB_ROLE_AGGREGATOR,
+    .storage = AGG_STORAGE,
+    .n_storage = 1,
+    .create = fedavg_create,
+    .destroy = round_agg_destroy,
+    .invoke = round_agg_invoke,
+    .save = round_agg_save,
+    .load = round_agg_load,
+};
 
 const bb_component_type BBI_ROBUST_AVG = {
-    sizeof(bb_component_type), "RobustAvg", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, AGG_STORAGE, 1,
-    robust_create, round_agg_destroy, round_agg_invoke, NULL, NULL, round_agg_save, round_agg_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "RobustAvg",
+    .roles = 1u << BB_ROLE_AGGREGATOR,
+    .storage = AGG_STORAGE,
+    .n_storage = 1,
+    .create = robust_create,
+    .destroy = round_agg_destroy,
+    .invoke = round_agg_invoke,
+    .save = round_agg_save,
+    .load = round_agg_load,
+};

@@ -85,7 +85,8 @@ static int codec_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tenso
   return codec_decode_against(self, ctx, encoded, NULL, x, err);
 }
 
-static const bb_codec_ops CODEC_OPS = {NULL, codec_encode, codec_decode, codec_encode_against, codec_decode_against};
+static const bb_codec_ops CODEC_OPS = {
+    .encode = codec_encode, .decode = codec_decode, .encode_against = codec_encode_against, .decode_against = codec_decode_against};
 
 static int codec_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_codec_dispatch(&CODEC_OPS, self, ctx, call, err);
@@ -95,8 +96,22 @@ static const bb_component_port CODEC_STORAGE[] = {{"in", BB_TYPE_TENSOR_F32},
                                                   {"out", BB_TYPE_BYTES}};
 
 const bb_component_type BBI_FLOAT16_CODEC = {
-    sizeof(bb_component_type), "Float16Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Float16Codec",
+    .roles = 1u << BB_ROLE_CODEC,
+    .storage = CODEC_STORAGE,
+    .n_storage = 2,
+    .create = f16_create,
+    .destroy = codec_destroy,
+    .invoke = codec_invoke,
+};
 const bb_component_type BBI_UINT8_CODEC = {
-    sizeof(bb_component_type), "Uint8Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Uint8Codec",
+    .roles = 1u << BB_ROLE_CODEC,
+    .storage = CODEC_STORAGE,
+    .n_storage = 2,
+    .create = u8_create,
+    .destroy = codec_destroy,
+    .invoke = codec_invoke,
+};

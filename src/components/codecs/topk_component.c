@@ -162,7 +162,8 @@ static int topk_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor
   return topk_decode_against(self, ctx, encoded, NULL, x, err);
 }
 
-static const bb_codec_ops TOPK_OPS = {NULL, topk_encode, topk_decode, topk_encode_against, topk_decode_against};
+static const bb_codec_ops TOPK_OPS = {
+    .encode = topk_encode, .decode = topk_decode, .encode_against = topk_encode_against, .decode_against = topk_decode_against};
 
 static int topk_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_codec_dispatch(&TOPK_OPS, self, ctx, call, err);
@@ -216,5 +217,14 @@ static int topk_load(void *self, const uint8_t *data, size_t len, bb_error *err)
 static const bb_component_port TOPK_STORAGE[] = {{"in", BB_TYPE_TENSOR_F32}, {"out", BB_TYPE_BYTES}};
 
 const bb_component_type BBI_TOPK_CODEC = {
-    sizeof(bb_component_type), "TopKCodec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, TOPK_STORAGE, 2,
-    topk_create, topk_destroy, topk_invoke, NULL, NULL, topk_save, topk_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "TopKCodec",
+    .roles = 1u << BB_ROLE_CODEC,
+    .storage = TOPK_STORAGE,
+    .n_storage = 2,
+    .create = topk_create,
+    .destroy = topk_destroy,
+    .invoke = topk_invoke,
+    .save = topk_save,
+    .load = topk_load,
+};

@@ -294,7 +294,7 @@ static int mlp_export(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err) {
 }
 
 static const bb_model_ops MLP_OPS = {mlp_forward, mlp_loss, mlp_backward, mlp_apply_delta, mlp_load,
-                                     mlp_params,  mlp_fit,  mlp_evaluate, mlp_export};
+                                     mlp_params,  mlp_fit,  mlp_evaluate, mlp_export, NULL, NULL, NULL, NULL, NULL};
 
 static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&MLP_OPS, self, ctx, call, err);
@@ -338,5 +338,14 @@ static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *er
 static const bb_component_port MLP_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_CPU_MLP = {
-    sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0, MLP_STORAGE, 1,
-    mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "CpuMlp",
+    .roles = 1u << BB_ROLE_MODEL,
+    .storage = MLP_STORAGE,
+    .n_storage = 1,
+    .create = mlp_create,
+    .destroy = mlp_destroy,
+    .invoke = mlp_invoke,
+    .save = mlp_save,
+    .load = mlp_restore,
+};

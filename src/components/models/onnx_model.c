@@ -12,6 +12,7 @@
 #include "bb/cpu.h"
 #include "bb/roles.h"
 #include "bb/common.h"
+#include "components/models/onnx_rows.h"
 #include "util/mem.h"
 
 #define MAX_SESSION_OUTPUTS 64
@@ -24,12 +25,8 @@ struct bb_onnx_model {
   bb_grad_trainer *trainer;
   bb_cpu_session *predict;
   bb_grad_loss loss;
-  const char *input; /* the data input's name (in `model`) */
-  int in_rank;       /* its declared shape; dims after the batch reshape each row */
-  int64_t in_dims[BB_MAX_RANK];
-  int32_t in_dtype;     /* float32, or int64 / int32 filled from whole-number rows */
-  int32_t target_dtype; /* what the training graph's target input takes */
-  int target_rank;
+  bbi_onnx_rows in;     /* the data input (its name is `model`'s) */
+  bbi_onnx_rows target; /* the training graph's target input */
   size_t n_params, param_count; /* parameters, and floats in the flat vector */
   /* predictions: the data input, then every held tensor the inference model has as an
    * initializer, passed in its place (names fixed at creation, tensors read per call) */
@@ -113,31 +110,9 @@ int bb_onnx_model_config_parse(const char *text, const char *const *more_keys, u
 
 /* The data input and the target's declared form. */
 static int describe_io(bb_onnx_model *s, const char *input, bb_error *err) {
-  const bb_graph *g = s->model->graph;
-  const bb_value_info *in = NULL;
-  for (size_t i = 0; i < g->inputs.len && !in; i++) {
-    const bb_value_info *vi = g->inputs.items[i];
-    if (!is_initializer(s->model, vi->name) && (!*input || strcmp(vi->name, input) == 0)) in = vi;
-  }
-  if (!in) return bb_error_set(err, BB_ERR_NOT_FOUND, "the model has no data input%s%s", *input ? " " : "", input);
-  const bb_type *t = in->type;
-  bool dtype_ok = t && t->kind == BB_TYPE_TENSOR &&
-                  (t->elem_type == BB_DTYPE_FLOAT || t->elem_type == BB_DTYPE_INT64 || t->elem_type == BB_DTYPE_INT32);
-  if (!dtype_ok || !t->shape || t->shape->rank < 1 || t->shape->rank > BB_MAX_RANK)
-    return bb_error_set(err, BB_ERR_TYPE, "input %s must be a float32, int64 or int32 tensor of known rank", in->name);
-  s->input = in->name;
-  s->in_dtype = t->elem_type;
-  s->in_rank = (int)t->shape->rank;
-  for (int d = 0; d < s->in_rank; d++) s->in_dims[d] = t->shape->dims[d].kind == BB_DIM_VALUE ? t->shape->dims[d].value : -1;
-  const bb_value_info *target = bb_vilist_find(&s->graph->model->graph->inputs, s->graph->target);
-  const bb_shape *ts = target->type->shape;
-  s->target_dtype = target->type->elem_type;
-  s->target_rank = ts ? (int)ts->rank : 1;
-  /* labels come one per row */
-  if (s->target_rank > 2 || (s->target_rank == 2 && ts->dims[1].kind == BB_DIM_VALUE && ts->dims[1].value != 1))
-    return bb_error_set(err, BB_ERR_TYPE, "the loss compares output %s to one label per row, but it gives %s per row",
-                        s->graph->prediction, s->target_rank > 2 ? "a tensor" : "several values");
-  return 0;
+  int rc = bbi_onnx_rows_input_of(s->model, input, &s->in, err);
+  if (rc || !s->graph->target) return rc;
+  return bbi_onnx_rows_target_of(s->graph->model, s->graph->target, s->graph->prediction, &s->target, err);
 }
 
 /* The flat vector's size; every parameter must be float32. */
@@ -178,12 +153,13 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
   memcpy(&cfg, config, config->struct_size);
   cfg.struct_size = sizeof cfg;
   cfg.freeze[sizeof cfg.freeze - 1] = '\0';
+  cfg.input_grad[sizeof cfg.input_grad - 1] = '\0';
   const bb_onnx_model_config *c = &cfg;
   if (!alloc) alloc = bb_default_allocator();
   bb_onnx_model *s = bbi_mem_calloc(alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->alloc = alloc;
-  s->loss = c->loss;
+  s->loss = c->upstream ? BB_GRAD_LOSS_UPSTREAM : c->loss;
   int rc = bb_model_decode(onnx, len, alloc, NULL, &s->model, err);
   if (!rc) {
     bb_grad_options o;
@@ -195,6 +171,9 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
     const char *frozen[BB_ONNX_MODEL_FREEZE_MAX / 2];
     o.freeze = frozen;
     o.n_freeze = split_frozen(c->freeze, frozen_buf, frozen, sizeof frozen / sizeof frozen[0]);
+    const char *grad_input = c->input_grad;
+    if (c->upstream) o.loss = BB_GRAD_LOSS_UPSTREAM;
+    if (*grad_input) o.input_grads = &grad_input, o.n_input_grads = 1;
     rc = bb_grad_build(s->model, &o, alloc, &s->graph, err);
   }
   if (!rc) rc = bb_grad_optimizer_build(s->graph, &c->optimizer, &s->opt, err);
@@ -210,7 +189,7 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
               !(s->args = bbi_mem_calloc(alloc, held + 1, sizeof *s->args))))
     rc = bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   if (!rc) {
-    s->names[s->n_args++] = s->input;
+    s->names[s->n_args++] = s->in.name;
     for (size_t i = 0; i < held; i++) {
       const char *name = bb_grad_trainer_value_name(s->trainer, i);
       if (is_initializer(s->inference, name)) s->names[s->n_args++] = name;
@@ -229,74 +208,17 @@ const bb_grad_trainer *bb_onnx_model_trainer(const bb_onnx_model *m) { return m-
 
 /* ---- data in the model's shapes ------------------------------------------------------------ */
 
-/* Whole-number rows as an integer input: a float32 holds every whole number up to 2^24. */
-static int integer_rows(const bb_onnx_model *s, const bb_tensor *x, int rank, const int64_t *dims, bb_tensor **out,
-                        bb_error *err) {
-  bb_tensor *t = bb_tensor_new_empty(s->alloc, s->in_dtype, rank, dims);
-  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-  const float *v = bb_tensor_data(x);
-  for (int64_t i = 0; i < x->numel; i++) {
-    if (v[i] != floorf(v[i]) || fabsf(v[i]) > 16777216.0f) {
-      bb_tensor_release(t);
-      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "value %g at %lld is not a whole number of at most 2^24, as %s input %s needs",
-                          v[i], (long long)i, bb_dtype_name(s->in_dtype), s->input);
-    }
-    if (s->in_dtype == BB_DTYPE_INT64) ((int64_t *)bb_tensor_data(t))[i] = (int64_t)v[i];
-    else ((int32_t *)bb_tensor_data(t))[i] = (int32_t)v[i];
-  }
-  *out = t;
-  return 0;
-}
-
-/* x as the data input takes it: rows [n, features] take the input's dims after the batch. */
-static int model_input(const bb_onnx_model *s, const bb_tensor *x, bb_tensor **out, bb_error *err) {
-  if (x->dtype != BB_DTYPE_FLOAT || x->rank < 1 || !x->numel)
-    return bb_error_set(err, BB_ERR_TYPE, "input must be float32 rows [n, ...]");
-  int64_t dims[BB_MAX_RANK], row = 1, n = x->dims[0];
-  memcpy(dims, s->in_dims, sizeof dims);
-  dims[0] = n;
-  int hole = -1;
-  for (int d = 1; d < s->in_rank; d++) {
-    if (dims[d] >= 0) row *= dims[d];
-    else if (hole < 0) hole = d;
-    else return bb_error_set(err, BB_ERR_TYPE, "input %s has several unknown dims after the batch", s->input);
-  }
-  if (hole > 0 && row && (x->numel / n) % row == 0) dims[hole] = x->numel / n / row, row *= dims[hole];
-  if (row * n != x->numel || (s->in_dims[0] >= 0 && s->in_dims[0] != n))
-    return bb_error_set(err, BB_ERR_TYPE, "%lld rows of %lld values do not fit input %s", (long long)n,
-                        (long long)(x->numel / n), s->input);
-  if (s->in_dtype != BB_DTYPE_FLOAT) return integer_rows(s, x, s->in_rank, dims, out, err);
-  *out = bb_tensor_view(x, s->in_rank, dims);
-  return *out ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-}
-
-/* Labels as float32 (one per row; what a DataSource gives) in the target's form. */
-static int model_target(const bb_onnx_model *s, const bb_tensor *labels, int64_t n, bb_tensor **out, bb_error *err) {
-  if (labels->dtype != BB_DTYPE_FLOAT || labels->numel != n)
-    return bb_error_set(err, BB_ERR_TYPE, "takes %lld float32 labels, one per row, got %lld", (long long)n,
-                        (long long)labels->numel);
-  int64_t dims[2] = {n, 1};
-  bb_tensor *t = bb_tensor_new_empty(s->alloc, s->target_dtype, s->target_rank == 2 ? 2 : 1, dims);
-  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
-  const float *l = bb_tensor_data(labels);
-  for (int64_t i = 0; i < n; i++) {
-    if (s->target_dtype == BB_DTYPE_INT64) {
-      if (!(l[i] >= 0) || l[i] != floorf(l[i])) {
-        bb_tensor_release(t);
-        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "label %g of row %lld is not a class id", l[i], (long long)i);
-      }
-      ((int64_t *)bb_tensor_data(t))[i] = (int64_t)l[i];
-    } else {
-      ((float *)bb_tensor_data(t))[i] = l[i];
-    }
-  }
-  *out = t;
-  return 0;
+/* A model whose gradients come in has no loss of its own. */
+static int no_loss(const bb_onnx_model *s, bb_error *err) {
+  return s->loss == BB_GRAD_LOSS_UPSTREAM
+             ? bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                            "the model's output gradient comes in (upstream): it has no loss; step with forward and backward")
+             : 0;
 }
 
 int bb_onnx_model_predict(bb_onnx_model *s, const bb_tensor *x, bb_tensor **y, bb_error *err) {
   bb_tensor *in;
-  int rc = model_input(s, x, &in, err);
+  int rc = bbi_onnx_rows_feed(&s->in, x, s->alloc, &in, err);
   if (rc) return rc;
   s->args[0] = in;
   for (size_t i = 1; i < s->n_args; i++) s->args[i] = (bb_tensor *)bb_grad_trainer_value(s->trainer, s->names[i]);
@@ -310,6 +232,8 @@ int bb_onnx_model_predict(bb_onnx_model *s, const bb_tensor *x, bb_tensor **y, b
 }
 
 int bb_onnx_model_loss(const bb_onnx_model *s, const bb_tensor *pred, const bb_tensor *labels, float *loss, bb_error *err) {
+  int rc = no_loss(s, err);
+  if (rc) return rc;
   if (pred->dtype != BB_DTYPE_FLOAT || pred->rank < 1 || !pred->numel)
     return bb_error_set(err, BB_ERR_TYPE, "the loss takes a float32 prediction [n, ...]");
   int64_t n = pred->dims[0], width = pred->numel / n;
@@ -344,16 +268,35 @@ int bb_onnx_model_loss(const bb_onnx_model *s, const bb_tensor *pred, const bb_t
 
 int bb_onnx_model_step(bb_onnx_model *s, const bb_tensor *x, const bb_tensor *labels, bb_grad_step *out, bb_error *err) {
   bb_tensor *in = NULL, *target = NULL;
-  int rc = model_input(s, x, &in, err);
-  if (!rc) rc = model_target(s, labels, x->dims[0], &target, err);
+  int rc = no_loss(s, err);
+  if (!rc) rc = bbi_onnx_rows_feed(&s->in, x, s->alloc, &in, err);
+  if (!rc) rc = bbi_onnx_rows_labels(&s->target, labels, x->dims[0], s->alloc, &target, err);
   if (!rc) {
-    const char *names[2] = {s->input, s->graph->target};
+    const char *names[2] = {s->in.name, s->graph->target};
     bb_tensor *inputs[2] = {in, target};
     rc = bb_grad_trainer_step(s->trainer, names, inputs, 2, out, err);
   }
   bb_tensor_release(in);
   bb_tensor_release(target);
   return rc;
+}
+
+int bb_onnx_model_forward(bb_onnx_model *s, const bb_tensor *x, bb_tensor **y, bb_error *err) {
+  *y = NULL;
+  bb_tensor *in = NULL;
+  int rc = bbi_onnx_rows_feed(&s->in, x, s->alloc, &in, err);
+  if (!rc) rc = bb_grad_trainer_forward(s->trainer, &s->in.name, &in, 1, y, err);
+  bb_tensor_release(in);
+  return rc;
+}
+
+int bb_onnx_model_backward(bb_onnx_model *s, const bb_tensor *dy, bb_grad_step *out, bb_error *err) {
+  bb_tensor *up = (bb_tensor *)dy;
+  return bb_grad_trainer_backward(s->trainer, &up, 1, out, err);
+}
+
+const bb_tensor *bb_onnx_model_input_grad(const bb_onnx_model *s) {
+  return s->graph->n_input_grads ? bb_grad_trainer_input_grad(s->trainer, s->graph->inputs[0]) : NULL;
 }
 
 int bb_onnx_model_evaluate(bb_onnx_model *s, const bb_tensor *x, const bb_tensor *labels, float *score, bb_error *err) {

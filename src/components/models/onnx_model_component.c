@@ -13,6 +13,7 @@
 
 #include "bb/onnx_model.h"
 #include "bb/roles.h"
+#include "components/models/model_bytes.h"
 #include "components/shipped.h"
 #include "bb/common.h"
 #include "util/mem.h"
@@ -38,46 +39,6 @@ static void om_destroy(void *self) {
   bbi_mem_free(s->alloc, s);
 }
 
-/* The model bytes: host_data (a bb_bytes) or the file config names (*owned: to free). */
-static int model_bytes(const onnx_model *s, const bb_component_init *init, const char *path, bb_bytes *out, bool *owned,
-                       bb_error *err) {
-  *owned = false;
-  if (init->host_data) {
-    *out = *(const bb_bytes *)init->host_data;
-    return 0;
-  }
-  if (!*path) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "OnnxModel: config needs model=PATH (or host_data bytes)");
-#ifdef __EMSCRIPTEN__
-  /* bb.wasm has no file system (its only imports are the loader's): the host hands the bytes */
-  return bb_error_set(err, BB_ERR_UNSUPPORTED, "OnnxModel: model=%s: bb.wasm reads no files; pass the model bytes as host_data",
-                      path);
-#else
-  FILE *f = fopen(path, "rb");
-  if (!f) return bb_error_set(err, BB_ERR_IO, "OnnxModel: cannot open model %s", path);
-  uint8_t *buf = NULL;
-  size_t len = 0, cap = 0;
-  int rc = 0;
-  for (;;) {
-    if (len == cap && bbi_mem_grow(s->alloc, (void **)&buf, &cap, len + 65536, 1)) {
-      rc = bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory reading %s", path);
-      break;
-    }
-    size_t got = fread(buf + len, 1, cap - len, f);
-    len += got;
-    if (!got) break;
-  }
-  if (!rc && ferror(f)) rc = bb_error_set(err, BB_ERR_IO, "OnnxModel: cannot read model %s", path);
-  fclose(f);
-  if (rc) {
-    bbi_mem_free(s->alloc, buf);
-    return rc;
-  }
-  *out = (bb_bytes){buf, len};
-  *owned = true;
-  return 0;
-#endif
-}
-
 static int om_create(const bb_component_init *init, void **self, bb_error *err) {
   onnx_model *s = bbi_mem_calloc(init->alloc, 1, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "OnnxModel: out of memory");
@@ -92,7 +53,7 @@ static int om_create(const bb_component_init *init, void **self, bb_error *err) 
   if (!rc && !(rc = bb_config_str(cfg, "model", "", path, sizeof path, err)) &&
       !(rc = bb_config_u64(cfg, "fit_steps", 10, &s->fit_steps, err)))
     rc = bb_config_str(cfg, "data", "data", s->data_slot, sizeof s->data_slot, err);
-  if (!rc) rc = model_bytes(s, init, path, &bytes, &owned, err);
+  if (!rc) rc = bbi_model_bytes("OnnxModel", init, path, &bytes, &owned, err);
   if (!rc) {
     rc = bb_onnx_model_new(bytes.data, bytes.len, &c, s->alloc, &s->m, err);
     if (rc && *path) bb_error_prefix(err, "%s: ", path);
@@ -224,7 +185,7 @@ static int om_export(void *self, bb_ctx *ctx, bb_val **onnx, bb_error *err) {
 }
 
 static const bb_model_ops OM_OPS = {om_forward, om_loss,   om_backward, om_apply_delta, om_load,
-                                    om_params,  om_fit,    om_evaluate, om_export};
+                                    om_params,  om_fit,    om_evaluate, om_export, NULL, NULL, NULL, NULL, NULL};
 
 static int om_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_model_dispatch(&OM_OPS, self, ctx, call, err);
@@ -248,5 +209,14 @@ static int om_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 static const bb_component_port OM_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_ONNX_MODEL = {
-    sizeof(bb_component_type), "OnnxModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, OM_STORAGE, 1,
-    om_create, om_destroy, om_invoke, NULL, NULL, om_save, om_restore, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "OnnxModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .storage = OM_STORAGE,
+    .n_storage = 1,
+    .create = om_create,
+    .destroy = om_destroy,
+    .invoke = om_invoke,
+    .save = om_save,
+    .load = om_restore,
+};

@@ -361,9 +361,27 @@ static int server_load(void *self, const uint8_t *data, size_t len, bb_error *er
 }
 
 const bb_component_type BBI_GLOBAL_REGISTRY_CLIENT = {
-    sizeof(bb_component_type), "GlobalRegistryClient", 1u << BB_ROLE_PROTOCOL, BB_DOMAIN_GLOBAL_REGISTRY, NULL, 0,
-    NULL, 0, client_create, client_destroy, client_invoke, client_message, client_timer, client_save, client_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "GlobalRegistryClient",
+    .roles = 1u << BB_ROLE_PROTOCOL,
+    .protocol_domain = BB_DOMAIN_GLOBAL_REGISTRY,
+    .create = client_create,
+    .destroy = client_destroy,
+    .invoke = client_invoke,
+    .on_message = client_message,
+    .on_timer = client_timer,
+    .save = client_save,
+    .load = client_load,
+};
 const bb_component_type BBI_GLOBAL_REGISTRY_SERVER = {
-    sizeof(bb_component_type), "GlobalRegistryServer", (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL),
-    BB_DOMAIN_GLOBAL_REGISTRY, NULL, 0, NULL, 0, server_create, server_destroy, server_invoke, server_message, NULL,
-    server_save, server_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "GlobalRegistryServer",
+    .roles = (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL),
+    .protocol_domain = BB_DOMAIN_GLOBAL_REGISTRY,
+    .create = server_create,
+    .destroy = server_destroy,
+    .invoke = server_invoke,
+    .on_message = server_message,
+    .save = server_save,
+    .load = server_load,
+};

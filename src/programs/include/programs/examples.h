@@ -17,6 +17,7 @@
  *   GlobalRegistryServer        PeerSelector
  *   MyModel, MyData             single_node_federated_learning's concretes
  *   OnnxModel                   any ONNX model as a trainable Model (federated_cnn)
+ *   SplitModel                  one side's part of an ONNX model trained split (split_cnn)
  * Every tensor-storing port is declared BB_TYPE_TENSOR_F32. */
 #ifndef BB_EXAMPLES_H
 #define BB_EXAMPLES_H
@@ -67,6 +68,7 @@ BB_API extern const bb_example BB_EXAMPLE_FEDERATED_DIGITS;
 BB_API extern const bb_example BB_EXAMPLE_GOSSIP_DIGITS;
 BB_API extern const bb_example BB_EXAMPLE_HIERARCHICAL_DIGITS;
 BB_API extern const bb_example BB_EXAMPLE_FEDERATED_CNN;
+BB_API extern const bb_example BB_EXAMPLE_SPLIT_CNN;
 
 /* polymorphic_types' negative case: AddReluDemo seeded x = tensor.f32, y = tensor.f64,
  * which the compiler must reject (TypeConstraintFailed, "mixed" precision). Compiled
@@ -81,6 +83,16 @@ BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
 /* federated_cnn: its model slot's default binding, OnnxModel with this config; the model's
  * bytes are the slot's host data. */
 #define BB_FEDERATED_CNN_MODEL_CONFIG "loss=xent,optimizer=nesterov,lr=0.05,fit_steps=10,data=data"
+
+/* split_cnn: where federated_cnn's CNN is cut (after its convolutions; the U-shaped split
+ * also before its last layer), and both sides' default SplitModel config (the model's
+ * bytes are the slots' host data). */
+#define BB_SPLIT_CNN_CUT "/MaxPool_1_output_0"
+#define BB_SPLIT_CNN_HEAD_CUT "/Relu_2_output_0"
+#define BB_SPLIT_CNN_MODEL_CONFIG "loss=xent,optimizer=nesterov,lr=0.05"
+/* SplitFedCnn's averager: FedAvg of eight clients' parts, a round closing with all eight,
+ * or six past 3 s (a host with another number of clients gives its own). */
+#define BB_SPLIT_FED_CNN_AVERAGER_CONFIG "quorum=6,target=8,deadline_ms=3000,no_quorum=extend"
 
 /* federated_learning: the server's peer (the id ClientLogic's bootstrap announces to),
  * how often ServerReduce closes a round, and the wires the three Modules talk on. */

@@ -1,0 +1,100 @@
+/* bind_split: a split (bb_rec_split) is one model whose parts the compiler places. Every op
+ * on a split's Model slots carries the cuts, the shape and its side; this pass checks that
+ * the two sides are two slots on two peer classes, one split per Module, and appends
+ * `cuts=...,side=...,shape=...` to each side's binding config, so the component bound
+ * there (SplitModel) builds the part it holds from the same model. An author's config that
+ * sets those keys itself is refused: the Module decides where the model is cut. */
+#include <string.h>
+
+#include "compiler/compiler.h"
+
+typedef struct split_side {
+  const char *slot, *klass, *cuts, *shape;
+} split_side;
+
+static bool is_split_op(const bb_ir_node *n) { return strncmp(n->op_type, "Split", 5) == 0; }
+
+/* Records n's side; refuses a second split or a side split over two classes. */
+static int take(cc_ctx *x, split_side *sides, const bb_ir_node *n) {
+  const char *side = cc_meta(n, BB_KEY_SPLIT_SIDE), *slot = cc_meta(n, BB_KEY_SLOT_NAME);
+  const char *cuts = cc_meta(n, BB_KEY_SPLIT_CUTS), *shape = cc_meta(n, BB_KEY_SPLIT_SHAPE);
+  const char *klass = cc_meta(n, BB_KEY_HOME_CLASS);
+  int i = side && strcmp(side, BB_SPLIT_SIDE_CLIENT) == 0 ? 0 : side && strcmp(side, BB_SPLIT_SIDE_SERVER) == 0 ? 1 : -1;
+  if (i < 0 || !slot || !cuts || !shape)
+    return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT, "node `%s` (%s) carries a split side `%s` without its slot, cuts or shape",
+                   cc_node_label(x, x->root, n), n->op_type, side ? side : "");
+  if (!klass) klass = BB_SELF_CLASS;
+  split_side *s = &sides[i];
+  if (!s->slot) {
+    *s = (split_side){slot, klass, cuts, shape};
+    return 0;
+  }
+  if (strcmp(s->slot, slot) != 0 || strcmp(s->cuts, cuts) != 0 || strcmp(s->shape, shape) != 0)
+    return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT,
+                   "the Module records two splits (the %s part in slot `%s` cut at %s, and in slot `%s` cut at %s); one "
+                   "split per Module",
+                   side, s->slot, s->cuts, slot, cuts);
+  if (strcmp(s->klass, klass) != 0)
+    return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT,
+                   "the split's %s part (slot `%s`) runs on peer classes `%s` and `%s`; a part lives on one class", side,
+                   slot, s->klass, klass);
+  return 0;
+}
+
+/* Whether a config text ("k=v,k=v") sets `key`. */
+static bool sets_key(const char *config, const char *key) {
+  size_t len = strlen(key);
+  for (const char *p = config; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    while (*p == ' ') p++;
+    if (strncmp(p, key, len) == 0 && (p[len] == '=' || p[len] == ' ')) return true;
+  }
+  return false;
+}
+
+/* Appends the side's part to the config of the binding of its slot (the compile's copy). */
+static int bind_side(cc_ctx *x, const split_side *s, const char *side) {
+  static const char *const KEYS[] = {"cuts", "side", "shape"};
+  for (size_t i = 0; i < x->c->bindings.len; i++) {
+    cc_binding *b = &x->c->bindings.items[i];
+    if (strcmp(b->slot, s->slot) != 0) continue;
+    const char *old = b->config ? b->config : "";
+    for (size_t k = 0; k < 3; k++)
+      if (sets_key(old, KEYS[k]))
+        return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT,
+                       "slot `%s`'s config sets `%s`; the Module's split decides it (cut at %s, %s, the %s part)", s->slot,
+                       KEYS[k], s->cuts, s->shape, side);
+    char *config = cc_printf(x, "%s%scuts=%s,side=%s,shape=%s", old, *old ? "," : "", s->cuts, side, s->shape);
+    if (!config) return cc_nomem(x);
+    b->config = config;
+  }
+  return 0; /* an unbound slot is reported with the others */
+}
+
+int cc_bind_split(cc_ctx *x) {
+  split_side sides[2] = {{0}};
+  const bb_function *f = x->root;
+  for (size_t i = 0; i < f->nodes.len; i++) {
+    const bb_ir_node *n = f->nodes.items[i];
+    if (!cc_domain_is(n, BB_DOMAIN_ROLE_MODEL)) continue;
+    if (!cc_meta(n, BB_KEY_SPLIT_SIDE)) {
+      if (is_split_op(n))
+        return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT,
+                       "node `%s` (%s, slot `%s`) is a split op without a split: record it with bb_rec_split, which says "
+                       "where the model is cut",
+                       cc_node_label(x, f, n), n->op_type, cc_meta(n, BB_KEY_SLOT_NAME) ? cc_meta(n, BB_KEY_SLOT_NAME) : "?");
+      continue;
+    }
+    int rc = take(x, sides, n);
+    if (rc) return rc;
+  }
+  if (!sides[0].slot && !sides[1].slot) return 0;
+  if (!sides[0].slot || !sides[1].slot)
+    return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT, "the split has a %s part only", sides[0].slot ? "client" : "server");
+  if (strcmp(sides[0].klass, sides[1].klass) == 0)
+    return cc_fail(x, BB_COMPILE_SPLIT_PLACEMENT,
+                   "the split's client part (slot `%s`) and server part (slot `%s`) both run on peer class `%s`: the "
+                   "server's peers must be another class (a peer-typed input names it)",
+                   sides[0].slot, sides[1].slot, sides[0].klass);
+  int rc = bind_side(x, &sides[0], BB_SPLIT_SIDE_CLIENT);
+  return rc ? rc : bind_side(x, &sides[1], BB_SPLIT_SIDE_SERVER);
+}
