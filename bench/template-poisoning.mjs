@@ -121,7 +121,7 @@ function liarProgram(pkg, bb, makePlan, honestArtifact, mode) {
 }
 
 /** Runs the network on its own clock (1 ms steps while envelopes are in flight, else to the next expiry) until done() or limitNs. */
-function drive(network, done, limitNs) {
+export function drive(network, done, limitNs) {
   let now = 0n;
   while (now < limitNs && !done()) {
     network.poll(now);

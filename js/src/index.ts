@@ -111,6 +111,37 @@ export {
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
 export { getDefaultLogger, Notices, setDefaultLogger, shortPeer, watchNode, type Logger } from './notices.js';
+export { CODEC_REFUSALS, trafficOf, type Traffic } from './traffic.js';
+export {
+  artifactSha256,
+  decodeSavedNode,
+  encodeSavedNode,
+  indexedDbStore,
+  keepNode,
+  memoryStore,
+  readSavedNode,
+  restoreSaved,
+  resumeNode,
+  saveNode,
+  type Keeper,
+  type KeepOptions,
+  type Resumed,
+  type ResumeOptions,
+  type SavedNode,
+  type SaveOptions,
+  type StateStore,
+} from './resume.js';
+export {
+  measuredPolls,
+  ParticipationPolicy,
+  type BatteryLike,
+  type ConnectionLike,
+  type DocumentLike,
+  type NavigatorLike,
+  type ParticipationOptions,
+  type ParticipationState,
+  type WaitReason,
+} from './participation.js';
 export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
 export {
   ARTIFACT_KEYS,

@@ -17,6 +17,7 @@
 import { PollDriver, type PollDriverOptions } from './driver.js';
 import { BbError, BbErrorCode } from './errors.js';
 import type { Signer } from './identity/identity.js';
+import { measuredPolls, type ParticipationPolicy } from './participation.js';
 import type { BbNode, Step } from './node.js';
 import { Notices, shortPeer } from './notices.js';
 import type { SignalClient, WebSocketConstructor } from './signal/client.js';
@@ -29,6 +30,11 @@ export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
   readonly onStep?: (step: Step) => void;
   /**
+   * When this peer takes part (participation.ts): while the policy waits the node is not
+   * polled (it trains and sends nothing) and what arrives is dropped (`droppedWaiting`).
+   */
+  readonly participation?: ParticipationPolicy;
+  /**
    * An envelope the node refused or the transport could not take (the protocol's deadlines
    * cover the loss). Default: a notice to the default logger (notices.ts).
    */
@@ -40,6 +46,8 @@ export interface PeerStats {
   readonly received: number;
   readonly droppedOut: number;
   readonly droppedIn: number;
+  /** Envelopes dropped because the participation policy was waiting. */
+  readonly droppedWaiting: number;
 }
 
 export interface RunningPeer {
@@ -52,8 +60,9 @@ export interface RunningPeer {
 }
 
 export function runPeer(node: BbNode, transport: Transport, options: PeerOptions = {}): RunningPeer {
-  const driver = new PollDriver(node, options);
-  const counts = { sent: 0, received: 0, droppedOut: 0, droppedIn: 0 };
+  const policy = options.participation;
+  const driver = new PollDriver(policy === undefined ? node : measuredPolls(node, policy), options);
+  const counts = { sent: 0, received: 0, droppedOut: 0, droppedIn: 0, droppedWaiting: 0 };
   const notices = new Notices(undefined);
   const onDrop = options.onDrop ?? ((error: unknown, peer: string, direction: 'in' | 'out') =>
     notices.notice(`drop-${direction}`, `peer ${shortPeer(node.self)}: an envelope ${direction === 'in' ? 'from' : 'to'} ${peer} was dropped: ${error instanceof Error ? error.message : String(error)}`));
@@ -71,6 +80,10 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
     }
   });
   const unEnvelope = transport.onEnvelope((from, bytes) => {
+    if (policy !== undefined && !policy.state.participating) {
+      counts.droppedWaiting++;
+      return;
+    }
     try {
       node.deliver(from, bytes, driver.now());
       counts.received++;
@@ -80,7 +93,8 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
     }
     driver.wake();
   });
-  driver.start();
+  const unPolicy = policy?.onChange((state) => (state.participating ? driver.start() : driver.stop()));
+  if (policy === undefined || policy.state.participating) driver.start();
   return {
     node,
     transport,
@@ -90,6 +104,7 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
       driver.stop();
       unStep();
       unEnvelope();
+      unPolicy?.();
     },
   };
 }

@@ -156,6 +156,7 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
       if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err))) {
         if (st.applied) *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
         else bb_ctx_count(ctx, "onnx_model.steps_skipped", 1);
+        bb_ctx_count(ctx, "train.steps", 1);
       }
     }
     bb_val_release(batch[0]);
