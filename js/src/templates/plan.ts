@@ -107,6 +107,7 @@ export interface ServerOptions {
    * continues the snapshot's (its time then, plus the time since).
    */
   readonly snapshot?: Uint8Array;
+  /**
    * A server about to be restored from its checkpoint (restoreCheckpoint): its bootstrap
    * is not run, as a restore needs a node that has not run (the bootstrap is in the
    * checkpoint), and start() is not called.
