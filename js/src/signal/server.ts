@@ -24,7 +24,8 @@ import { PresenceBacklog, RoomPresence, type PresenceChange, type Session } from
 import { SocketLedger } from './sockets.js';
 import { DEFAULT_TURN_TTL_SECONDS, turnCredentials, type TurnOptions } from './turn.js';
 import {
-  CHALLENGE_BYTES, CLOSE_CODES, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage, type SignalErrorCode,
+  CHALLENGE_BYTES, CLOSE_CODES, MAX_ROOM_OPERATORS, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage,
+  type SignalErrorCode,
 } from './protocol.js';
 import type { IceServer } from '../platform.js';
 
@@ -779,8 +780,14 @@ export class SignalServer {
     if (backlog.empty) backlog.release();
     connection.unsent = backlog.empty ? null : backlog;
     const peers = first.map(([member]) => member);
-    this.#reply(connection, { type: 'joined', room: room.name, peer: peer!, role: role!, peers, ...this.#iceFor(peer!), ...tokensOf(first) });
+    this.#reply(connection, { type: 'joined', room: room.name, peer: peer!, role: role!, peers, ...this.#iceFor(peer!), ...tokensOf(first), ...this.#operatorsOf(room.name) });
     this.#pump(connection);
+  }
+
+  /** The keys whose join tokens admit to `room`, as `joined` tells them (none: it takes no tokens). */
+  #operatorsOf(room: string): { operators?: string[] } {
+    const keys = (policyOf(this.#policies, room)?.operators ?? []).slice(0, MAX_ROOM_OPERATORS);
+    return keys.length === 0 ? {} : { operators: keys.map((key) => toBase64(key)) };
   }
 
   /**
