@@ -587,6 +587,7 @@ static void test_dp_without_noise_is_fedavg(void) {
 static void test_dp_config_refused(void) {
   static const char *const BAD[][2] = {
       {"dp_clip=-1", "dp_clip"},
+      {"dp_clip=1x", "dp_clip"},
       {"dp_noise=1", "dp_noise"},
       {"dp_clip=1,dp_noise=-0.5", "dp_noise"},
       {"dp_clip=1,norm_factor=3", "norm_factor"},

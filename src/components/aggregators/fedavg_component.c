@@ -55,6 +55,7 @@
  * reversed), left out or given part of their weight (ascent_screen; rounds.h and
  * ascent.h say how). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bb/privacy.h"
@@ -159,6 +160,18 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   return 0;
 }
 
+/* A number key read in double (0 when absent): the noise multiplier the accountant is
+ * told is the one the noise is drawn with, not its float32 rounding. */
+static int config_f64(const char *c, const char *key, double *out, bb_error *err) {
+  char text[64], *end = NULL;
+  int rc = bb_config_str(c, key, "", text, sizeof text, err);
+  if (rc) return rc;
+  *out = text[0] ? strtod(text, &end) : 0;
+  if (text[0] && (end == text || *end))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: %s=`%s` is not a number", key, text);
+  return 0;
+}
+
 /* DP-FedAvg on the server (dp_clip=C,dp_noise=z): each update's distance from the global
  * model it started from is clipped to C, every update weighs 1, and the sum of the
  * clipped updates gets Gaussian noise of standard deviation z × C (the mean: z × C / m for
@@ -171,18 +184,17 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
 static int parse_dp(round_agg *a, const char *c, bb_error *err) {
   static const char *const DATA_DEPENDENT[] = {"max_norm",    "norm_factor", "drop_factor",   "center_clip",
                                                "max_samples", "samples_factor", "ascent_screen", NULL};
-  float clip, noise;
+  double clip, noise;
   char given[32];
   int rc;
-  if ((rc = bb_config_f32(c, "dp_clip", 0, &clip, err)) || (rc = bb_config_f32(c, "dp_noise", 0, &noise, err)))
-    return rc;
-  if (!(clip >= 0 && clip <= 3e38f) || !(noise >= 0 && noise <= 3e38f))
+  if ((rc = config_f64(c, "dp_clip", &clip, err)) || (rc = config_f64(c, "dp_noise", &noise, err))) return rc;
+  if (!(clip >= 0 && clip <= 3e38) || !(noise >= 0 && noise <= 3e38))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: dp_clip and dp_noise are finite numbers >= 0, got `%s`",
                         c);
   if (clip == 0) {
     if (noise > 0)
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                          "FedAvg: dp_noise=%g needs dp_clip > 0 (the noise is a multiple of the clip)", (double)noise);
+                          "FedAvg: dp_noise=%g needs dp_clip > 0 (the noise is a multiple of the clip)", noise);
     return 0;
   }
   if (a->follow)
