@@ -6,6 +6,9 @@
  * q = 1 — no noise and a clip nothing reaches is the plain FedAvg, and bad options are
  * refused by name.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
 import { beforeAll, describe, expect, test } from 'vitest';
 
 import {
@@ -16,7 +19,9 @@ import {
   federatedAveraging,
   loadBb,
   LocalNetwork,
+  onnxModel,
   peerIdFromU64,
+  servedPlan,
   type Bb,
   type BbNode,
   type ComponentContext,
@@ -25,7 +30,8 @@ import {
   type HostTensor,
   type RoundReport,
 } from '../src/index.js';
-import { LogisticRegression, twoBlobs, wasmBytes } from './support.js';
+import { parseServeArgs } from '../src/serve/config.js';
+import { LogisticRegression, packageRoot, twoBlobs, wasmBytes } from './support.js';
 
 let bb: Bb;
 beforeAll(async () => {
@@ -153,5 +159,21 @@ describe('federatedAveraging with dp', () => {
         new RegExp(`dp needs aggregator 'fedavg' \\(DP-FedAvg\\), not '${aggregator}'`),
       );
     }
+  });
+});
+
+describe('bytesandbrains serve and its served plan carry dp', () => {
+  test('--dp-clip, --dp-noise and --dp-delta reach the plan its clients build, which is the template\'s', () => {
+    const config = parseServeArgs(['--model', 'm.onnx', '--test', 't.csv', '--dp-clip', '0.5', '--dp-noise', '1.1'], () => '');
+    expect(config !== 'help' && config.dp).toEqual({ clip: 0.5, noiseMultiplier: 1.1, delta: 1e-5 });
+    const model = new Uint8Array(readFileSync(join(packageRoot, 'models', 'digits_mlp.onnx')));
+    const dp = { clip: 0.5, noiseMultiplier: 1.1, delta: 1e-5 };
+    const description = { template: 'federatedAveraging', name: 'Federation', clients: 4, quorum: 2, deadlineMs: 1000, roundMs: 200, training: {} } as const;
+    const served = servedPlan({ ...description, dp }, model).compile(bb);
+    const direct = federatedAveraging({ name: 'Federation', model: onnxModel(model, {}), clients: 4, quorum: 2, deadlineMs: 1000, roundMs: 200, dp }).compile(bb);
+    expect(Buffer.from(served).equals(Buffer.from(direct))).toBe(true);
+    // the noise is in the artifact: without dp it is another
+    expect(Buffer.from(servedPlan(description, model).compile(bb)).equals(Buffer.from(direct))).toBe(false);
+    expect(() => servedPlan({ ...description, dp: { ...dp, clip: -1 } }, model)).toThrow(/dp\.clip must be a finite number > 0, got -1/);
   });
 });
