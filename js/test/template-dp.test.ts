@@ -125,6 +125,37 @@ describe('federatedAveraging with dp', () => {
     expect(run.counter('fedavg.dp_rounds')).toBe(BigInt(run.reports.at(-1)!.round));
   });
 
+  test('a server restored from its snapshot goes on from the privacy it spent', () => {
+    const dp = { clip: 1, noiseMultiplier: 2, delta: 1e-6 };
+    const plan = federatedAveraging({ model: LOGISTIC, clients: 2, deadlineMs: 500, fitSteps: 5, dp });
+    const artifact = plan.compile(bb);
+    const test = twoBlobs(bb, 200, 99);
+    const self = peerIdFromU64(1);
+    const first = plan.installServer(bb, { artifact, self, test, nowNs: 0n, seed: 1 });
+    const clients = [0, 1].map((k) => plan.installClient(bb, { artifact, self: peerIdFromU64(k + 2), server: self, data: twoBlobs(bb, 300, k + 7), nowNs: 0n, seed: k + 2 }));
+    const network = new LocalNetwork([first.node, ...clients]);
+    const reports: RoundReport[] = [];
+    first.onRound((report) => reports.push(report));
+    first.start([], 0n);
+    let now = 0n;
+    while (now < 20_000n * MS && (reports.length < 4 || network.hasWork())) network.poll((now += 5n * MS));
+    const spent = reports.at(-1)!;
+    expect(spent.round).toBeGreaterThanOrEqual(3);
+    const moved = plan.installServer(bb, { artifact, self, test, snapshot: first.node.snapshot() });
+    first.node.free();
+    network.add(moved.node);
+    const later: RoundReport[] = [];
+    moved.onRound((report) => later.push(report));
+    while (now < 40_000n * MS && later.length < 2) network.poll((now += 5n * MS));
+    network.free();
+    test.free();
+    expect(later.length).toBe(2);
+    for (const report of later) {
+      expect(report.round).toBeGreaterThan(spent.round);
+      expect(report.epsilon).toBe(dpEpsilon(bb, { q: 1, sigma: 2, steps: report.round, delta: 1e-6 }).epsilon);
+    }
+  });
+
   test('without noise and with a clip nothing reaches, it is the plain FedAvg', () => {
     const plain = federate({ model: LOGISTIC }, 3, 6);
     const dp = federate({ model: LOGISTIC, dp: { clip: 1e6, noiseMultiplier: 0, delta: 1e-5 } }, 3, 6);
