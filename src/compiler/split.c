@@ -3,7 +3,10 @@
  * the two sides are two slots on two peer classes, one split per Module, and appends
  * `cuts=...,side=...,shape=...` to each side's binding config, so the component bound
  * there (SplitModel) builds the part it holds from the same model. An author's config that
- * sets those keys itself is refused: the Module decides where the model is cut. */
+ * sets those keys itself is refused: the Module decides where the model is cut.
+ * Each part is bound only on the partitions that hold it, and so is the DataSource only the
+ * clients' part draws from: a phone builds its own layers, not the server's, and a server
+ * needs no data set (cc_split_binds, read when the passport is stamped). */
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -70,6 +73,64 @@ static int bind_side(cc_ctx *x, const split_side *s, const char *side) {
   return 0; /* an unbound slot is reported with the others */
 }
 
+/* Whether a config text ("k=v,k=v") has a value that is `slot`. */
+static bool names_slot(const char *config, const char *slot) {
+  size_t len = strlen(slot);
+  for (const char *p = config; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    const char *eq = strchr(p, '='), *end = strchr(p, ',');
+    if (!eq || (end && eq > end)) continue;
+    const char *v = eq + 1;
+    while (*v == ' ') v++;
+    size_t vlen = (end ? (size_t)(end - v) : strlen(v));
+    while (vlen && v[vlen - 1] == ' ') vlen--;
+    if (vlen == len && strncmp(v, slot, len) == 0) return true;
+  }
+  return false;
+}
+
+/* Whether any binding but the split's parts reaches `slot`: a dependency it declares, or a
+ * value of its config. */
+static bool reached_outside_split(const cc_ctx *x, const char *slot) {
+  const bb_compiler *c = x->c;
+  for (size_t i = 0; i < c->bindings.len; i++) {
+    const cc_binding *b = &c->bindings.items[i];
+    if (strcmp(b->slot, x->split.client) == 0 || strcmp(b->slot, x->split.server) == 0 || strcmp(b->slot, slot) == 0)
+      continue;
+    if (b->config && names_slot(b->config, slot)) return true;
+    const cc_component *k = cc_find_component(c, b->type);
+    for (size_t d = 0; k && d < k->n_deps; d++)
+      if (strcmp(k->deps[d].slot, slot) == 0) return true;
+  }
+  return false;
+}
+
+/* The DataSource the clients' part draws from, as its type declares it, when nothing else
+ * reaches that slot; else NULL. */
+static const char *clients_data(const cc_ctx *x) {
+  const cc_binding *client = cc_find_binding(x->c, x->split.client);
+  const cc_component *k = client ? cc_find_component(x->c, client->type) : NULL;
+  for (size_t d = 0; k && d < k->n_deps; d++)
+    if (k->deps[d].role == BB_ROLE_DATA_SOURCE)
+      return reached_outside_split(x, k->deps[d].slot) ? NULL : k->deps[d].slot;
+  return NULL;
+}
+
+/* Whether an op of partition p calls `slot`. */
+static bool calls(const cc_partition *p, const char *slot) {
+  for (size_t i = 0; i < p->fn->nodes.len; i++) {
+    const char *s = cc_meta(p->fn->nodes.items[i], BB_KEY_SLOT_NAME);
+    if (s && strcmp(s, slot) == 0) return true;
+  }
+  return false;
+}
+
+bool cc_split_binds(const cc_ctx *x, const cc_partition *p, const cc_binding *b) {
+  if (!x->split.client) return true;
+  if (strcmp(b->slot, x->split.client) == 0 || strcmp(b->slot, x->split.server) == 0) return calls(p, b->slot);
+  if (x->split.data && strcmp(b->slot, x->split.data) == 0) return calls(p, b->slot) || calls(p, x->split.client);
+  return true;
+}
+
 int cc_bind_split(cc_ctx *x) {
   split_side sides[2] = {{0}};
   const bb_function *f = x->root;
@@ -96,5 +157,10 @@ int cc_bind_split(cc_ctx *x) {
                    "server's peers must be another class (a peer-typed input names it)",
                    sides[0].slot, sides[1].slot, sides[0].klass);
   int rc = bind_side(x, &sides[0], BB_SPLIT_SIDE_CLIENT);
-  return rc ? rc : bind_side(x, &sides[1], BB_SPLIT_SIDE_SERVER);
+  if (!rc) rc = bind_side(x, &sides[1], BB_SPLIT_SIDE_SERVER);
+  if (rc) return rc;
+  x->split.client = sides[0].slot;
+  x->split.server = sides[1].slot;
+  x->split.data = clients_data(x);
+  return 0;
 }

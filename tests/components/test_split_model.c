@@ -73,14 +73,15 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   }
 }
 
-/* Installs node i running `target` (and, for SplitFed's client, `also`). */
+/* Installs node i running `target` (and, for SplitFed's client, `also`), given what its
+ * side holds only: the server the model, the client the model and its data. */
 static int install2(split_net *n, size_t i, const uint8_t *artifact, size_t len, const char *target, const char *also,
                     bb_error *err) {
   bb_address self = bb_address_p2p(&n->peer[i]);
-  bb_slot_config slots[] = {{"client_model", i ? n->client_config : NULL, &n->client_model},
-                            {"server_model", NULL, &n->server_model},
-                            {"data", "batch=16,shuffle=0", &n->data},
-                            {"averager", "quorum=1,target=1", NULL}};
+  bb_slot_config server_slots[] = {{"server_model", NULL, &n->server_model}, {"averager", "quorum=1,target=1", NULL}};
+  bb_slot_config client_slots[] = {{"client_model", n->client_config, &n->client_model},
+                                   {"data", "batch=16,shuffle=0", &n->data},
+                                   {"averager", "quorum=1,target=1", NULL}};
   const char *targets[] = {target, also};
   bb_node_config nc = {0};
   nc.struct_size = sizeof nc;
@@ -95,8 +96,8 @@ static int install2(split_net *n, size_t i, const uint8_t *artifact, size_t len,
   a.targets = targets;
   a.n_targets = also ? 2 : 1;
   a.registry = n->reg;
-  a.slots = slots;
-  a.n_slots = 4;
+  a.slots = i ? client_slots : server_slots;
+  a.n_slots = i ? 3 : 2;
   a.config = &nc;
   int rc = bb_install(&a, &n->node[i], NULL, err);
   bb_address other = bb_address_p2p(&n->peer[1 - i]);
@@ -335,6 +336,37 @@ static void test_u_shaped_is_the_whole_model(void) { check_exact(1, STEPS); }
  * as the average of one, the same values (and the client takes no step in between). */
 static void test_split_fed_of_one_is_the_whole_model(void) {
   check_exact(2, 25);
+}
+
+/* Each node builds the part its partitions hold and nothing else: given its own side's
+ * host data only (the server no data set, neither the other side's model), the server
+ * holds no clients' part and no DataSource, the client no server part, and they train. */
+static void test_each_side_builds_its_own_part(void) {
+  for (size_t which = 0; which < 2; which++) {
+    bb_registry *reg = shipped();
+    split_net n;
+    size_t len = 0;
+    uint8_t *artifact = compile_module(which, &len);
+    bb_error err;
+    if (net_open(&n, reg) && artifact) {
+      CHECK_MSG(!net_start(&n, artifact, len, which, &err), "%s: %s", MODULES[which], err.message);
+      CHECK_MSG(!bb_node_component(n.node[0], "client_model", NULL) && !bb_node_component(n.node[0], "data", NULL),
+                "%s: the server built the clients' part or their DataSource", MODULES[which]);
+      CHECK_MSG(!bb_node_component(n.node[1], "server_model", NULL), "%s: the client built the server's part", MODULES[which]);
+      net_run(&n, 2, 5000 * MS);
+      CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), 2);
+      held client = saved(n.node[1], "client_model"), server = saved(n.node[0], "server_model");
+      CHECK_EQ_INT(client.n, which == 1 ? 2 : 1); /* a U client holds the first layers and the head */
+      CHECK_MSG(held_find(&client, "conv1.weight") && !held_find(&client, "fc1.weight") && held_find(&server, "fc1.weight") &&
+                    !held_find(&server, "conv1.weight"),
+                "%s: a parameter is held on the wrong side", MODULES[which]);
+      held_free(&client);
+      held_free(&server);
+    }
+    net_close(&n);
+    bb_buffer_free(NULL, artifact);
+    bb_registry_free(reg);
+  }
 }
 
 /* ---- the confused author ------------------------------------------------------------------------ */
@@ -699,6 +731,7 @@ int main(void) {
   RUN(test_vanilla_is_the_whole_model);
   RUN(test_u_shaped_is_the_whole_model);
   RUN(test_split_fed_of_one_is_the_whole_model);
+  RUN(test_each_side_builds_its_own_part);
   RUN(test_cut_at_no_value);
   RUN(test_cut_that_does_not_separate);
   RUN(test_placement_refusals);
