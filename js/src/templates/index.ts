@@ -9,3 +9,4 @@ export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer
 export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice } from './models.js';
 export { Plan, roundReporter, type ClientOptions, type Refusals, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
 export { SERVER_REQUEST_TOPIC, type Discovery } from './discovery.js';
+export { splitLearning, SplitPlan, type SplitClient, type SplitClientOptions, type SplitCounts, type SplitLearningOptions, type SplitModelSource, type SplitServer, type SplitServerOptions, type SplitTraining } from './split.js';
