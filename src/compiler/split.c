@@ -6,7 +6,12 @@
  * sets those keys itself is refused: the Module decides where the model is cut.
  * Each part is bound only on the partitions that hold it, and so is the DataSource only the
  * clients' part draws from: a phone builds its own layers, not the server's, and a server
- * needs no data set (cc_split_binds, read when the passport is stamped). */
+ * needs no data set (cc_split_binds, read when the passport is stamped).
+ * The split's messages live as long as a client's step waits for its answer (the client
+ * part's timeout_ms): their Sends' deadline is that, not the per-hop budget, so an answer
+ * that took a slow link or a busy server is still taken rather than dropped and waited for
+ * in vain. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -71,6 +76,45 @@ static int bind_side(cc_ctx *x, const split_side *s, const char *side) {
     b->config = config;
   }
   return 0; /* an unbound slot is reported with the others */
+}
+
+/* The value of `key` in a config text ("k=v,k=v"), or NULL; *len its length. */
+static const char *config_value(const char *config, const char *key, size_t *len) {
+  size_t klen = strlen(key);
+  for (const char *p = config; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    while (*p == ' ') p++;
+    const char *end = strchr(p, ',');
+    if (strncmp(p, key, klen) != 0 || p[klen] != '=') continue;
+    *len = end ? (size_t)(end - p - klen - 1) : strlen(p + klen + 1);
+    return p + klen + 1;
+  }
+  return NULL;
+}
+
+/* The client part's timeout_ms as the split's messages' deadline in ns (BB_SPLIT_TIMEOUT_MS
+ * unless its config sets a whole number; a bad one SplitModel itself refuses at install). */
+static int64_t step_life_ns(const cc_ctx *x) {
+  const cc_binding *client = cc_find_binding(x->c, x->split.client);
+  size_t len = 0;
+  const char *v = client && client->config ? config_value(client->config, "timeout_ms", &len) : NULL;
+  uint64_t ms = BB_SPLIT_TIMEOUT_MS;
+  if (v && len && len < 12 && strspn(v, "0123456789") >= len) ms = strtoull(v, NULL, 10);
+  return (int64_t)(ms ? ms : BB_SPLIT_TIMEOUT_MS) * 1000000;
+}
+
+/* The split's Sends (stamped by the recorder) get a client step's life as their deadline. */
+static int set_deadlines(cc_ctx *x) {
+  int64_t ns = step_life_ns(x);
+  for (size_t i = 0; i < x->parts.len; i++) {
+    bb_function *f = x->parts.items[i].fn;
+    for (size_t k = 0; k < f->nodes.len; k++) {
+      bb_ir_node *n = f->nodes.items[k];
+      if (cc_is(n, BB_DOMAIN_WIRE, "Send") && cc_meta(n, BB_KEY_SPLIT_CUTS) &&
+          !bb_attr_set_int(x->m, &n->attrs, BB_ATTR_DEADLINE_NS, ns))
+        return cc_nomem(x);
+    }
+  }
+  return 0;
 }
 
 /* Whether a config text ("k=v,k=v") has a value that is `slot`. */
@@ -162,5 +206,5 @@ int cc_bind_split(cc_ctx *x) {
   x->split.client = sides[0].slot;
   x->split.server = sides[1].slot;
   x->split.data = clients_data(x);
-  return 0;
+  return set_deadlines(x);
 }
