@@ -403,9 +403,16 @@ int main(int argc, char **argv) {
   bb_registry *shipped = registry_with(NULL, NULL, NULL);
   if (!shipped) return fprintf(stderr, "poisoning: cannot make a registry\n"), 1;
   honest_model = bb_registry_find(shipped, "CpuMlp");
-  static const bb_component_type LIAR = {sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0,
-                                         NULL, 0, liar_create, liar_destroy, liar_invoke, NULL, NULL, liar_save,
-                                         liar_load, NULL};
+  static const bb_component_type LIAR = {
+      .struct_size = sizeof(bb_component_type),
+      .type_name = "CpuMlp",
+      .roles = 1u << BB_ROLE_MODEL,
+      .create = liar_create,
+      .destroy = liar_destroy,
+      .invoke = liar_invoke,
+      .save = liar_save,
+      .load = liar_load,
+  };
   bb_component_type liar_alias, aggregator_alias;
   bb_registry *malicious = registry_with("CpuMlp", &LIAR, &liar_alias);
   const bb_component_type *aggregator = o.aggregator ? bb_registry_find(shipped, o.aggregator) : NULL;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds bb.wasm (and the C tests as Node programs) with Emscripten, and puts the module
 # where the npm package expects it (js/wasm/bb.wasm), with the examples' ONNX models
-# (js/models/).
+# (js/models/). Arguments are passed to CMake (scripts/test.sh adds -DBB_WERROR=ON).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc 2>/dev/null || echo 2)
-emcmake cmake -S . -B build-wasm -DCMAKE_BUILD_TYPE=Release >/dev/null
+emcmake cmake -S . -B build-wasm -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build build-wasm -j "$jobs"
 mkdir -p js/wasm js/models
 cp build-wasm/wasm/bb.wasm js/wasm/bb.wasm

@@ -7,7 +7,8 @@
 #   5. web-demo: type check, Vite build and unit tests
 #   6. end to end: Chromium pages and a Node peer over WebRTC (scripts/e2e.sh), then
 #      web-demo in Chromium at desktop and phone sizes (scripts/e2e.sh --web-demo)
-# and ends with one line CI reads: "N passed, M failed".
+# and ends with one line CI reads: "N passed, M failed". The three C builds treat the
+# project's compiler warnings as errors (-DBB_WERROR=ON).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -73,20 +74,20 @@ run_ctest() {
 }
 
 step "native build (Release)"
-if build_or_fail native bash -c "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j $jobs"; then
+if build_or_fail native bash -c "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBB_WERROR=ON && cmake --build build -j $jobs"; then
   step "C tests, native"
   run_ctest "C tests (native)" build
 fi
 
 step "sanitizer build (clang, ASan + UBSan, fuzz targets)"
-if build_or_fail asan bash -c "CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBB_SANITIZE=ON -DBB_FUZZ=ON && cmake --build build-asan -j $jobs"; then
+if build_or_fail asan bash -c "CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBB_SANITIZE=ON -DBB_FUZZ=ON -DBB_WERROR=ON && cmake --build build-asan -j $jobs"; then
   step "C tests and fuzzing under ASan + UBSan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest "C tests (ASan+UBSan)" build-asan
 fi
 
 step "WebAssembly build"
-if build_or_fail wasm bash scripts/build-wasm.sh; then
+if build_or_fail wasm bash scripts/build-wasm.sh -DBB_WERROR=ON; then
   step "C tests under Node (wasm)"
   run_ctest "C tests (wasm)" build-wasm
 fi

@@ -90,7 +90,7 @@ int cmd_run(int argc, char **argv) {
   const char *input_specs[MAX_INPUTS];
   int n_specs = 0;
   long repeat = 1;
-  bb_cpu_limits limits = {0, 0};
+  bb_cpu_limits limits = {.struct_size = sizeof limits};
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--input") == 0 && i + 1 < argc) {
       if (n_specs == MAX_INPUTS) {
@@ -143,7 +143,10 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "bb run: %s: %s\n", model_path, err.message);
     goto done;
   }
-  bb_cpu_session_set_limits(s, &limits);
+  if (bb_cpu_session_set_limits(s, &limits, &err)) {
+    fprintf(stderr, "bb run: %s\n", err.message);
+    goto done;
+  }
   for (int i = 0; i < n_specs; i++) {
     const char *eq = strchr(input_specs[i], '=');
     const char *path = eq ? eq + 1 : input_specs[i];

@@ -154,8 +154,15 @@ static int async_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
 
 static const bb_component_port ASYNC_STORAGE[] = {{"vector", BB_TYPE_TENSOR_F32}};
 static const bb_component_type ASYNC_FLAT_INDEX = {
-    sizeof(bb_component_type), "AsyncFlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, ASYNC_STORAGE, 1,
-    async_create, async_destroy, async_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "AsyncFlatIndex",
+    .roles = 1u << BB_ROLE_INDEX,
+    .storage = ASYNC_STORAGE,
+    .n_storage = 1,
+    .create = async_create,
+    .destroy = async_destroy,
+    .invoke = async_invoke,
+};
 
 /* ---- the worker: exact k-NN ------------------------------------------------------------- */
 

@@ -1,5 +1,27 @@
 /* bytesandbrains — the CPU backend: ONNX (ai.onnx) operators on bb_tensor, and an executor
- * that runs a whole ONNX graph. */
+ * that runs a whole ONNX graph.
+ *
+ * Example:
+ *
+ *   bb_model *m = bb_model_new(NULL);  // a node lives in a model's arena
+ *   bb_ir_node *relu = bb_ir_node_new(m, "Relu", "", "relu");
+ *   bb_strlist_append(m, &relu->inputs, "x");
+ *   bb_strlist_append(m, &relu->outputs, "y");
+ *   int64_t dims[1] = {4};
+ *   bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, dims), *y = NULL;
+ *   memcpy(bb_tensor_data(x), (const float[]){-2, -1, 1, 2}, 4 * sizeof(float));
+ *   bb_error err;
+ *   int rc = bb_cpu_run_node(relu, 17, &x, 1, &y, 1, NULL, &err);  // ai.onnx opset 17
+ *   if (rc) fprintf(stderr, "%s\n", err.message);  // "node relu (Relu): ..."
+ *   float sum = 0;
+ *   for (int64_t i = 0; !rc && i < y->numel; i++) sum += ((const float *)bb_tensor_data(y))[i];
+ *   bb_tensor_release(x);
+ *   bb_tensor_release(y);
+ *   bb_model_free(m);
+ *   if (rc || sum != 3.0f) return 1;
+ *
+ * A whole graph runs through a session: bb_cpu_session_new plans it once, and each
+ * bb_cpu_session_run feeds its inputs by name and returns its outputs. */
 #ifndef BB_CPU_H
 #define BB_CPU_H
 
@@ -23,7 +45,12 @@ extern "C" {
  * few hundred bytes of Expand, Tile and ConstantOfShape can ask for gigabytes in all). */
 #define BB_CPU_DEFAULT_MAX_TOTAL_BYTES ((size_t)1 << 30)
 
+/* Versioned by struct_size, which the caller sets to sizeof(bb_cpu_limits): fields its
+ * struct_size does not cover (a caller built against an older header) take the defaults;
+ * a struct_size of 0 or larger than this library knows is BB_ERR_INVALID_ARGUMENT. Zero
+ * fields take the defaults in brackets. */
 typedef struct bb_cpu_limits {
+  size_t struct_size;      /* sizeof(bb_cpu_limits) */
   size_t max_output_bytes; /* [BB_CPU_DEFAULT_MAX_OUTPUT_BYTES] one value of one op */
   size_t max_total_bytes;  /* [BB_CPU_DEFAULT_MAX_TOTAL_BYTES] every value of a session's run at once */
 } bb_cpu_limits;
@@ -69,8 +96,9 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
 BB_API void bb_cpu_session_free(bb_cpu_session *s);
 
 /* The limits every node of the session's runs is held to (a new session has the
- * defaults; zero fields take them). */
-BB_API void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits);
+ * defaults; NULL restores them). BB_ERR_INVALID_ARGUMENT, the session's limits unchanged,
+ * for a struct_size this library cannot read. */
+BB_API int bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits, bb_error *err);
 
 /* The graph's inputs that are not initializers, and its outputs. */
 BB_API size_t bb_cpu_session_input_count(const bb_cpu_session *s);

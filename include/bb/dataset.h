@@ -4,13 +4,24 @@
  * cut it up: shuffles, a batch stream, a train/test split and per-client shards.
  *
  * The shipped ArraySource reads a bb_dataset given as its slot's host_data
- * (bb_slot_config.host_data in runtime.h):
+ * (bb_slot_config.host_data in runtime.h).
  *
- *   bb_dataset all = {0};
- *   bb_dataset_from_csv(bytes, len, NULL, NULL, &all, &err);    label in the last column
- *   bb_dataset_partition shards;
- *   bb_dataset_shards_iid(&all, 8, seed, NULL, &shards, &err);
- *   bb_dataset_partition_take(&all, &shards, k, NULL, &mine, &err);   client k's rows
+ * Example: eight labelled rows cut into four clients' shards.
+ *
+ *   const char csv[] = "0.1,0.2,0\n0.3,0.4,1\n0.5,0.6,0\n0.7,0.8,1\n"
+ *                      "0.9,1.0,0\n1.1,1.2,1\n1.3,1.4,0\n1.5,1.6,1\n";
+ *   bb_dataset all = {0}, mine = {0};
+ *   bb_dataset_partition shards = {0};
+ *   bb_error err;
+ *   int rc = bb_dataset_from_csv((const uint8_t *)csv, strlen(csv), NULL, NULL, &all, &err);  // label last
+ *   if (!rc) rc = bb_dataset_shards_iid(&all, 4, 42, NULL, &shards, &err);  // seed 42: same shards everywhere
+ *   if (!rc) rc = bb_dataset_partition_take(&all, &shards, 1, NULL, &mine, &err);  // client 1's rows
+ *   if (rc) fprintf(stderr, "%s\n", err.message);
+ *   bool two_rows = !rc && all.dim == 2 && mine.n == 2;
+ *   bb_dataset_free(&mine);
+ *   bb_dataset_partition_free(&shards);
+ *   bb_dataset_free(&all);
+ *   if (!two_rows) return 1;
  *
  * Everything random here is a function of an explicit 64-bit seed (splitmix64), so two
  * peers given the same seed and bytes make the same batches and shards. */

@@ -1,6 +1,32 @@
 /* bytesandbrains — the in-memory IR: ONNX models, functions, graphs, nodes, attributes,
  * value infos, types and tensors as plain data, with an ONNX ModelProto codec.
  *
+ * Example:
+ *
+ *   bb_model *m = bb_model_new(NULL);
+ *   bb_opset_set(m, &m->opsets, "", 17);
+ *   m->graph = bb_graph_new(m, "double_it");
+ *   int64_t n[1] = {3};
+ *   bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, 1, n));
+ *   bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, 1, n));
+ *   bb_ir_node *add = bb_ir_node_new(m, "Add", "", "twice");
+ *   bb_strlist_append(m, &add->inputs, "x");
+ *   bb_strlist_append(m, &add->inputs, "x");
+ *   bb_strlist_append(m, &add->outputs, "y");
+ *   bb_nodelist_append(m, &m->graph->nodes, add);
+ *   uint8_t *bytes;
+ *   size_t len;
+ *   bb_error err;
+ *   bb_model *back = NULL;
+ *   if (bb_model_encode(m, &bytes, &len, &err) == 0) {  // ONNX ModelProto bytes
+ *     bb_model_decode(bytes, len, NULL, NULL, &back, &err);
+ *     bb_buffer_free(NULL, bytes);
+ *   }
+ *   bool same = back && bb_model_equal(m, back);
+ *   bb_model_free(back);
+ *   bb_model_free(m);  // and everything the model holds
+ *   if (!same) return 1;
+ *
  * Ownership: a bb_model owns everything reachable from it. Strings, arrays and
  * sub-objects live in the model's arena and are released together by bb_model_free;
  * nothing inside a model is freed on its own. Build and change a model only through the
@@ -333,9 +359,13 @@ typedef struct bb_model {
 BB_API bb_model *bb_model_new(const bb_allocator *alloc);
 BB_API void bb_model_free(bb_model *model);
 
-/* Limits applied while decoding untrusted bytes. Zero fields take the defaults. */
+/* Limits applied while decoding untrusted bytes. Zero fields take the defaults.
+ * Versioned by struct_size, which the caller sets to sizeof(bb_decode_limits): fields its
+ * struct_size does not cover take the defaults; 0 or a struct_size larger than this
+ * library knows is BB_ERR_INVALID_ARGUMENT. */
 typedef struct bb_decode_limits {
-  size_t max_bytes; /* default 2 GiB - 1 (protobuf's own limit) */
+  size_t struct_size; /* sizeof(bb_decode_limits) */
+  size_t max_bytes;   /* default 2 GiB - 1 (protobuf's own limit) */
   uint32_t max_depth; /* nested messages, default 64 */
 } bb_decode_limits;
 

@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "bb/artifact.h"
 #include "bb/common.h"
 #include "bb/compiler.h"

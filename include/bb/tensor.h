@@ -1,5 +1,21 @@
 /* bytesandbrains — dense tensors: a data type, a shape and a reference-counted buffer.
  *
+ * Example:
+ *
+ *   int64_t dims[2] = {2, 3};
+ *   bb_tensor *t = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 2, dims);
+ *   if (!t) return 1;
+ *   float *x = bb_tensor_data(t);
+ *   for (int64_t i = 0; i < t->numel; i++) x[i] = (float)i;
+ *   int64_t flat[1] = {6};
+ *   bb_tensor *v = bb_tensor_view(t, 1, flat);  // shares t's buffer: no copy
+ *   char text[64];
+ *   printf("%s\n", bb_tensor_describe(v, text, sizeof text));  // float32[6]
+ *   bool shared = v && bb_tensor_data(v) == bb_tensor_data(t);
+ *   bb_tensor_release(v);
+ *   bb_tensor_release(t);  // the buffer goes with the last tensor that holds it
+ *   if (!shared) return 1;
+ *
  * Tensors are contiguous and row-major. A tensor header and its buffer are both reference
  * counted: views that only change the shape (Reshape, Squeeze, Identity, ...) share the
  * buffer and cost no copy. Element types are the ONNX data types (bb_dtype in ir.h);

@@ -1,6 +1,27 @@
 /* bytesandbrains — runtime values: what flows between ops inside a node and, encoded,
  * between peers in an envelope's slot fills.
  *
+ * Example:
+ *
+ *   int64_t dims[1] = {2};
+ *   bb_tensor *t = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 1, dims);
+ *   bb_val *v = t ? bb_val_tensor(NULL, t) : NULL;  // takes a reference of its own
+ *   bb_tensor_release(t);
+ *   uint8_t *payload;
+ *   size_t len;
+ *   bb_error err;
+ *   bb_val *back = NULL;
+ *   if (v && bb_val_encode(v, NULL, &payload, &len, &err) == 0) {  // what a slot fill carries
+ *     bb_val_decode(bb_val_kind_hash(BB_VAL_TENSOR), payload, len, NULL, &back, &err);
+ *     bb_buffer_free(NULL, payload);
+ *   }
+ *   char text[64];
+ *   if (back) printf("%s\n", bb_val_describe(back, text, sizeof text));  // Tensor float32[2]
+ *   bool tensor = back && bb_val_kind_of(back) == BB_VAL_TENSOR && bb_val_as_tensor(back)->numel == 2;
+ *   bb_val_release(back);
+ *   bb_val_release(v);
+ *   if (!tensor) return 1;
+ *
  * A bb_val is immutable and reference counted, so handing a value to several consumers
  * (or keeping it in a snapshot) costs a retain, never a copy. Every kind has a stable
  * carrier name whose FNV-1a-64 is the SlotFill.type_hash (bb_type_hash) and a byte

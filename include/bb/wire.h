@@ -1,6 +1,23 @@
 /* bytesandbrains — the wire: peer ids, addresses and the envelope that carries values
  * between peers (proto/bb_core.proto; docs/WIRE.md).
  *
+ * Example:
+ *
+ *   uint8_t bytes[3] = {1, 2, 3}, suffix[8] = "model.in";
+ *   bb_slot_fill fill = {.dest_suffix = {suffix, sizeof suffix}, .payload = {bytes, sizeof bytes},
+ *                        .type_hash = bb_type_hash("my.Bytes")};
+ *   bb_envelope env = {.fills = &fill, .n_fills = 1, .schema_version = BB_ENVELOPE_SCHEMA_VERSION};
+ *   uint8_t *out;
+ *   size_t len;
+ *   bb_error err;
+ *   if (bb_envelope_encode(&env, NULL, &out, &len, &err)) return 1;
+ *   bb_envelope *got = NULL;  // decoding points into `out`: keep it until the envelope is freed
+ *   int rc = bb_envelope_decode(out, len, NULL, NULL, &got, &err);  // NULL caps: the defaults
+ *   bool same = !rc && got->n_fills == 1 && got->fills[0].payload.len == 3 && got->fills[0].payload.data[2] == 3;
+ *   bb_envelope_free(got, NULL);
+ *   bb_buffer_free(NULL, out);
+ *   if (!same) return 1;
+ *
  * Decoding treats every byte as hostile: caps are enforced while parsing, nothing is
  * trusted before it is checked, and a decoded envelope points into the caller's buffer
  * (payloads are never copied), so that buffer must outlive the envelope. */

@@ -24,7 +24,7 @@ static int cpu_create(const bb_component_init *init, void **self, bb_error *err)
                         (unsigned long long)max_bytes, (size_t)SIZE_MAX);
   cpu_backend *b = bbi_mem_alloc(init->alloc, sizeof *b);
   if (!b) return bb_error_set(err, BB_ERR_NOMEM, "CpuBackend: out of memory");
-  *b = (cpu_backend){init->alloc, {(size_t)max_bytes, 0}};
+  *b = (cpu_backend){init->alloc, {.struct_size = sizeof(bb_cpu_limits), .max_output_bytes = (size_t)max_bytes}};
   *self = b;
   return 0;
 }
@@ -72,8 +72,15 @@ static int cpu_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
 static const bb_component_port CPU_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_CPU_BACKEND = {
-    sizeof(bb_component_type), "CpuBackend", 1u << BB_ROLE_BACKEND, NULL, NULL, 0, CPU_STORAGE, 1,
-    cpu_create, cpu_destroy, cpu_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "CpuBackend",
+    .roles = 1u << BB_ROLE_BACKEND,
+    .storage = CPU_STORAGE,
+    .n_storage = 1,
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .invoke = cpu_invoke,
+};
 
 int bb_cpu_backend_declare_op_set(bb_compiler *c, bb_error *err) {
   const bb_allocator *alloc = bb_default_allocator();

@@ -1,6 +1,7 @@
 /* The contract between the CPU backend's executor and its operator implementations.
  *
- * An operator is a bbi_cpu_op entry in one of the family tables (ops_*.c). Before `run`
+ * An operator is a bbi_cpu_op entry in its family's table (<family>.c: elementwise.c,
+ * shape.c, ...); the family's other files (<family>_<part>.c) implement the rest. Before `run`
  * is called the executor has checked the input/output counts against the entry, so an
  * implementation reads inputs[i] for i < n_inputs (NULL = omitted optional input), reads
  * attributes from node->attrs, and stores one new tensor (refcount 1) in each outputs[i]
@@ -57,8 +58,6 @@ extern const bbi_cpu_op bbi_cpu_ops_linalg[];
 extern const size_t bbi_cpu_ops_linalg_count;
 extern const bbi_cpu_op bbi_cpu_ops_nn[];
 extern const size_t bbi_cpu_ops_nn_count;
-extern const bbi_cpu_op bbi_cpu_ops_train[];
-extern const size_t bbi_cpu_ops_train_count;
 extern const bbi_cpu_op bbi_cpu_ops_recurrent[];
 extern const size_t bbi_cpu_ops_recurrent_count;
 /* the ai.bytesandbrains.grad domain (training graphs), version 1 */
@@ -108,6 +107,14 @@ long bbi_cpu_read_ints(bbi_cpu_op_ctx *ctx, const bb_tensor *t, int64_t *values,
 
 /* Normalises a possibly negative axis against rank; fails when out of [-rank, rank). */
 int bbi_cpu_axis(bbi_cpu_op_ctx *ctx, int64_t axis, int rank, int *out);
+
+/* Index into t of element i of a tensor with shape (rank, dims), t broadcasting to that
+ * shape unidirectionally (t's dims right-aligned, each 1 or equal). */
+int64_t bbi_cpu_broadcast_index(const bb_tensor *t, int rank, const int64_t *dims, int64_t i);
+
+/* Fails with BB_ERR_TYPE unless t broadcasts unidirectionally to x's shape; `what` names
+ * t in the error. */
+int bbi_cpu_check_unidirectional(bbi_cpu_op_ctx *ctx, const bb_tensor *t, const bb_tensor *x, const char *what);
 
 /* Element access helpers for type-generic code: the value of element i as double / int64,
  * and storing one. Defined for every supported dtype (float16/bfloat16 convert with

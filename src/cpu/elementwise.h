@@ -1,6 +1,6 @@
 /* Machinery shared by the CPU backend's elementwise operators: sets of element types,
  * checks that name the node, the broadcasting walk, element type conversion, and the
- * operator entry points that ops_elementwise.c lists in its table.
+ * operator entry points that elementwise.c lists in its table.
  *
  * Broadcasting (ONNX's multidirectional rule) is planned once per call: every operand
  * gets an element stride per output dimension, 0 where it is broadcast; size-1 output
@@ -107,7 +107,7 @@ void bbi_ew_convert(int32_t dst_dtype, void *dst, int32_t src_dtype, const void 
 void bbi_ew_widen(int32_t dtype, const void *src, size_t n, float *dst);
 void bbi_ew_narrow(int32_t dtype, const float *src, size_t n, void *dst);
 
-/* ---- operators (their table is in ops_elementwise.c) ---------------------------------- */
+/* ---- operators (their table is in elementwise.c) -------------------------------------- */
 
 /* elementwise_binary.c */
 int bbi_ew_add(bbi_cpu_op_ctx *ctx);
@@ -153,5 +153,23 @@ int bbi_ew_selu(bbi_cpu_op_ctx *ctx);
 int bbi_ew_hard_sigmoid(bbi_cpu_op_ctx *ctx);
 int bbi_ew_not(bbi_cpu_op_ctx *ctx);
 int bbi_ew_clip(bbi_cpu_op_ctx *ctx);
+
+/* elementwise_math.c */
+int bbi_ew_sin(bbi_cpu_op_ctx *ctx);
+int bbi_ew_cos(bbi_cpu_op_ctx *ctx);
+int bbi_ew_tan(bbi_cpu_op_ctx *ctx);
+int bbi_ew_asin(bbi_cpu_op_ctx *ctx);
+int bbi_ew_acos(bbi_cpu_op_ctx *ctx);
+int bbi_ew_atan(bbi_cpu_op_ctx *ctx);
+int bbi_ew_sinh(bbi_cpu_op_ctx *ctx);
+int bbi_ew_cosh(bbi_cpu_op_ctx *ctx);
+int bbi_ew_asinh(bbi_cpu_op_ctx *ctx);
+int bbi_ew_acosh(bbi_cpu_op_ctx *ctx);
+int bbi_ew_atanh(bbi_cpu_op_ctx *ctx);
+int bbi_ew_isnan(bbi_cpu_op_ctx *ctx);
+int bbi_ew_isinf(bbi_cpu_op_ctx *ctx);
+int bbi_ew_prelu(bbi_cpu_op_ctx *ctx);
+int bbi_ew_thresholded_relu(bbi_cpu_op_ctx *ctx);
+int bbi_ew_celu(bbi_cpu_op_ctx *ctx);
 
 #endif

@@ -3,7 +3,7 @@
  * the first position (the last with select_last_index). */
 #include <string.h>
 
-#include "cpu/reduce_ops.h"
+#include "cpu/reduce.h"
 #include "cpu/shape_args.h"
 #include "util/mem.h"
 

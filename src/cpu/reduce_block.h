@@ -1,6 +1,6 @@
 /* One reduction pass: y[o][i] = op over l of x[o][l][i] for an outer×len×inner block,
  * in one of three accumulator types (float, double, int64). The Reduce* operators are
- * made of such passes (ops_reduce.c). Outputs never alias inputs. */
+ * made of such passes (reduce.c). Outputs never alias inputs. */
 #ifndef BBI_CPU_REDUCE_BLOCK_H
 #define BBI_CPU_REDUCE_BLOCK_H
 

@@ -2,7 +2,7 @@
  * outer×len×inner block is walked a whole row of inner elements at a time into a row of
  * accumulators: float for float32 (as numpy sums it), double for the other real types,
  * wrapping int64 for integers. */
-#include "cpu/reduce_ops.h"
+#include "cpu/reduce.h"
 #include "cpu/shape_args.h"
 #include "util/mem.h"
 

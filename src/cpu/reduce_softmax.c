@@ -3,7 +3,7 @@
  * outer×len×inner block at a time. float16, bfloat16 and double are computed in double. */
 #include <math.h>
 
-#include "cpu/reduce_ops.h"
+#include "cpu/reduce.h"
 #include "tensor/kernels/kernels.h"
 #include "util/mem.h"
 

@@ -7,6 +7,7 @@
 #include "bb/artifact.h"
 #include "cpu/cpu_op.h"
 #include "util/mem.h"
+#include "util/options.h"
 
 typedef struct family {
   const bbi_cpu_op *ops;
@@ -19,12 +20,10 @@ static const family FAMILIES[] = {
     {bbi_cpu_ops_reduce, &bbi_cpu_ops_reduce_count},
     {bbi_cpu_ops_linalg, &bbi_cpu_ops_linalg_count},
     {bbi_cpu_ops_nn, &bbi_cpu_ops_nn_count},
-    {bbi_cpu_ops_train, &bbi_cpu_ops_train_count},
     {bbi_cpu_ops_recurrent, &bbi_cpu_ops_recurrent_count},
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
-static bool onnx_domain(const char *domain) { return !domain || !*domain || strcmp(domain, "ai.onnx") == 0; }
 static bool grad_domain(const char *domain) { return domain && strcmp(domain, BB_DOMAIN_GRAD) == 0; }
 
 /* The entry with the newest `since` not after opset; the grad domain has one version. */
@@ -36,7 +35,7 @@ const bbi_cpu_op *bbi_cpu_resolve(const char *domain, const char *op_type, int64
       if (strcmp(bbi_cpu_ops_grad[i].op_type, op_type) == 0) best = &bbi_cpu_ops_grad[i];
     return best;
   }
-  if (!onnx_domain(domain)) return NULL;
+  if (!bb_domain_is_onnx(domain)) return NULL;
   for (size_t f = 0; f < N_FAMILIES; f++)
     for (size_t i = 0; i < *FAMILIES[f].count; i++) {
       const bbi_cpu_op *op = &FAMILIES[f].ops[i];
@@ -103,10 +102,15 @@ int bb_cpu_run_node(const bb_ir_node *node, int64_t opset, bb_tensor *const *inp
 int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs, size_t n_inputs,
                             bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
                             const bb_cpu_limits *limits, bb_error *err) {
+  bb_cpu_limits lim = {0};
+  if (limits && !bbi_options_read(&lim, sizeof lim, limits))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "node %s: cpu limits have struct_size %zu; set it to sizeof(bb_cpu_limits), %zu",
+                        node && node->name ? node->name : "?", limits->struct_size, sizeof lim);
   const bbi_cpu_op *op = NULL;
-  if (onnx_domain(node->domain) || grad_domain(node->domain)) op = bbi_cpu_resolve(node->domain, node->op_type, opset);
+  if (bb_domain_is_onnx(node->domain) || grad_domain(node->domain)) op = bbi_cpu_resolve(node->domain, node->op_type, opset);
   bbi_cpu_workspace ws = {NULL, 0, alloc ? alloc : bb_default_allocator()};
-  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, limits, &ws, err);
+  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, &lim, &ws, err);
   bbi_cpu_workspace_free(&ws);
   return rc;
 }
@@ -142,7 +146,7 @@ int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, 
   bbi_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
                        err, cap, workspace};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
-  if (!op && !onnx_domain(node->domain) && !grad_domain(node->domain))
+  if (!op && !bb_domain_is_onnx(node->domain) && !grad_domain(node->domain))
     return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);
   if (!op) return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "no CPU implementation of %s at opset %lld",
                               node->op_type ? node->op_type : "?", (long long)opset);

@@ -13,6 +13,7 @@
 #include "bb/common.h"
 #include "util/mem.h"
 #include "cpu/run_memory.h"
+#include "util/options.h"
 #include "util/strmap.h"
 
 #define NO_VALUE UINT32_MAX
@@ -387,8 +388,14 @@ void bb_cpu_session_memory(const bb_cpu_session *s, bb_cpu_session_memory_stats 
   out->allocations = ps.base_allocations;
 }
 
-void bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits) {
-  s->limits = limits ? *limits : (bb_cpu_limits){0};
+int bb_cpu_session_set_limits(bb_cpu_session *s, const bb_cpu_limits *limits, bb_error *err) {
+  bb_cpu_limits lim = {0};
+  if (limits && !bbi_options_read(&lim, sizeof lim, limits))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "cpu session: limits have struct_size %zu; set it to sizeof(bb_cpu_limits), %zu",
+                        limits->struct_size, sizeof lim);
+  s->limits = lim;
+  return 0;
 }
 
 /* Live intermediate bytes: a buffer counts from the step whose op created it (the only

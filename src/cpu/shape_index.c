@@ -7,7 +7,7 @@
 
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 #include "util/mem.h"
 
 static const int32_t INDEX_TYPES[] = {BB_DTYPE_INT64, BB_DTYPE_INT32, BB_DTYPE_UNDEFINED};

@@ -2,7 +2,7 @@
  * its work as strided boxes for bbi_copy_strided. */
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 #include "util/mem.h"
 
 int bbi_cpu_transpose(bbi_cpu_op_ctx *ctx) {

@@ -5,7 +5,7 @@
 
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 
 /* A TensorProto attribute as a new tensor, failing with the converter's reason. */
 static int tensor_attr(bbi_cpu_op_ctx *ctx, const bb_attr *a, bb_tensor **out) {

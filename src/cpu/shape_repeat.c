@@ -5,7 +5,7 @@
 
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 
 int bbi_cpu_expand(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];

@@ -6,7 +6,7 @@
 
 #include "cpu/shape_args.h"
 #include "cpu/shape_copy.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 
 /* Input 0 as [N, C, H, W] with its byte strides, and the blocksize. */
 static int space_args(bbi_cpu_op_ctx *ctx, size_t *esize, int64_t *strides, int64_t *b) {

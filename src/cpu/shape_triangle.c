@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cpu/shape_args.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 
 int bbi_cpu_trilu(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];

@@ -13,7 +13,7 @@ static bool is_float(int32_t dt) {
   return dt == BB_DTYPE_FLOAT || dt == BB_DTYPE_DOUBLE || dt == BB_DTYPE_FLOAT16 || dt == BB_DTYPE_BFLOAT16;
 }
 
-static bool is_onnx(const bb_ir_node *n) { return !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0; }
+static bool is_onnx(const bb_ir_node *n) { return bb_domain_is_onnx(n->domain); }
 
 static int oom(gb *b) { return gb_fail(b, BB_ERR_NOMEM, "out of memory building the training graph"); }
 

@@ -534,7 +534,7 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
     }
     return;
   }
-  if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0) return;
+  if (!bb_domain_is_onnx(n->domain)) return;
   if (in_list(SAME_SHAPE, op) && x) {
     set_like(o, x, 0);
     if (is_op(n, "Dropout")) set_like(out_val(b, n, 1), x, BB_DTYPE_BOOL);
@@ -673,7 +673,7 @@ static void declared(gb *b, gb_value *o) {
 }
 
 static bool random_op(const bb_ir_node *n) {
-  return (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0) || is_op(n, "Dropout") ||
+  return !bb_domain_is_onnx(n->domain) || is_op(n, "Dropout") ||
          strncmp(n->op_type, "Random", 6) == 0 || is_op(n, "Multinomial") || is_op(n, "Bernoulli");
 }
 

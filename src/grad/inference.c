@@ -6,7 +6,7 @@
 
 #include "grad/builder.h"
 
-static bool is_onnx(const bb_ir_node *n) { return !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0; }
+static bool is_onnx(const bb_ir_node *n) { return bb_domain_is_onnx(n->domain); }
 
 /* Whether any node or graph output reads value `name`. */
 static bool read_anywhere(const bb_graph *g, const char *name) {

@@ -15,7 +15,7 @@ static const family FAMILIES[] = {
 };
 
 const gb_rule *gb_rule_find(const char *domain, const char *op_type) {
-  bool onnx = !domain || !*domain || strcmp(domain, "ai.onnx") == 0;
+  bool onnx = bb_domain_is_onnx(domain);
   if (!onnx && strcmp(domain, BB_GRAD_DOMAIN) != 0) return NULL;
   for (size_t f = 0; f < sizeof FAMILIES / sizeof FAMILIES[0]; f++)
     for (size_t i = 0; i < *FAMILIES[f].count; i++) {

@@ -107,7 +107,7 @@ static void grad_shapes(gb *b, const bb_ir_node *n) {
 
 bool gb_infer_recurrent(gb *b, const bb_ir_node *n) {
   bool grad = n->domain && strcmp(n->domain, BB_GRAD_DOMAIN) == 0;
-  if (n->domain && *n->domain && !grad && strcmp(n->domain, "ai.onnx") != 0) return false;
+  if (!grad && !bb_domain_is_onnx(n->domain)) return false;
   const char *op = n->op_type;
   bool recurrent = strcmp(op, "RNN") == 0 || strcmp(op, "GRU") == 0 || strcmp(op, "LSTM") == 0;
   bool recurrent_grad = strcmp(op, "RNNGrad") == 0 || strcmp(op, "GRUGrad") == 0 || strcmp(op, "LSTMGrad") == 0;

@@ -6,6 +6,7 @@
 #include "onnx.pb-c.h"
 #include "ir/pb.h"
 #include "bb/common.h"
+#include "util/options.h"
 
 typedef struct dec {
   bb_model *m;
@@ -332,8 +333,13 @@ int bb_model_decode(const uint8_t *data, size_t len, const bb_allocator *alloc,
   if (!out) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "bb_model_decode: out is NULL");
   *out = NULL;
   if (!data && len) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "bb_model_decode: data is NULL");
-  size_t max_bytes = limits && limits->max_bytes ? limits->max_bytes : (size_t)0x7fffffff;
-  uint32_t max_depth = limits && limits->max_depth ? limits->max_depth : 64;
+  bb_decode_limits lim = {0};
+  if (limits && !bbi_options_read(&lim, sizeof lim, limits))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "bb_model_decode: limits have struct_size %zu; set it to sizeof(bb_decode_limits), %zu",
+                        limits->struct_size, sizeof lim);
+  size_t max_bytes = lim.max_bytes ? lim.max_bytes : (size_t)0x7fffffff;
+  uint32_t max_depth = lim.max_depth ? lim.max_depth : 64;
   if (len > max_bytes)
     return bb_error_set(err, BB_ERR_LIMIT, "model is %zu bytes, over the %zu-byte limit", len, max_bytes);
   int rc = bbi_pb_scan(&onnx__model_proto__descriptor, data, len, max_depth, err);

@@ -1,6 +1,7 @@
 /* Building and changing the IR: constructors, list edits, metadata and attribute upserts. */
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/ir.h"
 #include "util/arena.h"
 
@@ -150,9 +151,7 @@ long bb_strlist_find(const bb_strlist *list, const char *s) {
 /* ---- opsets ------------------------------------------------------------------------- */
 
 static bool same_domain(const char *a, const char *b) {
-  a = a && strcmp(a, "ai.onnx") ? a : "";
-  b = b && strcmp(b, "ai.onnx") ? b : "";
-  return strcmp(a, b) == 0;
+  return bb_domain_is_onnx(a) ? bb_domain_is_onnx(b) : !bb_domain_is_onnx(b) && strcmp(a, b) == 0;
 }
 
 int64_t bb_opset_get(const bb_opsetlist *list, const char *domain) {

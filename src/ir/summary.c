@@ -1,6 +1,7 @@
 /* A readable summary of a model, as text for people or JSON for tools. */
 #include <string.h>
 
+#include "bb/artifact.h"
 #include "bb/ir.h"
 #include "util/arena.h"
 #include "util/strbuf.h"
@@ -68,7 +69,7 @@ typedef struct op_hist {
 
 static int count_ops(bb_arena *a, op_hist *h, const bb_nodelist *nodes) {
   for (size_t i = 0; i < nodes->len; i++) {
-    const char *dom = nodes->items[i]->domain && *nodes->items[i]->domain ? nodes->items[i]->domain : "ai.onnx";
+    const char *dom = nodes->items[i]->domain && *nodes->items[i]->domain ? nodes->items[i]->domain : BB_DOMAIN_ONNX_ALIAS;
     const char *op = or_empty(nodes->items[i]->op_type);
     size_t k = 0;
     while (k < h->len && !(strcmp(h->items[k].domain, dom) == 0 && strcmp(h->items[k].op_type, op) == 0)) k++;
@@ -148,7 +149,7 @@ static int summary_text(bbi_strbuf *b, bb_arena *a, const bb_model *m) {
   if (!m->opsets.len) bbi_strbuf_puts(b, " (none)");
   for (size_t i = 0; i < m->opsets.len; i++)
     bbi_strbuf_printf(b, "%s %s %lld", i ? "," : "",
-                     m->opsets.items[i].domain && *m->opsets.items[i].domain ? m->opsets.items[i].domain : "ai.onnx",
+                     m->opsets.items[i].domain && *m->opsets.items[i].domain ? m->opsets.items[i].domain : BB_DOMAIN_ONNX_ALIAS,
                      (long long)m->opsets.items[i].version);
   bbi_strbuf_puts(b, "\n");
   text_kvs(b, "", "metadata", &m->metadata);

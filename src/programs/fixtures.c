@@ -327,34 +327,92 @@ static int my_model_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_e
 static const bb_component_port F32_STORAGE[] = {
     {"tensor", BB_TYPE_TENSOR_F32}, {"vector", BB_TYPE_TENSOR_F32},
     {"sample", BB_TYPE_TENSOR_F32}, {"element", BB_TYPE_TENSOR_F32}};
-#define STORAGE F32_STORAGE, sizeof F32_STORAGE / sizeof F32_STORAGE[0]
+#define N_F32_STORAGE (sizeof F32_STORAGE / sizeof F32_STORAGE[0])
 static const bb_component_dep COUNTING_DEPS[] = {{BB_ROLE_BACKEND, "compute"}};
 
 #define ROLE(r) (1u << (r))
 const bb_component_type BB_FIXTURE_NOOP_DATA_LOADER = {
-    sizeof(bb_component_type), "NoopDataLoader", ROLE(BB_ROLE_DATA_SOURCE), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, noop_loader_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "NoopDataLoader",
+    .roles = ROLE(BB_ROLE_DATA_SOURCE),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = stateless_create,
+    .destroy = stateless_destroy,
+    .invoke = noop_loader_invoke,
+};
 const bb_component_type BB_FIXTURE_NOOP_MODEL = {
-    sizeof(bb_component_type), "NoopModel", ROLE(BB_ROLE_MODEL), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, noop_model_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "NoopModel",
+    .roles = ROLE(BB_ROLE_MODEL),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = stateless_create,
+    .destroy = stateless_destroy,
+    .invoke = noop_model_invoke,
+};
 const bb_component_type BB_FIXTURE_STUB_LOADER = {
-    sizeof(bb_component_type), "StubLoader", ROLE(BB_ROLE_DATA_SOURCE), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, stub_loader_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubLoader",
+    .roles = ROLE(BB_ROLE_DATA_SOURCE),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = stateless_create,
+    .destroy = stateless_destroy,
+    .invoke = stub_loader_invoke,
+};
 const bb_component_type BB_FIXTURE_STUB_MODEL = {
-    sizeof(bb_component_type), "StubModel", ROLE(BB_ROLE_MODEL), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, stub_model_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubModel",
+    .roles = ROLE(BB_ROLE_MODEL),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = stateless_create,
+    .destroy = stateless_destroy,
+    .invoke = stub_model_invoke,
+};
 const bb_component_type BB_FIXTURE_STUB_AGGREGATOR = {
-    sizeof(bb_component_type), "StubAggregator", ROLE(BB_ROLE_AGGREGATOR), NULL, NULL, 0, STORAGE,
-    stub_aggregator_create, stub_aggregator_destroy, stub_aggregator_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubAggregator",
+    .roles = ROLE(BB_ROLE_AGGREGATOR),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = stub_aggregator_create,
+    .destroy = stub_aggregator_destroy,
+    .invoke = stub_aggregator_invoke,
+};
 const bb_component_type BB_FIXTURE_COUNTING_INDEX = {
-    sizeof(bb_component_type), "CountingIndex", ROLE(BB_ROLE_INDEX), NULL, COUNTING_DEPS, 1, STORAGE,
-    counting_create, counting_destroy, counting_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "CountingIndex",
+    .roles = ROLE(BB_ROLE_INDEX),
+    .deps = COUNTING_DEPS,
+    .n_deps = 1,
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = counting_create,
+    .destroy = counting_destroy,
+    .invoke = counting_invoke,
+};
 const bb_component_type BB_FIXTURE_MY_MODEL = {
-    sizeof(bb_component_type), "MyModel", ROLE(BB_ROLE_MODEL), NULL, NULL, 0, STORAGE,
-    my_model_create, my_model_destroy, my_model_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "MyModel",
+    .roles = ROLE(BB_ROLE_MODEL),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = my_model_create,
+    .destroy = my_model_destroy,
+    .invoke = my_model_invoke,
+};
 const bb_component_type BB_FIXTURE_MY_DATA = {
-    sizeof(bb_component_type), "MyData", ROLE(BB_ROLE_DATA_SOURCE), NULL, NULL, 0, STORAGE,
-    stateless_create, stateless_destroy, my_data_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "MyData",
+    .roles = ROLE(BB_ROLE_DATA_SOURCE),
+    .storage = F32_STORAGE,
+    .n_storage = N_F32_STORAGE,
+    .create = stateless_create,
+    .destroy = stateless_destroy,
+    .invoke = my_data_invoke,
+};
 
 int bb_fixtures_register(bb_registry *r, bb_error *err) {
   static const bb_component_type *const ALL[] = {

@@ -9,7 +9,7 @@
 
 #include "runtime/book.h"
 #include "runtime/steps.h"
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "bb/runtime.h"
 
 typedef struct rt_admitted {

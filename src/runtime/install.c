@@ -157,12 +157,9 @@ typedef struct binding {
   long slot_id;
 } binding;
 
-static const char *const ROLE_NAMES[] = {"", "Backend", "Model", "Index", "Aggregator", "Codec",
-                                          "DataSource", "PeerSelector", "Protocol"};
-
 static int parse_role(const char *s, size_t len, bb_role *out) {
-  for (int r = BB_ROLE_BACKEND; r <= BB_ROLE_PROTOCOL; r++)
-    if (strlen(ROLE_NAMES[r]) == len && strncmp(ROLE_NAMES[r], s, len) == 0) {
+  for (int r = BB_ROLE_FIRST; r <= BB_ROLE_LAST; r++)
+    if (strlen(bb_role_name((bb_role)r)) == len && strncmp(bb_role_name((bb_role)r), s, len) == 0) {
       *out = (bb_role)r;
       return 0;
     }
@@ -235,8 +232,8 @@ static int collect_slots(installer *x, slot_entry **out, size_t *n_out) {
       } else if (strcmp(slots[s].b.type, b.type) != 0 || slots[s].b.role != b.role) {
         rc = fail(x, BB_INSTALL_SLOT_BINDING_CONFLICT, BB_ERR_EXISTS,
                   "slot `%s` is bound differently by two targets: %s → %s (%s), %s → %s (%s)", b.slot,
-                  slots[s].b.target, slots[s].b.type, ROLE_NAMES[slots[s].b.role], b.target, b.type,
-                  ROLE_NAMES[b.role]);
+                  slots[s].b.target, slots[s].b.type, bb_role_name(slots[s].b.role), b.target, b.type,
+                  bb_role_name(b.role));
         break;
       }
     }
@@ -431,7 +428,7 @@ static long component_for(installer *x, uint32_t artifact, const bb_ir_node *nd)
 static int op_label(installer *x, rt_op *op) {
   const bb_ir_node *nd = op->ir;
   char buf[400];
-  snprintf(buf, sizeof buf, "%s::%s%s%s", nd->domain && *nd->domain ? nd->domain : "ai.onnx", nd->op_type,
+  snprintf(buf, sizeof buf, "%s::%s%s%s", nd->domain && *nd->domain ? nd->domain : BB_DOMAIN_ONNX_ALIAS, nd->op_type,
            nd->name && *nd->name ? "@" : "", nd->name ? nd->name : "");
   op->label = bbi_mem_strdup(x->n->alloc, buf);
   return op->label ? 0 : nomem(x);

@@ -1,4 +1,4 @@
-/* Join tokens: parsing the BBJT v1 layout (bb/admission.h) and checking one against a
+/* Join tokens: parsing the BBJT v1 layout (bb/join_token.h) and checking one against a
  * room's policy. The checks run in a fixed order so that every verifier (this one, the
  * signalling server's) refuses the same token for the same reason; the signature comes
  * last, so a token for the wrong peer or room costs no curve arithmetic. */
@@ -11,7 +11,7 @@
  * uses no randomness, so it needs no sodium_init(). */
 #include <sodium/crypto_sign_ed25519.h>
 
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "bb/bytes.h"
 #include "bb/common.h"
 

@@ -104,6 +104,13 @@ static void test_ir_version_mismatch(void) {
   if (m) {
     bb_kv_append(m, &m->metadata, "ai.bytesandbrains.ir_version", "2");
     ct_compile_fails(c, m, BB_COMPILE_IR_VERSION_MISMATCH, STRS("\"2\"", "targets 1"));
+    /* a compiler told to target version 2 takes the model, and refuses one stamped 1 */
+    bb_compiler_set_target_version(c, 2);
+    bb_model *out = ct_compile(c, m);
+    CHECK(out != NULL);
+    bb_model_free(out);
+    bb_kv_upsert(m, &m->metadata, "ai.bytesandbrains.ir_version", "1");
+    ct_compile_fails(c, m, BB_COMPILE_IR_VERSION_MISMATCH, STRS("\"1\"", "targets 2"));
   }
   bb_compiler_free(c);
   bb_model_free(m);

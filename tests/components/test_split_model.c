@@ -684,8 +684,17 @@ static uint8_t *compile_rebound(size_t which, bb_role role, const char *slot, co
 
 static void check_lying_server(lie how, uint64_t run_ns, const char *counter, uint64_t at_least, const char *want) {
   static lie lies[3] = {LIE_SHAPE, LIE_NAN, LIE_SILENT};
-  bb_component_type liar = {sizeof liar, "LyingServer", 1u << BB_ROLE_MODEL, NULL, NULL, 0, TENSOR, 1, liar_create,
-                            liar_destroy, liar_invoke, NULL, NULL, NULL, NULL, &lies[how]};
+  bb_component_type liar = {
+      .struct_size = sizeof liar,
+      .type_name = "LyingServer",
+      .roles = 1u << BB_ROLE_MODEL,
+      .storage = TENSOR,
+      .n_storage = 1,
+      .create = liar_create,
+      .destroy = liar_destroy,
+      .invoke = liar_invoke,
+      .type_data = &lies[how],
+  };
   bb_registry *reg = shipped();
   bb_error err;
   CHECK(!bb_registry_add(reg, &liar, &err));
@@ -753,8 +762,16 @@ static int mute_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
 }
 
 static void test_average_that_never_comes(void) {
-  bb_component_type mute = {sizeof mute, "MuteAverager", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, TENSOR, 1, mute_create,
-                            liar_destroy, mute_invoke, NULL, NULL, NULL, NULL, NULL};
+  bb_component_type mute = {
+      .struct_size = sizeof mute,
+      .type_name = "MuteAverager",
+      .roles = 1u << BB_ROLE_AGGREGATOR,
+      .storage = TENSOR,
+      .n_storage = 1,
+      .create = mute_create,
+      .destroy = liar_destroy,
+      .invoke = mute_invoke,
+  };
   bb_registry *reg = shipped();
   bb_error err;
   CHECK(!bb_registry_add(reg, &mute, &err));

@@ -1,13 +1,21 @@
 /* ONNX's own node tests (libonnx-testdata) on the CPU backend: every test whose ops are
  * all supported runs each of its data sets, and every output must match ONNX's expected
  * output within ONNX's tolerances (rtol 1e-3, atol 1e-7; integers and bools exactly).
- * The tests of the operator families listed in MUST_PASS are pinned: skipping one fails.
- * Set BB_CONFORMANCE_FILTER=substring to run only matching tests, with details.
+ *
+ * The set of tests that pass is pinned in tests/cpu/onnx_conformance_passing.txt, so
+ * coverage cannot drain away quietly: a listed test that no longer passes (an op that
+ * stopped being supported turns a pass into a skip) fails this program, and so does a
+ * test that passes without being listed, until the list is rewritten with
+ * BB_CONFORMANCE_UPDATE=1 (the message says how).
+ * The tests of the operator families listed in MUST_PASS must run as well: skipping one fails.
+ * Set BB_CONFORMANCE_FILTER=substring to run only matching tests, with details (the pin
+ * is then checked for those tests only).
  *
  * The same runner checks other directories laid out as ONNX's node tests (one folder per
  * test: model.onnx and test_data_set_N/{input,output}_K.pb): BB_CONFORMANCE_DIR names the
- * root, BB_CONFORMANCE_ATOL loosens the absolute tolerance, and BB_CONFORMANCE_ALL=1 pins
- * every test in it (tests/tools/test_recurrent_ort.sh runs onnxruntime's answers so). */
+ * root (the pinned list is then not consulted), BB_CONFORMANCE_ATOL loosens the absolute
+ * tolerance, and BB_CONFORMANCE_ALL=1 pins every test in it (tests/tools/test_recurrent_ort.sh
+ * runs onnxruntime's answers so). */
 #include "ir/testutil.h"
 
 #include <math.h>
@@ -20,6 +28,7 @@
 #define RTOL 1e-3
 #define ATOL 1e-7
 #define MAX_IO 16
+#define PASSING_LIST BB_TEST_SOURCE_DIR "/tests/cpu/onnx_conformance_passing.txt"
 
 typedef enum { RESULT_PASS, RESULT_FAIL, RESULT_SKIP } result;
 
@@ -196,6 +205,110 @@ out:
   return res;
 }
 
+/* ---- the pinned passing set -------------------------------------------------------------- */
+
+typedef struct name_list {
+  char **names;
+  size_t len;
+} name_list;
+
+static bool listed(const name_list *l, const char *name) {
+  for (size_t i = 0; i < l->len; i++)
+    if (strcmp(l->names[i], name) == 0) return true;
+  return false;
+}
+
+/* The list file's names, one a line (blank lines and # comments skipped); false when it
+ * cannot be read. */
+static bool read_passing_list(name_list *l) {
+  size_t len;
+  char *text = (char *)tu_read_file(PASSING_LIST, &len);
+  l->names = NULL;
+  l->len = 0;
+  if (!text) return false;
+  size_t lines = 1;
+  for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+  l->names = calloc(lines, sizeof *l->names);
+  for (size_t at = 0; l->names && at < len;) {
+    size_t end = at;
+    while (end < len && text[end] != '\n') end++;
+    size_t stop = end;
+    while (stop > at && (text[stop - 1] == ' ' || text[stop - 1] == '\r')) stop--;
+    if (stop > at && text[at] != '#') {
+      l->names[l->len] = malloc(stop - at + 1);
+      memcpy(l->names[l->len], text + at, stop - at);
+      l->names[l->len++][stop - at] = '\0';
+    }
+    at = end + 1;
+  }
+  free(text);
+  return l->names != NULL;
+}
+
+static char *copy_text(const char *s) {
+  char *c = malloc(strlen(s) + 1);
+  if (c) strcpy(c, s);
+  return c;
+}
+
+static void free_list(name_list *l) {
+  for (size_t i = 0; i < l->len; i++) free(l->names[i]);
+  free(l->names);
+}
+
+static bool write_passing_list(char **names, const result *results, size_t n) {
+  FILE *f = fopen(PASSING_LIST, "w");
+  if (!f) return false;
+  fprintf(f, "# The ONNX node tests (libonnx-testdata) the CPU backend passes, pinned: a listed test\n"
+             "# that stops passing fails test_onnx_conformance, and so does an unlisted one that passes.\n"
+             "# Rewritten by running test_onnx_conformance with BB_CONFORMANCE_UPDATE=1.\n");
+  for (size_t i = 0; i < n; i++)
+    if (results[i] == RESULT_PASS) fprintf(f, "%s\n", names[i]);
+  return fclose(f) == 0;
+}
+
+/* Holds the run's results to the pinned list: every listed test (among those the filter
+ * selected) passed, and every test that passed is listed. */
+static void check_pinned(char **names, const result *results, const char *const *reasons, size_t n,
+                         const char *filter) {
+  if (getenv("BB_CONFORMANCE_UPDATE")) {
+    CHECK_MSG(!filter, "BB_CONFORMANCE_UPDATE rewrites the whole list: run it without BB_CONFORMANCE_FILTER");
+    if (!filter) CHECK_MSG(write_passing_list(names, results, n), "cannot write %s", PASSING_LIST);
+    printf("conformance: wrote the passing set to %s\n", PASSING_LIST);
+    return;
+  }
+  name_list pinned;
+  CHECK_MSG(read_passing_list(&pinned), "cannot read the pinned passing set %s", PASSING_LIST);
+  size_t lost = 0, gained = 0;
+  for (size_t i = 0; i < pinned.len; i++) {
+    if (filter && !strstr(pinned.names[i], filter)) continue;
+    size_t k = 0;
+    while (k < n && strcmp(names[k], pinned.names[i]) != 0) k++;
+    if (k < n && results[k] == RESULT_PASS) continue;
+    lost++;
+    printf("  LOST %s: listed as passing, now %s%s%s\n", pinned.names[i],
+           k == n ? "missing from the test data" : results[k] == RESULT_SKIP ? "skipped" : "failing",
+           k < n && reasons[k] && *reasons[k] ? ": " : "", k < n && reasons[k] ? reasons[k] : "");
+    CHECK_MSG(false, "%s no longer passes", pinned.names[i]);
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (results[k] != RESULT_PASS || listed(&pinned, names[k])) continue;
+    gained++;
+    printf("  NEW %s passes but is not in the pinned list\n", names[k]);
+    CHECK_MSG(false, "%s passes and is not listed", names[k]);
+  }
+  if (gained)
+    printf("conformance: %zu newly passing test(s). If they pass on purpose, pin them: run\n"
+           "  BB_CONFORMANCE_UPDATE=1 build/tests/test_onnx_conformance\n"
+           "(in your build tree) to rewrite %s, and commit the list.\n",
+           gained, PASSING_LIST);
+  if (lost)
+    printf("conformance: %zu pinned test(s) no longer pass: a supported case was lost. Fix the backend; remove a "
+           "line from the list only when dropping that support is intended.\n",
+           lost);
+  free_list(&pinned);
+}
+
 static void test_onnx_node_tests(void) {
   const char *filter = getenv("BB_CONFORMANCE_FILTER");
   verbose = filter != NULL;
@@ -207,8 +320,18 @@ static void test_onnx_node_tests(void) {
   char **names = tu_list_dir(root, &n);
   CHECK_MSG(names != NULL, "cannot list %s", root);
   if (!names) return;
+  result *results = calloc(n ? n : 1, sizeof *results);
+  char **reasons = calloc(n ? n : 1, sizeof *reasons);
+  CHECK_MSG(results && reasons, "out of memory");
+  if (!results || !reasons) {
+    free(results);
+    free(reasons);
+    tu_free_list(names, n);
+    return;
+  }
   size_t passed = 0, failed = 0, skipped = 0;
   for (size_t i = 0; i < n; i++) {
+    results[i] = RESULT_SKIP;
     if (filter && !strstr(names[i], filter)) continue;
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
@@ -223,6 +346,8 @@ static void test_onnx_node_tests(void) {
       snprintf(reason + strlen(reason), sizeof reason - strlen(reason), " (pinned: it must run)");
       r = RESULT_FAIL;
     }
+    results[i] = r;
+    reasons[i] = reason[0] ? copy_text(reason) : NULL;
     if (r == RESULT_PASS) passed++;
     else if (r == RESULT_SKIP) skipped++;
     else failed++;
@@ -231,9 +356,13 @@ static void test_onnx_node_tests(void) {
     else if (verbose) printf("  %s %s %s\n", r == RESULT_PASS ? "pass" : "skip", names[i], reason);
     CHECK_MSG(r != RESULT_FAIL, "%s", names[i]);
   }
-  tu_free_list(names, n);
   printf("conformance: %zu passed, %zu failed; %zu skipped (ops, types or features the backend does not support)\n",
          passed, failed, skipped);
+  if (!getenv("BB_CONFORMANCE_DIR")) check_pinned(names, results, (const char *const *)reasons, n, filter);
+  for (size_t i = 0; i < n; i++) free(reasons[i]);
+  free(reasons);
+  free(results);
+  tu_free_list(names, n);
 }
 
 int main(void) {

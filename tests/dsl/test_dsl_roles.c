@@ -67,6 +67,7 @@ static void roles_body(bb_rec *g, void *user) {
   bb_rec_backend(g, &COMPUTE, "Constant", NULL, 0, &value, 1);
 
   bb_rec_model_forward(g, &MODEL_AGAIN, x);
+  bb_rec_model_export(g, &MODEL);
 }
 
 static const bb_module ROLES = {sizeof(bb_module), "Roles", roles_body, NULL, NULL, NULL, 0};
@@ -175,6 +176,9 @@ static void check_backend_nodes(const bb_function *f) {
   /* a second handle with the same slot name is the same slot */
   CHECK_NODE(dt_node(f, 24), "Forward", BB_DOMAIN_ROLE_MODEL, STRS("x"), STRS("v27"),
              STRS(ROLE("ModelRuntime", "0", "model"), MI));
+  /* Export takes no input (its _after form takes only the ordering trigger) */
+  CHECK_NODE(dt_node(f, 25), "Export", BB_DOMAIN_ROLE_MODEL, NONE, STRS("v28"),
+             STRS(ROLE("ModelRuntime", "0", "model"), MI));
 }
 
 static void test_every_placeholder_method(void) {
@@ -183,7 +187,7 @@ static void test_every_placeholder_method(void) {
   const bb_function *f = dt_fn(m, "Roles");
   CHECK(f != NULL);
   if (f) {
-    CHECK_EQ_INT(f->nodes.len, 25);
+    CHECK_EQ_INT(f->nodes.len, 26);
     CHECK_TENSOR(f, "x", "ai.bytesandbrains.tensor.f32", BB_DTYPE_FLOAT);
     CHECK_STRS(&f->attr_names, STRS("__slot_0", "__slot_1", "__slot_2", "__slot_3", "__slot_4", "__slot_5",
                                     "__slot_6", "__slot_7"));

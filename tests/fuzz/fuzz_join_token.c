@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "bb/bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -3,6 +3,9 @@
  * allocation is reported, never a crash or a leak (run under ASan/UBSan in make test). */
 #include "ir/testutil.h"
 
+#include <stddef.h>
+
+
 #include "bb/ir.h"
 #include "failalloc.h"
 #include "harness.h"
@@ -191,13 +194,25 @@ static void test_crafted_inputs(void) {
   }
   deep = wrap(deep, &n, 7); /* model.graph */
   expect_error(deep, n, BB_ERR_LIMIT, "nest deeper than 64 levels");
-  bb_decode_limits generous = {0, 200};
+  bb_decode_limits generous = {.struct_size = sizeof generous, .max_depth = 200};
   bb_model *m = NULL;
   CHECK_EQ_INT(bb_model_decode(deep, n, NULL, &generous, &m, &err), 0);
   bb_model_free(m);
-  bb_decode_limits small = {8, 0};
+  bb_decode_limits small = {.struct_size = sizeof small, .max_bytes = 8};
   CHECK_EQ_INT(bb_model_decode(deep, n, NULL, &small, &m, &err), BB_ERR_LIMIT);
   CHECK(strstr(err.message, "limit") != NULL);
+  /* versioned by struct_size: unset is refused (not read as limits), an older caller's
+   * struct that ends before max_depth gets the default depth, a newer caller's is refused */
+  bb_decode_limits unset = {.max_bytes = 8};
+  CHECK_EQ_INT(bb_model_decode(deep, n, NULL, &unset, &m, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err.message, "limits have struct_size 0; set it to sizeof(bb_decode_limits)") != NULL, "%s",
+            err.message);
+  CHECK(m == NULL);
+  bb_decode_limits older = {.struct_size = offsetof(bb_decode_limits, max_depth), .max_depth = 200};
+  CHECK_EQ_INT(bb_model_decode(deep, n, NULL, &older, &m, &err), BB_ERR_LIMIT);
+  CHECK(strstr(err.message, "nest deeper than 64 levels") != NULL);
+  bb_decode_limits newer = {.struct_size = sizeof newer + 8};
+  CHECK_EQ_INT(bb_model_decode(deep, n, NULL, &newer, &m, &err), BB_ERR_INVALID_ARGUMENT);
   free(deep);
 
   /* the empty string is the empty (valid) model */

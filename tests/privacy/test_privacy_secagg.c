@@ -72,6 +72,12 @@ static void test_all_present(void) {
   for (uint32_t i = 0; i < 10; i++) CHECK_EQ_INT(bb_secagg_client_stage(r.clients[i]), BB_SECAGG_DONE);
   bb_secagg_params p;
   bb_secagg_server_params(r.server, &p);
+  for (uint32_t i = 0; i < 10; i++) { /* every client took the round the server set up */
+    uint32_t index = UINT32_MAX;
+    bb_secagg_params cp = {0};
+    CHECK(bb_secagg_client_round(r.clients[i], &index, &cp));
+    CHECK(index < 10 && cp.degree == p.degree && cp.threshold == p.threshold && cp.vector_len == p.vector_len);
+  }
   /* Flower's defaults, and for 10 clients the complete graph with a majority threshold */
   CHECK(p.clip_range == 8.0 && p.quant_range == (1u << 22) && p.modulus_bits == 32);
   CHECK_EQ_INT(p.degree, 9);

@@ -78,8 +78,8 @@ static int stub_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error
 }
 
 #define STUB_TYPE(NAME, ROLE)                                                                              \
-  {sizeof(bb_component_type), NAME, 1u << (ROLE), NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,     \
-   stub_invoke, NULL, NULL, NULL, NULL, NULL}
+  {.struct_size = sizeof(bb_component_type), .type_name = NAME, .roles = 1u << (ROLE),                   \
+   .create = stub_create, .destroy = stub_destroy, .invoke = stub_invoke}
 
 static const bb_component_type STUB_LOADER = STUB_TYPE("StubLoader", BB_ROLE_DATA_SOURCE);
 static const bb_component_type STUB_MODEL = STUB_TYPE("StubModel", BB_ROLE_MODEL);

@@ -417,9 +417,17 @@ static int tally_load(void *self, const uint8_t *data, size_t len, bb_error *err
   memcpy(&((tally *)self)->count, data, sizeof(float));
   return 0;
 }
-static const bb_component_type TALLY = {sizeof(bb_component_type), "Tally", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL,
-                                        0, tally_create, tally_destroy, tally_invoke, NULL, tally_timer, tally_save,
-                                        tally_load, NULL};
+static const bb_component_type TALLY = {
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Tally",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = tally_create,
+    .destroy = tally_destroy,
+    .invoke = tally_invoke,
+    .on_timer = tally_timer,
+    .save = tally_save,
+    .load = tally_load,
+};
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 

@@ -22,8 +22,13 @@ static int async_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
 }
 
 static const bb_component_type ASYNC_MODEL = {
-    sizeof(bb_component_type), "AsyncModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,
-    async_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "AsyncModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = stub_create,
+    .destroy = stub_destroy,
+    .invoke = async_invoke,
+};
 
 /* T: a synchronous bootstrap (a loader's first batch). A: a bootstrap parked on an
  * asynchronous model; its body also receives what S sends. N: no bootstrap. I: a

@@ -19,8 +19,13 @@ static int defer_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_erro
 }
 
 static const bb_component_type DEFER_MODEL = {
-    sizeof(bb_component_type), "StubModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, stub_create, stub_destroy,
-    defer_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = stub_create,
+    .destroy = stub_destroy,
+    .invoke = defer_invoke,
+};
 
 static int failing_create(const bb_component_init *init, void **self, bb_error *err) {
   (void)init;
@@ -29,8 +34,13 @@ static int failing_create(const bb_component_init *init, void **self, bb_error *
 }
 
 static const bb_component_type FAILING_AGGREGATOR = {
-    sizeof(bb_component_type), "StubAggregator", 1u << BB_ROLE_AGGREGATOR, NULL, NULL, 0, NULL, 0,
-    failing_create, stub_destroy, stub_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubAggregator",
+    .roles = 1u << BB_ROLE_AGGREGATOR,
+    .create = failing_create,
+    .destroy = stub_destroy,
+    .invoke = stub_invoke,
+};
 
 static bb_registry *registry_with(const bb_component_type *model, const bb_component_type *aggregator) {
   bb_registry *r = bb_registry_new(NULL);

@@ -25,11 +25,21 @@ static int refusing_create(const bb_component_init *init, void **self, bb_error 
 }
 
 static const bb_component_type COUNTING_MODEL = {
-    sizeof(bb_component_type), "StubModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counting_create,
-    stub_destroy, stub_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = counting_create,
+    .destroy = stub_destroy,
+    .invoke = stub_invoke,
+};
 static const bb_component_type REFUSING_MODEL = {
-    sizeof(bb_component_type), "StubModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, refusing_create,
-    stub_destroy, stub_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StubModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = refusing_create,
+    .destroy = stub_destroy,
+    .invoke = stub_invoke,
+};
 
 static bb_registry *registry_of(const bb_component_type *model) {
   bb_registry *r = bb_registry_new(NULL);

@@ -51,8 +51,15 @@ static int counter_load(void *self, const uint8_t *data, size_t len, bb_error *e
   return 0;
 }
 static const bb_component_type COUNTER = {
-    sizeof(bb_component_type), "Counter", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counter_create,
-    counter_destroy, counter_invoke, NULL, NULL, counter_save, counter_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Counter",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = counter_create,
+    .destroy = counter_destroy,
+    .invoke = counter_invoke,
+    .save = counter_save,
+    .load = counter_load,
+};
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 
@@ -67,8 +74,13 @@ static int pinger_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return (call->outputs[0] = f32_val(&one, 1)) ? 0 : BB_ERR_NOMEM;
 }
 static const bb_component_type PINGER = {
-    sizeof(bb_component_type), "Pinger", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counter_create,
-    counter_destroy, pinger_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Pinger",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = counter_create,
+    .destroy = counter_destroy,
+    .invoke = pinger_invoke,
+};
 
 static int bind_pinger(bb_compiler *c, const void *user, bb_error *err) {
   (void)user;

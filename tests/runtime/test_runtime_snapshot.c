@@ -62,8 +62,15 @@ static int counter_load(void *self, const uint8_t *data, size_t len, bb_error *e
   return load_refuses ? bb_error_set(err, BB_ERR_UNSUPPORTED, "Counter: refused on purpose") : 0;
 }
 static const bb_component_type COUNTER = {
-    sizeof(bb_component_type), "Counter", 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, counter_create,
-    counter_destroy, counter_invoke, NULL, NULL, counter_save, counter_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Counter",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = counter_create,
+    .destroy = counter_destroy,
+    .invoke = counter_invoke,
+    .save = counter_save,
+    .load = counter_load,
+};
 
 static const bb_slot MODEL = {BB_ROLE_MODEL, "model", NULL};
 

@@ -17,8 +17,8 @@ static int recording_create(const bb_component_init *init, void **self, bb_error
 }
 
 #define SHARED_CREATE_TYPE(NAME, DATA)                                                                     \
-  {sizeof(bb_component_type), NAME, 1u << BB_ROLE_MODEL, NULL, NULL, 0, NULL, 0, recording_create,      \
-   stub_destroy, stub_invoke, NULL, NULL, NULL, NULL, DATA}
+  {.struct_size = sizeof(bb_component_type), .type_name = NAME, .roles = 1u << BB_ROLE_MODEL,            \
+   .create = recording_create, .destroy = stub_destroy, .invoke = stub_invoke, .type_data = DATA}
 
 static int first_marker, second_marker, old_marker;
 

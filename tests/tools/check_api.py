@@ -13,6 +13,11 @@ Rules:
 * Given the built libraries, the symbols they export (global, default visibility) are
   exactly the BB_API names, and every other global symbol is hidden and has no bb_/BB_
   prefix.
+* Every BB_API function is called (or its address taken) somewhere besides its own
+  definition: in the library, bb.wasm's ABI, the bb tool, the examples, the benchmarks or
+  the tests. A public function nothing uses is untested: test it or remove it.
+* A bb_component_type is filled by field name (designated initialisers): 16 fields, most
+  NULL for any one component, are unreadable and fragile by position.
 
 usage: check_api.py [REPO_ROOT] [LIBRARY.a ...]"""
 import pathlib
@@ -132,6 +137,30 @@ for path in sorted((root / "src").rglob("*.[ch]")):
     for name in sorted(defined_in(path.read_text(encoding="utf-8", errors="replace")) - public_names):
         internal = ("bbi_" if name.startswith("bb_") else "BBI_") + name[3:]
         problems.append(f"{path.relative_to(root)}: {name} is internal: call it {internal} (or make it public)")
+
+# ---- every public function is used ---------------------------------------------------------------
+
+USERS = [p for folder in ("src", "wasm", "tools", "examples", "bench", "tests")
+         for p in sorted((root / folder).rglob("*.[ch]")) if p not in PUBLIC_HEADERS]
+uses = {}
+for path in USERS:
+    for name in re.findall(r"\b(bb_\w+)\b", code_only(path.read_text(encoding="utf-8", errors="replace"))):
+        uses[name] = uses.get(name, 0) + 1
+for name in sorted(api):
+    if name.startswith("bb_") and uses.get(name, 0) < 2:  # its definition is one
+        problems.append(f"{name} is public but nothing calls it (library, wasm, tools, examples, bench, tests): "
+                        "test it or remove it")
+
+# ---- component types by field name ---------------------------------------------------------------
+
+for path in USERS:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", lambda c: re.sub(r"[^\n]", " ", c.group(0)), text, flags=re.S)
+    for m in re.finditer(r"\bbb_component_type\s+\w+\s*=\s*\{(?!\s*\.)|\{\s*sizeof\s*\(\s*bb_component_type\s*\)\s*,",
+                         code):
+        line = code.count("\n", 0, m.start()) + 1
+        problems.append(f"{path.relative_to(root)}:{line}: fill bb_component_type by field name "
+                        "(.struct_size = ..., .type_name = ..., ...)")
 
 # ---- what the built libraries export ---------------------------------------------------------------
 

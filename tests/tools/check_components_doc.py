@@ -3,7 +3,7 @@
 `...KEYS[] = {...}` list in src/components/**/*.c) must appear in the doc as `key`; every key a
 section's key table lists must be accepted by a KEYS list of the source file the section
 names first (a key the code dropped must leave the doc); and every component type name
-(`const bb_component_type BB_X = {sizeof(...), "Name", ...}`) must have a `## ` heading
+(`const bb_component_type BB_X = {..., .type_name = "Name", ...}`) must have a `## ` heading
 that names it.
 
 usage: check_components_doc.py [REPO_ROOT]   (default: two levels above this file)"""
@@ -17,7 +17,7 @@ doc = doc_path.read_text(encoding="utf-8")
 headings = [line for line in doc.splitlines() if line.startswith("## ")]
 
 KEYS_RE = re.compile(r"\b\w*KEYS\s*\[\s*\]\s*=\s*\{(.*?)\}", re.S)
-TYPE_RE = re.compile(r"const\s+bb_component_type\s+\w+\s*=\s*\{\s*sizeof\s*\(\s*bb_component_type\s*\)\s*,\s*\"([^\"]+)\"")
+TYPE_RE = re.compile(r"const\s+bb_component_type\s+\w+\s*=\s*\{[^}]*?\.type_name\s*=\s*\"([^\"]+)\"", re.S)
 
 missing, keys, types, keys_of_file = [], set(), set(), {}
 for src in sorted((root / "src" / "components").rglob("*.c")):

@@ -39,7 +39,7 @@ PUBLIC = {
     "graph.h": "dsl",
     "compiler.h": "compiler",
     "wire.h": "wire",
-    "admission.h": "wire",
+    "join_token.h": "wire",
     "privacy.h": "privacy",
     "value.h": "value",
     "runtime.h": "runtime",

@@ -244,6 +244,22 @@ static void test_ring(void) {
   CHECK_EQ_INT(f.live, 0);
 }
 
+/* Running out of memory leaves the object that reported it unusable; every other code
+ * reports a refusal the caller can act on and carry on. */
+static void test_fatal_errors(void) {
+  const int recoverable[] = {BB_OK,          BB_ERR_INVALID_ARGUMENT, BB_ERR_MALFORMED, BB_ERR_UNSUPPORTED,
+                             BB_ERR_NOT_FOUND, BB_ERR_EXISTS,         BB_ERR_LIMIT,     BB_ERR_IO,
+                             BB_ERR_TYPE,    BB_ERR_DENIED};
+  for (size_t i = 0; i < sizeof recoverable / sizeof *recoverable; i++)
+    CHECK_MSG(!bb_err_is_fatal(recoverable[i]), "%s counted as fatal", bb_strerror(recoverable[i]));
+  CHECK(bb_err_is_fatal(BB_ERR_NOMEM));
+  CHECK(bb_err_is_fatal(BB_ERR_FATAL));
+  /* a failing allocation really is reported with a fatal code */
+  bb_error err;
+  CHECK(bb_err_is_fatal(bb_error_set(&err, BB_ERR_NOMEM, "out of memory")));
+  CHECK(bb_err_is_fatal(err.code));
+}
+
 int main(void) {
   RUN(test_mem_wrappers);
   RUN(test_mem_pool);
@@ -251,5 +267,6 @@ int main(void) {
   RUN(test_le_writer_and_reader);
   RUN(test_fnv1a);
   RUN(test_ring);
+  RUN(test_fatal_errors);
   return bb_test_finish();
 }

@@ -1,5 +1,5 @@
 /* Join tokens for tests: made here with libsodium's Ed25519 signing, byte by byte as
- * bb/admission.h lays them out, and the test vector of docs/SECURITY.md (made by the npm
+ * bb/join_token.h lays them out, and the test vector of docs/SECURITY.md (made by the npm
  * package with WebCrypto). */
 #ifndef BB_TEST_JOIN_TOKENS_H
 #define BB_TEST_JOIN_TOKENS_H
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "bb/bytes.h"
 
 /* An operator (or peer) key pair from a 32-byte seed. */

@@ -1,11 +1,11 @@
-/* Join tokens (bb/admission.h): the test vector of docs/SECURITY.md, made by the npm
+/* Join tokens (bb/join_token.h): the test vector of docs/SECURITY.md, made by the npm
  * package with WebCrypto, verified here with libsodium; tokens this test signs itself
  * reproduce it byte for byte; and every refusal, in the order the checks run. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bb/admission.h"
+#include "bb/join_token.h"
 #include "harness.h"
 #include "wire/join_tokens.h"
 #include "wire/small_order_keys.h"

@@ -266,5 +266,14 @@ static int gossip_avg_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb
 static const bb_component_port GOSSIP_AVG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_GOSSIP_AVG = {
-    sizeof(bb_component_type), "GossipAvg", 1u << BB_ROLE_AGGREGATOR, NULL, GOSSIP_AVG_DEPS, 1, GOSSIP_AVG_STORAGE, 1,
-    gossip_avg_create, gossip_avg_destroy, gossip_avg_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "GossipAvg",
+    .roles = 1u << BB_ROLE_AGGREGATOR,
+    .deps = GOSSIP_AVG_DEPS,
+    .n_deps = 1,
+    .storage = GOSSIP_AVG_STORAGE,
+    .n_storage = 1,
+    .create = gossip_avg_create,
+    .destroy = gossip_avg_destroy,
+    .invoke = gossip_avg_invoke,
+};

@@ -76,8 +76,22 @@ static const bb_component_port CODEC_STORAGE[] = {{"in", BB_TYPE_TENSOR_F32},
                                                   {"out", BB_TYPE_BYTES}};
 
 const bb_component_type BBI_FLOAT16_CODEC = {
-    sizeof(bb_component_type), "Float16Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    f16_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Float16Codec",
+    .roles = 1u << BB_ROLE_CODEC,
+    .storage = CODEC_STORAGE,
+    .n_storage = 2,
+    .create = f16_create,
+    .destroy = codec_destroy,
+    .invoke = codec_invoke,
+};
 const bb_component_type BBI_UINT8_CODEC = {
-    sizeof(bb_component_type), "Uint8Codec", 1u << BB_ROLE_CODEC, NULL, NULL, 0, CODEC_STORAGE, 2,
-    u8_create, codec_destroy, codec_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "Uint8Codec",
+    .roles = 1u << BB_ROLE_CODEC,
+    .storage = CODEC_STORAGE,
+    .n_storage = 2,
+    .create = u8_create,
+    .destroy = codec_destroy,
+    .invoke = codec_invoke,
+};

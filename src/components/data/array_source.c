@@ -85,5 +85,12 @@ static int source_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
 static const bb_component_port SOURCE_STORAGE[] = {{"sample", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_ARRAY_SOURCE = {
-    sizeof(bb_component_type), "ArraySource", 1u << BB_ROLE_DATA_SOURCE, NULL, NULL, 0, SOURCE_STORAGE, 1,
-    source_create, source_destroy, source_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "ArraySource",
+    .roles = 1u << BB_ROLE_DATA_SOURCE,
+    .storage = SOURCE_STORAGE,
+    .n_storage = 1,
+    .create = source_create,
+    .destroy = source_destroy,
+    .invoke = source_invoke,
+};

@@ -126,5 +126,14 @@ static int flat_load(void *self, const uint8_t *data, size_t len, bb_error *err)
 static const bb_component_port FLAT_STORAGE[] = {{"vector", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_FLAT_INDEX = {
-    sizeof(bb_component_type), "FlatIndex", 1u << BB_ROLE_INDEX, NULL, NULL, 0, FLAT_STORAGE, 1,
-    flat_create, flat_destroy, flat_invoke, NULL, NULL, flat_save, flat_load, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "FlatIndex",
+    .roles = 1u << BB_ROLE_INDEX,
+    .storage = FLAT_STORAGE,
+    .n_storage = 1,
+    .create = flat_create,
+    .destroy = flat_destroy,
+    .invoke = flat_invoke,
+    .save = flat_save,
+    .load = flat_load,
+};

@@ -332,5 +332,14 @@ static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *er
 static const bb_component_port MLP_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_CPU_MLP = {
-    sizeof(bb_component_type), "CpuMlp", 1u << BB_ROLE_MODEL, NULL, NULL, 0, MLP_STORAGE, 1,
-    mlp_create, mlp_destroy, mlp_invoke, NULL, NULL, mlp_save, mlp_restore, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "CpuMlp",
+    .roles = 1u << BB_ROLE_MODEL,
+    .storage = MLP_STORAGE,
+    .n_storage = 1,
+    .create = mlp_create,
+    .destroy = mlp_destroy,
+    .invoke = mlp_invoke,
+    .save = mlp_save,
+    .load = mlp_restore,
+};

@@ -151,8 +151,11 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
       rc = bb_error_set(err, BB_ERR_TYPE, "OnnxModel: NextBatch of slot `%s` gave no (batch, labels) tensors", s->data_slot);
     } else {
       bb_grad_step st;
-      if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err)))
-        *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
+      /* a step refused for a non-finite loss or gradient trained on nothing: its rows do not count */
+      if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err))) {
+        if (st.applied) *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
+        else bb_ctx_count(ctx, "onnx_model.steps_skipped", 1);
+      }
     }
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);
@@ -207,5 +210,14 @@ static int om_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 static const bb_component_port OM_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_ONNX_MODEL = {
-    sizeof(bb_component_type), "OnnxModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, OM_STORAGE, 1,
-    om_create, om_destroy, om_invoke, NULL, NULL, om_save, om_restore, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "OnnxModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .storage = OM_STORAGE,
+    .n_storage = 1,
+    .create = om_create,
+    .destroy = om_destroy,
+    .invoke = om_invoke,
+    .save = om_save,
+    .load = om_restore,
+};

@@ -291,5 +291,14 @@ static int sc_restore(void *self, const uint8_t *data, size_t len, bb_error *err
 static const bb_component_port SC_STORAGE[] = {{"tensor", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_SPLIT_MODEL = {
-    sizeof(bb_component_type), "SplitModel", 1u << BB_ROLE_MODEL, NULL, NULL, 0, SC_STORAGE, 1,
-    sc_create, sc_destroy, sc_invoke, NULL, NULL, sc_save, sc_restore, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "SplitModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .storage = SC_STORAGE,
+    .n_storage = 1,
+    .create = sc_create,
+    .destroy = sc_destroy,
+    .invoke = sc_invoke,
+    .save = sc_save,
+    .load = sc_restore,
+};

@@ -176,8 +176,19 @@ static int gossip_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
 }
 
 const bb_component_type BBI_CONSTANT_VIEW = {
-    sizeof(bb_component_type), "ConstantView", 1u << BB_ROLE_PEER_SELECTOR, NULL, NULL, 0, NULL, 0,
-    constant_create, view_destroy, constant_invoke, NULL, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "ConstantView",
+    .roles = 1u << BB_ROLE_PEER_SELECTOR,
+    .create = constant_create,
+    .destroy = view_destroy,
+    .invoke = constant_invoke,
+};
 const bb_component_type BBI_GOSSIP_VIEW = {
-    sizeof(bb_component_type), "GossipView", (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL), NULL, NULL, 0,
-    NULL, 0, gossip_create, view_destroy, gossip_invoke, gossip_message, NULL, NULL, NULL, NULL};
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "GossipView",
+    .roles = (1u << BB_ROLE_PEER_SELECTOR) | (1u << BB_ROLE_PROTOCOL),
+    .create = gossip_create,
+    .destroy = view_destroy,
+    .invoke = gossip_invoke,
+    .on_message = gossip_message,
+};

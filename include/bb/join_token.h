@@ -17,8 +17,8 @@
  *
  * Verification uses libsodium (crypto_sign_ed25519_verify_detached): nothing here is
  * hand-written cryptography. */
-#ifndef BB_ADMISSION_H
-#define BB_ADMISSION_H
+#ifndef BB_JOIN_TOKEN_H
+#define BB_JOIN_TOKEN_H
 
 #include "bb/common.h"
 #include "bb/wire.h"
@@ -100,4 +100,4 @@ BB_API int bb_join_policy_check(const bb_join_policy *policy, bb_error *err);
 #ifdef __cplusplus
 }
 #endif
-#endif /* BB_ADMISSION_H */
+#endif /* BB_JOIN_TOKEN_H */

@@ -1,7 +1,7 @@
-/* The reduce family's operators that live outside ops_reduce.c (which holds the table and
+/* The reduce family's operators that live outside reduce.c (which holds the table and
  * the Reduce* operators). */
-#ifndef BBI_CPU_REDUCE_OPS_H
-#define BBI_CPU_REDUCE_OPS_H
+#ifndef BBI_CPU_REDUCE_H
+#define BBI_CPU_REDUCE_H
 
 #include "cpu/cpu_op.h"
 

@@ -13,7 +13,7 @@
 #include <math.h>
 
 #include "cpu/reduce_block.h"
-#include "cpu/reduce_ops.h"
+#include "cpu/reduce.h"
 #include "cpu/shape_args.h"
 #include "util/mem.h"
 

@@ -1,11 +1,12 @@
-/* CPU operators: convolution, pooling and batch normalisation, for 1- to 3-D spatial
- * inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM kernel (a 1×1,
- * stride-1, unpadded convolution skips im2col); other types and pooling use direct loops
- * with double accumulators. */
+/* CPU operators: the neural-network family's table, and convolution and pooling for 1- to
+ * 3-D spatial inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM
+ * kernel (a 1×1, stride-1, unpadded convolution skips im2col); other types and pooling use
+ * direct loops with double accumulators. The family's other operators are in nn_*.c (see
+ * nn.h). */
 #include <math.h>
 #include <string.h>
 
-#include "cpu/cpu_op.h"
+#include "cpu/nn.h"
 #include "tensor/kernels/kernels.h"
 #include "util/mem.h"
 
@@ -364,78 +365,17 @@ static int global_pool(bbi_cpu_op_ctx *ctx, bool is_max) {
 static int op_global_averagepool(bbi_cpu_op_ctx *ctx) { return global_pool(ctx, false); }
 static int op_global_maxpool(bbi_cpu_op_ctx *ctx) { return global_pool(ctx, true); }
 
-/* ---- BatchNormalization -------------------------------------------------------------------- */
-
-static int op_batchnorm(bbi_cpu_op_ctx *ctx) {
-  const bb_tensor *x = ctx->inputs[0];
-  int rc = bbi_cpu_expect_dtype(ctx, 0, FLOAT_TYPES);
-  if (rc) return rc;
-  if (x->rank < 2) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X must be [N, C, ...] (rank %d)", x->rank);
-  int64_t channels = x->dims[1];
-  for (size_t i = 1; i < 5; i++) {
-    const bb_tensor *p = ctx->inputs[i];
-    if ((rc = bbi_cpu_expect_dtype(ctx, i, FLOAT_TYPES))) return rc;
-    if (p->numel != channels)
-      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "input %zu has %lld values, X has %lld channels", i, (long long)p->numel,
-                         (long long)channels);
-  }
-  if (ctx->opset < 9 && bb_attr_get_int(&ctx->node->attrs, "spatial", 1) != 1)
-    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "spatial=0 is not supported");
-  double eps = bb_attr_get_float(&ctx->node->attrs, "epsilon", 1e-5f);
-  double momentum = bb_attr_get_float(&ctx->node->attrs, "momentum", 0.9f);
-  /* training: opset ≥ 14 says so with training_mode; earlier opsets by asking for the statistics outputs */
-  bool training = ctx->opset >= 14 ? bb_attr_get_int(&ctx->node->attrs, "training_mode", 0) != 0
-                                   : ctx->node->outputs.len > 1;
-  if (training && ctx->opset < 14)
-    return bbi_cpu_fail(ctx, BB_ERR_UNSUPPORTED, "training-mode outputs of BatchNormalization-%lld",
-                       (long long)ctx->opset);
-  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
-  int64_t n_batch = x->dims[0], spatial = 1; /* the product of the dims after C (any may be 0) */
-  for (int d = 2; d < x->rank; d++) spatial *= x->dims[d];
-  if (!x->numel) return 0;
-  const bb_tensor *scale = ctx->inputs[1], *bias = ctx->inputs[2], *mean_in = ctx->inputs[3], *var_in = ctx->inputs[4];
-  if (training) {
-    for (size_t o = 1; o < 3 && o < ctx->n_outputs; o++)
-      if ((rc = bbi_cpu_make_output(ctx, o, mean_in->dtype, 1, &channels))) return rc;
-  }
-  for (int64_t c = 0; c < channels; c++) {
-    double mean = bbi_cpu_get_f64(mean_in, c), var = bbi_cpu_get_f64(var_in, c);
-    if (training) { /* batch statistics (population variance), and the running averages */
-      double s = 0, ss = 0, count = (double)(n_batch * spatial);
-      for (int64_t n = 0; n < n_batch; n++)
-        for (int64_t i = 0; i < spatial; i++) {
-          double v = bbi_cpu_get_f64(x, (n * channels + c) * spatial + i);
-          s += v;
-          ss += v * v;
-        }
-      double bmean = s / count, bvar = ss / count - bmean * bmean;
-      if (ctx->n_outputs > 1 && ctx->outputs[1]) bbi_cpu_set_f64(ctx->outputs[1], c, mean * momentum + bmean * (1 - momentum));
-      if (ctx->n_outputs > 2 && ctx->outputs[2]) bbi_cpu_set_f64(ctx->outputs[2], c, var * momentum + bvar * (1 - momentum));
-      mean = bmean;
-      var = bvar;
-    }
-    double k = bbi_cpu_get_f64(scale, c) / sqrt(var + eps), shift = bbi_cpu_get_f64(bias, c) - mean * k;
-    for (int64_t n = 0; n < n_batch; n++) {
-      int64_t base = (n * channels + c) * spatial;
-      if (x->dtype == BB_DTYPE_FLOAT) {
-        const float *xs = (const float *)bb_tensor_data(x) + base;
-        float *ys = (float *)bb_tensor_data(ctx->outputs[0]) + base;
-        for (int64_t i = 0; i < spatial; i++) ys[i] = (float)(xs[i] * k + shift);
-      } else {
-        for (int64_t i = 0; i < spatial; i++)
-          bbi_cpu_set_f64(ctx->outputs[0], base + i, bbi_cpu_get_f64(x, base + i) * k + shift);
-      }
-    }
-  }
-  return 0;
-}
-
 const bbi_cpu_op bbi_cpu_ops_nn[] = {
     {"Conv", 1, 2, 3, 1, 1, "float,double,float16,bfloat16", op_conv},
     {"MaxPool", 1, 1, 1, 1, 2, "float,double,float16,bfloat16,int8,uint8", op_maxpool},
     {"AveragePool", 1, 1, 1, 1, 1, "float,double,float16,bfloat16", op_averagepool},
     {"GlobalAveragePool", 1, 1, 1, 1, 1, "float,double,float16,bfloat16", op_global_averagepool},
     {"GlobalMaxPool", 1, 1, 1, 1, 1, "float,double,float16,bfloat16", op_global_maxpool},
-    {"BatchNormalization", 1, 5, 5, 1, 5, "float,double,float16,bfloat16", op_batchnorm},
+    {"ConvTranspose", 1, 2, 3, 1, 1, "float,double,float16", bbi_nn_conv_transpose},
+    {"BatchNormalization", 1, 5, 5, 1, 5, "float,double,float16,bfloat16", bbi_nn_batch_normalization},
+    {"LayerNormalization", 17, 2, 3, 1, 3, "float,double,float16,bfloat16", bbi_nn_layer_normalization},
+    {"InstanceNormalization", 6, 3, 3, 1, 1, "float,double,float16", bbi_nn_instance_normalization},
+    {"SoftmaxCrossEntropyLoss", 12, 2, 3, 1, 2, "float,double,float16,bfloat16", bbi_nn_softmax_cross_entropy_loss},
+    {"NegativeLogLikelihoodLoss", 12, 2, 3, 1, 1, "float,double,float16,bfloat16", bbi_nn_negative_log_likelihood_loss},
 };
 const size_t bbi_cpu_ops_nn_count = sizeof bbi_cpu_ops_nn / sizeof bbi_cpu_ops_nn[0];

@@ -1,9 +1,9 @@
 /* CPU operators: shape family. This file holds the family's table and the operators that
  * only change the shape, which answer with a view of their input (no copy): Reshape,
  * Flatten, Squeeze, Unsqueeze; and Shape and Size, which read it. The others are in
- * shape_*.c (see shape_ops.h). */
+ * shape_*.c (see shape.h). */
 #include "cpu/shape_args.h"
-#include "cpu/shape_ops.h"
+#include "cpu/shape.h"
 
 static int run_reshape(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];

@@ -1,8 +1,8 @@
-/* The shape family's operators that live outside ops_shape.c (which holds the table and
+/* The shape family's operators that live outside shape.c (which holds the table and
  * the view-only operators). Each follows the bbi_cpu_op contract in cpu_op.h and reads
  * ctx->opset to pick the attribute or the input form of its arguments. */
-#ifndef BBI_CPU_SHAPE_OPS_H
-#define BBI_CPU_SHAPE_OPS_H
+#ifndef BBI_CPU_SHAPE_H
+#define BBI_CPU_SHAPE_H
 
 #include "cpu/cpu_op.h"
 

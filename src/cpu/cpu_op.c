@@ -172,3 +172,27 @@ void bbi_cpu_set_i64(bb_tensor *t, int64_t i, int64_t v) {
   default: break; /* no element access for this type */
   }
 }
+
+/* Index into t of element i of a tensor with shape (rank, dims), t broadcasting to that
+ * shape unidirectionally (t's dims right-aligned, each 1 or equal). */
+int64_t bbi_cpu_broadcast_index(const bb_tensor *t, int rank, const int64_t *dims, int64_t i) {
+  int64_t idx = 0, stride = 1;
+  for (int d = rank - 1, td = t->rank - 1; d >= 0 && td >= 0; d--, td--) {
+    int64_t c = i % dims[d];
+    i /= dims[d];
+    if (t->dims[td] != 1) idx += c * stride;
+    stride *= t->dims[td];
+  }
+  return idx;
+}
+
+int bbi_cpu_check_unidirectional(bbi_cpu_op_ctx *ctx, const bb_tensor *t, const bb_tensor *x, const char *what) {
+  if (t->rank > x->rank) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s has rank %d, over X's %d", what, t->rank, x->rank);
+  for (int d = 0; d < t->rank; d++) {
+    int64_t td = t->dims[t->rank - 1 - d], xd = x->dims[x->rank - 1 - d];
+    if (td != 1 && td != xd)
+      return bbi_cpu_fail(ctx, BB_ERR_TYPE, "%s does not broadcast to X (dim %lld against %lld)", what, (long long)td,
+                         (long long)xd);
+  }
+  return 0;
+}
