@@ -20,6 +20,7 @@ import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission } from '../node.js';
 import { tensorValue } from '../values.js';
+import { compileWith, identityOptions } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
 
@@ -104,12 +105,7 @@ export class GossipPlan {
   }
 
   compile(bb: Bb): Uint8Array {
-    const compiler = this.compiler(bb);
-    try {
-      return compiler.compile(this.module.build(bb));
-    } finally {
-      compiler.free();
-    }
+    return compileWith(bb, this.compiler(bb), this.module);
   }
 
   installPeer(bb: Bb, options: GossipPeerOptions): GossipPeer {
@@ -118,9 +114,7 @@ export class GossipPlan {
       artifact: options.artifact,
       targets: [this.name],
       slots: { data: { dataset: options.data }, view: { config: this.#viewConfig(options.seeds) }, ...modelSlots(this.#options.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     for (const peer of options.seeds) node.addPeer(peer);
     const name = this.name;

@@ -11,6 +11,7 @@ import { BbNode, type NodeAdmission, type Step } from '../node.js';
 import { OnnxTrainer } from '../trainer.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
+import { compileWith, identityOptions } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
@@ -190,12 +191,7 @@ export class Plan {
 
   /** Records and compiles the Module: the artifact every peer installs. */
   compile(bb: Bb): Uint8Array {
-    const compiler = this.compiler(bb);
-    try {
-      return compiler.compile(this.module.build(bb));
-    } finally {
-      compiler.free();
-    }
+    return compileWith(bb, this.compiler(bb), this.module);
   }
 
   /** Installs the server: its model scores itself on `test` every round. */
@@ -205,9 +201,7 @@ export class Plan {
       artifact: options.artifact,
       targets: this.serverTargets,
       slots: { data: { dataset: options.test }, ...modelSlots(this.#settings.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     if (options.snapshot !== undefined) node.restore(options.snapshot);
     const registry = this.#settings.discovery === 'registry';
@@ -275,9 +269,7 @@ export class Plan {
       artifact: options.artifact,
       targets: this.clientTargets,
       slots: { data: { dataset: options.data }, ...modelSlots(this.#settings.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     node.addPeer(options.server);
     node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));

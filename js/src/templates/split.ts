@@ -29,6 +29,7 @@ import { BbError, BbErrorCode } from '../errors.js';
 import type { OnnxModel } from '../model.js';
 import { BbNode, type NodeAdmission } from '../node.js';
 import { peersValue, scalarOf, tensorValue } from '../values.js';
+import { compileWith, identityOptions } from './install.js';
 
 /** The ONNX model a split trains: its ModelProto bytes, a decoded OnnxModel, or `onnxModel(bytes)`. */
 export type SplitModelSource = Uint8Array | OnnxModel | { readonly kind: 'onnx'; readonly bytes: Uint8Array };
@@ -242,12 +243,7 @@ export class SplitPlan {
 
   /** Records and compiles the Module: the artifact every peer installs. */
   compile(bb: Bb): Uint8Array {
-    const compiler = this.compiler(bb);
-    try {
-      return compiler.compile(this.module.build(bb));
-    } finally {
-      compiler.free();
-    }
+    return compileWith(bb, this.compiler(bb), this.module);
   }
 
   /** Installs the server: the server's layers (and SplitFed's averager). */
@@ -256,9 +252,7 @@ export class SplitPlan {
       artifact: options.artifact,
       targets: this.serverTargets,
       slots: { server_model: { model: modelOf(options.model) } },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     const target = this.serverTargets[0]!;
     const averaged = this.averaged;
@@ -279,9 +273,7 @@ export class SplitPlan {
       artifact: options.artifact,
       targets: this.clientTargets,
       slots: { client_model: { model: modelOf(options.model) }, data: { dataset: options.data } },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     node.addPeer(options.server);
     const name = this.name;

@@ -1,0 +1,33 @@
+/**
+ * What every template's plan does the same way: compiling its Module with its compiler, and
+ * handing an install's peer id, seed and join policy to the node.
+ */
+import type { Bb } from '../bb.js';
+import type { Compiler } from '../compiler.js';
+import type { Module } from '../dsl/module.js';
+import type { NodeAdmission, NodeOptions } from '../node.js';
+
+/** An install's own identity: its peer id, its seed, the room's join policy (each optional). */
+export interface InstallIdentity {
+  readonly self?: string;
+  readonly seed?: bigint | number;
+  readonly admission?: NodeAdmission;
+}
+
+/** The node options an install's identity sets: only the ones it gives. */
+export function identityOptions(options: InstallIdentity): Pick<NodeOptions, 'self' | 'seed' | 'admission'> {
+  return {
+    ...(options.self === undefined ? {} : { self: options.self }),
+    ...(options.seed === undefined ? {} : { seed: options.seed }),
+    ...(options.admission === undefined ? {} : { admission: options.admission }),
+  };
+}
+
+/** Records `module` and compiles it with `compiler`, which is freed: the artifact every peer installs. */
+export function compileWith(bb: Bb, compiler: Compiler, module: Module): Uint8Array {
+  try {
+    return compiler.compile(module.build(bb));
+  } finally {
+    compiler.free();
+  }
+}
