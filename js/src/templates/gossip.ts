@@ -12,7 +12,7 @@
  * ```
  */
 import type { Bb } from '../bb.js';
-import { Compiler, TENSOR_F32 } from '../compiler.js';
+import { type Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Graph } from '../dsl/graph.js';
 import { module, type Module } from '../dsl/module.js';
@@ -20,7 +20,7 @@ import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission } from '../node.js';
 import { tensorValue } from '../values.js';
-import { compileWith, identityOptions } from './install.js';
+import { compilerWith, compileWith, identityOptions } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
 
@@ -88,8 +88,7 @@ export class GossipPlan {
   compiler(bb: Bb): Compiler {
     const o = this.#options;
     ensureModelType(bb, o.model);
-    const compiler = new Compiler(bb);
-    try {
+    return compilerWith(bb, (compiler) => {
       compiler.setPermissiveTypes(true); // sample counts and peer lists have no storage type
       bindModel(compiler, o.model, 'model', o.fitSteps ?? 4, 'data');
       compiler.declare('ArraySource', TENSOR_F32);
@@ -97,11 +96,7 @@ export class GossipPlan {
       compiler.bind('data', 'DataSource', 'ArraySource', `batch=${batchOf(o.model, o.batch ?? 32)}`);
       compiler.bind('view', 'PeerSelector', 'GossipView', this.#viewConfig());
       compiler.bind('aggregator', 'Aggregator', 'GossipAvg', `model=model,weight=${o.weight ?? 0.5}`);
-      return compiler;
-    } catch (error) {
-      compiler.free();
-      throw error;
-    }
+    });
   }
 
   compile(bb: Bb): Uint8Array {

@@ -1,9 +1,9 @@
 /**
- * What every template's plan does the same way: compiling its Module with its compiler, and
- * handing an install's peer id, seed and join policy to the node.
+ * What every template's plan does the same way: making its compiler, compiling its Module,
+ * and handing an install's peer id, seed and join policy to the node.
  */
 import type { Bb } from '../bb.js';
-import type { Compiler } from '../compiler.js';
+import { Compiler } from '../compiler.js';
 import type { Module } from '../dsl/module.js';
 import type { NodeAdmission, NodeOptions } from '../node.js';
 
@@ -29,5 +29,17 @@ export function compileWith(bb: Bb, compiler: Compiler, module: Module): Uint8Ar
     return compiler.compile(module.build(bb));
   } finally {
     compiler.free();
+  }
+}
+
+/** A new Compiler with the bindings `bind` makes; freed when one of them is refused. */
+export function compilerWith(bb: Bb, bind: (compiler: Compiler) => void): Compiler {
+  const compiler = new Compiler(bb);
+  try {
+    bind(compiler);
+    return compiler;
+  } catch (error) {
+    compiler.free();
+    throw error;
   }
 }

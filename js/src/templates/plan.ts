@@ -3,7 +3,7 @@
  * a server and a client install, and the installs themselves.
  */
 import type { Bb } from '../bb.js';
-import { Compiler, TENSOR_F32 } from '../compiler.js';
+import { type Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
 import { BbError, BbErrorCode } from '../errors.js';
@@ -11,7 +11,7 @@ import { BbNode, type NodeAdmission, type Step } from '../node.js';
 import { OnnxTrainer } from '../trainer.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
-import { compileWith, identityOptions } from './install.js';
+import { compilerWith, compileWith, identityOptions } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
@@ -170,8 +170,7 @@ export class Plan {
   compiler(bb: Bb): Compiler {
     const s = this.#settings;
     ensureModelType(bb, s.model);
-    const compiler = new Compiler(bb);
-    try {
+    return compilerWith(bb, (compiler) => {
       // round ids and sample counts are values without a storage type
       compiler.setPermissiveTypes(true);
       bindModel(compiler, s.model, 'model', s.fitSteps, 'data');
@@ -182,11 +181,7 @@ export class Plan {
         compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients,min_view=${s.minView}`);
         compiler.bind(REGISTRY_SLOT, 'Protocol', 'GlobalRegistryClient', 'registry=clients');
       }
-      return compiler;
-    } catch (error) {
-      compiler.free();
-      throw error;
-    }
+    });
   }
 
   /** Records and compiles the Module: the artifact every peer installs. */

@@ -20,7 +20,7 @@
  * never builds the server's layers, and a server needs no data set.
  */
 import type { Bb } from '../bb.js';
-import { Compiler, TENSOR_F32 } from '../compiler.js';
+import { type Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Graph } from '../dsl/graph.js';
 import { module, type Module } from '../dsl/module.js';
@@ -29,7 +29,7 @@ import { BbError, BbErrorCode } from '../errors.js';
 import type { OnnxModel } from '../model.js';
 import { BbNode, type NodeAdmission } from '../node.js';
 import { peersValue, scalarOf, tensorValue } from '../values.js';
-import { compileWith, identityOptions } from './install.js';
+import { compilerWith, compileWith, identityOptions } from './install.js';
 
 /** The ONNX model a split trains: its ModelProto bytes, a decoded OnnxModel, or `onnxModel(bytes)`. */
 export type SplitModelSource = Uint8Array | OnnxModel | { readonly kind: 'onnx'; readonly bytes: Uint8Array };
@@ -221,8 +221,7 @@ export class SplitPlan {
   /** A compiler with the split's bindings (add your own before compiling). */
   compiler(bb: Bb): Compiler {
     const c = this.#configs;
-    const compiler = new Compiler(bb);
-    try {
+    return compilerWith(bb, (compiler) => {
       // SplitModel draws a client's batches from the DataSource at `data`: declared, so the
       // compiler binds it only where the clients' part runs
       compiler.declare('SplitModel', TENSOR_F32, [['DataSource', 'data']]);
@@ -234,11 +233,7 @@ export class SplitPlan {
         compiler.declare('FedAvg', TENSOR_F32);
         compiler.bind('averager', 'Aggregator', 'FedAvg', c.averager);
       }
-      return compiler;
-    } catch (error) {
-      compiler.free();
-      throw error;
-    }
+    });
   }
 
   /** Records and compiles the Module: the artifact every peer installs. */
