@@ -38,6 +38,8 @@ typedef struct split_net {
   bb_dataset data;
   size_t failures[2];
   char last_failure[2][512];
+  uint8_t *artifact; /* split_cnn's Module, when module_open compiled it */
+  size_t artifact_len;
 } split_net;
 
 static bb_bytes read_file(const char *path) {
@@ -196,6 +198,23 @@ static bb_registry *shipped(void) {
   return r;
 }
 
+/* Opens the network of split_cnn's Module `which`: the shipped components and the Module's
+ * artifact (in n->artifact), both freed by module_close whether or not it opened. */
+static bool module_open(split_net *n, size_t which) {
+  size_t len = 0;
+  uint8_t *artifact = compile_module(which, &len);
+  bool opened = net_open(n, shipped());
+  n->artifact = artifact;
+  n->artifact_len = len;
+  return opened && artifact;
+}
+
+static void module_close(split_net *n) {
+  net_close(n);
+  bb_buffer_free(NULL, n->artifact);
+  bb_registry_free(n->reg);
+}
+
 /* ---- what a node's SplitModel holds, by name (its saved state) --------------------------------- */
 
 typedef struct held {
@@ -292,13 +311,10 @@ static bb_grad_trainer *train_whole(const split_net *n, int steps, bb_model **mo
 /* `steps` steps of split_cnn's module `which` with one client, against the whole model. */
 static void check_exact(size_t which, int steps) {
   const char *what = MODULES[which];
-  bb_registry *reg = shipped();
   split_net n;
-  size_t len = 0;
-  uint8_t *artifact = compile_module(which, &len);
   bb_error err;
-  if (net_open(&n, reg) && artifact) {
-    CHECK_MSG(!net_start(&n, artifact, len, which, &err), "%s", err.message);
+  if (module_open(&n, which)) {
+    CHECK_MSG(!net_start(&n, n.artifact, n.artifact_len, which, &err), "%s", err.message);
     net_run(&n, (uint64_t)steps, 5000 * MS);
     CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), steps);
     CHECK_EQ_INT(n.failures[0] + n.failures[1], 0);
@@ -326,9 +342,7 @@ static void check_exact(size_t which, int steps) {
     bb_grad_graph_free(g);
     bb_model_free(model);
   }
-  net_close(&n);
-  bb_buffer_free(NULL, artifact);
-  bb_registry_free(reg);
+  module_close(&n);
 }
 
 static void test_vanilla_is_the_whole_model(void) { check_exact(0, STEPS); }
@@ -345,13 +359,10 @@ static void test_split_fed_of_one_is_the_whole_model(void) {
  * holds no clients' part and no DataSource, the client no server part, and they train. */
 static void test_each_side_builds_its_own_part(void) {
   for (size_t which = 0; which < 2; which++) {
-    bb_registry *reg = shipped();
     split_net n;
-    size_t len = 0;
-    uint8_t *artifact = compile_module(which, &len);
     bb_error err;
-    if (net_open(&n, reg) && artifact) {
-      CHECK_MSG(!net_start(&n, artifact, len, which, &err), "%s: %s", MODULES[which], err.message);
+    if (module_open(&n, which)) {
+      CHECK_MSG(!net_start(&n, n.artifact, n.artifact_len, which, &err), "%s: %s", MODULES[which], err.message);
       CHECK_MSG(!bb_node_component(n.node[0], "client_model", NULL) && !bb_node_component(n.node[0], "data", NULL),
                 "%s: the server built the clients' part or their DataSource", MODULES[which]);
       CHECK_MSG(!bb_node_component(n.node[1], "server_model", NULL), "%s: the client built the server's part", MODULES[which]);
@@ -365,9 +376,7 @@ static void test_each_side_builds_its_own_part(void) {
       held_free(&client);
       held_free(&server);
     }
-    net_close(&n);
-    bb_buffer_free(NULL, artifact);
-    bb_registry_free(reg);
+    module_close(&n);
   }
 }
 
@@ -392,14 +401,11 @@ static size_t hand_over(split_net *n, size_t from, uint64_t now) {
  * on, none dropped as expired and waited for until the step's timeout. */
 static void test_late_answers_are_taken(void) {
   for (size_t which = 0; which < 2; which++) {
-    bb_registry *reg = shipped();
     split_net n;
-    size_t len = 0;
-    uint8_t *artifact = compile_module(which, &len);
     bb_error err;
-    if (net_open(&n, reg) && artifact) {
+    if (module_open(&n, which)) {
       n.by_hand = true;
-      CHECK_MSG(!net_start(&n, artifact, len, which, &err), "%s: %s", MODULES[which], err.message);
+      CHECK_MSG(!net_start(&n, n.artifact, n.artifact_len, which, &err), "%s: %s", MODULES[which], err.message);
       uint64_t now = 0;
       for (int round = 0; round < 40 && bb_node_counter(n.node[1], "split.steps") < 3; round++) {
         hand_over(&n, 1, now += MS);     /* the client steps and sends */
@@ -410,9 +416,7 @@ static void test_late_answers_are_taken(void) {
       for (size_t i = 0; i < 2; i++) CHECK_EQ_INT(bb_node_counter(n.node[i], "wire.expired"), 0);
       CHECK_EQ_INT(bb_node_counter(n.node[1], "split.timeouts"), 0);
     }
-    net_close(&n);
-    bb_buffer_free(NULL, artifact);
-    bb_registry_free(reg);
+    module_close(&n);
   }
 }
 
