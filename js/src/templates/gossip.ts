@@ -19,8 +19,7 @@ import { module, type Module } from '../dsl/module.js';
 import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission } from '../node.js';
-import { tensorValue } from '../values.js';
-import { compilerWith, compileWith, identityOptions } from './install.js';
+import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
 
@@ -117,9 +116,7 @@ export class GossipPlan {
     return {
       node,
       start(nowNs) {
-        const x = test.features();
-        const y = test.labels();
-        node.invoke(name, { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) }, nowNs);
+        node.invoke(name, testInputs(test), nowNs);
       },
       onRound: (listener) => node.onStep(roundReporter(listener)),
     };

@@ -1,11 +1,13 @@
 /**
  * What every template's plan does the same way: making its compiler, compiling its Module,
- * and handing an install's peer id, seed and join policy to the node.
+ * handing an install's peer id, seed and join policy to the node, and giving it its held-out set.
  */
 import type { Bb } from '../bb.js';
 import { Compiler } from '../compiler.js';
+import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
 import type { NodeAdmission, NodeOptions } from '../node.js';
+import { tensorValue, type Value } from '../values.js';
 
 /** An install's own identity: its peer id, its seed, the room's join policy (each optional). */
 export interface InstallIdentity {
@@ -42,4 +44,11 @@ export function compilerWith(bb: Bb, bind: (compiler: Compiler) => void): Compil
     compiler.free();
     throw error;
   }
+}
+
+/** A held-out set as the Modules' `test_x` and `test_y` inputs. */
+export function testInputs(test: Dataset): { test_x: Value; test_y: Value } {
+  const x = test.features();
+  const y = test.labels();
+  return { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) };
 }

@@ -9,9 +9,9 @@ import type { Module } from '../dsl/module.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission, type Step } from '../node.js';
 import { OnnxTrainer } from '../trainer.js';
-import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
+import { peersValue, scalarOf, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
-import { compilerWith, compileWith, identityOptions } from './install.js';
+import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
@@ -240,13 +240,7 @@ export class Plan {
         return () => listeners.delete(listener);
       },
       start(clients = [], nowNs) {
-        const x = test.features();
-        const y = test.labels();
-        const inputs: Record<string, Value> = {
-          ...startInputs,
-          test_x: tensorValue('float', x.data, x.dims),
-          test_y: tensorValue('float', y.data, y.dims),
-        };
+        const inputs: Record<string, Value> = { ...startInputs, ...testInputs(test) };
         if (!registry) {
           // seats: the server sends to these peers, so it must know them
           for (const client of clients) node.addPeer(client);

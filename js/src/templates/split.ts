@@ -28,8 +28,8 @@ import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import type { OnnxModel } from '../model.js';
 import { BbNode, type NodeAdmission } from '../node.js';
-import { peersValue, scalarOf, tensorValue } from '../values.js';
-import { compilerWith, compileWith, identityOptions } from './install.js';
+import { peersValue, scalarOf } from '../values.js';
+import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 
 /** The ONNX model a split trains: its ModelProto bytes, a decoded OnnxModel, or `onnxModel(bytes)`. */
 export type SplitModelSource = Uint8Array | OnnxModel | { readonly kind: 'onnx'; readonly bytes: Uint8Array };
@@ -279,11 +279,10 @@ export class SplitPlan {
       start(nowNs) {
         // bound, not handed to one run: the runs what arrives starts use them too (a U-shaped
         // client sends the head's gradients to the server and scores with test_y there)
-        const x = test.features();
-        const y = test.labels();
+        const held = testInputs(test);
         node.bindInput(name, 'server', peersValue([server]));
-        node.bindInput(name, 'test_x', tensorValue('float', x.data, x.dims));
-        node.bindInput(name, 'test_y', tensorValue('float', y.data, y.dims));
+        node.bindInput(name, 'test_x', held.test_x);
+        node.bindInput(name, 'test_y', held.test_y);
         node.invoke(name, {}, nowNs);
       },
       onAccuracy: (listener) => listen(node, 'accuracy', listener),
