@@ -11,3 +11,4 @@ export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice,
 export { Plan, roundReporter, type ClientOptions, type Refusals, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
 export { SERVER_REQUEST_TOPIC, type Discovery } from './discovery.js';
 export { servedPlan, type ServedPlan } from './served.js';
+export { splitLearning, SplitPlan, type SplitClient, type SplitClientOptions, type SplitCounts, type SplitLearningOptions, type SplitModelSource, type SplitServer, type SplitServerOptions, type SplitTraining } from './split.js';

@@ -3,7 +3,7 @@
  * a server and a client install, and the installs themselves.
  */
 import type { Bb } from '../bb.js';
-import { Compiler, TENSOR_F32 } from '../compiler.js';
+import { type Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
 import { BbError, BbErrorCode } from '../errors.js';
@@ -11,8 +11,9 @@ import { BbNode, type NodeAdmission, type Step } from '../node.js';
 import { dpEpsilon } from '../privacy.js';
 import { OnnxTrainer } from '../trainer.js';
 import { CODEC_REFUSALS, trafficOf, type Traffic } from '../traffic.js';
-import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
+import { peersValue, scalarOf, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
+import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
@@ -197,8 +198,7 @@ export class Plan {
   compiler(bb: Bb): Compiler {
     const s = this.#settings;
     ensureModelType(bb, s.model);
-    const compiler = new Compiler(bb);
-    try {
+    return compilerWith(bb, (compiler) => {
       // round ids and sample counts are values without a storage type
       compiler.setPermissiveTypes(true);
       bindModel(compiler, s.model, 'model', s.fitSteps, 'data');
@@ -209,21 +209,12 @@ export class Plan {
         compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients,min_view=${s.minView}`);
         compiler.bind(REGISTRY_SLOT, 'Protocol', 'GlobalRegistryClient', 'registry=clients');
       }
-      return compiler;
-    } catch (error) {
-      compiler.free();
-      throw error;
-    }
+    });
   }
 
   /** Records and compiles the Module: the artifact every peer installs. */
   compile(bb: Bb): Uint8Array {
-    const compiler = this.compiler(bb);
-    try {
-      return compiler.compile(this.module.build(bb));
-    } finally {
-      compiler.free();
-    }
+    return compileWith(bb, this.compiler(bb), this.module);
   }
 
   /** Installs the server: its model scores itself on `test` every round. */
@@ -233,9 +224,7 @@ export class Plan {
       artifact: options.artifact,
       targets: this.serverTargets,
       slots: { data: { dataset: options.test }, ...modelSlots(this.#settings.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     if (options.snapshot !== undefined) node.restore(options.snapshot);
     const registry = this.#settings.discovery === 'registry';
@@ -291,13 +280,7 @@ export class Plan {
         return () => listeners.delete(listener);
       },
       start(clients = [], nowNs) {
-        const x = test.features();
-        const y = test.labels();
-        const inputs: Record<string, Value> = {
-          ...startInputs,
-          test_x: tensorValue('float', x.data, x.dims),
-          test_y: tensorValue('float', y.data, y.dims),
-        };
+        const inputs: Record<string, Value> = { ...startInputs, ...testInputs(test) };
         if (!registry) {
           // seats: the server sends to these peers, so it must know them
           for (const client of clients) node.addPeer(client);
@@ -315,9 +298,7 @@ export class Plan {
       artifact: options.artifact,
       targets: this.clientTargets,
       slots: { data: { dataset: options.data }, ...modelSlots(this.#settings.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     node.addPeer(options.server);
     node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
