@@ -146,6 +146,12 @@ describe('the tutorial', () => {
   }, 150_000);
 });
 
+/**
+ * A block whose first line names an end-to-end page (`// js/e2e/phone.js ...`) shows that
+ * page's lines; the e2e run (scripts/e2e.sh) runs them in Chromium.
+ */
+const E2E_EXCERPT = /^\/\/ js\/(e2e\/[\w.-]+\.js)\b/;
+
 /** The programs of WEB.md and GUIDE.md outside the tutorial, and what each prints when it works. */
 const PROGRAMS: Readonly<Record<string, RegExp>> = {
   'frames.mjs': /^trained on the stream: (100\.0|9\d\.\d) %$/m,
@@ -174,11 +180,26 @@ describe('every code block of WEB.md and GUIDE.md', () => {
     }
   }, 240_000);
 
+  test('an excerpt of an end-to-end page is that page's code, line by line in its order', () => {
+    const excerpts = blocks.filter((block) => E2E_EXCERPT.test(block.code));
+    expect(excerpts.length).toBeGreaterThan(0);
+    for (const block of excerpts) {
+      const page = readFileSync(join(packageRoot, E2E_EXCERPT.exec(block.code)![1]!), 'utf8').split('\n').map((line) => line.trim());
+      let at = 0;
+      for (const line of block.code.split('\n').slice(1).map((l) => l.trim()).filter((l) => l !== '')) {
+        const found = page.indexOf(line, at);
+        expect(found, `${E2E_EXCERPT.exec(block.code)![1]} has no line, after line ${at}: ${line}`).toBeGreaterThanOrEqual(0);
+        at = found + 1;
+      }
+    }
+  });
+
   test('each is run by a test', () => {
     const tutorial = new Set(tutorialFiles(readme).keys());
     const unrun = blocks.filter((block) => {
       if (block.file !== undefined && (tutorial.has(block.file) || block.file in PROGRAMS)) return false; // this file
       if (block.language === 'c' && block.file !== undefined) return false; // ctest -R guide_c
+      if (E2E_EXCERPT.test(block.code)) return false; // an end-to-end page's own lines (below)
       // the tutorial's install lines (test/pack.test.ts, in a fresh app) and its serve command (above)
       if (block.language === 'sh' && tutorialCommands(readme).some((lines) => block.code.includes(lines[0]!))) return false;
       return true;
