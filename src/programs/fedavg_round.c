@@ -9,7 +9,10 @@ const bb_slot BBI_FEDAVG_AGGREGATOR = {BB_ROLE_AGGREGATOR, "aggregator", NULL};
 #define ROUND_PERIOD_NS 200000000
 
 void bbi_fedavg_serve(bb_rec *g, bb_value test_x, bb_value test_y, bool export_onnx, bb_value to) {
-  bb_value tick = bb_rec_interval(g, ROUND_PERIOD_NS);
+  bbi_fedavg_serve_on(g, bb_rec_interval(g, ROUND_PERIOD_NS), test_x, test_y, export_onnx, to);
+}
+
+void bbi_fedavg_serve_on(bb_rec *g, bb_value tick, bb_value test_x, bb_value test_y, bool export_onnx, bb_value to) {
   bb_value global, round;
   bb_rec_aggregator_aggregate(g, &BBI_FEDAVG_AGGREGATOR, tick, &global, &round);
   bb_value loaded = bb_rec_model_load_parameters(g, &BBI_FEDAVG_MODEL, global);
@@ -51,6 +54,31 @@ void bbi_fedavg_record(bb_rec *g, bool export_onnx) {
   bbi_fedavg_serve(g, test_x, test_y, export_onnx, clients);
   bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global"));
   bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
+}
+
+void bbi_fedbuff_record(bb_rec *g) {
+  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
+  bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
+  bb_value test_x = bb_rec_input(g, "test_x", bb_tensor_type(BB_DTYPE_FLOAT));
+  bb_value test_y = bb_rec_input(g, "test_y", bb_tensor_type(BB_DTYPE_FLOAT));
+  bb_value once;
+  bb_rec_syscall(g, "Pulse", NULL, 0, NULL, 0, &once, 1);
+  bbi_fedavg_serve_on(g, once, test_x, test_y, false, clients);
+  bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global"));
+  bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
+  bb_rec_output(g, "ready", bb_rec_lookup_sender(g, "update"));
+}
+
+int bbi_fedbuff_configure(bb_compiler *c, const char *model_type, const char *model_config, const char *fedbuff_config,
+                          bb_error *err) {
+  bb_compiler_set_permissive_types(c, true);
+  if (bb_example_declare(c, model_type, NULL, 0, err) || bb_example_declare(c, "ArraySource", NULL, 0, err) ||
+      bb_example_declare(c, "FedBuff", NULL, 0, err) ||
+      bb_compiler_bind_model(c, "model", model_type, model_config, err) ||
+      bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=32", err) ||
+      bb_compiler_bind_aggregator(c, "aggregator", "FedBuff", fedbuff_config, err))
+    return err ? err->code : BB_ERR_INVALID_ARGUMENT;
+  return 0;
 }
 
 int bbi_fedavg_configure(bb_compiler *c, const char *model_type, const char *model_config, bb_error *err) {
