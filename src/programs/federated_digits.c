@@ -32,7 +32,7 @@ static void fed_digits(bb_rec *g, void *user) {
 
 static void fedbuff_digits(bb_rec *g, void *user) {
   (void)user;
-  bbi_fedbuff_record(g);
+  bbi_fedbuff_record(g, false);
 }
 
 static const bb_module FED_DIGITS = {sizeof(bb_module), "FedDigits", fed_digits, NULL, NULL, NULL, 0};
@@ -41,7 +41,7 @@ static const bb_module *const MODULES[] = {&FED_DIGITS, &FEDBUFF_DIGITS};
 
 static int configure(bb_compiler *c, size_t module, bb_error *err) {
   if (module == 1)
-    return bbi_fedbuff_configure(c, "CpuMlp", BB_FEDERATED_DIGITS_MLP_CONFIG, BB_FEDERATED_DIGITS_FEDBUFF_CONFIG, err);
+    return bbi_fedbuff_configure(c, "CpuMlp", BB_FEDERATED_DIGITS_MLP_CONFIG, BB_FEDERATED_DIGITS_FEDBUFF_CONFIG, NULL, err);
   return bbi_fedavg_configure(c, "CpuMlp", BB_FEDERATED_DIGITS_MLP_CONFIG, err);
 }
 

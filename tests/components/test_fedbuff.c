@@ -180,6 +180,36 @@ static uint8_t *snapshot_of(const bbi_fedbuff *fb, size_t *len) {
   return b;
 }
 
+/* updates=deltas: the step itself comes in, weighed alike. */
+static void test_deltas(void) {
+  bbi_fedbuff_config c;
+  memset(&c, 0, sizeof c);
+  c.closing.param_len = 2;
+  c.buffer = 1;
+  c.max_staleness = 4;
+  c.deltas = true;
+  const float start[2] = {10, 20};
+  bbi_fedbuff *fb = NULL;
+  bb_error err;
+  CHECK_MSG(bbi_fedbuff_new(NULL, &c, start, 0, &fb, &err) == 0, "%s", err.message);
+  if (!fb) return;
+  float g[2];
+  CHECK(offer(fb, 1, 0, 1, -1, 1, NULL) == 0 && step(fb, g) && g[0] == 11 && g[1] == 19);
+  CHECK(offer(fb, 2, 0, 4, 4, 1, NULL) == 0 && step(fb, g)); /* one version old */
+  CHECK_MSG(near(g[0], 11 + 4 / sqrt(2.0)) && near(g[1], 19 + 4 / sqrt(2.0)), "%g %g", (double)g[0], (double)g[1]);
+  size_t len;
+  uint8_t *bytes = snapshot_of(fb, &len);
+  bbi_fedbuff *b = NULL;
+  CHECK(bytes && bbi_fedbuff_restore(NULL, bytes, len, &b, &err) == 0);
+  if (b) { /* the restored buffer still takes steps */
+    CHECK(offer(b, 3, 2, 1, 1, 1, NULL) == 0 && step(b, g));
+    CHECK(near(g[0], 12 + 4 / sqrt(2.0)));
+  }
+  free(bytes);
+  bbi_fedbuff_free(b);
+  bbi_fedbuff_free(fb);
+}
+
 static void test_snapshot_round_trip(void) {
   bbi_fedbuff *a = busy(), *b = NULL;
   if (!a) return;
@@ -232,7 +262,7 @@ static void test_bad_snapshots_are_refused(void) {
   bb_le_write_u64(&w, bbi_fnv1a64(forged, len - 8));
   CHECK(bbi_fedbuff_restore(NULL, forged, len, &b, &err) == BB_ERR_UNSUPPORTED);
   memcpy(forged, bytes, len);
-  forged[36] = 1; /* the u64 held count at byte 36 */
+  forged[40] = 1; /* the u64 held count at byte 40 */
   w = bb_le_writer_fixed(forged + len - 8, 8);
   bb_le_write_u64(&w, bbi_fnv1a64(forged, len - 8));
   CHECK(bbi_fedbuff_restore(NULL, forged, len, &b, &err) == BB_ERR_MALFORMED);
@@ -255,6 +285,7 @@ static void test_component_config(void) {
   CHECK(create("max_staleness=100000", &self, &err) == BB_ERR_INVALID_ARGUMENT);
   CHECK(create("quorum=3", &self, &err) < 0); /* a FedAvg key: no rounds here */
   CHECK(create("beyond_norm=maybe", &self, &err) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(create("updates=gradients", &self, &err) == BB_ERR_INVALID_ARGUMENT);
   CHECK_MSG(create("buffer=3,max_staleness=4,weighting=uniform", &self, &err) == 0, "%s", err.message);
   if (self) BBI_FEDBUFF.destroy(self);
 }
@@ -297,6 +328,7 @@ int main(void) {
   RUN(test_samples_and_replacement);
   RUN(test_hostile_contributions_are_refused);
   RUN(test_distance_bound_applies);
+  RUN(test_deltas);
   RUN(test_snapshot_round_trip);
   RUN(test_bad_snapshots_are_refused);
   RUN(test_component_config);

@@ -14,6 +14,7 @@
 struct bbi_fedbuff {
   const bb_allocator *alloc;
   uint32_t buffer;
+  bool deltas;
   uint64_t max_staleness;
   size_t param_len;
   bbi_fedround *fr;  /* the open buffer; its round id is the current version */
@@ -46,7 +47,7 @@ void bbi_fedbuff_free(bbi_fedbuff *fb) {
 }
 
 /* The buffer and the versions, with nothing held yet. */
-static int make(const bb_allocator *alloc, uint32_t buffer, uint64_t max_staleness, size_t param_len,
+static int make(const bb_allocator *alloc, uint32_t buffer, bool deltas, uint64_t max_staleness, size_t param_len,
                 bbi_fedbuff **out, bb_error *err) {
   *out = NULL;
   if (!buffer || buffer > BBI_FEDROUND_MAX_ENTRIES || max_staleness > BBI_FEDBUFF_MAX_STALENESS || !param_len ||
@@ -59,7 +60,7 @@ static int make(const bb_allocator *alloc, uint32_t buffer, uint64_t max_stalene
   alloc = alloc ? alloc : bb_default_allocator();
   bbi_fedbuff *fb = bbi_mem_calloc(alloc, 1, sizeof *fb);
   if (!fb) return bb_error_set(err, BB_ERR_NOMEM, "FedBuff: out of memory");
-  *fb = (bbi_fedbuff){alloc, buffer, max_staleness, param_len, NULL, NULL, NULL};
+  *fb = (bbi_fedbuff){alloc, buffer, deltas, max_staleness, param_len, NULL, NULL, NULL};
   fb->versions = bbi_mem_calloc(alloc, ((size_t)max_staleness + 1) * param_len, sizeof(float));
   fb->rebased = bbi_mem_calloc(alloc, param_len, sizeof(float));
   if (!fb->versions || !fb->rebased) {
@@ -74,7 +75,7 @@ static int make(const bb_allocator *alloc, uint32_t buffer, uint64_t max_stalene
 int bbi_fedbuff_new(const bb_allocator *alloc, const bbi_fedbuff_config *config, const float *initial,
                     uint64_t now_ns, bbi_fedbuff **out, bb_error *err) {
   bbi_fedbuff *fb = NULL;
-  int rc = make(alloc, config->buffer, config->max_staleness, config->closing.param_len, &fb, err);
+  int rc = make(alloc, config->buffer, config->deltas, config->max_staleness, config->closing.param_len, &fb, err);
   if (rc) return rc;
   bbi_fedround_config c = config->closing;
   c.quorum = c.target = config->buffer;
@@ -134,7 +135,9 @@ int bbi_fedbuff_contribute(bbi_fedbuff *fb, uint64_t version, const uint8_t *key
   const double w = bbi_fedbuff_staleness_weight(s);
   for (size_t i = 0; i < n; i++) {
     /* a fresh one is its own parameters exactly (no round trip through the delta) */
-    const double x = s ? (double)now[i] + w * ((double)params[i] - (double)from[i]) : (double)params[i];
+    const double x = fb->deltas ? (double)now[i] + w * (double)params[i]
+                     : s        ? (double)now[i] + w * ((double)params[i] - (double)from[i])
+                                : (double)params[i];
     if (!(fabs(x) <= FLT_MAX)) /* a NaN, an infinity, or a step past the float range */
       return refuse(status, BBI_FEDBUFF_REJECTED_NONFINITE,
                     bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
@@ -164,7 +167,7 @@ static size_t held(const bbi_fedbuff *fb) {
 }
 
 size_t bbi_fedbuff_snapshot_size(const bbi_fedbuff *fb) {
-  return 4 + 4 + 4 + 8 * 4 + held(fb) * fb->param_len * sizeof(float) + 8 + bbi_fedround_snapshot_size(fb->fr) + 8;
+  return 4 + 4 + 4 + 4 + 8 * 4 + held(fb) * fb->param_len * sizeof(float) + 8 + bbi_fedround_snapshot_size(fb->fr) + 8;
 }
 
 int bbi_fedbuff_snapshot(const bbi_fedbuff *fb, uint8_t *buf, size_t cap, bb_error *err) {
@@ -176,6 +179,7 @@ int bbi_fedbuff_snapshot(const bbi_fedbuff *fb, uint8_t *buf, size_t cap, bb_err
   bb_le_write(&w, MAGIC, 4);
   bb_le_write_u32(&w, FORMAT_VERSION);
   bb_le_write_u32(&w, fb->buffer);
+  bb_le_write_u32(&w, fb->deltas ? 1u : 0u);
   bb_le_write_u64(&w, fb->max_staleness);
   bb_le_write_u64(&w, fb->param_len);
   bb_le_write_u64(&w, v);
@@ -202,24 +206,24 @@ int bbi_fedbuff_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t 
   if (len < 4 + 8 || memcmp(bytes, MAGIC, 4) != 0) return malformed(err, 0, "not a FedBuff state");
   if (bb_le_get_u64(bytes + len - 8) != bbi_fnv1a64(bytes, len - 8)) return malformed(err, len - 8, "checksum");
   bb_le_reader r = bb_le_reader_of(bytes, len - 8);
-  uint32_t version = 0, buffer = 0;
+  uint32_t version = 0, buffer = 0, flags = 0;
   uint64_t max_staleness = 0, param_len = 0, v = 0, h = 0, m = 0;
   bb_le_read(&r, NULL, 4);
   if (!bb_le_read_u32(&r, &version)) return malformed(err, r.at, "truncated");
   if (version != FORMAT_VERSION)
     return bb_error_set(err, BB_ERR_UNSUPPORTED, "FedBuff: snapshot format %u, this build reads %u", version,
                         FORMAT_VERSION);
-  if (!bb_le_read_u32(&r, &buffer) || !bb_le_read_u64(&r, &max_staleness) || !bb_le_read_u64(&r, &param_len) ||
+  if (!bb_le_read_u32(&r, &buffer) || !bb_le_read_u32(&r, &flags) || !bb_le_read_u64(&r, &max_staleness) || !bb_le_read_u64(&r, &param_len) ||
       !bb_le_read_u64(&r, &v) || !bb_le_read_u64(&r, &h))
     return malformed(err, r.at, "truncated header");
-  if (!buffer || buffer > BBI_FEDROUND_MAX_ENTRIES || max_staleness > BBI_FEDBUFF_MAX_STALENESS || !param_len ||
+  if (!buffer || buffer > BBI_FEDROUND_MAX_ENTRIES || flags > 1 || max_staleness > BBI_FEDBUFF_MAX_STALENESS || !param_len ||
       param_len > bb_le_left(&r) / sizeof(float))
-    return malformed(err, 8, "buffer, max_staleness or the parameter count out of range");
+    return malformed(err, 8, "buffer, flags, max_staleness or the parameter count out of range");
   const uint64_t want_held = v < max_staleness ? v + 1 : max_staleness + 1;
   if (h != want_held || h > bb_le_left(&r) / sizeof(float) / param_len)
-    return malformed(err, 36, "held versions disagree with the version and max_staleness");
+    return malformed(err, 40, "held versions disagree with the version and max_staleness");
   bbi_fedbuff *fb = NULL;
-  int rc = make(alloc, buffer, max_staleness, (size_t)param_len, &fb, err);
+  int rc = make(alloc, buffer, flags == 1, max_staleness, (size_t)param_len, &fb, err);
   if (rc) return rc;
   for (uint64_t k = 0; k < h; k++) {
     float *p = version_at(fb, v - (h - 1 - k));

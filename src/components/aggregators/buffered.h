@@ -11,7 +11,9 @@
  *
  *     x = g_now + (p - g_v) / sqrt(1 + s)
  *
- * so the buffer holds what each contributor would move the current model to. Every
+ * so the buffer holds what each contributor would move the current model to (with
+ * `deltas`, contributors send p - g_v itself — what a compressed update decodes to — and
+ * it enters as g_now + (p - g_v) / sqrt(1 + s) alike). Every
  * `buffer` contributions the buffer closes as one round of the rounds engine (rounds.h)
  * whose reference is g_now: the ascent screen, the distance bound (norm_factor × the
  * buffer's median distance, clip or drop), the sample-count caps and the weighted mean
@@ -24,6 +26,7 @@
 #ifndef BBI_OPS_AGGREGATORS_BUFFERED_H
 #define BBI_OPS_AGGREGATORS_BUFFERED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +42,7 @@ typedef struct bbi_fedbuff_config {
   bbi_fedround_config closing;
   uint32_t buffer;        /* contributions per step, >= 1 */
   uint64_t max_staleness; /* versions a contribution may lag, <= BBI_FEDBUFF_MAX_STALENESS */
+  bool deltas;            /* contributions are steps from the version trained from, not parameters */
 } bbi_fedbuff_config;
 
 /* The outcome of one contribution; the refusals come with a negative return code. */
@@ -64,7 +68,7 @@ int bbi_fedbuff_new(const bb_allocator *alloc, const bbi_fedbuff_config *config,
                     uint64_t now_ns, bbi_fedbuff **out, bb_error *err);
 void bbi_fedbuff_free(bbi_fedbuff *fb);
 
-/* Offers `params` (param_len floats), trained from version `version` by `key`, with
+/* Offers `params` (param_len floats; with deltas the step), trained from version `version` by `key`, with
  * num_samples. Returns 0 with *status ACCEPTED or REPLACED, or a negative BB_ERR_* with
  * *status saying why (err names the version, value or count at fault); a refusal
  * changes nothing. *staleness (may be NULL) gets the contribution's staleness. */
@@ -85,7 +89,7 @@ size_t bbi_fedbuff_pending(const bbi_fedbuff *fb);      /* contributions in the 
 /* When contributions to `version` could first be prompted (bbi_fedround_window_start). */
 uint64_t bbi_fedbuff_window_start(const bbi_fedbuff *fb, uint64_t version);
 
-/* The whole state: "BBFB", u32 version 1, u32 buffer, u64 max_staleness, u64 param_len,
+/* The whole state: "BBFB", u32 version 1, u32 buffer, u32 flags (1: deltas), u64 max_staleness, u64 param_len,
  * u64 current version, u64 held versions h, h × param_len floats (oldest first, the
  * current last), u64 m then m bytes of the rounds engine's snapshot, FNV-1a 64 of all
  * before it. */

@@ -1,7 +1,7 @@
 /* FedBuff: the Aggregator concrete that aggregates asynchronously, with a buffer
  * (buffered.h says how a contribution is weighed and when the model steps).
  *
- *   Config: buffer=10,max_staleness=16,init=<slot>,members=addressed|any,max_norm=0,
+ *   Config: buffer=10,max_staleness=16,updates=params|deltas,init=<slot>,members=addressed|any,max_norm=0,
  *           norm_factor=3,beyond_norm=clip|drop,drop_factor=4,ascent_screen=0.1,
  *           weighting=samples|uniform,max_samples=0,samples_factor=1
  *
@@ -9,7 +9,9 @@
  *     count or [samples, version], or the bundle [update, samples, version] alone — where
  *     the round is the version of the global model the contributor trained from. Each
  *     arrival goes into the buffer weighed 1/sqrt(1 + staleness); staler than
- *     max_staleness versions it is refused (fedbuff.refused_stale).
+ *     max_staleness versions it is refused (fedbuff.refused_stale). With updates=deltas an
+ *     update is the step from that version (p - g_v, what a compressed update decodes to
+ *     without a reference) instead of the trained parameters.
  *   Aggregate(trigger): steps the global model when the buffer holds `buffer`
  *     contributions, then gives the current global model and its version (U64) — every
  *     time, so a client that finished can be sent the current model at once; nothing
@@ -50,15 +52,17 @@ typedef struct fedbuff {
 } fedbuff;
 
 static int fedbuff_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"buffer",      "max_staleness", "init",          "members",
+  static const char *const KEYS[] = {"buffer",      "max_staleness", "updates",       "init",          "members",
                                      "max_norm",    "norm_factor",   "beyond_norm",   "drop_factor",
                                      "ascent_screen", "weighting",   "max_samples",   "samples_factor", NULL};
   const char *c = init->config;
   fedbuff a;
   memset(&a, 0, sizeof a);
   uint64_t buffer;
+  char updates[16];
   int rc;
   if ((rc = bb_config_check(c, KEYS, err)) || (rc = bb_config_u64(c, "buffer", 10, &buffer, err)) ||
+      (rc = bb_config_str(c, "updates", "params", updates, sizeof updates, err)) ||
       (rc = bb_config_u64(c, "max_staleness", 16, &a.cfg.max_staleness, err)) ||
       (rc = bbi_intake_parse_bounds(c, TYPE, &a.cfg.closing, a.init_slot, &a.members_only, err)) ||
       (rc = bbi_intake_parse_weighting(c, TYPE, &a.cfg.closing, err)))
@@ -66,6 +70,9 @@ static int fedbuff_create(const bb_component_init *init, void **self, bb_error *
   if (!buffer || buffer > BBI_FEDROUND_MAX_ENTRIES || a.cfg.max_staleness > BBI_FEDBUFF_MAX_STALENESS)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, TYPE ": need 1 <= buffer <= %d and max_staleness <= %d, got `%s`",
                         BBI_FEDROUND_MAX_ENTRIES, BBI_FEDBUFF_MAX_STALENESS, c);
+  a.cfg.deltas = strcmp(updates, "deltas") == 0;
+  if (!a.cfg.deltas && strcmp(updates, "params") != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, TYPE ": updates=`%s` is not params|deltas", updates);
   a.cfg.buffer = (uint32_t)buffer;
   a.cfg.closing.method = BBI_FEDROUND_MEAN;
   a.alloc = init->alloc;
