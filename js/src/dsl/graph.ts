@@ -177,6 +177,14 @@ export class Graph {
     return this.recordValue('lookupOutput', (bb, [n]) => bb.exports.bb_wasm_rec_lookup_output(n!), [port]);
   }
 
+  /**
+   * The peer a network port's value came from, where it arrives (a peer id the receiving
+   * side can answer to: `netOut(reply, lookupSender(port), ...)`).
+   */
+  lookupSender(port: string): GraphValue<typeof TYPES.peerId> {
+    return this.recordValue('lookupSender', (bb, [n]) => bb.exports.bb_wasm_rec_lookup_sender(n!), [port]);
+  }
+
   /** Packs values into one composite. */
   bundle(...parts: GraphValue[]): GraphValue<typeof TYPES.composite> {
     const bb = this.#bb('bundle');
