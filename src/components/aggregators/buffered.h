@@ -13,8 +13,9 @@
  *
  * so the buffer holds what each contributor would move the current model to (with
  * `deltas`, contributors send p - g_v itself — what a compressed update decodes to — and
- * it enters as g_now + (p - g_v) / sqrt(1 + s) alike). Every
- * `buffer` contributions the buffer closes as one round of the rounds engine (rounds.h)
+ * it enters as g_now + (p - g_v) / sqrt(1 + s) alike). Once it holds `buffer`
+ * contributions (or more: all that came before the poll) the buffer closes as one round
+ * of the rounds engine (rounds.h)
  * whose reference is g_now: the ascent screen, the distance bound (norm_factor × the
  * buffer's median distance, clip or drop), the sample-count caps and the weighted mean
  * all apply per contribution exactly as in a FedAvg round, and the result is the next

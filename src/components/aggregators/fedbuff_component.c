@@ -13,9 +13,9 @@
  *     update is the step from that version (p - g_v, what a compressed update decodes to
  *     without a reference) instead of the trained parameters.
  *   Aggregate(trigger): steps the global model when the buffer holds `buffer`
- *     contributions, then gives the current global model and its version (U64) — every
- *     time, so a client that finished can be sent the current model at once; nothing
- *     before there is one. With init=<slot> the first Aggregate gives that Model's Params
+ *     contributions or more (all that came since the last step), then gives the current
+ *     global model and its version (U64) — every time, so a client that finished can be
+ *     sent the current model at once; nothing before there is one. With init=<slot> the first Aggregate gives that Model's Params
  *     as version 0; without, version 0 is zeros and the first buffer's mean is the
  *     contributors' own parameters.
  *
