@@ -43,7 +43,8 @@ export function roundReporter(onRound: (report: RoundReport) => void): (step: St
 
 /**
  * What the server's aggregator refused, left out or cut so far, by reason (its node
- * counters `<fedavg|robustavg>.<reason>`): a contribution that was not a float32 update
+ * counters `<fedavg|robustavg|fedbuff>.<reason>`; asynchronous rounds also refuse an update
+ * more versions old than maxStaleness, `refused_stale`): a contribution that was not a float32 update
  * (`refused_type`), carried bad metadata, had another length, held a NaN or an infinity,
  * claimed zero samples, named a round not yet open, came when the round was full, came from
  * a peer the round was not sent to (`refused_non_member`), without a client's join token
