@@ -195,10 +195,16 @@ int bb_federation_answer_ready(bb_federation *f, uint64_t patience_ns, bb_error 
   const uint64_t now = bb_sim_now(f->sim);
   if (!f->served_at && !(f->served_at = calloc((size_t)f->n_peers, sizeof *f->served_at)))
     return fail(err, BB_ERR_NOMEM, "out of memory");
-  for (size_t k = 0; k < p->n_ready; k++) { /* the ready ones are no longer silent */
+  /* the ready ones are no longer silent; a peer that is not one of the clients is never
+     answered (sending the model would make it a member) */
+  size_t kept = 0;
+  for (size_t k = 0; k < p->n_ready; k++) {
     uint64_t id = 0;
-    if (bb_peer_id_as_u64(&p->ready[k], &id) && id >= 2 && id <= (uint64_t)f->n_peers) f->served_at[id - 1] = now;
+    if (!bb_peer_id_as_u64(&p->ready[k], &id) || id < 2 || id > (uint64_t)f->n_peers) continue;
+    f->served_at[id - 1] = now;
+    p->ready[kept++] = p->ready[k];
   }
+  p->n_ready = kept;
   for (int i = 1; i < f->n_peers && p->n_ready < BB_FED_READY_MAX; i++)
     if (now - f->served_at[i] >= patience_ns && now >= patience_ns) {
       p->ready[p->n_ready++] = f->peers[i];
