@@ -15,7 +15,7 @@
  * it). --scenario FILE runs the clients as a population of phones (docs/SIMULATOR.md,
  * "Scenario files"): the file's network, and each client one of its devices. --async runs
  * the module FedBuffDigits instead: no round barrier, FedBuff steps the model every K
- * contributions (--buffer K, default 5) and each client that finishes is sent the current
+ * contributions (--buffer K, default 6) and each client that finishes is sent the current
  * model at once; a "round" is then a version of the model. */
 #include <stdbool.h>
 #include <stdio.h>
