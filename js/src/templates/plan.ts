@@ -8,6 +8,7 @@ import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission, type Step } from '../node.js';
+import { dpEpsilon } from '../privacy.js';
 import { OnnxTrainer } from '../trainer.js';
 import { CODEC_REFUSALS, trafficOf, type Traffic } from '../traffic.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
@@ -22,6 +23,12 @@ export interface RoundReport {
   readonly bytesIn?: number;
   /** A server's envelope bytes sent since its previous report (the global model to each client, mostly). */
   readonly bytesOut?: number;
+  /**
+   * With differential privacy (the template's `dp`): the privacy spent so far, ε at the
+   * plan's δ over the rounds that closed under it (the aggregator's `fedavg.dp_rounds`), by
+   * the Rényi accountant (dpEpsilon, q = 1); Infinity with a noise multiplier of 0.
+   */
+  readonly epsilon?: number;
 }
 
 /**
@@ -89,6 +96,8 @@ export interface PlanSettings {
   readonly bindRest: (compiler: Compiler) => void;
   /** Inputs the server's run starts with besides its test set and clients. */
   readonly startInputs?: Readonly<Record<string, Value>>;
+  /** Differential privacy: what each round's `epsilon` is accounted with. */
+  readonly dp?: { readonly noiseMultiplier: number; readonly delta: number };
 }
 
 export interface ServerOptions {
@@ -241,11 +250,17 @@ export class Plan {
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
     let seen = trafficOf(node);
+    const dp = this.#settings.dp;
     const finished = new Promise<RoundReport>((resolve) => {
       node.onStep(
         roundReporter((scored) => {
           const now = trafficOf(node);
-          const report = { ...scored, bytesIn: now.bytesReceived - seen.bytesReceived, bytesOut: now.bytesSent - seen.bytesSent };
+          const report = {
+            ...scored,
+            bytesIn: now.bytesReceived - seen.bytesReceived,
+            bytesOut: now.bytesSent - seen.bytesSent,
+            ...(dp === undefined ? {} : { epsilon: privacySpent(bb, dp, Number(node.counter('fedavg.dp_rounds'))) }),
+          };
           seen = now;
           for (const listener of [...listeners]) listener(report);
           if (rounds !== undefined && report.round >= rounds) resolve(report);
@@ -342,6 +357,13 @@ function answerReadyClients(
     for (const client of to) servedAt.set(client, now);
     node.invoke(name, { ...inputs, clients: peersValue(to) }, now);
   });
+}
+
+/** ε at δ after `rounds` rounds of DP-FedAvg with every client in each (q = 1). */
+function privacySpent(bb: Bb, dp: { readonly noiseMultiplier: number; readonly delta: number }, rounds: number): number {
+  if (rounds === 0) return 0;
+  if (dp.noiseMultiplier === 0) return Infinity;
+  return dpEpsilon(bb, { q: 1, sigma: dp.noiseMultiplier, steps: rounds, delta: dp.delta }).epsilon;
 }
 
 /** An ONNX model with these parameters, as plain ONNX (an OnnxTrainer made for the export and freed). */
