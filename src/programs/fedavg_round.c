@@ -97,7 +97,7 @@ void bbi_fedbuff_record(bb_rec *g, bool compressed) {
 int bbi_fedbuff_configure(bb_compiler *c, const char *model_type, const char *model_config, const char *fedbuff_config,
                           const char *topk_config, bb_error *err) {
   bb_compiler_set_permissive_types(c, true);
-  static const bb_component_port codec_ports[] = {{"in", BB_TYPE_TENSOR_F32}, {"out", "ai.bytesandbrains.opaque"}};
+  static const bb_component_port codec_ports[] = {{"in", BB_TYPE_TENSOR_F32}, {"out", BB_TYPE_BYTES}};
   const bb_component_decl topk = {sizeof topk, "TopKCodec", codec_ports, 2, NULL, 0};
   if (topk_config && (bb_compiler_declare_component(c, &topk, err) ||
                       bb_compiler_bind_codec(c, "codec", "TopKCodec", topk_config, err)))
