@@ -27,9 +27,17 @@ void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s) {
       bb_val_release(p->onnx);
       p->onnx = bb_val_retain((bb_val *)s->value);
     }
+    if (strcmp(s->topic, "ready") == 0 && bb_val_kind_of(s->value) == BB_VAL_PEER) {
+      const bb_peer_id *who = bb_val_as_peers(s->value);
+      bool queued = false;
+      for (size_t i = 0; i < p->n_ready && !queued; i++) queued = bb_peer_id_equal(&p->ready[i], who);
+      if (!queued && p->n_ready < BB_FED_READY_MAX) p->ready[p->n_ready++] = *who;
+    }
     if (strcmp(s->topic, "accuracy") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
       p->accuracy = *(const float *)bb_tensor_data(bb_val_as_tensor(s->value));
-      if (!p->quiet) printf("round %3d  held-out accuracy %.3f\n", p->round, (double)p->accuracy);
+      if (!p->quiet && p->printed != p->round + 1)
+        printf("round %3d  held-out accuracy %.3f\n", p->round, (double)p->accuracy);
+      p->printed = p->round + 1;
       fflush(stdout);
     }
   }
@@ -182,6 +190,38 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
                              &setup->data->test, err);
 }
 
+int bb_federation_answer_ready(bb_federation *f, uint64_t patience_ns, bb_error *err) {
+  bb_fed_progress *p = &f->progress;
+  const uint64_t now = bb_sim_now(f->sim);
+  if (!f->served_at && !(f->served_at = calloc((size_t)f->n_peers, sizeof *f->served_at)))
+    return fail(err, BB_ERR_NOMEM, "out of memory");
+  /* the ready ones are no longer silent; a peer that is not one of the clients is never
+     answered (sending the model would make it a member) */
+  size_t kept = 0;
+  for (size_t k = 0; k < p->n_ready; k++) {
+    uint64_t id = 0;
+    if (!bb_peer_id_as_u64(&p->ready[k], &id) || id < 2 || id > (uint64_t)f->n_peers) continue;
+    f->served_at[id - 1] = now;
+    p->ready[kept++] = p->ready[k];
+  }
+  p->n_ready = kept;
+  for (int i = 1; i < f->n_peers && p->n_ready < BB_FED_READY_MAX; i++)
+    if (now - f->served_at[i] >= patience_ns && now >= patience_ns) {
+      p->ready[p->n_ready++] = f->peers[i];
+      f->served_at[i] = now;
+    }
+  if (!p->n_ready) return 0;
+  size_t n = p->n_ready;
+  p->n_ready = 0;
+  return bb_fed_start_rounds(f->nodes[0], f->setup.module, "clients", p->ready, n, &f->setup.data->test, err);
+}
+
+int bb_federation_step_async(bb_federation *f, uint64_t patience_ns, bb_error *err) {
+  int rc = bb_sim_step(f->sim, err);
+  if (rc == 1) rc = bb_sim_run_until(f->sim, bb_sim_now(f->sim) + patience_ns, err);
+  return rc ? rc : bb_federation_answer_ready(f, patience_ns, err);
+}
+
 void bb_federation_free(bb_federation *f) {
   bb_fed_progress_free(&f->progress);
   bb_sim_free(f->sim);
@@ -189,5 +229,6 @@ void bb_federation_free(bb_federation *f) {
   bb_registry_free(f->registry);
   free(f->nodes);
   free(f->peers);
+  free(f->served_at);
   memset(f, 0, sizeof *f);
 }

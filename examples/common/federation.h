@@ -28,6 +28,10 @@ typedef struct bb_fed_setup {
                                       one of its devices; NULL: the examples' network */
 } bb_fed_setup;
 
+/* Most clients waiting for an answer at once (the examples run at most 64; the benches
+ * answer their own). */
+#define BB_FED_READY_MAX 1024
+
 /* What the server (peer 1) reported last, kept by bb_fed_observe (a bb_sim observer whose
  * user pointer is the progress); failed steps of any peer are counted and, unless quiet,
  * the first five printed. */
@@ -38,6 +42,11 @@ typedef struct bb_fed_progress {
   bb_tensor *global;
   bb_val *onnx;
   uint64_t failures;
+  int printed; /* 1 + the round whose accuracy was printed last (0: none): each round's once */
+  /* asynchronous rounds: the clients the server said are "ready" (their update arrived)
+     and not answered yet, each once */
+  bb_peer_id ready[BB_FED_READY_MAX];
+  size_t n_ready;
 } bb_fed_progress;
 
 void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s);
@@ -90,6 +99,7 @@ typedef struct bb_federation {
   bb_node **nodes;
   bb_peer_id *peers;
   bb_fed_progress progress; /* what the server reported last */
+  uint64_t *served_at;      /* asynchronous rounds: when each peer was last sent the model */
 } bb_federation;
 /* Installs every peer in a new simulator and starts the server's rounds; the caller then
  * steps f->sim (bb_sim_step) while f->round grows. */
@@ -97,6 +107,18 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
 
 /* Peer i installed afresh (for a restore from a snapshot), knowing everybody's address. */
 int bb_federation_install(const bb_federation *f, int i, bb_node **out, bb_error *err);
+
+/* Asynchronous rounds (a module recorded by bbi_fedbuff_record): invokes the server's
+ * module again with the clients that are ready, so each gets the current model, and with
+ * those it served more than patience_ns ago and has heard nothing from since (a phone
+ * that dropped out or was away when its model came); nothing when there are none. Call
+ * it after every bb_sim_step. */
+int bb_federation_answer_ready(bb_federation *f, uint64_t patience_ns, bb_error *err);
+
+/* bb_sim_step for asynchronous rounds: when nothing is left to happen (every client
+ * silent), the clock moves on by patience_ns instead, so the silent ones are served
+ * again. */
+int bb_federation_step_async(bb_federation *f, uint64_t patience_ns, bb_error *err);
 
 void bb_federation_free(bb_federation *f);
 

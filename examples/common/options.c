@@ -18,9 +18,14 @@ int bb_options_parse(int argc, char **argv, const bb_option *table, size_t n, in
       *quiet = 1;
       continue;
     }
-    const bb_option *opt = v ? find(table, n, a) : NULL;
-    if (!opt) return -1;
+    const bb_option *opt = find(table, n, a);
+    if (opt && opt->kind == BB_OPTION_FLAG) {
+      *(int *)opt->out = 1;
+      continue;
+    }
+    if (!opt || !v) return -1;
     switch (opt->kind) {
+    case BB_OPTION_FLAG: break;
     case BB_OPTION_INT: *(int *)opt->out = atoi(v); break;
     case BB_OPTION_DOUBLE: *(double *)opt->out = atof(v); break;
     case BB_OPTION_U64: *(uint64_t *)opt->out = strtoull(v, NULL, 10); break;

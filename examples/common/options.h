@@ -1,4 +1,4 @@
-/* The examples' command lines: options of the form `--name VALUE` and the flag `--quiet`,
+/* The examples' command lines: options of the form `--name VALUE`, flags `--name` and `--quiet`,
  * parsed from a table, and whole files read into memory (an ONNX model to hand a peer). */
 #ifndef BB_EXAMPLES_OPTIONS_H
 #define BB_EXAMPLES_OPTIONS_H
@@ -11,7 +11,8 @@ typedef enum bb_option_kind {
   BB_OPTION_INT,    /* int, as atoi reads it */
   BB_OPTION_DOUBLE, /* double, as atof reads it */
   BB_OPTION_U64,    /* uint64_t, as strtoull reads it in base 10 */
-  BB_OPTION_STRING  /* const char *, the argument itself */
+  BB_OPTION_STRING, /* const char *, the argument itself */
+  BB_OPTION_FLAG    /* int set to 1; takes no argument */
 } bb_option_kind;
 
 typedef struct bb_option {

@@ -3,7 +3,7 @@
  * (non-IID) shard of scikit-learn's digits.
  *
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
- *                    [--onnx-model FILE] [--export FILE] [--scenario FILE]
+ *                    [--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K]
  *                    [--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
@@ -19,7 +19,11 @@
  * CpuMlp is) with CpuMlp's optimizer: the same federation, any network. --export FILE
  * writes the final global model as a standard ONNX model (bb run and onnxruntime execute
  * it). --scenario FILE runs the clients as a population of phones (docs/SIMULATOR.md,
- * "Scenario files"): the file's network, and each client one of its devices. */
+ * "Scenario files"): the file's network, and each client one of its devices. --async runs
+ * the module FedBuffDigits instead: no round barrier, FedBuff steps the model every K
+ * contributions (--buffer K, default 6) and each client that finishes is sent the current
+ * model at once; a "round" is then a version of the model (not with --dp-clip, which is
+ * FedAvg's). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,7 +40,7 @@
 #define ONNX_MODEL_CONFIG "loss=xent,optimizer=momentum,lr=0.05,momentum=0.9,fit_steps=12,data=data"
 
 typedef struct options {
-  int rounds, clients, drop, quiet, snapshot_at;
+  int rounds, clients, drop, quiet, snapshot_at, async, buffer;
   double loss, dp_clip, dp_noise, dp_delta, min_accuracy;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
@@ -47,23 +51,25 @@ typedef struct options {
 
 static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
-                  "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--dp-clip C --dp-noise Z [--dp-delta D]] "
-                  "[--min-accuracy A] [--quiet]\n");
+                  "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K] "
+                  "[--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.90, 1, NULL, NULL, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.90, 1, NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
       {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
       {"--loss", BB_OPTION_DOUBLE, &o->loss},            {"--seed", BB_OPTION_U64, &o->seed},
       {"--data", BB_OPTION_STRING, &o->data},            {"--onnx-model", BB_OPTION_STRING, &o->onnx_model},
       {"--export", BB_OPTION_STRING, &o->export_path}, {"--scenario", BB_OPTION_STRING, &o->scenario},
+      {"--async", BB_OPTION_FLAG, &o->async},            {"--buffer", BB_OPTION_INT, &o->buffer},
       {"--dp-clip", BB_OPTION_DOUBLE, &o->dp_clip},      {"--dp-noise", BB_OPTION_DOUBLE, &o->dp_noise},
       {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
-      o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1)
+      o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
+      o->buffer < 0 || (o->buffer && !o->async) || (o->async && o->dp_clip > 0))
     return usage();
   if (!(o->dp_clip >= 0 && o->dp_clip < 1e30) || !(o->dp_noise >= 0 && o->dp_noise < 1e30) ||
       !(o->dp_delta > 0 && o->dp_delta < 1) || (o->dp_noise > 0 && o->dp_clip == 0) ||
@@ -85,7 +91,8 @@ static int fail(bb_error *err, int code, const char *what, const char *arg) {
  * OnnxModel, with --dp-clip the aggregator's FedAvg DP-FedAvg. */
 static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *err) {
   const bb_example *ex = &BB_EXAMPLE_FEDERATED_DIGITS;
-  if (!o->onnx_model && o->dp_clip == 0) return bb_example_compile(ex, 0, artifact, len, err);
+  const size_t module = o->async ? 1 : 0;
+  if (!o->onnx_model && !o->buffer && o->dp_clip == 0) return bb_example_compile(ex, module, artifact, len, err);
   /* DP-FedAvg's rounds wait for every client (three quarters once the deadline passed):
    * the accountant's q = 1 then holds however many clients there are */
   char aggregator[256];
@@ -95,17 +102,21 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   bb_model *recorded = NULL;
   uint8_t *bytes = NULL;
   size_t n = 0;
-  int rc = bb_module_build(ex->modules[0], NULL, &recorded, err);
+  int rc = bb_module_build(ex->modules[module], NULL, &recorded, err);
   if (!rc) rc = bb_model_encode(recorded, &bytes, &n, err);
   bb_model_free(recorded);
   bb_compiler *c = rc ? NULL : bb_compiler_new(NULL);
   if (!rc && !c) rc = fail(err, BB_ERR_NOMEM, "out of memory", "");
-  if (!rc) rc = ex->configure(c, 0, err);
+  if (!rc) rc = ex->configure(c, module, err);
   if (!rc && o->onnx_model) rc = bb_compiler_unbind(c, "model", err);
   if (!rc && o->onnx_model) rc = bb_example_declare(c, "OnnxModel", NULL, 0, err);
   if (!rc && o->onnx_model) rc = bb_compiler_bind_model(c, "model", "OnnxModel", ONNX_MODEL_CONFIG, err);
   if (!rc && o->dp_clip > 0) rc = bb_compiler_unbind(c, "aggregator", err);
   if (!rc && o->dp_clip > 0) rc = bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", aggregator, err);
+  char fedbuff[64];
+  snprintf(fedbuff, sizeof fedbuff, "buffer=%d,max_staleness=16,init=model", o->buffer);
+  if (!rc && o->buffer) rc = bb_compiler_unbind(c, "aggregator", err);
+  if (!rc && o->buffer) rc = bb_compiler_bind_aggregator(c, "aggregator", "FedBuff", fedbuff, err);
   if (!rc) rc = bb_compiler_compile(c, bytes, n, artifact, len, err);
   bb_compiler_free(c);
   bb_buffer_free(NULL, bytes);
@@ -177,21 +188,28 @@ int main(int argc, char **argv) {
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   if (!o.quiet)
     printf("federated_digits: %d clients, %zu training and %zu held-out images, non-IID shards (3 digits each), "
-           "loss %.0f%%, %d clients dropping%s%s\n",
+           "loss %.0f%%, %d clients dropping%s%s%s\n",
            o.clients, d.train.n, d.test.n, o.loss * 100, o.drop, o.onnx_model ? ", OnnxModel on " : "",
-           o.onnx_model ? o.onnx_model : "");
+           o.onnx_model ? o.onnx_model : "", o.async ? ", asynchronous (FedBuff)" : "");
 
   bb_sim_scenario scenario;
   if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  bb_fed_setup setup = {artifact, artifact_len, "FedDigits", "FedDigits_server", "FedDigits_clients", o.clients, o.loss, o.seed,
+  const char *const module = o.async ? "FedBuffDigits" : "FedDigits";
+  char server_target[64], client_target[64];
+  snprintf(server_target, sizeof server_target, "%s_server", module);
+  snprintf(client_target, sizeof client_target, "%s_clients", module);
+  bb_fed_setup setup = {artifact, artifact_len, module, server_target, client_target, o.clients, o.loss, o.seed,
                         o.quiet, &d, o.onnx_model ? &model : NULL, NULL, o.scenario ? &scenario : NULL};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+  /* asynchronous: a client silent this long since it was sent the model is sent it again */
+  const uint64_t patience = o.scenario ? 10000000000ull : 1000000000ull;
   int dropped = 0, moved = 0;
   uint64_t noised = 0, seen = 0;
   while (f.progress.round < o.rounds) {
-    if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+    if (o.async ? bb_federation_step_async(&f, patience, &err) : bb_sim_step(f.sim, &err))
+      return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
     double epsilon = o.dp_clip > 0 ? spent(&f, &o, &noised) : 0;
     if (noised != seen && !o.quiet) printf("privacy spent: epsilon %.4g at delta %g after %llu rounds\n", epsilon, o.dp_delta, (unsigned long long)noised);
     seen = noised;

@@ -286,9 +286,16 @@ export class BbNode implements Pollable, CompletionSink {
     );
   }
 
+  /** The time of the poll whose steps the listeners are being given (undefined before the first). */
+  get polledAt(): bigint | undefined {
+    return this.#polledAt;
+  }
+  #polledAt: bigint | undefined;
+
   /** Runs what is ready at `nowNs`; the steps go to the listeners and are returned. */
   poll(nowNs: bigint = monotonicNowNs()): Step[] {
     const bb = this.#bb;
+    this.#polledAt = nowNs;
     const n = bb.check(bb.exports.bb_wasm_node_poll(this.#live('poll'), nowNs));
     if (n === 0) return [];
     const steps = parseSteps(bb.resultBytes(), n);

@@ -14,6 +14,7 @@ extern const bb_component_type BBI_UINT8_CODEC;
 extern const bb_component_type BBI_TOPK_CODEC;
 extern const bb_component_type BBI_FEDAVG;
 extern const bb_component_type BBI_ROBUST_AVG;
+extern const bb_component_type BBI_FEDBUFF;
 extern const bb_component_type BBI_FLAT_INDEX;
 extern const bb_component_type BBI_GOSSIP_AVG;
 extern const bb_component_type BBI_CONSTANT_VIEW;

@@ -22,6 +22,9 @@ extern const bb_slot BBI_FEDAVG_AGGREGATOR;
  *   (model.Export after the load); sends the bundle [global, round] to `to` on port "global". */
 void bbi_fedavg_serve(bb_rec *g, bb_value test_x, bb_value test_y, bool export_onnx, bb_value to);
 
+/* bbi_fedavg_serve once per `tick` instead of every 200 ms. */
+void bbi_fedavg_serve_on(bb_rec *g, bb_value tick, bb_value test_x, bb_value test_y, bool export_onnx, bb_value to);
+
 /* The [global, round] bundle that arrives on `port`: parts[0] the global parameters
  * (BB_TYPE_TENSOR_F32), parts[1] the round id. */
 void bbi_fedavg_receive(bb_rec *g, const char *port, bb_value parts[2]);
@@ -44,5 +47,26 @@ void bbi_fedavg_record(bb_rec *g, bool export_onnx);
  * "data" on ArraySource (batches of 32), "aggregator" on FedAvg (quorum 6, target 8, a
  * 1 s deadline that abandons a round short of its quorum, initialised from the model). */
 int bbi_fedavg_configure(bb_compiler *c, const char *model_type, const char *model_config, bb_error *err);
+
+/* The Codec slot "codec" of the compressed asynchronous round. */
+extern const bb_slot BBI_FEDBUFF_CODEC;
+
+/* The asynchronous round (FedBuff): no round barrier. With the inputs of bbi_fedavg_record,
+ *   once per invocation: bbi_fedavg_serve_on to `clients` (the current model and its
+ *   version, evaluated); a client sends bbi_fedavg_fit of "global" to `server` on port
+ *   "update"; the server takes "update" in with the aggregator and outputs "ready", the
+ *   peer it came from.
+ * compressed: the client sends [codec.Encode(trained, global), samples, version] instead
+ * and the server contributes codec.Decode of it (the step; FedBuff with updates=deltas)
+ * with [samples, version].
+ * The host invokes the server once with every client, then again with each peer that
+ * is "ready": a client that finishes gets the current model and trains again. */
+void bbi_fedbuff_record(bb_rec *g, bool compressed);
+
+/* The bindings of the asynchronous round: bbi_fedavg_configure's with "aggregator" on
+ * FedBuff under fedbuff_config, and with topk_config (NULL: none; the compressed round)
+ * "codec" on TopKCodec. */
+int bbi_fedbuff_configure(bb_compiler *c, const char *model_type, const char *model_config, const char *fedbuff_config,
+                          const char *topk_config, bb_error *err);
 
 #endif

@@ -14,7 +14,14 @@
  * "model" each round.
  * The host gives the server `clients`, `test_x` and `test_y` when it invokes it, and binds
  * `server` on every client. Default bindings: CpuMlp (64 → 32 → 10), ArraySource
- * (batches of the client's shard), FedAvg. */
+ * (batches of the client's shard), FedAvg.
+ *
+ * Module `FedBuffDigits`, the same federation without a round barrier (FedBuff): each
+ * invocation gives the current model to `clients`; a client that finishes sends its
+ * update, which the server's FedBuff folds into its buffer, and the server outputs
+ * "ready" with the client's id, for the host to invoke it again with that client
+ * (bbi_fedbuff_record). "round" is the model's version. Bindings as FedDigits' with
+ * FedBuff (BB_FEDERATED_DIGITS_FEDBUFF_CONFIG) in FedAvg's place. */
 #include "fedavg_round.h"
 #include "programs/examples.h"
 
@@ -23,14 +30,22 @@ static void fed_digits(bb_rec *g, void *user) {
   bbi_fedavg_record(g, false);
 }
 
+static void fedbuff_digits(bb_rec *g, void *user) {
+  (void)user;
+  bbi_fedbuff_record(g, false);
+}
+
 static const bb_module FED_DIGITS = {sizeof(bb_module), "FedDigits", fed_digits, NULL, NULL, NULL, 0};
-static const bb_module *const MODULES[] = {&FED_DIGITS};
+static const bb_module FEDBUFF_DIGITS = {sizeof(bb_module), "FedBuffDigits", fedbuff_digits, NULL, NULL, NULL, 0};
+static const bb_module *const MODULES[] = {&FED_DIGITS, &FEDBUFF_DIGITS};
 
 static int configure(bb_compiler *c, size_t module, bb_error *err) {
-  (void)module;
+  if (module == 1)
+    return bbi_fedbuff_configure(c, "CpuMlp", BB_FEDERATED_DIGITS_MLP_CONFIG, BB_FEDERATED_DIGITS_FEDBUFF_CONFIG, NULL, err);
   return bbi_fedavg_configure(c, "CpuMlp", BB_FEDERATED_DIGITS_MLP_CONFIG, err);
 }
 
 const bb_example BB_EXAMPLE_FEDERATED_DIGITS = {
-    "federated_digits", "FedDigits: FedAvg over handwritten digits, a server and its clients in one artifact",
-    MODULES, 1, configure};
+    "federated_digits", "FedDigits: FedAvg over handwritten digits, a server and its clients in one artifact; FedBuffDigits: the "
+    "same, asynchronous (FedBuff)",
+    MODULES, 2, configure};

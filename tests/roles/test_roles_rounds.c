@@ -1,4 +1,4 @@
-/* FedAvg and RobustAvg in a federation, through the engine and the simulator: who may
+/* FedAvg, RobustAvg and FedBuff in a federation, through the engine and the simulator: who may
  * contribute (only the peers the server addressed since the round opened), the round
  * rules RobustAvg now shares with FedAvg (a deadline, so a NaN sender cannot stall a
  * round that waits for everyone), and what survives a snapshot.
@@ -510,6 +510,30 @@ static void test_far_update_is_pulled_back(void) {
   federation_close(&f);
 }
 
+/* FedBuff keeps FedAvg's membership: peer 4, never sent the model, answers the broadcast
+ * it overheard and is refused; peer 3, sent version 0 only, cannot answer version 1. */
+static void test_fedbuff_membership(void) {
+  federation f;
+  const char *const clients[] = {"delta=1", "delta=3", "delta=1000"};
+  if (!federation_open(&f, "FedBuff", "buffer=2,init=model", 4, clients)) {
+    federation_close(&f);
+    return;
+  }
+  f.overhears[3] = true;
+  server_round(&f, 0, (const uint64_t[]){2, 3}, 2); /* version 0 to 2 and 3; 4 overhears */
+  CHECK_EQ_INT(f.round, 0);
+  CHECK_EQ_INT(counter(&f, "fedbuff.refused_non_member"), 1);
+  CHECK_EQ_INT(counter(&f, "fedbuff.accepted"), 2);
+  f.overhears[2] = true;                               /* 3 listens in from now on */
+  server_round(&f, 10 * MS, (const uint64_t[]){2}, 1); /* version 1: the mean of 2's and 3's; to 2 */
+  CHECK_EQ_INT(f.round, 1);
+  CHECK_MSG(f.global[0] == 2 && f.global[1] == -2, "%g %g", (double)f.global[0], (double)f.global[1]);
+  CHECK_EQ_INT(counter(&f, "fedbuff.steps"), 1);
+  CHECK_EQ_INT(counter(&f, "fedbuff.refused_non_member"), 3); /* 3 and 4 answered version 1 */
+  CHECK_EQ_INT(counter(&f, "fedbuff.accepted"), 3);
+  federation_close(&f);
+}
+
 /* ---- differential privacy (dp_clip, dp_noise) ------------------------------------------ */
 
 /* DP-FedAvg clips each update's distance from the global model to dp_clip and weighs
@@ -621,6 +645,7 @@ static void test_dp_config_refused(void) {
 
 int main(void) {
   RUN(test_unselected_peer_is_refused);
+  RUN(test_fedbuff_membership);
   RUN(test_refused_contributors_are_told_why);
   RUN(test_membership_is_per_round);
   RUN(test_membership_survives_a_snapshot);

@@ -162,7 +162,7 @@ check "compile --examples lists the thirteen examples" bash -c "[ \$('$bb' compi
 for spec in quickstart:Quickstart:1 component_with_dependency:CountingApp:1 custom_index:CustomIndexApp:1 \
   multi_target_network:FedNetwork:2 federated_learning:ClientLogic,ServerLogic,ServerReduce:1 \
   single_node_federated_learning:FederatedRound:2 custom_compiler_pass:App:2 \
-  polymorphic_types:AddReluDemo,StampDemo:1 federated_digits:FedDigits:3 gossip_digits:GossipDigits:1 \
+  polymorphic_types:AddReluDemo,StampDemo:1 federated_digits:FedDigits,FedBuffDigits:3 gossip_digits:GossipDigits:1 \
   hierarchical_digits:HierDigits:5 federated_cnn:FedCnn:3; do
   IFS=: read -r name modules parts <<<"$spec"
   check "compile --example $name" "$bb" compile --example "$name" -o "$tmp/ex-$name.onnx"
@@ -184,7 +184,7 @@ check "inspect --wires: ClientLogic and ServerReduce pair on ClientLogic.updated
 check "inspect --wires --json says ServerLogic and ClientLogic can talk" bash -c \
   "'$bb' inspect --wires --json '$fl.ServerLogic.onnx' '$fl.ClientLogic.onnx' | '$py' -c 'import json,sys; d=json.load(sys.stdin); assert d[\"can_talk\"] and d[\"wires\"][0][\"wire\"] == \"ServerLogic.server_params\"'"
 fails_with "inspect --wires says when two artifacts cannot talk (exit 1)" "cannot talk: no wire pairs" \
-  "$bb" inspect --wires "$tmp/ex-federated_digits.onnx" "$tmp/ex-gossip_digits.onnx"
+  "$bb" inspect --wires "$tmp/ex-federated_digits.FedDigits.onnx" "$tmp/ex-gossip_digits.onnx"
 fails_with "inspect --wires needs two artifacts" "usage" "$bb" inspect --wires "$fl.ClientLogic.onnx"
 check "compile --example is deterministic" bash -c \
   "'$bb' compile --example custom_compiler_pass -o '$tmp/ex2.onnx' && cmp '$tmp/ex2.onnx' '$tmp/ex-custom_compiler_pass.onnx'"

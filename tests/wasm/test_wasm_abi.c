@@ -163,7 +163,7 @@ static buf compile_federated_digits(void) {
   buf model = {malloc(len), len};
   memcpy(model.data, r, len);
   CHECK(bb_wasm_example_record("nope", 0) == BB_ERR_NOT_FOUND);
-  CHECK(bb_wasm_example_record("federated_digits", 1) == BB_ERR_INVALID_ARGUMENT);
+  CHECK(bb_wasm_example_record("federated_digits", 2) == BB_ERR_INVALID_ARGUMENT); /* FedDigits, FedBuffDigits */
 
   int32_t c = bb_wasm_compiler_new();
   CHECK(c > 0);

@@ -11,6 +11,12 @@
  * const client = plan.installClient(bb, { artifact, server: server.node.self, data: shard });
  * ```
  *
+ * With `mode: 'async'` there are no rounds (FedBuff, Nguyen et al. 2022): the server steps
+ * the global model every `buffer` updates, weighing an update trained from an older version
+ * down by 1/√(1 + staleness) and refusing one more than `maxStaleness` versions old, and
+ * each client whose update arrives is sent the current model at once, so a fast client
+ * never waits for a slow one. "round" is then the model's version.
+ *
  * The Module is written with the DSL (`plan.module`); nothing of it is special-cased in C.
  */
 import type { Compiler } from '../compiler.js';
@@ -73,6 +79,19 @@ export interface FederatedAveragingOptions {
   readonly batch?: number;
   /** A registered client silent this long leaves the federation (default 30000 ms). */
   readonly registryTtlMs?: number;
+  /**
+   * 'sync' (the default): rounds, as above. 'async': no rounds — FedBuff (docs/COMPONENTS.md):
+   * the server steps the model every `buffer` updates and answers each client's update with
+   * the current model. Needs `discovery: 'seats'` (the server answers the clients it was
+   * started with); `aggregator` must be 'fedavg' (the buffer closes with FedAvg's bounds).
+   */
+  readonly mode?: 'sync' | 'async';
+  /** async: updates per step of the global model (default 10, or the clients if fewer). */
+  readonly buffer?: number;
+  /** async: versions an update may lag before it is refused (default 16). */
+  readonly maxStaleness?: number;
+  /** async: a client silent this long since it was sent the model is sent it again when another answers (default 2000 ms). */
+  readonly patienceMs?: number;
   /** The Module's name (default 'FederatedAveraging'); its partitions are named after it. */
   readonly name?: string;
   /**
@@ -133,6 +152,22 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
   const dp = options.dp === undefined ? undefined : checkedDp(options.dp, aggregator);
   const codec = codecFor('federatedAveraging', options.compress ?? (options.codec === undefined ? undefined : { kind: options.codec }), true);
+  const async = (options.mode ?? 'sync') === 'async';
+  if (options.mode !== undefined && options.mode !== 'sync' && options.mode !== 'async') {
+    throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: mode is 'sync' or 'async', got '${String(options.mode)}'`);
+  }
+  if (async && (discovery !== 'seats' || aggregator !== 'fedavg')) {
+    throw new BbError(BbErrorCode.InvalidArgument, "federatedAveraging: mode 'async' needs discovery 'seats' and aggregator 'fedavg' (FedBuff answers the clients it was started with)");
+  }
+  if (async && dp !== undefined) {
+    throw new BbError(BbErrorCode.InvalidArgument, "federatedAveraging: dp is DP-FedAvg's, which runs in rounds: not with mode 'async'");
+  }
+  const buffer = positive('buffer', options.buffer ?? Math.min(10, clients));
+  const maxStaleness = options.maxStaleness ?? 16;
+  if (!Number.isInteger(maxStaleness) || maxStaleness < 0 || maxStaleness > 1024) {
+    throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: maxStaleness is an integer in 0..1024, got ${maxStaleness}`);
+  }
+  const patienceMs = positive('patienceMs', options.patienceMs ?? 2000);
 
   const body = (g: Graph): void => {
     // in this order the seats variant is federated_digits' Module, byte for byte
@@ -145,8 +180,9 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     const wire: CodecSlot | undefined = codec === undefined ? undefined : g.codec('codec');
 
     // the server's round loop; with the registry each round waits for the live view, which
-    // holds nothing while fewer than a quorum of clients are present (min_view)
-    const tick = g.interval(roundNs);
+    // holds nothing while fewer than a quorum of clients are present (min_view). async: once
+    // per invocation, to the clients it is invoked with
+    const tick = async ? g.pulse() : g.interval(roundNs);
     const view = clientsIn === undefined ? g.peerSelector('clients', 'clients').currentView(tick) : undefined;
     const { params: aggregated, metadata: round } = agg.aggregate(view ?? tick);
     const loaded = model.loadParameters(aggregated);
@@ -166,11 +202,17 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     const received = g.lookupOutput('update');
     if (wire === undefined) {
       agg.contribute(received, received);
+    } else if (async) {
+      // the step itself (FedBuff updates=deltas): the server re-bases it onto the current model
+      const parts = g.unbundle(received, [TYPES.abstract, TYPES.abstract, TYPES.abstract]);
+      agg.contribute(wire.decode(parts[0]!), g.bundle(...parts.slice(1)));
     } else {
       // the update comes back onto the model the server holds: the global model of the open round
       const parts = g.unbundle(received, [TYPES.abstract, TYPES.abstract, TYPES.abstract]);
       agg.contribute(wire.decode(parts[0]!, model.params(parts[0])), g.bundle(...parts.slice(1)));
     }
+    // async: who answered, for the host to send the current model to
+    if (async) g.output('ready', g.lookupSender('update'));
   };
 
   const bindRest = (compiler: Compiler): void => {
@@ -179,7 +221,10 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     // or at its deadline with a quorum, and is abandoned without one; the distance and weight
     // bounds are the aggregators' own defaults
     const rounds = `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`;
-    if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
+    if (async) {
+      compiler.declare('FedBuff', TENSOR_F32, [['Model', 'model']]);
+      compiler.bind('aggregator', 'Aggregator', 'FedBuff', `buffer=${buffer},max_staleness=${maxStaleness},init=model${codec === undefined ? '' : ',updates=deltas'}`);
+    } else if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
       // DP-FedAvg: the clip and the noise multiplier, written exactly (shortest round trip)
       const config = dp !== undefined ? `${rounds},dp_clip=${dp.clip},dp_noise=${dp.noiseMultiplier}` : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`;
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
@@ -198,7 +243,8 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     recorded,
     {
       name,
-      aggregatorCounters: aggregator === 'fedavg' || aggregator === 'centered-clipping' ? 'fedavg' : 'robustavg',
+      aggregatorCounters: async ? 'fedbuff' : aggregator === 'fedavg' || aggregator === 'centered-clipping' ? 'fedavg' : 'robustavg',
+      ...(async ? { answerReady: { patienceNs: BigInt(patienceMs) * 1_000_000n } } : {}),
       model: options.model,
       discovery,
       fitSteps: options.fitSteps ?? 10,

@@ -51,7 +51,8 @@ export function roundReporter(onRound: (report: RoundReport) => void): (step: St
 
 /**
  * What the server's aggregator refused, left out or cut so far, by reason (its node
- * counters `<fedavg|robustavg>.<reason>`): a contribution that was not a float32 update
+ * counters `<fedavg|robustavg|fedbuff>.<reason>`; asynchronous rounds also refuse an update
+ * more versions old than maxStaleness, `refused_stale`): a contribution that was not a float32 update
  * (`refused_type`), carried bad metadata, had another length, held a NaN or an infinity,
  * claimed zero samples, named a round not yet open, came when the round was full, came from
  * a peer the round was not sent to (`refused_non_member`), without a client's join token
@@ -71,14 +72,20 @@ const REFUSALS = [
   'refused_type', 'refused_metadata', 'refused_length', 'refused_nonfinite', 'refused_samples', 'refused_future',
   'refused_full', 'refused_key', 'refused_non_member', 'refused_unadmitted', 'refused_role', 'late_dropped',
   'norm_dropped', 'norm_clipped', 'samples_clipped', 'center_clipped', 'ascent_dropped', 'ascent_weighed',
-  'rounds_abandoned',
+  'rounds_abandoned', 'refused_stale',
 ] as const;
 
 /** The choices a template compiles with. */
 export interface PlanSettings {
   readonly name: string;
   /** The prefix of the aggregator's counters: `fedavg` (FedAvg) or `robustavg` (RobustAvg). */
-  readonly aggregatorCounters: 'fedavg' | 'robustavg';
+  readonly aggregatorCounters: 'fedavg' | 'robustavg' | 'fedbuff';
+  /**
+   * Asynchronous rounds: the server is invoked again, with `clients` = the peers its "ready"
+   * events name (each client whose update arrived), and with those sent the model more than
+   * patienceNs ago and silent since.
+   */
+  readonly answerReady?: { readonly patienceNs: bigint };
   readonly model: ModelChoice;
   readonly discovery: Discovery;
   readonly fitSteps: number;
@@ -254,6 +261,7 @@ export class Plan {
     const startInputs = this.#settings.startInputs ?? {};
     const prefix = this.#settings.aggregatorCounters;
     const model = this.#settings.model;
+    const answerReady = this.#settings.answerReady;
     let global: Float32Array | undefined;
     node.onStep((step) => {
       if (step.kind === 'appEvent' && step.topic === 'model' && step.value?.kind === 'tensor' && step.value.tensor.data instanceof Float32Array) {
@@ -287,6 +295,7 @@ export class Plan {
           inputs['clients'] = peersValue(clients);
         }
         node.invoke(name, inputs, nowNs);
+        if (answerReady !== undefined) answerReadyClients(node, name, inputs, clients, answerReady.patienceNs, nowNs ?? 0n);
       },
     };
   }
@@ -305,6 +314,30 @@ export class Plan {
     if (this.#settings.discovery === 'registry') answerServerRequests(node, options.server, options.nowNs);
     return node;
   }
+}
+
+/**
+ * Asynchronous rounds: each "ready" event (a client's update arrived) invokes the server's
+ * module again, at the time of the poll that raised it, with that client and those sent
+ * the model patienceNs ago or more and silent since, so each gets the current model.
+ */
+function answerReadyClients(
+  node: BbNode,
+  name: string,
+  inputs: Readonly<Record<string, Value>>,
+  clients: readonly string[],
+  patienceNs: bigint,
+  startedNs: bigint,
+): void {
+  const servedAt = new Map<string, bigint>(clients.map((c) => [c, startedNs]));
+  node.onStep((step) => {
+    if (step.kind !== 'appEvent' || step.topic !== 'ready' || step.value?.kind !== 'peer' || !servedAt.has(step.value.peer)) return;
+    const now = node.polledAt ?? startedNs;
+    const to = [step.value.peer];
+    for (const [client, at] of servedAt) if (client !== step.value.peer && now - at >= patienceNs) to.push(client);
+    for (const client of to) servedAt.set(client, now);
+    node.invoke(name, { ...inputs, clients: peersValue(to) }, now);
+  });
 }
 
 /** ε at δ after `rounds` rounds of DP-FedAvg with every client in each (q = 1). */

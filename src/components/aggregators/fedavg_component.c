@@ -60,7 +60,7 @@
 
 #include "bb/privacy.h"
 #include "bb/roles.h"
-#include "components/admitted.h"
+#include "components/aggregators/intake.h"
 #include "components/aggregators/refusal_notice.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
@@ -74,7 +74,7 @@ typedef struct round_agg {
   const char *counter; /* "fedavg" or "robustavg": the prefix of its node counters */
   bbi_fedround_config cfg;
   bbi_fedround *fr;
-  char init_slot[64];
+  char init_slot[BBI_INTAKE_SLOT_MAX];
   bool members_only;
   bool follow;         /* rounds=follow: a tier below another aggregator */
   uint64_t max_ahead;  /* follow: how far ahead a contribution may move the open round */
@@ -85,9 +85,7 @@ typedef struct round_agg {
 } round_agg;
 
 static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n) {
-  char name[64];
-  snprintf(name, sizeof name, "%s.%s", a->counter, what);
-  if (n) bb_ctx_count(ctx, name, n);
+  bbi_intake_count(ctx, a->counter, what, n);
 }
 
 /* ---- config ---------------------------------------------------------------------------- */
@@ -96,21 +94,14 @@ static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n)
  * membership and the distance bound. */
 static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   uint64_t quorum, target, deadline_ms, staleness;
-  float max_norm, norm_factor, drop_factor, ascent_screen;
-  char no_quorum[16], late[16], members[16], beyond[16], rounds[16];
+  char no_quorum[16], late[16], rounds[16];
   int rc;
   if ((rc = bb_config_u64(c, "quorum", 1, &quorum, err)) || (rc = bb_config_u64(c, "target", 0, &target, err)) ||
       (rc = bb_config_u64(c, "deadline_ms", 0, &deadline_ms, err)) ||
       (rc = bb_config_u64(c, "max_staleness", 1, &staleness, err)) ||
       (rc = bb_config_str(c, "no_quorum", "extend", no_quorum, sizeof no_quorum, err)) ||
       (rc = bb_config_str(c, "late", "drop", late, sizeof late, err)) ||
-      (rc = bb_config_str(c, "init", "", a->init_slot, sizeof a->init_slot, err)) ||
-      (rc = bb_config_str(c, "members", "addressed", members, sizeof members, err)) ||
-      (rc = bb_config_f32(c, "max_norm", 0, &max_norm, err)) ||
-      (rc = bb_config_f32(c, "norm_factor", 3, &norm_factor, err)) ||
-      (rc = bb_config_str(c, "beyond_norm", "clip", beyond, sizeof beyond, err)) ||
-      (rc = bb_config_f32(c, "drop_factor", 4, &drop_factor, err)) ||
-      (rc = bb_config_f32(c, "ascent_screen", 0.1f, &ascent_screen, err)) ||
+      (rc = bbi_intake_parse_bounds(c, a->type, &a->cfg, a->init_slot, &a->members_only, err)) ||
       (rc = bb_config_str(c, "rounds", "own", rounds, sizeof rounds, err)) ||
       (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)))
     return rc;
@@ -135,28 +126,12 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   if ((!abandon && strcmp(no_quorum, "extend") != 0) || (!late_count && strcmp(late, "drop") != 0))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: no_quorum is extend|abandon and late is drop|count",
                         a->type);
-  bool drop = strcmp(beyond, "drop") == 0;
-  if (!drop && strcmp(beyond, "clip") != 0)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: beyond_norm=`%s` is not drop|clip", a->type, beyond);
-  a->cfg.beyond_bound = drop ? BBI_FEDROUND_DROP : BBI_FEDROUND_CLIP;
-  a->members_only = strcmp(members, "addressed") == 0;
-  if (!a->members_only && strcmp(members, "any") != 0)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: members=`%s` is not addressed|any", a->type, members);
-  if (!(max_norm >= 0 && max_norm <= 3e38f) || !(norm_factor >= 0 && norm_factor <= 3e38f) ||
-      !(drop_factor >= 0 && drop_factor <= 3e38f) || !(ascent_screen >= 0 && ascent_screen <= 3e38f))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "%s: max_norm, norm_factor, drop_factor and ascent_screen are finite numbers >= 0 (0: off)",
-                        a->type);
   a->cfg.quorum = (uint32_t)quorum;
   a->cfg.target = (uint32_t)target;
   a->cfg.deadline_ns = deadline_ms * 1000000u;
   a->cfg.on_no_quorum = abandon ? BBI_FEDROUND_ABANDON : BBI_FEDROUND_EXTEND;
   a->cfg.late = late_count ? BBI_FEDROUND_LATE_COUNT : BBI_FEDROUND_LATE_DROP;
   a->cfg.max_staleness = staleness;
-  a->cfg.max_norm = max_norm;
-  a->cfg.norm_factor = norm_factor;
-  a->cfg.drop_factor = drop_factor;
-  a->cfg.ascent_screen = ascent_screen;
   return 0;
 }
 
@@ -247,24 +222,15 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
                                      "dp_noise",      NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg"};
-  char weighting[16];
-  float samples_factor, center_clip;
+  float center_clip;
   int rc;
   if ((rc = bb_config_check(c, KEYS, err)) || (rc = parse_rounds(&a, c, err)) ||
-      (rc = bb_config_str(c, "weighting", "samples", weighting, sizeof weighting, err)) ||
-      (rc = bb_config_u64(c, "max_samples", 0, &a.cfg.max_samples, err)) ||
-      (rc = bb_config_f32(c, "samples_factor", 1, &samples_factor, err)) ||
+      (rc = bbi_intake_parse_weighting(c, a.type, &a.cfg, err)) ||
       (rc = bb_config_f32(c, "center_clip", 0, &center_clip, err)))
     return rc;
-  bool uniform = strcmp(weighting, "uniform") == 0;
-  if (!uniform && strcmp(weighting, "samples") != 0)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: weighting=`%s` is not samples|uniform", weighting);
-  if (!(samples_factor >= 0 && samples_factor <= 3e38f) || !(center_clip >= 0 && center_clip <= 3e38f))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "FedAvg: samples_factor and center_clip are finite numbers >= 0 (0: off)");
+  if (!(center_clip >= 0 && center_clip <= 3e38f))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: center_clip is a finite number >= 0 (0: off)");
   a.cfg.method = BBI_FEDROUND_MEAN;
-  a.cfg.weighting = uniform ? BBI_FEDROUND_UNIFORM : BBI_FEDROUND_BY_SAMPLES;
-  a.cfg.samples_factor = samples_factor;
   a.cfg.center_clip = center_clip;
   if ((rc = parse_dp(&a, c, err))) return rc;
   return made(init, &a, self, err);
@@ -326,13 +292,6 @@ static int ensure_rounds(round_agg *a, bb_ctx *ctx, size_t len, bb_error *err) {
   return bbi_fedround_new(a->alloc, &a->cfg, bb_ctx_now(ctx), &a->fr, err);
 }
 
-/* A member of round `round`: this node, or a peer it sent data to since that round could
- * first be prompted (before the rounds start: ever). */
-static bool member(const round_agg *a, bb_ctx *ctx, const bb_peer_id *from, uint64_t round) {
-  if (!a->members_only || bb_peer_id_equal(from, bb_ctx_self(ctx))) return true;
-  return bb_ctx_addressed_since(ctx, from, a->fr ? bbi_fedround_window_start(a->fr, round) : 0);
-}
-
 /* The counter of each refusal of the rounds engine. */
 static const char *refusal_of(bbi_fedround_status status) {
   switch (status) {
@@ -346,49 +305,17 @@ static const char *refusal_of(bbi_fedround_status status) {
   }
 }
 
-/* The sample count and round a contribution's metadata gives (see the header). */
-static int read_meta(const round_agg *a, const bb_val *meta, uint64_t *samples, uint64_t *round, bb_error *err) {
-  if (!meta) return 0;
-  if (bb_val_is_u64(meta)) {
-    *samples = bb_val_as_u64(meta);
-    return 0;
-  }
-  if (bb_val_kind_of(meta) == BB_VAL_COMPOSITE && bb_val_count(meta) == 2 && bb_val_is_u64(bb_val_child(meta, 0)) &&
-      bb_val_is_u64(bb_val_child(meta, 1))) {
-    *samples = bb_val_as_u64(bb_val_child(meta, 0));
-    *round = bb_val_as_u64(bb_val_child(meta, 1));
-    return 0;
-  }
-  return bb_error_set(err, BB_ERR_TYPE, "%s: metadata is a sample count or [samples, round], got %s", a->type,
-                      bb_val_kind_name((int)bb_val_kind_of(meta)));
-}
-
 static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, const bb_val *meta,
                       bb_error *err) {
   round_agg *a = self;
-  if (update->dtype != BB_DTYPE_FLOAT || !update->numel) {
-    count(a, ctx, "refused_type", 1);
-    return bb_error_set(err, BB_ERR_TYPE, "%s: an update is a non-empty float32 tensor", a->type);
-  }
   uint64_t samples = 1, round = a->fr ? bbi_fedround_round_id(a->fr) : 0;
-  int rc = read_meta(a, meta, &samples, &round, err);
-  if (rc) {
-    count(a, ctx, "refused_metadata", 1);
-    return rc;
-  }
-  const char *refusal;
-  if ((rc = bbi_contributor_admitted(ctx, a->type, from, &refusal, err))) {
-    count(a, ctx, refusal, 1);
-    return rc;
-  }
-  if (!member(a, ctx, from, round)) {
-    count(a, ctx, "refused_non_member", 1);
-    char who[128];
-    bb_peer_id_to_text(from, who, sizeof who);
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "%s: peer %s is not a member of round %llu (this node sent it nothing since the round opened)",
-                        a->type, who, (unsigned long long)round);
-  }
+  int rc = bbi_intake_update(ctx, a->type, a->counter, update, meta, &samples, &round, err);
+  /* a member of round `round`: a peer this node sent data to since that round could first
+     be prompted (before the rounds start: ever) */
+  if (!rc)
+    rc = bbi_intake_contributor(ctx, a->type, a->counter, from, a->members_only, round,
+                                a->fr ? bbi_fedround_window_start(a->fr, round) : 0, err);
+  if (rc) return rc;
   if (a->fr && (size_t)update->numel != a->cfg.param_len) count(a, ctx, "refused_length", 1);
   if ((rc = ensure_rounds(a, ctx, (size_t)update->numel, err))) return rc;
   if (a->follow && round > bbi_fedround_round_id(a->fr)) {
@@ -422,13 +349,6 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
 
 /* ---- Aggregate --------------------------------------------------------------------------- */
 
-static bb_tensor *vector_of(bb_ctx *ctx, const float *data, size_t n) {
-  int64_t dim = (int64_t)n;
-  bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
-  if (t) memcpy(bb_tensor_data(t), data, n * sizeof(float));
-  return t;
-}
-
 /* Keeps what was given out: an abandoned round hands it out again, and the next round's
  * updates are measured from it. */
 static int remember(round_agg *a, const float *params, bb_error *err) {
@@ -452,7 +372,7 @@ static bb_val *report_meta(bb_ctx *ctx, const bbi_fedround_result *r) {
  * rounds=follow the report of the round that closed (`closed`). */
 static int give(round_agg *a, bb_ctx *ctx, const float *params, const bbi_fedround_result *closed, bb_tensor **out,
                 bb_val **meta, bb_error *err) {
-  *out = vector_of(ctx, params, a->cfg.param_len);
+  *out = bbi_intake_vector(ctx, params, a->cfg.param_len);
   *meta = a->follow && closed ? report_meta(ctx, closed)
                               : bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bbi_fedround_round_id(a->fr));
   int rc = *out && *meta ? remember(a, params, err) : bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
@@ -463,19 +383,6 @@ static int give(round_agg *a, bb_ctx *ctx, const float *params, const bbi_fedrou
     *meta = NULL;
   }
   return rc;
-}
-
-/* The compiler checks only dependencies at fixed slots, so the slot init= names is
- * checked here, when it is first used: bound, and a Model. */
-static int check_init_slot(const round_agg *a, bb_ctx *ctx, bb_error *err) {
-  const bb_component_type *type = NULL;
-  if (!bb_ctx_dependency(ctx, a->init_slot, &type))
-    return bb_error_set(err, BB_ERR_NOT_FOUND, "%s: init slot `%s` has no component on this node", a->type,
-                        a->init_slot);
-  if (!(type->roles & (1u << BB_ROLE_MODEL)))
-    return bb_error_set(err, BB_ERR_TYPE, "%s: init slot `%s` holds a %s, not a Model", a->type, a->init_slot,
-                        type->type_name);
-  return 0;
 }
 
 /* DP-FedAvg's noise on a closed round's mean of `contributors` clipped updates: the sum's
@@ -498,12 +405,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   int rc;
   if (!a->started && a->init_slot[0]) { /* round 0's global model is the init slot's */
     bb_val *p = NULL;
-    if ((rc = check_init_slot(a, ctx, err)) || (rc = bb_ctx_call(ctx, a->init_slot, "Params", NULL, 0, &p, 1, err)))
-      return rc;
-    if (!p || bb_val_kind_of(p) != BB_VAL_TENSOR) {
-      bb_val_release(p);
-      return bb_error_set(err, BB_ERR_TYPE, "%s: Params of slot `%s` is not a tensor", a->type, a->init_slot);
-    }
+    if ((rc = bbi_intake_init_params(ctx, a->type, a->init_slot, &p, err))) return rc;
     rc = ensure_rounds(a, ctx, (size_t)bb_val_as_tensor(p)->numel, err);
     if (!rc) rc = give(a, ctx, bb_tensor_data(bb_val_as_tensor(p)), NULL, params, meta, err);
     if (!rc) a->started = true;
@@ -521,12 +423,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   }
   if (r.event != BBI_FEDROUND_CLOSED) return 0;
   count(a, ctx, "rounds_closed", 1);
-  count(a, ctx, "norm_clipped", r.norm_clipped);
-  count(a, ctx, "norm_dropped", r.norm_dropped);
-  count(a, ctx, "samples_clipped", r.samples_clipped);
-  count(a, ctx, "center_clipped", r.center_clipped);
-  count(a, ctx, "ascent_dropped", r.ascent_dropped);
-  count(a, ctx, "ascent_weighed", r.ascent_weighed);
+  bbi_intake_count_closing(ctx, a->counter, &r);
   rc = privatize(a, ctx, &r, err);
   if (!rc) rc = give(a, ctx, r.params, &r, params, meta, err);
   bb_buffer_free(a->alloc, r.params);
@@ -597,7 +494,7 @@ static int round_agg_load(void *self, const uint8_t *data, size_t len, bb_error 
 static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
 
 /* Neither declares a dependency: their one reach, the optional init=<slot>, is named by
- * the config (check_init_slot). */
+ * the config (bbi_intake_init_params). */
 const bb_component_type BBI_FEDAVG = {
     .struct_size = sizeof(bb_component_type),
     .type_name = "FedAvg",

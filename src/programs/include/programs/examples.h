@@ -80,6 +80,11 @@ BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
 #define BB_FEDERATED_DIGITS_MLP_CONFIG                                                                     \
   "inputs=64,hidden=32,outputs=10,activation=relu,lr=0.05,momentum=0.9,input_scale=0.0625,fit_steps=12,data=data"
 
+/* federated_digits' FedBuffDigits: its aggregator slot's default binding, FedBuff with this
+ * config (a step every 6 contributions, at most 16 versions of lag, version 0 the
+ * server model's initial parameters). */
+#define BB_FEDERATED_DIGITS_FEDBUFF_CONFIG "buffer=6,max_staleness=16,init=model"
+
 /* federated_cnn: its model slot's default binding, OnnxModel with this config; the model's
  * bytes are the slot's host data. */
 #define BB_FEDERATED_CNN_MODEL_CONFIG "loss=xent,optimizer=nesterov,lr=0.05,fit_steps=10,data=data"
