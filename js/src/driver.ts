@@ -20,6 +20,12 @@ export interface Pollable {
   expiry(): bigint | null;
   /** True while work is queued that the next poll would do regardless of the time. */
   hasWork(): boolean;
+  /**
+   * Calls `listener` whenever the host gives the engine work outside a poll (an invoke,
+   * a completion, a bootstrap); returns the function that unsubscribes. A driver running
+   * the engine then polls at once instead of sleeping until its next deadline.
+   */
+  onWork?(listener: () => void): () => void;
 }
 
 /** Monotonic time in nanoseconds. */
@@ -108,6 +114,7 @@ export class PollDriver {
   #sleepingSince: bigint | undefined;
   #wokenDuringSlice = false;
   #unsubscribe: (() => void) | undefined;
+  #unsubscribeWork: (() => void) | undefined;
   #stats = { polls: 0, frames: 0, animationFrames: 0, yields: 0, sleptMs: 0, errors: 0 };
 
   constructor(pollable: Pollable, options: PollDriverOptions = {}) {
@@ -159,6 +166,7 @@ export class PollDriver {
   start(): void {
     if (this.#state !== 'stopped') return;
     this.#unsubscribe = this.#visibility?.subscribe(() => this.#visibilityChanged());
+    this.#unsubscribeWork = this.#pollable.onWork?.(() => this.wake());
     this.#requestSlice();
   }
 
@@ -169,6 +177,8 @@ export class PollDriver {
     this.#endSleep();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
+    this.#unsubscribeWork?.();
+    this.#unsubscribeWork = undefined;
     this.#state = 'stopped';
   }
 
