@@ -5,15 +5,20 @@
 //
 //   (cd js && npm run build) && bash scripts/build-wasm.sh
 //   node bench/template-poisoning.mjs [--rounds N] [--periods N] [--seeds K] [--attack NAME]
-//                                     [--aggregator fedavg|centered-clipping|median|trimmed-mean] [--json]
-//   node bench/template-poisoning.mjs --shapes 3x5,8x2,10x3 [--aggregator ...] [--seeds K]
+//                                     [--aggregator fedavg|centered-clipping|median|trimmed-mean]
+//                                     [--fit-steps N] [--json]
+//   node bench/template-poisoning.mjs --shapes 3x5,8x2,10x3 [--aggregator ...] [--plain] [--seeds K]
 //
 // --shapes runs no attack: clean federations of K clients holding C classes each (KxC),
-// what the defaults cost a federation whose classes are spread thin.
+// what the defaults cost a federation whose classes are spread thin; --plain runs them
+// with plain FedAvg instead (the template's FedAvg with every bound off: the
+// sample-weighted mean of every update), the yardstick.
 //
 // The data: scikit-learn's digits split into ten label-skewed shards (three digits each),
-// a held-out set for the server. --aggregator gives federatedAveraging that option (the one
-// template option a run may set). FedAvg runs 30 rounds (ten clients); the score is the
+// a held-out set for the server. --aggregator and --fit-steps give federatedAveraging
+// those options (the template options a run may set: --fit-steps 1 makes every client's
+// step one SGD step on 32 rows, mostly noise). The clean row also says how many honest
+// updates the ascent screen left out or cut (it should be none). FedAvg runs 30 rounds (ten clients); the score is the
 // server's held-out accuracy after the last round. Gossip runs 200 periods (ten peers); the
 // score is the mean held-out accuracy of the ten honest peers' models, each scored as the
 // peer scores itself every period. Both are averaged over seeds 1..K (default 2).
@@ -116,7 +121,7 @@ function liarProgram(pkg, bb, makePlan, honestArtifact, mode) {
 }
 
 /** Runs the network on its own clock (1 ms steps while envelopes are in flight, else to the next expiry) until done() or limitNs. */
-function drive(network, done, limitNs) {
+export function drive(network, done, limitNs) {
   let now = 0n;
   while (now < limitNs && !done()) {
     network.poll(now);
@@ -150,11 +155,11 @@ function flipped(pkg, bb, shard) {
  * (NaN when the rounds stopped before it), the rounds closed and abandoned, and the
  * server's refusal counters.
  */
-export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds = 30, seed = 1, aggregator }) {
+export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds = 30, seed = 1, aggregator, fitSteps }) {
   const row = FEDAVG_ATTACKS[attack];
   if (row === undefined) throw new Error(`template-poisoning: no FedAvg attack ${attack}`);
   const liars = row.clients ?? attackers;
-  const makePlan = (model) => pkg.federatedAveraging({ model, clients: N_CLIENTS, ...(aggregator === undefined ? {} : { aggregator }) });
+  const makePlan = (model) => pkg.federatedAveraging({ model, clients: N_CLIENTS, ...(aggregator === undefined ? {} : { aggregator }), ...(fitSteps === undefined ? {} : { fitSteps }) });
   const plan = makePlan(digitsModel(pkg));
   const artifact = plan.compile(bb);
   const split = pkg.splitDigits(bb, csv, N_CLIENTS, seed, 3);
@@ -186,7 +191,7 @@ export async function runFederated(pkg, bb, csv, { attack, attackers = 2, rounds
   server.start([], 0n);
   drive(network, () => last.round >= rounds, BigInt(rounds) * 4000n * MS);
   const counters = {};
-  for (const name of ['rounds_closed', 'rounds_abandoned', 'refused_nonfinite', 'norm_dropped', 'norm_clipped', 'samples_clipped', 'refused_unadmitted', 'refused_non_member']) {
+  for (const name of ['rounds_closed', 'rounds_abandoned', 'refused_nonfinite', 'norm_dropped', 'norm_clipped', 'samples_clipped', 'ascent_dropped', 'ascent_weighed', 'refused_unadmitted', 'refused_non_member']) {
     counters[name] = Number(server.node.counter(`fedavg.${name}`));
   }
   counters.registry_refused = Number(server.node.counter('global_registry.refused_unadmitted'));
@@ -246,10 +251,22 @@ export async function runGossip(pkg, bb, csv, { attack, periods = 200, seed = 1 
   return result;
 }
 
+/** The plan compiled with its FedAvg's bounds off: the plain sample-weighted mean. */
+function plainFedAvg(pkg, bb, plan) {
+  const compiler = plan.compiler(bb);
+  try {
+    const rounds = pkg.inspectArtifact(plan.compile(bb)).configs.get('aggregator');
+    compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `${rounds},samples_factor=0,norm_factor=0,ascent_screen=0`);
+    return compiler.compile(plan.module.build(bb));
+  } finally {
+    compiler.free();
+  }
+}
+
 /** A clean federatedAveraging({ model, clients }) run on `clients` shards of `classes` digits each: the accuracy after `rounds`. */
-export async function runShape(pkg, bb, csv, { clients, classes, rounds = 30, seed = 1, aggregator }) {
+export async function runShape(pkg, bb, csv, { clients, classes, rounds = 30, seed = 1, aggregator, plain = false }) {
   const plan = pkg.federatedAveraging({ model: digitsModel(pkg), clients, ...(aggregator === undefined ? {} : { aggregator }) });
-  const artifact = plan.compile(bb);
+  const artifact = plain ? plainFedAvg(pkg, bb, plan) : plan.compile(bb);
   const split = pkg.splitDigits(bb, csv, clients, seed, classes);
   const server = plan.installServer(bb, { artifact, self: pkg.peerIdFromU64(1), test: split.test, seed, nowNs: 0n });
   const nodes = [server.node];
@@ -286,6 +303,8 @@ async function main() {
   }
   const json = args.includes('--json');
   const aggregator = option('--aggregator', undefined);
+  const fitSteps = option('--fit-steps', undefined) === undefined ? undefined : Number(option('--fit-steps'));
+  const plain = args.includes('--plain');
   const root = new URL('..', import.meta.url);
   const pkg = {
     ...(await import(new URL('js/dist/index.js', root))),
@@ -294,6 +313,7 @@ async function main() {
   };
   const bb = await pkg.loadBb(readFileSync(new URL('js/wasm/bb.wasm', root)));
   const csv = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz'));
+  let screened = 0; // honest updates the ascent screen left out or cut, over the clean runs
   const mean = async (run) => {
     let sum = 0;
     for (let s = 1; s <= seeds; s++) sum += (await run(s)).accuracy;
@@ -303,10 +323,11 @@ async function main() {
   const say = (text) => json || console.log(text);
   const shapes = option('--shapes', undefined);
   if (shapes !== undefined) {
-    say(`template-poisoning: clean federatedAveraging({ model, clients${aggregator === undefined ? '' : `, aggregator: '${aggregator}'`} }), ${rounds} rounds, mean of seeds 1..${seeds}`);
+    const what = plain ? 'plain FedAvg (every bound off)' : `federatedAveraging({ model, clients${aggregator === undefined ? '' : `, aggregator: '${aggregator}'`} })`;
+    say(`template-poisoning: clean ${what}, ${rounds} rounds, mean of seeds 1..${seeds}`);
     for (const shape of shapes.split(',')) {
       const [clients, classes] = shape.split('x').map(Number);
-      const accuracy = await mean((seed) => runShape(pkg, bb, csv, { clients, classes, rounds, seed, aggregator }));
+      const accuracy = await mean((seed) => runShape(pkg, bb, csv, { clients, classes, rounds, seed, aggregator, plain }));
       rows.push({ clients, classes, accuracy });
       say(`${`${clients} clients x ${classes} classes`.padEnd(24)} ${accuracy.toFixed(3)}`);
     }
@@ -314,7 +335,7 @@ async function main() {
     return;
   }
   const cell = (a, clean) => `   ${a.toFixed(3)}  ${a - clean >= 0 ? '+' : '-'}${Math.abs(a - clean).toFixed(3)}`;
-  const options = aggregator === undefined ? '' : `, aggregator: '${aggregator}'`;
+  const options = `${aggregator === undefined ? '' : `, aggregator: '${aggregator}'`}${fitSteps === undefined ? '' : `, fitSteps: ${fitSteps}`}`;
   say(`template-poisoning: federatedAveraging({ model, clients: 10${options} }), ${rounds} rounds; gossipLearning({ model }), ${periods} periods; mean of seeds 1..${seeds}`);
   say(`${'FedAvg row'.padEnd(12)} ${'the attackers...'.padEnd(44)}  2 of 10  vs clean   3 of 10  vs clean`);
   let clean = Number.NaN;
@@ -322,10 +343,16 @@ async function main() {
     if (only !== undefined && attack !== only && attack !== 'clean') continue;
     const counts = row.clients === undefined ? [2, 3] : [row.clients];
     const cells = [];
-    for (const attackers of counts) cells.push(await mean((seed) => runFederated(pkg, bb, csv, { attack, attackers, rounds, seed, aggregator })));
+    for (const attackers of counts) {
+      cells.push(await mean(async (seed) => {
+        const run = await runFederated(pkg, bb, csv, { attack, attackers, rounds, seed, aggregator, fitSteps });
+        if (attack === 'clean') screened += run.counters.ascent_dropped + run.counters.ascent_weighed;
+        return run;
+      }));
+    }
     if (attack === 'clean') clean = cells[0];
-    rows.push({ template: 'federatedAveraging', attack, text: row.text, accuracy: cells, clean, open: row.open === true });
-    say(`${attack.padEnd(12)} ${row.text.padEnd(44)}${cells.map((a) => cell(a, clean)).join('')}`);
+    rows.push({ template: 'federatedAveraging', attack, text: row.text, accuracy: cells, clean, open: row.open === true, ...(attack === 'clean' ? { screened } : {}) });
+    say(`${attack.padEnd(12)} ${row.text.padEnd(44)}${cells.map((a) => cell(a, clean)).join('')}${attack === 'clean' ? `   (honest updates screened: ${screened})` : ''}`);
   }
   say(`${'gossip row'.padEnd(16)} ${'the attackers...'.padEnd(40)}  honest peers  vs clean`);
   let gossipClean = Number.NaN;

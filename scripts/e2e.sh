@@ -5,17 +5,19 @@
 #   tiers     js/e2e/tiers.mjs — Redis and two signalling processes; hierarchical FedAvg
 #             with a root, 2 edges and 8 clients (Chromium, Firefox, Node)
 #   engines   js/e2e/engines.mjs — the compute path in WebKit, Firefox and Chromium
+#   phones    js/e2e/phones.mjs — Chromium phones: one not charging does not train, one
+#             reloaded mid-training resumes without a download, a damaged record is refused
 #   nat       scripts/e2e-nat.sh — two NATed networks through TURN, over HTTPS/WSS
 # Chromium gathers no ICE candidates on loopback alone, so the browser runs happen in a
 # private network namespace with a veth pair (root; traffic never leaves the namespace).
 # Needs js/dist and js/wasm/bb.wasm (scripts/test.sh builds them).
 #   scripts/e2e.sh --web-demo: web-demo's browser test alone (web-demo/test/e2e.mjs, needs
 #   web-demo/dist), closing with `web-demo: N passed, M failed`
-#   scripts/e2e.sh [--scenarios browsers,tiers,engines,nat] [run.mjs options...]
+#   scripts/e2e.sh [--scenarios browsers,tiers,engines,phones,nat] [run.mjs options...]
 # (run.mjs options alone, e.g. --only federated, run the browsers scenario alone)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-scenarios=browsers,tiers,engines,nat
+scenarios=browsers,tiers,engines,phones,nat
 if [ "${1:-}" = "--scenarios" ]; then scenarios=$2; shift 2
 elif [ $# -gt 0 ]; then scenarios=browsers; fi
 for f in "$root/js/dist/index.js" "$root/js/wasm/bb.wasm"; do
@@ -62,6 +64,7 @@ for s in "${wanted[@]}"; do
     browsers) scenario browsers in_private_network node e2e/run.mjs "$@" ;;
     tiers) scenario tiers in_private_network node e2e/tiers.mjs ;;
     engines) scenario engines bash -c "cd '$root/js' && exec node e2e/engines.mjs" ;;
+    phones) scenario phones in_private_network node e2e/phones.mjs ;;
     nat) scenario nat bash "$root/scripts/e2e-nat.sh" ;;
     *) echo "e2e: no scenario $s"; failed=$((failed + 1)) ;;
   esac

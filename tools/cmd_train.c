@@ -23,7 +23,7 @@ typedef struct options {
   size_t n_freeze;
   char *frozen_text[MAX_FROZEN];
   size_t n_frozen_text;
-  uint64_t batch, epochs, steps, seed;
+  uint64_t batch, epochs, steps, seed, max_total_bytes;
   double lr, momentum, weight_decay, max_grad_norm, beta1, beta2, eps, scale, test_fraction;
 } options;
 
@@ -34,7 +34,7 @@ static int usage(FILE *out) {
           "                [--optimizer sgd|momentum|nesterov|adam|adamw] [--lr X] [--momentum X]\n"
           "                [--weight-decay X] [--max-grad-norm X] [--beta1 X] [--beta2 X] [--eps X]\n"
           "                [--batch N] [--epochs N | --steps N] [--scale X] [--test-fraction F] [--seed N]\n"
-          "                [--freeze NAME[,NAME...]]... [--no-shuffle]\n"
+          "                [--freeze NAME[,NAME...]]... [--no-shuffle] [--max-total-bytes N]\n"
           "                [--training-graph FILE] [--optimizer-graph FILE] [--quiet]\n");
   return out == stdout ? 0 : 2;
 }
@@ -86,7 +86,8 @@ static int parse(int argc, char **argv, options *o) {
     struct {
       const char *flag;
       uint64_t *value;
-    } counts[] = {{"--batch", &o->batch}, {"--epochs", &o->epochs}, {"--steps", &o->steps}, {"--seed", &o->seed}};
+    } counts[] = {{"--batch", &o->batch}, {"--epochs", &o->epochs}, {"--steps", &o->steps}, {"--seed", &o->seed},
+                  {"--max-total-bytes", &o->max_total_bytes}};
     bool done = false;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return usage(stdout) - 1; /* nonzero: nothing to run */
     if (strcmp(a, "--header") == 0) o->header = done = true;
@@ -127,6 +128,10 @@ static int parse(int argc, char **argv, options *o) {
   if (!o->model || !o->data || !o->label || !o->out) return usage(stderr);
   if (!o->batch || (!o->epochs && !o->steps) || o->test_fraction < 0 || o->test_fraction >= 1) {
     fprintf(stderr, "bb train: --batch and --epochs/--steps must be positive, --test-fraction in [0, 1)\n");
+    return 2;
+  }
+  if (o->max_total_bytes > SIZE_MAX) {
+    fprintf(stderr, "bb train: --max-total-bytes %llu does not fit this machine's size_t\n", (unsigned long long)o->max_total_bytes);
     return 2;
   }
   return 0;
@@ -274,6 +279,7 @@ static int optimizer_config(const options *o, bb_optimizer_config *c) {
 
 typedef struct run {
   const options *o;
+  bb_cpu_limits limits; /* every run's: --max-total-bytes */
   bb_dataset *train, *test;
   shape in_shape, target_shape;
   bool fixed_batch; /* the model's batch dim is a number: evaluate full batches only */
@@ -400,7 +406,8 @@ static int train(run *r, bb_grad_trainer *t, bb_model *inference) {
     if ((step + 1) % report && step + 1 != total) continue;
     /* a session converts initializers when it is made: one per evaluation sees the new values */
     bb_cpu_session *eval = NULL;
-    if (r->test->n && ((rc = bb_grad_trainer_store(t, inference, &err)) || (rc = bb_cpu_session_new(inference, NULL, &eval, &err)))) {
+    if (r->test->n && ((rc = bb_grad_trainer_store(t, inference, &err)) || (rc = bb_cpu_session_new(inference, NULL, &eval, &err)) ||
+                       (rc = bb_cpu_session_set_limits(eval, &r->limits, &err)))) {
       fprintf(stderr, "bb train: the inference model: %s\n", err.message);
       break;
     }
@@ -508,6 +515,7 @@ int cmd_train(int argc, char **argv) {
   run r;
   memset(&r, 0, sizeof r);
   r.o = &o;
+  r.limits = (bb_cpu_limits){.struct_size = sizeof r.limits, .max_total_bytes = (size_t)o.max_total_bytes};
   bb_optimizer_config cfg;
   if (loss_kind(o.loss, &r.loss) || optimizer_config(&o, &cfg)) {
     free_options(&o);
@@ -545,7 +553,7 @@ int cmd_train(int argc, char **argv) {
     rc = target_shape(&o, bb_vilist_find(&g->model->graph->inputs, g->target), &r.target_shape, &r.target_dtype);
   }
   if (!rc && ((rc = bb_grad_optimizer_build(g, &cfg, &opt, &err)) || (rc = bb_grad_trainer_new(g, opt, o.seed, NULL, &t, &err)) ||
-              (rc = bb_grad_inference_model(model, NULL, &inference, &err))))
+              (rc = bb_grad_trainer_set_limits(t, &r.limits, &err)) || (rc = bb_grad_inference_model(model, NULL, &inference, &err))))
     fprintf(stderr, "bb train: %s\n", err.message);
   if (!rc && !o.quiet)
     printf("bb train: %s: %zu parameters, %zu training rows, %zu test rows, %s with %s\n", o.model, g->n_params, train_set.n,

@@ -142,7 +142,8 @@ if (live) {
   // the server joins the room now; its node is installed when the rounds start
   const signal = await SignalClient.connect({ url: self, room, identity: serverIdentity, role: 'server', WebSocket: Loopback });
   const transport = await WebRtcTransport.create({ signal });
-  federation = new LiveFederation({ plan, bb, artifact, test: split.test, seats, quorum, deadlineMs, transport });
+  const admission = { room, operators: [operator.publicKey] };
+  federation = new LiveFederation({ plan, bb, artifact, test: split.test, seats, quorum, deadlineMs, transport, signal, admission });
   setInterval(() => federation.tick(), 250);
 } else {
   await listen();

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bb/roles.h"
+#include "options.h"
 
 static int fail(bb_error *err, int code, const char *what) {
   err->code = code;
@@ -55,6 +56,30 @@ int bb_fed_sim_new(uint64_t seed, double loss, bb_sim **out, bb_error *err) {
   sc.jitter_ns = 2000000;
   sc.loss = loss;
   return bb_sim_new(&sc, out, err);
+}
+
+int bb_fed_sim_for(const bb_sim_scenario *scenario, uint64_t seed, double loss, bb_sim **out, bb_error *err) {
+  if (!scenario) return bb_fed_sim_new(seed, loss, out, err);
+  bb_sim_config sc = {0};
+  sc.struct_size = sizeof sc;
+  bb_sim_scenario_network(scenario, &sc);
+  return bb_sim_new(&sc, out, err);
+}
+
+int bb_fed_scenario_load(const char *path, bb_sim_scenario *out, bb_error *err) {
+  bb_bytes text = {NULL, 0};
+  int rc = bb_read_whole_file(path, &text, err);
+  if (!rc && (rc = bb_sim_scenario_parse((const char *)text.data, text.len, out, err))) {
+    char what[BB_ERROR_MESSAGE_MAX];
+    memcpy(what, err->message, sizeof what);
+    snprintf(err->message, sizeof err->message, "%s: %.400s", path, what);
+  }
+  free(text.data);
+  return rc;
+}
+
+uint64_t bb_fed_time_limit(const bb_sim_scenario *scenario, int rounds) {
+  return (uint64_t)rounds * (scenario ? 60000000000ull : 4000000000ull);
 }
 
 int bb_fed_install_peer(const bb_fed_peers *net, size_t i, const bb_registry *reg, const char *const *targets,
@@ -133,7 +158,7 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
   if (!f->registry) return fail(err, BB_ERR_NOMEM, "out of memory");
   int rc = bb_registry_add_shipped(f->registry, err);
   if (rc) return rc;
-  if ((rc = bb_fed_sim_new(setup->seed, setup->loss, &f->sim, err))) return rc;
+  if ((rc = bb_fed_sim_for(setup->scenario, setup->seed, setup->loss, &f->sim, err))) return rc;
   bb_sim_set_observer(f->sim, bb_fed_observe, &f->progress);
   f->nodes = calloc((size_t)f->n_peers, sizeof *f->nodes);
   f->peers = calloc((size_t)f->n_peers, sizeof *f->peers);
@@ -149,6 +174,8 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
     }
   }
   for (int i = 1; i < f->n_peers && !rc; i++) rc = bb_fed_bind_peers(f->nodes[i], setup->client_target, "server", &f->peers[0], 1, err);
+  /* the clients are the population's devices; the server is not a phone */
+  if (!rc && setup->scenario) rc = bb_sim_scenario_apply(f->sim, setup->scenario, f->peers + 1, (size_t)setup->clients, err);
   if (rc) return rc;
   /* the server's rounds, evaluated on the held-out set */
   return bb_fed_start_rounds(f->nodes[0], setup->module, "clients", f->peers + 1, (size_t)setup->clients,

@@ -24,6 +24,8 @@ typedef struct bb_fed_setup {
   const bb_digits_split *data;
   const bb_bytes *model;    /* host data of the slot "model" on every peer (an ONNX model), or NULL */
   const char *model_config; /* the slot "model"'s config on every peer instead of the artifact's, or NULL */
+  const bb_sim_scenario *scenario; /* a population (--scenario FILE): its network, and each client
+                                      one of its devices; NULL: the examples' network */
 } bb_fed_setup;
 
 /* What the server (peer 1) reported last, kept by bb_fed_observe (a bb_sim observer whose
@@ -42,8 +44,17 @@ void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s);
 void bb_fed_progress_free(bb_fed_progress *p);
 
 /* A simulator with the examples' network: 5 ms latency, 2 ms jitter, each message lost
- * with probability loss. */
+ * with probability loss; or, with a scenario, the scenario's network. */
 int bb_fed_sim_new(uint64_t seed, double loss, bb_sim **out, bb_error *err);
+int bb_fed_sim_for(const bb_sim_scenario *scenario, uint64_t seed, double loss, bb_sim **out, bb_error *err);
+
+/* Reads and parses a scenario file (docs/SIMULATOR.md, "Scenario files"); the error names
+ * the file. */
+int bb_fed_scenario_load(const char *path, bb_sim_scenario *out, bb_error *err);
+
+/* How long (simulated) a run of `rounds` rounds may take before the example gives up: 4 s a
+ * round on the examples' network, a minute a round with a population of devices. */
+uint64_t bb_fed_time_limit(const bb_sim_scenario *scenario, int rounds);
 
 /* The peers of one simulated federation, all installed from one artifact. */
 typedef struct bb_fed_peers {

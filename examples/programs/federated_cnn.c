@@ -28,24 +28,24 @@ typedef struct options {
   int rounds, clients, classes, quiet;
   double loss, target;
   uint64_t seed;
-  const char *data, *model, *model_config, *export_path, *test_set;
+  const char *data, *model, *model_config, *export_path, *test_set, *scenario;
 } options;
 
 static int usage(void) {
   fprintf(stderr, "usage: federated_cnn [--rounds N] [--clients K] [--loss P] [--seed S] [--data CSV] [--model FILE] "
-                  "[--classes C] [--model-config TEXT] [--target ACC] [--export FILE] [--test-set CSV] [--quiet]\n");
+                  "[--classes C] [--model-config TEXT] [--target ACC] [--export FILE] [--test-set CSV] [--scenario FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 5, 0, 0.0, 0.97, 1, NULL, BB_EXAMPLE_MODELS "/digits_cnn.onnx", NULL, NULL, NULL};
+  *o = (options){40, 8, 5, 0, 0.0, 0.97, 1, NULL, BB_EXAMPLE_MODELS "/digits_cnn.onnx", NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},         {"--clients", BB_OPTION_INT, &o->clients},
       {"--classes", BB_OPTION_INT, &o->classes},       {"--loss", BB_OPTION_DOUBLE, &o->loss},
       {"--seed", BB_OPTION_U64, &o->seed},             {"--data", BB_OPTION_STRING, &o->data},
       {"--model", BB_OPTION_STRING, &o->model},        {"--model-config", BB_OPTION_STRING, &o->model_config},
       {"--target", BB_OPTION_DOUBLE, &o->target},      {"--export", BB_OPTION_STRING, &o->export_path},
-      {"--test-set", BB_OPTION_STRING, &o->test_set}};
+      {"--test-set", BB_OPTION_STRING, &o->test_set}, {"--scenario", BB_OPTION_STRING, &o->scenario}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->clients < 2 || o->clients > 64 || o->classes < 1 || o->classes > 10 || o->loss < 0 || o->loss >= 1)
     return usage();
@@ -84,13 +84,16 @@ int main(int argc, char **argv) {
            "loss %.0f%%, model %s (%zu bytes)\n",
            o.clients, d.train.n, d.test.n, o.classes, o.loss * 100, o.model, model.len);
 
+  bb_sim_scenario scenario;
+  if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
+    return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
   bb_fed_setup setup = {artifact, artifact_len, "FedCnn", "FedCnn_server", "FedCnn_clients", o.clients, o.loss, o.seed,
-                        o.quiet, &d, &model, o.model_config};
+                        o.quiet, &d, &model, o.model_config, o.scenario ? &scenario : NULL};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
   while (f.progress.round < o.rounds) {
     if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
-    if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
+    if (bb_sim_now(f.sim) > bb_fed_time_limit(setup.scenario, o.rounds)) {
       fprintf(stderr, "federated_cnn: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }

@@ -3,7 +3,7 @@
  * (non-IID) shard of scikit-learn's digits.
  *
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
- *                    [--onnx-model FILE] [--export FILE] [--quiet]
+ *                    [--onnx-model FILE] [--export FILE] [--scenario FILE] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
  * the last round reaches 90 %. --drop D crashes D clients halfway; --loss P loses each
@@ -12,7 +12,8 @@
  * model slot to OnnxModel on that ONNX model (examples/models/digits_mlp.onnx is the MLP
  * CpuMlp is) with CpuMlp's optimizer: the same federation, any network. --export FILE
  * writes the final global model as a standard ONNX model (bb run and onnxruntime execute
- * it). */
+ * it). --scenario FILE runs the clients as a population of phones (docs/SIMULATOR.md,
+ * "Scenario files"): the file's network, and each client one of its devices. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,22 +34,23 @@ typedef struct options {
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
   const char *onnx_model;
   const char *export_path;
+  const char *scenario;
 } options;
 
 static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
-                  "[--onnx-model FILE] [--export FILE] [--quiet]\n");
+                  "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
       {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
       {"--loss", BB_OPTION_DOUBLE, &o->loss},            {"--seed", BB_OPTION_U64, &o->seed},
       {"--data", BB_OPTION_STRING, &o->data},            {"--onnx-model", BB_OPTION_STRING, &o->onnx_model},
-      {"--export", BB_OPTION_STRING, &o->export_path}};
+      {"--export", BB_OPTION_STRING, &o->export_path}, {"--scenario", BB_OPTION_STRING, &o->scenario}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1)
     return usage();
@@ -143,8 +145,11 @@ int main(int argc, char **argv) {
            o.clients, d.train.n, d.test.n, o.loss * 100, o.drop, o.onnx_model ? ", OnnxModel on " : "",
            o.onnx_model ? o.onnx_model : "");
 
+  bb_sim_scenario scenario;
+  if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
+    return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   bb_fed_setup setup = {artifact, artifact_len, "FedDigits", "FedDigits_server", "FedDigits_clients", o.clients, o.loss, o.seed,
-                        o.quiet, &d, o.onnx_model ? &model : NULL, NULL};
+                        o.quiet, &d, o.onnx_model ? &model : NULL, NULL, o.scenario ? &scenario : NULL};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   int dropped = 0, moved = 0;
@@ -159,7 +164,7 @@ int main(int argc, char **argv) {
       dropped = 1;
       if (!o.quiet) printf("-- %d clients dropped out\n", o.drop);
     }
-    if (bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
+    if (bb_sim_now(f.sim) > bb_fed_time_limit(setup.scenario, o.rounds)) {
       fprintf(stderr, "federated_digits: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }

@@ -37,23 +37,24 @@ typedef struct options {
   int rounds, clients, held_out, quiet;
   double loss, target;
   uint64_t seed;
-  const char *texts, *model, *model_config;
+  const char *texts, *model, *model_config, *scenario;
 } options;
 
 static int usage(void) {
   fprintf(stderr, "usage: federated_text [--rounds N] [--clients K] [--loss P] [--seed S] [--texts DIR] [--held-out N] "
-                  "[--model FILE] [--model-config TEXT] [--target ACC] [--quiet]\n");
+                  "[--model FILE] [--model-config TEXT] [--target ACC] [--scenario FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){30, 8, 2000, 0, 0.0, 0.4, 1, "/usr/share/common-licenses", BB_EXAMPLE_MODELS "/text_lstm.onnx", MODEL_CONFIG};
+  *o = (options){30, 8, 2000, 0, 0.0, 0.4, 1, "/usr/share/common-licenses", BB_EXAMPLE_MODELS "/text_lstm.onnx", MODEL_CONFIG, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},   {"--clients", BB_OPTION_INT, &o->clients},
       {"--loss", BB_OPTION_DOUBLE, &o->loss},    {"--seed", BB_OPTION_U64, &o->seed},
       {"--texts", BB_OPTION_STRING, &o->texts},  {"--model", BB_OPTION_STRING, &o->model},
       {"--held-out", BB_OPTION_INT, &o->held_out},
-      {"--model-config", BB_OPTION_STRING, &o->model_config}, {"--target", BB_OPTION_DOUBLE, &o->target}};
+      {"--model-config", BB_OPTION_STRING, &o->model_config}, {"--target", BB_OPTION_DOUBLE, &o->target},
+      {"--scenario", BB_OPTION_STRING, &o->scenario}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->clients < 2 || o->clients > (int)N_TEXTS || o->held_out < 1 || o->loss < 0 || o->loss >= 1)
     return usage();
@@ -85,13 +86,16 @@ int main(int argc, char **argv) {
            "loss %.0f%%, model %s (%zu bytes)\n",
            o.clients, d.train.n, d.test.n, o.loss * 100, o.model, model.len);
 
+  bb_sim_scenario scenario;
+  if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
+    return fprintf(stderr, "federated_text: %s\n", err.message), 1;
   bb_fed_setup setup = {artifact, artifact_len, "FedCnn", "FedCnn_server", "FedCnn_clients", o.clients, o.loss, o.seed,
-                        o.quiet, &d, &model, o.model_config};
+                        o.quiet, &d, &model, o.model_config, o.scenario ? &scenario : NULL};
   bb_federation f;
   int rc = bb_federation_start(&f, &setup, &err);
   while (!rc && f.progress.round < o.rounds) {
     rc = bb_sim_step(f.sim, &err);
-    if (!rc && bb_sim_now(f.sim) > (uint64_t)o.rounds * 4000000000ull) {
+    if (!rc && bb_sim_now(f.sim) > bb_fed_time_limit(setup.scenario, o.rounds)) {
       fprintf(stderr, "federated_text: rounds stopped closing (at round %d)\n", f.progress.round);
       break;
     }

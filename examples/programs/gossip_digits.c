@@ -2,7 +2,7 @@
  * every period each peer trains on its own shard, sends its parameters to one peer its
  * gossip view samples, and mixes whatever it receives into its own model.
  *
- *   gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--data CSV] [--quiet]
+ *   gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--data CSV] [--scenario FILE] [--quiet]
  *
  * Shards are IID by default; --non-iid gives each peer three digits, which gossip
  * averaging handles more slowly (the mean passes 90 %, the weakest peers lag). Views
@@ -24,10 +24,11 @@ typedef struct options {
   double loss;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
+  const char *scenario; /* a population of phones: every peer one of its devices */
 } options;
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){16, 15, 1, 0, 0.0, 1, NULL};
+  *o = (options){16, 15, 1, 0, 0.0, 1, NULL, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--quiet") == 0) o->quiet = 1;
@@ -38,11 +39,13 @@ static int parse(int argc, char **argv, options *o) {
     else if (strcmp(a, "--loss") == 0) o->loss = atof(v), i++;
     else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, NULL, 10), i++;
     else if (strcmp(a, "--data") == 0) o->data = v, i++;
+    else if (strcmp(a, "--scenario") == 0) o->scenario = v, i++;
     else goto usage;
   }
   if (o->peers >= 3 && o->peers <= 128 && o->seconds > 0 && o->loss >= 0 && o->loss < 1) return 0;
 usage:
-  fprintf(stderr, "usage: gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--data CSV] [--quiet]\n");
+  fprintf(stderr, "usage: gossip_digits [--peers N] [--time SECONDS] [--loss P] [--non-iid] [--seed S] [--data CSV] "
+                  "[--scenario FILE] [--quiet]\n");
   return 2;
 }
 
@@ -107,6 +110,10 @@ int main(int argc, char **argv) {
   sc.latency_ns = 5000000;
   sc.jitter_ns = 3000000;
   sc.loss = o.loss;
+  bb_sim_scenario scenario;
+  if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
+    return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
+  if (o.scenario) bb_sim_scenario_network(&scenario, &sc);
   bb_sim *sim;
   if (bb_sim_new(&sc, &sim, &err)) return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
   bb_sim_set_observer(sim, observe, &r);
@@ -143,6 +150,12 @@ int main(int argc, char **argv) {
   }
   bb_val_release(tx);
   bb_val_release(ty);
+  for (int i = 0; o.scenario && i < o.peers; i++) {
+    bb_peer_id me = bb_peer_id_from_u64((uint64_t)i + 1);
+    bb_sim_device device;
+    bb_sim_scenario_device(&scenario, (uint64_t)i, &device);
+    if (bb_sim_set_device(sim, &me, &device, &err)) return fprintf(stderr, "gossip_digits: %s\n", err.message), 1;
+  }
 
   float lo = 0, mean = 0;
   for (int second = 1; second <= o.seconds; second++) {

@@ -2,7 +2,7 @@
  * network — a root, E edge aggregators and four clients behind each edge, every client
  * holding a label-skewed (non-IID) shard of scikit-learn's digits.
  *
- *   hierarchical_digits [--rounds N] [--edges E] [--seed S] [--data CSV] [--quiet]
+ *   hierarchical_digits [--rounds N] [--edges E] [--seed S] [--data CSV] [--scenario FILE] [--quiet]
  *
  * Clients report to their edge, each edge reports the sample-weighted mean of its
  * clients with their summed sample count to the root, and the root's weighted mean of
@@ -25,19 +25,21 @@ typedef struct options {
   int rounds, edges, quiet;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
+  const char *scenario; /* a population of phones: every client one of its devices */
 } options;
 
 static int usage(void) {
-  fprintf(stderr, "usage: hierarchical_digits [--rounds N] [--edges E] [--seed S] [--data CSV] [--quiet]\n");
+  fprintf(stderr, "usage: hierarchical_digits [--rounds N] [--edges E] [--seed S] [--data CSV] [--scenario FILE] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 2, 0, 1, NULL};
+  *o = (options){40, 2, 0, 1, NULL, NULL};
   const bb_option table[] = {{"--rounds", BB_OPTION_INT, &o->rounds},
                              {"--edges", BB_OPTION_INT, &o->edges},
                              {"--seed", BB_OPTION_U64, &o->seed},
-                             {"--data", BB_OPTION_STRING, &o->data}};
+                             {"--data", BB_OPTION_STRING, &o->data},
+                             {"--scenario", BB_OPTION_STRING, &o->scenario}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->edges < 1 || o->edges > 16)
     return usage();
@@ -87,8 +89,12 @@ int main(int argc, char **argv) {
 
   bb_fed_progress progress = {0};
   progress.quiet = o.quiet;
+  bb_sim_scenario scenario;
+  const bb_sim_scenario *population = o.scenario ? &scenario : NULL;
+  if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
+    return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
   bb_sim *sim = NULL;
-  if (bb_fed_sim_new(o.seed, 0, &sim, &err)) return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
+  if (bb_fed_sim_for(population, o.seed, 0, &sim, &err)) return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
   bb_sim_set_observer(sim, bb_fed_observe, &progress);
 
   const int n_peers = 1 + o.edges + clients;
@@ -116,13 +122,16 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "hierarchical_digits: client: %s\n", err.message), 1;
   }
 
+  if (population && bb_sim_scenario_apply(sim, population, client_ids, (size_t)clients, &err))
+    return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
+
   /* start the root's round loop */
   if (bb_fed_start_rounds(nodes[0], "HierDigits", "edges", edge_ids, (size_t)o.edges, test, &err))
     return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
 
   while (progress.round < o.rounds) {
     if (bb_sim_step(sim, &err)) return fprintf(stderr, "hierarchical_digits: %s\n", err.message), 1;
-    if (bb_sim_now(sim) > (uint64_t)o.rounds * 4000000000ull) {
+    if (bb_sim_now(sim) > bb_fed_time_limit(population, o.rounds)) {
       fprintf(stderr, "hierarchical_digits: rounds stopped closing (at round %d)\n", progress.round);
       break;
     }

@@ -170,6 +170,11 @@ BB_API void bb_dataset_batcher_free(bb_dataset_batcher *b);
 BB_API size_t bb_dataset_batcher_next(bb_dataset_batcher *b, size_t *indices, float *features,
                                       float *labels);
 
+/* Moves the stream to row `pos` of epoch `epoch` (what b->epoch and b->pos said when it was
+ * saved), so a stream restored from those two numbers goes on with the rows the saved one
+ * would have given. BB_ERR_INVALID_ARGUMENT when pos is not below the data set's rows. */
+BB_API int bb_dataset_batcher_seek(bb_dataset_batcher *b, uint64_t epoch, size_t pos, bb_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -60,6 +60,7 @@
 
 #include "bb/artifact.h"
 #include "bb/common.h"
+#include "bb/cpu.h"
 #include "bb/ir.h"
 #include "bb/tensor.h"
 
@@ -250,6 +251,15 @@ typedef struct bb_grad_trainer bb_grad_trainer;
 BB_API int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt, uint64_t dropout_seed,
                                const bb_allocator *alloc, bb_grad_trainer **out, bb_error *err);
 BB_API void bb_grad_trainer_free(bb_grad_trainer *t);
+
+/* The limits every run of the trainer's sessions (the training graph or its two phases,
+ * and the optimizer graph) is held to. A new trainer has the CPU backend's defaults
+ * (BB_CPU_DEFAULT_MAX_OUTPUT_BYTES per value, BB_CPU_DEFAULT_MAX_TOTAL_BYTES in all);
+ * a model whose steps need more raises them here; NULL restores the defaults. A run past
+ * a limit fails the step with BB_ERR_LIMIT naming the node and the value, and the
+ * trainer's tensors stay as they were. BB_ERR_INVALID_ARGUMENT, nothing changed, for a
+ * struct_size this library cannot read. */
+BB_API int bb_grad_trainer_set_limits(bb_grad_trainer *t, const bb_cpu_limits *limits, bb_error *err);
 
 typedef struct bb_grad_step {
   float loss;

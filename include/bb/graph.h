@@ -269,6 +269,11 @@ BB_API int bb_rec_aggregator_aggregate(bb_rec *rec, const bb_slot *slot, bb_valu
 BB_API bb_value bb_rec_codec_train(bb_rec *rec, const bb_slot *slot, bb_value samples);
 BB_API bb_value bb_rec_codec_encode(bb_rec *rec, const bb_slot *slot, bb_value x);
 BB_API bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y);
+/* Encode(x, reference) / Decode(y, reference): x travels relative to the reference (a
+ * federated client's update against the global model it trained from), and Decode gives
+ * reference + the decoded difference (bb/roles.h, bb_codec_ops). */
+BB_API bb_value bb_rec_codec_encode_against(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value reference);
+BB_API bb_value bb_rec_codec_decode_against(bb_rec *rec, const bb_slot *slot, bb_value y, bb_value reference);
 
 /* DataSource. next_batch fills batch and labels (either may be NULL). */
 BB_API int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels);

@@ -27,7 +27,8 @@ typedef struct bb_onnx_model bb_onnx_model;
  *   loss=xent|mse|bce, optimizer=sgd|momentum|nesterov|adam|adamw, lr, momentum, beta1,
  *   beta2, eps, weight_decay, max_grad_norm (torch.optim's meanings and defaults),
  *   input=NAME, output=NAME (default: the first data input and the first output),
- *   seed=<u64> (the Dropout masks), freeze=NAME|NAME... (initializers never trained). */
+ *   seed=<u64> (the Dropout masks), freeze=NAME|NAME... (initializers never trained),
+ *   max_total_bytes=<bytes> (bb_cpu_limits.max_total_bytes of every run). */
 typedef struct bb_onnx_model_config {
   size_t struct_size; /* sizeof(bb_onnx_model_config) */
   bb_grad_loss loss;
@@ -41,6 +42,9 @@ typedef struct bb_onnx_model_config {
   /* A data input whose gradient every step also computes (bb_onnx_model_input_grad): what
    * a part hands back to the part before it; "" for none. */
   char input_grad[BB_ONNX_MODEL_NAME_MAX];
+  /* The most bytes the values of one run (a step's graphs, a prediction) hold at once;
+   * 0 for the CPU backend's default, BB_CPU_DEFAULT_MAX_TOTAL_BYTES (1 GiB). */
+  size_t max_total_bytes;
 } bb_onnx_model_config;
 
 /* Parses config text (NULL or "" gives the defaults: xent and Adam with lr 1e-3; seed

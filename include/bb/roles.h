@@ -88,11 +88,20 @@ typedef struct bb_aggregator_ops {
   int (*aggregate)(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err);
 } bb_aggregator_ops;
 
-/* Codec (ai.bytesandbrains.role.codec): float tensors in, encoded bytes out. */
+/* Codec (ai.bytesandbrains.role.codec): float tensors in, encoded bytes out. Encode and
+ * Decode take an optional second input, a reference tensor: Encode(x, reference) sends x
+ * relative to it (the shipped codecs: x - reference) and Decode(y, reference) gives x back
+ * (reference + the decoded difference); Decode(y) without one gives the difference. The
+ * calls with a reference go to encode_against / decode_against (NULL: refused as
+ * unsupported), the others to encode / decode. */
 typedef struct bb_codec_ops {
   int (*train)(void *self, bb_ctx *ctx, const bb_tensor *samples, bb_error *err);
   int (*encode)(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **encoded, bb_error *err);
   int (*decode)(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor **x, bb_error *err);
+  int (*encode_against)(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_tensor *reference, bb_val **encoded,
+                        bb_error *err);
+  int (*decode_against)(void *self, bb_ctx *ctx, const bb_val *encoded, const bb_tensor *reference, bb_tensor **x,
+                        bb_error *err);
 } bb_codec_ops;
 
 /* Index (ai.bytesandbrains.role.index). search returns ids (int64 [k']) and distances

@@ -181,7 +181,8 @@ typedef struct bb_node_config {
   size_t max_timers;              /* [65536] */
   size_t max_executions;          /* [65536] executions alive at once */
   size_t dedup_window;            /* [8192] payload hashes DedupGateRx remembers */
-  bb_envelope_caps envelope_caps; /* what bb_node_deliver accepts */
+  const bb_envelope_caps *envelope_caps; /* [NULL: the defaults] what bb_node_deliver
+                                            accepts; install copies it */
   bool trace_ops;                 /* also report BB_STEP_OP_COMPLETED / _ASYNC_SUSPENDED */
   size_t max_peers;               /* [16384] address book entries; past it the least
                                      recently used entry makes room */

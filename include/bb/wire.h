@@ -140,8 +140,12 @@ typedef struct bb_envelope {
 /* The oldest schema_version whose data-plane sites are wire ids. */
 #define BB_ENVELOPE_SCHEMA_WIRE_IDS 2
 
-/* Caps on what a peer may send; zero fields take the defaults in brackets. */
+/* Caps on what a peer may send. Versioned by struct_size, which the caller sets to
+ * sizeof(bb_envelope_caps): fields its struct_size does not cover (a caller built against
+ * an older header) take the defaults; 0 or a struct_size larger than this library knows
+ * is BB_ERR_INVALID_ARGUMENT. Zero fields take the defaults in brackets. */
 typedef struct bb_envelope_caps {
+  size_t struct_size;                /* sizeof(bb_envelope_caps) */
   size_t max_total_bytes;            /* [16 MiB] */
   size_t max_fills;                  /* [64] */
   size_t max_fill_payload_bytes;     /* [16 MiB] */
@@ -151,8 +155,9 @@ typedef struct bb_envelope_caps {
   size_t max_rtt_reports;            /* [64] */
 } bb_envelope_caps;
 
-/* Decodes one envelope. On success *out (free with bb_envelope_free) points into data.
- * Every rejection names the field, the cap or the byte offset. */
+/* Decodes one envelope within caps (NULL: the defaults). On success *out (free with
+ * bb_envelope_free) points into data. Every rejection names the field, the cap or the
+ * byte offset. */
 BB_API int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *caps, const bb_allocator *alloc,
                               bb_envelope **out, bb_error *err);
 BB_API void bb_envelope_free(bb_envelope *env, const bb_allocator *alloc);

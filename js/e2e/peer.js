@@ -18,6 +18,7 @@ import {
   tensorValue,
 } from '/pkg/index.js';
 import { loadIdentity } from '/pkg/identity/index.js';
+import { admissionOf } from '/pkg/signal/index.js';
 
 const params = new URLSearchParams(location.search);
 const role = params.get('role');
@@ -43,12 +44,14 @@ async function main() {
   const self = identity.peerId;
   state.self = self;
   const start = await new Promise((resolve) => (window.e2eStart = resolve));
+  // a room that admits by token: the node checks its members' tokens (connectPeer insists)
+  const admission = start.token === undefined ? undefined : admissionOf(start.token);
   let node;
   if (role === 'hier') {
     // a client of hierarchical_digits: it reports to its edge aggregator (start.edge)
     const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
     const split = splitDigits(bb, csv, peers, 1, 3);
-    node = BbNode.install(bb, { artifact, self, targets: ['HierDigits_clients'], slots: { data: { dataset: split.shards[index - 1] } }, seed: index + 1 });
+    node = BbNode.install(bb, { artifact, self, targets: ['HierDigits_clients'], slots: { data: { dataset: split.shards[index - 1] } }, seed: index + 1, admission });
     node.addPeer(start.edge);
     node.bindInput('HierDigits_clients', 'edge', peersValue([start.edge]));
     split.free();
@@ -77,6 +80,7 @@ async function main() {
       targets: ['GossipDigits'],
       slots: { data: { dataset: split.shards[index] }, view: { config: `seeds=${seeds},view=6,shuffle=3` } },
       seed: 1000 + index,
+      admission,
     });
     for (const peer of start.peers) if (peer !== self) node.addPeer(peer);
     const x = split.test.features();

@@ -6,7 +6,9 @@
 //   * hierarchical_digits: a root and two edge aggregators (Node), eight clients — two
 //     Chromium pages, two Firefox pages and four Node peers — each edge with clients on both
 //     signalling processes, so links are signalled across processes; every peer joins with
-//     a join token of this run's operator, checked by whichever process it reached;
+//     a join token of this run's operator, checked by whichever process it reached and,
+//     as the room admits by token, by every node (installed with the room's admission);
+//     the edges hold client tokens: to the root they are clients;
 //   * the root's accuracy after ROUNDS rounds must be within a point of flat FedAvg
 //     (federated_digits on the same eight shards, run here on a LocalNetwork).
 // Ends with `e2e: N passed, M failed`.
@@ -68,7 +70,7 @@ const testInputs = { test_x: tensorValue('float', x.data, x.dims), test_y: tenso
  */
 function flatAccuracy(rounds) {
   const compiler = Compiler.forExample(bb, 'federated_digits');
-  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=${CLIENTS},target=${CLIENTS},deadline_ms=1000,no_quorum=abandon,init=model,samples_factor=0,norm_factor=0`);
+  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=${CLIENTS},target=${CLIENTS},deadline_ms=1000,no_quorum=abandon,init=model,samples_factor=0,norm_factor=0,ascent_screen=0`);
   const artifact = compiler.compile(Compiler.recordExample(bb, 'federated_digits'));
   compiler.free();
   const ids = Array.from({ length: CLIENTS + 1 }, (_, i) => peerIdFromU64(i + 1));
@@ -104,6 +106,7 @@ try {
   check('two signalling processes share the room through Redis', signals.length === 2, signals.join(', '));
   const expiresAt = Math.floor(Date.now() / 1000) + 3600;
   const token = (peer, role) => createJoinToken(operator, { peer, role, room, expiresAt });
+  const admission = { room, operators: [operator.publicKey] };
 
   // ---- the tiers ----------------------------------------------------------------------------
   const compiler = Compiler.forExample(bb, 'hierarchical_digits');
@@ -116,7 +119,7 @@ try {
   http = served.server;
   const pagesBase = served.base;
 
-  const root = BbNode.install(bb, { artifact, self: rootId, targets: ['HierDigits', 'HierDigits_root'], slots: { data: { dataset: split.test } }, seed: 1 });
+  const root = BbNode.install(bb, { artifact, self: rootId, targets: ['HierDigits', 'HierDigits_root'], slots: { data: { dataset: split.test } }, seed: 1, admission });
   for (const edge of edgeIds) root.addPeer(edge);
   const reports = [];
   // the browser clients: in each edge's cohort a Chromium and a Firefox page, on different processes
@@ -153,16 +156,16 @@ try {
   };
   const rootRun = await joinRoom(root, identities[0], 'server', 0, roundReporter((r) => reports.push(r)));
   for (let e = 0; e < 2; e++) {
-    const edge = BbNode.install(bb, { artifact, self: edgeIds[e], targets: ['HierDigits_edges', 'HierDigits_edge'], slots: { data: { dataset: split.test } }, seed: 10 + e });
+    const edge = BbNode.install(bb, { artifact, self: edgeIds[e], targets: ['HierDigits_edges', 'HierDigits_edge'], slots: { data: { dataset: split.test } }, seed: 10 + e, admission });
     const mine = clientIds.slice(e * PER_EDGE, (e + 1) * PER_EDGE);
     edge.addPeer(rootId);
     for (const id of mine) edge.addPeer(id);
     edge.bindInput('HierDigits_edges', 'clients', peersValue(mine));
     edge.bindInput('HierDigits_edge', 'root', peersValue([rootId]));
-    await joinRoom(edge, identities[1 + e], 'server', e, undefined);
+    await joinRoom(edge, identities[1 + e], 'client', e, undefined);
   }
   for (const [k, n] of nodeClients.entries()) {
-    const node = BbNode.install(bb, { artifact, self: clientIds[n - 1], targets: ['HierDigits_clients'], slots: { data: { dataset: split.shards[n - 1] } }, seed: n + 1 });
+    const node = BbNode.install(bb, { artifact, self: clientIds[n - 1], targets: ['HierDigits_clients'], slots: { data: { dataset: split.shards[n - 1] } }, seed: n + 1, admission });
     node.addPeer(edgeOf(n));
     node.bindInput('HierDigits_clients', 'edge', peersValue([edgeOf(n)]));
     await joinRoom(node, identities[3 + k], 'client', k % 2, undefined);

@@ -111,6 +111,37 @@ export {
 } from './values.js';
 export { LocalNetwork, type LocalNetworkOptions } from './local.js';
 export { getDefaultLogger, Notices, setDefaultLogger, shortPeer, watchNode, type Logger } from './notices.js';
+export { CODEC_REFUSALS, trafficOf, type Traffic } from './traffic.js';
+export {
+  artifactSha256,
+  decodeSavedNode,
+  encodeSavedNode,
+  indexedDbStore,
+  keepNode,
+  memoryStore,
+  readSavedNode,
+  restoreSaved,
+  resumeNode,
+  saveNode,
+  type Keeper,
+  type KeepOptions,
+  type Resumed,
+  type ResumeOptions,
+  type SavedNode,
+  type SaveOptions,
+  type StateStore,
+} from './resume.js';
+export {
+  measuredPolls,
+  ParticipationPolicy,
+  type BatteryLike,
+  type ConnectionLike,
+  type DocumentLike,
+  type NavigatorLike,
+  type ParticipationOptions,
+  type ParticipationState,
+  type WaitReason,
+} from './participation.js';
 export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
 export {
   ARTIFACT_KEYS,
@@ -126,7 +157,7 @@ export {
   type WireRecv,
 } from './artifact.js';
 export * from './dsl/index.js';
-export { connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './peer.js';
+export { admitRoomMembers, connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './peer.js';
 export {
   compileFederatedCnn,
   compileFederatedDigits,

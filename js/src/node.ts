@@ -153,11 +153,14 @@ export class BbNode implements Pollable, CompletionSink {
   readonly targets: readonly string[];
   /** Whether the node checks join tokens (installed with `admission`): see admitToken. */
   readonly checksTokens: boolean;
+  /** The join policy the node checks tokens against (its install's `admission`), if any. */
+  readonly admission: NodeAdmission | undefined;
 
-  private constructor(bb: Bb, handle: number, checksTokens: boolean) {
+  private constructor(bb: Bb, handle: number, admission: NodeAdmission | undefined) {
     this.#bb = bb;
     this.#handle = handle;
-    this.checksTokens = checksTokens;
+    this.checksTokens = admission !== undefined;
+    this.admission = admission === undefined ? undefined : { room: admission.room, operators: admission.operators.map((key) => key.slice()) };
     const info = this.#info();
     this.self = info.self;
     this.targets = info.targets;
@@ -204,7 +207,7 @@ export class BbNode implements Pollable, CompletionSink {
               bb.exports.bb_wasm_node_install(ptr, artifact.length, selfPtr!, targetsAt, targets.length, slotsAt,
                 slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed, roomPtr!, keysAt, operators.length),
             );
-            const node = new BbNode(bb, handle, options.admission !== undefined);
+            const node = new BbNode(bb, handle, options.admission);
             watchNode(node, new Notices(options.log));
             return node;
           }),

@@ -9,11 +9,15 @@
  * const node = BbNode.install(bb, { artifact, self: identity.peerId, ... });
  * const peer = await connectPeer(node, { url, room, identity, iceServers, onStep: (step) => show(step) });
  * ```
- * or, with a transport of one's own, `runPeer(node, transport, options)`.
+ * or, with a transport of one's own, `runPeer(node, transport, options)`. In a room that
+ * admits by join token the node must be installed with the room's `admission`
+ * (`admissionOf(token)` from bytesandbrains/signal reads it off a token): connectPeer
+ * refuses to run one that checks no tokens.
  */
 import { PollDriver, type PollDriverOptions } from './driver.js';
 import { BbError, BbErrorCode } from './errors.js';
 import type { Signer } from './identity/identity.js';
+import { measuredPolls, type ParticipationPolicy } from './participation.js';
 import type { BbNode, Step } from './node.js';
 import { Notices, shortPeer } from './notices.js';
 import type { SignalClient, WebSocketConstructor } from './signal/client.js';
@@ -26,6 +30,11 @@ export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
   readonly onStep?: (step: Step) => void;
   /**
+   * When this peer takes part (participation.ts): while the policy waits the node is not
+   * polled (it trains and sends nothing) and what arrives is dropped (`droppedWaiting`).
+   */
+  readonly participation?: ParticipationPolicy;
+  /**
    * An envelope the node refused or the transport could not take (the protocol's deadlines
    * cover the loss). Default: a notice to the default logger (notices.ts).
    */
@@ -37,6 +46,8 @@ export interface PeerStats {
   readonly received: number;
   readonly droppedOut: number;
   readonly droppedIn: number;
+  /** Envelopes dropped because the participation policy was waiting. */
+  readonly droppedWaiting: number;
 }
 
 export interface RunningPeer {
@@ -49,8 +60,9 @@ export interface RunningPeer {
 }
 
 export function runPeer(node: BbNode, transport: Transport, options: PeerOptions = {}): RunningPeer {
-  const driver = new PollDriver(node, options);
-  const counts = { sent: 0, received: 0, droppedOut: 0, droppedIn: 0 };
+  const policy = options.participation;
+  const driver = new PollDriver(policy === undefined ? node : measuredPolls(node, policy), options);
+  const counts = { sent: 0, received: 0, droppedOut: 0, droppedIn: 0, droppedWaiting: 0 };
   const notices = new Notices(undefined);
   const onDrop = options.onDrop ?? ((error: unknown, peer: string, direction: 'in' | 'out') =>
     notices.notice(`drop-${direction}`, `peer ${shortPeer(node.self)}: an envelope ${direction === 'in' ? 'from' : 'to'} ${peer} was dropped: ${error instanceof Error ? error.message : String(error)}`));
@@ -68,6 +80,10 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
     }
   });
   const unEnvelope = transport.onEnvelope((from, bytes) => {
+    if (policy !== undefined && !policy.state.participating) {
+      counts.droppedWaiting++;
+      return;
+    }
     try {
       node.deliver(from, bytes, driver.now());
       counts.received++;
@@ -77,7 +93,8 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
     }
     driver.wake();
   });
-  driver.start();
+  const unPolicy = policy?.onChange((state) => (state.participating ? driver.start() : driver.stop()));
+  if (policy === undefined || policy.state.participating) driver.start();
   return {
     node,
     transport,
@@ -87,6 +104,7 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
       driver.stop();
       unStep();
       unEnvelope();
+      unPolicy?.();
     },
   };
 }
@@ -97,7 +115,11 @@ export interface ConnectPeerOptions extends PeerOptions {
   readonly room: string;
   /** The node's identity: its peer id must be the node's. */
   readonly identity: Signer;
-  /** A join token from the room's operator, for rooms that admit by token. */
+  /**
+   * A join token from the room's operator, for rooms that admit by token. The node must
+   * then check tokens of this room, trusting the key that signed this one (installed with
+   * `admission: admissionOf(token)` or the room's whole policy).
+   */
   readonly token?: string;
   /** `client` or `server` (default: the token's role, else `client`). */
   readonly role?: PeerRole;
@@ -143,8 +165,9 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
   if (node.self !== options.identity.peerId) {
     throw new Error(`the node is ${node.self} but the identity is ${options.identity.peerId}: install the node with self = identity.peerId`);
   }
-  const [{ SignalClient }, { CLOSE_CODES }, { WebRtcTransport }, { defaultPeerConnection }] = await Promise.all([
-    import('./signal/client.js'), import('./signal/protocol.js'), import('./transport/webrtc.js'), import('./transport/peer-connection.js'),
+  const [{ SignalClient }, { CLOSE_CODES }, { decodeJoinToken }, { WebRtcTransport }, { defaultPeerConnection }] = await Promise.all([
+    import('./signal/client.js'), import('./signal/protocol.js'), import('./signal/token.js'), import('./transport/webrtc.js'),
+    import('./transport/peer-connection.js'),
   ]);
   // an engine without WebRTC is told so before it joins a room it could not take part in
   const RTCPeerConnection = options.transport?.RTCPeerConnection ?? (await defaultPeerConnection());
@@ -157,6 +180,12 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
     ...(options.WebSocket === undefined ? {} : { WebSocket: options.WebSocket }),
   });
   const signal = await join();
+  try {
+    requireAdmission(node, signal.room, signal.operators, options.token === undefined ? undefined : decodeJoinToken(options.token)?.token.operator);
+  } catch (error) {
+    signal.close();
+    throw error;
+  }
   const transport = await WebRtcTransport.create({ ...options.transport, RTCPeerConnection, signal, ...(options.iceServers === undefined ? {} : { iceServers: options.iceServers }) });
   const unJoined = keepJoined(node, transport, signal, join, CLOSE_CODES.replaced, options);
   const running = runPeer(node, transport, options);
@@ -167,6 +196,29 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
       running.stop();
     },
   };
+}
+
+/**
+ * A node in a room that admits by join token checks each member's token itself, or it
+ * would take whoever the signalling server let in: the room admits by token when this
+ * peer joined with one (signed by `own`) or the server named the room's `operators`.
+ * Throws a BbError (Denied) saying what to install the node with when it checks none, or
+ * checks another room's, or does not trust the key that signed this peer's own token.
+ */
+function requireAdmission(node: BbNode, room: string, operators: readonly Uint8Array[], own: Uint8Array | undefined): void {
+  if (own === undefined && operators.length === 0) return;
+  const admission = node.admission;
+  const fix = `install it with admission: { room: '${room}', operators: [the room's operator keys] } (admissionOf(token) reads them off a join token of the room)`;
+  if (admission === undefined) {
+    throw new BbError(BbErrorCode.Denied, `room ${room} admits by join token but node ${node.self} checks none: ${fix}`);
+  }
+  if (admission.room !== room) {
+    throw new BbError(BbErrorCode.Denied, `node ${node.self} checks the join tokens of room ${admission.room}, not of room ${room}: ${fix}`);
+  }
+  const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((byte, i) => byte === b[i]);
+  if (own !== undefined && !admission.operators.some((key) => same(key, own))) {
+    throw new BbError(BbErrorCode.Denied, `node ${node.self} does not trust the operator key that signed its own join token, so it would refuse every member that key admits: ${fix}`);
+  }
 }
 
 /**
@@ -221,6 +273,17 @@ function keepJoined(
     clearTimeout(timer);
     unhook();
   };
+}
+
+/**
+ * For a host that joins with a SignalClient and runs its node on a transport of its own
+ * (runPeer), what connectPeer does: refuses (a BbError, Denied) a node that checks no
+ * tokens in a room the server says admits by token, then hands the node each member's
+ * join token, now and as members join. Returns the function that stops.
+ */
+export function admitRoomMembers(node: BbNode, signal: SignalClient, onRefused?: ConnectPeerOptions['onRefused']): () => void {
+  requireAdmission(node, signal.room, signal.operators, undefined);
+  return node.checksTokens ? admitMembers(node, signal, onRefused) : () => {};
 }
 
 /**

@@ -68,12 +68,17 @@ export interface DataSourceComponent extends ComponentExtras {
   onDataLoaded?(context: ComponentContext): void;
 }
 
-/** Codec: tensors to a wire form and back. */
+/**
+ * Codec: tensors to a wire form and back. Encode and Decode may be given a reference (their
+ * optional second input): x travels relative to it, as the shipped codecs do (x − reference
+ * out, reference + the difference back). A codec that ignores it still round-trips x only
+ * where the caller passes none.
+ */
 export interface CodecComponent extends ComponentExtras {
-  /** Encode(x) → [y]: any value (a tensor of another type, bytes, a bundle). */
-  encode(x: HostTensor, context: ComponentContext): Value;
-  /** Decode(y) → [x]. */
-  decode(y: Value, context: ComponentContext): HostTensor;
+  /** Encode(x[, reference]) → [y]: any value (a tensor of another type, bytes, a bundle). */
+  encode(x: HostTensor, context: ComponentContext, reference?: HostTensor): Value;
+  /** Decode(y[, reference]) → [x]. */
+  decode(y: Value, context: ComponentContext, reference?: HostTensor): HostTensor;
   /** Train(samples) → [trigger]; a codec without it learns nothing. */
   train?(samples: HostTensor, context: ComponentContext): void;
 }
@@ -115,6 +120,10 @@ function tensorIn(call: OpCall, i: number): HostTensor {
   if (v === undefined) throw new BbError(BbErrorCode.InvalidArgument, `input ${i} of ${call.op} is missing`);
   if (v.kind !== 'tensor') throw new BbError(BbErrorCode.Type, `input ${i} of ${call.op} must be a Tensor, got ${v.kind}`);
   return v.tensor;
+}
+
+function optionalTensorIn(call: OpCall, i: number): HostTensor | undefined {
+  return call.inputs[i] === undefined ? undefined : tensorIn(call, i);
 }
 
 function out(t: HostTensor): Value {
@@ -247,11 +256,11 @@ export function codecComponent(impl: CodecComponent): ComponentInstance {
       const ctx = call.context;
       switch (call.op) {
         case 'Encode':
-          return [impl.encode(tensorIn(call, 0), ctx)];
+          return [impl.encode(tensorIn(call, 0), ctx, optionalTensorIn(call, 1))];
         case 'Decode': {
           const y = call.inputs[0];
           if (y === undefined) throw new BbError(BbErrorCode.InvalidArgument, 'input 0 of Decode is missing');
-          return [out(impl.decode(y, ctx))];
+          return [out(impl.decode(y, ctx, optionalTensorIn(call, 1)))];
         }
         case 'Train':
           impl.train?.(tensorIn(call, 0), ctx);

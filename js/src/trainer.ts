@@ -51,6 +51,12 @@ export interface TrainerOptions {
    * here, or `create` refuses the model naming the operator.
    */
   readonly freeze?: readonly string[];
+  /**
+   * The most bytes the values of one run (a step's training and optimizer graphs, a
+   * prediction) may hold at once; default 1 GiB. A step past it throws a {@link BbError}
+   * (`Limit`) naming the node, and changes nothing.
+   */
+  readonly maxTotalBytes?: number;
 }
 
 /** Rows as JavaScript arrays (copied in for the step) or as tensors already in bb.wasm. */
@@ -100,7 +106,11 @@ export interface TrainerStats {
   readonly allocations: number;
 }
 
-const KEY_OF: Readonly<Record<string, string>> = { weightDecay: 'weight_decay', maxGradNorm: 'max_grad_norm' };
+const KEY_OF: Readonly<Record<string, string>> = {
+  weightDecay: 'weight_decay',
+  maxGradNorm: 'max_grad_norm',
+  maxTotalBytes: 'max_total_bytes',
+};
 
 /**
  * The OnnxModel engine's config text for options (numbers and names; seed goes

@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
-import { BbError } from '../src/index.js';
+import { BbError, Dataset, type Bb } from '../src/index.js';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const packageRoot = join(repoRoot, 'js');
@@ -112,4 +112,23 @@ export function onnxFunctions(bytes: Uint8Array, check = true): Record<string, P
     '  "attribute": [a.name for a in n.attribute]} for n in f.node] for f in m.functions}))',
   ].join('\n');
   return JSON.parse(execFileSync(ONNX_PYTHON, ['-c', script], { input: bytes, encoding: 'utf8' })) as Record<string, ParsedNode[]>;
+}
+
+/**
+ * Two Gaussian blobs in 2-D, class 0 around (2, 2) and class 1 around (4, 4), σ 0.6, seeded:
+ * off the origin, so an untrained linear model scores about half and a trained one past 90 %.
+ */
+export function twoBlobs(bb: Bb, rows: number, seed: number): Dataset {
+  let state = seed;
+  const uniform = (): number => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const gauss = (): number => Math.sqrt(-2 * Math.log(uniform() + 1e-9)) * Math.cos(2 * Math.PI * uniform());
+  const x = new Float32Array(rows * 2);
+  const y = new Float32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const label = r % 2;
+    y[r] = label;
+    x[2 * r] = (label ? 4 : 2) + 0.6 * gauss();
+    x[2 * r + 1] = (label ? 4 : 2) + 0.6 * gauss();
+  }
+  return Dataset.fromArrays(bb, x, 2, y);
 }

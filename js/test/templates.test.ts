@@ -28,7 +28,7 @@ import {
   type ModelComponent,
   type RoundReport,
 } from '../src/index.js';
-import { wasmBytes } from './support.js';
+import { twoBlobs, wasmBytes } from './support.js';
 
 let bb: Bb;
 beforeAll(async () => {
@@ -37,30 +37,8 @@ beforeAll(async () => {
 
 const MS = 1_000_000n;
 
-/**
- * Two Gaussian blobs in 2-D, class 0 around (2, 2) and class 1 around (4, 4): off the
- * origin, so an untrained linear model (its boundary through the origin) scores about
- * half, and only a trained one gets past 90 %.
- */
-function points(rows: number, seed: number): { x: Float32Array; y: Float32Array } {
-  let state = seed;
-  const uniform = (): number => ((state = (state * 1103515245 + 12345) % 2147483648) / 2147483648);
-  const gauss = (): number => Math.sqrt(-2 * Math.log(uniform() + 1e-9)) * Math.cos(2 * Math.PI * uniform());
-  const x = new Float32Array(rows * 2);
-  const y = new Float32Array(rows);
-  for (let r = 0; r < rows; r++) {
-    const label = r % 2;
-    y[r] = label;
-    x[2 * r] = (label ? 4 : 2) + 0.6 * gauss();
-    x[2 * r + 1] = (label ? 4 : 2) + 0.6 * gauss();
-  }
-  return { x, y };
-}
-
-function dataset(rows: number, seed: number): Dataset {
-  const { x, y } = points(rows, seed);
-  return Dataset.fromArrays(bb, x, 2, y);
-}
+/** The two Gaussian blobs of support.ts: an untrained linear model scores about half. */
+const dataset = (rows: number, seed: number): Dataset => twoBlobs(bb, rows, seed);
 
 /** Runs the network on a 5 ms clock until `done` or the time runs out; the last report. */
 function runUntil(network: LocalNetwork, done: () => boolean, limitMs = 20_000): void {

@@ -151,6 +151,23 @@ describe('OnnxTrainer', () => {
     a.free(); // twice is fine
     expect(refuse(() => a.step(batch)).message).toMatch(/freed/);
   });
+
+  test('maxTotalBytes caps every run: a step past it changes nothing, a raised cap trains', () => {
+    const model = new Uint8Array(readFileSync(CNN));
+    const { train } = digitsSplit(DIGITS);
+    const batch = { x: train.x.slice(0, 8 * 64), labels: train.y.slice(0, 8) };
+    const tight = OnnxTrainer.create(bb, model, { maxTotalBytes: 4096 });
+    const before = tight.parameters();
+    const error = bbErrorOf(() => tight.step(batch));
+    expect(error.code).toBe(BbErrorCode.Limit);
+    expect(error.message).toMatch(/over the cap of 4096 \(bb_cpu_limits\.max_total_bytes\)/);
+    expect(tight.parameters()).toEqual(before);
+    const raised = OnnxTrainer.create(bb, model, { maxTotalBytes: 2 ** 31 });
+    expect(raised.step(batch).applied).toBe(true);
+    expect(bbErrorOf(() => OnnxTrainer.create(bb, model, { maxTotalBytes: -1 })).message).toMatch(/max_total_bytes/);
+    tight.free();
+    raised.free();
+  });
 });
 
 /** x [N, 4] → MatMul(w1) → Round → MatMul(w2): w1 reaches the output only through Round. */

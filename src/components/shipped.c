@@ -4,7 +4,7 @@
 #include "components/shipped.h"
 
 static const bb_component_type *const SHIPPED[] = {&BBI_CPU_BACKEND, &BBI_CPU_MLP, &BBI_ONNX_MODEL, &BBI_SPLIT_MODEL, &BBI_ARRAY_SOURCE, &BBI_FLOAT16_CODEC,
-                                                   &BBI_UINT8_CODEC, &BBI_FEDAVG, &BBI_ROBUST_AVG, &BBI_FLAT_INDEX,
+                                                   &BBI_UINT8_CODEC, &BBI_TOPK_CODEC, &BBI_FEDAVG, &BBI_ROBUST_AVG, &BBI_FLAT_INDEX,
                                                    &BBI_GOSSIP_AVG, &BBI_CONSTANT_VIEW, &BBI_GOSSIP_VIEW,
                                                    &BBI_GLOBAL_REGISTRY_CLIENT, &BBI_GLOBAL_REGISTRY_SERVER};
 

@@ -11,6 +11,7 @@ extern const bb_component_type BBI_SPLIT_MODEL;
 extern const bb_component_type BBI_ARRAY_SOURCE;
 extern const bb_component_type BBI_FLOAT16_CODEC;
 extern const bb_component_type BBI_UINT8_CODEC;
+extern const bb_component_type BBI_TOPK_CODEC;
 extern const bb_component_type BBI_FEDAVG;
 extern const bb_component_type BBI_ROBUST_AVG;
 extern const bb_component_type BBI_FLAT_INDEX;

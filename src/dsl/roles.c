@@ -10,7 +10,8 @@
 typedef struct role_method {
   const char *op;
   uint8_t n_inputs, n_outputs;
-  uint8_t n_after;                   /* optional trailing ordering inputs (triggers) */
+  uint8_t n_after;                   /* optional trailing inputs: ordering triggers, or a
+                                        codec's reference tensor */
   const char *output_type;
   const char *meta_key, *meta_value; /* extra metadata, or NULL */
   const char *int_attr;              /* the required INT attribute, or NULL */
@@ -47,8 +48,9 @@ static const role_method AGGREGATOR_METHODS[] = {
 };
 static const role_method CODEC_METHODS[] = {
     {"Train", 1, 1, 0, BB_TYPE_TRIGGER, BB_KEY_CODEC_PORT, BB_CODEC_PORT_IN, NULL},
-    {"Encode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, BB_CODEC_PORT_OUT, NULL},
-    {"Decode", 1, 1, 0, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, BB_CODEC_PORT_IN, NULL},
+    /* Encode(x[, reference]), Decode(y[, reference]) */
+    {"Encode", 1, 1, 1, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, BB_CODEC_PORT_OUT, NULL},
+    {"Decode", 1, 1, 1, BB_TYPE_ABSTRACT, BB_KEY_CODEC_PORT, BB_CODEC_PORT_IN, NULL},
 };
 static const role_method DATA_SOURCE_METHODS[] = {
     {"NextBatch", 0, 2, 1, BB_TYPE_ABSTRACT, NULL, NULL, NULL},
@@ -360,6 +362,14 @@ bb_value bb_rec_codec_encode(bb_rec *rec, const bb_slot *slot, bb_value x) {
 }
 bb_value bb_rec_codec_decode(bb_rec *rec, const bb_slot *slot, bb_value y) {
   return call1(rec, slot, "Decode", &y, 1, NULL, 0);
+}
+bb_value bb_rec_codec_encode_against(bb_rec *rec, const bb_slot *slot, bb_value x, bb_value reference) {
+  bb_value in[2] = {x, reference};
+  return call1(rec, slot, "Encode", in, 2, NULL, 0);
+}
+bb_value bb_rec_codec_decode_against(bb_rec *rec, const bb_slot *slot, bb_value y, bb_value reference) {
+  bb_value in[2] = {y, reference};
+  return call1(rec, slot, "Decode", in, 2, NULL, 0);
 }
 
 int bb_rec_data_source_next_batch(bb_rec *rec, const bb_slot *slot, bb_value *batch, bb_value *labels) {

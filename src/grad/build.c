@@ -215,7 +215,7 @@ static void trace_params(gb *b, size_t n_fwd) {
     const bb_ir_node *cut = NULL;
     bool flows = false;
     for (size_t k = 0; k < n->inputs.len; k++) {
-      gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
+      gb_value *v = gb_input_val(b, n, k);
       if (!v || !v->origin) continue;
       bool differentiable = !r || (k < 32 && (r->diff_inputs & (1u << k)));
       if (v->requires_grad && differentiable) flows = true, origin = v->origin;
@@ -224,7 +224,7 @@ static void trace_params(gb *b, size_t n_fwd) {
     }
     if (!origin) continue;
     for (size_t k = 0; k < n->outputs.len; k++) {
-      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      gb_value *o = gb_output_val(b, n, k);
       if (!o) continue;
       o->origin = origin;
       o->requires_grad = flows && is_float(o->dtype);
@@ -241,7 +241,7 @@ static int mark_active(gb *b, size_t n_fwd) {
     const bb_ir_node *n = b->g->nodes.items[i];
     bool active = false;
     for (size_t k = 0; k < n->outputs.len; k++) {
-      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      gb_value *o = gb_output_val(b, n, k);
       active = active || (o && o->active);
     }
     if (!active) continue;
@@ -253,13 +253,13 @@ static int mark_active(gb *b, size_t n_fwd) {
                      origin ? origin : "?", b->roots_label, n->domain && *n->domain ? n->domain : "",
                      n->domain && *n->domain ? "::" : "", n->op_type);
     for (size_t k = 0; k < n->outputs.len; k++) {
-      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      gb_value *o = gb_output_val(b, n, k);
       if (o && o->active && k < 32 && !(r->diff_outputs & (1u << k)))
         return gb_fail(b, BB_ERR_UNSUPPORTED, "%s depends on output %zu (%s) of %s, which carries no gradient", b->roots_label,
                        k, o->name, gb_node_label(b, n));
     }
     for (size_t k = 0; k < n->inputs.len; k++) {
-      gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
+      gb_value *v = gb_input_val(b, n, k);
       if (v && v->requires_grad && k < 32 && (r->diff_inputs & (1u << k))) v->active = true;
     }
   }
@@ -278,12 +278,12 @@ static void mark_reaches(gb *b, size_t n_fwd) {
     const bb_ir_node *n = b->g->nodes.items[i];
     bool reaches = false;
     for (size_t k = 0; k < n->outputs.len; k++) {
-      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      gb_value *o = gb_output_val(b, n, k);
       reaches = reaches || (o && o->reaches);
     }
     if (!reaches || reads_shape_only(n)) continue;
     for (size_t k = 0; k < n->inputs.len; k++) {
-      gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
+      gb_value *v = gb_input_val(b, n, k);
       if (v) v->reaches = true;
     }
   }
@@ -310,13 +310,13 @@ static int refuse_cut_param(gb *b, size_t n_fwd, gb_value *p) {
     bool flows = false;
     size_t from = SIZE_MAX; /* the input that brings p's gradient (a differentiable one if any) */
     for (size_t k = 0; k < n->inputs.len && !reads_shape_only(n); k++) {
-      gb_value *v = gb_has_input(n, k) ? gb_val(b, n->inputs.items[k]) : NULL;
+      gb_value *v = gb_input_val(b, n, k);
       if (!v || !v->mark) continue;
       if (from == SIZE_MAX) from = k;
       if (r && r->backward && (k >= 32 || (r->diff_inputs & (1u << k)))) flows = true, from = k;
     }
     for (size_t k = 0; from != SIZE_MAX && k < n->outputs.len; k++) {
-      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      gb_value *o = gb_output_val(b, n, k);
       if (!o) continue;
       o->mark = flows && is_float(o->dtype);
       if (o->reaches && !o->mark)
@@ -384,7 +384,7 @@ static int backward(gb *b, size_t n_fwd, const char **upstream) {
     const gb_rule *r = gb_rule_find(n->domain, n->op_type);
     bool any = false;
     for (size_t k = 0; k < n->outputs.len; k++) {
-      gb_value *o = *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
+      gb_value *o = gb_output_val(b, n, k);
       if (o && o->active && r && (k >= 32 || (r->diff_outputs & (1u << k)))) dy[k] = total_grad(b, o);
       any = any || dy[k];
     }

@@ -140,6 +140,15 @@ char *gb_printf(gb *b, const char *fmt, ...) BB_PRINTF(2, 3);
 
 /* The value of that name, or NULL when the graph has none. */
 gb_value *gb_val(gb *b, const char *name);
+/* Whether input i of n exists (not omitted). */
+bool gb_has_input(const bb_ir_node *n, size_t i);
+/* The value of input i / output k of n, or NULL when it is omitted or unknown to the table. */
+gb_value *gb_input_val(gb *b, const bb_ir_node *n, size_t i);
+gb_value *gb_output_val(gb *b, const bb_ir_node *n, size_t k);
+/* The axes list of a node (attribute before `input_since`, input `input` from then on),
+ * normalised against rank; returns the count (0 for none given) or -1 when it is not
+ * known at build time. */
+long gb_node_axes(gb *b, const bb_ir_node *n, size_t input, int64_t input_since, int rank, int64_t *axes);
 /* Adds a value (its name must be new to the table). */
 gb_value *gb_val_add(gb *b, const char *name);
 /* A fresh symbol, optionally named after a dim_param. */
@@ -166,15 +175,18 @@ bool gb_known_scalar(const gb_value *v, double *out);
  * dim_params when they have a name, unknown dims otherwise). */
 bb_type *gb_val_type(gb *b, const gb_value *v);
 
-/* ---- inference (infer.c) --------------------------------------------------------------- */
+/* ---- shape inference (shape_inference.c) ------------------------------------------------ */
 
 /* Fills the table entries of n's outputs: element type and shape, and the value itself when
  * every input is known and the result is small. Unknown stays unknown; never fails except
  * for running out of memory. */
 int gb_infer_node(gb *b, const bb_ir_node *n);
-/* The shapes of RNN, GRU, LSTM and their gradient operators (rules_recurrent.c); false for
- * any other node. */
+/* The shapes of RNN, GRU, LSTM and their gradient operators (shape_inference_recurrent.c);
+ * false for any other node. */
 bool gb_infer_recurrent(gb *b, const bb_ir_node *n);
+/* The forward input each output of RNNGrad / GRUGrad / LSTMGrad is the gradient of:
+ * X W R B initial_h initial_c P (5 outputs for RNN and GRU, 7 for LSTM). */
+extern const size_t gb_recurrent_grad_of[7];
 
 /* ---- emitting nodes (emit.c) ---------------------------------------------------------- */
 
@@ -202,7 +214,7 @@ const char *gb_ints(gb *b, const int64_t *v, size_t n);
 /* A tensor constant of a floating-point dtype with the given dims and values. */
 const char *gb_tensor(gb *b, int32_t dtype, int rank, const int64_t *dims, const double *values);
 
-/* ---- shape helpers (shapes.c) --------------------------------------------------------- */
+/* ---- emitting shape plumbing (emit_shapes.c) ----------------------------------------- */
 
 /* A value holding x's shape: a constant when every dim is known, else Shape(x). */
 const char *gb_shape_of(gb *b, const char *x);
@@ -220,12 +232,6 @@ const char *gb_unsqueeze(gb *b, const char *x, const int64_t *axes, size_t n);
 const char *gb_reshape(gb *b, const char *x, const int64_t *shape, size_t n);
 /* Zeros of x's dtype and shape. */
 const char *gb_zeros_like(gb *b, const char *x);
-/* The axes list of a node (attribute before `input_since`, input `input` from then on),
- * normalised against rank; returns the count (0 for none given) or -1 when it is not
- * known at build time. */
-long gb_node_axes(gb *b, const bb_ir_node *n, size_t input, int64_t input_since, int rank, int64_t *axes);
-/* Whether input i of n exists (not omitted). */
-bool gb_has_input(const bb_ir_node *n, size_t i);
 
 /* ---- backward (contributions.c) --------------------------------------------------------- */
 

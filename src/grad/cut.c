@@ -79,7 +79,7 @@ static int walk_back(gb *b, const char *const *in, size_t n_in, const char *cons
     keep[p] = true;
     const bb_ir_node *n = b->g->nodes.items[p];
     for (size_t k = 0; k < n->inputs.len; k++) {
-      gb_value *v = *n->inputs.items[k] ? gb_val(b, n->inputs.items[k]) : NULL;
+      gb_value *v = gb_input_val(b, n, k);
       if (v && !v->mark) v->mark = true, stack[len++] = v->name;
     }
   }

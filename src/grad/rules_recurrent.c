@@ -1,5 +1,4 @@
-/* Backward rules of the recurrent operators RNN, GRU and LSTM, and the shapes of their
- * outputs.
+/* Backward rules of the recurrent operators RNN, GRU and LSTM.
  *
  * A recurrence has no closed form in ONNX operators (its length is the data's), so its
  * gradient is one node of the ai.bytesandbrains.grad domain, RNNGrad / GRUGrad / LSTMGrad
@@ -14,9 +13,6 @@
 #include "grad/builder.h"
 
 #define IN(i) (n->inputs.items[i])
-
-/* The forward input each gradient output belongs to: X W R B initial_h initial_c P. */
-static const size_t GRAD_OF[] = {0, 1, 2, 3, 5, 6, 7};
 
 static bool is_lstm(const bb_ir_node *n) { return strncmp(n->op_type, "LSTM", 4) == 0; }
 
@@ -58,63 +54,11 @@ static int recurrent_back(gb *b, bb_ir_node *n, const char *const *dy) {
   if (!g) return b->rc;
   for (size_t i = 0; i < n->attrs.len; i++) copy_attr(b, g, n->attrs.items[i]);
   for (size_t k = 0; k < n_grads; k++)
-    if (!gb_needs(b, n, GRAD_OF[k])) g->outputs.items[k] = (char *)"";
+    if (!gb_needs(b, n, gb_recurrent_grad_of[k])) g->outputs.items[k] = (char *)"";
   gb_add(b, g);
   for (size_t k = 0; k < n_grads; k++)
-    if (*g->outputs.items[k]) gb_grad(b, n, GRAD_OF[k], g->outputs.items[k]);
+    if (*g->outputs.items[k]) gb_grad(b, n, gb_recurrent_grad_of[k], g->outputs.items[k]);
   return b->rc;
-}
-
-/* ---- shapes -------------------------------------------------------------------------------- */
-
-static gb_value *output(gb *b, const bb_ir_node *n, size_t k) {
-  return k < n->outputs.len && *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
-}
-
-static gb_value *input(gb *b, const bb_ir_node *n, size_t i) {
-  return i < n->inputs.len && *n->inputs.items[i] ? gb_val(b, n->inputs.items[i]) : NULL;
-}
-
-static void set_shape(gb_value *o, int32_t dtype, int rank, const gb_dim *dims) {
-  if (o) gb_val_set_shape(o, dtype, rank, dims);
-}
-
-/* Y [seq, dirs, batch, hidden] and the states [dirs, batch, hidden] (layout 1: batch first). */
-static void forward_shapes(gb *b, const bb_ir_node *n) {
-  gb_value *x = input(b, n, 0), *r = input(b, n, 2);
-  if (!x || x->rank != 3) return;
-  bool batch_first = bb_attr_get_int(&n->attrs, "layout", 0) == 1;
-  gb_dim dirs = strcmp(bb_attr_get_string(&n->attrs, "direction", "forward"), "bidirectional") == 0 ? 2 : 1;
-  gb_dim hidden = bb_attr_get_int(&n->attrs, "hidden_size", r && r->rank == 3 ? r->dims[2] : gb_symbol(b, NULL));
-  gb_dim seq = x->dims[batch_first ? 1 : 0], batch = x->dims[batch_first ? 0 : 1];
-  gb_dim y[4] = {seq, dirs, batch, hidden}, y_first[4] = {batch, seq, dirs, hidden};
-  gb_dim state[3] = {dirs, batch, hidden}, state_first[3] = {batch, dirs, hidden};
-  set_shape(output(b, n, 0), x->dtype, 4, batch_first ? y_first : y);
-  for (size_t k = 1; k < 3; k++) set_shape(output(b, n, k), x->dtype, 3, batch_first ? state_first : state);
-}
-
-/* Each gradient is shaped like its forward input; dB also when B was not given. */
-static void grad_shapes(gb *b, const bb_ir_node *n) {
-  size_t n_grads = is_lstm(n) ? 7 : 5;
-  for (size_t k = 0; k < n_grads; k++) {
-    gb_value *o = output(b, n, k), *like = input(b, n, GRAD_OF[k]);
-    if (like) set_shape(o, like->dtype, like->rank, like->dims);
-  }
-  gb_value *db = output(b, n, 3), *w = input(b, n, 1);
-  if (db && db->rank < 0 && w && w->rank == 3)
-    set_shape(db, w->dtype, 2, (gb_dim[]){w->dims[0], GB_KNOWN(w->dims[1]) ? 2 * w->dims[1] : gb_symbol(b, NULL)});
-}
-
-bool gb_infer_recurrent(gb *b, const bb_ir_node *n) {
-  bool grad = n->domain && strcmp(n->domain, BB_GRAD_DOMAIN) == 0;
-  if (!grad && !bb_domain_is_onnx(n->domain)) return false;
-  const char *op = n->op_type;
-  bool recurrent = strcmp(op, "RNN") == 0 || strcmp(op, "GRU") == 0 || strcmp(op, "LSTM") == 0;
-  bool recurrent_grad = strcmp(op, "RNNGrad") == 0 || strcmp(op, "GRUGrad") == 0 || strcmp(op, "LSTMGrad") == 0;
-  if (grad ? !recurrent_grad : !recurrent) return false;
-  if (grad) grad_shapes(b, n);
-  else forward_shapes(b, n);
-  return true;
 }
 
 /* diff_inputs: X W R B initial_h (and initial_c, P); sequence_lens (input 4) has none */

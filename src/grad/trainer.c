@@ -529,6 +529,19 @@ void bb_grad_trainer_memory(const bb_grad_trainer *t, bb_grad_trainer_memory_sta
   out->allocations = m.allocations;
 }
 
+int bb_grad_trainer_set_limits(bb_grad_trainer *t, const bb_cpu_limits *limits, bb_error *err) {
+  bb_cpu_session *sessions[] = {t->train, t->back, t->optim};
+  for (size_t i = 0; i < sizeof sessions / sizeof sessions[0]; i++) {
+    /* a struct_size the first session refuses is refused before any session changed */
+    int rc = sessions[i] ? bb_cpu_session_set_limits(sessions[i], limits, err) : 0;
+    if (rc) {
+      bb_error_prefix(err, "trainer: ");
+      return rc;
+    }
+  }
+  return 0;
+}
+
 uint64_t bb_grad_trainer_steps(const bb_grad_trainer *t) { return t->steps; }
 uint64_t bb_grad_trainer_refused(const bb_grad_trainer *t) { return t->refused; }
 

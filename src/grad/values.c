@@ -1,6 +1,6 @@
 /* The gradient builder's table of values: what is known about each value's type, shape
- * and contents, symbols for dims known only by name or not at all, fresh names, and the
- * sticky error record. */
+ * and contents, a node's inputs and outputs read through it, symbols for dims known only
+ * by name or not at all, fresh names, and the sticky error record. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +54,16 @@ gb_value *gb_val(gb *b, const char *name) {
   uint32_t id;
   if (!name || !bbi_strmap_get(&b->ids, name, &id)) return NULL;
   return b->values[id];
+}
+
+bool gb_has_input(const bb_ir_node *n, size_t i) { return i < n->inputs.len && *n->inputs.items[i]; }
+
+gb_value *gb_input_val(gb *b, const bb_ir_node *n, size_t i) {
+  return gb_has_input(n, i) ? gb_val(b, n->inputs.items[i]) : NULL;
+}
+
+gb_value *gb_output_val(gb *b, const bb_ir_node *n, size_t k) {
+  return k < n->outputs.len && *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
 }
 
 gb_value *gb_val_add(gb *b, const char *name) {
@@ -161,6 +171,28 @@ long gb_known_ints(const gb_value *v, int64_t *out, size_t max) {
   for (int64_t i = 0; i < t->numel; i++)
     out[i] = t->dtype == BB_DTYPE_INT64 ? ((const int64_t *)bb_tensor_data(t))[i] : ((const int32_t *)bb_tensor_data(t))[i];
   return (long)t->numel;
+}
+
+long gb_node_axes(gb *b, const bb_ir_node *n, size_t input, int64_t input_since, int rank, int64_t *axes) {
+  long count = 0;
+  if (b->opset >= input_since) {
+    if (gb_has_input(n, input) && (count = gb_known_ints(gb_input_val(b, n, input), axes, BB_MAX_RANK)) < 0) return -1;
+  } else {
+    const bb_attr *a = bb_attr_find(&n->attrs, "axes");
+    if (a) {
+      if (a->n_ints > BB_MAX_RANK) return -1;
+      count = (long)a->n_ints;
+      memcpy(axes, a->ints, a->n_ints * sizeof *axes);
+    }
+  }
+  for (long i = 0; i < count; i++) {
+    if (axes[i] < 0) {
+      if (rank < 0) return -1;
+      axes[i] += rank;
+    }
+    if (axes[i] < 0 || (rank >= 0 && axes[i] >= rank)) return -1;
+  }
+  return count;
 }
 
 bool gb_known_scalar(const gb_value *v, double *out) {

@@ -17,9 +17,9 @@
  * The root's sample-weighted mean of the edge means is then the flat mean of every
  * client's update: Σ_e S_e·(Σ_{i∈e} n_i·x_i / S_e) / Σ_e S_e = Σ_i n_i·x_i / Σ_i n_i,
  * up to the rounding of each edge mean to float (tests/sim/test_hierarchical.c bounds
- * it). The weight bounds of FedAvg (samples_factor, norm_factor) are off at both tiers:
- * each tier would bound a different population (the root sees edges, not clients), and
- * the result would no longer be the flat mean. An edge closes a round when a contribution
+ * it). The weight bounds of FedAvg (samples_factor, norm_factor, ascent_screen) are off at
+ * both tiers: each tier would bound a different population (the root sees edges, not
+ * clients), and the result would no longer be the flat mean. An edge closes a round when a contribution
  * finds its target met (or its quorum met past its deadline): it has no clock of its own.
  *
  * Outputs "accuracy", "round" and the global "model" on the root each round, and
@@ -85,10 +85,11 @@ static int configure(bb_compiler *c, size_t module, bb_error *err) {
       bb_compiler_bind_data_source(c, "data", "ArraySource", "batch=32", err) ||
       bb_compiler_bind_aggregator(c, "aggregator", "FedAvg",
                                   "quorum=2,target=2,deadline_ms=1000,no_quorum=abandon,init=model,samples_factor=0,"
-                                  "norm_factor=0",
+                                  "norm_factor=0,ascent_screen=0",
                                   err) ||
       bb_compiler_bind_aggregator(c, "edge_aggregator", "FedAvg",
-                                  "quorum=3,target=4,deadline_ms=500,rounds=follow,samples_factor=0,norm_factor=0",
+                                  "quorum=3,target=4,deadline_ms=500,rounds=follow,samples_factor=0,norm_factor=0,"
+                                  "ascent_screen=0",
                                   err))
     return err ? err->code : BB_ERR_INVALID_ARGUMENT;
   return 0;

@@ -226,8 +226,20 @@ int bb_aggregator_dispatch(const bb_aggregator_ops *ops, void *self, bb_ctx *ctx
 
 /* ---- Codec ---------------------------------------------------------------------------------- */
 
+static int unsupported_reference(const bb_op_call *call, bb_error *err) {
+  return bb_error_set(err, BB_ERR_UNSUPPORTED, "this codec does not implement %s::%s with a reference (input 1)",
+                      call->domain, call->op_type);
+}
+
+/* The optional reference of Encode / Decode (input 1): NULL when absent. */
+static int codec_reference(const bb_op_call *call, const bb_tensor **reference, bb_error *err) {
+  *reference = NULL;
+  if (call->n_inputs < 2 || !call->inputs[1]) return 0;
+  return input_tensor(call, 1, reference, err);
+}
+
 int bb_codec_dispatch(const bb_codec_ops *ops, void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
-  const bb_tensor *x = NULL;
+  const bb_tensor *x = NULL, *reference = NULL;
   int rc;
   if (is(call, "Train")) {
     if (!ops->train) return done(call, 0, err); /* nothing to learn: a codec without training */
@@ -235,18 +247,24 @@ int bb_codec_dispatch(const bb_codec_ops *ops, void *self, bb_ctx *ctx, const bb
     return done(call, ops->train(self, ctx, x, err), err);
   }
   if (is(call, "Encode")) {
-    if (!ops->encode) return unsupported(call, err);
+    if ((rc = codec_reference(call, &reference, err))) return rc;
+    if (reference && !ops->encode_against) return unsupported_reference(call, err);
+    if (!reference && !ops->encode) return unsupported(call, err);
     if ((rc = input_tensor(call, 0, &x, err))) return rc;
     bb_val *y = NULL;
-    if ((rc = ops->encode(self, ctx, x, &y, err))) return rc;
+    if ((rc = reference ? ops->encode_against(self, ctx, x, reference, &y, err) : ops->encode(self, ctx, x, &y, err)))
+      return rc;
     return put_value(call, 0, y);
   }
   if (is(call, "Decode")) {
-    if (!ops->decode) return unsupported(call, err);
+    if ((rc = codec_reference(call, &reference, err))) return rc;
+    if (reference && !ops->decode_against) return unsupported_reference(call, err);
+    if (!reference && !ops->decode) return unsupported(call, err);
     const bb_val *y = call->n_inputs ? call->inputs[0] : NULL;
     if (!y) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "input 0 of Decode is missing");
     bb_tensor *out = NULL;
-    if ((rc = ops->decode(self, ctx, y, &out, err))) return rc;
+    if ((rc = reference ? ops->decode_against(self, ctx, y, reference, &out, err) : ops->decode(self, ctx, y, &out, err)))
+      return rc;
     return put_tensor(call, 0, out, err);
   }
   return unknown_op(call, err);

@@ -95,7 +95,7 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
                         n->ingress.events.len);
   }
   bb_envelope *env = NULL;
-  int rc = bb_envelope_decode(bytes, len, &n->cfg.envelope_caps, n->alloc, &env, err);
+  int rc = bb_envelope_decode(bytes, len, &n->envelope_caps, n->alloc, &env, err);
   if (rc) {
     rt_count(&n->counters, "wire.invalid_envelopes", 1);
     return rc;
@@ -148,6 +148,7 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
     return bb_error_set(err, rc, "deliver: out of memory queueing the envelope");
   }
   rt_count(&n->counters, "wire.envelopes_received", 1);
+  rt_count(&n->counters, "wire.bytes_received", len);
   return 0;
 }
 

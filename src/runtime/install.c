@@ -12,6 +12,7 @@
 #include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
+#include "util/options.h"
 #include "util/ring.h"
 #include "util/strmap.h"
 
@@ -831,12 +832,30 @@ static void init_node(bb_node *n, const bb_allocator *alloc, const bb_install_ar
                         .counters = &n->counters};
 }
 
+/* The envelope caps the config points to, copied (the caller's struct need not outlive
+ * install); false, with the error set, for a struct_size this library cannot read. */
+static bool read_envelope_caps(const bb_install_args *args, bb_envelope_caps *out, bb_error *err) {
+  bb_node_config c;
+  config_defaults(&c, args->config);
+  const bb_envelope_caps *given = c.envelope_caps;
+  *out = (bb_envelope_caps){.struct_size = sizeof *out};
+  if (!given || bbi_options_read(out, sizeof *out, given)) return true;
+  bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "install: config.envelope_caps has struct_size %zu; set it to sizeof(bb_envelope_caps), %zu",
+               given->struct_size, sizeof *out);
+  return false;
+}
+
 int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind *kind, bb_error *err) {
   if (kind) *kind = BB_INSTALL_OK;
   if (out) *out = NULL;
   if (!args || !out || args->struct_size < BB_INSTALL_ARGS_SIZE_V1) {
     if (kind) *kind = BB_INSTALL_INVALID_ARGUMENT;
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "install: args (with struct_size set) and out are required");
+  }
+  bb_envelope_caps caps;
+  if (!read_envelope_caps(args, &caps, err)) {
+    if (kind) *kind = BB_INSTALL_INVALID_ARGUMENT;
+    return BB_ERR_INVALID_ARGUMENT;
   }
   const bb_allocator *alloc = args->alloc ? args->alloc : bb_default_allocator();
   bb_node *n = alloc->malloc(sizeof *n, alloc->user_data);
@@ -845,6 +864,8 @@ int bb_install(const bb_install_args *args, bb_node **out, bb_install_error_kind
     return bb_error_set(err, BB_ERR_NOMEM, "install: out of memory");
   }
   init_node(n, alloc, args);
+  n->envelope_caps = caps;
+  n->cfg.envelope_caps = NULL;
   const bb_join_policy *policy = args->struct_size > BB_INSTALL_ARGS_SIZE_V2 ? args->admission : NULL;
   int rc = rt_admission_init(&n->admission, alloc, policy, n->cfg.max_admitted, &n->counters, err);
   n->admission.hook = args->admit;

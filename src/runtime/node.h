@@ -24,7 +24,8 @@
 
 struct bb_node {
   const bb_allocator *alloc;
-  bb_node_config cfg;
+  bb_node_config cfg; /* cfg.envelope_caps is NULL: install copied them into envelope_caps */
+  bb_envelope_caps envelope_caps;
   bb_peer_id self;
   bb_address *self_addrs;
   size_t n_self_addrs;

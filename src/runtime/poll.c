@@ -99,6 +99,7 @@ static void emit_outbound(bb_node *n) {
     s->peer = o.peer;
     s->bytes = o.bytes;
     s->len = o.len;
+    rt_count(&n->counters, "send.bytes", o.len);
   }
   size_t dropped = rt_outbound_take_dropped(&n->outbound);
   if (dropped) {

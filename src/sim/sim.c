@@ -1,12 +1,29 @@
 /* The network simulator (bb/sim.h): attached nodes, a heap of messages in flight ordered
- * by (arrival time, sequence number), and a splitmix64 generator for every decision. */
+ * by (arrival time, sequence number), and a splitmix64 generator for every decision. A
+ * peer may be a device (bb_sim_set_device): its compute time, uplink, drop-outs and
+ * online sessions draw from a generator of its own, so the network's draws stay as they
+ * were. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bb/sim.h"
 #include "bb/common.h"
 #include "util/hash.h"
+#include "util/splitmix.h"
+
+/* A device's state beside its settings: when it is busy computing, whether it is away
+ * (between sessions) and when that changes, its generator and its counts. */
+typedef struct sim_device {
+  bb_sim_device cfg;
+  uint64_t rng;
+  uint64_t computing_until; /* not polled before; what it computed leaves then */
+  bool away;                /* offline between two sessions */
+  uint64_t next_toggle;     /* when it goes away or comes back (UINT64_MAX: never) */
+  uint64_t since;           /* when it last came online (for online_ns) */
+  bb_sim_device_stats stats;
+} sim_device;
 
 /* A peer keeps its index (messages name peers by index) once detached: its node is NULL. */
 typedef struct sim_peer {
@@ -17,6 +34,7 @@ typedef struct sim_peer {
   uint64_t busy_until;      /* bandwidth: when the sender's link is free */
   uint64_t *last_arrival;   /* per destination index: per-link FIFO */
   size_t n_last;
+  sim_device *device;       /* NULL: a plain peer */
 } sim_peer;
 
 typedef struct sim_msg {
@@ -41,12 +59,7 @@ struct bb_sim {
   uint64_t digest;
 };
 
-static uint64_t next_random(bb_sim *s) {
-  uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+static uint64_t next_random(bb_sim *s) { return bbi_splitmix64(&s->rng); }
 
 /* Uniform in [0, 1). */
 static double uniform(bb_sim *s) { return (double)(next_random(s) >> 11) * (1.0 / 9007199254740992.0); }
@@ -80,7 +93,10 @@ int bb_sim_new(const bb_sim_config *config, bb_sim **out, bb_error *err) {
 void bb_sim_free(bb_sim *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n_msgs; i++) free(s->heap[i].bytes);
-  for (size_t i = 0; i < s->n_peers; i++) free(s->peers[i].last_arrival);
+  for (size_t i = 0; i < s->n_peers; i++) {
+    free(s->peers[i].last_arrival);
+    free(s->peers[i].device);
+  }
   free(s->heap);
   free(s->peers);
   free(s);
@@ -95,6 +111,9 @@ void bb_sim_set_tracer(bb_sim *s, bb_sim_tracer fn, void *user) {
   s->tracer = fn;
   s->tracer_user = user;
 }
+
+/* Whether a peer takes part now: not crashed, and not a device away between sessions. */
+static bool present(const sim_peer *p) { return p->alive && !(p->device && p->device->away); }
 
 /* The index of a peer id ever attached (detached ones included), or -1. */
 static long slot_of(const bb_sim *s, const bb_peer_id *p) {
@@ -132,7 +151,7 @@ int bb_sim_attach(bb_sim *s, bb_node *node, const bb_peer_id *peer, bb_error *er
     s->peers = p;
     s->cap_peers = cap;
   }
-  s->peers[s->n_peers++] = (sim_peer){*peer, node, true, 0, 0, NULL, 0};
+  s->peers[s->n_peers++] = (sim_peer){*peer, node, true, 0, 0, NULL, 0, NULL};
   return 0;
 }
 
@@ -189,7 +208,95 @@ bb_node *bb_sim_restart(bb_sim *s, const bb_peer_id *peer, bb_node *node) {
 
 bool bb_sim_alive(const bb_sim *s, const bb_peer_id *peer) {
   long i = find(s, peer);
-  return i >= 0 && s->peers[i].alive;
+  return i >= 0 && present(&s->peers[i]);
+}
+
+/* ---- devices -------------------------------------------------------------------------------- */
+
+static double device_uniform(sim_device *d) { return bbi_splitmix_unit(&d->rng); }
+
+/* An exponential duration of this mean, at least 1 ns. */
+static uint64_t exponential(sim_device *d, double mean_ns) {
+  double x = -log(device_uniform(d)) * mean_ns;
+  return x < 1.0 ? 1 : x > 1e18 ? (uint64_t)1e18 : (uint64_t)x;
+}
+
+#define SIM_DAY_NS 86400000000000ull
+
+/* 1 + a·cos(2π (t − peak) / day): how much shorter gaps are at time t. */
+static double diurnal_factor(const bb_sim_device *c, uint64_t t) {
+  if (c->diurnal == 0) return 1.0;
+  const uint64_t day = c->day_ns ? c->day_ns : SIM_DAY_NS;
+  const uint64_t phase = (t % day + day - c->diurnal_peak_ns % day) % day;
+  return 1.0 + c->diurnal * cos(2.0 * 3.14159265358979323846 * (double)phase / (double)day);
+}
+
+/* The device goes away for a gap: what is in flight to or from it is lost. */
+static void go_away(bb_sim *s, size_t i) {
+  sim_device *d = s->peers[i].device;
+  d->away = true;
+  d->stats.online_ns += s->now - d->since;
+  d->next_toggle = s->now + exponential(d, (double)d->cfg.gap_mean_ns / diurnal_factor(&d->cfg, s->now));
+  drop_messages_of(s, i);
+}
+
+/* The device starts a session (to its end, or for good without sessions). */
+static void come_back(bb_sim *s, sim_device *d) {
+  d->away = false;
+  d->since = s->now;
+  d->stats.sessions++;
+  d->next_toggle = d->cfg.session_mean_ns ? s->now + exponential(d, (double)d->cfg.session_mean_ns) : UINT64_MAX;
+}
+
+/* Sessions that end and gaps that end by now. */
+static void toggle_due(bb_sim *s) {
+  for (size_t i = 0; i < s->n_peers; i++) {
+    sim_device *d = s->peers[i].device;
+    if (!d || !s->peers[i].node) continue;
+    while (d->next_toggle <= s->now) {
+      if (d->away) come_back(s, d);
+      else go_away(s, i);
+    }
+  }
+}
+
+int bb_sim_set_device(bb_sim *s, const bb_peer_id *peer, const bb_sim_device *device, bb_error *err) {
+  long i = find(s, peer);
+  if (i < 0) return bb_error_set(err, BB_ERR_NOT_FOUND, "sim: set_device: the peer is not attached");
+  if (!device || device->struct_size < sizeof device->struct_size || device->struct_size > sizeof *device)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: device struct_size %zu (this library knows %zu)",
+                        device ? device->struct_size : 0, sizeof *device);
+  bb_sim_device c = {0};
+  memcpy(&c, device, device->struct_size);
+  c.struct_size = sizeof c;
+  if (!(c.dropout >= 0 && c.dropout <= 1) || !(c.diurnal >= 0 && c.diurnal < 1))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: device dropout %g must be in [0, 1], diurnal %g in [0, 1)",
+                        c.dropout, c.diurnal);
+  if ((c.session_mean_ns || c.dropout > 0) && !c.gap_mean_ns)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "sim: a device with sessions or drop-outs needs gap_mean_ns");
+  sim_device *d = s->peers[i].device ? s->peers[i].device : calloc(1, sizeof *d);
+  if (!d) return bb_error_set(err, BB_ERR_NOMEM, "sim: out of memory");
+  bool was_away = d->away;
+  *d = (sim_device){.cfg = c, .rng = c.seed ^ 0xD1B54A32D192ED03ull, .since = s->now};
+  s->peers[i].device = d;
+  const double on = (double)c.session_mean_ns, off = (double)c.gap_mean_ns / diurnal_factor(&c, s->now);
+  if (c.session_mean_ns && device_uniform(d) > on / (on + off)) {
+    d->away = true;
+    d->next_toggle = s->now + exponential(d, off);
+    if (!was_away) drop_messages_of(s, (size_t)i);
+  } else {
+    come_back(s, d);
+  }
+  return 0;
+}
+
+int bb_sim_get_device_stats(const bb_sim *s, const bb_peer_id *peer, bb_sim_device_stats *out) {
+  long i = slot_of(s, peer);
+  if (i < 0 || !s->peers[i].device) return BB_ERR_NOT_FOUND;
+  const sim_device *d = s->peers[i].device;
+  *out = d->stats;
+  if (!d->away) out->online_ns += s->now - d->since;
+  return 0;
 }
 
 int bb_sim_partition(bb_sim *s, const bb_peer_id *a, size_t n_a, const bb_peer_id *b, size_t n_b, bb_error *err) {
@@ -266,18 +373,21 @@ static uint64_t *last_arrival(sim_peer *p, size_t to) {
   return &p->last_arrival[to];
 }
 
-static int enqueue(bb_sim *s, size_t from, size_t to, const uint8_t *bytes, size_t len, bool copy_of) {
+/* Queues a message from `from` leaving at `depart` (now, or when a device finished computing). */
+static int enqueue(bb_sim *s, size_t from, size_t to, uint64_t depart, const uint8_t *bytes, size_t len, bool copy_of) {
   if (s->n_msgs >= s->cfg.max_in_flight) {
     s->stats.overflow++;
     return 0;
   }
   sim_peer *src = &s->peers[from];
-  uint64_t at = s->now + s->cfg.latency_ns + below(s, s->cfg.jitter_ns);
-  if (s->cfg.bandwidth_bytes_per_s) { /* the sender's link sends one message after the other */
-    uint64_t start = src->busy_until > s->now ? src->busy_until : s->now;
-    uint64_t tx = (uint64_t)((double)len * 1e9 / (double)s->cfg.bandwidth_bytes_per_s);
+  uint64_t at = depart + s->cfg.latency_ns + below(s, s->cfg.jitter_ns);
+  const uint64_t bandwidth = src->device && src->device->cfg.upload_bytes_per_s ? src->device->cfg.upload_bytes_per_s
+                                                                                : s->cfg.bandwidth_bytes_per_s;
+  if (bandwidth) { /* the sender's link sends one message after the other */
+    uint64_t start = src->busy_until > depart ? src->busy_until : depart;
+    uint64_t tx = (uint64_t)((double)len * 1e9 / (double)bandwidth);
     src->busy_until = start + tx;
-    at += src->busy_until - s->now;
+    at += src->busy_until - depart;
   }
   uint64_t *last = last_arrival(src, to);
   if (!last) return BB_ERR_NOMEM;
@@ -291,7 +401,7 @@ static int enqueue(bb_sim *s, size_t from, size_t to, const uint8_t *bytes, size
   uint8_t *b = malloc(len ? len : 1);
   if (!b) return BB_ERR_NOMEM;
   memcpy(b, bytes, len);
-  if (heap_push(s, (sim_msg){at, s->seq++, s->now, (uint32_t)from, (uint32_t)to, b, len})) {
+  if (heap_push(s, (sim_msg){at, s->seq++, depart, (uint32_t)from, (uint32_t)to, b, len})) {
     free(b);
     return BB_ERR_NOMEM;
   }
@@ -299,7 +409,7 @@ static int enqueue(bb_sim *s, size_t from, size_t to, const uint8_t *bytes, size
   return 0;
 }
 
-static int route(bb_sim *s, size_t from, const bb_step *step) {
+static int route(bb_sim *s, size_t from, uint64_t depart, const bb_step *step) {
   s->stats.sent++;
   s->stats.bytes += step->len;
   long to = find(s, &step->peer);
@@ -307,7 +417,7 @@ static int route(bb_sim *s, size_t from, const bb_step *step) {
     s->stats.unknown++;
     return 0;
   }
-  if (!s->peers[to].alive) {
+  if (!present(&s->peers[to])) {
     s->stats.crashed++;
     return 0;
   }
@@ -319,9 +429,9 @@ static int route(bb_sim *s, size_t from, const bb_step *step) {
     s->stats.lost++;
     return 0;
   }
-  int rc = enqueue(s, from, (size_t)to, step->bytes, step->len, false);
+  int rc = enqueue(s, from, (size_t)to, depart, step->bytes, step->len, false);
   if (!rc && s->cfg.duplicate > 0 && uniform(s) < s->cfg.duplicate)
-    rc = enqueue(s, from, (size_t)to, step->bytes, step->len, true);
+    rc = enqueue(s, from, (size_t)to, depart, step->bytes, step->len, true);
   return rc;
 }
 
@@ -330,8 +440,12 @@ static int route(bb_sim *s, size_t from, const bb_step *step) {
 uint64_t bb_sim_next_event(const bb_sim *s) {
   uint64_t t = s->n_msgs ? s->heap[0].at : UINT64_MAX;
   for (size_t i = 0; i < s->n_peers; i++) {
-    if (!s->peers[i].alive) continue;
-    uint64_t e = bb_node_expiry(s->peers[i].node);
+    const sim_peer *p = &s->peers[i];
+    const sim_device *d = p->device;
+    if (d && p->node && p->alive && d->next_toggle < t) t = d->next_toggle;
+    if (!present(p)) continue;
+    uint64_t e = bb_node_expiry(p->node);
+    if (d && e < d->computing_until) e = d->computing_until;
     if (e < t) t = e;
   }
   return t;
@@ -343,7 +457,7 @@ static void deliver_due(bb_sim *s) {
   while (s->n_msgs && s->heap[0].at <= s->now) {
     sim_msg m = heap_pop(s);
     sim_peer *to = &s->peers[m.to];
-    if (!to->alive || !s->peers[m.from].alive) {
+    if (!present(to) || !present(&s->peers[m.from])) {
       s->stats.crashed++;
     } else if (to->side && s->peers[m.from].side && to->side != s->peers[m.from].side) {
       s->stats.partitioned++;
@@ -368,16 +482,40 @@ static void deliver_due(bb_sim *s) {
   }
 }
 
+/* A device's poll that trained: it computes until now + steps × step_ns (when what it
+ * sent leaves), or drops out. Returns when the poll's sends depart; *dropped says they
+ * never will. */
+static uint64_t device_trained(bb_sim *s, sim_device *d, uint64_t steps, bool *dropped) {
+  const uint64_t compute = steps * d->cfg.step_ns;
+  d->stats.trained_polls++;
+  d->stats.steps += steps;
+  d->stats.busy_ns += compute;
+  d->computing_until = s->now + compute;
+  *dropped = d->cfg.dropout > 0 && device_uniform(d) <= d->cfg.dropout;
+  return d->computing_until;
+}
+
 static int poll_node(bb_sim *s, size_t i, bb_error *err) {
   const bb_step *steps;
   size_t n;
   s->stats.polls++;
+  sim_device *d = s->peers[i].device;
+  const uint64_t steps_before = d ? bb_node_counter(s->peers[i].node, "train.steps") : 0;
   int rc = bb_node_poll(s->peers[i].node, s->now, &steps, &n, err);
   if (rc) return rc;
+  uint64_t depart = s->now;
+  bool dropped = false;
+  const uint64_t trained = d ? bb_node_counter(s->peers[i].node, "train.steps") - steps_before : 0;
+  if (trained) depart = device_trained(s, d, trained, &dropped);
   for (size_t k = 0; k < n; k++) {
     if (s->observer) s->observer(s->user, &s->peers[i].id, &steps[k]);
-    if (steps[k].kind == BB_STEP_SEND && (rc = route(s, i, &steps[k])))
-      return bb_error_set(err, rc, "sim: out of memory routing a message");
+    if (steps[k].kind != BB_STEP_SEND) continue;
+    if (dropped) d->stats.sends_lost++;
+    else if ((rc = route(s, i, depart, &steps[k]))) return bb_error_set(err, rc, "sim: out of memory routing a message");
+  }
+  if (dropped) {
+    d->stats.dropouts++;
+    go_away(s, i);
   }
   return 0;
 }
@@ -386,9 +524,11 @@ int bb_sim_step(bb_sim *s, bb_error *err) {
   uint64_t t = bb_sim_next_event(s);
   if (t == UINT64_MAX) return 1;
   if (t > s->now) s->now = t;
+  toggle_due(s);
   deliver_due(s);
   for (size_t i = 0; i < s->n_peers; i++) {
-    if (!s->peers[i].alive || bb_node_expiry(s->peers[i].node) > s->now) continue;
+    const sim_peer *p = &s->peers[i];
+    if (!present(p) || bb_node_expiry(p->node) > s->now || (p->device && p->device->computing_until > s->now)) continue;
     int rc = poll_node(s, i, err);
     if (rc) return rc;
   }

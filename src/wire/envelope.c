@@ -7,6 +7,7 @@
 #include "bb/common.h"
 #include "util/hash.h"
 #include "util/mem.h"
+#include "util/options.h"
 #include "wire/varint.h"
 
 static size_t cap_or(size_t v, size_t dflt) { return v ? v : dflt; }
@@ -245,9 +246,11 @@ int bb_envelope_decode(const uint8_t *data, size_t len, const bb_envelope_caps *
                        bb_envelope **out, bb_error *err) {
   *out = NULL;
   if (!alloc) alloc = bb_default_allocator();
-  bb_envelope_caps none;
-  memset(&none, 0, sizeof none);
-  const bb_envelope_caps *k = caps_in ? caps_in : &none;
+  bb_envelope_caps given = {.struct_size = sizeof given};
+  if (caps_in && !bbi_options_read(&given, sizeof given, caps_in))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "envelope caps have struct_size %zu; set it to sizeof(bb_envelope_caps), %zu",
+                        caps_in->struct_size, sizeof given);
+  const bb_envelope_caps *k = &given;
   parser p;
   memset(&p, 0, sizeof p);
   p.d = data;

@@ -1,16 +1,17 @@
-/* A 10,000-node module compiles, into the expected partitions, in bounded time (the
- * goal natively is under 100 ms; the bound checked here is loose so that sanitizer and
- * WebAssembly builds pass too — bench/ measures it properly). */
+/* A 10,000-node module compiles into the expected partitions, the same bytes every time,
+ * and its artifact can be described in every format. How fast is measured by
+ * bench/bench_compiler (docs/PERFORMANCE.md), never asserted here. */
 #include "cctest.h"
 
-#include <time.h>
+#include <string.h>
 
 #include "big_module.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+/* The chain big_body records: Relu at odd steps, Add at even ones. */
+static size_t chain_ops(bool odd) {
+  size_t count = 0;
+  for (size_t i = 1; i < N_NODES - 3 * (N_NODES / SEND_EVERY); i++) count += (i % 2 == 1) == odd;
+  return count;
 }
 
 static void test_ten_thousand_nodes(void) {
@@ -25,56 +26,39 @@ static void test_ten_thousand_nodes(void) {
   ct_bind(c, BB_ROLE_MODEL, "model", "Mlp");
   ct_bind(c, BB_ROLE_BACKEND, "compute", "Cpu");
   ct_bind(c, BB_ROLE_AGGREGATOR, "aggregator", "FedAvg");
-  uint8_t *bytes, *out = NULL;
-  size_t len, out_len;
+  uint8_t *bytes = NULL, *out[2] = {NULL, NULL};
+  size_t len = 0, out_len[2] = {0, 0};
   bb_error err;
-  if (dt_encode(rec, &bytes, &len) == 0) {
-    double best = 1e9;
-    for (int run = 0; run < 3; run++) {
-      double t0 = now_ms();
-      int rc = bb_compiler_compile(c, bytes, len, &out, &out_len, &err);
-      double dt = now_ms() - t0;
-      CHECK_MSG(rc == 0, "compile failed: %s", rc ? err.message : "");
-      if (dt < best) best = dt;
-      if (run < 2) bb_buffer_free(NULL, out), out = NULL;
+  if (dt_encode(rec, &bytes, &len) == 0)
+    for (int run = 0; run < 2; run++) {
+      int rc = bb_compiler_compile(c, bytes, len, &out[run], &out_len[run], &err);
+      CHECK_MSG(rc == 0, "compile %d failed: %s", run, rc ? err.message : "");
     }
-    /* how much of that is the ONNX codec: decode the input, encode the artifact */
-    double codec = 1e9;
-    for (int run = 0; run < 3; run++) {
-      double t0 = now_ms();
-      bb_model *d = NULL;
-      uint8_t *again = NULL;
-      size_t again_len;
-      if (bb_model_decode(bytes, len, NULL, NULL, &d, &err) == 0 && bb_model_encode(d, &again, &again_len, &err) == 0)
-        bb_buffer_free(NULL, again);
-      bb_model_free(d);
-      double dt = now_ms() - t0;
-      if (dt < codec) codec = dt;
-    }
-    printf("    compiled %zu recorded nodes in %.1f ms (best of 3; %.1f ms of it decoding and encoding)\n", recorded,
-           best, codec);
-    CHECK_MSG(best < 5000, "compiling took %.1f ms", best);
-    bb_buffer_free(NULL, bytes);
-  }
+  CHECK_MSG(out[0] && out[1] && out_len[0] == out_len[1] && memcmp(out[0], out[1], out_len[0]) == 0,
+            "two compiles of the same bytes differ (%zu and %zu bytes)", out_len[0], out_len[1]);
   bb_model *m = NULL;
-  if (out && bb_model_decode(out, out_len, NULL, NULL, &m, &err) == 0) {
+  if (out[0] && bb_model_decode(out[0], out_len[0], NULL, NULL, &m, &err) == 0) {
     const bb_function *tx = ct_partition(m, "Big"), *rx = ct_partition(m, "Big_peers");
     CHECK(tx && rx);
+    CHECK_EQ_INT(ct_count(tx, "Relu"), chain_ops(true));
+    CHECK_EQ_INT(ct_count(tx, "Add"), chain_ops(false));
     CHECK_EQ_INT(ct_count(tx, "Send"), 9);
     CHECK_EQ_INT(ct_count(rx, "Recv"), 9);
     CHECK_EQ_INT(ct_count(rx, "Contribute"), 9);
     CHECK_EQ_INT(ct_count(tx, "DeadlineCheck"), 9);
+    const char *expect[] = {"Big_peers", "digraph", "\"partitions\""};
     for (int fmt = 0; fmt < 3; fmt++) {
       char *text = NULL;
       size_t text_len = 0;
-      double t0 = now_ms();
       CHECK(bb_artifact_describe(m, (bb_artifact_format)fmt, &text, &text_len, &err) == 0);
-      printf("    described as format %d (%zu bytes) in %.1f ms\n", fmt, text_len, now_ms() - t0);
+      CHECK_MSG(text && strlen(text) == text_len && strstr(text, expect[fmt]), "format %d: %zu bytes", fmt, text_len);
+      printf("    described as format %d: %zu bytes\n", fmt, text_len);
       bb_buffer_free(NULL, text);
     }
   }
   bb_model_free(m);
-  bb_buffer_free(NULL, out);
+  for (int run = 0; run < 2; run++) bb_buffer_free(NULL, out[run]);
+  bb_buffer_free(NULL, bytes);
   bb_compiler_free(c);
   bb_model_free(rec);
 }

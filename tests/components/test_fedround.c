@@ -515,8 +515,8 @@ static void test_snapshot_bytes_pinned(void) {
   bbi_fedround *a = busy_state();
   size_t len;
   uint8_t *bytes = snapshot(a, &len);
-  CHECK_EQ_INT(len, 842);
-  CHECK_MSG(bbi_fnv1a64(bytes, len) == 0x86fbd2f6a7aeb831ull, "hash %016llx", (unsigned long long)bbi_fnv1a64(bytes, len));
+  CHECK_EQ_INT(len, 866);
+  CHECK_MSG(bbi_fnv1a64(bytes, len) == 0x2fee8158ef162150ull, "hash %016llx", (unsigned long long)bbi_fnv1a64(bytes, len));
   free(bytes);
   bbi_fedround_free(a);
 }
@@ -636,6 +636,65 @@ static void test_centered_clipping(void) {
   bbi_fedround_free(a);
 }
 
+/* The ascent screen in a round: peers 1, 2 and 3 send descent steps, peer 4 its step
+ * reversed (test_ascent.c works the same numbers); round 1's reference moved by (0.5,
+ * 0.5). Peers 1..3's scores are cos 45°, cos 45° and 1, peer 4's is -1, far below their
+ * median (0.854, deviations 0.146: the cut lies at 0.421): its trust falls to -0.5 and
+ * with tau 0.1 it is left out; with tau 1 it keeps 1 + (-0.5 + 0.1) of its weight. The
+ * screen's memory survives a snapshot. */
+static const float SCREEN_ROUND0[4][2] = {{1, 0}, {0, 1}, {1, 1}, {-1, -1}};
+static const float SCREEN_REF1[2] = {0.5f, 0.5f};
+static const float SCREEN_ROUND1[4][2] = {{1, 0.5f}, {0.5f, 0.75f}, {1, 1}, {0, 0}};
+
+static void close_screened(bbi_fedround *fr, uint64_t round, const float x[4][2], const float *ref,
+                           bbi_fedround_result *res) {
+  for (uint64_t p = 0; p < 4; p++) give(fr, round, p + 1, x[p], 1, 0, NULL);
+  bbi_fedround_poll(fr, 0, ref, res, NULL);
+  CHECK_EQ_INT(res->event, BBI_FEDROUND_CLOSED);
+}
+
+static bbi_fedround *screened_after_round_0(double tau) {
+  bbi_fedround_config c = config(2);
+  c.quorum = 4;
+  c.ascent_screen = tau;
+  bbi_fedround *fr = make(&c, 0);
+  bbi_fedround_result res;
+  close_screened(fr, 0, SCREEN_ROUND0, NULL, &res);
+  CHECK(res.ascent_dropped == 0 && res.ascent_weighed == 0 && res.contributors == 4);
+  bb_buffer_free(NULL, res.params);
+  return fr;
+}
+
+static void test_ascent_screen(void) {
+  bbi_fedround *a = screened_after_round_0(0.1);
+  size_t len;
+  uint8_t *bytes = snapshot(a, &len);
+  bbi_fedround *b = NULL;
+  bb_error err;
+  CHECK_MSG(bbi_fedround_restore(NULL, bytes, len, &b, &err) == 0, "%s", err.message);
+  free(bytes);
+  bbi_fedround *both[2] = {a, b};
+  for (int k = 0; k < 2 && b; k++) {
+    bbi_fedround_result res;
+    close_screened(both[k], 1, SCREEN_ROUND1, SCREEN_REF1, &res);
+    CHECK(res.ascent_dropped == 1 && res.ascent_weighed == 0 && res.contributors == 3);
+    CHECK_MSG(res.params && fabsf(res.params[0] - 2.5f / 3) < 1e-6f && fabsf(res.params[1] - 0.75f) < 1e-6f,
+              "%g %g", res.params ? res.params[0] : NAN, res.params ? res.params[1] : NAN);
+    CHECK_EQ_INT(bbi_fedround_get_counters(both[k]).ascent_dropped, 1);
+    bb_buffer_free(NULL, res.params);
+  }
+  bbi_fedround_free(a);
+  bbi_fedround_free(b);
+  a = screened_after_round_0(1.0);
+  bbi_fedround_result res;
+  close_screened(a, 1, SCREEN_ROUND1, SCREEN_REF1, &res);
+  CHECK(res.ascent_dropped == 0 && res.ascent_weighed == 1 && res.contributors == 4);
+  CHECK(res.params && fabsf(res.params[0] - 2.5f / 3.6f) < 1e-6f && fabsf(res.params[1] - 2.25f / 3.6f) < 1e-6f);
+  CHECK_EQ_INT(res.weight, 4); /* 3.6 rounded: what it weighs one tier up */
+  bb_buffer_free(NULL, res.params);
+  bbi_fedround_free(a);
+}
+
 /* busy_state() as the version 2 writer wrote it (the build before the drop factor and
  * centered clipping; its FNV-1a 64 is the one that build's pin held): it still restores,
  * as the bounded mean it was, and finishes the round with the same result. */
@@ -694,19 +753,61 @@ static bbi_fedround *restore_busy(const uint8_t *bytes, size_t len) {
   return b;
 }
 
-static void test_version_2_snapshot(void) {
-  const size_t n = sizeof V2_BUSY_STATE / 2;
-  uint8_t *v2 = from_hex(V2_BUSY_STATE, n);
-  CHECK(n == 818 && bbi_fnv1a64(v2, n) == 0x5f93091dd62d1742ull);
-  bbi_fedround *b = restore_busy(v2, n);
-  free(v2);
+/* An older writer's busy_state() (`hex`, `n` bytes, FNV-1a 64 `hash` as its build's pin
+ * held): it restores, finishes the round as it did, and written again is a version 4
+ * snapshot of the same state. */
+static void check_older_snapshot(const char *hex, size_t n, uint64_t hash) {
+  uint8_t *old = from_hex(hex, n);
+  CHECK(bbi_fnv1a64(old, n) == hash);
+  bbi_fedround *b = restore_busy(old, n);
+  free(old);
   if (!b) return;
-  /* written again, it is a version 3 snapshot of the same state */
   size_t len;
   uint8_t *bytes = snapshot(b, &len);
-  CHECK(bytes && bb_le_get_u32(bytes + 4) == 3);
+  CHECK(bytes && bb_le_get_u32(bytes + 4) == 4);
   free(bytes);
   bbi_fedround_free(b);
+}
+
+static void test_version_2_snapshot(void) {
+  CHECK_EQ_INT(sizeof V2_BUSY_STATE / 2, 818);
+  check_older_snapshot(V2_BUSY_STATE, sizeof V2_BUSY_STATE / 2, 0x5f93091dd62d1742ull);
+}
+
+/* busy_state() as the version 3 writer wrote it (the build before the ascent screen; its
+ * FNV-1a 64 is the one that build's pin held). */
+static const char V3_BUSY_STATE[] =
+    "4242465203000000010000000000000002000000000000000000000000000000"
+    "0001030000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000100000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000100000000000000000000000000000001000000000000000100"
+    "0000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000002000000000000000800"
+    "00000000000001010000000000000002000000000000000000e8c00800000000"
+    "00000005000000000000000003000000000000009a99993e0200000000000000"
+    "0800000000000000010000000000000000080000000000000002000000000000"
+    "000022404b86bfc97efa";
+
+static void test_version_3_snapshot(void) {
+  CHECK_EQ_INT(sizeof V3_BUSY_STATE / 2, 842);
+  check_older_snapshot(V3_BUSY_STATE, sizeof V3_BUSY_STATE / 2, 0x86fbd2f6a7aeb831ull);
 }
 
 static void test_version_1_snapshot(void) {
@@ -754,6 +855,12 @@ static void test_snapshot_rejects_bad_bytes(void) {
   close_four(a, 0, (const float[]){1, 2, 3, 10}, NULL, &res);
   give(a, 1, 3, (const float[]){2.5f}, 1, 0, NULL);
   check_rejects_bad_bytes(a);
+  /* with the ascent screen's memory of two rounds and an update pending */
+  a = screened_after_round_0(0.1);
+  close_screened(a, 1, SCREEN_ROUND1, SCREEN_REF1, &res);
+  bb_buffer_free(NULL, res.params);
+  give(a, 2, 1, SCREEN_ROUND1[0], 1, 0, NULL);
+  check_rejects_bad_bytes(a);
 }
 
 static void test_allocation_failure_keeps_round(void) {
@@ -775,7 +882,7 @@ static void test_allocation_failure_keeps_round(void) {
   give(fr, 0, 1, b, 3, 0, NULL);
   /* every allocation failure while closing leaves everything in place */
   int closed = 0;
-  for (long budget = 0; budget < 10 && !closed; budget++) {
+  for (long budget = 0; budget < 20 && !closed; budget++) {
     f.budget = budget;
     bbi_fedround_result res;
     bb_error err;
@@ -828,9 +935,11 @@ int main(void) {
   RUN(test_snapshot_rejects_bad_bytes);
   RUN(test_snapshot_bytes_pinned);
   RUN(test_version_1_snapshot);
+  RUN(test_version_3_snapshot);
   RUN(test_version_2_snapshot);
   RUN(test_drop_factor);
   RUN(test_centered_clipping);
+  RUN(test_ascent_screen);
   RUN(test_huge_sample_count_shuts_nobody_out);
   RUN(test_sample_weighting);
   RUN(test_norm_bound);

@@ -3,7 +3,7 @@
  * Evaluate scores it, Params / LoadParameters move the documented flat vector, Fit trains
  * on an ArraySource, Export gives the trained model as plain ONNX, a snapshot restores
  * every tensor, and bad configs are refused with the key named. The engine under it takes
- * integer token rows and frozen initializers. */
+ * integer token rows and frozen initializers, and holds every run to max_total_bytes. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -407,6 +407,39 @@ done:
   bb_onnx_model_free(frozen);
 }
 
+/* max_total_bytes reaches every run the engine makes: with 4 KiB LeNet's step and its
+ * prediction on 8 rows are stopped with the cap named, with 2 GiB (past the CPU session's
+ * 1 GiB default) both run; a cap that is not a count of bytes is refused by name. */
+static void test_total_bytes_cap(void) {
+  bb_error err;
+  bb_onnx_model_config c;
+  bb_onnx_model *small = NULL, *big = NULL;
+  CHECK_MSG(!bb_onnx_model_config_parse("max_total_bytes=4096", NULL, 1, &c, &err), "%s", err.message);
+  CHECK_EQ_INT(c.max_total_bytes, 4096);
+  CHECK_MSG(!bb_onnx_model_new(lenet.data, lenet.len, &c, NULL, &small, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_config_parse("max_total_bytes=2147483648", NULL, 1, &c, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_new(lenet.data, lenet.len, &c, NULL, &big, &err), "%s", err.message);
+  CHECK_EQ_INT(bb_onnx_model_config_parse("max_total_bytes=-1", NULL, 1, &c, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err.message, "max_total_bytes"), "%s", err.message);
+  if (!small || !big) goto done;
+  bb_tensor *x = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 2, (int64_t[]){8, 64});
+  bb_tensor *y = bb_tensor_new_zeros(NULL, BB_DTYPE_FLOAT, 1, (int64_t[]){8});
+  bb_grad_step st;
+  bb_tensor *pred = NULL;
+  CHECK_EQ_INT(bb_onnx_model_step(small, x, y, &st, &err), BB_ERR_LIMIT);
+  CHECK_MSG(strstr(err.message, "over the cap of 4096 (bb_cpu_limits.max_total_bytes)"), "%s", err.message);
+  CHECK_EQ_INT(bb_onnx_model_predict(small, x, &pred, &err), BB_ERR_LIMIT);
+  CHECK(!pred && strstr(err.message, "max_total_bytes"));
+  CHECK_MSG(!bb_onnx_model_step(big, x, y, &st, &err) && st.applied, "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_predict(big, x, &pred, &err) && pred, "%s", err.message);
+  bb_tensor_release(pred);
+  bb_tensor_release(x);
+  bb_tensor_release(y);
+done:
+  bb_onnx_model_free(small);
+  bb_onnx_model_free(big);
+}
+
 int main(void) {
   read_lenet();
   RUN(test_learns_through_the_graph);
@@ -416,5 +449,6 @@ int main(void) {
   RUN(test_snapshot_restores_every_tensor);
   RUN(test_configs_are_checked);
   RUN(test_token_input_and_freezing);
+  RUN(test_total_bytes_cap);
   return bb_test_finish();
 }

@@ -1,13 +1,16 @@
 /* Shared by the operator tests: a seeded random generator (define OPTEST_SEED before
- * including to pick the sequence) and reading tensor elements independently of the
- * library (float16/bfloat16 decoded here, not by the code under test). */
+ * including to pick the sequence), reading tensor elements independently of the library
+ * (float16/bfloat16 decoded here, not by the code under test), a node to run alone, and
+ * the largest error of a result against a reference. */
 #ifndef BB_TESTS_OPS_OPTEST_H
 #define BB_TESTS_OPS_OPTEST_H
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "bb/ir.h"
 #include "bb/tensor.h"
 
 #ifndef OPTEST_SEED
@@ -75,6 +78,36 @@ static inline double tensor_real(const bb_tensor *t, int64_t i) {
 
 static inline int optest_is_real(int32_t dt) {
   return dt == BB_DTYPE_FLOAT || dt == BB_DTYPE_DOUBLE || dt == BB_DTYPE_FLOAT16 || dt == BB_DTYPE_BFLOAT16;
+}
+
+/* A node of ai.onnx `op` in m, its inputs named in0.., its outputs out0.. */
+static inline bb_ir_node *optest_node(bb_model *m, const char *op, int n_in, int n_out) {
+  bb_ir_node *n = bb_ir_node_new(m, op, NULL, "under_test");
+  char name[16];
+  for (int i = 0; i < n_in; i++) snprintf(name, sizeof name, "in%d", i), bb_strlist_append(m, &n->inputs, name);
+  for (int i = 0; i < n_out; i++) snprintf(name, sizeof name, "out%d", i), bb_strlist_append(m, &n->outputs, name);
+  return n;
+}
+
+/* A float32 or float64 tensor of uniform values in [lo, hi). */
+static inline bb_tensor *optest_rand(int32_t dtype, int rank, const int64_t *dims, double lo, double hi) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, dtype, rank, dims);
+  for (int64_t i = 0; i < t->numel; i++) {
+    double v = rng_real(lo, hi);
+    if (dtype == BB_DTYPE_FLOAT) ((float *)bb_tensor_data(t))[i] = (float)v;
+    else ((double *)bb_tensor_data(t))[i] = v;
+  }
+  return t;
+}
+
+/* The largest |got - want| / (1 + |want|) over got's elements; NaN when one is NaN, so every bound fails. */
+static inline double optest_max_err(const bb_tensor *got, const double *want) {
+  double worst = 0;
+  for (int64_t i = 0; i < got->numel; i++) {
+    double e = fabs(tensor_real(got, i) - want[i]) / (1.0 + fabs(want[i]));
+    if (!(e <= worst)) worst = e;
+  }
+  return worst;
 }
 
 #endif

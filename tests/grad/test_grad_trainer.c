@@ -1,7 +1,8 @@
 /* Training steps: a step with a non-finite loss is refused and counted and changes
  * nothing; inputs are checked against the graph; the state stored into the graphs
  * resumes training exactly; Dropout masks follow the trainer's seed; a small model
- * learns; and allocation failures are reported without leaks. */
+ * learns; allocation failures are reported without leaks; and the CPU backend's limits
+ * reach every session a trainer runs. */
 #include "failalloc.h"
 #include "fixture.h"
 
@@ -353,6 +354,57 @@ static void test_inference_form(void) {
   fx_free(&f);
 }
 
+/* The CPU session's caps reach every session of the trainer: y = x·W with a 128×128
+ * float64 W (128 KiB) makes one W-sized gradient in the training graph and three W-sized
+ * outputs (W, Adam's m and v) in the optimizer graph, so a total cap of 200 KiB passes
+ * the first and stops the second; a step stopped there changes nothing, and restoring the
+ * defaults (or raising the cap) lets the same step through. */
+static void test_limits_reach_every_session(void) {
+  fx f;
+  fx_init(&f, 17);
+  fx_param(&f, "w", 2, (int64_t[]){128, 128});
+  fx_input(&f, "x", fx_random(BB_DTYPE_DOUBLE, 2, (int64_t[]){1, 128}, -1, 1), NULL);
+  fx_node(&f, "MatMul", NULL, "x,w", "y");
+  bb_vilist_add(f.m, &f.m->graph->outputs, "y", bb_type_new_tensor(f.m, BB_DTYPE_DOUBLE, -1, NULL));
+  setup s;
+  if (!make(&f, BB_GRAD_LOSS_MSE, BB_OPTIMIZER_ADAM, 0, &s)) return fx_free(&f);
+  bb_tensor *target = fx_random(BB_DTYPE_DOUBLE, 2, (int64_t[]){1, 128}, -1, 1);
+  const char *names[] = {"x", "target"};
+  bb_tensor *inputs[] = {f.values[0], target};
+  double w0 = first(bb_grad_trainer_value(s.t, "w")), step0 = first(bb_grad_trainer_value(s.t, "optimizer.step"));
+  bb_grad_step st;
+  bb_error err;
+  bb_cpu_limits tight = {.struct_size = sizeof tight, .max_total_bytes = 200 << 10};
+  CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, &tight, &err), 0);
+  CHECK_EQ_INT(bb_grad_trainer_step(s.t, names, inputs, 2, &st, &err), BB_ERR_LIMIT);
+  CHECK_MSG(strstr(err.message, "node opt/") && strstr(err.message, "over the cap of 204800"),
+            "the optimizer graph's run is the one stopped: %s", err.message);
+  CHECK(first(bb_grad_trainer_value(s.t, "w")) == w0);
+  CHECK(first(bb_grad_trainer_value(s.t, "optimizer.step")) == step0);
+  /* tighter still: the training graph's own run is stopped */
+  tight.max_total_bytes = 64 << 10;
+  CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, &tight, &err), 0);
+  CHECK_EQ_INT(bb_grad_trainer_step(s.t, names, inputs, 2, &st, &err), BB_ERR_LIMIT);
+  CHECK_MSG(strstr(err.message, "node y_grad/") && strstr(err.message, "over the cap of 65536"), "%s", err.message);
+  CHECK(first(bb_grad_trainer_value(s.t, "w")) == w0);
+  /* a struct_size this library cannot read changes nothing */
+  bb_cpu_limits unset = {.max_total_bytes = (size_t)1 << 40};
+  CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, &unset, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK_MSG(strstr(err.message, "trainer: cpu session: limits have struct_size 0"), "%s", err.message);
+  CHECK_EQ_INT(bb_grad_trainer_step(s.t, names, inputs, 2, &st, &err), BB_ERR_LIMIT);
+  bb_cpu_limits raised = {.struct_size = sizeof raised, .max_total_bytes = (size_t)2 << 30};
+  CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, &raised, &err), 0);
+  CHECK_EQ_INT(bb_grad_trainer_step(s.t, names, inputs, 2, &st, &err), 0);
+  CHECK(st.applied && first(bb_grad_trainer_value(s.t, "w")) != w0);
+  CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, &tight, &err), 0);
+  CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, NULL, &err), 0);
+  CHECK_EQ_INT(bb_grad_trainer_step(s.t, names, inputs, 2, &st, &err), 0);
+  CHECK(st.applied && first(bb_grad_trainer_value(s.t, "optimizer.step")) == 2);
+  bb_tensor_release(target);
+  unmake(&s);
+  fx_free(&f);
+}
+
 int main(void) {
   RUN(test_inference_form);
   RUN(test_non_finite_steps_are_refused);
@@ -361,5 +413,6 @@ int main(void) {
   RUN(test_dropout_follows_the_seed);
   RUN(test_a_small_model_learns);
   RUN(test_optimizer_and_trainer_allocation_failures);
+  RUN(test_limits_reach_every_session);
   return bb_test_finish();
 }

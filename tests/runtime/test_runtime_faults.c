@@ -282,8 +282,10 @@ static void test_caps(void) {
   bb_node_config tiny = {.struct_size = sizeof tiny};
   tiny.max_ingress_events = 2;
   tiny.ingress_byte_budget = 10;
-  tiny.envelope_caps.max_total_bytes = 4096;
+  bb_envelope_caps caps = {.struct_size = sizeof caps, .max_total_bytes = 4096};
+  tiny.envelope_caps = &caps;
   bb_node *b = install_peer(fednet, fednet_len, 2, SINK, 1, reg, &tiny);
+  caps.max_total_bytes = 0; /* install copied the caps: the caller's struct is its own again */
   if (a && b) {
     add_p2p(a, 2);
     add_p2p(a, 3);
@@ -336,6 +338,30 @@ static void test_caps(void) {
   }
   bb_node_free(a);
   bb_node_free(b);
+  bb_registry_free(reg);
+}
+
+/* A config's envelope caps whose struct_size this library cannot read (left 0 by a caller
+ * who zeroed the struct and set one cap, or from a newer header) stop install with a
+ * reason, before the caps could be misread. */
+static void test_envelope_caps_version(void) {
+  bb_registry *reg = stub_registry();
+  bb_envelope_caps unset, newer;
+  memset(&unset, 0, sizeof unset);
+  unset.max_total_bytes = 4096;
+  newer = (bb_envelope_caps){.struct_size = sizeof newer + 8};
+  const bb_envelope_caps *bad[] = {&unset, &newer};
+  for (size_t i = 0; i < 2; i++) {
+    bb_node_config cfg = {.struct_size = sizeof cfg, .envelope_caps = bad[i]};
+    bb_install_args a = install_args(fednet, fednet_len, 2, SINK, 1, reg);
+    a.config = &cfg;
+    bb_node *n = NULL;
+    bb_error err;
+    bb_install_error_kind kind;
+    CHECK_EQ_INT(bb_install(&a, &n, &kind, &err), BB_ERR_INVALID_ARGUMENT);
+    CHECK(n == NULL && kind == BB_INSTALL_INVALID_ARGUMENT);
+    CHECK(strstr(err.message, "config.envelope_caps has struct_size") != NULL);
+  }
   bb_registry_free(reg);
 }
 
@@ -558,6 +584,7 @@ int main(void) {
   RUN(test_unknown_peer_and_fan_out);
   RUN(test_blocked_peer);
   RUN(test_caps);
+  RUN(test_envelope_caps_version);
   RUN(test_determinism);
   RUN(test_memory_stays_flat);
   RUN(test_install_errors);

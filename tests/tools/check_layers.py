@@ -11,9 +11,11 @@ Rules, checked over every `#include "..."` line:
   fixtures shared with tests/ and the examples' data loaders (examples/common/).
 * tests/ are white-box and may include anything.
 An unknown folder or public header is an error too, so a new layer is placed on purpose.
-* Inside src/runtime/ the files form no circle: a file and its header are one part (one
-  stem, `engine.c` + `engine.h`), and a part depends on another when it includes its
-  header or its .c calls a function the other defines. A circle is reported with what ties it.
+* The files of src/ form no circle: a file and its header are one part (one stem,
+  `engine.c` + `engine.h`) unless the header declares functions of other files (a
+  folder's shared header, `grad/builder.h`, is a part of its own), and a part depends on
+  another when it includes its header or one of its function bodies calls a function the
+  other defines. A circle is reported with what ties it.
 
 usage: check_layers.py [REPO_ROOT]"""
 import pathlib
@@ -131,26 +133,57 @@ for top in TOP:
             report(path, line, f'{top}/ includes the internal header "{inc}" (only public headers up here)')
 
 
-def runtime_circles():
-    """The circles among src/runtime's parts, each as a list of (part, next part, why)."""
-    base = root / "src" / "runtime"
-    part_of = lambda path: path.relative_to(base).with_suffix("").as_posix()  # noqa: E731
+CALL_RE = re.compile(r"\b(\w+)\s*\(")
+
+
+def split_bodies(text, functions):
+    """(the names followed by "(" inside function bodies, those outside any): the calls a
+    file makes, and the functions a header declares. functions: csource.functions(text)."""
+    lines = csource.code_only(text).split("\n")
+    inside = set()
+    for _, first, last, _ in functions:
+        inside.update(range(first - 1, last))
+    body = "\n".join(line for i, line in enumerate(lines) if i in inside)
+    rest = "\n".join(line for i, line in enumerate(lines) if i not in inside)
+    return set(CALL_RE.findall(body)), set(CALL_RE.findall(rest))
+
+
+def source_circles():
+    """The circles among src's files, each as a list of (part, next part, why).
+
+    A .c file and the header of its name are one part (`engine.c` + `engine.h`), unless the
+    header declares functions other files define: such a header (a folder's shared state,
+    `grad/builder.h`) is a part of its own. A part depends on another when it includes its
+    header or a function body of its calls a function the other defines."""
+    base = root / "src"
     files = sorted(base.rglob("*.[ch]"))
-    defined = {}  # a function defined outside a file (not static) -> its part
+    stem = lambda path: path.relative_to(base).with_suffix("").as_posix()  # noqa: E731
+    texts = {path: path.read_text(encoding="utf-8", errors="replace") for path in files}
+    functions = {path: csource.functions(texts[path]) for path in files}
+    definers = {}  # a function defined outside a file (not static) -> the .c files defining it
     for path in files:
         if path.suffix == ".c":
-            for name, _, _, static in csource.functions(path.read_text(encoding="utf-8", errors="replace")):
+            for name, _, _, static in functions[path]:
                 if not static:
-                    defined[name] = part_of(path)
+                    definers.setdefault(name, set()).add(stem(path))
+    defined = {name: next(iter(where)) for name, where in definers.items() if len(where) == 1}
+
+    def part_of(path):
+        if path.suffix == ".h":
+            declared = split_bodies(texts[path], functions[path])[1]
+            if any(defined.get(name, stem(path)) != stem(path) for name in declared):
+                return stem(path) + ".h"
+        return stem(path)
+
+    parts = {path: part_of(path) for path in files}
     edges = {}
     for path in files:
-        me = part_of(path)
-        text = path.read_text(encoding="utf-8", errors="replace")
+        me = parts[path]
         for _, inc in includes(path):
-            if inc.startswith("runtime/") and part_of(base / inc[len("runtime/"):]) != me:
-                edges.setdefault(me, {}).setdefault(part_of(base / inc[len("runtime/"):]), set()).add(f'#include "{inc}"')
-        calls = re.findall(r"\b(\w+)\s*\(", csource.code_only(text)) if path.suffix == ".c" else []
-        for name in set(calls):
+            target = base / inc
+            if target in parts and parts[target] != me:
+                edges.setdefault(me, {}).setdefault(parts[target], set()).add(f'#include "{inc}"')
+        for name in split_bodies(texts[path], functions[path])[0]:
             if defined.get(name, me) != me:
                 edges.setdefault(me, {}).setdefault(defined[name], set()).add(f"{name}()")
     circles, seen, on_path = [], set(), []
@@ -172,12 +205,12 @@ def runtime_circles():
     return circles
 
 
-for circle in runtime_circles():
+for circle in source_circles():
     ties = "; ".join(f"{a} -> {b} ({why})" for a, b, why in circle)
-    problems.append(f"src/runtime: a circle of {len(circle)} parts: {ties}")
+    problems.append(f"src: a circle of {len(circle)} parts: {ties}")
 
 if problems:
     print("\n".join(problems))
     print(f"check_layers: {len(problems)} problem(s)")
     sys.exit(1)
-print("check_layers: includes point down the layers, and src/runtime's parts form no circle")
+print("check_layers: includes point down the layers, and the files of src/ form no circle")

@@ -12,11 +12,13 @@ def code_only(text):
 
 
 _NAME_BEFORE_PAREN = re.compile(r"(\w+)\s*\($")
+# a preprocessor directive with its continuation lines (a macro's braces are no function)
+_DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
 
 
 def functions(text):
     """(name, first line, last line, static) for each function defined at file scope."""
-    code = code_only(text)
+    code = _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code_only(text))
     found = []
     depth = 0
     decl_start = 0  # offset where the current file-scope declaration began

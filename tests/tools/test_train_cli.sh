@@ -5,7 +5,8 @@
 # learns from a CSV with a header and a named label column; the trained models are
 # written in inference form and pass onnx.checker; models exported from PyTorch (torch.chunk,
 # an Embedding on int64 columns, buffers) train as PyTorch trains them, one cut off by
-# torch.round is refused by name; bad arguments fail with clear messages.
+# torch.round is refused by name; bad arguments fail with clear messages; --max-total-bytes
+# caps every run.
 # usage: test_train_cli.sh BB PYTHON SOURCE_DIR
 set -uo pipefail
 bb=$1 py=$2 src=$3
@@ -135,5 +136,13 @@ fails_with "rows that do not fill the input" "do not fill input x" \
 fails_with "a fixed batch" "has a fixed batch of 4: pass --batch 4" \
   "$bb" train "$src/tests/data/grad/lenet.onnx" --data "$tmp/digits.csv" --label -1 -o "$tmp/x.onnx"
 fails_with "a missing -o" "usage: bb train" "$bb" train "$lenet" --data "$tmp/digits.csv" --label -1
+# --max-total-bytes holds every run of the trainer to the cap, lower or higher than the
+# CPU backend's 1 GiB default
+fails_with "a step past --max-total-bytes" "step 0: node .* over the cap of 4096 (bb_cpu_limits.max_total_bytes)" \
+  "$bb" train "$lenet" --data "$tmp/digits.csv" --label -1 --steps 1 --max-total-bytes 4096 -o "$tmp/x.onnx"
+check "a cap raised past 1 GiB trains" "$bb" train "$tmp/linear.onnx" --data "$tmp/reg.csv" --header --label -1 --loss mse \
+  --steps 3 --max-total-bytes 2147483648 --quiet -o "$tmp/x.onnx"
+fails_with "a --max-total-bytes that is not a count" "--max-total-bytes takes a whole number" \
+  "$bb" train "$lenet" --data "$tmp/digits.csv" --label -1 --max-total-bytes lots -o "$tmp/x.onnx"
 
 [ "$failures" -eq 0 ] && echo "bb train tests passed" || { echo "$failures bb train tests failed"; exit 1; }

@@ -2,6 +2,7 @@
  * protobuf-c code generated from proto/bb_core.proto, and hostile bytes: every cap, every
  * truncation, wrong wire types, random strings. */
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "bb/artifact.h"
@@ -235,20 +236,15 @@ static int decode_rc(const uint8_t *d, size_t n, const bb_envelope_caps *caps, b
 
 static void test_caps_and_hostile_bytes(void) {
   bb_error err;
-  bb_envelope_caps caps;
-  memset(&caps, 0, sizeof caps);
-  caps.max_total_bytes = 79;
+  bb_envelope_caps caps = {.struct_size = sizeof caps, .max_total_bytes = 79};
   CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_LIMIT);
   CHECK_STR(err.message, "envelope buffer too large: cap=79 got=80");
-  memset(&caps, 0, sizeof caps);
-  caps.max_fill_payload_bytes = 10;
+  caps = (bb_envelope_caps){.struct_size = sizeof caps, .max_fill_payload_bytes = 10};
   CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_LIMIT);
   CHECK_STR(err.message, "slot fill payload exceeds cap: cap=10 got=11");
-  memset(&caps, 0, sizeof caps);
-  caps.max_dest_suffix_bytes = 9;
+  caps = (bb_envelope_caps){.struct_size = sizeof caps, .max_dest_suffix_bytes = 9};
   CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_LIMIT);
-  memset(&caps, 0, sizeof caps);
-  caps.max_address_bytes = 12;
+  caps = (bb_envelope_caps){.struct_size = sizeof caps, .max_address_bytes = 12};
   CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_LIMIT);
   CHECK(strstr(err.message, "dest_peer_addresses entry too large") != NULL);
   /* too many fills: 65 empty fills against the default cap of 64 */
@@ -257,6 +253,20 @@ static void test_caps_and_hostile_bytes(void) {
   CHECK_EQ_INT(decode_rc(many, sizeof many, NULL, &err), BB_ERR_LIMIT);
   CHECK(strstr(err.message, "too many slot fills") != NULL);
   CHECK_EQ_INT(decode_rc(many, 2 * 64, NULL, &err), 0);
+  /* versioned by struct_size: caps zeroed with one field set (struct_size unset) and caps
+   * from a newer header are refused; a caller whose older header ends before max_fills
+   * has its fields read and the rest defaulted, whatever lies past its struct */
+  memset(&caps, 0, sizeof caps);
+  caps.max_total_bytes = 79;
+  CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err.message, "struct_size 0; set it to sizeof(bb_envelope_caps)") != NULL);
+  caps = (bb_envelope_caps){.struct_size = sizeof caps + 8};
+  CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_INVALID_ARGUMENT);
+  caps = (bb_envelope_caps){.struct_size = offsetof(bb_envelope_caps, max_fills), .max_total_bytes = 79, .max_fills = 1};
+  CHECK_EQ_INT(decode_rc(VECTOR, sizeof VECTOR, &caps, &err), BB_ERR_LIMIT);
+  CHECK_STR(err.message, "envelope buffer too large: cap=79 got=80");
+  caps.max_total_bytes = 0;
+  CHECK_EQ_INT(decode_rc(many, 2 * 64, &caps, &err), 0);
   /* schema version 3 (1 and 2 decode: nodes refuse 1 themselves) */
   const uint8_t v3[] = {0x38, 0x03};
   CHECK_EQ_INT(decode_rc(v3, sizeof v3, NULL, &err), BB_ERR_UNSUPPORTED);

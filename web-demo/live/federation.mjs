@@ -13,7 +13,7 @@
 // Everything the server sends and receives is logged (status.json replays it to watching
 // pages), every client update and global model is scored on the test set, and what happens
 // between rounds (a visitor comes or goes, the rounds wait or go on) is marked.
-import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact, runPeer } from 'bytesandbrains';
+import { admitRoomMembers, decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact, runPeer } from 'bytesandbrains';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { FedRounds, roundCounters, scorer } from '../shared/rounds.js';
@@ -69,10 +69,11 @@ export class LiveFederation {
    *   plan: import('bytesandbrains').Plan, bb: import('bytesandbrains').Bb, artifact: Uint8Array,
    *   test: import('bytesandbrains').Dataset, seats: import('./seats.mjs').SeatBook, quorum: number,
    *   deadlineMs: number, transport: import('bytesandbrains/transport').Transport,
+   *   signal: import('bytesandbrains/signal').SignalClient, admission: import('bytesandbrains').NodeAdmission,
    *   log?: (line: string) => void, now?: () => number,
    * }} options
    */
-  constructor({ plan, bb, artifact, test, seats, quorum, deadlineMs, transport, log = console.log, now = () => performance.now() }) {
+  constructor({ plan, bb, artifact, test, seats, quorum, deadlineMs, transport, signal, admission, log = console.log, now = () => performance.now() }) {
     this.#seats = seats;
     this.#quorum = quorum;
     this.#deadlineMs = deadlineMs;
@@ -98,7 +99,9 @@ export class LiveFederation {
       },
     });
     // the server runs from now on (its registry hears announces); its rounds start at the quorum
-    this.#server = plan.installServer(bb, { artifact, self: transport.self, test, seed: 1 });
+    this.#server = plan.installServer(bb, { artifact, self: transport.self, test, seed: 1, admission });
+    // the room admits by token: the server checks each member's token itself
+    admitRoomMembers(this.#server.node, signal);
     this.#running = runPeer(this.#server.node, this.#observed(), {
       onStep: (step) => {
         // the counters after the poll say whether the aggregator closed or abandoned a round

@@ -87,11 +87,16 @@ export class CodecSlot extends Slot {
   train(samples: GraphValue): GraphValue {
     return this.recordOp1('Train', [samples]);
   }
-  encode(x: GraphValue): GraphValue {
-    return this.recordOp1('Encode', [x]);
+  /**
+   * Encode(x) → [y]; with a reference, x travels relative to it (the shipped codecs send
+   * x − reference: a client's update against the global model it trained from).
+   */
+  encode(x: GraphValue, reference?: GraphValue): GraphValue {
+    return this.recordOp1('Encode', [x, reference]);
   }
-  decode(y: GraphValue): GraphValue {
-    return this.recordOp1('Decode', [y]);
+  /** Decode(y) → [x]; with a reference, reference + what y holds (y alone: the difference). */
+  decode(y: GraphValue, reference?: GraphValue): GraphValue {
+    return this.recordOp1('Decode', [y, reference]);
   }
 }
 

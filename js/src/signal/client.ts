@@ -75,6 +75,13 @@ export class SignalClient {
   readonly role: PeerRole;
   /** What signs for {@link self}: the transport signs its offers and answers with it too. */
   readonly identity: Signer;
+  /**
+   * The keys whose join tokens admit to this room, as the server told them at the join;
+   * empty when the room admits by no token (open rooms, allowlists) or the server did not
+   * say. A node in a room that admits by token must check tokens itself (connectPeer
+   * refuses to run one that does not).
+   */
+  readonly operators: readonly Uint8Array[];
   readonly #socket: WebSocketLike;
   readonly #peers: Set<string>;
   /** The join token each member joined with, as the server relays it (unverified here). */
@@ -89,6 +96,7 @@ export class SignalClient {
     this.room = joined.room;
     this.self = joined.peer;
     this.role = joined.role;
+    this.operators = (joined.operators ?? []).map((key) => fromBase64(key, 32)!);
     this.#peers = new Set(joined.peers);
     this.#keepTokens(joined.peers, joined.tokens);
     this.#iceServers = joined.iceServers ?? [];

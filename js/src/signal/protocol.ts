@@ -62,9 +62,11 @@ export type ServerMessage =
   | { type: 'challenge'; nonce: string }
   /**
    * `iceServers`: STUN/TURN servers for this member; `iceTtlSeconds`: how long its TURN
-   * credentials last; `tokens`: the join token each of `peers` joined with, if any.
+   * credentials last; `tokens`: the join token each of `peers` joined with, if any;
+   * `operators`: the keys (base64) whose join tokens admit to the room, when it admits by
+   * token — a node in such a room must check its members' tokens (connectPeer).
    */
-  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: IceServer[]; iceTtlSeconds?: number; tokens?: Record<string, string> }
+  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: IceServer[]; iceTtlSeconds?: number; tokens?: Record<string, string>; operators?: string[] }
   | { type: 'ice'; iceServers: IceServer[]; iceTtlSeconds?: number }
   /**
    * Membership changes since the last one, coalesced: apply `left` first, then `joined`.
@@ -152,6 +154,10 @@ const isRecord = (value: unknown): boolean => typeof value === 'object' && value
 const isOptional = (value: unknown, check: (value: unknown) => boolean): boolean => value === undefined || check(value);
 const isIceServers = (value: unknown): boolean => Array.isArray(value) && value.every(isRecord);
 const isSeconds = (value: unknown): boolean => typeof value === 'number' && Number.isFinite(value);
+/** Most operator keys a `joined` may list. */
+export const MAX_ROOM_OPERATORS = 64;
+const isKeys = (value: unknown): boolean =>
+  Array.isArray(value) && value.length <= MAX_ROOM_OPERATORS && value.every((key) => fromBase64(key, 32) !== null);
 
 /**
  * Parses a server message, or returns null when `text` is not one (not JSON, past
@@ -167,7 +173,7 @@ export function parseServerMessage(text: string): ServerMessage | null {
       return typeof m.nonce === 'string' ? (m as ServerMessage) : null;
     case 'joined':
       return isName(m.room) && isName(m.peer) && PEER_ROLES.includes(m.role as PeerRole) && isNames(m.peers) && isOptional(m.iceServers, isIceServers)
-        && isOptional(m.iceTtlSeconds, isSeconds) && isOptional(m.tokens, isRecord) ? (m as ServerMessage) : null;
+        && isOptional(m.iceTtlSeconds, isSeconds) && isOptional(m.tokens, isRecord) && isOptional(m.operators, isKeys) ? (m as ServerMessage) : null;
     case 'presence':
       return isNames(m.joined) && isNames(m.left) && isOptional(m.tokens, isRecord) ? (m as ServerMessage) : null;
     case 'signal':

@@ -21,7 +21,8 @@ import { PresenceBacklog, RoomPresence, type PresenceChange, type Session } from
 import { SocketLedger } from './sockets.js';
 import { DEFAULT_TURN_TTL_SECONDS, turnCredentials, type TurnOptions } from './turn.js';
 import {
-  CHALLENGE_BYTES, CLOSE_CODES, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage, type SignalErrorCode,
+  CHALLENGE_BYTES, CLOSE_CODES, MAX_ROOM_OPERATORS, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage,
+  type SignalErrorCode,
 } from './protocol.js';
 import type { IceServer } from '../platform.js';
 
@@ -546,8 +547,14 @@ export class SignalServer {
     for (const member of room.presence.announced.keys()) if (member !== peer && sessionOf(member) === undefined) backlog.set(member, null);
     connection.unsent = backlog.empty ? null : backlog;
     const peers = first.map(([member]) => member);
-    this.#reply(connection, { type: 'joined', room: room.name, peer: peer!, role: role!, peers, ...this.#iceFor(peer!), ...tokensOf(first) });
+    this.#reply(connection, { type: 'joined', room: room.name, peer: peer!, role: role!, peers, ...this.#iceFor(peer!), ...tokensOf(first), ...this.#operatorsOf(room.name) });
     this.#flush(connection);
+  }
+
+  /** The keys whose join tokens admit to `room`, as `joined` tells them (none: it takes no tokens). */
+  #operatorsOf(room: string): { operators?: string[] } {
+    const keys = (policyOf(this.#policies, room)?.operators ?? []).slice(0, MAX_ROOM_OPERATORS);
+    return keys.length === 0 ? {} : { operators: keys.map((key) => toBase64(key)) };
   }
 
   /** A signal for a member of another process goes through the bus; false when none holds it. */

@@ -107,6 +107,18 @@ export function decodeJoinToken(text: unknown): { token: JoinToken; body: Uint8A
 }
 
 /**
+ * The join policy a node holding this token checks its room's members by: the token's
+ * room and the operator key that signed it (`BbNode.install(..., { admission })`, every
+ * template install's `admission`). A room whose operators are several needs them all
+ * listed instead. Throws a RangeError when `token` is not a well-formed join token.
+ */
+export function admissionOf(token: string): { readonly room: string; readonly operators: readonly Uint8Array[] } {
+  const decoded = decodeJoinToken(token);
+  if (decoded === null) throw new RangeError('admissionOf: not a well-formed join token');
+  return { room: decoded.token.room, operators: [decoded.token.operator] };
+}
+
+/**
  * Checks a token for a join of `peer` to `room`: well formed, for that peer and room, not
  * expired at `now` (Unix seconds), signed by one of `operators`. Returns what it grants,
  * or throws an Error saying which check failed.

@@ -19,6 +19,7 @@ import { BbError, BbErrorCode } from '../errors.js';
 import type { Graph } from '../dsl/graph.js';
 import { module } from '../dsl/module.js';
 import { TYPES, type GraphValue } from '../dsl/value.js';
+import { codecFor, type Compression } from './compress.js';
 import { recordAnnounce, type Discovery } from './discovery.js';
 import { majorityOf } from './federated.js';
 import type { ModelChoice } from './models.js';
@@ -39,6 +40,8 @@ export interface FederatedEvaluationOptions {
   /** How often the server starts a round (default 500 ms). */
   readonly roundMs?: number;
   readonly registryTtlMs?: number;
+  /** Compresses the model the server sends: 'f16' or 'u8' (compress.ts; top-k needs a model both ends hold). */
+  readonly compress?: Compression;
   /** The parameters to score (the model's flat vector); default the model's initial ones. */
   readonly params?: Float32Array;
   /** The Module's name (default 'FederatedEvaluation'). */
@@ -53,6 +56,7 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
   }
   const discovery = options.discovery ?? 'registry';
   const roundNs = BigInt(options.roundMs ?? 500) * 1_000_000n;
+  const codec = codecFor('federatedEvaluation', options.compress, false);
 
   const body = (g: Graph): void => {
     const clientsIn = discovery === 'seats' ? g.input('clients', TYPES.peerIds) : undefined;
@@ -66,13 +70,16 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
     const to: GraphValue = clientsIn ?? g.peerSelector('clients', 'clients').currentView(tick);
     // with given parameters, every round waits until they are loaded
     const ready = options.params === undefined ? tick : g.gate(tick, model.loadParameters(g.input('params', TYPES.tensorF32)));
-    g.netOut('global', to, model.params(ready));
+    const wire = codec === undefined ? undefined : g.codec('codec');
+    const params = model.params(ready);
+    g.netOut('global', to, wire === undefined ? params : wire.encode(params));
     // with the registry a round waits for the live view (nothing below a quorum: min_view)
     const { params: mean } = scores.aggregate(clientsIn === undefined ? to : tick);
     g.output('accuracy', mean);
 
     // a client scores the model on a batch of its data
-    const loaded = model.loadParameters(g.lookupOutput('global'));
+    const global = g.lookupOutput('global');
+    const loaded = model.loadParameters(wire === undefined ? global : wire.decode(global));
     const { batch, labels } = g.dataSource('data').nextBatch(loaded);
     g.netOut('score', server, model.evaluate(batch, labels));
 
@@ -83,6 +90,7 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
   const bindRest = (compiler: Compiler): void => {
     compiler.declare('FedAvg', TENSOR_F32);
     compiler.bind('aggregator', 'Aggregator', 'FedAvg', `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon`);
+    if (codec !== undefined) compiler.bind('codec', 'Codec', codec.type, codec.config);
   };
 
   const name = options.name ?? 'FederatedEvaluation';

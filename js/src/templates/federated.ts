@@ -20,6 +20,7 @@ import type { Graph } from '../dsl/graph.js';
 import { module } from '../dsl/module.js';
 import type { CodecSlot } from '../dsl/slots.js';
 import { TYPES, type GraphValue } from '../dsl/value.js';
+import { codecFor, type Compression } from './compress.js';
 import { recordAnnounce, type Discovery } from './discovery.js';
 import type { ModelChoice } from './models.js';
 import { Plan } from './plan.js';
@@ -41,19 +42,27 @@ export interface FederatedAveragingOptions {
   readonly rounds?: number;
   /**
    * How updates become the global model. 'fedavg' (the default): the mean of the updates,
-   * each within a distance bound of the global model (pulled back onto twice the round's
-   * median distance, left out beyond three times it), a sample count weighing at most the
-   * round's median count. 'centered-clipping': the same, each update's deviation from
-   * where the model was heading clipped to 1.25 × the round's median deviation (holds
-   * clients training on wrong labels when each class has several clients; starves a class
-   * only one client holds — docs/SECURITY.md). 'median' or 'trimmed-mean': the
-   * coordinate-wise median or trimmed mean of one update per client (RobustAvg). All of
-   * them run the same rounds.
+   * each within a distance bound of the global model (pulled back onto three times the
+   * round's median distance, left out beyond four times it), a sample count weighing at most the
+   * round's median count, and a client whose updates answer the model's moves like ascent
+   * steps (its training reversed) left out by the ascent screen. 'centered-clipping': the
+   * same, each update's deviation from where the model was heading clipped to 1.25 × the
+   * round's median deviation (holds clients training on wrong labels when each class has
+   * several clients; starves the classes fewer clients hold — docs/SECURITY.md). 'median'
+   * or 'trimmed-mean': the coordinate-wise median or trimmed mean of one update per client
+   * (RobustAvg), with the same screen. All of them run the same rounds.
    */
   readonly aggregator?: 'fedavg' | 'centered-clipping' | 'median' | 'trimmed-mean';
   /** The share trimmed at each end by 'trimmed-mean' (default 0.2). */
   readonly trim?: number;
-  /** Compresses the clients' updates on the wire: float16 or 8-bit quantization. */
+  /**
+   * Compresses the clients' updates on the wire (compress.ts): `{ kind: 'topk', k: 0.3 }`
+   * sends the largest 30 % of each update as 8-bit codes with error feedback (about a ninth
+   * of the bytes); 'f16' and 'u8' quantize all of it. Each update travels against the
+   * global model the client trained from.
+   */
+  readonly compress?: Compression;
+  /** The same as `compress: { kind: codec }`. */
   readonly codec?: 'f16' | 'u8';
   /** How the server learns its clients (default 'registry': they announce themselves). */
   readonly discovery?: Discovery;
@@ -67,8 +76,6 @@ export interface FederatedAveragingOptions {
   /** The Module's name (default 'FederatedAveraging'); its partitions are named after it. */
   readonly name?: string;
 }
-
-const CODECS = { f16: 'Float16Codec', u8: 'Uint8Codec' } as const;
 
 function positive(name: string, value: number): number {
   if (!Number.isInteger(value) || value < 1) throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: ${name} must be a positive integer, got ${value}`);
@@ -87,7 +94,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const aggregator = options.aggregator ?? 'fedavg';
   const discovery = options.discovery ?? 'registry';
   const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
-  const codec = options.codec;
+  const codec = codecFor('federatedAveraging', options.compress ?? (options.codec === undefined ? undefined : { kind: options.codec }), true);
 
   const body = (g: Graph): void => {
     // in this order the seats variant is federated_digits' Module, byte for byte
@@ -114,7 +121,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     const global = g.lookupOutput('global');
     const [params, roundIn] = g.unbundle(global, [TYPES.tensorF32, TYPES.abstract]) as [GraphValue, GraphValue];
     const { trained, samples } = model.fit(params);
-    const sent = wire === undefined ? trained : wire.encode(trained);
+    const sent = wire === undefined ? trained : wire.encode(trained, params);
     g.netOut('update', server, g.bundle(sent, samples, roundIn));
 
     // the server takes it in
@@ -122,8 +129,9 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     if (wire === undefined) {
       agg.contribute(received, received);
     } else {
+      // the update comes back onto the model the server holds: the global model of the open round
       const parts = g.unbundle(received, [TYPES.abstract, TYPES.abstract, TYPES.abstract]);
-      agg.contribute(wire.decode(parts[0]!), g.bundle(...parts.slice(1)));
+      agg.contribute(wire.decode(parts[0]!, model.params(parts[0])), g.bundle(...parts.slice(1)));
     }
   };
 
@@ -141,7 +149,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       compiler.declare('RobustAvg', TENSOR_F32, [['Model', 'model']]);
       compiler.bind('aggregator', 'Aggregator', 'RobustAvg', `method=${method},${rounds}`);
     }
-    if (codec !== undefined) compiler.bind('codec', 'Codec', CODECS[codec]);
+    if (codec !== undefined) compiler.bind('codec', 'Codec', codec.type, codec.config);
   };
 
   const name = options.name ?? 'FederatedAveraging';

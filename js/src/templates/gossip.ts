@@ -20,6 +20,7 @@ import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission } from '../node.js';
 import { tensorValue } from '../values.js';
+import { codecFor, type Compression } from './compress.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
 
@@ -33,6 +34,8 @@ export interface GossipLearningOptions {
   readonly weight?: number;
   readonly fitSteps?: number;
   readonly batch?: number;
+  /** Compresses the models peers send each other: 'f16' or 'u8' (compress.ts; top-k needs a model both ends hold). */
+  readonly compress?: Compression;
   /** The Module's name (default 'GossipLearning'). */
   readonly name?: string;
 }
@@ -96,6 +99,8 @@ export class GossipPlan {
       compiler.bind('data', 'DataSource', 'ArraySource', `batch=${batchOf(o.model, o.batch ?? 32)}`);
       compiler.bind('view', 'PeerSelector', 'GossipView', this.#viewConfig());
       compiler.bind('aggregator', 'Aggregator', 'GossipAvg', `model=model,weight=${o.weight ?? 0.5}`);
+      const codec = codecFor('gossipLearning', o.compress, false);
+      if (codec !== undefined) compiler.bind('codec', 'Codec', codec.type, codec.config);
       return compiler;
     } catch (error) {
       compiler.free();
@@ -140,6 +145,7 @@ export class GossipPlan {
 export function gossipLearning(options: GossipLearningOptions): GossipPlan {
   const periodMs = options.periodMs ?? 100;
   if (!Number.isInteger(periodMs) || periodMs < 1) throw new BbError(BbErrorCode.InvalidArgument, `gossipLearning: periodMs must be a positive integer, got ${periodMs}`);
+  const compressed = codecFor('gossipLearning', options.compress, false) !== undefined;
   const body = (g: Graph): void => {
     const testX = g.input('test_x', TYPES.tensorF32);
     const testY = g.input('test_y', TYPES.tensorF32);
@@ -150,8 +156,10 @@ export function gossipLearning(options: GossipLearningOptions): GossipPlan {
     const accuracy = model.evaluate(testX, testY, params);
     g.output('accuracy', accuracy);
     const { trained } = model.fit(params, accuracy);
-    g.netOut('share', g.peerSelector('view').sample(1, tick), trained);
-    const received = g.lookupOutput('share');
+    const wire = compressed ? g.codec('codec') : undefined;
+    g.netOut('share', g.peerSelector('view').sample(1, tick), wire === undefined ? trained : wire.encode(trained));
+    const shared = g.lookupOutput('share');
+    const received = wire === undefined ? shared : wire.decode(shared);
     g.aggregator('aggregator').contribute(received, received);
   };
   return new GossipPlan(module(options.name ?? 'GossipLearning', body), options);

@@ -3,6 +3,7 @@
  * the Module (plan.module, written in TypeScript), compiles it with its bindings, and
  * installs servers and clients. "Federate your own model" in the README walks through one.
  */
+export { type Compression } from './compress.js';
 export { federatedAveraging, type FederatedAveragingOptions } from './federated.js';
 export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluation.js';
 export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer, type GossipPeerOptions } from './gossip.js';

@@ -9,6 +9,7 @@ import type { Module } from '../dsl/module.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission, type Step } from '../node.js';
 import { OnnxTrainer } from '../trainer.js';
+import { CODEC_REFUSALS, trafficOf, type Traffic } from '../traffic.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
@@ -17,6 +18,10 @@ import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } fro
 export interface RoundReport {
   readonly round: number;
   readonly accuracy: number;
+  /** A server's envelope bytes received since its previous report (the clients' uploads, mostly). */
+  readonly bytesIn?: number;
+  /** A server's envelope bytes sent since its previous report (the global model to each client, mostly). */
+  readonly bytesOut?: number;
 }
 
 /**
@@ -43,16 +48,22 @@ export function roundReporter(onRound: (report: RoundReport) => void): (step: St
  * claimed zero samples, named a round not yet open, came when the round was full, came from
  * a peer the round was not sent to (`refused_non_member`), without a client's join token
  * (`refused_unadmitted`, `refused_role`), or late; an update past the distance bound
- * (`norm_dropped`, `norm_clipped`), a sample count cut to the cap (`samples_clipped`), a
+ * (`norm_dropped`, `norm_clipped`), a sample count cut to the cap (`samples_clipped`), an
+ * update whose sender has answered the model's moves like an ascent step — its training
+ * reversed — left out or given part of its weight (`ascent_dropped`, `ascent_weighed`), a
  * round abandoned without a quorum; and the announces the registry refused for want of a
- * token (`registry_unadmitted`).
+ * token (`registry_unadmitted`); and the compressed updates its codec refused
+ * (`codec_length`, `codec_count`, `codec_index`, `codec_nonfinite`, `codec_reference`:
+ * bytes that do not hold what their header says, a count out of bounds, an index out of
+ * range or repeated, a NaN, a length other than the model's).
  */
-export type Refusals = Readonly<Record<(typeof REFUSALS)[number] | 'registry_unadmitted', number>>;
+export type Refusals = Readonly<Record<(typeof REFUSALS)[number] | 'registry_unadmitted' | `codec_${(typeof CODEC_REFUSALS)[number]}`, number>>;
 
 const REFUSALS = [
   'refused_type', 'refused_metadata', 'refused_length', 'refused_nonfinite', 'refused_samples', 'refused_future',
   'refused_full', 'refused_key', 'refused_non_member', 'refused_unadmitted', 'refused_role', 'late_dropped',
-  'norm_dropped', 'norm_clipped', 'samples_clipped', 'center_clipped', 'rounds_abandoned',
+  'norm_dropped', 'norm_clipped', 'samples_clipped', 'center_clipped', 'ascent_dropped', 'ascent_weighed',
+  'rounds_abandoned',
 ] as const;
 
 /** The choices a template compiles with. */
@@ -96,6 +107,12 @@ export interface ServerOptions {
    * continues the snapshot's (its time then, plus the time since).
    */
   readonly snapshot?: Uint8Array;
+  /**
+   * A server about to be restored from its checkpoint (restoreCheckpoint): its bootstrap
+   * is not run, as a restore needs a node that has not run (the bootstrap is in the
+   * checkpoint), and start() is not called.
+   */
+  readonly restoring?: boolean;
 }
 
 export interface ClientOptions {
@@ -135,6 +152,8 @@ export interface ServerNode {
    * and for models that are not ONNX.
    */
   exportModel(): Uint8Array;
+  /** What the server sent and received so far (bytes, envelopes, its codec's work). */
+  traffic(): Traffic;
 }
 
 export class Plan {
@@ -211,12 +230,16 @@ export class Plan {
     });
     if (options.snapshot !== undefined) node.restore(options.snapshot);
     const registry = this.#settings.discovery === 'registry';
-    if (registry && options.snapshot === undefined) answerServerRequests(node, node.self, options.nowNs);
+    if (registry && options.snapshot === undefined && options.restoring !== true) answerServerRequests(node, node.self, options.nowNs);
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
+    let seen = trafficOf(node);
     const finished = new Promise<RoundReport>((resolve) => {
       node.onStep(
-        roundReporter((report) => {
+        roundReporter((scored) => {
+          const now = trafficOf(node);
+          const report = { ...scored, bytesIn: now.bytesReceived - seen.bytesReceived, bytesOut: now.bytesSent - seen.bytesSent };
+          seen = now;
           for (const listener of [...listeners]) listener(report);
           if (rounds !== undefined && report.round >= rounds) resolve(report);
         }),
@@ -244,8 +267,10 @@ export class Plan {
       refusals() {
         const counts: Record<string, number> = { registry_unadmitted: Number(node.counter('global_registry.refused_unadmitted')) };
         for (const reason of REFUSALS) counts[reason] = Number(node.counter(`${prefix}.${reason}`));
+        for (const reason of CODEC_REFUSALS) counts[`codec_${reason}`] = Number(node.counter(`codec.refused_${reason}`));
         return counts as Refusals;
       },
+      traffic: () => trafficOf(node),
       onRound(listener) {
         listeners.add(listener);
         return () => listeners.delete(listener);

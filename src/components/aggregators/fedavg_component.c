@@ -4,9 +4,9 @@
  *
  * FedAvg — the weighted mean of the round's updates.
  *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,
- *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=2,
- *           beyond_norm=clip|drop,drop_factor=3,weighting=samples|uniform,max_samples=0,
- *           samples_factor=1,center_clip=0
+ *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=3,
+ *           beyond_norm=clip|drop,drop_factor=4,ascent_screen=0.1,weighting=samples|uniform,
+ *           max_samples=0,samples_factor=1,center_clip=0
  * RobustAvg — the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
  *   Config: method=median|trimmed|krum|multikrum,trim=0.2,byzantine=0,select=0, and the
  *           round keys above but the weighting and centered-clipping ones (robust methods
@@ -44,7 +44,13 @@
  *
  * Every refused contribution is refused alone — the round goes on with the others — and
  * counted by its reason (<type>.refused_<reason>: type, metadata, length, nonfinite,
- * samples, future, full, key, besides the membership ones above). */
+ * samples, future, full, key, besides the membership ones above).
+ *
+ * What closing a round leaves out or cuts is counted too: norm_clipped, norm_dropped (the
+ * distance bound), samples_clipped, center_clipped, and ascent_dropped, ascent_weighed —
+ * updates whose contributor answered the model's moves like an ascent step (its step
+ * reversed), left out or given part of their weight (ascent_screen; rounds.h and
+ * ascent.h say how). */
 #include <stdio.h>
 #include <string.h>
 
@@ -83,7 +89,7 @@ static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n)
  * membership and the distance bound. */
 static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   uint64_t quorum, target, deadline_ms, staleness;
-  float max_norm, norm_factor, drop_factor;
+  float max_norm, norm_factor, drop_factor, ascent_screen;
   char no_quorum[16], late[16], members[16], beyond[16], rounds[16];
   int rc;
   if ((rc = bb_config_u64(c, "quorum", 1, &quorum, err)) || (rc = bb_config_u64(c, "target", 0, &target, err)) ||
@@ -94,9 +100,10 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_str(c, "init", "", a->init_slot, sizeof a->init_slot, err)) ||
       (rc = bb_config_str(c, "members", "addressed", members, sizeof members, err)) ||
       (rc = bb_config_f32(c, "max_norm", 0, &max_norm, err)) ||
-      (rc = bb_config_f32(c, "norm_factor", 2, &norm_factor, err)) ||
+      (rc = bb_config_f32(c, "norm_factor", 3, &norm_factor, err)) ||
       (rc = bb_config_str(c, "beyond_norm", "clip", beyond, sizeof beyond, err)) ||
-      (rc = bb_config_f32(c, "drop_factor", 3, &drop_factor, err)) ||
+      (rc = bb_config_f32(c, "drop_factor", 4, &drop_factor, err)) ||
+      (rc = bb_config_f32(c, "ascent_screen", 0.1f, &ascent_screen, err)) ||
       (rc = bb_config_str(c, "rounds", "own", rounds, sizeof rounds, err)) ||
       (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)))
     return rc;
@@ -129,9 +136,10 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   if (!a->members_only && strcmp(members, "any") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: members=`%s` is not addressed|any", a->type, members);
   if (!(max_norm >= 0 && max_norm <= 3e38f) || !(norm_factor >= 0 && norm_factor <= 3e38f) ||
-      !(drop_factor >= 0 && drop_factor <= 3e38f))
+      !(drop_factor >= 0 && drop_factor <= 3e38f) || !(ascent_screen >= 0 && ascent_screen <= 3e38f))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "%s: max_norm, norm_factor and drop_factor are finite numbers >= 0 (0: off)", a->type);
+                        "%s: max_norm, norm_factor, drop_factor and ascent_screen are finite numbers >= 0 (0: off)",
+                        a->type);
   a->cfg.quorum = (uint32_t)quorum;
   a->cfg.target = (uint32_t)target;
   a->cfg.deadline_ns = deadline_ms * 1000000u;
@@ -141,6 +149,7 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   a->cfg.max_norm = max_norm;
   a->cfg.norm_factor = norm_factor;
   a->cfg.drop_factor = drop_factor;
+  a->cfg.ascent_screen = ascent_screen;
   return 0;
 }
 
@@ -154,10 +163,10 @@ static int made(const bb_component_init *init, const round_agg *parsed, void **s
 }
 
 static int fedavg_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"quorum",      "target",      "deadline_ms",    "no_quorum",   "late",
-                                     "max_staleness", "init",      "members",        "max_norm",    "norm_factor",
-                                     "beyond_norm", "drop_factor", "weighting",      "max_samples", "samples_factor",
-                                     "center_clip", "rounds",      "max_ahead",      NULL};
+  static const char *const KEYS[] = {"quorum",        "target",      "deadline_ms", "no_quorum",     "late",
+                                     "max_staleness", "init",        "members",     "max_norm",      "norm_factor",
+                                     "beyond_norm",   "drop_factor", "weighting",   "max_samples",   "samples_factor",
+                                     "center_clip",   "rounds",      "max_ahead",   "ascent_screen", NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg"};
   char weighting[16];
@@ -183,10 +192,10 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
 }
 
 static int robust_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"quorum",      "target",      "deadline_ms", "no_quorum", "late",
-                                     "max_staleness", "init",      "members",     "max_norm",  "norm_factor",
-                                     "beyond_norm", "drop_factor", "method",      "trim",      "byzantine",
-                                     "select",      "rounds",      "max_ahead",   NULL};
+  static const char *const KEYS[] = {"quorum",        "target",      "deadline_ms", "no_quorum", "late",
+                                     "max_staleness", "init",        "members",     "max_norm",  "norm_factor",
+                                     "beyond_norm",   "drop_factor", "method",      "trim",      "byzantine",
+                                     "select",        "rounds",      "max_ahead",   "ascent_screen", NULL};
   static const char *const METHODS[] = {"median", "trimmed", "krum", "multikrum"};
   static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
                                                  BBI_FEDROUND_MULTI_KRUM};
@@ -422,6 +431,8 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   count(a, ctx, "norm_dropped", r.norm_dropped);
   count(a, ctx, "samples_clipped", r.samples_clipped);
   count(a, ctx, "center_clipped", r.center_clipped);
+  count(a, ctx, "ascent_dropped", r.ascent_dropped);
+  count(a, ctx, "ascent_weighed", r.ascent_weighed);
   rc = give(a, ctx, r.params, &r, params, meta, err);
   bb_buffer_free(a->alloc, r.params);
   return rc;

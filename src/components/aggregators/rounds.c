@@ -4,13 +4,15 @@
  * that is what keeps a late copy from being applied a second time. Records older than
  * max_staleness rounds can no longer matter and are pruned when a round closes. `step`
  * (with centered clipping) is the last closed round's result minus its reference: the
- * next round's center. The reductions themselves are robust.c's. */
+ * next round's center. The reductions themselves are robust.c's, the ascent screen's
+ * memory ascent.c's. */
 #include "components/aggregators/rounds.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
+#include "components/aggregators/ascent.h"
 #include "components/aggregators/robust.h"
 
 #include "bb/bytes.h"
@@ -50,6 +52,7 @@ struct bbi_fedround {
   recent *recents;
   size_t n_recents, cap_recents;
   float *step; /* param_len floats with centered clipping, else NULL */
+  bbi_ascent *ascent; /* with the ascent screen, else NULL */
   bbi_fedround_counters counters;
 };
 
@@ -118,10 +121,10 @@ static int check_config(const bbi_fedround_config *c, bb_error *err) {
   /* written as negations so that NaN fails too */
   if (!(c->samples_factor >= 0 && c->samples_factor <= 1e300) || !(c->max_norm >= 0 && c->max_norm <= 1e300) ||
       !(c->norm_factor >= 0 && c->norm_factor <= 1e300) || !(c->drop_factor >= 0 && c->drop_factor <= 1e300) ||
-      !(c->center_clip >= 0 && c->center_clip <= 1e300))
+      !(c->center_clip >= 0 && c->center_clip <= 1e300) || !(c->ascent_screen >= 0 && c->ascent_screen <= 1e300))
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "fedround: samples_factor, max_norm, norm_factor, drop_factor and center_clip must be finite "
-                        "and >= 0");
+                        "fedround: samples_factor, max_norm, norm_factor, drop_factor, center_clip and ascent_screen "
+                        "must be finite and >= 0");
   return 0;
 }
 
@@ -139,7 +142,9 @@ static int make(const bb_allocator *alloc, const bbi_fedround_config *config, bb
   fr->alloc = *alloc;
   fr->cfg = *config;
   fr->round_id = config->first_round;
-  if (config->center_clip > 0 && !(fr->step = bbi_mem_calloc(alloc, config->param_len, sizeof *fr->step))) {
+  if ((config->center_clip > 0 && !(fr->step = bbi_mem_calloc(alloc, config->param_len, sizeof *fr->step))) ||
+      (config->ascent_screen > 0 && bbi_ascent_new(alloc, config->param_len, &fr->ascent, err))) {
+    bbi_mem_free(alloc, fr->step);
     bbi_mem_free(alloc, fr);
     return bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory");
   }
@@ -172,6 +177,7 @@ void bbi_fedround_free(bbi_fedround *fr) {
   bbi_mem_free(&a, fr->entries);
   bbi_mem_free(&a, fr->recents);
   bbi_mem_free(&a, fr->step);
+  bbi_ascent_free(fr->ascent);
   bbi_mem_free(&a, fr);
 }
 
@@ -370,7 +376,9 @@ static void remember_contributors(bbi_fedround *fr) {
 /* Everything a close needs, allocated before anything changes (so a failure changes
  * nothing). */
 typedef struct closing {
-  size_t n;             /* updates kept: all, but those dropped for their distance */
+  bbi_ascent_update *updates; /* k: the entries as the ascent screen reads them */
+  double *share, *trust; /* k each: the share of its weight each entry keeps, its trust after */
+  size_t n;             /* updates kept: all, but those left out by the screen or for their distance */
   size_t *entry;        /* k: the entry each kept update comes from */
   const float **vecs;   /* k: each kept update, or its pulled-back copy */
   float *pulled;        /* the pulled-back copies (k·d floats), when any update is */
@@ -380,9 +388,13 @@ typedef struct closing {
   size_t *order;        /* k indexes (a ranking) */
   double *acc;          /* d doubles */
   uint32_t clipped, dropped; /* updates past the distance bound: pulled back, left out */
+  uint32_t screened, weighed; /* updates the ascent screen left out, gave part of their weight */
 } closing;
 
 static void closing_free(bbi_fedround *fr, closing *c) {
+  bbi_mem_free(&fr->alloc, c->updates);
+  bbi_mem_free(&fr->alloc, c->share);
+  bbi_mem_free(&fr->alloc, c->trust);
   bbi_mem_free(&fr->alloc, c->entry);
   bbi_mem_free(&fr->alloc, (void *)c->vecs);
   bbi_mem_free(&fr->alloc, c->pulled);
@@ -396,6 +408,9 @@ static void closing_free(bbi_fedround *fr, closing *c) {
 
 static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
   memset(c, 0, sizeof *c);
+  c->updates = bbi_mem_calloc(&fr->alloc, k, sizeof *c->updates);
+  c->share = bbi_mem_calloc(&fr->alloc, k, sizeof *c->share);
+  c->trust = bbi_mem_calloc(&fr->alloc, k, sizeof *c->trust);
   c->entry = bbi_mem_calloc(&fr->alloc, k, sizeof *c->entry);
   c->vecs = bbi_mem_calloc(&fr->alloc, k, sizeof *c->vecs);
   c->fscratch = bbi_mem_calloc(&fr->alloc, k, sizeof *c->fscratch);
@@ -405,43 +420,66 @@ static bool closing_alloc(bbi_fedround *fr, closing *c, size_t k, size_t d) {
   c->order = bbi_mem_calloc(&fr->alloc, k, sizeof *c->order);
   c->acc = bbi_mem_calloc(&fr->alloc, d, sizeof *c->acc);
   if (k > SIZE_MAX / sizeof(float) / d) return false;
-  return c->entry && c->vecs && c->fscratch && c->scale && c->dscratch && c->weights && c->order && c->acc;
+  return c->updates && c->share && c->trust && c->entry && c->vecs && c->fscratch && c->scale && c->dscratch &&
+         c->weights && c->order && c->acc;
 }
 
-/* Holds every update to the distance bound: one farther from the reference is dropped
- * (DROP) or pulled back onto the bound (CLIP): ref + scale·(x - ref), in double, so the
- * copy lies between ref and x (finite floats both) — unless it is farther than
- * drop_factor × the median distance (with norm_factor on), which drops it under CLIP
- * too. Counts both in c;
- * false when memory runs out. */
+/* The share of its weight each entry keeps (1 without the screen), and room for the screen
+ * to remember the round once it closes; false when memory runs out. */
+static bool screen_ascent(bbi_fedround *fr, closing *c, const float *ref) {
+  const size_t k = fr->n_entries;
+  for (size_t i = 0; i < k; i++) c->share[i] = 1.0;
+  if (!fr->ascent) return true;
+  for (size_t i = 0; i < k; i++) {
+    const entry *e = &fr->entries[i];
+    c->updates[i] = (bbi_ascent_update){e->key.bytes, e->key.len, e->params, e->origin_round == fr->round_id};
+  }
+  bbi_ascent_weigh(fr->ascent, fr->round_id, ref, c->updates, k, fr->cfg.ascent_screen, c->trust, c->share,
+                  c->dscratch);
+  return bbi_ascent_reserve(fr->ascent, c->updates, k, NULL) == 0;
+}
+
+/* Holds every update the ascent screen kept to the distance bound: one farther from the
+ * reference is dropped (DROP) or pulled back onto the bound (CLIP): ref + scale·(x - ref),
+ * in double, so the copy lies between ref and x (finite floats both) — unless it is
+ * farther than drop_factor × the median distance (with norm_factor on), which drops it
+ * under CLIP too. Counts all three in c; false when memory runs out. */
 static bool bound_distances(bbi_fedround *fr, closing *c, const float *ref) {
-  const size_t k = fr->n_entries, d = fr->cfg.param_len;
-  for (size_t i = 0; i < k; i++) c->vecs[i] = fr->entries[i].params;
+  const size_t d = fr->cfg.param_len;
+  size_t m = 0; /* the entries the screen kept, in c->entry and c->vecs */
+  for (size_t i = 0; i < fr->n_entries; i++) {
+    if (!(c->share[i] > 0)) continue;
+    c->entry[m] = i;
+    c->vecs[m++] = fr->entries[i].params;
+  }
+  c->screened = (uint32_t)(fr->n_entries - m);
   double *distance = c->dscratch, median;
-  const size_t beyond = bbi_robust_norm_scales(c->vecs, k, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
+  const size_t beyond = bbi_robust_norm_scales(c->vecs, m, d, ref, fr->cfg.max_norm, fr->cfg.norm_factor, c->scale,
                                               distance, &median);
   const bool clipping = fr->cfg.beyond_bound == BBI_FEDROUND_CLIP;
   /* the drop bound is part of the adaptive one: norm_factor=0 turns both off */
   const bool dropping_far = clipping && fr->cfg.norm_factor > 0 && fr->cfg.drop_factor > 0;
   const double far = dropping_far ? fr->cfg.drop_factor * median : INFINITY;
-  if (beyond && clipping && !(c->pulled = bbi_mem_alloc(&fr->alloc, k * d * sizeof(float)))) return false;
+  if (beyond && clipping && !(c->pulled = bbi_mem_alloc(&fr->alloc, m * d * sizeof(float)))) return false;
   c->n = 0;
-  c->clipped = c->dropped = 0;
-  for (size_t i = 0; i < k; i++) {
+  c->clipped = c->dropped = c->weighed = 0;
+  for (size_t t = 0; t < m; t++) { /* c->n <= t: the kept ones move down in place */
+    const size_t i = c->entry[t];
     const float *x = fr->entries[i].params;
-    if ((c->scale[i] < 1.0 && !clipping) || distance[i] > far) {
+    if ((c->scale[t] < 1.0 && !clipping) || distance[t] > far) {
       c->dropped++;
       continue;
     }
-    if (c->scale[i] < 1.0) {
-      float *y = c->pulled + i * d;
+    if (c->scale[t] < 1.0) {
+      float *y = c->pulled + t * d;
       for (size_t j = 0; j < d; j++) {
         const double r = ref ? (double)ref[j] : 0.0;
-        y[j] = (float)(r + c->scale[i] * ((double)x[j] - r));
+        y[j] = (float)(r + c->scale[t] * ((double)x[j] - r));
       }
       x = y;
       c->clipped++;
     }
+    c->weighed += fr->cfg.method == BBI_FEDROUND_MEAN && c->share[i] < 1.0;
     c->entry[c->n] = i;
     c->vecs[c->n++] = x;
   }
@@ -460,10 +498,11 @@ static uint64_t result_weight(const bbi_fedround *fr, const closing *c) {
   return w ? w : 1;
 }
 
-/* Each kept update's weight in the mean; returns how many sample counts were cut. */
+/* Each kept update's weight in the mean (its bounded sample count, or 1, times the share
+ * the ascent screen left it); returns how many sample counts were cut. */
 static uint32_t mean_weights(const bbi_fedround *fr, closing *c) {
   if (fr->cfg.weighting == BBI_FEDROUND_UNIFORM) {
-    for (size_t i = 0; i < c->n; i++) c->weights[i] = 1.0;
+    for (size_t i = 0; i < c->n; i++) c->weights[i] = c->share[c->entry[i]];
     return 0;
   }
   double cap = fr->cfg.max_samples ? (double)fr->cfg.max_samples : INFINITY;
@@ -475,7 +514,7 @@ static uint32_t mean_weights(const bbi_fedround *fr, closing *c) {
   uint32_t cut = 0;
   for (size_t i = 0; i < c->n; i++) {
     const double n = (double)fr->entries[c->entry[i]].num_samples;
-    c->weights[i] = n > cap ? cap : n;
+    c->weights[i] = (n > cap ? cap : n) * c->share[c->entry[i]];
     cut += n > cap;
   }
   return cut;
@@ -549,14 +588,16 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
   float *out = bbi_mem_alloc(&fr->alloc, d * sizeof *out);
   const int room = bbi_mem_grow(&fr->alloc, (void **)&fr->recents, &fr->cap_recents, fr->n_recents + k,
                                sizeof(recent));
-  const bool ready = closing_alloc(fr, &c, k, d) && out && !room && bound_distances(fr, &c, ref);
+  const bool ready =
+      closing_alloc(fr, &c, k, d) && out && !room && screen_ascent(fr, &c, ref) && bound_distances(fr, &c, ref);
   uint32_t samples_clipped = 0, center_clipped = 0;
   int rc = !ready ? bb_error_set(err, BB_ERR_NOMEM, "fedround: out of memory closing round %llu (nothing was dropped)",
                                  (unsigned long long)fr->round_id)
                   : reduce(fr, &c, ref, out, &samples_clipped, &center_clipped, err);
   const size_t kept = c.n;
-  const uint32_t clipped = c.clipped, dropped = c.dropped;
+  const uint32_t clipped = c.clipped, dropped = c.dropped, screened = c.screened, weighed = c.weighed;
   const uint64_t weight = rc ? 0 : result_weight(fr, &c);
+  if (!rc && fr->ascent) bbi_ascent_commit(fr->ascent, fr->round_id, ref, c.updates, k, c.trust);
   closing_free(fr, &c);
   if (rc) {
     bbi_mem_free(&fr->alloc, out);
@@ -574,11 +615,15 @@ static int close_round(bbi_fedround *fr, uint64_t now_ns, const float *ref, bbi_
   result->norm_dropped = dropped;
   result->samples_clipped = samples_clipped;
   result->center_clipped = center_clipped;
+  result->ascent_dropped = screened;
+  result->ascent_weighed = weighed;
   result->params = out;
   fr->counters.norm_clipped += clipped;
   fr->counters.norm_dropped += dropped;
   fr->counters.samples_clipped += samples_clipped;
   fr->counters.center_clipped += center_clipped;
+  fr->counters.ascent_dropped += screened;
+  fr->counters.ascent_weighed += weighed;
   remember_step(fr, ref, out);
   remember_contributors(fr);
   drop_entries(fr);
@@ -630,14 +675,16 @@ const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr) { return &fr-
 /* ---- snapshot ---------------------------------------------------------------------- */
 
 #define SNAPSHOT_MAGIC "BBFR"
-#define SNAPSHOT_VERSION 3u
+#define SNAPSHOT_VERSION 4u
 /* magic, version, config (8+4+4+8+1+1+8+8), round state (8+8+1), 6 counters, 2 counts:
  * all that version 1 has */
 #define SNAPSHOT_FIXED_V1 (4 + 4 + 42 + 17 + 6 * 8 + 2 * 8)
 /* version 2 adds the closing config (1+1+8+4+4+8+8+8+8+1), the opening times and three
  * counters; version 3 the drop factor and centered clipping (8+8) and a counter (the
- * step, param_len floats with centered clipping, comes after the records) */
-#define SNAPSHOT_FIXED (SNAPSHOT_FIXED_V1 + 51 + HISTORY * 8 + 3 * 8 + 16 + 8)
+ * step, param_len floats with centered clipping, comes after the records); version 4 the
+ * ascent screen (8) and two counters (its records, with the screen on, come after the
+ * step) */
+#define SNAPSHOT_FIXED (SNAPSHOT_FIXED_V1 + 51 + HISTORY * 8 + 3 * 8 + 16 + 8 + 8 + 2 * 8)
 
 static void put_f64(bb_le_writer *w, double v) {
   uint64_t bits;
@@ -656,6 +703,7 @@ size_t bbi_fedround_snapshot_size(const bbi_fedround *fr) {
     n += 1 + fr->entries[i].key.len + 16 + 4 * fr->cfg.param_len;
   for (size_t i = 0; i < fr->n_recents; i++) n += 1 + fr->recents[i].key.len + 8;
   if (fr->step) n += 4 * fr->cfg.param_len;
+  if (fr->ascent) n += bbi_ascent_snapshot_size(fr->ascent);
   return n;
 }
 
@@ -689,6 +737,7 @@ int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size
   bb_le_write_u8(&w, (uint8_t)fr->cfg.beyond_bound);
   put_f64(&w, fr->cfg.drop_factor);
   put_f64(&w, fr->cfg.center_clip);
+  put_f64(&w, fr->cfg.ascent_screen);
   bb_le_write_u64(&w, fr->round_id);
   bb_le_write_u64(&w, fr->opened_ns);
   bb_le_write_u8(&w, (uint8_t)fr->overdue_reported);
@@ -704,6 +753,8 @@ int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size
   bb_le_write_u64(&w, c->norm_dropped);
   bb_le_write_u64(&w, c->samples_clipped);
   bb_le_write_u64(&w, c->center_clipped);
+  bb_le_write_u64(&w, c->ascent_dropped);
+  bb_le_write_u64(&w, c->ascent_weighed);
   bb_le_write_u64(&w, fr->n_entries);
   for (size_t i = 0; i < fr->n_entries; i++) {
     const entry *e = &fr->entries[i];
@@ -719,6 +770,7 @@ int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size
   }
   if (fr->step)
     for (size_t j = 0; j < fr->cfg.param_len; j++) bb_le_write_f32(&w, fr->step[j]);
+  if (fr->ascent) bbi_ascent_write(fr->ascent, &w);
   bb_le_write_u64(&w, bbi_fnv1a64(buf, w.len));
   if (written) *written = w.len;
   return 0;
@@ -830,6 +882,7 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
     cfg.drop_factor = get_f64(r, "drop_factor");
     cfg.center_clip = get_f64(r, "center_clip");
   }
+  if (version >= 4) cfg.ascent_screen = get_f64(r, "ascent_screen");
   if (r->rc) return r->rc;
   bb_error cfg_err;
   if (param_len != cfg.param_len || check_config(&cfg, &cfg_err))
@@ -861,6 +914,10 @@ static int read_header(reader *r, const bb_allocator *alloc, bbi_fedround **out)
     c->samples_clipped = get_u64(r, "a counter");
   }
   if (version >= 3) c->center_clipped = get_u64(r, "a counter");
+  if (version >= 4) {
+    c->ascent_dropped = get_u64(r, "a counter");
+    c->ascent_weighed = get_u64(r, "a counter");
+  }
   if (!r->rc && fr->round_id < cfg.first_round) bad(r, 8, "round id before the first round");
   return r->rc;
 }
@@ -940,8 +997,10 @@ int bbi_fedround_restore(const bb_allocator *alloc, const uint8_t *bytes, size_t
                         SNAPSHOT_FIXED_V1 + 8);
   reader r = {bb_le_reader_of(bytes, len - 8), err, 0, 0};
   bbi_fedround *fr = NULL;
-  if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr) && fr->step)
-    get_floats(&r, fr->step, fr->cfg.param_len);
+  if (!read_header(&r, alloc, &fr) && !read_entries(&r, fr) && !read_recents(&r, fr)) {
+    if (fr->step) get_floats(&r, fr->step, fr->cfg.param_len);
+    if (!r.rc && fr->ascent) r.rc = bbi_ascent_read(fr->ascent, &r.in, fr->round_id, err);
+  }
   if (!r.rc && r.in.at != r.in.len)
     bad(&r, r.in.at, "trailing bytes after the records");
   if (!r.rc && bb_le_get_u64(bytes + len - 8) != bbi_fnv1a64(bytes, len - 8))

@@ -8,10 +8,12 @@
  * host asks bbi_fedround_next_deadline when to poll (it answers "now" once the round can
  * close). Contributors are identified by an opaque key of up to 64 bytes.
  *
- * Closing trusts no single contributor: every update is first pulled back to a bounded
- * distance from the reference (the model the round started from), and in the mean a
- * self-reported sample count weighs at most a bounded multiple of the round's median
- * count; then the update set is reduced by the configured method. Everything is folded
+ * Closing trusts no single contributor: an update whose contributor has answered the
+ * model's moves like an ascent step loses weight (the ascent screen, ascent.h), every
+ * update is pulled back to a bounded distance from the reference (the model the round
+ * started from), and in the mean a self-reported sample count weighs at most a bounded
+ * multiple of the round's median count; then the update set is reduced by the
+ * configured method. Everything is folded
  * in ascending key order, in double, and stored as float, so the result does not depend
  * on arrival order and cannot overflow to infinity. */
 #ifndef BBI_OPS_AGGREGATORS_ROUNDS_H
@@ -99,6 +101,12 @@ typedef struct bbi_fedround_config {
                               step) is pulled back to center_clip × the round's median
                               deviation, and the result is the center plus their weighted
                               mean; 0: off (the plain weighted mean) */
+  double ascent_screen;    /* the ascent screen (ascent.h): tau, how far below -0.1 the
+                              trust of a contributor whose updates answer the model's moves
+                              like ascent steps falls before it weighs nothing (MEAN: an
+                              update keeps min(1, max(0, 1 + (trust + 0.1) / tau)) of its
+                              weight; other methods leave out only the updates that keep
+                              none); 0: off */
 } bbi_fedround_config;
 
 /* The outcome of one contribution. Rejections come with a negative return code too. */
@@ -137,6 +145,8 @@ typedef struct bbi_fedround_result {
   uint32_t norm_dropped;  /* CLOSED: updates left out for their distance */
   uint32_t samples_clipped; /* CLOSED: sample counts cut to the cap */
   uint32_t center_clipped;  /* CLOSED: deviations pulled back by centered clipping */
+  uint32_t ascent_dropped;  /* CLOSED: updates left out by the ascent screen */
+  uint32_t ascent_weighed;  /* CLOSED: updates the ascent screen gave part of their weight */
   float *params;          /* CLOSED: param_len floats owned by the caller, freed with
                              bb_buffer_free(alloc, params); otherwise NULL */
 } bbi_fedround_result;
@@ -152,6 +162,8 @@ typedef struct bbi_fedround_counters {
   uint64_t norm_dropped;    /* updates left out for their distance, over every closed round */
   uint64_t samples_clipped; /* sample counts cut, over every closed round */
   uint64_t center_clipped;  /* deviations pulled back by centered clipping, over every closed round */
+  uint64_t ascent_dropped;  /* updates the ascent screen left out, over every closed round */
+  uint64_t ascent_weighed;  /* updates it gave part of their weight, over every closed round */
 } bbi_fedround_counters;
 
 typedef struct bbi_fedround bbi_fedround;
@@ -212,12 +224,14 @@ size_t bbi_fedround_snapshot_size(const bbi_fedround *fr);
 
 /* Writes the whole state (config, open round with its contributions, counters, the
  * memory of who was in recent rounds and when recent rounds opened, the last round's
- * step) to buf; BB_ERR_LIMIT when cap is too small. The format (little-endian, version
- * 3): "BBFR", u32 version, the config, the round state, the entries, the
- * recent-contributor records, the step, and a FNV-1a 64 of everything before it. Version
- * 1 (no closing config, no opening times, six counters) is still read, as the plain mean
- * it computed; version 2 (no drop factor, no centered clipping, nine counters, no step)
- * as the bounded mean it computed. */
+ * step, the ascent screen's memory) to buf; BB_ERR_LIMIT when cap is too small. The
+ * format (little-endian, version 4): "BBFR", u32 version, the config, the round state,
+ * the entries, the recent-contributor records, the step, the ascent screen's records
+ * (bbi_ascent_write), and a FNV-1a 64 of everything before it. Version 1 (no closing
+ * config, no opening times, six counters) is still read, as the plain mean it computed;
+ * version 2 (no drop factor, no centered clipping, nine counters, no step) as the
+ * bounded mean it computed; version 3 (no ascent screen, ten counters) as the bounded
+ * mean without the screen. */
 int bbi_fedround_snapshot(const bbi_fedround *fr, uint8_t *buf, size_t cap, size_t *written,
                          bb_error *err);
 

@@ -1,8 +1,10 @@
-/* Float16Codec and Uint8Codec: the Codec concretes over src/components/codecs/quant.h. Encode
- * takes a float32 tensor (any shape; it travels flattened) and yields Bytes; Decode gives
- * back a float32 vector [n]. No config, no training. */
+/* Float16Codec and Uint8Codec: the dense Codec concretes over src/components/codecs/quant.h.
+ * Encode takes a float32 tensor (any shape; it travels flattened) and yields Bytes; Decode
+ * gives back a float32 vector [n]. With a reference (reference.h) they carry the difference
+ * from it. No config, no training, no state. */
 #include "bb/roles.h"
 #include "components/codecs/quant.h"
+#include "components/codecs/reference.h"
 #include "components/shipped.h"
 #include "bb/common.h"
 #include "util/mem.h"
@@ -31,42 +33,60 @@ static int u8_create(const bb_component_init *init, void **self, bb_error *err) 
 }
 static void codec_destroy(void *self) { (void)self; }
 
-static int codec_encode(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **encoded, bb_error *err) {
+static int codec_encode_against(void *self, bb_ctx *ctx, const bb_tensor *x, const bb_tensor *reference,
+                                bb_val **encoded, bb_error *err) {
   const codec_kind *k = self;
-  if (x->dtype != BB_DTYPE_FLOAT) return bb_error_set(err, BB_ERR_TYPE, "Encode takes a float32 tensor");
-  size_t n = (size_t)x->numel, size = k->size(n);
-  if (!size) return bb_error_set(err, BB_ERR_LIMIT, "Encode: %zu values are too many", n);
+  float *values = NULL;
+  int rc = bbi_codec_delta(ctx, x, reference, &values, err);
+  if (rc) return rc;
   const bb_allocator *a = bb_ctx_allocator(ctx);
-  uint8_t *buf = bbi_mem_alloc(a, size);
-  if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
-  int rc = k->encode(bb_tensor_data(x), n, buf, size, NULL, err);
-  if (!rc) {
-    *encoded = bb_val_bytes(a, buf, size);
-    if (!*encoded) rc = bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
-  }
+  size_t n = (size_t)x->numel, size = k->size(n);
+  uint8_t *buf = size ? bbi_mem_alloc(a, size) : NULL;
+  if (!size)
+    rc = bb_error_set(err, BB_ERR_LIMIT, "Encode: %zu values are too many", n);
+  else if (!buf)
+    rc = bb_error_set(err, BB_ERR_NOMEM, "Encode: out of memory");
+  else if (!(rc = k->encode(values, n, buf, size, NULL, err)))
+    rc = bbi_codec_emit(ctx, buf, size, encoded, err);
   bbi_mem_free(a, buf);
+  bbi_mem_free(a, values);
   return rc;
 }
 
-static int codec_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor **x, bb_error *err) {
+static int codec_encode(void *self, bb_ctx *ctx, const bb_tensor *x, bb_val **encoded, bb_error *err) {
+  return codec_encode_against(self, ctx, x, NULL, encoded, err);
+}
+
+static int codec_decode_against(void *self, bb_ctx *ctx, const bb_val *encoded, const bb_tensor *reference,
+                                bb_tensor **x, bb_error *err) {
   const codec_kind *k = self;
-  if (bb_val_kind_of(encoded) != BB_VAL_BYTES)
-    return bb_error_set(err, BB_ERR_TYPE, "Decode takes Bytes, got %s", bb_val_kind_name((int)bb_val_kind_of(encoded)));
-  size_t n = 0;
-  int rc = k->count(bb_val_as_bytes(encoded), bb_val_count(encoded), &n, err);
+  const uint8_t *bytes = NULL;
+  size_t len = 0, n = 0, expect = 0;
+  int rc = bbi_codec_bytes_of(ctx, encoded, &bytes, &len, err);
+  if (!rc) rc = bbi_codec_expected(reference, &expect, err);
   if (rc) return rc;
-  int64_t dim = (int64_t)n;
-  bb_tensor *t = bb_tensor_new_empty(bb_ctx_allocator(ctx), BB_DTYPE_FLOAT, 1, &dim);
-  if (!t) return bb_error_set(err, BB_ERR_NOMEM, "Decode: out of memory");
-  if ((rc = k->decode(bb_val_as_bytes(encoded), bb_val_count(encoded), bb_tensor_data(t), n, NULL, err))) {
+  if ((rc = k->count(bytes, len, &n, err))) return bbi_codec_refuse(ctx, BBI_CODEC_REFUSED_LENGTH, rc);
+  if (reference && n != expect)
+    return bbi_codec_refuse(ctx, BBI_CODEC_REFUSED_REFERENCE,
+                            bb_error_set(err, BB_ERR_MALFORMED, "Decode: %zu values against a reference of %zu", n,
+                                         expect));
+  bb_tensor *t = NULL;
+  if ((rc = bbi_codec_output(ctx, n, reference, &t, err))) return rc;
+  if ((rc = k->decode(bytes, len, bb_tensor_data(t), n, NULL, err))) {
     bb_tensor_release(t);
-    return rc;
+    return bbi_codec_refuse(ctx, BBI_CODEC_REFUSED_LENGTH, rc);
   }
+  bbi_codec_finish(ctx, t, reference, len);
   *x = t;
   return 0;
 }
 
-static const bb_codec_ops CODEC_OPS = {NULL, codec_encode, codec_decode};
+static int codec_decode(void *self, bb_ctx *ctx, const bb_val *encoded, bb_tensor **x, bb_error *err) {
+  return codec_decode_against(self, ctx, encoded, NULL, x, err);
+}
+
+static const bb_codec_ops CODEC_OPS = {
+    .encode = codec_encode, .decode = codec_decode, .encode_against = codec_encode_against, .decode_against = codec_decode_against};
 
 static int codec_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
   return bb_codec_dispatch(&CODEC_OPS, self, ctx, call, err);

@@ -5,6 +5,7 @@
  * Config: batch=32,shuffle=1,seed=<u64>   (seed defaults to the slot's derived seed) */
 #include <string.h>
 
+#include "bb/bytes.h"
 #include "bb/dataset.h"
 #include "bb/roles.h"
 #include "components/shipped.h"
@@ -82,6 +83,37 @@ static int source_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_err
   return bb_data_source_dispatch(&SOURCE_OPS, self, ctx, call, err);
 }
 
+/* State: where the stream is — "BBAS", u32 version 1, u64 rows of the data set, u64 epoch,
+ * u64 row of the epoch — so a restored node trains on the batches the saved one would
+ * have (each epoch's order follows from the seed and the epoch). */
+#define SOURCE_STATE_LEN 32
+
+static int source_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
+  const array_source *s = self;
+  uint8_t *buf = alloc->malloc(SOURCE_STATE_LEN, alloc->user_data);
+  if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "ArraySource: out of memory");
+  memcpy(buf, "BBAS", 4);
+  bb_le_put_u32(buf + 4, 1);
+  bb_le_put_u64(buf + 8, s->ds->n);
+  bb_le_put_u64(buf + 16, s->batcher.epoch);
+  bb_le_put_u64(buf + 24, s->batcher.pos);
+  *out = buf;
+  *len = SOURCE_STATE_LEN;
+  return 0;
+}
+
+static int source_load(void *self, const uint8_t *data, size_t len, bb_error *err) {
+  array_source *s = self;
+  if (len != SOURCE_STATE_LEN || memcmp(data, "BBAS", 4) != 0 || bb_le_get_u32(data + 4) != 1)
+    return bb_error_set(err, BB_ERR_MALFORMED, "ArraySource: saved state of %zu bytes is not a version-1 stream position", len);
+  const uint64_t rows = bb_le_get_u64(data + 8), pos = bb_le_get_u64(data + 24);
+  if (rows != s->ds->n || pos >= rows)
+    return bb_error_set(err, BB_ERR_MALFORMED,
+                        "ArraySource: saved at row %llu of %llu rows; this node's data set has %zu",
+                        (unsigned long long)pos, (unsigned long long)rows, s->ds->n);
+  return bb_dataset_batcher_seek(&s->batcher, bb_le_get_u64(data + 16), (size_t)pos, err);
+}
+
 static const bb_component_port SOURCE_STORAGE[] = {{"sample", BB_TYPE_TENSOR_F32}};
 
 const bb_component_type BBI_ARRAY_SOURCE = {
@@ -93,4 +125,6 @@ const bb_component_type BBI_ARRAY_SOURCE = {
     .create = source_create,
     .destroy = source_destroy,
     .invoke = source_invoke,
+    .save = source_save,
+    .load = source_load,
 };

@@ -615,6 +615,17 @@ void bb_dataset_batcher_free(bb_dataset_batcher *b) {
   memset(b, 0, sizeof *b);
 }
 
+int bb_dataset_batcher_seek(bb_dataset_batcher *b, uint64_t epoch, size_t pos, bb_error *err) {
+  if (pos >= b->ds->n)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "batcher: row %zu of an epoch of %zu rows", pos, b->ds->n);
+  if (epoch != b->epoch) {
+    b->epoch = epoch;
+    batcher_order(b);
+  }
+  b->pos = pos;
+  return BB_OK;
+}
+
 size_t bb_dataset_batcher_next(bb_dataset_batcher *b, size_t *indices, float *features,
                                float *labels) {
   const bb_dataset *ds = b->ds;

@@ -265,6 +265,22 @@ int bbi_mlp_params(const bbi_mlp *m, float *out, size_t len, bb_error *err) {
   return 0;
 }
 
+int bbi_mlp_velocity(const bbi_mlp *m, float *out, size_t len, bb_error *err) {
+  int rc = check_length(m, out, len, "the velocity buffer", err);
+  if (rc) return rc;
+  memcpy(out, m->velocity, len * sizeof(float));
+  return 0;
+}
+
+int bbi_mlp_load_velocity(bbi_mlp *m, const float *velocity, size_t len, bb_error *err) {
+  int rc = check_length(m, velocity, len, "the velocity", err);
+  if (rc) return rc;
+  for (size_t i = 0; i < len; i++)
+    if (!isfinite(velocity[i])) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "mlp: velocity %zu is not finite", i);
+  memcpy(m->velocity, velocity, len * sizeof(float));
+  return 0;
+}
+
 int bbi_mlp_load_params(bbi_mlp *m, const float *params, size_t len, bb_error *err) {
   int rc = check_length(m, params, len, "the parameter vector", err);
   if (rc) return rc;

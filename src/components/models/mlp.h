@@ -97,6 +97,10 @@ int bbi_mlp_export_onnx(const bbi_mlp *m, uint8_t **out, size_t *len, bb_error *
 
 /* Copies the parameters into out (len must equal bbi_mlp_param_count). */
 int bbi_mlp_params(const bbi_mlp *m, float *out, size_t len, bb_error *err);
+/* The momentum SGD velocity (n_params floats) out, and back in (finite values only): the
+ * optimizer's state, which a saved model carries so training resumes where it was. */
+int bbi_mlp_velocity(const bbi_mlp *m, float *out, size_t len, bb_error *err);
+int bbi_mlp_load_velocity(bbi_mlp *m, const float *velocity, size_t len, bb_error *err);
 
 /* Replaces the parameters (len must equal bbi_mlp_param_count). The momentum is kept;
  * the stored gradient is dropped, so the next sgd_step needs a new backward. */

@@ -257,6 +257,7 @@ static int mlp_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor *
                         s->data_slot);
     else if (!(rc = rows_of(s, x, &n, err)) && !(rc = check_targets(s, y, n, "Fit (NextBatch's labels)", err)))
       rc = bbi_mlp_train_batch(s->m, bb_tensor_data(x), bb_tensor_data(y), n, NULL, err);
+    if (!rc) bb_ctx_count(ctx, "train.steps", 1);
     *samples += n;
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);
@@ -299,33 +300,38 @@ static int mlp_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error 
   return bb_model_dispatch(&MLP_OPS, self, ctx, call, err);
 }
 
-/* State: the parameter vector (the optimizer's momentum restarts at zero). */
+/* State: the parameter vector, then the momentum velocity (2P raw float32, host byte
+ * order). A state of P floats (what earlier builds saved) leaves the velocity as it is
+ * (zero in a freshly installed node). */
 static int mlp_save(const void *self, const bb_allocator *alloc, uint8_t **out, size_t *len, bb_error *err) {
   const cpu_mlp *s = self;
   size_t n = bbi_mlp_param_count(s->m);
-  float *buf = bbi_mem_calloc(alloc, n, sizeof *buf);
+  float *buf = bbi_mem_calloc(alloc, 2 * n, sizeof *buf);
   if (!buf) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
   int rc = bbi_mlp_params(s->m, buf, n, err);
+  if (!rc) rc = bbi_mlp_velocity(s->m, buf + n, n, err);
   if (rc) {
     bbi_mem_free(alloc, buf);
     return rc;
   }
   *out = (uint8_t *)buf;
-  *len = n * sizeof *buf;
+  *len = 2 * n * sizeof *buf;
   return 0;
 }
 
 static int mlp_restore(void *self, const uint8_t *data, size_t len, bb_error *err) {
   cpu_mlp *s = self;
   size_t n = bbi_mlp_param_count(s->m);
-  if (len != n * sizeof(float))
-    return bb_error_set(err, BB_ERR_MALFORMED, "CpuMlp: saved state is %zu bytes, expected %zu", len, n * sizeof(float));
+  if (len != n * sizeof(float) && len != 2 * n * sizeof(float))
+    return bb_error_set(err, BB_ERR_MALFORMED, "CpuMlp: saved state is %zu bytes, expected %zu (or %zu)", len,
+                        2 * n * sizeof(float), n * sizeof(float));
   /* a copy: data need not be float-aligned */
-  float *params = bbi_mem_alloc(s->alloc, len);
-  if (!params) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
-  memcpy(params, data, len);
-  int rc = bbi_mlp_load_params(s->m, params, n, err);
-  bbi_mem_free(s->alloc, params);
+  float *state = bbi_mem_alloc(s->alloc, len);
+  if (!state) return bb_error_set(err, BB_ERR_NOMEM, "CpuMlp: out of memory");
+  memcpy(state, data, len);
+  int rc = bbi_mlp_load_params(s->m, state, n, err);
+  if (!rc && len > n * sizeof(float)) rc = bbi_mlp_load_velocity(s->m, state + n, n, err);
+  bbi_mem_free(s->alloc, state);
   return rc;
 }
 

@@ -36,7 +36,7 @@ struct bb_onnx_model {
 };
 
 static const char *const KEYS[] = {"input", "output", "loss", "optimizer", "lr", "momentum", "beta1", "beta2",
-                                   "eps", "weight_decay", "max_grad_norm", "seed", "freeze", NULL};
+                                   "eps", "weight_decay", "max_grad_norm", "seed", "freeze", "max_total_bytes", NULL};
 
 void bb_onnx_model_free(bb_onnx_model *s) {
   if (!s) return;
@@ -88,6 +88,7 @@ int bb_onnx_model_config_parse(const char *text, const char *const *more_keys, u
                                bb_onnx_model_config *out, bb_error *err) {
   const char *c = text ? text : "";
   char loss[16], optimizer[16];
+  uint64_t total = 0;
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   bb_optimizer_config *o = &out->optimizer;
@@ -103,8 +104,13 @@ int bb_onnx_model_config_parse(const char *text, const char *const *more_keys, u
       (rc = bb_config_f32(c, "weight_decay", o->weight_decay, &o->weight_decay, err)) ||
       (rc = bb_config_f32(c, "max_grad_norm", 0, &o->max_grad_norm, err)) ||
       (rc = bb_config_u64(c, "seed", default_seed, &out->seed, err)) ||
-      (rc = bb_config_str(c, "freeze", "", out->freeze, sizeof out->freeze, err)))
+      (rc = bb_config_str(c, "freeze", "", out->freeze, sizeof out->freeze, err)) ||
+      (rc = bb_config_u64(c, "max_total_bytes", 0, &total, err)))
     return rc;
+  if (total > SIZE_MAX)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "max_total_bytes %llu does not fit this machine's size_t",
+                        (unsigned long long)total);
+  out->max_total_bytes = (size_t)total;
   return 0;
 }
 
@@ -140,6 +146,13 @@ static size_t split_frozen(const char *list, char *buf, const char **names, size
     p = bar + 1;
   }
   return n;
+}
+
+/* The total-bytes cap of every run: the trainer's sessions and the predictions. */
+static int apply_limits(bb_onnx_model *s, size_t max_total_bytes, bb_error *err) {
+  bb_cpu_limits limits = {.struct_size = sizeof limits, .max_total_bytes = max_total_bytes};
+  int rc = bb_grad_trainer_set_limits(s->trainer, &limits, err);
+  return rc ? rc : bb_cpu_session_set_limits(s->predict, &limits, err);
 }
 
 int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_config *config, const bb_allocator *alloc,
@@ -180,6 +193,7 @@ int bb_onnx_model_new(const uint8_t *onnx, size_t len, const bb_onnx_model_confi
   if (!rc) rc = bb_grad_trainer_new(s->graph, s->opt, c->seed, alloc, &s->trainer, err);
   if (!rc) rc = bb_grad_inference_model(s->model, alloc, &s->inference, err);
   if (!rc) rc = bb_cpu_session_new(s->inference, alloc, &s->predict, err);
+  if (!rc) rc = apply_limits(s, c->max_total_bytes, err);
   if (!rc) rc = describe_io(s, c->input, err);
   if (!rc) rc = count_params(s, err);
   if (!rc && bb_cpu_session_output_count(s->predict) > MAX_SESSION_OUTPUTS)

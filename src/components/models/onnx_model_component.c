@@ -29,7 +29,8 @@ typedef struct onnx_model {
 /* Every key of the config: the component reads model, fit_steps and data, the engine the
  * others (bb_onnx_model_config_parse). */
 static const char *const KEYS[] = {"model", "input", "output", "loss", "optimizer", "lr", "momentum", "beta1", "beta2",
-                                   "eps", "weight_decay", "max_grad_norm", "fit_steps", "data", "seed", "freeze", NULL};
+                                   "eps", "weight_decay", "max_grad_norm", "fit_steps", "data", "seed", "freeze",
+                                   "max_total_bytes", NULL};
 
 static void om_destroy(void *self) {
   onnx_model *s = self;
@@ -155,6 +156,7 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
       if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err))) {
         if (st.applied) *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
         else bb_ctx_count(ctx, "onnx_model.steps_skipped", 1);
+        bb_ctx_count(ctx, "train.steps", 1);
       }
     }
     bb_val_release(batch[0]);

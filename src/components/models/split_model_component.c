@@ -35,7 +35,7 @@ typedef struct split_component {
 /* Every key of the config: the component reads model, the engine the others. */
 static const char *const KEYS[] = {"model", "input", "output", "loss", "optimizer", "lr", "momentum", "beta1", "beta2",
                                    "eps", "weight_decay", "max_grad_norm", "seed", "freeze", "cuts", "side", "shape",
-                                   "data", "timeout_ms", "max_pending", "round_steps", NULL};
+                                   "data", "timeout_ms", "max_pending", "round_steps", "max_total_bytes", NULL};
 
 static void sc_destroy(void *self) {
   split_component *s = self;

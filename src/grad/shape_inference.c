@@ -12,14 +12,6 @@
 #include "bb/cpu.h"
 #include "grad/geometry.h"
 
-static gb_value *in_val(gb *b, const bb_ir_node *n, size_t i) {
-  return i < n->inputs.len && *n->inputs.items[i] ? gb_val(b, n->inputs.items[i]) : NULL;
-}
-
-static gb_value *out_val(gb *b, const bb_ir_node *n, size_t k) {
-  return k < n->outputs.len && *n->outputs.items[k] ? gb_val(b, n->outputs.items[k]) : NULL;
-}
-
 static bool is_op(const bb_ir_node *n, const char *op) { return strcmp(n->op_type, op) == 0; }
 
 static gb_dim merge_dim(gb *b, gb_dim a, gb_dim c) {
@@ -189,9 +181,9 @@ static void infer_slice(gb *b, const bb_ir_node *n, const gb_value *x, gb_value 
   }
   gb_dim dims[BB_MAX_RANK];
   memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
-  long ns = gb_known_ints(in_val(b, n, 1), starts, BB_MAX_RANK), ne = gb_known_ints(in_val(b, n, 2), ends, BB_MAX_RANK);
-  long na = gb_has_input(n, 3) ? gb_known_ints(in_val(b, n, 3), axes, BB_MAX_RANK) : ns;
-  long nt = gb_has_input(n, 4) ? gb_known_ints(in_val(b, n, 4), steps, BB_MAX_RANK) : ns;
+  long ns = gb_known_ints(gb_input_val(b, n, 1), starts, BB_MAX_RANK), ne = gb_known_ints(gb_input_val(b, n, 2), ends, BB_MAX_RANK);
+  long na = gb_has_input(n, 3) ? gb_known_ints(gb_input_val(b, n, 3), axes, BB_MAX_RANK) : ns;
+  long nt = gb_has_input(n, 4) ? gb_known_ints(gb_input_val(b, n, 4), steps, BB_MAX_RANK) : ns;
   if (ns < 0 || ne != ns || na != ns || nt != ns) { /* bounds known only at run time: the sliced axes are unknown */
     bool sliced[BB_MAX_RANK] = {false};
     for (long i = 0; gb_has_input(n, 3) && i < na; i++) {
@@ -273,7 +265,7 @@ static void infer_squeeze(gb *b, const bb_ir_node *n, const gb_value *x, gb_valu
   if (unsqueeze) { /* axes count against the output's rank */
     int64_t raw[BB_MAX_RANK];
     const bb_attr *a = bb_attr_find(&n->attrs, "axes");
-    if (b->opset >= 13) count = gb_known_ints(in_val(b, n, 1), raw, BB_MAX_RANK);
+    if (b->opset >= 13) count = gb_known_ints(gb_input_val(b, n, 1), raw, BB_MAX_RANK);
     else if (a && a->n_ints <= BB_MAX_RANK) count = (long)a->n_ints, memcpy(raw, a->ints, a->n_ints * sizeof *raw);
     else count = -1;
     if (count < 0 || x->rank + count > BB_MAX_RANK) return;
@@ -341,7 +333,7 @@ static void infer_reshape(gb *b, const bb_ir_node *n, const gb_value *x, const g
 }
 
 static void infer_concat(gb *b, const bb_ir_node *n, gb_value *o) {
-  gb_value *first = in_val(b, n, 0);
+  gb_value *first = gb_input_val(b, n, 0);
   if (!first || first->rank < 1) return;
   int64_t axis = bb_attr_get_int(&n->attrs, "axis", 0);
   if (axis < 0) axis += first->rank;
@@ -352,7 +344,7 @@ static void infer_concat(gb *b, const bb_ir_node *n, gb_value *o) {
   bool known = true;
   int vec_len = first->rank == 1 ? 0 : -1;
   for (size_t i = 0; i < n->inputs.len; i++) {
-    gb_value *x = in_val(b, n, i);
+    gb_value *x = gb_input_val(b, n, i);
     if (!x || x->rank != first->rank) return;
     for (int d = 0; d < x->rank; d++)
       if (d != axis) dims[d] = merge_dim(b, dims[d], x->dims[d]);
@@ -376,7 +368,7 @@ static void infer_split(gb *b, const bb_ir_node *n, const gb_value *x) {
   int64_t sizes[64];
   if (parts > 64) return;
   long given = -1;
-  if (b->opset >= 13 && gb_has_input(n, 1)) given = gb_known_ints(in_val(b, n, 1), sizes, 64);
+  if (b->opset >= 13 && gb_has_input(n, 1)) given = gb_known_ints(gb_input_val(b, n, 1), sizes, 64);
   else if (b->opset < 13) {
     const bb_attr *a = bb_attr_find(&n->attrs, "split");
     if (a && a->n_ints <= 64) given = (long)a->n_ints, memcpy(sizes, a->ints, a->n_ints * sizeof *sizes);
@@ -388,7 +380,7 @@ static void infer_split(gb *b, const bb_ir_node *n, const gb_value *x) {
     for (size_t k = 0; k < parts; k++) sizes[k] = left < chunk ? left : chunk, left -= sizes[k];
   }
   for (size_t k = 0; k < parts; k++) {
-    gb_value *o = out_val(b, n, k);
+    gb_value *o = gb_output_val(b, n, k);
     if (!o) continue;
     gb_dim dims[BB_MAX_RANK];
     memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
@@ -400,10 +392,10 @@ static void infer_split(gb *b, const bb_ir_node *n, const gb_value *x) {
 static void infer_pad(gb *b, const bb_ir_node *n, const gb_value *x, gb_value *o) {
   int64_t pads[2 * BB_MAX_RANK], axes[BB_MAX_RANK];
   if (x->rank < 0) return;
-  long np = gb_known_ints(in_val(b, n, 1), pads, 2 * BB_MAX_RANK);
+  long np = gb_known_ints(gb_input_val(b, n, 1), pads, 2 * BB_MAX_RANK);
   long na = x->rank;
   for (long i = 0; i < na; i++) axes[i] = i;
-  if (gb_has_input(n, 3) && (na = gb_known_ints(in_val(b, n, 3), axes, BB_MAX_RANK)) < 0) return;
+  if (gb_has_input(n, 3) && (na = gb_known_ints(gb_input_val(b, n, 3), axes, BB_MAX_RANK)) < 0) return;
   if (np != 2 * na) return;
   gb_dim dims[BB_MAX_RANK];
   memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
@@ -442,7 +434,7 @@ static void infer_transpose(const bb_ir_node *n, const gb_value *x, gb_value *o)
 }
 
 static void infer_layernorm(gb *b, const bb_ir_node *n, const gb_value *x) {
-  set_like(out_val(b, n, 0), x, 0);
+  set_like(gb_output_val(b, n, 0), x, 0);
   if (x->rank < 1) return;
   int64_t axis = bb_attr_get_int(&n->attrs, "axis", -1);
   if (axis < 0) axis += x->rank;
@@ -451,14 +443,14 @@ static void infer_layernorm(gb *b, const bb_ir_node *n, const gb_value *x) {
   for (int d = 0; d < x->rank; d++) dims[d] = d < axis ? x->dims[d] : 1;
   int32_t stat = bb_attr_get_int(&n->attrs, "stash_type", 1) == 16 ? BB_DTYPE_BFLOAT16 : BB_DTYPE_FLOAT;
   for (size_t k = 1; k < 3; k++)
-    if (out_val(b, n, k)) gb_val_set_shape(out_val(b, n, k), stat, x->rank, dims);
+    if (gb_output_val(b, n, k)) gb_val_set_shape(gb_output_val(b, n, k), stat, x->rank, dims);
 }
 
 static void infer_class_loss(gb *b, const bb_ir_node *n, const gb_value *x, const gb_value *labels) {
-  gb_value *o = out_val(b, n, 0);
+  gb_value *o = gb_output_val(b, n, 0);
   if (o && strcmp(bb_attr_get_string(&n->attrs, "reduction", "mean"), "none") == 0) set_like(o, labels, x->dtype);
   else if (o) gb_val_set_shape(o, x->dtype, 0, NULL);
-  set_like(out_val(b, n, 1), x, 0);
+  set_like(gb_output_val(b, n, 1), x, 0);
 }
 
 static void infer_shape_op(gb *b, const bb_ir_node *n, const gb_value *x, gb_value *o) {
@@ -477,7 +469,7 @@ static void infer_shape_op(gb *b, const bb_ir_node *n, const gb_value *x, gb_val
 }
 
 static void infer_topk(gb *b, const bb_ir_node *n, const gb_value *x, const gb_value *k) {
-  gb_value *values = out_val(b, n, 0), *indices = out_val(b, n, 1);
+  gb_value *values = gb_output_val(b, n, 0), *indices = gb_output_val(b, n, 1);
   if (x->rank < 1) {
     if (values) values->dtype = x->dtype;
     if (indices) indices->dtype = BB_DTYPE_INT64;
@@ -516,10 +508,10 @@ static void infer_depth_space(gb *b, const bb_ir_node *n, const gb_value *x, gb_
 /* The shape rules: fills what can be told about n's outputs from its inputs. */
 static void infer_shapes(gb *b, const bb_ir_node *n) {
   const char *op = n->op_type;
-  gb_value *x = in_val(b, n, 0), *o = out_val(b, n, 0);
+  gb_value *x = gb_input_val(b, n, 0), *o = gb_output_val(b, n, 0);
   gb_value *ins[64];
   size_t n_in = n->inputs.len < 64 ? n->inputs.len : 64;
-  for (size_t i = 0; i < n_in; i++) ins[i] = in_val(b, n, i);
+  for (size_t i = 0; i < n_in; i++) ins[i] = gb_input_val(b, n, i);
   int rank;
   gb_dim dims[BB_MAX_RANK];
   bool grad_domain = n->domain && strcmp(n->domain, BB_GRAD_DOMAIN) == 0;
@@ -528,8 +520,8 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
   if (grad_domain) {
     if (is_op(n, "Dropout") && x) {
       set_like(o, x, 0);
-      set_like(out_val(b, n, 1), x, BB_DTYPE_BOOL);
-    } else if (is_op(n, "SumToShape") && x && target_shape(b, in_val(b, n, 1), &rank, dims)) {
+      set_like(gb_output_val(b, n, 1), x, BB_DTYPE_BOOL);
+    } else if (is_op(n, "SumToShape") && x && target_shape(b, gb_input_val(b, n, 1), &rank, dims)) {
       gb_val_set_shape(o, x->dtype, rank, dims);
     }
     return;
@@ -537,7 +529,7 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
   if (!bb_domain_is_onnx(n->domain)) return;
   if (in_list(SAME_SHAPE, op) && x) {
     set_like(o, x, 0);
-    if (is_op(n, "Dropout")) set_like(out_val(b, n, 1), x, BB_DTYPE_BOOL);
+    if (is_op(n, "Dropout")) set_like(gb_output_val(b, n, 1), x, BB_DTYPE_BOOL);
   } else if (in_list(BROADCAST_SAME_TYPE, op) && x) {
     if (broadcast(b, ins, n_in, &rank, dims)) gb_val_set_shape(o, x->dtype, rank, dims);
     else if (o) o->dtype = x->dtype;
@@ -561,14 +553,14 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
     gb_val_set_shape(o, x->dtype, 2, (gb_dim[]){x->dims[ta ? 1 : 0], ins[1]->dims[tb ? 0 : 1]});
   } else if (is_op(n, "Conv") || is_op(n, "ConvTranspose") || is_op(n, "MaxPool") || is_op(n, "AveragePool")) {
     infer_window(b, n, x, n_in > 1 ? ins[1] : NULL, o);
-    if (is_op(n, "MaxPool") && o) set_like(out_val(b, n, 1), o, BB_DTYPE_INT64);
+    if (is_op(n, "MaxPool") && o) set_like(gb_output_val(b, n, 1), o, BB_DTYPE_INT64);
   } else if ((is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool")) && x && x->rank >= 2) {
     memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
     for (int d = 2; d < x->rank; d++) dims[d] = 1;
     gb_val_set_shape(o, x->dtype, x->rank, dims);
   } else if (is_op(n, "BatchNormalization") && x) {
     set_like(o, x, 0);
-    for (size_t k = 1; k < 3 && k + 2 < n_in; k++) set_like(out_val(b, n, k), ins[k + 2], 0);
+    for (size_t k = 1; k < 3 && k + 2 < n_in; k++) set_like(gb_output_val(b, n, k), ins[k + 2], 0);
   } else if (is_op(n, "LayerNormalization") && x) {
     infer_layernorm(b, n, x);
   } else if ((is_op(n, "SoftmaxCrossEntropyLoss") || is_op(n, "NegativeLogLikelihoodLoss")) && x && ins[1]) {
@@ -652,7 +644,7 @@ static void infer_shapes(gb *b, const bb_ir_node *n) {
     gb_val_set_shape(o, ins[2]->dtype, x->rank + 1, dims);
   } else if (is_op(n, "Tile") && x && x->rank >= 0) {
     int64_t reps[BB_MAX_RANK];
-    if (gb_known_ints(in_val(b, n, 1), reps, BB_MAX_RANK) != x->rank) return;
+    if (gb_known_ints(gb_input_val(b, n, 1), reps, BB_MAX_RANK) != x->rank) return;
     for (int d = 0; d < x->rank; d++)
       dims[d] = GB_KNOWN(x->dims[d]) ? x->dims[d] * reps[d] : reps[d] == 1 ? x->dims[d] : gb_symbol(b, NULL);
     gb_val_set_shape(o, x->dtype, x->rank, dims);
@@ -682,12 +674,12 @@ static int fold(gb *b, const bb_ir_node *n) {
   bb_tensor *ins[64], *outs[64];
   if (n->inputs.len > 64 || n->outputs.len > 64 || random_op(n)) return 0;
   for (size_t i = 0; i < n->inputs.len; i++) {
-    gb_value *v = in_val(b, n, i);
+    gb_value *v = gb_input_val(b, n, i);
     if (*n->inputs.items[i] && (!v || !v->known)) return 0;
     ins[i] = v ? v->known : NULL;
   }
   for (size_t k = 0; k < n->outputs.len; k++) {
-    gb_value *o = out_val(b, n, k);
+    gb_value *o = gb_output_val(b, n, k);
     int64_t numel = o ? gb_val_numel(o) : 0;
     if (numel < 0 || numel > GB_KNOWN_MAX) return 0;
   }
@@ -696,7 +688,7 @@ static int fold(gb *b, const bb_ir_node *n) {
   if (rc == BB_ERR_NOMEM) return gb_fail(b, rc, "out of memory building the training graph");
   if (rc) return 0; /* a node that fails on known inputs fails at run time too; it is not this pass's to report */
   for (size_t k = 0; k < n->outputs.len; k++) {
-    gb_value *o = out_val(b, n, k);
+    gb_value *o = gb_output_val(b, n, k);
     if (!o || !outs[k]) {
       bb_tensor_release(outs[k]);
       continue;
@@ -742,10 +734,10 @@ int gb_infer_node(gb *b, const bb_ir_node *n) {
     if (*n->outputs.items[k] && !gb_val(b, n->outputs.items[k]) && !gb_val_add(b, n->outputs.items[k])) return b->rc;
   infer_shapes(b, n);
   for (size_t k = 0; k < n->outputs.len; k++) {
-    gb_value *o = out_val(b, n, k);
+    gb_value *o = gb_output_val(b, n, k);
     if (o && (o->rank < 0 || !o->dtype)) declared(b, o);
   }
-  for (size_t k = 0; k < n->outputs.len && !b->rc; k++) materialise_vector(b, out_val(b, n, k));
+  for (size_t k = 0; k < n->outputs.len && !b->rc; k++) materialise_vector(b, gb_output_val(b, n, k));
   fold(b, n);
   return b->rc;
 }

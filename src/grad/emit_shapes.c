@@ -1,34 +1,7 @@
 /* Shape plumbing the backward rules share: a value's shape (a constant when it is known at
  * build time), reshapes, reductions, counts, zeros, and un-broadcasting a gradient back to
  * the shape of the input that was broadcast. */
-#include <string.h>
-
 #include "grad/builder.h"
-
-bool gb_has_input(const bb_ir_node *n, size_t i) { return i < n->inputs.len && *n->inputs.items[i]; }
-
-long gb_node_axes(gb *b, const bb_ir_node *n, size_t input, int64_t input_since, int rank, int64_t *axes) {
-  long count = 0;
-  if (b->opset >= input_since) {
-    if (gb_has_input(n, input) && (count = gb_known_ints(gb_val(b, n->inputs.items[input]), axes, BB_MAX_RANK)) < 0)
-      return -1;
-  } else {
-    const bb_attr *a = bb_attr_find(&n->attrs, "axes");
-    if (a) {
-      if (a->n_ints > BB_MAX_RANK) return -1;
-      count = (long)a->n_ints;
-      memcpy(axes, a->ints, a->n_ints * sizeof *axes);
-    }
-  }
-  for (long i = 0; i < count; i++) {
-    if (axes[i] < 0) {
-      if (rank < 0) return -1;
-      axes[i] += rank;
-    }
-    if (axes[i] < 0 || (rank >= 0 && axes[i] >= rank)) return -1;
-  }
-  return count;
-}
 
 const char *gb_shape_of(gb *b, const char *x) {
   gb_value *v = gb_val(b, x);
