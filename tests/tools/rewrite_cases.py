@@ -10,7 +10,8 @@ the test as surely as one that changes the results.
 The small graphs put each rewrite in the places it can go wrong: a BatchNormalization with
 random statistics after a Conv with and without bias, grouped and depthwise (3×3 and 5×5,
 strides 1 and 2, dilation), 1×1 convolutions, Relu / Clip (ReLU6) / Sigmoid / x·sigmoid(x)
-after them, residual Adds on either operand, a Conv output read twice (not fusable), a
+after them, residual Adds on either operand, Adds whose operand broadcasts (run as
+written inside the fused step), a Conv output read twice (not fusable), a
 constant subgraph (Shape, Concat, Reshape of initializers), Identity nodes, Softmax, and a
 run that feeds its own value for an initializer the fold assumed. With --torchvision the
 torchvision resnet18, mobilenet_v2 and efficientnet_b0 (random weights and BatchNorm
@@ -134,6 +135,15 @@ def small_cases(out_dir, rng):
     out = g.node("Add", [g.node("Relu", [twice]), g.node("Sigmoid", [twice])])
     write_case(out_dir, "residual", g.model([("x", x_shape)], [out, r2]), [("x", x)],
                {"folded_batchnorms": 3, "fused_adds": 2, "fused_activations": 2})
+
+    # Adds whose other operand broadcasts (a per-channel bias, a row bias after MatMul): the
+    # fused step falls back to running the Add and the activation as written
+    g = Graph(rng)
+    h = g.node("Relu", [g.node("Add", [g.conv("x", 8, 6, bias=False), g.init("c", rng.standard_normal((1, 6, 1, 1)))])])
+    flat = g.node("Flatten", [h], axis=1)
+    mm = g.node("MatMul", [flat, g.init("w", rng.standard_normal((6 * 9 * 11, 7)) * 0.05)])
+    out = g.node("Sigmoid", [g.node("Add", [g.init("r", rng.standard_normal(7)), mm])])
+    write_case(out_dir, "broadcast_add", g.model([("x", x_shape)], [out]), [("x", x)], {"fused_adds": 2})
 
     # constant subgraph: a shape computed from initializers, weights scaled by a constant,
     # then Gemm → Relu and Softmax; Identity nodes in the path
