@@ -16,6 +16,7 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
+#include "bench_trainer.h"
 
 static double now_ms(void) {
   struct timespec ts;
@@ -81,17 +82,9 @@ static int parse_dims(const char *text, int64_t *dims) {
 static int prepare(job *j, bb_model *m, const bb_cpu_session_options *options, long classes, const int64_t *dims,
                    bb_error *err) {
   if (!classes) return bb_cpu_session_new_with_options(m, NULL, options, &j->session, err);
-  bb_grad_options o;
-  memset(&o, 0, sizeof o);
-  o.struct_size = sizeof o;
-  o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
-  o.target = "labels";
-  bb_grad_graph *g = NULL;
-  bb_grad_optimizer *opt = NULL;
-  bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
-  int rc = bb_grad_build(m, &o, NULL, &g, err);
-  if (!rc) rc = bb_grad_optimizer_build(g, &cfg, &opt, err);
-  if (!rc) rc = bb_grad_trainer_new(g, opt, 0, NULL, &j->trainer, err);
+  bb_grad_graph *g;
+  bb_grad_optimizer *opt;
+  int rc = bench_adam_trainer(m, &g, &opt, &j->trainer, err);
   if (rc) return rc;
   j->names[1] = "labels";
   j->inputs[1] = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, dims);

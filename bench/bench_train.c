@@ -17,6 +17,7 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
+#include "bench_trainer.h"
 
 /* CPU time of the process natively (the bench runs one thread): on a shared machine the
  * wall clock measures the share of the processor this process got, not how fast a step is.
@@ -113,19 +114,12 @@ int main(void) {
       fprintf(stderr, "%s: cannot load (run from a source tree)\n", bc->model);
       return 1;
     }
-    bb_grad_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
-    o.target = "labels";
-    bb_grad_graph *g = NULL;
-    bb_grad_optimizer *opt = NULL;
-    bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
+    bb_grad_graph *g;
+    bb_grad_optimizer *opt;
     ctx c;
     memset(&c, 0, sizeof c);
     bb_error err;
-    if (bb_grad_build(m, &o, NULL, &g, &err) || bb_grad_optimizer_build(g, &cfg, &opt, &err) ||
-        bb_grad_trainer_new(g, opt, 0, NULL, &c.trainer, &err)) {
+    if (bench_adam_trainer(m, &g, &opt, &c.trainer, &err)) {
       fprintf(stderr, "%s: %s\n", bc->model, err.message);
       return 1;
     }

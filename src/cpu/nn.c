@@ -230,7 +230,12 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   const char *packed = packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
   size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
   size_t tmp_bytes = rows * (size_t)mg * sizeof(float);
+  /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
+   * the last chunk of images: room for both */
+  size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
   size_t scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
+  size_t last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  scratch_size = scratch_size > last_scratch ? scratch_size : last_scratch;
   size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
   if (!mem) return BB_ERR_NOMEM;

@@ -145,6 +145,13 @@ def small_cases(out_dir, rng):
     out = g.node("Sigmoid", [g.node("Add", [g.init("r", rng.standard_normal(7)), mm])])
     write_case(out_dir, "broadcast_add", g.model([("x", x_shape)], [out]), [("x", x)], {"fused_adds": 2})
 
+    # a batch of single-position images the convolution takes in chunks of 512, the last
+    # one shorter (the GEMM's scratch must fit both)
+    g = Graph(rng)
+    out = g.conv("x", 1, 320, k=2)
+    tail = rng.standard_normal((960, 1, 2, 2)).astype(np.float32)
+    write_case(out_dir, "conv_batch_tail", g.model([("x", [960, 1, 2, 2])], [out]), [("x", tail)], {})
+
     # constant subgraph: a shape computed from initializers, weights scaled by a constant,
     # then Gemm → Relu and Softmax; Identity nodes in the path
     g = Graph(rng)
