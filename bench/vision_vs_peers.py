@@ -10,7 +10,12 @@ the process's CPU time per inference; each side runs RUNS timed inferences after
 three rounds alternately, and the best median of each counts. Figures and ratios (peer
 time / bb time: above 1 means bb is faster) are printed together.
 
-usage: /usr/bin/python3 bench/vision_vs_peers.py [BUILD_DIR] [--size S] [--runs R] [--models a,b]"""
+With --train it times a training step instead (softmax cross-entropy against a class
+label, then Adam, batch 1; BatchNormalization in inference mode on both sides, as the ONNX
+file has it) against PyTorch's step (eval mode, zero_grad, forward, loss, backward, Adam);
+onnxruntime has no training here.
+
+usage: /usr/bin/python3 bench/vision_vs_peers.py [BUILD_DIR] [--size S] [--runs R] [--models a,b] [--train]"""
 import argparse
 import os
 import re
@@ -37,19 +42,29 @@ def median_of(cmd):
     return float(MEDIAN.search(out.stdout).group(1)), out.stdout.strip()
 
 
-def torch_median(name, size, runs, seed):
+def torch_median(name, size, runs, seed, train):
     import torchvision
     torch.manual_seed(seed)
     model = getattr(torchvision.models, name)(num_classes=100).eval()
     x = torch.randn(1, 3, size, size)
+    labels = torch.tensor([7])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        if not train:
+            with torch.no_grad():
+                return model(x)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), labels).backward()
+        opt.step()
+
     times = []
-    with torch.no_grad():
-        for _ in range(3):
-            model(x)
-        for _ in range(runs):
-            t0 = time.process_time()
-            model(x)
-            times.append((time.process_time() - t0) * 1e3)
+    for _ in range(3):
+        step()
+    for _ in range(runs):
+        t0 = time.process_time()
+        step()
+        times.append((time.process_time() - t0) * 1e3)
     return sorted(times)[len(times) // 2]
 
 
@@ -59,7 +74,10 @@ def main():
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--models", default="resnet18,mobilenet_v2,efficientnet_b0")
+    ap.add_argument("--train", action="store_true")
     args = ap.parse_args()
+    if args.train:
+        return train_rows(args)
     bench = os.path.join(args.build, "bench", "bench_models")
     shape = f"1,3,{args.size},{args.size}"
     rng = np.random.default_rng(7)
@@ -76,7 +94,7 @@ def main():
                                                                     "--no-rewrites"])[0])
                 best["ort"] = min(best["ort"], median_of(["node", os.path.join(here, "ort_time.mjs"), path, "x", shape,
                                                           str(args.runs)])[0])
-                best["torch"] = min(best["torch"], torch_median(name, args.size, args.runs, 1))
+                best["torch"] = min(best["torch"], torch_median(name, args.size, args.runs, 1, False))
             print(line.split("; ", 1)[1])
             rows.append((name, best))
     print(f"\ninference, batch 1, 3x{args.size}x{args.size}, one thread, CPU ms per inference (best of 3 medians)")
@@ -84,6 +102,27 @@ def main():
     for name, b in rows:
         print(f"{name:<16}{b['bb']:>9.2f}{b['bb_plain']:>15.2f}{b['ort']:>13.2f}{b['torch']:>9.2f}"
               f"{b['ort'] / b['bb']:>8.2f}x{b['torch'] / b['bb']:>9.2f}x")
+
+
+def train_rows(args):
+    bench = os.path.join(args.build, "bench", "bench_models")
+    shape = f"1,3,{args.size},{args.size}"
+    rng = np.random.default_rng(7)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            path = os.path.join(tmp, f"{name}.onnx")
+            export_torchvision(name, path, args.size, rng, opset=16)  # MaxPool's gradient needs 16
+            bb = pt = 1e30
+            for _ in range(3):
+                bb = min(bb, median_of([bench, path, "x", shape, "--runs", str(args.runs), "--train", "100"])[0])
+                pt = min(pt, torch_median(name, args.size, args.runs, 1, True))
+            rows.append((name, bb, pt))
+    print(f"\ntraining step (softmax cross-entropy, Adam), batch 1, 3x{args.size}x{args.size}, one thread, "
+          "CPU ms per step (best of 3 medians)")
+    print(f"{'model':<16}{'bb':>9}{'PyTorch':>9}{'torch/bb':>10}")
+    for name, bb, pt in rows:
+        print(f"{name:<16}{bb:>9.2f}{pt:>9.2f}{pt / bb:>9.2f}x")
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def randomize_batchnorm(model, rng):
                 mod.bias.copy_(torch.from_numpy(rng.standard_normal(c).astype(np.float32) * 0.1))
 
 
-def export_torchvision(name, path, size, rng):
+def export_torchvision(name, path, size, rng, opset=OPSET):
     """torchvision's `name` with random weights and BatchNorm statistics, in inference mode,
     exported with its BatchNormalization nodes kept (PRESERVE skips the exporter's own fold)."""
     import torch
@@ -223,7 +223,7 @@ def export_torchvision(name, path, size, rng):
     randomize_batchnorm(model, rng)
     model.eval()
     x = torch.from_numpy(rng.standard_normal((1, 3, size, size)).astype(np.float32))
-    torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], opset_version=OPSET,
+    torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["logits"], opset_version=opset,
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
     return x.numpy()
 
