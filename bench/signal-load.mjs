@@ -8,10 +8,12 @@
 // peak, the honest joins (how many failed, the median and the slowest), and what the
 // attack achieved.
 //
-//   (cd js && npm run build) && node bench/signal-load.mjs [--package DIR]
+//   (cd js && npm run build) && node bench/signal-load.mjs [--package DIR] [--only TEXT] [--hoarders N]
 //
 // --package attacks the command of another build of the package (say, an older commit's
-// js/ after `npm run build`); the attackers and the honest peers stay this tree's.
+// js/ after `npm run build`); the attackers and the honest peers stay this tree's. --only
+// runs the attacks whose name contains TEXT. --hoarders sets how many members hold all
+// they may (default: this tree's connection cap less 128, for the honest peers).
 import { fork, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -24,12 +26,15 @@ const here = dirname(fileURLToPath(import.meta.url));
 const pkg = join(here, '..', 'js');
 const option = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
 const attacked = resolve(option('--package', pkg));
+const only = option('--only', '');
 const WebSocket = createRequire(join(pkg, 'package.json'))('ws');
 const { Identity, toBase64, fromBase64 } = await import(join(pkg, 'dist', 'identity', 'index.js'));
 const { createJoinToken, joinSignedBytes } = await import(join(pkg, 'dist', 'signal', 'index.js'));
 const { SIGNAL_SERVER_DEFAULTS } = await import(join(pkg, 'dist', 'signal', 'node.js'));
 
 const ATTACK_TIMEOUT_MS = 90_000;
+/** Attacking members the connection cap leaves room for beside the honest peers, 64 to an address. */
+const HOARDERS = Number(option('--hoarders', SIGNAL_SERVER_DEFAULTS.maxConnections - 2 * 64));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const mib = (bytes) => (bytes / 1024 / 1024).toFixed(0);
 const dir = mkdtempSync(join(tmpdir(), 'bb-signal-bench-'));
@@ -198,6 +203,23 @@ const attacks = [
     clearInterval(resend);
     return code === null ? `victim kept its place; a signal sent after the flood reached it in ${(performance.now() - started).toFixed(0)} ms` : `victim CLOSED with ${code}`;
   }],
+  [`${HOARDERS} members from ${HOARDERS / 64} addresses, each holding a full queue and an unfinished 64 KiB frame`, async (url) => {
+    // small-window-sockets.py opens the connections (the kernel takes little of what is
+    // written to them), then runs js/test/fixtures/signal-hoarders.mjs on them
+    const fixtures = join(pkg, 'test', 'fixtures');
+    const hoarders = spawn('/usr/bin/python3', [join(fixtures, 'small-window-sockets.py'), '127.0.0.1', new URL(url).port, String(HOARDERS), '64', '127.0.5.1',
+      '--', process.execPath, join(fixtures, 'signal-hoarders.mjs'), url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    opened.push({ terminate: () => hoarders.kill() });
+    const told = (type) => new Promise((resolve, reject) => {
+      hoarders.on('message', (message) => message.type === type && resolve(message));
+      hoarders.once('exit', (code) => reject(new Error(`the hoarders exited with ${code}`)));
+    });
+    const { members, refused } = await told('joined');
+    hoarders.send('attack');
+    await told('attacked');
+    await sleep(5000); // the server works through what it took
+    return `${members} joined (${refused} refused or closed), and stopped reading with 4 × 60 kB signals for each and 64 KiB of a frame each`;
+  }],
   ['200 TCP connections from one address that never upgrade', async (url) => {
     const port = Number(new URL(url).port);
     const sockets = await Promise.all(Array.from({ length: 200 }, () => new Promise((resolve) => {
@@ -216,7 +238,7 @@ const attacks = [
 console.log(`attacking ${join(attacked, 'bin', 'bytesandbrains-signal.mjs')}`);
 console.log('| attack | server RSS MiB, before → peak | honest joins (failed) | honest join median / slowest ms | outcome |');
 console.log('|---|---|---|---|---|');
-for (const [name, attack] of attacks) {
+for (const [name, attack] of attacks.filter(([name]) => name.includes(only))) {
   current = await start();
   const { server, prober, url, exited } = current;
   await report(prober);

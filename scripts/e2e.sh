@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end runs, each once, and one closing line `e2e: N passed, M failed` over all:
 #   browsers  js/e2e/run.mjs — a Node server peer with Chromium and Firefox pages as
-#             federated clients (hidden and closed pages), federated_cnn, gossip peers
+#             federated clients (hidden and closed pages), federated_cnn, split learning
+#             (splitLearning, browser clients), gossip peers
 #   tiers     js/e2e/tiers.mjs — Redis and two signalling processes; hierarchical FedAvg
 #             with a root, 2 edges and 8 clients (Chromium, Firefox, Node)
 #   engines   js/e2e/engines.mjs — the compute path in WebKit, Firefox and Chromium

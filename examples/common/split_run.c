@@ -53,15 +53,13 @@ static int install(bb_split_run *r, int i, bb_error *err) {
   /* the averager closes a round with every client's part (past 3 s, with three quarters) */
   snprintf(averager, sizeof averager, "quorum=%d,target=%d,deadline_ms=3000,no_quorum=extend",
            s->clients - s->clients / 4, s->clients);
-  /* a partition's bindings name every slot of the Module (a component may reach any as a
-   * dependency), so each node is given what every slot needs */
-  bb_slot_config slots[] = {{"client_model", NULL, s->model},
-                            {"server_model", NULL, s->model},
-                            {"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test},
-                            {"averager", averager, NULL}};
+  /* each side is given what its own part needs: the server the model, a client the model
+   * and its shard (the compiler binds a split's part only where it runs) */
+  bb_slot_config server_slots[] = {{"server_model", NULL, s->model}, {"averager", averager, NULL}};
+  bb_slot_config client_slots[] = {{"client_model", NULL, s->model}, {"data", NULL, i ? &s->data->shards[i - 1] : NULL}};
   bb_fed_peers net = {s->artifact, s->artifact_len, r->peers, (size_t)r->n_peers, s->seed};
   int rc = bb_fed_install_peer(&net, (size_t)i, r->registry, i ? client_targets : &server_target,
-                               i && s->averaged ? 2 : 1, slots, s->averaged ? 4 : 3, &r->nodes[i], err);
+                               i && s->averaged ? 2 : 1, i ? client_slots : server_slots, 2, &r->nodes[i], err);
   /* the server sends the average to every client */
   if (!rc && !i && s->averaged) rc = bb_fed_bind_peers(r->nodes[0], server, "clients", r->peers + 1, (size_t)s->clients, err);
   return rc;

@@ -3,10 +3,16 @@
  * (non-IID) shard of scikit-learn's digits.
  *
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
- *                    [--onnx-model FILE] [--export FILE] [--scenario FILE] [--quiet]
+ *                    [--onnx-model FILE] [--export FILE] [--scenario FILE]
+ *                    [--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
- * the last round reaches 90 %. --drop D crashes D clients halfway; --loss P loses each
+ * the last round reaches --min-accuracy (90 %). --dp-clip C --dp-noise Z makes the server's
+ * FedAvg DP-FedAvg (each client's update clipped to L2 distance C from the global model,
+ * the sum noised with Z × C; docs/PRIVACY.md) and prints after every round the privacy
+ * spent so far: ε at δ = D [1e-5] by the Rényi accountant, over the rounds that closed
+ * with noise, each a step of the Gaussian mechanism on every client (q = 1: the server
+ * sends every round to every client). --drop D crashes D clients halfway; --loss P loses each
  * message with probability P. --snapshot-at R moves the server at round R into a fresh node
  * through a snapshot (the run continues exactly as without). --onnx-model FILE binds the
  * model slot to OnnxModel on that ONNX model (examples/models/digits_mlp.onnx is the MLP
@@ -14,11 +20,13 @@
  * writes the final global model as a standard ONNX model (bb run and onnxruntime execute
  * it). --scenario FILE runs the clients as a population of phones (docs/SIMULATOR.md,
  * "Scenario files"): the file's network, and each client one of its devices. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/privacy.h"
 #include "bb/roles.h"
 #include "federation.h"
 #include "options.h"
@@ -29,7 +37,7 @@
 
 typedef struct options {
   int rounds, clients, drop, quiet, snapshot_at;
-  double loss;
+  double loss, dp_clip, dp_noise, dp_delta, min_accuracy;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
   const char *onnx_model;
@@ -39,21 +47,31 @@ typedef struct options {
 
 static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
-                  "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--quiet]\n");
+                  "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--dp-clip C --dp-noise Z [--dp-delta D]] "
+                  "[--min-accuracy A] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0.0, 1, NULL, NULL, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.90, 1, NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
       {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
       {"--loss", BB_OPTION_DOUBLE, &o->loss},            {"--seed", BB_OPTION_U64, &o->seed},
       {"--data", BB_OPTION_STRING, &o->data},            {"--onnx-model", BB_OPTION_STRING, &o->onnx_model},
-      {"--export", BB_OPTION_STRING, &o->export_path}, {"--scenario", BB_OPTION_STRING, &o->scenario}};
+      {"--export", BB_OPTION_STRING, &o->export_path}, {"--scenario", BB_OPTION_STRING, &o->scenario},
+      {"--dp-clip", BB_OPTION_DOUBLE, &o->dp_clip},      {"--dp-noise", BB_OPTION_DOUBLE, &o->dp_noise},
+      {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1)
     return usage();
+  if (!(o->dp_clip >= 0 && o->dp_clip < 1e30) || !(o->dp_noise >= 0 && o->dp_noise < 1e30) ||
+      !(o->dp_delta > 0 && o->dp_delta < 1) || (o->dp_noise > 0 && o->dp_clip == 0) ||
+      !(o->min_accuracy >= 0 && o->min_accuracy <= 1)) {
+    fprintf(stderr, "federated_digits: --dp-clip and --dp-noise are >= 0 (noise needs a clip), 0 < --dp-delta < 1, "
+                    "0 <= --min-accuracy <= 1\n");
+    return usage();
+  }
   return 0;
 }
 
@@ -63,11 +81,17 @@ static int fail(bb_error *err, int code, const char *what, const char *arg) {
   return code;
 }
 
-/* The artifact: the example's default bindings, or with --onnx-model the model slot on
- * OnnxModel. */
+/* The artifact: the example's default bindings, with --onnx-model the model slot on
+ * OnnxModel, with --dp-clip the aggregator's FedAvg DP-FedAvg. */
 static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *err) {
   const bb_example *ex = &BB_EXAMPLE_FEDERATED_DIGITS;
-  if (!o->onnx_model) return bb_example_compile(ex, 0, artifact, len, err);
+  if (!o->onnx_model && o->dp_clip == 0) return bb_example_compile(ex, 0, artifact, len, err);
+  /* DP-FedAvg's rounds wait for every client (three quarters once the deadline passed):
+   * the accountant's q = 1 then holds however many clients there are */
+  char aggregator[256];
+  snprintf(aggregator, sizeof aggregator,
+           "quorum=%d,target=%d,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g",
+           (3 * o->clients + 3) / 4, o->clients, o->dp_clip, o->dp_noise);
   bb_model *recorded = NULL;
   uint8_t *bytes = NULL;
   size_t n = 0;
@@ -77,9 +101,11 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   bb_compiler *c = rc ? NULL : bb_compiler_new(NULL);
   if (!rc && !c) rc = fail(err, BB_ERR_NOMEM, "out of memory", "");
   if (!rc) rc = ex->configure(c, 0, err);
-  if (!rc) rc = bb_compiler_unbind(c, "model", err);
-  if (!rc) rc = bb_example_declare(c, "OnnxModel", NULL, 0, err);
-  if (!rc) rc = bb_compiler_bind_model(c, "model", "OnnxModel", ONNX_MODEL_CONFIG, err);
+  if (!rc && o->onnx_model) rc = bb_compiler_unbind(c, "model", err);
+  if (!rc && o->onnx_model) rc = bb_example_declare(c, "OnnxModel", NULL, 0, err);
+  if (!rc && o->onnx_model) rc = bb_compiler_bind_model(c, "model", "OnnxModel", ONNX_MODEL_CONFIG, err);
+  if (!rc && o->dp_clip > 0) rc = bb_compiler_unbind(c, "aggregator", err);
+  if (!rc && o->dp_clip > 0) rc = bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", aggregator, err);
   if (!rc) rc = bb_compiler_compile(c, bytes, n, artifact, len, err);
   bb_compiler_free(c);
   bb_buffer_free(NULL, bytes);
@@ -104,6 +130,16 @@ static bool write_export(const bb_federation *f, const options *o, bb_error *err
   bb_buffer_free(NULL, bytes);
   if (!ok) fail(err, BB_ERR_IO, "cannot write ", o->export_path);
   return ok;
+}
+
+/* The privacy the server's rounds spent so far (its counter fedavg.dp_rounds: rounds that
+ * closed with noise), ε at the run's δ; +inf without noise. */
+static double spent(const bb_federation *f, const options *o, uint64_t *rounds) {
+  *rounds = bb_node_counter(f->nodes[0], "fedavg.dp_rounds");
+  double epsilon = 0, order = 0;
+  if (o->dp_noise == 0) return *rounds ? INFINITY : 0;
+  if (*rounds && bb_dp_epsilon(1.0, o->dp_noise, *rounds, o->dp_delta, &epsilon, &order, NULL)) return NAN;
+  return epsilon;
 }
 
 /* The server, snapshotted between two events and restored into a freshly installed node
@@ -153,8 +189,12 @@ int main(int argc, char **argv) {
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   int dropped = 0, moved = 0;
+  uint64_t noised = 0, seen = 0;
   while (f.progress.round < o.rounds) {
     if (bb_sim_step(f.sim, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
+    double epsilon = o.dp_clip > 0 ? spent(&f, &o, &noised) : 0;
+    if (noised != seen && !o.quiet) printf("privacy spent: epsilon %.4g at delta %g after %llu rounds\n", epsilon, o.dp_delta, (unsigned long long)noised);
+    seen = noised;
     if (o.snapshot_at && !moved && f.progress.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
       if (move_server(&f, o.quiet, &err)) return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;
       moved = 1;
@@ -171,9 +211,15 @@ int main(int argc, char **argv) {
   }
   bb_sim_stats st;
   bb_sim_get_stats(f.sim, &st);
-  int ok = f.progress.accuracy >= 0.90f;
-  printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s 0.90); %llu messages sent, %llu lost\n",
-         f.progress.round, (double)f.progress.accuracy, ok ? ">=" : "below", (unsigned long long)st.sent, (unsigned long long)st.lost);
+  int ok = f.progress.accuracy >= (float)o.min_accuracy;
+  printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n",
+         f.progress.round, (double)f.progress.accuracy, ok ? ">=" : "below", o.min_accuracy, (unsigned long long)st.sent, (unsigned long long)st.lost);
+  if (o.dp_clip > 0) {
+    const double epsilon = spent(&f, &o, &noised);
+    printf("federated_digits: differential privacy: clip %g, noise multiplier %g, %llu rounds accounted, epsilon %.6g at delta %g\n",
+           o.dp_clip, o.dp_noise, (unsigned long long)noised, epsilon, o.dp_delta);
+    if (isnan(epsilon)) ok = 0;
+  }
   if (o.export_path && !write_export(&f, &o, &err)) {
     fprintf(stderr, "federated_digits: export: %s\n", err.message);
     ok = 0;

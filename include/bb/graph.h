@@ -298,6 +298,10 @@ typedef enum bb_split_shape {
   BB_SPLIT_U = 1
 } bb_split_shape;
 
+/* How long a client's step waits for its answer by default (SplitModel's timeout_ms), and
+ * so how long the split's messages live on the wire (their deadline). */
+#define BB_SPLIT_TIMEOUT_MS 10000
+
 /* One ONNX model trained across two peer classes, cut at named values (docs/SPLIT.md).
  * The model itself is the slots' business: each side's slot is bound to a component that
  * takes the model (SplitModel), and the compiler tells each which part it holds. */

@@ -1,6 +1,7 @@
 // One browser peer of the end-to-end runs (run.mjs, nat.mjs, tiers.mjs): a federated_digits
 // client, a federated_cnn client (the page fetches the PyTorch CNN and hands it to its
-// OnnxModel), a gossip_digits peer or a hierarchical_digits client, with the package's
+// OnnxModel), a split learning client (the splitLearning template: the page builds the
+// CNN's convolutions only), a gossip_digits peer or a hierarchical_digits client, with the package's
 // identity, node, WebRTC transport, signalling client
 // and PollDriver, exactly as a web app would use them. Progress is published on window.e2e.
 // The page makes its identity (kept in IndexedDB) and publishes its peer id; run.mjs, the
@@ -15,6 +16,7 @@ import {
   peersValue,
   scalarOf,
   splitDigits,
+  splitLearning,
   tensorValue,
 } from '/pkg/index.js';
 import { loadIdentity } from '/pkg/identity/index.js';
@@ -47,6 +49,7 @@ async function main() {
   // a room that admits by token: the node checks its members' tokens (connectPeer insists)
   const admission = start.token === undefined ? undefined : admissionOf(start.token);
   let node;
+  let afterConnect;
   if (role === 'hier') {
     // a client of hierarchical_digits: it reports to its edge aggregator (start.edge)
     const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
@@ -66,6 +69,24 @@ async function main() {
     const split = splitDigits(bb, csv, peers, 1, 5);
     node = installCnnClient(bb, artifact, self, start.server, split.shards[index - 1], model, index + 1);
     split.free();
+  } else if (role === 'split') {
+    // the operator's template options: the page makes the same plan and installs its side
+    const artifact = new Uint8Array(await (await fetch('/artifact-split.bin')).arrayBuffer());
+    const model = new Uint8Array(await (await fetch('/digits_cnn.onnx')).arrayBuffer());
+    const split = splitDigits(bb, csv, peers, 1, 5);
+    const client = splitLearning(start.plan).installClient(bb, { artifact, model, self, server: start.server, data: split.shards[index - 1], test: split.test, seed: index + 1 });
+    node = client.node;
+    // the steps start once the link to the server is open: an activation that waited for
+    // it would arrive past its deadline and the step would wait out its timeout
+    afterConnect = async (running) => {
+      const open = new Promise((resolve) => running.transport.events.on('state', (peer, s) => peer === start.server && s === 'open' && resolve()));
+      running.transport.connect(start.server);
+      if (running.transport.state(start.server) !== 'open') await open;
+      client.start(running.driver.now());
+      split.free();
+      running.driver.wake();
+      setInterval(() => (state.split = client.counts()), 200);
+    };
   } else {
     // gossip: the page compiles the example itself (the compiler is deterministic, so every
     // peer gets the same artifact) and learns on its own shard
@@ -106,6 +127,7 @@ async function main() {
     const d = running.driver.stats;
     Object.assign(state, { sent: s.sent, received: s.received, frames: d.frames, animationFrames: d.animationFrames, polls: d.polls, visibility: document.visibilityState, driverState: running.driver.state, memoryBytes: bb.exports.memory.buffer.byteLength });
   }, 100);
+  await afterConnect?.(running);
   state.ready = true;
   log(`peer ${self} ready (${role})`);
 }

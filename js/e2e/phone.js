@@ -23,6 +23,11 @@ const index = Number(params.get('i'));
 const state = { ready: false, error: null, resumed: false, resumeError: null, trainSteps: 0, saves: 0, sent: 0, droppedWaiting: 0, policy: null };
 window.e2e = state;
 const log = (line) => (document.getElementById('log').textContent += `${line}\n`);
+/** A saved record the package refused (damaged, foreign, stale): the page starts afresh. */
+const refused = (error) => {
+  state.resumeError = String(error?.message ?? error);
+  log(`saved state refused: ${state.resumeError}`);
+};
 
 async function main() {
   const bb = await loadBb(new URL('/bb.wasm', location.href));
@@ -33,43 +38,26 @@ async function main() {
   const csv = new Uint8Array(await (await fetch('/digits.csv')).arrayBuffer());
   const split = splitDigits(bb, csv, 2, 1, 5);
   const data = split.shards[index];
-  const current = (await (await fetch('/artifact.sha256')).text()).trim();
   const store = indexedDbStore();
   const key = `phones/${self}`;
-  let saved;
-  try {
-    saved = await readSavedNode(store, key);
-  } catch (error) {
-    state.resumeError = String(error?.message ?? error);
-    log(`saved state refused: ${state.resumeError}`);
-  }
-  let node;
-  let clock;
-  let artifact;
-  if (saved !== undefined && saved.artifactSha256 === current) {
-    ({ node, clock } = await resumeNode(bb, saved, { self, slots: { data: { dataset: data } } }));
-    artifact = saved.artifact;
-    state.resumed = true;
-    state.resumedSteps = Number(node.counter('train.steps'));
-  } else {
-    artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
-    node = phonePlan(pkg).installClient(bb, { artifact, self, server: start.server, data });
-  }
-  // a phone's policy: train while charging (the Battery API; the test's init script stands in for it)
-  const policy = await ParticipationPolicy.start({ charging: true, unmetered: false, respectSaveData: false });
-  const keeper = keepNode(node, { store, key, artifact, minIntervalMs: 300, ...(clock === undefined ? {} : { clock }) });
+  const saved = await readSavedNode(store, key).catch((error) => void refused(error));
+  const current = (await (await fetch('/artifact.sha256')).text()).trim();
+  const artifact = saved?.artifactSha256 === current ? saved.artifact : new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
+  const { node, clock } = saved?.artifactSha256 === current
+    ? await resumeNode(bb, saved, { self, slots: { data: { dataset: data } } })
+    : { node: phonePlan(pkg).installClient(bb, { artifact, self, server: start.server, data }), clock: undefined };
+  const keeper = keepNode(node, { store, key, artifact, minIntervalMs: 300, ...(clock ? { clock } : {}) });
+  state.resumed = saved?.artifactSha256 === current;
+  if (state.resumed) state.resumedSteps = Number(node.counter('train.steps'));
   // a test hook: stop saving, so a record the test damages stays as it left it
   window.e2eStopSaving = () => keeper.stop();
-  const running = await connectPeer(node, {
-    url: params.get('signal'),
-    room: params.get('room'),
-    identity,
-    participation: policy,
-    ...(clock === undefined ? {} : { clock }),
-    onStep(step) {
-      if (step.kind === 'opFailed') log(`op failed: ${step.op}: ${step.detail}`);
-    },
-  });
+  // a phone's policy: train while charging (the Battery API; the test's init script stands in for it)
+  const policy = await ParticipationPolicy.start({ charging: true, unmetered: false, respectSaveData: false });
+  policy.onChange((s) => log(s.participating ? 'training' : `waiting: ${s.waiting.join(', ')}`));
+  const url = params.get('signal');
+  const room = params.get('room');
+  const onStep = (step) => step.kind === 'opFailed' && log(`op failed: ${step.op}: ${step.detail}`);
+  const running = await connectPeer(node, { url, room, identity, participation: policy, onStep, ...(clock ? { clock } : {}) });
   setInterval(() => {
     const s = running.stats();
     Object.assign(state, { trainSteps: Number(node.counter('train.steps')), saves: keeper.stats.saves, sent: s.sent, droppedWaiting: s.droppedWaiting, policy: policy.state });

@@ -11,6 +11,10 @@
 //              handed the CNN exported from PyTorch (examples/models/digits_cnn.onnx) and
 //              training it with OnnxModel; the global model must reach 97 %, and the
 //              server's export of it, scored by onnxruntime-node, the same accuracy.
+//   split:     the Node process is the server of split learning (the splitLearning template,
+//              SplitFed) of the same CNN cut after its convolutions; 4 pages are its
+//              clients, each building only the convolutions and sending their activations:
+//              every client's held-out accuracy must reach 97 %.
 //   gossip:    6 pages run gossip_digits with no server; every peer must reach 85 %.
 //              Peer 0 is Firefox among five Chromium peers.
 //   Each Firefox page is a browser of its own: Firefox clamps the timers of a window's
@@ -21,7 +25,7 @@
 //   scripts/e2e.sh --web-demo.)
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
-//   --only federated|cnn|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
+//   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated run's figures as JSON (bench/browser-rounds.sh)
 //   BB_CHROMIUM overrides /usr/bin/chromium
@@ -40,6 +44,7 @@ import {
   roundReporter,
   runPeer,
   splitDigits,
+  splitLearning,
   startCnnServer,
   startDigitsServer,
 } from '../dist/index.js';
@@ -300,6 +305,58 @@ async function cnn() {
   await context.close();
 }
 
+// ---- split_cnn ------------------------------------------------------------------------------
+
+/** The split every peer makes with one template call (the pages get the same options). */
+const SPLIT_CNN = { cut: '/MaxPool_1_output_0', clients: 4, training: { loss: 'xent', optimizer: 'nesterov', lr: 0.05 }, evalMs: 500 };
+
+async function split() {
+  console.log('\n== split_cnn: a Node server holds the CNN\'s dense layers, 4 browser clients its convolutions (SplitFed) over WebRTC');
+  const clients = SPLIT_CNN.clients;
+  const bb = await loadBb(readFileSync(join(packageRoot, 'wasm', 'bb.wasm')));
+  const plan = splitLearning(SPLIT_CNN);
+  const artifact = plan.compile(bb);
+  files.set('/artifact-split.bin', ['application/octet-stream', artifact]);
+  const serverIdentity = await Identity.generate();
+  const server = plan.installServer(bb, { artifact, model: new Uint8Array(cnnModel), self: serverIdentity.peerId, seed: 1 });
+  const room = `split-${process.pid}`;
+  const allow = new Map([[serverIdentity.peerId, 'server']]);
+  policies.set(room, { allow });
+  const transport = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity: serverIdentity, role: 'server' }) });
+  const running = runPeer(server.node, transport);
+  const context = await browser.newContext();
+  const pages = [];
+  for (let k = 1; k <= clients; k++) pages.push(await openPeer(context, { role: 'split', i: k, peers: clients, room, signal: signalUrl }));
+  const clientIds = pages.map((p) => p.self);
+  for (const id of clientIds) allow.set(id, 'client');
+  server.start(clientIds);
+  for (const p of pages) await p.start({ server: serverIdentity.peerId, plan: SPLIT_CNN });
+  const started = performance.now();
+  // the pages' states when the last client reached the bar (a later score may dip below it)
+  let states = [];
+  let lowest = 0;
+  const worst = async () => {
+    states = await Promise.all(pages.map((p) => p.state()));
+    return (lowest = Math.min(...states.map((s) => s.accuracy.at(-1) ?? 0)));
+  };
+  await until('every client at 0.97', async () => (await worst()) >= 0.97, 300_000, 500).catch(() => undefined);
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  const counts = server.counts();
+  check('split: every client\'s held-out accuracy reaches 97 % with its convolutions in the browser and the rest on the server', lowest >= 0.97,
+    `worst ${lowest.toFixed(3)} after ${seconds} s; per client ${states.map((s) => (s.accuracy.at(-1) ?? 0).toFixed(3)).join(' ')}; client steps ${states.map((s) => s.split?.steps ?? 0).join(' ')}, server steps ${counts.steps}`);
+  const averages = Number(server.node.counter('fedavg.rounds_closed'));
+  check('split: SplitFed averaged the clients\' convolutions: the server closed rounds and every client shared its part', averages > 0 && states.every((s) => (s.split?.shares ?? 0) > 0),
+    `${averages} rounds closed; shares per client ${states.map((s) => s.split?.shares ?? 0).join(' ')}`);
+  check('split: nothing was refused, no step was given up', counts.refused_activations === 0 && states.every((s) => s.split && s.split.refused_gradients === 0 && s.split.timeouts === 0 && s.split.average_timeouts === 0),
+    `server ${JSON.stringify(counts)}; clients ${states.map((s) => JSON.stringify(s.split)).join(' ')}`);
+  const pageErrors = pages.flatMap((p) => p.errors);
+  check('split: no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
+  running.stop();
+  transport.close();
+  server.node.free();
+  await context.close();
+}
+
 // ---- gossip -------------------------------------------------------------------------------
 
 async function gossip() {
@@ -352,6 +409,13 @@ try {
       await cnn();
     } catch (error) {
       check('cnn run', false, String(error?.message ?? error));
+    }
+  }
+  if (only === undefined || only === 'split') {
+    try {
+      await split();
+    } catch (error) {
+      check('split run', false, String(error?.message ?? error));
     }
   }
   if (only === undefined || only === 'gossip') {

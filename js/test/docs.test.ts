@@ -8,6 +8,8 @@
  *   files in Chromium pages built by Vite);
  * - every other code block of docs/WEB.md and docs/GUIDE.md runs as written (the C ones:
  *   ctest -R guide_c), and none is left that no test runs;
+ * - docs/SPLIT.md's TypeScript block, run as written on the digits, installs a server and
+ *   a client that train the CNN split and print held-out scores;
  * - the docs that ship in the package link only to docs that ship, and the type
  *   declarations name no other file;
  * - the size figures of README.md, js/README.md and docs/WEB.md are within 3 % of what
@@ -17,6 +19,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 
 import { createRequire } from 'node:module';
 
@@ -24,7 +27,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 
 // @ts-expect-error the size script is plain JavaScript
 import { measure } from '../scripts/size.mjs';
-import { packageRoot, repoRoot } from './support.js';
+import * as pkg from '../src/index.js';
+import { packageRoot, repoRoot, wasmBytes } from './support.js';
 import { docBlocks, NODE_PAGE_SHIM, tutorialCommands, tutorialFiles, tutorialSection } from './tutorial.js';
 
 const ort = createRequire(import.meta.url)('onnxruntime-node') as {
@@ -142,6 +146,12 @@ describe('the tutorial', () => {
   }, 150_000);
 });
 
+/**
+ * A block whose first line names an end-to-end page (`// js/e2e/phone.js ...`) shows that
+ * page's lines; the e2e run (scripts/e2e.sh) runs them in Chromium.
+ */
+const E2E_EXCERPT = /^\/\/ js\/(e2e\/[\w.-]+\.js)\b/;
+
 /** The programs of WEB.md and GUIDE.md outside the tutorial, and what each prints when it works. */
 const PROGRAMS: Readonly<Record<string, RegExp>> = {
   'frames.mjs': /^trained on the stream: (100\.0|9\d\.\d) %$/m,
@@ -170,17 +180,66 @@ describe('every code block of WEB.md and GUIDE.md', () => {
     }
   }, 240_000);
 
+  test('an excerpt of an end-to-end page is that page's code, line by line in its order', () => {
+    const excerpts = blocks.filter((block) => E2E_EXCERPT.test(block.code));
+    expect(excerpts.length).toBeGreaterThan(0);
+    for (const block of excerpts) {
+      const page = readFileSync(join(packageRoot, E2E_EXCERPT.exec(block.code)![1]!), 'utf8').split('\n').map((line) => line.trim());
+      let at = 0;
+      for (const line of block.code.split('\n').slice(1).map((l) => l.trim()).filter((l) => l !== '')) {
+        const found = page.indexOf(line, at);
+        expect(found, `${E2E_EXCERPT.exec(block.code)![1]} has no line, after line ${at}: ${line}`).toBeGreaterThanOrEqual(0);
+        at = found + 1;
+      }
+    }
+  });
+
   test('each is run by a test', () => {
     const tutorial = new Set(tutorialFiles(readme).keys());
     const unrun = blocks.filter((block) => {
       if (block.file !== undefined && (tutorial.has(block.file) || block.file in PROGRAMS)) return false; // this file
       if (block.language === 'c' && block.file !== undefined) return false; // ctest -R guide_c
+      if (E2E_EXCERPT.test(block.code)) return false; // an end-to-end page's own lines (below)
       // the tutorial's install lines (test/pack.test.ts, in a fresh app) and its serve command (above)
       if (block.language === 'sh' && tutorialCommands(readme).some((lines) => block.code.includes(lines[0]!))) return false;
       return true;
     });
     expect(unrun.map((block) => `${block.language}: ${block.code.slice(0, 80)}`)).toEqual([]);
   });
+});
+
+describe("docs/SPLIT.md's TypeScript block", () => {
+  test('runs as written: the server and the client it installs train the CNN split, every step answered', async () => {
+    const block = /\n## From TypeScript\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readFileSync(join(repoRoot, 'docs', 'SPLIT.md'), 'utf8'))?.[1];
+    expect(block, 'no ts block under "## From TypeScript"').toBeDefined();
+    // what it imports, the package exports; the rest of it is plain JavaScript
+    const imported = /^import \{([^}]*)\} from 'bytesandbrains';\n/.exec(block!)!;
+    const names = imported[1]!.split(',').map((n) => n.trim());
+    for (const name of names) expect(pkg, `bytesandbrains exports no ${name}`).toHaveProperty(name);
+    const given = ['bb', 'cnn', 'data', 'test'];
+    const run = new Function(...names, ...given, `${block!.slice(imported[0].length)}\nreturn { server, client };`) as (...args: unknown[]) => { server: pkg.SplitServer; client: pkg.SplitClient };
+    const bb = await pkg.loadBb(wasmBytes());
+    const digits = pkg.Dataset.fromCsv(bb, gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz')));
+    const data = digits.subset(Array.from({ length: 256 }, (_, i) => i));
+    const test = digits.subset(Array.from({ length: 200 }, (_, i) => 1000 + i));
+    const cnn = new Uint8Array(readFileSync(join(repoRoot, 'examples', 'models', 'digits_cnn.onnx')));
+    const log = console.log;
+    const printed: string[] = [];
+    console.log = (line: string) => printed.push(line);
+    try {
+      const { server, client } = run(...names.map((n) => pkg[n as keyof typeof pkg]), bb, cnn, data, test);
+      const network = new pkg.LocalNetwork([server.node, client.node]);
+      let now = pkg.monotonicNowNs();
+      for (let ms = 0; ms < 20_000 && printed.length < 3; ms++) network.poll((now += 1_000_000n));
+      expect(printed.length, 'the client printed no held-out score').toBeGreaterThanOrEqual(3);
+      expect(printed.every((line) => /^held out: (0(\.\d+)?|1)$/.test(line)), printed.join(' | ')).toBe(true);
+      expect(client.counts()).toMatchObject({ timeouts: 0, refused_gradients: 0 });
+      expect(client.counts().steps).toBeGreaterThan(0);
+      expect(server.counts().steps).toBe(client.counts().steps);
+    } finally {
+      console.log = log;
+    }
+  }, 60_000);
 });
 
 describe('the docs that ship', () => {

@@ -76,8 +76,32 @@ const GossipDigits = module('GossipDigits', (g) => {
   g.aggregator('aggregator').contribute(received, received);
 });
 
-function compileWith(example: string, bytes: Uint8Array): Uint8Array {
-  const compiler = Compiler.forExample(bb, example);
+/** split_cnn's Modules (src/programs/split_cnn.c): SplitCnn, SplitCnnU and SplitFedCnn. */
+const CUT = '/MaxPool_1_output_0';
+const HEAD_CUT = '/Relu_2_output_0';
+function splitCnn(name: string, shape: 'vanilla' | 'u', averaged: boolean): Module {
+  return module(name, (g) => {
+    const server = g.input('server', TYPES.peerIds);
+    const x = g.input('test_x', TYPES.tensorF32);
+    const y = g.input('test_y', TYPES.tensorF32);
+    const tick = g.interval(1_000_000);
+    const evalTick = g.interval(1_000_000_000);
+    const clients = averaged ? g.input('clients', TYPES.peerIds) : undefined;
+    g.split({
+      shape,
+      cuts: shape === 'u' ? [CUT, HEAD_CUT] : [CUT],
+      clientModel: g.model('client_model'),
+      serverModel: g.model('server_model'),
+      server,
+      tick,
+      heldOut: { x, y, tick: evalTick },
+      ...(clients === undefined ? {} : { averaging: { averager: g.aggregator('averager'), clients } }),
+    });
+  });
+}
+
+function compileWith(example: string, bytes: Uint8Array, moduleIndex = 0): Uint8Array {
+  const compiler = Compiler.forExample(bb, example, moduleIndex);
   try {
     return compiler.compile(bytes);
   } finally {
@@ -95,6 +119,15 @@ describe('the examples written in TypeScript', () => {
       const fromC = Compiler.recordExample(bb, example);
       expect(Buffer.from(fromTs).equals(Buffer.from(fromC))).toBe(true);
       expect(Buffer.from(compileWith(example, fromTs)).equals(Buffer.from(compileWith(example, fromC)))).toBe(true);
+    });
+  }
+
+  for (const [index, recorded] of [splitCnn('SplitCnn', 'vanilla', false), splitCnn('SplitCnnU', 'u', false), splitCnn('SplitFedCnn', 'vanilla', true)].entries()) {
+    test(`split_cnn's ${recorded.name}: the same ModelProto bytes and the same artifact as the C recording`, () => {
+      const fromTs = recorded.build(bb);
+      const fromC = Compiler.recordExample(bb, 'split_cnn', index);
+      expect(Buffer.from(fromTs).equals(Buffer.from(fromC))).toBe(true);
+      expect(Buffer.from(compileWith('split_cnn', fromTs, index)).equals(Buffer.from(compileWith('split_cnn', fromC, index)))).toBe(true);
     });
   }
 
@@ -247,7 +280,7 @@ describe('every refusal of the recorder reaches TypeScript with its message', ()
     ['a network port twice', (g) => { g.netOut('p', x(g), x(g)); g.netOut('p', x(g), x(g)); }, BbErrorCode.Exists, "network port 'p' is declared twice"],
     ['a port named like an input', (g) => void g.output('x', x(g)), BbErrorCode.Exists, "output port 'x' clashes with a value"],
     ['an input retyped', (g) => { x(g); g.input('x', TYPES.trigger); }, BbErrorCode.Type, "input 'x' declared again as bb.trigger; it was declared bb.peer_id"],
-    ['an unknown method', (g) => void g.roleCall('Model', 'model', 'Foward', [x(g)]), BbErrorCode.NotFound, "Model slot 'model' has no method 'Foward' (its methods: Forward, Backward, ComputeLoss, ApplyDelta, LoadParameters, Params, Fit, Evaluate, Export, SplitForward, SplitRelay, SplitLoss, SplitBackward)"],
+    ['an unknown method', (g) => void g.roleCall('Model', 'model', 'Foward', [x(g)]), BbErrorCode.NotFound, "Model slot 'model' has no method 'Foward' (its methods: Forward, Backward, ComputeLoss, ApplyDelta, LoadParameters, Params, Fit, Evaluate, Export, SplitForward, SplitRelay, SplitLoss, SplitBackward, SplitShare)"],
     ['a Protocol slot method', (g) => void g.roleCall('Protocol', 'registry', 'Announce', []), BbErrorCode.NotFound, "Protocol slot 'registry' has no method 'Announce'"],
     ['a wrong arity', (g) => void g.roleCall('Model', 'model', 'Forward', [x(g), x(g)]), BbErrorCode.InvalidArgument, "Model.Forward (slot 'model') takes 1 inputs and gives 1 outputs; called with 2 and 1"],
     ['a missing INT attribute', (g) => void g.roleCall('Index', 'index', 'Search', [x(g)]), BbErrorCode.InvalidArgument, "Index.Search (slot 'index') needs the INT attribute 'k'"],
@@ -284,6 +317,10 @@ describe('every refusal of the recorder reaches TypeScript with its message', ()
     ['a reserved topic', (g) => g.appEmit('bb.rounds', x(g)), BbErrorCode.InvalidArgument, "syscall AppEmit: topic 'bb.rounds' uses a reserved prefix"],
     ['a tensor held', (g) => g.hold('h').stash(g.input('t', TYPES.tensorF32)), BbErrorCode.Type, "syscall Hold.Stash keeps Bytes; input 0 is value 't' of type ai.bytesandbrains.tensor.f32"],
     ['a bad protocol domain', (g) => void g.protocolCall('ai.bytesandbrains.role.model', 'Hello'), BbErrorCode.InvalidArgument, "protocol domain 'ai.bytesandbrains.role.model' is not ai.bytesandbrains.protocol.<name>"],
+    ['a vanilla split cut twice', (g) => g.split({ shape: 'vanilla', cuts: ['a', 'b'], clientModel: g.model('c'), serverModel: g.model('s'), server: g.input('server', TYPES.peerIds), tick: g.interval() }), BbErrorCode.InvalidArgument, 'split: a vanilla split is cut at 1 value; got 2'],
+    ['a split in one slot', (g) => g.split({ shape: 'u', cuts: ['a', 'b'], clientModel: g.model('m'), serverModel: g.model('m'), server: g.input('server', TYPES.peerIds), tick: g.interval() }), BbErrorCode.InvalidArgument, "split: the client and the server hold their parts in one slot 'm'; give each its own"],
+    ['a cut that names no value', (g) => g.split({ shape: 'vanilla', cuts: ['a,b'], clientModel: g.model('c'), serverModel: g.model('s'), server: g.input('server', TYPES.peerIds), tick: g.interval() }), BbErrorCode.InvalidArgument, "split: cut 'a,b' is not the name of a value"],
+    ['a sender of no port', (g) => void g.lookupSender('nowhere'), BbErrorCode.NotFound, "'nowhere'"],
     ["the author's own error", (g) => g.fail('too many layers (99)', BbErrorCode.Limit), BbErrorCode.Limit, "module 'T': too many layers (99)"],
     ['the first error wins', (g) => { g.lookupOutput('first'); expect(g.failed).toBe(true); g.lookupOutput('second'); }, BbErrorCode.NotFound, "'first'"],
   ];

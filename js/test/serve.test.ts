@@ -72,6 +72,9 @@ describe('mistakes are named, with exit 2', () => {
     [['--model', 'builtin:digits-mlp', '--test', 'narrow.csv'], /--test narrow\.csv does not fit --model builtin:digits-mlp: .*not whole rows of 64 \(input pixels takes 64 per row\)/],
     [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--resume', 'test.csv'], /checkpoint test\.csv is not a whole checkpoint of this server/],
     [['--config', 'bad.json'], /--config bad\.json: unknown key "clientz"/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--dp-clip', '1'], /--dp-clip and --dp-noise go together/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--dp-clip', '0', '--dp-noise', '1'], /--dp-clip must be a number > 0 and <= 3e\+38, got "0"/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--dp-clip', '1', '--dp-noise', '1', '--dp-delta', '1'], /--dp-delta must be in \(0, 1\), got "1"/],
   ])('%j', (args, message) => {
     writeFileSync(join(scratch, 'bad.json'), JSON.stringify({ model: 'builtin:digits-mlp', clientz: 3 }));
     const { status, output } = serveSync(args);

@@ -337,6 +337,51 @@ describe('server limits', () => {
     expect(sink.socket.readyState).toBe(WebSocket.OPEN);
   });
 
+  it('gets an honest offer and candidate through to a member that 60 others flood while it reads slowly', async () => {
+    await restart({});
+    const FLOODERS = 60;
+    const victim = await raw();
+    await victim.join('busy', await identity('victim'));
+    victim.pause();
+    const honest = await raw();
+    await honest.join('busy', await identity('honest'));
+    const flooders = await Promise.all(Array.from({ length: FLOODERS }, async () => {
+      const flooder = await raw();
+      await flooder.join('busy', await Identity.generate());
+      return flooder;
+    }));
+    // signals of 1 kB, smaller than an offer: whatever the victim reads makes room for one
+    const pad = 'x'.repeat(1000);
+    const flood = (phase: number, count: number): Promise<void[]> => Promise.all(flooders.map((flooder) => new Promise<void>((resolve) => {
+      const frame = JSON.stringify({ type: 'signal', to: victim.peerId, data: { phase, pad } });
+      for (let i = 1; i < count; i++) flooder.socket.send(frame);
+      flooder.socket.send(frame, () => resolve());
+    })));
+    // the victim's kernel buffers fill (some 4 MB on loopback), then what the server keeps for it
+    await flood(1, 80);
+    await vi.waitFor(() => expect(server.stats().droppedSignals).toBeGreaterThan(0), { timeout: 20_000 });
+    honest.send({ type: 'signal', to: victim.peerId, data: { sdp: 'offer', pad: 'o'.repeat(2000) } });
+    honest.send({ type: 'signal', to: victim.peerId, data: { candidate: 1 } });
+    honest.send({ type: 'ice' }); // answered once the two signals before it were handled
+    await honest.nextOf('ice');
+    const before = server.stats().droppedSignals;
+    await flood(2, 20);
+    await vi.waitFor(() => expect(server.stats().droppedSignals).toBeGreaterThan(before), { timeout: 20_000 });
+    // it reads again: the flood keeps it busy, but the offer comes behind at most one signal of each flooder
+    victim.resume();
+    const read: Array<{ phase?: number; sdp?: string; candidate?: number }> = [];
+    while (!read.some((data) => data.candidate !== undefined)) {
+      const message = await victim.nextOf('signal');
+      read.push(message['data'] as (typeof read)[number]);
+    }
+    const offerAt = read.findIndex((data) => data.sdp === 'offer');
+    expect(offerAt).toBeGreaterThanOrEqual(0);
+    expect(offerAt).toBeLessThan(read.length - 1);
+    expect(read.slice(0, offerAt).filter((data) => data.phase === 2).length).toBeLessThanOrEqual(FLOODERS);
+    expect(victim.socket.readyState).toBe(WebSocket.OPEN);
+    for (const flooder of flooders) flooder.terminate();
+  }, 60_000);
+
   it('closes with 4002 a socket that asks for more replies than it reads', async () => {
     await restart({ maxBufferedBytes: 16 * 1024, rateBurst: 100_000, ratePerSecond: 100_000, byteBurst: 1 << 30, bytesPerSecond: 1 << 30 });
     const greedy = await raw();

@@ -1,5 +1,5 @@
 /** What the signalling tests share: identities by name, a raw protocol peer, and child processes. */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 
@@ -158,24 +158,30 @@ export function rssOf(pid: number): number {
 
 /** Sends `question` to a child process and resolves with its first message of type `answer`; rejects if it exits first. */
 export function ask<T>(child: ChildProcess, question: string, answer: string): Promise<T> {
+  const answered = reportOf<T>(child, answer, `asked ${question}`);
+  if (child.connected) child.send(question);
+  return answered;
+}
+
+/** The next message of type `type` from a child process; rejects if it exits first (`what`: what it was waiting for). */
+export function reportOf<T>(child: ChildProcess, type: string, what = `waited for ${type}`): Promise<T> {
   return new Promise((resolve, reject) => {
     const on = (message: { type: string }): void => {
-      if (message.type !== answer) return;
+      if (message.type !== type) return;
       done();
       resolve(message as T);
     };
     const exit = (code: number | null): void => {
       done();
-      reject(new Error(`the child process exited with ${code} before answering ${question}`));
+      reject(new Error(`the child process exited with ${code} (${what})`));
     };
     const done = (): void => {
       child.off('message', on);
       child.off('exit', exit);
     };
-    if (child.exitCode !== null || child.signalCode !== null) return reject(new Error(`the child process is gone (asked ${question})`));
+    if (child.exitCode !== null || child.signalCode !== null) return reject(new Error(`the child process is gone (${what})`));
     child.on('message', on);
     child.once('exit', exit);
-    child.send(question);
   });
 }
 
@@ -219,4 +225,19 @@ export async function serverUnderTest(options: Record<string, unknown>): Promise
       }
     },
   };
+}
+
+/** Members of fixtures/signal-hoarders.mjs, on connections of fixtures/small-window-sockets.py. */
+export interface Hoarders {
+  readonly child: ChildProcess;
+  /** Its next report of `type` ('joined', then 'attacked' once sent 'attack'); rejects if it exits first. */
+  told(type: string): Promise<{ type: string; members?: number; refused?: number }>;
+}
+
+/** `count` hoarding members joined to the server at `url`, 64 from each address counting up from `first`. */
+export function startHoarders(url: string, count: number, first: string): Hoarders {
+  const fixtures = new URL('./fixtures/', import.meta.url).pathname;
+  const child = spawn('/usr/bin/python3', [`${fixtures}small-window-sockets.py`, '127.0.0.1', new URL(url).port, String(count), '64', first,
+    '--', process.execPath, `${fixtures}signal-hoarders.mjs`, url], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return { child, told: (type) => reportOf(child, type) };
 }

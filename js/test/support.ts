@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 
-import { BbError, Dataset, type Bb } from '../src/index.js';
+import { BbError, Dataset, type Bb, type ComponentContext, type HostTensor, type ModelComponent } from '../src/index.js';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const packageRoot = join(repoRoot, 'js');
@@ -131,4 +131,43 @@ export function twoBlobs(bb: Bb, rows: number, seed: number): Dataset {
     x[2 * r + 1] = (label ? 4 : 2) + 0.6 * gauss();
   }
   return Dataset.fromArrays(bb, x, 2, y);
+}
+
+/** A logistic regression written in TypeScript: the ModelComponent contract, trained on the batches of its data slot. */
+export class LogisticRegression implements ModelComponent {
+  w = new Float32Array(3); // w0, w1, bias
+  params(): HostTensor<'float'> {
+    return { dtype: 'float', dims: [3], data: this.w.slice() };
+  }
+  loadParameters(params: HostTensor): void {
+    this.w = Float32Array.from(params.data as Float32Array);
+  }
+  fit(params: HostTensor, context: ComponentContext): { trained: HostTensor<'float'>; samples: number } {
+    this.loadParameters(params);
+    let samples = 0;
+    for (let step = 0; step < 5; step++) {
+      const [batch, labels] = context.call('data', 'NextBatch', [], 2);
+      if (batch?.kind !== 'tensor' || labels?.kind !== 'tensor') throw new Error('NextBatch gave no tensors');
+      const x = batch.tensor.data as Float32Array;
+      const y = labels.tensor.data as Float32Array;
+      const grad = new Float32Array(3);
+      for (let r = 0; r < y.length; r++) {
+        const p = 1 / (1 + Math.exp(-(this.w[0]! * x[2 * r]! + this.w[1]! * x[2 * r + 1]! + this.w[2]!)));
+        const e = p - y[r]!;
+        grad[0]! += e * x[2 * r]!;
+        grad[1]! += e * x[2 * r + 1]!;
+        grad[2]! += e;
+      }
+      for (let i = 0; i < 3; i++) this.w[i]! -= (0.5 * grad[i]!) / y.length;
+      samples += y.length;
+    }
+    return { trained: this.params(), samples };
+  }
+  evaluate(x: HostTensor, labels: HostTensor): number {
+    const xs = x.data as Float32Array;
+    const ys = labels.data as Float32Array;
+    let right = 0;
+    for (let r = 0; r < ys.length; r++) right += Number((this.w[0]! * xs[2 * r]! + this.w[1]! * xs[2 * r + 1]! + this.w[2]! > 0) === (ys[r] === 1));
+    return right / ys.length;
+  }
 }

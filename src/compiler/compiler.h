@@ -111,6 +111,9 @@ typedef struct cc_ctx {
   bb_function *root;
   struct { cc_partition *items; size_t len, cap; } parts;
   struct { cc_edge *items; size_t len, cap; } edges;
+  /* a split's parts (cc_bind_split): the clients' slot and the server's, and the
+   * DataSource only the clients' part reaches; NULL when there is none */
+  struct { const char *client, *server, *data; } split;
   /* value-info index of one function (cc_find_vi), rebuilt when the function changes */
   const bb_function *vi_fn;
   size_t vi_len;
@@ -185,6 +188,9 @@ int cc_synthesize_recvs(cc_ctx *x);             /* recv_synth.c */
 int cc_partition_root(cc_ctx *x);                    /* partition.c */
 int cc_resolve_slots(cc_ctx *x);                /* slots.c */
 int cc_bind_split(cc_ctx *x);                   /* split.c */
+/* Whether partition p binds slot b: false for a split's part p does not hold, and for the
+ * DataSource only the clients' part draws from, where p holds no clients' part. */
+bool cc_split_binds(const cc_ctx *x, const cc_partition *p, const cc_binding *b); /* split.c */
 int cc_analyze_wire_edges(cc_ctx *x, cc_partition *p); /* wire_edges.c */
 int cc_gate_rx(cc_ctx *x, cc_partition *p, int which);  /* gates.c */
 int cc_gate_tx(cc_ctx *x, cc_partition *p, int which);  /* gates.c */

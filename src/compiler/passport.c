@@ -187,6 +187,7 @@ int cc_stamp_passport(cc_ctx *x) {
     const cc_partition *p = &x->parts.items[i];
     for (size_t b = 0; b < c->bindings.len; b++) {
       const cc_binding *bind = &c->bindings.items[b];
+      if (!cc_split_binds(x, p, bind)) continue;
       char *key = cc_printf(x, BB_KEY_BINDING_PREFIX "%s.%s", p->fn->name, bind->slot);
       char *value = cc_printf(x, "%s|%s|%ld", bb_role_name(bind->role), bind->type, slot_id_in(x, p, bind));
       if (!key || !value || bb_kv_upsert(m, &m->metadata, key, value)) return cc_nomem(x);

@@ -3,7 +3,15 @@
  * the two sides are two slots on two peer classes, one split per Module, and appends
  * `cuts=...,side=...,shape=...` to each side's binding config, so the component bound
  * there (SplitModel) builds the part it holds from the same model. An author's config that
- * sets those keys itself is refused: the Module decides where the model is cut. */
+ * sets those keys itself is refused: the Module decides where the model is cut.
+ * Each part is bound only on the partitions that hold it, and so is the DataSource only the
+ * clients' part draws from: a phone builds its own layers, not the server's, and a server
+ * needs no data set (cc_split_binds, read when the passport is stamped).
+ * The split's messages live as long as a client's step waits for its answer (the client
+ * part's timeout_ms): their Sends' deadline is that, not the per-hop budget, so an answer
+ * that took a slow link or a busy server is still taken rather than dropped and waited for
+ * in vain. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/compiler.h"
@@ -70,6 +78,103 @@ static int bind_side(cc_ctx *x, const split_side *s, const char *side) {
   return 0; /* an unbound slot is reported with the others */
 }
 
+/* The value of `key` in a config text ("k=v,k=v"), or NULL; *len its length. */
+static const char *config_value(const char *config, const char *key, size_t *len) {
+  size_t klen = strlen(key);
+  for (const char *p = config; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    while (*p == ' ') p++;
+    const char *end = strchr(p, ',');
+    if (strncmp(p, key, klen) != 0 || p[klen] != '=') continue;
+    *len = end ? (size_t)(end - p - klen - 1) : strlen(p + klen + 1);
+    return p + klen + 1;
+  }
+  return NULL;
+}
+
+/* The client part's timeout_ms as the split's messages' deadline in ns (BB_SPLIT_TIMEOUT_MS
+ * unless its config sets a whole number; a bad one SplitModel itself refuses at install). */
+static int64_t step_life_ns(const cc_ctx *x) {
+  const cc_binding *client = cc_find_binding(x->c, x->split.client);
+  size_t len = 0;
+  const char *v = client && client->config ? config_value(client->config, "timeout_ms", &len) : NULL;
+  uint64_t ms = BB_SPLIT_TIMEOUT_MS;
+  if (v && len && len < 12 && strspn(v, "0123456789") >= len) ms = strtoull(v, NULL, 10);
+  return (int64_t)(ms ? ms : BB_SPLIT_TIMEOUT_MS) * 1000000;
+}
+
+/* The split's Sends (stamped by the recorder) get a client step's life as their deadline. */
+static int set_deadlines(cc_ctx *x) {
+  int64_t ns = step_life_ns(x);
+  for (size_t i = 0; i < x->parts.len; i++) {
+    bb_function *f = x->parts.items[i].fn;
+    for (size_t k = 0; k < f->nodes.len; k++) {
+      bb_ir_node *n = f->nodes.items[k];
+      if (cc_is(n, BB_DOMAIN_WIRE, "Send") && cc_meta(n, BB_KEY_SPLIT_CUTS) &&
+          !bb_attr_set_int(x->m, &n->attrs, BB_ATTR_DEADLINE_NS, ns))
+        return cc_nomem(x);
+    }
+  }
+  return 0;
+}
+
+/* Whether a config text ("k=v,k=v") has a value that is `slot`. */
+static bool names_slot(const char *config, const char *slot) {
+  size_t len = strlen(slot);
+  for (const char *p = config; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+    const char *eq = strchr(p, '='), *end = strchr(p, ',');
+    if (!eq || (end && eq > end)) continue;
+    const char *v = eq + 1;
+    while (*v == ' ') v++;
+    size_t vlen = (end ? (size_t)(end - v) : strlen(v));
+    while (vlen && v[vlen - 1] == ' ') vlen--;
+    if (vlen == len && strncmp(v, slot, len) == 0) return true;
+  }
+  return false;
+}
+
+/* Whether any binding but the split's parts reaches `slot`: a dependency it declares, or a
+ * value of its config. */
+static bool reached_outside_split(const cc_ctx *x, const char *slot) {
+  const bb_compiler *c = x->c;
+  for (size_t i = 0; i < c->bindings.len; i++) {
+    const cc_binding *b = &c->bindings.items[i];
+    if (strcmp(b->slot, x->split.client) == 0 || strcmp(b->slot, x->split.server) == 0 || strcmp(b->slot, slot) == 0)
+      continue;
+    if (b->config && names_slot(b->config, slot)) return true;
+    const cc_component *k = cc_find_component(c, b->type);
+    for (size_t d = 0; k && d < k->n_deps; d++)
+      if (strcmp(k->deps[d].slot, slot) == 0) return true;
+  }
+  return false;
+}
+
+/* The DataSource the clients' part draws from, as its type declares it, when nothing else
+ * reaches that slot; else NULL. */
+static const char *clients_data(const cc_ctx *x) {
+  const cc_binding *client = cc_find_binding(x->c, x->split.client);
+  const cc_component *k = client ? cc_find_component(x->c, client->type) : NULL;
+  for (size_t d = 0; k && d < k->n_deps; d++)
+    if (k->deps[d].role == BB_ROLE_DATA_SOURCE)
+      return reached_outside_split(x, k->deps[d].slot) ? NULL : k->deps[d].slot;
+  return NULL;
+}
+
+/* Whether an op of partition p calls `slot`. */
+static bool calls(const cc_partition *p, const char *slot) {
+  for (size_t i = 0; i < p->fn->nodes.len; i++) {
+    const char *s = cc_meta(p->fn->nodes.items[i], BB_KEY_SLOT_NAME);
+    if (s && strcmp(s, slot) == 0) return true;
+  }
+  return false;
+}
+
+bool cc_split_binds(const cc_ctx *x, const cc_partition *p, const cc_binding *b) {
+  if (!x->split.client) return true;
+  if (strcmp(b->slot, x->split.client) == 0 || strcmp(b->slot, x->split.server) == 0) return calls(p, b->slot);
+  if (x->split.data && strcmp(b->slot, x->split.data) == 0) return calls(p, b->slot) || calls(p, x->split.client);
+  return true;
+}
+
 int cc_bind_split(cc_ctx *x) {
   split_side sides[2] = {{0}};
   const bb_function *f = x->root;
@@ -96,5 +201,10 @@ int cc_bind_split(cc_ctx *x) {
                    "server's peers must be another class (a peer-typed input names it)",
                    sides[0].slot, sides[1].slot, sides[0].klass);
   int rc = bind_side(x, &sides[0], BB_SPLIT_SIDE_CLIENT);
-  return rc ? rc : bind_side(x, &sides[1], BB_SPLIT_SIDE_SERVER);
+  if (!rc) rc = bind_side(x, &sides[1], BB_SPLIT_SIDE_SERVER);
+  if (rc) return rc;
+  x->split.client = sides[0].slot;
+  x->split.server = sides[1].slot;
+  x->split.data = clients_data(x);
+  return set_deadlines(x);
 }

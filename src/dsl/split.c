@@ -85,9 +85,18 @@ static int side_call(split_rec *c, bool server, const char *method, const bb_val
   return 0;
 }
 
+/* value on a network port, the Send stamped with the split's cuts: the compiler gives the
+ * split's messages the life of a client's step (cc_bind_split). */
+static void send_one(split_rec *c, const char *port, bb_value to, bb_value value) {
+  bb_rec *r = c->r;
+  if (!bb_rec_net_out(r, port, to, value).name) return;
+  const bb_nodelist *nodes = &rec_cur(r)->fn->nodes;
+  rec_node_meta(r, nodes->items[nodes->len - 1], BB_KEY_SPLIT_CUTS, c->cuts);
+}
+
 /* Sends the bundle of parts on a network port. */
-static void send(bb_rec *r, const char *port, bb_value to, const bb_value *parts, size_t n) {
-  bb_rec_net_out(r, port, to, bb_rec_bundle(r, parts, n));
+static void send(split_rec *c, const char *port, bb_value to, const bb_value *parts, size_t n) {
+  send_one(c, port, to, bb_rec_bundle(c->r, parts, n));
 }
 
 /* What arrives on a port, unbundled into n float tensors. */
@@ -102,11 +111,11 @@ static void averaging(split_rec *c) {
   const bb_split *s = c->s;
   bb_value share, average;
   side_call(c, false, "SplitShare", &s->tick, 1, &share, 1);
-  bb_rec_net_out(r, "split_share", s->server_peers, share);
+  send_one(c, "split_share", s->server_peers, share);
   bb_value got = bb_rec_lookup_output(r, "split_share");
   bb_value done = bb_rec_aggregator_contribute(r, s->averager, got, got); /* no metadata: weight 1 */
   bb_rec_aggregator_aggregate(r, s->averager, done, &average, NULL);
-  bb_rec_net_out(r, "split_average", s->clients, average);
+  send_one(c, "split_average", s->clients, average);
   bb_rec_model_load_parameters(r, s->client, bb_rec_lookup_output(r, "split_average"));
 }
 
@@ -115,12 +124,12 @@ static void vanilla(split_rec *c) {
   const bb_split *s = c->s;
   bb_value fwd[3], got[3], loss[2], back[2], done;
   side_call(c, false, "SplitForward", &s->tick, 1, fwd, 3);
-  send(r, "split_activations", s->server_peers, fwd, 3);
+  send(c, "split_activations", s->server_peers, fwd, 3);
   receive(r, "split_activations", got, 3);
   side_call(c, true, "SplitLoss", got, 2, loss, 2);
   bb_rec_output(r, "split_loss", loss[1]);
   bb_value to = bb_rec_lookup_sender(r, "split_activations");
-  send(r, "split_gradients", to, (bb_value[]){loss[0], got[2]}, 2);
+  send(c, "split_gradients", to, (bb_value[]){loss[0], got[2]}, 2);
   receive(r, "split_gradients", back, 2);
   side_call(c, false, "SplitBackward", back, 2, &done, 1);
   if (!s->test_x.name) return;
@@ -128,10 +137,10 @@ static void vanilla(split_rec *c) {
   bb_value cond[2] = {s->test_x, s->eval_tick};
   bb_rec_syscall(r, "Gate", cond, 2, NULL, 0, &gated, 1);
   side_call(c, false, "Forward", &gated, 1, &features, 1);
-  send(r, "split_eval", s->server_peers, (bb_value[]){features, s->test_y}, 2);
+  send(c, "split_eval", s->server_peers, (bb_value[]){features, s->test_y}, 2);
   receive(r, "split_eval", eval, 2);
   side_call(c, true, "Evaluate", eval, 2, &score, 1);
-  bb_rec_net_out(r, "split_score", bb_rec_lookup_sender(r, "split_eval"), score);
+  send_one(c, "split_score", bb_rec_lookup_sender(r, "split_eval"), score);
   bb_rec_output(r, "accuracy", bb_rec_lookup_output(r, "split_score"));
 }
 
@@ -140,17 +149,17 @@ static void u_shaped(split_rec *c) {
   const bb_split *s = c->s;
   bb_value fwd[3], got[2], relayed, feat[2], head[2], hg[2], g1, back[2], done;
   side_call(c, false, "SplitForward", &s->tick, 1, fwd, 3);
-  send(r, "split_activations", s->server_peers, (bb_value[]){fwd[0], fwd[2]}, 2);
+  send(c, "split_activations", s->server_peers, (bb_value[]){fwd[0], fwd[2]}, 2);
   receive(r, "split_activations", got, 2);
   side_call(c, true, "SplitRelay", got, 2, &relayed, 1);
-  send(r, "split_features", bb_rec_lookup_sender(r, "split_activations"), (bb_value[]){relayed, got[1]}, 2);
+  send(c, "split_features", bb_rec_lookup_sender(r, "split_activations"), (bb_value[]){relayed, got[1]}, 2);
   receive(r, "split_features", feat, 2);
   side_call(c, false, "SplitLoss", feat, 2, head, 2);
   bb_rec_output(r, "split_loss", head[1]);
-  send(r, "split_head_gradients", s->server_peers, (bb_value[]){head[0], feat[1]}, 2);
+  send(c, "split_head_gradients", s->server_peers, (bb_value[]){head[0], feat[1]}, 2);
   receive(r, "split_head_gradients", hg, 2);
   side_call(c, true, "SplitBackward", hg, 2, &g1, 1);
-  send(r, "split_gradients", bb_rec_lookup_sender(r, "split_head_gradients"), (bb_value[]){g1, hg[1]}, 2);
+  send(c, "split_gradients", bb_rec_lookup_sender(r, "split_head_gradients"), (bb_value[]){g1, hg[1]}, 2);
   receive(r, "split_gradients", back, 2);
   side_call(c, false, "SplitBackward", back, 2, &done, 1);
   if (!s->test_x.name) return;
@@ -158,9 +167,9 @@ static void u_shaped(split_rec *c) {
   bb_value cond[2] = {s->test_x, s->eval_tick};
   bb_rec_syscall(r, "Gate", cond, 2, NULL, 0, &gated, 1);
   side_call(c, false, "Forward", &gated, 1, &a1, 1);
-  bb_rec_net_out(r, "split_eval", s->server_peers, a1);
+  send_one(c, "split_eval", s->server_peers, a1);
   side_call(c, true, "Forward", (bb_value[]){bb_rec_lookup_output(r, "split_eval")}, 1, &a2, 1);
-  bb_rec_net_out(r, "split_eval_features", bb_rec_lookup_sender(r, "split_eval"), a2);
+  send_one(c, "split_eval_features", bb_rec_lookup_sender(r, "split_eval"), a2);
   side_call(c, false, "Evaluate", (bb_value[]){bb_rec_lookup_output(r, "split_eval_features"), s->test_y}, 2, &score, 1);
   bb_rec_output(r, "accuracy", score);
 }

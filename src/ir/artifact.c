@@ -238,7 +238,7 @@ static const bb_vocab_entry VOCAB[] = {
              "(its metadata) and of a peer-typed input (its value info)"),
     NODE_KEY(BB_KEY_BOOTSTRAP_SEED, false, "recorder: a Constant's label, for diagnostics"),
     NODE_KEY(BB_KEY_INPUT_SERVER_PEER, false, "recorder: the input of Announce that names the server peer"),
-    NODE_KEY(BB_KEY_SPLIT_CUTS, false, "recorder: on a split's ops, the values the model is cut at, '|'-joined"),
+    NODE_KEY(BB_KEY_SPLIT_CUTS, false, "recorder: on a split's ops (its Model calls and its Sends), the values the model is cut at, '|'-joined"),
     NODE_KEY(BB_KEY_SPLIT_SHAPE, false, "recorder: on a split's ops, \"vanilla\" or \"u\""),
     NODE_KEY(BB_KEY_SPLIT_SIDE, false, "recorder: on a split's ops, \"client\" or \"server\": whose part the op's slot holds"),
     NODE_KEY(BB_KEY_HOME_CLASS, false, "compiler: the peer class a node runs on"),

@@ -34,9 +34,12 @@ typedef struct split_net {
   bb_peer_id peer[2];
   bb_bytes client_model, server_model;
   const char *client_config; /* the client's SplitModel config instead of the artifact's, or NULL */
+  bool by_hand;              /* no simulated network: the test hands the envelopes over */
   bb_dataset data;
   size_t failures[2];
   char last_failure[2][512];
+  uint8_t *artifact; /* split_cnn's Module, when module_open compiled it */
+  size_t artifact_len;
 } split_net;
 
 static bb_bytes read_file(const char *path) {
@@ -73,14 +76,15 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   }
 }
 
-/* Installs node i running `target` (and, for SplitFed's client, `also`). */
+/* Installs node i running `target` (and, for SplitFed's client, `also`), given what its
+ * side holds only: the server the model, the client the model and its data. */
 static int install2(split_net *n, size_t i, const uint8_t *artifact, size_t len, const char *target, const char *also,
                     bb_error *err) {
   bb_address self = bb_address_p2p(&n->peer[i]);
-  bb_slot_config slots[] = {{"client_model", i ? n->client_config : NULL, &n->client_model},
-                            {"server_model", NULL, &n->server_model},
-                            {"data", "batch=16,shuffle=0", &n->data},
-                            {"averager", "quorum=1,target=1", NULL}};
+  bb_slot_config server_slots[] = {{"server_model", NULL, &n->server_model}, {"averager", "quorum=1,target=1", NULL}};
+  bb_slot_config client_slots[] = {{"client_model", n->client_config, &n->client_model},
+                                   {"data", "batch=16,shuffle=0", &n->data},
+                                   {"averager", "quorum=1,target=1", NULL}};
   const char *targets[] = {target, also};
   bb_node_config nc = {0};
   nc.struct_size = sizeof nc;
@@ -95,8 +99,8 @@ static int install2(split_net *n, size_t i, const uint8_t *artifact, size_t len,
   a.targets = targets;
   a.n_targets = also ? 2 : 1;
   a.registry = n->reg;
-  a.slots = slots;
-  a.n_slots = 4;
+  a.slots = i ? client_slots : server_slots;
+  a.n_slots = i ? 3 : 2;
   a.config = &nc;
   int rc = bb_install(&a, &n->node[i], NULL, err);
   bb_address other = bb_address_p2p(&n->peer[1 - i]);
@@ -123,14 +127,15 @@ static int net_start(split_net *n, const uint8_t *artifact, size_t len, size_t w
   sc.seed = 3;
   sc.latency_ns = 5 * MS;
   sc.jitter_ns = 2 * MS;
-  int rc = bb_sim_new(&sc, &n->sim, err);
+  int rc = n->by_hand ? 0 : bb_sim_new(&sc, &n->sim, err);
   if (rc) return rc;
-  bb_sim_set_observer(n->sim, observe, n);
+  if (n->sim) bb_sim_set_observer(n->sim, observe, n);
   bb_val *to = bb_val_peers(NULL, &n->peer[0], 1), *client = bb_val_peers(NULL, &n->peer[1], 1);
   if ((rc = install(n, 0, artifact, len, server, err)) ||
       (rc = install2(n, 1, artifact, len, module, which == 2 ? clients : NULL, err)) ||
       (which == 2 && (rc = bb_node_bind_input(n->node[0], server, "clients", client, err))) ||
-      (rc = bb_sim_attach(n->sim, n->node[0], &n->peer[0], err)) || (rc = bb_sim_attach(n->sim, n->node[1], &n->peer[1], err))) {
+      (n->sim && ((rc = bb_sim_attach(n->sim, n->node[0], &n->peer[0], err)) ||
+                  (rc = bb_sim_attach(n->sim, n->node[1], &n->peer[1], err))))) {
     bb_val_release(to), bb_val_release(client);
     return rc;
   }
@@ -191,6 +196,23 @@ static bb_registry *shipped(void) {
   bb_error err;
   CHECK(r && !bb_registry_add_shipped(r, &err));
   return r;
+}
+
+/* Opens the network of split_cnn's Module `which`: the shipped components and the Module's
+ * artifact (in n->artifact), both freed by module_close whether or not it opened. */
+static bool module_open(split_net *n, size_t which) {
+  size_t len = 0;
+  uint8_t *artifact = compile_module(which, &len);
+  bool opened = net_open(n, shipped());
+  n->artifact = artifact;
+  n->artifact_len = len;
+  return opened && artifact;
+}
+
+static void module_close(split_net *n) {
+  net_close(n);
+  bb_buffer_free(NULL, n->artifact);
+  bb_registry_free(n->reg);
 }
 
 /* ---- what a node's SplitModel holds, by name (its saved state) --------------------------------- */
@@ -289,13 +311,10 @@ static bb_grad_trainer *train_whole(const split_net *n, int steps, bb_model **mo
 /* `steps` steps of split_cnn's module `which` with one client, against the whole model. */
 static void check_exact(size_t which, int steps) {
   const char *what = MODULES[which];
-  bb_registry *reg = shipped();
   split_net n;
-  size_t len = 0;
-  uint8_t *artifact = compile_module(which, &len);
   bb_error err;
-  if (net_open(&n, reg) && artifact) {
-    CHECK_MSG(!net_start(&n, artifact, len, which, &err), "%s", err.message);
+  if (module_open(&n, which)) {
+    CHECK_MSG(!net_start(&n, n.artifact, n.artifact_len, which, &err), "%s", err.message);
     net_run(&n, (uint64_t)steps, 5000 * MS);
     CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), steps);
     CHECK_EQ_INT(n.failures[0] + n.failures[1], 0);
@@ -323,9 +342,7 @@ static void check_exact(size_t which, int steps) {
     bb_grad_graph_free(g);
     bb_model_free(model);
   }
-  net_close(&n);
-  bb_buffer_free(NULL, artifact);
-  bb_registry_free(reg);
+  module_close(&n);
 }
 
 static void test_vanilla_is_the_whole_model(void) { check_exact(0, STEPS); }
@@ -335,6 +352,72 @@ static void test_u_shaped_is_the_whole_model(void) { check_exact(1, STEPS); }
  * as the average of one, the same values (and the client takes no step in between). */
 static void test_split_fed_of_one_is_the_whole_model(void) {
   check_exact(2, 25);
+}
+
+/* Each node builds the part its partitions hold and nothing else: given its own side's
+ * host data only (the server no data set, neither the other side's model), the server
+ * holds no clients' part and no DataSource, the client no server part, and they train. */
+static void test_each_side_builds_its_own_part(void) {
+  for (size_t which = 0; which < 2; which++) {
+    split_net n;
+    bb_error err;
+    if (module_open(&n, which)) {
+      CHECK_MSG(!net_start(&n, n.artifact, n.artifact_len, which, &err), "%s: %s", MODULES[which], err.message);
+      CHECK_MSG(!bb_node_component(n.node[0], "client_model", NULL) && !bb_node_component(n.node[0], "data", NULL),
+                "%s: the server built the clients' part or their DataSource", MODULES[which]);
+      CHECK_MSG(!bb_node_component(n.node[1], "server_model", NULL), "%s: the client built the server's part", MODULES[which]);
+      net_run(&n, 2, 5000 * MS);
+      CHECK_EQ_INT(bb_node_counter(n.node[1], "split.steps"), 2);
+      held client = saved(n.node[1], "client_model"), server = saved(n.node[0], "server_model");
+      CHECK_EQ_INT(client.n, which == 1 ? 2 : 1); /* a U client holds the first layers and the head */
+      CHECK_MSG(held_find(&client, "conv1.weight") && !held_find(&client, "fc1.weight") && held_find(&server, "fc1.weight") &&
+                    !held_find(&server, "conv1.weight"),
+                "%s: a parameter is held on the wrong side", MODULES[which]);
+      held_free(&client);
+      held_free(&server);
+    }
+    module_close(&n);
+  }
+}
+
+/* Polls node `from` at `now` and hands what it sent to the other node, delivered at `now`
+ * too; returns how many envelopes went. */
+static size_t hand_over(split_net *n, size_t from, uint64_t now) {
+  const bb_step *steps = NULL;
+  size_t count = 0, sent = 0;
+  bb_error err;
+  CHECK_MSG(!bb_node_poll(n->node[from], now, &steps, &count, &err), "%s", err.message);
+  for (size_t i = 0; i < count; i++) {
+    if (steps[i].kind != BB_STEP_SEND) continue;
+    CHECK_MSG(!bb_node_deliver(n->node[1 - from], &n->peer[from], steps[i].bytes, steps[i].len, now, &err), "%s", err.message);
+    sent++;
+  }
+  return sent;
+}
+
+/* A busy server (or a busy page) gets to what arrived 300 ms after it came, past the
+ * compiler's per-hop budget of 100 ms: the split's messages live as long as a step waits
+ * for its answer, so both the activations and the gradients are taken and the steps go
+ * on, none dropped as expired and waited for until the step's timeout. */
+static void test_late_answers_are_taken(void) {
+  for (size_t which = 0; which < 2; which++) {
+    split_net n;
+    bb_error err;
+    if (module_open(&n, which)) {
+      n.by_hand = true;
+      CHECK_MSG(!net_start(&n, n.artifact, n.artifact_len, which, &err), "%s: %s", MODULES[which], err.message);
+      uint64_t now = 0;
+      for (int round = 0; round < 40 && bb_node_counter(n.node[1], "split.steps") < 3; round++) {
+        hand_over(&n, 1, now += MS);     /* the client steps and sends */
+        hand_over(&n, 0, now += 300 * MS); /* the server gets to it late */
+      }
+      CHECK_MSG(bb_node_counter(n.node[1], "split.steps") == 3, "%s: %llu steps", MODULES[which],
+                (unsigned long long)bb_node_counter(n.node[1], "split.steps"));
+      for (size_t i = 0; i < 2; i++) CHECK_EQ_INT(bb_node_counter(n.node[i], "wire.expired"), 0);
+      CHECK_EQ_INT(bb_node_counter(n.node[1], "split.timeouts"), 0);
+    }
+    module_close(&n);
+  }
 }
 
 /* ---- the confused author ------------------------------------------------------------------------ */
@@ -716,6 +799,8 @@ int main(void) {
   RUN(test_vanilla_is_the_whole_model);
   RUN(test_u_shaped_is_the_whole_model);
   RUN(test_split_fed_of_one_is_the_whole_model);
+  RUN(test_each_side_builds_its_own_part);
+  RUN(test_late_answers_are_taken);
   RUN(test_cut_at_no_value);
   RUN(test_cut_that_does_not_separate);
   RUN(test_placement_refusals);

@@ -17,6 +17,7 @@
 
 #include "../runtime/rttest.h"
 #include "bb/sim.h"
+#include "components/shipped.h"
 #include "programs/fedavg_round.h"
 #include "wire/join_tokens.h"
 
@@ -509,6 +510,115 @@ static void test_far_update_is_pulled_back(void) {
   federation_close(&f);
 }
 
+/* ---- differential privacy (dp_clip, dp_noise) ------------------------------------------ */
+
+/* DP-FedAvg clips each update's distance from the global model to dp_clip and weighs
+ * every update 1: a client sending (1000, -1000) moves the mean as far as one at distance
+ * 1 would, where the plain FedAvg leaves it out by the median rule (so its result is
+ * 0.1). */
+static void test_dp_clips_each_update(void) {
+  const char *const clients[] = {"delta=0.1,samples=1", "delta=0.1,samples=50", "delta=1000"};
+  federation f;
+  if (federation_open(&f, "FedAvg", "quorum=3,init=model,dp_clip=1", 4, clients)) {
+    server_round(&f, 0, (const uint64_t[]){2, 3, 4}, 3);
+    server_round(&f, 10 * MS, (const uint64_t[]){2, 3, 4}, 3);
+    const double want = (0.1 + 0.1 + sqrt(0.5)) / 3;
+    CHECK_MSG(fabs(f.global[0] - want) < 1e-6 && fabs(f.global[1] + want) < 1e-6, "%g %g, want %g",
+              (double)f.global[0], (double)f.global[1], want);
+    CHECK_EQ_INT(counter(&f, "fedavg.norm_clipped"), 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), 1);
+  }
+  federation_close(&f);
+}
+
+/* The noise: with every client sending the global model back, each round moves it by the
+ * noise alone, dp_noise × dp_clip / m per coordinate for m updates (0.5 × 2 / 3 here).
+ * 40 rounds give 80 draws: their spread within a factor of 1.5 of that (a failure is a
+ * more than 4-sigma event), their mean near 0, and no two rounds alike. */
+static void test_dp_noise_has_its_scale(void) {
+  const char *const clients[] = {"delta=0", "delta=0", "delta=0"};
+  enum { ROUNDS = 40 };
+  federation f;
+  if (federation_open(&f, "FedAvg", "quorum=3,init=model,dp_clip=2,dp_noise=0.5", 4, clients)) {
+    double sum = 0, sum2 = 0, last[2] = {0, 0};
+    int repeated = 0;
+    server_round(&f, 0, (const uint64_t[]){2, 3, 4}, 3);
+    for (int r = 1; r <= ROUNDS; r++) {
+      server_round(&f, (uint64_t)r * 10 * MS, (const uint64_t[]){2, 3, 4}, 3);
+      for (int j = 0; j < 2; j++) {
+        const double step = (double)f.global[j] - last[j];
+        repeated += step == 0;
+        sum += step;
+        sum2 += step * step;
+        last[j] = f.global[j];
+      }
+    }
+    const double n = 2 * ROUNDS, sd = 0.5 * 2 / 3.0, var = sum2 / n - (sum / n) * (sum / n);
+    CHECK_MSG(var > sd * sd / 2.25 && var < sd * sd * 2.25, "noise variance %g, want %g", var, sd * sd);
+    CHECK_MSG(fabs(sum / n) < 4 * sd / sqrt(n), "noise mean %g", sum / n);
+    CHECK_EQ_INT(repeated, 0);
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), ROUNDS);
+  }
+  federation_close(&f);
+}
+
+/* With no noise and a clip nothing reaches, DP-FedAvg is the plain FedAvg. */
+static void test_dp_without_noise_is_fedavg(void) {
+  const char *const clients[] = {"delta=1", "delta=3"};
+  float plain[3][2], dp[3][2];
+  for (int with = 0; with < 2; with++) {
+    federation f;
+    if (federation_open(&f, "FedAvg", with ? "quorum=2,init=model,dp_clip=1000" : "quorum=2,init=model", 3, clients)) {
+      for (int r = 0; r < 4; r++) {
+        server_round(&f, (uint64_t)r * 10 * MS, (const uint64_t[]){2, 3}, 2);
+        if (r) memcpy(with ? dp[r - 1] : plain[r - 1], f.global, sizeof f.global);
+      }
+      CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), with ? 3 : 0);
+    }
+    federation_close(&f);
+  }
+  for (int r = 0; r < 3; r++)
+    CHECK_MSG(dp[r][0] == plain[r][0] && dp[r][1] == plain[r][1] && plain[r][0] == 2.0f * (float)(r + 1),
+              "round %d: %g %g against %g %g", r, (double)dp[r][0], (double)dp[r][1], (double)plain[r][0],
+              (double)plain[r][1]);
+}
+
+/* A DP configuration that would not be private is refused, naming the key. */
+static void test_dp_config_refused(void) {
+  static const char *const BAD[][2] = {
+      {"dp_clip=-1", "dp_clip"},
+      {"dp_clip=1x", "dp_clip"},
+      {"dp_noise=1", "dp_noise"},
+      {"dp_clip=1,dp_noise=-0.5", "dp_noise"},
+      {"dp_clip=1,norm_factor=3", "norm_factor"},
+      {"dp_clip=1,max_norm=2", "max_norm"},
+      {"dp_clip=1,ascent_screen=0.1", "ascent_screen"},
+      {"dp_clip=1,center_clip=1.25", "center_clip"},
+      {"dp_clip=1,samples_factor=1", "samples_factor"},
+      {"dp_clip=1,weighting=samples", "weighting"},
+      {"dp_clip=1,beyond_norm=drop", "beyond_norm"},
+      {"dp_clip=1,rounds=follow", "rounds=follow"},
+  };
+  for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+    bb_component_init init = {"aggregator", BAD[i][0], 0, 7, bb_default_allocator(), NULL, NULL};
+    void *self = NULL;
+    bb_error err = {0};
+    const int rc = BBI_FEDAVG.create(&init, &self, &err);
+    CHECK_MSG(rc == BB_ERR_INVALID_ARGUMENT && strstr(err.message, BAD[i][1]), "`%s`: %d %s", BAD[i][0], rc,
+              err.message);
+    if (!rc) BBI_FEDAVG.destroy(self);
+  }
+  bb_component_init init = {"aggregator", "dp_clip=1,dp_noise=1.1,weighting=uniform,beyond_norm=clip", 0, 7,
+                            bb_default_allocator(), NULL, NULL};
+  void *self = NULL;
+  bb_error err;
+  CHECK_MSG(BBI_FEDAVG.create(&init, &self, &err) == 0, "%s", err.message);
+  if (self) BBI_FEDAVG.destroy(self);
+  /* RobustAvg's median has another sensitivity: it takes no dp_* */
+  init.config = "dp_clip=1";
+  CHECK(BBI_ROBUST_AVG.create(&init, &self, &err) == BB_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
   RUN(test_unselected_peer_is_refused);
   RUN(test_refused_contributors_are_told_why);
@@ -519,5 +629,9 @@ int main(void) {
   RUN(test_refusals_are_counted_by_reason);
   RUN(test_huge_values_are_left_out);
   RUN(test_far_update_is_pulled_back);
+  RUN(test_dp_clips_each_update);
+  RUN(test_dp_noise_has_its_scale);
+  RUN(test_dp_without_noise_is_fedavg);
+  RUN(test_dp_config_refused);
   return bb_test_finish();
 }

@@ -37,6 +37,29 @@ export interface OpOptions {
   readonly outputs?: number;
 }
 
+/**
+ * Split learning of one ONNX model (Graph.split), C's `bb_split`: where the model is cut,
+ * the two sides' Model slots, the server's peers, what starts a client's step, and
+ * optionally a held-out set the clients score and SplitFed's averaging of the clients' parts.
+ */
+export interface SplitOptions {
+  /** 'vanilla': the server holds the rest of the model and the loss (the labels travel);
+   * 'u': the clients hold the first layers and the head with the loss, the server the middle. */
+  readonly shape: 'vanilla' | 'u';
+  /** Values of the model, in its order: one (vanilla) or two (U; the clients' first part ends at the first). */
+  readonly cuts: readonly string[];
+  readonly clientModel: ModelSlot;
+  readonly serverModel: ModelSlot;
+  /** The peers the clients send to (a peer-typed value; its name or class is the server's peer class). */
+  readonly server: GraphValue;
+  /** Each value asks for a client's step (an Interval); a step waits while the last one waits for its gradients. */
+  readonly tick: GraphValue;
+  /** A held-out set on the clients, scored at each value of `tick`: every client outputs "accuracy". */
+  readonly heldOut?: { readonly x: GraphValue; readonly y: GraphValue; readonly tick: GraphValue };
+  /** SplitFed: an Aggregator slot on the server's peers averages the clients' parts and sends the average to `clients`. */
+  readonly averaging?: { readonly averager: AggregatorSlot; readonly clients: GraphValue };
+}
+
 /** A recorded call of a sub-module: its outputs by the callee's port names. */
 export class ModuleCall {
   readonly #g: Graph;
@@ -177,6 +200,15 @@ export class Graph {
     return this.recordValue('lookupOutput', (bb, [n]) => bb.exports.bb_wasm_rec_lookup_output(n!), [port]);
   }
 
+  /**
+   * The peer that sent what arrives on network port `port`: a peer id the receiving side
+   * answers to (`g.netOut('reply', g.lookupSender('ask'), ...)` goes back to the peer
+   * class that sent). `port` must be a network port of this function.
+   */
+  lookupSender(port: string): GraphValue<typeof TYPES.peerId> {
+    return this.recordValue('lookupSender', (bb, [n]) => bb.exports.bb_wasm_rec_lookup_sender(n!), [port]);
+  }
+
   /** Packs values into one composite. */
   bundle(...parts: GraphValue[]): GraphValue<typeof TYPES.composite> {
     const bb = this.#bb('bundle');
@@ -275,6 +307,32 @@ export class Graph {
       this.#withAttributes(bb, options.attributes, (ap, al) =>
         bb.withStrings([domain, op], (dp, op_) => bb.exports.bb_wasm_rec_protocol_call(dp!, op_!, inPtr, inputs.length, ap, al, outPtr, outputs)),
       ),
+    );
+  }
+
+  // ---- split learning --------------------------------------------------------------------------
+
+  /**
+   * Records split learning of one ONNX model between the peers that run this Module (the
+   * clients) and the server's peers: the ops of a training step on the two Model slots and
+   * the network ports between them, as C's `bb_rec_split` records them (docs/SPLIT.md).
+   * Each slot is bound to a component that takes the model (SplitModel); the compiler
+   * tells each which part it holds.
+   */
+  split(split: SplitOptions): void {
+    const shape = split.shape === 'u' ? 1 : split.shape === 'vanilla' ? 0 : -1;
+    const values = [split.server, split.tick, split.heldOut?.x, split.heldOut?.y, split.heldOut?.tick, split.averaging?.clients];
+    const numbers = new Uint8Array(4 * values.length);
+    const view = new DataView(numbers.buffer);
+    values.forEach((v, i) => view.setInt32(4 * i, v === undefined ? VALUE_EMPTY : this.#numberOf(v), true));
+    const cuts = packStrings(split.cuts);
+    const bb = this.#bb('split');
+    bb.withStrings([split.clientModel.name, split.serverModel.name, split.averaging?.averager.name], (cp, sp, ap) =>
+      bb.withBytes(numbers, (vp) => {
+        const record = (cutsPtr: number, cutsLen: number): number =>
+          bb.check(bb.exports.bb_wasm_rec_split(shape, cutsPtr, cutsLen, cp!, sp!, ap!, vp, values.length));
+        return cuts.length === 0 ? record(0, 0) : bb.withBytes(cuts, record);
+      }),
     );
   }
 

@@ -4,7 +4,7 @@
  * what the recorded ONNX model holds.
  */
 export { module, Module, type ModuleOptions, type Recording } from './module.js';
-export { Graph, ModuleCall, type OpOptions } from './graph.js';
+export { Graph, ModuleCall, type OpOptions, type SplitOptions } from './graph.js';
 export { AggregatorSlot, BackendSlot, CodecSlot, DataSourceSlot, IndexSlot, ModelSlot, PeerSelectorSlot } from './slots.js';
 export { GraphValue, OMITTED, TYPES, tensorType, type ValueType } from './value.js';
 export {

@@ -50,6 +50,8 @@ export interface ServeConfig {
   readonly resume?: string;
   /** Rounds the status endpoint keeps (older ones are dropped). */
   readonly history: number;
+  /** Differential privacy (DP-FedAvg): each update clipped to dpClip, the sum noised with dpNoise × dpClip; ε reported at dpDelta. */
+  readonly dp?: { readonly clip: number; readonly noiseMultiplier: number; readonly delta: number };
 }
 
 export class ConfigError extends Error {
@@ -83,6 +85,9 @@ the rounds
   --deadline-ms MS     how long a round waits for all its clients (default 1000)
   --round-ms MS        how often a round may start (default 200)
   --rounds N           stop after N rounds (default: go on until stopped)
+  --dp-clip X --dp-noise Z   differential privacy (DP-FedAvg): each update clipped to L2 norm X,
+                       the sum noised with Z × X; each round's line says the privacy spent
+                       (ε at --dp-delta D, default 1e-5)
   --name NAME          the federation's name (default Federation); clients use the same
 the room (signalling on the same port)
   --port N             default 8787 (0: any free port)
@@ -140,6 +145,9 @@ const OPTIONS = {
   'checkpoint-every': { type: 'string' },
   resume: { type: 'string' },
   history: { type: 'string' },
+  'dp-clip': { type: 'string' },
+  'dp-noise': { type: 'string' },
+  'dp-delta': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -258,6 +266,12 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
   if (turnUrls.length > 0 && turnSecret === undefined) throw new ConfigError('a turn: --ice-server needs --turn-secret (its static-auth-secret)');
   if (turnSecret !== undefined && turnUrls.length === 0) throw new ConfigError('--turn-secret needs a turn: URL in --ice-server');
   const freeze = list(raw, 'freeze', true);
+  const dpClip = number(raw, 'dpClip', { min: 0, positive: true, max: 3e38 });
+  const dpNoise = number(raw, 'dpNoise', { min: 0, max: 3e38 });
+  const dpDelta = number(raw, 'dpDelta', { min: 0, positive: true });
+  if (dpDelta !== undefined && dpDelta >= 1) throw new ConfigError(`--dp-delta must be in (0, 1), got ${JSON.stringify(raw['dpDelta'])}`);
+  if ((dpClip === undefined) !== (dpNoise === undefined)) throw new ConfigError('--dp-clip and --dp-noise go together');
+  if (dpDelta !== undefined && dpClip === undefined) throw new ConfigError('--dp-delta needs --dp-clip and --dp-noise');
   const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } => (value === undefined ? {} : ({ [key]: value } as { [P in K]?: V }));
   return {
     model,
@@ -292,5 +306,6 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
     checkpointEvery: number(raw, 'checkpointEvery', { integer: true, min: 1 }) ?? 5,
     ...optional('resume', text(raw, 'resume')),
     history: number(raw, 'history', { integer: true, min: 1, max: 100_000 }) ?? 100,
+    ...optional('dp', dpClip === undefined || dpNoise === undefined ? undefined : { clip: dpClip, noiseMultiplier: dpNoise, delta: dpDelta ?? 1e-5 }),
   };
 }

@@ -120,6 +120,7 @@ function describePlan(config: ServeConfig): ServedPlan {
     deadlineMs: config.deadlineMs,
     roundMs: config.roundMs,
     training,
+    ...(config.dp === undefined ? {} : { dp: config.dp }),
   };
 }
 
@@ -145,6 +146,11 @@ function signalOptions(config: ServeConfig, serverId: string, operators: readonl
 function refusalText(refusals: Refusals): string {
   const parts = Object.entries(refusals).filter(([, n]) => n > 0).map(([reason, n]) => `${n} ${reason}`);
   return parts.length === 0 ? '' : `; left out or refused so far: ${parts.join(', ')}`;
+}
+
+/** The privacy spent so far, as text ('' without differential privacy). */
+function privacyText(report: RoundReport, config: ServeConfig): string {
+  return report.epsilon === undefined || config.dp === undefined ? '' : `; privacy spent: ε ${report.epsilon.toPrecision(4)} at δ ${config.dp.delta}`;
 }
 
 /** Starts the server the config describes; `say` gets its lines (a line per round). */
@@ -244,7 +250,7 @@ export async function serve(config: ServeConfig, say: (line: string) => void): P
     last = report;
     history.push({ ...report, at: new Date().toISOString() });
     if (history.length > config.history) history.splice(0, history.length - config.history);
-    say(`round ${report.round}: ${(report.accuracy * 100).toFixed(1)} % (${members()} in the room${refusalText(server.refusals())})`);
+    say(`round ${report.round}: ${(report.accuracy * 100).toFixed(1)} % (${members()} in the room${refusalText(server.refusals())})${privacyText(report, config)}`);
     const done = config.rounds !== undefined && report.round >= config.rounds;
     // writing waits for the poll that reported the round to end
     setImmediate(() => {
@@ -261,6 +267,8 @@ export async function serve(config: ServeConfig, say: (line: string) => void): P
     plan: description,
     round: last.round,
     accuracy: last.accuracy,
+    // ε as JSON: a number, "Infinity" (clipping without noise), or null without differential privacy
+    epsilon: last.epsilon === undefined ? null : Number.isFinite(last.epsilon) ? last.epsilon : String(last.epsilon),
     rounds: config.rounds ?? null,
     members: members(),
     refusals: server.refusals(),
@@ -330,10 +338,11 @@ export function prometheusText(status: Record<string, unknown>, refusals: Refusa
   const lines: string[] = [];
   const metric = (name: string, type: 'gauge' | 'counter', help: string, value: number, labels = ''): void => {
     if (!lines.some((line) => line.startsWith(`# TYPE ${name} `))) lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    lines.push(`${name}${labels} ${Number.isFinite(value) ? value : 'NaN'}`);
+    lines.push(`${name}${labels} ${Number.isFinite(value) ? value : value === Infinity ? '+Inf' : 'NaN'}`);
   };
   metric('bytesandbrains_round', 'gauge', 'The last round the server reported.', status['round'] as number);
   metric('bytesandbrains_accuracy', 'gauge', "The global model's score on the server's test set after the last round.", status['accuracy'] as number);
+  if (status['epsilon'] !== null) metric('bytesandbrains_dp_epsilon', 'gauge', 'The privacy spent so far: epsilon at the run\'s delta (differential privacy).', Number(status['epsilon']));
   metric('bytesandbrains_room_members', 'gauge', 'Peers in the room besides the server.', status['members'] as number);
   for (const [reason, n] of Object.entries(refusals)) {
     metric('bytesandbrains_refusals_total', 'counter', 'Contributions and announces refused, left out or cut, by reason.', n, `{reason="${reason}"}`);

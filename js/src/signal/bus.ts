@@ -40,8 +40,12 @@ export interface RoomBus {
   leave(room: string, peer: string): void;
   /** `peer` of `room` as another process holds it, or undefined when no other does. */
   remote(room: string, peer: string): RemoteMember | undefined;
-  /** Hands a signal to the process holding `to`; false when no other process does. */
-  relay(room: string, from: string, to: string, data: unknown): boolean;
+  /**
+   * Hands a signal to the process holding `to`: undefined when no other process does,
+   * else a promise settled once the signal has left this process (until then the server
+   * counts it against its budget).
+   */
+  relay(room: string, from: string, to: string, data: unknown): Promise<void> | undefined;
   /** No member of `room` is held here any more: its remote members need not be followed. */
   forget(room: string): void;
   /** Leaves the bus: this process's members are released and its connections closed. */

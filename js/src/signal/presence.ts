@@ -10,6 +10,11 @@
  * told the difference in pages as it reads.
  */
 
+import type { Holding } from './budget.js';
+
+/** What one peer in a member's backlog costs (a Map entry; the peer id and session are shared). */
+export const BACKLOG_ENTRY_BYTES = 64;
+
 /**
  * One stay of a peer in a room, from its join to its leave, with the join token it joined
  * with. Compared by identity: a peer that left and came back is another session, which
@@ -78,6 +83,12 @@ export class RoomPresence {
  */
 export class PresenceBacklog {
   readonly #known = new Map<string, Session | null>();
+  readonly #holding: Holding | undefined;
+
+  /** Counts its entries in `holding`, if given. */
+  constructor(holding?: Holding) {
+    this.#holding = holding;
+  }
 
   get empty(): boolean {
     return this.#known.size === 0;
@@ -91,6 +102,7 @@ export class PresenceBacklog {
   /** It knows `session` of `peer` (null: nothing), whatever the room announced. */
   set(peer: string, session: Session | null): void {
     this.#known.set(peer, session);
+    this.#counted();
   }
 
   /** The room announced `changes` without telling it: it still knows what it knew before them. */
@@ -99,6 +111,7 @@ export class PresenceBacklog {
       if (!this.#known.has(change.peer)) this.#known.set(change.peer, change.was ?? null);
       if (this.#known.get(change.peer) === (change.now ?? null)) this.#known.delete(change.peer);
     }
+    this.#counted();
   }
 
   /**
@@ -115,6 +128,17 @@ export class PresenceBacklog {
       const now = announced.get(peer);
       if ((known ?? undefined) !== now) page.push({ peer, was: known ?? undefined, now });
     }
+    this.#counted();
     return page;
+  }
+
+  /** Drops everything (its member left): nothing is counted any more. */
+  release(): void {
+    this.#known.clear();
+    this.#holding?.close();
+  }
+
+  #counted(): void {
+    this.#holding?.set(this.#known.size * BACKLOG_ENTRY_BYTES);
   }
 }

@@ -144,8 +144,8 @@ export class RedisRoomBus implements RoomBus {
     const old = replies?.[0]?.[1] as string | null | undefined;
     const all = (replies?.[2]?.[1] ?? {}) as Record<string, string>;
     const previous = old ? parseHolder(old) : null;
-    if (previous !== null && previous.node !== this.node) this.#publish(this.#key('node', previous.node), { kind: 'replaced', room, peer });
-    this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role, node: this.node, ...(token === undefined ? {} : { token }) });
+    if (previous !== null && previous.node !== this.node) void this.#publish(this.#key('node', previous.node), { kind: 'replaced', room, peer });
+    void this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role, node: this.node, ...(token === undefined ? {} : { token }) });
     for (const [member, holder] of await this.#aliveHolders(all)) if (member !== peer && !remote.has(member)) remote.set(member, { peer: member, ...holder });
     return [...remote.values()];
   }
@@ -163,11 +163,10 @@ export class RedisRoomBus implements RoomBus {
     return this.#remote.get(room)?.get(peer);
   }
 
-  relay(room: string, from: string, to: string, data: unknown): boolean {
+  relay(room: string, from: string, to: string, data: unknown): Promise<void> | undefined {
     const holder = this.#remote.get(room)?.get(to);
-    if (holder === undefined) return false;
-    this.#publish(this.#key('node', holder.node), { kind: 'signal', room, from, to, data });
-    return true;
+    if (holder === undefined) return undefined;
+    return this.#publish(this.#key('node', holder.node), { kind: 'signal', room, from, to, data });
   }
 
   forget(room: string): void {
@@ -189,9 +188,10 @@ export class RedisRoomBus implements RoomBus {
     }
   }
 
-  #publish(channel: string, message: BusMessage): void {
-    if (this.#closed && message.kind !== 'left') return;
-    this.#cmd.publish(channel, JSON.stringify(message)).catch(() => undefined);
+  /** Publishes `message`; settles once Redis took it, or gave up (a lost message is the same as a dropped one). */
+  #publish(channel: string, message: BusMessage): Promise<void> {
+    if (this.#closed && message.kind !== 'left') return Promise.resolve();
+    return this.#cmd.publish(channel, JSON.stringify(message)).then(() => undefined, () => undefined);
   }
 
   #release(room: string, peer: string, holder: Holder): void {
@@ -216,7 +216,7 @@ export class RedisRoomBus implements RoomBus {
         const hash = this.#key('room', room);
         const value = holderValue(held);
         if ((await this.#cmd.hsetnx(hash, peer, value)) === 0 && (await this.#cmd.hget(hash, peer)) !== value) continue;
-        this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role: held.role, node: this.node, ...(held.token === undefined ? {} : { token: held.token }) });
+        void this.#publish(`${this.#prefix}presence`, { kind: 'joined', room, peer, role: held.role, node: this.node, ...(held.token === undefined ? {} : { token: held.token }) });
       }
     }
     await this.#resync();

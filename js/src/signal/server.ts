@@ -1,9 +1,9 @@
 /**
  * The WebSocket signalling server (Node only: it imports `ws`). It relays offer, answer and
  * candidate payloads between the members of a room, and stays up under abuse: every socket,
- * room and byte it holds for someone has a cap (see {@link SIGNAL_SERVER_DEFAULTS}), every
- * message is measured before it is parsed, and a message whose handling fails closes only
- * its own socket.
+ * room and byte it holds for someone has a cap (see {@link SIGNAL_SERVER_DEFAULTS}), and all
+ * of them together one more (`maxHeldBytes`, budget.ts); every message is measured before
+ * it is parsed, and a message whose handling fails closes only its own socket.
  */
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -16,7 +16,10 @@ import { verifySignature } from '../identity/identity.js';
 import { peerIdFromPublicKey } from '../identity/peer-id.js';
 import { admissionRefusal, policyOf, type RoomPolicies } from './admission.js';
 import { TokenBucket } from './bucket.js';
+import { Holding, MemoryBudget, SIGNAL_FLOOR, SIGNAL_SHARE } from './budget.js';
 import type { RemoteMember, RoomBus, RoomBusHandlers } from './bus.js';
+import { FrameMeter } from './frames.js';
+import { Inbox } from './inbox.js';
 import { PresenceBacklog, RoomPresence, type PresenceChange, type Session } from './presence.js';
 import { SocketLedger } from './sockets.js';
 import { DEFAULT_TURN_TTL_SECONDS, turnCredentials, type TurnOptions } from './turn.js';
@@ -52,6 +55,14 @@ export interface SignalServerOptions {
    */
   bytesPerSecond?: number;
   byteBurst?: number;
+  /**
+   * Sustained bytes per second read from all sockets together, with bursts up to
+   * `totalByteBurst`. Past it, a socket that sent something is not read from, and its
+   * messages wait, until the others had their turn: the sockets with the least waiting
+   * go first, so a join or a signal is not stuck behind floods.
+   */
+  totalBytesPerSecond?: number;
+  totalByteBurst?: number;
   /** A socket that has not answered a ping for this long is cut. */
   heartbeatMs?: number;
   /**
@@ -70,13 +81,25 @@ export interface SignalServerOptions {
   /** A socket that is in no room this long after connecting (or leaving) is closed with 4000. */
   joinTimeoutMs?: number;
   /**
-   * Bytes that may wait to be written to one socket (in `ws` and Node, before the kernel
-   * takes them). A signal relayed to a socket past it is dropped: a member that reads
-   * slowly loses signals, not its place. Presence waits for it to read, kept as at most
-   * one entry per peer. Its own replies may pass it by {@link REPLY_RESERVE_BYTES}; past
-   * that, it asks for more than it reads and is closed with 4002.
+   * Bytes that may wait for one member: signals relayed to it and what waits to be
+   * written to its socket (in `ws` and Node, before the kernel takes it). Its senders share
+   * it: signals wait per sender and go out in turn, and when it is full a signal displaces
+   * the newest of the sender holding the most, or is dropped if that is its own sender — a
+   * member that reads slowly loses signals, not its place, and a flood at it loses its own
+   * signals, not another sender's. Presence waits for it to read, kept as at most one
+   * entry per peer. Its own replies may pass it by {@link REPLY_RESERVE_BYTES}; past that,
+   * it asks for more than it reads and is closed with 4002.
    */
   maxBufferedBytes?: number;
+  /**
+   * Bytes held for all sockets together (budget.ts): what waits to be written, signals
+   * waiting for members, presence backlogs, input read and not yet handled, signals on
+   * their way to other processes. Relayed signals may fill half of it (each member still
+   * gets 16 KiB); past three quarters presence waits and the messages of sockets holding
+   * more than their share of it (their unread replies and unhandled input) wait their
+   * turn; past all of it, the socket holding the most unfinished input is cut.
+   */
+  maxHeldBytes?: number;
   /** How long a socket closed for cause may take to read its close frame before it is cut. */
   closeGraceMs?: number;
   /** Membership changes of a room are announced at most this often, coalesced. */
@@ -115,14 +138,17 @@ export const SIGNAL_SERVER_DEFAULTS = {
   joinCost: 10,
   bytesPerSecond: 64 * 1024,
   byteBurst: 256 * 1024,
+  totalBytesPerSecond: 8 * 1024 * 1024,
+  totalByteBurst: 2 * 1024 * 1024,
   heartbeatMs: 15_000,
-  maxConnections: 4_096,
+  maxConnections: 1_024,
   maxConnectionsPerAddress: 64,
   upgradeTimeoutMs: 10_000,
   maxRooms: 1_000,
-  maxRoomSize: 1_024,
+  maxRoomSize: 512,
   joinTimeoutMs: 10_000,
   maxBufferedBytes: 256 * 1024,
+  maxHeldBytes: 8 * 1024 * 1024,
   closeGraceMs: 5_000,
   presenceIntervalMs: 100,
 } as const;
@@ -134,6 +160,18 @@ export const PRESENCE_PAGE_PEERS = 64;
 
 /** What a socket's own replies may add past `maxBufferedBytes` (a full socket still hears its answers). */
 export const REPLY_RESERVE_BYTES = 64 * 1024;
+
+/** Input a socket may hold unfinished before it may be cut for it when the budget is spent (an honest one holds far less). */
+export const EVICTION_FLOOR_BYTES = 16 * 1024;
+
+/** The most Node reads from a socket at once: what a socket given its turn may cost before it is paused again. */
+const READ_CHUNK_BYTES = 64 * 1024;
+
+/** What a message waiting its turn costs beside the buffer it keeps (the array slot and its view). */
+const WAITING_MESSAGE_BYTES = 64;
+
+/** How often sockets that are not read from are looked at (what they hold, whether they may go on). */
+const SWEEP_MS = 100;
 
 /** What the server holds now, and what it turned away since it started. */
 export interface SignalServerStats {
@@ -152,8 +190,14 @@ export interface SignalServerStats {
   upgradeTimeouts: number;
   /** Sockets closed because their own replies waited for them past `maxBufferedBytes` and its reserve. */
   slowReaders: number;
-  /** Signals dropped because their addressee had `maxBufferedBytes` waiting already. */
+  /** Signals dropped: their addressee's queue was full and their sender held the most of it, or the budget's share for signals was spent. */
   droppedSignals: number;
+  /** Bytes held for all sockets now, against `maxHeldBytes`. */
+  heldBytes: number;
+  /** Sockets whose messages wait their turn now (the budget is tight and they hold more than their share). */
+  waitingSockets: number;
+  /** Sockets cut because they held the most unfinished input when the budget was spent. */
+  evictions: number;
   /** Sockets closed because they joined no room in time. */
   joinTimeouts: number;
   /** Messages whose handling failed: their sockets were closed (a bus's were dropped). */
@@ -191,8 +235,27 @@ interface Connection {
   joinTimer: ReturnType<typeof setTimeout> | null;
   /** Being closed for cause: nothing more is sent to it or taken from it. */
   closing: boolean;
-  /** Called once each write is handed to the kernel: the presence it waits for can follow. */
-  readonly written: () => void;
+  /** The TCP (or TLS) socket under it: what is read while it is paused waits there. */
+  readonly tcp: Socket;
+  /** Its part of the budget: what waits to be written to it, its own replies apart. */
+  readonly outgoing: Holding;
+  /** Its replies not yet written out: with its input, what it holds by its own doing. */
+  readonly replies: Holding;
+  /** Input read and not handled yet: an unfinished message, messages waiting their turn, bytes read while paused. */
+  readonly input: Holding;
+  readonly frames: FrameMeter;
+  /** Messages taken while it held more than its share of a tight budget (or was paused), handled in order as it may go on. */
+  readonly waiting: Array<{ data: Buffer; binary: boolean; bytes: number }>;
+  /** What they cost: their bytes, and {@link WAITING_MESSAGE_BYTES} each. */
+  waitingBytes: number;
+  /** Signals relayed to it, waiting for their turn; null unless it is a data peer in a room. */
+  inbox: Inbox | null;
+  /** Not read from while its byte budget is in debt. */
+  throttled: boolean;
+  /** Not read from until its turn at the bytes all sockets may read together comes. */
+  starved: boolean;
+  /** Not read from while as much as a message waits its turn. */
+  full: boolean;
 }
 
 export class SignalServer {
@@ -220,7 +283,25 @@ export class SignalServer {
   readonly #heartbeat: ReturnType<typeof setInterval>;
   readonly #onConnection = (socket: Socket): void => this.#acceptTcp(socket);
   readonly #onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => this.#upgrade(request, socket as Socket, head);
-  readonly #counters = { refusedConnections: 0, upgradeTimeouts: 0, slowReaders: 0, droppedSignals: 0, joinTimeouts: 0, faults: 0 };
+  readonly #counters = { refusedConnections: 0, upgradeTimeouts: 0, slowReaders: 0, droppedSignals: 0, joinTimeouts: 0, faults: 0, evictions: 0 };
+  readonly #budget: MemoryBudget;
+  /** Signals handed to the bus and not yet sent on. */
+  readonly #busHolding: Holding;
+  /** Connections whose messages wait their turn, in the order they began to wait. */
+  readonly #waitingTurn = new Set<Connection>();
+  /** Connections whose presence waits for the budget, not for their socket. */
+  readonly #waitingPresence = new Set<Connection>();
+  /** Connections not read from (throttled or full): what they read meanwhile is measured each sweep. */
+  readonly #paused = new Set<Connection>();
+  /** Connections holding at least {@link EVICTION_FLOOR_BYTES} of input: the ones that may be cut for it. */
+  readonly #inputHolders = new Set<Connection>();
+  /** The bytes all sockets may read together. */
+  readonly #reads: TokenBucket;
+  /** Connections waiting for their turn at it. */
+  readonly #starved = new Set<Connection>();
+  #turnTimer: ReturnType<typeof setTimeout> | null = null;
+  #sweep: ReturnType<typeof setInterval> | null = null;
+  #wakeScheduled = false;
   #closed = false;
 
   private constructor(http: HttpServer, ownsHttp: boolean, options: SignalServerOptions) {
@@ -232,6 +313,9 @@ export class SignalServer {
       const value = options[key];
       if (value !== undefined) this.#limits[key] = checkedLimit(key, value);
     }
+    this.#budget = new MemoryBudget(this.#limits.maxHeldBytes, () => this.#released());
+    this.#busHolding = new Holding(this.#budget);
+    this.#reads = new TokenBucket(this.#limits.totalBytesPerSecond, this.#limits.totalByteBurst, Date.now());
     this.#path = options.path;
     this.#addressOf = options.addressOf ?? ((request) => request.socket.remoteAddress ?? 'unknown');
     this.#addressAtAccept = ownsHttp && options.addressOf === undefined;
@@ -308,7 +392,7 @@ export class SignalServer {
     for (const room of this.#rooms.values()) members += room.members.size;
     return {
       connections: this.#connections.size, pendingUpgrades: this.#sockets.pending, addresses: this.#sockets.addresses,
-      rooms: this.#rooms.size, members, ...this.#counters,
+      rooms: this.#rooms.size, members, ...this.#counters, heldBytes: this.#budget.held, waitingSockets: this.#waitingTurn.size,
     };
   }
 
@@ -317,6 +401,8 @@ export class SignalServer {
     if (this.#closed) return Promise.resolve();
     this.#closed = true;
     clearInterval(this.#heartbeat);
+    if (this.#sweep !== null) clearInterval(this.#sweep);
+    if (this.#turnTimer !== null) clearTimeout(this.#turnTimer);
     this.#http.off('upgrade', this.#onUpgrade);
     this.#http.off('connection', this.#onConnection);
     for (const connection of this.#connections) connection.socket.terminate();
@@ -376,28 +462,33 @@ export class SignalServer {
     }
     if (!held && !this.#sockets.hold(socket, null)) return void socket.destroy(); // gone already
     this.#sockets.upgraded(socket, address);
-    this.#wss.handleUpgrade(request, socket, head, (ws) => this.#accept(ws));
+    this.#wss.handleUpgrade(request, socket, head, (ws) => this.#accept(ws, socket));
   }
 
-  #accept(socket: WebSocket): void {
+  #accept(socket: WebSocket, tcp: Socket): void {
     const now = Date.now();
     const connection: Connection = {
       socket, room: null, peer: null, role: null, session: null, unsent: null, challenge: randomBytes(CHALLENGE_BYTES), joining: false, alive: true,
       messages: new TokenBucket(this.#limits.ratePerSecond, this.#limits.rateBurst, now),
       bytes: new TokenBucket(this.#limits.bytesPerSecond, this.#limits.byteBurst, now),
       resumeTimer: null, limitedNoticeAt: 0, joinTimer: null, closing: false,
-      written: () => this.#flush(connection),
+      tcp, outgoing: new Holding(this.#budget), replies: new Holding(this.#budget), input: new Holding(this.#budget), frames: new FrameMeter(),
+      waiting: [], waitingBytes: 0, inbox: null, throttled: false, starved: false, full: false,
     };
     this.#connections.add(connection);
     this.#awaitJoin(connection);
     socket.on('pong', () => (connection.alive = true));
     socket.on('message', (data, isBinary) => {
       try {
-        this.#throttle(connection, byteLength(data));
-        this.#receive(connection, isBinary ? null : data.toString());
+        this.#take(connection, toBuffer(data), isBinary);
       } catch (error) {
         this.#fault(connection, error);
       }
+    });
+    // after ws's own listener: the messages of each chunk are taken by then, what is left is unfinished
+    tcp.on('data', (chunk: Buffer) => {
+      connection.frames.read(chunk);
+      this.#measureInput(connection);
     });
     socket.on('close', () => this.#forget(connection));
     socket.on('error', () => socket.terminate()); // e.g. a frame over maxPayload
@@ -411,6 +502,146 @@ export class SignalServer {
     if (connection.joinTimer !== null) clearTimeout(connection.joinTimer);
     if (connection.resumeTimer !== null) clearTimeout(connection.resumeTimer);
     connection.joinTimer = connection.resumeTimer = null;
+    connection.waiting.length = 0;
+    connection.waitingBytes = 0;
+    for (const set of [this.#waitingTurn, this.#waitingPresence, this.#paused, this.#inputHolders, this.#starved]) set.delete(connection);
+    for (const holding of [connection.outgoing, connection.replies, connection.input]) holding.close();
+  }
+
+  /**
+   * A message read from `connection`: handled now, or — while the budget is tight and it
+   * holds more than its share, or messages of its wait already — queued behind them. As
+   * much as one message waiting stops its reading.
+   */
+  #take(connection: Connection, data: Buffer, binary: boolean): void {
+    if (connection.closing) return;
+    this.#throttle(connection, data.length);
+    this.#share(connection, data.length);
+    if (connection.waiting.length === 0 && !connection.throttled && !connection.starved && !this.#mustWait(connection)) {
+      return this.#receive(connection, binary ? null : data.toString());
+    }
+    // kept as read: a view keeps the whole buffer it came in, which costs that much (once,
+    // for the messages that came in it one after another)
+    const shared = connection.waiting.at(-1)?.data.buffer === data.buffer;
+    const bytes = (shared ? data.length : Math.max(data.length, data.buffer.byteLength)) + WAITING_MESSAGE_BYTES;
+    connection.waiting.push({ data, binary, bytes });
+    connection.waitingBytes += bytes;
+    this.#waitingTurn.add(connection);
+    if (!connection.full && connection.waitingBytes >= this.#limits.maxMessageBytes) {
+      connection.full = true;
+      this.#reading(connection);
+    }
+    this.#measureInput(connection);
+  }
+
+  /**
+   * Whether the budget is tight and `connection` holds more than its share of it by its
+   * own doing: replies it has not read, input it has not finished (its messages waiting
+   * their turn apart, which it cannot hurry).
+   */
+  #mustWait(connection: Connection): boolean {
+    if (!this.#budget.tight) return false;
+    return connection.replies.bytes + connection.input.bytes - connection.waitingBytes > this.#fairShare;
+  }
+
+  /** What each socket may hold when all share the budget. */
+  get #fairShare(): number {
+    return this.#budget.fairShare(this.#connections.size);
+  }
+
+  /** Handles the messages of `connection` that waited, in order, while it may go on. */
+  #handleWaiting(connection: Connection): void {
+    while (connection.waiting.length > 0 && !connection.closing && !connection.throttled && !connection.starved && !this.#mustWait(connection)) {
+      const { data, binary, bytes } = connection.waiting.shift()!;
+      connection.waitingBytes -= bytes;
+      try {
+        this.#receive(connection, binary ? null : data.toString());
+      } catch (error) {
+        this.#fault(connection, error);
+      }
+    }
+    if (connection.closing) return;
+    if (connection.waiting.length === 0) {
+      this.#waitingTurn.delete(connection);
+      connection.waitingBytes = 0;
+    }
+    connection.full = connection.waitingBytes >= this.#limits.maxMessageBytes;
+    this.#reading(connection);
+    this.#measureInput(connection);
+  }
+
+  /** Pauses or resumes reading `connection` as its byte budget and its waiting messages say. */
+  #reading(connection: Connection): void {
+    if (connection.closing) return;
+    const pause = connection.throttled || connection.starved || connection.full;
+    if (pause === this.#paused.has(connection)) return;
+    if (pause) {
+      connection.socket.pause();
+      this.#paused.add(connection);
+      this.#sweep ??= setInterval(() => this.#sweepPaused(), SWEEP_MS);
+      this.#sweep.unref?.();
+    } else {
+      this.#paused.delete(connection);
+      connection.socket.resume();
+      if (this.#paused.size === 0 && this.#sweep !== null) {
+        clearInterval(this.#sweep);
+        this.#sweep = null;
+      }
+    }
+  }
+
+  /**
+   * What `connection` holds of its input: its unfinished message, its messages waiting,
+   * what was read while it was paused. Past the budget, the input most held goes.
+   */
+  #measureInput(connection: Connection): void {
+    connection.input.set(connection.frames.held + connection.waitingBytes + connection.tcp.readableLength);
+    if (connection.input.bytes >= EVICTION_FLOOR_BYTES) this.#inputHolders.add(connection);
+    else this.#inputHolders.delete(connection);
+    if (!this.#budget.admits(0)) this.#evict();
+  }
+
+  /**
+   * The budget is spent: the sockets holding the most unhandled input (at least
+   * {@link EVICTION_FLOOR_BYTES}: more than an honest client's message) are cut until it is
+   * not. Their input goes with them, and what waited for them to read.
+   */
+  #evict(): void {
+    while (!this.#budget.admits(0)) {
+      let next: Connection | undefined;
+      for (const connection of this.#inputHolders) if (connection.input.bytes > (next?.input.bytes ?? 0)) next = connection;
+      if (next === undefined) return;
+      this.#counters.evictions++;
+      next.closing = true;
+      next.socket.terminate();
+      this.#forget(next);
+    }
+  }
+
+  /** Every sweep: what paused sockets read meanwhile is measured, and those whose turn came go on. */
+  #sweepPaused(): void {
+    for (const connection of this.#paused) this.#measureInput(connection);
+    this.#wake();
+  }
+
+  /** Bytes were given back: what waits for the budget may go, soon (not inside whatever gave them back). */
+  #released(): void {
+    if (this.#wakeScheduled || this.#budget.tight || (this.#waitingTurn.size === 0 && this.#waitingPresence.size === 0)) return;
+    this.#wakeScheduled = true;
+    setImmediate(() => {
+      this.#wakeScheduled = false;
+      this.#wake();
+    });
+  }
+
+  /** Lets go on, in the order they began to wait, the messages and the presence that may now. */
+  #wake(): void {
+    for (const connection of this.#waitingTurn) if (!this.#mustWait(connection)) this.#handleWaiting(connection);
+    for (const connection of this.#waitingPresence) {
+      if (!this.#mayTell(connection)) continue;
+      this.#waitingPresence.delete(connection);
+      this.#pump(connection);
+    }
   }
 
   #awaitJoin(connection: Connection): void {
@@ -525,6 +756,7 @@ export class SignalServer {
     connection.peer = peer;
     connection.role = role;
     connection.session = role === 'watcher' ? null : { token: join.token };
+    connection.inbox = role === 'watcher' ? null : new Inbox(new Holding(this.#budget));
     connection.challenge = new Uint8Array(0); // used up: a leave hands out a fresh one
     if (connection.joinTimer !== null) clearTimeout(connection.joinTimer);
     connection.joinTimer = null;
@@ -541,14 +773,15 @@ export class SignalServer {
     const sessionOf = (member: string): Session | undefined => this.#sessionOf(room, member);
     const roster = room.presence.roster(sessionOf).filter(([member]) => member !== peer);
     const first = roster.slice(0, PRESENCE_PAGE_PEERS);
-    const backlog = new PresenceBacklog();
+    const backlog = new PresenceBacklog(new Holding(this.#budget));
     for (const [member, session] of first) if (room.presence.announced.get(member) !== session) backlog.set(member, session);
     for (const [member] of roster.slice(first.length)) backlog.set(member, null);
     for (const member of room.presence.announced.keys()) if (member !== peer && sessionOf(member) === undefined) backlog.set(member, null);
+    if (backlog.empty) backlog.release();
     connection.unsent = backlog.empty ? null : backlog;
     const peers = first.map(([member]) => member);
     this.#reply(connection, { type: 'joined', room: room.name, peer: peer!, role: role!, peers, ...this.#iceFor(peer!), ...tokensOf(first), ...this.#operatorsOf(room.name) });
-    this.#flush(connection);
+    this.#pump(connection);
   }
 
   /** The keys whose join tokens admit to `room`, as `joined` tells them (none: it takes no tokens). */
@@ -557,10 +790,26 @@ export class SignalServer {
     return keys.length === 0 ? {} : { operators: keys.map((key) => toBase64(key)) };
   }
 
-  /** A signal for a member of another process goes through the bus; false when none holds it. */
+  /**
+   * A signal for a member of another process goes through the bus, counted against the
+   * budget until it has left this process, and dropped past the signals' share of it;
+   * false when no other process holds that member.
+   */
   #relayedByBus(room: string, from: string, to: string, data: unknown): boolean {
     const role = this.#bus?.remote(room, to)?.role;
-    return role !== undefined && role !== 'watcher' && this.#bus!.relay(room, from, to, data);
+    if (role === undefined || role === 'watcher') return false;
+    // what the bus publishes: the signal with its room and addressee, as JSON
+    const bytes = Buffer.byteLength(JSON.stringify(data) ?? '') + room.length + from.length + to.length + 64;
+    if (!this.#budget.admits(bytes, SIGNAL_SHARE)) {
+      this.#counters.droppedSignals++;
+      return true;
+    }
+    const sent = this.#bus!.relay(room, from, to, data);
+    if (sent === undefined) return false;
+    this.#busHolding.add(bytes);
+    const done = (): void => this.#busHolding.remove(bytes);
+    sent.then(done, done);
+    return true;
   }
 
   /**
@@ -613,7 +862,11 @@ export class SignalServer {
     connection.peer = null;
     connection.role = null;
     connection.session = null;
+    connection.unsent?.release();
     connection.unsent = null;
+    connection.inbox?.clear();
+    connection.inbox = null;
+    this.#waitingPresence.delete(connection);
     if (room === null || peer === null || room.members.get(peer) !== connection) return;
     room.members.delete(peer);
     this.#bus?.leave(room.name, peer);
@@ -648,63 +901,100 @@ export class SignalServer {
     for (const member of [...room.members.values()]) {
       try {
         for (const page of pages) this.#tell(member, page.changes, page.frame);
-        this.#flush(member); // what waited for this announcement
+        this.#pump(member); // what waited for this announcement
       } catch (error) {
         this.#fault(member, error);
       }
     }
   }
 
-  /** A member up to date with room to spare gets a page now; another keeps it in its backlog. */
+  /** A member up to date with room to spare (its own and the budget's) gets a page now; another keeps it in its backlog. */
   #tell(member: Connection, changes: PresenceChange[], frame: Buffer): void {
-    if (member.unsent === null && member.socket.bufferedAmount < this.#flushBelow) return this.#write(member, frame);
-    (member.unsent ??= new PresenceBacklog()).add(changes);
+    if (member.unsent === null && member.outgoing.bytes < this.#flushBelow && this.#mayTell(member)) return this.#write(member, frame);
+    (member.unsent ??= new PresenceBacklog(new Holding(this.#budget))).add(changes);
   }
 
-  /** Presence is written while less than this waits for the socket: a quarter of `maxBufferedBytes`. */
+  /** Presence goes to a member while the budget is not tight, or while it has less than half its share waiting. */
+  #mayTell(member: Connection): boolean {
+    return !this.#budget.tight || member.outgoing.bytes < this.#fairShare / 2;
+  }
+
+  /** What waits is written while less than this waits for the socket: a quarter of `maxBufferedBytes`. */
   get #flushBelow(): number {
     return this.#limits.maxBufferedBytes / 4;
   }
 
   /**
-   * Tells a member pages of its backlog while it reads; called again as each write
-   * completes. A peer that changed since the last announcement waits for the next.
+   * Writes what waits for a member while it reads: pages of its presence backlog first,
+   * then the signals relayed to it, one sender after another. Called again as each write
+   * completes. A peer that changed since the last announcement waits for the next; while
+   * the budget is tight presence waits for it.
    */
-  #flush(connection: Connection): void {
-    const { room, unsent } = connection;
-    if (room === null || unsent === null) return;
-    const wait = (peer: string): boolean => room.presence.isPending(peer);
-    while (!unsent.empty && this.#writable(connection) && connection.socket.bufferedAmount < this.#flushBelow) {
-      const page = unsent.takePage(PRESENCE_PAGE_PEERS, room.presence.announced, wait);
-      if (page.length === 0) break; // all of it waits
-      this.#write(connection, presenceText(page));
+  #pump(connection: Connection): void {
+    const { room } = connection;
+    if (room === null) return;
+    while (this.#writable(connection) && connection.outgoing.bytes < this.#flushBelow) {
+      if (!this.#pumpPresence(connection, room) && !this.#pumpSignal(connection, room)) break;
     }
-    if (unsent.empty) connection.unsent = null;
+  }
+
+  /** Writes a page of the member's presence backlog; false when none may go now. */
+  #pumpPresence(connection: Connection, room: Room): boolean {
+    const unsent = connection.unsent;
+    if (unsent === null) return false;
+    if (!this.#mayTell(connection)) {
+      this.#waitingPresence.add(connection);
+      return false;
+    }
+    const page = unsent.takePage(PRESENCE_PAGE_PEERS, room.presence.announced, (peer) => room.presence.isPending(peer));
+    if (unsent.empty) {
+      unsent.release();
+      connection.unsent = null;
+    }
+    if (page.length === 0) return false; // all of it waits for the next announcement
+    this.#write(connection, presenceText(page));
+    return true;
   }
 
   /**
-   * Relays a signal unless `maxBufferedBytes` waits for its addressee already: then it is
-   * dropped, and the addressee keeps its place. An addressee that does not know the
-   * sender's stay in the room yet hears of it first, so no signal overtakes its sender's
-   * presence.
+   * Writes the next signal relayed to the member. One of a sender's stay that has ended
+   * is dropped; a member that does not know its sender's stay in the room yet hears of it
+   * first, so no signal overtakes its sender's presence. False when none waits.
+   */
+  #pumpSignal(connection: Connection, room: Room): boolean {
+    const next = connection.inbox?.take();
+    if (next === undefined) return false;
+    const { sender, signal } = next;
+    const now = this.#sessionOf(room, sender);
+    if (signal.session !== undefined && now !== signal.session) {
+      this.#counters.droppedSignals++;
+      return true;
+    }
+    const known = connection.unsent?.knownOf(sender);
+    const knows = known === undefined ? room.presence.announced.get(sender) : known ?? undefined;
+    if (now !== undefined && knows !== now) {
+      (connection.unsent ??= new PresenceBacklog(new Holding(this.#budget))).set(sender, now);
+      this.#write(connection, presenceText([{ peer: sender, was: knows, now }]));
+    }
+    this.#write(connection, signal.text);
+    return true;
+  }
+
+  /**
+   * Queues a signal for `target` behind its other senders' (inbox.ts). Its queue and
+   * socket together hold at most `maxBufferedBytes`; all members' signals at most the
+   * budget's share for signals, each member's first {@link SIGNAL_FLOOR} bytes apart.
+   * What does not fit is dropped, and the addressee keeps its place.
    */
   #relay(target: Connection, from: string, data: unknown): void {
-    const room = target.room;
-    if (!this.#writable(target) || room === null) return;
-    const signal = JSON.stringify({ type: 'signal', from, data } satisfies ServerMessage);
-    const known = target.unsent?.knownOf(from);
-    const knows = known === undefined ? room.presence.announced.get(from) : known ?? undefined;
-    const now = this.#sessionOf(room, from);
-    const news = now !== undefined && knows !== now ? presenceText([{ peer: from, was: knows, now }]) : '';
-    if (target.socket.bufferedAmount + Buffer.byteLength(signal) + Buffer.byteLength(news) > this.#limits.maxBufferedBytes) {
-      this.#counters.droppedSignals++;
-      return;
-    }
-    if (news !== '') {
-      (target.unsent ??= new PresenceBacklog()).set(from, now!);
-      this.#write(target, news);
-    }
-    this.#write(target, signal);
+    const { room, inbox } = target;
+    if (!this.#writable(target) || room === null || inbox === null) return;
+    const text = JSON.stringify({ type: 'signal', from, data } satisfies ServerMessage);
+    const bytes = Buffer.byteLength(text);
+    const shared = Math.max(this.#budget.roomBelow(SIGNAL_SHARE), Math.min(SIGNAL_FLOOR - inbox.bytes, this.#budget.roomBelow(1)));
+    const capacity = Math.min(this.#limits.maxBufferedBytes - target.outgoing.bytes - target.replies.bytes, inbox.bytes + Math.max(0, shared));
+    this.#counters.droppedSignals += inbox.offer(from, { text, bytes, session: this.#sessionOf(room, from) }, capacity);
+    this.#pump(target);
   }
 
   #refuse(connection: Connection, code: SignalErrorCode, message: string): void {
@@ -716,19 +1006,30 @@ export class SignalServer {
     if (!this.#writable(connection)) return;
     const text = JSON.stringify(message);
     const most = this.#limits.maxBufferedBytes + REPLY_RESERVE_BYTES;
-    if (connection.socket.bufferedAmount + Buffer.byteLength(text) > most) {
+    if (connection.outgoing.bytes + connection.replies.bytes + Buffer.byteLength(text) > most) {
       this.#counters.slowReaders++;
       return this.#shut(connection, CLOSE_CODES.slowReader, `read its replies too slowly: over ${most} bytes waited for it`);
     }
-    this.#write(connection, text);
+    this.#write(connection, text, connection.replies);
   }
 
   #writable(connection: Connection): boolean {
     return !connection.closing && connection.socket.readyState === connection.socket.OPEN;
   }
 
-  #write(connection: Connection, data: string | Buffer): void {
-    connection.socket.send(data, { binary: false }, connection.written);
+  /**
+   * Hands `data` to the socket, counted in `holding` until it is written out; then what
+   * waits for the socket may follow, and a socket whose messages waited may go on.
+   */
+  #write(connection: Connection, data: string | Buffer, holding = connection.outgoing): void {
+    const bytes = typeof data === 'string' ? Buffer.byteLength(data) : data.length;
+    holding.add(bytes);
+    connection.socket.send(data, { binary: false }, () => {
+      holding.remove(bytes);
+      if (!this.#connections.has(connection)) return;
+      this.#pump(connection);
+      if (connection.waiting.length > 0 && !this.#mustWait(connection)) this.#handleWaiting(connection);
+    });
   }
 
   /** Handling a message of `connection` failed: that socket goes, the server stays. */
@@ -744,19 +1045,54 @@ export class SignalServer {
    */
   #throttle(connection: Connection, bytes: number): void {
     connection.bytes.spend(bytes, Date.now(), true);
-    if (connection.resumeTimer !== null) return;
+    if (connection.resumeTimer !== null || connection.bytes.msUntilSolvent(Date.now()) === 0) return;
+    connection.throttled = true;
+    this.#reading(connection);
     const wait = (): void => {
       const ms = connection.bytes.msUntilSolvent(Date.now());
-      if (ms === 0) {
-        connection.resumeTimer = null;
-        connection.socket.resume();
+      if (ms > 0) {
+        connection.resumeTimer = setTimeout(wait, ms);
         return;
       }
-      connection.resumeTimer = setTimeout(wait, ms);
+      connection.resumeTimer = null;
+      connection.throttled = false;
+      this.#handleWaiting(connection);
     };
-    if (connection.bytes.msUntilSolvent(Date.now()) === 0) return;
-    connection.socket.pause();
     wait();
+  }
+
+  /**
+   * Charges what was read to the bytes all sockets may read together. In debt, the socket
+   * is not read from and its messages wait for its turn ({@link #giveTurns}).
+   */
+  #share(connection: Connection, bytes: number): void {
+    this.#reads.spend(bytes, Date.now(), true);
+    if (connection.starved || this.#reads.msUntilSolvent(Date.now()) === 0) return;
+    connection.starved = true;
+    this.#starved.add(connection);
+    this.#reading(connection);
+    this.#turnTimer ??= setTimeout(() => this.#giveTurns(), this.#reads.msUntilSolvent(Date.now()));
+  }
+
+  /**
+   * The shared bytes are back: sockets waiting for them go on, those with the least
+   * waiting first (a join before a flood), as many as what they may read at once — a
+   * read of up to {@link READ_CHUNK_BYTES} each — leaves within the budget.
+   */
+  #giveTurns(): void {
+    this.#turnTimer = null;
+    let level = this.#reads.level(Date.now());
+    while (this.#starved.size > 0 && level > 0) {
+      let next: Connection | undefined;
+      for (const connection of this.#starved) if (next === undefined || connection.waitingBytes < next.waitingBytes) next = connection;
+      this.#starved.delete(next!);
+      next!.starved = false;
+      this.#handleWaiting(next!);
+      level -= READ_CHUNK_BYTES;
+    }
+    if (this.#starved.size === 0) return;
+    const ms = Math.max(1, Math.ceil(((READ_CHUNK_BYTES - Math.max(0, level)) / this.#reads.rate) * 1000));
+    this.#turnTimer = setTimeout(() => this.#giveTurns(), ms);
   }
 
   /**
@@ -805,8 +1141,9 @@ function refuseUpgrade(socket: Duplex, status: 404 | 503, message: string): void
   setTimeout(() => socket.destroy(), 1000).unref(); // a client that never reads must not hold it
 }
 
-function byteLength(data: Buffer | ArrayBuffer | Buffer[]): number {
-  return Array.isArray(data) ? data.reduce((sum, part) => sum + part.byteLength, 0) : data.byteLength;
+/** A message as `ws` hands it over (a Buffer, given its default binaryType), as one Buffer. */
+function toBuffer(data: Buffer | ArrayBuffer | Buffer[]): Buffer {
+  return Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
 }
 
 function checkedLimit(name: string, value: unknown): number {

@@ -75,6 +75,27 @@ export interface FederatedAveragingOptions {
   readonly registryTtlMs?: number;
   /** The Module's name (default 'FederatedAveraging'); its partitions are named after it. */
   readonly name?: string;
+  /**
+   * Differential privacy (DP-FedAvg, docs/PRIVACY.md): the server clips each client's update
+   * to L2 distance `clip` from the global model it was trained from, weighs every update 1,
+   * and adds Gaussian noise of standard deviation `noiseMultiplier × clip` to their sum
+   * (`noiseMultiplier × clip / m` on the mean of m updates). Each round's report then carries
+   * `epsilon`: the privacy spent so far at `delta`, by the Rényi accountant, each round a
+   * step of the Gaussian mechanism on every client (q = 1). Only with the 'fedavg'
+   * aggregator; its median-relative distance bound, sample weights and ascent screen are off
+   * (each lets one client change how the others count), the fixed clip bounds every update.
+   */
+  readonly dp?: DpOptions;
+}
+
+/** The federation's differential privacy: the clip, the noise, and the δ ε is reported at. */
+export interface DpOptions {
+  /** The L2 bound on one client's update (its distance from the global model), > 0. */
+  readonly clip: number;
+  /** The noise's standard deviation over the clip, >= 0 (0: clipping only, ε = ∞). */
+  readonly noiseMultiplier: number;
+  /** δ, in (0, 1): below one over the number of clients is the usual choice. */
+  readonly delta: number;
 }
 
 function positive(name: string, value: number): number {
@@ -87,6 +108,22 @@ export function majorityOf(clients: number): number {
   return Math.ceil(clients / 2);
 }
 
+/** The dp option checked: every field a finite number in its range, and only with FedAvg. */
+function checkedDp(dp: DpOptions, aggregator: string): DpOptions {
+  const fail = (message: string): never => {
+    throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: ${message}`);
+  };
+  if (typeof dp !== 'object' || dp === null) fail('dp is { clip, noiseMultiplier, delta }');
+  const { clip, noiseMultiplier, delta } = dp;
+  if (typeof clip !== 'number' || !Number.isFinite(clip) || clip <= 0 || clip > 3e38) fail(`dp.clip must be a finite number > 0, got ${String(clip)}`);
+  if (typeof noiseMultiplier !== 'number' || !Number.isFinite(noiseMultiplier) || noiseMultiplier < 0 || noiseMultiplier > 3e38) {
+    fail(`dp.noiseMultiplier must be a finite number >= 0, got ${String(noiseMultiplier)}`);
+  }
+  if (typeof delta !== 'number' || !(delta > 0 && delta < 1)) fail(`dp.delta must be in (0, 1), got ${String(delta)}`);
+  if (aggregator !== 'fedavg') fail(`dp needs aggregator 'fedavg' (DP-FedAvg), not '${aggregator}': its bound on one client's influence is what the noise covers`);
+  return { clip, noiseMultiplier, delta };
+}
+
 export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const clients = positive('clients', options.clients);
   const quorum = positive('quorum', options.quorum ?? majorityOf(clients));
@@ -94,6 +131,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const aggregator = options.aggregator ?? 'fedavg';
   const discovery = options.discovery ?? 'registry';
   const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
+  const dp = options.dp === undefined ? undefined : checkedDp(options.dp, aggregator);
   const codec = codecFor('federatedAveraging', options.compress ?? (options.codec === undefined ? undefined : { kind: options.codec }), true);
 
   const body = (g: Graph): void => {
@@ -142,8 +180,10 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     // bounds are the aggregators' own defaults
     const rounds = `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`;
     if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
+      // DP-FedAvg: the clip and the noise multiplier, written exactly (shortest round trip)
+      const config = dp !== undefined ? `${rounds},dp_clip=${dp.clip},dp_noise=${dp.noiseMultiplier}` : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`;
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
-      compiler.bind('aggregator', 'Aggregator', 'FedAvg', aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`);
+      compiler.bind('aggregator', 'Aggregator', 'FedAvg', config);
     } else {
       const method = aggregator === 'median' ? 'median' : `trimmed,trim=${options.trim ?? 0.2}`;
       compiler.declare('RobustAvg', TENSOR_F32, [['Model', 'model']]);
@@ -166,6 +206,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       registryTtlMs: options.registryTtlMs ?? 30_000,
       minView: quorum,
       bindRest,
+      ...(dp === undefined ? {} : { dp }),
     },
     options.rounds,
   );

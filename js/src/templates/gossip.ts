@@ -12,15 +12,15 @@
  * ```
  */
 import type { Bb } from '../bb.js';
-import { Compiler, TENSOR_F32 } from '../compiler.js';
+import { type Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Graph } from '../dsl/graph.js';
 import { module, type Module } from '../dsl/module.js';
 import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission } from '../node.js';
-import { tensorValue } from '../values.js';
 import { codecFor, type Compression } from './compress.js';
+import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
 
@@ -90,8 +90,7 @@ export class GossipPlan {
   compiler(bb: Bb): Compiler {
     const o = this.#options;
     ensureModelType(bb, o.model);
-    const compiler = new Compiler(bb);
-    try {
+    return compilerWith(bb, (compiler) => {
       compiler.setPermissiveTypes(true); // sample counts and peer lists have no storage type
       bindModel(compiler, o.model, 'model', o.fitSteps ?? 4, 'data');
       compiler.declare('ArraySource', TENSOR_F32);
@@ -101,20 +100,11 @@ export class GossipPlan {
       compiler.bind('aggregator', 'Aggregator', 'GossipAvg', `model=model,weight=${o.weight ?? 0.5}`);
       const codec = codecFor('gossipLearning', o.compress, false);
       if (codec !== undefined) compiler.bind('codec', 'Codec', codec.type, codec.config);
-      return compiler;
-    } catch (error) {
-      compiler.free();
-      throw error;
-    }
+    });
   }
 
   compile(bb: Bb): Uint8Array {
-    const compiler = this.compiler(bb);
-    try {
-      return compiler.compile(this.module.build(bb));
-    } finally {
-      compiler.free();
-    }
+    return compileWith(bb, this.compiler(bb), this.module);
   }
 
   installPeer(bb: Bb, options: GossipPeerOptions): GossipPeer {
@@ -123,9 +113,7 @@ export class GossipPlan {
       artifact: options.artifact,
       targets: [this.name],
       slots: { data: { dataset: options.data }, view: { config: this.#viewConfig(options.seeds) }, ...modelSlots(this.#options.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     for (const peer of options.seeds) node.addPeer(peer);
     const name = this.name;
@@ -133,9 +121,7 @@ export class GossipPlan {
     return {
       node,
       start(nowNs) {
-        const x = test.features();
-        const y = test.labels();
-        node.invoke(name, { test_x: tensorValue('float', x.data, x.dims), test_y: tensorValue('float', y.data, y.dims) }, nowNs);
+        node.invoke(name, testInputs(test), nowNs);
       },
       onRound: (listener) => node.onStep(roundReporter(listener)),
     };

@@ -3,15 +3,17 @@
  * a server and a client install, and the installs themselves.
  */
 import type { Bb } from '../bb.js';
-import { Compiler, TENSOR_F32 } from '../compiler.js';
+import { type Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission, type Step } from '../node.js';
+import { dpEpsilon } from '../privacy.js';
 import { OnnxTrainer } from '../trainer.js';
 import { CODEC_REFUSALS, trafficOf, type Traffic } from '../traffic.js';
-import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
+import { peersValue, scalarOf, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
+import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
@@ -22,6 +24,12 @@ export interface RoundReport {
   readonly bytesIn?: number;
   /** A server's envelope bytes sent since its previous report (the global model to each client, mostly). */
   readonly bytesOut?: number;
+  /**
+   * With differential privacy (the template's `dp`): the privacy spent so far, ε at the
+   * plan's δ over the rounds that closed under it (the aggregator's `fedavg.dp_rounds`), by
+   * the Rényi accountant (dpEpsilon, q = 1); Infinity with a noise multiplier of 0.
+   */
+  readonly epsilon?: number;
 }
 
 /**
@@ -82,6 +90,8 @@ export interface PlanSettings {
   readonly bindRest: (compiler: Compiler) => void;
   /** Inputs the server's run starts with besides its test set and clients. */
   readonly startInputs?: Readonly<Record<string, Value>>;
+  /** Differential privacy: what each round's `epsilon` is accounted with. */
+  readonly dp?: { readonly noiseMultiplier: number; readonly delta: number };
 }
 
 export interface ServerOptions {
@@ -188,8 +198,7 @@ export class Plan {
   compiler(bb: Bb): Compiler {
     const s = this.#settings;
     ensureModelType(bb, s.model);
-    const compiler = new Compiler(bb);
-    try {
+    return compilerWith(bb, (compiler) => {
       // round ids and sample counts are values without a storage type
       compiler.setPermissiveTypes(true);
       bindModel(compiler, s.model, 'model', s.fitSteps, 'data');
@@ -200,21 +209,12 @@ export class Plan {
         compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients,min_view=${s.minView}`);
         compiler.bind(REGISTRY_SLOT, 'Protocol', 'GlobalRegistryClient', 'registry=clients');
       }
-      return compiler;
-    } catch (error) {
-      compiler.free();
-      throw error;
-    }
+    });
   }
 
   /** Records and compiles the Module: the artifact every peer installs. */
   compile(bb: Bb): Uint8Array {
-    const compiler = this.compiler(bb);
-    try {
-      return compiler.compile(this.module.build(bb));
-    } finally {
-      compiler.free();
-    }
+    return compileWith(bb, this.compiler(bb), this.module);
   }
 
   /** Installs the server: its model scores itself on `test` every round. */
@@ -224,9 +224,7 @@ export class Plan {
       artifact: options.artifact,
       targets: this.serverTargets,
       slots: { data: { dataset: options.test }, ...modelSlots(this.#settings.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     if (options.snapshot !== undefined) node.restore(options.snapshot);
     const registry = this.#settings.discovery === 'registry';
@@ -234,11 +232,17 @@ export class Plan {
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
     let seen = trafficOf(node);
+    const dp = this.#settings.dp;
     const finished = new Promise<RoundReport>((resolve) => {
       node.onStep(
         roundReporter((scored) => {
           const now = trafficOf(node);
-          const report = { ...scored, bytesIn: now.bytesReceived - seen.bytesReceived, bytesOut: now.bytesSent - seen.bytesSent };
+          const report = {
+            ...scored,
+            bytesIn: now.bytesReceived - seen.bytesReceived,
+            bytesOut: now.bytesSent - seen.bytesSent,
+            ...(dp === undefined ? {} : { epsilon: privacySpent(bb, dp, Number(node.counter('fedavg.dp_rounds'))) }),
+          };
           seen = now;
           for (const listener of [...listeners]) listener(report);
           if (rounds !== undefined && report.round >= rounds) resolve(report);
@@ -276,13 +280,7 @@ export class Plan {
         return () => listeners.delete(listener);
       },
       start(clients = [], nowNs) {
-        const x = test.features();
-        const y = test.labels();
-        const inputs: Record<string, Value> = {
-          ...startInputs,
-          test_x: tensorValue('float', x.data, x.dims),
-          test_y: tensorValue('float', y.data, y.dims),
-        };
+        const inputs: Record<string, Value> = { ...startInputs, ...testInputs(test) };
         if (!registry) {
           // seats: the server sends to these peers, so it must know them
           for (const client of clients) node.addPeer(client);
@@ -300,15 +298,20 @@ export class Plan {
       artifact: options.artifact,
       targets: this.clientTargets,
       slots: { data: { dataset: options.data }, ...modelSlots(this.#settings.model) },
-      ...(options.self === undefined ? {} : { self: options.self }),
-      ...(options.seed === undefined ? {} : { seed: options.seed }),
-      ...(options.admission === undefined ? {} : { admission: options.admission }),
+      ...identityOptions(options),
     });
     node.addPeer(options.server);
     node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
     if (this.#settings.discovery === 'registry') answerServerRequests(node, options.server, options.nowNs);
     return node;
   }
+}
+
+/** ε at δ after `rounds` rounds of DP-FedAvg with every client in each (q = 1). */
+function privacySpent(bb: Bb, dp: { readonly noiseMultiplier: number; readonly delta: number }, rounds: number): number {
+  if (rounds === 0) return 0;
+  if (dp.noiseMultiplier === 0) return Infinity;
+  return dpEpsilon(bb, { q: 1, sigma: dp.noiseMultiplier, steps: rounds, delta: dp.delta }).epsilon;
 }
 
 /** An ONNX model with these parameters, as plain ONNX (an OnnxTrainer made for the export and freed). */

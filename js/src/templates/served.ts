@@ -11,7 +11,7 @@
  * ```
  */
 import { BbError, BbErrorCode } from '../errors.js';
-import { federatedAveraging } from './federated.js';
+import { federatedAveraging, type DpOptions } from './federated.js';
 import { onnxModel, type OnnxModelOptions } from './models.js';
 import type { Plan } from './plan.js';
 
@@ -24,6 +24,8 @@ export interface ServedPlan {
   readonly roundMs: number;
   /** How each client trains the model (onnxModel's options). */
   readonly training: OnnxModelOptions;
+  /** The federation's differential privacy, when it has any (federatedAveraging's `dp`). */
+  readonly dp?: DpOptions;
 }
 
 const TRAINING_KEYS = new Set(['optimizer', 'lr', 'loss', 'batch', 'stepsPerRound', 'freeze']);
@@ -50,5 +52,6 @@ export function servedPlan(description: ServedPlan, model: Uint8Array): Plan {
     quorum: description.quorum,
     deadlineMs: description.deadlineMs,
     roundMs: description.roundMs,
+    ...(d.dp === undefined ? {} : { dp: d.dp as DpOptions }),
   });
 }

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "components/aggregators/robust.h"
-#include "components/aggregators/rounds.h"
 #include "util/mem.h"
 
 /* A round judges only when at least this many of its updates could be scored: a median of
@@ -24,7 +23,7 @@
 
 typedef struct trail {
   uint8_t key_len;
-  uint8_t key[BBI_FEDROUND_KEY_MAX];
+  uint8_t key[BBI_ASCENT_KEY_MAX];
   uint64_t round; /* the round of its last fresh update */
   double trust;
   float *step; /* that update minus that round's reference, or NULL once too old to compare */
@@ -302,7 +301,7 @@ static int read_trail(bbi_ascent *a, bb_le_reader *in, uint64_t open_round, bb_e
   uint64_t trust_bits;
   uint8_t has_step;
   if (!bb_le_read_u8(in, &t.key_len)) return malformed(err, at, "truncated key length");
-  if (t.key_len == 0 || t.key_len > BBI_FEDROUND_KEY_MAX) return malformed(err, at, "key length out of range");
+  if (t.key_len == 0 || t.key_len > BBI_ASCENT_KEY_MAX) return malformed(err, at, "key length out of range");
   if (!bb_le_read(in, t.key, t.key_len) || !bb_le_read_u64(in, &t.round) || !bb_le_read_u64(in, &trust_bits) ||
       !bb_le_read_u8(in, &has_step))
     return malformed(err, at, "truncated contributor");

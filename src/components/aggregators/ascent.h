@@ -43,6 +43,8 @@
 #include "bb/bytes.h"
 #include "bb/common.h"
 
+/* The longest contributor key the screen remembers (a round's keys: BBI_FEDROUND_KEY_MAX). */
+#define BBI_ASCENT_KEY_MAX 64
 #define BBI_ASCENT_RING 4
 #define BBI_ASCENT_FORGET 64
 
@@ -50,7 +52,7 @@ typedef struct bbi_ascent bbi_ascent;
 
 /* One update of a closing round, as the screen reads it. */
 typedef struct bbi_ascent_update {
-  const uint8_t *key; /* the contributor (1 to BBI_FEDROUND_KEY_MAX bytes) */
+  const uint8_t *key; /* the contributor (1 to BBI_ASCENT_KEY_MAX bytes) */
   size_t key_len;
   const float *params; /* the update as sent (param_len floats) */
   bool fresh;          /* trained from this round's reference (a late copy is not) */

@@ -6,7 +6,10 @@
  *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,
  *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=3,
  *           beyond_norm=clip|drop,drop_factor=4,ascent_screen=0.1,weighting=samples|uniform,
- *           max_samples=0,samples_factor=1,center_clip=0
+ *           max_samples=0,samples_factor=1,center_clip=0,dp_clip=0,dp_noise=0
+ *   dp_clip=C (> 0) makes it DP-FedAvg (parse_dp): updates clipped to distance C, weighed 1,
+ *   and with dp_noise=z the mean noised as a sum noised with z × C would be; the
+ *   counter fedavg.dp_rounds counts the rounds that spent privacy.
  * RobustAvg — the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
  *   Config: method=median|trimmed|krum|multikrum,trim=0.2,byzantine=0,select=0, and the
  *           round keys above but the weighting and centered-clipping ones (robust methods
@@ -52,8 +55,10 @@
  * reversed), left out or given part of their weight (ascent_screen; rounds.h and
  * ascent.h say how). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bb/privacy.h"
 #include "bb/roles.h"
 #include "components/admitted.h"
 #include "components/aggregators/refusal_notice.h"
@@ -75,6 +80,8 @@ typedef struct round_agg {
   uint64_t max_ahead;  /* follow: how far ahead a contribution may move the open round */
   bool started;
   float *global; /* the last global model given out (cfg.param_len floats), or NULL */
+  double dp_clip;  /* FedAvg with dp_clip > 0: DP-FedAvg, each update's distance clipped to it */
+  double dp_noise; /* ... and the sum noised with dp_noise × dp_clip (0: clipped only) */
 } round_agg;
 
 static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n) {
@@ -153,6 +160,76 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   return 0;
 }
 
+/* A number key read in double (0 when absent): the noise multiplier the accountant is
+ * told is the one the noise is drawn with, not its float32 rounding. */
+static int config_f64(const char *c, const char *key, double *out, bb_error *err) {
+  char text[64], *end = NULL;
+  int rc = bb_config_str(c, key, "", text, sizeof text, err);
+  if (rc) return rc;
+  *out = text[0] ? strtod(text, &end) : 0;
+  if (text[0] && (end == text || *end))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: %s=`%s` is not a number", key, text);
+  return 0;
+}
+
+/* DP-FedAvg on the server (dp_clip=C,dp_noise=z): each update's distance from the global
+ * model it started from is clipped to C, every update weighs 1, and the sum of the
+ * clipped updates gets Gaussian noise of standard deviation z × C (the mean: z × C / m for
+ * m updates). One client then moves the sum by at most C, which is what the noise and the
+ * accountant assume, so every bound that lets one client change how the others are
+ * bounded or weighed — the median-relative distance bound, centered clipping, the ascent
+ * screen's trust, sample-count weights — is off, and setting one is refused: the fixed
+ * clip is the bound. A tier that follows another's rounds does not take dp_*: the noise
+ * belongs where the sum is final. */
+static int parse_dp(round_agg *a, const char *c, bb_error *err) {
+  static const char *const DATA_DEPENDENT[] = {"max_norm",    "norm_factor", "drop_factor",   "center_clip",
+                                               "max_samples", "samples_factor", "ascent_screen", NULL};
+  double clip, noise;
+  char given[32];
+  int rc;
+  if ((rc = config_f64(c, "dp_clip", &clip, err)) || (rc = config_f64(c, "dp_noise", &noise, err))) return rc;
+  if (!(clip >= 0 && clip <= 3e38) || !(noise >= 0 && noise <= 3e38))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: dp_clip and dp_noise are finite numbers >= 0, got `%s`",
+                        c);
+  if (clip == 0) {
+    if (noise > 0)
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "FedAvg: dp_noise=%g needs dp_clip > 0 (the noise is a multiple of the clip)", noise);
+    return 0;
+  }
+  if (a->follow)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: dp_clip is for the aggregator whose sum is final, not a tier with rounds=follow");
+  for (size_t i = 0; DATA_DEPENDENT[i]; i++) {
+    if ((rc = bb_config_str(c, DATA_DEPENDENT[i], "", given, sizeof given, err))) return rc;
+    if (given[0])
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "FedAvg: %s= with dp_clip: with differential privacy the fixed clip bounds every update, "
+                          "and %s would let one client change how the others count",
+                          DATA_DEPENDENT[i], DATA_DEPENDENT[i]);
+  }
+  if ((rc = bb_config_str(c, "weighting", "uniform", given, sizeof given, err))) return rc;
+  if (strcmp(given, "uniform") != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: weighting=%s with dp_clip: every update weighs 1 under differential privacy", given);
+  if ((rc = bb_config_str(c, "beyond_norm", "clip", given, sizeof given, err))) return rc;
+  if (strcmp(given, "clip") != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: beyond_norm=%s with dp_clip: an update past the clip is clipped, not left out", given);
+  a->dp_clip = clip;
+  a->dp_noise = noise;
+  a->cfg.weighting = BBI_FEDROUND_UNIFORM;
+  a->cfg.max_norm = clip;
+  a->cfg.beyond_bound = BBI_FEDROUND_CLIP;
+  a->cfg.norm_factor = 0;
+  a->cfg.drop_factor = 0;
+  a->cfg.center_clip = 0;
+  a->cfg.ascent_screen = 0;
+  a->cfg.max_samples = 0;
+  a->cfg.samples_factor = 0;
+  return 0;
+}
+
 static int made(const bb_component_init *init, const round_agg *parsed, void **self, bb_error *err) {
   round_agg *a = bbi_mem_alloc(init->alloc, sizeof *a);
   if (!a) return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", parsed->type);
@@ -166,7 +243,8 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
   static const char *const KEYS[] = {"quorum",        "target",      "deadline_ms", "no_quorum",     "late",
                                      "max_staleness", "init",        "members",     "max_norm",      "norm_factor",
                                      "beyond_norm",   "drop_factor", "weighting",   "max_samples",   "samples_factor",
-                                     "center_clip",   "rounds",      "max_ahead",   "ascent_screen", NULL};
+                                     "center_clip",   "rounds",      "max_ahead",   "ascent_screen", "dp_clip",
+                                     "dp_noise",      NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg"};
   char weighting[16];
@@ -188,6 +266,7 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
   a.cfg.weighting = uniform ? BBI_FEDROUND_UNIFORM : BBI_FEDROUND_BY_SAMPLES;
   a.cfg.samples_factor = samples_factor;
   a.cfg.center_clip = center_clip;
+  if ((rc = parse_dp(&a, c, err))) return rc;
   return made(init, &a, self, err);
 }
 
@@ -399,6 +478,21 @@ static int check_init_slot(const round_agg *a, bb_ctx *ctx, bb_error *err) {
   return 0;
 }
 
+/* DP-FedAvg's noise on a closed round's mean of `contributors` clipped updates: the sum's
+ * dp_noise × dp_clip, divided as the sum is. Drawn by the privacy layer from the system
+ * CSPRNG as an exact discrete Gaussian; fedavg.dp_rounds counts the rounds that spent
+ * privacy, the steps the accountant composes (bb_dp_epsilon). */
+static int privatize(round_agg *a, bb_ctx *ctx, bbi_fedround_result *r, bb_error *err) {
+  if (a->dp_clip <= 0) return 0;
+  if (a->dp_noise > 0 && r->contributors) {
+    const double stddev = a->dp_noise * a->dp_clip / r->contributors;
+    int rc = bb_dp_add_gaussian(r->params, a->cfg.param_len, stddev, 0, NULL, err);
+    if (rc) return rc;
+  }
+  count(a, ctx, "dp_rounds", 1);
+  return 0;
+}
+
 static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
   round_agg *a = self;
   int rc;
@@ -433,7 +527,8 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   count(a, ctx, "center_clipped", r.center_clipped);
   count(a, ctx, "ascent_dropped", r.ascent_dropped);
   count(a, ctx, "ascent_weighed", r.ascent_weighed);
-  rc = give(a, ctx, r.params, &r, params, meta, err);
+  rc = privatize(a, ctx, &r, err);
+  if (!rc) rc = give(a, ctx, r.params, &r, params, meta, err);
   bb_buffer_free(a->alloc, r.params);
   return rc;
 }

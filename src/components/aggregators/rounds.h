@@ -23,8 +23,10 @@
 #include <stdint.h>
 
 #include "bb/common.h"
+#include "components/aggregators/ascent.h"
 
-#define BBI_FEDROUND_KEY_MAX 64
+/* A contributor's key: the ascent screen remembers every key a round takes. */
+#define BBI_FEDROUND_KEY_MAX BBI_ASCENT_KEY_MAX
 
 /* What a round does when its deadline passes before `quorum` contributions arrived. */
 typedef enum bbi_fedround_no_quorum {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bb/grad.h"
+#include "bb/graph.h"
 #include "bb/roles.h"
 #include "components/models/onnx_rows.h"
 #include "util/arena.h"
@@ -62,7 +63,7 @@ int bbi_split_config_parse(const char *text, const char *const *keys, uint64_t d
   if (!rc) rc = bb_config_str(c, "side", "", side, sizeof side, err);
   if (!rc) rc = bb_config_str(c, "shape", "", shape, sizeof shape, err);
   if (!rc) rc = bb_config_str(c, "data", "data", out->data, sizeof out->data, err);
-  if (!rc) rc = bb_config_u64(c, "timeout_ms", 10000, &timeout_ms, err);
+  if (!rc) rc = bb_config_u64(c, "timeout_ms", BB_SPLIT_TIMEOUT_MS, &timeout_ms, err);
   if (!rc) rc = bb_config_u64(c, "max_pending", 64, &max_pending, err);
   if (!rc) rc = bb_config_u64(c, "round_steps", 10, &round_steps, err);
   if (rc) return rc;

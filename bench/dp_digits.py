@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Accuracy against privacy: federated_digits under DP-FedAvg at ε ≈ 1, 4, 8 and ∞.
+
+For each target ε the noise multiplier σ is the one at which `bb dp-epsilon` gives that ε
+after the run's rounds (q = 1: every client in every round, δ = 1e-5), found by bisection;
+each (ε, clip) cell is the mean held-out accuracy over the seeds, with the plain FedAvg
+(no clipping, no noise) as the reference row. Prints a Markdown table.
+
+usage: bench/dp_digits.py FEDERATED_DIGITS BB [--clients 64] [--rounds 40] [--seeds 3]
+       [--clips 0.25,1,4] [--delta 1e-5]
+"""
+import argparse
+import re
+import statistics
+import subprocess
+
+
+def epsilon(bb, sigma, rounds, delta):
+    out = subprocess.run([bb, "dp-epsilon", "--q", "1", "--sigma", repr(sigma), "--steps", str(rounds),
+                          "--delta", repr(delta)], check=True, capture_output=True, text=True).stdout
+    return float(re.match(r"epsilon (\S+)", out).group(1))
+
+
+def sigma_for(bb, target, rounds, delta):
+    """The σ whose ε after `rounds` rounds is `target` (ε falls as σ grows), to 1e-4 relative."""
+    low, high = 0.05, 4096.0
+    while high / low > 1 + 1e-4:
+        mid = (low * high) ** 0.5
+        if epsilon(bb, mid, rounds, delta) > target:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def accuracy(digits, args, seed, extra):
+    out = subprocess.run([digits, "--quiet", "--clients", str(args.clients), "--rounds", str(args.rounds),
+                          "--seed", str(seed), "--min-accuracy", "0", *extra],
+                         check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"final held-out accuracy ([0-9.]+)", out).group(1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("digits")
+    p.add_argument("bb")
+    p.add_argument("--clients", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--clips", default="0.25,1,4")
+    p.add_argument("--delta", type=float, default=1e-5)
+    args = p.parse_args()
+    clips = [float(c) for c in args.clips.split(",")]
+    seeds = range(1, args.seeds + 1)
+
+    def mean(extra):
+        return statistics.mean(accuracy(args.digits, args, s, extra) for s in seeds)
+
+    print(f"federated_digits, {args.clients} clients (non-IID, 3 digits each), {args.rounds} rounds, "
+          f"δ = {args.delta:g}, q = 1, mean held-out accuracy over {args.seeds} seeds\n")
+    print("| ε | σ | " + " | ".join(f"clip {c:g}" for c in clips) + " |")
+    print("|---|---|" + "---|" * len(clips))
+    print(f"| plain FedAvg | — | {mean([]):.3f} (no clip) |" + " |" * (len(clips) - 1))
+    print("| ∞ (clip only) | 0 | " + " | ".join(f"{mean(['--dp-clip', repr(c), '--dp-noise', '0']):.3f}" for c in clips) + " |")
+    for target in (8.0, 4.0, 1.0):
+        sigma = sigma_for(args.bb, target, args.rounds, args.delta)
+        spent = epsilon(args.bb, sigma, args.rounds, args.delta)
+        cells = [f"{mean(['--dp-clip', repr(c), '--dp-noise', repr(sigma), '--dp-delta', repr(args.delta)]):.3f}"
+                 for c in clips]
+        print(f"| {spent:.3g} | {sigma:.3g} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

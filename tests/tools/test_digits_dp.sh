@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# DP-FedAvg in federated_digits: each round prints the privacy spent so far, and the ε it
+# prints is what `bb dp-epsilon` gives for that many rounds of the Gaussian mechanism
+# (q = 1, the run's σ and δ); clipping alone keeps the 90 % accuracy; flags that make no
+# sense are refused.
+# usage: test_digits_dp.sh FEDERATED_DIGITS BB_TOOL
+set -uo pipefail
+digits=$1 bb=$2
+fail() { echo "$*"; exit 1; }
+
+out=$("$digits" --rounds 6 --dp-clip 1 --dp-noise 1.3 --dp-delta 1e-6 --min-accuracy 0) || fail "the DP run failed: $out"
+per_round=$(grep -c '^privacy spent: epsilon' <<<"$out")
+[ "$per_round" -eq 6 ] || fail "$per_round privacy lines for 6 rounds: $out"
+line=$(grep 'differential privacy' <<<"$out") || fail "no summary line: $out"
+rounds=$(sed -E 's/.* ([0-9]+) rounds accounted.*/\1/' <<<"$line")
+epsilon=$(sed -E 's/.*epsilon ([0-9.e+-]+) at delta.*/\1/' <<<"$line")
+[ "$rounds" -eq 6 ] || fail "accounted $rounds rounds, want 6: $line"
+want=$("$bb" dp-epsilon --q 1 --sigma 1.3 --steps "$rounds" --delta 1e-6 | sed -E 's/^epsilon ([0-9.e+-]+) .*/\1/')
+awk -v a="$epsilon" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-5 * b) }' ||
+  fail "federated_digits printed epsilon $epsilon, bb dp-epsilon gives $want"
+# more noise spends less: the last round's ε at σ 1.3 is below σ 1's
+loose=$("$digits" --rounds 6 --dp-clip 1 --dp-noise 1 --dp-delta 1e-6 --min-accuracy 0 --quiet | grep 'differential privacy')
+loose_eps=$(sed -E 's/.*epsilon ([0-9.e+-]+) at delta.*/\1/' <<<"$loose")
+awk -v a="$epsilon" -v b="$loose_eps" 'BEGIN { exit !(a < b) }' || fail "epsilon $epsilon at sigma 1.3 is not below $loose_eps at 1"
+
+# clipped to 1 without noise, the federation still reaches the example's 90 %
+"$digits" --rounds 30 --dp-clip 1 --dp-noise 0 --quiet >/dev/null || fail "clipping alone lost the 90 %"
+
+# noise without a clip, a delta of 1, a negative clip: usage errors
+for bad in "--dp-noise 1" "--dp-clip 1 --dp-noise 1 --dp-delta 1" "--dp-clip -1"; do
+  # shellcheck disable=SC2086
+  "$digits" --rounds 1 --quiet $bad >/dev/null 2>&1
+  [ $? -eq 2 ] || fail "federated_digits $bad was not refused"
+done
+echo "epsilon $epsilon after $rounds rounds, as bb dp-epsilon computes it"
