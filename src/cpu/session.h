@@ -1,5 +1,6 @@
-/* The CPU session's insides, shared by the executor (session.c) and the graph rewrites it
- * runs at load (session_fold.c, session_fuse.c).
+/* The CPU session's insides, shared by the executor (session.c), the graph rewrites it
+ * runs at load (session_fold.c, session_fuse.c) and the plan bookkeeping both use
+ * (session_plan.c).
  *
  * A session keeps two plans of the same graph, lists of steps in topological order:
  *   general  — rewrites that hold whatever values the initializers have (Constant nodes
