@@ -29,7 +29,7 @@ import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "tools"))
-from rewrite_cases import export_torchvision  # noqa: E402
+from rewrite_cases import OPSET, export_torchvision  # noqa: E402
 
 torch.set_num_threads(1)
 MEDIAN = re.compile(r"median ([0-9.]+) ms")
@@ -40,6 +40,15 @@ def median_of(cmd):
     if out.returncode:
         sys.exit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
     return float(MEDIAN.search(out.stdout).group(1)), out.stdout.strip()
+
+
+def exported(args, tmp, opset):
+    """(name, ONNX path) of each model asked for, exported into tmp."""
+    rng = np.random.default_rng(7)
+    for name in args.models.split(","):
+        path = os.path.join(tmp, f"{name}.onnx")
+        export_torchvision(name, path, args.size, rng, opset=opset)
+        yield name, path
 
 
 def torch_median(name, size, runs, seed, train):
@@ -80,12 +89,9 @@ def main():
         return train_rows(args)
     bench = os.path.join(args.build, "bench", "bench_models")
     shape = f"1,3,{args.size},{args.size}"
-    rng = np.random.default_rng(7)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.models.split(","):
-            path = os.path.join(tmp, f"{name}.onnx")
-            export_torchvision(name, path, args.size, rng)
+        for name, path in exported(args, tmp, OPSET):
             best = {"bb": 1e30, "bb_plain": 1e30, "ort": 1e30, "torch": 1e30}
             for _ in range(3):
                 t, line = median_of([bench, path, "x", shape, "--runs", str(args.runs)])
@@ -107,12 +113,9 @@ def main():
 def train_rows(args):
     bench = os.path.join(args.build, "bench", "bench_models")
     shape = f"1,3,{args.size},{args.size}"
-    rng = np.random.default_rng(7)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.models.split(","):
-            path = os.path.join(tmp, f"{name}.onnx")
-            export_torchvision(name, path, args.size, rng, opset=16)  # MaxPool's gradient needs 16
+        for name, path in exported(args, tmp, 16):  # MaxPool's gradient needs opset 16
             bb = pt = 1e30
             for _ in range(3):
                 bb = min(bb, median_of([bench, path, "x", shape, "--runs", str(args.runs), "--train", "100"])[0])
