@@ -16,33 +16,7 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
-#include "bench_trainer.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-#ifdef __EMSCRIPTEN__
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#else
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-#endif
-  return (double)ts.tv_sec * 1e3 + 1e-6 * (double)ts.tv_nsec;
-}
-
-static bb_model *load(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *buf = malloc((size_t)n);
-  size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-  fclose(f);
-  bb_model *m = NULL;
-  bb_error err;
-  if (got != (size_t)n || bb_model_decode(buf, got, NULL, NULL, &m, &err)) m = NULL;
-  free(buf);
-  return m;
-}
+#include "bench_native.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -110,7 +84,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_models MODEL.onnx INPUT N,C,H,W [--runs R] [--no-rewrites] [--train CLASSES]\n");
     return 2;
   }
-  bb_model *m = load(path);
+  bb_model *m = bench_load_model(path);
   if (!m) {
     fprintf(stderr, "bench_models: cannot load %s\n", path);
     return 1;
@@ -136,12 +110,12 @@ int main(int argc, char **argv) {
       return 1;
     }
   for (long r = 0; r < runs; r++) {
-    double t0 = now_ms();
+    double t0 = bench_now_seconds();
     if (run_once(&j, &err)) {
       fprintf(stderr, "bench_models: %s: %s\n", path, err.message);
       return 1;
     }
-    times[r] = now_ms() - t0;
+    times[r] = (bench_now_seconds() - t0) * 1e3;
   }
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
   bb_cpu_session_rewrites rw = {0};
