@@ -180,7 +180,7 @@ describe('every code block of WEB.md and GUIDE.md', () => {
     }
   }, 240_000);
 
-  test('an excerpt of an end-to-end page is that page's code, line by line in its order', () => {
+  test("an excerpt of an end-to-end page is that page's code, line by line in its order", () => {
     const excerpts = blocks.filter((block) => E2E_EXCERPT.test(block.code));
     expect(excerpts.length).toBeGreaterThan(0);
     for (const block of excerpts) {
