@@ -17,36 +17,12 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
-
-/* CPU time of the process natively (the bench runs one thread): on a shared machine the
- * wall clock measures the share of the processor this process got, not how fast a step is.
- * Under Node the wall clock (Emscripten has no CPU clock of the process). */
-static double now_seconds(void) {
-  struct timespec ts;
-#ifdef __EMSCRIPTEN__
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-#else
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-#endif
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_native.h"
 
 static bb_model *load(const char *name) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s.onnx", BB_SOURCE_DIR, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *buf = malloc((size_t)n);
-  size_t got = fread(buf, 1, (size_t)n, f);
-  fclose(f);
-  bb_model *m = NULL;
-  bb_error err;
-  if (got != (size_t)n || bb_model_decode(buf, got, NULL, NULL, &m, &err)) m = NULL;
-  free(buf);
-  return m;
+  return bench_load_model(path);
 }
 
 typedef struct bench_case {
@@ -71,10 +47,10 @@ static bb_tensor *fill(const bench_case *c, uint32_t *seed) {
 static double best_of(int runs, int reps, int (*fn)(void *), void *arg) {
   double best = 1e30;
   for (int r = 0; r < runs; r++) {
-    double t0 = now_seconds();
+    double t0 = bench_now_seconds();
     for (int i = 0; i < reps; i++)
       if (fn(arg)) return -1;
-    double t = (now_seconds() - t0) / reps;
+    double t = (bench_now_seconds() - t0) / reps;
     if (t < best) best = t;
   }
   return best;
@@ -113,19 +89,12 @@ int main(void) {
       fprintf(stderr, "%s: cannot load (run from a source tree)\n", bc->model);
       return 1;
     }
-    bb_grad_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
-    o.target = "labels";
-    bb_grad_graph *g = NULL;
-    bb_grad_optimizer *opt = NULL;
-    bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
+    bb_grad_graph *g;
+    bb_grad_optimizer *opt;
     ctx c;
     memset(&c, 0, sizeof c);
     bb_error err;
-    if (bb_grad_build(m, &o, NULL, &g, &err) || bb_grad_optimizer_build(g, &cfg, &opt, &err) ||
-        bb_grad_trainer_new(g, opt, 0, NULL, &c.trainer, &err)) {
+    if (bench_adam_trainer(m, &g, &opt, &c.trainer, &err)) {
       fprintf(stderr, "%s: %s\n", bc->model, err.message);
       return 1;
     }

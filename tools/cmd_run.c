@@ -91,6 +91,7 @@ int cmd_run(int argc, char **argv) {
   int n_specs = 0;
   long repeat = 1;
   bb_cpu_limits limits = {.struct_size = sizeof limits};
+  bb_cpu_session_options options = {.struct_size = sizeof options};
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--input") == 0 && i + 1 < argc) {
       if (n_specs == MAX_INPUTS) {
@@ -115,6 +116,8 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       limits.max_total_bytes = (size_t)v;
+    } else if (strcmp(argv[i], "--no-rewrites") == 0) {
+      options.rewrites_off = BB_CPU_REWRITE_ALL;
     } else if (argv[i][0] == '-') {
       fprintf(stderr, "bb run: unknown option %s\n", argv[i]);
       return 2;
@@ -127,7 +130,7 @@ int cmd_run(int argc, char **argv) {
   }
   if (!model_path) {
     fprintf(stderr, "usage: bb run MODEL.onnx --input [NAME=]TENSOR.pb ... [--output-dir DIR] [--repeat N]\n"
-                    "              [--max-total-bytes N]\n");
+                    "              [--max-total-bytes N] [--no-rewrites]\n");
     return 2;
   }
   bb_model *m;
@@ -139,7 +142,7 @@ int cmd_run(int argc, char **argv) {
   const char *names[MAX_INPUTS];
   bb_tensor **outputs = NULL;
   double *times = NULL;
-  if (bb_cpu_session_new(m, NULL, &s, &err)) {
+  if (bb_cpu_session_new_with_options(m, NULL, &options, &s, &err)) {
     fprintf(stderr, "bb run: %s: %s\n", model_path, err.message);
     goto done;
   }
@@ -183,6 +186,12 @@ int cmd_run(int argc, char **argv) {
   qsort(times, (size_t)repeat, sizeof *times, cmp_double);
   printf("ran %ld time%s: min %.3f ms, median %.3f ms; peak intermediate memory %zu bytes\n", repeat,
          repeat == 1 ? "" : "s", times[0], times[repeat / 2], bb_cpu_session_peak_bytes(s));
+  bb_cpu_session_rewrites rw;
+  bb_cpu_session_rewrites_made(s, false, &rw);
+  printf("rewrites: %zu nodes as %zu steps; folded_constants=%zu folded_batchnorms=%zu fused_activations=%zu "
+         "fused_adds=%zu elided_identities=%zu\n",
+         rw.nodes, rw.steps, rw.folded_constants, rw.folded_batchnorms, rw.fused_activations, rw.fused_adds,
+         rw.elided_identities);
   if (out_dir) {
     mkdir(out_dir, 0777);
     for (size_t k = 0; k < n_out; k++)

@@ -17,7 +17,7 @@ static const command COMMANDS[] = {
      "      with --wires, whether two artifacts can talk (exit 1 when they cannot)"},
     {"compile", cmd_compile, "MODEL.onnx --bind SLOT=TYPE ... -o FILE | --example NAME -o FILE | --examples",
      "partition a recorded model (or a shipped example's Module) and bind its slots"},
-    {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N]",
+    {"run", cmd_run, "MODEL.onnx --input [NAME=]T.pb ... [--output-dir DIR] [--repeat N] [--no-rewrites]",
      "run a model on the CPU backend"},
     {"train", cmd_train, "MODEL.onnx --data FILE.csv --label COL -o OUT.onnx [--loss xent|mse|bce] [--optimizer ...]",
      "train a model on a CSV file (bb train --help lists the options) and write it trained"},

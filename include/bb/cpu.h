@@ -90,9 +90,46 @@ BB_API const char *bb_cpu_grad_op_types(size_t i);
 typedef struct bb_cpu_session bb_cpu_session;
 
 /* Prepares a graph of the model for running: checks every node is supported, orders them
- * topologically, plans when each intermediate can be freed (after its last consumer) and
- * converts the initializers once. The model must outlive the session. */
+ * topologically, plans when each intermediate can be freed (after its last consumer),
+ * converts the initializers once and rewrites the graph for inference (below). The model
+ * must outlive the session. */
 BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, bb_cpu_session **out, bb_error *err);
+
+/* The rewrites a session makes at load (docs/PERFORMANCE.md, "Graph rewrites"). Results
+ * stay those of the graph as written up to float rounding (the BatchNormalization fold) or
+ * bit for bit (the others); each can be turned off. */
+#define BB_CPU_REWRITE_FOLD_CONSTANTS (1u << 0)   /* nodes whose inputs are all constants run once, at load */
+#define BB_CPU_REWRITE_FOLD_BATCHNORM (1u << 1)   /* inference BatchNormalization folded into the Conv before it */
+#define BB_CPU_REWRITE_FUSE_ACTIVATIONS (1u << 2) /* Conv/Gemm/MatMul/... then Add, Relu, Clip, Sigmoid or x·sigmoid(x) as one step */
+#define BB_CPU_REWRITE_ELIDE_IDENTITY (1u << 3)   /* Identity nodes read their input's value */
+#define BB_CPU_REWRITE_ALL 0xfu
+
+/* Versioned by struct_size (see bb_cpu_limits); zero fields take the defaults. */
+typedef struct bb_cpu_session_options {
+  size_t struct_size;    /* sizeof(bb_cpu_session_options) */
+  uint32_t rewrites_off; /* BB_CPU_REWRITE_* bits of rewrites to skip [0: make them all] */
+} bb_cpu_session_options;
+
+/* bb_cpu_session_new with options (NULL: the defaults). BB_ERR_INVALID_ARGUMENT for a
+ * struct_size this library cannot read. */
+BB_API int bb_cpu_session_new_with_options(const bb_model *model, const bb_allocator *alloc,
+                                           const bb_cpu_session_options *options, bb_cpu_session **out, bb_error *err);
+
+/* What the rewrites did. A session keeps two plans: one for runs that give no initializer
+ * (general = false: initializers count as constants) and one for runs that replace an
+ * initializer the first one folded (general = true: only rewrites that hold for any
+ * initializer values). */
+typedef struct bb_cpu_session_rewrites {
+  size_t nodes;             /* nodes of the graph */
+  size_t steps;             /* steps a run executes */
+  size_t folded_constants;  /* nodes computed once, at load */
+  size_t folded_batchnorms; /* BatchNormalizations folded into a Conv */
+  size_t fused_activations; /* Relu, Clip, Sigmoid, x·sigmoid(x) run inside the step before them */
+  size_t fused_adds;        /* Adds run inside the step that makes one of their operands */
+  size_t elided_identities; /* Identity nodes dropped */
+} bb_cpu_session_rewrites;
+
+BB_API void bb_cpu_session_rewrites_made(const bb_cpu_session *s, bool general, bb_cpu_session_rewrites *out);
 BB_API void bb_cpu_session_free(bb_cpu_session *s);
 
 /* The limits every node of the session's runs is held to (a new session has the

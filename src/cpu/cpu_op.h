@@ -12,6 +12,7 @@
 
 #include "bb/cpu.h"
 #include "bb/common.h"
+#include "tensor/kernels/kernels.h"
 
 /* Scratch memory shared by the nodes of a run (they run one at a time): grown to the
  * largest request and kept, so temporaries cost one buffer, not one allocation each. */
@@ -22,6 +23,33 @@ typedef struct bbi_cpu_workspace {
 } bbi_cpu_workspace;
 
 void bbi_cpu_workspace_free(bbi_cpu_workspace *ws);
+
+/* Memory a session keeps for one node between runs: what the op derived once from an input
+ * no run replaces (a Conv's packed weights). The op fills it from the session's allocator;
+ * the session frees it. */
+typedef struct bbi_cpu_node_cache {
+  const bb_tensor *source; /* the input it was made from */
+  void *data;
+  size_t size;
+  const bb_allocator *alloc;
+} bbi_cpu_node_cache;
+
+/* What the session's rewrites fused into a node (docs/PERFORMANCE.md, "graph rewrites"):
+ * output 0 becomes act(output + addend). An op that applies it while writing its output
+ * sets `applied`; otherwise the session applies it after the op. */
+typedef struct bbi_cpu_epilogue {
+  bbi_f32_activation act;
+  const bb_tensor *addend; /* NULL, or a float tensor of output 0's shape */
+  bool applied;
+} bbi_cpu_epilogue;
+
+/* A node's place in a session: its cache, which inputs are the session's constants, and
+ * what was fused into it. NULL for a node run on its own. */
+typedef struct bbi_cpu_node_state {
+  bbi_cpu_node_cache *cache;
+  uint32_t constant_inputs; /* bit i: input i is the session's own tensor, the same every run */
+  bbi_cpu_epilogue *epilogue; /* NULL: nothing fused */
+} bbi_cpu_node_state;
 
 typedef struct bbi_cpu_op_ctx {
   const bb_ir_node *node;
@@ -34,6 +62,7 @@ typedef struct bbi_cpu_op_ctx {
   bb_error *err;
   size_t max_output_bytes; /* the most one value of this op may take (bb_cpu_limits) */
   bbi_cpu_workspace *workspace;
+  bbi_cpu_node_state *state; /* NULL outside a session */
 } bbi_cpu_op_ctx;
 
 typedef int (*bbi_cpu_op_fn)(bbi_cpu_op_ctx *ctx);
@@ -69,10 +98,22 @@ extern const size_t bbi_cpu_ops_grad_count;
 const bbi_cpu_op *bbi_cpu_resolve(const char *domain, const char *op_type, int64_t opset);
 
 /* bb_cpu_run_node_limited with the implementation already resolved (NULL: the node is
- * refused as unsupported) and the caller's workspace: arity checks, then op->run. */
+ * refused as unsupported), the caller's workspace and the node's state in a session (NULL:
+ * none): arity checks, then op->run. */
 int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
                   size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
-                  const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bb_error *err);
+                  const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bbi_cpu_node_state *state,
+                  bb_error *err);
+
+/* The node's cached data of `size` bytes made from input `source`, or NULL when the node
+ * has no cache or input `input` is not one of the session's constants (the op then works
+ * without). *fresh is set when the data is new and must be filled. */
+void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, size_t size, bool *fresh);
+
+/* The fused epilogue the op should apply to output 0, or NULL. */
+static inline bbi_cpu_epilogue *bbi_cpu_epilogue_of(const bbi_cpu_op_ctx *ctx) {
+  return ctx->state ? ctx->state->epilogue : NULL;
+}
 
 /* At least size bytes of scratch, aligned to 64, valid until the node returns (the next
  * call may move it); NULL with the failure recorded when out of memory. */

@@ -1,7 +1,8 @@
 /* CPU operators: the neural-network family's table, and convolution and pooling for 1- to
  * 3-D spatial inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM
- * kernel (a 1×1, stride-1, unpadded convolution skips im2col); other types and pooling use
- * direct loops with double accumulators. The family's other operators are in nn_*.c (see
+ * kernel with the positions as rows (a 1×1, stride-1, unpadded convolution skips im2col;
+ * constant weights are packed once per session), or the depthwise plane kernel; other
+ * types and pooling use direct loops with double accumulators. The family's other operators are in nn_*.c (see
  * nn.h). */
 #include <math.h>
 #include <string.h>
@@ -141,43 +142,107 @@ static bbi_window2d window_of(const geometry *g, bool include_pad) {
   return w;
 }
 
-/* A GEMM fills its tiles well from a few hundred columns on: images with fewer output
- * positions are batched side by side in the column matrix, up to a bounded matrix. */
-#define CONV_MIN_COLUMNS 512
+/* A GEMM fills its tiles well from a few hundred rows on: images with fewer output
+ * positions are batched one above the other in the column matrix, up to a bounded matrix. */
+#define CONV_MIN_ROWS 512
 #define CONV_MAX_COL_BYTES (128u << 10)
 
-/* Y = W·col (+ bias per output channel) per group, col the column matrix of `chunk`
- * images side by side; with several images the product lands in `tmp` [M/group, chunk·P]
- * and is copied out image by image. */
+/* Applies the session's fused epilogue (if any) to n floats of the output at offset `at`. */
+static void conv_epilogue(bbi_cpu_epilogue *e, float *y, size_t at, size_t n) {
+  if (!e) return;
+  const float *addend = e->addend ? (const float *)bb_tensor_data(e->addend) + at : NULL;
+  bbi_f32_vactivate(&e->act, n, addend, y + at);
+}
+
+/* The epilogue the op can apply itself: float, with an addend of the output's shape. */
+static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
+  bbi_cpu_epilogue *e = bbi_cpu_epilogue_of(ctx);
+  if (!e || (e->addend && (e->addend->dtype != BB_DTYPE_FLOAT || !bb_tensor_same_shape(e->addend, y)))) return NULL;
+  e->applied = true;
+  return e;
+}
+
+/* A depthwise convolution (one input and one output channel per group): the plane kernel,
+ * image by image. */
+static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
+  const bbi_window2d win = window_of(g, false);
+  size_t scratch_bytes = bbi_f32_dwconv2d_chw_scratch_size(&win);
+  int rc = bbi_cpu_check_size(ctx, (int64_t)(scratch_bytes / sizeof(float)), sizeof(float), "the padded plane");
+  if (rc) return rc;
+  float *scratch = bbi_cpu_scratch(ctx, scratch_bytes + 16);
+  if (!scratch) return BB_ERR_NOMEM;
+  bbi_cpu_epilogue *e = own_epilogue(ctx, y);
+  const int64_t channels = x->dims[1];
+  const size_t plane_out = (size_t)(channels * g->out_size);
+  float *yd = bb_tensor_data(y);
+  for (int64_t n = 0; n < x->dims[0]; n++) {
+    bbi_f32_dwconv2d_chw(&win, (size_t)channels, (const float *)bb_tensor_data(x) + n * channels * g->in_size,
+                         bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, yd + (size_t)n * plane_out, scratch);
+    conv_epilogue(e, yd, (size_t)n * plane_out, plane_out);
+  }
+  return 0;
+}
+
+/* W's groups packed as the GEMM's B operand (each group's [mg, kdim] read transposed), once
+ * per session when W is one of its constants; NULL when W is not (the GEMM packs it then). */
+static const char *packed_weights(bbi_cpu_op_ctx *ctx, int64_t group, size_t mg, size_t kdim, size_t *stride) {
+  *stride = (bbi_f32_gemm_packed_b_size(NULL, mg, kdim) + 63) & ~(size_t)63;
+  bool fresh;
+  char *packed = bbi_cpu_node_cache_get(ctx, 1, *stride * (size_t)group + 64, &fresh);
+  if (!packed) return NULL;
+  packed = (char *)(((uintptr_t)packed + 63) & ~(uintptr_t)63);
+  const float *wd = bb_tensor_data(ctx->inputs[1]);
+  for (int64_t gi = 0; fresh && gi < group; gi++)
+    bbi_f32_gemm_pack_b(NULL, mg, kdim, 1, wd + (size_t)gi * mg * kdim, kdim, packed + (size_t)gi * *stride, *stride);
+  return packed;
+}
+
+/* Per group, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are the
+ * GEMM's rows, the output channels its columns and W its B operand — packed once per
+ * session when W is constant. Small feature maps (a few positions, many channels) thus
+ * keep the GEMM's tiles full, and the weights are read once per run. The product lands in
+ * `tmp` [chunk·P, mg] (bias added by the GEMM) and is transposed into each image's
+ * [mg, P] block, where the fused epilogue (if any) finishes it while it is in cache. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
   int64_t cg = c_in / group, mg = m_out / group, kdim = cg * g->kernel_size, npos = g->out_size;
+  bool planar = g->nd <= 2;
+  if (planar && group > 1 && cg == 1 && mg == 1) return conv_depthwise(ctx, g, y);
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
   /* one image's column matrix is the most this op asks for at once (more images only up to a bound) */
   int rc = direct ? 0 : bbi_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
   if (rc) return rc;
-  bool planar = g->nd <= 2;
   int64_t chunk = 1;
-  if (!direct && planar && npos < CONV_MIN_COLUMNS) {
-    chunk = (CONV_MIN_COLUMNS + npos - 1) / npos;
+  if (!direct && planar && npos < CONV_MIN_ROWS) {
+    chunk = (CONV_MIN_ROWS + npos - 1) / npos;
     int64_t fit = (int64_t)(CONV_MAX_COL_BYTES / sizeof(float)) / (kdim * npos);
     chunk = chunk < fit ? chunk : fit;
     chunk = chunk < n_batch ? chunk : n_batch;
     chunk = chunk > 1 ? chunk : 1;
   }
-  size_t cols = (size_t)(chunk * npos);
-  size_t col_bytes = direct ? 0 : (size_t)kdim * cols * sizeof(float);
-  size_t tmp_bytes = chunk > 1 ? (size_t)mg * cols * sizeof(float) : 0;
-  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)mg, cols, (size_t)kdim);
+  size_t rows = (size_t)(chunk * npos);
+  if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
+  size_t pack_stride;
+  const char *packed = packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
+  size_t tmp_bytes = rows * (size_t)mg * sizeof(float);
+  /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
+   * the last chunk of images: room for both */
+  size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
+  size_t scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
+  size_t last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  scratch_size = scratch_size > last_scratch ? scratch_size : last_scratch;
   size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
   if (!mem) return BB_ERR_NOMEM;
   float *col = (float *)mem, *tmp = (float *)(mem + tmp_at);
   void *scratch = mem + scratch_at;
   bbi_window2d win = window_of(g, false);
+  bbi_cpu_epilogue *e = own_epilogue(ctx, y);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
   for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
@@ -192,17 +257,19 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
       }
       bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
-      a.m = (size_t)mg, a.n = ld, a.k = (size_t)kdim;
+      a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
       a.alpha = 1.0f;
-      a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
-      a.b = direct ? xg : col, a.ldb = ld;
-      a.c = nc > 1 ? tmp : yd + (n0 * m_out + gi * mg) * npos, a.ldc = ld;
-      a.bias_per_row = bd ? bd + gi * mg : NULL; /* one bias per output channel = per row of C */
-      if ((rc = bbi_f32_gemm(&a, scratch, scratch_size)) || nc == 1) continue;
-      for (int64_t m = 0; m < mg; m++)
-        for (int64_t j = 0; j < nc; j++)
-          memcpy(yd + ((n0 + j) * m_out + gi * mg + m) * npos, tmp + (size_t)m * ld + (size_t)(j * npos),
-                 (size_t)npos * sizeof(float));
+      a.trans_a = 1, a.a = direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
+      a.trans_b = 1, a.b = wd + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */
+      a.packed_b = packed ? packed + (size_t)gi * pack_stride : NULL;
+      a.c = tmp, a.ldc = (size_t)mg;
+      a.bias = bd ? bd + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
+      if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
+      for (int64_t j = 0; j < nc; j++) {
+        size_t at = (size_t)(((n0 + j) * m_out + gi * mg) * npos);
+        bbi_f32_transpose((size_t)npos, (size_t)mg, tmp + (size_t)(j * npos * mg), (size_t)mg, yd + at, (size_t)npos);
+        conv_epilogue(e, yd, at, (size_t)(mg * npos));
+      }
     }
   }
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;

@@ -110,7 +110,7 @@ int bb_cpu_run_node_limited(const bb_ir_node *node, int64_t opset, bb_tensor *co
   const bbi_cpu_op *op = NULL;
   if (bb_domain_is_onnx(node->domain) || grad_domain(node->domain)) op = bbi_cpu_resolve(node->domain, node->op_type, opset);
   bbi_cpu_workspace ws = {NULL, 0, alloc ? alloc : bb_default_allocator()};
-  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, &lim, &ws, err);
+  int rc = bbi_cpu_run_op(op, node, opset, inputs, n_inputs, outputs, n_outputs, alloc, &lim, &ws, NULL, err);
   bbi_cpu_workspace_free(&ws);
   return rc;
 }
@@ -139,12 +139,27 @@ void *bbi_cpu_scratch(bbi_cpu_op_ctx *ctx, size_t size) {
   return (void *)(((uintptr_t)ws->data + 63) & ~(uintptr_t)63);
 }
 
+void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, size_t size, bool *fresh) {
+  *fresh = false;
+  if (!ctx->state || !ctx->state->cache || input >= 32 || !(ctx->state->constant_inputs >> input & 1u)) return NULL;
+  bbi_cpu_node_cache *c = ctx->state->cache;
+  const bb_tensor *source = ctx->inputs[input];
+  if (c->data && c->source == source && c->size == size) return c->data;
+  bbi_mem_free(c->alloc, c->data);
+  c->data = bbi_mem_alloc(c->alloc, size);
+  c->source = c->data ? source : NULL;
+  c->size = c->data ? size : 0;
+  *fresh = c->data != NULL;
+  return c->data;
+}
+
 int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, bb_tensor *const *inputs,
                   size_t n_inputs, bb_tensor **outputs, size_t n_outputs, const bb_allocator *alloc,
-                  const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bb_error *err) {
+                  const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bbi_cpu_node_state *state,
+                  bb_error *err) {
   size_t cap = limits && limits->max_output_bytes ? limits->max_output_bytes : BB_CPU_DEFAULT_MAX_OUTPUT_BYTES;
   bbi_cpu_op_ctx ctx = {node, opset, inputs, n_inputs, outputs, n_outputs, alloc ? alloc : bb_default_allocator(),
-                       err, cap, workspace};
+                       err, cap, workspace, state};
   for (size_t i = 0; i < n_outputs; i++) outputs[i] = NULL;
   if (!op && !bb_domain_is_onnx(node->domain) && !grad_domain(node->domain))
     return bbi_cpu_fail(&ctx, BB_ERR_UNSUPPORTED, "domain %s is neither ai.onnx nor ai.bytesandbrains.grad", node->domain);

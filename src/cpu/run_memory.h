@@ -22,9 +22,9 @@ bbi_cpu_run_memory *bbi_cpu_run_memory_new(const bb_allocator *alloc);
 bbi_cpu_run_memory *bbi_cpu_run_memory_retain(bbi_cpu_run_memory *m);
 void bbi_cpu_run_memory_release(bbi_cpu_run_memory *m); /* NULL is a no-op */
 
-/* bb_cpu_session_new, with the runs allocating from `memory` (retained) rather than a run
- * memory of the session's own. */
+/* bb_cpu_session_new_with_options, with the runs allocating from `memory` (retained) rather
+ * than a run memory of the session's own. */
 int bbi_cpu_session_new_shared(const bb_model *model, const bb_allocator *alloc, bbi_cpu_run_memory *memory,
-                              bb_cpu_session **out, bb_error *err);
+                              const bb_cpu_session_options *options, bb_cpu_session **out, bb_error *err);
 
 #endif

@@ -198,11 +198,11 @@ static int make_sessions(bb_grad_trainer *t, bb_error *err) {
     rc = bbi_grad_phases(g, t->alloc, &t->phase[0], &t->phase[1], &t->saved, &t->n_saved, err);
     first = t->phase[0];
   }
-  if (!rc && (rc = bbi_cpu_session_new_shared(first, t->alloc, memory, &t->train, err)))
+  if (!rc && (rc = bbi_cpu_session_new_shared(first, t->alloc, memory, NULL, &t->train, err)))
     bb_error_prefix(err, g->n_upstream ? "forward phase: " : "training graph: ");
-  if (!rc && g->n_upstream && (rc = bbi_cpu_session_new_shared(t->phase[1], t->alloc, memory, &t->back, err)))
+  if (!rc && g->n_upstream && (rc = bbi_cpu_session_new_shared(t->phase[1], t->alloc, memory, NULL, &t->back, err)))
     bb_error_prefix(err, "backward phase: ");
-  if (!rc && (rc = bbi_cpu_session_new_shared(t->opt->model, t->alloc, memory, &t->optim, err)))
+  if (!rc && (rc = bbi_cpu_session_new_shared(t->opt->model, t->alloc, memory, NULL, &t->optim, err)))
     bb_error_prefix(err, "optimizer graph: ");
   bbi_cpu_run_memory_release(memory);
   if (rc) return rc;

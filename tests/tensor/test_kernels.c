@@ -718,6 +718,122 @@ static void test_pooling_matches_scalar(void) {
   CHECK(y[0] == 0 && y[1] == 4.25f && y[2] == 3.5f);
 }
 
+/* ---- depthwise convolution, activations, transposes --------------------------------------- */
+
+/* The depthwise kernel against its twin, bit for bit, on random geometries (every stride,
+ * dilation and padding the window allows, the 3×3 and 5×5 filters of MobileNet and
+ * EfficientNet among them) and on inputs with NaN, infinities and signed zeros; then split
+ * by channels, as a thread pool would run it, with the same bits. */
+static void test_dwconv_matches_scalar(void) {
+  rng_seed(10);
+  int ok = 1, ok_split = 1;
+  for (int t = 0; t < 400; t++) {
+    bbi_window2d g = random_pool();
+    if (t % 4 == 0) g.kh = g.kw = 3, g.ph = g.pw = g.ph_end = g.pw_end = 1, g.dh = g.dw = 1;
+    if (t % 4 == 1) g.kh = g.kw = 5, g.ph = g.pw = g.ph_end = g.pw_end = 2, g.dh = g.dw = 1;
+    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
+    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
+    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    g.count_include_pad = 0;
+    const size_t channels = (size_t)rng_int(1, 5), in = channels * g.ih * g.iw, out = channels * g.oh * g.ow;
+    float *x = floats(in), *w = floats(channels * g.kh * g.kw), *b = floats(channels);
+    float *y = floats(out + 1), *r = floats(out + 1), *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4 + 1);
+    if (t % 3) fill_uniform(x, in, -2.0f, 2.0f);
+    else fill_mixed(x, in);
+    fill_uniform(w, channels * g.kh * g.kw, -1.0f, 1.0f);
+    fill_uniform(b, channels, -1.0f, 1.0f);
+    const float *bias = t % 2 ? b : NULL;
+    bbi_f32_dwconv2d_chw(&g, channels, x, w, bias, y, scratch);
+    bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, bias, r);
+    for (size_t i = 0; i < out; i++) ok &= same_float(y[i], r[i]);
+    const size_t first = channels / 2, plane_in = g.ih * g.iw, plane_out = g.oh * g.ow;
+    bbi_f32_dwconv2d_chw(&g, first, x, w, bias, y, scratch);
+    bbi_f32_dwconv2d_chw(&g, channels - first, x + first * plane_in, w + first * g.kh * g.kw,
+                         bias ? bias + first : NULL, y + first * plane_out, scratch);
+    for (size_t i = 0; i < out; i++) ok_split &= same_float(y[i], r[i]);
+    free(x), free(w), free(b), free(y), free(r), free(scratch);
+  }
+  CHECK_MSG(ok, "depthwise convolution differs from the scalar twin");
+  CHECK_MSG(ok_split, "depthwise convolution split by channels differs");
+  /* by hand: a 3×3 box filter of ones, padding 1, over a 2×2 image, bias 0.5 */
+  const float x[4] = {1, 2, 3, 4}, w[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, b = 0.5f;
+  const bbi_window2d g = {2, 2, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+  float y[4], scratch[64];
+  bbi_f32_dwconv2d_chw(&g, 1, x, w, &b, y, scratch);
+  CHECK(y[0] == 10.5f && y[1] == 10.5f && y[2] == 10.5f && y[3] == 10.5f);
+}
+
+static void test_activation_matches_scalar(void) {
+  rng_seed(11);
+  static const bbi_activation kinds[] = {BBI_ACTIVATION_NONE, BBI_ACTIVATION_RELU, BBI_ACTIVATION_CLIP,
+                                         BBI_ACTIVATION_SIGMOID, BBI_ACTIVATION_SILU};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    const bbi_f32_activation a = {kinds[k], -1.0f, 6.0f};
+    int64_t worst = 0;
+    int exact_ok = 1;
+    for (int t = 0; t < 50; t++) {
+      const size_t n = (size_t)rng_int(0, 70);
+      float *x = floats(n + 1), *add = floats(n + 1), *y = floats(n + 1), *r = floats(n + 1);
+      if (t % 2) fill_uniform(x, n, -12.0f, 12.0f);
+      else fill_mixed(x, n);
+      fill_uniform(add, n, -1.0f, 1.0f);
+      const float *addend = t % 3 ? add : NULL;
+      memcpy(y, x, n * sizeof *x);
+      memcpy(r, x, n * sizeof *x);
+      bbi_f32_vactivate(&a, n, addend, y);
+      bbi_f32_vactivate_scalar(&a, n, addend, r);
+      for (size_t i = 0; i < n; i++) {
+        if (kinds[k] == BBI_ACTIVATION_SIGMOID || kinds[k] == BBI_ACTIVATION_SILU) {
+          int64_t d = ulp_distance(y[i], r[i]);
+          if (d > worst) worst = d;
+        } else {
+          exact_ok &= same_float(y[i], r[i]);
+        }
+      }
+      free(x), free(add), free(y), free(r);
+    }
+    CHECK_MSG(exact_ok, "activation %zu differs from the scalar twin", k);
+    CHECK_MSG(worst <= 4, "activation %zu is %lld ulp from the scalar twin", k, (long long)worst);
+  }
+  /* the fused forms give exactly what the separate kernels give */
+  float x[9] = {-3, -0.0f, 0.5f, 7, NAN, -INFINITY, 2, 1e-3f, -6.5f}, add[9] = {1, 0, 1, 0, 0, 0, -4, 0, 0.5f};
+  float fused[9], separate[9], sig[9];
+  const bbi_f32_activation relu = {BBI_ACTIVATION_RELU, 0, 0}, silu = {BBI_ACTIVATION_SILU, 0, 0};
+  memcpy(fused, x, sizeof x);
+  bbi_f32_vactivate(&relu, 9, add, fused);
+  bbi_f32_vbinary(BBI_BINARY_ADD, 9, x, add, separate);
+  bbi_f32_vunary(BBI_UNARY_RELU, 9, separate, separate);
+  int same = 1;
+  for (int i = 0; i < 9; i++) same &= same_float(fused[i], separate[i]);
+  memcpy(fused, x, sizeof x);
+  bbi_f32_vactivate(&silu, 9, NULL, fused);
+  bbi_f32_vunary(BBI_UNARY_SIGMOID, 9, x, sig);
+  bbi_f32_vbinary(BBI_BINARY_MUL, 9, x, sig, separate);
+  for (int i = 0; i < 9; i++) same &= same_float(fused[i], separate[i]);
+  CHECK_MSG(same, "a fused activation differs from the separate kernels");
+}
+
+static void test_transpose(void) {
+  rng_seed(12);
+  int ok = 1;
+  for (int t = 0; t < 100; t++) {
+    const size_t rows = (size_t)rng_int(1, 23), cols = (size_t)rng_int(1, 23);
+    const size_t ldx = cols + (size_t)rng_int(0, 3), ldy = rows + (size_t)rng_int(0, 3);
+    float *x = floats(rows * ldx), *y = floats(cols * ldy), *r = floats(cols * ldy);
+    fill_mixed(x, rows * ldx);
+    memset(y, 0, cols * ldy * sizeof *y);
+    memset(r, 0, cols * ldy * sizeof *r);
+    bbi_f32_transpose(rows, cols, x, ldx, y, ldy);
+    bbi_f32_transpose_scalar(rows, cols, x, ldx, r, ldy);
+    for (size_t i = 0; i < cols * ldy; i++) ok &= same_float(y[i], r[i]);
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = 0; j < cols; j++) ok &= same_float(r[j * ldy + i], x[i * ldx + j]);
+    free(x), free(y), free(r);
+  }
+  CHECK_MSG(ok, "transpose differs from the scalar twin or from the definition");
+}
+
 int main(void) {
   printf("gemm configurations:");
   const bbi_f32_gemm_config *const *list;
@@ -736,5 +852,8 @@ int main(void) {
   RUN(test_softmax);
   RUN(test_compare_and_select);
   RUN(test_pooling_matches_scalar);
+  RUN(test_dwconv_matches_scalar);
+  RUN(test_activation_matches_scalar);
+  RUN(test_transpose);
   return bb_test_finish();
 }

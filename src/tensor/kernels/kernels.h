@@ -1,5 +1,6 @@
 /* f32 compute kernels for the CPU backend: GEMM, elementwise binary and unary
- * operations, pooling, row reductions and softmax.
+ * operations, fused activations, transposes, pooling, depthwise convolution, row
+ * reductions and softmax.
  *
  * Every kernel comes in two forms: the SIMD one (written once against the portable vector
  * layer in vec.h, so it is SIMD128 in WebAssembly and SSE2 on x86-64, with AVX2/FMA and
@@ -193,6 +194,30 @@ typedef enum bbi_unary_op {
 void bbi_f32_vunary(bbi_unary_op op, size_t n, const float *x, float *y);
 void bbi_f32_vunary_scalar(bbi_unary_op op, size_t n, const float *x, float *y);
 
+/* The activations a session fuses into the node that produces their input. */
+typedef enum bbi_activation {
+  BBI_ACTIVATION_NONE,
+  BBI_ACTIVATION_RELU,    /* (x < 0 ? 0 : x) + 0, as Relu */
+  BBI_ACTIVATION_CLIP,    /* min(max(x, min), max), as Clip */
+  BBI_ACTIVATION_SIGMOID, /* as Sigmoid */
+  BBI_ACTIVATION_SILU     /* x · sigmoid(x), as Sigmoid then Mul */
+} bbi_activation;
+
+typedef struct bbi_f32_activation {
+  bbi_activation kind;
+  float min, max; /* BBI_ACTIVATION_CLIP's bounds */
+} bbi_f32_activation;
+
+/* y[i] = act(y[i] + addend[i]) (addend NULL: act(y[i])), for i < n: the same bits as the
+ * separate Add and activation kernels. The scalar twin computes sigmoid in double, as
+ * bbi_f32_vunary_scalar does. */
+void bbi_f32_vactivate(const bbi_f32_activation *a, size_t n, const float *addend, float *y);
+void bbi_f32_vactivate_scalar(const bbi_f32_activation *a, size_t n, const float *addend, float *y);
+
+/* y[j·ldy + i] = x[i·ldx + j] for i < rows, j < cols (y must not overlap x). */
+void bbi_f32_transpose(size_t rows, size_t cols, const float *x, size_t ldx, float *y, size_t ldy);
+void bbi_f32_transpose_scalar(size_t rows, size_t cols, const float *x, size_t ldx, float *y, size_t ldy);
+
 /* ---- comparison and selection -------------------------------------------------------- */
 
 typedef enum bbi_compare_op { BBI_COMPARE_EQ, BBI_COMPARE_GT, BBI_COMPARE_GE, BBI_COMPARE_LT, BBI_COMPARE_LE } bbi_compare_op;
@@ -247,6 +272,18 @@ void bbi_f32_maxpool2d_scalar(const bbi_window2d *g, size_t planes, const float 
  * the padded extent); NaN for a window that counts none. */
 void bbi_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y);
 void bbi_f32_avgpool2d_scalar(const bbi_window2d *g, size_t planes, const float *x, float *y);
+
+/* Depthwise convolution on planes: channel c of y [channels, oh, ow] is plane c of x
+ * [channels, ih, iw] convolved with filter c of w [channels, kh, kw] (cross-correlation, as
+ * ONNX Conv with group = channels), plus bias[c] (bias NULL: none). Each output is the bias,
+ * then the window's products added in row-major kernel order, padding read as 0. `scratch`
+ * holds bbi_f32_dwconv2d_chw_scratch_size(g) bytes (aligned to 16); channels are
+ * independent, so any split of them gives the same result. */
+size_t bbi_f32_dwconv2d_chw_scratch_size(const bbi_window2d *g);
+void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                          const float *bias, float *y, float *scratch);
+void bbi_f32_dwconv2d_chw_scalar(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                                 const float *bias, float *y);
 
 /* ---- reductions ----------------------------------------------------------------------- */
 

@@ -1,0 +1,106 @@
+/* The CPU session's insides, shared by the executor (session.c), the graph rewrites it
+ * runs at load (session_fold.c, session_fuse.c) and the plan bookkeeping both use
+ * (session_plan.c).
+ *
+ * A session keeps two plans of the same graph, lists of steps in topological order:
+ *   general  — rewrites that hold whatever values the initializers have (Constant nodes
+ *              folded, Identity elided, activations and residual Adds fused);
+ *   constant — the general plan, plus rewrites that take the initializers as given
+ *              (nodes of constants folded, BatchNormalization folded into Conv).
+ * A run uses the constant plan unless it overrides an initializer that plan assumed,
+ * then the general one; with every rewrite off both are the graph as written. */
+#ifndef BBI_CPU_SESSION_H
+#define BBI_CPU_SESSION_H
+
+#include "bb/cpu.h"
+#include "cpu/cpu_op.h"
+#include "cpu/run_memory.h"
+#include "util/arena.h"
+#include "util/strmap.h"
+
+#define BBI_NO_VALUE UINT32_MAX
+
+/* One node of a plan (value ids; BBI_NO_VALUE for omitted ones), with what was fused into
+ * it: out[0] is then the last value of the chain, and `chain` the fused nodes as written,
+ * which run one by one when the fused epilogue cannot (its addend broadcasts, or the
+ * output is not float). */
+typedef struct bbi_plan_step {
+  const bb_ir_node *node;
+  const bbi_cpu_op *op;
+  uint32_t *in, *out;
+  uint32_t n_in, n_out;
+  uint32_t *dead; /* values whose last use is this step */
+  uint32_t n_dead;
+  uint32_t produced;   /* the node's own output 0 (out[0] when nothing is fused) */
+  uint32_t addend;     /* the fused Add's other operand, or BBI_NO_VALUE */
+  bbi_f32_activation act;
+  struct bbi_plan_step *chain;
+  uint32_t n_chain;
+  bbi_cpu_node_cache cache;
+} bbi_plan_step;
+
+typedef struct bbi_plan {
+  bbi_plan_step *steps;
+  uint32_t n_steps;
+  uint32_t *constants; /* folded values a run starts with */
+  uint32_t n_constants;
+  bb_cpu_session_rewrites stats;
+} bbi_plan;
+
+struct bb_cpu_session {
+  const bb_model *model;
+  const bb_graph *graph;
+  const bb_allocator *alloc;
+  bb_arena *arena; /* the plans and the names */
+  /* what runs allocate from: the tensors of one run are recycled by the next, so a warm
+   * session takes nothing from `alloc` per run */
+  bbi_cpu_run_memory *memory;
+  const bb_allocator *run_alloc;
+  int64_t opset;
+  uint32_t rewrites_off;
+  bbi_strmap ids;
+  const char **names; /* id → name (ids past the graph's names are the rewrites' values) */
+  uint32_t n_values, cap_values;
+  bb_tensor **initial;    /* id → initializer tensor (or NULL) */
+  bb_tensor **folded;     /* id → a value the rewrites computed at load (or NULL) */
+  bool *assumed;          /* id → the constant plan took this initializer's value as given */
+  int32_t *declared_type; /* id → elem type from the graph inputs (0 = unknown) */
+  bool *is_output;        /* id → a graph output */
+  bbi_plan general, constant;
+  uint32_t *inputs, *outputs; /* ids of required graph inputs and of graph outputs */
+  uint32_t n_inputs, n_outputs;
+  bb_tensor **values; /* scratch for a run */
+  size_t peak_bytes, produced_bytes;
+  bb_cpu_limits limits;
+};
+
+/* A fresh value id for a value the rewrites make, named after `like` for errors; or
+ * BBI_NO_VALUE when the id space is full. */
+uint32_t bbi_session_new_value(bb_cpu_session *s, const char *like);
+
+/* Whether value v is a constant of plan p: an initializer (for the constant plan) or a
+ * value folded into it. */
+bool bbi_session_is_constant(const bb_cpu_session *s, const bbi_plan *p, uint32_t v);
+
+/* The tensor of constant v in plan p. */
+bb_tensor *bbi_session_constant(const bb_cpu_session *s, const bbi_plan *p, uint32_t v);
+
+/* Records that plan p starts every run with `t` (one reference taken over) as value v. */
+int bbi_session_add_constant(bb_cpu_session *s, bbi_plan *p, uint32_t v, bb_tensor *t);
+
+/* How many steps of p read value v (a step reading it twice counts twice; a fused
+ * step's addend counts), and whether v is a graph output. */
+uint32_t bbi_plan_uses(const bbi_plan *p, uint32_t v);
+
+/* The rewrites, each over plan p in place (the steps stay in topological order), each
+ * counting what it did in p->stats. `assume_initializers` lets them take initializers
+ * as constants. */
+int bbi_plan_fold_constants(bb_cpu_session *s, bbi_plan *p, bool assume_initializers, bb_error *err);
+int bbi_plan_fold_batchnorm(bb_cpu_session *s, bbi_plan *p, bb_error *err);
+int bbi_plan_elide_identities(bb_cpu_session *s, bbi_plan *p);
+int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p);
+
+/* Drops the steps marked with node == NULL, keeping the order of the rest. */
+void bbi_plan_compact(bbi_plan *p);
+
+#endif

@@ -1,0 +1,207 @@
+/* The session's rewrites that change only how the graph runs, never its results:
+ *
+ *  - Identity elided: its readers read its input's value (unless it names a graph output).
+ *  - Activations and residual Adds fused: a Conv, ConvTranspose, Gemm, MatMul, inference
+ *    BatchNormalization (or, for an activation, an Add) whose output only feeds an Add,
+ *    then (or only) Relu, Clip with constant bounds, Sigmoid, or Sigmoid and Mul (x ·
+ *    sigmoid(x), SiLU), runs as one step: the producer's output is finished in place with
+ *    bbi_f32_vactivate, which computes the same bits as the separate kernels, while it is
+ *    still in cache. The fused nodes are kept with the step and run as written when the
+ *    epilogue cannot apply (an Add that broadcasts, a type other than float).
+ *
+ * An Add is fused into the later of its operands' producers, so its other operand exists
+ * when the step runs. */
+#include <float.h>
+#include <string.h>
+
+#include "bb/artifact.h"
+#include "cpu/session.h"
+#include "util/mem.h"
+
+static bool is_op(const bbi_plan_step *st, const char *op_type) {
+  return st->node && bb_domain_is_onnx(st->node->domain) && strcmp(st->node->op_type, op_type) == 0;
+}
+
+/* ---- Identity ------------------------------------------------------------------------------ */
+
+int bbi_plan_elide_identities(bb_cpu_session *s, bbi_plan *p) {
+  uint32_t *alias = bbi_mem_calloc(s->alloc, s->n_values, sizeof *alias);
+  if (!alias) return BB_ERR_NOMEM;
+  for (uint32_t v = 0; v < s->n_values; v++) alias[v] = v;
+  for (uint32_t i = 0; i < p->n_steps; i++) {
+    bbi_plan_step *st = &p->steps[i];
+    for (uint32_t k = 0; k < st->n_in; k++)
+      if (st->in[k] != BBI_NO_VALUE) st->in[k] = alias[st->in[k]];
+    if (!is_op(st, "Identity") || st->n_in != 1 || st->n_out != 1 || st->in[0] == BBI_NO_VALUE ||
+        st->out[0] == BBI_NO_VALUE || s->is_output[st->out[0]])
+      continue;
+    alias[st->out[0]] = st->in[0];
+    st->node = NULL;
+    p->stats.elided_identities++;
+  }
+  bbi_mem_free(s->alloc, alias);
+  bbi_plan_compact(p);
+  return 0;
+}
+
+/* ---- fusion -------------------------------------------------------------------------------- */
+
+/* Who reads and who makes each value, over the plan's live steps. */
+typedef struct value_links {
+  uint32_t *uses;     /* reads by steps (a fused step's addend and chain count) */
+  uint32_t *reader;   /* the last step that reads it */
+  uint32_t *producer; /* the step that makes it, or BBI_NO_VALUE */
+} value_links;
+
+static void count_reads(value_links *l, const bbi_plan_step *st, uint32_t i) {
+  for (uint32_t k = 0; k < st->n_in; k++)
+    if (st->in[k] != BBI_NO_VALUE) l->uses[st->in[k]]++, l->reader[st->in[k]] = i;
+}
+
+static int link_values(bb_cpu_session *s, const bbi_plan *p, value_links *l) {
+  l->uses = bbi_mem_calloc(s->alloc, s->n_values, sizeof *l->uses);
+  l->reader = bbi_mem_calloc(s->alloc, s->n_values, sizeof *l->reader);
+  l->producer = bbi_mem_calloc(s->alloc, s->n_values, sizeof *l->producer);
+  if (!l->uses || !l->reader || !l->producer) return BB_ERR_NOMEM;
+  for (uint32_t v = 0; v < s->n_values; v++) l->producer[v] = BBI_NO_VALUE;
+  for (uint32_t i = 0; i < p->n_steps; i++) {
+    const bbi_plan_step *st = &p->steps[i];
+    count_reads(l, st, i);
+    if (st->addend != BBI_NO_VALUE) l->uses[st->addend]++, l->reader[st->addend] = i;
+    for (uint32_t c = 0; c < st->n_chain; c++) count_reads(l, &st->chain[c], i);
+    for (uint32_t k = 0; k < st->n_out; k++)
+      if (st->out[k] != BBI_NO_VALUE) l->producer[st->out[k]] = i;
+  }
+  return 0;
+}
+
+static void unlink_values(bb_cpu_session *s, value_links *l) {
+  bbi_mem_free(s->alloc, l->uses);
+  bbi_mem_free(s->alloc, l->reader);
+  bbi_mem_free(s->alloc, l->producer);
+}
+
+/* A step whose output 0 may carry an epilogue: a new float tensor its op makes. */
+static bool can_carry(const bb_cpu_session *s, const bbi_plan_step *st, bool for_add) {
+  if (!st->node || st->n_out < 1 || st->out[0] == BBI_NO_VALUE) return false;
+  for (uint32_t k = 1; k < st->n_out; k++)
+    if (st->out[k] != BBI_NO_VALUE) return false;
+  if (is_op(st, "BatchNormalization"))
+    return s->opset >= 14 ? bb_attr_get_int(&st->node->attrs, "training_mode", 0) == 0 : st->n_out == 1;
+  return is_op(st, "Conv") || is_op(st, "ConvTranspose") || is_op(st, "Gemm") || is_op(st, "MatMul") ||
+         (!for_add && is_op(st, "Add"));
+}
+
+/* The producer of v if v can take one more fused node: read once, not a graph output, and
+ * made by a step that can carry it and carries no activation yet. */
+static bbi_plan_step *fusable_producer(const bb_cpu_session *s, bbi_plan *p, const value_links *l, uint32_t v,
+                                       bool for_add) {
+  if (v == BBI_NO_VALUE || s->is_output[v] || l->uses[v] != 1 || l->producer[v] == BBI_NO_VALUE) return NULL;
+  bbi_plan_step *st = &p->steps[l->producer[v]];
+  if (st->out[0] != v || !can_carry(s, st, for_add) || st->act.kind != BBI_ACTIVATION_NONE) return NULL;
+  if (for_add && st->n_chain) return NULL;
+  return st;
+}
+
+/* Appends step `link` to producer's chain; its output becomes the producer's. */
+static int chain_on(bb_cpu_session *s, bbi_plan_step *producer, bbi_plan_step *link) {
+  bbi_plan_step *grown = bbi_arena_grow(s->arena, producer->chain, producer->n_chain * sizeof *grown,
+                                        (producer->n_chain + 1) * sizeof *grown);
+  if (!grown) return BB_ERR_NOMEM;
+  producer->chain = grown;
+  producer->chain[producer->n_chain++] = *link;
+  producer->out[0] = link->out[0];
+  link->node = NULL;
+  return 0;
+}
+
+/* A scalar float constant of the plan, into *out. */
+static bool constant_scalar(const bb_cpu_session *s, const bbi_plan *p, uint32_t v, float *out) {
+  const bb_tensor *t = bbi_session_constant(s, p, v);
+  if (!t || t->dtype != BB_DTYPE_FLOAT || t->numel != 1) return false;
+  *out = *(const float *)bb_tensor_data(t);
+  return true;
+}
+
+/* Clip's bounds when they are known now (attributes before opset 11, constant inputs after). */
+static bool clip_bounds(const bb_cpu_session *s, const bbi_plan *p, const bbi_plan_step *st, bbi_f32_activation *a) {
+  a->min = -FLT_MAX, a->max = FLT_MAX;
+  if (s->opset < 11) {
+    a->min = bb_attr_get_float(&st->node->attrs, "min", -FLT_MAX);
+    a->max = bb_attr_get_float(&st->node->attrs, "max", FLT_MAX);
+    return st->n_in == 1;
+  }
+  if (st->n_in > 1 && st->in[1] != BBI_NO_VALUE && !constant_scalar(s, p, st->in[1], &a->min)) return false;
+  if (st->n_in > 2 && st->in[2] != BBI_NO_VALUE && !constant_scalar(s, p, st->in[2], &a->max)) return false;
+  return true;
+}
+
+/* Fuses Add step `add` into the later producer of its operands. */
+static int fuse_add(bb_cpu_session *s, bbi_plan *p, value_links *l, bbi_plan_step *add) {
+  if (add->n_in != 2 || add->n_out != 1 || add->in[0] == add->in[1]) return 0;
+  uint32_t a = add->in[0], b = add->in[1];
+  uint32_t pa = l->producer[a], pb = l->producer[b];
+  /* the operand made last is the one to fuse into: the other exists by then */
+  bool into_a = pb == BBI_NO_VALUE || (pa != BBI_NO_VALUE && pa > pb);
+  bbi_plan_step *producer = fusable_producer(s, p, l, into_a ? a : b, true);
+  if (!producer) return 0;
+  uint32_t at = l->producer[into_a ? a : b];
+  producer->addend = into_a ? b : a;
+  int rc = chain_on(s, producer, add);
+  l->producer[producer->out[0]] = at;
+  if (!rc) p->stats.fused_adds++;
+  return rc;
+}
+
+/* x · sigmoid(x): Sigmoid step sig and the Mul that is the only reader of its output. */
+static bbi_plan_step *silu_mul(const bb_cpu_session *s, bbi_plan *p, const value_links *l, const bbi_plan_step *sig) {
+  uint32_t x = sig->in[0], y = sig->out[0];
+  if (y == BBI_NO_VALUE || s->is_output[y] || l->uses[y] != 1 || l->uses[x] != 2) return NULL;
+  bbi_plan_step *mul = &p->steps[l->reader[y]];
+  if (!is_op(mul, "Mul") || mul->n_in != 2 || mul->n_out != 1) return NULL;
+  bool pair = (mul->in[0] == x && mul->in[1] == y) || (mul->in[0] == y && mul->in[1] == x);
+  return pair ? mul : NULL;
+}
+
+/* Fuses activation step `act` (Relu, Clip, Sigmoid, or Sigmoid + Mul) into its producer. */
+static int fuse_activation(bb_cpu_session *s, bbi_plan *p, value_links *l, bbi_plan_step *act) {
+  if (act->n_in < 1 || act->n_out != 1 || act->in[0] == BBI_NO_VALUE) return 0;
+  bbi_f32_activation a = {BBI_ACTIVATION_NONE, 0.0f, 0.0f};
+  bbi_plan_step *mul = NULL;
+  uint32_t x = act->in[0];
+  if (is_op(act, "Relu") && act->n_in == 1) {
+    a.kind = BBI_ACTIVATION_RELU;
+  } else if (is_op(act, "Clip") && clip_bounds(s, p, act, &a)) {
+    a.kind = BBI_ACTIVATION_CLIP;
+  } else if (is_op(act, "Sigmoid") && act->n_in == 1) {
+    a.kind = BBI_ACTIVATION_SIGMOID;
+    if ((mul = silu_mul(s, p, l, act))) a.kind = BBI_ACTIVATION_SILU;
+  } else {
+    return 0;
+  }
+  if (l->uses[x] != (mul ? 2u : 1u) || s->is_output[x] || l->producer[x] == BBI_NO_VALUE) return 0;
+  bbi_plan_step *producer = &p->steps[l->producer[x]];
+  if (producer->out[0] != x || !can_carry(s, producer, false) || producer->act.kind != BBI_ACTIVATION_NONE) return 0;
+  uint32_t at = l->producer[x];
+  int rc = chain_on(s, producer, act);
+  if (!rc && mul) rc = chain_on(s, producer, mul);
+  if (rc) return rc;
+  producer->act = a;
+  l->producer[producer->out[0]] = at;
+  p->stats.fused_activations++;
+  return 0;
+}
+
+int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p) {
+  value_links l;
+  int rc = link_values(s, p, &l);
+  for (uint32_t i = 0; i < p->n_steps && !rc; i++) {
+    bbi_plan_step *st = &p->steps[i];
+    if (!st->node) continue;
+    if (is_op(st, "Add")) rc = fuse_add(s, p, &l, st);
+    if (!rc && st->node) rc = fuse_activation(s, p, &l, st);
+  }
+  unlink_values(s, &l);
+  bbi_plan_compact(p);
+  return rc;
+}
