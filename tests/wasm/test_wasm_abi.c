@@ -154,7 +154,7 @@ static buf compile_federated_digits(void) {
   int32_t fd = -1;
   for (int32_t i = 0; i < bb_wasm_example_count(); i++)
     if (strcmp(bb_wasm_example_name(i), "federated_digits") == 0) fd = i;
-  CHECK(fd >= 0 && bb_wasm_example_module_count(fd) == 1 && strlen(bb_wasm_example_description(fd)) > 0);
+  CHECK(fd >= 0 && bb_wasm_example_module_count(fd) == 2 && strlen(bb_wasm_example_description(fd)) > 0);
   CHECK(bb_wasm_example_name(999) == NULL && bb_wasm_last_error_code() == BB_ERR_INVALID_ARGUMENT);
 
   CHECK_EQ_INT(bb_wasm_example_record("federated_digits", 0), 0);
