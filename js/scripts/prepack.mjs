@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 const packageRoot = fileURLToPath(new URL('..', import.meta.url));
 const repoDocs = join(packageRoot, '..', 'docs');
 /** The repository's docs that ship in the package. */
-const SHIPPED_DOCS = ['WEB.md', 'MODULES.md', 'COMPONENTS.md', 'AUTHORING.md', 'TRANSPORT.md', 'SECURITY.md', 'DEPLOY.md', 'WIRE.md', 'IR.md', 'LEARNING.md', 'GRAD.md', 'RUNTIME.md', 'PERFORMANCE.md', 'WEB-DEMO.md', 'PRIVACY.md'];
+const SHIPPED_DOCS = ['WEB.md', 'MODULES.md', 'COMPONENTS.md', 'AUTHORING.md', 'TRANSPORT.md', 'SECURITY.md', 'DEPLOY.md', 'WIRE.md', 'IR.md', 'LEARNING.md', 'GRAD.md', 'RUNTIME.md', 'PERFORMANCE.md', 'WEB-DEMO.md', 'PRIVACY.md', 'SPLIT.md'];
 
 function fail(message) {
   console.error(`prepack: ${message}`);

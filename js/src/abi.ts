@@ -2,13 +2,14 @@
  * The flat C ABI of bb.wasm (docs/WEB.md of the package describes it) as JavaScript sees it. Pointers and size_t
  * values are 32-bit and come back signed: read them with `>>> 0`.
  */
+import type { WasmMemory } from './platform.js';
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
 export const BB_WASM_ABI_VERSION = 7;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
-  readonly memory: WebAssembly.Memory;
+  readonly memory: WasmMemory;
   /** Runs libc's constructors; called once by the loader. */
   _initialize(): void;
   bb_wasm_abi_version(): number;

@@ -23,6 +23,12 @@ export interface Pollable {
   expiry(): bigint | null;
   /** True while work is queued that the next poll would do regardless of the time. */
   hasWork(): boolean;
+  /**
+   * Calls `listener` whenever the host gives the engine work outside a poll (an invoke,
+   * a completion, a bootstrap); returns the function that unsubscribes. A driver running
+   * the engine then polls at once instead of sleeping until its next deadline.
+   */
+  onWork?(listener: () => void): () => void;
 }
 
 /** Monotonic time in nanoseconds. */
@@ -126,6 +132,7 @@ export class PollDriver {
   #sleepingSince: bigint | undefined;
   #wokenDuringSlice = false;
   #unsubscribe: (() => void) | undefined;
+  #unsubscribeWork: (() => void) | undefined;
   #stats = { polls: 0, frames: 0, animationFrames: 0, yields: 0, sleptMs: 0, errors: 0 };
 
   constructor(pollable: Pollable, options: PollDriverOptions = {}) {
@@ -178,6 +185,7 @@ export class PollDriver {
   start(): void {
     if (this.#state !== 'stopped') return;
     this.#unsubscribe = this.#visibility?.subscribe(() => this.#visibilityChanged());
+    this.#unsubscribeWork = this.#pollable.onWork?.(() => this.wake());
     this.#requestSlice();
   }
 
@@ -191,6 +199,8 @@ export class PollDriver {
     this.#endSleep();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
+    this.#unsubscribeWork?.();
+    this.#unsubscribeWork = undefined;
     this.#state = 'stopped';
   }
 

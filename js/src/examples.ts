@@ -130,6 +130,7 @@ export function installDigitsClient(bb: Bb, artifact: Uint8Array, self: string, 
 }
 
 function startServer(server: BbNode, module: string, clients: readonly string[], test: Dataset, nowNs?: bigint): void {
+  for (const client of clients) server.addPeer(client); // the server sends to them, so it must know them
   const x = test.features();
   const y = test.labels();
   const inputs: Record<string, Value> = {

@@ -5,6 +5,7 @@
  * do not exist here; every file call answers "bad file descriptor".
  */
 import { BbExitError } from './errors.js';
+import type { WasmImports, WasmMemory } from './platform.js';
 
 /** WASI errno values (wasi_snapshot_preview1). */
 const ERRNO_SUCCESS = 0;
@@ -42,9 +43,9 @@ export type ModuleRecorder = (hostId: number, bootstrap: boolean) => void;
 
 /** The host side of one module instance: its import object, then the memory to serve once instantiated. */
 export interface Host {
-  readonly imports: WebAssembly.Imports;
+  readonly imports: WasmImports;
   /** Gives the host the instance's memory; imports called before this throw. */
-  attach(memory: WebAssembly.Memory): void;
+  attach(memory: WasmMemory): void;
   /** Routes the component imports (until then a create fails with BB_ERR_INVALID_ARGUMENT). */
   setComponentCallbacks(callbacks: HostComponentCallbacks): void;
   /** Routes the recording import to the build in progress (undefined: none). */

@@ -7,6 +7,7 @@ import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY, type BbExports } from './a
 import { Bb } from './bb.js';
 import { BbLoadError } from './errors.js';
 import { createHost } from './host.js';
+import type { WasmModule } from './platform.js';
 
 /**
  * Where bb.wasm comes from:
@@ -25,7 +26,7 @@ export type WasmSource =
   | PromiseLike<Response>
   | ArrayBuffer
   | ArrayBufferView
-  | WebAssembly.Module;
+  | WasmModule;
 
 /**
  * Loads and initialises bb.wasm. Without a source it loads the module shipped with this

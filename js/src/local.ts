@@ -5,23 +5,29 @@
  */
 import type { Pollable } from './driver.js';
 import type { BbNode, Step } from './node.js';
+import { Notices, type Logger } from './notices.js';
 
 export interface LocalNetworkOptions {
   /** Every step but sends, with the node it came from. */
   readonly onStep?: (from: string, step: Step) => void;
   /** Each envelope as it is delivered. */
   readonly onDeliver?: (to: string, from: string, bytes: Uint8Array) => void;
+  /** Where an envelope to a peer outside the network is told of (default: the default logger; false: nowhere). */
+  readonly log?: Logger | false;
 }
 
 export class LocalNetwork implements Pollable {
   readonly #nodes = new Map<string, BbNode>();
   readonly #inbox: { to: string; from: string; bytes: Uint8Array }[] = [];
   readonly #options: LocalNetworkOptions;
+  readonly #workListeners = new Set<() => void>();
+  readonly #notices: Notices;
   /** Envelopes addressed to a peer that is not in this network. */
   dropped = 0;
 
   constructor(nodes: Iterable<BbNode> = [], options: LocalNetworkOptions = {}) {
     this.#options = options;
+    this.#notices = new Notices(options.log);
     for (const node of nodes) this.add(node);
   }
 
@@ -32,6 +38,15 @@ export class LocalNetwork implements Pollable {
       if (step.kind === 'send') this.#inbox.push({ to: step.peer!, from, bytes: step.bytes! });
       else this.#options.onStep?.(from, step);
     });
+    node.onWork(() => {
+      for (const listener of [...this.#workListeners]) listener();
+    });
+  }
+
+  /** Calls `listener` when a node of the network is given work outside a poll (BbNode.onWork). */
+  onWork(listener: () => void): () => void {
+    this.#workListeners.add(listener);
+    return () => this.#workListeners.delete(listener);
   }
 
   get nodes(): ReadonlyMap<string, BbNode> {
@@ -44,6 +59,7 @@ export class LocalNetwork implements Pollable {
       const node = this.#nodes.get(to);
       if (node === undefined || node.freed) {
         this.dropped++;
+        this.#notices.notice('local-drop', `LocalNetwork: an envelope from ${from} to ${to}, which is not in the network${node === undefined ? '' : ' any more'}, was dropped`);
         continue;
       }
       node.deliver(from, bytes, nowNs);

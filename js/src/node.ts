@@ -20,6 +20,7 @@ import { concatBytes, fromBase64 } from './identity/bytes.js';
 import type { PeerRole } from './signal/protocol.js';
 import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
 import { OnnxModel } from './model.js';
+import { Notices, watchNode, type Logger } from './notices.js';
 
 export type StepKind =
   | 'send'
@@ -105,6 +106,12 @@ export interface NodeOptions {
    * clients' tokens. Default: no tokens are checked.
    */
   readonly admission?: NodeAdmission;
+  /**
+   * Where the node tells what goes wrong quietly — refused values, unresolved peers, failed
+   * ops, dropped envelopes, skipped training steps, refused contributions — one line per
+   * kind, rate-limited (notices.ts); default the default logger (console.warn), false: none.
+   */
+  readonly log?: Logger | false;
 }
 
 /** A room's join policy as the engine checks it: the room a token must name, and whose signatures count. */
@@ -139,6 +146,7 @@ export class BbNode implements Pollable, CompletionSink {
   readonly #bb: Bb;
   #handle = 0;
   readonly #listeners = new Set<(step: Step) => void>();
+  readonly #workListeners = new Set<() => void>();
   /** My peer id. */
   readonly self: string;
   /** The resolved target names (e.g. "FedDigits_clients#9f3a…"). */
@@ -196,7 +204,9 @@ export class BbNode implements Pollable, CompletionSink {
               bb.exports.bb_wasm_node_install(ptr, artifact.length, selfPtr!, targetsAt, targets.length, slotsAt,
                 slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed, roomPtr!, keysAt, operators.length),
             );
-            return new BbNode(bb, handle, options.admission !== undefined);
+            const node = new BbNode(bb, handle, options.admission !== undefined);
+            watchNode(node, new Notices(options.log));
+            return node;
           }),
         ),
       ),
@@ -207,6 +217,19 @@ export class BbNode implements Pollable, CompletionSink {
   onStep(listener: (step: Step) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Calls `listener` after each call that gives the node work outside a poll (invoke,
+   * complete, fail, runBootstrap, restore): a PollDriver running the node wakes on it.
+   */
+  onWork(listener: () => void): () => void {
+    this.#workListeners.add(listener);
+    return () => this.#workListeners.delete(listener);
+  }
+
+  #worked(): void {
+    for (const listener of [...this.#workListeners]) listener();
   }
 
   addPeer(peer: string): void {
@@ -249,6 +272,7 @@ export class BbNode implements Pollable, CompletionSink {
 
   runBootstrap(nowNs: bigint = monotonicNowNs()): void {
     this.#bb.check(this.#bb.exports.bb_wasm_node_run_bootstrap(this.#live('runBootstrap'), nowNs));
+    this.#worked();
   }
 
   /** One envelope a peer sent (BbError Malformed / Limit when refused; nothing is queued then). */
@@ -292,6 +316,7 @@ export class BbNode implements Pollable, CompletionSink {
         ),
       ),
     );
+    this.#worked();
   }
 
   /** Gives an input of a target a value every new run starts with (undefined unbinds). */
@@ -309,6 +334,7 @@ export class BbNode implements Pollable, CompletionSink {
     if (this.#handle === 0) return; // the node went while the op was out
     const bb = this.#bb;
     bb.withBytes(encodeValueList(outputs), (ptr, len) => bb.check(bb.exports.bb_wasm_node_complete(this.#handle, command, ptr, len)));
+    this.#worked();
   }
 
   /** Fails an asynchronous op with a message. */
@@ -316,6 +342,7 @@ export class BbNode implements Pollable, CompletionSink {
     if (this.#handle === 0) return;
     const bb = this.#bb;
     bb.withStrings([detail], (ptr) => bb.check(bb.exports.bb_wasm_node_fail(this.#handle, command, ptr!)));
+    this.#worked();
   }
 
   /** A named counter (wire.rejected, ops.failed, ...); 0n when unknown. */
@@ -339,6 +366,7 @@ export class BbNode implements Pollable, CompletionSink {
   restore(snapshot: Uint8Array): void {
     const bb = this.#bb;
     bb.withBytes(snapshot, (ptr, len) => bb.check(bb.exports.bb_wasm_node_restore(this.#live('restore'), ptr, len)));
+    this.#worked();
   }
 
   get freed(): boolean {
@@ -350,6 +378,7 @@ export class BbNode implements Pollable, CompletionSink {
     const handle = this.#handle;
     this.#handle = 0;
     this.#listeners.clear();
+    this.#workListeners.clear();
     this.#bb.check(this.#bb.exports.bb_wasm_node_free(handle));
   }
 

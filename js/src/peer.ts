@@ -15,15 +15,20 @@ import { PollDriver, type PollDriverOptions } from './driver.js';
 import { BbError, BbErrorCode } from './errors.js';
 import type { Signer } from './identity/identity.js';
 import type { BbNode, Step } from './node.js';
+import { Notices, shortPeer } from './notices.js';
 import type { SignalClient, WebSocketConstructor } from './signal/client.js';
 import type { PeerRole, SignalErrorCode } from './signal/protocol.js';
 import type { Transport } from './transport/types.js';
 import type { WebRtcTransport, WebRtcTransportOptions } from './transport/webrtc.js';
+import type { IceServer } from './platform.js';
 
 export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
   readonly onStep?: (step: Step) => void;
-  /** An envelope the node refused or the transport could not take (the protocol's deadlines cover the loss). */
+  /**
+   * An envelope the node refused or the transport could not take (the protocol's deadlines
+   * cover the loss). Default: a notice to the default logger (notices.ts).
+   */
   readonly onDrop?: (error: unknown, peer: string, direction: 'in' | 'out') => void;
 }
 
@@ -46,6 +51,9 @@ export interface RunningPeer {
 export function runPeer(node: BbNode, transport: Transport, options: PeerOptions = {}): RunningPeer {
   const driver = new PollDriver(node, options);
   const counts = { sent: 0, received: 0, droppedOut: 0, droppedIn: 0 };
+  const notices = new Notices(undefined);
+  const onDrop = options.onDrop ?? ((error: unknown, peer: string, direction: 'in' | 'out') =>
+    notices.notice(`drop-${direction}`, `peer ${shortPeer(node.self)}: an envelope ${direction === 'in' ? 'from' : 'to'} ${peer} was dropped: ${error instanceof Error ? error.message : String(error)}`));
   const unStep = node.onStep((step) => {
     if (step.kind !== 'send') {
       options.onStep?.(step);
@@ -56,7 +64,7 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
       counts.sent++;
     } catch (error) {
       counts.droppedOut++;
-      options.onDrop?.(error, step.peer!, 'out');
+      onDrop(error, step.peer!, 'out');
     }
   });
   const unEnvelope = transport.onEnvelope((from, bytes) => {
@@ -65,7 +73,7 @@ export function runPeer(node: BbNode, transport: Transport, options: PeerOptions
       counts.received++;
     } catch (error) {
       counts.droppedIn++;
-      options.onDrop?.(error, from, 'in');
+      onDrop(error, from, 'in');
     }
     driver.wake();
   });
@@ -94,7 +102,7 @@ export interface ConnectPeerOptions extends PeerOptions {
   /** `client` or `server` (default: the token's role, else `client`). */
   readonly role?: PeerRole;
   /** STUN and TURN servers for every connection; those the signalling server hands out are added. */
-  readonly iceServers?: RTCIceServer[];
+  readonly iceServers?: IceServer[];
   /** The rest of the transport's options (rtcConfig, maxLinks, reassembly limits, an RTCPeerConnection, ...). */
   readonly transport?: Omit<WebRtcTransportOptions, 'signal' | 'iceServers'>;
   /** A WebSocket constructor for the signalling client (default: the global one, else `ws`). */

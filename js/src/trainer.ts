@@ -21,6 +21,7 @@
 import type { Bb } from './bb.js';
 import { BbError, BbErrorCode } from './errors.js';
 import type { OnnxModel } from './model.js';
+import { Notices } from './notices.js';
 import { Tensor } from './tensor.js';
 
 /** How a trainer trains (torch.optim's meanings and defaults). */
@@ -62,6 +63,8 @@ export interface StepResult {
   readonly loss: number;
   /** False when the loss or a gradient was not finite: the step changed nothing. */
   readonly applied: boolean;
+  /** Why a step changed nothing: the first value of the batch that is not finite, when there is one. */
+  readonly reason?: string;
 }
 
 export interface FitOptions {
@@ -99,30 +102,33 @@ export interface TrainerStats {
 
 const KEY_OF: Readonly<Record<string, string>> = { weightDecay: 'weight_decay', maxGradNorm: 'max_grad_norm' };
 
-/** The engine's config text for options (numbers and names; seed goes separately). */
-function configText(options: TrainerOptions): string {
+/**
+ * The OnnxModel engine's config text for options (numbers and names; seed goes
+ * separately): what a trainer is made with, and what an OnnxModel slot is bound with.
+ */
+export function trainerConfigText(options: TrainerOptions, who = 'OnnxTrainer'): string {
   const parts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (key === 'seed' || value === undefined) continue;
     if (key === 'freeze') {
-      parts.push(`freeze=${frozenText(value as readonly string[])}`);
+      parts.push(`freeze=${frozenText(value as readonly string[], who)}`);
       continue;
     }
     if (typeof value === 'number' && !Number.isFinite(value)) {
-      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: ${key} is ${value}`);
+      throw new BbError(BbErrorCode.InvalidArgument, `${who}: ${key} is ${value}`);
     }
     const text = String(value);
-    if (/[,=\0]/.test(text)) throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: ${key} "${text}" holds , = or NUL`);
+    if (/[,=\0]/.test(text)) throw new BbError(BbErrorCode.InvalidArgument, `${who}: ${key} "${text}" holds , = or NUL`);
     parts.push(`${KEY_OF[key] ?? key}=${text}`);
   }
   return parts.join(',');
 }
 
 /** The freeze list as the engine's config takes it: names joined by `|`. */
-function frozenText(names: readonly string[]): string {
+function frozenText(names: readonly string[], who: string): string {
   for (const name of names) {
     if (typeof name !== 'string' || name === '' || /[|,=\0]/.test(name)) {
-      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer: freeze name "${String(name)}" is empty or holds | , = or NUL`);
+      throw new BbError(BbErrorCode.InvalidArgument, `${who}: freeze name "${String(name)}" is empty or holds | , = or NUL`);
     }
   }
   return names.join('|');
@@ -137,6 +143,7 @@ export class OnnxTrainer {
   #stagedLabels: Tensor<'float'> | undefined;
   /** Floats in the flat parameter vector. */
   readonly parameterCount: number;
+  readonly #notices = new Notices(undefined);
 
   private constructor(bb: Bb, handle: number) {
     this.#bb = bb;
@@ -154,18 +161,25 @@ export class OnnxTrainer {
     const bytes = model instanceof Uint8Array ? model : model.encode();
     const seed = BigInt(options.seed ?? 0);
     const handle = bb.withBytes(bytes, (ptr, len) =>
-      bb.withStrings([configText(options)], (config) => bb.check(bb.exports.bb_wasm_trainer_new(ptr, len, config ?? 0, seed))),
+      bb.withStrings([trainerConfigText(options)], (config) => bb.check(bb.exports.bb_wasm_trainer_new(ptr, len, config ?? 0, seed))),
     );
     return new OnnxTrainer(bb, handle);
   }
 
-  /** One optimizer step on a batch. */
+  /**
+   * One optimizer step on a batch. A step whose loss or gradient is not finite changes
+   * nothing (`applied: false`, with the `reason` and a notice to the default logger).
+   */
   step(batch: Batch): StepResult {
     const handle = this.#live('step');
-    return this.#withRows('step', batch.x, batch.labels, (x, labels) => {
+    const result = this.#withRows('step', batch.x, batch.labels, (x, labels) => {
       const applied = this.#bb.check(this.#bb.exports.bb_wasm_trainer_step(handle, x, labels)) === 1;
       return { loss: this.#bb.exports.bb_wasm_trainer_last_loss(handle), applied };
     });
+    if (result.applied) return result;
+    const reason = `the loss or a gradient was not finite, so the step changed nothing${nonFinite(batch)}`;
+    this.#notices.notice('step-skipped', `OnnxTrainer.step: ${reason}`);
+    return { ...result, reason };
   }
 
   /** Steps over the batches (`epochs` times when they are an array). */
@@ -280,11 +294,15 @@ export class OnnxTrainer {
     use: (x: number, labels: number) => T): T {
     const rows = labels instanceof Float32Array ? labels.length : (labels.dims[0] ?? 0);
     if (x instanceof Float32Array && (rows < 1 || x.length === 0 || x.length % rows !== 0)) {
-      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer.${operation}: ${x.length} values are not ${rows} rows`);
+      throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer.${operation}: ${x.length} values are not ${rows} rows: one label per row, and every row as wide`);
     }
     const xh = x instanceof Float32Array ? (this.#stagedX = this.#stage(this.#stagedX, x, [rows, x.length / rows])).handle : x.handle;
     const yh = labels instanceof Float32Array ? (this.#stagedLabels = this.#stage(this.#stagedLabels, labels, [rows])).handle : labels.handle;
-    return use(xh, yh);
+    try {
+      return use(xh, yh);
+    } catch (error) {
+      throw x instanceof Float32Array ? rowsAndLabels(operation, error, x.length, rows) : error;
+    }
   }
 
   /** data copied into `into` when it has that shape, else into a new tensor (freeing `into`). */
@@ -310,4 +328,34 @@ export class OnnxTrainer {
     if (this.#handle === 0) throw new BbError(BbErrorCode.InvalidArgument, `OnnxTrainer.${operation}: the trainer was freed`);
     return this.#handle;
   }
+}
+
+/**
+ * Rows are counted by the labels, so rows and labels that disagree reach the engine as rows
+ * of another width; told by the engine's width, say what is wrong with the batch instead.
+ */
+function rowsAndLabels(operation: string, error: unknown, values: number, labels: number): unknown {
+  const match = error instanceof BbError ? /do not fit input (\S+), which takes (\d+) per row/.exec(error.message) : null;
+  if (match === null) return error;
+  const width = Number(match[2]);
+  if (width < 1 || values % width !== 0) {
+    return new BbError(error instanceof BbError ? error.code : BbErrorCode.Type, `OnnxTrainer.${operation}: x holds ${values} values, which are not whole rows of ${width} (input ${match[1]} takes ${width} per row)`);
+  }
+  const rows = values / width;
+  if (rows === labels) return error;
+  return new BbError((error as BbError).code, `OnnxTrainer.${operation}: x holds ${rows} rows of ${width} values (input ${match[1]}), but ${labels} labels came with them: give one label per row`);
+}
+
+/** Where the batch holds a value that is not finite, as text (empty when it holds none, or is in bb.wasm). */
+function nonFinite(batch: Batch): string {
+  for (const [name, values] of [['x', batch.x], ['labels', batch.labels]] as const) {
+    if (!(values instanceof Float32Array)) continue;
+    const at = values.findIndex((v) => !Number.isFinite(v));
+    if (at < 0) continue;
+    const rows = batch.labels instanceof Float32Array ? batch.labels.length : 0;
+    const width = name === 'x' && rows > 0 ? values.length / rows : 1;
+    const where = name === 'x' && Number.isInteger(width) ? `row ${Math.floor(at / width)}, value ${at % width}` : `${at}`;
+    return `: ${name}[${where}] is ${values[at]}`;
+  }
+  return '';
 }

@@ -1,9 +1,13 @@
 /**
  * The docs the package ships and quotes:
  * - the tutorial "Federate your own model" is the same section in js/README.md and
- *   docs/WEB.md, and its files, extracted as written, compile with tsc and train — a Node
- *   server and two clients (run in Node as pages would be, over node-datachannel) — past
- *   90 % (test/pack.test.ts runs the same files in Chromium pages built by Vite);
+ *   docs/WEB.md, and its files, extracted as written, run: a Node server and two clients
+ *   (run in Node as pages would be, over node-datachannel) past 90 %, a PyTorch export
+ *   federated in one process, gossip in one process, `bytesandbrains serve` with clients
+ *   that build its plan (test/pack.test.ts runs its install lines in a fresh app and its
+ *   files in Chromium pages built by Vite);
+ * - every other code block of docs/WEB.md and docs/GUIDE.md runs as written (the C ones:
+ *   ctest -R guide_c), and none is left that no test runs;
  * - the docs that ship in the package link only to docs that ship, and the type
  *   declarations name no other file;
  * - the size figures of README.md, js/README.md and docs/WEB.md are within 3 % of what
@@ -14,16 +18,21 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
-import { afterAll, describe, expect, test } from 'vitest';
+import { createRequire } from 'node:module';
+
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 
 // @ts-expect-error the size script is plain JavaScript
 import { measure } from '../scripts/size.mjs';
 import { packageRoot, repoRoot } from './support.js';
-import { NODE_PAGE_SHIM, TUTORIAL_TSCONFIG, tutorialFiles, tutorialSection } from './tutorial.js';
+import { docBlocks, NODE_PAGE_SHIM, tutorialCommands, tutorialFiles, tutorialSection } from './tutorial.js';
 
+const ort = createRequire(import.meta.url)('onnxruntime-node') as {
+  InferenceSession: { create(bytes: Uint8Array): Promise<{ run(feeds: Record<string, unknown>): Promise<Record<string, { data: Float32Array }>> }> };
+  Tensor: new (type: 'float32', data: Float32Array, dims: readonly number[]) => unknown;
+};
 const readme = readFileSync(join(packageRoot, 'README.md'), 'utf8');
 const web = readFileSync(join(repoRoot, 'docs', 'WEB.md'), 'utf8');
-const TSC = join(packageRoot, 'node_modules', 'typescript', 'bin', 'tsc');
 
 /** The docs prepack copies into the package (scripts/prepack.mjs). */
 const SHIPPED = /const SHIPPED_DOCS = \[([^\]]*)\]/.exec(readFileSync(join(packageRoot, 'scripts', 'prepack.mjs'), 'utf8'))![1]!
@@ -41,50 +50,137 @@ function freePort(): Promise<number> {
 
 describe('the tutorial', () => {
   const children: ChildProcess[] = [];
-  let scratch: string | undefined;
-  afterAll(() => {
-    for (const child of children) child.kill();
-    if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+  const files = tutorialFiles(readme);
+  let scratch = '';
+  beforeAll(() => {
+    // inside the package folder, so that `bytesandbrains` resolves to it (a self-reference)
+    scratch = mkdtempSync(join(packageRoot, '.tutorial-'));
+    for (const [name, code] of files) writeFileSync(join(scratch, name), code);
   });
+  afterAll(() => {
+    for (const child of children) child.kill('SIGKILL');
+    if (scratch !== '') rmSync(scratch, { recursive: true, force: true });
+  });
+
+  /** Runs a process of the tutorial in the scratch folder; resolves with its exit code and output. */
+  function start(command: string, args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+    const child = spawn(command, args, { cwd: scratch, env: { ...process.env, ...env } });
+    children.push(child);
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    return { child, output: () => output, exited: new Promise((resolve) => child.on('exit', resolve)) };
+  }
+  async function waitFor(process: { output: () => string }, pattern: RegExp, ms = 30_000): Promise<RegExpExecArray> {
+    for (const begin = Date.now(); Date.now() - begin < ms; await new Promise((r) => setTimeout(r, 50))) {
+      const match = pattern.exec(process.output());
+      if (match !== null) return match;
+    }
+    throw new Error(`never printed ${pattern}:\n${process.output()}`);
+  }
+  async function finished(process: { exited: Promise<number | null>; output: () => string }, ms = 90_000): Promise<string> {
+    const code = await Promise.race([process.exited, new Promise<string>((resolve) => setTimeout(() => resolve('timed out'), ms))]);
+    expect(code, process.output()).toBe(0);
+    return process.output();
+  }
 
   test('is one section, the same in js/README.md and docs/WEB.md', () => {
     expect(tutorialSection(web)).toBe(tutorialSection(readme));
-    expect([...tutorialFiles(readme).keys()]).toEqual(['federation.ts', 'server.ts', 'client.ts']);
+    expect([...files.keys()]).toEqual(['federation.mjs', 'server.mjs', 'client.mjs', 'index.html', 'export.py', 'own-model.mjs', 'gossip.mjs', 'points-csv.mjs', 'served-client.mjs']);
   });
 
-  test('its files compile, and a Node server and two clients train past 90 % over WebRTC', async () => {
-    // inside the package folder, so that `bytesandbrains` resolves to it (a self-reference)
-    scratch = mkdtempSync(join(packageRoot, '.tutorial-'));
-    for (const [name, code] of tutorialFiles(readme)) writeFileSync(join(scratch, name), code);
+  test('its server and two clients (run in Node as pages would be) train past 90 % over WebRTC, as written', async () => {
     writeFileSync(join(scratch, 'run-client.mjs'), NODE_PAGE_SHIM);
-    writeFileSync(join(scratch, 'tsconfig.json'), JSON.stringify(TUTORIAL_TSCONFIG));
-    const compiled = spawnSync(process.execPath, [TSC, '-p', scratch], { encoding: 'utf8' });
-    expect(compiled.stdout + compiled.stderr).toBe('');
-
     const port = await freePort();
-    const server = spawn(process.execPath, ['server.js'], { cwd: scratch, env: { ...process.env, PORT: String(port) } });
-    children.push(server);
-    let output = '';
-    server.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    server.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => server.on('exit', resolve));
-    const serverId = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the server printed no id:\n${output}`)), 30_000);
-      server.stdout.on('data', () => {
-        const id = /server peer id: (\w+)/.exec(output)?.[1];
-        if (id !== undefined) clearTimeout(timer), resolve(id);
-      });
-    });
-    for (let k = 0; k < 2; k++) {
-      const client = spawn(process.execPath, ['run-client.mjs', `?server=${serverId}&signal=ws://127.0.0.1:${port}`], { cwd: scratch });
-      client.stderr.on('data', (chunk: Buffer) => (output += `client ${k}: ${chunk.toString()}`));
-      children.push(client);
-    }
-    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('timed out'), 90_000))]);
-    expect(code, output).toBe(0);
-    const trained = Number(/trained: ([\d.]+) %/.exec(output)?.[1]);
-    expect(trained, output).toBeGreaterThanOrEqual(90);
+    const server = start(process.execPath, ['server.mjs'], { PORT: String(port) });
+    const serverId = (await waitFor(server, /server peer id: (\w+)/))[1]!;
+    for (let k = 0; k < 2; k++) start(process.execPath, ['run-client.mjs', `?server=${serverId}&signal=ws://127.0.0.1:${port}`]);
+    const output = await finished(server);
+    expect(Number(/trained: ([\d.]+) %/.exec(output)?.[1]), output).toBeGreaterThanOrEqual(90);
+    // no round ran before a client was there: the first one printed is the initial model's, round 0
+    expect(/round (\d+):/.exec(output)?.[1]).toBe('0');
   }, 150_000);
+
+  test('the PyTorch export federates in one process, and onnxruntime scores its export as reported', async () => {
+    const exported = spawnSync('/usr/bin/python3', ['export.py'], { cwd: scratch, encoding: 'utf8' });
+    expect(exported.status, exported.stderr).toBe(0);
+    const output = await finished(start(process.execPath, ['own-model.mjs']));
+    const accuracy = Number(/trained: ([\d.]+) % after 20 rounds/.exec(output)?.[1]);
+    expect(accuracy, output).toBeGreaterThanOrEqual(90);
+    // onnxruntime on the server's test points (points-csv.mjs writes them)
+    const rows = spawnSync(process.execPath, ['points-csv.mjs'], { cwd: scratch, encoding: 'utf8' }).stdout.trim().split('\n').map((line) => line.split(',').map(Number));
+    const session = await ort.InferenceSession.create(new Uint8Array(readFileSync(join(scratch, 'points-trained.onnx'))));
+    const x = Float32Array.from(rows.flatMap((row) => row.slice(0, 2)));
+    const logits = (await session.run({ x: new ort.Tensor('float32', x, [rows.length, 2]) }))['logits']!.data;
+    const right = rows.filter((row, i) => (logits[2 * i + 1]! > logits[2 * i]! ? 1 : 0) === row[2]).length;
+    expect((100 * right) / rows.length).toBeCloseTo(accuracy, 0);
+  }, 120_000);
+
+  test('gossip in one process: every peer past 90 %', async () => {
+    const output = await finished(start(process.execPath, ['gossip.mjs']));
+    const scores = [...output.matchAll(/([\d.]+) %/g)].map((m) => Number(m[1]));
+    expect(scores.length, output).toBe(4);
+    for (const score of scores) expect(score, output).toBeGreaterThanOrEqual(90);
+  }, 60_000);
+
+  test('npx bytesandbrains serve, as written, with the clients of served-client.mjs', async () => {
+    const [csv, serve] = tutorialCommands(readme).find((lines) => lines.some((line) => line.includes('bytesandbrains serve')))!;
+    // node points-csv.mjs > points.csv
+    const [script, out] = /^node (\S+) > (\S+)$/.exec(csv!)!.slice(1);
+    const rows = spawnSync(process.execPath, [script!], { cwd: scratch, encoding: 'utf8' });
+    expect(rows.status, rows.stderr).toBe(0);
+    writeFileSync(join(scratch, out!), rows.stdout);
+    if (!existsSync(join(scratch, 'points.onnx'))) spawnSync('/usr/bin/python3', ['export.py'], { cwd: scratch });
+    // the command as written, the package's own bin for npx's, on a free port
+    const args = serve!.replace(/^npx bytesandbrains /, '').split(/\s+/);
+    const server = start(process.execPath, [join(packageRoot, 'bin', 'bytesandbrains.mjs'), ...args, '--port', '0']);
+    const base = (await waitFor(server, /status: (http:\/\/[\d.:]+)\/status/))[1]!;
+    for (const seed of ['2', '3']) start(process.execPath, ['served-client.mjs', base, seed]);
+    const output = await finished(server);
+    expect(Number(/trained: ([\d.]+) % after 20 rounds/.exec(output)?.[1]), output).toBeGreaterThanOrEqual(90);
+    expect(existsSync(join(scratch, 'points-global.onnx'))).toBe(true);
+  }, 150_000);
+});
+
+/** The programs of WEB.md and GUIDE.md outside the tutorial, and what each prints when it works. */
+const PROGRAMS: Readonly<Record<string, RegExp>> = {
+  'frames.mjs': /^trained on the stream: (100\.0|9\d\.\d) %$/m,
+  'traffic.mjs': /^FederatedAveraging\.update: composite$/m,
+  'train.mjs': /^loss [\d.]+, accuracy (100\.0|9\d\.\d) %, 13706 parameters$/m,
+  'run-cnn.mjs': /^\[ 2, 10 \] 20$/m,
+};
+
+describe('every code block of WEB.md and GUIDE.md', () => {
+  const guide = readFileSync(join(repoRoot, 'docs', 'GUIDE.md'), 'utf8');
+  const blocks = [...docBlocks(web), ...docBlocks(guide)];
+
+  test('the programs outside the tutorial run as written and print what they say', () => {
+    const scratch = mkdtempSync(join(packageRoot, '.doc-programs-'));
+    try {
+      for (const [name, prints] of Object.entries(PROGRAMS)) {
+        const block = blocks.find((b) => b.file === name);
+        expect(block, `no block ${name}`).toBeDefined();
+        writeFileSync(join(scratch, name), block!.code);
+        const ran = spawnSync(process.execPath, [name], { cwd: scratch, encoding: 'utf8', timeout: 120_000 });
+        expect(ran.status, `${name}:\n${ran.stdout}${ran.stderr}`).toBe(0);
+        expect(ran.stdout, name).toMatch(prints);
+      }
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }, 240_000);
+
+  test('each is run by a test', () => {
+    const tutorial = new Set(tutorialFiles(readme).keys());
+    const unrun = blocks.filter((block) => {
+      if (block.file !== undefined && (tutorial.has(block.file) || block.file in PROGRAMS)) return false; // this file
+      if (block.language === 'c' && block.file !== undefined) return false; // ctest -R guide_c
+      // the tutorial's install lines (test/pack.test.ts, in a fresh app) and its serve command (above)
+      if (block.language === 'sh' && tutorialCommands(readme).some((lines) => block.code.includes(lines[0]!))) return false;
+      return true;
+    });
+    expect(unrun.map((block) => `${block.language}: ${block.code.slice(0, 80)}`)).toEqual([]);
+  });
 });
 
 describe('the docs that ship', () => {

@@ -655,3 +655,39 @@ window.bbReport = (async () => {
     }
   }, 60_000);
 });
+
+describe('a template server on a running peer', () => {
+  test('server.start() wakes the driver: the first round goes out at once, not at some later deadline', async () => {
+    const { cpuMlp, federatedAveraging, loadBb, peerIdFromU64, runPeer, Dataset } = await import('../src/index.js');
+    const { wasmBytes } = await import('./support.js');
+    const bb = await loadBb(wasmBytes());
+    const plan = federatedAveraging({ model: cpuMlp({ inputs: 2, outputs: 2 }), clients: 1, discovery: 'seats' });
+    const test = Dataset.fromArrays(bb, new Float32Array([0, 0, 1, 1]), 2, new Float32Array([0, 1]));
+    const server = plan.installServer(bb, { artifact: plan.compile(bb), self: peerIdFromU64(1), test, nowNs: 0n });
+    const host = new FakeHost();
+    const sent: string[] = [];
+    const transport = {
+      self: server.node.self,
+      send: (to: string) => void sent.push(to),
+      onEnvelope: () => () => {},
+      events: { on: () => () => {} },
+      peers: () => [],
+      stats: () => ({ bytesOut: 0, bytesIn: 0, messagesOut: 0, messagesIn: 0 }),
+      close() {},
+    } as unknown as Parameters<typeof runPeer>[1];
+    const peer = runPeer(server.node, transport, host.options({ requestAnimationFrame: null, visibility: null }));
+    host.tick();
+    expect(peer.driver.state).toBe('sleeping'); // nothing to do, no deadline: asleep until woken
+
+    const client = peerIdFromU64(2);
+    server.start([client], peer.driver.now());
+    expect(peer.driver.state).toBe('tick');
+    host.tick();
+    host.advance(250); // the first round's tick (every 200 ms) sends the global model
+    host.tick();
+    expect(sent).toContain(client);
+    peer.stop();
+    server.node.free();
+    test.free();
+  });
+});

@@ -9,8 +9,8 @@
  *   says what to add);
  * - run in a plain `<script type="module">` page that imports the installed files as
  *   they are (an import map names the package), and in Node 20;
- * - author their own federation with the tutorial of the installed README — a logistic
- *   regression on 2-D points, its three files as written — and train it across two
+ * - author their own federation with the tutorial of the installed README — its install
+ *   commands, then a logistic regression on 2-D points, its files as written — and train it across two
  *   Chromium pages (one served by Vite 7's dev server, one built by Vite 8) and a Node
  *   server over WebRTC past 90 %.
  * The Vite bundle must not carry the Node-only parts (ws, node-datachannel); a Node peer
@@ -23,15 +23,16 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { extname, join, normalize, sep } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
 import { BB_WASM_ABI_VERSION, loadBb } from '../src/index.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
-import { TUTORIAL_TSCONFIG, tutorialFiles } from './tutorial.js';
+import { tutorialCommands, tutorialFiles } from './tutorial.js';
 
 const VITE = join(packageRoot, 'node_modules', 'vite', 'bin', 'vite.js');
-/** Vite 7, what `npm create vite` scaffolds today (installed as the alias vite7). */
+/** Vite 7, what `npm create vite` scaffolded before Vite 8 (installed as the alias vite7). */
 const VITE7 = join(packageRoot, 'node_modules', 'vite7', 'bin', 'vite.js');
 /** What the README tells Vite 7 users to write. */
 const VITE7_CONFIG = "export default { optimizeDeps: { exclude: ['bytesandbrains'] } };\n";
@@ -296,15 +297,22 @@ beforeAll(async () => {
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn'], app);
   run(process.execPath, [VITE7, 'build', '--logLevel', 'warn', '--outDir', 'dist7', '--base', '/v7/'], app);
 
-  // the tutorial's app: its files as the installed README writes them
+  // the tutorial's app, made as the installed README says: its install commands (the
+  // tarball under the name it has, node-datachannel and vite from the repository's copies:
+  // no download), then its files as written
   points = join(scratch, 'points');
   mkdirSync(points);
-  const pointsManifest = { name: 'bb-points', private: true, type: 'module', dependencies: { bytesandbrains: `file:${tarball}` } };
-  writeFileSync(join(points, 'package.json'), JSON.stringify(pointsManifest, null, 2));
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], points);
-  const readme = readFileSync(join(points, 'node_modules', 'bytesandbrains', 'README.md'), 'utf8');
+  const readme = readFileSync(join(app, 'node_modules', 'bytesandbrains', 'README.md'), 'utf8');
+  const [install] = tutorialCommands(readme);
+  const local = (name: string): string => `file:${join(packageRoot, 'node_modules', name)}`;
+  for (const line of install!) {
+    const words = line.split(/\s+/).map((word) => (word === 'node-datachannel' || word === 'vite' ? local(word) : word));
+    const packed = words.find((word) => word.endsWith('.tgz'));
+    if (packed !== undefined) cpSync(tarball, join(points, packed));
+    if (words[0] === 'npm' && words[1] === 'install') words.push('--prefer-offline', '--no-audit', '--no-fund');
+    run(words[0]!, words.slice(1), points);
+  }
   for (const [name, code] of tutorialFiles(readme)) writeFileSync(join(points, name), code);
-  writeFileSync(join(points, 'index.html'), '<!doctype html><title>points</title><script type="module" src="./client.ts"></script>');
   writeFileSync(join(points, 'vite7.config.js'), VITE7_CONFIG);
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn', '--base', '/points/'], points);
 
@@ -383,7 +391,7 @@ test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   // The commands (the signalling server, operator keys and join tokens): declared always,
   // linked once their files are in the package.
   const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { bin?: Record<string, string> };
-  const commands = ['bytesandbrains-signal', 'bytesandbrains-token'];
+  const commands = ['bytesandbrains', 'bytesandbrains-signal', 'bytesandbrains-token'];
   expect(manifest.bin).toEqual(Object.fromEntries(commands.map((name) => [name, `./bin/${name}.mjs`])));
   for (const name of commands) {
     if (!existsSync(join(packageRoot, 'bin', `${name}.mjs`))) continue;
@@ -435,6 +443,29 @@ test('TypeScript finds the declarations under NodeNext and bundler resolution', 
   run(process.execPath, [TSC, ...common, '--module', 'esnext', '--moduleResolution', 'bundler', 'consumer.ts'], app);
 });
 
+/** Every entry point of the package, as a program imports them (the Node-only ones when `node`). */
+function entryPoints(node: boolean): string {
+  const entries = ['bytesandbrains', 'bytesandbrains/transport', 'bytesandbrains/signal', 'bytesandbrains/identity'];
+  if (node) entries.push('bytesandbrains/signal/server', 'bytesandbrains/identity/node');
+  return `${entries.map((entry, i) => `import * as entry${i} from '${entry}';`).join('\n')}\nexport const entries = [${entries.map((_, i) => `entry${i}`).join(', ')}];\n`;
+}
+
+/** TypeScript 7 (the native compiler `npm create vite` scaffolds with Vite 8). */
+const TSGO = join(packageRoot, 'node_modules', '@typescript', 'native-preview', 'bin', 'tsgo');
+
+test('the declarations compile, strict and with their own files checked, in a Node-only project and in a browser project, with TypeScript 6 and 7', () => {
+  // a Node program: no DOM library, Node's types (what `npm i -D typescript @types/node` and `lib: ES2023` give)
+  writeFileSync(join(app, 'node-only.ts'), entryPoints(true));
+  const nodeOnly = { compilerOptions: { strict: true, skipLibCheck: false, noEmit: true, target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', lib: ['ES2023'], types: ['node'], typeRoots: [join(packageRoot, 'node_modules', '@types')] }, files: ['node-only.ts'] };
+  writeFileSync(join(app, 'tsconfig.node-only.json'), JSON.stringify(nodeOnly));
+  for (const compiler of [TSC, TSGO]) run(process.execPath, [compiler, '-p', 'tsconfig.node-only.json'], app);
+  // a page: the DOM library, no Node types (what a Vite app's tsconfig has)
+  writeFileSync(join(app, 'browser-only.ts'), entryPoints(false));
+  const browserOnly = { compilerOptions: { strict: true, skipLibCheck: false, noEmit: true, target: 'ES2022', module: 'esnext', moduleResolution: 'bundler', lib: ['ES2023', 'DOM', 'DOM.Iterable'], types: [] }, files: ['browser-only.ts'] };
+  writeFileSync(join(app, 'tsconfig.browser-only.json'), JSON.stringify(browserOnly));
+  for (const compiler of [TSC, TSGO]) run(process.execPath, [compiler, '-p', 'tsconfig.browser-only.json'], app);
+});
+
 test('Node 20 imports the installed package', () => {
   const output = run(process.execPath, ['node-check.mjs'], app);
   expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes']);
@@ -481,28 +512,23 @@ test('npx -p bytesandbrains bytesandbrains-signal runs from outside any app', ()
 });
 
 test('a Node peer without node-datachannel is told what to install', () => {
+  // the app installed the package alone (the tutorial's app has node-datachannel)
   writeFileSync(
-    join(points, 'no-rtc.mjs'),
+    join(app, 'no-rtc.mjs'),
     "import { WebRtcTransport } from 'bytesandbrains/transport';\n" +
       'try { await WebRtcTransport.create({}); } catch (error) { console.log(error.message); }\n',
   );
-  expect(run(process.execPath, ['no-rtc.mjs'], points)).toMatch(/node-datachannel is not installed: in Node run `npm install node-datachannel`/);
+  expect(run(process.execPath, ['no-rtc.mjs'], app)).toMatch(/node-datachannel is not installed: in Node run `npm install node-datachannel`/);
 });
 
 test('the tutorial of the installed README trains across two Chromium pages and a Node server over WebRTC', async () => {
-  // the README's `npm install bytesandbrains node-datachannel`, with the repository's copy (no download)
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `file:${join(packageRoot, 'node_modules', 'node-datachannel')}`], points);
-  const tsconfig = { ...TUTORIAL_TSCONFIG, compilerOptions: { ...TUTORIAL_TSCONFIG.compilerOptions, typeRoots: [join(packageRoot, 'node_modules', '@types')] } };
-  writeFileSync(join(points, 'tsconfig.json'), JSON.stringify(tsconfig));
-  run(process.execPath, [TSC, '-p', points], points);
-
   const port = await new Promise<number>((resolve) => {
     const probe = createServer().listen(0, '127.0.0.1', () => {
       const { port: free } = probe.address() as AddressInfo;
       probe.close(() => resolve(free));
     });
   });
-  const serverPeer = spawn(process.execPath, ['server.js'], { cwd: points, env: { ...process.env, PORT: String(port) } });
+  const serverPeer = spawn(process.execPath, ['server.mjs'], { cwd: points, env: { ...process.env, PORT: String(port) } });
   let output = '';
   serverPeer.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   serverPeer.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -516,10 +542,13 @@ test('the tutorial of the installed README trains across two Chromium pages and 
   try {
     const serverId = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the server printed no id:\n${output}`)), 30_000);
-      serverPeer.stdout.on('data', () => {
+      // it may have printed it while the dev server started
+      const look = (): void => {
         const id = /server peer id: (\w+)/.exec(output)?.[1];
         if (id !== undefined) clearTimeout(timer), resolve(id);
-      });
+      };
+      serverPeer.stdout.on('data', look);
+      look();
     });
     const query = `?server=${serverId}&signal=ws://127.0.0.1:${port}`;
     const pageErrors: string[] = [];
@@ -539,3 +568,39 @@ test('the tutorial of the installed README trains across two Chromium pages and 
     await rtcBrowser.close();
   }
 }, 300_000);
+
+test('npx bytesandbrains serve, from the tarball: a server from one command that two Node clients train with', async () => {
+  const outside = mkdtempSync(join(scratch, 'outside-'));
+  expect(run('npx', ['--yes', '--prefer-offline', '-p', tarball, 'bytesandbrains', 'serve', '--help'], outside)).toMatch(/usage: bytesandbrains serve --model FILE\.onnx\|builtin:NAME --test FILE\.csv/);
+  // the points app has node-datachannel (the tutorial's install); its clients import the installed package
+  const client = readFileSync(join(packageRoot, 'test', 'fixtures', 'serve-client.mjs'), 'utf8')
+    .replace("'../../dist/index.js'", "'bytesandbrains'")
+    .replace("'../../dist/identity/index.js'", "'bytesandbrains/identity'");
+  writeFileSync(join(points, 'serve-client.mjs'), client);
+  const digits = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz')).toString().trim().split('\n');
+  writeFileSync(join(points, 'digits-test.csv'), `${digits.filter((_, i) => i % 5 === 0).join('\n')}\n`);
+  for (let k = 0; k < 2; k++) writeFileSync(join(points, `digits-${k}.csv`), `${digits.filter((_, i) => i % 5 !== 0 && i % 2 === k).join('\n')}\n`);
+  const serve = spawn(join(points, 'node_modules', '.bin', 'bytesandbrains'), ['serve', '--model', 'builtin:digits-mlp', '--test', 'digits-test.csv', '--port', '0', '--clients', '2', '--rounds', '6', '--lr', '0.005'], { cwd: points });
+  let output = '';
+  serve.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  serve.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => serve.on('exit', resolve));
+  const clients: ChildProcess[] = [];
+  try {
+    const base = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`serve printed no status address:\n${output}`)), 30_000);
+      serve.stdout.on('data', () => {
+        const url = /status: (http:\/\/[\d.:]+)\/status/.exec(output)?.[1];
+        if (url !== undefined) clearTimeout(timer), resolve(url);
+      });
+    });
+    for (let k = 0; k < 2; k++) clients.push(spawn(process.execPath, ['serve-client.mjs', base, `digits-${k}.csv`], { cwd: points }));
+    const code = await Promise.race([exited, new Promise<string>((resolve) => setTimeout(() => resolve('timed out'), 90_000))]);
+    expect(code, output).toBe(0);
+    expect(output).toMatch(/^round 6: [\d.]+ %/m);
+    expect(Number(/trained: ([\d.]+) % after 6 rounds/.exec(output)?.[1]), output).toBeGreaterThanOrEqual(80);
+  } finally {
+    serve.kill('SIGKILL');
+    for (const child of clients) child.kill('SIGKILL');
+  }
+}, 180_000);

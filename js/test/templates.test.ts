@@ -3,14 +3,12 @@
  * clock (LocalNetwork): a logistic regression on 2-D points learnt by federated averaging —
  * with the registry or seats, FedAvg, the median or the trimmed mean, float16 or 8-bit
  * updates, CpuMlp or a Model written in TypeScript — by gossip, and scored by federated
- * evaluation; the digits helpers compile the C examples' artifacts; an ONNX model is
- * refused until its component exists.
+ * evaluation; the digits helpers compile the C examples' artifacts (an ONNX model in
+ * every template: template-onnx.test.ts).
  */
 import { beforeAll, describe, expect, test } from 'vitest';
 
 import {
-  BbError,
-  BbErrorCode,
   Compiler,
   compileFederatedDigits,
   componentModel,
@@ -22,7 +20,6 @@ import {
   gossipLearning,
   loadBb,
   LocalNetwork,
-  onnxModel,
   peerIdFromU64,
   type Bb,
   type BbNode,
@@ -232,19 +229,34 @@ describe('the digits helpers and the options', () => {
     expect(Buffer.from(gossipDigits.compile(bb)).equals(Buffer.from(gossipFromC))).toBe(true);
   });
 
-  test('an ONNX model is refused until bb.wasm carries the OnnxModel component', () => {
-    const plan = federatedAveraging({ model: onnxModel(new Uint8Array([8, 8])), clients: 1 });
-    const error = (() => {
-      try {
-        plan.compile(bb);
-      } catch (e) {
-        return e;
-      }
-      return undefined;
-    })();
-    expect(error).toBeInstanceOf(BbError);
-    expect((error as BbError).code).toBe(BbErrorCode.Unsupported);
-    expect((error as BbError).message).toMatch(/OnnxModel component/);
+  test('the server starts no round before a quorum of its clients is present', () => {
+    const plan = federatedAveraging({ model: LOGISTIC, clients: 3, quorum: 2, deadlineMs: 500, fitSteps: 5 });
+    const artifact = plan.compile(bb);
+    const test = dataset(200, 99);
+    const server = plan.installServer(bb, { artifact, self: peerIdFromU64(1), test, nowNs: 0n });
+    const network = new LocalNetwork([server.node]);
+    const reports: RoundReport[] = [];
+    server.onRound((report) => reports.push(report));
+    server.start([], 0n);
+    let now = 0n;
+    const run = (ms: number, until: () => boolean = () => false): void => {
+      for (const end = now + BigInt(ms) * MS; now < end && !until(); ) network.poll((now += 5n * MS));
+    };
+    const join = (k: number): void =>
+      network.add(plan.installClient(bb, { artifact, self: peerIdFromU64(k + 2), server: server.node.self, data: dataset(300, k + 7), nowNs: now }));
+    run(3000); // an empty room: no round opens, none is abandoned, nothing is reported
+    join(0);
+    run(3000); // one client of the two a round needs: still none
+    expect(reports).toEqual([]);
+    expect(server.node.counter('fedavg.rounds_abandoned')).toBe(0n);
+    join(1);
+    run(20_000, () => reports.length >= 14);
+    expect(reports.length).toBeGreaterThanOrEqual(14);
+    // every round that ran closed on the two clients' updates
+    expect(server.node.counter('fedavg.rounds_abandoned')).toBe(0n);
+    expect(reports.at(-1)!.accuracy).toBeGreaterThanOrEqual(0.9);
+    network.free();
+    test.free();
   });
 
   test('bad options name what is wrong', () => {

@@ -177,3 +177,20 @@ function typedData(dtype: DType, raw: Uint8Array | undefined, floats: number[], 
 function int32(value: bigint): number {
   return Number(BigInt.asIntN(32, value));
 }
+
+const MODEL_GRAPH = 7;
+const GRAPH_INITIALIZER = 5;
+
+/** The initializers of a ModelProto's main graph, by name. */
+export function modelInitializers(model: Uint8Array): Map<string, DecodedTensor> {
+  const out = new Map<string, DecodedTensor>();
+  for (const field of fields(model)) {
+    if (field.number !== MODEL_GRAPH) continue;
+    for (const inner of fields(field.bytes)) {
+      if (inner.number !== GRAPH_INITIALIZER) continue;
+      const tensor = decodeTensorProto(inner.bytes);
+      out.set(tensor.name, tensor);
+    }
+  }
+  return out;
+}

@@ -1,15 +1,19 @@
 /**
- * The tutorial "Federate your own model" (js/README.md and docs/WEB.md carry the same
- * section): its text, and its code blocks as the files they are (a block's first line
- * names it: `// federation.ts`).
+ * The code blocks of the docs (docs/WEB.md, docs/GUIDE.md; the tutorial "Federate your own
+ * model" is the same section in js/README.md): each block as what it is — a file, named by
+ * its first line (`// federation.mjs`, `# export.py`, `<!-- index.html -->`), or shell
+ * commands — so the tests run them as a reader would.
  */
 
 export const TUTORIAL_HEADING = '## Federate your own model';
 
-/** Blocks the tests do not run yet, and why. */
-export const SKIPPED_BLOCKS: Readonly<Record<string, string>> = {
-  'cnn.ts': 'needs the OnnxModel component',
-};
+export interface DocBlock {
+  /** The fence's language: js, sh, python, html, c. */
+  readonly language: string;
+  /** The file a block is (from its first line), or undefined for commands. */
+  readonly file: string | undefined;
+  readonly code: string;
+}
 
 /** The section, from its heading to the next heading of its level. */
 export function tutorialSection(markdown: string): string {
@@ -19,21 +23,40 @@ export function tutorialSection(markdown: string): string {
   return markdown.slice(start, next < 0 ? undefined : next + 1);
 }
 
-/** The section's TypeScript blocks by file name, the skipped ones left out. */
+const FILE_LINE: Readonly<Record<string, RegExp>> = {
+  js: /^\/\/ ([\w.-]+\.m?js)\n/,
+  python: /^# ([\w.-]+\.py)\n/,
+  html: /^<!-- ([\w.-]+\.html) -->\n/,
+  c: /^\/\* ([\w.-]+\.c)\b/,
+};
+
+/** Every fenced block of `markdown` (indented ones inside lists included). */
+export function docBlocks(markdown: string): DocBlock[] {
+  return [...markdown.matchAll(/^( *)```(\w+)\n([\s\S]*?)^\1```$/gm)].map((match) => {
+    const indent = match[1]!.length;
+    const language = match[2]!;
+    const code = match[3]!.split('\n').map((line) => line.slice(indent)).join('\n');
+    const file = FILE_LINE[language]?.exec(code)?.[1];
+    return { language, file, code };
+  });
+}
+
+/** The tutorial's files by name, as the section writes them. */
 export function tutorialFiles(markdown: string): Map<string, string> {
   const files = new Map<string, string>();
-  for (const match of tutorialSection(markdown).matchAll(/```ts\n([\s\S]*?)```/g)) {
-    const code = match[1]!;
-    const name = /^\/\/ ([\w.-]+\.ts)\b/.exec(code)?.[1];
-    if (name === undefined) throw new Error(`a tutorial block does not start with its file name: ${code.slice(0, 60)}`);
-    if (name in SKIPPED_BLOCKS) continue;
-    files.set(name, code);
-  }
+  for (const block of docBlocks(tutorialSection(markdown))) if (block.file !== undefined) files.set(block.file, block.code);
   return files;
 }
 
+/** The tutorial's shell blocks: the command lines, comments and blank lines left out. */
+export function tutorialCommands(markdown: string): string[][] {
+  return docBlocks(tutorialSection(markdown))
+    .filter((block) => block.language === 'sh')
+    .map((block) => block.code.split('\n').map((line) => line.replace(/#.*$/, '').trim()).filter((line) => line !== ''));
+}
+
 /**
- * Runs client.js in Node as a page would: the page's globals the tutorial's client reads
+ * Runs client.mjs in Node as a page would: the page's globals the tutorial's client reads
  * (a hidden document, so the PollDriver ticks on timers; an IndexedDB held in memory, with
  * the part of its API loadIdentity uses: one database of object stores, get, add and delete,
  * add refusing a key that is there).
@@ -70,19 +93,5 @@ globalThis.indexedDB = {
 };
 globalThis.location = { search: process.argv[2] ?? '' };
 globalThis.document = { body: { textContent: '' }, visibilityState: 'hidden', addEventListener() {}, removeEventListener() {} };
-await import('./client.js');
+await import('./client.mjs');
 `;
-
-/** What the tutorial's files compile with: strict, for Node and the page alike. */
-export const TUTORIAL_TSCONFIG = {
-  compilerOptions: {
-    strict: true,
-    skipLibCheck: true,
-    target: 'es2022',
-    module: 'nodenext',
-    moduleResolution: 'nodenext',
-    lib: ['es2022', 'dom'],
-    types: ['node'],
-  },
-  files: ['federation.ts', 'server.ts', 'client.ts'],
-};

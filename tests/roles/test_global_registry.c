@@ -36,10 +36,13 @@ static void directory_body(bb_rec *g, void *user) {
 static const bb_module MEMBER = {sizeof(bb_module), "Member", member_body, NULL, NULL, NULL, 0};
 static const bb_module DIRECTORY = {sizeof(bb_module), "Directory", directory_body, NULL, NULL, NULL, 0};
 
+/* What the server's registry config adds to its ttl (a test may set it before world_start). */
+static const char *g_server_extra = "";
+
 static int bind_server(bb_compiler *c, const void *user, bb_error *err) {
   (void)user;
-  char cfg[64];
-  snprintf(cfg, sizeof cfg, "ttl_ms=%d", TTL_MS);
+  char cfg[96];
+  snprintf(cfg, sizeof cfg, "ttl_ms=%d%s", TTL_MS, g_server_extra);
   return bb_compiler_bind_peer_selector(c, "view", "GlobalRegistryServer", cfg, err) ||
                  bb_compiler_bind_protocol(c, "discovery", "GlobalRegistryServer", cfg, err)
              ? err->code
@@ -169,6 +172,40 @@ static void test_announce_handshake_and_eviction(void) {
   bb_val_release(server);
   CHECK_EQ_INT(w.failures, 0);
   world_end(&w);
+}
+
+/* min_view=N: while fewer than N peers are live the view is nothing at all (so what a
+ * server's round hangs on it does not run); from N on it is every live peer. */
+static void test_min_view_waits_for_enough_peers(void) {
+  for (int min_view = 3; min_view <= 4; min_view++) {
+    char extra[32];
+    snprintf(extra, sizeof extra, ",min_view=%d", min_view);
+    g_server_extra = extra;
+    world w;
+    bool started = world_start(&w, 5);
+    g_server_extra = "";
+    if (!started) return world_end(&w);
+    run_to(&w, 100 * MS);
+    CHECK_EQ_INT(bb_node_counter(w.server, "global_registry.joined"), 3);
+    read_directory(&w);
+    CHECK_EQ_INT(w.view_n, min_view <= 3 ? 3 : 0);
+    CHECK_EQ_INT(w.sample_n, 2); /* Sample is not held back */
+    CHECK_EQ_INT(w.failures, 0);
+    world_end(&w);
+  }
+  /* more than a registry holds is refused at install */
+  g_server_extra = ",min_view=1025";
+  size_t len;
+  uint8_t *art = compile(&DIRECTORY, true, &len);
+  g_server_extra = "";
+  const char *targets[] = {"Directory"};
+  bb_install_args a = install_args(art, len, SERVER, targets, 1, shipped_registry());
+  bb_node *node = NULL;
+  bb_error err;
+  CHECK(bb_install(&a, &node, NULL, &err) != 0);
+  CHECK(strstr(err.message, "min_view=1025 is above the 1024 members") != NULL);
+  bb_node_free(node);
+  free(art);
 }
 
 /* A client snapshotted and restored into a fresh node keeps heartbeating: its pending
@@ -597,6 +634,7 @@ static void test_policy_admits_only_token_holders(void) {
 
 int main(void) {
   RUN(test_announce_handshake_and_eviction);
+  RUN(test_min_view_waits_for_enough_peers);
   RUN(test_policy_admits_only_token_holders);
   RUN(test_sample_deterministic);
   RUN(test_malformed_refused);

@@ -130,10 +130,19 @@ typedef struct federation {
   float global[2];
   int64_t round; /* the last round id the server gave out (-1: none) */
   size_t globals_given;
+  size_t told[MAX_PEERS];  /* refusal notices each peer raised (app event `refused`) */
+  char last_told[MAX_PEERS][256];
 } federation;
 
 static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   federation *f = user;
+  if (s->kind == BB_STEP_APP_EVENT && s->topic && strcmp(s->topic, "refused") == 0) {
+    for (size_t i = 0; i < f->n; i++) {
+      if (!bb_peer_id_equal(peer, &f->peer[i])) continue;
+      f->told[i]++;
+      snprintf(f->last_told[i], sizeof f->last_told[i], "%.*s", (int)s->len, (const char *)s->bytes);
+    }
+  }
   if (s->kind != BB_STEP_APP_EVENT || !bb_peer_id_equal(peer, &f->peer[0]) || !s->value) return;
   if (strcmp(s->topic, "global") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
     memcpy(f->global, bb_tensor_data(bb_val_as_tensor(s->value)), sizeof f->global);
@@ -437,6 +446,27 @@ static void test_refusals_are_counted_by_reason(void) {
   federation_close(&f);
 }
 
+/* A refused contribution is told back: the client whose update held a NaN, and the one
+ * claiming zero samples, each raise the app event `refused` with the aggregator's reason
+ * once per refused update; the honest clients and the server raise none. */
+static void test_refused_contributors_are_told_why(void) {
+  const char *const clients[] = {"delta=1", "delta=2", "nan=1", "samples=0"};
+  federation f;
+  if (federation_open(&f, "FedAvg", "quorum=2,target=4,deadline_ms=50,no_quorum=abandon,init=model", 5, clients)) {
+    for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 100 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
+    CHECK_EQ_INT(f.told[0] + f.told[1] + f.told[2], 0);
+    CHECK_EQ_INT(f.told[3], counter(&f, "fedavg.refused_nonfinite"));
+    CHECK_EQ_INT(f.told[4], counter(&f, "fedavg.refused_samples"));
+    CHECK(f.told[3] >= 3 && f.told[4] >= 3);
+    CHECK_MSG(strstr(f.last_told[3], "non-finite") || strstr(f.last_told[3], "NaN") || strstr(f.last_told[3], "finite"), "%s",
+              f.last_told[3]);
+    CHECK_MSG(strstr(f.last_told[4], "num_samples = 0") != NULL, "%s", f.last_told[4]);
+    CHECK_EQ_INT(bb_node_counter(f.node[3], "refusal_notice.received"), f.told[3]);
+    CHECK_EQ_INT(counter(&f, "refusal_notice.unsent"), 0);
+  }
+  federation_close(&f);
+}
+
 /* ---- values that would poison later rounds ----------------------------------------------- */
 
 /* The finding: one client sending 3e38 everywhere (finite) made the global model huge,
@@ -481,6 +511,7 @@ static void test_far_update_is_pulled_back(void) {
 
 int main(void) {
   RUN(test_unselected_peer_is_refused);
+  RUN(test_refused_contributors_are_told_why);
   RUN(test_membership_is_per_round);
   RUN(test_membership_survives_a_snapshot);
   RUN(test_join_tokens_decide_who_contributes);

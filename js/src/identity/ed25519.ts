@@ -5,11 +5,12 @@
  */
 import { fromBase64 } from './bytes.js';
 import { ed25519KeyRefusal } from './public-key.js';
+import type { WebCryptoKey } from '../platform.js';
 
 export type Ed25519Backend = 'webcrypto' | 'noble';
 
 /** A private key: a WebCrypto key (possibly not extractable), or the 32-byte seed for noble. */
-export type PrivateKeyHandle = { readonly kind: 'webcrypto'; readonly key: CryptoKey } | { readonly kind: 'noble'; readonly seed: Uint8Array };
+export type PrivateKeyHandle = { readonly kind: 'webcrypto'; readonly key: WebCryptoKey } | { readonly kind: 'noble'; readonly seed: Uint8Array };
 
 export interface KeyPair {
   readonly handle: PrivateKeyHandle;

@@ -5,13 +5,14 @@
  */
 import type { PrivateKeyHandle } from './ed25519.js';
 import { Identity, type IdentityOptions } from './identity.js';
+import type { IndexedDbFactory } from '../platform.js';
 
 const DATABASE = 'bytesandbrains';
 const STORE = 'identities';
 
 export interface IdentityStoreOptions extends IdentityOptions {
   /** The IndexedDB to use (default the global one). */
-  indexedDB?: IDBFactory;
+  indexedDB?: IndexedDbFactory;
 }
 
 interface StoredIdentity {
@@ -37,7 +38,7 @@ function done<T>(request: IDBRequest<T>): Promise<T> {
 }
 
 function factoryOf(options: IdentityStoreOptions): IDBFactory {
-  const factory = options.indexedDB ?? (globalThis as { indexedDB?: IDBFactory }).indexedDB;
+  const factory = (options.indexedDB as IDBFactory | undefined) ?? (globalThis as { indexedDB?: IDBFactory }).indexedDB;
   if (factory === undefined) throw new Error('no IndexedDB here: in Node keep identities in a file (bytesandbrains/identity/node)');
   return factory;
 }

@@ -9,6 +9,7 @@ import {
   CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, parseServerMessage, type ClientMessage, type PeerRole, type ServerMessage,
 } from './protocol.js';
 import { decodeJoinToken } from './token.js';
+import type { IceServer } from '../platform.js';
 
 /** The part of the WebSocket API the client uses (the DOM's and `ws`'s both have it). */
 export interface WebSocketLike {
@@ -78,7 +79,7 @@ export class SignalClient {
   readonly #peers: Set<string>;
   /** The join token each member joined with, as the server relays it (unverified here). */
   readonly #tokens = new Map<string, string>();
-  #iceServers: RTCIceServer[];
+  #iceServers: IceServer[];
   #iceRefresh: ReturnType<typeof setTimeout> | null = null;
   #closed = false;
 
@@ -172,7 +173,7 @@ export class SignalClient {
   }
 
   /** STUN/TURN servers the signalling server handed out (short-lived TURN credentials); empty when none. */
-  iceServers(): RTCIceServer[] {
+  iceServers(): IceServer[] {
     return this.#iceServers.map((server) => ({ ...server }));
   }
 

@@ -3,6 +3,7 @@
  */
 
 import { concatBytes, fromBase64, lengthPrefixed, toBase64, utf8 } from '../identity/bytes.js';
+import type { IceServer } from '../platform.js';
 import { parseBoundedJson, type JsonBounds } from './bounded-json.js';
 
 /** What a peer is in a room: a data peer (`client`, `server`) or a `watcher`, which only sees presence. */
@@ -63,8 +64,8 @@ export type ServerMessage =
    * `iceServers`: STUN/TURN servers for this member; `iceTtlSeconds`: how long its TURN
    * credentials last; `tokens`: the join token each of `peers` joined with, if any.
    */
-  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: RTCIceServer[]; iceTtlSeconds?: number; tokens?: Record<string, string> }
-  | { type: 'ice'; iceServers: RTCIceServer[]; iceTtlSeconds?: number }
+  | { type: 'joined'; room: string; peer: string; role: PeerRole; peers: string[]; iceServers?: IceServer[]; iceTtlSeconds?: number; tokens?: Record<string, string> }
+  | { type: 'ice'; iceServers: IceServer[]; iceTtlSeconds?: number }
   /**
    * Membership changes since the last one, coalesced: apply `left` first, then `joined`.
    * `tokens`: the join token each of `joined` joined with, if any — relayed so that every

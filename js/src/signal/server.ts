@@ -23,6 +23,7 @@ import { DEFAULT_TURN_TTL_SECONDS, turnCredentials, type TurnOptions } from './t
 import {
   CHALLENGE_BYTES, CLOSE_CODES, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage, type SignalErrorCode,
 } from './protocol.js';
+import type { IceServer } from '../platform.js';
 
 export interface SignalServerOptions {
   /** Port to listen on (default 8787; 0 picks a free one). Ignored by {@link SignalServer.attach}. */
@@ -86,7 +87,7 @@ export interface SignalServerOptions {
   /** Whether a room without a policy admits any proven identity in the role it asks for (default true). */
   openRooms?: boolean;
   /** STUN (or TURN with fixed credentials) servers handed to every member in `joined`. */
-  iceServers?: RTCIceServer[];
+  iceServers?: IceServer[];
   /** A TURN server sharing this secret: every member gets credentials of its own, short-lived (turn.ts). */
   turn?: TurnOptions;
   /**
@@ -205,7 +206,7 @@ export class SignalServer {
   readonly #addressAtAccept: boolean;
   readonly #policies: RoomPolicies | undefined;
   readonly #openRooms: boolean;
-  readonly #iceServers: RTCIceServer[];
+  readonly #iceServers: IceServer[];
   readonly #turn: TurnOptions | undefined;
   readonly #bus: RoomBus | undefined;
   readonly #busReady: Promise<void>;
@@ -593,7 +594,7 @@ export class SignalServer {
   }
 
   /** The ICE servers a member gets: the fixed ones, and TURN credentials of its own. */
-  #iceFor(peer: string): { iceServers: RTCIceServer[]; iceTtlSeconds?: number } {
+  #iceFor(peer: string): { iceServers: IceServer[]; iceTtlSeconds?: number } {
     if (this.#turn === undefined) return { iceServers: this.#iceServers };
     const turn = turnCredentials(this.#turn, peer, Math.floor(Date.now() / 1000));
     return { iceServers: [...this.#iceServers, turn], iceTtlSeconds: this.#turn.ttlSeconds ?? DEFAULT_TURN_TTL_SECONDS };

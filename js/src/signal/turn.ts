@@ -6,6 +6,7 @@
  * password ever reaches a browser. Node only (node:crypto).
  */
 import { createHmac } from 'node:crypto';
+import type { IceServer } from '../platform.js';
 
 export interface TurnOptions {
   /** coturn's static-auth-secret. */
@@ -19,7 +20,7 @@ export interface TurnOptions {
 export const DEFAULT_TURN_TTL_SECONDS = 3600;
 
 /** Credentials for `peer`, valid until `nowSeconds` + the ttl. */
-export function turnCredentials(turn: TurnOptions, peer: string, nowSeconds: number): RTCIceServer {
+export function turnCredentials(turn: TurnOptions, peer: string, nowSeconds: number): IceServer {
   const username = `${nowSeconds + (turn.ttlSeconds ?? DEFAULT_TURN_TTL_SECONDS)}:${peer}`;
   const credential = createHmac('sha1', turn.secret).update(username).digest('base64');
   return { urls: [...turn.urls], username, credential };

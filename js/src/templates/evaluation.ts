@@ -67,7 +67,8 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
     // with given parameters, every round waits until they are loaded
     const ready = options.params === undefined ? tick : g.gate(tick, model.loadParameters(g.input('params', TYPES.tensorF32)));
     g.netOut('global', to, model.params(ready));
-    const { params: mean } = scores.aggregate(tick);
+    // with the registry a round waits for the live view (nothing below a quorum: min_view)
+    const { params: mean } = scores.aggregate(clientsIn === undefined ? to : tick);
     g.output('accuracy', mean);
 
     // a client scores the model on a batch of its data
@@ -95,6 +96,7 @@ export function federatedEvaluation(options: FederatedEvaluationOptions): Plan {
       fitSteps: 1,
       batch: options.batch ?? 256,
       registryTtlMs: options.registryTtlMs ?? 30_000,
+      minView: quorum,
       bindRest,
       ...(options.params === undefined ? {} : { startInputs: { params: tensorValue('float', options.params, [options.params.length]) } }),
     },

@@ -98,16 +98,17 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     const model = g.model('model');
     const agg = g.aggregator('aggregator');
     const wire: CodecSlot | undefined = codec === undefined ? undefined : g.codec('codec');
-    const destination = (tick: GraphValue): GraphValue => clientsIn ?? g.peerSelector('clients', 'clients').currentView(tick);
 
-    // the server's round loop
+    // the server's round loop; with the registry each round waits for the live view, which
+    // holds nothing while fewer than a quorum of clients are present (min_view)
     const tick = g.interval(roundNs);
-    const { params: aggregated, metadata: round } = agg.aggregate(tick);
+    const view = clientsIn === undefined ? g.peerSelector('clients', 'clients').currentView(tick) : undefined;
+    const { params: aggregated, metadata: round } = agg.aggregate(view ?? tick);
     const loaded = model.loadParameters(aggregated);
     g.output('accuracy', model.evaluate(testX, testY, loaded));
     g.output('round', round);
     g.output('model', aggregated);
-    g.netOut('global', destination(tick), g.bundle(aggregated, round));
+    g.netOut('global', clientsIn ?? view!, g.bundle(aggregated, round));
 
     // a client's round: the update goes back tagged with the round it trained for
     const global = g.lookupOutput('global');
@@ -155,6 +156,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       fitSteps: options.fitSteps ?? 10,
       batch: options.batch ?? 32,
       registryTtlMs: options.registryTtlMs ?? 30_000,
+      minView: quorum,
       bindRest,
     },
     options.rounds,

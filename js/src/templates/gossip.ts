@@ -20,7 +20,7 @@ import { TYPES } from '../dsl/value.js';
 import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission } from '../node.js';
 import { tensorValue } from '../values.js';
-import { bindModel, ensureModelType, type ModelChoice } from './models.js';
+import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 import { roundReporter, type RoundReport } from './plan.js';
 
 export interface GossipLearningOptions {
@@ -93,7 +93,7 @@ export class GossipPlan {
       bindModel(compiler, o.model, 'model', o.fitSteps ?? 4, 'data');
       compiler.declare('ArraySource', TENSOR_F32);
       compiler.declare('GossipAvg', TENSOR_F32, [['Model', 'model']]);
-      compiler.bind('data', 'DataSource', 'ArraySource', `batch=${o.batch ?? 32}`);
+      compiler.bind('data', 'DataSource', 'ArraySource', `batch=${batchOf(o.model, o.batch ?? 32)}`);
       compiler.bind('view', 'PeerSelector', 'GossipView', this.#viewConfig());
       compiler.bind('aggregator', 'Aggregator', 'GossipAvg', `model=model,weight=${o.weight ?? 0.5}`);
       return compiler;
@@ -117,7 +117,7 @@ export class GossipPlan {
     const node = BbNode.install(bb, {
       artifact: options.artifact,
       targets: [this.name],
-      slots: { data: { dataset: options.data }, view: { config: this.#viewConfig(options.seeds) } },
+      slots: { data: { dataset: options.data }, view: { config: this.#viewConfig(options.seeds) }, ...modelSlots(this.#options.model) },
       ...(options.self === undefined ? {} : { self: options.self }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
       ...(options.admission === undefined ? {} : { admission: options.admission }),

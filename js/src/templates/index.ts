@@ -6,6 +6,7 @@
 export { federatedAveraging, type FederatedAveragingOptions } from './federated.js';
 export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluation.js';
 export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer, type GossipPeerOptions } from './gossip.js';
-export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice } from './models.js';
+export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice, type OnnxModelOptions } from './models.js';
 export { Plan, roundReporter, type ClientOptions, type Refusals, type RoundReport, type ServerNode, type ServerOptions } from './plan.js';
 export { SERVER_REQUEST_TOPIC, type Discovery } from './discovery.js';
+export { servedPlan, type ServedPlan } from './served.js';

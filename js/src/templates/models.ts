@@ -3,9 +3,9 @@
  * - {@link cpuMlp}: the shipped CpuMlp (a multilayer perceptron; no hidden layer is a
  *   logistic regression), trained by bb.wasm's CPU kernels;
  * - {@link componentModel}: a Model written in TypeScript (a {@link ModelComponent});
- * - {@link onnxModel}: an ONNX model (e.g. a PyTorch export), trained by the OnnxModel
- *   component — the option is accepted now and resolves once bb.wasm carries that
- *   component (README.md of the package, "Then a PyTorch-exported CNN").
+ * - {@link onnxModel}: any ONNX model (e.g. a PyTorch export), trained by the OnnxModel
+ *   component through its gradient and optimizer graphs; every peer is handed the model's
+ *   bytes at install.
  */
 import type { Bb } from '../bb.js';
 import type { ComponentInit } from '../component.js';
@@ -13,7 +13,9 @@ import { registerComponentType } from '../component.js';
 import type { Compiler } from '../compiler.js';
 import { TENSOR_F32 } from '../compiler.js';
 import { BbError, BbErrorCode } from '../errors.js';
+import type { SlotOptions } from '../node.js';
 import { modelComponent, type ModelComponent } from '../roles.js';
+import { trainerConfigText, type TrainerOptions } from '../trainer.js';
 
 /** CpuMlp's config (docs/COMPONENTS.md of the package has every key). */
 export interface CpuMlpConfig {
@@ -35,11 +37,25 @@ export interface CpuMlpConfig {
   readonly inputShift?: number;
 }
 
+/**
+ * How an ONNX model trains in a federation: the optimizer and loss (OnnxTrainer's options,
+ * torch.optim's meanings and defaults: Adam at lr 0.001, softmax cross-entropy), which
+ * initializers stay frozen, and how much each peer trains per round.
+ */
+export interface OnnxModelOptions extends Omit<TrainerOptions, 'seed'> {
+  /** Rows per local step (the peer's ArraySource batch); default the template's `batch`. */
+  readonly batch?: number;
+  /** Local steps each peer takes per round; default the template's `fitSteps`. */
+  readonly stepsPerRound?: number;
+  /** The initial parameters' and Dropout masks' seed (default: the slot's). */
+  readonly seed?: number;
+}
+
 /** A model the templates can bind. */
 export type ModelChoice =
   | { readonly kind: 'cpuMlp'; readonly config: CpuMlpConfig }
   | { readonly kind: 'component'; readonly type: string; readonly config: string; readonly create: (init: ComponentInit) => ModelComponent }
-  | { readonly kind: 'onnx'; readonly bytes: Uint8Array };
+  | { readonly kind: 'onnx'; readonly bytes: Uint8Array; readonly options: OnnxModelOptions };
 
 export function cpuMlp(config: CpuMlpConfig): ModelChoice {
   return { kind: 'cpuMlp', config };
@@ -53,9 +69,42 @@ export function componentModel(type: string, create: (init: ComponentInit) => Mo
   return { kind: 'component', type, config, create };
 }
 
-/** An ONNX model (ModelProto bytes) trained by the OnnxModel component. */
-export function onnxModel(bytes: Uint8Array): ModelChoice {
-  return { kind: 'onnx', bytes };
+/**
+ * An ONNX model (ModelProto bytes, e.g. `torch.onnx.export`'s) trained by the OnnxModel
+ * component: `onnxModel(bytes, { optimizer: 'sgd', lr: 0.05, batch: 32, stepsPerRound: 5,
+ * freeze: ['mean', 'std'] })`. The options are checked here; what the model itself cannot
+ * do (an operator without a gradient, an input of another width) is named at install.
+ */
+export function onnxModel(bytes: Uint8Array, options: OnnxModelOptions = {}): ModelChoice {
+  if (!(bytes instanceof Uint8Array) || bytes.length === 0) {
+    throw new BbError(BbErrorCode.InvalidArgument, 'onnxModel: give the ONNX model\'s bytes (a non-empty Uint8Array)');
+  }
+  for (const key of ['batch', 'stepsPerRound'] as const) {
+    const value = options[key];
+    if (value !== undefined && !(Number.isInteger(value) && value >= (key === 'batch' ? 1 : 0))) {
+      throw new BbError(BbErrorCode.InvalidArgument, `onnxModel: ${key} must be a whole number${key === 'batch' ? ' >= 1' : ' >= 0'}, got ${value}`);
+    }
+  }
+  onnxModelConfigText({ kind: 'onnx', bytes, options }, 1, 'data'); // refuses bad option values now
+  return { kind: 'onnx', bytes, options };
+}
+
+/** The OnnxModel config text: the training options, then the steps per round and the data slot. */
+function onnxModelConfigText(model: Extract<ModelChoice, { kind: 'onnx' }>, fitSteps: number, dataSlot: string): string {
+  const { batch: _batch, stepsPerRound, seed, ...trainer } = model.options;
+  const parts = [trainerConfigText(trainer, 'onnxModel'), `fit_steps=${stepsPerRound ?? fitSteps}`, `data=${dataSlot}`];
+  if (seed !== undefined) parts.push(`seed=${seed}`);
+  return parts.filter((part) => part !== '').join(',');
+}
+
+/** The data slot's batch: the model's own choice, else the template's. */
+export function batchOf(model: ModelChoice, templateBatch: number): number {
+  return model.kind === 'onnx' ? (model.options.batch ?? templateBatch) : templateBatch;
+}
+
+/** What every node of a template hands its model slot at install: an ONNX model's bytes. */
+export function modelSlots(model: ModelChoice, slot = 'model'): Record<string, SlotOptions> {
+  return model.kind === 'onnx' ? { [slot]: { model: model.bytes } } : {};
 }
 
 /** The CpuMlp config text, keys in the order the component documents them. */
@@ -99,9 +148,8 @@ export function bindModel(compiler: Compiler, model: ModelChoice, slot: string, 
       compiler.bind(slot, 'Model', model.type, model.config || undefined);
       return;
     case 'onnx':
-      throw new BbError(
-        BbErrorCode.Unsupported,
-        'onnxModel: training an ONNX model needs the OnnxModel component, which this bb.wasm does not carry yet; use cpuMlp or componentModel',
-      );
+      compiler.declare('OnnxModel', TENSOR_F32);
+      compiler.bind(slot, 'Model', 'OnnxModel', onnxModelConfigText(model, fitSteps, dataSlot));
+      return;
   }
 }

@@ -6,10 +6,12 @@ import type { Bb } from '../bb.js';
 import { Compiler, TENSOR_F32 } from '../compiler.js';
 import type { Dataset } from '../dataset.js';
 import type { Module } from '../dsl/module.js';
+import { BbError, BbErrorCode } from '../errors.js';
 import { BbNode, type NodeAdmission, type Step } from '../node.js';
+import { OnnxTrainer } from '../trainer.js';
 import { peersValue, scalarOf, tensorValue, type Value } from '../values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
-import { bindModel, ensureModelType, type ModelChoice } from './models.js';
+import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
 export interface RoundReport {
@@ -63,6 +65,8 @@ export interface PlanSettings {
   readonly fitSteps: number;
   readonly batch: number;
   readonly registryTtlMs: number;
+  /** With the registry: live clients the server waits for before a round (the quorum). */
+  readonly minView: number;
   /** Binds what else the template needs (aggregator, codec, view) after the model and data. */
   readonly bindRest: (compiler: Compiler) => void;
   /** Inputs the server's run starts with besides its test set and clients. */
@@ -85,6 +89,13 @@ export interface ServerOptions {
    * every member of the room) take part. Give it whenever the room has a policy.
    */
   readonly admission?: NodeAdmission;
+  /**
+   * A snapshot of an earlier server of the same plan, artifact and id (`node.snapshot()`,
+   * taken once the node had no work): the server goes on from it — its rounds, global
+   * model, registry and clock — so do not `start()` it again. Poll it with a clock that
+   * continues the snapshot's (its time then, plus the time since).
+   */
+  readonly snapshot?: Uint8Array;
 }
 
 export interface ClientOptions {
@@ -116,6 +127,14 @@ export interface ServerNode {
   readonly finished: Promise<RoundReport>;
   /** What the aggregator refused, left out or cut so far, by reason. */
   refusals(): Refusals;
+  /** The global model's flat parameters as the last round left them (undefined before the first round). */
+  parameters(): Float32Array | undefined;
+  /**
+   * The global model as plain ONNX (inference form, the initializers' names kept), for an
+   * `onnxModel` federation: onnxruntime or CpuSession run it. Throws before the first round,
+   * and for models that are not ONNX.
+   */
+  exportModel(): Uint8Array;
 }
 
 export class Plan {
@@ -156,10 +175,10 @@ export class Plan {
       compiler.setPermissiveTypes(true);
       bindModel(compiler, s.model, 'model', s.fitSteps, 'data');
       compiler.declare('ArraySource', TENSOR_F32);
-      compiler.bind('data', 'DataSource', 'ArraySource', `batch=${s.batch}`);
+      compiler.bind('data', 'DataSource', 'ArraySource', `batch=${batchOf(s.model, s.batch)}`);
       s.bindRest(compiler);
       if (s.discovery === 'registry') {
-        compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients`);
+        compiler.bind('clients', 'PeerSelector', 'GlobalRegistryServer', `ttl_ms=${s.registryTtlMs},registry=clients,min_view=${s.minView}`);
         compiler.bind(REGISTRY_SLOT, 'Protocol', 'GlobalRegistryClient', 'registry=clients');
       }
       return compiler;
@@ -185,13 +204,14 @@ export class Plan {
     const node = BbNode.install(bb, {
       artifact: options.artifact,
       targets: this.serverTargets,
-      slots: { data: { dataset: options.test } },
+      slots: { data: { dataset: options.test }, ...modelSlots(this.#settings.model) },
       ...(options.self === undefined ? {} : { self: options.self }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
       ...(options.admission === undefined ? {} : { admission: options.admission }),
     });
+    if (options.snapshot !== undefined) node.restore(options.snapshot);
     const registry = this.#settings.discovery === 'registry';
-    if (registry) answerServerRequests(node, node.self, options.nowNs);
+    if (registry && options.snapshot === undefined) answerServerRequests(node, node.self, options.nowNs);
     const listeners = new Set<(report: RoundReport) => void>();
     const rounds = this.#rounds;
     const finished = new Promise<RoundReport>((resolve) => {
@@ -206,9 +226,21 @@ export class Plan {
     const test = options.test;
     const startInputs = this.#settings.startInputs ?? {};
     const prefix = this.#settings.aggregatorCounters;
+    const model = this.#settings.model;
+    let global: Float32Array | undefined;
+    node.onStep((step) => {
+      if (step.kind === 'appEvent' && step.topic === 'model' && step.value?.kind === 'tensor' && step.value.tensor.data instanceof Float32Array) {
+        global = step.value.tensor.data.slice();
+      }
+    });
     return {
       node,
       finished,
+      parameters: () => global?.slice(),
+      exportModel() {
+        if (global === undefined) throw new BbError(BbErrorCode.InvalidArgument, 'exportModel: no round has closed yet, so there is no global model');
+        return exportOnnx(bb, model, global);
+      },
       refusals() {
         const counts: Record<string, number> = { registry_unadmitted: Number(node.counter('global_registry.refused_unadmitted')) };
         for (const reason of REFUSALS) counts[reason] = Number(node.counter(`${prefix}.${reason}`));
@@ -242,7 +274,7 @@ export class Plan {
     const node = BbNode.install(bb, {
       artifact: options.artifact,
       targets: this.clientTargets,
-      slots: { data: { dataset: options.data } },
+      slots: { data: { dataset: options.data }, ...modelSlots(this.#settings.model) },
       ...(options.self === undefined ? {} : { self: options.self }),
       ...(options.seed === undefined ? {} : { seed: options.seed }),
       ...(options.admission === undefined ? {} : { admission: options.admission }),
@@ -251,5 +283,20 @@ export class Plan {
     node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
     if (this.#settings.discovery === 'registry') answerServerRequests(node, options.server, options.nowNs);
     return node;
+  }
+}
+
+/** An ONNX model with these parameters, as plain ONNX (an OnnxTrainer made for the export and freed). */
+function exportOnnx(bb: Bb, model: ModelChoice, params: Float32Array): Uint8Array {
+  if (model.kind !== 'onnx') {
+    throw new BbError(BbErrorCode.Unsupported, `exportModel: a ${model.kind === 'cpuMlp' ? 'cpuMlp' : 'componentModel'} federation has no ONNX form here; federate an onnxModel to export one (parameters() gives the flat vector)`);
+  }
+  const { batch: _batch, stepsPerRound: _steps, ...options } = model.options;
+  const trainer = OnnxTrainer.create(bb, model.bytes, options);
+  try {
+    trainer.setParameters(params);
+    return trainer.export();
+  } finally {
+    trainer.free();
   }
 }

@@ -6,8 +6,10 @@
  * never the failure of the module import that was only the fallback's.
  */
 import { TransportError } from './errors.js';
+import type { PeerConnection, RtcConfiguration } from '../platform.js';
 
-export type RTCPeerConnectionConstructor = new (config?: RTCConfiguration) => RTCPeerConnection;
+/** A constructor of RTCPeerConnection: the platform's own, or node-datachannel's polyfill. */
+export type RTCPeerConnectionConstructor = new (config?: RtcConfiguration) => PeerConnection;
 
 /** What the choice looks at: the global scope, and how the Node fallback is imported. */
 export interface PeerConnectionScope {

@@ -20,6 +20,7 @@ import { defaultPeerConnection, type RTCPeerConnectionConstructor } from './peer
 import { Reassembler, type ReassemblyLimits } from './reassembler.js';
 import { SDP_NONCE_BYTES, sdpRefusal, signSdp } from './sdp-signature.js';
 import type { PeerState, Transport, TransportEvents, TransportStats } from './types.js';
+import type { IceServer, RtcConfiguration } from '../platform.js';
 
 /** What the transport takes from signalling: a {@link SignalClient}, or something that relays like one. */
 /** The candidates a link runs over (see {@link WebRtcTransport.selectedPair}). */
@@ -40,9 +41,9 @@ export interface WebRtcTransportOptions {
    * STUN and TURN servers for every connection, e.g. `[{ urls: 'stun:stun.example.org' }]`.
    * Those the signalling server hands out (short-lived TURN credentials) are added.
    */
-  iceServers?: RTCIceServer[];
+  iceServers?: IceServer[];
   /** Passed to every RTCPeerConnection (node-datachannel also takes `bindAddress`). */
-  rtcConfig?: RTCConfiguration & Record<string, unknown>;
+  rtcConfig?: RtcConfiguration;
   /** Largest chunk in bytes, header included (default 64 KiB; lowered to the remote maxMessageSize). */
   chunkSize?: number;
   /** Bytes of envelopes that may wait for one peer before send() throws `queue-full` (default 64 MiB). */
@@ -409,7 +410,7 @@ export class WebRtcTransport implements Transport {
     return this.self < peer;
   }
 
-  #rtcConfiguration(): RTCConfiguration {
+  #rtcConfiguration(): RtcConfiguration {
     const base = this.#options.iceServers ?? this.#options.rtcConfig?.iceServers ?? [];
     return { ...this.#options.rtcConfig, iceServers: [...base, ...this.#signal.iceServers()] };
   }

@@ -50,6 +50,7 @@
 
 #include "bb/roles.h"
 #include "components/admitted.h"
+#include "components/aggregators/refusal_notice.h"
 #include "components/aggregators/rounds.h"
 #include "components/shipped.h"
 #include "bb/bytes.h"
@@ -274,8 +275,8 @@ static int read_meta(const round_agg *a, const bb_val *meta, uint64_t *samples, 
                       bb_val_kind_name((int)bb_val_kind_of(meta)));
 }
 
-static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
-                                const bb_val *meta, bb_error *err) {
+static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, const bb_val *meta,
+                      bb_error *err) {
   round_agg *a = self;
   if (update->dtype != BB_DTYPE_FLOAT || !update->numel) {
     count(a, ctx, "refused_type", 1);
@@ -320,6 +321,14 @@ static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from,
   if (status == BBI_FEDROUND_LATE_DROPPED) count(a, ctx, "late_dropped", 1);
   if (status == BBI_FEDROUND_REPLACED) count(a, ctx, "replaced", 1);
   if (rc && refusal_of(status)) count(a, ctx, refusal_of(status), 1);
+  return rc;
+}
+
+/* A refused contribution is refused alone, and its contributor is told why. */
+static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
+                                const bb_val *meta, bb_error *err) {
+  int rc = contribute(self, ctx, from, update, meta, err);
+  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send(ctx, from, err->message);
   return rc;
 }
 
@@ -492,6 +501,7 @@ const bb_component_type BBI_FEDAVG = {
     .create = fedavg_create,
     .destroy = round_agg_destroy,
     .invoke = round_agg_invoke,
+    .on_message = bbi_refusal_notice_receive_for,
     .save = round_agg_save,
     .load = round_agg_load,
 };
@@ -505,6 +515,7 @@ const bb_component_type BBI_ROBUST_AVG = {
     .create = robust_create,
     .destroy = round_agg_destroy,
     .invoke = round_agg_invoke,
+    .on_message = bbi_refusal_notice_receive_for,
     .save = round_agg_save,
     .load = round_agg_load,
 };

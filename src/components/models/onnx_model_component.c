@@ -151,8 +151,11 @@ static int om_fit(void *self, bb_ctx *ctx, const bb_tensor *params, bb_tensor **
       rc = bb_error_set(err, BB_ERR_TYPE, "OnnxModel: NextBatch of slot `%s` gave no (batch, labels) tensors", s->data_slot);
     } else {
       bb_grad_step st;
-      if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err)))
-        *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
+      /* a step refused for a non-finite loss or gradient trained on nothing: its rows do not count */
+      if (!(rc = named(bb_onnx_model_step(s->m, bb_val_as_tensor(batch[0]), bb_val_as_tensor(batch[1]), &st, err), err))) {
+        if (st.applied) *samples += (uint64_t)bb_val_as_tensor(batch[0])->dims[0];
+        else bb_ctx_count(ctx, "onnx_model.steps_skipped", 1);
+      }
     }
     bb_val_release(batch[0]);
     bb_val_release(batch[1]);

@@ -80,8 +80,8 @@ int bbi_onnx_rows_feed(const bbi_onnx_rows *in, const bb_tensor *x, const bb_all
   }
   if (hole > 0 && row && (x->numel / n) % row == 0) dims[hole] = x->numel / n / row, row *= dims[hole];
   if (row * n != x->numel || (in->dims[0] >= 0 && in->dims[0] != n))
-    return bb_error_set(err, BB_ERR_TYPE, "%lld rows of %lld values do not fit input %s", (long long)n,
-                        (long long)(x->numel / n), in->name);
+    return bb_error_set(err, BB_ERR_TYPE, "%lld rows of %lld values do not fit input %s, which takes %lld per row",
+                        (long long)n, (long long)(x->numel / n), in->name, (long long)row);
   if (in->dtype != BB_DTYPE_FLOAT) return integer_rows(in, x, dims, alloc, out, err);
   *out = bb_tensor_view(x, in->rank, dims);
   return *out ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");

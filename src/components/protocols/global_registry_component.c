@@ -15,7 +15,9 @@
  *
  * GlobalRegistryServer — PeerSelector and Protocol (same domain).
  *   Config: ttl_ms=90000 (a peer's registration lives this long after its last Announce;
- *           clients heartbeat every ttl/3), registry=discovery (see below)
+ *           clients heartbeat every ttl/3), registry=discovery (see below),
+ *           min_view=0 (CurrentView gives nothing, so nothing downstream runs, while
+ *           fewer peers are live: a server's rounds wait for a quorum to be present)
  *   Announce registers or refreshes the announcing peer (expiry now + ttl), adds its
  *   addresses to the address book and replies Handshake. Expired peers are evicted
  *   lazily, at the start of every read. Sample(n): n distinct live peers drawn with the
@@ -225,23 +227,29 @@ static int client_load(void *self, const uint8_t *data, size_t len, bb_error *er
 typedef struct server {
   const bb_allocator *alloc;
   char registry[SLOT_TEXT_MAX]; /* the slot whose instance holds the membership */
+  uint64_t min_view;            /* CurrentView gives nothing below this many live peers */
   bbi_registry_table table;
 } server;
 
 static int server_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"ttl_ms", "registry", NULL};
-  uint64_t ttl_ms;
+  static const char *const KEYS[] = {"ttl_ms", "registry", "min_view", NULL};
+  uint64_t ttl_ms, min_view;
   char registry[SLOT_TEXT_MAX];
   int rc = bb_config_check(init->config, KEYS, err);
   if (!rc) rc = bb_config_u64(init->config, "ttl_ms", 90000, &ttl_ms, err);
   if (!rc) rc = bb_config_str(init->config, "registry", "discovery", registry, sizeof registry, err);
+  if (!rc) rc = bb_config_u64(init->config, "min_view", 0, &min_view, err);
   if (rc) return bb_error_prefix(err, "GlobalRegistryServer: ");
+  if (min_view > BBI_REGISTRY_MAX_MEMBERS)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryServer: min_view=%llu is above the %d members it holds",
+                        (unsigned long long)min_view, BBI_REGISTRY_MAX_MEMBERS);
   if (ttl_ms < 3 || ttl_ms > UINT64_MAX / 2000000ull)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GlobalRegistryServer: ttl_ms=%llu out of range",
                         (unsigned long long)ttl_ms);
   server *s = bbi_mem_alloc(init->alloc, sizeof *s);
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   s->alloc = init->alloc;
+  s->min_view = min_view;
   memcpy(s->registry, registry, sizeof registry);
   bbi_registry_table_init(&s->table, ttl_ms * 1000000ull);
   *self = s;
@@ -330,6 +338,12 @@ static int server_view(void *self, bb_ctx *ctx, bb_val **peers, bb_error *err) {
   size_t live = 0;
   for (size_t i = 0; i < t->n; i++)
     if (bbi_peer_takes_part(ctx, &t->members[i].peer)) all[live++] = t->members[i].peer;
+  const server *s = self;
+  if (live < s->min_view) { /* too few present: no view, and nothing downstream runs */
+    bbi_mem_free(alloc, all);
+    *peers = NULL;
+    return 0;
+  }
   *peers = bb_val_peers(alloc, all, live);
   bbi_mem_free(alloc, all);
   return *peers ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
