@@ -85,6 +85,26 @@ BB_API size_t bb_cpu_grad_op_count(void);
 BB_API const char *bb_cpu_grad_op_name(size_t i);
 BB_API const char *bb_cpu_grad_op_types(size_t i);
 
+/* ---- threads ----------------------------------------------------------------------- */
+
+/* Most threads the backend runs on (the caller's included). */
+#define BB_CPU_MAX_THREADS 64
+
+/* Runs the heavy float operators — MatMul, Gemm, convolutions and their gradients,
+ * pooling, reductions, softmax and large elementwise operators — on n threads: the
+ * calling thread and n - 1 workers the library starts (n = 0: one per processor). Every
+ * result is bit for bit the same on any number of threads, because each operator is cut
+ * into tasks by its shape alone and no task's arithmetic depends on who runs it.
+ * Process-wide, 1 until set; call it while no other thread runs the backend. Returns 0,
+ * BB_ERR_INVALID_ARGUMENT over BB_CPU_MAX_THREADS, BB_ERR_UNSUPPORTED for n > 1 in a
+ * build without threads (a WebAssembly module without shared memory), BB_ERR_NOMEM when
+ * a thread cannot be started (the backend then keeps those that did start). In a
+ * WebAssembly module with shared memory the host starts the workers (bb_wasm.h). */
+BB_API int bb_cpu_set_threads(size_t n, bb_error *err);
+
+/* The threads the backend runs on now (1: the caller alone). */
+BB_API size_t bb_cpu_threads(void);
+
 /* ---- whole graphs -------------------------------------------------------------------- */
 
 typedef struct bb_cpu_session bb_cpu_session;

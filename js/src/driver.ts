@@ -3,13 +3,16 @@
  * and sleeps until the next deadline otherwise. The engine never reads a clock, so the
  * driver owns one and passes its time to every poll.
  *
- * Where it ticks from:
- * - a visible document: `requestAnimationFrame`, so polling shares each frame with
- *   rendering instead of competing with it;
- * - a hidden document (rAF does not run in background tabs), a Web Worker and Node:
- *   timers.
- * Each tick runs one slice of polls bounded by a time budget and a poll count, then
- * yields to the event loop, so a busy engine never freezes the page.
+ * When it polls:
+ * - on a wake (`wake()`, e.g. right after `deliver`): at the next tick — a MessageChannel
+ *   task in browsers and workers, `setImmediate` in Node — not at the next animation frame,
+ *   so an envelope is handled within the same frame it arrived in;
+ * - at a deadline: a timer, then the same tick;
+ * - while the engine has work left: slice after slice, each bounded by a time budget and a
+ *   poll count, yielding to the event loop in between so a busy engine never freezes the
+ *   page. While a document is visible, polling is also metered per animation frame: once
+ *   it has had its budget since the last frame, the next slice waits for the next frame,
+ *   so rendering keeps the rest of every frame.
  */
 
 /** What the driver needs from an engine; anything that throws here goes to `onError`. */
@@ -41,17 +44,26 @@ export interface VisibilitySource {
 export interface PollDriverOptions {
   /** The engine's clock; default: `performance.now()` in nanoseconds. */
   readonly clock?: Clock;
-  /** Longest a slice of polls runs before it yields, in milliseconds; default 6. */
+  /**
+   * Longest a slice of polls runs before it yields, in milliseconds; while a document is
+   * visible also the most polling between two animation frames. Default 6.
+   */
   readonly frameBudgetMs?: number;
   /** Most polls in one slice; default 64. */
   readonly maxPollsPerFrame?: number;
   /**
-   * Ticks while the document is visible; default: the global `requestAnimationFrame`
-   * where there is a document. `null` uses timers only (as in a worker).
+   * Marks the frames polling is metered by while the document is visible; default: the
+   * global `requestAnimationFrame` where there is a document. `null`: no metering (as in
+   * a worker).
    */
   readonly requestAnimationFrame?: ((callback: () => void) => number) | null;
   readonly cancelAnimationFrame?: (handle: number) => void;
-  /** Timers for hidden pages, workers, Node and sleeping; default: the global ones. */
+  /**
+   * Runs `callback` as a task of its own soon, ahead of timers: what slices run on.
+   * Default: a MessageChannel in browsers and workers, `setImmediate` in Node.
+   */
+  readonly tick?: (callback: () => void) => void;
+  /** Timers for deadlines; default: the global ones. */
   readonly timers?: Timers;
   /** Default: the document's `visibilityState`; without a document, never visible. */
   readonly visibility?: VisibilitySource | null;
@@ -71,9 +83,9 @@ export interface Timers {
 export interface PollDriverStats {
   /** `poll` calls. */
   readonly polls: number;
-  /** Slices run, from either tick source. */
+  /** Slices run. */
   readonly frames: number;
-  /** Slices run on an animation frame. */
+  /** Slices that waited for an animation frame (the frame's budget was spent). */
   readonly animationFrames: number;
   /** Slices that ended with work left (the time budget, the poll cap, a wake during the slice): another follows at once. */
   readonly yields: number;
@@ -84,10 +96,11 @@ export interface PollDriverStats {
 }
 
 /**
- * What the driver is doing: waiting for an animation frame or a zero-delay timer to run
- * the next slice, sleeping until a deadline or a wake, polling, or nothing.
+ * What the driver is doing: waiting for a tick to run the next slice, waiting for the
+ * next animation frame (this frame's polling budget is spent), sleeping until a deadline
+ * or a wake, polling, or nothing.
  */
-export type PollDriverState = 'stopped' | 'frame' | 'timer' | 'sleeping' | 'polling';
+export type PollDriverState = 'stopped' | 'tick' | 'frame' | 'sleeping' | 'polling';
 
 const DEFAULT_FRAME_BUDGET_MS = 6;
 const DEFAULT_MAX_POLLS_PER_FRAME = 64;
@@ -102,15 +115,20 @@ export class PollDriver {
   readonly #maxPolls: number;
   readonly #raf: ((callback: () => void) => number) | null;
   readonly #cancelRaf: (handle: number) => void;
+  readonly #tick: (callback: () => void) => void;
   readonly #timers: Timers;
   readonly #visibility: VisibilitySource | null;
   readonly #onError: (error: unknown) => void;
   readonly #stopOnError: boolean;
 
   #state: PollDriverState = 'stopped';
-  /** Handle of the pending frame or timer, by state. */
+  /** The pending animation frame (it resets the frame's meter) and deadline timer. */
   #rafHandle: number | undefined;
   #timerHandle: unknown;
+  /** Ticks carry the generation they were asked in; a cancelled one finds it moved on. */
+  #tickGeneration = 0;
+  /** Polling time since the last animation frame, while metered. */
+  #frameWorkNs = 0n;
   #sleepingSince: bigint | undefined;
   #wokenDuringSlice = false;
   #unsubscribe: (() => void) | undefined;
@@ -138,6 +156,7 @@ export class PollDriver {
     this.#cancelRaf =
       options.cancelAnimationFrame ??
       (typeof cancelAnimationFrame === 'function' ? (handle) => cancelAnimationFrame(handle) : () => {});
+    this.#tick = options.tick ?? defaultTick();
     this.#timers = options.timers ?? globalTimers;
     this.#visibility = options.visibility === undefined ? documentVisibility() : options.visibility;
     this.#onError = options.onError ?? reportUncaught;
@@ -174,6 +193,9 @@ export class PollDriver {
   stop(): void {
     if (this.#state === 'stopped') return;
     this.#cancelPending();
+    if (this.#rafHandle !== undefined) this.#cancelRaf(this.#rafHandle);
+    this.#rafHandle = undefined;
+    this.#frameWorkNs = 0n;
     this.#endSleep();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
@@ -183,8 +205,8 @@ export class PollDriver {
   }
 
   /**
-   * Polls soon instead of sleeping until the next deadline: call it after delivering
-   * bytes to the engine or anything else that gives it work.
+   * Polls at the next tick instead of sleeping until the next deadline: call it after
+   * delivering bytes to the engine or anything else that gives it work.
    */
   wake(): void {
     switch (this.#state) {
@@ -199,14 +221,19 @@ export class PollDriver {
     }
   }
 
+  /** Polling is metered by animation frames while a document is visible. */
+  #metered(): boolean {
+    return this.#raf !== null && this.#visibility?.isVisible() === true;
+  }
+
   /** Runs polls until the engine is idle, the budget is spent or the poll cap is reached. */
   #slice(fromAnimationFrame: boolean): void {
-    this.#rafHandle = undefined;
-    this.#timerHandle = undefined;
     this.#state = 'polling';
     this.#wokenDuringSlice = false;
     this.#stats.frames++;
     if (fromAnimationFrame) this.#stats.animationFrames++;
+    const metered = this.#metered();
+    const budget = metered && this.#frameWorkNs < this.#budgetNs ? this.#budgetNs - this.#frameWorkNs : this.#budgetNs;
     const started = this.#clock();
     let now = started;
     let polls = 0;
@@ -221,19 +248,34 @@ export class PollDriver {
         now = this.#clock();
         expiry = this.#pollable.expiry();
         due = this.#pollable.hasWork() || (expiry !== null && expiry <= now);
-      } while (this.#state === 'polling' && due && polls < this.#maxPolls && now - started < this.#budgetNs);
+      } while (this.#state === 'polling' && due && polls < this.#maxPolls && now - started < budget);
     } catch (error) {
+      this.#meter(metered, this.#clock() - started);
       this.#failed(error);
       return;
     }
     // poll may have stopped the driver (or stopped and restarted it).
     if (this.#state !== 'polling') return;
+    this.#meter(metered, now - started);
     if (due || this.#wokenDuringSlice) {
       this.#stats.yields++;
       this.#requestSlice();
     } else {
       this.#sleep(now, expiry);
     }
+  }
+
+  /** Counts a slice's polling against this frame, and asks for the frame that resets it. */
+  #meter(metered: boolean, elapsedNs: bigint): void {
+    if (!metered || this.#raf === null) return;
+    this.#frameWorkNs += elapsedNs;
+    if (this.#rafHandle === undefined) this.#rafHandle = this.#raf(() => this.#animationFrame());
+  }
+
+  #animationFrame(): void {
+    this.#rafHandle = undefined;
+    this.#frameWorkNs = 0n;
+    if (this.#state === 'frame') this.#slice(true);
   }
 
   /**
@@ -256,7 +298,10 @@ export class PollDriver {
     this.#sleepingSince = now;
     if (expiry === null) return;
     const delayMs = Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil(nsToMs(expiry - now))));
-    this.#timerHandle = this.#timers.setTimeout(() => this.#requestSlice(), delayMs);
+    this.#timerHandle = this.#timers.setTimeout(() => {
+      this.#timerHandle = undefined;
+      this.#requestSlice();
+    }, delayMs);
   }
 
   #endSleep(): void {
@@ -265,31 +310,35 @@ export class PollDriver {
     this.#sleepingSince = undefined;
   }
 
-  /** Asks for the next slice from the tick source that fits: a frame when visible, else a timer. */
+  /** The next slice: at the next tick, or at the next frame when this frame's budget is spent. */
   #requestSlice(): void {
     this.#endSleep();
-    if (this.#raf !== null && this.#visibility?.isVisible() === true) {
+    if (this.#metered() && this.#frameWorkNs >= this.#budgetNs) {
       this.#state = 'frame';
-      this.#rafHandle = this.#raf(() => this.#slice(true));
-    } else {
-      this.#state = 'timer';
-      this.#timerHandle = this.#timers.setTimeout(() => this.#slice(false), 0);
+      if (this.#rafHandle === undefined) this.#rafHandle = this.#raf!(() => this.#animationFrame());
+      return;
     }
+    this.#state = 'tick';
+    const generation = ++this.#tickGeneration;
+    this.#tick(() => {
+      if (this.#state === 'tick' && generation === this.#tickGeneration) this.#slice(false);
+    });
   }
 
+  /** Cancels the pending tick and deadline timer (a pending frame stays: it resets the meter). */
   #cancelPending(): void {
-    if (this.#rafHandle !== undefined) this.#cancelRaf(this.#rafHandle);
+    this.#tickGeneration++;
     if (this.#timerHandle !== undefined) this.#timers.clearTimeout(this.#timerHandle);
-    this.#rafHandle = undefined;
     this.#timerHandle = undefined;
   }
 
-  /** A pending frame never comes in a hidden page, and a pending timer slice is slower than a frame. */
+  /** A background tab gets no frames: a slice waiting for one moves to a tick. */
   #visibilityChanged(): void {
-    if (this.#state === 'frame' || this.#state === 'timer') {
-      this.#cancelPending();
-      this.#requestSlice();
+    if (this.#visibility?.isVisible() === true) {
+      this.#frameWorkNs = 0n;
+      return;
     }
+    if (this.#state === 'frame') this.#requestSlice();
   }
 }
 
@@ -299,6 +348,29 @@ function nsToMs(ns: bigint): number {
 
 function performanceClock(): bigint {
   return BigInt(Math.round(performance.now() * 1e6));
+}
+
+/** A task of its own, soon: setImmediate in Node (a MessageChannel port would keep the
+ * process alive), a MessageChannel elsewhere, a zero-delay timer as the last resort. */
+function defaultTick(): (callback: () => void) => void {
+  const scope = globalThis as {
+    process?: { versions?: { node?: unknown } };
+    setImmediate?: (callback: () => void) => unknown;
+  };
+  if (typeof scope.process?.versions?.node === 'string' && typeof scope.setImmediate === 'function') {
+    const setImmediate = scope.setImmediate;
+    return (callback) => void setImmediate(callback);
+  }
+  if (typeof MessageChannel === 'function') {
+    const channel = new MessageChannel();
+    const queue: (() => void)[] = [];
+    channel.port1.onmessage = () => queue.shift()?.();
+    return (callback) => {
+      queue.push(callback);
+      channel.port2.postMessage(null);
+    };
+  }
+  return (callback) => void setTimeout(callback, 0);
 }
 
 const globalTimers: Timers = {

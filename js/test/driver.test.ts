@@ -21,14 +21,17 @@ import { CHROMIUM, CHROMIUM_ARGS, packageRoot } from './support.js';
 
 const MS = 1_000_000n;
 
-/** A clock, rAF, timers and visibility that only move when the test says so. */
+/** A clock, ticks, rAF, timers and visibility that only move when the test says so. */
 class FakeHost {
   now = 0n;
   visible = true;
   #frames = new Map<number, () => void>();
+  #ticks: (() => void)[] = [];
   #timers = new Map<number, { at: bigint; callback: () => void }>();
   #nextHandle = 1;
   #listeners = new Set<() => void>();
+  /** What ran, in order: 'tick', 'frame' and 'timer' entries. */
+  readonly events: string[] = [];
 
   readonly visibility: VisibilitySource = {
     isVisible: () => this.visible,
@@ -47,6 +50,7 @@ class FakeHost {
         return handle;
       },
       cancelAnimationFrame: (handle) => this.#frames.delete(handle),
+      tick: (callback) => this.#ticks.push(callback),
       timers: {
         setTimeout: (callback, delayMs) => {
           const handle = this.#nextHandle++;
@@ -64,6 +68,10 @@ class FakeHost {
     return this.#frames.size;
   }
 
+  get pendingTicks(): number {
+    return this.#ticks.length;
+  }
+
   get pendingTimers(): number {
     return this.#timers.size;
   }
@@ -72,7 +80,16 @@ class FakeHost {
   frame(): void {
     const frames = [...this.#frames.values()];
     this.#frames.clear();
+    this.events.push('frame');
     for (const callback of frames) callback();
+  }
+
+  /** Runs the ticks queued so far (not those they queue), as the event loop would. */
+  tick(): void {
+    const ticks = this.#ticks;
+    this.#ticks = [];
+    this.events.push('tick');
+    for (const callback of ticks) callback();
   }
 
   /**
@@ -91,6 +108,7 @@ class FakeHost {
       const [handle, timer] = due;
       this.#timers.delete(handle);
       if (timer.at > this.now) this.now = timer.at;
+      this.events.push('timer');
       timer.callback();
     }
     if (this.now < end) this.now = end; // a slow poll may have moved it past the end
@@ -133,60 +151,93 @@ function setup(extra: PollDriverOptions = {}): { host: FakeHost; engine: Scripte
   return { host, engine, driver };
 }
 
-describe('PollDriver tick source', () => {
-  test('a visible document polls on animation frames, with the clock of the frame', () => {
+describe('PollDriver wakes on delivery', () => {
+  test('a delivered envelope is polled at the next tick, before any animation frame', () => {
+    const { host, engine, driver } = setup();
+    const order: string[] = [];
+    engine.onPoll = () => order.push(`poll after ${host.events.join(',')}`);
+    driver.start();
+    host.tick();
+    expect(driver.state).toBe('sleeping'); // idle, no deadline
+    host.events.length = 0;
+    order.length = 0;
+    engine.work = 1; // the transport delivered an envelope
+    driver.wake();
+    expect(driver.state).toBe('tick');
+    host.tick();
+    expect(order).toEqual(['poll after tick']); // no frame ran before it
+    expect(driver.stats.animationFrames).toBe(0);
+  });
+
+  test('a wake during a slice polls again at the next tick', () => {
     const { host, engine, driver } = setup();
     driver.start();
-    expect(driver.state).toBe('frame');
+    let wakes = 1;
+    engine.onPoll = () => {
+      if (wakes-- > 0) driver.wake(); // delivered from inside a callback of the poll
+    };
+    host.tick();
+    expect(driver.state).toBe('tick');
+    host.tick();
+    expect(engine.polledAt).toHaveLength(2);
+    expect(driver.state).toBe('sleeping');
+  });
+});
+
+describe('PollDriver tick source', () => {
+  test('a visible document polls on ticks, with the clock of the tick', () => {
+    const { host, engine, driver } = setup();
+    driver.start();
+    expect(driver.state).toBe('tick');
     expect(host.pendingTimers).toBe(0);
     expect(engine.polledAt).toEqual([]);
     host.now = 7n * MS;
     engine.work = 1;
-    host.frame();
+    host.tick();
     expect(engine.polledAt).toEqual([7n * MS]);
-    expect(driver.stats).toMatchObject({ polls: 1, frames: 1, animationFrames: 1 });
+    expect(driver.stats).toMatchObject({ polls: 1, frames: 1, animationFrames: 0 });
   });
 
-  test('a hidden document polls on timers and never asks for a frame', () => {
+  test('a hidden document polls on ticks, slice after slice, and never asks for a frame', () => {
     const { host, engine, driver } = setup();
     host.visible = false;
     engine.work = 3;
     engine.onPoll = () => (host.now += 3n * MS); // three polls overrun the 6 ms budget
     driver.start();
-    expect(driver.state).toBe('timer');
-    host.advance(0);
+    host.tick();
     expect(engine.polledAt).toEqual([0n, 3n * MS]);
-    host.advance(0);
+    host.tick();
     expect(engine.polledAt).toHaveLength(3);
     expect(host.pendingFrames).toBe(0);
     expect(driver.stats).toMatchObject({ polls: 3, frames: 2, animationFrames: 0, yields: 1 });
   });
 
-  test('hiding the page moves a pending frame to a timer, showing it moves back', () => {
+  test('hiding the page moves a slice waiting for a frame to a tick; showing it meters frames again', () => {
     const { host, engine, driver } = setup();
     engine.work = 10;
-    engine.onPoll = () => (host.now += 6n * MS); // one poll per slice
+    engine.onPoll = () => (host.now += 6n * MS); // one poll spends a frame's budget
     driver.start();
-    host.setVisible(false);
-    expect(driver.state).toBe('timer');
-    expect(host.pendingFrames).toBe(0);
-    host.frame(); // a background tab gets no frames
-    expect(engine.polledAt).toHaveLength(0);
-    host.advance(0);
-    expect(engine.polledAt).toHaveLength(1);
-    host.setVisible(true);
+    host.tick();
     expect(driver.state).toBe('frame');
-    expect(host.pendingTimers).toBe(0);
+    host.setVisible(false);
+    expect(driver.state).toBe('tick');
+    host.tick();
+    host.tick();
+    expect(engine.polledAt).toHaveLength(3);
+    host.setVisible(true);
+    host.tick(); // the one queued while hidden
+    expect(engine.polledAt).toHaveLength(4);
+    expect(driver.state).toBe('frame');
     host.frame();
-    expect(engine.polledAt).toHaveLength(2);
-    expect(driver.stats).toMatchObject({ frames: 2, animationFrames: 1 });
+    expect(engine.polledAt).toHaveLength(5);
+    expect(driver.stats.animationFrames).toBe(1);
   });
 
-  test('without a document (a worker, Node) the defaults use timers and performance.now()', async () => {
+  test('without a document (a worker, Node) the defaults use setImmediate, timers and performance.now()', async () => {
     const engine = new ScriptedEngine();
     const driver = new PollDriver(engine);
     // The deadline is set by the first poll, 20 ms after it: on a loaded machine the first
-    // zero-delay timer itself can come later than any fixed deadline would.
+    // tick itself can come later than any fixed deadline would.
     let first: bigint | undefined;
     let resolve: () => void = () => {};
     const reached = new Promise<void>((done) => (resolve = done));
@@ -199,7 +250,7 @@ describe('PollDriver tick source', () => {
       }
     };
     driver.start();
-    expect(driver.state).toBe('timer');
+    expect(driver.state).toBe('tick');
     await reached;
     driver.stop();
     expect(engine.polledAt.length).toBeGreaterThanOrEqual(2); // the first slice, then the deadline
@@ -215,66 +266,50 @@ describe('PollDriver sleeping and waking', () => {
     host.visible = false;
     engine.deadline = 50n * MS;
     driver.start();
-    host.advance(0);
+    host.tick();
     expect(engine.polledAt).toEqual([0n]);
     expect(driver.state).toBe('sleeping');
     host.advance(49);
     expect(engine.polledAt).toEqual([0n]);
     host.advance(1); // the deadline's timer asks for a slice
-    host.advance(0);
+    expect(driver.state).toBe('tick');
+    host.tick();
     expect(engine.polledAt).toEqual([0n, 50n * MS]);
     expect(driver.state).toBe('sleeping'); // no deadline left: until a wake
     expect(host.pendingTimers).toBe(0);
     expect(driver.stats.sleptMs).toBe(50);
   });
 
-  test('when visible, a deadline wakes a timer that then polls on the next frame', () => {
-    const { host, engine, driver } = setup();
-    engine.deadline = 30n * MS;
-    driver.start();
-    host.frame();
-    host.advance(30);
-    expect(driver.state).toBe('frame');
-    host.advance(4);
-    host.frame();
-    expect(engine.polledAt).toEqual([0n, 34n * MS]);
-  });
-
-  test('wake() cuts a sleep short and polls at once', () => {
+  test('wake() cuts a sleep short and polls at once; the deadline still comes', () => {
     const { host, engine, driver } = setup();
     host.visible = false;
     engine.deadline = 1000n * MS;
     driver.start();
-    host.advance(0);
+    host.tick();
     host.advance(10);
     engine.work = 1; // the host delivered bytes
     driver.wake();
-    expect(driver.state).toBe('timer');
-    host.advance(0);
+    expect(driver.state).toBe('tick');
+    expect(host.pendingTimers).toBe(0);
+    host.tick();
     expect(engine.polledAt).toEqual([0n, 10n * MS]);
     expect(driver.state).toBe('sleeping');
     host.advance(990);
-    host.advance(0);
+    host.tick();
     expect(engine.polledAt).toEqual([0n, 10n * MS, 1000n * MS]);
   });
 
-  test('an engine with no deadline sleeps until woken; a wake during a poll polls again', () => {
+  test('an engine with no deadline sleeps until woken', () => {
     const { host, engine, driver } = setup();
     host.visible = false;
     driver.start();
-    host.advance(0);
+    host.tick();
     host.advance(60_000);
     expect(engine.polledAt).toEqual([0n]);
-    expect(host.pendingTimers).toBe(0);
-    let wakes = 1;
-    engine.onPoll = () => {
-      if (wakes-- > 0) driver.wake(); // e.g. a transport delivered bytes from inside a callback
-    };
+    expect(host.pendingTimers + host.pendingTicks).toBe(0);
     driver.wake();
-    host.advance(0);
+    host.tick();
     expect(engine.polledAt).toHaveLength(2);
-    host.advance(0);
-    expect(engine.polledAt).toHaveLength(3);
     expect(driver.state).toBe('sleeping');
     expect(driver.stats.sleptMs).toBe(60_000);
   });
@@ -282,22 +317,24 @@ describe('PollDriver sleeping and waking', () => {
   test('wake() while a slice is already requested asks for no second one; before start() it does nothing', () => {
     const { host, engine, driver } = setup();
     driver.wake();
-    expect(host.pendingFrames + host.pendingTimers).toBe(0);
+    expect(host.pendingFrames + host.pendingTicks).toBe(0);
     driver.start();
     driver.wake();
     driver.wake();
-    expect(host.pendingFrames).toBe(1);
-    host.frame();
+    expect(host.pendingTicks).toBe(1);
+    host.tick();
     expect(engine.polledAt).toHaveLength(1);
   });
 });
 
-describe('PollDriver per-frame bounds', () => {
-  test('a slow engine gets at most the time budget per frame, then yields to the next frame', () => {
+describe('PollDriver bounds per slice and per frame', () => {
+  test('while visible a slow engine gets at most the time budget per frame, then waits for the next frame', () => {
     const { host, engine, driver } = setup({ frameBudgetMs: 6 });
     engine.work = 10;
     engine.onPoll = () => (host.now += 2n * MS);
     driver.start();
+    host.tick();
+    expect(engine.polledAt).toHaveLength(3);
     const pollsPerFrame: number[] = [];
     while (driver.state === 'frame') {
       const before = engine.polledAt.length;
@@ -307,19 +344,38 @@ describe('PollDriver per-frame bounds', () => {
       expect(host.now - frameStart).toBeLessThanOrEqual(6n * MS);
       host.now += 10n * MS; // the rest of the 16 ms frame
     }
-    expect(pollsPerFrame).toEqual([3, 3, 3, 1]);
+    expect(pollsPerFrame).toEqual([3, 3, 1]);
     expect(engine.work).toBe(0);
-    expect(driver.stats).toMatchObject({ polls: 10, frames: 4, yields: 3 });
+    expect(driver.stats).toMatchObject({ polls: 10, frames: 4, animationFrames: 3, yields: 3 });
   });
 
-  test('a fast engine gets at most maxPollsPerFrame polls per frame', () => {
+  test('a wake in a frame whose budget is left polls at once; one whose budget is spent waits for the frame', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    driver.start();
+    engine.onPoll = () => (host.now += 2n * MS);
+    host.tick(); // 2 ms of this frame's 6
+    driver.wake();
+    expect(driver.state).toBe('tick');
+    host.tick(); // 4 ms
+    engine.onPoll = () => (host.now += 3n * MS);
+    driver.wake();
+    host.tick(); // 7 ms: spent
+    driver.wake();
+    expect(driver.state).toBe('frame');
+    host.tick();
+    expect(engine.polledAt).toHaveLength(3);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(4);
+  });
+
+  test('a fast engine gets at most maxPollsPerFrame polls per slice', () => {
     const { host, engine, driver } = setup({ maxPollsPerFrame: 4 });
     engine.work = 10;
     driver.start();
-    host.frame();
+    host.tick();
     expect(engine.polledAt).toHaveLength(4);
-    host.frame();
-    host.frame();
+    host.tick();
+    host.tick();
     expect(engine.polledAt).toHaveLength(10);
     expect(driver.state).toBe('sleeping');
   });
@@ -333,9 +389,9 @@ describe('PollDriver per-frame bounds', () => {
       rearm = false;
     };
     driver.start();
-    host.frame();
-    expect(driver.state).toBe('frame');
-    host.frame();
+    host.tick();
+    expect(driver.state).toBe('tick');
+    host.tick();
     expect(engine.polledAt).toEqual([100n * MS, 100n * MS]);
     expect(driver.state).toBe('sleeping');
   });
@@ -348,22 +404,26 @@ describe('PollDriver per-frame bounds', () => {
 });
 
 describe('PollDriver start, stop and errors', () => {
-  test('stop() cancels the pending frame and timers; start() resumes', () => {
+  test('stop() cancels the pending tick, frame and timers; start() resumes', () => {
     const { host, engine, driver } = setup();
     engine.deadline = 20n * MS;
     driver.start();
-    host.frame();
+    host.tick();
     expect(host.pendingTimers).toBe(1);
     driver.stop();
     expect(driver.running).toBe(false);
     expect(host.pendingTimers + host.pendingFrames).toBe(0);
     host.advance(100);
+    host.tick();
     host.frame();
     expect(engine.polledAt).toHaveLength(1);
     driver.start();
     driver.start(); // twice is once
-    expect(host.pendingFrames).toBe(1);
-    host.frame();
+    driver.stop();
+    host.tick(); // a cancelled tick does nothing
+    expect(engine.polledAt).toHaveLength(1);
+    driver.start();
+    host.tick();
     expect(engine.polledAt).toHaveLength(2);
     driver.stop();
     host.setVisible(false); // no listener left behind
@@ -375,9 +435,11 @@ describe('PollDriver start, stop and errors', () => {
     engine.work = 5;
     engine.onPoll = () => driver.stop();
     driver.start();
-    host.frame();
+    host.tick();
     expect(engine.polledAt).toHaveLength(1);
     expect(host.pendingTimers + host.pendingFrames).toBe(0);
+    host.tick();
+    expect(engine.polledAt).toHaveLength(1);
   });
 
   test('an error from poll goes to onError and stops the driver by default', () => {
@@ -389,7 +451,7 @@ describe('PollDriver start, stop and errors', () => {
       throw failure;
     };
     driver.start();
-    host.frame();
+    host.tick();
     expect(errors).toEqual([failure]);
     expect(driver.running).toBe(false);
     expect(driver.stats).toMatchObject({ polls: 1, errors: 1 });
@@ -405,11 +467,11 @@ describe('PollDriver start, stop and errors', () => {
       if (failures-- > 0) throw new Error(`failure ${failures}`);
     };
     driver.start();
-    host.frame();
-    host.frame();
+    host.tick();
+    host.tick();
     expect(driver.running).toBe(true);
     expect(errors.map((error) => (error as Error).message)).toEqual(['failure 1', 'failure 0']);
-    host.frame();
+    host.tick();
     expect(driver.state).toBe('sleeping');
     expect(driver.stats).toMatchObject({ polls: 3, errors: 2, frames: 3 });
   });
@@ -429,11 +491,11 @@ describe('PollDriver when the engine or the error handler throws', () => {
       return false;
     };
     driver.start();
-    host.frame();
-    host.frame();
+    host.tick();
+    host.tick();
     expect(errors.map((error) => (error as Error).message)).toEqual(['expiry broke', 'hasWork broke']);
-    expect(driver.state).toBe('frame');
-    host.frame();
+    expect(driver.state).toBe('tick');
+    host.tick();
     expect(driver.state).toBe('sleeping');
   });
 
@@ -448,10 +510,10 @@ describe('PollDriver when the engine or the error handler throws', () => {
       throw new Error('engine broke');
     };
     driver.start();
-    expect(() => host.frame()).toThrow('the handler broke too');
-    expect(driver.state).toBe('frame');
+    expect(() => host.tick()).toThrow('the handler broke too');
+    expect(driver.state).toBe('tick');
     engine.onPoll = () => {};
-    host.frame();
+    host.tick();
     expect(driver.state).toBe('sleeping');
     expect(driver.stats).toMatchObject({ polls: 2, errors: 1 });
   });
@@ -468,18 +530,18 @@ describe('PollDriver when the engine or the error handler throws', () => {
       if (!restarted) throw new Error('once');
     };
     driver.start();
-    host.frame();
-    expect(driver.state).toBe('frame');
-    host.frame();
+    host.tick();
+    expect(driver.state).toBe('tick');
+    host.tick();
     expect(driver.state).toBe('sleeping');
     expect(engine.polledAt).toHaveLength(2);
   });
 });
 
 /**
- * The built driver in headless Chromium with its defaults: a visible page ticks on
- * animation frames, a module Worker (no document) on timers, and both sleep between an
- * engine's deadlines.
+ * The built driver in headless Chromium with its defaults: on a visible page and in a
+ * module Worker (no document) it sleeps between an engine's deadlines, and on the page a
+ * wake right after a delivery polls before the next animation frame.
  */
 describe('PollDriver in Chromium', () => {
   /** An engine with ten deadlines 10 ms apart; resolves with the driver's stats after the last. */
@@ -504,17 +566,44 @@ export function runDriver() {
     });
     driver.start();
   });
+}
+/** Inside an animation frame: asks for the next frame, then delivers (wakes an idle driver);
+ * resolves with the order of the wake, the poll and the next frame. */
+export function wakeOrder() {
+  return new Promise((resolve) => {
+    const order = [];
+    let work = 0;
+    const driver = new PollDriver({
+      poll() { if (work > 0) { work--; order.push('poll'); } },
+      expiry: () => null,
+      hasWork: () => work > 0,
+    });
+    driver.start();
+    const deliver = () => {
+      if (driver.state !== 'sleeping') return requestAnimationFrame(deliver);
+      requestAnimationFrame(() => {
+        order.push('next frame');
+        driver.stop();
+        resolve(order);
+      });
+      work = 1;
+      driver.wake();
+      order.push('wake');
+    };
+    requestAnimationFrame(deliver);
+  });
 }`;
   const PAGE_SCRIPT = `
-import { runDriver } from '/run-driver.js';
+import { runDriver, wakeOrder } from '/run-driver.js';
 window.bbReport = (async () => {
   const page = await runDriver();
+  const order = await wakeOrder();
   const worker = await new Promise((resolve) => {
     const w = new Worker('/worker.js', { type: 'module' });
     w.onmessage = (event) => resolve(event.data);
     w.onerror = (event) => resolve({ error: event.message || 'the worker failed to load' });
   });
-  return { page, worker };
+  return { page, worker, order };
 })();`;
   const WORKER_SCRIPT = `import { runDriver } from '/run-driver.js'; runDriver().then((stats) => postMessage(stats));`;
   const ROUTES: Record<string, [string, string]> = {
@@ -529,7 +618,7 @@ window.bbReport = (async () => {
     hasDocument: boolean;
   }
 
-  test('a visible page polls on animation frames, a Worker on timers; both sleep between deadlines', async () => {
+  test('a page and a Worker sleep between deadlines; on the page a delivery is polled before the next frame', async () => {
     const driverJs = join(packageRoot, 'dist', 'driver.js');
     if (!existsSync(driverJs)) throw new Error(`${driverJs} is missing: run \`npm run build\` (npm test does)`);
     const server = createServer((request, response) => {
@@ -546,9 +635,10 @@ window.bbReport = (async () => {
       page.on('pageerror', (error) => pageErrors.push(error.message));
       await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
       await page.waitForFunction('window.bbReport !== undefined');
-      const report = (await page.evaluate('window.bbReport')) as { page: DriverReport; worker: DriverReport };
+      const report = (await page.evaluate('window.bbReport')) as { page: DriverReport; worker: DriverReport; order: string[] };
       expect(pageErrors).toEqual([]);
-      for (const [where, stats] of Object.entries(report)) {
+      for (const where of ['page', 'worker'] as const) {
+        const stats = report[where];
         expect(stats.errors, where).toBe(0);
         expect(stats.polls, where).toBeGreaterThanOrEqual(11); // the first slice and ten deadlines
         expect(stats.polls, where).toBeLessThan(40); // it slept rather than spun
@@ -556,9 +646,9 @@ window.bbReport = (async () => {
         expect(stats.sleptMs, where).toBeGreaterThan(50);
       }
       expect(report.page.hasDocument).toBe(true);
-      expect(report.page.animationFrames).toBe(report.page.frames);
       expect(report.worker.hasDocument).toBe(false);
       expect(report.worker.animationFrames).toBe(0);
+      expect(report.order).toEqual(['wake', 'poll', 'next frame']);
     } finally {
       await browser.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -586,13 +676,15 @@ describe('a template server on a running peer', () => {
       close() {},
     } as unknown as Parameters<typeof runPeer>[1];
     const peer = runPeer(server.node, transport, host.options({ requestAnimationFrame: null, visibility: null }));
-    host.advance(0);
+    host.tick();
     expect(peer.driver.state).toBe('sleeping'); // nothing to do, no deadline: asleep until woken
 
     const client = peerIdFromU64(2);
     server.start([client], peer.driver.now());
-    expect(peer.driver.state).toBe('timer');
+    expect(peer.driver.state).toBe('tick');
+    host.tick();
     host.advance(250); // the first round's tick (every 200 ms) sends the global model
+    host.tick();
     expect(sent).toContain(client);
     peer.stop();
     server.node.free();

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cpu/elementwise.h"
+#include "tensor/kernels/split.h"
+#include "util/parallel.h"
 
 /* ---- type checks ------------------------------------------------------------------------ */
 
@@ -153,40 +155,74 @@ static void expand_column(void *tile, const char *src, int64_t stride, int64_t r
 #undef EXPAND
 }
 
-void bbi_ew_plan_each(const bbi_ew_plan *p, void *const *base, const size_t *elem_size, bbi_ew_run_fn fn,
-                     void *user) {
-  if (p->run == 0) return;
-  const int n = p->n_operands, last = p->rank - 1;
+/* One walk: the plan, its operands, and how it is cut into calls of fn. Without rows (a
+ * single run) a call is a piece of the run, starting at a multiple of `piece` elements;
+ * otherwise it is up to `rows` rows of the innermost outer dimension, `calls_per_row` of
+ * them per index of the dimensions outside it, as one thread would make them. */
+typedef struct ew_walk {
+  const bbi_ew_plan *p;
+  void *const *base;
+  const size_t *elem_size;
+  bbi_ew_run_fn fn;
+  void *user;
   rows_mode mode[BBI_EW_MAX_OPERANDS];
-  const int64_t rows = widen_rows(p, elem_size, mode);
+  int64_t rows, calls_per_row, piece;
+} ew_walk;
+
+/* Calls [c0, c1) of a single run. */
+static void walk_run(void *ctx, size_t c0, size_t c1) {
+  const ew_walk *w = ctx;
+  const bbi_ew_plan *p = w->p;
+  void *ptr[BBI_EW_MAX_OPERANDS];
+  const int64_t begin = (int64_t)c0 * w->piece, end = (int64_t)c1 * w->piece < p->run ? (int64_t)c1 * w->piece : p->run;
+  for (int k = 0; k < p->n_operands; k++)
+    ptr[k] = (char *)w->base[k] + (size_t)begin * p->step[k] * w->elem_size[k];
+  w->fn(w->user, (size_t)(end - begin), ptr, p->step);
+}
+
+/* Calls [c0, c1) over the outer dimensions: the odometer starts at call c0. */
+static void walk_rows(void *ctx, size_t c0, size_t c1) {
+  const ew_walk *w = ctx;
+  const bbi_ew_plan *p = w->p;
+  const int n = p->n_operands, last = p->rank - 1;
+  const int64_t rows = w->rows;
   union {
     uint64_t align;
     unsigned char bytes[WIDE_TILE_BYTES];
   } tile[BBI_EW_MAX_OPERANDS];
   const char *tiled[BBI_EW_MAX_OPERANDS] = {NULL}; /* the row a ROWS_REPEAT tile holds copies of */
   size_t step[BBI_EW_MAX_OPERANDS];
-  for (int k = 0; k < n; k++) step[k] = rows > 1 && mode[k] == ROWS_COLUMN ? 1 : p->step[k];
+  for (int k = 0; k < n; k++) step[k] = rows > 1 && w->mode[k] == ROWS_COLUMN ? 1 : p->step[k];
 
   int64_t byte_stride[BBI_EW_MAX_OPERANDS][BB_MAX_RANK], offset[BBI_EW_MAX_OPERANDS] = {0};
   int64_t idx[BB_MAX_RANK] = {0};
   for (int k = 0; k < n; k++)
-    for (int d = 0; d < p->rank; d++) byte_stride[k][d] = p->strides[k][d] * (int64_t)elem_size[k];
+    for (int d = 0; d < p->rank; d++) byte_stride[k][d] = p->strides[k][d] * (int64_t)w->elem_size[k];
+  /* where call c0 starts: its row in the innermost outer dimension, the others' indices */
+  int64_t outer = (int64_t)c0 / w->calls_per_row;
+  idx[last] = (int64_t)c0 % w->calls_per_row * rows;
+  for (int d = last - 1; d >= 0; d--) {
+    idx[d] = outer % p->dims[d];
+    outer /= p->dims[d];
+  }
+  for (int k = 0; k < n; k++)
+    for (int d = 0; d <= last; d++) offset[k] += byte_stride[k][d] * idx[d];
   void *ptr[BBI_EW_MAX_OPERANDS];
-  for (;;) {
+  for (size_t call = c0; call < c1; call++) {
     const int64_t take = rows > 1 && p->dims[last] - idx[last] < rows ? p->dims[last] - idx[last] : rows;
     for (int k = 0; k < n; k++) {
-      ptr[k] = (char *)base[k] + offset[k];
-      if (rows == 1 || mode[k] == ROWS_CONTINUE) continue;
-      if (mode[k] == ROWS_COLUMN) {
-        expand_column(tile[k].bytes, ptr[k], byte_stride[k][last], take, p->run, elem_size[k]);
+      ptr[k] = (char *)w->base[k] + offset[k];
+      if (rows == 1 || w->mode[k] == ROWS_CONTINUE) continue;
+      if (w->mode[k] == ROWS_COLUMN) {
+        expand_column(tile[k].bytes, ptr[k], byte_stride[k][last], take, p->run, w->elem_size[k]);
       } else if (tiled[k] != ptr[k]) {
-        const size_t row_bytes = (size_t)p->run * elem_size[k];
+        const size_t row_bytes = (size_t)p->run * w->elem_size[k];
         for (int64_t r = 0; r < rows; r++) memcpy(tile[k].bytes + (size_t)r * row_bytes, ptr[k], row_bytes);
         tiled[k] = ptr[k];
       }
       ptr[k] = tile[k].bytes;
     }
-    fn(user, (size_t)(p->run * take), ptr, step);
+    w->fn(w->user, (size_t)(p->run * take), ptr, step);
     /* odometer: advance the innermost outer dimension by `take`, carrying outwards */
     int64_t inc = take;
     int d = last;
@@ -200,6 +236,26 @@ void bbi_ew_plan_each(const bbi_ew_plan *p, void *const *base, const size_t *ele
     }
     if (d < 0) return;
   }
+}
+
+/* Large walks go to the pool, cut into calls as one thread makes them (every element meets
+ * the same kernel call shape), so the result is the same on any number of threads. */
+void bbi_ew_plan_each(const bbi_ew_plan *p, void *const *base, const size_t *elem_size, bbi_ew_run_fn fn,
+                     void *user) {
+  if (p->run == 0) return;
+  ew_walk w = {p, base, elem_size, fn, user, {ROWS_CONTINUE}, 1, 1, 0};
+  if (p->rank == 0) {
+    /* pieces of a whole number of vector blocks */
+    w.piece = (BBI_PAR_GRAIN + BBI_PAR_ALIGN - 1) / BBI_PAR_ALIGN * BBI_PAR_ALIGN;
+    bbi_parallel_for((size_t)((p->run + w.piece - 1) / w.piece), 1, walk_run, &w);
+    return;
+  }
+  w.rows = widen_rows(p, elem_size, w.mode);
+  const int last = p->rank - 1;
+  w.calls_per_row = (p->dims[last] + w.rows - 1) / w.rows;
+  int64_t calls = w.calls_per_row;
+  for (int d = 0; d < last; d++) calls *= p->dims[d];
+  bbi_parallel_for((size_t)calls, bbi_par_grain((size_t)(p->run * w.rows)), walk_rows, &w);
 }
 
 void bbi_ew_apply(bb_tensor *y, const bb_tensor *const *in, int n_inputs, bbi_ew_run_fn fn, void *user) {

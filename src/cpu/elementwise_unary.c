@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "cpu/elementwise.h"
+#include "tensor/kernels/split.h"
+#include "util/parallel.h"
 #include "tensor/kernels/kernels.h"
 
 typedef struct unary_args {
@@ -138,19 +140,26 @@ FLOAT_OP(elu, BBI_EW_FLOATS_NO_BF16)
 FLOAT_OP(selu, BBI_EW_FLOATS_NO_BF16)
 FLOAT_OP(hard_sigmoid, BBI_EW_FLOATS_NO_BF16)
 
-static int run_unary(bbi_cpu_op_ctx *ctx, const unary_op *op, const unary_args *args) {
-  int rc = bbi_ew_check_type(ctx, 0, op->types);
-  if (rc) return rc;
-  const bb_tensor *x = ctx->inputs[0];
-  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
-  const size_t n = (size_t)x->numel, esize = bb_dtype_size(x->dtype);
-  const char *in = bb_tensor_data(x);
-  char *out = bb_tensor_data(ctx->outputs[0]);
-  const int32_t dt = x->dtype;
+/* Elements [begin, end) of one unary operator's input. */
+typedef struct unary_job {
+  const unary_op *op;
+  const unary_args *args;
+  int32_t dtype;
+  const char *in;
+  char *out;
+} unary_job;
+
+static void unary_range(void *ctx, size_t begin, size_t end) {
+  const unary_job *j = ctx;
+  const unary_op *op = j->op;
+  const int32_t dt = j->dtype;
+  const size_t n = end - begin, esize = bb_dtype_size(dt);
+  const char *in = j->in + begin * esize;
+  char *out = j->out + begin * esize;
   if (dt == BB_DTYPE_FLOAT) {
-    op->f32(n, (const float *)in, (float *)out, args);
+    op->f32(n, (const float *)in, (float *)out, j->args);
   } else if (dt == BB_DTYPE_DOUBLE) {
-    op->f64(n, (const double *)in, (double *)out, args);
+    op->f64(n, (const double *)in, (double *)out, j->args);
   } else if (op->ints[dt]) {
     op->ints[dt](n, in, out);
   } else if (bbi_ew_is_half(dt)) {
@@ -158,7 +167,7 @@ static int run_unary(bbi_cpu_op_ctx *ctx, const unary_op *op, const unary_args *
     for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
       const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
       bbi_ew_widen(dt, in + done * esize, m, v);
-      op->f32(m, v, v, args);
+      op->f32(m, v, v, j->args);
       bbi_ew_narrow(dt, v, m, out + done * esize);
     }
   } else { /* an integer type computed in double */
@@ -166,10 +175,24 @@ static int run_unary(bbi_cpu_op_ctx *ctx, const unary_op *op, const unary_args *
     for (size_t done = 0; done < n; done += BBI_EW_CHUNK) {
       const size_t m = n - done < BBI_EW_CHUNK ? n - done : BBI_EW_CHUNK;
       bbi_ew_convert(BB_DTYPE_DOUBLE, v, dt, in + done * esize, m);
-      op->f64(m, v, v, args);
+      op->f64(m, v, v, j->args);
       bbi_ew_convert(dt, out + done * esize, BB_DTYPE_DOUBLE, v, m);
     }
   }
+}
+
+/* Pieces for the pool start at multiples of this (bbi_parallel_for may double it): whole
+ * vector blocks and whole chunks, so every element meets the code it meets in one call. */
+#define UNARY_PIECE (BBI_PAR_GRAIN / BBI_EW_CHUNK * BBI_EW_CHUNK)
+_Static_assert(UNARY_PIECE % BBI_PAR_ALIGN == 0 && UNARY_PIECE % BBI_EW_CHUNK == 0, "pieces keep blocks whole");
+
+static int run_unary(bbi_cpu_op_ctx *ctx, const unary_op *op, const unary_args *args) {
+  int rc = bbi_ew_check_type(ctx, 0, op->types);
+  if (rc) return rc;
+  const bb_tensor *x = ctx->inputs[0];
+  if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, x->dims))) return rc;
+  unary_job j = {op, args, x->dtype, bb_tensor_data(x), bb_tensor_data(ctx->outputs[0])};
+  bbi_parallel_for((size_t)x->numel, UNARY_PIECE, unary_range, &j);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cpu/nn.h"
-#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/split.h"
 #include "util/mem.h"
 
 #define MAX_SPATIAL 3
@@ -252,7 +252,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
       const float *xg = xd + (n0 * c_in + gi * cg) * g->in_size;
       for (int64_t j = 0; j < nc && !direct; j++) {
         const float *xj = xg + j * c_in * g->in_size;
-        if (planar) bbi_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
+        if (planar) bbi_par_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
         else im2col_f32(g, xj, cg, col);
       }
       bbi_f32_gemm_args a;
@@ -333,9 +333,9 @@ static void pool_f32(const geometry *g, bool is_max, bool include_pad, int64_t p
                      bb_tensor *y, bb_tensor *indices) {
   bbi_window2d k = window_of(g, include_pad);
   if (is_max)
-    bbi_f32_maxpool2d(&k, (size_t)planes, bb_tensor_data(x), bb_tensor_data(y), indices ? bb_tensor_data(indices) : NULL);
+    bbi_par_f32_maxpool2d(&k, (size_t)planes, bb_tensor_data(x), bb_tensor_data(y), indices ? bb_tensor_data(indices) : NULL);
   else
-    bbi_f32_avgpool2d(&k, (size_t)planes, bb_tensor_data(x), bb_tensor_data(y));
+    bbi_par_f32_avgpool2d(&k, (size_t)planes, bb_tensor_data(x), bb_tensor_data(y));
 }
 
 static int pool(bbi_cpu_op_ctx *ctx, bool is_max) {
@@ -414,7 +414,7 @@ static int global_pool(bbi_cpu_op_ctx *ctx, bool is_max) {
   if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
   int64_t planes = x->dims[0] * x->dims[1];
   if (x->dtype == BB_DTYPE_FLOAT) {
-    bbi_f32_reduce_rows(is_max ? BBI_REDUCE_MAX : BBI_REDUCE_MEAN, (size_t)planes, (size_t)spatial, bb_tensor_data(x),
+    bbi_par_f32_reduce_rows(is_max ? BBI_REDUCE_MAX : BBI_REDUCE_MEAN, (size_t)planes, (size_t)spatial, bb_tensor_data(x),
                        bb_tensor_data(ctx->outputs[0]));
     return 0;
   }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cpu/nn.h"
-#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/split.h"
 #include "util/mem.h"
 
 static const int32_t FLOAT_NO_BF16[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_UNDEFINED};
@@ -120,7 +120,7 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
         float *yg = yd + ((n0 + j) * m_out + gi * mg) * g->out_size;
         const float *cj = col + j * npos;
         if (planar) {
-          bbi_f32_col2im_2d(&win, (size_t)mg, cj, ld, yg);
+          bbi_par_f32_col2im_2d(&win, (size_t)mg, cj, ld, yg);
           continue;
         }
         for (int64_t k = 0; k < g->k_size; k++)

@@ -5,7 +5,8 @@
 #include <math.h>
 
 #include "cpu/reduce_block.h"
-#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/split.h"
+#include "util/parallel.h"
 
 /* Elements per stack buffer for the float/double passes that need temporaries. */
 #define CHUNK 1024
@@ -14,22 +15,60 @@
 
 /* ---- float ------------------------------------------------------------------------------ */
 
+typedef struct chunk_sums {
+  const float *x;
+  int64_t len;
+  float *parts;
+} chunk_sums;
+
+static void sum_chunks(void *ctx, size_t c0, size_t c1) {
+  const chunk_sums *j = ctx;
+  for (size_t c = c0; c < c1; c++) {
+    const int64_t at = (int64_t)c * CHUNK, n = j->len - at < CHUNK ? j->len - at : CHUNK;
+    bbi_f32_reduce_rows(BBI_REDUCE_SUM, 1, (size_t)n, j->x + at, &j->parts[c]);
+  }
+}
+
+/* A long row's sum: its chunks' partial sums, computed side by side, added up in double
+ * in order. */
+static float long_row_sum(int64_t len, const float *x) {
+  float parts[BBI_PARALLEL_MAX_TASKS];
+  const int64_t per_pass = (int64_t)(sizeof parts / sizeof parts[0]) * CHUNK;
+  double total = 0.0;
+  for (int64_t at = 0; at < len; at += per_pass) {
+    const int64_t n = len - at < per_pass ? len - at : per_pass;
+    chunk_sums j = {x + at, n, parts};
+    const size_t chunks = (size_t)((n + CHUNK - 1) / CHUNK);
+    bbi_parallel_for(chunks, bbi_par_grain(CHUNK), sum_chunks, &j);
+    for (size_t c = 0; c < chunks; c++) total += parts[c];
+  }
+  return (float)total;
+}
+
+typedef struct long_rows {
+  int64_t len;
+  const float *x;
+  float *y;
+} long_rows;
+
+static void sum_long_rows(void *ctx, size_t r0, size_t r1) {
+  const long_rows *j = ctx;
+  for (size_t r = r0; r < r1; r++) j->y[r] = long_row_sum(j->len, j->x + (int64_t)r * j->len);
+}
+
 /* Sums of contiguous rows. A long row is summed in chunks whose partial sums add up in
  * double, so the rounding error grows with the chunk length, not with the row's (a
- * 2^20-element row is then about as accurate as numpy's pairwise sum). */
+ * 2^20-element row is then about as accurate as numpy's pairwise sum). The chunks are
+ * fixed by the row's length and their partial sums added in order, so on several threads
+ * (rows side by side, or one row's chunks side by side) the sum is the same. */
 static void f32_sum_rows(int64_t rows, int64_t len, const float *x, float *y) {
   if (len <= CHUNK) {
-    bbi_f32_reduce_rows(BBI_REDUCE_SUM, (size_t)rows, (size_t)len, x, y);
-    return;
-  }
-  for (int64_t r = 0; r < rows; r++, x += len) {
-    double total = 0.0;
-    for (int64_t c = 0; c < len; c += CHUNK) {
-      float part;
-      bbi_f32_reduce_rows(BBI_REDUCE_SUM, 1, (size_t)(len - c < CHUNK ? len - c : CHUNK), x + c, &part);
-      total += part;
-    }
-    y[r] = (float)total;
+    bbi_par_f32_reduce_rows(BBI_REDUCE_SUM, (size_t)rows, (size_t)len, x, y);
+  } else if (rows > 1) {
+    long_rows j = {len, x, y};
+    bbi_parallel_for((size_t)rows, bbi_par_grain((size_t)len), sum_long_rows, &j);
+  } else {
+    *y = long_row_sum(len, x);
   }
 }
 
@@ -97,20 +136,51 @@ static void f32_lse(int64_t outer, int64_t len, int64_t inner, const float *x, f
   }
 }
 
+static void f32_mapped(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
+  if (inner == 1) f32_mapped_rows(op, outer, len, x, y);
+  else f32_mapped_strided(op, outer, len, inner, x, y);
+}
+
+static void f32_lse_op(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
+  (void)op;
+  f32_lse(outer, len, inner, x, y);
+}
+
+/* A pass whose outer blocks are independent, run on outer sub-ranges side by side. */
+typedef void (*f32_pass_fn)(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
+
+typedef struct outer_job {
+  f32_pass_fn fn;
+  bbi_rblock_op op;
+  int64_t len, inner;
+  const float *x;
+  float *y;
+} outer_job;
+
+static void outer_piece(void *ctx, size_t o0, size_t o1) {
+  const outer_job *j = ctx;
+  j->fn(j->op, (int64_t)(o1 - o0), j->len, j->inner, j->x + (int64_t)o0 * j->len * j->inner, j->y + (int64_t)o0 * j->inner);
+}
+
+static void split_outer(f32_pass_fn fn, bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x,
+                        float *y) {
+  outer_job j = {fn, op, len, inner, x, y};
+  bbi_parallel_for((size_t)outer, bbi_par_grain((size_t)(len * inner)), outer_piece, &j);
+}
+
 void bbi_rblock_f32(bbi_rblock_op op, int64_t outer, int64_t len, int64_t inner, const float *x, float *y) {
   switch (op) {
   case BBI_RBLOCK_SUM:
     if (inner == 1) f32_sum_rows(outer, len, x, y);
-    else bbi_f32_reduce_strided(BBI_REDUCE_SUM, (size_t)outer, (size_t)len, (size_t)inner, x, y);
+    else bbi_par_f32_reduce_strided(BBI_REDUCE_SUM, (size_t)outer, (size_t)len, (size_t)inner, x, y);
     break;
-  case BBI_RBLOCK_MAX: bbi_f32_reduce_strided(BBI_REDUCE_MAX, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
-  case BBI_RBLOCK_MIN: bbi_f32_reduce_strided(BBI_REDUCE_MIN, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
+  case BBI_RBLOCK_MAX: bbi_par_f32_reduce_strided(BBI_REDUCE_MAX, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
+  case BBI_RBLOCK_MIN: bbi_par_f32_reduce_strided(BBI_REDUCE_MIN, (size_t)outer, (size_t)len, (size_t)inner, x, y); break;
   case BBI_RBLOCK_SUMSQ:
   case BBI_RBLOCK_ABSSUM:
-    if (inner == 1) f32_mapped_rows(op, outer, len, x, y);
-    else f32_mapped_strided(op, outer, len, inner, x, y);
+    split_outer(f32_mapped, op, outer, len, inner, x, y);
     break;
-  case BBI_RBLOCK_LSE: f32_lse(outer, len, inner, x, y); break;
+  case BBI_RBLOCK_LSE: split_outer(f32_lse_op, op, outer, len, inner, x, y); break;
   case BBI_RBLOCK_PROD: break; /* run in double by the caller */
   }
 }

@@ -4,8 +4,9 @@
 #include <math.h>
 
 #include "cpu/reduce.h"
-#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/split.h"
 #include "util/mem.h"
+#include "util/parallel.h"
 
 static const int32_t SOFTMAX_TYPES[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_BFLOAT16,
                                         BB_DTYPE_UNDEFINED};
@@ -64,6 +65,22 @@ static void f64_block(bool is_log, int64_t len, int64_t inner, double *x, double
     }
 }
 
+/* float32 blocks side by side on the pool: each participant has its own m and s. */
+typedef struct f32_blocks {
+  bool is_log;
+  int64_t outer, len, inner, per_task;
+  const float *x;
+  float *y, *scratch; /* 2 * inner floats per slot */
+} f32_blocks;
+
+static void f32_blocks_task(void *ctx, size_t task, size_t slot) {
+  const f32_blocks *j = ctx;
+  float *m = j->scratch + 2 * (size_t)j->inner * slot, *s = m + j->inner;
+  const int64_t o0 = (int64_t)task * j->per_task, o1 = o0 + j->per_task < j->outer ? o0 + j->per_task : j->outer;
+  const int64_t block = j->len * j->inner;
+  for (int64_t o = o0; o < o1; o++) f32_block(j->is_log, j->len, j->inner, j->x + o * block, j->y + o * block, m, s);
+}
+
 static int run(bbi_cpu_op_ctx *ctx, bool is_log) {
   const bb_tensor *in = ctx->inputs[0];
   int64_t outer, len, inner;
@@ -74,18 +91,21 @@ static int run(bbi_cpu_op_ctx *ctx, bool is_log) {
   const float *x = bb_tensor_data(in);
   float *y = bb_tensor_data(out);
   if (in->dtype == BB_DTYPE_FLOAT && inner == 1) {
-    if (is_log) bbi_f32_log_softmax_rows((size_t)outer, (size_t)len, x, y);
-    else bbi_f32_softmax_rows((size_t)outer, (size_t)len, x, y);
+    if (is_log) bbi_par_f32_log_softmax_rows((size_t)outer, (size_t)len, x, y);
+    else bbi_par_f32_softmax_rows((size_t)outer, (size_t)len, x, y);
     return 0;
   }
   size_t esize = in->dtype == BB_DTYPE_FLOAT ? sizeof(float) : sizeof(double);
-  /* scratch: m and s, plus the whole input in double for the other types */
-  size_t n_scratch = 2 * (size_t)inner + (in->dtype == BB_DTYPE_FLOAT ? 0 : (size_t)in->numel);
+  /* scratch: m and s (per participant for float32), plus the whole input in double for the other types */
+  const size_t width = in->dtype == BB_DTYPE_FLOAT ? bbi_parallel_width() : 1;
+  size_t n_scratch = 2 * (size_t)inner * width + (in->dtype == BB_DTYPE_FLOAT ? 0 : (size_t)in->numel);
   void *buf = bbi_mem_alloc(ctx->alloc, n_scratch * esize);
   if (!buf) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %zu bytes of scratch", n_scratch * esize);
   if (in->dtype == BB_DTYPE_FLOAT) {
-    float *m = buf, *s = m + inner;
-    for (int64_t o = 0; o < outer; o++) f32_block(is_log, len, inner, x + o * len * inner, y + o * len * inner, m, s);
+    int64_t per_task = (int64_t)bbi_par_grain((size_t)(len * inner));
+    while ((outer + per_task - 1) / per_task > BBI_PARALLEL_MAX_TASKS) per_task *= 2;
+    f32_blocks j = {is_log, outer, len, inner, per_task, x, y, buf};
+    bbi_parallel_run((size_t)((outer + per_task - 1) / per_task), width, f32_blocks_task, &j);
   } else {
     double *m = buf, *s = m + inner, *v = s + inner;
     for (int64_t i = 0; i < in->numel; i++) v[i] = bbi_cpu_get_f64(in, i);

@@ -8,13 +8,20 @@
  * A packed B panel (kc×NR) stays in L1 while the micro-kernel walks down the A block
  * (mc×kc, in L2). Packing also absorbs the transposes and alpha, and zero-pads the edge
  * panels so the micro-kernel always runs a full tile. Products with one row or one column
- * of C are matrix-vector products, run without packing. */
+ * of C are matrix-vector products, run without packing.
+ *
+ * On several threads (util/parallel.h) C is cut into regions — one mc block of rows by a
+ * chunk of whole NR panels of columns — and each participant packs what its region reads
+ * into its own part of the scratch. The blocking comes from the whole product, so every
+ * element of C meets the same k blocks, micro-kernel and tile as on one thread: the
+ * result is the same bits on any number of threads. */
 #include <stdint.h>
 #include <string.h>
 
 #include "bb/common.h"
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
+#include "util/parallel.h"
 
 #define SCRATCH_ALIGN 64
 
@@ -87,13 +94,46 @@ static gemm_blocking blocking_for(const bbi_f32_gemm_config *cfg, size_t m, size
  * row C^T = op(B)^T op(A)^T). */
 static int is_gemv(size_t m, size_t n) { return m == 1 || n == 1; }
 
+/* Products of fewer multiply-adds than this run on one thread: below it, handing out the
+ * work costs about what it saves. */
+#define PARALLEL_MIN_MACS ((size_t)1 << 16)
+/* Columns of C per region on several threads (rounded to whole panels); rows come in mc
+ * blocks. */
+#define REGION_COLUMNS 128
+/* Elements of the vector per task of a parallel matrix-vector product. */
+#define GEMV_TASK_ELEMENTS 256
+
+/* Whether the product is worth cutting across threads (the cut never changes the result). */
+static int worth_splitting(size_t m, size_t n, size_t k) {
+  return (uint64_t)m * n * k >= PARALLEL_MIN_MACS;
+}
+
+/* Floats one participant needs: the sequential layout (A block, B block) for slot 0, a
+ * region's (A block, a region's B panels) for the others; a matrix-vector product shares
+ * one x and one y among all. */
+static size_t slot0_floats(const gemm_blocking *b, size_t m, size_t n, size_t k) {
+  size_t floats = b->mc * b->kc + b->nc * b->kc;
+  if (is_gemv(m, n)) floats = max_size(floats, k + max_size(m, n));
+  return floats;
+}
+
+static size_t region_columns(const bbi_f32_gemm_config *cfg, const gemm_blocking *b) {
+  return min_size(b->nc, round_up(REGION_COLUMNS, cfg->nr));
+}
+
+static size_t slot_floats(const bbi_f32_gemm_config *cfg, const gemm_blocking *b) {
+  return b->mc * b->kc + region_columns(cfg, b) * b->kc;
+}
+
 size_t bbi_f32_gemm_scratch_size_for(const bbi_f32_gemm_config *cfg, size_t m, size_t n,
                                     size_t k) {
   if (m == 0 || n == 0 || k == 0) return 0;
   const gemm_blocking b = blocking_for(cfg, m, n, k);
-  size_t floats = b.mc * b.kc + b.nc * b.kc;
-  if (is_gemv(m, n)) floats = max_size(floats, k + max_size(m, n));
-  return floats * sizeof(float) + 2 * SCRATCH_ALIGN;
+  size_t bytes = slot0_floats(&b, m, n, k) * sizeof(float) + 2 * SCRATCH_ALIGN;
+  const size_t width = bbi_parallel_width();
+  if (width > 1 && !is_gemv(m, n) && worth_splitting(m, n, k))
+    bytes += (width - 1) * (slot_floats(cfg, &b) * sizeof(float) + 2 * SCRATCH_ALIGN);
+  return bytes;
 }
 
 size_t bbi_f32_gemm_scratch_size(size_t m, size_t n, size_t k) {
@@ -217,6 +257,12 @@ static bbi_f32_gemm_tile whole_tile(const bbi_f32_gemm_args *g) {
   return tile;
 }
 
+/* The tile settings for the part of C from row i0, column j0 on: its slices of the biases. */
+static void tile_with_bias(bbi_f32_gemm_tile *tile, const bbi_f32_gemm_args *g, size_t j0, size_t i0) {
+  tile->bias = g->bias ? g->bias + j0 : NULL;
+  tile->bias_per_row = g->bias_per_row ? g->bias_per_row + i0 : NULL;
+}
+
 /* C = beta*C + biases (clamped): the whole job when alpha or k is 0. A zero accumulator
  * tile with row stride 0 serves every row. */
 static void scale_c(const bbi_f32_gemm_args *g) {
@@ -228,26 +274,55 @@ static void scale_c(const bbi_f32_gemm_args *g) {
   }
 }
 
+/* A matrix-vector product: x (k floats, alpha already in) times the matrix operand, into
+ * y; tasks take GEMV_TASK_ELEMENTS elements of y each. */
+typedef struct gemv_job {
+  const bbi_f32_gemm_args *g;
+  const float *x;
+  float *y;
+  size_t len; /* elements of y */
+} gemv_job;
+
+/* Elements [j0, j1) of y and of C. One row (m = 1): y = x op(B); one column (n = 1):
+ * C^T = x^T op(A)^T, and op(A)^T is A read the other way. */
+static void gemv_part(const gemv_job *job, size_t j0, size_t j1) {
+  const bbi_f32_gemm_args *g = job->g;
+  bbi_f32_gemm_tile tile = whole_tile(g);
+  if (g->m == 1) {
+    const float *b = g->trans_b ? g->b + j0 * g->ldb : g->b + j0;
+    bbi_f32_gemv(j1 - j0, g->k, job->x, b, g->ldb, g->trans_b, job->y + j0);
+    tile_with_bias(&tile, g, j0, 0);
+    bbi_f32_gemm_tile_apply(job->y + j0, 0, g->c + j0, g->ldc, 1, j1 - j0, &tile);
+  } else {
+    const float *a = g->trans_a ? g->a + j0 : g->a + j0 * g->lda;
+    bbi_f32_gemv(j1 - j0, g->k, job->x, a, g->lda, !g->trans_a, job->y + j0);
+    tile_with_bias(&tile, g, 0, j0);
+    bbi_f32_gemm_tile_apply(job->y + j0, 1, g->c + j0 * g->ldc, g->ldc, j1 - j0, 1, &tile);
+  }
+}
+
+static void gemv_task(void *ctx, size_t task, size_t slot) {
+  (void)slot;
+  const gemv_job *job = ctx;
+  const size_t j0 = task * GEMV_TASK_ELEMENTS;
+  gemv_part(job, j0, min_size(job->len, j0 + GEMV_TASK_ELEMENTS));
+}
+
 /* C (one row or one column) through bbi_f32_gemv: the vector operand, times alpha, and the
  * raw products go to scratch; the biases, beta and clamp come after, in C's own
  * coordinates. */
 static void run_gemv(const bbi_f32_gemm_args *g, float *scratch) {
   const size_t k = g->k;
-  float *x = scratch, *y = scratch + k;
-  const bbi_f32_gemm_tile tile = whole_tile(g);
-  if (g->m == 1) {
-    /* x = row 0 of op(A), which is strided when A is transposed. */
-    const size_t step = g->trans_a ? g->lda : 1;
-    for (size_t p = 0; p < k; p++) x[p] = g->alpha * g->a[p * step];
-    bbi_f32_gemv(g->n, k, x, g->b, g->ldb, g->trans_b, y);
-    bbi_f32_gemm_tile_apply(y, 0, g->c, g->ldc, 1, g->n, &tile);
-  } else {
-    /* x = column 0 of op(B); C^T = x^T op(A)^T, and op(A)^T is A read the other way. */
-    const size_t step = g->trans_b ? 1 : g->ldb;
-    for (size_t p = 0; p < k; p++) x[p] = g->alpha * g->b[p * step];
-    bbi_f32_gemv(g->m, k, x, g->a, g->lda, !g->trans_a, y);
-    bbi_f32_gemm_tile_apply(y, 1, g->c, g->ldc, g->m, 1, &tile);
-  }
+  gemv_job job = {g, scratch, scratch + k, g->m == 1 ? g->n : g->m};
+  /* x = row 0 of op(A) (strided when A is transposed), or column 0 of op(B) */
+  const float *v = g->m == 1 ? g->a : g->b;
+  const size_t step = g->m == 1 ? (g->trans_a ? g->lda : 1) : (g->trans_b ? 1 : g->ldb);
+  for (size_t p = 0; p < k; p++) scratch[p] = g->alpha * v[p * step];
+  const size_t width = bbi_parallel_width();
+  if (width > 1 && worth_splitting(g->m, g->n, k))
+    bbi_parallel_run(div_ceil(job.len, GEMV_TASK_ELEMENTS), width, gemv_task, &job);
+  else
+    gemv_part(&job, 0, job.len);
 }
 
 /* ---- packed B ------------------------------------------------------------------------ */
@@ -302,6 +377,79 @@ static const float *packed_b_data(const bbi_f32_gemm_config *cfg, const bbi_f32_
 
 /* ---- the driver ---------------------------------------------------------------------- */
 
+/* What every region of one product shares. */
+typedef struct gemm_plan {
+  const bbi_f32_gemm_args *g;
+  gemm_blocking blk;
+  size_t mr, nr;
+  bbi_f32_gemm_ukernel_fn ukernel;
+  const float *packed; /* op(B) packed beforehand, or NULL */
+  /* regions on several threads: row blocks of blk.mc, column chunks of `chunk` within each
+   * nc block (chunks_per_block of them, the last block's trailing ones possibly empty) */
+  size_t chunk, chunks_per_block, row_blocks, col_chunks;
+  char *scratch;     /* slot 0's part; slot s's starts at scratch0_bytes + (s-1)*slot_bytes */
+  size_t scratch0_bytes, slot_bytes;
+} gemm_plan;
+
+/* Rows [i0, i1) of C (whole mc blocks) by columns [j0, j1) (whole NR panels, within the nc
+ * block that starts at jc): for each k block, pack the B panels it reads (unless packed
+ * beforehand) and each A block, and run the micro-kernel over every tile. */
+static void run_region(const gemm_plan *p, size_t i0, size_t i1, size_t jc, size_t j0, size_t j1,
+                       float *pa, float *pb_scratch) {
+  const bbi_f32_gemm_args *g = p->g;
+  const size_t k = g->k, mr = p->mr, nr = p->nr, nc_block = min_size(p->blk.nc, g->n - jc);
+  const size_t width = j1 - j0;
+  bbi_f32_gemm_tile tile = whole_tile(g);
+  for (size_t pc = 0; pc < k; pc += p->blk.kc) {
+    const size_t kc = min_size(p->blk.kc, k - pc);
+    const float *pb = pb_scratch;
+    if (p->packed)
+      pb = p->packed + jc * k + round_up(nc_block, nr) * pc + (j0 - jc) * kc;
+    else
+      pack_b(g->b, g->ldb, g->trans_b, pc, j0, kc, width, nr, pb_scratch);
+    tile.first = pc == 0;
+    tile.clamp = g->clamp && pc + kc == k;
+    for (size_t ic = i0; ic < i1; ic += p->blk.mc) {
+      const size_t mc = min_size(p->blk.mc, i1 - ic);
+      pack_a(g, ic, pc, mc, kc, mr, pa);
+      for (size_t jr = 0; jr < width; jr += nr) {
+        tile.bias = tile.first && g->bias ? g->bias + j0 + jr : NULL;
+        const float *panel_b = pb + jr * kc;
+        float *c = g->c + ic * g->ldc + j0 + jr;
+        for (size_t ir = 0; ir < mc; ir += mr) {
+          tile.bias_per_row = tile.first && g->bias_per_row ? g->bias_per_row + ic + ir : NULL;
+          p->ukernel(kc, pa + ir * kc, panel_b, c + ir * g->ldc, g->ldc, min_size(mr, mc - ir),
+                     min_size(nr, width - jr), &tile);
+        }
+      }
+    }
+  }
+}
+
+/* Task t of a product on several threads: row block t / col_chunks, column chunk
+ * t % col_chunks, with the participant's own packing buffers. */
+static void region_task(void *ctx, size_t task, size_t slot) {
+  const gemm_plan *p = ctx;
+  const size_t m = p->g->m, n = p->g->n;
+  const size_t i0 = task / p->col_chunks * p->blk.mc;
+  const size_t q = task % p->col_chunks;
+  const size_t jc = q / p->chunks_per_block * p->blk.nc;
+  const size_t block_end = min_size(jc + p->blk.nc, n);
+  const size_t j0 = jc + q % p->chunks_per_block * p->chunk;
+  if (j0 >= block_end) return; /* a trailing chunk of a short last block */
+  char *base = slot == 0 ? p->scratch : p->scratch + p->scratch0_bytes + (slot - 1) * p->slot_bytes;
+  float *pa = align_up(base);
+  float *pb = align_up(pa + p->blk.mc * p->blk.kc);
+  run_region(p, i0, min_size(i0 + p->blk.mc, m), jc, j0, min_size(j0 + p->chunk, block_end), pa, pb);
+}
+
+/* How many participants the scratch has room for, up to the pool's width. */
+static size_t scratch_slots(const gemm_plan *p, size_t scratch_size) {
+  size_t slots = 1;
+  if (scratch_size > p->scratch0_bytes) slots += (scratch_size - p->scratch0_bytes) / p->slot_bytes;
+  return min_size(slots, bbi_parallel_width());
+}
+
 int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g, void *scratch,
                     size_t scratch_size) {
   if (!cfg || !g) return BB_ERR_INVALID_ARGUMENT;
@@ -314,50 +462,41 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   }
   if (!g->a || g->lda < (g->trans_a ? m : k)) return BB_ERR_INVALID_ARGUMENT;
   if (!g->packed_b && (!g->b || g->ldb < (g->trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
-  if (!scratch || scratch_size < bbi_f32_gemm_scratch_size_for(cfg, m, n, k))
-    return BB_ERR_INVALID_ARGUMENT;
+  gemm_plan p;
+  p.blk = blocking_for(cfg, m, n, k);
+  p.scratch0_bytes = slot0_floats(&p.blk, m, n, k) * sizeof(float) + 2 * SCRATCH_ALIGN;
+  if (!scratch || scratch_size < p.scratch0_bytes) return BB_ERR_INVALID_ARGUMENT;
   if (!g->packed_b && is_gemv(m, n)) {
     run_gemv(g, align_up(scratch));
     return BB_OK;
   }
-
-  const gemm_blocking blk = blocking_for(cfg, m, n, k);
-  const float *packed = NULL;
-  if (g->packed_b && !(packed = packed_b_data(cfg, g, &blk))) return BB_ERR_INVALID_ARGUMENT;
+  p.packed = NULL;
+  if (g->packed_b && !(p.packed = packed_b_data(cfg, g, &p.blk))) return BB_ERR_INVALID_ARGUMENT;
+  p.g = g;
   /* A single row on a packed B takes the one-row kernel, without padding A to MR rows. */
-  const size_t mr = m == 1 ? 1 : cfg->mr, nr = cfg->nr;
-  const bbi_f32_gemm_ukernel_fn ukernel = m == 1 ? cfg->ukernel_1row : cfg->ukernel;
-  float *const pa = align_up(scratch);
-  float *const pb_scratch = align_up(pa + blk.mc * blk.kc);
-  bbi_f32_gemm_tile tile = whole_tile(g);
-
-  for (size_t jc = 0; jc < n; jc += blk.nc) {
-    const size_t nc = min_size(blk.nc, n - jc);
-    for (size_t pc = 0; pc < k; pc += blk.kc) {
-      const size_t kc = min_size(blk.kc, k - pc);
-      const float *pb = pb_scratch;
-      if (packed)
-        pb = packed + jc * k + round_up(nc, nr) * pc;
-      else
-        pack_b(g->b, g->ldb, g->trans_b, pc, jc, kc, nc, nr, pb_scratch);
-      tile.first = pc == 0;
-      tile.clamp = g->clamp && pc + kc == k;
-      for (size_t ic = 0; ic < m; ic += blk.mc) {
-        const size_t mc = min_size(blk.mc, m - ic);
-        pack_a(g, ic, pc, mc, kc, mr, pa);
-        for (size_t jr = 0; jr < nc; jr += nr) {
-          tile.bias = tile.first && g->bias ? g->bias + jc + jr : NULL;
-          const float *panel_b = pb + jr * kc;
-          float *c = g->c + ic * g->ldc + jc + jr;
-          for (size_t ir = 0; ir < mc; ir += mr) {
-            tile.bias_per_row = tile.first && g->bias_per_row ? g->bias_per_row + ic + ir : NULL;
-            ukernel(kc, pa + ir * kc, panel_b, c + ir * g->ldc, g->ldc, min_size(mr, mc - ir),
-                    min_size(nr, nc - jr), &tile);
-          }
-        }
-      }
-    }
+  p.mr = m == 1 ? 1 : cfg->mr;
+  p.nr = cfg->nr;
+  p.ukernel = m == 1 ? cfg->ukernel_1row : cfg->ukernel;
+  p.scratch = scratch;
+  p.slot_bytes = slot_floats(cfg, &p.blk) * sizeof(float) + 2 * SCRATCH_ALIGN;
+  const size_t slots = worth_splitting(m, n, k) ? scratch_slots(&p, scratch_size) : 1;
+  if (slots <= 1) {
+    float *const pa = align_up(scratch);
+    float *const pb = align_up(pa + p.blk.mc * p.blk.kc);
+    for (size_t jc = 0; jc < n; jc += p.blk.nc) run_region(&p, 0, m, jc, jc, min_size(jc + p.blk.nc, n), pa, pb);
+    return BB_OK;
   }
+  p.chunk = region_columns(cfg, &p.blk);
+  p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
+  p.row_blocks = div_ceil(m, p.blk.mc);
+  p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
+  /* very large products take wider regions, so the tasks stay within the pool's count */
+  while (p.row_blocks * p.col_chunks > BBI_PARALLEL_MAX_TASKS && p.chunk < p.blk.nc) {
+    p.chunk = min_size(p.blk.nc, p.chunk * 2);
+    p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
+    p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
+  }
+  bbi_parallel_run(p.row_blocks * p.col_chunks, slots, region_task, &p);
   return BB_OK;
 }
 

@@ -1,0 +1,36 @@
+/* The backend's threads (bb_cpu_set_threads): the process-wide work pool of
+ * util/parallel.c, sized by the caller. */
+#include "bb/cpu.h"
+#include "util/parallel.h"
+
+#if !defined(__wasm__)
+#include <unistd.h>
+#endif
+
+/* One thread per processor the system has online. */
+static size_t processor_count(void) {
+#if defined(__wasm__)
+  return 1;
+#else
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) return 1;
+  return n > BB_CPU_MAX_THREADS ? BB_CPU_MAX_THREADS : (size_t)n;
+#endif
+}
+
+int bb_cpu_set_threads(size_t n, bb_error *err) {
+  if (n == 0) n = processor_count();
+  if (n > BB_CPU_MAX_THREADS)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "bb_cpu_set_threads: %zu threads, over the %d this backend runs on", n,
+                        BB_CPU_MAX_THREADS);
+  const int rc = bbi_parallel_set_threads(n);
+  if (rc == BB_ERR_UNSUPPORTED)
+    return bb_error_set(err, rc, "bb_cpu_set_threads: this build has no threads (a WebAssembly module without shared memory)");
+  if (rc)
+    return bb_error_set(err, rc, "bb_cpu_set_threads: could not start %zu threads; running on %zu", n, bbi_parallel_width());
+  return BB_OK;
+}
+
+size_t bb_cpu_threads(void) { return bbi_parallel_width(); }
+
+_Static_assert(BB_CPU_MAX_THREADS == BBI_PARALLEL_MAX_THREADS, "one limit");

@@ -1,0 +1,124 @@
+/* Kernels cut across the work pool (see split.h). Every piece is a call of the kernel on a
+ * sub-range of the dimension being cut, which the kernel computes exactly as it would
+ * inside one whole call. */
+#include "tensor/kernels/split.h"
+
+#include "util/parallel.h"
+
+typedef struct window_job {
+  const bbi_window2d *g;
+  const float *in;
+  float *out;
+  size_t ld;
+  int64_t *indices;
+} window_job;
+
+static size_t window_cost(const bbi_window2d *g) { return g->oh * g->ow * g->kh * g->kw; }
+
+/* ---- column matrices: channels ----------------------------------------------------------- */
+
+static void im2col_piece(void *ctx, size_t c0, size_t c1) {
+  const window_job *j = ctx;
+  const bbi_window2d *g = j->g;
+  bbi_f32_im2col_2d(g, c1 - c0, j->in + c0 * g->ih * g->iw, j->out + c0 * g->kh * g->kw * j->ld, j->ld);
+}
+
+void bbi_par_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  window_job j = {g, x, col, ld, NULL};
+  bbi_parallel_for(channels, bbi_par_grain(window_cost(g)), im2col_piece, &j);
+}
+
+/* Channel c of x receives only the rows of channel c: pieces never touch the same element. */
+static void col2im_piece(void *ctx, size_t c0, size_t c1) {
+  const window_job *j = ctx;
+  const bbi_window2d *g = j->g;
+  bbi_f32_col2im_2d(g, c1 - c0, j->in + c0 * g->kh * g->kw * j->ld, j->ld, j->out + c0 * g->ih * g->iw);
+}
+
+void bbi_par_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+  window_job j = {g, col, x, ld, NULL};
+  bbi_parallel_for(channels, bbi_par_grain(window_cost(g)), col2im_piece, &j);
+}
+
+/* ---- pooling: planes ------------------------------------------------------------------------ */
+
+/* A piece's indices count from its own first plane; moved to count from x's. */
+static void shift_indices(int64_t *indices, size_t count, int64_t by) {
+  for (size_t i = 0; i < count; i++) indices[i] += by;
+}
+
+static void maxpool_piece(void *ctx, size_t p0, size_t p1) {
+  const window_job *j = ctx;
+  const bbi_window2d *g = j->g;
+  const size_t out_plane = g->oh * g->ow;
+  int64_t *idx = j->indices ? j->indices + p0 * out_plane : NULL;
+  bbi_f32_maxpool2d(g, p1 - p0, j->in + p0 * g->ih * g->iw, j->out + p0 * out_plane, idx);
+  if (idx && p0) shift_indices(idx, (p1 - p0) * out_plane, (int64_t)(p0 * g->ih * g->iw));
+}
+
+void bbi_par_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
+  window_job j = {g, x, y, 0, indices};
+  bbi_parallel_for(planes, bbi_par_grain(window_cost(g)), maxpool_piece, &j);
+}
+
+static void avgpool_piece(void *ctx, size_t p0, size_t p1) {
+  const window_job *j = ctx;
+  const bbi_window2d *g = j->g;
+  bbi_f32_avgpool2d(g, p1 - p0, j->in + p0 * g->ih * g->iw, j->out + p0 * g->oh * g->ow);
+}
+
+void bbi_par_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y) {
+  window_job j = {g, x, y, 0, NULL};
+  bbi_parallel_for(planes, bbi_par_grain(window_cost(g)), avgpool_piece, &j);
+}
+
+/* ---- rows: reductions and softmax ----------------------------------------------------------- */
+
+typedef struct rows_job {
+  bbi_reduce_op op;
+  size_t cols;  /* elements per row (reduce_rows, softmax); len × inner per outer block (strided) */
+  size_t len, inner;
+  const float *x;
+  float *y;
+} rows_job;
+
+static void reduce_rows_piece(void *ctx, size_t r0, size_t r1) {
+  const rows_job *j = ctx;
+  bbi_f32_reduce_rows(j->op, r1 - r0, j->cols, j->x + r0 * j->cols, j->y + r0);
+}
+
+void bbi_par_f32_reduce_rows(bbi_reduce_op op, size_t rows, size_t cols, const float *x, float *y) {
+  rows_job j = {op, cols, 0, 0, x, y};
+  bbi_parallel_for(rows, bbi_par_grain(cols), reduce_rows_piece, &j);
+}
+
+static void reduce_strided_piece(void *ctx, size_t o0, size_t o1) {
+  const rows_job *j = ctx;
+  bbi_f32_reduce_strided(j->op, o1 - o0, j->len, j->inner, j->x + o0 * j->len * j->inner, j->y + o0 * j->inner);
+}
+
+void bbi_par_f32_reduce_strided(bbi_reduce_op op, size_t outer, size_t len, size_t inner, const float *x,
+                                float *y) {
+  rows_job j = {op, 0, len, inner, x, y};
+  bbi_parallel_for(outer, bbi_par_grain(len * inner), reduce_strided_piece, &j);
+}
+
+static void softmax_piece(void *ctx, size_t r0, size_t r1) {
+  const rows_job *j = ctx;
+  bbi_f32_softmax_rows(r1 - r0, j->cols, j->x + r0 * j->cols, j->y + r0 * j->cols);
+}
+
+static void log_softmax_piece(void *ctx, size_t r0, size_t r1) {
+  const rows_job *j = ctx;
+  bbi_f32_log_softmax_rows(r1 - r0, j->cols, j->x + r0 * j->cols, j->y + r0 * j->cols);
+}
+
+void bbi_par_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
+  rows_job j = {BBI_REDUCE_SUM, cols, 0, 0, x, y};
+  bbi_parallel_for(rows, bbi_par_grain(cols), softmax_piece, &j);
+}
+
+void bbi_par_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
+  rows_job j = {BBI_REDUCE_SUM, cols, 0, 0, x, y};
+  bbi_parallel_for(rows, bbi_par_grain(cols), log_softmax_piece, &j);
+}

@@ -1,0 +1,289 @@
+/* The operators the work pool splits give the same bits on 1, 2, 3 and 4 threads —
+ * MatMul and Gemm (the blocked GEMM and its matrix-vector products), Conv and ConvTranspose
+ * (column matrices, GEMM, col2im), pooling, reductions, softmax and large elementwise
+ * operators — and so does a training step of a CNN. Each case also checks that its
+ * operator did go to the pool on several threads, so the comparison is never between two
+ * single-threaded runs. In a build without threads it checks one thread only. */
+#include <stdlib.h>
+
+#include "bb/cpu.h"
+#include "bb/grad.h"
+#include "harness.h"
+#include "util/parallel.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((rng_state >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+static bb_tensor *rand_tensor(int rank, const int64_t *dims) {
+  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
+  float *d = bb_tensor_data(t);
+  for (int64_t i = 0; i < t->numel; i++) d[i] = frand();
+  return t;
+}
+
+static bb_model *model;
+
+static bb_ir_node *node(const char *op, int n_in, int n_out) {
+  bb_ir_node *n = bb_ir_node_new(model, op, NULL, "under_test");
+  char name[16];
+  for (int i = 0; i < n_in; i++) snprintf(name, sizeof name, "in%d", i), bb_strlist_append(model, &n->inputs, name);
+  for (int i = 0; i < n_out; i++) snprintf(name, sizeof name, "out%d", i), bb_strlist_append(model, &n->outputs, name);
+  return n;
+}
+
+static size_t most_threads(void) { return bbi_parallel_supported() ? 4 : 1; }
+
+static uint64_t pool_jobs(void) {
+  bbi_parallel_stats s;
+  bbi_parallel_get_stats(&s);
+  return s.jobs;
+}
+
+static int set_threads(size_t n) {
+  bb_error err;
+  int rc = bb_cpu_set_threads(n, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  return rc;
+}
+
+/* Runs the node on 1..4 threads and compares every output with the one-thread run, bit
+ * for bit; on 2 threads and more the node must have handed work to the pool. */
+static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in,
+                                     int n_out) {
+  bb_tensor *ref[4] = {NULL}, *got[4] = {NULL};
+  bb_error err;
+  for (size_t threads = 1; threads <= most_threads(); threads++) {
+    if (set_threads(threads)) return;
+    const uint64_t jobs = pool_jobs();
+    bb_tensor **out = threads == 1 ? ref : got;
+    int rc = bb_cpu_run_node(n, 17, in, (size_t)n_in, out, (size_t)n_out, NULL, &err);
+    CHECK_MSG(rc == 0, "%s: %s", label, err.message);
+    if (rc) break;
+    if (threads > 1) CHECK_MSG(pool_jobs() > jobs, "%s did not use the pool on %zu threads", label, threads);
+    for (int o = 0; threads > 1 && o < n_out; o++) {
+      CHECK_MSG(got[o] && ref[o] && got[o]->numel == ref[o]->numel &&
+                    memcmp(bb_tensor_data(got[o]), bb_tensor_data(ref[o]), bb_tensor_nbytes(ref[o])) == 0,
+                "%s: output %d differs on %zu threads", label, o, threads);
+      bb_tensor_release(got[o]);
+      got[o] = NULL;
+    }
+  }
+  for (int o = 0; o < n_out; o++) bb_tensor_release(ref[o]);
+  set_threads(1);
+}
+
+#define DIMS(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+static void check2(const char *label, bb_ir_node *n, const int64_t *ad, int ar, const int64_t *bd, int br) {
+  bb_tensor *in[2] = {rand_tensor(ar, ad), rand_tensor(br, bd)};
+  same_on_any_thread_count(label, n, in, 2, 1);
+  bb_tensor_release(in[0]);
+  bb_tensor_release(in[1]);
+}
+
+static void check1(const char *label, bb_ir_node *n, const int64_t *xd, int xr, int n_out) {
+  bb_tensor *x = rand_tensor(xr, xd);
+  same_on_any_thread_count(label, n, &x, 1, n_out);
+  bb_tensor_release(x);
+}
+
+static void test_matmul_and_gemm(void) {
+  check2("MatMul 256x512 . 512x384", node("MatMul", 2, 1), DIMS(256, 512), DIMS(512, 384));
+  check2("MatMul batched, odd edges", node("MatMul", 2, 1), DIMS(3, 131, 170), DIMS(170, 191));
+  check2("MatMul one row", node("MatMul", 2, 1), DIMS(1, 700), DIMS(700, 900));
+  check2("MatMul one column", node("MatMul", 2, 1), DIMS(900, 700), DIMS(700, 1));
+  for (int form = 0; form < 4; form++) {
+    bb_ir_node *n = node("Gemm", 3, 1);
+    bb_attr_set_int(model, &n->attrs, "transA", form & 1);
+    bb_attr_set_int(model, &n->attrs, "transB", form >> 1);
+    bb_attr_set_float(model, &n->attrs, "alpha", 0.75f);
+    bb_attr_set_float(model, &n->attrs, "beta", -1.5f);
+    const int64_t M = 203, N = 333, K = 177;
+    int64_t ad[2] = {form & 1 ? K : M, form & 1 ? M : K}, bd[2] = {form >> 1 ? N : K, form >> 1 ? K : N}, cd[1] = {N};
+    bb_tensor *in[3] = {rand_tensor(2, ad), rand_tensor(2, bd), rand_tensor(1, cd)};
+    char label[64];
+    snprintf(label, sizeof label, "Gemm transA %d transB %d", form & 1, form >> 1);
+    same_on_any_thread_count(label, n, in, 3, 1);
+    for (int i = 0; i < 3; i++) bb_tensor_release(in[i]);
+  }
+}
+
+static bb_ir_node *window_node(const char *op, int n_in, int n_out, int64_t k, int64_t stride, int64_t pad,
+                               int64_t dilation, int64_t group) {
+  bb_ir_node *n = node(op, n_in, n_out);
+  int64_t ks[2] = {k, k}, st[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad}, dil[2] = {dilation, dilation};
+  if (strcmp(op, "Conv") && strcmp(op, "ConvTranspose")) bb_attr_set_ints(model, &n->attrs, "kernel_shape", ks, 2);
+  bb_attr_set_ints(model, &n->attrs, "strides", st, 2);
+  bb_attr_set_ints(model, &n->attrs, "pads", pads, 4);
+  if (dilation != 1) bb_attr_set_ints(model, &n->attrs, "dilations", dil, 2);
+  if (group != 1) bb_attr_set_int(model, &n->attrs, "group", group);
+  return n;
+}
+
+static void test_convolutions(void) {
+  check2("Conv 3x3 pad 1", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(2, 16, 30, 30), DIMS(32, 16, 3, 3));
+  check2("Conv stride 2, groups 2, dilation 2", window_node("Conv", 2, 1, 3, 2, 2, 2, 2), DIMS(3, 8, 41, 37),
+         DIMS(12, 4, 3, 3));
+  check2("Conv 1x1", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(2, 64, 28, 28), DIMS(96, 64, 1, 1));
+  check2("Conv small images batched", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(64, 8, 8, 8), DIMS(16, 8, 3, 3));
+  check2("ConvTranspose stride 2", window_node("ConvTranspose", 2, 1, 3, 2, 1, 1, 1), DIMS(2, 32, 15, 15),
+         DIMS(32, 16, 3, 3));
+  /* the gradient of a convolution's weights: a Conv whose kernel is the output gradient */
+  check2("Conv weight gradient shape", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(16, 32, 10, 10),
+         DIMS(24, 32, 10, 10));
+}
+
+static void test_pooling(void) {
+  check1("MaxPool with indices", window_node("MaxPool", 1, 2, 3, 2, 1, 1, 1), DIMS(4, 24, 33, 31), 2);
+  bb_ir_node *avg = window_node("AveragePool", 1, 1, 3, 1, 1, 1, 1);
+  bb_attr_set_int(model, &avg->attrs, "count_include_pad", 1);
+  check1("AveragePool", avg, DIMS(4, 24, 33, 31), 1);
+  check1("GlobalAveragePool", node("GlobalAveragePool", 1, 1), DIMS(8, 64, 14, 14), 1);
+  check1("GlobalMaxPool", node("GlobalMaxPool", 1, 1), DIMS(8, 64, 14, 14), 1);
+}
+
+static bb_ir_node *reduce_node(const char *op, const int64_t *axes, size_t n_axes, int keepdims) {
+  bb_ir_node *n = node(op, 1, 1);
+  bb_attr_set_ints(model, &n->attrs, "axes", axes, n_axes);
+  bb_attr_set_int(model, &n->attrs, "keepdims", keepdims);
+  return n;
+}
+
+static void test_reductions_and_softmax(void) {
+  /* opset 17: axes are an attribute of ReduceMean/Max, an input of ReduceSum (opset 13) */
+  check1("ReduceMean last axis, long rows", reduce_node("ReduceMean", (const int64_t[]){-1}, 1, 0), DIMS(64, 3000), 1);
+  check1("ReduceMax middle axis", reduce_node("ReduceMax", (const int64_t[]){1}, 1, 1), DIMS(16, 100, 200), 1);
+  check1("ReduceMean over N, H, W", reduce_node("ReduceMean", (const int64_t[]){0, 2, 3}, 3, 1), DIMS(8, 32, 16, 16), 1);
+  check1("ReduceMean of everything", reduce_node("ReduceMean", (const int64_t[]){0}, 1, 0), DIMS(300001), 1);
+  check1("ReduceL2 rows", reduce_node("ReduceL2", (const int64_t[]){1}, 1, 0), DIMS(512, 300), 1);
+  check1("Softmax rows", node("Softmax", 1, 1), DIMS(512, 1000), 1);
+  check1("LogSoftmax rows", node("LogSoftmax", 1, 1), DIMS(512, 1000), 1);
+  bb_ir_node *mid = node("Softmax", 1, 1);
+  bb_attr_set_int(model, &mid->attrs, "axis", 1);
+  check1("Softmax middle axis", mid, DIMS(64, 100, 50), 1);
+}
+
+static void test_elementwise(void) {
+  check2("Add same shape", node("Add", 2, 1), DIMS(700, 1003), DIMS(700, 1003));
+  check2("Mul by a row", node("Mul", 2, 1), DIMS(512, 1024), DIMS(1024));
+  check2("Sub a column", node("Sub", 2, 1), DIMS(512, 1), DIMS(512, 300));
+  check2("Div short rows", node("Div", 2, 1), DIMS(4000, 3, 7), DIMS(3, 7));
+  check1("Relu", node("Relu", 1, 1), DIMS(1000003), 1);
+  check1("Exp", node("Exp", 1, 1), DIMS(300007), 1);
+  check1("Sigmoid", node("Sigmoid", 1, 1), DIMS(300007), 1);
+  check1("Tanh", node("Tanh", 1, 1), DIMS(1000, 301), 1);
+}
+
+/* ---- a training step ------------------------------------------------------------------------ */
+
+static bb_model *load_model(const char *rel) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", BB_TEST_SOURCE_DIR, rel);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t *buf = malloc((size_t)size);
+  size_t got = fread(buf, 1, (size_t)size, f);
+  fclose(f);
+  bb_model *m = NULL;
+  bb_error err;
+  if (got != (size_t)size || bb_model_decode(buf, got, NULL, NULL, &m, &err)) m = NULL;
+  free(buf);
+  return m;
+}
+
+/* Three Adam steps of a CNN on the given thread count; the parameters afterwards, one
+ * buffer. */
+static float *train_cnn(const char *rel, const char *input, const int64_t *dims, size_t threads, size_t *n_floats,
+                        uint64_t *jobs) {
+  bb_model *m = load_model(rel);
+  CHECK_MSG(m != NULL, "cannot read %s", rel);
+  if (!m || set_threads(threads)) return NULL;
+  bb_grad_options o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
+  o.target = "labels";
+  bb_grad_graph *g = NULL;
+  bb_grad_optimizer *opt = NULL;
+  bb_grad_trainer *t = NULL;
+  bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
+  bb_error err;
+  float *params = NULL;
+  int rc = bb_grad_build(m, &o, NULL, &g, &err);
+  if (!rc) rc = bb_grad_optimizer_build(g, &cfg, &opt, &err);
+  if (!rc) rc = bb_grad_trainer_new(g, opt, 7, NULL, &t, &err);
+  CHECK_MSG(!rc, "%s: %s", rel, err.message);
+  if (!rc) {
+    rng_state = 12345;
+    bb_tensor *x = rand_tensor(4, dims);
+    int64_t ld[1] = {dims[0]};
+    bb_tensor *labels = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, ld);
+    for (int64_t i = 0; i < dims[0]; i++) ((int64_t *)bb_tensor_data(labels))[i] = i % 10;
+    const char *names[2] = {input, "labels"};
+    bb_tensor *ins[2] = {x, labels};
+    const uint64_t before = pool_jobs();
+    for (int s = 0; s < 3 && !rc; s++) {
+      bb_grad_step st;
+      rc = bb_grad_trainer_step(t, names, ins, 2, &st, &err);
+      CHECK_MSG(!rc && st.applied, "%s step %d: %s", rel, s, err.message);
+    }
+    *jobs = pool_jobs() - before;
+    size_t total = 0;
+    for (size_t p = 0; p < g->n_params; p++) total += (size_t)bb_grad_trainer_value(t, g->params[p])->numel;
+    params = malloc(total * sizeof *params);
+    *n_floats = total;
+    size_t at = 0;
+    for (size_t p = 0; p < g->n_params; p++) {
+      const bb_tensor *v = bb_grad_trainer_value(t, g->params[p]);
+      memcpy(params + at, bb_tensor_data(v), (size_t)v->numel * sizeof *params);
+      at += (size_t)v->numel;
+    }
+    bb_tensor_release(x);
+    bb_tensor_release(labels);
+  }
+  bb_grad_trainer_free(t);
+  bb_grad_optimizer_free(opt);
+  bb_grad_graph_free(g);
+  bb_model_free(m);
+  set_threads(1);
+  return params;
+}
+
+static void test_cnn_training_steps(void) {
+  const struct {
+    const char *model, *input;
+    int64_t dims[4];
+  } cases[] = {{"examples/models/digits_cnn.onnx", "pixels", {32, 1, 8, 8}},
+               {"tests/data/grad/lenet_dynamic.onnx", "x", {64, 1, 8, 8}}};
+  for (size_t c = 0; c < 2; c++) {
+    size_t n_ref = 0, n = 0;
+    uint64_t jobs = 0;
+    float *ref = train_cnn(cases[c].model, cases[c].input, cases[c].dims, 1, &n_ref, &jobs);
+    for (size_t threads = 2; ref && threads <= most_threads(); threads++) {
+      float *got = train_cnn(cases[c].model, cases[c].input, cases[c].dims, threads, &n, &jobs);
+      CHECK_MSG(got && n == n_ref && memcmp(got, ref, n * sizeof *got) == 0, "%s: parameters differ on %zu threads",
+                cases[c].model, threads);
+      CHECK_MSG(jobs > 0, "%s: no work went to the pool on %zu threads", cases[c].model, threads);
+      free(got);
+    }
+    free(ref);
+  }
+}
+
+int main(void) {
+  model = bb_model_new(NULL);
+  RUN(test_matmul_and_gemm);
+  RUN(test_convolutions);
+  RUN(test_pooling);
+  RUN(test_reductions_and_softmax);
+  RUN(test_elementwise);
+  RUN(test_cnn_training_steps);
+  bb_model_free(model);
+  return bb_test_finish();
+}
