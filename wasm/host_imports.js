@@ -1,7 +1,7 @@
 // Tells emcc that bb.wasm imports these from its host (module "env"): the callbacks of
 // components whose methods run in JavaScript, and the recording of Modules the host
 // defines (bb_wasm.h). No JavaScript from here ships:
-// the module is linked standalone, and js/src/host.ts provides the functions.
+// the module is linked standalone, and js/src/engine/host.ts provides the functions.
 mergeInto(LibraryManager.library, {
   bb_host_create: function (typeId, slot, config, configLen, seed) {},
   bb_host_destroy: function (instance) {},

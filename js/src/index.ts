@@ -12,9 +12,9 @@
  * for (const object of [x, y, session, model]) object?.free();
  * ```
  */
-export { loadBb, type WasmSource } from './loader.js';
-export { Bb } from './bb.js';
-export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './model.js';
+export { loadBb, type WasmSource } from './engine/loader.js';
+export { Bb } from './engine/bb.js';
+export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './engine/model.js';
 export {
   OnnxTrainer,
   type Batch,
@@ -24,9 +24,9 @@ export {
   type StepResult,
   type TrainerOptions,
   type TrainerStats,
-} from './trainer.js';
-export { Tensor, MAX_RANK } from './tensor.js';
-export { CpuSession, type CpuOp } from './session.js';
+} from './train/trainer.js';
+export { Tensor, MAX_RANK } from './engine/tensor.js';
+export { CpuSession, type CpuOp } from './engine/session.js';
 export {
   encodeOnnxModel,
   type OnnxAttribute,
@@ -34,10 +34,10 @@ export {
   type OnnxModelSpec,
   type OnnxNodeSpec,
   type OnnxValueSpec,
-} from './onnx-builder.js';
-export { DTYPE_NAMES, dtypeCode, dtypeFromCode, isDType, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
-export { BbError, BbErrorCode, BbExitError, BbLoadError, bbErrorCodeName } from './errors.js';
-export { BB_WASM_ABI_VERSION, type BbExports } from './abi.js';
+} from './engine/onnx-builder.js';
+export { DTYPE_NAMES, dtypeCode, dtypeFromCode, isDType, type DType, type DTypeArrays, type TensorArray } from './engine/dtype.js';
+export { BbError, BbErrorCode, BbExitError, BbLoadError, bbErrorCodeName } from './engine/errors.js';
+export { BB_WASM_ABI_VERSION, type BbExports } from './engine/abi.js';
 export {
   PollDriver,
   type Clock,
@@ -47,12 +47,12 @@ export {
   type PollDriverStats,
   type Timers,
   type VisibilitySource,
-} from './driver.js';
-export { Compiler, ROLES, TENSOR_F32, type ArtifactDescription, type ExampleInfo, type Role } from './compiler.js';
-export { Dataset, splitForFederation, type CsvOptions } from './dataset.js';
-export { dpEpsilon, type DpEpsilon, type DpEpsilonOptions } from './privacy.js';
+} from './node/driver.js';
+export { Compiler, ROLES, TENSOR_F32, type ArtifactDescription, type ExampleInfo, type Role } from './node/compiler.js';
+export { Dataset, splitForFederation, type CsvOptions } from './train/dataset.js';
+export { dpEpsilon, type DpEpsilon, type DpEpsilonOptions } from './train/privacy.js';
 export type { PeerRole } from './signal/protocol.js';
-export { BbNode, monotonicNowNs, parseSteps, type NodeAdmission, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node.js';
+export { BbNode, monotonicNowNs, parseSteps, type NodeAdmission, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node/node.js';
 export {
   registerComponentType,
   type ComponentContext,
@@ -62,7 +62,7 @@ export {
   type ControlMessage,
   type OpCall,
   type OpOutputs,
-} from './component.js';
+} from './node/component.js';
 export {
   aggregatorComponent,
   backendComponent,
@@ -81,7 +81,7 @@ export {
   type ModelComponent,
   type PeerSelectorComponent,
   type ProtocolComponent,
-} from './roles.js';
+} from './node/roles.js';
 export {
   base58Decode,
   base58Encode,
@@ -108,10 +108,10 @@ export {
   type U64Kind,
   type Value,
   type ValueKind,
-} from './values.js';
-export { LocalNetwork, type LocalNetworkOptions } from './local.js';
-export { getDefaultLogger, Notices, setDefaultLogger, shortPeer, watchNode, type Logger } from './notices.js';
-export { CODEC_REFUSALS, trafficOf, type Traffic } from './traffic.js';
+} from './node/values.js';
+export { LocalNetwork, type LocalNetworkOptions } from './node/local.js';
+export { getDefaultLogger, Notices, setDefaultLogger, shortPeer, watchNode, type Logger } from './node/notices.js';
+export { CODEC_REFUSALS, trafficOf, type Traffic } from './phones/traffic.js';
 export {
   artifactSha256,
   decodeSavedNode,
@@ -130,7 +130,7 @@ export {
   type SavedNode,
   type SaveOptions,
   type StateStore,
-} from './resume.js';
+} from './phones/resume.js';
 export {
   measuredPolls,
   ParticipationPolicy,
@@ -141,8 +141,8 @@ export {
   type ParticipationOptions,
   type ParticipationState,
   type WaitReason,
-} from './participation.js';
-export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './envelope.js';
+} from './phones/participation.js';
+export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './node/envelope.js';
 export {
   ARTIFACT_KEYS,
   inspectArtifact,
@@ -155,9 +155,9 @@ export {
   type PartitionBinding,
   type WireDeclaration,
   type WireRecv,
-} from './artifact.js';
+} from './node/artifact.js';
 export * from './dsl/index.js';
-export { admitRoomMembers, connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './peer.js';
+export { admitRoomMembers, connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './node/peer.js';
 export {
   compileFederatedCnn,
   compileFederatedDigits,
@@ -177,7 +177,7 @@ export {
   startDigitsServer,
   type DigitsSplit,
   type FederatedDigitsConfig,
-} from './examples.js';
+} from './examples/index.js';
 export * from './templates/index.js';
 // Networking has its own entry points, so pages that only compute never load it:
 // 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling

@@ -16,7 +16,7 @@ import {
   type PollDriverOptions,
   type PollDriverStats,
   type VisibilitySource,
-} from '../src/driver.js';
+} from '../src/node/driver.js';
 import { CHROMIUM, CHROMIUM_ARGS, packageRoot } from './support.js';
 
 const MS = 1_000_000n;

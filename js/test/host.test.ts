@@ -4,8 +4,8 @@
  */
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 
-import { BbExitError } from '../src/errors.js';
-import { createHost, type Host } from '../src/host.js';
+import { BbExitError } from '../src/engine/errors.js';
+import { createHost, type Host } from '../src/engine/host.js';
 
 const ERRNO_BADF = 8;
 const ERRNO_INVAL = 28;

@@ -18,7 +18,7 @@ import {
   Identity, ed25519Backend, peerIdFromPublicKey, publicKeyFromPeerId, useEd25519Backend, verifySignature, type Ed25519Backend,
 } from '../src/identity/index.js';
 import { loadIdentityFile } from '../src/identity/node.js';
-import { base58Decode } from '../src/values.js';
+import { base58Decode } from '../src/node/values.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot } from './support.js';
 
 const hex = (text: string): Uint8Array => Uint8Array.from(Buffer.from(text, 'hex'));

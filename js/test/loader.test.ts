@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 
 import { BbLoadError, loadBb, OnnxModel, type Bb, type WasmSource } from '../src/index.js';
-import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY } from '../src/abi.js';
+import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY } from '../src/engine/abi.js';
 import { addModel, headerVersion, packageRoot, wasmBytes, wasmPath } from './support.js';
 
 /** A loaded module must be initialised, speak this package's ABI, and decode and encode a real model. */

@@ -383,7 +383,7 @@ async function pageReport(path: string): Promise<unknown> {
 
 test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   const installed = join(app, 'node_modules', 'bytesandbrains');
-  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
+  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/node/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
     expect(existsSync(join(installed, file)), file).toBe(true);
   }
   expect(readFileSync(join(installed, 'wasm', 'bb.wasm')).equals(wasmBytes())).toBe(true);

@@ -1,5 +1,5 @@
 /**
- * The participation policy (js/src/participation.ts) as a phone's environment drives it:
+ * The participation policy (js/src/phones/participation.ts) as a phone's environment drives it:
  * a battery that is not charging, a cellular link, Save-Data, a hidden page, a Worker, a
  * browser without the APIs, an hour's budget of steps spent — each gives the reason the
  * client waits, and each change of the environment reaches the app; and a peer run with

@@ -1,5 +1,5 @@
 /**
- * Resume after a reload or a crash (js/src/resume.ts, js/src/checkpoint.ts), as a phone and
+ * Resume after a reload or a crash (js/src/phones/resume.ts, js/src/phones/checkpoint.ts), as a phone and
  * a server live it, on a LocalNetwork with a test clock:
  * - a phone kept by keepNode is reloaded mid-federation (its node freed, a new one made from
  *   the saved record alone — no artifact downloaded): it comes back under its id with its
@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 
-import { restoreCheckpoint, saveCheckpoint } from '../src/checkpoint.js';
+import { restoreCheckpoint, saveCheckpoint } from '../src/phones/checkpoint.js';
 import {
   BbError,
   cpuMlp,

@@ -26,7 +26,7 @@ import {
   type BbNode,
   type SplitLearningOptions,
 } from '../src/index.js';
-import { protoBytes, protoFields } from '../src/protobuf.js';
+import { protoBytes, protoFields } from '../src/engine/protobuf.js';
 import { bbErrorOf, wasmBytes } from './support.js';
 import { decodeTensorProto } from './tensor-proto.js';
 

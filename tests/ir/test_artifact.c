@@ -1,6 +1,6 @@
 /* The vocabulary of bb/artifact.h: the role table and its lookups, the tensor
  * denotations, the table of names (well formed, one entry per name, each one documented
- * in docs/IR.md), and the copies the JavaScript package keeps (js/src/compiler.ts). */
+ * in docs/IR.md), and the copies the JavaScript package keeps (js/src/node/compiler.ts). */
 #include <stdlib.h>
 
 #include "bb/artifact.h"
@@ -189,10 +189,10 @@ static void test_describe(void) {
   CHECK(bb_vocab_describe(true, NULL, NULL, NULL, &err) == BB_ERR_INVALID_ARGUMENT);
 }
 
-/* js/src/compiler.ts keeps ROLES (name: bb_role) and TENSOR_F32 as literals. */
+/* js/src/node/compiler.ts keeps ROLES (name: bb_role) and TENSOR_F32 as literals. */
 static void test_javascript_copies(void) {
-  char *ts = read_source("js/src/compiler.ts");
-  CHECK_MSG(ts != NULL, "cannot read js/src/compiler.ts");
+  char *ts = read_source("js/src/node/compiler.ts");
+  CHECK_MSG(ts != NULL, "cannot read js/src/node/compiler.ts");
   if (!ts) return;
   const char *roles = strstr(ts, "export const ROLES = {");
   CHECK(roles != NULL);

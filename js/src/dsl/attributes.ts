@@ -8,8 +8,8 @@
  * the explicit forms {@link int}, {@link float}, {@link ints}, {@link floats} when the
  * JavaScript value would read otherwise (`float(1)` is the FLOAT 1.0).
  */
-import { dtypeCode, dtypeInfo, type DType, type DTypeArrays } from '../dtype.js';
-import { BbError, BbErrorCode } from '../errors.js';
+import { dtypeCode, dtypeInfo, type DType, type DTypeArrays } from '../engine/dtype.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 
 /** A tensor literal: element type, dims, and the elements (none: zeros). */
 export interface Literal<D extends DType = DType> {

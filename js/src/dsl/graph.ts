@@ -9,9 +9,9 @@
  * message, naming the module and the value, slot or port at fault. A Graph is usable only
  * while its own callback runs.
  */
-import type { Bb } from '../bb.js';
-import { ROLES, type Role } from '../compiler.js';
-import { BbError, BbErrorCode } from '../errors.js';
+import type { Bb } from '../engine/bb.js';
+import { ROLES, type Role } from '../node/compiler.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import { encodeAttributes, encodeLiteral, type Attributes, type Literal } from './attributes.js';
 import { AggregatorSlot, BackendSlot, CodecSlot, DataSourceSlot, IndexSlot, ModelSlot, PeerSelectorSlot } from './slots.js';
 import { GraphValue, TYPES, VALUE_EMPTY, VALUE_FOREIGN, VALUE_OMITTED, type ValueSource, type ValueType } from './value.js';

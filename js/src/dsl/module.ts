@@ -19,8 +19,8 @@
  * recorder's message. An exception a callback throws ends the recording too; `build`
  * rethrows it.
  */
-import type { Bb } from '../bb.js';
-import { BbError, BbErrorCode } from '../errors.js';
+import type { Bb } from '../engine/bb.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import { Graph, type BuildContext } from './graph.js';
 
 /** A callback that records a Module's body or bootstrap. */

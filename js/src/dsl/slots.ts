@@ -5,7 +5,7 @@
  * (the inputs and outputs each takes are in docs/MODULES.md of the package); the `after`
  * arguments are ordering triggers: the op runs (again) once `after` has a value.
  */
-import type { Role } from '../compiler.js';
+import type { Role } from '../node/compiler.js';
 import type { Attributes } from './attributes.js';
 import type { Graph } from './graph.js';
 import type { GraphValue, ValueType } from './value.js';

@@ -2,7 +2,7 @@
  * Values of a recording: typed handles of what a Module's ops produce, and the type
  * denotations values carry (docs/IR.md of the package lists the vocabulary).
  */
-import { BbError, BbErrorCode } from '../errors.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 
 /** Value types by their denotations. "" is abstract: a bound the compiler refines. */
 export const TYPES = {

@@ -5,7 +5,7 @@
  */
 import { fromBase64 } from './bytes.js';
 import { ed25519KeyRefusal } from './public-key.js';
-import type { WebCryptoKey } from '../platform.js';
+import type { WebCryptoKey } from '../engine/platform.js';
 
 export type Ed25519Backend = 'webcrypto' | 'noble';
 

@@ -4,7 +4,7 @@
  * 00 24 08 01 12 20 ‖ key, written in base58btc ("12D3KooW…"). The key can be read back
  * from the id, so whoever signs for an id proves they hold it.
  */
-import { base58Decode, base58Encode } from '../values.js';
+import { base58Decode, base58Encode } from '../node/values.js';
 
 /** The 6 bytes before the key: multihash identity, length 36, PublicKey{Type=Ed25519, Data: 32 bytes}. */
 export const ED25519_PEER_ID_PREFIX = Uint8Array.of(0x00, 0x24, 0x08, 0x01, 0x12, 0x20);

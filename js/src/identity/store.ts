@@ -5,7 +5,7 @@
  */
 import type { PrivateKeyHandle } from './ed25519.js';
 import { Identity, type IdentityOptions } from './identity.js';
-import type { IndexedDbFactory } from '../platform.js';
+import type { IndexedDbFactory } from '../engine/platform.js';
 
 const DATABASE = 'bytesandbrains';
 const STORE = 'identities';

@@ -14,13 +14,13 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 
-import type { Bb } from '../bb.js';
-import { Dataset } from '../dataset.js';
-import { loadBb } from '../loader.js';
-import { OnnxModel } from '../model.js';
-import { monotonicNowNs } from '../node.js';
-import { connectPeer, type RunningPeer } from '../peer.js';
-import { OnnxTrainer } from '../trainer.js';
+import type { Bb } from '../engine/bb.js';
+import { Dataset } from '../train/dataset.js';
+import { loadBb } from '../engine/loader.js';
+import { OnnxModel } from '../engine/model.js';
+import { monotonicNowNs } from '../node/node.js';
+import { connectPeer, type RunningPeer } from '../node/peer.js';
+import { OnnxTrainer } from '../train/trainer.js';
 import { fromBase64 } from '../identity/bytes.js';
 import { loadIdentityFile } from '../identity/file.js';
 import type { WebSocketConstructor } from '../signal/client.js';

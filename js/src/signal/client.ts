@@ -9,7 +9,7 @@ import {
   CHALLENGE_BYTES, SignalError, joinFrame, joinSignedBytes, parseServerMessage, type ClientMessage, type PeerRole, type ServerMessage,
 } from './protocol.js';
 import { decodeJoinToken } from './token.js';
-import type { IceServer } from '../platform.js';
+import type { IceServer } from '../engine/platform.js';
 
 /** The part of the WebSocket API the client uses (the DOM's and `ws`'s both have it). */
 export interface WebSocketLike {

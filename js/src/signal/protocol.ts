@@ -3,7 +3,7 @@
  */
 
 import { concatBytes, fromBase64, lengthPrefixed, toBase64, utf8 } from '../identity/bytes.js';
-import type { IceServer } from '../platform.js';
+import type { IceServer } from '../engine/platform.js';
 import { parseBoundedJson, type JsonBounds } from './bounded-json.js';
 
 /** What a peer is in a room: a data peer (`client`, `server`) or a `watcher`, which only sees presence. */

@@ -27,7 +27,7 @@ import {
   CHALLENGE_BYTES, CLOSE_CODES, MAX_ROOM_OPERATORS, joinSignedBytes, parseClientMessage, type ClientMessage, type PeerRole, type ServerMessage,
   type SignalErrorCode,
 } from './protocol.js';
-import type { IceServer } from '../platform.js';
+import type { IceServer } from '../engine/platform.js';
 
 export interface SignalServerOptions {
   /** Port to listen on (default 8787; 0 picks a free one). Ignored by {@link SignalServer.attach}. */

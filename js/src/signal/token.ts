@@ -13,7 +13,7 @@
  */
 import { concatBytes, equalBytes, fromBase64, toBase64Url, utf8 } from '../identity/bytes.js';
 import { verifySignature, type Signer } from '../identity/identity.js';
-import { base58Encode, peerIdBytes } from '../values.js';
+import { base58Encode, peerIdBytes } from '../node/values.js';
 import { NAME_PATTERN, type PeerRole } from './protocol.js';
 
 export const TOKEN_MAGIC = Uint8Array.of(0x42, 0x42, 0x4a, 0x54); // "BBJT"

@@ -6,7 +6,7 @@
  * password ever reaches a browser. Node only (node:crypto).
  */
 import { createHmac } from 'node:crypto';
-import type { IceServer } from '../platform.js';
+import type { IceServer } from '../engine/platform.js';
 
 export interface TurnOptions {
   /** coturn's static-auth-secret. */

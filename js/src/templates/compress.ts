@@ -14,7 +14,7 @@
  * model itself. Gossip peers and federatedEvaluation's clients share no such model, so there
  * only `f16` and `u8` apply (they compress the models themselves) and `topk` is refused.
  */
-import { BbError, BbErrorCode } from '../errors.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 
 export type Compression =
   | { readonly kind: 'none' }

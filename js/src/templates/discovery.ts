@@ -14,8 +14,8 @@
  * reloads), and is installed with `self: identity.peerId`.
  */
 import type { Graph } from '../dsl/graph.js';
-import type { BbNode } from '../node.js';
-import { peerValue } from '../values.js';
+import type { BbNode } from '../node/node.js';
+import { peerValue } from '../node/values.js';
 
 export type Discovery = 'registry' | 'seats';
 

@@ -13,9 +13,9 @@
  * The model scored is the server's: its initial parameters, or `params` (a trained model's,
  * e.g. the last "model" event of a federatedAveraging server), loaded when it starts.
  */
-import type { Compiler } from '../compiler.js';
-import { TENSOR_F32 } from '../compiler.js';
-import { BbError, BbErrorCode } from '../errors.js';
+import type { Compiler } from '../node/compiler.js';
+import { TENSOR_F32 } from '../node/compiler.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import type { Graph } from '../dsl/graph.js';
 import { module } from '../dsl/module.js';
 import { TYPES, type GraphValue } from '../dsl/value.js';
@@ -23,7 +23,7 @@ import { codecFor, type Compression } from './compress.js';
 import { recordAnnounce, type Discovery } from './discovery.js';
 import { majorityOf } from './federated.js';
 import type { ModelChoice } from './models.js';
-import { tensorValue } from '../values.js';
+import { tensorValue } from '../node/values.js';
 import { Plan } from './plan.js';
 
 export interface FederatedEvaluationOptions {

@@ -19,9 +19,9 @@
  *
  * The Module is written with the DSL (`plan.module`); nothing of it is special-cased in C.
  */
-import type { Compiler } from '../compiler.js';
-import { TENSOR_F32 } from '../compiler.js';
-import { BbError, BbErrorCode } from '../errors.js';
+import type { Compiler } from '../node/compiler.js';
+import { TENSOR_F32 } from '../node/compiler.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import type { Graph } from '../dsl/graph.js';
 import { module } from '../dsl/module.js';
 import type { CodecSlot } from '../dsl/slots.js';

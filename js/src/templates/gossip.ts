@@ -11,14 +11,14 @@
  * peer.start();
  * ```
  */
-import type { Bb } from '../bb.js';
-import { type Compiler, TENSOR_F32 } from '../compiler.js';
-import type { Dataset } from '../dataset.js';
+import type { Bb } from '../engine/bb.js';
+import { type Compiler, TENSOR_F32 } from '../node/compiler.js';
+import type { Dataset } from '../train/dataset.js';
 import type { Graph } from '../dsl/graph.js';
 import { module, type Module } from '../dsl/module.js';
 import { TYPES } from '../dsl/value.js';
-import { BbError, BbErrorCode } from '../errors.js';
-import { BbNode, type NodeAdmission } from '../node.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import { BbNode, type NodeAdmission } from '../node/node.js';
 import { codecFor, type Compression } from './compress.js';
 import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';

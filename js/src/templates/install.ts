@@ -2,12 +2,12 @@
  * What every template's plan does the same way: making its compiler, compiling its Module,
  * handing an install's peer id, seed and join policy to the node, and giving it its held-out set.
  */
-import type { Bb } from '../bb.js';
-import { Compiler } from '../compiler.js';
-import type { Dataset } from '../dataset.js';
+import type { Bb } from '../engine/bb.js';
+import { Compiler } from '../node/compiler.js';
+import type { Dataset } from '../train/dataset.js';
 import type { Module } from '../dsl/module.js';
-import type { NodeAdmission, NodeOptions } from '../node.js';
-import { tensorValue, type Value } from '../values.js';
+import type { NodeAdmission, NodeOptions } from '../node/node.js';
+import { tensorValue, type Value } from '../node/values.js';
 
 /** An install's own identity: its peer id, its seed, the room's join policy (each optional). */
 export interface InstallIdentity {

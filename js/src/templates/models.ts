@@ -7,15 +7,15 @@
  *   component through its gradient and optimizer graphs; every peer is handed the model's
  *   bytes at install.
  */
-import type { Bb } from '../bb.js';
-import type { ComponentInit } from '../component.js';
-import { registerComponentType } from '../component.js';
-import type { Compiler } from '../compiler.js';
-import { TENSOR_F32 } from '../compiler.js';
-import { BbError, BbErrorCode } from '../errors.js';
-import type { SlotOptions } from '../node.js';
-import { modelComponent, type ModelComponent } from '../roles.js';
-import { trainerConfigText, type TrainerOptions } from '../trainer.js';
+import type { Bb } from '../engine/bb.js';
+import type { ComponentInit } from '../node/component.js';
+import { registerComponentType } from '../node/component.js';
+import type { Compiler } from '../node/compiler.js';
+import { TENSOR_F32 } from '../node/compiler.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import type { SlotOptions } from '../node/node.js';
+import { modelComponent, type ModelComponent } from '../node/roles.js';
+import { trainerConfigText, type TrainerOptions } from '../train/trainer.js';
 
 /** CpuMlp's config (docs/COMPONENTS.md of the package has every key). */
 export interface CpuMlpConfig {

@@ -2,16 +2,16 @@
  * What every template returns: its Module, how it compiles (the bindings), which partitions
  * a server and a client install, and the installs themselves.
  */
-import type { Bb } from '../bb.js';
-import { type Compiler, TENSOR_F32 } from '../compiler.js';
-import type { Dataset } from '../dataset.js';
+import type { Bb } from '../engine/bb.js';
+import { type Compiler, TENSOR_F32 } from '../node/compiler.js';
+import type { Dataset } from '../train/dataset.js';
 import type { Module } from '../dsl/module.js';
-import { BbError, BbErrorCode } from '../errors.js';
-import { BbNode, type NodeAdmission, type Step } from '../node.js';
-import { dpEpsilon } from '../privacy.js';
-import { OnnxTrainer } from '../trainer.js';
-import { CODEC_REFUSALS, trafficOf, type Traffic } from '../traffic.js';
-import { peersValue, scalarOf, type Value } from '../values.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import { BbNode, type NodeAdmission, type Step } from '../node/node.js';
+import { dpEpsilon } from '../train/privacy.js';
+import { OnnxTrainer } from '../train/trainer.js';
+import { CODEC_REFUSALS, trafficOf, type Traffic } from '../phones/traffic.js';
+import { peersValue, scalarOf, type Value } from '../node/values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
 import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';

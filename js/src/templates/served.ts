@@ -10,7 +10,7 @@
  * const client = plan.installClient(bb, { artifact: plan.compile(bb), self: identity.peerId, server: serverId, data });
  * ```
  */
-import { BbError, BbErrorCode } from '../errors.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import { federatedAveraging, type DpOptions } from './federated.js';
 import { onnxModel, type OnnxModelOptions } from './models.js';
 import type { Plan } from './plan.js';

@@ -19,16 +19,16 @@
  * the compiler tells which part it holds. Each peer builds only its own part: a phone
  * never builds the server's layers, and a server needs no data set.
  */
-import type { Bb } from '../bb.js';
-import { type Compiler, TENSOR_F32 } from '../compiler.js';
-import type { Dataset } from '../dataset.js';
+import type { Bb } from '../engine/bb.js';
+import { type Compiler, TENSOR_F32 } from '../node/compiler.js';
+import type { Dataset } from '../train/dataset.js';
 import type { Graph } from '../dsl/graph.js';
 import { module, type Module } from '../dsl/module.js';
 import { TYPES } from '../dsl/value.js';
-import { BbError, BbErrorCode } from '../errors.js';
-import type { OnnxModel } from '../model.js';
-import { BbNode, type NodeAdmission } from '../node.js';
-import { peersValue, scalarOf } from '../values.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import type { OnnxModel } from '../engine/model.js';
+import { BbNode, type NodeAdmission } from '../node/node.js';
+import { peersValue, scalarOf } from '../node/values.js';
 import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
 
 /** The ONNX model a split trains: its ModelProto bytes, a decoded OnnxModel, or `onnxModel(bytes)`. */

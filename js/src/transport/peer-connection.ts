@@ -6,7 +6,7 @@
  * never the failure of the module import that was only the fallback's.
  */
 import { TransportError } from './errors.js';
-import type { PeerConnection, RtcConfiguration } from '../platform.js';
+import type { PeerConnection, RtcConfiguration } from '../engine/platform.js';
 
 /** A constructor of RTCPeerConnection: the platform's own, or node-datachannel's polyfill. */
 export type RTCPeerConnectionConstructor = new (config?: RtcConfiguration) => PeerConnection;

@@ -20,7 +20,7 @@ import { defaultPeerConnection, type RTCPeerConnectionConstructor } from './peer
 import { Reassembler, type ReassemblyLimits } from './reassembler.js';
 import { SDP_NONCE_BYTES, sdpRefusal, signSdp } from './sdp-signature.js';
 import type { PeerState, Transport, TransportEvents, TransportStats } from './types.js';
-import type { IceServer, RtcConfiguration } from '../platform.js';
+import type { IceServer, RtcConfiguration } from '../engine/platform.js';
 
 /** What the transport takes from signalling: a {@link SignalClient}, or something that relays like one. */
 /** The candidates a link runs over (see {@link WebRtcTransport.selectedPair}). */

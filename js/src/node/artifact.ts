@@ -11,8 +11,8 @@
  * ```
  */
 import type { ArtifactDescription } from './compiler.js';
-import { BbError, BbErrorCode } from './errors.js';
-import { protoBytes, protoFields, protoString, type ProtoField } from './protobuf.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import { protoBytes, protoFields, protoString, type ProtoField } from '../engine/protobuf.js';
 import { typeHash } from './values.js';
 
 /** Keys and domains of the artifact format, spelled as the engine's C vocabulary spells them. */

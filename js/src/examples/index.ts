@@ -7,19 +7,19 @@
  * bytes) and is compiled from the example's recorded Module. Used by the tests, the
  * end-to-end run in Chromium and web-demo; a template for an app of its own.
  */
-import type { Bb } from './bb.js';
-import { Compiler } from './compiler.js';
-import { Dataset, splitForFederation } from './dataset.js';
-import { loadBytes } from './loader.js';
-import type { OnnxModel } from './model.js';
-import { BbNode } from './node.js';
-import { federatedAveraging } from './templates/federated.js';
-import { gossipLearning } from './templates/gossip.js';
-import { cpuMlp, type ModelChoice } from './templates/models.js';
-import type { Plan } from './templates/plan.js';
-import { peersValue, tensorValue, type Value } from './values.js';
+import type { Bb } from '../engine/bb.js';
+import { Compiler } from '../node/compiler.js';
+import { Dataset, splitForFederation } from '../train/dataset.js';
+import { loadBytes } from '../engine/loader.js';
+import type { OnnxModel } from '../engine/model.js';
+import { BbNode } from '../node/node.js';
+import { federatedAveraging } from '../templates/federated.js';
+import { gossipLearning } from '../templates/gossip.js';
+import { cpuMlp, type ModelChoice } from '../templates/models.js';
+import type { Plan } from '../templates/plan.js';
+import { peersValue, tensorValue, type Value } from '../node/values.js';
 
-export { roundReporter, type RoundReport } from './templates/plan.js';
+export { roundReporter, type RoundReport } from '../templates/plan.js';
 
 export interface FederatedDigitsConfig {
   /** Updates that close a round once its deadline passed (default 3). */
@@ -88,7 +88,7 @@ export function compileFederatedCnn(bb: Bb, config: FederatedDigitsConfig = {}):
  * `bytesandbrains/models/digits_cnn.onnx`, or `source`): its ModelProto bytes.
  */
 export async function loadDigitsCnn(source?: string | URL): Promise<Uint8Array> {
-  return loadBytes(source ?? new URL('../models/digits_cnn.onnx', import.meta.url), 'the digits CNN');
+  return loadBytes(source ?? new URL('../../models/digits_cnn.onnx', import.meta.url), 'the digits CNN');
 }
 
 /** The digits (CSV text: 64 pixel columns, then the digit) split for `clients` label-skewed shards. */

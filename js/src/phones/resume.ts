@@ -25,11 +25,11 @@
  * the engine's restore checks every part of the snapshot itself, so a record forged with a
  * matching digest still cannot crash it (tests/roles/test_roles_client_restore.c).
  */
-import type { Bb } from './bb.js';
-import type { Clock } from './driver.js';
-import { BbError, BbErrorCode } from './errors.js';
-import { concatBytes } from './identity/bytes.js';
-import { BbNode, monotonicNowNs, type NodeAdmission, type SlotOptions } from './node.js';
+import type { Bb } from '../engine/bb.js';
+import type { Clock } from '../node/driver.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import { concatBytes } from '../identity/bytes.js';
+import { BbNode, monotonicNowNs, type NodeAdmission, type SlotOptions } from '../node/node.js';
 
 /** Where saved records live. */
 export interface StateStore {

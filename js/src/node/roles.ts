@@ -16,7 +16,7 @@
  * ```
  */
 import type { ComponentContext, ComponentInstance, ControlMessage, OpCall, OpOutputs } from './component.js';
-import { BbError, BbErrorCode } from './errors.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import { peersValue, tensorValue, trigger, u64Value, type HostTensor, type Value } from './values.js';
 
 /** What every role's component may add to its ops: messages, timers, state, cleanup. */

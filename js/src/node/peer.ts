@@ -15,22 +15,22 @@
  * refuses to run one that checks no tokens.
  */
 import { PollDriver, type PollDriverOptions } from './driver.js';
-import { BbError, BbErrorCode } from './errors.js';
-import type { Signer } from './identity/identity.js';
-import { measuredPolls, type ParticipationPolicy } from './participation.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import type { Signer } from '../identity/identity.js';
+import { measuredPolls, type ParticipationPolicy } from '../phones/participation.js';
 import type { BbNode, Step } from './node.js';
 import { Notices, shortPeer } from './notices.js';
-import type { SignalClient, WebSocketConstructor } from './signal/client.js';
-import type { PeerRole, SignalErrorCode } from './signal/protocol.js';
-import type { Transport } from './transport/types.js';
-import type { WebRtcTransport, WebRtcTransportOptions } from './transport/webrtc.js';
-import type { IceServer } from './platform.js';
+import type { SignalClient, WebSocketConstructor } from '../signal/client.js';
+import type { PeerRole, SignalErrorCode } from '../signal/protocol.js';
+import type { Transport } from '../transport/types.js';
+import type { WebRtcTransport, WebRtcTransportOptions } from '../transport/webrtc.js';
+import type { IceServer } from '../engine/platform.js';
 
 export interface PeerOptions extends PollDriverOptions {
   /** Every step but sends (which go to the transport). */
   readonly onStep?: (step: Step) => void;
   /**
-   * When this peer takes part (participation.ts): while the policy waits the node is not
+   * When this peer takes part (phones/participation.ts): while the policy waits the node is not
    * polled (it trains and sends nothing) and what arrives is dropped (`droppedWaiting`).
    */
   readonly participation?: ParticipationPolicy;
@@ -166,8 +166,8 @@ export async function connectPeer(node: BbNode, options: ConnectPeerOptions): Pr
     throw new Error(`the node is ${node.self} but the identity is ${options.identity.peerId}: install the node with self = identity.peerId`);
   }
   const [{ SignalClient }, { CLOSE_CODES }, { decodeJoinToken }, { WebRtcTransport }, { defaultPeerConnection }] = await Promise.all([
-    import('./signal/client.js'), import('./signal/protocol.js'), import('./signal/token.js'), import('./transport/webrtc.js'),
-    import('./transport/peer-connection.js'),
+    import('../signal/client.js'), import('../signal/protocol.js'), import('../signal/token.js'), import('../transport/webrtc.js'),
+    import('../transport/peer-connection.js'),
   ]);
   // an engine without WebRTC is told so before it joins a room it could not take part in
   const RTCPeerConnection = options.transport?.RTCPeerConnection ?? (await defaultPeerConnection());

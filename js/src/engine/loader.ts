@@ -33,7 +33,7 @@ export type WasmSource =
  * package (`bytesandbrains/bb.wasm`, beside `dist/`).
  */
 export async function loadBb(source?: WasmSource): Promise<Bb> {
-  const module = await compile(source ?? new URL('../wasm/bb.wasm', import.meta.url));
+  const module = await compile(source ?? new URL('../../wasm/bb.wasm', import.meta.url));
   const host = createHost();
   checkImports(module, host.imports);
   let instance: WebAssembly.Instance;

@@ -13,8 +13,8 @@
  * });
  * ```
  */
-import { BbError, BbErrorCode } from './errors.js';
-import { protoBytes, protoFields, protoNumber, type ProtoField } from './protobuf.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import { protoBytes, protoFields, protoNumber, type ProtoField } from '../engine/protobuf.js';
 import { base58Encode, type AddressSegment } from './values.js';
 
 /** The caps the engine's envelope decoder (bb_envelope_decode) applies by default. */

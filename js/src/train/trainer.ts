@@ -18,11 +18,11 @@
  * vector in the model's initializer order, so they can be averaged with other peers'.
  * Works in Node, browsers and Workers alike: nothing here touches the DOM.
  */
-import type { Bb } from './bb.js';
-import { BbError, BbErrorCode } from './errors.js';
-import type { OnnxModel } from './model.js';
-import { Notices } from './notices.js';
-import { Tensor } from './tensor.js';
+import type { Bb } from '../engine/bb.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import type { OnnxModel } from '../engine/model.js';
+import { Notices } from '../node/notices.js';
+import { Tensor } from '../engine/tensor.js';
 
 /** How a trainer trains (torch.optim's meanings and defaults). */
 export interface TrainerOptions {

@@ -17,8 +17,8 @@
  */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 
-import type { Clock } from './driver.js';
-import type { BbNode } from './node.js';
+import type { Clock } from '../node/driver.js';
+import type { BbNode } from '../node/node.js';
 import { decodeSavedNode, restoreSaved, saveNode } from './resume.js';
 
 export interface CheckpointOptions {

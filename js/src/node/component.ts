@@ -22,10 +22,10 @@
  * Register types before installing the nodes that bind them; declare them to the compiler
  * too (Compiler.declare).
  */
-import type { Bb } from './bb.js';
+import type { Bb } from '../engine/bb.js';
 import { ROLES, type Role } from './compiler.js';
-import { decodeAttributes, type AttributeReading } from './dsl/attributes.js';
-import { BbError, BbErrorCode } from './errors.js';
+import { decodeAttributes, type AttributeReading } from '../dsl/attributes.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 import { decodeValueList, encodeValueList, type Value } from './values.js';
 
 export interface ComponentInit {

@@ -3,9 +3,9 @@
  * [rows], held in bb.wasm and handed to a node's slot at install. A node keeps what it was
  * installed with, so a Dataset may be freed right after.
  */
-import type { Bb } from './bb.js';
-import { BbError, BbErrorCode } from './errors.js';
-import type { HostTensor } from './values.js';
+import type { Bb } from '../engine/bb.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import type { HostTensor } from '../node/values.js';
 
 export interface CsvOptions {
   /** Which column holds the label: 0-based, negative from the right (default -1), or null for none. */

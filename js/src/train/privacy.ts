@@ -9,8 +9,8 @@
  * // epsilon ≈ 3.0, at Rényi order 8.8
  * ```
  */
-import type { Bb } from './bb.js';
-import { BbError, BbErrorCode } from './errors.js';
+import type { Bb } from '../engine/bb.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 
 /** T steps of the sampled Gaussian mechanism, and the δ to report ε at. */
 export interface DpEpsilonOptions {

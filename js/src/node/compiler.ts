@@ -10,8 +10,8 @@
  * compiler.free();
  * ```
  */
-import type { Bb } from './bb.js';
-import { BbError, BbErrorCode } from './errors.js';
+import type { Bb } from '../engine/bb.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 
 /** The role slots a compiler binds (bb_role). */
 export const ROLES = {

@@ -3,8 +3,8 @@
  * what graph inputs, app events, host component calls and completions carry. Peer ids are
  * their base58btc text, as libp2p prints them.
  */
-import { dtypeCode, dtypeFromCode, dtypeInfo, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
-import { BbError, BbErrorCode } from './errors.js';
+import { dtypeCode, dtypeFromCode, dtypeInfo, type DType, type DTypeArrays, type TensorArray } from '../engine/dtype.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
 
 /** A tensor held by JavaScript: row-major elements (complex as real, imaginary pairs). */
 export interface HostTensor<D extends DType = DType> {

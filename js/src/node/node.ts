@@ -11,15 +11,15 @@
  * const driver = new PollDriver(node); driver.start();
  * ```
  */
-import type { Bb } from './bb.js';
+import type { Bb } from '../engine/bb.js';
 import { hostComponents, type CompletionSink, type OpOutputs } from './component.js';
-import type { Dataset } from './dataset.js';
+import type { Dataset } from '../train/dataset.js';
 import type { Pollable } from './driver.js';
-import { BbError, BbErrorCode } from './errors.js';
-import { concatBytes, fromBase64 } from './identity/bytes.js';
-import type { PeerRole } from './signal/protocol.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import { concatBytes, fromBase64 } from '../identity/bytes.js';
+import type { PeerRole } from '../signal/protocol.js';
 import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
-import { OnnxModel } from './model.js';
+import { OnnxModel } from '../engine/model.js';
 import { Notices, watchNode, type Logger } from './notices.js';
 
 export type StepKind =

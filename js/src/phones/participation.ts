@@ -24,9 +24,9 @@
  * | visible | `document.visibilityState` (event `visibilitychange`) | a Worker has no document: it runs when its page let it start, so the condition holds |
  * | budget | the node's `train.steps` counter, the time its polls that trained took | always known |
  */
-import type { Pollable } from './driver.js';
-import { BbError, BbErrorCode } from './errors.js';
-import type { BbNode } from './node.js';
+import type { Pollable } from '../node/driver.js';
+import { BbError, BbErrorCode } from '../engine/errors.js';
+import type { BbNode } from '../node/node.js';
 
 /**
  * Why a client waits: `not-charging` (the policy asks for charging and the battery is

@@ -10,7 +10,7 @@
  * const upload = trafficOf(node).bytesSent - before.bytesSent;
  * ```
  */
-import type { BbNode } from './node.js';
+import type { BbNode } from '../node/node.js';
 
 export interface Traffic {
   /** Bytes of the envelopes handed out to send (`send.bytes`). */
