@@ -73,7 +73,7 @@ export function runCompressed(pkg, bb, csv, { compress, rounds = 30, seed = 1 })
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 async function main() {
-  const pkg = await import('../js/dist/index.js');
+  const pkg = { ...(await import('../js/dist/index.js')), ...(await import('../js/dist/examples/index.js')) };
   const option = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
   const rounds = Number(option('--rounds', 30));
   const seeds = Number(option('--seeds', 3));

@@ -13,10 +13,8 @@ import { gunzipSync } from 'node:zlib';
 
 const root = new URL('..', import.meta.url).pathname;
 const rounds = Number(process.argv[2] ?? 30);
-const {
-  compileFederatedDigits, installDigitsClient, installDigitsServer, loadBb, LocalNetwork, peerIdFromU64, roundReporter, splitDigits,
-  startDigitsServer,
-} = await import('../js/dist/index.js');
+const { loadBb, LocalNetwork, peerIdFromU64, roundReporter } = await import('../js/dist/index.js');
+const { compileFederatedDigits, installDigitsClient, installDigitsServer, splitDigits, startDigitsServer } = await import('../js/dist/examples/index.js');
 
 // ---- in one process ----------------------------------------------------------------------
 const bb = await loadBb(readFileSync(join(root, 'js/wasm/bb.wasm')));

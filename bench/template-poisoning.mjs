@@ -308,6 +308,8 @@ async function main() {
   const root = new URL('..', import.meta.url);
   const pkg = {
     ...(await import(new URL('js/dist/index.js', root))),
+    ...(await import(new URL('js/dist/examples/index.js', root))),
+    ...(await import(new URL('js/dist/internals.js', root))),
     ...(await import(new URL('js/dist/signal/index.js', root))),
     ...(await import(new URL('js/dist/identity/index.js', root))),
   };

@@ -33,7 +33,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gunzipSync, gzip } from 'node:zlib';
 
-import { loadBb, splitDigits } from 'bytesandbrains';
+import { loadBb } from 'bytesandbrains';
+import { splitDigits } from 'bytesandbrains/examples';
 import { SignalClient, createJoinToken } from 'bytesandbrains/signal';
 import { Identity, publicKeyFromPeerId } from 'bytesandbrains/identity';
 import { SignalServer } from 'bytesandbrains/signal/server';

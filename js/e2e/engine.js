@@ -4,9 +4,23 @@
 // (LocalNetwork), and connecting a peer either works or says why not. Published on
 // window.engine once done; `?quick` times less.
 import {
-  CpuSession, LocalNetwork, OnnxModel, Tensor, compileFederatedDigits, connectPeer, encodeOnnxModel, installDigitsClient,
-  installDigitsServer, loadBb, peerIdFromU64, roundReporter, splitDigits, startDigitsServer,
+  CpuSession,
+  LocalNetwork,
+  OnnxModel,
+  Tensor,
+  connectPeer,
+  encodeOnnxModel,
+  loadBb,
+  peerIdFromU64,
+  roundReporter,
 } from '/pkg/index.js';
+import {
+  compileFederatedDigits,
+  installDigitsClient,
+  installDigitsServer,
+  splitDigits,
+  startDigitsServer,
+} from '/pkg/examples/index.js';
 import { Identity } from '/pkg/identity/index.js';
 
 const quick = new URLSearchParams(location.search).has('quick');

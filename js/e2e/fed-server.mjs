@@ -11,7 +11,8 @@
 import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
-import { Compiler, connectPeer, installDigitsServer, loadBb, roundReporter, splitDigits, startDigitsServer } from '../dist/index.js';
+import { Compiler, connectPeer, loadBb, roundReporter } from '../dist/index.js';
+import { installDigitsServer, splitDigits, startDigitsServer } from '../dist/examples/index.js';
 import { Identity } from '../dist/identity/index.js';
 import { digitsCsv, wasmBytes } from './common.mjs';
 

@@ -10,15 +10,13 @@ import {
   BbNode,
   Compiler,
   connectPeer,
-  installCnnClient,
-  installDigitsClient,
   loadBb,
   peersValue,
   scalarOf,
-  splitDigits,
   splitLearning,
   tensorValue,
 } from '/pkg/index.js';
+import { installCnnClient, installDigitsClient, splitDigits } from '/pkg/examples/index.js';
 import { loadIdentity } from '/pkg/identity/index.js';
 import { admissionOf } from '/pkg/signal/index.js';
 

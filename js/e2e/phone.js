@@ -13,8 +13,8 @@ import {
   ParticipationPolicy,
   readSavedNode,
   resumeNode,
-  splitDigits,
 } from '/pkg/index.js';
+import { splitDigits } from '/pkg/examples/index.js';
 import { loadIdentity } from '/pkg/identity/index.js';
 import { phonePlan } from './phone-plan.js';
 

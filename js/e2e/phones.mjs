@@ -21,6 +21,7 @@ import { join } from 'node:path';
 
 import { chromium } from 'playwright-core';
 
+import { splitDigits } from '../dist/examples/index.js';
 import * as pkg from '../dist/index.js';
 import { Identity } from '../dist/identity/index.js';
 import { SignalClient } from '../dist/signal/index.js';
@@ -47,7 +48,7 @@ const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', roo
 const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 
 // the server: the template's, over node-datachannel; it counts the envelopes each peer sends it
-const split = pkg.splitDigits(bb, digitsCsv(), 2, 1, 5);
+const split = splitDigits(bb, digitsCsv(), 2, 1, 5);
 const server = plan.installServer(bb, { artifact, self: serverIdentity.peerId, test: split.test });
 const rtc = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity: serverIdentity, role: 'server' }) });
 const envelopesFrom = new Map();

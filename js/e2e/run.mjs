@@ -37,17 +37,19 @@ import puppeteer from 'puppeteer-core';
 
 import {
   Compiler,
-  compileFederatedCnn,
-  installCnnServer,
-  installDigitsServer,
   loadBb,
   roundReporter,
   runPeer,
-  splitDigits,
   splitLearning,
+} from '../dist/index.js';
+import {
+  compileFederatedCnn,
+  installCnnServer,
+  installDigitsServer,
+  splitDigits,
   startCnnServer,
   startDigitsServer,
-} from '../dist/index.js';
+} from '../dist/examples/index.js';
 import { Identity } from '../dist/identity/index.js';
 import { SignalClient, createJoinToken } from '../dist/signal/index.js';
 import { SignalServer } from '../dist/signal/node.js';

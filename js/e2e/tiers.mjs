@@ -22,9 +22,17 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
 import {
-  BbNode, Compiler, LocalNetwork, connectPeer, installDigitsClient, installDigitsServer, loadBb, peerIdFromU64, peersValue,
-  roundReporter, splitDigits, startDigitsServer, tensorValue,
+  BbNode,
+  Compiler,
+  LocalNetwork,
+  connectPeer,
+  loadBb,
+  peerIdFromU64,
+  peersValue,
+  roundReporter,
+  tensorValue,
 } from '../dist/index.js';
+import { installDigitsClient, installDigitsServer, splitDigits, startDigitsServer } from '../dist/examples/index.js';
 import { Identity } from '../dist/identity/index.js';
 import { createJoinToken } from '../dist/signal/index.js';
 import { CHROMIUM_ARGS, check, digitsCsv, openPeer, packageRoot, servePages, sleep, summary, until, wasmBytes } from './common.mjs';

@@ -35,9 +35,8 @@ export {
   type OnnxNodeSpec,
   type OnnxValueSpec,
 } from './engine/onnx-builder.js';
-export { DTYPE_NAMES, dtypeCode, dtypeFromCode, isDType, type DType, type DTypeArrays, type TensorArray } from './engine/dtype.js';
+export { DTYPE_NAMES, isDType, type DType, type DTypeArrays, type TensorArray } from './engine/dtype.js';
 export { BbError, BbErrorCode, BbExitError, BbLoadError, bbErrorCodeName } from './engine/errors.js';
-export { BB_WASM_ABI_VERSION, type BbExports } from './engine/abi.js';
 export {
   PollDriver,
   type Clock,
@@ -52,7 +51,7 @@ export { Compiler, ROLES, TENSOR_F32, type ArtifactDescription, type ExampleInfo
 export { Dataset, splitForFederation, type CsvOptions } from './train/dataset.js';
 export { dpEpsilon, type DpEpsilon, type DpEpsilonOptions } from './train/privacy.js';
 export type { PeerRole } from './signal/protocol.js';
-export { BbNode, monotonicNowNs, parseSteps, type NodeAdmission, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node/node.js';
+export { BbNode, monotonicNowNs, type NodeAdmission, type NodeOptions, type NodeStats, type SlotOptions, type Step, type StepKind } from './node/node.js';
 export {
   registerComponentType,
   type ComponentContext,
@@ -83,17 +82,8 @@ export {
   type ProtocolComponent,
 } from './node/roles.js';
 export {
-  base58Decode,
-  base58Encode,
   bytesValue,
   compositeValue,
-  decodeValue,
-  decodeValueList,
-  encodeValue,
-  encodeValueList,
-  kindHash,
-  kindOfHash,
-  peerIdBytes,
   peerIdFromU64,
   peersValue,
   peerValue,
@@ -101,9 +91,7 @@ export {
   scalarOf,
   tensorValue,
   trigger,
-  typeHash,
   u64Value,
-  type AddressSegment,
   type HostTensor,
   type U64Kind,
   type Value,
@@ -113,9 +101,6 @@ export { LocalNetwork, type LocalNetworkOptions } from './node/local.js';
 export { getDefaultLogger, Notices, setDefaultLogger, shortPeer, watchNode, type Logger } from './node/notices.js';
 export { CODEC_REFUSALS, trafficOf, type Traffic } from './phones/traffic.js';
 export {
-  artifactSha256,
-  decodeSavedNode,
-  encodeSavedNode,
   indexedDbStore,
   keepNode,
   memoryStore,
@@ -142,43 +127,13 @@ export {
   type ParticipationState,
   type WaitReason,
 } from './phones/participation.js';
-export { addressPeer, decodeEnvelope, ENVELOPE_CAPS, ENVELOPE_SCHEMA_VERSION, parseAddress, type CorrelationKind, type Envelope, type EnvelopeFill } from './node/envelope.js';
-export {
-  ARTIFACT_KEYS,
-  inspectArtifact,
-  partitionBindings,
-  wireId,
-  type ArtifactFunction,
-  type ArtifactInspection,
-  type ArtifactNode,
-  type ArtifactWire,
-  type PartitionBinding,
-  type WireDeclaration,
-  type WireRecv,
-} from './node/artifact.js';
 export * from './dsl/index.js';
 export { admitRoomMembers, connectPeer, runPeer, type ConnectPeerOptions, type PeerOptions, type PeerStats, type RunningPeer, type SignallingEvent } from './node/peer.js';
-export {
-  compileFederatedCnn,
-  compileFederatedDigits,
-  FEDERATED_CNN_CLIENT_TARGETS,
-  FEDERATED_CNN_SERVER_TARGETS,
-  FEDERATED_DIGITS_CLIENT_TARGETS,
-  FEDERATED_DIGITS_SERVER_TARGETS,
-  federatedDigits,
-  gossipDigits,
-  installCnnClient,
-  installCnnServer,
-  installDigitsClient,
-  installDigitsServer,
-  loadDigitsCnn,
-  splitDigits,
-  startCnnServer,
-  startDigitsServer,
-  type DigitsSplit,
-  type FederatedDigitsConfig,
-} from './examples/index.js';
 export * from './templates/index.js';
+export { forgetIdentity, Identity, loadIdentity, verifySignature, type IdentityOptions, type IdentityStoreOptions, type Signer } from './identity/index.js';
+// The worked examples (the digits federations, their data and CNN) live at
+// 'bytesandbrains/examples'; the wire codecs, the artifact inspector and the ABI, for
+// tools that look inside envelopes and artifacts, at 'bytesandbrains/internals'.
 // Networking has its own entry points, so pages that only compute never load it:
 // 'bytesandbrains/transport' (WebRtcTransport), 'bytesandbrains/signal' (the signalling
 // client) and, in Node only, 'bytesandbrains/signal/server'.

@@ -1,6 +1,7 @@
 import { beforeAll, beforeEach, describe, expect, test } from 'vitest';
 
-import { BB_WASM_ABI_VERSION, BbErrorCode, loadBb, OnnxModel, type Bb } from '../src/index.js';
+import { BbErrorCode, loadBb, OnnxModel, type Bb } from '../src/index.js';
+import { BB_WASM_ABI_VERSION } from '../src/internals.js';
 import { addModel, BB_WASM_MAX_HANDLES, BB_WASM_SLOT_BITS, bbErrorOf, headerVersion, wasmBytes } from './support.js';
 
 const SLOT_BITS = BB_WASM_SLOT_BITS;

@@ -12,24 +12,28 @@ import { gunzipSync } from 'node:zlib';
 import { beforeAll, expect, test } from 'vitest';
 
 import {
-  ARTIFACT_KEYS,
   BbError,
   Compiler,
+  loadBb,
+  LocalNetwork,
+  peerIdFromU64,
+  type Bb,
+} from '../src/index.js';
+import {
   compileFederatedDigits,
+  installDigitsClient,
+  installDigitsServer,
+  splitDigits,
+  startDigitsServer,
+} from '../src/examples/index.js';
+import {
+  ARTIFACT_KEYS,
   decodeEnvelope,
   decodeValue,
   inspectArtifact,
-  installDigitsClient,
-  installDigitsServer,
-  loadBb,
-  LocalNetwork,
   partitionBindings,
-  peerIdFromU64,
-  splitDigits,
-  startDigitsServer,
   wireId,
-  type Bb,
-} from '../src/index.js';
+} from '../src/internals.js';
 import { repoRoot, wasmBytes } from './support.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';

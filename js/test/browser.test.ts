@@ -10,7 +10,8 @@ import { extname, join, normalize, sep } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
-import { BB_WASM_ABI_VERSION, loadBb, OnnxModel } from '../src/index.js';
+import { loadBb, OnnxModel } from '../src/index.js';
+import { BB_WASM_ABI_VERSION } from '../src/internals.js';
 import { addModel, CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
 
 

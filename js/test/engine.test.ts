@@ -8,23 +8,13 @@ import {
   BbErrorCode,
   BbNode,
   Compiler,
-  compileFederatedDigits,
   Dataset,
-  decodeValue,
-  decodeValueList,
-  encodeValue,
-  encodeValueList,
-  installDigitsClient,
-  installDigitsServer,
-  kindHash,
   loadBb,
   LocalNetwork,
   peerIdFromU64,
   randomPeerId,
   registerComponentType,
   roundReporter,
-  splitDigits,
-  startDigitsServer,
   TENSOR_F32,
   tensorValue,
   u64Value,
@@ -32,6 +22,20 @@ import {
   type Step,
   type Value,
 } from '../src/index.js';
+import {
+  compileFederatedDigits,
+  installDigitsClient,
+  installDigitsServer,
+  splitDigits,
+  startDigitsServer,
+} from '../src/examples/index.js';
+import {
+  decodeValue,
+  decodeValueList,
+  encodeValue,
+  encodeValueList,
+  kindHash,
+} from '../src/internals.js';
 import { bbErrorOf, wasmBytes } from './support.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';

@@ -12,27 +12,31 @@ import { gunzipSync } from 'node:zlib';
 import { expect, test } from 'vitest';
 
 import {
-  addressPeer,
   BbError,
   BbErrorCode,
+  loadBb,
+  LocalNetwork,
+  peerIdFromU64,
+} from '../src/index.js';
+import {
   compileFederatedDigits,
+  installDigitsClient,
+  installDigitsServer,
+  splitDigits,
+  startDigitsServer,
+} from '../src/examples/index.js';
+import {
+  addressPeer,
   decodeEnvelope,
   decodeValue,
   ENVELOPE_CAPS,
   ENVELOPE_SCHEMA_VERSION,
   inspectArtifact,
-  installDigitsClient,
-  installDigitsServer,
   kindHash,
-  loadBb,
-  LocalNetwork,
   parseAddress,
-  peerIdFromU64,
-  splitDigits,
-  startDigitsServer,
   wireId,
   type Envelope,
-} from '../src/index.js';
+} from '../src/internals.js';
 import { repoRoot, wasmBytes } from './support.js';
 
 const P2P_1 = [0xa5, 0x03, 0x0a, 0x00, 0x08, 0, 0, 0, 0, 0, 0, 0, 1];

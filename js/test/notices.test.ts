@@ -17,13 +17,10 @@ import { join } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 
 import {
-  compileFederatedDigits,
   componentModel,
   cpuMlp,
   Dataset,
   federatedAveraging,
-  installDigitsClient,
-  installDigitsServer,
   loadBb,
   LocalNetwork,
   Notices,
@@ -34,7 +31,6 @@ import {
   roundReporter,
   setDefaultLogger,
   shortPeer,
-  startDigitsServer,
   tensorValue,
   type Bb,
   type BbNode,
@@ -42,6 +38,7 @@ import {
   type ModelComponent,
   type RoundReport,
 } from '../src/index.js';
+import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from '../src/examples/index.js';
 import { repoRoot, wasmBytes } from './support.js';
 
 const MS = 1_000_000n;

@@ -27,7 +27,8 @@ import { gunzipSync } from 'node:zlib';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
-import { BB_WASM_ABI_VERSION, loadBb } from '../src/index.js';
+import { loadBb } from '../src/index.js';
+import { BB_WASM_ABI_VERSION } from '../src/internals.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
 import { tutorialCommands, tutorialFiles } from './tutorial.js';
 
@@ -48,10 +49,8 @@ const Y = [1.5, 2.25, 0];
  * when undefined), builds an Add model with encodeOnnxModel, runs it and reports.
  */
 const CHECK_JS = `
-import {
-  compileFederatedDigits, CpuSession, Dataset, encodeOnnxModel, installDigitsClient, installDigitsServer, loadBb,
-  LocalNetwork, OnnxModel, peerIdFromU64, roundReporter, startDigitsServer, Tensor,
-} from 'bytesandbrains';
+import { CpuSession, Dataset, encodeOnnxModel, loadBb, LocalNetwork, OnnxModel, peerIdFromU64, roundReporter, Tensor } from 'bytesandbrains';
+import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from 'bytesandbrains/examples';
 
 /** A federated client in this page: a server and two clients as nodes of a LocalNetwork. */
 function federate(bb) {
@@ -151,7 +150,7 @@ const INDEX_HTML = '<!doctype html><title>bytesandbrains from npm</title><script
 
 /** No bundler: the installed package's files imported as they are. */
 const PLAIN_HTML = `<!doctype html><title>bytesandbrains, plain module</title>
-<script type="importmap">{ "imports": { "bytesandbrains": "/app/node_modules/bytesandbrains/dist/index.js" } }</script>
+<script type="importmap">{ "imports": { "bytesandbrains": "/app/node_modules/bytesandbrains/dist/index.js", "bytesandbrains/examples": "/app/node_modules/bytesandbrains/dist/examples/index.js" } }</script>
 <script type="module">
 import { checkAll } from '/app/check.js';
 window.bbReport = checkAll({ default: () => undefined });
@@ -445,7 +444,7 @@ test('TypeScript finds the declarations under NodeNext and bundler resolution', 
 
 /** Every entry point of the package, as a program imports them (the Node-only ones when `node`). */
 function entryPoints(node: boolean): string {
-  const entries = ['bytesandbrains', 'bytesandbrains/transport', 'bytesandbrains/signal', 'bytesandbrains/identity'];
+  const entries = ['bytesandbrains', 'bytesandbrains/examples', 'bytesandbrains/internals', 'bytesandbrains/transport', 'bytesandbrains/signal', 'bytesandbrains/identity'];
   if (node) entries.push('bytesandbrains/signal/server', 'bytesandbrains/identity/node');
   return `${entries.map((entry, i) => `import * as entry${i} from '${entry}';`).join('\n')}\nexport const entries = [${entries.map((_, i) => `entry${i}`).join(', ')}];\n`;
 }

@@ -19,8 +19,6 @@ import { restoreCheckpoint, saveCheckpoint } from '../src/phones/checkpoint.js';
 import {
   BbError,
   cpuMlp,
-  decodeSavedNode,
-  encodeSavedNode,
   federatedAveraging,
   keepNode,
   loadBb,
@@ -35,6 +33,7 @@ import {
   type Dataset,
   type RoundReport,
 } from '../src/index.js';
+import { decodeSavedNode, encodeSavedNode } from '../src/internals.js';
 import { twoBlobs, wasmBytes } from './support.js';
 
 let bb: Bb;

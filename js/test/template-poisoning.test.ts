@@ -13,6 +13,8 @@ import { gunzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, test } from 'vitest';
 
 import * as identity from '../src/identity/index.js';
+import * as examples from '../src/examples/index.js';
+import * as internals from '../src/internals.js';
 import * as pkg from '../src/index.js';
 import * as signal from '../src/signal/index.js';
 import { repoRoot, wasmBytes } from './support.js';
@@ -35,7 +37,7 @@ interface Harness {
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 const ROUNDS = 15;
 const PERIODS = 120;
-const everything = { ...pkg, ...signal, ...identity };
+const everything = { ...pkg, ...examples, ...internals, ...signal, ...identity };
 
 let bb: pkg.Bb;
 let csv: Uint8Array;
@@ -150,6 +152,6 @@ describe('the templates take the room policy and report their refusals', () => {
 
   test('a round needs half the clients at its deadline unless told otherwise', () => {
     const artifact = pkg.federatedAveraging({ model: pkg.cpuMlp({ inputs: 2, outputs: 2 }), clients: 7 }).compile(bb);
-    expect(pkg.inspectArtifact(artifact).configs.get('aggregator')).toMatch(/^quorum=4,target=7,deadline_ms=1000,/);
+    expect(internals.inspectArtifact(artifact).configs.get('aggregator')).toMatch(/^quorum=4,target=7,deadline_ms=1000,/);
   });
 });

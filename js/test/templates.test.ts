@@ -10,13 +10,11 @@ import { beforeAll, describe, expect, test } from 'vitest';
 
 import {
   Compiler,
-  compileFederatedDigits,
   componentModel,
   cpuMlp,
   Dataset,
   federatedAveraging,
   federatedEvaluation,
-  gossipDigits,
   gossipLearning,
   loadBb,
   LocalNetwork,
@@ -25,6 +23,7 @@ import {
   type BbNode,
   type RoundReport,
 } from '../src/index.js';
+import { compileFederatedDigits, gossipDigits } from '../src/examples/index.js';
 import { LogisticRegression, twoBlobs, wasmBytes } from './support.js';
 
 let bb: Bb;

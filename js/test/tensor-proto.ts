@@ -5,7 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 
-import { dtypeFromCode, type DType, type TensorArray } from '../src/index.js';
+import { type DType, type TensorArray } from '../src/index.js';
+import { dtypeFromCode } from '../src/internals.js';
 
 export interface DecodedTensor {
   readonly name: string;

@@ -4,8 +4,6 @@ import { beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import {
   BbErrorCode,
   DTYPE_NAMES,
-  dtypeCode,
-  dtypeFromCode,
   isDType,
   loadBb,
   MAX_RANK,
@@ -15,6 +13,7 @@ import {
   type DType,
   type DTypeArrays,
 } from '../src/index.js';
+import { dtypeCode, dtypeFromCode } from '../src/internals.js';
 import { addModel, bbErrorOf, wasmBytes } from './support.js';
 
 let module: WebAssembly.Module;

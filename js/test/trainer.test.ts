@@ -19,20 +19,22 @@ import {
   LocalNetwork,
   OnnxModel,
   OnnxTrainer,
-  compileFederatedCnn,
   encodeOnnxModel,
-  installCnnClient,
-  installCnnServer,
   loadBb,
-  loadDigitsCnn,
   peerIdFromU64,
   roundReporter,
-  splitDigits,
-  startCnnServer,
   type Bb,
   type BbNode,
   type Step,
 } from '../src/index.js';
+import {
+  compileFederatedCnn,
+  installCnnClient,
+  installCnnServer,
+  loadDigitsCnn,
+  splitDigits,
+  startCnnServer,
+} from '../src/examples/index.js';
 import { digitsSplit, trainLenet } from './fixtures/train-lenet.mjs';
 import { bbErrorOf, packageRoot, repoRoot, wasmBytes } from './support.js';
 

@@ -13,7 +13,8 @@
 // Everything the server sends and receives is logged (status.json replays it to watching
 // pages), every client update and global model is scored on the test set, and what happens
 // between rounds (a visitor comes or goes, the rounds wait or go on) is marked.
-import { admitRoomMembers, decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact, runPeer } from 'bytesandbrains';
+import { admitRoomMembers, runPeer } from 'bytesandbrains';
+import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact } from 'bytesandbrains/internals';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { FedRounds, roundCounters, scorer } from '../shared/rounds.js';

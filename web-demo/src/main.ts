@@ -10,13 +10,13 @@ import './ui/locale.js';
 import wasmUrl from 'bytesandbrains/bb.wasm?url';
 import {
   Compiler,
-  compileFederatedDigits,
   Dataset,
-  inspectArtifact,
   loadBb,
   splitForFederation,
   type Bb,
 } from 'bytesandbrains';
+import { compileFederatedDigits } from 'bytesandbrains/examples';
+import { inspectArtifact } from 'bytesandbrains/internals';
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { scorer } from '../shared/rounds.js';

@@ -10,19 +10,15 @@
 import { readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 
+import { loadBb, LocalNetwork, peerIdFromU64 } from 'bytesandbrains';
 import {
   compileFederatedDigits,
-  decodeEnvelope,
-  decodeValue,
-  inspectArtifact,
   installDigitsClient,
   installDigitsServer,
-  loadBb,
-  LocalNetwork,
-  peerIdFromU64,
   splitDigits,
   startDigitsServer,
-} from 'bytesandbrains';
+} from 'bytesandbrains/examples';
+import { decodeEnvelope, decodeValue, inspectArtifact } from 'bytesandbrains/internals';
 import { expect, test } from 'vitest';
 
 import { mlpShapeFromConfig, parameterCount, scoreMlp } from '../shared/mlp.js';

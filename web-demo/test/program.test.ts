@@ -6,7 +6,9 @@
  * overlap, each inside its peer's frame: elkjs left to right, and on a phone one column as
  * wide as the screen with the labels clear of the boxes.
  */
-import { Compiler, compileFederatedDigits, inspectArtifact, loadBb, wireId, type Bb } from 'bytesandbrains';
+import { Compiler, loadBb, type Bb } from 'bytesandbrains';
+import { compileFederatedDigits } from 'bytesandbrains/examples';
+import { inspectArtifact, wireId } from 'bytesandbrains/internals';
 
 import { livePlan } from '../shared/live-plan.js';
 import { beforeAll, expect, test } from 'vitest';

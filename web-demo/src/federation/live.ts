@@ -10,7 +10,8 @@
  * which the reloaded page restores. A fresh node would count its envelopes from one again,
  * and the server would drop those it had already seen from this peer as replays.
  */
-import { BbNode, connectPeer, monotonicNowNs, splitDigits, type Bb, type Clock, type Dataset, type NodeAdmission, type RunningPeer } from 'bytesandbrains';
+import { BbNode, connectPeer, monotonicNowNs, type Bb, type Clock, type Dataset, type NodeAdmission, type RunningPeer } from 'bytesandbrains';
+import { splitDigits } from 'bytesandbrains/examples';
 import { loadIdentity } from 'bytesandbrains/identity';
 
 import { livePlan } from '../../shared/live-plan.js';

@@ -6,7 +6,8 @@
  * (their engine stops; envelopes wait for them) or killed (their worker ends; envelopes
  * to them are lost).
  */
-import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, peerIdFromU64, type Value } from 'bytesandbrains';
+import { peerIdFromU64, type Value } from 'bytesandbrains';
+import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION } from 'bytesandbrains/internals';
 
 import { FedRounds, GossipRounds, type RoundCounters } from '../../shared/rounds.js';
 import type { ProgramGraph } from '../program/model.js';

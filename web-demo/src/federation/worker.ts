@@ -4,15 +4,12 @@
  */
 import {
   Dataset,
-  gossipDigits,
-  installDigitsClient,
-  installDigitsServer,
   loadBb,
   PollDriver,
-  startDigitsServer,
   type BbNode,
   type GossipPeer,
 } from 'bytesandbrains';
+import { gossipDigits, installDigitsClient, installDigitsServer, startDigitsServer } from 'bytesandbrains/examples';
 
 import { roundCounters } from '../../shared/rounds.js';
 import type { FromWorker, InitMessage, ToWorker } from './protocol.js';

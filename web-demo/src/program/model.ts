@@ -5,13 +5,8 @@
  * and the wire edges between them labelled with what they carry. Pure data from
  * `Compiler.describe` and `inspectArtifact`: no DOM.
  */
-import {
-  partitionBindings,
-  wireId,
-  type ArtifactDescription,
-  type ArtifactInspection,
-  type PartitionBinding,
-} from 'bytesandbrains';
+import { type ArtifactDescription } from 'bytesandbrains';
+import { partitionBindings, wireId, type ArtifactInspection, type PartitionBinding } from 'bytesandbrains/internals';
 
 import { explainOp, roleOf, shortDomain } from './glossary.js';
 import { peerKindsOf } from './peers.js';

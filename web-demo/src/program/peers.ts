@@ -6,12 +6,7 @@
  * partitions (federated_digits' server runs FedDigits and FedDigits_server); any other
  * artifact is drawn partition by partition, with no claim about who runs what together.
  */
-import {
-  FEDERATED_CNN_CLIENT_TARGETS,
-  FEDERATED_CNN_SERVER_TARGETS,
-  FEDERATED_DIGITS_CLIENT_TARGETS,
-  FEDERATED_DIGITS_SERVER_TARGETS,
-} from 'bytesandbrains';
+import { FEDERATED_CNN_CLIENT_TARGETS, FEDERATED_CNN_SERVER_TARGETS, FEDERATED_DIGITS_CLIENT_TARGETS, FEDERATED_DIGITS_SERVER_TARGETS } from 'bytesandbrains/examples';
 
 import { LIVE_MODULE, livePlan } from '../../shared/live-plan.js';
 
