@@ -7,15 +7,25 @@
  */
 import type { Role } from '../node/compiler.js';
 import type { Attributes } from './attributes.js';
-import type { Graph } from './graph.js';
 import type { GraphValue, ValueType } from './value.js';
 
+/** Where a slot records its ops: the Graph of the Module being written (graph.ts). */
+export interface RoleCallRecorder {
+  roleCall(
+    role: Role,
+    slot: string,
+    method: string,
+    inputs: readonly GraphValue[],
+    options: { readonly outputs?: number; readonly attributes?: Attributes; readonly peerClass?: string },
+  ): GraphValue[];
+}
+
 abstract class Slot {
-  protected readonly g: Graph;
+  protected readonly g: RoleCallRecorder;
   readonly name: string;
   abstract readonly role: Role;
 
-  constructor(g: Graph, name: string) {
+  constructor(g: RoleCallRecorder, name: string) {
     this.g = g;
     this.name = name;
   }
@@ -137,7 +147,7 @@ export class PeerSelectorSlot extends Slot {
   readonly role = 'PeerSelector' as const;
   readonly peerClass: string | undefined;
 
-  constructor(g: Graph, name: string, peerClass?: string) {
+  constructor(g: RoleCallRecorder, name: string, peerClass?: string) {
     super(g, name);
     this.peerClass = peerClass;
   }
