@@ -619,7 +619,7 @@ window.bbReport = (async () => {
   }
 
   test('a page and a Worker sleep between deadlines; on the page a delivery is polled before the next frame', async () => {
-    const driverJs = join(packageRoot, 'dist', 'driver.js');
+    const driverJs = join(packageRoot, 'dist', 'node', 'driver.js');
     if (!existsSync(driverJs)) throw new Error(`${driverJs} is missing: run \`npm run build\` (npm test does)`);
     const server = createServer((request, response) => {
       const path = new URL(request.url ?? '/', 'http://localhost').pathname;
