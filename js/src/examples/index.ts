@@ -1,11 +1,12 @@
 /**
- * The federated examples as a web app runs them, on scikit-learn's handwritten digits (64
- * pixels, ten classes). federated_digits and gossip_digits are templates configured as the
- * C examples configure them — a CpuMlp with one hidden layer; their compiled artifacts are
- * the ones the C examples compile (the templates record the same Modules). federated_cnn
- * trains a CNN exported from PyTorch with OnnxModel (the page hands every peer the model's
- * bytes) and is compiled from the example's recorded Module. Used by the tests, the
- * end-to-end run in Chromium and web-demo; a template for an app of its own.
+ * bytesandbrains/examples: the federated examples as a web app runs them, on
+ * scikit-learn's handwritten digits (64 pixels, ten classes). federated_digits and
+ * gossip_digits are templates configured as the C examples configure them — a CpuMlp with
+ * one hidden layer; their compiled artifacts are the ones the C examples compile (the
+ * templates record the same Modules). federated_cnn trains a CNN exported from PyTorch
+ * with OnnxModel (the page hands every peer the model's bytes) and is compiled from the
+ * example's recorded Module. Used by the tests, the end-to-end run in Chromium and
+ * web-demo; a template for an app of its own.
  */
 import type { Bb } from '../engine/bb.js';
 import { Compiler } from '../node/compiler.js';
