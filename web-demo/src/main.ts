@@ -121,6 +121,13 @@ const SPLIT_FED = 2;
 const RUNNABLE: ReadonlySet<string> = new Set<LocalProgram>(['federated_digits', 'gossip_digits', 'split_cnn']);
 const RUNNABLE_TEXT = 'only federated_digits, gossip_digits and split_cnn (module 3, SplitFed) have data to learn from in this page';
 
+/** What the page says while a program runs. */
+const RUNNING: Readonly<Record<LocalProgram, string>> = {
+  federated_digits: 'Running: the server sends the global model to every client, each trains on its own digits and sends its update back. Pause or kill a client below and watch what the rounds do.',
+  gossip_digits: 'Running: every peer trains, sends its model to a peer it picks and mixes in what it gets; grey dots are views being exchanged.',
+  split_cnn: "Running: each client runs the CNN's convolutions on a batch of its digits and sends the activations at the cut to the server, which runs the rest and the loss and sends the gradients back; every 10 steps the server averages the clients' convolutions (SplitFed). A step waits for its gradients, so the latency sets the pace.",
+};
+
 /** Whether the page runs this program: the digits examples, and split_cnn's SplitFed Module. */
 function runnable(shown: Shown | undefined): boolean {
   if (shown?.example === undefined || !RUNNABLE.has(shown.example)) return false;
@@ -377,17 +384,13 @@ async function main(): Promise<void> {
     demo.settings = { ...s, digits: digits.map((d) => [...d]), deadlineMs: roundRules(s.peers, s.latencyMs).deadlineMs };
     federationView.setContext(shown.graph, controls);
     refreshButtons();
-    status(`starting ${s.peers} ${program === 'federated_digits' ? 'clients and a server' : 'gossip peers'}, each in a Web Worker of this page…`);
+    status(`starting ${s.peers} ${program === 'gossip_digits' ? 'gossip peers' : 'clients and a server'}, each in a Web Worker of this page…`);
     const started = run;
     await run.start();
     if (run !== started) return;
     refreshButtons();
     federationView.setContext(shown.graph, controls);
-    status(
-      program === 'federated_digits'
-        ? 'Running: the server sends the global model to every client, each trains on its own digits and sends its update back. Pause or kill a client below and watch what the rounds do.'
-        : 'Running: every peer trains, sends its model to a peer it picks and mixes in what it gets; grey dots are views being exchanged.',
-    );
+    status(RUNNING[program]);
   };
   start.onclick = () => void startRun();
   stop.onclick = () => {
