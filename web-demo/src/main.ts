@@ -8,11 +8,13 @@
  */
 import './ui/locale.js';
 import wasmUrl from 'bytesandbrains/bb.wasm?url';
+import cnnUrl from 'bytesandbrains/models/digits_cnn.onnx?url';
 import {
   Compiler,
   Dataset,
   loadBb,
   splitForFederation,
+  splitLearning,
   type Bb,
 } from 'bytesandbrains';
 import { compileFederatedDigits } from 'bytesandbrains/examples';
@@ -28,6 +30,8 @@ import { FederationView, type PeerAction } from './federation/view.js';
 import { JoinPanel } from './join/panel.js';
 import { LearningCharts } from './learning/chart.js';
 import { buildProgramGraph, type ProgramGraph } from './program/model.js';
+import { modelLayers, splitPlanOptions, splitSides, splitTraffic, SPLIT_CUT, type SplitSides } from './program/split.js';
+import { SplitView } from './program/split-view.js';
 import { ProgramView } from './program/view.js';
 import { clientColour } from './ui/colours.js';
 import { $, el } from './ui/dom.js';
@@ -43,8 +47,9 @@ const status = (text: string): void => {
 interface Shown {
   readonly artifact: Uint8Array;
   readonly graph: ProgramGraph;
-  /** The example it was compiled from; undefined for a dropped artifact. */
+  /** The example it was compiled from, and which of its Modules; undefined for a dropped artifact. */
   readonly example?: string;
+  readonly module?: number;
 }
 
 /** What the test (and the curious) can read: `window.demo`. */
@@ -61,6 +66,8 @@ const demo = {
   joined: undefined as JoinResult | undefined,
   federationView: undefined as FederationView | undefined,
   programView: undefined as ProgramView | undefined,
+  /** split_cnn: the model's layers on each side of the cut, as drawn. */
+  split: undefined as SplitSides | undefined,
   /** The settings the last in-page run started with. */
   settings: undefined as { peers: number; latencyMs: number; learningRate: number; digits: number[][]; deadlineMs: number } | undefined,
   /** In-page runs started so far (a playground change starts another). */
@@ -94,6 +101,7 @@ interface RunSettings {
 
 /** Compiles an example; federated_digits with FedAvg's rounds fitted to the clients and the latency. */
 function compileExample(bb: Bb, example: string, module: number, run: RunSettings): Uint8Array {
+  if (example === 'split_cnn' && module === SPLIT_FED) return splitLearning(splitPlanOptions(run.peers)).compile(bb);
   if (example === 'federated_digits') return compileFederatedDigits(bb, { ...roundRules(run.peers, run.latencyMs), learningRate: run.learningRate });
   const compiler = Compiler.forExample(bb, example, module);
   try {
@@ -103,12 +111,28 @@ function compileExample(bb: Bb, example: string, module: number, run: RunSetting
   }
 }
 
-function programOf(bb: Bb, artifact: Uint8Array, example?: string): Shown {
+function programOf(bb: Bb, artifact: Uint8Array, example?: string, module = 0): Shown {
   const graph = buildProgramGraph(Compiler.describe(bb, artifact, 'json'), inspectArtifact(artifact));
-  return { artifact, graph, ...(example === undefined ? {} : { example }) };
+  return { artifact, graph, ...(example === undefined ? {} : { example, module }) };
 }
 
-const RUNNABLE: ReadonlySet<string> = new Set<LocalProgram>(['federated_digits', 'gossip_digits']);
+/** split_cnn's SplitFed Module: the split the page runs, compiled from the splitLearning template for the clients chosen. */
+const SPLIT_FED = 2;
+const RUNNABLE: ReadonlySet<string> = new Set<LocalProgram>(['federated_digits', 'gossip_digits', 'split_cnn']);
+const RUNNABLE_TEXT = 'only federated_digits, gossip_digits and split_cnn (module 3, SplitFed) have data to learn from in this page';
+
+/** What the page says while a program runs. */
+const RUNNING: Readonly<Record<LocalProgram, string>> = {
+  federated_digits: 'Running: the server sends the global model to every client, each trains on its own digits and sends its update back. Pause or kill a client below and watch what the rounds do.',
+  gossip_digits: 'Running: every peer trains, sends its model to a peer it picks and mixes in what it gets; grey dots are views being exchanged.',
+  split_cnn: "Running: each client runs the CNN's convolutions on a batch of its digits and sends the activations at the cut to the server, which runs the rest and the loss and sends the gradients back; every 10 steps the server averages the clients' convolutions (SplitFed). A step waits for its gradients, so the latency sets the pace.",
+};
+
+/** Whether the page runs this program: the digits examples, and split_cnn's SplitFed Module. */
+function runnable(shown: Shown | undefined): boolean {
+  if (shown?.example === undefined || !RUNNABLE.has(shown.example)) return false;
+  return shown.example !== 'split_cnn' || shown.module === SPLIT_FED;
+}
 
 /** Digits per client by default: six of ten from four federated clients up (every digit on several), all below; three per gossip peer. */
 function defaultDigitsPerClient(program: string, peers: number): number {
@@ -135,7 +159,17 @@ async function main(): Promise<void> {
   const federationView = new FederationView($('federation'), state);
   demo.federationView = federationView;
   new LearningCharts($('learning'), state);
-  state.subscribe(() => programView.updateCounts(state.edges));
+  const splitView = new SplitView($('split-model'));
+  state.subscribe(() => {
+    programView.updateCounts(state.edges);
+    if (shown !== undefined) splitView.update(splitTraffic(shown.graph, state.edges));
+  });
+  let cnn: Promise<Uint8Array> | undefined;
+  const loadCnn = (): Promise<Uint8Array> =>
+    (cnn ??= fetch(cnnUrl).then(async (r) => {
+      if (!r.ok) throw new Error(`digits_cnn.onnx: ${r.status}`);
+      return new Uint8Array(await r.arrayBuffer());
+    }));
 
   const select = $('program-select') as HTMLSelectElement;
   const peersSelect = $('peer-count') as HTMLSelectElement;
@@ -232,12 +266,12 @@ async function main(): Promise<void> {
   };
 
   const refreshButtons = (): void => {
-    const runnable = shown?.example !== undefined && RUNNABLE.has(shown.example);
-    start.disabled = !runnable || running() || live !== undefined;
+    const canRun = runnable(shown);
+    start.disabled = !canRun || running() || live !== undefined;
     stop.disabled = !running();
     peersSelect.disabled = latencySelect.disabled = running();
-    start.title = runnable ? '' : 'Only federated_digits and gossip_digits have data to learn from in the page';
-    playground.hidden = live !== undefined || !runnable;
+    start.title = canRun ? '' : `It is drawn, not run: ${RUNNABLE_TEXT}`;
+    playground.hidden = live !== undefined || !canRun;
     rateSelect.disabled = exampleName() !== 'federated_digits';
   };
 
@@ -246,6 +280,10 @@ async function main(): Promise<void> {
     demo.graph = next.graph;
     await programView.show(next.graph);
     federationView.setContext(next.graph, controls);
+    // split_cnn's vanilla Modules (one cut): the model drawn cut in two
+    const split = next.example === 'split_cnn' && next.module !== 1 ? splitSides(modelLayers(await loadCnn()), SPLIT_CUT) : undefined;
+    demo.split = split;
+    splitView.show(split);
     refreshButtons();
   };
 
@@ -253,9 +291,9 @@ async function main(): Promise<void> {
     const [name, m] = select.value.split(':');
     $('peer-word').textContent = name === 'gossip_digits' ? 'peers' : 'clients';
     try {
-      await show(programOf(bb, compileExample(bb, name!, Number(m ?? 0), settings()), name));
+      await show(programOf(bb, compileExample(bb, name!, Number(m ?? 0), settings()), name, Number(m ?? 0)));
       const rules = name === 'federated_digits' ? roundRules(peers(), settings().latencyMs) : undefined;
-      status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${RUNNABLE.has(name!) ? 'Press Start to run it in this page.' : 'It is drawn, not run: only federated_digits and gossip_digits have data to learn from in this page.'}${rules === undefined ? '' : ` Its rounds wait ${rules.deadlineMs / 1000} s for every client, room for the round trip at this latency.`}`);
+      status(`${name}: ${shown!.graph.partitions.length} partition${shown!.graph.partitions.length === 1 ? '' : 's'}, ${shown!.graph.edges.length} wire edge${shown!.graph.edges.length === 1 ? '' : 's'}. ${runnable(shown) ? 'Press Start to run it in this page.' : `It is drawn, not run: ${RUNNABLE_TEXT}.`}${rules === undefined ? '' : ` Its rounds wait ${rules.deadlineMs / 1000} s for every client, room for the round trip at this latency.`}`);
     } catch (error) {
       fail(error);
     }
@@ -313,9 +351,10 @@ async function main(): Promise<void> {
   });
 
   const startRun = async (): Promise<void> => {
-    if (shown?.example === undefined || !RUNNABLE.has(shown.example)) return;
+    if (shown === undefined || !runnable(shown)) return;
     stopRun();
     const program = shown.example as LocalProgram;
+    const model = program === 'split_cnn' ? await loadCnn() : undefined;
     const s = settings();
     const split = splitForFederation(labels, { shards: s.peers, shardClasses: digits, seed: 1 });
     const test = allDigits.subset(split.test);
@@ -335,6 +374,7 @@ async function main(): Promise<void> {
       test: split.test,
       digits,
       ...(shape === undefined ? {} : { score: scorer(shape, { x, y })! }),
+      ...(model === undefined ? {} : { model }),
       onProblem: (peer, text) => {
         demo.problems.push(`${state.peers.get(peer)?.label ?? peer}: ${text}`);
       },
@@ -344,17 +384,13 @@ async function main(): Promise<void> {
     demo.settings = { ...s, digits: digits.map((d) => [...d]), deadlineMs: roundRules(s.peers, s.latencyMs).deadlineMs };
     federationView.setContext(shown.graph, controls);
     refreshButtons();
-    status(`starting ${s.peers} ${program === 'federated_digits' ? 'clients and a server' : 'gossip peers'}, each in a Web Worker of this page…`);
+    status(`starting ${s.peers} ${program === 'gossip_digits' ? 'gossip peers' : 'clients and a server'}, each in a Web Worker of this page…`);
     const started = run;
     await run.start();
     if (run !== started) return;
     refreshButtons();
     federationView.setContext(shown.graph, controls);
-    status(
-      program === 'federated_digits'
-        ? 'Running: the server sends the global model to every client, each trains on its own digits and sends its update back. Pause or kill a client below and watch what the rounds do.'
-        : 'Running: every peer trains, sends its model to a peer it picks and mixes in what it gets; grey dots are views being exchanged.',
-    );
+    status(RUNNING[program]);
   };
   start.onclick = () => void startRun();
   stop.onclick = () => {

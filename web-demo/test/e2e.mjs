@@ -13,7 +13,8 @@
 //     the curves — and the run goes on to 90 % once the paused one resumes; each client has
 //     one colour in every view; the playground (learning rate, digits per client, which
 //     digits each holds) starts the run again with what it says; hierarchical_digits is
-//     drawn readable, and zooms.
+//     drawn readable, and zooms; split_cnn's SplitFed (3 clients) shows the CNN cut in
+//     two, counts activations up and gradients down, and trains every client past 90 %.
 //   phone (390×844): a run at 800 ms latency learns, every round in its list closed with
 //     its updates or abandoned with its reason; the page fits the screen, charts at the
 //     screen's pixel ratio, text of at least 10 px; one tap opens an explanation; client
@@ -382,6 +383,36 @@ try {
   });
   await shoot(desk, 'desktop-hierarchical');
   await desk.context().close();
+
+  // ---- split learning: split_cnn's SplitFed, three clients and a server in Web Workers -------------
+  const split = await open('split', DESKTOP, '?program=split_cnn:2&peers=3&latency=0&run=local');
+  await attempt('split learning shows its cut and trains every client past 90 %', async () => {
+    const bar = 0.9;
+    const latest = () => split.evaluate(() => {
+      const last = new Map(window.demo.state.peerPoints.map((p) => [p.peer, p.accuracy]));
+      return [...window.demo.state.peers.values()].filter((p) => p.index !== undefined).map((p) => last.get(p.id) ?? 0);
+    });
+    await awhile('every split client past the bar', async () => {
+      const accuracies = await latest();
+      return accuracies.length === 3 && accuracies.every((a) => a >= bar);
+    }, 30_000);
+    const seen = await split.evaluate(() => ({
+      client: [...document.querySelectorAll('.split-client li')].map((li) => li.getAttribute('data-op')).join(' '),
+      server: [...document.querySelectorAll('.split-server li')].map((li) => li.getAttribute('data-op')).join(' '),
+      cut: document.querySelector('.split-cut')?.getAttribute('data-cut'),
+      counts: [...document.querySelectorAll('.split-wire .split-count')].map((e) => e.textContent),
+      moving: document.querySelectorAll('.split-wire.moving').length,
+      animated: window.demo.federationView.animated,
+    }));
+    const accuracies = await latest();
+    const counted = seen.counts.map((c) => Number(/^(\d+) envelopes/.exec(c ?? '')?.[1] ?? 0));
+    check('split learning shows its cut and trains every client past 90 %',
+      seen.cut === '/MaxPool_1_output_0' && seen.client.endsWith('Conv Relu MaxPool Conv Relu MaxPool') && seen.server === 'Flatten Gemm Relu Gemm'
+        && counted.length === 2 && counted.every((n) => n > 10) && seen.moving > 0 && seen.animated > 0 && accuracies.length === 3 && accuracies.every((a) => a >= bar),
+      `cut ${seen.cut}; activations ${seen.counts[0]}, gradients ${seen.counts[1]}; held out ${accuracies.map((a) => `${(a * 100).toFixed(1)} %`).join(', ')}`);
+  });
+  await shoot(split, 'desktop-split');
+  await split.context().close();
 
   // ---- phone: 800 ms latency ------------------------------------------------------------------
   const phone = await open('phone', PHONE, '?latency=800&peers=4&run=local');

@@ -10,12 +10,13 @@ import { peerIdFromU64, type Value } from 'bytesandbrains';
 import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION } from 'bytesandbrains/internals';
 
 import { FedRounds, GossipRounds, type RoundCounters } from '../../shared/rounds.js';
-import type { ProgramGraph } from '../program/model.js';
+import type { ProgramGraph, WireArrow } from '../program/model.js';
 import { digitsText } from './digits.js';
 import type { FromWorker, InitMessage, PeerRole, ToWorker } from './protocol.js';
 import type { FederationState, Flight, FlightKind, PeerPoint, RoundPoint } from './state.js';
 
-export type LocalProgram = 'federated_digits' | 'gossip_digits';
+/** split_cnn: SplitFed of the digits CNN (the splitLearning template), a server and its clients. */
+export type LocalProgram = 'federated_digits' | 'gossip_digits' | 'split_cnn';
 
 export interface LocalRunOptions {
   readonly program: LocalProgram;
@@ -35,6 +36,8 @@ export interface LocalRunOptions {
   readonly test: readonly number[];
   /** Scores a parameter vector on the test set (loss and accuracy), when the model is an MLP classifier. */
   readonly score?: (params: Float32Array) => { loss: number; accuracy: number };
+  /** split_cnn: the ONNX model every side is given. */
+  readonly model?: Uint8Array;
   /** What a worker reported that is not a normal step (an op failure, an error). */
   readonly onProblem?: (peer: string, text: string) => void;
 }
@@ -57,6 +60,47 @@ interface WorkerPeer {
 export function roundRules(clients: number, latencyMs: number): { quorum: number; target: number; deadlineMs: number } {
   const roundTrip = 2 * 1.2 * latencyMs;
   return { quorum: Math.max(1, clients - 1), target: clients, deadlineMs: Math.max(1000, Math.ceil((roundTrip + 800) / 100) * 100) };
+}
+
+/** What an envelope carries, as the page shows it: data on a wire edge, protocol, or other. */
+export interface EnvelopeRead {
+  readonly kind: FlightKind;
+  readonly edge?: WireArrow;
+  /** The first value it carries on a wire edge. */
+  readonly value?: Value;
+}
+
+/** Reads an envelope's wire edge (by its fills' sites) and first value; throws on bytes that are no envelope. */
+export function readEnvelope(graph: ProgramGraph, bytes: Uint8Array): EnvelopeRead {
+  let kind: FlightKind = 'other';
+  let edge: WireArrow | undefined;
+  let value: Value | undefined;
+  const envelope = decodeEnvelope(bytes);
+  // sites name wires only from schema 2 on; an older envelope's are positions the receiver refuses
+  const byWire = envelope.schemaVersion === ENVELOPE_SCHEMA_VERSION;
+  for (const fill of envelope.fills) {
+    if (fill.op !== undefined) kind = 'protocol';
+    const found = fill.site === undefined || !byWire ? undefined : graph.edgeByWire.get(fill.site);
+    if (found === undefined) continue;
+    kind = 'data';
+    edge = found;
+    if (value === undefined && fill.typeHash !== 0n) value = decodeValue(fill.typeHash, fill.payload);
+  }
+  return { kind, ...(edge === undefined ? {} : { edge }), ...(value === undefined ? {} : { value }) };
+}
+
+/**
+ * The peer class a role's peer runs: a federated client the class that is not the invoking
+ * one (@self is the server's), a split client @self (its Interval asks for the steps) and
+ * a split server the class of the partitions the program's server runs.
+ */
+function classOf(graph: ProgramGraph, role: PeerRole): string {
+  if (role === 'client') return graph.classes.find((c) => c !== '@self') ?? 'clients';
+  if (role === 'split-server') {
+    const server = graph.peers.find((p) => p.peer === 'server');
+    return graph.partitions.find((p) => server?.partitions.includes(p.id) === true)?.peerClass ?? 'server';
+  }
+  return '@self';
 }
 
 /** The words for what happened to a peer, as its mark on the curves says it. */
@@ -85,23 +129,28 @@ export class LocalRun {
       this.serverId = peerIdFromU64(1);
       this.#fed = new FedRounds(options.score, sinks);
     } else {
-      this.#gossip = new GossipRounds(options.score, sinks, () => [...this.#peers.values()].filter((p) => p.worker !== undefined).length);
+      // gossip peers and split clients report their own held-out accuracy every period
+      if (options.program === 'split_cnn') this.serverId = peerIdFromU64(1);
+      this.#gossip = new GossipRounds(options.score, sinks, () => [...this.#peers.values()].filter((p) => p.worker !== undefined && p.id !== this.serverId).length);
     }
   }
 
   /** Starts every peer and, for federated averaging, the server's rounds. */
   async start(): Promise<void> {
     const o = this.#options;
-    const federated = o.program === 'federated_digits';
-    const ids = Array.from({ length: o.peers }, (_, k) => peerIdFromU64(k + (federated ? 2 : 1)));
+    const split = o.program === 'split_cnn';
+    const served = this.serverId !== undefined;
+    const ids = Array.from({ length: o.peers }, (_, k) => peerIdFromU64(k + (served ? 2 : 1)));
     this.#state.reset();
-    this.#state.info = federated ? { mode: 'in this page', ...roundRules(o.peers, o.latencyMs) } : { mode: 'in this page (gossip)' };
-    const all = federated ? [this.serverId!, ...ids] : ids;
-    if (federated) this.#addPeer(this.serverId!, 'server', 0, 1, all);
-    ids.forEach((id, k) => this.#addPeer(id, federated ? 'client' : 'gossip', k, k + 2, all));
+    this.#state.info = o.program === 'federated_digits' ? { mode: 'in this page', ...roundRules(o.peers, o.latencyMs) } : { mode: split ? 'in this page (split learning)' : 'in this page (gossip)' };
+    const all = served ? [this.serverId!, ...ids] : ids;
+    if (served) this.#addPeer(this.serverId!, split ? 'split-server' : 'server', 0, 1, all);
+    ids.forEach((id, k) => this.#addPeer(id, split ? 'split-client' : served ? 'client' : 'gossip', k, k + 2, all));
     await Promise.all([...this.#peers.values()].map((p) => p.ready));
     if (this.#stopped) return;
-    if (federated) this.#post(this.#peers.get(this.serverId!)!, { type: 'start', clients: ids });
+    if (served) this.#post(this.#peers.get(this.serverId!)!, { type: 'start', clients: ids });
+    // split clients take their first step once the server knows them
+    if (split) for (const id of ids) this.#post(this.#peers.get(id)!, { type: 'start', clients: [] });
   }
 
   /** Pauses or resumes a peer's engine. */
@@ -160,14 +209,15 @@ export class LocalRun {
 
   #addPeer(id: string, role: PeerRole, shard: number, seed: number, all: readonly string[]): void {
     const o = this.#options;
-    const federated = o.program === 'federated_digits';
+    const served = this.serverId !== undefined;
     const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module', name: `peer ${id}` });
     let ready!: () => void;
     const peer: WorkerPeer = { id, worker, paused: false, held: [], ready: new Promise<void>((resolve) => (ready = resolve)) };
     this.#peers.set(id, peer);
-    const label = role === 'server' ? 'server' : role === 'client' ? `client ${shard + 1}` : `peer ${shard + 1}`;
-    const peerClass = role === 'client' ? (o.graph.classes.find((c) => c !== '@self') ?? 'clients') : '@self';
-    this.#state.upsertPeer(id, { label, peerClass, place: 'worker', state: 'starting', ...(role === 'server' ? {} : { index: shard, holds: digitsText(o.digits[shard]!) }) });
+    const isServer = role === 'server' || role === 'split-server';
+    const label = isServer ? 'server' : role === 'gossip' ? `peer ${shard + 1}` : `client ${shard + 1}`;
+    const peerClass = classOf(o.graph, role);
+    this.#state.upsertPeer(id, { label, peerClass, place: 'worker', state: 'starting', ...(isServer ? {} : { index: shard, holds: digitsText(o.digits[shard]!) }) });
     worker.onmessage = (event: MessageEvent<FromWorker>) => {
       if (peer.worker !== worker) return; // a message from a worker that was killed meanwhile
       const m = event.data;
@@ -187,12 +237,13 @@ export class LocalRun {
       artifact: o.artifact,
       role,
       self: id,
-      ...(federated ? { server: this.serverId! } : {}),
+      ...(served ? { server: this.serverId! } : {}),
       peers: all.filter((p) => p !== this.serverId),
-      rows: role === 'server' ? [] : o.shards[shard]!,
+      rows: isServer ? [] : o.shards[shard]!,
       test: o.test,
       csv: o.csv,
       seed,
+      ...(o.program === 'split_cnn' ? { split: { model: o.model!, clients: o.peers } } : {}),
     };
     this.#post(peer, init);
   }
@@ -203,24 +254,13 @@ export class LocalRun {
 
   /** An envelope left `from`: shown, scored, then handed to `to` after the latency. */
   #route(from: string, to: string, bytes: Uint8Array): void {
-    let kind: FlightKind = 'other';
-    let edge;
-    let value: Value | undefined;
+    let read: EnvelopeRead = { kind: 'other' };
     try {
-      const envelope = decodeEnvelope(bytes);
-      // sites name wires only from schema 2 on; an older envelope's are positions the receiver refuses
-      const byWire = envelope.schemaVersion === ENVELOPE_SCHEMA_VERSION;
-      for (const fill of envelope.fills) {
-        if (fill.op !== undefined) kind = 'protocol';
-        const found = fill.site === undefined || !byWire ? undefined : this.#options.graph.edgeByWire.get(fill.site);
-        if (found === undefined) continue;
-        kind = 'data';
-        edge = found;
-        if (value === undefined && fill.typeHash !== 0n) value = decodeValue(fill.typeHash, fill.payload);
-      }
+      read = readEnvelope(this.#options.graph, bytes);
     } catch (error) {
       this.#options.onProblem?.(from, `an envelope the page could not read: ${String(error)}`);
     }
+    const { kind, edge, value } = read;
     const flight = this.#state.send(from, to, bytes.length, kind, edge);
     this.#state.setState(from, 'sending');
     // an update counts for its round once the server's node is handed it (#delivered)

@@ -8,7 +8,8 @@ import type { StepKind, Value } from 'bytesandbrains';
 import type { RoundCounters } from '../../shared/rounds.js';
 
 /** Which program a worker runs, and as what. */
-export type PeerRole = 'server' | 'client' | 'gossip';
+/** split-server and split-client: the in-page split learning (SplitFed of the digits CNN). */
+export type PeerRole = 'server' | 'client' | 'gossip' | 'split-server' | 'split-client';
 
 export interface InitMessage {
   readonly type: 'init';
@@ -28,11 +29,13 @@ export interface InitMessage {
   /** The digits CSV. */
   readonly csv: Uint8Array;
   readonly seed: number;
+  /** Split learning: the ONNX model every side is given whole, and how many clients the plan has. */
+  readonly split?: { readonly model: Uint8Array; readonly clients: number };
 }
 
 export type ToWorker =
   | InitMessage
-  /** Server: start the rounds for these clients. */
+  /** Server: start the rounds for these clients (a split client: start its steps). */
   | { readonly type: 'start'; readonly clients: readonly string[] }
   | { readonly type: 'deliver'; readonly from: string; readonly bytes: Uint8Array; readonly flight: number }
   | { readonly type: 'pause' }

@@ -6,10 +6,14 @@ import {
   Dataset,
   loadBb,
   PollDriver,
+  splitLearning,
   type BbNode,
   type GossipPeer,
+  type SplitServer,
 } from 'bytesandbrains';
 import { gossipDigits, installDigitsClient, installDigitsServer, startDigitsServer } from 'bytesandbrains/examples';
+
+import { splitPlanOptions } from '../program/split.js';
 
 import { roundCounters } from '../../shared/rounds.js';
 import type { FromWorker, InitMessage, ToWorker } from './protocol.js';
@@ -19,6 +23,9 @@ const post = (message: FromWorker, transfer: Transferable[] = []): void => scope
 
 let node: BbNode | undefined;
 let gossip: GossipPeer | undefined;
+let splitServer: SplitServer | undefined;
+/** A split client starts its steps when the page says the server knows its clients. */
+let startSplitClient: ((nowNs: bigint) => void) | undefined;
 let driver: PollDriver | undefined;
 /** The held-out digits (the server starts its rounds with them). */
 let test: Dataset | undefined;
@@ -34,6 +41,17 @@ async function init(message: InitMessage): Promise<void> {
     node = installDigitsServer(bb, message.artifact, message.self, test, message.seed);
   } else if (message.role === 'client') {
     node = installDigitsClient(bb, message.artifact, message.self, message.server!, mine, message.seed);
+  } else if (message.role === 'split-server' || message.role === 'split-client') {
+    const split = message.split!;
+    const plan = splitLearning(splitPlanOptions(split.clients));
+    if (message.role === 'split-server') {
+      splitServer = plan.installServer(bb, { artifact: message.artifact, model: split.model, self: message.self, seed: message.seed });
+      node = splitServer.node;
+    } else {
+      const client = plan.installClient(bb, { artifact: message.artifact, model: split.model, self: message.self, server: message.server!, data: mine, test, seed: message.seed });
+      node = client.node;
+      startSplitClient = (nowNs) => client.start(nowNs);
+    }
   } else {
     // a gossip peer: its first view is the next two peers; it scores itself on the test set
     const index = message.peers.indexOf(message.self);
@@ -72,8 +90,12 @@ function handle(message: ToWorker): void {
   }
   switch (message.type) {
     case 'start':
-      for (const client of message.clients) node.addPeer(client);
-      startDigitsServer(node, message.clients, test!, driver.now());
+      if (startSplitClient !== undefined) startSplitClient(driver.now());
+      else if (splitServer !== undefined) splitServer.start(message.clients);
+      else {
+        for (const client of message.clients) node.addPeer(client);
+        startDigitsServer(node, message.clients, test!, driver.now());
+      }
       driver.wake();
       break;
     case 'deliver':

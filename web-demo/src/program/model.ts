@@ -86,6 +86,12 @@ const EDGE_LABELS: Readonly<Record<string, string>> = {
   global: 'global model',
   update: 'model update',
   share: 'trained model',
+  split_activations: 'activations',
+  split_gradients: 'gradients',
+  split_eval: 'held-out activations',
+  split_score: 'held-out score',
+  split_share: "client's part",
+  split_average: 'averaged part',
 };
 
 const GATES = new Set(['DedupGateRx', 'PeerHealthGateRx', 'BackoffGateRx', 'PeerHealthGateTx', 'BackoffGateTx', 'DeadlineCheck']);

@@ -9,6 +9,7 @@
 import { FEDERATED_CNN_CLIENT_TARGETS, FEDERATED_CNN_SERVER_TARGETS, FEDERATED_DIGITS_CLIENT_TARGETS, FEDERATED_DIGITS_SERVER_TARGETS } from 'bytesandbrains/examples';
 
 import { LIVE_MODULE, livePlan } from '../../shared/live-plan.js';
+import { SPLIT_MODULE } from './split.js';
 
 /** One kind of peer: what it is called and the partitions (by title) it installs. */
 export interface PeerKind {
@@ -40,6 +41,11 @@ const KNOWN: Readonly<Record<string, readonly PeerKind[]>> = {
     { peer: 'client', titles: ['HierDigits_clients'] },
   ],
   GossipDigits: [{ peer: 'peer', titles: ['GossipDigits'] }],
+  // the splitLearning template's SplitFed plan (split_cnn's third Module)
+  [SPLIT_MODULE]: [
+    { peer: 'server', titles: [`${SPLIT_MODULE}_server`] },
+    { peer: 'client', titles: [SPLIT_MODULE, `${SPLIT_MODULE}_clients`] },
+  ],
 };
 
 /** The kinds of peer of a program, when its host is known and installs every partition listed. */

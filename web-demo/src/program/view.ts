@@ -9,7 +9,7 @@
  * it pans (drag, scroll or swipe) and zooms (the buttons, ctrl + wheel, or a pinch), and
  * a tap on a box lists everything in it, in words, below the picture.
  */
-import { classColour } from '../ui/colours.js';
+import { partitionColour } from '../ui/colours.js';
 import { el, formatBytes, svg } from '../ui/dom.js';
 import type { EdgeCount } from '../federation/state.js';
 import { bindingText, EDGE_LABEL_HEIGHT, GROUP_HEADER, HEADER, layoutProgram, PAD, ROW, type Measure, type PlacedBox, type PlacedEdge, type PlacedGroup, type ProgramLayout } from './layout.js';
@@ -257,7 +257,7 @@ export class ProgramView {
 
   #group(graph: ProgramGraph, placed: PlacedGroup): SVGGElement {
     const titles = placed.group.partitions.map((id) => graph.partitions.find((p) => p.id === id)?.title ?? id);
-    const colour = classColour(graph.partitions.find((p) => p.id === placed.group.partitions[0])?.peerClass ?? '', graph.classes);
+    const colour = partitionColour(placed.group.peer, graph.partitions.find((p) => p.id === placed.group.partitions[0])?.peerClass ?? '', graph.classes);
     const who = peerWords(placed.group.peer);
     const name = `${who.one} runs ${titles.length === 2 ? 'both' : `all ${titles.length}`}`;
     return svg('g', { class: 'peer-group', 'data-peer-group': placed.group.peer, 'data-partitions': titles.join(' '), transform: `translate(${placed.x},${placed.y})` },
@@ -269,7 +269,7 @@ export class ProgramView {
 
   #box(graph: ProgramGraph, placed: PlacedBox): SVGGElement {
     const { box, rows } = placed;
-    const colour = classColour(box.peerClass, graph.classes);
+    const colour = partitionColour(graph.peers.find((g) => g.partitions.includes(box.id))?.peer, box.peerClass, graph.classes);
     const g = svg('g', { class: 'partition', 'data-partition': box.id, 'data-class': box.peerClass, 'data-title': box.title, transform: `translate(${placed.x},${placed.y})` });
     g.append(
       svg('rect', { class: 'box', width: placed.width, height: placed.height, rx: 8, fill: `${colour}14`, stroke: colour, 'stroke-width': 2 }),

@@ -30,6 +30,23 @@ export function classColour(peerClass: string, classes: readonly string[] = []):
   return OTHER_CLASSES[at % OTHER_CLASSES.length]!;
 }
 
+/** The kinds of peer the page knows (src/program/peers.ts), in their classes' colours. */
+const NAMED_KINDS: Readonly<Record<string, string>> = {
+  server: '#2563eb',
+  root: '#2563eb',
+  edge: '#0e7490',
+  client: '#ea580c',
+};
+
+/**
+ * A partition's colour: the colour of the kind of peer that runs it when the program's
+ * hosts are known (a split's clients run the invoking class, @self, and are still a
+ * client's orange), else its class's.
+ */
+export function partitionColour(peer: string | undefined, peerClass: string, classes: readonly string[] = []): string {
+  return (peer === undefined ? undefined : NAMED_KINDS[peer]) ?? classColour(peerClass, classes);
+}
+
 /**
  * Client N's own colour (index N - 1): distinct for the first ten, none of them the
  * server's blue, the global model's ink or the red of a lost envelope.
