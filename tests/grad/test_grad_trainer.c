@@ -388,7 +388,7 @@ static void test_limits_reach_every_session(void) {
   CHECK_MSG(strstr(err.message, "node y_grad/") && strstr(err.message, "over the cap of 65536"), "%s", err.message);
   CHECK(first(bb_grad_trainer_value(s.t, "w")) == w0);
   /* a struct_size this library cannot read changes nothing */
-  bb_cpu_limits unset = {.max_total_bytes = (size_t)1 << 40};
+  bb_cpu_limits unset = {.max_total_bytes = SIZE_MAX};
   CHECK_EQ_INT(bb_grad_trainer_set_limits(s.t, &unset, &err), BB_ERR_INVALID_ARGUMENT);
   CHECK_MSG(strstr(err.message, "trainer: cpu session: limits have struct_size 0"), "%s", err.message);
   CHECK_EQ_INT(bb_grad_trainer_step(s.t, names, inputs, 2, &st, &err), BB_ERR_LIMIT);
