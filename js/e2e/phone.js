@@ -54,6 +54,8 @@ async function main() {
   // a phone's policy: train while charging (the Battery API; the test's init script stands in for it)
   const policy = await ParticipationPolicy.start({ charging: true, unmetered: false, respectSaveData: false });
   policy.onChange((s) => log(s.participating ? 'training' : `waiting: ${s.waiting.join(', ')}`));
+  // a test hook: stop training, so the steps the test reads before a reload are the last ones
+  window.e2ePause = () => policy.pause();
   const url = params.get('signal');
   const room = params.get('room');
   const onStep = (step) => step.kind === 'opFailed' && log(`op failed: ${step.op}: ${step.detail}`);

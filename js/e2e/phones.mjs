@@ -27,7 +27,7 @@ import { Identity } from '../dist/identity/index.js';
 import { SignalClient } from '../dist/signal/index.js';
 import { SignalServer } from '../dist/signal/node.js';
 import { WebRtcTransport } from '../dist/transport/index.js';
-import { CHROMIUM_ARGS, check, digitsCsv, packageRoot, servePages, summary, until } from './common.mjs';
+import { CHROMIUM_ARGS, check, digitsCsv, packageRoot, servePages, sleep, summary, until } from './common.mjs';
 import { phonePlan } from './phone-plan.js';
 
 const CHROMIUM = process.env.BB_CHROMIUM ?? '/usr/bin/chromium';
@@ -123,6 +123,10 @@ try {
 
   // 2. phone B reloaded mid-training
   await until('phone B to have saved its state', async () => (await b.state()).saves > 0 && (await b.state()).trainSteps >= 20, 60_000);
+  // paused, it trains no more: what its record holds at the reload is at most what it trained
+  await b.page.evaluate(() => window.e2ePause());
+  await until('phone B to stop training', async () => (await b.state()).policy?.participating === false, 10_000);
+  await sleep(500);
   const downloads = artifactDownloads;
   const stepsBefore = (await b.state()).trainSteps;
   const idBefore = b.self;

@@ -268,7 +268,12 @@ async function cnn() {
   });
   const running = runPeer(server, transport, {
     onStep(step) {
-      if (step.kind === 'appEvent' && step.topic === 'onnx' && step.value?.kind === 'bytes') exported = { round: reports.at(-1)?.round, bytes: step.value.bytes };
+      // the export and the round's accuracy come out of one poll in either order: the round
+      // is read once the poll's steps are all out
+      if (step.kind === 'appEvent' && step.topic === 'onnx' && step.value?.kind === 'bytes') {
+        const bytes = step.value.bytes;
+        queueMicrotask(() => (exported = { round: reports.at(-1)?.round, bytes }));
+      }
       report(step);
     },
   });
