@@ -10,7 +10,9 @@
 #             reloaded mid-training resumes without a download, a damaged record is refused
 #   nat       scripts/e2e-nat.sh — two NATed networks through TURN, over HTTPS/WSS
 # Chromium gathers no ICE candidates on loopback alone, so the browser runs happen in a
-# private network namespace with a veth pair (root; traffic never leaves the namespace).
+# private network namespace with a veth pair (root; traffic never leaves the namespace),
+# started once the link is up and settled (Chromium drops loads made while the network
+# changes: net::ERR_NETWORK_CHANGED).
 # Needs js/dist and js/wasm/bb.wasm (scripts/test.sh builds them).
 #   scripts/e2e.sh --web-demo: web-demo's browser test alone (web-demo/test/e2e.mjs, needs
 #   web-demo/dist), closing with `web-demo: N passed, M failed`
@@ -32,7 +34,9 @@ ip link add v0 type veth peer name v1
 ip addr add 192.0.2.10/24 dev v0
 ip link set v0 up
 ip link set v1 up
-ip route add default dev v0'
+ip route add default dev v0
+for _ in $(seq 50); do ip -o link show v0 | grep -q "state UP" && break; sleep 0.1; done
+sleep 1'
 if [ "${1:-}" = "--web-demo" ]; then
   exec unshare -n bash -c "set -e; $netns_setup; cd '$root/web-demo' && exec node test/e2e.mjs"
 fi
