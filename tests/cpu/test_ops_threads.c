@@ -9,30 +9,14 @@
 #include "bb/cpu.h"
 #include "bb/grad.h"
 #include "harness.h"
+#include "optest.h"
 #include "util/parallel.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float frand(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((rng_state >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
-
-static bb_tensor *rand_tensor(int rank, const int64_t *dims) {
-  bb_tensor *t = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, rank, dims);
-  float *d = bb_tensor_data(t);
-  for (int64_t i = 0; i < t->numel; i++) d[i] = frand();
-  return t;
-}
+static bb_tensor *rand_tensor(int rank, const int64_t *dims) { return optest_rand(BB_DTYPE_FLOAT, rank, dims, -1, 1); }
 
 static bb_model *model;
 
-static bb_ir_node *node(const char *op, int n_in, int n_out) {
-  bb_ir_node *n = bb_ir_node_new(model, op, NULL, "under_test");
-  char name[16];
-  for (int i = 0; i < n_in; i++) snprintf(name, sizeof name, "in%d", i), bb_strlist_append(model, &n->inputs, name);
-  for (int i = 0; i < n_out; i++) snprintf(name, sizeof name, "out%d", i), bb_strlist_append(model, &n->outputs, name);
-  return n;
-}
+static bb_ir_node *node(const char *op, int n_in, int n_out) { return optest_node(model, op, n_in, n_out); }
 
 static size_t most_threads(void) { return bbi_parallel_supported() ? 4 : 1; }
 
