@@ -55,7 +55,8 @@ const local = { median: median(latencies.slice(1)), max: Math.max(...latencies.s
 
 // ---- browsers over WebRTC ------------------------------------------------------------------
 const out = join(mkdtempSync(join(tmpdir(), 'bb-rounds-')), 'result.json');
-execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'federated', '--full-rounds', String(rounds)], {
+// four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
+execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium'], {
   env: { ...process.env, BB_E2E_RESULT: out },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
