@@ -3,7 +3,8 @@
 // namespace), against the same federation in one Node process with envelopes handed
 // straight from node to node (no network, no browser) — the named peer of the ratio.
 // A round's latency runs from the server's broadcast of the global model to the arrival of
-// the round's last client update (the 200 ms round timer is not part of it).
+// the round's last client update (the 200 ms round timer is not part of it). Beside them, the
+// data channels alone: a 10 KB envelope from this process to one page and straight back.
 //   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
@@ -61,12 +62,20 @@ execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'federated', '--fu
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 const web = JSON.parse(readFileSync(out, 'utf8'));
+// the data channels alone: a round's 10 KB envelope to one Chromium page and back, after
+// 200 ms of quiet as a broadcast follows the round timer (no engine, no driver)
+execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'echo', '--echoes', String(rounds)], {
+  env: { ...process.env, BB_E2E_RESULT: out },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
+const echo = JSON.parse(readFileSync(out, 'utf8'));
 
 const mib = (b) => (b / 1048576).toFixed(1);
 console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadcast → last update), median / max:`);
 console.log(`  in one Node process (no network)       ${local.median.toFixed(1)} ms / ${local.max.toFixed(1)} ms`);
 console.log(`  4 Chromium pages over WebRTC            ${web.roundLatencyMs.median.toFixed(1)} ms / ${web.roundLatencyMs.max.toFixed(1)} ms`);
 console.log(`  ratio (WebRTC / in-process, median)     ${(web.roundLatencyMs.median / local.median).toFixed(2)}x`);
+console.log(`  one 10 KB envelope Node → page → Node    ${echo.echoMs.median.toFixed(1)} ms / ${echo.echoMs.max.toFixed(1)} ms (the data channels alone, ${echo.echoMs.samples} times)`);
 console.log(`wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, ` +
   `all five nodes in one instance ${mib(local.memory)} MiB`);
 console.log(`the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);

@@ -26,8 +26,9 @@
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
 //   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
+//   --only echo --echoes N: the data channels alone (not run otherwise; bench/federation-rounds.mjs)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
-//   BB_E2E_RESULT=file writes the federated run's figures as JSON (bench/browser-rounds.sh)
+//   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_CHROMIUM overrides /usr/bin/chromium
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -227,6 +228,58 @@ async function federated() {
   return result;
 }
 
+// ---- data-channel echo --------------------------------------------------------------------
+
+/**
+ * What the data channels alone cost a federated round: this process sends an envelope of a
+ * round's size (10 KB, as the global model and each update are) to one Chromium page
+ * (echo.html: WebRtcTransport and nothing else), which sends it straight back; each send
+ * follows 200 ms of quiet, as a round's broadcast follows the round timer. Run only when
+ * asked (--only echo, --echoes N): bench/federation-rounds.mjs sets it beside the rounds.
+ */
+async function echo() {
+  const samples = Number(option('--echoes') ?? 30);
+  const bytes = 10_000;
+  console.log(`\n== data-channel echo: ${samples} envelopes of ${bytes} bytes, Node -> a Chromium page -> Node`);
+  const room = `echo-${process.pid}`;
+  const identity = await Identity.generate();
+  const allow = new Map([[identity.peerId, 'server']]);
+  policies.set(room, { allow });
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${base}/echo.html`);
+  const pageId = await until('the echo page', () => page.evaluate(() => window.e2e?.self || window.e2e?.error), 30_000);
+  allow.set(pageId, 'client');
+  await page.evaluate((c) => window.e2eStart(c), { room, signal: signalUrl });
+  await until('the echo page to join', () => page.evaluate(() => window.e2e.ready || window.e2e.error), 30_000);
+  const error = await page.evaluate(() => window.e2e.error);
+  if (error) throw new Error(`echo page: ${error}`);
+  const transport = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity, role: 'server' }) });
+  let echoed;
+  transport.onEnvelope(() => echoed?.());
+  const roundTrip = (payload) => new Promise((resolve, reject) => {
+    const started = performance.now();
+    const timer = setTimeout(() => reject(new Error('no echo within 10 s')), 10_000);
+    echoed = () => {
+      clearTimeout(timer);
+      resolve(performance.now() - started);
+    };
+    transport.send(pageId, payload);
+  });
+  await roundTrip(new Uint8Array(bytes)); // the first one waits for the link
+  const times = [];
+  for (let k = 0; k < samples; k++) {
+    await sleep(200);
+    times.push(await roundTrip(new Uint8Array(bytes).fill(k)));
+  }
+  const sorted = [...times].sort((a, b) => a - b);
+  const result = { bytes, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length } };
+  check(`${samples} envelopes of ${bytes} bytes came back over the data channel`, times.length === samples, JSON.stringify(result));
+  transport.close();
+  await context.close();
+  return result;
+}
+
 // ---- federated_cnn ----------------------------------------------------------------------------
 
 /** The share of rows onnxruntime-node classifies right with a model's first output. */
@@ -409,6 +462,17 @@ try {
       }
     } catch (error) {
       check('federated run', false, String(error?.message ?? error));
+    }
+  }
+  if (only === 'echo') {
+    try {
+      const result = await echo();
+      if (process.env.BB_E2E_RESULT) {
+        const { writeFileSync } = await import('node:fs');
+        writeFileSync(process.env.BB_E2E_RESULT, JSON.stringify(result));
+      }
+    } catch (error) {
+      check('echo run', false, String(error?.message ?? error));
     }
   }
   if (only === undefined || only === 'cnn') {
