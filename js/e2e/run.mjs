@@ -232,49 +232,59 @@ async function federated() {
 
 /**
  * What the data channels alone cost a federated round: this process sends an envelope of a
- * round's size (10 KB, as the global model and each update are) to one Chromium page
- * (echo.html: WebRtcTransport and nothing else), which sends it straight back; each send
- * follows 200 ms of quiet, as a round's broadcast follows the round timer. Run only when
- * asked (--only echo, --echoes N): bench/federation-rounds.mjs sets it beside the rounds.
+ * round's size (10 KB, as the global model and each update are) to each of 4 Chromium pages
+ * (echo.html: WebRtcTransport and nothing else), each sends it straight back, and a sample
+ * runs from the first send to the last echo — a round's exchange with no engine and no
+ * training. Each sample follows 200 ms of quiet, as a round's broadcast follows the round
+ * timer. Run only when asked (--only echo, --echoes N): bench/federation-rounds.mjs.
  */
 async function echo() {
   const samples = Number(option('--echoes') ?? 30);
+  const pageCount = 4;
   const bytes = 10_000;
-  console.log(`\n== data-channel echo: ${samples} envelopes of ${bytes} bytes, Node -> a Chromium page -> Node`);
+  console.log(`\n== data-channel echo: ${samples} times ${bytes} bytes from Node to ${pageCount} Chromium pages and back`);
   const room = `echo-${process.pid}`;
   const identity = await Identity.generate();
   const allow = new Map([[identity.peerId, 'server']]);
   policies.set(room, { allow });
   const context = await browser.newContext();
-  const page = await context.newPage();
-  await page.goto(`${base}/echo.html`);
-  const pageId = await until('the echo page', () => page.evaluate(() => window.e2e?.self || window.e2e?.error), 30_000);
-  allow.set(pageId, 'client');
-  await page.evaluate((c) => window.e2eStart(c), { room, signal: signalUrl });
-  await until('the echo page to join', () => page.evaluate(() => window.e2e.ready || window.e2e.error), 30_000);
-  const error = await page.evaluate(() => window.e2e.error);
-  if (error) throw new Error(`echo page: ${error}`);
+  const pages = [];
+  for (let k = 0; k < pageCount; k++) {
+    const page = await context.newPage();
+    await page.goto(`${base}/echo.html`);
+    const self = await until('an echo page', () => page.evaluate(() => window.e2e?.self || window.e2e?.error), 30_000);
+    allow.set(self, 'client');
+    await page.evaluate((c) => window.e2eStart(c), { room, signal: signalUrl });
+    await until('an echo page to join', () => page.evaluate(() => window.e2e.ready || window.e2e.error), 30_000);
+    const error = await page.evaluate(() => window.e2e.error);
+    if (error) throw new Error(`echo page: ${error}`);
+    pages.push({ page, self });
+  }
   const transport = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity, role: 'server' }) });
   let echoed;
-  transport.onEnvelope(() => echoed?.());
-  const roundTrip = (payload) => new Promise((resolve, reject) => {
+  transport.onEnvelope((from) => echoed?.(from));
+  /** Sends `payload` to every page; resolves with the time until the last echo came back. */
+  const exchange = (payload) => new Promise((resolve, reject) => {
     const started = performance.now();
-    const timer = setTimeout(() => reject(new Error('no echo within 10 s')), 10_000);
-    echoed = () => {
+    const waiting = new Set(pages.map((p) => p.self));
+    const timer = setTimeout(() => reject(new Error(`no echo within 10 s from ${[...waiting].join(', ')}`)), 10_000);
+    echoed = (from) => {
+      waiting.delete(from);
+      if (waiting.size > 0) return;
       clearTimeout(timer);
       resolve(performance.now() - started);
     };
-    transport.send(pageId, payload);
+    for (const { self } of pages) transport.send(self, payload);
   });
-  await roundTrip(new Uint8Array(bytes)); // the first one waits for the link
+  await exchange(new Uint8Array(bytes)); // the first one waits for the links
   const times = [];
   for (let k = 0; k < samples; k++) {
     await sleep(200);
-    times.push(await roundTrip(new Uint8Array(bytes).fill(k)));
+    times.push(await exchange(new Uint8Array(bytes).fill(k)));
   }
   const sorted = [...times].sort((a, b) => a - b);
-  const result = { bytes, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length } };
-  check(`${samples} envelopes of ${bytes} bytes came back over the data channel`, times.length === samples, JSON.stringify(result));
+  const result = { bytes, pages: pageCount, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length } };
+  check(`${samples} times, all ${pageCount} pages sent the ${bytes}-byte envelope back`, times.length === samples, JSON.stringify(result));
   transport.close();
   await context.close();
   return result;
