@@ -4,7 +4,7 @@
 // straight from node to node (no network, no browser) — the named peer of the ratio.
 // A round's latency runs from the server's broadcast of the global model to the arrival of
 // the round's last client update (the 200 ms round timer is not part of it). Beside them, the
-// data channels alone: a 10 KB envelope from this process to one page and straight back.
+// data channels alone: a 10 KB envelope from this process to each of 4 pages and straight back.
 //   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
@@ -62,8 +62,8 @@ execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'federated', '--fu
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 const web = JSON.parse(readFileSync(out, 'utf8'));
-// the data channels alone: a round's 10 KB envelope to one Chromium page and back, after
-// 200 ms of quiet as a broadcast follows the round timer (no engine, no driver)
+// the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
+// after 200 ms of quiet as a broadcast follows the round timer (no engine, no driver)
 execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'echo', '--echoes', String(rounds)], {
   env: { ...process.env, BB_E2E_RESULT: out },
   stdio: ['ignore', 'ignore', 'inherit'],
@@ -75,7 +75,8 @@ console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadc
 console.log(`  in one Node process (no network)       ${local.median.toFixed(1)} ms / ${local.max.toFixed(1)} ms`);
 console.log(`  4 Chromium pages over WebRTC            ${web.roundLatencyMs.median.toFixed(1)} ms / ${web.roundLatencyMs.max.toFixed(1)} ms`);
 console.log(`  ratio (WebRTC / in-process, median)     ${(web.roundLatencyMs.median / local.median).toFixed(2)}x`);
-console.log(`  one 10 KB envelope Node → page → Node    ${echo.echoMs.median.toFixed(1)} ms / ${echo.echoMs.max.toFixed(1)} ms (the data channels alone, ${echo.echoMs.samples} times)`);
+console.log(`  the data channels alone: 10 KB to each page and back (no engine)  ${echo.echoMs.median.toFixed(1)} ms / ${echo.echoMs.max.toFixed(1)} ms`);
+console.log(`  ratio (echo / in-process, median)       ${(echo.echoMs.median / local.median).toFixed(2)}x`);
 console.log(`wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, ` +
   `all five nodes in one instance ${mib(local.memory)} MiB`);
 console.log(`the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
