@@ -26,7 +26,7 @@
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
 //   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
-//   --only echo --echoes N [--echo-pages 4] [--echo-quiet 200]: the data channels alone
+//   --only echo --echoes N [--echo-pages 4] [--echo-quiet 200] [--echo-bytes 10000]: the data channels alone
 //   (not run otherwise; bench/federation-rounds.mjs)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
@@ -237,14 +237,14 @@ async function federated() {
  * (echo.html: WebRtcTransport and nothing else), each sends it straight back, and a sample
  * runs from the first send to the last echo — a round's exchange with no engine and no
  * training. Each sample follows 200 ms of quiet, as a round's broadcast follows the round
- * timer. Run only when asked (--only echo, --echoes N; --echo-pages N and --echo-quiet MS
- * change the 4 pages and the 200 ms): bench/federation-rounds.mjs.
+ * timer. Run only when asked (--only echo, --echoes N; --echo-pages, --echo-quiet MS and
+ * --echo-bytes change the 4 pages, the 200 ms and the 10 KB): bench/federation-rounds.mjs.
  */
 async function echo() {
   const samples = Number(option('--echoes') ?? 30);
   const pageCount = Number(option('--echo-pages') ?? 4);
   const quietMs = Number(option('--echo-quiet') ?? 200);
-  const bytes = 10_000;
+  const bytes = Number(option('--echo-bytes') ?? 10_000);
   console.log(`\n== data-channel echo: ${samples} times ${bytes} bytes from Node to ${pageCount} Chromium pages and back, ${quietMs} ms apart`);
   const room = `echo-${process.pid}`;
   const identity = await Identity.generate();
