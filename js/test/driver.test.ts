@@ -11,6 +11,7 @@ import { chromium } from 'playwright-core';
 import { describe, expect, test } from 'vitest';
 
 import {
+  FRAME_WAIT_MS,
   PollDriver,
   type Pollable,
   type PollDriverOptions,
@@ -368,6 +369,67 @@ describe('PollDriver bounds per slice and per frame', () => {
     expect(engine.polledAt).toHaveLength(4);
   });
 
+  test('a visible page whose frames never come (a throttled iframe) still polls a delivery, FRAME_WAIT_MS after it at most', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    driver.start();
+    engine.work = 1;
+    engine.onPoll = () => (host.now += 7n * MS); // one poll spends this frame's budget
+    host.tick();
+    expect(driver.state).toBe('sleeping');
+    engine.work = 1; // an envelope is delivered; no animation frame ever runs from here on
+    driver.wake();
+    expect(driver.state).toBe('frame');
+    host.tick();
+    host.advance(FRAME_WAIT_MS - 1);
+    expect(engine.polledAt).toHaveLength(1); // still waiting for the frame
+    host.advance(1);
+    expect(driver.state).toBe('tick');
+    host.tick();
+    expect(engine.polledAt).toHaveLength(2);
+    expect(driver.state).toBe('sleeping');
+    expect(driver.stats).toMatchObject({ animationFrames: 0, missedFrames: 1 });
+  });
+
+  test('after a missed frame polling is unmetered, slice after slice on ticks, until a frame comes; then the budget per frame holds again', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    engine.work = 14;
+    engine.onPoll = () => (host.now += 2n * MS);
+    driver.start();
+    host.tick(); // 3 polls, 6 ms: the frame's budget
+    expect(driver.state).toBe('frame');
+    host.advance(FRAME_WAIT_MS); // no frame came
+    host.tick(); // a slice of 3 polls (its time budget), then the next at a tick, not a frame
+    expect(driver.state).toBe('tick');
+    host.tick();
+    expect(engine.polledAt).toHaveLength(9);
+    expect(driver.state).toBe('tick');
+    host.frame(); // frames come again
+    host.tick();
+    expect(engine.polledAt).toHaveLength(12); // 3 polls: this frame's budget
+    expect(driver.state).toBe('frame');
+    host.frame();
+    expect(engine.polledAt).toHaveLength(14);
+    expect(driver.stats).toMatchObject({ missedFrames: 1, animationFrames: 1 });
+    expect(driver.state).toBe('sleeping');
+  });
+
+  test('a frame that comes within FRAME_WAIT_MS runs the slice, and the wait leaves no timer behind', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    engine.work = 4;
+    engine.onPoll = () => (host.now += 2n * MS);
+    driver.start();
+    host.tick();
+    expect(driver.state).toBe('frame');
+    expect(host.pendingTimers).toBe(1); // the wait's bound
+    host.advance(16);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(4);
+    expect(host.pendingTimers).toBe(0);
+    host.advance(FRAME_WAIT_MS);
+    expect(driver.stats).toMatchObject({ missedFrames: 0, animationFrames: 1 });
+    expect(driver.state).toBe('sleeping');
+  });
+
   test('a fast engine gets at most maxPollsPerFrame polls per slice', () => {
     const { host, engine, driver } = setup({ maxPollsPerFrame: 4 });
     engine.work = 10;
@@ -617,6 +679,69 @@ window.bbReport = (async () => {
     elapsedMs: number;
     hasDocument: boolean;
   }
+
+  /**
+   * A cross-origin iframe the page does not display: Chromium draws it no frames, yet its
+   * document reads as visible. The driver runs an engine of 20 polls of 2 ms each (the
+   * frame budget is spent after three) and posts its stats and the frames the iframe saw.
+   */
+  const IFRAME_SCRIPT = `
+import { PollDriver } from '/dist/driver.js';
+let frames = 0;
+const count = () => { frames++; requestAnimationFrame(count); };
+requestAnimationFrame(count);
+let work = 20;
+const driver = new PollDriver({
+  poll() {
+    const end = performance.now() + 2;
+    while (performance.now() < end);
+    if (--work === 0) {
+      driver.stop();
+      parent.postMessage({ ...driver.stats, frames, visibility: document.visibilityState }, '*');
+    }
+  },
+  expiry: () => null,
+  hasWork: () => work > 0,
+});
+driver.start();`;
+  const IFRAME_ROUTES: Record<string, [string, string]> = {
+    '/iframe.html': ['text/html', '<!doctype html><script type="module" src="/iframe.js"></script>'],
+    '/iframe.js': ['text/javascript', IFRAME_SCRIPT],
+  };
+  const iframeHost = (port: number): string =>
+    `<!doctype html><script>addEventListener('message', (event) => (window.bbIframe = event.data));</script>` +
+    `<iframe src="http://localhost:${port}/iframe.html" style="display:none"></iframe>`;
+
+  test('in a cross-origin iframe that gets no animation frames though visible, the driver polls its work through', async () => {
+    const driverJs = join(packageRoot, 'dist', 'node', 'driver.js');
+    if (!existsSync(driverJs)) throw new Error(`${driverJs} is missing: run \`npm run build\` (npm test does)`);
+    const server = createServer((request, response) => {
+      const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+      const route = path === '/dist/driver.js' ? (['text/javascript', readFileSync(driverJs, 'utf8')] as const)
+        : path === '/' ? (['text/html', iframeHost((server.address() as AddressInfo).port)] as const) : IFRAME_ROUTES[path];
+      if (route === undefined) response.writeHead(404).end();
+      else response.writeHead(200, { 'content-type': route[0] }).end(route[1]);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+      // a driver that stalls on a frame never reports: the wait fails, naming the stall
+      await page.waitForFunction('window.bbIframe !== undefined', null, { timeout: 15_000 }).catch(() => {
+        throw new Error('the driver in the undisplayed iframe never finished its 20 polls: it waited for an animation frame that did not come');
+      });
+      const report = (await page.evaluate('window.bbIframe')) as PollDriverStats & { frames: number; visibility: string };
+      expect(report.visibility).toBe('visible');
+      expect(report.frames).toBe(0);
+      expect(report.animationFrames).toBe(0);
+      expect(report.polls).toBe(20);
+      expect(report.missedFrames).toBeGreaterThanOrEqual(1);
+    } finally {
+      await browser.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 60_000);
 
   test('a page and a Worker sleep between deadlines; on the page a delivery is polled before the next frame', async () => {
     const driverJs = join(packageRoot, 'dist', 'node', 'driver.js');

@@ -13,6 +13,10 @@
  *   page. While a document is visible, polling is also metered per animation frame: once
  *   it has had its budget since the last frame, the next slice waits for the next frame,
  *   so rendering keeps the rest of every frame.
+ * - when a visible document's frames do not come (frames are throttled while the document
+ *   still reads as visible: an iframe scrolled out of view or hidden): a slice waits for a
+ *   frame at most {@link FRAME_WAIT_MS}, then runs at the next tick, and polling goes
+ *   unmetered until a frame comes again — the node never stalls on a frame.
  */
 
 /** What the driver needs from an engine; anything that throws here goes to `onError`. */
@@ -89,6 +93,8 @@ export interface PollDriverStats {
   readonly animationFrames: number;
   /** Slices that ended with work left (the time budget, the poll cap, a wake during the slice): another follows at once. */
   readonly yields: number;
+  /** Waits for an animation frame that ended with none: the slice ran at a tick, and polling went unmetered until a frame came. */
+  readonly missedFrames: number;
   /** Time spent asleep waiting for a deadline or a wake, in milliseconds of the clock. */
   readonly sleptMs: number;
   /** Errors thrown by the engine's `poll`, `expiry` or `hasWork`. */
@@ -103,6 +109,11 @@ export interface PollDriverStats {
 export type PollDriverState = 'stopped' | 'tick' | 'frame' | 'sleeping' | 'polling';
 
 const DEFAULT_FRAME_BUDGET_MS = 6;
+/**
+ * Longest a slice waits for an animation frame: three frames at 60 Hz. A visible document
+ * draws one every 16.7 ms (33 ms at 30 Hz); one that sends none in 50 ms is not drawing.
+ */
+export const FRAME_WAIT_MS = 50;
 const DEFAULT_MAX_POLLS_PER_FRAME = 64;
 const NS_PER_MS = 1_000_000n;
 /** setTimeout takes a signed 32-bit delay; longer ones fire at once. */
@@ -125,6 +136,10 @@ export class PollDriver {
   /** The pending animation frame (it resets the frame's meter) and deadline timer. */
   #rafHandle: number | undefined;
   #timerHandle: unknown;
+  /** The timer that ends a wait for a frame that does not come. */
+  #frameWaitHandle: unknown;
+  /** No frame came when one was waited for: polling is not metered until one does. */
+  #framesStalled = false;
   /** Ticks carry the generation they were asked in; a cancelled one finds it moved on. */
   #tickGeneration = 0;
   /** Polling time since the last animation frame, while metered. */
@@ -133,7 +148,7 @@ export class PollDriver {
   #wokenDuringSlice = false;
   #unsubscribe: (() => void) | undefined;
   #unsubscribeWork: (() => void) | undefined;
-  #stats = { polls: 0, frames: 0, animationFrames: 0, yields: 0, sleptMs: 0, errors: 0 };
+  #stats = { polls: 0, frames: 0, animationFrames: 0, yields: 0, missedFrames: 0, sleptMs: 0, errors: 0 };
 
   constructor(pollable: Pollable, options: PollDriverOptions = {}) {
     this.#pollable = pollable;
@@ -196,6 +211,7 @@ export class PollDriver {
     if (this.#rafHandle !== undefined) this.#cancelRaf(this.#rafHandle);
     this.#rafHandle = undefined;
     this.#frameWorkNs = 0n;
+    this.#framesStalled = false;
     this.#endSleep();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
@@ -221,9 +237,9 @@ export class PollDriver {
     }
   }
 
-  /** Polling is metered by animation frames while a document is visible. */
+  /** Polling is metered by animation frames while a document is visible and drawing them. */
   #metered(): boolean {
-    return this.#raf !== null && this.#visibility?.isVisible() === true;
+    return this.#raf !== null && !this.#framesStalled && this.#visibility?.isVisible() === true;
   }
 
   /** Runs polls until the engine is idle, the budget is spent or the poll cap is reached. */
@@ -275,7 +291,25 @@ export class PollDriver {
   #animationFrame(): void {
     this.#rafHandle = undefined;
     this.#frameWorkNs = 0n;
-    if (this.#state === 'frame') this.#slice(true);
+    this.#framesStalled = false;
+    if (this.#state !== 'frame') return;
+    this.#cancelFrameWait();
+    this.#slice(true);
+  }
+
+  /** No frame came within FRAME_WAIT_MS: the slice runs at a tick, unmetered until a frame comes. */
+  #frameMissed(): void {
+    this.#frameWaitHandle = undefined;
+    if (this.#state !== 'frame') return;
+    this.#stats.missedFrames++;
+    this.#framesStalled = true;
+    this.#frameWorkNs = 0n;
+    this.#requestSlice();
+  }
+
+  #cancelFrameWait(): void {
+    if (this.#frameWaitHandle !== undefined) this.#timers.clearTimeout(this.#frameWaitHandle);
+    this.#frameWaitHandle = undefined;
   }
 
   /**
@@ -310,12 +344,17 @@ export class PollDriver {
     this.#sleepingSince = undefined;
   }
 
-  /** The next slice: at the next tick, or at the next frame when this frame's budget is spent. */
+  /**
+   * The next slice: at the next tick, or at the next frame when this frame's budget is
+   * spent (at a tick after all if no frame comes within FRAME_WAIT_MS).
+   */
   #requestSlice(): void {
     this.#endSleep();
+    this.#cancelFrameWait();
     if (this.#metered() && this.#frameWorkNs >= this.#budgetNs) {
       this.#state = 'frame';
       if (this.#rafHandle === undefined) this.#rafHandle = this.#raf!(() => this.#animationFrame());
+      this.#frameWaitHandle = this.#timers.setTimeout(() => this.#frameMissed(), FRAME_WAIT_MS);
       return;
     }
     this.#state = 'tick';
@@ -325,17 +364,19 @@ export class PollDriver {
     });
   }
 
-  /** Cancels the pending tick and deadline timer (a pending frame stays: it resets the meter). */
+  /** Cancels the pending tick and timers (a pending frame stays: it resets the meter). */
   #cancelPending(): void {
     this.#tickGeneration++;
     if (this.#timerHandle !== undefined) this.#timers.clearTimeout(this.#timerHandle);
     this.#timerHandle = undefined;
+    this.#cancelFrameWait();
   }
 
   /** A background tab gets no frames: a slice waiting for one moves to a tick. */
   #visibilityChanged(): void {
     if (this.#visibility?.isVisible() === true) {
       this.#frameWorkNs = 0n;
+      this.#framesStalled = false;
       return;
     }
     if (this.#state === 'frame') this.#requestSlice();
