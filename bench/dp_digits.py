@@ -4,10 +4,12 @@
 For each target ε the noise multiplier σ is the one at which `bb dp-epsilon` gives that ε
 after the run's rounds (q = 1: every client in every round, δ = 1e-5), found by bisection;
 each (ε, clip) cell is the mean held-out accuracy over the seeds, with the plain FedAvg
-(no clipping, no noise) as the reference row. Prints a Markdown table.
+(no clipping, no noise) as the reference row. Prints a Markdown table. With
+--clip-quantile Q every clip is the initial clip of adaptive clipping (Andrew et al.), which
+follows the Q-quantile of the update norms (federated_digits --dp-clip-quantile Q).
 
 usage: bench/dp_digits.py FEDERATED_DIGITS BB [--clients 64] [--rounds 40] [--seeds 3]
-       [--clips 0.25,1,4] [--delta 1e-5]
+       [--clips 0.25,1,4] [--delta 1e-5] [--clip-quantile Q]
 """
 import argparse
 import re
@@ -49,7 +51,9 @@ def main():
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--clips", default="0.25,1,4")
     p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--clip-quantile", type=float, default=0)
     args = p.parse_args()
+    adaptive = ["--dp-clip-quantile", repr(args.clip_quantile)] if args.clip_quantile > 0 else []
     clips = [float(c) for c in args.clips.split(",")]
     seeds = range(1, args.seeds + 1)
 
@@ -57,15 +61,16 @@ def main():
         return statistics.mean(accuracy(args.digits, args, s, extra) for s in seeds)
 
     print(f"federated_digits, {args.clients} clients (non-IID, 3 digits each), {args.rounds} rounds, "
-          f"δ = {args.delta:g}, q = 1, mean held-out accuracy over {args.seeds} seeds\n")
+          f"δ = {args.delta:g}, q = 1, mean held-out accuracy over {args.seeds} seeds"
+          + (f", adaptive clip (quantile {args.clip_quantile:g}) from the clip named" if adaptive else "") + "\n")
     print("| ε | σ | " + " | ".join(f"clip {c:g}" for c in clips) + " |")
     print("|---|---|" + "---|" * len(clips))
     print(f"| plain FedAvg | — | {mean([]):.3f} (no clip) |" + " |" * (len(clips) - 1))
-    print("| ∞ (clip only) | 0 | " + " | ".join(f"{mean(['--dp-clip', repr(c), '--dp-noise', '0']):.3f}" for c in clips) + " |")
+    print("| ∞ (clip only) | 0 | " + " | ".join(f"{mean(['--dp-clip', repr(c), '--dp-noise', '0', *adaptive]):.3f}" for c in clips) + " |")
     for target in (8.0, 4.0, 1.0):
         sigma = sigma_for(args.bb, target, args.rounds, args.delta)
         spent = epsilon(args.bb, sigma, args.rounds, args.delta)
-        cells = [f"{mean(['--dp-clip', repr(c), '--dp-noise', repr(sigma), '--dp-delta', repr(args.delta)]):.3f}"
+        cells = [f"{mean(['--dp-clip', repr(c), '--dp-noise', repr(sigma), '--dp-delta', repr(args.delta), *adaptive]):.3f}"
                  for c in clips]
         print(f"| {spent:.3g} | {sigma:.3g} | " + " | ".join(cells) + " |")
 

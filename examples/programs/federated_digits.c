@@ -4,7 +4,7 @@
  *
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
  *                    [--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K]
- *                    [--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]
+ *                    [--dp-clip C --dp-noise Z [--dp-delta D] [--dp-clip-quantile Q]] [--min-accuracy A] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
  * the last round reaches --min-accuracy (90 %). --dp-clip C --dp-noise Z makes the server's
@@ -12,7 +12,8 @@
  * the sum noised with Z × C; docs/PRIVACY.md) and prints after every round the privacy
  * spent so far: ε at δ = D [1e-5] by the Rényi accountant, over the rounds that closed
  * with noise, each a step of the Gaussian mechanism on every client (q = 1: the server
- * sends every round to every client). --drop D crashes D clients halfway; --loss P loses each
+ * sends every round to every client); --dp-clip-quantile Q makes C the initial clip of
+ * adaptive clipping, which follows the Q-quantile of the update norms. --drop D crashes D clients halfway; --loss P loses each
  * message with probability P. --snapshot-at R moves the server at round R into a fresh node
  * through a snapshot (the run continues exactly as without). --onnx-model FILE binds the
  * model slot to OnnxModel on that ONNX model (examples/models/digits_mlp.onnx is the MLP
@@ -41,7 +42,7 @@
 
 typedef struct options {
   int rounds, clients, drop, quiet, snapshot_at, async, buffer;
-  double loss, dp_clip, dp_noise, dp_delta, min_accuracy;
+  double loss, dp_clip, dp_noise, dp_delta, dp_quantile, min_accuracy;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
   const char *onnx_model;
@@ -52,12 +53,12 @@ typedef struct options {
 static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
                   "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K] "
-                  "[--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]\n");
+                  "[--dp-clip C --dp-noise Z [--dp-delta D] [--dp-clip-quantile Q]] [--min-accuracy A] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.90, 1, NULL, NULL, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.0, 0.90, 1, NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
       {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
@@ -66,16 +67,18 @@ static int parse(int argc, char **argv, options *o) {
       {"--export", BB_OPTION_STRING, &o->export_path}, {"--scenario", BB_OPTION_STRING, &o->scenario},
       {"--async", BB_OPTION_FLAG, &o->async},            {"--buffer", BB_OPTION_INT, &o->buffer},
       {"--dp-clip", BB_OPTION_DOUBLE, &o->dp_clip},      {"--dp-noise", BB_OPTION_DOUBLE, &o->dp_noise},
-      {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy}};
+      {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy},
+      {"--dp-clip-quantile", BB_OPTION_DOUBLE, &o->dp_quantile}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
       o->buffer < 0 || (o->buffer && !o->async) || (o->async && o->dp_clip > 0))
     return usage();
   if (!(o->dp_clip >= 0 && o->dp_clip < 1e30) || !(o->dp_noise >= 0 && o->dp_noise < 1e30) ||
       !(o->dp_delta > 0 && o->dp_delta < 1) || (o->dp_noise > 0 && o->dp_clip == 0) ||
+      !(o->dp_quantile >= 0 && o->dp_quantile < 1) || (o->dp_quantile > 0 && o->dp_clip == 0) ||
       !(o->min_accuracy >= 0 && o->min_accuracy <= 1)) {
     fprintf(stderr, "federated_digits: --dp-clip and --dp-noise are >= 0 (noise needs a clip), 0 < --dp-delta < 1, "
-                    "0 <= --min-accuracy <= 1\n");
+                    "0 < --dp-clip-quantile < 1 (with --dp-clip), 0 <= --min-accuracy <= 1\n");
     return usage();
   }
   return 0;
@@ -99,6 +102,10 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   snprintf(aggregator, sizeof aggregator,
            "quorum=%d,target=%d,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g",
            (3 * o->clients + 3) / 4, o->clients, o->dp_clip, o->dp_noise);
+  if (o->dp_quantile > 0) {
+    const size_t used = strlen(aggregator);
+    snprintf(aggregator + used, sizeof aggregator - used, ",dp_clip_quantile=%.9g", o->dp_quantile);
+  }
   bb_model *recorded = NULL;
   uint8_t *bytes = NULL;
   size_t n = 0;
