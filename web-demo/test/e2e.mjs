@@ -502,10 +502,12 @@ try {
     return { text: banner?.textContent ?? '', hidden: banner?.hidden ?? true, top: banner?.getBoundingClientRect().top ?? Infinity };
   });
   const spent = live.rounds.filter((r) => r.round > 0).map((r) => r.epsilon);
-  const roundLines = await joined[0].evaluate(() => [...document.querySelectorAll('#federation .round-strip li[data-round]')].map((li) => li.textContent ?? ''));
+  const readRoundLines = () => joined[0].evaluate(() => [...document.querySelectorAll('#federation .round-strip li[data-round]')].map((li) => li.textContent ?? ''));
+  await awhile('the joined page\'s round list to say the privacy spent', async () => (await readRoundLines()).some((t) => /privacy spent/.test(t)), 20_000);
+  const roundLines = await readRoundLines();
   check('each live round says the privacy spent so far (ε, never falling), in status.json and the round list',
     spent.length > 0 && spent.every((e, i) => typeof e === 'number' && e > 0 && (i === 0 || e >= spent[i - 1])) && roundLines.some((t) => /privacy spent: ε \d/.test(t)),
-    `ε ${spent.slice(-3).join(', ')}; "${roundLines.at(-1)?.slice(0, 90) ?? 'no round line'}"`);
+    `ε ${spent.slice(-3).join(', ')}; "${roundLines.find((t) => /privacy spent/.test(t))?.slice(0, 110) ?? roundLines.join(' | ').slice(0, 110)}"`);
   check('a phone that joined reads "You are client N" at the top', !you.hidden && /^You are client [12]\./.test(you.text) && you.top < PHONE.height, `"${you.text.slice(0, 60)}" at y=${Math.round(you.top)}`);
   await awhile('the peer cards to follow the envelopes', async () => (await joined[0].evaluate(() => [...document.querySelectorAll('#federation .peer-card .state')].filter((s) => s.getAttribute('data-state') === 'connecting').length)) === 0, 15_000);
   const cards = await joined[0].evaluate(() => [...document.querySelectorAll('#federation .peer-card')].map((c) => `${c.querySelector('strong')?.textContent}: ${c.querySelector('.state')?.getAttribute('data-state')}`));
