@@ -34,7 +34,10 @@ import { Plan } from './plan.js';
 export interface FederatedAveragingOptions {
   /** What the federation trains (cpuMlp, componentModel, onnxModel). */
   readonly model: ModelChoice;
-  /** Clients a round waits for: it closes as soon as this many updates arrived. */
+  /**
+   * Clients a round waits for: it closes as soon as this many updates arrived (with
+   * `dp.sampleRate`: the population each round samples from, and rounds close at their deadline).
+   */
   readonly clients: number;
   /**
    * Updates a round needs once its deadline passed (default: half the clients, rounded up):
