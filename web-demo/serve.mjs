@@ -10,6 +10,7 @@
 //   make web-demo            (builds the package, bb.wasm and the page, then runs this)
 //   node web-demo/serve.mjs [--port 8080] [--host 0.0.0.0] [--clients 4] [--quorum N]
 //        [--deadline-ms 2000] [--grace-ms 20000] [--no-live]
+//        [--dp-clip X --dp-noise Z [--dp-delta D]]
 //        [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
 //
 // --clients is the number of client seats; the rounds run while --quorum of them (default
@@ -22,7 +23,9 @@
 // WebCrypto and IndexedDB there. Responses are compressed (br or gzip) for clients that
 // accept it: the page's files once, when first asked for, status.json each time. --ice-server adds a STUN or TURN server (repeat it); turn:
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
-// credentials of its own for an hour.
+// credentials of its own for an hour. --dp-clip and --dp-noise make the federation DP-FedAvg
+// (the template's dp: each update clipped to X, the sum noised with Z × X); the page shows
+// the privacy spent, ε at --dp-delta (default 1e-5), after every round.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -62,6 +65,9 @@ const tlsCert = arg('--tls-cert');
 const tlsKey = arg('--tls-key');
 const iceUrls = args('--ice-server');
 const turnSecret = arg('--turn-secret');
+const dpClip = arg('--dp-clip');
+const dpNoise = arg('--dp-noise');
+const dp = dpClip === undefined ? undefined : { clip: Number(dpClip), noiseMultiplier: Number(dpNoise), delta: Number(arg('--dp-delta', 1e-5)) };
 // label skew: six of the ten digits per client from four clients up (each digit on several
 // clients, so a visitor who leaves takes no digit with it); fewer clients each get them all
 const classesPerShard = clients >= 4 ? 6 : 0;
@@ -76,6 +82,7 @@ if (!Number.isInteger(quorum) || quorum < 1 || quorum > clients) usage(`--quorum
 if (!(deadlineMs >= 100 && deadlineMs <= 60_000)) usage('--deadline-ms takes 100 to 60000');
 if (!(graceMs >= 1000 && graceMs <= 3_600_000)) usage('--grace-ms takes 1000 to 3600000');
 if ((tlsCert === undefined) !== (tlsKey === undefined)) usage('--tls-cert and --tls-key go together');
+if ((dpClip === undefined) !== (dpNoise === undefined)) usage('--dp-clip and --dp-noise go together');
 const turnUrls = iceUrls.filter((url) => /^turns?:/.test(url));
 if (turnUrls.length > 0 && turnSecret === undefined) usage('TURN servers (--ice-server turn:...) need --turn-secret');
 for (const [file, hint] of [
@@ -119,7 +126,13 @@ const operator = await Identity.generate();
 
 if (live) {
   const bb = await loadBb();
-  const plan = livePlan({ clients, quorum, deadlineMs, registryTtlMs });
+  // the template checks dp and names what is wrong
+  let plan;
+  try {
+    plan = livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp });
+  } catch (error) {
+    usage(error.message);
+  }
   artifact = plan.compile(bb);
   const split = splitDigits(bb, csv, clients, 1, classesPerShard);
   const serverIdentity = await Identity.generate();
@@ -158,7 +171,7 @@ function listen() {
 }
 
 function config() {
-  return { live, clients, quorum, deadlineMs, registryTtlMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls() };
+  return { live, clients, quorum, deadlineMs, registryTtlMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls(), ...(dp === undefined ? {} : { dp }) };
 }
 
 /** This page's addresses: localhost, then every IPv4 address of this machine (what a phone on the LAN opens). */

@@ -4,7 +4,8 @@
  *
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
  *                    [--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K]
- *                    [--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]
+ *                    [--dp-clip C --dp-noise Z [--dp-delta D] [--dp-clip-quantile Q] [--dp-sample-rate q]]
+ *                    [--min-accuracy A] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
  * the last round reaches --min-accuracy (90 %). --dp-clip C --dp-noise Z makes the server's
@@ -12,7 +13,10 @@
  * the sum noised with Z × C; docs/PRIVACY.md) and prints after every round the privacy
  * spent so far: ε at δ = D [1e-5] by the Rényi accountant, over the rounds that closed
  * with noise, each a step of the Gaussian mechanism on every client (q = 1: the server
- * sends every round to every client). --drop D crashes D clients halfway; --loss P loses each
+ * sends every round to every client); --dp-clip-quantile Q makes C the initial clip of
+ * adaptive clipping, which follows the Q-quantile of the update norms; --dp-sample-rate q
+ * takes each client's update with probability q (Poisson sampling: the rounds then close at
+ * their 1 s deadline with every sampled update, and ε is accounted at q). --drop D crashes D clients halfway; --loss P loses each
  * message with probability P. --snapshot-at R moves the server at round R into a fresh node
  * through a snapshot (the run continues exactly as without). --onnx-model FILE binds the
  * model slot to OnnxModel on that ONNX model (examples/models/digits_mlp.onnx is the MLP
@@ -41,7 +45,7 @@
 
 typedef struct options {
   int rounds, clients, drop, quiet, snapshot_at, async, buffer;
-  double loss, dp_clip, dp_noise, dp_delta, min_accuracy;
+  double loss, dp_clip, dp_noise, dp_delta, dp_quantile, dp_sample_rate, min_accuracy;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
   const char *onnx_model;
@@ -52,12 +56,13 @@ typedef struct options {
 static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
                   "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K] "
-                  "[--dp-clip C --dp-noise Z [--dp-delta D]] [--min-accuracy A] [--quiet]\n");
+                  "[--dp-clip C --dp-noise Z [--dp-delta D] [--dp-clip-quantile Q] [--dp-sample-rate q]] "
+                  "[--min-accuracy A] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.90, 1, NULL, NULL, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.0, 1.0, 0.90, 1, NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
       {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
@@ -66,16 +71,19 @@ static int parse(int argc, char **argv, options *o) {
       {"--export", BB_OPTION_STRING, &o->export_path}, {"--scenario", BB_OPTION_STRING, &o->scenario},
       {"--async", BB_OPTION_FLAG, &o->async},            {"--buffer", BB_OPTION_INT, &o->buffer},
       {"--dp-clip", BB_OPTION_DOUBLE, &o->dp_clip},      {"--dp-noise", BB_OPTION_DOUBLE, &o->dp_noise},
-      {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy}};
+      {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy},
+      {"--dp-clip-quantile", BB_OPTION_DOUBLE, &o->dp_quantile}, {"--dp-sample-rate", BB_OPTION_DOUBLE, &o->dp_sample_rate}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
       o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
       o->buffer < 0 || (o->buffer && !o->async) || (o->async && o->dp_clip > 0))
     return usage();
   if (!(o->dp_clip >= 0 && o->dp_clip < 1e30) || !(o->dp_noise >= 0 && o->dp_noise < 1e30) ||
       !(o->dp_delta > 0 && o->dp_delta < 1) || (o->dp_noise > 0 && o->dp_clip == 0) ||
+      !(o->dp_quantile >= 0 && o->dp_quantile < 1) || (o->dp_quantile > 0 && o->dp_clip == 0) ||
+      !(o->dp_sample_rate > 0 && o->dp_sample_rate <= 1) || (o->dp_sample_rate < 1 && o->dp_clip == 0) ||
       !(o->min_accuracy >= 0 && o->min_accuracy <= 1)) {
     fprintf(stderr, "federated_digits: --dp-clip and --dp-noise are >= 0 (noise needs a clip), 0 < --dp-delta < 1, "
-                    "0 <= --min-accuracy <= 1\n");
+                    "0 < --dp-clip-quantile < 1 and 0 < --dp-sample-rate <= 1 (with --dp-clip), 0 <= --min-accuracy <= 1\n");
     return usage();
   }
   return 0;
@@ -94,11 +102,22 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   const size_t module = o->async ? 1 : 0;
   if (!o->onnx_model && !o->buffer && o->dp_clip == 0) return bb_example_compile(ex, module, artifact, len, err);
   /* DP-FedAvg's rounds wait for every client (three quarters once the deadline passed):
-   * the accountant's q = 1 then holds however many clients there are */
+   * the accountant's q = 1 then holds however many clients there are. Sampled, a round
+   * closes at its deadline with every sampled update (the rules Poisson sampling needs). */
   char aggregator[256];
-  snprintf(aggregator, sizeof aggregator,
-           "quorum=%d,target=%d,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g",
-           (3 * o->clients + 3) / 4, o->clients, o->dp_clip, o->dp_noise);
+  if (o->dp_sample_rate < 1)
+    snprintf(aggregator, sizeof aggregator,
+             "quorum=1,target=0,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g,"
+             "dp_sample_rate=%.17g,dp_clients=%d",
+             o->dp_clip, o->dp_noise, o->dp_sample_rate, o->clients);
+  else
+    snprintf(aggregator, sizeof aggregator,
+             "quorum=%d,target=%d,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g",
+             (3 * o->clients + 3) / 4, o->clients, o->dp_clip, o->dp_noise);
+  if (o->dp_quantile > 0) {
+    const size_t used = strlen(aggregator);
+    snprintf(aggregator + used, sizeof aggregator - used, ",dp_clip_quantile=%.9g", o->dp_quantile);
+  }
   bb_model *recorded = NULL;
   uint8_t *bytes = NULL;
   size_t n = 0;
@@ -144,12 +163,12 @@ static bool write_export(const bb_federation *f, const options *o, bb_error *err
 }
 
 /* The privacy the server's rounds spent so far (its counter fedavg.dp_rounds: rounds that
- * closed with noise), ε at the run's δ; +inf without noise. */
+ * closed with noise), ε at the run's δ and sampling rate; +inf without noise. */
 static double spent(const bb_federation *f, const options *o, uint64_t *rounds) {
   *rounds = bb_node_counter(f->nodes[0], "fedavg.dp_rounds");
   double epsilon = 0, order = 0;
   if (o->dp_noise == 0) return *rounds ? INFINITY : 0;
-  if (*rounds && bb_dp_epsilon(1.0, o->dp_noise, *rounds, o->dp_delta, &epsilon, &order, NULL)) return NAN;
+  if (*rounds && bb_dp_epsilon(o->dp_sample_rate, o->dp_noise, *rounds, o->dp_delta, &epsilon, &order, NULL)) return NAN;
   return epsilon;
 }
 
@@ -210,8 +229,12 @@ int main(int argc, char **argv) {
   while (f.progress.round < o.rounds) {
     if (o.async ? bb_federation_step_async(&f, patience, &err) : bb_sim_step(f.sim, &err))
       return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-    double epsilon = o.dp_clip > 0 ? spent(&f, &o, &noised) : 0;
-    if (noised != seen && !o.quiet) printf("privacy spent: epsilon %.4g at delta %g after %llu rounds\n", epsilon, o.dp_delta, (unsigned long long)noised);
+    /* the accountant runs when a round spent privacy, not at every event */
+    noised = o.dp_clip > 0 ? bb_node_counter(f.nodes[0], "fedavg.dp_rounds") : 0;
+    if (noised != seen && !o.quiet) {
+      const double epsilon = spent(&f, &o, &noised);
+      printf("privacy spent: epsilon %.4g at delta %g after %llu rounds\n", epsilon, o.dp_delta, (unsigned long long)noised);
+    }
     seen = noised;
     if (o.snapshot_at && !moved && f.progress.round >= o.snapshot_at && !bb_node_has_work(f.nodes[0])) {
       if (move_server(&f, o.quiet, &err)) return fprintf(stderr, "federated_digits: snapshot: %s\n", err.message), 1;

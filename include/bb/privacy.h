@@ -346,12 +346,16 @@ typedef struct bb_dp_adaptive_clip {
   double target_quantile; /* the fraction of updates meant to fall within it [0.5] */
   double learning_rate;   /* of the geometric update [0.2] */
   double count_stddev;    /* noise on the count of updates within the clip [clients / 20] */
+  double expected_clients; /* the fraction's fixed denominator under Poisson sampling, where
+                              the count of updates is itself private [0: the count] */
 } bb_dp_adaptive_clip;
 
 /* One round's update: `unclipped` of `clients` updates had a norm within state->clip.
  * clip ← clip × exp(-learning_rate × (b - target_quantile)) with b the noised fraction
- * (Σ (1[within] - 1/2) + N(0, count_stddev²)) / clients + 1/2; *fraction (may be NULL)
- * receives b. */
+ * (Σ (1[within] - 1/2) + N(0, count_stddev²)) / n + 1/2, n = expected_clients or else
+ * clients, held to [0, 1] — so one update moves the clip by a factor between
+ * exp(-learning_rate × (1 - target_quantile)) and exp(learning_rate × target_quantile),
+ * whatever the clients sent and the noise drew; *fraction (may be NULL) receives b. */
 BB_API int bb_dp_adaptive_clip_update(bb_dp_adaptive_clip *state, uint32_t unclipped, uint32_t clients,
                                       const bb_random_source *random, double *fraction, bb_error *err);
 
@@ -360,6 +364,20 @@ BB_API int bb_dp_adaptive_clip_update(bb_dp_adaptive_clip *state, uint32_t uncli
  * BB_ERR_INVALID_ARGUMENT unless 2 count_stddev > z, when no such multiplier exists. */
 BB_API int bb_dp_adaptive_noise_multiplier(double noise_multiplier, double count_stddev, double *update_multiplier,
                                            bb_error *err);
+
+/* Poisson sampling of a round's participants: a fresh secret key per round (32 bytes
+ * from the source; NULL: the system CSPRNG) and, for each participant, the keyed BLAKE2b
+ * of its id under it, read as a uniform 64-bit number, say whether it takes part — with
+ * probability `rate`, independently of every other participant and every other round,
+ * and the same answer however often it asks within the round:
+ *
+ *   uint8_t key[BB_DP_SAMPLE_KEY_BYTES];
+ *   bb_dp_sample_key(NULL, key, &err);                    // when the round opens
+ *   if (bb_dp_sampled(key, peer, peer_len, 0.01)) ...     // for each arriving update */
+#define BB_DP_SAMPLE_KEY_BYTES 32
+BB_API int bb_dp_sample_key(const bb_random_source *random, uint8_t key[BB_DP_SAMPLE_KEY_BYTES], bb_error *err);
+/* rate >= 1: everyone; rate <= 0 (or NaN): no one. */
+BB_API bool bb_dp_sampled(const uint8_t key[BB_DP_SAMPLE_KEY_BYTES], const uint8_t *id, size_t len, double rate);
 
 /* ---- the Rényi-DP accountant ---------------------------------------------------------- */
 

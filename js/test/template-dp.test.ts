@@ -67,7 +67,7 @@ function federate(options: Omit<FederatedAveragingOptions, 'clients'>, clients: 
   });
   server.start(nodes.slice(1).map((n) => n.self), 0n);
   for (let t = 1n; t < 4000n && run.reports.length <= rounds; t++) network.poll(t * 5n * MS);
-  const counters = new Map(['fedavg.dp_rounds', 'fedavg.norm_clipped', 'fedavg.rounds_abandoned'].map((name) => [name, server.node.counter(name)]));
+  const counters = new Map(['fedavg.dp_rounds', 'fedavg.norm_clipped', 'fedavg.rounds_abandoned', 'fedavg.refused_unsampled'].map((name) => [name, server.node.counter(name)]));
   run.counter = (name) => counters.get(name)!;
   network.free();
   test.free();
@@ -170,6 +170,37 @@ describe('federatedAveraging with dp', () => {
     expect(distance(noised.globals[2]!, plain.globals[2]!)).toBeGreaterThan(1e-4);
   });
 
+  test('adaptive clipping: the liar moves the model by at most the clip, which moves by at most exp(η γ) a round; ε is the noise multiplier\'s', () => {
+    const initial = 0.25;
+    const run = federate({ model: withLiar(), dp: { clip: { initial, quantile: 0.5, learningRate: 0.2 }, noiseMultiplier: 0, delta: 1e-5 } }, 3, 6);
+    expect(run.reports.length).toBeGreaterThan(6);
+    for (let r = 1; r < run.globals.length; r++) {
+      // round r's clip is at most initial × exp(0.2 × 0.5)^(r - 1): no update moves it further
+      expect(distance(run.globals[r]!, run.globals[r - 1]!)).toBeLessThanOrEqual(initial * Math.exp(0.1 * (r - 1)) * (1 + 1e-6));
+    }
+    expect(run.counter('fedavg.norm_clipped')).toBeGreaterThanOrEqual(6n);
+    const sigma = 1.1;
+    const noised = federate({ model: LOGISTIC, dp: { clip: { initial: 1 }, noiseMultiplier: sigma, delta: 1e-5 } }, 3, 4);
+    for (const report of noised.reports.slice(1)) {
+      // the count's noise is paid for by the updates' larger multiplier: ε stays σ's
+      expect(report.epsilon).toBe(dpEpsilon(bb, { q: 1, sigma, steps: report.round, delta: 1e-5 }).epsilon);
+    }
+  });
+
+  test('Poisson sampling: ε accounted at q, below q = 1\'s; unsampled updates refused; every round spends', () => {
+    const sigma = 1.1;
+    const q = 0.5;
+    const run = federate({ model: LOGISTIC, dp: { clip: 1, noiseMultiplier: sigma, delta: 1e-5, sampleRate: q } }, 4, 6);
+    expect(run.reports.length).toBeGreaterThan(6);
+    for (const report of run.reports.slice(1)) {
+      expect(report.epsilon).toBe(dpEpsilon(bb, { q, sigma, steps: report.round, delta: 1e-5 }).epsilon);
+      expect(report.epsilon!).toBeLessThan(dpEpsilon(bb, { q: 1, sigma, steps: report.round, delta: 1e-5 }).epsilon);
+    }
+    // a round with no sampled update still spends (and is given out noised): no round is lost
+    expect(run.counter('fedavg.dp_rounds')).toBe(BigInt(run.reports.at(-1)!.round));
+    expect(run.counter('fedavg.refused_unsampled')).toBeGreaterThan(0n);
+  });
+
   test('bad dp options are refused, naming the field', () => {
     const bad: [unknown, RegExp][] = [
       [{ clip: 0, noiseMultiplier: 1, delta: 1e-5 }, /dp\.clip must be a finite number > 0, got 0/],
@@ -179,6 +210,11 @@ describe('federatedAveraging with dp', () => {
       [{ clip: 1, noiseMultiplier: 1, delta: 1 }, /dp\.delta must be in \(0, 1\), got 1/],
       [{ clip: 1, noiseMultiplier: 1 }, /dp\.delta/],
       [null, /dp is \{ clip, noiseMultiplier, delta \}/],
+      [{ clip: { initial: 0 }, noiseMultiplier: 1, delta: 1e-5 }, /dp\.clip\.initial must be a finite number > 0, got 0/],
+      [{ clip: { initial: 1, quantile: 1 }, noiseMultiplier: 1, delta: 1e-5 }, /dp\.clip\.quantile must be in \(0, 1\), got 1/],
+      [{ clip: { initial: 1, learningRate: 0 }, noiseMultiplier: 1, delta: 1e-5 }, /dp\.clip\.learningRate/],
+      [{ clip: 1, noiseMultiplier: 1, delta: 1e-5, sampleRate: 0 }, /dp\.sampleRate must be in \(0, 1\], got 0/],
+      [{ clip: 1, noiseMultiplier: 1, delta: 1e-5, sampleRate: 1.5 }, /dp\.sampleRate/],
     ];
     for (const [dp, message] of bad) {
       const make = (): unknown => federatedAveraging({ model: LOGISTIC, clients: 2, dp: dp as DpOptions });
@@ -206,5 +242,21 @@ describe('bytesandbrains serve and its served plan carry dp', () => {
     // the noise is in the artifact: without dp it is another
     expect(Buffer.from(servedPlan(description, model).compile(bb)).equals(Buffer.from(direct))).toBe(false);
     expect(() => servedPlan({ ...description, dp: { ...dp, clip: -1 } }, model)).toThrow(/dp\.clip must be a finite number > 0, got -1/);
+  });
+
+  test('--dp-clip-quantile makes the clip adaptive and --dp-sample-rate samples; both need --dp-clip', () => {
+    const read = (...flags: string[]): unknown => {
+      const config = parseServeArgs(['--model', 'm.onnx', '--test', 't.csv', ...flags], () => '');
+      return config !== 'help' && config.dp;
+    };
+    expect(read('--dp-clip', '0.5', '--dp-noise', '1.1', '--dp-clip-quantile', '0.6', '--dp-sample-rate', '0.1')).toEqual({
+      clip: { initial: 0.5, quantile: 0.6 },
+      noiseMultiplier: 1.1,
+      delta: 1e-5,
+      sampleRate: 0.1,
+    });
+    expect(() => read('--dp-clip-quantile', '0.5')).toThrow(/--dp-clip-quantile and --dp-sample-rate need --dp-clip and --dp-noise/);
+    expect(() => read('--dp-clip', '1', '--dp-noise', '1', '--dp-clip-quantile', '1')).toThrow(/--dp-clip-quantile must be in \(0, 1\)/);
+    expect(() => read('--dp-clip', '1', '--dp-noise', '1', '--dp-sample-rate', '2')).toThrow(/--dp-sample-rate must be in \(0, 1\]/);
   });
 });

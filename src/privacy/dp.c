@@ -147,18 +147,24 @@ int bb_dp_adaptive_clip_update(bb_dp_adaptive_clip *state, uint32_t unclipped, u
   if (!state || state->struct_size < sizeof *state)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "dp adaptive clip: struct_size %zu (set it to %zu)",
                         state ? state->struct_size : 0, sizeof *state);
-  if (!(state->clip > 0) || !isfinite(state->clip) || clients == 0 || unclipped > clients)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "dp adaptive clip: clip %g, %u of %u updates within it",
-                        state->clip, unclipped, clients);
+  const double expected = state->expected_clients;
+  if (!(state->clip > 0) || !isfinite(state->clip) || unclipped > clients || !(expected >= 0 && expected < 1e300) ||
+      (clients == 0 && expected == 0))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "dp adaptive clip: clip %g, %u of %u updates within it, %g expected", state->clip, unclipped,
+                        clients, expected);
+  const double n = expected > 0 ? expected : clients;
   const double quantile = state->target_quantile > 0 ? state->target_quantile : 0.5;
   const double rate = state->learning_rate > 0 ? state->learning_rate : 0.2;
-  const double stddev = state->count_stddev > 0 ? state->count_stddev : clients / 20.0;
+  const double stddev = state->count_stddev > 0 ? state->count_stddev : n / 20.0;
   if (quantile >= 1) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "dp adaptive clip: target quantile %g (0..1)", quantile);
   /* the centred count Σ (b_i - 1/2) has sensitivity 1/2 */
   float count = (float)((double)unclipped - clients / 2.0);
   int rc = bb_dp_add_gaussian(&count, 1, stddev, 0, random, err);
   if (rc) return rc;
-  const double b = (double)count / clients + 0.5;
+  /* held to [0, 1] (post-processing): no draw of the noise moves the clip further than a
+     fraction of 0 or 1 would */
+  const double b = fmin(1.0, fmax(0.0, (double)count / n + 0.5));
   state->clip *= exp(-rate * (b - quantile));
   if (fraction) *fraction = b;
   return 0;

@@ -234,6 +234,68 @@ static void test_adaptive_clip(void) {
   CHECK_EQ_INT(bb_dp_adaptive_noise_multiplier(1.0, 0.5, &z, &err), BB_ERR_INVALID_ARGUMENT);
 }
 
+/* Whatever the noise draws, one update moves the clip by a factor within
+ * [exp(-η(1 - γ)), exp(η γ)]: the noised fraction is held to [0, 1]. A count noise of
+ * 1000 on 3 clients draws fractions far outside it nearly every time. */
+static void test_adaptive_clip_step_is_bounded(void) {
+  sr_rng rng;
+  sr_rng_seed(&rng, 5);
+  bb_random_source src = sr_source(&rng);
+  bb_error err = {0};
+  int at_bound = 0;
+  for (int i = 0; i < 200; i++) {
+    bb_dp_adaptive_clip st = {.struct_size = sizeof st, .clip = 1.0, .target_quantile = 0.3, .count_stddev = 1000};
+    double b;
+    CHECK_EQ_INT(bb_dp_adaptive_clip_update(&st, (uint32_t)(i % 4), 3, &src, &b, &err), 0);
+    CHECK_MSG(b >= 0 && b <= 1, "fraction %g", b);
+    CHECK_MSG(st.clip >= exp(-0.2 * 0.7) * (1 - 1e-12) && st.clip <= exp(0.2 * 0.3) * (1 + 1e-12), "clip %g",
+              st.clip);
+    at_bound += b == 0 || b == 1;
+  }
+  CHECK(at_bound > 190);
+  /* under Poisson sampling the fraction divides by the expected count, not the count */
+  bb_dp_adaptive_clip st = {.struct_size = sizeof st, .clip = 1.0, .count_stddev = 1e-9, .expected_clients = 20};
+  double b;
+  CHECK_EQ_INT(bb_dp_adaptive_clip_update(&st, 7, 8, &src, &b, &err), 0);
+  CHECK_MSG(fabs(b - ((7 - 4) / 20.0 + 0.5)) < 1e-6, "fraction %g", b);
+  CHECK_EQ_INT(bb_dp_adaptive_clip_update(&st, 0, 0, &src, &b, &err), 0); /* nobody sampled */
+  CHECK_MSG(fabs(b - 0.5) < 1e-6, "fraction %g", b);
+}
+
+/* Poisson sampling: over 400 round keys and 50 ids, the sampled fraction is within 6
+ * binomial standard deviations of the rate; an id asking again in a round gets the same
+ * answer; rounds draw independently (an id is in about rate² of pairs of rounds). */
+static void test_poisson_sample(void) {
+  sr_rng rng;
+  sr_rng_seed(&rng, 77);
+  bb_random_source src = sr_source(&rng);
+  enum { ROUNDS = 400, IDS = 50 };
+  const double q = 0.1;
+  static bool in[ROUNDS][IDS];
+  long sampled = 0, both = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    uint8_t key[BB_DP_SAMPLE_KEY_BYTES];
+    CHECK_EQ_INT(bb_dp_sample_key(&src, key, NULL), 0);
+    for (int i = 0; i < IDS; i++) {
+      const uint8_t id[4] = {(uint8_t)i, 1, 2, 3};
+      in[r][i] = bb_dp_sampled(key, id, sizeof id, q);
+      CHECK(bb_dp_sampled(key, id, sizeof id, q) == in[r][i]);
+      CHECK(bb_dp_sampled(key, id, sizeof id, 1.0) && !bb_dp_sampled(key, id, sizeof id, 0.0));
+      sampled += in[r][i];
+      if (r) both += in[r][i] && in[r - 1][i];
+    }
+  }
+  const double n = ROUNDS * IDS, sd = sqrt(n * q * (1 - q));
+  CHECK_MSG(fabs(sampled - n * q) < 6 * sd, "%ld of %g sampled at rate %g", sampled, n, q);
+  const double pairs = (ROUNDS - 1) * IDS;
+  CHECK_MSG(fabs(both - pairs * q * q) < 6 * sqrt(pairs * q * q), "%ld of %g pairs", both, pairs);
+  /* the system CSPRNG gives keys too */
+  uint8_t k1[BB_DP_SAMPLE_KEY_BYTES], k2[BB_DP_SAMPLE_KEY_BYTES];
+  CHECK_EQ_INT(bb_dp_sample_key(NULL, k1, NULL), 0);
+  CHECK_EQ_INT(bb_dp_sample_key(NULL, k2, NULL), 0);
+  CHECK(memcmp(k1, k2, sizeof k1) != 0);
+}
+
 int main(void) {
   RUN(test_discrete_gaussian_pmf);
   RUN(test_discrete_gaussian_large);
@@ -242,5 +304,7 @@ int main(void) {
   RUN(test_client_privatize);
   RUN(test_clip);
   RUN(test_adaptive_clip);
+  RUN(test_adaptive_clip_step_is_bounded);
+  RUN(test_poisson_sample);
   return bb_test_finish();
 }

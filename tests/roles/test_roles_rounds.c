@@ -643,6 +643,179 @@ static void test_dp_config_refused(void) {
   CHECK(BBI_ROBUST_AVG.create(&init, &self, &err) == BB_ERR_INVALID_ARGUMENT);
 }
 
+/* ---- adaptive clipping and Poisson sampling -------------------------------------------- */
+
+/* What a round of clients stepping by deltas[i] (each update at distance δ√2 along
+ * (1, -1)) moves the mean's first coordinate by, without noise, under clip C. */
+static double clipped_step(const double *deltas, size_t n, double clip) {
+  double sum = 0;
+  for (size_t i = 0; i < n; i++) sum += fmin(deltas[i], clip / sqrt(2));
+  return sum / (double)n;
+}
+
+/* The clip a round used, read back from its step (bisection: the step grows with the clip). */
+static double clip_of_step(const double *deltas, size_t n, double step) {
+  double lo = 0, hi = 100;
+  for (int i = 0; i < 200; i++) {
+    const double mid = (lo + hi) / 2;
+    if (clipped_step(deltas, n, mid) < step) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+/* Runs `rounds` rounds of DP-FedAvg with `config` for clients stepping by deltas (up to
+ * 7) and gives the clip each round after the first used (clips[rounds - 1]). */
+static bool run_adaptive(const char *config, const double *deltas, size_t n, int rounds, double *clips) {
+  char models[7][32];
+  const char *clients[7];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(models[i], sizeof models[i], "delta=%g", deltas[i]);
+    clients[i] = models[i];
+  }
+  const uint64_t to[7] = {2, 3, 4, 5, 6, 7, 8};
+  federation f;
+  bool ok = federation_open(&f, "FedAvg", config, n + 1, clients);
+  if (ok) {
+    server_round(&f, 0, to, n);
+    for (int r = 1; r <= rounds; r++) {
+      const float before = f.global[0];
+      server_round(&f, (uint64_t)r * 10 * MS, to, n);
+      clips[r - 1] = clip_of_step(deltas, n, (double)f.global[0] - before);
+    }
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), rounds);
+  }
+  federation_close(&f);
+  return ok;
+}
+
+/* Adaptive clipping moves the clip to the median of the update norms (γ = 0.5): from 2,
+ * above every norm, to within one step (exp(±η/14)) of the 4th of 7, 0.4√2. A client
+ * sending an update a thousand times too long counts as one norm beyond the clip, no
+ * more: with it in place of 0.7 the clip goes to the same median. */
+static void test_dp_adaptive_clip_finds_quantile(void) {
+  const double honest[7] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7}, attacked[7] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 1000};
+  const char *config = "quorum=7,init=model,dp_clip=2,dp_clip_quantile=0.5,dp_count_noise=0.01";
+  enum { ROUNDS = 45 };
+  double clips[ROUNDS];
+  for (int attack = 0; attack < 2; attack++) {
+    if (!run_adaptive(config, attack ? attacked : honest, 7, ROUNDS, clips)) return;
+    CHECK_MSG(clips[0] > 1.4, "round 1's clip %g (all norms within 2)", clips[0]);
+    for (int r = ROUNDS - 10; r < ROUNDS; r++)
+      CHECK_MSG(fabs(log(clips[r] / (0.4 * sqrt(2)))) < 0.2 / 14 + 1e-3, "%s: round %d's clip %g, want %g",
+                attack ? "attacked" : "honest", r + 1, clips[r], 0.4 * sqrt(2));
+  }
+}
+
+/* One round moves the clip by a factor within [exp(-η(1-γ)), exp(ηγ)] whatever the clients
+ * send and the count's noise draws: three clients sending huge updates (all beyond, so
+ * each round's step reads the clip exactly) under a count noise of 100 (which draws
+ * fractions far outside [0, 1]). */
+static void test_dp_adaptive_clip_step_is_bounded(void) {
+  const double huge[3] = {1000, 1000, 1000};
+  enum { ROUNDS = 12 };
+  double clips[ROUNDS];
+  if (!run_adaptive("quorum=3,init=model,dp_clip=1,dp_clip_quantile=0.5,dp_count_noise=100", huge, 3, ROUNDS, clips))
+    return;
+  CHECK_MSG(fabs(clips[0] - 1) < 1e-5, "%g", clips[0]);
+  for (int r = 1; r < ROUNDS; r++) {
+    const double moved = log(clips[r] / clips[r - 1]);
+    CHECK_MSG(moved > -0.1 - 1e-5 && moved < 0.1 + 1e-5, "round %d: the clip moved by exp(%g)", r + 1, moved);
+  }
+}
+
+/* Under adaptive clipping the sum's noise is drawn with the multiplier that leaves room
+ * for the count's (z = 1, σ_b = 0.6: (1 - 1/1.44)^(-1/2) = 1.809), so the pair spends what
+ * z alone would and the accountant's ε is z's. The clip barely moves (η = 1e-9); 40
+ * rounds of 2 coordinates; z's own scale would fall far below the band. */
+static void test_dp_adaptive_noise_multiplier(void) {
+  const char *const clients[] = {"delta=0", "delta=0", "delta=0"};
+  enum { ROUNDS = 40 };
+  federation f;
+  if (federation_open(&f, "FedAvg",
+                      "quorum=3,init=model,dp_clip=2,dp_noise=1,dp_clip_quantile=0.5,dp_clip_rate=1e-9,"
+                      "dp_count_noise=0.6",
+                      4, clients)) {
+    double sum2 = 0, last[2] = {0, 0};
+    server_round(&f, 0, (const uint64_t[]){2, 3, 4}, 3);
+    for (int r = 1; r <= ROUNDS; r++) {
+      server_round(&f, (uint64_t)r * 10 * MS, (const uint64_t[]){2, 3, 4}, 3);
+      for (int j = 0; j < 2; j++) {
+        sum2 += ((double)f.global[j] - last[j]) * ((double)f.global[j] - last[j]);
+        last[j] = f.global[j];
+      }
+    }
+    const double sd = 2 / 3.0 / sqrt(1 - 1 / 1.44), var = sum2 / (2 * ROUNDS);
+    CHECK_MSG(var > sd * sd / 2.25 && var < sd * sd * 2.25, "noise variance %g, want %g", var, sd * sd);
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), ROUNDS);
+  }
+  federation_close(&f);
+}
+
+/* Poisson sampling at q = 0.5 over 7 clients that all answer every round: each round
+ * takes the updates its coins sample and refuses the others (told, counted); the mean
+ * divides by q × N = 3.5 whatever number came, so each round's step is m / 3.5 for its m
+ * sampled clients; a round with none still spends (the noise on an empty sum); and the
+ * fraction sampled over 60 rounds is within 6 binomial standard deviations of q. */
+static void test_dp_sampling_is_poisson(void) {
+  const char *const clients[] = {"delta=1", "delta=1", "delta=1", "delta=1", "delta=1", "delta=1", "delta=1"};
+  const uint64_t to[7] = {2, 3, 4, 5, 6, 7, 8};
+  enum { ROUNDS = 60 };
+  federation f;
+  if (federation_open(&f, "FedAvg",
+                      "quorum=1,target=0,deadline_ms=5,no_quorum=abandon,init=model,dp_clip=10,dp_sample_rate=0.5,"
+                      "dp_clients=7",
+                      8, clients)) {
+    server_round(&f, 0, to, 7);
+    long taken = 0;
+    for (int r = 1; r <= ROUNDS; r++) {
+      const float before = f.global[0];
+      server_round(&f, (uint64_t)r * 10 * MS, to, 7);
+      const double m = ((double)f.global[0] - before) * 3.5;
+      CHECK_MSG(fabs(m - round(m)) < 1e-4 && m > -0.5 && m < 7.5, "round %d's step %g is not m / 3.5", r,
+                (double)f.global[0] - before);
+      taken += lround(m);
+    }
+    const uint64_t refused = counter(&f, "fedavg.refused_unsampled");
+    /* the last round's updates are still open: every offer is either taken or refused */
+    const uint64_t offered = (uint64_t)(ROUNDS + 1) * 7;
+    CHECK_MSG(refused + (uint64_t)taken <= offered && refused + (uint64_t)taken + 7 >= offered, "%llu + %ld of %llu",
+              (unsigned long long)refused, taken, (unsigned long long)offered);
+    const double n = ROUNDS * 7.0, sd = sqrt(n * 0.25);
+    CHECK_MSG(fabs((double)taken - n / 2) < 6 * sd, "%ld of %g sampled", taken, n);
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), ROUNDS);
+    CHECK(f.told[1] + f.told[2] + f.told[3] + f.told[4] + f.told[5] + f.told[6] + f.told[7] == refused);
+  }
+  federation_close(&f);
+}
+
+/* Sampling that would not be Poisson, or adaptive keys that mean nothing, are refused. */
+static void test_dp_sampling_config_refused(void) {
+  static const char *const BAD[][2] = {
+      {"dp_clip=1,dp_sample_rate=0.5,dp_clients=10,quorum=1,deadline_ms=5,no_quorum=abandon,target=3", "target=0"},
+      {"dp_clip=1,dp_sample_rate=0.5,dp_clients=10,quorum=2,deadline_ms=5,no_quorum=abandon", "quorum=1"},
+      {"dp_clip=1,dp_sample_rate=0.5,dp_clients=10,quorum=1,no_quorum=abandon", "deadline_ms"},
+      {"dp_clip=1,dp_sample_rate=0.5,dp_clients=10,quorum=1,deadline_ms=5", "no_quorum=abandon"},
+      {"dp_clip=1,dp_sample_rate=0.5,dp_clients=10,quorum=1,deadline_ms=5,no_quorum=abandon,late=count", "late=drop"},
+      {"dp_clip=1,dp_sample_rate=0.5,quorum=1,deadline_ms=5,no_quorum=abandon", "dp_clients"},
+      {"dp_clip=1,dp_sample_rate=1.5,dp_clients=10", "dp_sample_rate"},
+      {"dp_sample_rate=0.5,dp_clients=10", "dp_clip"},
+      {"dp_clip_quantile=0.5", "dp_clip"},
+      {"dp_clip=1,dp_clip_quantile=1", "dp_clip_quantile"},
+      {"dp_clip=1,dp_clip_rate=0.1", "dp_clip_quantile"},
+      {"dp_clip=1,dp_noise=1,dp_clip_quantile=0.5,dp_count_noise=0.4", "dp_count_noise"},
+  };
+  for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+    bb_component_init init = {"aggregator", BAD[i][0], 0, 7, bb_default_allocator(), NULL, NULL};
+    void *self = NULL;
+    bb_error err = {0};
+    const int rc = BBI_FEDAVG.create(&init, &self, &err);
+    CHECK_MSG(rc == BB_ERR_INVALID_ARGUMENT && strstr(err.message, BAD[i][1]), "`%s`: %d %s", BAD[i][0], rc,
+              err.message);
+    if (!rc) BBI_FEDAVG.destroy(self);
+  }
+}
+
 int main(void) {
   RUN(test_unselected_peer_is_refused);
   RUN(test_fedbuff_membership);
@@ -658,5 +831,10 @@ int main(void) {
   RUN(test_dp_noise_has_its_scale);
   RUN(test_dp_without_noise_is_fedavg);
   RUN(test_dp_config_refused);
+  RUN(test_dp_adaptive_clip_finds_quantile);
+  RUN(test_dp_adaptive_clip_step_is_bounded);
+  RUN(test_dp_adaptive_noise_multiplier);
+  RUN(test_dp_sampling_is_poisson);
+  RUN(test_dp_sampling_config_refused);
   return bb_test_finish();
 }

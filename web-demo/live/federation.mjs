@@ -37,6 +37,8 @@ export class LiveFederation {
   #server;
   #seats;
   #quorum;
+  /** @type {Map<number, number | null>} ε after each round (differential privacy), by round */
+  #epsilonOf = new Map();
   #deadlineMs;
   #transport;
   #log;
@@ -101,6 +103,10 @@ export class LiveFederation {
     });
     // the server runs from now on (its registry hears announces); its rounds start at the quorum
     this.#server = plan.installServer(bb, { artifact, self: transport.self, test, seed: 1, admission });
+    // with differential privacy each round's report says what it spent (JSON has no Infinity: null)
+    this.#server.onRound((report) => {
+      if (report.epsilon !== undefined) this.#epsilonOf.set(report.round, Number.isFinite(report.epsilon) ? report.epsilon : null);
+    });
     // the room admits by token: the server checks each member's token itself
     admitRoomMembers(this.#server.node, signal);
     this.#running = runPeer(this.#server.node, this.#observed(), {
@@ -256,7 +262,7 @@ export class LiveFederation {
       seats,
       now: Math.round(this.#now()),
       seq: this.#seq,
-      rounds: this.#roundLog.filter((r) => r.round > afterRound),
+      rounds: this.#roundLog.filter((r) => r.round > afterRound).map((r) => (this.#epsilonOf.has(r.round) ? { ...r, epsilon: this.#epsilonOf.get(r.round) } : r)),
       points: this.#points.filter((p) => p.id > afterPoint),
       marks: this.#marks.filter((m) => m.id > afterMark),
       events: this.#events.filter((e) => e.seq > afterEvent).slice(-300),

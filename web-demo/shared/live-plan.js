@@ -14,10 +14,12 @@ export const LIVE_MODULE = 'LiveDigits';
  * @property {number} quorum updates that close a round once its deadline passed
  * @property {number} deadlineMs how long a round waits for every seat
  * @property {number} registryTtlMs how long a client that stopped sending heartbeats stays registered
+ * @property {import('bytesandbrains').DpOptions} [dp] differential privacy (DP-FedAvg), the
+ *   same on the server and every joining page: it is part of the artifact
  */
 
 /** @param {LivePlanOptions} options */
-export function livePlan({ clients, quorum, deadlineMs, registryTtlMs }) {
+export function livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp }) {
   return federatedAveraging({
     name: LIVE_MODULE,
     // federated_digits' model: 64 pixels → 32 (ReLU) → 10 digits
@@ -30,5 +32,6 @@ export function livePlan({ clients, quorum, deadlineMs, registryTtlMs }) {
     roundMs: 200,
     fitSteps: 12,
     batch: 32,
+    ...(dp === undefined ? {} : { dp }),
   });
 }

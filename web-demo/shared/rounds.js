@@ -35,6 +35,8 @@ import { scoreMlp } from './mlp.js';
  * @property {number} [late] federated: updates for rounds that had already ended, taken
  *   while this one was open: those the aggregator dropped as late, by its own count
  * @property {boolean} [unchanged] federated: the global model is the previous one, bit for bit
+ * @property {number | null} [epsilon] federated with differential privacy: the privacy spent
+ *   up to this round, ε at the plan's δ (null: infinite, clipping without noise)
  */
 /**
  * A federated client's update, scored; `round` is the global model it went into (its

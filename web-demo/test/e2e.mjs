@@ -24,7 +24,8 @@
 //     a browser without WebRTC is told so, watches, and holds no seat; two phones join
 //     ("You are client N" on top), contribute, show each other's state, one reloads and
 //     keeps its seat, a third is refused and watches; a visitor who left is named by its
-//     seat; an empty room runs no rounds.
+//     seat; an empty room runs no rounds. The live federation is DP-FedAvg (--dp-clip 1
+//     --dp-noise 1): status.json and the round list say the privacy spent after each round.
 //   No page reports a console error. Screenshots of each step are saved and listed.
 //
 // Prints one line per check and `web-demo: N passed, M failed`. BB_CHROMIUM overrides
@@ -105,7 +106,7 @@ const decode = ({ headers, body }) => (headers['content-encoding'] === 'br' ? br
 // the namespace's own address: what a phone on the network opens
 const lan = Object.values(networkInterfaces()).flat().find((a) => a?.family === 'IPv4' && !a.internal)?.address;
 const port = await free();
-const server = spawn(process.execPath, [join(demo, 'serve.mjs'), '--port', String(port), '--host', '0.0.0.0', '--clients', '2', '--quorum', '1', '--grace-ms', '8000', '--deadline-ms', '1000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+const server = spawn(process.execPath, [join(demo, 'serve.mjs'), '--port', String(port), '--host', '0.0.0.0', '--clients', '2', '--quorum', '1', '--grace-ms', '8000', '--deadline-ms', '1000', '--dp-clip', '1', '--dp-noise', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
 let serverLog = '';
 server.stdout.on('data', (chunk) => (serverLog += chunk));
 server.stderr.on('data', (chunk) => (serverLog += chunk));
@@ -500,6 +501,13 @@ try {
     const banner = document.querySelector('#join-bar .you');
     return { text: banner?.textContent ?? '', hidden: banner?.hidden ?? true, top: banner?.getBoundingClientRect().top ?? Infinity };
   });
+  const spent = live.rounds.filter((r) => r.round > 0).map((r) => r.epsilon);
+  const readRoundLines = () => joined[0].evaluate(() => [...document.querySelectorAll('#federation .round-strip li[data-round]')].map((li) => li.textContent ?? ''));
+  await awhile('the joined page\'s round list to say the privacy spent', async () => (await readRoundLines()).some((t) => /privacy spent/.test(t)), 20_000);
+  const roundLines = await readRoundLines();
+  check('each live round says the privacy spent so far (ε, never falling), in status.json and the round list',
+    spent.length > 0 && spent.every((e, i) => typeof e === 'number' && e > 0 && (i === 0 || e >= spent[i - 1])) && roundLines.some((t) => /privacy spent: ε \d/.test(t)),
+    `ε ${spent.slice(-3).join(', ')}; "${roundLines.find((t) => /privacy spent/.test(t))?.slice(0, 110) ?? roundLines.join(' | ').slice(0, 110)}"`);
   check('a phone that joined reads "You are client N" at the top', !you.hidden && /^You are client [12]\./.test(you.text) && you.top < PHONE.height, `"${you.text.slice(0, 60)}" at y=${Math.round(you.top)}`);
   await awhile('the peer cards to follow the envelopes', async () => (await joined[0].evaluate(() => [...document.querySelectorAll('#federation .peer-card .state')].filter((s) => s.getAttribute('data-state') === 'connecting').length)) === 0, 15_000);
   const cards = await joined[0].evaluate(() => [...document.querySelectorAll('#federation .peer-card')].map((c) => `${c.querySelector('strong')?.textContent}: ${c.querySelector('.state')?.getAttribute('data-state')}`));

@@ -23,7 +23,7 @@ import { expect, test } from 'vitest';
 
 import { mlpShapeFromConfig, parameterCount, scoreMlp } from '../shared/mlp.js';
 import { FedRounds, GossipRounds, roundCounters, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
-import { roundLine } from '../src/federation/words.js';
+import { privacySpent, roundLine } from '../src/federation/words.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 
@@ -203,4 +203,13 @@ test('a client slower than the deadline: its updates come too late, counted as t
   const line = roundLine(f.rounds.find((r) => (r.late ?? 0) > 0)!, { quorum: 2, target: 3, deadlineMs: 1000 }, String);
   expect(line).toMatch(/closed with 2 of 3 updates .* · 1 update for an earlier round came too late and was dropped$/);
   f.free();
+});
+
+test('with differential privacy a round says what the rounds up to it spent', () => {
+  const closed: RoundPoint = { round: 4, at: 0, accuracy: 0.5, contributors: ['a', 'b'], members: ['a', 'b'], outcome: 'closed', epsilon: 2.3456 };
+  expect(roundLine(closed, { quorum: 1 }, String)).toBe('round 4: closed with 2 of 2 updates (a, b) → 50.0 % · privacy spent: ε 2.35');
+  expect(privacySpent({ ...closed, epsilon: null })).toBe(' · privacy spent: ε ∞ (clipping without noise)');
+  expect(privacySpent(closed, 1e-5)).toBe(' · privacy spent: ε 2.35 at δ 0.00001');
+  const { epsilon: _, ...plain } = closed;
+  expect(roundLine(plain, { quorum: 1 }, String)).toBe('round 4: closed with 2 of 2 updates (a, b) → 50.0 %');
 });

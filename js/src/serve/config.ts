@@ -4,6 +4,8 @@
  */
 import { parseArgs } from 'node:util';
 
+import type { DpOptions } from '../templates/federated.js';
+
 export interface ServeConfig {
   /** An ONNX file, or `builtin:digits-mlp` / `builtin:digits-cnn` (the models the package ships). */
   readonly model: string;
@@ -50,8 +52,12 @@ export interface ServeConfig {
   readonly resume?: string;
   /** Rounds the status endpoint keeps (older ones are dropped). */
   readonly history: number;
-  /** Differential privacy (DP-FedAvg): each update clipped to dpClip, the sum noised with dpNoise × dpClip; ε reported at dpDelta. */
-  readonly dp?: { readonly clip: number; readonly noiseMultiplier: number; readonly delta: number };
+  /**
+   * Differential privacy (DP-FedAvg): each update clipped to dpClip (adaptive from there with
+   * dpClipQuantile), the sum noised with dpNoise × the clip, each client's update taken with
+   * probability dpSampleRate; ε reported at dpDelta.
+   */
+  readonly dp?: DpOptions & { readonly delta: number };
 }
 
 export class ConfigError extends Error {
@@ -88,6 +94,11 @@ the rounds
   --dp-clip X --dp-noise Z   differential privacy (DP-FedAvg): each update clipped to L2 norm X,
                        the sum noised with Z × X; each round's line says the privacy spent
                        (ε at --dp-delta D, default 1e-5)
+  --dp-clip-quantile Q adaptive clipping: the clip starts at X and follows the Q-quantile of
+                       the update norms (Andrew et al.; 0.5 is the usual choice)
+  --dp-sample-rate q   each round takes each client's update with probability q (Poisson
+                       sampling, ε accounted at q); --clients is then the population, and a
+                       round closes at its deadline with every sampled update that came
   --name NAME          the federation's name (default Federation); clients use the same
 the room (signalling on the same port)
   --port N             default 8787 (0: any free port)
@@ -148,6 +159,8 @@ const OPTIONS = {
   'dp-clip': { type: 'string' },
   'dp-noise': { type: 'string' },
   'dp-delta': { type: 'string' },
+  'dp-clip-quantile': { type: 'string' },
+  'dp-sample-rate': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -272,6 +285,14 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
   if (dpDelta !== undefined && dpDelta >= 1) throw new ConfigError(`--dp-delta must be in (0, 1), got ${JSON.stringify(raw['dpDelta'])}`);
   if ((dpClip === undefined) !== (dpNoise === undefined)) throw new ConfigError('--dp-clip and --dp-noise go together');
   if (dpDelta !== undefined && dpClip === undefined) throw new ConfigError('--dp-delta needs --dp-clip and --dp-noise');
+  const dpQuantile = number(raw, 'dpClipQuantile', { min: 0, positive: true });
+  if (dpQuantile !== undefined && dpQuantile >= 1) throw new ConfigError(`--dp-clip-quantile must be in (0, 1), got ${JSON.stringify(raw['dpClipQuantile'])}`);
+  const dpSampleRate = number(raw, 'dpSampleRate', { min: 0, positive: true });
+  if (dpSampleRate !== undefined && dpSampleRate > 1) throw new ConfigError(`--dp-sample-rate must be in (0, 1], got ${JSON.stringify(raw['dpSampleRate'])}`);
+  if ((dpQuantile !== undefined || dpSampleRate !== undefined) && dpClip === undefined) {
+    throw new ConfigError('--dp-clip-quantile and --dp-sample-rate need --dp-clip and --dp-noise');
+  }
+  const dpClipOption = dpClip === undefined || dpQuantile === undefined ? dpClip : { initial: dpClip, quantile: dpQuantile };
   const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } => (value === undefined ? {} : ({ [key]: value } as { [P in K]?: V }));
   return {
     model,
@@ -306,6 +327,11 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
     checkpointEvery: number(raw, 'checkpointEvery', { integer: true, min: 1 }) ?? 5,
     ...optional('resume', text(raw, 'resume')),
     history: number(raw, 'history', { integer: true, min: 1, max: 100_000 }) ?? 100,
-    ...optional('dp', dpClip === undefined || dpNoise === undefined ? undefined : { clip: dpClip, noiseMultiplier: dpNoise, delta: dpDelta ?? 1e-5 }),
+    ...optional(
+      'dp',
+      dpClipOption === undefined || dpNoise === undefined
+        ? undefined
+        : { clip: dpClipOption, noiseMultiplier: dpNoise, delta: dpDelta ?? 1e-5, ...optional('sampleRate', dpSampleRate) },
+    ),
   };
 }

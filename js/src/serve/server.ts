@@ -150,7 +150,9 @@ function refusalText(refusals: Refusals): string {
 
 /** The privacy spent so far, as text ('' without differential privacy). */
 function privacyText(report: RoundReport, config: ServeConfig): string {
-  return report.epsilon === undefined || config.dp === undefined ? '' : `; privacy spent: ε ${report.epsilon.toPrecision(4)} at δ ${config.dp.delta}`;
+  if (report.epsilon === undefined || config.dp === undefined) return '';
+  const sampled = config.dp.sampleRate === undefined ? '' : ` (q ${config.dp.sampleRate})`;
+  return `; privacy spent: ε ${report.epsilon.toPrecision(4)} at δ ${config.dp.delta}${sampled}`;
 }
 
 /** Starts the server the config describes; `say` gets its lines (a line per round). */

@@ -34,7 +34,10 @@ import { Plan } from './plan.js';
 export interface FederatedAveragingOptions {
   /** What the federation trains (cpuMlp, componentModel, onnxModel). */
   readonly model: ModelChoice;
-  /** Clients a round waits for: it closes as soon as this many updates arrived. */
+  /**
+   * Clients a round waits for: it closes as soon as this many updates arrived (with
+   * `dp.sampleRate`: the population each round samples from, and rounds close at their deadline).
+   */
   readonly clients: number;
   /**
    * Updates a round needs once its deadline passed (default: half the clients, rounded up):
@@ -100,21 +103,46 @@ export interface FederatedAveragingOptions {
    * and adds Gaussian noise of standard deviation `noiseMultiplier × clip` to their sum
    * (`noiseMultiplier × clip / m` on the mean of m updates). Each round's report then carries
    * `epsilon`: the privacy spent so far at `delta`, by the Rényi accountant, each round a
-   * step of the Gaussian mechanism on every client (q = 1). Only with the 'fedavg'
-   * aggregator; its median-relative distance bound, sample weights and ascent screen are off
-   * (each lets one client change how the others count), the fixed clip bounds every update.
+   * step of the Gaussian mechanism on every client (q = 1), or with `sampleRate` on a
+   * Poisson sample of them. `clip: { initial, quantile }` makes the clip adaptive. Only with
+   * the 'fedavg' aggregator; its median-relative distance bound, sample weights and ascent
+   * screen are off (each lets one client change how the others count), the clip bounds
+   * every update.
    */
   readonly dp?: DpOptions;
 }
 
 /** The federation's differential privacy: the clip, the noise, and the δ ε is reported at. */
 export interface DpOptions {
-  /** The L2 bound on one client's update (its distance from the global model), > 0. */
-  readonly clip: number;
+  /** The L2 bound on one client's update (its distance from the global model), > 0, or an adaptive clip. */
+  readonly clip: number | AdaptiveClip;
   /** The noise's standard deviation over the clip, >= 0 (0: clipping only, ε = ∞). */
   readonly noiseMultiplier: number;
   /** δ, in (0, 1): below one over the number of clients is the usual choice. */
   readonly delta: number;
+  /**
+   * q in (0, 1] (default 1): each round takes each client's update with probability q, by a
+   * fresh coin from the server's CSPRNG, and ε is accounted at q — amplification by
+   * sampling. `clients` is then the population sampled from: the mean divides by
+   * q × clients, and a round closes at its deadline (`deadlineMs`) with every sampled update
+   * that arrived, never on its first answers (docs/PRIVACY.md says what is claimed).
+   */
+  readonly sampleRate?: number;
+}
+
+/**
+ * Adaptive clipping (Andrew et al. 2021): the clip starts at `initial` and after each round
+ * moves by exp(−learningRate × (b̃ − quantile)), b̃ the noised fraction of updates within it,
+ * towards the `quantile` of the update norms. The count's noise is taken from the budget:
+ * the updates' noise multiplier grows so that ε stays that of `noiseMultiplier`.
+ */
+export interface AdaptiveClip {
+  /** The first round's clip, > 0. */
+  readonly initial: number;
+  /** The quantile of the update norms the clip follows, in (0, 1) (default 0.5). */
+  readonly quantile?: number;
+  /** η of the geometric step, in (0, 10] (default 0.2). */
+  readonly learningRate?: number;
 }
 
 function positive(name: string, value: number): number {
@@ -134,13 +162,38 @@ function checkedDp(dp: DpOptions, aggregator: string): DpOptions {
   };
   if (typeof dp !== 'object' || dp === null) fail('dp is { clip, noiseMultiplier, delta }');
   const { clip, noiseMultiplier, delta } = dp;
-  if (typeof clip !== 'number' || !Number.isFinite(clip) || clip <= 0 || clip > 3e38) fail(`dp.clip must be a finite number > 0, got ${String(clip)}`);
+  const finitePositive = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x) && x > 0 && x <= 3e38;
+  if (typeof clip === 'object' && clip !== null) {
+    const { initial, quantile = 0.5, learningRate = 0.2 } = clip;
+    if (!finitePositive(initial)) fail(`dp.clip.initial must be a finite number > 0, got ${String(initial)}`);
+    if (typeof quantile !== 'number' || !(quantile > 0 && quantile < 1)) fail(`dp.clip.quantile must be in (0, 1), got ${String(quantile)}`);
+    if (typeof learningRate !== 'number' || !(learningRate > 0 && learningRate <= 10)) fail(`dp.clip.learningRate must be in (0, 10], got ${String(learningRate)}`);
+  } else if (!finitePositive(clip)) {
+    fail(`dp.clip must be a finite number > 0, got ${String(clip)} (or an adaptive clip: { initial, quantile, learningRate })`);
+  }
+  const sampleRate = dp.sampleRate ?? 1;
+  if (typeof sampleRate !== 'number' || !(sampleRate > 0 && sampleRate <= 1)) fail(`dp.sampleRate must be in (0, 1], got ${String(sampleRate)}`);
   if (typeof noiseMultiplier !== 'number' || !Number.isFinite(noiseMultiplier) || noiseMultiplier < 0 || noiseMultiplier > 3e38) {
     fail(`dp.noiseMultiplier must be a finite number >= 0, got ${String(noiseMultiplier)}`);
   }
   if (typeof delta !== 'number' || !(delta > 0 && delta < 1)) fail(`dp.delta must be in (0, 1), got ${String(delta)}`);
   if (aggregator !== 'fedavg') fail(`dp needs aggregator 'fedavg' (DP-FedAvg), not '${aggregator}': its bound on one client's influence is what the noise covers`);
-  return { clip, noiseMultiplier, delta };
+  return { clip, noiseMultiplier, delta, ...(sampleRate < 1 ? { sampleRate } : {}) };
+}
+
+/**
+ * The FedAvg config of DP-FedAvg (numbers written exactly: shortest round trip). Under
+ * sampling the round rules are the ones Poisson sampling needs — closing at the deadline
+ * with every sampled update (target=0, quorum=1), a round nobody sampled answered still
+ * noised (no_quorum=abandon) — and `clients` is the population.
+ */
+function dpConfig(dp: DpOptions, rounds: string, clients: number, deadlineMs: number): string {
+  const clip = typeof dp.clip === 'number'
+    ? `dp_clip=${dp.clip}`
+    : `dp_clip=${dp.clip.initial},dp_clip_quantile=${dp.clip.quantile ?? 0.5},dp_clip_rate=${dp.clip.learningRate ?? 0.2}`;
+  const noised = `${clip},dp_noise=${dp.noiseMultiplier}`;
+  if (dp.sampleRate === undefined) return `${rounds},${noised}`;
+  return `quorum=1,target=0,deadline_ms=${deadlineMs},no_quorum=abandon,init=model,${noised},dp_sample_rate=${dp.sampleRate},dp_clients=${clients}`;
 }
 
 export function federatedAveraging(options: FederatedAveragingOptions): Plan {
@@ -226,7 +279,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       compiler.bind('aggregator', 'Aggregator', 'FedBuff', `buffer=${buffer},max_staleness=${maxStaleness},init=model${codec === undefined ? '' : ',updates=deltas'}`);
     } else if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
       // DP-FedAvg: the clip and the noise multiplier, written exactly (shortest round trip)
-      const config = dp !== undefined ? `${rounds},dp_clip=${dp.clip},dp_noise=${dp.noiseMultiplier}` : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`;
+      const config = dp !== undefined ? dpConfig(dp, rounds, clients, options.deadlineMs ?? 1000) : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`;
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
       compiler.bind('aggregator', 'Aggregator', 'FedAvg', config);
     } else {

@@ -27,7 +27,8 @@ export interface RoundReport {
   /**
    * With differential privacy (the template's `dp`): the privacy spent so far, ε at the
    * plan's δ over the rounds that closed under it (the aggregator's `fedavg.dp_rounds`), by
-   * the Rényi accountant (dpEpsilon, q = 1); Infinity with a noise multiplier of 0.
+   * the Rényi accountant (dpEpsilon, q = 1, or the plan's sample rate); Infinity with a
+   * noise multiplier of 0.
    */
   readonly epsilon?: number;
 }
@@ -98,7 +99,14 @@ export interface PlanSettings {
   /** Inputs the server's run starts with besides its test set and clients. */
   readonly startInputs?: Readonly<Record<string, Value>>;
   /** Differential privacy: what each round's `epsilon` is accounted with. */
-  readonly dp?: { readonly noiseMultiplier: number; readonly delta: number };
+  readonly dp?: PlanDp;
+}
+
+/** What a plan's ε is accounted with: the noise multiplier, δ, and the sampling rate (default 1). */
+export interface PlanDp {
+  readonly noiseMultiplier: number;
+  readonly delta: number;
+  readonly sampleRate?: number;
 }
 
 export interface ServerOptions {
@@ -340,11 +348,11 @@ function answerReadyClients(
   });
 }
 
-/** ε at δ after `rounds` rounds of DP-FedAvg with every client in each (q = 1). */
-function privacySpent(bb: Bb, dp: { readonly noiseMultiplier: number; readonly delta: number }, rounds: number): number {
+/** ε at δ after `rounds` rounds of DP-FedAvg, each on every client (q = 1) or on a Poisson sample at the plan's rate. */
+function privacySpent(bb: Bb, dp: PlanDp, rounds: number): number {
   if (rounds === 0) return 0;
   if (dp.noiseMultiplier === 0) return Infinity;
-  return dpEpsilon(bb, { q: 1, sigma: dp.noiseMultiplier, steps: rounds, delta: dp.delta }).epsilon;
+  return dpEpsilon(bb, { q: dp.sampleRate ?? 1, sigma: dp.noiseMultiplier, steps: rounds, delta: dp.delta }).epsilon;
 }
 
 /** An ONNX model with these parameters, as plain ONNX (an OnnxTrainer made for the export and freed). */

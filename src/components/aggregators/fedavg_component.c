@@ -6,10 +6,13 @@
  *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,
  *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=3,
  *           beyond_norm=clip|drop,drop_factor=4,ascent_screen=0.1,weighting=samples|uniform,
- *           max_samples=0,samples_factor=1,center_clip=0,dp_clip=0,dp_noise=0
+ *           max_samples=0,samples_factor=1,center_clip=0,dp_clip=0,dp_noise=0,
+ *           dp_clip_quantile=0,dp_clip_rate=0.2,dp_count_noise=0,dp_sample_rate=1,dp_clients=0
  *   dp_clip=C (> 0) makes it DP-FedAvg (parse_dp): updates clipped to distance C, weighed 1,
  *   and with dp_noise=z the mean noised as a sum noised with z × C would be; the
- *   counter fedavg.dp_rounds counts the rounds that spent privacy.
+ *   counter fedavg.dp_rounds counts the rounds that spent privacy. dp_clip_quantile=γ
+ *   makes C the initial clip of adaptive clipping (parse_dp_adaptive); dp_sample_rate=q
+ *   with dp_clients=N takes each client's update with probability q (parse_dp_sampling).
  * RobustAvg — the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
  *   Config: method=median|trimmed|krum|multikrum,trim=0.2,byzantine=0,select=0, and the
  *           round keys above but the weighting and centered-clipping ones (robust methods
@@ -54,6 +57,7 @@
  * updates whose contributor answered the model's moves like an ascent step (its step
  * reversed), left out or given part of their weight (ascent_screen; rounds.h and
  * ascent.h say how). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +71,24 @@
 #include "bb/bytes.h"
 #include "bb/common.h"
 #include "util/mem.h"
+
+/* Adaptive clipping (Andrew et al. 2021): after each round the clip moves towards the
+ * `quantile` of the update norms, learnt from a noised count of the updates within it. */
+typedef struct dp_adaptive {
+  double quantile;    /* γ in (0, 1); 0: the clip is fixed */
+  double rate;        /* η, the geometric step's learning rate */
+  double count_noise; /* σ_b, the count's noise; 0: max(clients / 20, dp_noise) */
+} dp_adaptive;
+
+/* Poisson sampling: every client's update is taken with probability `rate`, by a coin
+ * from the round's secret key (bb_dp_sampled); the mean divides by rate × clients. */
+typedef struct dp_sampling {
+  double rate;      /* q in (0, 1]; 1: every update is taken */
+  uint64_t clients; /* N, the population the rate applies to */
+  uint8_t key[BB_DP_SAMPLE_KEY_BYTES];
+  uint64_t key_round; /* the round the key was drawn for */
+  bool keyed;
+} dp_sampling;
 
 typedef struct round_agg {
   const bb_allocator *alloc;
@@ -82,6 +104,8 @@ typedef struct round_agg {
   float *global; /* the last global model given out (cfg.param_len floats), or NULL */
   double dp_clip;  /* FedAvg with dp_clip > 0: DP-FedAvg, each update's distance clipped to it */
   double dp_noise; /* ... and the sum noised with dp_noise × dp_clip (0: clipped only) */
+  dp_adaptive adaptive; /* dp_clip_quantile > 0: the clip follows a quantile of the update norms */
+  dp_sampling sampling; /* dp_sample_rate < 1: each round takes a Poisson sample of its clients */
 } round_agg;
 
 static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n) {
@@ -147,6 +171,84 @@ static int config_f64(const char *c, const char *key, double *out, bb_error *err
   return 0;
 }
 
+/* The keys of adaptive clipping and sampling mean nothing without dp_clip. */
+static int refuse_dp_keys_without_clip(const char *c, bb_error *err) {
+  static const char *const DP_ONLY[] = {"dp_clip_quantile", "dp_clip_rate", "dp_count_noise", "dp_sample_rate",
+                                        "dp_clients", NULL};
+  char given[32];
+  for (size_t i = 0; DP_ONLY[i]; i++) {
+    int rc = bb_config_str(c, DP_ONLY[i], "", given, sizeof given, err);
+    if (rc) return rc;
+    if (given[0])
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: %s= needs dp_clip > 0 (differential privacy)",
+                          DP_ONLY[i]);
+  }
+  return 0;
+}
+
+/* dp_clip_quantile=γ (0 < γ < 1) makes dp_clip the initial clip of adaptive clipping, moved
+ * after every round by exp(−η (b̃ − γ)), η = dp_clip_rate [0.2], b̃ the fraction of updates
+ * within the clip counted with noise of standard deviation dp_count_noise [max(n / 20, z)
+ * for n clients counted and dp_noise z]. The updates' noise multiplier grows so that the
+ * count and the sum together spend what dp_noise alone would: an explicit dp_count_noise
+ * must exceed dp_noise / 2. */
+static int parse_dp_adaptive(round_agg *a, const char *c, bb_error *err) {
+  double quantile, rate, count_noise;
+  int rc;
+  if ((rc = config_f64(c, "dp_clip_quantile", &quantile, err)) || (rc = config_f64(c, "dp_clip_rate", &rate, err)) ||
+      (rc = config_f64(c, "dp_count_noise", &count_noise, err)))
+    return rc;
+  if (quantile == 0) {
+    if (rate != 0 || count_noise != 0)
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "FedAvg: dp_clip_rate and dp_count_noise are adaptive clipping's: they need dp_clip_quantile");
+    return 0;
+  }
+  if (!(quantile > 0 && quantile < 1) || !(rate >= 0 && rate <= 10) || !(count_noise >= 0 && count_noise <= 1e300))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: dp_clip_quantile in (0, 1), 0 <= dp_clip_rate <= 10 and dp_count_noise >= 0, got `%s`",
+                        c);
+  if (count_noise > 0 && a->dp_noise > 0 && !(2 * count_noise > a->dp_noise))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: dp_count_noise=%g spends more than dp_noise=%g allows (2 × dp_count_noise must "
+                        "exceed it)",
+                        count_noise, a->dp_noise);
+  a->adaptive = (dp_adaptive){quantile, rate > 0 ? rate : 0.2, count_noise};
+  return 0;
+}
+
+/* dp_sample_rate=q (0 < q < 1) with dp_clients=N: each client's update is taken with
+ * probability q, a fresh CSPRNG coin per client and round, and the mean divides the
+ * noised sum by q × N whatever number arrived (the count itself would tell who took part).
+ * The amplification the accountant credits needs every sampled update the round receives
+ * counted: so the round closes at its deadline only (target=0, quorum=1, a deadline),
+ * late updates are dropped, and a round nobody sampled answered still gives out the
+ * noise on an empty sum (no_quorum=abandon, handled in privatize_abandoned). */
+static int parse_dp_sampling(round_agg *a, const char *c, bb_error *err) {
+  double rate;
+  uint64_t clients;
+  int rc;
+  if ((rc = config_f64(c, "dp_sample_rate", &rate, err)) || (rc = bb_config_u64(c, "dp_clients", 0, &clients, err)))
+    return rc;
+  a->sampling.rate = 1;
+  if (rate == 0 && clients == 0) return 0;
+  if (!(rate > 0 && rate <= 1) || clients == 0 || clients > BBI_FEDROUND_MAX_ENTRIES)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: dp_sample_rate in (0, 1] goes with dp_clients, the clients it samples from "
+                        "(1..%d), got `%s`",
+                        BBI_FEDROUND_MAX_ENTRIES, c);
+  if (rate < 1 && (a->cfg.target != 0 || a->cfg.quorum != 1 || a->cfg.deadline_ns == 0 ||
+                   a->cfg.on_no_quorum != BBI_FEDROUND_ABANDON || a->cfg.late != BBI_FEDROUND_LATE_DROP))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: dp_sample_rate=%g counts every sampled update a round receives: it needs target=0, "
+                        "quorum=1, a deadline_ms, no_quorum=abandon and late=drop (a round closing on its first "
+                        "answers would sample by speed, not by chance)",
+                        rate);
+  a->sampling.rate = rate;
+  a->sampling.clients = clients;
+  return 0;
+}
+
 /* DP-FedAvg on the server (dp_clip=C,dp_noise=z): each update's distance from the global
  * model it started from is clipped to C, every update weighs 1, and the sum of the
  * clipped updates gets Gaussian noise of standard deviation z × C (the mean: z × C / m for
@@ -170,7 +272,7 @@ static int parse_dp(round_agg *a, const char *c, bb_error *err) {
     if (noise > 0)
       return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
                           "FedAvg: dp_noise=%g needs dp_clip > 0 (the noise is a multiple of the clip)", noise);
-    return 0;
+    return refuse_dp_keys_without_clip(c, err);
   }
   if (a->follow)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
@@ -193,6 +295,7 @@ static int parse_dp(round_agg *a, const char *c, bb_error *err) {
                         "FedAvg: beyond_norm=%s with dp_clip: an update past the clip is clipped, not left out", given);
   a->dp_clip = clip;
   a->dp_noise = noise;
+  if ((rc = parse_dp_adaptive(a, c, err)) || (rc = parse_dp_sampling(a, c, err))) return rc;
   a->cfg.weighting = BBI_FEDROUND_UNIFORM;
   a->cfg.max_norm = clip;
   a->cfg.beyond_bound = BBI_FEDROUND_CLIP;
@@ -219,9 +322,10 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
                                      "max_staleness", "init",        "members",     "max_norm",      "norm_factor",
                                      "beyond_norm",   "drop_factor", "weighting",   "max_samples",   "samples_factor",
                                      "center_clip",   "rounds",      "max_ahead",   "ascent_screen", "dp_clip",
-                                     "dp_noise",      NULL};
+                                     "dp_noise",      "dp_clip_quantile", "dp_clip_rate", "dp_count_noise",
+                                     "dp_sample_rate", "dp_clients", NULL};
   const char *c = init->config;
-  round_agg a = {.type = "FedAvg", .counter = "fedavg"};
+  round_agg a = {.type = "FedAvg", .counter = "fedavg", .sampling = {.rate = 1}};
   float center_clip;
   int rc;
   if ((rc = bb_config_check(c, KEYS, err)) || (rc = parse_rounds(&a, c, err)) ||
@@ -245,7 +349,7 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
   static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
                                                  BBI_FEDROUND_MULTI_KRUM};
   const char *c = init->config;
-  round_agg a = {.type = "RobustAvg", .counter = "robustavg"};
+  round_agg a = {.type = "RobustAvg", .counter = "robustavg", .sampling = {.rate = 1}};
   char method[16];
   float trim;
   uint64_t byzantine, select;
@@ -305,6 +409,24 @@ static const char *refusal_of(bbi_fedround_status status) {
   }
 }
 
+/* Under Poisson sampling an update for the open round is taken only from a client its
+ * coin samples; the round's key is drawn from the system CSPRNG the first time the round
+ * is asked. Updates for other rounds go on to the rounds engine, which drops them. */
+static int check_sampled(round_agg *a, bb_ctx *ctx, const bb_peer_id *from, uint64_t round, bb_error *err) {
+  dp_sampling *s = &a->sampling;
+  if (!(s->rate < 1) || round != bbi_fedround_round_id(a->fr)) return 0;
+  if (!s->keyed || s->key_round != round) {
+    int rc = bb_dp_sample_key(NULL, s->key, err);
+    if (rc) return rc;
+    s->key_round = round;
+    s->keyed = true;
+  }
+  if (bb_dp_sampled(s->key, from->bytes, from->len, s->rate)) return 0;
+  count(a, ctx, "refused_unsampled", 1);
+  return bb_error_set(err, BB_ERR_DENIED, "%s: this client is not in round %llu's sample (dp_sample_rate=%g)", a->type,
+                      (unsigned long long)round, s->rate);
+}
+
 static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, const bb_val *meta,
                       bb_error *err) {
   round_agg *a = self;
@@ -330,6 +452,7 @@ static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_
     if (bbi_fedround_pending(a->fr)) count(a, ctx, "rounds_abandoned", 1);
     if ((rc = bbi_fedround_follow(a->fr, round, bb_ctx_now(ctx), err))) return rc;
   }
+  if ((rc = check_sampled(a, ctx, from, round, err))) return rc;
   bbi_fedround_status status = BBI_FEDROUND_ACCEPTED;
   rc = bbi_fedround_contribute(a->fr, round, from->bytes, from->len, bb_tensor_data(update), samples, bb_ctx_now(ctx),
                               &status, err);
@@ -385,19 +508,89 @@ static int give(round_agg *a, bb_ctx *ctx, const float *params, const bbi_fedrou
   return rc;
 }
 
-/* DP-FedAvg's noise on a closed round's mean of `contributors` clipped updates: the sum's
- * dp_noise × dp_clip, divided as the sum is. Drawn by the privacy layer from the system
- * CSPRNG as an exact discrete Gaussian; fedavg.dp_rounds counts the rounds that spent
- * privacy, the steps the accountant composes (bb_dp_epsilon). */
-static int privatize(round_agg *a, bb_ctx *ctx, bbi_fedround_result *r, bb_error *err) {
-  if (a->dp_clip <= 0) return 0;
-  if (a->dp_noise > 0 && r->contributors) {
-    const double stddev = a->dp_noise * a->dp_clip / r->contributors;
-    int rc = bb_dp_add_gaussian(r->params, a->cfg.param_len, stddev, 0, NULL, err);
-    if (rc) return rc;
+/* The clip the open round's updates are held to: the fixed dp_clip, or where adaptive
+ * clipping has moved it (kept by the rounds engine, so a snapshot keeps it too). */
+static double current_clip(const round_agg *a) { return a->fr ? bbi_fedround_max_norm(a->fr) : a->dp_clip; }
+
+/* The count the round's updates are divided by: the m that arrived, or under sampling
+ * the expected q × N, which says nothing about who took part. */
+static double dp_denominator(const round_agg *a, uint32_t contributors) {
+  return a->sampling.rate < 1 ? a->sampling.rate * (double)a->sampling.clients : (double)contributors;
+}
+
+/* Adaptive clipping's count noise: dp_count_noise, or max(n / 20, z) — Andrew et al.'s
+ * n / 20, but never so small that the count takes more than a quarter of the budget. */
+static double count_noise(const round_agg *a, double n) {
+  if (a->adaptive.count_noise > 0) return a->adaptive.count_noise;
+  return fmax(n / 20, a->dp_noise);
+}
+
+/* The multiplier the sum's noise is drawn with: dp_noise, or under adaptive clipping the
+ * larger one that leaves room for the count's noise (bb_dp_adaptive_noise_multiplier), so
+ * the pair spends what dp_noise alone would and the accountant's ε stays that of dp_noise. */
+static int update_multiplier(const round_agg *a, double n, double *z, bb_error *err) {
+  *z = a->dp_noise;
+  if (a->adaptive.quantile == 0 || a->dp_noise == 0) return 0;
+  return bb_dp_adaptive_noise_multiplier(a->dp_noise, count_noise(a, n), z, err);
+}
+
+/* After a round that spent privacy: the clip moves towards the quantile, from the noised
+ * count of the `within` of `contributors` updates that were within it. Held to
+ * [1e-30, 1e30] so that no run of rounds makes it 0 (no bound) or infinite. */
+static int move_clip(round_agg *a, uint32_t within, uint32_t contributors, bb_error *err) {
+  if (a->adaptive.quantile == 0 || !a->fr) return 0;
+  const double n = dp_denominator(a, contributors);
+  bb_dp_adaptive_clip st = {.struct_size = sizeof st,
+                            .clip = current_clip(a),
+                            .target_quantile = a->adaptive.quantile,
+                            .learning_rate = a->adaptive.rate,
+                            .count_stddev = count_noise(a, n),
+                            .expected_clients = a->sampling.rate < 1 ? n : 0};
+  int rc = bb_dp_adaptive_clip_update(&st, within, contributors, NULL, NULL, err);
+  if (rc) return rc;
+  return bbi_fedround_set_max_norm(a->fr, fmin(1e30, fmax(1e-30, st.clip)), err);
+}
+
+/* DP-FedAvg on a round's result `params`, the mean of `contributors` clipped updates from
+ * `ref` (NULL: zeros): under sampling the mean re-divided by q × N; the noise of the sum,
+ * z × clip, divided as the sum is. Drawn by the privacy layer from the system CSPRNG as
+ * an exact discrete Gaussian; fedavg.dp_rounds counts the rounds that spent privacy, the
+ * steps the accountant composes (bb_dp_epsilon). */
+static int privatize_mean(round_agg *a, bb_ctx *ctx, float *params, const float *ref, uint32_t contributors,
+                          uint32_t within, bb_error *err) {
+  const double clip = current_clip(a), n = dp_denominator(a, contributors);
+  if (a->sampling.rate < 1) {
+    const double scale = contributors / n;
+    for (size_t j = 0; j < a->cfg.param_len; j++) {
+      const double r = ref ? (double)ref[j] : 0.0;
+      params[j] = (float)(r + scale * ((double)params[j] - r));
+    }
   }
+  double z;
+  int rc = update_multiplier(a, n, &z, err);
+  if (!rc && z > 0 && n > 0) rc = bb_dp_add_gaussian(params, a->cfg.param_len, z * clip / n, 0, NULL, err);
+  if (!rc) rc = move_clip(a, within, contributors, err);
+  if (rc) return rc;
   count(a, ctx, "dp_rounds", 1);
   return 0;
+}
+
+static int privatize(round_agg *a, bb_ctx *ctx, bbi_fedround_result *r, bb_error *err) {
+  if (a->dp_clip <= 0) return 0;
+  return privatize_mean(a, ctx, r->params, a->global, r->contributors, r->contributors - r->norm_clipped, err);
+}
+
+/* Under sampling a round that no sampled client answered is the mechanism on an empty
+ * sum: the last global model plus the noise, given out like any other round (giving out
+ * the model unchanged would tell that nobody took part). */
+static int privatize_abandoned(round_agg *a, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
+  float *noised = bbi_mem_alloc(a->alloc, a->cfg.param_len * sizeof *noised);
+  if (!noised) return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
+  memcpy(noised, a->global, a->cfg.param_len * sizeof *noised);
+  int rc = privatize_mean(a, ctx, noised, a->global, 0, 0, err);
+  if (!rc) rc = give(a, ctx, noised, NULL, params, meta, err);
+  bbi_mem_free(a->alloc, noised);
+  return rc;
 }
 
 static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
@@ -419,6 +612,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   if (r.event == BBI_FEDROUND_OVERDUE) count(a, ctx, "rounds_overdue", 1);
   if (r.event == BBI_FEDROUND_ABANDONED) {
     count(a, ctx, "rounds_abandoned", 1);
+    if (a->global && a->sampling.rate < 1) return privatize_abandoned(a, ctx, params, meta, err);
     return a->global && !a->follow ? give(a, ctx, a->global, NULL, params, meta, err) : 0;
   }
   if (r.event != BBI_FEDROUND_CLOSED) return 0;

@@ -671,6 +671,14 @@ size_t bbi_fedround_param_len(const bbi_fedround *fr) { return fr->cfg.param_len
 size_t bbi_fedround_pending(const bbi_fedround *fr) { return fr->n_entries; }
 bbi_fedround_counters bbi_fedround_get_counters(const bbi_fedround *fr) { return fr->counters; }
 const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr) { return &fr->alloc; }
+double bbi_fedround_max_norm(const bbi_fedround *fr) { return fr->cfg.max_norm; }
+
+int bbi_fedround_set_max_norm(bbi_fedround *fr, double max_norm, bb_error *err) {
+  if (!(max_norm > 0 && max_norm <= 1e300))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: a distance bound of %g (finite, > 0)", max_norm);
+  fr->cfg.max_norm = max_norm;
+  return 0;
+}
 
 /* ---- snapshot ---------------------------------------------------------------------- */
 

@@ -221,6 +221,12 @@ size_t bbi_fedround_pending(const bbi_fedround *fr); /* contributions in the ope
 bbi_fedround_counters bbi_fedround_get_counters(const bbi_fedround *fr);
 const bb_allocator *bbi_fedround_allocator(const bbi_fedround *fr);
 
+/* The fixed distance bound (config max_norm) and a new one for the rounds still to close:
+ * the adaptive clip of DP-FedAvg moves it between rounds, and the snapshot keeps it.
+ * BB_ERR_INVALID_ARGUMENT unless 0 < max_norm <= 1e300 (0, "no bound", is not a move). */
+double bbi_fedround_max_norm(const bbi_fedround *fr);
+int bbi_fedround_set_max_norm(bbi_fedround *fr, double max_norm, bb_error *err);
+
 /* Bytes bbi_fedround_snapshot writes. */
 size_t bbi_fedround_snapshot_size(const bbi_fedround *fr);
 

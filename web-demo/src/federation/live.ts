@@ -10,7 +10,7 @@
  * which the reloaded page restores. A fresh node would count its envelopes from one again,
  * and the server would drop those it had already seen from this peer as replays.
  */
-import { BbNode, connectPeer, monotonicNowNs, type Bb, type Clock, type Dataset, type NodeAdmission, type RunningPeer } from 'bytesandbrains';
+import { BbNode, connectPeer, monotonicNowNs, type Bb, type Clock, type Dataset, type DpOptions, type NodeAdmission, type RunningPeer } from 'bytesandbrains';
 import { splitDigits } from 'bytesandbrains/examples';
 import { loadIdentity } from 'bytesandbrains/identity';
 
@@ -33,6 +33,8 @@ export interface LiveConfig {
   readonly signalPath: string;
   /** Where phones and other machines reach this page. */
   readonly urls: readonly string[];
+  /** Differential privacy, when the federation has it (serve.mjs --dp-clip, --dp-noise). */
+  readonly dp?: DpOptions;
 }
 
 interface SeatStatus {

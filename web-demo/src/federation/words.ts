@@ -26,6 +26,13 @@ function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
+/** With differential privacy, what the rounds up to this one spent: " · privacy spent: ε 1.23 (δ 1e-5)"; '' without. */
+export function privacySpent(r: RoundPoint | undefined, delta?: number): string {
+  if (r?.epsilon === undefined) return '';
+  const at = delta === undefined ? '' : ` at δ ${delta}`;
+  return r.epsilon === null ? ' · privacy spent: ε ∞ (clipping without noise)' : ` · privacy spent: ε ${r.epsilon.toPrecision(3)}${at}`;
+}
+
 /** The line of the round list for one round. */
 export function roundLine(r: RoundPoint, rules: RoundRules, nameOf: (peer: string) => string): string {
   const accuracy = percent(r.accuracy);
@@ -39,10 +46,10 @@ export function roundLine(r: RoundPoint, rules: RoundRules, nameOf: (peer: strin
     const deadline = rules.deadlineMs === undefined ? 'its deadline' : `its ${duration(rules.deadlineMs)} deadline`;
     const came = k === 0 ? 'no update came back' : `only ${of} updates came back`;
     const needed = rules.quorum === undefined ? '' : `, ${rules.quorum} needed`;
-    return `round ${r.round}: abandoned at ${deadline} — ${came}${needed}; the model stays as it was (${accuracy})${late}`;
+    return `round ${r.round}: abandoned at ${deadline} — ${came}${needed}; the model stays as it was (${accuracy})${late}${privacySpent(r)}`;
   }
   const who = k > 0 ? ` (${r.contributors.map(nameOf).join(', ')})` : '';
-  return `round ${r.round}: closed with ${of} updates${who} → ${accuracy}${late}`;
+  return `round ${r.round}: closed with ${of} updates${who} → ${accuracy}${late}${privacySpent(r)}`;
 }
 
 /** The rules in a sentence: "a round closes with 4 updates at once, or 3 after its 2.8 s deadline". */
