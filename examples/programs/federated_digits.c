@@ -76,7 +76,7 @@ static int parse(int argc, char **argv, options *o) {
       {"--secure", BB_OPTION_FLAG, &o->secure},          {"--secure-threshold", BB_OPTION_INT, &o->secure_threshold},
       {"--secure-shares", BB_OPTION_INT, &o->secure_shares}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
-      o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
+      o->clients < 2 || o->clients > 128 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
       o->buffer < 0 || (o->buffer && !o->async) || (o->async && (o->dp_clip > 0 || o->secure)) ||
       o->secure_threshold < 0 || o->secure_shares < 0 || ((o->secure_threshold || o->secure_shares) && !o->secure))
     return usage();
@@ -246,6 +246,9 @@ int main(int argc, char **argv) {
   int ok = f.progress.accuracy >= (float)o.min_accuracy;
   printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n",
          f.progress.round, (double)f.progress.accuracy, ok ? ">=" : "below", o.min_accuracy, (unsigned long long)st.sent, (unsigned long long)st.lost);
+  if (!o.quiet)
+    printf("federated_digits: network: %llu bytes sent, %.0f per round\n", (unsigned long long)st.bytes,
+           (double)st.bytes / (f.progress.round ? f.progress.round : 1));
   if (o.dp_clip > 0) {
     const double epsilon = spent(&f, &o, &noised);
     printf("federated_digits: differential privacy: clip %g, noise multiplier %g, %llu rounds accounted, epsilon %.6g at delta %g\n",
