@@ -320,6 +320,20 @@ static void test_garbage_client_is_expelled(void) {
   federation_close(&f);
 }
 
+/* dp_clip under secure=1 is applied by each client before masking: steps 0.8, 0.9 and
+ * 1.0 per coordinate (L2 norm above 1) count as 1/√2 each, and each round that closed is
+ * a round of the accountant. */
+static void test_dp_clips_on_the_clients(void) {
+  federation f;
+  if (federation_open(&f, CONFIG ",dp_clip=1", 10, 0, false)) {
+    server_round(&f, 0, 100 * MS);
+    server_round(&f, 200 * MS, 100 * MS);
+    check_mean(&f, (2.8 + 3 * sqrt(0.5)) / 10, 10);
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), 1);
+  }
+  federation_close(&f);
+}
+
 /* A client whose plan sends its update in the clear is refused: secure=1 takes none. */
 static void test_plain_update_refused(void) {
   federation f;
@@ -374,6 +388,7 @@ int main(void) {
   RUN(test_three_drop_after_masking);
   RUN(test_below_threshold_aborts);
   RUN(test_garbage_client_is_expelled);
+  RUN(test_dp_clips_on_the_clients);
   RUN(test_plain_update_refused);
   return bb_test_finish();
 }
