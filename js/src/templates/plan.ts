@@ -30,6 +30,12 @@ export interface RoundReport {
    * the Rényi accountant (dpEpsilon, q = 1); Infinity with a noise multiplier of 0.
    */
   readonly epsilon?: number;
+  /**
+   * With secure aggregation (the template's `secure`): the model of this report is the
+   * SecAgg+ sum of `summed` clients' masked updates (0: no sum made it — the first model,
+   * or a round given out again after an abandoned one).
+   */
+  readonly secure?: { readonly summed: number };
 }
 
 /**
@@ -99,6 +105,8 @@ export interface PlanSettings {
   readonly startInputs?: Readonly<Record<string, Value>>;
   /** Differential privacy: what each round's `epsilon` is accounted with. */
   readonly dp?: { readonly noiseMultiplier: number; readonly delta: number };
+  /** Secure aggregation: the server has no partition of its own for updates, the clients no `server` input. */
+  readonly secure?: boolean;
 }
 
 export interface ServerOptions {
@@ -194,7 +202,7 @@ export class Plan {
 
   /** The partitions the server installs: the round loop (@self) and where updates land. */
   get serverTargets(): readonly string[] {
-    return [this.name, `${this.name}_server`];
+    return this.#settings.secure === true ? [this.name] : [this.name, `${this.name}_server`];
   }
   /** The partition a client installs. */
   get clientTargets(): readonly string[] {
@@ -240,6 +248,8 @@ export class Plan {
     const rounds = this.#rounds;
     let seen = trafficOf(node);
     const dp = this.#settings.dp;
+    const secure = this.#settings.secure === true;
+    let summed = 0n;
     const finished = new Promise<RoundReport>((resolve) => {
       node.onStep(
         roundReporter((scored) => {
@@ -249,7 +259,9 @@ export class Plan {
             bytesIn: now.bytesReceived - seen.bytesReceived,
             bytesOut: now.bytesSent - seen.bytesSent,
             ...(dp === undefined ? {} : { epsilon: privacySpent(bb, dp, Number(node.counter('fedavg.dp_rounds'))) }),
+            ...(secure ? { secure: { summed: Number(node.counter('fedavg.secagg_summed') - summed) } } : {}),
           };
+          if (secure) summed = node.counter('fedavg.secagg_summed');
           seen = now;
           for (const listener of [...listeners]) listener(report);
           if (rounds !== undefined && report.round >= rounds) resolve(report);
@@ -310,7 +322,7 @@ export class Plan {
       ...identityOptions(options),
     });
     node.addPeer(options.server);
-    node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
+    if (this.#settings.secure !== true) node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
     if (this.#settings.discovery === 'registry') answerServerRequests(node, options.server, options.nowNs);
     return node;
   }
