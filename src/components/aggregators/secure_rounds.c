@@ -44,6 +44,9 @@ struct bbi_secure {
   bb_secagg_client *client;
   bb_peer_id to;
   uint64_t client_round;
+  /* the earliest timer set and not yet fired (UINT64_MAX: none): one pending timer serves
+     every later expiry, so timers never pile up however many messages arrive */
+  uint64_t armed;
 };
 
 uint32_t bbi_secure_min_clients(const bbi_secure_config *cfg) { return cfg->quorum > 3 ? cfg->quorum : 3; }
@@ -53,6 +56,7 @@ int bbi_secure_new(const bb_allocator *alloc, const bbi_secure_config *cfg, bbi_
   if (!s) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   s->alloc = alloc;
   s->cfg = *cfg;
+  s->armed = UINT64_MAX;
   *out = s;
   return 0;
 }
@@ -98,9 +102,12 @@ static int send_framed(bb_ctx *ctx, const bb_peer_id *to, const char *op, uint64
   return rc;
 }
 
-static void arm(bb_ctx *ctx, uint64_t at) {
+/* A timer at `at` unless one set earlier is still to fire (its on_timer arms the next). */
+static void arm(bbi_secure *s, bb_ctx *ctx, uint64_t at) {
   bb_error err;
-  if (at != UINT64_MAX && bb_ctx_set_timer(ctx, at, 0, &err)) bbi_intake_count(ctx, COUNTER, "secagg_timer_refused", 1);
+  if (at == UINT64_MAX || s->armed <= at) return;
+  if (bb_ctx_set_timer(ctx, at, 0, &err)) bbi_intake_count(ctx, COUNTER, "secagg_timer_refused", 1);
+  else s->armed = at;
 }
 
 /* ---- server -------------------------------------------------------------------------------- */
@@ -145,7 +152,7 @@ static void flush_server(bbi_secure *s, bb_ctx *ctx) {
   while (s->server && bb_secagg_server_next_message(s->server, &to, &data, &len) == 1)
     if (to < s->n_joined && send_framed(ctx, &s->joined[to].peer, SERVER_OP, s->round, data, len, &err))
       bbi_intake_count(ctx, COUNTER, "secagg_unsent", 1);
-  if (s->server) arm(ctx, bb_secagg_server_expiry(s->server));
+  if (s->server) arm(s, ctx, bb_secagg_server_expiry(s->server));
 }
 
 /* The round ends without a sum: the FedAvg round is abandoned. */
@@ -249,7 +256,7 @@ static int on_join(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uin
     s->joined[s->n_joined++].peer = *from;
   }
   memcpy(s->joined[at].key, p + 12, 32); /* a second join replaces the key */
-  if (s->n_joined == 1 && s->cfg.deadline_ns) arm(ctx, s->opened_ns + s->cfg.deadline_ns);
+  if (s->n_joined == 1 && s->cfg.deadline_ns) arm(s, ctx, s->opened_ns + s->cfg.deadline_ns);
   return ready(s, bb_ctx_now(ctx)) ? start(s, ctx, err) : 0;
 }
 
@@ -284,7 +291,7 @@ static void after_client(bbi_secure *s, bb_ctx *ctx) {
     end_client(s);
     return;
   }
-  arm(ctx, bb_secagg_client_expiry(s->client));
+  arm(s, ctx, bb_secagg_client_expiry(s->client));
 }
 
 /* The vector: [w × step, w], the step clipped (and noised) for DP when asked. */
@@ -347,7 +354,7 @@ int bbi_secure_contribute(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *server, 
     return rc;
   }
   bbi_intake_count(ctx, COUNTER, "secagg_joined", 1);
-  arm(ctx, bb_secagg_client_expiry(s->client));
+  arm(s, ctx, bb_secagg_client_expiry(s->client));
   return 0;
 }
 
@@ -372,8 +379,22 @@ int bbi_secure_message(bbi_secure *s, bb_ctx *ctx, const char *op, const bb_peer
   return bb_error_set(err, BB_ERR_UNSUPPORTED, "FedAvg: unknown message `%s`", op);
 }
 
+static int expired(bbi_secure *s, bb_ctx *ctx, uint64_t now, bb_error *err);
+
 int bbi_secure_timer(bbi_secure *s, bb_ctx *ctx, bb_error *err) {
   const uint64_t now = bb_ctx_now(ctx);
+  if (now >= s->armed) s->armed = UINT64_MAX;
+  int rc = expired(s, ctx, now, err);
+  /* whatever is still to come gets its timer */
+  if (s->client) arm(s, ctx, bb_secagg_client_expiry(s->client));
+  if (s->server) arm(s, ctx, bb_secagg_server_expiry(s->server));
+  if (s->open && !s->server && s->cfg.deadline_ns && s->n_joined && s->opened_ns + s->cfg.deadline_ns > now)
+    arm(s, ctx, s->opened_ns + s->cfg.deadline_ns);
+  return rc;
+}
+
+/* What has passed its time at now: a stage, a client's patience, the joins' deadline. */
+static int expired(bbi_secure *s, bb_ctx *ctx, uint64_t now, bb_error *err) {
   if (s->client && now >= bb_secagg_client_expiry(s->client)) {
     bb_error ignored;
     bb_secagg_client_handle_expiry(s->client, now, &ignored);
