@@ -32,14 +32,14 @@ beforeAll(async () => {
 
 const MS = 1_000_000n;
 
-/** A logistic regression whose Fit moves every parameter by a per-client step: client k (created k-th after the server's) by 0.01 × k. */
+/** A logistic regression whose Fit moves every parameter by a per-client step: client k (peer id k + 1) by 0.01 × k. */
 function stepping(): FederatedAveragingOptions['model'] {
-  let created = 0;
+  const clientOf = new Map(Array.from({ length: 16 }, (_, k) => [peerIdFromU64(k + 2), k + 1] as const));
   return componentModel('Stepping', () => {
     const model = new LogisticRegression();
-    const k = created++;
     return Object.assign(model, {
-      fit(params: HostTensor, _context: ComponentContext) {
+      fit(params: HostTensor, context: ComponentContext) {
+        const k = clientOf.get(context.self) ?? 0;
         return { trained: { ...params, dtype: 'float' as const, data: (params.data as Float32Array).map((w) => w + 0.01 * k) }, samples: 1 };
       },
     });
@@ -52,6 +52,8 @@ interface Run {
   counters: Map<string, bigint>;
   /** Every envelope a client sent the server, as delivered. */
   uploads: Uint8Array[];
+  /** Clients stopped. */
+  stopped: number;
 }
 
 /**
@@ -67,7 +69,7 @@ function federate(options: Omit<FederatedAveragingOptions, 'clients'>, clients: 
   for (let k = 0; k < clients; k++) {
     nodes.push(plan.installClient(bb, { artifact, self: peerIdFromU64(k + 2), server: server.node.self, data: twoBlobs(bb, 50, k + 7), nowNs: 0n, seed: k + 2 }));
   }
-  const run: Run = { reports: [], globals: [], counters: new Map(), uploads: [] };
+  const run: Run = { reports: [], globals: [], counters: new Map(), uploads: [], stopped: 0 };
   const delivered = new Map<string, number>();
   const stopping = new Set<BbNode>();
   const network = new LocalNetwork(nodes, {
@@ -85,9 +87,14 @@ function federate(options: Omit<FederatedAveragingOptions, 'clients'>, clients: 
     run.globals.push(server.parameters()!);
   });
   server.start(nodes.slice(1).map((n) => n.self), 0n);
-  for (let t = 1n; t < 4000n && run.reports.length <= rounds; t++) {
-    network.poll(t * 5n * MS);
-    for (const node of stopping) if (!node.freed) node.free();
+  // 100 s of clock: a stage waits out its deadline (30 s) for a client that stopped
+  for (let t = 1n; t < 5000n && run.reports.length <= rounds; t++) {
+    network.poll(t * 20n * MS);
+    for (const node of stopping) {
+      if (node.freed) continue;
+      node.free();
+      run.stopped++;
+    }
   }
   for (const name of ['fedavg.secagg_rounds', 'fedavg.secagg_summed', 'fedavg.secagg_aborted', 'fedavg.rounds_abandoned', 'fedavg.refused_plain']) {
     run.counters.set(name, server.node.counter(name));
@@ -115,17 +122,19 @@ describe('federatedAveraging with secure', () => {
   });
 
   test('a client that stops mid-round, after masking, leaves the round closing with its step in the sum', () => {
-    // client 2's 4th envelope of the first secure round is its masked vector (after its join, keys and shares)
-    const run = federate({ model: stepping(), secure: { threshold: 2, shares: 3 } }, 4, 1, (k) => (k === 2 ? 4 : undefined));
+    // with seats (no registry traffic) client 2's 4th envelope is its masked vector, after its join, keys and shares
+    const run = federate({ model: stepping(), discovery: 'seats', secure: { threshold: 2, shares: 3 } }, 4, 1, (k) => (k === 2 ? 4 : undefined));
     expect(run.reports.length).toBeGreaterThan(1);
     expect(run.reports[1]!.secure).toEqual({ summed: 4 });
     for (const d of moved(run.globals[1]!, run.globals[0]!)) expect(Math.abs(d - 0.025)).toBeLessThanOrEqual(QUANT + 1e-6);
+    expect(run.stopped).toBe(1);
     expect(run.counters.get('fedavg.secagg_aborted')).toBe(0n);
   });
 
   test('too many stopping after masking: below the threshold the round is abandoned and the model does not move', () => {
     // 3 of 4 stop after masking; the one left holds fewer shares than the threshold of 3
-    const run = federate({ model: stepping(), secure: { threshold: 3, shares: 3 } }, 4, 1, (k) => (k <= 3 ? 4 : undefined));
+    const run = federate({ model: stepping(), discovery: 'seats', secure: { threshold: 3, shares: 3 } }, 4, 1, (k) => (k <= 3 ? 4 : undefined));
+    expect(run.stopped).toBe(3);
     expect(run.counters.get('fedavg.secagg_aborted')).toBe(1n);
     expect(run.counters.get('fedavg.secagg_rounds')).toBe(0n);
     expect(run.reports.length).toBeGreaterThan(1);
