@@ -339,6 +339,24 @@ static void test_dp_clips_on_the_clients(void) {
   federation_close(&f);
 }
 
+/* secure_shares=3 with 4 clients is every other client; when one has left, the round of
+ * the other 3 shares with every other client (2) rather than being refused. */
+static void test_shares_follow_the_clients_that_joined(void) {
+  federation f;
+  if (federation_open(&f, "init=model,secure=1,target=4,deadline_ms=1000,no_quorum=abandon,secure_shares=3", 4, 0,
+                      false)) {
+    server_round(&f, 0, 100 * MS);
+    CHECK(bb_sim_crash(f.sim, &f.peer[4]) == 0);
+    server_round(&f, 200 * MS, 2000 * MS); /* round 0 closes; round 1 starts at its deadline with 3 */
+    server_round(&f, 2400 * MS, 100 * MS);
+    CHECK_EQ_INT(f.round, 2);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_refused_setup"), 0);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 4 + 3);
+    check_mean(&f, 0.25 + 0.2, 4);
+  }
+  federation_close(&f);
+}
+
 /* A client whose plan sends its update in the clear is refused: secure=1 takes none. */
 static void test_plain_update_refused(void) {
   federation f;
@@ -394,6 +412,7 @@ int main(void) {
   RUN(test_below_threshold_aborts);
   RUN(test_garbage_client_is_expelled);
   RUN(test_dp_clips_on_the_clients);
+  RUN(test_shares_follow_the_clients_that_joined);
   RUN(test_plain_update_refused);
   return bb_test_finish();
 }

@@ -200,9 +200,12 @@ static int start(bbi_secure *s, bb_ctx *ctx, bb_error *err) {
   for (uint32_t i = 0; i < n; i++) memcpy(keys + 32 * i, s->joined[i].key, 32);
   /* the sum of n vectors of quant_range steps never wraps the ring */
   const uint64_t quant = 1u << 22;
+  /* `shares` at or past the clients that joined is every other client; a threshold the
+     round cannot meet is refused (secagg_refused_setup), never lowered */
+  const uint32_t degree = s->cfg.shares >= n ? n - 1 : s->cfg.shares;
   bb_secagg_server_config c = {.struct_size = sizeof c,
                                .n_clients = n,
-                               .degree = s->cfg.shares,
+                               .degree = degree,
                                .threshold = s->cfg.threshold,
                                .min_clients = bbi_secure_min_clients(&s->cfg),
                                .vector_len = (uint32_t)(s->len + 1),
