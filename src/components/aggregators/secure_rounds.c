@@ -1,12 +1,11 @@
 /* FedAvg's rounds under SecAgg+ (secure_rounds.h). One bbi_secure serves either end: a
  * server holds the open round's joins and its SecAgg+ server, a client the SecAgg+ client
- * of the last round it contributed to. Every SecAgg+ call is followed by `flush` (its
- * messages leave as control messages) and `arm` (a timer at its expiry), so the stages'
- * deadlines run on the node's clock. */
+ * of the last round it contributed to. Every SecAgg+ call is followed by after_server or
+ * after_client (its messages leave as control messages, a timer is armed at its expiry),
+ * so the stages' deadlines run on the node's clock. */
 #include "components/aggregators/secure_rounds.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "bb/bytes.h"
