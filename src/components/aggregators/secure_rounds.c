@@ -240,11 +240,19 @@ static int refuse(bb_ctx *ctx, const char *what, bb_error *err, const char *why)
   return bb_error_set(err, BB_ERR_DENIED, "FedAvg: %s", why);
 }
 
+/* A message for a round that ended (unmasking ends once every secret has a threshold of
+ * shares, so the last answers come after it) is expected: counted, not refused. */
+static int late(bb_ctx *ctx) {
+  bbi_intake_count(ctx, COUNTER, "secagg_late", 1);
+  return 0;
+}
+
 static int on_join(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uint8_t *p, size_t len, bb_error *err) {
   if (len != 8 + 4 + 32) return refuse(ctx, "secagg_refused_malformed", err, "a SecAgg join is 44 bytes");
   const uint64_t round = bb_le_get_u64(p);
-  if (!s->open || s->server || round != s->round)
-    return refuse(ctx, "secagg_refused_late", err, "a SecAgg join for a round that does not take joins now");
+  if (round > s->round || (round == s->round && !s->open))
+    return refuse(ctx, "secagg_refused_round", err, "a SecAgg join for a round not open");
+  if (round < s->round || s->server) return late(ctx); /* too slow: the round started without it */
   if (bb_le_get_u32(p + 8) != s->len + 1)
     return refuse(ctx, "secagg_refused_length", err, "a SecAgg join for a vector of another length");
   int rc = bbi_intake_contributor(ctx, TYPE, COUNTER, from, s->cfg.members_only, round, s->opened_ns, err);
@@ -264,8 +272,10 @@ static int on_join(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uin
 
 static int on_client_message(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uint8_t *p, size_t len,
                              bb_error *err) {
-  if (len < 8 || !s->server || bb_le_get_u64(p) != s->round)
-    return refuse(ctx, "secagg_refused_late", err, "a SecAgg message for no running round");
+  if (len < 8) return refuse(ctx, "secagg_refused_malformed", err, "a SecAgg message shorter than its round id");
+  const uint64_t round = bb_le_get_u64(p);
+  if (round < s->round || (round == s->round && !s->server)) return late(ctx);
+  if (round != s->round) return refuse(ctx, "secagg_refused_round", err, "a SecAgg message for a round not open");
   uint32_t index = 0;
   while (index < s->n_joined && !bb_peer_id_equal(&s->joined[index].peer, from)) index++;
   if (index == s->n_joined) return refuse(ctx, "secagg_refused_stranger", err, "a SecAgg message from a non-member");
@@ -362,8 +372,10 @@ int bbi_secure_contribute(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *server, 
 
 static int on_server_message(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uint8_t *p, size_t len,
                              bb_error *err) {
-  if (!s->client || !bb_peer_id_equal(from, &s->to) || len < 8 || bb_le_get_u64(p) != s->client_round)
-    return refuse(ctx, "secagg_refused_late", err, "a SecAgg message from no server this node joined");
+  if (len < 8) return refuse(ctx, "secagg_refused_malformed", err, "a SecAgg message shorter than its round id");
+  if (!bb_peer_id_equal(from, &s->to) || bb_le_get_u64(p) > s->client_round)
+    return refuse(ctx, "secagg_refused_round", err, "a SecAgg message from no server this node joined, or for no round");
+  if (!s->client || bb_le_get_u64(p) < s->client_round) return late(ctx);
   bbi_intake_count(ctx, COUNTER, "secagg_bytes_received", len);
   int rc = bb_secagg_client_receive(s->client, p + 8, len - 8, bb_ctx_now(ctx), err);
   if (rc) bbi_intake_count(ctx, COUNTER, "secagg_refused", 1);
