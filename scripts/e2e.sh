@@ -9,6 +9,8 @@
 #   phones    js/e2e/phones.mjs — Chromium phones: one not charging does not train, one
 #             reloaded mid-training resumes without a download, a damaged record is refused
 #   nat       scripts/e2e-nat.sh — two NATed networks through TURN, over HTTPS/WSS
+#   secure    js/e2e/secure.mjs — secure aggregation (SecAgg+) with 4 Chromium clients; one
+#             page closed mid-round, after its masked vector: the round still closes
 # Chromium gathers no ICE candidates on loopback alone, so the browser runs happen in a
 # private network namespace with a veth pair (root; traffic never leaves the namespace),
 # started once the link is up and settled (Chromium drops loads made while the network
@@ -16,11 +18,11 @@
 # Needs js/dist and js/wasm/bb.wasm (scripts/test.sh builds them).
 #   scripts/e2e.sh --web-demo: web-demo's browser test alone (web-demo/test/e2e.mjs, needs
 #   web-demo/dist), closing with `web-demo: N passed, M failed`
-#   scripts/e2e.sh [--scenarios browsers,tiers,engines,phones,nat] [run.mjs options...]
+#   scripts/e2e.sh [--scenarios browsers,tiers,engines,phones,nat,secure] [run.mjs options...]
 # (run.mjs options alone, e.g. --only federated, run the browsers scenario alone)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-scenarios=browsers,tiers,engines,phones,nat
+scenarios=browsers,tiers,engines,phones,nat,secure
 if [ "${1:-}" = "--scenarios" ]; then scenarios=$2; shift 2
 elif [ $# -gt 0 ]; then scenarios=browsers; fi
 for f in "$root/js/dist/index.js" "$root/js/wasm/bb.wasm"; do
@@ -71,6 +73,7 @@ for s in "${wanted[@]}"; do
     engines) scenario engines bash -c "cd '$root/js' && exec node e2e/engines.mjs" ;;
     phones) scenario phones in_private_network node e2e/phones.mjs ;;
     nat) scenario nat bash "$root/scripts/e2e-nat.sh" ;;
+    secure) scenario secure in_private_network node e2e/secure.mjs ;;
     *) echo "e2e: no scenario $s"; failed=$((failed + 1)) ;;
   esac
 done

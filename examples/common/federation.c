@@ -153,7 +153,8 @@ int bb_federation_install(const bb_federation *f, int i, bb_node **out, bb_error
   const char *server_targets[] = {s->module, s->server_target};
   bb_slot_config slots[2] = {{"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test}, {"model", s->model_config, s->model}};
   bb_fed_peers net = {s->artifact, s->artifact_len, f->peers, (size_t)f->n_peers, s->seed};
-  return bb_fed_install_peer(&net, (size_t)i, f->registry, i ? &s->client_target : server_targets, i ? 1 : 2, slots,
+  return bb_fed_install_peer(&net, (size_t)i, f->registry, i ? &s->client_target : server_targets,
+                             i || !s->server_target ? 1 : 2, slots,
                              s->model || s->model_config ? 2 : 1, out, err);
 }
 
@@ -181,7 +182,7 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
       snprintf(err->message, sizeof err->message, "peer %d: %.400s", i + 1, what);
     }
   }
-  for (int i = 1; i < f->n_peers && !rc; i++) rc = bb_fed_bind_peers(f->nodes[i], setup->client_target, "server", &f->peers[0], 1, err);
+  for (int i = 1; i < f->n_peers && !rc && setup->server_target; i++) rc = bb_fed_bind_peers(f->nodes[i], setup->client_target, "server", &f->peers[0], 1, err);
   /* the clients are the population's devices; the server is not a phone */
   if (!rc && setup->scenario) rc = bb_sim_scenario_apply(f->sim, setup->scenario, f->peers + 1, (size_t)setup->clients, err);
   if (rc) return rc;

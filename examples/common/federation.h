@@ -15,7 +15,8 @@ typedef struct bb_fed_setup {
   const uint8_t *artifact;
   size_t artifact_len;
   const char *module;        /* the server's round loop, invoked with clients and the test set */
-  const char *server_target; /* the server's other partition (it takes the updates) */
+  const char *server_target; /* the server's other partition (it takes the updates); NULL when
+                                the module has none (the clients then bind no "server") */
   const char *client_target;
   int clients;
   double loss; /* each message is lost with this probability */

@@ -5,7 +5,7 @@
  *   federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV]
  *                    [--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K]
  *                    [--dp-clip C --dp-noise Z [--dp-delta D] [--dp-clip-quantile Q] [--dp-sample-rate q]]
- *                    [--min-accuracy A] [--quiet]
+ *                    [--secure [--secure-threshold T] [--secure-shares S]] [--min-accuracy A] [--quiet]
  *
  * Prints the held-out accuracy of the global model after every round and exits 0 when
  * the last round reaches --min-accuracy (90 %). --dp-clip C --dp-noise Z makes the server's
@@ -27,7 +27,11 @@
  * the module FedBuffDigits instead: no round barrier, FedBuff steps the model every K
  * contributions (--buffer K, default 6) and each client that finishes is sent the current
  * model at once; a "round" is then a version of the model (not with --dp-clip, which is
- * FedAvg's). */
+ * FedAvg's). --secure masks the clients' updates with secure aggregation (SecAgg+, module
+ * SecureFedDigits, FedAvg with secure=1): the server only ever sees the sum of each round's
+ * steps; T shares rebuild a secret, each client shares with S neighbours (0: SecAgg+'s
+ * defaults, docs/PRIVACY.md). With --dp-clip the clients clip (and noise) their steps
+ * before masking, and the server adds nothing. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,7 +48,7 @@
 #define ONNX_MODEL_CONFIG "loss=xent,optimizer=momentum,lr=0.05,momentum=0.9,fit_steps=12,data=data"
 
 typedef struct options {
-  int rounds, clients, drop, quiet, snapshot_at, async, buffer;
+  int rounds, clients, drop, quiet, snapshot_at, async, buffer, secure, secure_threshold, secure_shares;
   double loss, dp_clip, dp_noise, dp_delta, dp_quantile, dp_sample_rate, min_accuracy;
   uint64_t seed;
   const char *data; /* the digits CSV (NULL: Debian's gzipped copy) */
@@ -57,12 +61,13 @@ static int usage(void) {
   fprintf(stderr, "usage: federated_digits [--rounds N] [--clients K] [--loss P] [--drop D] [--snapshot-at R] [--seed S] [--data CSV] "
                   "[--onnx-model FILE] [--export FILE] [--scenario FILE] [--async] [--buffer K] "
                   "[--dp-clip C --dp-noise Z [--dp-delta D] [--dp-clip-quantile Q] [--dp-sample-rate q]] "
+                  "[--secure [--secure-threshold T] [--secure-shares S]] "
                   "[--min-accuracy A] [--quiet]\n");
   return 2;
 }
 
 static int parse(int argc, char **argv, options *o) {
-  *o = (options){40, 8, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.0, 1.0, 0.90, 1, NULL, NULL, NULL, NULL};
+  *o = (options){40, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1e-5, 0.0, 1.0, 0.90, 1, NULL, NULL, NULL, NULL};
   const bb_option table[] = {
       {"--rounds", BB_OPTION_INT, &o->rounds},           {"--clients", BB_OPTION_INT, &o->clients},
       {"--drop", BB_OPTION_INT, &o->drop},               {"--snapshot-at", BB_OPTION_INT, &o->snapshot_at},
@@ -72,10 +77,13 @@ static int parse(int argc, char **argv, options *o) {
       {"--async", BB_OPTION_FLAG, &o->async},            {"--buffer", BB_OPTION_INT, &o->buffer},
       {"--dp-clip", BB_OPTION_DOUBLE, &o->dp_clip},      {"--dp-noise", BB_OPTION_DOUBLE, &o->dp_noise},
       {"--dp-delta", BB_OPTION_DOUBLE, &o->dp_delta},    {"--min-accuracy", BB_OPTION_DOUBLE, &o->min_accuracy},
-      {"--dp-clip-quantile", BB_OPTION_DOUBLE, &o->dp_quantile}, {"--dp-sample-rate", BB_OPTION_DOUBLE, &o->dp_sample_rate}};
+      {"--dp-clip-quantile", BB_OPTION_DOUBLE, &o->dp_quantile}, {"--dp-sample-rate", BB_OPTION_DOUBLE, &o->dp_sample_rate},
+      {"--secure", BB_OPTION_FLAG, &o->secure},          {"--secure-threshold", BB_OPTION_INT, &o->secure_threshold},
+      {"--secure-shares", BB_OPTION_INT, &o->secure_shares}};
   if (bb_options_parse(argc, argv, table, sizeof table / sizeof *table, &o->quiet) || o->rounds < 1 ||
-      o->clients < 2 || o->clients > 64 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
-      o->buffer < 0 || (o->buffer && !o->async) || (o->async && o->dp_clip > 0))
+      o->clients < 2 || o->clients > 128 || o->drop < 0 || o->drop >= o->clients || o->loss < 0 || o->loss >= 1 ||
+      o->buffer < 0 || (o->buffer && !o->async) || (o->async && (o->dp_clip > 0 || o->secure)) ||
+      o->secure_threshold < 0 || o->secure_shares < 0 || ((o->secure_threshold || o->secure_shares) && !o->secure))
     return usage();
   if (!(o->dp_clip >= 0 && o->dp_clip < 1e30) || !(o->dp_noise >= 0 && o->dp_noise < 1e30) ||
       !(o->dp_delta > 0 && o->dp_delta < 1) || (o->dp_noise > 0 && o->dp_clip == 0) ||
@@ -96,15 +104,18 @@ static int fail(bb_error *err, int code, const char *what, const char *arg) {
 }
 
 /* The artifact: the example's default bindings, with --onnx-model the model slot on
- * OnnxModel, with --dp-clip the aggregator's FedAvg DP-FedAvg. */
+ * OnnxModel, with --dp-clip the aggregator's FedAvg DP-FedAvg, with --secure the module
+ * SecureFedDigits and FedAvg with secure=1. */
 static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *err) {
   const bb_example *ex = &BB_EXAMPLE_FEDERATED_DIGITS;
   const size_t module = o->async ? 1 : 0;
-  if (!o->onnx_model && !o->buffer && o->dp_clip == 0) return bb_example_compile(ex, module, artifact, len, err);
-  /* DP-FedAvg's rounds wait for every client (three quarters once the deadline passed):
-   * the accountant's q = 1 then holds however many clients there are. Sampled, a round
-   * closes at its deadline with every sampled update (the rules Poisson sampling needs). */
-  char aggregator[256];
+  const bool rebind = o->dp_clip > 0 || o->secure;
+  if (!o->onnx_model && !o->buffer && !rebind) return bb_example_compile(ex, module, artifact, len, err);
+  /* DP-FedAvg's and secure rounds wait for every client (three quarters once the deadline
+   * passed): the accountant's q = 1 then holds however many clients there are. Sampled, a
+   * round closes at its deadline with every sampled update (the rules Poisson sampling
+   * needs). */
+  char aggregator[320];
   if (o->dp_sample_rate < 1)
     snprintf(aggregator, sizeof aggregator,
              "quorum=1,target=0,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g,"
@@ -114,14 +125,17 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
     snprintf(aggregator, sizeof aggregator,
              "quorum=%d,target=%d,deadline_ms=1000,no_quorum=abandon,init=model,dp_clip=%.9g,dp_noise=%.9g",
              (3 * o->clients + 3) / 4, o->clients, o->dp_clip, o->dp_noise);
-  if (o->dp_quantile > 0) {
-    const size_t used = strlen(aggregator);
-    snprintf(aggregator + used, sizeof aggregator - used, ",dp_clip_quantile=%.9g", o->dp_quantile);
-  }
+  size_t used = strlen(aggregator);
+  if (o->dp_quantile > 0) snprintf(aggregator + used, sizeof aggregator - used, ",dp_clip_quantile=%.9g", o->dp_quantile);
+  used = strlen(aggregator);
+  if (o->secure)
+    snprintf(aggregator + used, sizeof aggregator - used,
+             ",secure=1,secure_threshold=%d,secure_shares=%d,secure_timeout_ms=1000", o->secure_threshold,
+             o->secure_shares);
   bb_model *recorded = NULL;
   uint8_t *bytes = NULL;
   size_t n = 0;
-  int rc = bb_module_build(ex->modules[module], NULL, &recorded, err);
+  int rc = bb_module_build(o->secure ? &BB_FEDERATED_DIGITS_SECURE : ex->modules[module], NULL, &recorded, err);
   if (!rc) rc = bb_model_encode(recorded, &bytes, &n, err);
   bb_model_free(recorded);
   bb_compiler *c = rc ? NULL : bb_compiler_new(NULL);
@@ -130,8 +144,8 @@ static int compile(const options *o, uint8_t **artifact, size_t *len, bb_error *
   if (!rc && o->onnx_model) rc = bb_compiler_unbind(c, "model", err);
   if (!rc && o->onnx_model) rc = bb_example_declare(c, "OnnxModel", NULL, 0, err);
   if (!rc && o->onnx_model) rc = bb_compiler_bind_model(c, "model", "OnnxModel", ONNX_MODEL_CONFIG, err);
-  if (!rc && o->dp_clip > 0) rc = bb_compiler_unbind(c, "aggregator", err);
-  if (!rc && o->dp_clip > 0) rc = bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", aggregator, err);
+  if (!rc && rebind) rc = bb_compiler_unbind(c, "aggregator", err);
+  if (!rc && rebind) rc = bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", aggregator, err);
   char fedbuff[64];
   snprintf(fedbuff, sizeof fedbuff, "buffer=%d,max_staleness=16,init=model", o->buffer);
   if (!rc && o->buffer) rc = bb_compiler_unbind(c, "aggregator", err);
@@ -214,11 +228,11 @@ int main(int argc, char **argv) {
   bb_sim_scenario scenario;
   if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
     return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
-  const char *const module = o.async ? "FedBuffDigits" : "FedDigits";
+  const char *const module = o.secure ? "SecureFedDigits" : o.async ? "FedBuffDigits" : "FedDigits";
   char server_target[64], client_target[64];
   snprintf(server_target, sizeof server_target, "%s_server", module);
   snprintf(client_target, sizeof client_target, "%s_clients", module);
-  bb_fed_setup setup = {artifact, artifact_len, module, server_target, client_target, o.clients, o.loss, o.seed,
+  bb_fed_setup setup = {artifact, artifact_len, module, o.secure ? NULL : server_target, client_target, o.clients, o.loss, o.seed,
                         o.quiet, &d, o.onnx_model ? &model : NULL, NULL, o.scenario ? &scenario : NULL};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
@@ -255,11 +269,25 @@ int main(int argc, char **argv) {
   int ok = f.progress.accuracy >= (float)o.min_accuracy;
   printf("federated_digits: %d rounds, final held-out accuracy %.3f (%s %.2f); %llu messages sent, %llu lost\n",
          f.progress.round, (double)f.progress.accuracy, ok ? ">=" : "below", o.min_accuracy, (unsigned long long)st.sent, (unsigned long long)st.lost);
+  if (!o.quiet)
+    printf("federated_digits: network: %llu bytes sent, %.0f per round\n", (unsigned long long)st.bytes,
+           (double)st.bytes / (f.progress.round ? f.progress.round : 1));
   if (o.dp_clip > 0) {
     const double epsilon = spent(&f, &o, &noised);
     printf("federated_digits: differential privacy: clip %g, noise multiplier %g, %llu rounds accounted, epsilon %.6g at delta %g\n",
            o.dp_clip, o.dp_noise, (unsigned long long)noised, epsilon, o.dp_delta);
     if (isnan(epsilon)) ok = 0;
+  }
+  if (o.secure) {
+    const bb_node *server = f.nodes[0];
+    const uint64_t rounds = bb_node_counter(server, "fedavg.secagg_rounds");
+    printf("federated_digits: secure aggregation: %llu rounds summed (%llu aborted), %llu updates in their sums, "
+           "server sent %llu and received %llu bytes of SecAgg+ messages\n",
+           (unsigned long long)rounds, (unsigned long long)bb_node_counter(server, "fedavg.secagg_aborted"),
+           (unsigned long long)bb_node_counter(server, "fedavg.secagg_summed"),
+           (unsigned long long)bb_node_counter(server, "fedavg.secagg_bytes_sent"),
+           (unsigned long long)bb_node_counter(server, "fedavg.secagg_bytes_received"));
+    if (!rounds) ok = 0;
   }
   if (o.export_path && !write_export(&f, &o, &err)) {
     fprintf(stderr, "federated_digits: export: %s\n", err.message);

@@ -302,6 +302,11 @@ BB_API bool bb_secagg_client_round(const bb_secagg_client *client, uint32_t *ind
 /* Elements of this client's vector that the clip range cut (known once it is masked). */
 BB_API uint64_t bb_secagg_client_clipped(const bb_secagg_client *client);
 
+/* A fresh Ed25519 key pair (libsodium's layout: secret_key is 64 bytes) from `random`
+ * (NULL: the system CSPRNG): the identity of a client that signs for one round only. */
+BB_API int bb_secagg_identity_new(uint8_t public_key[32], uint8_t secret_key[64], const bb_random_source *random,
+                                  bb_error *err);
+
 /* ---- differential privacy --------------------------------------------------------------- */
 
 /* Scales x[0..n) so that its L2 norm is at most clip (> 0). Returns the norm before. */

@@ -615,3 +615,13 @@ bool bb_secagg_client_round(const bb_secagg_client *cl, uint32_t *index, bb_seca
 }
 
 uint64_t bb_secagg_client_clipped(const bb_secagg_client *cl) { return cl ? cl->clipped : 0; }
+
+int bb_secagg_identity_new(uint8_t public_key[32], uint8_t secret_key[64], const bb_random_source *random,
+                           bb_error *err) {
+  if (!public_key || !secret_key) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "secagg: NULL argument");
+  uint8_t seed[crypto_sign_ed25519_SEEDBYTES];
+  int rc = bbi_random_fill(random, seed, sizeof seed, err);
+  if (!rc) crypto_sign_ed25519_seed_keypair(public_key, secret_key, seed);
+  sodium_memzero(seed, sizeof seed);
+  return rc;
+}

@@ -41,6 +41,16 @@ bb_value bbi_fedavg_fit(bb_rec *g, const char *port) {
   return bb_rec_bundle(g, update, 3);
 }
 
+bb_value bbi_fedavg_contribute_secure(bb_rec *g, const char *port) {
+  bb_value parts[2];
+  bbi_fedavg_receive(g, port, parts);
+  bb_value trained, samples;
+  bb_rec_model_fit(g, &BBI_FEDAVG_MODEL, parts[0], &trained, &samples);
+  bb_value update[4] = {trained, samples, parts[1], parts[0]};
+  bb_value bundle = bb_rec_bundle(g, update, 4);
+  return bb_rec_aggregator_contribute(g, &BBI_FEDAVG_AGGREGATOR, bundle, bundle);
+}
+
 bb_value bbi_fedavg_take_in(bb_rec *g, const bb_slot *aggregator, const char *port) {
   bb_value received = bb_rec_lookup_output(g, port);
   return bb_rec_aggregator_contribute(g, aggregator, received, received);

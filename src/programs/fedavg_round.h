@@ -34,6 +34,12 @@ void bbi_fedavg_receive(bb_rec *g, const char *port, bb_value parts[2]);
  * Returns the bundle [trained, samples, round], the update the client sends on. */
 bb_value bbi_fedavg_fit(bb_rec *g, const char *port);
 
+/* A client's round under secure aggregation (FedAvg with secure=1), on the [global, round]
+ * that arrives on `port`: (trained, samples) = model.Fit(global), then
+ * aggregator.Contribute([trained, samples, round, global]) on the client itself, which
+ * masks the step for the server through SecAgg+. Returns what Contribute gives. */
+bb_value bbi_fedavg_contribute_secure(bb_rec *g, const char *port);
+
 /* aggregator.Contribute(what arrives on `port`); returns what Contribute gives. */
 bb_value bbi_fedavg_take_in(bb_rec *g, const bb_slot *aggregator, const char *port);
 

@@ -35,6 +35,17 @@ static void fedbuff_digits(bb_rec *g, void *user) {
   bbi_fedbuff_record(g, false);
 }
 
+static void secure_fed_digits(bb_rec *g, void *user) {
+  (void)user;
+  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
+  bb_value test_x = bb_rec_input(g, "test_x", bb_tensor_type(BB_DTYPE_FLOAT));
+  bb_value test_y = bb_rec_input(g, "test_y", bb_tensor_type(BB_DTYPE_FLOAT));
+  bbi_fedavg_serve(g, test_x, test_y, false, clients);
+  bbi_fedavg_contribute_secure(g, "global");
+}
+
+const bb_module BB_FEDERATED_DIGITS_SECURE = {sizeof(bb_module), "SecureFedDigits", secure_fed_digits, NULL, NULL, NULL, 0};
+
 static const bb_module FED_DIGITS = {sizeof(bb_module), "FedDigits", fed_digits, NULL, NULL, NULL, 0};
 static const bb_module FEDBUFF_DIGITS = {sizeof(bb_module), "FedBuffDigits", fedbuff_digits, NULL, NULL, NULL, 0};
 static const bb_module *const MODULES[] = {&FED_DIGITS, &FEDBUFF_DIGITS};

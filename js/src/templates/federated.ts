@@ -110,6 +110,27 @@ export interface FederatedAveragingOptions {
    * every update.
    */
   readonly dp?: DpOptions;
+  /**
+   * Secure aggregation (SecAgg+, docs/PRIVACY.md "SecAgg+ in a federation"): no update leaves
+   * a client in the clear. Each client masks its step from the global model; the server
+   * learns only each round's sum, even when clients drop out mid-round (up to what the
+   * threshold allows; below it the round is abandoned and reveals nothing). `threshold`:
+   * shares that rebuild a client's secrets; `shares`: neighbours each client shares them
+   * with (both default to SecAgg+'s: every other client and a majority of them up to 32
+   * clients). Every update weighs 1. Only with the 'fedavg' aggregator, in rounds, without
+   * compression: the server cannot bound, screen or decode single updates it never sees.
+   * With `dp` the clients clip and noise their steps before masking (distributed DP). Each
+   * round's report carries `secure: { summed }`.
+   */
+  readonly secure?: SecureOptions;
+}
+
+/** The federation's secure aggregation; a field left out takes SecAgg+'s default. */
+export interface SecureOptions {
+  /** Shares that rebuild a client's secrets: more than half of `shares`, at most `shares`. */
+  readonly threshold?: number;
+  /** Neighbours each client shares its secrets with: even, or every other client (clients − 1); at most 254. */
+  readonly shares?: number;
 }
 
 /** The federation's differential privacy: the clip, the noise, and the δ ε is reported at. */
@@ -196,6 +217,26 @@ function dpConfig(dp: DpOptions, rounds: string, clients: number, deadlineMs: nu
   return `quorum=1,target=0,deadline_ms=${deadlineMs},no_quorum=abandon,init=model,${noised},dp_sample_rate=${dp.sampleRate},dp_clients=${clients}`;
 }
 
+/** The secure option checked: integers in range, and only where the server never needs one update. */
+function checkedSecure(secure: SecureOptions, aggregator: string, options: FederatedAveragingOptions): Required<SecureOptions> {
+  const fail = (message: string): never => {
+    throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: ${message}`);
+  };
+  if (typeof secure !== 'object' || secure === null) fail('secure is { threshold?, shares? }');
+  const { threshold = 0, shares = 0 } = secure;
+  for (const [name, value] of [['threshold', threshold], ['shares', shares]] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 254) fail(`secure.${name} must be an integer in 1..254, got ${String(value)}`);
+  }
+  if (aggregator !== 'fedavg') fail(`secure needs aggregator 'fedavg', not '${aggregator}': the server sees only the sum, and '${aggregator}' needs each update`);
+  if ((options.mode ?? 'sync') !== 'sync') fail("secure runs in rounds: not with mode 'async'");
+  if (options.compress !== undefined || options.codec !== undefined) fail('secure takes no compress or codec: the masked vector is what travels');
+  const dp = options.dp;
+  if (dp !== undefined && (typeof dp.clip !== 'number' || dp.sampleRate !== undefined)) {
+    fail('secure takes a fixed dp.clip and no dp.sampleRate: the server sees only the masked sum, not which updates were within the clip or which clients a sample drew');
+  }
+  return { threshold, shares };
+}
+
 export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const clients = positive('clients', options.clients);
   const quorum = positive('quorum', options.quorum ?? majorityOf(clients));
@@ -204,6 +245,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const discovery = options.discovery ?? 'registry';
   const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
   const dp = options.dp === undefined ? undefined : checkedDp(options.dp, aggregator);
+  const secure = options.secure === undefined ? undefined : checkedSecure(options.secure, aggregator, options);
   const codec = codecFor('federatedAveraging', options.compress ?? (options.codec === undefined ? undefined : { kind: options.codec }), true);
   const async = (options.mode ?? 'sync') === 'async';
   if (options.mode !== undefined && options.mode !== 'sync' && options.mode !== 'async') {
@@ -248,6 +290,12 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     const global = g.lookupOutput('global');
     const [params, roundIn] = g.unbundle(global, [TYPES.tensorF32, TYPES.abstract]) as [GraphValue, GraphValue];
     const { trained, samples } = model.fit(params);
+    if (secure !== undefined) {
+      // secure: the client's own aggregator masks its step from `params` for the server (SecAgg+)
+      const update = g.bundle(trained, samples, roundIn, params);
+      agg.contribute(update, update);
+      return;
+    }
     const sent = wire === undefined ? trained : wire.encode(trained, params);
     g.netOut('update', server, g.bundle(sent, samples, roundIn));
 
@@ -279,7 +327,8 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       compiler.bind('aggregator', 'Aggregator', 'FedBuff', `buffer=${buffer},max_staleness=${maxStaleness},init=model${codec === undefined ? '' : ',updates=deltas'}`);
     } else if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
       // DP-FedAvg: the clip and the noise multiplier, written exactly (shortest round trip)
-      const config = dp !== undefined ? dpConfig(dp, rounds, clients, options.deadlineMs ?? 1000) : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`;
+      const masked = secure === undefined ? '' : `,secure=1,secure_threshold=${secure.threshold},secure_shares=${secure.shares}`;
+      const config = (dp !== undefined ? dpConfig(dp, rounds, clients, options.deadlineMs ?? 1000) : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`) + masked;
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
       compiler.bind('aggregator', 'Aggregator', 'FedAvg', config);
     } else {
@@ -306,6 +355,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       minView: quorum,
       bindRest,
       ...(dp === undefined ? {} : { dp }),
+      ...(secure === undefined ? {} : { secure: true }),
     },
     options.rounds,
   );

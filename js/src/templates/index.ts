@@ -4,7 +4,7 @@
  * installs servers and clients. "Federate your own model" in the README walks through one.
  */
 export { type Compression } from './compress.js';
-export { federatedAveraging, type AdaptiveClip, type DpOptions, type FederatedAveragingOptions } from './federated.js';
+export { federatedAveraging, type AdaptiveClip, type DpOptions, type FederatedAveragingOptions, type SecureOptions } from './federated.js';
 export { federatedEvaluation, type FederatedEvaluationOptions } from './evaluation.js';
 export { gossipLearning, GossipPlan, type GossipLearningOptions, type GossipPeer, type GossipPeerOptions } from './gossip.js';
 export { componentModel, cpuMlp, onnxModel, type CpuMlpConfig, type ModelChoice, type OnnxModelOptions } from './models.js';

@@ -31,6 +31,12 @@ export interface RoundReport {
    * noise multiplier of 0.
    */
   readonly epsilon?: number;
+  /**
+   * With secure aggregation (the template's `secure`): the model of this report is the
+   * SecAgg+ sum of `summed` clients' masked updates (0: no sum made it — the first model,
+   * or a round given out again after an abandoned one).
+   */
+  readonly secure?: { readonly summed: number };
 }
 
 /**
@@ -100,6 +106,8 @@ export interface PlanSettings {
   readonly startInputs?: Readonly<Record<string, Value>>;
   /** Differential privacy: what each round's `epsilon` is accounted with. */
   readonly dp?: PlanDp;
+  /** Secure aggregation: the server has no partition of its own for updates, the clients no `server` input. */
+  readonly secure?: boolean;
 }
 
 /** What a plan's ε is accounted with: the noise multiplier, δ, and the sampling rate (default 1). */
@@ -202,7 +210,7 @@ export class Plan {
 
   /** The partitions the server installs: the round loop (@self) and where updates land. */
   get serverTargets(): readonly string[] {
-    return [this.name, `${this.name}_server`];
+    return this.#settings.secure === true ? [this.name] : [this.name, `${this.name}_server`];
   }
   /** The partition a client installs. */
   get clientTargets(): readonly string[] {
@@ -248,6 +256,8 @@ export class Plan {
     const rounds = this.#rounds;
     let seen = trafficOf(node);
     const dp = this.#settings.dp;
+    const secure = this.#settings.secure === true;
+    let summed = 0n;
     const finished = new Promise<RoundReport>((resolve) => {
       node.onStep(
         roundReporter((scored) => {
@@ -257,7 +267,9 @@ export class Plan {
             bytesIn: now.bytesReceived - seen.bytesReceived,
             bytesOut: now.bytesSent - seen.bytesSent,
             ...(dp === undefined ? {} : { epsilon: privacySpent(bb, dp, Number(node.counter('fedavg.dp_rounds'))) }),
+            ...(secure ? { secure: { summed: Number(node.counter('fedavg.secagg_summed') - summed) } } : {}),
           };
+          if (secure) summed = node.counter('fedavg.secagg_summed');
           seen = now;
           for (const listener of [...listeners]) listener(report);
           if (rounds !== undefined && report.round >= rounds) resolve(report);
@@ -318,7 +330,7 @@ export class Plan {
       ...identityOptions(options),
     });
     node.addPeer(options.server);
-    node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
+    if (this.#settings.secure !== true) node.bindInput(this.clientTargets[0]!, 'server', peersValue([options.server]));
     if (this.#settings.discovery === 'registry') answerServerRequests(node, options.server, options.nowNs);
     return node;
   }

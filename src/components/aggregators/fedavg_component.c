@@ -67,6 +67,7 @@
 #include "components/aggregators/intake.h"
 #include "components/aggregators/refusal_notice.h"
 #include "components/aggregators/rounds.h"
+#include "components/aggregators/secure_rounds.h"
 #include "components/shipped.h"
 #include "bb/bytes.h"
 #include "bb/common.h"
@@ -106,6 +107,9 @@ typedef struct round_agg {
   double dp_noise; /* ... and the sum noised with dp_noise × dp_clip (0: clipped only) */
   dp_adaptive adaptive; /* dp_clip_quantile > 0: the clip follows a quantile of the update norms */
   dp_sampling sampling; /* dp_sample_rate < 1: each round takes a Poisson sample of its clients */
+  bool secure;     /* secure=1: the rounds' updates arrive as a SecAgg+ sum (secure_rounds.h) */
+  bbi_secure_config secure_cfg;
+  bbi_secure *sec;
 } round_agg;
 
 static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n) {
@@ -308,6 +312,90 @@ static int parse_dp(round_agg *a, const char *c, bb_error *err) {
   return 0;
 }
 
+/* FedAvg under SecAgg+ (secure=1). The server sees only the sum, so every bound that needs
+ * the single updates — the distance bounds, centered clipping, the ascent screen, sample
+ * counts relative to the round's — is refused by name; the clients clip instead when
+ * dp_clip is set (distributed DP). The FedAvg round's quorum, target and deadline decide
+ * when the SecAgg+ round starts; the rounds engine below then takes its one result. */
+static int parse_secure(round_agg *a, const char *c, bb_error *err) {
+  static const char *const SINGLE_UPDATE[] = {"max_norm",    "norm_factor",    "drop_factor", "center_clip",
+                                              "samples_factor", "ascent_screen", NULL};
+  uint64_t secure, threshold, shares, timeout_ms;
+  double range;
+  char given[32];
+  int rc;
+  if ((rc = bb_config_u64(c, "secure", 0, &secure, err))) return rc;
+  if (!secure) {
+    for (const char *const *k = (const char *const[]){"secure_threshold", "secure_shares", "secure_range",
+                                                      "secure_timeout_ms", NULL};
+         *k; k++) {
+      if ((rc = bb_config_str(c, *k, "", given, sizeof given, err))) return rc;
+      if (given[0])
+        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: %s= needs secure=1", *k);
+    }
+    return 0;
+  }
+  if ((rc = bb_config_u64(c, "secure_threshold", 0, &threshold, err)) ||
+      (rc = bb_config_u64(c, "secure_shares", 0, &shares, err)) ||
+      (rc = bb_config_u64(c, "secure_timeout_ms", 30000, &timeout_ms, err)) ||
+      (rc = config_f64(c, "secure_range", &range, err)))
+    return rc;
+  if (range == 0) range = 8;
+  if (secure != 1 || threshold > 254 || shares > 254 || !(range > 0 && range <= 1e6) || !timeout_ms ||
+      timeout_ms > UINT64_MAX / 1000000u)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: secure is 0|1, secure_threshold and secure_shares at most 254 (0: SecAgg+'s "
+                        "defaults), 0 < secure_range <= 1e6, secure_timeout_ms >= 1; got `%s`",
+                        c);
+  if (a->follow || !a->init_slot[0])
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: secure=1 needs init=<model slot> (clients send their steps from the global model) "
+                        "and its own rounds (not rounds=follow: a tier cannot pass a masked sum on)");
+  for (size_t i = 0; SINGLE_UPDATE[i]; i++) {
+    if ((rc = bb_config_str(c, SINGLE_UPDATE[i], "", given, sizeof given, err))) return rc;
+    if (given[0])
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "FedAvg: %s= with secure=1: the server sees only the sum of the updates, and %s needs each "
+                          "one (use dp_clip, which the clients apply before masking)",
+                          SINGLE_UPDATE[i], SINGLE_UPDATE[i]);
+  }
+  if ((rc = bb_config_str(c, "beyond_norm", "clip", given, sizeof given, err))) return rc;
+  if (strcmp(given, "clip") != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: beyond_norm=%s with secure=1: the server cannot leave out an update it never sees",
+                        given);
+  if ((rc = bb_config_str(c, "weighting", "uniform", given, sizeof given, err))) return rc;
+  const bool by_samples = strcmp(given, "samples") == 0;
+  if (by_samples && !a->cfg.max_samples)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: weighting=samples with secure=1 needs max_samples=M: each client sends its weight "
+                        "min(samples, M) / M inside the sum");
+  bbi_secure_config *s = &a->secure_cfg;
+  memset(s, 0, sizeof *s);
+  s->threshold = (uint32_t)threshold;
+  s->shares = (uint32_t)shares;
+  s->range = range;
+  s->stage_timeout_ns = timeout_ms * 1000000u;
+  s->max_samples = by_samples ? a->cfg.max_samples : 0;
+  s->quorum = a->cfg.quorum;
+  s->target = a->cfg.target;
+  s->deadline_ns = a->cfg.deadline_ns;
+  s->abandon = a->cfg.on_no_quorum == BBI_FEDROUND_ABANDON;
+  s->members_only = a->members_only;
+  a->secure = true;
+  /* the rounds engine takes the one unmasked result per round */
+  a->cfg.quorum = 1;
+  a->cfg.target = 1;
+  a->cfg.deadline_ns = 0;
+  a->cfg.on_no_quorum = BBI_FEDROUND_EXTEND;
+  a->cfg.late = BBI_FEDROUND_LATE_DROP;
+  a->cfg.weighting = BBI_FEDROUND_UNIFORM;
+  a->cfg.max_norm = a->cfg.norm_factor = a->cfg.drop_factor = a->cfg.center_clip = a->cfg.ascent_screen = 0;
+  a->cfg.max_samples = 0;
+  a->cfg.samples_factor = 0;
+  return 0;
+}
+
 static int made(const bb_component_init *init, const round_agg *parsed, void **self, bb_error *err) {
   round_agg *a = bbi_mem_alloc(init->alloc, sizeof *a);
   if (!a) return bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", parsed->type);
@@ -323,7 +411,9 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
                                      "beyond_norm",   "drop_factor", "weighting",   "max_samples",   "samples_factor",
                                      "center_clip",   "rounds",      "max_ahead",   "ascent_screen", "dp_clip",
                                      "dp_noise",      "dp_clip_quantile", "dp_clip_rate", "dp_count_noise",
-                                     "dp_sample_rate", "dp_clients", NULL};
+                                     "dp_sample_rate", "dp_clients",
+                                     "secure",      "secure_threshold", "secure_shares",
+                                     "secure_range",  "secure_timeout_ms", NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg", .sampling = {.rate = 1}};
   float center_clip;
@@ -336,8 +426,26 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: center_clip is a finite number >= 0 (0: off)");
   a.cfg.method = BBI_FEDROUND_MEAN;
   a.cfg.center_clip = center_clip;
+  if ((rc = parse_secure(&a, c, err))) return rc;
   if ((rc = parse_dp(&a, c, err))) return rc;
-  return made(init, &a, self, err);
+  if (a.secure && (a.adaptive.quantile > 0 || a.sampling.rate < 1))
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                        "FedAvg: %s with secure=1: the server sees only the masked sum, not which updates were "
+                        "within the clip or which clients a sample drew (use a fixed dp_clip)",
+                        a.adaptive.quantile > 0 ? "dp_clip_quantile" : "dp_sample_rate");
+  if (a.secure) { /* DP's clip and noise move to the clients */
+    a.secure_cfg.dp_clip = a.dp_clip;
+    a.secure_cfg.dp_noise = a.dp_noise;
+    a.dp_clip = 0;
+    a.cfg.max_norm = 0;
+  }
+  if ((rc = made(init, &a, self, err))) return rc;
+  round_agg *m = *self;
+  if (m->secure && (rc = bbi_secure_new(init->alloc, &m->secure_cfg, &m->sec, err))) {
+    bbi_mem_free(init->alloc, m);
+    *self = NULL;
+  }
+  return rc;
 }
 
 static int robust_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -378,6 +486,7 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
 static void round_agg_destroy(void *self) {
   round_agg *a = self;
   bbi_fedround_free(a->fr);
+  bbi_secure_free(a->sec);
   bbi_mem_free(a->alloc, a->global);
   bbi_mem_free(a->alloc, a);
 }
@@ -462,10 +571,37 @@ static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_
   return rc;
 }
 
+/* Under secure=1 the only update taken is this client's own, with the global model it
+ * trained from: meta [samples, round, global] (the bundle [trained, samples, round,
+ * global]); it is masked for the server whose prompt it answers. An update in the clear
+ * is refused: it would show the server what secure aggregation hides. */
+static int contribute_secure(round_agg *a, bb_ctx *ctx, const bb_tensor *update, const bb_val *meta, bb_error *err) {
+  const bb_tensor *global = bb_val_count(meta) == 3 ? bb_val_as_tensor(bb_val_child(meta, 2)) : NULL;
+  const bb_peer_id *server = bb_ctx_source(ctx);
+  if (!global || !server || bb_peer_id_equal(server, bb_ctx_self(ctx))) {
+    count(a, ctx, "refused_plain", 1);
+    return bb_error_set(err, BB_ERR_DENIED,
+                        "FedAvg: secure=1 takes updates only masked through SecAgg+; a client contributes [trained, "
+                        "samples, round, global] on its own node");
+  }
+  const bb_val *samples = bb_val_child(meta, 0), *round = bb_val_child(meta, 1);
+  if (!bb_val_is_u64(samples) || !bb_val_is_u64(round) || update->dtype != BB_DTYPE_FLOAT ||
+      global->dtype != BB_DTYPE_FLOAT || update->numel != global->numel || update->numel < 1 ||
+      !bb_val_as_u64(samples)) {
+    count(a, ctx, "refused_metadata", 1);
+    return bb_error_set(err, BB_ERR_TYPE,
+                        "FedAvg: a secure contribution is [trained, samples, round, global]: float32 tensors of one "
+                        "length, samples >= 1");
+  }
+  return bbi_secure_contribute(a->sec, ctx, server, bb_val_as_u64(round), bb_tensor_data(update),
+                               bb_tensor_data(global), (size_t)update->numel, bb_val_as_u64(samples), err);
+}
+
 /* A refused contribution is refused alone, and its contributor is told why. */
 static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
                                 const bb_val *meta, bb_error *err) {
-  int rc = contribute(self, ctx, from, update, meta, err);
+  round_agg *a = self;
+  int rc = a->secure ? contribute_secure(a, ctx, update, meta, err) : contribute(self, ctx, from, update, meta, err);
   if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send(ctx, from, err->message);
   return rc;
 }
@@ -499,6 +635,8 @@ static int give(round_agg *a, bb_ctx *ctx, const float *params, const bbi_fedrou
   *meta = a->follow && closed ? report_meta(ctx, closed)
                               : bb_val_u64(bb_ctx_allocator(ctx), BB_VAL_U64, bbi_fedround_round_id(a->fr));
   int rc = *out && *meta ? remember(a, params, err) : bb_error_set(err, BB_ERR_NOMEM, "%s: out of memory", a->type);
+  if (!rc && a->sec)
+    rc = bbi_secure_open(a->sec, bbi_fedround_round_id(a->fr), params, a->cfg.param_len, bb_ctx_now(ctx), err);
   if (rc) {
     bb_tensor_release(*out);
     bb_val_release(*meta);
@@ -593,6 +731,29 @@ static int privatize_abandoned(round_agg *a, bb_ctx *ctx, bb_tensor **params, bb
   return rc;
 }
 
+/* Under secure=1: the open round's unmasked result enters the rounds engine as its one
+ * contribution (1: go on and close the round); a round that ended without a sum gives the
+ * last model out again with the next round's id (0). */
+static int take_secure(round_agg *a, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
+  float *result = bbi_mem_alloc(a->alloc, a->cfg.param_len * sizeof(float));
+  if (!result) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
+  bool abandoned = false;
+  int rc = 0;
+  const uint64_t round = bbi_fedround_round_id(a->fr);
+  if (bbi_secure_take(a->sec, result, a->cfg.param_len, &abandoned) == 1) {
+    static const uint8_t KEY[] = {'s', 'e', 'c', 'a', 'g', 'g'};
+    rc = bbi_fedround_contribute(a->fr, round, KEY, sizeof KEY, result, 1, bb_ctx_now(ctx), NULL, err);
+    if (!rc && a->secure_cfg.dp_clip > 0) count(a, ctx, "dp_rounds", 1);
+    rc = rc ? rc : 1;
+  } else if (abandoned && a->global) {
+    count(a, ctx, "rounds_abandoned", 1);
+    rc = bbi_fedround_follow(a->fr, round + 1, bb_ctx_now(ctx), err);
+    if (!rc) rc = give(a, ctx, a->global, NULL, params, meta, err);
+  }
+  bbi_mem_free(a->alloc, result);
+  return rc;
+}
+
 static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
   round_agg *a = self;
   int rc;
@@ -607,6 +768,7 @@ static int round_agg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_v
   }
   a->started = true;
   if (!a->fr) return 0;
+  if (a->sec && (rc = take_secure(a, ctx, params, meta, err)) != 1) return rc;
   bbi_fedround_result r;
   if ((rc = bbi_fedround_poll(a->fr, bb_ctx_now(ctx), a->global, &r, err))) return rc;
   if (r.event == BBI_FEDROUND_OVERDUE) count(a, ctx, "rounds_overdue", 1);
@@ -682,7 +844,25 @@ static int round_agg_load(void *self, const uint8_t *data, size_t len, bb_error 
   a->global = global;
   a->started = data[0];
   if (fr) a->cfg.param_len = bbi_fedround_param_len(fr);
+  /* a restored secure server takes joins for its open round again (its SecAgg+ round, if
+     one ran, is lost: its clients abort at their deadline) */
+  if (a->sec && fr && global) return bbi_secure_open(a->sec, bbi_fedround_round_id(fr), global, a->cfg.param_len, 0, err);
   return 0;
+}
+
+/* ---- SecAgg+'s messages and deadlines (secure=1) ------------------------------------------- */
+
+static int fedavg_on_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
+                             size_t len, bb_error *err) {
+  round_agg *a = self;
+  if (a->sec && strncmp(op, "SecAgg", 6) == 0) return bbi_secure_message(a->sec, ctx, op, from, payload, len, err);
+  return bbi_refusal_notice_receive(ctx, op, from, payload, len, err);
+}
+
+static int fedavg_on_timer(void *self, bb_ctx *ctx, uint64_t token, bb_error *err) {
+  (void)token;
+  round_agg *a = self;
+  return a->sec ? bbi_secure_timer(a->sec, ctx, err) : 0;
 }
 
 static const bb_component_port AGG_STORAGE[] = {{"element", BB_TYPE_TENSOR_F32}};
@@ -698,7 +878,8 @@ const bb_component_type BBI_FEDAVG = {
     .create = fedavg_create,
     .destroy = round_agg_destroy,
     .invoke = round_agg_invoke,
-    .on_message = bbi_refusal_notice_receive_for,
+    .on_message = fedavg_on_message,
+    .on_timer = fedavg_on_timer,
     .save = round_agg_save,
     .load = round_agg_load,
 };

@@ -75,6 +75,15 @@ BB_API extern const bb_example BB_EXAMPLE_SPLIT_CNN;
  * with the example's configure(…, 0, …). */
 BB_API extern const bb_module BB_EXAMPLE_MIXED_PRECISION_DEMO;
 
+/* federated_digits --secure: FedDigits with the clients' updates masked (SecAgg+): the
+ * server's loop as FedDigits', and each client, on the [global, round] it receives, fits
+ * and contributes [trained, samples, round, global] to its own aggregator slot, which
+ * masks the step for the server (FedAvg with secure=1; docs/PRIVACY.md). Inputs
+ * "clients", "test_x", "test_y"; one target for the server ("SecureFedDigits") and one
+ * for the clients ("SecureFedDigits_clients"). Compiled with the example's configure(…,
+ * 0, …) and the aggregator rebound to FedAvg with secure=1. */
+BB_API extern const bb_module BB_FEDERATED_DIGITS_SECURE;
+
 /* federated_digits: its model slot's default binding, CpuMlp with this config (the
  * example's export rebuilds the same network with bb_cpu_mlp_export). */
 #define BB_FEDERATED_DIGITS_MLP_CONFIG                                                                     \

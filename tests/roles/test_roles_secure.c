@@ -1,0 +1,425 @@
+/* FedAvg with secure=1 in a federation, through the engine and the simulator: each round's
+ * updates reach the server only as a SecAgg+ sum, driven by the nodes' timers and
+ * control messages.
+ *
+ * The Module: server (@self): (global, round) = aggregator.Aggregate(tick); output both;
+ * send [global, round] to `clients`; a client: (trained, samples) = model.Fit(global),
+ * aggregator.Contribute([trained, samples, round, global]) on itself (it masks the step
+ * for the server). A stub Model's Fit adds a per-client step (delta, -delta), so the
+ * mean every round should give is known exactly.
+ *
+ * As an attacker or a confused user: 3 of 10 clients crash after masking (the round
+ * still closes, their steps in it); 6 crash (below the threshold: the round aborts, the
+ * model does not move); a client sends garbage SecAgg+ messages (expelled, the round
+ * closes with the others); a client sends its update in the clear (refused); settings
+ * that need single updates are refused by name. */
+#include <math.h>
+#include <stdio.h>
+
+#include "../runtime/rttest.h"
+#include "bb/sim.h"
+#include "components/shipped.h"
+#include "programs/fedavg_round.h"
+
+#define MS 1000000ull
+#define MAX_PEERS 12
+/* the ring's step with the default range 8 and 2^22 quantisation levels */
+#define STEP (16.0 / 4194304.0)
+
+static void secure_body(bb_rec *g, void *user) {
+  const bool plain = user != NULL;
+  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
+  bb_value tick = bb_rec_input(g, "tick", NULL);
+  bb_value global, round;
+  bb_rec_aggregator_aggregate(g, &BBI_FEDAVG_AGGREGATOR, tick, &global, &round);
+  bb_rec_output(g, "global", global);
+  bb_rec_output(g, "round", round);
+  bb_value out[2] = {global, round};
+  bb_rec_net_out(g, "global_port", clients, bb_rec_bundle(g, out, 2));
+  if (!plain) {
+    bbi_fedavg_contribute_secure(g, "global_port");
+    return;
+  }
+  /* the confused client: its update in the clear, to the server */
+  bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
+  bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global_port"));
+  bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
+}
+
+/* ---- StepModel: Params is [0, 0]; Fit(g) is g + (delta, -delta) --------------------------- */
+
+static int step_create(const bb_component_init *init, void **self, bb_error *err) {
+  static const char *const KEYS[] = {"delta", NULL};
+  float delta;
+  int rc;
+  if ((rc = bb_config_check(init->config, KEYS, err)) || (rc = bb_config_f32(init->config, "delta", 1, &delta, err)))
+    return rc;
+  float *p = malloc(sizeof *p);
+  if (!p) return BB_ERR_NOMEM;
+  *p = delta;
+  *self = p;
+  return 0;
+}
+
+static void step_destroy(void *self) { free(self); }
+
+static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
+  (void)ctx;
+  const float delta = *(const float *)self;
+  if (strcmp(call->op_type, "Params") == 0) {
+    call->outputs[0] = f32_val((const float[]){0, 0}, 2);
+    return 0;
+  }
+  if (strcmp(call->op_type, "Fit") != 0) return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
+  const bb_val *g = call->inputs[0];
+  if (!g || bb_val_kind_of(g) != BB_VAL_TENSOR || bb_val_as_tensor(g)->numel != 2)
+    return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
+  const float *x = bb_tensor_data(bb_val_as_tensor(g));
+  call->outputs[0] = f32_val((const float[]){x[0] + delta, x[1] - delta}, 2);
+  call->outputs[1] = bb_val_u64(NULL, BB_VAL_U64, 4);
+  return 0;
+}
+
+static const bb_component_type STEP_MODEL = {
+    .struct_size = sizeof(bb_component_type),
+    .type_name = "StepModel",
+    .roles = 1u << BB_ROLE_MODEL,
+    .create = step_create,
+    .destroy = step_destroy,
+    .invoke = step_invoke,
+};
+
+/* ---- a client that sends garbage: FedAvg, but every SecAgg+ message from the server is
+ * answered first with random bytes under the round's id ------------------------------------ */
+
+static int garbage_on_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from,
+                              const uint8_t *payload, size_t len, bb_error *err) {
+  if (strcmp(op, "SecAggServer") == 0 && len >= 8) {
+    uint8_t junk[200];
+    memcpy(junk, payload, 8);
+    for (size_t i = 8; i < sizeof junk; i++) junk[i] = (uint8_t)bb_ctx_random(ctx);
+    bb_ctx_send_message(ctx, from, "SecAggClient", junk, sizeof junk, err);
+  }
+  return BBI_FEDAVG.on_message(self, ctx, op, from, payload, len, err);
+}
+
+/* ---- a federation: server 1, clients 2..n --------------------------------------------------- */
+
+typedef struct federation {
+  bb_sim *sim;
+  bb_registry *reg, *garbage_reg;
+  bb_component_type garbage_type;
+  uint8_t *artifact;
+  size_t len;
+  size_t n;
+  bb_node *node[MAX_PEERS];
+  bb_peer_id peer[MAX_PEERS];
+  float global[2];
+  int64_t round;
+  size_t to_server[MAX_PEERS]; /* messages each client delivered to the server */
+  size_t crash_after[MAX_PEERS]; /* crash a client once it delivered this many (0: never) */
+  bool crashed[MAX_PEERS];
+} federation;
+
+static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
+  federation *f = user;
+  if (s->kind != BB_STEP_APP_EVENT || !bb_peer_id_equal(peer, &f->peer[0]) || !s->value) return;
+  if (strcmp(s->topic, "global") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR)
+    memcpy(f->global, bb_tensor_data(bb_val_as_tensor(s->value)), sizeof f->global);
+  if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) f->round = (int64_t)bb_val_as_u64(s->value);
+}
+
+static void trace(void *user, const bb_sim_delivery *d) {
+  federation *f = user;
+  if (!d->accepted || !bb_peer_id_equal(d->to, &f->peer[0])) return;
+  for (size_t i = 1; i < f->n; i++)
+    if (bb_peer_id_equal(d->from, &f->peer[i])) f->to_server[i]++;
+}
+
+static int bind_round(bb_compiler *c, const void *user, bb_error *err) {
+  static const bb_component_port tensor[] = {{"tensor", "ai.bytesandbrains.tensor.f32"}};
+  static const bb_component_port element[] = {{"element", "ai.bytesandbrains.tensor.f32"}};
+  bb_component_decl model = {sizeof model, "StepModel", tensor, 1, NULL, 0};
+  bb_component_decl agg = {sizeof agg, "FedAvg", element, 1, NULL, 0};
+  return bb_compiler_declare_component(c, &model, err) || bb_compiler_declare_component(c, &agg, err) ||
+                 bb_compiler_bind_model(c, "model", "StepModel", NULL, err) ||
+                 bb_compiler_bind_aggregator(c, "aggregator", "FedAvg", user, err)
+             ? err->code
+             : 0;
+}
+
+static bb_node *install_as(federation *f, size_t i, const char *model_config, bool garbage, bool plain) {
+  static const char *const SERVER[] = {"Round", "Round_server"}, *const CLIENT[] = {"Round_clients"};
+  bb_install_args a = {0};
+  a.struct_size = sizeof a;
+  a.self = f->peer[i];
+  bb_address self = p2p_address(&f->peer[i]);
+  a.addresses = &self;
+  a.n_addresses = 1;
+  a.artifact = f->artifact;
+  a.artifact_len = f->len;
+  a.targets = i ? CLIENT : SERVER;
+  a.n_targets = i || !plain ? 1 : 2; /* the plain plan's intake is a partition of its own */
+  a.registry = garbage ? f->garbage_reg : f->reg;
+  bb_slot_config slot = {"model", model_config, NULL};
+  a.slots = &slot;
+  a.n_slots = model_config ? 1 : 0;
+  bb_node_config nc = {.struct_size = sizeof nc, .seed = 100 + i};
+  a.config = &nc;
+  bb_node *n = NULL;
+  bb_error err;
+  CHECK_MSG(bb_install(&a, &n, NULL, &err) == 0, "peer %zu: %s", i + 1, err.message);
+  for (size_t j = 0; n && j < f->n; j++) {
+    bb_address other = p2p_address(&f->peer[j]);
+    if (j != i) CHECK(bb_node_add_peer(n, &f->peer[j], &other, NULL) == 0);
+  }
+  return n;
+}
+
+/* Server 1 with FedAvg under `config`, n_clients clients with StepModel deltas 0.1 × k
+ * (k = 1..n_clients); client `garbage` (0: none) sends garbage. */
+static bool federation_open(federation *f, const char *config, size_t n_clients, size_t garbage, bool plain) {
+  memset(f, 0, sizeof *f);
+  f->round = -1;
+  f->n = n_clients + 1;
+  const bb_module module = {sizeof(bb_module), "Round", secure_body, NULL, plain ? (void *)"plain" : NULL, NULL, 0};
+  f->artifact = compile_test_module(&module, bind_round, config, &f->len);
+  f->reg = bb_registry_new(NULL);
+  f->garbage_reg = bb_registry_new(NULL);
+  f->garbage_type = BBI_FEDAVG;
+  f->garbage_type.on_message = garbage_on_message;
+  CHECK(f->reg && bb_registry_add_shipped(f->reg, NULL) == 0 && bb_registry_add(f->reg, &STEP_MODEL, NULL) == 0);
+  CHECK(f->garbage_reg && bb_registry_add(f->garbage_reg, &f->garbage_type, NULL) == 0 &&
+        bb_registry_add(f->garbage_reg, &STEP_MODEL, NULL) == 0);
+  bb_sim_config sc = {.struct_size = sizeof sc, .seed = 1, .latency_ns = MS};
+  CHECK(bb_sim_new(&sc, &f->sim, NULL) == 0);
+  if (!f->artifact || !f->sim) return false;
+  for (size_t i = 0; i < f->n; i++) f->peer[i] = bb_peer_id_from_u64(i + 1);
+  bb_val *server = bb_val_peers(NULL, &f->peer[0], 1);
+  for (size_t i = 0; i < f->n; i++) {
+    char model[32];
+    snprintf(model, sizeof model, "delta=%.9g", 0.1 * (double)i);
+    if (!(f->node[i] = install_as(f, i, i ? model : NULL, i && i == garbage, plain))) return false;
+    CHECK(bb_sim_attach(f->sim, f->node[i], &f->peer[i], NULL) == 0);
+    if (i && plain) CHECK(bb_node_bind_input(f->node[i], "Round_clients", "server", server, NULL) == 0);
+  }
+  bb_val_release(server);
+  bb_sim_set_observer(f->sim, observe, f);
+  bb_sim_set_tracer(f->sim, trace, f);
+  return true;
+}
+
+static void federation_close(federation *f) {
+  bb_sim_free(f->sim);
+  for (size_t i = 0; i < f->n; i++) bb_node_free(f->node[i]);
+  bb_registry_free(f->reg);
+  bb_registry_free(f->garbage_reg);
+  free(f->artifact);
+}
+
+/* Runs the network until `until`, crashing each client as soon as it has delivered its
+ * crash_after-th message to the server. */
+static void run(federation *f, uint64_t until) {
+  bb_error err;
+  while (bb_sim_next_event(f->sim) <= until) {
+    CHECK_MSG(bb_sim_step(f->sim, &err) == 0, "%s", err.message);
+    for (size_t i = 1; i < f->n; i++)
+      if (f->crash_after[i] && !f->crashed[i] && f->to_server[i] >= f->crash_after[i]) {
+        CHECK(bb_sim_crash(f->sim, &f->peer[i]) == 0);
+        f->crashed[i] = true;
+
+      }
+  }
+  CHECK(bb_sim_run_until(f->sim, until, NULL) == 0);
+}
+
+/* One Aggregate on the server at `at` to every client, then the network for `span`. */
+static void server_round(federation *f, uint64_t at, uint64_t span) {
+  bb_val *peers = bb_val_peers(NULL, f->peer + 1, f->n - 1), *tick = f32_val((const float[]){1}, 1);
+  bb_named_value in[] = {{"clients", peers}, {"tick", tick}};
+  run(f, at);
+  bb_error err;
+  CHECK_MSG(bb_node_invoke(f->node[0], "Round", in, 2, at, &err) == 0, "%s", err.message);
+  bb_val_release(peers);
+  bb_val_release(tick);
+  run(f, at + span);
+}
+
+static uint64_t counter(const federation *f, const char *name) { return bb_node_counter(f->node[0], name); }
+
+/* The mean step of clients 1..10 (0.1 k each): 0.55, within a quantisation step per
+ * summed client (divided by the 10 weights) and float rounding. */
+static void check_mean(const federation *f, double want, uint32_t summed) {
+  const double bound = summed * STEP / summed + 1e-6;
+  CHECK_MSG(fabs(f->global[0] - want) <= bound && fabs(f->global[1] + want) <= bound, "global %.9g %.9g, want ±%.9g",
+            (double)f->global[0], (double)f->global[1], want);
+}
+
+#define CONFIG "init=model,secure=1,target=10,deadline_ms=5000,no_quorum=abandon,secure_timeout_ms=1000"
+
+/* 3 of 10 crash after their masked vectors reached the server (join, keys, shares, masked
+ * input: their 4th message of the round): their self-masks are rebuilt from their
+ * neighbours' shares at the unmask stage's deadline, and the mean is still everyone's. */
+static void test_three_drop_after_masking(void) {
+  federation f;
+  if (federation_open(&f, CONFIG, 10, 0, false)) {
+    server_round(&f, 0, 100 * MS); /* round 0 (the init model) runs with everyone */
+    f.crash_after[2] = f.to_server[2] + 4;
+    f.crash_after[5] = f.to_server[5] + 4;
+    f.crash_after[9] = f.to_server[9] + 4;
+    server_round(&f, 200 * MS, 5000 * MS); /* round 0 closes; round 1 runs with the crashes */
+    CHECK_EQ_INT(f.round, 1);
+    check_mean(&f, 0.55, 10);
+    server_round(&f, 5400 * MS, 100 * MS); /* round 1 closes */
+    CHECK(f.crashed[2] && f.crashed[5] && f.crashed[9]);
+    CHECK_EQ_INT(f.round, 2);
+    check_mean(&f, 2 * 0.55, 10);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_rounds"), 2);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 20);
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_abandoned"), 0);
+    /* the answers that come after a sum is complete are expected: counted, not failures */
+    CHECK(counter(&f, "fedavg.secagg_late") > 0);
+    CHECK_EQ_INT(counter(&f, "messages.failed"), 0);
+  }
+  federation_close(&f);
+}
+
+/* 6 of 10 crash after masking: 4 answer the unmask request, below the threshold (5): the
+ * SecAgg+ round aborts, nothing is unmasked, the FedAvg round is abandoned and the model
+ * given out again unmoved. */
+static void test_below_threshold_aborts(void) {
+  federation f;
+  if (federation_open(&f, CONFIG, 10, 0, false)) {
+    server_round(&f, 0, 100 * MS);
+    for (size_t i = 1; i <= 6; i++) f.crash_after[i] = f.to_server[i] + 4;
+    server_round(&f, 200 * MS, 5000 * MS);
+    const float before[2] = {f.global[0], f.global[1]};
+    check_mean(&f, 0.55, 10);
+    server_round(&f, 5400 * MS, 100 * MS);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_aborted"), 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_rounds"), 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.rounds_abandoned"), 1);
+    CHECK_EQ_INT(f.round, 2); /* round 1 abandoned: round 2 opens with round 1's model */
+    CHECK(f.global[0] == before[0] && f.global[1] == before[1]);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 10); /* round 0's only */
+  }
+  federation_close(&f);
+}
+
+/* Client 4 answers every SecAgg+ message of the server with garbage first: the server
+ * expels it, and each round closes with the other 9 (mean of 0.1 k, k = 1..10 but 4). */
+static void test_garbage_client_is_expelled(void) {
+  federation f;
+  if (federation_open(&f, CONFIG, 10, 4, false)) {
+    server_round(&f, 0, 100 * MS);
+    server_round(&f, 200 * MS, 100 * MS);
+    CHECK_EQ_INT(f.round, 1);
+    check_mean(&f, (5.5 - 0.4) / 9, 9);
+    const uint64_t rounds = counter(&f, "fedavg.secagg_rounds");
+    CHECK(rounds >= 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 9 * rounds);
+    CHECK(counter(&f, "fedavg.secagg_refused") >= rounds);
+    /* round 1 ran within the last 100 ms, its stages' deadlines are still ahead: one
+       pending timer serves them all, timers do not pile up with the messages */
+    bb_node_stats st;
+    bb_node_stats_get(f.node[0], &st);
+    CHECK_MSG(st.timers <= 2, "%zu timers pending on the server", st.timers);
+  }
+  federation_close(&f);
+}
+
+/* dp_clip under secure=1 is applied by each client before masking: steps 0.8, 0.9 and
+ * 1.0 per coordinate (L2 norm above 1) count as 1/√2 each, and each round that closed is
+ * a round of the accountant. */
+static void test_dp_clips_on_the_clients(void) {
+  federation f;
+  if (federation_open(&f, CONFIG ",dp_clip=1", 10, 0, false)) {
+    server_round(&f, 0, 100 * MS);
+    server_round(&f, 200 * MS, 100 * MS);
+    check_mean(&f, (2.8 + 3 * sqrt(0.5)) / 10, 10);
+    CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), 1);
+  }
+  federation_close(&f);
+}
+
+/* secure_shares=3 with 4 clients is every other client; when one has left, the round of
+ * the other 3 shares with every other client (2) rather than being refused. */
+static void test_shares_follow_the_clients_that_joined(void) {
+  federation f;
+  if (federation_open(&f, "init=model,secure=1,target=4,deadline_ms=1000,no_quorum=abandon,secure_shares=3", 4, 0,
+                      false)) {
+    server_round(&f, 0, 100 * MS);
+    CHECK(bb_sim_crash(f.sim, &f.peer[4]) == 0);
+    server_round(&f, 200 * MS, 2000 * MS); /* round 0 closes; round 1 starts at its deadline with 3 */
+    server_round(&f, 2400 * MS, 100 * MS);
+    CHECK_EQ_INT(f.round, 2);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_refused_setup"), 0);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 4 + 3);
+    check_mean(&f, 0.25 + 0.2, 4);
+  }
+  federation_close(&f);
+}
+
+/* A client whose plan sends its update in the clear is refused: secure=1 takes none. */
+static void test_plain_update_refused(void) {
+  federation f;
+  if (federation_open(&f, CONFIG, 3, 0, true)) {
+    server_round(&f, 0, 100 * MS);
+    server_round(&f, 200 * MS, 100 * MS);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_plain"), 3);
+    CHECK(f.global[0] == 0 && f.global[1] == 0);
+  }
+  federation_close(&f);
+}
+
+/* Settings that need the single updates, or that cannot be kept, are refused by name. */
+static void test_secure_config_refused(void) {
+  static const char *const BAD[][2] = {
+      {"secure=1", "init="},
+      {"secure=1,init=model,norm_factor=3", "norm_factor"},
+      {"secure=1,init=model,max_norm=1", "max_norm"},
+      {"secure=1,init=model,ascent_screen=0.1", "ascent_screen"},
+      {"secure=1,init=model,center_clip=1", "center_clip"},
+      {"secure=1,init=model,samples_factor=1", "samples_factor"},
+      {"secure=1,init=model,drop_factor=2", "drop_factor"},
+      {"secure=1,init=model,beyond_norm=drop", "beyond_norm"},
+      {"secure=1,init=model,weighting=samples", "max_samples"},
+      {"secure=1,rounds=follow", "rounds=follow"},
+      {"secure=2,init=model", "secure"},
+      {"secure_threshold=3,init=model", "secure=1"},
+      {"secure=1,init=model,secure_shares=300", "secure_shares"},
+      {"secure=1,init=model,dp_clip=1,dp_clip_quantile=0.5", "dp_clip_quantile with secure=1"},
+      {"secure=1,init=model,dp_clip=1,dp_sample_rate=0.5,dp_clients=10,quorum=1,target=0,deadline_ms=1000,"
+       "no_quorum=abandon,late=drop",
+       "dp_sample_rate with secure=1"},
+  };
+  for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+    bb_component_init init = {"aggregator", BAD[i][0], 0, 7, bb_default_allocator(), NULL, NULL};
+    void *self = NULL;
+    bb_error err = {0};
+    const int rc = BBI_FEDAVG.create(&init, &self, &err);
+    CHECK_MSG(rc == BB_ERR_INVALID_ARGUMENT && strstr(err.message, BAD[i][1]), "`%s`: %d %s", BAD[i][0], rc,
+              err.message);
+    if (!rc) BBI_FEDAVG.destroy(self);
+  }
+  static const char *const GOOD[] = {"secure=1,init=model", "secure=1,init=model,weighting=samples,max_samples=64",
+                                     "secure=1,init=model,dp_clip=1,dp_noise=1.1,secure_threshold=4,secure_shares=6"};
+  for (size_t i = 0; i < sizeof GOOD / sizeof *GOOD; i++) {
+    bb_component_init init = {"aggregator", GOOD[i], 0, 7, bb_default_allocator(), NULL, NULL};
+    void *self = NULL;
+    bb_error err = {0};
+    CHECK_MSG(BBI_FEDAVG.create(&init, &self, &err) == 0, "`%s`: %s", GOOD[i], err.message);
+    if (self) BBI_FEDAVG.destroy(self);
+  }
+}
+
+int main(void) {
+  RUN(test_secure_config_refused);
+  RUN(test_three_drop_after_masking);
+  RUN(test_below_threshold_aborts);
+  RUN(test_garbage_client_is_expelled);
+  RUN(test_dp_clips_on_the_clients);
+  RUN(test_shares_follow_the_clients_that_joined);
+  RUN(test_plain_update_refused);
+  return bb_test_finish();
+}
