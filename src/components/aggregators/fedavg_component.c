@@ -405,6 +405,24 @@ static int made(const bb_component_init *init, const round_agg *parsed, void **s
   return 0;
 }
 
+/* Adaptive clipping and Poisson sampling are the server's: it counts the updates within
+ * the clip and draws who is in the sum, which under secure=1 it cannot (it sees only the
+ * masked sum), so their keys are refused there. */
+static int refuse_server_dp_under_secure(const round_agg *a, const char *c, bb_error *err) {
+  static const char *const SERVER_DP[] = {"dp_clip_quantile", "dp_sample_rate", NULL};
+  char given[32];
+  for (size_t i = 0; a->secure && SERVER_DP[i]; i++) {
+    int rc = bb_config_str(c, SERVER_DP[i], "", given, sizeof given, err);
+    if (rc) return rc;
+    if (given[0])
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "FedAvg: %s with secure=1: the server sees only the masked sum, not which updates were "
+                          "within the clip or which clients a sample drew (use a fixed dp_clip)",
+                          SERVER_DP[i]);
+  }
+  return 0;
+}
+
 static int fedavg_create(const bb_component_init *init, void **self, bb_error *err) {
   static const char *const KEYS[] = {"quorum",        "target",      "deadline_ms", "no_quorum",     "late",
                                      "max_staleness", "init",        "members",     "max_norm",      "norm_factor",
@@ -426,13 +444,8 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: center_clip is a finite number >= 0 (0: off)");
   a.cfg.method = BBI_FEDROUND_MEAN;
   a.cfg.center_clip = center_clip;
-  if ((rc = parse_secure(&a, c, err))) return rc;
+  if ((rc = parse_secure(&a, c, err)) || (rc = refuse_server_dp_under_secure(&a, c, err))) return rc;
   if ((rc = parse_dp(&a, c, err))) return rc;
-  if (a.secure && (a.adaptive.quantile > 0 || a.sampling.rate < 1))
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                        "FedAvg: %s with secure=1: the server sees only the masked sum, not which updates were "
-                        "within the clip or which clients a sample drew (use a fixed dp_clip)",
-                        a.adaptive.quantile > 0 ? "dp_clip_quantile" : "dp_sample_rate");
   if (a.secure) { /* DP's clip and noise move to the clients */
     a.secure_cfg.dp_clip = a.dp_clip;
     a.secure_cfg.dp_noise = a.dp_noise;
