@@ -9,6 +9,7 @@
 #include "bb/common.h"
 #include "harness.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/kernels/vmath.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -502,6 +503,46 @@ static void test_unary_against_libm(void) {
   free(x), free(y), free(r);
 }
 
+/* Softmax's exp of the shifted values (x - max <= 0): within 2 ulp of libm over [-104, 0]
+ * (a stride through every float there, where the results go subnormal and then 0, and
+ * dense values where they do not), on both of its paths: vectors whose lanes are all
+ * above BBI_EXP_SHIFTED_FAST and vectors with one lane below it. */
+static void test_exp_shifted(void) {
+  rng_seed(11);
+  const bbi_exp_shifted_consts k = bbi_exp_shifted_k;
+  const uint32_t last = 0xc2d00000u; /* -104.0f */
+  int64_t worst = 0;
+  float worst_x = 0.0f;
+  size_t n = 0;
+  for (uint64_t u = 0x80000000u; u <= last + 4ull * 8191; u += 4 * 8191) {
+    bbi_f32x4 x;
+    for (int j = 0; j < 4; j++) {
+      const uint64_t b = u + (uint64_t)j * 2039;
+      x[j] = b > last ? rng_uniform(-86.0f, 0.0f) : float_of((uint32_t)b);
+    }
+    const bbi_f32x4 y = bbi_f32x4_exp_shifted(x, &k);
+    for (int j = 0; j < 4; j++, n++) {
+      const int64_t d = ulp_distance(y[j], (float)exp((double)x[j]));
+      if (d > worst) worst = d, worst_x = x[j];
+    }
+  }
+  for (size_t i = 0; i < 250000; i++) {
+    bbi_f32x4 x;
+    for (int j = 0; j < 4; j++) x[j] = rng_uniform(-87.0f, 0.0f);
+    const bbi_f32x4 y = bbi_f32x4_exp_shifted(x, &k);
+    for (int j = 0; j < 4; j++, n++) {
+      const int64_t d = ulp_distance(y[j], (float)exp((double)x[j]));
+      if (d > worst) worst = d, worst_x = x[j];
+    }
+  }
+  printf("  exp of shifted values: max error %lld ulp over %zu inputs\n", (long long)worst, n);
+  CHECK_MSG(worst <= 2, "exp_shifted(%a) is %lld ulp off", worst_x, (long long)worst);
+  const bbi_f32x4 edges = bbi_f32x4_exp_shifted((bbi_f32x4){-INFINITY, NAN, -0.0f, 0.0f}, &k);
+  CHECK(edges[0] == 0.0f && isnan(edges[1]) && edges[2] == 1.0f && edges[3] == 1.0f);
+  const bbi_f32x4 fast = bbi_f32x4_exp_shifted((bbi_f32x4){NAN, -1.0f, -86.0f, -0.5f}, &k);
+  CHECK(isnan(fast[0]) && ulp_distance(fast[1], (float)exp(-1.0)) <= 2 && ulp_distance(fast[2], (float)exp(-86.0)) <= 2);
+}
+
 /* ---- reductions and softmax -------------------------------------------------------------- */
 
 static const char *const reduce_names[] = {"sum", "mean", "max", "min"};
@@ -849,6 +890,7 @@ int main(void) {
   RUN(test_unary_against_libm);
   RUN(test_reduce_rows);
   RUN(test_reduce_strided);
+  RUN(test_exp_shifted);
   RUN(test_softmax);
   RUN(test_compare_and_select);
   RUN(test_pooling_matches_scalar);

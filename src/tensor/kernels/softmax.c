@@ -13,14 +13,36 @@ BBI_INLINE bbi_f32x4 load_tail_fill(const float *p, size_t n, float fill) {
   return v;
 }
 
+bbi_exp_shifted_consts bbi_exp_shifted_k = {
+    {1.44269504f, 1.44269504f, 1.44269504f, 1.44269504f},
+    {12583039.0f, 12583039.0f, 12583039.0f, 12583039.0f},
+    {BBI_LN2_HI, BBI_LN2_HI, BBI_LN2_HI, BBI_LN2_HI},
+    {BBI_LN2_LO, BBI_LN2_LO, BBI_LN2_LO, BBI_LN2_LO},
+    {0.008312858f, 0.008312858f, 0.008312858f, 0.008312858f},
+    {0.04188907f, 0.04188907f, 0.04188907f, 0.04188907f},
+    {0.16667111f, 0.16667111f, 0.16667111f, 0.16667111f},
+    {0.49999243f, 0.49999243f, 0.49999243f, 0.49999243f},
+    {1.0f, 1.0f, 1.0f, 1.0f},
+    {BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST},
+};
+
 /* Sum of exp(x[i] - max) over the row; stores the terms in y when y is not NULL. */
 static float sum_exp(size_t n, const float *x, float max, float *y) {
+  const bbi_exp_shifted_consts k = bbi_exp_shifted_k;
   const bbi_f32x4 vmax = bbi_f32x4_splat(max);
   bbi_f32x4 acc0 = bbi_f32x4_splat(0.0f), acc1 = acc0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const bbi_f32x4 e0 = bbi_f32x4_exp(bbi_f32x4_load(x + i) - vmax);
-    const bbi_f32x4 e1 = bbi_f32x4_exp(bbi_f32x4_load(x + i + 4) - vmax);
+    const bbi_f32x4 d0 = bbi_f32x4_load(x + i) - vmax, d1 = bbi_f32x4_load(x + i + 4) - vmax;
+    bbi_f32x4 e0, e1;
+    /* one test for both vectors */
+    if (bbi_i32x4_any((d0 < k.fast) | (d1 < k.fast))) {
+      e0 = bbi_f32x4_exp(d0);
+      e1 = bbi_f32x4_exp(d1);
+    } else {
+      e0 = bbi_f32x4_exp_shifted_fast(d0, &k);
+      e1 = bbi_f32x4_exp_shifted_fast(d1, &k);
+    }
     if (y) {
       bbi_f32x4_store(y + i, e0);
       bbi_f32x4_store(y + i + 4, e1);
@@ -29,13 +51,13 @@ static float sum_exp(size_t n, const float *x, float max, float *y) {
     acc1 += e1;
   }
   for (; i + 4 <= n; i += 4) {
-    const bbi_f32x4 e = bbi_f32x4_exp(bbi_f32x4_load(x + i) - vmax);
+    const bbi_f32x4 e = bbi_f32x4_exp_shifted(bbi_f32x4_load(x + i) - vmax, &k);
     if (y) bbi_f32x4_store(y + i, e);
     acc0 += e;
   }
   if (i < n) {
     /* -inf in the unused lanes makes their terms exactly 0. */
-    const bbi_f32x4 e = bbi_f32x4_exp(load_tail_fill(x + i, n - i, -INFINITY) - vmax);
+    const bbi_f32x4 e = bbi_f32x4_exp_shifted(load_tail_fill(x + i, n - i, -INFINITY) - vmax, &k);
     if (y) bbi_f32x4_store_tail(y + i, e, n - i);
     acc0 += e;
   }
