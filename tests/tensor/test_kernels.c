@@ -724,6 +724,49 @@ static bbi_window2d random_pool(void) {
   return g;
 }
 
+/* The column matrix, SIMD against the scalar twin, bit for bit: random windows (padding
+ * up to one more than the window's span, dilations, strides), half of them stride 1 with
+ * the width kept (the one-run path), and the 3×3 / pad 1 convolutions of a small CNN. The
+ * matrix is surrounded by sentinels: nothing outside its rows may be written. */
+static void test_im2col_matches_scalar(void) {
+  rng_seed(12);
+  int ok = 1, ok_bounds = 1;
+  for (int t = 0; t < 800; t++) {
+    bbi_window2d g = {0};
+    g.ih = (size_t)rng_int(1, 13), g.iw = (size_t)rng_int(1, 30);
+    g.kh = (size_t)rng_int(1, 4), g.kw = (size_t)rng_int(1, 4);
+    g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
+    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+    if (t % 2) {
+      g.sh = g.sw = 1;
+      g.ph = (size_t)rng_int(0, (int)span_h - 1), g.ph_end = span_h - 1 - g.ph;
+      g.pw = (size_t)rng_int(0, (int)span_w - 1), g.pw_end = span_w - 1 - g.pw;
+      if (t % 4 == 1) g.ph = (size_t)rng_int(0, (int)span_h + 1); /* height changes, width kept */
+    } else {
+      g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+      g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
+      g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
+    }
+    if (t % 10 == 0) g = (bbi_window2d){28, 28, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
+    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
+    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    const size_t channels = (size_t)rng_int(1, 3), ld = g.oh * g.ow + (size_t)rng_int(0, 5);
+    const size_t rows = channels * g.kh * g.kw, size = rows * ld + 8;
+    float *x = floats(channels * g.ih * g.iw), *y = floats(size), *r = floats(size);
+    fill_uniform(x, channels * g.ih * g.iw, -4.0f, 4.0f);
+    for (size_t i = 0; i < size; i++) y[i] = r[i] = 1234.5f;
+    bbi_f32_im2col_2d(&g, channels, x, y + 4, ld);
+    bbi_f32_im2col_2d_scalar(&g, channels, x, r + 4, ld);
+    ok &= memcmp(y, r, size * sizeof *y) == 0;
+    for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[size - 1 - i] == 1234.5f;
+    free(x), free(y), free(r);
+  }
+  CHECK_MSG(ok, "im2col differs from the scalar twin");
+  CHECK_MSG(ok_bounds, "im2col wrote outside the column matrix");
+}
+
 static void test_pooling_matches_scalar(void) {
   rng_seed(9);
   int ok_max = 1, ok_avg = 1, ok_idx = 1;
@@ -893,6 +936,7 @@ int main(void) {
   RUN(test_exp_shifted);
   RUN(test_softmax);
   RUN(test_compare_and_select);
+  RUN(test_im2col_matches_scalar);
   RUN(test_pooling_matches_scalar);
   RUN(test_dwconv_matches_scalar);
   RUN(test_activation_matches_scalar);
