@@ -165,7 +165,8 @@ BBI_INLINE void pool_rows(const bbi_window2d *g, pool_mode mode, size_t planes, 
       int64_t *idx = indices ? indices + (p * g->oh + oy) * g->ow : NULL;
       const int64_t base = (int64_t)(p * in_size);
       /* the window rows inside the image, and (count_include_pad) inside the padding */
-      row_plan r = {{0}, 0, 0, {0}};
+      row_plan r; /* iy is filled up to n_rows: zeroing all 16 would cost a memset per row */
+      r.n_rows = r.padded_rows = 0;
       for (size_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
         if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
