@@ -7,7 +7,7 @@
 //
 //   cd bench/js && npm ci --ignore-scripts          # once
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
-//   node bench/js/infer-vs-peers.mjs [--quick]
+//   node bench/js/infer-vs-peers.mjs [--quick] [--only Softmax,LogSoftmax,CNN]
 //
 // Two times per runtime:
 // * compute: the op or network alone on inputs already inside the runtime. bb:
