@@ -333,7 +333,7 @@ const median = (values) => {
 
 // ---- the bench ------------------------------------------------------------------------------
 
-const fmtMs = (ms) => (ms === undefined ? '—' : ms < 1 ? ms.toFixed(3) : ms < 100 ? ms.toFixed(2) : ms.toFixed(1));
+const fmtMs = (ms) => (ms === undefined ? '—' : ms < 0.01 ? ms.toFixed(4) : ms < 1 ? ms.toFixed(3) : ms < 100 ? ms.toFixed(2) : ms.toFixed(1));
 const fmtRatio = (peer, ours) => (peer === undefined || ours === undefined ? '—' : `${(peer / ours).toFixed(2)}×`);
 
 const bb = await loadBb(packageWasm);
