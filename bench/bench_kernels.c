@@ -3,7 +3,8 @@
  * under Node (`node build-wasm/bench/bench_kernels.js`).
  *
  *   bench_kernels            the standard table
- *   bench_kernels sweep      GEMM micro-kernel shapes and cache blocks, for tuning */
+ *   bench_kernels sweep      GEMM micro-kernel shapes and cache blocks, for tuning
+ *   bench_kernels rows       the elementwise and row kernels alone */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 
 #include <stdint.h>
@@ -192,6 +193,15 @@ static void run_softmax(void *p) {
   sink = v->y[0];
 }
 
+static void run_log_softmax(void *p) {
+  vec_ctx *v = p;
+  if (v->simd)
+    bbi_f32_log_softmax_rows(v->rows, v->cols, v->a, v->y);
+  else
+    bbi_f32_log_softmax_rows_scalar(v->rows, v->cols, v->a, v->y);
+  sink = v->y[0];
+}
+
 static void run_reduce_sum(void *p) {
   vec_ctx *v = p;
   if (v->simd)
@@ -234,6 +244,8 @@ static void bench_elementwise(void) {
   printf("  %-26s %9s %9s %8s\n", "", "simd", "scalar", "ratio");
   bench_rows("Add 1M floats", run_add, 1, n, 12.0 * (double)n, -8, 8);
   bench_rows("Softmax 1024x1024", run_softmax, 1024, 1024, 8.0 * (double)n, -8, 8);
+  bench_rows("Softmax 64x1000", run_softmax, 64, 1000, 8.0 * 64000.0, -8, 8);
+  bench_rows("LogSoftmax 1024x1024", run_log_softmax, 1024, 1024, 8.0 * (double)n, -8, 8);
   bench_rows("ReduceSum 1024x1024", run_reduce_sum, 1024, 1024, 4.0 * (double)n, -8, 8);
   static const struct {
     bbi_unary_op op;
@@ -332,6 +344,10 @@ static void sweep(const char *only) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
     sweep(argc > 2 ? argv[2] : NULL);
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "rows") == 0) {
+    bench_elementwise();
     return 0;
   }
   bench_gemm();

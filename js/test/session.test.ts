@@ -174,6 +174,26 @@ describe('models built in JavaScript', () => {
     }
   });
 
+  test('each run binds its inputs by their own names, whatever the order or names of the run before', () => {
+    const { model, session } = sessionOf(oneNode('Sub', { a: [2], b: [2] }, { d: [2] }));
+    const x = Tensor.from(bb, 'float', Float32Array.of(10, 20), [2]);
+    const y = Tensor.from(bb, 'float', Float32Array.of(1, 2), [2]);
+    const difference = (inputs: Record<string, Tensor>): number[] => {
+      const { d } = session.run(inputs);
+      const values = Array.from(d!.toArray() as Float32Array);
+      d!.free();
+      return values;
+    };
+    expect(difference({ a: x, b: y })).toEqual([9, 18]);
+    expect(difference({ a: x, b: y })).toEqual([9, 18]);
+    expect(difference({ b: y, a: x })).toEqual([9, 18]);
+    expect(difference({ a: y, b: x })).toEqual([-9, -18]);
+    expect(bbErrorOf(() => session.run({ a: x, c: y })).message).toBe('session run: the graph has no input named c');
+    expect(bbErrorOf(() => session.run({ a: x })).message).toBe('session run: graph input b was not given');
+    expect(difference({ b: x, a: y })).toEqual([-9, -18]);
+    freeAll(x, y, session, model);
+  });
+
   test('the model may be freed before its session, which keeps running', () => {
     const model = OnnxModel.decode(bb, encodeOnnxModel(oneNode('Relu', { x: [4] }, { y: [4] })));
     const session = new CpuSession(bb, model);

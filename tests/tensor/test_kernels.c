@@ -9,6 +9,7 @@
 #include "bb/common.h"
 #include "harness.h"
 #include "tensor/kernels/kernels.h"
+#include "tensor/kernels/vmath.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -502,6 +503,46 @@ static void test_unary_against_libm(void) {
   free(x), free(y), free(r);
 }
 
+/* Softmax's exp of the shifted values (x - max <= 0): within 2 ulp of libm over [-104, 0]
+ * (a stride through every float there, where the results go subnormal and then 0, and
+ * dense values where they do not), on both of its paths: vectors whose lanes are all
+ * above BBI_EXP_SHIFTED_FAST and vectors with one lane below it. */
+static void test_exp_shifted(void) {
+  rng_seed(11);
+  const bbi_exp_shifted_consts k = bbi_exp_shifted_k;
+  const uint32_t last = 0xc2d00000u; /* -104.0f */
+  int64_t worst = 0;
+  float worst_x = 0.0f;
+  size_t n = 0;
+  for (uint64_t u = 0x80000000u; u <= last + 4ull * 8191; u += 4 * 8191) {
+    bbi_f32x4 x;
+    for (int j = 0; j < 4; j++) {
+      const uint64_t b = u + (uint64_t)j * 2039;
+      x[j] = b > last ? rng_uniform(-86.0f, 0.0f) : float_of((uint32_t)b);
+    }
+    const bbi_f32x4 y = bbi_f32x4_exp_shifted(x, &k);
+    for (int j = 0; j < 4; j++, n++) {
+      const int64_t d = ulp_distance(y[j], (float)exp((double)x[j]));
+      if (d > worst) worst = d, worst_x = x[j];
+    }
+  }
+  for (size_t i = 0; i < 250000; i++) {
+    bbi_f32x4 x;
+    for (int j = 0; j < 4; j++) x[j] = rng_uniform(-87.0f, 0.0f);
+    const bbi_f32x4 y = bbi_f32x4_exp_shifted(x, &k);
+    for (int j = 0; j < 4; j++, n++) {
+      const int64_t d = ulp_distance(y[j], (float)exp((double)x[j]));
+      if (d > worst) worst = d, worst_x = x[j];
+    }
+  }
+  printf("  exp of shifted values: max error %lld ulp over %zu inputs\n", (long long)worst, n);
+  CHECK_MSG(worst <= 2, "exp_shifted(%a) is %lld ulp off", worst_x, (long long)worst);
+  const bbi_f32x4 edges = bbi_f32x4_exp_shifted((bbi_f32x4){-INFINITY, NAN, -0.0f, 0.0f}, &k);
+  CHECK(edges[0] == 0.0f && isnan(edges[1]) && edges[2] == 1.0f && edges[3] == 1.0f);
+  const bbi_f32x4 fast = bbi_f32x4_exp_shifted((bbi_f32x4){NAN, -1.0f, -86.0f, -0.5f}, &k);
+  CHECK(isnan(fast[0]) && ulp_distance(fast[1], (float)exp(-1.0)) <= 2 && ulp_distance(fast[2], (float)exp(-86.0)) <= 2);
+}
+
 /* ---- reductions and softmax -------------------------------------------------------------- */
 
 static const char *const reduce_names[] = {"sum", "mean", "max", "min"};
@@ -683,6 +724,49 @@ static bbi_window2d random_pool(void) {
   return g;
 }
 
+/* The column matrix, SIMD against the scalar twin, bit for bit: random windows (padding
+ * up to one more than the window's span, dilations, strides), half of them stride 1 with
+ * the width kept (the one-run path), and the 3×3 / pad 1 convolutions of a small CNN. The
+ * matrix is surrounded by sentinels: nothing outside its rows may be written. */
+static void test_im2col_matches_scalar(void) {
+  rng_seed(12);
+  int ok = 1, ok_bounds = 1;
+  for (int t = 0; t < 800; t++) {
+    bbi_window2d g = {0};
+    g.ih = (size_t)rng_int(1, 13), g.iw = (size_t)rng_int(1, 30);
+    g.kh = (size_t)rng_int(1, 4), g.kw = (size_t)rng_int(1, 4);
+    g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
+    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+    if (t % 2) {
+      g.sh = g.sw = 1;
+      g.ph = (size_t)rng_int(0, (int)span_h - 1), g.ph_end = span_h - 1 - g.ph;
+      g.pw = (size_t)rng_int(0, (int)span_w - 1), g.pw_end = span_w - 1 - g.pw;
+      if (t % 4 == 1) g.ph = (size_t)rng_int(0, (int)span_h + 1); /* height changes, width kept */
+    } else {
+      g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+      g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
+      g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
+    }
+    if (t % 10 == 0) g = (bbi_window2d){28, 28, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
+    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
+    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    const size_t channels = (size_t)rng_int(1, 3), ld = g.oh * g.ow + (size_t)rng_int(0, 5);
+    const size_t rows = channels * g.kh * g.kw, size = rows * ld + 8;
+    float *x = floats(channels * g.ih * g.iw), *y = floats(size), *r = floats(size);
+    fill_uniform(x, channels * g.ih * g.iw, -4.0f, 4.0f);
+    for (size_t i = 0; i < size; i++) y[i] = r[i] = 1234.5f;
+    bbi_f32_im2col_2d(&g, channels, x, y + 4, ld);
+    bbi_f32_im2col_2d_scalar(&g, channels, x, r + 4, ld);
+    ok &= memcmp(y, r, size * sizeof *y) == 0;
+    for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[size - 1 - i] == 1234.5f;
+    free(x), free(y), free(r);
+  }
+  CHECK_MSG(ok, "im2col differs from the scalar twin");
+  CHECK_MSG(ok_bounds, "im2col wrote outside the column matrix");
+}
+
 static void test_pooling_matches_scalar(void) {
   rng_seed(9);
   int ok_max = 1, ok_avg = 1, ok_idx = 1;
@@ -849,8 +933,10 @@ int main(void) {
   RUN(test_unary_against_libm);
   RUN(test_reduce_rows);
   RUN(test_reduce_strided);
+  RUN(test_exp_shifted);
   RUN(test_softmax);
   RUN(test_compare_and_select);
+  RUN(test_im2col_matches_scalar);
   RUN(test_pooling_matches_scalar);
   RUN(test_dwconv_matches_scalar);
   RUN(test_activation_matches_scalar);

@@ -26,6 +26,9 @@ export class CpuSession {
   readonly inputNames: readonly string[];
   /** The names of the tensors {@link CpuSession.run} returns, in graph order. */
   readonly outputNames: readonly string[];
+  /** The input names of the last run and their packed UTF-8 (NUL after each): most callers pass the same names every run. */
+  #lastNames: readonly string[] = [];
+  #lastPacked: Uint8Array = new Uint8Array(0);
 
   /**
    * Prepares the model's main graph. Throws a {@link BbError} (`Unsupported`) naming the
@@ -91,7 +94,7 @@ export class CpuSession {
       if (name.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession.run: an input name contains NUL');
     }
     // One block: the input handles, room for the output handles, then the packed names.
-    const names = utf8.encode(entries.map(([name]) => `${name}\0`).join(''));
+    const names = this.#packedNames(entries);
     const outputsAt = entries.length * HANDLE_BYTES;
     const namesAt = outputsAt + this.outputNames.length * HANDLE_BYTES;
     const block = new Uint8Array(namesAt + names.length);
@@ -114,6 +117,16 @@ export class CpuSession {
     const handle = this.#handle;
     this.#handle = 0;
     this.#bb.check(this.#bb.exports.bb_wasm_session_free(handle));
+  }
+
+  /** The input names as the module reads them, each followed by NUL; reused while they stay the same. */
+  #packedNames(entries: readonly (readonly [string, Tensor])[]): Uint8Array {
+    const last = this.#lastNames;
+    if (last.length === entries.length && entries.every(([name], i) => name === last[i])) return this.#lastPacked;
+    const packed = utf8.encode(entries.map(([name]) => `${name}\0`).join(''));
+    this.#lastNames = entries.map(([name]) => name);
+    this.#lastPacked = packed;
+    return packed;
   }
 
   /** The output handles as tensors by name; if one cannot be read, every one is freed. */

@@ -70,7 +70,9 @@ export class Tensor<D extends DType = DType> {
       const rank = bb.check(bb.exports.bb_wasm_tensor_rank(handle));
       const dimsPtr = bb.checkPointer(bb.exports.bb_wasm_tensor_dims(handle));
       const view = new DataView(bb.exports.memory.buffer, dimsPtr, rank * 8);
-      const dims = Array.from({ length: rank }, (_, i) => Number(view.getBigInt64(i * 8, true)));
+      // int64 dims, never negative: two 32-bit halves, without BigInt (one rounding past 2^53, as Number(bigint))
+      const dims: number[] = [];
+      for (let i = 0; i < rank; i++) dims.push(view.getUint32(i * 8, true) + view.getUint32(i * 8 + 4, true) * 2 ** 32);
       return new Tensor(bb, handle, dtype, dims);
     } catch (error) {
       bb.exports.bb_wasm_tensor_free(handle);

@@ -185,6 +185,18 @@ BBI_INLINE void copy_rows(size_t W, const float *src, size_t ld, size_t kc, floa
   }
 }
 
+/* The same for a narrow panel, 4 <= W <= 8 floats (an A panel is MR rows, 5 in wasm): two
+ * vectors per row, the second one ending at the row's end (they overlap when W < 8). */
+BBI_INLINE void copy_rows_narrow(size_t W, const float *src, size_t ld, size_t kc, float scale,
+                                float *dst) {
+  const bbi_f32x4 s = bbi_f32x4_splat(scale);
+  for (size_t p = 0; p < kc; p++, src += ld, dst += W) {
+    const bbi_f32x4 lo = bbi_f32x4_load(src), hi = bbi_f32x4_load(src + W - 4);
+    bbi_f32x4_store(dst, lo * s);
+    bbi_f32x4_store(dst + W - 4, hi * s);
+  }
+}
+
 /* Columns of the panel copied from consecutive source rows: dst[p*width + j] =
  * scale * src[p*ld + j] for j < count, zero up to width. The full widths of the shipped
  * tiles get loops the compiler unrolls: a row of a B panel is only two to eight vectors. */
@@ -195,7 +207,12 @@ static void pack_rows_direct(const float *src, size_t ld, size_t count, size_t w
     case 8: copy_rows(8, src, ld, kc, scale, dst); return;
     case 16: copy_rows(16, src, ld, kc, scale, dst); return;
     case 32: copy_rows(32, src, ld, kc, scale, dst); return;
-    default: break;
+    default:
+      if (width >= 4 && width < 8) {
+        copy_rows_narrow(width, src, ld, kc, scale, dst);
+        return;
+      }
+      break;
     }
   }
   for (size_t p = 0; p < kc; p++, src += ld, dst += width) {

@@ -1,8 +1,11 @@
 /* The column matrix of a 2-D convolution and its adjoint. Each (channel, ky, kx) row is
- * oh runs of ow values; per run, the columns whose window falls inside the image are one
+ * oh runs of ow values (for a stride-1 convolution that keeps the width, one run of the
+ * flat plane with its edge columns zeroed); per run, the columns whose window falls inside the image are one
  * block [x0, x1) found once per row, so the inner loops are plain copies (or, for the
  * adjoint, additions) four floats at a time with unit stride, and strided elsewhere. Both
  * forms visit the elements in the same order, so the adjoint's sums agree bit for bit. */
+#include <stdbool.h>
+
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
 
@@ -21,7 +24,50 @@ static void zero_run(float *dst, size_t n) {
   for (; i < n; i++) dst[i] = 0.0f;
 }
 
+static void copy_run(float *dst, const float *src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    bbi_f32x4_store(dst + i, bbi_f32x4_load(src + i));
+    bbi_f32x4_store(dst + i + 4, bbi_f32x4_load(src + i + 4));
+  }
+  for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(src + i));
+  for (; i < n; i++) dst[i] = src[i];
+}
+
+/* One row of the column matrix when both strides are 1 and ow == iw (a "same"
+ * convolution): output rows oy0..oy1 read input rows oy0 + ky·dh - ph on, each shifted by
+ * the same column offset, so the whole block is one run of the flat plane, shifted. The
+ * run's ends that would fall outside the plane are 0, and so are the columns outside
+ * [x0, x1) of each row, which read a neighbouring row's values in the flat run. */
+static void same_row(const bbi_window2d *g, const float *plane, size_t ky, size_t kx, size_t x0, size_t x1,
+                     float *row) {
+  const size_t w = g->ow;
+  const int64_t first_iy = (int64_t)(ky * g->dh) - (int64_t)g->ph; /* input row of oy = 0 */
+  const size_t oy0 = first_iy < 0 ? (size_t)-first_iy : 0;
+  const int64_t end = (int64_t)g->ih - first_iy; /* first oy past the input */
+  const size_t oy1 = end <= 0 ? 0 : end < (int64_t)g->oh ? (size_t)end : g->oh;
+  if (oy1 <= oy0 || x0 >= x1) {
+    zero_run(row, g->oh * w);
+    return;
+  }
+  zero_run(row, oy0 * w);
+  zero_run(row + oy1 * w, (g->oh - oy1) * w);
+  /* element i of the block reads flat index s0 + i of the plane */
+  const int64_t s0 = (first_iy + (int64_t)oy0) * (int64_t)w + (int64_t)(kx * g->dw) - (int64_t)g->pw;
+  const int64_t size = (int64_t)(g->ih * g->iw), n = (int64_t)((oy1 - oy0) * w);
+  const int64_t lo = s0 < 0 ? -s0 : 0, hi = s0 + n > size ? size - s0 : n;
+  float *dst = row + oy0 * w;
+  zero_run(dst, (size_t)lo);
+  copy_run(dst + lo, plane + s0 + lo, (size_t)(hi - lo));
+  zero_run(dst + hi, (size_t)(n - hi));
+  for (size_t oy = oy0; oy < oy1; oy++) {
+    for (size_t ox = 0; ox < x0; ox++) row[oy * w + ox] = 0.0f;
+    for (size_t ox = x1; ox < w; ox++) row[oy * w + ox] = 0.0f;
+  }
+}
+
 void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  const bool same = g->sh == 1 && g->sw == 1 && g->ow == g->iw;
   for (size_t c = 0; c < channels; c++) {
     const float *plane = x + c * g->ih * g->iw;
     for (size_t ky = 0; ky < g->kh; ky++)
@@ -29,6 +75,10 @@ void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, f
         float *row = col + ((c * g->kh + ky) * g->kw + kx) * ld;
         size_t x0, x1;
         inside_columns(g, kx, &x0, &x1);
+        if (same) {
+          same_row(g, plane, ky, kx, x0, x1, row);
+          continue;
+        }
         const size_t first = x0 * g->sw + kx * g->dw - g->pw; /* the image column of x0 (when x0 < x1) */
         for (size_t oy = 0; oy < g->oh; oy++, row += g->ow) {
           const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;

@@ -165,7 +165,8 @@ BBI_INLINE void pool_rows(const bbi_window2d *g, pool_mode mode, size_t planes, 
       int64_t *idx = indices ? indices + (p * g->oh + oy) * g->ow : NULL;
       const int64_t base = (int64_t)(p * in_size);
       /* the window rows inside the image, and (count_include_pad) inside the padding */
-      row_plan r = {{0}, 0, 0, {0}};
+      row_plan r; /* iy is filled up to n_rows: zeroing all 16 would cost a memset per row */
+      r.n_rows = r.padded_rows = 0;
       for (size_t ky = 0; ky < g->kh; ky++) {
         const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
         if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
@@ -190,10 +191,42 @@ BBI_INLINE void pool_rows(const bbi_window2d *g, pool_mode mode, size_t planes, 
     }
 }
 
+/* Max pooling 2×2 at stride 2 whose windows all lie inside the image (the common layer of
+ * a small CNN), at least four outputs a row: per output row, two input rows, four outputs
+ * from two vectors of each; a row's last outputs come from one more vector ending at the
+ * row's end, overlapping the one before. Each lane takes its window in pool_one's order
+ * (top left, top right, bottom left, bottom right), so the results are its bits. */
+static void maxpool_2x2(const bbi_window2d *g, size_t planes, const float *x, float *y) {
+  const size_t iw = g->iw, ow = g->ow;
+  for (size_t p = 0; p < planes; p++, x += g->ih * iw)
+    for (size_t oy = 0; oy < g->oh; oy++, y += ow) {
+      const float *r0 = x + 2 * oy * iw, *r1 = r0 + iw;
+      for (size_t ox = 0;; ox += 4) {
+        if (ox + 4 > ow) {
+          if (ox == ow) break;
+          ox = ow - 4;
+        }
+        const bbi_f32x4 a0 = bbi_f32x4_load(r0 + 2 * ox), a1 = bbi_f32x4_load(r0 + 2 * ox + 4);
+        const bbi_f32x4 b0 = bbi_f32x4_load(r1 + 2 * ox), b1 = bbi_f32x4_load(r1 + 2 * ox + 4);
+        bbi_f32x4 acc = BBI_F32X4_SHUFFLE(a0, a1, 0, 2, 4, 6);
+        acc = bbi_f32x4_max(acc, BBI_F32X4_SHUFFLE(a0, a1, 1, 3, 5, 7));
+        acc = bbi_f32x4_max(acc, BBI_F32X4_SHUFFLE(b0, b1, 0, 2, 4, 6));
+        acc = bbi_f32x4_max(acc, BBI_F32X4_SHUFFLE(b0, b1, 1, 3, 5, 7));
+        bbi_f32x4_store(y + ox, acc);
+        if (ox + 4 == ow) break;
+      }
+    }
+}
+
 static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   /* lanes track offsets in 32 bits; the row and column plans hold 16 window positions */
   if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16 || g->kw > 16) {
     pool_scalar(g, mode != MODE_AVG, planes, x, y, indices);
+    return;
+  }
+  if (mode == MODE_MAX && !indices && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 &&
+      g->dw == 1 && g->ph == 0 && g->pw == 0 && g->ow >= 4 && 2 * g->oh <= g->ih && 2 * g->ow <= g->iw) {
+    maxpool_2x2(g, planes, x, y);
     return;
   }
   /* one specialisation per mode, so the inner loop carries no branch on it */

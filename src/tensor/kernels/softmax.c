@@ -1,6 +1,7 @@
 /* Softmax and log-softmax along contiguous rows. Each row is shifted by its maximum, so
  * exp never overflows and the largest term is exactly 1. */
 #include <math.h>
+#include <stdbool.h>
 
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
@@ -13,14 +14,65 @@ BBI_INLINE bbi_f32x4 load_tail_fill(const float *p, size_t n, float fill) {
   return v;
 }
 
-/* Sum of exp(x[i] - max) over the row; stores the terms in y when y is not NULL. */
-static float sum_exp(size_t n, const float *x, float max, float *y) {
+bbi_exp_shifted_consts bbi_exp_shifted_k = {
+    {1.44269504f, 1.44269504f, 1.44269504f, 1.44269504f},
+    {12583039.0f, 12583039.0f, 12583039.0f, 12583039.0f},
+    {BBI_LN2_HI, BBI_LN2_HI, BBI_LN2_HI, BBI_LN2_HI},
+    {BBI_LN2_LO, BBI_LN2_LO, BBI_LN2_LO, BBI_LN2_LO},
+    {0.008312858f, 0.008312858f, 0.008312858f, 0.008312858f},
+    {0.04188907f, 0.04188907f, 0.04188907f, 0.04188907f},
+    {0.16667111f, 0.16667111f, 0.16667111f, 0.16667111f},
+    {0.49999243f, 0.49999243f, 0.49999243f, 0.49999243f},
+    {1.0f, 1.0f, 1.0f, 1.0f},
+    {BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST},
+};
+
+/* The row's maximum (NaN if the row holds one, as bbi_f32_reduce_rows gives it) and its
+ * minimum (NaNs passed over), in one pass. */
+static float row_max_min(size_t n, const float *x, float *min) {
+  bbi_f32x4 hi0 = bbi_f32x4_splat(-INFINITY), hi1 = hi0, lo0 = bbi_f32x4_splat(INFINITY), lo1 = lo0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const bbi_f32x4 a = bbi_f32x4_load(x + i), b = bbi_f32x4_load(x + i + 4);
+    hi0 = bbi_f32x4_select(a != a, a, bbi_f32x4_max(hi0, a));
+    hi1 = bbi_f32x4_select(b != b, b, bbi_f32x4_max(hi1, b));
+    lo0 = bbi_f32x4_min(lo0, a);
+    lo1 = bbi_f32x4_min(lo1, b);
+  }
+  hi0 = bbi_f32x4_select(hi1 != hi1, hi1, bbi_f32x4_max(hi0, hi1));
+  lo0 = bbi_f32x4_min(lo0, lo1);
+  float hi = -INFINITY, lo = INFINITY;
+  for (int l = 0; l < 4; l++) {
+    hi = hi0[l] != hi0[l] ? hi0[l] : bbi_f32_max_scalar(hi, hi0[l]);
+    lo = bbi_f32_min_scalar(lo, lo0[l]);
+  }
+  for (; i < n; i++) {
+    hi = x[i] != x[i] ? x[i] : bbi_f32_max_scalar(hi, x[i]);
+    lo = bbi_f32_min_scalar(lo, x[i]);
+  }
+  *min = lo;
+  return hi;
+}
+
+/* Sum of exp(x[i] - max) over the row; stores the terms in y when y is not NULL. With
+ * `fast`, every x[i] - max is known to be at least BBI_EXP_SHIFTED_FAST (the row's minimum
+ * says so), and the vectors skip the test for the slow path. */
+BBI_INLINE float sum_exp_as(bool fast, size_t n, const float *x, float max, float *y) {
+  const bbi_exp_shifted_consts k = bbi_exp_shifted_k;
   const bbi_f32x4 vmax = bbi_f32x4_splat(max);
   bbi_f32x4 acc0 = bbi_f32x4_splat(0.0f), acc1 = acc0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const bbi_f32x4 e0 = bbi_f32x4_exp(bbi_f32x4_load(x + i) - vmax);
-    const bbi_f32x4 e1 = bbi_f32x4_exp(bbi_f32x4_load(x + i + 4) - vmax);
+    const bbi_f32x4 d0 = bbi_f32x4_load(x + i) - vmax, d1 = bbi_f32x4_load(x + i + 4) - vmax;
+    bbi_f32x4 e0, e1;
+    /* one test for both vectors */
+    if (!fast && bbi_i32x4_any((d0 < k.fast) | (d1 < k.fast))) {
+      e0 = bbi_f32x4_exp(d0);
+      e1 = bbi_f32x4_exp(d1);
+    } else {
+      e0 = bbi_f32x4_exp_shifted_fast(d0, &k);
+      e1 = bbi_f32x4_exp_shifted_fast(d1, &k);
+    }
     if (y) {
       bbi_f32x4_store(y + i, e0);
       bbi_f32x4_store(y + i + 4, e1);
@@ -29,25 +81,37 @@ static float sum_exp(size_t n, const float *x, float max, float *y) {
     acc1 += e1;
   }
   for (; i + 4 <= n; i += 4) {
-    const bbi_f32x4 e = bbi_f32x4_exp(bbi_f32x4_load(x + i) - vmax);
+    const bbi_f32x4 e = bbi_f32x4_exp_shifted(bbi_f32x4_load(x + i) - vmax, &k);
     if (y) bbi_f32x4_store(y + i, e);
     acc0 += e;
   }
   if (i < n) {
     /* -inf in the unused lanes makes their terms exactly 0. */
-    const bbi_f32x4 e = bbi_f32x4_exp(load_tail_fill(x + i, n - i, -INFINITY) - vmax);
+    const bbi_f32x4 e = bbi_f32x4_exp_shifted(load_tail_fill(x + i, n - i, -INFINITY) - vmax, &k);
     if (y) bbi_f32x4_store_tail(y + i, e, n - i);
     acc0 += e;
   }
   return bbi_f32x4_hsum(acc0 + acc1);
 }
 
+static float sum_exp_fast(size_t n, const float *x, float max, float *y) { return sum_exp_as(true, n, x, max, y); }
+static float sum_exp_checked(size_t n, const float *x, float max, float *y) { return sum_exp_as(false, n, x, max, y); }
+
+/* The row's maximum, and the sum of exp(x[i] - max) (the terms stored in y if not NULL). */
+static float max_and_sum_exp(size_t n, const float *x, float *y, float *sum) {
+  float min;
+  const float max = row_max_min(n, x, &min);
+  /* false for a NaN max, an infinite one, or a -inf in the row */
+  const bool fast = min - max >= BBI_EXP_SHIFTED_FAST;
+  *sum = fast ? sum_exp_fast(n, x, max, y) : sum_exp_checked(n, x, max, y);
+  return max;
+}
+
 void bbi_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
   if (cols == 0) return;
   for (size_t r = 0; r < rows; r++, x += cols, y += cols) {
-    float max;
-    bbi_f32_reduce_rows(BBI_REDUCE_MAX, 1, cols, x, &max);
-    const float sum = sum_exp(cols, x, max, y);
+    float sum;
+    max_and_sum_exp(cols, x, y, &sum);
     bbi_f32_vbinary_c(BBI_BINARY_MUL, cols, y, 1.0f / sum, y);
   }
 }
@@ -55,9 +119,9 @@ void bbi_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
 void bbi_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, float *y) {
   if (cols == 0) return;
   for (size_t r = 0; r < rows; r++, x += cols, y += cols) {
-    float max;
-    bbi_f32_reduce_rows(BBI_REDUCE_MAX, 1, cols, x, &max);
-    const float log_sum = logf(sum_exp(cols, x, max, NULL));
+    float sum;
+    const float max = max_and_sum_exp(cols, x, NULL, &sum);
+    const float log_sum = logf(sum);
     const bbi_f32x4 vmax = bbi_f32x4_splat(max), vlog = bbi_f32x4_splat(log_sum);
     size_t i = 0;
     for (; i + 4 <= cols; i += 4) bbi_f32x4_store(y + i, (bbi_f32x4_load(x + i) - vmax) - vlog);

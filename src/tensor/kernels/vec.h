@@ -126,6 +126,17 @@ BBI_INLINE int bbi_i32x4_all(bbi_i32x4 mask) {
 #endif
 }
 
+/* Nonzero when some lane of a comparison mask is set. */
+BBI_INLINE int bbi_i32x4_any(bbi_i32x4 mask) {
+#if defined(__wasm_simd128__)
+  return wasm_v128_any_true((v128_t)mask);
+#elif defined(__SSE2__)
+  return _mm_movemask_ps((__m128)mask) != 0;
+#else
+  return (mask[0] | mask[1] | mask[2] | mask[3]) != 0;
+#endif
+}
+
 /* Lanes of a and b picked by index (0-3 from a, 4-7 from b). */
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 #define BBI_F32X4_SHUFFLE(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)

@@ -50,6 +50,53 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_exp(bbi_f32x4 x) {
   return (p * s1) * s2;
 }
 
+/* exp(x) for x <= 0, -inf or NaN: the shifted values x - max(row) of softmax. The same
+ * reduction as bbi_f32x4_exp with a polynomial of one degree less and none of the work
+ * only other inputs need. Within 2 ulp of the correctly rounded result (checked once
+ * against libm on every float in [-104, 0], where 5% of the results are 1 or 2 ulp off;
+ * tests/tensor/test_kernels.c repeats the check on a million of them):
+ *   (e^r - 1 - r)/r^2 on |r| <= ln2/2, degree 3, relative error 1.1e-7 before rounding,
+ * fitted as bbi_f32x4_exp's. When every lane is at least BBI_EXP_SHIFTED_FAST,
+ * n = round(x / ln 2) >= -125, so 2^n is one normal float built straight from the rounding
+ * sum (its low bits are n + 127), and p * 2^n is rounded once even where it is subnormal;
+ * a lane below that (a result near or in the subnormals, or -inf) sends the vector to
+ * bbi_f32x4_exp.
+ *
+ * The constants come from memory (bbi_exp_shifted_k, copied into a local before a loop):
+ * written as literals, each use compiles to a v128.const that V8 materialises anew, with
+ * several instructions, every time round the loop, which made this function twice as
+ * slow. */
+#define BBI_EXP_SHIFTED_FAST (-86.5f)
+
+typedef struct bbi_exp_shifted_consts {
+  bbi_f32x4 log2e, magic, ln2_hi, ln2_lo, q0, q1, q2, q3, one, fast;
+} bbi_exp_shifted_consts;
+
+/* The constants; never written (not const, so that the compiler cannot fold them back
+ * into literals). */
+extern bbi_exp_shifted_consts bbi_exp_shifted_k;
+
+/* The fast path alone: every lane at least BBI_EXP_SHIFTED_FAST, or NaN. */
+BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted_fast(bbi_f32x4 x, const bbi_exp_shifted_consts *k) {
+  /* magic is 1.5 * 2^23 + 127: the sum is an integer whose low bits are n + 127 */
+  const bbi_f32x4 t = x * k->log2e + k->magic;
+  const bbi_f32x4 n = t - k->magic;
+  const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
+  bbi_f32x4 r = x - n * k->ln2_hi;
+  r = r - n * k->ln2_lo;
+  bbi_f32x4 q = k->q0;
+  q = q * r + k->q1;
+  q = q * r + k->q2;
+  q = q * r + k->q3;
+  const bbi_f32x4 p = ((r * r) * q + r) + k->one;
+  return p * s;
+}
+
+BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted(bbi_f32x4 x, const bbi_exp_shifted_consts *k) {
+  if (bbi_i32x4_any(x < k->fast)) return bbi_f32x4_exp(x);
+  return bbi_f32x4_exp_shifted_fast(x, k);
+}
+
 /* log of x = 2^e * (bits of x's mantissa), for x positive and finite once the exponent
  * bias is taken out of e. */
 BBI_INLINE bbi_f32x4 log_core(bbi_f32x4 x, bbi_i32x4 e) {
