@@ -10,8 +10,9 @@
  *
  * Messages (bb_ctx_send_message between the aggregator slots of client and server; every
  * payload starts with the round id, u64 little-endian):
- *   SecAggJoin    client → server  round ‖ u32 vector length ‖ the client's round identity
- *                                  (an Ed25519 public key, 32 bytes)
+ *   SecAggJoin    client → server  round ‖ u32 vector length ‖ the client's identity: the
+ *                                  Ed25519 key its peer id holds (secure_identity=round: a
+ *                                  key made for the round), 32 bytes
  *   SecAggServer  server → client  round ‖ a SecAgg+ server message
  *   SecAggClient  client → server  round ‖ a SecAgg+ client message
  * The server starts the SecAgg+ round with the clients that joined once `target` joined,
@@ -36,6 +37,9 @@ typedef struct bbi_secure_config {
   uint64_t deadline_ns;
   bool abandon;              /* no_quorum=abandon */
   bool members_only;
+  /* secure_identity=round: keys signed with a key pair made for the round (no binding to
+     the peer id; for hosts without a signer) instead of the client's own identity */
+  bool round_identity;
 } bbi_secure_config;
 
 typedef struct bbi_secure bbi_secure;
