@@ -270,7 +270,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
       compiler.bind('aggregator', 'Aggregator', 'FedBuff', `buffer=${buffer},max_staleness=${maxStaleness},init=model${codec === undefined ? '' : ',updates=deltas'}`);
     } else if (aggregator === 'fedavg' || aggregator === 'centered-clipping') {
       // DP-FedAvg: the clip and the noise multiplier, written exactly (shortest round trip)
-      const masked = secure === undefined ? '' : `,secure=1,secure_threshold=${secure.threshold},secure_shares=${secure.shares},secure_identity=round`;
+      const masked = secure === undefined ? '' : `,secure=1,secure_threshold=${secure.threshold},secure_shares=${secure.shares}`;
       const config = (dp !== undefined ? `${rounds},dp_clip=${dp.clip},dp_noise=${dp.noiseMultiplier}` : aggregator === 'fedavg' ? rounds : `${rounds},center_clip=1.25`) + masked;
       compiler.declare('FedAvg', TENSOR_F32, [['Model', 'model']]);
       compiler.bind('aggregator', 'Aggregator', 'FedAvg', config);
