@@ -224,7 +224,7 @@ static int parse_secure(round_agg *a, const char *c, bb_error *err) {
   if ((rc = bb_config_u64(c, "secure", 0, &secure, err))) return rc;
   if (!secure) {
     for (const char *const *k = (const char *const[]){"secure_threshold", "secure_shares", "secure_range",
-                                                      "secure_timeout_ms", "secure_identity", NULL};
+                                                      "secure_timeout_ms", NULL};
          *k; k++) {
       if ((rc = bb_config_str(c, *k, "", given, sizeof given, err))) return rc;
       if (given[0])
@@ -238,12 +238,6 @@ static int parse_secure(round_agg *a, const char *c, bb_error *err) {
       (rc = config_f64(c, "secure_range", &range, err)))
     return rc;
   if (range == 0) range = 8;
-  /* peer: a client signs its SecAgg+ keys with its own identity (its peer id's key);
-     round: with a key pair made for the round, for hosts that cannot sign yet */
-  char identity[8];
-  if ((rc = bb_config_str(c, "secure_identity", "peer", identity, sizeof identity, err))) return rc;
-  if (strcmp(identity, "peer") != 0 && strcmp(identity, "round") != 0)
-    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "FedAvg: secure_identity is peer|round, got `%s`", identity);
   if (secure != 1 || threshold > 254 || shares > 254 || !(range > 0 && range <= 1e6) || !timeout_ms ||
       timeout_ms > UINT64_MAX / 1000000u)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
@@ -279,7 +273,6 @@ static int parse_secure(round_agg *a, const char *c, bb_error *err) {
   s->shares = (uint32_t)shares;
   s->range = range;
   s->stage_timeout_ns = timeout_ms * 1000000u;
-  s->round_identity = strcmp(identity, "round") == 0;
   s->max_samples = by_samples ? a->cfg.max_samples : 0;
   s->quorum = a->cfg.quorum;
   s->target = a->cfg.target;
@@ -315,7 +308,7 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
                                      "beyond_norm",   "drop_factor", "weighting",   "max_samples",   "samples_factor",
                                      "center_clip",   "rounds",      "max_ahead",   "ascent_screen", "dp_clip",
                                      "dp_noise",      "secure",      "secure_threshold", "secure_shares",
-                                     "secure_range",  "secure_timeout_ms", "secure_identity", NULL};
+                                     "secure_range",  "secure_timeout_ms", NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg"};
   float center_clip;

@@ -72,12 +72,6 @@ static void end_client(bbi_secure *s) {
   s->signing = false;
 }
 
-/* Overwrites a secret in a way the compiler keeps. */
-static void wipe(uint8_t *p, size_t n) {
-  volatile uint8_t *v = p;
-  while (n--) *v++ = 0;
-}
-
 void bbi_secure_free(bbi_secure *s) {
   if (!s) return;
   end_server(s);
@@ -259,8 +253,7 @@ static int on_join(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uin
     return refuse(ctx, "secagg_refused_length", err, "a SecAgg join for a vector of another length");
   /* the round lists each client by its own identity: the key its peer id holds */
   uint8_t identity[32];
-  if (s->cfg.round_identity) memcpy(identity, p + 12, 32);
-  else if (!bb_peer_id_ed25519(from, identity) || memcmp(identity, p + 12, 32) != 0)
+  if (!bb_peer_id_ed25519(from, identity) || memcmp(identity, p + 12, 32) != 0)
     return refuse(ctx, "secagg_refused_identity", err,
                   "a SecAgg join must name the Ed25519 key the sender's peer id holds (a key-bound peer id)");
   int rc = bbi_intake_contributor(ctx, TYPE, COUNTER, from, s->cfg.members_only, round, s->opened_ns, err);
@@ -387,10 +380,9 @@ int bbi_secure_contribute(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *server, 
   if (!v) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
   /* the client's keys are signed by its own identity (the node's signer), the key its
      peer id holds: what its neighbours check them against */
-  uint8_t pk[32], sk[64];
+  uint8_t pk[32];
   int rc = 0;
-  if (s->cfg.round_identity) rc = bb_secagg_identity_new(pk, sk, NULL, err);
-  else if (!bb_peer_id_ed25519(bb_ctx_self(ctx), pk) || !bb_ctx_can_sign(ctx)) {
+  if (!bb_peer_id_ed25519(bb_ctx_self(ctx), pk) || !bb_ctx_can_sign(ctx)) {
     bbi_intake_count(ctx, COUNTER, "secagg_no_identity", 1);
     rc = bb_error_set(err, BB_ERR_UNSUPPORTED,
                       "FedAvg secure=1: a client signs its SecAgg+ keys with its own identity: it needs a key-bound "
@@ -398,12 +390,10 @@ int bbi_secure_contribute(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *server, 
   }
   if (!rc) rc = client_vector(s, trained, global, len, samples, v, err);
   bb_secagg_client_config c = {.struct_size = sizeof c,
-                               .identity_secret_key = s->cfg.round_identity ? sk : NULL,
                                .identity_public_key = pk,
                                .min_clients = bbi_secure_min_clients(&s->cfg),
                                .timeout_ns = s->cfg.stage_timeout_ns * 5 + s->cfg.deadline_ns};
   if (!rc) rc = bb_secagg_client_new(&c, s->alloc, &s->client, err);
-  wipe(sk, sizeof sk); /* the client holds its own copy */
   if (!rc) rc = bb_secagg_client_set_input(s->client, v, len + 1, err);
   bbi_mem_free(s->alloc, v);
   if (rc) {

@@ -11,8 +11,12 @@
  * Messages (bb_ctx_send_message between the aggregator slots of client and server; every
  * payload starts with the round id, u64 little-endian):
  *   SecAggJoin    client → server  round ‖ u32 vector length ‖ the client's identity: the
- *                                  Ed25519 key its peer id holds (secure_identity=round: a
- *                                  key made for the round), 32 bytes
+ *                                  Ed25519 key its peer id holds, 32 bytes (the server
+ *                                  refuses any other: the setup lists peers by their ids)
+ * A client signs its SecAgg+ keys with its own identity through the node's signer
+ * (bb_ctx_sign; a host that signs later answers with bb_node_signed), so a neighbour
+ * checks them against the key its peer id holds: a client needs a key-bound peer id and
+ * a signer.
  *   SecAggServer  server → client  round ‖ a SecAgg+ server message
  *   SecAggClient  client → server  round ‖ a SecAgg+ client message
  * The server starts the SecAgg+ round with the clients that joined once `target` joined,
@@ -37,9 +41,6 @@ typedef struct bbi_secure_config {
   uint64_t deadline_ns;
   bool abandon;              /* no_quorum=abandon */
   bool members_only;
-  /* secure_identity=round: keys signed with a key pair made for the round (no binding to
-     the peer id; for hosts without a signer) instead of the client's own identity */
-  bool round_identity;
 } bbi_secure_config;
 
 typedef struct bbi_secure bbi_secure;
