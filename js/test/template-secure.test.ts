@@ -258,7 +258,7 @@ describe('federatedAveraging with secure', () => {
   });
 
   test('a client without a signer cannot take part: its contribution is refused by name', () => {
-    const plan = federatedAveraging({ model: stepping(), clients: 3, secure: {} });
+    const plan = federatedAveraging({ model: stepping(), clients: 3, discovery: 'seats', deadlineMs: 500, secure: {} });
     const artifact = plan.compile(bb);
     const data = twoBlobs(bb, 10, 1);
     const server = plan.installServer(bb, { artifact, self: peerIdFromU64(1), test: data, nowNs: 0n, seed: 1 });

@@ -386,7 +386,7 @@ int bbi_secure_contribute(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *server, 
     bbi_intake_count(ctx, COUNTER, "secagg_no_identity", 1);
     rc = bb_error_set(err, BB_ERR_UNSUPPORTED,
                       "FedAvg secure=1: a client signs its SecAgg+ keys with its own identity: it needs a key-bound "
-                      "(Ed25519) peer id and a signer (bb_install_args.sign)");
+                      "(Ed25519) peer id and a signer (bb_install_args.sign; in JavaScript the install's signer)");
   }
   if (!rc) rc = client_vector(s, trained, global, len, samples, v, err);
   bb_secagg_client_config c = {.struct_size = sizeof c,
