@@ -158,6 +158,14 @@ static int tamper_on_message(void *self, bb_ctx *ctx, const char *op, const bb_p
   return BBI_FEDAVG.on_message(self, ctx, op, from, payload, len, err);
 }
 
+/* ---- a host that signs later: it records what to sign, and run() hands the signature over
+ * with bb_node_signed after the step ---------------------------------------------------------- */
+
+static struct federation *deferring; /* the federation whose signers defer */
+
+static int deferred_sign(void *user, const char *slot, const uint8_t *msg, size_t len, uint8_t signature[64],
+                         bb_error *err);
+
 /* ---- a federation: server 1, clients 2..n --------------------------------------------------- */
 
 typedef struct federation {
@@ -166,6 +174,15 @@ typedef struct federation {
   bb_component_type garbage_type, tamper_type;
   uint8_t sk[MAX_PEERS][64];  /* each peer's identity (its peer id holds the public key) */
   bool unbound;               /* test ids (bb_peer_id_from_u64), no signers */
+  bool deferred;              /* the signers answer later (BB_LATER), as a browser's does */
+  struct {
+    size_t peer;
+    char slot[32];
+    uint8_t msg[256];
+    size_t len;
+  } asked[MAX_PEERS];         /* deferred: signatures asked for, not yet given */
+  size_t n_asked;
+  size_t signer_of[MAX_PEERS]; /* the user pointer each peer's signer gets */
   size_t bad_signature;       /* clients that refused a message for a bad signature */
   uint8_t *artifact;
   size_t len;
@@ -178,6 +195,20 @@ typedef struct federation {
   size_t crash_after[MAX_PEERS]; /* crash a client once it delivered this many (0: never) */
   bool crashed[MAX_PEERS];
 } federation;
+
+static int deferred_sign(void *user, const char *slot, const uint8_t *msg, size_t len, uint8_t signature[64],
+                         bb_error *err) {
+  (void)signature;
+  federation *f = deferring;
+  const size_t peer = *(const size_t *)user;
+  if (f->n_asked == MAX_PEERS || len > sizeof f->asked[0].msg || strlen(slot) >= sizeof f->asked[0].slot)
+    return bb_error_set(err, BB_ERR_LIMIT, "test signer: too much asked");
+  f->asked[f->n_asked].peer = peer;
+  snprintf(f->asked[f->n_asked].slot, sizeof f->asked[0].slot, "%s", slot);
+  memcpy(f->asked[f->n_asked].msg, msg, len);
+  f->asked[f->n_asked++].len = len;
+  return BB_LATER;
+}
 
 static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
   federation *f = user;
@@ -221,8 +252,9 @@ static bb_node *install_as(federation *f, size_t i, const char *model_config, bo
   a.n_targets = i || !plain ? 1 : 2; /* the plain plan's intake is a partition of its own */
   a.registry = garbage ? f->garbage_reg : tamper ? f->tamper_reg : f->reg;
   if (!f->unbound) {
-    a.sign = bb_identity_sign;
-    a.sign_user = f->sk[i];
+    f->signer_of[i] = i;
+    a.sign = f->deferred ? deferred_sign : bb_identity_sign;
+    a.sign_user = f->deferred ? (void *)&f->signer_of[i] : (void *)f->sk[i];
   }
   bb_slot_config slot = {"model", model_config, NULL};
   a.slots = &slot;
@@ -245,8 +277,11 @@ static bb_node *install_as(federation *f, size_t i, const char *model_config, bo
  * and it signs with that identity, unless `unbound` (test ids, no signers). */
 static bool federation_open_as(federation *f, const char *config, size_t n_clients, size_t garbage, size_t victim,
                                bool unbound, bool plain) {
+  const bool deferred = f->deferred; /* set by the caller before opening */
   memset(f, 0, sizeof *f);
   f->unbound = unbound;
+  f->deferred = deferred;
+  deferring = f;
   f->round = -1;
   f->n = n_clients + 1;
   const bb_module module = {sizeof(bb_module), "Round", secure_body, NULL, plain ? (void *)"plain" : NULL, NULL, 0};
@@ -306,6 +341,13 @@ static void run(federation *f, uint64_t until) {
   bb_error err;
   while (bb_sim_next_event(f->sim) <= until) {
     CHECK_MSG(bb_sim_step(f->sim, &err) == 0, "%s", err.message);
+    for (size_t k = 0; k < f->n_asked; k++) { /* the signatures asked for during the step */
+      uint8_t sig[64];
+      crypto_sign_ed25519_detached(sig, NULL, f->asked[k].msg, f->asked[k].len, f->sk[f->asked[k].peer]);
+      CHECK_MSG(bb_node_signed(f->node[f->asked[k].peer], f->asked[k].slot, sig, bb_sim_now(f->sim), &err) == 0, "%s",
+                err.message);
+    }
+    f->n_asked = 0;
     for (size_t i = 1; i < f->n; i++)
       if (f->crash_after[i] && !f->crashed[i] && f->to_server[i] >= f->crash_after[i]) {
         CHECK(bb_sim_crash(f->sim, &f->peer[i]) == 0);
@@ -512,6 +554,29 @@ static void test_substituted_keys_refused(void) {
   federation_close(&f);
 }
 
+/* Signers that answer later (as WebCrypto does in a browser): each client's signature comes
+ * through bb_node_signed after the step that asked for it, and the rounds sum everyone.
+ * A signature for a slot no component is bound at is refused by name. */
+static void test_deferred_signer(void) {
+  federation f = {.deferred = true};
+  if (federation_open_as(&f, "init=model,secure=1,target=4,deadline_ms=5000,secure_timeout_ms=1000", 4, 0, 0, false,
+                         false)) {
+    server_round(&f, 0, 100 * MS);
+    server_round(&f, 200 * MS, 5000 * MS);
+    CHECK_EQ_INT(f.round, 1);
+    check_mean(&f, 0.25, 4);
+    /* every sum (round 1's may be in, to be taken when the server aggregates next) holds all 4 */
+    CHECK(counter(&f, "fedavg.secagg_rounds") >= 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 4 * counter(&f, "fedavg.secagg_rounds"));
+    CHECK_EQ_INT(counter(&f, "messages.failed"), 0);
+    uint8_t sig[64] = {0};
+    bb_error err;
+    CHECK_EQ_INT(bb_node_signed(f.node[1], "nowhere", sig, 0, &err), BB_ERR_NOT_FOUND);
+    CHECK(strstr(err.message, "nowhere") != NULL);
+  }
+  federation_close(&f);
+}
+
 /* Clients whose peer ids hold no key (test ids) and have no signer cannot join: each
  * contribution is refused by name and the server never starts a round. */
 static void test_unbound_clients_cannot_join(void) {
@@ -528,6 +593,7 @@ static void test_unbound_clients_cannot_join(void) {
 int main(void) {
   RUN(test_substituted_keys_refused);
   RUN(test_unbound_clients_cannot_join);
+  RUN(test_deferred_signer);
   RUN(test_secure_config_refused);
   RUN(test_three_drop_after_masking);
   RUN(test_below_threshold_aborts);
