@@ -52,6 +52,8 @@ export interface ServeConfig {
   readonly history: number;
   /** Differential privacy (DP-FedAvg): each update clipped to dpClip, the sum noised with dpNoise × dpClip; ε reported at dpDelta. */
   readonly dp?: { readonly clip: number; readonly noiseMultiplier: number; readonly delta: number };
+  /** Secure aggregation (SecAgg+): the server sees only each round's sum; 0 takes SecAgg+'s default. */
+  readonly secure?: { readonly threshold: number; readonly shares: number };
 }
 
 export class ConfigError extends Error {
@@ -88,6 +90,12 @@ the rounds
   --dp-clip X --dp-noise Z   differential privacy (DP-FedAvg): each update clipped to L2 norm X,
                        the sum noised with Z × X; each round's line says the privacy spent
                        (ε at --dp-delta D, default 1e-5)
+  --secure             secure aggregation (SecAgg+): the server sees only each round's sum of
+                       the clients' masked updates, never one; a sum holds at least 3 (the
+                       default quorum); each round's line says how many were summed.
+                       Clients sign their keys with their identities
+  --secure-threshold T shares that rebuild a dropped client's secrets (default SecAgg+'s)
+  --secure-shares S    neighbours each client shares them with (default SecAgg+'s)
   --name NAME          the federation's name (default Federation); clients use the same
 the room (signalling on the same port)
   --port N             default 8787 (0: any free port)
@@ -148,6 +156,9 @@ const OPTIONS = {
   'dp-clip': { type: 'string' },
   'dp-noise': { type: 'string' },
   'dp-delta': { type: 'string' },
+  secure: { type: 'boolean' },
+  'secure-threshold': { type: 'string' },
+  'secure-shares': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -272,6 +283,12 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
   if (dpDelta !== undefined && dpDelta >= 1) throw new ConfigError(`--dp-delta must be in (0, 1), got ${JSON.stringify(raw['dpDelta'])}`);
   if ((dpClip === undefined) !== (dpNoise === undefined)) throw new ConfigError('--dp-clip and --dp-noise go together');
   if (dpDelta !== undefined && dpClip === undefined) throw new ConfigError('--dp-delta needs --dp-clip and --dp-noise');
+  const secure = flag(raw, 'secure');
+  const secureThreshold = number(raw, 'secureThreshold', { integer: true, min: 1, max: 254 });
+  const secureShares = number(raw, 'secureShares', { integer: true, min: 1, max: 254 });
+  if (!secure && (secureThreshold !== undefined || secureShares !== undefined)) throw new ConfigError('--secure-threshold and --secure-shares need --secure');
+  if (secure && clients < 3) throw new ConfigError(`--secure needs --clients of at least 3 (a secure sum holds at least 3 updates), got ${clients}`);
+  if (secure && quorum !== undefined && quorum < 3) throw new ConfigError(`--secure needs --quorum of at least 3 (a secure sum holds at least 3 updates), got ${quorum}`);
   const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } => (value === undefined ? {} : ({ [key]: value } as { [P in K]?: V }));
   return {
     model,
@@ -307,5 +324,6 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
     ...optional('resume', text(raw, 'resume')),
     history: number(raw, 'history', { integer: true, min: 1, max: 100_000 }) ?? 100,
     ...optional('dp', dpClip === undefined || dpNoise === undefined ? undefined : { clip: dpClip, noiseMultiplier: dpNoise, delta: dpDelta ?? 1e-5 }),
+    ...optional('secure', secure ? { threshold: secureThreshold ?? 0, shares: secureShares ?? 0 } : undefined),
   };
 }
