@@ -21,7 +21,6 @@
 #include "../runtime/rttest.h"
 #include <sodium/crypto_scalarmult_curve25519.h>
 #include <sodium/crypto_sign_ed25519.h>
-#include <sodium/randombytes.h>
 
 #include "bb/privacy.h"
 #include "bb/sim.h"
@@ -143,9 +142,11 @@ static int tamper_on_message(void *self, bb_ctx *ctx, const char *op, const bb_p
         uint8_t *e = msg + 8 + SA_HEADER_BYTES + 4 + (size_t)k * SA_KEY_ENTRY_BYTES;
         if (bb_le_get_u32(e) != tamper_victim_index) continue;
         uint8_t id_pk[32], id_sk[64], c_sk[32], s_sk[32], payload_to_sign[SA_SIGN_PAYLOAD_BYTES];
-        crypto_sign_ed25519_keypair(id_pk, id_sk);
-        randombytes_buf(c_sk, sizeof c_sk);
-        randombytes_buf(s_sk, sizeof s_sk);
+        CHECK(bb_secagg_identity_new(id_pk, id_sk, NULL, NULL) == 0); /* the server's own identity */
+        for (size_t b = 0; b < 32; b++) { /* its X25519 secrets: any bytes */
+          c_sk[b] = (uint8_t)bb_ctx_random(ctx);
+          s_sk[b] = (uint8_t)bb_ctx_random(ctx);
+        }
         crypto_scalarmult_curve25519_base(e + 4, c_sk);
         crypto_scalarmult_curve25519_base(e + 36, s_sk);
         sa_sign_payload(tamper_setup_hash, tamper_victim_index, e + 4, e + 36, payload_to_sign);
