@@ -176,6 +176,7 @@ typedef struct federation {
   uint8_t sk[MAX_PEERS][64];  /* each peer's identity (its peer id holds the public key) */
   bool unbound;               /* test ids (bb_peer_id_from_u64), no signers */
   bool deferred;              /* the signers answer later (BB_LATER), as a browser's does */
+  bool stale_first;           /* deferred: each answer comes after a stale one (another payload's) */
   struct {
     size_t peer;
     char slot[32];
@@ -276,12 +277,16 @@ static bb_node *install_as(federation *f, size_t i, const char *model_config, bo
  * (k = 1..n_clients); client `garbage` (0: none) sends garbage; with `victim` (0: none)
  * the server substitutes that client's keys. Each peer's id is its Ed25519 identity's,
  * and it signs with that identity, unless `unbound` (test ids, no signers). */
+/* How the peers' signers answer. */
+typedef enum { SIGN_NOW, SIGN_LATER, SIGN_LATER_AFTER_STALE } signing;
+
 static bool federation_open_as(federation *f, const char *config, size_t n_clients, size_t garbage, size_t victim,
-                               bool unbound, bool plain) {
-  const bool deferred = f->deferred; /* set by the caller before opening */
+                               bool unbound, signing how, bool plain) {
+  const bool deferred = how != SIGN_NOW, stale_first = how == SIGN_LATER_AFTER_STALE;
   memset(f, 0, sizeof *f);
   f->unbound = unbound;
   f->deferred = deferred;
+  f->stale_first = stale_first;
   deferring = f;
   f->round = -1;
   f->n = n_clients + 1;
@@ -324,7 +329,7 @@ static bool federation_open_as(federation *f, const char *config, size_t n_clien
 }
 
 static bool federation_open(federation *f, const char *config, size_t n_clients, size_t garbage, bool plain) {
-  return federation_open_as(f, config, n_clients, garbage, 0, false, plain);
+  return federation_open_as(f, config, n_clients, garbage, 0, false, SIGN_NOW, plain);
 }
 
 static void federation_close(federation *f) {
@@ -344,6 +349,10 @@ static void run(federation *f, uint64_t until) {
     CHECK_MSG(bb_sim_step(f->sim, &err) == 0, "%s", err.message);
     for (size_t k = 0; k < f->n_asked; k++) { /* the signatures asked for during the step */
       uint8_t sig[64];
+      if (f->stale_first) { /* what a host still signing for an earlier round hands over */
+        crypto_sign_ed25519_detached(sig, NULL, (const uint8_t *)"an earlier round", 16, f->sk[f->asked[k].peer]);
+        CHECK(bb_node_signed(f->node[f->asked[k].peer], f->asked[k].slot, sig, bb_sim_now(f->sim), &err) == 0);
+      }
       crypto_sign_ed25519_detached(sig, NULL, f->asked[k].msg, f->asked[k].len, f->sk[f->asked[k].peer]);
       CHECK_MSG(bb_node_signed(f->node[f->asked[k].peer], f->asked[k].slot, sig, bb_sim_now(f->sim), &err) == 0, "%s",
                 err.message);
@@ -541,7 +550,7 @@ static void test_secure_config_refused(void) {
  * (bad_signature) and aborts; no sum comes in and the model does not move. */
 static void test_substituted_keys_refused(void) {
   federation f;
-  if (federation_open_as(&f, CONFIG, 10, 0, 3, false, false)) {
+  if (federation_open_as(&f, CONFIG, 10, 0, 3, false, SIGN_NOW, false)) {
     server_round(&f, 0, 100 * MS);
     server_round(&f, 200 * MS, 5000 * MS);
     CHECK(tamper_victim_index != UINT32_MAX);
@@ -556,12 +565,13 @@ static void test_substituted_keys_refused(void) {
 }
 
 /* Signers that answer later (as WebCrypto does in a browser): each client's signature comes
- * through bb_node_signed after the step that asked for it, and the rounds sum everyone.
- * A signature for a slot no component is bound at is refused by name. */
+ * through bb_node_signed after the step that asked for it — each after a stale one, over
+ * another payload, which is dropped — and the rounds sum everyone. A signature for a slot
+ * no component is bound at is refused by name. */
 static void test_deferred_signer(void) {
-  federation f = {.deferred = true};
+  federation f;
   if (federation_open_as(&f, "init=model,secure=1,target=4,deadline_ms=5000,secure_timeout_ms=1000", 4, 0, 0, false,
-                         false)) {
+                         SIGN_LATER_AFTER_STALE, false)) {
     server_round(&f, 0, 100 * MS);
     server_round(&f, 200 * MS, 5000 * MS);
     CHECK_EQ_INT(f.round, 1);
@@ -570,6 +580,7 @@ static void test_deferred_signer(void) {
     CHECK(counter(&f, "fedavg.secagg_rounds") >= 1);
     CHECK_EQ_INT(counter(&f, "fedavg.secagg_summed"), 4 * counter(&f, "fedavg.secagg_rounds"));
     CHECK_EQ_INT(counter(&f, "messages.failed"), 0);
+    for (size_t i = 1; i < f.n; i++) CHECK(bb_node_counter(f.node[i], "fedavg.secagg_late") >= 1);
     uint8_t sig[64] = {0};
     bb_error err;
     CHECK_EQ_INT(bb_node_signed(f.node[1], "nowhere", sig, 0, &err), BB_ERR_NOT_FOUND);
@@ -582,7 +593,7 @@ static void test_deferred_signer(void) {
  * contribution is refused by name and the server never starts a round. */
 static void test_unbound_clients_cannot_join(void) {
   federation f;
-  if (federation_open_as(&f, CONFIG, 4, 0, 0, true, false)) {
+  if (federation_open_as(&f, CONFIG, 4, 0, 0, true, SIGN_NOW, false)) {
     server_round(&f, 0, 100 * MS);
     server_round(&f, 200 * MS, 100 * MS);
     for (size_t i = 1; i < f.n; i++) CHECK(bb_node_counter(f.node[i], "fedavg.secagg_no_identity") >= 1);

@@ -314,13 +314,10 @@ static int on_signed(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const u
   if (!bb_peer_id_equal(from, bb_ctx_self(ctx)) || len != 64)
     return refuse(ctx, "secagg_refused_malformed", err, "a signature comes from this node's own signer, 64 bytes");
   if (!s->client || !s->signing) return late(ctx); /* its round ended while the host signed */
+  /* a signature over another payload (asked for by the part of an earlier round, which a
+     new round replaced) is dropped; the current part waits on for its own */
+  if (bb_secagg_client_set_signature(s->client, p, bb_ctx_now(ctx), err)) return late(ctx);
   s->signing = false;
-  int rc = bb_secagg_client_set_signature(s->client, p, bb_ctx_now(ctx), err);
-  if (rc) {
-    bbi_intake_count(ctx, COUNTER, "secagg_sign_failed", 1);
-    end_client(s);
-    return rc;
-  }
   after_client(s, ctx);
   return 0;
 }
