@@ -114,7 +114,7 @@ static int run(const options *o, variant v, const bb_sim_scenario *scenario, uin
   snprintf(client, sizeof client, "%s_clients", MODULES[v]);
   bb_sim_scenario sc = *scenario;
   sc.seed = seed; /* the same population and network for every variant of one seed */
-  bb_fed_setup setup = {artifact, len, MODULES[v], server, client, o->clients, 0, seed, true, &d, NULL, NULL, &sc};
+  bb_fed_setup setup = {artifact, len, MODULES[v], server, client, o->clients, 0, seed, true, &d, NULL, NULL, &sc, false};
   bb_federation f;
   uint64_t upload = 0;
   rc = bb_federation_start(&f, &setup, err);

@@ -149,7 +149,7 @@ static int fedavg(const options *o, const bb_bytes *model, bb_error *err) {
   size_t len = 0;
   rc = bb_example_compile(&BB_EXAMPLE_FEDERATED_CNN, 0, &artifact, &len, err);
   bb_fed_setup setup = {artifact, len, "FedCnn", "FedCnn_server", "FedCnn_clients", o->fedavg_clients, 0, o->seed, true, &d,
-                        model, NULL, NULL};
+                        model, NULL, NULL, false};
   bb_federation f;
   traffic t = {o->fedavg_clients + 1, {0}, {0}};
   double w0 = process_s(), reached_wall = -1, reached_sim = -1;

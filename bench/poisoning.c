@@ -264,7 +264,7 @@ static int install(const world *w, size_t i, const bb_registry *reg, const bb_da
   static const char *const SERVER_TARGETS[] = {"FedDigits", "FedDigits_server"};
   static const char *const CLIENT_TARGETS[] = {"FedDigits_clients"};
   bb_slot_config slots[2] = {{"data", NULL, data}, {"aggregator", w->server_config, NULL}};
-  bb_fed_peers net = {w->artifact, w->artifact_len, w->peers, w->n_peers, seed};
+  bb_fed_peers net = {w->artifact, w->artifact_len, w->peers, w->n_peers, seed, NULL};
   return bb_fed_install_peer(&net, i, reg, i ? CLIENT_TARGETS : SERVER_TARGETS, i ? 1 : 2, slots,
                              i == 0 && w->server_config ? 2 : 1, out, err);
 }

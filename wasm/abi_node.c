@@ -9,6 +9,7 @@
 
 typedef struct node_object {
   bb_node *node;
+  int32_t handle; /* its handle (what bb_host_sign names it by) */
   bbw_shared_dataset **datasets; /* the data sets its slots read, one reference each */
   size_t n_datasets;
 } node_object;
@@ -35,12 +36,23 @@ static void free_model_bytes(bb_bytes *b, size_t n) {
   for (size_t i = 0; i < n; i++) bb_buffer_free(NULL, b[i].data);
 }
 
+/* The node's signer: the host signs asynchronously and answers with bb_wasm_node_signed. */
+static int host_sign(void *user, const char *slot, const uint8_t *msg, size_t len, uint8_t signature[64],
+                     bb_error *err) {
+  (void)signature;
+  const node_object *obj = user;
+  if (bb_host_sign(obj->handle, slot, msg, len) < 0)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED, "the host holds no identity that signs for this node");
+  return BB_LATER;
+}
+
 #define INSTALL_MAX_TARGETS 64
 #define INSTALL_MAX_SLOTS 64
 
 int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const char *self, const char *targets,
                              size_t targets_len, const char *slots, size_t slots_len, const int32_t *datasets,
-                             uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys) {
+                             uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys,
+                             int32_t signs) {
   bbw_error_clear();
   if (artifact == NULL && artifact_len > 0)
     return bbw_fail(BB_ERR_INVALID_ARGUMENT, "install: NULL artifact of %zu bytes", artifact_len);
@@ -115,6 +127,10 @@ int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const
   a.config = &config;
   const bb_join_policy policy = {room, operator_keys, n_operator_keys};
   a.admission = room && room[0] ? &policy : NULL;
+  if (signs) {
+    a.sign = host_sign;
+    a.sign_user = obj;
+  }
   bb_install_error_kind kind = BB_INSTALL_OK;
   bb_error err;
   bb_error_clear(&err);
@@ -127,6 +143,7 @@ int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const
   }
   int32_t handle = bbw_handle_issue(SLOT_NODE, obj);
   if (handle < 0) node_object_free(obj);
+  else obj->handle = handle;
   return handle;
 }
 
@@ -364,6 +381,17 @@ int32_t bb_wasm_node_fail(int32_t node, uint64_t command, const char *detail) {
   bb_error_clear(&err);
   int rc = bb_node_fail(n, command, detail ? detail : "", &err);
   return rc < 0 ? bbw_fail_from(rc, &err, "fail") : BB_OK;
+}
+
+int32_t bb_wasm_node_signed(int32_t node, const char *slot, const uint8_t *signature) {
+  bbw_error_clear();
+  bb_node *n = node_of(node);
+  if (n == NULL) return bbw_last();
+  if (slot == NULL || signature == NULL) return bbw_fail(BB_ERR_INVALID_ARGUMENT, "signed: NULL slot or signature");
+  bb_error err;
+  bb_error_clear(&err);
+  int rc = bb_node_signed(n, slot, signature, 0, &err);
+  return rc < 0 ? bbw_fail_from(rc, &err, "signed") : BB_OK;
 }
 
 uint64_t bb_wasm_node_counter(int32_t node, const char *name) {

@@ -408,7 +408,16 @@ int32_t bb_wasm_call_fail(int32_t code, const char *message);
  * "install failed (<kind>)". Returns the node's handle. */
 int32_t bb_wasm_node_install(const uint8_t *artifact, size_t artifact_len, const char *self, const char *targets,
                              size_t targets_len, const char *slots, size_t slots_len, const int32_t *datasets,
-                             uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys);
+                             uint64_t seed, const char *room, const uint8_t *operator_keys, size_t n_operator_keys,
+                             int32_t signs);
+/* With signs nonzero at install, the host signs for the node's peer id (bb_install_args.sign):
+ * the node asks through the import bb_host_sign (below) and the host answers, once its
+ * asynchronous signature is ready, with bb_wasm_node_signed. */
+BB_WASM_HOST_IMPORT(bb_host_sign)
+int32_t bb_host_sign(int32_t node, const char *slot, const uint8_t *message, size_t len);
+/* The Ed25519 signature (64 bytes) bb_host_sign asked for the component at `slot`: it
+ * reaches that component with the next poll. */
+int32_t bb_wasm_node_signed(int32_t node, const char *slot, const uint8_t *signature);
 int32_t bb_wasm_node_free(int32_t node);
 /* The result: my peer id, u32 target count and each resolved target name (fields as in
  * steps), then 7 × u64 stats: executions, frontier, pending_async, timers, ingress,

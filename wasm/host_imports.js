@@ -11,4 +11,5 @@ mergeInto(LibraryManager.library, {
   bb_host_save: function (instance) {},
   bb_host_load: function (instance, state, len) {},
   bb_host_module_record: function (hostId, bootstrap) {},
+  bb_host_sign: function (node, slot, message, len) {},
 });

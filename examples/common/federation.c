@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bb/privacy.h"
 #include "bb/roles.h"
 #include "options.h"
 
@@ -17,7 +18,8 @@ void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s) {
   bb_fed_progress *p = progress;
   uint64_t id = 0;
   bb_peer_id_as_u64(peer, &id);
-  if (s->kind == BB_STEP_APP_EVENT && id == 1 && s->value) {
+  const bool server = p->server ? bb_peer_id_equal(peer, p->server) : id == 1;
+  if (s->kind == BB_STEP_APP_EVENT && server && s->value) {
     if (strcmp(s->topic, "round") == 0 && bb_val_is_u64(s->value)) p->round = (int)bb_val_as_u64(s->value);
     if (strcmp(s->topic, "model") == 0 && bb_val_kind_of(s->value) == BB_VAL_TENSOR) {
       bb_tensor_release(p->global);
@@ -109,6 +111,10 @@ int bb_fed_install_peer(const bb_fed_peers *net, size_t i, const bb_registry *re
   a.slots = slots;
   a.n_slots = n_slots;
   a.config = &nc;
+  if (net->secret_keys) {
+    a.sign = bb_identity_sign;
+    a.sign_user = net->secret_keys[i];
+  }
   int rc = bb_install(&a, out, NULL, err);
   for (size_t j = 0; j < net->n_peers && !rc; j++) { /* everybody knows everybody's address */
     bb_address other = bb_address_p2p(&net->peers[j]);
@@ -152,10 +158,22 @@ int bb_federation_install(const bb_federation *f, int i, bb_node **out, bb_error
   const bb_fed_setup *s = &f->setup;
   const char *server_targets[] = {s->module, s->server_target};
   bb_slot_config slots[2] = {{"data", NULL, i ? &s->data->shards[i - 1] : &s->data->test}, {"model", s->model_config, s->model}};
-  bb_fed_peers net = {s->artifact, s->artifact_len, f->peers, (size_t)f->n_peers, s->seed};
+  bb_fed_peers net = {s->artifact, s->artifact_len, f->peers, (size_t)f->n_peers, s->seed, f->secret_keys};
   return bb_fed_install_peer(&net, (size_t)i, f->registry, i ? &s->client_target : server_targets,
                              i || !s->server_target ? 1 : 2, slots,
                              s->model || s->model_config ? 2 : 1, out, err);
+}
+
+/* splitmix64 bytes from *user: a simulation's reproducible identities. */
+static int seeded_fill(void *user, uint8_t *out, size_t len) {
+  uint64_t *state = user;
+  for (size_t i = 0; i < len; i++) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    out[i] = (uint8_t)(z ^ (z >> 31));
+  }
+  return 0;
 }
 
 int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *err) {
@@ -173,6 +191,17 @@ int bb_federation_start(bb_federation *f, const bb_fed_setup *setup, bb_error *e
   f->peers = calloc((size_t)f->n_peers, sizeof *f->peers);
   if (!f->nodes || !f->peers) return fail(err, BB_ERR_NOMEM, "out of memory");
   for (int i = 0; i < f->n_peers; i++) f->peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
+  if (setup->identities) {
+    /* identities from the seed, so a run is reproducible (a simulation's, never a real node's) */
+    if (!(f->secret_keys = calloc((size_t)f->n_peers, sizeof *f->secret_keys))) return fail(err, BB_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < f->n_peers && !rc; i++) {
+      uint64_t state = setup->seed * 1000 + (uint64_t)i;
+      bb_random_source from_seed = {seeded_fill, &state};
+      uint8_t pk[32];
+      if (!(rc = bb_secagg_identity_new(pk, f->secret_keys[i], &from_seed, err))) f->peers[i] = bb_peer_id_from_ed25519(pk);
+    }
+    f->progress.server = &f->peers[0];
+  }
   for (int i = 0; i < f->n_peers && !rc; i++) {
     rc = bb_federation_install(f, i, &f->nodes[i], err);
     if (!rc) rc = bb_sim_attach(f->sim, f->nodes[i], &f->peers[i], err);
@@ -231,5 +260,6 @@ void bb_federation_free(bb_federation *f) {
   free(f->nodes);
   free(f->peers);
   free(f->served_at);
+  free(f->secret_keys);
   memset(f, 0, sizeof *f);
 }

@@ -27,6 +27,8 @@ typedef struct bb_fed_setup {
   const char *model_config; /* the slot "model"'s config on every peer instead of the artifact's, or NULL */
   const bb_sim_scenario *scenario; /* a population (--scenario FILE): its network, and each client
                                       one of its devices; NULL: the examples' network */
+  bool identities; /* each peer an Ed25519 identity: its peer id the key's, a signer
+                      (bb_identity_sign); what FedAvg's secure=1 needs. Otherwise test ids. */
 } bb_fed_setup;
 
 /* Most clients waiting for an answer at once (the examples run at most 64; the benches
@@ -48,6 +50,7 @@ typedef struct bb_fed_progress {
      and not answered yet, each once */
   bb_peer_id ready[BB_FED_READY_MAX];
   size_t n_ready;
+  const bb_peer_id *server; /* the server's id when it is not the test id 1 (NULL: 1) */
 } bb_fed_progress;
 
 void bb_fed_observe(void *progress, const bb_peer_id *peer, const bb_step *s);
@@ -73,6 +76,7 @@ typedef struct bb_fed_peers {
   const bb_peer_id *peers;
   size_t n_peers;
   uint64_t seed; /* peer i's node seed is seed * 1000 + i */
+  uint8_t (*secret_keys)[64]; /* peer i signs with secret_keys[i] (NULL: no signers) */
 } bb_fed_peers;
 
 /* Peer i installed with reg, running `targets`, with these slot configs, and knowing every
@@ -101,6 +105,7 @@ typedef struct bb_federation {
   bb_peer_id *peers;
   bb_fed_progress progress; /* what the server reported last */
   uint64_t *served_at;      /* asynchronous rounds: when each peer was last sent the model */
+  uint8_t (*secret_keys)[64]; /* setup.identities: each peer's Ed25519 secret key */
 } bb_federation;
 /* Installs every peer in a new simulator and starts the server's rounds; the caller then
  * steps f->sim (bb_sim_step) while f->round grows. */

@@ -57,7 +57,7 @@ static int install(bb_split_run *r, int i, bb_error *err) {
    * and its shard (the compiler binds a split's part only where it runs) */
   bb_slot_config server_slots[] = {{"server_model", NULL, s->model}, {"averager", averager, NULL}};
   bb_slot_config client_slots[] = {{"client_model", NULL, s->model}, {"data", NULL, i ? &s->data->shards[i - 1] : NULL}};
-  bb_fed_peers net = {s->artifact, s->artifact_len, r->peers, (size_t)r->n_peers, s->seed};
+  bb_fed_peers net = {s->artifact, s->artifact_len, r->peers, (size_t)r->n_peers, s->seed, NULL};
   int rc = bb_fed_install_peer(&net, (size_t)i, r->registry, i ? client_targets : &server_target,
                                i && s->averaged ? 2 : 1, i ? client_slots : server_slots, 2, &r->nodes[i], err);
   /* the server sends the average to every client */

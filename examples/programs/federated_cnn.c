@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
   if (o.scenario && bb_fed_scenario_load(o.scenario, &scenario, &err))
     return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
   bb_fed_setup setup = {artifact, artifact_len, "FedCnn", "FedCnn_server", "FedCnn_clients", o.clients, o.loss, o.seed,
-                        o.quiet, &d, &model, o.model_config, o.scenario ? &scenario : NULL};
+                        o.quiet, &d, &model, o.model_config, o.scenario ? &scenario : NULL, false};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_cnn: %s\n", err.message), 1;
   while (f.progress.round < o.rounds) {

@@ -233,7 +233,8 @@ int main(int argc, char **argv) {
   snprintf(server_target, sizeof server_target, "%s_server", module);
   snprintf(client_target, sizeof client_target, "%s_clients", module);
   bb_fed_setup setup = {artifact, artifact_len, module, o.secure ? NULL : server_target, client_target, o.clients, o.loss, o.seed,
-                        o.quiet, &d, o.onnx_model ? &model : NULL, NULL, o.scenario ? &scenario : NULL};
+                        o.quiet, &d, o.onnx_model ? &model : NULL, NULL, o.scenario ? &scenario : NULL,
+                        o.secure != 0};
   bb_federation f;
   if (bb_federation_start(&f, &setup, &err)) return fprintf(stderr, "federated_digits: %s\n", err.message), 1;
   /* asynchronous: a client silent this long since it was sent the model is sent it again */

@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
   bb_peer_id *peers = calloc((size_t)n_peers, sizeof *peers);
   for (int i = 0; i < n_peers; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
   const bb_peer_id *edge_ids = peers + 1, *client_ids = peers + 1 + o.edges;
-  bb_fed_peers net = {artifact, artifact_len, peers, (size_t)n_peers, o.seed};
+  bb_fed_peers net = {artifact, artifact_len, peers, (size_t)n_peers, o.seed, NULL};
   for (int i = 0; i < n_peers; i++) {
     /* every node constructs every slot: an edge's model never runs, so it holds the test set */
     const bb_dataset *data = i > o.edges ? &d.shards[i - 1 - o.edges] : test;

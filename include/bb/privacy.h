@@ -303,9 +303,16 @@ BB_API bool bb_secagg_client_round(const bb_secagg_client *client, uint32_t *ind
 BB_API uint64_t bb_secagg_client_clipped(const bb_secagg_client *client);
 
 /* A fresh Ed25519 key pair (libsodium's layout: secret_key is 64 bytes) from `random`
- * (NULL: the system CSPRNG): the identity of a client that signs for one round only. */
+ * (NULL: the system CSPRNG): a node's identity (its peer id is
+ * bb_peer_id_from_ed25519(public_key)). */
 BB_API int bb_secagg_identity_new(uint8_t public_key[32], uint8_t secret_key[64], const bb_random_source *random,
                                   bb_error *err);
+
+/* A node's signer (bb_sign_fn, bb_install_args.sign) for a host that holds its identity's
+ * secret key: user points at the 64-byte Ed25519 secret key, which must outlive the node.
+ * FedAvg's secure=1 signs a client's SecAgg+ keys with it. */
+BB_API int bb_identity_sign(void *user, const char *slot, const uint8_t *msg, size_t len, uint8_t signature[64],
+                            bb_error *err);
 
 /* ---- differential privacy --------------------------------------------------------------- */
 

@@ -155,6 +155,14 @@ BB_API int bb_ctx_add_address(bb_ctx *ctx, const bb_peer_id *peer, const bb_addr
  * members) from any other sender. Only the latest send per peer is kept, and only while
  * the peer is in the address book. */
 BB_API bool bb_ctx_addressed_since(const bb_ctx *ctx, const bb_peer_id *peer, uint64_t since_ns);
+/* Signs msg with this node's identity (bb_install_args.sign): 0 with signature filled, or
+ * BB_LATER when the host signs later; the signature then comes to this component's
+ * on_message as op BB_SIGNED_OP from this node itself (bb_ctx_self), 64 bytes.
+ * BB_ERR_UNSUPPORTED when the node was installed without a signer. */
+BB_API int bb_ctx_sign(bb_ctx *ctx, const uint8_t *msg, size_t len, uint8_t signature[64], bb_error *err);
+#define BB_SIGNED_OP "bb.Signed"
+/* Whether this node was installed with a signer. */
+BB_API bool bb_ctx_can_sign(const bb_ctx *ctx);
 /* Bumps a named counter (bb_node_counter reads it). */
 BB_API void bb_ctx_count(bb_ctx *ctx, const char *name, uint64_t delta);
 /* Whether this node checks join tokens (installed with bb_install_args.admission): then
@@ -223,6 +231,14 @@ typedef struct bb_install_artifact {
   size_t n_targets;
 } bb_install_artifact;
 
+/* Signs for this node: the Ed25519 signature (64 bytes) of msg by the identity whose public
+ * key the node's key-bound peer id holds (bb_peer_id_from_ed25519). `slot` names the
+ * component that asks. Returns 0 with signature filled, or BB_LATER when the host signs
+ * asynchronously (an identity in a non-extractable WebCrypto key): the host then hands the
+ * signature to bb_node_signed(node, slot, ...); a negative BB_ERR_* with err set refuses. */
+typedef int (*bb_sign_fn)(void *user, const char *slot, const uint8_t *msg, size_t len, uint8_t signature[64],
+                          bb_error *err);
+
 typedef struct bb_install_args {
   size_t struct_size;              /* sizeof(bb_install_args); BB_INSTALL_ARGS_SIZE_V1 at least */
   bb_peer_id self;
@@ -246,6 +262,10 @@ typedef struct bb_install_args {
    * book, and the shipped aggregators take contributions only from peers whose token
    * grants the client role (docs/SECURITY.md, "Membership in the engine"). */
   const bb_join_policy *admission;
+  /* Signs with this node's identity (bb_ctx_sign); NULL: the node signs nothing, and what
+   * needs its signature (FedAvg's secure=1 on a client) is refused by name. */
+  bb_sign_fn sign;
+  void *sign_user;
 } bb_install_args;
 
 /* The struct_size of a bb_install_args without `more`: the least bb_install accepts. */
@@ -253,6 +273,8 @@ typedef struct bb_install_args {
 /* The struct_size of a bb_install_args without `admission` (a caller built against that
  * header installs without join tokens). */
 #define BB_INSTALL_ARGS_SIZE_V2 offsetof(bb_install_args, admission)
+/* The struct_size of a bb_install_args without `sign` (the node has no signer). */
+#define BB_INSTALL_ARGS_SIZE_V3 offsetof(bb_install_args, sign)
 
 /* Why an install failed. */
 typedef enum bb_install_error_kind {
@@ -385,6 +407,10 @@ BB_API int bb_node_deliver_event(bb_node *node, const char *module, const char *
 
 /* Completes an asynchronous op: its outputs, by position (references are taken). */
 BB_API int bb_node_complete(bb_node *node, uint64_t command, bb_val *const *outputs, size_t n_outputs, bb_error *err);
+/* Hands over a signature the node's signer answered BB_LATER for: it reaches the component
+ * at `slot` with the next poll (on_message, op BB_SIGNED_OP, from this node).
+ * BB_ERR_NOT_FOUND for a slot no component is bound at. */
+BB_API int bb_node_signed(bb_node *node, const char *slot, const uint8_t signature[64], uint64_t now_ns, bb_error *err);
 /* Fails an asynchronous op with a message (truncated to 4 KiB). */
 BB_API int bb_node_fail(bb_node *node, uint64_t command, const char *detail, bb_error *err);
 

@@ -46,6 +46,13 @@ BB_API bb_peer_id bb_peer_id_from_u64(uint64_t id);
 /* Parses the canonical bytes; BB_ERR_MALFORMED unless they are exactly one multihash. */
 BB_API int bb_peer_id_from_bytes(const uint8_t *data, size_t len, bb_peer_id *out, bb_error *err);
 /* The u64 of an identity multihash with an 8-byte digest; false for any other peer id. */
+/* A key-bound peer id (libp2p's form): the identity multihash of the protobuf PublicKey
+ * {Type = Ed25519, Data = key}, 00 24 08 01 12 20 ‖ the 32-byte key. Whoever signs with
+ * the key's secret speaks for the id. */
+BB_API bb_peer_id bb_peer_id_from_ed25519(const uint8_t public_key[32]);
+/* The Ed25519 public key a key-bound peer id holds: true with it in public_key, false for
+ * any other id (a test id of bb_peer_id_from_u64, a hashed id). */
+BB_API bool bb_peer_id_ed25519(const bb_peer_id *p, uint8_t public_key[32]);
 BB_API bool bb_peer_id_as_u64(const bb_peer_id *p, uint64_t *out);
 BB_API bool bb_peer_id_equal(const bb_peer_id *a, const bb_peer_id *b);
 /* Base58btc text (as libp2p prints peer ids), NUL-terminated; returns its length, or 0

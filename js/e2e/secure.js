@@ -24,7 +24,7 @@ async function main() {
   const csv = new Uint8Array(await (await fetch('/digits.csv')).arrayBuffer());
   const split = splitDigits(bb, csv, 4, 1, 5);
   const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
-  const node = securePlan(pkg).installClient(bb, { artifact, self, server: start.server, data: split.shards[index] });
+  const node = securePlan(pkg).installClient(bb, { artifact, self, signer: identity, server: start.server, data: split.shards[index] });
   // a test hook: once armed, the page takes nothing in after it sends its masked vector
   // (the only envelope of a client as large as the model) — so it never answers the
   // unmask request — and tells the test, which closes it once the vector has arrived

@@ -9,6 +9,8 @@
  *   runs; killed with SIGKILL mid-run and
  *   started again with --resume, it goes on from its checkpoint's round (not from round 1)
  *   and finishes past 88 %, its export scored by onnxruntime-node at the reported accuracy;
+ * - with --secure, three clients signing with their identities: every round's line a
+ *   secure sum of the three;
  * - the checkpoint writer, killed with SIGKILL at random points of a write, always leaves
  *   a whole checkpoint (the old or the new), never a part of one.
  */
@@ -75,6 +77,11 @@ describe('mistakes are named, with exit 2', () => {
     [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--dp-clip', '1'], /--dp-clip and --dp-noise go together/],
     [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--dp-clip', '0', '--dp-noise', '1'], /--dp-clip must be a number > 0 and <= 3e\+38, got "0"/],
     [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--dp-clip', '1', '--dp-noise', '1', '--dp-delta', '1'], /--dp-delta must be in \(0, 1\), got "1"/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--secure-shares', '4'], /--secure-threshold and --secure-shares need --secure/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--secure', '--secure-threshold', '0'], /--secure-threshold must be a whole number >= 1 and <= 254, got "0"/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--secure', '--clients', '2'], /--secure needs --clients of at least 3/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--secure', '--quorum', '2'], /--secure needs --quorum of at least 3/],
+    [['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--secure', '--dp-clip', '1', '--dp-noise', '1', '--dp-sample-rate', '0.5'], /cannot go with --secure/],
   ])('%j', (args, message) => {
     writeFileSync(join(scratch, 'bad.json'), JSON.stringify({ model: 'builtin:digits-mlp', clientz: 3 }));
     const { status, output } = serveSync(args);
@@ -167,6 +174,24 @@ describe('a federation run from one command', () => {
     expect((100 * right) / test.length).toBeCloseTo(accuracy, 0);
     expect(readCheckpoint(join(scratch, 'fed.ckpt')).header.round).toBe(20);
   }, 240_000);
+});
+
+describe('--secure', () => {
+  test('every round is a secure sum of the three clients, each signing with its identity; the line says how many were summed', async () => {
+    const run = new ServeProcess(['--model', 'builtin:digits-mlp', '--test', 'test.csv', '--port', '0', '--clients', '3', '--rounds', '3',
+      '--steps-per-round', '5', '--deadline-ms', '500', '--secure', '--secure-threshold', '2', '--secure-shares', '2', '--key', 'secure.key']);
+    const base = (await run.waitFor(/\/status and (http:\/\/[\d.:]+)\/metrics/))[1]!;
+    // a secure sum holds at least 3: the rounds wait for all three
+    await run.waitFor(/waiting for 3 of 3 clients before the first round/);
+    for (let k = 0; k < 3; k++) {
+      children.push(spawn(process.execPath, [join(packageRoot, 'test', 'fixtures', 'serve-client.mjs'), base, join(scratch, `shard${k}.csv`)]));
+    }
+    await run.waitFor(/^trained: ([\d.]+) % after 3 rounds/m, 120_000);
+    expect(await run.exited).toBe(0);
+    const lines = run.output.split('\n').filter((line) => /^round [1-3]: /.test(line));
+    expect(lines, run.output).toHaveLength(3);
+    for (const line of lines) expect(line).toMatch(/; a secure sum of 3$/);
+  }, 150_000);
 });
 
 describe('the checkpoint writer under kill -9', () => {

@@ -616,6 +616,14 @@ bool bb_secagg_client_round(const bb_secagg_client *cl, uint32_t *index, bb_seca
 
 uint64_t bb_secagg_client_clipped(const bb_secagg_client *cl) { return cl ? cl->clipped : 0; }
 
+int bb_identity_sign(void *user, const char *slot, const uint8_t *msg, size_t len, uint8_t signature[64],
+                     bb_error *err) {
+  (void)slot;
+  if (!user || (!msg && len)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "identity sign: no secret key");
+  crypto_sign_ed25519_detached(signature, NULL, msg, len, user);
+  return 0;
+}
+
 int bb_secagg_identity_new(uint8_t public_key[32], uint8_t secret_key[64], const bb_random_source *random,
                            bb_error *err) {
   if (!public_key || !secret_key) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "secagg: NULL argument");

@@ -72,6 +72,18 @@ const bb_peer_id *bb_ctx_source(const bb_ctx *ctx) { return ctx->source; }
 const bb_allocator *bb_ctx_allocator(const bb_ctx *ctx) { return ctx->parts->alloc; }
 const char *bb_ctx_slot(const bb_ctx *ctx) { return ctx->component ? ctx->component->slot : ""; }
 
+bool bb_ctx_can_sign(const bb_ctx *ctx) { return ctx->parts->sign != NULL; }
+
+int bb_ctx_sign(bb_ctx *ctx, const uint8_t *msg, size_t len, uint8_t signature[64], bb_error *err) {
+  if (!ctx->parts->sign)
+    return bb_error_set(err, BB_ERR_UNSUPPORTED,
+                        "this node signs nothing: it was installed without a signer (bb_install_args.sign)");
+  bb_error_clear(err);
+  int rc = ctx->parts->sign(ctx->parts->sign_user, bb_ctx_slot(ctx), msg, len, signature, err);
+  if (rc < 0 && !err->message[0]) bb_error_set(err, rc, "the node's signer refused: %s", bb_strerror(rc));
+  return rc;
+}
+
 /* splitmix64: small, fast and fully determined by the seed. */
 uint64_t bb_ctx_random(bb_ctx *ctx) {
   uint64_t z = (*ctx->parts->rng += 0x9E3779B97F4A7C15ull);

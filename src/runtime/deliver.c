@@ -152,6 +152,33 @@ int bb_node_deliver(bb_node *n, const bb_peer_id *from, const uint8_t *bytes, si
   return 0;
 }
 
+int bb_node_signed(bb_node *n, const char *slot, const uint8_t signature[64], uint64_t now_ns, bb_error *err) {
+  if (!n || !slot || !signature) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "signed: node, slot and signature");
+  const rt_component *c = rt_component_by_slot(&n->components, slot);
+  if (!c) return bb_error_set(err, BB_ERR_NOT_FOUND, "signed: no component is bound at slot `%s`", slot);
+  rt_advance(n, now_ns);
+  if (n->ingress.events.len >= n->cfg.max_ingress_events) {
+    rt_count(&n->counters, "ingress.refused", 1);
+    return bb_error_set(err, BB_ERR_LIMIT, "signed: the ingress queue is full (%zu events); poll first",
+                        n->ingress.events.len);
+  }
+  /* a control message from this node itself: no peer can send one */
+  rt_event ev = {.kind = RT_EV_ENVELOPE, .at = n->now, .from = n->self};
+  ev.fills = bbi_mem_calloc(n->alloc, 1, sizeof *ev.fills);
+  if (ev.fills) {
+    ev.n_fills = 1;
+    ev.fills[0] = (rt_fill){.control = true, .component = c->number, .payload_len = 64};
+    ev.fills[0].op = bbi_mem_strdup(n->alloc, BB_SIGNED_OP);
+    ev.fills[0].payload = bbi_mem_alloc(n->alloc, 64);
+    if (ev.fills[0].payload) memcpy(ev.fills[0].payload, signature, 64);
+  }
+  if (!ev.fills || !ev.fills[0].op || !ev.fills[0].payload || rt_ingress_push(&n->ingress, &ev, n->cfg.max_ingress_events)) {
+    rt_event_release(&n->ingress, &ev);
+    return bb_error_set(err, BB_ERR_NOMEM, "signed: out of memory");
+  }
+  return 0;
+}
+
 /* ---- routing (at poll) ------------------------------------------------------------------- */
 
 /* The graphs one envelope can start executions in (its fills are capped; each graph

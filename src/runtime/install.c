@@ -830,6 +830,10 @@ static void init_node(bb_node *n, const bb_allocator *alloc, const bb_install_ar
                         .timers = &n->timers,
                         .steps = &n->acc,
                         .counters = &n->counters};
+  if (args->struct_size > BB_INSTALL_ARGS_SIZE_V3) {
+    n->parts.sign = args->sign;
+    n->parts.sign_user = args->sign_user;
+  }
 }
 
 /* The envelope caps the config points to, copied (the caller's struct need not outlive

@@ -26,6 +26,8 @@ struct rt_parts {
   rt_timers *timers;
   rt_steps *steps; /* where steps accumulate */
   rt_counters *counters;
+  bb_sign_fn sign; /* the host's signer (NULL: none) */
+  void *sign_user;
 };
 
 #endif /* BBI_RUNTIME_PARTS_H */

@@ -17,6 +17,24 @@ bb_peer_id bb_peer_id_from_u64(uint64_t id) {
   return p;
 }
 
+static const uint8_t ED25519_PREFIX[6] = {0x00, 0x24, 0x08, 0x01, 0x12, 0x20};
+
+bb_peer_id bb_peer_id_from_ed25519(const uint8_t public_key[32]) {
+  bb_peer_id p;
+  memset(&p, 0, sizeof p);
+  memcpy(p.bytes, ED25519_PREFIX, sizeof ED25519_PREFIX);
+  memcpy(p.bytes + sizeof ED25519_PREFIX, public_key, 32);
+  p.len = sizeof ED25519_PREFIX + 32;
+  return p;
+}
+
+bool bb_peer_id_ed25519(const bb_peer_id *p, uint8_t public_key[32]) {
+  if (!p || p->len != sizeof ED25519_PREFIX + 32 || memcmp(p->bytes, ED25519_PREFIX, sizeof ED25519_PREFIX) != 0)
+    return false;
+  memcpy(public_key, p->bytes + sizeof ED25519_PREFIX, 32);
+  return true;
+}
+
 int bb_peer_id_from_bytes(const uint8_t *data, size_t len, bb_peer_id *out, bb_error *err) {
   size_t pos = 0;
   uint64_t code, digest;

@@ -143,6 +143,12 @@ int32_t bb_host_load(int32_t id, const uint8_t *state, size_t len) {
   (void)id, (void)state;
   return len == 0 ? 0 : BB_ERR_MALFORMED;
 }
+/* No node of this test signs (installed with signs = 0). */
+int32_t bb_host_sign(int32_t node, const char *slot, const uint8_t *message, size_t len) {
+  (void)node, (void)slot, (void)message, (void)len;
+  return -1;
+}
+
 void bb_host_module_record(int32_t host_id, int32_t bootstrap) {
   (void)host_id, (void)bootstrap;
   CHECK_MSG(false, "no Module is recorded here");
@@ -270,18 +276,18 @@ static void test_federation(const buf *artifact) {
     if (i == 0) pending_x = x + (size_t)(ROWS - 100) * FEATURES, pending_y = y + ROWS - 100, pending_rows = 100;
     nodes[i] = bb_wasm_node_install(artifact->data, artifact->len, ids[i], i ? client_targets : server_targets,
                                     i ? sizeof client_targets : sizeof server_targets, slots, sizeof slots, NULL,
-                                    (uint64_t)i + 7, NULL, NULL, 0);
+                                    (uint64_t)i + 7, NULL, NULL, 0, 0);
     CHECK_MSG(nodes[i] > 0, "install %d: %s", i, bb_wasm_last_error());
     for (int j = 0; j < PEERS; j++)
       if (j != i) CHECK_EQ_INT(bb_wasm_node_add_peer(nodes[i], ids[j]), 0);
   }
   CHECK_EQ_INT(creates - creates_before, PEERS);
-  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "Nope", 5, NULL, 0, NULL, 0, NULL, NULL, 0) < 0);
+  CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "Nope", 5, NULL, 0, NULL, 0, NULL, NULL, 0, 0) < 0);
   CHECK(strncmp(bb_wasm_last_error(), "install failed (", 16) == 0);
   CHECK(bb_wasm_node_install(artifact->data, artifact->len, "not base58 0OIl", server_targets,
-                             sizeof server_targets, NULL, 0, NULL, 0, NULL, NULL, 0) < 0);
+                             sizeof server_targets, NULL, 0, NULL, 0, NULL, NULL, 0, 0) < 0);
   CHECK(bb_wasm_node_install(artifact->data, artifact->len, ids[0], "FedDigits", 9, NULL, 0, NULL, 0, NULL, NULL,
-                             0) == BB_ERR_INVALID_ARGUMENT); /* not NUL-terminated */
+                             0, 0) == BB_ERR_INVALID_ARGUMENT); /* not NUL-terminated */
 
   CHECK_EQ_INT(bb_wasm_node_info(nodes[1]), 0);
   size_t info_len;
@@ -410,12 +416,12 @@ static void test_async_host_op(void) {
   static const char targets[] = "Quickstart";
   /* a host create that fails names the type, the slot and the host's reason */
   CHECK(bb_wasm_node_install(artifacts[1].data, artifacts[1].len, self, targets, sizeof targets, NULL, 0, NULL, 0,
-                             NULL, NULL, 0) < 0);
+                             NULL, NULL, 0, 0) < 0);
   CHECK_MSG(strstr(bb_wasm_last_error(), "HostCamera") && strstr(bb_wasm_last_error(), "no camera here"), "%s",
             bb_wasm_last_error());
 
   int32_t node = bb_wasm_node_install(artifacts[0].data, artifacts[0].len, self, targets, sizeof targets, NULL, 0,
-                                      NULL, 0, NULL, NULL, 0);
+                                      NULL, 0, NULL, NULL, 0, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   buf none = value_list(NULL, 0);
   CHECK_EQ_INT(bb_wasm_node_invoke(node, "Quickstart", NULL, 0, none.data, none.len, 10), 0);
@@ -431,7 +437,7 @@ static void test_async_host_op(void) {
   uint8_t *snap = malloc(snap_len);
   memcpy(snap, snap_r, snap_len);
   int32_t moved = bb_wasm_node_install(artifacts[0].data, artifacts[0].len, self, targets, sizeof targets, NULL, 0,
-                                       NULL, 0, NULL, NULL, 0);
+                                       NULL, 0, NULL, NULL, 0, 0);
   CHECK_MSG(bb_wasm_node_restore(moved, snap, snap_len) == 0, "%s", bb_wasm_last_error());
   CHECK(bb_wasm_node_restore(moved, snap, snap_len / 2) < 0);
   free(snap);
@@ -490,7 +496,7 @@ static void test_many_host_types(void) {
   peer_text(90, self, sizeof self);
   int creates_before = creates;
   int32_t node = bb_wasm_node_install(artifact.data, artifact.len, self, "Quickstart", sizeof "Quickstart", NULL, 0,
-                                      NULL, 0, NULL, NULL, 0);
+                                      NULL, 0, NULL, NULL, 0, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   CHECK_EQ_INT(creates - creates_before, 1);
   int32_t made_as = 0;
@@ -544,7 +550,7 @@ static void test_bad_value_lists(void) {
   char self[128];
   peer_text(77, self, sizeof self);
   int32_t node =
-      bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0, NULL, NULL, 0);
+      bb_wasm_node_install(artifact, len, self, "Quickstart", sizeof "Quickstart", NULL, 0, NULL, 0, NULL, NULL, 0, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   uint8_t list[64] = {0};
   /* too short, a count beyond the bytes, a value past the end, bytes after the last, a bad payload */
@@ -578,13 +584,13 @@ static void test_join_tokens(void) {
   peer_text(72, watcher, sizeof watcher);
   static const char targets[] = "Quickstart";
   /* a room without keys, keys without bytes */
-  CHECK(bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", op.pk, 0) ==
+  CHECK(bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", op.pk, 0, 0) ==
         BB_ERR_INVALID_ARGUMENT);
   CHECK(strstr(bb_wasm_last_error(), "trusts no operator key") != NULL);
-  CHECK(bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", NULL, 1) ==
+  CHECK(bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", NULL, 1, 0) ==
         BB_ERR_INVALID_ARGUMENT);
   int32_t node =
-      bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", op.pk, 1);
+      bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "room-1", op.pk, 1, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   bb_peer_id c = bb_peer_id_from_u64(72), w = bb_peer_id_from_u64(73); /* peer_text counts from 0 */
   uint8_t token[BB_JOIN_TOKEN_MAX_BYTES];
@@ -605,7 +611,7 @@ static void test_join_tokens(void) {
   CHECK_EQ_INT(bb_wasm_node_counter(node, "admission.refused_expired"), 1);
   CHECK_EQ_INT(bb_wasm_node_free(node), 0);
   /* a node without a room checks no tokens */
-  node = bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "", NULL, 0);
+  node = bb_wasm_node_install(artifact, len, self, targets, sizeof targets, NULL, 0, NULL, 0, "", NULL, 0, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   CHECK_EQ_INT(bb_wasm_node_admit_token(node, watcher, token, n, 1700000000, 0), BB_ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(bb_wasm_node_peer_role(node, watcher), BB_JOIN_NONE);
@@ -741,11 +747,11 @@ static void test_trainer(void) {
   const char slots[] = "data\0\0model\0"; /* two (slot, empty config) pairs with the final NUL */
   int32_t host[2] = {all, exported};
   int32_t node =
-      bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0);
+      bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0, 0);
   CHECK_MSG(node > 0, "%s", bb_wasm_last_error());
   CHECK_EQ_INT(bb_wasm_node_free(node), 0);
   host[1] = 0; /* no model: OnnxModel has nothing to train */
-  CHECK(bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0) <
+  CHECK(bb_wasm_node_install(art, art_len, self, "FedCnn_clients", 15, slots, sizeof slots, host, 1, NULL, NULL, 0, 0) <
         0);
   CHECK(strstr(bb_wasm_last_error(), "OnnxModel") != NULL);
   free(art);

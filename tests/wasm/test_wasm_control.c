@@ -137,6 +137,12 @@ int32_t bb_host_load(int32_t id, const uint8_t *state, size_t len) {
   return 0;
 }
 
+/* No node of this test signs (installed with signs = 0). */
+int32_t bb_host_sign(int32_t node, const char *slot, const uint8_t *message, size_t len) {
+  (void)node, (void)slot, (void)message, (void)len;
+  return -1;
+}
+
 void bb_host_module_record(int32_t host_id, int32_t bootstrap) {
   (void)host_id, (void)bootstrap;
   CHECK_MSG(false, "no Module is recorded by the host here");
@@ -228,7 +234,7 @@ static void test_protocol_over_messages(void) {
     bb_peer_id id = bb_peer_id_from_u64((uint64_t)i + 1);
     bb_peer_id_to_text(&id, ids[i], sizeof ids[i]);
     nodes[i] = bb_wasm_node_install(artifact.data, artifact.len, ids[i], "Pinger", sizeof "Pinger", NULL, 0, NULL, 3,
-                                    NULL, NULL, 0);
+                                    NULL, NULL, 0, 0);
     CHECK_MSG(nodes[i] > 0, "%s", bb_wasm_last_error());
   }
   for (int i = 0; i < 2; i++) CHECK_EQ_INT(bb_wasm_node_add_peer(nodes[i], ids[1 - i]), 0);
@@ -260,7 +266,7 @@ static void test_protocol_over_messages(void) {
   uint8_t *snap = malloc(len);
   memcpy(snap, bb_wasm_result_ptr(), len);
   int32_t fresh = bb_wasm_node_install(artifact.data, artifact.len, ids[0], "Pinger", sizeof "Pinger", NULL, 0, NULL, 3,
-                                       NULL, NULL, 0);
+                                       NULL, NULL, 0, 0);
   CHECK_MSG(bb_wasm_node_restore(fresh, snap, len) == 0, "%s", bb_wasm_last_error());
   CHECK_STR(loaded_state, "state of 1");
   free(snap);

@@ -144,7 +144,8 @@ export interface BbExports {
   bb_wasm_call_dependency(slotPtr: number, opPtr: number, inputsPtr: number, len: number, nOutputs: number): number;
   bb_wasm_call_set_state(statePtr: number, len: number): number;
   bb_wasm_call_fail(code: number, messagePtr: number): number;
-  bb_wasm_node_install(artifactPtr: number, artifactLen: number, selfPtr: number, targetsPtr: number, targetsLen: number, slotsPtr: number, slotsLen: number, datasetsPtr: number, seed: bigint, roomPtr: number, operatorKeysPtr: number, nOperatorKeys: number): number;
+  bb_wasm_node_install(artifactPtr: number, artifactLen: number, selfPtr: number, targetsPtr: number, targetsLen: number, slotsPtr: number, slotsLen: number, datasetsPtr: number, seed: bigint, roomPtr: number, operatorKeysPtr: number, nOperatorKeys: number, signs: number): number;
+  bb_wasm_node_signed(node: number, slotPtr: number, signaturePtr: number): number;
   bb_wasm_node_free(node: number): number;
   bb_wasm_node_info(node: number): number;
   bb_wasm_node_add_peer(node: number, peerPtr: number): number;
@@ -283,7 +284,8 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_call_dependency: 5,
   bb_wasm_call_set_state: 2,
   bb_wasm_call_fail: 2,
-  bb_wasm_node_install: 12,
+  bb_wasm_node_install: 13,
+  bb_wasm_node_signed: 3,
   bb_wasm_node_free: 1,
   bb_wasm_node_info: 1,
   bb_wasm_node_add_peer: 2,

@@ -4,7 +4,7 @@
  * {@link BbError}s). Get one from `loadBb`.
  */
 import type { BbExports } from './abi.js';
-import type { Host, HostComponentCallbacks, ModuleRecorder } from './host.js';
+import type { Host, HostComponentCallbacks, HostSigner, ModuleRecorder } from './host.js';
 import { BbError, BbErrorCode, bbErrorCodeName } from './errors.js';
 
 const utf8 = new TextDecoder();
@@ -34,6 +34,12 @@ export class Bb {
   setModuleRecorder(recorder: ModuleRecorder | undefined): void {
     if (this.#host === undefined) throw new Error('this Bb was made without its host: load it with loadBb');
     this.#host.setModuleRecorder(recorder);
+  }
+
+  /** Routes the module's signing import to JavaScript (used by nodes installed with a signer). */
+  setSigner(signer: HostSigner): void {
+    if (this.#host === undefined) throw new Error('this Bb was made without its host: load it with loadBb');
+    this.#host.setSigner(signer);
   }
 
   /** Runs `use` with NUL-terminated UTF-8 copies of the strings in module memory (undefined: NULL). */

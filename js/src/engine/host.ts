@@ -41,6 +41,14 @@ export interface HostComponentCallbacks {
 /** What the module's env.bb_host_module_record import calls: record a Module's body or bootstrap. */
 export type ModuleRecorder = (hostId: number, bootstrap: boolean) => void;
 
+/**
+ * What the module's env.bb_host_sign import calls: node `node` (its handle) asks for the
+ * Ed25519 signature of `message` for its component at `slot`. True when the host will
+ * answer (bb_wasm_node_signed, once the signature is ready); false when it holds no
+ * identity for that node.
+ */
+export type HostSigner = (node: number, slot: string, message: Uint8Array) => boolean;
+
 /** The host side of one module instance: its import object, then the memory to serve once instantiated. */
 export interface Host {
   readonly imports: WasmImports;
@@ -50,12 +58,15 @@ export interface Host {
   setComponentCallbacks(callbacks: HostComponentCallbacks): void;
   /** Routes the recording import to the build in progress (undefined: none). */
   setModuleRecorder(recorder: ModuleRecorder | undefined): void;
+  /** Routes the signing import (until then every request is refused). */
+  setSigner(signer: HostSigner): void;
 }
 
 export function createHost(): Host {
   let memory: WebAssembly.Memory | undefined;
   let components: HostComponentCallbacks | undefined;
   let recorder: ModuleRecorder | undefined;
+  let signer: HostSigner | undefined;
 
   const buffer = (): ArrayBuffer => {
     if (memory === undefined) throw new Error('bb.wasm called its host before instantiation finished');
@@ -166,6 +177,15 @@ export function createHost(): Host {
     bb_host_module_record(hostId: number, bootstrap: number): void {
       recorder?.(hostId, bootstrap !== 0);
     },
+    bb_host_sign(node: number, slotPtr: number, messagePtr: number, len: number): number {
+      if (signer === undefined) return -1;
+      const memory = bytes(0, buffer().byteLength);
+      let end = slotPtr >>> 0;
+      while (memory[end] !== 0) end++;
+      const slot = new TextDecoder().decode(memory.subarray(slotPtr >>> 0, end));
+      // copied: the signature is made after this call returns
+      return signer(node, slot, bytes(messagePtr, len).slice()) ? 0 : -1;
+    },
   };
 
   return {
@@ -178,6 +198,9 @@ export function createHost(): Host {
     },
     setModuleRecorder(next: ModuleRecorder | undefined): void {
       recorder = next;
+    },
+    setSigner(next: HostSigner): void {
+      signer = next;
     },
   };
 }

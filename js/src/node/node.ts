@@ -21,6 +21,8 @@ import type { PeerRole } from '../signal/protocol.js';
 import { decodeValue, encodeValueList, randomPeerId, type Value } from './values.js';
 import { OnnxModel } from '../engine/model.js';
 import { Notices, watchNode, type Logger } from './notices.js';
+import type { Signer } from '../identity/identity.js';
+import { peerIdFromPublicKey } from '../identity/peer-id.js';
 
 export type StepKind =
   | 'send'
@@ -107,6 +109,13 @@ export interface NodeOptions {
    */
   readonly admission?: NodeAdmission;
   /**
+   * Signs for the node's peer id (an Identity, or a Signer holding its key elsewhere): what
+   * a FedAvg client under secure aggregation signs its SecAgg+ keys with, so that its
+   * neighbours check them against its peer id. Its peerId must be `self`. Default none:
+   * such a client's contribution is refused by name.
+   */
+  readonly signer?: Signer;
+  /**
    * Where the node tells what goes wrong quietly — refused values, unresolved peers, failed
    * ops, dropped envelopes, skipped training steps, refused contributions — one line per
    * kind, rate-limited (notices.ts); default the default logger (console.warn), false: none.
@@ -155,6 +164,7 @@ export class BbNode implements Pollable, CompletionSink {
   readonly checksTokens: boolean;
   /** The join policy the node checks tokens against (its install's `admission`), if any. */
   readonly admission: NodeAdmission | undefined;
+  #signer: Signer | undefined;
 
   private constructor(bb: Bb, handle: number, admission: NodeAdmission | undefined) {
     this.#bb = bb;
@@ -168,7 +178,10 @@ export class BbNode implements Pollable, CompletionSink {
 
   /** Installs an artifact; an error is a BbError whose message starts "install failed (<kind>)". */
   static install(bb: Bb, options: NodeOptions): BbNode {
-    const self = options.self ?? randomPeerId();
+    const self = options.self ?? options.signer?.peerId ?? randomPeerId();
+    if (options.signer !== undefined && (options.signer.peerId !== self || peerIdFromPublicKey(options.signer.publicKey) !== self)) {
+      throw new BbError(BbErrorCode.InvalidArgument, `BbNode.install: the signer signs for ${options.signer.peerId}, not for the node's peer id ${self}`);
+    }
     const slots = Object.entries(options.slots ?? {});
     if (slots.some(([, o]) => o.dataset !== undefined && o.model !== undefined)) {
       throw new BbError(BbErrorCode.InvalidArgument, 'BbNode.install: a slot takes a dataset or a model, not both');
@@ -205,9 +218,11 @@ export class BbNode implements Pollable, CompletionSink {
             const keysAt = slotsAt + slotText.length;
             const handle = bb.check(
               bb.exports.bb_wasm_node_install(ptr, artifact.length, selfPtr!, targetsAt, targets.length, slotsAt,
-                slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed, roomPtr!, keysAt, operators.length),
+                slotText.length, datasets.length > 0 ? datasetsPtr : 0, seed, roomPtr!, keysAt, operators.length,
+                options.signer === undefined ? 0 : 1),
             );
             const node = new BbNode(bb, handle, options.admission);
+            if (options.signer !== undefined) node.#signWith(options.signer);
             watchNode(node, new Notices(options.log));
             return node;
           }),
@@ -387,9 +402,44 @@ export class BbNode implements Pollable, CompletionSink {
     if (this.#handle === 0) return;
     const handle = this.#handle;
     this.#handle = 0;
+    signingNodes.get(this.#bb)?.delete(handle);
     this.#listeners.clear();
     this.#workListeners.clear();
     this.#bb.check(this.#bb.exports.bb_wasm_node_free(handle));
+  }
+
+  /** Answers the node's signing requests (bb_host_sign) with `signer`, asynchronously. */
+  #signWith(signer: Signer): void {
+    this.#signer = signer;
+    let nodes = signingNodes.get(this.#bb);
+    if (nodes === undefined) {
+      const byHandle = new Map<number, BbNode>();
+      nodes = byHandle;
+      signingNodes.set(this.#bb, byHandle);
+      this.#bb.setSigner((handle, slot, message) => {
+        const node = byHandle.get(handle);
+        return node === undefined ? false : node.#sign(slot, message);
+      });
+    }
+    nodes.set(this.#handle, this);
+  }
+
+  #sign(slot: string, message: Uint8Array): boolean {
+    const signer = this.#signer;
+    if (signer === undefined) return false;
+    const handle = this.#handle;
+    // a signature that fails or comes after the node was freed is dropped: the SecAgg+
+    // client that asked aborts at its deadline
+    void signer.sign(message).then(
+      (signature) => {
+        if (this.#handle !== handle || signature.byteLength !== 64) return;
+        const bb = this.#bb;
+        bb.withStrings([slot], (slotPtr) => bb.withBytes(signature, (sigPtr) => bb.check(bb.exports.bb_wasm_node_signed(handle, slotPtr!, sigPtr))));
+        this.#worked();
+      },
+      () => undefined,
+    );
+    return true;
   }
 
   #peerCall(peer: string, call: (ptr: number) => number): void {
@@ -435,6 +485,9 @@ export class BbNode implements Pollable, CompletionSink {
     return this.#handle;
   }
 }
+
+/** The nodes of each module instance that sign, by handle (what bb_host_sign names). */
+const signingNodes = new WeakMap<Bb, Map<number, BbNode>>();
 
 /** Parses bb_wasm_node_poll's result (bb_wasm.h, "Steps"). */
 export function parseSteps(bytes: Uint8Array, expected?: number): Step[] {

@@ -58,6 +58,8 @@ export interface ServeConfig {
    * probability dpSampleRate; ε reported at dpDelta.
    */
   readonly dp?: DpOptions & { readonly delta: number };
+  /** Secure aggregation (SecAgg+): the server sees only each round's sum; 0 takes SecAgg+'s default. */
+  readonly secure?: { readonly threshold: number; readonly shares: number };
 }
 
 export class ConfigError extends Error {
@@ -99,6 +101,12 @@ the rounds
   --dp-sample-rate q   each round takes each client's update with probability q (Poisson
                        sampling, ε accounted at q); --clients is then the population, and a
                        round closes at its deadline with every sampled update that came
+  --secure             secure aggregation (SecAgg+): the server sees only each round's sum of
+                       the clients' masked updates, never one; a sum holds at least 3 (the
+                       default quorum); each round's line says how many were summed.
+                       Clients sign their keys with their identities
+  --secure-threshold T shares that rebuild a dropped client's secrets (default SecAgg+'s)
+  --secure-shares S    neighbours each client shares them with (default SecAgg+'s)
   --name NAME          the federation's name (default Federation); clients use the same
 the room (signalling on the same port)
   --port N             default 8787 (0: any free port)
@@ -161,6 +169,9 @@ const OPTIONS = {
   'dp-delta': { type: 'string' },
   'dp-clip-quantile': { type: 'string' },
   'dp-sample-rate': { type: 'string' },
+  secure: { type: 'boolean' },
+  'secure-threshold': { type: 'string' },
+  'secure-shares': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -293,6 +304,15 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
     throw new ConfigError('--dp-clip-quantile and --dp-sample-rate need --dp-clip and --dp-noise');
   }
   const dpClipOption = dpClip === undefined || dpQuantile === undefined ? dpClip : { initial: dpClip, quantile: dpQuantile };
+  const secure = flag(raw, 'secure');
+  const secureThreshold = number(raw, 'secureThreshold', { integer: true, min: 1, max: 254 });
+  const secureShares = number(raw, 'secureShares', { integer: true, min: 1, max: 254 });
+  if (!secure && (secureThreshold !== undefined || secureShares !== undefined)) throw new ConfigError('--secure-threshold and --secure-shares need --secure');
+  if (secure && clients < 3) throw new ConfigError(`--secure needs --clients of at least 3 (a secure sum holds at least 3 updates), got ${clients}`);
+  if (secure && quorum !== undefined && quorum < 3) throw new ConfigError(`--secure needs --quorum of at least 3 (a secure sum holds at least 3 updates), got ${quorum}`);
+  if (secure && (dpQuantile !== undefined || dpSampleRate !== undefined)) {
+    throw new ConfigError('--dp-clip-quantile and --dp-sample-rate are the server\'s and cannot go with --secure (the server sees only the masked sum)');
+  }
   const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } => (value === undefined ? {} : ({ [key]: value } as { [P in K]?: V }));
   return {
     model,
@@ -333,5 +353,6 @@ function checkConfig(raw: Record<string, unknown>): ServeConfig {
         ? undefined
         : { clip: dpClipOption, noiseMultiplier: dpNoise, delta: dpDelta ?? 1e-5, ...optional('sampleRate', dpSampleRate) },
     ),
+    ...optional('secure', secure ? { threshold: secureThreshold ?? 0, shares: secureShares ?? 0 } : undefined),
   };
 }

@@ -116,11 +116,13 @@ function describePlan(config: ServeConfig): ServedPlan {
     template: 'federatedAveraging',
     name: config.name,
     clients: config.clients,
-    quorum: config.quorum ?? majorityOf(config.clients),
+    // a secure sum holds at least 3 updates: rounds wait for that many
+    quorum: config.quorum ?? (config.secure === undefined ? majorityOf(config.clients) : Math.max(3, majorityOf(config.clients))),
     deadlineMs: config.deadlineMs,
     roundMs: config.roundMs,
     training,
     ...(config.dp === undefined ? {} : { dp: config.dp }),
+    ...(config.secure === undefined ? {} : { secure: config.secure }),
   };
 }
 
@@ -153,6 +155,12 @@ function privacyText(report: RoundReport, config: ServeConfig): string {
   if (report.epsilon === undefined || config.dp === undefined) return '';
   const sampled = config.dp.sampleRate === undefined ? '' : ` (q ${config.dp.sampleRate})`;
   return `; privacy spent: ε ${report.epsilon.toPrecision(4)} at δ ${config.dp.delta}${sampled}`;
+}
+
+/** How many updates the round's secure sum held, as text ('' without secure aggregation). */
+function secureText(report: RoundReport): string {
+  if (report.secure === undefined || report.round === 0) return ''; // round 0 is the initial model
+  return report.secure.summed === 0 ? '; no secure sum (the round was abandoned)' : `; a secure sum of ${report.secure.summed}`;
 }
 
 /** Starts the server the config describes; `say` gets its lines (a line per round). */
@@ -252,7 +260,7 @@ export async function serve(config: ServeConfig, say: (line: string) => void): P
     last = report;
     history.push({ ...report, at: new Date().toISOString() });
     if (history.length > config.history) history.splice(0, history.length - config.history);
-    say(`round ${report.round}: ${(report.accuracy * 100).toFixed(1)} % (${members()} in the room${refusalText(server.refusals())})${privacyText(report, config)}`);
+    say(`round ${report.round}: ${(report.accuracy * 100).toFixed(1)} % (${members()} in the room${refusalText(server.refusals())})${secureText(report)}${privacyText(report, config)}`);
     const done = config.rounds !== undefined && report.round >= config.rounds;
     // writing waits for the poll that reported the round to end
     setImmediate(() => {

@@ -8,18 +8,25 @@ import type { Dataset } from '../train/dataset.js';
 import type { Module } from '../dsl/module.js';
 import type { NodeAdmission, NodeOptions } from '../node/node.js';
 import { tensorValue, type Value } from '../node/values.js';
+import type { Signer } from '../identity/identity.js';
 
-/** An install's own identity: its peer id, its seed, the room's join policy (each optional). */
+/** An install's own identity: its peer id, its seed, the room's join policy, what signs for it (each optional). */
 export interface InstallIdentity {
   readonly self?: string;
   readonly seed?: bigint | number;
   readonly admission?: NodeAdmission;
+  /**
+   * Signs for the peer id (an Identity; its peerId is then the default `self`): a client of a
+   * `secure` federation signs its SecAgg+ keys with it, and cannot take part without it.
+   */
+  readonly signer?: Signer;
 }
 
 /** The node options an install's identity sets: only the ones it gives. */
-export function identityOptions(options: InstallIdentity): Pick<NodeOptions, 'self' | 'seed' | 'admission'> {
+export function identityOptions(options: InstallIdentity): Pick<NodeOptions, 'self' | 'seed' | 'admission' | 'signer'> {
   return {
     ...(options.self === undefined ? {} : { self: options.self }),
+    ...(options.signer === undefined ? {} : { signer: options.signer }),
     ...(options.seed === undefined ? {} : { seed: options.seed }),
     ...(options.admission === undefined ? {} : { admission: options.admission }),
   };

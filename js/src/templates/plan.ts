@@ -14,6 +14,7 @@ import { CODEC_REFUSALS, trafficOf, type Traffic } from '../phones/traffic.js';
 import { peersValue, scalarOf, type Value } from '../node/values.js';
 import { answerServerRequests, REGISTRY_SLOT, type Discovery } from './discovery.js';
 import { compilerWith, compileWith, identityOptions, testInputs } from './install.js';
+import type { Signer } from '../identity/identity.js';
 import { batchOf, bindModel, ensureModelType, modelSlots, type ModelChoice } from './models.js';
 
 /** A round the server reported: its number and the model's score on the server's test set. */
@@ -161,6 +162,8 @@ export interface ClientOptions {
   readonly nowNs?: bigint;
   /** The room's join policy, as the server's (ServerOptions.admission). */
   readonly admission?: NodeAdmission;
+  /** What signs for the client's peer id (its Identity): a `secure` federation's clients sign their SecAgg+ keys with it and need it. */
+  readonly signer?: Signer;
 }
 
 /** A server node and its rounds. */

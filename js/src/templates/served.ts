@@ -7,11 +7,11 @@
  * const base = 'http://server.example:8787';
  * const model = new Uint8Array(await (await fetch(`${base}/model.onnx`)).arrayBuffer());
  * const plan = servedPlan(await (await fetch(`${base}/plan.json`)).json(), model);
- * const client = plan.installClient(bb, { artifact: plan.compile(bb), self: identity.peerId, server: serverId, data });
+ * const client = plan.installClient(bb, { artifact: plan.compile(bb), signer: identity, server: serverId, data });
  * ```
  */
 import { BbError, BbErrorCode } from '../engine/errors.js';
-import { federatedAveraging, type DpOptions } from './federated.js';
+import { federatedAveraging, type DpOptions, type SecureOptions } from './federated.js';
 import { onnxModel, type OnnxModelOptions } from './models.js';
 import type { Plan } from './plan.js';
 
@@ -26,6 +26,8 @@ export interface ServedPlan {
   readonly training: OnnxModelOptions;
   /** The federation's differential privacy, when it has any (federatedAveraging's `dp`). */
   readonly dp?: DpOptions;
+  /** The federation's secure aggregation, when it has it (federatedAveraging's `secure`): clients then need their identity as `signer`. */
+  readonly secure?: SecureOptions;
 }
 
 const TRAINING_KEYS = new Set(['optimizer', 'lr', 'loss', 'batch', 'stepsPerRound', 'freeze']);
@@ -53,5 +55,6 @@ export function servedPlan(description: ServedPlan, model: Uint8Array): Plan {
     deadlineMs: description.deadlineMs,
     roundMs: description.roundMs,
     ...(d.dp === undefined ? {} : { dp: d.dp as DpOptions }),
+    ...(d.secure === undefined ? {} : { secure: d.secure as SecureOptions }),
   });
 }

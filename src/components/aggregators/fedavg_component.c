@@ -868,7 +868,7 @@ static int round_agg_load(void *self, const uint8_t *data, size_t len, bb_error 
 static int fedavg_on_message(void *self, bb_ctx *ctx, const char *op, const bb_peer_id *from, const uint8_t *payload,
                              size_t len, bb_error *err) {
   round_agg *a = self;
-  if (a->sec && strncmp(op, "SecAgg", 6) == 0) return bbi_secure_message(a->sec, ctx, op, from, payload, len, err);
+  if (a->sec && (strncmp(op, "SecAgg", 6) == 0 || strcmp(op, BB_SIGNED_OP) == 0)) return bbi_secure_message(a->sec, ctx, op, from, payload, len, err);
   return bbi_refusal_notice_receive(ctx, op, from, payload, len, err);
 }
 

@@ -43,6 +43,7 @@ struct bbi_secure {
   bb_secagg_client *client;
   bb_peer_id to;
   uint64_t client_round;
+  bool signing; /* the node's signer answers later (BB_SIGNED_OP) */
   /* the earliest timer set and not yet fired (UINT64_MAX: none): one pending timer serves
      every later expiry, so timers never pile up however many messages arrive */
   uint64_t armed;
@@ -68,12 +69,7 @@ static void end_server(bbi_secure *s) {
 static void end_client(bbi_secure *s) {
   bb_secagg_client_free(s->client);
   s->client = NULL;
-}
-
-/* Overwrites a secret in a way the compiler keeps. */
-static void wipe(uint8_t *p, size_t n) {
-  volatile uint8_t *v = p;
-  while (n--) *v++ = 0;
+  s->signing = false;
 }
 
 void bbi_secure_free(bbi_secure *s) {
@@ -255,6 +251,11 @@ static int on_join(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uin
   if (round < s->round || s->server) return late(ctx); /* too slow: the round started without it */
   if (bb_le_get_u32(p + 8) != s->len + 1)
     return refuse(ctx, "secagg_refused_length", err, "a SecAgg join for a vector of another length");
+  /* the round lists each client by its own identity: the key its peer id holds */
+  uint8_t identity[32];
+  if (!bb_peer_id_ed25519(from, identity) || memcmp(identity, p + 12, 32) != 0)
+    return refuse(ctx, "secagg_refused_identity", err,
+                  "a SecAgg join must name the Ed25519 key the sender's peer id holds (a key-bound peer id)");
   int rc = bbi_intake_contributor(ctx, TYPE, COUNTER, from, s->cfg.members_only, round, s->opened_ns, err);
   if (rc) return rc;
   size_t at = 0;
@@ -265,7 +266,7 @@ static int on_join(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uin
       return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
     s->joined[s->n_joined++].peer = *from;
   }
-  memcpy(s->joined[at].key, p + 12, 32); /* a second join replaces the key */
+  memcpy(s->joined[at].key, identity, 32);
   if (s->n_joined == 1 && s->cfg.deadline_ns) arm(s, ctx, s->opened_ns + s->cfg.deadline_ns);
   return ready(s, bb_ctx_now(ctx)) ? start(s, ctx, err) : 0;
 }
@@ -288,10 +289,44 @@ static int on_client_message(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from,
 
 /* ---- client -------------------------------------------------------------------------------- */
 
+static void after_client(bbi_secure *s, bb_ctx *ctx);
+
+/* The client's keys await its identity's signature: the node's signer gives it now, or
+ * later as BB_SIGNED_OP (then on_signed hands it over). */
+static void sign_keys(bbi_secure *s, bb_ctx *ctx) {
+  const uint8_t *payload;
+  size_t len;
+  if (s->signing || bb_secagg_client_sign_payload(s->client, &payload, &len) != 1) return;
+  uint8_t sig[64];
+  bb_error err;
+  int rc = bb_ctx_sign(ctx, payload, len, sig, &err);
+  if (rc == BB_LATER) {
+    s->signing = true;
+    return;
+  }
+  if (rc || bb_secagg_client_set_signature(s->client, sig, bb_ctx_now(ctx), &err)) {
+    bbi_intake_count(ctx, COUNTER, "secagg_sign_failed", 1);
+    end_client(s);
+  }
+}
+
+static int on_signed(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *from, const uint8_t *p, size_t len, bb_error *err) {
+  if (!bb_peer_id_equal(from, bb_ctx_self(ctx)) || len != 64)
+    return refuse(ctx, "secagg_refused_malformed", err, "a signature comes from this node's own signer, 64 bytes");
+  if (!s->client || !s->signing) return late(ctx); /* its round ended while the host signed */
+  /* a signature over another payload (asked for by the part of an earlier round, which a
+     new round replaced) is dropped; the current part waits on for its own */
+  if (bb_secagg_client_set_signature(s->client, p, bb_ctx_now(ctx), err)) return late(ctx);
+  s->signing = false;
+  after_client(s, ctx);
+  return 0;
+}
+
 static void after_client(bbi_secure *s, bb_ctx *ctx) {
   const uint8_t *data;
   size_t len;
   bb_error err;
+  if (s->client) sign_keys(s, ctx);
   while (s->client && bb_secagg_client_next_message(s->client, &data, &len) == 1)
     if (send_framed(ctx, &s->to, CLIENT_OP, s->client_round, data, len, &err))
       bbi_intake_count(ctx, COUNTER, "secagg_unsent", 1);
@@ -340,16 +375,22 @@ int bbi_secure_contribute(bbi_secure *s, bb_ctx *ctx, const bb_peer_id *server, 
   end_client(s); /* a new round's update replaces the last one's part */
   float *v = bbi_mem_alloc(s->alloc, (len + 1) * sizeof(float));
   if (!v) return bb_error_set(err, BB_ERR_NOMEM, "FedAvg: out of memory");
-  /* a round identity: the client copies the secret key, this copy is wiped at once */
-  uint8_t pk[32], sk[64];
-  int rc = client_vector(s, trained, global, len, samples, v, err);
-  if (!rc) rc = bb_secagg_identity_new(pk, sk, NULL, err);
+  /* the client's keys are signed by its own identity (the node's signer), the key its
+     peer id holds: what its neighbours check them against */
+  uint8_t pk[32];
+  int rc = 0;
+  if (!bb_peer_id_ed25519(bb_ctx_self(ctx), pk) || !bb_ctx_can_sign(ctx)) {
+    bbi_intake_count(ctx, COUNTER, "secagg_no_identity", 1);
+    rc = bb_error_set(err, BB_ERR_UNSUPPORTED,
+                      "FedAvg secure=1: a client signs its SecAgg+ keys with its own identity: it needs a key-bound "
+                      "(Ed25519) peer id and a signer (bb_install_args.sign; in JavaScript the install's signer)");
+  }
+  if (!rc) rc = client_vector(s, trained, global, len, samples, v, err);
   bb_secagg_client_config c = {.struct_size = sizeof c,
-                               .identity_secret_key = sk,
+                               .identity_public_key = pk,
                                .min_clients = bbi_secure_min_clients(&s->cfg),
                                .timeout_ns = s->cfg.stage_timeout_ns * 5 + s->cfg.deadline_ns};
   if (!rc) rc = bb_secagg_client_new(&c, s->alloc, &s->client, err);
-  wipe(sk, sizeof sk);
   if (!rc) rc = bb_secagg_client_set_input(s->client, v, len + 1, err);
   bbi_mem_free(s->alloc, v);
   if (rc) {
@@ -390,6 +431,7 @@ int bbi_secure_message(bbi_secure *s, bb_ctx *ctx, const char *op, const bb_peer
   if (strcmp(op, JOIN_OP) == 0) return on_join(s, ctx, from, payload, len, err);
   if (strcmp(op, CLIENT_OP) == 0) return on_client_message(s, ctx, from, payload, len, err);
   if (strcmp(op, SERVER_OP) == 0) return on_server_message(s, ctx, from, payload, len, err);
+  if (strcmp(op, BB_SIGNED_OP) == 0) return on_signed(s, ctx, from, payload, len, err);
   return bb_error_set(err, BB_ERR_UNSUPPORTED, "FedAvg: unknown message `%s`", op);
 }
 

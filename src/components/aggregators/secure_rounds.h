@@ -10,8 +10,13 @@
  *
  * Messages (bb_ctx_send_message between the aggregator slots of client and server; every
  * payload starts with the round id, u64 little-endian):
- *   SecAggJoin    client → server  round ‖ u32 vector length ‖ the client's round identity
- *                                  (an Ed25519 public key, 32 bytes)
+ *   SecAggJoin    client → server  round ‖ u32 vector length ‖ the client's identity: the
+ *                                  Ed25519 key its peer id holds, 32 bytes (the server
+ *                                  refuses any other: the setup lists peers by their ids)
+ * A client signs its SecAgg+ keys with its own identity through the node's signer
+ * (bb_ctx_sign; a host that signs later answers with bb_node_signed), so a neighbour
+ * checks them against the key its peer id holds: a client needs a key-bound peer id and
+ * a signer.
  *   SecAggServer  server → client  round ‖ a SecAgg+ server message
  *   SecAggClient  client → server  round ‖ a SecAgg+ client message
  * The server starts the SecAgg+ round with the clients that joined once `target` joined,
