@@ -10,7 +10,7 @@
 //   make web-demo            (builds the package, bb.wasm and the page, then runs this)
 //   node web-demo/serve.mjs [--port 8080] [--host 0.0.0.0] [--clients 4] [--quorum N]
 //        [--deadline-ms 2000] [--grace-ms 20000] [--no-live]
-//        [--dp-clip X --dp-noise Z [--dp-delta D]]
+//        [--dp-clip X --dp-noise Z [--dp-delta D]] [--secure [--secure-threshold T --secure-shares S]]
 //        [--tls-cert FILE --tls-key FILE] [--ice-server URL]... [--turn-secret SECRET]
 //
 // --clients is the number of client seats; the rounds run while --quorum of them (default
@@ -25,7 +25,12 @@
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
 // credentials of its own for an hour. --dp-clip and --dp-noise make the federation DP-FedAvg
 // (the template's dp: each update clipped to X, the sum noised with Z × X); the page shows
-// the privacy spent, ε at --dp-delta (default 1e-5), after every round.
+// the privacy spent, ε at --dp-delta (default 1e-5), after every round. --secure makes it
+// secure aggregation (SecAgg+, the template's secure): each client masks its update and the
+// server sees only each round's sum (a sum holds at least 3 updates: it needs --clients and
+// --quorum of 3 or more, and --quorum defaults to at least 3); the page says of each round
+// how many masked updates the sum held. --secure-threshold and --secure-shares default to
+// SecAgg+'s.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -55,7 +60,11 @@ const args = (name) => process.argv.flatMap((value, i) => (process.argv[i - 1] =
 const port = Number(arg('--port', 8080));
 const host = arg('--host', '0.0.0.0');
 const clients = Number(arg('--clients', 4));
-const quorum = Number(arg('--quorum', Math.ceil(clients / 2)));
+const secure = process.argv.includes('--secure');
+const secureThreshold = arg('--secure-threshold');
+const secureShares = arg('--secure-shares');
+// a secure sum holds at least 3 updates: the rounds wait for that many
+const quorum = Number(arg('--quorum', secure ? Math.max(3, Math.ceil(clients / 2)) : Math.ceil(clients / 2)));
 const deadlineMs = Number(arg('--deadline-ms', 2000));
 const graceMs = Number(arg('--grace-ms', 20_000));
 // a client's registration outlives its last heartbeat as long as its seat outlives its page
@@ -83,6 +92,11 @@ if (!(deadlineMs >= 100 && deadlineMs <= 60_000)) usage('--deadline-ms takes 100
 if (!(graceMs >= 1000 && graceMs <= 3_600_000)) usage('--grace-ms takes 1000 to 3600000');
 if ((tlsCert === undefined) !== (tlsKey === undefined)) usage('--tls-cert and --tls-key go together');
 if ((dpClip === undefined) !== (dpNoise === undefined)) usage('--dp-clip and --dp-noise go together');
+if (!secure && (secureThreshold !== undefined || secureShares !== undefined)) usage('--secure-threshold and --secure-shares need --secure');
+if (secure && clients < 3) usage(`--secure needs --clients of at least 3 (a secure sum holds at least 3 updates), got ${clients}`);
+if (secure && quorum < 3) usage(`--secure needs --quorum of at least 3 (a secure sum holds at least 3 updates), got ${quorum}`);
+// 0: SecAgg+'s default; the template checks the range and names what is wrong
+const secureOptions = secure ? { threshold: Number(secureThreshold ?? 0), shares: Number(secureShares ?? 0) } : undefined;
 const turnUrls = iceUrls.filter((url) => /^turns?:/.test(url));
 if (turnUrls.length > 0 && turnSecret === undefined) usage('TURN servers (--ice-server turn:...) need --turn-secret');
 for (const [file, hint] of [
@@ -129,7 +143,7 @@ if (live) {
   // the template checks dp and names what is wrong
   let plan;
   try {
-    plan = livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp });
+    plan = livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp, secure: secureOptions });
   } catch (error) {
     usage(error.message);
   }
@@ -171,7 +185,7 @@ function listen() {
 }
 
 function config() {
-  return { live, clients, quorum, deadlineMs, registryTtlMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls(), ...(dp === undefined ? {} : { dp }) };
+  return { live, clients, quorum, deadlineMs, registryTtlMs, classesPerShard, server: serverId, room, signalPath: 'signal', urls: urls(), ...(dp === undefined ? {} : { dp }), ...(secureOptions === undefined ? {} : { secure: secureOptions }) };
 }
 
 /** This page's addresses: localhost, then every IPv4 address of this machine (what a phone on the LAN opens). */

@@ -39,6 +39,10 @@ export class LiveFederation {
   #quorum;
   /** @type {Map<number, number | null>} ε after each round (differential privacy), by round */
   #epsilonOf = new Map();
+  /** @type {Map<number, import('../shared/rounds.js').SecureRound>} what the server saw of each round (secure aggregation), by round */
+  #secureOf = new Map();
+  /** The server's count of secure rounds aborted, as of the last round's report. */
+  #abortedBefore = 0;
   #deadlineMs;
   #transport;
   #log;
@@ -106,6 +110,18 @@ export class LiveFederation {
     // with differential privacy each round's report says what it spent (JSON has no Infinity: null)
     this.#server.onRound((report) => {
       if (report.epsilon !== undefined) this.#epsilonOf.set(report.round, Number.isFinite(report.epsilon) ? report.epsilon : null);
+      // with secure aggregation: how many masked updates the round's sum held, and how many
+      // secure rounds aborted since the last report (the aggregator's own counts)
+      if (report.secure !== undefined && report.round > 0) {
+        const aborted = Number(this.#server.node.counter('fedavg.secagg_aborted'));
+        this.#secureOf.set(report.round, { summed: report.secure.summed, aborted: aborted - this.#abortedBefore });
+        this.#abortedBefore = aborted;
+        // kept as long as the rounds they describe (Maps iterate oldest first)
+        for (const round of this.#secureOf.keys()) {
+          if (this.#secureOf.size <= MAX_ROUNDS) break;
+          this.#secureOf.delete(round);
+        }
+      }
     });
     // the room admits by token: the server checks each member's token itself
     admitRoomMembers(this.#server.node, signal);
@@ -262,7 +278,11 @@ export class LiveFederation {
       seats,
       now: Math.round(this.#now()),
       seq: this.#seq,
-      rounds: this.#roundLog.filter((r) => r.round > afterRound).map((r) => (this.#epsilonOf.has(r.round) ? { ...r, epsilon: this.#epsilonOf.get(r.round) } : r)),
+      rounds: this.#roundLog.filter((r) => r.round > afterRound).map((r) => ({
+        ...r,
+        ...(this.#epsilonOf.has(r.round) ? { epsilon: this.#epsilonOf.get(r.round) } : {}),
+        ...(this.#secureOf.has(r.round) ? { secure: this.#secureOf.get(r.round) } : {}),
+      })),
       points: this.#points.filter((p) => p.id > afterPoint),
       marks: this.#marks.filter((m) => m.id > afterMark),
       events: this.#events.filter((e) => e.seq > afterEvent).slice(-300),

@@ -16,10 +16,12 @@ export const LIVE_MODULE = 'LiveDigits';
  * @property {number} registryTtlMs how long a client that stopped sending heartbeats stays registered
  * @property {import('bytesandbrains').DpOptions} [dp] differential privacy (DP-FedAvg), the
  *   same on the server and every joining page: it is part of the artifact
+ * @property {import('bytesandbrains').SecureOptions} [secure] secure aggregation (SecAgg+): the
+ *   server sees only each round's sum; part of the artifact too, and its clients need a signer
  */
 
 /** @param {LivePlanOptions} options */
-export function livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp }) {
+export function livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp, secure }) {
   return federatedAveraging({
     name: LIVE_MODULE,
     // federated_digits' model: 64 pixels → 32 (ReLU) → 10 digits
@@ -33,5 +35,6 @@ export function livePlan({ clients, quorum, deadlineMs, registryTtlMs, dp }) {
     fitSteps: 12,
     batch: 32,
     ...(dp === undefined ? {} : { dp }),
+    ...(secure === undefined ? {} : { secure }),
   });
 }

@@ -37,6 +37,14 @@ import { scoreMlp } from './mlp.js';
  * @property {boolean} [unchanged] federated: the global model is the previous one, bit for bit
  * @property {number | null} [epsilon] federated with differential privacy: the privacy spent
  *   up to this round, ε at the plan's δ (null: infinite, clipping without noise)
+ * @property {SecureRound} [secure] federated with secure aggregation: what the server saw
+ */
+/**
+ * What the server of a secure federation (SecAgg+) saw of a round: only the sum of `summed`
+ * masked updates (0: no sum, the round was abandoned), and `aborted` secure rounds since the
+ * previous round's report (fedavg.secagg_aborted). It never sees which clients' updates
+ * the sum holds, nor any one of them.
+ * @typedef {{ summed: number, aborted: number }} SecureRound
  */
 /**
  * A federated client's update, scored; `round` is the global model it went into (its

@@ -10,7 +10,7 @@
  * which the reloaded page restores. A fresh node would count its envelopes from one again,
  * and the server would drop those it had already seen from this peer as replays.
  */
-import { BbNode, connectPeer, monotonicNowNs, type Bb, type Clock, type Dataset, type DpOptions, type NodeAdmission, type RunningPeer } from 'bytesandbrains';
+import { BbNode, connectPeer, monotonicNowNs, type Bb, type Clock, type Dataset, type DpOptions, type NodeAdmission, type RunningPeer, type SecureOptions, type Signer } from 'bytesandbrains';
 import { splitDigits } from 'bytesandbrains/examples';
 import { loadIdentity } from 'bytesandbrains/identity';
 
@@ -35,6 +35,8 @@ export interface LiveConfig {
   readonly urls: readonly string[];
   /** Differential privacy, when the federation has it (serve.mjs --dp-clip, --dp-noise). */
   readonly dp?: DpOptions;
+  /** Secure aggregation (SecAgg+), when the federation has it (serve.mjs --secure). */
+  readonly secure?: SecureOptions;
 }
 
 interface SeatStatus {
@@ -186,9 +188,9 @@ export class LiveSession {
       this.#me = identity.peerId;
       // the room admits by token: the node checks its members' tokens (connectPeer insists)
       const admission = (await import('bytesandbrains/signal')).admissionOf(seat.token);
-      const restored = this.#restore(artifact, plan.clientTargets, data, seat.index + 2, admission);
+      const restored = this.#restore(artifact, plan.clientTargets, data, seat.index + 2, admission, identity);
       const clock = restored?.clock ?? monotonicNowNs;
-      const node = restored?.node ?? plan.installClient(this.#bb, { artifact, self: identity.peerId, server: c.server, data, seed: seat.index + 2, nowNs: clock(), admission });
+      const node = restored?.node ?? plan.installClient(this.#bb, { artifact, self: identity.peerId, signer: identity, server: c.server, data, seed: seat.index + 2, nowNs: clock(), admission });
       const url = new URL(c.signalPath, location.href);
       url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
       try {
@@ -225,12 +227,12 @@ export class LiveSession {
   }
 
   /** The node this tab kept before a reload, restored; undefined when there is none that fits. */
-  #restore(artifact: Uint8Array, targets: readonly string[], data: Dataset, seed: number, admission: NodeAdmission): { node: BbNode; clock: Clock } | undefined {
+  #restore(artifact: Uint8Array, targets: readonly string[], data: Dataset, seed: number, admission: NodeAdmission, signer: Signer): { node: BbNode; clock: Clock } | undefined {
     const text = sessionStorage.getItem(SNAPSHOT_KEY);
     if (text === null) return undefined;
     const kept = JSON.parse(text) as Kept;
     if (kept.room !== this.#config.room || kept.peer !== this.#me) return undefined;
-    const node = BbNode.install(this.#bb, { artifact, self: kept.peer, targets, slots: { data: { dataset: data } }, seed, admission });
+    const node = BbNode.install(this.#bb, { artifact, self: kept.peer, targets, slots: { data: { dataset: data } }, seed, admission, signer });
     try {
       node.restore(fromBase64(kept.snapshot));
     } catch {

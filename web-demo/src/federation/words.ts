@@ -33,6 +33,18 @@ export function privacySpent(r: RoundPoint | undefined, delta?: number): string 
   return r.epsilon === null ? ' · privacy spent: ε ∞ (clipping without noise)' : ` · privacy spent: ε ${r.epsilon.toPrecision(3)}${at}`;
 }
 
+/**
+ * With secure aggregation, what the server saw of the round: " · the server saw only the sum
+ * of 3 masked updates"; no sum when it was abandoned; the secure rounds that aborted since
+ * the previous round. '' without secure aggregation.
+ */
+export function secureSeen(r: RoundPoint | undefined): string {
+  if (r?.secure === undefined) return '';
+  const { summed, aborted } = r.secure;
+  const abort = aborted > 0 ? ` · ${plural(aborted, 'secure round')} aborted` : '';
+  return summed > 0 ? ` · the server saw only the sum of ${plural(summed, 'masked update')}${abort}` : ` · no secure sum: the server saw no update${abort}`;
+}
+
 /** The line of the round list for one round. */
 export function roundLine(r: RoundPoint, rules: RoundRules, nameOf: (peer: string) => string): string {
   const accuracy = percent(r.accuracy);
@@ -44,10 +56,13 @@ export function roundLine(r: RoundPoint, rules: RoundRules, nameOf: (peer: strin
   const late = r.late ? ` · ${plural(r.late, 'update')} for an earlier round came too late and ${r.late === 1 ? 'was' : 'were'} dropped` : '';
   if (r.outcome === 'abandoned') {
     const deadline = rules.deadlineMs === undefined ? 'its deadline' : `its ${duration(rules.deadlineMs)} deadline`;
-    const came = k === 0 ? 'no update came back' : `only ${of} updates came back`;
     const needed = rules.quorum === undefined ? '' : `, ${rules.quorum} needed`;
+    // a secure server cannot tell whose updates came: its sum (or none) says what it saw
+    if (r.secure !== undefined) return `round ${r.round}: abandoned at ${deadline}${needed}; the model stays as it was (${accuracy})${secureSeen(r)}${late}${privacySpent(r)}`;
+    const came = k === 0 ? 'no update came back' : `only ${of} updates came back`;
     return `round ${r.round}: abandoned at ${deadline} — ${came}${needed}; the model stays as it was (${accuracy})${late}${privacySpent(r)}`;
   }
+  if (r.secure !== undefined) return `round ${r.round}: closed${n > 0 ? ` (sent to ${n})` : ''} → ${accuracy}${secureSeen(r)}${late}${privacySpent(r)}`;
   const who = k > 0 ? ` (${r.contributors.map(nameOf).join(', ')})` : '';
   return `round ${r.round}: closed with ${of} updates${who} → ${accuracy}${late}${privacySpent(r)}`;
 }

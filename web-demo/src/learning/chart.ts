@@ -14,7 +14,7 @@ import 'uplot/dist/uPlot.min.css';
 import { clientColour, GLOBAL_COLOUR, peerColour } from '../ui/colours.js';
 import { el } from '../ui/dom.js';
 import type { FederationState, Mark } from '../federation/state.js';
-import { percent, privacySpent } from '../federation/words.js';
+import { percent, privacySpent, secureSeen } from '../federation/words.js';
 
 /** Rounds kept on the charts (the most recent). */
 const MAX_ROUNDS = 300;
@@ -108,7 +108,8 @@ export class LearningCharts {
         : last.outcome === 'abandoned'
           ? `round ${last.round} was abandoned: the model stays at ${percent(last.accuracy)} held-out accuracy`
           : `${last.outcome === 'start' ? 'the starting model' : `round ${last.round}`}: held-out accuracy ${percent(last.accuracy)}${last.loss === undefined ? '' : `, loss ${last.loss.toFixed(3)}`}`;
-    this.#caption.textContent += privacySpent(last);
+    this.#caption.textContent += secureSeen(last) + privacySpent(last);
+    if (last?.secure !== undefined) this.#caption.setAttribute('data-summed', String(last.secure.summed));
     if (last?.epsilon !== undefined) this.#caption.setAttribute('data-epsilon', String(last.epsilon));
     this.#caption.setAttribute('data-round', String(last?.round ?? 0));
     this.#caption.setAttribute('data-accuracy', String(last?.accuracy ?? 0));
