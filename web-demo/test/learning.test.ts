@@ -23,7 +23,7 @@ import { expect, test } from 'vitest';
 
 import { mlpShapeFromConfig, parameterCount, scoreMlp } from '../shared/mlp.js';
 import { FedRounds, GossipRounds, roundCounters, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
-import { privacySpent, roundLine } from '../src/federation/words.js';
+import { privacySpent, roundLine, secureSeen } from '../src/federation/words.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
 
@@ -212,4 +212,20 @@ test('with differential privacy a round says what the rounds up to it spent', ()
   expect(privacySpent(closed, 1e-5)).toBe(' · privacy spent: ε 2.35 at δ 0.00001');
   const { epsilon: _, ...plain } = closed;
   expect(roundLine(plain, { quorum: 1 }, String)).toBe('round 4: closed with 2 of 2 updates (a, b) → 50.0 %');
+});
+
+test('with secure aggregation a round says the server saw only the sum of its masked updates, never whose', () => {
+  // a secure server takes no update it can read: FedRounds finds no contributors, the sum's count says what it saw
+  const closed: RoundPoint = { round: 7, at: 0, accuracy: 0.8, contributors: [], members: ['a', 'b', 'c'], outcome: 'closed', secure: { summed: 3, aborted: 0 } };
+  expect(roundLine(closed, { quorum: 3 }, String)).toBe('round 7: closed (sent to 3) → 80.0 % · the server saw only the sum of 3 masked updates');
+  const abandoned: RoundPoint = { ...closed, round: 8, outcome: 'abandoned', secure: { summed: 0, aborted: 1 } };
+  expect(roundLine(abandoned, { quorum: 3, deadlineMs: 2000 }, String)).toBe(
+    'round 8: abandoned at its 2 s deadline, 3 needed; the model stays as it was (80.0 %) · no secure sum: the server saw no update · 1 secure round aborted',
+  );
+  expect(secureSeen({ ...closed, secure: { summed: 4, aborted: 2 } })).toBe(' · the server saw only the sum of 4 masked updates · 2 secure rounds aborted');
+  // with differential privacy as well, both are said
+  expect(roundLine({ ...closed, epsilon: 1.5 }, { quorum: 3 }, String)).toMatch(/sum of 3 masked updates · privacy spent: ε 1\.50$/);
+  const { secure: _, ...plain } = closed;
+  expect(secureSeen(plain)).toBe('');
+  expect(roundLine({ ...plain, contributors: ['a', 'b', 'c'] }, { quorum: 3 }, String)).toBe('round 7: closed with 3 of 3 updates (a, b, c) → 80.0 %');
 });

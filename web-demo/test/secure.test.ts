@@ -1,0 +1,88 @@
+/**
+ * The live federation with secure aggregation (serve.mjs --secure), as serve.mjs runs it:
+ * the live plan (registry discovery) with SecAgg+, its clients installed with their
+ * Identity as signer, on a test clock (LocalNetwork). The server's round reports carry the
+ * count of masked updates each sum held (what status.json shows), the aggregator's own
+ * counters say each round closed, and what the page derives from the server's traffic finds
+ * no update it could score or name a client for — the round list says what the server saw.
+ */
+import { readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+
+import { Identity, loadBb, LocalNetwork, peerIdFromU64, type RoundReport } from 'bytesandbrains';
+import { splitDigits } from 'bytesandbrains/examples';
+import { decodeEnvelope, decodeValue, inspectArtifact } from 'bytesandbrains/internals';
+import { expect, test } from 'vitest';
+
+import { livePlan } from '../shared/live-plan.js';
+import { mlpShapeFromConfig } from '../shared/mlp.js';
+import { FedRounds, roundCounters, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
+import { roundLine } from '../src/federation/words.js';
+
+const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
+const MS = 1_000_000n;
+
+test('a secure live federation: each round a sum of the clients\' masked updates, no update the server could read', async () => {
+  const clients = 3;
+  const bb = await loadBb();
+  const plan = livePlan({ clients, quorum: 3, deadlineMs: 2000, registryTtlMs: 5000, secure: { threshold: 0, shares: 0 } });
+  const artifact = plan.compile(bb);
+  const split = splitDigits(bb, gunzipSync(readFileSync(DIGITS)), clients, 1, 0);
+  const x = split.test.features().data as Float32Array;
+  const y = split.test.labels().data as Float32Array;
+  const rounds: RoundPoint[] = [];
+  const points: PeerPoint[] = [];
+  const tracker = new FedRounds(scorer(mlpShapeFromConfig(inspectArtifact(artifact).configs.get('model')!), { x, y }), { onRound: (r) => rounds.push(r), onPeerPoint: (p) => points.push(p) }, () => 0);
+  const server = plan.installServer(bb, { artifact, self: peerIdFromU64(1), test: split.test, seed: 1, nowNs: 0n });
+  const identities = await Promise.all(Array.from({ length: clients }, () => Identity.generate({ extractable: false })));
+  const nodes = identities.map((identity, k) => plan.installClient(bb, { artifact, signer: identity, server: server.node.self, data: split.shards[k]!, seed: k + 2, nowNs: 0n }));
+  // the values on the program's wires, as federation.mjs reads them (an envelope it cannot read it only counts)
+  const wires = inspectArtifact(artifact).wires;
+  const unreadable: Uint8Array[] = [];
+  const fills = (bytes: Uint8Array) => {
+    try {
+      const envelope = decodeEnvelope(bytes);
+      return envelope.fills.filter((f) => f.op === undefined && f.site !== undefined && wires.has(f.site) && f.typeHash !== 0n).map((f) => decodeValue(f.typeHash, f.payload));
+    } catch {
+      unreadable.push(bytes);
+      return [];
+    }
+  };
+  // the server's traffic, watched as federation.mjs watches it
+  server.node.onStep((step) => {
+    if (step.kind === 'send') for (const value of fills(step.bytes!)) tracker.sent(step.peer!, value);
+    if (step.kind === 'appEvent') tracker.event(step.topic!, step.value, step.topic === 'round' ? roundCounters(server.node) : undefined);
+  });
+  const reports: RoundReport[] = [];
+  server.onRound((report) => reports.push(report));
+  const network = new LocalNetwork([server.node, ...nodes], {
+    onDeliver: (to, from, bytes) => {
+      if (to === server.node.self) for (const value of fills(bytes)) tracker.update(from, value);
+    },
+  });
+  server.start([], 0n);
+  // each tick lets the event loop turn: the clients sign their SecAgg+ keys asynchronously
+  for (let t = 1n; t < 3000n && reports.length < 4; t++) {
+    network.poll(t * 20n * MS);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  expect(reports.length).toBeGreaterThanOrEqual(4);
+  for (const report of reports.slice(1)) expect(report.secure).toEqual({ summed: clients });
+  expect(server.node.counter('fedavg.secagg_summed')).toBeGreaterThanOrEqual(BigInt(3 * clients));
+  expect(server.node.counter('fedavg.secagg_aborted')).toBe(0n);
+  // the page's view of the same rounds: closed (the aggregator's counters), sent to every
+  // client, and no update it could score or attribute
+  const closed = rounds.filter((r) => r.round > 0);
+  expect(closed.length).toBeGreaterThanOrEqual(3);
+  for (const r of closed) {
+    expect(r.outcome).toBe('closed');
+    expect(r.contributors).toEqual([]);
+    expect(r.members).toHaveLength(clients);
+  }
+  expect(points).toEqual([]);
+  expect(unreadable).toEqual([]);
+  const line = roundLine({ ...closed[0]!, secure: { summed: reports[1]!.secure!.summed, aborted: 0 } }, { quorum: 3 }, String);
+  expect(line).toMatch(/^round 1: closed \(sent to 3\) → \d+\.\d % · the server saw only the sum of 3 masked updates$/);
+  network.free();
+  split.free();
+});
