@@ -18,6 +18,7 @@ import { decodeEnvelope, decodeValue, ENVELOPE_SCHEMA_VERSION, inspectArtifact }
 
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { FedRounds, roundCounters, scorer } from '../shared/rounds.js';
+import { maskedSample, sampleIndices, secaggMessage, setupModulusBits } from '../shared/secure-view.js';
 
 /** Envelopes remembered for watching pages. */
 const MAX_EVENTS = 600;
@@ -41,6 +42,14 @@ export class LiveFederation {
   #epsilonOf = new Map();
   /** @type {Map<number, import('../shared/rounds.js').SecureRound>} what the server saw of each round (secure aggregation), by round */
   #secureOf = new Map();
+  /** The ring's modulus bits, as the server's last SecAgg+ setup named them. */
+  #modulusBits = 0;
+  /** @type {Map<number, { from: string, masked: number[] }>} one client's masked vector (sampled) of each FedAvg round, as the server got it */
+  #maskedOf = new Map();
+  /** @type {import('../shared/rounds.js').SecureView | undefined} the last secure round: one masked vector the server got beside the model step the sum gave */
+  #secureView;
+  /** @type {Float32Array | undefined} the global model of the last round reported */
+  #lastGlobal;
   /** The server's count of secure rounds aborted, as of the last round's report. */
   #abortedBefore = 0;
   #deadlineMs;
@@ -112,6 +121,7 @@ export class LiveFederation {
       if (report.epsilon !== undefined) this.#epsilonOf.set(report.round, Number.isFinite(report.epsilon) ? report.epsilon : null);
       // with secure aggregation: how many masked updates the round's sum held, and how many
       // secure rounds aborted since the last report (the aggregator's own counts)
+      if (report.secure !== undefined) this.#secureView = this.#view(report.round);
       if (report.secure !== undefined && report.round > 0) {
         const aborted = Number(this.#server.node.counter('fedavg.secagg_aborted'));
         this.#secureOf.set(report.round, { summed: report.secure.summed, aborted: aborted - this.#abortedBefore });
@@ -131,6 +141,41 @@ export class LiveFederation {
         if (step.kind === 'appEvent' && step.topic !== undefined) this.#rounds.event(step.topic, step.value, step.topic === 'round' ? roundCounters(this.#server.node) : undefined);
       },
     });
+  }
+
+  /**
+   * A secure round as the server saw it: one client's masked vector for the round (a model
+   * of round r comes from FedAvg round r − 1) beside the step from the previous model to
+   * this one, which the unmasked sum gave; both at the same sampled parameters.
+   * @param {number} round
+   * @returns {import('../shared/rounds.js').SecureView | undefined}
+   */
+  #view(round) {
+    const global = this.#server.parameters();
+    const previous = this.#lastGlobal;
+    this.#lastGlobal = global === undefined ? undefined : Float32Array.from(global);
+    const masked = this.#maskedOf.get(round - 1);
+    for (const kept of this.#maskedOf.keys()) if (kept < round) this.#maskedOf.delete(kept);
+    if (masked === undefined || global === undefined || previous === undefined || previous.length !== global.length) return this.#secureView;
+    const step = sampleIndices(global.length).map((i) => Number((global[i] - previous[i]).toPrecision(4)));
+    if (step.length !== masked.masked.length) return this.#secureView;
+    return { round, from: masked.from, masked: masked.masked, step };
+  }
+
+  /**
+   * SecAgg+ messages the server's node gets or sends: the setup's modulus and the first
+   * masked vector of each round (what the page draws).
+   * @param {string} from
+   * @param {string} op
+   * @param {Uint8Array} payload
+   */
+  #secagg(from, op, payload) {
+    const message = secaggMessage(payload);
+    if (message === undefined) return;
+    if (op === 'SecAggServer' && from === this.serverId) this.#modulusBits = setupModulusBits(message) ?? this.#modulusBits;
+    if (op !== 'SecAggClient' || from === this.serverId || this.#modulusBits === 0 || this.#maskedOf.has(message.round)) return;
+    const masked = maskedSample(message, this.#modulusBits);
+    if (masked !== undefined) this.#maskedOf.set(message.round, { from, masked });
   }
 
   get serverId() {
@@ -232,6 +277,7 @@ export class LiveFederation {
       for (const fill of envelope.fills) {
         if (fill.op !== undefined) {
           edge = `protocol:${fill.op}`;
+          if (fill.op.startsWith('SecAgg')) this.#secagg(from, fill.op, fill.payload);
           continue;
         }
         // sites name wires only from schema 2 on; an older envelope's are positions the server refuses
@@ -283,6 +329,8 @@ export class LiveFederation {
         ...(this.#epsilonOf.has(r.round) ? { epsilon: this.#epsilonOf.get(r.round) } : {}),
         ...(this.#secureOf.has(r.round) ? { secure: this.#secureOf.get(r.round) } : {}),
       })),
+      // the last secure round's drawing, to pages that do not have it yet
+      ...(this.#secureView !== undefined && this.#secureView.round > afterRound ? { secureView: this.#secureView } : {}),
       points: this.#points.filter((p) => p.id > afterPoint),
       marks: this.#marks.filter((m) => m.id > afterMark),
       events: this.#events.filter((e) => e.seq > afterEvent).slice(-300),

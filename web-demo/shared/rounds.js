@@ -47,6 +47,13 @@ import { scoreMlp } from './mlp.js';
  * @typedef {{ summed: number, aborted: number }} SecureRound
  */
 /**
+ * The last secure round as the server saw it: `masked`, one client's (`from`) masked vector
+ * for the round, each ring element over the modulus (uniform in [0, 1) to whoever holds no
+ * mask); `step`, the global model's change the round's unmasked sum gave; both at the same
+ * sampled parameters (shared/secure-view.js).
+ * @typedef {{ round: number, from: string, masked: number[], step: number[] }} SecureView
+ */
+/**
  * A federated client's update, scored; `round` is the global model it went into (its
  * round tag + 1), so a client's point and the model of that round share the x axis.
  * @typedef {{ peer: string, round: number, accuracy: number, loss?: number }} PeerPoint

@@ -17,6 +17,7 @@ import { expect, test } from 'vitest';
 import { livePlan } from '../shared/live-plan.js';
 import { mlpShapeFromConfig } from '../shared/mlp.js';
 import { FedRounds, roundCounters, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
+import { maskedSample, SAMPLE, secaggMessage, setupModulusBits } from '../shared/secure-view.js';
 import { roundLine } from '../src/federation/words.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
@@ -39,6 +40,17 @@ test('a secure live federation: each round a sum of the clients\' masked updates
   // the values on the program's wires, as federation.mjs reads them (an envelope it cannot read it only counts)
   const wires = inspectArtifact(artifact).wires;
   const unreadable: Uint8Array[] = [];
+  // the SecAgg+ messages the server sends and gets, read by the wire format as federation.mjs reads them
+  let modulusBits = 0;
+  const masked = new Map<number, number[][]>();
+  const secagg = (bytes: Uint8Array, toServer: boolean) => {
+    for (const fill of decodeEnvelope(bytes).fills) {
+      const message = fill.op?.startsWith('SecAgg') ? secaggMessage(fill.payload) : undefined;
+      if (!toServer) modulusBits = setupModulusBits(message) ?? modulusBits;
+      const sample = toServer ? maskedSample(message, modulusBits) : undefined;
+      if (sample !== undefined) masked.set(message!.round, [...(masked.get(message!.round) ?? []), sample]);
+    }
+  };
   const fills = (bytes: Uint8Array) => {
     try {
       const envelope = decodeEnvelope(bytes);
@@ -50,6 +62,7 @@ test('a secure live federation: each round a sum of the clients\' masked updates
   };
   // the server's traffic, watched as federation.mjs watches it
   server.node.onStep((step) => {
+    if (step.kind === 'send') secagg(step.bytes!, false);
     if (step.kind === 'send') for (const value of fills(step.bytes!)) tracker.sent(step.peer!, value);
     if (step.kind === 'appEvent') tracker.event(step.topic!, step.value, step.topic === 'round' ? roundCounters(server.node) : undefined);
   });
@@ -57,6 +70,7 @@ test('a secure live federation: each round a sum of the clients\' masked updates
   server.onRound((report) => reports.push(report));
   const network = new LocalNetwork([server.node, ...nodes], {
     onDeliver: (to, from, bytes) => {
+      if (to === server.node.self) secagg(bytes, true);
       if (to === server.node.self) for (const value of fills(bytes)) tracker.update(from, value);
     },
   });
@@ -81,6 +95,23 @@ test('a secure live federation: each round a sum of the clients\' masked updates
   }
   expect(points).toEqual([]);
   expect(unreadable).toEqual([]);
+  // what the page draws: each client's masked vector, as the server got it, looks uniform on
+  // the ring (its sampled elements' mean and spread those of U[0, 1)), unlike the model step
+  expect(modulusBits).toBeGreaterThan(8);
+  expect(masked.get(0)).toHaveLength(clients);
+  for (const sample of masked.get(0)!) {
+    expect(sample).toHaveLength(SAMPLE);
+    expect(sample.every((v) => v >= 0 && v < 1)).toBe(true);
+    const mean = sample.reduce((a, b) => a + b, 0) / sample.length;
+    const variance = sample.reduce((a, b) => a + (b - mean) ** 2, 0) / sample.length;
+    expect(Math.abs(mean - 0.5)).toBeLessThan(0.1); // 256 uniform draws: sd of the mean 0.018
+    expect(Math.abs(variance - 1 / 12)).toBeLessThan(0.03);
+  }
+  expect(masked.get(0)![0]).not.toEqual(masked.get(0)![1]);
+  // a message that is not a masked vector, or one cut short, is no sample
+  const any = [...masked.keys()];
+  expect(any.length).toBeGreaterThanOrEqual(3);
+  expect(maskedSample(secaggMessage(new Uint8Array(40)), modulusBits)).toBeUndefined();
   const line = roundLine({ ...closed[0]!, secure: { summed: reports[1]!.secure!.summed, aborted: 0 } }, { quorum: 3 }, String);
   expect(line).toMatch(/^round 1: closed \(sent to 3\) → \d+\.\d % · the server saw only the sum of 3 masked updates$/);
   network.free();
