@@ -23,6 +23,7 @@ import { expect, test } from 'vitest';
 
 import { mlpShapeFromConfig, parameterCount, scoreMlp } from '../shared/mlp.js';
 import { FedRounds, GossipRounds, roundCounters, scorer, type PeerPoint, type RoundPoint } from '../shared/rounds.js';
+import { maskedColour, secureCaption, stepColour } from '../src/federation/secure-view.js';
 import { privacySpent, roundLine, secureSeen } from '../src/federation/words.js';
 
 const DIGITS = '/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz';
@@ -228,4 +229,17 @@ test('with secure aggregation a round says the server saw only the sum of its ma
   const { secure: _, ...plain } = closed;
   expect(secureSeen(plain)).toBe('');
   expect(roundLine({ ...plain, contributors: ['a', 'b', 'c'] }, { quorum: 3 }, String)).toBe('round 7: closed with 3 of 3 updates (a, b, c) → 80.0 %');
+});
+
+test('the secure round drawing: masked numbers as greys, the step red up and blue down, and words that say which is which', () => {
+  expect(maskedColour(0)).toEqual([0, 0, 0]);
+  expect(maskedColour(0.9999)).toEqual([255, 255, 255]);
+  expect(maskedColour(0.5)).toEqual([128, 128, 128]);
+  expect(stepColour(0.02, 0.02)).toEqual([255, 0, 0]);
+  expect(stepColour(-0.01, 0.02)).toEqual([128, 128, 255]);
+  expect(stepColour(0, 0)).toEqual([255, 255, 255]);
+  const view = { round: 5, from: 'p', masked: [0.1, 0.7], step: [0.01, -0.02] };
+  expect(secureCaption(view, () => 'client 2')).toBe(
+    "round 5, what the server saw: client 2's masked update (left, 2 of its numbers) looks like noise; only the sum of the round's masked updates, unmasked, gives the model's step (right, the same 2 parameters; red up, blue down)",
+  );
 });

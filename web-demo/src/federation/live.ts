@@ -15,7 +15,7 @@ import { splitDigits } from 'bytesandbrains/examples';
 import { loadIdentity } from 'bytesandbrains/identity';
 
 import { livePlan } from '../../shared/live-plan.js';
-import type { PeerPoint, RoundPoint } from '../../shared/rounds.js';
+import type { PeerPoint, RoundPoint, SecureView } from '../../shared/rounds.js';
 import type { ProgramGraph } from '../program/model.js';
 import { DIGITS, digitsText, rotationDigits } from './digits.js';
 import type { FederationState, Mark, PeerState } from './state.js';
@@ -64,6 +64,8 @@ interface Status {
   /** Each client update's scores, with the seat its sender held then. */
   readonly points: readonly (PeerPoint & { id: number; seat?: number })[];
   readonly marks: readonly (Mark & { id: number })[];
+  /** A secure federation's last round as its server saw it, when newer than the page's. */
+  readonly secureView?: SecureView;
   readonly events: readonly { seq: number; at: number; from: string; to: string; bytes: number; edge: string }[];
 }
 
@@ -341,6 +343,7 @@ export class LiveSession {
       s.marks.push({ round: m.round, kind: m.kind, text: m.text, ...(m.peer === undefined ? {} : { peer: m.peer }) });
       this.#mark = Math.max(this.#mark, m.id);
     }
+    if (status.secureView !== undefined) s.secureView = status.secureView;
     s.info = { ...s.info, note: status.note };
     s.changed();
     this.onStatus?.(status);

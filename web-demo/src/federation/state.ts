@@ -4,7 +4,7 @@
  * every envelope as it was sent and delivered, the rounds and the scores per round. The
  * views subscribe to it; the runners feed it.
  */
-import type { PeerPoint, RoundPoint } from '../../shared/rounds.js';
+import type { PeerPoint, RoundPoint, SecureView } from '../../shared/rounds.js';
 import type { WireArrow } from '../program/model.js';
 
 export type PeerState = 'starting' | 'connecting' | 'waiting' | 'training' | 'sending' | 'aggregating' | 'paused' | 'away' | 'gone';
@@ -85,6 +85,8 @@ export class FederationState {
   readonly rounds: RoundPoint[] = [];
   readonly peerPoints: PeerPoint[] = [];
   readonly marks: Mark[] = [];
+  /** A secure federation's last round as its server saw it (serve.mjs --secure). */
+  secureView: SecureView | undefined;
   /** Every peer seen or named in this run, by id (peers that left keep their name). */
   readonly names = new Map<string, PeerName>();
   /** Envelopes and bytes per wire edge id, and per other kind ('protocol', 'other'). */
@@ -215,6 +217,7 @@ export class FederationState {
     this.rounds.length = 0;
     this.peerPoints.length = 0;
     this.marks.length = 0;
+    this.secureView = undefined;
     this.names.clear();
     this.edges.clear();
     this.totals = { envelopes: 0, bytes: 0, delivered: 0, lost: 0 };

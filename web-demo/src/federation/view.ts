@@ -9,6 +9,7 @@ import { peerColour } from '../ui/colours.js';
 import { el, formatBytes, svg } from '../ui/dom.js';
 import type { ProgramGraph } from '../program/model.js';
 import type { FederationState, Flight, Peer } from './state.js';
+import { SecurePanel } from './secure-view.js';
 import { roundLine, rulesLine } from './words.js';
 
 /** Shortest time a dot is on screen, so that envelopes that arrive at once are still seen. */
@@ -53,6 +54,7 @@ export class FederationView {
   readonly #cards: HTMLElement;
   readonly #summary: HTMLElement;
   readonly #rounds: HTMLElement;
+  readonly #secure = new SecurePanel();
   readonly #empty: SVGTextElement;
   #graph: ProgramGraph | undefined;
   #controls: PeerControls | undefined;
@@ -83,7 +85,7 @@ export class FederationView {
     );
     this.#rounds = el('ul', { class: 'round-strip' });
     this.#cards = el('div', { class: 'peer-cards' });
-    host.replaceChildren(this.#picture, legend, this.#summary, this.#rounds, this.#cards);
+    host.replaceChildren(this.#picture, legend, this.#summary, this.#rounds, this.#secure.root, this.#cards);
     state.subscribe(() => this.#render());
     this.#cards.addEventListener('click', (event) => {
       const button = event.target instanceof Element ? event.target.closest('button[data-action]') : null;
@@ -250,6 +252,7 @@ export class FederationView {
       ...marks.map((m) => ({ at: m.round, item: el('li', { class: 'mark', 'data-mark': m.kind }, `— ${m.text}`) })),
     ].sort((a, b) => b.at - a.at);
     this.#rounds.replaceChildren(...items.slice(0, 6).map((i) => i.item));
+    this.#secure.show(s.secureView, (id) => s.nameOf(id).label);
   }
 
   /** A value on a wire edge in its sender's colour; protocol messages grey. */
