@@ -87,13 +87,13 @@ const usage = (why) => {
   process.exit(2);
 };
 if (!Number.isInteger(clients) || clients < 1 || clients > 64) usage('--clients takes 1 to 64');
+if (secure && clients < 3) usage(`--secure needs --clients of at least 3 (a secure sum holds at least 3 updates), got ${clients}`);
 if (!Number.isInteger(quorum) || quorum < 1 || quorum > clients) usage(`--quorum takes 1 to --clients (${clients})`);
 if (!(deadlineMs >= 100 && deadlineMs <= 60_000)) usage('--deadline-ms takes 100 to 60000');
 if (!(graceMs >= 1000 && graceMs <= 3_600_000)) usage('--grace-ms takes 1000 to 3600000');
 if ((tlsCert === undefined) !== (tlsKey === undefined)) usage('--tls-cert and --tls-key go together');
 if ((dpClip === undefined) !== (dpNoise === undefined)) usage('--dp-clip and --dp-noise go together');
 if (!secure && (secureThreshold !== undefined || secureShares !== undefined)) usage('--secure-threshold and --secure-shares need --secure');
-if (secure && clients < 3) usage(`--secure needs --clients of at least 3 (a secure sum holds at least 3 updates), got ${clients}`);
 if (secure && quorum < 3) usage(`--secure needs --quorum of at least 3 (a secure sum holds at least 3 updates), got ${quorum}`);
 // 0: SecAgg+'s default; the template checks the range and names what is wrong
 const secureOptions = secure ? { threshold: Number(secureThreshold ?? 0), shares: Number(secureShares ?? 0) } : undefined;
