@@ -26,6 +26,9 @@
 //     keeps its seat, a third is refused and watches; a visitor who left is named by its
 //     seat; an empty room runs no rounds. The live federation is DP-FedAvg (--dp-clip 1
 //     --dp-noise 1): status.json and the round list say the privacy spent after each round.
+//     A second serve.mjs with --secure and three pages joined: each round the sum of three
+//     masked updates with no client named or scored, the round line says so, and the page
+//     draws one masked update (greys spread over the range) beside the step (reds, blues).
 //   No page reports a console error. Screenshots of each step are saved and listed.
 //
 // Prints one line per check and `web-demo: N passed, M failed`. BB_CHROMIUM overrides
@@ -111,6 +114,8 @@ let serverLog = '';
 server.stdout.on('data', (chunk) => (serverLog += chunk));
 server.stderr.on('data', (chunk) => (serverLog += chunk));
 const base = `http://127.0.0.1:${port}`;
+/** serve.mjs --secure, started for the secure section. @type {import('node:child_process').ChildProcess | undefined} */
+let secureServer;
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync',
   '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows'];
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
@@ -561,6 +566,50 @@ try {
   check('an empty room runs no rounds', empty.joined === 0 && (empty.rounds.at(-1)?.round ?? 0) === emptyFrom,
     `${empty.joined} in the room; last round ${emptyFrom} → ${empty.rounds.at(-1)?.round ?? 0}; ${empty.note ?? ''}`);
 
+  // ---- secure aggregation: three pages, the server sees only each round's sum ------------------
+  const securePort = await free();
+  secureServer = spawn(process.execPath, [join(demo, 'serve.mjs'), '--port', String(securePort), '--host', '127.0.0.1', '--clients', '3', '--deadline-ms', '3000', '--secure'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let secureLog = '';
+  secureServer.stdout.on('data', (chunk) => (secureLog += chunk));
+  secureServer.stderr.on('data', (chunk) => (secureLog += chunk));
+  await until('serve.mjs --secure to listen', () => secureLog.includes(`:${securePort}/`), 60_000);
+  const secureBase = `http://127.0.0.1:${securePort}`;
+  const securePages = [];
+  for (const name of ['secure-1', 'secure-2', 'secure-3']) securePages.push(await open(name, PHONE, '?run=join', { at: secureBase }));
+  const secureStatus = await until('three secure rounds', async () => {
+    const s = await (await fetch(`${secureBase}/status.json`)).json();
+    return s.rounds.filter((r) => r.secure?.summed === 3).length >= 3 && s.secureView !== undefined ? s : undefined;
+  }, 60_000).catch(() => undefined);
+  const secureRounds = secureStatus?.rounds.filter((r) => r.round > 0) ?? [];
+  check('a --secure live federation: each round a sum of the 3 pages\' masked updates, no update the server could name or score',
+    secureRounds.length >= 3 && secureRounds.every((r) => r.secure?.summed === 3 && r.contributors.length === 0 && r.members.length === 3) && secureStatus.points.length === 0,
+    secureRounds.slice(-2).map((r) => `round ${r.round}: ${JSON.stringify(r.secure)}, ${r.contributors.length} contributors`).join('; ') + (secureStatus === undefined ? secureLog.split('\n').slice(-5).join(' | ') : ''));
+  await awhile('the secure drawing on the page', async () => securePages[0].evaluate(() => document.querySelector('.secure-view')?.hidden === false), 20_000);
+  const drawn = await securePages[0].evaluate(() => {
+    const pixels = (selector) => {
+      const canvas = document.querySelector(selector);
+      if (!(canvas instanceof HTMLCanvasElement) || canvas.width === 0) return [];
+      const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      return Array.from({ length: data.length / 4 }, (_, i) => [data[i * 4], data[i * 4 + 1], data[i * 4 + 2]]);
+    };
+    return {
+      line: document.querySelector('#federation .round-strip li[data-round]')?.textContent ?? '',
+      caption: document.querySelector('.secure-view figcaption')?.textContent ?? '',
+      masked: pixels('.secure-masked'),
+      step: pixels('.secure-step'),
+    };
+  });
+  // masked: greys spread over the whole range (uniform on the ring); the step: reds and blues
+  const greys = drawn.masked.map(([r]) => r);
+  const meanGrey = greys.reduce((a, b) => a + b, 0) / Math.max(1, greys.length);
+  check('the page says the server saw only the sum and draws one masked update (noise) beside the step the sum gave',
+    /the server saw only the sum of 3 masked updates/.test(drawn.line) && /masked update .* looks like noise/.test(drawn.caption) &&
+      greys.length === 256 && drawn.masked.every(([r, g, b]) => r === g && g === b) && Math.abs(meanGrey - 127.5) < 25 && new Set(greys).size > 100 &&
+      drawn.step.length === 256 && drawn.step.some(([r, , b]) => r > b) && drawn.step.some(([r, , b]) => b > r),
+    `"${drawn.line.slice(0, 90)}"; ${greys.length} masked cells, mean grey ${meanGrey.toFixed(0)}, ${new Set(greys).size} greys`);
+  await shoot(securePages[0], 'phone-secure');
+  for (const page of securePages) await page.context().close();
+
   check('no page reported a console error', consoleErrors.length === 0, consoleErrors.slice(0, 4).join(' | '));
 } catch (error) {
   check('web-demo run', false, String(error?.stack ?? error));
@@ -568,6 +617,7 @@ try {
 } finally {
   await browser.close();
   server.kill();
+  secureServer?.kill();
 }
 console.log('screenshots:');
 for (const path of saved) console.log(`  ${path}`);
