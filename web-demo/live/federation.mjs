@@ -174,6 +174,9 @@ export class LiveFederation {
     if (message === undefined) return;
     if (op === 'SecAggServer' && from === this.serverId) this.#modulusBits = setupModulusBits(message) ?? this.#modulusBits;
     if (op !== 'SecAggClient' || from === this.serverId || this.#modulusBits === 0 || this.#maskedOf.has(message.round)) return;
+    // only the round open now (a model of round r opens FedAvg round r) or next to it: a
+    // client that names other rounds cannot make this keep more than three vectors
+    if (Math.abs(message.round - this.#lastRound) > 1) return;
     const masked = maskedSample(message, this.#modulusBits);
     if (masked !== undefined) this.#maskedOf.set(message.round, { from, masked });
   }
