@@ -28,6 +28,7 @@
 
 #include "bb/roles.h"
 #include "components/admitted.h"
+#include "components/aggregators/refusal_notice.h"
 #include "components/shipped.h"
 #include "bb/common.h"
 #include "util/mem.h"
@@ -49,6 +50,7 @@ typedef struct gossip_avg {
   bool drop_beyond; /* beyond_norm=drop */
   double history[GOSSIP_AVG_HISTORY]; /* a ring of the distances mixed in */
   size_t n_history, next_history;
+  bbi_refusal_limit told; /* the refusal notices sent */
 } gossip_avg;
 
 static int gossip_avg_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -189,7 +191,9 @@ static int check_update(bb_ctx *ctx, const bb_val *own, const bb_tensor *update,
       update->dtype != BB_DTYPE_FLOAT) {
     bb_ctx_count(ctx, "gossip.refused_length", 1);
     const long long n = own && bb_val_kind_of(own) == BB_VAL_TENSOR ? (long long)bb_val_as_tensor(own)->numel : -1LL;
-    return bb_error_set(err, BB_ERR_TYPE, "GossipAvg: the update does not match the model's %lld parameters", n);
+    return bb_error_set(err, BB_ERR_TYPE,
+                        "GossipAvg: the update does not match the model's %lld parameters: it holds %lld %s values", n,
+                        (long long)update->numel, update->dtype == BB_DTYPE_FLOAT ? "float32" : "non-float32");
   }
   const float *u = bb_tensor_data(update);
   for (int64_t i = 0; i < update->numel; i++)
@@ -218,10 +222,7 @@ static int load_mixed(bb_ctx *ctx, const float *own, const float *u, int64_t n, 
   return rc;
 }
 
-static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
-                                 const bb_val *meta, bb_error *err) {
-  (void)meta;
-  gossip_avg *g = self;
+static int contribute(gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, bb_error *err) {
   bb_val *own = NULL;
   int rc = check_sender(g, ctx, from, err);
   if (!rc) rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
@@ -245,6 +246,17 @@ static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from
   if (scale < 1.0) bb_ctx_count(ctx, "gossip.norm_clipped", 1);
   bb_ctx_count(ctx, "gossip.merged", 1);
   return 0;
+}
+
+/* A refused update is refused alone, and its sender is told why (within the notices'
+ * bounds: anyone may push updates at any rate). */
+static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
+                                 const bb_val *meta, bb_error *err) {
+  (void)meta;
+  gossip_avg *g = self;
+  int rc = contribute(g, ctx, from, update, err);
+  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send_limited(&g->told, ctx, from, err->message);
+  return rc;
 }
 
 static int gossip_avg_aggregate(void *self, bb_ctx *ctx, bb_tensor **params, bb_val **meta, bb_error *err) {
@@ -276,4 +288,5 @@ const bb_component_type BBI_GOSSIP_AVG = {
     .create = gossip_avg_create,
     .destroy = gossip_avg_destroy,
     .invoke = gossip_avg_invoke,
+    .on_message = bbi_refusal_notice_receive_for,
 };
