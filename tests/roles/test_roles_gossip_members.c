@@ -1,7 +1,7 @@
 /* GossipAvg mixes in only updates of members: by default peers of the current view, with
  * members=any everyone; on a node that checks join tokens, only those whose token grants
  * the client role. Anyone else's update is refused and counted, and the model is left as
- * it was. */
+ * it was. A refused sender is told why, within bounds per peer and in all. */
 #include "gossip_avg_fixture.h"
 #include "wire/join_tokens.h"
 
@@ -134,9 +134,186 @@ static void test_bad_members_value(void) {
   free(art);
 }
 
+/* ---- a refused peer is told why ---------------------------------------------------------- */
+
+#define SECOND 1000000000ull
+#define GOSSIPERS 3
+
+/* Peers 1 and 2 run a 2 -> 2 model (6 parameters); peer 3, the confused user, a 3 -> 2 one
+ * (8 parameters). Everyone takes anyone's update (members=any). */
+static int bind_wrong_size(bb_compiler *c, const void *user, bb_error *err) {
+  (void)user;
+  static const bb_component_port tensor[] = {{"tensor", BB_TYPE_TENSOR_F32}};
+  static const bb_component_port element[] = {{"element", BB_TYPE_TENSOR_F32}};
+  static const bb_component_dep model_dep[] = {{BB_ROLE_MODEL, "model"}};
+  bb_component_decl mlp = {sizeof mlp, "CpuMlp", tensor, 1, NULL, 0};
+  bb_component_decl avg = {sizeof avg, "GossipAvg", element, 1, model_dep, 1};
+  return bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &avg, err) ||
+                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=3,outputs=2", err) ||
+                 bb_compiler_bind_peer_selector(c, "view", "ConstantView", "peers=1", err) ||
+                 bb_compiler_bind_aggregator(c, "aggregator", "GossipAvg", "members=any", err)
+             ? err->code
+             : 0;
+}
+
+typedef struct gossipers {
+  bb_node *node[GOSSIPERS];
+  bb_peer_id peer[GOSSIPERS];
+  size_t told[GOSSIPERS];       /* app events `refused` each raised */
+  char last_told[GOSSIPERS][256];
+  size_t sent[GOSSIPERS];       /* envelopes each sent */
+} gossipers;
+
+static int gossiper_of(const gossipers *g, const bb_peer_id *p) {
+  for (int i = 0; i < GOSSIPERS; i++)
+    if (bb_peer_id_equal(&g->peer[i], p)) return i;
+  return -1;
+}
+
+/* Polls every node at `now` and carries what each sends to its destination, until nothing
+ * more is sent. */
+static void pump(gossipers *g, uint64_t now) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int i = 0; i < GOSSIPERS; i++) {
+      const bb_step *s;
+      size_t k;
+      CHECK(bb_node_poll(g->node[i], now, &s, &k, NULL) == 0);
+      for (size_t j = 0; j < k; j++) {
+        if (s[j].kind == BB_STEP_APP_EVENT && s[j].topic && strcmp(s[j].topic, "refused") == 0) {
+          g->told[i]++;
+          snprintf(g->last_told[i], sizeof g->last_told[i], "%.*s", (int)s[j].len, (const char *)s[j].bytes);
+        }
+        if (s[j].kind != BB_STEP_SEND) continue;
+        g->sent[i]++;
+        const int to = gossiper_of(g, &s[j].peer);
+        if (to >= 0) CHECK(bb_node_deliver(g->node[to], &g->peer[i], s[j].bytes, s[j].len, now, NULL) == 0);
+        moved = true;
+      }
+    }
+  }
+}
+
+static bool gossipers_open(gossipers *g, const uint8_t *art, size_t len, const uint8_t *wrong, size_t wrong_len) {
+  static const char *const targets[] = {"Share", "Share_peers"};
+  memset(g, 0, sizeof *g);
+  bool ok = true;
+  for (int i = 0; i < GOSSIPERS; i++) {
+    g->peer[i] = bb_peer_id_from_u64((uint64_t)i + 1);
+    g->node[i] = i == 2 ? install_peer(wrong, wrong_len, 3, targets, 2, shipped_registry(), NULL)
+                        : install_peer(art, len, (uint64_t)i + 1, targets, 2, shipped_registry(), NULL);
+    ok = ok && g->node[i];
+  }
+  for (int i = 0; ok && i < GOSSIPERS; i++)
+    for (int j = 0; j < GOSSIPERS; j++) {
+      bb_address a = p2p_address(&g->peer[j]);
+      if (i != j) CHECK(bb_node_add_peer(g->node[i], &g->peer[j], &a, NULL) == 0);
+    }
+  return ok;
+}
+
+static void gossipers_close(gossipers *g) {
+  for (int i = 0; i < GOSSIPERS; i++) bb_node_free(g->node[i]);
+}
+
+/* Peer `i` shares its model with `peers` at `now`. */
+static void share(gossipers *g, int i, const bb_peer_id *peers, size_t n, uint64_t now) {
+  bb_val *to = bb_val_peers(NULL, peers, n), *tick = f32_val((const float[]){1}, 1);
+  bb_named_value in[] = {{"peers", to}, {"tick", tick}};
+  CHECK(bb_node_invoke(g->node[i], "Share", in, 2, now, NULL) == 0);
+  bb_val_release(to);
+  bb_val_release(tick);
+}
+
+/* A user who started a peer with a model of another size gossips with two others: each
+ * round it is told, by each peer it sent to, why its model was refused — and it is told
+ * the sizes — while the other two keep mixing each other's models in. (They are told by
+ * the confused peer too: it refuses theirs for the same reason.) */
+static void test_wrong_size_peer_is_told_why(void) {
+  size_t len = 0, wrong_len = 0;
+  uint8_t *art = compile_test_module(&SHARE, bind_gossip_avg, "members=any", &len);
+  uint8_t *wrong = compile_test_module(&SHARE, bind_wrong_size, NULL, &wrong_len);
+  gossipers g;
+  if (art && wrong && gossipers_open(&g, art, len, wrong, wrong_len)) {
+    for (uint64_t r = 0; r < 3; r++)
+      for (int i = 0; i < GOSSIPERS; i++) {
+        bb_peer_id others[2] = {g.peer[(i + 1) % GOSSIPERS], g.peer[(i + 2) % GOSSIPERS]};
+        share(&g, i, others, 2, r * SECOND);
+        pump(&g, r * SECOND);
+      }
+    CHECK_EQ_INT(bb_node_counter(g.node[0], "gossip.merged"), 3); /* peer 2's, each round */
+    CHECK_EQ_INT(bb_node_counter(g.node[1], "gossip.merged"), 3);
+    CHECK_EQ_INT(bb_node_counter(g.node[2], "gossip.merged"), 0);
+    CHECK_EQ_INT(g.told[2], 2 * 3); /* by peers 1 and 2, each round */
+    CHECK_MSG(strstr(g.last_told[2], "the model's 6 parameters: it holds 8 float32 values") != NULL, "%s", g.last_told[2]);
+    CHECK_EQ_INT(bb_node_counter(g.node[2], "refusal_notice.received"), 6);
+    CHECK_EQ_INT(g.told[0], 3);
+    CHECK_MSG(strstr(g.last_told[0], "the model's 8 parameters: it holds 6 float32 values") != NULL, "%s", g.last_told[0]);
+    CHECK_EQ_INT(bb_node_counter(g.node[0], "refusal_notice.unsent") + bb_node_counter(g.node[0], "refusal_notice.held"), 0);
+  }
+  gossipers_close(&g);
+  free(art);
+  free(wrong);
+}
+
+/* A peer pushing refused updates as fast as it can makes the refuser send at most one
+ * notice a second to it; many peers doing so, at most 16 a second in all. Every update is
+ * still refused and counted. */
+static void test_refusal_notices_are_bounded(void) {
+  size_t len = 0, wrong_len = 0;
+  uint8_t *art = compile_test_module(&SHARE, bind_gossip_avg, "members=any", &len);
+  uint8_t *wrong = compile_test_module(&SHARE, bind_wrong_size, NULL, &wrong_len);
+  gossipers g;
+  if (art && wrong && gossipers_open(&g, art, len, wrong, wrong_len)) {
+    /* peer 3 shares with peer 1 fifty times at once, and again a second later */
+    const bb_step *s;
+    size_t k;
+    uint8_t *envelope = NULL; /* the last of them, kept */
+    size_t envelope_len = 0, notices = 0;
+    for (int burst = 0; burst < 2; burst++) {
+      const uint64_t now = (uint64_t)burst * SECOND;
+      for (int n = 0; n < 50; n++) {
+        share(&g, 2, &g.peer[0], 1, now);
+        CHECK(bb_node_poll(g.node[2], now, &s, &k, NULL) == 0);
+        for (size_t j = 0; j < k; j++)
+          if (s[j].kind == BB_STEP_SEND) {
+            CHECK(bb_node_deliver(g.node[0], &g.peer[2], s[j].bytes, s[j].len, now, NULL) == 0);
+            free(envelope);
+            envelope = malloc(s[j].len);
+            if (envelope) memcpy(envelope, s[j].bytes, s[j].len);
+            envelope_len = s[j].len;
+          }
+        CHECK(bb_node_poll(g.node[0], now, &s, &k, NULL) == 0);
+        notices += count_steps(s, k, BB_STEP_SEND);
+      }
+      CHECK_EQ_INT(notices, (size_t)burst + 1);
+    }
+    CHECK_EQ_INT(bb_node_counter(g.node[0], "gossip.refused_length"), 100);
+    CHECK_EQ_INT(bb_node_counter(g.node[0], "refusal_notice.held"), 98);
+    /* 40 peers (known to peer 1) sending that update within the same instant: 16 told */
+    notices = 0;
+    for (uint64_t p = 0; envelope && p < 40; p++) {
+      bb_peer_id from = bb_peer_id_from_u64(100 + p);
+      bb_address a = p2p_address(&from);
+      CHECK(bb_node_add_peer(g.node[0], &from, &a, NULL) == 0);
+      CHECK(bb_node_deliver(g.node[0], &from, envelope, envelope_len, 5 * SECOND, NULL) == 0);
+      CHECK(bb_node_poll(g.node[0], 5 * SECOND, &s, &k, NULL) == 0);
+      notices += count_steps(s, k, BB_STEP_SEND);
+    }
+    CHECK_EQ_INT(notices, 16);
+    CHECK_EQ_INT(bb_node_counter(g.node[0], "refusal_notice.held"), 98 + 24);
+    free(envelope);
+  }
+  gossipers_close(&g);
+  free(art);
+  free(wrong);
+}
+
 int main(void) {
   RUN(test_members);
   RUN(test_join_tokens);
   RUN(test_bad_members_value);
+  RUN(test_wrong_size_peer_is_told_why);
+  RUN(test_refusal_notices_are_bounded);
   return bb_test_finish();
 }
