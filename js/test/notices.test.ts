@@ -8,6 +8,8 @@
  *   the client is told (before: the server reported its untrained accuracy forever);
  * - NaN features: the client says its steps changed nothing, the server refuses the
  *   update that claims no samples and tells the client; OnnxTrainer.step names the value;
+ * - a gossip peer with another model size: each peer it sends to refuses its model and
+ *   tells it why (before: only the refusers counted it, and the peer never heard);
  * - 16 rows with 15 labels is said as such, not as rows of another width;
  * - the lines are rate-limited per kind and can be silenced.
  */
@@ -21,6 +23,7 @@ import {
   cpuMlp,
   Dataset,
   federatedAveraging,
+  gossipLearning,
   loadBb,
   LocalNetwork,
   Notices,
@@ -160,6 +163,38 @@ describe('a federation a client gets wrong', () => {
     const mine = lines.filter((line) => line.includes(`node ${client.self.slice(0, 10)}`));
     expect(mine.some((line) => /local training step\(s\) changed nothing: the loss or a gradient was not finite/.test(line)), lines.join('\n')).toBe(true);
     expect(mine.some((line) => /its contribution was refused.*sample/.test(line)), lines.join('\n')).toBe(true);
+    network.free();
+  });
+});
+
+describe('a gossip peer a user gets wrong', () => {
+  test('another model size: the peers it gossips with refuse its model and tell it why, and keep gossiping', () => {
+    const options = { periodMs: 50, view: { size: 3, shuffle: 2 } } as const;
+    const right = gossipLearning({ ...options, model: cpuMlp({ inputs: 64, outputs: 10 }) }); // 650 parameters
+    const wrong = gossipLearning({ ...options, model: cpuMlp({ inputs: 64, hidden: [8], outputs: 10 }) }); // 610
+    const ids = [1, 2, 3].map((i) => peerIdFromU64(i));
+    const test = digitsLike(30, 3);
+    const peers = ids.map((self, k) =>
+      (k === 2 ? wrong : right).installPeer(bb, {
+        artifact: (k === 2 ? wrong : right).compile(bb),
+        self,
+        data: digitsLike(60, k + 4),
+        test,
+        seeds: ids.filter((id) => id !== self),
+        seed: k,
+      }),
+    );
+    const confused = peers[2]!.node;
+    const network = new LocalNetwork(peers.map((p) => p.node));
+    for (const peer of peers) peer.start(0n);
+    run(network, () => confused.counter('refusal_notice.received') >= 2n && peers[0]!.node.counter('gossip.merged') >= 2n, 5000);
+    const mine = lines.filter((line) => line.includes(`node ${shortPeer(confused.self)}`));
+    expect(
+      mine.some((line) => /its contribution was refused by the peer it went to: GossipAvg: the update does not match the model's 650 parameters: it holds 610 float32 values/.test(line)),
+      lines.join('\n'),
+    ).toBe(true);
+    expect(confused.counter('gossip.merged')).toBe(0n);
+    expect(peers[0]!.node.counter('gossip.merged') + peers[1]!.node.counter('gossip.merged')).toBeGreaterThanOrEqual(2n);
     network.free();
   });
 });
