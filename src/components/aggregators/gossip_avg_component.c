@@ -165,8 +165,8 @@ static int is_member(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, b
 }
 
 /* 0 when `from` may mix its update in: admitted (see admitted.h) and a member; otherwise
- * the refusal, counted. */
-static int check_sender(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, bb_error *err) {
+ * the refusal, counted (*member false when it is not a member). */
+static int check_sender(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, bool *member, bb_error *err) {
   const char *refusal;
   int rc = bbi_contributor_admitted(ctx, "GossipAvg", from, &refusal, err);
   if (rc) {
@@ -175,8 +175,7 @@ static int check_sender(const gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from
     bb_ctx_count(ctx, name, 1);
     return rc;
   }
-  bool member;
-  if ((rc = is_member(g, ctx, from, &member, err)) || member) return rc;
+  if ((rc = is_member(g, ctx, from, member, err)) || *member) return rc;
   bb_ctx_count(ctx, "gossip.refused_non_member", 1);
   char who[128];
   bb_peer_id_to_text(from, who, sizeof who);
@@ -222,9 +221,13 @@ static int load_mixed(bb_ctx *ctx, const float *own, const float *u, int64_t n, 
   return rc;
 }
 
-static int contribute(gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, bb_error *err) {
+/* Mixes `from`'s update in, or refuses it; *tell says whether the sender is to hear why. */
+static int contribute(gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update, bool *tell,
+                      bb_error *err) {
   bb_val *own = NULL;
-  int rc = check_sender(g, ctx, from, err);
+  bool member = true;
+  int rc = check_sender(g, ctx, from, &member, err);
+  *tell = member;
   if (!rc) rc = bb_ctx_call(ctx, GOSSIP_AVG_MODEL, "Params", NULL, 0, &own, 1, err);
   if (!rc) rc = check_update(ctx, own, update, err);
   double scale = 1.0, at = 0.0;
@@ -248,14 +251,17 @@ static int contribute(gossip_avg *g, bb_ctx *ctx, const bb_peer_id *from, const 
   return 0;
 }
 
-/* A refused update is refused alone, and its sender is told why (within the notices'
- * bounds: anyone may push updates at any rate). */
+/* A refused update is refused alone, and its sender is told why, within the notices'
+ * bounds (anyone may push updates at any rate) — unless it is only not in the view:
+ * views are partial and one-sided, so honest peers are refused so all the time, and
+ * their updates still reach the peers whose views hold them. */
 static int gossip_avg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
                                  const bb_val *meta, bb_error *err) {
   (void)meta;
   gossip_avg *g = self;
-  int rc = contribute(g, ctx, from, update, err);
-  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send_limited(&g->told, ctx, from, err->message);
+  bool tell = true;
+  int rc = contribute(g, ctx, from, update, &tell, err);
+  if (rc && rc != BB_ERR_NOMEM && tell) bbi_refusal_notice_send_limited(&g->told, ctx, from, err->message);
   return rc;
 }
 
