@@ -20,7 +20,10 @@
  * and one-sided, so this also turns away honest peers that sampled this one without
  * being in its view: their updates reach the peers whose views hold them. members=any
  * takes every sender. On a node that checks join tokens a sender must also hold a valid
- * token for the client role (gossip.refused_unadmitted, gossip.refused_role). */
+ * token for the client role (gossip.refused_unadmitted, gossip.refused_role).
+ *
+ * A refused sender is told why (refusal_notice.h), at most once a second per peer and 16
+ * times a second in all; one refused only for being outside the view is not. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
