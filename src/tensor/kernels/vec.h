@@ -105,24 +105,14 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_sqrt(bbi_f32x4 v) {
 #endif
 }
 
-/* abs and neg change the sign bit alone, NaNs included; wasm's f32x4.abs and f32x4.neg
- * are defined so, and need no mask constant in the loop. */
 BBI_INLINE bbi_f32x4 bbi_f32x4_abs(bbi_f32x4 v) {
-#if defined(__wasm_simd128__)
-  return (bbi_f32x4)wasm_f32x4_abs((v128_t)v);
-#else
   return bbi_i32x4_as_f32(bbi_f32x4_as_i32(v) & (bbi_i32x4){0x7fffffff, 0x7fffffff,
                                                           0x7fffffff, 0x7fffffff});
-#endif
 }
 
 BBI_INLINE bbi_f32x4 bbi_f32x4_neg(bbi_f32x4 v) {
-#if defined(__wasm_simd128__)
-  return (bbi_f32x4)wasm_f32x4_neg((v128_t)v);
-#else
   const int32_t s = INT32_MIN;
   return bbi_i32x4_as_f32(bbi_f32x4_as_i32(v) ^ (bbi_i32x4){s, s, s, s});
-#endif
 }
 
 /* Nonzero when every lane of a comparison mask is set. */

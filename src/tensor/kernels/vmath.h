@@ -157,7 +157,8 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_log(bbi_f32x4 x, const bbi_vmath_consts *k) {
 /* 1 / (1 + e^-x), as e/(1+e) with e = exp(-|x|) for x < 0 so that the left tail keeps
  * its relative accuracy. */
 BBI_INLINE bbi_f32x4 bbi_f32x4_sigmoid(bbi_f32x4 x, const bbi_vmath_consts *k) {
-  const bbi_f32x4 e = bbi_f32x4_exp(bbi_f32x4_neg(bbi_f32x4_abs(x)), k);
+  /* -|x|: the sign bit set */
+  const bbi_f32x4 e = bbi_f32x4_exp(bbi_i32x4_as_f32(bbi_f32x4_as_i32(x) | k->sign), k);
   const bbi_f32x4 num = bbi_f32x4_select(x < k->zero, e, k->one);
   return num / (k->one + e);
 }
@@ -165,7 +166,7 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_sigmoid(bbi_f32x4 x, const bbi_vmath_consts *k) {
 /* An odd polynomial near 0, where 1 - 2/(e^2|x| + 1) would cancel, and that formula
  * beyond; both on |x|, with the sign of x put back last (so tanh(-0) is -0). */
 BBI_INLINE bbi_f32x4 bbi_f32x4_tanh(bbi_f32x4 x, const bbi_vmath_consts *k) {
-  const bbi_f32x4 ax = bbi_f32x4_abs(x);
+  const bbi_f32x4 ax = bbi_i32x4_as_f32(bbi_f32x4_as_i32(x) & ~k->sign);
   const bbi_f32x4 u = x * x;
   bbi_f32x4 p = k->tanh_c4;
   p = p * u + k->tanh_c3;
