@@ -1,4 +1,4 @@
-// Softmax, LogSoftmax and a small CNN's inference on bb.wasm against onnxruntime-web's
+// Softmax, LogSoftmax, Exp, Sigmoid, Tanh and a small CNN's inference on bb.wasm against onnxruntime-web's
 // wasm backend and TensorFlow.js 4.22's wasm backend, each on one thread, with the same
 // inputs and weights in one Node process. Outputs are checked to agree, then each runtime
 // is timed in alternating rounds (warm-up first, V8 tiers WebAssembly up in the
@@ -7,7 +7,8 @@
 //
 //   cd bench/js && npm ci --ignore-scripts          # once
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
-//   node bench/js/infer-vs-peers.mjs [--quick] [--only Softmax,LogSoftmax,CNN]
+//   node bench/js/infer-vs-peers.mjs [--quick] [--only Softmax,LogSoftmax,Exp,Sigmoid,Tanh,CNN]
+//     [--wasm path/to/bb.wasm]    (another build of the module, e.g. to compare before/after)
 //
 // Two times per runtime:
 // * compute: the op or network alone on inputs already inside the runtime. bb:
@@ -45,7 +46,9 @@ if (!tuned && !process.argv.includes('--no-malloc-tuning')) {
 
 const require = createRequire(import.meta.url);
 const packageDist = fileURLToPath(new URL('../../js/dist/index.js', import.meta.url));
-const packageWasm = fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
+const packageWasm = process.argv.includes('--wasm')
+  ? process.argv[process.argv.indexOf('--wasm') + 1]
+  : fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
 for (const [path, how] of [
   [packageDist, 'run `npm ci && npm run build` in js/'],
   [packageWasm, 'run `bash scripts/build-wasm.sh` from the repository root'],
@@ -135,6 +138,24 @@ function softmaxCase(op, rows, cols) {
   };
 }
 
+const UNARY_TFJS = { Exp: (x) => tf.exp(x), Sigmoid: (x) => tf.sigmoid(x), Tanh: (x) => tf.tanh(x) };
+
+function unaryCase(op, rows, cols) {
+  return {
+    label: `${op} [${rows},${cols}]`,
+    group: op,
+    inputDims: [rows, cols],
+    input: (seed) => randomFloats(rows * cols, seed, -8, 8),
+    onnx: () => encodeOnnxModel({
+      opset: OPSET,
+      nodes: [{ opType: op, inputs: ['x'], outputs: ['y'] }],
+      inputs: [f32('x', [rows, cols])],
+      outputs: [f32('y', [rows, cols])],
+    }),
+    tfjs: () => ({ shape: [rows, cols], forward: UNARY_TFJS[op], release() {} }),
+  };
+}
+
 const CNN_WEIGHTS = {
   w1: randomFloats(16 * 1 * 9, 101, -0.5, 0.5),
   b1: randomFloats(16, 102, -0.1, 0.1),
@@ -220,6 +241,12 @@ const CASES = [
   softmaxCase('LogSoftmax', 1, 1000),
   softmaxCase('LogSoftmax', 64, 1000),
   softmaxCase('LogSoftmax', 1024, 1024),
+  unaryCase('Exp', 64, 1000),
+  unaryCase('Exp', 1024, 1024),
+  unaryCase('Sigmoid', 64, 1000),
+  unaryCase('Sigmoid', 1024, 1024),
+  unaryCase('Tanh', 64, 1000),
+  unaryCase('Tanh', 1024, 1024),
   cnnCase(1),
   cnnCase(32),
 ].filter((c) => only === undefined || only.split(',').some((g) => c.group === g));

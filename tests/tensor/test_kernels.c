@@ -509,7 +509,7 @@ static void test_unary_against_libm(void) {
  * above BBI_EXP_SHIFTED_FAST and vectors with one lane below it. */
 static void test_exp_shifted(void) {
   rng_seed(11);
-  const bbi_exp_shifted_consts k = bbi_exp_shifted_k;
+  const bbi_vmath_consts k = bbi_vmath_k;
   const uint32_t last = 0xc2d00000u; /* -104.0f */
   int64_t worst = 0;
   float worst_x = 0.0f;

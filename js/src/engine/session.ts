@@ -29,6 +29,9 @@ export class CpuSession {
   /** The input names of the last run and their packed UTF-8 (NUL after each): most callers pass the same names every run. */
   #lastNames: readonly string[] = [];
   #lastPacked: Uint8Array = new Uint8Array(0);
+  /** {@link CpuSession.run}'s block in the module's memory (0: none yet), and the packed names it holds. */
+  #scratch = 0;
+  #scratchNames: Uint8Array | undefined;
 
   /**
    * Prepares the model's main graph. Throws a {@link BbError} (`Unsupported`) naming the
@@ -93,22 +96,39 @@ export class CpuSession {
       if (tensor.freed) throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name}: the tensor was freed`);
       if (name.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession.run: an input name contains NUL');
     }
-    // One block: the input handles, room for the output handles, then the packed names.
+    // One block in the module's memory: the input handles, room for the output handles,
+    // then the packed names. It is kept for the next run while the names stay the same.
     const names = this.#packedNames(entries);
     const outputsAt = entries.length * HANDLE_BYTES;
     const namesAt = outputsAt + this.outputNames.length * HANDLE_BYTES;
-    const block = new Uint8Array(namesAt + names.length);
-    const layout = new DataView(block.buffer);
-    entries.forEach(([, tensor], i) => layout.setInt32(i * HANDLE_BYTES, tensor.handle, true));
-    block.set(names, namesAt);
-
+    const ptr = this.#scratchFor(names, namesAt);
     const bb = this.#bb;
-    const handles = bb.withBytes(block, (ptr) => {
-      bb.check(bb.exports.bb_wasm_session_run(session, entries.length, ptr + namesAt, names.length, ptr, ptr + outputsAt));
-      const issued = new DataView(bb.exports.memory.buffer, ptr + outputsAt, this.outputNames.length * HANDLE_BYTES);
-      return this.outputNames.map((_, i) => issued.getInt32(i * HANDLE_BYTES, true));
-    });
+    const layout = new DataView(bb.exports.memory.buffer, ptr, namesAt);
+    for (let i = 0; i < entries.length; i++) layout.setInt32(i * HANDLE_BYTES, (entries[i] as [string, Tensor])[1].handle, true);
+    bb.check(bb.exports.bb_wasm_session_run(session, entries.length, ptr + namesAt, names.length, ptr, ptr + outputsAt));
+    const issued = new DataView(bb.exports.memory.buffer, ptr + outputsAt, this.outputNames.length * HANDLE_BYTES);
+    const handles: number[] = [];
+    for (let i = 0; i < this.outputNames.length; i++) handles.push(issued.getInt32(i * HANDLE_BYTES, true));
     return this.#adoptOutputs(handles);
+  }
+
+  /** The run block's address, with `names` at namesAt; allocated again when the names change. */
+  #scratchFor(names: Uint8Array, namesAt: number): number {
+    if (this.#scratch !== 0 && this.#scratchNames === names) return this.#scratch;
+    this.#freeScratch();
+    const bb = this.#bb;
+    const ptr = bb.exports.bb_wasm_alloc(namesAt + names.length) >>> 0;
+    if (ptr === 0) throw bb.lastError(BbErrorCode.NoMem);
+    bb.memory().set(names, ptr + namesAt);
+    this.#scratch = ptr;
+    this.#scratchNames = names;
+    return ptr;
+  }
+
+  #freeScratch(): void {
+    if (this.#scratch !== 0) this.#bb.exports.bb_wasm_free(this.#scratch);
+    this.#scratch = 0;
+    this.#scratchNames = undefined;
   }
 
   /** Releases the session. Its outputs stay valid; calling it again does nothing. */
@@ -116,6 +136,7 @@ export class CpuSession {
     if (this.#handle === 0) return;
     const handle = this.#handle;
     this.#handle = 0;
+    this.#freeScratch();
     this.#bb.check(this.#bb.exports.bb_wasm_session_free(handle));
   }
 

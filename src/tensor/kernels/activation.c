@@ -10,13 +10,13 @@
 #include "tensor/kernels/vec.h"
 #include "tensor/kernels/vmath.h"
 
-BBI_INLINE bbi_f32x4 activate(bbi_activation kind, bbi_f32x4 v, bbi_f32x4 lo, bbi_f32x4 hi) {
-  const bbi_f32x4 zero = bbi_f32x4_splat(0.0f);
+BBI_INLINE bbi_f32x4 activate(bbi_activation kind, bbi_f32x4 v, bbi_f32x4 lo, bbi_f32x4 hi, const bbi_vmath_consts *k) {
+  const bbi_f32x4 zero = k->zero;
   switch (kind) {
   case BBI_ACTIVATION_RELU: return bbi_f32x4_select(v < zero, zero, v) + zero;
   case BBI_ACTIVATION_CLIP: return bbi_f32x4_min(bbi_f32x4_max(v, lo), hi);
-  case BBI_ACTIVATION_SIGMOID: return bbi_f32x4_sigmoid(v);
-  case BBI_ACTIVATION_SILU: return v * bbi_f32x4_sigmoid(v);
+  case BBI_ACTIVATION_SIGMOID: return bbi_f32x4_sigmoid(v, k);
+  case BBI_ACTIVATION_SILU: return v * bbi_f32x4_sigmoid(v, k);
   default: return v;
   }
 }
@@ -24,16 +24,17 @@ BBI_INLINE bbi_f32x4 activate(bbi_activation kind, bbi_f32x4 v, bbi_f32x4 lo, bb
 BBI_INLINE void activate_loop(bbi_activation kind, const bbi_f32_activation *a, size_t n, const float *addend,
                               float *y) {
   const bbi_f32x4 lo = bbi_f32x4_splat(a->min), hi = bbi_f32x4_splat(a->max);
+  const bbi_vmath_consts k = bbi_vmath_k;
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     bbi_f32x4 v = bbi_f32x4_load(y + i);
     if (addend) v = v + bbi_f32x4_load(addend + i);
-    bbi_f32x4_store(y + i, activate(kind, v, lo, hi));
+    bbi_f32x4_store(y + i, activate(kind, v, lo, hi, &k));
   }
   if (i < n) {
     bbi_f32x4 v = bbi_f32x4_load_tail(y + i, n - i);
     if (addend) v = v + bbi_f32x4_load_tail(addend + i, n - i);
-    bbi_f32x4_store_tail(y + i, activate(kind, v, lo, hi), n - i);
+    bbi_f32x4_store_tail(y + i, activate(kind, v, lo, hi, &k), n - i);
   }
 }
 

@@ -14,19 +14,6 @@ BBI_INLINE bbi_f32x4 load_tail_fill(const float *p, size_t n, float fill) {
   return v;
 }
 
-bbi_exp_shifted_consts bbi_exp_shifted_k = {
-    {1.44269504f, 1.44269504f, 1.44269504f, 1.44269504f},
-    {12583039.0f, 12583039.0f, 12583039.0f, 12583039.0f},
-    {BBI_LN2_HI, BBI_LN2_HI, BBI_LN2_HI, BBI_LN2_HI},
-    {BBI_LN2_LO, BBI_LN2_LO, BBI_LN2_LO, BBI_LN2_LO},
-    {0.008312858f, 0.008312858f, 0.008312858f, 0.008312858f},
-    {0.04188907f, 0.04188907f, 0.04188907f, 0.04188907f},
-    {0.16667111f, 0.16667111f, 0.16667111f, 0.16667111f},
-    {0.49999243f, 0.49999243f, 0.49999243f, 0.49999243f},
-    {1.0f, 1.0f, 1.0f, 1.0f},
-    {BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST, BBI_EXP_SHIFTED_FAST},
-};
-
 /* The row's maximum (NaN if the row holds one, as bbi_f32_reduce_rows gives it) and its
  * minimum (NaNs passed over), in one pass. */
 static float row_max_min(size_t n, const float *x, float *min) {
@@ -58,7 +45,7 @@ static float row_max_min(size_t n, const float *x, float *min) {
  * `fast`, every x[i] - max is known to be at least BBI_EXP_SHIFTED_FAST (the row's minimum
  * says so), and the vectors skip the test for the slow path. */
 BBI_INLINE float sum_exp_as(bool fast, size_t n, const float *x, float max, float *y) {
-  const bbi_exp_shifted_consts k = bbi_exp_shifted_k;
+  const bbi_vmath_consts k = bbi_vmath_k;
   const bbi_f32x4 vmax = bbi_f32x4_splat(max);
   bbi_f32x4 acc0 = bbi_f32x4_splat(0.0f), acc1 = acc0;
   size_t i = 0;
@@ -66,9 +53,9 @@ BBI_INLINE float sum_exp_as(bool fast, size_t n, const float *x, float max, floa
     const bbi_f32x4 d0 = bbi_f32x4_load(x + i) - vmax, d1 = bbi_f32x4_load(x + i + 4) - vmax;
     bbi_f32x4 e0, e1;
     /* one test for both vectors */
-    if (!fast && bbi_i32x4_any((d0 < k.fast) | (d1 < k.fast))) {
-      e0 = bbi_f32x4_exp(d0);
-      e1 = bbi_f32x4_exp(d1);
+    if (!fast && bbi_i32x4_any((d0 < k.shifted_fast) | (d1 < k.shifted_fast))) {
+      e0 = bbi_f32x4_exp(d0, &k);
+      e1 = bbi_f32x4_exp(d1, &k);
     } else {
       e0 = bbi_f32x4_exp_shifted_fast(d0, &k);
       e1 = bbi_f32x4_exp_shifted_fast(d1, &k);

@@ -5,32 +5,33 @@
 #include "tensor/kernels/vec.h"
 #include "tensor/kernels/vmath.h"
 
-BBI_INLINE bbi_f32x4 vop(bbi_unary_op op, bbi_f32x4 x) {
+BBI_INLINE bbi_f32x4 vop(bbi_unary_op op, bbi_f32x4 x, const bbi_vmath_consts *k) {
   switch (op) {
   case BBI_UNARY_NEG: return bbi_f32x4_neg(x);
   case BBI_UNARY_ABS: return bbi_f32x4_abs(x);
   case BBI_UNARY_SQRT: return bbi_f32x4_sqrt(x);
-  case BBI_UNARY_EXP: return bbi_f32x4_exp(x);
-  case BBI_UNARY_LOG: return bbi_f32x4_log(x);
+  case BBI_UNARY_EXP: return bbi_f32x4_exp(x, k);
+  case BBI_UNARY_LOG: return bbi_f32x4_log(x, k);
   case BBI_UNARY_RELU: {
     const bbi_f32x4 zero = bbi_f32x4_splat(0.0f);
     return bbi_f32x4_select(x < zero, zero, x) + zero;
   }
-  case BBI_UNARY_SIGMOID: return bbi_f32x4_sigmoid(x);
-  default: return bbi_f32x4_tanh(x);
+  case BBI_UNARY_SIGMOID: return bbi_f32x4_sigmoid(x, k);
+  default: return bbi_f32x4_tanh(x, k);
   }
 }
 
 BBI_INLINE void unary_loop(bbi_unary_op op, size_t n, const float *x, float *y) {
+  const bbi_vmath_consts k = bbi_vmath_k;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const bbi_f32x4 r0 = vop(op, bbi_f32x4_load(x + i));
-    const bbi_f32x4 r1 = vop(op, bbi_f32x4_load(x + i + 4));
+    const bbi_f32x4 r0 = vop(op, bbi_f32x4_load(x + i), &k);
+    const bbi_f32x4 r1 = vop(op, bbi_f32x4_load(x + i + 4), &k);
     bbi_f32x4_store(y + i, r0);
     bbi_f32x4_store(y + i + 4, r1);
   }
-  for (; i + 4 <= n; i += 4) bbi_f32x4_store(y + i, vop(op, bbi_f32x4_load(x + i)));
-  if (i < n) bbi_f32x4_store_tail(y + i, vop(op, bbi_f32x4_load_tail(x + i, n - i)), n - i);
+  for (; i + 4 <= n; i += 4) bbi_f32x4_store(y + i, vop(op, bbi_f32x4_load(x + i), &k));
+  if (i < n) bbi_f32x4_store_tail(y + i, vop(op, bbi_f32x4_load_tail(x + i, n - i), &k), n - i);
 }
 
 void bbi_f32_vunary(bbi_unary_op op, size_t n, const float *x, float *y) {
