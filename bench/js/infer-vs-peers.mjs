@@ -27,34 +27,18 @@
 //
 // As in ops-vs-ort.mjs, the script re-runs itself once with glibc's mmap and trim
 // thresholds raised so that freed multi-MiB outputs are reused, for all runtimes alike.
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { defaultWasm, packageDist, requireBuilt, rerunWithTunedMalloc } from './common.mjs';
 
-const MALLOC_TUNING = { MALLOC_MMAP_THRESHOLD_: String(256 << 20), MALLOC_TRIM_THRESHOLD_: String(1 << 30) };
-const tuned = Object.entries(MALLOC_TUNING).every(([name, value]) => process.env[name] === value);
-if (!tuned && !process.argv.includes('--no-malloc-tuning')) {
-  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
-    stdio: 'inherit',
-    env: { ...process.env, ...MALLOC_TUNING },
-  });
-  process.exit(child.status ?? 1);
-}
+const tuned = rerunWithTunedMalloc(import.meta.url);
 
 const require = createRequire(import.meta.url);
-const packageDist = fileURLToPath(new URL('../../js/dist/index.js', import.meta.url));
 const packageWasm = process.argv.includes('--wasm')
   ? process.argv[process.argv.indexOf('--wasm') + 1]
-  : fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
-for (const [path, how] of [
-  [packageDist, 'run `npm ci && npm run build` in js/'],
-  [packageWasm, 'run `bash scripts/build-wasm.sh` from the repository root'],
-]) {
-  if (!existsSync(path)) throw new Error(`${path} is missing: ${how}`);
-}
+  : defaultWasm;
+requireBuilt(packageWasm);
 let ort, tf, tfwasm;
 try {
   ort = await import('onnxruntime-web');

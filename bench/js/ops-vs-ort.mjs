@@ -17,31 +17,15 @@
 // machines, far more than the op itself. The script therefore re-runs itself once with
 // glibc's mmap and trim thresholds raised, which lets freed memory be reused; all
 // measuring still happens in that one process. --no-malloc-tuning measures as started.
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { defaultWasm, packageDist, requireBuilt, rerunWithTunedMalloc } from './common.mjs';
 
-const MALLOC_TUNING = { MALLOC_MMAP_THRESHOLD_: String(256 << 20), MALLOC_TRIM_THRESHOLD_: String(1 << 30) };
-const tuned = Object.entries(MALLOC_TUNING).every(([name, value]) => process.env[name] === value);
-if (!tuned && !process.argv.includes('--no-malloc-tuning')) {
-  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
-    stdio: 'inherit',
-    env: { ...process.env, ...MALLOC_TUNING },
-  });
-  process.exit(child.status ?? 1);
-}
+const tuned = rerunWithTunedMalloc(import.meta.url);
 
 const require = createRequire(import.meta.url);
-const packageDist = fileURLToPath(new URL('../../js/dist/index.js', import.meta.url));
-const packageWasm = fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
-for (const [path, how] of [
-  [packageDist, 'run `npm ci && npm run build` in js/'],
-  [packageWasm, 'run `bash scripts/build-wasm.sh` from the repository root'],
-]) {
-  if (!existsSync(path)) throw new Error(`${path} is missing: ${how}`);
-}
+const packageWasm = defaultWasm;
+requireBuilt(packageWasm);
 let ortWeb;
 let ortNode;
 try {

@@ -20,22 +20,17 @@
 // gives Conv2D a gradient made of kernels the wasm backend has: the input gradient is
 // conv2dTranspose (Conv2DBackpropInput, as tfjs's own gradient), the filter gradient is the
 // backend's Conv3DBackpropFilterV2 over a depth of 1 — tfjs's own kernel for the same sum.
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
 
 const require = createRequire(import.meta.url);
-const packageDist = fileURLToPath(new URL('../../js/dist/index.js', import.meta.url));
-const packageWasm = fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
+const packageWasm = defaultWasm;
 const models = fileURLToPath(new URL('../../examples/models/', import.meta.url));
-for (const [path, how] of [
-  [packageDist, 'run `npm ci && npm run build` in js/'],
-  [packageWasm, 'run `bash scripts/build-wasm.sh` from the repository root'],
-]) {
-  if (!existsSync(path)) throw new Error(`${path} is missing: ${how}`);
-}
+requireBuilt(packageWasm);
 let tf, tfl, tfwasm;
 try {
   tf = await import('@tensorflow/tfjs-core');

@@ -1,0 +1,40 @@
+// What the benches of bench/js share: where the package's build is, and the re-run with
+// glibc's allocator tuned.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** The built package's entry point (js/dist). */
+export const packageDist = fileURLToPath(new URL('../../js/dist/index.js', import.meta.url));
+/** The module the package loads by default (js/wasm/bb.wasm). */
+export const defaultWasm = fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
+
+/** Throws, saying how to build it, when the package or `wasm` is missing. */
+export function requireBuilt(wasm = defaultWasm) {
+  for (const [path, how] of [
+    [packageDist, 'run `npm ci && npm run build` in js/'],
+    [wasm, 'run `bash scripts/build-wasm.sh` from the repository root'],
+  ]) {
+    if (!existsSync(path)) throw new Error(`${path} is missing: ${how}`);
+  }
+}
+
+/**
+ * Every run of every runtime allocates its outputs as new JavaScript arrays. glibc serves
+ * allocations of 128 KiB and more with fresh mmap()ed pages and unmaps them on free, so a
+ * multi-MiB output pays for page faults on every call, far more than the op itself. The
+ * script calling this re-runs itself once (its own URL, the same arguments) with glibc's
+ * mmap and trim thresholds raised, so freed memory is reused, and exits with the child's
+ * status; all measuring happens in that one process. `--no-malloc-tuning` measures as
+ * started. Returns whether this process runs with the tuning.
+ */
+export function rerunWithTunedMalloc(scriptUrl) {
+  const tuning = { MALLOC_MMAP_THRESHOLD_: String(256 << 20), MALLOC_TRIM_THRESHOLD_: String(1 << 30) };
+  const tuned = Object.entries(tuning).every(([name, value]) => process.env[name] === value);
+  if (tuned || process.argv.includes('--no-malloc-tuning')) return tuned;
+  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(scriptUrl), ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: { ...process.env, ...tuning },
+  });
+  process.exit(child.status ?? 1);
+}
