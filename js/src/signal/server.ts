@@ -607,21 +607,33 @@ export class SignalServer {
    * not. Their input goes with them, and what waited for them to read.
    */
   #evict(): void {
-    while (!this.#budget.admits(0)) {
-      let next: Connection | undefined;
-      for (const connection of this.#inputHolders) if (connection.input.bytes > (next?.input.bytes ?? 0)) next = connection;
-      if (next === undefined) return;
-      this.#counters.evictions++;
-      next.closing = true;
-      next.socket.terminate();
-      this.#forget(next);
-    }
+    while (!this.#budget.admits(0)) if (!this.#evictHeaviest()) return;
   }
 
-  /** Every sweep: what paused sockets read meanwhile is measured, and those whose turn came go on. */
+  /** Cuts the socket holding the most unhandled input (at least EVICTION_FLOOR_BYTES); false when none does. */
+  #evictHeaviest(): boolean {
+    let next: Connection | undefined;
+    for (const connection of this.#inputHolders) if (connection.input.bytes > (next?.input.bytes ?? 0)) next = connection;
+    if (next === undefined) return false;
+    this.#counters.evictions++;
+    next.closing = true;
+    next.socket.terminate();
+    this.#forget(next);
+    return true;
+  }
+
+  /**
+   * Every sweep: what paused sockets read meanwhile is measured, and those whose turn came
+   * go on. A tight budget that no waiting socket may go on under is held by those messages
+   * themselves (they count until handled): then the socket holding the most unhandled input
+   * is cut, one a sweep, as past the budget.
+   */
   #sweepPaused(): void {
     for (const connection of this.#paused) this.#measureInput(connection);
     this.#wake();
+    if (!this.#budget.tight || this.#waitingTurn.size === 0) return;
+    for (const connection of this.#waitingTurn) if (!this.#mustWait(connection)) return;
+    this.#evictHeaviest();
   }
 
   /** Bytes were given back: what waits for the budget may go, soon (not inside whatever gave them back). */
