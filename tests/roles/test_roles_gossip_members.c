@@ -151,17 +151,7 @@ static void test_bad_members_value(void) {
  * (8 parameters). Everyone takes anyone's update (members=any). */
 static int bind_wrong_size(bb_compiler *c, const void *user, bb_error *err) {
   (void)user;
-  static const bb_component_port tensor[] = {{"tensor", BB_TYPE_TENSOR_F32}};
-  static const bb_component_port element[] = {{"element", BB_TYPE_TENSOR_F32}};
-  static const bb_component_dep model_dep[] = {{BB_ROLE_MODEL, "model"}};
-  bb_component_decl mlp = {sizeof mlp, "CpuMlp", tensor, 1, NULL, 0};
-  bb_component_decl avg = {sizeof avg, "GossipAvg", element, 1, model_dep, 1};
-  return bb_compiler_declare_component(c, &mlp, err) || bb_compiler_declare_component(c, &avg, err) ||
-                 bb_compiler_bind_model(c, "model", "CpuMlp", "inputs=3,outputs=2", err) ||
-                 bb_compiler_bind_peer_selector(c, "view", "ConstantView", "peers=1", err) ||
-                 bb_compiler_bind_aggregator(c, "aggregator", "GossipAvg", "members=any", err)
-             ? err->code
-             : 0;
+  return bind_gossip_avg_model(c, "inputs=3,outputs=2", "members=any", err);
 }
 
 typedef struct gossipers {
