@@ -5,7 +5,7 @@
 //
 //   cd bench/js && npm ci --ignore-scripts      # once
 //   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
-//   node bench/js/train-vs-tfjs.mjs [--quick] [--only digits_cnn,28×28,digits_mlp]
+//   node bench/js/train-vs-tfjs.mjs [--quick] [--only digits_cnn,28×28,digits_mlp] [--wasm path/to/bb.wasm]
 //
 // A step is one optimizer update on one batch, from JavaScript arrays in to the loss read
 // back in JavaScript: for bb, OnnxTrainer.step({x, labels}) (the rows are copied into the
@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
 
 const require = createRequire(import.meta.url);
-const packageWasm = defaultWasm;
+const packageWasm = process.argv.includes('--wasm') ? process.argv[process.argv.indexOf('--wasm') + 1] : defaultWasm;
 const models = fileURLToPath(new URL('../../examples/models/', import.meta.url));
 requireBuilt(packageWasm);
 let tf, tfl, tfwasm;
