@@ -10,7 +10,9 @@
 //                  follows ~190 ms of quiet (the echo waits 200 ms before each exchange)
 //   back-to-back   a 1 ms round timer: the next round starts within a millisecond of the last
 //                  one closing (the echo exchanges with no quiet)
-//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,back-to-back]
+//   back-to-back-f16  the same with the clients' updates in float16 (~5 KB instead of ~10 KB),
+//                  in process too (its echo is back-to-back's: not run again)
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,back-to-back,back-to-back-f16]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,8 +21,12 @@ import { gunzipSync } from 'node:zlib';
 
 const root = new URL('..', import.meta.url).pathname;
 const rounds = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 30);
-const configsArg = process.argv.includes('--configs') ? process.argv[process.argv.indexOf('--configs') + 1] : 'default,back-to-back';
-const CONFIGS = { default: { roundMs: 200, quietMs: 200 }, 'back-to-back': { roundMs: 1, quietMs: 0 } };
+const configsArg = process.argv.includes('--configs') ? process.argv[process.argv.indexOf('--configs') + 1] : 'default,back-to-back,back-to-back-f16';
+const CONFIGS = {
+  default: { roundMs: 200, quietMs: 200 },
+  'back-to-back': { roundMs: 1, quietMs: 0 },
+  'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16' },
+};
 const configs = configsArg.split(',').map((name) => {
   if (!(name in CONFIGS)) throw new Error(`--configs: no configuration ${name} (${Object.keys(CONFIGS).join(', ')})`);
   return { name, ...CONFIGS[name] };
@@ -33,8 +39,8 @@ const csv = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/data
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** The artifact the WebRTC run (js/e2e/run.mjs) compiles: federated_digits with this round timer. */
-function compileDigits(bb, roundMs) {
-  const plan = federatedDigits({ roundMs });
+function compileDigits(bb, roundMs, codec) {
+  const plan = federatedDigits({ roundMs, ...(codec === undefined ? {} : { codec }) });
   const compiler = plan.compiler(bb);
   compiler.rebind('aggregator', 'Aggregator', 'FedAvg', 'quorum=3,target=4,deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip');
   const artifact = compiler.compile(plan.module.build(bb));
@@ -43,9 +49,9 @@ function compileDigits(bb, roundMs) {
 }
 
 /** The federation in one process: every node in one bb.wasm instance, envelopes handed over directly. */
-async function inProcess(roundMs) {
+async function inProcess(roundMs, codec) {
   const bb = await loadBb(readFileSync(join(root, 'js/wasm/bb.wasm')));
-  const artifact = compileDigits(bb, roundMs);
+  const artifact = compileDigits(bb, roundMs, codec);
   const split = splitDigits(bb, csv, 4, 1, 5);
   const serverId = peerIdFromU64(1);
   const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
@@ -89,17 +95,17 @@ function e2e(args) {
 const mib = (b) => (b / 1048576).toFixed(1);
 const ms = (x) => `${x.median.toFixed(1)} ms / ${x.max.toFixed(1)} ms`;
 console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadcast → last update), median / max:`);
-for (const { name, roundMs, quietMs } of configs) {
-  const local = await inProcess(roundMs);
+for (const { name, roundMs, quietMs, codec } of configs) {
+  const local = await inProcess(roundMs, codec);
   // four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
-  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--round-ms', String(roundMs)]);
+  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--round-ms', String(roundMs), ...(codec === undefined ? [] : ['--codec', codec])]);
   // the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
   // with the quiet a broadcast follows in this configuration (no engine, no driver)
-  const echo = e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]);
-  console.log(`${name} (round timer ${roundMs} ms):`);
+  const echo = codec === undefined ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
+  console.log(`${name} (round timer ${roundMs} ms, updates ${codec ?? 'f32'}):`);
   console.log(`  in one Node process (no network)       ${ms(local)}`);
   console.log(`  4 Chromium pages over WebRTC            ${ms(web.roundLatencyMs)}   ${(web.roundLatencyMs.median / local.median).toFixed(2)}x in-process`);
-  console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
+  if (echo) console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
   console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);

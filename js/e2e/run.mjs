@@ -26,7 +26,7 @@
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
 //   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
-//   --round-ms MS (the federated server's round timer; default 200)
+//   --round-ms MS (the federated server's round timer; default 200) --codec f16 (its clients' updates in float16)
 //   --only echo --echoes N [--echo-pages 4] [--echo-quiet 200] [--echo-bytes 10000]: the data channels alone
 //   (not run otherwise; bench/federation-rounds.mjs)
 //   --only echo-pair [--echo-pages 1,4] [--echo-bytes 64,10000] [--echo-quiet 0,200] --echoes N: the same
@@ -70,6 +70,8 @@ const mixed = (option('--engines') ?? 'mixed') === 'mixed';
 // the federated server's round timer (default federated_digits' 200 ms; bench/federation-rounds.mjs
 // also measures 1 ms: the next round starts about as soon as one closes)
 const roundMs = Number(option('--round-ms') ?? 200);
+// the clients' updates on the wire: float32 (default) or --codec f16
+const codec = option('--codec');
 const FIREFOX = process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr';
 
 // ---- the servers ------------------------------------------------------------------------
@@ -112,7 +114,7 @@ async function federated() {
   // twice the median distance nearly every round — dropping it starved the model of its
   // classes (accuracy fell from 0.90 to 0.51).
   // federated_digits' Module as its template records it, with the round timer of --round-ms
-  const plan = federatedDigits({ roundMs });
+  const plan = federatedDigits({ roundMs, ...(codec === undefined ? {} : { codec }) });
   const compiler = plan.compiler(bb);
   compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=3,target=${clients},deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip`);
   const artifact = compiler.compile(plan.module.build(bb));
@@ -228,6 +230,7 @@ async function federated() {
   for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
   const result = {
     roundMs,
+    codec: codec ?? 'f32',
     rounds: last.round,
     accuracy: last.accuracy,
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },

@@ -38,6 +38,11 @@ export interface FederatedDigitsConfig {
    * server every period while it waits.
    */
   readonly roundMs?: number;
+  /**
+   * The clients' updates on the wire (federated_digits only; default float32): 'f16' halves
+   * them, 'u8' quarters them (federatedAveraging's `codec`). The global model goes out whole.
+   */
+  readonly codec?: 'f16' | 'u8';
 }
 
 const digitsMlp = (lr = 0.05): ModelChoice => cpuMlp({ inputs: 64, hidden: [32], outputs: 10, activation: 'relu', lr, momentum: 0.9, inputScale: 0.0625 });
@@ -54,6 +59,7 @@ export function federatedDigits(config: FederatedDigitsConfig = {}): Plan {
     deadlineMs: config.deadlineMs ?? 1000,
     discovery: 'seats',
     roundMs: config.roundMs ?? 200,
+    ...(config.codec === undefined ? {} : { codec: config.codec }),
     fitSteps: 12,
     batch: 32,
   });
