@@ -61,15 +61,21 @@ async function inProcess(roundMs, codec) {
   let round = 0;
   server.onStep(roundReporter((r) => (round = r.round)));
   const latencies = [];
+  // the CPU time of this process over the same span: the round's own cost, which the other
+  // work on a shared machine does not lengthen as it does the wall-clock time
+  const cpu = [];
   let broadcastAt;
+  let cpuAt;
   let updates = 0;
   server.onStep((step) => {
-    if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0);
+    if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (cpuAt = process.cpuUsage()), (updates = 0);
   });
   const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))], {
     onDeliver(to) {
       if (to === serverId && broadcastAt !== undefined && ++updates === ids.length) {
         latencies.push(performance.now() - broadcastAt);
+        const used = process.cpuUsage(cpuAt);
+        cpu.push((used.user + used.system) / 1000);
         broadcastAt = undefined;
       }
     },
@@ -82,7 +88,7 @@ async function inProcess(roundMs, codec) {
       if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
   }
-  return { median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), memory: bb.exports.memory.buffer.byteLength };
+  return { median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), cpuMedian: median(cpu.slice(1)), memory: bb.exports.memory.buffer.byteLength };
 }
 
 // ---- browsers over WebRTC ------------------------------------------------------------------
@@ -103,7 +109,7 @@ for (const { name, roundMs, quietMs, codec } of configs) {
   // with the quiet a broadcast follows in this configuration (no engine, no driver)
   const echo = codec === undefined ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
   console.log(`${name} (round timer ${roundMs} ms, updates ${codec ?? 'f32'}):`);
-  console.log(`  in one Node process (no network)       ${ms(local)}`);
+  console.log(`  in one Node process (no network)       ${ms(local)}   (its CPU time: ${local.cpuMedian.toFixed(1)} ms median)`);
   console.log(`  4 Chromium pages over WebRTC            ${ms(web.roundLatencyMs)}   ${(web.roundLatencyMs.median / local.median).toFixed(2)}x in-process`);
   if (echo) console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
   console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
