@@ -4,7 +4,7 @@
 // straight back, and a sample runs from the first send() to the last echo. Signalling goes
 // over the children's stdin/stdout. For every size and quiet asked for: the median and max
 // of N samples. The Chromium-to-Chromium twin is `scripts/e2e.sh --only echo-pair`.
-//   node bench/echo-pair.mjs [samples=30] [--peers 1,4] [--bytes 64,10000] [--quiet 0,200]
+//   node bench/echo-pair.mjs [samples=30] [--peers 1,4] [--bytes 64,10000] [--quiet 0,200] [--unordered]
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
@@ -14,6 +14,8 @@ const { RTCPeerConnection } = require('node-datachannel/polyfill');
 const rtcConfig = { iceServers: [], bindAddress: '127.0.0.1' };
 const option = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
 const list = (name, fallback) => option(name, fallback).split(',').map(Number);
+// --unordered: the channels unordered and unreliable (maxRetransmits 0) instead
+const unordered = process.argv.includes('--unordered');
 
 /** One end of a link: signalling messages go out through `send` and come in through the returned handler. */
 function endpoint(send, offerer) {
@@ -23,7 +25,7 @@ function endpoint(send, offerer) {
   pc.onicecandidate = (e) => e.candidate && send({ candidate: e.candidate.toJSON ? e.candidate.toJSON() : e.candidate });
   const channel = new Promise((resolve) => {
     if (offerer) {
-      const c = pc.createDataChannel('echo', { ordered: true });
+      const c = pc.createDataChannel('echo', unordered ? { ordered: false, maxRetransmits: 0 } : { ordered: true });
       c.binaryType = 'arraybuffer';
       c.onopen = () => resolve(c);
     } else {
@@ -68,7 +70,7 @@ if (process.argv.includes('--child')) {
   const samples = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 30);
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  console.log(`node-datachannel echo between Node processes (loopback), ${samples} samples each, median / max:`);
+  console.log(`node-datachannel echo between Node processes (loopback, ${unordered ? 'unordered, maxRetransmits 0' : 'ordered, reliable'}), ${samples} samples each, median / max:`);
   for (const peers of list('--peers', '1,4')) {
     const children = [];
     for (let k = 0; k < peers; k++) {
