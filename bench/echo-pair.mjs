@@ -37,7 +37,9 @@ function endpoint(send, offerer) {
   });
   // messages are handled one after another: a candidate waits for the description before it
   let chain = Promise.resolve();
-  const receive = (m) => (chain = chain.then(() => handle(m)));
+  let failed;
+  const failure = new Promise((_, reject) => (failed = reject));
+  const receive = (m) => (chain = chain.then(() => handle(m)).catch(failed));
   const handle = async (m) => {
     if (m.sdp) {
       await pc.setRemoteDescription(m.sdp);
@@ -56,7 +58,7 @@ function endpoint(send, offerer) {
     await pc.setLocalDescription(await pc.createOffer());
     send({ sdp: pc.localDescription });
   };
-  return { pc, channel, receive, start };
+  return { pc, channel: Promise.race([channel, failure]), receive, start };
 }
 
 if (process.argv.includes('--child')) {
@@ -73,12 +75,32 @@ if (process.argv.includes('--child')) {
   console.log(`node-datachannel echo between Node processes (loopback, ${unordered ? 'unordered, maxRetransmits 0' : 'ordered, reliable'}), ${samples} samples each, median / max:`);
   for (const peers of list('--peers', '1,4')) {
     const children = [];
-    for (let k = 0; k < peers; k++) {
-      const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--child'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    // libdatachannel now and then refuses a description ("a remote candidate without ICE
+    // transport"): that link is made again with a fresh process
+    const link = async () => {
+      const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--child'], { stdio: ['pipe', 'pipe', 'ignore'] });
       const end = endpoint((m) => child.stdin.write(`${JSON.stringify(m)}\n`), true);
       createInterface({ input: child.stdout }).on('line', (line) => end.receive(JSON.parse(line)));
-      await end.start();
-      children.push({ child, channel: await end.channel });
+      const exited = new Promise((_, reject) => child.on('exit', () => reject(new Error('the echoing process exited'))));
+      const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('no link in 10 s')), 10_000).unref());
+      try {
+        await end.start();
+        return { child, channel: await Promise.race([end.channel, exited, timeout]) };
+      } catch (error) {
+        child.kill();
+        end.pc.close();
+        throw error;
+      }
+    };
+    for (let k = 0; k < peers; k++) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          children.push(await link());
+          break;
+        } catch (error) {
+          if (attempt === 5) throw error;
+        }
+      }
     }
     let waiting = 0;
     let done;
