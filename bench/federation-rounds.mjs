@@ -102,7 +102,7 @@ const mib = (b) => (b / 1048576).toFixed(1);
 const ms = (x) => `${x.median.toFixed(1)} ms / ${x.max.toFixed(1)} ms`;
 console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadcast → last update), median / max:`);
 // The in-process round with the 200 ms timer: the same computation as every configuration's
-// (f16 aside), from one process that sleeps between rounds as the WebRTC peers do. One that
+// (f16 adds its encoding), from one process that sleeps between rounds as the WebRTC peers do. One that
 // never sleeps (back-to-back) is scheduled as a CPU hog on a loaded machine, and its longer
 // round would flatter the WebRTC ratio; each back-to-back ratio is also given against this.
 let reference;
