@@ -19,6 +19,7 @@
 #include "bb/sim.h"
 #include "components/shipped.h"
 #include "programs/fedavg_round.h"
+#include "step_model_fixture.h"
 #include "wire/join_tokens.h"
 
 #define MS 1000000ull
@@ -40,62 +41,6 @@ static void round_body(bb_rec *g, void *user) {
 }
 
 static const bb_module ROUND = {sizeof(bb_module), "Round", round_body, NULL, NULL, NULL, 0};
-
-/* ---- StepModel: Params is [0, 0]; Fit(g) is g + delta (or NaN), with `samples` -------- */
-
-typedef struct step_model {
-  float delta;
-  bool nan;
-  uint64_t samples;
-} step_model;
-
-static int step_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"delta", "nan", "samples", NULL};
-  step_model m = {1, false, 4};
-  uint64_t nan;
-  int rc;
-  if ((rc = bb_config_check(init->config, KEYS, err)) ||
-      (rc = bb_config_f32(init->config, "delta", 1, &m.delta, err)) ||
-      (rc = bb_config_u64(init->config, "nan", 0, &nan, err)) ||
-      (rc = bb_config_u64(init->config, "samples", 4, &m.samples, err)))
-    return rc;
-  m.nan = nan != 0;
-  step_model *p = malloc(sizeof *p);
-  if (!p) return BB_ERR_NOMEM;
-  *p = m;
-  *self = p;
-  return 0;
-}
-
-static void step_destroy(void *self) { free(self); }
-
-static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
-  (void)ctx;
-  const step_model *m = self;
-  if (strcmp(call->op_type, "Params") == 0) {
-    call->outputs[0] = f32_val((const float[]){0, 0}, 2);
-    return 0;
-  }
-  if (strcmp(call->op_type, "Fit") != 0)
-    return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
-  const bb_val *g = call->inputs[0];
-  if (!g || bb_val_kind_of(g) != BB_VAL_TENSOR || bb_val_as_tensor(g)->numel != 2)
-    return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
-  const float *x = bb_tensor_data(bb_val_as_tensor(g));
-  float y[2] = {m->nan ? NAN : x[0] + m->delta, m->nan ? NAN : x[1] - m->delta};
-  call->outputs[0] = f32_val(y, 2);
-  call->outputs[1] = bb_val_u64(NULL, BB_VAL_U64, m->samples);
-  return 0;
-}
-
-static const bb_component_type STEP_MODEL = {
-    .struct_size = sizeof(bb_component_type),
-    .type_name = "StepModel",
-    .roles = 1u << BB_ROLE_MODEL,
-    .create = step_create,
-    .destroy = step_destroy,
-    .invoke = step_invoke,
-};
 
 /* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
 
