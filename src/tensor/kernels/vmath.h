@@ -102,11 +102,11 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted_fast(bbi_f32x4 x, const bbi_vmath_con
   const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
   bbi_f32x4 r = x - n * k->ln2_hi;
   r = r - n * k->ln2_lo;
-  /* Estrin's order: the two halves of the polynomial in parallel (a shorter chain of
-   * dependent operations than Horner's) */
-  const bbi_f32x4 r2 = r * r;
-  const bbi_f32x4 q = (k->shifted_c3 * r + k->shifted_c2) * r2 + (k->shifted_c1 * r + k->shifted_c0);
-  const bbi_f32x4 p = (r2 * q + r) + k->one;
+  bbi_f32x4 q = k->shifted_c3;
+  q = q * r + k->shifted_c2;
+  q = q * r + k->shifted_c1;
+  q = q * r + k->shifted_c0;
+  const bbi_f32x4 p = ((r * r) * q + r) + k->one;
   return p * s;
 }
 
