@@ -17,9 +17,8 @@
 //
 // tfjs-backend-wasm 4.22 registers no Conv2DBackpropFilter kernel, so a conv2d layer cannot
 // be trained on it as shipped ("Kernel 'Conv2DBackpropFilter' not registered"). The bench
-// gives Conv2D a gradient made of kernels the wasm backend has: the input gradient is
-// conv2dTranspose (Conv2DBackpropInput, as tfjs's own gradient), the filter gradient is the
-// backend's Conv3DBackpropFilterV2 over a depth of 1 — tfjs's own kernel for the same sum.
+// gives Conv2D a gradient made of kernels the wasm backend has, two ways, and times tfjs
+// with each (fastConvGrad and slowConvGrad below; the target is against the fast one).
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
