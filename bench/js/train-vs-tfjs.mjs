@@ -5,7 +5,8 @@
 //
 //   cd bench/js && npm ci --ignore-scripts      # once
 //   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
-//   node bench/js/train-vs-tfjs.mjs [--quick]
+//   node bench/js/train-vs-tfjs.mjs [--quick] [--wasm js/wasm/bb-relaxed.wasm]
+//   (bb-relaxed.wasm needs `node --experimental-wasm-relaxed-simd` in Node 20)
 //
 // A step is one optimizer update on one batch, from JavaScript arrays in to the loss read
 // back in JavaScript: for bb, OnnxTrainer.step({x, labels}) (the rows are copied into the
@@ -25,10 +26,10 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
+import { packageDist, requireBuilt, wasmArgument } from './common.mjs';
 
 const require = createRequire(import.meta.url);
-const packageWasm = defaultWasm;
+const packageWasm = wasmArgument();
 const models = fileURLToPath(new URL('../../examples/models/', import.meta.url));
 requireBuilt(packageWasm);
 let tf, tfl, tfwasm;
@@ -191,7 +192,7 @@ async function compare(name, onnxFile, makeTfjs, shape) {
 
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`train-vs-tfjs: Node ${process.versions.node}, ${cpu}, load average ${loadavg()[0].toFixed(1)}; batch ${BATCH}, Adam lr 1e-3`);
-console.log(`tfjs ${tf.version_core} (backend ${tf.getBackend()}, 1 thread), bytesandbrains ${packageDist.replace(/.*\/js\//, 'js/')}\n`);
+console.log(`tfjs ${tf.version_core} (backend ${tf.getBackend()}, 1 thread), bytesandbrains ${packageDist.replace(/.*\/js\//, 'js/')} with ${packageWasm.replace(/.*\/js\//, 'js/')}\n`);
 const results = [
   await compare('CNN (digits_cnn)', 'digits_cnn.onnx', tfjsCnn, [8, 8, 1]),
   await compare('MLP (digits_mlp)', 'digits_mlp.onnx', tfjsMlp, [64]),
