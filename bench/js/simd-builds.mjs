@@ -1,0 +1,176 @@
+// The two shipped builds side by side in one Node process: bb.wasm (SIMD128) against
+// bb-relaxed.wasm (its kernels' multiply-adds as relaxed madd), on MatMul, convolutions,
+// the digits CNN's inference and the CNN's and MLP's training step, one thread.
+//
+//   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
+//   node --experimental-wasm-relaxed-simd bench/js/simd-builds.mjs [--quick]
+//
+// Each case runs on both builds with the same inputs (outputs checked to agree, max |diff|
+// over max |output|), steps for a while first so V8's optimising tier has compiled both,
+// then is timed in alternating windows of the process's CPU time (so other work on a
+// shared machine does not count); the median window of each build counts. Ratio above 1:
+// bb-relaxed.wasm is faster.
+import { readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
+
+const relaxedWasm = fileURLToPath(new URL('../../js/wasm/bb-relaxed.wasm', import.meta.url));
+requireBuilt(defaultWasm);
+requireBuilt(relaxedWasm);
+const { CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, relaxedSimdSupported } = await import(packageDist);
+if (!relaxedSimdSupported()) {
+  throw new Error('this engine does not run relaxed SIMD: run the bench as `node --experimental-wasm-relaxed-simd bench/js/simd-builds.mjs` (Node 20)');
+}
+
+const QUICK = process.argv.includes('--quick');
+const WINDOW_MS = QUICK ? 100 : 300;
+const ROUNDS = QUICK ? 3 : 7;
+const WARMUP_MS = QUICK ? 500 : 1500;
+const models = fileURLToPath(new URL('../../js/models/', import.meta.url));
+
+const builds = {
+  baseline: await loadBb(readFileSync(defaultWasm)),
+  relaxed: await loadBb(readFileSync(relaxedWasm)),
+};
+for (const [name, bb] of Object.entries(builds)) if (bb.simd !== name) throw new Error(`${name} loaded as ${bb.simd}`);
+
+let state = 7;
+const random = (n, scale = 1) => Float32Array.from({ length: n }, () => (((state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32) * 2 - 1) * scale);
+const f32 = (name, dims) => ({ name, dtype: 'float', dims });
+const size = (dims) => dims.reduce((a, b) => a * b, 1);
+
+function matmul(n) {
+  return {
+    label: `MatMul ${n}² (${n}×${n} · ${n}×${n})`,
+    flop: 2 * n ** 3,
+    onnx: encodeOnnxModel({ opset: 17, nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }], inputs: [f32('a', [n, n]), f32('b', [n, n])], outputs: [f32('y', [n, n])] }),
+    dims: { a: [n, n], b: [n, n] },
+  };
+}
+
+function conv(label, [n, c, h, w], m, k, group = 1) {
+  const pad = (k - 1) / 2;
+  return {
+    label,
+    flop: 2 * n * m * h * w * (c / group) * k * k,
+    onnx: encodeOnnxModel({
+      opset: 17,
+      nodes: [{ opType: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], attributes: { kernel_shape: { ints: [k, k] }, pads: { ints: [pad, pad, pad, pad] }, group: { int: group } } }],
+      inputs: [f32('x', [n, c, h, w]), f32('w', [m, c / group, k, k]), f32('b', [m])],
+      outputs: [f32('y', [n, m, h, w])],
+    }),
+    dims: { x: [n, c, h, w], w: [m, c / group, k, k], b: [m] },
+  };
+}
+
+const cnn = (batch) => ({
+  label: `digits CNN inference, batch ${batch}`,
+  onnx: new Uint8Array(readFileSync(`${models}/digits_cnn.onnx`)),
+  dims: { pixels: [batch, 1, 8, 8] },
+  scale: 16,
+});
+
+const INFERENCE = [
+  matmul(256),
+  matmul(512),
+  matmul(1024),
+  conv('Conv 3×3, 1×8×28×28 → 16', [1, 8, 28, 28], 16, 3),
+  conv('Conv 3×3, 1×32×56×56 → 64', [1, 32, 56, 56], 64, 3),
+  conv('depthwise Conv 3×3, 1×64×56×56', [1, 64, 56, 56], 64, 3, 64),
+  cnn(32),
+  cnn(256),
+];
+
+/** A run of the case on one build: session and resident inputs, and the first output. */
+function inferenceRunner(bb, testCase, feeds) {
+  const model = OnnxModel.decode(bb, testCase.onnx);
+  const session = new CpuSession(bb, model);
+  const inputs = Object.fromEntries(Object.entries(feeds).map(([name, data]) => [name, Tensor.from(bb, 'float', data, testCase.dims[name])]));
+  const once = () => {
+    const outputs = session.run(inputs);
+    const values = Object.values(outputs);
+    const first = values[0].toArray();
+    for (const t of values) t.free();
+    return first;
+  };
+  return { once, release: () => (Object.values(inputs).forEach((t) => t.free()), session.free(), model.free()) };
+}
+
+function trainingRunner(bb, file) {
+  const trainer = OnnxTrainer.create(bb, new Uint8Array(readFileSync(`${models}/${file}`)), { optimizer: 'adam', lr: 1e-3 });
+  let s = 42;
+  const r = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+  const data = Array.from({ length: 8 }, () => ({
+    x: Float32Array.from({ length: 32 * 64 }, () => Math.floor(r() * 17)),
+    labels: Float32Array.from({ length: 32 }, () => Math.floor(r() * 10)),
+  }));
+  let i = 0;
+  return { once: () => [trainer.step(data[i++ % data.length]).loss], release: () => trainer.free() };
+}
+
+const cpuMs = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
+
+/** CPU ms per call over one window. */
+function window(once) {
+  const start = cpuMs();
+  let n = 0;
+  let elapsed;
+  do {
+    once();
+    n++;
+    elapsed = cpuMs() - start;
+  } while (elapsed < WINDOW_MS || n < 3);
+  return elapsed / n;
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+function measure(runners) {
+  for (const r of Object.values(runners)) {
+    const until = performance.now() + WARMUP_MS;
+    while (performance.now() < until) r.once();
+  }
+  const times = { baseline: [], relaxed: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 ? ['relaxed', 'baseline'] : ['baseline', 'relaxed'];
+    for (const name of order) times[name].push(window(runners[name].once));
+  }
+  return { baseline: median(times.baseline), relaxed: median(times.relaxed) };
+}
+
+function difference(a, b) {
+  let scale = 0;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) scale = Math.max(scale, Math.abs(b[i])), (diff = Math.max(diff, Math.abs(a[i] - b[i])));
+  return scale === 0 ? diff : diff / scale;
+}
+
+const rows = [];
+for (const testCase of INFERENCE) {
+  process.stderr.write(`${testCase.label} ...\n`);
+  const feeds = Object.fromEntries(Object.entries(testCase.dims).map(([name, dims]) => [name, random(size(dims), testCase.scale ?? 1).map((v) => (testCase.scale ? Math.abs(v) : v))]));
+  const runners = { baseline: inferenceRunner(builds.baseline, testCase, feeds), relaxed: inferenceRunner(builds.relaxed, testCase, feeds) };
+  const diff = difference(runners.relaxed.once(), runners.baseline.once());
+  rows.push({ label: testCase.label, flop: testCase.flop, diff, ...measure(runners) });
+  Object.values(runners).forEach((r) => r.release());
+}
+for (const [label, file] of [['digits CNN training step, batch 32 (Adam)', 'digits_cnn.onnx'], ['digits MLP training step, batch 32 (Adam)', 'digits_mlp.onnx']]) {
+  process.stderr.write(`${label} ...\n`);
+  const runners = { baseline: trainingRunner(builds.baseline, file), relaxed: trainingRunner(builds.relaxed, file) };
+  const diff = difference(runners.relaxed.once(), runners.baseline.once());
+  rows.push({ label, diff, ...measure(runners) });
+  Object.values(runners).forEach((r) => r.release());
+}
+
+const fmt = (ms) => (ms < 1 ? ms.toFixed(3) : ms < 100 ? ms.toFixed(2) : ms.toFixed(1));
+const gflops = (flop, ms) => (flop === undefined ? '' : `${(flop / ms / 1e6).toFixed(1)}`);
+console.log(`simd-builds: Node ${process.versions.node}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores), load average ${loadavg()[0].toFixed(1)}; one thread; CPU ms per call, median of ${ROUNDS} alternating windows`);
+console.log('| case | bb.wasm ms | bb-relaxed.wasm ms | baseline / relaxed | bb.wasm GFLOP/s | bb-relaxed GFLOP/s | difference |');
+console.log('|---|---:|---:|---:|---:|---:|---:|');
+for (const r of rows) {
+  console.log(`| ${r.label} | ${fmt(r.baseline)} | ${fmt(r.relaxed)} | ${(r.baseline / r.relaxed).toFixed(2)}× | ${gflops(r.flop, r.baseline)} | ${gflops(r.flop, r.relaxed)} | ${r.diff.toExponential(1)} |`);
+}
