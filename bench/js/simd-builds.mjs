@@ -3,7 +3,12 @@
 // the digits CNN's inference and the CNN's and MLP's training step, one thread.
 //
 //   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
-//   node --experimental-wasm-relaxed-simd bench/js/simd-builds.mjs [--quick]
+//   node --experimental-wasm-relaxed-simd bench/js/simd-builds.mjs [--quick] [--baseline FILE]
+//
+// --baseline FILE measures another non-relaxed module in bb.wasm's place: e.g. one built
+// like bb-relaxed.wasm but without -mrelaxed-simd, to tell the multiply-adds' share of the
+// difference from the compiler's (clang-19 against clang-14) and Binaryen's (bb.wasm is
+// optimised by wasm-opt after linking, bb-relaxed.wasm is not).
 //
 // Each case runs on both builds with the same inputs (outputs checked to agree, max |diff|
 // over max |output|), steps for a while first so V8's optimising tier has compiled both,
@@ -16,7 +21,8 @@ import { fileURLToPath } from 'node:url';
 import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
 
 const relaxedWasm = fileURLToPath(new URL('../../js/wasm/bb-relaxed.wasm', import.meta.url));
-requireBuilt(defaultWasm);
+const baselineWasm = process.argv.includes('--baseline') ? process.argv[process.argv.indexOf('--baseline') + 1] : defaultWasm;
+requireBuilt(baselineWasm);
 requireBuilt(relaxedWasm);
 const { CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, relaxedSimdSupported } = await import(packageDist);
 if (!relaxedSimdSupported()) {
@@ -30,7 +36,7 @@ const WARMUP_MS = QUICK ? 500 : 1500;
 const models = fileURLToPath(new URL('../../js/models/', import.meta.url));
 
 const builds = {
-  baseline: await loadBb(readFileSync(defaultWasm)),
+  baseline: await loadBb(readFileSync(baselineWasm)),
   relaxed: await loadBb(readFileSync(relaxedWasm)),
 };
 for (const [name, bb] of Object.entries(builds)) if (bb.simd !== name) throw new Error(`${name} loaded as ${bb.simd}`);
@@ -169,6 +175,7 @@ for (const [label, file] of [['digits CNN training step, batch 32 (Adam)', 'digi
 const fmt = (ms) => (ms < 1 ? ms.toFixed(3) : ms < 100 ? ms.toFixed(2) : ms.toFixed(1));
 const gflops = (flop, ms) => (flop === undefined ? '' : `${(flop / ms / 1e6).toFixed(1)}`);
 console.log(`simd-builds: Node ${process.versions.node}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores), load average ${loadavg()[0].toFixed(1)}; one thread; CPU ms per call, median of ${ROUNDS} alternating windows`);
+console.log(`baseline: ${baselineWasm}`);
 console.log('| case | bb.wasm ms | bb-relaxed.wasm ms | baseline / relaxed | bb.wasm GFLOP/s | bb-relaxed GFLOP/s | difference |');
 console.log('|---|---:|---:|---:|---:|---:|---:|');
 for (const r of rows) {

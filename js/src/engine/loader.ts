@@ -43,7 +43,7 @@ export type WasmSource =
 export type SimdBuild = 'auto' | 'relaxed' | 'baseline';
 
 /** Options of {@link loadBb}. */
-export interface LoadBbOptions {
+export interface LoadOptions {
   /** Which shipped build to load when no source is given (default `'auto'`); ignored with a source. */
   simd?: SimdBuild;
 }
@@ -53,7 +53,7 @@ export interface LoadBbOptions {
  * package (`bytesandbrains/bb.wasm`, or `bytesandbrains/bb-relaxed.wasm` where the engine
  * runs relaxed SIMD; {@link SimdBuild}), beside `dist/`.
  */
-export async function loadBb(source?: WasmSource, options: LoadBbOptions = {}): Promise<Bb> {
+export async function loadBb(source?: WasmSource, options: LoadOptions = {}): Promise<Bb> {
   const module = await compile(source ?? shippedModule(options.simd ?? 'auto').url);
   const host = createHost();
   checkImports(module, host.imports);
