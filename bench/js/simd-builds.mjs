@@ -1,7 +1,10 @@
 // The two shipped builds side by side in one Node process: bb.wasm (SIMD128) against
 // bb-relaxed.wasm (its kernels' multiply-adds as relaxed madd), on MatMul, convolutions,
-// the digits CNN's inference and the CNN's and MLP's training step, one thread.
+// the digits CNN's inference and the CNN's and MLP's training step, one thread; with
+// onnxruntime-web 1.30 (wasm, 1 thread) and TensorFlow.js 4.22 (wasm backend, 1 thread) on
+// the same inference cases (tfjs on MatMul and the convolutions, channels last).
 //
+//   cd bench/js && npm ci --ignore-scripts      # once
 //   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
 //   node --experimental-wasm-relaxed-simd bench/js/simd-builds.mjs [--quick] [--baseline FILE]
 //
@@ -13,10 +16,15 @@
 // Each case runs on both builds with the same inputs (outputs checked to agree, max |diff|
 // over max |output|), steps for a while first so V8's optimising tier has compiled both,
 // then is timed in alternating windows of the process's CPU time (so other work on a
-// shared machine does not count); the median window of each build counts. Ratio above 1:
-// bb-relaxed.wasm is faster.
+// shared machine does not count); the median window of each counts. Ratio above 1:
+// bb-relaxed.wasm is faster. A call is the op on inputs already in the runtime and its
+// output copied out to JavaScript (bb: CpuSession.run and toArray; tfjs: the op and
+// dataSync); onnxruntime-web cannot keep inputs in its module, so its call is run(), inputs
+// copied in as well.
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
 
@@ -28,6 +36,18 @@ const { CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, rel
 if (!relaxedSimdSupported()) {
   throw new Error('this engine does not run relaxed SIMD: run the bench as `node --experimental-wasm-relaxed-simd bench/js/simd-builds.mjs` (Node 20)');
 }
+
+const require = createRequire(import.meta.url);
+const ort = await import('onnxruntime-web');
+const tf = await import('@tensorflow/tfjs-core');
+const tfwasm = await import('@tensorflow/tfjs-backend-wasm');
+ort.env.wasm.numThreads = 1;
+ort.env.wasm.simd = true;
+ort.env.logLevel = 'error';
+tfwasm.setWasmPaths(`${dirname(require.resolve('@tensorflow/tfjs-backend-wasm'))}/`);
+tfwasm.setThreadsCount(1);
+await tf.setBackend('wasm');
+await tf.ready();
 
 const QUICK = process.argv.includes('--quick');
 const WINDOW_MS = QUICK ? 100 : 300;
@@ -44,12 +64,22 @@ for (const [name, bb] of Object.entries(builds)) if (bb.simd !== name) throw new
 let state = 7;
 const random = (n, scale = 1) => Float32Array.from({ length: n }, () => (((state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32) * 2 - 1) * scale);
 const f32 = (name, dims) => ({ name, dtype: 'float', dims });
+/** A tfjs tensor's values, the tensor then disposed (not through tf.tidy, which walks what it returns). */
+const read = (tensor) => {
+  const values = tensor.dataSync();
+  tensor.dispose();
+  return values;
+};
 const size = (dims) => dims.reduce((a, b) => a * b, 1);
 
 function matmul(n) {
   return {
     label: `MatMul ${n}² (${n}×${n} · ${n}×${n})`,
     flop: 2 * n ** 3,
+    tfjs: ({ a, b }) => {
+      const [ta, tb] = [tf.tensor2d(a, [n, n]), tf.tensor2d(b, [n, n])];
+      return { once: () => read(tf.matMul(ta, tb)), release: () => (ta.dispose(), tb.dispose()) };
+    },
     onnx: encodeOnnxModel({ opset: 17, nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }], inputs: [f32('a', [n, n]), f32('b', [n, n])], outputs: [f32('y', [n, n])] }),
     dims: { a: [n, n], b: [n, n] },
   };
@@ -60,6 +90,20 @@ function conv(label, [n, c, h, w], m, k, group = 1) {
   return {
     label,
     flop: 2 * n * m * h * w * (c / group) * k * k,
+    tfjs: (feeds) => {
+      // NHWC input, HWIO (or HW·C·1 depthwise) filter: the same sums, in tfjs's layout
+      const x = tf.tidy(() => tf.transpose(tf.tensor4d(feeds.x, [n, c, h, w]), [0, 2, 3, 1]));
+      const filter = tf.tidy(() => tf.transpose(tf.tensor4d(feeds.w, [m, c / group, k, k]), group === 1 ? [2, 3, 1, 0] : [2, 3, 0, 1]));
+      const bias = tf.tensor1d(feeds.b);
+      const op = group === 1
+        ? () => tf.fused.conv2d({ x, filter, strides: 1, pad: 'same', bias })
+        : () => tf.add(tf.depthwiseConv2d(x, filter, 1, 'same'), bias);
+      return {
+        once: () => read(tf.tidy(() => tf.transpose(op(), [0, 3, 1, 2]))),
+        time: () => read(tf.tidy(op)),
+        release: () => (x.dispose(), filter.dispose(), bias.dispose()),
+      };
+    },
     onnx: encodeOnnxModel({
       opset: 17,
       nodes: [{ opType: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], attributes: { kernel_shape: { ints: [k, k] }, pads: { ints: [pad, pad, pad, pad] }, group: { int: group } } }],
@@ -121,12 +165,12 @@ const cpuMs = () => {
 };
 
 /** CPU ms per call over one window. */
-function window(once) {
+async function window(once) {
   const start = cpuMs();
   let n = 0;
   let elapsed;
   do {
-    once();
+    await once();
     n++;
     elapsed = cpuMs() - start;
   } while (elapsed < WINDOW_MS || n < 3);
@@ -135,17 +179,18 @@ function window(once) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-function measure(runners) {
+async function measure(runners) {
   for (const r of Object.values(runners)) {
     const until = performance.now() + WARMUP_MS;
-    while (performance.now() < until) r.once();
+    while (performance.now() < until) await r.once();
   }
-  const times = { baseline: [], relaxed: [] };
+  const names = Object.keys(runners);
+  const times = Object.fromEntries(names.map((name) => [name, []]));
   for (let round = 0; round < ROUNDS; round++) {
-    const order = round % 2 ? ['relaxed', 'baseline'] : ['baseline', 'relaxed'];
-    for (const name of order) times[name].push(window(runners[name].once));
+    const order = round % 2 ? [...names].reverse() : names;
+    for (const name of order) times[name].push(await window(runners[name].once));
   }
-  return { baseline: median(times.baseline), relaxed: median(times.relaxed) };
+  return Object.fromEntries(names.map((name) => [name, median(times[name])]));
 }
 
 function difference(a, b) {
@@ -155,20 +200,31 @@ function difference(a, b) {
   return scale === 0 ? diff : diff / scale;
 }
 
+async function ortRunner(testCase, feeds) {
+  const session = await ort.InferenceSession.create(testCase.onnx, { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+  const tensors = Object.fromEntries(Object.entries(feeds).map(([name, data]) => [name, new ort.Tensor('float32', data, testCase.dims[name])]));
+  const once = async () => Object.values(await session.run(tensors))[0].data;
+  return { once, release: () => session.release() };
+}
+
 const rows = [];
 for (const testCase of INFERENCE) {
   process.stderr.write(`${testCase.label} ...\n`);
   const feeds = Object.fromEntries(Object.entries(testCase.dims).map(([name, dims]) => [name, random(size(dims), testCase.scale ?? 1).map((v) => (testCase.scale ? Math.abs(v) : v))]));
-  const runners = { baseline: inferenceRunner(builds.baseline, testCase, feeds), relaxed: inferenceRunner(builds.relaxed, testCase, feeds) };
+  const runners = { baseline: inferenceRunner(builds.baseline, testCase, feeds), relaxed: inferenceRunner(builds.relaxed, testCase, feeds), ort: await ortRunner(testCase, feeds) };
+  if (testCase.tfjs) runners.tfjs = testCase.tfjs(feeds);
+  const reference = await runners.ort.once();
   const diff = difference(runners.relaxed.once(), runners.baseline.once());
-  rows.push({ label: testCase.label, flop: testCase.flop, diff, ...measure(runners) });
+  const diffs = Object.fromEntries(await Promise.all(Object.entries(runners).map(async ([name, r]) => [name, difference(await r.once(), reference)])));
+  const timed = Object.fromEntries(Object.entries(runners).map(([name, r]) => [name, { once: r.time ?? r.once }]));
+  rows.push({ label: testCase.label, flop: testCase.flop, diff, diffs, ...(await measure(timed)) });
   Object.values(runners).forEach((r) => r.release());
 }
 for (const [label, file] of [['digits CNN training step, batch 32 (Adam)', 'digits_cnn.onnx'], ['digits MLP training step, batch 32 (Adam)', 'digits_mlp.onnx']]) {
   process.stderr.write(`${label} ...\n`);
   const runners = { baseline: trainingRunner(builds.baseline, file), relaxed: trainingRunner(builds.relaxed, file) };
   const diff = difference(runners.relaxed.once(), runners.baseline.once());
-  rows.push({ label, diff, ...measure(runners) });
+  rows.push({ label, diff, ...(await measure(runners)) });
   Object.values(runners).forEach((r) => r.release());
 }
 
@@ -176,8 +232,12 @@ const fmt = (ms) => (ms < 1 ? ms.toFixed(3) : ms < 100 ? ms.toFixed(2) : ms.toFi
 const gflops = (flop, ms) => (flop === undefined ? '' : `${(flop / ms / 1e6).toFixed(1)}`);
 console.log(`simd-builds: Node ${process.versions.node}, ${cpus()[0]?.model ?? 'unknown CPU'} (${cpus().length} cores), load average ${loadavg()[0].toFixed(1)}; one thread; CPU ms per call, median of ${ROUNDS} alternating windows`);
 console.log(`baseline: ${baselineWasm}`);
-console.log('| case | bb.wasm ms | bb-relaxed.wasm ms | baseline / relaxed | bb.wasm GFLOP/s | bb-relaxed GFLOP/s | difference |');
-console.log('|---|---:|---:|---:|---:|---:|---:|');
+console.log('| case | bb.wasm ms | bb-relaxed.wasm ms | ORT-web ms | tfjs ms | baseline / relaxed | ORT-web / relaxed | tfjs / relaxed | bb.wasm GFLOP/s | bb-relaxed GFLOP/s | relaxed vs baseline | vs ORT-web: baseline, relaxed, tfjs |');
+console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+const ratio = (peer, ours) => (peer === undefined ? '' : `${(peer / ours).toFixed(2)}×`);
 for (const r of rows) {
-  console.log(`| ${r.label} | ${fmt(r.baseline)} | ${fmt(r.relaxed)} | ${(r.baseline / r.relaxed).toFixed(2)}× | ${gflops(r.flop, r.baseline)} | ${gflops(r.flop, r.relaxed)} | ${r.diff.toExponential(1)} |`);
+  const vs = r.diffs ? [r.diffs.baseline, r.diffs.relaxed, r.diffs.tfjs].map((d) => (d === undefined ? '–' : d.toExponential(0))).join(', ') : '';
+  console.log(`| ${r.label} | ${fmt(r.baseline)} | ${fmt(r.relaxed)} | ${r.ort === undefined ? '' : fmt(r.ort)} | ${r.tfjs === undefined ? '' : fmt(r.tfjs)} | ` +
+    `${ratio(r.baseline, r.relaxed)} | ${ratio(r.ort, r.relaxed)} | ${ratio(r.tfjs, r.relaxed)} | ${gflops(r.flop, r.baseline)} | ${gflops(r.flop, r.relaxed)} | ${r.diff.toExponential(1)} | ${vs} |`);
 }
+console.log(`versions: onnxruntime-web ${ort.env.versions.web} (wasm, numThreads ${ort.env.wasm.numThreads}), tfjs-core ${tf.version_core} (backend ${tf.getBackend()}, 1 thread)`);
