@@ -5,7 +5,8 @@
 //
 //   cd bench/js && npm ci --ignore-scripts      # once
 //   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
-//   node bench/js/train-vs-tfjs.mjs [--quick] [--only digits_cnn,28×28,digits_mlp] [--wasm path/to/bb.wasm]
+//   node bench/js/train-vs-tfjs.mjs [--quick] [--only digits_cnn,28×28,digits_mlp] [--wasm js/wasm/bb-relaxed.wasm]
+//   (bb-relaxed.wasm needs `node --experimental-wasm-relaxed-simd` in Node 20)
 //
 // A step is one optimizer update on one batch, from JavaScript arrays in to the loss read
 // back in JavaScript: for bb, OnnxTrainer.step({x, labels}) (the rows are copied into the
@@ -24,10 +25,10 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultWasm, packageDist, requireBuilt } from './common.mjs';
+import { packageDist, requireBuilt, wasmArgument } from './common.mjs';
 
 const require = createRequire(import.meta.url);
-const packageWasm = process.argv.includes('--wasm') ? process.argv[process.argv.indexOf('--wasm') + 1] : defaultWasm;
+const packageWasm = wasmArgument();
 const models = fileURLToPath(new URL('../../examples/models/', import.meta.url));
 requireBuilt(packageWasm);
 let tf, tfl, tfwasm;
@@ -310,7 +311,7 @@ async function compare(name, onnx, makeTfjs, shape, routes) {
 
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`train-vs-tfjs: Node ${process.versions.node}, ${cpu}, load average ${loadavg()[0].toFixed(1)}; batch ${BATCH}, Adam lr 1e-3`);
-console.log(`tfjs ${tf.version_core} (backend ${tf.getBackend()}, 1 thread), bytesandbrains ${packageDist.replace(/.*\/js\//, 'js/')}\n`);
+console.log(`tfjs ${tf.version_core} (backend ${tf.getBackend()}, 1 thread), bytesandbrains ${packageDist.replace(/.*\/js\//, 'js/')} with ${packageWasm.replace(/.*\/js\//, 'js/')}\n`);
 const gradientError = checkFastGradient();
 console.log(`tfjs Conv2D gradient through its fast kernels against its own slow kernels: max |difference| / max |slow| = ${gradientError.toExponential(1)}`);
 if (!(gradientError < 1e-5)) throw new Error('the fast Conv2D gradient disagrees with tfjs\'s own');

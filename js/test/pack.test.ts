@@ -27,7 +27,7 @@ import { gunzipSync } from 'node:zlib';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
-import { loadBb } from '../src/index.js';
+import { loadBb, relaxedSimdSupported } from '../src/index.js';
 import { BB_WASM_ABI_VERSION } from '../src/internals.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
 import { tutorialCommands, tutorialFiles } from './tutorial.js';
@@ -96,7 +96,7 @@ export async function check(source) {
   const a = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(A)}), [3]);
   const b = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(B)}), [3]);
   const { y } = session.run({ a, b });
-  const report = { version: bb.version, abiVersion: bb.abiVersion, y: Array.from(y.toArray()), federated: federate(bb) };
+  const report = { version: bb.version, abiVersion: bb.abiVersion, simd: bb.simd, y: Array.from(y.toArray()), federated: federate(bb) };
   for (const object of [a, b, y, session, model]) object.free();
   return report;
 }
@@ -212,6 +212,7 @@ interface CheckReport {
   federated?: { round: number; accuracy: number };
   version?: string;
   abiVersion?: number;
+  simd?: string;
   y?: number[];
   error?: string;
 }
@@ -255,10 +256,15 @@ function filesUnder(dir: string): string[] {
   );
 }
 
-function expectWorking(reports: Record<string, CheckReport>, names: string[]): void {
+/**
+ * `chosen`: the build loadBb() must pick by itself here (`default`): bb-relaxed.wasm in
+ * Chromium, which runs relaxed SIMD; every other source is bb.wasm.
+ */
+function expectWorking(reports: Record<string, CheckReport>, names: string[], chosen: 'relaxed' | 'baseline'): void {
   expect(Object.keys(reports)).toEqual(names);
   for (const [name, { federated, ...report }] of Object.entries(reports)) {
-    expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, y: Y });
+    const simd = name === 'default' ? chosen : 'baseline';
+    expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, simd, y: Y });
     // a federated client trained in this environment: 8 rounds, and the model learned
     expect(federated?.round, name).toBeGreaterThanOrEqual(8);
     expect(federated?.accuracy, name).toBeGreaterThanOrEqual(0.9);
@@ -382,7 +388,7 @@ async function pageReport(path: string): Promise<unknown> {
 
 test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   const installed = join(app, 'node_modules', 'bytesandbrains');
-  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/node/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
+  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/node/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'wasm/bb-relaxed.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
     expect(existsSync(join(installed, file)), file).toBe(true);
   }
   expect(readFileSync(join(installed, 'wasm', 'bb.wasm')).equals(wasmBytes())).toBe(true);
@@ -402,26 +408,28 @@ test('the tarball holds the build, the sources, bb.wasm and the README', () => {
 
 test('a Vite build of an app using the package runs in Chromium, on the page and in a Worker', async () => {
   const report = (await pageReport('/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-  expectWorking(report.page, ['default', 'url']);
-  expectWorking(report.worker, ['default', 'response', 'bytes']);
+  expectWorking(report.page, ['default', 'url'], 'relaxed');
+  expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
 });
 
 test('the same app runs from the Vite dev server, its dependency optimizer included', async () => {
   const { url, child } = await startViteDevServer();
   try {
     const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-    expectWorking(report.page, ['default', 'url']);
-    expectWorking(report.worker, ['default', 'response', 'bytes']);
+    expectWorking(report.page, ['default', 'url'], 'relaxed');
+    expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
   } finally {
     child.kill();
   }
 });
 
-test('the Vite build emits bb.wasm as an asset and bundles none of the Node-only parts', () => {
+test('the Vite build emits bb.wasm and bb-relaxed.wasm as assets and bundles none of the Node-only parts', () => {
   const files = filesUnder(join(app, 'dist'));
-  const wasm = files.filter((file) => file.endsWith('.wasm'));
-  expect(wasm.length).toBeGreaterThan(0);
-  for (const file of wasm) expect(readFileSync(file).equals(wasmBytes()), file).toBe(true);
+  const wasm = files.filter((file) => file.endsWith('.wasm')).map((file) => readFileSync(file));
+  const relaxed = readFileSync(join(packageRoot, 'wasm', 'bb-relaxed.wasm'));
+  expect(wasm.some((bytes) => bytes.equals(wasmBytes())), 'bb.wasm emitted').toBe(true);
+  expect(wasm.some((bytes) => bytes.equals(relaxed)), 'bb-relaxed.wasm emitted').toBe(true);
+  for (const bytes of wasm) expect(bytes.equals(wasmBytes()) || bytes.equals(relaxed)).toBe(true);
   const scripts = files.filter((file) => file.endsWith('.js'));
   expect(scripts.length).toBeGreaterThanOrEqual(2); // the page and the worker
   for (const file of scripts) {
@@ -433,7 +441,7 @@ test('the Vite build emits bb.wasm as an asset and bundles none of the Node-only
 
 test('a plain <script type="module"> page imports the installed files as they are', async () => {
   const report = (await pageReport('/plain.html')) as Record<string, CheckReport>;
-  expectWorking(report, ['default']);
+  expectWorking(report, ['default'], 'relaxed');
 });
 
 test('TypeScript finds the declarations under NodeNext and bundler resolution', () => {
@@ -467,18 +475,18 @@ test('the declarations compile, strict and with their own files checked, in a No
 
 test('Node 20 imports the installed package', () => {
   const output = run(process.execPath, ['node-check.mjs'], app);
-  expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes']);
+  expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes'], relaxedSimdSupported() ? 'relaxed' : 'baseline');
 });
 
 test('Vite 7 builds the app with no configuration, and its dev server runs it with the documented optimizeDeps.exclude', async () => {
   const built = (await pageReport('/v7/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-  expectWorking(built.page, ['default', 'url']);
-  expectWorking(built.worker, ['default', 'response', 'bytes']);
+  expectWorking(built.page, ['default', 'url'], 'relaxed');
+  expectWorking(built.worker, ['default', 'response', 'bytes'], 'relaxed');
   const { url, child } = await startViteDevServer(VITE7, app, ['--config', 'vite7.config.js']);
   try {
     const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-    expectWorking(report.page, ['default', 'url']);
-    expectWorking(report.worker, ['default', 'response', 'bytes']);
+    expectWorking(report.page, ['default', 'url'], 'relaxed');
+    expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
   } finally {
     child.kill();
   }

@@ -18,9 +18,17 @@ export class Bb {
   /** @internal Made by `loadBb` once the module is instantiated and initialised. */
   readonly #host: Host | undefined;
 
-  constructor(exports: BbExports, host?: Host) {
+  /**
+   * Which build this is: `'relaxed'` for bb-relaxed.wasm (relaxed SIMD, whose multiply-adds
+   * may round differently on another machine), `'baseline'` for bb.wasm (the same bits
+   * everywhere). See `SimdBuild`.
+   */
+  readonly simd: 'relaxed' | 'baseline';
+
+  constructor(exports: BbExports, host?: Host, simd: 'relaxed' | 'baseline' = 'baseline') {
     this.exports = exports;
     this.#host = host;
+    this.simd = simd;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
   }
 

@@ -145,6 +145,10 @@ void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, 
 void bbi_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
                  float *y);
 
+/* 1 when these kernels were built with relaxed SIMD (bb-relaxed.wasm: their multiply-adds
+ * may fuse, vec.h's BBI_F32X4_MADD), 0 otherwise. */
+int bbi_kernels_relaxed(void);
+
 /* ---- elementwise ---------------------------------------------------------------------- */
 
 typedef enum bbi_binary_op {
