@@ -146,6 +146,11 @@ static bbi_window2d window_of(const geometry *g, bool include_pad) {
  * positions are batched one above the other in the column matrix, up to a bounded matrix. */
 #define CONV_MIN_ROWS 512
 #define CONV_MAX_COL_BYTES (128u << 10)
+/* From this many output positions on, an image that is not batched with others has its
+ * product computed on the plane (W · col). */
+#ifndef CONV_PLANE_MIN_POSITIONS
+#define CONV_PLANE_MIN_POSITIONS 64
+#endif
 
 /* Applies the session's fused epilogue (if any) to n floats of the output at offset `at`. */
 static void conv_epilogue(bbi_cpu_epilogue *e, float *y, size_t at, size_t n) {
@@ -198,12 +203,18 @@ static const char *packed_weights(bbi_cpu_op_ctx *ctx, int64_t group, size_t mg,
   return packed;
 }
 
-/* Per group, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are the
- * GEMM's rows, the output channels its columns and W its B operand — packed once per
- * session when W is constant. Small feature maps (a few positions, many channels) thus
- * keep the GEMM's tiles full, and the weights are read once per run. The product lands in
- * `tmp` [chunk·P, mg] (bias added by the GEMM) and is transposed into each image's
- * [mg, P] block, where the fused epilogue (if any) finishes it while it is in cache. */
+/* Per group, one of two orientations of the same product (each output the bias plus its
+ * products summed in the same k order, so the two give the same bits):
+ *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
+ *    the column matrix [kdim, P] (for a 1×1, stride-1, unpadded convolution the input
+ *    itself) its B, and the product lands straight in the image's [mg, P] block of Y;
+ *  - with few, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are
+ *    the GEMM's rows, the output channels its columns and W its B operand, packed once per
+ *    session when W is constant, so small feature maps (a few positions, many channels)
+ *    keep the GEMM's tiles full and the weights are read once per run. The product lands
+ *    in `tmp` [chunk·P, mg] and is transposed into each image's [mg, P] block.
+ * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
+ * is in cache. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
@@ -224,17 +235,23 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     chunk = chunk < n_batch ? chunk : n_batch;
     chunk = chunk > 1 ? chunk : 1;
   }
+  const bool on_plane = chunk == 1 && npos >= CONV_PLANE_MIN_POSITIONS;
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
-  size_t pack_stride;
-  const char *packed = packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  size_t pack_stride = 0;
+  const char *packed = on_plane ? NULL : packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
   size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
-  size_t tmp_bytes = rows * (size_t)mg * sizeof(float);
+  size_t tmp_bytes = on_plane ? 0 : rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
    * the last chunk of images: room for both */
   size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
-  size_t scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
-  size_t last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  size_t scratch_size, last_scratch;
+  if (on_plane) {
+    scratch_size = last_scratch = bbi_f32_gemm_scratch_size((size_t)mg, (size_t)npos, (size_t)kdim);
+  } else {
+    scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
+    last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  }
   scratch_size = scratch_size > last_scratch ? scratch_size : last_scratch;
   size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
@@ -257,8 +274,19 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
       }
       bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
-      a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
       a.alpha = 1.0f;
+      if (on_plane) { /* chunk is 1: Y's block [mg, P] = W [mg, kdim] · col [kdim, P] */
+        size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
+        a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
+        a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
+        a.b = direct ? xg : col, a.ldb = (size_t)npos;
+        a.c = yd + at, a.ldc = (size_t)npos;
+        a.bias_per_row = bd ? bd + gi * mg : NULL;
+        if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
+        conv_epilogue(e, yd, at, (size_t)(mg * npos));
+        continue;
+      }
+      a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
       a.trans_a = 1, a.a = direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
       a.trans_b = 1, a.b = wd + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */
       a.packed_b = packed ? packed + (size_t)gi * pack_stride : NULL;
