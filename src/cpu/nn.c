@@ -10,6 +10,7 @@
 #include "cpu/nn.h"
 #include "tensor/kernels/split.h"
 #include "util/mem.h"
+#include "util/parallel.h"
 
 #define MAX_SPATIAL 3
 
@@ -168,23 +169,52 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
 }
 
 /* A depthwise convolution (one input and one output channel per group): the plane kernel,
- * image by image. */
+ * image by image, in blocks of channels (tasks on the work pool, each with its own scratch
+ * plane) whose outputs the fused epilogue (if any) finishes while they are in cache.
+ * Channels are independent and the blocks follow the shape alone, so any number of
+ * threads gives the same bits. */
+typedef struct dw_job {
+  const bbi_window2d *win;
+  const float *x, *w, *b;
+  float *y;
+  bbi_cpu_epilogue *e;
+  char *scratch;
+  size_t scratch_stride, channels, block, image_at;
+} dw_job;
+
+/* Output floats a block of channels aims at. */
+#define DW_BLOCK_WORK 16384
+
+static void dw_task(void *ctx, size_t task, size_t slot) {
+  const dw_job *j = ctx;
+  const bbi_window2d *g = j->win;
+  const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  const size_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow, taps = g->kh * g->kw;
+  bbi_f32_dwconv2d_chw(g, c1 - c0, j->x + c0 * in_plane, j->w + c0 * taps, j->b ? j->b + c0 : NULL,
+                       j->y + j->image_at + c0 * out_plane, (float *)(j->scratch + slot * j->scratch_stride));
+  conv_epilogue(j->e, j->y, j->image_at + c0 * out_plane, (c1 - c0) * out_plane);
+}
+
 static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   const bbi_window2d win = window_of(g, false);
   size_t scratch_bytes = bbi_f32_dwconv2d_chw_scratch_size(&win);
   int rc = bbi_cpu_check_size(ctx, (int64_t)(scratch_bytes / sizeof(float)), sizeof(float), "the padded plane");
   if (rc) return rc;
-  float *scratch = bbi_cpu_scratch(ctx, scratch_bytes + 16);
+  const size_t slots = bbi_parallel_width(), stride = (scratch_bytes + 63) & ~(size_t)63;
+  char *scratch = bbi_cpu_scratch(ctx, stride * slots + 64);
   if (!scratch) return BB_ERR_NOMEM;
-  bbi_cpu_epilogue *e = own_epilogue(ctx, y);
   const int64_t channels = x->dims[1];
-  const size_t plane_out = (size_t)(channels * g->out_size);
-  float *yd = bb_tensor_data(y);
+  const size_t work = (size_t)g->out_size * (size_t)g->kernel_size;
+  size_t block = (DW_BLOCK_WORK + work - 1) / work;
+  block = (block + 3) & ~(size_t)3; /* whole groups of the narrow kernel's four lanes */
+  dw_job j = {&win, NULL, bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y), own_epilogue(ctx, y),
+              (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels, block, 0};
+  const size_t tasks = ((size_t)channels + block - 1) / block;
   for (int64_t n = 0; n < x->dims[0]; n++) {
-    bbi_f32_dwconv2d_chw(&win, (size_t)channels, (const float *)bb_tensor_data(x) + n * channels * g->in_size,
-                         bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, yd + (size_t)n * plane_out, scratch);
-    conv_epilogue(e, yd, (size_t)n * plane_out, plane_out);
+    j.x = (const float *)bb_tensor_data(x) + n * channels * g->in_size;
+    j.image_at = (size_t)(n * channels * g->out_size);
+    bbi_parallel_run(tasks, slots, dw_task, &j);
   }
   return 0;
 }
