@@ -20,8 +20,11 @@ side with its own pool (bb_cpu_set_threads(N), onnxruntime's intra_op_num_thread
 torch.set_num_threads(N)), and prints each one's speed-up from 1 to N threads and the
 ratios at N.
 
+With --export DIR it only writes the ONNX files (DIR/NAME.onnx; at opset 16 with --train),
+for bench/js/vision-vs-peers.mjs.
+
 usage: /usr/bin/python3 bench/vision_vs_peers.py [BUILD_DIR] [--size S] [--runs R] [--models a,b] [--train]
-                                                 [--threads N]"""
+                                                 [--threads N] [--export DIR]"""
 import argparse
 import os
 import re
@@ -94,7 +97,13 @@ def main():
     ap.add_argument("--models", default="resnet18,mobilenet_v2,efficientnet_b0")
     ap.add_argument("--train", action="store_true")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--export")
     args = ap.parse_args()
+    if args.export:
+        os.makedirs(args.export, exist_ok=True)
+        for name, path in exported(args, args.export, 16 if args.train else OPSET):
+            print(path)
+        return
     if args.train:
         return train_rows(args)
     if args.threads:

@@ -64,6 +64,21 @@ static void fill_plane(const bbi_window2d *g, const padded_plane *p, const size_
   const size_t r_end = g->ph + g->ih < p->rows ? g->ph + g->ih : p->rows;
   for (size_t r = g->ph; r < r_end; r++) {
     const float *src = x + (r - g->ph) * g->iw;
+    if (p->phases == 2) { /* one phase starts at image column 0, the other at column 1 */
+      const size_t even = g->pw % 2; /* the phase of column 0 (padded column pw) */
+      float *de = out + (r * 2 + even) * p->width + span[2 * even];
+      float *dodd = out + (r * 2 + 1 - even) * p->width + span[2 * (1 - even)];
+      const size_t ne = span[2 * even + 1] - span[2 * even], no = span[3 - 2 * even] - span[2 - 2 * even];
+      size_t q = 0;
+      for (; q + 4 <= ne && q + 4 <= no; q += 4) { /* reads columns 2q to 2q + 7 < 2·no <= iw */
+        const bbi_f32x4 a = bbi_f32x4_load(src + 2 * q), b = bbi_f32x4_load(src + 2 * q + 4);
+        bbi_f32x4_store(de + q, BBI_F32X4_SHUFFLE(a, b, 0, 2, 4, 6));
+        bbi_f32x4_store(dodd + q, BBI_F32X4_SHUFFLE(a, b, 1, 3, 5, 7));
+      }
+      for (size_t i = q; i < ne; i++) de[i] = src[2 * i];
+      for (size_t i = q; i < no; i++) dodd[i] = src[2 * i + 1];
+      continue;
+    }
     for (size_t phase = 0; phase < p->phases; phase++) {
       float *dst = out + (r * p->phases + phase) * p->width;
       const size_t b = span[2 * phase], e = span[2 * phase + 1];
