@@ -724,13 +724,14 @@ static bbi_window2d random_pool(void) {
   return g;
 }
 
-/* The column matrix, SIMD against the scalar twin, bit for bit: random windows (padding
- * up to one more than the window's span, dilations, strides), half of them stride 1 with
- * the width kept (the one-run path), and the 3×3 / pad 1 convolutions of a small CNN. The
+/* The column matrix and its transposed (patch-row) form, SIMD against the scalar twins, bit
+ * for bit: random windows (padding up to one more than the window's span, dilations,
+ * strides), half of them stride 1 with the width kept (the one-run path), the 3×3 / pad 1
+ * convolutions of a small CNN and the weight gradient of the second. The
  * matrix is surrounded by sentinels: nothing outside its rows may be written. */
 static void test_im2col_matches_scalar(void) {
   rng_seed(12);
-  int ok = 1, ok_bounds = 1;
+  int ok = 1, ok_bounds = 1, ok_patches = 1;
   for (int t = 0; t < 800; t++) {
     bbi_window2d g = {0};
     g.ih = (size_t)rng_int(1, 13), g.iw = (size_t)rng_int(1, 30);
@@ -749,6 +750,8 @@ static void test_im2col_matches_scalar(void) {
     }
     if (t % 10 == 0) g = (bbi_window2d){28, 28, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    /* a weight gradient's convolution: dY's 14×14 as the window, 3×3 positions */
+    if (t % 10 == 7) g = (bbi_window2d){14, 14, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
     g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
     g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
@@ -761,9 +764,24 @@ static void test_im2col_matches_scalar(void) {
     bbi_f32_im2col_2d_scalar(&g, channels, x, r + 4, ld);
     ok &= memcmp(y, r, size * sizeof *y) == 0;
     for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[size - 1 - i] == 1234.5f;
-    free(x), free(y), free(r);
+    free(y), free(r);
+    /* the transposed layout: one row per output position */
+    const size_t pld = rows + (size_t)rng_int(0, 5), psize = g.oh * g.ow * pld + 8;
+    y = floats(psize), r = floats(psize);
+    for (size_t i = 0; i < psize; i++) y[i] = r[i] = 1234.5f;
+    bbi_f32_im2col_patches_2d(&g, channels, x, y + 4, pld);
+    bbi_f32_im2col_patches_2d_scalar(&g, channels, x, r + 4, pld);
+    ok_patches &= memcmp(y, r, psize * sizeof *y) == 0;
+    for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[psize - 1 - i] == 1234.5f;
+    /* and it is the transpose of the column matrix */
+    float *cm = floats(rows * g.oh * g.ow + 1);
+    bbi_f32_im2col_2d_scalar(&g, channels, x, cm, g.oh * g.ow);
+    for (size_t p = 0; p < g.oh * g.ow; p++)
+      for (size_t k = 0; k < rows; k++) ok_patches &= same_float(r[4 + p * pld + k], cm[k * g.oh * g.ow + p]);
+    free(x), free(y), free(r), free(cm);
   }
   CHECK_MSG(ok, "im2col differs from the scalar twin");
+  CHECK_MSG(ok_patches, "im2col's patch rows differ from the scalar twin or from the column matrix transposed");
   CHECK_MSG(ok_bounds, "im2col wrote outside the column matrix");
 }
 

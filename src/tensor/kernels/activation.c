@@ -40,6 +40,8 @@ BBI_INLINE void activate_loop(bbi_activation kind, const bbi_f32_activation *a, 
 }
 
 #if BBI_HAVE_X86_GEMM
+#include <immintrin.h>
+
 /* Natively on x86-64 with AVX-512, sixteen lanes at a time: lane for lane the same IEEE
  * operations, in the same order and with the same constants, as the four-lane path and
  * vmath.h (the build is ISO C, so no multiply-add is contracted), hence the same bits;
@@ -84,11 +86,37 @@ WIDE w_f32 w_exp(w_f32 x, const bbi_vmath_consts *k) {
   return (p * s1) * s2;
 }
 
-/* bbi_f32x4_sigmoid, lane for lane */
+#if defined(__clang__)
+#define W_SHUFFLE(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+#else
+#define W_SHUFFLE(v, ...) __builtin_shuffle(v, (w_i32){__VA_ARGS__})
+#endif
+
+/* Every lane: whether any lane of its group of four (lanes 4i to 4i+3) is set. */
+WIDE w_i32 w_group_any(w_i32 m) {
+  m |= W_SHUFFLE(m, 1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12);
+  m |= W_SHUFFLE(m, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  return m;
+}
+
+/* bbi_f32x4_sigmoid, lane for lane: its fast-range exp where every lane of the four-lane
+ * group is at least BBI_EXP_SHIFTED_FAST, as the four-lane code decides per vector, and
+ * bbi_f32x4_exp in the groups where one is not. */
 WIDE w_f32 w_sigmoid(w_f32 x, const bbi_vmath_consts *k) {
   const w_i32 sign = (w_i32)w_splat(0.0f) + k->sign[0];
-  const w_f32 one = w_splat(k->one[0]), zero = w_splat(0.0f);
-  const w_f32 e = w_exp((w_f32)((w_i32)x | sign), k);
+  const w_f32 one = w_splat(k->one[0]), zero = w_splat(0.0f), magic = w_splat(k->shifted_magic[0]);
+  const w_f32 z = (w_f32)((w_i32)x | sign);
+  const w_f32 t = z * w_splat(k->log2e[0]) + magic;
+  const w_f32 n = t - magic;
+  const w_f32 s = (w_f32)((w_u32)(w_i32)t << 23);
+  w_f32 r = z - n * w_splat(k->ln2_hi[0]);
+  r = r - n * w_splat(k->ln2_lo[0]);
+  const w_f32 r2 = r * r;
+  const w_f32 low = w_splat(k->exp_c1[0]) * r + w_splat(k->exp_c0[0]);
+  const w_f32 high = w_splat(k->exp_c4[0]) * r2 + (w_splat(k->exp_c3[0]) * r + w_splat(k->exp_c2[0]));
+  w_f32 e = ((r2 * (high * r2 + low) + r) + one) * s;
+  const w_i32 slow = z < w_splat(k->shifted_fast[0]);
+  if (_mm512_test_epi32_mask((__m512i)slow, (__m512i)slow)) e = w_select(w_group_any(slow), w_exp(z, k), e);
   const w_f32 num = w_select(x < zero, e, one);
   return num / (one + e);
 }

@@ -260,7 +260,13 @@ typedef struct bbi_window2d {
 void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_f32_im2col_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 
-/* Its adjoint, accumulating: every value of the column matrix (rows as above) is added to
+/* The transposed column matrix: row p = oy·ow + ox (row stride ld ≥ channels·kh·kw) holds
+ * the window of output position p, (channel, ky, kx) order, 0 in the padding. Copies runs
+ * of kw, so it suits windows wider than the output (a weight gradient's convolution). */
+void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+
+/* The adjoint of bbi_f32_im2col_2d, accumulating: every value of the column matrix (its rows) is added to
  * the element of x it was read from; values that fall in the padding are dropped. */
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
 void bbi_f32_col2im_2d_scalar(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
