@@ -329,7 +329,7 @@ static void sweep(const char *only) {
     for (size_t kc = 0; kc < sizeof kcs / sizeof kcs[0]; kc++) {
       for (size_t mc = 0; mc < sizeof mcs / sizeof mcs[0]; mc++) {
         bbi_f32_gemm_config cfg = {kernels[ki].name, kernels[ki].mr, kernels[ki].nr, 0, kcs[kc],
-                                  2048, kernels[ki].fn, NULL};
+                                  2048, kernels[ki].fn, NULL, NULL};
         cfg.mc = (mcs[mc] + cfg.mr - 1) / cfg.mr * cfg.mr;
         printf("  %-13s mc=%-4zu kc=%-4zu", cfg.name, cfg.mc, cfg.kc);
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)

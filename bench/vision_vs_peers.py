@@ -15,7 +15,16 @@ label, then Adam, batch 1; BatchNormalization in inference mode on both sides, a
 file has it) against PyTorch's step (eval mode, zero_grad, forward, loss, backward, Adam);
 onnxruntime has no training here.
 
-usage: /usr/bin/python3 bench/vision_vs_peers.py [BUILD_DIR] [--size S] [--runs R] [--models a,b] [--train]"""
+With --threads N it times inference by the wall clock on 1 and on N threads instead, each
+side with its own pool (bb_cpu_set_threads(N), onnxruntime's intra_op_num_threads = N,
+torch.set_num_threads(N)), and prints each one's speed-up from 1 to N threads and the
+ratios at N.
+
+With --export DIR it only writes the ONNX files (DIR/NAME.onnx; at opset 16 with --train),
+for bench/js/vision-vs-peers.mjs.
+
+usage: /usr/bin/python3 bench/vision_vs_peers.py [BUILD_DIR] [--size S] [--runs R] [--models a,b] [--train]
+                                                 [--threads N] [--export DIR]"""
 import argparse
 import os
 import re
@@ -51,7 +60,7 @@ def exported(args, tmp, opset):
         yield name, path
 
 
-def torch_median(name, size, runs, seed, train):
+def torch_median(name, size, runs, seed, train, threads=None):
     import torchvision
     torch.manual_seed(seed)
     model = getattr(torchvision.models, name)(num_classes=100).eval()
@@ -67,13 +76,16 @@ def torch_median(name, size, runs, seed, train):
         torch.nn.functional.cross_entropy(model(x), labels).backward()
         opt.step()
 
+    clock = time.perf_counter if threads else time.process_time
+    torch.set_num_threads(threads or 1)
     times = []
     for _ in range(3):
         step()
     for _ in range(runs):
-        t0 = time.process_time()
+        t0 = clock()
         step()
-        times.append((time.process_time() - t0) * 1e3)
+        times.append((clock() - t0) * 1e3)
+    torch.set_num_threads(1)
     return sorted(times)[len(times) // 2]
 
 
@@ -84,9 +96,18 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--models", default="resnet18,mobilenet_v2,efficientnet_b0")
     ap.add_argument("--train", action="store_true")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--export")
     args = ap.parse_args()
+    if args.export:
+        os.makedirs(args.export, exist_ok=True)
+        for name, path in exported(args, args.export, 16 if args.train else OPSET):
+            print(path)
+        return
     if args.train:
         return train_rows(args)
+    if args.threads:
+        return thread_rows(args)
     bench = os.path.join(args.build, "bench", "bench_models")
     shape = f"1,3,{args.size},{args.size}"
     rows = []
@@ -108,6 +129,35 @@ def main():
     for name, b in rows:
         print(f"{name:<16}{b['bb']:>9.2f}{b['bb_plain']:>15.2f}{b['ort']:>13.2f}{b['torch']:>9.2f}"
               f"{b['ort'] / b['bb']:>8.2f}x{b['torch'] / b['bb']:>9.2f}x")
+
+
+def thread_rows(args):
+    bench = os.path.join(args.build, "bench", "bench_models")
+    shape = f"1,3,{args.size},{args.size}"
+    counts = sorted({1, args.threads})
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in exported(args, tmp, OPSET):
+            best = {(side, n): 1e30 for side in ("bb", "ort", "torch") for n in counts}
+            for _ in range(3):
+                for n in counts:
+                    t = median_of([bench, path, "x", shape, "--runs", str(args.runs), "--threads", str(n)])[0]
+                    best["bb", n] = min(best["bb", n], t)
+                    t = median_of(["node", os.path.join(here, "ort_time.mjs"), path, "x", shape, str(args.runs),
+                                   str(n)])[0]
+                    best["ort", n] = min(best["ort", n], t)
+                    best["torch", n] = min(best["torch", n], torch_median(name, args.size, args.runs, 1, False, n))
+            rows.append((name, best))
+    n = args.threads
+    print(f"\ninference, batch 1, 3x{args.size}x{args.size}, wall-clock ms per inference on 1 and {n} threads "
+          "(best of 3 medians)")
+    print(f"{'model':<16}{'bb 1':>8}{f'bb {n}':>8}{'x':>7}{'ORT 1':>8}{f'ORT {n}':>8}{'x':>7}{'torch 1':>9}"
+          f"{f'torch {n}':>9}{'x':>7}{f'ORT/bb@{n}':>11}")
+    for name, b in rows:
+        print(f"{name:<16}{b['bb', 1]:>8.2f}{b['bb', n]:>8.2f}{b['bb', 1] / b['bb', n]:>6.2f}x"
+              f"{b['ort', 1]:>8.2f}{b['ort', n]:>8.2f}{b['ort', 1] / b['ort', n]:>6.2f}x"
+              f"{b['torch', 1]:>9.2f}{b['torch', n]:>9.2f}{b['torch', 1] / b['torch', n]:>6.2f}x"
+              f"{b['ort', n] / b['bb', n]:>10.2f}x")
 
 
 def train_rows(args):

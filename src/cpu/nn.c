@@ -1,15 +1,16 @@
 /* CPU operators: the neural-network family's table, and convolution and pooling for 1- to
  * 3-D spatial inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM
- * kernel with the positions as rows (a 1×1, stride-1, unpadded convolution skips im2col;
- * constant weights are packed once per session), or the depthwise plane kernel; other
- * types and pooling use direct loops with double accumulators. The family's other operators are in nn_*.c (see
- * nn.h). */
+ * kernel, on the NCHW plane for large feature maps and with the positions as rows for
+ * small ones (see conv_f32; a 1×1, stride-1, unpadded convolution skips im2col), or the
+ * depthwise plane kernel; other types and pooling use direct loops with double
+ * accumulators. The family's other operators are in nn_*.c (see nn.h). */
 #include <math.h>
 #include <string.h>
 
 #include "cpu/nn.h"
 #include "tensor/kernels/split.h"
 #include "util/mem.h"
+#include "util/parallel.h"
 
 #define MAX_SPATIAL 3
 
@@ -146,6 +147,11 @@ static bbi_window2d window_of(const geometry *g, bool include_pad) {
  * positions are batched one above the other in the column matrix, up to a bounded matrix. */
 #define CONV_MIN_ROWS 512
 #define CONV_MAX_COL_BYTES (128u << 10)
+/* From this many output positions on, an image that is not batched with others has its
+ * product computed on the plane (W · col). */
+#ifndef CONV_PLANE_MIN_POSITIONS
+#define CONV_PLANE_MIN_POSITIONS 64
+#endif
 
 /* Applies the session's fused epilogue (if any) to n floats of the output at offset `at`. */
 static void conv_epilogue(bbi_cpu_epilogue *e, float *y, size_t at, size_t n) {
@@ -163,23 +169,52 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
 }
 
 /* A depthwise convolution (one input and one output channel per group): the plane kernel,
- * image by image. */
+ * image by image, in blocks of channels (tasks on the work pool, each with its own scratch
+ * plane) whose outputs the fused epilogue (if any) finishes while they are in cache.
+ * Channels are independent and the blocks follow the shape alone, so any number of
+ * threads gives the same bits. */
+typedef struct dw_job {
+  const bbi_window2d *win;
+  const float *x, *w, *b;
+  float *y;
+  bbi_cpu_epilogue *e;
+  char *scratch;
+  size_t scratch_stride, channels, block, image_at;
+} dw_job;
+
+/* Output floats a block of channels aims at. */
+#define DW_BLOCK_WORK 16384
+
+static void dw_task(void *ctx, size_t task, size_t slot) {
+  const dw_job *j = ctx;
+  const bbi_window2d *g = j->win;
+  const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  const size_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow, taps = g->kh * g->kw;
+  bbi_f32_dwconv2d_chw(g, c1 - c0, j->x + c0 * in_plane, j->w + c0 * taps, j->b ? j->b + c0 : NULL,
+                       j->y + j->image_at + c0 * out_plane, (float *)(j->scratch + slot * j->scratch_stride));
+  conv_epilogue(j->e, j->y, j->image_at + c0 * out_plane, (c1 - c0) * out_plane);
+}
+
 static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   const bbi_window2d win = window_of(g, false);
   size_t scratch_bytes = bbi_f32_dwconv2d_chw_scratch_size(&win);
   int rc = bbi_cpu_check_size(ctx, (int64_t)(scratch_bytes / sizeof(float)), sizeof(float), "the padded plane");
   if (rc) return rc;
-  float *scratch = bbi_cpu_scratch(ctx, scratch_bytes + 16);
+  const size_t slots = bbi_parallel_width(), stride = (scratch_bytes + 63) & ~(size_t)63;
+  char *scratch = bbi_cpu_scratch(ctx, stride * slots + 64);
   if (!scratch) return BB_ERR_NOMEM;
-  bbi_cpu_epilogue *e = own_epilogue(ctx, y);
   const int64_t channels = x->dims[1];
-  const size_t plane_out = (size_t)(channels * g->out_size);
-  float *yd = bb_tensor_data(y);
+  const size_t work = (size_t)g->out_size * (size_t)g->kernel_size;
+  size_t block = (DW_BLOCK_WORK + work - 1) / work;
+  block = (block + 3) & ~(size_t)3; /* whole groups of the narrow kernel's four lanes */
+  dw_job j = {&win, NULL, bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y), own_epilogue(ctx, y),
+              (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels, block, 0};
+  const size_t tasks = ((size_t)channels + block - 1) / block;
   for (int64_t n = 0; n < x->dims[0]; n++) {
-    bbi_f32_dwconv2d_chw(&win, (size_t)channels, (const float *)bb_tensor_data(x) + n * channels * g->in_size,
-                         bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, yd + (size_t)n * plane_out, scratch);
-    conv_epilogue(e, yd, (size_t)n * plane_out, plane_out);
+    j.x = (const float *)bb_tensor_data(x) + n * channels * g->in_size;
+    j.image_at = (size_t)(n * channels * g->out_size);
+    bbi_parallel_run(tasks, slots, dw_task, &j);
   }
   return 0;
 }
@@ -198,12 +233,18 @@ static const char *packed_weights(bbi_cpu_op_ctx *ctx, int64_t group, size_t mg,
   return packed;
 }
 
-/* Per group, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are the
- * GEMM's rows, the output channels its columns and W its B operand — packed once per
- * session when W is constant. Small feature maps (a few positions, many channels) thus
- * keep the GEMM's tiles full, and the weights are read once per run. The product lands in
- * `tmp` [chunk·P, mg] (bias added by the GEMM) and is transposed into each image's
- * [mg, P] block, where the fused epilogue (if any) finishes it while it is in cache. */
+/* Per group, one of two orientations of the same product (each output the bias plus its
+ * products summed in the same k order, so the two give the same bits):
+ *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
+ *    the column matrix [kdim, P] (for a 1×1, stride-1, unpadded convolution the input
+ *    itself) its B, and the product lands straight in the image's [mg, P] block of Y;
+ *  - with few, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are
+ *    the GEMM's rows, the output channels its columns and W its B operand, packed once per
+ *    session when W is constant, so small feature maps (a few positions, many channels)
+ *    keep the GEMM's tiles full and the weights are read once per run. The product lands
+ *    in `tmp` [chunk·P, mg] and is transposed into each image's [mg, P] block.
+ * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
+ * is in cache. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
@@ -224,25 +265,31 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     chunk = chunk < n_batch ? chunk : n_batch;
     chunk = chunk > 1 ? chunk : 1;
   }
-  size_t rows = (size_t)(chunk * npos);
-  if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
   bbi_window2d win = window_of(g, false);
   /* a window wider than the output (a weight gradient's convolution: dY as the kernel)
    * copies runs of kw in the transposed column matrix, runs of ow in the other */
   const bool patches = !direct && planar && win.kw > win.ow;
-  size_t pack_stride;
-  const char *packed = packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  const bool on_plane = chunk == 1 && npos >= CONV_PLANE_MIN_POSITIONS && !patches;
+  size_t rows = (size_t)(chunk * npos);
+  if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
+  size_t pack_stride = 0;
+  const char *packed = on_plane ? NULL : packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
   /* W not constant but multiplied more than once (images in several chunks): packed here,
    * once per run, rather than by every GEMM */
-  const bool pack_here = !packed && group == 1 && chunk < n_batch;
+  const bool pack_here = !on_plane && !packed && group == 1 && chunk < n_batch;
   size_t pack_bytes = pack_here ? bbi_f32_gemm_packed_b_size(NULL, (size_t)mg, (size_t)kdim) : 0;
   size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
-  size_t tmp_bytes = rows * (size_t)mg * sizeof(float);
+  size_t tmp_bytes = on_plane ? 0 : rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
    * the last chunk of images: room for both */
   size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
-  size_t scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
-  size_t last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  size_t scratch_size, last_scratch;
+  if (on_plane) {
+    scratch_size = last_scratch = bbi_f32_gemm_scratch_size((size_t)mg, (size_t)npos, (size_t)kdim);
+  } else {
+    scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
+    last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  }
   scratch_size = scratch_size > last_scratch ? scratch_size : last_scratch;
   size_t tmp_at = (col_bytes + 63) & ~(size_t)63, pack_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   size_t scratch_at = (pack_at + pack_bytes + 63) & ~(size_t)63;
@@ -272,8 +319,19 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
       }
       bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
-      a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
       a.alpha = 1.0f;
+      if (on_plane) { /* chunk is 1: Y's block [mg, P] = W [mg, kdim] · col [kdim, P] */
+        size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
+        a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
+        a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
+        a.b = direct ? xg : col, a.ldb = (size_t)npos;
+        a.c = yd + at, a.ldc = (size_t)npos;
+        a.bias_per_row = bd ? bd + gi * mg : NULL;
+        if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
+        conv_epilogue(e, yd, at, (size_t)(mg * npos));
+        continue;
+      }
+      a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
       if (patches) a.a = col, a.lda = (size_t)kdim; /* stored [positions, kdim] */
       else a.trans_a = 1, a.a = direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
       a.trans_b = 1, a.b = wd + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */

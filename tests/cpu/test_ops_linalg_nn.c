@@ -134,6 +134,9 @@ static void test_conv_2d(void) {
       {1, 4, 17, 19, 8, 3, 2, 1, 2, 2},  /* dilation */
       {2, 5, 7, 9, 7, 1, 1, 1, 1, 0},    /* 1×1: the no-im2col path */
       {1, 3, 9, 9, 4, 5, 1, 3, 1, 0},    /* big kernel, big stride */
+      {1, 8, 12, 12, 12, 1, 2, 1, 1, 0}, /* 1×1, groups, one image on the NCHW plane */
+      {1, 16, 19, 19, 16, 3, 16, 2, 1, 1}, /* depthwise, stride 2: the plane kernel's row path */
+      {2, 12, 9, 9, 12, 5, 12, 2, 1, 2},   /* depthwise 5×5 on narrow outputs: four channels a vector */
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     int64_t n = cases[t].n, c = cases[t].c, h = cases[t].h, w = cases[t].w, m = cases[t].m, k = cases[t].k;

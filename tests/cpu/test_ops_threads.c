@@ -1,6 +1,6 @@
 /* The operators the work pool splits give the same bits on 1, 2, 3 and 4 threads —
  * MatMul and Gemm (the blocked GEMM and its matrix-vector products), Conv and ConvTranspose
- * (column matrices, GEMM, col2im), pooling, reductions, softmax and large elementwise
+ * (column matrices, GEMM, col2im, the depthwise plane kernel), pooling, reductions, softmax and large elementwise
  * operators — and so does a training step of a CNN. Each case also checks that its
  * operator did go to the pool on several threads, so the comparison is never between two
  * single-threaded runs. In a build without threads it checks one thread only. */
@@ -113,6 +113,10 @@ static void test_convolutions(void) {
          DIMS(12, 4, 3, 3));
   check2("Conv 1x1", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(2, 64, 28, 28), DIMS(96, 64, 1, 1));
   check2("Conv small images batched", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(64, 8, 8, 8), DIMS(16, 8, 3, 3));
+  /* depthwise: the plane kernel's row path and its four-channel path for narrow outputs */
+  check2("Conv depthwise 3x3", window_node("Conv", 2, 1, 3, 1, 1, 1, 96), DIMS(1, 96, 32, 32), DIMS(96, 1, 3, 3));
+  check2("Conv depthwise 5x5 stride 2 narrow", window_node("Conv", 2, 1, 5, 2, 2, 1, 402), DIMS(2, 402, 9, 9),
+         DIMS(402, 1, 5, 5));
   check2("ConvTranspose stride 2", window_node("ConvTranspose", 2, 1, 3, 2, 1, 1, 1), DIMS(2, 32, 15, 15),
          DIMS(32, 16, 3, 3));
   /* the gradient of a convolution's weights: a Conv whose kernel is the output gradient */

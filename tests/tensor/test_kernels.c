@@ -891,8 +891,9 @@ static void test_dwconv_matches_scalar(void) {
   /* by hand: a 3×3 box filter of ones, padding 1, over a 2×2 image, bias 0.5 */
   const float x[4] = {1, 2, 3, 4}, w[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, b = 0.5f;
   const bbi_window2d g = {2, 2, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
-  float y[4], scratch[64];
+  float y[4], *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4);
   bbi_f32_dwconv2d_chw(&g, 1, x, w, &b, y, scratch);
+  free(scratch);
   CHECK(y[0] == 10.5f && y[1] == 10.5f && y[2] == 10.5f && y[3] == 10.5f);
 }
 
@@ -944,6 +945,40 @@ static void test_activation_matches_scalar(void) {
   bbi_f32_vbinary(BBI_BINARY_MUL, 9, x, sig, separate);
   for (int i = 0; i < 9; i++) same &= same_float(fused[i], separate[i]);
   CHECK_MSG(same, "a fused activation differs from the separate kernels");
+  /* and so on lengths that take the wide path natively (sixteen lanes with AVX-512) and
+   * its tail, on values that reach the edges of exp's range */
+  rng_seed(13);
+  int same_long = 1;
+  for (int t = 0; t < 40; t++) {
+    const size_t n = (size_t)rng_int(16, 200);
+    float *v = floats(n), *f = floats(n), *sp = floats(n), *ad = floats(n), *sep = floats(n);
+    if (t % 2) fill_uniform(v, n, -120.0f, 100.0f);
+    else fill_mixed(v, n);
+    fill_uniform(ad, n, -1.0f, 1.0f);
+    const bbi_f32_activation clip = {BBI_ACTIVATION_CLIP, -1.0f, 6.0f}, sigm = {BBI_ACTIVATION_SIGMOID, 0, 0};
+    memcpy(f, v, n * sizeof *v);
+    bbi_f32_vactivate(&silu, n, NULL, f);
+    bbi_f32_vunary(BBI_UNARY_SIGMOID, n, v, sp);
+    bbi_f32_vbinary(BBI_BINARY_MUL, n, v, sp, sep);
+    for (size_t i = 0; i < n; i++) same_long &= same_float(f[i], sep[i]);
+    memcpy(f, v, n * sizeof *v);
+    bbi_f32_vactivate(&sigm, n, NULL, f);
+    for (size_t i = 0; i < n; i++) same_long &= same_float(f[i], sp[i]);
+    memcpy(f, v, n * sizeof *v);
+    bbi_f32_vactivate(&relu, n, ad, f);
+    bbi_f32_vbinary(BBI_BINARY_ADD, n, v, ad, sep);
+    bbi_f32_vunary(BBI_UNARY_RELU, n, sep, sep);
+    for (size_t i = 0; i < n; i++) same_long &= same_float(f[i], sep[i]);
+    memcpy(f, v, n * sizeof *v);
+    memcpy(sep, v, n * sizeof *v);
+    bbi_f32_vactivate(&clip, n, NULL, f);
+    bbi_f32_vactivate(&clip, 3, NULL, sep); /* the four-lane path and its tail alone */
+    bbi_f32_vactivate(&clip, 2, NULL, sep + 3);
+    bbi_f32_vactivate_scalar(&clip, n - 5, NULL, sep + 5);
+    for (size_t i = 0; i < n; i++) same_long &= same_float(f[i], sep[i]);
+    free(v), free(f), free(sp), free(ad), free(sep);
+  }
+  CHECK_MSG(same_long, "a fused activation over many lanes differs from the separate kernels");
 }
 
 /* The kernels linked are the ones this program was built to test; the 4-lane ones'

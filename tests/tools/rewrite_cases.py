@@ -9,7 +9,8 @@ the test as surely as one that changes the results.
 
 The small graphs put each rewrite in the places it can go wrong: a BatchNormalization with
 random statistics after a Conv with and without bias, grouped and depthwise (3×3 and 5×5,
-strides 1 and 2, dilation), 1×1 convolutions, Relu / Clip (ReLU6) / Sigmoid / x·sigmoid(x)
+strides 1 and 2, dilation; outputs wide and narrow), 1×1 convolutions and convolutions on
+the NCHW plane, Relu / Clip (ReLU6) / Sigmoid / x·sigmoid(x)
 after them, residual Adds on either operand, Adds whose operand broadcasts (run as
 written inside the fused step), a Conv output read twice (not fusable), a
 constant subgraph (Shape, Concat, Reshape of initializers), Identity nodes, Softmax, and a
@@ -124,6 +125,19 @@ def small_cases(out_dir, rng):
     out = g.node("Softmax", [g.node("Flatten", [d], axis=1)], axis=1)
     write_case(out_dir, "depthwise", g.model([("x", x_shape)], [out, d2]), [("x", x)],
                {"folded_batchnorms": 4, "fused_activations": 4})
+
+    # one image of a larger map: 3×3 and 1×1 convolutions computed on the NCHW plane with
+    # x·sigmoid(x) and a residual Add fused, the depthwise kernel's stride-2 row path
+    # (outputs 8 columns wide and more) and its narrow four-channel path
+    p_shape = [1, 8, 24, 21]
+    xp = rng.standard_normal(p_shape).astype(np.float32)
+    g = Graph(rng)
+    e = g.silu(g.bn(g.conv("x", 8, 16), 16))
+    d = g.clip6(g.bn(g.conv(e, 16, 16, stride=2, group=16), 16))
+    r = g.node("Add", [g.bn(g.conv(d, 16, 16, k=1), 16), d])
+    n = g.silu(g.bn(g.conv(r, 16, 16, k=5, stride=2, group=16), 16))
+    write_case(out_dir, "planes", g.model([("x", p_shape)], [r, n]), [("x", xp)],
+               {"folded_batchnorms": 4, "fused_activations": 3, "fused_adds": 1})
 
     # grouped (not depthwise) Conv; residual Adds fused on the first and on the second operand;
     # a Conv output read twice stays as written

@@ -1,7 +1,8 @@
 /* Depthwise 2-D convolution on planes (CHW): every channel convolved with its own kh×kw
  * filter, one output channel per input channel.
  *
- * Per channel the plane is first copied into a zero-padded scratch plane whose columns are
+ * Per channel the plane is first copied into a zero-padded scratch plane (the padding's
+ * places, the same for every channel, zeroed once per call) whose columns are
  * split by phase of the stride: padded column j lands in phase j % sw at position j / sw,
  * so the value output column ox reads at kernel column kx sits at position ox + (kx·dw)/sw
  * of phase (kx·dw) % sw — consecutive output columns read consecutive floats whatever the
@@ -10,6 +11,8 @@
  * kernel order, the padding read as 0 and multiplied like any value (as the column matrix
  * of im2col + GEMM does); the scalar twin sums in the same order, so the two agree bit for
  * bit. */
+#include <string.h>
+
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
 
@@ -29,23 +32,60 @@ static padded_plane padded_shape(const bbi_window2d *g) {
   return p;
 }
 
+/* Outputs narrower than this take the channel-lane path. */
+#define DW_LANES_BELOW 8
+
+/* The channel-lane path's padded window extent: rows and columns the outputs read. */
+static size_t lane_rows(const bbi_window2d *g) { return (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1; }
+static size_t lane_cols(const bbi_window2d *g) { return (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1; }
+
 size_t bbi_f32_dwconv2d_chw_scratch_size(const bbi_window2d *g) {
   if (!g->oh || !g->ow) return 0;
+  if (g->ow < DW_LANES_BELOW) return (lane_rows(g) * lane_cols(g) + g->oh * g->ow) * 4 * sizeof(float);
   const padded_plane p = padded_shape(g);
   return p.rows * p.phases * p.width * sizeof(float);
 }
 
-/* Copies plane x [ih, iw] into the phase-split padded layout. */
-static void pad_plane(const bbi_window2d *g, const padded_plane *p, const float *x, float *out) {
-  for (size_t r = 0; r < p->rows; r++) {
-    const int64_t iy = (int64_t)r - (int64_t)g->ph;
-    const int inside_row = iy >= 0 && iy < (int64_t)g->ih;
+/* Where the image's columns land in one phase row: positions [begin, end) hold padded
+ * columns pos·sw + phase, image column pos·sw + phase - pw; the others are padding. */
+static void phase_span(const bbi_window2d *g, const padded_plane *p, size_t phase, size_t *begin, size_t *end) {
+  const size_t sw = p->phases;
+  size_t b = g->pw > phase ? (g->pw - phase + sw - 1) / sw : 0;
+  size_t e = (g->iw + g->pw + sw - 1 - phase) / sw; /* first pos with pos·sw + phase >= iw + pw */
+  if (e > p->width) e = p->width;
+  if (b > e) b = e;
+  *begin = b, *end = e;
+}
+
+/* Copies plane x [ih, iw] into the image's places in the phase-split layout. The padding's
+ * places are the same for every channel: they are zeroed once per call and never written. */
+static void fill_plane(const bbi_window2d *g, const padded_plane *p, const size_t *span, const float *x,
+                       float *out) {
+  const size_t r_end = g->ph + g->ih < p->rows ? g->ph + g->ih : p->rows;
+  for (size_t r = g->ph; r < r_end; r++) {
+    const float *src = x + (r - g->ph) * g->iw;
+    if (p->phases == 2) { /* one phase starts at image column 0, the other at column 1 */
+      const size_t even = g->pw % 2; /* the phase of column 0 (padded column pw) */
+      float *de = out + (r * 2 + even) * p->width + span[2 * even];
+      float *dodd = out + (r * 2 + 1 - even) * p->width + span[2 * (1 - even)];
+      const size_t ne = span[2 * even + 1] - span[2 * even], no = span[3 - 2 * even] - span[2 - 2 * even];
+      size_t q = 0;
+      for (; q + 4 <= ne && q + 4 <= no; q += 4) { /* reads columns 2q to 2q + 7 < 2·no <= iw */
+        const bbi_f32x4 a = bbi_f32x4_load(src + 2 * q), b = bbi_f32x4_load(src + 2 * q + 4);
+        bbi_f32x4_store(de + q, BBI_F32X4_SHUFFLE(a, b, 0, 2, 4, 6));
+        bbi_f32x4_store(dodd + q, BBI_F32X4_SHUFFLE(a, b, 1, 3, 5, 7));
+      }
+      for (size_t i = q; i < ne; i++) de[i] = src[2 * i];
+      for (size_t i = q; i < no; i++) dodd[i] = src[2 * i + 1];
+      continue;
+    }
     for (size_t phase = 0; phase < p->phases; phase++) {
       float *dst = out + (r * p->phases + phase) * p->width;
-      for (size_t pos = 0; pos < p->width; pos++) {
-        const int64_t ix = (int64_t)(pos * p->phases + phase) - (int64_t)g->pw;
-        dst[pos] = inside_row && ix >= 0 && ix < (int64_t)g->iw ? x[(size_t)iy * g->iw + (size_t)ix] : 0.0f;
-      }
+      const size_t b = span[2 * phase], e = span[2 * phase + 1];
+      const float *s = src + b * p->phases + phase - g->pw;
+      if (p->phases == 1) memcpy(dst + b, s, (e - b) * sizeof(float));
+      else
+        for (size_t pos = b; pos < e; pos++) dst[pos] = s[(pos - b) * p->phases];
     }
   }
 }
@@ -75,35 +115,113 @@ BBI_INLINE void dw_row(size_t KK, size_t ow, const float *const *src, const bbi_
 
 #define DW_MAX_TAPS 64 /* filters up to 8×8 take the vector path */
 
+/* One output of four channels: bias + the window's products in row-major kernel order. */
+BBI_INLINE bbi_f32x4 dw_lane_point(size_t KK, const float *src, const size_t *off, const bbi_f32x4 *wv,
+                                   bbi_f32x4 acc) {
+  BBI_UNROLL for (size_t k = 0; k < KK; k++) acc += wv[k] * bbi_f32x4_load(src + off[k]);
+  return acc;
+}
+
+/* Narrow outputs (the last stages of MobileNet and EfficientNet: 2×2 to 7×7 planes of
+ * hundreds of channels), four channels at a time, one in each lane: the four planes are
+ * interleaved into a zero-padded plane of vectors (pixel by pixel, the padding zeroed once
+ * per call), every output is then one vector of four channels whatever the stride, and
+ * the results are deinterleaved into their planes. */
+static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w, const float *bias,
+                     float *y, float *scratch) {
+  const size_t rows = lane_rows(g), cols = lane_cols(g), taps = g->kh * g->kw;
+  const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
+  float *out = scratch + rows * cols * 4;
+  memset(scratch, 0, rows * cols * 4 * sizeof(float));
+  const size_t iy_end = rows > g->ph ? (g->ih < rows - g->ph ? g->ih : rows - g->ph) : 0;
+  const size_t ix_end = cols > g->pw ? (g->iw < cols - g->pw ? g->iw : cols - g->pw) : 0;
+  size_t off[DW_MAX_TAPS];
+  for (size_t ky = 0; ky < g->kh; ky++)
+    for (size_t kx = 0; kx < g->kw; kx++) off[ky * g->kw + kx] = (ky * g->dh * cols + kx * g->dw) * 4;
+  for (size_t c0 = 0; c0 < channels; c0 += 4) {
+    const size_t nc = channels - c0 < 4 ? channels - c0 : 4;
+    const float *xs[4];
+    for (size_t l = 0; l < 4; l++) xs[l] = x + (c0 + (l < nc ? l : 0)) * plane_in; /* spare lanes: never stored */
+    for (size_t iy = 0; iy < iy_end; iy++) {
+      float *dst = scratch + ((iy + g->ph) * cols + g->pw) * 4;
+      const size_t at = iy * g->iw;
+      size_t ix = 0;
+      for (; ix + 4 <= ix_end; ix += 4) {
+        bbi_f32x4 r[4];
+        for (size_t l = 0; l < 4; l++) r[l] = bbi_f32x4_load(xs[l] + at + ix);
+        bbi_f32x4_transpose(r);
+        for (size_t q = 0; q < 4; q++) bbi_f32x4_store(dst + (ix + q) * 4, r[q]);
+      }
+      for (; ix < ix_end; ix++)
+        for (size_t l = 0; l < 4; l++) dst[ix * 4 + l] = xs[l][at + ix];
+    }
+    bbi_f32x4 wv[DW_MAX_TAPS], acc0 = bbi_f32x4_splat(0.0f);
+    for (size_t k = 0; k < taps; k++) {
+      wv[k] = bbi_f32x4_splat(0.0f);
+      for (size_t l = 0; l < nc; l++) wv[k][l] = w[(c0 + l) * taps + k];
+    }
+    for (size_t l = 0; l < nc && bias; l++) acc0[l] = bias[c0 + l];
+    for (size_t oy = 0; oy < g->oh; oy++)
+      for (size_t ox = 0; ox < g->ow; ox++) {
+        const float *src = scratch + (oy * g->sh * cols + ox * g->sw) * 4;
+        bbi_f32x4 a;
+        if (taps == 9) a = dw_lane_point(9, src, off, wv, acc0);
+        else if (taps == 25) a = dw_lane_point(25, src, off, wv, acc0);
+        else a = dw_lane_point(taps, src, off, wv, acc0);
+        bbi_f32x4_store(out + (oy * g->ow + ox) * 4, a);
+      }
+    size_t p = 0;
+    if (nc == 4)
+      for (; p + 4 <= plane_out; p += 4) {
+        bbi_f32x4 r[4];
+        for (size_t q = 0; q < 4; q++) r[q] = bbi_f32x4_load(out + (p + q) * 4);
+        bbi_f32x4_transpose(r);
+        for (size_t l = 0; l < 4; l++) bbi_f32x4_store(y + (c0 + l) * plane_out + p, r[l]);
+      }
+    for (; p < plane_out; p++)
+      for (size_t l = 0; l < nc; l++) y[(c0 + l) * plane_out + p] = out[p * 4 + l];
+  }
+}
+
+#define DW_MAX_PHASES 16 /* strides up to 16 take the vector path */
+
 void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                           const float *bias, float *y, float *scratch) {
   const size_t taps = g->kh * g->kw;
-  if (taps > DW_MAX_TAPS) {
+  if (taps > DW_MAX_TAPS || g->sw > DW_MAX_PHASES) {
     bbi_f32_dwconv2d_chw_scalar(g, channels, x, w, bias, y);
     return;
   }
-  if (!g->oh || !g->ow) return;
+  if (!g->oh || !g->ow || !channels) return;
+  if (g->ow < DW_LANES_BELOW) {
+    dw_lanes(g, channels, x, w, bias, y, scratch);
+    return;
+  }
   const padded_plane p = padded_shape(g);
+  memset(scratch, 0, p.rows * p.phases * p.width * sizeof(float));
+  size_t span[2 * DW_MAX_PHASES];
+  for (size_t phase = 0; phase < p.phases; phase++) phase_span(g, &p, phase, span + 2 * phase, span + 2 * phase + 1);
+  size_t offset[DW_MAX_TAPS]; /* where tap k's row 0 starts in the scratch plane */
+  for (size_t ky = 0; ky < g->kh; ky++)
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const size_t col = kx * g->dw;
+      offset[ky * g->kw + kx] = (ky * g->dh * p.phases + col % p.phases) * p.width + col / p.phases;
+    }
+  const size_t row_step = g->sh * p.phases * p.width;
   for (size_t c = 0; c < channels; c++) {
-    pad_plane(g, &p, x + c * g->ih * g->iw, scratch);
+    fill_plane(g, &p, span, x + c * g->ih * g->iw, scratch);
     bbi_f32x4 wv[DW_MAX_TAPS];
-    size_t offset[DW_MAX_TAPS]; /* where tap k's row 0 starts in the scratch plane */
-    for (size_t ky = 0; ky < g->kh; ky++)
-      for (size_t kx = 0; kx < g->kw; kx++) {
-        const size_t k = ky * g->kw + kx, col = kx * g->dw;
-        wv[k] = bbi_f32x4_splat(w[c * taps + k]);
-        offset[k] = (ky * g->dh * p.phases + col % p.phases) * p.width + col / p.phases;
-      }
+    for (size_t k = 0; k < taps; k++) wv[k] = bbi_f32x4_splat(w[c * taps + k]);
     const float b = bias ? bias[c] : 0.0f;
     float *yc = y + c * g->oh * g->ow;
+    const float *src[DW_MAX_TAPS];
+    for (size_t k = 0; k < taps; k++) src[k] = scratch + offset[k];
     for (size_t oy = 0; oy < g->oh; oy++) {
-      const float *row = scratch + oy * g->sh * p.phases * p.width;
-      const float *src[DW_MAX_TAPS];
-      for (size_t k = 0; k < taps; k++) src[k] = row + offset[k];
       float *yr = yc + oy * g->ow;
       if (taps == 9) dw_row(9, g->ow, src, wv, b, yr);
       else if (taps == 25) dw_row(25, g->ow, src, wv, b, yr);
       else dw_row(taps, g->ow, src, wv, b, yr);
+      for (size_t k = 0; k < taps; k++) src[k] += row_step;
     }
   }
 }

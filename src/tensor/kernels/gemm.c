@@ -30,15 +30,15 @@
  * bounds the B block. Within the sweep's noise (a few %) the neighbours do as well. */
 static const bbi_f32_gemm_config config_f32x4 = {
     "5x8-f32x4", 5, 8, 100, 256, 2048, bbi_f32_gemm_ukernel_5x8__f32x4,
-    bbi_f32_gemm_ukernel_1x8__f32x4};
+    bbi_f32_gemm_ukernel_1x8__f32x4, NULL};
 
 #if BBI_HAVE_X86_GEMM
 static const bbi_f32_gemm_config config_avx2fma = {
     "6x16-avx2fma", 6, 16, 96, 512, 2048, bbi_f32_gemm_ukernel_6x16__avx2fma,
-    bbi_f32_gemm_ukernel_1x16__avx2fma};
+    bbi_f32_gemm_ukernel_1x16__avx2fma, NULL};
 static const bbi_f32_gemm_config config_avx512 = {
     "8x32-avx512", 8, 32, 96, 512, 2048, bbi_f32_gemm_ukernel_8x32__avx512,
-    bbi_f32_gemm_ukernel_1x32__avx512};
+    bbi_f32_gemm_ukernel_1x32__avx512, bbi_f32_gemm_ukernel_4x32__avx512};
 #endif
 
 int bbi_kernels_relaxed(void) { return BBI_KERNELS_RELAXED; }
@@ -492,10 +492,12 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   p.packed = NULL;
   if (g->packed_b && !(p.packed = packed_b_data(cfg, g, &p.blk))) return BB_ERR_INVALID_ARGUMENT;
   p.g = g;
-  /* A single row on a packed B takes the one-row kernel, without padding A to MR rows. */
-  p.mr = m == 1 ? 1 : cfg->mr;
+  /* A single row on a packed B takes the one-row kernel, and 2 to 4 rows the four-row one
+   * where there is one, without padding A to MR rows (the same sums in the same order). */
+  const int four = m > 1 && m <= 4 && cfg->ukernel_4row && cfg->mr > 4;
+  p.mr = m == 1 ? 1 : four ? 4 : cfg->mr;
   p.nr = cfg->nr;
-  p.ukernel = m == 1 ? cfg->ukernel_1row : cfg->ukernel;
+  p.ukernel = m == 1 ? cfg->ukernel_1row : four ? cfg->ukernel_4row : cfg->ukernel;
   p.scratch = scratch;
   p.slot_bytes = slot_floats(cfg, &p.blk) * sizeof(float) + 2 * SCRATCH_ALIGN;
   const size_t slots = worth_splitting(m, n, k) ? scratch_slots(&p, scratch_size) : 1;

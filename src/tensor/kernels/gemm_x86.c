@@ -23,6 +23,12 @@ BBI_AVX512 void bbi_f32_gemm_ukernel_8x32__avx512(size_t kc, const float *pa, co
   bbi_avx512_gemm_tile(8, 2, kc, pa, pb, c, ldc, mr, nr, tile);
 }
 
+BBI_AVX512 void bbi_f32_gemm_ukernel_4x32__avx512(size_t kc, const float *pa, const float *pb,
+                                                float *c, size_t ldc, size_t mr, size_t nr,
+                                                const bbi_f32_gemm_tile *tile) {
+  bbi_avx512_gemm_tile(4, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+}
+
 BBI_AVX512 void bbi_f32_gemm_ukernel_1x32__avx512(size_t kc, const float *pa, const float *pb,
                                                 float *c, size_t ldc, size_t mr, size_t nr,
                                                 const bbi_f32_gemm_tile *tile) {

@@ -73,6 +73,9 @@ typedef struct bbi_f32_gemm_config {
   bbi_f32_gemm_ukernel_fn ukernel;
   bbi_f32_gemm_ukernel_fn ukernel_1row; /* the same NR with MR = 1: one-row products on a
                                           packed B */
+  bbi_f32_gemm_ukernel_fn ukernel_4row; /* NULL, or the same NR with MR = 4: products of 2 to
+                                          4 rows (a convolution's 2×2 feature maps), which
+                                          would leave most of a taller tile's work unused */
 } bbi_f32_gemm_config;
 
 /* The configuration bbi_f32_gemm uses on this machine (chosen by CPU features). */
@@ -128,6 +131,9 @@ void bbi_f32_gemm_ukernel_1x16__avx2fma(size_t kc, const float *pa, const float 
                                        size_t ldc, size_t mr, size_t nr,
                                        const bbi_f32_gemm_tile *tile);
 void bbi_f32_gemm_ukernel_8x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                      size_t ldc, size_t mr, size_t nr,
+                                      const bbi_f32_gemm_tile *tile);
+void bbi_f32_gemm_ukernel_4x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
                                       size_t ldc, size_t mr, size_t nr,
                                       const bbi_f32_gemm_tile *tile);
 void bbi_f32_gemm_ukernel_1x32__avx512(size_t kc, const float *pa, const float *pb, float *c,
