@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Builds bb.wasm (and the C tests as Node programs) with Emscripten, and puts the module
-# where the npm package expects it (js/wasm/bb.wasm), with the examples' ONNX models
-# (js/models/). Arguments are passed to CMake (scripts/test.sh adds -DBB_WERROR=ON).
+# Builds bb.wasm (and the C tests as Node programs) with Emscripten, and bb-mt.wasm (the
+# same ABI on shared memory, for threads; build-wasm-mt/), and puts the modules where the
+# npm package expects them (js/wasm/), with the examples' ONNX models (js/models/).
+# Arguments are passed to CMake (scripts/test.sh adds -DBB_WERROR=ON).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc 2>/dev/null || echo 2)
 emcmake cmake -S . -B build-wasm -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build build-wasm -j "$jobs"
+emcmake cmake -S . -B build-wasm-mt -DCMAKE_BUILD_TYPE=Release -DBB_WASM_THREADS=ON "$@" >/dev/null
+cmake --build build-wasm-mt --target bb_wasm_mt -j "$jobs"
 mkdir -p js/wasm js/models
 cp build-wasm/wasm/bb.wasm js/wasm/bb.wasm
+cp build-wasm-mt/wasm/bb-mt.wasm js/wasm/bb-mt.wasm
 # the examples' models ship with the package (bytesandbrains/models/...)
 cp examples/models/*.onnx js/models/
-echo "wasm: js/wasm/bb.wasm ($(stat -c %s js/wasm/bb.wasm) bytes)"
+echo "wasm: js/wasm/bb.wasm ($(stat -c %s js/wasm/bb.wasm) bytes), js/wasm/bb-mt.wasm ($(stat -c %s js/wasm/bb-mt.wasm) bytes)"

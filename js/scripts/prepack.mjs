@@ -18,8 +18,10 @@ function fail(message) {
   process.exit(1);
 }
 
-if (!existsSync(join(packageRoot, 'wasm', 'bb.wasm'))) {
-  fail('wasm/bb.wasm is missing: build it with `bash scripts/build-wasm.sh` from the repository root, then pack again');
+for (const module of ['bb.wasm', 'bb-mt.wasm']) {
+  if (!existsSync(join(packageRoot, 'wasm', module))) {
+    fail(`wasm/${module} is missing: build it with \`bash scripts/build-wasm.sh\` from the repository root, then pack again`);
+  }
 }
 const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc');
 const build = spawnSync(process.execPath, [tsc, '-p', join(packageRoot, 'tsconfig.json')], { stdio: 'inherit' });
