@@ -12,6 +12,8 @@ import { BbLoadError } from './errors.js';
 const WORKER_STACK_BYTES = 1 << 20;
 /** How long a worker may take to instantiate the module before the load fails. */
 const WORKER_START_MS = 30_000;
+/** How long a stopped worker may take to leave its loop before it is terminated regardless. */
+const WORKER_EXIT_MS = 2_000;
 
 /** What the loader needs of a started pool. */
 export interface ThreadPool {
@@ -24,6 +26,11 @@ export interface ThreadPool {
 interface WorkerLike {
   postMessage(message: unknown): void;
   terminate(): unknown;
+}
+
+interface PoolWorker extends WorkerLike {
+  /** Settles when the worker's loop has returned (or the worker failed). */
+  readonly exited: Promise<void>;
 }
 
 interface WorkerReply {
@@ -42,13 +49,21 @@ export async function startThreadPool(
 ): Promise<ThreadPool> {
   const set = exports.bb_wasm_set_threads(count);
   if (set < 0) throw new BbLoadError(`bb-mt.wasm refused ${count} threads (error ${set})`);
-  const workers: WorkerLike[] = [];
+  const workers: PoolWorker[] = [];
   let stopped = false;
+  // Workers leave their loop first (so the pool's counters and locks are left in order),
+  // then are terminated; one that does not leave in time is terminated regardless.
   const stop = (): void => {
     if (stopped) return;
     stopped = true;
     exports.bb_wasm_stop_workers();
-    for (const worker of workers) void worker.terminate();
+    for (const worker of workers) {
+      const timer = setTimeout(() => void worker.terminate(), WORKER_EXIT_MS);
+      worker.exited.then(() => {
+        clearTimeout(timer);
+        void worker.terminate();
+      });
+    }
   };
   try {
     const started: Promise<void>[] = [];
@@ -70,18 +85,21 @@ export async function startThreadPool(
 }
 
 /** One worker, and a promise that settles when its loop starts (or it fails to). */
-async function spawn(slot: number): Promise<{ worker: WorkerLike; running: Promise<void> }> {
+async function spawn(slot: number): Promise<{ worker: PoolWorker; running: Promise<void> }> {
   let resolve!: () => void;
   let reject!: (error: Error) => void;
   const running = new Promise<void>((res, rej) => {
     resolve = res;
     reject = rej;
   });
+  let markExited!: () => void;
+  const exited = new Promise<void>((res) => (markExited = res));
   const timer = setTimeout(
     () => reject(new BbLoadError(`bb-mt.wasm worker ${slot} did not start within ${WORKER_START_MS / 1000} s`)),
     WORKER_START_MS,
   );
   const onReply = (reply: WorkerReply): void => {
+    if (reply.type !== 'running') markExited();
     if (reply.type === 'running') {
       clearTimeout(timer);
       resolve();
@@ -94,6 +112,7 @@ async function spawn(slot: number): Promise<{ worker: WorkerLike; running: Promi
     }
   };
   const onError = (error: unknown): void => {
+    markExited();
     clearTimeout(timer);
     reject(new BbLoadError(`bb-mt.wasm worker ${slot} failed: ${error instanceof Error ? error.message : String(error)}`));
   };
@@ -106,7 +125,7 @@ async function spawn(slot: number): Promise<{ worker: WorkerLike; running: Promi
     worker.on('error', onError);
     // a program that never disposes its engine still exits
     worker.unref();
-    return { worker, running };
+    return { worker: Object.assign(worker, { exited }), running };
   }
   const Worker = (globalThis as { Worker?: BrowserWorkerConstructor }).Worker;
   if (Worker === undefined) throw new BbLoadError('this platform has no Worker: bb-mt.wasm cannot start its threads');
@@ -114,7 +133,7 @@ async function spawn(slot: number): Promise<{ worker: WorkerLike; running: Promi
   const worker = new Worker(new URL('./thread-worker.js', import.meta.url), { type: 'module', name: `bb-mt worker ${slot}` });
   worker.addEventListener('message', (event) => onReply((event as { data: WorkerReply }).data));
   worker.addEventListener('error', (event) => onError((event as { message?: string }).message || 'the worker script failed to load'));
-  return { worker, running };
+  return { worker: Object.assign(worker, { exited }), running };
 }
 
 interface BrowserWorker extends WorkerLike {
