@@ -6,8 +6,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 APT_PACKAGES=(
+  # lld-14 (wasm-ld) and binaryen (wasm-opt), which emscripten brings, also link bb-mt.wasm
   build-essential cmake pkg-config clang libclang-rt-14-dev
-  emscripten protobuf-c-compiler libprotobuf-c-dev libsodium-dev
+  emscripten lld-14 binaryen protobuf-c-compiler libprotobuf-c-dev libsodium-dev
   libonnx-dev libonnx-testdata python3-onnx python3-numpy python3-scipy python3-sklearn python3-torch python3-torchvision
   zlib1g-dev
   wabt chromium
