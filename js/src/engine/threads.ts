@@ -1,7 +1,7 @@
 /**
  * The work pool of bb-mt.wasm on the host's threads: Web Workers in browsers,
  * worker_threads in Node. Each worker instantiates the same compiled module on the same
- * shared memory (thread-worker.js) with a stack the main thread allocated for it, and runs
+ * shared memory (thread-worker-core.js) with a stack the main thread allocated for it, and runs
  * the pool's worker loop until the engine stops it. The main thread takes part in every
  * job and waits by spinning, so it never blocks in Atomics.wait.
  */
@@ -14,6 +14,9 @@ const WORKER_STACK_BYTES = 1 << 20;
 const WORKER_START_MS = 30_000;
 /** How long a stopped worker may take to leave its loop before it is terminated regardless. */
 const WORKER_EXIT_MS = 2_000;
+
+/** The worker script in Node (thread-worker.js is the Web Worker's). */
+const NODE_WORKER_SCRIPT = './thread-worker-node.js';
 
 /** What the loader needs of a started pool. */
 export interface ThreadPool {
@@ -120,7 +123,10 @@ async function spawn(slot: number): Promise<{ worker: PoolWorker; running: Promi
     // A computed specifier, so bundlers building for browsers leave node:worker_threads alone.
     const specifier = 'node:worker_threads';
     const { Worker } = (await import(/* @vite-ignore */ /* webpackIgnore: true */ specifier)) as NodeWorkerThreads;
-    const worker = new Worker(new URL('./thread-worker.js', import.meta.url));
+    // Not the literal `new Worker(new URL(...))` shape: bundlers building for browsers must
+    // not take the Node worker for theirs.
+    const script = new URL(/* @vite-ignore */ NODE_WORKER_SCRIPT, import.meta.url);
+    const worker = new Worker(script);
     worker.on('message', onReply);
     worker.on('error', onError);
     // a program that never disposes its engine still exits
