@@ -23,11 +23,35 @@ void __set_thread_state(pthread_t ptr, int is_main, int is_runtime, int can_bloc
 /* wasm-ld: copies the thread-local initialisers into a block and points __tls_base at it. */
 void __wasm_init_tls(void *memory);
 
+/* A thread-local block at `block` (size + align bytes), aligned as the linker asks. */
+static void init_tls(void *block) {
+  const uintptr_t align = __builtin_wasm_tls_align() < 16 ? 16 : __builtin_wasm_tls_align();
+  __wasm_init_tls((void *)(((uintptr_t)block + align - 1) & ~(align - 1)));
+}
+
+/* The main thread's thread-local block: wasm-ld's memory initialiser leaves __tls_base at 0,
+ * so the first instance gets its block here, before any constructor that could use one. */
+static _Alignas(16) unsigned char main_tls[256];
+
 /* libc's constructor for the main thread (library_pthread.c) hands its pthread record here. */
-void __emscripten_init_main_thread_js(void *main) { __set_thread_state(main, 1, 1, 0); }
+void __emscripten_init_main_thread_js(void *main) {
+  __set_thread_state(main, 1, 1, 0);
+  const size_t need = __builtin_wasm_tls_size() + (__builtin_wasm_tls_align() < 16 ? 16 : __builtin_wasm_tls_align());
+  void *block = need <= sizeof main_tls ? main_tls : malloc(need);
+  if (!block) __builtin_trap(); /* at start-up, with no memory for a few bytes */
+  init_tls(block);
+}
 
 /* Reached only by pthread_exit on the main thread, which the module never calls. */
 void emscripten_unwind_to_js_event_loop(void) { __builtin_trap(); }
+
+/* libc-mt's memcpy hands copies of 512 bytes and more to emscripten_memcpy_big, which the
+ * standalone library leaves unreachable (it expects JavaScript's); the link wraps it
+ * (--wrap) with this: one memory.copy (the copy intrinsic lowers to it with bulk memory). */
+void *__wrap_emscripten_memcpy_big(void *restrict dest, const void *restrict src, size_t n);
+void *__wrap_emscripten_memcpy_big(void *restrict dest, const void *restrict src, size_t n) {
+  return __builtin_memcpy(dest, src, n);
+}
 
 static struct pthread workers[BB_CPU_MAX_THREADS];
 static void *worker_tls[BB_CPU_MAX_THREADS];
@@ -43,15 +67,9 @@ int bbw_thread_enter(uint32_t slot) {
   t->locale = &libc.global_locale;
   t->tsd = worker_tsd[slot];
   __set_thread_state(t, 0, 0, 1);
-  const size_t size = __builtin_wasm_tls_size();
-  size_t align = __builtin_wasm_tls_align();
-  if (align < 16) align = 16;
-  void *tls = NULL;
-  if (size > 0) {
-    tls = malloc(size + align);
-    if (!tls) return 1;
-    __wasm_init_tls((void *)(((uintptr_t)tls + align - 1) & ~(uintptr_t)(align - 1)));
-  }
+  void *tls = malloc(__builtin_wasm_tls_size() + (__builtin_wasm_tls_align() < 16 ? 16 : __builtin_wasm_tls_align()));
+  if (!tls) return 1;
+  init_tls(tls);
   worker_tls[slot] = tls;
   return 0;
 }

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
-import { BbLoadError, CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, type Bb } from '../src/index.js';
+import { BbLoadError, CpuSession, Dataset, LocalNetwork, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, peerIdFromU64, roundReporter, type Bb } from '../src/index.js';
+import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from '../src/examples/index.js';
 import { packageRoot, repoRoot, wasmBytes } from './support.js';
 
 const MT_WASM = join(packageRoot, 'wasm', 'bb-mt.wasm');
@@ -94,6 +95,30 @@ function cnnRun(bb: Bb): { inference: Uint32Array; losses: number[]; parameters:
   }
 }
 
+/** The federated digits example on a LocalNetwork (a server, two clients), 6 rounds: each round's accuracy and the server's snapshot. */
+function federation(bb: Bb): { accuracies: number[]; snapshot: Uint8Array } {
+  const rows = 300;
+  const x = randomFloats(rows * 64, 21).map((v, i) => v * 3 + (((i % 64) * 7 + (Math.floor(i / 64) % 10) * 13) % 10 < 5 ? 12 : 4));
+  const y = Float32Array.from({ length: rows }, (_, r) => r % 10);
+  const all = Dataset.fromArrays(bb, x, 64, y);
+  const test = all.subset(Array.from({ length: 100 }, (_, i) => 200 + i));
+  const shards = [0, 1].map((k) => all.subset(Array.from({ length: 100 }, (_, i) => (Math.floor(i / 10) * 2 + k) * 10 + (i % 10))));
+  const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2 });
+  const serverId = peerIdFromU64(1);
+  const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+  const server = installDigitsServer(bb, artifact, serverId, test);
+  const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, shards[k]!))]);
+  for (const id of ids) server.addPeer(id);
+  const accuracies: number[] = [];
+  server.onStep(roundReporter((report) => accuracies.push(report.accuracy)));
+  startDigitsServer(server, ids, test, 0n);
+  for (let t = 1; t < 2000 && accuracies.length < 6; t++) network.poll(BigInt(t) * 5_000_000n);
+  const snapshot = server.snapshot();
+  network.free();
+  for (const object of [all, test, ...shards]) object.free();
+  return { accuracies, snapshot };
+}
+
 function everything(bb: Bb) {
   return { matmul: runModel(bb, matmul, feeds.matmul), conv: runModel(bb, conv, feeds.conv), cnn: cnnRun(bb) };
 }
@@ -137,6 +162,14 @@ describe('bb-mt.wasm on worker_threads', () => {
       expect(firstDifference(run.cnn.parameters, reference.cnn.parameters), `CNN parameters on ${threads} threads`).toBe(-1);
     }
     expect(reference.cnn.losses[1]).toBeLessThan(reference.cnn.losses[0]!); // it trains
+  });
+
+  test('the federated example runs its rounds on bb-mt.wasm as on bb.wasm (its node copies big buffers too)', () => {
+    const reference = federation(single);
+    const threadedRun = federation(threaded);
+    expect(reference.accuracies.length).toBe(6);
+    expect(threadedRun.accuracies).toEqual(reference.accuracies);
+    expect(Buffer.compare(threadedRun.snapshot, reference.snapshot)).toBe(0);
   });
 
   test('bb.wasm has no threads, and says so', () => {

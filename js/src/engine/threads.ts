@@ -7,6 +7,7 @@
  */
 import type { BbExports } from './abi.js';
 import { BbLoadError } from './errors.js';
+import type { WasmMemory, WasmModule } from './platform.js';
 
 /** Bytes of stack each worker's instance runs on (the main thread's is 5 MiB). */
 const WORKER_STACK_BYTES = 1 << 20;
@@ -45,8 +46,8 @@ interface WorkerReply {
 
 /** Starts workers for slots 1..count-1 of the pool and resolves once each runs its loop. */
 export async function startThreadPool(
-  module: WebAssembly.Module,
-  memory: WebAssembly.Memory,
+  module: WasmModule,
+  memory: WasmMemory,
   exports: BbExports,
   count: number,
 ): Promise<ThreadPool> {
