@@ -5,7 +5,14 @@
 // A round's latency runs from the server's broadcast of the global model to the arrival of
 // the round's last client update (the 200 ms round timer is not part of it). Beside them, the
 // data channels alone: a 10 KB envelope from this process to each of 4 pages and straight back.
-//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30]
+// Two configurations, each measured the same three ways:
+//   default        federated_digits as it ships: a 200 ms round timer, so a round's broadcast
+//                  follows ~190 ms of quiet (the echo waits 200 ms before each exchange)
+//   back-to-back   a 1 ms round timer: the next round starts within a millisecond of the last
+//                  one closing (the echo exchanges with no quiet)
+//   back-to-back-f16  the same with the clients' updates in float16 (~5 KB instead of ~10 KB),
+//                  in process too (its echo is back-to-back's: not run again)
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,back-to-back,back-to-back-f16]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,70 +20,106 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 
 const root = new URL('..', import.meta.url).pathname;
-const rounds = Number(process.argv[2] ?? 30);
+const rounds = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 30);
+const configsArg = process.argv.includes('--configs') ? process.argv[process.argv.indexOf('--configs') + 1] : 'default,back-to-back,back-to-back-f16';
+const CONFIGS = {
+  default: { roundMs: 200, quietMs: 200 },
+  'back-to-back': { roundMs: 1, quietMs: 0 },
+  'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16' },
+};
+const configs = configsArg.split(',').map((name) => {
+  if (!(name in CONFIGS)) throw new Error(`--configs: no configuration ${name} (${Object.keys(CONFIGS).join(', ')})`);
+  return { name, ...CONFIGS[name] };
+});
 const { loadBb, LocalNetwork, peerIdFromU64, roundReporter } = await import('../js/dist/index.js');
-const { compileFederatedDigits, installDigitsClient, installDigitsServer, splitDigits, startDigitsServer } = await import('../js/dist/examples/index.js');
+const { federatedDigits, installDigitsClient, installDigitsServer, splitDigits, startDigitsServer } = await import('../js/dist/examples/index.js');
 
 // ---- in one process ----------------------------------------------------------------------
-const bb = await loadBb(readFileSync(join(root, 'js/wasm/bb.wasm')));
 const csv = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz'));
-const artifact = compileFederatedDigits(bb, { quorum: 3, target: 4, deadlineMs: 1500 });
-const split = splitDigits(bb, csv, 4, 1, 5);
-const serverId = peerIdFromU64(1);
-const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
-const server = installDigitsServer(bb, artifact, serverId, split.test);
-for (const id of ids) server.addPeer(id);
-const now = () => BigInt(Math.round(performance.now() * 1e6));
-let round = 0;
-server.onStep(roundReporter((r) => (round = r.round)));
-const latencies = [];
-let broadcastAt;
-let updates = 0;
-server.onStep((step) => {
-  if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0);
-});
-const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))], {
-  onDeliver(to) {
-    if (to === serverId && broadcastAt !== undefined && ++updates === ids.length) {
-      latencies.push(performance.now() - broadcastAt);
-      broadcastAt = undefined;
-    }
-  },
-});
-startDigitsServer(server, ids, split.test, now());
-while (round < rounds + 1) {
-  network.poll(now());
-  if (!network.hasWork()) {
-    const waitMs = Number(network.expiry() - now()) / 1e6;
-    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
-  }
-}
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const local = { median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), memory: bb.exports.memory.buffer.byteLength };
+
+/** The artifact the WebRTC run (js/e2e/run.mjs) compiles: federated_digits with this round timer. */
+function compileDigits(bb, roundMs, codec) {
+  const plan = federatedDigits({ roundMs, ...(codec === undefined ? {} : { codec }) });
+  const compiler = plan.compiler(bb);
+  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', 'quorum=3,target=4,deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip');
+  const artifact = compiler.compile(plan.module.build(bb));
+  compiler.free();
+  return artifact;
+}
+
+/** The federation in one process: every node in one bb.wasm instance, envelopes handed over directly. */
+async function inProcess(roundMs, codec) {
+  const bb = await loadBb(readFileSync(join(root, 'js/wasm/bb.wasm')));
+  const artifact = compileDigits(bb, roundMs, codec);
+  const split = splitDigits(bb, csv, 4, 1, 5);
+  const serverId = peerIdFromU64(1);
+  const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
+  const server = installDigitsServer(bb, artifact, serverId, split.test);
+  for (const id of ids) server.addPeer(id);
+  const now = () => BigInt(Math.round(performance.now() * 1e6));
+  let round = 0;
+  server.onStep(roundReporter((r) => (round = r.round)));
+  const latencies = [];
+  // the CPU time of this process over the same span: the round's own cost, which the other
+  // work on a shared machine does not lengthen as it does the wall-clock time
+  const cpu = [];
+  let broadcastAt;
+  let cpuAt;
+  let updates = 0;
+  server.onStep((step) => {
+    if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (cpuAt = process.cpuUsage()), (updates = 0);
+  });
+  const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))], {
+    onDeliver(to) {
+      if (to === serverId && broadcastAt !== undefined && ++updates === ids.length) {
+        latencies.push(performance.now() - broadcastAt);
+        const used = process.cpuUsage(cpuAt);
+        cpu.push((used.user + used.system) / 1000);
+        broadcastAt = undefined;
+      }
+    },
+  });
+  startDigitsServer(server, ids, split.test, now());
+  while (round < rounds + 1) {
+    network.poll(now());
+    if (!network.hasWork()) {
+      const waitMs = Number(network.expiry() - now()) / 1e6;
+      if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+    }
+  }
+  return { median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), cpuMedian: median(cpu.slice(1)), memory: bb.exports.memory.buffer.byteLength };
+}
 
 // ---- browsers over WebRTC ------------------------------------------------------------------
 const out = join(mkdtempSync(join(tmpdir(), 'bb-rounds-')), 'result.json');
-// four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
-execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium'], {
-  env: { ...process.env, BB_E2E_RESULT: out },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const web = JSON.parse(readFileSync(out, 'utf8'));
-// the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
-// after 200 ms of quiet as a broadcast follows the round timer (no engine, no driver)
-execFileSync('bash', [join(root, 'scripts/e2e.sh'), '--only', 'echo', '--echoes', String(rounds)], {
-  env: { ...process.env, BB_E2E_RESULT: out },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const echo = JSON.parse(readFileSync(out, 'utf8'));
+function e2e(args) {
+  execFileSync('bash', [join(root, 'scripts/e2e.sh'), ...args], { env: { ...process.env, BB_E2E_RESULT: out }, stdio: ['ignore', 'ignore', 'inherit'] });
+  return JSON.parse(readFileSync(out, 'utf8'));
+}
 
 const mib = (b) => (b / 1048576).toFixed(1);
+const ms = (x) => `${x.median.toFixed(1)} ms / ${x.max.toFixed(1)} ms`;
 console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadcast → last update), median / max:`);
-console.log(`  in one Node process (no network)       ${local.median.toFixed(1)} ms / ${local.max.toFixed(1)} ms`);
-console.log(`  4 Chromium pages over WebRTC            ${web.roundLatencyMs.median.toFixed(1)} ms / ${web.roundLatencyMs.max.toFixed(1)} ms`);
-console.log(`  ratio (WebRTC / in-process, median)     ${(web.roundLatencyMs.median / local.median).toFixed(2)}x`);
-console.log(`  the data channels alone: 10 KB to each page and back (no engine)  ${echo.echoMs.median.toFixed(1)} ms / ${echo.echoMs.max.toFixed(1)} ms`);
-console.log(`  ratio (echo / in-process, median)       ${(echo.echoMs.median / local.median).toFixed(2)}x`);
-console.log(`wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, ` +
-  `all five nodes in one instance ${mib(local.memory)} MiB`);
-console.log(`the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
+// The in-process round with the 200 ms timer: the same computation as every configuration's
+// (f16 adds its encoding), from one process that sleeps between rounds as the WebRTC peers do. One that
+// never sleeps (back-to-back) is scheduled as a CPU hog on a loaded machine, and its longer
+// round would flatter the WebRTC ratio; each back-to-back ratio is also given against this.
+let reference;
+for (const { name, roundMs, quietMs, codec } of configs) {
+  const local = await inProcess(roundMs, codec);
+  if (roundMs === 200 && codec === undefined) reference = local;
+  // four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
+  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--round-ms', String(roundMs), ...(codec === undefined ? [] : ['--codec', codec])]);
+  // the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
+  // with the quiet a broadcast follows in this configuration (no engine, no driver)
+  const echo = codec === undefined ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
+  console.log(`${name} (round timer ${roundMs} ms, updates ${codec ?? 'f32'}):`);
+  console.log(`  in one Node process (no network)       ${ms(local)}   (its CPU time: ${local.cpuMedian.toFixed(1)} ms median)`);
+  const against = reference !== undefined && reference !== local ? `, ${(web.roundLatencyMs.median / reference.median).toFixed(2)}x the default in-process round` : '';
+  console.log(`  4 Chromium pages over WebRTC            ${ms(web.roundLatencyMs)}   ${(web.roundLatencyMs.median / local.median).toFixed(2)}x in-process${against}`);
+  if (echo) console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
+  console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
+  console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
+  console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
+}

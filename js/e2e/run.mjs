@@ -26,8 +26,11 @@
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
 //   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
+//   --round-ms MS (the federated server's round timer; default 200) --codec f16 (its clients' updates in float16)
 //   --only echo --echoes N [--echo-pages 4] [--echo-quiet 200] [--echo-bytes 10000]: the data channels alone
 //   (not run otherwise; bench/federation-rounds.mjs)
+//   --only echo-pair [--echo-pages 1,4] [--echo-bytes 64,10000] [--echo-quiet 0,200] --echoes N: the same
+//   between Chromium pages alone, plain RTCPeerConnections (bench/echo-pair.mjs is its Node twin)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_CHROMIUM overrides /usr/bin/chromium
@@ -38,7 +41,6 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
 import {
-  Compiler,
   loadBb,
   roundReporter,
   runPeer,
@@ -46,6 +48,7 @@ import {
 } from '../dist/index.js';
 import {
   compileFederatedCnn,
+  federatedDigits,
   installCnnServer,
   installDigitsServer,
   splitDigits,
@@ -64,6 +67,11 @@ const only = option('--only');
 // rounds with all four clients before one is hidden (the benchmark asks for more)
 const fullRounds = Number(option('--full-rounds') ?? 5);
 const mixed = (option('--engines') ?? 'mixed') === 'mixed';
+// the federated server's round timer (default federated_digits' 200 ms; bench/federation-rounds.mjs
+// also measures 1 ms: the next round starts about as soon as one closes)
+const roundMs = Number(option('--round-ms') ?? 200);
+// the clients' updates on the wire: float32 (default) or --codec f16
+const codec = option('--codec');
 const FIREFOX = process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr';
 
 // ---- the servers ------------------------------------------------------------------------
@@ -105,9 +113,11 @@ async function federated() {
   // page 3 closes, three label-skewed clients remain, and the farthest of three is past
   // twice the median distance nearly every round — dropping it starved the model of its
   // classes (accuracy fell from 0.90 to 0.51).
-  const compiler = Compiler.forExample(bb, 'federated_digits');
+  // federated_digits' Module as its template records it, with the round timer of --round-ms
+  const plan = federatedDigits({ roundMs, ...(codec === undefined ? {} : { codec }) });
+  const compiler = plan.compiler(bb);
   compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=3,target=${clients},deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip`);
-  const artifact = compiler.compile(Compiler.recordExample(bb, 'federated_digits'));
+  const artifact = compiler.compile(plan.module.build(bb));
   compiler.free();
   files.set('/artifact.bin', ['application/octet-stream', artifact]);
   const split = splitDigits(bb, digitsCsv, clients, 1, 5);
@@ -122,6 +132,9 @@ async function federated() {
   // Round latency: from the server's broadcast of a global model to the last client update
   // of that round arriving (while all clients take part).
   const latencies = [];
+  // per round: the time the broadcast's send() calls took together (the data channel's own
+  // send blocks on the WebRTC stack's threads)
+  const sendMs = [];
   let broadcastAt;
   let updates = 0;
   const transport = {
@@ -131,8 +144,10 @@ async function federated() {
     stats: () => rtc.stats(),
     close: () => rtc.close(),
     send(to, bytes) {
-      if (broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0);
+      if (broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0), sendMs.push(0);
+      const before = performance.now();
       rtc.send(to, bytes);
+      sendMs[sendMs.length - 1] += performance.now() - before;
     },
     onEnvelope(handler) {
       return rtc.onEnvelope((from, bytes) => {
@@ -210,12 +225,16 @@ async function federated() {
   check('no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
 
   const sorted = fullLatencies.slice(1).sort((a, b) => a - b); // the first includes connecting
+  const sends = sendMs.slice(1, fullLatencies.length).sort((a, b) => a - b);
   const memory = [];
   for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
   const result = {
+    roundMs,
+    codec: codec ?? 'f32',
     rounds: last.round,
     accuracy: last.accuracy,
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },
+    broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
   };
@@ -291,6 +310,91 @@ async function echo() {
   transport.close();
   await context.close();
   return result;
+}
+
+// ---- data-channel echo between Chromium pages ----------------------------------------------
+
+/**
+ * The data channels with no Node peer and no package code: page 0 holds one plain
+ * RTCPeerConnection (one ordered, reliable channel) to each of P other Chromium pages of the
+ * same browser, sends each a message they send straight back, and times in the page from the
+ * first send() to the last echo, after --echo-quiet ms (a list, e.g. 0,200) of quiet.
+ * Descriptions go through this process whole (ICE gathered first). Run only when asked:
+ * --only echo-pair [--echo-pages 1,4] [--echo-bytes 64,10000] [--echo-quiet 0,200] --echoes N.
+ */
+async function echoPair() {
+  const samples = Number(option('--echoes') ?? 30);
+  const lists = (name, fallback) => (option(name) ?? fallback).split(',').map(Number);
+  const results = [];
+  for (const pageCount of lists('--echo-pages', '1,4')) {
+    const context = await browser.newContext();
+    const hub = await context.newPage();
+    await hub.goto(`${base}/echo.html`);
+    const echoers = [];
+    for (let k = 0; k < pageCount; k++) {
+      const page = await context.newPage();
+      await page.goto(`${base}/echo.html`);
+      echoers.push(page);
+    }
+    const gathered = 'new Promise((resolve) => { if (pc.iceGatheringState === "complete") resolve(); else pc.onicegatheringstatechange = () => pc.iceGatheringState === "complete" && resolve(); })';
+    for (const [k, page] of echoers.entries()) {
+      const offer = await hub.evaluate(`(async () => {
+        const pc = new RTCPeerConnection();
+        (window.pcs ??= []).push(pc);
+        const channel = pc.createDataChannel('echo', { ordered: true });
+        channel.binaryType = 'arraybuffer';
+        (window.channels ??= []).push(channel);
+        window.opened = (window.opened ?? []);
+        window.opened.push(new Promise((resolve) => (channel.onopen = resolve)));
+        await pc.setLocalDescription(await pc.createOffer());
+        await ${gathered};
+        return pc.localDescription.toJSON();
+      })()`);
+      const answer = await page.evaluate(`(async (offer) => {
+        const pc = new RTCPeerConnection();
+        window.pc = pc;
+        pc.ondatachannel = (e) => {
+          e.channel.binaryType = 'arraybuffer';
+          e.channel.onmessage = (m) => e.channel.send(m.data);
+        };
+        await pc.setRemoteDescription(offer);
+        await pc.setLocalDescription(await pc.createAnswer());
+        await ${gathered};
+        return pc.localDescription.toJSON();
+      })(${JSON.stringify(offer)})`);
+      await hub.evaluate(`window.pcs[${k}].setRemoteDescription(${JSON.stringify(answer)})`);
+    }
+    await hub.evaluate('Promise.all(window.opened)');
+    for (const bytes of lists('--echo-bytes', '64,10000')) {
+      for (const quietMs of lists('--echo-quiet', '0,200')) {
+        const times = await hub.evaluate(`(async ({ samples, bytes, quietMs }) => {
+          const channels = window.channels;
+          let waiting = 0;
+          let done;
+          for (const c of channels) c.onmessage = () => --waiting === 0 && done();
+          const exchange = (payload) => new Promise((resolve) => {
+            const started = performance.now();
+            waiting = channels.length;
+            done = () => resolve(performance.now() - started);
+            for (const c of channels) c.send(payload);
+          });
+          await exchange(new Uint8Array(bytes));
+          const times = [];
+          for (let k = 0; k < samples; k++) {
+            if (quietMs > 0) await new Promise((resolve) => setTimeout(resolve, quietMs));
+            times.push(await exchange(new Uint8Array(bytes).fill(k)));
+          }
+          return times;
+        })(${JSON.stringify({ samples, bytes, quietMs })})`);
+        const sorted = [...times].sort((a, b) => a - b);
+        const result = { pages: pageCount, bytes, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length } };
+        results.push(result);
+        check(`Chromium page to ${pageCount} Chromium page(s), ${bytes} B, ${quietMs} ms quiet: every echo came back`, times.length === samples, JSON.stringify(result));
+      }
+    }
+    await context.close();
+  }
+  return results;
 }
 
 // ---- federated_cnn ----------------------------------------------------------------------------
@@ -485,6 +589,17 @@ try {
       }
     } catch (error) {
       check('echo run', false, String(error?.message ?? error));
+    }
+  }
+  if (only === 'echo-pair') {
+    try {
+      const result = await echoPair();
+      if (process.env.BB_E2E_RESULT) {
+        const { writeFileSync } = await import('node:fs');
+        writeFileSync(process.env.BB_E2E_RESULT, JSON.stringify(result));
+      }
+    } catch (error) {
+      check('echo-pair run', false, String(error?.message ?? error));
     }
   }
   if (only === undefined || only === 'cnn') {

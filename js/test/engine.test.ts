@@ -191,6 +191,67 @@ describe('nodes', () => {
     split.free();
   });
 
+
+  test('the round timer (roundMs) decides how soon the next round follows a closed one; 0 is refused', async () => {
+    const bb = await loadBb(module);
+    const split = splitDigits(bb, digitsCsv, 2);
+    // the host's clock only moves to the nodes' next deadline when nothing is left to do:
+    // the virtual time five rounds take is the round timer's doing alone
+    const fiveRounds = (roundMs?: number): bigint => {
+      const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2, ...(roundMs === undefined ? {} : { roundMs }) });
+      const serverId = peerIdFromU64(1);
+      const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+      const server = installDigitsServer(bb, artifact, serverId, split.test);
+      const net = new LocalNetwork([server, ...ids.map((id, i) => installDigitsClient(bb, artifact, id, serverId, split.shards[i]!))]);
+      const rounds: number[] = [];
+      server.onStep(roundReporter((r) => rounds.push(r.round)));
+      startDigitsServer(server, ids, split.test, 0n);
+      let t = 0n;
+      for (let n = 0; n < 10_000 && rounds.length < 6; n++) {
+        net.poll(t);
+        if (!net.hasWork()) t = net.expiry() ?? t + 1n;
+      }
+      net.free();
+      expect(rounds.length).toBe(6); // round 0's model, then five closed rounds
+      return t;
+    };
+    expect(fiveRounds()).toBeGreaterThanOrEqual(ms(5 * 200)); // federated_digits' 200 ms
+    expect(fiveRounds(1)).toBeLessThanOrEqual(ms(5));
+    expect(bbErrorOf(() => compileFederatedDigits(bb, { roundMs: 0 })).code).toBe(BbErrorCode.InvalidArgument);
+    split.free();
+  });
+
+  test("codec 'f16' halves the clients' updates on the wire and the federation still learns", async () => {
+    const bb = await loadBb(module);
+    const split = splitDigits(bb, digitsCsv, 4, 1, 5);
+    const run = (codec?: 'f16'): { updateBytes: number; accuracy: number } => {
+      const artifact = compileFederatedDigits(bb, { quorum: 3, target: 4, roundMs: 1, ...(codec === undefined ? {} : { codec }) });
+      const serverId = peerIdFromU64(1);
+      const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
+      const server = installDigitsServer(bb, artifact, serverId, split.test);
+      let updateBytes = 0;
+      const net = new LocalNetwork([server, ...ids.map((id, i) => installDigitsClient(bb, artifact, id, serverId, split.shards[i]!, i + 2))], {
+        onDeliver: (to, _from, bytes) => void (to === serverId && (updateBytes = Math.max(updateBytes, bytes.byteLength))),
+      });
+      const accuracy: number[] = [];
+      server.onStep(roundReporter((r) => accuracy.push(r.accuracy)));
+      startDigitsServer(server, ids, split.test, 0n);
+      let t = 0n;
+      for (let n = 0; n < 100_000 && accuracy.length < 41; n++) {
+        net.poll(t);
+        if (!net.hasWork()) t = net.expiry() ?? t + 1n;
+      }
+      net.free();
+      return { updateBytes, accuracy: accuracy.at(-1)! };
+    };
+    const plain = run();
+    const f16 = run('f16');
+    expect(plain.updateBytes).toBeGreaterThan(9000); // 64·32 + 32 + 32·10 + 10 = 2410 float32s
+    expect(f16.updateBytes).toBeLessThan(plain.updateBytes * 0.55);
+    expect(plain.accuracy).toBeGreaterThan(0.9);
+    expect(f16.accuracy).toBeGreaterThan(0.9);
+    split.free();
+  });
   test('a LocalNetwork counts what it could not deliver and sleeps until its earliest deadline', async () => {
     const bb = await loadBb(module);
     const artifact = compileFederatedDigits(bb, { quorum: 1, target: 2 });

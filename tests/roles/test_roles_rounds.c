@@ -19,6 +19,7 @@
 #include "bb/sim.h"
 #include "components/shipped.h"
 #include "programs/fedavg_round.h"
+#include "step_model_fixture.h"
 #include "wire/join_tokens.h"
 
 #define MS 1000000ull
@@ -40,62 +41,6 @@ static void round_body(bb_rec *g, void *user) {
 }
 
 static const bb_module ROUND = {sizeof(bb_module), "Round", round_body, NULL, NULL, NULL, 0};
-
-/* ---- StepModel: Params is [0, 0]; Fit(g) is g + delta (or NaN), with `samples` -------- */
-
-typedef struct step_model {
-  float delta;
-  bool nan;
-  uint64_t samples;
-} step_model;
-
-static int step_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"delta", "nan", "samples", NULL};
-  step_model m = {1, false, 4};
-  uint64_t nan;
-  int rc;
-  if ((rc = bb_config_check(init->config, KEYS, err)) ||
-      (rc = bb_config_f32(init->config, "delta", 1, &m.delta, err)) ||
-      (rc = bb_config_u64(init->config, "nan", 0, &nan, err)) ||
-      (rc = bb_config_u64(init->config, "samples", 4, &m.samples, err)))
-    return rc;
-  m.nan = nan != 0;
-  step_model *p = malloc(sizeof *p);
-  if (!p) return BB_ERR_NOMEM;
-  *p = m;
-  *self = p;
-  return 0;
-}
-
-static void step_destroy(void *self) { free(self); }
-
-static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
-  (void)ctx;
-  const step_model *m = self;
-  if (strcmp(call->op_type, "Params") == 0) {
-    call->outputs[0] = f32_val((const float[]){0, 0}, 2);
-    return 0;
-  }
-  if (strcmp(call->op_type, "Fit") != 0)
-    return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
-  const bb_val *g = call->inputs[0];
-  if (!g || bb_val_kind_of(g) != BB_VAL_TENSOR || bb_val_as_tensor(g)->numel != 2)
-    return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
-  const float *x = bb_tensor_data(bb_val_as_tensor(g));
-  float y[2] = {m->nan ? NAN : x[0] + m->delta, m->nan ? NAN : x[1] - m->delta};
-  call->outputs[0] = f32_val(y, 2);
-  call->outputs[1] = bb_val_u64(NULL, BB_VAL_U64, m->samples);
-  return 0;
-}
-
-static const bb_component_type STEP_MODEL = {
-    .struct_size = sizeof(bb_component_type),
-    .type_name = "StepModel",
-    .roles = 1u << BB_ROLE_MODEL,
-    .create = step_create,
-    .destroy = step_destroy,
-    .invoke = step_invoke,
-};
 
 /* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
 
@@ -133,6 +78,9 @@ typedef struct federation {
   size_t globals_given;
   size_t told[MAX_PEERS];  /* refusal notices each peer raised (app event `refused`) */
   char last_told[MAX_PEERS][256];
+  size_t keep_from;        /* a client (index) whose last envelope to the server is kept; 0: none */
+  uint8_t kept[4096];
+  size_t kept_len;
 } federation;
 
 static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
@@ -154,6 +102,11 @@ static void observe(void *user, const bb_peer_id *peer, const bb_step *s) {
 
 static void overhear(void *user, const bb_sim_delivery *d) {
   federation *f = user;
+  if (f->keep_from && d->accepted && bb_peer_id_equal(d->from, &f->peer[f->keep_from]) &&
+      bb_peer_id_equal(d->to, &f->peer[0]) && d->len <= sizeof f->kept) {
+    memcpy(f->kept, d->bytes, d->len);
+    f->kept_len = d->len;
+  }
   if (!d->accepted || !bb_peer_id_equal(d->from, &f->peer[0]) || !bb_peer_id_equal(d->to, &f->peer[1])) return;
   for (size_t i = 2; i < f->n; i++)
     if (f->overhears[i]) bb_node_deliver(f->node[i], &f->peer[0], d->bytes, d->len, d->arrived_ns, NULL);
@@ -449,12 +402,13 @@ static void test_refusals_are_counted_by_reason(void) {
 
 /* A refused contribution is told back: the client whose update held a NaN, and the one
  * claiming zero samples, each raise the app event `refused` with the aggregator's reason
- * once per refused update; the honest clients and the server raise none. */
+ * once per refused update (the rounds a second apart, as notices to a peer are); the
+ * honest clients and the server raise none. */
 static void test_refused_contributors_are_told_why(void) {
   const char *const clients[] = {"delta=1", "delta=2", "nan=1", "samples=0"};
   federation f;
   if (federation_open(&f, "FedAvg", "quorum=2,target=4,deadline_ms=50,no_quorum=abandon,init=model", 5, clients)) {
-    for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 100 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
+    for (uint64_t r = 0; r < 4; r++) server_round(&f, r * 1000 * MS, (const uint64_t[]){2, 3, 4, 5}, 4);
     CHECK_EQ_INT(f.told[0] + f.told[1] + f.told[2], 0);
     CHECK_EQ_INT(f.told[3], counter(&f, "fedavg.refused_nonfinite"));
     CHECK_EQ_INT(f.told[4], counter(&f, "fedavg.refused_samples"));
@@ -464,6 +418,39 @@ static void test_refused_contributors_are_told_why(void) {
     CHECK_MSG(strstr(f.last_told[4], "num_samples = 0") != NULL, "%s", f.last_told[4]);
     CHECK_EQ_INT(bb_node_counter(f.node[3], "refusal_notice.received"), f.told[3]);
     CHECK_EQ_INT(counter(&f, "refusal_notice.unsent"), 0);
+  }
+  federation_close(&f);
+}
+
+/* A client whose updates are refused, in rounds faster than one a second, is told once a
+ * second; peers the server never addressed pushing updates at it, at most 16 a second in
+ * all. Every update is still refused and counted. */
+static void test_refusal_notices_are_bounded(void) {
+  const char *const clients[] = {"nan=1"};
+  federation f;
+  if (federation_open(&f, "FedAvg", "quorum=1,deadline_ms=5,no_quorum=abandon,init=model", 2, clients)) {
+    f.keep_from = 1;
+    for (uint64_t r = 0; r < 50; r++) server_round(&f, r * 10 * MS, (const uint64_t[]){2}, 1);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_nonfinite"), 50);
+    CHECK_EQ_INT(f.told[1], 1);
+    CHECK_EQ_INT(counter(&f, "refusal_notice.held"), 49);
+    server_round(&f, 1000 * MS, (const uint64_t[]){2}, 1); /* a second after the first notice */
+    CHECK_EQ_INT(f.told[1], 2);
+    CHECK(f.kept_len > 0);
+    /* 40 peers the server never addressed sending it an update within one instant: 16 told */
+    const bb_step *s;
+    size_t k, notices = 0;
+    for (uint64_t p = 0; p < 40; p++) {
+      bb_peer_id from = bb_peer_id_from_u64(100 + p);
+      bb_address a = p2p_address(&from);
+      CHECK(bb_node_add_peer(f.node[0], &from, &a, NULL) == 0);
+      CHECK(bb_node_deliver(f.node[0], &from, f.kept, f.kept_len, 3000 * MS, NULL) == 0);
+      CHECK(bb_node_poll(f.node[0], 3000 * MS, &s, &k, NULL) == 0);
+      notices += count_steps(s, k, BB_STEP_SEND);
+    }
+    CHECK_EQ_INT(notices, 16);
+    CHECK_EQ_INT(counter(&f, "fedavg.refused_non_member"), 40);
+    CHECK_EQ_INT(counter(&f, "refusal_notice.held"), 49 + 24);
   }
   federation_close(&f);
 }
@@ -784,7 +771,8 @@ static void test_dp_sampling_is_poisson(void) {
     const double n = ROUNDS * 7.0, sd = sqrt(n * 0.25);
     CHECK_MSG(fabs((double)taken - n / 2) < 6 * sd, "%ld of %g sampled", taken, n);
     CHECK_EQ_INT(counter(&f, "fedavg.dp_rounds"), ROUNDS);
-    CHECK(f.told[1] + f.told[2] + f.told[3] + f.told[4] + f.told[5] + f.told[6] + f.told[7] == refused);
+    /* refused clients are told, once a second each: the 60 rounds take 0.6 s */
+    for (size_t i = 1; i < 8; i++) CHECK_EQ_INT(f.told[i], 1);
   }
   federation_close(&f);
 }
@@ -820,6 +808,7 @@ int main(void) {
   RUN(test_unselected_peer_is_refused);
   RUN(test_fedbuff_membership);
   RUN(test_refused_contributors_are_told_why);
+  RUN(test_refusal_notices_are_bounded);
   RUN(test_membership_is_per_round);
   RUN(test_membership_survives_a_snapshot);
   RUN(test_join_tokens_decide_who_contributes);

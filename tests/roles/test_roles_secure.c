@@ -27,6 +27,7 @@
 #include "components/shipped.h"
 #include "privacy/secagg_codec.h"
 #include "privacy/secagg_crypto.h"
+#include "step_model_fixture.h"
 #include "programs/fedavg_round.h"
 
 #define MS 1000000ull
@@ -53,49 +54,6 @@ static void secure_body(bb_rec *g, void *user) {
   bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global_port"));
   bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
 }
-
-/* ---- StepModel: Params is [0, 0]; Fit(g) is g + (delta, -delta) --------------------------- */
-
-static int step_create(const bb_component_init *init, void **self, bb_error *err) {
-  static const char *const KEYS[] = {"delta", NULL};
-  float delta;
-  int rc;
-  if ((rc = bb_config_check(init->config, KEYS, err)) || (rc = bb_config_f32(init->config, "delta", 1, &delta, err)))
-    return rc;
-  float *p = malloc(sizeof *p);
-  if (!p) return BB_ERR_NOMEM;
-  *p = delta;
-  *self = p;
-  return 0;
-}
-
-static void step_destroy(void *self) { free(self); }
-
-static int step_invoke(void *self, bb_ctx *ctx, const bb_op_call *call, bb_error *err) {
-  (void)ctx;
-  const float delta = *(const float *)self;
-  if (strcmp(call->op_type, "Params") == 0) {
-    call->outputs[0] = f32_val((const float[]){0, 0}, 2);
-    return 0;
-  }
-  if (strcmp(call->op_type, "Fit") != 0) return bb_error_set(err, BB_ERR_UNSUPPORTED, "StepModel: no %s", call->op_type);
-  const bb_val *g = call->inputs[0];
-  if (!g || bb_val_kind_of(g) != BB_VAL_TENSOR || bb_val_as_tensor(g)->numel != 2)
-    return bb_error_set(err, BB_ERR_TYPE, "StepModel: Fit takes float32 [2]");
-  const float *x = bb_tensor_data(bb_val_as_tensor(g));
-  call->outputs[0] = f32_val((const float[]){x[0] + delta, x[1] - delta}, 2);
-  call->outputs[1] = bb_val_u64(NULL, BB_VAL_U64, 4);
-  return 0;
-}
-
-static const bb_component_type STEP_MODEL = {
-    .struct_size = sizeof(bb_component_type),
-    .type_name = "StepModel",
-    .roles = 1u << BB_ROLE_MODEL,
-    .create = step_create,
-    .destroy = step_destroy,
-    .invoke = step_invoke,
-};
 
 /* ---- a client that sends garbage: FedAvg, but every SecAgg+ message from the server is
  * answered first with random bytes under the round's id ------------------------------------ */

@@ -31,6 +31,18 @@ export interface FederatedDigitsConfig {
   readonly deadlineMs?: number;
   /** The clients' SGD learning rate (default 0.05; federated_digits only). */
   readonly learningRate?: number;
+  /**
+   * The server's round timer (default 200 ms; federated_digits only): a round that reached
+   * its target closes, and the next one's broadcast goes out, at the timer's next tick. A
+   * short period starts the next round almost as soon as one closes, for one poll of the
+   * server every period while it waits.
+   */
+  readonly roundMs?: number;
+  /**
+   * The clients' updates on the wire (federated_digits only; default float32): 'f16' halves
+   * them, 'u8' quarters them (federatedAveraging's `codec`). The global model goes out whole.
+   */
+  readonly codec?: 'f16' | 'u8';
 }
 
 const digitsMlp = (lr = 0.05): ModelChoice => cpuMlp({ inputs: 64, hidden: [32], outputs: 10, activation: 'relu', lr, momentum: 0.9, inputScale: 0.0625 });
@@ -46,7 +58,8 @@ export function federatedDigits(config: FederatedDigitsConfig = {}): Plan {
     quorum,
     deadlineMs: config.deadlineMs ?? 1000,
     discovery: 'seats',
-    roundMs: 200,
+    roundMs: config.roundMs ?? 200,
+    ...(config.codec === undefined ? {} : { codec: config.codec }),
     fitSteps: 12,
     batch: 32,
   });

@@ -110,6 +110,7 @@ typedef struct round_agg {
   bool secure;     /* secure=1: the rounds' updates arrive as a SecAgg+ sum (secure_rounds.h) */
   bbi_secure_config secure_cfg;
   bbi_secure *sec;
+  bbi_refusal_limit told; /* who was told why their contribution was refused, and when */
 } round_agg;
 
 static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n) {
@@ -610,12 +611,13 @@ static int contribute_secure(round_agg *a, bb_ctx *ctx, const bb_tensor *update,
                                bb_tensor_data(global), (size_t)update->numel, bb_val_as_u64(samples), err);
 }
 
-/* A refused contribution is refused alone, and its contributor is told why. */
+/* A refused contribution is refused alone, and its contributor is told why, within the
+ * notices' rate bounds (a peer may send refused updates as fast as it likes). */
 static int round_agg_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
                                 const bb_val *meta, bb_error *err) {
   round_agg *a = self;
   int rc = a->secure ? contribute_secure(a, ctx, update, meta, err) : contribute(self, ctx, from, update, meta, err);
-  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send(ctx, from, err->message);
+  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send_limited(&a->told, ctx, from, err->message);
   return rc;
 }
 

@@ -49,6 +49,7 @@ typedef struct fedbuff {
   char init_slot[BBI_INTAKE_SLOT_MAX];
   bool members_only;
   bool started;
+  bbi_refusal_limit told; /* who was told why their contribution was refused, and when */
 } fedbuff;
 
 static int fedbuff_create(const bb_component_init *init, void **self, bb_error *err) {
@@ -131,11 +132,13 @@ static int contribute(fedbuff *a, bb_ctx *ctx, const bb_peer_id *from, const bb_
   return 0;
 }
 
-/* A refused contribution is refused alone, and its contributor is told why. */
+/* A refused contribution is refused alone, and its contributor is told why, within the
+ * notices' rate bounds (a peer may send refused updates as fast as it likes). */
 static int fedbuff_contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_tensor *update,
                               const bb_val *meta, bb_error *err) {
+  fedbuff *a = self;
   int rc = contribute(self, ctx, from, update, meta, err);
-  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send(ctx, from, err->message);
+  if (rc && rc != BB_ERR_NOMEM) bbi_refusal_notice_send_limited(&a->told, ctx, from, err->message);
   return rc;
 }
 

@@ -19,7 +19,7 @@
  * `refusal_notice.unsent` and dropped. */
 void bbi_refusal_notice_send(bb_ctx *ctx, const bb_peer_id *to, const char *message);
 
-/* For an aggregator anyone may push to at any rate (GossipAvg): notices at most one per
+/* For aggregators, which anyone may push refused updates to at any rate: notices at most one per
  * BBI_REFUSAL_NOTICE_PEER_NS to a peer, and at most BBI_REFUSAL_NOTICE_GLOBAL in any
  * BBI_REFUSAL_NOTICE_PEER_NS to all, by the node's clock; the ones held back are counted
  * in `refusal_notice.held`. The table of peers told is fixed: when one more may be told,
