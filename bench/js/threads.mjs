@@ -15,7 +15,9 @@
 // changes over minutes). A child warms up, then times each case in wall-clock time (threads
 // are the point: CPU time would hide them), median of its runs; the table shows the median
 // over rounds, the speed-up of 2 threads over 1 per runtime, and bb's time against ORT's at
-// the same thread count (> 1: bb faster).
+// the same thread count (> 1: bb faster). A second table gives CPU time per run (the
+// process's, all threads), which the machine's load disturbs far less: on a loaded 2-core
+// machine no runtime can get a second core, and only this one compares the work done.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -94,15 +96,18 @@ function cases() {
 
 // ---- a child: one runtime at one thread count -------------------------------------------
 
-async function medianMs(run, runs) {
+/** Median wall-clock ms of one run, and the process's CPU ms per run (all its threads) over the same runs. */
+async function measure(run, runs) {
   const times = [];
+  const cpuStart = process.cpuUsage();
   for (let i = 0; i < runs; i++) {
     const start = performance.now();
     await run();
     times.push(performance.now() - start);
   }
+  const cpu = process.cpuUsage(cpuStart);
   times.sort((a, b) => a - b);
-  return times[times.length >> 1];
+  return { ms: times[times.length >> 1], cpuMs: (cpu.user + cpu.system) / 1000 / runs };
 }
 
 async function child(runtime, threads, outFile) {
@@ -141,7 +146,7 @@ async function child(runtime, threads, outFile) {
     const warm = performance.now();
     while (performance.now() - warm < (QUICK ? 100 : 400)) await once();
     const bytes = new Uint8Array(output.buffer, output.byteOffset, output.byteLength);
-    out.push({ label: testCase.label, ms: await medianMs(once, QUICK ? 5 : 11), output: Buffer.from(bytes).toString('base64') });
+    out.push({ label: testCase.label, ...(await measure(once, QUICK ? 5 : 11)), output: Buffer.from(bytes).toString('base64') });
   }
   writeFileSync(outFile, JSON.stringify(out));
   process.exit(0);
@@ -167,7 +172,8 @@ async function parent() {
   requireBuilt();
   const rounds = process.argv.includes('--rounds') ? Number(process.argv[process.argv.indexOf('--rounds') + 1]) : QUICK ? 1 : 3;
   const script = fileURLToPath(import.meta.url);
-  const times = new Map(); // `${config}|${label}` → ms per round
+  const times = new Map(); // `${config}|${label}` → wall ms per round
+  const cpuTimes = new Map(); // the same, CPU ms per run
   let reference;
   const scratch = mkdtempSync(join(tmpdir(), 'bb-threads-bench-'));
   for (let round = 0; round < rounds; round++) {
@@ -188,6 +194,7 @@ async function parent() {
         if (relative > 1e-4) throw new Error(`${runtime} on ${threads} threads: ${row.label} is off by ${relative} (relative)`);
         const key = `${runtime}@${threads}|${row.label}`;
         times.set(key, [...(times.get(key) ?? []), row.ms]);
+        cpuTimes.set(key, [...(cpuTimes.get(key) ?? []), row.cpuMs]);
       });
     }
   }
@@ -199,8 +206,19 @@ async function parent() {
     const [b1, m1, m2, o1, o2] = [ms('bb.wasm', 1, label), ms('bb-mt.wasm', 1, label), ms('bb-mt.wasm', 2, label), ms('ort-web', 1, label), ms('ort-web', 2, label)];
     table.push([label, b1, m1, m2].map((v, i) => (i === 0 ? v : `${v.toFixed(1)} ms`)).concat([`${(m1 / m2).toFixed(2)}×`, `${o1.toFixed(1)} ms`, `${o2.toFixed(1)} ms`, `${(o1 / o2).toFixed(2)}×`, `${(o1 / m1).toFixed(2)}×`, `${(o2 / m2).toFixed(2)}×`]));
   }
-  const widths = header.map((_, c) => Math.max(...table.map((row) => row[c].length)));
-  for (const row of table) console.log(row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));
+  const print = (rows) => {
+    const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
+    for (const row of rows) console.log(row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));
+  };
+  print(table);
+  // CPU time per run (all threads of the process): the work each runtime does, whatever the
+  // machine's load; on 2 threads it also counts the workers' waiting
+  const cpu = (runtime, threads, label) => median(cpuTimes.get(`${runtime}@${threads}|${label}`));
+  console.log('\nCPU time per run (all threads):');
+  print([
+    ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'ORT 1t', 'ORT 2t', 'bb/ORT 1t'],
+    ...reference.map(({ label }) => [label, ...[cpu('bb.wasm', 1, label), cpu('bb-mt.wasm', 1, label), cpu('bb-mt.wasm', 2, label), cpu('ort-web', 1, label), cpu('ort-web', 2, label)].map((v) => `${v.toFixed(1)} ms`), `${(cpu('ort-web', 1, label) / cpu('bb-mt.wasm', 1, label)).toFixed(2)}×`]),
+  ]);
   console.log(
     `\n${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; Node ${process.versions.node}; ` +
       `${rounds} round(s), wall-clock median per runtime. ×: time on 1 thread over time on 2 (the speed-up; 2.00× would be perfect on 2 cores). ` +
