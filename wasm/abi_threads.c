@@ -4,13 +4,19 @@
 #include "abi_internal.h"
 #include "bb/cpu.h"
 #include "bb_wasm.h"
-#include "util/parallel.h" /* the pool's counters and worker loop: no public interface */
 
 #if defined(__EMSCRIPTEN_PTHREADS__)
 #include "threads_emscripten.h"
 #endif
 
-int32_t bb_wasm_threads_supported(void) { return bbi_parallel_supported(); }
+/* bb-mt.wasm is the build compiled with atomics (shared memory). */
+int32_t bb_wasm_threads_supported(void) {
+#if defined(__wasm__) && defined(__wasm_atomics__)
+  return 1;
+#else
+  return 0;
+#endif
+}
 
 int32_t bb_wasm_set_threads(uint32_t n) {
   bbw_error_clear();
@@ -24,28 +30,25 @@ uint32_t bb_wasm_threads(void) { return (uint32_t)bb_cpu_threads(); }
 
 int32_t bb_wasm_worker_main(uint32_t slot) {
   bbw_error_clear();
-#if !defined(__wasm__)
-  (void)slot;
-  return bbw_fail(BB_ERR_UNSUPPORTED, "bb_wasm_worker_main: natively the pool starts its own threads");
-#else
-  if (!bbi_parallel_supported())
+  if (!bb_wasm_threads_supported())
     return bbw_fail(BB_ERR_UNSUPPORTED, "bb_wasm_worker_main: this module has no shared memory (load bb-mt.wasm)");
   if (slot == 0 || slot >= BB_CPU_MAX_THREADS)
     return bbw_fail(BB_ERR_INVALID_ARGUMENT, "bb_wasm_worker_main: slot %u is not 1 to %d", (unsigned)slot, BB_CPU_MAX_THREADS - 1);
 #if defined(__EMSCRIPTEN_PTHREADS__)
   if (bbw_thread_enter(slot)) return bbw_fail(BB_ERR_NOMEM, "bb_wasm_worker_main: no memory for the thread-local block of slot %u", (unsigned)slot);
-  bbi_parallel_worker_main(slot);
+  const int rc = bb_cpu_worker_main(slot);
   bbw_thread_leave(slot);
-#endif
-  return BB_OK;
+  return rc ? bbw_fail(rc, "bb_wasm_worker_main: %s", bb_strerror(rc)) : BB_OK;
+#else
+  return bbw_fail(BB_ERR_UNSUPPORTED, "bb_wasm_worker_main: this build has no thread runtime");
 #endif
 }
 
-void bb_wasm_stop_workers(void) { bbi_parallel_stop_workers(); }
+void bb_wasm_stop_workers(void) { bb_cpu_stop_workers(); }
 
 double bb_wasm_pool_stat(uint32_t which) {
-  bbi_parallel_stats s;
-  bbi_parallel_get_stats(&s);
+  bb_cpu_thread_stats s;
+  bb_cpu_thread_stats_get(&s);
   switch (which) {
   case 0: return (double)s.jobs;
   case 1: return (double)s.tasks;

@@ -11,11 +11,11 @@
 #include <string.h>
 
 #include "bb/cpu.h"
-#include "libc.h"
-#include "pthread_impl.h"
+#include <libc.h>
+#include <pthread_impl.h>
 #include "threads_emscripten.h"
 
-#include "threading_internal.h"
+#include <threading_internal.h> /* Emscripten's own headers (their include path: wasm/CMakeLists.txt) */
 #include <emscripten/eventloop.h>
 
 /* emscripten_thread_state.S: sets this instance's thread pointer and flags. */
