@@ -2,7 +2,8 @@
 # Builds everything and runs every test suite:
 #   1. native Release build: C tests (ctest)
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build (clang): C tests and fuzz targets
-#   3. WebAssembly build: bb.wasm, and the C tests again under Node
+#   3. WebAssembly build: bb.wasm and bb-relaxed.wasm, and the C tests again under Node
+#      (test_kernels_relaxed under node --experimental-wasm-relaxed-simd)
 #   4. the npm package: type check and Vitest (including wasm vs native byte identity)
 #   5. web-demo: type check, Vite build and unit tests
 #   6. end to end: Chromium pages and a Node peer over WebRTC (scripts/e2e.sh), then

@@ -9,6 +9,15 @@ export const packageDist = fileURLToPath(new URL('../../js/dist/index.js', impor
 /** The module the package loads by default (js/wasm/bb.wasm). */
 export const defaultWasm = fileURLToPath(new URL('../../js/wasm/bb.wasm', import.meta.url));
 
+/**
+ * The module a bench measures: `--wasm path` on the command line (e.g. js/wasm/bb-relaxed.wasm,
+ * run under `node --experimental-wasm-relaxed-simd`), js/wasm/bb.wasm otherwise.
+ */
+export function wasmArgument() {
+  const at = process.argv.indexOf('--wasm');
+  return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : defaultWasm;
+}
+
 /** Throws, saying how to build it, when the package or `wasm` is missing. */
 export function requireBuilt(wasm = defaultWasm) {
   for (const [path, how] of [

@@ -30,14 +30,12 @@
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import { defaultWasm, packageDist, requireBuilt, rerunWithTunedMalloc } from './common.mjs';
+import { packageDist, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
 
 const require = createRequire(import.meta.url);
-const packageWasm = process.argv.includes('--wasm')
-  ? process.argv[process.argv.indexOf('--wasm') + 1]
-  : defaultWasm;
+const packageWasm = wasmArgument();
 requireBuilt(packageWasm);
 let ort, tf, tfwasm;
 try {
@@ -412,7 +410,7 @@ console.log(
     'ratios: peer time over bb time (above 1: bb is faster). err: max |x − ORT-web| / max |ORT-web| of bb and tfjs outputs.',
 );
 console.log(
-  `versions: bytesandbrains ${bb.version}, onnxruntime-web ${ort.env.versions.web} (wasm, numThreads ${ort.env.wasm.numThreads}, simd ${ort.env.wasm.simd}), ` +
+  `versions: bytesandbrains ${bb.version} (${bb.simd} SIMD build), onnxruntime-web ${ort.env.versions.web} (wasm, numThreads ${ort.env.wasm.numThreads}, simd ${ort.env.wasm.simd}), ` +
     `tfjs-core ${tf.version_core} (backend ${tf.getBackend()}, threads ${tfwasm.getThreadsCount()}), opset ${OPSET}`,
 );
 console.log(

@@ -5,7 +5,8 @@
 //
 //   cd bench/js && npm ci --ignore-scripts          # once
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
-//   node bench/js/ops-vs-ort.mjs [--quick]
+//   node bench/js/ops-vs-ort.mjs [--quick] [--wasm js/wasm/bb-relaxed.wasm]
+//   (bb-relaxed.wasm needs `node --experimental-wasm-relaxed-simd` in Node 20)
 //
 // Times are end to end from JavaScript arrays to JavaScript arrays, as ORT's run()
 // works: for bb that is Tensor.from per input, run, toArray per output, free. The
@@ -19,12 +20,12 @@
 // measuring still happens in that one process. --no-malloc-tuning measures as started.
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
-import { defaultWasm, packageDist, requireBuilt, rerunWithTunedMalloc } from './common.mjs';
+import { packageDist, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
 
 const require = createRequire(import.meta.url);
-const packageWasm = defaultWasm;
+const packageWasm = wasmArgument();
 requireBuilt(packageWasm);
 let ortWeb;
 let ortNode;
@@ -348,7 +349,7 @@ console.log(
 );
 console.log(`bb.wasm memory high-water after the runs: ${(bb.exports.memory.buffer.byteLength / 2 ** 20).toFixed(1)} MiB (memory.buffer.byteLength)`);
 console.log(
-  `versions: bytesandbrains ${bb.version} (ABI ${bb.abiVersion}), onnxruntime-web ${ortWeb.env.versions.web} (wasm, numThreads ${ortWeb.env.wasm.numThreads}, simd ${ortWeb.env.wasm.simd}), ` +
+  `versions: bytesandbrains ${bb.version} (ABI ${bb.abiVersion}, ${bb.simd} SIMD build), onnxruntime-web ${ortWeb.env.versions.web} (wasm, numThreads ${ortWeb.env.wasm.numThreads}, simd ${ortWeb.env.wasm.simd}), ` +
     `onnxruntime-node ${ortNode.env.versions.node} (cpu, 1 thread), opset ${OPSET}`,
 );
 console.log(

@@ -48,6 +48,9 @@ const TYPES = { '.js': 'text/javascript', '.html': 'text/html', '.map': 'applica
 export async function servePages({ host = '127.0.0.1', tls, port = 0 } = {}) {
   const files = new Map([
     ['/bb.wasm', ['application/wasm', wasmBytes()]],
+    // where the package's loadBb() without a source looks (beside /pkg/, as beside dist/)
+    ['/wasm/bb.wasm', ['application/wasm', wasmBytes()]],
+    ['/wasm/bb-relaxed.wasm', ['application/wasm', readFileSync(join(packageRoot, 'wasm', 'bb-relaxed.wasm'))]],
     ['/digits.csv', ['text/csv', digitsCsv()]],
     ['/favicon.ico', ['image/x-icon', Buffer.alloc(0)]],
   ]);

@@ -2,7 +2,8 @@
 // Every browser engine's compute path (engine.html): WebKit (WebKitGTK's MiniBrowser through
 // WebKitWebDriver, under a virtual X display), Firefox ESR (puppeteer-core over WebDriver
 // BiDi) and Chromium (playwright-core). In each, bb.wasm must load with its SIMD128 kernels,
-// a MatMul must agree with a plain JavaScript product, and a federation of a server and four
+// a MatMul must agree with a plain JavaScript product, loadBb() must pick bb-relaxed.wasm
+// exactly where the engine runs relaxed SIMD (Chromium does) and agree too, and a federation of a server and four
 // clients must train in the page. Debian's WebKitGTK is built without WebRTC: there the
 // package must say so (TransportError `no-webrtc`), not fail resolving a module. `node` runs
 // the same page script in this Node process (V8 without a browser), for comparison only.
@@ -138,6 +139,10 @@ try {
     }
     const [small, large] = r.matmul;
     check(`${name}: bb.wasm loads and the engine validates SIMD128`, r.loaded && r.simd, r.userAgent);
+    check(`${name}: loadBb() picks bb-relaxed.wasm exactly where the engine runs relaxed SIMD${key === 'chromium' ? ' (Chromium does)' : ''}`,
+      r.chosen.simd === (r.relaxedSupported ? 'relaxed' : 'baseline') && (key !== 'chromium' || r.chosen.simd === 'relaxed'),
+      `relaxed SIMD ${r.relaxedSupported ? 'runs' : 'does not run'}; the ${r.chosen.simd} build, MatMul 256² max error ${r.chosen.matmul.maxError.toExponential(1)}, ${r.chosen.matmul.gflops.toFixed(1)} GFLOP/s`);
+    check(`${name}: MatMul on the chosen build agrees with JavaScript's product`, r.chosen.matmul.maxError < 1e-2, `max error ${r.chosen.matmul.maxError.toExponential(1)} (256²)`);
     check(`${name}: MatMul on bb's kernels agrees with JavaScript's product`, small.maxError < 1e-3 && large.maxError < 1e-2,
       `max error ${small.maxError.toExponential(1)} (64²), ${large.maxError.toExponential(1)} (512²); ${large.gflops.toFixed(1)} GFLOP/s at 512²`);
     check(`${name}: a server and four clients train in the page`, r.training.rounds >= 8 && r.training.accuracy >= 0.8,
@@ -154,7 +159,7 @@ try {
       check(`${name}: has WebRTC and connecting reaches for the signalling server`, r.webrtc && !r.connect.ok && r.connect.code === 'unreachable',
         `${r.connect.code}: ${r.connect.message}`);
     }
-    figures[key] = { engine: name, userAgent: r.userAgent, matmul: r.matmul, training: r.training, webrtc: r.webrtc };
+    figures[key] = { engine: name, userAgent: r.userAgent, matmul: r.matmul, chosen: r.chosen, training: r.training, webrtc: r.webrtc };
   }
 } finally {
   http.close();

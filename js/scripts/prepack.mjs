@@ -18,9 +18,9 @@ function fail(message) {
   process.exit(1);
 }
 
-for (const module of ['bb.wasm', 'bb-mt.wasm']) {
-  if (!existsSync(join(packageRoot, 'wasm', module))) {
-    fail(`wasm/${module} is missing: build it with \`bash scripts/build-wasm.sh\` from the repository root, then pack again`);
+for (const file of ['bb.wasm', 'bb-relaxed.wasm', 'bb-mt.wasm']) {
+  if (!existsSync(join(packageRoot, 'wasm', file))) {
+    fail(`wasm/${file} is missing: build it with \`bash scripts/build-wasm.sh\` from the repository root, then pack again`);
   }
 }
 const tsc = join(dirname(createRequire(import.meta.url).resolve('typescript/package.json')), 'bin', 'tsc');

@@ -12,7 +12,7 @@
  * for (const object of [x, y, session, model]) object?.free();
  * ```
  */
-export { loadBb, type LoadOptions, type WasmSource } from './engine/loader.js';
+export { loadBb, relaxedSimdSupported, type LoadOptions, type SimdBuild, type WasmSource } from './engine/loader.js';
 export { Bb } from './engine/bb.js';
 export { OnnxModel, type KeyValue, type ModelSummary, type OpCount } from './engine/model.js';
 export {

@@ -74,8 +74,9 @@ const warn = console.warn;
 console.warn = (...args) => { warnings.push(args.join(' ')); warn(...args); };
 window.bbReport = (async () => {
   const cnn = new Uint8Array(await (await fetch('./models/digits_cnn.onnx')).arrayBuffer());
-  const single = await lib.loadBb();
-  const threaded = await lib.loadBb({ threads: 2 });
+  // bb.wasm, not bb-relaxed.wasm (which Chromium would get by default): the bits every machine shares
+  const single = await lib.loadBb({ simd: 'baseline' });
+  const threaded = await lib.loadBb({ threads: 2, simd: 'baseline' });
   const report = {
     isolated: globalThis.crossOriginIsolated === true,
     threaded: threaded.threaded,

@@ -275,7 +275,8 @@ describe('the docs that ship', () => {
 describe('the size figures', () => {
   test('README.md, js/README.md and docs/WEB.md quote npm run size within 3 %', () => {
     expect(existsSync(join(packageRoot, 'dist'))).toBe(true);
-    const { wasm, js } = measure() as { wasm: { raw: number; gzip: number }; js: { raw: number; gzip: number } };
+    type Figures = { raw: number; gzip: number };
+    const { wasm, relaxed, js } = measure() as { wasm: Figures; relaxed: Figures | undefined; js: Figures };
     const figures = (text: string): number[] => [...text.matchAll(/(\d{1,3}(?:,\d{3})+) B/g)].map((m) => Number(m[1]!.replace(/,/g, '')));
     for (const [name, text] of [
       ['README.md', readFileSync(join(repoRoot, 'README.md'), 'utf8')],
@@ -287,6 +288,12 @@ describe('the size figures', () => {
         const near = quoted.some((q) => Math.abs(q - actual) <= actual * 0.03);
         expect(near, `${name} quotes no figure within 3 % of ${what} ${actual} B (quoted: ${quoted.join(', ')})`).toBe(true);
       }
+    }
+    // docs/WEB.md also gives bb-relaxed.wasm's
+    expect(relaxed, 'wasm/bb-relaxed.wasm is built').toBeDefined();
+    for (const [what, actual] of [['bb-relaxed.wasm raw', relaxed!.raw], ['bb-relaxed.wasm gzip', relaxed!.gzip]] as const) {
+      const near = figures(web).some((q) => Math.abs(q - actual) <= actual * 0.03);
+      expect(near, `docs/WEB.md quotes no figure within 3 % of ${what} ${actual} B`).toBe(true);
     }
   });
 });

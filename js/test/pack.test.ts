@@ -27,7 +27,7 @@ import { gunzipSync } from 'node:zlib';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
-import { loadBb } from '../src/index.js';
+import { loadBb, relaxedSimdSupported } from '../src/index.js';
 import { BB_WASM_ABI_VERSION } from '../src/internals.js';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
 import { tutorialCommands, tutorialFiles } from './tutorial.js';
@@ -96,7 +96,7 @@ export async function check(source) {
   const a = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(A)}), [3]);
   const b = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(B)}), [3]);
   const { y } = session.run({ a, b });
-  const report = { version: bb.version, abiVersion: bb.abiVersion, y: Array.from(y.toArray()), federated: federate(bb), threads: bb.threads };
+  const report = { version: bb.version, abiVersion: bb.abiVersion, simd: bb.simd, y: Array.from(y.toArray()), federated: federate(bb), threads: bb.threads };
   for (const object of [a, b, y, session, model]) object.free();
   bb.dispose();
   return report;
@@ -218,6 +218,7 @@ interface CheckReport {
   threads?: number;
   version?: string;
   abiVersion?: number;
+  simd?: string;
   y?: number[];
   error?: string;
 }
@@ -265,10 +266,17 @@ function filesUnder(dir: string): string[] {
   );
 }
 
-function expectWorking(reports: Record<string, CheckReport>, names: string[]): void {
+/**
+ * `chosen`: the build loadBb() must pick by itself here (`default`): bb-relaxed.wasm in
+ * Chromium, which runs relaxed SIMD; every other source is bb.wasm.
+ */
+function expectWorking(reports: Record<string, CheckReport>, names: string[], chosen: 'relaxed' | 'baseline'): void {
   expect(Object.keys(reports)).toEqual(names);
-  for (const [name, { federated, threads: _threads, ...report }] of Object.entries(reports)) {
-    expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, y: Y });
+  for (const [name, { federated, threads, ...report }] of Object.entries(reports)) {
+    // the default location is the build this engine runs best; so is the threads check where
+    // it fell back to one thread (bb-mt.wasm is built as bb.wasm is)
+    const simd = name === 'default' || (name === 'threads' && threads === 1) ? chosen : 'baseline';
+    expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, simd, y: Y });
     // a federated client trained in this environment: 8 rounds, and the model learned
     expect(federated?.round, name).toBeGreaterThanOrEqual(8);
     expect(federated?.accuracy, name).toBeGreaterThanOrEqual(0.9);
@@ -392,7 +400,7 @@ async function pageReport(path: string): Promise<unknown> {
 
 test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   const installed = join(app, 'node_modules', 'bytesandbrains');
-  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/node/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
+  for (const file of ['package.json', 'README.md', 'dist/index.js', 'dist/index.d.ts', 'dist/node/driver.js', 'dist/dsl/index.js', 'dist/templates/index.js', 'src/index.ts', 'wasm/bb.wasm', 'wasm/bb-relaxed.wasm', 'docs/WEB.md', 'docs/MODULES.md']) {
     expect(existsSync(join(installed, file)), file).toBe(true);
   }
   expect(readFileSync(join(installed, 'wasm', 'bb.wasm')).equals(wasmBytes())).toBe(true);
@@ -412,9 +420,9 @@ test('the tarball holds the build, the sources, bb.wasm and the README', () => {
 
 test('a Vite build of an app using the package runs in Chromium, on the page (on two threads too) and in a Worker', async () => {
   const report = (await pageReport('/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-  expectWorking(report.page, ['default', 'url', 'threads']);
+  expectWorking(report.page, ['default', 'url', 'threads'], 'relaxed');
   expect(report.page['threads']?.threads).toBe(2); // bb-mt.wasm, its worker bundled by Vite
-  expectWorking(report.worker, ['default', 'response', 'bytes']);
+  expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
 });
 
 test('the same app runs from the Vite dev server, its dependency optimizer included', async () => {
@@ -422,21 +430,23 @@ test('the same app runs from the Vite dev server, its dependency optimizer inclu
   try {
     const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
     // the dev server sends no COOP/COEP: threads fall back to one
-    expectWorking(report.page, ['default', 'url', 'threads']);
+    expectWorking(report.page, ['default', 'url', 'threads'], 'relaxed');
     expect(report.page['threads']?.threads).toBe(1);
-    expectWorking(report.worker, ['default', 'response', 'bytes']);
+    expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
   } finally {
     child.kill();
   }
 });
 
-test('the Vite build emits bb.wasm and bb-mt.wasm as assets and bundles none of the Node-only parts', () => {
+test('the Vite build emits bb.wasm, bb-relaxed.wasm and bb-mt.wasm as assets and bundles none of the Node-only parts', () => {
   const files = filesUnder(join(app, 'dist'));
-  const wasm = files.filter((file) => file.endsWith('.wasm'));
+  const wasm = files.filter((file) => file.endsWith('.wasm')).map((file) => readFileSync(file));
+  const relaxed = readFileSync(join(packageRoot, 'wasm', 'bb-relaxed.wasm'));
   const threaded = readFileSync(join(packageRoot, 'wasm', 'bb-mt.wasm'));
-  expect(wasm.filter((file) => readFileSync(file).equals(wasmBytes())).length).toBeGreaterThan(0);
-  expect(wasm.filter((file) => readFileSync(file).equals(threaded)).length).toBeGreaterThan(0);
-  for (const file of wasm) expect(readFileSync(file).equals(wasmBytes()) || readFileSync(file).equals(threaded), file).toBe(true);
+  expect(wasm.some((bytes) => bytes.equals(wasmBytes())), 'bb.wasm emitted').toBe(true);
+  expect(wasm.some((bytes) => bytes.equals(relaxed)), 'bb-relaxed.wasm emitted').toBe(true);
+  expect(wasm.some((bytes) => bytes.equals(threaded)), 'bb-mt.wasm emitted').toBe(true);
+  for (const bytes of wasm) expect(bytes.equals(wasmBytes()) || bytes.equals(relaxed) || bytes.equals(threaded)).toBe(true);
   const scripts = files.filter((file) => file.endsWith('.js'));
   expect(scripts.length).toBeGreaterThanOrEqual(3); // the page, the app's worker and the pool's
   for (const file of scripts) {
@@ -448,7 +458,7 @@ test('the Vite build emits bb.wasm and bb-mt.wasm as assets and bundles none of 
 
 test('a plain <script type="module"> page imports the installed files as they are', async () => {
   const report = (await pageReport('/plain.html')) as Record<string, CheckReport>;
-  expectWorking(report, ['default']);
+  expectWorking(report, ['default'], 'relaxed');
 });
 
 test('TypeScript finds the declarations under NodeNext and bundler resolution', () => {
@@ -482,18 +492,18 @@ test('the declarations compile, strict and with their own files checked, in a No
 
 test('Node 20 imports the installed package', () => {
   const output = run(process.execPath, ['node-check.mjs'], app);
-  expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes']);
+  expectWorking(JSON.parse(output) as Record<string, CheckReport>, ['default', 'path', 'bytes'], relaxedSimdSupported() ? 'relaxed' : 'baseline');
 });
 
 test('Vite 7 builds the app with no configuration, and its dev server runs it with the documented optimizeDeps.exclude', async () => {
   const built = (await pageReport('/v7/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-  expectWorking(built.page, ['default', 'url', 'threads']);
-  expectWorking(built.worker, ['default', 'response', 'bytes']);
+  expectWorking(built.page, ['default', 'url', 'threads'], 'relaxed');
+  expectWorking(built.worker, ['default', 'response', 'bytes'], 'relaxed');
   const { url, child } = await startViteDevServer(VITE7, app, ['--config', 'vite7.config.js']);
   try {
     const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-    expectWorking(report.page, ['default', 'url', 'threads']);
-    expectWorking(report.worker, ['default', 'response', 'bytes']);
+    expectWorking(report.page, ['default', 'url', 'threads'], 'relaxed');
+    expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
   } finally {
     child.kill();
   }

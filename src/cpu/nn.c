@@ -226,8 +226,16 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   }
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
+  bbi_window2d win = window_of(g, false);
+  /* a window wider than the output (a weight gradient's convolution: dY as the kernel)
+   * copies runs of kw in the transposed column matrix, runs of ow in the other */
+  const bool patches = !direct && planar && win.kw > win.ow;
   size_t pack_stride;
   const char *packed = packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  /* W not constant but multiplied more than once (images in several chunks): packed here,
+   * once per run, rather than by every GEMM */
+  const bool pack_here = !packed && group == 1 && chunk < n_batch;
+  size_t pack_bytes = pack_here ? bbi_f32_gemm_packed_b_size(NULL, (size_t)mg, (size_t)kdim) : 0;
   size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
   size_t tmp_bytes = rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
@@ -236,12 +244,18 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   size_t scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
   size_t last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
   scratch_size = scratch_size > last_scratch ? scratch_size : last_scratch;
-  size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
+  size_t tmp_at = (col_bytes + 63) & ~(size_t)63, pack_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
+  size_t scratch_at = (pack_at + pack_bytes + 63) & ~(size_t)63;
   char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
   if (!mem) return BB_ERR_NOMEM;
   float *col = (float *)mem, *tmp = (float *)(mem + tmp_at);
   void *scratch = mem + scratch_at;
-  bbi_window2d win = window_of(g, false);
+  if (pack_here) {
+    if (bbi_f32_gemm_pack_b(NULL, (size_t)mg, (size_t)kdim, 1, bb_tensor_data(w), (size_t)kdim, mem + pack_at,
+                            pack_bytes))
+      return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
+    packed = mem + pack_at;
+  }
   bbi_cpu_epilogue *e = own_epilogue(ctx, y);
   const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
@@ -252,14 +266,16 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
       const float *xg = xd + (n0 * c_in + gi * cg) * g->in_size;
       for (int64_t j = 0; j < nc && !direct; j++) {
         const float *xj = xg + j * c_in * g->in_size;
-        if (planar) bbi_par_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
+        if (patches) bbi_par_f32_im2col_patches_2d(&win, (size_t)cg, xj, col + j * npos * kdim, (size_t)kdim);
+        else if (planar) bbi_par_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
         else im2col_f32(g, xj, cg, col);
       }
       bbi_f32_gemm_args a;
       memset(&a, 0, sizeof a);
       a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
       a.alpha = 1.0f;
-      a.trans_a = 1, a.a = direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
+      if (patches) a.a = col, a.lda = (size_t)kdim; /* stored [positions, kdim] */
+      else a.trans_a = 1, a.a = direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
       a.trans_b = 1, a.b = wd + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */
       a.packed_b = packed ? packed + (size_t)gi * pack_stride : NULL;
       a.c = tmp, a.ldc = (size_t)mg;

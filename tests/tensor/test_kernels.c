@@ -11,6 +11,13 @@
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vmath.h"
 
+/* Set when this program is linked with the relaxed-SIMD kernels (test_kernels_relaxed):
+ * their multiply-adds may fuse, so where a kernel and its scalar twin otherwise agree bit
+ * for bit, the dot products are held to a rounding bound instead. */
+#ifndef BB_TEST_RELAXED_KERNELS
+#define BB_TEST_RELAXED_KERNELS 0
+#endif
+
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
@@ -724,13 +731,14 @@ static bbi_window2d random_pool(void) {
   return g;
 }
 
-/* The column matrix, SIMD against the scalar twin, bit for bit: random windows (padding
- * up to one more than the window's span, dilations, strides), half of them stride 1 with
- * the width kept (the one-run path), and the 3×3 / pad 1 convolutions of a small CNN. The
+/* The column matrix and its transposed (patch-row) form, SIMD against the scalar twins, bit
+ * for bit: random windows (padding up to one more than the window's span, dilations,
+ * strides), half of them stride 1 with the width kept (the one-run path), the 3×3 / pad 1
+ * convolutions of a small CNN and the weight gradient of the second. The
  * matrix is surrounded by sentinels: nothing outside its rows may be written. */
 static void test_im2col_matches_scalar(void) {
   rng_seed(12);
-  int ok = 1, ok_bounds = 1;
+  int ok = 1, ok_bounds = 1, ok_patches = 1;
   for (int t = 0; t < 800; t++) {
     bbi_window2d g = {0};
     g.ih = (size_t)rng_int(1, 13), g.iw = (size_t)rng_int(1, 30);
@@ -749,6 +757,8 @@ static void test_im2col_matches_scalar(void) {
     }
     if (t % 10 == 0) g = (bbi_window2d){28, 28, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    /* a weight gradient's convolution: dY's 14×14 as the window, 3×3 positions */
+    if (t % 10 == 7) g = (bbi_window2d){14, 14, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
     g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
     g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
@@ -761,9 +771,24 @@ static void test_im2col_matches_scalar(void) {
     bbi_f32_im2col_2d_scalar(&g, channels, x, r + 4, ld);
     ok &= memcmp(y, r, size * sizeof *y) == 0;
     for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[size - 1 - i] == 1234.5f;
-    free(x), free(y), free(r);
+    free(y), free(r);
+    /* the transposed layout: one row per output position */
+    const size_t pld = rows + (size_t)rng_int(0, 5), psize = g.oh * g.ow * pld + 8;
+    y = floats(psize), r = floats(psize);
+    for (size_t i = 0; i < psize; i++) y[i] = r[i] = 1234.5f;
+    bbi_f32_im2col_patches_2d(&g, channels, x, y + 4, pld);
+    bbi_f32_im2col_patches_2d_scalar(&g, channels, x, r + 4, pld);
+    ok_patches &= memcmp(y, r, psize * sizeof *y) == 0;
+    for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[psize - 1 - i] == 1234.5f;
+    /* and it is the transpose of the column matrix */
+    float *cm = floats(rows * g.oh * g.ow + 1);
+    bbi_f32_im2col_2d_scalar(&g, channels, x, cm, g.oh * g.ow);
+    for (size_t p = 0; p < g.oh * g.ow; p++)
+      for (size_t k = 0; k < rows; k++) ok_patches &= same_float(r[4 + p * pld + k], cm[k * g.oh * g.ow + p]);
+    free(x), free(y), free(r), free(cm);
   }
   CHECK_MSG(ok, "im2col differs from the scalar twin");
+  CHECK_MSG(ok_patches, "im2col's patch rows differ from the scalar twin or from the column matrix transposed");
   CHECK_MSG(ok_bounds, "im2col wrote outside the column matrix");
 }
 
@@ -810,6 +835,7 @@ static void test_pooling_matches_scalar(void) {
  * by channels, as a thread pool would run it, with the same bits. */
 static void test_dwconv_matches_scalar(void) {
   rng_seed(10);
+  float worst = 0.0f;
   int ok = 1, ok_split = 1;
   for (int t = 0; t < 400; t++) {
     bbi_window2d g = random_pool();
@@ -830,14 +856,36 @@ static void test_dwconv_matches_scalar(void) {
     const float *bias = t % 2 ? b : NULL;
     bbi_f32_dwconv2d_chw(&g, channels, x, w, bias, y, scratch);
     bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, bias, r);
-    for (size_t i = 0; i < out; i++) ok &= same_float(y[i], r[i]);
+    float *whole = floats(out + 1);
+    memcpy(whole, y, (out + 1) * sizeof *y);
+    if (!BB_TEST_RELAXED_KERNELS) {
+      for (size_t i = 0; i < out; i++) ok &= same_float(y[i], r[i]);
+    } else {
+      /* each output a taps-term dot product plus the bias: fused or not, within the bound
+       * of that many roundings on the sum of the terms' magnitudes */
+      const size_t taps = g.kh * g.kw;
+      for (size_t c = 0; c < channels; c++) {
+        float wmax = 0.0f;
+        for (size_t k = 0; k < taps; k++) wmax = fmaxf(wmax, fabsf(w[c * taps + k]));
+        float xmax = 0.0f;
+        for (size_t i = 0; i < g.ih * g.iw; i++) xmax = fmaxf(xmax, fabsf(x[c * g.ih * g.iw + i]));
+        const double tol = 2.0 * (double)(taps + 2) * FLT_EPSILON * ((double)taps * wmax * xmax + 1.0);
+        for (size_t i = c * g.oh * g.ow; i < (c + 1) * g.oh * g.ow; i++) {
+          if (same_float(y[i], r[i])) continue;
+          const int close = isfinite(y[i]) && isfinite(r[i]) && fabs((double)y[i] - r[i]) <= tol;
+          if (close) worst = fmaxf(worst, (float)(fabs((double)y[i] - r[i]) / tol));
+          ok &= close || (!isfinite(xmax) && !isfinite(y[i]) && !isfinite(r[i]));
+        }
+      }
+    }
     const size_t first = channels / 2, plane_in = g.ih * g.iw, plane_out = g.oh * g.ow;
     bbi_f32_dwconv2d_chw(&g, first, x, w, bias, y, scratch);
     bbi_f32_dwconv2d_chw(&g, channels - first, x + first * plane_in, w + first * g.kh * g.kw,
                          bias ? bias + first : NULL, y + first * plane_out, scratch);
-    for (size_t i = 0; i < out; i++) ok_split &= same_float(y[i], r[i]);
-    free(x), free(w), free(b), free(y), free(r), free(scratch);
+    for (size_t i = 0; i < out; i++) ok_split &= same_float(y[i], whole[i]);
+    free(x), free(w), free(b), free(y), free(r), free(scratch), free(whole);
   }
+  if (BB_TEST_RELAXED_KERNELS) printf("dwconv: largest difference from the scalar twin, as a fraction of the bound: %.3g\n", (double)worst);
   CHECK_MSG(ok, "depthwise convolution differs from the scalar twin");
   CHECK_MSG(ok_split, "depthwise convolution split by channels differs");
   /* by hand: a 3×3 box filter of ones, padding 1, over a 2×2 image, bias 0.5 */
@@ -898,6 +946,43 @@ static void test_activation_matches_scalar(void) {
   CHECK_MSG(same, "a fused activation differs from the separate kernels");
 }
 
+/* The kernels linked are the ones this program was built to test; the 4-lane ones'
+ * multiply-add either
+ * fuses or rounds the product first, and the result says which: with a = 1 + 2^-12,
+ * -(1 + 2^-11) + a*a is 2^-24 fused and 0 otherwise (a*a rounds to 1 + 2^-11). Without
+ * relaxed SIMD it must be 0 everywhere; with it, either, the same in every lane and path. */
+static void test_relaxed_build(void) {
+  CHECK_EQ_INT(bbi_kernels_relaxed(), BB_TEST_RELAXED_KERNELS);
+  const float a = 1.0f + 0x1p-12f, first = -(1.0f + 0x1p-11f);
+  enum { M = 5, N = 8 };
+  float x[2] = {1.0f, a}, bt[2 * N], y[N], am[M * 2], c[M * N];
+  for (int j = 0; j < N; j++) bt[j] = first, bt[N + j] = a;
+  bbi_f32_gemv(N, 2, x, bt, N, 0, y);
+  for (int i = 0; i < M; i++) am[2 * i] = 1.0f, am[2 * i + 1] = a;
+  bbi_f32_gemm_args g = {0};
+  g.m = M, g.n = N, g.k = 2, g.alpha = 1.0f, g.a = am, g.lda = 2, g.b = bt, g.ldb = N, g.c = c, g.ldc = N;
+  /* the portable 4-lane micro-kernel (natively, the AVX2 and AVX-512 ones fuse by design) */
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
+  const bbi_f32_gemm_config *cfg = list[ncfg - 1];
+  CHECK(strstr(cfg->name, "f32x4") != NULL);
+  const size_t scratch_size = bbi_f32_gemm_scratch_size_for(cfg, M, N, 2);
+  void *scratch = malloc(scratch_size + 1);
+  CHECK_EQ_INT(bbi_f32_gemm_run(cfg, &g, scratch, scratch_size), BB_OK);
+  free(scratch);
+  const float fused = 0x1p-24f, got = y[0];
+  int same = 1;
+  for (int j = 0; j < N; j++) same &= same_float(y[j], got);
+  for (int i = 0; i < M * N; i++) same &= same_float(c[i], got);
+  if (BB_TEST_RELAXED_KERNELS) {
+    CHECK_MSG(got == 0.0f || got == fused, "a relaxed multiply-add gave %a", (double)got);
+    printf("relaxed multiply-add here: %s\n", got == fused ? "fused (one rounding)" : "multiply, then add");
+  } else {
+    CHECK_MSG(got == 0.0f, "a multiply-add fused (%a) without relaxed SIMD", (double)got);
+  }
+  CHECK_MSG(same, "the multiply-adds of one build rounded differently across lanes or paths");
+}
+
 static void test_transpose(void) {
   rng_seed(12);
   int ok = 1;
@@ -924,6 +1009,7 @@ int main(void) {
   const size_t ncfg = bbi_f32_gemm_configs(&list);
   for (size_t i = 0; i < ncfg; i++) printf(" %s", list[i]->name);
   printf("\n");
+  RUN(test_relaxed_build);
   RUN(test_gemm_exact_small_shapes);
   RUN(test_gemm_random_large_shapes);
   RUN(test_gemm_degenerate_and_errors);

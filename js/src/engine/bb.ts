@@ -21,16 +21,28 @@ export class Bb {
   #pool: ThreadPool | undefined;
 
   /**
+   * Which build this is: `'relaxed'` for bb-relaxed.wasm (relaxed SIMD, whose multiply-adds
+   * may round differently on another machine), `'baseline'` for bb.wasm and bb-mt.wasm (the
+   * same bits everywhere). See `SimdBuild`.
+   */
+  readonly simd: 'relaxed' | 'baseline';
+
+  /**
    * Why this engine runs on one thread although more were asked for (`loadBb({ threads })`):
    * e.g. the page is not cross-origin isolated. Undefined when it runs on what was asked for.
    */
   readonly threadsUnavailable: string | undefined;
 
-  constructor(exports: BbExports, host?: Host, threads?: { pool?: ThreadPool; threadsUnavailable?: string | undefined }) {
+  constructor(
+    exports: BbExports,
+    host?: Host,
+    build: { simd?: 'relaxed' | 'baseline'; pool?: ThreadPool; threadsUnavailable?: string | undefined } = {},
+  ) {
     this.exports = exports;
     this.#host = host;
-    this.#pool = threads?.pool;
-    this.threadsUnavailable = threads?.threadsUnavailable;
+    this.simd = build.simd ?? 'baseline';
+    this.#pool = build.pool;
+    this.threadsUnavailable = build.threadsUnavailable;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
   }
 

@@ -32,6 +32,11 @@ export type WasmSource =
 /** How {@link loadBb} loads the module. */
 export interface LoadOptions {
   /**
+   * Which shipped build to load when no source is given (default `'auto'`); ignored with a
+   * source, and with more than one thread (bb-mt.wasm is built as bb.wasm is: baseline SIMD).
+   */
+  simd?: SimdBuild;
+  /**
    * Threads for the CPU backend's work pool, the calling thread included: a number (1 to
    * 64), or `'auto'` for one per core. Above 1 the package loads bb-mt.wasm (shared memory)
    * and starts that many minus one workers (Web Workers; worker_threads in Node). That
@@ -93,24 +98,39 @@ export async function chooseModule(threads: number | 'auto' | undefined): Promis
 }
 
 /**
- * Loads and initialises bb.wasm. Without a source it loads the module shipped with this
- * package (`bytesandbrains/bb.wasm`, beside `dist/`). With `{ threads }` (see
+ * Which shipped build of bb.wasm to load when {@link loadBb} is given no source:
+ * - `'auto'` (the default): `bb-relaxed.wasm` where the engine runs relaxed SIMD, `bb.wasm`
+ *   otherwise;
+ * - `'baseline'`: always `bb.wasm`, whose results are the same bits on every machine;
+ * - `'relaxed'`: `bb-relaxed.wasm`, or a {@link BbLoadError} where the engine lacks relaxed SIMD.
+ *
+ * The two builds have the same ABI and differ only in their kernels' multiply-adds:
+ * `bb-relaxed.wasm` uses `f32x4.relaxed_madd`, which the engine may fuse (one rounding)
+ * or not depending on the CPU, so its results can differ from machine to machine in the
+ * last bits of a float, while on one machine and engine they repeat exactly.
+ */
+export type SimdBuild = 'auto' | 'relaxed' | 'baseline';
+
+/**
+ * Loads and initialises bb.wasm. Without a source it loads a module shipped with this
+ * package (`bytesandbrains/bb.wasm`, or `bytesandbrains/bb-relaxed.wasm` where the engine
+ * runs relaxed SIMD; {@link SimdBuild}), beside `dist/`. With `{ threads }` (see
  * {@link LoadOptions}) it loads bb-mt.wasm and its workers when the platform allows;
  * `loadBb({ threads: 'auto' })` and `loadBb(source, { threads: 2 })` both work.
  */
-export async function loadBb(source?: WasmSource | LoadOptions, options?: LoadOptions): Promise<Bb> {
+export async function loadBb(source?: WasmSource | LoadOptions, options: LoadOptions = {}): Promise<Bb> {
   if (isLoadOptions(source)) {
     options = source;
     source = undefined;
   }
-  const choice = await chooseModule(options?.threads);
+  const choice = await chooseModule(options.threads);
   if (choice.module === 'bb-mt.wasm') {
-    return loadThreaded(options?.threadedSource ?? new URL('../../wasm/bb-mt.wasm', import.meta.url), choice.threads);
+    return loadThreaded(options.threadedSource ?? new URL('../../wasm/bb-mt.wasm', import.meta.url), choice.threads);
   }
   if (choice.threadsUnavailable !== undefined) {
-    console.warn(`bytesandbrains: ${String(options?.threads)} threads asked for, running on one: ${choice.threadsUnavailable}`);
+    console.warn(`bytesandbrains: ${String(options.threads)} threads asked for, running on one: ${choice.threadsUnavailable}`);
   }
-  const module = await compile(source ?? new URL('../../wasm/bb.wasm', import.meta.url));
+  const module = await compile(source ?? shippedModule(options.simd ?? 'auto').url);
   const host = createHost();
   checkImports(module, host.imports);
   let instance: WebAssembly.Instance;
@@ -123,7 +143,7 @@ export async function loadBb(source?: WasmSource | LoadOptions, options?: LoadOp
   host.attach(exports.memory);
   exports._initialize();
   checkAbiVersion(exports);
-  return new Bb(exports, host, { threadsUnavailable: choice.threadsUnavailable });
+  return new Bb(exports, host, { simd: usesRelaxedSimd(module) ? 'relaxed' : 'baseline', threadsUnavailable: choice.threadsUnavailable });
 }
 
 /** bb-mt.wasm on a shared memory the loader makes, with `threads - 1` workers. */
@@ -157,6 +177,57 @@ function checkAbiVersion(exports: BbExports): void {
         'rebuild the module from the same sources as the package',
     );
   }
+}
+
+/**
+ * The one place that picks a shipped build: `bb-relaxed.wasm` for `'relaxed'`, and for
+ * `'auto'` where {@link relaxedSimdSupported} says the engine runs it; `bb.wasm` otherwise.
+ * Each URL is written out in full so that bundlers see and emit both files.
+ */
+export function shippedModule(simd: SimdBuild): { build: 'relaxed' | 'baseline'; url: URL } {
+  if (simd !== 'auto' && simd !== 'relaxed' && simd !== 'baseline') {
+    throw new BbLoadError(`simd must be 'auto', 'relaxed' or 'baseline', not ${JSON.stringify(simd)}`);
+  }
+  if (simd === 'relaxed' && !relaxedSimdSupported()) {
+    throw new BbLoadError(
+      "simd: 'relaxed' asks for bb-relaxed.wasm, but this engine does not run relaxed SIMD " +
+        "(Node 20 needs --experimental-wasm-relaxed-simd); use 'auto' or 'baseline'",
+    );
+  }
+  if (simd === 'baseline' || !relaxedSimdSupported()) {
+    return { build: 'baseline', url: new URL('../../wasm/bb.wasm', import.meta.url) };
+  }
+  return { build: 'relaxed', url: new URL('../../wasm/bb-relaxed.wasm', import.meta.url) };
+}
+
+// (module (func (result v128) i32.const 0 i32x4.splat ×3 f32x4.relaxed_madd))
+const RELAXED_SIMD_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // header
+  0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
+  0x03, 0x02, 0x01, 0x00, // one function of that type
+  0x0a, 0x13, 0x01, 0x11, 0x00, // code: one body of 17 bytes, no locals
+  0x41, 0x00, 0xfd, 0x11, 0x41, 0x00, 0xfd, 0x11, 0x41, 0x00, 0xfd, 0x11, // three i32x4.splat 0
+  0xfd, 0x85, 0x02, 0x0b, // f32x4.relaxed_madd (0xfd 0x105), end
+]);
+let relaxedSimd: boolean | undefined;
+
+/** True when this engine validates relaxed SIMD (checked once, on a 40-byte module). */
+export function relaxedSimdSupported(): boolean {
+  relaxedSimd ??= WebAssembly.validate(RELAXED_SIMD_PROBE);
+  return relaxedSimd;
+}
+
+/** True when the module was linked with relaxed SIMD (its target_features section says so). */
+function usesRelaxedSimd(module: WebAssembly.Module): boolean {
+  const marker = [...'relaxed-simd'].map((c) => c.charCodeAt(0));
+  return WebAssembly.Module.customSections(module, 'target_features').some((section) => {
+    const bytes = new Uint8Array(section);
+    outer: for (let i = 0; i + marker.length <= bytes.length; i++) {
+      for (let j = 0; j < marker.length; j++) if (bytes[i + j] !== marker[j]) continue outer;
+      return true;
+    }
+    return false;
+  });
 }
 
 /** True for a {@link LoadOptions} object rather than a {@link WasmSource}. */

@@ -59,15 +59,15 @@ BBI_INLINE void dw_row(size_t KK, size_t ow, const float *const *src, const bbi_
   for (; ox + 8 <= ow; ox += 8) {
     bbi_f32x4 a0 = b, a1 = b;
     BBI_UNROLL for (size_t k = 0; k < KK; k++) {
-      a0 += wv[k] * bbi_f32x4_load(src[k] + ox);
-      a1 += wv[k] * bbi_f32x4_load(src[k] + ox + 4);
+      a0 = BBI_F32X4_MADD(wv[k], bbi_f32x4_load(src[k] + ox), a0);
+      a1 = BBI_F32X4_MADD(wv[k], bbi_f32x4_load(src[k] + ox + 4), a1);
     }
     bbi_f32x4_store(y + ox, a0);
     bbi_f32x4_store(y + ox + 4, a1);
   }
   for (; ox < ow; ox += 4) {
     bbi_f32x4 a = b;
-    BBI_UNROLL for (size_t k = 0; k < KK; k++) a += wv[k] * bbi_f32x4_load(src[k] + ox);
+    BBI_UNROLL for (size_t k = 0; k < KK; k++) a = BBI_F32X4_MADD(wv[k], bbi_f32x4_load(src[k] + ox), a);
     if (ox + 4 <= ow) bbi_f32x4_store(y + ox, a);
     else bbi_f32x4_store_tail(y + ox, a, ow - ox);
   }

@@ -41,6 +41,8 @@ static const bbi_f32_gemm_config config_avx512 = {
     bbi_f32_gemm_ukernel_1x32__avx512};
 #endif
 
+int bbi_kernels_relaxed(void) { return BBI_KERNELS_RELAXED; }
+
 size_t bbi_f32_gemm_configs(const bbi_f32_gemm_config *const **list) {
 #if BBI_HAVE_X86_GEMM
   static const bbi_f32_gemm_config *const avx512[] = {&config_avx512, &config_avx2fma,

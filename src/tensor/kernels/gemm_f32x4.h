@@ -23,7 +23,7 @@ BBI_INLINE void bbi_f32x4_gemm_tile(size_t MR, size_t NV, size_t kc, const float
     BBI_UNROLL for (size_t j = 0; j < NV; j++) b[j] = bbi_f32x4_load(pb + 4 * j);
     BBI_UNROLL for (size_t i = 0; i < MR; i++) {
       const bbi_f32x4 a = bbi_f32x4_splat(pa[i]);
-      BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] += a * b[j];
+      BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = BBI_F32X4_MADD(a, b[j], acc[i][j]);
     }
     pa += MR;
     pb += 4 * NV;

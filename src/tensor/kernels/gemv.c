@@ -13,13 +13,13 @@ BBI_INLINE void gemv_add_rows(size_t R, size_t n, const float *x, const float *b
   size_t j = 0;
   for (; j + 4 <= n; j += 4) {
     bbi_f32x4 acc = bbi_f32x4_load(y + j);
-    BBI_UNROLL for (size_t r = 0; r < R; r++) acc += xr[r] * bbi_f32x4_load(b + r * ldb + j);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) acc = BBI_F32X4_MADD(xr[r], bbi_f32x4_load(b + r * ldb + j), acc);
     bbi_f32x4_store(y + j, acc);
   }
   if (j < n) {
     bbi_f32x4 acc = bbi_f32x4_load_tail(y + j, n - j);
     BBI_UNROLL for (size_t r = 0; r < R; r++)
-      acc += xr[r] * bbi_f32x4_load_tail(b + r * ldb + j, n - j);
+      acc = BBI_F32X4_MADD(xr[r], bbi_f32x4_load_tail(b + r * ldb + j, n - j), acc);
     bbi_f32x4_store_tail(y + j, acc, n - j);
   }
 }
@@ -42,13 +42,13 @@ BBI_INLINE void gemv_rows(size_t R, size_t k, const float *x, const float *b, si
   for (; p + 8 <= k; p += 8) {
     const bbi_f32x4 x0 = bbi_f32x4_load(x + p), x1 = bbi_f32x4_load(x + p + 4);
     BBI_UNROLL for (size_t r = 0; r < R; r++) {
-      acc[r][0] += x0 * bbi_f32x4_load(b + r * ldb + p);
-      acc[r][1] += x1 * bbi_f32x4_load(b + r * ldb + p + 4);
+      acc[r][0] = BBI_F32X4_MADD(x0, bbi_f32x4_load(b + r * ldb + p), acc[r][0]);
+      acc[r][1] = BBI_F32X4_MADD(x1, bbi_f32x4_load(b + r * ldb + p + 4), acc[r][1]);
     }
   }
   if (p + 4 <= k) {
     const bbi_f32x4 x0 = bbi_f32x4_load(x + p);
-    BBI_UNROLL for (size_t r = 0; r < R; r++) acc[r][0] += x0 * bbi_f32x4_load(b + r * ldb + p);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) acc[r][0] = BBI_F32X4_MADD(x0, bbi_f32x4_load(b + r * ldb + p), acc[r][0]);
     p += 4;
   }
   BBI_UNROLL for (size_t r = 0; r < R; r++) {

@@ -1,4 +1,5 @@
-/* The column matrix of a 2-D convolution and its adjoint. Each (channel, ky, kx) row is
+/* The column matrix of a 2-D convolution and its adjoint, and its transpose (one row of
+ * patch values per output position, for windows wider than the output). Each (channel, ky, kx) row is
  * oh runs of ow values (for a stride-1 convolution that keeps the width, one run of the
  * flat plane with its edge columns zeroed); per run, the columns whose window falls inside the image are one
  * block [x0, x1) found once per row, so the inner loops are plain copies (or, for the
@@ -99,6 +100,45 @@ void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, f
   }
 }
 
+/* One patch row: the kw taps of kernel row ky at output position (oy, ox) of every
+ * channel, kernel column fastest. With unit dilation the taps inside the image are one
+ * run of the input row. */
+static void patch_taps(const bbi_window2d *g, const float *plane, size_t oy, size_t ox, size_t ky, float *dst) {
+  const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
+  if (iy < 0 || iy >= (int64_t)g->ih) {
+    zero_run(dst, g->kw);
+    return;
+  }
+  const float *src = plane + (size_t)iy * g->iw;
+  const int64_t ix0 = (int64_t)(ox * g->sw) - (int64_t)g->pw;
+  if (g->dw == 1) {
+    const int64_t lo = ix0 < 0 ? -ix0 : 0, end = (int64_t)g->iw - ix0;
+    const int64_t hi = end < 0 ? 0 : end < (int64_t)g->kw ? end : (int64_t)g->kw;
+    if (hi <= lo) {
+      zero_run(dst, g->kw);
+      return;
+    }
+    zero_run(dst, (size_t)lo);
+    copy_run(dst + lo, src + ix0 + lo, (size_t)(hi - lo));
+    zero_run(dst + hi, g->kw - (size_t)hi);
+    return;
+  }
+  for (size_t kx = 0; kx < g->kw; kx++) {
+    const int64_t ix = ix0 + (int64_t)(kx * g->dw);
+    dst[kx] = ix < 0 || ix >= (int64_t)g->iw ? 0.0f : src[ix];
+  }
+}
+
+void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  for (size_t oy = 0; oy < g->oh; oy++)
+    for (size_t ox = 0; ox < g->ow; ox++) {
+      float *row = col + (oy * g->ow + ox) * ld;
+      for (size_t c = 0; c < channels; c++)
+        for (size_t ky = 0; ky < g->kh; ky++)
+          patch_taps(g, x + c * g->ih * g->iw, oy, ox, ky, row + (c * g->kh + ky) * g->kw);
+    }
+}
+
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
   for (size_t c = 0; c < channels; c++) {
     float *plane = x + c * g->ih * g->iw;
@@ -157,4 +197,15 @@ void bbi_f32_col2im_2d_scalar(const bbi_window2d *g, size_t channels, const floa
             if (s >= 0) x[c * g->ih * g->iw + (size_t)s] += row[oy * g->ow + ox];
           }
       }
+}
+
+void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  for (size_t oy = 0; oy < g->oh; oy++)
+    for (size_t ox = 0; ox < g->ow; ox++)
+      for (size_t c = 0; c < channels; c++)
+        for (size_t ky = 0; ky < g->kh; ky++)
+          for (size_t kx = 0; kx < g->kw; kx++) {
+            const int64_t s = source(g, oy, ox, ky, kx);
+            col[(oy * g->ow + ox) * ld + (c * g->kh + ky) * g->kw + kx] = s < 0 ? 0.0f : x[c * g->ih * g->iw + (size_t)s];
+          }
 }

@@ -145,6 +145,10 @@ void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, 
 void bbi_f32_gemv(size_t n, size_t k, const float *x, const float *b, size_t ldb, int trans_b,
                  float *y);
 
+/* 1 when these kernels were built with relaxed SIMD (bb-relaxed.wasm: their multiply-adds
+ * may fuse, vec.h's BBI_F32X4_MADD), 0 otherwise. */
+int bbi_kernels_relaxed(void);
+
 /* ---- elementwise ---------------------------------------------------------------------- */
 
 typedef enum bbi_binary_op {
@@ -254,7 +258,13 @@ typedef struct bbi_window2d {
 void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_f32_im2col_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 
-/* Its adjoint, accumulating: every value of the column matrix (rows as above) is added to
+/* The transposed column matrix: row p = oy·ow + ox (row stride ld ≥ channels·kh·kw) holds
+ * the window of output position p, (channel, ky, kx) order, 0 in the padding. Copies runs
+ * of kw, so it suits windows wider than the output (a weight gradient's convolution). */
+void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+
+/* The adjoint of bbi_f32_im2col_2d, accumulating: every value of the column matrix (its rows) is added to
  * the element of x it was read from; values that fall in the padding are dropped. */
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
 void bbi_f32_col2im_2d_scalar(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);

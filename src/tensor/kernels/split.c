@@ -28,6 +28,18 @@ void bbi_par_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *
   bbi_parallel_for(channels, bbi_par_grain(window_cost(g)), im2col_piece, &j);
 }
 
+/* Channels c0..c1 fill columns c0·kh·kw.. of every patch row: pieces never overlap. */
+static void patches_piece(void *ctx, size_t c0, size_t c1) {
+  const window_job *j = ctx;
+  const bbi_window2d *g = j->g;
+  bbi_f32_im2col_patches_2d(g, c1 - c0, j->in + c0 * g->ih * g->iw, j->out + c0 * g->kh * g->kw, j->ld);
+}
+
+void bbi_par_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  window_job j = {g, x, col, ld, NULL};
+  bbi_parallel_for(channels, bbi_par_grain(window_cost(g)), patches_piece, &j);
+}
+
 /* Channel c of x receives only the rows of channel c: pieces never touch the same element. */
 static void col2im_piece(void *ctx, size_t c0, size_t c1) {
   const window_job *j = ctx;

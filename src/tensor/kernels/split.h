@@ -9,6 +9,7 @@
 #include "tensor/kernels/kernels.h"
 
 void bbi_par_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+void bbi_par_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_par_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
 void bbi_par_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices);
 void bbi_par_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y);

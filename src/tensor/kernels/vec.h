@@ -189,6 +189,19 @@ BBI_INLINE void bbi_i32x4_load_bools(const uint8_t *in, bbi_i32x4 m[4]) {
 #endif
 }
 
+/* c + a * b, lane by lane. Built with relaxed SIMD (-mrelaxed-simd, bb-relaxed.wasm) it is
+ * f32x4.relaxed_madd, which the engine may run fused (one rounding, an FMA) or as a
+ * multiply then an add (two roundings), depending on the machine; every other build
+ * multiplies then adds, as the scalar twins do, so those agree bit for bit. The kernels'
+ * dot products and multiply-accumulate loops go through it and nothing else does. */
+#if defined(__wasm_relaxed_simd__)
+#define BBI_F32X4_MADD(a, b, c) ((bbi_f32x4)wasm_f32x4_relaxed_madd((v128_t)(a), (v128_t)(b), (v128_t)(c)))
+#define BBI_KERNELS_RELAXED 1
+#else
+#define BBI_F32X4_MADD(a, b, c) ((c) + (a) * (b))
+#define BBI_KERNELS_RELAXED 0
+#endif
+
 /* Sum of the four lanes, in a fixed pairwise order. */
 BBI_INLINE float bbi_f32x4_hsum(bbi_f32x4 v) { return (v[0] + v[2]) + (v[1] + v[3]); }
 

@@ -160,7 +160,27 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_log(bbi_f32x4 x, const bbi_vmath_consts *k) {
  * its relative accuracy. */
 BBI_INLINE bbi_f32x4 bbi_f32x4_sigmoid(bbi_f32x4 x, const bbi_vmath_consts *k) {
   /* -|x|: the sign bit set */
-  const bbi_f32x4 e = bbi_f32x4_exp(bbi_i32x4_as_f32(bbi_f32x4_as_i32(x) | k->sign), k);
+  const bbi_f32x4 z = bbi_i32x4_as_f32(bbi_f32x4_as_i32(x) | k->sign);
+  bbi_f32x4 e;
+  if (bbi_i32x4_any(z < k->shifted_fast)) {
+    e = bbi_f32x4_exp(z, k);
+  } else {
+    /* bbi_f32x4_exp's reduction and polynomial, with 2^n one normal float built from the
+     * rounding sum as in bbi_f32x4_exp_shifted_fast (n >= -125 here) rather than its two
+     * factors, which only matter for results below the normal range, and without its
+     * clamps. The polynomial is summed in Estrin's order (two halves in parallel), which
+     * shortens the chain of dependent operations each vector waits on: under V8 the loop
+     * runs about a fifth faster than with Horner's order. */
+    const bbi_f32x4 t = z * k->log2e + k->shifted_magic;
+    const bbi_f32x4 n = t - k->shifted_magic;
+    const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
+    bbi_f32x4 r = z - n * k->ln2_hi;
+    r = r - n * k->ln2_lo;
+    const bbi_f32x4 r2 = r * r;
+    const bbi_f32x4 low = k->exp_c1 * r + k->exp_c0;
+    const bbi_f32x4 high = k->exp_c4 * r2 + (k->exp_c3 * r + k->exp_c2);
+    e = ((r2 * (high * r2 + low) + r) + k->one) * s;
+  }
   const bbi_f32x4 num = bbi_f32x4_select(x < k->zero, e, k->one);
   return num / (k->one + e);
 }
