@@ -9,7 +9,7 @@ cd "$root"
 jobs=$(nproc 2>/dev/null || echo 2)
 emcmake cmake -S . -B build-wasm -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build build-wasm -j "$jobs"
-emcmake cmake -S . -B build-wasm-mt -DCMAKE_BUILD_TYPE=Release -DBB_WASM_THREADS=ON "$@" >/dev/null
+emcmake cmake -S . -B build-wasm-mt -DCMAKE_BUILD_TYPE=Release -DBB_WASM_THREADS=ON -DBB_WASM_RELAXED=OFF "$@" >/dev/null
 cmake --build build-wasm-mt --target bb_wasm_mt -j "$jobs"
 mkdir -p js/wasm js/models
 cp build-wasm/wasm/bb.wasm js/wasm/bb.wasm
