@@ -6,8 +6,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 APT_PACKAGES=(
+  # lld-14 (wasm-ld) and binaryen (wasm-opt), which emscripten brings, also link bb-mt.wasm
   build-essential cmake pkg-config clang libclang-rt-14-dev
-  emscripten protobuf-c-compiler libprotobuf-c-dev libsodium-dev
+  emscripten lld-14 binaryen protobuf-c-compiler libprotobuf-c-dev libsodium-dev
   # bb-relaxed.wasm's kernels: Emscripten's clang-14 has no relaxed SIMD, clang-19 has
   # (emcc then also runs llvm-19's llvm-objcopy-19 and llvm-nm-19)
   clang-19 lld-19 llvm-19

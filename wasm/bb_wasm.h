@@ -30,14 +30,15 @@
  * trainers (any ONNX model trained in the module) and models as a slot's host data at
  * install; version 6 join tokens: a node installed with a room and its operator keys
  * checks the tokens the host hands it (bb_wasm_node_admit_token); version 7 split learning
- * (bb_wasm_rec_split) and the sender of a network port (bb_wasm_rec_lookup_sender). */
+ * (bb_wasm_rec_split) and the sender of a network port (bb_wasm_rec_lookup_sender); version 8
+ * the work pool's threads (bb_wasm_set_threads, the workers' loop of bb-mt.wasm). */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 7u
+#define BB_WASM_ABI_VERSION 8u
 
 /* Marks a function bb.wasm imports from its host (module "env"). */
 #if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
@@ -507,5 +508,38 @@ int32_t bb_wasm_trainer_stats(int32_t trainer);
  * (bb_dp_epsilon). steps is a whole number up to 2^53. The result: f64 epsilon, f64 the
  * Rényi order that gives it. Returns 0 or a code. */
 int32_t bb_wasm_dp_epsilon(double q, double sigma, double steps, double delta);
+
+
+/* ---- threads -------------------------------------------------------------------------
+ * bb-mt.wasm (shared memory) runs jobs of the CPU backend on a work pool: the host starts
+ * workers (Web Workers, worker_threads), each instantiating the same module on the same
+ * memory with a stack of its own (its __stack_pointer set before any call) and calling
+ * bb_wasm_worker_main. The caller of a job always takes part and waits by spinning, never
+ * in memory.atomic.wait, so it may be a browser's main thread. Results are bit-identical
+ * for any number of threads. In bb.wasm only one thread exists. */
+
+/* 1 when this module can run threads (bb-mt.wasm), 0 otherwise. */
+int32_t bb_wasm_threads_supported(void);
+
+/* Sets how many threads jobs use, the caller included (1 to BB_CPU_MAX_THREADS); the host
+ * then starts workers for slots 1..n-1. Returns 0 or a code (BB_ERR_UNSUPPORTED for n > 1
+ * in bb.wasm). Not while a job runs. */
+int32_t bb_wasm_set_threads(uint32_t n);
+
+/* How many threads jobs use now. */
+uint32_t bb_wasm_threads(void);
+
+/* The loop of the worker in slot `slot` (1..n-1), run on the worker's own instance: waits
+ * for jobs and runs their tasks; returns 0 after bb_wasm_stop_workers, or a code at once
+ * (bb.wasm, a slot out of range, no memory for the thread's thread-local block). Workers
+ * never allocate once in their loop. */
+int32_t bb_wasm_worker_main(uint32_t slot);
+
+/* Makes every worker's loop return; jobs then run on their callers alone (1 thread). */
+void bb_wasm_stop_workers(void);
+
+/* The pool's counters since the module started: 0 jobs that went to the pool, 1 their
+ * tasks, 2 of which workers ran, 3 workers in their loop now; -1 for another `which`. */
+double bb_wasm_pool_stat(uint32_t which);
 
 #endif /* BB_WASM_H */

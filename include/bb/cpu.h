@@ -105,6 +105,27 @@ BB_API int bb_cpu_set_threads(size_t n, bb_error *err);
 /* The threads the backend runs on now (1: the caller alone). */
 BB_API size_t bb_cpu_threads(void);
 
+/* WebAssembly with shared memory only: the loop of the worker in slot `slot` (1 to
+ * BB_CPU_MAX_THREADS - 1), run by the host on the worker's own instance and stack. It runs
+ * tasks of the backend's jobs until bb_cpu_stop_workers, then returns 0. Returns
+ * BB_ERR_INVALID_ARGUMENT for a slot out of range and BB_ERR_UNSUPPORTED in every other
+ * build (natively the backend starts its own threads). */
+BB_API int bb_cpu_worker_main(size_t slot);
+
+/* Makes every worker's loop return (natively: joins the threads); the backend then runs
+ * on one thread until bb_cpu_set_threads. */
+BB_API void bb_cpu_stop_workers(void);
+
+/* Counters of the backend's threads since the process started, for tests and benchmarks. */
+typedef struct bb_cpu_thread_stats {
+  uint64_t jobs;             /* operators (or parts) that went to the threads */
+  uint64_t tasks;            /* the tasks they were cut into */
+  uint64_t tasks_on_workers; /* of which a worker ran, not the calling thread */
+  uint32_t workers_live;     /* workers in their loop now */
+} bb_cpu_thread_stats;
+
+BB_API void bb_cpu_thread_stats_get(bb_cpu_thread_stats *out);
+
 /* ---- whole graphs -------------------------------------------------------------------- */
 
 typedef struct bb_cpu_session bb_cpu_session;

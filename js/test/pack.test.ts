@@ -96,8 +96,9 @@ export async function check(source) {
   const a = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(A)}), [3]);
   const b = Tensor.from(bb, 'float', new Float32Array(${JSON.stringify(B)}), [3]);
   const { y } = session.run({ a, b });
-  const report = { version: bb.version, abiVersion: bb.abiVersion, simd: bb.simd, y: Array.from(y.toArray()), federated: federate(bb) };
+  const report = { version: bb.version, abiVersion: bb.abiVersion, simd: bb.simd, y: Array.from(y.toArray()), federated: federate(bb), threads: bb.threads };
   for (const object of [a, b, y, session, model]) object.free();
+  bb.dispose();
   return report;
 }
 
@@ -115,7 +116,11 @@ export async function checkAll(sources) {
 }
 `;
 
-/** The Vite page: loads the module itself (default location and a URL), and in a worker. */
+/**
+ * The Vite page: loads the module itself (default location and a URL), bb-mt.wasm with two
+ * threads (its Web Worker bundled by Vite; one thread where the page is not cross-origin
+ * isolated), and bb.wasm in a worker.
+ */
 const MAIN_JS = `
 import wasmUrl from 'bytesandbrains/bb.wasm?url';
 import { checkAll } from './check.js';
@@ -129,7 +134,7 @@ function inWorker() {
 }
 
 window.bbReport = (async () => ({
-  page: await checkAll({ default: () => undefined, url: () => wasmUrl }),
+  page: await checkAll({ default: () => undefined, url: () => wasmUrl, threads: () => ({ threads: 2 }) }),
   worker: await inWorker(),
 }))();
 `;
@@ -210,6 +215,7 @@ export async function summary(bytes: Uint8Array): Promise<ModelSummary> {
 
 interface CheckReport {
   federated?: { round: number; accuracy: number };
+  threads?: number;
   version?: string;
   abiVersion?: number;
   simd?: string;
@@ -236,7 +242,10 @@ function run(command: string, args: string[], cwd: string): string {
 }
 
 /** Serves the application's Vite build at /, and the application folder itself at /app/. */
-function serve(path: string): { status: number; type?: string; body?: Uint8Array | string } {
+/** The Vite build of the app is served cross-origin isolated (COOP/COEP), so it may run threads. */
+const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+function serve(path: string): { status: number; type?: string; body?: Uint8Array | string; headers?: Record<string, string> } {
   if (path === '/plain.html') return { status: 200, type: 'text/html', body: PLAIN_HTML };
   const roots: [string, string][] = [
     ['/app/', app],
@@ -247,7 +256,8 @@ function serve(path: string): { status: number; type?: string; body?: Uint8Array
   const [root, rest] = [dir, path.slice(prefix.length - 1)];
   const file = normalize(join(root, rest === '/' ? '/index.html' : rest));
   if (!file.startsWith(root + sep) || !existsSync(file)) return { status: 404 };
-  return { status: 200, type: CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', body: readFileSync(file) };
+  const headers = prefix === '/' ? ISOLATION : {};
+  return { status: 200, type: CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', body: readFileSync(file), headers };
 }
 
 function filesUnder(dir: string): string[] {
@@ -262,8 +272,10 @@ function filesUnder(dir: string): string[] {
  */
 function expectWorking(reports: Record<string, CheckReport>, names: string[], chosen: 'relaxed' | 'baseline'): void {
   expect(Object.keys(reports)).toEqual(names);
-  for (const [name, { federated, ...report }] of Object.entries(reports)) {
-    const simd = name === 'default' ? chosen : 'baseline';
+  for (const [name, { federated, threads, ...report }] of Object.entries(reports)) {
+    // the default location is the build this engine runs best; so is the threads check where
+    // it fell back to one thread (bb-mt.wasm is built as bb.wasm is)
+    const simd = name === 'default' || (name === 'threads' && threads === 1) ? chosen : 'baseline';
     expect({ name, ...report }).toEqual({ name, version: expectedVersion, abiVersion: BB_WASM_ABI_VERSION, simd, y: Y });
     // a federated client trained in this environment: 8 rounds, and the model learned
     expect(federated?.round, name).toBeGreaterThanOrEqual(8);
@@ -322,8 +334,8 @@ beforeAll(async () => {
   run(process.execPath, [VITE, 'build', '--logLevel', 'warn', '--base', '/points/'], points);
 
   const httpServer = createServer((request, response) => {
-    const { status, type, body } = serve(new URL(request.url ?? '/', 'http://localhost').pathname);
-    response.writeHead(status, type === undefined ? {} : { 'content-type': type }).end(body);
+    const { status, type, body, headers } = serve(new URL(request.url ?? '/', 'http://localhost').pathname);
+    response.writeHead(status, { ...headers, ...(type === undefined ? {} : { 'content-type': type }) }).end(body);
   });
   server = httpServer;
   await new Promise<void>((resolve) => httpServer.listen(0, '127.0.0.1', resolve));
@@ -406,9 +418,10 @@ test('the tarball holds the build, the sources, bb.wasm and the README', () => {
   expect(existsSync(join(installed, 'node_modules'))).toBe(false);
 });
 
-test('a Vite build of an app using the package runs in Chromium, on the page and in a Worker', async () => {
+test('a Vite build of an app using the package runs in Chromium, on the page (on two threads too) and in a Worker', async () => {
   const report = (await pageReport('/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-  expectWorking(report.page, ['default', 'url'], 'relaxed');
+  expectWorking(report.page, ['default', 'url', 'threads'], 'relaxed');
+  expect(report.page['threads']?.threads).toBe(2); // bb-mt.wasm, its worker bundled by Vite
   expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
 });
 
@@ -416,22 +429,26 @@ test('the same app runs from the Vite dev server, its dependency optimizer inclu
   const { url, child } = await startViteDevServer();
   try {
     const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-    expectWorking(report.page, ['default', 'url'], 'relaxed');
+    // the dev server sends no COOP/COEP: threads fall back to one
+    expectWorking(report.page, ['default', 'url', 'threads'], 'relaxed');
+    expect(report.page['threads']?.threads).toBe(1);
     expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
   } finally {
     child.kill();
   }
 });
 
-test('the Vite build emits bb.wasm and bb-relaxed.wasm as assets and bundles none of the Node-only parts', () => {
+test('the Vite build emits bb.wasm, bb-relaxed.wasm and bb-mt.wasm as assets and bundles none of the Node-only parts', () => {
   const files = filesUnder(join(app, 'dist'));
   const wasm = files.filter((file) => file.endsWith('.wasm')).map((file) => readFileSync(file));
   const relaxed = readFileSync(join(packageRoot, 'wasm', 'bb-relaxed.wasm'));
+  const threaded = readFileSync(join(packageRoot, 'wasm', 'bb-mt.wasm'));
   expect(wasm.some((bytes) => bytes.equals(wasmBytes())), 'bb.wasm emitted').toBe(true);
   expect(wasm.some((bytes) => bytes.equals(relaxed)), 'bb-relaxed.wasm emitted').toBe(true);
-  for (const bytes of wasm) expect(bytes.equals(wasmBytes()) || bytes.equals(relaxed)).toBe(true);
+  expect(wasm.some((bytes) => bytes.equals(threaded)), 'bb-mt.wasm emitted').toBe(true);
+  for (const bytes of wasm) expect(bytes.equals(wasmBytes()) || bytes.equals(relaxed) || bytes.equals(threaded)).toBe(true);
   const scripts = files.filter((file) => file.endsWith('.js'));
-  expect(scripts.length).toBeGreaterThanOrEqual(2); // the page and the worker
+  expect(scripts.length).toBeGreaterThanOrEqual(3); // the page, the app's worker and the pool's
   for (const file of scripts) {
     const code = readFileSync(file, 'utf8');
     expect(code, file).not.toMatch(/node-datachannel/);
@@ -480,12 +497,12 @@ test('Node 20 imports the installed package', () => {
 
 test('Vite 7 builds the app with no configuration, and its dev server runs it with the documented optimizeDeps.exclude', async () => {
   const built = (await pageReport('/v7/')) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-  expectWorking(built.page, ['default', 'url'], 'relaxed');
+  expectWorking(built.page, ['default', 'url', 'threads'], 'relaxed');
   expectWorking(built.worker, ['default', 'response', 'bytes'], 'relaxed');
   const { url, child } = await startViteDevServer(VITE7, app, ['--config', 'vite7.config.js']);
   try {
     const report = (await pageReport(url)) as { page: Record<string, CheckReport>; worker: Record<string, CheckReport> };
-    expectWorking(report.page, ['default', 'url'], 'relaxed');
+    expectWorking(report.page, ['default', 'url', 'threads'], 'relaxed');
     expectWorking(report.worker, ['default', 'response', 'bytes'], 'relaxed');
   } finally {
     child.kill();

@@ -33,4 +33,27 @@ int bb_cpu_set_threads(size_t n, bb_error *err) {
 
 size_t bb_cpu_threads(void) { return bbi_parallel_width(); }
 
+int bb_cpu_worker_main(size_t slot) {
+#if defined(__wasm__)
+  if (!bbi_parallel_supported()) return BB_ERR_UNSUPPORTED;
+  if (slot == 0 || slot >= BB_CPU_MAX_THREADS) return BB_ERR_INVALID_ARGUMENT;
+  bbi_parallel_worker_main(slot);
+  return BB_OK;
+#else
+  (void)slot;
+  return BB_ERR_UNSUPPORTED;
+#endif
+}
+
+void bb_cpu_stop_workers(void) { bbi_parallel_stop_workers(); }
+
+void bb_cpu_thread_stats_get(bb_cpu_thread_stats *out) {
+  bbi_parallel_stats s;
+  bbi_parallel_get_stats(&s);
+  out->jobs = s.jobs;
+  out->tasks = s.tasks;
+  out->tasks_on_workers = s.tasks_on_workers;
+  out->workers_live = s.workers_live;
+}
+
 _Static_assert(BB_CPU_MAX_THREADS == BBI_PARALLEL_MAX_THREADS, "one limit");

@@ -153,8 +153,16 @@ static void test_tasks_run_side_by_side(void) {
     CHECK_EQ_INT(after.jobs - before.jobs, 1);
     CHECK_EQ_INT(after.tasks_on_workers - before.tasks_on_workers, threads - 1);
     CHECK_EQ_INT(after.workers_live, threads - 1);
+    /* the same counters through the public interface */
+    bb_cpu_thread_stats pub;
+    bb_cpu_thread_stats_get(&pub);
+    CHECK(pub.jobs == after.jobs && pub.tasks == after.tasks && pub.tasks_on_workers == after.tasks_on_workers);
+    CHECK_EQ_INT(pub.workers_live, threads - 1);
   }
-  CHECK_EQ_INT(bbi_parallel_set_threads(1), 0);
+  /* natively the backend runs its own threads: no host-driven worker loop */
+  CHECK_EQ_INT(bb_cpu_worker_main(1), BB_ERR_UNSUPPORTED);
+  bb_cpu_stop_workers(); /* joins them: one thread again */
+  CHECK_EQ_INT(bb_cpu_threads(), 1);
   bbi_parallel_stats s;
   bbi_parallel_get_stats(&s);
   CHECK_EQ_INT(s.workers_live, 0);

@@ -5,7 +5,7 @@
 import type { WasmMemory } from './platform.js';
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 7;
+export const BB_WASM_ABI_VERSION = 8;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -179,6 +179,15 @@ export interface BbExports {
   bb_wasm_trainer_save(trainer: number): number;
   bb_wasm_trainer_restore(trainer: number, ptr: number, len: number): number;
   bb_wasm_trainer_stats(trainer: number): number;
+  /** 1 in bb-mt.wasm (shared memory, threads), 0 in bb.wasm. */
+  bb_wasm_threads_supported(): number;
+  bb_wasm_set_threads(n: number): number;
+  bb_wasm_threads(): number;
+  /** A worker's loop (bb-mt.wasm, on the worker's own instance). */
+  bb_wasm_worker_main(slot: number): number;
+  bb_wasm_stop_workers(): void;
+  /** The pool's counters: 0 jobs, 1 tasks, 2 tasks workers ran, 3 workers in their loop. */
+  bb_wasm_pool_stat(which: number): number;
 }
 
 type BbFunctionName = Exclude<keyof BbExports, 'memory'>;
@@ -318,4 +327,10 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_trainer_save: 1,
   bb_wasm_trainer_restore: 3,
   bb_wasm_trainer_stats: 1,
+  bb_wasm_threads_supported: 0,
+  bb_wasm_set_threads: 1,
+  bb_wasm_threads: 0,
+  bb_wasm_worker_main: 1,
+  bb_wasm_stop_workers: 0,
+  bb_wasm_pool_stat: 1,
 };

@@ -5,6 +5,7 @@
  */
 import type { BbExports } from './abi.js';
 import type { Host, HostComponentCallbacks, HostSigner, ModuleRecorder } from './host.js';
+import type { ThreadPool } from './threads.js';
 import { BbError, BbErrorCode, bbErrorCodeName } from './errors.js';
 
 const utf8 = new TextDecoder();
@@ -17,19 +18,58 @@ export class Bb {
 
   /** @internal Made by `loadBb` once the module is instantiated and initialised. */
   readonly #host: Host | undefined;
+  #pool: ThreadPool | undefined;
 
   /**
    * Which build this is: `'relaxed'` for bb-relaxed.wasm (relaxed SIMD, whose multiply-adds
-   * may round differently on another machine), `'baseline'` for bb.wasm (the same bits
-   * everywhere). See `SimdBuild`.
+   * may round differently on another machine), `'baseline'` for bb.wasm and bb-mt.wasm (the
+   * same bits everywhere). See `SimdBuild`.
    */
   readonly simd: 'relaxed' | 'baseline';
 
-  constructor(exports: BbExports, host?: Host, simd: 'relaxed' | 'baseline' = 'baseline') {
+  /**
+   * Why this engine runs on one thread although more were asked for (`loadBb({ threads })`):
+   * e.g. the page is not cross-origin isolated. Undefined when it runs on what was asked for.
+   */
+  readonly threadsUnavailable: string | undefined;
+
+  constructor(
+    exports: BbExports,
+    host?: Host,
+    build: { simd?: 'relaxed' | 'baseline'; pool?: ThreadPool; threadsUnavailable?: string | undefined } = {},
+  ) {
     this.exports = exports;
     this.#host = host;
-    this.simd = simd;
+    this.simd = build.simd ?? 'baseline';
+    this.#pool = build.pool;
+    this.threadsUnavailable = build.threadsUnavailable;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
+  }
+
+  /** Threads the CPU backend's jobs run on now, this one included (1 for bb.wasm). */
+  get threads(): number {
+    return this.exports.bb_wasm_threads() >>> 0;
+  }
+
+  /** True when this engine is bb-mt.wasm (shared memory), whatever its thread count now. */
+  get threaded(): boolean {
+    return this.exports.bb_wasm_threads_supported() === 1;
+  }
+
+  /** The work pool's counters since the module started (for tests and benchmarks). */
+  poolStats(): { jobs: number; tasks: number; tasksOnWorkers: number; workersLive: number } {
+    const stat = (which: number): number => this.exports.bb_wasm_pool_stat(which);
+    return { jobs: stat(0), tasks: stat(1), tasksOnWorkers: stat(2), workersLive: stat(3) };
+  }
+
+  /**
+   * Ends the engine's worker threads (bb-mt.wasm): their loops return and the workers are
+   * terminated. The engine itself stays usable, on one thread. Safe to call more than once,
+   * and on a bb.wasm engine (nothing to end).
+   */
+  dispose(): void {
+    this.#pool?.stop();
+    this.#pool = undefined;
   }
 
   /** Routes the module's component imports to JavaScript (used by registerComponentType). */
@@ -144,7 +184,7 @@ export class Bb {
   resultText(): string {
     const ptr = this.exports.bb_wasm_result_ptr() >>> 0;
     const len = this.exports.bb_wasm_result_len() >>> 0;
-    return utf8.decode(this.memory().subarray(ptr, ptr + len));
+    return utf8.decode(this.memory().slice(ptr, ptr + len)); // copies: TextDecoder takes no shared view (bb-mt.wasm)
   }
 
   /** The NUL-terminated UTF-8 string at ptr ("" for NULL). */
@@ -153,6 +193,6 @@ export class Bb {
     if (address === 0) return '';
     const memory = this.memory();
     const end = memory.indexOf(0, address);
-    return utf8.decode(memory.subarray(address, end < 0 ? memory.length : end));
+    return utf8.decode(memory.slice(address, end < 0 ? memory.length : end));
   }
 }

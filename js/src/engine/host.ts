@@ -80,9 +80,13 @@ export function createHost(): Host {
   const stderr = new LineWriter((line) => console.error(line));
 
   const fillRandom = (ptr: number, len: number): void => {
+    // into a copy: getRandomValues takes no view on shared memory (bb-mt.wasm)
     const target = bytes(ptr, len);
+    const fresh = new Uint8Array(Math.min(target.length, RANDOM_CHUNK));
     for (let at = 0; at < target.length; at += RANDOM_CHUNK) {
-      crypto.getRandomValues(target.subarray(at, at + RANDOM_CHUNK));
+      const chunk = fresh.subarray(0, Math.min(RANDOM_CHUNK, target.length - at));
+      crypto.getRandomValues(chunk);
+      target.set(chunk, at);
     }
   };
 
@@ -95,7 +99,7 @@ export function createHost(): Host {
       for (let i = 0; i < iovsLen; i++) {
         const base = mem.getUint32(iovs + i * 8, true);
         const len = mem.getUint32(iovs + i * 8 + 4, true);
-        writer.write(bytes(base, len));
+        writer.write(bytes(base, len).slice()); // a copy: TextDecoder takes no shared view
         written += len;
       }
       mem.setUint32(nwrittenPtr, written, true);
@@ -182,7 +186,7 @@ export function createHost(): Host {
       const memory = bytes(0, buffer().byteLength);
       let end = slotPtr >>> 0;
       while (memory[end] !== 0) end++;
-      const slot = new TextDecoder().decode(memory.subarray(slotPtr >>> 0, end));
+      const slot = new TextDecoder().decode(memory.slice(slotPtr >>> 0, end));
       // copied: the signature is made after this call returns
       return signer(node, slot, bytes(messagePtr, len).slice()) ? 0 : -1;
     },

@@ -8,6 +8,7 @@ import { Bb } from './bb.js';
 import { BbLoadError } from './errors.js';
 import { createHost } from './host.js';
 import type { WasmModule } from './platform.js';
+import { isNode, startThreadPool, type ThreadPool } from './threads.js';
 
 /**
  * Where bb.wasm comes from:
@@ -28,6 +29,74 @@ export type WasmSource =
   | ArrayBufferView
   | WasmModule;
 
+/** How {@link loadBb} loads the module. */
+export interface LoadOptions {
+  /**
+   * Which shipped build to load when no source is given (default `'auto'`); ignored with a
+   * source, and with more than one thread (bb-mt.wasm is built as bb.wasm is: baseline SIMD).
+   */
+  simd?: SimdBuild;
+  /**
+   * Threads for the CPU backend's work pool, the calling thread included: a number (1 to
+   * 64), or `'auto'` for one per core. Above 1 the package loads bb-mt.wasm (shared memory)
+   * and starts that many minus one workers (Web Workers; worker_threads in Node). That
+   * needs SharedArrayBuffer, which a page has only when it is cross-origin isolated
+   * (served with `Cross-Origin-Opener-Policy: same-origin` and
+   * `Cross-Origin-Embedder-Policy: require-corp`); without it the package falls back to
+   * bb.wasm on one thread, says why on the console and in {@link Bb.threadsUnavailable}.
+   * Results are bit-identical for any number of threads. Default 1.
+   */
+  threads?: number | 'auto';
+  /** Where bb-mt.wasm comes from (as {@link WasmSource}); default the package's, beside bb.wasm. */
+  threadedSource?: WasmSource;
+}
+
+/** Most threads a pool runs on (BB_CPU_MAX_THREADS). */
+const MAX_THREADS = 64;
+/** bb-mt.wasm's memory: 16 MiB at first (its linked --initial-memory), 2 GiB at most (--max-memory). */
+const MT_INITIAL_PAGES = 256;
+const MT_MAXIMUM_PAGES = 32768;
+
+/** Which module a load uses: bb-mt.wasm on `threads` threads, or bb.wasm and why not threads. */
+export type ModuleChoice = { module: 'bb-mt.wasm'; threads: number } | { module: 'bb.wasm'; threadsUnavailable?: string };
+
+/**
+ * Chooses the module for the threads asked for and what this platform offers: bb-mt.wasm
+ * when more than one thread is asked for and shared memory can be had, bb.wasm otherwise
+ * (with the reason when threads were asked for).
+ */
+export async function chooseModule(threads: number | 'auto' | undefined): Promise<ModuleChoice> {
+  if (threads === undefined) return { module: 'bb.wasm' };
+  if (threads !== 'auto' && (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS)) {
+    throw new BbLoadError(`threads must be 'auto' or a whole number from 1 to ${MAX_THREADS}, not ${String(threads)}`);
+  }
+  const count = threads === 'auto' ? Math.min(await coreCount(), MAX_THREADS) : threads;
+  if (count === 1) return { module: 'bb.wasm' };
+  const page = globalThis as { crossOriginIsolated?: boolean; Worker?: unknown };
+  if (typeof SharedArrayBuffer === 'undefined') {
+    return {
+      module: 'bb.wasm',
+      threadsUnavailable:
+        page.crossOriginIsolated === false
+          ? 'the page is not cross-origin isolated, so it has no SharedArrayBuffer: serve it with the headers ' +
+            'Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp'
+          : 'this platform has no SharedArrayBuffer',
+    };
+  }
+  if (!isNode() && page.crossOriginIsolated !== true) {
+    return {
+      module: 'bb.wasm',
+      threadsUnavailable:
+        'the page is not cross-origin isolated: serve it with the headers ' +
+        'Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp',
+    };
+  }
+  if (!isNode() && typeof page.Worker !== 'function') {
+    return { module: 'bb.wasm', threadsUnavailable: 'this platform has no Web Workers' };
+  }
+  return { module: 'bb-mt.wasm', threads: count };
+}
+
 /**
  * Which shipped build of bb.wasm to load when {@link loadBb} is given no source:
  * - `'auto'` (the default): `bb-relaxed.wasm` where the engine runs relaxed SIMD, `bb.wasm`
@@ -42,18 +111,25 @@ export type WasmSource =
  */
 export type SimdBuild = 'auto' | 'relaxed' | 'baseline';
 
-/** Options of {@link loadBb}. */
-export interface LoadOptions {
-  /** Which shipped build to load when no source is given (default `'auto'`); ignored with a source. */
-  simd?: SimdBuild;
-}
-
 /**
  * Loads and initialises bb.wasm. Without a source it loads a module shipped with this
  * package (`bytesandbrains/bb.wasm`, or `bytesandbrains/bb-relaxed.wasm` where the engine
- * runs relaxed SIMD; {@link SimdBuild}), beside `dist/`.
+ * runs relaxed SIMD; {@link SimdBuild}), beside `dist/`. With `{ threads }` (see
+ * {@link LoadOptions}) it loads bb-mt.wasm and its workers when the platform allows;
+ * `loadBb({ threads: 'auto' })` and `loadBb(source, { threads: 2 })` both work.
  */
-export async function loadBb(source?: WasmSource, options: LoadOptions = {}): Promise<Bb> {
+export async function loadBb(source?: WasmSource | LoadOptions, options: LoadOptions = {}): Promise<Bb> {
+  if (isLoadOptions(source)) {
+    options = source;
+    source = undefined;
+  }
+  const choice = await chooseModule(options.threads);
+  if (choice.module === 'bb-mt.wasm') {
+    return loadThreaded(options.threadedSource ?? new URL('../../wasm/bb-mt.wasm', import.meta.url), choice.threads);
+  }
+  if (choice.threadsUnavailable !== undefined) {
+    console.warn(`bytesandbrains: ${String(options.threads)} threads asked for, running on one: ${choice.threadsUnavailable}`);
+  }
   const module = await compile(source ?? shippedModule(options.simd ?? 'auto').url);
   const host = createHost();
   checkImports(module, host.imports);
@@ -66,6 +142,34 @@ export async function loadBb(source?: WasmSource, options: LoadOptions = {}): Pr
   const exports = checkExports(instance.exports);
   host.attach(exports.memory);
   exports._initialize();
+  checkAbiVersion(exports);
+  return new Bb(exports, host, { simd: usesRelaxedSimd(module) ? 'relaxed' : 'baseline', threadsUnavailable: choice.threadsUnavailable });
+}
+
+/** bb-mt.wasm on a shared memory the loader makes, with `threads - 1` workers. */
+async function loadThreaded(source: WasmSource, threads: number): Promise<Bb> {
+  const module = await compile(source);
+  const memory = new WebAssembly.Memory({ initial: MT_INITIAL_PAGES, maximum: MT_MAXIMUM_PAGES, shared: true });
+  const host = createHost();
+  const imports = { ...host.imports, env: { ...host.imports['env'], memory } };
+  checkImports(module, imports);
+  let instance: WebAssembly.Instance;
+  try {
+    instance = await WebAssembly.instantiate(module, imports);
+  } catch (cause) {
+    throw new BbLoadError(`bb-mt.wasm failed to instantiate: ${messageOf(cause)}`, { cause });
+  }
+  // the memory is imported, not exported: the ABI's view of the module names it all the same
+  const exports = checkExports({ ...instance.exports, memory });
+  if (exports.bb_wasm_threads_supported() !== 1) throw new BbLoadError(`${String(source)} is bb.wasm, not bb-mt.wasm: it has no threads`);
+  host.attach(memory);
+  exports._initialize();
+  checkAbiVersion(exports);
+  const pool: ThreadPool = await startThreadPool(module, memory, exports, threads);
+  return new Bb(exports, host, { pool });
+}
+
+function checkAbiVersion(exports: BbExports): void {
   const abiVersion = exports.bb_wasm_abi_version() >>> 0;
   if (abiVersion !== BB_WASM_ABI_VERSION) {
     throw new BbLoadError(
@@ -73,7 +177,6 @@ export async function loadBb(source?: WasmSource, options: LoadOptions = {}): Pr
         'rebuild the module from the same sources as the package',
     );
   }
-  return new Bb(exports, host, usesRelaxedSimd(module) ? 'relaxed' : 'baseline');
 }
 
 /**
@@ -125,6 +228,25 @@ function usesRelaxedSimd(module: WebAssembly.Module): boolean {
     }
     return false;
   });
+}
+
+/** True for a {@link LoadOptions} object rather than a {@link WasmSource}. */
+function isLoadOptions(value: WasmSource | LoadOptions | undefined): value is LoadOptions {
+  if (value === undefined || value === null || typeof value !== 'object') return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return (proto === Object.prototype || proto === null) && typeof (value as { then?: unknown }).then !== 'function';
+}
+
+/** Cores this platform reports (navigator.hardwareConcurrency; os.availableParallelism in Node). */
+async function coreCount(): Promise<number> {
+  const reported = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
+  if (typeof reported === 'number' && reported >= 1) return reported;
+  if (isNode()) {
+    const specifier = 'node:os';
+    const os = (await import(/* @vite-ignore */ /* webpackIgnore: true */ specifier)) as { availableParallelism(): number };
+    return os.availableParallelism();
+  }
+  return 1;
 }
 
 async function compile(source: WasmSource): Promise<WebAssembly.Module> {
@@ -207,6 +329,7 @@ function checkImports(module: WebAssembly.Module, imports: WebAssembly.Imports):
   const missing = WebAssembly.Module.imports(module)
     .filter(({ module: namespace, name, kind }) => {
       const provided = imports[namespace]?.[name];
+      if (kind === 'memory') return !(provided instanceof WebAssembly.Memory);
       return kind !== 'function' || typeof provided !== 'function';
     })
     .map(({ module: namespace, name, kind }) => `${namespace}.${name} (${kind})`);
@@ -263,10 +386,6 @@ function parseAbsoluteUrl(text: string): URL | undefined {
   }
 }
 
-function isNode(): boolean {
-  const host = globalThis as { process?: { versions?: { node?: unknown } } };
-  return typeof host.process?.versions?.node === 'string';
-}
 
 interface NodeFileSystem {
   readFile(path: string | URL): Promise<Uint8Array>;

@@ -245,7 +245,7 @@ class HostComponents {
     const bb = this.#bb;
     const init: ComponentInit = {
       slot: bb.readCString(slotPtr),
-      config: utf8.decode(bb.memory().subarray(configPtr >>> 0, (configPtr >>> 0) + (configLen >>> 0))),
+      config: utf8.decode(bb.memory().slice(configPtr >>> 0, (configPtr >>> 0) + (configLen >>> 0))),
       seed: BigInt.asUintN(64, seed),
     };
     let instance: ComponentInstance;

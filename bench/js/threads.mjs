@@ -1,0 +1,230 @@
+// bb-mt.wasm (the package's threaded module, loadBb({ threads })) on 1 and 2 threads against
+// onnxruntime-web's threaded wasm build with numThreads 1 and 2, and bb.wasm on one thread,
+// in Node: MatMul 512² and 1024², a Conv, and a small CNN's inference (the one of
+// infer-vs-peers.mjs: conv 3×3 1→16 → ReLU → MaxPool 2 → conv 3×3 16→32 → ReLU → MaxPool 2 →
+// Flatten → Gemm 1568→10, batch 64, random weights). Outputs of every runtime are checked
+// against bb.wasm's (bb-mt.wasm's bit for bit, ORT's to 1e-4).
+//
+//   cd bench/js && npm ci --ignore-scripts          # once
+//   bash scripts/build-wasm.sh && (cd js && npm run build)
+//   node bench/js/threads.mjs [--quick] [--rounds N]
+//
+// onnxruntime-web fixes its thread count when its module starts, so every runtime and
+// thread count runs in a child process of its own, and the children take turns: round
+// after round, each configuration once per round (the machine's load, shared with others,
+// changes over minutes). A child warms up, then times each case in wall-clock time (threads
+// are the point: CPU time would hide them), median of its runs; the table shows the median
+// over rounds, the speed-up of 2 threads over 1 per runtime, and bb's time against ORT's at
+// the same thread count (> 1: bb faster). A second table gives CPU time per run (the
+// process's, all threads), which the machine's load disturbs far less: on a loaded 2-core
+// machine no runtime can get a second core, and only this one compares the work done.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { packageDist, requireBuilt } from './common.mjs';
+
+const CONFIGS = [
+  { runtime: 'bb.wasm', threads: 1 },
+  { runtime: 'bb-mt.wasm', threads: 1 },
+  { runtime: 'bb-mt.wasm', threads: 2 },
+  { runtime: 'ort-web', threads: 1 },
+  { runtime: 'ort-web', threads: 2 },
+];
+const QUICK = process.argv.includes('--quick');
+const OPSET = 17;
+
+// ---- the cases (the same in every child) ------------------------------------------------
+
+function randomFloats(count, seed, scale = 1) {
+  const out = new Float32Array(count);
+  let state = seed >>> 0;
+  for (let i = 0; i < count; i++) {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out[i] = (((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1) * scale;
+  }
+  return out;
+}
+const f32 = (name, dims) => ({ name, dtype: 'float', dims });
+const init = (name, dims, seed, scale) => ({ name, dtype: 'float', dims, data: randomFloats(dims.reduce((a, b) => a * b, 1), seed, scale) });
+
+function cases() {
+  const matmul = (n) => ({
+    label: `MatMul ${n}x${n} · ${n}x${n}`,
+    spec: { nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }], inputs: [f32('a', [n, n]), f32('b', [n, n])], outputs: [f32('y', [n, n])] },
+    feeds: { a: [randomFloats(n * n, 1), [n, n]], b: [randomFloats(n * n, 2), [n, n]] },
+  });
+  const conv = {
+    label: 'Conv 3x3 4x32x56x56 -> 64ch, pad 1',
+    spec: {
+      nodes: [{ opType: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } }],
+      inputs: [f32('x', [4, 32, 56, 56])],
+      outputs: [f32('y', [4, 64, 56, 56])],
+      initializers: [init('w', [64, 32, 3, 3], 3, 0.1), init('b', [64], 4, 0.1)],
+    },
+    feeds: { x: [randomFloats(4 * 32 * 56 * 56, 5), [4, 32, 56, 56]] },
+  };
+  const cnn = {
+    label: 'small CNN inference, batch 64 (1x28x28)',
+    spec: {
+      nodes: [
+        { opType: 'Conv', inputs: ['x', 'w1', 'b1'], outputs: ['c1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+        { opType: 'Relu', inputs: ['c1'], outputs: ['r1'] },
+        { opType: 'MaxPool', inputs: ['r1'], outputs: ['p1'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
+        { opType: 'Conv', inputs: ['p1', 'w2', 'b2'], outputs: ['c2'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+        { opType: 'Relu', inputs: ['c2'], outputs: ['r2'] },
+        { opType: 'MaxPool', inputs: ['r2'], outputs: ['p2'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
+        { opType: 'Flatten', inputs: ['p2'], outputs: ['f'] },
+        { opType: 'Gemm', inputs: ['f', 'w3', 'b3'], outputs: ['y'], attributes: { transB: { int: 1 } } },
+      ],
+      inputs: [f32('x', [64, 1, 28, 28])],
+      outputs: [f32('y', [64, 10])],
+      initializers: [
+        init('w1', [16, 1, 3, 3], 11, 0.3), init('b1', [16], 12, 0.1),
+        init('w2', [32, 16, 3, 3], 13, 0.1), init('b2', [32], 14, 0.1),
+        init('w3', [10, 1568], 15, 0.05), init('b3', [10], 16, 0.1),
+      ],
+    },
+    feeds: { x: [randomFloats(64 * 28 * 28, 17), [64, 1, 28, 28]] },
+  };
+  return [matmul(512), matmul(1024), conv, cnn];
+}
+
+// ---- a child: one runtime at one thread count -------------------------------------------
+
+/** Median wall-clock ms of one run, and the process's CPU ms per run (all its threads) over the same runs. */
+async function measure(run, runs) {
+  const times = [];
+  const cpuStart = process.cpuUsage();
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now();
+    await run();
+    times.push(performance.now() - start);
+  }
+  const cpu = process.cpuUsage(cpuStart);
+  times.sort((a, b) => a - b);
+  return { ms: times[times.length >> 1], cpuMs: (cpu.user + cpu.system) / 1000 / runs };
+}
+
+async function child(runtime, threads, outFile) {
+  const lib = await import(packageDist);
+  const out = [];
+  let run;
+  if (runtime === 'ort-web') {
+    const ort = await import('onnxruntime-web');
+    ort.env.wasm.numThreads = threads;
+    ort.env.wasm.simd = true;
+    ort.env.logLevel = 'error';
+    run = async (testCase) => {
+      const session = await ort.InferenceSession.create(lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+      const feeds = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
+      const once = async () => (await session.run(feeds)).y.data;
+      return { once, output: await once() };
+    };
+  } else {
+    const bb = runtime === 'bb.wasm' ? await lib.loadBb() : await lib.loadBb({ threads: 2 });
+    if (runtime === 'bb-mt.wasm') bb.check(bb.exports.bb_wasm_set_threads(threads));
+    run = async (testCase) => {
+      const model = lib.OnnxModel.decode(bb, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }));
+      const session = new lib.CpuSession(bb, model);
+      const resident = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
+      const once = () => {
+        const outputs = session.run(resident);
+        const y = outputs.y.toArray();
+        for (const t of Object.values(outputs)) t.free();
+        return y;
+      };
+      return { once, output: once() };
+    };
+  }
+  for (const testCase of cases()) {
+    const { once, output } = await run(testCase);
+    const warm = performance.now();
+    while (performance.now() - warm < (QUICK ? 100 : 400)) await once();
+    const bytes = new Uint8Array(output.buffer, output.byteOffset, output.byteLength);
+    out.push({ label: testCase.label, ...(await measure(once, QUICK ? 5 : 11)), output: Buffer.from(bytes).toString('base64') });
+  }
+  writeFileSync(outFile, JSON.stringify(out));
+  process.exit(0);
+}
+
+// ---- the parent: rounds of children, then the table -------------------------------------
+
+function agreement(actual, reference) {
+  let diff = 0;
+  let scale = 0;
+  let identical = actual.length === reference.length;
+  for (let i = 0; i < reference.length; i++) {
+    if (!Object.is(actual[i], reference[i])) identical = false;
+    diff = Math.max(diff, Math.abs(actual[i] - reference[i]));
+    scale = Math.max(scale, Math.abs(reference[i]));
+  }
+  return { identical, relative: diff / (scale || 1) };
+}
+
+const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
+
+async function parent() {
+  requireBuilt();
+  const rounds = process.argv.includes('--rounds') ? Number(process.argv[process.argv.indexOf('--rounds') + 1]) : QUICK ? 1 : 3;
+  const script = fileURLToPath(import.meta.url);
+  const times = new Map(); // `${config}|${label}` → wall ms per round
+  const cpuTimes = new Map(); // the same, CPU ms per run
+  let reference;
+  const scratch = mkdtempSync(join(tmpdir(), 'bb-threads-bench-'));
+  for (let round = 0; round < rounds; round++) {
+    for (const { runtime, threads } of CONFIGS) {
+      const outFile = join(scratch, 'result.json');
+      const result = spawnSync(process.execPath, [script, '--child', runtime, String(threads), outFile, ...(QUICK ? ['--quick'] : [])], {
+        encoding: 'utf8',
+      });
+      if (result.status !== 0) throw new Error(`${runtime} on ${threads} thread(s) failed: ${result.stderr}`);
+      const rows = JSON.parse(readFileSync(outFile, 'utf8')).map((row) => {
+        const bytes = Buffer.from(row.output, 'base64');
+        return { ...row, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) };
+      });
+      if (reference === undefined) reference = rows; // bb.wasm, one thread
+      rows.forEach((row, i) => {
+        const { identical, relative } = agreement(row.output, reference[i].output);
+        if (runtime.startsWith('bb') && !identical) throw new Error(`${runtime} on ${threads} threads: ${row.label} differs from bb.wasm's bits`);
+        if (relative > 1e-4) throw new Error(`${runtime} on ${threads} threads: ${row.label} is off by ${relative} (relative)`);
+        const key = `${runtime}@${threads}|${row.label}`;
+        times.set(key, [...(times.get(key) ?? []), row.ms]);
+        cpuTimes.set(key, [...(cpuTimes.get(key) ?? []), row.cpuMs]);
+      });
+    }
+  }
+  rmSync(scratch, { recursive: true, force: true });
+  const ms = (runtime, threads, label) => median(times.get(`${runtime}@${threads}|${label}`));
+  const header = ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'bb-mt ×', 'ORT 1t', 'ORT 2t', 'ORT ×', 'bb/ORT 1t', 'bb/ORT 2t'];
+  const table = [header];
+  for (const { label } of reference) {
+    const [b1, m1, m2, o1, o2] = [ms('bb.wasm', 1, label), ms('bb-mt.wasm', 1, label), ms('bb-mt.wasm', 2, label), ms('ort-web', 1, label), ms('ort-web', 2, label)];
+    table.push([label, b1, m1, m2].map((v, i) => (i === 0 ? v : `${v.toFixed(1)} ms`)).concat([`${(m1 / m2).toFixed(2)}×`, `${o1.toFixed(1)} ms`, `${o2.toFixed(1)} ms`, `${(o1 / o2).toFixed(2)}×`, `${(o1 / m1).toFixed(2)}×`, `${(o2 / m2).toFixed(2)}×`]));
+  }
+  const print = (rows) => {
+    const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
+    for (const row of rows) console.log(row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));
+  };
+  print(table);
+  // CPU time per run (all threads of the process): the work each runtime does, whatever the
+  // machine's load; on 2 threads it also counts the workers' waiting
+  const cpu = (runtime, threads, label) => median(cpuTimes.get(`${runtime}@${threads}|${label}`));
+  console.log('\nCPU time per run (all threads):');
+  print([
+    ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'ORT 1t', 'ORT 2t', 'bb/ORT 1t'],
+    ...reference.map(({ label }) => [label, ...[cpu('bb.wasm', 1, label), cpu('bb-mt.wasm', 1, label), cpu('bb-mt.wasm', 2, label), cpu('ort-web', 1, label), cpu('ort-web', 2, label)].map((v) => `${v.toFixed(1)} ms`), `${(cpu('ort-web', 1, label) / cpu('bb-mt.wasm', 1, label)).toFixed(2)}×`]),
+  ]);
+  console.log(
+    `\n${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; Node ${process.versions.node}; ` +
+      `${rounds} round(s), wall-clock median per runtime. ×: time on 1 thread over time on 2 (the speed-up; 2.00× would be perfect on 2 cores). ` +
+      'bb/ORT: ORT time over bb time at that thread count (> 1: bb faster). bb-mt.wasm gave bb.wasm\'s bits on every case; ORT agreed to 1e-4.',
+  );
+}
+
+if (process.argv[2] === '--child') await child(process.argv[3], Number(process.argv[4]), process.argv[5]);
+else await parent();

@@ -1,0 +1,216 @@
+// bb-mt.wasm on worker_threads: the same bits as bb.wasm, and as itself on one thread,
+// for a MatMul 512², a Conv, the digits CNN's inference and OnnxTrainer steps; the pool's
+// counters show that workers ran tasks. Then what loadBb does when threads cannot be had
+// (no SharedArrayBuffer), what it refuses, and that dispose ends the workers.
+// The browser half (a cross-origin-isolated page, and one that is not) is browser.test.ts.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+
+import { BbLoadError, CpuSession, Dataset, LocalNetwork, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, peerIdFromU64, roundReporter, type Bb } from '../src/index.js';
+import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from '../src/examples/index.js';
+import { packageRoot, repoRoot, wasmBytes } from './support.js';
+
+const MT_WASM = join(packageRoot, 'wasm', 'bb-mt.wasm');
+const CNN = join(repoRoot, 'examples', 'models', 'digits_cnn.onnx');
+
+/** Uniform floats in [-1, 1) from a fixed seed (mulberry32). */
+function randomFloats(count: number, seed: number): Float32Array {
+  const out = new Float32Array(count);
+  let state = seed >>> 0;
+  for (let i = 0; i < count; i++) {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out[i] = ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
+  }
+  return out;
+}
+
+/** The float32 bit patterns, so equality is bit identity (NaNs and -0 included). */
+const bits = (values: Float32Array): Uint32Array => new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
+
+/** Index of the first differing element, -1 when the bits are the same (Vitest's deep equality is slow on big arrays). */
+function firstDifference(a: Uint32Array, b: Uint32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+const f32 = (name: string, dims: number[]) => ({ name, dtype: 'float' as const, dims });
+
+const matmul = encodeOnnxModel({
+  opset: 17,
+  nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }],
+  inputs: [f32('a', [512, 512]), f32('b', [512, 512])],
+  outputs: [f32('y', [512, 512])],
+});
+const conv = encodeOnnxModel({
+  opset: 17,
+  nodes: [{ opType: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], attributes: { pads: { ints: [1, 1, 1, 1] } } }],
+  inputs: [f32('x', [4, 16, 32, 32]), f32('w', [32, 16, 3, 3]), f32('b', [32])],
+  outputs: [f32('y', [4, 32, 32, 32])],
+});
+const feeds = {
+  matmul: { a: { data: randomFloats(512 * 512, 1), dims: [512, 512] }, b: { data: randomFloats(512 * 512, 2), dims: [512, 512] } },
+  conv: {
+    x: { data: randomFloats(4 * 16 * 32 * 32, 3), dims: [4, 16, 32, 32] },
+    w: { data: randomFloats(32 * 16 * 9, 4), dims: [32, 16, 3, 3] },
+    b: { data: randomFloats(32, 5), dims: [32] },
+  },
+};
+
+/** Runs a one-output model on `inputs` and returns its output's bit patterns. */
+function runModel(bb: Bb, bytes: Uint8Array, inputs: Record<string, { data: Float32Array; dims: number[] }>): Uint32Array {
+  const model = OnnxModel.decode(bb, bytes);
+  const session = new CpuSession(bb, model);
+  const tensors = Object.fromEntries(Object.entries(inputs).map(([name, { data, dims }]) => [name, Tensor.from(bb, 'float', data, dims)]));
+  try {
+    const outputs = session.run(tensors);
+    const [output] = Object.values(outputs);
+    const out = bits(output!.toArray() as Float32Array);
+    for (const tensor of Object.values(outputs)) tensor.free();
+    return out;
+  } finally {
+    for (const tensor of Object.values(tensors)) tensor.free();
+    session.free();
+    model.free();
+  }
+}
+
+/** The digits CNN: inference on 32 random images, then two momentum steps; every float's bits. */
+function cnnRun(bb: Bb): { inference: Uint32Array; losses: number[]; parameters: Uint32Array } {
+  const model = new Uint8Array(readFileSync(CNN));
+  const trainer = OnnxTrainer.create(bb, model, { optimizer: 'momentum', lr: 0.05, momentum: 0.9 });
+  try {
+    const x = randomFloats(32 * 64, 6).map((v) => (v + 1) * 8);
+    const inference = bits(trainer.predict(x, 32));
+    const labels = Float32Array.from({ length: 32 }, (_, i) => (i * 7) % 10);
+    const losses = [0, 1].map(() => trainer.step({ x, labels }).loss);
+    return { inference, losses, parameters: bits(trainer.parameters()) };
+  } finally {
+    trainer.free();
+  }
+}
+
+/** The federated digits example on a LocalNetwork (a server, two clients), 6 rounds: each round's accuracy and the server's snapshot. */
+function federation(bb: Bb): { accuracies: number[]; snapshot: Uint8Array } {
+  const rows = 300;
+  const x = randomFloats(rows * 64, 21).map((v, i) => v * 3 + (((i % 64) * 7 + (Math.floor(i / 64) % 10) * 13) % 10 < 5 ? 12 : 4));
+  const y = Float32Array.from({ length: rows }, (_, r) => r % 10);
+  const all = Dataset.fromArrays(bb, x, 64, y);
+  const test = all.subset(Array.from({ length: 100 }, (_, i) => 200 + i));
+  const shards = [0, 1].map((k) => all.subset(Array.from({ length: 100 }, (_, i) => (Math.floor(i / 10) * 2 + k) * 10 + (i % 10))));
+  const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2 });
+  const serverId = peerIdFromU64(1);
+  const ids = [peerIdFromU64(2), peerIdFromU64(3)];
+  const server = installDigitsServer(bb, artifact, serverId, test);
+  const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, shards[k]!))]);
+  for (const id of ids) server.addPeer(id);
+  const accuracies: number[] = [];
+  server.onStep(roundReporter((report) => accuracies.push(report.accuracy)));
+  startDigitsServer(server, ids, test, 0n);
+  for (let t = 1; t < 2000 && accuracies.length < 6; t++) network.poll(BigInt(t) * 5_000_000n);
+  const snapshot = server.snapshot();
+  network.free();
+  for (const object of [all, test, ...shards]) object.free();
+  return { accuracies, snapshot };
+}
+
+function everything(bb: Bb) {
+  return { matmul: runModel(bb, matmul, feeds.matmul), conv: runModel(bb, conv, feeds.conv), cnn: cnnRun(bb) };
+}
+
+describe('bb-mt.wasm on worker_threads', () => {
+  let single: Bb;
+  let threaded: Bb;
+  beforeAll(async () => {
+    if (!existsSync(MT_WASM)) throw new Error(`${MT_WASM} is missing: build it with \`bash scripts/build-wasm.sh\` from ${repoRoot}`);
+    single = await loadBb(wasmBytes());
+    threaded = await loadBb({ threads: 2 });
+  });
+  afterAll(() => threaded?.dispose());
+
+  test('loads with two threads and a worker in its loop', () => {
+    expect(single.threaded).toBe(false);
+    expect(single.threads).toBe(1);
+    expect(threaded.threaded).toBe(true);
+    expect(threaded.threads).toBe(2);
+    expect(threaded.threadsUnavailable).toBeUndefined();
+  });
+
+  test('gives the bits of bb.wasm, on two threads and on one', async () => {
+    const reference = everything(single);
+    const before = threaded.poolStats();
+    const two = everything(threaded);
+    const after = threaded.poolStats();
+    // the work went to the pool, and the worker ran part of it
+    expect(after.jobs).toBeGreaterThan(before.jobs);
+    expect(after.tasksOnWorkers).toBeGreaterThan(before.tasksOnWorkers);
+    expect(after.workersLive).toBe(1);
+    expect(threaded.check(threaded.exports.bb_wasm_set_threads(1))).toBe(0);
+    const one = everything(threaded);
+    expect(threaded.poolStats().jobs).toBe(after.jobs); // one thread: no job went to the pool
+    threaded.check(threaded.exports.bb_wasm_set_threads(2));
+    for (const [threads, run] of [[2, two], [1, one]] as const) {
+      expect(firstDifference(run.matmul, reference.matmul), `MatMul on ${threads} threads`).toBe(-1);
+      expect(firstDifference(run.conv, reference.conv), `Conv on ${threads} threads`).toBe(-1);
+      expect(firstDifference(run.cnn.inference, reference.cnn.inference), `CNN inference on ${threads} threads`).toBe(-1);
+      expect(run.cnn.losses).toEqual(reference.cnn.losses);
+      expect(firstDifference(run.cnn.parameters, reference.cnn.parameters), `CNN parameters on ${threads} threads`).toBe(-1);
+    }
+    expect(reference.cnn.losses[1]).toBeLessThan(reference.cnn.losses[0]!); // it trains
+  });
+
+  test('the federated example runs its rounds on bb-mt.wasm as on bb.wasm (its node copies big buffers too)', () => {
+    const reference = federation(single);
+    const threadedRun = federation(threaded);
+    expect(reference.accuracies.length).toBe(6);
+    expect(threadedRun.accuracies).toEqual(reference.accuracies);
+    expect(Buffer.compare(threadedRun.snapshot, reference.snapshot)).toBe(0);
+  });
+
+  test('bb.wasm has no threads, and says so', () => {
+    expect(() => single.check(single.exports.bb_wasm_set_threads(2))).toThrow(/no threads/);
+    expect(() => single.check(single.exports.bb_wasm_worker_main(1))).toThrow(/bb-mt\.wasm/);
+  });
+});
+
+describe('choosing threads', () => {
+  test('falls back to bb.wasm on one thread, saying why, without SharedArrayBuffer', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    vi.stubGlobal('SharedArrayBuffer', undefined);
+    try {
+      const bb = await loadBb({ threads: 2 });
+      expect(bb.threaded).toBe(false);
+      expect(bb.threads).toBe(1);
+      expect(bb.threadsUnavailable).toMatch(/SharedArrayBuffer/);
+      expect(warn).toHaveBeenCalledWith(expect.stringMatching(/2 threads asked for, running on one: .*SharedArrayBuffer/));
+    } finally {
+      vi.unstubAllGlobals();
+      warn.mockRestore();
+    }
+  });
+
+  test('refuses thread counts that are not 1 to 64 or auto', async () => {
+    for (const threads of [0, 65, 1.5, Number.NaN]) {
+      await expect(loadBb({ threads })).rejects.toThrow(BbLoadError);
+    }
+    await expect(loadBb({ threads: 'all' as 'auto' })).rejects.toThrow(/'auto' or a whole number/);
+  });
+
+  test("'auto' takes a thread per core, and dispose ends the workers", async () => {
+    const cores = (await import('node:os')).availableParallelism();
+    const bb = await loadBb({ threads: 'auto' });
+    expect(bb.threads).toBe(Math.min(cores, 64));
+    expect(bb.threaded).toBe(cores > 1);
+    bb.dispose();
+    expect(bb.threads).toBe(1);
+    for (let i = 0; i < 100 && bb.poolStats().workersLive > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(bb.poolStats().workersLive).toBe(0);
+    // still an engine, on one thread
+    expect(runModel(bb, conv, feeds.conv).length).toBe(4 * 32 * 32 * 32);
+  });
+});

@@ -1,0 +1,59 @@
+/* bytesandbrains — the work pool through the ABI (bb_wasm.h): how many threads jobs use,
+ * the loop a worker's instance runs, and the pool's counters. In bb.wasm (no shared
+ * memory) only one thread exists: asking for more fails with BB_ERR_UNSUPPORTED. */
+#include "abi_internal.h"
+#include "bb/cpu.h"
+#include "bb_wasm.h"
+
+#if defined(__EMSCRIPTEN_PTHREADS__)
+#include "threads_emscripten.h"
+#endif
+
+/* bb-mt.wasm is the build compiled with atomics (shared memory). */
+int32_t bb_wasm_threads_supported(void) {
+#if defined(__wasm__) && defined(__wasm_atomics__)
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+int32_t bb_wasm_set_threads(uint32_t n) {
+  bbw_error_clear();
+  if (n == 0) return bbw_fail(BB_ERR_INVALID_ARGUMENT, "bb_wasm_set_threads: 0 threads (the caller is one)");
+  bb_error err = {0};
+  const int rc = bb_cpu_set_threads(n, &err);
+  return rc ? bbw_fail_from(rc, &err, "bb_wasm_set_threads") : BB_OK;
+}
+
+uint32_t bb_wasm_threads(void) { return (uint32_t)bb_cpu_threads(); }
+
+int32_t bb_wasm_worker_main(uint32_t slot) {
+  bbw_error_clear();
+  if (!bb_wasm_threads_supported())
+    return bbw_fail(BB_ERR_UNSUPPORTED, "bb_wasm_worker_main: this module has no shared memory (load bb-mt.wasm)");
+  if (slot == 0 || slot >= BB_CPU_MAX_THREADS)
+    return bbw_fail(BB_ERR_INVALID_ARGUMENT, "bb_wasm_worker_main: slot %u is not 1 to %d", (unsigned)slot, BB_CPU_MAX_THREADS - 1);
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  if (bbw_thread_enter(slot)) return bbw_fail(BB_ERR_NOMEM, "bb_wasm_worker_main: no memory for the thread-local block of slot %u", (unsigned)slot);
+  const int rc = bb_cpu_worker_main(slot);
+  bbw_thread_leave(slot);
+  return rc ? bbw_fail(rc, "bb_wasm_worker_main: %s", bb_strerror(rc)) : BB_OK;
+#else
+  return bbw_fail(BB_ERR_UNSUPPORTED, "bb_wasm_worker_main: this build has no thread runtime");
+#endif
+}
+
+void bb_wasm_stop_workers(void) { bb_cpu_stop_workers(); }
+
+double bb_wasm_pool_stat(uint32_t which) {
+  bb_cpu_thread_stats s;
+  bb_cpu_thread_stats_get(&s);
+  switch (which) {
+  case 0: return (double)s.jobs;
+  case 1: return (double)s.tasks;
+  case 2: return (double)s.tasks_on_workers;
+  case 3: return (double)s.workers_live;
+  default: return -1;
+  }
+}
