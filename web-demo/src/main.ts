@@ -130,7 +130,11 @@ function engineFacts(bb: Bb): EngineFacts {
 
 function showEngine(facts: EngineFacts): void {
   const threads = facts.threads === 1 ? 'one thread' : `${facts.threads} threads (Web Workers on shared memory)`;
-  const why = facts.threadsUnavailable === undefined ? '' : ` — not more, because ${facts.threadsUnavailable}`;
+  // browsers isolate only secure contexts (https, or localhost): over plain http from another host the headers cannot help
+  const reason = facts.threadsUnavailable === undefined ? undefined
+    : window.isSecureContext ? facts.threadsUnavailable
+    : 'this page came over plain http from another host, and browsers give shared memory (cross-origin isolation) only to https pages and localhost';
+  const why = reason === undefined ? '' : ` — not more, because ${reason}`;
   $('engine').textContent =
     `This page's engine: ${facts.build} on ${threads}${why}. ` +
     `The in-page federation's peers: ${facts.peerBuild}, one thread each (one Web Worker per peer).`;
