@@ -121,21 +121,29 @@ const TYPES = {
   '.map': 'application/json',
 };
 
-// Every response carries these: the page is cross-origin isolated (COOP + COEP), so it has
-// SharedArrayBuffer and runs the engine's work pool on Web Workers (bb-mt.wasm); everything
-// it loads comes from this origin, and CORP same-origin says so for each file.
-const ISOLATION = {
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-embedder-policy': 'require-corp',
-  'cross-origin-resource-policy': 'same-origin',
-};
+// The page is cross-origin isolated (COOP + COEP), so it has SharedArrayBuffer and runs the
+// engine's work pool on Web Workers (bb-mt.wasm); everything it loads comes from this
+// origin, and CORP same-origin on every response says so. Browsers isolate only
+// potentially trustworthy origins (https, or loopback) and report COOP from any other as a
+// console error, so COOP and COEP go with https (ours, or a proxy's X-Forwarded-Proto) and
+// with loopback hosts; a page over plain http from another machine runs on one thread.
+const CORP = { 'cross-origin-resource-policy': 'same-origin' };
+const ISOLATION = { ...CORP, 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+/** The cross-origin headers for this request: all three where the browser can isolate the page, CORP alone elsewhere. */
+function isolation(request) {
+  if (tls !== undefined || String(request.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https') return ISOLATION;
+  const hostname = String(request.headers.host ?? '').replace(/:\d+$/, '').toLowerCase();
+  const loopback = hostname === 'localhost' || hostname.endsWith('.localhost') || /^127(\.\d+){3}$/.test(hostname) || hostname === '[::1]';
+  return loopback ? ISOLATION : CORP;
+}
 
 // ---- page and signalling on one port ------------------------------------------------------
 const tls = tlsCert === undefined ? undefined : { cert: readFileSync(tlsCert), key: readFileSync(tlsKey) };
 const http = tls === undefined ? createServer() : createHttpsServer(tls);
 http.on('request', (request, response) => void respond(request, response).catch((error) => {
   console.error(`web-demo: ${request.url}: ${error?.message ?? error}`);
-  if (!response.headersSent) response.writeHead(500, { ...ISOLATION, 'content-type': 'text/plain' }).end('server error');
+  if (!response.headersSent) response.writeHead(500, { ...isolation(request), 'content-type': 'text/plain' }).end('server error');
 }));
 
 const room = `web-demo-${process.pid}`;
@@ -293,12 +301,12 @@ async function respond(request, response) {
   else if (path === '/join' && request.method === 'POST') found = json(await seat(request));
   else if (path === '/leave' && request.method === 'POST') found = json(await leave(request));
   else found = serveFile(path);
-  if (found === undefined) return response.writeHead(404, { ...ISOLATION, 'content-type': 'text/plain' }).end('not found');
+  if (found === undefined) return response.writeHead(404, { ...isolation(request), 'content-type': 'text/plain' }).end('not found');
   const cache = path.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-store';
   const raw = typeof found[1] === 'string' ? Buffer.from(found[1]) : found[1];
   const sent = await encoded(request, raw, found[2]);
   response.writeHead(200, {
-    ...ISOLATION,
+    ...isolation(request),
     'content-type': found[0],
     'cache-control': cache,
     vary: 'accept-encoding',

@@ -2,11 +2,14 @@
  * serve.mjs makes the page cross-origin isolated: every response — the page, each of its
  * built files (scripts, workers, the three builds of the module), the JSON it answers and
  * its 404s — carries Cross-Origin-Opener-Policy: same-origin,
- * Cross-Origin-Embedder-Policy: require-corp and Cross-Origin-Resource-Policy: same-origin.
+ * Cross-Origin-Embedder-Policy: require-corp and Cross-Origin-Resource-Policy: same-origin,
+ * where the browser can isolate it (loopback, https, https at a proxy); over plain http to
+ * another host (where browsers ignore COOP and log an error) CORP alone.
  * Runs the real serve.mjs (--no-live) on the built page, dist/ (`npm run build` first).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -69,4 +72,32 @@ test('the page, every file it is built of, its JSON and a 404 are served cross-o
   const missing = await fetch(`${base}/no-such-file.js`);
   expect(missing.status).toBe(404);
   expectIsolation(missing, '404');
+});
+
+/** The response headers to a GET of `path` sent with these request headers (Host among them). */
+function headersFor(path: string, headers: Record<string, string>): Promise<IncomingHttpHeaders> {
+  return new Promise((resolve, reject) => {
+    const r = httpRequest(base + path, { headers }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.headers));
+    });
+    r.on('error', reject);
+    r.end();
+  });
+}
+
+test('over plain http to another host only CORP is sent; https at a proxy and loopback names get all three', async () => {
+  const port = new URL(base).port;
+  for (const path of ['/', '/no-such-file.js']) {
+    const lan = await headersFor(path, { host: `192.0.2.10:${port}` });
+    expect(lan['cross-origin-resource-policy'], path).toBe('same-origin');
+    expect(lan['cross-origin-opener-policy'], path).toBeUndefined();
+    expect(lan['cross-origin-embedder-policy'], path).toBeUndefined();
+    const trusted: Record<string, string>[] = [{ host: 'demo.example.org', 'x-forwarded-proto': 'https' }, { host: `localhost:${port}` }, { host: `[::1]:${port}` }];
+    for (const headers of trusted) {
+      const isolated = await headersFor(path, headers);
+      expect(isolated['cross-origin-opener-policy'], JSON.stringify(headers)).toBe('same-origin');
+      expect(isolated['cross-origin-embedder-policy'], JSON.stringify(headers)).toBe('require-corp');
+    }
+  }
 });
