@@ -21,7 +21,9 @@
 // reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
 // (and wss: for signalling): browsers only give pages from other hosts than localhost
 // WebCrypto and IndexedDB there. Responses are compressed (br or gzip) for clients that
-// accept it: the page's files once, when first asked for, status.json each time. --ice-server adds a STUN or TURN server (repeat it); turn:
+// accept it: the page's files once, when first asked for, status.json each time. The page is
+// served cross-origin isolated where browsers allow it (https, a proxy's X-Forwarded-Proto:
+// https, loopback), so its engine runs on a thread per core (bb-mt.wasm). --ice-server adds a STUN or TURN server (repeat it); turn:
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
 // credentials of its own for an hour. --dp-clip and --dp-noise make the federation DP-FedAvg
 // (the template's dp: each update clipped to X, the sum noised with Z × X); the page shows
