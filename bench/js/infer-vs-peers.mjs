@@ -30,7 +30,7 @@
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import { packageDist, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
+import { packageDist, randomFloats, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
 
@@ -72,20 +72,6 @@ await tf.setBackend('wasm');
 await tf.ready();
 
 // ---- inputs --------------------------------------------------------------------------------
-
-/** Uniform floats in [lo, hi) from a fixed seed (mulberry32), the same for every runtime. */
-function randomFloats(count, seed, lo = -1, hi = 1) {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = lo + (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * (hi - lo);
-  }
-  return out;
-}
 
 /** Max |actual − reference| over max |reference|. */
 function maxRelativeError(actual, reference) {

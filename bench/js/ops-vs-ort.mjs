@@ -20,7 +20,7 @@
 // measuring still happens in that one process. --no-malloc-tuning measures as started.
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
-import { packageDist, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
+import { packageDist, randomFloats, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
 
@@ -165,20 +165,6 @@ const CASES = [
 ];
 
 // ---- inputs, agreement, timing ----------------------------------------------------------
-
-/** Uniform floats in [-1, 1) from a fixed seed (mulberry32), the same for every runtime. */
-function randomFloats(count, seed) {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
-  }
-  return out;
-}
 
 /** Max |actual − reference| over max |reference|: agreement that tiny reference elements cannot blow up. */
 function maxRelativeError(actual, reference) {

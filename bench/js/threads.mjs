@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { packageDist, requireBuilt } from './common.mjs';
+import { packageDist, randomFloats, requireBuilt } from './common.mjs';
 
 const CONFIGS = [
   { runtime: 'bb.wasm', threads: 1 },
@@ -37,20 +37,8 @@ const OPSET = 17;
 
 // ---- the cases (the same in every child) ------------------------------------------------
 
-function randomFloats(count, seed, scale = 1) {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1) * scale;
-  }
-  return out;
-}
 const f32 = (name, dims) => ({ name, dtype: 'float', dims });
-const init = (name, dims, seed, scale) => ({ name, dtype: 'float', dims, data: randomFloats(dims.reduce((a, b) => a * b, 1), seed, scale) });
+const init = (name, dims, seed, scale = 1) => ({ name, dtype: 'float', dims, data: randomFloats(dims.reduce((a, b) => a * b, 1), seed, -scale, scale) });
 
 function cases() {
   const matmul = (n) => ({
