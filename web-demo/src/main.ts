@@ -82,13 +82,20 @@ const demo = {
 
 /** The one-thread build for this engine, by the loader's rule: bb-relaxed.wasm where it runs relaxed SIMD, bb.wasm elsewhere. */
 const singleBuild = (): string => (relaxedSimdSupported() ? 'bb-relaxed.wasm' : 'bb.wasm');
+const singleUrl = (): string => (singleBuild() === 'bb.wasm' ? wasmUrl : relaxedWasmUrl);
 
 async function loadModule(): Promise<WebAssembly.Module> {
-  const name = singleBuild();
-  const response = await fetch(name === 'bb.wasm' ? wasmUrl : relaxedWasmUrl);
-  if (!response.ok) throw new Error(`${name}: ${response.status} ${response.statusText}`);
+  const response = await fetch(singleUrl());
+  if (!response.ok) throw new Error(`${singleBuild()}: ${response.status} ${response.statusText}`);
   return WebAssembly.compileStreaming(response);
 }
+
+let peerModule: Promise<WebAssembly.Module> | undefined;
+/**
+ * The in-page peers' module, compiled once when the first in-page run starts: a page that
+ * only joins or watches (on bb-mt.wasm when isolated) never downloads it.
+ */
+const peersModule = (): Promise<WebAssembly.Module> => (peerModule ??= loadModule());
 
 /**
  * Threads for the page's own engine (the live client's training, compiling, the data):
@@ -201,16 +208,15 @@ function defaultDigitsPerClient(program: string, peers: number): number {
 
 async function main(): Promise<void> {
   installTooltips();
-  status('loading bb.wasm…');
-  const [module, csv, config] = await Promise.all([
-    loadModule(),
+  status('loading the engine…');
+  const [bb, csv, config] = await Promise.all([
+    loadBb(singleUrl(), { threads: pageThreads(), threadedSource: threadedWasmUrl }),
     fetch('digits.csv').then(async (r) => {
       if (!r.ok) throw new Error(`digits.csv: ${r.status}`);
       return new Uint8Array(await r.arrayBuffer());
     }),
     loadConfig(),
   ]);
-  const bb = await loadBb(module, { threads: pageThreads(), threadedSource: threadedWasmUrl });
   demo.engine = engineFacts(bb);
   showEngine(demo.engine);
   const allDigits = Dataset.fromCsv(bb, csv);
@@ -416,6 +422,7 @@ async function main(): Promise<void> {
     stopRun();
     const program = shown.example as LocalProgram;
     const model = program === 'split_cnn' ? await loadCnn() : undefined;
+    const module = await peersModule();
     const s = settings();
     const split = splitForFederation(labels, { shards: s.peers, shardClasses: digits, seed: 1 });
     const test = allDigits.subset(split.test);
