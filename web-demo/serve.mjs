@@ -21,7 +21,9 @@
 // reloads keeps its seat (its session token). --tls-cert/--tls-key serve https:
 // (and wss: for signalling): browsers only give pages from other hosts than localhost
 // WebCrypto and IndexedDB there. Responses are compressed (br or gzip) for clients that
-// accept it: the page's files once, when first asked for, status.json each time. --ice-server adds a STUN or TURN server (repeat it); turn:
+// accept it: the page's files once, when first asked for, status.json each time. The page is
+// served cross-origin isolated where browsers allow it (https, a proxy's X-Forwarded-Proto:
+// https, loopback), so its engine runs on a thread per core (bb-mt.wasm). --ice-server adds a STUN or TURN server (repeat it); turn:
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
 // credentials of its own for an hour. --dp-clip and --dp-noise make the federation DP-FedAvg
 // (the template's dp: each update clipped to X, the sum noised with Z × X); the page shows
@@ -121,12 +123,29 @@ const TYPES = {
   '.map': 'application/json',
 };
 
+// The page is cross-origin isolated (COOP + COEP), so it has SharedArrayBuffer and runs the
+// engine's work pool on Web Workers (bb-mt.wasm); everything it loads comes from this
+// origin, and CORP same-origin on every response says so. Browsers isolate only
+// potentially trustworthy origins (https, or loopback) and report COOP from any other as a
+// console error, so COOP and COEP go with https (ours, or a proxy's X-Forwarded-Proto) and
+// with loopback hosts; a page over plain http from another machine runs on one thread.
+const CORP = { 'cross-origin-resource-policy': 'same-origin' };
+const ISOLATION = { ...CORP, 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+/** The cross-origin headers for this request: all three where the browser can isolate the page, CORP alone elsewhere. */
+function isolation(request) {
+  if (tls !== undefined || String(request.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https') return ISOLATION;
+  const hostname = String(request.headers.host ?? '').replace(/:\d+$/, '').toLowerCase();
+  const loopback = hostname === 'localhost' || hostname.endsWith('.localhost') || /^127(\.\d+){3}$/.test(hostname) || hostname === '[::1]';
+  return loopback ? ISOLATION : CORP;
+}
+
 // ---- page and signalling on one port ------------------------------------------------------
 const tls = tlsCert === undefined ? undefined : { cert: readFileSync(tlsCert), key: readFileSync(tlsKey) };
 const http = tls === undefined ? createServer() : createHttpsServer(tls);
 http.on('request', (request, response) => void respond(request, response).catch((error) => {
   console.error(`web-demo: ${request.url}: ${error?.message ?? error}`);
-  if (!response.headersSent) response.writeHead(500, { 'content-type': 'text/plain' }).end('server error');
+  if (!response.headersSent) response.writeHead(500, { ...isolation(request), 'content-type': 'text/plain' }).end('server error');
 }));
 
 const room = `web-demo-${process.pid}`;
@@ -284,11 +303,12 @@ async function respond(request, response) {
   else if (path === '/join' && request.method === 'POST') found = json(await seat(request));
   else if (path === '/leave' && request.method === 'POST') found = json(await leave(request));
   else found = serveFile(path);
-  if (found === undefined) return response.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+  if (found === undefined) return response.writeHead(404, { ...isolation(request), 'content-type': 'text/plain' }).end('not found');
   const cache = path.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-store';
   const raw = typeof found[1] === 'string' ? Buffer.from(found[1]) : found[1];
   const sent = await encoded(request, raw, found[2]);
   response.writeHead(200, {
+    ...isolation(request),
     'content-type': found[0],
     'cache-control': cache,
     vary: 'accept-encoding',

@@ -1,5 +1,6 @@
-// Builds web-demo into dist/: the page, its workers, bb.wasm (the package's own copy, as
-// an asset) and the digits it learns from (scikit-learn's, which the machine's set-up
+// Builds web-demo into dist/: the page, its workers, the package's three builds of the
+// module as assets (bb.wasm, bb-relaxed.wasm, bb-mt.wasm: the page picks one as the
+// package's loader does) and the digits it learns from (scikit-learn's, which the machine's set-up
 // installs), so dist/ is a static site. serve.mjs serves it with the live federation.
 import { existsSync, readFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
@@ -27,8 +28,18 @@ function digits(): Plugin {
   };
 }
 
+// The page is cross-origin isolated (it runs bb-mt.wasm's work pool on shared memory) under
+// `vite` and `vite preview` as under serve.mjs.
+const isolation = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+  'Cross-Origin-Resource-Policy': 'same-origin',
+};
+
 export default defineConfig({
   base: './',
+  server: { headers: isolation },
+  preview: { headers: isolation },
   plugins: [digits()],
   worker: { format: 'es' },
   build: { target: 'es2022', outDir: 'dist', emptyOutDir: true, chunkSizeWarningLimit: 2000 },

@@ -4,15 +4,18 @@
  * curves — using the npm package as any web app does.
  *
  * URL options: ?program=NAME[:MODULE], ?peers=N, ?latency=MS, ?lr=RATE, ?digits=K,
- * ?run=local|join|watch.
+ * ?run=local|join|watch, ?threads=N|auto (the page's own engine; default auto).
  */
 import './ui/locale.js';
 import wasmUrl from 'bytesandbrains/bb.wasm?url';
+import relaxedWasmUrl from 'bytesandbrains/bb-relaxed.wasm?url';
+import threadedWasmUrl from 'bytesandbrains/bb-mt.wasm?url';
 import cnnUrl from 'bytesandbrains/models/digits_cnn.onnx?url';
 import {
   Compiler,
   Dataset,
   loadBb,
+  relaxedSimdSupported,
   splitForFederation,
   splitLearning,
   type Bb,
@@ -72,13 +75,76 @@ const demo = {
   settings: undefined as { peers: number; latencyMs: number; learningRate: number; digits: number[][]; deadlineMs: number } | undefined,
   /** In-page runs started so far (a playground change starts another). */
   runs: 0,
+  /** Which builds run and on how many threads. */
+  engine: undefined as EngineFacts | undefined,
 };
 (window as unknown as { demo: typeof demo }).demo = demo;
 
+/** The one-thread build for this engine, by the loader's rule: bb-relaxed.wasm where it runs relaxed SIMD, bb.wasm elsewhere. */
+const singleBuild = (): string => (relaxedSimdSupported() ? 'bb-relaxed.wasm' : 'bb.wasm');
+const singleUrl = (): string => (singleBuild() === 'bb.wasm' ? wasmUrl : relaxedWasmUrl);
+
 async function loadModule(): Promise<WebAssembly.Module> {
-  const response = await fetch(wasmUrl);
-  if (!response.ok) throw new Error(`bb.wasm: ${response.status} ${response.statusText}`);
+  const response = await fetch(singleUrl());
+  if (!response.ok) throw new Error(`${singleBuild()}: ${response.status} ${response.statusText}`);
   return WebAssembly.compileStreaming(response);
+}
+
+let peerModule: Promise<WebAssembly.Module> | undefined;
+/**
+ * The in-page peers' module, compiled once when the first in-page run starts: a page that
+ * only joins or watches (on bb-mt.wasm when isolated) never downloads it.
+ */
+const peersModule = (): Promise<WebAssembly.Module> => (peerModule ??= loadModule());
+
+/**
+ * Threads for the page's own engine (the live client's training, compiling, the data):
+ * ?threads=N (1 to 64) or auto, default auto — one per core, bb-mt.wasm on Web Workers when
+ * the page is cross-origin isolated (serve.mjs makes it so), one thread and the reason
+ * otherwise. The in-page federation's peers are Web Workers already, one per peer, so each
+ * runs its engine on one thread: a pool in each would only contend for the same cores.
+ */
+function pageThreads(): number | 'auto' {
+  const asked = params.get('threads');
+  if (asked === null || asked === 'auto') return 'auto';
+  const n = Number(asked);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`?threads takes auto or 1 to 64, not ${JSON.stringify(asked)}`);
+  return n;
+}
+
+/** What the page says of its engine: the build and threads of its own, and its in-page peers'. */
+interface EngineFacts {
+  readonly crossOriginIsolated: boolean;
+  /** The page's own engine: bb-mt.wasm, bb-relaxed.wasm or bb.wasm. */
+  readonly build: string;
+  readonly threads: number;
+  /** Why the page's engine runs on one thread, when more were asked for and cannot be had. */
+  readonly threadsUnavailable?: string;
+  /** The in-page federation's peers, one thread each. */
+  readonly peerBuild: string;
+}
+
+function engineFacts(bb: Bb): EngineFacts {
+  const build = bb.threads > 1 ? 'bb-mt.wasm' : bb.simd === 'relaxed' ? 'bb-relaxed.wasm' : 'bb.wasm';
+  return {
+    crossOriginIsolated: globalThis.crossOriginIsolated === true,
+    build,
+    threads: bb.threads,
+    ...(bb.threadsUnavailable === undefined ? {} : { threadsUnavailable: bb.threadsUnavailable }),
+    peerBuild: singleBuild(),
+  };
+}
+
+function showEngine(facts: EngineFacts): void {
+  const threads = facts.threads === 1 ? 'one thread' : `${facts.threads} threads (Web Workers on shared memory)`;
+  // browsers isolate only secure contexts (https, or localhost): over plain http from another host the headers cannot help
+  const reason = facts.threadsUnavailable === undefined ? undefined
+    : window.isSecureContext ? facts.threadsUnavailable
+    : 'this page came over plain http from another host, and browsers give shared memory (cross-origin isolation) only to https pages and localhost';
+  const why = reason === undefined ? '' : ` — not more, because ${reason}`;
+  $('engine').textContent =
+    `This page's engine: ${facts.build} on ${threads}${why}. ` +
+    `The in-page federation's peers: ${facts.peerBuild}, one thread each (one Web Worker per peer).`;
 }
 
 async function loadConfig(): Promise<LiveConfig | undefined> {
@@ -142,16 +208,17 @@ function defaultDigitsPerClient(program: string, peers: number): number {
 
 async function main(): Promise<void> {
   installTooltips();
-  status('loading bb.wasm…');
-  const [module, csv, config] = await Promise.all([
-    loadModule(),
+  status('loading the engine…');
+  const [bb, csv, config] = await Promise.all([
+    loadBb(singleUrl(), { threads: pageThreads(), threadedSource: threadedWasmUrl }),
     fetch('digits.csv').then(async (r) => {
       if (!r.ok) throw new Error(`digits.csv: ${r.status}`);
       return new Uint8Array(await r.arrayBuffer());
     }),
     loadConfig(),
   ]);
-  const bb = await loadBb(module);
+  demo.engine = engineFacts(bb);
+  showEngine(demo.engine);
   const allDigits = Dataset.fromCsv(bb, csv);
   const labels = allDigits.labels().data as Float32Array;
   const programView = new ProgramView($('program'));
@@ -355,6 +422,7 @@ async function main(): Promise<void> {
     stopRun();
     const program = shown.example as LocalProgram;
     const model = program === 'split_cnn' ? await loadCnn() : undefined;
+    const module = await peersModule();
     const s = settings();
     const split = splitForFederation(labels, { shards: s.peers, shardClasses: digits, seed: 1 });
     const test = allDigits.subset(split.test);

@@ -5,6 +5,9 @@
 // and 192.0.2.10 is "another machine" a phone opens the page from over plain http).
 //
 //   server: responses are compressed for clients that accept br or gzip.
+//   engine: the page is cross-origin isolated and runs bb-mt.wasm on a thread per core (its
+//     in-page peers bb-relaxed.wasm), and says so; over plain http from another host it
+//     runs on one thread and says why.
 //   desktop (1280×800): the program picture lists the peer classes, the labelled wire edges,
 //     only the bindings each partition uses, and the server as one peer around its two
 //     partitions; gates fold; ops explain themselves; a 4-client run in Web Workers:
@@ -234,6 +237,9 @@ try {
     && /plain http, so a phone will watch but cannot join/.test(httpSays.share)
     && !consoleErrors.some((e) => e.startsWith('phone over http')),
   `${httpSays.watching}; "${httpSays.message.slice(0, 90)}…" ${[...httpSays.errors, ...consoleErrors].slice(0, 2).join(' | ')}`);
+  const httpEngine = await httpPhone.evaluate(() => ({ isolated: crossOriginIsolated, engine: window.demo.engine, says: document.getElementById('engine')?.textContent ?? '' }));
+  check('over plain http the page is not isolated: its engine runs on one thread and says why', !httpEngine.isolated && httpEngine.engine?.threads === 1
+    && /one thread — not more, because this page came over plain http/.test(httpEngine.says), httpEngine.says);
   check('on a phone, joining is the first thing on the page', httpSays.joinTop < PHONE.height && httpSays.joinTop < httpSays.programTop, `Join at y=${Math.round(httpSays.joinTop)}`);
   await shoot(httpPhone, 'phone-over-http');
   await httpPhone.context().close();
@@ -253,6 +259,11 @@ try {
 
   // ---- desktop: the program picture ---------------------------------------------------------
   const desk = await open('desktop', DESKTOP, '?latency=100');
+  const engine = await desk.evaluate(() => ({ isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency, engine: window.demo.engine, says: document.getElementById('engine')?.textContent ?? '' }));
+  check('the page is cross-origin isolated: its engine is bb-mt.wasm on a thread per core, its peers bb-relaxed.wasm, and the footer says so',
+    engine.isolated && engine.engine?.build === (engine.cores > 1 ? 'bb-mt.wasm' : 'bb-relaxed.wasm') && engine.engine.threads === engine.cores
+      && engine.engine.peerBuild === 'bb-relaxed.wasm' && engine.says.includes(`${engine.engine.build} on ${engine.cores > 1 ? `${engine.cores} threads` : 'one thread'}`),
+    engine.says);
   const picture = await desk.evaluate(() => ({
     partitions: [...document.querySelectorAll('#program [data-partition]')].map((g) => ({
       title: g.getAttribute('data-title'),
