@@ -124,7 +124,14 @@ describe('the digits example, installed as its doc shows, without addPeer', () =
 });
 
 describe('a federation a client gets wrong', () => {
-  function federate(serverModel: ReturnType<typeof cpuMlp>, clientModel: ReturnType<typeof cpuMlp>, poisonLast = false): { server: BbNode; client: BbNode; network: LocalNetwork } {
+  /** Runs the federation 3 s of its clock, or until `done` (then at most `ms`). */
+  function federate(
+    serverModel: ReturnType<typeof cpuMlp>,
+    clientModel: ReturnType<typeof cpuMlp>,
+    poisonLast = false,
+    done: () => boolean = () => false,
+    ms = 3000,
+  ): { server: BbNode; client: BbNode; network: LocalNetwork } {
     const options = { clients: 2, quorum: 1, deadlineMs: 300 } as const;
     const serverPlan = federatedAveraging({ ...options, model: serverModel });
     const clientPlan = federatedAveraging({ ...options, model: clientModel });
@@ -135,7 +142,7 @@ describe('a federation a client gets wrong', () => {
     const client = clientPlan.installClient(bb, { artifact: clientArtifact, self: peerIdFromU64(3), server: server.node.self, data: digitsLike(200, 5, poisonLast), nowNs: 0n });
     const network = new LocalNetwork([server.node, good, client]);
     server.start([], 0n);
-    run(network, () => false, 3000);
+    run(network, done, ms);
     return { server: server.node, client, network };
   }
 
@@ -159,10 +166,16 @@ describe('a federation a client gets wrong', () => {
   test('NaN features: the client says its steps changed nothing, and hears that its update was refused', () => {
     const bytes = new Uint8Array(readFileSync(join(repoRoot, 'examples', 'models', 'digits_mlp.onnx')));
     const model = onnxModel(bytes, { optimizer: 'sgd', lr: 0.05, stepsPerRound: 3 });
-    const { client, network } = federate(model as ReturnType<typeof cpuMlp>, model as ReturnType<typeof cpuMlp>, true);
-    const mine = lines.filter((line) => line.includes(`node ${client.self.slice(0, 10)}`));
-    expect(mine.some((line) => /local training step\(s\) changed nothing: the loss or a gradient was not finite/.test(line)), lines.join('\n')).toBe(true);
-    expect(mine.some((line) => /its contribution was refused.*sample/.test(line)), lines.join('\n')).toBe(true);
+    // the host reads the node's counters every 16 steps (or 250 ms of wall time); a refused
+    // client is told once a second, so its rounds make few steps: run until both are said
+    const skipped = /local training step\(s\) changed nothing: the loss or a gradient was not finite/;
+    const refused = /its contribution was refused.*sample/;
+    const clientId = peerIdFromU64(3);
+    const mine = (): string[] => lines.filter((line) => line.includes(`node ${clientId.slice(0, 10)}`));
+    const { client, network } = federate(model as ReturnType<typeof cpuMlp>, model as ReturnType<typeof cpuMlp>, true, () => mine().some((line) => skipped.test(line)) && mine().some((line) => refused.test(line)), 20_000);
+    expect(client.self).toBe(clientId);
+    expect(mine().some((line) => skipped.test(line)), lines.join('\n')).toBe(true);
+    expect(mine().some((line) => refused.test(line)), lines.join('\n')).toBe(true);
     network.free();
   });
 });
