@@ -19,7 +19,8 @@ trap 'rm -rf "$out"' EXIT
 
 say "the FedDigits module, compiled into partitions (server, clients, server's aggregator)"
 ./build/bb compile --example federated_digits -o "$out/fed_digits.onnx"
-./build/bb inspect "$out/fed_digits.onnx"
+# federated_digits records two Modules (FedDigits, and FedBuffDigits for --async): one file each
+./build/bb inspect "$out/fed_digits.FedDigits.onnx"
 
 say "federated averaging: 1 server + 8 clients, non-IID shards, 40 rounds"
 ./build/examples/federated_digits --rounds 40 --export "$out/digits.onnx"

@@ -78,6 +78,15 @@ step "native build (Release)"
 if build_or_fail native bash -c "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBB_WERROR=ON && cmake --build build -j $jobs"; then
   step "C tests, native"
   run_ctest "C tests (native)" build
+  # the README's first command, on the same build (about 10 s)
+  step "make demo"
+  if bash scripts/demo.sh >"$log_dir/demo.log" 2>&1; then
+    record "make demo" 1 0
+  else
+    tail -n 30 "$log_dir/demo.log"
+    echo "test: make demo failed (log: $log_dir/demo.log)"
+    record "make demo" 0 1
+  fi
 fi
 
 step "sanitizer build (clang, ASan + UBSan, fuzz targets)"
