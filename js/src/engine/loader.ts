@@ -57,6 +57,9 @@ const MAX_THREADS = 64;
 const MT_INITIAL_PAGES = 256;
 const MT_MAXIMUM_PAGES = 32768;
 
+const NOT_ISOLATED = 'the page is not cross-origin isolated';
+const SERVE_ISOLATED = 'serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp';
+
 /** Which module a load uses: bb-mt.wasm on `threads` threads, or bb.wasm and why not threads. */
 export type ModuleChoice = { module: 'bb-mt.wasm'; threads: number } | { module: 'bb.wasm'; threadsUnavailable?: string };
 
@@ -77,19 +80,11 @@ export async function chooseModule(threads: number | 'auto' | undefined): Promis
     return {
       module: 'bb.wasm',
       threadsUnavailable:
-        page.crossOriginIsolated === false
-          ? 'the page is not cross-origin isolated, so it has no SharedArrayBuffer: serve it with the headers ' +
-            'Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp'
-          : 'this platform has no SharedArrayBuffer',
+        page.crossOriginIsolated === false ? `${NOT_ISOLATED}, so it has no SharedArrayBuffer: ${SERVE_ISOLATED}` : 'this platform has no SharedArrayBuffer',
     };
   }
   if (!isNode() && page.crossOriginIsolated !== true) {
-    return {
-      module: 'bb.wasm',
-      threadsUnavailable:
-        'the page is not cross-origin isolated: serve it with the headers ' +
-        'Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp',
-    };
+    return { module: 'bb.wasm', threadsUnavailable: `${NOT_ISOLATED}: ${SERVE_ISOLATED}` };
   }
   if (!isNode() && typeof page.Worker !== 'function') {
     return { module: 'bb.wasm', threadsUnavailable: 'this platform has no Web Workers' };
@@ -131,18 +126,7 @@ export async function loadBb(source?: WasmSource | LoadOptions, options: LoadOpt
     console.warn(`bytesandbrains: ${String(options.threads)} threads asked for, running on one: ${choice.threadsUnavailable}`);
   }
   const module = await compile(source ?? shippedModule(options.simd ?? 'auto').url);
-  const host = createHost();
-  checkImports(module, host.imports);
-  let instance: WebAssembly.Instance;
-  try {
-    instance = await WebAssembly.instantiate(module, host.imports);
-  } catch (cause) {
-    throw new BbLoadError(`bb.wasm failed to instantiate: ${messageOf(cause)}`, { cause });
-  }
-  const exports = checkExports(instance.exports);
-  host.attach(exports.memory);
-  exports._initialize();
-  checkAbiVersion(exports);
+  const { exports, host } = await instantiate(module, 'bb.wasm');
   return new Bb(exports, host, { simd: usesRelaxedSimd(module) ? 'relaxed' : 'baseline', threadsUnavailable: choice.threadsUnavailable });
 }
 
@@ -150,23 +134,37 @@ export async function loadBb(source?: WasmSource | LoadOptions, options: LoadOpt
 async function loadThreaded(source: WasmSource, threads: number): Promise<Bb> {
   const module = await compile(source);
   const memory = new WebAssembly.Memory({ initial: MT_INITIAL_PAGES, maximum: MT_MAXIMUM_PAGES, shared: true });
+  const { exports, host } = await instantiate(module, 'bb-mt.wasm', memory);
+  if (exports.bb_wasm_threads_supported() !== 1) throw new BbLoadError(`${String(source)} is bb.wasm, not bb-mt.wasm: it has no threads`);
+  const pool: ThreadPool = await startThreadPool(module, memory, exports, threads);
+  return new Bb(exports, host, { pool });
+}
+
+/**
+ * Instantiates `module` (`name` in messages) with a new host's imports — and `memory` as
+ * `env.memory` when the loader makes the module's memory — checks its exports, attaches the
+ * host to the memory, initialises the module and checks its ABI version.
+ */
+async function instantiate(
+  module: WebAssembly.Module,
+  name: string,
+  memory?: WebAssembly.Memory,
+): Promise<{ exports: BbExports; host: ReturnType<typeof createHost> }> {
   const host = createHost();
-  const imports = { ...host.imports, env: { ...host.imports['env'], memory } };
+  const imports = memory === undefined ? host.imports : { ...host.imports, env: { ...host.imports['env'], memory } };
   checkImports(module, imports);
   let instance: WebAssembly.Instance;
   try {
     instance = await WebAssembly.instantiate(module, imports);
   } catch (cause) {
-    throw new BbLoadError(`bb-mt.wasm failed to instantiate: ${messageOf(cause)}`, { cause });
+    throw new BbLoadError(`${name} failed to instantiate: ${messageOf(cause)}`, { cause });
   }
-  // the memory is imported, not exported: the ABI's view of the module names it all the same
-  const exports = checkExports({ ...instance.exports, memory });
-  if (exports.bb_wasm_threads_supported() !== 1) throw new BbLoadError(`${String(source)} is bb.wasm, not bb-mt.wasm: it has no threads`);
-  host.attach(memory);
+  // an imported memory is not exported: the ABI's view of the module names it all the same
+  const exports = checkExports(memory === undefined ? instance.exports : { ...instance.exports, memory });
+  host.attach(exports.memory);
   exports._initialize();
   checkAbiVersion(exports);
-  const pool: ThreadPool = await startThreadPool(module, memory, exports, threads);
-  return new Bb(exports, host, { pool });
+  return { exports, host };
 }
 
 function checkAbiVersion(exports: BbExports): void {
