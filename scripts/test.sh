@@ -108,7 +108,9 @@ step "npm package: type check and Vitest"
 if [ -f js/package.json ]; then
   if build_or_fail js-build bash -c "cd js && npm run --silent build"; then
     out="$log_dir/vitest.log"
-    (cd js && BB_NATIVE_BB="$root/build/bb" npm test --silent) 2>&1 | tee "$out" | tail -n 30
+    # npm test without its own npm run build: dist/ was built just above
+    (cd js && npm run --silent typecheck && BB_NATIVE_BB="$root/build/bb" node scripts/run-vitest.mjs) 2>&1 |
+      tee "$out" | tail -n 30
     record_summary "Vitest (js)" vitest "$out"
   fi
 fi
