@@ -1,0 +1,97 @@
+// The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
+// as its address says (?runtime=bb-mt.wasm&threads=2&quick=0). It runs the cases of
+// cases.mjs, sends each output once, warms up, then times the case; the result is
+// window.benchResult (a promise).
+import { threadCases, wallMs, warmUp } from './cases.mjs';
+
+const params = new URLSearchParams(location.search);
+const runtime = params.get('runtime');
+const threads = Number(params.get('threads'));
+const quick = params.get('quick') === '1';
+
+/** A loaded runtime: `prepare(testCase)` resolves to `{ once, output, release }`. */
+async function load() {
+  if (runtime === 'ort-web') {
+    const ort = await import('../../bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs');
+    const lib = await import('../../js/dist/index.js');
+    ort.env.wasm.wasmPaths = new URL('../../bench/js/node_modules/onnxruntime-web/dist/', import.meta.url).href;
+    ort.env.wasm.numThreads = threads;
+    ort.env.wasm.simd = true;
+    ort.env.logLevel = 'error';
+    return {
+      describe: `onnxruntime-web ${ort.env.versions.web}, numThreads ${threads}`,
+      prepare: async (testCase) => {
+        const session = await ort.InferenceSession.create(lib.encodeOnnxModel({ opset: 17, ...testCase.spec }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+        const feeds = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
+        const once = async () => (await session.run(feeds)).y.data;
+        return { once, output: await once(), release: () => session.release() };
+      },
+    };
+  }
+  if (runtime === 'tfjs-wasm') {
+    const tf = globalThis.tf; // tf-core and tf-backend-wasm's bundles, loaded by the page
+    tf.wasm.setWasmPaths(new URL('../../bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/', import.meta.url).href);
+    tf.wasm.setThreadsCount(threads);
+    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
+    await tf.ready();
+    return {
+      describe: `tfjs ${tf.version_core} wasm, ${tf.wasm.getThreadsCount()} threads`,
+      prepare: async (testCase) => {
+        const { once, toReference, release } = testCase.tfjs(tf);
+        return { once, output: toReference(once()), release };
+      },
+    };
+  }
+  const lib = await import('../../js/dist/index.js');
+  let bb;
+  if (runtime === 'bb-mt.wasm') {
+    // one thread: bb-mt.wasm with a worker that takes no part (jobs run on the page's thread)
+    bb = await lib.loadBb({ threads: Math.max(threads, 2) });
+    if (!bb.threaded) throw new Error(`bb-mt.wasm did not load: ${bb.threadsUnavailable}`);
+    bb.check(bb.exports.bb_wasm_set_threads(threads));
+  } else {
+    bb = await lib.loadBb({ simd: runtime === 'bb-relaxed.wasm' ? 'relaxed' : 'baseline' });
+  }
+  return {
+    describe: `bytesandbrains ${bb.version} ${runtime}, ${bb.threads} thread(s)`,
+    prepare: async (testCase) => {
+      const model = lib.OnnxModel.decode(bb, lib.encodeOnnxModel({ opset: 17, ...testCase.spec }));
+      const session = new lib.CpuSession(bb, model);
+      const resident = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
+      const once = () => {
+        const outputs = session.run(resident);
+        const y = outputs.y.toArray();
+        for (const t of Object.values(outputs)) t.free();
+        return y;
+      };
+      const release = () => {
+        for (const t of Object.values(resident)) t.free();
+        session.free();
+        model.free();
+      };
+      return { once, output: once(), release };
+    },
+  };
+}
+
+/** A Float32Array's bytes as base64 (how the output reaches the parent, which compares them). */
+function base64(values) {
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  let text = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(text);
+}
+
+window.benchResult = (async () => {
+  if (globalThis.crossOriginIsolated !== true) throw new Error('the page is not cross-origin isolated');
+  const { describe, prepare } = await load();
+  const rows = [];
+  for (const testCase of threadCases()) {
+    const { once, output, release } = await prepare(testCase);
+    await warmUp(once, quick ? 100 : 400);
+    const ms = await wallMs(once, quick ? 5 : 11);
+    await release();
+    rows.push({ label: testCase.label, ms, output: base64(output) });
+  }
+  return { describe, cores: navigator.hardwareConcurrency, rows };
+})();

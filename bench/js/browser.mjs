@@ -1,0 +1,165 @@
+// bb in a cross-origin-isolated Chromium page against onnxruntime-web and TensorFlow.js's
+// wasm backend at the same thread counts: bb-mt.wasm (loadBb({ threads: n })), bb.wasm and
+// bb-relaxed.wasm (one thread), onnxruntime-web's threaded wasm (env.wasm.numThreads = n)
+// and tfjs-backend-wasm (setThreadsCount(n)), on the cases of cases.mjs (MatMul 512² and
+// 1024², a Conv 3×3, a small CNN's inference at batch 64), at 1, 2 and
+// navigator.hardwareConcurrency threads.
+//
+//   cd bench/js && npm ci --ignore-scripts          # once
+//   bash scripts/build-wasm.sh && (cd js && npm run build)
+//   flock /tmp/bb-e2e.lock node bench/js/browser.mjs [--quick] [--rounds N]
+//
+// A static server (port 0) serves the page, the package's dist/ and wasm/, and the peers'
+// files from bench/js/node_modules, all with COOP/COEP, to headless Chromium (Debian's, or
+// BB_CHROMIUM, through playwright-core). Every runtime at every thread count runs in a page
+// of its own (onnxruntime-web and tfjs fix their threads when their module starts), the
+// pages taking turns round after round (the machine's load changes over minutes). A page
+// warms up, then times each case in wall-clock time (a page has no CPU clock), median of
+// its runs; the tables show the median over rounds. Outputs are checked before the tables:
+// bb-mt.wasm's must be bb.wasm's bits, every other runtime's within 1e-4 (max |difference|
+// over max |reference|) of bb.wasm's. ×: the speed-up t1/tn of a runtime on n threads;
+// peer/bb: the peer's time over bb-mt.wasm's at the same thread count (> 1: bb faster).
+import { createServer } from 'node:http';
+import { createRequire } from 'node:module';
+import { existsSync, readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { extname, join, normalize, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { agreement, median } from './cases.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES } from '../../js/test/chromium.mjs';
+import { requireBuilt } from './common.mjs';
+
+const QUICK = process.argv.includes('--quick');
+const ROUNDS = process.argv.includes('--rounds') ? Number(process.argv[process.argv.indexOf('--rounds') + 1]) : QUICK ? 1 : 3;
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+requireBuilt();
+for (const file of ['js/wasm/bb-mt.wasm', 'bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js']) {
+  if (!existsSync(join(repoRoot, file))) throw new Error(`${file} is missing: build the wasm modules (scripts/build-wasm.sh) and run \`npm ci --ignore-scripts\` in bench/js`);
+}
+if (!existsSync(CHROMIUM)) throw new Error(`Chromium is missing at ${CHROMIUM}: install the Debian package chromium (scripts/setup.sh does)`);
+const { chromium } = createRequire(join(repoRoot, 'js', 'package.json'))('playwright-core');
+
+// ---- the server: the page, the package, the peers; every answer cross-origin isolated ----
+
+const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+const SERVED = ['js/dist/', 'js/wasm/', 'js/test/random.mjs', 'bench/js/cases.mjs', 'bench/js/browser-page.mjs', 'bench/js/node_modules/onnxruntime-web/dist/', 'bench/js/node_modules/@tensorflow/tfjs-core/dist/', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/'];
+const PAGE = `<!doctype html><title>bytesandbrains threads bench</title>
+<script src="/bench/js/node_modules/@tensorflow/tfjs-core/dist/tf-core.min.js"></script>
+<script src="/bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js"></script>
+<script type="module" src="/bench/js/browser-page.mjs"></script>`;
+
+const server = createServer((request, response) => {
+  const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
+  if (path === '/') return void response.writeHead(200, { ...ISOLATION, 'content-type': 'text/html' }).end(PAGE);
+  const file = normalize(join(repoRoot, path));
+  const relative = file.startsWith(repoRoot) ? file.slice(repoRoot.length).split(sep).join('/') : '';
+  if (!SERVED.some((prefix) => relative === prefix || (prefix.endsWith('/') && relative.startsWith(prefix))) || !existsSync(file)) {
+    return void response.writeHead(404).end();
+  }
+  response.writeHead(200, { ...ISOLATION, 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+});
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const base = `http://127.0.0.1:${server.address().port}`;
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+
+/** One page: `runtime` on `threads` threads; its description, the page's core count, and per case the ms and output. */
+async function runPage(runtime, threads) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  try {
+    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}`);
+    await page.waitForFunction(() => window.benchResult !== undefined, undefined, { timeout: 60_000 });
+    const result = await page.evaluate(() => window.benchResult);
+    result.rows = result.rows.map((row) => {
+      const bytes = Buffer.from(row.output, 'base64');
+      return { ...row, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) };
+    });
+    return result;
+  } catch (error) {
+    throw new Error(`${runtime} on ${threads} thread(s): ${error.message}${errors.length ? ` (page errors: ${errors.join('; ')})` : ''}`);
+  } finally {
+    await page.close();
+  }
+}
+
+// ---- rounds of pages ---------------------------------------------------------------------
+
+const probe = await runPage('bb.wasm', 1);
+const cores = probe.cores;
+const threadCounts = [...new Set([1, 2, cores])].sort((a, b) => a - b);
+const configs = [
+  { runtime: 'bb.wasm', threads: 1 },
+  { runtime: 'bb-relaxed.wasm', threads: 1 },
+  ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((threads) => ({ runtime, threads }))),
+];
+const reference = probe.rows;
+const times = new Map(); // `${runtime}@${threads}|${label}` → ms per round
+const described = new Map();
+const loads = [];
+for (let round = 0; round < ROUNDS; round++) {
+  loads.push(loadavg()[0]);
+  for (const { runtime, threads } of configs) {
+    const result = await runPage(runtime, threads);
+    described.set(`${runtime}@${threads}`, result.describe);
+    result.rows.forEach((row, i) => {
+      const { identical, relative } = agreement(row.output, reference[i].output);
+      if (runtime === 'bb-mt.wasm' && !identical) throw new Error(`bb-mt.wasm on ${threads} threads: ${row.label} differs from bb.wasm's bits`);
+      if (!(relative <= 1e-4)) throw new Error(`${runtime} on ${threads} threads: ${row.label} is off by ${relative} (relative to bb.wasm)`);
+      const key = `${runtime}@${threads}|${row.label}`;
+      times.set(key, [...(times.get(key) ?? []), row.ms]);
+    });
+  }
+}
+await browser.close();
+server.close();
+
+// ---- the tables ----------------------------------------------------------------------------
+
+const ms = (runtime, threads, label) => median(times.get(`${runtime}@${threads}|${label}`));
+const print = (rows) => {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
+  for (const row of rows) console.log(row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  '));
+};
+const fmt = (v) => `${v.toFixed(1)} ms`;
+const ratio = (v) => `${v.toFixed(2)}×`;
+const many = threadCounts.filter((n) => n > 1);
+
+console.log(`Chromium ${browser.version()} (headless, cross-origin isolated, navigator.hardwareConcurrency ${cores}); ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'})`);
+for (const key of [...described.keys()].filter((k) => !k.startsWith('bb'))) console.log(`  ${key}: ${described.get(key)}`);
+console.log(`\nwall-clock ms per run (median over ${ROUNDS} round(s))`);
+print([
+  ['case', 'bb.wasm 1t', 'bb-relaxed 1t', ...threadCounts.map((n) => `bb-mt ${n}t`), ...threadCounts.map((n) => `ORT ${n}t`), ...threadCounts.map((n) => `tfjs ${n}t`)],
+  ...reference.map(({ label }) => [
+    label,
+    fmt(ms('bb.wasm', 1, label)),
+    fmt(ms('bb-relaxed.wasm', 1, label)),
+    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => fmt(ms(runtime, n, label)))),
+  ]),
+]);
+console.log('\nspeed-up t1/tn (and per core, t1/tn/n) of each runtime');
+print([
+  ['case', ...['bb-mt', 'ORT', 'tfjs'].flatMap((name) => many.map((n) => `${name} ${n}t`))],
+  ...reference.map(({ label }) => [
+    label,
+    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) =>
+      many.map((n) => {
+        const speedUp = ms(runtime, 1, label) / ms(runtime, n, label);
+        return `${ratio(speedUp)} (${(speedUp / n).toFixed(2)})`;
+      }),
+    ),
+  ]),
+]);
+console.log('\npeer/bb: the peer\'s time over bb-mt.wasm\'s at the same thread count (> 1: bb faster)');
+print([
+  ['case', ...threadCounts.map((n) => `ORT/bb ${n}t`), ...threadCounts.map((n) => `tfjs/bb ${n}t`)],
+  ...reference.map(({ label }) => [
+    label,
+    ...['ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => ratio(ms(runtime, n, label) / ms('bb-mt.wasm', n, label)))),
+  ]),
+]);
+console.log(
+  `\nload average (1 min) at the start of each round: ${loads.map((l) => l.toFixed(1)).join(', ')}; now ${loadavg().map((l) => l.toFixed(1)).join(' ')}. ` +
+    "bb-mt.wasm gave bb.wasm's bits on every case and thread count; bb-relaxed.wasm, onnxruntime-web and tfjs agreed with bb.wasm to 1e-4.",
+);
