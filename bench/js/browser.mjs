@@ -8,6 +8,7 @@
 //   cd bench/js && npm ci --ignore-scripts          # once
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
 //   flock /tmp/bb-e2e.lock node bench/js/browser.mjs [--quick] [--rounds N]
+//   node bench/js/browser.mjs --page ort-web 2    # one page alone: its times, nothing checked
 //
 // A static server (port 0) serves the page, the package's dist/ and wasm/, and the peers'
 // files from bench/js/node_modules, all with COOP/COEP, to headless Chromium (Debian's, or
@@ -34,7 +35,7 @@ const ROUNDS = process.argv.includes('--rounds') ? Number(process.argv[process.a
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
 requireBuilt();
-for (const file of ['js/wasm/bb-mt.wasm', 'bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js']) {
+for (const file of ['bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js']) {
   if (!existsSync(join(repoRoot, file))) throw new Error(`${file} is missing: build the wasm modules (scripts/build-wasm.sh) and run \`npm ci --ignore-scripts\` in bench/js`);
 }
 if (!existsSync(CHROMIUM)) throw new Error(`Chromium is missing at ${CHROMIUM}: install the Debian package chromium (scripts/setup.sh does)`);
@@ -85,6 +86,17 @@ async function runPage(runtime, threads) {
 }
 
 // ---- rounds of pages ---------------------------------------------------------------------
+
+if (process.argv.includes('--page')) {
+  const at = process.argv.indexOf('--page');
+  const result = await runPage(process.argv[at + 1], Number(process.argv[at + 2] ?? 1));
+  console.log(result.describe);
+  for (const row of result.rows) console.log(`  ${row.label}: ${row.ms.toFixed(1)} ms`);
+  await browser.close();
+  server.close();
+  process.exit(0);
+}
+if (!existsSync(join(repoRoot, 'js/wasm/bb-mt.wasm'))) throw new Error('js/wasm/bb-mt.wasm is missing: run `bash scripts/build-wasm.sh`');
 
 const probe = await runPage('bb.wasm', 1);
 const cores = probe.cores;

@@ -205,6 +205,8 @@ describe('choosing threads', () => {
 
   test("dispose returns the workers' stacks to the module: pools stopped and started again do not grow its memory", async () => {
     const bb = await loadBb({ threads: 3 });
+    // a worker says it runs just before it enters its loop
+    for (let i = 0; i < 100 && bb.poolStats().workersLive < 2; i++) await new Promise((r) => setTimeout(r, 20));
     expect(bb.poolStats()).toMatchObject({ workersLive: 2, workerStacks: 2 });
     // the module refuses to free a stack its worker runs on, and to give a slot a second one
     expect(() => bb.check(bb.exports.bb_wasm_worker_stack_free(1))).toThrow(/slot 1 still runs on its stack/);
