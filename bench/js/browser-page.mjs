@@ -1,7 +1,5 @@
 // The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
-// as its address says (?runtime=bb-mt.wasm&threads=2&quick=0). It runs the cases of
-// cases.mjs, sends each output once, warms up, then times the case; the result is
-// window.benchResult (a promise).
+// as its address says (?runtime=bb-mt.wasm&threads=2&quick=0), on the cases of cases.mjs.
 import { threadCases, wallMs, warmUp } from './cases.mjs';
 
 const params = new URLSearchParams(location.search);
@@ -88,16 +86,29 @@ function base64(values) {
   return btoa(text);
 }
 
-window.benchResult = (async () => {
-  if (globalThis.crossOriginIsolated !== true) throw new Error('the page is not cross-origin isolated');
-  const { describe, prepare } = await load();
-  const rows = [];
-  for (const testCase of threadCases()) {
-    const { once, output, release } = await prepare(testCase);
-    await warmUp(once, quick ? 100 : 400);
-    const ms = await wallMs(once, quick ? 5 : 11);
-    await release();
-    rows.push({ label: testCase.label, ms, output: base64(output) });
-  }
-  return { describe, cores: pageCores, rows };
-})();
+// The parent drives the page case by case (window.bench), so that it can read the page's
+// CPU time (Chromium's, of the renderer process: the page and its workers) around the timed
+// runs of each case: load() once, then per case prepare(i) (the output, base64), warm(i),
+// time(i) (wall-clock median ms and the number of runs), release(i).
+const cases = threadCases();
+const prepared = [];
+window.bench = {
+  async load() {
+    if (globalThis.crossOriginIsolated !== true) throw new Error('the page is not cross-origin isolated');
+    this.runtime = await load();
+    return { describe: this.runtime.describe, cores: pageCores, labels: cases.map((c) => c.label) };
+  },
+  async prepare(i) {
+    prepared[i] = await this.runtime.prepare(cases[i]);
+    return base64(prepared[i].output);
+  },
+  warm: (i) => warmUp(prepared[i].once, quick ? 100 : 400),
+  async time(i) {
+    const runs = quick ? 5 : 11;
+    return { ms: await wallMs(prepared[i].once, runs), runs };
+  },
+  async release(i) {
+    await prepared[i].release();
+    prepared[i] = undefined;
+  },
+};

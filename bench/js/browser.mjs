@@ -19,7 +19,10 @@
 // its runs; the tables show the median over rounds. Outputs are checked before the tables:
 // bb-mt.wasm's must be bb.wasm's bits, every other runtime's within 1e-4 (max |difference|
 // over max |reference|) of bb.wasm's. ×: the speed-up t1/tn of a runtime on n threads;
-// peer/bb: the peer's time over bb-mt.wasm's at the same thread count (> 1: bb faster).
+// peer/bb: the peer's time over bb-mt.wasm's at the same thread count (> 1: bb faster). Since a page
+// has no CPU clock, the script also reads the renderer process's CPU time (CDP
+// SystemInfo.getProcessInfo) around each case's timed runs: on a loaded machine the wall
+// clock measures the share of the cores the page got, the CPU time the work done.
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
@@ -64,20 +67,36 @@ await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const base = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 
-/** One page: `runtime` on `threads` threads; its description, the page's core count, and per case the ms and output. */
+const cdp = await browser.newBrowserCDPSession();
+/** CPU ms of Chromium's renderer processes (one page open at a time: its own, workers included). */
+async function rendererCpuMs() {
+  const { processInfo } = await cdp.send('SystemInfo.getProcessInfo');
+  return processInfo.filter((p) => p.type === 'renderer').reduce((sum, p) => sum + p.cpuTime * 1000, 0);
+}
+
+/**
+ * One page: `runtime` on `threads` threads; its description, the page's core count, and per
+ * case the wall-clock median ms, the renderer's CPU ms per run over the same runs, and the output.
+ */
 async function runPage(runtime, threads) {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
   try {
     await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}`);
-    await page.waitForFunction(() => window.benchResult !== undefined, undefined, { timeout: 60_000 });
-    const result = await page.evaluate(() => window.benchResult);
-    result.rows = result.rows.map((row) => {
-      const bytes = Buffer.from(row.output, 'base64');
-      return { ...row, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) };
-    });
-    return result;
+    await page.waitForFunction(() => window.bench !== undefined, undefined, { timeout: 60_000 });
+    const { describe, cores, labels } = await page.evaluate(() => window.bench.load());
+    const rows = [];
+    for (let i = 0; i < labels.length; i++) {
+      const bytes = Buffer.from(await page.evaluate((i) => window.bench.prepare(i), i), 'base64');
+      await page.evaluate((i) => window.bench.warm(i), i);
+      const cpuStart = await rendererCpuMs();
+      const { ms, runs } = await page.evaluate((i) => window.bench.time(i), i);
+      const cpuMs = ((await rendererCpuMs()) - cpuStart) / runs;
+      await page.evaluate((i) => window.bench.release(i), i);
+      rows.push({ label: labels[i], ms, cpuMs, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) });
+    }
+    return { describe, cores, rows };
   } catch (error) {
     throw new Error(`${runtime} on ${threads} thread(s): ${error.message}${errors.length ? ` (page errors: ${errors.join('; ')})` : ''}`);
   } finally {
@@ -91,7 +110,7 @@ if (process.argv.includes('--page')) {
   const at = process.argv.indexOf('--page');
   const result = await runPage(process.argv[at + 1], Number(process.argv[at + 2] ?? 1));
   console.log(result.describe);
-  for (const row of result.rows) console.log(`  ${row.label}: ${row.ms.toFixed(1)} ms`);
+  for (const row of result.rows) console.log(`  ${row.label}: ${row.ms.toFixed(1)} ms, CPU ${row.cpuMs.toFixed(1)} ms per run`);
   await browser.close();
   server.close();
   process.exit(0);
@@ -107,7 +126,8 @@ const configs = [
   ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((threads) => ({ runtime, threads }))),
 ];
 const reference = probe.rows;
-const times = new Map(); // `${runtime}@${threads}|${label}` → ms per round
+const times = new Map(); // `${runtime}@${threads}|${label}` → wall ms per round
+const cpuTimes = new Map(); // the same, the renderer's CPU ms per run
 const described = new Map();
 const loads = [];
 for (let round = 0; round < ROUNDS; round++) {
@@ -121,6 +141,7 @@ for (let round = 0; round < ROUNDS; round++) {
       if (!(relative <= 1e-4)) throw new Error(`${runtime} on ${threads} threads: ${row.label} is off by ${relative} (relative to bb.wasm)`);
       const key = `${runtime}@${threads}|${row.label}`;
       times.set(key, [...(times.get(key) ?? []), row.ms]);
+      cpuTimes.set(key, [...(cpuTimes.get(key) ?? []), row.cpuMs]);
     });
   }
 }
@@ -163,12 +184,35 @@ print([
     ),
   ]),
 ]);
+const cpu = (runtime, threads, label) => median(cpuTimes.get(`${runtime}@${threads}|${label}`));
+console.log('\nCPU ms per run (the renderer process: the page and its workers; median over rounds)');
+print([
+  ['case', 'bb.wasm 1t', 'bb-relaxed 1t', ...threadCounts.map((n) => `bb-mt ${n}t`), ...threadCounts.map((n) => `ORT ${n}t`), ...threadCounts.map((n) => `tfjs ${n}t`)],
+  ...reference.map(({ label }) => [
+    label,
+    fmt(cpu('bb.wasm', 1, label)),
+    fmt(cpu('bb-relaxed.wasm', 1, label)),
+    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => fmt(cpu(runtime, n, label)))),
+  ]),
+]);
+console.log(
+  '\nthe speed-up the CPU time allows, n·CPU(1t)/CPU(nt): what n threads would give on n idle cores with the work split evenly ' +
+    '(every thread busy all along; spinning waits count as work)',
+);
+print([
+  ['case', ...['bb-mt', 'ORT', 'tfjs'].flatMap((name) => many.map((n) => `${name} ${n}t`))],
+  ...reference.map(({ label }) => [
+    label,
+    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => many.map((n) => ratio((n * cpu(runtime, 1, label)) / cpu(runtime, n, label)))),
+  ]),
+]);
 console.log('\npeer/bb: the peer\'s time over bb-mt.wasm\'s at the same thread count (> 1: bb faster)');
 print([
-  ['case', ...threadCounts.map((n) => `ORT/bb ${n}t`), ...threadCounts.map((n) => `tfjs/bb ${n}t`)],
+  ['case', ...threadCounts.map((n) => `ORT/bb ${n}t`), ...threadCounts.map((n) => `tfjs/bb ${n}t`), 'ORT/bb CPU 1t', 'tfjs/bb CPU 1t'],
   ...reference.map(({ label }) => [
     label,
     ...['ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => ratio(ms(runtime, n, label) / ms('bb-mt.wasm', n, label)))),
+    ...['ort-web', 'tfjs-wasm'].map((runtime) => ratio(cpu(runtime, 1, label) / cpu('bb-mt.wasm', 1, label))),
   ]),
 ]);
 console.log(
