@@ -1,12 +1,25 @@
 // The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
 // as its address says (?runtime=bb-mt.wasm&threads=2&quick=0), on the cases of cases.mjs.
-import { threadCases, wallMs, warmUp } from './cases.mjs';
+import { randomFloats, threadCases, wallMs, warmUp } from './cases.mjs';
 
 const params = new URLSearchParams(location.search);
 const runtime = params.get('runtime');
 const threads = Number(params.get('threads'));
 const quick = params.get('quick') === '1';
 const pageCores = navigator.hardwareConcurrency;
+const SIZE = 64;
+
+/**
+ * torchvision's networks as browser.mjs exports and serves them (/vision/NAME.onnx; at opset
+ * 16 for training, /vision/train/NAME.onnx): inference on every runtime that loads ONNX,
+ * and where asked, bb's training step (softmax cross-entropy, Adam; no peer has one here).
+ */
+const visionInput = randomFloats(3 * SIZE * SIZE, 21, -0.5, 0.5);
+const visionCases = [
+  ...(params.get('vision') ? params.get('vision').split(',') : []).map((name) => ({ label: `${name} inference, 1x3x${SIZE}x${SIZE}`, vision: name })),
+  ...(params.get('train') ? params.get('train').split(',') : []).map((name) => ({ label: `${name} training step (Adam), 1x3x${SIZE}x${SIZE}`, train: name })),
+];
+const fetchBytes = async (path) => new Uint8Array(await (await fetch(path)).arrayBuffer());
 
 /** A loaded runtime: `prepare(testCase)` resolves to `{ once, output, release }`. */
 async function load() {
@@ -19,10 +32,13 @@ async function load() {
     ort.env.logLevel = 'error';
     return {
       describe: `onnxruntime-web ${ort.env.versions.web}, numThreads ${threads}`,
+      supports: (testCase) => testCase.train === undefined,
       prepare: async (testCase) => {
-        const session = await ort.InferenceSession.create(lib.encodeOnnxModel({ opset: 17, ...testCase.spec }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
-        const feeds = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
-        const once = async () => (await session.run(feeds)).y.data;
+        const bytes = testCase.vision ? await fetchBytes(`/vision/${testCase.vision}.onnx`) : lib.encodeOnnxModel({ opset: 17, ...testCase.spec });
+        const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+        const inputs = testCase.vision ? { x: [visionInput, [1, 3, SIZE, SIZE]] } : testCase.feeds;
+        const feeds = Object.fromEntries(Object.entries(inputs).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
+        const once = async () => Object.values(await session.run(feeds))[0].data;
         return { once, output: await once(), release: () => session.release() };
       },
     };
@@ -39,6 +55,7 @@ async function load() {
     if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
     await tf.ready();
     return {
+      supports: (testCase) => testCase.tfjs !== undefined,
       describe: `tfjs ${tf.version_core} wasm, ${tf.wasm.getThreadsCount()} threads (threaded build: ${await tf.env().getAsync('WASM_HAS_MULTITHREAD_SUPPORT')}, SIMD: ${await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT')})`,
       prepare: async (testCase) => {
         const { once, toReference, release } = testCase.tfjs(tf);
@@ -58,14 +75,23 @@ async function load() {
   }
   return {
     describe: `bytesandbrains ${bb.version} ${runtime}, ${bb.threads} thread(s)`,
+    supports: () => true,
     prepare: async (testCase) => {
-      const model = lib.OnnxModel.decode(bb, lib.encodeOnnxModel({ opset: 17, ...testCase.spec }));
+      if (testCase.train) {
+        const trainer = lib.OnnxTrainer.create(bb, await fetchBytes(`/vision/train/${testCase.train}.onnx`), { optimizer: 'adam', lr: 1e-3 });
+        const labels = Float32Array.of(7);
+        const once = () => trainer.step({ x: visionInput, labels }).loss;
+        // the first step's loss: the same for every build and thread count
+        return { once, output: Float32Array.of(once()), release: () => trainer.free() };
+      }
+      const model = lib.OnnxModel.decode(bb, testCase.vision ? await fetchBytes(`/vision/${testCase.vision}.onnx`) : lib.encodeOnnxModel({ opset: 17, ...testCase.spec }));
       const session = new lib.CpuSession(bb, model);
-      const resident = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
+      const inputs = testCase.vision ? { x: [visionInput, [1, 3, SIZE, SIZE]] } : testCase.feeds;
+      const resident = Object.fromEntries(Object.entries(inputs).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
       const once = () => {
-        const outputs = session.run(resident);
-        const y = outputs.y.toArray();
-        for (const t of Object.values(outputs)) t.free();
+        const outputs = Object.values(session.run(resident));
+        const y = outputs[0].toArray();
+        for (const t of outputs) t.free();
         return y;
       };
       const release = () => {
@@ -88,25 +114,25 @@ function base64(values) {
 
 // The parent drives the page case by case (window.bench), so that it can read the page's
 // CPU time (Chromium's, of the renderer process: the page and its workers) around the timed
-// runs of each case: load() once, then per case prepare(i) (the output, base64), warm(i),
-// time(i) (wall-clock median ms and the number of runs), release(i).
-const cases = threadCases();
+// runs of each case: load() once (the cases the runtime has), then per case prepare(i) (the
+// output, base64), warm(i), time(i) (wall-clock median ms and the number of runs), release(i).
+const cases = [...threadCases(), ...visionCases];
 const prepared = [];
 window.bench = {
   async load() {
     if (globalThis.crossOriginIsolated !== true) throw new Error('the page is not cross-origin isolated');
     this.runtime = await load();
-    return { describe: this.runtime.describe, cores: pageCores, labels: cases.map((c) => c.label) };
+    // the cases this runtime runs: index and label
+    const runs = cases.flatMap((c, i) => (this.runtime.supports(c) ? [{ i, label: c.label }] : []));
+    return { describe: this.runtime.describe, cores: pageCores, runs };
   },
   async prepare(i) {
     prepared[i] = await this.runtime.prepare(cases[i]);
     return base64(prepared[i].output);
   },
   warm: (i) => warmUp(prepared[i].once, quick ? 100 : 400),
-  async time(i) {
-    const runs = quick ? 5 : 11;
-    return { ms: await wallMs(prepared[i].once, runs), runs };
-  },
+  // enough runs for the renderer's CPU clock (10 ms ticks) to resolve a run
+  time: (i) => wallMs(prepared[i].once, quick ? 5 : 11, quick ? 200 : 600),
   async release(i) {
     await prepared[i].release();
     prepared[i] = undefined;

@@ -148,15 +148,19 @@ export function threadCases() {
 
 export const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 
-/** Median wall-clock ms of `runs` calls of `run` (which may be async). */
-export async function wallMs(run, runs) {
+/**
+ * Calls `run` (which may be async) `minRuns` times and on until `minMs` have passed: the
+ * median wall-clock ms of a call, and the number of calls.
+ */
+export async function wallMs(run, minRuns, minMs) {
   const times = [];
-  for (let i = 0; i < runs; i++) {
-    const start = performance.now();
+  const start = performance.now();
+  while (times.length < minRuns || performance.now() - start < minMs) {
+    const t = performance.now();
     await run();
-    times.push(performance.now() - start);
+    times.push(performance.now() - t);
   }
-  return median(times);
+  return { ms: median(times), runs: times.length };
 }
 
 /** Calls `run` for `ms` milliseconds of wall time (V8 tiers WebAssembly up in the background). */
