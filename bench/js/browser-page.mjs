@@ -1,6 +1,6 @@
 // The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
 // as its address says (?runtime=bb-mt.wasm&threads=2&quick=0), on the cases of cases.mjs.
-import { randomFloats, threadCases, wallMs, warmUp } from './cases.mjs';
+import { bbRunner, ortRunner, randomFloats, threadCases, wallMs, warmUp } from './cases.mjs';
 
 const params = new URLSearchParams(location.search);
 const runtime = params.get('runtime');
@@ -20,6 +20,9 @@ const visionCases = [
   ...(params.get('train') ? params.get('train').split(',') : []).map((name) => ({ label: `${name} training step (Adam), 1x3x${SIZE}x${SIZE}`, train: name })),
 ];
 const fetchBytes = async (path) => new Uint8Array(await (await fetch(path)).arrayBuffer());
+/** A case's ONNX model and inputs (name → [data, dims]). */
+const modelOf = (lib, testCase) => (testCase.vision ? fetchBytes(`/vision/${testCase.vision}.onnx`) : lib.encodeOnnxModel({ opset: 17, ...testCase.spec }));
+const inputsOf = (testCase) => (testCase.vision ? { x: [visionInput, [1, 3, SIZE, SIZE]] } : testCase.feeds);
 
 /** A loaded runtime: `prepare(testCase)` resolves to `{ once, output, release }`. */
 async function load() {
@@ -33,14 +36,7 @@ async function load() {
     return {
       describe: `onnxruntime-web ${ort.env.versions.web}, numThreads ${threads}`,
       supports: (testCase) => testCase.train === undefined,
-      prepare: async (testCase) => {
-        const bytes = testCase.vision ? await fetchBytes(`/vision/${testCase.vision}.onnx`) : lib.encodeOnnxModel({ opset: 17, ...testCase.spec });
-        const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
-        const inputs = testCase.vision ? { x: [visionInput, [1, 3, SIZE, SIZE]] } : testCase.feeds;
-        const feeds = Object.fromEntries(Object.entries(inputs).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
-        const once = async () => Object.values(await session.run(feeds))[0].data;
-        return { once, output: await once(), release: () => session.release() };
-      },
+      prepare: async (testCase) => ortRunner(ort, await modelOf(lib, testCase), inputsOf(testCase)),
     };
   }
   if (runtime === 'tfjs-wasm') {
@@ -84,22 +80,7 @@ async function load() {
         // the first step's loss: the same for every build and thread count
         return { once, output: Float32Array.of(once()), release: () => trainer.free() };
       }
-      const model = lib.OnnxModel.decode(bb, testCase.vision ? await fetchBytes(`/vision/${testCase.vision}.onnx`) : lib.encodeOnnxModel({ opset: 17, ...testCase.spec }));
-      const session = new lib.CpuSession(bb, model);
-      const inputs = testCase.vision ? { x: [visionInput, [1, 3, SIZE, SIZE]] } : testCase.feeds;
-      const resident = Object.fromEntries(Object.entries(inputs).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
-      const once = () => {
-        const outputs = Object.values(session.run(resident));
-        const y = outputs[0].toArray();
-        for (const t of outputs) t.free();
-        return y;
-      };
-      const release = () => {
-        for (const t of Object.values(resident)) t.free();
-        session.free();
-        model.free();
-      };
-      return { once, output: once(), release };
+      return bbRunner(lib, bb, await modelOf(lib, testCase), inputsOf(testCase));
     },
   };
 }

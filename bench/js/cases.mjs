@@ -146,6 +146,37 @@ export function threadCases() {
   return [matmul(512), matmul(1024), conv, cnn];
 }
 
+/**
+ * bb's side of a case: `bytes` (an ONNX model) in a CpuSession, `inputs` (name → [data, dims])
+ * resident in the module; `once()` runs it and returns the first output as a Float32Array.
+ * `lib` is the package (js/dist/index.js), `bb` a loaded engine.
+ */
+export function bbRunner(lib, bb, bytes, inputs) {
+  const model = lib.OnnxModel.decode(bb, bytes);
+  const session = new lib.CpuSession(bb, model);
+  const resident = Object.fromEntries(Object.entries(inputs).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
+  const once = () => {
+    const outputs = Object.values(session.run(resident));
+    const y = outputs[0].toArray();
+    for (const t of outputs) t.free();
+    return y;
+  };
+  const release = () => {
+    for (const t of Object.values(resident)) t.free();
+    session.free();
+    model.free();
+  };
+  return { once, output: once(), release };
+}
+
+/** onnxruntime-web's side: a session on `bytes` (every graph optimization); `once()` resolves to the first output. */
+export async function ortRunner(ort, bytes, inputs) {
+  const session = await ort.InferenceSession.create(bytes, { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+  const feeds = Object.fromEntries(Object.entries(inputs).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
+  const once = async () => Object.values(await session.run(feeds))[0].data;
+  return { once, output: await once(), release: () => session.release() };
+}
+
 export const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 
 /**

@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { agreement, median, threadCases as cases } from './cases.mjs';
+import { agreement, bbRunner, median, ortRunner, threadCases as cases } from './cases.mjs';
 import { packageDist, requireBuilt } from './common.mjs';
 
 const CONFIGS = [
@@ -61,27 +61,11 @@ async function child(runtime, threads, outFile) {
     ort.env.wasm.numThreads = threads;
     ort.env.wasm.simd = true;
     ort.env.logLevel = 'error';
-    run = async (testCase) => {
-      const session = await ort.InferenceSession.create(lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
-      const feeds = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
-      const once = async () => (await session.run(feeds)).y.data;
-      return { once, output: await once() };
-    };
+    run = (testCase) => ortRunner(ort, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), testCase.feeds);
   } else {
     const bb = runtime === 'bb.wasm' ? await lib.loadBb() : await lib.loadBb({ threads: 2 });
     if (runtime === 'bb-mt.wasm') bb.check(bb.exports.bb_wasm_set_threads(threads));
-    run = async (testCase) => {
-      const model = lib.OnnxModel.decode(bb, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }));
-      const session = new lib.CpuSession(bb, model);
-      const resident = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
-      const once = () => {
-        const outputs = session.run(resident);
-        const y = outputs.y.toArray();
-        for (const t of Object.values(outputs)) t.free();
-        return y;
-      };
-      return { once, output: once() };
-    };
+    run = async (testCase) => bbRunner(lib, bb, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), testCase.feeds);
   }
   for (const testCase of cases()) {
     const { once, output } = await run(testCase);
