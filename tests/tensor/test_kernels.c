@@ -834,7 +834,7 @@ static void test_pooling_matches_scalar(void) {
 
 /* The depthwise kernel against its twin, bit for bit, on random geometries (every stride,
  * dilation and padding the window allows, the 3×3 and 5×5 filters of MobileNet and
- * EfficientNet among them) and on inputs with NaN, infinities and signed zeros; then split
+ * EfficientNet among them, up to 40 channels) and on inputs with NaN, infinities and signed zeros; then split
  * by channels, as a thread pool would run it, with the same bits. */
 static void test_dwconv_matches_scalar(void) {
   rng_seed(10);
@@ -849,7 +849,9 @@ static void test_dwconv_matches_scalar(void) {
     g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
     g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
     g.count_include_pad = 0;
-    const size_t channels = (size_t)rng_int(1, 5), in = channels * g.ih * g.iw, out = channels * g.oh * g.ow;
+    /* and more than sixteen channels: whole and partial groups of the sixteen-lane path */
+    const size_t channels = (size_t)(t % 5 == 4 ? rng_int(16, 40) : rng_int(1, 5));
+    const size_t in = channels * g.ih * g.iw, out = channels * g.oh * g.ow;
     float *x = floats(in), *w = floats(channels * g.kh * g.kw), *b = floats(channels);
     float *y = floats(out + 1), *r = floats(out + 1), *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4 + 1);
     if (t % 3) fill_uniform(x, in, -2.0f, 2.0f);
