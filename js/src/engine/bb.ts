@@ -56,20 +56,24 @@ export class Bb {
     return this.exports.bb_wasm_threads_supported() === 1;
   }
 
-  /** The work pool's counters since the module started (for tests and benchmarks). */
-  poolStats(): { jobs: number; tasks: number; tasksOnWorkers: number; workersLive: number } {
+  /**
+   * The work pool's counters since the module started (for tests and benchmarks), and the
+   * worker stacks the module holds now (1 MiB each of its memory, until their workers end).
+   */
+  poolStats(): { jobs: number; tasks: number; tasksOnWorkers: number; workersLive: number; workerStacks: number } {
     const stat = (which: number): number => this.exports.bb_wasm_pool_stat(which);
-    return { jobs: stat(0), tasks: stat(1), tasksOnWorkers: stat(2), workersLive: stat(3) };
+    return { jobs: stat(0), tasks: stat(1), tasksOnWorkers: stat(2), workersLive: stat(3), workerStacks: stat(4) };
   }
 
   /**
-   * Ends the engine's worker threads (bb-mt.wasm): their loops return and the workers are
-   * terminated. The engine itself stays usable, on one thread. Safe to call more than once,
-   * and on a bb.wasm engine (nothing to end).
+   * Ends the engine's worker threads (bb-mt.wasm): their loops return, the workers are
+   * terminated and their stacks go back to the module's memory. The engine itself stays
+   * usable, on one thread, at once. The promise settles when every worker has ended (a
+   * worker that does not leave its loop within 2 s is terminated and keeps its stack).
+   * Safe to call more than once, and on a bb.wasm engine (nothing to end).
    */
-  dispose(): void {
-    this.#pool?.stop();
-    this.#pool = undefined;
+  dispose(): Promise<void> {
+    return this.#pool?.stop() ?? Promise.resolve();
   }
 
   /** Routes the module's component imports to JavaScript (used by registerComponentType). */
@@ -189,10 +193,14 @@ export class Bb {
 
   /** The NUL-terminated UTF-8 string at ptr ("" for NULL). */
   readCString(ptr: number): string {
-    const address = ptr >>> 0;
-    if (address === 0) return '';
-    const memory = this.memory();
-    const end = memory.indexOf(0, address);
-    return utf8.decode(memory.slice(address, end < 0 ? memory.length : end));
+    return cString(this.memory(), ptr);
   }
+}
+
+/** The NUL-terminated UTF-8 string at `ptr` in `memory` ('' for NULL), decoded from a copy (shared memory has no views for TextDecoder). */
+export function cString(memory: Uint8Array, ptr: number): string {
+  const address = ptr >>> 0;
+  if (address === 0) return '';
+  const end = memory.indexOf(0, address);
+  return utf8.decode(memory.slice(address, end < 0 ? memory.length : end));
 }
