@@ -113,8 +113,10 @@ const engineOf = async (peer) => ((await peer.page.evaluate(() => navigator.user
  * Where a round's time goes: per client of each round, on one clock (the machine's), the
  * moment the server began that client's send() after the broadcast began (`queued`), from
  * there to the envelope's arrival at the page's data channel (`down`), on to the page's
- * update leaving its send() (`client`: wake, poll, 12 SGD steps, encode, send), and on to
- * its arrival at the server's data channel (`up`). Medians over every client of every
+ * update leaving its send() (`client`: wake, poll, 12 SGD steps, encode, send; split into
+ * `wake`, up to the start of the poll that sent it, and `poll`, that poll up to the send's
+ * return), and on to its arrival at the server's data channel (`up`). `down` and `up`
+ * each carry the offset between the two processes' clocks (time origins); their sum does not. Medians over every client of every
  * round (`all`) and over the client whose update closed each round (`last`).
  */
 function roundPhases(rounds, pageStates, ids) {
@@ -129,14 +131,16 @@ function roundPhases(rounds, pageStates, ids) {
       const received = firstAtOrAfter(pageStates[i].arrivals ?? [], sent);
       const replied = received === undefined ? undefined : firstAtOrAfter(pageStates[i].sends ?? [], received);
       if (replied === undefined || replied > arrived + 1) continue; // not this round's (clocks agree within 0.1 ms)
-      const row = { queued: sent - round.start, down: received - sent, client: replied - received, up: arrived - replied, arrived };
+      // the poll that sent the update: the last one that began before it left
+      const polled = (pageStates[i].polls ?? []).filter((t) => t >= received && t <= replied).at(-1) ?? received;
+      const row = { queued: sent - round.start, down: received - sent, client: replied - received, wake: polled - received, poll: replied - polled, up: arrived - replied, arrived };
       rows.all.push(row);
       if (last === undefined || arrived > last.arrived) last = row;
     }
     if (last !== undefined) rows.last.push(last);
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-  const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
+  const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'wake', 'poll', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
   return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length };
 }
 
