@@ -127,12 +127,12 @@ async function main() {
   running.transport.onEnvelope(() => state.arrivals.length < 2000 && state.arrivals.push(abs()));
   node.onStep((step) => step.kind === 'send' && state.sends.length < 2000 && state.sends.push(abs()));
   // and when each poll that did work began (the driver calls node.poll for every poll)
-  state.polls = [];
+  state.pollStarts = [];
   const poll = node.poll.bind(node);
   node.poll = (nowNs) => {
     const began = abs();
     const result = poll(nowNs);
-    if (state.polls.length < 4000 && abs() - began > 0.05) state.polls.push(began);
+    if (state.pollStarts.length < 4000 && abs() - began > 0.05) state.pollStarts.push(began);
     return result;
   };
   // the candidate types the link to `peer` runs over (relay: through a TURN server)

@@ -132,7 +132,7 @@ function roundPhases(rounds, pageStates, ids) {
       const replied = received === undefined ? undefined : firstAtOrAfter(pageStates[i].sends ?? [], received);
       if (replied === undefined || replied > arrived + 1) continue; // not this round's (clocks agree within 0.1 ms)
       // the poll that sent the update: the last one that began before it left
-      const polled = (pageStates[i].polls ?? []).filter((t) => t >= received && t <= replied).at(-1) ?? received;
+      const polled = (pageStates[i].pollStarts ?? []).filter((t) => t >= received && t <= replied).at(-1) ?? received;
       const row = { queued: sent - round.start, down: received - sent, client: replied - received, wake: polled - received, poll: replied - polled, up: arrived - replied, arrived };
       rows.all.push(row);
       if (last === undefined || arrived > last.arrived) last = row;
