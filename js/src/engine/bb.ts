@@ -136,7 +136,10 @@ export class Bb {
     return this.#memoryView;
   }
 
-  /** The same as {@link memory}, as a DataView (little-endian reads of the module's integers). */
+  /**
+   * @internal The same as {@link memory}, as a DataView (little-endian reads of the module's
+   * integers); the same rule holds: take a fresh one after every call into the module.
+   */
   memoryData(): DataView {
     if (this.#memoryData.buffer !== this.exports.memory.buffer) {
       this.#memoryData = new DataView(this.exports.memory.buffer);
