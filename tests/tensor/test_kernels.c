@@ -510,6 +510,27 @@ static void test_unary_against_libm(void) {
   free(x), free(y), free(r);
 }
 
+/* bbi_f32_vunary's sigmoid tests sixteen floats at once for the fast range; each float
+ * must still get what bbi_f32x4_sigmoid gives its own vector of four: blocks of sixteen
+ * where one lane (in each position in turn) is far out of the fast range, or none is. */
+static void test_sigmoid_blocks(void) {
+  const bbi_vmath_consts k = bbi_vmath_k;
+  enum { N = 16 * 17 + 5 };
+  float x[N], y[N], r[N];
+  rng_seed(17);
+  fill_uniform(x, N, -9.0f, 9.0f);
+  for (size_t b = 0; b < 16; b++) x[16 * b + b] = b % 2 ? -95.0f - (float)b : -1e30f; /* block 16 stays fast */
+  bbi_f32_vunary(BBI_UNARY_SIGMOID, N, x, y);
+  int same = 1;
+  for (size_t i = 0; i + 4 <= N; i += 4) {
+    const bbi_f32x4 v = bbi_f32x4_sigmoid(bbi_f32x4_load(x + i), &k);
+    bbi_f32x4_store(r + i, v);
+  }
+  for (size_t i = 0; i < N / 4 * 4; i++) same &= same_float(y[i], r[i]);
+  CHECK_MSG(same, "vunary's sigmoid differs from bbi_f32x4_sigmoid's per-vector choice");
+  CHECK(y[0] == 0.0f && y[17] > 0.0f && y[17] < 1e-40f); /* -1e30 and a subnormal result */
+}
+
 /* Softmax's exp of the shifted values (x - max <= 0): within 2 ulp of libm over [-104, 0]
  * (a stride through every float there, where the results go subnormal and then 0, and
  * dense values where they do not), on both of its paths: vectors whose lanes are all
@@ -1057,6 +1078,7 @@ int main(void) {
   RUN(test_binary_matches_scalar);
   RUN(test_binary_row_broadcast);
   RUN(test_unary_against_libm);
+  RUN(test_sigmoid_blocks);
   RUN(test_reduce_rows);
   RUN(test_reduce_strided);
   RUN(test_exp_shifted);

@@ -15,6 +15,7 @@ export class Bb {
   /** The raw ABI, for bindings; the classes of this package wrap it. */
   readonly exports: BbExports;
   #memoryView: Uint8Array;
+  #memoryData: DataView;
 
   /** @internal Made by `loadBb` once the module is instantiated and initialised. */
   readonly #host: Host | undefined;
@@ -44,6 +45,7 @@ export class Bb {
     this.#pool = build.pool;
     this.threadsUnavailable = build.threadsUnavailable;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
+    this.#memoryData = new DataView(exports.memory.buffer);
   }
 
   /** Threads the CPU backend's jobs run on now, this one included (1 for bb.wasm). */
@@ -136,6 +138,17 @@ export class Bb {
       this.#memoryView = new Uint8Array(this.exports.memory.buffer);
     }
     return this.#memoryView;
+  }
+
+  /**
+   * @internal The same as {@link memory}, as a DataView (little-endian reads of the module's
+   * integers); the same rule holds: take a fresh one after every call into the module.
+   */
+  memoryData(): DataView {
+    if (this.#memoryData.buffer !== this.exports.memory.buffer) {
+      this.#memoryData = new DataView(this.exports.memory.buffer);
+    }
+    return this.#memoryData;
   }
 
   /** Returns a non-negative result, and throws the recorded {@link BbError} for a negative one. */

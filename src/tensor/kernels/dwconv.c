@@ -322,8 +322,6 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
     return;
   }
   const size_t wide_end = has_avx512() ? g->ow / 16 * 16 : 0; /* outputs the 16-wide rows take */
-#else
-  const size_t wide_end = 0;
 #endif
   if (g->ow < DW_LANES_BELOW) {
     dw_lanes(g, channels, x, w, bias, y, scratch);
