@@ -12,7 +12,12 @@
 //                  one closing (the echo exchanges with no quiet)
 //   back-to-back-f16  the same with the clients' updates in float16 (~5 KB instead of ~10 KB),
 //                  in process too (its echo is back-to-back's: not run again)
-//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,back-to-back,back-to-back-f16]
+//   on-close       the 200 ms timer, and the next round starts in the poll that takes a round's
+//                  fourth update (FedAvg's next=close; its echo is back-to-back's: not run again)
+// Over WebRTC the bench also prints where a round's time goes (run.mjs's phasesMs): the
+// server's send() start after the broadcast began, the data channel down to the page, the
+// page's own work (wake, train, encode, send), the data channel back; all on one clock.
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,11 +26,12 @@ import { gunzipSync } from 'node:zlib';
 
 const root = new URL('..', import.meta.url).pathname;
 const rounds = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 30);
-const configsArg = process.argv.includes('--configs') ? process.argv[process.argv.indexOf('--configs') + 1] : 'default,back-to-back,back-to-back-f16';
+const configsArg = process.argv.includes('--configs') ? process.argv[process.argv.indexOf('--configs') + 1] : 'default,on-close,back-to-back,back-to-back-f16';
 const CONFIGS = {
   default: { roundMs: 200, quietMs: 200 },
+  'on-close': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false },
   'back-to-back': { roundMs: 1, quietMs: 0 },
-  'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16' },
+  'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16', echo: false },
 };
 const configs = configsArg.split(',').map((name) => {
   if (!(name in CONFIGS)) throw new Error(`--configs: no configuration ${name} (${Object.keys(CONFIGS).join(', ')})`);
@@ -39,19 +45,19 @@ const csv = gunzipSync(readFileSync('/usr/lib/python3/dist-packages/sklearn/data
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** The artifact the WebRTC run (js/e2e/run.mjs) compiles: federated_digits with this round timer. */
-function compileDigits(bb, roundMs, codec) {
-  const plan = federatedDigits({ roundMs, ...(codec === undefined ? {} : { codec }) });
+function compileDigits(bb, roundMs, codec, nextRound = 'timer') {
+  const plan = federatedDigits({ roundMs, nextRound, ...(codec === undefined ? {} : { codec }) });
   const compiler = plan.compiler(bb);
-  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', 'quorum=3,target=4,deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip');
+  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=3,target=4,deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip${nextRound === 'close' ? ',next=close' : ''}`);
   const artifact = compiler.compile(plan.module.build(bb));
   compiler.free();
   return artifact;
 }
 
 /** The federation in one process: every node in one bb.wasm instance, envelopes handed over directly. */
-async function inProcess(roundMs, codec) {
+async function inProcess(roundMs, codec, nextRound) {
   const bb = await loadBb(readFileSync(join(root, 'js/wasm/bb.wasm')));
-  const artifact = compileDigits(bb, roundMs, codec);
+  const artifact = compileDigits(bb, roundMs, codec, nextRound);
   const split = splitDigits(bb, csv, 4, 1, 5);
   const serverId = peerIdFromU64(1);
   const ids = [2, 3, 4, 5].map((k) => peerIdFromU64(k));
@@ -106,20 +112,22 @@ console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadc
 // never sleeps (back-to-back) is scheduled as a CPU hog on a loaded machine, and its longer
 // round would flatter the WebRTC ratio; each back-to-back ratio is also given against this.
 let reference;
-for (const { name, roundMs, quietMs, codec } of configs) {
-  const local = await inProcess(roundMs, codec);
-  if (roundMs === 200 && codec === undefined) reference = local;
+for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho = true } of configs) {
+  const local = await inProcess(roundMs, codec, nextRound);
+  if (roundMs === 200 && codec === undefined && nextRound === 'timer') reference = local;
   // four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
-  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--round-ms', String(roundMs), ...(codec === undefined ? [] : ['--codec', codec])]);
+  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--round-ms', String(roundMs), '--next-round', nextRound, ...(codec === undefined ? [] : ['--codec', codec])]);
   // the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
   // with the quiet a broadcast follows in this configuration (no engine, no driver)
-  const echo = codec === undefined ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
-  console.log(`${name} (round timer ${roundMs} ms, updates ${codec ?? 'f32'}):`);
+  const echo = withEcho ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
+  console.log(`${name} (round timer ${roundMs} ms, next round on ${nextRound}, updates ${codec ?? 'f32'}):`);
   console.log(`  in one Node process (no network)       ${ms(local)}   (its CPU time: ${local.cpuMedian.toFixed(1)} ms median)`);
   const against = reference !== undefined && reference !== local ? `, ${(web.roundLatencyMs.median / reference.median).toFixed(2)}x the default in-process round` : '';
   console.log(`  4 Chromium pages over WebRTC            ${ms(web.roundLatencyMs)}   ${(web.roundLatencyMs.median / local.median).toFixed(2)}x in-process${against}`);
   if (echo) console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
   console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
+  const phase = (p) => `queued ${p.queued.toFixed(1)}, down ${p.down.toFixed(1)}, client ${p.client.toFixed(1)} (wake ${p.wake.toFixed(1)} + poll ${p.poll.toFixed(1)}), up ${p.up.toFixed(1)} (down + up ${(p.down + p.up).toFixed(1)})`;
+  console.log(`  phases over WebRTC, medians in ms (${web.phasesMs.samples} rounds): every client: ${phase(web.phasesMs.all)}; the round's last: ${phase(web.phasesMs.last)}`);
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
 }

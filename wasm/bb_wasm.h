@@ -31,14 +31,15 @@
  * install; version 6 join tokens: a node installed with a room and its operator keys
  * checks the tokens the host hands it (bb_wasm_node_admit_token); version 7 split learning
  * (bb_wasm_rec_split) and the sender of a network port (bb_wasm_rec_lookup_sender); version 8
- * the work pool's threads (bb_wasm_set_threads, the workers' loop of bb-mt.wasm). */
+ * the work pool's threads (bb_wasm_set_threads, the workers' loop of bb-mt.wasm); version 9
+ * the workers' stacks, which the module holds per slot (bb_wasm_worker_stack, _free). */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 8u
+#define BB_WASM_ABI_VERSION 9u
 
 /* Marks a function bb.wasm imports from its host (module "env"). */
 #if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
@@ -513,8 +514,9 @@ int32_t bb_wasm_dp_epsilon(double q, double sigma, double steps, double delta);
 /* ---- threads -------------------------------------------------------------------------
  * bb-mt.wasm (shared memory) runs jobs of the CPU backend on a work pool: the host starts
  * workers (Web Workers, worker_threads), each instantiating the same module on the same
- * memory with a stack of its own (its __stack_pointer set before any call) and calling
- * bb_wasm_worker_main. The caller of a job always takes part and waits by spinning, never
+ * memory with a stack of its own (bb_wasm_worker_stack; its __stack_pointer set to the
+ * stack's top before any call), calling bb_wasm_worker_main, and freeing the stack once
+ * that has returned (bb_wasm_worker_stack_free). The caller of a job always takes part and waits by spinning, never
  * in memory.atomic.wait, so it may be a browser's main thread. Results are bit-identical
  * for any number of threads. In bb.wasm only one thread exists. */
 
@@ -538,8 +540,22 @@ int32_t bb_wasm_worker_main(uint32_t slot);
 /* Makes every worker's loop return; jobs then run on their callers alone (1 thread). */
 void bb_wasm_stop_workers(void);
 
+/* Allocates the stack of slot `slot`'s worker (1..BB_CPU_MAX_THREADS-1), `bytes` of the
+ * module's memory (64 KiB at least), which the slot holds until bb_wasm_worker_stack_free;
+ * returns the stack's top (16-byte aligned: the worker instance's first __stack_pointer),
+ * or 0 with the error set (bb.wasm, a bad slot or size, a slot that holds a stack already,
+ * no memory). Called on the host's main thread. */
+uint32_t bb_wasm_worker_stack(uint32_t slot, uint32_t bytes);
+
+/* Returns slot `slot`'s stack to the module's allocator, once its worker has returned from
+ * bb_wasm_worker_main (or never called it; a worker that is terminated in its loop keeps
+ * its stack). Returns 0 or a code: BB_ERR_INVALID_ARGUMENT while the worker runs in
+ * bb_wasm_worker_main, BB_ERR_NOT_FOUND when the slot holds no stack. */
+int32_t bb_wasm_worker_stack_free(uint32_t slot);
+
 /* The pool's counters since the module started: 0 jobs that went to the pool, 1 their
- * tasks, 2 of which workers ran, 3 workers in their loop now; -1 for another `which`. */
+ * tasks, 2 of which workers ran, 3 workers in their loop now, 4 worker stacks held now
+ * (bb_wasm_worker_stack, not yet freed); -1 for another `which`. */
 double bb_wasm_pool_stat(uint32_t which);
 
 #endif /* BB_WASM_H */

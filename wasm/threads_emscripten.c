@@ -56,6 +56,11 @@ void *__wrap_emscripten_memcpy_big(void *restrict dest, const void *restrict src
 static struct pthread workers[BB_CPU_MAX_THREADS];
 static void *worker_tls[BB_CPU_MAX_THREADS];
 static void *worker_tsd[BB_CPU_MAX_THREADS][1];
+/* Each slot's stack while it holds one, and whether its worker runs C code (entered, not
+ * left). The host's main thread allocates and frees stacks; a worker sets and clears its
+ * own flag. */
+static void *worker_stack[BB_CPU_MAX_THREADS];
+static _Atomic int worker_entered[BB_CPU_MAX_THREADS];
 
 int bbw_thread_enter(uint32_t slot) {
   struct pthread *t = &workers[slot];
@@ -67,8 +72,12 @@ int bbw_thread_enter(uint32_t slot) {
   t->locale = &libc.global_locale;
   t->tsd = worker_tsd[slot];
   __set_thread_state(t, 0, 0, 1);
+  worker_entered[slot] = 1;
   void *tls = malloc(__builtin_wasm_tls_size() + (__builtin_wasm_tls_align() < 16 ? 16 : __builtin_wasm_tls_align()));
-  if (!tls) return 1;
+  if (!tls) {
+    worker_entered[slot] = 0;
+    return 1;
+  }
   init_tls(tls);
   worker_tls[slot] = tls;
   return 0;
@@ -77,4 +86,27 @@ int bbw_thread_enter(uint32_t slot) {
 void bbw_thread_leave(uint32_t slot) {
   free(worker_tls[slot]);
   worker_tls[slot] = NULL;
+  worker_entered[slot] = 0;
+}
+
+uintptr_t bbw_stack_alloc(uint32_t slot, uint32_t bytes) {
+  if (worker_stack[slot]) return 0;
+  void *stack = malloc(bytes);
+  if (!stack) return 0;
+  worker_stack[slot] = stack;
+  return ((uintptr_t)stack + bytes) & ~(uintptr_t)15;
+}
+
+int bbw_stack_free(uint32_t slot) {
+  if (worker_entered[slot]) return 1;
+  if (!worker_stack[slot]) return 2;
+  free(worker_stack[slot]);
+  worker_stack[slot] = NULL;
+  return 0;
+}
+
+uint32_t bbw_stacks_held(void) {
+  uint32_t n = 0;
+  for (uint32_t slot = 0; slot < BB_CPU_MAX_THREADS; slot++) n += worker_stack[slot] != NULL;
+  return n;
 }

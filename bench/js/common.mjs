@@ -1,5 +1,5 @@
-// What the benches of bench/js share: where the package's build is, the inputs' generator,
-// and the re-run with glibc's allocator tuned.
+// What the benches of bench/js share in Node: where the package's build is, the inputs'
+// generator, and the re-run with glibc's allocator tuned (cases.mjs: what pages share too).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -48,19 +48,5 @@ export function rerunWithTunedMalloc(scriptUrl) {
   process.exit(child.status ?? 1);
 }
 
-/**
- * Uniform floats in [lo, hi) from a fixed seed (mulberry32): the same inputs for every
- * runtime a bench compares, and in every child process of one.
- */
-export function randomFloats(count, seed, lo = -1, hi = 1) {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = lo + (((t ^ (t >>> 14)) >>> 0) / 2 ** 32) * (hi - lo);
-  }
-  return out;
-}
+/** The inputs' generator (mulberry32, js/test/random.mjs): the benches', the tests' and their pages'. */
+export { randomFloats } from '../../js/test/random.mjs';

@@ -30,6 +30,7 @@
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
+import { denseForNhwc, oihwToHwio } from './cases.mjs';
 import { packageDist, randomFloats, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
@@ -133,15 +134,6 @@ const CNN_WEIGHTS = {
   b3: randomFloats(10, 106, -0.1, 0.1),
 };
 
-/** OIHW → HWIO. */
-function oihwToHwio(w, o, i, h, k) {
-  const out = new Float32Array(w.length);
-  for (let a = 0; a < o; a++)
-    for (let b = 0; b < i; b++)
-      for (let y = 0; y < h; y++) for (let x = 0; x < k; x++) out[((y * k + x) * i + b) * o + a] = w[((a * i + b) * h + y) * k + x];
-  return out;
-}
-
 function cnnCase(batch) {
   return {
     label: `CNN 28×28, batch ${batch}`,
@@ -174,10 +166,7 @@ function cnnCase(batch) {
     tfjs: () => {
       // ONNX flattens C×7×7 channel-major; NHWC flattens 7×7×C: the dense weights are
       // reordered so both compute the same sum.
-      const dense = new Float32Array(1568 * 10);
-      for (let o = 0; o < 10; o++)
-        for (let c = 0; c < 32; c++)
-          for (let p = 0; p < 49; p++) dense[(p * 32 + c) * 10 + o] = CNN_WEIGHTS.w3[o * 1568 + c * 49 + p];
+      const dense = denseForNhwc(CNN_WEIGHTS.w3, 10, 32, 49);
       const w = {
         w1: tf.tensor4d(oihwToHwio(CNN_WEIGHTS.w1, 16, 1, 3, 3), [3, 3, 1, 16]),
         b1: tf.tensor1d(CNN_WEIGHTS.b1),

@@ -23,7 +23,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { packageDist, randomFloats, requireBuilt } from './common.mjs';
+import { agreement, bbRunner, median, ortRunner, threadCases as cases } from './cases.mjs';
+import { packageDist, requireBuilt } from './common.mjs';
 
 const CONFIGS = [
   { runtime: 'bb.wasm', threads: 1 },
@@ -34,53 +35,6 @@ const CONFIGS = [
 ];
 const QUICK = process.argv.includes('--quick');
 const OPSET = 17;
-
-// ---- the cases (the same in every child) ------------------------------------------------
-
-const f32 = (name, dims) => ({ name, dtype: 'float', dims });
-const init = (name, dims, seed, scale = 1) => ({ name, dtype: 'float', dims, data: randomFloats(dims.reduce((a, b) => a * b, 1), seed, -scale, scale) });
-
-function cases() {
-  const matmul = (n) => ({
-    label: `MatMul ${n}x${n} · ${n}x${n}`,
-    spec: { nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }], inputs: [f32('a', [n, n]), f32('b', [n, n])], outputs: [f32('y', [n, n])] },
-    feeds: { a: [randomFloats(n * n, 1), [n, n]], b: [randomFloats(n * n, 2), [n, n]] },
-  });
-  const conv = {
-    label: 'Conv 3x3 4x32x56x56 -> 64ch, pad 1',
-    spec: {
-      nodes: [{ opType: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } }],
-      inputs: [f32('x', [4, 32, 56, 56])],
-      outputs: [f32('y', [4, 64, 56, 56])],
-      initializers: [init('w', [64, 32, 3, 3], 3, 0.1), init('b', [64], 4, 0.1)],
-    },
-    feeds: { x: [randomFloats(4 * 32 * 56 * 56, 5), [4, 32, 56, 56]] },
-  };
-  const cnn = {
-    label: 'small CNN inference, batch 64 (1x28x28)',
-    spec: {
-      nodes: [
-        { opType: 'Conv', inputs: ['x', 'w1', 'b1'], outputs: ['c1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
-        { opType: 'Relu', inputs: ['c1'], outputs: ['r1'] },
-        { opType: 'MaxPool', inputs: ['r1'], outputs: ['p1'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
-        { opType: 'Conv', inputs: ['p1', 'w2', 'b2'], outputs: ['c2'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
-        { opType: 'Relu', inputs: ['c2'], outputs: ['r2'] },
-        { opType: 'MaxPool', inputs: ['r2'], outputs: ['p2'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
-        { opType: 'Flatten', inputs: ['p2'], outputs: ['f'] },
-        { opType: 'Gemm', inputs: ['f', 'w3', 'b3'], outputs: ['y'], attributes: { transB: { int: 1 } } },
-      ],
-      inputs: [f32('x', [64, 1, 28, 28])],
-      outputs: [f32('y', [64, 10])],
-      initializers: [
-        init('w1', [16, 1, 3, 3], 11, 0.3), init('b1', [16], 12, 0.1),
-        init('w2', [32, 16, 3, 3], 13, 0.1), init('b2', [32], 14, 0.1),
-        init('w3', [10, 1568], 15, 0.05), init('b3', [10], 16, 0.1),
-      ],
-    },
-    feeds: { x: [randomFloats(64 * 28 * 28, 17), [64, 1, 28, 28]] },
-  };
-  return [matmul(512), matmul(1024), conv, cnn];
-}
 
 // ---- a child: one runtime at one thread count -------------------------------------------
 
@@ -107,27 +61,11 @@ async function child(runtime, threads, outFile) {
     ort.env.wasm.numThreads = threads;
     ort.env.wasm.simd = true;
     ort.env.logLevel = 'error';
-    run = async (testCase) => {
-      const session = await ort.InferenceSession.create(lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
-      const feeds = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, new ort.Tensor('float32', d, dims)]));
-      const once = async () => (await session.run(feeds)).y.data;
-      return { once, output: await once() };
-    };
+    run = (testCase) => ortRunner(ort, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), testCase.feeds);
   } else {
     const bb = runtime === 'bb.wasm' ? await lib.loadBb() : await lib.loadBb({ threads: 2 });
     if (runtime === 'bb-mt.wasm') bb.check(bb.exports.bb_wasm_set_threads(threads));
-    run = async (testCase) => {
-      const model = lib.OnnxModel.decode(bb, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }));
-      const session = new lib.CpuSession(bb, model);
-      const resident = Object.fromEntries(Object.entries(testCase.feeds).map(([n, [d, dims]]) => [n, lib.Tensor.from(bb, 'float', d, dims)]));
-      const once = () => {
-        const outputs = session.run(resident);
-        const y = outputs.y.toArray();
-        for (const t of Object.values(outputs)) t.free();
-        return y;
-      };
-      return { once, output: once() };
-    };
+    run = async (testCase) => bbRunner(lib, bb, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), testCase.feeds);
   }
   for (const testCase of cases()) {
     const { once, output } = await run(testCase);
@@ -141,20 +79,6 @@ async function child(runtime, threads, outFile) {
 }
 
 // ---- the parent: rounds of children, then the table -------------------------------------
-
-function agreement(actual, reference) {
-  let diff = 0;
-  let scale = 0;
-  let identical = actual.length === reference.length;
-  for (let i = 0; i < reference.length; i++) {
-    if (!Object.is(actual[i], reference[i])) identical = false;
-    diff = Math.max(diff, Math.abs(actual[i] - reference[i]));
-    scale = Math.max(scale, Math.abs(reference[i]));
-  }
-  return { identical, relative: diff / (scale || 1) };
-}
-
-const median = (values) => [...values].sort((a, b) => a - b)[values.length >> 1];
 
 async function parent() {
   requireBuilt();

@@ -141,6 +141,13 @@ BB_API uint64_t bb_ctx_defer(bb_ctx *ctx);
  * runs there with `op`). The envelope leaves with the next poll's steps. */
 BB_API int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const uint8_t *payload, size_t len,
                                bb_error *err);
+/* Brings forward to now the next tick of every Interval loop whose tick reaches an op of
+ * this component (directly downstream of the Interval, or inside a function called
+ * downstream of it): the tick runs within the same poll when called while an op or a
+ * message runs (else at the next poll), and the loop's period counts from it. What an
+ * aggregator calls once its open round can close, so that the next round starts at once
+ * instead of at the round timer's next tick. BB_ERR_INVALID_ARGUMENT outside a component. */
+BB_API int bb_ctx_wake_loops(bb_ctx *ctx, bb_error *err);
 /* Calls on_timer(token) at or after at_ns. */
 BB_API int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err);
 /* Publishes an application event (a step BB_STEP_APP_EVENT with this topic and value). */

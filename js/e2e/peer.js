@@ -118,6 +118,23 @@ async function main() {
     },
   });
   running.transport.events.on('state', (peer, s) => (state.links[peer] = s));
+  // where a round's time goes (run.mjs): when each envelope arrived at the data channel and
+  // when this node's next send step left, on the clock the server reads too (time origin +
+  // performance.now(), one machine)
+  const abs = () => performance.timeOrigin + performance.now();
+  state.arrivals = [];
+  state.sends = [];
+  running.transport.onEnvelope(() => state.arrivals.length < 2000 && state.arrivals.push(abs()));
+  node.onStep((step) => step.kind === 'send' && state.sends.length < 2000 && state.sends.push(abs()));
+  // and when each poll that did work began (the driver calls node.poll for every poll)
+  state.pollStarts = [];
+  const poll = node.poll.bind(node);
+  node.poll = (nowNs) => {
+    const began = abs();
+    const result = poll(nowNs);
+    if (state.pollStarts.length < 4000 && abs() - began > 0.05) state.pollStarts.push(began);
+    return result;
+  };
   // the candidate types the link to `peer` runs over (relay: through a TURN server)
   window.e2ePair = (peer) => running.transport.selectedPair(peer);
   setInterval(() => {

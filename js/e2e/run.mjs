@@ -27,6 +27,7 @@
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
 //   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
 //   --round-ms MS (the federated server's round timer; default 200) --codec f16 (its clients' updates in float16)
+//   --next-round close (the next round starts as soon as one closes: FedAvg's next=close)
 //   --only echo --echoes N [--echo-pages 4] [--echo-quiet 200] [--echo-bytes 10000]: the data channels alone
 //   (not run otherwise; bench/federation-rounds.mjs)
 //   --only echo-pair [--echo-pages 1,4] [--echo-bytes 64,10000] [--echo-quiet 0,200] --echoes N: the same
@@ -72,6 +73,9 @@ const mixed = (option('--engines') ?? 'mixed') === 'mixed';
 const roundMs = Number(option('--round-ms') ?? 200);
 // the clients' updates on the wire: float32 (default) or --codec f16
 const codec = option('--codec');
+// when the next round starts: at the round timer's tick (default) or --next-round close
+const nextRound = option('--next-round') ?? 'timer';
+if (nextRound !== 'timer' && nextRound !== 'close') throw new Error(`--next-round is timer or close, got ${nextRound}`);
 const FIREFOX = process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr';
 
 // ---- the servers ------------------------------------------------------------------------
@@ -105,6 +109,41 @@ const engineOf = async (peer) => ((await peer.page.evaluate(() => navigator.user
 
 // ---- federated ----------------------------------------------------------------------------
 
+/**
+ * Where a round's time goes: per client of each round, on one clock (the machine's), the
+ * moment the server began that client's send() after the broadcast began (`queued`), from
+ * there to the envelope's arrival at the page's data channel (`down`), on to the page's
+ * update leaving its send() (`client`: wake, poll, 12 SGD steps, encode, send; split into
+ * `wake`, up to the start of the poll that sent it, and `poll`, that poll up to the send's
+ * return), and on to its arrival at the server's data channel (`up`). `down` and `up`
+ * each carry the offset between the two processes' clocks (time origins); their sum does not. Medians over every client of every
+ * round (`all`) and over the client whose update closed each round (`last`).
+ */
+function roundPhases(rounds, pageStates, ids) {
+  const firstAtOrAfter = (xs, t) => xs.find((x) => x >= t);
+  const rows = { all: [], last: [] };
+  for (const round of rounds) {
+    let last;
+    for (const [i, id] of ids.entries()) {
+      const sent = round.sent.get(id);
+      const arrived = round.arrived.get(id);
+      if (sent === undefined || arrived === undefined) continue;
+      const received = firstAtOrAfter(pageStates[i].arrivals ?? [], sent);
+      const replied = received === undefined ? undefined : firstAtOrAfter(pageStates[i].sends ?? [], received);
+      if (replied === undefined || replied > arrived + 1) continue; // not this round's (clocks agree within 0.1 ms)
+      // the poll that sent the update: the last one that began before it left
+      const polled = (pageStates[i].pollStarts ?? []).filter((t) => t >= received && t <= replied).at(-1) ?? received;
+      const row = { queued: sent - round.start, down: received - sent, client: replied - received, wake: polled - received, poll: replied - polled, up: arrived - replied, arrived };
+      rows.all.push(row);
+      if (last === undefined || arrived > last.arrived) last = row;
+    }
+    if (last !== undefined) rows.last.push(last);
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+  const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'wake', 'poll', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
+  return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length };
+}
+
 async function federated() {
   console.log('\n== federated_digits: a Node server and 4 browser clients over WebRTC');
   const clients = 4;
@@ -114,9 +153,9 @@ async function federated() {
   // twice the median distance nearly every round — dropping it starved the model of its
   // classes (accuracy fell from 0.90 to 0.51).
   // federated_digits' Module as its template records it, with the round timer of --round-ms
-  const plan = federatedDigits({ roundMs, ...(codec === undefined ? {} : { codec }) });
+  const plan = federatedDigits({ roundMs, nextRound, ...(codec === undefined ? {} : { codec }) });
   const compiler = plan.compiler(bb);
-  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=3,target=${clients},deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip`);
+  compiler.rebind('aggregator', 'Aggregator', 'FedAvg', `quorum=3,target=${clients},deadline_ms=1500,no_quorum=abandon,init=model,beyond_norm=clip${nextRound === 'close' ? ',next=close' : ''}`);
   const artifact = compiler.compile(plan.module.build(bb));
   compiler.free();
   files.set('/artifact.bin', ['application/octet-stream', artifact]);
@@ -137,6 +176,10 @@ async function federated() {
   const sendMs = [];
   let broadcastAt;
   let updates = 0;
+  // per round, on the clock the pages read too (time origin + performance.now()): when the
+  // broadcast began, when each client's send() returned, when each client's update arrived
+  const abs = () => performance.timeOrigin + performance.now();
+  const timeline = [];
   const transport = {
     self: rtc.self,
     events: rtc.events,
@@ -144,13 +187,15 @@ async function federated() {
     stats: () => rtc.stats(),
     close: () => rtc.close(),
     send(to, bytes) {
-      if (broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0), sendMs.push(0);
+      if (broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0), sendMs.push(0), timeline.push({ start: abs(), sent: new Map(), arrived: new Map() });
       const before = performance.now();
+      timeline.at(-1).sent.set(to, abs());
       rtc.send(to, bytes);
       sendMs[sendMs.length - 1] += performance.now() - before;
     },
     onEnvelope(handler) {
       return rtc.onEnvelope((from, bytes) => {
+        if (broadcastAt !== undefined) timeline.at(-1).arrived.set(from, abs());
         if (broadcastAt !== undefined && ++updates === liveClients) {
           latencies.push(performance.now() - broadcastAt);
           broadcastAt = undefined;
@@ -194,6 +239,7 @@ async function federated() {
 
   // hide page 1: its driver must fall back to timers and the client keep training
   const fullLatencies = [...latencies];
+  const phases = roundPhases(timeline.slice(1, fullLatencies.length), await Promise.all(pages.map((p) => p.state())), clientIds);
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
   const hidden = pages[0];
   await hidden.page.evaluate(() => window.e2eHide());
@@ -230,11 +276,13 @@ async function federated() {
   for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
   const result = {
     roundMs,
+    nextRound,
     codec: codec ?? 'f32',
     rounds: last.round,
     accuracy: last.accuracy,
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },
     broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
+    phasesMs: phases,
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
   };

@@ -14,22 +14,14 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 
 import { CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, type Bb } from '../src/index.js';
+import { randomFloats } from './random.mjs';
 import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES, packageRoot, wasmBytes } from './support.js';
 
-/** The work, written once: run in the page (as source text) and in Node (as a function). */
+/**
+ * The work, written once: run in the page (as source text) and in Node (as a function);
+ * both have randomFloats (test/random.mjs) in scope.
+ */
 const WORK = `
-function randomFloats(count, seed) {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
-  }
-  return out;
-}
 /** FNV-1a over the float32 bit patterns: equal digests, equal bits. */
 function digest(values) {
   const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
@@ -68,6 +60,7 @@ function work(lib, bb, cnnBytes) {
 
 const PAGE_SCRIPT = `
 import * as lib from './dist/index.js';
+import { randomFloats } from './test/random.mjs';
 ${WORK}
 const warnings = [];
 const warn = console.warn;
@@ -116,7 +109,7 @@ let server: Server | undefined;
 let base: string;
 let browser: Browser | undefined;
 
-/** /isolated/... with the cross-origin isolation headers, /plain/... without; the package's dist, wasm and models under both. */
+/** /isolated/... with the cross-origin isolation headers, /plain/... without; the package's dist, wasm and models, and test/random.mjs, under both. */
 function serve(path: string): { status: number; type?: string; body?: Uint8Array | string; headers?: Record<string, string> } {
   const match = /^\/(isolated|plain)(\/.*)$/.exec(path);
   if (match === null) return { status: 404 };
@@ -125,7 +118,7 @@ function serve(path: string): { status: number; type?: string; body?: Uint8Array
   if (rest === '/') return { status: 200, type: 'text/html', body: PAGE, headers };
   if (rest === '/check.js') return { status: 200, type: 'text/javascript', body: PAGE_SCRIPT, headers };
   const file = normalize(join(packageRoot, rest));
-  const servable = ['dist', 'wasm', 'models'].some((dir) => file.startsWith(join(packageRoot, dir) + sep));
+  const servable = rest === '/test/random.mjs' || ['dist', 'wasm', 'models'].some((dir) => file.startsWith(join(packageRoot, dir) + sep));
   if (!servable || !existsSync(file)) return { status: 404 };
   return { status: 200, type: CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', body: readFileSync(file), headers };
 }
@@ -168,8 +161,13 @@ async function report(path: string): Promise<PageReport> {
 /** What bb.wasm computes in Node, the reference for both pages. */
 async function nodeReference(): Promise<Work> {
   const bb: Bb = await loadBb(wasmBytes());
-  const run = new Function('lib', 'bb', 'cnn', `${WORK}\nreturn work(lib, bb, cnn);`) as (lib: unknown, bb: Bb, cnn: Uint8Array) => Work;
-  return run({ CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel }, bb, new Uint8Array(readFileSync(join(packageRoot, 'models', 'digits_cnn.onnx'))));
+  const run = new Function('lib', 'bb', 'cnn', 'randomFloats', `${WORK}\nreturn work(lib, bb, cnn);`) as (
+    lib: unknown,
+    bb: Bb,
+    cnn: Uint8Array,
+    random: typeof randomFloats,
+  ) => Work;
+  return run({ CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel }, bb, new Uint8Array(readFileSync(join(packageRoot, 'models', 'digits_cnn.onnx'))), randomFloats);
 }
 
 test('a cross-origin-isolated page runs bb-mt.wasm on a Web Worker, with the bits of bb.wasm', async () => {

@@ -192,13 +192,13 @@ describe('nodes', () => {
   });
 
 
-  test('the round timer (roundMs) decides how soon the next round follows a closed one; 0 is refused', async () => {
+  test("the round timer (roundMs) decides how soon the next round follows a closed one, unless nextRound is 'close'; 0 is refused", async () => {
     const bb = await loadBb(module);
     const split = splitDigits(bb, digitsCsv, 2);
     // the host's clock only moves to the nodes' next deadline when nothing is left to do:
     // the virtual time five rounds take is the round timer's doing alone
-    const fiveRounds = (roundMs?: number): bigint => {
-      const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2, ...(roundMs === undefined ? {} : { roundMs }) });
+    const fiveRounds = (roundMs?: number, nextRound?: 'close'): bigint => {
+      const artifact = compileFederatedDigits(bb, { quorum: 2, target: 2, ...(roundMs === undefined ? {} : { roundMs }), ...(nextRound === undefined ? {} : { nextRound }) });
       const serverId = peerIdFromU64(1);
       const ids = [peerIdFromU64(2), peerIdFromU64(3)];
       const server = installDigitsServer(bb, artifact, serverId, split.test);
@@ -211,13 +211,19 @@ describe('nodes', () => {
         net.poll(t);
         if (!net.hasWork()) t = net.expiry() ?? t + 1n;
       }
-      net.free();
       expect(rounds.length).toBe(6); // round 0's model, then five closed rounds
+      // each round the timer started early: the one whose last update woke it (next=close)
+      expect(server.counter('loops.woken')).toBe(nextRound === 'close' ? 5n : 0n);
+      net.free();
       return t;
     };
     expect(fiveRounds()).toBeGreaterThanOrEqual(ms(5 * 200)); // federated_digits' 200 ms
     expect(fiveRounds(1)).toBeLessThanOrEqual(ms(5));
+    // nextRound 'close': back to back with the 200 ms timer, the clock never moved — every
+    // round started in the poll that took its second update, none at a tick
+    expect(fiveRounds(200, 'close')).toBe(0n);
     expect(bbErrorOf(() => compileFederatedDigits(bb, { roundMs: 0 })).code).toBe(BbErrorCode.InvalidArgument);
+    expect(bbErrorOf(() => compileFederatedDigits(bb, { nextRound: 'soon' as 'close' })).code).toBe(BbErrorCode.InvalidArgument);
     split.free();
   });
 

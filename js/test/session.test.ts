@@ -194,6 +194,27 @@ describe('models built in JavaScript', () => {
     freeAll(x, y, session, model);
   });
 
+  test('outputs are own properties whatever their names (__proto__ too), with their dims read from the module', () => {
+    const { model, session } = sessionOf(oneNode('Relu', { x: [2, 3] }, { ['__proto__']: [2, 3] }));
+    const x = Tensor.from(bb, 'float', Float32Array.of(-1, 2, -3, 4, -5, 6), [2, 3]);
+    for (let run = 0; run < 2; run++) {
+      const outputs = session.run({ x });
+      expect(Object.keys(outputs)).toEqual(['__proto__']);
+      const y = Object.getOwnPropertyDescriptor(outputs, '__proto__')?.value as Tensor;
+      expect(Object.getPrototypeOf(outputs)).toBe(Object.prototype);
+      expect(y.dims).toEqual([2, 3]);
+      expect(Object.isFrozen(y.dims)).toBe(true);
+      expect(y.size).toBe(6);
+      expect(y.toArray()).toEqual(Float32Array.of(0, 2, 0, 4, 0, 6));
+      y.free();
+    }
+    // a name with NUL is refused even right after a run whose names were accepted
+    const error = bbErrorOf(() => session.run({ ['x\0']: x }));
+    expect(error.code).toBe(BbErrorCode.InvalidArgument);
+    expect(error.message).toBe('CpuSession.run: an input name contains NUL');
+    freeAll(x, session, model);
+  });
+
   test('the model may be freed before its session, which keeps running', () => {
     const model = OnnxModel.decode(bb, encodeOnnxModel(oneNode('Relu', { x: [4] }, { y: [4] })));
     const session = new CpuSession(bb, model);

@@ -58,24 +58,8 @@ export function bbErrorOf(call: () => unknown): BbError {
   throw new Error('expected a BbError, but the call succeeded');
 }
 
-/** Headless Chromium for the browser tests: Debian's, or BB_CHROMIUM. */
-export const CHROMIUM = process.env['BB_CHROMIUM'] ?? '/usr/bin/chromium';
-/** What it runs with: no sandbox (root), no GPU, and none of its calls home (the network is closed). */
-export const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-/** Content types the tests' static servers send. */
-export const CONTENT_TYPES: Record<string, string> = {
-  '.js': 'text/javascript',
-  '.mjs': 'text/javascript',
-  '.wasm': 'application/wasm',
-  '.html': 'text/html',
-};
+/** Headless Chromium for the browser tests, its arguments, and the static servers' content types. */
+export { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES } from './chromium.mjs';
 
 /** The native bb tool the tests compare against: build/bb, or BB_NATIVE_BB. */
 export function nativeBbPath(): string {

@@ -115,5 +115,6 @@ describe("federatedAveraging({ mode: 'async' })", () => {
     expect(() => federatedAveraging({ model: LOGISTIC, clients: 4, discovery: 'seats', mode: 'async', buffer: 0 })).toThrow(/buffer/);
     expect(() => federatedAveraging({ model: LOGISTIC, clients: 4, discovery: 'seats', mode: 'async', maxStaleness: 2000 })).toThrow(/maxStaleness/);
     expect(() => federatedAveraging({ model: LOGISTIC, clients: 4, discovery: 'seats', mode: 'async', dp: { clip: 1, noiseMultiplier: 1, delta: 1e-5 } })).toThrow(/not with mode 'async'/);
+    expect(() => federatedAveraging({ model: LOGISTIC, clients: 4, discovery: 'seats', mode: 'async', nextRound: 'close' })).toThrow(/nextRound 'close' is for sync rounds/);
   });
 });

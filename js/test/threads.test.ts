@@ -1,7 +1,8 @@
 // bb-mt.wasm on worker_threads: the same bits as bb.wasm, and as itself on one thread,
 // for a MatMul 512², a Conv, the digits CNN's inference and OnnxTrainer steps; the pool's
 // counters show that workers ran tasks. Then what loadBb does when threads cannot be had
-// (no SharedArrayBuffer), what it refuses, and that dispose ends the workers.
+// (no SharedArrayBuffer), what it refuses, and that dispose ends the workers and returns
+// their stacks to the module's memory.
 // The browser half (a cross-origin-isolated page, and one that is not) is browser.test.ts.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,24 +11,12 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
 import { BbLoadError, CpuSession, Dataset, LocalNetwork, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, peerIdFromU64, roundReporter, type Bb } from '../src/index.js';
 import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from '../src/examples/index.js';
+import { startThreadPool } from '../src/engine/threads.js';
+import { randomFloats } from './random.mjs';
 import { packageRoot, repoRoot, wasmBytes } from './support.js';
 
 const MT_WASM = join(packageRoot, 'wasm', 'bb-mt.wasm');
 const CNN = join(repoRoot, 'examples', 'models', 'digits_cnn.onnx');
-
-/** Uniform floats in [-1, 1) from a fixed seed (mulberry32). */
-function randomFloats(count: number, seed: number): Float32Array {
-  const out = new Float32Array(count);
-  let state = seed >>> 0;
-  for (let i = 0; i < count; i++) {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = ((t ^ (t >>> 14)) >>> 0) / 2 ** 31 - 1;
-  }
-  return out;
-}
 
 /** The float32 bit patterns, so equality is bit identity (NaNs and -0 included). */
 const bits = (values: Float32Array): Uint32Array => new Uint32Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
@@ -211,6 +200,31 @@ describe('choosing threads', () => {
     for (let i = 0; i < 100 && bb.poolStats().workersLive > 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(bb.poolStats().workersLive).toBe(0);
     // still an engine, on one thread
+    expect(runModel(bb, conv, feeds.conv).length).toBe(4 * 32 * 32 * 32);
+  });
+
+  test("dispose returns the workers' stacks to the module: pools stopped and started again do not grow its memory", async () => {
+    const bb = await loadBb({ threads: 3 });
+    // a worker says it runs just before it enters its loop
+    for (let i = 0; i < 100 && bb.poolStats().workersLive < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(bb.poolStats()).toMatchObject({ workersLive: 2, workerStacks: 2 });
+    // the module refuses to free a stack its worker runs on, and to give a slot a second one
+    expect(() => bb.check(bb.exports.bb_wasm_worker_stack_free(1))).toThrow(/slot 1 still runs on its stack/);
+    expect(bb.exports.bb_wasm_worker_stack(1, 1 << 20)).toBe(0);
+    await bb.dispose();
+    expect(bb.poolStats()).toMatchObject({ workersLive: 0, workerStacks: 0 });
+    // the same engine's pool, started and stopped again: each start takes 2 MiB of stacks,
+    // 32 MiB over the cycles, more than the module's first 16 MiB could hide
+    const module = await WebAssembly.compile(readFileSync(MT_WASM));
+    const memory = bb.exports.memory as WebAssembly.Memory;
+    const size = memory.buffer.byteLength;
+    for (let cycle = 0; cycle < 16; cycle++) {
+      const pool = await startThreadPool(module, memory, bb.exports, 3);
+      expect(bb.poolStats().workerStacks).toBe(2);
+      await pool.stop();
+      expect(bb.poolStats().workerStacks).toBe(0);
+    }
+    expect(memory.buffer.byteLength).toBe(size);
     expect(runModel(bb, conv, feeds.conv).length).toBe(4 * 32 * 32 * 32);
   });
 });

@@ -207,7 +207,7 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   const int64_t channels = x->dims[1];
   const size_t work = (size_t)g->out_size * (size_t)g->kernel_size;
   size_t block = (DW_BLOCK_WORK + work - 1) / work;
-  block = (block + 3) & ~(size_t)3; /* whole groups of the narrow kernel's four lanes */
+  block = (block + 15) & ~(size_t)15; /* whole groups of the narrow kernel's lanes (four, or sixteen with AVX-512) */
   dw_job j = {&win, NULL, bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y), own_epilogue(ctx, y),
               (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels, block, 0};
   const size_t tasks = ((size_t)channels + block - 1) / block;

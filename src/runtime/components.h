@@ -14,6 +14,8 @@ typedef struct rt_component {
   uint32_t number;    /* stable across peers: FNV-1a-32 of the slot name */
   bb_role role;       /* the role it is bound as */
   char *config;
+  bool wake;          /* bb_ctx_wake_loops was called: the engine brings forward, within the
+                         same poll, the Interval ticks that reach an op of this component */
 } rt_component;
 
 /* Invariants: slot names and numbers are unique. */

@@ -133,6 +133,12 @@ int bb_ctx_send_message(bb_ctx *ctx, const bb_peer_id *to, const char *op, const
   return 0;
 }
 
+int bb_ctx_wake_loops(bb_ctx *ctx, bb_error *err) {
+  if (!ctx || !ctx->component) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "wake_loops: not inside a component");
+  ctx->component->wake = true;
+  return 0;
+}
+
 int bb_ctx_set_timer(bb_ctx *ctx, uint64_t at_ns, uint64_t token, bb_error *err) {
   if (!ctx->component) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "set_timer: not inside a component");
   uint32_t index = (uint32_t)(ctx->component - ctx->parts->components->items);

@@ -83,6 +83,66 @@ static void fire_timers(bb_node *n) {
   }
 }
 
+/* ---- loops a component woke (bb_ctx_wake_loops) ------------------------------------------- */
+
+/* Whether graph g (or a function it calls, to `depth` levels) has an op of a woken component. */
+static bool calls_woken(const bb_node *n, uint32_t g, int depth) {
+  const rt_graph *gr = &n->graphs[g];
+  for (uint32_t k = 0; k < gr->n_ops; k++) {
+    const rt_op *o = &gr->ops[k];
+    if (o->kind == RT_OP_COMPONENT && n->components.items[o->component].wake) return true;
+    if (o->kind == RT_OP_CALL && depth > 0 && calls_woken(n, o->callee, depth - 1)) return true;
+  }
+  return false;
+}
+
+/* Whether an op of a woken component is downstream of op `from` in graph g (itself, an op
+ * fed by its outputs, and so on, or inside a function such an op calls). */
+static bool reaches_woken(const bb_node *n, uint32_t g, uint32_t from) {
+  const rt_graph *gr = &n->graphs[g];
+  uint8_t *seen = bbi_mem_calloc(n->alloc, gr->n_ops, 1);
+  uint32_t *stack = bbi_mem_alloc(n->alloc, (size_t)gr->n_ops * sizeof *stack);
+  bool found = false;
+  if (!seen || !stack) { /* out of memory: wake the loop all the same (an early tick is only a poll) */
+    found = true;
+    goto out;
+  }
+  size_t len = 0;
+  stack[len++] = from;
+  seen[from] = 1;
+  while (len && !found) {
+    const rt_op *o = &gr->ops[stack[--len]];
+    if (o->kind == RT_OP_COMPONENT && n->components.items[o->component].wake) found = true;
+    if (o->kind == RT_OP_CALL && calls_woken(n, o->callee, 8)) found = true;
+    for (uint32_t k = 0; k < o->n_out; k++) {
+      uint32_t s = o->out[k];
+      if (s == RT_NONE) continue;
+      for (uint32_t c = gr->cons_start[s]; c < gr->cons_start[s + 1]; c++)
+        if (!seen[gr->cons[c]]) seen[gr->cons[c]] = 1, stack[len++] = gr->cons[c];
+    }
+  }
+out:
+  bbi_mem_free(n->alloc, seen);
+  bbi_mem_free(n->alloc, stack);
+  return found;
+}
+
+static bool interval_reaches_woken(const rt_timer *t, void *node) {
+  const bb_node *n = node;
+  return reaches_woken(n, t->exec->graph, t->op);
+}
+
+/* Makes due now the Interval ticks that reach a component which asked for it since the
+ * last call, then forgets the asks. */
+static void wake_loops(bb_node *n) {
+  bool any = false;
+  for (size_t i = 0; i < n->components.len; i++) any |= n->components.items[i].wake;
+  if (!any) return;
+  size_t moved = rt_timers_bring_forward(&n->timers, n->now, interval_reaches_woken, n);
+  if (moved) rt_count(&n->counters, "loops.woken", moved);
+  for (size_t i = 0; i < n->components.len; i++) n->components.items[i].wake = false;
+}
+
 static void emit_outbound(bb_node *n) {
   rt_outbound o;
   while (rt_outbound_pop(&n->outbound, &o)) {
@@ -116,8 +176,10 @@ int bb_node_poll(bb_node *n, uint64_t now_ns, const bb_step **steps, size_t *n_s
   for (int round = 0; round < 4; round++) {
     process_ingress(n);
     rt_drain(n, &budget);
+    wake_loops(n);
     fire_timers(n);
     rt_drain(n, &budget);
+    wake_loops(n); /* a wake from the ticks' own work: due at the next poll */
     int was = n->bootstrap_running;
     rt_bootstrap_progress(n);
     /* a bootstrap that just finished releases held events: take them in this poll */

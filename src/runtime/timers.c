@@ -43,11 +43,7 @@ int rt_timers_add(rt_timers *t, uint64_t at, rt_timer_kind kind, uint64_t id, rt
   return rc;
 }
 
-bool rt_timers_pop_due(rt_timers *t, uint64_t now, rt_timer *out) {
-  if (!t->len || t->items[0].at > now) return false;
-  *out = t->items[0];
-  t->items[0] = t->items[--t->len];
-  size_t i = 0;
+static void sift_down(rt_timers *t, size_t i) {
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
     if (l < t->len && before(&t->items[l], &t->items[m])) m = l;
@@ -56,7 +52,27 @@ bool rt_timers_pop_due(rt_timers *t, uint64_t now, rt_timer *out) {
     swap(&t->items[i], &t->items[m]);
     i = m;
   }
+}
+
+bool rt_timers_pop_due(rt_timers *t, uint64_t now, rt_timer *out) {
+  if (!t->len || t->items[0].at > now) return false;
+  *out = t->items[0];
+  t->items[0] = t->items[--t->len];
+  sift_down(t, 0);
   return true;
+}
+
+size_t rt_timers_bring_forward(rt_timers *t, uint64_t now, bool (*hit)(const rt_timer *, void *), void *user) {
+  size_t moved = 0;
+  for (size_t i = 0; i < t->len; i++) {
+    rt_timer *x = &t->items[i];
+    if (x->kind != RT_TIMER_INTERVAL || x->at <= now || !hit(x, user)) continue;
+    x->at = now;
+    moved++;
+  }
+  if (moved) /* times only went down: rebuild the heap bottom-up */
+    for (size_t i = t->len / 2; i-- > 0;) sift_down(t, i);
+  return moved;
 }
 
 uint64_t rt_timers_next(const rt_timers *t) { return t->len ? t->items[0].at : UINT64_MAX; }

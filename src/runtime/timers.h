@@ -40,6 +40,9 @@ int rt_timers_add(rt_timers *t, uint64_t at, rt_timer_kind kind, uint64_t id, rt
                   uint32_t component);
 /* Takes the earliest timer due at `now` into *out; false when none is. */
 bool rt_timers_pop_due(rt_timers *t, uint64_t now, rt_timer *out);
+/* Makes every INTERVAL timer for which hit(timer, user) holds due at `now` at the latest
+ * (one due earlier keeps its time); returns how many were brought forward. */
+size_t rt_timers_bring_forward(rt_timers *t, uint64_t now, bool (*hit)(const rt_timer *, void *), void *user);
 /* When the earliest timer is due (UINT64_MAX: none). */
 uint64_t rt_timers_next(const rt_timers *t);
 /* Frees the heap (an INTERVAL timer's hold must have been taken back first). */

@@ -42,6 +42,26 @@ static void round_body(bb_rec *g, void *user) {
 
 static const bb_module ROUND = {sizeof(bb_module), "Round", round_body, NULL, NULL, NULL, 0};
 
+/* The same round driven by the server's own round timer, as federated_digits is: an
+ * Interval of 10 s ticks Aggregate; the host invokes the server once. */
+#define LOOP_PERIOD_NS (10000 * MS)
+static void looped_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
+  bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
+  bb_value global, round;
+  bb_rec_aggregator_aggregate(g, &BBI_FEDAVG_AGGREGATOR, bb_rec_interval(g, (int64_t)LOOP_PERIOD_NS), &global, &round);
+  bb_rec_output(g, "global", global);
+  bb_rec_output(g, "round", round);
+  bb_value out[2] = {global, round};
+  bb_rec_net_out(g, "global_port", clients, bb_rec_bundle(g, out, 2));
+  bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global_port"));
+  bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
+}
+
+static const bb_module LOOPED = {sizeof(bb_module), "Round", looped_body, NULL, NULL, NULL, 0};
+static const bb_module *module_under_test = &ROUND; /* what federation_open compiles */
+
 /* ---- a federation: server 1, clients 2..N ----------------------------------------------- */
 
 #define MAX_PEERS 8
@@ -148,7 +168,7 @@ static bool federation_open_admitting(federation *f, const bb_join_policy *polic
   f->round = -1;
   f->n = n_peers;
   aggregator_binding b = {type, config};
-  f->artifact = compile_test_module(&ROUND, bind_round, &b, &f->len);
+  f->artifact = compile_test_module(module_under_test, bind_round, &b, &f->len);
   f->reg = bb_registry_new(NULL);
   CHECK(f->reg && bb_registry_add_shipped(f->reg, NULL) == 0 && bb_registry_add(f->reg, &STEP_MODEL, NULL) == 0);
   bb_sim_config sc = {.struct_size = sizeof sc, .seed = 1, .latency_ns = MS};
@@ -777,6 +797,48 @@ static void test_dp_sampling_is_poisson(void) {
   federation_close(&f);
 }
 
+/* next=close: the update that completes a round wakes the server's round timer, so the next
+ * round starts in the same poll; with next=tick (the default) the round waits for the
+ * timer's next tick. On the simulator's clock (1 ms a hop), so in virtual time: rounds run
+ * back to back, each closing on its second update, long before the 10 s timer ticks. */
+static void test_next_round_starts_on_close(void) {
+  module_under_test = &LOOPED;
+  for (int close = 0; close < 2; close++) {
+    federation f;
+    const char *const clients[] = {"delta=1", "delta=3"};
+    if (federation_open(&f, "FedAvg", close ? "quorum=2,target=2,init=model,next=close" : "quorum=2,target=2,init=model", 3,
+                        clients)) {
+      bb_val *peers = bb_val_peers(NULL, &f.peer[1], 2);
+      bb_named_value in[] = {{"clients", peers}};
+      bb_error err;
+      CHECK_MSG(bb_node_invoke(f.node[0], "Round", in, 1, 0, &err) == 0, "%s", err.message);
+      bb_val_release(peers);
+      CHECK(bb_sim_run_until(f.sim, 100 * MS, NULL) == 0);
+      const uint64_t closed = counter(&f, "fedavg.rounds_closed");
+      if (close) {
+        /* a round is a broadcast hop and an update hop: about 2 ms each */
+        CHECK_MSG(closed >= 40, "%llu rounds closed in 100 ms", (unsigned long long)closed);
+        CHECK_EQ_INT(counter(&f, "loops.woken"), closed);
+      } else {
+        CHECK_EQ_INT(closed, 0);
+        CHECK_EQ_INT(counter(&f, "loops.woken"), 0);
+      }
+      CHECK_EQ_INT(f.round, (int64_t)closed);
+      /* every closed round moved the model by the mean of the steps, (1 + 3) / 2 */
+      CHECK_MSG(f.global[0] == 2.0f * (float)closed && f.global[1] == -2.0f * (float)closed, "%g %g after %llu",
+                (double)f.global[0], (double)f.global[1], (unsigned long long)closed);
+      /* the timer still ticks: with next=tick its first tick closes round 0 */
+      if (!close) {
+        CHECK(bb_sim_run_until(f.sim, LOOP_PERIOD_NS + 10 * MS, NULL) == 0);
+        CHECK_EQ_INT(counter(&f, "fedavg.rounds_closed"), 1);
+        CHECK_EQ_INT(f.round, 1);
+      }
+    }
+    federation_close(&f);
+  }
+  module_under_test = &ROUND;
+}
+
 /* Sampling that would not be Poisson, or adaptive keys that mean nothing, are refused. */
 static void test_dp_sampling_config_refused(void) {
   static const char *const BAD[][2] = {
@@ -792,6 +854,7 @@ static void test_dp_sampling_config_refused(void) {
       {"dp_clip=1,dp_clip_quantile=1", "dp_clip_quantile"},
       {"dp_clip=1,dp_clip_rate=0.1", "dp_clip_quantile"},
       {"dp_clip=1,dp_noise=1,dp_clip_quantile=0.5,dp_count_noise=0.4", "dp_count_noise"},
+      {"next=soon", "tick|close"},
   };
   for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
     bb_component_init init = {"aggregator", BAD[i][0], 0, 7, bb_default_allocator(), NULL, NULL};
@@ -825,5 +888,6 @@ int main(void) {
   RUN(test_dp_adaptive_noise_multiplier);
   RUN(test_dp_sampling_is_poisson);
   RUN(test_dp_sampling_config_refused);
+  RUN(test_next_round_starts_on_close);
   return bb_test_finish();
 }

@@ -44,6 +44,34 @@ static void test_the_cap_refuses_and_counts(void) {
   rt_counters_free(&counters);
 }
 
+static bool op_is_odd(const rt_timer *x, void *user) {
+  (void)user;
+  return x->op % 2 == 1;
+}
+
+/* Bringing Interval timers forward: only the ones the predicate picks, only Interval ones,
+ * never later than they were; the heap then pops by (time, insertion order) as ever. */
+static void test_bring_forward_picks_intervals_and_keeps_the_order(void) {
+  rt_timers t;
+  rt_timers_init(&t, bb_default_allocator(), 100, NULL);
+  /* ops 0..39 as Interval timers at 1000 + op, a COMPLETE timer at 50 with id 7 (odd but not an
+     Interval), and op 41 already due at 5 */
+  for (uint32_t op = 0; op < 40; op++) CHECK_EQ_INT(rt_timers_add(&t, 1000 + op, RT_TIMER_INTERVAL, 0, NULL, op, 0), 0);
+  CHECK_EQ_INT(rt_timers_add(&t, 50, RT_TIMER_COMPLETE, 7, NULL, 7, 0), 0);
+  CHECK_EQ_INT(rt_timers_add(&t, 5, RT_TIMER_INTERVAL, 0, NULL, 41, 0), 0);
+  CHECK_EQ_INT(rt_timers_bring_forward(&t, 10, op_is_odd, NULL), 20);
+  rt_timer x;
+  CHECK(rt_timers_pop_due(&t, 10, &x) && x.op == 41 && x.at == 5); /* due earlier: kept its time */
+  for (uint32_t op = 1; op < 40; op += 2) /* then the odd ones, now due at 10, in the order set */
+    CHECK(rt_timers_pop_due(&t, 10, &x) && x.kind == RT_TIMER_INTERVAL && x.op == op && x.at == 10);
+  CHECK(!rt_timers_pop_due(&t, 49, &x));
+  CHECK(rt_timers_pop_due(&t, 50, &x) && x.kind == RT_TIMER_COMPLETE);
+  for (uint32_t op = 0; op < 40; op += 2) CHECK(rt_timers_pop_due(&t, 2000, &x) && x.op == op && x.at == 1000 + op);
+  CHECK_EQ_INT(rt_timers_next(&t), UINT64_MAX);
+  CHECK_EQ_INT(rt_timers_bring_forward(&t, 10, op_is_odd, NULL), 0);
+  rt_timers_free(&t);
+}
+
 /* Timers of every kind, some due at one time, saved. */
 static uint8_t *saved(size_t *len, fake_execs *f, rt_timers *keep) {
   rt_timers_init(keep, bb_default_allocator(), 16, NULL);
@@ -143,6 +171,7 @@ static void test_corrupted_bytes_are_refused(void) {
 int main(void) {
   RUN(test_due_timers_fire_in_time_then_insertion_order);
   RUN(test_the_cap_refuses_and_counts);
+  RUN(test_bring_forward_picks_intervals_and_keeps_the_order);
   RUN(test_save_load_round_trip);
   RUN(test_corrupted_bytes_are_refused);
   return bb_test_finish();

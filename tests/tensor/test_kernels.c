@@ -510,6 +510,27 @@ static void test_unary_against_libm(void) {
   free(x), free(y), free(r);
 }
 
+/* bbi_f32_vunary's sigmoid tests sixteen floats at once for the fast range; each float
+ * must still get what bbi_f32x4_sigmoid gives its own vector of four: blocks of sixteen
+ * where one lane (in each position in turn) is far out of the fast range, or none is. */
+static void test_sigmoid_blocks(void) {
+  const bbi_vmath_consts k = bbi_vmath_k;
+  enum { N = 16 * 17 + 5 };
+  float x[N], y[N], r[N];
+  rng_seed(17);
+  fill_uniform(x, N, -9.0f, 9.0f);
+  for (size_t b = 0; b < 16; b++) x[16 * b + b] = b % 2 ? -95.0f - (float)b : -1e30f; /* block 16 stays fast */
+  bbi_f32_vunary(BBI_UNARY_SIGMOID, N, x, y);
+  int same = 1;
+  for (size_t i = 0; i + 4 <= N; i += 4) {
+    const bbi_f32x4 v = bbi_f32x4_sigmoid(bbi_f32x4_load(x + i), &k);
+    bbi_f32x4_store(r + i, v);
+  }
+  for (size_t i = 0; i < N / 4 * 4; i++) same &= same_float(y[i], r[i]);
+  CHECK_MSG(same, "vunary's sigmoid differs from bbi_f32x4_sigmoid's per-vector choice");
+  CHECK(y[0] == 0.0f && y[17] > 0.0f && y[17] < 1e-40f); /* -1e30 and a subnormal result */
+}
+
 /* Softmax's exp of the shifted values (x - max <= 0): within 2 ulp of libm over [-104, 0]
  * (a stride through every float there, where the results go subnormal and then 0, and
  * dense values where they do not), on both of its paths: vectors whose lanes are all
@@ -734,7 +755,8 @@ static bbi_window2d random_pool(void) {
 /* The column matrix and its transposed (patch-row) form, SIMD against the scalar twins, bit
  * for bit: random windows (padding up to one more than the window's span, dilations,
  * strides), half of them stride 1 with the width kept (the one-run path), the 3×3 / pad 1
- * convolutions of a small CNN and the weight gradient of the second. The
+ * convolutions of a small CNN and the weight gradient of the second, a resnet's 7×7
+ * stride-2 stem. The
  * matrix is surrounded by sentinels: nothing outside its rows may be written. */
 static void test_im2col_matches_scalar(void) {
   rng_seed(12);
@@ -759,6 +781,8 @@ static void test_im2col_matches_scalar(void) {
     if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     /* a weight gradient's convolution: dY's 14×14 as the window, 3×3 positions */
     if (t % 10 == 7) g = (bbi_window2d){14, 14, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    /* a resnet's stem, 7×7 at stride 2 (the stride-2 vector copies) */
+    if (t % 10 == 3) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
     const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
     g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
     g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
@@ -831,7 +855,7 @@ static void test_pooling_matches_scalar(void) {
 
 /* The depthwise kernel against its twin, bit for bit, on random geometries (every stride,
  * dilation and padding the window allows, the 3×3 and 5×5 filters of MobileNet and
- * EfficientNet among them) and on inputs with NaN, infinities and signed zeros; then split
+ * EfficientNet among them, up to 40 channels) and on inputs with NaN, infinities and signed zeros; then split
  * by channels, as a thread pool would run it, with the same bits. */
 static void test_dwconv_matches_scalar(void) {
   rng_seed(10);
@@ -846,7 +870,9 @@ static void test_dwconv_matches_scalar(void) {
     g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
     g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
     g.count_include_pad = 0;
-    const size_t channels = (size_t)rng_int(1, 5), in = channels * g.ih * g.iw, out = channels * g.oh * g.ow;
+    /* and more than sixteen channels: whole and partial groups of the sixteen-lane path */
+    const size_t channels = (size_t)(t % 5 == 4 ? rng_int(16, 40) : rng_int(1, 5));
+    const size_t in = channels * g.ih * g.iw, out = channels * g.oh * g.ow;
     float *x = floats(in), *w = floats(channels * g.kh * g.kw), *b = floats(channels);
     float *y = floats(out + 1), *r = floats(out + 1), *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4 + 1);
     if (t % 3) fill_uniform(x, in, -2.0f, 2.0f);
@@ -1052,6 +1078,7 @@ int main(void) {
   RUN(test_binary_matches_scalar);
   RUN(test_binary_row_broadcast);
   RUN(test_unary_against_libm);
+  RUN(test_sigmoid_blocks);
   RUN(test_reduce_rows);
   RUN(test_reduce_strided);
   RUN(test_exp_shifted);

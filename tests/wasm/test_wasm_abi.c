@@ -761,25 +761,30 @@ static void test_trainer(void) {
   free(model.data);
 }
 
-/* The threads exports as the single-threaded module has them: a worker's loop is refused
- * with the reason (no shared memory here), as are 0 threads and an unknown statistic; a
- * count the build can run is taken, and the pool counts the jobs it ran. */
+/* The threads exports as the single-threaded module has them: a worker's loop and a
+ * worker's stack are refused with the reason (no shared memory here), as are 0 threads and
+ * an unknown statistic; no stack is held; a count the build can run is taken, and the pool
+ * counts the jobs it ran. */
 static void test_threads_exports(void) {
   CHECK_EQ_INT(bb_wasm_set_threads(0), BB_ERR_INVALID_ARGUMENT);
   CHECK_EQ_INT(bb_wasm_threads(), 1);
-  CHECK(bb_wasm_pool_stat(4) == -1);
+  CHECK(bb_wasm_pool_stat(5) == -1);
   CHECK(bb_wasm_pool_stat(0) >= 0 && bb_wasm_pool_stat(3) >= 0);
+  CHECK(bb_wasm_pool_stat(4) == 0);
   if (!bb_wasm_threads_supported()) {
     CHECK(bb_wasm_worker_main(1) != 0);
     CHECK_MSG(strstr(bb_wasm_last_error(), "bb-mt.wasm") != NULL || strstr(bb_wasm_last_error(), "thread") != NULL,
               "%s", bb_wasm_last_error());
+    CHECK(bb_wasm_worker_stack(1, 1u << 20) == 0);
+    CHECK_EQ_INT(bb_wasm_last_error_code(), BB_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(bb_wasm_worker_stack_free(1), BB_ERR_UNSUPPORTED);
   }
   CHECK_EQ_INT(bb_wasm_set_threads(1), 0);
   CHECK_EQ_INT(bb_wasm_threads(), 1);
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 8);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 9);
   buf artifact = compile_federated_digits();
   RUN(test_async_host_op);
   RUN(test_threads_exports);

@@ -5,7 +5,7 @@
 import type { WasmMemory } from './platform.js';
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 8;
+export const BB_WASM_ABI_VERSION = 9;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -186,8 +186,12 @@ export interface BbExports {
   /** A worker's loop (bb-mt.wasm, on the worker's own instance). */
   bb_wasm_worker_main(slot: number): number;
   bb_wasm_stop_workers(): void;
-  /** The pool's counters: 0 jobs, 1 tasks, 2 tasks workers ran, 3 workers in their loop. */
+  /** The pool's counters: 0 jobs, 1 tasks, 2 tasks workers ran, 3 workers in their loop, 4 worker stacks held. */
   bb_wasm_pool_stat(which: number): number;
+  /** Allocates slot `slot`'s worker stack in module memory; its top, 0 on failure. */
+  bb_wasm_worker_stack(slot: number, bytes: number): number;
+  /** Frees slot `slot`'s worker stack once its worker has left bb_wasm_worker_main. */
+  bb_wasm_worker_stack_free(slot: number): number;
 }
 
 type BbFunctionName = Exclude<keyof BbExports, 'memory'>;
@@ -333,4 +337,6 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_worker_main: 1,
   bb_wasm_stop_workers: 0,
   bb_wasm_pool_stat: 1,
+  bb_wasm_worker_stack: 2,
+  bb_wasm_worker_stack_free: 1,
 };

@@ -15,6 +15,7 @@ export class Bb {
   /** The raw ABI, for bindings; the classes of this package wrap it. */
   readonly exports: BbExports;
   #memoryView: Uint8Array;
+  #memoryData: DataView;
 
   /** @internal Made by `loadBb` once the module is instantiated and initialised. */
   readonly #host: Host | undefined;
@@ -44,6 +45,7 @@ export class Bb {
     this.#pool = build.pool;
     this.threadsUnavailable = build.threadsUnavailable;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
+    this.#memoryData = new DataView(exports.memory.buffer);
   }
 
   /** Threads the CPU backend's jobs run on now, this one included (1 for bb.wasm). */
@@ -56,20 +58,24 @@ export class Bb {
     return this.exports.bb_wasm_threads_supported() === 1;
   }
 
-  /** The work pool's counters since the module started (for tests and benchmarks). */
-  poolStats(): { jobs: number; tasks: number; tasksOnWorkers: number; workersLive: number } {
+  /**
+   * The work pool's counters since the module started (for tests and benchmarks), and the
+   * worker stacks the module holds now (1 MiB each of its memory, until their workers end).
+   */
+  poolStats(): { jobs: number; tasks: number; tasksOnWorkers: number; workersLive: number; workerStacks: number } {
     const stat = (which: number): number => this.exports.bb_wasm_pool_stat(which);
-    return { jobs: stat(0), tasks: stat(1), tasksOnWorkers: stat(2), workersLive: stat(3) };
+    return { jobs: stat(0), tasks: stat(1), tasksOnWorkers: stat(2), workersLive: stat(3), workerStacks: stat(4) };
   }
 
   /**
-   * Ends the engine's worker threads (bb-mt.wasm): their loops return and the workers are
-   * terminated. The engine itself stays usable, on one thread. Safe to call more than once,
-   * and on a bb.wasm engine (nothing to end).
+   * Ends the engine's worker threads (bb-mt.wasm): their loops return, the workers are
+   * terminated and their stacks go back to the module's memory. The engine itself stays
+   * usable, on one thread, at once. The promise settles when every worker has ended (a
+   * worker that does not leave its loop within 2 s is terminated and keeps its stack).
+   * Safe to call more than once, and on a bb.wasm engine (nothing to end).
    */
-  dispose(): void {
-    this.#pool?.stop();
-    this.#pool = undefined;
+  dispose(): Promise<void> {
+    return this.#pool?.stop() ?? Promise.resolve();
   }
 
   /** Routes the module's component imports to JavaScript (used by registerComponentType). */
@@ -134,6 +140,17 @@ export class Bb {
     return this.#memoryView;
   }
 
+  /**
+   * @internal The same as {@link memory}, as a DataView (little-endian reads of the module's
+   * integers); the same rule holds: take a fresh one after every call into the module.
+   */
+  memoryData(): DataView {
+    if (this.#memoryData.buffer !== this.exports.memory.buffer) {
+      this.#memoryData = new DataView(this.exports.memory.buffer);
+    }
+    return this.#memoryData;
+  }
+
   /** Returns a non-negative result, and throws the recorded {@link BbError} for a negative one. */
   check(result: number): number {
     if (result < 0) throw this.lastError(result);
@@ -189,10 +206,14 @@ export class Bb {
 
   /** The NUL-terminated UTF-8 string at ptr ("" for NULL). */
   readCString(ptr: number): string {
-    const address = ptr >>> 0;
-    if (address === 0) return '';
-    const memory = this.memory();
-    const end = memory.indexOf(0, address);
-    return utf8.decode(memory.slice(address, end < 0 ? memory.length : end));
+    return cString(this.memory(), ptr);
   }
+}
+
+/** The NUL-terminated UTF-8 string at `ptr` in `memory` ('' for NULL), decoded from a copy (shared memory has no views for TextDecoder). */
+export function cString(memory: Uint8Array, ptr: number): string {
+  const address = ptr >>> 0;
+  if (address === 0) return '';
+  const end = memory.indexOf(0, address);
+  return utf8.decode(memory.slice(address, end < 0 ? memory.length : end));
 }

@@ -94,7 +94,6 @@ export class CpuSession {
         throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name} lives in another bb.wasm instance`);
       }
       if (tensor.freed) throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name}: the tensor was freed`);
-      if (name.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession.run: an input name contains NUL');
     }
     // One block in the module's memory: the input handles, room for the output handles,
     // then the packed names. It is kept for the next run while the names stay the same.
@@ -103,12 +102,12 @@ export class CpuSession {
     const namesAt = outputsAt + this.outputNames.length * HANDLE_BYTES;
     const ptr = this.#scratchFor(names, namesAt);
     const bb = this.#bb;
-    const layout = new DataView(bb.exports.memory.buffer, ptr, namesAt);
-    for (let i = 0; i < entries.length; i++) layout.setInt32(i * HANDLE_BYTES, (entries[i] as [string, Tensor])[1].handle, true);
+    const layout = bb.memoryData();
+    for (let i = 0; i < entries.length; i++) layout.setInt32(ptr + i * HANDLE_BYTES, (entries[i] as [string, Tensor])[1].handle, true);
     bb.check(bb.exports.bb_wasm_session_run(session, entries.length, ptr + namesAt, names.length, ptr, ptr + outputsAt));
-    const issued = new DataView(bb.exports.memory.buffer, ptr + outputsAt, this.outputNames.length * HANDLE_BYTES);
+    const issued = bb.memoryData(); // the run may have grown the memory
     const handles: number[] = [];
-    for (let i = 0; i < this.outputNames.length; i++) handles.push(issued.getInt32(i * HANDLE_BYTES, true));
+    for (let i = 0; i < this.outputNames.length; i++) handles.push(issued.getInt32(ptr + outputsAt + i * HANDLE_BYTES, true));
     return this.#adoptOutputs(handles);
   }
 
@@ -143,7 +142,12 @@ export class CpuSession {
   /** The input names as the module reads them, each followed by NUL; reused while they stay the same. */
   #packedNames(entries: readonly (readonly [string, Tensor])[]): Uint8Array {
     const last = this.#lastNames;
-    if (last.length === entries.length && entries.every(([name], i) => name === last[i])) return this.#lastPacked;
+    let same = last.length === entries.length;
+    for (let i = 0; same && i < entries.length; i++) same = (entries[i] as readonly [string, Tensor])[0] === last[i];
+    if (same) return this.#lastPacked;
+    for (const [name] of entries) {
+      if (name.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession.run: an input name contains NUL');
+    }
     const packed = utf8.encode(entries.map(([name]) => `${name}\0`).join(''));
     this.#lastNames = entries.map(([name]) => name);
     this.#lastPacked = packed;
@@ -160,7 +164,9 @@ export class CpuSession {
         const name = this.outputNames[next] as string;
         // A graph may list one value as two outputs; the first tensor stands for both.
         if (Object.hasOwn(outputs, name)) tensor.free();
-        else Object.defineProperty(outputs, name, { value: tensor, enumerable: true, writable: true, configurable: true });
+        // an own property even for the name __proto__, which assignment would not make
+        else if (name === '__proto__') Object.defineProperty(outputs, name, { value: tensor, enumerable: true, writable: true, configurable: true });
+        else outputs[name] = tensor;
       }
       return outputs;
     } catch (error) {

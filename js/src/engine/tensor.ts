@@ -17,12 +17,13 @@ export class Tensor<D extends DType = DType> {
   readonly #dims: readonly number[];
   readonly #size: number;
 
-  private constructor(bb: Bb, handle: number, dtype: D, dims: readonly number[]) {
+  /** `dims` is kept (frozen), not copied: callers pass an array of their own. */
+  private constructor(bb: Bb, handle: number, dtype: D, dims: number[], size: number) {
     this.#bb = bb;
     this.#handle = handle;
     this.#dtype = dtype;
-    this.#dims = Object.freeze([...dims]);
-    this.#size = dims.reduce((product, dim) => product * dim, 1);
+    this.#dims = Object.freeze(dims);
+    this.#size = size;
   }
 
   /**
@@ -55,7 +56,7 @@ export class Tensor<D extends DType = DType> {
     const shape = BigInt64Array.from(checkedDims('Tensor.zeros', dims), (dim) => BigInt(dim));
     const bytes = new Uint8Array(shape.buffer);
     const handle = bb.withBytes(bytes, (ptr) => bb.check(bb.exports.bb_wasm_tensor_new(dtypeCode(dtype), dims.length, ptr)));
-    return new Tensor(bb, handle, dtype, dims);
+    return new Tensor(bb, handle, dtype, [...dims], dims.reduce((product, dim) => product * dim, 1));
   }
 
   /**
@@ -69,11 +70,16 @@ export class Tensor<D extends DType = DType> {
       if (dtype === undefined) throw new BbError(BbErrorCode.Unsupported, `bb.wasm returned a tensor of unknown data type ${code}`);
       const rank = bb.check(bb.exports.bb_wasm_tensor_rank(handle));
       const dimsPtr = bb.checkPointer(bb.exports.bb_wasm_tensor_dims(handle));
-      const view = new DataView(bb.exports.memory.buffer, dimsPtr, rank * 8);
+      const view = bb.memoryData();
       // int64 dims, never negative: two 32-bit halves, without BigInt (one rounding past 2^53, as Number(bigint))
       const dims: number[] = [];
-      for (let i = 0; i < rank; i++) dims.push(view.getUint32(i * 8, true) + view.getUint32(i * 8 + 4, true) * 2 ** 32);
-      return new Tensor(bb, handle, dtype, dims);
+      let size = 1;
+      for (let i = 0; i < rank; i++) {
+        const dim = view.getUint32(dimsPtr + i * 8, true) + view.getUint32(dimsPtr + i * 8 + 4, true) * 2 ** 32;
+        dims.push(dim);
+        size *= dim;
+      }
+      return new Tensor(bb, handle, dtype, dims, size);
     } catch (error) {
       bb.exports.bb_wasm_tensor_free(handle);
       throw error;

@@ -1,7 +1,7 @@
 // One thread of bb-mt.wasm's work pool: what a worker does with the message that starts
 // it, shared by the Web Worker (thread-worker.js) and the Node worker (thread-worker-node.js)
 // that engine/threads.ts starts. It instantiates the module it is sent on the shared memory
-// it is sent, gives the instance the stack the main thread allocated for it, and runs the
+// it is sent, gives the instance the stack the module holds for its slot, and runs the
 // pool's worker loop (bb_wasm_worker_main), which returns when the engine stops its workers.
 // Plain JavaScript without imports, so bundlers take it as it is.
 //

@@ -1,11 +1,13 @@
 /**
  * The work pool of bb-mt.wasm on the host's threads: Web Workers in browsers,
  * worker_threads in Node. Each worker instantiates the same compiled module on the same
- * shared memory (thread-worker-core.js) with a stack the main thread allocated for it, and runs
- * the pool's worker loop until the engine stops it. The main thread takes part in every
- * job and waits by spinning, so it never blocks in Atomics.wait.
+ * shared memory (thread-worker-core.js) with a stack the module holds for its slot
+ * (bb_wasm_worker_stack), and runs the pool's worker loop until the engine stops it; the
+ * stack goes back to the module's memory once the worker has left its loop. The main thread
+ * takes part in every job and waits by spinning, so it never blocks in Atomics.wait.
  */
 import type { BbExports } from './abi.js';
+import { cString } from './bb.js';
 import { BbLoadError } from './errors.js';
 import type { WasmMemory, WasmModule } from './platform.js';
 
@@ -23,8 +25,11 @@ const NODE_WORKER_SCRIPT = './thread-worker-node.js';
 export interface ThreadPool {
   /** Threads jobs use, the main thread included. */
   readonly count: number;
-  /** Stops the workers' loops and terminates the workers. */
-  stop(): void;
+  /**
+   * Stops the workers' loops, terminates the workers and frees their stacks; settles when
+   * every worker has ended. Every call returns the first call's promise.
+   */
+  stop(): Promise<void>;
 }
 
 interface WorkerLike {
@@ -33,8 +38,12 @@ interface WorkerLike {
 }
 
 interface PoolWorker extends WorkerLike {
-  /** Settles when the worker's loop has returned (or the worker failed). */
-  readonly exited: Promise<void>;
+  readonly slot: number;
+  /**
+   * Settles when the worker runs no more of the module: true when its loop returned or its
+   * instance never started (its stack is free to reuse), false when the worker failed.
+   */
+  readonly exited: Promise<boolean>;
 }
 
 interface WorkerReply {
@@ -54,35 +63,54 @@ export async function startThreadPool(
   const set = exports.bb_wasm_set_threads(count);
   if (set < 0) throw new BbLoadError(`bb-mt.wasm refused ${count} threads (error ${set})`);
   const workers: PoolWorker[] = [];
-  let stopped = false;
+  let stopping: Promise<void> | undefined;
+  // A slot's stack is freed once its worker has left its loop (or never ran on it): the
+  // module refuses while the worker is in bb_wasm_worker_main. A worker that does not leave
+  // in time is terminated regardless and keeps its stack (it may have stopped anywhere).
+  const freeStack = (slot: number): void => void exports.bb_wasm_worker_stack_free(slot);
   // Workers leave their loop first (so the pool's counters and locks are left in order),
-  // then are terminated; one that does not leave in time is terminated regardless.
-  const stop = (): void => {
-    if (stopped) return;
-    stopped = true;
+  // then are terminated.
+  const stop = (): Promise<void> => {
+    if (stopping !== undefined) return stopping;
     exports.bb_wasm_stop_workers();
-    for (const worker of workers) {
-      const timer = setTimeout(() => void worker.terminate(), WORKER_EXIT_MS);
-      worker.exited.then(() => {
-        clearTimeout(timer);
-        void worker.terminate();
-      });
-    }
+    stopping = Promise.all(
+      workers.map(
+        (worker) =>
+          new Promise<void>((resolve) => {
+            const timer = setTimeout(() => {
+              void worker.terminate();
+              resolve();
+            }, WORKER_EXIT_MS);
+            void worker.exited.then((left) => {
+              clearTimeout(timer);
+              if (left) freeStack(worker.slot);
+              void worker.terminate();
+              resolve();
+            });
+          }),
+      ),
+    ).then(() => undefined);
+    return stopping;
   };
   try {
     const started: Promise<void>[] = [];
     for (let slot = 1; slot < count; slot++) {
-      const stack = exports.bb_wasm_alloc(WORKER_STACK_BYTES) >>> 0;
-      if (stack === 0) throw new BbLoadError(`no memory for the stack of worker ${slot}`);
-      const stackTop = (stack + WORKER_STACK_BYTES) & ~15;
-      const { worker, running } = await spawn(slot);
-      workers.push(worker);
-      worker.postMessage({ module, memory, slot, stackTop });
-      started.push(running);
+      const stackTop = exports.bb_wasm_worker_stack(slot, WORKER_STACK_BYTES) >>> 0;
+      if (stackTop === 0) throw new BbLoadError(`no stack for worker ${slot}: ${cString(new Uint8Array(exports.memory.buffer), exports.bb_wasm_last_error()) || 'unknown error'}`);
+      let spawned: { worker: PoolWorker; running: Promise<void> };
+      try {
+        spawned = await spawn(slot);
+      } catch (error) {
+        freeStack(slot);
+        throw error;
+      }
+      workers.push(spawned.worker);
+      spawned.worker.postMessage({ module, memory, slot, stackTop });
+      started.push(spawned.running);
     }
     await Promise.all(started);
   } catch (error) {
-    stop();
+    await stop();
     throw error;
   }
   return { count, stop };
@@ -96,14 +124,14 @@ async function spawn(slot: number): Promise<{ worker: PoolWorker; running: Promi
     resolve = res;
     reject = rej;
   });
-  let markExited!: () => void;
-  const exited = new Promise<void>((res) => (markExited = res));
+  let markExited!: (left: boolean) => void;
+  const exited = new Promise<boolean>((res) => (markExited = res));
   const timer = setTimeout(
     () => reject(new BbLoadError(`bb-mt.wasm worker ${slot} did not start within ${WORKER_START_MS / 1000} s`)),
     WORKER_START_MS,
   );
   const onReply = (reply: WorkerReply): void => {
-    if (reply.type !== 'running') markExited();
+    if (reply.type !== 'running') markExited(true);
     if (reply.type === 'running') {
       clearTimeout(timer);
       resolve();
@@ -116,7 +144,7 @@ async function spawn(slot: number): Promise<{ worker: PoolWorker; running: Promi
     }
   };
   const onError = (error: unknown): void => {
-    markExited();
+    markExited(false);
     clearTimeout(timer);
     reject(new BbLoadError(`bb-mt.wasm worker ${slot} failed: ${error instanceof Error ? error.message : String(error)}`));
   };
@@ -132,7 +160,7 @@ async function spawn(slot: number): Promise<{ worker: PoolWorker; running: Promi
     worker.on('error', onError);
     // a program that never disposes its engine still exits
     worker.unref();
-    return { worker: Object.assign(worker, { exited }), running };
+    return { worker: Object.assign(worker, { slot, exited }), running };
   }
   const Worker = (globalThis as { Worker?: BrowserWorkerConstructor }).Worker;
   if (Worker === undefined) throw new BbLoadError('this platform has no Worker: bb-mt.wasm cannot start its threads');
@@ -140,7 +168,7 @@ async function spawn(slot: number): Promise<{ worker: PoolWorker; running: Promi
   const worker = new Worker(new URL('./thread-worker.js', import.meta.url), { type: 'module', name: `bb-mt worker ${slot}` });
   worker.addEventListener('message', (event) => onReply((event as { data: WorkerReply }).data));
   worker.addEventListener('error', (event) => onError((event as { message?: string }).message || 'the worker script failed to load'));
-  return { worker: Object.assign(worker, { exited }), running };
+  return { worker: Object.assign(worker, { slot, exited }), running };
 }
 
 interface BrowserWorker extends WorkerLike {

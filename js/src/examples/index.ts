@@ -39,6 +39,12 @@ export interface FederatedDigitsConfig {
    */
   readonly roundMs?: number;
   /**
+   * When the next round starts (federated_digits only): 'timer' (default) at the round
+   * timer's next tick; 'close' as soon as a round's target of updates arrived, in the same
+   * poll (federatedAveraging's `nextRound`).
+   */
+  readonly nextRound?: 'timer' | 'close';
+  /**
    * The clients' updates on the wire (federated_digits only; default float32): 'f16' halves
    * them, 'u8' quarters them (federatedAveraging's `codec`). The global model goes out whole.
    */
@@ -59,6 +65,7 @@ export function federatedDigits(config: FederatedDigitsConfig = {}): Plan {
     deadlineMs: config.deadlineMs ?? 1000,
     discovery: 'seats',
     roundMs: config.roundMs ?? 200,
+    ...(config.nextRound === undefined ? {} : { nextRound: config.nextRound }),
     ...(config.codec === undefined ? {} : { codec: config.codec }),
     fitSteps: 12,
     batch: 32,

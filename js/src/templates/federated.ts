@@ -77,6 +77,14 @@ export interface FederatedAveragingOptions {
   readonly discovery?: Discovery;
   /** How often the server starts a round (default 200 ms). */
   readonly roundMs?: number;
+  /**
+   * When the next round starts (sync mode): 'timer' (the default) at the round timer's next
+   * tick after a round closed; 'close' as soon as the round's `clients`-th update arrives —
+   * the update that completes a round wakes the server's round timer (FedAvg's
+   * `next=close`), so the round closes and the next broadcast goes out in the same poll.
+   * A round that closes at its deadline with a quorum still waits for a tick of `roundMs`.
+   */
+  readonly nextRound?: 'timer' | 'close';
   /** Local SGD steps per round on each client (default 10), on batches of `batch` rows (default 32). */
   readonly fitSteps?: number;
   readonly batch?: number;
@@ -244,6 +252,13 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
   const aggregator = options.aggregator ?? 'fedavg';
   const discovery = options.discovery ?? 'registry';
   const roundNs = BigInt(positive('roundMs', options.roundMs ?? 200)) * 1_000_000n;
+  const nextRound = options.nextRound ?? 'timer';
+  if (nextRound !== 'timer' && nextRound !== 'close') {
+    throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: nextRound is 'timer' or 'close', got '${String(nextRound)}'`);
+  }
+  if (nextRound === 'close' && (options.mode === 'async' || options.secure !== undefined)) {
+    throw new BbError(BbErrorCode.InvalidArgument, `federatedAveraging: nextRound 'close' is for sync rounds in the clear (${options.mode === 'async' ? "mode 'async' has no rounds" : 'a secure round closes on its SecAgg+ messages'})`);
+  }
   const dp = options.dp === undefined ? undefined : checkedDp(options.dp, aggregator);
   const secure = options.secure === undefined ? undefined : checkedSecure(options.secure, aggregator, options);
   const codec = codecFor('federatedAveraging', options.compress ?? (options.codec === undefined ? undefined : { kind: options.codec }), true);
@@ -321,7 +336,7 @@ export function federatedAveraging(options: FederatedAveragingOptions): Plan {
     // model, takes updates only from the clients it was sent to, closes at `clients` updates
     // or at its deadline with a quorum, and is abandoned without one; the distance and weight
     // bounds are the aggregators' own defaults
-    const rounds = `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model`;
+    const rounds = `quorum=${quorum},target=${clients},deadline_ms=${options.deadlineMs ?? 1000},no_quorum=abandon,init=model${nextRound === 'close' ? ',next=close' : ''}`;
     if (async) {
       compiler.declare('FedBuff', TENSOR_F32, [['Model', 'model']]);
       compiler.bind('aggregator', 'Aggregator', 'FedBuff', `buffer=${buffer},max_staleness=${maxStaleness},init=model${codec === undefined ? '' : ',updates=deltas'}`);

@@ -3,7 +3,7 @@
  * how a round closes.
  *
  * FedAvg — the weighted mean of the round's updates.
- *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,
+ *   Config: quorum=1,target=0,deadline_ms=0,no_quorum=extend|abandon,late=drop|count,next=tick|close,
  *           max_staleness=1,init=<slot>,members=addressed|any,max_norm=0,norm_factor=3,
  *           beyond_norm=clip|drop,drop_factor=4,ascent_screen=0.1,weighting=samples|uniform,
  *           max_samples=0,samples_factor=1,center_clip=0,dp_clip=0,dp_noise=0,
@@ -25,7 +25,12 @@
  *     double its weight by sending twice (the later one replaces the earlier).
  *   Aggregate(trigger): when the open round can close (target reached, or quorum met and
  *     the deadline passed), gives the new global parameters and the id of the round now
- *     open (U64); otherwise nothing, and nothing downstream runs. With init=<slot>, the
+ *     open (U64); otherwise nothing, and nothing downstream runs. With next=close (default
+ *     next=tick) the contribution that lets the round close also brings forward the tick
+ *     of the Interval loop whose tick runs Aggregate (bb_ctx_wake_loops), so the round
+ *     closes and the next one starts in the same poll instead of at the loop's next tick;
+ *     the loop's period then counts from that tick (a round that closes only at its
+ *     deadline still waits for a tick). With init=<slot>, the
  *     first Aggregate gives that Model's Params as round 0's global model. A round
  *     abandoned at its deadline (no_quorum=abandon) gives the last global model again with
  *     the new round's id, so the federation goes on without the lost contributions.
@@ -100,6 +105,8 @@ typedef struct round_agg {
   char init_slot[BBI_INTAKE_SLOT_MAX];
   bool members_only;
   bool follow;         /* rounds=follow: a tier below another aggregator */
+  bool next_on_close;  /* next=close: a contribution that lets the round close wakes the
+                          Interval loop whose tick runs Aggregate (bb_ctx_wake_loops) */
   uint64_t max_ahead;  /* follow: how far ahead a contribution may move the open round */
   bool started;
   float *global; /* the last global model given out (cfg.param_len floats), or NULL */
@@ -123,7 +130,7 @@ static void count(const round_agg *a, bb_ctx *ctx, const char *what, uint64_t n)
  * membership and the distance bound. */
 static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
   uint64_t quorum, target, deadline_ms, staleness;
-  char no_quorum[16], late[16], rounds[16];
+  char no_quorum[16], late[16], rounds[16], next[16];
   int rc;
   if ((rc = bb_config_u64(c, "quorum", 1, &quorum, err)) || (rc = bb_config_u64(c, "target", 0, &target, err)) ||
       (rc = bb_config_u64(c, "deadline_ms", 0, &deadline_ms, err)) ||
@@ -132,8 +139,12 @@ static int parse_rounds(round_agg *a, const char *c, bb_error *err) {
       (rc = bb_config_str(c, "late", "drop", late, sizeof late, err)) ||
       (rc = bbi_intake_parse_bounds(c, a->type, &a->cfg, a->init_slot, &a->members_only, err)) ||
       (rc = bb_config_str(c, "rounds", "own", rounds, sizeof rounds, err)) ||
-      (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)))
+      (rc = bb_config_u64(c, "max_ahead", 8, &a->max_ahead, err)) ||
+      (rc = bb_config_str(c, "next", "tick", next, sizeof next, err)))
     return rc;
+  a->next_on_close = strcmp(next, "close") == 0;
+  if (!a->next_on_close && strcmp(next, "tick") != 0)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: next=`%s` is not tick|close", a->type, next);
   a->follow = strcmp(rounds, "follow") == 0;
   if (!a->follow && strcmp(rounds, "own") != 0)
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: rounds=`%s` is not own|follow", a->type, rounds);
@@ -432,7 +443,7 @@ static int fedavg_create(const bb_component_init *init, void **self, bb_error *e
                                      "dp_noise",      "dp_clip_quantile", "dp_clip_rate", "dp_count_noise",
                                      "dp_sample_rate", "dp_clients",
                                      "secure",      "secure_threshold", "secure_shares",
-                                     "secure_range",  "secure_timeout_ms", NULL};
+                                     "secure_range",  "secure_timeout_ms", "next", NULL};
   const char *c = init->config;
   round_agg a = {.type = "FedAvg", .counter = "fedavg", .sampling = {.rate = 1}};
   float center_clip;
@@ -466,7 +477,7 @@ static int robust_create(const bb_component_init *init, void **self, bb_error *e
   static const char *const KEYS[] = {"quorum",        "target",      "deadline_ms", "no_quorum", "late",
                                      "max_staleness", "init",        "members",     "max_norm",  "norm_factor",
                                      "beyond_norm",   "drop_factor", "method",      "trim",      "byzantine",
-                                     "select",        "rounds",      "max_ahead",   "ascent_screen", NULL};
+                                     "select",        "rounds",      "max_ahead",   "ascent_screen", "next", NULL};
   static const char *const METHODS[] = {"median", "trimmed", "krum", "multikrum"};
   static const bbi_fedround_method METHOD_OF[] = {BBI_FEDROUND_MEDIAN, BBI_FEDROUND_TRIMMED, BBI_FEDROUND_KRUM,
                                                  BBI_FEDROUND_MULTI_KRUM};
@@ -582,6 +593,8 @@ static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_
   if (status == BBI_FEDROUND_LATE_DROPPED) count(a, ctx, "late_dropped", 1);
   if (status == BBI_FEDROUND_REPLACED) count(a, ctx, "replaced", 1);
   if (rc && refusal_of(status)) count(a, ctx, refusal_of(status), 1);
+  if (!rc && a->next_on_close && bbi_fedround_next_deadline(a->fr, bb_ctx_now(ctx)) <= bb_ctx_now(ctx))
+    rc = bb_ctx_wake_loops(ctx, err);
   return rc;
 }
 

@@ -39,8 +39,11 @@ static padded_plane padded_shape(const bbi_window2d *g) {
 static size_t lane_rows(const bbi_window2d *g) { return (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1; }
 static size_t lane_cols(const bbi_window2d *g) { return (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1; }
 
+static int use_lanes16(const bbi_window2d *g);
+
 size_t bbi_f32_dwconv2d_chw_scratch_size(const bbi_window2d *g) {
   if (!g->oh || !g->ow) return 0;
+  if (use_lanes16(g)) return (lane_rows(g) * lane_cols(g) + g->oh * g->ow) * 16 * sizeof(float);
   if (g->ow < DW_LANES_BELOW) return (lane_rows(g) * lane_cols(g) + g->oh * g->ow) * 4 * sizeof(float);
   const padded_plane p = padded_shape(g);
   return p.rows * p.phases * p.width * sizeof(float);
@@ -183,6 +186,126 @@ static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, con
   }
 }
 
+#if BBI_HAVE_X86_GEMM
+#include <immintrin.h>
+
+/* Natively on x86-64 with AVX-512 the channel-lane path takes sixteen channels a vector
+ * (outputs narrower than 16 columns), and wider rows sixteen outputs a vector: lane for
+ * lane the four-lane code's operations in its order (bias, then each tap's product added,
+ * no multiply-add contracted), so the same bits. Planes are interleaved and results
+ * put back by 4×4 transposes; the spare lanes of a last group are computed, never stored. */
+#define DW16 __attribute__((target("avx512f")))
+#define DW16_INLINE DW16 static inline __attribute__((always_inline))
+
+DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, const __m512 *wv, __m512 acc) {
+  BBI_UNROLL for (size_t k = 0; k < KK; k++) acc = _mm512_add_ps(acc, _mm512_mul_ps(wv[k], _mm512_loadu_ps(src + off[k])));
+  return acc;
+}
+
+DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                            const float *bias, float *y, float *scratch) {
+  const size_t rows = lane_rows(g), cols = lane_cols(g), taps = g->kh * g->kw;
+  const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
+  float *out = scratch + rows * cols * 16;
+  memset(scratch, 0, rows * cols * 16 * sizeof(float));
+  const size_t iy_end = rows > g->ph ? (g->ih < rows - g->ph ? g->ih : rows - g->ph) : 0;
+  const size_t ix_end = cols > g->pw ? (g->iw < cols - g->pw ? g->iw : cols - g->pw) : 0;
+  size_t off[DW_MAX_TAPS];
+  for (size_t ky = 0; ky < g->kh; ky++)
+    for (size_t kx = 0; kx < g->kw; kx++) off[ky * g->kw + kx] = (ky * g->dh * cols + kx * g->dw) * 16;
+  const __m512 zero = _mm512_setzero_ps();
+  float wt[DW_MAX_TAPS * 16];
+  for (size_t c0 = 0; c0 < channels; c0 += 16) {
+    const size_t nc = channels - c0 < 16 ? channels - c0 : 16;
+    const __mmask16 m = (__mmask16)(nc == 16 ? 0xffffu : (1u << nc) - 1u);
+    /* the planes interleaved four channels at a time by 4×4 transposes (spare lanes read
+     * the group's first channel and are never stored) */
+    for (size_t l0 = 0; l0 < 16; l0 += 4) {
+      const float *xs[4];
+      for (size_t l = 0; l < 4; l++) xs[l] = x + (c0 + (l0 + l < nc ? l0 + l : 0)) * plane_in;
+      for (size_t iy = 0; iy < iy_end; iy++) {
+        float *dst = scratch + ((iy + g->ph) * cols + g->pw) * 16 + l0;
+        const size_t at = iy * g->iw;
+        size_t ix = 0;
+        for (; ix + 4 <= ix_end; ix += 4) {
+          bbi_f32x4 r[4];
+          for (size_t l = 0; l < 4; l++) r[l] = bbi_f32x4_load(xs[l] + at + ix);
+          bbi_f32x4_transpose(r);
+          for (size_t q = 0; q < 4; q++) bbi_f32x4_store(dst + (ix + q) * 16, r[q]);
+        }
+        for (; ix < ix_end; ix++)
+          for (size_t l = 0; l < 4; l++) dst[ix * 16 + l] = xs[l][at + ix];
+      }
+    }
+    __m512 wv[DW_MAX_TAPS];
+    for (size_t k = 0; k < taps; k++) {
+      for (size_t l = 0; l < 16; l++) wt[k * 16 + l] = l < nc ? w[(c0 + l) * taps + k] : 0.0f;
+      wv[k] = _mm512_loadu_ps(wt + k * 16);
+    }
+    const __m512 acc0 = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : zero;
+    for (size_t oy = 0; oy < g->oh; oy++)
+      for (size_t ox = 0; ox < g->ow; ox++) {
+        const float *src = scratch + (oy * g->sh * cols + ox * g->sw) * 16;
+        __m512 a;
+        if (taps == 9) a = dw16_point(9, src, off, wv, acc0);
+        else if (taps == 25) a = dw16_point(25, src, off, wv, acc0);
+        else a = dw16_point(taps, src, off, wv, acc0);
+        _mm512_storeu_ps(out + (oy * g->ow + ox) * 16, a);
+      }
+    /* back to planes, four channels and four positions a transpose */
+    for (size_t l0 = 0; l0 < nc; l0 += 4) {
+      float *yc = y + (c0 + l0) * plane_out;
+      size_t p = 0;
+      if (nc - l0 >= 4)
+        for (; p + 4 <= plane_out; p += 4) {
+          bbi_f32x4 r[4];
+          for (size_t q = 0; q < 4; q++) r[q] = bbi_f32x4_load(out + (p + q) * 16 + l0);
+          bbi_f32x4_transpose(r);
+          for (size_t l = 0; l < 4; l++) bbi_f32x4_store(yc + l * plane_out + p, r[l]);
+        }
+      for (; p < plane_out; p++)
+        for (size_t l = 0; l < 4 && l0 + l < nc; l++) yc[l * plane_out + p] = out[p * 16 + l0 + l];
+    }
+  }
+}
+
+/* Outputs [0, end) of a row, end a multiple of 16, sixteen at a time (dw_row's sums). */
+DW16_INLINE void dw_row16_body(size_t KK, size_t end, const float *const *src, const float *w, float bias, float *y) {
+  __m512 wv[DW_MAX_TAPS];
+  BBI_UNROLL for (size_t k = 0; k < KK; k++) wv[k] = _mm512_set1_ps(w[k]);
+  const __m512 b = _mm512_set1_ps(bias);
+  for (size_t ox = 0; ox < end; ox += 16) {
+    __m512 a = b;
+    BBI_UNROLL for (size_t k = 0; k < KK; k++) a = _mm512_add_ps(a, _mm512_mul_ps(wv[k], _mm512_loadu_ps(src[k] + ox)));
+    _mm512_storeu_ps(y + ox, a);
+  }
+}
+
+DW16 static void dw_row16(size_t taps, size_t end, const float *const *src, const float *w, float bias, float *y) {
+  if (taps == 9) dw_row16_body(9, end, src, w, bias, y);
+  else if (taps == 25) dw_row16_body(25, end, src, w, bias, y);
+  else dw_row16_body(taps, end, src, w, bias, y);
+}
+
+static int has_avx512(void) {
+  static int known = -1;
+  if (known < 0) known = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  return known;
+}
+
+/* The sixteen-lane channel path: outputs narrower than 16 columns, lane offsets in 32 bits. */
+static int use_lanes16(const bbi_window2d *g) {
+  return has_avx512() && g->ow < 16 && g->kh * g->kw <= DW_MAX_TAPS && g->sw <= 16 &&
+         g->ih * g->iw <= (size_t)INT32_MAX / 16 && g->oh * g->ow <= (size_t)INT32_MAX / 16 &&
+         g->kh * g->kw <= (size_t)INT32_MAX / 16;
+}
+#else
+static int use_lanes16(const bbi_window2d *g) {
+  (void)g;
+  return 0;
+}
+#endif
+
 #define DW_MAX_PHASES 16 /* strides up to 16 take the vector path */
 
 void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x, const float *w,
@@ -193,6 +316,13 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
     return;
   }
   if (!g->oh || !g->ow || !channels) return;
+#if BBI_HAVE_X86_GEMM
+  if (use_lanes16(g)) {
+    dw_lanes16(g, channels, x, w, bias, y, scratch);
+    return;
+  }
+  const size_t wide_end = has_avx512() ? g->ow / 16 * 16 : 0; /* outputs the 16-wide rows take */
+#endif
   if (g->ow < DW_LANES_BELOW) {
     dw_lanes(g, channels, x, w, bias, y, scratch);
     return;
@@ -218,6 +348,18 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
     for (size_t k = 0; k < taps; k++) src[k] = scratch + offset[k];
     for (size_t oy = 0; oy < g->oh; oy++) {
       float *yr = yc + oy * g->ow;
+#if BBI_HAVE_X86_GEMM
+      if (wide_end) {
+        dw_row16(taps, wide_end, src, w + c * taps, b, yr);
+        if (wide_end < g->ow) {
+          const float *rest[DW_MAX_TAPS];
+          for (size_t k = 0; k < taps; k++) rest[k] = src[k] + wide_end;
+          dw_row(taps, g->ow - wide_end, rest, wv, b, yr + wide_end);
+        }
+        for (size_t k = 0; k < taps; k++) src[k] += row_step;
+        continue;
+      }
+#endif
       if (taps == 9) dw_row(9, g->ow, src, wv, b, yr);
       else if (taps == 25) dw_row(25, g->ow, src, wv, b, yr);
       else dw_row(taps, g->ow, src, wv, b, yr);

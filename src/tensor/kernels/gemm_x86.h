@@ -64,6 +64,12 @@ BBI_INLINE BBI_AVX2FMA void bbi_avx2fma_gemm_tile(size_t MR, size_t NV, size_t k
 }
 
 #define BBI_AVX512 __attribute__((target("avx512f")))
+/* Floats ahead of the B panel that each k step prefetches into L1 (4 KiB: the next page
+ * while the current one is read). Small maps' products (2 to 16 rows against a layer's
+ * weights, 0.6 to 9.4 MB streamed from memory per run) wait on these loads; the hardware
+ * prefetcher stops at page ends. 10-15 % more bandwidth on a 9.4 MB panel set at 1, 4 and
+ * 16 rows (512 to 4096 floats all did about as well); the prefetch touches no result. */
+#define BBI_AVX512_PREFETCH 1024
 
 BBI_INLINE BBI_AVX512 void bbi_avx512_gemm_tile(size_t MR, size_t NV, size_t kc, const float *pa,
                                        const float *pb, float *c, size_t ldc, size_t mr,
@@ -74,6 +80,7 @@ BBI_INLINE BBI_AVX512 void bbi_avx512_gemm_tile(size_t MR, size_t NV, size_t kc,
   }
   for (size_t p = 0; p < kc; p++) {
     __m512 b[BBI_X86_TILE_MAX_NV];
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) _mm_prefetch((const char *)(pb + BBI_AVX512_PREFETCH + 16 * j), _MM_HINT_T0);
     BBI_UNROLL for (size_t j = 0; j < NV; j++) b[j] = _mm512_loadu_ps(pb + 16 * j);
     BBI_UNROLL for (size_t i = 0; i < MR; i++) {
       const __m512 a = _mm512_set1_ps(pa[i]);

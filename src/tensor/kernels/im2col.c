@@ -3,7 +3,8 @@
  * oh runs of ow values (for a stride-1 convolution that keeps the width, one run of the
  * flat plane with its edge columns zeroed); per run, the columns whose window falls inside the image are one
  * block [x0, x1) found once per row, so the inner loops are plain copies (or, for the
- * adjoint, additions) four floats at a time with unit stride, and strided elsewhere. Both
+ * adjoint, additions) four floats at a time with unit stride, at stride 2 (the column
+ * matrix only) the even lanes of two vector loads, and strided elsewhere. Both
  * forms visit the elements in the same order, so the adjoint's sums agree bit for bit. */
 #include <stdbool.h>
 
@@ -91,8 +92,15 @@ void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, f
           zero_run(row, x0);
           size_t i = 0, n = x1 - x0;
           float *dst = row + x0;
-          if (g->sw == 1)
+          if (g->sw == 1) {
             for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(src + i));
+          } else if (g->sw == 2) {
+            /* the even lanes of two vectors; the second may reach one float past the run,
+             * so only while the image row holds it */
+            const size_t room = g->iw - first;
+            for (; i + 4 <= n && 2 * i + 8 <= room; i += 4)
+              bbi_f32x4_store(dst + i, BBI_F32X4_SHUFFLE(bbi_f32x4_load(src + 2 * i), bbi_f32x4_load(src + 2 * i + 4), 0, 2, 4, 6));
+          }
           for (; i < n; i++) dst[i] = src[i * g->sw];
           zero_run(row + x1, g->ow - x1);
         }

@@ -34,6 +34,38 @@ BBI_INLINE void unary_loop(bbi_unary_op op, size_t n, const float *x, float *y) 
   if (i < n) bbi_f32x4_store_tail(y + i, vop(op, bbi_f32x4_load_tail(x + i, n - i), &k), n - i);
 }
 
+/* Sigmoid sixteen floats at a time: one range test for the four vectors, and when none of
+ * them needs the full exp (inputs within about ±86 of 0), their fast paths with no branch
+ * between them, as XNNPACK's loop is (under Node, a branch per vector ran 64,000 floats
+ * 1.2× slower). Otherwise each vector makes its own choice, as bbi_f32x4_sigmoid does, so
+ * every float gets the same bits either way. */
+static void sigmoid_loop(size_t n, const float *x, float *y) {
+  const bbi_vmath_consts k = bbi_vmath_k;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const bbi_f32x4 a = bbi_f32x4_load(x + i), b = bbi_f32x4_load(x + i + 4);
+    const bbi_f32x4 c = bbi_f32x4_load(x + i + 8), d = bbi_f32x4_load(x + i + 12);
+    bbi_f32x4 ra, rb, rc, rd;
+    if (bbi_i32x4_any(bbi_f32x4_sigmoid_slow_lanes(a, &k) | bbi_f32x4_sigmoid_slow_lanes(b, &k) |
+                      bbi_f32x4_sigmoid_slow_lanes(c, &k) | bbi_f32x4_sigmoid_slow_lanes(d, &k))) {
+      ra = bbi_f32x4_sigmoid(a, &k);
+      rb = bbi_f32x4_sigmoid(b, &k);
+      rc = bbi_f32x4_sigmoid(c, &k);
+      rd = bbi_f32x4_sigmoid(d, &k);
+    } else {
+      ra = bbi_f32x4_sigmoid_fast(a, &k);
+      rb = bbi_f32x4_sigmoid_fast(b, &k);
+      rc = bbi_f32x4_sigmoid_fast(c, &k);
+      rd = bbi_f32x4_sigmoid_fast(d, &k);
+    }
+    bbi_f32x4_store(y + i, ra);
+    bbi_f32x4_store(y + i + 4, rb);
+    bbi_f32x4_store(y + i + 8, rc);
+    bbi_f32x4_store(y + i + 12, rd);
+  }
+  if (i < n) unary_loop(BBI_UNARY_SIGMOID, n - i, x + i, y + i);
+}
+
 void bbi_f32_vunary(bbi_unary_op op, size_t n, const float *x, float *y) {
   switch (op) {
   case BBI_UNARY_NEG: unary_loop(BBI_UNARY_NEG, n, x, y); break;
@@ -42,7 +74,7 @@ void bbi_f32_vunary(bbi_unary_op op, size_t n, const float *x, float *y) {
   case BBI_UNARY_EXP: unary_loop(BBI_UNARY_EXP, n, x, y); break;
   case BBI_UNARY_LOG: unary_loop(BBI_UNARY_LOG, n, x, y); break;
   case BBI_UNARY_RELU: unary_loop(BBI_UNARY_RELU, n, x, y); break;
-  case BBI_UNARY_SIGMOID: unary_loop(BBI_UNARY_SIGMOID, n, x, y); break;
+  case BBI_UNARY_SIGMOID: sigmoid_loop(n, x, y); break;
   case BBI_UNARY_TANH: unary_loop(BBI_UNARY_TANH, n, x, y); break;
   default: break;
   }

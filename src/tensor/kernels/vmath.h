@@ -156,33 +156,51 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_log(bbi_f32x4 x, const bbi_vmath_consts *k) {
   return bbi_f32x4_select((x < k->zero) | (x != x), k->nan, r);
 }
 
-/* 1 / (1 + e^-x), as e/(1+e) with e = exp(-|x|) for x < 0 so that the left tail keeps
- * its relative accuracy. */
-BBI_INLINE bbi_f32x4 bbi_f32x4_sigmoid(bbi_f32x4 x, const bbi_vmath_consts *k) {
-  /* -|x|: the sign bit set */
-  const bbi_f32x4 z = bbi_i32x4_as_f32(bbi_f32x4_as_i32(x) | k->sign);
-  bbi_f32x4 e;
-  if (bbi_i32x4_any(z < k->shifted_fast)) {
-    e = bbi_f32x4_exp(z, k);
-  } else {
-    /* bbi_f32x4_exp's reduction and polynomial, with 2^n one normal float built from the
-     * rounding sum as in bbi_f32x4_exp_shifted_fast (n >= -125 here) rather than its two
-     * factors, which only matter for results below the normal range, and without its
-     * clamps. The polynomial is summed in Estrin's order (two halves in parallel), which
-     * shortens the chain of dependent operations each vector waits on: under V8 the loop
-     * runs about a fifth faster than with Horner's order. */
-    const bbi_f32x4 t = z * k->log2e + k->shifted_magic;
-    const bbi_f32x4 n = t - k->shifted_magic;
-    const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
-    bbi_f32x4 r = z - n * k->ln2_hi;
-    r = r - n * k->ln2_lo;
-    const bbi_f32x4 r2 = r * r;
-    const bbi_f32x4 low = k->exp_c1 * r + k->exp_c0;
-    const bbi_f32x4 high = k->exp_c4 * r2 + (k->exp_c3 * r + k->exp_c2);
-    e = ((r2 * (high * r2 + low) + r) + k->one) * s;
-  }
+/* sigmoid(x) from e = exp(-|x|): e / (1 + e) below 0, 1 / (1 + e) from 0 on. */
+BBI_INLINE bbi_f32x4 sigmoid_of_exp(bbi_f32x4 x, bbi_f32x4 e, const bbi_vmath_consts *k) {
   const bbi_f32x4 num = bbi_f32x4_select(x < k->zero, e, k->one);
   return num / (k->one + e);
+}
+
+/* -|x|: the sign bit set */
+BBI_INLINE bbi_f32x4 sigmoid_arg(bbi_f32x4 x, const bbi_vmath_consts *k) {
+  return bbi_i32x4_as_f32(bbi_f32x4_as_i32(x) | k->sign);
+}
+
+/* Whether bbi_f32x4_sigmoid takes the full exp for x: some lane's -|x| is below
+ * BBI_EXP_SHIFTED_FAST. */
+BBI_INLINE bbi_i32x4 bbi_f32x4_sigmoid_slow_lanes(bbi_f32x4 x, const bbi_vmath_consts *k) {
+  return sigmoid_arg(x, k) < k->shifted_fast;
+}
+
+/* bbi_f32x4_sigmoid for a vector whose lanes all have -|x| >= BBI_EXP_SHIFTED_FAST (or NaN):
+ * bbi_f32x4_exp's reduction and polynomial, with 2^n one normal float built from the
+ * rounding sum as in bbi_f32x4_exp_shifted_fast (n >= -125 here) rather than its two
+ * factors, which only matter for results below the normal range, and without its clamps.
+ * The polynomial is summed in Estrin's order (two halves in parallel), which shortens the
+ * chain of dependent operations each vector waits on: under V8 the loop runs about a fifth
+ * faster than with Horner's order. */
+BBI_INLINE bbi_f32x4 bbi_f32x4_sigmoid_fast(bbi_f32x4 x, const bbi_vmath_consts *k) {
+  const bbi_f32x4 z = sigmoid_arg(x, k);
+  const bbi_f32x4 t = z * k->log2e + k->shifted_magic;
+  const bbi_f32x4 n = t - k->shifted_magic;
+  const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
+  bbi_f32x4 r = z - n * k->ln2_hi;
+  r = r - n * k->ln2_lo;
+  const bbi_f32x4 r2 = r * r;
+  const bbi_f32x4 low = k->exp_c1 * r + k->exp_c0;
+  const bbi_f32x4 high = k->exp_c4 * r2 + (k->exp_c3 * r + k->exp_c2);
+  const bbi_f32x4 e = ((r2 * (high * r2 + low) + r) + k->one) * s;
+  return sigmoid_of_exp(x, e, k);
+}
+
+/* 1 / (1 + e^-x), as e/(1+e) with e = exp(-|x|) for x < 0 so that the left tail keeps
+ * its relative accuracy. The choice of path is made per vector of four lanes, so a lane's result depends only on
+ * its own vector: callers that test several vectors at once (bbi_f32_vunary) must give the
+ * same bits. */
+BBI_INLINE bbi_f32x4 bbi_f32x4_sigmoid(bbi_f32x4 x, const bbi_vmath_consts *k) {
+  if (bbi_i32x4_any(bbi_f32x4_sigmoid_slow_lanes(x, k))) return sigmoid_of_exp(x, bbi_f32x4_exp(sigmoid_arg(x, k), k), k);
+  return bbi_f32x4_sigmoid_fast(x, k);
 }
 
 /* An odd polynomial near 0, where 1 - 2/(e^2|x| + 1) would cancel, and that formula

@@ -1,0 +1,121 @@
+// The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
+// as its address says (?runtime=bb-mt.wasm&threads=2&quick=0), on the cases of cases.mjs.
+import { bbRunner, ortRunner, randomFloats, threadCases, wallMs, warmUp } from './cases.mjs';
+
+const params = new URLSearchParams(location.search);
+const runtime = params.get('runtime');
+const threads = Number(params.get('threads'));
+const quick = params.get('quick') === '1';
+const pageCores = navigator.hardwareConcurrency;
+const SIZE = 64;
+
+/**
+ * torchvision's networks as browser.mjs exports and serves them (/vision/NAME.onnx; at opset
+ * 16 for training, /vision/train/NAME.onnx): inference on every runtime that loads ONNX,
+ * and where asked, bb's training step (softmax cross-entropy, Adam; no peer has one here).
+ */
+const visionInput = randomFloats(3 * SIZE * SIZE, 21, -0.5, 0.5);
+const visionCases = [
+  ...(params.get('vision') ? params.get('vision').split(',') : []).map((name) => ({ label: `${name} inference, 1x3x${SIZE}x${SIZE}`, vision: name })),
+  ...(params.get('train') ? params.get('train').split(',') : []).map((name) => ({ label: `${name} training step (Adam), 1x3x${SIZE}x${SIZE}`, train: name })),
+];
+const fetchBytes = async (path) => new Uint8Array(await (await fetch(path)).arrayBuffer());
+/** A case's ONNX model and inputs (name → [data, dims]). */
+const modelOf = (lib, testCase) => (testCase.vision ? fetchBytes(`/vision/${testCase.vision}.onnx`) : lib.encodeOnnxModel({ opset: 17, ...testCase.spec }));
+const inputsOf = (testCase) => (testCase.vision ? { x: [visionInput, [1, 3, SIZE, SIZE]] } : testCase.feeds);
+
+/** A loaded runtime: `prepare(testCase)` resolves to `{ once, output, release }`. */
+async function load() {
+  if (runtime === 'ort-web') {
+    const ort = await import('../../bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs');
+    const lib = await import('../../js/dist/index.js');
+    ort.env.wasm.wasmPaths = new URL('../../bench/js/node_modules/onnxruntime-web/dist/', import.meta.url).href;
+    ort.env.wasm.numThreads = threads;
+    ort.env.wasm.simd = true;
+    ort.env.logLevel = 'error';
+    return {
+      describe: `onnxruntime-web ${ort.env.versions.web}, numThreads ${threads}`,
+      supports: (testCase) => testCase.train === undefined,
+      prepare: async (testCase) => ortRunner(ort, await modelOf(lib, testCase), inputsOf(testCase)),
+    };
+  }
+  if (runtime === 'tfjs-wasm') {
+    const tf = globalThis.tf; // tf-core and tf-backend-wasm's bundles, loaded by the page
+    // tfjs-backend-wasm 4.22 runs at most navigator.hardwareConcurrency / 2 threads
+    // (it takes a core for two hyper-threads), whatever setThreadsCount asks: its module
+    // is told 2·n cores, so that n threads are what it runs
+    const cores = 2 * threads;
+    Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => cores, configurable: true });
+    tf.wasm.setWasmPaths(new URL('../../bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/', import.meta.url).href);
+    tf.wasm.setThreadsCount(threads);
+    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
+    await tf.ready();
+    return {
+      supports: (testCase) => testCase.tfjs !== undefined,
+      describe: `tfjs ${tf.version_core} wasm, ${tf.wasm.getThreadsCount()} threads (threaded build: ${await tf.env().getAsync('WASM_HAS_MULTITHREAD_SUPPORT')}, SIMD: ${await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT')})`,
+      prepare: async (testCase) => {
+        const { once, toReference, release } = testCase.tfjs(tf);
+        return { once, output: toReference(once()), release };
+      },
+    };
+  }
+  const lib = await import('../../js/dist/index.js');
+  let bb;
+  if (runtime === 'bb-mt.wasm') {
+    // one thread: bb-mt.wasm with a worker that takes no part (jobs run on the page's thread)
+    bb = await lib.loadBb({ threads: Math.max(threads, 2) });
+    if (!bb.threaded) throw new Error(`bb-mt.wasm did not load: ${bb.threadsUnavailable}`);
+    bb.check(bb.exports.bb_wasm_set_threads(threads));
+  } else {
+    bb = await lib.loadBb({ simd: runtime === 'bb-relaxed.wasm' ? 'relaxed' : 'baseline' });
+  }
+  return {
+    describe: `bytesandbrains ${bb.version} ${runtime}, ${bb.threads} thread(s)`,
+    supports: () => true,
+    prepare: async (testCase) => {
+      if (testCase.train) {
+        const trainer = lib.OnnxTrainer.create(bb, await fetchBytes(`/vision/train/${testCase.train}.onnx`), { optimizer: 'adam', lr: 1e-3 });
+        const labels = Float32Array.of(7);
+        const once = () => trainer.step({ x: visionInput, labels }).loss;
+        // the first step's loss: the same for every build and thread count
+        return { once, output: Float32Array.of(once()), release: () => trainer.free() };
+      }
+      return bbRunner(lib, bb, await modelOf(lib, testCase), inputsOf(testCase));
+    },
+  };
+}
+
+/** A Float32Array's bytes as base64 (how the output reaches the parent, which compares them). */
+function base64(values) {
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  let text = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(text);
+}
+
+// The parent drives the page case by case (window.bench), so that it can read the page's
+// CPU time (Chromium's, of the renderer process: the page and its workers) around the timed
+// runs of each case: load() once (the cases the runtime has), then per case prepare(i) (the
+// output, base64), warm(i), time(i) (wall-clock median ms and the number of runs), release(i).
+const cases = [...threadCases(), ...visionCases];
+const prepared = [];
+window.bench = {
+  async load() {
+    if (globalThis.crossOriginIsolated !== true) throw new Error('the page is not cross-origin isolated');
+    this.runtime = await load();
+    // the cases this runtime runs: index and label
+    const runs = cases.flatMap((c, i) => (this.runtime.supports(c) ? [{ i, label: c.label }] : []));
+    return { describe: this.runtime.describe, cores: pageCores, runs };
+  },
+  async prepare(i) {
+    prepared[i] = await this.runtime.prepare(cases[i]);
+    return base64(prepared[i].output);
+  },
+  warm: (i) => warmUp(prepared[i].once, quick ? 100 : 400),
+  // enough runs for the renderer's CPU clock (10 ms ticks) to resolve a run
+  time: (i) => wallMs(prepared[i].once, quick ? 5 : 11, quick ? 200 : 600),
+  async release(i) {
+    await prepared[i].release();
+    prepared[i] = undefined;
+  },
+};
