@@ -55,12 +55,14 @@ record_summary() {
   record "$1" "$(sed -E "s/^$2: ([0-9]+) passed.*/\1/" <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
 }
 
-# Runs ctest in a build tree and records its counts.
+# Runs ctest in a build tree, one test per core, and records its counts. Tests that cannot
+# share the machine say so in tests/CMakeLists.txt (RESOURCE_LOCK, RUN_SERIAL); the longest
+# carry a COST there, so a clean tree starts them first.
 run_ctest() {
   local name=$1 dir=$2
   shift 2
   local out="$log_dir/$name.ctest.log"
-  (cd "$dir" && ctest --output-on-failure "$@") 2>&1 | tee "$out" | grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|Errors while' || true
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@") 2>&1 | tee "$out" | grep -E '^ *[0-9]+/[0-9]+ Test|tests passed|Errors while' || true
   local line passed failed totaln
   line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -n 1)
   if [ -z "$line" ]; then
@@ -106,7 +108,9 @@ step "npm package: type check and Vitest"
 if [ -f js/package.json ]; then
   if build_or_fail js-build bash -c "cd js && npm run --silent build"; then
     out="$log_dir/vitest.log"
-    (cd js && BB_NATIVE_BB="$root/build/bb" npm test --silent) 2>&1 | tee "$out" | tail -n 30
+    # npm test without its own npm run build: dist/ was built just above
+    (cd js && npm run --silent typecheck && BB_NATIVE_BB="$root/build/bb" node scripts/run-vitest.mjs) 2>&1 |
+      tee "$out" | tail -n 30
     record_summary "Vitest (js)" vitest "$out"
   fi
 fi
