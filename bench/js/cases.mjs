@@ -51,6 +51,21 @@ export function denseForNhwc(w, outputs, channels, positions) {
  * layout (tfjs runs convolutions NHWC; the transposition back is outside what is timed:
  * `once` returns `{ data, layout }` and `toReference` applies it).
  */
+/** The small CNN both the thread benches and infer-vs-peers run: conv 3×3 16, ReLU, max pool 2,
+ * conv 3×3 32, ReLU, max pool 2, flatten, dense 10 (inputs x, w1, b1, w2, b2, w3, b3; output y). */
+export function smallCnnNodes() {
+  return [
+    { opType: 'Conv', inputs: ['x', 'w1', 'b1'], outputs: ['c1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+    { opType: 'Relu', inputs: ['c1'], outputs: ['r1'] },
+    { opType: 'MaxPool', inputs: ['r1'], outputs: ['p1'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
+    { opType: 'Conv', inputs: ['p1', 'w2', 'b2'], outputs: ['c2'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+    { opType: 'Relu', inputs: ['c2'], outputs: ['r2'] },
+    { opType: 'MaxPool', inputs: ['r2'], outputs: ['p2'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
+    { opType: 'Flatten', inputs: ['p2'], outputs: ['f'] },
+    { opType: 'Gemm', inputs: ['f', 'w3', 'b3'], outputs: ['y'], attributes: { transB: { int: 1 } } },
+  ];
+}
+
 export function threadCases() {
   const matmul = (n) => {
     const a = randomFloats(n * n, 1);
@@ -97,16 +112,7 @@ export function threadCases() {
   const cnn = {
     label: 'small CNN inference, batch 64 (1x28x28)',
     spec: {
-      nodes: [
-        { opType: 'Conv', inputs: ['x', 'w1', 'b1'], outputs: ['c1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
-        { opType: 'Relu', inputs: ['c1'], outputs: ['r1'] },
-        { opType: 'MaxPool', inputs: ['r1'], outputs: ['p1'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
-        { opType: 'Conv', inputs: ['p1', 'w2', 'b2'], outputs: ['c2'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
-        { opType: 'Relu', inputs: ['c2'], outputs: ['r2'] },
-        { opType: 'MaxPool', inputs: ['r2'], outputs: ['p2'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
-        { opType: 'Flatten', inputs: ['p2'], outputs: ['f'] },
-        { opType: 'Gemm', inputs: ['f', 'w3', 'b3'], outputs: ['y'], attributes: { transB: { int: 1 } } },
-      ],
+      nodes: smallCnnNodes(),
       inputs: [f32('x', [64, 1, 28, 28])],
       outputs: [f32('y', [64, 10])],
       initializers: Object.values(weights),

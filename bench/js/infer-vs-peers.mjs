@@ -30,7 +30,7 @@
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import { denseForNhwc, oihwToHwio } from './cases.mjs';
+import { denseForNhwc, oihwToHwio, smallCnnNodes } from './cases.mjs';
 import { packageDist, randomFloats, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
@@ -142,16 +142,7 @@ function cnnCase(batch) {
     input: (seed) => randomFloats(batch * 784, seed, 0, 1),
     onnx: () => encodeOnnxModel({
       opset: OPSET,
-      nodes: [
-        { opType: 'Conv', inputs: ['x', 'w1', 'b1'], outputs: ['c1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
-        { opType: 'Relu', inputs: ['c1'], outputs: ['r1'] },
-        { opType: 'MaxPool', inputs: ['r1'], outputs: ['p1'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
-        { opType: 'Conv', inputs: ['p1', 'w2', 'b2'], outputs: ['c2'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
-        { opType: 'Relu', inputs: ['c2'], outputs: ['r2'] },
-        { opType: 'MaxPool', inputs: ['r2'], outputs: ['p2'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
-        { opType: 'Flatten', inputs: ['p2'], outputs: ['f'], attributes: { axis: { int: 1 } } },
-        { opType: 'Gemm', inputs: ['f', 'w3', 'b3'], outputs: ['y'], attributes: { transB: { int: 1 } } },
-      ],
+      nodes: smallCnnNodes(),
       inputs: [f32('x', [batch, 1, 28, 28])],
       outputs: [f32('y', [batch, 10])],
       initializers: [

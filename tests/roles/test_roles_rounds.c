@@ -24,12 +24,10 @@
 
 #define MS 1000000ull
 
-/* The clients' half and the server's intake are federated_digits' own (programs/fedavg_round.h). */
-static void round_body(bb_rec *g, void *user) {
-  (void)user;
-  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
-  bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
-  bb_value tick = bb_rec_input(g, "tick", NULL);
+/* The server aggregates on each `tick`, broadcasts the global model to the clients and takes
+ * their updates in; the clients' half and the server's intake are federated_digits' own
+ * (programs/fedavg_round.h). */
+static void record_round(bb_rec *g, bb_value clients, bb_value server, bb_value tick) {
   bb_value global, round;
   bb_rec_aggregator_aggregate(g, &BBI_FEDAVG_AGGREGATOR, tick, &global, &round);
   bb_rec_output(g, "global", global);
@@ -38,6 +36,14 @@ static void round_body(bb_rec *g, void *user) {
   bb_rec_net_out(g, "global_port", clients, bb_rec_bundle(g, out, 2));
   bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global_port"));
   bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
+}
+
+/* A round the host ticks by invoking the server with a "tick" input. */
+static void round_body(bb_rec *g, void *user) {
+  (void)user;
+  bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
+  bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
+  record_round(g, clients, server, bb_rec_input(g, "tick", NULL));
 }
 
 static const bb_module ROUND = {sizeof(bb_module), "Round", round_body, NULL, NULL, NULL, 0};
@@ -49,14 +55,7 @@ static void looped_body(bb_rec *g, void *user) {
   (void)user;
   bb_value clients = bb_rec_input(g, "clients", BB_TYPE_PEER_ID_VEC);
   bb_value server = bb_rec_input(g, "server", BB_TYPE_PEER_ID_VEC);
-  bb_value global, round;
-  bb_rec_aggregator_aggregate(g, &BBI_FEDAVG_AGGREGATOR, bb_rec_interval(g, (int64_t)LOOP_PERIOD_NS), &global, &round);
-  bb_rec_output(g, "global", global);
-  bb_rec_output(g, "round", round);
-  bb_value out[2] = {global, round};
-  bb_rec_net_out(g, "global_port", clients, bb_rec_bundle(g, out, 2));
-  bb_rec_net_out(g, "update", server, bbi_fedavg_fit(g, "global_port"));
-  bbi_fedavg_take_in(g, &BBI_FEDAVG_AGGREGATOR, "update");
+  record_round(g, clients, server, bb_rec_interval(g, (int64_t)LOOP_PERIOD_NS));
 }
 
 static const bb_module LOOPED = {sizeof(bb_module), "Round", looped_body, NULL, NULL, NULL, 0};
