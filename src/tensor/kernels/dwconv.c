@@ -118,6 +118,26 @@ BBI_INLINE void dw_row(size_t KK, size_t ow, const float *const *src, const bbi_
 
 #define DW_MAX_TAPS 64 /* filters up to 8×8 take the vector path */
 
+/* Interleaves four input planes (xs, rows iy < iy_end and columns ix < ix_end of each) into
+ * a zero-padded plane of pixels `width` floats apart: pixel (iy, ix) of plane l goes to
+ * scratch[((iy + ph) * cols + pw + ix) * width + l]. Four pixels at a time by a 4×4 transpose. */
+BBI_INLINE void dw_interleave4(const bbi_window2d *g, const float *const xs[4], size_t iy_end, size_t ix_end,
+                               size_t cols, size_t width, float *scratch) {
+  for (size_t iy = 0; iy < iy_end; iy++) {
+    float *dst = scratch + ((iy + g->ph) * cols + g->pw) * width;
+    const size_t at = iy * g->iw;
+    size_t ix = 0;
+    for (; ix + 4 <= ix_end; ix += 4) {
+      bbi_f32x4 r[4];
+      for (size_t l = 0; l < 4; l++) r[l] = bbi_f32x4_load(xs[l] + at + ix);
+      bbi_f32x4_transpose(r);
+      for (size_t q = 0; q < 4; q++) bbi_f32x4_store(dst + (ix + q) * width, r[q]);
+    }
+    for (; ix < ix_end; ix++)
+      for (size_t l = 0; l < 4; l++) dst[ix * width + l] = xs[l][at + ix];
+  }
+}
+
 /* One output of four channels: bias + the window's products in row-major kernel order. */
 BBI_INLINE bbi_f32x4 dw_lane_point(size_t KK, const float *src, const size_t *off, const bbi_f32x4 *wv,
                                    bbi_f32x4 acc) {
@@ -145,19 +165,7 @@ static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, con
     const size_t nc = channels - c0 < 4 ? channels - c0 : 4;
     const float *xs[4];
     for (size_t l = 0; l < 4; l++) xs[l] = x + (c0 + (l < nc ? l : 0)) * plane_in; /* spare lanes: never stored */
-    for (size_t iy = 0; iy < iy_end; iy++) {
-      float *dst = scratch + ((iy + g->ph) * cols + g->pw) * 4;
-      const size_t at = iy * g->iw;
-      size_t ix = 0;
-      for (; ix + 4 <= ix_end; ix += 4) {
-        bbi_f32x4 r[4];
-        for (size_t l = 0; l < 4; l++) r[l] = bbi_f32x4_load(xs[l] + at + ix);
-        bbi_f32x4_transpose(r);
-        for (size_t q = 0; q < 4; q++) bbi_f32x4_store(dst + (ix + q) * 4, r[q]);
-      }
-      for (; ix < ix_end; ix++)
-        for (size_t l = 0; l < 4; l++) dst[ix * 4 + l] = xs[l][at + ix];
-    }
+    dw_interleave4(g, xs, iy_end, ix_end, cols, 4, scratch);
     bbi_f32x4 wv[DW_MAX_TAPS], acc0 = bbi_f32x4_splat(0.0f);
     for (size_t k = 0; k < taps; k++) {
       wv[k] = bbi_f32x4_splat(0.0f);
@@ -223,19 +231,7 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
     for (size_t l0 = 0; l0 < 16; l0 += 4) {
       const float *xs[4];
       for (size_t l = 0; l < 4; l++) xs[l] = x + (c0 + (l0 + l < nc ? l0 + l : 0)) * plane_in;
-      for (size_t iy = 0; iy < iy_end; iy++) {
-        float *dst = scratch + ((iy + g->ph) * cols + g->pw) * 16 + l0;
-        const size_t at = iy * g->iw;
-        size_t ix = 0;
-        for (; ix + 4 <= ix_end; ix += 4) {
-          bbi_f32x4 r[4];
-          for (size_t l = 0; l < 4; l++) r[l] = bbi_f32x4_load(xs[l] + at + ix);
-          bbi_f32x4_transpose(r);
-          for (size_t q = 0; q < 4; q++) bbi_f32x4_store(dst + (ix + q) * 16, r[q]);
-        }
-        for (; ix < ix_end; ix++)
-          for (size_t l = 0; l < 4; l++) dst[ix * 16 + l] = xs[l][at + ix];
-      }
+      dw_interleave4(g, xs, iy_end, ix_end, cols, 16, scratch + l0);
     }
     __m512 wv[DW_MAX_TAPS];
     for (size_t k = 0; k < taps; k++) {
