@@ -118,6 +118,20 @@ BBI_INLINE void dw_row(size_t KK, size_t ow, const float *const *src, const bbi_
 
 #define DW_MAX_TAPS 64 /* filters up to 8×8 take the vector path */
 
+/* Sets up the zero-padded plane of pixels `width` floats apart in `scratch` (lane_rows ×
+ * lane_cols pixels, zeroed): the input rows and columns that land inside it, each tap's
+ * offset in floats, and where the outputs go after it (returned). */
+BBI_INLINE float *dw_lane_plane(const bbi_window2d *g, size_t width, float *scratch, size_t *iy_end, size_t *ix_end,
+                                size_t off[DW_MAX_TAPS]) {
+  const size_t rows = lane_rows(g), cols = lane_cols(g);
+  memset(scratch, 0, rows * cols * width * sizeof(float));
+  *iy_end = rows > g->ph ? (g->ih < rows - g->ph ? g->ih : rows - g->ph) : 0;
+  *ix_end = cols > g->pw ? (g->iw < cols - g->pw ? g->iw : cols - g->pw) : 0;
+  for (size_t ky = 0; ky < g->kh; ky++)
+    for (size_t kx = 0; kx < g->kw; kx++) off[ky * g->kw + kx] = (ky * g->dh * cols + kx * g->dw) * width;
+  return scratch + rows * cols * width;
+}
+
 /* Interleaves four input planes (xs, rows iy < iy_end and columns ix < ix_end of each) into
  * a zero-padded plane of pixels `width` floats apart: pixel (iy, ix) of plane l goes to
  * scratch[((iy + ph) * cols + pw + ix) * width + l]. Four pixels at a time by a 4×4 transpose. */
@@ -152,15 +166,10 @@ BBI_INLINE bbi_f32x4 dw_lane_point(size_t KK, const float *src, const size_t *of
  * the results are deinterleaved into their planes. */
 static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w, const float *bias,
                      float *y, float *scratch) {
-  const size_t rows = lane_rows(g), cols = lane_cols(g), taps = g->kh * g->kw;
+  const size_t cols = lane_cols(g), taps = g->kh * g->kw;
   const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
-  float *out = scratch + rows * cols * 4;
-  memset(scratch, 0, rows * cols * 4 * sizeof(float));
-  const size_t iy_end = rows > g->ph ? (g->ih < rows - g->ph ? g->ih : rows - g->ph) : 0;
-  const size_t ix_end = cols > g->pw ? (g->iw < cols - g->pw ? g->iw : cols - g->pw) : 0;
-  size_t off[DW_MAX_TAPS];
-  for (size_t ky = 0; ky < g->kh; ky++)
-    for (size_t kx = 0; kx < g->kw; kx++) off[ky * g->kw + kx] = (ky * g->dh * cols + kx * g->dw) * 4;
+  size_t iy_end, ix_end, off[DW_MAX_TAPS];
+  float *out = dw_lane_plane(g, 4, scratch, &iy_end, &ix_end, off);
   for (size_t c0 = 0; c0 < channels; c0 += 4) {
     const size_t nc = channels - c0 < 4 ? channels - c0 : 4;
     const float *xs[4];
@@ -212,15 +221,10 @@ DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, co
 
 DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                             const float *bias, float *y, float *scratch) {
-  const size_t rows = lane_rows(g), cols = lane_cols(g), taps = g->kh * g->kw;
+  const size_t cols = lane_cols(g), taps = g->kh * g->kw;
   const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
-  float *out = scratch + rows * cols * 16;
-  memset(scratch, 0, rows * cols * 16 * sizeof(float));
-  const size_t iy_end = rows > g->ph ? (g->ih < rows - g->ph ? g->ih : rows - g->ph) : 0;
-  const size_t ix_end = cols > g->pw ? (g->iw < cols - g->pw ? g->iw : cols - g->pw) : 0;
-  size_t off[DW_MAX_TAPS];
-  for (size_t ky = 0; ky < g->kh; ky++)
-    for (size_t kx = 0; kx < g->kw; kx++) off[ky * g->kw + kx] = (ky * g->dh * cols + kx * g->dw) * 16;
+  size_t iy_end, ix_end, off[DW_MAX_TAPS];
+  float *out = dw_lane_plane(g, 16, scratch, &iy_end, &ix_end, off);
   const __m512 zero = _mm512_setzero_ps();
   float wt[DW_MAX_TAPS * 16];
   for (size_t c0 = 0; c0 < channels; c0 += 16) {
