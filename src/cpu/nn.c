@@ -314,14 +314,10 @@ static void conv_chunk_task(void *ctx, size_t task, size_t slot) {
   if (rc && !j->rc[slot]) j->rc[slot] = rc;
 }
 
-/* Whether the chunks of images go to the pool as its tasks (each product then runs whole
- * on one participant) rather than one after the other, each product cut across the pool:
- * with enough chunks to share out evenly, and scratch for every participant within this
- * bound. Either way every chunk is computed the same way, so the choice never changes the
- * result. */
+/* Scratch for every participant stays within this bound when chunks go to the pool. */
 #define CONV_SPLIT_MAX_BYTES ((size_t)64 << 20)
 
-static bool split_chunks(size_t chunks, size_t width, size_t slot_bytes) {
+bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes) {
   return width > 1 && chunks >= 2 && (chunks >= 2 * width || chunks % width == 0) &&
          slot_bytes <= CONV_SPLIT_MAX_BYTES / width;
 }
@@ -348,7 +344,7 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
  * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
  * is in cache. The chunks of images (one image each on the plane) are independent: on
  * several threads they are the pool's tasks when there are enough of them (see
- * split_chunks), else each GEMM is cut across the pool. */
+ * bbi_nn_split_chunks), else each GEMM is cut across the pool. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
@@ -393,7 +389,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
   size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   const size_t alone = conv_gemm_scratch(bbi_f32_gemm_scratch_size_alone, on_plane, mg, npos, kdim, rows, last_rows);
-  const bool split = split_chunks(chunks, width, (scratch_at + alone + 63) & ~(size_t)63);
+  const bool split = bbi_nn_split_chunks(chunks, width, (scratch_at + alone + 63) & ~(size_t)63);
   const size_t scratch_size =
       split ? alone : conv_gemm_scratch(bbi_f32_gemm_scratch_size, on_plane, mg, npos, kdim, rows, last_rows);
   j.slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;

@@ -128,6 +128,10 @@ static void test_convolutions(void) {
   check2("Conv batch 7 small images, groups 2", window_node("Conv", 2, 1, 3, 1, 1, 1, 2), DIMS(7, 8, 6, 6),
          DIMS(16, 4, 3, 3));
   check2("Conv depthwise batch 5", window_node("Conv", 2, 1, 3, 1, 1, 1, 24), DIMS(5, 24, 20, 20), DIMS(24, 1, 3, 3));
+  check2("ConvTranspose batch 7 (the gradient of a stride-1 Conv's input)",
+         window_node("ConvTranspose", 2, 1, 3, 1, 1, 1, 1), DIMS(7, 32, 14, 14), DIMS(32, 16, 3, 3));
+  check2("ConvTranspose batch 9 small images", window_node("ConvTranspose", 2, 1, 3, 1, 1, 1, 1), DIMS(9, 16, 7, 7),
+         DIMS(16, 8, 3, 3));
   /* the gradient of a convolution's weights: a Conv whose kernel is the output gradient */
   check2("Conv weight gradient shape", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(16, 32, 10, 10),
          DIMS(24, 32, 10, 10));
