@@ -314,7 +314,8 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
   size_t pack_stride = 0;
   /* (a one-row product on the plane is a matrix-vector product, which takes W as it is) */
-  const char *packed = on_plane && mg == 1 ? NULL : packed_weights(ctx, on_plane, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  const char *packed =
+      on_plane && mg == 1 ? NULL : packed_weights(ctx, on_plane, group, (size_t)mg, (size_t)kdim, &pack_stride);
   /* W not constant but multiplied more than once (images in several chunks): packed here,
    * once per run, rather than by every GEMM */
   const bool pack_here = !on_plane && !packed && group == 1 && chunk < n_batch;

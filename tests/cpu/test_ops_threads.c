@@ -154,7 +154,8 @@ static void test_session_keeps_conv_weights_packed(void) {
   bb_attr_set_ints(m, &n->attrs, "pads", pads, 4);
   bb_nodelist_append(m, &m->graph->nodes, n);
   bb_tensor *w = rand_tensor(4, (const int64_t[]){48, 32, 3, 3}), *w2 = rand_tensor(4, (const int64_t[]){48, 32, 3, 3});
-  bb_tensor *big = rand_tensor(4, (const int64_t[]){1, 32, 16, 16}), *small = rand_tensor(4, (const int64_t[]){1, 32, 4, 4});
+  bb_tensor *big = rand_tensor(4, (const int64_t[]){1, 32, 16, 16});
+  bb_tensor *small = rand_tensor(4, (const int64_t[]){1, 32, 4, 4});
   bb_tensor_proto *p = NULL;
   bb_error err;
   bb_cpu_session *s = NULL;
@@ -163,7 +164,8 @@ static void test_session_keeps_conv_weights_packed(void) {
             "%s", err.message);
   /* the node on its own, one thread: the reference */
   bb_tensor *ref[3] = {NULL, NULL, NULL}, *args[3][2] = {{big, w}, {small, w}, {big, w2}};
-  for (int i = 0; i < 3 && s; i++) CHECK_MSG(!bb_cpu_run_node(n, 17, args[i], 2, &ref[i], 1, NULL, &err), "%s", err.message);
+  for (int i = 0; i < 3 && s; i++)
+    CHECK_MSG(!bb_cpu_run_node(n, 17, args[i], 2, &ref[i], 1, NULL, &err), "%s", err.message);
   /* which reference each run must give, and with which W as an input (NULL: the initializer) */
   static const int order[] = {0, 0, 1, 0, 2, 0, 1, 1};
   for (size_t threads = 1; s && threads <= most_threads(); threads++) {
