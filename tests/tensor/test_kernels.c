@@ -735,6 +735,29 @@ static void test_reduce_strided(void) {
   }
 }
 
+/* A NaN anywhere in a row makes the whole row NaN, as in the scalar twin (and onnxruntime):
+ * the row's maximum passes NaNs over, so the NaN must come through the sum. A row of 37
+ * floats has NaN in turn in the sixteen-float steps, the four-float step and the scalar
+ * tail of the max pass; then a row of NaNs alone, and a NaN beside +inf. */
+static void test_softmax_nan(void) {
+  enum { COLS = 37 };
+  float x[COLS], y[COLS], r[COLS];
+  int ok = 1;
+  for (size_t at = 0; at <= COLS + 1; at++) {
+    for (size_t i = 0; i < COLS; i++) x[i] = (float)((int)(i * 7 % 11) - 5);
+    if (at < COLS) x[at] = NAN;
+    else if (at == COLS) for (size_t i = 0; i < COLS; i++) x[i] = NAN;
+    else x[3] = INFINITY, x[30] = NAN;
+    bbi_f32_softmax_rows(1, COLS, x, y);
+    bbi_f32_softmax_rows_scalar(1, COLS, x, r);
+    for (size_t i = 0; i < COLS; i++) ok &= isnan(y[i]) && isnan(r[i]);
+    bbi_f32_log_softmax_rows(1, COLS, x, y);
+    bbi_f32_log_softmax_rows_scalar(1, COLS, x, r);
+    for (size_t i = 0; i < COLS; i++) ok &= isnan(y[i]) && isnan(r[i]);
+  }
+  CHECK_MSG(ok, "a NaN in a softmax row does not make the whole row NaN");
+}
+
 static void test_softmax(void) {
   rng_seed(8);
   static const size_t cols_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 100, 1000, 1025};
@@ -779,6 +802,7 @@ static void test_softmax(void) {
   CHECK(y[0] == 0.5f && y[1] == 0.5f && y[2] == 0.0f);
   bbi_f32_log_softmax_rows(1, 3, x, y);
   CHECK(fabsf(y[0] + 0.6931472f) < 1e-6f && y[2] == -INFINITY);
+  test_softmax_nan();
 }
 
 /* ---- comparison and selection ----------------------------------------------------------------- */
