@@ -170,7 +170,8 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
 
 /* A depthwise convolution (one input and one output channel per group): the plane kernel
  * in blocks of channels of one image (tasks on the work pool, the batch's images in one
- * job, each task with its own scratch plane) whose outputs the fused epilogue (if any) finishes while they are in cache.
+ * job, each task with its own scratch plane) whose outputs the fused epilogue (if any)
+ * finishes while they are in cache.
  * Channels are independent and the blocks follow the shape alone, so any number of
  * threads gives the same bits. */
 typedef struct dw_job {
@@ -216,7 +217,8 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
               own_epilogue(ctx, y), (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels,
               block, blocks, 0};
   /* as many images per job as the pool's task count allows (one job for most batches) */
-  const size_t images = (size_t)x->dims[0], per_job = BBI_PARALLEL_MAX_TASKS / blocks ? BBI_PARALLEL_MAX_TASKS / blocks : 1;
+  const size_t images = (size_t)x->dims[0];
+  const size_t per_job = BBI_PARALLEL_MAX_TASKS / blocks ? BBI_PARALLEL_MAX_TASKS / blocks : 1;
   for (size_t n0 = 0; n0 < images; n0 += per_job) {
     j.image0 = n0;
     bbi_parallel_run((images - n0 < per_job ? images - n0 : per_job) * blocks, slots, dw_task, &j);
@@ -224,32 +226,71 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   return 0;
 }
 
-/* W's groups packed as the GEMM's B operand (each group's [mg, kdim] read transposed), once
- * per session when W is one of its constants; NULL when W is not (the GEMM packs it then). */
-static const char *packed_weights(bbi_cpu_op_ctx *ctx, int64_t group, size_t mg, size_t kdim, size_t *stride) {
-  *stride = (bbi_f32_gemm_packed_b_size(NULL, mg, kdim) + 63) & ~(size_t)63;
+/* The layouts of W a Conv keeps in its node cache. */
+enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2 };
+
+/* W's groups packed once per session when W is one of its constants (NULL when W is not:
+ * the GEMM packs it on every product then): as the GEMM's B operand (each group's
+ * [mg, kdim] read transposed) for the products with positions as rows, or as its A
+ * operand for the products on the plane. */
+static const char *packed_weights(bbi_cpu_op_ctx *ctx, bool as_a, int64_t group, size_t mg, size_t kdim,
+                                  size_t *stride) {
+  size_t size = as_a ? bbi_f32_gemm_packed_a_size(NULL, mg, kdim) : bbi_f32_gemm_packed_b_size(NULL, mg, kdim);
+  *stride = (size + 63) & ~(size_t)63;
   bool fresh;
-  char *packed = bbi_cpu_node_cache_get(ctx, 1, *stride * (size_t)group + 64, &fresh);
+  char *packed = bbi_cpu_node_cache_get(ctx, 1, as_a ? PACKED_W_AS_A : PACKED_W_AS_B, *stride * (size_t)group + 64,
+                                        &fresh);
   if (!packed) return NULL;
   packed = (char *)(((uintptr_t)packed + 63) & ~(uintptr_t)63);
   const float *wd = bb_tensor_data(ctx->inputs[1]);
-  for (int64_t gi = 0; fresh && gi < group; gi++)
-    bbi_f32_gemm_pack_b(NULL, mg, kdim, 1, wd + (size_t)gi * mg * kdim, kdim, packed + (size_t)gi * *stride, *stride);
+  for (int64_t gi = 0; fresh && gi < group; gi++) {
+    const float *wg = wd + (size_t)gi * mg * kdim;
+    char *to = packed + (size_t)gi * *stride;
+    if (as_a) bbi_f32_gemm_pack_a(NULL, mg, kdim, 0, 1.0f, wg, kdim, to, *stride);
+    else bbi_f32_gemm_pack_b(NULL, mg, kdim, 1, wg, kdim, to, *stride);
+  }
   return packed;
 }
 
+/* The column matrix of one image's group for a product on the plane, written straight
+ * into the GEMM's packed B panels (bbi_f32_gemm_pack_b_rows) a channel at a time: each
+ * channel's kh·kw rows go through a small buffer of the participant's own (in L1) rather
+ * than through the whole matrix, which the GEMM would then read again to pack. Tasks take
+ * blocks of channels; the panels are copies, so any number of threads gives the same
+ * bits. */
+typedef struct col_pack_job {
+  const bbi_window2d *win;
+  const float *x; /* the group's first input channel */
+  size_t channels, block, npos, kdim;
+  float *rows;    /* slot s's buffer at rows + s·rows_stride */
+  size_t rows_stride;
+  char *packed;
+} col_pack_job;
+
+static void col_pack_task(void *ctx, size_t task, size_t slot) {
+  const col_pack_job *j = ctx;
+  const size_t in_plane = j->win->ih * j->win->iw, taps = j->win->kh * j->win->kw;
+  const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  float *rows = j->rows + slot * j->rows_stride;
+  for (size_t c = c0; c < c1; c++) {
+    bbi_f32_im2col_2d(j->win, 1, j->x + c * in_plane, rows, j->npos);
+    bbi_f32_gemm_pack_b_rows(NULL, j->npos, j->kdim, c * taps, (c + 1) * taps, rows, j->packed);
+  }
+}
+
 /* What the chunks of images of one float convolution share (see conv_f32). Each
- * participant's part of `mem` (slot s's at s·slot_bytes) holds a column matrix, the
- * transposed product (`tmp_at`) and the GEMM's scratch (`scratch_at`). */
+ * participant's part of `mem` (slot s's at s·slot_bytes) holds a column matrix (on the
+ * plane: its packed panels, then `col_slots` buffers of one channel's rows), the transposed
+ * product (`tmp_at`) and the GEMM's scratch (`scratch_at`). */
 typedef struct conv_job {
   const geometry *g;
   bbi_window2d win;
   int64_t n_batch, c_in, m_out, group, cg, mg, kdim, npos, chunk;
-  bool direct, planar, patches, on_plane;
+  bool direct, planar, patches, on_plane, col_packed;
   const float *x, *w, *b;
   float *y;
   const char *packed;
-  size_t pack_stride;
+  size_t pack_stride, panels_bytes, rows_stride, col_slots;
   bbi_cpu_epilogue *e;
   char *mem;
   size_t slot_bytes, tmp_at, scratch_at, scratch_size;
@@ -269,7 +310,7 @@ static int conv_chunk(const conv_job *j, int64_t n0, char *mem) {
   int rc = 0;
   for (int64_t gi = 0; gi < j->group && !rc; gi++) {
     const float *xg = j->x + (n0 * c_in + gi * cg) * g->in_size;
-    for (int64_t i = 0; i < nc && !j->direct; i++) {
+    for (int64_t i = 0; i < nc && !j->direct && !j->col_packed; i++) {
       const float *xi = xg + i * c_in * g->in_size;
       if (j->patches) bbi_par_f32_im2col_patches_2d(&j->win, (size_t)cg, xi, col + i * npos * kdim, (size_t)kdim);
       else if (j->planar) bbi_par_f32_im2col_2d(&j->win, (size_t)cg, xi, col + i * npos, ld);
@@ -282,6 +323,16 @@ static int conv_chunk(const conv_job *j, int64_t n0, char *mem) {
       size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
       a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
       a.a = j->w + gi * mg * kdim, a.lda = (size_t)kdim;
+      a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
+      if (j->col_packed) {
+        col_pack_job cj = {&j->win, xg, (size_t)cg, 1, (size_t)npos, (size_t)kdim,
+                           (float *)(mem + j->panels_bytes), j->rows_stride, mem};
+        const size_t slots = j->col_slots;
+        cj.block = slots > 1 ? ((size_t)cg + 4 * slots - 1) / (4 * slots) : (size_t)cg;
+        bbi_parallel_run(((size_t)cg + cj.block - 1) / cj.block, slots, col_pack_task, &cj);
+        bbi_f32_gemm_pack_b_header(NULL, (size_t)npos, (size_t)kdim, mem);
+        a.packed_b = mem;
+      }
       a.b = j->direct ? xg : col, a.ldb = (size_t)npos;
       a.c = j->y + at, a.ldc = (size_t)npos;
       a.bias_per_row = j->b ? j->b + gi * mg : NULL;
@@ -335,7 +386,9 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
  * products summed in the same k order, so the two give the same bits):
  *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
  *    the column matrix [kdim, P] (for a 1×1, stride-1, unpadded convolution the input
- *    itself) its B, and the product lands straight in the image's [mg, P] block of Y;
+ *    itself) its B, and the product lands straight in the image's [mg, P] block of Y; W
+ *    is packed as A once per session when it is constant, and the column matrix is
+ *    written as packed B panels (col_pack_job) rather than whole;
  *  - with few, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are
  *    the GEMM's rows, the output channels its columns and W its B operand, packed once per
  *    session when W is constant, so small feature maps (a few positions, many channels)
@@ -344,7 +397,7 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
  * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
  * is in cache. The chunks of images (one image each on the plane) are independent: on
  * several threads they are the pool's tasks when there are enough of them (see
- * bbi_nn_split_chunks), else each GEMM is cut across the pool. */
+ * bbi_nn_split_chunks), else each GEMM and column matrix is cut across the pool. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
@@ -375,23 +428,41 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
   size_t pack_stride = 0;
-  const char *packed = on_plane ? NULL : packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  /* (a one-row product on the plane is a matrix-vector product, which takes W as it is) */
+  const char *packed =
+      on_plane && mg == 1 ? NULL : packed_weights(ctx, on_plane, group, (size_t)mg, (size_t)kdim, &pack_stride);
   /* W not constant but multiplied more than once (images in several chunks): packed here,
    * once per run, rather than by every GEMM */
   const bool pack_here = !on_plane && !packed && group == 1 && chunk < n_batch;
   size_t pack_bytes = pack_here ? bbi_f32_gemm_packed_b_size(NULL, (size_t)mg, (size_t)kdim) : 0;
-  size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
+  /* on the plane, the column matrix as packed panels, then buffers of one channel's rows:
+   * one per participant of a pack cut across the pool, one when the chunk runs whole */
+  const bool col_packed = on_plane && !direct && planar;
+  size_t panels_bytes = 0, rows_stride = 0;
+  if (col_packed) {
+    panels_bytes = (bbi_f32_gemm_packed_b_size(NULL, (size_t)npos, (size_t)kdim) + 63) & ~(size_t)63;
+    rows_stride = ((size_t)(g->kernel_size * npos) + 15) & ~(size_t)15;
+  }
+  const size_t chunks = (size_t)((n_batch + chunk - 1) / chunk), width = bbi_parallel_width();
+  size_t col_bytes_alone = direct ? 0
+                           : col_packed ? panels_bytes + rows_stride * sizeof(float)
+                                        : (size_t)kdim * rows * sizeof(float);
   size_t tmp_bytes = on_plane ? 0 : rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
    * the last chunk of images: room for both; a product that runs whole on one participant
    * needs room for that participant alone */
-  const size_t chunks = (size_t)((n_batch + chunk - 1) / chunk), width = bbi_parallel_width();
   size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
-  size_t tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   const size_t alone = conv_gemm_scratch(bbi_f32_gemm_scratch_size_alone, on_plane, mg, npos, kdim, rows, last_rows);
+  size_t tmp_at = (col_bytes_alone + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
   const bool split = bbi_nn_split_chunks(chunks, width, (scratch_at + alone + 63) & ~(size_t)63);
-  const size_t scratch_size =
-      split ? alone : conv_gemm_scratch(bbi_f32_gemm_scratch_size, on_plane, mg, npos, kdim, rows, last_rows);
+  size_t scratch_size = alone;
+  j.col_slots = 1;
+  if (!split) {
+    j.col_slots = width;
+    size_t col_bytes = col_packed ? panels_bytes + width * rows_stride * sizeof(float) : col_bytes_alone;
+    tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
+    scratch_size = conv_gemm_scratch(bbi_f32_gemm_scratch_size, on_plane, mg, npos, kdim, rows, last_rows);
+  }
   j.slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
   const size_t slots = split ? width : 1, pack_at = slots * j.slot_bytes;
   char *mem = bbi_cpu_scratch(ctx, pack_at + pack_bytes + 64);
@@ -405,9 +476,10 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   }
   j.n_batch = n_batch, j.c_in = c_in, j.m_out = m_out, j.group = group, j.cg = cg, j.mg = mg, j.kdim = kdim;
   j.npos = npos, j.chunk = chunk;
-  j.direct = direct, j.planar = planar, j.patches = patches, j.on_plane = on_plane;
+  j.direct = direct, j.planar = planar, j.patches = patches, j.on_plane = on_plane, j.col_packed = col_packed;
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
-  j.packed = packed, j.pack_stride = pack_stride, j.e = own_epilogue(ctx, y);
+  j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
+  j.e = own_epilogue(ctx, y);
   j.mem = mem, j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
   if (split) {
     bbi_parallel_run(chunks, slots, conv_chunk_task, &j);

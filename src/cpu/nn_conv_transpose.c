@@ -87,7 +87,8 @@ static int ct_chunk(const ct_job *j, int64_t n0, char *mem) {
     if (nc > 1) /* the group's channels of every image, side by side: [cg, nc·npos] */
       for (int64_t c = 0; c < cg; c++)
         for (int64_t i = 0; i < nc; i++)
-          memcpy(gathered + (size_t)c * ld + (size_t)(i * npos), xg + (i * c_in + c) * npos, (size_t)npos * sizeof(float));
+          memcpy(gathered + (size_t)c * ld + (size_t)(i * npos), xg + (i * c_in + c) * npos,
+                 (size_t)npos * sizeof(float));
     bbi_f32_gemm_args a;
     memset(&a, 0, sizeof a);
     a.m = (size_t)rows, a.n = ld, a.k = (size_t)cg;
@@ -108,7 +109,8 @@ static int ct_chunk(const ct_job *j, int64_t n0, char *mem) {
         for (int64_t p = 0; p < npos; p++) {
           int64_t off = ct_target(g, p, k);
           if (off < 0) continue;
-          for (int64_t ml = 0; ml < mg; ml++) yg[ml * g->out_size + off] += ci[(size_t)(ml * g->k_size + k) * ld + (size_t)p];
+          for (int64_t ml = 0; ml < mg; ml++)
+            yg[ml * g->out_size + off] += ci[(size_t)(ml * g->k_size + k) * ld + (size_t)p];
         }
     }
   }
