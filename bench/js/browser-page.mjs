@@ -116,7 +116,7 @@ window.bench = {
     prepared[i] = await this.runtime.prepare(cases[i]);
     return base64(prepared[i].output);
   },
-  warm: (i) => warmUp(prepared[i].once, quick ? 100 : 400),
+  warm: (i) => warmUp(prepared[i].once, Number(params.get('warm') ?? (quick ? 100 : 400))),
   // enough runs for the renderer's CPU clock (10 ms ticks) to resolve a run
   time: (i) => wallMs(prepared[i].once, quick ? 5 : 11, quick ? 200 : 600),
   async release(i) {

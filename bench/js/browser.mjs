@@ -11,7 +11,7 @@
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
 //   flock /tmp/bb-e2e.lock node bench/js/browser.mjs [--quick] [--rounds N] [--train] [--models resnet18,... | none]
 //   node bench/js/browser.mjs --page ort-web 2    # one page alone: its times, nothing checked
-//   ... [--ort-bundle ort.min.mjs]                # onnxruntime-web's entry (default ort.wasm.min.mjs)
+//   ... [--ort-bundle ort.min.mjs] [--warm MS]    # onnxruntime-web's entry (default ort.wasm.min.mjs); warm-up per case
 //
 // A static server (port 0) serves the page, the package's dist/ and wasm/, and the peers'
 // files from bench/js/node_modules, all with COOP/COEP, to headless Chromium (Debian's, or
@@ -46,6 +46,8 @@ const MODELS = arg('--models', 'resnet18,mobilenet_v2,efficientnet_b0').split(',
 const TRAIN = process.argv.includes('--train');
 /** onnxruntime-web's entry in the page (default its wasm-only ort.wasm.min.mjs; browser-page.mjs says why). */
 const ORT_BUNDLE = arg('--ort-bundle', undefined);
+/** Each case's warm-up in ms before it is timed (default 400; 100 with --quick). */
+const WARM_MS = arg('--warm', undefined);
 
 requireBuilt();
 for (const file of ['bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js']) {
@@ -111,9 +113,15 @@ async function runPage(runtime, threads) {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
+  // the WebAssembly modules the page fetched: which build of a peer actually ran
+  const modules = new Set();
+  page.on('request', (request) => {
+    const name = new URL(request.url()).pathname.split('/').pop();
+    if (name.endsWith('.wasm')) modules.add(name);
+  });
   try {
     const networks = `&vision=${MODELS.join(',')}${TRAIN ? `&train=${MODELS.join(',')}` : ''}`;
-    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}${networks}${ORT_BUNDLE ? `&ortBundle=${ORT_BUNDLE}` : ''}`);
+    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}${networks}${ORT_BUNDLE ? `&ortBundle=${ORT_BUNDLE}` : ''}${WARM_MS ? `&warm=${WARM_MS}` : ''}`);
     await page.waitForFunction(() => window.bench !== undefined, undefined, { timeout: 60_000 });
     const { describe, cores, runs: supported } = await page.evaluate(() => window.bench.load());
     const rows = [];
@@ -126,7 +134,7 @@ async function runPage(runtime, threads) {
       await page.evaluate((i) => window.bench.release(i), i);
       rows.push({ label, ms, cpuMs, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) });
     }
-    return { describe, cores, rows };
+    return { describe: `${describe}; fetched ${[...modules].join(', ')}`, cores, rows };
   } catch (error) {
     throw new Error(`${runtime} on ${threads} thread(s): ${error.message}${errors.length ? ` (page errors: ${errors.join('; ')})` : ''}`);
   } finally {

@@ -9,7 +9,8 @@
  * bb-mt-relaxed.wasm must give bb-relaxed.wasm's bits on 1, 2 and 3 threads.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
@@ -178,8 +179,16 @@ function child(flag: string): ChildReport {
 
 function threadedChild(flag: string): ThreadedReport {
   if (!existsSync(threadedRelaxedPath)) throw new Error(`${threadedRelaxedPath} is missing: build it with \`bash scripts/build-wasm.sh\` from ${repoRoot}`);
-  const out = execFileSync(process.execPath, [flag, '--input-type=module', '-e', THREADED_CHILD], { encoding: 'utf8' });
-  return JSON.parse(out.trim().split('\n').pop() ?? '') as ThreadedReport;
+  // a file, not -e: the pool's worker_threads inherit the process's flags, and --input-type is for -e alone
+  const dir = mkdtempSync(join(tmpdir(), 'bb-simd-threads-'));
+  try {
+    const script = join(dir, 'child.mjs');
+    writeFileSync(script, THREADED_CHILD);
+    const out = execFileSync(process.execPath, [flag, script], { encoding: 'utf8' });
+    return JSON.parse(out.trim().split('\n').pop() ?? '') as ThreadedReport;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** Agreement with onnxruntime asked of either build: relative to the output's largest magnitude. */
