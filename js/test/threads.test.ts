@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
 import { BbError, BbErrorCode, BbLoadError, CpuSession, Dataset, LocalNetwork, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, peerIdFromU64, roundReporter, type Bb } from '../src/index.js';
 import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from '../src/examples/index.js';
-import { reserveSharedMemory } from '../src/engine/loader.js';
+import { reserveSharedMemory, type SharedMemoryDescriptor } from '../src/engine/loader.js';
 import { startThreadPool } from '../src/engine/threads.js';
 import { randomFloats } from './random.mjs';
 import { packageRoot, repoRoot, wasmBytes } from './support.js';
@@ -247,9 +247,9 @@ const outerFeeds = (rows: number, columns: number) => ({
 describe("the threaded module's memory", () => {
   const MIB = 2 ** 20;
   /** A Memory constructor that refuses shared memories above `limitPages` as an engine does. */
-  const refusingAbove = (limitPages: number, asked: number[]) => (descriptor: WebAssembly.MemoryDescriptor) => {
-    asked.push(descriptor.maximum ?? 0);
-    if ((descriptor.maximum ?? 0) > limitPages) throw new RangeError('WebAssembly.Memory(): could not allocate memory');
+  const refusingAbove = (limitPages: number, asked: number[]) => (descriptor: SharedMemoryDescriptor) => {
+    asked.push(descriptor.maximum);
+    if (descriptor.maximum > limitPages) throw new RangeError('WebAssembly.Memory(): could not allocate memory');
     return new WebAssembly.Memory(descriptor);
   };
 
@@ -259,7 +259,7 @@ describe("the threaded module's memory", () => {
     expect(asked).toEqual([16384, 8192, 4096]);
     expect(reserved.failure).toBeUndefined();
     expect(reserved.maximumPages).toBe(4096);
-    expect(reserved.memory?.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect((reserved.memory as WebAssembly.Memory | undefined)?.buffer).toBeInstanceOf(SharedArrayBuffer);
   });
 
   test('it stops at 128 MiB (or the maximum asked for, if smaller) and says what it tried', () => {

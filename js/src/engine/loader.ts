@@ -7,7 +7,7 @@ import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY, type BbExports } from './a
 import { Bb } from './bb.js';
 import { BbLoadError } from './errors.js';
 import { createHost } from './host.js';
-import type { WasmModule } from './platform.js';
+import type { WasmMemory, WasmModule } from './platform.js';
 import { isNode, startThreadPool, type ThreadPool } from './threads.js';
 
 /**
@@ -189,8 +189,10 @@ function maxMemoryPages(maxMemory: number | undefined): number {
 const mib = (pages: number): string => `${(pages * PAGE_BYTES) / 2 ** 20} MiB`;
 
 /** What {@link reserveSharedMemory} made, or why it could not. */
-type SharedMemory = { memory: WebAssembly.Memory; maximumPages: number };
-export type SharedMemoryReservation = (SharedMemory & { failure?: undefined }) | { memory?: undefined; failure: string };
+type SharedMemory = { memory: WasmMemory; maximumPages: number };
+/** What `new WebAssembly.Memory` is given for the threaded module (in 64 KiB pages). */
+export type SharedMemoryDescriptor = { initial: number; maximum: number; shared: true };
+export type SharedMemoryReservation = (SharedMemory & { failure?: undefined }) | { memory?: undefined; maximumPages?: undefined; failure: string };
 
 /**
  * @internal Makes the threaded module's shared memory with a maximum of `maximumPages`, and
@@ -199,7 +201,7 @@ export type SharedMemoryReservation = (SharedMemory & { failure?: undefined }) |
  */
 export function reserveSharedMemory(
   maximumPages: number,
-  makeMemory: (descriptor: WebAssembly.MemoryDescriptor) => WebAssembly.Memory = (descriptor) => new WebAssembly.Memory(descriptor),
+  makeMemory: (descriptor: SharedMemoryDescriptor) => WasmMemory = (descriptor) => new WebAssembly.Memory(descriptor),
 ): SharedMemoryReservation {
   const floor = Math.min(maximumPages, MT_RETRY_FLOOR_PAGES);
   let last = '';
