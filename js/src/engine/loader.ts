@@ -188,10 +188,11 @@ function maxMemoryPages(maxMemory: number | undefined): number {
 
 const mib = (pages: number): string => `${(pages * PAGE_BYTES) / 2 ** 20} MiB`;
 
-/** What {@link reserveSharedMemory} made, or why it could not. */
+/** The threaded module's memory and the maximum it was reserved with (64 KiB pages). */
 type SharedMemory = { memory: WasmMemory; maximumPages: number };
 /** What `new WebAssembly.Memory` is given for the threaded module (in 64 KiB pages). */
 export type SharedMemoryDescriptor = { initial: number; maximum: number; shared: true };
+/** What {@link reserveSharedMemory} made, or why it could not. */
 export type SharedMemoryReservation = (SharedMemory & { failure?: undefined }) | { memory?: undefined; maximumPages?: undefined; failure: string };
 
 /**
@@ -204,8 +205,10 @@ export function reserveSharedMemory(
   makeMemory: (descriptor: SharedMemoryDescriptor) => WasmMemory = (descriptor) => new WebAssembly.Memory(descriptor),
 ): SharedMemoryReservation {
   const floor = Math.min(maximumPages, MT_RETRY_FLOOR_PAGES);
+  const maxima = [maximumPages];
+  while (maxima[maxima.length - 1]! > floor) maxima.push(Math.max(floor, maxima[maxima.length - 1]! >> 1));
   let last = '';
-  for (let pages = maximumPages; pages >= floor; pages = pages === floor ? 0 : Math.max(floor, pages >> 1)) {
+  for (const pages of maxima) {
     try {
       return { memory: makeMemory({ initial: MT_INITIAL_PAGES, maximum: pages, shared: true }), maximumPages: pages };
     } catch (cause) {
