@@ -57,8 +57,8 @@ export interface LoadOptions {
    * The most memory, in bytes, the threaded module may grow to (default 1 GiB; 32 MiB to
    * 2 GiB, a multiple of 64 KiB). Shared memory reserves its maximum when it is made; where
    * the device cannot reserve that much (32-bit browsers, phones) the loader halves it, down
-   * to 128 MiB (or the maximum asked for, if smaller), and if even that fails it loads
-   * bb.wasm on one thread and says why in {@link Bb.threadsUnavailable}.
+   * to 128 MiB (or the maximum asked for, if smaller), and if even that fails it runs on
+   * one thread (as `simd` chooses) and says why in {@link Bb.threadsUnavailable}.
    * {@link Bb.memoryMaximum} tells what was reserved. A model that needs more fails with a
    * `BbError` (`NoMem`) and the engine stays usable. The single-threaded modules' memory
    * grows to 2 GiB as the engine allows, with nothing reserved up front.
