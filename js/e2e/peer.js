@@ -135,6 +135,13 @@ async function main() {
     if (state.pollStarts.length < 4000 && abs() - began > 0.05) state.pollStarts.push(began);
     return result;
   };
+  // and when each of its transport.send() calls began (the poll's remainder is the engine's)
+  state.sendStarts = [];
+  const send = running.transport.send.bind(running.transport);
+  running.transport.send = (to, bytes) => {
+    if (state.sendStarts.length < 2000) state.sendStarts.push(abs());
+    send(to, bytes);
+  };
   // the candidate types the link to `peer` runs over (relay: through a TURN server)
   window.e2ePair = (peer) => running.transport.selectedPair(peer);
   setInterval(() => {
