@@ -16,7 +16,9 @@
 //                  fourth update (FedAvg's next=close; its echo is back-to-back's: not run again)
 // Over WebRTC the bench also prints where a round's time goes (run.mjs's phasesMs): the
 // server's send() start after the broadcast began, the data channel down to the page, the
-// page's own work (wake, train, encode, send), the data channel back; all on one clock.
+// page's own work (wake, then the poll: the engine's part and the data channel's send()), the
+// data channel back; all on one clock. And the CPU time per round of the Chromium processes
+// and of this process's e2e child (the Node server), which load lengthens less than wall time.
 //   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16]
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
