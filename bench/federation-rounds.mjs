@@ -130,7 +130,7 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
   const phase = (p) => `queued ${p.queued.toFixed(1)}, down ${p.down.toFixed(1)}, client ${p.client.toFixed(1)} (wake ${p.wake.toFixed(1)} + poll ${p.poll.toFixed(1)}: engine ${p.engine.toFixed(1)}, send() ${p.send.toFixed(1)}), up ${p.up.toFixed(1)} (down + up ${(p.down + p.up).toFixed(1)})`;
   console.log(`  phases over WebRTC, medians in ms (${web.phasesMs.samples} rounds): every client: ${phase(web.phasesMs.all)}; the round's last: ${phase(web.phasesMs.last)}`);
-  console.log(`  CPU time per round over WebRTC (timer's quiet included): the Chromium processes ${web.cpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.cpuMsPerRound.server.toFixed(1)} ms`);
+  console.log(`  CPU time per round over WebRTC (timer's quiet included): the Chromium processes ${web.cpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.cpuMsPerRound.server.toFixed(1)} ms; animation frames the 4 pages asked for: ${web.framesAskedPerRound.toFixed(2)} a round`);
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
 }

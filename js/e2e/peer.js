@@ -37,6 +37,15 @@ window.e2eHide = () => {
   document.dispatchEvent(new Event('visibilitychange'));
 };
 
+// how many animation frames the page asked for (the driver asks only once a slice spends
+// its frame's budget; run.mjs reports them per round)
+state.framesAsked = 0;
+const requestFrame = window.requestAnimationFrame.bind(window);
+window.requestAnimationFrame = (callback) => {
+  state.framesAsked++;
+  return requestFrame(callback);
+};
+
 async function main() {
   const bb = await loadBb(new URL('/bb.wasm', location.href));
   const csv = new Uint8Array(await (await fetch('/digits.csv')).arrayBuffer());

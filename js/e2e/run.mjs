@@ -265,6 +265,8 @@ async function federated() {
 
   const started = performance.now();
   const cpuAtStart = { pages: descendantsCpuMs(), server: process.cpuUsage() };
+  const framesAt = async () => (await Promise.all(pages.map((p) => p.state()))).reduce((sum, s) => sum + s.framesAsked, 0);
+  const framesAtStart = await framesAt();
   startDigitsServer(server, clientIds, split.test, running.driver.now());
   running.driver.wake();
   const round = () => reports.at(-1)?.round ?? 0;
@@ -275,6 +277,8 @@ async function federated() {
   const fullLatencies = [...latencies];
   const serverCpu = process.cpuUsage(cpuAtStart.server);
   const cpuPerRound = { pages: (descendantsCpuMs() - cpuAtStart.pages) / round(), server: (serverCpu.user + serverCpu.system) / 1000 / round() };
+  // animation frames the 4 pages asked for per round
+  const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const phases = roundPhases(timeline.slice(1, fullLatencies.length), await Promise.all(pages.map((p) => p.state())), clientIds);
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
   const hidden = pages[0];
@@ -320,6 +324,7 @@ async function federated() {
     broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
     phasesMs: phases,
     cpuMsPerRound: cpuPerRound,
+    framesAskedPerRound,
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
   };
