@@ -29,6 +29,7 @@ void bbi_cpu_workspace_free(bbi_cpu_workspace *ws);
  * the session frees it. */
 typedef struct bbi_cpu_node_cache {
   const bb_tensor *source; /* the input it was made from */
+  uint32_t kind;           /* what the op made of it (its own tag: one input may be kept in several layouts) */
   void *data;
   size_t size;
   const bb_allocator *alloc;
@@ -105,10 +106,11 @@ int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, 
                   const bb_cpu_limits *limits, bbi_cpu_workspace *workspace, bbi_cpu_node_state *state,
                   bb_error *err);
 
-/* The node's cached data of `size` bytes made from input `source`, or NULL when the node
- * has no cache or input `input` is not one of the session's constants (the op then works
- * without). *fresh is set when the data is new and must be filled. */
-void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, size_t size, bool *fresh);
+/* The node's cached data of `size` bytes and kind `kind` (the op's tag for a layout) made
+ * from input `input`, or NULL when the node has no cache or that input is not one of the
+ * session's constants (the op then works without). Data of another input, size or kind
+ * is replaced. *fresh is set when the data is new and must be filled. */
+void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, uint32_t kind, size_t size, bool *fresh);
 
 /* The fused epilogue the op should apply to output 0, or NULL. */
 static inline bbi_cpu_epilogue *bbi_cpu_epilogue_of(const bbi_cpu_op_ctx *ctx) {

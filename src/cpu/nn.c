@@ -219,25 +219,65 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   return 0;
 }
 
-/* W's groups packed as the GEMM's B operand (each group's [mg, kdim] read transposed), once
- * per session when W is one of its constants; NULL when W is not (the GEMM packs it then). */
-static const char *packed_weights(bbi_cpu_op_ctx *ctx, int64_t group, size_t mg, size_t kdim, size_t *stride) {
-  *stride = (bbi_f32_gemm_packed_b_size(NULL, mg, kdim) + 63) & ~(size_t)63;
+/* The layouts of W a Conv keeps in its node cache. */
+enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2 };
+
+/* W's groups packed once per session when W is one of its constants (NULL when W is not:
+ * the GEMM packs it on every product then): as the GEMM's B operand (each group's
+ * [mg, kdim] read transposed) for the products with positions as rows, or as its A
+ * operand for the products on the plane. */
+static const char *packed_weights(bbi_cpu_op_ctx *ctx, bool as_a, int64_t group, size_t mg, size_t kdim,
+                                  size_t *stride) {
+  size_t size = as_a ? bbi_f32_gemm_packed_a_size(NULL, mg, kdim) : bbi_f32_gemm_packed_b_size(NULL, mg, kdim);
+  *stride = (size + 63) & ~(size_t)63;
   bool fresh;
-  char *packed = bbi_cpu_node_cache_get(ctx, 1, *stride * (size_t)group + 64, &fresh);
+  char *packed = bbi_cpu_node_cache_get(ctx, 1, as_a ? PACKED_W_AS_A : PACKED_W_AS_B, *stride * (size_t)group + 64,
+                                        &fresh);
   if (!packed) return NULL;
   packed = (char *)(((uintptr_t)packed + 63) & ~(uintptr_t)63);
   const float *wd = bb_tensor_data(ctx->inputs[1]);
-  for (int64_t gi = 0; fresh && gi < group; gi++)
-    bbi_f32_gemm_pack_b(NULL, mg, kdim, 1, wd + (size_t)gi * mg * kdim, kdim, packed + (size_t)gi * *stride, *stride);
+  for (int64_t gi = 0; fresh && gi < group; gi++) {
+    const float *wg = wd + (size_t)gi * mg * kdim;
+    char *to = packed + (size_t)gi * *stride;
+    if (as_a) bbi_f32_gemm_pack_a(NULL, mg, kdim, 0, 1.0f, wg, kdim, to, *stride);
+    else bbi_f32_gemm_pack_b(NULL, mg, kdim, 1, wg, kdim, to, *stride);
+  }
   return packed;
+}
+
+/* The column matrix of one image's group for a product on the plane, written straight
+ * into the GEMM's packed B panels (bbi_f32_gemm_pack_b_rows) a channel at a time: each
+ * channel's kh·kw rows go through a small buffer of the participant's own (in L1) rather
+ * than through the whole matrix, which the GEMM would then read again to pack. Tasks take
+ * blocks of channels; the panels are copies, so any number of threads gives the same
+ * bits. */
+typedef struct col_pack_job {
+  const bbi_window2d *win;
+  const float *x; /* the group's first input channel */
+  size_t channels, block, npos, kdim;
+  float *rows;    /* slot s's buffer at rows + s·rows_stride */
+  size_t rows_stride;
+  char *packed;
+} col_pack_job;
+
+static void col_pack_task(void *ctx, size_t task, size_t slot) {
+  const col_pack_job *j = ctx;
+  const size_t in_plane = j->win->ih * j->win->iw, taps = j->win->kh * j->win->kw;
+  const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  float *rows = j->rows + slot * j->rows_stride;
+  for (size_t c = c0; c < c1; c++) {
+    bbi_f32_im2col_2d(j->win, 1, j->x + c * in_plane, rows, j->npos);
+    bbi_f32_gemm_pack_b_rows(NULL, j->npos, j->kdim, c * taps, (c + 1) * taps, rows, j->packed);
+  }
 }
 
 /* Per group, one of two orientations of the same product (each output the bias plus its
  * products summed in the same k order, so the two give the same bits):
  *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
  *    the column matrix [kdim, P] (for a 1×1, stride-1, unpadded convolution the input
- *    itself) its B, and the product lands straight in the image's [mg, P] block of Y;
+ *    itself) its B, and the product lands straight in the image's [mg, P] block of Y; W
+ *    is packed as A once per session when it is constant, and the column matrix is
+ *    written as packed B panels (col_pack_job) rather than whole;
  *  - with few, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are
  *    the GEMM's rows, the output channels its columns and W its B operand, packed once per
  *    session when W is constant, so small feature maps (a few positions, many channels)
@@ -273,12 +313,25 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
   size_t pack_stride = 0;
-  const char *packed = on_plane ? NULL : packed_weights(ctx, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  /* (a one-row product on the plane is a matrix-vector product, which takes W as it is) */
+  const char *packed =
+      on_plane && mg == 1 ? NULL : packed_weights(ctx, on_plane, group, (size_t)mg, (size_t)kdim, &pack_stride);
   /* W not constant but multiplied more than once (images in several chunks): packed here,
    * once per run, rather than by every GEMM */
   const bool pack_here = !on_plane && !packed && group == 1 && chunk < n_batch;
   size_t pack_bytes = pack_here ? bbi_f32_gemm_packed_b_size(NULL, (size_t)mg, (size_t)kdim) : 0;
-  size_t col_bytes = direct ? 0 : (size_t)kdim * rows * sizeof(float);
+  /* on the plane, the column matrix as packed panels, then each participant's buffer of
+   * one channel's rows */
+  const bool col_packed = on_plane && !direct && planar;
+  const size_t slots = bbi_parallel_width();
+  size_t panels_bytes = 0, rows_stride = 0;
+  if (col_packed) {
+    panels_bytes = (bbi_f32_gemm_packed_b_size(NULL, (size_t)npos, (size_t)kdim) + 63) & ~(size_t)63;
+    rows_stride = ((size_t)(g->kernel_size * npos) + 15) & ~(size_t)15;
+  }
+  size_t col_bytes = direct ? 0
+                     : col_packed ? panels_bytes + slots * rows_stride * sizeof(float)
+                                  : (size_t)kdim * rows * sizeof(float);
   size_t tmp_bytes = on_plane ? 0 : rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
    * the last chunk of images: room for both */
@@ -311,7 +364,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     size_t ld = (size_t)(nc * npos);
     for (int64_t gi = 0; gi < group && !rc; gi++) {
       const float *xg = xd + (n0 * c_in + gi * cg) * g->in_size;
-      for (int64_t j = 0; j < nc && !direct; j++) {
+      for (int64_t j = 0; j < nc && !direct && !col_packed; j++) {
         const float *xj = xg + j * c_in * g->in_size;
         if (patches) bbi_par_f32_im2col_patches_2d(&win, (size_t)cg, xj, col + j * npos * kdim, (size_t)kdim);
         else if (planar) bbi_par_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
@@ -324,6 +377,15 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
         size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
         a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
         a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
+        a.packed_a = packed ? packed + (size_t)gi * pack_stride : NULL;
+        if (col_packed) {
+          col_pack_job cj = {&win, xg, (size_t)cg, 1, (size_t)npos, (size_t)kdim,
+                             (float *)(mem + panels_bytes), rows_stride, mem};
+          cj.block = slots > 1 ? ((size_t)cg + 4 * slots - 1) / (4 * slots) : (size_t)cg;
+          bbi_parallel_run(((size_t)cg + cj.block - 1) / cj.block, slots, col_pack_task, &cj);
+          bbi_f32_gemm_pack_b_header(NULL, (size_t)npos, (size_t)kdim, mem);
+          a.packed_b = mem;
+        }
         a.b = direct ? xg : col, a.ldb = (size_t)npos;
         a.c = yd + at, a.ldc = (size_t)npos;
         a.bias_per_row = bd ? bd + gi * mg : NULL;

@@ -139,15 +139,16 @@ void *bbi_cpu_scratch(bbi_cpu_op_ctx *ctx, size_t size) {
   return (void *)(((uintptr_t)ws->data + 63) & ~(uintptr_t)63);
 }
 
-void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, size_t size, bool *fresh) {
+void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, uint32_t kind, size_t size, bool *fresh) {
   *fresh = false;
   if (!ctx->state || !ctx->state->cache || input >= 32 || !(ctx->state->constant_inputs >> input & 1u)) return NULL;
   bbi_cpu_node_cache *c = ctx->state->cache;
   const bb_tensor *source = ctx->inputs[input];
-  if (c->data && c->source == source && c->size == size) return c->data;
+  if (c->data && c->source == source && c->kind == kind && c->size == size) return c->data;
   bbi_mem_free(c->alloc, c->data);
   c->data = bbi_mem_alloc(c->alloc, size);
   c->source = c->data ? source : NULL;
+  c->kind = kind;
   c->size = c->data ? size : 0;
   *fresh = c->data != NULL;
   return c->data;

@@ -407,6 +407,63 @@ done:
   bb_onnx_model_free(frozen);
 }
 
+/* A prediction after a training step uses the stepped weights: the model's predictions
+ * before and after one step against a fresh session on the model with the trained values
+ * stored into it (whose Conv and Gemm weights are its constants, packed once). LeNet's
+ * first convolution runs on the 8×8 plane, its second with positions as rows, so both
+ * layouts of packed weights meet a changed W. */
+static void test_prediction_follows_training(void) {
+  bb_error err;
+  bb_onnx_model_config c;
+  bb_onnx_model *mm = NULL;
+  CHECK_MSG(!bb_onnx_model_config_parse("optimizer=sgd,lr=0.5", NULL, 1, &c, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_new(lenet.data, lenet.len, &c, NULL, &mm, &err), "%s", err.message);
+  if (!mm) return;
+  bb_dataset ds;
+  make_data(&ds, 5);
+  bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 2, (int64_t[]){ROWS, 64});
+  bb_tensor *y = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, (int64_t[]){ROWS});
+  memcpy(bb_tensor_data(x), ds.features, bb_tensor_nbytes(x));
+  memcpy(bb_tensor_data(y), ds.labels, bb_tensor_nbytes(y));
+  bb_tensor *before = NULL, *after = NULL, *want[1] = {NULL};
+  bb_grad_step st;
+  CHECK_MSG(!bb_onnx_model_predict(mm, x, &before, &err), "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_step(mm, x, y, &st, &err) && st.applied, "%s", err.message);
+  CHECK_MSG(!bb_onnx_model_predict(mm, x, &after, &err), "%s", err.message);
+  bb_model *original = gt_load(LENET), *trained = NULL;
+  bb_cpu_session *s = NULL;
+  bb_tensor *x4 = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, (int64_t[]){ROWS, 1, 8, 8});
+  memcpy(bb_tensor_data(x4), ds.features, bb_tensor_nbytes(x4));
+  if (original && !bb_grad_inference_model(original, NULL, &trained, &err) &&
+      !bb_grad_trainer_store(bb_onnx_model_trainer(mm), trained, &err) &&
+      !bb_cpu_session_new(trained, NULL, &s, &err)) {
+    const char *name = bb_cpu_session_input_name(s, 0);
+    for (int run = 0; run < 2; run++) { /* the second run on the kept packings */
+      bb_tensor_release(want[0]);
+      want[0] = NULL;
+      CHECK_MSG(!bb_cpu_session_run(s, &name, &x4, 1, want, &err), "%s", err.message);
+    }
+  } else {
+    CHECK_MSG(0, "%s", err.message);
+  }
+  double moved = 0, off = 0;
+  for (int64_t i = 0; before && after && want[0] && i < want[0]->numel; i++) {
+    const float b = ((const float *)bb_tensor_data(before))[i], a = ((const float *)bb_tensor_data(after))[i];
+    const float w = ((const float *)bb_tensor_data(want[0]))[i];
+    moved = fmax(moved, fabs((double)b - w));
+    off = fmax(off, fabs((double)a - w) / (1.0 + fabs((double)w)));
+  }
+  CHECK_MSG(want[0] && after && want[0]->numel == after->numel && off < 1e-5 && moved > 1e-3,
+            "after the step: off the trained model's prediction by %g (the step moved it by %g)", off, moved);
+  bb_tensor_release(before), bb_tensor_release(after), bb_tensor_release(want[0]);
+  bb_tensor_release(x), bb_tensor_release(y), bb_tensor_release(x4);
+  bb_cpu_session_free(s);
+  bb_model_free(trained);
+  bb_model_free(original);
+  bb_dataset_free(&ds);
+  bb_onnx_model_free(mm);
+}
+
 /* max_total_bytes reaches every run the engine makes: with 4 KiB LeNet's step and its
  * prediction on 8 rows are stopped with the cap named, with 2 GiB (past the CPU session's
  * 1 GiB default) both run; a cap that is not a count of bytes is refused by name. */
@@ -450,5 +507,6 @@ int main(void) {
   RUN(test_configs_are_checked);
   RUN(test_token_input_and_freezing);
   RUN(test_total_bytes_cap);
+  RUN(test_prediction_follows_training);
   return bb_test_finish();
 }

@@ -111,6 +111,8 @@ static void test_convolutions(void) {
   check2("Conv 3x3 pad 1", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(2, 16, 30, 30), DIMS(32, 16, 3, 3));
   check2("Conv stride 2, groups 2, dilation 2", window_node("Conv", 2, 1, 3, 2, 2, 2, 2), DIMS(3, 8, 41, 37),
          DIMS(12, 4, 3, 3));
+  check2("Conv 3x3 on a 16x16 map (columns packed as GEMM panels)", window_node("Conv", 2, 1, 3, 1, 1, 1, 1),
+         DIMS(1, 64, 16, 16), DIMS(64, 64, 3, 3));
   check2("Conv 1x1", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(2, 64, 28, 28), DIMS(96, 64, 1, 1));
   check2("Conv small images batched", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(64, 8, 8, 8), DIMS(16, 8, 3, 3));
   /* depthwise: the plane kernel's row path and its four-channel path for narrow outputs */
@@ -124,8 +126,69 @@ static void test_convolutions(void) {
          DIMS(24, 32, 10, 10));
 }
 
+/* A session keeps a constant W packed (as the GEMM's left operand for a convolution on the
+ * plane, 16×16 here; as its right one with positions as rows, 4×4) and gives the bits of
+ * the node run on its own, which packs W on every call: on 1 to 4 threads, across changes
+ * of input size that switch the kept layout, and with W replaced by an input (the kept
+ * packing is not used for other weights, and is used again after). */
+static bb_tensor *run_conv_session(bb_cpu_session *s, bb_tensor *x, bb_tensor *w) {
+  const char *names[2] = {"x", "w"};
+  bb_tensor *in[2] = {x, w}, *y = NULL;
+  bb_error err;
+  int rc = bb_cpu_session_run(s, names, in, w ? 2 : 1, &y, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  return y;
+}
+
+static void test_session_keeps_conv_weights_packed(void) {
+  bb_model *m = bb_model_new(NULL);
+  bb_opset_set(m, &m->opsets, "", 17);
+  m->graph = bb_graph_new(m, "g");
+  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_ir_node *n = bb_ir_node_new(m, "Conv", "", "conv");
+  bb_strlist_append(m, &n->inputs, "x");
+  bb_strlist_append(m, &n->inputs, "w");
+  bb_strlist_append(m, &n->outputs, "y");
+  int64_t pads[4] = {1, 1, 1, 1};
+  bb_attr_set_ints(m, &n->attrs, "pads", pads, 4);
+  bb_nodelist_append(m, &m->graph->nodes, n);
+  bb_tensor *w = rand_tensor(4, (const int64_t[]){48, 32, 3, 3}), *w2 = rand_tensor(4, (const int64_t[]){48, 32, 3, 3});
+  bb_tensor *big = rand_tensor(4, (const int64_t[]){1, 32, 16, 16});
+  bb_tensor *small = rand_tensor(4, (const int64_t[]){1, 32, 4, 4});
+  bb_tensor_proto *p = NULL;
+  bb_error err;
+  bb_cpu_session *s = NULL;
+  CHECK_MSG(!bb_tensor_to_proto(m, w, "w", &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p) &&
+                !bb_cpu_session_new(m, NULL, &s, &err),
+            "%s", err.message);
+  /* the node on its own, one thread: the reference */
+  bb_tensor *ref[3] = {NULL, NULL, NULL}, *args[3][2] = {{big, w}, {small, w}, {big, w2}};
+  for (int i = 0; i < 3 && s; i++)
+    CHECK_MSG(!bb_cpu_run_node(n, 17, args[i], 2, &ref[i], 1, NULL, &err), "%s", err.message);
+  /* which reference each run must give, and with which W as an input (NULL: the initializer) */
+  static const int order[] = {0, 0, 1, 0, 2, 0, 1, 1};
+  for (size_t threads = 1; s && threads <= most_threads(); threads++) {
+    if (set_threads(threads)) break;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+      const int r = order[i];
+      bb_tensor *y = run_conv_session(s, args[r][0], r == 2 ? w2 : NULL);
+      CHECK_MSG(y && ref[r] && y->numel == ref[r]->numel &&
+                    memcmp(bb_tensor_data(y), bb_tensor_data(ref[r]), bb_tensor_nbytes(y)) == 0,
+                "session run %zu (case %d) on %zu threads differs from the node run on its own", i, r, threads);
+      bb_tensor_release(y);
+    }
+  }
+  set_threads(1);
+  for (int i = 0; i < 3; i++) bb_tensor_release(ref[i]);
+  bb_cpu_session_free(s);
+  bb_tensor_release(w), bb_tensor_release(w2), bb_tensor_release(big), bb_tensor_release(small);
+  bb_model_free(m);
+}
+
 static void test_pooling(void) {
   check1("MaxPool with indices", window_node("MaxPool", 1, 2, 3, 2, 1, 1, 1), DIMS(4, 24, 33, 31), 2);
+  check1("MaxPool 3x3 stride 2 (a resnet's stem)", window_node("MaxPool", 1, 1, 3, 2, 1, 1, 1), DIMS(1, 64, 32, 32), 1);
   bb_ir_node *avg = window_node("AveragePool", 1, 1, 3, 1, 1, 1, 1);
   bb_attr_set_int(model, &avg->attrs, "count_include_pad", 1);
   check1("AveragePool", avg, DIMS(4, 24, 33, 31), 1);
@@ -268,6 +331,7 @@ int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_and_gemm);
   RUN(test_convolutions);
+  RUN(test_session_keeps_conv_weights_packed);
   RUN(test_pooling);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);

@@ -345,6 +345,89 @@ static void test_gemm_packed_b_mismatch(void) {
   free(packed), free(scratch);
 }
 
+/* W packed once as the left operand (bbi_f32_gemm_pack_a, what a convolution on the plane
+ * keeps per session) gives the bits of the product that packs A itself, with B as given
+ * or packed; B packed from rows in pieces (bbi_f32_gemm_pack_b_rows, a column matrix a
+ * channel at a time, the pieces in reverse order) is byte for byte bbi_f32_gemm_pack_b's.
+ * Every configuration, shipped and with tiny blocks (several ic, pc and jc blocks), every
+ * panel height (1, 2-4 and MR rows), both layouts of A and alphas 1 and -0.5; a packed A
+ * is refused by products it was not packed for. */
+static void test_gemm_packed_a_and_rows(void) {
+  bbi_f32_gemm_config cfgs[8];
+  const size_t ncfg = test_configs(cfgs, 8);
+  static const size_t ms[] = {1, 3, 4, 5, 9, 17, 40};
+  static const size_t ns[] = {1, 7, 33, 64};
+  static const size_t ks[] = {1, 6, 29, 70};
+  rng_seed(21);
+  int ok_a = 1, ok_rows = 1, ok_refused = 1;
+  for (size_t ci = 0; ci < ncfg; ci++)
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+      for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+          const bbi_f32_gemm_config *cfg = &cfgs[ci];
+          const size_t m = ms[mi], n = ns[ni], k = ks[ki];
+          const int trans_a = (int)((mi + ni + ki) % 2);
+          const float alpha = (ki % 2) ? -0.5f : 1.0f;
+          float *a = floats(m * k), *b = floats(k * n), *c = floats(m * n), *c_ref = floats(m * n);
+          float *bias = floats(m);
+          fill_uniform(a, m * k, -1.0f, 1.0f);
+          fill_uniform(b, k * n, -1.0f, 1.0f);
+          fill_uniform(bias, m, -1.0f, 1.0f);
+          bbi_f32_gemm_args g = {0};
+          g.m = m, g.n = n, g.k = k, g.trans_a = trans_a, g.alpha = alpha, g.a = a, g.lda = trans_a ? m : k;
+          g.b = b, g.ldb = n, g.c = c_ref, g.ldc = n, g.bias_per_row = bias, g.clamp = 1, g.min = -2.0f;
+          g.max = 2.0f;
+          const size_t scratch_size = bbi_f32_gemm_scratch_size_for(cfg, m, n, k);
+          void *scratch = malloc(scratch_size);
+          int rc = bbi_f32_gemm_run(cfg, &g, scratch, scratch_size);
+          const size_t a_size = bbi_f32_gemm_packed_a_size(cfg, m, k), b_size = bbi_f32_gemm_packed_b_size(cfg, n, k);
+          char *pa = malloc(a_size), *pb = malloc(b_size), *pb_rows = malloc(b_size);
+          memset(pb, 0xab, b_size), memset(pb_rows, 0xab, b_size); /* a panel float left unwritten shows */
+          rc |= bbi_f32_gemm_pack_a(cfg, m, k, trans_a, alpha, a, g.lda, pa, a_size);
+          rc |= bbi_f32_gemm_pack_b(cfg, n, k, 0, b, n, pb, b_size);
+          /* B's rows in pieces of up to 4, last piece first */
+          for (size_t end = k; end > 0;) {
+            const size_t p0 = end > 4 ? end - 4 : 0;
+            bbi_f32_gemm_pack_b_rows(cfg, n, k, p0, end, b + p0 * n, pb_rows);
+            end = p0;
+          }
+          bbi_f32_gemm_pack_b_header(cfg, n, k, pb_rows);
+          ok_rows &= memcmp(pb, pb_rows, b_size) == 0;
+          const int gemv = m == 1 || n == 1; /* a matrix-vector product refuses a packed A */
+          for (int with_b = 0; with_b < 2 && !rc && !gemv; with_b++) {
+            for (size_t i = 0; i < m * n; i++) c[i] = NAN;
+            g.a = NULL, g.packed_a = pa, g.c = c;
+            g.packed_b = with_b ? pb_rows : NULL, g.b = with_b ? NULL : b;
+            rc |= bbi_f32_gemm_run(cfg, &g, scratch, scratch_size);
+            for (size_t i = 0; i < m * n; i++) ok_a &= same_float(c[i], c_ref[i]);
+          }
+          ok_a &= rc == 0;
+          /* packed for another product: refused, C untouched */
+          g.a = NULL, g.packed_a = pa, g.c = c, g.packed_b = NULL, g.b = b, c[0] = 42.0f;
+          ok_refused &= !gemv || bbi_f32_gemm_run(cfg, &g, scratch, scratch_size) == BB_ERR_INVALID_ARGUMENT;
+          g.alpha = alpha * 2.0f;
+          ok_refused &= bbi_f32_gemm_run(cfg, &g, scratch, scratch_size) == BB_ERR_INVALID_ARGUMENT;
+          g.alpha = alpha, g.k = k - 1;
+          ok_refused &= k == 1 || bbi_f32_gemm_run(cfg, &g, scratch, scratch_size) == BB_ERR_INVALID_ARGUMENT;
+          g.k = k, g.m = m - 1;
+          ok_refused &= m <= 2 || bbi_f32_gemm_run(cfg, &g, scratch, scratch_size) == BB_ERR_INVALID_ARGUMENT;
+          ok_refused &= c[0] == 42.0f;
+          free(a), free(b), free(c), free(c_ref), free(bias), free(scratch), free(pa), free(pb), free(pb_rows);
+        }
+  CHECK_MSG(ok_a, "a product on a packed A differs from the one that packs A itself");
+  CHECK_MSG(ok_rows, "B packed from rows in pieces differs from bbi_f32_gemm_pack_b");
+  CHECK_MSG(ok_refused, "a packed A was taken by a product it was not packed for");
+  float a[4] = {1, 2, 3, 4};
+  char small[64];
+  CHECK_EQ_INT(bbi_f32_gemm_pack_a(NULL, 2, 2, 0, 1.0f, a, 2, small, sizeof small), BB_ERR_INVALID_ARGUMENT);
+  char *room = malloc(bbi_f32_gemm_packed_a_size(NULL, 2, 2));
+  CHECK_EQ_INT(bbi_f32_gemm_pack_a(NULL, 2, 2, 0, 1.0f, a, 1, room, bbi_f32_gemm_packed_a_size(NULL, 2, 2)),
+               BB_ERR_INVALID_ARGUMENT);
+  CHECK_EQ_INT(bbi_f32_gemm_pack_a(NULL, 2, 2, 0, 1.0f, NULL, 2, room, bbi_f32_gemm_packed_a_size(NULL, 2, 2)),
+               BB_ERR_INVALID_ARGUMENT);
+  free(room);
+}
+
 /* ---- elementwise ------------------------------------------------------------------------ */
 
 static const char *const binary_names[] = {"add", "sub", "mul", "div", "max", "min"};
@@ -652,6 +735,29 @@ static void test_reduce_strided(void) {
   }
 }
 
+/* A NaN anywhere in a row makes the whole row NaN, as in the scalar twin (and onnxruntime):
+ * the row's maximum passes NaNs over, so the NaN must come through the sum. A row of 37
+ * floats has NaN in turn in the sixteen-float steps, the four-float step and the scalar
+ * tail of the max pass; then a row of NaNs alone, and a NaN beside +inf. */
+static void test_softmax_nan(void) {
+  enum { COLS = 37 };
+  float x[COLS], y[COLS], r[COLS];
+  int ok = 1;
+  for (size_t at = 0; at <= COLS + 1; at++) {
+    for (size_t i = 0; i < COLS; i++) x[i] = (float)((int)(i * 7 % 11) - 5);
+    if (at < COLS) x[at] = NAN;
+    else if (at == COLS) for (size_t i = 0; i < COLS; i++) x[i] = NAN;
+    else x[3] = INFINITY, x[30] = NAN;
+    bbi_f32_softmax_rows(1, COLS, x, y);
+    bbi_f32_softmax_rows_scalar(1, COLS, x, r);
+    for (size_t i = 0; i < COLS; i++) ok &= isnan(y[i]) && isnan(r[i]);
+    bbi_f32_log_softmax_rows(1, COLS, x, y);
+    bbi_f32_log_softmax_rows_scalar(1, COLS, x, r);
+    for (size_t i = 0; i < COLS; i++) ok &= isnan(y[i]) && isnan(r[i]);
+  }
+  CHECK_MSG(ok, "a NaN in a softmax row does not make the whole row NaN");
+}
+
 static void test_softmax(void) {
   rng_seed(8);
   static const size_t cols_list[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 100, 1000, 1025};
@@ -696,6 +802,7 @@ static void test_softmax(void) {
   CHECK(y[0] == 0.5f && y[1] == 0.5f && y[2] == 0.0f);
   bbi_f32_log_softmax_rows(1, 3, x, y);
   CHECK(fabsf(y[0] + 0.6931472f) < 1e-6f && y[2] == -INFINITY);
+  test_softmax_nan();
 }
 
 /* ---- comparison and selection ----------------------------------------------------------------- */
@@ -849,6 +956,36 @@ static void test_pooling_matches_scalar(void) {
   CHECK(y[0] == 1 && y[1] == 7 && y[2] == 7 && idx[0] == 0 && idx[1] == 6 && idx[2] == 7);
   bbi_f32_avgpool2d(&g, 1, x, y);
   CHECK(y[0] == 0 && y[1] == 4.25f && y[2] == 3.5f);
+}
+
+/* Max pooling 3×3 at stride 2 (its own SIMD path: a ResNet's stem) against the scalar
+ * twin, bit for bit: the stem's 64×32×32 → 16×16 and odd sizes (widths where no four
+ * outputs lie inside, pads 0 to 2, ceil mode's extra output, a second stride of rows), on
+ * values with NaN, infinities, signed zeros and ties. */
+static void test_maxpool_3x3_stride2_matches_scalar(void) {
+  rng_seed(12);
+  int ok = 1;
+  for (int t = 0; t < 300; t++) {
+    bbi_window2d g = {0};
+    g.ih = (size_t)rng_int(1, 19), g.iw = (size_t)rng_int(1, 41);
+    if (t == 0) g.ih = g.iw = 32;
+    g.kh = g.kw = 3, g.sh = t % 7 == 3 ? 1 : 2, g.sw = 2, g.dh = g.dw = 1;
+    g.ph = g.pw = t == 0 ? 1 : (size_t)rng_int(0, 2);
+    g.ph_end = g.pw_end = g.ph + (size_t)(t % 4 == 1); /* ceil mode's extra output */
+    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
+    if (room_h < 3 || room_w < 3) continue;
+    g.oh = (room_h - 3) / g.sh + 1, g.ow = (room_w - 3) / g.sw + 1;
+    const size_t planes = t == 0 ? 64 : (size_t)rng_int(1, 3), in = planes * g.ih * g.iw, out = planes * g.oh * g.ow;
+    float *x = floats(in), *y = floats(out + 1), *r = floats(out + 1);
+    if (t % 2) fill_uniform(x, in, -4.0f, 4.0f);
+    else fill_mixed(x, in);
+    y[out] = r[out] = 7.0f;
+    bbi_f32_maxpool2d(&g, planes, x, y, NULL);
+    bbi_f32_maxpool2d_scalar(&g, planes, x, r, NULL);
+    for (size_t i = 0; i <= out; i++) ok &= same_float(y[i], r[i]);
+    free(x), free(y), free(r);
+  }
+  CHECK_MSG(ok, "3×3 stride-2 max pooling differs from the scalar twin");
 }
 
 /* ---- depthwise convolution, activations, transposes --------------------------------------- */
@@ -1075,6 +1212,7 @@ int main(void) {
   RUN(test_gemm_random_large_shapes);
   RUN(test_gemm_degenerate_and_errors);
   RUN(test_gemm_packed_b_mismatch);
+  RUN(test_gemm_packed_a_and_rows);
   RUN(test_binary_matches_scalar);
   RUN(test_binary_row_broadcast);
   RUN(test_unary_against_libm);
@@ -1086,6 +1224,7 @@ int main(void) {
   RUN(test_compare_and_select);
   RUN(test_im2col_matches_scalar);
   RUN(test_pooling_matches_scalar);
+  RUN(test_maxpool_3x3_stride2_matches_scalar);
   RUN(test_dwconv_matches_scalar);
   RUN(test_activation_matches_scalar);
   RUN(test_transpose);

@@ -239,15 +239,20 @@ static void pack_b(const float *b, size_t ldb, int trans_b, size_t p0, size_t j0
 
 /* Packs alpha * op(A) rows i0..i0+mc, columns p0..p0+kc into mr-tall panels: panel q holds
  * alpha*op(A)[i0 + q*mr + r][p] at [q*mr*kc + p*mr + r], zero past row mc. */
-static void pack_a(const bbi_f32_gemm_args *g, size_t i0, size_t p0, size_t mc, size_t kc,
-                   size_t mr, float *out) {
+static void pack_a_from(const float *a, size_t lda, int trans_a, float alpha, size_t i0, size_t p0, size_t mc,
+                        size_t kc, size_t mr, float *out) {
   for (size_t ir = 0; ir < mc; ir += mr, out += mr * kc) {
     const size_t h = min_size(mr, mc - ir);
-    if (g->trans_a)
-      pack_rows_direct(g->a + p0 * g->lda + i0 + ir, g->lda, h, mr, kc, g->alpha, out);
+    if (trans_a)
+      pack_rows_direct(a + p0 * lda + i0 + ir, lda, h, mr, kc, alpha, out);
     else
-      pack_rows_transposed(g->a + (i0 + ir) * g->lda + p0, g->lda, h, mr, kc, g->alpha, out);
+      pack_rows_transposed(a + (i0 + ir) * lda + p0, lda, h, mr, kc, alpha, out);
   }
+}
+
+static void pack_a(const bbi_f32_gemm_args *g, size_t i0, size_t p0, size_t mc, size_t kc,
+                   size_t mr, float *out) {
+  pack_a_from(g->a, g->lda, g->trans_a, g->alpha, i0, p0, mc, kc, mr, out);
 }
 
 void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, size_t mr,
@@ -383,6 +388,39 @@ int bbi_f32_gemm_pack_b(const bbi_f32_gemm_config *cfg, size_t n, size_t k, int 
   return BB_OK;
 }
 
+void bbi_f32_gemm_pack_b_header(const bbi_f32_gemm_config *cfg, size_t n, size_t k, void *packed) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, 1, n, k);
+  const packed_b_header h = {PACKED_B_MAGIC, (uint32_t)cfg->nr, n, k, blk.kc, blk.nc};
+  memcpy(packed, &h, sizeof h);
+}
+
+void bbi_f32_gemm_pack_b_rows(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p0, size_t p1,
+                             const float *rows, void *packed) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, 1, n, k);
+  const size_t nr = cfg->nr;
+  float *data = (float *)((char *)packed + SCRATCH_ALIGN);
+  for (size_t p = p0; p < p1; p++, rows += n) {
+    /* row p lies in the k block from pc (every block but the last is kc deep) */
+    const size_t pc = p / blk.kc * blk.kc, kc = min_size(blk.kc, k - pc);
+    for (size_t jc = 0; jc < n; jc += blk.nc) {
+      const size_t nc = min_size(blk.nc, n - jc);
+      float *dst = data + jc * k + round_up(nc, nr) * pc + (p - pc) * nr;
+      const float *src = rows + jc;
+      size_t j = 0;
+      for (; j + nr <= nc; j += nr, dst += nr * kc, src += nr) {
+        for (size_t c = 0; c < nr; c += 4) bbi_f32x4_store(dst + c, bbi_f32x4_load(src + c));
+      }
+      if (j < nc) {
+        size_t c = 0;
+        for (; c < nc - j; c++) dst[c] = src[c];
+        for (; c < nr; c++) dst[c] = 0.0f;
+      }
+    }
+  }
+}
+
 /* The packed data of g->packed_b, or NULL when it was packed for another product. */
 static const float *packed_b_data(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
                                   const gemm_blocking *blk) {
@@ -394,6 +432,64 @@ static const float *packed_b_data(const bbi_f32_gemm_config *cfg, const bbi_f32_
   return (const float *)((const char *)g->packed_b + SCRATCH_ALIGN);
 }
 
+/* ---- packed A ------------------------------------------------------------------------ */
+
+/* A packed alpha*op(A) opens with this header; the (ic, pc) block starts ic*k + (its
+ * padded height)*pc floats into the data, which is what the driver would have packed for
+ * that block. The panel height follows m (one row, two to four rows, or MR), so it is
+ * recorded too. */
+#define PACKED_A_MAGIC 0x62625041u /* "APbb" */
+
+typedef struct packed_a_header {
+  uint32_t magic;
+  uint32_t mr;
+  float alpha;
+  size_t m, k, kc, mc;
+} packed_a_header;
+_Static_assert(sizeof(packed_a_header) <= SCRATCH_ALIGN, "the header fits before the data");
+
+/* The panel height the driver uses for m rows (see bbi_f32_gemm_run). */
+static size_t panel_rows(const bbi_f32_gemm_config *cfg, size_t m) {
+  const int four = m > 1 && m <= 4 && cfg->ukernel_4row && cfg->mr > 4;
+  return m == 1 ? 1 : four ? 4 : cfg->mr;
+}
+
+size_t bbi_f32_gemm_packed_a_size(const bbi_f32_gemm_config *cfg, size_t m, size_t k) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  return SCRATCH_ALIGN + round_up(m, panel_rows(cfg, m)) * k * sizeof(float);
+}
+
+int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int trans_a,
+                       float alpha, const float *a, size_t lda, void *packed, size_t packed_size) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  if (!packed || packed_size < bbi_f32_gemm_packed_a_size(cfg, m, k)) return BB_ERR_INVALID_ARGUMENT;
+  if (m && k && (!a || lda < (trans_a ? m : k))) return BB_ERR_INVALID_ARGUMENT;
+  const size_t mr = panel_rows(cfg, m);
+  const gemm_blocking blk = blocking_for(cfg, m, 1, k);
+  const packed_a_header h = {PACKED_A_MAGIC, (uint32_t)mr, alpha, m, k, blk.kc, blk.mc};
+  memcpy(packed, &h, sizeof h);
+  float *data = (float *)((char *)packed + SCRATCH_ALIGN);
+  for (size_t ic = 0; ic < m; ic += blk.mc) {
+    const size_t mc = min_size(blk.mc, m - ic);
+    for (size_t pc = 0; pc < k; pc += blk.kc)
+      pack_a_from(a, lda, trans_a, alpha, ic, pc, mc, min_size(blk.kc, k - pc), mr,
+                  data + ic * k + round_up(mc, mr) * pc);
+  }
+  return BB_OK;
+}
+
+/* The packed data of g->packed_a, or NULL when it was packed for another product. */
+static const float *packed_a_data(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
+                                  const gemm_blocking *blk, size_t mr) {
+  packed_a_header h;
+  memcpy(&h, g->packed_a, sizeof h);
+  if (h.magic != PACKED_A_MAGIC || h.mr != mr || h.alpha != g->alpha || h.m != g->m || h.k != g->k ||
+      h.kc != blk->kc || h.mc != blk->mc)
+    return NULL;
+  (void)cfg;
+  return (const float *)((const char *)g->packed_a + SCRATCH_ALIGN);
+}
+
 /* ---- the driver ---------------------------------------------------------------------- */
 
 /* What every region of one product shares. */
@@ -403,6 +499,7 @@ typedef struct gemm_plan {
   size_t mr, nr;
   bbi_f32_gemm_ukernel_fn ukernel;
   const float *packed; /* op(B) packed beforehand, or NULL */
+  const float *packed_a; /* alpha*op(A) packed beforehand, or NULL */
   /* regions on several threads: row blocks of blk.mc, column chunks of `chunk` within each
    * nc block (chunks_per_block of them, the last block's trailing ones possibly empty) */
   size_t chunk, chunks_per_block, row_blocks, col_chunks;
@@ -430,7 +527,8 @@ static void run_region(const gemm_plan *p, size_t i0, size_t i1, size_t jc, size
     tile.clamp = g->clamp && pc + kc == k;
     for (size_t ic = i0; ic < i1; ic += p->blk.mc) {
       const size_t mc = min_size(p->blk.mc, i1 - ic);
-      pack_a(g, ic, pc, mc, kc, mr, pa);
+      if (p->packed_a) pa = (float *)(p->packed_a + ic * k + round_up(mc, mr) * pc);
+      else pack_a(g, ic, pc, mc, kc, mr, pa);
       for (size_t jr = 0; jr < width; jr += nr) {
         tile.bias = tile.first && g->bias ? g->bias + j0 + jr : NULL;
         const float *panel_b = pb + jr * kc;
@@ -479,12 +577,13 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
     scale_c(g);
     return BB_OK;
   }
-  if (!g->a || g->lda < (g->trans_a ? m : k)) return BB_ERR_INVALID_ARGUMENT;
+  if (!g->packed_a && (!g->a || g->lda < (g->trans_a ? m : k))) return BB_ERR_INVALID_ARGUMENT;
   if (!g->packed_b && (!g->b || g->ldb < (g->trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
   gemm_plan p;
   p.blk = blocking_for(cfg, m, n, k);
   p.scratch0_bytes = slot0_floats(&p.blk, m, n, k) * sizeof(float) + 2 * SCRATCH_ALIGN;
   if (!scratch || scratch_size < p.scratch0_bytes) return BB_ERR_INVALID_ARGUMENT;
+  if (g->packed_a && is_gemv(m, n)) return BB_ERR_INVALID_ARGUMENT;
   if (!g->packed_b && is_gemv(m, n)) {
     run_gemv(g, align_up(scratch));
     return BB_OK;
@@ -495,7 +594,9 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   /* A single row on a packed B takes the one-row kernel, and 2 to 4 rows the four-row one
    * where there is one, without padding A to MR rows (the same sums in the same order). */
   const int four = m > 1 && m <= 4 && cfg->ukernel_4row && cfg->mr > 4;
-  p.mr = m == 1 ? 1 : four ? 4 : cfg->mr;
+  p.mr = panel_rows(cfg, m);
+  p.packed_a = NULL;
+  if (g->packed_a && !(p.packed_a = packed_a_data(cfg, g, &p.blk, p.mr))) return BB_ERR_INVALID_ARGUMENT;
   p.nr = cfg->nr;
   p.ukernel = m == 1 ? cfg->ukernel_1row : four ? cfg->ukernel_4row : cfg->ukernel;
   p.scratch = scratch;

@@ -42,6 +42,11 @@ typedef struct bbi_f32_gemm_args {
    * trans_b are then not used. It must have been packed for the same n, k and
    * configuration, or the product is refused. */
   const void *packed_b;
+  /* NULL, or alpha*op(A) packed once by bbi_f32_gemm_pack_a (for constant weights as the
+   * left operand); a, lda and trans_a are then not used. It must have been packed for the
+   * same m, k, alpha and configuration, or the product is refused; so is a product of one
+   * row or one column (a matrix-vector product, which packs nothing: pass A). */
+  const void *packed_a;
 } bbi_f32_gemm_args;
 
 /* What a micro-kernel does with its accumulated tile `acc` (one k block of the product,
@@ -110,6 +115,31 @@ size_t bbi_f32_gemm_packed_b_size(const bbi_f32_gemm_config *cfg, size_t n, size
  * or BB_ERR_INVALID_ARGUMENT for a NULL pointer, a short ldb or a small packed_size. */
 int bbi_f32_gemm_pack_b(const bbi_f32_gemm_config *cfg, size_t n, size_t k, int trans_b,
                        const float *b, size_t ldb, void *packed, size_t packed_size);
+
+/* Fills rows [p0, p1) of a k×n matrix B into `rows` (row-major, n floats a row). */
+typedef void (*bbi_f32_gemm_rows_fn)(void *ctx, size_t p0, size_t p1, float *rows);
+
+/* Packs rows [p0, p1) of B (k×n, not transposed), which `rows` holds (n floats a row),
+ * into `packed` as bbi_f32_gemm_pack_b lays out the whole of B. Several calls over
+ * disjoint rows, in any order (or at once on several threads), then
+ * bbi_f32_gemm_pack_b_header, give what bbi_f32_gemm_pack_b gives for B: a producer of
+ * B's rows (a convolution's column matrix, a channel at a time) writes the GEMM's panels
+ * without B ever being whole in memory. packed must hold bbi_f32_gemm_packed_b_size bytes. */
+void bbi_f32_gemm_pack_b_rows(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p0, size_t p1,
+                             const float *rows, void *packed);
+/* Writes the header of a packed B that bbi_f32_gemm_pack_b_rows filled. */
+void bbi_f32_gemm_pack_b_header(const bbi_f32_gemm_config *cfg, size_t n, size_t k, void *packed);
+
+/* Bytes that op(A), m×k, takes packed for cfg (NULL: the default configuration). */
+size_t bbi_f32_gemm_packed_a_size(const bbi_f32_gemm_config *cfg, size_t m, size_t k);
+
+/* Packs alpha*op(A) (m×k; A and lda read as bbi_f32_gemm_args reads them with trans_a)
+ * into `packed` for use as args.packed_a with the same cfg (NULL: default), m, k and alpha:
+ * the panels the driver would pack on every call, so the product is the same bits.
+ * Returns 0, or BB_ERR_INVALID_ARGUMENT for a NULL pointer, a short lda or a small
+ * packed_size. */
+int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int trans_a,
+                       float alpha, const float *a, size_t lda, void *packed, size_t packed_size);
 
 /* Reference: the textbook triple loop, float accumulation in k order, alpha applied to the
  * finished dot product. Does no argument checking and ignores packed_b. */

@@ -218,6 +218,49 @@ static void maxpool_2x2(const bbi_window2d *g, size_t planes, const float *x, fl
     }
 }
 
+/* Max pooling 3×3 at stride 2 (dilation 1, any padding; the stem of a ResNet): per output
+ * row, its window rows inside the image (row_plan), the outputs whose windows reach into
+ * the left or right padding through pool_edge, and the others four at a time, from four
+ * loads per window row that start at the first lane's first column (offsets 0-3, 4-7,
+ * 2-5, 5-8): the columns kx = 0, 1 and 2 of the four windows are offsets {0,2,4,6},
+ * {1,3,5,7} and {2,4,6,8}. Each lane takes its window in pool_one's order (row by row, left
+ * to right, the first value as it is and a later one only when greater), so the results
+ * are its bits, NaN and signed zeros included. */
+static void maxpool_3x3s2(const bbi_window2d *g, size_t planes, const float *x, float *y) {
+  const size_t iw = g->iw, ow = g->ow, in_size = g->ih * iw;
+  size_t c0, c1;
+  interior_columns(g, &c0, &c1);
+  for (size_t p = 0; p < planes; p++, x += in_size)
+    for (size_t oy = 0; oy < g->oh; oy++, y += ow) {
+      row_plan r;
+      r.n_rows = r.padded_rows = 0;
+      for (size_t ky = 0; ky < 3; ky++) {
+        const int64_t iy = (int64_t)(oy * g->sh + ky) - (int64_t)g->ph;
+        if (iy >= 0 && iy < (int64_t)g->ih) r.iy[r.n_rows++] = (size_t)iy;
+      }
+      const size_t end = r.n_rows && c1 >= c0 + 4 ? c1 : c0; /* the vectors cover [c0, end) */
+      for (size_t ox = 0; ox < c0; ox++) y[ox] = pool_edge(g, 1, &r, x, ox, NULL);
+      for (size_t ox = end; ox < ow; ox++) y[ox] = pool_edge(g, 1, &r, x, ox, NULL);
+      for (size_t ox = c0; ox < end;) {
+        bbi_f32x4 acc = bbi_f32x4_splat(0.0f);
+        for (size_t k = 0; k < r.n_rows; k++) {
+          const float *at = x + r.iy[k] * iw + 2 * ox - g->pw;
+          const bbi_f32x4 a = bbi_f32x4_load(at), b = bbi_f32x4_load(at + 4);
+          const bbi_f32x4 e = bbi_f32x4_load(at + 2), f = bbi_f32x4_load(at + 5);
+          const bbi_f32x4 v0 = BBI_F32X4_SHUFFLE(a, b, 0, 2, 4, 6);
+          acc = k == 0 ? v0 : bbi_f32x4_max(acc, v0);
+          acc = bbi_f32x4_max(acc, BBI_F32X4_SHUFFLE(a, b, 1, 3, 5, 7));
+          acc = bbi_f32x4_max(acc, BBI_F32X4_SHUFFLE(e, f, 0, 2, 5, 7));
+        }
+        bbi_f32x4_store(y + ox, acc);
+        if (ox + 4 == end) break;
+        /* the last outputs: one more vector ending at `end`, overlapping the one before
+         * (those outputs come out the same) */
+        ox = ox + 8 <= end ? ox + 4 : end - 4;
+      }
+    }
+}
+
 static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   /* lanes track offsets in 32 bits; the row and column plans hold 16 window positions */
   if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16 || g->kw > 16) {
@@ -227,6 +270,11 @@ static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, cons
   if (mode == MODE_MAX && !indices && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 &&
       g->dw == 1 && g->ph == 0 && g->pw == 0 && g->ow >= 4 && 2 * g->oh <= g->ih && 2 * g->ow <= g->iw) {
     maxpool_2x2(g, planes, x, y);
+    return;
+  }
+  if (mode == MODE_MAX && !indices && g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->dh == 1 &&
+      g->dw == 1) {
+    maxpool_3x3s2(g, planes, x, y);
     return;
   }
   /* one specialisation per mode, so the inner loop carries no branch on it */

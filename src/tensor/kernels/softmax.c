@@ -14,37 +14,52 @@ BBI_INLINE bbi_f32x4 load_tail_fill(const float *p, size_t n, float fill) {
   return v;
 }
 
-/* The row's maximum (NaN if the row holds one, as bbi_f32_reduce_rows gives it) and its
- * minimum (NaNs passed over), in one pass. */
+/* The row's maximum and minimum in one pass, NaNs passed over (pmax/pmin keep the running
+ * value when the new one is NaN). A NaN in the row still makes every output NaN: its term
+ * exp(NaN - max) is NaN, so the row's sum is, and softmax's 1/sum and log-softmax's
+ * log(sum) spread it to every element, as a NaN maximum would. Four accumulators of each,
+ * sixteen floats a step, so that no step waits on the previous one's max. */
 static float row_max_min(size_t n, const float *x, float *min) {
-  bbi_f32x4 hi0 = bbi_f32x4_splat(-INFINITY), hi1 = hi0, lo0 = bbi_f32x4_splat(INFINITY), lo1 = lo0;
+  bbi_f32x4 hi0 = bbi_f32x4_splat(-INFINITY), hi1 = hi0, hi2 = hi0, hi3 = hi0;
+  bbi_f32x4 lo0 = bbi_f32x4_splat(INFINITY), lo1 = lo0, lo2 = lo0, lo3 = lo0;
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  for (; i + 16 <= n; i += 16) {
     const bbi_f32x4 a = bbi_f32x4_load(x + i), b = bbi_f32x4_load(x + i + 4);
-    hi0 = bbi_f32x4_select(a != a, a, bbi_f32x4_max(hi0, a));
-    hi1 = bbi_f32x4_select(b != b, b, bbi_f32x4_max(hi1, b));
+    const bbi_f32x4 c = bbi_f32x4_load(x + i + 8), d = bbi_f32x4_load(x + i + 12);
+    hi0 = bbi_f32x4_max(hi0, a);
+    hi1 = bbi_f32x4_max(hi1, b);
+    hi2 = bbi_f32x4_max(hi2, c);
+    hi3 = bbi_f32x4_max(hi3, d);
     lo0 = bbi_f32x4_min(lo0, a);
     lo1 = bbi_f32x4_min(lo1, b);
+    lo2 = bbi_f32x4_min(lo2, c);
+    lo3 = bbi_f32x4_min(lo3, d);
   }
-  hi0 = bbi_f32x4_select(hi1 != hi1, hi1, bbi_f32x4_max(hi0, hi1));
-  lo0 = bbi_f32x4_min(lo0, lo1);
+  for (; i + 4 <= n; i += 4) {
+    const bbi_f32x4 a = bbi_f32x4_load(x + i);
+    hi0 = bbi_f32x4_max(hi0, a);
+    lo0 = bbi_f32x4_min(lo0, a);
+  }
+  hi0 = bbi_f32x4_max(bbi_f32x4_max(hi0, hi1), bbi_f32x4_max(hi2, hi3));
+  lo0 = bbi_f32x4_min(bbi_f32x4_min(lo0, lo1), bbi_f32x4_min(lo2, lo3));
   float hi = -INFINITY, lo = INFINITY;
   for (int l = 0; l < 4; l++) {
-    hi = hi0[l] != hi0[l] ? hi0[l] : bbi_f32_max_scalar(hi, hi0[l]);
+    hi = bbi_f32_max_scalar(hi, hi0[l]);
     lo = bbi_f32_min_scalar(lo, lo0[l]);
   }
   for (; i < n; i++) {
-    hi = x[i] != x[i] ? x[i] : bbi_f32_max_scalar(hi, x[i]);
+    hi = bbi_f32_max_scalar(hi, x[i]);
     lo = bbi_f32_min_scalar(lo, x[i]);
   }
   *min = lo;
   return hi;
 }
 
-/* Sum of exp(x[i] - max) over the row; stores the terms in y when y is not NULL. With
- * `fast`, every x[i] - max is known to be at least BBI_EXP_SHIFTED_FAST (the row's minimum
- * says so), and the vectors skip the test for the slow path. */
-BBI_INLINE float sum_exp_as(bool fast, size_t n, const float *x, float max, float *y) {
+/* Sum of exp(x[i] - max) over the row; stores the terms in y with `store` (softmax) and
+ * not without (log-softmax, y NULL), a constant in each copy so that the loop holds no test
+ * of it. With `fast`, every x[i] - max is known to be at least BBI_EXP_SHIFTED_FAST (the
+ * row's minimum says so), and the vectors skip the test for the slow path. */
+BBI_INLINE float sum_exp_as(bool fast, bool store, size_t n, const float *x, float max, float *y) {
   const bbi_vmath_consts k = bbi_vmath_k;
   const bbi_f32x4 vmax = bbi_f32x4_splat(max);
   bbi_f32x4 acc0 = bbi_f32x4_splat(0.0f), acc1 = acc0;
@@ -60,7 +75,7 @@ BBI_INLINE float sum_exp_as(bool fast, size_t n, const float *x, float max, floa
       e0 = bbi_f32x4_exp_shifted_fast(d0, &k);
       e1 = bbi_f32x4_exp_shifted_fast(d1, &k);
     }
-    if (y) {
+    if (store) {
       bbi_f32x4_store(y + i, e0);
       bbi_f32x4_store(y + i + 4, e1);
     }
@@ -69,26 +84,30 @@ BBI_INLINE float sum_exp_as(bool fast, size_t n, const float *x, float max, floa
   }
   for (; i + 4 <= n; i += 4) {
     const bbi_f32x4 e = bbi_f32x4_exp_shifted(bbi_f32x4_load(x + i) - vmax, &k);
-    if (y) bbi_f32x4_store(y + i, e);
+    if (store) bbi_f32x4_store(y + i, e);
     acc0 += e;
   }
   if (i < n) {
     /* -inf in the unused lanes makes their terms exactly 0. */
     const bbi_f32x4 e = bbi_f32x4_exp_shifted(load_tail_fill(x + i, n - i, -INFINITY) - vmax, &k);
-    if (y) bbi_f32x4_store_tail(y + i, e, n - i);
+    if (store) bbi_f32x4_store_tail(y + i, e, n - i);
     acc0 += e;
   }
   return bbi_f32x4_hsum(acc0 + acc1);
 }
 
-static float sum_exp_fast(size_t n, const float *x, float max, float *y) { return sum_exp_as(true, n, x, max, y); }
-static float sum_exp_checked(size_t n, const float *x, float max, float *y) { return sum_exp_as(false, n, x, max, y); }
+static float sum_exp_fast(size_t n, const float *x, float max, float *y) {
+  return y ? sum_exp_as(true, true, n, x, max, y) : sum_exp_as(true, false, n, x, max, NULL);
+}
+static float sum_exp_checked(size_t n, const float *x, float max, float *y) {
+  return y ? sum_exp_as(false, true, n, x, max, y) : sum_exp_as(false, false, n, x, max, NULL);
+}
 
 /* The row's maximum, and the sum of exp(x[i] - max) (the terms stored in y if not NULL). */
 static float max_and_sum_exp(size_t n, const float *x, float *y, float *sum) {
   float min;
   const float max = row_max_min(n, x, &min);
-  /* false for a NaN max, an infinite one, or a -inf in the row */
+  /* false for an infinite max, a -inf in the row, or a row of NaNs alone */
   const bool fast = min - max >= BBI_EXP_SHIFTED_FAST;
   *sum = fast ? sum_exp_fast(n, x, max, y) : sum_exp_checked(n, x, max, y);
   return max;
