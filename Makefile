@@ -33,7 +33,7 @@ demo: setup
 PORT ?= 8080
 CLIENTS ?= 4
 web-demo: setup
-	@[ -f js/wasm/bb.wasm ] && [ -f js/wasm/bb-relaxed.wasm ] && [ -f js/wasm/bb-mt.wasm ] || bash scripts/build-wasm.sh
+	@[ -f js/wasm/bb.wasm ] && [ -f js/wasm/bb-relaxed.wasm ] && [ -f js/wasm/bb-mt.wasm ] && [ -f js/wasm/bb-mt-relaxed.wasm ] || bash scripts/build-wasm.sh
 	@cd js && npm run --silent build
 	@cd web-demo && npm run --silent build
 	@node web-demo/serve.mjs --port $(PORT) --clients $(CLIENTS) $(if $(TLS_CERT),--tls-cert $(TLS_CERT) --tls-key $(TLS_KEY)) $(WEB_DEMO_ARGS)

@@ -23,7 +23,7 @@
 // WebCrypto and IndexedDB there. Responses are compressed (br or gzip) for clients that
 // accept it: the page's files once, when first asked for, status.json each time. The page is
 // served cross-origin isolated where browsers allow it (https, a proxy's X-Forwarded-Proto:
-// https, loopback), so its engine runs on a thread per core (bb-mt.wasm). --ice-server adds a STUN or TURN server (repeat it); turn:
+// https, loopback), so its engine runs on a thread per core (bb-mt-relaxed.wasm or bb-mt.wasm). --ice-server adds a STUN or TURN server (repeat it); turn:
 // URLs take --turn-secret, coturn's static-auth-secret, and every peer then gets TURN
 // credentials of its own for an hour. --dp-clip and --dp-noise make the federation DP-FedAvg
 // (the template's dp: each update clipped to X, the sum noised with Z × X); the page shows
@@ -124,7 +124,7 @@ const TYPES = {
 };
 
 // The page is cross-origin isolated (COOP + COEP), so it has SharedArrayBuffer and runs the
-// engine's work pool on Web Workers (bb-mt.wasm); everything it loads comes from this
+// engine's work pool on Web Workers (bb-mt-relaxed.wasm or bb-mt.wasm); everything it loads comes from this
 // origin, and CORP same-origin on every response says so. Browsers isolate only
 // potentially trustworthy origins (https, or loopback) and report COOP from any other as a
 // console error, so COOP and COEP go with https (ours, or a proxy's X-Forwarded-Proto) and

@@ -1,5 +1,5 @@
-// Builds web-demo into dist/: the page, its workers, the package's three builds of the
-// module as assets (bb.wasm, bb-relaxed.wasm, bb-mt.wasm: the page picks one as the
+// Builds web-demo into dist/: the page, its workers, the package's four builds of the
+// module as assets (bb.wasm, bb-relaxed.wasm, bb-mt.wasm, bb-mt-relaxed.wasm: the page picks one as the
 // package's loader does) and the digits it learns from (scikit-learn's, which the machine's set-up
 // installs), so dist/ is a static site. serve.mjs serves it with the live federation.
 import { existsSync, readFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 // The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
-// as its address says (?runtime=bb-mt.wasm&threads=2&quick=0), on the cases of cases.mjs.
+// as its address says (?runtime=bb-mt.wasm&threads=2&quick=0; also bb-mt-relaxed.wasm, bb.wasm, bb-relaxed.wasm, ort-web, tfjs-wasm), on the cases of cases.mjs.
 import { bbRunner, ortRunner, randomFloats, threadCases, wallMs, warmUp } from './cases.mjs';
 
 const params = new URLSearchParams(location.search);
@@ -27,14 +27,19 @@ const inputsOf = (testCase) => (testCase.vision ? { x: [visionInput, [1, 3, SIZE
 /** A loaded runtime: `prepare(testCase)` resolves to `{ once, output, release }`. */
 async function load() {
   if (runtime === 'ort-web') {
-    const ort = await import('../../bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs');
+    // onnxruntime-web/wasm (ort.wasm.min.mjs), as a page that runs ONNX on the CPU imports
+    // it: its module is ort-wasm-simd-threaded.wasm. The package's default entry
+    // (ort.min.mjs; ort.bundle.min.mjs under a bundler) loads the WebGPU/WebNN build
+    // (ort-wasm-simd-threaded.jsep.wasm, made with Asyncify), whose CPU kernels run slower;
+    // ?ortBundle=ort.min.mjs measures that one (browser.mjs --ort-bundle).
+    const bundle = params.get('ortBundle') ?? 'ort.wasm.min.mjs';
+    const ort = await import(`../../bench/js/node_modules/onnxruntime-web/dist/${bundle}`);
     const lib = await import('../../js/dist/index.js');
     ort.env.wasm.wasmPaths = new URL('../../bench/js/node_modules/onnxruntime-web/dist/', import.meta.url).href;
     ort.env.wasm.numThreads = threads;
-    ort.env.wasm.simd = true;
     ort.env.logLevel = 'error';
     return {
-      describe: `onnxruntime-web ${ort.env.versions.web}, numThreads ${threads}`,
+      describe: `onnxruntime-web ${ort.env.versions.web} (${bundle}), numThreads ${threads}`,
       supports: (testCase) => testCase.train === undefined,
       prepare: async (testCase) => ortRunner(ort, await modelOf(lib, testCase), inputsOf(testCase)),
     };
@@ -61,10 +66,10 @@ async function load() {
   }
   const lib = await import('../../js/dist/index.js');
   let bb;
-  if (runtime === 'bb-mt.wasm') {
-    // one thread: bb-mt.wasm with a worker that takes no part (jobs run on the page's thread)
-    bb = await lib.loadBb({ threads: Math.max(threads, 2) });
-    if (!bb.threaded) throw new Error(`bb-mt.wasm did not load: ${bb.threadsUnavailable}`);
+  if (runtime === 'bb-mt.wasm' || runtime === 'bb-mt-relaxed.wasm') {
+    // one thread: the threaded module with a worker that takes no part (jobs run on the page's thread)
+    bb = await lib.loadBb({ threads: Math.max(threads, 2), simd: runtime === 'bb-mt.wasm' ? 'baseline' : 'relaxed' });
+    if (!bb.threaded) throw new Error(`${runtime} did not load: ${bb.threadsUnavailable}`);
     bb.check(bb.exports.bb_wasm_set_threads(threads));
   } else {
     bb = await lib.loadBb({ simd: runtime === 'bb-relaxed.wasm' ? 'relaxed' : 'baseline' });
@@ -111,7 +116,7 @@ window.bench = {
     prepared[i] = await this.runtime.prepare(cases[i]);
     return base64(prepared[i].output);
   },
-  warm: (i) => warmUp(prepared[i].once, quick ? 100 : 400),
+  warm: (i) => warmUp(prepared[i].once, Number(params.get('warm') ?? (quick ? 100 : 400))),
   // enough runs for the renderer's CPU clock (10 ms ticks) to resolve a run
   time: (i) => wallMs(prepared[i].once, quick ? 5 : 11, quick ? 200 : 600),
   async release(i) {

@@ -1,6 +1,6 @@
 // bb in a cross-origin-isolated Chromium page against onnxruntime-web and TensorFlow.js's
-// wasm backend at the same thread counts: bb-mt.wasm (loadBb({ threads: n })), bb.wasm and
-// bb-relaxed.wasm (one thread), onnxruntime-web's threaded wasm (env.wasm.numThreads = n)
+// wasm backend at the same thread counts: bb-mt.wasm and bb-mt-relaxed.wasm
+// (loadBb({ threads: n, simd })), bb.wasm and bb-relaxed.wasm (one thread), onnxruntime-web's threaded wasm (env.wasm.numThreads = n)
 // and tfjs-backend-wasm (setThreadsCount(n)), on the cases of cases.mjs (MatMul 512² and
 // 1024², a Conv 3×3, a small CNN's inference at batch 64) and on torchvision's resnet18,
 // mobilenet_v2 and efficientnet_b0 (batch 1, 3×64×64, as bench/vision_vs_peers.py exports
@@ -11,6 +11,7 @@
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
 //   flock /tmp/bb-e2e.lock node bench/js/browser.mjs [--quick] [--rounds N] [--train] [--models resnet18,... | none]
 //   node bench/js/browser.mjs --page ort-web 2    # one page alone: its times, nothing checked
+//   ... [--ort-bundle ort.min.mjs] [--warm MS]    # onnxruntime-web's entry (default ort.wasm.min.mjs); warm-up per case
 //
 // A static server (port 0) serves the page, the package's dist/ and wasm/, and the peers'
 // files from bench/js/node_modules, all with COOP/COEP, to headless Chromium (Debian's, or
@@ -19,7 +20,7 @@
 // pages taking turns round after round (the machine's load changes over minutes). A page
 // warms up, then times each case in wall-clock time (a page has no CPU clock), median of
 // its runs; the tables show the median over rounds. Outputs are checked before the tables:
-// bb-mt.wasm's must be bb.wasm's bits, every other runtime's within 1e-4 (max |difference|
+// bb-mt.wasm's must be bb.wasm's bits, bb-mt-relaxed.wasm's bb-relaxed.wasm's, every other runtime's within 1e-4 (max |difference|
 // over max |reference|) of bb.wasm's. ×: the speed-up t1/tn of a runtime on n threads;
 // peer/bb: the peer's time over bb-mt.wasm's at the same thread count (> 1: bb faster). Since a page
 // has no CPU clock, the script also reads the renderer process's CPU time (CDP
@@ -43,6 +44,10 @@ const arg = (name, fallback) => (process.argv.includes(name) ? process.argv[proc
 /** torchvision's networks, exported by bench/vision_vs_peers.py (PyTorch and torchvision needed); --models none leaves them out. */
 const MODELS = arg('--models', 'resnet18,mobilenet_v2,efficientnet_b0').split(',').filter((m) => m !== 'none' && m !== '');
 const TRAIN = process.argv.includes('--train');
+/** onnxruntime-web's entry in the page (default its wasm-only ort.wasm.min.mjs; browser-page.mjs says why). */
+const ORT_BUNDLE = arg('--ort-bundle', undefined);
+/** Each case's warm-up in ms before it is timed (default 400; 100 with --quick). */
+const WARM_MS = arg('--warm', undefined);
 
 requireBuilt();
 for (const file of ['bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js']) {
@@ -108,9 +113,15 @@ async function runPage(runtime, threads) {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
+  // the WebAssembly modules the page fetched: which build of a peer actually ran
+  const modules = new Set();
+  page.on('request', (request) => {
+    const name = new URL(request.url()).pathname.split('/').pop();
+    if (name.endsWith('.wasm')) modules.add(name);
+  });
   try {
     const networks = `&vision=${MODELS.join(',')}${TRAIN ? `&train=${MODELS.join(',')}` : ''}`;
-    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}${networks}`);
+    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}${networks}${ORT_BUNDLE ? `&ortBundle=${ORT_BUNDLE}` : ''}${WARM_MS ? `&warm=${WARM_MS}` : ''}`);
     await page.waitForFunction(() => window.bench !== undefined, undefined, { timeout: 60_000 });
     const { describe, cores, runs: supported } = await page.evaluate(() => window.bench.load());
     const rows = [];
@@ -123,7 +134,7 @@ async function runPage(runtime, threads) {
       await page.evaluate((i) => window.bench.release(i), i);
       rows.push({ label, ms, cpuMs, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) });
     }
-    return { describe, cores, rows };
+    return { describe: `${describe}; fetched ${[...modules].join(', ')}`, cores, rows };
   } catch (error) {
     throw new Error(`${runtime} on ${threads} thread(s): ${error.message}${errors.length ? ` (page errors: ${errors.join('; ')})` : ''}`);
   } finally {
@@ -148,13 +159,16 @@ if (!existsSync(join(repoRoot, 'js/wasm/bb-mt.wasm'))) throw new Error('js/wasm/
 const probe = await runPage('bb.wasm', 1);
 const cores = probe.cores;
 const threadCounts = [...new Set([1, 2, cores])].sort((a, b) => a - b);
+/** The runtimes measured at every thread count, and their names in the tables. */
+const THREADED = [['bb-mt.wasm', 'bb-mt'], ['bb-mt-relaxed.wasm', 'mt-relaxed'], ['ort-web', 'ORT'], ['tfjs-wasm', 'tfjs']];
 const configs = [
   { runtime: 'bb.wasm', threads: 1 },
   { runtime: 'bb-relaxed.wasm', threads: 1 },
-  ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((threads) => ({ runtime, threads }))),
+  ...THREADED.map(([runtime]) => runtime).flatMap((runtime) => threadCounts.map((threads) => ({ runtime, threads }))),
 ];
 const reference = probe.rows;
 const referenceOf = new Map(reference.map((row) => [row.label, row]));
+const relaxedReferenceOf = new Map(); // bb-relaxed.wasm's rows, which bb-mt-relaxed.wasm's must equal bit for bit
 const times = new Map(); // `${runtime}@${threads}|${label}` → wall ms per round
 const cpuTimes = new Map(); // the same, the renderer's CPU ms per run
 const described = new Map();
@@ -166,7 +180,11 @@ for (let round = 0; round < ROUNDS; round++) {
     described.set(`${runtime}@${threads}`, result.describe);
     result.rows.forEach((row) => {
       const { identical, relative } = agreement(row.output, referenceOf.get(row.label).output);
+      if (runtime === 'bb-relaxed.wasm' && !relaxedReferenceOf.has(row.label)) relaxedReferenceOf.set(row.label, row);
       if (runtime === 'bb-mt.wasm' && !identical) throw new Error(`bb-mt.wasm on ${threads} threads: ${row.label} differs from bb.wasm's bits`);
+      if (runtime === 'bb-mt-relaxed.wasm' && !agreement(row.output, relaxedReferenceOf.get(row.label).output).identical) {
+        throw new Error(`bb-mt-relaxed.wasm on ${threads} threads: ${row.label} differs from bb-relaxed.wasm's bits`);
+      }
       if (!(relative <= 1e-4)) throw new Error(`${runtime} on ${threads} threads: ${row.label} is off by ${relative} (relative to bb.wasm)`);
       const key = `${runtime}@${threads}|${row.label}`;
       times.set(key, [...(times.get(key) ?? []), row.ms]);
@@ -202,20 +220,20 @@ console.log(`Chromium ${browser.version()} (headless, cross-origin isolated, nav
 for (const key of [...described.keys()].filter((k) => !k.startsWith('bb'))) console.log(`  ${key}: ${described.get(key)}`);
 console.log(`\nwall-clock ms per run: the median over ${ROUNDS} round(s) (the best round)`);
 print([
-  ['case', 'bb.wasm 1t', 'bb-relaxed 1t', ...threadCounts.map((n) => `bb-mt ${n}t`), ...threadCounts.map((n) => `ORT ${n}t`), ...threadCounts.map((n) => `tfjs ${n}t`)],
+  ['case', 'bb.wasm 1t', 'bb-relaxed 1t', ...THREADED.flatMap(([, name]) => threadCounts.map((n) => `${name} ${n}t`))],
   ...reference.map(({ label }) => [
     label,
-    ...[['bb.wasm', 1], ['bb-relaxed.wasm', 1], ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => [runtime, n]))].map(([runtime, n]) =>
+    ...[['bb.wasm', 1], ['bb-relaxed.wasm', 1], ...THREADED.flatMap(([runtime]) => threadCounts.map((n) => [runtime, n]))].map(([runtime, n]) =>
       ms(runtime, n, label) === undefined ? '—' : `${fmt(ms(runtime, n, label))} (${best(runtime, n, label).toFixed(1)})`,
     ),
   ]),
 ]);
 console.log('\nspeed-up t1/tn (and per core, t1/tn/n) of each runtime, from the medians; then from the best rounds');
 print([
-  ['case', ...['bb-mt', 'ORT', 'tfjs'].flatMap((name) => many.map((n) => `${name} ${n}t`))],
+  ['case', ...THREADED.flatMap(([, name]) => many.map((n) => `${name} ${n}t`))],
   ...reference.map(({ label }) => [
     label,
-    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) =>
+    ...THREADED.flatMap(([runtime]) =>
       many.map((n) => {
         const speedUp = ms(runtime, 1, label) / ms(runtime, n, label);
         const bestSpeedUp = best(runtime, 1, label) / best(runtime, n, label);
@@ -230,12 +248,12 @@ const cpu = (runtime, threads, label) => {
 };
 console.log('\nCPU ms per run (the renderer process: the page and its workers; median over rounds)');
 print([
-  ['case', 'bb.wasm 1t', 'bb-relaxed 1t', ...threadCounts.map((n) => `bb-mt ${n}t`), ...threadCounts.map((n) => `ORT ${n}t`), ...threadCounts.map((n) => `tfjs ${n}t`)],
+  ['case', 'bb.wasm 1t', 'bb-relaxed 1t', ...THREADED.flatMap(([, name]) => threadCounts.map((n) => `${name} ${n}t`))],
   ...reference.map(({ label }) => [
     label,
     fmt(cpu('bb.wasm', 1, label)),
     fmt(cpu('bb-relaxed.wasm', 1, label)),
-    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => fmt(cpu(runtime, n, label)))),
+    ...THREADED.flatMap(([runtime]) => threadCounts.map((n) => fmt(cpu(runtime, n, label)))),
   ]),
 ]);
 console.log(
@@ -243,23 +261,24 @@ console.log(
     '(every thread busy all along; spinning waits count as work)',
 );
 print([
-  ['case', ...['bb-mt', 'ORT', 'tfjs'].flatMap((name) => many.map((n) => `${name} ${n}t`))],
+  ['case', ...THREADED.flatMap(([, name]) => many.map((n) => `${name} ${n}t`))],
   ...reference.map(({ label }) => [
     label,
-    ...['bb-mt.wasm', 'ort-web', 'tfjs-wasm'].flatMap((runtime) => many.map((n) => ratio((n * cpu(runtime, 1, label)) / cpu(runtime, n, label)))),
+    ...THREADED.flatMap(([runtime]) => many.map((n) => ratio((n * cpu(runtime, 1, label)) / cpu(runtime, n, label)))),
   ]),
 ]);
-console.log('\npeer/bb: the peer\'s time over bb-mt.wasm\'s at the same thread count (> 1: bb faster)');
+console.log('\npeer/bb: the peer\'s time over bb-mt.wasm\'s (ORT/mt-relaxed: over bb-mt-relaxed.wasm\'s) at the same thread count (> 1: bb faster)');
 print([
-  ['case', ...threadCounts.map((n) => `ORT/bb ${n}t`), ...threadCounts.map((n) => `tfjs/bb ${n}t`), 'ORT/bb CPU 1t', 'tfjs/bb CPU 1t'],
+  ['case', ...threadCounts.map((n) => `ORT/bb ${n}t`), ...threadCounts.map((n) => `tfjs/bb ${n}t`), ...threadCounts.map((n) => `ORT/mt-relaxed ${n}t`), 'ORT/bb CPU 1t', 'tfjs/bb CPU 1t'],
   ...reference.map(({ label }) => [
     label,
     ...['ort-web', 'tfjs-wasm'].flatMap((runtime) => threadCounts.map((n) => ratio(ms(runtime, n, label) / ms('bb-mt.wasm', n, label)))),
+    ...threadCounts.map((n) => ratio(ms('ort-web', n, label) / ms('bb-mt-relaxed.wasm', n, label))),
     ...['ort-web', 'tfjs-wasm'].map((runtime) => ratio(cpu(runtime, 1, label) / cpu('bb-mt.wasm', 1, label))),
   ]),
 ]);
 console.log(
   `\nload average (1 min) at the start of each round: ${loads.map((l) => l.toFixed(1)).join(', ')}; now ${loadavg().map((l) => l.toFixed(1)).join(' ')}. ` +
-    "bb-mt.wasm gave bb.wasm's bits on every case and thread count (training: the first step's loss); bb-relaxed.wasm, onnxruntime-web and tfjs agreed with bb.wasm to 1e-4. " +
+    "bb-mt.wasm gave bb.wasm's bits, and bb-mt-relaxed.wasm bb-relaxed.wasm's, on every case and thread count (training: the first step's loss); the relaxed builds, onnxruntime-web and tfjs agreed with bb.wasm to 1e-4. " +
     '—: the runtime has no such case (tfjs cannot load the ONNX networks; neither peer has a training step here).',
 );

@@ -1,9 +1,11 @@
-// bb-mt.wasm (the package's threaded module, loadBb({ threads })) on 1 and 2 threads against
-// onnxruntime-web's threaded wasm build with numThreads 1 and 2, and bb.wasm on one thread,
-// in Node: MatMul 512² and 1024², a Conv, and a small CNN's inference (the one of
+// bb-mt.wasm and bb-mt-relaxed.wasm (the package's threaded modules, loadBb({ threads })) on
+// 1 and 2 threads against onnxruntime-web's threaded wasm build with numThreads 1 and 2, and
+// bb.wasm and bb-relaxed.wasm on one thread, in Node (the relaxed builds' children with
+// --experimental-wasm-relaxed-simd): MatMul 512² and 1024², a Conv, and a small CNN's inference (the one of
 // infer-vs-peers.mjs: conv 3×3 1→16 → ReLU → MaxPool 2 → conv 3×3 16→32 → ReLU → MaxPool 2 →
 // Flatten → Gemm 1568→10, batch 64, random weights). Outputs of every runtime are checked
-// against bb.wasm's (bb-mt.wasm's bit for bit, ORT's to 1e-4).
+// against bb.wasm's (bb-mt.wasm's bit for bit, ORT's and the relaxed builds' to 1e-4), and
+// bb-mt-relaxed.wasm's against bb-relaxed.wasm's bit for bit.
 //
 //   cd bench/js && npm ci --ignore-scripts          # once
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
@@ -30,6 +32,9 @@ const CONFIGS = [
   { runtime: 'bb.wasm', threads: 1 },
   { runtime: 'bb-mt.wasm', threads: 1 },
   { runtime: 'bb-mt.wasm', threads: 2 },
+  { runtime: 'bb-relaxed.wasm', threads: 1 },
+  { runtime: 'bb-mt-relaxed.wasm', threads: 1 },
+  { runtime: 'bb-mt-relaxed.wasm', threads: 2 },
   { runtime: 'ort-web', threads: 1 },
   { runtime: 'ort-web', threads: 2 },
 ];
@@ -63,8 +68,9 @@ async function child(runtime, threads, outFile) {
     ort.env.logLevel = 'error';
     run = (testCase) => ortRunner(ort, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), testCase.feeds);
   } else {
-    const bb = runtime === 'bb.wasm' ? await lib.loadBb() : await lib.loadBb({ threads: 2 });
-    if (runtime === 'bb-mt.wasm') bb.check(bb.exports.bb_wasm_set_threads(threads));
+    const simd = runtime.includes('relaxed') ? 'relaxed' : 'baseline';
+    const bb = runtime.startsWith('bb-mt') ? await lib.loadBb({ threads: 2, simd }) : await lib.loadBb({ simd });
+    if (runtime.startsWith('bb-mt')) bb.check(bb.exports.bb_wasm_set_threads(threads));
     run = async (testCase) => bbRunner(lib, bb, lib.encodeOnnxModel({ opset: OPSET, ...testCase.spec }), testCase.feeds);
   }
   for (const testCase of cases()) {
@@ -87,11 +93,13 @@ async function parent() {
   const times = new Map(); // `${config}|${label}` → wall ms per round
   const cpuTimes = new Map(); // the same, CPU ms per run
   let reference;
+  let relaxedReference;
   const scratch = mkdtempSync(join(tmpdir(), 'bb-threads-bench-'));
   for (let round = 0; round < rounds; round++) {
     for (const { runtime, threads } of CONFIGS) {
       const outFile = join(scratch, 'result.json');
-      const result = spawnSync(process.execPath, [script, '--child', runtime, String(threads), outFile, ...(QUICK ? ['--quick'] : [])], {
+      const flags = runtime.includes('relaxed') ? ['--experimental-wasm-relaxed-simd'] : [];
+      const result = spawnSync(process.execPath, [...flags, script, '--child', runtime, String(threads), outFile, ...(QUICK ? ['--quick'] : [])], {
         encoding: 'utf8',
       });
       if (result.status !== 0) throw new Error(`${runtime} on ${threads} thread(s) failed: ${result.stderr}`);
@@ -100,9 +108,12 @@ async function parent() {
         return { ...row, output: new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4) };
       });
       if (reference === undefined) reference = rows; // bb.wasm, one thread
+      if (relaxedReference === undefined && runtime === 'bb-relaxed.wasm') relaxedReference = rows;
       rows.forEach((row, i) => {
-        const { identical, relative } = agreement(row.output, reference[i].output);
-        if (runtime.startsWith('bb') && !identical) throw new Error(`${runtime} on ${threads} threads: ${row.label} differs from bb.wasm's bits`);
+        const { relative } = agreement(row.output, reference[i].output);
+        // the same bits as the single-threaded build of the same SIMD
+        const [twin, twinRows] = runtime.includes('relaxed') ? ['bb-relaxed.wasm', relaxedReference] : ['bb.wasm', reference];
+        if (runtime.startsWith('bb') && !agreement(row.output, twinRows[i].output).identical) throw new Error(`${runtime} on ${threads} threads: ${row.label} differs from ${twin}'s bits`);
         if (relative > 1e-4) throw new Error(`${runtime} on ${threads} threads: ${row.label} is off by ${relative} (relative)`);
         const key = `${runtime}@${threads}|${row.label}`;
         times.set(key, [...(times.get(key) ?? []), row.ms]);
@@ -112,11 +123,17 @@ async function parent() {
   }
   rmSync(scratch, { recursive: true, force: true });
   const ms = (runtime, threads, label) => median(times.get(`${runtime}@${threads}|${label}`));
-  const header = ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'bb-mt ×', 'ORT 1t', 'ORT 2t', 'ORT ×', 'bb/ORT 1t', 'bb/ORT 2t'];
+  const header = ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'bb-mt ×', 'relaxed 1t', 'mt-relaxed 1t', 'mt-relaxed 2t', 'mt-relaxed ×', 'ORT 1t', 'ORT 2t', 'ORT ×', 'bb/ORT 1t', 'bb/ORT 2t', 'relaxed/ORT 2t'];
   const table = [header];
   for (const { label } of reference) {
-    const [b1, m1, m2, o1, o2] = [ms('bb.wasm', 1, label), ms('bb-mt.wasm', 1, label), ms('bb-mt.wasm', 2, label), ms('ort-web', 1, label), ms('ort-web', 2, label)];
-    table.push([label, b1, m1, m2].map((v, i) => (i === 0 ? v : `${v.toFixed(1)} ms`)).concat([`${(m1 / m2).toFixed(2)}×`, `${o1.toFixed(1)} ms`, `${o2.toFixed(1)} ms`, `${(o1 / o2).toFixed(2)}×`, `${(o1 / m1).toFixed(2)}×`, `${(o2 / m2).toFixed(2)}×`]));
+    const [b1, m1, m2, r1, mr1, mr2, o1, o2] = [
+      ms('bb.wasm', 1, label), ms('bb-mt.wasm', 1, label), ms('bb-mt.wasm', 2, label),
+      ms('bb-relaxed.wasm', 1, label), ms('bb-mt-relaxed.wasm', 1, label), ms('bb-mt-relaxed.wasm', 2, label),
+      ms('ort-web', 1, label), ms('ort-web', 2, label),
+    ];
+    const t = (v) => `${v.toFixed(1)} ms`;
+    const x = (v) => `${v.toFixed(2)}×`;
+    table.push([label, t(b1), t(m1), t(m2), x(m1 / m2), t(r1), t(mr1), t(mr2), x(mr1 / mr2), t(o1), t(o2), x(o1 / o2), x(o1 / m1), x(o2 / m2), x(o2 / mr2)]);
   }
   const print = (rows) => {
     const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
@@ -128,13 +145,18 @@ async function parent() {
   const cpu = (runtime, threads, label) => median(cpuTimes.get(`${runtime}@${threads}|${label}`));
   console.log('\nCPU time per run (all threads):');
   print([
-    ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'ORT 1t', 'ORT 2t', 'bb/ORT 1t'],
-    ...reference.map(({ label }) => [label, ...[cpu('bb.wasm', 1, label), cpu('bb-mt.wasm', 1, label), cpu('bb-mt.wasm', 2, label), cpu('ort-web', 1, label), cpu('ort-web', 2, label)].map((v) => `${v.toFixed(1)} ms`), `${(cpu('ort-web', 1, label) / cpu('bb-mt.wasm', 1, label)).toFixed(2)}×`]),
+    ['case', 'bb.wasm 1t', 'bb-mt 1t', 'bb-mt 2t', 'relaxed 1t', 'mt-relaxed 1t', 'mt-relaxed 2t', 'ORT 1t', 'ORT 2t', 'bb/ORT 1t'],
+    ...reference.map(({ label }) => [
+      label,
+      ...CONFIGS.map(({ runtime, threads }) => `${cpu(runtime, threads, label).toFixed(1)} ms`),
+      `${(cpu('ort-web', 1, label) / cpu('bb-mt.wasm', 1, label)).toFixed(2)}×`,
+    ]),
   ]);
   console.log(
     `\n${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}; Node ${process.versions.node}; ` +
       `${rounds} round(s), wall-clock median per runtime. ×: time on 1 thread over time on 2 (the speed-up; 2.00× would be perfect on 2 cores). ` +
-      'bb/ORT: ORT time over bb time at that thread count (> 1: bb faster). bb-mt.wasm gave bb.wasm\'s bits on every case; ORT agreed to 1e-4.',
+      'bb/ORT: ORT time over bb-mt.wasm\'s at that thread count, relaxed/ORT over bb-mt-relaxed.wasm\'s (> 1: bb faster). ' +
+      "bb-mt.wasm gave bb.wasm's bits and bb-mt-relaxed.wasm bb-relaxed.wasm's on every case; ORT and the relaxed builds agreed with bb.wasm to 1e-4.",
   );
 }
 

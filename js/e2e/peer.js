@@ -37,6 +37,15 @@ window.e2eHide = () => {
   document.dispatchEvent(new Event('visibilitychange'));
 };
 
+// how many animation frames the page asked for (the driver asks only once a slice spends
+// its frame's budget; run.mjs reports them per round)
+state.framesAsked = 0;
+const requestFrame = window.requestAnimationFrame.bind(window);
+window.requestAnimationFrame = (callback) => {
+  state.framesAsked++;
+  return requestFrame(callback);
+};
+
 async function main() {
   const bb = await loadBb(new URL('/bb.wasm', location.href));
   const csv = new Uint8Array(await (await fetch('/digits.csv')).arrayBuffer());
@@ -134,6 +143,13 @@ async function main() {
     const result = poll(nowNs);
     if (state.pollStarts.length < 4000 && abs() - began > 0.05) state.pollStarts.push(began);
     return result;
+  };
+  // and when each of its transport.send() calls began (the poll's remainder is the engine's)
+  state.sendStarts = [];
+  const send = running.transport.send.bind(running.transport);
+  running.transport.send = (to, bytes) => {
+    if (state.sendStarts.length < 2000) state.sendStarts.push(abs());
+    send(to, bytes);
   };
   // the candidate types the link to `peer` runs over (relay: through a TURN server)
   window.e2ePair = (peer) => running.transport.selectedPair(peer);

@@ -35,7 +35,7 @@
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_CHROMIUM overrides /usr/bin/chromium
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { chromium } from 'playwright-core';
@@ -133,15 +133,48 @@ function roundPhases(rounds, pageStates, ids) {
       if (replied === undefined || replied > arrived + 1) continue; // not this round's (clocks agree within 0.1 ms)
       // the poll that sent the update: the last one that began before it left
       const polled = (pageStates[i].pollStarts ?? []).filter((t) => t >= received && t <= replied).at(-1) ?? received;
-      const row = { queued: sent - round.start, down: received - sent, client: replied - received, wake: polled - received, poll: replied - polled, up: arrived - replied, arrived };
+      // within that poll, the page's transport.send() of the update (the rest is the engine's)
+      const sending = (pageStates[i].sendStarts ?? []).filter((t) => t >= polled && t <= replied).at(-1) ?? replied;
+      const row = { queued: sent - round.start, down: received - sent, client: replied - received, wake: polled - received, poll: replied - polled, engine: sending - polled, send: replied - sending, up: arrived - replied, arrived };
       rows.all.push(row);
       if (last === undefined || arrived > last.arrived) last = row;
     }
     if (last !== undefined) rows.last.push(last);
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-  const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'wake', 'poll', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
+  const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'wake', 'poll', 'engine', 'send', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
   return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length };
+}
+
+/**
+ * CPU time (ms) of this process's descendants (the browsers and their renderer, network and
+ * GPU processes), from /proc: what the pages cost the machine, which the other work on a
+ * shared machine does not lengthen as it does wall-clock time.
+ */
+function descendantsCpuMs() {
+  const parent = new Map();
+  const cpu = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      parent.set(Number(name), Number(fields[1]));
+      cpu.set(Number(name), Number(fields[11]) + Number(fields[12]));
+    } catch {
+      // the process ended while we read
+    }
+  }
+  let ticks = 0;
+  for (const [pid, t] of cpu) {
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) {
+      if (p === process.pid) {
+        ticks += t;
+        break;
+      }
+    }
+  }
+  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
 }
 
 async function federated() {
@@ -231,6 +264,9 @@ async function federated() {
   await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
 
   const started = performance.now();
+  const cpuAtStart = { pages: descendantsCpuMs(), server: process.cpuUsage() };
+  const framesAt = async () => (await Promise.all(pages.map((p) => p.state()))).reduce((sum, s) => sum + s.framesAsked, 0);
+  const framesAtStart = await framesAt();
   startDigitsServer(server, clientIds, split.test, running.driver.now());
   running.driver.wake();
   const round = () => reports.at(-1)?.round ?? 0;
@@ -239,6 +275,10 @@ async function federated() {
 
   // hide page 1: its driver must fall back to timers and the client keep training
   const fullLatencies = [...latencies];
+  const serverCpu = process.cpuUsage(cpuAtStart.server);
+  const cpuPerRound = { pages: (descendantsCpuMs() - cpuAtStart.pages) / round(), server: (serverCpu.user + serverCpu.system) / 1000 / round() };
+  // animation frames the 4 pages asked for per round
+  const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const phases = roundPhases(timeline.slice(1, fullLatencies.length), await Promise.all(pages.map((p) => p.state())), clientIds);
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
   const hidden = pages[0];
@@ -283,6 +323,8 @@ async function federated() {
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },
     broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
     phasesMs: phases,
+    cpuMsPerRound: cpuPerRound,
+    framesAskedPerRound,
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
   };

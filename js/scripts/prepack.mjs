@@ -18,7 +18,7 @@ function fail(message) {
   process.exit(1);
 }
 
-for (const file of ['bb.wasm', 'bb-relaxed.wasm', 'bb-mt.wasm']) {
+for (const file of ['bb.wasm', 'bb-relaxed.wasm', 'bb-mt.wasm', 'bb-mt-relaxed.wasm']) {
   if (!existsSync(join(packageRoot, 'wasm', file))) {
     fail(`wasm/${file} is missing: build it with \`bash scripts/build-wasm.sh\` from the repository root, then pack again`);
   }

@@ -1,10 +1,10 @@
 /**
- * bb-mt.wasm in a real browser (headless Chromium): a cross-origin-isolated page (served
+ * bb-mt.wasm and bb-mt-relaxed.wasm in a real browser (headless Chromium): a cross-origin-isolated page (served
  * with COOP/COEP) loads the built package with `loadBb({ threads: 2 })`, which starts a
  * Web Worker on shared memory, and computes a MatMul 512², a Conv, the digits CNN's
  * inference and two training steps; the page's bits equal bb.wasm's in the same page and
- * in Node. The same page served without the headers falls back to bb.wasm on one thread
- * and says why on the console.
+ * in Node, and bb-mt-relaxed.wasm's (loadBb's default there) equal bb-relaxed.wasm's. The
+ * same page served without the headers falls back to one thread and says why on the console.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -75,12 +75,23 @@ window.bbReport = (async () => {
     threaded: threaded.threaded,
     threads: threaded.threads,
     threadsUnavailable: threaded.threadsUnavailable ?? null,
-    warnings,
+    warnings: [...warnings], // the first threaded load's
     single: work(lib, single, cnn),
     multi: work(lib, threaded, cnn),
     stats: threaded.poolStats(),
   };
   threaded.dispose();
+  // the relaxed builds, as loadBb picks them by default here: bb-relaxed.wasm on one thread,
+  // bb-mt-relaxed.wasm on two (where the page is isolated), the same bits
+  const relaxedSingle = await lib.loadBb();
+  const relaxedThreaded = await lib.loadBb({ threads: 2 });
+  report.relaxed = {
+    simd: [relaxedSingle.simd, relaxedThreaded.simd],
+    threaded: relaxedThreaded.threaded,
+    single: work(lib, relaxedSingle, cnn),
+    multi: work(lib, relaxedThreaded, cnn),
+  };
+  relaxedThreaded.dispose();
   return report;
 })();
 `;
@@ -103,6 +114,7 @@ interface PageReport {
   single: Work;
   multi: Work;
   stats: { jobs: number; tasks: number; tasksOnWorkers: number; workersLive: number };
+  relaxed: { simd: string[]; threaded: boolean; single: Work; multi: Work };
 }
 
 let server: Server | undefined;
@@ -170,7 +182,7 @@ async function nodeReference(): Promise<Work> {
   return run({ CpuSession, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel }, bb, new Uint8Array(readFileSync(join(packageRoot, 'models', 'digits_cnn.onnx'))), randomFloats);
 }
 
-test('a cross-origin-isolated page runs bb-mt.wasm on a Web Worker, with the bits of bb.wasm', async () => {
+test('a cross-origin-isolated page runs bb-mt.wasm and bb-mt-relaxed.wasm on a Web Worker, with the bits of bb.wasm and bb-relaxed.wasm', async () => {
   const found = await report('/isolated/');
   expect(found.isolated).toBe(true);
   expect(found.threaded).toBe(true);
@@ -182,6 +194,11 @@ test('a cross-origin-isolated page runs bb-mt.wasm on a Web Worker, with the bit
   const reference = await nodeReference();
   expect(found.single).toEqual(reference);
   expect(found.multi).toEqual(reference);
+  // bb-mt-relaxed.wasm on two threads: bb-relaxed.wasm's bits, which are not bb.wasm's
+  expect(found.relaxed.simd).toEqual(['relaxed', 'relaxed']);
+  expect(found.relaxed.threaded).toBe(true);
+  expect(found.relaxed.multi).toEqual(found.relaxed.single);
+  expect(found.relaxed.single.matmul).not.toEqual(reference.matmul);
 });
 
 test('a page that is not cross-origin isolated falls back to bb.wasm and says why', async () => {
@@ -193,4 +210,6 @@ test('a page that is not cross-origin isolated falls back to bb.wasm and says wh
   expect(found.warnings).toEqual([expect.stringMatching(/^bytesandbrains: 2 threads asked for, running on one: the page is not cross-origin isolated/)]);
   expect(found.stats.jobs).toBe(0);
   expect(found.multi).toEqual(found.single);
+  expect(found.relaxed.threaded).toBe(false);
+  expect(found.relaxed.multi).toEqual(found.relaxed.single);
 });

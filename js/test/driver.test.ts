@@ -11,6 +11,7 @@ import { chromium } from 'playwright-core';
 import { describe, expect, test } from 'vitest';
 
 import {
+  FRAME_PERIOD_MS,
   FRAME_WAIT_MS,
   PollDriver,
   type Pollable,
@@ -367,6 +368,49 @@ describe('PollDriver bounds per slice and per frame', () => {
     expect(engine.polledAt).toHaveLength(3);
     host.frame();
     expect(engine.polledAt).toHaveLength(4);
+  });
+
+  test('polling under the budget asks for no animation frame: a page need not draw for a node that polls briefly', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    engine.onPoll = () => (host.now += 2n * MS);
+    driver.start();
+    host.tick();
+    for (let round = 0; round < 5; round++) {
+      host.advance(200); // a round's quiet, then its envelope
+      engine.work = 1;
+      driver.wake();
+      host.tick();
+      expect(driver.state).toBe('sleeping');
+      expect(host.pendingFrames).toBe(0);
+    }
+    expect(engine.polledAt).toHaveLength(6);
+    expect(driver.stats).toMatchObject({ animationFrames: 0, missedFrames: 0 });
+  });
+
+  test('metering starts afresh a frame period after it began; within one the budget still holds and spending it asks for a frame', () => {
+    const { host, engine, driver } = setup({ frameBudgetMs: 6 });
+    engine.onPoll = () => (host.now += 4n * MS);
+    driver.start();
+    host.tick(); // 4 ms of 6, no frame asked for
+    expect(host.pendingFrames).toBe(0);
+    host.now += BigInt(Math.ceil(FRAME_PERIOD_MS)) * MS; // a frame period on: the meter starts afresh
+    driver.wake();
+    host.tick(); // 4 ms of a new 6
+    expect(engine.polledAt).toHaveLength(2);
+    expect(host.pendingFrames).toBe(0);
+    host.now += 1n * MS; // within the same period: 8 ms of 6, the budget is spent
+    driver.wake();
+    host.tick();
+    expect(engine.polledAt).toHaveLength(3);
+    expect(host.pendingFrames).toBe(1); // the frame that resets the meter
+    driver.wake();
+    expect(driver.state).toBe('frame'); // the next slice waits for it
+    host.now += 30n * MS; // even past a frame period: a frame asked for is waited for
+    host.tick();
+    expect(engine.polledAt).toHaveLength(3);
+    host.frame();
+    expect(engine.polledAt).toHaveLength(4);
+    expect(driver.stats.animationFrames).toBe(1);
   });
 
   test('a visible page whose frames never come (a throttled iframe) still polls a delivery, FRAME_WAIT_MS after it at most', () => {

@@ -1,16 +1,18 @@
 // bb-mt.wasm on worker_threads: the same bits as bb.wasm, and as itself on one thread,
 // for a MatMul 512², a Conv, the digits CNN's inference and OnnxTrainer steps; the pool's
 // counters show that workers ran tasks. Then what loadBb does when threads cannot be had
-// (no SharedArrayBuffer), what it refuses, and that dispose ends the workers and returns
-// their stacks to the module's memory.
+// (no SharedArrayBuffer, or no shared memory of the size asked for), what it refuses, that
+// a model needing more than the memory's maximum fails cleanly, and that dispose ends the
+// workers and returns their stacks to the module's memory.
 // The browser half (a cross-origin-isolated page, and one that is not) is browser.test.ts.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 
-import { BbLoadError, CpuSession, Dataset, LocalNetwork, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, peerIdFromU64, roundReporter, type Bb } from '../src/index.js';
+import { BbError, BbErrorCode, BbLoadError, CpuSession, Dataset, LocalNetwork, OnnxModel, OnnxTrainer, Tensor, encodeOnnxModel, loadBb, peerIdFromU64, roundReporter, type Bb } from '../src/index.js';
 import { compileFederatedDigits, installDigitsClient, installDigitsServer, startDigitsServer } from '../src/examples/index.js';
+import { reserveSharedMemory, type SharedMemoryDescriptor } from '../src/engine/loader.js';
 import { startThreadPool } from '../src/engine/threads.js';
 import { randomFloats } from './random.mjs';
 import { packageRoot, repoRoot, wasmBytes } from './support.js';
@@ -226,5 +228,107 @@ describe('choosing threads', () => {
     }
     expect(memory.buffer.byteLength).toBe(size);
     expect(runModel(bb, conv, feeds.conv).length).toBe(4 * 32 * 32 * 32);
+  });
+});
+
+/** A MatMul of a column (rows×1) by a row (1×columns): tiny inputs, an output of rows·columns floats. */
+const outerProduct = (rows: number, columns: number) =>
+  encodeOnnxModel({
+    opset: 17,
+    nodes: [{ opType: 'MatMul', inputs: ['a', 'b'], outputs: ['y'] }],
+    inputs: [f32('a', [rows, 1]), f32('b', [1, columns])],
+    outputs: [f32('y', [rows, columns])],
+  });
+const outerFeeds = (rows: number, columns: number) => ({
+  a: { data: randomFloats(rows, 31), dims: [rows, 1] },
+  b: { data: randomFloats(columns, 32), dims: [1, columns] },
+});
+
+describe("the threaded module's memory", () => {
+  const MIB = 2 ** 20;
+  /** A Memory constructor that refuses shared memories above `limitPages` as an engine does. */
+  const refusingAbove = (limitPages: number, asked: number[]) => (descriptor: SharedMemoryDescriptor) => {
+    asked.push(descriptor.maximum);
+    if (descriptor.maximum > limitPages) throw new RangeError('WebAssembly.Memory(): could not allocate memory');
+    return new WebAssembly.Memory(descriptor);
+  };
+
+  test('where the engine refuses the maximum, the loader halves it until one is reserved', () => {
+    const asked: number[] = [];
+    const reserved = reserveSharedMemory(16384, refusingAbove(5000, asked));
+    expect(asked).toEqual([16384, 8192, 4096]);
+    expect(reserved.failure).toBeUndefined();
+    expect(reserved.maximumPages).toBe(4096);
+    expect((reserved.memory as WebAssembly.Memory | undefined)?.buffer).toBeInstanceOf(SharedArrayBuffer);
+  });
+
+  test('it stops at 128 MiB (or the maximum asked for, if smaller) and says what it tried', () => {
+    const asked: number[] = [];
+    const failed = reserveSharedMemory(16384, refusingAbove(1000, asked));
+    expect(asked).toEqual([16384, 8192, 4096, 2048]);
+    expect(failed.failure).toBe('the engine could not reserve shared memory for threads (maximum 1024 MiB down to 128 MiB: WebAssembly.Memory(): could not allocate memory)');
+    const small: number[] = [];
+    expect(reserveSharedMemory(1024, refusingAbove(100, small)).failure).toMatch(/maximum 64 MiB: /);
+    expect(small).toEqual([1024]);
+  });
+
+  test('loadBb falls back to bb.wasm on one thread, saying why, when no shared memory can be reserved', async () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const Memory = WebAssembly.Memory;
+    // the engine's constructor, refusing every shared memory (a device short of address space)
+    const refusing = new Proxy(Memory, {
+      construct(target, [descriptor]: [WebAssembly.MemoryDescriptor]) {
+        if (descriptor.shared === true) throw new RangeError('WebAssembly.Memory(): could not allocate memory');
+        return new target(descriptor);
+      },
+    });
+    vi.stubGlobal('WebAssembly', Object.create(WebAssembly, { Memory: { value: refusing } }));
+    try {
+      const bb = await loadBb({ threads: 2 });
+      expect(bb.threaded).toBe(false);
+      expect(bb.memoryMaximum).toBeUndefined();
+      expect(bb.threadsUnavailable).toMatch(/could not reserve shared memory for threads \(maximum 1024 MiB down to 128 MiB: .*could not allocate/);
+      expect(warn).toHaveBeenCalledWith(expect.stringMatching(/2 threads asked for, running on one: the engine could not reserve shared memory/));
+      expect(runModel(bb, conv, feeds.conv).length).toBe(4 * 32 * 32 * 32);
+    } finally {
+      vi.unstubAllGlobals();
+      warn.mockRestore();
+    }
+  });
+
+  test('refuses a maxMemory that is not a multiple of 64 KiB from 32 MiB to 2 GiB', async () => {
+    for (const maxMemory of [16 * MIB, 4 * 1024 * MIB, 64 * MIB + 1, Number.NaN]) {
+      await expect(loadBb({ threads: 2, maxMemory })).rejects.toThrow(/maxMemory must be a multiple of 64 KiB from 32 MiB to 2048 MiB/);
+    }
+  });
+
+  test('a threaded engine grows its memory up to a small maximum; a model needing more fails with NoMem and the engine goes on', async () => {
+    const bb = await loadBb({ threads: 2, maxMemory: 48 * MIB });
+    try {
+      expect(bb.threaded).toBe(true);
+      expect(bb.memoryMaximum).toBe(48 * MIB);
+      const memory = bb.exports.memory as WebAssembly.Memory;
+      // 12 MiB of output: past the first 16 MiB, within 48
+      const fits = outerFeeds(1536, 2048);
+      const y = runModel(bb, outerProduct(1536, 2048), fits);
+      expect(memory.buffer.byteLength).toBeGreaterThan(16 * MIB);
+      const [a, b] = [fits.a.data, fits.b.data];
+      expect(y[2048 * 1000 + 7]).toBe(bits(Float32Array.of(Math.fround(a[1000]! * b[7]!)))[0]);
+      // 64 MiB of output: more than the maximum
+      let failure: unknown;
+      try {
+        runModel(bb, outerProduct(4096, 4096), outerFeeds(4096, 4096));
+      } catch (error) {
+        failure = error;
+      }
+      expect(failure).toBeInstanceOf(BbError);
+      expect((failure as BbError).code).toBe(BbErrorCode.NoMem);
+      expect(memory.buffer.byteLength).toBeLessThanOrEqual(48 * MIB);
+      // the same engine, threads and all, runs on
+      expect(bb.threads).toBe(2);
+      expect(firstDifference(runModel(bb, outerProduct(1536, 2048), fits), y)).toBe(-1);
+    } finally {
+      await bb.dispose();
+    }
   });
 });

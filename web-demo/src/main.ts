@@ -10,6 +10,7 @@ import './ui/locale.js';
 import wasmUrl from 'bytesandbrains/bb.wasm?url';
 import relaxedWasmUrl from 'bytesandbrains/bb-relaxed.wasm?url';
 import threadedWasmUrl from 'bytesandbrains/bb-mt.wasm?url';
+import threadedRelaxedWasmUrl from 'bytesandbrains/bb-mt-relaxed.wasm?url';
 import cnnUrl from 'bytesandbrains/models/digits_cnn.onnx?url';
 import {
   Compiler,
@@ -83,6 +84,8 @@ const demo = {
 /** The one-thread build for this engine, by the loader's rule: bb-relaxed.wasm where it runs relaxed SIMD, bb.wasm elsewhere. */
 const singleBuild = (): string => (relaxedSimdSupported() ? 'bb-relaxed.wasm' : 'bb.wasm');
 const singleUrl = (): string => (singleBuild() === 'bb.wasm' ? wasmUrl : relaxedWasmUrl);
+/** The threaded twin of the single-threaded build, as the package's loader picks it. */
+const threadedUrl = (): string => (singleBuild() === 'bb.wasm' ? threadedWasmUrl : threadedRelaxedWasmUrl);
 
 async function loadModule(): Promise<WebAssembly.Module> {
   const response = await fetch(singleUrl());
@@ -93,13 +96,14 @@ async function loadModule(): Promise<WebAssembly.Module> {
 let peerModule: Promise<WebAssembly.Module> | undefined;
 /**
  * The in-page peers' module, compiled once when the first in-page run starts: a page that
- * only joins or watches (on bb-mt.wasm when isolated) never downloads it.
+ * only joins or watches (on a threaded module when isolated) never downloads it.
  */
 const peersModule = (): Promise<WebAssembly.Module> => (peerModule ??= loadModule());
 
 /**
  * Threads for the page's own engine (the live client's training, compiling, the data):
- * ?threads=N (1 to 64) or auto, default auto — one per core, bb-mt.wasm on Web Workers when
+ * ?threads=N (1 to 64) or auto, default auto — one per core, bb-mt-relaxed.wasm (bb-mt.wasm
+ * where the engine lacks relaxed SIMD) on Web Workers when
  * the page is cross-origin isolated (serve.mjs makes it so), one thread and the reason
  * otherwise. The in-page federation's peers are Web Workers already, one per peer, so each
  * runs its engine on one thread: a pool in each would only contend for the same cores.
@@ -115,7 +119,7 @@ function pageThreads(): number | 'auto' {
 /** What the page says of its engine: the build and threads of its own, and its in-page peers'. */
 interface EngineFacts {
   readonly crossOriginIsolated: boolean;
-  /** The page's own engine: bb-mt.wasm, bb-relaxed.wasm or bb.wasm. */
+  /** The page's own engine: bb-mt-relaxed.wasm, bb-mt.wasm, bb-relaxed.wasm or bb.wasm. */
   readonly build: string;
   readonly threads: number;
   /** Why the page's engine runs on one thread, when more were asked for and cannot be had. */
@@ -125,7 +129,7 @@ interface EngineFacts {
 }
 
 function engineFacts(bb: Bb): EngineFacts {
-  const build = bb.threads > 1 ? 'bb-mt.wasm' : bb.simd === 'relaxed' ? 'bb-relaxed.wasm' : 'bb.wasm';
+  const build = bb.threads > 1 ? (bb.simd === 'relaxed' ? 'bb-mt-relaxed.wasm' : 'bb-mt.wasm') : bb.simd === 'relaxed' ? 'bb-relaxed.wasm' : 'bb.wasm';
   return {
     crossOriginIsolated: globalThis.crossOriginIsolated === true,
     build,
@@ -210,7 +214,7 @@ async function main(): Promise<void> {
   installTooltips();
   status('loading the engine…');
   const [bb, csv, config] = await Promise.all([
-    loadBb(singleUrl(), { threads: pageThreads(), threadedSource: threadedWasmUrl }),
+    loadBb(singleUrl(), { threads: pageThreads(), threadedSource: threadedUrl() }),
     fetch('digits.csv').then(async (r) => {
       if (!r.ok) throw new Error(`digits.csv: ${r.status}`);
       return new Uint8Array(await r.arrayBuffer());

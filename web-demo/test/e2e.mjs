@@ -5,7 +5,7 @@
 // and 192.0.2.10 is "another machine" a phone opens the page from over plain http).
 //
 //   server: responses are compressed for clients that accept br or gzip.
-//   engine: the page is cross-origin isolated and runs bb-mt.wasm on a thread per core (its
+//   engine: the page is cross-origin isolated and runs bb-mt-relaxed.wasm on a thread per core (its
 //     in-page peers bb-relaxed.wasm), and says so; over plain http from another host it
 //     runs on one thread and says why.
 //   desktop (1280×800): the program picture lists the peer classes, the labelled wire edges,
@@ -260,8 +260,8 @@ try {
   // ---- desktop: the program picture ---------------------------------------------------------
   const desk = await open('desktop', DESKTOP, '?latency=100');
   const engine = await desk.evaluate(() => ({ isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency, engine: window.demo.engine, says: document.getElementById('engine')?.textContent ?? '' }));
-  check('the page is cross-origin isolated: its engine is bb-mt.wasm on a thread per core, its peers bb-relaxed.wasm, and the footer says so',
-    engine.isolated && engine.engine?.build === (engine.cores > 1 ? 'bb-mt.wasm' : 'bb-relaxed.wasm') && engine.engine.threads === engine.cores
+  check('the page is cross-origin isolated: its engine is bb-mt-relaxed.wasm on a thread per core, its peers bb-relaxed.wasm, and the footer says so',
+    engine.isolated && engine.engine?.build === (engine.cores > 1 ? 'bb-mt-relaxed.wasm' : 'bb-relaxed.wasm') && engine.engine.threads === engine.cores
       && engine.engine.peerBuild === 'bb-relaxed.wasm' && engine.says.includes(`${engine.engine.build} on ${engine.cores > 1 ? `${engine.cores} threads` : 'one thread'}`),
     engine.says);
   const picture = await desk.evaluate(() => ({

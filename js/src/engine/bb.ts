@@ -22,9 +22,9 @@ export class Bb {
   #pool: ThreadPool | undefined;
 
   /**
-   * Which build this is: `'relaxed'` for bb-relaxed.wasm (relaxed SIMD, whose multiply-adds
-   * may round differently on another machine), `'baseline'` for bb.wasm and bb-mt.wasm (the
-   * same bits everywhere). See `SimdBuild`.
+   * Which build this is: `'relaxed'` for bb-relaxed.wasm and bb-mt-relaxed.wasm (relaxed
+   * SIMD, whose multiply-adds may round differently on another machine), `'baseline'` for
+   * bb.wasm and bb-mt.wasm (the same bits everywhere). See `SimdBuild`.
    */
   readonly simd: 'relaxed' | 'baseline';
 
@@ -34,16 +34,24 @@ export class Bb {
    */
   readonly threadsUnavailable: string | undefined;
 
+  /**
+   * The bytes the threaded module's shared memory was reserved to grow to (`loadBb`'s
+   * `maxMemory`, or less where the device could not reserve that much); undefined for the
+   * single-threaded modules, whose memory is not reserved up front.
+   */
+  readonly memoryMaximum: number | undefined;
+
   constructor(
     exports: BbExports,
     host?: Host,
-    build: { simd?: 'relaxed' | 'baseline'; pool?: ThreadPool; threadsUnavailable?: string | undefined } = {},
+    build: { simd?: 'relaxed' | 'baseline'; pool?: ThreadPool; threadsUnavailable?: string | undefined; memoryMaximum?: number } = {},
   ) {
     this.exports = exports;
     this.#host = host;
     this.simd = build.simd ?? 'baseline';
     this.#pool = build.pool;
     this.threadsUnavailable = build.threadsUnavailable;
+    this.memoryMaximum = build.memoryMaximum;
     this.#memoryView = new Uint8Array(exports.memory.buffer);
     this.#memoryData = new DataView(exports.memory.buffer);
   }

@@ -7,7 +7,7 @@ import { BB_WASM_ABI_VERSION, BB_WASM_FUNCTION_ARITY, type BbExports } from './a
 import { Bb } from './bb.js';
 import { BbLoadError } from './errors.js';
 import { createHost } from './host.js';
-import type { WasmModule } from './platform.js';
+import type { WasmMemory, WasmModule } from './platform.js';
 import { isNode, startThreadPool, type ThreadPool } from './threads.js';
 
 /**
@@ -32,8 +32,9 @@ export type WasmSource =
 /** How {@link loadBb} loads the module. */
 export interface LoadOptions {
   /**
-   * Which shipped build to load when no source is given (default `'auto'`); ignored with a
-   * source, and with more than one thread (bb-mt.wasm is built as bb.wasm is: baseline SIMD).
+   * Which shipped build to load when no source is given (default `'auto'`): on one thread
+   * bb-relaxed.wasm or bb.wasm, on more bb-mt-relaxed.wasm or bb-mt.wasm. Ignored with a
+   * source or a `threadedSource`.
    */
   simd?: SimdBuild;
   /**
@@ -47,49 +48,72 @@ export interface LoadOptions {
    * Results are bit-identical for any number of threads. Default 1.
    */
   threads?: number | 'auto';
-  /** Where bb-mt.wasm comes from (as {@link WasmSource}); default the package's, beside bb.wasm. */
+  /**
+   * Where the threaded module comes from (as {@link WasmSource}); default the package's
+   * bb-mt-relaxed.wasm or bb-mt.wasm (as `simd` chooses), beside bb.wasm.
+   */
   threadedSource?: WasmSource;
+  /**
+   * The most memory, in bytes, the threaded module may grow to (default 1 GiB; 32 MiB to
+   * 2 GiB, a multiple of 64 KiB). Shared memory reserves its maximum when it is made; where
+   * the device cannot reserve that much (32-bit browsers, phones) the loader halves it, down
+   * to 128 MiB (or the maximum asked for, if smaller), and if even that fails it runs on
+   * one thread (as `simd` chooses) and says why in {@link Bb.threadsUnavailable}.
+   * {@link Bb.memoryMaximum} tells what was reserved. A model that needs more fails with a
+   * `BbError` (`NoMem`) and the engine stays usable. The single-threaded modules' memory
+   * grows to 2 GiB as the engine allows, with nothing reserved up front.
+   */
+  maxMemory?: number;
 }
 
 /** Most threads a pool runs on (BB_CPU_MAX_THREADS). */
 const MAX_THREADS = 64;
-/** bb-mt.wasm's memory: 16 MiB at first (its linked --initial-memory), 2 GiB at most (--max-memory). */
+/** The threaded module's memory in 64 KiB pages: 16 MiB at first (its linked --initial-memory). */
 const MT_INITIAL_PAGES = 256;
+/** At most the 2 GiB the module declares (--max-memory); 32 MiB at least (its first 16 MiB and a worker's stack). */
 const MT_MAXIMUM_PAGES = 32768;
+const MT_SMALLEST_PAGES = 512;
+/** What the loader reserves unless told otherwise, and how low it retries when that fails. */
+const MT_DEFAULT_PAGES = 16384;
+const MT_RETRY_FLOOR_PAGES = 2048;
+const PAGE_BYTES = 65536;
 
 const NOT_ISOLATED = 'the page is not cross-origin isolated';
 const SERVE_ISOLATED = 'serve it with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp';
 
-/** Which module a load uses: bb-mt.wasm on `threads` threads, or bb.wasm and why not threads. */
-export type ModuleChoice = { module: 'bb-mt.wasm'; threads: number } | { module: 'bb.wasm'; threadsUnavailable?: string };
+/**
+ * Which module a load uses: a threaded one (shared memory) on `threads` threads, or one of
+ * the single-threaded ones and why not threads.
+ */
+export type ModuleChoice = { module: 'threaded'; threads: number } | { module: 'single'; threadsUnavailable?: string };
 
 /**
- * Chooses the module for the threads asked for and what this platform offers: bb-mt.wasm
- * when more than one thread is asked for and shared memory can be had, bb.wasm otherwise
- * (with the reason when threads were asked for).
+ * Chooses the kind of module for the threads asked for and what this platform offers:
+ * threaded when more than one thread is asked for and shared memory can be had,
+ * single-threaded otherwise (with the reason when threads were asked for).
  */
 export async function chooseModule(threads: number | 'auto' | undefined): Promise<ModuleChoice> {
-  if (threads === undefined) return { module: 'bb.wasm' };
+  if (threads === undefined) return { module: 'single' };
   if (threads !== 'auto' && (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS)) {
     throw new BbLoadError(`threads must be 'auto' or a whole number from 1 to ${MAX_THREADS}, not ${String(threads)}`);
   }
   const count = threads === 'auto' ? Math.min(await coreCount(), MAX_THREADS) : threads;
-  if (count === 1) return { module: 'bb.wasm' };
+  if (count === 1) return { module: 'single' };
   const page = globalThis as { crossOriginIsolated?: boolean; Worker?: unknown };
   if (typeof SharedArrayBuffer === 'undefined') {
     return {
-      module: 'bb.wasm',
+      module: 'single',
       threadsUnavailable:
         page.crossOriginIsolated === false ? `${NOT_ISOLATED}, so it has no SharedArrayBuffer: ${SERVE_ISOLATED}` : 'this platform has no SharedArrayBuffer',
     };
   }
   if (!isNode() && page.crossOriginIsolated !== true) {
-    return { module: 'bb.wasm', threadsUnavailable: `${NOT_ISOLATED}: ${SERVE_ISOLATED}` };
+    return { module: 'single', threadsUnavailable: `${NOT_ISOLATED}: ${SERVE_ISOLATED}` };
   }
   if (!isNode() && typeof page.Worker !== 'function') {
-    return { module: 'bb.wasm', threadsUnavailable: 'this platform has no Web Workers' };
+    return { module: 'single', threadsUnavailable: 'this platform has no Web Workers' };
   }
-  return { module: 'bb-mt.wasm', threads: count };
+  return { module: 'threaded', threads: count };
 }
 
 /**
@@ -99,10 +123,15 @@ export async function chooseModule(threads: number | 'auto' | undefined): Promis
  * - `'baseline'`: always `bb.wasm`, whose results are the same bits on every machine;
  * - `'relaxed'`: `bb-relaxed.wasm`, or a {@link BbLoadError} where the engine lacks relaxed SIMD.
  *
- * The two builds have the same ABI and differ only in their kernels' multiply-adds:
- * `bb-relaxed.wasm` uses `f32x4.relaxed_madd`, which the engine may fuse (one rounding)
- * or not depending on the CPU, so its results can differ from machine to machine in the
- * last bits of a float, while on one machine and engine they repeat exactly.
+ * With more than one thread the same choice is between `bb-mt-relaxed.wasm` and
+ * `bb-mt.wasm`.
+ *
+ * The builds have the same ABI and differ only in their kernels' multiply-adds:
+ * `bb-relaxed.wasm` and `bb-mt-relaxed.wasm` use `f32x4.relaxed_madd`, which the engine may
+ * fuse (one rounding) or not depending on the CPU, so their results can differ from
+ * bb.wasm's, and from machine to machine, in the last bits of a float, while on one machine
+ * and engine they repeat exactly. bb-mt.wasm gives bb.wasm's bits, and each threaded module
+ * gives the same bits on any number of threads as its single-threaded twin.
  */
 export type SimdBuild = 'auto' | 'relaxed' | 'baseline';
 
@@ -118,9 +147,15 @@ export async function loadBb(source?: WasmSource | LoadOptions, options: LoadOpt
     options = source;
     source = undefined;
   }
-  const choice = await chooseModule(options.threads);
-  if (choice.module === 'bb-mt.wasm') {
-    return loadThreaded(options.threadedSource ?? new URL('../../wasm/bb-mt.wasm', import.meta.url), choice.threads);
+  const maximumPages = maxMemoryPages(options.maxMemory);
+  let choice = await chooseModule(options.threads);
+  if (choice.module === 'threaded') {
+    const reserved = reserveSharedMemory(maximumPages);
+    if (reserved.memory !== undefined) {
+      const source = options.threadedSource ?? shippedModule(options.simd ?? 'auto', 'threaded').url;
+      return loadThreaded(source, reserved, choice.threads);
+    }
+    choice = { module: 'single', threadsUnavailable: reserved.failure };
   }
   if (choice.threadsUnavailable !== undefined) {
     console.warn(`bytesandbrains: ${String(options.threads)} threads asked for, running on one: ${choice.threadsUnavailable}`);
@@ -130,14 +165,58 @@ export async function loadBb(source?: WasmSource | LoadOptions, options: LoadOpt
   return new Bb(exports, host, { simd: usesRelaxedSimd(module) ? 'relaxed' : 'baseline', threadsUnavailable: choice.threadsUnavailable });
 }
 
-/** bb-mt.wasm on a shared memory the loader makes, with `threads - 1` workers. */
-async function loadThreaded(source: WasmSource, threads: number): Promise<Bb> {
+/** The threaded module on the shared memory the loader made, with `threads - 1` workers. */
+async function loadThreaded(source: WasmSource, { memory, maximumPages }: SharedMemory, threads: number): Promise<Bb> {
   const module = await compile(source);
-  const memory = new WebAssembly.Memory({ initial: MT_INITIAL_PAGES, maximum: MT_MAXIMUM_PAGES, shared: true });
   const { exports, host } = await instantiate(module, 'bb-mt.wasm', memory);
   if (exports.bb_wasm_threads_supported() !== 1) throw new BbLoadError(`${String(source)} is bb.wasm, not bb-mt.wasm: it has no threads`);
   const pool: ThreadPool = await startThreadPool(module, memory, exports, threads);
-  return new Bb(exports, host, { pool });
+  return new Bb(exports, host, { simd: usesRelaxedSimd(module) ? 'relaxed' : 'baseline', pool, memoryMaximum: maximumPages * PAGE_BYTES });
+}
+
+/** `maxMemory` (bytes) as 64 KiB pages, checked; the default when undefined. */
+function maxMemoryPages(maxMemory: number | undefined): number {
+  if (maxMemory === undefined) return MT_DEFAULT_PAGES;
+  const pages = maxMemory / PAGE_BYTES;
+  if (!Number.isInteger(pages) || pages < MT_SMALLEST_PAGES || pages > MT_MAXIMUM_PAGES) {
+    throw new BbLoadError(
+      `maxMemory must be a multiple of 64 KiB from ${mib(MT_SMALLEST_PAGES)} to ${mib(MT_MAXIMUM_PAGES)}, not ${String(maxMemory)}`,
+    );
+  }
+  return pages;
+}
+
+const mib = (pages: number): string => `${(pages * PAGE_BYTES) / 2 ** 20} MiB`;
+
+/** The threaded module's memory and the maximum it was reserved with (64 KiB pages). */
+type SharedMemory = { memory: WasmMemory; maximumPages: number };
+/** What `new WebAssembly.Memory` is given for the threaded module (in 64 KiB pages). */
+export type SharedMemoryDescriptor = { initial: number; maximum: number; shared: true };
+/** What {@link reserveSharedMemory} made, or why it could not. */
+export type SharedMemoryReservation = (SharedMemory & { failure?: undefined }) | { memory?: undefined; maximumPages?: undefined; failure: string };
+
+/**
+ * @internal Makes the threaded module's shared memory with a maximum of `maximumPages`, and
+ * where the engine refuses to reserve that much, with half as much, down to 128 MiB (or
+ * `maximumPages` if smaller). `makeMemory` is the constructor (replaced in tests).
+ */
+export function reserveSharedMemory(
+  maximumPages: number,
+  makeMemory: (descriptor: SharedMemoryDescriptor) => WasmMemory = (descriptor) => new WebAssembly.Memory(descriptor),
+): SharedMemoryReservation {
+  const floor = Math.min(maximumPages, MT_RETRY_FLOOR_PAGES);
+  const maxima = [maximumPages];
+  while (maxima[maxima.length - 1]! > floor) maxima.push(Math.max(floor, maxima[maxima.length - 1]! >> 1));
+  let last = '';
+  for (const pages of maxima) {
+    try {
+      return { memory: makeMemory({ initial: MT_INITIAL_PAGES, maximum: pages, shared: true }), maximumPages: pages };
+    } catch (cause) {
+      last = messageOf(cause);
+    }
+  }
+  const tried = maximumPages === floor ? mib(floor) : `${mib(maximumPages)} down to ${mib(floor)}`;
+  return { failure: `the engine could not reserve shared memory for threads (maximum ${tried}: ${last})` };
 }
 
 /**
@@ -178,23 +257,27 @@ function checkAbiVersion(exports: BbExports): void {
 }
 
 /**
- * The one place that picks a shipped build: `bb-relaxed.wasm` for `'relaxed'`, and for
- * `'auto'` where {@link relaxedSimdSupported} says the engine runs it; `bb.wasm` otherwise.
- * Each URL is written out in full so that bundlers see and emit both files.
+ * The one place that picks a shipped build: the relaxed one (`bb-relaxed.wasm`, or
+ * `bb-mt-relaxed.wasm` threaded) for `'relaxed'`, and for `'auto'` where
+ * {@link relaxedSimdSupported} says the engine runs it; the baseline one (`bb.wasm`,
+ * `bb-mt.wasm`) otherwise. Each URL is written out in full so that bundlers see and emit
+ * every file.
  */
-export function shippedModule(simd: SimdBuild): { build: 'relaxed' | 'baseline'; url: URL } {
+export function shippedModule(simd: SimdBuild, kind: 'single' | 'threaded' = 'single'): { build: 'relaxed' | 'baseline'; url: URL } {
   if (simd !== 'auto' && simd !== 'relaxed' && simd !== 'baseline') {
     throw new BbLoadError(`simd must be 'auto', 'relaxed' or 'baseline', not ${JSON.stringify(simd)}`);
   }
   if (simd === 'relaxed' && !relaxedSimdSupported()) {
     throw new BbLoadError(
-      "simd: 'relaxed' asks for bb-relaxed.wasm, but this engine does not run relaxed SIMD " +
+      `simd: 'relaxed' asks for ${kind === 'single' ? 'bb-relaxed.wasm' : 'bb-mt-relaxed.wasm'}, but this engine does not run relaxed SIMD ` +
         "(Node 20 needs --experimental-wasm-relaxed-simd); use 'auto' or 'baseline'",
     );
   }
   if (simd === 'baseline' || !relaxedSimdSupported()) {
+    if (kind === 'threaded') return { build: 'baseline', url: new URL('../../wasm/bb-mt.wasm', import.meta.url) };
     return { build: 'baseline', url: new URL('../../wasm/bb.wasm', import.meta.url) };
   }
+  if (kind === 'threaded') return { build: 'relaxed', url: new URL('../../wasm/bb-mt-relaxed.wasm', import.meta.url) };
   return { build: 'relaxed', url: new URL('../../wasm/bb-relaxed.wasm', import.meta.url) };
 }
 

@@ -12,7 +12,10 @@
  *   poll count, yielding to the event loop in between so a busy engine never freezes the
  *   page. While a document is visible, polling is also metered per animation frame: once
  *   it has had its budget since the last frame, the next slice waits for the next frame,
- *   so rendering keeps the rest of every frame.
+ *   so rendering keeps the rest of every frame. Only a slice that spends the budget asks
+ *   for a frame: polling that stays under it asks for none, and its meter starts afresh
+ *   {@link FRAME_PERIOD_MS} after it began (a 60 Hz frame), so a node that polls briefly
+ *   now and then (a round's envelope) never makes its page draw.
  * - when a visible document's frames do not come (frames are throttled while the document
  *   still reads as visible: an iframe scrolled out of view or hidden): a slice waits for a
  *   frame at most {@link FRAME_WAIT_MS}, then runs at the next tick, and polling goes
@@ -114,6 +117,12 @@ const DEFAULT_FRAME_BUDGET_MS = 6;
  * draws one every 16.7 ms (33 ms at 30 Hz); one that sends none in 50 ms is not drawing.
  */
 export const FRAME_WAIT_MS = 50;
+/**
+ * A 60 Hz frame: polling metered since longer than this, and not waiting for a frame,
+ * starts a new meter without one (a frame would have come and reset it).
+ */
+export const FRAME_PERIOD_MS = 1000 / 60;
+const FRAME_PERIOD_NS = BigInt(Math.round(FRAME_PERIOD_MS * 1e6));
 const DEFAULT_MAX_POLLS_PER_FRAME = 64;
 const NS_PER_MS = 1_000_000n;
 /** setTimeout takes a signed 32-bit delay; longer ones fire at once. */
@@ -142,8 +151,10 @@ export class PollDriver {
   #framesStalled = false;
   /** Ticks carry the generation they were asked in; a cancelled one finds it moved on. */
   #tickGeneration = 0;
-  /** Polling time since the last animation frame, while metered. */
+  /** Polling time since the last animation frame, while metered... */
   #frameWorkNs = 0n;
+  /** ...and when that metering began (undefined: nothing metered since the last reset). */
+  #meterSinceNs: bigint | undefined;
   #sleepingSince: bigint | undefined;
   #wokenDuringSlice = false;
   #unsubscribe: (() => void) | undefined;
@@ -211,6 +222,7 @@ export class PollDriver {
     if (this.#rafHandle !== undefined) this.#cancelRaf(this.#rafHandle);
     this.#rafHandle = undefined;
     this.#frameWorkNs = 0n;
+    this.#meterSinceNs = undefined;
     this.#framesStalled = false;
     this.#endSleep();
     this.#unsubscribe?.();
@@ -248,9 +260,10 @@ export class PollDriver {
     this.#wokenDuringSlice = false;
     this.#stats.frames++;
     if (fromAnimationFrame) this.#stats.animationFrames++;
+    const started = this.#clock();
+    this.#meterLapse(started);
     const metered = this.#metered();
     const budget = metered && this.#frameWorkNs < this.#budgetNs ? this.#budgetNs - this.#frameWorkNs : this.#budgetNs;
-    const started = this.#clock();
     let now = started;
     let polls = 0;
     let expiry: bigint | null;
@@ -266,13 +279,13 @@ export class PollDriver {
         due = this.#pollable.hasWork() || (expiry !== null && expiry <= now);
       } while (this.#state === 'polling' && due && polls < this.#maxPolls && now - started < budget);
     } catch (error) {
-      this.#meter(metered, this.#clock() - started);
+      this.#meter(metered, started, this.#clock() - started);
       this.#failed(error);
       return;
     }
     // poll may have stopped the driver (or stopped and restarted it).
     if (this.#state !== 'polling') return;
-    this.#meter(metered, now - started);
+    this.#meter(metered, started, now - started);
     if (due || this.#wokenDuringSlice) {
       this.#stats.yields++;
       this.#requestSlice();
@@ -281,16 +294,29 @@ export class PollDriver {
     }
   }
 
-  /** Counts a slice's polling against this frame, and asks for the frame that resets it. */
-  #meter(metered: boolean, elapsedNs: bigint): void {
+  /**
+   * Counts a slice's polling against this frame; once the budget is spent, asks for the
+   * frame that resets the meter (the next slice waits for it). Under the budget it asks
+   * for none: a page need not draw for a node's sake.
+   */
+  #meter(metered: boolean, startedNs: bigint, elapsedNs: bigint): void {
     if (!metered || this.#raf === null) return;
+    this.#meterSinceNs ??= startedNs;
     this.#frameWorkNs += elapsedNs;
-    if (this.#rafHandle === undefined) this.#rafHandle = this.#raf(() => this.#animationFrame());
+    if (this.#frameWorkNs >= this.#budgetNs && this.#rafHandle === undefined) this.#rafHandle = this.#raf(() => this.#animationFrame());
+  }
+
+  /** Metering that began a frame period ago or more, with no frame asked for, starts afresh. */
+  #meterLapse(nowNs: bigint): void {
+    if (this.#meterSinceNs === undefined || this.#rafHandle !== undefined || nowNs - this.#meterSinceNs < FRAME_PERIOD_NS) return;
+    this.#frameWorkNs = 0n;
+    this.#meterSinceNs = undefined;
   }
 
   #animationFrame(): void {
     this.#rafHandle = undefined;
     this.#frameWorkNs = 0n;
+    this.#meterSinceNs = undefined;
     this.#framesStalled = false;
     if (this.#state !== 'frame') return;
     this.#cancelFrameWait();
@@ -304,6 +330,7 @@ export class PollDriver {
     this.#stats.missedFrames++;
     this.#framesStalled = true;
     this.#frameWorkNs = 0n;
+    this.#meterSinceNs = undefined;
     this.#requestSlice();
   }
 
@@ -351,6 +378,7 @@ export class PollDriver {
   #requestSlice(): void {
     this.#endSleep();
     this.#cancelFrameWait();
+    this.#meterLapse(this.#clock());
     if (this.#metered() && this.#frameWorkNs >= this.#budgetNs) {
       this.#state = 'frame';
       if (this.#rafHandle === undefined) this.#rafHandle = this.#raf!(() => this.#animationFrame());
@@ -376,6 +404,7 @@ export class PollDriver {
   #visibilityChanged(): void {
     if (this.#visibility?.isVisible() === true) {
       this.#frameWorkNs = 0n;
+      this.#meterSinceNs = undefined;
       this.#framesStalled = false;
       return;
     }
