@@ -168,9 +168,10 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
   return e;
 }
 
-/* A depthwise convolution (one input and one output channel per group): the plane kernel,
- * image by image, in blocks of channels (tasks on the work pool, each with its own scratch
- * plane) whose outputs the fused epilogue (if any) finishes while they are in cache.
+/* A depthwise convolution (one input and one output channel per group): the plane kernel
+ * in blocks of channels of one image (tasks on the work pool, the batch's images in one
+ * job, each task with its own scratch plane) whose outputs the fused epilogue (if any)
+ * finishes while they are in cache.
  * Channels are independent and the blocks follow the shape alone, so any number of
  * threads gives the same bits. */
 typedef struct dw_job {
@@ -179,20 +180,23 @@ typedef struct dw_job {
   float *y;
   bbi_cpu_epilogue *e;
   char *scratch;
-  size_t scratch_stride, channels, block, image_at;
+  size_t scratch_stride, channels, block, blocks, image0;
 } dw_job;
 
 /* Output floats a block of channels aims at. */
 #define DW_BLOCK_WORK 16384
 
+/* Task t: block t % blocks of image image0 + t / blocks. */
 static void dw_task(void *ctx, size_t task, size_t slot) {
   const dw_job *j = ctx;
   const bbi_window2d *g = j->win;
-  const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  const size_t n = j->image0 + task / j->blocks, c0 = task % j->blocks * j->block;
+  const size_t c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
   const size_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow, taps = g->kh * g->kw;
-  bbi_f32_dwconv2d_chw(g, c1 - c0, j->x + c0 * in_plane, j->w + c0 * taps, j->b ? j->b + c0 : NULL,
-                       j->y + j->image_at + c0 * out_plane, (float *)(j->scratch + slot * j->scratch_stride));
-  conv_epilogue(j->e, j->y, j->image_at + c0 * out_plane, (c1 - c0) * out_plane);
+  const size_t at = (n * j->channels + c0) * out_plane;
+  bbi_f32_dwconv2d_chw(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps, j->b ? j->b + c0 : NULL,
+                       j->y + at, (float *)(j->scratch + slot * j->scratch_stride));
+  conv_epilogue(j->e, j->y, at, (c1 - c0) * out_plane);
 }
 
 static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) {
@@ -208,13 +212,16 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   const size_t work = (size_t)g->out_size * (size_t)g->kernel_size;
   size_t block = (DW_BLOCK_WORK + work - 1) / work;
   block = (block + 15) & ~(size_t)15; /* whole groups of the narrow kernel's lanes (four, or sixteen with AVX-512) */
-  dw_job j = {&win, NULL, bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y), own_epilogue(ctx, y),
-              (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels, block, 0};
-  const size_t tasks = ((size_t)channels + block - 1) / block;
-  for (int64_t n = 0; n < x->dims[0]; n++) {
-    j.x = (const float *)bb_tensor_data(x) + n * channels * g->in_size;
-    j.image_at = (size_t)(n * channels * g->out_size);
-    bbi_parallel_run(tasks, slots, dw_task, &j);
+  const size_t blocks = ((size_t)channels + block - 1) / block;
+  dw_job j = {&win, bb_tensor_data(x), bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y),
+              own_epilogue(ctx, y), (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels,
+              block, blocks, 0};
+  /* as many images per job as the pool's task count allows (one job for most batches) */
+  const size_t images = (size_t)x->dims[0];
+  const size_t per_job = BBI_PARALLEL_MAX_TASKS / blocks ? BBI_PARALLEL_MAX_TASKS / blocks : 1;
+  for (size_t n0 = 0; n0 < images; n0 += per_job) {
+    j.image0 = n0;
+    bbi_parallel_run((images - n0 < per_job ? images - n0 : per_job) * blocks, slots, dw_task, &j);
   }
   return 0;
 }
@@ -271,6 +278,110 @@ static void col_pack_task(void *ctx, size_t task, size_t slot) {
   }
 }
 
+/* What the chunks of images of one float convolution share (see conv_f32). Each
+ * participant's part of `mem` (slot s's at s·slot_bytes) holds a column matrix (on the
+ * plane: its packed panels, then `col_slots` buffers of one channel's rows), the transposed
+ * product (`tmp_at`) and the GEMM's scratch (`scratch_at`). */
+typedef struct conv_job {
+  const geometry *g;
+  bbi_window2d win;
+  int64_t n_batch, c_in, m_out, group, cg, mg, kdim, npos, chunk;
+  bool direct, planar, patches, on_plane, col_packed;
+  const float *x, *w, *b;
+  float *y;
+  const char *packed;
+  size_t pack_stride, panels_bytes, rows_stride, col_slots;
+  bbi_cpu_epilogue *e;
+  char *mem;
+  size_t slot_bytes, tmp_at, scratch_at, scratch_size;
+  int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: the first GEMM error */
+} conv_job;
+
+/* Images n0.. (one chunk, fewer for the last), every group: column matrix, GEMM, then the
+ * transposition (positions as rows) and the epilogue, with the scratch at `mem`. What it
+ * computes depends on n0 and the shapes alone. */
+static int conv_chunk(const conv_job *j, int64_t n0, char *mem) {
+  const geometry *g = j->g;
+  const int64_t npos = j->npos, mg = j->mg, kdim = j->kdim, cg = j->cg, c_in = j->c_in, m_out = j->m_out;
+  const int64_t nc = j->n_batch - n0 < j->chunk ? j->n_batch - n0 : j->chunk;
+  const size_t ld = (size_t)(nc * npos);
+  float *col = (float *)mem, *tmp = (float *)(mem + j->tmp_at);
+  void *scratch = mem + j->scratch_at;
+  int rc = 0;
+  for (int64_t gi = 0; gi < j->group && !rc; gi++) {
+    const float *xg = j->x + (n0 * c_in + gi * cg) * g->in_size;
+    for (int64_t i = 0; i < nc && !j->direct && !j->col_packed; i++) {
+      const float *xi = xg + i * c_in * g->in_size;
+      if (j->patches) bbi_par_f32_im2col_patches_2d(&j->win, (size_t)cg, xi, col + i * npos * kdim, (size_t)kdim);
+      else if (j->planar) bbi_par_f32_im2col_2d(&j->win, (size_t)cg, xi, col + i * npos, ld);
+      else im2col_f32(g, xi, cg, col);
+    }
+    bbi_f32_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.alpha = 1.0f;
+    if (j->on_plane) { /* chunk is 1: Y's block [mg, P] = W [mg, kdim] · col [kdim, P] */
+      size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
+      a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
+      a.a = j->w + gi * mg * kdim, a.lda = (size_t)kdim;
+      a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
+      if (j->col_packed) {
+        col_pack_job cj = {&j->win, xg, (size_t)cg, 1, (size_t)npos, (size_t)kdim,
+                           (float *)(mem + j->panels_bytes), j->rows_stride, mem};
+        const size_t slots = j->col_slots;
+        cj.block = slots > 1 ? ((size_t)cg + 4 * slots - 1) / (4 * slots) : (size_t)cg;
+        bbi_parallel_run(((size_t)cg + cj.block - 1) / cj.block, slots, col_pack_task, &cj);
+        bbi_f32_gemm_pack_b_header(NULL, (size_t)npos, (size_t)kdim, mem);
+        a.packed_b = mem;
+      }
+      a.b = j->direct ? xg : col, a.ldb = (size_t)npos;
+      a.c = j->y + at, a.ldc = (size_t)npos;
+      a.bias_per_row = j->b ? j->b + gi * mg : NULL;
+      if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
+      conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+      continue;
+    }
+    a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
+    if (j->patches) a.a = col, a.lda = (size_t)kdim; /* stored [positions, kdim] */
+    else a.trans_a = 1, a.a = j->direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
+    a.trans_b = 1, a.b = j->w + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */
+    a.packed_b = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
+    a.c = tmp, a.ldc = (size_t)mg;
+    a.bias = j->b ? j->b + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
+    if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
+    for (int64_t i = 0; i < nc; i++) {
+      size_t at = (size_t)(((n0 + i) * m_out + gi * mg) * npos);
+      bbi_f32_transpose((size_t)npos, (size_t)mg, tmp + (size_t)(i * npos * mg), (size_t)mg, j->y + at, (size_t)npos);
+      conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+    }
+  }
+  return rc;
+}
+
+/* Chunk `task` of a convolution whose chunks are the pool's tasks, in its participant's
+ * part of the scratch. */
+static void conv_chunk_task(void *ctx, size_t task, size_t slot) {
+  conv_job *j = ctx;
+  int rc = conv_chunk(j, (int64_t)task * j->chunk, j->mem + slot * j->slot_bytes);
+  if (rc && !j->rc[slot]) j->rc[slot] = rc;
+}
+
+/* Scratch for every participant stays within this bound when chunks go to the pool. */
+#define CONV_SPLIT_MAX_BYTES ((size_t)64 << 20)
+
+bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes) {
+  return width > 1 && chunks >= 2 && (chunks >= 2 * width || chunks % width == 0) &&
+         slot_bytes <= CONV_SPLIT_MAX_BYTES / width;
+}
+
+/* The GEMM scratch of one chunk, by the given sizing: on the plane [mg, P] · [P, ...]; else
+ * for a full chunk's rows and the last chunk's (its blocking follows its row count). */
+static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool on_plane, int64_t mg, int64_t npos,
+                                int64_t kdim, size_t rows, size_t last_rows) {
+  if (on_plane) return size_of((size_t)mg, (size_t)npos, (size_t)kdim);
+  size_t full = size_of(rows, (size_t)mg, (size_t)kdim), last = size_of(last_rows, (size_t)mg, (size_t)kdim);
+  return full > last ? full : last;
+}
+
 /* Per group, one of two orientations of the same product (each output the bias plus its
  * products summed in the same k order, so the two give the same bits):
  *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
@@ -284,7 +395,9 @@ static void col_pack_task(void *ctx, size_t task, size_t slot) {
  *    keep the GEMM's tiles full and the weights are read once per run. The product lands
  *    in `tmp` [chunk·P, mg] and is transposed into each image's [mg, P] block.
  * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
- * is in cache. */
+ * is in cache. The chunks of images (one image each on the plane) are independent: on
+ * several threads they are the pool's tasks when there are enough of them (see
+ * bbi_nn_split_chunks), else each GEMM and column matrix is cut across the pool. */
 static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
@@ -305,10 +418,12 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     chunk = chunk < n_batch ? chunk : n_batch;
     chunk = chunk > 1 ? chunk : 1;
   }
-  bbi_window2d win = window_of(g, false);
+  conv_job j;
+  memset(&j, 0, sizeof j);
+  j.g = g, j.win = window_of(g, false);
   /* a window wider than the output (a weight gradient's convolution: dY as the kernel)
    * copies runs of kw in the transposed column matrix, runs of ow in the other */
-  const bool patches = !direct && planar && win.kw > win.ow;
+  const bool patches = !direct && planar && j.win.kw > j.win.ow;
   const bool on_plane = chunk == 1 && npos >= CONV_PLANE_MIN_POSITIONS && !patches;
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
@@ -320,93 +435,57 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
    * once per run, rather than by every GEMM */
   const bool pack_here = !on_plane && !packed && group == 1 && chunk < n_batch;
   size_t pack_bytes = pack_here ? bbi_f32_gemm_packed_b_size(NULL, (size_t)mg, (size_t)kdim) : 0;
-  /* on the plane, the column matrix as packed panels, then each participant's buffer of
-   * one channel's rows */
+  /* on the plane, the column matrix as packed panels, then buffers of one channel's rows:
+   * one per participant of a pack cut across the pool, one when the chunk runs whole */
   const bool col_packed = on_plane && !direct && planar;
-  const size_t slots = bbi_parallel_width();
   size_t panels_bytes = 0, rows_stride = 0;
   if (col_packed) {
     panels_bytes = (bbi_f32_gemm_packed_b_size(NULL, (size_t)npos, (size_t)kdim) + 63) & ~(size_t)63;
     rows_stride = ((size_t)(g->kernel_size * npos) + 15) & ~(size_t)15;
   }
-  size_t col_bytes = direct ? 0
-                     : col_packed ? panels_bytes + slots * rows_stride * sizeof(float)
-                                  : (size_t)kdim * rows * sizeof(float);
+  const size_t chunks = (size_t)((n_batch + chunk - 1) / chunk), width = bbi_parallel_width();
+  size_t col_bytes_alone = direct ? 0
+                           : col_packed ? panels_bytes + rows_stride * sizeof(float)
+                                        : (size_t)kdim * rows * sizeof(float);
   size_t tmp_bytes = on_plane ? 0 : rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
-   * the last chunk of images: room for both */
+   * the last chunk of images: room for both; a product that runs whole on one participant
+   * needs room for that participant alone */
   size_t last_rows = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
-  size_t scratch_size, last_scratch;
-  if (on_plane) {
-    scratch_size = last_scratch = bbi_f32_gemm_scratch_size((size_t)mg, (size_t)npos, (size_t)kdim);
-  } else {
-    scratch_size = bbi_f32_gemm_scratch_size(rows, (size_t)mg, (size_t)kdim);
-    last_scratch = bbi_f32_gemm_scratch_size(last_rows, (size_t)mg, (size_t)kdim);
+  const size_t alone = conv_gemm_scratch(bbi_f32_gemm_scratch_size_alone, on_plane, mg, npos, kdim, rows, last_rows);
+  size_t tmp_at = (col_bytes_alone + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
+  const bool split = bbi_nn_split_chunks(chunks, width, (scratch_at + alone + 63) & ~(size_t)63);
+  size_t scratch_size = alone;
+  j.col_slots = 1;
+  if (!split) {
+    j.col_slots = width;
+    size_t col_bytes = col_packed ? panels_bytes + width * rows_stride * sizeof(float) : col_bytes_alone;
+    tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
+    scratch_size = conv_gemm_scratch(bbi_f32_gemm_scratch_size, on_plane, mg, npos, kdim, rows, last_rows);
   }
-  scratch_size = scratch_size > last_scratch ? scratch_size : last_scratch;
-  size_t tmp_at = (col_bytes + 63) & ~(size_t)63, pack_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
-  size_t scratch_at = (pack_at + pack_bytes + 63) & ~(size_t)63;
-  char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
+  j.slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
+  const size_t slots = split ? width : 1, pack_at = slots * j.slot_bytes;
+  char *mem = bbi_cpu_scratch(ctx, pack_at + pack_bytes + 64);
   if (!mem) return BB_ERR_NOMEM;
-  float *col = (float *)mem, *tmp = (float *)(mem + tmp_at);
-  void *scratch = mem + scratch_at;
+  mem = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
   if (pack_here) {
     if (bbi_f32_gemm_pack_b(NULL, (size_t)mg, (size_t)kdim, 1, bb_tensor_data(w), (size_t)kdim, mem + pack_at,
                             pack_bytes))
       return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
     packed = mem + pack_at;
   }
-  bbi_cpu_epilogue *e = own_epilogue(ctx, y);
-  const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
-  float *yd = bb_tensor_data(y);
-  for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
-    int64_t nc = n_batch - n0 < chunk ? n_batch - n0 : chunk;
-    size_t ld = (size_t)(nc * npos);
-    for (int64_t gi = 0; gi < group && !rc; gi++) {
-      const float *xg = xd + (n0 * c_in + gi * cg) * g->in_size;
-      for (int64_t j = 0; j < nc && !direct && !col_packed; j++) {
-        const float *xj = xg + j * c_in * g->in_size;
-        if (patches) bbi_par_f32_im2col_patches_2d(&win, (size_t)cg, xj, col + j * npos * kdim, (size_t)kdim);
-        else if (planar) bbi_par_f32_im2col_2d(&win, (size_t)cg, xj, col + j * npos, ld);
-        else im2col_f32(g, xj, cg, col);
-      }
-      bbi_f32_gemm_args a;
-      memset(&a, 0, sizeof a);
-      a.alpha = 1.0f;
-      if (on_plane) { /* chunk is 1: Y's block [mg, P] = W [mg, kdim] · col [kdim, P] */
-        size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
-        a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
-        a.a = wd + gi * mg * kdim, a.lda = (size_t)kdim;
-        a.packed_a = packed ? packed + (size_t)gi * pack_stride : NULL;
-        if (col_packed) {
-          col_pack_job cj = {&win, xg, (size_t)cg, 1, (size_t)npos, (size_t)kdim,
-                             (float *)(mem + panels_bytes), rows_stride, mem};
-          cj.block = slots > 1 ? ((size_t)cg + 4 * slots - 1) / (4 * slots) : (size_t)cg;
-          bbi_parallel_run(((size_t)cg + cj.block - 1) / cj.block, slots, col_pack_task, &cj);
-          bbi_f32_gemm_pack_b_header(NULL, (size_t)npos, (size_t)kdim, mem);
-          a.packed_b = mem;
-        }
-        a.b = direct ? xg : col, a.ldb = (size_t)npos;
-        a.c = yd + at, a.ldc = (size_t)npos;
-        a.bias_per_row = bd ? bd + gi * mg : NULL;
-        if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
-        conv_epilogue(e, yd, at, (size_t)(mg * npos));
-        continue;
-      }
-      a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
-      if (patches) a.a = col, a.lda = (size_t)kdim; /* stored [positions, kdim] */
-      else a.trans_a = 1, a.a = direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
-      a.trans_b = 1, a.b = wd + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */
-      a.packed_b = packed ? packed + (size_t)gi * pack_stride : NULL;
-      a.c = tmp, a.ldc = (size_t)mg;
-      a.bias = bd ? bd + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
-      if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
-      for (int64_t j = 0; j < nc; j++) {
-        size_t at = (size_t)(((n0 + j) * m_out + gi * mg) * npos);
-        bbi_f32_transpose((size_t)npos, (size_t)mg, tmp + (size_t)(j * npos * mg), (size_t)mg, yd + at, (size_t)npos);
-        conv_epilogue(e, yd, at, (size_t)(mg * npos));
-      }
-    }
+  j.n_batch = n_batch, j.c_in = c_in, j.m_out = m_out, j.group = group, j.cg = cg, j.mg = mg, j.kdim = kdim;
+  j.npos = npos, j.chunk = chunk;
+  j.direct = direct, j.planar = planar, j.patches = patches, j.on_plane = on_plane, j.col_packed = col_packed;
+  j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
+  j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
+  j.e = own_epilogue(ctx, y);
+  j.mem = mem, j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
+  if (split) {
+    bbi_parallel_run(chunks, slots, conv_chunk_task, &j);
+    for (size_t s = 0; s < slots && !rc; s++) rc = j.rc[s];
+  } else {
+    for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) rc = conv_chunk(&j, n0, mem);
   }
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }

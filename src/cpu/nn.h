@@ -5,6 +5,14 @@
 
 #include "cpu/cpu_op.h"
 
+/* nn.c: whether a convolution's independent chunks of images go to the pool as its tasks
+ * (each chunk's products then run whole on one participant, in slot_bytes of scratch
+ * apiece) rather than one after the other with each product cut across the pool: with
+ * enough chunks to share out evenly among `width` participants, and scratch within a
+ * bound. Every chunk is computed the same way either way, so the choice never changes the
+ * result. */
+bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes);
+
 /* nn_conv_transpose.c */
 int bbi_nn_conv_transpose(bbi_cpu_op_ctx *ctx);
 

@@ -6,6 +6,7 @@
 #include "cpu/nn.h"
 #include "tensor/kernels/split.h"
 #include "util/mem.h"
+#include "util/parallel.h"
 
 static const int32_t FLOAT_NO_BF16[] = {BB_DTYPE_FLOAT, BB_DTYPE_DOUBLE, BB_DTYPE_FLOAT16, BB_DTYPE_UNDEFINED};
 
@@ -56,9 +57,84 @@ static int64_t ct_target(const ct_geom *g, int64_t i, int64_t k) {
 #define CT_MIN_COLUMNS 512
 #define CT_MAX_COL_BYTES (128u << 10)
 
+/* What the chunks of images of one float ConvTranspose share. Each participant's part of
+ * `mem` (slot s's at s·slot_bytes) holds a column matrix, the gathered input (`in_at`) and
+ * the GEMM's scratch (`scratch_at`). */
+typedef struct ct_job {
+  const ct_geom *g;
+  bbi_window2d win;
+  bool planar;
+  int64_t n_batch, c_in, cg, mg, m_out, rows, npos, group, chunk;
+  const float *x, *w;
+  float *y;
+  char *mem;
+  size_t slot_bytes, in_at, scratch_at, scratch_size;
+  int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: the first GEMM error */
+} ct_job;
+
+/* Images n0.. (one chunk, fewer for the last), every group: the product, then col2im into
+ * the images' outputs (which hold the bias), with the scratch at `mem`. */
+static int ct_chunk(const ct_job *j, int64_t n0, char *mem) {
+  const ct_geom *g = j->g;
+  const int64_t nc = j->n_batch - n0 < j->chunk ? j->n_batch - n0 : j->chunk, npos = j->npos, cg = j->cg;
+  const int64_t rows = j->rows, mg = j->mg, c_in = j->c_in;
+  const size_t ld = (size_t)(nc * npos);
+  float *col = (float *)mem, *gathered = (float *)(mem + j->in_at);
+  void *scratch = mem + j->scratch_at;
+  int rc = 0;
+  for (int64_t gi = 0; gi < j->group && !rc; gi++) {
+    const float *xg = j->x + (n0 * c_in + gi * cg) * npos;
+    if (nc > 1) /* the group's channels of every image, side by side: [cg, nc·npos] */
+      for (int64_t c = 0; c < cg; c++)
+        for (int64_t i = 0; i < nc; i++)
+          memcpy(gathered + (size_t)c * ld + (size_t)(i * npos), xg + (i * c_in + c) * npos,
+                 (size_t)npos * sizeof(float));
+    bbi_f32_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.m = (size_t)rows, a.n = ld, a.k = (size_t)cg;
+    a.alpha = 1.0f;
+    a.trans_a = 1; /* W's rows for this group are cg × (M/group·K) */
+    a.a = j->w + gi * cg * rows, a.lda = (size_t)rows;
+    a.b = nc > 1 ? gathered : xg, a.ldb = ld;
+    a.c = col, a.ldc = ld;
+    if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
+    for (int64_t i = 0; i < nc; i++) {
+      float *yg = j->y + ((n0 + i) * j->m_out + gi * mg) * g->out_size;
+      const float *ci = col + i * npos;
+      if (j->planar) {
+        bbi_par_f32_col2im_2d(&j->win, (size_t)mg, ci, ld, yg);
+        continue;
+      }
+      for (int64_t k = 0; k < g->k_size; k++)
+        for (int64_t p = 0; p < npos; p++) {
+          int64_t off = ct_target(g, p, k);
+          if (off < 0) continue;
+          for (int64_t ml = 0; ml < mg; ml++)
+            yg[ml * g->out_size + off] += ci[(size_t)(ml * g->k_size + k) * ld + (size_t)p];
+        }
+    }
+  }
+  return rc;
+}
+
+static void ct_chunk_task(void *ctx, size_t task, size_t slot) {
+  ct_job *j = ctx;
+  int rc = ct_chunk(j, (int64_t)task * j->chunk, j->mem + slot * j->slot_bytes);
+  if (rc && !j->rc[slot]) j->rc[slot] = rc;
+}
+
+/* The GEMM scratch of a chunk's product and of the last chunk's, by the given sizing. */
+static size_t ct_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), size_t rows, size_t cols,
+                              size_t last_cols, size_t k) {
+  size_t full = size_of(rows, cols, k), last = size_of(rows, last_cols, k);
+  return full > last ? full : last;
+}
+
 /* float32: per group, the column matrix col = W_gᵀ·X_g ([M/group·K] × in positions, by the
  * packed GEMM, for `chunk` images side by side) is scattered into Y (col2im), which starts
- * as the bias. 1- and 2-D use the window kernels; 3-D finds each target by arithmetic. */
+ * as the bias. 1- and 2-D use the window kernels; 3-D finds each target by arithmetic. The
+ * chunks are independent: on several threads they are the pool's tasks when there are
+ * enough of them (bbi_nn_split_chunks), else each GEMM is cut across the pool. */
 static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t group, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], cg = c_in / group, mg = w->dims[1], m_out = mg * group;
@@ -75,15 +151,22 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
     chunk = chunk < n_batch ? chunk : n_batch;
     chunk = chunk > 1 ? chunk : 1;
   }
-  size_t cols = (size_t)(chunk * npos);
+  size_t cols = (size_t)(chunk * npos), last_cols = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
   size_t col_bytes = (size_t)rows * cols * sizeof(float), in_bytes = chunk > 1 ? (size_t)cg * cols * sizeof(float) : 0;
-  size_t scratch_size = bbi_f32_gemm_scratch_size((size_t)rows, cols, (size_t)cg);
   size_t in_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (in_at + in_bytes + 63) & ~(size_t)63;
-  char *mem = bbi_cpu_scratch(ctx, scratch_at + scratch_size);
+  const size_t chunks = (size_t)((n_batch + chunk - 1) / chunk), width = bbi_parallel_width();
+  const size_t alone = ct_gemm_scratch(bbi_f32_gemm_scratch_size_alone, (size_t)rows, cols, last_cols, (size_t)cg);
+  const bool split = bbi_nn_split_chunks(chunks, width, (scratch_at + alone + 63) & ~(size_t)63);
+  const size_t scratch_size =
+      split ? alone : ct_gemm_scratch(bbi_f32_gemm_scratch_size, (size_t)rows, cols, last_cols, (size_t)cg);
+  ct_job j;
+  memset(&j, 0, sizeof j);
+  j.slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
+  const size_t slots = split ? width : 1;
+  char *mem = bbi_cpu_scratch(ctx, slots * j.slot_bytes + 64);
   if (!mem) return BB_ERR_NOMEM;
-  float *col = (float *)mem, *gathered = (float *)(mem + in_at);
-  void *scratch = mem + scratch_at;
-  const float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w), *bd = b ? bb_tensor_data(b) : NULL;
+  j.mem = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  const float *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
   for (int64_t p = 0; p < n_batch * m_out; p++)
     for (int64_t o = 0; o < g->out_size; o++) yd[p * g->out_size + o] = bd ? bd[p % m_out] : 0.0f;
@@ -98,39 +181,16 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
     win.iw = (size_t)g->out[v], win.ow = (size_t)g->in[v], win.kw = (size_t)g->kernel[v];
     win.sw = (size_t)g->stride[v], win.dw = (size_t)g->dil[v], win.pw = (size_t)g->pad_begin[v];
   }
-  for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) {
-    int64_t nc = n_batch - n0 < chunk ? n_batch - n0 : chunk;
-    size_t ld = (size_t)(nc * npos);
-    for (int64_t gi = 0; gi < group && !rc; gi++) {
-      const float *xg = xd + (n0 * c_in + gi * cg) * npos;
-      if (nc > 1) /* the group's channels of every image, side by side: [cg, nc·npos] */
-        for (int64_t c = 0; c < cg; c++)
-          for (int64_t j = 0; j < nc; j++)
-            memcpy(gathered + (size_t)c * ld + (size_t)(j * npos), xg + (j * c_in + c) * npos, (size_t)npos * sizeof(float));
-      bbi_f32_gemm_args a;
-      memset(&a, 0, sizeof a);
-      a.m = (size_t)rows, a.n = ld, a.k = (size_t)cg;
-      a.alpha = 1.0f;
-      a.trans_a = 1; /* W's rows for this group are cg × (M/group·K) */
-      a.a = wd + gi * cg * rows, a.lda = (size_t)rows;
-      a.b = nc > 1 ? gathered : xg, a.ldb = ld;
-      a.c = col, a.ldc = ld;
-      if ((rc = bbi_f32_gemm(&a, scratch, scratch_size))) break;
-      for (int64_t j = 0; j < nc; j++) {
-        float *yg = yd + ((n0 + j) * m_out + gi * mg) * g->out_size;
-        const float *cj = col + j * npos;
-        if (planar) {
-          bbi_par_f32_col2im_2d(&win, (size_t)mg, cj, ld, yg);
-          continue;
-        }
-        for (int64_t k = 0; k < g->k_size; k++)
-          for (int64_t i = 0; i < npos; i++) {
-            int64_t off = ct_target(g, i, k);
-            if (off < 0) continue;
-            for (int64_t ml = 0; ml < mg; ml++) yg[ml * g->out_size + off] += cj[(size_t)(ml * g->k_size + k) * ld + (size_t)i];
-          }
-      }
-    }
+  j.g = g, j.win = win, j.planar = planar;
+  j.n_batch = n_batch, j.c_in = c_in, j.cg = cg, j.mg = mg, j.m_out = m_out, j.rows = rows, j.npos = npos;
+  j.group = group, j.chunk = chunk;
+  j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.y = yd;
+  j.in_at = in_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
+  if (split) {
+    bbi_parallel_run(chunks, slots, ct_chunk_task, &j);
+    for (size_t s = 0; s < slots && !rc; s++) rc = j.rc[s];
+  } else {
+    for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) rc = ct_chunk(&j, n0, j.mem);
   }
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }

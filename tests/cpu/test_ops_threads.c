@@ -121,9 +121,58 @@ static void test_convolutions(void) {
          DIMS(402, 1, 5, 5));
   check2("ConvTranspose stride 2", window_node("ConvTranspose", 2, 1, 3, 2, 1, 1, 1), DIMS(2, 32, 15, 15),
          DIMS(32, 16, 3, 3));
+  /* batches: the chunks of images (one image each on the plane, several small ones) are the
+   * pool's tasks, shared out evenly or not (7 images on 2 and 3 threads) */
+  check2("Conv batch 32, 1 channel 28x28", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(32, 1, 28, 28),
+         DIMS(16, 1, 3, 3));
+  check2("Conv batch 7, 16 channels 14x14", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(7, 16, 14, 14),
+         DIMS(32, 16, 3, 3));
+  check2("Conv batch 7 small images, groups 2", window_node("Conv", 2, 1, 3, 1, 1, 1, 2), DIMS(7, 8, 6, 6),
+         DIMS(16, 4, 3, 3));
+  check2("Conv depthwise batch 5", window_node("Conv", 2, 1, 3, 1, 1, 1, 24), DIMS(5, 24, 20, 20), DIMS(24, 1, 3, 3));
+  check2("ConvTranspose batch 7 (the gradient of a stride-1 Conv's input)",
+         window_node("ConvTranspose", 2, 1, 3, 1, 1, 1, 1), DIMS(7, 32, 14, 14), DIMS(32, 16, 3, 3));
+  check2("ConvTranspose batch 9 small images", window_node("ConvTranspose", 2, 1, 3, 1, 1, 1, 1), DIMS(9, 16, 7, 7),
+         DIMS(16, 8, 3, 3));
   /* the gradient of a convolution's weights: a Conv whose kernel is the output gradient */
   check2("Conv weight gradient shape", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(16, 32, 10, 10),
          DIMS(24, 32, 10, 10));
+}
+
+/* A batch of images is one job of the pool, one task per image (the split by images, not
+ * a job per image), and each image of it is what the image alone gives. */
+static void test_conv_batch_split(void) {
+  bb_ir_node *n = window_node("Conv", 2, 1, 3, 1, 1, 1, 1);
+  const int64_t batch = 7, xd[4] = {batch, 16, 14, 14}, wd[4] = {32, 16, 3, 3}, one[4] = {1, 16, 14, 14};
+  bb_tensor *in[2] = {rand_tensor(4, xd), rand_tensor(4, wd)}, *y = NULL;
+  bb_error err;
+  const size_t threads = most_threads() < 2 ? 1 : 2;
+  if (set_threads(threads)) return;
+  bbi_parallel_stats before, after;
+  bbi_parallel_get_stats(&before);
+  int rc = bb_cpu_run_node(n, 17, in, 2, &y, 1, NULL, &err);
+  bbi_parallel_get_stats(&after);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  if (threads > 1)
+    CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == (uint64_t)batch,
+              "a batch of %lld images went to the pool as %llu jobs of %llu tasks in all", (long long)batch,
+              (unsigned long long)(after.jobs - before.jobs), (unsigned long long)(after.tasks - before.tasks));
+  set_threads(1);
+  const size_t image_floats = 32 * 14 * 14;
+  for (int64_t i = 0; !rc && i < batch; i++) {
+    bb_tensor *xi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, one), *yi = NULL;
+    memcpy(bb_tensor_data(xi), (const float *)bb_tensor_data(in[0]) + i * 16 * 14 * 14, 16 * 14 * 14 * sizeof(float));
+    bb_tensor *in1[2] = {xi, in[1]};
+    rc = bb_cpu_run_node(n, 17, in1, 2, &yi, 1, NULL, &err);
+    CHECK_MSG(rc == 0 && memcmp(bb_tensor_data(yi), (const float *)bb_tensor_data(y) + i * image_floats,
+                                image_floats * sizeof(float)) == 0,
+              "image %lld of the batch differs from the image alone", (long long)i);
+    bb_tensor_release(xi);
+    bb_tensor_release(yi);
+  }
+  bb_tensor_release(y);
+  bb_tensor_release(in[0]);
+  bb_tensor_release(in[1]);
 }
 
 /* A session keeps a constant W packed (as the GEMM's left operand for a convolution on the
@@ -331,6 +380,7 @@ int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_and_gemm);
   RUN(test_convolutions);
+  RUN(test_conv_batch_split);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_pooling);
   RUN(test_reductions_and_softmax);

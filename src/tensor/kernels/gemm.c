@@ -142,6 +142,12 @@ size_t bbi_f32_gemm_scratch_size(size_t m, size_t n, size_t k) {
   return bbi_f32_gemm_scratch_size_for(bbi_f32_gemm_default_config(), m, n, k);
 }
 
+size_t bbi_f32_gemm_scratch_size_alone(size_t m, size_t n, size_t k) {
+  if (m == 0 || n == 0 || k == 0) return 0;
+  const gemm_blocking b = blocking_for(bbi_f32_gemm_default_config(), m, n, k);
+  return slot0_floats(&b, m, n, k) * sizeof(float) + 2 * SCRATCH_ALIGN;
+}
+
 static float *align_up(void *p) {
   const uintptr_t u = (uintptr_t)p;
   return (float *)((u + SCRATCH_ALIGN - 1) & ~(uintptr_t)(SCRATCH_ALIGN - 1));

@@ -105,6 +105,10 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
 
 /* The same two with the default configuration. */
 size_t bbi_f32_gemm_scratch_size(size_t m, size_t n, size_t k);
+/* Bytes for a product with the default configuration that runs on its caller alone: given
+ * only this much, bbi_f32_gemm never cuts the product across the work pool (for callers
+ * that hand whole products to the pool's participants). */
+size_t bbi_f32_gemm_scratch_size_alone(size_t m, size_t n, size_t k);
 int bbi_f32_gemm(const bbi_f32_gemm_args *g, void *scratch, size_t scratch_size);
 
 /* Bytes that op(B), k×n, takes packed for cfg (NULL: the default configuration). */
