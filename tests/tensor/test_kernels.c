@@ -593,7 +593,7 @@ static void test_unary_against_libm(void) {
   free(x), free(y), free(r);
 }
 
-/* bbi_f32_vunary's sigmoid tests sixteen floats at once for the fast range; each float
+/* bbi_f32_vunary's sigmoid tests several vectors at once for the fast range; each float
  * must still get what bbi_f32x4_sigmoid gives its own vector of four: blocks of sixteen
  * where one lane (in each position in turn) is far out of the fast range, or none is. */
 static void test_sigmoid_blocks(void) {
