@@ -278,10 +278,10 @@ static void col_pack_task(void *ctx, size_t task, size_t slot) {
   }
 }
 
-/* What the chunks of images of one float convolution share (see conv_f32). Each
- * participant's part of `mem` (slot s's at s·slot_bytes) holds a column matrix (on the
- * plane: its packed panels, then `col_slots` buffers of one channel's rows), the transposed
- * product (`tmp_at`) and the GEMM's scratch (`scratch_at`). */
+/* What the chunks of images of one float convolution share (see conv_f32). A chunk's
+ * scratch holds a column matrix (on the plane: its packed panels, then `col_slots` buffers
+ * of one channel's rows), the transposed product (`tmp_at`) and the GEMM's scratch
+ * (`scratch_at`). */
 typedef struct conv_job {
   const geometry *g;
   bbi_window2d win;
@@ -292,15 +292,14 @@ typedef struct conv_job {
   const char *packed;
   size_t pack_stride, panels_bytes, rows_stride, col_slots;
   bbi_cpu_epilogue *e;
-  char *mem;
-  size_t slot_bytes, tmp_at, scratch_at, scratch_size;
-  int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: the first GEMM error */
+  size_t tmp_at, scratch_at, scratch_size;
 } conv_job;
 
 /* Images n0.. (one chunk, fewer for the last), every group: column matrix, GEMM, then the
  * transposition (positions as rows) and the epilogue, with the scratch at `mem`. What it
  * computes depends on n0 and the shapes alone. */
-static int conv_chunk(const conv_job *j, int64_t n0, char *mem) {
+static int conv_chunk(const void *job, int64_t n0, char *mem) {
+  const conv_job *j = job;
   const geometry *g = j->g;
   const int64_t npos = j->npos, mg = j->mg, kdim = j->kdim, cg = j->cg, c_in = j->c_in, m_out = j->m_out;
   const int64_t nc = j->n_batch - n0 < j->chunk ? j->n_batch - n0 : j->chunk;
@@ -357,20 +356,40 @@ static int conv_chunk(const conv_job *j, int64_t n0, char *mem) {
   return rc;
 }
 
-/* Chunk `task` of a convolution whose chunks are the pool's tasks, in its participant's
- * part of the scratch. */
-static void conv_chunk_task(void *ctx, size_t task, size_t slot) {
-  conv_job *j = ctx;
-  int rc = conv_chunk(j, (int64_t)task * j->chunk, j->mem + slot * j->slot_bytes);
-  if (rc && !j->rc[slot]) j->rc[slot] = rc;
-}
-
 /* Scratch for every participant stays within this bound when chunks go to the pool. */
 #define CONV_SPLIT_MAX_BYTES ((size_t)64 << 20)
 
 bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes) {
   return width > 1 && chunks >= 2 && (chunks >= 2 * width || chunks % width == 0) &&
          slot_bytes <= CONV_SPLIT_MAX_BYTES / width;
+}
+
+typedef struct chunks_run {
+  bbi_nn_chunk_fn fn;
+  const void *job;
+  int64_t chunk;
+  char *mem;
+  size_t slot_bytes;
+  int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: its first error */
+} chunks_run;
+
+static void chunks_task(void *ctx, size_t task, size_t slot) {
+  chunks_run *r = ctx;
+  int rc = r->fn(r->job, (int64_t)task * r->chunk, r->mem + slot * r->slot_bytes);
+  if (rc && !r->rc[slot]) r->rc[slot] = rc;
+}
+
+int bbi_nn_run_chunks(bbi_nn_chunk_fn fn, const void *job, int64_t n_batch, int64_t chunk, bool split, size_t width,
+                      char *mem, size_t slot_bytes) {
+  int rc = 0;
+  if (!split) {
+    for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) rc = fn(job, n0, mem);
+    return rc;
+  }
+  chunks_run r = {fn, job, chunk, mem, slot_bytes, {0}};
+  bbi_parallel_run((size_t)((n_batch + chunk - 1) / chunk), width, chunks_task, &r);
+  for (size_t s = 0; s < width && !rc; s++) rc = r.rc[s];
+  return rc;
 }
 
 /* The GEMM scratch of one chunk, by the given sizing: on the plane [mg, P] · [P, ...]; else
@@ -463,8 +482,8 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
     scratch_size = conv_gemm_scratch(bbi_f32_gemm_scratch_size, on_plane, mg, npos, kdim, rows, last_rows);
   }
-  j.slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
-  const size_t slots = split ? width : 1, pack_at = slots * j.slot_bytes;
+  const size_t slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
+  const size_t slots = split ? width : 1, pack_at = slots * slot_bytes;
   char *mem = bbi_cpu_scratch(ctx, pack_at + pack_bytes + 64);
   if (!mem) return BB_ERR_NOMEM;
   mem = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
@@ -480,13 +499,8 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);
-  j.mem = mem, j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
-  if (split) {
-    bbi_parallel_run(chunks, slots, conv_chunk_task, &j);
-    for (size_t s = 0; s < slots && !rc; s++) rc = j.rc[s];
-  } else {
-    for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) rc = conv_chunk(&j, n0, mem);
-  }
+  j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
+  rc = bbi_nn_run_chunks(conv_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 

@@ -13,6 +13,17 @@
  * result. */
 bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes);
 
+/* One chunk of images n0.. of a convolution, with its scratch at `mem`: 0 or the first
+ * error. */
+typedef int (*bbi_nn_chunk_fn)(const void *job, int64_t n0, char *mem);
+
+/* Runs fn on the chunks n0 = 0, chunk, 2·chunk, … < n_batch: with `split`, as the pool's
+ * tasks on `width` participants, each in its own slot_bytes of `mem` (slot s's at
+ * mem + s·slot_bytes); else one after the other in `mem`. Returns the first error (by
+ * participant when split), else 0. */
+int bbi_nn_run_chunks(bbi_nn_chunk_fn fn, const void *job, int64_t n_batch, int64_t chunk, bool split, size_t width,
+                      char *mem, size_t slot_bytes);
+
 /* nn_conv_transpose.c */
 int bbi_nn_conv_transpose(bbi_cpu_op_ctx *ctx);
 

@@ -57,9 +57,8 @@ static int64_t ct_target(const ct_geom *g, int64_t i, int64_t k) {
 #define CT_MIN_COLUMNS 512
 #define CT_MAX_COL_BYTES (128u << 10)
 
-/* What the chunks of images of one float ConvTranspose share. Each participant's part of
- * `mem` (slot s's at s·slot_bytes) holds a column matrix, the gathered input (`in_at`) and
- * the GEMM's scratch (`scratch_at`). */
+/* What the chunks of images of one float ConvTranspose share. A chunk's scratch holds a
+ * column matrix, the gathered input (`in_at`) and the GEMM's scratch (`scratch_at`). */
 typedef struct ct_job {
   const ct_geom *g;
   bbi_window2d win;
@@ -67,14 +66,13 @@ typedef struct ct_job {
   int64_t n_batch, c_in, cg, mg, m_out, rows, npos, group, chunk;
   const float *x, *w;
   float *y;
-  char *mem;
-  size_t slot_bytes, in_at, scratch_at, scratch_size;
-  int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: the first GEMM error */
+  size_t in_at, scratch_at, scratch_size;
 } ct_job;
 
 /* Images n0.. (one chunk, fewer for the last), every group: the product, then col2im into
  * the images' outputs (which hold the bias), with the scratch at `mem`. */
-static int ct_chunk(const ct_job *j, int64_t n0, char *mem) {
+static int ct_chunk(const void *job, int64_t n0, char *mem) {
+  const ct_job *j = job;
   const ct_geom *g = j->g;
   const int64_t nc = j->n_batch - n0 < j->chunk ? j->n_batch - n0 : j->chunk, npos = j->npos, cg = j->cg;
   const int64_t rows = j->rows, mg = j->mg, c_in = j->c_in;
@@ -117,12 +115,6 @@ static int ct_chunk(const ct_job *j, int64_t n0, char *mem) {
   return rc;
 }
 
-static void ct_chunk_task(void *ctx, size_t task, size_t slot) {
-  ct_job *j = ctx;
-  int rc = ct_chunk(j, (int64_t)task * j->chunk, j->mem + slot * j->slot_bytes);
-  if (rc && !j->rc[slot]) j->rc[slot] = rc;
-}
-
 /* The GEMM scratch of a chunk's product and of the last chunk's, by the given sizing. */
 static size_t ct_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), size_t rows, size_t cols,
                               size_t last_cols, size_t k) {
@@ -161,11 +153,10 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
       split ? alone : ct_gemm_scratch(bbi_f32_gemm_scratch_size, (size_t)rows, cols, last_cols, (size_t)cg);
   ct_job j;
   memset(&j, 0, sizeof j);
-  j.slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
-  const size_t slots = split ? width : 1;
-  char *mem = bbi_cpu_scratch(ctx, slots * j.slot_bytes + 64);
+  const size_t slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
+  char *mem = bbi_cpu_scratch(ctx, (split ? width : 1) * slot_bytes + 64);
   if (!mem) return BB_ERR_NOMEM;
-  j.mem = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  mem = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
   const float *bd = b ? bb_tensor_data(b) : NULL;
   float *yd = bb_tensor_data(y);
   for (int64_t p = 0; p < n_batch * m_out; p++)
@@ -186,12 +177,7 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
   j.group = group, j.chunk = chunk;
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.y = yd;
   j.in_at = in_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
-  if (split) {
-    bbi_parallel_run(chunks, slots, ct_chunk_task, &j);
-    for (size_t s = 0; s < slots && !rc; s++) rc = j.rc[s];
-  } else {
-    for (int64_t n0 = 0; n0 < n_batch && !rc; n0 += chunk) rc = ct_chunk(&j, n0, j.mem);
-  }
+  rc = bbi_nn_run_chunks(ct_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }
 
