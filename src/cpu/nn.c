@@ -271,6 +271,7 @@ static void col_pack_task(void *ctx, size_t task, size_t slot) {
   const col_pack_job *j = ctx;
   const size_t in_plane = j->win->ih * j->win->iw, taps = j->win->kh * j->win->kw;
   const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  if (bbi_f32_im2col_pack_b_2d(NULL, j->win, c0, c1, j->x, j->kdim, j->packed)) return;
   float *rows = j->rows + slot * j->rows_stride;
   for (size_t c = c0; c < c1; c++) {
     bbi_f32_im2col_2d(j->win, 1, j->x + c * in_plane, rows, j->npos);

@@ -427,6 +427,18 @@ void bbi_f32_gemm_pack_b_rows(const bbi_f32_gemm_config *cfg, size_t n, size_t k
   }
 }
 
+float *bbi_f32_gemm_packed_b_row(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p, void *packed,
+                                 size_t *panel_stride, size_t *rows_after) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, 1, n, k);
+  if (n > blk.nc || p >= k) return NULL;
+  /* row p lies in the k block from pc (every block but the last is kc deep) */
+  const size_t pc = p / blk.kc * blk.kc, kc = min_size(blk.kc, k - pc);
+  *panel_stride = cfg->nr * kc;
+  *rows_after = pc + kc - p - 1;
+  return (float *)((char *)packed + SCRATCH_ALIGN) + round_up(n, cfg->nr) * pc + (p - pc) * cfg->nr;
+}
+
 /* The packed data of g->packed_b, or NULL when it was packed for another product. */
 static const float *packed_b_data(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
                                   const gemm_blocking *blk) {
