@@ -218,25 +218,38 @@ void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, co
           }
 }
 
-/* ---- the column matrix straight into packed B panels ---------------------------------- */
+/* ---- the column matrix straight into packed GEMM panels -------------------------------- */
+
+/* Where row p of the column matrix starts among the panels (as B, or as A's columns). */
+static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size_t k, size_t p, void *packed,
+                        size_t *stride, size_t *rows_after, size_t *width) {
+  if (as_a) return bbi_f32_gemm_packed_a_row(cfg, n, k, p, packed, stride, rows_after, width);
+  *width = cfg->nr;
+  return bbi_f32_gemm_packed_b_row(cfg, n, k, p, packed, stride, rows_after);
+}
 
 #if BBI_HAVE_X86_GEMM
 #include <immintrin.h>
 
-/* Columns (output positions) one call takes: the shipped nc of the 32-wide panels. */
+/* Columns (output positions) one call takes, rounded up to its panels: the shipped nc of
+ * the 32-wide B panels. */
 #define PACK_MAX_COLUMNS 2048
 
 /* Row p = (c·kh + ky)·kw + kx of the column matrix, sixteen columns j at a time: the lanes
  * whose window position (oy·sh + ky·dh - ph, ox·sw + kx·dw - pw) lies in the image (and
  * j < oh·ow) read the plane there, the others are 0, and the sixteen floats go to their
- * place in the row's panel. Lanes at consecutive floats of the plane are one masked load,
- * lanes two floats apart (stride 2) the even floats of two, others one masked gather;
- * masked lanes touch no memory. Copies only, so the panels hold
- * the bytes bbi_f32_im2col_2d and bbi_f32_gemm_pack_b_rows would put there. */
-__attribute__((target("avx512f,bmi2"))) static void im2col_pack_b_avx512(const bbi_f32_gemm_config *cfg,
-                                                                    const bbi_window2d *g, size_t c0, size_t c1,
-                                                                    const float *x, size_t k, void *packed) {
-  const size_t n = g->oh * g->ow, groups = (n + 31) / 32 * 2, taps = g->kh * g->kw, plane = g->ih * g->iw;
+ * places in the row's panels (W = 8, 16 or 32 wide: half, one or two lanes' worth, none
+ * past the last panel; or the one 4-wide panel of at most four positions). Lanes at
+ * consecutive floats of the plane are one masked load, lanes two floats apart (stride 2)
+ * the even floats of two, others one masked gather; masked lanes touch no memory. Copies
+ * only, so the panels hold the bytes bbi_f32_im2col_2d and the GEMM's packing would put
+ * there. */
+__attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi_f32_gemm_config *cfg, int as_a,
+                                                                       const bbi_window2d *g, size_t c0, size_t c1,
+                                                                       const float *x, size_t k, size_t W,
+                                                                       void *packed) {
+  const size_t n = g->oh * g->ow, width = (n + W - 1) / W * W, groups = (width + 15) / 16;
+  const size_t taps = g->kh * g->kw, plane = g->ih * g->iw;
   /* per column j: the window's top row oy·sh and left column ox·sw, and j's plane offset */
   int32_t top[PACK_MAX_COLUMNS], left[PACK_MAX_COLUMNS], at[PACK_MAX_COLUMNS];
   uint8_t step[PACK_MAX_COLUMNS / 16]; /* a group's lanes 1 or 2 floats apart in the plane, or 0 */
@@ -255,14 +268,14 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_b_avx512(const b
   }
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i ih = _mm512_set1_epi32((int32_t)g->ih), iw = _mm512_set1_epi32((int32_t)g->iw);
-  size_t stride = 0, rows_after = 0;
+  size_t stride = 0, rows_after = 0, w = 0;
   float *row = NULL;
   for (size_t c = c0; c < c1; c++) {
     const float *src = x + c * plane;
     for (size_t t = 0; t < taps; t++) {
       const size_t p = c * taps + t;
-      if (!row || rows_after == 0) row = bbi_f32_gemm_packed_b_row(cfg, n, k, p, packed, &stride, &rows_after);
-      else row += cfg->nr, rows_after--;
+      if (!row || rows_after == 0) row = panel_row(cfg, as_a, n, k, p, packed, &stride, &rows_after, &w);
+      else row += W, rows_after--;
       /* the window reads row top + dy, column left + dx */
       const int32_t dy = (int32_t)(t / g->kw * g->dh) - (int32_t)g->ph, dx = (int32_t)(t % g->kw * g->dw) - (int32_t)g->pw;
       const __m512i vdy = _mm512_set1_epi32(dy), vdx = _mm512_set1_epi32(dx);
@@ -291,31 +304,41 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_b_avx512(const b
           const __m512i idx = _mm512_add_epi32(_mm512_loadu_si512(at + j), _mm512_set1_epi32(shift));
           v = _mm512_mask_i32gather_ps(v, m, idx, src, 4);
         }
-        _mm512_storeu_ps(row + q / 2 * stride + q % 2 * 16, v);
+        if (W >= 16) {
+          _mm512_storeu_ps(row + j / W * stride + j % W, v);
+        } else if (W == 8) {
+          const __m512d d = _mm512_castps_pd(v);
+          _mm256_storeu_pd((double *)(row + j / 8 * stride), _mm512_castpd512_pd256(d));
+          if (j + 8 < width) _mm256_storeu_pd((double *)(row + (j / 8 + 1) * stride), _mm512_extractf64x4_pd(d, 1));
+        } else { /* four rows, all of them (see bbi_f32_im2col_pack_2d) */
+          _mm_storeu_ps(row, _mm512_castps512_ps128(v));
+        }
       }
     }
   }
 }
 #endif
 
-int bbi_f32_im2col_pack_b_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g, size_t c0, size_t c1,
-                             const float *x, size_t k, void *packed) {
+int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g, size_t c0, size_t c1,
+                           const float *x, size_t k, int as_a, void *packed) {
 #if BBI_HAVE_X86_GEMM
   static int avx512 = -1;
   if (avx512 < 0) avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? 1 : 0;
   if (!cfg) cfg = bbi_f32_gemm_default_config();
   const size_t n = g->oh * g->ow;
-  size_t stride, rows_after;
+  size_t stride, rows_after, w = 0;
   /* plane offsets, windows hanging over the edges included, fit in int32 lanes */
   const size_t reach_h = g->ih + g->ph + (g->kh * g->dh + 1) + g->oh * g->sh;
   const size_t reach_w = g->iw + g->pw + (g->kw * g->dw + 1) + g->ow * g->sw;
-  if (!avx512 || cfg->nr != 32 || n == 0 || n > PACK_MAX_COLUMNS || c1 <= c0 || c1 * g->kh * g->kw > k || reach_h * reach_w >= ((size_t)1 << 30) ||
-      !bbi_f32_gemm_packed_b_row(cfg, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after))
+  if (!avx512 || cfg->nr != 32 || n == 0 || n + 32 > PACK_MAX_COLUMNS || c1 <= c0 || c1 * g->kh * g->kw > k ||
+      reach_h * reach_w >= ((size_t)1 << 30) ||
+      !panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w) ||
+      (w != 4 && w != 8 && w != 16 && w != 32) || (w == 4 && n > 4)) /* 4-tall A panels: m <= 4 */
     return 0;
-  im2col_pack_b_avx512(cfg, g, c0, c1, x, k, packed);
+  im2col_pack_avx512(cfg, as_a, g, c0, c1, x, k, w, packed);
   return 1;
 #else
-  (void)cfg, (void)g, (void)c0, (void)c1, (void)x, (void)k, (void)packed;
+  (void)cfg, (void)g, (void)c0, (void)c1, (void)x, (void)k, (void)as_a, (void)packed;
   return 0;
 #endif
 }
