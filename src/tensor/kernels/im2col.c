@@ -234,6 +234,9 @@ static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size
 /* Columns (output positions) one call takes, rounded up to its panels: the shipped nc of
  * the 32-wide B panels. */
 #define PACK_MAX_COLUMNS 2048
+/* Taps times groups of sixteen columns one call takes (a 7×7 window over 64×64 positions
+ * is 12544). */
+#define PACK_MAX_MASKS 16384
 
 /* Row p = (c·kh + ky)·kw + kx of the column matrix, sixteen columns j at a time: the lanes
  * whose window position (oy·sh + ky·dh - ph, ox·sw + kx·dw - pw) lies in the image (and
@@ -252,7 +255,10 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
   const size_t taps = g->kh * g->kw, plane = g->ih * g->iw;
   /* per column j: the window's top row oy·sh and left column ox·sw, and j's plane offset */
   int32_t top[PACK_MAX_COLUMNS], left[PACK_MAX_COLUMNS], at[PACK_MAX_COLUMNS];
-  uint8_t step[PACK_MAX_COLUMNS / 16]; /* a group's lanes 1 or 2 floats apart in the plane, or 0 */
+  uint8_t step[PACK_MAX_COLUMNS / 16];     /* a group's lanes 1 or 2 floats apart in the plane, or 0 */
+  uint16_t panel[PACK_MAX_COLUMNS / 16];   /* a group's panel, and its first lane's place there */
+  uint8_t place[PACK_MAX_COLUMNS / 16];
+  __mmask16 inside[PACK_MAX_MASKS];        /* per tap and group: the lanes that read the image */
   for (size_t j = 0, oy = 0, ox = 0; j < groups * 16; j++) {
     top[j] = (int32_t)(oy * g->sh), left[j] = (int32_t)(ox * g->sw);
     at[j] = top[j] * (int32_t)g->iw + left[j];
@@ -265,9 +271,25 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
       two &= at[q * 16 + l] == at[q * 16] + 2 * (int32_t)l;
     }
     step[q] = one ? 1 : two ? 2 : 0;
+    panel[q] = (uint16_t)(q * 16 / W), place[q] = (uint8_t)(q * 16 % W);
+  }
+  const __m512i ih = _mm512_set1_epi32((int32_t)g->ih), iw = _mm512_set1_epi32((int32_t)g->iw);
+  for (size_t t = 0; t < taps; t++) {
+    /* the window reads row top + dy, column left + dx */
+    const __m512i dy = _mm512_set1_epi32((int32_t)(t / g->kw * g->dh) - (int32_t)g->ph);
+    const __m512i dx = _mm512_set1_epi32((int32_t)(t % g->kw * g->dw) - (int32_t)g->pw);
+    for (size_t q = 0; q < groups; q++) {
+      const size_t j = q * 16;
+      __mmask16 m = j >= n ? 0 : n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+      const __m512i y = _mm512_add_epi32(_mm512_loadu_si512(top + j), dy);
+      const __m512i xx = _mm512_add_epi32(_mm512_loadu_si512(left + j), dx);
+      m = _mm512_mask_cmpge_epi32_mask(m, y, _mm512_setzero_si512());
+      m = _mm512_mask_cmplt_epi32_mask(m, y, ih);
+      m = _mm512_mask_cmpge_epi32_mask(m, xx, _mm512_setzero_si512());
+      inside[t * groups + q] = _mm512_mask_cmplt_epi32_mask(m, xx, iw);
+    }
   }
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i ih = _mm512_set1_epi32((int32_t)g->ih), iw = _mm512_set1_epi32((int32_t)g->iw);
   size_t stride = 0, rows_after = 0, w = 0;
   float *row = NULL;
   for (size_t c = c0; c < c1; c++) {
@@ -276,22 +298,15 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
       const size_t p = c * taps + t;
       if (!row || rows_after == 0) row = panel_row(cfg, as_a, n, k, p, packed, &stride, &rows_after, &w);
       else row += W, rows_after--;
-      /* the window reads row top + dy, column left + dx */
-      const int32_t dy = (int32_t)(t / g->kw * g->dh) - (int32_t)g->ph, dx = (int32_t)(t % g->kw * g->dw) - (int32_t)g->pw;
-      const __m512i vdy = _mm512_set1_epi32(dy), vdx = _mm512_set1_epi32(dx);
-      const int32_t shift = dy * (int32_t)g->iw + dx;
+      const int32_t shift = ((int32_t)(t / g->kw * g->dh) - (int32_t)g->ph) * (int32_t)g->iw +
+                            (int32_t)(t % g->kw * g->dw) - (int32_t)g->pw;
+      const __mmask16 *in = inside + t * groups;
       for (size_t q = 0; q < groups; q++) {
+        const __mmask16 m = in[q];
         const size_t j = q * 16;
-        __mmask16 m = j >= n ? 0 : n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
-        const __m512i y = _mm512_add_epi32(_mm512_loadu_si512(top + j), vdy);
-        const __m512i xx = _mm512_add_epi32(_mm512_loadu_si512(left + j), vdx);
-        m = _mm512_mask_cmpge_epi32_mask(m, y, _mm512_setzero_si512());
-        m = _mm512_mask_cmplt_epi32_mask(m, y, ih);
-        m = _mm512_mask_cmpge_epi32_mask(m, xx, _mm512_setzero_si512());
-        m = _mm512_mask_cmplt_epi32_mask(m, xx, iw);
-        __m512 v = _mm512_setzero_ps();
         /* lane 0's address, which may lie outside the plane where the lanes are masked */
         const uintptr_t first = (uintptr_t)src + (uintptr_t)(((intptr_t)at[j] + shift) * (intptr_t)sizeof(float));
+        __m512 v = _mm512_setzero_ps();
         if (m && step[q] == 1) {
           v = _mm512_maskz_loadu_ps(m, (const void *)first);
         } else if (m && step[q] == 2) {
@@ -304,14 +319,15 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
           const __m512i idx = _mm512_add_epi32(_mm512_loadu_si512(at + j), _mm512_set1_epi32(shift));
           v = _mm512_mask_i32gather_ps(v, m, idx, src, 4);
         }
+        float *dst = row + panel[q] * stride + place[q];
         if (W >= 16) {
-          _mm512_storeu_ps(row + j / W * stride + j % W, v);
+          _mm512_storeu_ps(dst, v);
         } else if (W == 8) {
           const __m512d d = _mm512_castps_pd(v);
-          _mm256_storeu_pd((double *)(row + j / 8 * stride), _mm512_castpd512_pd256(d));
-          if (j + 8 < width) _mm256_storeu_pd((double *)(row + (j / 8 + 1) * stride), _mm512_extractf64x4_pd(d, 1));
+          _mm256_storeu_pd((double *)dst, _mm512_castpd512_pd256(d));
+          if (j + 8 < width) _mm256_storeu_pd((double *)(dst + stride), _mm512_extractf64x4_pd(d, 1));
         } else { /* four rows, all of them (see bbi_f32_im2col_pack_2d) */
-          _mm_storeu_ps(row, _mm512_castps512_ps128(v));
+          _mm_storeu_ps(dst, _mm512_castps512_ps128(v));
         }
       }
     }
@@ -331,6 +347,7 @@ int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g
   const size_t reach_h = g->ih + g->ph + (g->kh * g->dh + 1) + g->oh * g->sh;
   const size_t reach_w = g->iw + g->pw + (g->kw * g->dw + 1) + g->ow * g->sw;
   if (!avx512 || cfg->nr != 32 || n == 0 || n + 32 > PACK_MAX_COLUMNS || c1 <= c0 || c1 * g->kh * g->kw > k ||
+      g->kh * g->kw * ((n + 31) / 16) > PACK_MAX_MASKS ||
       reach_h * reach_w >= ((size_t)1 << 30) ||
       !panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w) ||
       (w != 4 && w != 8 && w != 16 && w != 32) || (w == 4 && n > 4)) /* 4-tall A panels: m <= 4 */
