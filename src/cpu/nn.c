@@ -312,7 +312,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     const float *xg = j->x + (n0 * c_in + gi * cg) * g->in_size;
     /* one image's positions as rows: its column matrix straight into the GEMM's A panels */
     const bool a_packed =
-        j->col_as_a && bbi_f32_im2col_pack_2d(NULL, &j->win, 0, (size_t)cg, xg, (size_t)kdim, 1, col);
+        j->col_as_a && bbi_par_f32_im2col_pack_2d(&j->win, (size_t)cg, xg, (size_t)kdim, 1, col);
     if (a_packed) bbi_f32_gemm_pack_a_header(NULL, (size_t)npos, (size_t)kdim, 1.0f, col);
     for (int64_t i = 0; i < nc && !j->direct && !j->col_packed && !a_packed; i++) {
       const float *xi = xg + i * c_in * g->in_size;
