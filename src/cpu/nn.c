@@ -253,11 +253,11 @@ static const char *packed_weights(bbi_cpu_op_ctx *ctx, bool as_a, int64_t group,
 }
 
 /* The column matrix of one image's group for a product on the plane, written straight
- * into the GEMM's packed B panels (bbi_f32_gemm_pack_b_rows) a channel at a time: each
- * channel's kh·kw rows go through a small buffer of the participant's own (in L1) rather
- * than through the whole matrix, which the GEMM would then read again to pack. Tasks take
- * blocks of channels; the panels are copies, so any number of threads gives the same
- * bits. */
+ * into the GEMM's packed B panels: by bbi_f32_im2col_pack_2d where it takes the shape,
+ * else a channel at a time through bbi_f32_gemm_pack_b_rows, each channel's kh·kw rows
+ * going through a small buffer of the participant's own (in L1) rather than through the
+ * whole matrix, which the GEMM would then read again to pack. Tasks take blocks of
+ * channels; the panels are copies, so any number of threads gives the same bits. */
 typedef struct col_pack_job {
   const bbi_window2d *win;
   const float *x; /* the group's first input channel */
@@ -413,12 +413,15 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
  *    the column matrix [kdim, P] (for a 1×1, stride-1, unpadded convolution the input
  *    itself) its B, and the product lands straight in the image's [mg, P] block of Y; W
  *    is packed as A once per session when it is constant, and the column matrix is
- *    written as packed B panels (col_pack_job) rather than whole;
+ *    written as packed B panels (col_pack_job: straight in with bbi_f32_im2col_pack_2d, or
+ *    a channel's rows at a time) rather than whole;
  *  - with few, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are
  *    the GEMM's rows, the output channels its columns and W its B operand, packed once per
  *    session when W is constant, so small feature maps (a few positions, many channels)
- *    keep the GEMM's tiles full and the weights are read once per run. The product lands
- *    in `tmp` [chunk·P, mg] and is transposed into each image's [mg, P] block.
+ *    keep the GEMM's tiles full and the weights are read once per run; one image's column
+ *    matrix is written straight into the GEMM's packed A panels where the kernel takes the
+ *    shape (bbi_f32_im2col_pack_2d). The product lands in `tmp` [chunk·P, mg] and is
+ *    transposed into each image's [mg, P] block.
  * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
  * is in cache. The chunks of images (one image each on the plane) are independent: on
  * several threads they are the pool's tasks when there are enough of them (see

@@ -220,6 +220,9 @@ void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, co
 
 /* ---- the column matrix straight into packed GEMM panels -------------------------------- */
 
+#if BBI_HAVE_X86_GEMM
+#include <immintrin.h>
+
 /* Where row p of the column matrix starts among the panels (as B, or as A's columns). */
 static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size_t k, size_t p, void *packed,
                         size_t *stride, size_t *rows_after, size_t *width) {
@@ -228,8 +231,6 @@ static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size
   return bbi_f32_gemm_packed_b_row(cfg, n, k, p, packed, stride, rows_after);
 }
 
-#if BBI_HAVE_X86_GEMM
-#include <immintrin.h>
 
 /* Columns (output positions) one call takes, rounded up to its panels: the shipped nc of
  * the 32-wide B panels. */
