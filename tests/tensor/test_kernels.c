@@ -932,7 +932,7 @@ static void test_im2col_matches_scalar(void) {
  * (the tiny ones cut k into several blocks; as A, every channel). Where it declines (no kernel for the
  * configuration or the shape) it must leave the panels untouched; on a machine with
  * AVX-512 it must take the shipped 32-wide configuration's cases. */
-static void test_im2col_pack_b_matches_rows(void) {
+static void test_im2col_pack_matches_packing(void) {
   bbi_f32_gemm_config cfgs[8];
   const size_t ncfg = test_configs(cfgs, 8);
   rng_seed(27);
@@ -1323,7 +1323,7 @@ int main(void) {
   RUN(test_softmax);
   RUN(test_compare_and_select);
   RUN(test_im2col_matches_scalar);
-  RUN(test_im2col_pack_b_matches_rows);
+  RUN(test_im2col_pack_matches_packing);
   RUN(test_pooling_matches_scalar);
   RUN(test_maxpool_3x3_stride2_matches_scalar);
   RUN(test_dwconv_matches_scalar);
