@@ -143,6 +143,8 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   const phase = (p) => `queued ${p.queued.toFixed(1)}, down ${p.down.toFixed(1)}, client ${p.client.toFixed(1)} (wake ${p.wake.toFixed(1)} + poll ${p.poll.toFixed(1)}: engine ${p.engine.toFixed(1)}, send() ${p.send.toFixed(1)}), up ${p.up.toFixed(1)} (down + up ${(p.down + p.up).toFixed(1)})`;
   console.log(`  phases over WebRTC, medians in ms (${web.phasesMs.samples} rounds): every client: ${phase(web.phasesMs.all)}; the round's last: ${phase(web.phasesMs.last)}`);
   console.log(`  phases over WebRTC, steady rounds (${web.steadyPhasesMs.samples}): every client: ${phase(web.steadyPhasesMs.all)}; the round's last: ${phase(web.steadyPhasesMs.last)}`);
+  const server = (p) => `the server's polls and delivers within the round ${p.serverBusy.toFixed(1)}, its last update to the next broadcast ${p.serverClose.toFixed(1)}`;
+  console.log(`  the server (medians in ms): ${server(web.phasesMs)}; steady rounds: ${server(web.steadyPhasesMs)}`);
   console.log(`  CPU time per round over WebRTC (timer's quiet included): the Chromium processes ${web.cpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.cpuMsPerRound.server.toFixed(1)} ms; animation frames the 4 pages asked for: ${web.framesAskedPerRound.toFixed(2)} a round`);
   if (web.threadsMsPerRound) console.log(`  CPU ms per round by process and thread: ${Object.entries(web.threadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);

@@ -122,10 +122,18 @@ const engineOf = async (peer) => ((await peer.page.evaluate(() => navigator.user
  * each carry the offset between the two processes' clocks (time origins); their sum does not. Medians over every client of every
  * round (`all`) and over the client whose update closed each round (`last`).
  */
-function roundPhases(rounds, pageStates, ids) {
+function roundPhases(rounds, pageStates, ids, serverBusy = [], next = []) {
   const firstAtOrAfter = (xs, t) => xs.find((x) => x >= t);
   const rows = { all: [], last: [] };
-  for (const round of rounds) {
+  const server = { busy: [], close: [] };
+  for (const [r, round] of rounds.entries()) {
+    // the server's own work (polls, delivers) between the broadcast and the round's last
+    // update, and from that update to the next broadcast's first send()
+    const lastArrival = Math.max(...round.arrived.values());
+    let busy = 0;
+    for (const [a, b] of serverBusy) busy += Math.max(0, Math.min(b, lastArrival) - Math.max(a, round.start));
+    server.busy.push(busy);
+    if (next[r] !== undefined) server.close.push(next[r].start - lastArrival);
     let last;
     for (const [i, id] of ids.entries()) {
       const sent = round.sent.get(id);
@@ -146,7 +154,7 @@ function roundPhases(rounds, pageStates, ids) {
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
   const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'wake', 'poll', 'engine', 'send', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
-  return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length };
+  return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length, serverBusy: median(server.busy), serverClose: median(server.close) };
 }
 
 /**
@@ -311,6 +319,19 @@ async function federated() {
     },
   };
   let liveClients = clients;
+  // the server's main thread: when each of its polls and delivers ran (on the same clock)
+  const serverBusy = [];
+  for (const method of ['poll', 'deliver']) {
+    const call = server[method].bind(server);
+    server[method] = (...args) => {
+      const began = abs();
+      try {
+        return call(...args);
+      } finally {
+        if (serverBusy.length < 20_000) serverBusy.push([began, abs()]);
+      }
+    };
+  }
   const reports = [];
   const running = runPeer(server, transport, {
     onStep: roundReporter((r) => {
@@ -367,8 +388,8 @@ async function federated() {
   // animation frames the 4 pages asked for per round
   const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const pageStates = await Promise.all(pages.map((p) => p.state()));
-  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, clientIds);
-  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, clientIds);
+  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(2, fullLatencies.length + 1));
+  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(steadyFrom + 1, fullLatencies.length + 1));
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
   const hidden = pages[0];
   await hidden.page.evaluate(() => window.e2eHide());
