@@ -19,7 +19,8 @@
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
 // data channel back; all on one clock. And the CPU time per round of the Chromium processes
 // and of this process's e2e child (the Node server), which load lengthens less than wall time.
-//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16]
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16] [--steady-from 10]
+// (--steady-from K: the steady rounds are those after the first K, on both sides)
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,7 +38,8 @@ const CONFIGS = {
 };
 // the steady rounds: those after the first STEADY_FROM, on both sides (every page's wasm has
 // tiered up by then, as the one instance in process has); rounds 2..N are reported as well
-const STEADY_FROM = 10;
+const STEADY_FROM = process.argv.includes('--steady-from') ? Number(process.argv[process.argv.indexOf('--steady-from') + 1]) : 10;
+if (!(STEADY_FROM >= 1 && STEADY_FROM < rounds)) throw new Error(`--steady-from must be within 1..${rounds - 1}`);
 const configs = configsArg.split(',').map((name) => {
   if (!(name in CONFIGS)) throw new Error(`--configs: no configuration ${name} (${Object.keys(CONFIGS).join(', ')})`);
   return { name, ...CONFIGS[name] };
