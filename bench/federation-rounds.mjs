@@ -14,6 +14,7 @@
 //                  in process too (its echo is back-to-back's: not run again)
 //   on-close       the 200 ms timer, and the next round starts in the poll that takes a round's
 //                  fourth update (FedAvg's next=close; its echo is back-to-back's: not run again)
+//   on-close-f16   the same with the clients' updates in float16
 // Over WebRTC the bench also prints where a round's time goes (run.mjs's phasesMs): the
 // server's send() start after the broadcast began, the data channel down to the page, the
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
@@ -33,6 +34,7 @@ const configsArg = process.argv.includes('--configs') ? process.argv[process.arg
 const CONFIGS = {
   default: { roundMs: 200, quietMs: 200 },
   'on-close': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false },
+  'on-close-f16': { roundMs: 200, quietMs: 0, nextRound: 'close', codec: 'f16', echo: false },
   'back-to-back': { roundMs: 1, quietMs: 0 },
   'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16', echo: false },
 };

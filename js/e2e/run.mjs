@@ -35,6 +35,7 @@
 //   between Chromium pages alone, plain RTCPeerConnections (bench/echo-pair.mjs is its Node twin)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
+//   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
 //   BB_CHROMIUM overrides /usr/bin/chromium
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
