@@ -1,5 +1,6 @@
 /* bytesandbrains — tensors through bb.wasm's ABI: a handle holds one reference to a
  * bb_tensor whose elements the host reads and writes in place. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "abi_internal.h"
@@ -27,7 +28,9 @@ void bbw_tensor_retire(int32_t handle) {
   bbw_slot_release(s);
 }
 
-int32_t bb_wasm_tensor_new(int32_t dtype, int32_t rank, const int64_t *dims) {
+/* A new tensor, its elements zero (zero) or left for the caller to write (its bytes are
+ * whatever the allocator handed out, never read before the host writes them all). */
+static int32_t tensor_new(int32_t dtype, int32_t rank, const int64_t *dims, bool zero) {
   bbw_error_clear();
   const char *type_name = bb_dtype_name(dtype);
   size_t element_size = bb_dtype_size(dtype);
@@ -52,10 +55,18 @@ int32_t bb_wasm_tensor_new(int32_t dtype, int32_t rank, const int64_t *dims) {
   if (bytes > TENSOR_BYTES_MAX)
     return bbw_fail(BB_ERR_LIMIT, "tensor new: a %s tensor of that shape exceeds %llu bytes", type_name,
                     (unsigned long long)TENSOR_BYTES_MAX);
-  bb_tensor *tensor = bb_tensor_new_zeros(NULL, dtype, rank, shape);
+  bb_tensor *tensor = zero ? bb_tensor_new_zeros(NULL, dtype, rank, shape) : bb_tensor_new_empty(NULL, dtype, rank, shape);
   if (tensor == NULL)
     return bbw_fail(BB_ERR_NOMEM, "tensor new: out of memory allocating %llu bytes", (unsigned long long)bytes);
   return bbw_tensor_issue(tensor);
+}
+
+int32_t bb_wasm_tensor_new(int32_t dtype, int32_t rank, const int64_t *dims) {
+  return tensor_new(dtype, rank, dims, true);
+}
+
+int32_t bb_wasm_tensor_new_empty(int32_t dtype, int32_t rank, const int64_t *dims) {
+  return tensor_new(dtype, rank, dims, false);
 }
 
 int32_t bb_wasm_tensor_dtype(int32_t tensor) {

@@ -32,14 +32,15 @@
  * checks the tokens the host hands it (bb_wasm_node_admit_token); version 7 split learning
  * (bb_wasm_rec_split) and the sender of a network port (bb_wasm_rec_lookup_sender); version 8
  * the work pool's threads (bb_wasm_set_threads, the workers' loop of bb-mt.wasm); version 9
- * the workers' stacks, which the module holds per slot (bb_wasm_worker_stack, _free). */
+ * the workers' stacks, which the module holds per slot (bb_wasm_worker_stack, _free); version
+ * 10 tensors whose elements the host writes (bb_wasm_tensor_new_empty). */
 #ifndef BB_WASM_H
 #define BB_WASM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BB_WASM_ABI_VERSION 9u
+#define BB_WASM_ABI_VERSION 10u
 
 /* Marks a function bb.wasm imports from its host (module "env"). */
 #if defined(__EMSCRIPTEN__) && !defined(BB_WASM_HOST_LINKED) /* tests link their own */
@@ -93,6 +94,11 @@ int32_t bb_wasm_model_free(int32_t model);
  * (0..8) dims read from dims (rank int64 values; may be NULL for rank 0). Returns its
  * handle, or a negative code. */
 int32_t bb_wasm_tensor_new(int32_t dtype, int32_t rank, const int64_t *dims);
+
+/* The same, its elements left unset for the caller to write every one of them (what
+ * Tensor.from does: it copies the host's array over them at once, so the zero fill would be
+ * a wasted pass over the tensor). Returns its handle, or a negative code. */
+int32_t bb_wasm_tensor_new_empty(int32_t dtype, int32_t rank, const int64_t *dims);
 
 /* The tensor's bb_dtype, or a negative code. */
 int32_t bb_wasm_tensor_dtype(int32_t tensor);

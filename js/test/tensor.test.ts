@@ -63,10 +63,12 @@ function lastError(): { code: number; message: string } {
   return { code: bb.exports.bb_wasm_last_error_code(), message: bb.readCString(bb.exports.bb_wasm_last_error()) };
 }
 
-/** Calls tensor_new with dims written into module memory. */
-function rawTensorNew(dtype: number, dims: readonly bigint[]): number {
+type TensorNew = 'bb_wasm_tensor_new' | 'bb_wasm_tensor_new_empty';
+
+/** Calls tensor_new (or tensor_new_empty) with dims written into module memory. */
+function rawTensorNewWith(dtype: number, dims: readonly bigint[], entry: TensorNew): number {
   const bytes = new Uint8Array(BigInt64Array.from(dims).buffer);
-  return bb.withBytes(bytes, (ptr) => bb.exports.bb_wasm_tensor_new(dtype, dims.length, ptr));
+  return bb.withBytes(bytes, (ptr) => bb.exports[entry](dtype, dims.length, ptr));
 }
 
 describe('element types', () => {
@@ -147,6 +149,24 @@ describe('round trips', () => {
     offset.free();
   });
 
+  test('from writes every element over memory a freed tensor left behind; zeros still zeroes it', () => {
+    // 1 MiB, so the allocator hands the same block back rather than fresh (zero) pages
+    const count = 1 << 18;
+    const first = Tensor.from(bb, 'float', Float32Array.from({ length: count }, (_, i) => i + 1), [count]);
+    const place = bb.exports.bb_wasm_tensor_data(first.handle) >>> 0;
+    first.free();
+    const data = Float32Array.from({ length: count }, (_, i) => -i);
+    const second = Tensor.from(bb, 'float', data, [count]);
+    expect(bb.exports.bb_wasm_tensor_data(second.handle) >>> 0).toBe(place);
+    const same = (a: Float32Array, b: Float32Array): boolean => Buffer.from(a.buffer).equals(Buffer.from(b.buffer));
+    expect(same(second.toArray(), data)).toBe(true);
+    second.free();
+    const zeros = Tensor.zeros(bb, 'float', [count]);
+    expect(bb.exports.bb_wasm_tensor_data(zeros.handle) >>> 0).toBe(place);
+    expect(same(zeros.toArray(), new Float32Array(count))).toBe(true);
+    zeros.free();
+  });
+
   test('a view dies when the memory grows; a copy does not', () => {
     const tensor = Tensor.from(bb, 'float', Float32Array.of(1, 2, 3), [3]);
     const view = tensor.view();
@@ -186,7 +206,8 @@ describe('bad tensors are refused with a reason', () => {
     expect(error.message).toBe('Tensor.zeros: rank 9 exceeds the maximum of 8');
   });
 
-  test('the C side checks type, rank, dims and size itself', () => {
+  test.each(['bb_wasm_tensor_new', 'bb_wasm_tensor_new_empty'] as const)('the C side checks type, rank, dims and size itself (%s)', (entry) => {
+    const rawTensorNew = (dtype: number, dims: readonly bigint[]): number => rawTensorNewWith(dtype, dims, entry);
     expect(rawTensorNew(8, [2n])).toBe(BbErrorCode.Unsupported);
     expect(lastError().message).toBe('tensor new: string tensors are not supported');
     expect(rawTensorNew(0, [2n])).toBe(BbErrorCode.Unsupported);
@@ -197,8 +218,8 @@ describe('bad tensors are refused with a reason', () => {
     expect(lastError().message).toBe('tensor new: dim 1 is -3, dims must not be negative');
     expect(rawTensorNew(1, new Array<bigint>(9).fill(1n))).toBe(BbErrorCode.Limit);
     expect(lastError().message).toBe('tensor new: rank 9 is outside 0..8');
-    expect(bb.exports.bb_wasm_tensor_new(1, -1, 0)).toBe(BbErrorCode.Limit);
-    expect(bb.exports.bb_wasm_tensor_new(1, 2, 0)).toBe(BbErrorCode.InvalidArgument);
+    expect(bb.exports[entry](1, -1, 0)).toBe(BbErrorCode.Limit);
+    expect(bb.exports[entry](1, 2, 0)).toBe(BbErrorCode.InvalidArgument);
     expect(lastError().message).toBe('tensor new: NULL dims with rank 2');
     expect(rawTensorNew(11, [1n << 20n, 1n << 20n])).toBe(BbErrorCode.Limit);
     expect(lastError().message).toBe('tensor new: a double tensor of that shape exceeds 2147483647 bytes');

@@ -5,7 +5,7 @@
 import type { WasmMemory } from './platform.js';
 
 /** The ABI version this package was written for (BB_WASM_ABI_VERSION in bb_wasm.h). */
-export const BB_WASM_ABI_VERSION = 9;
+export const BB_WASM_ABI_VERSION = 10;
 
 /** The exports of bb.wasm. */
 export interface BbExports {
@@ -25,6 +25,7 @@ export interface BbExports {
   bb_wasm_model_summary(model: number, json: number): number;
   bb_wasm_model_free(model: number): number;
   bb_wasm_tensor_new(dtype: number, rank: number, dimsPtr: number): number;
+  bb_wasm_tensor_new_empty(dtype: number, rank: number, dimsPtr: number): number;
   bb_wasm_tensor_dtype(tensor: number): number;
   bb_wasm_tensor_rank(tensor: number): number;
   bb_wasm_tensor_dims(tensor: number): number;
@@ -216,6 +217,7 @@ export const BB_WASM_FUNCTION_ARITY: Readonly<Record<BbFunctionName, number>> = 
   bb_wasm_model_summary: 2,
   bb_wasm_model_free: 1,
   bb_wasm_tensor_new: 3,
+  bb_wasm_tensor_new_empty: 3,
   bb_wasm_tensor_dtype: 1,
   bb_wasm_tensor_rank: 1,
   bb_wasm_tensor_dims: 1,

@@ -45,7 +45,8 @@ export class Tensor<D extends DType = DType> {
         `Tensor.from: dims [${dims.join(',')}] need ${expected} ${info.array.name} elements, got ${data.length}`,
       );
     }
-    const tensor = Tensor.zeros(bb, dtype, dims);
+    // every byte is written at once below, so the module need not zero them first
+    const tensor = Tensor.#make(bb, dtype, dims, 'Tensor.from', false);
     const ptr = bb.checkPointer(bb.exports.bb_wasm_tensor_data(tensor.handle));
     bb.memory().set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), ptr);
     return tensor;
@@ -53,9 +54,15 @@ export class Tensor<D extends DType = DType> {
 
   /** A new tensor of that type and shape, every element zero. */
   static zeros<D extends DType>(bb: Bb, dtype: D, dims: readonly number[]): Tensor<D> {
-    const shape = BigInt64Array.from(checkedDims('Tensor.zeros', dims), (dim) => BigInt(dim));
+    return Tensor.#make(bb, dtype, dims, 'Tensor.zeros', true);
+  }
+
+  /** A new tensor in the module, its elements zero or (zero false) left for the caller to write. */
+  static #make<D extends DType>(bb: Bb, dtype: D, dims: readonly number[], caller: string, zero: boolean): Tensor<D> {
+    const shape = BigInt64Array.from(checkedDims(caller, dims), (dim) => BigInt(dim));
     const bytes = new Uint8Array(shape.buffer);
-    const handle = bb.withBytes(bytes, (ptr) => bb.check(bb.exports.bb_wasm_tensor_new(dtypeCode(dtype), dims.length, ptr)));
+    const make = zero ? bb.exports.bb_wasm_tensor_new : bb.exports.bb_wasm_tensor_new_empty;
+    const handle = bb.withBytes(bytes, (ptr) => bb.check(make(dtypeCode(dtype), dims.length, ptr)));
     return new Tensor(bb, handle, dtype, [...dims], dims.reduce((product, dim) => product * dim, 1));
   }
 
