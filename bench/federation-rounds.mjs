@@ -14,12 +14,14 @@
 //                  in process too (its echo is back-to-back's: not run again)
 //   on-close       the 200 ms timer, and the next round starts in the poll that takes a round's
 //                  fourth update (FedAvg's next=close; its echo is back-to-back's: not run again)
+//   on-close-f16   the same with the clients' updates in float16
 // Over WebRTC the bench also prints where a round's time goes (run.mjs's phasesMs): the
 // server's send() start after the broadcast began, the data channel down to the page, the
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
 // data channel back; all on one clock. And the CPU time per round of the Chromium processes
 // and of this process's e2e child (the Node server), which load lengthens less than wall time.
-//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16]
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16] [--steady-from 10]
+// (--steady-from K: the steady rounds are those after the first K, on both sides)
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,9 +34,14 @@ const configsArg = process.argv.includes('--configs') ? process.argv[process.arg
 const CONFIGS = {
   default: { roundMs: 200, quietMs: 200 },
   'on-close': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false },
+  'on-close-f16': { roundMs: 200, quietMs: 0, nextRound: 'close', codec: 'f16', echo: false },
   'back-to-back': { roundMs: 1, quietMs: 0 },
   'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16', echo: false },
 };
+// the steady rounds: those after the first STEADY_FROM, on both sides (every page's wasm has
+// tiered up by then, as the one instance in process has); rounds 2..N are reported as well
+const STEADY_FROM = process.argv.includes('--steady-from') ? Number(process.argv[process.argv.indexOf('--steady-from') + 1]) : 10;
+if (!(STEADY_FROM >= 1 && STEADY_FROM < rounds)) throw new Error(`--steady-from must be within 1..${rounds - 1}`);
 const configs = configsArg.split(',').map((name) => {
   if (!(name in CONFIGS)) throw new Error(`--configs: no configuration ${name} (${Object.keys(CONFIGS).join(', ')})`);
   return { name, ...CONFIGS[name] };
@@ -75,19 +82,21 @@ async function inProcess(roundMs, codec, nextRound) {
   let broadcastAt;
   let cpuAt;
   let updates = 0;
+  // a round ends where it ends over WebRTC: the fourth update handed to the server, before its deliver
+  const deliver = server.deliver.bind(server);
+  server.deliver = (from, bytes, nowNs) => {
+    if (broadcastAt !== undefined && ++updates === ids.length) {
+      latencies.push(performance.now() - broadcastAt);
+      const used = process.cpuUsage(cpuAt);
+      cpu.push((used.user + used.system) / 1000);
+      broadcastAt = undefined;
+    }
+    return deliver(from, bytes, nowNs);
+  };
   server.onStep((step) => {
     if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (cpuAt = process.cpuUsage()), (updates = 0);
   });
-  const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))], {
-    onDeliver(to) {
-      if (to === serverId && broadcastAt !== undefined && ++updates === ids.length) {
-        latencies.push(performance.now() - broadcastAt);
-        const used = process.cpuUsage(cpuAt);
-        cpu.push((used.user + used.system) / 1000);
-        broadcastAt = undefined;
-      }
-    },
-  });
+  const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))]);
   startDigitsServer(server, ids, split.test, now());
   while (round < rounds + 1) {
     network.poll(now());
@@ -96,7 +105,11 @@ async function inProcess(roundMs, codec, nextRound) {
       if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
   }
-  return { median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), cpuMedian: median(cpu.slice(1)), memory: bb.exports.memory.buffer.byteLength };
+  return {
+    median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), cpuMedian: median(cpu.slice(1)),
+    steady: { median: median(latencies.slice(STEADY_FROM)), max: Math.max(...latencies.slice(STEADY_FROM)), cpuMedian: median(cpu.slice(STEADY_FROM)) },
+    memory: bb.exports.memory.buffer.byteLength,
+  };
 }
 
 // ---- browsers over WebRTC ------------------------------------------------------------------
@@ -118,7 +131,7 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   const local = await inProcess(roundMs, codec, nextRound);
   if (roundMs === 200 && codec === undefined && nextRound === 'timer') reference = local;
   // four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
-  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--round-ms', String(roundMs), '--next-round', nextRound, ...(codec === undefined ? [] : ['--codec', codec])]);
+  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--steady-from', String(STEADY_FROM), '--round-ms', String(roundMs), '--next-round', nextRound, ...(codec === undefined ? [] : ['--codec', codec])]);
   // the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
   // with the quiet a broadcast follows in this configuration (no engine, no driver)
   const echo = withEcho ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
@@ -126,11 +139,18 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   console.log(`  in one Node process (no network)       ${ms(local)}   (its CPU time: ${local.cpuMedian.toFixed(1)} ms median)`);
   const against = reference !== undefined && reference !== local ? `, ${(web.roundLatencyMs.median / reference.median).toFixed(2)}x the default in-process round` : '';
   console.log(`  4 Chromium pages over WebRTC            ${ms(web.roundLatencyMs)}   ${(web.roundLatencyMs.median / local.median).toFixed(2)}x in-process${against}`);
+  const steadyAgainst = reference !== undefined && reference !== local ? `, ${(web.steadyLatencyMs.median / reference.steady.median).toFixed(2)}x the default in-process round` : '';
+  console.log(`  rounds ${STEADY_FROM + 1}..${rounds} only (steady: wasm tiered up on both sides): in process ${ms(local.steady)} (CPU ${local.steady.cpuMedian.toFixed(1)} ms), over WebRTC ${ms(web.steadyLatencyMs)}   ${(web.steadyLatencyMs.median / local.steady.median).toFixed(2)}x in-process${steadyAgainst}`);
   if (echo) console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
+  if (echo?.threadsMsPerExchange) console.log(`    their CPU ms per exchange by process and thread: ${Object.entries(echo.threadsMsPerExchange).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
   const phase = (p) => `queued ${p.queued.toFixed(1)}, down ${p.down.toFixed(1)}, client ${p.client.toFixed(1)} (wake ${p.wake.toFixed(1)} + poll ${p.poll.toFixed(1)}: engine ${p.engine.toFixed(1)}, send() ${p.send.toFixed(1)}), up ${p.up.toFixed(1)} (down + up ${(p.down + p.up).toFixed(1)})`;
   console.log(`  phases over WebRTC, medians in ms (${web.phasesMs.samples} rounds): every client: ${phase(web.phasesMs.all)}; the round's last: ${phase(web.phasesMs.last)}`);
+  console.log(`  phases over WebRTC, steady rounds (${web.steadyPhasesMs.samples}): every client: ${phase(web.steadyPhasesMs.all)}; the round's last: ${phase(web.steadyPhasesMs.last)}`);
+  const server = (p) => `the server's polls and delivers within the round ${p.serverBusy.toFixed(1)}, its last update to the next broadcast ${p.serverClose.toFixed(1)}`;
+  console.log(`  the server (medians in ms): ${server(web.phasesMs)}; steady rounds: ${server(web.steadyPhasesMs)}`);
   console.log(`  CPU time per round over WebRTC (timer's quiet included): the Chromium processes ${web.cpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.cpuMsPerRound.server.toFixed(1)} ms; animation frames the 4 pages asked for: ${web.framesAskedPerRound.toFixed(2)} a round`);
+  if (web.threadsMsPerRound) console.log(`  CPU ms per round by process and thread: ${Object.entries(web.threadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
 }

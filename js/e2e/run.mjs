@@ -26,6 +26,7 @@
 //
 // Prints one line per check and ends with `e2e: N passed, M failed`. Options:
 //   --only federated|cnn|split|gossip   --full-rounds N (rounds before page 1 is hidden; default 5)
+//   --steady-from K (the federated run's steady rounds: those after the first K; default 10)
 //   --round-ms MS (the federated server's round timer; default 200) --codec f16 (its clients' updates in float16)
 //   --next-round close (the next round starts as soon as one closes: FedAvg's next=close)
 //   --only echo --echoes N [--echo-pages 4] [--echo-quiet 200] [--echo-bytes 10000]: the data channels alone
@@ -34,6 +35,7 @@
 //   between Chromium pages alone, plain RTCPeerConnections (bench/echo-pair.mjs is its Node twin)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
+//   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
 //   BB_CHROMIUM overrides /usr/bin/chromium
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -67,6 +69,8 @@ const option = (name) => (process.argv.includes(name) ? process.argv[process.arg
 const only = option('--only');
 // rounds with all four clients before one is hidden (the benchmark asks for more)
 const fullRounds = Number(option('--full-rounds') ?? 5);
+// the federated run's steady rounds: those after the first --steady-from (default 10)
+const steadyFrom = Number(option('--steady-from') ?? 10);
 const mixed = (option('--engines') ?? 'mixed') === 'mixed';
 // the federated server's round timer (default federated_digits' 200 ms; bench/federation-rounds.mjs
 // also measures 1 ms: the next round starts about as soon as one closes)
@@ -119,10 +123,18 @@ const engineOf = async (peer) => ((await peer.page.evaluate(() => navigator.user
  * each carry the offset between the two processes' clocks (time origins); their sum does not. Medians over every client of every
  * round (`all`) and over the client whose update closed each round (`last`).
  */
-function roundPhases(rounds, pageStates, ids) {
+function roundPhases(rounds, pageStates, ids, serverBusy = [], next = []) {
   const firstAtOrAfter = (xs, t) => xs.find((x) => x >= t);
   const rows = { all: [], last: [] };
-  for (const round of rounds) {
+  const server = { busy: [], close: [] };
+  for (const [r, round] of rounds.entries()) {
+    // the server's own work (polls, delivers) between the broadcast and the round's last
+    // update, and from that update to the next broadcast's first send()
+    const lastArrival = Math.max(...round.arrived.values());
+    let busy = 0;
+    for (const [a, b] of serverBusy) busy += Math.max(0, Math.min(b, lastArrival) - Math.max(a, round.start));
+    server.busy.push(busy);
+    if (next[r] !== undefined) server.close.push(next[r].start - lastArrival);
     let last;
     for (const [i, id] of ids.entries()) {
       const sent = round.sent.get(id);
@@ -143,7 +155,7 @@ function roundPhases(rounds, pageStates, ids) {
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
   const summary = (list) => Object.fromEntries(['queued', 'down', 'client', 'wake', 'poll', 'engine', 'send', 'up'].map((k) => [k, median(list.map((r) => r[k]))]));
-  return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length };
+  return { all: summary(rows.all), last: summary(rows.last), samples: rows.last.length, serverBusy: median(server.busy), serverClose: median(server.close) };
 }
 
 /**
@@ -175,6 +187,76 @@ function descendantsCpuMs() {
     }
   }
   return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+/**
+ * CPU time (ms) of every thread of this process and of its descendants, keyed by where it
+ * runs: `node <thread>` for this process (the server's main thread, libdatachannel's and
+ * libuv's threads), `<kind> <thread>` for the browsers' processes (kind: browser, renderer,
+ * gpu, network, utility, zygote), thread names from /proc (CrRendererMain,
+ * WebRTC_Network, ...). The difference of two readings says which threads a round keeps busy.
+ */
+function threadsCpuMs() {
+  const parent = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // the process ended while we read
+    }
+  }
+  const ours = (pid) => {
+    for (let p = pid; p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
+    return false;
+  };
+  const kindOf = (pid) => {
+    if (pid === process.pid) return 'node';
+    let cmdline = '';
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      return 'gone';
+    }
+    const type = /--type=([a-z-]+)/.exec(cmdline)?.[1];
+    if (type === undefined) return cmdline.includes('chrom') ? 'browser' : 'other';
+    if (type === 'utility') return cmdline.includes('NetworkService') ? 'network' : 'utility';
+    return type === 'gpu-process' ? 'gpu' : type;
+  };
+  const totals = new Map();
+  for (const pid of parent.keys()) {
+    if (!ours(pid)) continue;
+    const kind = kindOf(pid);
+    let tids = [];
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[0-9]+$/, '#');
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        const key = `${kind} ${comm}`;
+        totals.set(key, (totals.get(key) ?? 0) + ((Number(fields[11]) + Number(fields[12])) * 1000) / 100);
+      } catch {
+        // the thread ended while we read
+      }
+    }
+  }
+  return totals;
+}
+
+/** Per round, the CPU time each thread kind spent between two readings of threadsCpuMs (largest first, over 0.2 ms). */
+function threadsPerRound(before, after, rounds) {
+  const rows = [];
+  for (const [key, ms] of after) {
+    const per = (ms - (before.get(key) ?? 0)) / rounds;
+    if (per >= 0.2) rows.push([key, Number(per.toFixed(2))]);
+  }
+  return Object.fromEntries(rows.sort((a, b) => b[1] - a[1]));
 }
 
 async function federated() {
@@ -238,6 +320,19 @@ async function federated() {
     },
   };
   let liveClients = clients;
+  // the server's main thread: when each of its polls and delivers ran (on the same clock)
+  const serverBusy = [];
+  for (const method of ['poll', 'deliver']) {
+    const call = server[method].bind(server);
+    server[method] = (...args) => {
+      const began = abs();
+      try {
+        return call(...args);
+      } finally {
+        if (serverBusy.length < 20_000) serverBusy.push([began, abs()]);
+      }
+    };
+  }
   const reports = [];
   const running = runPeer(server, transport, {
     onStep: roundReporter((r) => {
@@ -264,22 +359,38 @@ async function federated() {
   await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
 
   const started = performance.now();
-  const cpuAtStart = { pages: descendantsCpuMs(), server: process.cpuUsage() };
+  const cpuAtStart = { pages: descendantsCpuMs(), server: process.cpuUsage(), threads: threadsCpuMs() };
   const framesAt = async () => (await Promise.all(pages.map((p) => p.state()))).reduce((sum, s) => sum + s.framesAsked, 0);
   const framesAtStart = await framesAt();
+  // BB_E2E_PROFILE=file: a CPU profile of this process (the server's main thread) over the rounds measured
+  const profiler = process.env.BB_E2E_PROFILE ? new (await import('node:inspector/promises')).Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.setSamplingInterval', { interval: 200 });
+    await profiler.post('Profiler.start');
+  }
   startDigitsServer(server, clientIds, split.test, running.driver.now());
   running.driver.wake();
   const round = () => reports.at(-1)?.round ?? 0;
   await until(`round ${fullRounds}`, () => round() >= fullRounds, 120_000 + fullRounds * 1000);
+  if (profiler) {
+    const { profile } = await profiler.post('Profiler.stop');
+    (await import('node:fs')).writeFileSync(process.env.BB_E2E_PROFILE, JSON.stringify(profile));
+    profiler.disconnect();
+  }
   check('the first rounds complete over real data channels', round() >= fullRounds, `${round()} rounds in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
   // hide page 1: its driver must fall back to timers and the client keep training
   const fullLatencies = [...latencies];
   const serverCpu = process.cpuUsage(cpuAtStart.server);
   const cpuPerRound = { pages: (descendantsCpuMs() - cpuAtStart.pages) / round(), server: (serverCpu.user + serverCpu.system) / 1000 / round() };
+  const threadsMsPerRound = threadsPerRound(cpuAtStart.threads, threadsCpuMs(), round());
   // animation frames the 4 pages asked for per round
   const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
-  const phases = roundPhases(timeline.slice(1, fullLatencies.length), await Promise.all(pages.map((p) => p.state())), clientIds);
+  const pageStates = await Promise.all(pages.map((p) => p.state()));
+  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(2, fullLatencies.length + 1));
+  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(steadyFrom + 1, fullLatencies.length + 1));
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
   const hidden = pages[0];
   await hidden.page.evaluate(() => window.e2eHide());
@@ -311,6 +422,9 @@ async function federated() {
   check('no page reported an error', pageErrors.length === 0, pageErrors.slice(0, 3).join(' | '));
 
   const sorted = fullLatencies.slice(1).sort((a, b) => a - b); // the first includes connecting
+  // the rounds after the first --steady-from (default 10): each page's wasm tiered up and
+  // compiled, as the in-process federation's is after as many rounds
+  const steady = fullLatencies.slice(steadyFrom).sort((a, b) => a - b);
   const sends = sendMs.slice(1, fullLatencies.length).sort((a, b) => a - b);
   const memory = [];
   for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
@@ -321,9 +435,13 @@ async function federated() {
     rounds: last.round,
     accuracy: last.accuracy,
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },
+    steadyFrom,
+    steadyLatencyMs: { median: steady[Math.floor(steady.length / 2)] ?? NaN, max: steady.at(-1) ?? NaN, samples: steady.length },
+    steadyPhasesMs: steadyPhases,
     broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
     phasesMs: phases,
     cpuMsPerRound: cpuPerRound,
+    threadsMsPerRound,
     framesAskedPerRound,
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
@@ -390,12 +508,14 @@ async function echo() {
   });
   await exchange(new Uint8Array(bytes)); // the first one waits for the links
   const times = [];
+  const threadsAtStart = threadsCpuMs();
   for (let k = 0; k < samples; k++) {
     if (quietMs > 0) await sleep(quietMs);
     times.push(await exchange(new Uint8Array(bytes).fill(k)));
   }
+  const threadsMsPerExchange = threadsPerRound(threadsAtStart, threadsCpuMs(), samples);
   const sorted = [...times].sort((a, b) => a - b);
-  const result = { bytes, pages: pageCount, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length } };
+  const result = { bytes, pages: pageCount, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length }, threadsMsPerExchange };
   check(`${samples} times, all ${pageCount} pages sent the ${bytes}-byte envelope back`, times.length === samples, JSON.stringify(result));
   transport.close();
   await context.close();

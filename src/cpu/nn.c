@@ -253,11 +253,11 @@ static const char *packed_weights(bbi_cpu_op_ctx *ctx, bool as_a, int64_t group,
 }
 
 /* The column matrix of one image's group for a product on the plane, written straight
- * into the GEMM's packed B panels (bbi_f32_gemm_pack_b_rows) a channel at a time: each
- * channel's kh·kw rows go through a small buffer of the participant's own (in L1) rather
- * than through the whole matrix, which the GEMM would then read again to pack. Tasks take
- * blocks of channels; the panels are copies, so any number of threads gives the same
- * bits. */
+ * into the GEMM's packed B panels: by bbi_f32_im2col_pack_2d where it takes the shape,
+ * else a channel at a time through bbi_f32_gemm_pack_b_rows, each channel's kh·kw rows
+ * going through a small buffer of the participant's own (in L1) rather than through the
+ * whole matrix, which the GEMM would then read again to pack. Tasks take blocks of
+ * channels; the panels are copies, so any number of threads gives the same bits. */
 typedef struct col_pack_job {
   const bbi_window2d *win;
   const float *x; /* the group's first input channel */
@@ -272,6 +272,10 @@ static void col_pack_task(void *ctx, size_t task, size_t slot) {
   const col_pack_job *j = ctx;
   const size_t in_plane = j->plane, taps = j->win->kh * j->win->kw;
   const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
+  /* straight into the panels where the window's own plane is the channel stride (not in a
+   * band that starts below the image's first row) */
+  if (j->plane == j->win->ih * j->win->iw && bbi_f32_im2col_pack_2d(NULL, j->win, c0, c1, j->x, j->kdim, 0, j->packed))
+    return;
   float *rows = j->rows + slot * j->rows_stride;
   for (size_t c = c0; c < c1; c++) {
     bbi_f32_im2col_2d(j->win, 1, j->x + c * in_plane, rows, j->npos);
@@ -287,7 +291,7 @@ typedef struct conv_job {
   const geometry *g;
   bbi_window2d win;
   int64_t n_batch, c_in, m_out, group, cg, mg, kdim, npos, chunk;
-  bool direct, planar, patches, on_plane, col_packed;
+  bool direct, planar, patches, on_plane, col_packed, col_as_a;
   const float *x, *w, *b;
   float *y;
   const char *packed;
@@ -358,7 +362,11 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
   int rc = 0;
   for (int64_t gi = 0; gi < j->group && !rc; gi++) {
     const float *xg = j->x + (n0 * c_in + gi * cg) * g->in_size;
-    for (int64_t i = 0; i < nc && !j->direct && !j->col_packed; i++) {
+    /* one image's positions as rows: its column matrix straight into the GEMM's A panels */
+    const bool a_packed =
+        j->col_as_a && bbi_par_f32_im2col_pack_2d(&j->win, (size_t)cg, xg, (size_t)kdim, 1, col);
+    if (a_packed) bbi_f32_gemm_pack_a_header(NULL, (size_t)npos, (size_t)kdim, 1.0f, col);
+    for (int64_t i = 0; i < nc && !j->direct && !j->col_packed && !a_packed; i++) {
       const float *xi = xg + i * c_in * g->in_size;
       if (j->patches) bbi_par_f32_im2col_patches_2d(&j->win, (size_t)cg, xi, col + i * npos * kdim, (size_t)kdim);
       else if (j->planar) bbi_par_f32_im2col_2d(&j->win, (size_t)cg, xi, col + i * npos, ld);
@@ -394,7 +402,8 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       continue;
     }
     a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
-    if (j->patches) a.a = col, a.lda = (size_t)kdim; /* stored [positions, kdim] */
+    if (a_packed) a.packed_a = col;
+    else if (j->patches) a.a = col, a.lda = (size_t)kdim; /* stored [positions, kdim] */
     else a.trans_a = 1, a.a = j->direct ? xg : col, a.lda = ld; /* stored [kdim, positions] */
     a.trans_b = 1, a.b = j->w + gi * mg * kdim, a.ldb = (size_t)kdim; /* stored [mg, kdim] */
     a.packed_b = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
@@ -461,12 +470,15 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
  *    the column matrix [kdim, P] (for a 1×1, stride-1, unpadded convolution the input
  *    itself) its B, and the product lands straight in the image's [mg, P] block of Y; W
  *    is packed as A once per session when it is constant, and the column matrix is
- *    written as packed B panels (col_pack_job) rather than whole;
+ *    written as packed B panels (col_pack_job: straight in with bbi_f32_im2col_pack_2d, or
+ *    a channel's rows at a time) rather than whole;
  *  - with few, Yᵀ = colᵀ · Wᵀ: the positions of `chunk` images (one above the other) are
  *    the GEMM's rows, the output channels its columns and W its B operand, packed once per
  *    session when W is constant, so small feature maps (a few positions, many channels)
- *    keep the GEMM's tiles full and the weights are read once per run. The product lands
- *    in `tmp` [chunk·P, mg] and is transposed into each image's [mg, P] block.
+ *    keep the GEMM's tiles full and the weights are read once per run; one image's column
+ *    matrix is written straight into the GEMM's packed A panels where the kernel takes the
+ *    shape (bbi_f32_im2col_pack_2d). The product lands in `tmp` [chunk·P, mg] and is
+ *    transposed into each image's [mg, P] block.
  * The bias comes with the GEMM; the fused epilogue (if any) finishes each block while it
  * is in cache. The chunks of images (one image each on the plane) are independent: on
  * several threads they are the pool's tasks when there are enough of them (see
@@ -517,9 +529,17 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     rows_stride = ((size_t)(g->kernel_size * npos) + 15) & ~(size_t)15;
   }
   const size_t chunks = (size_t)((n_batch + chunk - 1) / chunk), width = bbi_parallel_width();
+  /* one image with its positions as rows may have its column matrix packed as the GEMM's
+   * A (bbi_f32_im2col_pack_2d; a product of one row or one column is a matrix-vector one,
+   * which takes A as it is): room for those panels too */
+  const bool col_as_a = !on_plane && !direct && planar && chunk == 1 && npos > 1 && mg > 1;
   size_t col_bytes_alone = direct ? 0
                            : col_packed ? panels_bytes + rows_stride * sizeof(float)
                                         : (size_t)kdim * rows * sizeof(float);
+  if (col_as_a) {
+    const size_t a_bytes = bbi_f32_gemm_packed_a_size(NULL, (size_t)npos, (size_t)kdim);
+    col_bytes_alone = col_bytes_alone > a_bytes ? col_bytes_alone : a_bytes;
+  }
   size_t tmp_bytes = on_plane ? 0 : rows * (size_t)mg * sizeof(float);
   /* the GEMM's blocking (and so its scratch) follows its row count, which is smaller for
    * the last chunk of images: room for both; a product that runs whole on one participant
@@ -550,6 +570,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.n_batch = n_batch, j.c_in = c_in, j.m_out = m_out, j.group = group, j.cg = cg, j.mg = mg, j.kdim = kdim;
   j.npos = npos, j.chunk = chunk;
   j.direct = direct, j.planar = planar, j.patches = patches, j.on_plane = on_plane, j.col_packed = col_packed;
+  j.col_as_a = col_as_a;
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);

@@ -602,7 +602,8 @@ static void test_sigmoid_blocks(void) {
   float x[N], y[N], r[N];
   rng_seed(17);
   fill_uniform(x, N, -9.0f, 9.0f);
-  for (size_t b = 0; b < 16; b++) x[16 * b + b] = b % 2 ? -95.0f - (float)b : -1e30f; /* block 16 stays fast */
+  /* far out on either side; block 16 stays fast */
+  for (size_t b = 0; b < 16; b++) x[16 * b + b] = b % 3 == 0 ? -1e30f : b % 3 == 1 ? -95.0f - (float)b : 95.0f + (float)b;
   bbi_f32_vunary(BBI_UNARY_SIGMOID, N, x, y);
   int same = 1;
   for (size_t i = 0; i + 4 <= N; i += 4) {
@@ -612,6 +613,32 @@ static void test_sigmoid_blocks(void) {
   for (size_t i = 0; i < N / 4 * 4; i++) same &= same_float(y[i], r[i]);
   CHECK_MSG(same, "vunary's sigmoid differs from bbi_f32x4_sigmoid's per-vector choice");
   CHECK(y[0] == 0.0f && y[17] > 0.0f && y[17] < 1e-40f); /* -1e30 and a subnormal result */
+}
+
+/* Sigmoid's fast path, 1 / (1 + exp(-x)) for |x| <= 86.5, within 2 ulp of the scalar twin
+ * (sigmoid in double, rounded once): every 2039th float of that range on both sides, and
+ * the 2 floats after each (3.3 million floats; all 2.2e9 of them, checked once, gave 2). A polynomial of one degree less, or e/(1 + e) dropped for x < 0 without this
+ * form's care, shows 3 ulp or more here. */
+static void test_sigmoid_fast_range(void) {
+  enum { BLOCK = 3, STRIDE = 2039 };
+  const uint32_t last = 0x42ad0000u; /* 86.5f */
+  const size_t cap = 2 * (last / STRIDE + 1) * BLOCK;
+  float *x = floats(cap), *y = floats(cap), *r = floats(cap);
+  size_t n = 0;
+  for (uint32_t sign = 0; sign < 2; sign++)
+    for (uint32_t u = 0; u <= last; u += STRIDE)
+      for (uint32_t d = 0; d < BLOCK && u + d <= last; d++) x[n++] = float_of((u + d) | sign << 31);
+  bbi_f32_vunary(BBI_UNARY_SIGMOID, n, x, y);
+  bbi_f32_vunary_scalar(BBI_UNARY_SIGMOID, n, x, r);
+  int64_t worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < n; i++) {
+    const int64_t d = ulp_distance(y[i], r[i]);
+    if (d > worst) worst = d, worst_i = i;
+  }
+  printf("  sigmoid max error %lld ulp over %zu floats with |x| <= 86.5\n", (long long)worst, n);
+  CHECK_MSG(worst <= 2, "sigmoid(%a) = %a, reference %a", x[worst_i], y[worst_i], r[worst_i]);
+  free(x), free(y), free(r);
 }
 
 /* Softmax's exp of the shifted values (x - max <= 0): within 2 ulp of libm over [-104, 0]
@@ -923,6 +950,106 @@ static void test_im2col_matches_scalar(void) {
   CHECK_MSG(ok_bounds, "im2col wrote outside the column matrix");
 }
 
+/* The column matrix written straight into packed panels (bbi_f32_im2col_pack_2d) is, byte
+ * for byte, the scalar column matrix packed by bbi_f32_gemm_pack_b_rows as B and by
+ * bbi_f32_gemm_pack_a (read transposed: positions as rows, panels 4 or MR tall) as A: random
+ * windows (strides 1 to 3, dilations, padding past the window's span, positions that end
+ * mid-panel), the 3×3 / pad 1 and stride-2 convolutions of a resnet's small maps and its
+ * 7×7 stride-2 stem, a range of channels in the middle of the input, every configuration
+ * (the tiny ones cut k into several blocks; as A, every channel). Where it declines (no kernel for the
+ * configuration or the shape) it must leave the panels untouched; on a machine with
+ * AVX-512 it must take the shipped 32-wide configuration's cases. */
+static void test_im2col_pack_matches_packing(void) {
+  bbi_f32_gemm_config cfgs[8];
+  const size_t ncfg = test_configs(cfgs, 8);
+  rng_seed(27);
+  int ok = 1, ok_a = 1, ok_untouched = 1;
+  size_t taken = 0, wide_cases = 0, taken_a = 0, wide_a = 0;
+  for (int t = 0; t < 300; t++) {
+    bbi_window2d g = {0};
+    g.ih = (size_t)rng_int(1, 20), g.iw = (size_t)rng_int(1, 40);
+    g.kh = (size_t)rng_int(1, 4), g.kw = (size_t)rng_int(1, 4);
+    g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
+    g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+    g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
+    g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
+    if (t % 2) g.sh = g.sw = 1, g.ph_end = span_h - 1 - (g.ph = span_h / 2), g.pw_end = span_w - 1 - (g.pw = span_w / 2);
+    if (t % 8 == 0) g = (bbi_window2d){16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 8 == 2) g = (bbi_window2d){8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 8 == 4) g = (bbi_window2d){16, 16, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 16 == 6) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
+    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
+    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
+    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    const size_t channels = (size_t)rng_int(1, 5), c0 = (size_t)rng_int(0, (int)channels - 1);
+    const size_t c1 = (size_t)rng_int((int)c0 + 1, (int)channels), taps = g.kh * g.kw;
+    const size_t n = g.oh * g.ow, k = channels * taps;
+    if (n == 0) continue;
+    float *x = floats(channels * g.ih * g.iw), *col = floats(k * n + 1);
+    fill_uniform(x, channels * g.ih * g.iw, -4.0f, 4.0f);
+    if (t % 3 == 0) x[0] = -0.0f;
+    bbi_f32_im2col_2d_scalar(&g, channels, x, col, n);
+    for (size_t ci = 0; ci < ncfg; ci++) {
+      const bbi_f32_gemm_config *cfg = &cfgs[ci];
+      const size_t size = bbi_f32_gemm_packed_b_size(cfg, n, k);
+      char *want = malloc(size), *got = malloc(size);
+      memset(want, 0xab, size), memset(got, 0xab, size);
+      bbi_f32_gemm_pack_b_rows(cfg, n, k, c0 * taps, c1 * taps, col + c0 * taps * n, want);
+      const int did = bbi_f32_im2col_pack_2d(cfg, &g, c0, c1, x, k, 0, got);
+      if (did) ok &= memcmp(want, got, size) == 0;
+      else {
+        for (size_t i = 0; i < size; i++) ok_untouched &= (unsigned char)got[i] == 0xab;
+      }
+      taken += (size_t)did;
+      wide_cases += cfg->nr == 32 && ci % 2 == 0 && n + 32 <= 2048;
+      free(want), free(got);
+      /* as A, positions as rows (every channel): bbi_f32_gemm_pack_a of the column matrix read transposed */
+      const size_t a_size = bbi_f32_gemm_packed_a_size(cfg, n, k);
+      want = malloc(a_size), got = malloc(a_size);
+      memset(want, 0xab, a_size), memset(got, 0xab, a_size);
+      bbi_f32_gemm_pack_a(cfg, n, k, 1, 1.0f, col, n, want, a_size);
+      const int did_a = bbi_f32_im2col_pack_2d(cfg, &g, 0, channels, x, k, 1, got);
+      if (did_a) {
+        bbi_f32_gemm_pack_a_header(cfg, n, k, 1.0f, got);
+        ok_a &= memcmp(want + 64, got + 64, a_size - 64) == 0; /* the panels, after the header */
+        if (n > 1) { /* and the header: a product takes it, with the bits of pack_a's */
+          float *b = floats(k * 5), *c = floats(n * 5), *c_ref = floats(n * 5);
+          fill_uniform(b, k * 5, -1.0f, 1.0f);
+          bbi_f32_gemm_args ga = {0};
+          ga.m = n, ga.n = 5, ga.k = k, ga.alpha = 1.0f, ga.b = b, ga.ldb = 5, ga.ldc = 5;
+          const size_t scratch_size = bbi_f32_gemm_scratch_size_for(cfg, n, 5, k);
+          void *scratch = malloc(scratch_size);
+          ga.packed_a = want, ga.c = c_ref;
+          int rc = bbi_f32_gemm_run(cfg, &ga, scratch, scratch_size);
+          ga.packed_a = got, ga.c = c;
+          rc |= bbi_f32_gemm_run(cfg, &ga, scratch, scratch_size);
+          ok_a &= rc == 0 && memcmp(c, c_ref, n * 5 * sizeof *c) == 0;
+          free(b), free(c), free(c_ref), free(scratch);
+        }
+      } else {
+        for (size_t i = 0; i < a_size; i++) ok_untouched &= (unsigned char)got[i] == 0xab;
+      }
+      taken_a += (size_t)did_a;
+      wide_a += cfg->nr == 32 && ci % 2 == 0 && n >= 2 && n <= cfg->mc;
+      free(want), free(got);
+    }
+    free(x), free(col);
+  }
+  CHECK_MSG(ok, "the column matrix packed straight into panels differs from im2col + pack_b_rows");
+  CHECK_MSG(ok_a, "the column matrix packed straight into A panels differs from bbi_f32_gemm_pack_a");
+  CHECK_MSG(ok_untouched, "a declined im2col_pack wrote into the panels");
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (__builtin_cpu_supports("avx512f")) {
+    CHECK_MSG(wide_cases > 0, "no case for the 32-wide configuration");
+    CHECK_MSG(taken >= wide_cases, "the AVX-512 kernel declined a shipped configuration's case");
+    CHECK_MSG(wide_a > 0 && taken_a >= wide_a, "the AVX-512 kernel declined a shipped configuration's A case");
+  }
+#else
+  (void)taken, (void)wide_cases, (void)taken_a, (void)wide_a;
+#endif
+}
+
 static void test_pooling_matches_scalar(void) {
   rng_seed(9);
   int ok_max = 1, ok_avg = 1, ok_idx = 1;
@@ -1217,12 +1344,14 @@ int main(void) {
   RUN(test_binary_row_broadcast);
   RUN(test_unary_against_libm);
   RUN(test_sigmoid_blocks);
+  RUN(test_sigmoid_fast_range);
   RUN(test_reduce_rows);
   RUN(test_reduce_strided);
   RUN(test_exp_shifted);
   RUN(test_softmax);
   RUN(test_compare_and_select);
   RUN(test_im2col_matches_scalar);
+  RUN(test_im2col_pack_matches_packing);
   RUN(test_pooling_matches_scalar);
   RUN(test_maxpool_3x3_stride2_matches_scalar);
   RUN(test_dwconv_matches_scalar);

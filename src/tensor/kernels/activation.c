@@ -99,26 +99,31 @@ WIDE w_i32 w_group_any(w_i32 m) {
   return m;
 }
 
-/* bbi_f32x4_sigmoid, lane for lane: its fast-range exp where every lane of the four-lane
- * group is at least BBI_EXP_SHIFTED_FAST, as the four-lane code decides per vector, and
- * bbi_f32x4_exp in the groups where one is not. */
+/* bbi_f32x4_sigmoid, lane for lane: 1 / (1 + exp(-x)) with its fast-range exp where every
+ * lane of the four-lane group has |x| <= -BBI_EXP_SHIFTED_FAST, as the four-lane code
+ * decides per vector, and num / (1 + bbi_f32x4_exp(-|x|)) in the groups where one has not. */
 WIDE w_f32 w_sigmoid(w_f32 x, const bbi_vmath_consts *k) {
   const w_i32 sign = (w_i32)w_splat(0.0f) + k->sign[0];
   const w_f32 one = w_splat(k->one[0]), zero = w_splat(0.0f), magic = w_splat(k->shifted_magic[0]);
-  const w_f32 z = (w_f32)((w_i32)x | sign);
-  const w_f32 t = z * w_splat(k->log2e[0]) + magic;
+  const w_f32 neg = (w_f32)((w_i32)x ^ sign);
+  const w_f32 t = neg * w_splat(k->log2e[0]) + magic;
   const w_f32 n = t - magic;
   const w_f32 s = (w_f32)((w_u32)(w_i32)t << 23);
-  w_f32 r = z - n * w_splat(k->ln2_hi[0]);
+  w_f32 r = neg - n * w_splat(k->ln2_hi[0]);
   r = r - n * w_splat(k->ln2_lo[0]);
   const w_f32 r2 = r * r;
   const w_f32 low = w_splat(k->exp_c1[0]) * r + w_splat(k->exp_c0[0]);
   const w_f32 high = w_splat(k->exp_c4[0]) * r2 + (w_splat(k->exp_c3[0]) * r + w_splat(k->exp_c2[0]));
-  w_f32 e = ((r2 * (high * r2 + low) + r) + one) * s;
+  const w_f32 e = ((r2 * (high * r2 + low) + r) + one) * s;
+  w_f32 y = one / (one + e);
+  const w_f32 z = (w_f32)((w_i32)x | sign);
   const w_i32 slow = z < w_splat(k->shifted_fast[0]);
-  if (_mm512_test_epi32_mask((__m512i)slow, (__m512i)slow)) e = w_select(w_group_any(slow), w_exp(z, k), e);
-  const w_f32 num = w_select(x < zero, e, one);
-  return num / (one + e);
+  if (_mm512_test_epi32_mask((__m512i)slow, (__m512i)slow)) {
+    const w_f32 ez = w_exp(z, k);
+    const w_f32 full = w_select(x < zero, ez, one) / (one + ez);
+    y = w_select(w_group_any(slow), full, y);
+  }
+  return y;
 }
 
 WIDE w_f32 w_activate(bbi_activation kind, w_f32 v, w_f32 lo, w_f32 hi, const bbi_vmath_consts *k) {

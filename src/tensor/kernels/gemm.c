@@ -429,6 +429,18 @@ void bbi_f32_gemm_pack_b_rows(const bbi_f32_gemm_config *cfg, size_t n, size_t k
   }
 }
 
+float *bbi_f32_gemm_packed_b_row(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p, void *packed,
+                                 size_t *panel_stride, size_t *rows_after) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, 1, n, k);
+  if (n > blk.nc || p >= k) return NULL;
+  /* row p lies in the k block from pc (every block but the last is kc deep) */
+  const size_t pc = p / blk.kc * blk.kc, kc = min_size(blk.kc, k - pc);
+  *panel_stride = cfg->nr * kc;
+  *rows_after = pc + kc - p - 1;
+  return (float *)((char *)packed + SCRATCH_ALIGN) + round_up(n, cfg->nr) * pc + (p - pc) * cfg->nr;
+}
+
 /* The packed data of g->packed_b, or NULL when it was packed for another product. */
 static const float *packed_b_data(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
                                   const gemm_blocking *blk) {
@@ -484,6 +496,27 @@ int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int 
                   data + ic * k + round_up(mc, mr) * pc);
   }
   return BB_OK;
+}
+
+void bbi_f32_gemm_pack_a_header(const bbi_f32_gemm_config *cfg, size_t m, size_t k, float alpha, void *packed) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, m, 1, k);
+  const packed_a_header h = {PACKED_A_MAGIC, (uint32_t)panel_rows(cfg, m), alpha, m, k, blk.kc, blk.mc};
+  memcpy(packed, &h, sizeof h);
+}
+
+float *bbi_f32_gemm_packed_a_row(const bbi_f32_gemm_config *cfg, size_t m, size_t k, size_t p, void *packed,
+                                 size_t *panel_stride, size_t *rows_after, size_t *height) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, m, 1, k);
+  if (m > blk.mc || p >= k) return NULL;
+  const size_t mr = panel_rows(cfg, m);
+  /* column p of op(A) lies in the k block from pc (every block but the last is kc deep) */
+  const size_t pc = p / blk.kc * blk.kc, kc = min_size(blk.kc, k - pc);
+  *panel_stride = mr * kc;
+  *rows_after = pc + kc - p - 1;
+  *height = mr;
+  return (float *)((char *)packed + SCRATCH_ALIGN) + round_up(m, mr) * pc + (p - pc) * mr;
 }
 
 /* The packed data of g->packed_a, or NULL when it was packed for another product. */

@@ -131,6 +131,13 @@ typedef void (*bbi_f32_gemm_rows_fn)(void *ctx, size_t p0, size_t p1, float *row
  * without B ever being whole in memory. packed must hold bbi_f32_gemm_packed_b_size bytes. */
 void bbi_f32_gemm_pack_b_rows(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p0, size_t p1,
                              const float *rows, void *packed);
+/* Where row p of B (k×n) starts in `packed` as bbi_f32_gemm_pack_b_rows lays it out for
+ * cfg (NULL: the default): columns [q·NR, q·NR + NR) of the row are the NR floats at
+ * row + q·(*panel_stride), and each of the next *rows_after rows (in the same k block)
+ * starts NR floats after the one before. NULL when the columns span more than one nc
+ * block (the row is then not one run of panels) or p >= k. */
+float *bbi_f32_gemm_packed_b_row(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p, void *packed,
+                                 size_t *panel_stride, size_t *rows_after);
 /* Writes the header of a packed B that bbi_f32_gemm_pack_b_rows filled. */
 void bbi_f32_gemm_pack_b_header(const bbi_f32_gemm_config *cfg, size_t n, size_t k, void *packed);
 
@@ -144,6 +151,16 @@ size_t bbi_f32_gemm_packed_a_size(const bbi_f32_gemm_config *cfg, size_t m, size
  * packed_size. */
 int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int trans_a,
                        float alpha, const float *a, size_t lda, void *packed, size_t packed_size);
+/* The header bbi_f32_gemm_pack_a writes, for panels a producer filled itself (see
+ * bbi_f32_gemm_packed_a_row). */
+void bbi_f32_gemm_pack_a_header(const bbi_f32_gemm_config *cfg, size_t m, size_t k, float alpha, void *packed);
+/* Where column p of op(A) (m×k, times alpha) starts in `packed` as bbi_f32_gemm_pack_a lays
+ * it out for cfg (NULL: the default): rows [q·h, q·h + h) of the column are the h floats
+ * at col + q·(*panel_stride), h = *height (the panel height the product takes for m rows),
+ * zero past row m; each of the next *rows_after columns (in the same k block) starts h
+ * floats after the one before. NULL when the rows span more than one mc block or p >= k. */
+float *bbi_f32_gemm_packed_a_row(const bbi_f32_gemm_config *cfg, size_t m, size_t k, size_t p, void *packed,
+                                 size_t *panel_stride, size_t *rows_after, size_t *height);
 
 /* Reference: the textbook triple loop, float accumulation in k order, alpha applied to the
  * finished dot product. Does no argument checking and ignores packed_b. */
@@ -297,6 +314,16 @@ typedef struct bbi_window2d {
  * oh·ow values the window reads there, 0 in the padding. */
 void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_f32_im2col_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+/* Rows [c0·kh·kw, c1·kh·kw) of that column matrix (channels c0..c1 of x), k rows in all and
+ * oh·ow columns, written straight into packed GEMM panels, the same bytes, with no row
+ * buffer: as B (k×oh·ow) the way bbi_f32_gemm_pack_b_rows writes it, or with as_a as A
+ * transposed (oh·ow×k, alpha 1, the positions as rows) the way bbi_f32_gemm_pack_a lays it
+ * out (then bbi_f32_gemm_pack_a_header). cfg NULL is the default. Returns 0, writing
+ * nothing, where it has no kernel for cfg and the shape (x86-64 with AVX-512, the
+ * 32-wide configuration, panels 4 to 32 wide, the positions in one nc / mc block); the
+ * caller then packs through a column matrix. */
+int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g, size_t c0, size_t c1,
+                           const float *x, size_t k, int as_a, void *packed);
 
 /* The transposed column matrix: row p = oy·ow + ox (row stride ld ≥ channels·kh·kw) holds
  * the window of output position p, (channel, ky, kx) order, 0 in the padding. Copies runs

@@ -14,6 +14,18 @@ BBI_INLINE bbi_f32x4 load_tail_fill(const float *p, size_t n, float fill) {
   return v;
 }
 
+/* max (or min) of the four lanes taken in lane order, ((l0 ? l1) ? l2) ? l3, as the scalar
+ * rules would fold them: the same result for zeros of either sign. In registers, by
+ * shuffles: a loop over the lanes (or v[l] one by one) goes through memory under V8, with
+ * a branch per lane that the data decides. */
+BBI_INLINE float lanes_in_order(bool max, bbi_f32x4 v) {
+  const bbi_f32x4 v1 = BBI_F32X4_SHUFFLE(v, v, 1, 1, 1, 1), v2 = BBI_F32X4_SHUFFLE(v, v, 2, 2, 2, 2);
+  const bbi_f32x4 v3 = BBI_F32X4_SHUFFLE(v, v, 3, 3, 3, 3);
+  const bbi_f32x4 m = max ? bbi_f32x4_max(bbi_f32x4_max(bbi_f32x4_max(v, v1), v2), v3)
+                          : bbi_f32x4_min(bbi_f32x4_min(bbi_f32x4_min(v, v1), v2), v3);
+  return m[0];
+}
+
 /* The row's maximum and minimum in one pass, NaNs passed over (pmax/pmin keep the running
  * value when the new one is NaN). A NaN in the row still makes every output NaN: its term
  * exp(NaN - max) is NaN, so the row's sum is, and softmax's 1/sum and log-softmax's
@@ -42,11 +54,7 @@ static float row_max_min(size_t n, const float *x, float *min) {
   }
   hi0 = bbi_f32x4_max(bbi_f32x4_max(hi0, hi1), bbi_f32x4_max(hi2, hi3));
   lo0 = bbi_f32x4_min(bbi_f32x4_min(lo0, lo1), bbi_f32x4_min(lo2, lo3));
-  float hi = -INFINITY, lo = INFINITY;
-  for (int l = 0; l < 4; l++) {
-    hi = bbi_f32_max_scalar(hi, hi0[l]);
-    lo = bbi_f32_min_scalar(lo, lo0[l]);
-  }
+  float hi = lanes_in_order(true, hi0), lo = lanes_in_order(false, lo0);
   for (; i < n; i++) {
     hi = bbi_f32_max_scalar(hi, x[i]);
     lo = bbi_f32_min_scalar(lo, x[i]);

@@ -10,6 +10,10 @@
 
 void bbi_par_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_par_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
+/* bbi_f32_im2col_pack_2d (default configuration) for channels [0, channels) of x, cut by
+ * channels; 0 (nothing written) where the kernel declines the shape. */
+int bbi_par_f32_im2col_pack_2d(const bbi_window2d *g, size_t channels, const float *x, size_t k, int as_a,
+                               void *packed);
 void bbi_par_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
 void bbi_par_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices);
 void bbi_par_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y);

@@ -34,27 +34,41 @@ BBI_INLINE void unary_loop(bbi_unary_op op, size_t n, const float *x, float *y) 
   if (i < n) bbi_f32x4_store_tail(y + i, vop(op, bbi_f32x4_load_tail(x + i, n - i), &k), n - i);
 }
 
-/* Sigmoid eight floats at a time: one range test for the two vectors, and when neither
- * needs the full exp (inputs within about ±86 of 0), their fast paths with no branch
- * between them (under Node, a branch per vector ran 64,000 floats 1.2× slower; sixteen
- * floats a step, four vectors live at once, ran 2-6 % slower than eight). Otherwise each
- * vector makes its own choice, as bbi_f32x4_sigmoid does, so every float gets the same
- * bits either way. */
+/* Sigmoid sixteen floats at a time (then eight): the four vectors' fast paths are computed
+ * and stored with no branch between them, then one range test for the four; only when
+ * some lane needs the full exp (|x| above about 86) is each vector that does computed
+ * again and stored over, as bbi_f32x4_sigmoid chooses, so every float gets the same bits as
+ * there. Written so, the common path is straight-line code under V8: with the choice made
+ * before the computation, LLVM and V8 turned it into a branch per vector with spills around
+ * each, and sixteen floats a step then ran slower than eight; now it runs 5-15 % faster. */
 static void sigmoid_loop(size_t n, const float *x, float *y) {
   const bbi_vmath_consts k = bbi_vmath_k;
   size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const bbi_f32x4 a = bbi_f32x4_load(x + i), b = bbi_f32x4_load(x + i + 4);
+    const bbi_f32x4 c = bbi_f32x4_load(x + i + 8), d = bbi_f32x4_load(x + i + 12);
+    bbi_f32x4_store(y + i, bbi_f32x4_sigmoid_fast(a, &k));
+    bbi_f32x4_store(y + i + 4, bbi_f32x4_sigmoid_fast(b, &k));
+    bbi_f32x4_store(y + i + 8, bbi_f32x4_sigmoid_fast(c, &k));
+    bbi_f32x4_store(y + i + 12, bbi_f32x4_sigmoid_fast(d, &k));
+    const bbi_i32x4 sa = bbi_f32x4_sigmoid_slow_lanes(a, &k), sb = bbi_f32x4_sigmoid_slow_lanes(b, &k);
+    const bbi_i32x4 sc = bbi_f32x4_sigmoid_slow_lanes(c, &k), sd = bbi_f32x4_sigmoid_slow_lanes(d, &k);
+    if (bbi_i32x4_any((sa | sb) | (sc | sd))) {
+      if (bbi_i32x4_any(sa)) bbi_f32x4_store(y + i, bbi_f32x4_sigmoid(a, &k));
+      if (bbi_i32x4_any(sb)) bbi_f32x4_store(y + i + 4, bbi_f32x4_sigmoid(b, &k));
+      if (bbi_i32x4_any(sc)) bbi_f32x4_store(y + i + 8, bbi_f32x4_sigmoid(c, &k));
+      if (bbi_i32x4_any(sd)) bbi_f32x4_store(y + i + 12, bbi_f32x4_sigmoid(d, &k));
+    }
+  }
   for (; i + 8 <= n; i += 8) {
     const bbi_f32x4 a = bbi_f32x4_load(x + i), b = bbi_f32x4_load(x + i + 4);
-    bbi_f32x4 ra, rb;
-    if (bbi_i32x4_any(bbi_f32x4_sigmoid_slow_lanes(a, &k) | bbi_f32x4_sigmoid_slow_lanes(b, &k))) {
-      ra = bbi_f32x4_sigmoid(a, &k);
-      rb = bbi_f32x4_sigmoid(b, &k);
-    } else {
-      ra = bbi_f32x4_sigmoid_fast(a, &k);
-      rb = bbi_f32x4_sigmoid_fast(b, &k);
+    bbi_f32x4_store(y + i, bbi_f32x4_sigmoid_fast(a, &k));
+    bbi_f32x4_store(y + i + 4, bbi_f32x4_sigmoid_fast(b, &k));
+    const bbi_i32x4 slow_a = bbi_f32x4_sigmoid_slow_lanes(a, &k), slow_b = bbi_f32x4_sigmoid_slow_lanes(b, &k);
+    if (bbi_i32x4_any(slow_a | slow_b)) {
+      if (bbi_i32x4_any(slow_a)) bbi_f32x4_store(y + i, bbi_f32x4_sigmoid(a, &k));
+      if (bbi_i32x4_any(slow_b)) bbi_f32x4_store(y + i + 4, bbi_f32x4_sigmoid(b, &k));
     }
-    bbi_f32x4_store(y + i, ra);
-    bbi_f32x4_store(y + i + 4, rb);
   }
   if (i < n) unary_loop(BBI_UNARY_SIGMOID, n - i, x + i, y + i);
 }
