@@ -261,6 +261,7 @@ static const char *packed_weights(bbi_cpu_op_ctx *ctx, bool as_a, int64_t group,
 typedef struct col_pack_job {
   const bbi_window2d *win;
   const float *x; /* the group's first input channel */
+  size_t plane;   /* floats from one input channel to the next */
   size_t channels, block, npos, kdim;
   float *rows;    /* slot s's buffer at rows + s·rows_stride */
   size_t rows_stride;
@@ -269,9 +270,12 @@ typedef struct col_pack_job {
 
 static void col_pack_task(void *ctx, size_t task, size_t slot) {
   const col_pack_job *j = ctx;
-  const size_t in_plane = j->win->ih * j->win->iw, taps = j->win->kh * j->win->kw;
+  const size_t in_plane = j->plane, taps = j->win->kh * j->win->kw;
   const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
-  if (bbi_f32_im2col_pack_2d(NULL, j->win, c0, c1, j->x, j->kdim, 0, j->packed)) return;
+  /* straight into the panels where the window's own plane is the channel stride (not in a
+   * band that starts below the image's first row) */
+  if (j->plane == j->win->ih * j->win->iw && bbi_f32_im2col_pack_2d(NULL, j->win, c0, c1, j->x, j->kdim, 0, j->packed))
+    return;
   float *rows = j->rows + slot * j->rows_stride;
   for (size_t c = c0; c < c1; c++) {
     bbi_f32_im2col_2d(j->win, 1, j->x + c * in_plane, rows, j->npos);
@@ -295,6 +299,54 @@ typedef struct conv_job {
   bbi_cpu_epilogue *e;
   size_t tmp_at, scratch_at, scratch_size;
 } conv_job;
+
+/* Floats of packed column panels per band of output rows (about 256 KiB): a band's panels
+ * are written and then read by its GEMM while they are still in L2, where the panels of a
+ * whole plane (3.6 MB for 32 channels of 56×56 under a 3×3 window) would go out to L3. */
+#define CONV_BAND_FLOATS ((size_t)64 << 10)
+
+/* One image's group on the plane, its column panels packed by one participant, a band of
+ * output rows at a time: the band's window (the same geometry on the input rows it
+ * reads, with the padding above it that is left) packs its panels, then Y's columns of the
+ * band = W · those panels. Every element of Y is the dot product the whole plane's GEMM
+ * gives (the GEMM's k blocks follow kdim alone), so the bits are the same for any band. */
+static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at, char *mem, void *scratch) {
+  const bbi_window2d *win = &j->win;
+  const size_t kdim = (size_t)j->kdim, ow = win->ow, npos = (size_t)j->npos;
+  size_t band = CONV_BAND_FLOATS / (kdim * ow);
+  if (band == 0) band = 1;
+  for (size_t oy0 = 0; oy0 < win->oh; oy0 += band) {
+    const size_t oy1 = oy0 + band < win->oh ? oy0 + band : win->oh, bpos = (oy1 - oy0) * ow;
+    bbi_window2d bw = *win;
+    /* input row of (band row 0, ky = 0) is oy0·sh - ph: rows above it are dropped, or
+     * padding rows remain */
+    const size_t shift = oy0 * win->sh;
+    size_t r0 = 0;
+    if (shift <= win->ph) {
+      bw.ph = win->ph - shift;
+    } else {
+      r0 = shift - win->ph < win->ih ? shift - win->ph : win->ih;
+      bw.ph = 0;
+    }
+    bw.ih = win->ih - r0, bw.oh = oy1 - oy0;
+    col_pack_job cj = {&bw, xg + r0 * win->iw, (size_t)j->g->in_size, (size_t)j->cg, (size_t)j->cg, bpos, kdim,
+                       (float *)(mem + j->panels_bytes), j->rows_stride, mem};
+    col_pack_task(&cj, 0, 0);
+    bbi_f32_gemm_pack_b_header(NULL, bpos, kdim, mem);
+    bbi_f32_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.alpha = 1.0f;
+    a.m = (size_t)j->mg, a.n = bpos, a.k = kdim;
+    a.a = j->w + gi * j->mg * j->kdim, a.lda = kdim;
+    a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
+    a.packed_b = mem;
+    a.c = j->y + at + oy0 * ow, a.ldc = npos;
+    a.bias_per_row = j->b ? j->b + gi * j->mg : NULL;
+    const int rc = bbi_f32_gemm(&a, scratch, j->scratch_size);
+    if (rc) return rc;
+  }
+  return 0;
+}
 
 /* Images n0.. (one chunk, fewer for the last), every group: column matrix, GEMM, then the
  * transposition (positions as rows) and the epilogue, with the scratch at `mem`. What it
@@ -328,8 +380,13 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
       a.a = j->w + gi * mg * kdim, a.lda = (size_t)kdim;
       a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
+      if (j->col_packed && j->col_slots == 1) {
+        rc = conv_bands(j, xg, gi, at, mem, scratch);
+        conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+        continue;
+      }
       if (j->col_packed) {
-        col_pack_job cj = {&j->win, xg, (size_t)cg, 1, (size_t)npos, (size_t)kdim,
+        col_pack_job cj = {&j->win, xg, g->in_size, (size_t)cg, 1, (size_t)npos, (size_t)kdim,
                            (float *)(mem + j->panels_bytes), j->rows_stride, mem};
         const size_t slots = j->col_slots;
         cj.block = slots > 1 ? ((size_t)cg + 4 * slots - 1) / (4 * slots) : (size_t)cg;

@@ -137,6 +137,11 @@ static void test_conv_2d(void) {
       {1, 8, 12, 12, 12, 1, 2, 1, 1, 0}, /* 1×1, groups, one image on the NCHW plane */
       {1, 16, 19, 19, 16, 3, 16, 2, 1, 1}, /* depthwise, stride 2: the plane kernel's row path */
       {2, 12, 9, 9, 12, 5, 12, 2, 1, 2},   /* depthwise 5×5 on narrow outputs: four channels a vector */
+      /* one image's columns packed a band of output rows at a time (CONV_BAND_FLOATS): */
+      {1, 16, 40, 40, 8, 3, 1, 1, 1, 1},  /* four bands, the last one short */
+      {1, 24, 61, 47, 6, 3, 1, 2, 2, 3},  /* stride and dilation: bands start past the top padding */
+      {1, 64, 20, 90, 4, 3, 1, 1, 1, 2},  /* one-row bands, the second still in the top padding */
+      {1, 32, 30, 30, 8, 3, 2, 1, 1, 1},  /* groups, two bands each */
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     int64_t n = cases[t].n, c = cases[t].c, h = cases[t].h, w = cases[t].w, m = cases[t].m, k = cases[t].k;

@@ -27,9 +27,11 @@
 
 /* Blockings from bench_kernels sweep (see gemm_f32x4.c and gemm_x86.c): a B panel
  * (kc×NR, 8 to 64 KiB) stays in L1, an A block (mc×kc, 100 to 200 KiB) in L2; nc 2048
- * bounds the B block. Within the sweep's noise (a few %) the neighbours do as well. */
+ * bounds the B block. Within the sweep's noise (a few %) the neighbours do as well.
+ * The 4-lane kc is 320 rather than 256 so that a 3×3 convolution on 32 channels (k = 288)
+ * runs as one k block: C is written once, not read back and added to. */
 static const bbi_f32_gemm_config config_f32x4 = {
-    "5x8-f32x4", 5, 8, 100, 256, 2048, bbi_f32_gemm_ukernel_5x8__f32x4,
+    "5x8-f32x4", 5, 8, 100, 320, 2048, bbi_f32_gemm_ukernel_5x8__f32x4,
     bbi_f32_gemm_ukernel_1x8__f32x4, NULL};
 
 #if BBI_HAVE_X86_GEMM
