@@ -315,6 +315,11 @@ static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at,
   const size_t kdim = (size_t)j->kdim, ow = win->ow, npos = (size_t)j->npos;
   size_t band = CONV_BAND_FLOATS / (kdim * ow);
   if (band == 0) band = 1;
+  /* where the whole plane's panels come straight from the image, with no row buffer
+   * between, one GEMM over them is faster than bands (whose windows start below the
+   * image's first row, which that kernel does not take): a single band, already packed */
+  const bool whole = bbi_f32_im2col_pack_2d(NULL, win, 0, (size_t)j->cg, xg, kdim, 0, mem);
+  if (whole) band = win->oh;
   for (size_t oy0 = 0; oy0 < win->oh; oy0 += band) {
     const size_t oy1 = oy0 + band < win->oh ? oy0 + band : win->oh, bpos = (oy1 - oy0) * ow;
     bbi_window2d bw = *win;
@@ -331,7 +336,7 @@ static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at,
     bw.ih = win->ih - r0, bw.oh = oy1 - oy0;
     col_pack_job cj = {&bw, xg + r0 * win->iw, (size_t)j->g->in_size, (size_t)j->cg, (size_t)j->cg, bpos, kdim,
                        (float *)(mem + j->panels_bytes), j->rows_stride, mem};
-    col_pack_task(&cj, 0, 0);
+    if (!whole) col_pack_task(&cj, 0, 0);
     bbi_f32_gemm_pack_b_header(NULL, bpos, kdim, mem);
     bbi_f32_gemm_args a;
     memset(&a, 0, sizeof a);
