@@ -868,6 +868,16 @@ static void test_compare_and_select(void) {
 
 /* ---- pooling -------------------------------------------------------------------------------- */
 
+/* The window's output extent as ONNX computes it from its input, kernel, dilations, strides
+ * and padding (ceil_mode rounds the last partial step up). */
+static void place_window(bbi_window2d *g, int ceil_mode) {
+  const size_t span_h = (g->kh - 1) * g->dh + 1, span_w = (g->kw - 1) * g->dw + 1;
+  const size_t room_h = g->ih + g->ph + g->ph_end, room_w = g->iw + g->pw + g->pw_end;
+  const size_t up_h = ceil_mode ? g->sh - 1 : 0, up_w = ceil_mode ? g->sw - 1 : 0;
+  g->oh = room_h < span_h ? 0 : (room_h - span_h + up_h) / g->sh + 1;
+  g->ow = room_w < span_w ? 0 : (room_w - span_w + up_w) / g->sw + 1;
+}
+
 /* A random window geometry with its output extent as ONNX computes it (ceil_mode or not). */
 static bbi_window2d random_pool(void) {
   bbi_window2d g = {0};
@@ -878,11 +888,7 @@ static bbi_window2d random_pool(void) {
   g.ph = (size_t)rng_int(0, (int)g.kh - 1), g.pw = (size_t)rng_int(0, (int)g.kw - 1);
   g.ph_end = (size_t)rng_int(0, (int)g.kh - 1), g.pw_end = (size_t)rng_int(0, (int)g.kw - 1);
   g.count_include_pad = rng_int(0, 1);
-  const int ceil_mode = rng_int(0, 1);
-  const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
-  const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
-  g.oh = room_h < span_h ? 0 : (ceil_mode ? (room_h - span_h + g.sh - 1) / g.sh : (room_h - span_h) / g.sh) + 1;
-  g.ow = room_w < span_w ? 0 : (ceil_mode ? (room_w - span_w + g.sw - 1) / g.sw : (room_w - span_w) / g.sw) + 1;
+  place_window(&g, rng_int(0, 1));
   return g;
 }
 
@@ -917,9 +923,7 @@ static void test_im2col_matches_scalar(void) {
     if (t % 10 == 7) g = (bbi_window2d){14, 14, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     /* a resnet's stem, 7×7 at stride 2 (the stride-2 vector copies) */
     if (t % 10 == 3) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
-    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
-    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
-    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    place_window(&g, 0);
     const size_t channels = (size_t)rng_int(1, 3), ld = g.oh * g.ow + (size_t)rng_int(0, 5);
     const size_t rows = channels * g.kh * g.kw, size = rows * ld + 8;
     float *x = floats(channels * g.ih * g.iw), *y = floats(size), *r = floats(size);
@@ -979,9 +983,7 @@ static void test_im2col_pack_matches_packing(void) {
     if (t % 8 == 2) g = (bbi_window2d){8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     if (t % 8 == 4) g = (bbi_window2d){16, 16, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0};
     if (t % 16 == 6) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
-    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
-    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
-    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    place_window(&g, 0);
     const size_t channels = (size_t)rng_int(1, 5), c0 = (size_t)rng_int(0, (int)channels - 1);
     const size_t c1 = (size_t)rng_int((int)c0 + 1, (int)channels), taps = g.kh * g.kw;
     const size_t n = g.oh * g.ow, k = channels * taps;
@@ -1129,10 +1131,7 @@ static void test_dwconv_matches_scalar(void) {
     bbi_window2d g = random_pool();
     if (t % 4 == 0) g.kh = g.kw = 3, g.ph = g.pw = g.ph_end = g.pw_end = 1, g.dh = g.dw = 1;
     if (t % 4 == 1) g.kh = g.kw = 5, g.ph = g.pw = g.ph_end = g.pw_end = 2, g.dh = g.dw = 1;
-    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
-    const size_t room_h = g.ih + g.ph + g.ph_end, room_w = g.iw + g.pw + g.pw_end;
-    g.oh = room_h < span_h ? 0 : (room_h - span_h) / g.sh + 1;
-    g.ow = room_w < span_w ? 0 : (room_w - span_w) / g.sw + 1;
+    place_window(&g, 0);
     g.count_include_pad = 0;
     /* and more than sixteen channels: whole and partial groups of the sixteen-lane path */
     const size_t channels = (size_t)(t % 5 == 4 ? rng_int(16, 40) : rng_int(1, 5));
