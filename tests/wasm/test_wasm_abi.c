@@ -784,7 +784,7 @@ static void test_threads_exports(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 9);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 10);
   buf artifact = compile_federated_digits();
   RUN(test_async_host_op);
   RUN(test_threads_exports);

@@ -413,7 +413,7 @@ static void test_op_sets(void) {
 }
 
 int main(void) {
-  CHECK_EQ_INT(bb_wasm_abi_version(), 9);
+  CHECK_EQ_INT(bb_wasm_abi_version(), 10);
   RUN(test_examples_byte_identical);
   RUN(test_composition);
   RUN(test_refusals);
