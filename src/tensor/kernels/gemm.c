@@ -383,8 +383,7 @@ int bbi_f32_gemm_pack_b(const bbi_f32_gemm_config *cfg, size_t n, size_t k, int 
     return BB_ERR_INVALID_ARGUMENT;
   if (n && k && (!b || ldb < (trans_b ? k : n))) return BB_ERR_INVALID_ARGUMENT;
   const gemm_blocking blk = blocking_for(cfg, 1, n, k);
-  const packed_b_header h = {PACKED_B_MAGIC, (uint32_t)cfg->nr, n, k, blk.kc, blk.nc};
-  memcpy(packed, &h, sizeof h);
+  bbi_f32_gemm_pack_b_header(cfg, n, k, packed);
   float *data = (float *)((char *)packed + SCRATCH_ALIGN);
   for (size_t jc = 0; jc < n; jc += blk.nc) {
     const size_t nc = min_size(blk.nc, n - jc);
@@ -429,16 +428,25 @@ void bbi_f32_gemm_pack_b_rows(const bbi_f32_gemm_config *cfg, size_t n, size_t k
   }
 }
 
+/* Where step p of the k dimension starts in packed panels `width` wide over `span` (the
+ * rows or columns rounded up to whole panels) in one block of those, k cut into blocks of
+ * kc_max (every block but the last that deep): the panels of step p are *panel_stride floats
+ * apart, and each of the next *rows_after steps of its k block starts `width` floats after
+ * the one before. */
+static float *packed_run(size_t kc_max, size_t k, size_t width, size_t span, size_t p, void *packed,
+                         size_t *panel_stride, size_t *rows_after) {
+  const size_t pc = p / kc_max * kc_max, kc = min_size(kc_max, k - pc);
+  *panel_stride = width * kc;
+  *rows_after = pc + kc - p - 1;
+  return (float *)((char *)packed + SCRATCH_ALIGN) + span * pc + (p - pc) * width;
+}
+
 float *bbi_f32_gemm_packed_b_row(const bbi_f32_gemm_config *cfg, size_t n, size_t k, size_t p, void *packed,
                                  size_t *panel_stride, size_t *rows_after) {
   if (!cfg) cfg = bbi_f32_gemm_default_config();
   const gemm_blocking blk = blocking_for(cfg, 1, n, k);
   if (n > blk.nc || p >= k) return NULL;
-  /* row p lies in the k block from pc (every block but the last is kc deep) */
-  const size_t pc = p / blk.kc * blk.kc, kc = min_size(blk.kc, k - pc);
-  *panel_stride = cfg->nr * kc;
-  *rows_after = pc + kc - p - 1;
-  return (float *)((char *)packed + SCRATCH_ALIGN) + round_up(n, cfg->nr) * pc + (p - pc) * cfg->nr;
+  return packed_run(blk.kc, k, cfg->nr, round_up(n, cfg->nr), p, packed, panel_stride, rows_after);
 }
 
 /* The packed data of g->packed_b, or NULL when it was packed for another product. */
@@ -479,6 +487,13 @@ size_t bbi_f32_gemm_packed_a_size(const bbi_f32_gemm_config *cfg, size_t m, size
   return SCRATCH_ALIGN + round_up(m, panel_rows(cfg, m)) * k * sizeof(float);
 }
 
+void bbi_f32_gemm_pack_a_header(const bbi_f32_gemm_config *cfg, size_t m, size_t k, float alpha, void *packed) {
+  if (!cfg) cfg = bbi_f32_gemm_default_config();
+  const gemm_blocking blk = blocking_for(cfg, m, 1, k);
+  const packed_a_header h = {PACKED_A_MAGIC, (uint32_t)panel_rows(cfg, m), alpha, m, k, blk.kc, blk.mc};
+  memcpy(packed, &h, sizeof h);
+}
+
 int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int trans_a,
                        float alpha, const float *a, size_t lda, void *packed, size_t packed_size) {
   if (!cfg) cfg = bbi_f32_gemm_default_config();
@@ -486,8 +501,7 @@ int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int 
   if (m && k && (!a || lda < (trans_a ? m : k))) return BB_ERR_INVALID_ARGUMENT;
   const size_t mr = panel_rows(cfg, m);
   const gemm_blocking blk = blocking_for(cfg, m, 1, k);
-  const packed_a_header h = {PACKED_A_MAGIC, (uint32_t)mr, alpha, m, k, blk.kc, blk.mc};
-  memcpy(packed, &h, sizeof h);
+  bbi_f32_gemm_pack_a_header(cfg, m, k, alpha, packed);
   float *data = (float *)((char *)packed + SCRATCH_ALIGN);
   for (size_t ic = 0; ic < m; ic += blk.mc) {
     const size_t mc = min_size(blk.mc, m - ic);
@@ -498,25 +512,14 @@ int bbi_f32_gemm_pack_a(const bbi_f32_gemm_config *cfg, size_t m, size_t k, int 
   return BB_OK;
 }
 
-void bbi_f32_gemm_pack_a_header(const bbi_f32_gemm_config *cfg, size_t m, size_t k, float alpha, void *packed) {
-  if (!cfg) cfg = bbi_f32_gemm_default_config();
-  const gemm_blocking blk = blocking_for(cfg, m, 1, k);
-  const packed_a_header h = {PACKED_A_MAGIC, (uint32_t)panel_rows(cfg, m), alpha, m, k, blk.kc, blk.mc};
-  memcpy(packed, &h, sizeof h);
-}
-
 float *bbi_f32_gemm_packed_a_row(const bbi_f32_gemm_config *cfg, size_t m, size_t k, size_t p, void *packed,
                                  size_t *panel_stride, size_t *rows_after, size_t *height) {
   if (!cfg) cfg = bbi_f32_gemm_default_config();
   const gemm_blocking blk = blocking_for(cfg, m, 1, k);
   if (m > blk.mc || p >= k) return NULL;
   const size_t mr = panel_rows(cfg, m);
-  /* column p of op(A) lies in the k block from pc (every block but the last is kc deep) */
-  const size_t pc = p / blk.kc * blk.kc, kc = min_size(blk.kc, k - pc);
-  *panel_stride = mr * kc;
-  *rows_after = pc + kc - p - 1;
   *height = mr;
-  return (float *)((char *)packed + SCRATCH_ALIGN) + round_up(m, mr) * pc + (p - pc) * mr;
+  return packed_run(blk.kc, k, mr, round_up(m, mr), p, packed, panel_stride, rows_after);
 }
 
 /* The packed data of g->packed_a, or NULL when it was packed for another product. */
