@@ -231,7 +231,6 @@ static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size
   return bbi_f32_gemm_packed_b_row(cfg, n, k, p, packed, stride, rows_after);
 }
 
-
 /* Columns (output positions) one call takes, rounded up to its panels: the shipped nc of
  * the 32-wide B panels. */
 #define PACK_MAX_COLUMNS 2048
