@@ -151,6 +151,10 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   console.log(`  the server (medians in ms): ${server(web.phasesMs)}; steady rounds: ${server(web.steadyPhasesMs)}`);
   console.log(`  CPU time per round over WebRTC (timer's quiet included): the Chromium processes ${web.cpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.cpuMsPerRound.server.toFixed(1)} ms; animation frames the 4 pages asked for: ${web.framesAskedPerRound.toFixed(2)} a round`);
   if (web.threadsMsPerRound) console.log(`  CPU ms per round by process and thread: ${Object.entries(web.threadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  if (web.steadyThreadsMsPerRound) {
+    if (web.steadyDrivers) console.log(`  steady rounds: per round the server's driver ${JSON.stringify(web.steadyDrivers.server)}, the 4 pages' ${JSON.stringify(web.steadyDrivers.pages)} (slices and polls)`);
+    console.log(`  steady rounds (${STEADY_FROM + 1}..): CPU per round the Chromium processes ${web.steadyCpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.steadyCpuMsPerRound.server.toFixed(1)} ms; by thread: ${Object.entries(web.steadyThreadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
 }
