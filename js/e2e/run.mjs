@@ -37,7 +37,7 @@
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
 //   BB_E2E_PAGE_PROFILE=file writes a CPU profile of the federated run's last page over its steady rounds
-//   BB_CHROMIUM overrides /usr/bin/chromium
+//   BB_CHROMIUM overrides /usr/bin/chromium; BB_CHROMIUM_ARGS adds flags (space-separated)
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -96,7 +96,8 @@ const policies = new Map();
 const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', ratePerSecond: 500, rateBurst: 2000, rooms: (room) => policies.get(room), openRooms: false });
 const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+// BB_CHROMIUM_ARGS: more flags, space-separated (bench/federation-rounds.mjs passes its environment on)
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...(process.env.BB_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)] });
 const openPeer = (context, query) => openPage(context, base, query);
 
 /** A Firefox of its own (something with newPage(), as a Chromium context has). */
@@ -380,10 +381,13 @@ async function federated() {
   startDigitsServer(server, clientIds, split.test, running.driver.now());
   running.driver.wake();
   const round = () => reports.at(-1)?.round ?? 0;
-  // the threads' CPU over the steady rounds too (the pages' wasm compiled and tiered up)
-  await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
-  const steadyAt = { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats, pageDrivers: await Promise.all(pages.map((p) => p.state())) };
-  // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds
+  // the threads' CPU over the steady rounds too (the pages' wasm compiled and tiered up), when
+  // the run has any: one reading of /proc between rounds steadyFrom and steadyFrom + 1 (the
+  // pages are not asked anything until the rounds end)
+  const measureSteady = steadyFrom < fullRounds;
+  if (measureSteady) await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
+  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats } : undefined;
+  // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds (or all)
   const pageProfiler = process.env.BB_E2E_PAGE_PROFILE ? await pages.at(-1).page.context().newCDPSession(pages.at(-1).page) : undefined;
   if (pageProfiler) {
     await pageProfiler.send('Profiler.enable');
@@ -409,19 +413,18 @@ async function federated() {
   const cpuPerRound = { pages: (descendantsCpuMs() - cpuAtStart.pages) / round(), server: (serverCpu.user + serverCpu.system) / 1000 / round() };
   const threadsNow = threadsCpuMs();
   const threadsMsPerRound = threadsPerRound(cpuAtStart.threads, threadsNow, round());
-  const steadyServerCpu = process.cpuUsage(steadyAt.server);
-  const steadyCpuPerRound = { pages: (descendantsCpuMs() - steadyAt.pages) / (round() - steadyAt.round), server: (steadyServerCpu.user + steadyServerCpu.system) / 1000 / (round() - steadyAt.round) };
-  const steadyThreadsMsPerRound = threadsPerRound(steadyAt.threads, threadsNow, round() - steadyAt.round);
-  // the drivers' slices and polls per steady round: the server's and the pages' (together)
-  const steadyRounds = round() - steadyAt.round;
-  const driverNow = running.driver.stats;
-  const pagesNow = await Promise.all(pages.map((p) => p.state()));
-  const perRound = (key, now, then) => Number(((now[key] - then[key]) / steadyRounds).toFixed(2));
-  const sumOf = (states, key) => ({ [key]: states.reduce((sum, s) => sum + (s[key] ?? 0), 0) });
-  const steadyDrivers = {
-    server: Object.fromEntries(['frames', 'polls'].map((k) => [k, perRound(k, driverNow, steadyAt.driver)])),
-    pages: Object.fromEntries(['frames', 'polls'].map((k) => [k, perRound(k, sumOf(pagesNow, k), sumOf(steadyAt.pageDrivers, k))])),
-  };
+  let steadyCpu = {};
+  if (steadyAt !== undefined) {
+    const rounds = round() - steadyAt.round;
+    const serverCpu = process.cpuUsage(steadyAt.server);
+    const driverNow = running.driver.stats;
+    steadyCpu = {
+      steadyCpuMsPerRound: { pages: (descendantsCpuMs() - steadyAt.pages) / rounds, server: (serverCpu.user + serverCpu.system) / 1000 / rounds },
+      steadyThreadsMsPerRound: threadsPerRound(steadyAt.threads, threadsNow, rounds),
+      // the server's driver: slices and polls per steady round
+      steadyServerDriver: Object.fromEntries(['frames', 'polls'].map((k) => [k, Number(((driverNow[k] - steadyAt.driver[k]) / rounds).toFixed(2))])),
+    };
+  }
   // animation frames the 4 pages asked for per round
   const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const pageStates = await Promise.all(pages.map((p) => p.state()));
@@ -478,9 +481,7 @@ async function federated() {
     phasesMs: phases,
     cpuMsPerRound: cpuPerRound,
     threadsMsPerRound,
-    steadyCpuMsPerRound: steadyCpuPerRound,
-    steadyThreadsMsPerRound,
-    steadyDrivers,
+    ...steadyCpu,
     framesAskedPerRound,
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
