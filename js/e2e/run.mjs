@@ -240,8 +240,8 @@ function threadsCpuMs() {
       try {
         const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
         // this process's threads all say `node`: its main thread (the server, the signalling
-        // and static servers, the browser automation) is told apart from V8's helpers (GC,
-        // compilers)
+        // and static servers, the browser automation) is told apart from the rest (V8's
+        // platform workers: GC, compilers; Node's own helpers)
         const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[0-9]+$/, '#');
         const comm = kind === 'node' && name === 'node' ? (tid === String(pid) ? 'main' : 'v8-helpers') : name;
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
