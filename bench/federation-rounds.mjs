@@ -20,8 +20,10 @@
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
 // data channel back; all on one clock. And the CPU time per round of the Chromium processes
 // and of this process's e2e child (the Node server), which load lengthens less than wall time.
-//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16] [--steady-from 10]
-// (--steady-from K: the steady rounds are those after the first K, on both sides)
+//   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16] [--steady-from K]
+// (--steady-from K: the steady rounds are those after the first K, on both sides; default
+// 50, or half the rounds when fewer than 100: V8 tiers each page's bb.wasm up over its first
+// ~50 rounds, the renderers' thread pools 4-10 ms of CPU a round until then, under 1 after)
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,7 +42,7 @@ const CONFIGS = {
 };
 // the steady rounds: those after the first STEADY_FROM, on both sides (every page's wasm has
 // tiered up by then, as the one instance in process has); rounds 2..N are reported as well
-const STEADY_FROM = process.argv.includes('--steady-from') ? Number(process.argv[process.argv.indexOf('--steady-from') + 1]) : 10;
+const STEADY_FROM = process.argv.includes('--steady-from') ? Number(process.argv[process.argv.indexOf('--steady-from') + 1]) : Math.min(50, Math.floor(rounds / 2));
 if (!(STEADY_FROM >= 1 && STEADY_FROM < rounds)) throw new Error(`--steady-from must be within 1..${rounds - 1}`);
 const configs = configsArg.split(',').map((name) => {
   if (!(name in CONFIGS)) throw new Error(`--configs: no configuration ${name} (${Object.keys(CONFIGS).join(', ')})`);
@@ -151,6 +153,10 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   console.log(`  the server (medians in ms): ${server(web.phasesMs)}; steady rounds: ${server(web.steadyPhasesMs)}`);
   console.log(`  CPU time per round over WebRTC (timer's quiet included): the Chromium processes ${web.cpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.cpuMsPerRound.server.toFixed(1)} ms; animation frames the 4 pages asked for: ${web.framesAskedPerRound.toFixed(2)} a round`);
   if (web.threadsMsPerRound) console.log(`  CPU ms per round by process and thread: ${Object.entries(web.threadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  if (web.steadyThreadsMsPerRound) {
+    console.log(`  steady rounds: the server's driver per round ${web.steadyServerDriver.frames} slices, ${web.steadyServerDriver.polls} polls`);
+    console.log(`  steady rounds (${STEADY_FROM + 1}..): CPU per round the Chromium processes ${web.steadyCpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.steadyCpuMsPerRound.server.toFixed(1)} ms; by thread: ${Object.entries(web.steadyThreadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);
 }

@@ -78,7 +78,11 @@ export async function servePages({ host = '127.0.0.1', tls, port = 0 } = {}) {
   return { server, files, base };
 }
 
-/** A page of peer.html in `context`; resolves once it made its identity, with its peer id as `self`. */
+/**
+ * A page of peer.html in `context`; resolves once it made its identity, with its peer id as
+ * `self`. `state()` reads the page's figures when called (window.e2eRead): the page runs no
+ * timer to publish them, so reading costs the pages nothing while rounds are measured.
+ */
 export async function openPeer(context, base, query) {
   const page = await context.newPage();
   const errors = [];
@@ -88,7 +92,7 @@ export async function openPeer(context, base, query) {
   });
   await page.goto(`${base}/peer.html?${new URLSearchParams(query)}`);
   const self = await waitForPage(page, errors, query.i, () => window.e2e?.self || window.e2e?.error);
-  const peer = { page, errors, self, state: () => page.evaluate(() => ({ ...window.e2e })) };
+  const peer = { page, errors, self, state: () => page.evaluate(() => ({ ...(window.e2eRead?.() ?? window.e2e) })) };
   /** Hands the page what the operator decided (server id, peer ids, token); resolves once it runs. */
   peer.start = async (config) => {
     await page.evaluate((c) => window.e2eStart(c), config);

@@ -57,6 +57,9 @@ async function main() {
   const admission = start.token === undefined ? undefined : admissionOf(start.token);
   let node;
   let afterConnect;
+  // what the page's state adds when it is read (window.e2eRead): nothing runs on a timer
+  // while rounds are measured
+  const refreshers = [];
   if (role === 'hier') {
     // a client of hierarchical_digits: it reports to its edge aggregator (start.edge)
     const artifact = new Uint8Array(await (await fetch('/artifact.bin')).arrayBuffer());
@@ -92,7 +95,7 @@ async function main() {
       client.start(running.driver.now());
       split.free();
       running.driver.wake();
-      setInterval(() => (state.split = client.counts()), 200);
+      refreshers.push(() => (state.split = client.counts()));
     };
   } else {
     // gossip: the page compiles the example itself (the compiler is deterministic, so every
@@ -130,7 +133,8 @@ async function main() {
   // where a round's time goes (run.mjs): when each envelope arrived at the data channel and
   // when this node's next send step left, on the clock the server reads too (time origin +
   // performance.now(), one machine)
-  const abs = () => performance.timeOrigin + performance.now();
+  const origin = performance.timeOrigin;
+  const abs = () => origin + performance.now();
   state.arrivals = [];
   state.sends = [];
   running.transport.onEnvelope(() => state.arrivals.length < 2000 && state.arrivals.push(abs()));
@@ -153,11 +157,15 @@ async function main() {
   };
   // the candidate types the link to `peer` runs over (relay: through a TURN server)
   window.e2ePair = (peer) => running.transport.selectedPair(peer);
-  setInterval(() => {
+  refreshers.push(() => {
     const s = running.stats();
     const d = running.driver.stats;
     Object.assign(state, { sent: s.sent, received: s.received, frames: d.frames, animationFrames: d.animationFrames, polls: d.polls, visibility: document.visibilityState, driverState: running.driver.state, memoryBytes: bb.exports.memory.buffer.byteLength });
-  }, 100);
+  });
+  window.e2eRead = () => {
+    for (const refresh of refreshers) refresh();
+    return state;
+  };
   await afterConnect?.(running);
   state.ready = true;
   log(`peer ${self} ready (${role})`);

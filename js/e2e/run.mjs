@@ -36,7 +36,8 @@
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
-//   BB_CHROMIUM overrides /usr/bin/chromium
+//   BB_E2E_PAGE_PROFILE=file writes a CPU profile of the federated run's last page over its steady rounds
+//   BB_CHROMIUM overrides /usr/bin/chromium; BB_CHROMIUM_ARGS adds flags (space-separated)
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -95,7 +96,8 @@ const policies = new Map();
 const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', ratePerSecond: 500, rateBurst: 2000, rooms: (room) => policies.get(room), openRooms: false });
 const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+// BB_CHROMIUM_ARGS: more flags, space-separated (bench/federation-rounds.mjs passes its environment on)
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...(process.env.BB_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)] });
 const openPeer = (context, query) => openPage(context, base, query);
 
 /** A Firefox of its own (something with newPage(), as a Chromium context has). */
@@ -237,7 +239,11 @@ function threadsCpuMs() {
     for (const tid of tids) {
       try {
         const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[0-9]+$/, '#');
+        // this process's threads all say `node`: its main thread (the server, the signalling
+        // and static servers, the browser automation) is told apart from the rest (V8's
+        // platform workers: GC, compilers; Node's own helpers)
+        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[0-9]+$/, '#');
+        const comm = kind === 'node' && name === 'node' ? (tid === String(pid) ? 'main' : 'v8-helpers') : name;
         const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
         const key = `${kind} ${comm}`;
         totals.set(key, (totals.get(key) ?? 0) + ((Number(fields[11]) + Number(fields[12])) * 1000) / 100);
@@ -293,7 +299,9 @@ async function federated() {
   let updates = 0;
   // per round, on the clock the pages read too (time origin + performance.now()): when the
   // broadcast began, when each client's send() returned, when each client's update arrived
-  const abs = () => performance.timeOrigin + performance.now();
+  // (the time origin read once: Node computes it afresh on every read)
+  const origin = performance.timeOrigin;
+  const abs = () => origin + performance.now();
   const timeline = [];
   const transport = {
     self: rtc.self,
@@ -373,7 +381,25 @@ async function federated() {
   startDigitsServer(server, clientIds, split.test, running.driver.now());
   running.driver.wake();
   const round = () => reports.at(-1)?.round ?? 0;
+  // the threads' CPU over the steady rounds too (the pages' wasm compiled and tiered up), when
+  // the run has any: one reading of /proc between rounds steadyFrom and steadyFrom + 1 (the
+  // pages are not asked anything until the rounds end)
+  const measureSteady = steadyFrom < fullRounds;
+  if (measureSteady) await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
+  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats } : undefined;
+  // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds (or all)
+  const pageProfiler = process.env.BB_E2E_PAGE_PROFILE ? await pages.at(-1).page.context().newCDPSession(pages.at(-1).page) : undefined;
+  if (pageProfiler) {
+    await pageProfiler.send('Profiler.enable');
+    await pageProfiler.send('Profiler.setSamplingInterval', { interval: 100 });
+    await pageProfiler.send('Profiler.start');
+  }
   await until(`round ${fullRounds}`, () => round() >= fullRounds, 120_000 + fullRounds * 1000);
+  if (pageProfiler) {
+    const { profile } = await pageProfiler.send('Profiler.stop');
+    (await import('node:fs')).writeFileSync(process.env.BB_E2E_PAGE_PROFILE, JSON.stringify(profile));
+    await pageProfiler.detach();
+  }
   if (profiler) {
     const { profile } = await profiler.post('Profiler.stop');
     (await import('node:fs')).writeFileSync(process.env.BB_E2E_PROFILE, JSON.stringify(profile));
@@ -385,7 +411,20 @@ async function federated() {
   const fullLatencies = [...latencies];
   const serverCpu = process.cpuUsage(cpuAtStart.server);
   const cpuPerRound = { pages: (descendantsCpuMs() - cpuAtStart.pages) / round(), server: (serverCpu.user + serverCpu.system) / 1000 / round() };
-  const threadsMsPerRound = threadsPerRound(cpuAtStart.threads, threadsCpuMs(), round());
+  const threadsNow = threadsCpuMs();
+  const threadsMsPerRound = threadsPerRound(cpuAtStart.threads, threadsNow, round());
+  let steadyCpu = {};
+  if (steadyAt !== undefined) {
+    const rounds = round() - steadyAt.round;
+    const serverCpu = process.cpuUsage(steadyAt.server);
+    const driverNow = running.driver.stats;
+    steadyCpu = {
+      steadyCpuMsPerRound: { pages: (descendantsCpuMs() - steadyAt.pages) / rounds, server: (serverCpu.user + serverCpu.system) / 1000 / rounds },
+      steadyThreadsMsPerRound: threadsPerRound(steadyAt.threads, threadsNow, rounds),
+      // the server's driver: slices and polls per steady round
+      steadyServerDriver: Object.fromEntries(['frames', 'polls'].map((k) => [k, Number(((driverNow[k] - steadyAt.driver[k]) / rounds).toFixed(2))])),
+    };
+  }
   // animation frames the 4 pages asked for per round
   const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const pageStates = await Promise.all(pages.map((p) => p.state()));
@@ -442,6 +481,7 @@ async function federated() {
     phasesMs: phases,
     cpuMsPerRound: cpuPerRound,
     threadsMsPerRound,
+    ...steadyCpu,
     framesAskedPerRound,
     serverMemoryBytes: bb.exports.memory.buffer.byteLength,
     pageMemoryBytes: memory,
