@@ -96,24 +96,27 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_exp(bbi_f32x4 x, const bbi_vmath_consts *k) {
  * tests/tensor/test_kernels.c repeats the check on a million of them), so that a softmax
  * term's error relative to the row's largest term, 1, is at most 2.8 2^-24. A vector with a
  * lane below BBI_EXP_SHIFTED_FAST (a result near or in the subnormals, or -inf) goes to
- * bbi_f32x4_exp, within 1 ulp. */
+ * bbi_f32x4_exp, within 1 ulp. Its multiply-adds are BBI_F32X4_MADD: in bb-relaxed.wasm
+ * they may run fused, six operations a vector fewer, which leaves z unrounded (the bound
+ * above holds then too: 1.23 (2 + |x|) 2^-24 on every 16th float); elsewhere they are the
+ * same bits as a multiply then an add. */
 
 /* The fast path alone: every lane at least BBI_EXP_SHIFTED_FAST, or NaN. */
 BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted_fast(bbi_f32x4 x, const bbi_vmath_consts *k) {
-  const bbi_f32x4 z = x * k->log2e;
   /* shifted_magic is 1.5 * 2^23 + 127: the sum is an integer whose low bits are n + 127 */
-  const bbi_f32x4 t = z + k->shifted_magic;
-  const bbi_f32x4 n = t - k->shifted_magic;
-  const bbi_f32x4 f = z - n; /* exact: |f| <= 1/2 and n is z's nearest integer */
+  const bbi_f32x4 t = BBI_F32X4_MADD(x, k->log2e, k->shifted_magic);
+  const bbi_f32x4 minus_n = k->shifted_magic - t;
+  /* f = z - n, exact (|f| <= 1/2 and n is z's nearest integer); fused, z is not rounded */
+  const bbi_f32x4 f = BBI_F32X4_MADD(x, k->log2e, minus_n);
   const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
   bbi_f32x4 p = k->shifted_c4;
-  p = p * f + k->shifted_c3;
-  p = p * f + k->shifted_c2;
-  p = p * f + k->shifted_c1;
-  p = p * f + k->shifted_c0;
+  p = BBI_F32X4_MADD(p, f, k->shifted_c3);
+  p = BBI_F32X4_MADD(p, f, k->shifted_c2);
+  p = BBI_F32X4_MADD(p, f, k->shifted_c1);
+  p = BBI_F32X4_MADD(p, f, k->shifted_c0);
   /* s f is exact where it is normal, and off by at most 2^-150 (a quarter ulp of s at
    * most) where it is not */
-  return (s * f) * p + s;
+  return BBI_F32X4_MADD(s * f, p, s);
 }
 
 BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted(bbi_f32x4 x, const bbi_vmath_consts *k) {
