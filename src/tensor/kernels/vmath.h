@@ -98,8 +98,8 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_exp(bbi_f32x4 x, const bbi_vmath_consts *k) {
  * lane below BBI_EXP_SHIFTED_FAST (a result near or in the subnormals, or -inf) goes to
  * bbi_f32x4_exp, within 1 ulp. Its multiply-adds are BBI_F32X4_MADD: in bb-relaxed.wasm
  * they may run fused, six operations a vector fewer, which leaves z unrounded (the bound
- * above holds then too: 1.23 (2 + |x|) 2^-24 on every 16th float); elsewhere they are the
- * same bits as a multiply then an add. */
+ * above holds then too: 1.23 (2 + |x|) 2^-24 on four floats in every 64 of [-86.5, 0]);
+ * elsewhere they are the same bits as a multiply then an add. */
 
 /* The fast path alone: every lane at least BBI_EXP_SHIFTED_FAST, or NaN. */
 BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted_fast(bbi_f32x4 x, const bbi_vmath_consts *k) {
