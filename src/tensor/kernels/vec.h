@@ -193,7 +193,8 @@ BBI_INLINE void bbi_i32x4_load_bools(const uint8_t *in, bbi_i32x4 m[4]) {
  * f32x4.relaxed_madd, which the engine may run fused (one rounding, an FMA) or as a
  * multiply then an add (two roundings), depending on the machine; every other build
  * multiplies then adds, as the scalar twins do, so those agree bit for bit. The kernels'
- * dot products and multiply-accumulate loops go through it and nothing else does. */
+ * dot products and multiply-accumulate loops go through it, and softmax's exp
+ * (bbi_f32x4_exp_shifted_fast, held to a bound rather than to a scalar twin's bits). */
 #if defined(__wasm_relaxed_simd__)
 #define BBI_F32X4_MADD(a, b, c) ((bbi_f32x4)wasm_f32x4_relaxed_madd((v128_t)(a), (v128_t)(b), (v128_t)(c)))
 #define BBI_KERNELS_RELAXED 1

@@ -37,8 +37,8 @@ typedef struct bbi_vmath_consts {
   bbi_f32x4 exp_hi, exp_lo, log2e, round_magic, ln2_hi, ln2_lo;
   bbi_f32x4 exp_c4, exp_c3, exp_c2, exp_c1, exp_c0;
   bbi_i32x4 exp_bias;
-  /* exp_shifted: rounding sum with the bias in it, polynomial, fast-path bound */
-  bbi_f32x4 shifted_magic, shifted_c3, shifted_c2, shifted_c1, shifted_c0, shifted_fast;
+  /* exp_shifted: rounding sum with the bias in it, polynomial in f for 2^f, fast-path bound */
+  bbi_f32x4 shifted_magic, shifted_c4, shifted_c3, shifted_c2, shifted_c1, shifted_c0, shifted_fast;
   /* log */
   bbi_i32x4 log_exponent_mask, log_mantissa_mask, log_bias, log_subnormal_bias;
   bbi_f32x4 log_sqrt2, log_min_normal, log_subnormal_scale;
@@ -82,32 +82,41 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_exp(bbi_f32x4 x, const bbi_vmath_consts *k) {
   return (p * s1) * s2;
 }
 
-/* exp(x) for x <= 0, -inf or NaN: the shifted values x - max(row) of softmax. The same
- * reduction as bbi_f32x4_exp with a polynomial of one degree less and none of the work
- * only other inputs need. Within 2 ulp of the correctly rounded result (checked once
- * against libm on every float in [-104, 0], where 5% of the results are 1 or 2 ulp off;
- * tests/tensor/test_kernels.c repeats the check on a million of them):
- *   (e^r - 1 - r)/r^2 on |r| <= ln2/2, degree 3, relative error 1.1e-7 before rounding,
- * fitted as bbi_f32x4_exp's. When every lane is at least BBI_EXP_SHIFTED_FAST,
- * n = round(x / ln 2) >= -125, so 2^n is one normal float built straight from the rounding
- * sum (its low bits are n + 127), and p * 2^n is rounded once even where it is subnormal;
- * a lane below that (a result near or in the subnormals, or -inf) sends the vector to
- * bbi_f32x4_exp. */
+/* exp(x) for x <= 0, -inf or NaN: the shifted values x - max(row) of softmax. When every
+ * lane is at least BBI_EXP_SHIFTED_FAST, it is 2^z with z = x log2(e) rounded to a float,
+ * z = n + f with n = round(z) and f exact, and 2^f a polynomial in f:
+ *   (2^f - 1)/f on |f| <= 1/2, degree 4, relative error 9.2e-8 before rounding,
+ * fitted as above (on 600 nodes). 2^n is one normal float built straight from the rounding
+ * sum (n >= -125 there; its low bits are n + 127), and the result is a normal float. n and
+ * f take four operations a vector where bbi_f32x4_exp's n and two-step reduction
+ * r = x - n ln2 take seven, at a price: the rounding of z, at most half an ulp of
+ * |x| log2(e), puts a relative error of up to |x| 2^-24 into the result, as large as the one
+ * the subtraction x - max already makes. Within 1.4 (2 + |x|) 2^-24 of exp(x), relative
+ * (checked once on every float in [-86.5, 0]: 3.5 2^-24 for |x| < 1, 65 2^-24 near -80;
+ * tests/tensor/test_kernels.c repeats the check on a million of them), so that a softmax
+ * term's error relative to the row's largest term, 1, is at most 2.8 2^-24. A vector with a
+ * lane below BBI_EXP_SHIFTED_FAST (a result near or in the subnormals, or -inf) goes to
+ * bbi_f32x4_exp, within 1 ulp. Its multiply-adds are BBI_F32X4_MADD: in bb-relaxed.wasm
+ * they may run fused, six operations a vector fewer, which leaves z unrounded (the bound
+ * above holds then too: 1.23 (2 + |x|) 2^-24 on four floats in every 64 of [-86.5, 0]);
+ * elsewhere they are the same bits as a multiply then an add. */
 
 /* The fast path alone: every lane at least BBI_EXP_SHIFTED_FAST, or NaN. */
 BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted_fast(bbi_f32x4 x, const bbi_vmath_consts *k) {
   /* shifted_magic is 1.5 * 2^23 + 127: the sum is an integer whose low bits are n + 127 */
-  const bbi_f32x4 t = x * k->log2e + k->shifted_magic;
-  const bbi_f32x4 n = t - k->shifted_magic;
+  const bbi_f32x4 t = BBI_F32X4_MADD(x, k->log2e, k->shifted_magic);
+  const bbi_f32x4 minus_n = k->shifted_magic - t;
+  /* f = z - n, exact (|f| <= 1/2 and n is z's nearest integer); fused, z is not rounded */
+  const bbi_f32x4 f = BBI_F32X4_MADD(x, k->log2e, minus_n);
   const bbi_f32x4 s = (bbi_f32x4)((bbi_u32x4)bbi_f32x4_as_i32(t) << 23);
-  bbi_f32x4 r = x - n * k->ln2_hi;
-  r = r - n * k->ln2_lo;
-  bbi_f32x4 q = k->shifted_c3;
-  q = q * r + k->shifted_c2;
-  q = q * r + k->shifted_c1;
-  q = q * r + k->shifted_c0;
-  const bbi_f32x4 p = ((r * r) * q + r) + k->one;
-  return p * s;
+  bbi_f32x4 p = k->shifted_c4;
+  p = BBI_F32X4_MADD(p, f, k->shifted_c3);
+  p = BBI_F32X4_MADD(p, f, k->shifted_c2);
+  p = BBI_F32X4_MADD(p, f, k->shifted_c1);
+  p = BBI_F32X4_MADD(p, f, k->shifted_c0);
+  /* s f is exact where it is normal, and off by at most 2^-150 (a quarter ulp of s at
+   * most) where it is not */
+  return BBI_F32X4_MADD(s * f, p, s);
 }
 
 BBI_INLINE bbi_f32x4 bbi_f32x4_exp_shifted(bbi_f32x4 x, const bbi_vmath_consts *k) {
