@@ -1174,6 +1174,33 @@ static void test_dwconv_matches_scalar(void) {
     for (size_t i = 0; i < out; i++) ok_split &= same_float(y[i], whole[i]);
     free(x), free(w), free(b), free(y), free(r), free(scratch), free(whole);
   }
+  /* the wide planes of MobileNet and EfficientNet (16 to 40 columns, stride 1 and 2, 3×3 and
+   * 5×5 and a 3×5 filter), with row counts that leave 1 to 3 rows after the kernel's groups
+   * of rows and widths that leave a partial vector */
+  static const size_t wide[][5] = {{32, 32, 3, 1, 3}, {32, 32, 3, 2, 3}, {16, 16, 3, 1, 3}, {16, 16, 5, 1, 5},
+                                   {33, 33, 5, 2, 5}, {7, 19, 3, 1, 3},   {6, 40, 5, 1, 3},   {5, 23, 3, 2, 5}};
+  for (size_t t = 0; t < sizeof wide / sizeof wide[0]; t++) {
+    bbi_window2d g = {0};
+    g.ih = wide[t][0], g.iw = wide[t][1], g.kh = wide[t][2], g.kw = wide[t][4], g.sh = g.sw = wide[t][3];
+    g.dh = g.dw = 1, g.ph = g.ph_end = g.kh / 2, g.pw = g.pw_end = g.kw / 2;
+    place_window(&g, 0);
+    const size_t channels = 17, in = channels * g.ih * g.iw, out = channels * g.oh * g.ow, taps = g.kh * g.kw;
+    float *x = floats(in), *w = floats(channels * taps), *b = floats(channels);
+    float *y = floats(out + 1), *r = floats(out + 1), *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4 + 1);
+    if (t % 2 && !BB_TEST_RELAXED_KERNELS) fill_mixed(x, in);
+    else fill_uniform(x, in, -2.0f, 2.0f);
+    fill_uniform(w, channels * taps, -1.0f, 1.0f);
+    fill_uniform(b, channels, -1.0f, 1.0f);
+    y[out] = r[out] = 7.0f;
+    bbi_f32_dwconv2d_chw(&g, channels, x, w, b, y, scratch);
+    bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, b, r);
+    for (size_t i = 0; i < out; i++) {
+      if (same_float(y[i], r[i])) continue;
+      ok &= BB_TEST_RELAXED_KERNELS && isfinite(y[i]) && fabs((double)y[i] - r[i]) <= 1e-4 * (1.0 + fabs((double)r[i]));
+    }
+    ok &= y[out] == 7.0f;
+    free(x), free(w), free(b), free(y), free(r), free(scratch);
+  }
   if (BB_TEST_RELAXED_KERNELS) printf("dwconv: largest difference from the scalar twin, as a fraction of the bound: %.3g\n", (double)worst);
   CHECK_MSG(ok, "depthwise convolution differs from the scalar twin");
   CHECK_MSG(ok_split, "depthwise convolution split by channels differs");
