@@ -160,6 +160,13 @@ static void conv_epilogue(bbi_cpu_epilogue *e, float *y, size_t at, size_t n) {
   bbi_f32_vactivate(&e->act, n, addend, y + at);
 }
 
+/* A fused Clip with nothing added goes into the GEMM's store as its clamp, saving a pass
+ * over the output: the clamp is min(max(x, lo), hi) with the same NaN and signed-zero rules
+ * as the epilogue's, so the same bits. */
+static bool clip_in_store(const bbi_cpu_epilogue *e) {
+  return e && !e->addend && e->act.kind == BBI_ACTIVATION_CLIP;
+}
+
 /* The epilogue the op can apply itself: float, with an addend of the output's shape. */
 static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
   bbi_cpu_epilogue *e = bbi_cpu_epilogue_of(ctx);
@@ -297,8 +304,15 @@ typedef struct conv_job {
   const char *packed;
   size_t pack_stride, panels_bytes, rows_stride, col_slots;
   bbi_cpu_epilogue *e;
+  bbi_f32_activation clip; /* BBI_ACTIVATION_CLIP: the fused Clip the GEMM applies as it stores */
   size_t tmp_at, scratch_at, scratch_size;
 } conv_job;
+
+/* The GEMM's clamp for the job's fused Clip, if it has one. */
+static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
+  a->clamp = j->clip.kind == BBI_ACTIVATION_CLIP;
+  a->min = j->clip.min, a->max = j->clip.max;
+}
 
 /* Floats of packed column panels per band of output rows (about 256 KiB): a band's panels
  * are written and then read by its GEMM while they are still in L2, where the panels of a
@@ -402,6 +416,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.b = j->direct ? xg : col, a.ldb = (size_t)npos;
       a.c = j->y + at, a.ldc = (size_t)npos;
       a.bias_per_row = j->b ? j->b + gi * mg : NULL;
+      gemm_clip(j, &a);
       if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
       conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
       continue;
@@ -414,6 +429,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     a.packed_b = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
     a.c = tmp, a.ldc = (size_t)mg;
     a.bias = j->b ? j->b + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
+    gemm_clip(j, &a);
     if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
     for (int64_t i = 0; i < nc; i++) {
       size_t at = (size_t)(((n0 + i) * m_out + gi * mg) * npos);
@@ -579,6 +595,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);
+  if (direct && clip_in_store(j.e)) j.clip = j.e->act, j.e = NULL; /* (1×1 products: their GEMMs only) */
   j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
   rc = bbi_nn_run_chunks(conv_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
