@@ -175,6 +175,20 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
   return e;
 }
 
+/* The layouts of W a Conv keeps in its node cache. */
+enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2, DEPTHWISE_LANES = 3 };
+
+/* A depthwise convolution's constant weights laid out once per session for the kernel's
+ * channel-lane path (NULL where that path does not read them, or W is not a constant: the
+ * kernel then interleaves them itself, with the same bits). */
+static const float *depthwise_lanes(bbi_cpu_op_ctx *ctx, const bbi_window2d *win, size_t channels) {
+  const size_t floats = bbi_f32_dwconv2d_lanes_floats(win, channels);
+  bool fresh;
+  float *lanes = floats ? bbi_cpu_node_cache_get(ctx, 1, DEPTHWISE_LANES, floats * sizeof(float), &fresh) : NULL;
+  if (lanes && fresh) bbi_f32_dwconv2d_pack_lanes(win, channels, bb_tensor_data(ctx->inputs[1]), lanes);
+  return lanes;
+}
+
 /* A depthwise convolution (one input and one output channel per group): the plane kernel
  * in blocks of channels of one image (tasks on the work pool, the batch's images in one
  * job, each task with its own scratch plane) whose outputs the fused epilogue (if any)
@@ -183,7 +197,7 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
  * threads gives the same bits. */
 typedef struct dw_job {
   const bbi_window2d *win;
-  const float *x, *w, *b;
+  const float *x, *w, *lanes, *b;
   float *y;
   bbi_cpu_epilogue *e;
   char *scratch;
@@ -201,8 +215,9 @@ static void dw_task(void *ctx, size_t task, size_t slot) {
   const size_t c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
   const size_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow, taps = g->kh * g->kw;
   const size_t at = (n * j->channels + c0) * out_plane;
-  bbi_f32_dwconv2d_chw(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps, j->b ? j->b + c0 : NULL,
-                       j->y + at, (float *)(j->scratch + slot * j->scratch_stride));
+  bbi_f32_dwconv2d_chw_lanes(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps,
+                             j->lanes ? j->lanes + c0 * taps : NULL, j->b ? j->b + c0 : NULL, j->y + at,
+                             (float *)(j->scratch + slot * j->scratch_stride));
   conv_epilogue(j->e, j->y, at, (c1 - c0) * out_plane);
 }
 
@@ -218,9 +233,12 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   const int64_t channels = x->dims[1];
   const size_t work = (size_t)g->out_size * (size_t)g->kernel_size;
   size_t block = (DW_BLOCK_WORK + work - 1) / work;
-  block = (block + 15) & ~(size_t)15; /* whole groups of the narrow kernel's lanes (four, or sixteen with AVX-512) */
+  /* whole groups of the narrow kernel's lanes (four, or sixteen with AVX-512), so every
+   * block starts a group of the laid-out weights */
+  block = (block + 15) & ~(size_t)15;
   const size_t blocks = ((size_t)channels + block - 1) / block;
-  dw_job j = {&win, bb_tensor_data(x), bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y),
+  dw_job j = {&win, bb_tensor_data(x), bb_tensor_data(w), depthwise_lanes(ctx, &win, (size_t)channels),
+              b ? bb_tensor_data(b) : NULL, bb_tensor_data(y),
               own_epilogue(ctx, y), (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels,
               block, blocks, 0};
   /* as many images per job as the pool's task count allows (one job for most batches) */
@@ -233,8 +251,6 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   return 0;
 }
 
-/* The layouts of W a Conv keeps in its node cache. */
-enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2 };
 
 /* W's groups packed once per session when W is one of its constants (NULL when W is not:
  * the GEMM packs it on every product then): as the GEMM's B operand (each group's

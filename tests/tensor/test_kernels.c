@@ -1126,7 +1126,7 @@ static void test_maxpool_3x3_stride2_matches_scalar(void) {
 static void test_dwconv_matches_scalar(void) {
   rng_seed(10);
   float worst = 0.0f;
-  int ok = 1, ok_split = 1;
+  int ok = 1, ok_split = 1, ok_lanes = 1, lanes_cases = 0;
   for (int t = 0; t < 400; t++) {
     bbi_window2d g = random_pool();
     if (t % 4 == 0) g.kh = g.kw = 3, g.ph = g.pw = g.ph_end = g.pw_end = 1, g.dh = g.dw = 1;
@@ -1147,6 +1147,22 @@ static void test_dwconv_matches_scalar(void) {
     bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, bias, r);
     float *whole = floats(out + 1);
     memcpy(whole, y, (out + 1) * sizeof *y);
+    /* with the weights laid out once, whole and from the second group of sixteen on: the same bits */
+    const size_t lane_floats = bbi_f32_dwconv2d_lanes_floats(&g, channels);
+    if (lane_floats) {
+      float *lanes = floats(lane_floats), *yl = floats(out + 1);
+      bbi_f32_dwconv2d_pack_lanes(&g, channels, w, lanes);
+      bbi_f32_dwconv2d_chw_lanes(&g, channels, x, w, lanes, bias, yl, scratch);
+      for (size_t i = 0; i < out; i++) ok_lanes &= same_float(yl[i], whole[i]);
+      if (channels > 16) {
+        const size_t taps = g.kh * g.kw, po = g.oh * g.ow;
+        bbi_f32_dwconv2d_chw_lanes(&g, channels - 16, x + 16 * g.ih * g.iw, w + 16 * taps, lanes + 16 * taps,
+                                   bias ? bias + 16 : NULL, yl, scratch);
+        for (size_t i = 0; i < (channels - 16) * po; i++) ok_lanes &= same_float(yl[i], whole[16 * po + i]);
+      }
+      lanes_cases++;
+      free(lanes), free(yl);
+    }
     if (!BB_TEST_RELAXED_KERNELS) {
       for (size_t i = 0; i < out; i++) ok &= same_float(y[i], r[i]);
     } else {
@@ -1204,6 +1220,9 @@ static void test_dwconv_matches_scalar(void) {
   if (BB_TEST_RELAXED_KERNELS) printf("dwconv: largest difference from the scalar twin, as a fraction of the bound: %.3g\n", (double)worst);
   CHECK_MSG(ok, "depthwise convolution differs from the scalar twin");
   CHECK_MSG(ok_split, "depthwise convolution split by channels differs");
+  CHECK_MSG(ok_lanes, "depthwise convolution with its weights laid out once differs");
+  if (bbi_f32_dwconv2d_lanes_floats(&(const bbi_window2d){4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, 1))
+    CHECK_MSG(lanes_cases > 50, "only %d cases took the laid-out weights", lanes_cases);
   /* by hand: a 3×3 box filter of ones, padding 1, over a 2×2 image, bias 0.5 */
   const float x[4] = {1, 2, 3, 4}, w[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, b = 0.5f;
   const bbi_window2d g = {2, 2, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};

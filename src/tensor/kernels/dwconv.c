@@ -220,7 +220,7 @@ DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, co
 }
 
 DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
-                            const float *bias, float *y, float *scratch) {
+                            const float *lanes, const float *bias, float *y, float *scratch) {
   const size_t cols = lane_cols(g), taps = g->kh * g->kw;
   const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
   size_t iy_end, ix_end, off[DW_MAX_TAPS];
@@ -238,10 +238,13 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
       for (size_t l = 0; l < 4; l++) xs[l] = x + (c0 + (l0 + l < nc ? l0 + l : 0)) * plane_in;
       dw_interleave4(g, xs, iy_end, ix_end, cols, 16, scratch + l0);
     }
-    /* tap k of the group's channels, one per lane, by a gather (lane l reads
-     * w[(c0 + l)·taps + k]); spare lanes hold 0 */
+    /* tap k of the group's channels, one per lane: laid out already, or gathered (lane l
+     * reads w[(c0 + l)·taps + k]); spare lanes hold 0 */
     __m512 wv[DW_MAX_TAPS];
-    for (size_t k = 0; k < taps; k++) wv[k] = _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4);
+    if (lanes)
+      for (size_t k = 0; k < taps; k++) wv[k] = _mm512_loadu_ps(lanes + (c0 * taps + k * 16));
+    else
+      for (size_t k = 0; k < taps; k++) wv[k] = _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4);
     const __m512 acc0 = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : zero;
     for (size_t oy = 0; oy < g->oh; oy++)
       for (size_t ox = 0; ox < g->ow; ox++) {
@@ -332,8 +335,26 @@ static int use_lanes16(const bbi_window2d *g) {
 
 #define DW_MAX_PHASES 16 /* strides up to 16 take the vector path */
 
+size_t bbi_f32_dwconv2d_lanes_floats(const bbi_window2d *g, size_t channels) {
+  if (!g->oh || !g->ow || !use_lanes16(g)) return 0;
+  return (channels + 15) / 16 * 16 * g->kh * g->kw;
+}
+
+void bbi_f32_dwconv2d_pack_lanes(const bbi_window2d *g, size_t channels, const float *w, float *lanes) {
+  const size_t taps = g->kh * g->kw;
+  for (size_t c0 = 0; c0 < channels; c0 += 16)
+    for (size_t k = 0; k < taps; k++)
+      for (size_t l = 0; l < 16; l++) lanes[c0 * taps + k * 16 + l] = c0 + l < channels ? w[(c0 + l) * taps + k] : 0.0f;
+}
+
 void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                           const float *bias, float *y, float *scratch) {
+  bbi_f32_dwconv2d_chw_lanes(g, channels, x, w, NULL, bias, y, scratch);
+}
+
+void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                                const float *lanes, const float *bias, float *y, float *scratch) {
+  (void)lanes; /* read by the sixteen-lane path only */
   const size_t taps = g->kh * g->kw;
   if (taps > DW_MAX_TAPS || g->sw > DW_MAX_PHASES) {
     bbi_f32_dwconv2d_chw_scalar(g, channels, x, w, bias, y);
@@ -342,7 +363,7 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
   if (!g->oh || !g->ow || !channels) return;
 #if BBI_HAVE_X86_GEMM
   if (use_lanes16(g)) {
-    dw_lanes16(g, channels, x, w, bias, y, scratch);
+    dw_lanes16(g, channels, x, w, lanes, bias, y, scratch);
     return;
   }
   const int wide = has_avx512(); /* rows of 16 columns and more, sixteen outputs a vector */
