@@ -214,8 +214,10 @@ static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, con
 #define DW16 __attribute__((target("avx512f")))
 #define DW16_INLINE DW16 static inline __attribute__((always_inline))
 
-DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, const __m512 *wv, __m512 acc) {
-  BBI_UNROLL for (size_t k = 0; k < KK; k++) acc = _mm512_add_ps(acc, _mm512_mul_ps(wv[k], _mm512_loadu_ps(src + off[k])));
+/* wv: tap k's sixteen lanes at wv + 16·k */
+DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, const float *wv, __m512 acc) {
+  BBI_UNROLL for (size_t k = 0; k < KK; k++)
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(wv + 16 * k), _mm512_loadu_ps(src + off[k])));
   return acc;
 }
 
@@ -228,6 +230,7 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
   const __m512 zero = _mm512_setzero_ps();
   const __m512i tap_index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                _mm512_set1_epi32((int)taps));
+  float gathered[DW_MAX_TAPS * 16];
   for (size_t c0 = 0; c0 < channels; c0 += 16) {
     const size_t nc = channels - c0 < 16 ? channels - c0 : 16;
     const __mmask16 m = (__mmask16)(nc == 16 ? 0xffffu : (1u << nc) - 1u);
@@ -240,11 +243,9 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
     }
     /* tap k of the group's channels, one per lane: laid out already, or gathered (lane l
      * reads w[(c0 + l)·taps + k]); spare lanes hold 0 */
-    __m512 wv[DW_MAX_TAPS];
-    if (lanes)
-      for (size_t k = 0; k < taps; k++) wv[k] = _mm512_loadu_ps(lanes + (c0 * taps + k * 16));
-    else
-      for (size_t k = 0; k < taps; k++) wv[k] = _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4);
+    const float *wv = lanes ? lanes + c0 * taps : gathered;
+    for (size_t k = 0; !lanes && k < taps; k++)
+      _mm512_storeu_ps(gathered + 16 * k, _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4));
     const __m512 acc0 = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : zero;
     for (size_t oy = 0; oy < g->oh; oy++)
       for (size_t ox = 0; ox < g->ow; ox++) {
