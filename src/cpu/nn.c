@@ -251,7 +251,6 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   return 0;
 }
 
-
 /* W's groups packed once per session when W is one of its constants (NULL when W is not:
  * the GEMM packs it on every product then): as the GEMM's B operand (each group's
  * [mg, kdim] read transposed) for the products with positions as rows, or as its A
@@ -611,7 +610,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);
-  if (direct && clip_in_store(j.e)) j.clip = j.e->act, j.e = NULL; /* (1×1 products: their GEMMs only) */
+  if (direct && clip_in_store(j.e)) j.clip = j.e->act, j.e = NULL; /* 1×1 products; the others keep the epilogue */
   j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
   rc = bbi_nn_run_chunks(conv_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
