@@ -160,12 +160,33 @@ static void conv_epilogue(bbi_cpu_epilogue *e, float *y, size_t at, size_t n) {
   bbi_f32_vactivate(&e->act, n, addend, y + at);
 }
 
+/* A fused Clip with nothing added goes into the GEMM's store as its clamp, saving a pass
+ * over the output: the clamp is min(max(x, lo), hi) with the same NaN and signed-zero rules
+ * as the epilogue's, so the same bits. */
+static bool clip_in_store(const bbi_cpu_epilogue *e) {
+  return e && !e->addend && e->act.kind == BBI_ACTIVATION_CLIP;
+}
+
 /* The epilogue the op can apply itself: float, with an addend of the output's shape. */
 static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
   bbi_cpu_epilogue *e = bbi_cpu_epilogue_of(ctx);
   if (!e || (e->addend && (e->addend->dtype != BB_DTYPE_FLOAT || !bb_tensor_same_shape(e->addend, y)))) return NULL;
   e->applied = true;
   return e;
+}
+
+/* The layouts of W a Conv keeps in its node cache. */
+enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2, DEPTHWISE_LANES = 3 };
+
+/* A depthwise convolution's constant weights laid out once per session for the kernel's
+ * channel-lane path (NULL where that path does not read them, or W is not a constant: the
+ * kernel then interleaves them itself, with the same bits). */
+static const float *depthwise_lanes(bbi_cpu_op_ctx *ctx, const bbi_window2d *win, size_t channels) {
+  const size_t floats = bbi_f32_dwconv2d_lanes_floats(win, channels);
+  bool fresh;
+  float *lanes = floats ? bbi_cpu_node_cache_get(ctx, 1, DEPTHWISE_LANES, floats * sizeof(float), &fresh) : NULL;
+  if (lanes && fresh) bbi_f32_dwconv2d_pack_lanes(win, channels, bb_tensor_data(ctx->inputs[1]), lanes);
+  return lanes;
 }
 
 /* A depthwise convolution (one input and one output channel per group): the plane kernel
@@ -176,7 +197,7 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
  * threads gives the same bits. */
 typedef struct dw_job {
   const bbi_window2d *win;
-  const float *x, *w, *b;
+  const float *x, *w, *lanes, *b;
   float *y;
   bbi_cpu_epilogue *e;
   char *scratch;
@@ -194,8 +215,9 @@ static void dw_task(void *ctx, size_t task, size_t slot) {
   const size_t c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
   const size_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow, taps = g->kh * g->kw;
   const size_t at = (n * j->channels + c0) * out_plane;
-  bbi_f32_dwconv2d_chw(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps, j->b ? j->b + c0 : NULL,
-                       j->y + at, (float *)(j->scratch + slot * j->scratch_stride));
+  bbi_f32_dwconv2d_chw_lanes(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps,
+                             j->lanes ? j->lanes + c0 * taps : NULL, j->b ? j->b + c0 : NULL, j->y + at,
+                             (float *)(j->scratch + slot * j->scratch_stride));
   conv_epilogue(j->e, j->y, at, (c1 - c0) * out_plane);
 }
 
@@ -211,9 +233,12 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   const int64_t channels = x->dims[1];
   const size_t work = (size_t)g->out_size * (size_t)g->kernel_size;
   size_t block = (DW_BLOCK_WORK + work - 1) / work;
-  block = (block + 15) & ~(size_t)15; /* whole groups of the narrow kernel's lanes (four, or sixteen with AVX-512) */
+  /* whole groups of the narrow kernel's lanes (four, or sixteen with AVX-512), so every
+   * block starts a group of the laid-out weights */
+  block = (block + 15) & ~(size_t)15;
   const size_t blocks = ((size_t)channels + block - 1) / block;
-  dw_job j = {&win, bb_tensor_data(x), bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, bb_tensor_data(y),
+  dw_job j = {&win, bb_tensor_data(x), bb_tensor_data(w), depthwise_lanes(ctx, &win, (size_t)channels),
+              b ? bb_tensor_data(b) : NULL, bb_tensor_data(y),
               own_epilogue(ctx, y), (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), stride, (size_t)channels,
               block, blocks, 0};
   /* as many images per job as the pool's task count allows (one job for most batches) */
@@ -225,9 +250,6 @@ static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) 
   }
   return 0;
 }
-
-/* The layouts of W a Conv keeps in its node cache. */
-enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2 };
 
 /* W's groups packed once per session when W is one of its constants (NULL when W is not:
  * the GEMM packs it on every product then): as the GEMM's B operand (each group's
@@ -297,8 +319,15 @@ typedef struct conv_job {
   const char *packed;
   size_t pack_stride, panels_bytes, rows_stride, col_slots;
   bbi_cpu_epilogue *e;
+  bbi_f32_activation clip; /* BBI_ACTIVATION_CLIP: the fused Clip the GEMM applies as it stores */
   size_t tmp_at, scratch_at, scratch_size;
 } conv_job;
+
+/* The GEMM's clamp for the job's fused Clip, if it has one. */
+static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
+  a->clamp = j->clip.kind == BBI_ACTIVATION_CLIP;
+  a->min = j->clip.min, a->max = j->clip.max;
+}
 
 /* Floats of packed column panels per band of output rows (about 256 KiB): a band's panels
  * are written and then read by its GEMM while they are still in L2, where the panels of a
@@ -402,6 +431,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.b = j->direct ? xg : col, a.ldb = (size_t)npos;
       a.c = j->y + at, a.ldc = (size_t)npos;
       a.bias_per_row = j->b ? j->b + gi * mg : NULL;
+      gemm_clip(j, &a);
       if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
       conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
       continue;
@@ -414,6 +444,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     a.packed_b = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
     a.c = tmp, a.ldc = (size_t)mg;
     a.bias = j->b ? j->b + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
+    gemm_clip(j, &a);
     if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
     for (int64_t i = 0; i < nc; i++) {
       size_t at = (size_t)(((n0 + i) * m_out + gi * mg) * npos);
@@ -579,6 +610,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.x = bb_tensor_data(x), j.w = bb_tensor_data(w), j.b = b ? bb_tensor_data(b) : NULL, j.y = bb_tensor_data(y);
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);
+  if (direct && clip_in_store(j.e)) j.clip = j.e->act, j.e = NULL; /* 1×1 products; the others keep the epilogue */
   j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
   rc = bbi_nn_run_chunks(conv_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;

@@ -241,6 +241,71 @@ static void test_session_keeps_conv_weights_packed(void) {
   bb_model_free(m);
 }
 
+/* Adds tensor t to the graph's initializers as `name`. */
+static void add_initializer(bb_model *m, const char *name, bb_tensor *t) {
+  bb_tensor_proto *p = NULL;
+  bb_error err;
+  CHECK_MSG(!bb_tensor_to_proto(m, t, name, &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p), "%s",
+            err.message);
+  bb_tensor_release(t);
+}
+
+/* A 1×1 Conv followed by Clip: the session fuses the Clip into the convolution's GEMM
+ * (its clamp), which must give the bits of the graph run as written (no rewrites), on
+ * the plane (16×16), with the positions as rows (4×4) and as a matrix-vector product
+ * (1×1), NaN and signed zeros in the input, on 1 to 4 threads. */
+static void test_session_fused_clip(void) {
+  bb_model *m = bb_model_new(NULL);
+  bb_opset_set(m, &m->opsets, "", 17);
+  m->graph = bb_graph_new(m, "g");
+  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_ir_node *conv = bb_ir_node_new(m, "Conv", "", "conv"), *clip = bb_ir_node_new(m, "Clip", "", "clip");
+  const char *conv_in[] = {"x", "w", "b"}, *clip_in[] = {"c", "lo", "hi"};
+  for (int i = 0; i < 3; i++) bb_strlist_append(m, &conv->inputs, conv_in[i]), bb_strlist_append(m, &clip->inputs, clip_in[i]);
+  bb_strlist_append(m, &conv->outputs, "c");
+  bb_strlist_append(m, &clip->outputs, "y");
+  bb_nodelist_append(m, &m->graph->nodes, conv);
+  bb_nodelist_append(m, &m->graph->nodes, clip);
+  add_initializer(m, "w", rand_tensor(4, (const int64_t[]){40, 24, 1, 1}));
+  add_initializer(m, "b", rand_tensor(1, (const int64_t[]){40}));
+  bb_tensor *lo = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL), *hi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL);
+  *(float *)bb_tensor_data(lo) = -0.5f, *(float *)bb_tensor_data(hi) = 0.75f;
+  add_initializer(m, "lo", lo);
+  add_initializer(m, "hi", hi);
+  bb_error err;
+  bb_cpu_session *fused = NULL, *plain = NULL;
+  const bb_cpu_session_options as_written = {sizeof as_written, BB_CPU_REWRITE_ALL};
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, &fused, &err) &&
+                !bb_cpu_session_new_with_options(m, NULL, &as_written, &plain, &err),
+            "%s", err.message);
+  bb_cpu_session_rewrites made = {0};
+  if (fused) bb_cpu_session_rewrites_made(fused, false, &made);
+  CHECK_MSG(made.fused_activations == 1, "the Clip was not fused");
+  static const int64_t sides[] = {16, 4, 1};
+  for (size_t t = 0; fused && plain && t < sizeof sides / sizeof sides[0]; t++) {
+    bb_tensor *x = rand_tensor(4, (const int64_t[]){1, 24, sides[t], sides[t]});
+    float *xd = bb_tensor_data(x);
+    xd[0] = NAN, xd[x->numel / 2] = -0.0f, xd[x->numel - 1] = 0.0f;
+    const char *names[1] = {"x"};
+    bb_tensor *ref = NULL;
+    CHECK_MSG(!bb_cpu_session_run(plain, names, &x, 1, &ref, &err), "%s", err.message);
+    for (size_t threads = 1; ref && threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      bb_tensor *y = NULL;
+      CHECK_MSG(!bb_cpu_session_run(fused, names, &x, 1, &y, &err), "%s", err.message);
+      CHECK_MSG(y && y->numel == ref->numel && memcmp(bb_tensor_data(y), bb_tensor_data(ref), bb_tensor_nbytes(y)) == 0,
+                "1×1 Conv + Clip at %lld×%lld on %zu threads differs from the graph as written", (long long)sides[t],
+                (long long)sides[t], threads);
+      bb_tensor_release(y);
+    }
+    set_threads(1);
+    bb_tensor_release(ref), bb_tensor_release(x);
+  }
+  bb_cpu_session_free(fused), bb_cpu_session_free(plain);
+  bb_model_free(m);
+}
+
 static void test_pooling(void) {
   check1("MaxPool with indices", window_node("MaxPool", 1, 2, 3, 2, 1, 1, 1), DIMS(4, 24, 33, 31), 2);
   check1("MaxPool 3x3 stride 2 (a resnet's stem)", window_node("MaxPool", 1, 1, 3, 2, 1, 1, 1), DIMS(1, 64, 32, 32), 1);
@@ -388,6 +453,7 @@ int main(void) {
   RUN(test_convolutions);
   RUN(test_conv_batch_split);
   RUN(test_session_keeps_conv_weights_packed);
+  RUN(test_session_fused_clip);
   RUN(test_pooling);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);

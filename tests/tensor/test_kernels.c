@@ -1180,7 +1180,7 @@ static void test_maxpool_3x3_stride2_matches_scalar(void) {
 static void test_dwconv_matches_scalar(void) {
   rng_seed(10);
   float worst = 0.0f;
-  int ok = 1, ok_split = 1;
+  int ok = 1, ok_split = 1, ok_lanes = 1, lanes_cases = 0;
   for (int t = 0; t < 400; t++) {
     bbi_window2d g = random_pool();
     if (t % 4 == 0) g.kh = g.kw = 3, g.ph = g.pw = g.ph_end = g.pw_end = 1, g.dh = g.dw = 1;
@@ -1201,6 +1201,22 @@ static void test_dwconv_matches_scalar(void) {
     bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, bias, r);
     float *whole = floats(out + 1);
     memcpy(whole, y, (out + 1) * sizeof *y);
+    /* with the weights laid out once, whole and from the second group of sixteen on: the same bits */
+    const size_t lane_floats = bbi_f32_dwconv2d_lanes_floats(&g, channels);
+    if (lane_floats) {
+      float *lanes = floats(lane_floats), *yl = floats(out + 1);
+      bbi_f32_dwconv2d_pack_lanes(&g, channels, w, lanes);
+      bbi_f32_dwconv2d_chw_lanes(&g, channels, x, w, lanes, bias, yl, scratch);
+      for (size_t i = 0; i < out; i++) ok_lanes &= same_float(yl[i], whole[i]);
+      if (channels > 16) {
+        const size_t taps = g.kh * g.kw, po = g.oh * g.ow;
+        bbi_f32_dwconv2d_chw_lanes(&g, channels - 16, x + 16 * g.ih * g.iw, w + 16 * taps, lanes + 16 * taps,
+                                   bias ? bias + 16 : NULL, yl, scratch);
+        for (size_t i = 0; i < (channels - 16) * po; i++) ok_lanes &= same_float(yl[i], whole[16 * po + i]);
+      }
+      lanes_cases++;
+      free(lanes), free(yl);
+    }
     if (!BB_TEST_RELAXED_KERNELS) {
       for (size_t i = 0; i < out; i++) ok &= same_float(y[i], r[i]);
     } else {
@@ -1228,9 +1244,39 @@ static void test_dwconv_matches_scalar(void) {
     for (size_t i = 0; i < out; i++) ok_split &= same_float(y[i], whole[i]);
     free(x), free(w), free(b), free(y), free(r), free(scratch), free(whole);
   }
+  /* the wide planes of MobileNet and EfficientNet (16 to 40 columns, stride 1 and 2, 3×3 and
+   * 5×5 and a 3×5 filter), with row counts that leave 1 to 3 rows after the kernel's groups
+   * of rows and widths that leave a partial vector */
+  static const size_t wide[][5] = {{32, 32, 3, 1, 3}, {32, 32, 3, 2, 3}, {16, 16, 3, 1, 3}, {16, 16, 5, 1, 5},
+                                   {33, 33, 5, 2, 5}, {7, 19, 3, 1, 3},   {6, 40, 5, 1, 3},   {5, 23, 3, 2, 5}};
+  for (size_t t = 0; t < sizeof wide / sizeof wide[0]; t++) {
+    bbi_window2d g = {0};
+    g.ih = wide[t][0], g.iw = wide[t][1], g.kh = wide[t][2], g.kw = wide[t][4], g.sh = g.sw = wide[t][3];
+    g.dh = g.dw = 1, g.ph = g.ph_end = g.kh / 2, g.pw = g.pw_end = g.kw / 2;
+    place_window(&g, 0);
+    const size_t channels = 17, in = channels * g.ih * g.iw, out = channels * g.oh * g.ow, taps = g.kh * g.kw;
+    float *x = floats(in), *w = floats(channels * taps), *b = floats(channels);
+    float *y = floats(out + 1), *r = floats(out + 1), *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4 + 1);
+    if (t % 2 && !BB_TEST_RELAXED_KERNELS) fill_mixed(x, in);
+    else fill_uniform(x, in, -2.0f, 2.0f);
+    fill_uniform(w, channels * taps, -1.0f, 1.0f);
+    fill_uniform(b, channels, -1.0f, 1.0f);
+    y[out] = r[out] = 7.0f;
+    bbi_f32_dwconv2d_chw(&g, channels, x, w, b, y, scratch);
+    bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, b, r);
+    for (size_t i = 0; i < out; i++) {
+      if (same_float(y[i], r[i])) continue;
+      ok &= BB_TEST_RELAXED_KERNELS && isfinite(y[i]) && fabs((double)y[i] - r[i]) <= 1e-4 * (1.0 + fabs((double)r[i]));
+    }
+    ok &= y[out] == 7.0f;
+    free(x), free(w), free(b), free(y), free(r), free(scratch);
+  }
   if (BB_TEST_RELAXED_KERNELS) printf("dwconv: largest difference from the scalar twin, as a fraction of the bound: %.3g\n", (double)worst);
   CHECK_MSG(ok, "depthwise convolution differs from the scalar twin");
   CHECK_MSG(ok_split, "depthwise convolution split by channels differs");
+  CHECK_MSG(ok_lanes, "depthwise convolution with its weights laid out once differs");
+  if (bbi_f32_dwconv2d_lanes_floats(&(const bbi_window2d){4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}, 1))
+    CHECK_MSG(lanes_cases > 50, "only %d cases took the laid-out weights", lanes_cases);
   /* by hand: a 3×3 box filter of ones, padding 1, over a 2×2 image, bias 0.5 */
   const float x[4] = {1, 2, 3, 4}, w[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, b = 0.5f;
   const bbi_window2d g = {2, 2, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};

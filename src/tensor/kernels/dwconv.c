@@ -214,19 +214,23 @@ static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, con
 #define DW16 __attribute__((target("avx512f")))
 #define DW16_INLINE DW16 static inline __attribute__((always_inline))
 
-DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, const __m512 *wv, __m512 acc) {
-  BBI_UNROLL for (size_t k = 0; k < KK; k++) acc = _mm512_add_ps(acc, _mm512_mul_ps(wv[k], _mm512_loadu_ps(src + off[k])));
+/* wv: tap k's sixteen lanes at wv + 16·k */
+DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, const float *wv, __m512 acc) {
+  BBI_UNROLL for (size_t k = 0; k < KK; k++)
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(wv + 16 * k), _mm512_loadu_ps(src + off[k])));
   return acc;
 }
 
 DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
-                            const float *bias, float *y, float *scratch) {
+                            const float *lanes, const float *bias, float *y, float *scratch) {
   const size_t cols = lane_cols(g), taps = g->kh * g->kw;
   const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
   size_t iy_end, ix_end, off[DW_MAX_TAPS];
   float *out = dw_lane_plane(g, 16, scratch, &iy_end, &ix_end, off);
   const __m512 zero = _mm512_setzero_ps();
-  float wt[DW_MAX_TAPS * 16];
+  const __m512i tap_index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32((int)taps));
+  float gathered[DW_MAX_TAPS * 16];
   for (size_t c0 = 0; c0 < channels; c0 += 16) {
     const size_t nc = channels - c0 < 16 ? channels - c0 : 16;
     const __mmask16 m = (__mmask16)(nc == 16 ? 0xffffu : (1u << nc) - 1u);
@@ -237,11 +241,11 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
       for (size_t l = 0; l < 4; l++) xs[l] = x + (c0 + (l0 + l < nc ? l0 + l : 0)) * plane_in;
       dw_interleave4(g, xs, iy_end, ix_end, cols, 16, scratch + l0);
     }
-    __m512 wv[DW_MAX_TAPS];
-    for (size_t k = 0; k < taps; k++) {
-      for (size_t l = 0; l < 16; l++) wt[k * 16 + l] = l < nc ? w[(c0 + l) * taps + k] : 0.0f;
-      wv[k] = _mm512_loadu_ps(wt + k * 16);
-    }
+    /* tap k of the group's channels, one per lane: laid out already, or gathered (lane l
+     * reads w[(c0 + l)·taps + k]); spare lanes hold 0 */
+    const float *wv = lanes ? lanes + c0 * taps : gathered;
+    for (size_t k = 0; !lanes && k < taps; k++)
+      _mm512_storeu_ps(gathered + 16 * k, _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4));
     const __m512 acc0 = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : zero;
     for (size_t oy = 0; oy < g->oh; oy++)
       for (size_t ox = 0; ox < g->ow; ox++) {
@@ -269,22 +273,46 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
   }
 }
 
-/* Outputs [0, end) of a row, end a multiple of 16, sixteen at a time (dw_row's sums). */
-DW16_INLINE void dw_row16_body(size_t KK, size_t end, const float *const *src, const float *w, float bias, float *y) {
-  __m512 wv[DW_MAX_TAPS];
-  BBI_UNROLL for (size_t k = 0; k < KK; k++) wv[k] = _mm512_set1_ps(w[k]);
-  const __m512 b = _mm512_set1_ps(bias);
-  for (size_t ox = 0; ox < end; ox += 16) {
-    __m512 a = b;
-    BBI_UNROLL for (size_t k = 0; k < KK; k++) a = _mm512_add_ps(a, _mm512_mul_ps(wv[k], _mm512_loadu_ps(src[k] + ox)));
-    _mm512_storeu_ps(y + ox, a);
+/* Output rows per step of the sixteen-wide plane kernel: each row's sum is its own chain of
+ * dependent adds, so several rows side by side keep the adder busy. */
+#define DW16_ROWS 4
+
+/* R output rows of one channel from the phase-split scratch plane (dw_row's sums, sixteen
+ * outputs a vector, the last vector of a row masked): src points at tap 0 of the first
+ * row, row_step floats on to the next row, off[k] from tap 0 to tap k. */
+DW16_INLINE void dw_rows16(size_t KK, size_t R, size_t ow, const float *src, size_t row_step, const size_t *off,
+                           const __m512 *wv, __m512 b, float *y) {
+  for (size_t ox = 0; ox < ow; ox += 16) {
+    const __mmask16 m = (__mmask16)(ow - ox >= 16 ? 0xffffu : (1u << (ow - ox)) - 1u);
+    __m512 a[DW16_ROWS];
+    BBI_UNROLL for (size_t r = 0; r < R; r++) a[r] = b;
+    BBI_UNROLL for (size_t k = 0; k < KK; k++) {
+      const float *s = src + off[k] + ox;
+      BBI_UNROLL for (size_t r = 0; r < R; r++)
+        a[r] = _mm512_add_ps(a[r], _mm512_mul_ps(wv[k], _mm512_maskz_loadu_ps(m, s + r * row_step)));
+    }
+    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, a[r]);
   }
 }
 
-DW16 static void dw_row16(size_t taps, size_t end, const float *const *src, const float *w, float bias, float *y) {
-  if (taps == 9) dw_row16_body(9, end, src, w, bias, y);
-  else if (taps == 25) dw_row16_body(25, end, src, w, bias, y);
-  else dw_row16_body(taps, end, src, w, bias, y);
+/* One channel's output plane from its phase-split scratch plane, DW16_ROWS rows a step with
+ * the filter's taps held in registers. */
+DW16_INLINE void dw_plane16_body(size_t KK, size_t oh, size_t ow, const float *src, size_t row_step,
+                                 const size_t *off, const float *w, float bias, float *y) {
+  __m512 wv[DW_MAX_TAPS];
+  BBI_UNROLL for (size_t k = 0; k < KK; k++) wv[k] = _mm512_set1_ps(w[k]);
+  const __m512 b = _mm512_set1_ps(bias);
+  size_t oy = 0;
+  for (; oy + DW16_ROWS <= oh; oy += DW16_ROWS)
+    dw_rows16(KK, DW16_ROWS, ow, src + oy * row_step, row_step, off, wv, b, y + oy * ow);
+  for (; oy < oh; oy++) dw_rows16(KK, 1, ow, src + oy * row_step, row_step, off, wv, b, y + oy * ow);
+}
+
+DW16 static void dw_plane16(size_t taps, size_t oh, size_t ow, const float *src, size_t row_step, const size_t *off,
+                            const float *w, float bias, float *y) {
+  if (taps == 9) dw_plane16_body(9, oh, ow, src, row_step, off, w, bias, y);
+  else if (taps == 25) dw_plane16_body(25, oh, ow, src, row_step, off, w, bias, y);
+  else dw_plane16_body(taps, oh, ow, src, row_step, off, w, bias, y);
 }
 
 static int has_avx512(void) {
@@ -308,8 +336,26 @@ static int use_lanes16(const bbi_window2d *g) {
 
 #define DW_MAX_PHASES 16 /* strides up to 16 take the vector path */
 
+size_t bbi_f32_dwconv2d_lanes_floats(const bbi_window2d *g, size_t channels) {
+  if (!g->oh || !g->ow || !use_lanes16(g)) return 0;
+  return (channels + 15) / 16 * 16 * g->kh * g->kw;
+}
+
+void bbi_f32_dwconv2d_pack_lanes(const bbi_window2d *g, size_t channels, const float *w, float *lanes) {
+  const size_t taps = g->kh * g->kw;
+  for (size_t c0 = 0; c0 < channels; c0 += 16)
+    for (size_t k = 0; k < taps; k++)
+      for (size_t l = 0; l < 16; l++) lanes[c0 * taps + k * 16 + l] = c0 + l < channels ? w[(c0 + l) * taps + k] : 0.0f;
+}
+
 void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                           const float *bias, float *y, float *scratch) {
+  bbi_f32_dwconv2d_chw_lanes(g, channels, x, w, NULL, bias, y, scratch);
+}
+
+void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                                const float *lanes, const float *bias, float *y, float *scratch) {
+  (void)lanes; /* read by the sixteen-lane path only */
   const size_t taps = g->kh * g->kw;
   if (taps > DW_MAX_TAPS || g->sw > DW_MAX_PHASES) {
     bbi_f32_dwconv2d_chw_scalar(g, channels, x, w, bias, y);
@@ -318,10 +364,10 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
   if (!g->oh || !g->ow || !channels) return;
 #if BBI_HAVE_X86_GEMM
   if (use_lanes16(g)) {
-    dw_lanes16(g, channels, x, w, bias, y, scratch);
+    dw_lanes16(g, channels, x, w, lanes, bias, y, scratch);
     return;
   }
-  const size_t wide_end = has_avx512() ? g->ow / 16 * 16 : 0; /* outputs the 16-wide rows take */
+  const int wide = has_avx512(); /* rows of 16 columns and more, sixteen outputs a vector */
 #endif
   if (g->ow < DW_LANES_BELOW) {
     dw_lanes(g, channels, x, w, bias, y, scratch);
@@ -340,26 +386,20 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
   const size_t row_step = g->sh * p.phases * p.width;
   for (size_t c = 0; c < channels; c++) {
     fill_plane(g, &p, span, x + c * g->ih * g->iw, scratch);
-    bbi_f32x4 wv[DW_MAX_TAPS];
-    for (size_t k = 0; k < taps; k++) wv[k] = bbi_f32x4_splat(w[c * taps + k]);
     const float b = bias ? bias[c] : 0.0f;
     float *yc = y + c * g->oh * g->ow;
+#if BBI_HAVE_X86_GEMM
+    if (wide) {
+      dw_plane16(taps, g->oh, g->ow, scratch, row_step, offset, w + c * taps, b, yc);
+      continue;
+    }
+#endif
+    bbi_f32x4 wv[DW_MAX_TAPS];
+    for (size_t k = 0; k < taps; k++) wv[k] = bbi_f32x4_splat(w[c * taps + k]);
     const float *src[DW_MAX_TAPS];
     for (size_t k = 0; k < taps; k++) src[k] = scratch + offset[k];
     for (size_t oy = 0; oy < g->oh; oy++) {
       float *yr = yc + oy * g->ow;
-#if BBI_HAVE_X86_GEMM
-      if (wide_end) {
-        dw_row16(taps, wide_end, src, w + c * taps, b, yr);
-        if (wide_end < g->ow) {
-          const float *rest[DW_MAX_TAPS];
-          for (size_t k = 0; k < taps; k++) rest[k] = src[k] + wide_end;
-          dw_row(taps, g->ow - wide_end, rest, wv, b, yr + wide_end);
-        }
-        for (size_t k = 0; k < taps; k++) src[k] += row_step;
-        continue;
-      }
-#endif
       if (taps == 9) dw_row(9, g->ow, src, wv, b, yr);
       else if (taps == 25) dw_row(25, g->ow, src, wv, b, yr);
       else dw_row(taps, g->ow, src, wv, b, yr);

@@ -361,6 +361,16 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
                           const float *bias, float *y, float *scratch);
 void bbi_f32_dwconv2d_chw_scalar(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                                  const float *bias, float *y);
+/* Constant weights laid out once as the kernel's channel-lane path reads them (natively
+ * with AVX-512, outputs narrower than 16 columns): tap k of channels 16i to 16i + 15 at
+ * lanes + (i·kh·kw + k)·16, 0 in a last group's spare lanes. bbi_f32_dwconv2d_lanes_floats
+ * is their size in floats, 0 where the kernel does not take them (then pass NULL).
+ * bbi_f32_dwconv2d_chw_lanes is bbi_f32_dwconv2d_chw reading them: its first channel a
+ * multiple of 16, lanes pointing at that channel's group; the same bits. */
+size_t bbi_f32_dwconv2d_lanes_floats(const bbi_window2d *g, size_t channels);
+void bbi_f32_dwconv2d_pack_lanes(const bbi_window2d *g, size_t channels, const float *w, float *lanes);
+void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                                const float *lanes, const float *bias, float *y, float *scratch);
 
 /* ---- reductions ----------------------------------------------------------------------- */
 
