@@ -239,6 +239,12 @@ static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size
  * (a 7×7 window over 32×32 positions is 7·64). */
 #define PACK_MAX_MASKS 1024
 
+/* The address of plane[corner + shift], kept as an integer: it may lie outside the plane
+ * where the lanes that would read it are masked. */
+static inline uintptr_t lane0(const float *plane, int32_t corner, int32_t shift) {
+  return (uintptr_t)plane + (uintptr_t)(((intptr_t)corner + shift) * (intptr_t)sizeof(float));
+}
+
 /* Row p = (c·kh + ky)·kw + kx of the column matrix, sixteen columns j at a time: the lanes
  * whose window position (oy·sh + ky·dh - ph, ox·sw + kx·dw - pw) lies in the image (and
  * j < oh·ow) read channel c's plane (x + c·plane) there, the others are 0, and the sixteen
@@ -288,6 +294,10 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
     step[q] = one ? 1 : two ? 2 : 0;
     panel[q] = (uint16_t)(q * 16 / W), place[q] = (uint8_t)(q * 16 % W);
   }
+  unsigned same_step = groups ? step[0] : 0; /* every group's lanes this many floats apart (1 or 2), or 0 */
+  for (size_t q = 1; q < groups; q++) same_step = step[q] == same_step ? same_step : 0;
+  uint32_t offset[PACK_MAX_COLUMNS / 16]; /* a group's place in a row of panels `offsets_for` apart */
+  size_t offsets_for = 0;
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   size_t stride = 0, rows_after = 0, w = 0;
   float *row = NULL;
@@ -300,11 +310,31 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
       const int32_t shift = ((int32_t)(ky * g->dh) - (int32_t)g->ph) * (int32_t)g->iw + (int32_t)(kx * g->dw) -
                             (int32_t)g->pw;
       const __mmask16 *rin = row_in + ky * groups, *cin = col_in + kx * groups;
+      if (same_step && W == 32) {
+        /* 32-wide panels, every group's lanes 1 (or every group's 2) floats apart */
+        if (stride != offsets_for)
+          for (size_t q = 0; q < groups; q++) offset[q] = (uint32_t)(panel[q] * stride + place[q]);
+        offsets_for = stride;
+        if (same_step == 1) {
+          for (size_t q = 0; q < groups; q++) {
+            const void *first = (const void *)lane0(src, at[q * 16], shift);
+            _mm512_storeu_ps(row + offset[q], _mm512_maskz_loadu_ps(rin[q] & cin[q], first));
+          }
+        } else {
+          for (size_t q = 0; q < groups; q++) {
+            const uint32_t spread = _pdep_u32(rin[q] & cin[q], 0x55555555u);
+            const uintptr_t first = lane0(src, at[q * 16], shift);
+            const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)spread, (const void *)first);
+            const __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(spread >> 16), (const void *)(first + 16 * sizeof(float)));
+            _mm512_storeu_ps(row + offset[q], _mm512_permutex2var_ps(lo, evens, hi));
+          }
+        }
+        continue;
+      }
       for (size_t q = 0; q < groups; q++) {
         const __mmask16 m = rin[q] & cin[q];
         const size_t j = q * 16;
-        /* lane 0's address, which may lie outside the plane where the lanes are masked */
-        const uintptr_t first = (uintptr_t)src + (uintptr_t)(((intptr_t)at[j] + shift) * (intptr_t)sizeof(float));
+        const uintptr_t first = lane0(src, at[j], shift);
         __m512 v = _mm512_setzero_ps();
         if (m && step[q] == 1) {
           v = _mm512_maskz_loadu_ps(m, (const void *)first);
