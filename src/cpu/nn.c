@@ -294,10 +294,7 @@ static void col_pack_task(void *ctx, size_t task, size_t slot) {
   const col_pack_job *j = ctx;
   const size_t in_plane = j->plane, taps = j->win->kh * j->win->kw;
   const size_t c0 = task * j->block, c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
-  /* straight into the panels where the window's own plane is the channel stride (not in a
-   * band that starts below the image's first row) */
-  if (j->plane == j->win->ih * j->win->iw && bbi_f32_im2col_pack_2d(NULL, j->win, c0, c1, j->x, j->kdim, 0, j->packed))
-    return;
+  if (bbi_f32_im2col_pack_2d(NULL, j->win, c0, c1, j->x, in_plane, j->kdim, 0, j->packed)) return;
   float *rows = j->rows + slot * j->rows_stride;
   for (size_t c = c0; c < c1; c++) {
     bbi_f32_im2col_2d(j->win, 1, j->x + c * in_plane, rows, j->npos);
@@ -329,9 +326,10 @@ static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
   a->min = j->clip.min, a->max = j->clip.max;
 }
 
-/* Floats of packed column panels per band of output rows (about 256 KiB): a band's panels
- * are written and then read by its GEMM while they are still in L2, where the panels of a
- * whole plane (3.6 MB for 32 channels of 56×56 under a 3×3 window) would go out to L3. */
+/* Floats of packed column panels per band of output rows (at most about 256 KiB): a band's
+ * panels are written and then read by its GEMM while they are still in L2, where the
+ * panels of a whole plane (3.6 MB for 32 channels of 56×56 under a 3×3 window) would go
+ * out to L3. */
 #define CONV_BAND_FLOATS ((size_t)64 << 10)
 
 /* One image's group on the plane, its column panels packed by one participant, a band of
@@ -342,13 +340,11 @@ static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
 static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at, char *mem, void *scratch) {
   const bbi_window2d *win = &j->win;
   const size_t kdim = (size_t)j->kdim, ow = win->ow, npos = (size_t)j->npos;
-  size_t band = CONV_BAND_FLOATS / (kdim * ow);
-  if (band == 0) band = 1;
-  /* where the whole plane's panels come straight from the image, with no row buffer
-   * between, one GEMM over them is faster than bands (whose windows start below the
-   * image's first row, which that kernel does not take): a single band, already packed */
-  const bool whole = bbi_f32_im2col_pack_2d(NULL, win, 0, (size_t)j->cg, xg, kdim, 0, mem);
-  if (whole) band = win->oh;
+  /* as few bands as keep each within the bound, made equal: an uneven cut leaves a last
+   * band of a row or two, whose panels are mostly padding and whose GEMM streams all of W
+   * again for a few positions */
+  const size_t bands = (kdim * npos + CONV_BAND_FLOATS - 1) / CONV_BAND_FLOATS;
+  const size_t band = (win->oh + bands - 1) / bands;
   for (size_t oy0 = 0; oy0 < win->oh; oy0 += band) {
     const size_t oy1 = oy0 + band < win->oh ? oy0 + band : win->oh, bpos = (oy1 - oy0) * ow;
     bbi_window2d bw = *win;
@@ -365,7 +361,7 @@ static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at,
     bw.ih = win->ih - r0, bw.oh = oy1 - oy0;
     col_pack_job cj = {&bw, xg + r0 * win->iw, (size_t)j->g->in_size, (size_t)j->cg, (size_t)j->cg, bpos, kdim,
                        (float *)(mem + j->panels_bytes), j->rows_stride, mem};
-    if (!whole) col_pack_task(&cj, 0, 0);
+    col_pack_task(&cj, 0, 0);
     bbi_f32_gemm_pack_b_header(NULL, bpos, kdim, mem);
     bbi_f32_gemm_args a;
     memset(&a, 0, sizeof a);

@@ -1013,8 +1013,9 @@ static void test_im2col_matches_scalar(void) {
  * bbi_f32_gemm_pack_a (read transposed: positions as rows, panels 4 or MR tall) as A: random
  * windows (strides 1 to 3, dilations, padding past the window's span, positions that end
  * mid-panel), the 3×3 / pad 1 and stride-2 convolutions of a resnet's small maps and its
- * 7×7 stride-2 stem, a range of channels in the middle of the input, every configuration
- * (the tiny ones cut k into several blocks; as A, every channel). Where it declines (no kernel for the
+ * 7×7 stride-2 stem, a range of channels in the middle of the input, bands of output rows
+ * (a window that starts below the image's first row, channels a whole image apart), every
+ * configuration (the tiny ones cut k into several blocks; as A, every channel). Where it declines (no kernel for the
  * configuration or the shape) it must leave the panels untouched; on a machine with
  * AVX-512 it must take the shipped 32-wide configuration's cases. */
 static void test_im2col_pack_matches_packing(void) {
@@ -1022,7 +1023,7 @@ static void test_im2col_pack_matches_packing(void) {
   const size_t ncfg = test_configs(cfgs, 8);
   rng_seed(27);
   int ok = 1, ok_a = 1, ok_untouched = 1;
-  size_t taken = 0, wide_cases = 0, taken_a = 0, wide_a = 0;
+  size_t taken = 0, wide_cases = 0, taken_a = 0, wide_a = 0, bands = 0;
   for (int t = 0; t < 300; t++) {
     bbi_window2d g = {0};
     g.ih = (size_t)rng_int(1, 20), g.iw = (size_t)rng_int(1, 40);
@@ -1040,19 +1041,37 @@ static void test_im2col_pack_matches_packing(void) {
     place_window(&g, 0);
     const size_t channels = (size_t)rng_int(1, 5), c0 = (size_t)rng_int(0, (int)channels - 1);
     const size_t c1 = (size_t)rng_int((int)c0 + 1, (int)channels), taps = g.kh * g.kw;
+    if (g.oh * g.ow == 0) continue;
+    const size_t plane = g.ih * g.iw;
+    float *image = floats(channels * plane + 1), *full = floats(channels * taps * g.oh * g.ow + 1);
+    fill_uniform(image, channels * plane, -4.0f, 4.0f);
+    if (t % 3 == 0) image[0] = -0.0f;
+    bbi_f32_im2col_2d_scalar(&g, channels, image, full, g.oh * g.ow);
+    /* a third of the cases: output rows [oy0, oy1) only, as a band of a convolution packs
+     * them — the band's window reads the image's rows r0.. (with what padding is left above
+     * them), its channels a whole image plane apart; its column matrix is those rows'
+     * columns of the whole one */
+    size_t oy0 = 0, oy1 = g.oh, r0 = 0;
+    const bbi_window2d whole = g;
+    if (t % 3 == 1) {
+      oy0 = (size_t)rng_int(0, (int)g.oh - 1), oy1 = (size_t)rng_int((int)oy0 + 1, (int)g.oh);
+      const size_t shift = oy0 * g.sh;
+      if (shift <= g.ph) g.ph -= shift;
+      else r0 = shift - g.ph < g.ih ? shift - g.ph : g.ih, g.ph = 0;
+      g.ih -= r0, g.oh = oy1 - oy0;
+      bands += r0 > 0 && g.ih > 0;
+    }
+    const float *x = image + r0 * whole.iw;
     const size_t n = g.oh * g.ow, k = channels * taps;
-    if (n == 0) continue;
-    float *x = floats(channels * g.ih * g.iw), *col = floats(k * n + 1);
-    fill_uniform(x, channels * g.ih * g.iw, -4.0f, 4.0f);
-    if (t % 3 == 0) x[0] = -0.0f;
-    bbi_f32_im2col_2d_scalar(&g, channels, x, col, n);
+    float *col = floats(k * n + 1);
+    for (size_t p = 0; p < k; p++) memcpy(col + p * n, full + p * whole.oh * whole.ow + oy0 * g.ow, n * sizeof *col);
     for (size_t ci = 0; ci < ncfg; ci++) {
       const bbi_f32_gemm_config *cfg = &cfgs[ci];
       const size_t size = bbi_f32_gemm_packed_b_size(cfg, n, k);
       char *want = malloc(size), *got = malloc(size);
       memset(want, 0xab, size), memset(got, 0xab, size);
       bbi_f32_gemm_pack_b_rows(cfg, n, k, c0 * taps, c1 * taps, col + c0 * taps * n, want);
-      const int did = bbi_f32_im2col_pack_2d(cfg, &g, c0, c1, x, k, 0, got);
+      const int did = bbi_f32_im2col_pack_2d(cfg, &g, c0, c1, x, plane, k, 0, got);
       if (did) ok &= memcmp(want, got, size) == 0;
       else {
         for (size_t i = 0; i < size; i++) ok_untouched &= (unsigned char)got[i] == 0xab;
@@ -1065,7 +1084,7 @@ static void test_im2col_pack_matches_packing(void) {
       want = malloc(a_size), got = malloc(a_size);
       memset(want, 0xab, a_size), memset(got, 0xab, a_size);
       bbi_f32_gemm_pack_a(cfg, n, k, 1, 1.0f, col, n, want, a_size);
-      const int did_a = bbi_f32_im2col_pack_2d(cfg, &g, 0, channels, x, k, 1, got);
+      const int did_a = bbi_f32_im2col_pack_2d(cfg, &g, 0, channels, x, plane, k, 1, got);
       if (did_a) {
         bbi_f32_gemm_pack_a_header(cfg, n, k, 1.0f, got);
         ok_a &= memcmp(want + 64, got + 64, a_size - 64) == 0; /* the panels, after the header */
@@ -1090,8 +1109,9 @@ static void test_im2col_pack_matches_packing(void) {
       wide_a += cfg->nr == 32 && ci % 2 == 0 && n >= 2 && n <= cfg->mc;
       free(want), free(got);
     }
-    free(x), free(col);
+    free(image), free(full), free(col);
   }
+  CHECK_MSG(bands > 20, "too few bands that start below the image's first row");
   CHECK_MSG(ok, "the column matrix packed straight into panels differs from im2col + pack_b_rows");
   CHECK_MSG(ok_a, "the column matrix packed straight into A panels differs from bbi_f32_gemm_pack_a");
   CHECK_MSG(ok_untouched, "a declined im2col_pack wrote into the panels");
@@ -1142,15 +1162,16 @@ static void test_pooling_matches_scalar(void) {
 }
 
 /* Max pooling 3×3 at stride 2 (its own SIMD path: a ResNet's stem) against the scalar
- * twin, bit for bit: the stem's 64×32×32 → 16×16 and odd sizes (widths where no four
- * outputs lie inside, pads 0 to 2, ceil mode's extra output, a second stride of rows), on
- * values with NaN, infinities, signed zeros and ties. */
+ * twin, bit for bit (its AVX-512 form where the CPU has one): the stem's 64×32×32 → 16×16
+ * and odd sizes (widths where no four outputs lie inside, rows of more than one sixteen-
+ * output vector, pads 0 to 2, ceil mode's extra output, a second stride of rows), on values
+ * with NaN, infinities, signed zeros and ties. */
 static void test_maxpool_3x3_stride2_matches_scalar(void) {
   rng_seed(12);
   int ok = 1;
   for (int t = 0; t < 300; t++) {
     bbi_window2d g = {0};
-    g.ih = (size_t)rng_int(1, 19), g.iw = (size_t)rng_int(1, 41);
+    g.ih = (size_t)rng_int(1, 19), g.iw = (size_t)rng_int(1, 75);
     if (t == 0) g.ih = g.iw = 32;
     g.kh = g.kw = 3, g.sh = t % 7 == 3 ? 1 : 2, g.sw = 2, g.dh = g.dw = 1;
     g.ph = g.pw = t == 0 ? 1 : (size_t)rng_int(0, 2);

@@ -7,6 +7,7 @@
  * matrix only) the even lanes of two vector loads, and strided elsewhere. Both
  * forms visit the elements in the same order, so the adjoint's sums agree bit for bit. */
 #include <stdbool.h>
+#include <string.h>
 
 #include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
@@ -234,34 +235,54 @@ static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size
 /* Columns (output positions) one call takes, rounded up to its panels: the shipped nc of
  * the 32-wide B panels. */
 #define PACK_MAX_COLUMNS 2048
-/* Taps times groups of sixteen columns one call takes (a 7×7 window over 64×64 positions
- * is 12544). */
-#define PACK_MAX_MASKS 16384
+/* Kernel rows (and, apart, kernel columns) times groups of sixteen columns one call takes
+ * (a 7×7 window over 32×32 positions is 7·64). */
+#define PACK_MAX_MASKS 1024
+
+/* The address of plane[corner + shift], kept as an integer: it may lie outside the plane
+ * where the lanes that would read it are masked. */
+static inline uintptr_t lane0(const float *plane, int32_t corner, int32_t shift) {
+  return (uintptr_t)plane + (uintptr_t)(((intptr_t)corner + shift) * (intptr_t)sizeof(float));
+}
 
 /* Row p = (c·kh + ky)·kw + kx of the column matrix, sixteen columns j at a time: the lanes
  * whose window position (oy·sh + ky·dh - ph, ox·sw + kx·dw - pw) lies in the image (and
- * j < oh·ow) read the plane there, the others are 0, and the sixteen floats go to their
- * places in the row's panels (W = 8, 16 or 32 wide: half, one or two lanes' worth, none
- * past the last panel; or the one 4-wide panel of at most four positions). Lanes at
- * consecutive floats of the plane are one masked load, lanes two floats apart (stride 2)
- * the even floats of two, others one masked gather; masked lanes touch no memory. Copies
- * only, so the panels hold the bytes bbi_f32_im2col_2d and the GEMM's packing would put
- * there. */
+ * j < oh·ow) read channel c's plane (x + c·plane) there, the others are 0, and the sixteen
+ * floats go to their places in the row's panels (W = 8, 16 or 32 wide: half, one or two
+ * lanes' worth, none past the last panel; or the one 4-wide panel of at most four
+ * positions). Which lanes read the image is the lanes whose window row is inside for ky
+ * and whose window column is inside for kx: two small tables, per kernel row and per
+ * kernel column, set up once per call for every channel. Lanes at consecutive floats of
+ * the plane are one masked load, lanes two floats apart (stride 2) the even floats of two,
+ * others one masked gather; masked lanes touch no memory. Copies only, so the panels hold
+ * the bytes bbi_f32_im2col_2d and the GEMM's packing would put there. */
 __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi_f32_gemm_config *cfg, int as_a,
                                                                        const bbi_window2d *g, size_t c0, size_t c1,
-                                                                       const float *x, size_t k, size_t W,
-                                                                       void *packed) {
+                                                                       const float *x, size_t plane, size_t k,
+                                                                       size_t W, void *packed) {
   const size_t n = g->oh * g->ow, width = (n + W - 1) / W * W, groups = (width + 15) / 16;
-  const size_t taps = g->kh * g->kw, plane = g->ih * g->iw;
-  /* per column j: the window's top row oy·sh and left column ox·sw, and j's plane offset */
-  int32_t top[PACK_MAX_COLUMNS], left[PACK_MAX_COLUMNS], at[PACK_MAX_COLUMNS];
-  uint8_t step[PACK_MAX_COLUMNS / 16];     /* a group's lanes 1 or 2 floats apart in the plane, or 0 */
-  uint16_t panel[PACK_MAX_COLUMNS / 16];   /* a group's panel, and its first lane's place there */
+  const size_t taps = g->kh * g->kw;
+  int32_t at[PACK_MAX_COLUMNS];          /* column j's window corner oy·sh·iw + ox·sw in the plane */
+  uint8_t step[PACK_MAX_COLUMNS / 16];   /* a group's lanes 1 or 2 floats apart in the plane, or 0 */
+  uint16_t panel[PACK_MAX_COLUMNS / 16]; /* a group's panel, and its first lane's place there */
   uint8_t place[PACK_MAX_COLUMNS / 16];
-  __mmask16 inside[PACK_MAX_MASKS];        /* per tap and group: the lanes that read the image */
+  /* per kernel row ky and group (row_in[ky·groups + q]): the lanes whose window row is in
+   * the image; per kernel column kx (col_in[kx·groups + q]): whose window column is */
+  __mmask16 row_in[PACK_MAX_MASKS], col_in[PACK_MAX_MASKS];
+  memset(row_in, 0, g->kh * groups * sizeof row_in[0]);
+  memset(col_in, 0, g->kw * groups * sizeof col_in[0]);
   for (size_t j = 0, oy = 0, ox = 0; j < groups * 16; j++) {
-    top[j] = (int32_t)(oy * g->sh), left[j] = (int32_t)(ox * g->sw);
-    at[j] = top[j] * (int32_t)g->iw + left[j];
+    const int64_t top = (int64_t)(oy * g->sh), left = (int64_t)(ox * g->sw);
+    at[j] = (int32_t)(top * (int64_t)g->iw + left);
+    const __mmask16 lane = (__mmask16)(1u << (j % 16));
+    for (size_t ky = 0; j < n && ky < g->kh; ky++) {
+      const int64_t iy = top + (int64_t)(ky * g->dh) - (int64_t)g->ph;
+      if (iy >= 0 && iy < (int64_t)g->ih) row_in[ky * groups + j / 16] |= lane;
+    }
+    for (size_t kx = 0; j < n && kx < g->kw; kx++) {
+      const int64_t ix = left + (int64_t)(kx * g->dw) - (int64_t)g->pw;
+      if (ix >= 0 && ix < (int64_t)g->iw) col_in[kx * groups + j / 16] |= lane;
+    }
     if (++ox == g->ow) ox = 0, oy++;
   }
   for (size_t q = 0; q < groups; q++) {
@@ -273,39 +294,47 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
     step[q] = one ? 1 : two ? 2 : 0;
     panel[q] = (uint16_t)(q * 16 / W), place[q] = (uint8_t)(q * 16 % W);
   }
-  const __m512i ih = _mm512_set1_epi32((int32_t)g->ih), iw = _mm512_set1_epi32((int32_t)g->iw);
-  for (size_t t = 0; t < taps; t++) {
-    /* the window reads row top + dy, column left + dx */
-    const __m512i dy = _mm512_set1_epi32((int32_t)(t / g->kw * g->dh) - (int32_t)g->ph);
-    const __m512i dx = _mm512_set1_epi32((int32_t)(t % g->kw * g->dw) - (int32_t)g->pw);
-    for (size_t q = 0; q < groups; q++) {
-      const size_t j = q * 16;
-      __mmask16 m = j >= n ? 0 : n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
-      const __m512i y = _mm512_add_epi32(_mm512_loadu_si512(top + j), dy);
-      const __m512i xx = _mm512_add_epi32(_mm512_loadu_si512(left + j), dx);
-      m = _mm512_mask_cmpge_epi32_mask(m, y, _mm512_setzero_si512());
-      m = _mm512_mask_cmplt_epi32_mask(m, y, ih);
-      m = _mm512_mask_cmpge_epi32_mask(m, xx, _mm512_setzero_si512());
-      inside[t * groups + q] = _mm512_mask_cmplt_epi32_mask(m, xx, iw);
-    }
-  }
+  unsigned same_step = groups ? step[0] : 0; /* every group's lanes this many floats apart (1 or 2), or 0 */
+  for (size_t q = 1; q < groups; q++) same_step = step[q] == same_step ? same_step : 0;
+  uint32_t offset[PACK_MAX_COLUMNS / 16]; /* a group's place in a row of panels `offsets_for` apart */
+  size_t offsets_for = 0;
   const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   size_t stride = 0, rows_after = 0, w = 0;
   float *row = NULL;
   for (size_t c = c0; c < c1; c++) {
     const float *src = x + c * plane;
     for (size_t t = 0; t < taps; t++) {
-      const size_t p = c * taps + t;
+      const size_t p = c * taps + t, ky = t / g->kw, kx = t % g->kw;
       if (!row || rows_after == 0) row = panel_row(cfg, as_a, n, k, p, packed, &stride, &rows_after, &w);
       else row += W, rows_after--;
-      const int32_t shift = ((int32_t)(t / g->kw * g->dh) - (int32_t)g->ph) * (int32_t)g->iw +
-                            (int32_t)(t % g->kw * g->dw) - (int32_t)g->pw;
-      const __mmask16 *in = inside + t * groups;
+      const int32_t shift = ((int32_t)(ky * g->dh) - (int32_t)g->ph) * (int32_t)g->iw + (int32_t)(kx * g->dw) -
+                            (int32_t)g->pw;
+      const __mmask16 *rin = row_in + ky * groups, *cin = col_in + kx * groups;
+      if (same_step && W == 32) {
+        /* 32-wide panels, every group's lanes 1 (or every group's 2) floats apart */
+        if (stride != offsets_for)
+          for (size_t q = 0; q < groups; q++) offset[q] = (uint32_t)(panel[q] * stride + place[q]);
+        offsets_for = stride;
+        if (same_step == 1) {
+          for (size_t q = 0; q < groups; q++) {
+            const void *first = (const void *)lane0(src, at[q * 16], shift);
+            _mm512_storeu_ps(row + offset[q], _mm512_maskz_loadu_ps(rin[q] & cin[q], first));
+          }
+        } else {
+          for (size_t q = 0; q < groups; q++) {
+            const uint32_t spread = _pdep_u32(rin[q] & cin[q], 0x55555555u);
+            const uintptr_t first = lane0(src, at[q * 16], shift);
+            const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)spread, (const void *)first);
+            const __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(spread >> 16), (const void *)(first + 16 * sizeof(float)));
+            _mm512_storeu_ps(row + offset[q], _mm512_permutex2var_ps(lo, evens, hi));
+          }
+        }
+        continue;
+      }
       for (size_t q = 0; q < groups; q++) {
-        const __mmask16 m = in[q];
+        const __mmask16 m = rin[q] & cin[q];
         const size_t j = q * 16;
-        /* lane 0's address, which may lie outside the plane where the lanes are masked */
-        const uintptr_t first = (uintptr_t)src + (uintptr_t)(((intptr_t)at[j] + shift) * (intptr_t)sizeof(float));
+        const uintptr_t first = lane0(src, at[j], shift);
         __m512 v = _mm512_setzero_ps();
         if (m && step[q] == 1) {
           v = _mm512_maskz_loadu_ps(m, (const void *)first);
@@ -336,26 +365,27 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
 #endif
 
 int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g, size_t c0, size_t c1,
-                           const float *x, size_t k, int as_a, void *packed) {
+                           const float *x, size_t plane, size_t k, int as_a, void *packed) {
 #if BBI_HAVE_X86_GEMM
-  static int avx512 = -1;
-  if (avx512 < 0) avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2") ? 1 : 0;
+  /* the compiler's runtime reads the CPU's features once, before main and any thread of
+   * the pool: this is a read of settled data, from any thread */
+  const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2");
   if (!cfg) cfg = bbi_f32_gemm_default_config();
-  const size_t n = g->oh * g->ow;
+  const size_t n = g->oh * g->ow, groups = (n + 31) / 16;
   size_t stride, rows_after, w = 0;
   /* plane offsets, windows hanging over the edges included, fit in int32 lanes */
   const size_t reach_h = g->ih + g->ph + (g->kh * g->dh + 1) + g->oh * g->sh;
   const size_t reach_w = g->iw + g->pw + (g->kw * g->dw + 1) + g->ow * g->sw;
   if (!avx512 || cfg->nr != 32 || n == 0 || n + 32 > PACK_MAX_COLUMNS || c1 <= c0 || c1 * g->kh * g->kw > k ||
-      g->kh * g->kw * ((n + 31) / 16) > PACK_MAX_MASKS ||
+      plane < g->ih * g->iw || g->kh * groups > PACK_MAX_MASKS || g->kw * groups > PACK_MAX_MASKS ||
       reach_h * reach_w >= ((size_t)1 << 30) ||
       !panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w) ||
       (w != 4 && w != 8 && w != 16 && w != 32) || (w == 4 && n > 4)) /* 4-tall A panels: m <= 4 */
     return 0;
-  im2col_pack_avx512(cfg, as_a, g, c0, c1, x, k, w, packed);
+  im2col_pack_avx512(cfg, as_a, g, c0, c1, x, plane, k, w, packed);
   return 1;
 #else
-  (void)cfg, (void)g, (void)c0, (void)c1, (void)x, (void)k, (void)as_a, (void)packed;
+  (void)cfg, (void)g, (void)c0, (void)c1, (void)x, (void)plane, (void)k, (void)as_a, (void)packed;
   return 0;
 #endif
 }

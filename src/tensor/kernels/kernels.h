@@ -314,16 +314,18 @@ typedef struct bbi_window2d {
  * oh·ow values the window reads there, 0 in the padding. */
 void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_f32_im2col_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
-/* Rows [c0·kh·kw, c1·kh·kw) of that column matrix (channels c0..c1 of x), k rows in all and
- * oh·ow columns, written straight into packed GEMM panels, the same bytes, with no row
- * buffer: as B (k×oh·ow) the way bbi_f32_gemm_pack_b_rows writes it, or with as_a as A
- * transposed (oh·ow×k, alpha 1, the positions as rows) the way bbi_f32_gemm_pack_a lays it
- * out (then bbi_f32_gemm_pack_a_header). cfg NULL is the default. Returns 0, writing
+/* Rows [c0·kh·kw, c1·kh·kw) of that column matrix (channels c0..c1 of x, channel c's
+ * ih×iw plane at x + c·plane, plane >= ih·iw: a band of a taller image's rows takes its
+ * image's plane), k rows in all and oh·ow columns, written straight into packed GEMM
+ * panels, the same bytes, with no row buffer: as B (k×oh·ow) the way
+ * bbi_f32_gemm_pack_b_rows writes it, or with as_a as A transposed (oh·ow×k, alpha 1, the
+ * positions as rows) the way bbi_f32_gemm_pack_a lays it out (then
+ * bbi_f32_gemm_pack_a_header). cfg NULL is the default. Returns 0, writing
  * nothing, where it has no kernel for cfg and the shape (x86-64 with AVX-512, the
  * 32-wide configuration, panels 4 to 32 wide, the positions in one nc / mc block); the
  * caller then packs through a column matrix. */
 int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g, size_t c0, size_t c1,
-                           const float *x, size_t k, int as_a, void *packed);
+                           const float *x, size_t plane, size_t k, int as_a, void *packed);
 
 /* The transposed column matrix: row p = oy·ow + ox (row stride ld ≥ channels·kh·kw) holds
  * the window of output position p, (channel, ky, kx) order, 0 in the padding. Copies runs

@@ -261,6 +261,76 @@ static void maxpool_3x3s2(const bbi_window2d *g, size_t planes, const float *x, 
     }
 }
 
+#if BBI_HAVE_X86_GEMM
+#include <immintrin.h>
+
+/* Lanes i of a 16-float load at column s of a row of iw floats that lie in the row. */
+static __mmask16 in_row(int64_t s, int64_t iw) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < 16; i++) m |= (uint32_t)(s + i >= 0 && s + i < iw) << i;
+  return (__mmask16)m;
+}
+
+/* maxpool_3x3s2 sixteen outputs a vector with AVX-512: outputs ox0..ox0+15 of a row read
+ * columns b = 2·ox0 - pw to b + 32, four masked loads per window row (columns b, b + 16,
+ * b + 2, b + 18 on): the columns kx = 0 and 1 of the sixteen windows are the even and odd
+ * floats of the first two, kx = 2 the even floats of the last two. Every output takes its
+ * window in pool_one's order: per lane, the first column inside the image as it is (a
+ * blend where the lane has nothing yet), every later one where greater (max(v, acc) is
+ * v > acc ? v : acc), so the results are pool_one's bits, NaN and signed zeros included;
+ * a lane whose window lies wholly in the padding keeps -inf, as pool_one returns. */
+/* Sixteen-output chunks of a row maxpool_3x3s2_avx512 takes (widths up to 512). */
+#define POOL_MAX_CHUNKS 32
+
+__attribute__((target("avx512f"))) static void maxpool_3x3s2_avx512(const bbi_window2d *g, size_t planes,
+                                                                    const float *x, float *y) {
+  const size_t iw = g->iw, ow = g->ow, in_size = g->ih * iw, chunks = (ow + 15) / 16;
+  const int64_t w = (int64_t)iw;
+  const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  /* per chunk: the lanes of its four loads inside the row, of its outputs, and per kernel
+   * column the lanes whose column is inside the image */
+  __mmask16 load_in[POOL_MAX_CHUNKS][4], out[POOL_MAX_CHUNKS], col[POOL_MAX_CHUNKS][3];
+  for (size_t q = 0; q < chunks; q++) {
+    const int64_t b = 32 * (int64_t)q - (int64_t)g->pw;
+    const size_t lanes = ow - 16 * q < 16 ? ow - 16 * q : 16;
+    load_in[q][0] = in_row(b, w), load_in[q][1] = in_row(b + 16, w);
+    load_in[q][2] = in_row(b + 2, w), load_in[q][3] = in_row(b + 18, w);
+    out[q] = (__mmask16)((1u << lanes) - 1);
+    col[q][0] = col[q][1] = col[q][2] = 0;
+    for (size_t l = 0; l < lanes; l++)
+      for (int64_t kx = 0; kx < 3; kx++) {
+        const int64_t c = b + 2 * (int64_t)l + kx;
+        col[q][kx] |= (__mmask16)((uint32_t)(c >= 0 && c < w) << l);
+      }
+  }
+  for (size_t p = 0; p < planes; p++, x += in_size)
+    for (size_t oy = 0; oy < g->oh; oy++, y += ow)
+      for (size_t q = 0; q < chunks; q++) {
+        __m512 acc = _mm512_set1_ps(-INFINITY);
+        __mmask16 have = 0;
+        for (int64_t ky = 0; ky < 3; ky++) {
+          const int64_t iy = (int64_t)(oy * g->sh) + ky - (int64_t)g->ph;
+          if (iy < 0 || iy >= (int64_t)g->ih) continue;
+          /* lane 0's column, which may lie outside the row where the lanes are masked */
+          const uintptr_t at = (uintptr_t)(x + iy * w) + (uintptr_t)((32 * (int64_t)q - (int64_t)g->pw) * 4);
+          const __m512 l0 = _mm512_maskz_loadu_ps(load_in[q][0], (const void *)at);
+          const __m512 l1 = _mm512_maskz_loadu_ps(load_in[q][1], (const void *)(at + 16 * sizeof(float)));
+          const __m512 l2 = _mm512_maskz_loadu_ps(load_in[q][2], (const void *)(at + 2 * sizeof(float)));
+          const __m512 l3 = _mm512_maskz_loadu_ps(load_in[q][3], (const void *)(at + 18 * sizeof(float)));
+          const __m512 v[3] = {_mm512_permutex2var_ps(l0, evens, l1), _mm512_permutex2var_ps(l0, odds, l1),
+                               _mm512_permutex2var_ps(l2, evens, l3)};
+          for (int kx = 0; kx < 3; kx++) {
+            acc = _mm512_mask_blend_ps(col[q][kx] & (__mmask16)~have, acc, v[kx]);
+            acc = _mm512_mask_max_ps(acc, col[q][kx] & have, v[kx], acc);
+            have |= col[q][kx];
+          }
+        }
+        _mm512_mask_storeu_ps(y + 16 * q, out[q], acc);
+      }
+}
+#endif
+
 static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, const float *x, float *y, int64_t *indices) {
   /* lanes track offsets in 32 bits; the row and column plans hold 16 window positions */
   if (g->ih * g->iw > INT32_MAX || g->kh == 0 || g->kw == 0 || g->kh > 16 || g->kw > 16) {
@@ -274,6 +344,13 @@ static void pool_simd(const bbi_window2d *g, pool_mode mode, size_t planes, cons
   }
   if (mode == MODE_MAX && !indices && g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->dh == 1 &&
       g->dw == 1) {
+#if BBI_HAVE_X86_GEMM
+    /* the compiler's runtime reads the CPU's features once, before main */
+    if (__builtin_cpu_supports("avx512f") && g->ow <= 16 * POOL_MAX_CHUNKS) {
+      maxpool_3x3s2_avx512(g, planes, x, y);
+      return;
+    }
+#endif
     maxpool_3x3s2(g, planes, x, y);
     return;
   }

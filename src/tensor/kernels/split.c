@@ -52,14 +52,14 @@ typedef struct pack_job {
 static void pack_piece(void *ctx, size_t c0, size_t c1) {
   const pack_job *j = ctx;
   /* channel 0 went first; the rest are offset by one */
-  bbi_f32_im2col_pack_2d(NULL, j->g, c0 + 1, c1 + 1, j->x, j->k, j->as_a, j->packed);
+  bbi_f32_im2col_pack_2d(NULL, j->g, c0 + 1, c1 + 1, j->x, j->g->ih * j->g->iw, j->k, j->as_a, j->packed);
 }
 
 int bbi_par_f32_im2col_pack_2d(const bbi_window2d *g, size_t channels, const float *x, size_t k, int as_a,
                                void *packed) {
   /* whether the kernel takes the shape does not depend on the channels asked for: the
    * first channel's call decides for all */
-  if (channels == 0 || !bbi_f32_im2col_pack_2d(NULL, g, 0, 1, x, k, as_a, packed)) return 0;
+  if (channels == 0 || !bbi_f32_im2col_pack_2d(NULL, g, 0, 1, x, g->ih * g->iw, k, as_a, packed)) return 0;
   pack_job j = {g, x, k, as_a, packed};
   bbi_parallel_for(channels - 1, bbi_par_grain(window_cost(g)), pack_piece, &j);
   return 1;
