@@ -259,6 +259,53 @@ static void test_gemm_random_large_shapes(void) {
   }
 }
 
+/* The 4-lane 5x8 configuration takes 4-row panels (its 4x8 kernel) for row counts 5-row
+ * panels would pad by over 1/32 (16 and 32 output channels), 5-row ones otherwise (64);
+ * either way each element is the same k-ordered sum, so the product gives the bits of the
+ * same configuration made to use 5-row panels throughout, biases and clamp included. */
+static void test_gemm_four_row_panels(void) {
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
+  static const size_t ms[] = {8, 12, 16, 32, 36, 64};
+  static const size_t ks[] = {9, 144, 331};
+  rng_seed(23);
+  int found = 0;
+  for (size_t ci = 0; ci < ncfg; ci++) {
+    const bbi_f32_gemm_config *cfg = list[ci];
+    if (strcmp(cfg->name, "5x8-f32x4") != 0) continue; /* every machine lists the 4-lane 5x8 */
+    found = 1;
+    bbi_f32_gemm_config tall = *cfg;
+    tall.ukernel_4row = NULL; /* MR-row panels for every row count */
+    const size_t k = 7;
+    CHECK_EQ_INT(bbi_f32_gemm_packed_a_size(cfg, 16, k), 64 + 16 * k * sizeof(float));
+    CHECK_EQ_INT(bbi_f32_gemm_packed_a_size(cfg, 32, k), 64 + 32 * k * sizeof(float));
+    CHECK_EQ_INT(bbi_f32_gemm_packed_a_size(cfg, 64, k), 64 + ((64 + cfg->mr - 1) / cfg->mr * cfg->mr) * k * sizeof(float));
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+      for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        const size_t m = ms[mi], n = 37 + 8 * ki, k2 = ks[ki];
+        float *a = floats(m * k2), *b = floats(k2 * n), *bias = floats(m), *c = floats(m * n), *c_tall = floats(m * n);
+        fill_uniform(a, m * k2, -1.0f, 1.0f);
+        fill_uniform(b, k2 * n, -1.0f, 1.0f);
+        fill_uniform(bias, m, -1.0f, 1.0f);
+        bbi_f32_gemm_args g = {0};
+        g.m = m, g.n = n, g.k = k2, g.alpha = 1.0f, g.a = a, g.lda = k2, g.b = b, g.ldb = n, g.ldc = n;
+        g.bias_per_row = bias, g.clamp = 1, g.min = 0.0f, g.max = INFINITY;
+        const size_t size = bbi_f32_gemm_scratch_size_for(cfg, m, n, k2);
+        const size_t size_tall = bbi_f32_gemm_scratch_size_for(&tall, m, n, k2);
+        void *scratch = malloc(size > size_tall ? size : size_tall);
+        g.c = c;
+        CHECK_EQ_INT(bbi_f32_gemm_run(cfg, &g, scratch, size), BB_OK);
+        g.c = c_tall;
+        CHECK_EQ_INT(bbi_f32_gemm_run(&tall, &g, scratch, size_tall), BB_OK);
+        int same = 1;
+        for (size_t i = 0; i < m * n; i++) same &= same_float(c[i], c_tall[i]);
+        CHECK_MSG(same, "%s m=%zu k=%zu: 4-row panels differ from %zu-row ones", cfg->name, m, k2, cfg->mr);
+        free(a), free(b), free(bias), free(c), free(c_tall), free(scratch);
+      }
+  }
+  CHECK_MSG(found, "no 5x8-f32x4 configuration listed");
+}
+
 static void test_gemm_degenerate_and_errors(void) {
   float a[6] = {NAN, NAN, NAN, NAN, NAN, NAN}, b[6] = {1, 2, 3, 4, 5, 6};
   float c[4] = {1, 2, 3, 4}, bias[2] = {10, 20};
@@ -355,7 +402,7 @@ static void test_gemm_packed_b_mismatch(void) {
 static void test_gemm_packed_a_and_rows(void) {
   bbi_f32_gemm_config cfgs[8];
   const size_t ncfg = test_configs(cfgs, 8);
-  static const size_t ms[] = {1, 3, 4, 5, 9, 17, 40};
+  static const size_t ms[] = {1, 3, 4, 5, 9, 16, 17, 40};
   static const size_t ns[] = {1, 7, 33, 64};
   static const size_t ks[] = {1, 6, 29, 70};
   rng_seed(21);
@@ -1457,6 +1504,7 @@ int main(void) {
   RUN(test_relaxed_build);
   RUN(test_gemm_exact_small_shapes);
   RUN(test_gemm_random_large_shapes);
+  RUN(test_gemm_four_row_panels);
   RUN(test_gemm_degenerate_and_errors);
   RUN(test_gemm_packed_b_mismatch);
   RUN(test_gemm_packed_a_and_rows);

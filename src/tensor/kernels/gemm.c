@@ -32,7 +32,7 @@
  * runs as one k block: C is written once, not read back and added to. */
 static const bbi_f32_gemm_config config_f32x4 = {
     "5x8-f32x4", 5, 8, 100, 320, 2048, bbi_f32_gemm_ukernel_5x8__f32x4,
-    bbi_f32_gemm_ukernel_1x8__f32x4, NULL};
+    bbi_f32_gemm_ukernel_1x8__f32x4, bbi_f32_gemm_ukernel_4x8__f32x4};
 
 #if BBI_HAVE_X86_GEMM
 static const bbi_f32_gemm_config config_avx2fma = {
@@ -82,13 +82,27 @@ static size_t even_block(size_t total, size_t limit, size_t unit) {
   return round_up(div_ceil(total, div_ceil(total, limit)), unit);
 }
 
+/* Whether m rows take 4-row panels (the config's ukernel_4row) rather than MR-row ones: 2 to
+ * 4 rows, which an MR-row tile would mostly pad, and, where MR is not a multiple of 4 (the
+ * 4-lane 5x8), row counts that MR-row panels pad by over 1/32 more rows than 4-row ones
+ * (16 or 32 output channels: 20 and 35 rows against 16 and 32; 64 and 1024 keep MR). */
+static int four_row_panels(const bbi_f32_gemm_config *cfg, size_t m) {
+  if (m <= 1 || !cfg->ukernel_4row || cfg->mr <= 4) return 0;
+  return m <= 4 || (cfg->mr % 4 != 0 && round_up(m, 4) * 33 < round_up(m, cfg->mr) * 32);
+}
+
+/* The panel height the driver uses for m rows (see bbi_f32_gemm_run). */
+static size_t panel_rows(const bbi_f32_gemm_config *cfg, size_t m) {
+  return m == 1 ? 1 : four_row_panels(cfg, m) ? 4 : cfg->mr;
+}
+
 typedef struct gemm_blocking {
   size_t mc, kc, nc;
 } gemm_blocking;
 
 static gemm_blocking blocking_for(const bbi_f32_gemm_config *cfg, size_t m, size_t n, size_t k) {
   gemm_blocking b;
-  b.mc = even_block(m, cfg->mc, cfg->mr);
+  b.mc = even_block(m, cfg->mc, panel_rows(cfg, m));
   b.kc = even_block(k, cfg->kc, 1);
   b.nc = even_block(n, cfg->nc, cfg->nr);
   return b;
@@ -476,12 +490,6 @@ typedef struct packed_a_header {
 } packed_a_header;
 _Static_assert(sizeof(packed_a_header) <= SCRATCH_ALIGN, "the header fits before the data");
 
-/* The panel height the driver uses for m rows (see bbi_f32_gemm_run). */
-static size_t panel_rows(const bbi_f32_gemm_config *cfg, size_t m) {
-  const int four = m > 1 && m <= 4 && cfg->ukernel_4row && cfg->mr > 4;
-  return m == 1 ? 1 : four ? 4 : cfg->mr;
-}
-
 size_t bbi_f32_gemm_packed_a_size(const bbi_f32_gemm_config *cfg, size_t m, size_t k) {
   if (!cfg) cfg = bbi_f32_gemm_default_config();
   return SCRATCH_ALIGN + round_up(m, panel_rows(cfg, m)) * k * sizeof(float);
@@ -635,9 +643,10 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   p.packed = NULL;
   if (g->packed_b && !(p.packed = packed_b_data(cfg, g, &p.blk))) return BB_ERR_INVALID_ARGUMENT;
   p.g = g;
-  /* A single row on a packed B takes the one-row kernel, and 2 to 4 rows the four-row one
-   * where there is one, without padding A to MR rows (the same sums in the same order). */
-  const int four = m > 1 && m <= 4 && cfg->ukernel_4row && cfg->mr > 4;
+  /* A single row on a packed B takes the one-row kernel, and rows in 4-row panels (see
+   * four_row_panels) the four-row one, without padding A to MR rows (the same sums in the
+   * same order). */
+  const int four = four_row_panels(cfg, m);
   p.mr = panel_rows(cfg, m);
   p.packed_a = NULL;
   if (g->packed_a && !(p.packed_a = packed_a_data(cfg, g, &p.blk, p.mr))) return BB_ERR_INVALID_ARGUMENT;

@@ -80,7 +80,10 @@ typedef struct bbi_f32_gemm_config {
                                           packed B */
   bbi_f32_gemm_ukernel_fn ukernel_4row; /* NULL, or the same NR with MR = 4: products of 2 to
                                           4 rows (a convolution's 2×2 feature maps), which
-                                          would leave most of a taller tile's work unused */
+                                          would leave most of a taller tile's work unused,
+                                          and, where MR is not a multiple of 4, products
+                                          that MR-row panels would pad by over 1/32 more
+                                          rows than 4-row ones (16 or 32 rows with MR 5) */
 } bbi_f32_gemm_config;
 
 /* The configuration bbi_f32_gemm uses on this machine (chosen by CPU features). */
@@ -168,6 +171,9 @@ void bbi_f32_gemm_scalar(const bbi_f32_gemm_args *g);
 
 /* Micro-kernels (the configurations above point at them). */
 void bbi_f32_gemm_ukernel_5x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
+                                    size_t ldc, size_t mr, size_t nr,
+                                    const bbi_f32_gemm_tile *tile);
+void bbi_f32_gemm_ukernel_4x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
                                     size_t ldc, size_t mr, size_t nr,
                                     const bbi_f32_gemm_tile *tile);
 void bbi_f32_gemm_ukernel_1x8__f32x4(size_t kc, const float *pa, const float *pb, float *c,
