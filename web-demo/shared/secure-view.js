@@ -61,6 +61,8 @@ export function maskedSample(message, modulusBits) {
   return sampleIndices(length).map((i) => {
     let value = 0;
     for (let b = width - 1; b >= 0; b--) value = value * 256 + message.body.getUint8(4 + i * width + b);
-    return Number((value / scale).toFixed(4));
+    // four decimals, rounded down: the ring's top elements stay below 1 (rounding to
+    // nearest would show 2^bits - 1 as 1.0000)
+    return Math.min(Math.floor((value / scale) * 1e4), 9999) / 1e4;
   });
 }

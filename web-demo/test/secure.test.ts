@@ -117,3 +117,27 @@ test('a secure live federation: each round a sum of the clients\' masked updates
   network.free();
   split.free();
 });
+
+test('a masked vector at the top of the ring is sampled below 1, at every modulus width', () => {
+  for (const bits of [9, 16, 31, 32, 53, 64]) {
+    const width = Math.ceil(bits / 8);
+    const count = 3;
+    // round (u64), the 26-byte header (magic "BBSA", version, type 6), then the body:
+    // u32 count and `count` ring elements, each 2^bits - 1
+    const payload = new Uint8Array(8 + 26 + 4 + count * width);
+    payload.set([0x42, 0x42, 0x53, 0x41], 8);
+    payload[8 + 5] = 6;
+    new DataView(payload.buffer).setUint32(8 + 26, count, true);
+    for (let e = 0; e < count; e++) {
+      const at = 8 + 26 + 4 + e * width;
+      payload.fill(0xff, at, at + width);
+      if (bits % 8) payload[at + width - 1] = (1 << bits % 8) - 1;
+    }
+    const sample = maskedSample(secaggMessage(payload), bits);
+    expect(sample).toHaveLength(count - 1);
+    for (const v of sample!) {
+      expect(v).toBeLessThan(1);
+      expect(v).toBeGreaterThan(0.99);
+    }
+  }
+});
