@@ -181,6 +181,25 @@ static void test_conv_batch_split(void) {
   bb_tensor_release(in[1]);
 }
 
+/* A model of one graph from float input "x" to float output "y", nodes still to add. */
+static bb_model *graph_from_x_to_y(void) {
+  bb_model *m = bb_model_new(NULL);
+  bb_opset_set(m, &m->opsets, "", 17);
+  m->graph = bb_graph_new(m, "g");
+  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  return m;
+}
+
+/* Adds tensor t to the graph's initializers as `name`, taking the caller's reference. */
+static void add_initializer(bb_model *m, const char *name, bb_tensor *t) {
+  bb_tensor_proto *p = NULL;
+  bb_error err;
+  CHECK_MSG(!bb_tensor_to_proto(m, t, name, &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p), "%s",
+            err.message);
+  bb_tensor_release(t);
+}
+
 /* A session keeps a constant W packed (as the GEMM's left operand for a convolution on the
  * plane, 16×16 here; as its right one with positions as rows, 4×4) and gives the bits of
  * the node run on its own, which packs W on every call: on 1 to 4 threads, across changes
@@ -196,11 +215,7 @@ static bb_tensor *run_conv_session(bb_cpu_session *s, bb_tensor *x, bb_tensor *w
 }
 
 static void test_session_keeps_conv_weights_packed(void) {
-  bb_model *m = bb_model_new(NULL);
-  bb_opset_set(m, &m->opsets, "", 17);
-  m->graph = bb_graph_new(m, "g");
-  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
-  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_model *m = graph_from_x_to_y();
   bb_ir_node *n = bb_ir_node_new(m, "Conv", "", "conv");
   bb_strlist_append(m, &n->inputs, "x");
   bb_strlist_append(m, &n->inputs, "w");
@@ -211,12 +226,10 @@ static void test_session_keeps_conv_weights_packed(void) {
   bb_tensor *w = rand_tensor(4, (const int64_t[]){48, 32, 3, 3}), *w2 = rand_tensor(4, (const int64_t[]){48, 32, 3, 3});
   bb_tensor *big = rand_tensor(4, (const int64_t[]){1, 32, 16, 16});
   bb_tensor *small = rand_tensor(4, (const int64_t[]){1, 32, 4, 4});
-  bb_tensor_proto *p = NULL;
   bb_error err;
   bb_cpu_session *s = NULL;
-  CHECK_MSG(!bb_tensor_to_proto(m, w, "w", &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p) &&
-                !bb_cpu_session_new(m, NULL, &s, &err),
-            "%s", err.message);
+  add_initializer(m, "w", bb_tensor_retain(w));
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, &s, &err), "%s", err.message);
   /* the node on its own, one thread: the reference */
   bb_tensor *ref[3] = {NULL, NULL, NULL}, *args[3][2] = {{big, w}, {small, w}, {big, w2}};
   for (int i = 0; i < 3 && s; i++)
@@ -241,25 +254,12 @@ static void test_session_keeps_conv_weights_packed(void) {
   bb_model_free(m);
 }
 
-/* Adds tensor t to the graph's initializers as `name`. */
-static void add_initializer(bb_model *m, const char *name, bb_tensor *t) {
-  bb_tensor_proto *p = NULL;
-  bb_error err;
-  CHECK_MSG(!bb_tensor_to_proto(m, t, name, &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p), "%s",
-            err.message);
-  bb_tensor_release(t);
-}
-
 /* A 1×1 Conv followed by Clip: the session fuses the Clip into the convolution's GEMM
  * (its clamp), which must give the bits of the graph run as written (no rewrites), on
  * the plane (16×16), with the positions as rows (4×4) and as a matrix-vector product
  * (1×1), NaN and signed zeros in the input, on 1 to 4 threads. */
 static void test_session_fused_clip(void) {
-  bb_model *m = bb_model_new(NULL);
-  bb_opset_set(m, &m->opsets, "", 17);
-  m->graph = bb_graph_new(m, "g");
-  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
-  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_model *m = graph_from_x_to_y();
   bb_ir_node *conv = bb_ir_node_new(m, "Conv", "", "conv"), *clip = bb_ir_node_new(m, "Clip", "", "clip");
   const char *conv_in[] = {"x", "w", "b"}, *clip_in[] = {"c", "lo", "hi"};
   for (int i = 0; i < 3; i++) bb_strlist_append(m, &conv->inputs, conv_in[i]), bb_strlist_append(m, &clip->inputs, clip_in[i]);
