@@ -156,7 +156,7 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   if (web.steadyThreadsMsPerRound) {
     console.log(`  steady rounds: the server's driver per round ${web.steadyServerDriver.frames} slices, ${web.steadyServerDriver.polls} polls`);
     const t = web.steadyTrafficPerRound;
-    if (t) console.log(`  steady rounds: the server's envelopes per round ${t.envelopesOut} out (${t.bytesOut} bytes), ${t.envelopesIn} in (${t.bytesIn} bytes); UDP datagrams per round ${t.udpDatagrams} (${t.wireBytes} bytes on the wire, every link both ways)`);
+    if (t) console.log(`  steady rounds: the server's envelopes per round ${t.envelopesOut} out (${t.bytesOut} bytes), ${t.envelopesIn} in (${t.bytesIn} bytes); UDP datagrams per round ${t.udpDatagrams} (${t.wireBytes} bytes on the wire, every link both ways); the Node process's garbage collections per round ${t.nodeGcs} (${t.nodeGcMs} ms)`);
     console.log(`  steady rounds (${STEADY_FROM + 1}..): CPU per round the Chromium processes ${web.steadyCpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.steadyCpuMsPerRound.server.toFixed(1)} ms; by thread: ${Object.entries(web.steadyThreadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
