@@ -20,6 +20,9 @@
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
 // data channel back; all on one clock. And the CPU time per round of the Chromium processes
 // and of this process's e2e child (the Node server), which load lengthens less than wall time.
+// Over the steady rounds it counts what a round sends: the server's envelopes and bytes each
+// way, the UDP datagrams and wire bytes under them (all links, both ways), and the Node
+// process's garbage collections.
 //   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16] [--steady-from K]
 // (--steady-from K: the steady rounds are those after the first K, on both sides; default
 // 50, or half the rounds when fewer than 100: V8 tiers each page's bb.wasm up over its first
