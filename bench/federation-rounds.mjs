@@ -20,6 +20,9 @@
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
 // data channel back; all on one clock. And the CPU time per round of the Chromium processes
 // and of this process's e2e child (the Node server), which load lengthens less than wall time.
+// Over the steady rounds it counts what a round sends: the server's envelopes and bytes each
+// way, the UDP datagrams and wire bytes under them (all links, both ways), and the Node
+// process's garbage collections.
 //   (cd js && npm run build) && scripts/build-wasm.sh && node bench/federation-rounds.mjs [rounds=30] [--configs default,on-close,back-to-back,back-to-back-f16] [--steady-from K]
 // (--steady-from K: the steady rounds are those after the first K, on both sides; default
 // 50, or half the rounds when fewer than 100: V8 tiers each page's bb.wasm up over its first
@@ -155,6 +158,8 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
   if (web.threadsMsPerRound) console.log(`  CPU ms per round by process and thread: ${Object.entries(web.threadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   if (web.steadyThreadsMsPerRound) {
     console.log(`  steady rounds: the server's driver per round ${web.steadyServerDriver.frames} slices, ${web.steadyServerDriver.polls} polls`);
+    const t = web.steadyTrafficPerRound;
+    if (t) console.log(`  steady rounds: the server's envelopes per round ${t.envelopesOut} out (${t.bytesOut} bytes), ${t.envelopesIn} in (${t.bytesIn} bytes); UDP datagrams per round ${t.udpDatagrams} (${t.wireBytes} bytes on the wire, every link both ways); the Node process's garbage collections per round ${t.nodeGcs} (${t.nodeGcMs} ms)`);
     console.log(`  steady rounds (${STEADY_FROM + 1}..): CPU per round the Chromium processes ${web.steadyCpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.steadyCpuMsPerRound.server.toFixed(1)} ms; by thread: ${Object.entries(web.steadyThreadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);

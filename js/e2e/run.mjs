@@ -255,6 +255,23 @@ function threadsCpuMs() {
   return totals;
 }
 
+/**
+ * This network namespace's UDP datagrams and bytes so far (/proc/net/snmp, /proc/net/dev):
+ * every packet of the data channels (DTLS over UDP; the pages and the server share the
+ * namespace, so a datagram counts once out and once in).
+ */
+function udpCounters() {
+  const lines = readFileSync('/proc/net/snmp', 'utf8').split('\n').filter((l) => l.startsWith('Udp:'));
+  const [names, values] = lines.map((l) => l.split(/\s+/).slice(1));
+  const udp = Object.fromEntries(names.map((n, k) => [n, Number(values[k])]));
+  let bytes = 0;
+  for (const line of readFileSync('/proc/net/dev', 'utf8').split('\n').slice(2)) {
+    const [name, rest] = line.split(':');
+    if (rest !== undefined && name.trim() !== '') bytes += Number(rest.trim().split(/\s+/)[8]);
+  }
+  return { datagrams: udp.OutDatagrams, bytes };
+}
+
 /** Per round, the CPU time each thread kind spent between two readings of threadsCpuMs (largest first, over 0.2 ms). */
 function threadsPerRound(before, after, rounds) {
   const rows = [];
@@ -366,6 +383,12 @@ async function federated() {
   check('4 browser clients made identities, installed the artifact and joined the room', pages.length === clients && new Set(clientIds).size === clients);
   await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
 
+  // the Node process's garbage collections (count and pause), read with the steady rounds' traffic
+  const gc = { count: 0, ms: 0 };
+  const gcObserver = new (await import('node:perf_hooks')).PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) (gc.count++, (gc.ms += entry.duration));
+  });
+  gcObserver.observe({ entryTypes: ['gc'] });
   const started = performance.now();
   const cpuAtStart = { pages: descendantsCpuMs(), server: process.cpuUsage(), threads: threadsCpuMs() };
   const framesAt = async () => (await Promise.all(pages.map((p) => p.state()))).reduce((sum, s) => sum + s.framesAsked, 0);
@@ -386,7 +409,7 @@ async function federated() {
   // pages are not asked anything until the rounds end)
   const measureSteady = steadyFrom < fullRounds;
   if (measureSteady) await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
-  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats } : undefined;
+  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
   // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds (or all)
   const pageProfiler = process.env.BB_E2E_PAGE_PROFILE ? await pages.at(-1).page.context().newCDPSession(pages.at(-1).page) : undefined;
   if (pageProfiler) {
@@ -423,6 +446,19 @@ async function federated() {
       steadyThreadsMsPerRound: threadsPerRound(steadyAt.threads, threadsNow, rounds),
       // the server's driver: slices and polls per steady round
       steadyServerDriver: Object.fromEntries(['frames', 'polls'].map((k) => [k, Number(((driverNow[k] - steadyAt.driver[k]) / rounds).toFixed(2))])),
+      // per steady round: the server's envelopes and their bytes each way, and the UDP
+      // datagrams (every hop's packets, both ways) and bytes on the wire that carried them
+      steadyTrafficPerRound: (() => {
+        const t = rtc.stats();
+        const udp = udpCounters();
+        const per = (now, then) => Number(((now - then) / rounds).toFixed(1));
+        return {
+          envelopesOut: per(t.messagesOut, steadyAt.transport.messagesOut), envelopesIn: per(t.messagesIn, steadyAt.transport.messagesIn),
+          bytesOut: per(t.bytesOut, steadyAt.transport.bytesOut), bytesIn: per(t.bytesIn, steadyAt.transport.bytesIn),
+          udpDatagrams: per(udp.datagrams, steadyAt.udp.datagrams), wireBytes: per(udp.bytes, steadyAt.udp.bytes),
+          nodeGcs: per(gc.count, steadyAt.gc.count), nodeGcMs: Number(((gc.ms - steadyAt.gc.ms) / rounds).toFixed(3)),
+        };
+      })(),
     };
   }
   // animation frames the 4 pages asked for per round
@@ -487,6 +523,7 @@ async function federated() {
     pageMemoryBytes: memory,
   };
   console.log(`  ${JSON.stringify(result)}`);
+  gcObserver.disconnect();
   running.stop();
   transport.close();
   server.free();
