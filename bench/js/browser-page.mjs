@@ -102,7 +102,8 @@ function base64(values) {
 // CPU time (Chromium's, of the renderer process: the page and its workers) around the timed
 // runs of each case: load() once (the cases the runtime has), then per case prepare(i) (the
 // output, base64), warm(i), time(i) (wall-clock median ms and the number of runs), release(i).
-const cases = [...threadCases(), ...visionCases];
+const only = params.get('cases') ? params.get('cases').split(',') : undefined;
+const cases = [...threadCases(), ...visionCases].filter((c) => only === undefined || only.some((s) => c.label.includes(s)));
 const prepared = [];
 window.bench = {
   async load() {

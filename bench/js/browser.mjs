@@ -12,6 +12,7 @@
 //   flock /tmp/bb-e2e.lock node bench/js/browser.mjs [--quick] [--rounds N] [--train] [--models resnet18,... | none]
 //   node bench/js/browser.mjs --page ort-web 2    # one page alone: its times, nothing checked
 //   ... [--ort-bundle ort.min.mjs] [--warm MS]    # onnxruntime-web's entry (default ort.wasm.min.mjs); warm-up per case
+//   ... [--cases CNN,Conv]                         # only the cases whose label contains one of these
 //
 // A static server (port 0) serves the page, the package's dist/ and wasm/, and the peers'
 // files from bench/js/node_modules, all with COOP/COEP, to headless Chromium (Debian's, or
@@ -48,6 +49,8 @@ const TRAIN = process.argv.includes('--train');
 const ORT_BUNDLE = arg('--ort-bundle', undefined);
 /** Each case's warm-up in ms before it is timed (default 400; 100 with --quick). */
 const WARM_MS = arg('--warm', undefined);
+/** Only the cases whose label contains one of these (comma-separated), or all. */
+const CASES = arg('--cases', undefined);
 
 requireBuilt();
 for (const file of ['bench/js/node_modules/onnxruntime-web/dist/ort.min.mjs', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js']) {
@@ -121,7 +124,7 @@ async function runPage(runtime, threads) {
   });
   try {
     const networks = `&vision=${MODELS.join(',')}${TRAIN ? `&train=${MODELS.join(',')}` : ''}`;
-    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}${networks}${ORT_BUNDLE ? `&ortBundle=${ORT_BUNDLE}` : ''}${WARM_MS ? `&warm=${WARM_MS}` : ''}`);
+    await page.goto(`${base}/?runtime=${runtime}&threads=${threads}&quick=${QUICK ? 1 : 0}${networks}${ORT_BUNDLE ? `&ortBundle=${ORT_BUNDLE}` : ''}${WARM_MS ? `&warm=${WARM_MS}` : ''}${CASES ? `&cases=${encodeURIComponent(CASES)}` : ''}`);
     await page.waitForFunction(() => window.bench !== undefined, undefined, { timeout: 60_000 });
     const { describe, cores, runs: supported } = await page.evaluate(() => window.bench.load());
     const rows = [];
