@@ -317,6 +317,7 @@ typedef struct conv_job {
   size_t pack_stride, panels_bytes, rows_stride, col_slots;
   bbi_cpu_epilogue *e;
   bbi_f32_activation clip; /* BBI_ACTIVATION_CLIP: the fused Clip the GEMM applies as it stores */
+  bool store_epilogue; /* on the plane: the GEMM applies the epilogue (e) as it stores */
   size_t tmp_at, scratch_at, scratch_size;
 } conv_job;
 
@@ -324,6 +325,26 @@ typedef struct conv_job {
 static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
   a->clamp = j->clip.kind == BBI_ACTIVATION_CLIP;
   a->min = j->clip.min, a->max = j->clip.max;
+}
+
+/* An epilogue the GEMM can apply as it stores: an addend of the output's shape (the same
+ * row stride as the product's block of Y) and no activation, ReLU or Clip. The store adds
+ * the addend and then applies the activation by the epilogue's rules, so the same bits,
+ * without a second pass over the output on one thread. */
+static bool epilogue_in_store(const bbi_cpu_epilogue *e) {
+  return e && (e->act.kind == BBI_ACTIVATION_NONE || e->act.kind == BBI_ACTIVATION_RELU ||
+               e->act.kind == BBI_ACTIVATION_CLIP);
+}
+
+/* The GEMM's share of the job's epilogue for the product stored at offset `at` of Y (the
+ * block's rows npos apart), when the GEMM applies it. */
+static void gemm_epilogue(const conv_job *j, size_t at, bbi_f32_gemm_args *a) {
+  if (!j->store_epilogue) return;
+  const bbi_cpu_epilogue *e = j->e;
+  a->addend = e->addend ? (const float *)bb_tensor_data(e->addend) + at : NULL;
+  a->relu = e->act.kind == BBI_ACTIVATION_RELU;
+  a->clamp = e->act.kind == BBI_ACTIVATION_CLIP;
+  a->min = e->act.min, a->max = e->act.max;
 }
 
 /* Floats of packed column panels per band of output rows (at most about 256 KiB): a band's
@@ -372,6 +393,7 @@ static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at,
     a.packed_b = mem;
     a.c = j->y + at + oy0 * ow, a.ldc = npos;
     a.bias_per_row = j->b ? j->b + gi * j->mg : NULL;
+    gemm_epilogue(j, at + oy0 * ow, &a);
     const int rc = bbi_f32_gemm(&a, scratch, j->scratch_size);
     if (rc) return rc;
   }
@@ -412,7 +434,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
       if (j->col_packed && j->col_slots == 1) {
         rc = conv_bands(j, xg, gi, at, mem, scratch);
-        conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+        if (!j->store_epilogue) conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
         continue;
       }
       if (j->col_packed) {
@@ -428,8 +450,9 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.c = j->y + at, a.ldc = (size_t)npos;
       a.bias_per_row = j->b ? j->b + gi * mg : NULL;
       gemm_clip(j, &a);
+      gemm_epilogue(j, at, &a);
       if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
-      conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+      if (!j->store_epilogue) conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
       continue;
     }
     a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
@@ -607,6 +630,9 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);
   if (direct && clip_in_store(j.e)) j.clip = j.e->act, j.e = NULL; /* 1×1 products; the others keep the epilogue */
+  /* on the plane the product lands in Y's own layout: the epilogue goes into its store
+   * (a product of one row is a matrix-vector one, which takes it too) */
+  j.store_epilogue = on_plane && epilogue_in_store(j.e);
   j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
   rc = bbi_nn_run_chunks(conv_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
