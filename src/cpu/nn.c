@@ -663,8 +663,12 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   /* one image on the plane on several threads: its bands are the pool's tasks, each
    * participant with its own slot (a band's panels, a channel's rows, the GEMM's scratch) */
   size_t band_slot_bytes = 0;
-  if (col_packed && !split && width > 1) {
-    const size_t bpos = conv_band_rows(&j.win, (size_t)kdim, width) * j.win.ow;
+  const size_t band_rows = col_packed ? conv_band_rows(&j.win, (size_t)kdim, width) : 0;
+  /* (with fewer than two bands a participant, as on an 8×8 map, each participant would
+   * stream all of W for its band: there the GEMM's regions, which cut W's rows, go to
+   * the pool instead) */
+  if (col_packed && !split && width > 1 && (j.win.oh + band_rows - 1) / band_rows >= 2 * width) {
+    const size_t bpos = band_rows * j.win.ow;
     panels_bytes = (bbi_f32_gemm_packed_b_size(NULL, bpos, (size_t)kdim) + 63) & ~(size_t)63;
     rows_stride = ((size_t)g->kernel_size * bpos + 15) & ~(size_t)15;
     tmp_at = scratch_at = (panels_bytes + rows_stride * sizeof(float) + 63) & ~(size_t)63;
