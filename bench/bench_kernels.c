@@ -17,9 +17,13 @@
 #include "tensor/kernels/gemm_x86.h"
 #include "tensor/kernels/kernels.h"
 
+/* The clock the timings read: the wall clock, or the thread's CPU time (for tuning on a
+ * machine other work shares). */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
 static double now_seconds(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(bench_clock, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -288,6 +292,16 @@ BBI_AVX512 static void sweep_12x32_avx512(size_t kc, const float *pa, const floa
                                          const bbi_f32_gemm_tile *tile) {
   bbi_avx512_gemm_tile(12, 2, kc, pa, pb, c, ldc, mr, nr, tile);
 }
+BBI_AVX512 static void sweep_14x32_avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                         size_t ldc, size_t mr, size_t nr,
+                                         const bbi_f32_gemm_tile *tile) {
+  bbi_avx512_gemm_tile(14, 2, kc, pa, pb, c, ldc, mr, nr, tile);
+}
+BBI_AVX512 static void sweep_4x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
+                                        size_t ldc, size_t mr, size_t nr,
+                                        const bbi_f32_gemm_tile *tile) {
+  bbi_avx512_gemm_tile(4, 4, kc, pa, pb, c, ldc, mr, nr, tile);
+}
 BBI_AVX512 static void sweep_6x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
                                         size_t ldc, size_t mr, size_t nr,
                                         const bbi_f32_gemm_tile *tile) {
@@ -295,27 +309,30 @@ BBI_AVX512 static void sweep_6x64_avx512(size_t kc, const float *pa, const float
 }
 #endif
 
-static void sweep(const char *only) {
-  static const struct {
-    const char *name;
-    size_t mr, nr;
-    bbi_f32_gemm_ukernel_fn fn;
-    int x86; /* needs the CPU check of bbi_f32_gemm_configs */
-  } kernels[] = {
-      {"5x8-f32x4", 5, 8, bbi_f32_gemm_ukernel_5x8__f32x4, 0},
-      {"4x8-f32x4", 4, 8, sweep_4x8_f32x4, 0},
-      {"6x8-f32x4", 6, 8, sweep_6x8_f32x4, 0},
-      {"8x8-f32x4", 8, 8, sweep_8x8_f32x4, 0},
-      {"3x12-f32x4", 3, 12, sweep_3x12_f32x4, 0},
-      {"2x16-f32x4", 2, 16, sweep_2x16_f32x4, 0},
+static const struct {
+  const char *name;
+  size_t mr, nr;
+  bbi_f32_gemm_ukernel_fn fn;
+  int x86; /* needs the CPU check of bbi_f32_gemm_configs */
+  } sweep_kernels[] = {
+    {"5x8-f32x4", 5, 8, bbi_f32_gemm_ukernel_5x8__f32x4, 0},
+    {"4x8-f32x4", 4, 8, sweep_4x8_f32x4, 0},
+    {"6x8-f32x4", 6, 8, sweep_6x8_f32x4, 0},
+    {"8x8-f32x4", 8, 8, sweep_8x8_f32x4, 0},
+    {"3x12-f32x4", 3, 12, sweep_3x12_f32x4, 0},
+    {"2x16-f32x4", 2, 16, sweep_2x16_f32x4, 0},
 #if BBI_HAVE_X86_GEMM
-      {"6x16-avx2fma", 6, 16, bbi_f32_gemm_ukernel_6x16__avx2fma, 1},
-      {"4x16-avx2fma", 4, 16, sweep_4x16_avx2fma, 1},
-      {"8x32-avx512", 8, 32, bbi_f32_gemm_ukernel_8x32__avx512, 2},
-      {"12x32-avx512", 12, 32, sweep_12x32_avx512, 2},
-      {"6x64-avx512", 6, 64, sweep_6x64_avx512, 2},
+    {"6x16-avx2fma", 6, 16, bbi_f32_gemm_ukernel_6x16__avx2fma, 1},
+    {"4x16-avx2fma", 4, 16, sweep_4x16_avx2fma, 1},
+    {"8x32-avx512", 8, 32, bbi_f32_gemm_ukernel_8x32__avx512, 2},
+    {"12x32-avx512", 12, 32, sweep_12x32_avx512, 2},
+    {"14x32-avx512", 14, 32, sweep_14x32_avx512, 2},
+    {"6x64-avx512", 6, 64, sweep_6x64_avx512, 2},
+    {"4x64-avx512", 4, 64, sweep_4x64_avx512, 2},
 #endif
-  };
+};
+
+static void sweep(const char *only) {
   static const size_t kcs[] = {128, 256, 512};
   static const size_t mcs[] = {48, 96, 192};
   static const size_t sizes[] = {256, 512, 1024};
@@ -324,12 +341,12 @@ static void sweep(const char *only) {
   const size_t ncfg = bbi_f32_gemm_configs(&list);
   const int x86_level = ncfg == 3 ? 2 : ncfg == 2 ? 1 : 0;
   printf("GEMM sweep: GFLOP/s at n×n×n for n = 256, 512, 1024 and at 32x128x784\n");
-  for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++) {
-    if (kernels[ki].x86 > x86_level || (only && !strstr(kernels[ki].name, only))) continue;
+  for (size_t ki = 0; ki < sizeof sweep_kernels / sizeof sweep_kernels[0]; ki++) {
+    if (sweep_kernels[ki].x86 > x86_level || (only && !strstr(sweep_kernels[ki].name, only))) continue;
     for (size_t kc = 0; kc < sizeof kcs / sizeof kcs[0]; kc++) {
       for (size_t mc = 0; mc < sizeof mcs / sizeof mcs[0]; mc++) {
-        bbi_f32_gemm_config cfg = {kernels[ki].name, kernels[ki].mr, kernels[ki].nr, 0, kcs[kc],
-                                  2048, kernels[ki].fn, NULL, NULL};
+        bbi_f32_gemm_config cfg = {sweep_kernels[ki].name, sweep_kernels[ki].mr, sweep_kernels[ki].nr, 0, kcs[kc],
+                                  2048, sweep_kernels[ki].fn, NULL, NULL};
         cfg.mc = (mcs[mc] + cfg.mr - 1) / cfg.mr * cfg.mr;
         printf("  %-13s mc=%-4zu kc=%-4zu", cfg.name, cfg.mc, cfg.kc);
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
@@ -341,7 +358,42 @@ static void sweep(const char *only) {
   }
 }
 
+/* The products of resnet18's convolutions at a 64×64 input as the Conv runs them on the
+ * plane (W [out channels, 9·C] times the column panels [9·C, positions], B packed
+ * beforehand) and, for the 4×4 maps, with positions as rows: GFLOP/s of each tile at the
+ * shipped blocking, for choosing the micro-kernel of those shapes. */
+static void sweep_convs(const char *only, size_t kc) {
+  static const size_t shapes[][3] = {
+      {64, 1024, 147}, {64, 256, 576}, {128, 64, 576}, {128, 64, 1152}, {16, 256, 1152}, {16, 256, 2304}};
+  const bbi_f32_gemm_config *const *list;
+  const size_t ncfg = bbi_f32_gemm_configs(&list);
+  const int x86_level = ncfg == 3 ? 2 : ncfg == 2 ? 1 : 0;
+  printf("resnet18's convolution products, GFLOP/s of thread CPU time (B packed beforehand)\n  %-13s", "tile");
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    char label[32];
+    snprintf(label, sizeof label, "%zux%zux%zu", shapes[s][0], shapes[s][1], shapes[s][2]);
+    printf(" %13s", label);
+  }
+  printf("\n");
+  for (size_t ki = 0; ki < sizeof sweep_kernels / sizeof sweep_kernels[0]; ki++) {
+    if (sweep_kernels[ki].x86 > x86_level || (only && !strstr(sweep_kernels[ki].name, only))) continue;
+    bbi_f32_gemm_config cfg = {sweep_kernels[ki].name, sweep_kernels[ki].mr, sweep_kernels[ki].nr, 0, kc,
+                              2048, sweep_kernels[ki].fn, NULL, NULL};
+    cfg.mc = (96 + cfg.mr - 1) / cfg.mr * cfg.mr;
+    printf("  %-13s kc=%-4zu", cfg.name, kc);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      printf(" %13.2f", gemm_gflops(&cfg, shapes[s][0], shapes[s][1], shapes[s][2], 0, 1, 0.05));
+    printf("\n");
+    fflush(stdout);
+  }
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "convs") == 0) {
+    bench_clock = CLOCK_THREAD_CPUTIME_ID;
+    sweep_convs(argc > 2 ? argv[2] : NULL, argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 512);
+    return 0;
+  }
   if (argc > 1 && strcmp(argv[1], "sweep") == 0) {
     sweep(argc > 2 ? argv[2] : NULL);
     return 0;

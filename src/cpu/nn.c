@@ -317,6 +317,8 @@ typedef struct conv_job {
   size_t pack_stride, panels_bytes, rows_stride, col_slots;
   bbi_cpu_epilogue *e;
   bbi_f32_activation clip; /* BBI_ACTIVATION_CLIP: the fused Clip the GEMM applies as it stores */
+  bool store_epilogue; /* on the plane: the GEMM applies the epilogue (e) as it stores */
+  size_t band_slot_bytes; /* nonzero: one image's bands are the pool's tasks, each slot this big */
   size_t tmp_at, scratch_at, scratch_size;
 } conv_job;
 
@@ -326,56 +328,125 @@ static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
   a->min = j->clip.min, a->max = j->clip.max;
 }
 
+/* An epilogue the GEMM can apply as it stores: an addend of the output's shape (the same
+ * row stride as the product's block of Y) and no activation, ReLU or Clip. The store adds
+ * the addend and then applies the activation by the epilogue's rules, so the same bits,
+ * without a second pass over the output on one thread. */
+static bool epilogue_in_store(const bbi_cpu_epilogue *e) {
+  return e && (e->act.kind == BBI_ACTIVATION_NONE || e->act.kind == BBI_ACTIVATION_RELU ||
+               e->act.kind == BBI_ACTIVATION_CLIP);
+}
+
+/* The GEMM's share of the job's epilogue for the product stored at offset `at` of Y (the
+ * block's rows npos apart), when the GEMM applies it. */
+static void gemm_epilogue(const conv_job *j, size_t at, bbi_f32_gemm_args *a) {
+  if (!j->store_epilogue) return;
+  const bbi_cpu_epilogue *e = j->e;
+  a->addend = e->addend ? (const float *)bb_tensor_data(e->addend) + at : NULL;
+  a->relu = e->act.kind == BBI_ACTIVATION_RELU;
+  a->clamp = e->act.kind == BBI_ACTIVATION_CLIP;
+  a->min = e->act.min, a->max = e->act.max;
+}
+
 /* Floats of packed column panels per band of output rows (at most about 256 KiB): a band's
  * panels are written and then read by its GEMM while they are still in L2, where the
  * panels of a whole plane (3.6 MB for 32 channels of 56×56 under a 3×3 window) would go
  * out to L3. */
 #define CONV_BAND_FLOATS ((size_t)64 << 10)
 
-/* One image's group on the plane, its column panels packed by one participant, a band of
- * output rows at a time: the band's window (the same geometry on the input rows it
- * reads, with the padding above it that is left) packs its panels, then Y's columns of the
- * band = W · those panels. Every element of Y is the dot product the whole plane's GEMM
- * gives (the GEMM's k blocks follow kdim alone), so the bits are the same for any band. */
-static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at, char *mem, void *scratch) {
+/* Output rows per band of a product on the plane for `width` participants: as few bands
+ * as keep each within the bound, made equal (an uneven cut leaves a last band of a row or
+ * two, whose panels are mostly padding and whose GEMM streams all of W again for a few
+ * positions); on several participants at least two bands each, so that one late or
+ * slowed participant leaves the other work to take, each of at least one tile's width
+ * of positions. */
+static size_t conv_band_rows(const bbi_window2d *win, size_t kdim, size_t width) {
+  const size_t npos = win->oh * win->ow, nr = bbi_f32_gemm_default_config()->nr;
+  size_t bands = (kdim * npos + CONV_BAND_FLOATS - 1) / CONV_BAND_FLOATS;
+  if (width > 1 && bands < 2 * width) bands = 2 * width;
+  size_t band = (win->oh + bands - 1) / bands;
+  const size_t least = (nr + win->ow - 1) / win->ow;
+  return band > least ? band : least < win->oh ? least : win->oh;
+}
+
+/* Output rows [oy0, oy1) of one image's group on the plane, its column panels packed at
+ * `mem` by the caller alone (its buffer of one channel's rows after them): the band's
+ * window (the same geometry on the input rows it reads, with the padding above it that is
+ * left) packs its panels, then Y's columns of the band = W · those panels, with the
+ * epilogue in the GEMM's store when it goes there (else the caller applies it to the whole
+ * block, so each element meets the code path of one whole call). Every element of Y is the dot product the whole
+ * plane's GEMM gives (the GEMM's k blocks follow kdim alone), so the bits are the same for
+ * any cut into bands. */
+static int conv_band(const conv_job *j, const float *xg, int64_t gi, size_t at, size_t oy0, size_t oy1, char *mem,
+                     void *scratch) {
   const bbi_window2d *win = &j->win;
-  const size_t kdim = (size_t)j->kdim, ow = win->ow, npos = (size_t)j->npos;
-  /* as few bands as keep each within the bound, made equal: an uneven cut leaves a last
-   * band of a row or two, whose panels are mostly padding and whose GEMM streams all of W
-   * again for a few positions */
-  const size_t bands = (kdim * npos + CONV_BAND_FLOATS - 1) / CONV_BAND_FLOATS;
-  const size_t band = (win->oh + bands - 1) / bands;
-  for (size_t oy0 = 0; oy0 < win->oh; oy0 += band) {
-    const size_t oy1 = oy0 + band < win->oh ? oy0 + band : win->oh, bpos = (oy1 - oy0) * ow;
-    bbi_window2d bw = *win;
-    /* input row of (band row 0, ky = 0) is oy0·sh - ph: rows above it are dropped, or
-     * padding rows remain */
-    const size_t shift = oy0 * win->sh;
-    size_t r0 = 0;
-    if (shift <= win->ph) {
-      bw.ph = win->ph - shift;
-    } else {
-      r0 = shift - win->ph < win->ih ? shift - win->ph : win->ih;
-      bw.ph = 0;
-    }
-    bw.ih = win->ih - r0, bw.oh = oy1 - oy0;
-    col_pack_job cj = {&bw, xg + r0 * win->iw, (size_t)j->g->in_size, (size_t)j->cg, (size_t)j->cg, bpos, kdim,
-                       (float *)(mem + j->panels_bytes), j->rows_stride, mem};
-    col_pack_task(&cj, 0, 0);
-    bbi_f32_gemm_pack_b_header(NULL, bpos, kdim, mem);
-    bbi_f32_gemm_args a;
-    memset(&a, 0, sizeof a);
-    a.alpha = 1.0f;
-    a.m = (size_t)j->mg, a.n = bpos, a.k = kdim;
-    a.a = j->w + gi * j->mg * j->kdim, a.lda = kdim;
-    a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
-    a.packed_b = mem;
-    a.c = j->y + at + oy0 * ow, a.ldc = npos;
-    a.bias_per_row = j->b ? j->b + gi * j->mg : NULL;
-    const int rc = bbi_f32_gemm(&a, scratch, j->scratch_size);
-    if (rc) return rc;
+  const size_t kdim = (size_t)j->kdim, ow = win->ow, npos = (size_t)j->npos, bpos = (oy1 - oy0) * ow;
+  bbi_window2d bw = *win;
+  /* input row of (band row 0, ky = 0) is oy0·sh - ph: rows above it are dropped, or
+   * padding rows remain */
+  const size_t shift = oy0 * win->sh;
+  size_t r0 = 0;
+  if (shift <= win->ph) {
+    bw.ph = win->ph - shift;
+  } else {
+    r0 = shift - win->ph < win->ih ? shift - win->ph : win->ih;
+    bw.ph = 0;
   }
-  return 0;
+  bw.ih = win->ih - r0, bw.oh = oy1 - oy0;
+  col_pack_job cj = {&bw, xg + r0 * win->iw, (size_t)j->g->in_size, (size_t)j->cg, (size_t)j->cg, bpos, kdim,
+                     (float *)(mem + j->panels_bytes), j->rows_stride, mem};
+  col_pack_task(&cj, 0, 0);
+  bbi_f32_gemm_pack_b_header(NULL, bpos, kdim, mem);
+  bbi_f32_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.alpha = 1.0f;
+  a.m = (size_t)j->mg, a.n = bpos, a.k = kdim;
+  a.a = j->w + gi * j->mg * j->kdim, a.lda = kdim;
+  a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
+  a.packed_b = mem;
+  a.c = j->y + at + oy0 * ow, a.ldc = npos;
+  a.bias_per_row = j->b ? j->b + gi * j->mg : NULL;
+  gemm_epilogue(j, at + oy0 * ow, &a);
+  return bbi_f32_gemm(&a, scratch, j->scratch_size);
+}
+
+/* One image's group on the plane, a band at a time by the caller alone. */
+static int conv_bands(const conv_job *j, const float *xg, int64_t gi, size_t at, char *mem, void *scratch) {
+  const size_t oh = j->win.oh, band = conv_band_rows(&j->win, (size_t)j->kdim, 1);
+  int rc = 0;
+  for (size_t oy0 = 0; oy0 < oh && !rc; oy0 += band)
+    rc = conv_band(j, xg, gi, at, oy0, oy0 + band < oh ? oy0 + band : oh, mem, scratch);
+  return rc;
+}
+
+/* One image's group on the plane with its bands as the pool's tasks: each participant
+ * packs and multiplies whole bands in its own slot of the scratch (`band_slot_bytes`
+ * apart: panels, a channel's rows, the GEMM's scratch), one job per product. */
+typedef struct band_run {
+  const conv_job *j;
+  const float *xg;
+  int64_t gi;
+  size_t at, band;
+  char *mem;
+  int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: its first error */
+} band_run;
+
+static void band_task(void *ctx, size_t task, size_t slot) {
+  band_run *r = ctx;
+  const conv_job *j = r->j;
+  const size_t oy0 = task * r->band, oy1 = oy0 + r->band < j->win.oh ? oy0 + r->band : j->win.oh;
+  char *mem = r->mem + slot * j->band_slot_bytes;
+  const int rc = conv_band(j, r->xg, r->gi, r->at, oy0, oy1, mem, mem + j->scratch_at);
+  if (rc && !r->rc[slot]) r->rc[slot] = rc;
+}
+
+static int conv_band_tasks(const conv_job *j, const float *xg, int64_t gi, size_t at, char *mem) {
+  const size_t width = bbi_parallel_width(), band = conv_band_rows(&j->win, (size_t)j->kdim, width);
+  band_run r = {j, xg, gi, at, band, mem, {0}};
+  bbi_parallel_run((j->win.oh + band - 1) / band, width, band_task, &r);
+  int rc = 0;
+  for (size_t s = 0; s < width && !rc; s++) rc = r.rc[s];
+  return rc;
 }
 
 /* Images n0.. (one chunk, fewer for the last), every group: column matrix, GEMM, then the
@@ -410,9 +481,9 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
       a.a = j->w + gi * mg * kdim, a.lda = (size_t)kdim;
       a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
-      if (j->col_packed && j->col_slots == 1) {
-        rc = conv_bands(j, xg, gi, at, mem, scratch);
-        conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+      if (j->band_slot_bytes || (j->col_packed && j->col_slots == 1)) {
+        rc = j->band_slot_bytes ? conv_band_tasks(j, xg, gi, at, mem) : conv_bands(j, xg, gi, at, mem, scratch);
+        if (!j->store_epilogue) conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
         continue;
       }
       if (j->col_packed) {
@@ -428,8 +499,9 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
       a.c = j->y + at, a.ldc = (size_t)npos;
       a.bias_per_row = j->b ? j->b + gi * mg : NULL;
       gemm_clip(j, &a);
+      gemm_epilogue(j, at, &a);
       if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
-      conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
+      if (!j->store_epilogue) conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
       continue;
     }
     a.m = ld, a.n = (size_t)mg, a.k = (size_t)kdim;
@@ -588,7 +660,22 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     tmp_at = (col_bytes + 63) & ~(size_t)63, scratch_at = (tmp_at + tmp_bytes + 63) & ~(size_t)63;
     scratch_size = conv_gemm_scratch(bbi_f32_gemm_scratch_size, on_plane, mg, npos, kdim, rows, last_rows);
   }
-  const size_t slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
+  /* one image on the plane on several threads: its bands are the pool's tasks, each
+   * participant with its own slot (a band's panels, a channel's rows, the GEMM's scratch) */
+  size_t band_slot_bytes = 0;
+  const size_t band_rows = col_packed ? conv_band_rows(&j.win, (size_t)kdim, width) : 0;
+  /* (with fewer than two bands a participant, as on an 8×8 map, each participant would
+   * stream all of W for its band: there the GEMM's regions, which cut W's rows, go to
+   * the pool instead) */
+  if (col_packed && !split && width > 1 && (j.win.oh + band_rows - 1) / band_rows >= 2 * width) {
+    const size_t bpos = band_rows * j.win.ow;
+    panels_bytes = (bbi_f32_gemm_packed_b_size(NULL, bpos, (size_t)kdim) + 63) & ~(size_t)63;
+    rows_stride = ((size_t)g->kernel_size * bpos + 15) & ~(size_t)15;
+    tmp_at = scratch_at = (panels_bytes + rows_stride * sizeof(float) + 63) & ~(size_t)63;
+    scratch_size = bbi_f32_gemm_scratch_size_alone((size_t)mg, bpos, (size_t)kdim);
+    band_slot_bytes = (scratch_at + scratch_size + 63) & ~(size_t)63;
+  }
+  const size_t slot_bytes = band_slot_bytes ? width * band_slot_bytes : (scratch_at + scratch_size + 63) & ~(size_t)63;
   const size_t slots = split ? width : 1, pack_at = slots * slot_bytes;
   char *mem = bbi_cpu_scratch(ctx, pack_at + pack_bytes + 64);
   if (!mem) return BB_ERR_NOMEM;
@@ -607,7 +694,10 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   j.packed = packed, j.pack_stride = pack_stride, j.panels_bytes = panels_bytes, j.rows_stride = rows_stride;
   j.e = own_epilogue(ctx, y);
   if (direct && clip_in_store(j.e)) j.clip = j.e->act, j.e = NULL; /* 1×1 products; the others keep the epilogue */
-  j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size;
+  /* on the plane the product lands in Y's own layout: the epilogue goes into its store
+   * (a product of one row is a matrix-vector one, which takes it too) */
+  j.store_epilogue = on_plane && epilogue_in_store(j.e);
+  j.tmp_at = tmp_at, j.scratch_at = scratch_at, j.scratch_size = scratch_size, j.band_slot_bytes = band_slot_bytes;
   rc = bbi_nn_run_chunks(conv_chunk, &j, n_batch, chunk, split, width, mem, slot_bytes);
   return rc ? bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments") : 0;
 }

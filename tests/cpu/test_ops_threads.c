@@ -306,6 +306,70 @@ static void test_session_fused_clip(void) {
   bb_model_free(m);
 }
 
+/* A 3×3 Conv, a residual Add and Relu: the session fuses both into the convolution, whose
+ * GEMM applies them as it stores on the plane (15×15 and 8×8: tiles cut at the edges; 64
+ * input channels, so two k blocks) and whose epilogue applies them with the positions as
+ * rows (4×4) and for one position. Either must give the bits of the graph run as written
+ * (no rewrites), NaN, infinities and signed zeros in the input and the residual, on 1 to 4
+ * threads. */
+static void test_session_fused_residual_relu(void) {
+  bb_model *m = bb_model_new(NULL);
+  bb_opset_set(m, &m->opsets, "", 17);
+  m->graph = bb_graph_new(m, "g");
+  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_vilist_add(m, &m->graph->inputs, "r", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_ir_node *conv = bb_ir_node_new(m, "Conv", "", "conv"), *add = bb_ir_node_new(m, "Add", "", "add");
+  bb_ir_node *relu = bb_ir_node_new(m, "Relu", "", "relu");
+  const char *conv_in[] = {"x", "w", "b"};
+  for (int i = 0; i < 3; i++) bb_strlist_append(m, &conv->inputs, conv_in[i]);
+  bb_attr_set_ints(m, &conv->attrs, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  bb_strlist_append(m, &conv->outputs, "c");
+  bb_strlist_append(m, &add->inputs, "c"), bb_strlist_append(m, &add->inputs, "r");
+  bb_strlist_append(m, &add->outputs, "s");
+  bb_strlist_append(m, &relu->inputs, "s"), bb_strlist_append(m, &relu->outputs, "y");
+  bb_nodelist_append(m, &m->graph->nodes, conv);
+  bb_nodelist_append(m, &m->graph->nodes, add);
+  bb_nodelist_append(m, &m->graph->nodes, relu);
+  add_initializer(m, "w", rand_tensor(4, (const int64_t[]){36, 64, 3, 3}));
+  add_initializer(m, "b", rand_tensor(1, (const int64_t[]){36}));
+  bb_error err;
+  bb_cpu_session *fused = NULL, *plain = NULL;
+  const bb_cpu_session_options as_written = {sizeof as_written, BB_CPU_REWRITE_ALL};
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, &fused, &err) &&
+                !bb_cpu_session_new_with_options(m, NULL, &as_written, &plain, &err),
+            "%s", err.message);
+  bb_cpu_session_rewrites made = {0};
+  if (fused) bb_cpu_session_rewrites_made(fused, false, &made);
+  CHECK_MSG(made.fused_activations == 1 && made.fused_adds == 1, "the Add and Relu were not fused");
+  static const int64_t sides[] = {15, 8, 4, 1};
+  for (size_t t = 0; fused && plain && t < sizeof sides / sizeof sides[0]; t++) {
+    bb_tensor *in[2] = {rand_tensor(4, (const int64_t[]){1, 64, sides[t], sides[t]}),
+                        rand_tensor(4, (const int64_t[]){1, 36, sides[t], sides[t]})};
+    float *xd = bb_tensor_data(in[0]), *rd = bb_tensor_data(in[1]);
+    const size_t rn = (size_t)in[1]->numel;
+    xd[in[0]->numel - 1] = NAN;
+    rd[0] = NAN, rd[rn / 2] = -0.0f, rd[rn / 3] = INFINITY, rd[rn - 1] = -INFINITY;
+    for (size_t i = 1; i < rn; i += 7) rd[i] = -8.0f; /* ReLU's zeros where the sum is negative */
+    const char *names[2] = {"x", "r"};
+    bb_tensor *ref = NULL;
+    CHECK_MSG(!bb_cpu_session_run(plain, names, in, 2, &ref, &err), "%s", err.message);
+    for (size_t threads = 1; ref && threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      bb_tensor *y = NULL;
+      CHECK_MSG(!bb_cpu_session_run(fused, names, in, 2, &y, &err), "%s", err.message);
+      CHECK_MSG(y && y->numel == ref->numel && memcmp(bb_tensor_data(y), bb_tensor_data(ref), bb_tensor_nbytes(y)) == 0,
+                "3×3 Conv + Add + Relu at %lld×%lld on %zu threads differs from the graph as written", (long long)sides[t],
+                (long long)sides[t], threads);
+      bb_tensor_release(y);
+    }
+    set_threads(1);
+    bb_tensor_release(ref), bb_tensor_release(in[0]), bb_tensor_release(in[1]);
+  }
+  bb_cpu_session_free(fused), bb_cpu_session_free(plain);
+  bb_model_free(m);
+}
+
 static void test_pooling(void) {
   check1("MaxPool with indices", window_node("MaxPool", 1, 2, 3, 2, 1, 1, 1), DIMS(4, 24, 33, 31), 2);
   check1("MaxPool 3x3 stride 2 (a resnet's stem)", window_node("MaxPool", 1, 1, 3, 2, 1, 1, 1), DIMS(1, 64, 32, 32), 1);
@@ -454,6 +518,7 @@ int main(void) {
   RUN(test_conv_batch_split);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
+  RUN(test_session_fused_residual_relu);
   RUN(test_pooling);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);

@@ -112,6 +112,8 @@ typedef struct gemm_case {
   int exact;
   int bias_per_row; /* also add an m-long bias down the rows */
   int prepack;      /* pack B beforehand with bbi_f32_gemm_pack_b */
+  int addend;       /* add an m×n matrix (C's row stride) after the last k block */
+  int relu;         /* then Relu's rule, before the clamp */
 } gemm_case;
 
 static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
@@ -120,7 +122,7 @@ static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
   const size_t b_rows = t->trans_b ? t->n : t->k, b_cols = t->trans_b ? t->k : t->n;
   const size_t lda = a_cols + pad, ldb = b_cols + 1, ldc = t->n + pad, c_rows = t->m + 1;
   float *a = floats(a_rows * lda), *b = floats(b_rows * ldb), *bias = floats(t->n);
-  float *row_bias = floats(t->m);
+  float *row_bias = floats(t->m), *addend = floats(c_rows * ldc);
   float *c = floats(c_rows * ldc), *c_ref = floats(c_rows * ldc);
   if (t->exact) {
     for (size_t i = 0; i < a_rows * lda; i++) a[i] = (float)rng_int(-3, 3);
@@ -128,12 +130,19 @@ static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
     for (size_t i = 0; i < t->n; i++) bias[i] = (float)rng_int(-9, 9);
     for (size_t i = 0; i < t->m; i++) row_bias[i] = (float)rng_int(-9, 9);
     for (size_t i = 0; i < c_rows * ldc; i++) c[i] = (float)rng_int(-9, 9);
+    for (size_t i = 0; i < c_rows * ldc; i++) addend[i] = (float)rng_int(-20, 9);
   } else {
     fill_uniform(a, a_rows * lda, -1.0f, 1.0f);
     fill_uniform(b, b_rows * ldb, -1.0f, 1.0f);
     fill_uniform(bias, t->n, -1.0f, 1.0f);
     fill_uniform(row_bias, t->m, -1.0f, 1.0f);
     fill_uniform(c, c_rows * ldc, -1.0f, 1.0f);
+    fill_uniform(addend, c_rows * ldc, -2.0f, 1.0f);
+  }
+  /* NaN, infinities and signed zeros in the addend keep to the rules of Add then Relu */
+  if (t->m * t->n >= 4) {
+    addend[0] = NAN, addend[ldc * (t->m / 2) + t->n / 2] = -INFINITY;
+    addend[ldc * (t->m - 1) + t->n - 1] = INFINITY, addend[t->n - 1] = -0.0f;
   }
   /* With beta 0, C must not be read: NaN there must not reach the result. */
   if (t->beta == 0.0f) {
@@ -147,6 +156,7 @@ static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
   g.alpha = t->alpha, g.beta = t->beta, g.a = a, g.lda = lda, g.b = b, g.ldb = ldb;
   g.bias = t->bias ? bias : NULL, g.ldc = ldc, g.clamp = t->clamp, g.min = t->min;
   g.max = t->max, g.bias_per_row = t->bias_per_row ? row_bias : NULL;
+  g.addend = t->addend ? addend : NULL, g.relu = t->relu;
   g.c = c_ref;
   bbi_f32_gemm_scalar(&g);
 
@@ -180,6 +190,8 @@ static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
       mag = mag * fabs(t->alpha) + (t->beta != 0.0f ? fabs(t->beta * c_ref[i * ldc + j]) : 0.0);
       mag += t->bias ? fabs(bias[j]) : 0.0;
       mag += t->bias_per_row ? fabs(row_bias[i]) : 0.0;
+      mag += t->addend ? fabs(addend[i * ldc + j]) : 0.0;
+      if (same_float(got, want)) continue;
       const double tol = 2.0 * (double)(t->k + 3) * FLT_EPSILON * (mag + fabs(want)) + 1e-30;
       bad = !(fabs((double)got - want) <= tol) && !(isnan(got) && isnan(want));
     }
@@ -188,11 +200,11 @@ static int gemm_check(const bbi_f32_gemm_config *cfg, const gemm_case *t) {
   if (bad && reported++ < 5) {
     fprintf(stderr,
             "gemm %s (kc %zu) m=%zu n=%zu k=%zu ta=%d tb=%d alpha=%g beta=%g bias=%d/%d "
-            "clamp=%d prepack=%d rc=%d\n",
+            "clamp=%d prepack=%d addend=%d relu=%d rc=%d\n",
             cfg->name, cfg->kc, t->m, t->n, t->k, t->trans_a, t->trans_b, t->alpha, t->beta,
-            t->bias, t->bias_per_row, t->clamp, t->prepack, rc);
+            t->bias, t->bias_per_row, t->clamp, t->prepack, t->addend, t->relu, rc);
   }
-  free(a), free(b), free(bias), free(row_bias), free(c), free(c_ref), free(scratch), free(packed);
+  free(a), free(b), free(bias), free(row_bias), free(addend), free(c), free(c_ref), free(scratch), free(packed);
   return !bad;
 }
 
@@ -228,7 +240,8 @@ static void test_gemm_exact_small_shapes(void) {
           for (int tr = 0; tr < 4; tr++, v++) {
             gemm_case t = {mn[mi], mn[ni], ks[ki], tr & 1, tr >> 1, alphas[v % 3],
                            betas[(v / 3) % 3], (int)(v / 9) % 2, (int)(v % 5 == 0),
-                           -20.0f, 25.0f, 1, (int)(v % 7 < 3), (int)(v % 4 == 1)};
+                           -20.0f, 25.0f, 1, (int)(v % 7 < 3), (int)(v % 4 == 1),
+                           (int)(v % 6 < 3), (int)(v % 11 < 5)};
             if (!gemm_check(&cfgs[ci], &t)) ok = 0;
           }
     CHECK_MSG(ok, "exact GEMM results differ for %s (mc=%zu kc=%zu nc=%zu)", cfgs[ci].name,
@@ -251,10 +264,12 @@ static void test_gemm_random_large_shapes(void) {
       const int tr = (int)(s % 4);
       gemm_case t = {shapes[s][0], shapes[s][1], shapes[s][2], tr & 1, tr >> 1,
                      s % 3 ? 1.0f : 0.75f, s % 2 ? 0.0f : 0.5f, (int)(s % 3 == 1), 0,
-                     0.0f, 0.0f, 0, (int)(s % 3 == 2), 0};
+                     0.0f, 0.0f, 0, (int)(s % 3 == 2), 0, 0, 0};
       CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu", cfgs[ci].name, s);
       t.clamp = 1, t.min = -0.5f, t.max = 0.25f, t.bias = 1, t.prepack = 1;
       CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu clamped, B packed", cfgs[ci].name, s);
+      t.clamp = 0, t.addend = 1, t.relu = 1, t.bias_per_row = 1;
+      CHECK_MSG(gemm_check(&cfgs[ci], &t), "%s shape %zu with an addend and ReLU", cfgs[ci].name, s);
     }
   }
 }

@@ -290,16 +290,18 @@ void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, 
         if (tile->bias) v += tile->bias[j];
         if (tile->bias_per_row) v += tile->bias_per_row[i];
       }
+      if (tile->addend) v += tile->addend[i * ldc + j];
+      if (tile->relu) v = (v < 0.0f ? 0.0f : v) + 0.0f;
       if (tile->clamp) v = bbi_f32_min_scalar(bbi_f32_max_scalar(v, tile->min), tile->max);
       *cij = v;
     }
   }
 }
 
-/* The tile settings of the first (and, with clamp, last) k block for all of C. */
+/* The tile settings of a k block that is both the first and the last, for all of C. */
 static bbi_f32_gemm_tile whole_tile(const bbi_f32_gemm_args *g) {
   const bbi_f32_gemm_tile tile = {1, g->clamp, g->beta, g->bias, g->min, g->max,
-                                 g->bias_per_row};
+                                 g->bias_per_row, g->addend, g->relu};
   return tile;
 }
 
@@ -316,6 +318,7 @@ static void scale_c(const bbi_f32_gemm_args *g) {
   bbi_f32_gemm_tile tile = whole_tile(g);
   for (size_t j = 0; j < g->n; j += 16) {
     tile.bias = g->bias ? g->bias + j : NULL;
+    tile.addend = g->addend ? g->addend + j : NULL;
     bbi_f32_gemm_tile_apply(zeros, 0, g->c + j, g->ldc, g->m, min_size(16, g->n - j), &tile);
   }
 }
@@ -338,11 +341,13 @@ static void gemv_part(const gemv_job *job, size_t j0, size_t j1) {
     const float *b = g->trans_b ? g->b + j0 * g->ldb : g->b + j0;
     bbi_f32_gemv(j1 - j0, g->k, job->x, b, g->ldb, g->trans_b, job->y + j0);
     tile_with_bias(&tile, g, j0, 0);
+    tile.addend = g->addend ? g->addend + j0 : NULL;
     bbi_f32_gemm_tile_apply(job->y + j0, 0, g->c + j0, g->ldc, 1, j1 - j0, &tile);
   } else {
     const float *a = g->trans_a ? g->a + j0 : g->a + j0 * g->lda;
     bbi_f32_gemv(j1 - j0, g->k, job->x, a, g->lda, !g->trans_a, job->y + j0);
     tile_with_bias(&tile, g, 0, j0);
+    tile.addend = g->addend ? g->addend + j0 * g->ldc : NULL;
     bbi_f32_gemm_tile_apply(job->y + j0, 1, g->c + j0 * g->ldc, g->ldc, j1 - j0, 1, &tile);
   }
 }
@@ -575,8 +580,10 @@ static void run_region(const gemm_plan *p, size_t i0, size_t i1, size_t jc, size
       pb = p->packed + jc * k + round_up(nc_block, nr) * pc + (j0 - jc) * kc;
     else
       pack_b(g->b, g->ldb, g->trans_b, pc, j0, kc, width, nr, pb_scratch);
+    const int last = pc + kc == k;
     tile.first = pc == 0;
-    tile.clamp = g->clamp && pc + kc == k;
+    tile.clamp = g->clamp && last;
+    tile.relu = g->relu && last;
     for (size_t ic = i0; ic < i1; ic += p->blk.mc) {
       const size_t mc = min_size(p->blk.mc, i1 - ic);
       if (p->packed_a) pa = (float *)(p->packed_a + ic * k + round_up(mc, mr) * pc);
@@ -587,6 +594,7 @@ static void run_region(const gemm_plan *p, size_t i0, size_t i1, size_t jc, size
         float *c = g->c + ic * g->ldc + j0 + jr;
         for (size_t ir = 0; ir < mc; ir += mr) {
           tile.bias_per_row = tile.first && g->bias_per_row ? g->bias_per_row + ic + ir : NULL;
+          tile.addend = last && g->addend ? g->addend + (ic + ir) * g->ldc + j0 + jr : NULL;
           p->ukernel(kc, pa + ir * kc, panel_b, c + ir * g->ldc, g->ldc, min_size(mr, mc - ir),
                      min_size(nr, width - jr), &tile);
         }

@@ -39,6 +39,7 @@ BBI_INLINE void bbi_f32x4_gemm_tile(size_t MR, size_t NV, size_t kc, const float
   }
   const bbi_f32x4 beta = bbi_f32x4_splat(tile->beta);
   const bbi_f32x4 lo = bbi_f32x4_splat(tile->min), hi = bbi_f32x4_splat(tile->max);
+  const bbi_f32x4 zero = bbi_f32x4_splat(0.0f);
   BBI_UNROLL for (size_t i = 0; i < MR; i++) {
     float *ci = c + i * ldc;
     BBI_UNROLL for (size_t j = 0; j < NV; j++) {
@@ -50,6 +51,9 @@ BBI_INLINE void bbi_f32x4_gemm_tile(size_t MR, size_t NV, size_t kc, const float
         if (tile->bias) v += bbi_f32x4_load(tile->bias + 4 * j);
         if (tile->bias_per_row) v += bbi_f32x4_splat(tile->bias_per_row[i]);
       }
+      if (tile->addend) v += bbi_f32x4_load(tile->addend + i * ldc + 4 * j);
+      /* max(v, 0) is v < 0 ? 0 : v (pmax), then + 0: Relu's rule */
+      if (tile->relu) v = bbi_f32x4_max(v, zero) + zero;
       if (tile->clamp) v = bbi_f32x4_min(bbi_f32x4_max(v, lo), hi);
       bbi_f32x4_store(ci + 4 * j, v);
     }

@@ -18,6 +18,8 @@ void bbi_f32_gemm_scalar(const bbi_f32_gemm_args *g) {
       if (g->beta != 0.0f) v += g->beta * *cij;
       if (g->bias) v += g->bias[j];
       if (g->bias_per_row) v += g->bias_per_row[i];
+      if (g->addend) v += g->addend[i * g->ldc + j];
+      if (g->relu) v = (v < 0.0f ? 0.0f : v) + 0.0f;
       if (g->clamp) v = bbi_f32_min_scalar(bbi_f32_max_scalar(v, g->min), g->max);
       *cij = v;
     }

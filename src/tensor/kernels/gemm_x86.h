@@ -44,6 +44,7 @@ BBI_INLINE BBI_AVX2FMA void bbi_avx2fma_gemm_tile(size_t MR, size_t NV, size_t k
   }
   const __m256 beta = _mm256_set1_ps(tile->beta);
   const __m256 lo = _mm256_set1_ps(tile->min), hi = _mm256_set1_ps(tile->max);
+  const __m256 zero = _mm256_setzero_ps();
   BBI_UNROLL for (size_t i = 0; i < MR; i++) {
     float *ci = c + i * ldc;
     BBI_UNROLL for (size_t j = 0; j < NV; j++) {
@@ -57,6 +58,9 @@ BBI_INLINE BBI_AVX2FMA void bbi_avx2fma_gemm_tile(size_t MR, size_t NV, size_t k
       }
       /* max(lo, v) is v < lo ? lo : v and min(hi, v) is hi < v ? hi : v, the rules of
        * bbi_f32_max_scalar / bbi_f32_min_scalar. */
+      if (tile->addend) v = _mm256_add_ps(v, _mm256_loadu_ps(tile->addend + i * ldc + 8 * j));
+      /* max(0, v) is v < 0 ? 0 : v, then + 0: Relu's rule */
+      if (tile->relu) v = _mm256_add_ps(_mm256_max_ps(zero, v), zero);
       if (tile->clamp) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
       _mm256_storeu_ps(ci + 8 * j, v);
     }
@@ -100,6 +104,7 @@ BBI_INLINE BBI_AVX512 void bbi_avx512_gemm_tile(size_t MR, size_t NV, size_t kc,
   }
   const __m512 beta = _mm512_set1_ps(tile->beta);
   const __m512 lo = _mm512_set1_ps(tile->min), hi = _mm512_set1_ps(tile->max);
+  const __m512 zero = _mm512_setzero_ps();
   BBI_UNROLL for (size_t i = 0; i < MR; i++) {
     float *ci = c + i * ldc;
     BBI_UNROLL for (size_t j = 0; j < NV; j++) {
@@ -111,6 +116,8 @@ BBI_INLINE BBI_AVX512 void bbi_avx512_gemm_tile(size_t MR, size_t NV, size_t kc,
         if (tile->bias) v = _mm512_add_ps(v, _mm512_loadu_ps(tile->bias + 16 * j));
         if (tile->bias_per_row) v = _mm512_add_ps(v, _mm512_set1_ps(tile->bias_per_row[i]));
       }
+      if (tile->addend) v = _mm512_add_ps(v, _mm512_loadu_ps(tile->addend + i * ldc + 16 * j));
+      if (tile->relu) v = _mm512_add_ps(_mm512_max_ps(zero, v), zero);
       if (tile->clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
       _mm512_storeu_ps(ci + 16 * j, v);
     }

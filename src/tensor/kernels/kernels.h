@@ -47,12 +47,19 @@ typedef struct bbi_f32_gemm_args {
    * same m, k, alpha and configuration, or the product is refused; so is a product of one
    * row or one column (a matrix-vector product, which packs nothing: pass A). */
   const void *packed_a;
+  /* NULL, or an m×n matrix with C's row stride (ldc) added to the result after every k
+   * block and before ReLU and the clamp: C = act(C + addend), the bits of the separate Add
+   * then activation (a residual connection's Add fused into the product's store). */
+  const float *addend;
+  int relu; /* nonzero: every result x becomes (x < 0 ? 0 : x) + 0, Relu's rule (NaN stays
+               NaN, -0 becomes +0), before the clamp */
 } bbi_f32_gemm_args;
 
 /* What a micro-kernel does with its accumulated tile `acc` (one k block of the product,
  * already scaled by alpha): on the first k block, c = acc + beta*c + bias + bias_per_row
  * (c is not read when beta is 0, either bias may be NULL); on later ones, c = c + acc.
- * After the last block the result is clamped when `clamp` is set. */
+ * After the last block the addend (if any) is added, then ReLU (`relu`) and the clamp
+ * (`clamp`) are applied; they are set for the last block only. */
 typedef struct bbi_f32_gemm_tile {
   int first;
   int clamp;
@@ -60,6 +67,8 @@ typedef struct bbi_f32_gemm_tile {
   const float *bias;         /* the tile's first column of the bias row, or NULL */
   float min, max;
   const float *bias_per_row; /* the tile's first row of the per-row bias, or NULL */
+  const float *addend;       /* the tile's top-left element of the addend (row stride ldc), or NULL */
+  int relu;
 } bbi_f32_gemm_tile;
 
 /* A micro-kernel: multiplies a packed mr×kc panel of A (pa, MR floats per k step) by a
