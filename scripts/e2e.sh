@@ -49,13 +49,16 @@ in_private_network() { unshare -n bash -c "set -e; $netns_setup; cd '$root/js' &
 
 passed=0
 failed=0
-# Runs one scenario, shows its output, and adds its own closing line to the totals.
+times=()
+# Runs one scenario, shows its output, and adds its own closing line to the totals (and
+# its wall-clock seconds to the line of times printed before the closing one).
 scenario() {
-  local name=$1 out
+  local name=$1 out began=$SECONDS
   shift
   printf '\n######## %s\n' "$name"
   out=$(mktemp)
   "$@" 2>&1 | tee "$out"
+  times+=("$name $((SECONDS - began)) s")
   local line
   line=$(grep -E '^e2e: [0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
   rm -f "$out"
@@ -80,5 +83,7 @@ for s in "${wanted[@]}"; do
     *) echo "e2e: no scenario $s"; failed=$((failed + 1)) ;;
   esac
 done
+printf -v joined '%s, ' "${times[@]}"
+echo "e2e: times: ${joined%, }"
 echo "e2e: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

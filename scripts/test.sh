@@ -8,8 +8,10 @@
 #   5. web-demo: type check, Vite build and unit tests
 #   6. end to end: Chromium pages and a Node peer over WebRTC (scripts/e2e.sh), then
 #      web-demo in Chromium at desktop and phone sizes (scripts/e2e.sh --web-demo)
-# and ends with one line CI reads: "N passed, M failed". The three C builds treat the
-# project's compiler warnings as errors (-DBB_WERROR=ON).
+# and ends with one line CI reads: "N passed, M failed". Above it, after the table of
+# suites, every failed check is named with the log that holds its details (at most 20
+# lines: CI shows only the output's tail). The three C builds treat the project's compiler
+# warnings as errors (-DBB_WERROR=ON).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -20,14 +22,48 @@ mkdir -p "$log_dir"
 total_pass=0
 total_fail=0
 suite_lines=()
+failure_lines=()
 
 step() { printf '\n==> %s\n' "$*"; }
 
-# Adds a suite's counts to the totals. args: name passed failed
+# The failed checks a log names, one a line: the e2e and web-demo checks (`FAIL name — detail`,
+# after the `######## scenario` header scripts/e2e.sh prints), a scenario without its closing
+# line, Vitest's tests (`vitest: FAIL file > test`, scripts/run-vitest.mjs) and ctest's list
+# after "The following tests FAILED:". arg: log
+failed_in_log() {
+  awk '
+    /^######## / { scenario = $2 ": "; next }
+    /^The following tests FAILED:/ { ctest = 1; next }
+    ctest && /^[[:space:]]+[0-9]+ - / { sub(/^[[:space:]]+/, ""); print; next }
+    { ctest = 0 }
+    /^FAIL / || /^vitest: FAIL / || /^run-vitest: / || /^e2e-nat: / || /^e2e: (scenario|no scenario|needs root|.* is missing)/ { print scenario $0 }
+  ' "$1"
+}
+
+# Adds a suite's counts to the totals; a suite with failures notes them for the closing
+# list, named from its log when it has one. args: name passed failed [log]
 record() {
   total_pass=$((total_pass + $2))
   total_fail=$((total_fail + $3))
   suite_lines+=("$(printf '%-28s %4d passed, %d failed' "$1" "$2" "$3")")
+  [ "$3" -gt 0 ] || return 0
+  local log=${4:-} named=()
+  if [ -n "$log" ] && [ -f "$log" ]; then
+    mapfile -t named < <(failed_in_log "$log")
+    failure_lines+=("$1 (details: ${log#"$root"/})")
+  else
+    failure_lines+=("$1")
+  fi
+  # a log that names no check (a build's, or a run cut short): its first error line
+  if [ ${#named[@]} -eq 0 ] && [ -n "$log" ] && [ -f "$log" ]; then
+    mapfile -t named < <(grep -m 1 -iE 'error|fail' "$log")
+  fi
+  [ ${#named[@]} -gt 0 ] || named=("(no failed check named: see the output above)")
+  local l
+  for l in "${named[@]}"; do
+    [ ${#l} -le 150 ] || l="${l:0:147}..."
+    failure_lines+=("    $l")
+  done
 }
 
 # A build or set-up step that fails counts as one failed test of that suite.
@@ -37,7 +73,7 @@ build_or_fail() {
   if ! "$@" >"$log_dir/$name.build.log" 2>&1; then
     tail -n 40 "$log_dir/$name.build.log"
     echo "test: building $name failed (log: $log_dir/$name.build.log)"
-    record "$name" 0 1
+    record "$name" 0 1 "$log_dir/$name.build.log"
     return 1
   fi
 }
@@ -49,10 +85,10 @@ record_summary() {
   line=$(grep -E "^$2: [0-9]+ passed, [0-9]+ failed" "$3" | tail -n 1)
   if [ -z "$line" ]; then
     echo "test: $1 printed no summary line"
-    record "$1" 0 1
+    record "$1" 0 1 "$3"
     return
   fi
-  record "$1" "$(sed -E "s/^$2: ([0-9]+) passed.*/\1/" <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")"
+  record "$1" "$(sed -E "s/^$2: ([0-9]+) passed.*/\1/" <<<"$line")" "$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")" "$3"
 }
 
 # Runs ctest in a build tree, one test per core, and records its counts. Tests that cannot
@@ -67,13 +103,13 @@ run_ctest() {
   line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$out" | tail -n 1)
   if [ -z "$line" ]; then
     echo "test: ctest in $dir printed no summary"
-    record "$name" 0 1
+    record "$name" 0 1 "$out"
     return
   fi
   failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
   totaln=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
   passed=$((totaln - failed))
-  record "$name" "$passed" "$failed"
+  record "$name" "$passed" "$failed" "$out"
 }
 
 step "native build (Release)"
@@ -87,7 +123,7 @@ if build_or_fail native bash -c "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release 
   else
     tail -n 30 "$log_dir/demo.log"
     echo "test: make demo failed (log: $log_dir/demo.log)"
-    record "make demo" 0 1
+    record "make demo" 0 1 "$log_dir/demo.log"
   fi
 fi
 
@@ -149,5 +185,10 @@ fi
 
 step "summary"
 for l in "${suite_lines[@]}"; do echo "  $l"; done
+if [ ${#failure_lines[@]} -gt 0 ]; then
+  echo "failed:"
+  for l in "${failure_lines[@]:0:20}"; do echo "  $l"; done
+  [ ${#failure_lines[@]} -le 20 ] || echo "  ... and $((${#failure_lines[@]} - 20)) more lines (the logs above)"
+fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

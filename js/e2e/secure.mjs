@@ -40,9 +40,16 @@ const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 const split = splitDigits(bb, digitsCsv(), CLIENTS, 1, 5);
 const server = plan.installServer(bb, { artifact, self: serverIdentity.peerId, test: split.test });
 const rtc = await WebRtcTransport.create({ signal: await SignalClient.connect({ url: signalUrl, room, identity: serverIdentity, role: 'server' }) });
-// the masked vectors each peer sent the server: its only envelopes as large as the model (~9.8 KB)
+// the masked vectors each peer sent the server: its only envelopes as large as the model
+// (~9.8 KB); for each peer, how many rounds had closed when its last one arrived (the round
+// it was masked for is the next to close: reports[closedBefore])
 const masked = new Map();
-rtc.onEnvelope((from, bytes) => void ((bytes?.length ?? 0) >= 9000 && masked.set(from, (masked.get(from) ?? 0) + 1)));
+const closedBefore = new Map();
+rtc.onEnvelope((from, bytes) => {
+  if ((bytes?.length ?? 0) < 9000) return;
+  masked.set(from, (masked.get(from) ?? 0) + 1);
+  closedBefore.set(from, reports.length);
+});
 const reports = [];
 server.onRound((r) => reports.push(r));
 const running = pkg.runPeer(server.node, rtc);
@@ -54,11 +61,13 @@ const pages = [];
 // test closes it as soon as that vector has reached the server
 let closed = null;
 let maskedBefore = 0;
+// (The round is the one open at the server when the vector arrived, not when the page's
+// call reaches this process: the round may close in between, on the other pages' unmasking.)
 await context.exposeFunction('e2eMasked', async (i) => {
   if (i !== 2 || closed !== null) return;
-  const reportsThen = reports.length;
   await until('page 3\'s masked vector at the server', () => (masked.get(pages[2].self) ?? 0) > maskedBefore, 30_000);
-  closed = { round: reports.at(-1)?.round ?? 0, reports: reportsThen };
+  const reportsThen = closedBefore.get(pages[2].self);
+  closed = { round: reports[reportsThen - 1]?.round ?? 0, reports: reportsThen };
   await pages[2].page.close();
 });
 

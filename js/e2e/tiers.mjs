@@ -162,7 +162,12 @@ try {
     running.push(r);
     return r;
   };
-  const rootRun = await joinRoom(root, identities[0], 'server', 0, roundReporter((r) => reports.push(r)));
+  let started = performance.now();
+  const rootRun = await joinRoom(root, identities[0], 'server', 0, roundReporter((r) => {
+    reports.push(r);
+    if (r.round % 5 === 0) console.log(`  round ${r.round}: accuracy ${r.accuracy.toFixed(3)} at ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  }));
+  const edges = [];
   for (let e = 0; e < 2; e++) {
     const edge = BbNode.install(bb, { artifact, self: edgeIds[e], targets: ['HierDigits_edges', 'HierDigits_edge'], slots: { data: { dataset: split.test } }, seed: 10 + e, admission });
     const mine = clientIds.slice(e * PER_EDGE, (e + 1) * PER_EDGE);
@@ -170,6 +175,7 @@ try {
     for (const id of mine) edge.addPeer(id);
     edge.bindInput('HierDigits_edges', 'clients', peersValue(mine));
     edge.bindInput('HierDigits_edge', 'root', peersValue([rootId]));
+    edges.push(edge);
     await joinRoom(edge, identities[1 + e], 'client', e, undefined);
   }
   for (const [k, n] of nodeClients.entries()) {
@@ -182,11 +188,14 @@ try {
   check('a root, 2 edges and 8 clients (2 Chromium, 2 Firefox, 4 Node) joined across both processes with join tokens',
     new Set(clientIds).size === CLIENTS && running.length === 7);
 
+  started = performance.now();
   root.invoke('HierDigits', { edges: peersValue(edgeIds), ...testInputs }, rootRun.driver.now());
   rootRun.driver.wake();
   await until(`round ${ROUNDS}`, () => (reports.at(-1)?.round ?? 0) >= ROUNDS, 300_000).catch(() => undefined);
   const last = reports.at(-1) ?? { round: 0, accuracy: 0 };
-  check(`the tiers complete ${ROUNDS} rounds over WebRTC`, last.round >= ROUNDS, `round ${last.round}`);
+  const counts = (node) => ['rounds_closed', 'rounds_abandoned', 'late_dropped'].map((c) => `${c} ${node.counter(`fedavg.${c}`)}`).join(', ');
+  check(`the tiers complete ${ROUNDS} rounds over WebRTC`, last.round >= ROUNDS,
+    `round ${last.round} after ${((performance.now() - started) / 1000).toFixed(1)} s; root ${counts(root)}; edges ${edges.map(counts).join(' | ')}`);
   const flat = flatAccuracy(last.round);
   check('the root\'s accuracy is flat FedAvg\'s within a point', Math.abs(last.accuracy - flat.accuracy) <= 0.01,
     `tiers ${last.accuracy.toFixed(3)}, flat ${flat.accuracy.toFixed(3)} at round ${flat.round}`);

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 
 const require = createRequire(join(process.cwd(), 'package.json'));
 const vitest = join(dirname(require.resolve('vitest/package.json')), 'vitest.mjs');
@@ -25,9 +25,17 @@ try {
     const report = JSON.parse(readFileSync(reportPath, 'utf8'));
     passed = report.numPassedTests;
     failed = report.numFailedTests;
-    // A test file that fails to load runs no test, yet must count as a failure.
+    // Each failure is named on a line of its own (`vitest: FAIL file > test`), which
+    // scripts/test.sh lists under its summary. A test file that fails to load runs no
+    // test, yet must count as a failure.
     for (const file of report.testResults) {
-      if (file.status === 'failed' && !file.assertionResults.some((test) => test.status === 'failed')) failed++;
+      const where = relative(process.cwd(), file.name);
+      const failures = file.assertionResults.filter((test) => test.status === 'failed');
+      for (const test of failures) console.log(`vitest: FAIL ${where} > ${test.fullName}`);
+      if (file.status === 'failed' && failures.length === 0) {
+        failed++;
+        console.log(`vitest: FAIL ${where} (no test ran: ${String(file.message ?? '').split('\n')[0]})`);
+      }
     }
   } catch (error) {
     console.error(`run-vitest: no JSON report from Vitest (${error.message})`);
