@@ -719,7 +719,9 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
     p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
     p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
   }
-  if (share) {
+  /* shared panels pay where a region would repack what another one packs: B's panels
+   * once per row block, A's blocks once per column chunk */
+  if (share && ((p.row_blocks > 1 && !g->packed_b) || (p.col_chunks > 1 && !g->packed_a))) {
     float *const panels = align_up((char *)scratch + scratch_size);
     p.packed_a_shared = !p.packed_a;
     if (p.packed_a_shared) p.packed_a = panels;
