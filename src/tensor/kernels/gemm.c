@@ -11,10 +11,13 @@
  * of C are matrix-vector products, run without packing.
  *
  * On several threads (util/parallel.h) C is cut into regions — one mc block of rows by a
- * chunk of whole NR panels of columns — and each participant packs what its region reads
- * into its own part of the scratch. The blocking comes from the whole product, so every
- * element of C meets the same k blocks, micro-kernel and tile as on one thread: the
- * result is the same bits on any number of threads. */
+ * chunk of whole NR panels of columns. Where the scratch has room (SHARED_PANELS_MAX), the
+ * participants first pack all of A's and B's panels once, side by side, into one shared
+ * part of it, and the regions then only multiply; otherwise each participant packs what
+ * its region reads into its own part (every A block once per column chunk, every B panel
+ * once per row block). The blocking comes from the whole product, so every element of C
+ * meets the same panels, k blocks, micro-kernel and tile as on one thread: the result is
+ * the same bits on any number of threads. */
 #include <stdint.h>
 #include <string.h>
 
@@ -121,6 +124,10 @@ static int is_gemv(size_t m, size_t n) { return m == 1 || n == 1; }
 /* Elements of the vector per task of a parallel matrix-vector product. */
 #define GEMV_TASK_ELEMENTS 256
 
+/* Most bytes of A's and B's panels packed once for all participants (the scratch grows by
+ * that much on several threads); larger products pack per region. */
+#define SHARED_PANELS_MAX ((size_t)16 << 20)
+
 /* Whether the product is worth cutting across threads (the cut never changes the result). */
 static int worth_splitting(size_t m, size_t n, size_t k) {
   return (uint64_t)m * n * k >= PARALLEL_MIN_MACS;
@@ -143,14 +150,24 @@ static size_t slot_floats(const bbi_f32_gemm_config *cfg, const gemm_blocking *b
   return b->mc * b->kc + region_columns(cfg, b) * b->kc;
 }
 
+/* Bytes of every panel of A and of B, packed once for all participants (see pack_task),
+ * or 0 where that exceeds SHARED_PANELS_MAX. */
+static size_t shared_panels_bytes(const bbi_f32_gemm_config *cfg, size_t m, size_t n, size_t k) {
+  const uint64_t floats = ((uint64_t)round_up(m, panel_rows(cfg, m)) + round_up(n, cfg->nr)) * k;
+  const uint64_t bytes = floats * sizeof(float) + 2 * SCRATCH_ALIGN;
+  return bytes <= SHARED_PANELS_MAX ? (size_t)bytes : 0;
+}
+
 size_t bbi_f32_gemm_scratch_size_for(const bbi_f32_gemm_config *cfg, size_t m, size_t n,
                                     size_t k) {
   if (m == 0 || n == 0 || k == 0) return 0;
   const gemm_blocking b = blocking_for(cfg, m, n, k);
   size_t bytes = slot0_floats(&b, m, n, k) * sizeof(float) + 2 * SCRATCH_ALIGN;
   const size_t width = bbi_parallel_width();
-  if (width > 1 && !is_gemv(m, n) && worth_splitting(m, n, k))
+  if (width > 1 && !is_gemv(m, n) && worth_splitting(m, n, k)) {
     bytes += (width - 1) * (slot_floats(cfg, &b) * sizeof(float) + 2 * SCRATCH_ALIGN);
+    bytes += shared_panels_bytes(cfg, m, n, k);
+  }
   return bytes;
 }
 
@@ -557,6 +574,7 @@ typedef struct gemm_plan {
   bbi_f32_gemm_ukernel_fn ukernel;
   const float *packed; /* op(B) packed beforehand, or NULL */
   const float *packed_a; /* alpha*op(A) packed beforehand, or NULL */
+  int packed_a_shared;   /* the shared panels include A's (g->packed_a was NULL) */
   /* regions on several threads: row blocks of blk.mc, column chunks of `chunk` within each
    * nc block (chunks_per_block of them, the last block's trailing ones possibly empty) */
   size_t chunk, chunks_per_block, row_blocks, col_chunks;
@@ -620,6 +638,30 @@ static void region_task(void *ctx, size_t task, size_t slot) {
   run_region(p, i0, min_size(i0 + p->blk.mc, m), jc, j0, min_size(j0 + p->chunk, block_end), pa, pb);
 }
 
+/* The shared panels' tasks: A's (row block, k block) pairs first, then B's (column chunk,
+ * k block) pairs, each packed where run_region reads packed panels. */
+static size_t k_blocks(const gemm_plan *p) { return div_ceil(p->g->k, p->blk.kc); }
+
+static void pack_task(void *ctx, size_t task, size_t slot) {
+  (void)slot;
+  const gemm_plan *p = ctx;
+  const bbi_f32_gemm_args *g = p->g;
+  const size_t k = g->k, kb = k_blocks(p), pc = task % kb * p->blk.kc, kc = min_size(p->blk.kc, k - pc);
+  const size_t a_tasks = p->packed_a_shared ? p->row_blocks * kb : 0;
+  if (task < a_tasks) {
+    const size_t ic = task / kb * p->blk.mc, mc = min_size(p->blk.mc, g->m - ic);
+    pack_a(g, ic, pc, mc, kc, p->mr, (float *)p->packed_a + ic * k + round_up(mc, p->mr) * pc);
+    return;
+  }
+  const size_t q = (task - a_tasks) / kb;
+  const size_t jc = q / p->chunks_per_block * p->blk.nc, block_end = min_size(jc + p->blk.nc, g->n);
+  const size_t j0 = jc + q % p->chunks_per_block * p->chunk;
+  if (j0 >= block_end) return; /* a trailing chunk of a short last block */
+  const size_t width = min_size(j0 + p->chunk, block_end) - j0, nc_block = block_end - jc;
+  pack_b(g->b, g->ldb, g->trans_b, pc, j0, kc, width, p->nr,
+         (float *)p->packed + jc * k + round_up(nc_block, p->nr) * pc + (j0 - jc) * kc);
+}
+
 /* How many participants the scratch has room for, up to the pool's width. */
 static size_t scratch_slots(const gemm_plan *p, size_t scratch_size) {
   size_t slots = 1;
@@ -657,11 +699,17 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   const int four = four_row_panels(cfg, m);
   p.mr = panel_rows(cfg, m);
   p.packed_a = NULL;
+  p.packed_a_shared = 0;
   if (g->packed_a && !(p.packed_a = packed_a_data(cfg, g, &p.blk, p.mr))) return BB_ERR_INVALID_ARGUMENT;
   p.nr = cfg->nr;
   p.ukernel = m == 1 ? cfg->ukernel_1row : four ? cfg->ukernel_4row : cfg->ukernel;
   p.scratch = scratch;
   p.slot_bytes = slot_floats(cfg, &p.blk) * sizeof(float) + 2 * SCRATCH_ALIGN;
+  /* the shared panels, where wanted, at the scratch's end; the slots before them */
+  const size_t shared = worth_splitting(m, n, k) && bbi_parallel_width() > 1 && (!g->packed_a || !g->packed_b)
+                            ? shared_panels_bytes(cfg, m, n, k) : 0;
+  const int share = shared && scratch_size >= p.scratch0_bytes + p.slot_bytes + shared;
+  if (share) scratch_size -= shared;
   const size_t slots = worth_splitting(m, n, k) ? scratch_slots(&p, scratch_size) : 1;
   if (slots <= 1) {
     float *const pa = align_up(scratch);
@@ -678,6 +726,18 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
     p.chunk = min_size(p.blk.nc, p.chunk * 2);
     p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
     p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
+  }
+  /* shared panels pay where a region would repack what another one packs: B's panels
+   * once per row block, A's blocks once per column chunk */
+  if (share && ((p.row_blocks > 1 && !g->packed_b) || (p.col_chunks > 1 && !g->packed_a))) {
+    float *const panels = align_up((char *)scratch + scratch_size);
+    p.packed_a_shared = !p.packed_a;
+    if (p.packed_a_shared) p.packed_a = panels;
+    const size_t a_floats = p.packed_a_shared ? round_up(m, p.mr) * k : 0;
+    if (!p.packed) p.packed = align_up(panels + a_floats);
+    const size_t kb = k_blocks(&p);
+    const size_t b_tasks = g->packed_b ? 0 : p.col_chunks * kb;
+    bbi_parallel_run((p.packed_a_shared ? p.row_blocks * kb : 0) + b_tasks, slots, pack_task, &p);
   }
   bbi_parallel_run(p.row_blocks * p.col_chunks, slots, region_task, &p);
   return BB_OK;
