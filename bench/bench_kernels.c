@@ -282,31 +282,18 @@ SWEEP_F32X4(3, 12)
 SWEEP_F32X4(2, 16)
 
 #if BBI_HAVE_X86_GEMM
-BBI_AVX2FMA static void sweep_4x16_avx2fma(size_t kc, const float *pa, const float *pb, float *c,
-                                          size_t ldc, size_t mr, size_t nr,
-                                          const bbi_f32_gemm_tile *tile) {
-  bbi_avx2fma_gemm_tile(4, 2, kc, pa, pb, c, ldc, mr, nr, tile);
-}
-BBI_AVX512 static void sweep_12x32_avx512(size_t kc, const float *pa, const float *pb, float *c,
-                                         size_t ldc, size_t mr, size_t nr,
-                                         const bbi_f32_gemm_tile *tile) {
-  bbi_avx512_gemm_tile(12, 2, kc, pa, pb, c, ldc, mr, nr, tile);
-}
-BBI_AVX512 static void sweep_14x32_avx512(size_t kc, const float *pa, const float *pb, float *c,
-                                         size_t ldc, size_t mr, size_t nr,
-                                         const bbi_f32_gemm_tile *tile) {
-  bbi_avx512_gemm_tile(14, 2, kc, pa, pb, c, ldc, mr, nr, tile);
-}
-BBI_AVX512 static void sweep_4x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
-                                        size_t ldc, size_t mr, size_t nr,
-                                        const bbi_f32_gemm_tile *tile) {
-  bbi_avx512_gemm_tile(4, 4, kc, pa, pb, c, ldc, mr, nr, tile);
-}
-BBI_AVX512 static void sweep_6x64_avx512(size_t kc, const float *pa, const float *pb, float *c,
-                                        size_t ldc, size_t mr, size_t nr,
-                                        const bbi_f32_gemm_tile *tile) {
-  bbi_avx512_gemm_tile(6, 4, kc, pa, pb, c, ldc, mr, nr, tile);
-}
+/* sweep_<MR>x<NR>_<ISA>: the x86 tile of MR rows by NV vectors as a micro-kernel. */
+#define SWEEP_X86(ISA, ATTR, MR, NV, NR)                                                         \
+  ATTR static void sweep_##MR##x##NR##_##ISA(size_t kc, const float *pa, const float *pb, float *c, \
+                                            size_t ldc, size_t mr, size_t nr,                     \
+                                            const bbi_f32_gemm_tile *tile) {                      \
+    bbi_##ISA##_gemm_tile(MR, NV, kc, pa, pb, c, ldc, mr, nr, tile);                              \
+  }
+SWEEP_X86(avx2fma, BBI_AVX2FMA, 4, 2, 16)
+SWEEP_X86(avx512, BBI_AVX512, 12, 2, 32)
+SWEEP_X86(avx512, BBI_AVX512, 14, 2, 32)
+SWEEP_X86(avx512, BBI_AVX512, 4, 4, 64)
+SWEEP_X86(avx512, BBI_AVX512, 6, 4, 64)
 #endif
 
 static const struct {

@@ -271,6 +271,17 @@ static void test_session_keeps_conv_weights_packed(void) {
   bb_model_free(m);
 }
 
+/* Two sessions of model m: `fused` with the default rewrites (the ones it made in `made`)
+ * and `plain` with none, the graph run as written. */
+static void fused_and_as_written(bb_model *m, bb_cpu_session **fused, bb_cpu_session **plain,
+                                 bb_cpu_session_rewrites *made) {
+  bb_error err;
+  const bb_cpu_session_options as_written = {sizeof as_written, BB_CPU_REWRITE_ALL};
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, fused, &err) && !bb_cpu_session_new_with_options(m, NULL, &as_written, plain, &err),
+            "%s", err.message);
+  if (*fused) bb_cpu_session_rewrites_made(*fused, false, made);
+}
+
 /* A 1×1 Conv followed by Clip: the session fuses the Clip into the convolution's GEMM
  * (its clamp), which must give the bits of the graph run as written (no rewrites), on
  * the plane (16×16), with the positions as rows (4×4) and as a matrix-vector product
@@ -292,12 +303,8 @@ static void test_session_fused_clip(void) {
   add_initializer(m, "hi", hi);
   bb_error err;
   bb_cpu_session *fused = NULL, *plain = NULL;
-  const bb_cpu_session_options as_written = {sizeof as_written, BB_CPU_REWRITE_ALL};
-  CHECK_MSG(!bb_cpu_session_new(m, NULL, &fused, &err) &&
-                !bb_cpu_session_new_with_options(m, NULL, &as_written, &plain, &err),
-            "%s", err.message);
   bb_cpu_session_rewrites made = {0};
-  if (fused) bb_cpu_session_rewrites_made(fused, false, &made);
+  fused_and_as_written(m, &fused, &plain, &made);
   CHECK_MSG(made.fused_activations == 1, "the Clip was not fused");
   static const int64_t sides[] = {16, 4, 1};
   for (size_t t = 0; fused && plain && t < sizeof sides / sizeof sides[0]; t++) {
@@ -330,12 +337,8 @@ static void test_session_fused_clip(void) {
  * (no rewrites), NaN, infinities and signed zeros in the input and the residual, on 1 to 4
  * threads. */
 static void test_session_fused_residual_relu(void) {
-  bb_model *m = bb_model_new(NULL);
-  bb_opset_set(m, &m->opsets, "", 17);
-  m->graph = bb_graph_new(m, "g");
-  bb_vilist_add(m, &m->graph->inputs, "x", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
+  bb_model *m = graph_from_x_to_y();
   bb_vilist_add(m, &m->graph->inputs, "r", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
-  bb_vilist_add(m, &m->graph->outputs, "y", bb_type_new_tensor(m, BB_DTYPE_FLOAT, -1, NULL));
   bb_ir_node *conv = bb_ir_node_new(m, "Conv", "", "conv"), *add = bb_ir_node_new(m, "Add", "", "add");
   bb_ir_node *relu = bb_ir_node_new(m, "Relu", "", "relu");
   const char *conv_in[] = {"x", "w", "b"};
@@ -352,12 +355,8 @@ static void test_session_fused_residual_relu(void) {
   add_initializer(m, "b", rand_tensor(1, (const int64_t[]){36}));
   bb_error err;
   bb_cpu_session *fused = NULL, *plain = NULL;
-  const bb_cpu_session_options as_written = {sizeof as_written, BB_CPU_REWRITE_ALL};
-  CHECK_MSG(!bb_cpu_session_new(m, NULL, &fused, &err) &&
-                !bb_cpu_session_new_with_options(m, NULL, &as_written, &plain, &err),
-            "%s", err.message);
   bb_cpu_session_rewrites made = {0};
-  if (fused) bb_cpu_session_rewrites_made(fused, false, &made);
+  fused_and_as_written(m, &fused, &plain, &made);
   CHECK_MSG(made.fused_activations == 1 && made.fused_adds == 1, "the Add and Relu were not fused");
   static const int64_t sides[] = {15, 8, 4, 1};
   for (size_t t = 0; fused && plain && t < sizeof sides / sizeof sides[0]; t++) {
