@@ -328,10 +328,10 @@ static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
   a->min = j->clip.min, a->max = j->clip.max;
 }
 
-/* An epilogue the GEMM can apply as it stores: an addend of the output's shape (the same
- * row stride as the product's block of Y) and no activation, ReLU or Clip. The store adds
- * the addend and then applies the activation by the epilogue's rules, so the same bits,
- * without a second pass over the output on one thread. */
+/* An epilogue the GEMM can apply as it stores: an addend of the output's shape (if any;
+ * the same row stride as the product's block of Y) and as its activation none, ReLU or Clip. The
+ * store adds the addend and then applies the activation by the epilogue's rules, so the
+ * same bits, without a second pass over the output. */
 static bool epilogue_in_store(const bbi_cpu_epilogue *e) {
   return e && (e->act.kind == BBI_ACTIVATION_NONE || e->act.kind == BBI_ACTIVATION_RELU ||
                e->act.kind == BBI_ACTIVATION_CLIP);
