@@ -193,7 +193,7 @@ void bbi_f32_vactivate(const bbi_f32_activation *a, size_t n, const float *adden
 
 static float activate_scalar(const bbi_f32_activation *a, float v) {
   switch (a->kind) {
-  case BBI_ACTIVATION_RELU: return (v < 0.0f ? 0.0f : v) + 0.0f;
+  case BBI_ACTIVATION_RELU: return bbi_f32_relu_scalar(v);
   case BBI_ACTIVATION_CLIP: return bbi_f32_min_scalar(bbi_f32_max_scalar(v, a->min), a->max);
   case BBI_ACTIVATION_SIGMOID: return (float)(1.0 / (1.0 + exp(-(double)v)));
   case BBI_ACTIVATION_SILU: return v * (float)(1.0 / (1.0 + exp(-(double)v)));

@@ -308,7 +308,7 @@ void bbi_f32_gemm_tile_apply(const float *acc, size_t ld, float *c, size_t ldc, 
         if (tile->bias_per_row) v += tile->bias_per_row[i];
       }
       if (tile->addend) v += tile->addend[i * ldc + j];
-      if (tile->relu) v = (v < 0.0f ? 0.0f : v) + 0.0f;
+      if (tile->relu) v = bbi_f32_relu_scalar(v);
       if (tile->clamp) v = bbi_f32_min_scalar(bbi_f32_max_scalar(v, tile->min), tile->max);
       *cij = v;
     }

@@ -19,7 +19,7 @@ void bbi_f32_gemm_scalar(const bbi_f32_gemm_args *g) {
       if (g->bias) v += g->bias[j];
       if (g->bias_per_row) v += g->bias_per_row[i];
       if (g->addend) v += g->addend[i * g->ldc + j];
-      if (g->relu) v = (v < 0.0f ? 0.0f : v) + 0.0f;
+      if (g->relu) v = bbi_f32_relu_scalar(v);
       if (g->clamp) v = bbi_f32_min_scalar(bbi_f32_max_scalar(v, g->min), g->max);
       *cij = v;
     }

@@ -94,7 +94,7 @@ static float op_scalar(bbi_unary_op op, float x) {
   case BBI_UNARY_SQRT: return sqrtf(x);
   case BBI_UNARY_EXP: return expf(x);
   case BBI_UNARY_LOG: return logf(x);
-  case BBI_UNARY_RELU: return (x < 0.0f ? 0.0f : x) + 0.0f;
+  case BBI_UNARY_RELU: return bbi_f32_relu_scalar(x);
   case BBI_UNARY_SIGMOID: return (float)(1.0 / (1.0 + exp(-(double)x)));
   default: return (float)tanh((double)x);
   }

@@ -93,6 +93,8 @@ BBI_INLINE bbi_f32x4 bbi_f32x4_min(bbi_f32x4 a, bbi_f32x4 b) {
 /* The same two rules on scalars; every scalar twin uses these. */
 static inline float bbi_f32_max_scalar(float a, float b) { return a < b ? b : a; }
 static inline float bbi_f32_min_scalar(float a, float b) { return b < a ? b : a; }
+/* Relu's rule: x < 0 ? 0 : x, then + 0 (NaN stays NaN, -0 becomes +0). */
+static inline float bbi_f32_relu_scalar(float x) { return (x < 0.0f ? 0.0f : x) + 0.0f; }
 
 BBI_INLINE bbi_f32x4 bbi_f32x4_sqrt(bbi_f32x4 v) {
 #if defined(__wasm_simd128__)
