@@ -32,11 +32,11 @@ import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { extname, join, normalize, sep } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { agreement, median } from './cases.mjs';
-import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES } from '../../js/test/chromium.mjs';
-import { requireBuilt } from './common.mjs';
+import { CHROMIUM, CHROMIUM_ARGS } from '../../js/test/chromium.mjs';
+import { ISOLATION, requireBuilt, serveRepoFile } from './common.mjs';
 
 const QUICK = process.argv.includes('--quick');
 const ROUNDS = process.argv.includes('--rounds') ? Number(process.argv[process.argv.indexOf('--rounds') + 1]) : QUICK ? 1 : 3;
@@ -74,7 +74,6 @@ const visionDir = exportModels();
 
 // ---- the server: the page, the package, the peers; every answer cross-origin isolated ----
 
-const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
 const SERVED = ['js/dist/', 'js/wasm/', 'js/test/random.mjs', 'bench/js/cases.mjs', 'bench/js/browser-page.mjs', 'bench/js/node_modules/onnxruntime-web/dist/', 'bench/js/node_modules/@tensorflow/tfjs-core/dist/', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/'];
 const PAGE = `<!doctype html><title>bytesandbrains threads bench</title>
 <script src="/bench/js/node_modules/@tensorflow/tfjs-core/dist/tf-core.min.js"></script>
@@ -90,12 +89,7 @@ const server = createServer((request, response) => {
     if (!existsSync(file)) return void response.writeHead(404).end();
     return void response.writeHead(200, { ...ISOLATION, 'content-type': 'application/octet-stream' }).end(readFileSync(file));
   }
-  const file = normalize(join(repoRoot, path));
-  const relative = file.startsWith(repoRoot) ? file.slice(repoRoot.length).split(sep).join('/') : '';
-  if (!SERVED.some((prefix) => relative === prefix || (prefix.endsWith('/') && relative.startsWith(prefix))) || !existsSync(file)) {
-    return void response.writeHead(404).end();
-  }
-  response.writeHead(200, { ...ISOLATION, 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+  serveRepoFile(response, path, SERVED);
 });
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const base = `http://127.0.0.1:${server.address().port}`;

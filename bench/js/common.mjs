@@ -1,8 +1,10 @@
 // What the benches of bench/js share in Node: where the package's build is, the inputs'
 // generator, and the re-run with glibc's allocator tuned (cases.mjs: what pages share too).
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CONTENT_TYPES } from '../../js/test/chromium.mjs';
 
 /** The built package's entry point (js/dist). */
 export const packageDist = fileURLToPath(new URL('../../js/dist/index.js', import.meta.url));
@@ -16,6 +18,25 @@ export const defaultWasm = fileURLToPath(new URL('../../js/wasm/bb.wasm', import
 export function wasmArgument() {
   const at = process.argv.indexOf('--wasm');
   return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1] : defaultWasm;
+}
+
+/** The headers that make a bench page cross-origin isolated (SharedArrayBuffer, threads). */
+export const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+/**
+ * Answers a bench page's request for `path` with the repository's file there, isolated, when
+ * it is one of `served` (a path, or a folder ending in '/' and everything under it) and
+ * exists; with 404 otherwise.
+ */
+export function serveRepoFile(response, path, served) {
+  const file = normalize(join(repoRoot, path));
+  const relative = file.startsWith(repoRoot) ? file.slice(repoRoot.length).split(sep).join('/') : '';
+  if (!served.some((prefix) => relative === prefix || (prefix.endsWith('/') && relative.startsWith(prefix))) || !existsSync(file)) {
+    return void response.writeHead(404).end();
+  }
+  response.writeHead(200, { ...ISOLATION, 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
 }
 
 /** Throws, saying how to build it, when the package or `wasm` is missing. */

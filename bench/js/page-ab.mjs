@@ -20,10 +20,10 @@ import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { extname, join, normalize, resolve, sep } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CHROMIUM, CHROMIUM_ARGS, CONTENT_TYPES } from '../../js/test/chromium.mjs';
-import { requireBuilt } from './common.mjs';
+import { CHROMIUM, CHROMIUM_ARGS } from '../../js/test/chromium.mjs';
+import { ISOLATION, requireBuilt, serveRepoFile } from './common.mjs';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const [want, ...runtimes] = process.argv.slice(2);
@@ -36,7 +36,6 @@ const { chromium } = createRequire(join(repoRoot, 'js', 'package.json'))('playwr
 const modules = runtimes.map((r) => (r.startsWith('tfjs') || r.startsWith('ort') ? null : resolve(r.startsWith('mt') ? r.slice(r.indexOf(':') + 1) : r)));
 for (const file of modules) if (file !== null && !existsSync(file)) throw new Error(`${file} does not exist`);
 
-const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
 const SERVED = ['js/dist/', 'js/wasm/', 'js/test/random.mjs', 'bench/js/cases.mjs', 'bench/js/node_modules/onnxruntime-web/dist/', 'bench/js/node_modules/@tensorflow/tfjs-core/dist/', 'bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/'];
 
 /** The page's script: loads every runtime, prepares the case on each, then runs them in turn. */
@@ -120,12 +119,7 @@ const server = createServer((request, response) => {
   if (module !== null && modules[Number(module[1])]) {
     return void response.writeHead(200, { ...ISOLATION, 'content-type': 'application/wasm' }).end(readFileSync(modules[Number(module[1])]));
   }
-  const file = normalize(join(repoRoot, path));
-  const relative = file.startsWith(repoRoot) ? file.slice(repoRoot.length).split(sep).join('/') : '';
-  if (!SERVED.some((prefix) => relative === prefix || (prefix.endsWith('/') && relative.startsWith(prefix))) || !existsSync(file)) {
-    return void response.writeHead(404).end();
-  }
-  response.writeHead(200, { ...ISOLATION, 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+  serveRepoFile(response, path, SERVED);
 });
 await new Promise((done) => server.listen(0, '127.0.0.1', done));
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
