@@ -34,6 +34,10 @@
 //   --only echo-pair [--echo-pages 1,4] [--echo-bytes 64,10000] [--echo-quiet 0,200] --echoes N: the same
 //   between Chromium pages alone, plain RTCPeerConnections (bench/echo-pair.mjs is its Node twin)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
+//   --client-browsers shared|own: the federated run's and the echo's Chromium clients as pages of one
+//   browser (default), or each in a browser of its own (its browser, renderer and network service
+//   processes), as each phone of a deployment runs its own browser; with own, the federated run
+//   also reports each client's CPU per steady round
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
 //   BB_E2E_PAGE_PROFILE=file writes a CPU profile of the federated run's last page over its steady rounds
@@ -82,6 +86,8 @@ const codec = option('--codec');
 const nextRound = option('--next-round') ?? 'timer';
 if (nextRound !== 'timer' && nextRound !== 'close') throw new Error(`--next-round is timer or close, got ${nextRound}`);
 const FIREFOX = process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr';
+const clientBrowsers = option('--client-browsers') ?? 'shared';
+if (clientBrowsers !== 'shared' && clientBrowsers !== 'own') throw new Error(`--client-browsers is shared or own, got ${clientBrowsers}`);
 
 // ---- the servers ------------------------------------------------------------------------
 
@@ -97,7 +103,44 @@ const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', rat
 const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 
 // BB_CHROMIUM_ARGS: more flags, space-separated (bench/federation-rounds.mjs passes its environment on)
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...(process.env.BB_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)] });
+const launchChromium = () => chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...(process.env.BB_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)] });
+const browser = await launchChromium();
+/** Every process's parent, from /proc. */
+function parentPids() {
+  const parent = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // the process ended while we read
+    }
+  }
+  return parent;
+}
+/** The pids of this process's children (a browser launched is one of them, its processes below it). */
+const childPids = () => [...parentPids()].filter(([, parent]) => parent === process.pid).map(([pid]) => pid);
+
+/**
+ * Where the Chromium clients of one scenario run (--client-browsers): `context(k)` is the
+ * context of client k's page, with `pids[k]` the pid of its own browser (undefined when the
+ * clients share the run's browser); `close()` closes what it opened.
+ */
+async function chromiumClients(clients) {
+  const shared = await browser.newContext();
+  if (clientBrowsers === 'shared') return { context: () => shared, pids: [], close: () => shared.close() };
+  const own = [];
+  const pids = [];
+  for (let k = 0; k < clients; k++) {
+    const before = new Set(childPids());
+    const b = await launchChromium();
+    own.push(b);
+    pids.push(childPids().find((pid) => !before.has(pid)));
+  }
+  const contexts = await Promise.all(own.map((b) => b.newContext()));
+  return { context: (k) => contexts[k], pids, close: async () => (await shared.close(), await Promise.all(own.map((b) => b.close()))) };
+}
 const openPeer = (context, query) => openPage(context, base, query);
 
 /** A Firefox of its own (something with newPage(), as a Chromium context has). */
@@ -162,10 +205,11 @@ function roundPhases(rounds, pageStates, ids, serverBusy = [], next = []) {
 
 /**
  * CPU time (ms) of this process's descendants (the browsers and their renderer, network and
- * GPU processes), from /proc: what the pages cost the machine, which the other work on a
- * shared machine does not lengthen as it does wall-clock time.
+ * GPU processes), or of process `root` and its descendants (one client's browser), from
+ * /proc: what the pages cost the machine, which the other work on a shared machine does not
+ * lengthen as it does wall-clock time.
  */
-function descendantsCpuMs() {
+function descendantsCpuMs(root = process.pid) {
   const parent = new Map();
   const cpu = new Map();
   for (const name of readdirSync('/proc')) {
@@ -179,10 +223,10 @@ function descendantsCpuMs() {
       // the process ended while we read
     }
   }
-  let ticks = 0;
+  let ticks = root === process.pid ? 0 : (cpu.get(root) ?? 0);
   for (const [pid, t] of cpu) {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) {
-      if (p === process.pid) {
+      if (p === root) {
         ticks += t;
         break;
       }
@@ -199,16 +243,7 @@ function descendantsCpuMs() {
  * WebRTC_Network, ...). The difference of two readings says which threads a round keeps busy.
  */
 function threadsCpuMs() {
-  const parent = new Map();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // the process ended while we read
-    }
-  }
+  const parent = parentPids();
   const ours = (pid) => {
     for (let p = pid; p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
     return false;
@@ -366,10 +401,11 @@ async function federated() {
     }),
   });
 
-  const context = await browser.newContext();
+  if (mixed && clientBrowsers === 'own') throw new Error('--client-browsers own is for Chromium clients alone (--engines chromium)');
+  const chromiums = await chromiumClients(clients);
   const pages = [];
   for (let k = 1; k <= clients; k++) {
-    const where = mixed && (k === 1 || k === 3) ? await firefox() : context;
+    const where = mixed && (k === 1 || k === 3) ? await firefox() : chromiums.context(k - 1);
     pages.push(await openPeer(where, { role: 'fed', i: k, peers: clients, room, signal: signalUrl }));
   }
   const engines = await Promise.all(pages.map(engineOf));
@@ -409,7 +445,7 @@ async function federated() {
   // pages are not asked anything until the rounds end)
   const measureSteady = steadyFrom < fullRounds;
   if (measureSteady) await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
-  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
+  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), clients: chromiums.pids.map((pid) => descendantsCpuMs(pid)), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
   // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds (or all)
   const pageProfiler = process.env.BB_E2E_PAGE_PROFILE ? await pages.at(-1).page.context().newCDPSession(pages.at(-1).page) : undefined;
   if (pageProfiler) {
@@ -443,6 +479,8 @@ async function federated() {
     const driverNow = running.driver.stats;
     steadyCpu = {
       steadyCpuMsPerRound: { pages: (descendantsCpuMs() - steadyAt.pages) / rounds, server: (serverCpu.user + serverCpu.system) / 1000 / rounds },
+      // with a browser for each client: each client's browser (all its processes) per steady round
+      steadyClientCpuMsPerRound: chromiums.pids.map((pid, k) => Number(((descendantsCpuMs(pid) - steadyAt.clients[k]) / rounds).toFixed(2))),
       steadyThreadsMsPerRound: threadsPerRound(steadyAt.threads, threadsNow, rounds),
       // the server's driver: slices and polls per steady round
       steadyServerDriver: Object.fromEntries(['frames', 'polls'].map((k) => [k, Number(((driverNow[k] - steadyAt.driver[k]) / rounds).toFixed(2))])),
@@ -500,6 +538,11 @@ async function federated() {
   // the rounds after the first --steady-from (default 10): each page's wasm tiered up and
   // compiled, as the in-process federation's is after as many rounds
   const steady = fullLatencies.slice(steadyFrom).sort((a, b) => a - b);
+  // each client's path through a steady round: the broadcast's start to its update's arrival
+  const steadyClientPathMs = clientIds.map((id) => {
+    const paths = timeline.slice(steadyFrom, fullLatencies.length).map((t) => t.arrived.get(id) - t.start).filter(Number.isFinite).sort((a, b) => a - b);
+    return Number(paths[Math.floor(paths.length / 2)]?.toFixed(2));
+  });
   const sends = sendMs.slice(1, fullLatencies.length).sort((a, b) => a - b);
   const memory = [];
   for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
@@ -512,6 +555,7 @@ async function federated() {
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },
     steadyFrom,
     steadyLatencyMs: { median: steady[Math.floor(steady.length / 2)] ?? NaN, max: steady.at(-1) ?? NaN, samples: steady.length },
+    steadyClientPathMs,
     steadyPhasesMs: steadyPhases,
     broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
     phasesMs: phases,
@@ -528,7 +572,7 @@ async function federated() {
   transport.close();
   server.free();
   split.free();
-  await context.close();
+  await chromiums.close();
   await closeFirefoxes();
   return result;
 }
@@ -554,10 +598,10 @@ async function echo() {
   const identity = await Identity.generate();
   const allow = new Map([[identity.peerId, 'server']]);
   policies.set(room, { allow });
-  const context = await browser.newContext();
+  const chromiums = await chromiumClients(pageCount);
   const pages = [];
   for (let k = 0; k < pageCount; k++) {
-    const page = await context.newPage();
+    const page = await chromiums.context(k).newPage();
     await page.goto(`${base}/echo.html`);
     const self = await until('an echo page', () => page.evaluate(() => window.e2e?.self || window.e2e?.error), 30_000);
     allow.set(self, 'client');
@@ -586,16 +630,22 @@ async function echo() {
   await exchange(new Uint8Array(bytes)); // the first one waits for the links
   const times = [];
   const threadsAtStart = threadsCpuMs();
+  const cpuAtStart = { pages: descendantsCpuMs(), node: process.cpuUsage(), udp: udpCounters() };
   for (let k = 0; k < samples; k++) {
     if (quietMs > 0) await sleep(quietMs);
     times.push(await exchange(new Uint8Array(bytes).fill(k)));
   }
   const threadsMsPerExchange = threadsPerRound(threadsAtStart, threadsCpuMs(), samples);
+  // per exchange: the UDP datagrams under it and the CPU of every process (Chromium's and this one)
+  const node = process.cpuUsage(cpuAtStart.node);
+  const perExchange = (x) => Number((x / samples).toFixed(2));
+  const cpuMsPerExchange = { pages: perExchange(descendantsCpuMs() - cpuAtStart.pages), node: perExchange((node.user + node.system) / 1000) };
+  const udpDatagramsPerExchange = perExchange(udpCounters().datagrams - cpuAtStart.udp.datagrams);
   const sorted = [...times].sort((a, b) => a - b);
-  const result = { bytes, pages: pageCount, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length }, threadsMsPerExchange };
+  const result = { bytes, pages: pageCount, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length }, threadsMsPerExchange, cpuMsPerExchange, udpDatagramsPerExchange };
   check(`${samples} times, all ${pageCount} pages sent the ${bytes}-byte envelope back`, times.length === samples, JSON.stringify(result));
   transport.close();
-  await context.close();
+  await chromiums.close();
   return result;
 }
 
