@@ -38,6 +38,10 @@
 //   browser (default), or each in a browser of its own (its browser, renderer and network service
 //   processes), as each phone of a deployment runs its own browser; with own, the federated run
 //   also reports each client's CPU per steady round
+//   --local-clients N (with --engines chromium): the federated run's last N clients run in this
+//   process, handed the server's envelopes directly as in the in-process round, so the Chromium
+//   clients have the machine to themselves; its rounds end after --full-rounds (no page hidden
+//   or closed). With N 3: one phone's path through a round whose server serves four clients
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
 //   BB_E2E_PAGE_PROFILE=file writes a CPU profile of the federated run's last page over its steady rounds
@@ -50,6 +54,7 @@ import puppeteer from 'puppeteer-core';
 
 import {
   loadBb,
+  peerIdFromU64,
   roundReporter,
   runPeer,
   splitLearning,
@@ -58,6 +63,7 @@ import {
   compileFederatedCnn,
   federatedDigits,
   installCnnServer,
+  installDigitsClient,
   installDigitsServer,
   splitDigits,
   startCnnServer,
@@ -291,6 +297,35 @@ function threadsCpuMs() {
 }
 
 /**
+ * The time (ms) every thread of this process and of its descendants has spent runnable but
+ * waiting for a core (/proc/…/schedstat): what the round loses to the other threads on the
+ * machine, its own and everyone else's, at each of its hand-offs from thread to thread.
+ */
+function runQueueWaitMs() {
+  const parent = parentPids();
+  let ns = 0;
+  for (const pid of parent.keys()) {
+    let p = pid;
+    while (p !== undefined && p > 1 && p !== process.pid) p = parent.get(p);
+    if (p !== process.pid) continue;
+    let tids = [];
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue; // the process ended while we read
+    }
+    for (const tid of tids) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]);
+      } catch {
+        // the thread ended while we read
+      }
+    }
+  }
+  return ns / 1e6;
+}
+
+/**
  * This network namespace's UDP datagrams and bytes so far (/proc/net/snmp, /proc/net/dev):
  * every packet of the data channels (DTLS over UDP; the pages and the server share the
  * namespace, so a datagram counts once out and once in).
@@ -355,30 +390,57 @@ async function federated() {
   const origin = performance.timeOrigin;
   const abs = () => origin + performance.now();
   const timeline = [];
+  // --local-clients: each client in this process, by id, with the handler its runPeer
+  // delivers to; an envelope either way is handed over on the next turn of the event loop
+  const localClients = Number(option('--local-clients') ?? 0);
+  if (!(Number.isInteger(localClients) && localClients >= 0 && localClients < clients)) throw new Error(`--local-clients is 0..${clients - 1}, got ${localClients}`);
+  if (localClients > 0 && mixed) throw new Error('--local-clients is for Chromium clients alone (--engines chromium)');
+  const pageCount = clients - localClients;
+  const local = new Map();
+  let serverHandler;
   const transport = {
     self: rtc.self,
     events: rtc.events,
-    peers: () => rtc.peers(),
+    peers: () => [...rtc.peers(), ...local.keys()],
     stats: () => rtc.stats(),
     close: () => rtc.close(),
     send(to, bytes) {
       if (broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0), sendMs.push(0), timeline.push({ start: abs(), sent: new Map(), arrived: new Map() });
       const before = performance.now();
       timeline.at(-1).sent.set(to, abs());
-      rtc.send(to, bytes);
+      const client = local.get(to);
+      if (client === undefined) rtc.send(to, bytes);
+      else setImmediate(client.deliver, serverId, bytes.slice());
       sendMs[sendMs.length - 1] += performance.now() - before;
     },
     onEnvelope(handler) {
-      return rtc.onEnvelope((from, bytes) => {
+      serverHandler = (from, bytes) => {
         if (broadcastAt !== undefined) timeline.at(-1).arrived.set(from, abs());
         if (broadcastAt !== undefined && ++updates === liveClients) {
           latencies.push(performance.now() - broadcastAt);
           broadcastAt = undefined;
         }
         handler(from, bytes);
-      });
+      };
+      return rtc.onEnvelope(serverHandler);
     },
   };
+  for (let k = pageCount + 1; k <= clients; k++) {
+    // client k's shard and seed, as page k would take them (peer.js)
+    const id = peerIdFromU64(1000 + k);
+    const client = { deliver: undefined, running: undefined };
+    local.set(id, client);
+    const link = {
+      self: id,
+      events: rtc.events, // runPeer reads no events of its transport
+      peers: () => [serverId],
+      stats: () => rtc.stats(),
+      close() {},
+      send: (_to, bytes) => setImmediate(serverHandler, id, bytes.slice()),
+      onEnvelope: (handler) => ((client.deliver = handler), () => (client.deliver = undefined)),
+    };
+    client.running = runPeer(installDigitsClient(bb, artifact, id, serverId, split.shards[k - 1], k + 1), link);
+  }
   let liveClients = clients;
   // the server's main thread: when each of its polls and delivers ran (on the same clock)
   const serverBusy = [];
@@ -404,20 +466,19 @@ async function federated() {
   if (mixed && clientBrowsers === 'own') throw new Error('--client-browsers own is for Chromium clients alone (--engines chromium)');
   const chromiums = await chromiumClients(clients);
   const pages = [];
-  for (let k = 1; k <= clients; k++) {
+  for (let k = 1; k <= pageCount; k++) {
     const where = mixed && (k === 1 || k === 3) ? await firefox() : chromiums.context(k - 1);
     pages.push(await openPeer(where, { role: 'fed', i: k, peers: clients, room, signal: signalUrl }));
   }
   const engines = await Promise.all(pages.map(engineOf));
   if (mixed) check('Firefox and Chromium clients share the federation', engines.some((e) => e.startsWith('Firefox')) && engines.some((e) => e.startsWith('Chrome')), engines.join(', '));
-  const clientIds = pages.map((p) => p.self);
-  for (const id of clientIds) {
-    allow.set(id, 'client');
-    server.addPeer(id);
-  }
+  const pageIds = pages.map((p) => p.self);
+  const clientIds = [...pageIds, ...local.keys()];
+  for (const id of pageIds) allow.set(id, 'client');
+  for (const id of clientIds) server.addPeer(id);
   for (const p of pages) await p.start({ server: serverId });
-  check('4 browser clients made identities, installed the artifact and joined the room', pages.length === clients && new Set(clientIds).size === clients);
-  await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
+  check(`${pageCount} browser clients made identities, installed the artifact and joined the room${localClients > 0 ? ` (and ${localClients} in this process)` : ''}`, pages.length === pageCount && new Set(clientIds).size === clients);
+  await until('every client in the room', () => pageIds.every((id) => rtc.peers().includes(id)), 30_000);
 
   // the Node process's garbage collections (count and pause), read with the steady rounds' traffic
   const gc = { count: 0, ms: 0 };
@@ -445,7 +506,7 @@ async function federated() {
   // pages are not asked anything until the rounds end)
   const measureSteady = steadyFrom < fullRounds;
   if (measureSteady) await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
-  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), clients: chromiums.pids.map((pid) => descendantsCpuMs(pid)), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
+  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), clients: chromiums.pids.map((pid) => descendantsCpuMs(pid)), runQueueWait: runQueueWaitMs(), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
   // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds (or all)
   const pageProfiler = process.env.BB_E2E_PAGE_PROFILE ? await pages.at(-1).page.context().newCDPSession(pages.at(-1).page) : undefined;
   if (pageProfiler) {
@@ -481,6 +542,8 @@ async function federated() {
       steadyCpuMsPerRound: { pages: (descendantsCpuMs() - steadyAt.pages) / rounds, server: (serverCpu.user + serverCpu.system) / 1000 / rounds },
       // with a browser for each client: each client's browser (all its processes) per steady round
       steadyClientCpuMsPerRound: chromiums.pids.map((pid, k) => Number(((descendantsCpuMs(pid) - steadyAt.clients[k]) / rounds).toFixed(2))),
+      // the time the run's threads (this process's and the browsers') spent waiting for a core, per steady round
+      steadyRunQueueWaitMsPerRound: Number(((runQueueWaitMs() - steadyAt.runQueueWait) / rounds).toFixed(2)),
       steadyThreadsMsPerRound: threadsPerRound(steadyAt.threads, threadsNow, rounds),
       // the server's driver: slices and polls per steady round
       steadyServerDriver: Object.fromEntries(['frames', 'polls'].map((k) => [k, Number(((driverNow[k] - steadyAt.driver[k]) / rounds).toFixed(2))])),
@@ -502,27 +565,31 @@ async function federated() {
   // animation frames the 4 pages asked for per round
   const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const pageStates = await Promise.all(pages.map((p) => p.state()));
-  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(2, fullLatencies.length + 1));
-  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(steadyFrom + 1, fullLatencies.length + 1));
+  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, pageIds, serverBusy, timeline.slice(2, fullLatencies.length + 1));
+  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, pageIds, serverBusy, timeline.slice(steadyFrom + 1, fullLatencies.length + 1));
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
-  const hidden = pages[0];
-  await hidden.page.evaluate(() => window.e2eHide());
-  await sleep(300);
-  const before = await hidden.state();
-  const hiddenAt = round();
-  await until('5 more rounds with page 1 hidden', () => round() >= hiddenAt + 5, 120_000);
-  await sleep(500);
-  const after = await hidden.state();
-  check(`the hidden page (${engines[0]}) polls on timers, not animation frames`, after.visibility === 'hidden' && after.animationFrames === before.animationFrames && after.frames > before.frames,
-    `animation frames ${before.animationFrames} → ${after.animationFrames}, slices ${before.frames} → ${after.frames}`);
-  check(`the hidden page (${engines[0]}) keeps sending its updates`, after.sent >= before.sent + 4, `updates sent ${before.sent} → ${after.sent}`);
+  if (localClients === 0) await hideAndClose();
+  /** Page 1 hidden, then page 3 closed: the rounds must go on. */
+  async function hideAndClose() {
+    const hidden = pages[0];
+    await hidden.page.evaluate(() => window.e2eHide());
+    await sleep(300);
+    const before = await hidden.state();
+    const hiddenAt = round();
+    await until('5 more rounds with page 1 hidden', () => round() >= hiddenAt + 5, 120_000);
+    await sleep(500);
+    const after = await hidden.state();
+    check(`the hidden page (${engines[0]}) polls on timers, not animation frames`, after.visibility === 'hidden' && after.animationFrames === before.animationFrames && after.frames > before.frames,
+      `animation frames ${before.animationFrames} → ${after.animationFrames}, slices ${before.frames} → ${after.frames}`);
+    check(`the hidden page (${engines[0]}) keeps sending its updates`, after.sent >= before.sent + 4, `updates sent ${before.sent} → ${after.sent}`);
 
-  // close page 3: the quorum carries the rounds on
-  await until('5 more rounds', () => round() >= hiddenAt + 5, 120_000);
-  const closedAt = round();
-  await pages[2].page.close();
-  await until('5 rounds after a client closed', () => round() >= closedAt + 5, 120_000);
-  check(`rounds still complete after a client closed its page (${engines[2]})`, round() >= closedAt + 5, `round ${closedAt} → ${round()}`);
+    // close page 3: the quorum carries the rounds on
+    await until('5 more rounds', () => round() >= hiddenAt + 5, 120_000);
+    const closedAt = round();
+    await pages[2].page.close();
+    await until('5 rounds after a client closed', () => round() >= closedAt + 5, 120_000);
+    check(`rounds still complete after a client closed its page (${engines[2]})`, round() >= closedAt + 5, `round ${closedAt} → ${round()}`);
+  }
 
   await until('accuracy 0.90', () => (reports.at(-1)?.accuracy ?? 0) >= 0.9 && round() >= 20, 180_000).catch(() => undefined);
   const last = reports.at(-1);
@@ -569,6 +636,7 @@ async function federated() {
   console.log(`  ${JSON.stringify(result)}`);
   gcObserver.disconnect();
   running.stop();
+  for (const { running } of local.values()) running.stop(), running.node.free();
   transport.close();
   server.free();
   split.free();
