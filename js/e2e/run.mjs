@@ -125,6 +125,11 @@ function parentPids() {
   }
   return parent;
 }
+/** Whether process `pid` is this process or below it, by the `parent` of parentPids(). */
+function ours(parent, pid) {
+  for (let p = pid; p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
+  return false;
+}
 /** The pids of this process's children (a browser launched is one of them, its processes below it). */
 const childPids = () => [...parentPids()].filter(([, parent]) => parent === process.pid).map(([pid]) => pid);
 
@@ -250,10 +255,6 @@ function descendantsCpuMs(root = process.pid) {
  */
 function threadsCpuMs() {
   const parent = parentPids();
-  const ours = (pid) => {
-    for (let p = pid; p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
-    return false;
-  };
   const kindOf = (pid) => {
     if (pid === process.pid) return 'node';
     let cmdline = '';
@@ -269,7 +270,7 @@ function threadsCpuMs() {
   };
   const totals = new Map();
   for (const pid of parent.keys()) {
-    if (!ours(pid)) continue;
+    if (!ours(parent, pid)) continue;
     const kind = kindOf(pid);
     let tids = [];
     try {
@@ -305,9 +306,7 @@ function runQueueWaitMs() {
   const parent = parentPids();
   let ns = 0;
   for (const pid of parent.keys()) {
-    let p = pid;
-    while (p !== undefined && p > 1 && p !== process.pid) p = parent.get(p);
-    if (p !== process.pid) continue;
+    if (!ours(parent, pid)) continue;
     let tids = [];
     try {
       tids = readdirSync(`/proc/${pid}/task`);
@@ -464,7 +463,7 @@ async function federated() {
   });
 
   if (mixed && clientBrowsers === 'own') throw new Error('--client-browsers own is for Chromium clients alone (--engines chromium)');
-  const chromiums = await chromiumClients(clients);
+  const chromiums = await chromiumClients(pageCount);
   const pages = [];
   for (let k = 1; k <= pageCount; k++) {
     const where = mixed && (k === 1 || k === 3) ? await firefox() : chromiums.context(k - 1);
