@@ -24,7 +24,7 @@
 //   on-close-one-phone  on-close with one client as on-close-phones runs it and the other three
 //                  in the server's process (run.mjs --local-clients 3, envelopes handed over as in
 //                  process): one phone's path through a round whose server serves four clients,
-//                  with the machine to itself as a deployment's phone has its own cores — not
+//                  with the machine nearly to itself as a deployment's phone has its own cores — not
 //                  the round of four browsers on this machine
 // Over WebRTC the bench also prints where a round's time goes (run.mjs's phasesMs): the
 // server's send() start after the broadcast began, the data channel down to the page, the
@@ -122,7 +122,7 @@ async function inProcess(roundMs, codec, nextRound) {
     return deliver(from, bytes, nowNs);
   };
   server.onStep((step) => {
-    if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (cpuAt = process.cpuUsage()), (waitAt = waitMs()), (updates = 0);
+    if (step.kind === 'send' && broadcastAt === undefined) (waitAt = waitMs()), (cpuAt = process.cpuUsage()), (updates = 0), (broadcastAt = performance.now());
   });
   const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))]);
   startDigitsServer(server, ids, split.test, now());
