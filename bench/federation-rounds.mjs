@@ -15,6 +15,17 @@
 //   on-close       the 200 ms timer, and the next round starts in the poll that takes a round's
 //                  fourth update (FedAvg's next=close; its echo is back-to-back's: not run again)
 //   on-close-f16   the same with the clients' updates in float16
+//   on-close-browsers  on-close with each client in a Chromium browser of its own (its own
+//                  browser, renderer and network service processes) instead of 4 pages of one
+//   on-close-phones    the same with each browser's network service in its browser process, as
+//                  Chrome on Android runs it (NetworkServiceInProcess2, on by default there)
+//   default-phones the default configuration with the clients as on-close-phones runs them
+//                  (with their own browsers, the bench also prints each client's CPU per round)
+//   on-close-one-phone  on-close with one client as on-close-phones runs it and the other three
+//                  in the server's process (run.mjs --local-clients 3, envelopes handed over as in
+//                  process): one phone's path through a round whose server serves four clients,
+//                  with the machine nearly to itself as a deployment's phone has its own cores — not
+//                  the round of four browsers on this machine
 // Over WebRTC the bench also prints where a round's time goes (run.mjs's phasesMs): the
 // server's send() start after the broadcast began, the data channel down to the page, the
 // page's own work (wake, then the poll: the engine's part and the data channel's send()), the
@@ -36,10 +47,17 @@ import { gunzipSync } from 'node:zlib';
 const root = new URL('..', import.meta.url).pathname;
 const rounds = Number(process.argv[2] && !process.argv[2].startsWith('--') ? process.argv[2] : 30);
 const configsArg = process.argv.includes('--configs') ? process.argv[process.argv.indexOf('--configs') + 1] : 'default,on-close,back-to-back,back-to-back-f16';
+// Chrome on Android runs the network service (the renderers' UDP sockets) in the browser
+// process; desktop Chromium in a process of its own
+const PHONE_CHROMIUM = '--enable-features=NetworkServiceInProcess2';
 const CONFIGS = {
   default: { roundMs: 200, quietMs: 200 },
   'on-close': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false },
   'on-close-f16': { roundMs: 200, quietMs: 0, nextRound: 'close', codec: 'f16', echo: false },
+  'on-close-browsers': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false, clientBrowsers: 'own' },
+  'on-close-phones': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false, clientBrowsers: 'own', chromiumArgs: PHONE_CHROMIUM },
+  'default-phones': { roundMs: 200, quietMs: 200, clientBrowsers: 'own', chromiumArgs: PHONE_CHROMIUM },
+  'on-close-one-phone': { roundMs: 200, quietMs: 0, nextRound: 'close', echo: false, clientBrowsers: 'own', chromiumArgs: PHONE_CHROMIUM, localClients: 3 },
   'back-to-back': { roundMs: 1, quietMs: 0 },
   'back-to-back-f16': { roundMs: 1, quietMs: 0, codec: 'f16', echo: false },
 };
@@ -84,8 +102,12 @@ async function inProcess(roundMs, codec, nextRound) {
   // the CPU time of this process over the same span: the round's own cost, which the other
   // work on a shared machine does not lengthen as it does the wall-clock time
   const cpu = [];
+  // and the time its thread waited for a core within the round (the WebRTC run reports its threads')
+  const waits = [];
+  const waitMs = () => Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
   let broadcastAt;
   let cpuAt;
+  let waitAt;
   let updates = 0;
   // a round ends where it ends over WebRTC: the fourth update handed to the server, before its deliver
   const deliver = server.deliver.bind(server);
@@ -94,12 +116,13 @@ async function inProcess(roundMs, codec, nextRound) {
       latencies.push(performance.now() - broadcastAt);
       const used = process.cpuUsage(cpuAt);
       cpu.push((used.user + used.system) / 1000);
+      waits.push(waitMs() - waitAt);
       broadcastAt = undefined;
     }
     return deliver(from, bytes, nowNs);
   };
   server.onStep((step) => {
-    if (step.kind === 'send' && broadcastAt === undefined) (broadcastAt = performance.now()), (cpuAt = process.cpuUsage()), (updates = 0);
+    if (step.kind === 'send' && broadcastAt === undefined) (waitAt = waitMs()), (cpuAt = process.cpuUsage()), (updates = 0), (broadcastAt = performance.now());
   });
   const network = new LocalNetwork([server, ...ids.map((id, k) => installDigitsClient(bb, artifact, id, serverId, split.shards[k], k + 2))]);
   startDigitsServer(server, ids, split.test, now());
@@ -112,15 +135,16 @@ async function inProcess(roundMs, codec, nextRound) {
   }
   return {
     median: median(latencies.slice(1)), max: Math.max(...latencies.slice(1)), cpuMedian: median(cpu.slice(1)),
-    steady: { median: median(latencies.slice(STEADY_FROM)), max: Math.max(...latencies.slice(STEADY_FROM)), cpuMedian: median(cpu.slice(STEADY_FROM)) },
+    steady: { median: median(latencies.slice(STEADY_FROM)), max: Math.max(...latencies.slice(STEADY_FROM)), cpuMedian: median(cpu.slice(STEADY_FROM)), waitMean: waits.slice(STEADY_FROM).reduce((a, b) => a + b, 0) / (waits.length - STEADY_FROM) },
     memory: bb.exports.memory.buffer.byteLength,
   };
 }
 
 // ---- browsers over WebRTC ------------------------------------------------------------------
 const out = join(mkdtempSync(join(tmpdir(), 'bb-rounds-')), 'result.json');
-function e2e(args) {
-  execFileSync('bash', [join(root, 'scripts/e2e.sh'), ...args], { env: { ...process.env, BB_E2E_RESULT: out }, stdio: ['ignore', 'ignore', 'inherit'] });
+function e2e(args, chromiumArgs) {
+  const env = { ...process.env, BB_E2E_RESULT: out, ...(chromiumArgs === undefined ? {} : { BB_CHROMIUM_ARGS: `${process.env.BB_CHROMIUM_ARGS ?? ''} ${chromiumArgs}` }) };
+  execFileSync('bash', [join(root, 'scripts/e2e.sh'), ...args], { env, stdio: ['ignore', 'ignore', 'inherit'] });
   return JSON.parse(readFileSync(out, 'utf8'));
 }
 
@@ -132,21 +156,25 @@ console.log(`federated_digits round latency, 4 clients, ${rounds} rounds (broadc
 // never sleeps (back-to-back) is scheduled as a CPU hog on a loaded machine, and its longer
 // round would flatter the WebRTC ratio; each back-to-back ratio is also given against this.
 let reference;
-for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho = true } of configs) {
+for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho = true, clientBrowsers = 'shared', chromiumArgs, localClients = 0 } of configs) {
   const local = await inProcess(roundMs, codec, nextRound);
   if (roundMs === 200 && codec === undefined && nextRound === 'timer') reference = local;
   // four Chromium pages (run.mjs mixes in Firefox pages unless told otherwise)
-  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--steady-from', String(STEADY_FROM), '--round-ms', String(roundMs), '--next-round', nextRound, ...(codec === undefined ? [] : ['--codec', codec])]);
+  const browsers = ['--client-browsers', clientBrowsers];
+  const web = e2e(['--only', 'federated', '--full-rounds', String(rounds), '--engines', 'chromium', '--steady-from', String(STEADY_FROM), '--round-ms', String(roundMs), '--next-round', nextRound, '--local-clients', String(localClients), ...browsers, ...(codec === undefined ? [] : ['--codec', codec])], chromiumArgs);
   // the data channels alone: a round's 10 KB envelope to each of 4 Chromium pages and back,
   // with the quiet a broadcast follows in this configuration (no engine, no driver)
-  const echo = withEcho ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs)]) : undefined;
-  console.log(`${name} (round timer ${roundMs} ms, next round on ${nextRound}, updates ${codec ?? 'f32'}):`);
+  const echo = withEcho ? e2e(['--only', 'echo', '--echoes', String(rounds), '--echo-quiet', String(quietMs), ...browsers], chromiumArgs) : undefined;
+  const where = `${localClients > 0 ? `${4 - localClients} of them (the other ${localClients} in the server's process) ` : ''}${clientBrowsers === 'own' ? 'a Chromium browser each' : 'pages of one Chromium'}`;
+  console.log(`${name} (round timer ${roundMs} ms, next round on ${nextRound}, updates ${codec ?? 'f32'}; clients in ${where}${chromiumArgs ? `, ${chromiumArgs}` : ''}):`);
   console.log(`  in one Node process (no network)       ${ms(local)}   (its CPU time: ${local.cpuMedian.toFixed(1)} ms median)`);
   const against = reference !== undefined && reference !== local ? `, ${(web.roundLatencyMs.median / reference.median).toFixed(2)}x the default in-process round` : '';
   console.log(`  4 Chromium pages over WebRTC            ${ms(web.roundLatencyMs)}   ${(web.roundLatencyMs.median / local.median).toFixed(2)}x in-process${against}`);
   const steadyAgainst = reference !== undefined && reference !== local ? `, ${(web.steadyLatencyMs.median / reference.steady.median).toFixed(2)}x the default in-process round` : '';
-  console.log(`  rounds ${STEADY_FROM + 1}..${rounds} only (steady: wasm tiered up on both sides): in process ${ms(local.steady)} (CPU ${local.steady.cpuMedian.toFixed(1)} ms), over WebRTC ${ms(web.steadyLatencyMs)}   ${(web.steadyLatencyMs.median / local.steady.median).toFixed(2)}x in-process${steadyAgainst}`);
+  console.log(`  rounds ${STEADY_FROM + 1}..${rounds} only (steady: wasm tiered up on both sides): in process ${ms(local.steady)} (CPU ${local.steady.cpuMedian.toFixed(1)} ms, waited for a core ${local.steady.waitMean.toFixed(2)} ms a round on average), over WebRTC ${ms(web.steadyLatencyMs)}   ${(web.steadyLatencyMs.median / local.steady.median).toFixed(2)}x in-process${steadyAgainst}`);
+  console.log(`  each client's path through a steady round (broadcast → its update at the server), medians: ${web.steadyClientPathMs.join(' / ')} ms`);
   if (echo) console.log(`  the data channels alone: 10 KB to each page and back after ${quietMs} ms quiet (no engine)  ${ms(echo.echoMs)}   ${(echo.echoMs.median / local.median).toFixed(2)}x in-process`);
+  if (echo?.cpuMsPerExchange) console.log(`    their CPU per exchange: Chromium ${echo.cpuMsPerExchange.pages} ms + Node ${echo.cpuMsPerExchange.node} ms for ${echo.udpDatagramsPerExchange} UDP datagrams: ${((1000 * (echo.cpuMsPerExchange.pages + echo.cpuMsPerExchange.node)) / echo.udpDatagramsPerExchange).toFixed(0)} µs a datagram`);
   if (echo?.threadsMsPerExchange) console.log(`    their CPU ms per exchange by process and thread: ${Object.entries(echo.threadsMsPerExchange).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   console.log(`  the server's send() calls per broadcast (4 envelopes)  ${ms(web.broadcastSendMs)}`);
   const phase = (p) => `queued ${p.queued.toFixed(1)}, down ${p.down.toFixed(1)}, client ${p.client.toFixed(1)} (wake ${p.wake.toFixed(1)} + poll ${p.poll.toFixed(1)}: engine ${p.engine.toFixed(1)}, send() ${p.send.toFixed(1)}), up ${p.up.toFixed(1)} (down + up ${(p.down + p.up).toFixed(1)})`;
@@ -161,6 +189,9 @@ for (const { name, roundMs, quietMs, codec, nextRound = 'timer', echo: withEcho 
     const t = web.steadyTrafficPerRound;
     if (t) console.log(`  steady rounds: the server's envelopes per round ${t.envelopesOut} out (${t.bytesOut} bytes), ${t.envelopesIn} in (${t.bytesIn} bytes); UDP datagrams per round ${t.udpDatagrams} (${t.wireBytes} bytes on the wire, every link both ways); the Node process's garbage collections per round ${t.nodeGcs} (${t.nodeGcMs} ms)`);
     console.log(`  steady rounds (${STEADY_FROM + 1}..): CPU per round the Chromium processes ${web.steadyCpuMsPerRound.pages.toFixed(1)} ms, the Node process ${web.steadyCpuMsPerRound.server.toFixed(1)} ms; by thread: ${Object.entries(web.steadyThreadsMsPerRound).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (t) console.log(`  steady rounds: CPU per UDP datagram (all of a round's CPU, training included, over its datagrams) ${((1000 * (web.steadyCpuMsPerRound.pages + web.steadyCpuMsPerRound.server)) / t.udpDatagrams).toFixed(0)} µs`);
+    if (web.steadyRunQueueWaitMsPerRound !== undefined) console.log(`  steady rounds: the run's threads (Node's and Chromium's) waited for a core ${web.steadyRunQueueWaitMsPerRound} ms a round on average, summed over threads`);
+    if (web.steadyClientCpuMsPerRound?.length) console.log(`  steady rounds: each client's browser (all its processes), CPU per round ${web.steadyClientCpuMsPerRound.join(' / ')} ms`);
   }
   console.log(`  wasm memory high-water: server ${mib(web.serverMemoryBytes)} MiB, each page ${web.pageMemoryBytes.map(mib).join(' / ')} MiB, all five nodes in one instance ${mib(local.memory)} MiB`);
   console.log(`  the WebRTC run ended at round ${web.rounds} with held-out accuracy ${web.accuracy.toFixed(3)}`);

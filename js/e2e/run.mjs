@@ -34,6 +34,14 @@
 //   --only echo-pair [--echo-pages 1,4] [--echo-bytes 64,10000] [--echo-quiet 0,200] --echoes N: the same
 //   between Chromium pages alone, plain RTCPeerConnections (bench/echo-pair.mjs is its Node twin)
 //   --engines mixed|chromium (default mixed: the Firefox pages above; chromium: none)
+//   --client-browsers shared|own: the federated run's and the echo's Chromium clients as pages of one
+//   browser (default), or each in a browser of its own (its browser, renderer and network service
+//   processes), as each phone of a deployment runs its own browser; with own, the federated run
+//   also reports each client's CPU per steady round
+//   --local-clients N (with --engines chromium): the federated run's last N clients run in this
+//   process, handed the server's envelopes directly as in the in-process round, so the Chromium
+//   clients have the machine to themselves; its rounds end after --full-rounds (no page hidden
+//   or closed). With N 3: one phone's path through a round whose server serves four clients
 //   BB_E2E_RESULT=file writes the federated (or echo) run's figures as JSON (bench/federation-rounds.mjs)
 //   BB_E2E_PROFILE=file writes a CPU profile of this process (the federated server) over the rounds measured
 //   BB_E2E_PAGE_PROFILE=file writes a CPU profile of the federated run's last page over its steady rounds
@@ -46,6 +54,7 @@ import puppeteer from 'puppeteer-core';
 
 import {
   loadBb,
+  peerIdFromU64,
   roundReporter,
   runPeer,
   splitLearning,
@@ -54,6 +63,7 @@ import {
   compileFederatedCnn,
   federatedDigits,
   installCnnServer,
+  installDigitsClient,
   installDigitsServer,
   splitDigits,
   startCnnServer,
@@ -82,6 +92,8 @@ const codec = option('--codec');
 const nextRound = option('--next-round') ?? 'timer';
 if (nextRound !== 'timer' && nextRound !== 'close') throw new Error(`--next-round is timer or close, got ${nextRound}`);
 const FIREFOX = process.env.BB_FIREFOX ?? '/usr/bin/firefox-esr';
+const clientBrowsers = option('--client-browsers') ?? 'shared';
+if (clientBrowsers !== 'shared' && clientBrowsers !== 'own') throw new Error(`--client-browsers is shared or own, got ${clientBrowsers}`);
 
 // ---- the servers ------------------------------------------------------------------------
 
@@ -97,7 +109,49 @@ const signalServer = await SignalServer.listen({ port: 0, host: '127.0.0.1', rat
 const signalUrl = `ws://127.0.0.1:${signalServer.address.port}`;
 
 // BB_CHROMIUM_ARGS: more flags, space-separated (bench/federation-rounds.mjs passes its environment on)
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...(process.env.BB_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)] });
+const launchChromium = () => chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_ARGS, ...(process.env.BB_CHROMIUM_ARGS ?? '').split(' ').filter(Boolean)] });
+const browser = await launchChromium();
+/** Every process's parent, from /proc. */
+function parentPids() {
+  const parent = new Map();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // the process ended while we read
+    }
+  }
+  return parent;
+}
+/** Whether process `pid` is this process or below it, by the `parent` of parentPids(). */
+function ours(parent, pid) {
+  for (let p = pid; p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
+  return false;
+}
+/** The pids of this process's children (a browser launched is one of them, its processes below it). */
+const childPids = () => [...parentPids()].filter(([, parent]) => parent === process.pid).map(([pid]) => pid);
+
+/**
+ * Where the Chromium clients of one scenario run (--client-browsers): `context(k)` is the
+ * context of client k's page, with `pids[k]` the pid of its own browser (undefined when the
+ * clients share the run's browser); `close()` closes what it opened.
+ */
+async function chromiumClients(clients) {
+  const shared = await browser.newContext();
+  if (clientBrowsers === 'shared') return { context: () => shared, pids: [], close: () => shared.close() };
+  const own = [];
+  const pids = [];
+  for (let k = 0; k < clients; k++) {
+    const before = new Set(childPids());
+    const b = await launchChromium();
+    own.push(b);
+    pids.push(childPids().find((pid) => !before.has(pid)));
+  }
+  const contexts = await Promise.all(own.map((b) => b.newContext()));
+  return { context: (k) => contexts[k], pids, close: async () => (await shared.close(), await Promise.all(own.map((b) => b.close()))) };
+}
 const openPeer = (context, query) => openPage(context, base, query);
 
 /** A Firefox of its own (something with newPage(), as a Chromium context has). */
@@ -162,10 +216,11 @@ function roundPhases(rounds, pageStates, ids, serverBusy = [], next = []) {
 
 /**
  * CPU time (ms) of this process's descendants (the browsers and their renderer, network and
- * GPU processes), from /proc: what the pages cost the machine, which the other work on a
- * shared machine does not lengthen as it does wall-clock time.
+ * GPU processes), or of process `root` and its descendants (one client's browser), from
+ * /proc: what the pages cost the machine, which the other work on a shared machine does not
+ * lengthen as it does wall-clock time.
  */
-function descendantsCpuMs() {
+function descendantsCpuMs(root = process.pid) {
   const parent = new Map();
   const cpu = new Map();
   for (const name of readdirSync('/proc')) {
@@ -179,10 +234,10 @@ function descendantsCpuMs() {
       // the process ended while we read
     }
   }
-  let ticks = 0;
+  let ticks = root === process.pid ? 0 : (cpu.get(root) ?? 0);
   for (const [pid, t] of cpu) {
     for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) {
-      if (p === process.pid) {
+      if (p === root) {
         ticks += t;
         break;
       }
@@ -199,20 +254,7 @@ function descendantsCpuMs() {
  * WebRTC_Network, ...). The difference of two readings says which threads a round keeps busy.
  */
 function threadsCpuMs() {
-  const parent = new Map();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // the process ended while we read
-    }
-  }
-  const ours = (pid) => {
-    for (let p = pid; p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true;
-    return false;
-  };
+  const parent = parentPids();
   const kindOf = (pid) => {
     if (pid === process.pid) return 'node';
     let cmdline = '';
@@ -228,7 +270,7 @@ function threadsCpuMs() {
   };
   const totals = new Map();
   for (const pid of parent.keys()) {
-    if (!ours(pid)) continue;
+    if (!ours(parent, pid)) continue;
     const kind = kindOf(pid);
     let tids = [];
     try {
@@ -253,6 +295,33 @@ function threadsCpuMs() {
     }
   }
   return totals;
+}
+
+/**
+ * The time (ms) every thread of this process and of its descendants has spent runnable but
+ * waiting for a core (/proc/…/schedstat): what the round loses to the other threads on the
+ * machine, its own and everyone else's, at each of its hand-offs from thread to thread.
+ */
+function runQueueWaitMs() {
+  const parent = parentPids();
+  let ns = 0;
+  for (const pid of parent.keys()) {
+    if (!ours(parent, pid)) continue;
+    let tids = [];
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      continue; // the process ended while we read
+    }
+    for (const tid of tids) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]);
+      } catch {
+        // the thread ended while we read
+      }
+    }
+  }
+  return ns / 1e6;
 }
 
 /**
@@ -320,30 +389,57 @@ async function federated() {
   const origin = performance.timeOrigin;
   const abs = () => origin + performance.now();
   const timeline = [];
+  // --local-clients: each client in this process, by id, with the handler its runPeer
+  // delivers to; an envelope either way is handed over on the next turn of the event loop
+  const localClients = Number(option('--local-clients') ?? 0);
+  if (!(Number.isInteger(localClients) && localClients >= 0 && localClients < clients)) throw new Error(`--local-clients is 0..${clients - 1}, got ${localClients}`);
+  if (localClients > 0 && mixed) throw new Error('--local-clients is for Chromium clients alone (--engines chromium)');
+  const pageCount = clients - localClients;
+  const local = new Map();
+  let serverHandler;
   const transport = {
     self: rtc.self,
     events: rtc.events,
-    peers: () => rtc.peers(),
+    peers: () => [...rtc.peers(), ...local.keys()],
     stats: () => rtc.stats(),
     close: () => rtc.close(),
     send(to, bytes) {
       if (broadcastAt === undefined) (broadcastAt = performance.now()), (updates = 0), sendMs.push(0), timeline.push({ start: abs(), sent: new Map(), arrived: new Map() });
       const before = performance.now();
       timeline.at(-1).sent.set(to, abs());
-      rtc.send(to, bytes);
+      const client = local.get(to);
+      if (client === undefined) rtc.send(to, bytes);
+      else setImmediate(client.deliver, serverId, bytes.slice());
       sendMs[sendMs.length - 1] += performance.now() - before;
     },
     onEnvelope(handler) {
-      return rtc.onEnvelope((from, bytes) => {
+      serverHandler = (from, bytes) => {
         if (broadcastAt !== undefined) timeline.at(-1).arrived.set(from, abs());
         if (broadcastAt !== undefined && ++updates === liveClients) {
           latencies.push(performance.now() - broadcastAt);
           broadcastAt = undefined;
         }
         handler(from, bytes);
-      });
+      };
+      return rtc.onEnvelope(serverHandler);
     },
   };
+  for (let k = pageCount + 1; k <= clients; k++) {
+    // client k's shard and seed, as page k would take them (peer.js)
+    const id = peerIdFromU64(1000 + k);
+    const client = { deliver: undefined, running: undefined };
+    local.set(id, client);
+    const link = {
+      self: id,
+      events: rtc.events, // runPeer reads no events of its transport
+      peers: () => [serverId],
+      stats: () => rtc.stats(),
+      close() {},
+      send: (_to, bytes) => setImmediate(serverHandler, id, bytes.slice()),
+      onEnvelope: (handler) => ((client.deliver = handler), () => (client.deliver = undefined)),
+    };
+    client.running = runPeer(installDigitsClient(bb, artifact, id, serverId, split.shards[k - 1], k + 1), link);
+  }
   let liveClients = clients;
   // the server's main thread: when each of its polls and delivers ran (on the same clock)
   const serverBusy = [];
@@ -366,22 +462,22 @@ async function federated() {
     }),
   });
 
-  const context = await browser.newContext();
+  if (mixed && clientBrowsers === 'own') throw new Error('--client-browsers own is for Chromium clients alone (--engines chromium)');
+  const chromiums = await chromiumClients(pageCount);
   const pages = [];
-  for (let k = 1; k <= clients; k++) {
-    const where = mixed && (k === 1 || k === 3) ? await firefox() : context;
+  for (let k = 1; k <= pageCount; k++) {
+    const where = mixed && (k === 1 || k === 3) ? await firefox() : chromiums.context(k - 1);
     pages.push(await openPeer(where, { role: 'fed', i: k, peers: clients, room, signal: signalUrl }));
   }
   const engines = await Promise.all(pages.map(engineOf));
   if (mixed) check('Firefox and Chromium clients share the federation', engines.some((e) => e.startsWith('Firefox')) && engines.some((e) => e.startsWith('Chrome')), engines.join(', '));
-  const clientIds = pages.map((p) => p.self);
-  for (const id of clientIds) {
-    allow.set(id, 'client');
-    server.addPeer(id);
-  }
+  const pageIds = pages.map((p) => p.self);
+  const clientIds = [...pageIds, ...local.keys()];
+  for (const id of pageIds) allow.set(id, 'client');
+  for (const id of clientIds) server.addPeer(id);
   for (const p of pages) await p.start({ server: serverId });
-  check('4 browser clients made identities, installed the artifact and joined the room', pages.length === clients && new Set(clientIds).size === clients);
-  await until('every client in the room', () => clientIds.every((id) => transport.peers().includes(id)), 30_000);
+  check(`${pageCount} browser clients made identities, installed the artifact and joined the room${localClients > 0 ? ` (and ${localClients} in this process)` : ''}`, pages.length === pageCount && new Set(clientIds).size === clients);
+  await until('every client in the room', () => pageIds.every((id) => rtc.peers().includes(id)), 30_000);
 
   // the Node process's garbage collections (count and pause), read with the steady rounds' traffic
   const gc = { count: 0, ms: 0 };
@@ -409,7 +505,7 @@ async function federated() {
   // pages are not asked anything until the rounds end)
   const measureSteady = steadyFrom < fullRounds;
   if (measureSteady) await until(`round ${steadyFrom}`, () => round() >= steadyFrom, 120_000 + fullRounds * 1000);
-  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
+  const steadyAt = measureSteady ? { round: round(), threads: threadsCpuMs(), pages: descendantsCpuMs(), clients: chromiums.pids.map((pid) => descendantsCpuMs(pid)), runQueueWait: runQueueWaitMs(), server: process.cpuUsage(), driver: running.driver.stats, udp: udpCounters(), transport: rtc.stats(), gc: { ...gc } } : undefined;
   // BB_E2E_PAGE_PROFILE=file: a CPU profile of the last Chromium page over the steady rounds (or all)
   const pageProfiler = process.env.BB_E2E_PAGE_PROFILE ? await pages.at(-1).page.context().newCDPSession(pages.at(-1).page) : undefined;
   if (pageProfiler) {
@@ -443,6 +539,10 @@ async function federated() {
     const driverNow = running.driver.stats;
     steadyCpu = {
       steadyCpuMsPerRound: { pages: (descendantsCpuMs() - steadyAt.pages) / rounds, server: (serverCpu.user + serverCpu.system) / 1000 / rounds },
+      // with a browser for each client: each client's browser (all its processes) per steady round
+      steadyClientCpuMsPerRound: chromiums.pids.map((pid, k) => Number(((descendantsCpuMs(pid) - steadyAt.clients[k]) / rounds).toFixed(2))),
+      // the time the run's threads (this process's and the browsers') spent waiting for a core, per steady round
+      steadyRunQueueWaitMsPerRound: Number(((runQueueWaitMs() - steadyAt.runQueueWait) / rounds).toFixed(2)),
       steadyThreadsMsPerRound: threadsPerRound(steadyAt.threads, threadsNow, rounds),
       // the server's driver: slices and polls per steady round
       steadyServerDriver: Object.fromEntries(['frames', 'polls'].map((k) => [k, Number(((driverNow[k] - steadyAt.driver[k]) / rounds).toFixed(2))])),
@@ -464,27 +564,31 @@ async function federated() {
   // animation frames the 4 pages asked for per round
   const framesAskedPerRound = ((await framesAt()) - framesAtStart) / round();
   const pageStates = await Promise.all(pages.map((p) => p.state()));
-  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(2, fullLatencies.length + 1));
-  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, clientIds, serverBusy, timeline.slice(steadyFrom + 1, fullLatencies.length + 1));
+  const phases = roundPhases(timeline.slice(1, fullLatencies.length), pageStates, pageIds, serverBusy, timeline.slice(2, fullLatencies.length + 1));
+  const steadyPhases = roundPhases(timeline.slice(steadyFrom, fullLatencies.length), pageStates, pageIds, serverBusy, timeline.slice(steadyFrom + 1, fullLatencies.length + 1));
   liveClients = Number.POSITIVE_INFINITY; // from here on a round's updates are not all counted
-  const hidden = pages[0];
-  await hidden.page.evaluate(() => window.e2eHide());
-  await sleep(300);
-  const before = await hidden.state();
-  const hiddenAt = round();
-  await until('5 more rounds with page 1 hidden', () => round() >= hiddenAt + 5, 120_000);
-  await sleep(500);
-  const after = await hidden.state();
-  check(`the hidden page (${engines[0]}) polls on timers, not animation frames`, after.visibility === 'hidden' && after.animationFrames === before.animationFrames && after.frames > before.frames,
-    `animation frames ${before.animationFrames} → ${after.animationFrames}, slices ${before.frames} → ${after.frames}`);
-  check(`the hidden page (${engines[0]}) keeps sending its updates`, after.sent >= before.sent + 4, `updates sent ${before.sent} → ${after.sent}`);
+  if (localClients === 0) await hideAndClose();
+  /** Page 1 hidden, then page 3 closed: the rounds must go on. */
+  async function hideAndClose() {
+    const hidden = pages[0];
+    await hidden.page.evaluate(() => window.e2eHide());
+    await sleep(300);
+    const before = await hidden.state();
+    const hiddenAt = round();
+    await until('5 more rounds with page 1 hidden', () => round() >= hiddenAt + 5, 120_000);
+    await sleep(500);
+    const after = await hidden.state();
+    check(`the hidden page (${engines[0]}) polls on timers, not animation frames`, after.visibility === 'hidden' && after.animationFrames === before.animationFrames && after.frames > before.frames,
+      `animation frames ${before.animationFrames} → ${after.animationFrames}, slices ${before.frames} → ${after.frames}`);
+    check(`the hidden page (${engines[0]}) keeps sending its updates`, after.sent >= before.sent + 4, `updates sent ${before.sent} → ${after.sent}`);
 
-  // close page 3: the quorum carries the rounds on
-  await until('5 more rounds', () => round() >= hiddenAt + 5, 120_000);
-  const closedAt = round();
-  await pages[2].page.close();
-  await until('5 rounds after a client closed', () => round() >= closedAt + 5, 120_000);
-  check(`rounds still complete after a client closed its page (${engines[2]})`, round() >= closedAt + 5, `round ${closedAt} → ${round()}`);
+    // close page 3: the quorum carries the rounds on
+    await until('5 more rounds', () => round() >= hiddenAt + 5, 120_000);
+    const closedAt = round();
+    await pages[2].page.close();
+    await until('5 rounds after a client closed', () => round() >= closedAt + 5, 120_000);
+    check(`rounds still complete after a client closed its page (${engines[2]})`, round() >= closedAt + 5, `round ${closedAt} → ${round()}`);
+  }
 
   await until('accuracy 0.90', () => (reports.at(-1)?.accuracy ?? 0) >= 0.9 && round() >= 20, 180_000).catch(() => undefined);
   const last = reports.at(-1);
@@ -500,6 +604,11 @@ async function federated() {
   // the rounds after the first --steady-from (default 10): each page's wasm tiered up and
   // compiled, as the in-process federation's is after as many rounds
   const steady = fullLatencies.slice(steadyFrom).sort((a, b) => a - b);
+  // each client's path through a steady round: the broadcast's start to its update's arrival
+  const steadyClientPathMs = clientIds.map((id) => {
+    const paths = timeline.slice(steadyFrom, fullLatencies.length).map((t) => t.arrived.get(id) - t.start).filter(Number.isFinite).sort((a, b) => a - b);
+    return Number(paths[Math.floor(paths.length / 2)]?.toFixed(2));
+  });
   const sends = sendMs.slice(1, fullLatencies.length).sort((a, b) => a - b);
   const memory = [];
   for (const p of pages) if (!p.page.isClosed()) memory.push((await p.state()).memoryBytes);
@@ -512,6 +621,7 @@ async function federated() {
     roundLatencyMs: { median: sorted[Math.floor(sorted.length / 2)] ?? NaN, max: sorted.at(-1) ?? NaN, samples: sorted.length },
     steadyFrom,
     steadyLatencyMs: { median: steady[Math.floor(steady.length / 2)] ?? NaN, max: steady.at(-1) ?? NaN, samples: steady.length },
+    steadyClientPathMs,
     steadyPhasesMs: steadyPhases,
     broadcastSendMs: { median: sends[Math.floor(sends.length / 2)] ?? NaN, max: sends.at(-1) ?? NaN },
     phasesMs: phases,
@@ -525,10 +635,11 @@ async function federated() {
   console.log(`  ${JSON.stringify(result)}`);
   gcObserver.disconnect();
   running.stop();
+  for (const { running } of local.values()) running.stop(), running.node.free();
   transport.close();
   server.free();
   split.free();
-  await context.close();
+  await chromiums.close();
   await closeFirefoxes();
   return result;
 }
@@ -554,10 +665,10 @@ async function echo() {
   const identity = await Identity.generate();
   const allow = new Map([[identity.peerId, 'server']]);
   policies.set(room, { allow });
-  const context = await browser.newContext();
+  const chromiums = await chromiumClients(pageCount);
   const pages = [];
   for (let k = 0; k < pageCount; k++) {
-    const page = await context.newPage();
+    const page = await chromiums.context(k).newPage();
     await page.goto(`${base}/echo.html`);
     const self = await until('an echo page', () => page.evaluate(() => window.e2e?.self || window.e2e?.error), 30_000);
     allow.set(self, 'client');
@@ -586,16 +697,22 @@ async function echo() {
   await exchange(new Uint8Array(bytes)); // the first one waits for the links
   const times = [];
   const threadsAtStart = threadsCpuMs();
+  const cpuAtStart = { pages: descendantsCpuMs(), node: process.cpuUsage(), udp: udpCounters() };
   for (let k = 0; k < samples; k++) {
     if (quietMs > 0) await sleep(quietMs);
     times.push(await exchange(new Uint8Array(bytes).fill(k)));
   }
   const threadsMsPerExchange = threadsPerRound(threadsAtStart, threadsCpuMs(), samples);
+  // per exchange: the UDP datagrams under it and the CPU of every process (Chromium's and this one)
+  const node = process.cpuUsage(cpuAtStart.node);
+  const perExchange = (x) => Number((x / samples).toFixed(2));
+  const cpuMsPerExchange = { pages: perExchange(descendantsCpuMs() - cpuAtStart.pages), node: perExchange((node.user + node.system) / 1000) };
+  const udpDatagramsPerExchange = perExchange(udpCounters().datagrams - cpuAtStart.udp.datagrams);
   const sorted = [...times].sort((a, b) => a - b);
-  const result = { bytes, pages: pageCount, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length }, threadsMsPerExchange };
+  const result = { bytes, pages: pageCount, quietMs, echoMs: { median: sorted[Math.floor(sorted.length / 2)], max: sorted.at(-1), samples: sorted.length }, threadsMsPerExchange, cpuMsPerExchange, udpDatagramsPerExchange };
   check(`${samples} times, all ${pageCount} pages sent the ${bytes}-byte envelope back`, times.length === samples, JSON.stringify(result));
   transport.close();
-  await context.close();
+  await chromiums.close();
   return result;
 }
 
