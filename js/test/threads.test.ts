@@ -155,6 +155,26 @@ describe('bb-mt.wasm on worker_threads', () => {
     expect(reference.cnn.losses[1]).toBeLessThan(reference.cnn.losses[0]!); // it trains
   });
 
+  test("the pool's trace accounts for every job and task, the worker's timed on its own clock", () => {
+    threaded.tracePool(true);
+    const before = threaded.poolStats();
+    everything(threaded);
+    const after = threaded.poolStats();
+    const trace = threaded.poolTrace();
+    expect(trace.jobs).toBe(after.jobs - before.jobs);
+    expect(trace.jobs).toBeGreaterThan(0);
+    expect(trace.callerTasks + trace.workerTasks).toBe(after.tasks - before.tasks);
+    expect(trace.workerTasks).toBe(after.tasksOnWorkers - before.tasksOnWorkers);
+    // the worker ran part of the work, timed on the clock its host answers (as the test
+    // above, this takes the worker to have come to one of the jobs' tasks in time)
+    expect(trace.workerTasks).toBeGreaterThan(0);
+    expect(trace.workerMs).toBeGreaterThan(0);
+    expect(trace.waitMs).toBeLessThanOrEqual(trace.jobMs);
+    expect(trace.late).toBeLessThanOrEqual(trace.wakes);
+    threaded.tracePool(false);
+    expect(threaded.poolTrace().jobs).toBe(0);
+  });
+
   test('the federated example runs its rounds on bb-mt.wasm as on bb.wasm (its node copies big buffers too)', () => {
     const reference = federation(single);
     const threadedRun = federation(threaded);
