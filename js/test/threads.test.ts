@@ -175,6 +175,22 @@ describe('bb-mt.wasm on worker_threads', () => {
     expect(threaded.poolTrace().jobs).toBe(0);
   });
 
+  test('a worker asleep (idle past its spin) is woken by the next job, and the bits stay', async () => {
+    const reference = runModel(single, matmul, feeds.matmul);
+    for (let i = 0; i < 3; i++) {
+      await new Promise((done) => setTimeout(done, 50)); // 250× the worker's spin: it sleeps
+      threaded.tracePool(true);
+      const run = runModel(threaded, matmul, feeds.matmul);
+      expect(firstDifference(run, reference)).toBe(-1);
+      // the caller woke the sleeping worker: it comes to see the job (perhaps after the job
+      // ended, on a busy machine; had the caller not woken it, it would sleep on until the
+      // pool stops; the wait gives up after 20 s, never hangs)
+      for (let waited = 0; threaded.poolTrace().wakes === 0 && waited < 400; waited++) await new Promise((done) => setTimeout(done, 50));
+      expect(threaded.poolTrace().wakes).toBeGreaterThan(0);
+      threaded.tracePool(false);
+    }
+  });
+
   test('the federated example runs its rounds on bb-mt.wasm as on bb.wasm (its node copies big buffers too)', () => {
     const reference = federation(single);
     const threadedRun = federation(threaded);
