@@ -178,7 +178,7 @@ describe('bb-mt.wasm on worker_threads', () => {
   test('a worker asleep (idle past its spin) is woken by the next job, and the bits stay', async () => {
     const reference = runModel(single, matmul, feeds.matmul);
     for (let i = 0; i < 3; i++) {
-      await new Promise((done) => setTimeout(done, 50)); // 250× the worker's spin: it sleeps
+      await new Promise((done) => setTimeout(done, 50)); // far past the worker's spin: it sleeps
       threaded.tracePool(true);
       const run = runModel(threaded, matmul, feeds.matmul);
       expect(firstDifference(run, reference)).toBe(-1);

@@ -8,7 +8,7 @@
  * only after every claimed task has counted itself done, so they are never read while they
  * change. Workers wait for a new job on `wake_seq`: spinning a little (jobs come in quick
  * succession while a graph runs), then asleep (a condition variable natively, memory.atomic.wait
- * in WebAssembly); a caller wakes them only when one sleeps (`sleepers`). */
+ * in WebAssembly). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, for the trace */
 
 #include "util/parallel.h"
@@ -136,19 +136,8 @@ static void tr_add(_Atomic uint64_t *counter, uint64_t v) { atomic_fetch_add_exp
 static bbi_parallel_task_fn job_fn;
 static void *job_ctx;
 
-/* Natively a worker checks for a new job this many times (each after a pause) before it
- * sleeps. */
+/* Checks a shared word this many times before sleeping on it. */
 #define SPIN_CHECKS 20000
-/* WebAssembly has no pause: a worker checks for a new job for this long before it sleeps
- * (reading the clock every SPIN_CLOCK_EVERY checks), which spans the gaps between one
- * operator's jobs and between a graph's operators, so that the caller seldom wakes a
- * sleeping worker: on a busy machine memory.atomic.notify of a sleeping worker costs the
- * caller 0.5-2 ms (the woken thread takes its core). Not longer: a spinning worker takes a
- * core from everything else that runs meanwhile, the caller's own code included. */
-#ifndef BBI_PARALLEL_SPIN_NS
-#define BBI_PARALLEL_SPIN_NS 200000u
-#endif
-#define SPIN_CLOCK_EVERY 256
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -197,26 +186,15 @@ static uint32_t run_claimed(size_t self) {
 #if POOL_PTHREADS
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER;
-#endif
-/* Workers asleep or about to sleep: a caller that bumps wake_seq and then reads 0 here
- * knows every worker will see the new value before it sleeps (both sequentially
- * consistent), so it need not wake anyone. */
 static _Atomic uint32_t sleepers;
+#endif
 
 /* Returns once wake_seq differs from `seen` (or the pool stops). */
 static void wait_for_wake(uint32_t seen) {
-#if POOL_PTHREADS
   for (int i = 0; i < SPIN_CHECKS; i++) {
     if (atomic_load(&wake_seq) != seen) return;
     cpu_relax();
   }
-#else
-  for (const uint64_t start = now_ns();;) {
-    for (int i = 0; i < SPIN_CLOCK_EVERY; i++)
-      if (atomic_load(&wake_seq) != seen) return;
-    if (now_ns() - start >= BBI_PARALLEL_SPIN_NS) break;
-  }
-#endif
   if (atomic_load_explicit(&tracing, memory_order_relaxed)) tr_add(&tr_sleeps, 1);
 #if POOL_PTHREADS
   pthread_mutex_lock(&sleep_lock);
@@ -225,20 +203,19 @@ static void wait_for_wake(uint32_t seen) {
   atomic_fetch_sub(&sleepers, 1);
   pthread_mutex_unlock(&sleep_lock);
 #else
-  atomic_fetch_add(&sleepers, 1);
   while (atomic_load(&wake_seq) == seen)
     __builtin_wasm_memory_atomic_wait32((int32_t *)&wake_seq, (int32_t)seen, -1);
-  atomic_fetch_sub(&sleepers, 1);
 #endif
 }
 
 static void wake_workers(void) {
   atomic_fetch_add(&wake_seq, 1);
-  if (atomic_load(&sleepers) == 0) return;
 #if POOL_PTHREADS
-  pthread_mutex_lock(&sleep_lock);
-  pthread_cond_broadcast(&sleep_cond);
-  pthread_mutex_unlock(&sleep_lock);
+  if (atomic_load(&sleepers) > 0) {
+    pthread_mutex_lock(&sleep_lock);
+    pthread_cond_broadcast(&sleep_cond);
+    pthread_mutex_unlock(&sleep_lock);
+  }
 #else
   __builtin_wasm_memory_atomic_notify((int32_t *)&wake_seq, UINT32_MAX);
 #endif
