@@ -113,3 +113,13 @@ double bb_wasm_pool_stat(uint32_t which) {
   default: return -1;
   }
 }
+
+void bb_wasm_pool_trace_set(uint32_t on) { bb_cpu_thread_trace_set(on != 0); }
+
+double bb_wasm_pool_trace_stat(uint32_t which) {
+  bb_cpu_thread_trace t;
+  bb_cpu_thread_trace_get(&t);
+  const uint64_t fields[] = {t.jobs,         t.job_ns, t.caller_ns, t.caller_tasks, t.wait_ns, t.worker_ns,
+                             t.worker_tasks, t.wakes,  t.wake_ns,   t.late,         t.sleeps, t.notify_ns};
+  return which < sizeof fields / sizeof fields[0] ? (double)fields[which] : -1;
+}

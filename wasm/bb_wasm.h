@@ -564,4 +564,14 @@ int32_t bb_wasm_worker_stack_free(uint32_t slot);
  * (bb_wasm_worker_stack, not yet freed); -1 for another `which`. */
 double bb_wasm_pool_stat(uint32_t which);
 
+/* The pool's trace (a debugging aid; it reads the clock several times a job): on (1) or
+ * off (0), zeroed either way. Its fields, by `which`: 0 jobs traced, 1 the callers' ns from
+ * publishing a job to its end, 2 their ns in their own tasks, 3 their tasks, 4 their ns
+ * waiting for the workers after their last task, 5 the workers' ns in tasks, 6 their tasks,
+ * 7 times a worker saw a new job, 8 their ns from its publication, 9 of those, jobs with no
+ * task left, 10 times a worker went to sleep, 11 the callers' ns waking the workers; -1 for another `which`. A worker's clock is
+ * the host's (thread-worker-core.js: the main thread's origin). */
+void bb_wasm_pool_trace_set(uint32_t on);
+double bb_wasm_pool_trace_stat(uint32_t which);
+
 #endif /* BB_WASM_H */

@@ -16,6 +16,16 @@
 // thread counts are fixed when their modules start). The case prefix picks a case of
 // cases.mjs's threadCases ("MatMul 512", "MatMul 1024", "Conv", "small CNN"). Every runtime's
 // output is checked against the first's (bits for bb's builds, 1e-4 for the peers).
+//
+// GAP_MS=<ms> waits that long (a timer) before each run, so that every runtime's run starts
+// with its pool idle (bb's workers spin 2 ms after a job, then sleep) and no pool's spinning
+// takes a core from the run after it: each run is then one call from idle, the case of a
+// page that runs a model now and then.
+//
+// TRACE=1 turns on the work pool's trace in every bb module that has one (bb.tracePool) for
+// the timed rounds and prints, per run: the pool's jobs, the caller's time in its tasks and
+// waiting for the workers after its last one, the workers' time in tasks, and how long a
+// worker took to see a job (its wake) and how often it slept between jobs.
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
@@ -42,7 +52,7 @@ const SERVED = ['js/dist/', 'js/wasm/', 'js/test/random.mjs', 'bench/js/cases.mj
 const PAGE_SCRIPT = `
 import { bbRunner, ortRunner, threadCases, warmUp } from '/bench/js/cases.mjs';
 const lib = await import('/js/dist/index.js');
-window.runAll = async (want, runtimes, rounds) => {
+window.runAll = async (want, runtimes, rounds, trace, gapMs) => {
   const testCase = threadCases().find((t) => t.label.startsWith(want));
   if (!testCase) throw new Error('no case ' + want);
   const bytes = lib.encodeOnnxModel({ opset: 17, ...testCase.spec });
@@ -79,14 +89,17 @@ window.runAll = async (want, runtimes, rounds) => {
       } else {
         bb = await lib.loadBb(url);
       }
-      runners.push(bbRunner(lib, bb, bytes, testCase.feeds));
+      runners.push({ ...bbRunner(lib, bb, bytes, testCase.feeds), bb });
       described.push(r + ' (' + bb.simd + ' SIMD)');
     }
   }
   for (const runner of runners) await warmUp(runner.once, 400);
   const times = runners.map(() => []);
+  const traced = runners.map((runner) => trace && runner.bb?.exports.bb_wasm_pool_trace_set !== undefined);
+  runners.forEach((runner, i) => traced[i] && runner.bb.tracePool(true));
   for (let round = 0; round < rounds; round++) {
     for (const [i, runner] of runners.entries()) {
+      if (gapMs > 0) await new Promise((done) => setTimeout(done, gapMs));
       const t = performance.now();
       await runner.once();
       times[i].push(performance.now() - t);
@@ -102,7 +115,8 @@ window.runAll = async (want, runtimes, rounds) => {
     }
     return { same, relative: diff / (scale || 1) };
   });
-  return { label: testCase.label, described, times, agree };
+  const traces = runners.map((runner, i) => (traced[i] ? runner.bb.poolTrace() : null));
+  return { label: testCase.label, described, times, agree, traces };
 };
 window.ready = true;
 `;
@@ -132,15 +146,23 @@ try {
     throw new Error(`the page did not start: ${errors.join('; ')}`);
   });
   const load = loadavg()[0];
-  const { label, described, times, agree } = await page.evaluate(([w, r, n]) => window.runAll(w, r, n), [want, runtimes, rounds]);
+  const trace = process.env.TRACE === '1';
+  const gapMs = Number(process.env.GAP_MS ?? 0);
+  const { label, described, times, agree, traces } = await page.evaluate(([w, r, n, t, g]) => window.runAll(w, r, n, t, g), [want, runtimes, rounds, trace, gapMs]);
   const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
   const p10 = (v) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 10)];
-  console.log(`${label}, wall ms per run in one page, median (10th percentile), ${rounds} interleaved rounds; load ${load.toFixed(1)} → ${loadavg()[0].toFixed(1)}:`);
+  console.log(`${label}, wall ms per run in one page, median (10th percentile), ${rounds} interleaved rounds${gapMs > 0 ? `, ${gapMs} ms before each run` : ''}; load ${load.toFixed(1)} → ${loadavg()[0].toFixed(1)}:`);
   const [m0, l0] = [median(times[0]), p10(times[0])];
   runtimes.forEach((r, i) => {
     const [m, l] = [median(times[i]), p10(times[i])];
     const check = i === 0 ? '' : agree[i].same ? ', the same bits' : `, relative difference ${agree[i].relative.toExponential(1)}`;
     console.log(`  ${described[i]}: ${m.toFixed(2)} (${l.toFixed(2)})  first/this ${(m0 / m).toFixed(3)}× (${(l0 / l).toFixed(3)}×)${check}`);
+    const t = traces[i];
+    if (t) {
+      const per = (x) => (x / rounds).toFixed(2);
+      console.log(`    trace per run: ${per(t.jobs)} jobs, ${per(t.jobMs)} ms in them; caller ${per(t.callerMs)} ms in ${per(t.callerTasks)} tasks, ${per(t.waitMs)} ms waiting; ` +
+        `workers ${per(t.workerMs)} ms in ${per(t.workerTasks)} tasks; wake ${((t.wakeMs / Math.max(1, t.wakes)) * 1000).toFixed(0)} µs (${per(t.wakes)} wakes, ${per(t.late)} late), ${per(t.sleeps)} sleeps, ${per(t.notifyMs)} ms waking them`);
+    }
   });
   const bad = agree.findIndex((a, i) => i > 0 && !a.same && !(a.relative <= 1e-4));
   if (bad > 0) throw new Error(`${runtimes[bad]} disagrees with ${runtimes[0]}`);

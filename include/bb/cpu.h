@@ -126,6 +126,26 @@ typedef struct bb_cpu_thread_stats {
 
 BB_API void bb_cpu_thread_stats_get(bb_cpu_thread_stats *out);
 
+/* The threads' trace, for finding where a job's time goes (a debugging aid: it reads the
+ * monotonic clock a few times a job). Off at first; turning it on or off zeroes it. */
+typedef struct bb_cpu_thread_trace {
+  uint64_t jobs;         /* jobs that went to the threads while tracing */
+  uint64_t job_ns;       /* the calling threads' time from publishing a job to its end */
+  uint64_t caller_ns;    /* their time in their own tasks */
+  uint64_t caller_tasks; /* the tasks they ran */
+  uint64_t wait_ns;      /* their time after their last task until the workers' tasks ended */
+  uint64_t worker_ns;    /* the workers' time in tasks */
+  uint64_t worker_tasks; /* the tasks they ran */
+  uint64_t wakes;        /* times a worker saw a new job */
+  uint64_t wake_ns;      /* their time from the job's publication to the worker seeing it */
+  uint64_t late;         /* of those, jobs with no task left when the worker came */
+  uint64_t sleeps;       /* times a worker stopped spinning and slept between jobs */
+  uint64_t notify_ns;    /* the callers' time waking the workers (publishing a job) */
+} bb_cpu_thread_trace;
+
+BB_API void bb_cpu_thread_trace_set(bool on);
+BB_API void bb_cpu_thread_trace_get(bb_cpu_thread_trace *out);
+
 /* ---- whole graphs -------------------------------------------------------------------- */
 
 typedef struct bb_cpu_session bb_cpu_session;

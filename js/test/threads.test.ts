@@ -155,6 +155,42 @@ describe('bb-mt.wasm on worker_threads', () => {
     expect(reference.cnn.losses[1]).toBeLessThan(reference.cnn.losses[0]!); // it trains
   });
 
+  test("the pool's trace accounts for every job and task, the worker's timed on its own clock", () => {
+    threaded.tracePool(true);
+    const before = threaded.poolStats();
+    everything(threaded);
+    const after = threaded.poolStats();
+    const trace = threaded.poolTrace();
+    expect(trace.jobs).toBe(after.jobs - before.jobs);
+    expect(trace.jobs).toBeGreaterThan(0);
+    expect(trace.callerTasks + trace.workerTasks).toBe(after.tasks - before.tasks);
+    expect(trace.workerTasks).toBe(after.tasksOnWorkers - before.tasksOnWorkers);
+    // the worker ran part of the work, timed on the clock its host answers (as the test
+    // above, this takes the worker to have come to one of the jobs' tasks in time)
+    expect(trace.workerTasks).toBeGreaterThan(0);
+    expect(trace.workerMs).toBeGreaterThan(0);
+    expect(trace.waitMs).toBeLessThanOrEqual(trace.jobMs);
+    expect(trace.late).toBeLessThanOrEqual(trace.wakes);
+    threaded.tracePool(false);
+    expect(threaded.poolTrace().jobs).toBe(0);
+  });
+
+  test('a worker asleep (idle past its spin) is woken by the next job, and the bits stay', async () => {
+    const reference = runModel(single, matmul, feeds.matmul);
+    for (let i = 0; i < 3; i++) {
+      await new Promise((done) => setTimeout(done, 50)); // far past the worker's spin: it sleeps
+      threaded.tracePool(true);
+      const run = runModel(threaded, matmul, feeds.matmul);
+      expect(firstDifference(run, reference)).toBe(-1);
+      // the caller woke the sleeping worker: it comes to see the job (perhaps after the job
+      // ended, on a busy machine; had the caller not woken it, it would sleep on until the
+      // pool stops; the wait gives up after 20 s, never hangs)
+      for (let waited = 0; threaded.poolTrace().wakes === 0 && waited < 400; waited++) await new Promise((done) => setTimeout(done, 50));
+      expect(threaded.poolTrace().wakes).toBeGreaterThan(0);
+      threaded.tracePool(false);
+    }
+  });
+
   test('the federated example runs its rounds on bb-mt.wasm as on bb.wasm (its node copies big buffers too)', () => {
     const reference = federation(single);
     const threadedRun = federation(threaded);

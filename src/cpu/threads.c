@@ -56,4 +56,13 @@ void bb_cpu_thread_stats_get(bb_cpu_thread_stats *out) {
   out->workers_live = s.workers_live;
 }
 
+void bb_cpu_thread_trace_set(bool on) { bbi_parallel_trace_set(on); }
+
+void bb_cpu_thread_trace_get(bb_cpu_thread_trace *out) {
+  bbi_parallel_trace t;
+  bbi_parallel_trace_get(&t);
+  *out = (bb_cpu_thread_trace){t.jobs,      t.job_ns,       t.caller_ns, t.caller_tasks, t.wait_ns, t.worker_ns,
+                               t.worker_tasks, t.wakes, t.wake_ns,   t.late,         t.sleeps, t.notify_ns};
+}
+
 _Static_assert(BB_CPU_MAX_THREADS == BBI_PARALLEL_MAX_THREADS, "one limit");

@@ -9,7 +9,11 @@
  * change. Workers wait for a new job on `wake_seq`: spinning a little (jobs come in quick
  * succession while a graph runs), then asleep (a condition variable natively, memory.atomic.wait
  * in WebAssembly). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, for the trace */
+
 #include "util/parallel.h"
+
+#include <time.h>
 
 #include "bb/common.h"
 
@@ -81,6 +85,9 @@ void bbi_parallel_get_stats(bbi_parallel_stats *out) {
   out->workers_live = 0;
 }
 
+void bbi_parallel_trace_set(int on) { (void)on; }
+void bbi_parallel_trace_get(bbi_parallel_trace *out) { *out = (bbi_parallel_trace){0}; }
+
 #else
 
 /* ---- the claim word: generation 32 bits | width 8 | tasks 12 | next 12 ------------------ */
@@ -107,6 +114,22 @@ static _Atomic int stopping; /* workers leave their loop */
 static _Atomic uint32_t threads_setting = 1;
 static _Atomic uint32_t workers_live;
 static _Atomic uint64_t stat_jobs, stat_tasks, stat_worker_tasks;
+
+/* ---- the trace (bbi_parallel_trace): counters, read with the clock only while on -------- */
+
+static _Atomic int tracing;
+static _Atomic uint64_t tr_jobs, tr_job_ns, tr_caller_ns, tr_caller_tasks, tr_wait_ns, tr_worker_ns, tr_worker_tasks,
+    tr_wakes, tr_wake_ns, tr_late, tr_sleeps, tr_notify_ns;
+/* when the current job was published (a traced job only) */
+static _Atomic uint64_t tr_published;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void tr_add(_Atomic uint64_t *counter, uint64_t v) { atomic_fetch_add_explicit(counter, v, memory_order_relaxed); }
 
 /* The job's function; written only by the caller holding `busy`, before it publishes the
  * claim word, and read only by participants that claimed one of its tasks. */
@@ -137,13 +160,21 @@ static int claim(size_t self, size_t *task) {
   }
 }
 
-/* Runs claimed tasks of the current job until none is left; returns how many. */
+/* Runs claimed tasks of the current job until none is left; returns how many. A worker's
+ * task is traced and counted before it counts itself done, so that a caller that saw the
+ * job end reads it. */
 static uint32_t run_claimed(size_t self) {
   uint32_t ran = 0;
   size_t task;
+  const int traced = atomic_load_explicit(&tracing, memory_order_relaxed);
   while (claim(self, &task)) {
+    const uint64_t start = traced ? now_ns() : 0;
     job_fn(job_ctx, task, self);
     ran++;
+    if (traced) {
+      tr_add(self ? &tr_worker_ns : &tr_caller_ns, now_ns() - start);
+      tr_add(self ? &tr_worker_tasks : &tr_caller_tasks, 1);
+    }
     if (self != 0) {
       atomic_fetch_add_explicit(&stat_worker_tasks, 1, memory_order_relaxed);
       atomic_fetch_add(&done_count, 1);
@@ -164,6 +195,7 @@ static void wait_for_wake(uint32_t seen) {
     if (atomic_load(&wake_seq) != seen) return;
     cpu_relax();
   }
+  if (atomic_load_explicit(&tracing, memory_order_relaxed)) tr_add(&tr_sleeps, 1);
 #if POOL_PTHREADS
   pthread_mutex_lock(&sleep_lock);
   atomic_fetch_add(&sleepers, 1);
@@ -189,11 +221,24 @@ static void wake_workers(void) {
 #endif
 }
 
+/* Traces a worker's coming to the job now published: how long after its publication, and
+ * whether any task was left for it. */
+static void trace_wake(size_t self) {
+  const uint64_t published = atomic_load(&tr_published);
+  if (!published) return;
+  const uint64_t c = atomic_load(&claim_word);
+  tr_add(&tr_wakes, 1);
+  const uint64_t now = now_ns();
+  tr_add(&tr_wake_ns, now > published ? now - published : 0);
+  if (self < width_of(c) && next_of(c) >= tasks_of(c)) tr_add(&tr_late, 1);
+}
+
 static void worker_loop(size_t self) {
   atomic_fetch_add(&workers_live, 1);
   for (;;) {
     const uint32_t seen = atomic_load(&wake_seq);
     if (atomic_load(&stopping)) break;
+    if (atomic_load_explicit(&tracing, memory_order_relaxed)) trace_wake(self);
     run_claimed(self);
     wait_for_wake(seen);
   }
@@ -214,12 +259,23 @@ void bbi_parallel_run(size_t n_tasks, size_t width, bbi_parallel_task_fn fn, voi
   job_fn = fn;
   job_ctx = ctx;
   atomic_store(&done_count, 0);
+  const int traced = atomic_load_explicit(&tracing, memory_order_relaxed);
+  const uint64_t published = traced ? now_ns() : 0;
+  atomic_store(&tr_published, published);
   const uint32_t gen = gen_of(atomic_load(&claim_word)) + 1;
   atomic_store(&claim_word, pack(gen, width, n_tasks, 0));
   wake_workers();
+  if (traced) tr_add(&tr_notify_ns, now_ns() - published);
   const uint32_t mine = run_claimed(0);
   atomic_fetch_add(&done_count, mine);
+  const uint64_t own_end = traced ? now_ns() : 0;
   while (atomic_load(&done_count) < n_tasks) cpu_relax();
+  if (traced) {
+    const uint64_t end = now_ns();
+    tr_add(&tr_jobs, 1);
+    tr_add(&tr_job_ns, end - published);
+    tr_add(&tr_wait_ns, end - own_end);
+  }
   atomic_fetch_add_explicit(&stat_jobs, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&stat_tasks, n_tasks, memory_order_relaxed);
   atomic_store(&busy, 0);
@@ -292,6 +348,30 @@ void bbi_parallel_stop_workers(void) {
 #endif
   atomic_store(&threads_setting, 1);
   atomic_store(&busy, 0);
+}
+
+void bbi_parallel_trace_set(int on) {
+  _Atomic uint64_t *const counters[] = {&tr_jobs,         &tr_job_ns, &tr_caller_ns, &tr_caller_tasks,
+                                        &tr_wait_ns,      &tr_worker_ns, &tr_worker_tasks, &tr_wakes,
+                                        &tr_wake_ns,      &tr_late,   &tr_sleeps, &tr_notify_ns};
+  atomic_store(&tracing, 0);
+  for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) atomic_store(counters[i], 0);
+  atomic_store(&tracing, on != 0);
+}
+
+void bbi_parallel_trace_get(bbi_parallel_trace *out) {
+  out->jobs = atomic_load(&tr_jobs);
+  out->job_ns = atomic_load(&tr_job_ns);
+  out->caller_ns = atomic_load(&tr_caller_ns);
+  out->caller_tasks = atomic_load(&tr_caller_tasks);
+  out->wait_ns = atomic_load(&tr_wait_ns);
+  out->worker_ns = atomic_load(&tr_worker_ns);
+  out->worker_tasks = atomic_load(&tr_worker_tasks);
+  out->late = atomic_load(&tr_late); /* before wakes, which a worker counts first: late <= wakes */
+  out->wakes = atomic_load(&tr_wakes);
+  out->wake_ns = atomic_load(&tr_wake_ns);
+  out->sleeps = atomic_load(&tr_sleeps);
+  out->notify_ns = atomic_load(&tr_notify_ns);
 }
 
 void bbi_parallel_get_stats(bbi_parallel_stats *out) {

@@ -78,4 +78,26 @@ typedef struct bbi_parallel_stats {
 
 void bbi_parallel_get_stats(bbi_parallel_stats *out);
 
+/* The pool's trace, for finding where a job's time goes (a debugging aid: it reads a clock
+ * several times a job). Off at first; turning it on or off zeroes it. Times in nanoseconds
+ * of the monotonic clock (in WebAssembly, each thread's host clock on the main thread's
+ * origin). */
+typedef struct bbi_parallel_trace {
+  uint64_t jobs;         /* jobs that went to the pool while tracing */
+  uint64_t job_ns;       /* the callers' time from publishing a job to its end */
+  uint64_t caller_ns;    /* the callers' time in their own tasks */
+  uint64_t caller_tasks; /* tasks the callers ran */
+  uint64_t wait_ns;      /* the callers' time after their last task until the workers' ended */
+  uint64_t worker_ns;    /* the workers' time in tasks */
+  uint64_t worker_tasks; /* tasks the workers ran */
+  uint64_t wakes;        /* times a worker saw a new job */
+  uint64_t wake_ns;      /* their time from the job's publication to a worker seeing it */
+  uint64_t late;         /* of those, jobs whose tasks were all handed out when the worker came */
+  uint64_t sleeps;       /* times a worker went to sleep (stopped spinning) between jobs */
+  uint64_t notify_ns;    /* the callers' time waking the workers (publishing a job) */
+} bbi_parallel_trace;
+
+void bbi_parallel_trace_set(int on);
+void bbi_parallel_trace_get(bbi_parallel_trace *out);
+
 #endif

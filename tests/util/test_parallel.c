@@ -226,10 +226,52 @@ static void test_jobs_from_two_threads_at_once(void) {
 
 #endif
 
+/* The trace (a debugging aid) accounts for every job and task the pool ran while on, and
+ * turning it off zeroes it. */
+static void trace_task(void *ctx, size_t task, size_t slot) {
+  (void)task;
+  (void)slot;
+  volatile float *sink = ctx;
+  float x = 1.0f;
+  for (int i = 0; i < 20000; i++) x = x * 1.0000001f + 1e-7f;
+  *sink = x;
+}
+
+static void test_the_trace_accounts_for_every_job(void) {
+  const size_t most = bbi_parallel_supported() ? 3 : 1;
+  for (size_t threads = 1; threads <= most; threads++) {
+    CHECK_EQ_INT(bbi_parallel_set_threads(threads), 0);
+    bbi_parallel_trace_set(1);
+    bbi_parallel_stats before, after;
+    bbi_parallel_get_stats(&before);
+    volatile float sink = 0;
+    for (int job = 0; job < 20; job++) bbi_parallel_run(16, threads, trace_task, (void *)&sink);
+    bbi_parallel_get_stats(&after);
+    bbi_parallel_trace t;
+    bbi_parallel_trace_get(&t);
+    CHECK_EQ_INT(t.jobs, after.jobs - before.jobs);
+    CHECK_EQ_INT(t.jobs, threads > 1 ? 20 : 0);
+    CHECK_EQ_INT(t.caller_tasks + t.worker_tasks, after.tasks - before.tasks);
+    CHECK_EQ_INT(t.worker_tasks, after.tasks_on_workers - before.tasks_on_workers);
+    CHECK(t.caller_ns <= t.job_ns && t.wait_ns <= t.job_ns && t.notify_ns <= t.job_ns);
+    CHECK(t.late <= t.wakes);
+    CHECK(t.worker_tasks == 0 || t.worker_ns > 0);
+    CHECK(t.caller_tasks == 0 || t.caller_ns > 0);
+    bbi_parallel_trace_set(0);
+    bbi_parallel_trace_get(&t);
+    CHECK(t.jobs == 0 && t.job_ns == 0 && t.caller_tasks == 0 && t.worker_tasks == 0);
+    bbi_parallel_run(16, threads, trace_task, (void *)&sink);
+    bbi_parallel_trace_get(&t);
+    CHECK_EQ_INT(t.jobs, 0); /* off: nothing recorded */
+  }
+  CHECK_EQ_INT(bbi_parallel_set_threads(1), 0);
+}
+
 int main(void) {
   RUN(test_every_task_runs_once);
   RUN(test_ranges_are_cut_by_the_grain);
   RUN(test_thread_count_is_bounded);
+  RUN(test_the_trace_accounts_for_every_job);
 #if HAVE_TEST_THREADS
   RUN(test_tasks_run_side_by_side);
   RUN(test_a_job_inside_a_task_runs_on_its_caller);

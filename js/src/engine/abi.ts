@@ -189,13 +189,21 @@ export interface BbExports {
   bb_wasm_stop_workers(): void;
   /** The pool's counters: 0 jobs, 1 tasks, 2 tasks workers ran, 3 workers in their loop, 4 worker stacks held. */
   bb_wasm_pool_stat(which: number): number;
+  /**
+   * The pool's trace on (1) or off (0), zeroed either way (bb_wasm.h); optional, absent
+   * from modules built before it, so that benchmarks can load those beside this one.
+   */
+  bb_wasm_pool_trace_set?(on: number): void;
+  /** A field of the pool's trace (bb_wasm.h), -1 for an unknown one; optional as above. */
+  bb_wasm_pool_trace_stat?(which: number): number;
   /** Allocates slot `slot`'s worker stack in module memory; its top, 0 on failure. */
   bb_wasm_worker_stack(slot: number, bytes: number): number;
   /** Frees slot `slot`'s worker stack once its worker has left bb_wasm_worker_main. */
   bb_wasm_worker_stack_free(slot: number): number;
 }
 
-type BbFunctionName = Exclude<keyof BbExports, 'memory'>;
+/** The exports every module has (the optional ones are checked where they are called). */
+type BbFunctionName = Exclude<keyof BbExports, 'memory' | 'bb_wasm_pool_trace_set' | 'bb_wasm_pool_trace_stat'>;
 
 /**
  * Every exported function with its parameter count, which a WebAssembly function reports

@@ -76,6 +76,38 @@ export class Bb {
   }
 
   /**
+   * Turns the work pool's trace on or off (a debugging aid: it reads the clock a few times
+   * a job), zeroing it either way; read it with poolTrace().
+   */
+  tracePool(on: boolean): void {
+    const set = this.exports.bb_wasm_pool_trace_set;
+    if (set === undefined) throw new Error('this module has no pool trace (built before it)');
+    set(on ? 1 : 0);
+  }
+
+  /**
+   * The work pool's trace since tracePool(true), times in ms: per job, from its publication
+   * to its end on the calling thread (`jobMs`), the caller's time in its own tasks and its
+   * wait for the workers after its last one, the workers' time in tasks, and how long a
+   * worker took to see a job (`wakeMs`, over `wakes`; `late` of them found no task left);
+   * `sleeps`: times a worker stopped spinning and slept between jobs; `notifyMs`: the
+   * caller's time waking the workers. Throws for a module
+   * built without the trace.
+   */
+  poolTrace(): {
+    jobs: number; jobMs: number; callerMs: number; callerTasks: number; waitMs: number;
+    workerMs: number; workerTasks: number; wakes: number; wakeMs: number; late: number; sleeps: number; notifyMs: number;
+  } {
+    const stat = this.exports.bb_wasm_pool_trace_stat;
+    if (stat === undefined) throw new Error('this module has no pool trace (built before it)');
+    const f = (which: number): number => stat(which);
+    return {
+      jobs: f(0), jobMs: f(1) / 1e6, callerMs: f(2) / 1e6, callerTasks: f(3), waitMs: f(4) / 1e6,
+      workerMs: f(5) / 1e6, workerTasks: f(6), wakes: f(7), wakeMs: f(8) / 1e6, late: f(9), sleeps: f(10), notifyMs: f(11) / 1e6,
+    };
+  }
+
+  /**
    * Ends the engine's worker threads (bb-mt.wasm): their loops return, the workers are
    * terminated and their stacks go back to the module's memory. The engine itself stays
    * usable, on one thread, at once. The promise settles when every worker has ended (a

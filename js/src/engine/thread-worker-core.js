@@ -5,19 +5,31 @@
 // pool's worker loop (bb_wasm_worker_main), which returns when the engine stops its workers.
 // Plain JavaScript without imports, so bundlers take it as it is.
 //
-// Messages in:  { module, memory, slot, stackTop }
+// Messages in:  { module, memory, slot, stackTop, timeOrigin } (timeOrigin: the main thread's
+//               performance.timeOrigin, so that a worker's monotonic clock reads the main
+//               thread's: the pool's trace compares the two)
 // Messages out: { type: 'running', slot } just before the loop,
 //               { type: 'exited', slot, code } after it (code < 0: the module's error code),
 //               { type: 'failed', slot, message } when the instance could not start.
 
 // The host's callbacks belong to the main thread: a task never calls one. Anything else a
 // worker's instance imports is answered here.
-function importsFor(module, memory, slot) {
+function importsFor(module, memory, slot, timeOrigin) {
   const imports = { env: { memory } };
   for (const { module: space, name, kind } of WebAssembly.Module.imports(module)) {
     if (kind !== 'function') continue;
     imports[space] ??= {};
     if (name === 'emscripten_notify_memory_growth') imports[space][name] = () => {};
+    else if (name === 'clock_time_get') {
+      // WASI's clock: the monotonic one on the main thread's origin, the others refused
+      // (the pool reads only that one)
+      const offset = performance.timeOrigin - (timeOrigin ?? performance.timeOrigin);
+      imports[space][name] = (clockId, _precision, timePtr) => {
+        if (clockId !== 1) return 28; // EINVAL
+        new DataView(memory.buffer).setBigUint64(timePtr >>> 0, BigInt(Math.round((offset + performance.now()) * 1e6)), true);
+        return 0;
+      };
+    }
     else if (name === 'getentropy') {
       imports[space][name] = (ptr, len) => {
         // crypto.getRandomValues takes no shared view: fill a copy
@@ -35,10 +47,10 @@ function importsFor(module, memory, slot) {
   return imports;
 }
 
-export async function runWorker({ module, memory, slot, stackTop }, post) {
+export async function runWorker({ module, memory, slot, stackTop, timeOrigin }, post) {
   let instance;
   try {
-    instance = await WebAssembly.instantiate(module, importsFor(module, memory, slot));
+    instance = await WebAssembly.instantiate(module, importsFor(module, memory, slot, timeOrigin));
     instance.exports.__stack_pointer.value = stackTop;
   } catch (error) {
     post({ type: 'failed', slot, message: error instanceof Error ? error.message : String(error) });

@@ -105,7 +105,7 @@ export async function startThreadPool(
         throw error;
       }
       workers.push(spawned.worker);
-      spawned.worker.postMessage({ module, memory, slot, stackTop });
+      spawned.worker.postMessage({ module, memory, slot, stackTop, timeOrigin: performance.timeOrigin });
       started.push(spawned.running);
     }
     await Promise.all(started);
