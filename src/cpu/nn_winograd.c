@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cpu/nn.h"
+#include "tensor/kernels/vec.h"
 #include "util/parallel.h"
 
 #define POINTS 16 /* the 4×4 transformed points of a tile */
@@ -41,13 +42,20 @@ typedef struct wino_job {
   const float *x, *b;
   float *y;
   const float *u;
+  /* false: O_e [M, tiles] = U_e · V_e, U_e packed as the GEMM's A; true (few tiles, fewer
+   * than a GEMM tile is wide): O_e [tiles, M] = V_eᵀ · U_eᵀ, U_e packed as its B */
+  bool tiles_as_rows;
   const char *packed;
   size_t pack_stride;
+  /* floats from one point's V (O) to the next: a block's C (M) rows of tiles and 64 bytes
+   * more, so the 16 points' streams do not fall on one cache set */
+  size_t v_point, o_point;
   bbi_cpu_epilogue *e;
-  /* scratch: the block's V [16][C][tiles] at v_at, products O [16][M][tiles] at o_at,
-   * a participant's padded rows (4 rows of row_len) and GEMM scratch in its slot */
+  /* scratch: a block's V [16][C][tiles] at v_at and products O [16][M][tiles] at o_at
+   * (block_bytes in all); in a participant's slot (slot_bytes) its padded input rows
+   * (row_len floats each) at rows_at and its GEMM scratch at gemm_at */
   char *mem;
-  size_t v_at, o_at, slot_at, slot_bytes, row_len, rows_at, gemm_at, gemm_bytes, block_bytes;
+  size_t v_at, o_at, slot_bytes, row_len, rows_at, gemm_at, gemm_bytes, block_bytes;
   /* the block (by_block: the first of the job's) and the phases' groups of channels */
   size_t block, group;
   char *block_mem;
@@ -81,52 +89,96 @@ static bool transform_weights(const float *w, size_t m_out, size_t c_in, float *
   return finite;
 }
 
-/* Channels [c0, c1) of a block's tiles into V: per tile row, the patch's four input rows
- * (zero in the padding) take Bᵀ (Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]) along the
- * whole row at once, then B along each tile's four columns. */
+/* Bᵀ d B of one tile, t the patch's rows transformed (column k of row i: lane k of t[i]
+ * for one tile, or tile k's columns as four vectors), written as 16 points. */
+BBI_INLINE void input_cols(const bbi_f32x4 t[4][4], bbi_f32x4 out[POINTS]) {
+  for (int i = 0; i < 4; i++) {
+    out[4 * i + 0] = t[i][0] - t[i][2];
+    out[4 * i + 1] = t[i][1] + t[i][2];
+    out[4 * i + 2] = t[i][2] - t[i][1];
+    out[4 * i + 3] = t[i][1] - t[i][3];
+  }
+}
+
+/* Bᵀ d B for the tiles of one tile row, d the 4×4 patches of padded rows p[0..3] (tile x's
+ * at columns 2x..2x+3; rows readable to column 2·tw + 5), Bᵀ = [1 0 -1 0; 0 1 1 0;
+ * 0 -1 1 0; 0 1 0 -1]: point e of tile x goes to v[e·stride + x]. Four tiles a step: their
+ * patches' columns k are the even and odd lanes of two loads. */
+static void input_row(size_t tw, const float *const p[4], float *v, size_t stride) {
+  for (size_t x = 0; x < tw; x += 4) {
+    bbi_f32x4 col[4][4], t[4][4], out[POINTS];
+    for (int i = 0; i < 4; i++) {
+      const float *r = p[i] + 2 * x;
+      const bbi_f32x4 a = bbi_f32x4_load(r), b = bbi_f32x4_load(r + 4);
+      const bbi_f32x4 c = bbi_f32x4_load(r + 2), d = bbi_f32x4_load(r + 6);
+      col[i][0] = BBI_F32X4_SHUFFLE(a, b, 0, 2, 4, 6), col[i][1] = BBI_F32X4_SHUFFLE(a, b, 1, 3, 5, 7);
+      col[i][2] = BBI_F32X4_SHUFFLE(c, d, 0, 2, 4, 6), col[i][3] = BBI_F32X4_SHUFFLE(c, d, 1, 3, 5, 7);
+    }
+    for (int k = 0; k < 4; k++) {
+      t[0][k] = col[0][k] - col[2][k], t[1][k] = col[1][k] + col[2][k];
+      t[2][k] = col[2][k] - col[1][k], t[3][k] = col[1][k] - col[3][k];
+    }
+    input_cols(t, out);
+    if (x + 4 <= tw) {
+      for (int e = 0; e < POINTS; e++) bbi_f32x4_store(v + e * stride + x, out[e]);
+    } else {
+      for (int e = 0; e < POINTS; e++) bbi_f32x4_store_tail(v + e * stride + x, out[e], tw - x);
+    }
+  }
+}
+
+/* Channels [c0, c1) of a block's tiles into V: per image's run of tile rows in the block,
+ * the input rows it reads copied once into `rows` with the padding's zeros (row_len floats
+ * a row), then each tile row's transform. */
 static void input_transform(const wino_job *j, size_t row0, size_t tiles, size_t c0, size_t c1, float *v,
                             float *rows) {
   const bbi_window2d *g = j->win;
-  const size_t tw = j->tw, len = j->row_len, plane = g->ih * g->iw;
-  float *d[4] = {rows, rows + len, rows + 2 * len, rows + 3 * len};
-  float *t[4] = {rows + 4 * len, rows + 5 * len, rows + 6 * len, rows + 7 * len};
+  const size_t tw = j->tw, len = j->row_len, plane = g->ih * g->iw, n_rows = tiles / tw;
+  const size_t stride = j->v_point;
+  const size_t left = g->pw < len ? g->pw : len, inside = g->iw < len - left ? g->iw : len - left;
   for (size_t c = c0; c < c1; c++)
-    for (size_t r = 0; r < tiles / tw; r++) {
+    for (size_t r = 0; r < n_rows;) {
       const size_t n = (row0 + r) / j->th, ty = (row0 + r) % j->th;
+      const size_t span = j->th - ty < n_rows - r ? j->th - ty : n_rows - r;
       const float *xc = j->x + (n * j->c + c) * plane;
-      for (size_t i = 0; i < 4; i++) {
+      for (size_t i = 0; i < 2 * span + 2; i++) {
+        float *d = rows + i * len;
         const ptrdiff_t iy = (ptrdiff_t)(2 * ty + i) - (ptrdiff_t)g->ph;
-        memset(d[i], 0, len * sizeof(float));
-        if (iy < 0 || iy >= (ptrdiff_t)g->ih) continue;
-        const size_t from = g->pw, count = from >= len ? 0 : g->iw < len - from ? g->iw : len - from;
-        memcpy(d[i] + from, xc + (size_t)iy * g->iw, count * sizeof(float));
-      }
-      for (size_t k = 0; k < len; k++) {
-        const float a = d[0][k], b = d[1][k], cc = d[2][k], e = d[3][k];
-        t[0][k] = a - cc, t[1][k] = b + cc, t[2][k] = cc - b, t[3][k] = b - e;
-      }
-      for (size_t i = 0; i < 4; i++) {
-        const float *s = t[i];
-        float *v0 = v + ((i * 4 + 0) * j->c + c) * tiles + r * tw, *v1 = v0 + j->c * tiles;
-        float *v2 = v1 + j->c * tiles, *v3 = v2 + j->c * tiles;
-        for (size_t x = 0; x < tw; x++) {
-          const float a = s[2 * x], b = s[2 * x + 1], cc = s[2 * x + 2], e = s[2 * x + 3];
-          v0[x] = a - cc, v1[x] = b + cc, v2[x] = cc - b, v3[x] = b - e;
+        if (iy < 0 || iy >= (ptrdiff_t)g->ih) {
+          memset(d, 0, len * sizeof(float));
+          continue;
         }
+        memset(d, 0, left * sizeof(float));
+        memcpy(d + left, xc + (size_t)iy * g->iw, inside * sizeof(float));
+        memset(d + left + inside, 0, (len - left - inside) * sizeof(float));
       }
+      for (size_t k = 0; k < span; k++) {
+        const float *p = rows + 2 * k * len, *pr[4] = {p, p + len, p + 2 * len, p + 3 * len};
+        input_row(tw, pr, v + c * tiles + (r + k) * tw, stride);
+      }
+      r += span;
     }
 }
 
-/* Point e's product O_e [M, tiles] = U_e · V_e, on the caller alone. */
+/* Point e's product on the caller alone: O_e [M, tiles] = U_e · V_e, or with tiles as
+ * rows O_e [tiles, M] = V_eᵀ · U_eᵀ. */
 static int point_product(const wino_job *j, size_t tiles, size_t e, const float *v, float *o, void *scratch) {
   bbi_f32_gemm_args a;
   memset(&a, 0, sizeof a);
   a.alpha = 1.0f;
+  if (j->tiles_as_rows) {
+    a.m = tiles, a.n = j->m, a.k = j->c;
+    a.trans_a = 1, a.a = v + e * j->v_point, a.lda = tiles;
+    a.trans_b = 1, a.b = j->u + e * j->m * j->c, a.ldb = j->c;
+    if (tiles > 1 && j->m > 1) a.packed_b = j->packed + e * j->pack_stride;
+    a.c = o + e * j->o_point, a.ldc = j->m;
+    return bbi_f32_gemm(&a, scratch, j->gemm_bytes);
+  }
   a.m = j->m, a.n = tiles, a.k = j->c;
   a.a = j->u + e * j->m * j->c, a.lda = j->c;
   if (tiles > 1 && j->m > 1) a.packed_a = j->packed + e * j->pack_stride;
-  a.b = v + e * j->c * tiles, a.ldb = tiles;
-  a.c = o + e * j->m * tiles, a.ldc = tiles;
+  a.b = v + e * j->v_point, a.ldb = tiles;
+  a.c = o + e * j->o_point, a.ldc = tiles;
   return bbi_f32_gemm(&a, scratch, j->gemm_bytes);
 }
 
@@ -141,6 +193,71 @@ static bool all_finite(const float *y, size_t n) {
   return !hit;
 }
 
+/* Aᵀ m A plus the bias for tiles q0..q0+count of one tile row, m the tile's 4×4 products
+ * (point e at s[e][q]), Aᵀ = [1 1 1 0; 0 1 -1 -1]: the 2×2 outputs of tile x at
+ * columns 2x, 2x + 1 of y0 and y1 (NULL: the tile's lower row is past the output's edge).
+ * Four tiles a step, their outputs interleaved into eight columns. */
+static void output_row(size_t count, const float *const *s, size_t q0, float bias, float *y0, float *y1) {
+  const bbi_f32x4 b4 = bbi_f32x4_splat(bias);
+  size_t x = 0;
+  for (; x + 4 <= count; x += 4) {
+    bbi_f32x4 m[POINTS];
+    for (int e = 0; e < POINTS; e++) m[e] = bbi_f32x4_load(s[e] + q0 + x);
+    bbi_f32x4 r0[4], r1[4];
+    for (int c = 0; c < 4; c++) r0[c] = m[c] + m[4 + c] + m[8 + c], r1[c] = m[4 + c] - m[8 + c] - m[12 + c];
+    const bbi_f32x4 a00 = r0[0] + r0[1] + r0[2] + b4, a01 = r0[1] - r0[2] - r0[3] + b4;
+    bbi_f32x4_store(y0 + 2 * x, BBI_F32X4_SHUFFLE(a00, a01, 0, 4, 1, 5));
+    bbi_f32x4_store(y0 + 2 * x + 4, BBI_F32X4_SHUFFLE(a00, a01, 2, 6, 3, 7));
+    if (y1) {
+      const bbi_f32x4 a10 = r1[0] + r1[1] + r1[2] + b4, a11 = r1[1] - r1[2] - r1[3] + b4;
+      bbi_f32x4_store(y1 + 2 * x, BBI_F32X4_SHUFFLE(a10, a11, 0, 4, 1, 5));
+      bbi_f32x4_store(y1 + 2 * x + 4, BBI_F32X4_SHUFFLE(a10, a11, 2, 6, 3, 7));
+    }
+  }
+  for (; x < count; x++) {
+    const size_t q = q0 + x;
+    float r0[4], r1[4];
+    for (int c = 0; c < 4; c++) {
+      r0[c] = s[c][q] + s[4 + c][q] + s[8 + c][q];
+      r1[c] = s[4 + c][q] - s[8 + c][q] - s[12 + c][q];
+    }
+    y0[2 * x] = r0[0] + r0[1] + r0[2] + bias, y0[2 * x + 1] = r0[1] - r0[2] - r0[3] + bias;
+    if (y1) y1[2 * x] = r1[0] + r1[1] + r1[2] + bias, y1[2 * x + 1] = r1[1] - r1[2] - r1[3] + bias;
+  }
+}
+
+BBI_INLINE bbi_f32x4 load_lanes(const float *p, size_t lanes) {
+  return lanes == 4 ? bbi_f32x4_load(p) : bbi_f32x4_load_tail(p, lanes);
+}
+
+/* The output transform with tiles as rows (O_e [tiles, M]): per tile, four channels a
+ * step (point e of channel m at s[e][m]), each output stored where it lies in Y. */
+static void output_by_channels(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o) {
+  const bbi_window2d *g = j->win;
+  const size_t tw = j->tw, oh = g->oh, ow = g->ow, plane = oh * ow;
+  for (size_t q = 0; q < tiles; q++) {
+    const size_t n = (row0 + q / tw) / j->th, oy = 2 * ((row0 + q / tw) % j->th), ox = 2 * (q % tw);
+    const bool down = oy + 1 < oh, right = ox + 1 < ow;
+    float *yq = j->y + n * j->m * plane + oy * ow + ox;
+    for (size_t m = m0; m < m1; m += 4) {
+      const size_t lanes = m1 - m < 4 ? m1 - m : 4;
+      bbi_f32x4 s[POINTS], r0[4], r1[4];
+      for (int e = 0; e < POINTS; e++) s[e] = load_lanes(o + e * j->o_point + q * j->m + m, lanes);
+      const bbi_f32x4 b = j->b ? load_lanes(j->b + m, lanes) : bbi_f32x4_splat(0.0f);
+      for (int c = 0; c < 4; c++) r0[c] = s[c] + s[4 + c] + s[8 + c], r1[c] = s[4 + c] - s[8 + c] - s[12 + c];
+      const bbi_f32x4 a00 = r0[0] + r0[1] + r0[2] + b, a01 = r0[1] - r0[2] - r0[3] + b;
+      const bbi_f32x4 a10 = r1[0] + r1[1] + r1[2] + b, a11 = r1[1] - r1[2] - r1[3] + b;
+      for (size_t i = 0; i < lanes; i++) {
+        float *yo = yq + (m + i) * plane;
+        yo[0] = a00[i];
+        if (right) yo[1] = a01[i];
+        if (down) yo[ow] = a10[i];
+        if (down && right) yo[ow + 1] = a11[i];
+      }
+    }
+  }
+}
+
 /* Output channels [m0, m1) of a block's tiles from O: Aᵀ (Aᵀ = [1 1 1 0; 0 1 -1 -1]) on
  * each tile's 4×4 products, plus the bias, stored where the tile lies in Y (a tile cut by
  * the output's edge keeps the part inside); then each image's rows of the block are
@@ -151,32 +268,24 @@ static bool output_transform(const wino_job *j, size_t row0, size_t tiles, size_
   const size_t tw = j->tw, oh = g->oh, ow = g->ow, full = ow / 2;
   const size_t plane = oh * ow, rows = tiles / tw;
   bool finite = true;
-  for (size_t m = m0; m < m1; m++) {
+  if (j->tiles_as_rows) output_by_channels(j, row0, tiles, m0, m1, o);
+  for (size_t m = m0; m < m1 && !j->tiles_as_rows; m++) {
     const float bias = j->b ? j->b[m] : 0.0f;
     const float *s[POINTS];
-    for (size_t e = 0; e < POINTS; e++) s[e] = o + (e * j->m + m) * tiles;
+    for (size_t e = 0; e < POINTS; e++) s[e] = o + e * j->o_point + m * tiles;
     for (size_t r = 0; r < rows; r++) {
       const size_t n = (row0 + r) / j->th, oy = 2 * ((row0 + r) % j->th);
       float *y0 = j->y + (n * j->m + m) * plane + oy * ow;
-      float *y1 = oy + 1 < oh ? y0 + ow : NULL;
-      const size_t at = r * tw;
-      for (size_t x = 0; x < tw; x++) {
-        const size_t q = at + x;
-        float r0[4], r1[4];
-        for (int c = 0; c < 4; c++) {
-          r0[c] = s[c][q] + s[4 + c][q] + s[8 + c][q];
-          r1[c] = s[4 + c][q] - s[8 + c][q] - s[12 + c][q];
-        }
-        const float a00 = r0[0] + r0[1] + r0[2] + bias, a01 = r0[1] - r0[2] - r0[3] + bias;
-        const float a10 = r1[0] + r1[1] + r1[2] + bias, a11 = r1[1] - r1[2] - r1[3] + bias;
-        y0[2 * x] = a00;
-        if (x < full) y0[2 * x + 1] = a01;
-        if (y1) {
-          y1[2 * x] = a10;
-          if (x < full) y1[2 * x + 1] = a11;
-        }
+      output_row(full, s, r * tw, bias, y0, oy + 1 < oh ? y0 + ow : NULL);
+      if (full < tw) { /* odd width: the last tile's left column */
+        float one[2][4];
+        output_row(1, s, r * tw + full, bias, one[0], one[1]);
+        y0[2 * full] = one[0][0];
+        if (oy + 1 < oh) y0[ow + 2 * full] = one[1][0];
       }
     }
+  }
+  for (size_t m = m0; m < m1; m++) {
     /* each image's rows of the block are one run of Y */
     for (size_t r = 0; r < rows;) {
       const size_t n = (row0 + r) / j->th, ty = (row0 + r) % j->th;
@@ -240,11 +349,13 @@ static void output_task(void *ctx, size_t task, size_t slot) {
   if (!output_transform(j, row0, tiles, m0, m1, (const float *)(j->block_mem + j->o_at))) j->bad[slot] = true;
 }
 
-/* Whether the fast path is faster than the direct convolution for this shape (measured:
- * docs/PERFORMANCE.md, Winograd). */
-static bool winograd_pays(const bbi_window2d *g, size_t c_in, size_t m_out) {
-  const size_t tiles = ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
-  return c_in >= 8 && m_out >= 8 && tiles >= 4;
+/* Whether the fast path is faster than the direct convolution for this shape, as
+ * measured (docs/PERFORMANCE.md, "Winograd"): with few channels its products are too
+ * short (k = C) to pay for the transforms, and with few tiles its 16/9 more weights
+ * cost more than the multiplies it saves, unless the channels are many. */
+static bool winograd_pays(size_t tiles, size_t c_in, size_t m_out) {
+  if (c_in < 32 || m_out < 32) return false;
+  return tiles >= 64 || (tiles >= 16 && c_in * m_out >= 4096) || (tiles >= 4 && c_in * m_out >= 65536);
 }
 
 int bbi_nn_conv_winograd(bbi_cpu_op_ctx *ctx, const bbi_window2d *g, bbi_cpu_epilogue *e, bb_tensor *y, bool *done) {
@@ -252,26 +363,8 @@ int bbi_nn_conv_winograd(bbi_cpu_op_ctx *ctx, const bbi_window2d *g, bbi_cpu_epi
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   const size_t c_in = (size_t)x->dims[1], m_out = (size_t)w->dims[0];
   if (!ctx->state || !ctx->state->winograd || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
-      g->dw != 1 || !winograd_pays(g, c_in, m_out))
+      g->dw != 1 || !winograd_pays((size_t)x->dims[0] * ((g->oh + 1) / 2) * ((g->ow + 1) / 2), c_in, m_out))
     return 0;
-  /* the weights' transform, kept with the session's constants (none: W is not one) */
-  const size_t u_floats = POINTS * m_out * c_in;
-  const size_t pack_stride = (bbi_f32_gemm_packed_a_size(NULL, m_out, c_in) + 63) & ~(size_t)63;
-  const size_t u_at = 64, packed_at = (u_at + u_floats * sizeof(float) + 63) & ~(size_t)63;
-  bool fresh;
-  char *cache = bbi_cpu_node_cache_get(ctx, 1, BBI_NN_CACHE_WINOGRAD, packed_at + POINTS * pack_stride + 64, &fresh);
-  if (!cache) return 0;
-  char *base = (char *)(((uintptr_t)cache + 63) & ~(uintptr_t)63);
-  wino_weights *head = (wino_weights *)base;
-  float *u = (float *)(base + u_at);
-  if (fresh) {
-    head->finite = transform_weights(bb_tensor_data(w), m_out, c_in, u);
-    for (size_t p = 0; p < POINTS; p++)
-      bbi_f32_gemm_pack_a(NULL, m_out, c_in, 0, 1.0f, u + p * m_out * c_in, c_in, base + packed_at + p * pack_stride,
-                          pack_stride);
-  }
-  if (!head->finite) return 0;
-
   wino_job job, *j = &job;
   memset(j, 0, sizeof *j);
   j->win = g, j->c = c_in, j->m = m_out, j->th = (g->oh + 1) / 2, j->tw = (g->ow + 1) / 2;
@@ -279,23 +372,60 @@ int bbi_nn_conv_winograd(bbi_cpu_op_ctx *ctx, const bbi_window2d *g, bbi_cpu_epi
   const size_t per_tile = POINTS * (c_in + m_out) * sizeof(float);
   size_t target = WINO_BLOCK_BYTES / per_tile;
   j->block_rows = target > j->tw ? target / j->tw : 1;
+  /* whole panels of the GEMM's columns where that keeps within twice the target */
+  const size_t nr = bbi_f32_gemm_default_config()->nr;
+  size_t gcd = nr, rest = j->tw;
+  while (rest) {
+    const size_t t = gcd % rest;
+    gcd = rest, rest = t;
+  }
+  const size_t unit = nr / gcd; /* tile rows of a whole number of panels */
+  if (j->block_rows > unit) j->block_rows -= j->block_rows % unit;
+  else if (2 * j->block_rows >= unit) j->block_rows = unit;
   if (j->block_rows > j->rows) j->block_rows = j->rows;
   j->blocks = (j->rows + j->block_rows - 1) / j->block_rows;
   const size_t tiles = j->block_rows * j->tw;
-  int rc = bbi_cpu_check_size(ctx, (int64_t)(tiles * POINTS * (c_in + m_out)), sizeof(float), "Winograd's tiles");
-  if (rc) return rc;
+  /* (a block past the size cap leaves the convolution to the direct path, which checks its own) */
+  if (tiles * POINTS * (c_in + m_out + 32) * sizeof(float) > ctx->max_output_bytes) return 0;
+  /* the weights' transform, kept with the session's constants (none: W is not one), each
+   * point's U packed as the GEMM's A, or as its B with tiles as rows */
+  j->tiles_as_rows = tiles < nr;
+  const size_t u_floats = POINTS * m_out * c_in;
+  const size_t packed_size = j->tiles_as_rows ? bbi_f32_gemm_packed_b_size(NULL, m_out, c_in)
+                                              : bbi_f32_gemm_packed_a_size(NULL, m_out, c_in);
+  const size_t pack_stride = (packed_size + 63) & ~(size_t)63;
+  const size_t u_at = 64, packed_at = (u_at + u_floats * sizeof(float) + 63) & ~(size_t)63;
+  bool fresh;
+  char *cache = bbi_cpu_node_cache_get(ctx, 1, j->tiles_as_rows ? BBI_NN_CACHE_WINOGRAD_B : BBI_NN_CACHE_WINOGRAD,
+                                       packed_at + POINTS * pack_stride + 64, &fresh);
+  if (!cache) return 0;
+  char *base = (char *)(((uintptr_t)cache + 63) & ~(uintptr_t)63);
+  wino_weights *head = (wino_weights *)base;
+  float *u = (float *)(base + u_at);
+  if (fresh) {
+    head->finite = transform_weights(bb_tensor_data(w), m_out, c_in, u);
+    for (size_t p = 0; p < POINTS; p++) {
+      const float *up = u + p * m_out * c_in;
+      char *to = base + packed_at + p * pack_stride;
+      if (j->tiles_as_rows) bbi_f32_gemm_pack_b(NULL, m_out, c_in, 1, up, c_in, to, pack_stride);
+      else bbi_f32_gemm_pack_a(NULL, m_out, c_in, 0, 1.0f, up, c_in, to, pack_stride);
+    }
+  }
+  if (!head->finite) return 0;
   j->x = bb_tensor_data(x), j->b = b ? bb_tensor_data(b) : NULL, j->y = bb_tensor_data(y);
   j->u = u, j->packed = base + packed_at, j->pack_stride = pack_stride, j->e = e;
-  j->row_len = 2 * j->tw + 2;
-  j->gemm_bytes = bbi_f32_gemm_scratch_size_alone(m_out, tiles, c_in);
+  j->row_len = 2 * ((j->tw + 3) & ~(size_t)3) + 6; /* input_row's loads of whole steps of four tiles */
+  j->gemm_bytes = j->tiles_as_rows ? bbi_f32_gemm_scratch_size_alone(tiles, m_out, c_in)
+                                   : bbi_f32_gemm_scratch_size_alone(m_out, tiles, c_in);
   /* a block's V and O, then a participant's rows and GEMM scratch */
   j->v_at = 0;
-  j->o_at = (POINTS * c_in * tiles * sizeof(float) + 63) & ~(size_t)63;
-  j->block_bytes = (j->o_at + POINTS * m_out * tiles * sizeof(float) + 63) & ~(size_t)63;
+  j->v_point = ((c_in * tiles + 15) & ~(size_t)15) + 16, j->o_point = ((m_out * tiles + 15) & ~(size_t)15) + 16;
+  j->o_at = POINTS * j->v_point * sizeof(float);
+  j->block_bytes = j->o_at + POINTS * j->o_point * sizeof(float);
   const size_t width = bbi_parallel_width();
   const bool by_block = width == 1 || j->blocks >= 2 * width;
   j->rows_at = by_block ? j->block_bytes : 0;
-  j->gemm_at = j->rows_at + ((8 * j->row_len * sizeof(float) + 63) & ~(size_t)63);
+  j->gemm_at = j->rows_at + (((2 * j->block_rows + 2) * j->row_len * sizeof(float) + 63) & ~(size_t)63);
   j->slot_bytes = (j->gemm_at + j->gemm_bytes + 63) & ~(size_t)63;
   char *mem = bbi_cpu_scratch(ctx, (by_block ? 0 : j->block_bytes) + width * j->slot_bytes);
   if (!mem) return BB_ERR_NOMEM;

@@ -119,16 +119,18 @@ static bool same_bits(const bb_tensor *a, const bb_tensor *b) {
 }
 
 static const conv_case cases[] = {
-    /* resnet18's 16×16 and 8×8 maps at batch 1 (one block: its phases on the pool) */
+    /* resnet18's 16×16, 8×8 and 4×4 maps at batch 1 (one block: its phases on the pool; the
+     * smaller ones with tiles as the GEMM's rows where its tile is wider than 16 tiles) */
     {1, 64, 64, 16, 16, {1, 1, 1, 1}, true, false},
     {1, 128, 128, 8, 8, {1, 1, 1, 1}, false, true},
+    {1, 256, 256, 4, 4, {1, 1, 1, 1}, true, true},
     /* odd sizes: tiles cut by the right and bottom edges; asymmetric and no padding */
-    {1, 24, 40, 15, 13, {1, 1, 1, 1}, true, false},
-    {2, 16, 24, 9, 11, {0, 2, 1, 0}, true, true},
-    {1, 16, 16, 7, 7, {0, 0, 0, 0}, false, false},
-    {1, 12, 20, 11, 6, {2, 1, 0, 2}, true, false},
-    /* the small CNN's second convolution: a batch, blocks of whole images and of parts */
-    {64, 16, 32, 14, 14, {1, 1, 1, 1}, true, true},
+    {1, 64, 72, 15, 13, {1, 1, 1, 1}, true, false},
+    {2, 64, 72, 9, 11, {0, 2, 1, 0}, true, true},
+    {8, 40, 36, 7, 7, {0, 0, 0, 0}, false, false},
+    {3, 32, 48, 11, 6, {2, 1, 0, 2}, true, false},
+    /* a batch of small maps: blocks of whole images and of parts of them */
+    {64, 32, 32, 14, 14, {1, 1, 1, 1}, true, true},
     {3, 40, 48, 33, 31, {1, 1, 1, 1}, true, false},
 };
 
@@ -185,7 +187,7 @@ static void test_against_double(void) {
  * what the transforms keep in range do the same; non-finite weights never take the fast
  * path. */
 static void test_non_finite(void) {
-  const conv_case k = {2, 16, 24, 10, 9, {1, 1, 1, 1}, true, true};
+  const conv_case k = {3, 32, 40, 10, 9, {1, 1, 1, 1}, true, true};
   const int64_t oh = 10, ow = 9;
   for (int variant = 0; variant < 4; variant++) {
     bb_tensor *w = rand_tensor(4, (const int64_t[]){k.m, k.c, 3, 3}), *b = rand_tensor(1, (const int64_t[]){k.m});
