@@ -3,8 +3,10 @@
  * tile's 4×4 input patch d as Aᵀ[U ⊙ (Bᵀ d B)]A, where U = G g Gᵀ is the 4×4 transform of
  * each 3×3 kernel g, made once per session (in double, rounded once) and kept in the
  * node's cache beside its GEMM packing. Summed over input channels, the 16 points ⊙ become
- * 16 GEMMs on the packed GEMM kernels, Y_e [M, tiles] = U_e [M, C] · V_e [C, tiles]: 16
- * multiplies where the direct convolution does 36 for 2×2 outputs of a channel pair.
+ * 16 GEMMs on the packed GEMM kernels, O_e [M, tiles] = U_e [M, C] · V_e [C, tiles] (or,
+ * with few tiles, O_eᵀ with tiles as the GEMM's rows): 16 multiplies where the direct
+ * convolution does 36 for 2×2 outputs of a channel pair. Which shapes take it is
+ * winograd_pays's rule, measured per build.
  *
  * Tiles go in blocks of whole tile rows (across images when an image has few), the block
  * size following the shape alone; a block's input transform, 16 products and output
@@ -89,21 +91,11 @@ static bool transform_weights(const float *w, size_t m_out, size_t c_in, float *
   return finite;
 }
 
-/* Bᵀ d B of one tile, t the patch's rows transformed (column k of row i: lane k of t[i]
- * for one tile, or tile k's columns as four vectors), written as 16 points. */
-BBI_INLINE void input_cols(const bbi_f32x4 t[4][4], bbi_f32x4 out[POINTS]) {
-  for (int i = 0; i < 4; i++) {
-    out[4 * i + 0] = t[i][0] - t[i][2];
-    out[4 * i + 1] = t[i][1] + t[i][2];
-    out[4 * i + 2] = t[i][2] - t[i][1];
-    out[4 * i + 3] = t[i][1] - t[i][3];
-  }
-}
-
 /* Bᵀ d B for the tiles of one tile row, d the 4×4 patches of padded rows p[0..3] (tile x's
- * at columns 2x..2x+3; rows readable to column 2·tw + 5), Bᵀ = [1 0 -1 0; 0 1 1 0;
- * 0 -1 1 0; 0 1 0 -1]: point e of tile x goes to v[e·stride + x]. Four tiles a step: their
- * patches' columns k are the even and odd lanes of two loads. */
+ * at columns 2x..2x+3; rows readable through column 2·w + 5, w = tw rounded up to a
+ * multiple of four), Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]: point e of tile x goes
+ * to v[e·stride + x]. Four tiles a step: column k of their patches is the even or odd
+ * lanes of two loads; the rows' transform, then the columns'. */
 static void input_row(size_t tw, const float *const p[4], float *v, size_t stride) {
   for (size_t x = 0; x < tw; x += 4) {
     bbi_f32x4 col[4][4], t[4][4], out[POINTS];
@@ -118,7 +110,10 @@ static void input_row(size_t tw, const float *const p[4], float *v, size_t strid
       t[0][k] = col[0][k] - col[2][k], t[1][k] = col[1][k] + col[2][k];
       t[2][k] = col[2][k] - col[1][k], t[3][k] = col[1][k] - col[3][k];
     }
-    input_cols(t, out);
+    for (int i = 0; i < 4; i++) {
+      out[4 * i + 0] = t[i][0] - t[i][2], out[4 * i + 1] = t[i][1] + t[i][2];
+      out[4 * i + 2] = t[i][2] - t[i][1], out[4 * i + 3] = t[i][1] - t[i][3];
+    }
     if (x + 4 <= tw) {
       for (int e = 0; e < POINTS; e++) bbi_f32x4_store(v + e * stride + x, out[e]);
     } else {
