@@ -260,18 +260,12 @@ static void output_by_channels(const wino_job *j, size_t row0, size_t tiles, siz
   }
 }
 
-/* Output channels [m0, m1) of a block's tiles from O: Aᵀ (Aᵀ = [1 1 1 0; 0 1 -1 -1]) on
- * each tile's 4×4 products, plus the bias, stored where the tile lies in Y (a tile cut by
- * the output's edge keeps the part inside); then each image's rows of the block are
- * checked for non-finite values and finished by the epilogue. Returns whether all were
- * finite. */
-static bool output_transform(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o) {
+/* The output transform with tiles as columns (O_e [M, tiles]): per channel and tile row,
+ * four tiles a step (output_row). */
+static void output_by_tiles(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o) {
   const bbi_window2d *g = j->win;
-  const size_t tw = j->tw, oh = g->oh, ow = g->ow, full = ow / 2;
-  const size_t plane = oh * ow, rows = tiles / tw;
-  bool finite = true;
-  if (j->tiles_as_rows) output_by_channels(j, row0, tiles, m0, m1, o);
-  for (size_t m = m0; m < m1 && !j->tiles_as_rows; m++) {
+  const size_t tw = j->tw, oh = g->oh, ow = g->ow, full = ow / 2, plane = oh * ow, rows = tiles / tw;
+  for (size_t m = m0; m < m1; m++) {
     const float bias = j->b ? j->b[m] : 0.0f;
     const float *s[POINTS];
     for (size_t e = 0; e < POINTS; e++) s[e] = o + e * j->o_point + m * tiles;
@@ -287,11 +281,23 @@ static bool output_transform(const wino_job *j, size_t row0, size_t tiles, size_
       }
     }
   }
+}
+
+/* Output channels [m0, m1) of a block's tiles from O: Aᵀ (Aᵀ = [1 1 1 0; 0 1 -1 -1]) on
+ * each tile's 4×4 products, plus the bias, stored where the tile lies in Y (a tile cut by
+ * the output's edge keeps the part inside); then each image's rows of the block are
+ * checked for non-finite values and finished by the epilogue. Returns whether all were
+ * finite. */
+static bool output_transform(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o) {
+  const size_t oh = j->win->oh, ow = j->win->ow, plane = oh * ow, rows = tiles / j->tw;
+  bool finite = true;
+  if (j->tiles_as_rows) output_by_channels(j, row0, tiles, m0, m1, o);
+  else output_by_tiles(j, row0, tiles, m0, m1, o);
   for (size_t m = m0; m < m1; m++) {
     /* each image's rows of the block are one run of Y */
     for (size_t r = 0; r < rows;) {
       const size_t n = (row0 + r) / j->th, ty = (row0 + r) % j->th;
-      size_t span = j->th - ty < rows - r ? j->th - ty : rows - r;
+      const size_t span = j->th - ty < rows - r ? j->th - ty : rows - r;
       const size_t oy0 = 2 * ty, oy1 = 2 * (ty + span) < oh ? 2 * (ty + span) : oh;
       const size_t at = (n * j->m + m) * plane + oy0 * ow, count = (oy1 - oy0) * ow;
       finite = finite && all_finite(j->y + at, count);
