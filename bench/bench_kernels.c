@@ -4,7 +4,9 @@
  *
  *   bench_kernels            the standard table
  *   bench_kernels sweep      GEMM micro-kernel shapes and cache blocks, for tuning
- *   bench_kernels rows       the elementwise and row kernels alone */
+ *   bench_kernels rows       the elementwise and row kernels alone
+ *   bench_kernels winograd [THREADS [I]]  3×3 convolutions in a session, Winograd on and
+ *                            off (I: the I-th shape alone) */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 
 #include <stdint.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bb/cpu.h"
 #include "tensor/kernels/gemm_f32x4.h"
 #include "tensor/kernels/gemm_x86.h"
 #include "tensor/kernels/kernels.h"
@@ -375,7 +378,101 @@ static void sweep_convs(const char *only, size_t kc) {
   }
 }
 
+/* A session of one 3×3 Conv (pads 1, bias, W and B initializers) with rewrites_off `off`. */
+static bb_cpu_session *conv3x3_session(size_t c, size_t m, uint32_t off, bb_model **model) {
+  bb_model *md = bb_model_new(NULL);
+  bb_opset_set(md, &md->opsets, "", 17);
+  md->graph = bb_graph_new(md, "g");
+  bb_vilist_add(md, &md->graph->inputs, "x", bb_type_new_tensor(md, BB_DTYPE_FLOAT, -1, NULL));
+  bb_vilist_add(md, &md->graph->outputs, "y", bb_type_new_tensor(md, BB_DTYPE_FLOAT, -1, NULL));
+  bb_ir_node *n = bb_ir_node_new(md, "Conv", "", "conv");
+  bb_strlist_append(md, &n->inputs, "x"), bb_strlist_append(md, &n->inputs, "w"), bb_strlist_append(md, &n->inputs, "b");
+  bb_strlist_append(md, &n->outputs, "y");
+  bb_attr_set_ints(md, &n->attrs, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  bb_nodelist_append(md, &md->graph->nodes, n);
+  const int64_t wd[4] = {(int64_t)m, (int64_t)c, 3, 3}, bd[1] = {(int64_t)m};
+  bb_tensor *w = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, wd), *b = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, bd);
+  float *r = random_floats((size_t)w->numel, 7, -0.1f, 0.1f);
+  memcpy(bb_tensor_data(w), r, (size_t)w->numel * sizeof(float));
+  memset(bb_tensor_data(b), 0, m * sizeof(float));
+  free(r);
+  bb_tensor_proto *p = NULL;
+  bb_error err;
+  bb_tensor_to_proto(md, w, "w", &p, &err), bb_tensorlist_append(md, &md->graph->initializers, p);
+  bb_tensor_to_proto(md, b, "b", &p, &err), bb_tensorlist_append(md, &md->graph->initializers, p);
+  bb_tensor_release(w), bb_tensor_release(b);
+  const bb_cpu_session_options o = {sizeof o, off};
+  bb_cpu_session *s = NULL;
+  if (bb_cpu_session_new_with_options(md, NULL, &o, &s, &err)) fprintf(stderr, "%s\n", err.message), exit(1);
+  *model = md;
+  return s;
+}
+
+/* The median of `runs` timed runs of session s on x, in µs. */
+static double conv_us(bb_cpu_session *s, bb_tensor *x, int runs) {
+  double t[64];
+  const char *names[1] = {"x"};
+  bb_error err;
+  for (int i = -2; i < runs; i++) {
+    bb_tensor *y = NULL;
+    const double t0 = now_seconds();
+    if (bb_cpu_session_run(s, names, &x, 1, &y, &err)) fprintf(stderr, "%s\n", err.message), exit(1);
+    if (i >= 0) t[i] = now_seconds() - t0;
+    bb_tensor_release(y);
+  }
+  for (int i = 1; i < runs; i++)
+    for (int k = i; k > 0 && t[k] < t[k - 1]; k--) {
+      const double v = t[k];
+      t[k] = t[k - 1], t[k - 1] = v;
+    }
+  return 1e6 * t[runs / 2];
+}
+
+/* 3×3 convolutions (pads 1) in a session with Winograd on and off, alternately (on one
+ * thread its CPU time, else the wall clock): resnet18's maps at a 64×64 input, the small CNN's at batch 64, and others. */
+static void bench_winograd(size_t threads, const char *only) {
+  static const size_t shapes[][4] = {/* batch, channels in, out, side */
+                                     {1, 64, 64, 16},  {1, 128, 128, 8}, {1, 256, 256, 4}, {1, 512, 512, 2},
+                                     {1, 64, 64, 32},  {1, 32, 32, 56},  {1, 64, 64, 56},  {64, 16, 32, 14},
+                                     {64, 8, 16, 28},  {64, 32, 32, 7},  {1, 16, 16, 32},  {1, 8, 8, 32},
+                                     {1, 32, 32, 8},   {1, 64, 64, 8},   {1, 128, 128, 4}, {8, 64, 64, 16}};
+  bb_error err;
+  if (bb_cpu_set_threads(threads, &err)) fprintf(stderr, "%s\n", err.message), exit(1);
+  /* one thread: its CPU time, which other work on the machine disturbs less */
+  if (threads == 1) bench_clock = CLOCK_THREAD_CPUTIME_ID;
+  printf("3x3 Conv in a session, %zu thread(s): median µs (%s), direct / Winograd (above 1: Winograd faster)\n", threads,
+         threads == 1 ? "CPU time" : "wall clock");
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    if (only && (size_t)atoi(only) != i) continue;
+    bb_model *m1, *m2;
+    bb_cpu_session *fast = conv3x3_session(shapes[i][1], shapes[i][2], 0, &m1);
+    bb_cpu_session *direct = conv3x3_session(shapes[i][1], shapes[i][2], BB_CPU_REWRITE_WINOGRAD, &m2);
+    const int64_t xd[4] = {(int64_t)shapes[i][0], (int64_t)shapes[i][1], (int64_t)shapes[i][3], (int64_t)shapes[i][3]};
+    bb_tensor *x = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, xd);
+    float *r = random_floats((size_t)x->numel, 3, -1, 1);
+    memcpy(bb_tensor_data(x), r, (size_t)x->numel * sizeof(float));
+    free(r);
+    const double macs = (double)shapes[i][0] * shapes[i][1] * shapes[i][2] * 9 * shapes[i][3] * shapes[i][3];
+    const int runs = macs > 5e7 ? 9 : macs > 5e6 ? 31 : 63;
+    double best_d = 1e30, best_w = 1e30;
+    for (int round = 0; round < 3; round++) {
+      const double d = conv_us(direct, x, runs), w = conv_us(fast, x, runs);
+      best_d = d < best_d ? d : best_d, best_w = w < best_w ? w : best_w;
+    }
+    printf("  %3zux%-4zu -> %-4zu %3zux%-3zu  direct %9.1f  winograd %9.1f  %5.2fx\n", shapes[i][0], shapes[i][1],
+           shapes[i][2], shapes[i][3], shapes[i][3], best_d, best_w, best_d / best_w);
+    fflush(stdout);
+    bb_tensor_release(x);
+    bb_cpu_session_free(fast), bb_cpu_session_free(direct);
+    bb_model_free(m1), bb_model_free(m2);
+  }
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "winograd") == 0) {
+    bench_winograd(argc > 2 ? (size_t)strtoul(argv[2], NULL, 10) : 1, argc > 3 ? argv[3] : NULL);
+    return 0;
+  }
   if (argc > 1 && strcmp(argv[1], "convs") == 0) {
     bench_clock = CLOCK_THREAD_CPUTIME_ID;
     sweep_convs(argc > 2 ? argv[2] : NULL, argc > 3 ? (size_t)strtoul(argv[3], NULL, 10) : 512);

@@ -3,7 +3,8 @@
  * on a random input of the given shape. It prints the median and the best of the timed
  * runs; bench/vision_vs_peers.py runs it beside onnxruntime and PyTorch.
  *
- *   bench_models MODEL.onnx INPUT N,C,H,W [--runs R] [--no-rewrites] [--train CLASSES] [--threads N]
+ *   bench_models MODEL.onnx INPUT N,C,H,W [--runs R] [--no-rewrites] [--no-winograd] [--train CLASSES]
+ *                [--threads N]
  *
  * Natively the time is the process's CPU time (on a shared machine the wall clock measures
  * the share of the processor the process got), or with --threads N the wall-clock time on
@@ -92,6 +93,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--train") == 0 && i + 1 < argc) classes = strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = strtol(argv[++i], NULL, 10), wall = true;
     else if (strcmp(argv[i], "--no-rewrites") == 0) options.rewrites_off = BB_CPU_REWRITE_ALL;
+    else if (strcmp(argv[i], "--no-winograd") == 0) options.rewrites_off |= BB_CPU_REWRITE_WINOGRAD;
     else if (!path) path = argv[i];
     else if (!input) input = argv[i];
     else shape = argv[i];

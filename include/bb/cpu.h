@@ -163,7 +163,11 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
 #define BB_CPU_REWRITE_FOLD_BATCHNORM (1u << 1)   /* inference BatchNormalization folded into the Conv before it */
 #define BB_CPU_REWRITE_FUSE_ACTIVATIONS (1u << 2) /* Conv/Gemm/MatMul/... then Add, Relu, Clip, Sigmoid or x·sigmoid(x) as one step */
 #define BB_CPU_REWRITE_ELIDE_IDENTITY (1u << 3)   /* Identity nodes read their input's value */
-#define BB_CPU_REWRITE_ALL 0xfu
+/* float 3×3 Conv (stride 1, dilation 1, one group) with constant weights by Winograd's
+ * F(2×2, 3×3) where it is faster: within a stated bound of the direct convolution
+ * (docs/DEVIATIONS.md), not its bits; off, every Conv gives the node's own bits */
+#define BB_CPU_REWRITE_WINOGRAD (1u << 4)
+#define BB_CPU_REWRITE_ALL 0x1fu
 
 /* Versioned by struct_size (see bb_cpu_limits); zero fields take the defaults. */
 typedef struct bb_cpu_session_options {

@@ -50,6 +50,7 @@ typedef struct bbi_cpu_node_state {
   bbi_cpu_node_cache *cache;
   uint32_t constant_inputs; /* bit i: input i is the session's own tensor, the same every run */
   bbi_cpu_epilogue *epilogue; /* NULL: nothing fused */
+  bool winograd;              /* a 3×3 Conv may take Winograd's fast path (BB_CPU_REWRITE_WINOGRAD) */
 } bbi_cpu_node_state;
 
 typedef struct bbi_cpu_op_ctx {

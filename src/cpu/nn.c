@@ -175,7 +175,7 @@ static bbi_cpu_epilogue *own_epilogue(bbi_cpu_op_ctx *ctx, const bb_tensor *y) {
   return e;
 }
 
-/* The layouts of W a Conv keeps in its node cache. */
+/* The layouts of W a Conv keeps in its node cache (BBI_NN_CACHE_WINOGRAD: nn_winograd.c's). */
 enum { PACKED_W_AS_B = 1, PACKED_W_AS_A = 2, DEPTHWISE_LANES = 3 };
 
 /* A depthwise convolution's constant weights laid out once per session for the kernel's
@@ -593,6 +593,12 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   int64_t cg = c_in / group, mg = m_out / group, kdim = cg * g->kernel_size, npos = g->out_size;
   bool planar = g->nd <= 2;
   if (planar && group > 1 && cg == 1 && mg == 1) return conv_depthwise(ctx, g, y);
+  if (g->nd == 2 && group == 1) {
+    const bbi_window2d win = window_of(g, false);
+    bool done;
+    int rc = bbi_nn_conv_winograd(ctx, &win, own_epilogue(ctx, y), y, &done);
+    if (rc || done) return rc;
+  }
   bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
   for (int d = 0; d < g->nd; d++)
     direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;

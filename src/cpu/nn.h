@@ -24,6 +24,17 @@ typedef int (*bbi_nn_chunk_fn)(const void *job, int64_t n0, char *mem);
 int bbi_nn_run_chunks(bbi_nn_chunk_fn fn, const void *job, int64_t n_batch, int64_t chunk, bool split, size_t width,
                       char *mem, size_t slot_bytes);
 
+/* nn_winograd.c: a float 3×3 convolution (stride 1, dilation 1, one group; the caller
+ * checked the rest) by Winograd's F(2×2, 3×3) into y, the epilogue e (if any) applied,
+ * when the session allows it (bbi_cpu_node_state.winograd), W is one of its constants, the
+ * shape is one where it is faster and every output came out finite; *done says whether
+ * it did (if not, the caller computes y itself, overwriting whatever is there). Returns 0
+ * or an error. The transformed weights are kept in the node's cache under these kinds (U
+ * packed as the GEMM's A, or as its B for products with tiles as rows). */
+#define BBI_NN_CACHE_WINOGRAD 4
+#define BBI_NN_CACHE_WINOGRAD_B 5
+int bbi_nn_conv_winograd(bbi_cpu_op_ctx *ctx, const bbi_window2d *win, bbi_cpu_epilogue *e, bb_tensor *y, bool *done);
+
 /* nn_conv_transpose.c */
 int bbi_nn_conv_transpose(bbi_cpu_op_ctx *ctx);
 

@@ -187,20 +187,23 @@ static int collect_inputs(bb_grad_trainer *t, bb_error *err) {
 }
 
 /* The sessions: the training graph, or its two phases, then the optimizer graph; all
- * share one run memory (each runs after the other and reuses what it freed). */
+ * share one run memory (each runs after the other and reuses what it freed). Training
+ * convolutions keep the direct path's bits: no Winograd (whose gradients are not checked
+ * against PyTorch's), even for a frozen layer's constant weights. */
 static int make_sessions(bb_grad_trainer *t, bb_error *err) {
   const bb_grad_graph *g = t->graph;
   bbi_cpu_run_memory *memory = bbi_cpu_run_memory_new(t->alloc);
   if (!memory) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
   int rc = 0;
   const bb_model *first = g->model;
+  const bb_cpu_session_options direct = {sizeof direct, BB_CPU_REWRITE_WINOGRAD};
   if (g->n_upstream) {
     rc = bbi_grad_phases(g, t->alloc, &t->phase[0], &t->phase[1], &t->saved, &t->n_saved, err);
     first = t->phase[0];
   }
-  if (!rc && (rc = bbi_cpu_session_new_shared(first, t->alloc, memory, NULL, &t->train, err)))
+  if (!rc && (rc = bbi_cpu_session_new_shared(first, t->alloc, memory, &direct, &t->train, err)))
     bb_error_prefix(err, g->n_upstream ? "forward phase: " : "training graph: ");
-  if (!rc && g->n_upstream && (rc = bbi_cpu_session_new_shared(t->phase[1], t->alloc, memory, NULL, &t->back, err)))
+  if (!rc && g->n_upstream && (rc = bbi_cpu_session_new_shared(t->phase[1], t->alloc, memory, &direct, &t->back, err)))
     bb_error_prefix(err, "backward phase: ");
   if (!rc && (rc = bbi_cpu_session_new_shared(t->opt->model, t->alloc, memory, NULL, &t->optim, err)))
     bb_error_prefix(err, "optimizer graph: ");

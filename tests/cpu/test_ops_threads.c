@@ -218,10 +218,13 @@ static void add_initializer(bb_model *m, const char *name, bb_tensor *t) {
 }
 
 /* A session keeps a constant W packed (as the GEMM's left operand for a convolution on the
- * plane, 16×16 here; as its right one with positions as rows, 4×4) and gives the bits of
- * the node run on its own, which packs W on every call: on 1 to 4 threads, across changes
- * of input size that switch the kept layout, and with W replaced by an input (the kept
- * packing is not used for other weights, and is used again after). */
+ * plane, 16×16 here; as its right one with positions as rows, 4×4) and, with Winograd off,
+ * gives the bits of the node run on its own, which packs W on every call: on 1 to 4
+ * threads, across changes of input size that switch the kept layout, and with W replaced
+ * by an input (the kept packing is not used for other weights, and is used again after).
+ * With Winograd on, the session keeps W's transform instead: its results are the same
+ * bits on every thread count, and W given as an input (not a constant: nothing to keep)
+ * takes the direct path, the node's bits. */
 static bb_tensor *run_conv_session(bb_cpu_session *s, bb_tensor *x, bb_tensor *w) {
   const char *names[2] = {"x", "w"};
   bb_tensor *in[2] = {x, w}, *y = NULL;
@@ -244,16 +247,23 @@ static void test_session_keeps_conv_weights_packed(void) {
   bb_tensor *big = rand_tensor(4, (const int64_t[]){1, 32, 16, 16});
   bb_tensor *small = rand_tensor(4, (const int64_t[]){1, 32, 4, 4});
   bb_error err;
-  bb_cpu_session *s = NULL;
+  bb_cpu_session *s = NULL, *fast = NULL;
   add_initializer(m, "w", bb_tensor_retain(w));
-  CHECK_MSG(!bb_cpu_session_new(m, NULL, &s, &err), "%s", err.message);
-  /* the node on its own, one thread: the reference */
-  bb_tensor *ref[3] = {NULL, NULL, NULL}, *args[3][2] = {{big, w}, {small, w}, {big, w2}};
-  for (int i = 0; i < 3 && s; i++)
+  const bb_cpu_session_options direct = {sizeof direct, BB_CPU_REWRITE_WINOGRAD};
+  CHECK_MSG(!bb_cpu_session_new_with_options(m, NULL, &direct, &s, &err) && !bb_cpu_session_new(m, NULL, &fast, &err),
+            "%s", err.message);
+  /* the node on its own, one thread: the reference; the fast session's own on one thread */
+  bb_tensor *ref[3] = {NULL, NULL, NULL}, *fast_ref[3] = {NULL, NULL, NULL};
+  bb_tensor *args[3][2] = {{big, w}, {small, w}, {big, w2}};
+  for (int i = 0; i < 3 && s && fast; i++) {
     CHECK_MSG(!bb_cpu_run_node(n, 17, args[i], 2, &ref[i], 1, NULL, &err), "%s", err.message);
+    fast_ref[i] = run_conv_session(fast, args[i][0], i == 2 ? w2 : NULL);
+  }
+  CHECK_MSG(fast_ref[0] && ref[0] && memcmp(bb_tensor_data(fast_ref[0]), bb_tensor_data(ref[0]), bb_tensor_nbytes(ref[0])),
+            "the session with Winograd on gave the direct path's bits at 16×16");
   /* which reference each run must give, and with which W as an input (NULL: the initializer) */
   static const int order[] = {0, 0, 1, 0, 2, 0, 1, 1};
-  for (size_t threads = 1; s && threads <= most_threads(); threads++) {
+  for (size_t threads = 1; s && fast && threads <= most_threads(); threads++) {
     if (set_threads(threads)) break;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
       const int r = order[i];
@@ -262,11 +272,17 @@ static void test_session_keeps_conv_weights_packed(void) {
                     memcmp(bb_tensor_data(y), bb_tensor_data(ref[r]), bb_tensor_nbytes(y)) == 0,
                 "session run %zu (case %d) on %zu threads differs from the node run on its own", i, r, threads);
       bb_tensor_release(y);
+      y = run_conv_session(fast, args[r][0], r == 2 ? w2 : NULL);
+      bb_tensor *want = r == 2 ? ref[r] : fast_ref[r];
+      CHECK_MSG(y && want && y->numel == want->numel && memcmp(bb_tensor_data(y), bb_tensor_data(want), bb_tensor_nbytes(y)) == 0,
+                "Winograd session run %zu (case %d) on %zu threads differs from %s", i, r, threads,
+                r == 2 ? "the node run on its own" : "its run on one thread");
+      bb_tensor_release(y);
     }
   }
   set_threads(1);
-  for (int i = 0; i < 3; i++) bb_tensor_release(ref[i]);
-  bb_cpu_session_free(s);
+  for (int i = 0; i < 3; i++) bb_tensor_release(ref[i]), bb_tensor_release(fast_ref[i]);
+  bb_cpu_session_free(s), bb_cpu_session_free(fast);
   bb_tensor_release(w), bb_tensor_release(w2), bb_tensor_release(big), bb_tensor_release(small);
   bb_model_free(m);
 }

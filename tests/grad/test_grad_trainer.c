@@ -1,8 +1,8 @@
 /* Training steps: a step with a non-finite loss is refused and counted and changes
  * nothing; inputs are checked against the graph; the state stored into the graphs
  * resumes training exactly; Dropout masks follow the trainer's seed; a small model
- * learns; allocation failures are reported without leaks; and the CPU backend's limits
- * reach every session a trainer runs. */
+ * learns; allocation failures are reported without leaks; the CPU backend's limits
+ * reach every session a trainer runs; and its convolutions keep the direct path's bits. */
 #include "failalloc.h"
 #include "fixture.h"
 
@@ -405,6 +405,68 @@ static void test_limits_reach_every_session(void) {
   fx_free(&f);
 }
 
+/* A float initializer of uniform values in [lo, hi). */
+static void float_initializer(fx *f, const char *name, int rank, const int64_t *dims, double lo, double hi) {
+  bb_tensor *t = fx_random(BB_DTYPE_FLOAT, rank, dims, lo, hi);
+  bb_tensor_proto *p;
+  bb_error err;
+  CHECK_MSG(!bb_tensor_to_proto(f->m, t, name, &p, &err) && !bb_tensorlist_append(f->m, &f->m->graph->initializers, p),
+            "%s", err.message);
+  bb_tensor_release(t);
+}
+
+/* A frozen 3×3 convolution's weights stay constants of the trainer's session, where an
+ * inference session would take Winograd's fast path: the trainer keeps the direct
+ * convolution, so a split step's forward gives the bits of a session with the fast path
+ * off (and a session with it on gives other bits: the shape is one it takes). */
+static void test_training_convolutions_are_direct(void) {
+  fx f;
+  fx_init(&f, 17);
+  float_initializer(&f, "w", 4, (const int64_t[]){64, 64, 3, 3}, -0.1, 0.1);
+  float_initializer(&f, "b", 1, (const int64_t[]){64}, -1, 1);
+  fx_input(&f, "x", fx_random(BB_DTYPE_FLOAT, 4, (const int64_t[]){1, 64, 8, 8}, -1, 1), NULL);
+  bb_ir_node *conv = fx_node(&f, "Conv", NULL, "x,w,b", "c");
+  bb_attr_set_ints(f.m, &conv->attrs, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  bb_vilist_add(f.m, &f.m->graph->outputs, "c", bb_type_new_tensor(f.m, BB_DTYPE_FLOAT, -1, NULL));
+  const char *params[] = {"b"}, *frozen[] = {"w"};
+  bb_grad_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.struct_size = sizeof opt;
+  opt.loss = BB_GRAD_LOSS_UPSTREAM;
+  opt.output = "c";
+  opt.params = params, opt.n_params = 1;
+  opt.freeze = frozen, opt.n_freeze = 1;
+  setup s;
+  memset(&s, 0, sizeof s);
+  bb_error err;
+  bb_optimizer_config c = bb_optimizer_defaults(BB_OPTIMIZER_SGD);
+  int rc = bb_grad_build(f.m, &opt, NULL, &s.g, &err);
+  if (!rc) rc = bb_grad_optimizer_build(s.g, &c, &s.o, &err);
+  if (!rc) rc = bb_grad_trainer_new(s.g, s.o, 1, NULL, &s.t, &err);
+  CHECK_MSG(!rc, "%s", err.message);
+  bb_tensor *trained = NULL, *direct = NULL, *fast = NULL;
+  if (!rc) CHECK_MSG(!bb_grad_trainer_forward(s.t, f.names, f.values, 1, &trained, &err), "%s", err.message);
+  const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_WINOGRAD}, on = {sizeof on, 0};
+  const bb_cpu_session_options *kinds[2] = {&off, &on};
+  bb_tensor **outs[2] = {&direct, &fast};
+  for (int k = 0; k < 2; k++) {
+    bb_cpu_session *session = NULL;
+    CHECK_MSG(!bb_cpu_session_new_with_options(f.m, NULL, kinds[k], &session, &err) &&
+                  !bb_cpu_session_run(session, f.names, f.values, 1, outs[k], &err),
+              "%s", err.message);
+    bb_cpu_session_free(session);
+  }
+  const size_t bytes = direct ? bb_tensor_nbytes(direct) : 0;
+  CHECK_MSG(trained && direct && bb_tensor_nbytes(trained) == bytes &&
+                memcmp(bb_tensor_data(trained), bb_tensor_data(direct), bytes) == 0,
+            "the trainer's convolution is not the direct path's");
+  CHECK_MSG(fast && direct && memcmp(bb_tensor_data(fast), bb_tensor_data(direct), bytes) != 0,
+            "the inference session did not take the fast path: the comparison shows nothing");
+  bb_tensor_release(trained), bb_tensor_release(direct), bb_tensor_release(fast);
+  unmake(&s);
+  fx_free(&f);
+}
+
 int main(void) {
   RUN(test_inference_form);
   RUN(test_non_finite_steps_are_refused);
@@ -414,5 +476,6 @@ int main(void) {
   RUN(test_a_small_model_learns);
   RUN(test_optimizer_and_trainer_allocation_failures);
   RUN(test_limits_reach_every_session);
+  RUN(test_training_convolutions_are_direct);
   return bb_test_finish();
 }

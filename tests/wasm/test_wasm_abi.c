@@ -706,7 +706,13 @@ static void test_trainer(void) {
   int32_t image = bb_wasm_tensor_new(BB_DTYPE_FLOAT, 4, d4), out = 0;
   memcpy(bb_wasm_tensor_data(image), bb_wasm_tensor_data(hx), (size_t)(ROWS - 500) * FEATURES * sizeof(float));
   CHECK_EQ_INT(bb_wasm_session_run(session, 1, "pixels", 7, &image, &out), 0);
-  CHECK(out > 0 && memcmp(bb_wasm_tensor_data(out), bb_wasm_tensor_data(pred), (size_t)bb_wasm_tensor_nbytes(pred)) == 0);
+  /* (the session runs the 16-channel 3×3 convolution by Winograd, the trainer directly:
+   * within that bound, docs/DEVIATIONS.md, not the same bits) */
+  CHECK(out > 0 && bb_wasm_tensor_nbytes(out) == bb_wasm_tensor_nbytes(pred));
+  for (int64_t i = 0; out > 0 && i < bb_wasm_tensor_nbytes(pred) / 4; i++) {
+    const float a = ((const float *)bb_wasm_tensor_data(out))[i], b = ((const float *)bb_wasm_tensor_data(pred))[i];
+    CHECK_MSG(fabsf(a - b) <= 1e-5f * (1 + fabsf(b)), "prediction %lld: session %g, trainer %g", (long long)i, a, b);
+  }
   /* parameters out and in, and a snapshot another trainer resumes from */
   int32_t params = bb_wasm_trainer_params(t);
   CHECK(params > 0 && bb_wasm_tensor_nbytes(params) == count * 4);
