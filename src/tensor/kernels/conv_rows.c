@@ -1,0 +1,193 @@
+/* A 2-D convolution with few input channels and a wide window (an image model's stem: 7×7
+ * stride 2 on 3 channels) computed from its input's rows, without a column matrix. The
+ * column matrix of such a layer is kh/sh times larger than the input it is read from (the
+ * stem's 147 rows of 1024 positions against 3·7 rows of 70×32 here), and writing it cost a
+ * fifth of the layer. Instead, per input channel c and window column kx, the input rows are
+ * laid out once as the positions each output column reads through that column of the
+ * window (`shifted rows`: the stride's gather and the padding done once for all ky and
+ * output rows), and an output row's 8×32 tile reads its B vectors straight from them:
+ * row oy·sh + ky·dh of (c, kx) is the column matrix's row (c, ky, kx) for output row oy.
+ * The tile runs the GEMM micro-kernel's operations in the GEMM's order (the dot product
+ * from 0 over k in (c, ky, kx) order by fused multiply-adds, then the bias, the addend,
+ * Relu and the clamp by bbi_f32_gemm_tile's rules), so where the GEMM runs k as one block
+ * the output is the bits of im2col + bbi_f32_gemm. */
+#include <string.h>
+
+#include "tensor/kernels/kernels.h"
+
+#if BBI_HAVE_X86_GEMM
+#include <immintrin.h>
+
+#include "tensor/kernels/vec.h"
+
+#define CONV_ROWS_AVX512 __attribute__((target("avx512f")))
+CONV_ROWS_AVX512 static void shift_row_avx512(const float *row, size_t iw, size_t sw, int64_t off, size_t ow,
+                                              size_t width, float *out);
+#endif
+
+/* Output positions of one tile: two 16-lane vectors of one output row. */
+#define TILE_COLUMNS 32
+/* Output channels of one tile: the 8-row panels of the GEMM's packed A. */
+#define TILE_ROWS 8
+
+/* The rows of the window that the output rows reach, padding included. */
+static size_t shifted_height(const bbi_window2d *g) {
+  return (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+}
+
+/* Floats per shifted row: ow rounded up to whole tiles. */
+static size_t shifted_width(const bbi_window2d *g) {
+  return (g->ow + TILE_COLUMNS - 1) / TILE_COLUMNS * TILE_COLUMNS;
+}
+
+size_t bbi_f32_conv_rows_shifted_floats(const bbi_window2d *g, size_t channels) {
+  return channels * g->kw * shifted_height(g) * shifted_width(g);
+}
+
+int bbi_f32_conv_rows_available(void) {
+#if BBI_HAVE_X86_GEMM
+  /* the compiler's runtime reads the CPU's features once, before main: settled data */
+  return __builtin_cpu_supports("avx512f");
+#else
+  return 0;
+#endif
+}
+
+/* out[ox] = row[ox·sw + off] where that is inside the row (iw floats) and ox < ow, else 0,
+ * for ox < width (a multiple of 16); the scalar rule the vector form keeps. */
+static void shift_row_scalar(const float *row, size_t iw, size_t sw, int64_t off, size_t ow, size_t width,
+                             float *out) {
+  for (size_t ox = 0; ox < width; ox++) {
+    const int64_t ix = (int64_t)(ox * sw) + off;
+    out[ox] = ox < ow && ix >= 0 && ix < (int64_t)iw ? row[ix] : 0.0f;
+  }
+}
+
+void bbi_f32_conv_rows_shift(const bbi_window2d *g, size_t c0, size_t c1, const float *x, size_t plane,
+                             float *shifted) {
+  const size_t hs = shifted_height(g), ws = shifted_width(g);
+#if BBI_HAVE_X86_GEMM
+  const int vector = bbi_f32_conv_rows_available() && g->sw <= 2;
+#endif
+  for (size_t c = c0; c < c1; c++) {
+    const float *xc = x + c * plane;
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      float *out = shifted + (c * g->kw + kx) * hs * ws;
+      const int64_t off = (int64_t)(kx * g->dw) - (int64_t)g->pw;
+      for (size_t r = 0; r < hs; r++, out += ws) {
+        const int64_t iy = (int64_t)r - (int64_t)g->ph;
+        if (iy < 0 || iy >= (int64_t)g->ih) {
+          memset(out, 0, ws * sizeof(float));
+          continue;
+        }
+        const float *row = xc + (size_t)iy * g->iw;
+#if BBI_HAVE_X86_GEMM
+        if (vector) {
+          shift_row_avx512(row, g->iw, g->sw, off, g->ow, ws, out);
+          continue;
+        }
+#endif
+        shift_row_scalar(row, g->iw, g->sw, off, g->ow, ws, out);
+      }
+    }
+  }
+}
+
+#if BBI_HAVE_X86_GEMM
+/* shift_row_scalar for sw 1 or 2, sixteen outputs a step: the input floats they span
+ * (16·sw from ox·sw + off) by masked loads that read only inside the row, the stride-2
+ * outputs as the even lanes of two such loads, then the lanes past ow zeroed. */
+CONV_ROWS_AVX512 static void shift_row_avx512(const float *row, size_t iw, size_t sw, int64_t off, size_t ow,
+                                              size_t width, float *out) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i zero = _mm512_setzero_si512(), end = _mm512_set1_epi32((int)iw);
+  for (size_t ox = 0; ox < width; ox += 16) {
+    const int64_t at = (int64_t)(ox * sw) + off;
+    const __m512i i0 = _mm512_add_epi32(_mm512_set1_epi32((int)at), iota);
+    const __mmask16 m0 = _mm512_cmpge_epi32_mask(i0, zero) & _mm512_cmplt_epi32_mask(i0, end);
+    /* a masked load touches only its lanes, so the unread ones may lie outside the row */
+    __m512 v = _mm512_maskz_loadu_ps(m0, row + at);
+    if (sw == 2) {
+      const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(16));
+      const __mmask16 m1 = _mm512_cmpge_epi32_mask(i1, zero) & _mm512_cmplt_epi32_mask(i1, end);
+      v = _mm512_permutex2var_ps(v, even, _mm512_maskz_loadu_ps(m1, row + at + 16));
+    }
+    const __mmask16 in_ow = ox >= ow ? 0 : ow - ox >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ow - ox)) - 1);
+    _mm512_storeu_ps(out + ox, _mm512_maskz_mov_ps(in_ow, v));
+  }
+}
+
+/* One 8×32 tile: output channels [0, mr) of the panel pa (TILE_ROWS floats a k step, k in
+ * (c, ky, kx) order) at output row oy, columns [ox0, ox0 + nr), stored at c (row stride
+ * ldc: the output plane) with `tile`'s rules. */
+CONV_ROWS_AVX512 static void tile_8x32(const bbi_window2d *g, size_t channels, const float *shifted,
+                                       const float *pa, size_t oy, size_t ox0, float *c, size_t ldc, size_t mr,
+                                       size_t nr, const bbi_f32_gemm_tile *tile) {
+  const size_t hs = shifted_height(g), ws = shifted_width(g), kx_stride = hs * ws;
+  __m512 acc[TILE_ROWS][2];
+  BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (size_t ch = 0; ch < channels; ch++) {
+    const float *plane = shifted + ch * g->kw * kx_stride + oy * g->sh * ws + ox0;
+    for (size_t ky = 0; ky < g->kh; ky++) {
+      const float *pb = plane + ky * g->dh * ws;
+      for (size_t kx = 0; kx < g->kw; kx++, pb += kx_stride, pa += TILE_ROWS) {
+        const __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);
+        BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
+          const __m512 a = _mm512_set1_ps(pa[i]);
+          acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+          acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+        }
+      }
+    }
+  }
+  if (mr != TILE_ROWS || nr != TILE_COLUMNS) {
+    float part[TILE_ROWS * TILE_COLUMNS];
+    BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
+      _mm512_storeu_ps(part + i * TILE_COLUMNS, acc[i][0]);
+      _mm512_storeu_ps(part + i * TILE_COLUMNS + 16, acc[i][1]);
+    }
+    bbi_f32_gemm_tile_apply(part, TILE_COLUMNS, c, ldc, mr, nr, tile);
+    return;
+  }
+  /* tile->first and beta 0: the product, then the bias, the addend, Relu (max(0, v) + 0)
+   * and the clamp, as the GEMM's store applies them */
+  const __m512 lo = _mm512_set1_ps(tile->min), hi = _mm512_set1_ps(tile->max), zero = _mm512_setzero_ps();
+  BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
+    BBI_UNROLL for (size_t j = 0; j < 2; j++) {
+      __m512 v = acc[i][j];
+      if (tile->bias_per_row) v = _mm512_add_ps(v, _mm512_set1_ps(tile->bias_per_row[i]));
+      if (tile->addend) v = _mm512_add_ps(v, _mm512_loadu_ps(tile->addend + i * ldc + 16 * j));
+      if (tile->relu) v = _mm512_add_ps(_mm512_max_ps(zero, v), zero);
+      if (tile->clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+      _mm512_storeu_ps(c + i * ldc + 16 * j, v);
+    }
+  }
+}
+#endif
+
+int bbi_f32_conv_rows(const bbi_f32_conv_rows_args *a, size_t oy0, size_t oy1) {
+#if BBI_HAVE_X86_GEMM
+  const bbi_window2d *g = a->win;
+  if (!bbi_f32_conv_rows_available()) return 0;
+  const size_t npos = g->oh * g->ow;
+  for (size_t m0 = 0; m0 < a->m; m0 += TILE_ROWS) {
+    const size_t mr = a->m - m0 < TILE_ROWS ? a->m - m0 : TILE_ROWS;
+    const float *pa = a->panels + (m0 / TILE_ROWS) * a->panel_stride;
+    bbi_f32_gemm_tile tile = {1, a->clamp, 0.0f, NULL, a->min, a->max, a->bias ? a->bias + m0 : NULL, NULL,
+                              a->relu};
+    for (size_t oy = oy0; oy < oy1; oy++) {
+      for (size_t ox0 = 0; ox0 < g->ow; ox0 += TILE_COLUMNS) {
+        const size_t at = m0 * npos + oy * g->ow + ox0;
+        const size_t nr = g->ow - ox0 < TILE_COLUMNS ? g->ow - ox0 : TILE_COLUMNS;
+        tile.addend = a->addend ? a->addend + at : NULL;
+        tile_8x32(g, a->channels, a->shifted, pa, oy, ox0, a->y + at, npos, mr, nr, &tile);
+      }
+    }
+  }
+  return 1;
+#else
+  (void)a, (void)oy0, (void)oy1;
+  return 0;
+#endif
+}
