@@ -120,51 +120,62 @@ CONV_ROWS_AVX512 static void shift_row_avx512(const float *row, size_t iw, size_
   }
 }
 
-/* One 8×32 tile: output channels [0, mr) of the panel pa (TILE_ROWS floats a k step, k in
- * (c, ky, kx) order) at output row oy, columns [ox0, ox0 + nr), stored at c (row stride
- * ldc: the output plane) with `tile`'s rules. */
-CONV_ROWS_AVX512 static void tile_8x32(const bbi_window2d *g, size_t channels, const float *shifted,
-                                       const float *pa, size_t oy, size_t ox0, float *c, size_t ldc, size_t mr,
-                                       size_t nr, const bbi_f32_gemm_tile *tile) {
+/* One tile of NV vectors: output channels [0, mr) of the panel pa (TILE_ROWS floats a k
+ * step, k in (c, ky, kx) order) at output row oy, columns [ox0, ox0 + nr), stored at c (row
+ * stride ldc: the output plane) with `tile`'s rules (tile->first, beta 0): the product,
+ * then the bias, the addend, Relu (max(0, v) + 0) and the clamp, as the GEMM's store and
+ * bbi_f32_gemm_tile_apply apply them; lanes past nr and rows past mr are not stored. */
+BBI_INLINE CONV_ROWS_AVX512 void tile_8xnv(size_t NV, const bbi_window2d *g, size_t channels, const float *shifted,
+                                           const float *pa, size_t oy, size_t ox0, float *c, size_t ldc, size_t mr,
+                                           size_t nr, const bbi_f32_gemm_tile *tile) {
   const size_t hs = shifted_height(g), ws = shifted_width(g), kx_stride = hs * ws;
   __m512 acc[TILE_ROWS][2];
-  BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm512_setzero_ps();
+  }
   for (size_t ch = 0; ch < channels; ch++) {
     const float *plane = shifted + ch * g->kw * kx_stride + oy * g->sh * ws + ox0;
     for (size_t ky = 0; ky < g->kh; ky++) {
       const float *pb = plane + ky * g->dh * ws;
       for (size_t kx = 0; kx < g->kw; kx++, pb += kx_stride, pa += TILE_ROWS) {
-        const __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);
+        __m512 b[2];
+        BBI_UNROLL for (size_t j = 0; j < NV; j++) b[j] = _mm512_loadu_ps(pb + 16 * j);
         BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
           const __m512 a = _mm512_set1_ps(pa[i]);
-          acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
-          acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+          BBI_UNROLL for (size_t j = 0; j < NV; j++) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
         }
       }
     }
   }
-  if (mr != TILE_ROWS || nr != TILE_COLUMNS) {
-    float part[TILE_ROWS * TILE_COLUMNS];
-    BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
-      _mm512_storeu_ps(part + i * TILE_COLUMNS, acc[i][0]);
-      _mm512_storeu_ps(part + i * TILE_COLUMNS + 16, acc[i][1]);
-    }
-    bbi_f32_gemm_tile_apply(part, TILE_COLUMNS, c, ldc, mr, nr, tile);
-    return;
-  }
-  /* tile->first and beta 0: the product, then the bias, the addend, Relu (max(0, v) + 0)
-   * and the clamp, as the GEMM's store applies them */
   const __m512 lo = _mm512_set1_ps(tile->min), hi = _mm512_set1_ps(tile->max), zero = _mm512_setzero_ps();
+  __mmask16 lanes[2];
+  BBI_UNROLL for (size_t j = 0; j < NV; j++) {
+    const size_t left = nr > 16 * j ? nr - 16 * j : 0;
+    lanes[j] = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+  }
   BBI_UNROLL for (size_t i = 0; i < TILE_ROWS; i++) {
-    BBI_UNROLL for (size_t j = 0; j < 2; j++) {
+    if (i == mr) break;
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) {
       __m512 v = acc[i][j];
       if (tile->bias_per_row) v = _mm512_add_ps(v, _mm512_set1_ps(tile->bias_per_row[i]));
-      if (tile->addend) v = _mm512_add_ps(v, _mm512_loadu_ps(tile->addend + i * ldc + 16 * j));
+      if (tile->addend) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes[j], tile->addend + i * ldc + 16 * j));
       if (tile->relu) v = _mm512_add_ps(_mm512_max_ps(zero, v), zero);
       if (tile->clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-      _mm512_storeu_ps(c + i * ldc + 16 * j, v);
+      _mm512_mask_storeu_ps(c + i * ldc + 16 * j, lanes[j], v);
     }
   }
+}
+
+CONV_ROWS_AVX512 static void tile_8x32(const bbi_window2d *g, size_t channels, const float *shifted,
+                                       const float *pa, size_t oy, size_t ox0, float *c, size_t ldc, size_t mr,
+                                       size_t nr, const bbi_f32_gemm_tile *tile) {
+  tile_8xnv(2, g, channels, shifted, pa, oy, ox0, c, ldc, mr, nr, tile);
+}
+
+CONV_ROWS_AVX512 static void tile_8x16(const bbi_window2d *g, size_t channels, const float *shifted,
+                                       const float *pa, size_t oy, size_t ox0, float *c, size_t ldc, size_t mr,
+                                       size_t nr, const bbi_f32_gemm_tile *tile) {
+  tile_8xnv(1, g, channels, shifted, pa, oy, ox0, c, ldc, mr, nr, tile);
 }
 #endif
 
@@ -187,7 +198,8 @@ int bbi_f32_conv_rows(const bbi_f32_conv_rows_args *a, size_t oy0, size_t oy1) {
           const size_t at = m0 * npos + oy * g->ow + ox0;
           const size_t nr = g->ow - ox0 < TILE_COLUMNS ? g->ow - ox0 : TILE_COLUMNS;
           tile.addend = a->addend ? a->addend + at : NULL;
-          tile_8x32(g, a->channels, a->shifted, pa, oy, ox0, a->y + at, npos, mr, nr, &tile);
+          /* (a row's last 16 columns or fewer: one vector wide) */
+          (nr > 16 ? tile_8x32 : tile_8x16)(g, a->channels, a->shifted, pa, oy, ox0, a->y + at, npos, mr, nr, &tile);
         }
       }
     }
