@@ -1,11 +1,12 @@
 /* A 2-D convolution with few input channels and a wide window (an image model's stem: 7×7
  * stride 2 on 3 channels) computed from its input's rows, without a column matrix. The
  * column matrix of such a layer is kh/sh times larger than the input it is read from (the
- * stem's 147 rows of 1024 positions against 3·7 rows of 70×32 here), and writing it cost a
- * fifth of the layer. Instead, per input channel c and window column kx, the input rows are
- * laid out once as the positions each output column reads through that column of the
- * window (`shifted rows`: the stride's gather and the padding done once for all ky and
- * output rows), and an output row's 8×32 tile reads its B vectors straight from them:
+ * stem's 147 rows of 1024 positions against 3·7 rows of 70×32 here), and writing it is a
+ * pass of its own over the layer's largest data. Instead, per input channel c and window
+ * column kx, the input rows are laid out once as the positions each output column reads
+ * through that column of the window (`shifted rows`: the stride's gather and the padding
+ * done once for all ky and output rows), and an output row's 8×32 tile reads its B
+ * vectors straight from them:
  * row oy·sh + ky·dh of (c, kx) is the column matrix's row (c, ky, kx) for output row oy.
  * The tile runs the GEMM micro-kernel's operations in the GEMM's order (the dot product
  * from 0 over k in (c, ky, kx) order by fused multiply-adds, then the bias, the addend,
@@ -34,7 +35,7 @@ CONV_ROWS_AVX512 static void shift_row_avx512(const float *row, size_t iw, size_
 
 /* The rows of the window that the output rows reach, padding included. */
 static size_t shifted_height(const bbi_window2d *g) {
-  return (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+  return g->oh ? (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1 : 0;
 }
 
 /* Floats per shifted row: ow rounded up to whole tiles. */
@@ -69,7 +70,8 @@ void bbi_f32_conv_rows_shift(const bbi_window2d *g, size_t c0, size_t c1, const 
                              float *shifted) {
   const size_t hs = shifted_height(g), ws = shifted_width(g);
 #if BBI_HAVE_X86_GEMM
-  const int vector = bbi_f32_conv_rows_available() && g->sw <= 2;
+  /* (the vector form's lanes hold column offsets in 32 bits) */
+  const int vector = bbi_f32_conv_rows_available() && g->sw <= 2 && g->iw + g->pw + 2 * ws < ((size_t)1 << 30);
 #endif
   for (size_t c = c0; c < c1; c++) {
     const float *xc = x + c * plane;
@@ -108,12 +110,14 @@ CONV_ROWS_AVX512 static void shift_row_avx512(const float *row, size_t iw, size_
     const int64_t at = (int64_t)(ox * sw) + off;
     const __m512i i0 = _mm512_add_epi32(_mm512_set1_epi32((int)at), iota);
     const __mmask16 m0 = _mm512_cmpge_epi32_mask(i0, zero) & _mm512_cmplt_epi32_mask(i0, end);
-    /* a masked load touches only its lanes, so the unread ones may lie outside the row */
-    __m512 v = _mm512_maskz_loadu_ps(m0, row + at);
+    /* a masked load touches only its lanes, so the unread ones may lie outside the row:
+     * the address is kept as an integer */
+    const uintptr_t first = (uintptr_t)row + (uintptr_t)(at * (int64_t)sizeof(float));
+    __m512 v = _mm512_maskz_loadu_ps(m0, (const void *)first);
     if (sw == 2) {
       const __m512i i1 = _mm512_add_epi32(i0, _mm512_set1_epi32(16));
       const __mmask16 m1 = _mm512_cmpge_epi32_mask(i1, zero) & _mm512_cmplt_epi32_mask(i1, end);
-      v = _mm512_permutex2var_ps(v, even, _mm512_maskz_loadu_ps(m1, row + at + 16));
+      v = _mm512_permutex2var_ps(v, even, _mm512_maskz_loadu_ps(m1, (const void *)(first + 16 * sizeof(float))));
     }
     const __mmask16 in_ow = ox >= ow ? 0 : ow - ox >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ow - ox)) - 1);
     _mm512_storeu_ps(out + ox, _mm512_maskz_mov_ps(in_ow, v));
