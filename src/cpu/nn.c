@@ -1,7 +1,8 @@
 /* CPU operators: the neural-network family's table, and convolution and pooling for 1- to
  * 3-D spatial inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM
  * kernel, on the NCHW plane for large feature maps and with the positions as rows for
- * small ones (see conv_f32; a 1×1, stride-1, unpadded convolution skips im2col), or the
+ * small ones (see conv_f32; a 1×1, stride-1, unpadded convolution skips im2col), from the
+ * input's shifted rows for a strided or tall window on few channels (nn_conv_rows.c), or the
  * depthwise plane kernel; other types and pooling use direct loops with double
  * accumulators. The family's other operators are in nn_*.c (see nn.h). */
 #include <math.h>
@@ -568,6 +569,27 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
   return full > last ? full : last;
 }
 
+/* One group's convolution on the plane by bbi_nn_conv_rows, with the fused epilogue in
+ * its store where the GEMM's store would take it, else after it: 0, BBI_NN_DECLINED
+ * (nothing written), or an error. */
+static int conv_rows(bbi_cpu_op_ctx *ctx, const geometry *g, const bbi_window2d *win, const char *packed,
+                     bb_tensor *y) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
+  bbi_cpu_epilogue *e = own_epilogue(ctx, y);
+  const bool in_store = epilogue_in_store(e);
+  bbi_nn_conv_rows_job rj = {win, (size_t)x->dims[0], (size_t)x->dims[1], (size_t)w->dims[0], (size_t)g->in_size,
+                             bb_tensor_data(x), bb_tensor_data(w), b ? bb_tensor_data(b) : NULL, packed,
+                             NULL, 0, 0, 0.0f, 0.0f, bb_tensor_data(y)};
+  if (in_store) {
+    rj.addend = e->addend ? bb_tensor_data(e->addend) : NULL;
+    rj.relu = e->act.kind == BBI_ACTIVATION_RELU, rj.clamp = e->act.kind == BBI_ACTIVATION_CLIP;
+    rj.min = e->act.min, rj.max = e->act.max;
+  }
+  const int rc = bbi_nn_conv_rows(ctx, &rj);
+  if (rc == 0 && !in_store) conv_epilogue(e, rj.y, 0, rj.n_batch * rj.m * (size_t)g->out_size);
+  return rc;
+}
+
 /* Per group, one of two orientations of the same product (each output the bias plus its
  * products summed in the same k order, so the two give the same bits):
  *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
@@ -626,6 +648,10 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   /* (a one-row product on the plane is a matrix-vector product, which takes W as it is) */
   const char *packed =
       on_plane && mg == 1 ? NULL : packed_weights(ctx, on_plane, group, (size_t)mg, (size_t)kdim, &pack_stride);
+  if (on_plane && planar && !direct && group == 1) {
+    if ((rc = conv_rows(ctx, g, &j.win, packed, y)) != BBI_NN_DECLINED) return rc;
+    rc = 0;
+  }
   /* W not constant but multiplied more than once (images in several chunks): packed here,
    * once per run, rather than by every GEMM */
   const bool pack_here = !on_plane && !packed && group == 1 && chunk < n_batch;

@@ -35,6 +35,24 @@ int bbi_nn_run_chunks(bbi_nn_chunk_fn fn, const void *job, int64_t n_batch, int6
 #define BBI_NN_CACHE_WINOGRAD_B 5
 int bbi_nn_conv_winograd(bbi_cpu_op_ctx *ctx, const bbi_window2d *win, bbi_cpu_epilogue *e, bb_tensor *y, bool *done);
 
+/* nn_conv_rows.c: a float convolution (one group, 2-D) straight from its input's rows. */
+typedef struct bbi_nn_conv_rows_job {
+  const bbi_window2d *win;
+  size_t n_batch, channels, m, in_plane; /* images, input and output channels, ih·iw */
+  const float *x, *w, *bias;             /* bias: per output channel, or NULL */
+  const char *packed_a;                  /* W packed as the GEMM's A (bbi_f32_gemm_pack_a), or NULL */
+  const float *addend;                   /* the output's shape, or NULL */
+  int relu, clamp;                       /* applied as the GEMM's store applies them */
+  float min, max;
+  float *y;
+} bbi_nn_conv_rows_job;
+/* What bbi_nn_conv_rows returns where it does not take the convolution. */
+#define BBI_NN_DECLINED 1
+/* Runs the convolution where it takes it — a window strided or at least 5 tall, at least
+ * 16 output columns and 8 output channels, W as one k block of the GEMM's 8-row panels, on
+ * a machine with the kernel — and returns 0; else BBI_NN_DECLINED, writing nothing; or an
+ * error (the output then unspecified). It may take the op's scratch either way. */
+int bbi_nn_conv_rows(bbi_cpu_op_ctx *ctx, const bbi_nn_conv_rows_job *job);
 /* nn_conv_transpose.c */
 int bbi_nn_conv_transpose(bbi_cpu_op_ctx *ctx);
 

@@ -142,6 +142,11 @@ static void test_conv_2d(void) {
       {1, 24, 61, 47, 6, 3, 1, 2, 2, 3},  /* stride and dilation: bands start past the top padding */
       {1, 64, 20, 90, 4, 3, 1, 1, 1, 2},  /* one-row bands, the second still in the top padding */
       {1, 32, 30, 30, 8, 3, 2, 1, 1, 1},  /* groups, two bands each */
+      /* few input channels under a tall or strided window: from the input's shifted rows
+       * (bbi_nn_conv_rows) on a machine with AVX-512 */
+      {2, 3, 67, 61, 20, 7, 1, 2, 1, 3},  /* a stem on odd sizes; output channels end mid-panel */
+      {1, 3, 65, 97, 9, 7, 1, 2, 2, 3},   /* dilation; two tiles a row, the second part-filled */
+      {1, 2, 40, 40, 8, 5, 1, 1, 1, 2},   /* 5×5 at stride 1 */
   };
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
     int64_t n = cases[t].n, c = cases[t].c, h = cases[t].h, w = cases[t].w, m = cases[t].m, k = cases[t].k;

@@ -115,8 +115,10 @@ static void test_convolutions(void) {
          DIMS(12, 4, 3, 3));
   check2("Conv 3x3 on a 16x16 map (columns packed as GEMM panels)", window_node("Conv", 2, 1, 3, 1, 1, 1, 1),
          DIMS(1, 64, 16, 16), DIMS(64, 64, 3, 3));
-  check2("Conv 7x7 stride 2 stem (columns packed as GEMM panels at stride 2)", window_node("Conv", 2, 1, 7, 2, 3, 1, 1),
+  check2("Conv 7x7 stride 2 stem (from the input's shifted rows, or columns packed as GEMM panels)", window_node("Conv", 2, 1, 7, 2, 3, 1, 1),
          DIMS(1, 3, 64, 64), DIMS(64, 3, 7, 7));
+  check2("Conv 7x7 stride 2 on odd sizes, 20 output channels, 2 images (from the input's shifted rows)",
+         window_node("Conv", 2, 1, 7, 2, 3, 1, 1), DIMS(2, 3, 67, 61), DIMS(20, 3, 7, 7));
   check2("Conv 3x3 on a 4x4 map, one image (columns packed as the GEMM's A)", window_node("Conv", 2, 1, 3, 1, 1, 1, 1),
          DIMS(1, 128, 4, 4), DIMS(256, 128, 3, 3));
   check2("Conv 3x3 stride 2 to a 2x2 map, one image (4-row A panels)", window_node("Conv", 2, 1, 3, 2, 1, 1, 1),

@@ -1188,6 +1188,85 @@ static void test_im2col_pack_matches_packing(void) {
 #endif
 }
 
+/* bbi_f32_conv_rows against im2col + bbi_f32_gemm with W packed as A, the path it stands
+ * in for: the same bits (or NaN for NaN) on random windows — strides 1 to 3, kernels up to
+ * 7, dilations, padding past the window's span, odd input sizes, output widths from 1 to
+ * past two tiles, output channels that end mid-panel — and a resnet's 7×7 stride-2 stem,
+ * with and without the bias, an addend holding NaN, ±∞ and -0, Relu and the clamp, the
+ * output rows computed in random bands, nothing written past the output. Cases where W is not one k block are skipped (the
+ * Conv does not hand those over); on a machine with AVX-512 enough cases must run. */
+#define GUARD_FLOATS 1024 /* after the output: must stay untouched */
+static void test_conv_rows_matches_gemm(void) {
+  rng_seed(31);
+  int ok = 1, ok_untouched = 1;
+  size_t ran = 0;
+  for (int t = 0; t < 200; t++) {
+    bbi_window2d g = {0};
+    g.ih = (size_t)rng_int(1, 24), g.iw = (size_t)rng_int(1, 75);
+    g.kh = (size_t)rng_int(1, 7), g.kw = (size_t)rng_int(1, 7);
+    g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
+    g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+    g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
+    g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
+    if (t % 4 == 0) g = (bbi_window2d){64, 64, 0, 0, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
+    if (t % 4 == 1) g.sw = 2, g.dw = 1; /* the stride-2 vector copies */
+    place_window(&g, 0);
+    if (g.oh * g.ow == 0) continue;
+    const size_t channels = (size_t)rng_int(1, 4), m = t % 4 == 0 ? 64 : (size_t)rng_int(1, 21);
+    const size_t plane = g.ih * g.iw, npos = g.oh * g.ow, k = channels * g.kh * g.kw;
+    size_t stride, rows_after, height;
+    const size_t a_size = bbi_f32_gemm_packed_a_size(NULL, m, k);
+    char *packed = malloc(a_size);
+    float *x = floats(channels * plane), *w = floats(m * k), *bias = floats(m), *addend = floats(m * npos);
+    fill_uniform(x, channels * plane, -4.0f, 4.0f);
+    if (t % 3 == 0) x[0] = -0.0f;
+    fill_uniform(w, m * k, -1.0f, 1.0f);
+    fill_uniform(bias, m, -1.0f, 1.0f);
+    fill_mixed(addend, m * npos);
+    bbi_f32_gemm_pack_a(NULL, m, k, 0, 1.0f, w, k, packed, a_size);
+    const float *panels = bbi_f32_gemm_packed_a_row(NULL, m, k, 0, packed, &stride, &rows_after, &height);
+    if (!panels || height != 8 || rows_after + 1 < k) {
+      free(packed), free(x), free(w), free(bias), free(addend);
+      continue;
+    }
+    float *col = floats(k * npos), *want = floats(m * npos), *got = floats(m * npos + GUARD_FLOATS);
+    float *shifted = floats(bbi_f32_conv_rows_shifted_floats(&g, channels));
+    bbi_f32_im2col_2d_scalar(&g, channels, x, col, npos);
+    bbi_f32_gemm_args a = {0};
+    a.m = m, a.n = npos, a.k = k, a.alpha = 1.0f, a.a = w, a.lda = k, a.packed_a = packed;
+    a.b = col, a.ldb = npos, a.c = want, a.ldc = npos;
+    a.bias_per_row = t % 5 ? bias : NULL;
+    a.addend = t % 3 == 1 ? addend : NULL;
+    a.relu = t % 4 == 2, a.clamp = t % 6 == 3, a.min = -0.5f, a.max = 0.75f;
+    const size_t scratch_size = bbi_f32_gemm_scratch_size_for(bbi_f32_gemm_default_config(), m, npos, k);
+    void *scratch = malloc(scratch_size ? scratch_size : 1);
+    ok &= bbi_f32_gemm(&a, scratch, scratch_size) == 0;
+    bbi_f32_conv_rows_shift(&g, 0, channels, x, plane, shifted);
+    const bbi_f32_conv_rows_args r = {&g, channels, m, shifted, panels, stride, a.bias_per_row, a.addend,
+                                      a.relu, a.clamp, a.min, a.max, got};
+    memset(got, 0xab, (m * npos + GUARD_FLOATS) * sizeof *got);
+    int did = 1;
+    for (size_t oy0 = 0; oy0 < g.oh;) { /* random bands of output rows */
+      const size_t oy1 = oy0 + (size_t)rng_int(1, (int)g.oh);
+      did &= bbi_f32_conv_rows(&r, oy0, oy1 < g.oh ? oy1 : g.oh);
+      oy0 = oy1;
+    }
+    for (size_t i = m * npos; i < m * npos + GUARD_FLOATS; i++) ok_untouched &= bits_of(got[i]) == 0xabababab;
+    if (did) {
+      for (size_t i = 0; i < m * npos; i++) ok &= same_float(got[i], want[i]);
+      ran++;
+    } else {
+      for (size_t i = 0; i < m * npos; i++) ok_untouched &= bits_of(got[i]) == 0xabababab;
+    }
+    free(packed), free(x), free(w), free(bias), free(addend), free(col), free(want), free(got), free(shifted);
+    free(scratch);
+  }
+  CHECK_MSG(ok, "bbi_f32_conv_rows differs from im2col + the GEMM");
+  CHECK_MSG(ok_untouched, "bbi_f32_conv_rows wrote past the output, or into it where it declined");
+  CHECK_MSG(!bbi_f32_conv_rows_available() || ran > 100, "only %zu cases ran", ran);
+}
+
 static void test_pooling_matches_scalar(void) {
   rng_seed(9);
   int ok_max = 1, ok_avg = 1, ok_idx = 1;
@@ -1536,6 +1615,7 @@ int main(void) {
   RUN(test_compare_and_select);
   RUN(test_im2col_matches_scalar);
   RUN(test_im2col_pack_matches_packing);
+  RUN(test_conv_rows_matches_gemm);
   RUN(test_pooling_matches_scalar);
   RUN(test_maxpool_3x3_stride2_matches_scalar);
   RUN(test_dwconv_matches_scalar);

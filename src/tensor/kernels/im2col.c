@@ -239,6 +239,10 @@ static float *panel_row(const bbi_f32_gemm_config *cfg, int as_a, size_t n, size
  * (a 7×7 window over 32×32 positions is 7·64). */
 #define PACK_MAX_MASKS 1024
 
+/* A group's step where its lanes 0-7 are two floats apart and so are its lanes 8-15 (two
+ * output rows of eight at stride 2), from two firsts. */
+#define HALVES_TWO_APART 3
+
 /* The address of plane[corner + shift], kept as an integer: it may lie outside the plane
  * where the lanes that would read it are masked. */
 static inline uintptr_t lane0(const float *plane, int32_t corner, int32_t shift) {
@@ -254,6 +258,7 @@ static inline uintptr_t lane0(const float *plane, int32_t corner, int32_t shift)
  * and whose window column is inside for kx: two small tables, per kernel row and per
  * kernel column, set up once per call for every channel. Lanes at consecutive floats of
  * the plane are one masked load, lanes two floats apart (stride 2) the even floats of two,
+ * two rows of eight lanes each two apart the even floats of one load from each row,
  * others one masked gather; masked lanes touch no memory. Copies only, so the panels hold
  * the bytes bbi_f32_im2col_2d and the GEMM's packing would put there. */
 __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi_f32_gemm_config *cfg, int as_a,
@@ -286,15 +291,17 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
     if (++ox == g->ow) ox = 0, oy++;
   }
   for (size_t q = 0; q < groups; q++) {
-    int one = 1, two = 1;
+    int one = 1, two = 1, halves = 1;
     for (size_t l = 1; l < 16 && q * 16 + l < n; l++) {
       one &= at[q * 16 + l] == at[q * 16] + (int32_t)l;
       two &= at[q * 16 + l] == at[q * 16] + 2 * (int32_t)l;
+      halves &= at[q * 16 + l] == at[q * 16 + (l & 8)] + 2 * (int32_t)(l & 7);
     }
-    step[q] = one ? 1 : two ? 2 : 0;
+    step[q] = one ? 1 : two ? 2 : halves ? HALVES_TWO_APART : 0;
     panel[q] = (uint16_t)(q * 16 / W), place[q] = (uint8_t)(q * 16 % W);
   }
-  unsigned same_step = groups ? step[0] : 0; /* every group's lanes this many floats apart (1 or 2), or 0 */
+  /* every group's lanes this many floats apart (1 or 2), or 0 */
+  unsigned same_step = groups && step[0] != HALVES_TWO_APART ? step[0] : 0;
   for (size_t q = 1; q < groups; q++) same_step = step[q] == same_step ? same_step : 0;
   uint32_t offset[PACK_MAX_COLUMNS / 16]; /* a group's place in a row of panels `offsets_for` apart */
   size_t offsets_for = 0;
@@ -343,6 +350,13 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
           const uint32_t spread = _pdep_u32(m, 0x55555555u);
           const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)spread, (const void *)first);
           const __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(spread >> 16), (const void *)(first + 16 * sizeof(float)));
+          v = _mm512_permutex2var_ps(lo, evens, hi);
+        } else if (m && step[q] == HALVES_TWO_APART) {
+          /* lanes 0-7 and 8-15 each two floats apart from their own first (two output rows
+           * of eight at stride 2): the even floats of one masked load from each */
+          const uintptr_t second = lane0(src, at[j + 8], shift);
+          const __m512 lo = _mm512_maskz_loadu_ps((__mmask16)_pdep_u32(m & 0xffu, 0x5555u), (const void *)first);
+          const __m512 hi = _mm512_maskz_loadu_ps((__mmask16)_pdep_u32(m >> 8, 0x5555u), (const void *)second);
           v = _mm512_permutex2var_ps(lo, evens, hi);
         } else if (m) {
           const __m512i idx = _mm512_add_epi32(_mm512_loadu_si512(at + j), _mm512_set1_epi32(shift));

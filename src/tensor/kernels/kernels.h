@@ -348,6 +348,38 @@ int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g
 void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 
+/* A convolution from its input's shifted rows (conv_rows.c), for few input channels and a
+ * wide window: for each channel c and window column kx, `shifted` holds the rows the
+ * window reads through that column, row r of (c, kx) at shifted + ((c·kw + kx)·H + r)·W
+ * (H = (oh-1)·sh + (kh-1)·dh + 1 rows, padding included; W = ow rounded up to 32) with
+ * element ox = x[c][r - ph][ox·sw + kx·dw - pw], 0 in the padding and past ow. Output
+ * channels [0, m) of rows [oy0, oy1) are then the GEMM's product W · column matrix with
+ * W's 8-row panels packed as bbi_f32_gemm_pack_a lays them out in one k block: the same
+ * operations in the same order, so the same bits as bbi_f32_gemm's product and store. */
+typedef struct bbi_f32_conv_rows_args {
+  const bbi_window2d *win;
+  size_t channels, m;
+  const float *shifted;
+  const float *panels;  /* W's first 8-row panel; panel q at panels + q·panel_stride */
+  size_t panel_stride;
+  const float *bias;    /* per output channel, or NULL */
+  const float *addend;  /* the output's shape (its plane as the row stride), or NULL */
+  int relu, clamp;
+  float min, max;
+  float *y;             /* output channel 0 of the image: m planes of oh·ow */
+} bbi_f32_conv_rows_args;
+
+/* 1 when this machine has the kernel (x86-64 with AVX-512), else 0. */
+int bbi_f32_conv_rows_available(void);
+/* Floats the shifted rows of `channels` channels take. */
+size_t bbi_f32_conv_rows_shifted_floats(const bbi_window2d *g, size_t channels);
+/* Writes the shifted rows of channels [c0, c1) of x (channel c's plane at x + c·plane). */
+void bbi_f32_conv_rows_shift(const bbi_window2d *g, size_t c0, size_t c1, const float *x, size_t plane,
+                             float *shifted);
+/* Output rows [oy0, oy1) of every output channel; returns 1, or 0 (writing nothing) where
+ * the kernel is not available. */
+int bbi_f32_conv_rows(const bbi_f32_conv_rows_args *a, size_t oy0, size_t oy1);
+
 /* The adjoint of bbi_f32_im2col_2d, accumulating: every value of the column matrix (its rows) is added to
  * the element of x it was read from; values that fall in the padding are dropped. */
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);

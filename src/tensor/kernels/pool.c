@@ -304,30 +304,48 @@ __attribute__((target("avx512f"))) static void maxpool_3x3s2_avx512(const bbi_wi
         col[q][kx] |= (__mmask16)((uint32_t)(c >= 0 && c < w) << l);
       }
   }
-  for (size_t p = 0; p < planes; p++, x += in_size)
-    for (size_t oy = 0; oy < g->oh; oy++, y += ow)
-      for (size_t q = 0; q < chunks; q++) {
-        __m512 acc = _mm512_set1_ps(-INFINITY);
-        __mmask16 have = 0;
+  const __m512 none = _mm512_set1_ps(-INFINITY);
+  for (size_t q = 0; q < chunks; q++) {
+    /* the first window row inside the image: each lane starts at its first column inside
+     * (-inf where it has none) and takes the later ones where greater; the rows below it:
+     * every column inside, where greater */
+    const __mmask16 c0 = col[q][0], c1 = col[q][1], c2 = col[q][2];
+    const __mmask16 start1 = c1 & (__mmask16)~c0, start2 = c2 & (__mmask16)~(c0 | c1);
+    const __mmask16 after1 = c1 & c0, after2 = c2 & (c0 | c1);
+    const __mmask16 in0 = load_in[q][0], in1 = load_in[q][1], in2 = load_in[q][2], in3 = load_in[q][3];
+    const float *xp = x;
+    float *yq = y + 16 * q;
+    for (size_t p = 0; p < planes; p++, xp += in_size)
+      for (size_t oy = 0; oy < g->oh; oy++, yq += ow) {
+        __m512 acc = none;
+        int started = 0;
         for (int64_t ky = 0; ky < 3; ky++) {
           const int64_t iy = (int64_t)(oy * g->sh) + ky - (int64_t)g->ph;
           if (iy < 0 || iy >= (int64_t)g->ih) continue;
           /* lane 0's column, which may lie outside the row where the lanes are masked */
-          const uintptr_t at = (uintptr_t)(x + iy * w) + (uintptr_t)((32 * (int64_t)q - (int64_t)g->pw) * 4);
-          const __m512 l0 = _mm512_maskz_loadu_ps(load_in[q][0], (const void *)at);
-          const __m512 l1 = _mm512_maskz_loadu_ps(load_in[q][1], (const void *)(at + 16 * sizeof(float)));
-          const __m512 l2 = _mm512_maskz_loadu_ps(load_in[q][2], (const void *)(at + 2 * sizeof(float)));
-          const __m512 l3 = _mm512_maskz_loadu_ps(load_in[q][3], (const void *)(at + 18 * sizeof(float)));
-          const __m512 v[3] = {_mm512_permutex2var_ps(l0, evens, l1), _mm512_permutex2var_ps(l0, odds, l1),
-                               _mm512_permutex2var_ps(l2, evens, l3)};
-          for (int kx = 0; kx < 3; kx++) {
-            acc = _mm512_mask_blend_ps(col[q][kx] & (__mmask16)~have, acc, v[kx]);
-            acc = _mm512_mask_max_ps(acc, col[q][kx] & have, v[kx], acc);
-            have |= col[q][kx];
+          const uintptr_t at = (uintptr_t)(xp + iy * w) + (uintptr_t)((32 * (int64_t)q - (int64_t)g->pw) * 4);
+          const __m512 l0 = _mm512_maskz_loadu_ps(in0, (const void *)at);
+          const __m512 l1 = _mm512_maskz_loadu_ps(in1, (const void *)(at + 16 * sizeof(float)));
+          const __m512 l2 = _mm512_maskz_loadu_ps(in2, (const void *)(at + 2 * sizeof(float)));
+          const __m512 l3 = _mm512_maskz_loadu_ps(in3, (const void *)(at + 18 * sizeof(float)));
+          const __m512 v0 = _mm512_permutex2var_ps(l0, evens, l1), v1 = _mm512_permutex2var_ps(l0, odds, l1);
+          const __m512 v2 = _mm512_permutex2var_ps(l2, evens, l3);
+          if (!started) {
+            acc = _mm512_mask_blend_ps(c0, none, v0);
+            acc = _mm512_mask_blend_ps(start1, acc, v1);
+            acc = _mm512_mask_blend_ps(start2, acc, v2);
+            acc = _mm512_mask_max_ps(acc, after1, v1, acc);
+            acc = _mm512_mask_max_ps(acc, after2, v2, acc);
+            started = 1;
+            continue;
           }
+          acc = _mm512_mask_max_ps(acc, c0, v0, acc);
+          acc = _mm512_mask_max_ps(acc, c1, v1, acc);
+          acc = _mm512_mask_max_ps(acc, c2, v2, acc);
         }
-        _mm512_mask_storeu_ps(y + 16 * q, out[q], acc);
+        _mm512_mask_storeu_ps(yq, out[q], acc);
       }
+  }
 }
 #endif
 
