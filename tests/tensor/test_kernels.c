@@ -1037,6 +1037,13 @@ static void test_im2col_matches_scalar(void) {
     if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     /* a weight gradient's convolution: dY's 14×14 as the window, 3×3 positions */
     if (t % 10 == 7) g = (bbi_window2d){14, 14, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    /* the digits CNN's two weight gradients (8×8 and 4×4 windows, 3×3 positions, runs of
+     * kw from a zero-bordered copy), the 28×28 CNN's first, and one whose bordered copy
+     * (52×52) is too large for it */
+    if (t % 20 == 9) g = (bbi_window2d){8, 8, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 20 == 19) g = (bbi_window2d){4, 4, 3, 3, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 40 == 1) g = (bbi_window2d){28, 28, 3, 3, 28, 28, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 40 == 21) g = (bbi_window2d){50, 50, 3, 3, 50, 50, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     /* a resnet's stem, 7×7 at stride 2 (the stride-2 vector copies) */
     if (t % 10 == 3) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
     place_window(&g, 0);

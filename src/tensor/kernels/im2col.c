@@ -138,7 +138,48 @@ static void patch_taps(const bbi_window2d *g, const float *plane, size_t oy, siz
   }
 }
 
+/* Floats of the zero-bordered plane patches_bordered copies one channel into (on the stack). */
+#define PATCH_BORDERED_MAX 2048
+
+/* The patch rows of an undilated window through a copy of each channel's plane with its
+ * padding written out as zeros: the rows and columns every window reaches,
+ * ((oh-1)·sh + kh) × ((ow-1)·sw + kw). Each patch row is then kh runs of kw floats of that
+ * copy, with no edge to find per run. The same floats as patch_taps writes (copies and
+ * zeros only); false, having written nothing, when the window is dilated or the copy
+ * would not fit. */
+static bool patches_bordered(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  if (g->dh != 1 || g->dw != 1 || g->oh == 0 || g->ow == 0) return false;
+  const size_t rows = (g->oh - 1) * g->sh + g->kh, width = (g->ow - 1) * g->sw + g->kw;
+  if (width > PATCH_BORDERED_MAX || rows > PATCH_BORDERED_MAX / width) return false;
+  float bordered[PATCH_BORDERED_MAX];
+  /* bordered column j reads image column j - pw: the image's columns are [lo, hi) */
+  const size_t lo = g->pw < width ? g->pw : width;
+  const size_t hi = g->pw + g->iw < width ? g->pw + g->iw : width;
+  for (size_t c = 0; c < channels; c++) {
+    const float *plane = x + c * g->ih * g->iw;
+    for (size_t r = 0; r < rows; r++) {
+      float *dst = bordered + r * width;
+      const int64_t iy = (int64_t)r - (int64_t)g->ph;
+      if (iy < 0 || iy >= (int64_t)g->ih || hi <= lo) {
+        zero_run(dst, width);
+        continue;
+      }
+      zero_run(dst, lo);
+      copy_run(dst + lo, plane + (size_t)iy * g->iw, hi - lo);
+      zero_run(dst + hi, width - hi);
+    }
+    for (size_t oy = 0; oy < g->oh; oy++)
+      for (size_t ox = 0; ox < g->ow; ox++) {
+        float *row = col + (oy * g->ow + ox) * ld + c * g->kh * g->kw;
+        const float *src = bordered + oy * g->sh * width + ox * g->sw;
+        for (size_t ky = 0; ky < g->kh; ky++) copy_run(row + ky * g->kw, src + ky * width, g->kw);
+      }
+  }
+  return true;
+}
+
 void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  if (patches_bordered(g, channels, x, col, ld)) return;
   for (size_t oy = 0; oy < g->oh; oy++)
     for (size_t ox = 0; ox < g->ow; ox++) {
       float *row = col + (oy * g->ow + ox) * ld;
