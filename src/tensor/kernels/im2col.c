@@ -189,7 +189,53 @@ void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const flo
     }
 }
 
+/* col2im of an undilated window through a zero-bordered copy of each channel's plane (the
+ * rows and columns every window reaches, as patches_bordered): the plane's values copied
+ * in, each column-matrix row added as oh runs of ow floats with no edge to find (what
+ * falls outside the image lands in the border), the plane's part copied back. Each float
+ * of x gets its value plus the same terms in the same (ky, kx) order as the general
+ * loop. False, having written nothing, when dilated or the copy would not fit. */
+static bool col2im_bordered(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+  if (g->dh != 1 || g->dw != 1 || g->oh == 0 || g->ow == 0) return false;
+  const size_t rows = (g->oh - 1) * g->sh + g->kh, width = (g->ow - 1) * g->sw + g->kw;
+  if (width > PATCH_BORDERED_MAX || rows > PATCH_BORDERED_MAX / width) return false;
+  float bordered[PATCH_BORDERED_MAX];
+  const size_t lo = g->pw < width ? g->pw : width;
+  const size_t hi = g->pw + g->iw < width ? g->pw + g->iw : width;
+  for (size_t c = 0; c < channels; c++) {
+    float *plane = x + c * g->ih * g->iw;
+    for (size_t r = 0; r < rows; r++) {
+      float *dst = bordered + r * width;
+      const int64_t iy = (int64_t)r - (int64_t)g->ph;
+      if (iy < 0 || iy >= (int64_t)g->ih || hi <= lo) {
+        zero_run(dst, width);
+        continue;
+      }
+      zero_run(dst, lo);
+      copy_run(dst + lo, plane + (size_t)iy * g->iw, hi - lo);
+      zero_run(dst + hi, width - hi);
+    }
+    for (size_t ky = 0; ky < g->kh; ky++)
+      for (size_t kx = 0; kx < g->kw; kx++) {
+        const float *src = col + ((c * g->kh + ky) * g->kw + kx) * ld;
+        for (size_t oy = 0; oy < g->oh; oy++, src += g->ow) {
+          float *dst = bordered + (oy * g->sh + ky) * width + kx;
+          size_t i = 0;
+          if (g->sw == 1)
+            for (; i + 4 <= g->ow; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(dst + i) + bbi_f32x4_load(src + i));
+          for (; i < g->ow; i++) dst[i * g->sw] += src[i];
+        }
+      }
+    for (size_t r = 0; r < rows; r++) {
+      const int64_t iy = (int64_t)r - (int64_t)g->ph;
+      if (iy >= 0 && iy < (int64_t)g->ih && hi > lo) copy_run(plane + (size_t)iy * g->iw, bordered + r * width + lo, hi - lo);
+    }
+  }
+  return true;
+}
+
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+  if (col2im_bordered(g, channels, col, ld, x)) return;
   for (size_t c = 0; c < channels; c++) {
     float *plane = x + c * g->ih * g->iw;
     for (size_t ky = 0; ky < g->kh; ky++)
