@@ -667,8 +667,11 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   const size_t chunks = (size_t)((n_batch + chunk - 1) / chunk), width = bbi_parallel_width();
   /* one image with its positions as rows may have its column matrix packed as the GEMM's
    * A (bbi_f32_im2col_pack_2d; a product of one row or one column is a matrix-vector one,
-   * which takes A as it is): room for those panels too */
-  const bool col_as_a = !on_plane && !direct && planar && chunk == 1 && npos > 1 && mg > 1;
+   * which takes A as it is): room for those panels too. Not a window wider than its
+   * output (a weight gradient's: few positions, a kernel-sized plane of taps): there each
+   * of its many column rows would be one gather, where the transposed column matrix
+   * copies runs of kw floats and packs them */
+  const bool col_as_a = !on_plane && !direct && planar && chunk == 1 && npos > 1 && mg > 1 && !patches;
   size_t col_bytes_alone = direct ? 0
                            : col_packed ? panels_bytes + rows_stride * sizeof(float)
                                         : (size_t)kdim * rows * sizeof(float);

@@ -1016,7 +1016,7 @@ static bbi_window2d random_pool(void) {
  * matrix is surrounded by sentinels: nothing outside its rows may be written. */
 static void test_im2col_matches_scalar(void) {
   rng_seed(12);
-  int ok = 1, ok_bounds = 1, ok_patches = 1;
+  int ok = 1, ok_bounds = 1, ok_patches = 1, ok_col2im = 1;
   for (int t = 0; t < 800; t++) {
     bbi_window2d g = {0};
     g.ih = (size_t)rng_int(1, 13), g.iw = (size_t)rng_int(1, 30);
@@ -1037,6 +1037,13 @@ static void test_im2col_matches_scalar(void) {
     if (t % 10 == 5) g = (bbi_window2d){14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     /* a weight gradient's convolution: dY's 14×14 as the window, 3×3 positions */
     if (t % 10 == 7) g = (bbi_window2d){14, 14, 3, 3, 14, 14, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    /* the digits CNN's two weight gradients (8×8 and 4×4 windows, 3×3 positions, runs of
+     * kw from a zero-bordered copy), the 28×28 CNN's first, and one whose bordered copy
+     * (52×52) is too large for it */
+    if (t % 20 == 9) g = (bbi_window2d){8, 8, 3, 3, 8, 8, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 20 == 19) g = (bbi_window2d){4, 4, 3, 3, 4, 4, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 40 == 1) g = (bbi_window2d){28, 28, 3, 3, 28, 28, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 40 == 21) g = (bbi_window2d){50, 50, 3, 3, 50, 50, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     /* a resnet's stem, 7×7 at stride 2 (the stride-2 vector copies) */
     if (t % 10 == 3) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
     place_window(&g, 0);
@@ -1050,6 +1057,22 @@ static void test_im2col_matches_scalar(void) {
     ok &= memcmp(y, r, size * sizeof *y) == 0;
     for (size_t i = 0; i < 4; i++) ok_bounds &= y[i] == 1234.5f && y[size - 1 - i] == 1234.5f;
     free(y), free(r);
+    /* the adjoint: a column matrix of random values added onto planes that already hold
+     * values (ConvTranspose's bias), SIMD against the scalar twin bit for bit, nothing
+     * written outside the planes */
+    {
+      const size_t xs = channels * g.ih * g.iw + 8;
+      float *cm = floats(rows * ld + 1), *xa = floats(xs), *xb = floats(xs);
+      fill_uniform(cm, rows * ld + 1, -3.0f, 3.0f);
+      fill_uniform(xa, xs, -1.0f, 1.0f);
+      for (size_t i = 0; i < 4; i++) xa[i] = xa[xs - 1 - i] = 1234.5f;
+      memcpy(xb, xa, xs * sizeof *xa);
+      bbi_f32_col2im_2d(&g, channels, cm, ld, xa + 4);
+      bbi_f32_col2im_2d_scalar(&g, channels, cm, ld, xb + 4);
+      ok_col2im &= memcmp(xa, xb, xs * sizeof *xa) == 0;
+      for (size_t i = 0; i < 4; i++) ok_bounds &= xa[i] == 1234.5f && xa[xs - 1 - i] == 1234.5f;
+      free(cm), free(xa), free(xb);
+    }
     /* the transposed layout: one row per output position */
     const size_t pld = rows + (size_t)rng_int(0, 5), psize = g.oh * g.ow * pld + 8;
     y = floats(psize), r = floats(psize);
@@ -1067,6 +1090,7 @@ static void test_im2col_matches_scalar(void) {
   }
   CHECK_MSG(ok, "im2col differs from the scalar twin");
   CHECK_MSG(ok_patches, "im2col's patch rows differ from the scalar twin or from the column matrix transposed");
+  CHECK_MSG(ok_col2im, "col2im differs from the scalar twin");
   CHECK_MSG(ok_bounds, "im2col wrote outside the column matrix");
 }
 

@@ -94,17 +94,38 @@ BBI_INLINE BBI_AVX512 void bbi_avx512_gemm_tile(size_t MR, size_t NV, size_t kc,
     pb += 16 * NV;
   }
 
-  if (mr != MR || nr != 16 * NV) {
-    float part[BBI_X86_TILE_MAX_MR * BBI_X86_TILE_MAX_NV * 16];
-    BBI_UNROLL for (size_t i = 0; i < MR; i++) {
-      BBI_UNROLL for (size_t j = 0; j < NV; j++) _mm512_storeu_ps(part + i * 16 * NV + 16 * j, acc[i][j]);
-    }
-    bbi_f32_gemm_tile_apply(part, 16 * NV, c, ldc, mr, nr, tile);
-    return;
-  }
   const __m512 beta = _mm512_set1_ps(tile->beta);
   const __m512 lo = _mm512_set1_ps(tile->min), hi = _mm512_set1_ps(tile->max);
   const __m512 zero = _mm512_setzero_ps();
+  if (mr != MR || nr != 16 * NV) {
+    /* a partial tile: the same operations as a whole one on rows i < mr, and on the lanes
+     * of columns j < nr only (masked loads and stores: no other float is read or written) */
+    __mmask16 in[BBI_X86_TILE_MAX_NV];
+    BBI_UNROLL for (size_t j = 0; j < NV; j++) {
+      const size_t cols = nr > 16 * j ? (nr - 16 * j < 16 ? nr - 16 * j : 16) : 0;
+      in[j] = (__mmask16)((1u << cols) - 1u);
+    }
+    BBI_UNROLL for (size_t i = 0; i < MR; i++) {
+      if (i >= mr) break;
+      float *ci = c + i * ldc;
+      BBI_UNROLL for (size_t j = 0; j < NV; j++) {
+        const __mmask16 m = in[j];
+        __m512 v = acc[i][j];
+        if (!tile->first) {
+          v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ci + 16 * j));
+        } else {
+          if (tile->beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, ci + 16 * j)));
+          if (tile->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, tile->bias + 16 * j));
+          if (tile->bias_per_row) v = _mm512_add_ps(v, _mm512_set1_ps(tile->bias_per_row[i]));
+        }
+        if (tile->addend) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, tile->addend + i * ldc + 16 * j));
+        if (tile->relu) v = _mm512_add_ps(_mm512_max_ps(zero, v), zero);
+        if (tile->clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        _mm512_mask_storeu_ps(ci + 16 * j, m, v);
+      }
+    }
+    return;
+  }
   BBI_UNROLL for (size_t i = 0; i < MR; i++) {
     float *ci = c + i * ldc;
     BBI_UNROLL for (size_t j = 0; j < NV; j++) {

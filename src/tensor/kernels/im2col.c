@@ -5,7 +5,11 @@
  * block [x0, x1) found once per row, so the inner loops are plain copies (or, for the
  * adjoint, additions) four floats at a time with unit stride, at stride 2 (the column
  * matrix only) the even lanes of two vector loads, and strided elsewhere. Both
- * forms visit the elements in the same order, so the adjoint's sums agree bit for bit. */
+ * forms visit the elements in the same order, so the adjoint's sums agree bit for bit.
+ * Undilated windows on small maps (and every undilated patch-row and col2im call whose
+ * copy fits) go through a copy of each channel's plane with its padding written out as
+ * zeros instead, where every run is whole: the same floats, and for col2im the same sums
+ * in the same order. */
 #include <stdbool.h>
 #include <string.h>
 
@@ -69,7 +73,54 @@ static void same_row(const bbi_window2d *g, const float *plane, size_t ky, size_
   }
 }
 
+/* Floats of the zero-bordered copy of one channel's plane (on the stack). */
+#define PATCH_BORDERED_MAX 2048
+
+/* Columns of output at most for which im2col reads a zero-bordered copy: on small maps
+ * finding each run's edges costs more than the copy. */
+#define IM2COL_BORDERED_MAX_OW 16
+
+/* Whether an undilated window's zero-bordered plane fits: the rows and columns every
+ * window reaches, ((oh-1)·sh + kh) × ((ow-1)·sw + kw). */
+static bool bordered_fits(const bbi_window2d *g, size_t *rows, size_t *width) {
+  if (g->dh != 1 || g->dw != 1 || g->oh == 0 || g->ow == 0) return false;
+  *rows = (g->oh - 1) * g->sh + g->kh, *width = (g->ow - 1) * g->sw + g->kw;
+  return *width <= PATCH_BORDERED_MAX && *rows <= PATCH_BORDERED_MAX / *width;
+}
+
+/* Channel plane copied into `bordered` (rows × width): bordered (r, j) is plane (r - ph,
+ * j - pw), 0 outside the plane. */
+static void fill_bordered(const bbi_window2d *g, const float *plane, size_t rows, size_t width, float *bordered) {
+  const size_t lo = g->pw < width ? g->pw : width;
+  const size_t hi = g->pw + g->iw < width ? g->pw + g->iw : width;
+  for (size_t r = 0; r < rows; r++) {
+    float *dst = bordered + r * width;
+    const int64_t iy = (int64_t)r - (int64_t)g->ph;
+    if (iy < 0 || iy >= (int64_t)g->ih || hi <= lo) {
+      zero_run(dst, width);
+      continue;
+    }
+    zero_run(dst, lo);
+    copy_run(dst + lo, plane + (size_t)iy * g->iw, hi - lo);
+    zero_run(dst + hi, width - hi);
+  }
+}
+
 void bbi_f32_im2col_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  size_t rows, width;
+  if (g->sw == 1 && g->ow <= IM2COL_BORDERED_MAX_OW && bordered_fits(g, &rows, &width)) {
+    /* each row of the column matrix is oh runs of ow floats of the bordered copy */
+    float bordered[PATCH_BORDERED_MAX];
+    for (size_t c = 0; c < channels; c++) {
+      fill_bordered(g, x + c * g->ih * g->iw, rows, width, bordered);
+      for (size_t ky = 0; ky < g->kh; ky++)
+        for (size_t kx = 0; kx < g->kw; kx++) {
+          float *row = col + ((c * g->kh + ky) * g->kw + kx) * ld;
+          for (size_t oy = 0; oy < g->oh; oy++) copy_run(row + oy * g->ow, bordered + (oy * g->sh + ky) * width + kx, g->ow);
+        }
+    }
+    return;
+  }
   const bool same = g->sh == 1 && g->sw == 1 && g->ow == g->iw;
   for (size_t c = 0; c < channels; c++) {
     const float *plane = x + c * g->ih * g->iw;
@@ -138,7 +189,30 @@ static void patch_taps(const bbi_window2d *g, const float *plane, size_t oy, siz
   }
 }
 
+/* The patch rows of an undilated window through a copy of each channel's plane with its
+ * padding written out as zeros: the rows and columns every window reaches,
+ * ((oh-1)·sh + kh) × ((ow-1)·sw + kw). Each patch row is then kh runs of kw floats of that
+ * copy, with no edge to find per run. The same floats as patch_taps writes (copies and
+ * zeros only); false, having written nothing, when the window is dilated or the copy
+ * would not fit. */
+static bool patches_bordered(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  size_t rows, width;
+  if (!bordered_fits(g, &rows, &width)) return false;
+  float bordered[PATCH_BORDERED_MAX];
+  for (size_t c = 0; c < channels; c++) {
+    fill_bordered(g, x + c * g->ih * g->iw, rows, width, bordered);
+    for (size_t oy = 0; oy < g->oh; oy++)
+      for (size_t ox = 0; ox < g->ow; ox++) {
+        float *row = col + (oy * g->ow + ox) * ld + c * g->kh * g->kw;
+        const float *src = bordered + oy * g->sh * width + ox * g->sw;
+        for (size_t ky = 0; ky < g->kh; ky++) copy_run(row + ky * g->kw, src + ky * width, g->kw);
+      }
+  }
+  return true;
+}
+
 void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld) {
+  if (patches_bordered(g, channels, x, col, ld)) return;
   for (size_t oy = 0; oy < g->oh; oy++)
     for (size_t ox = 0; ox < g->ow; ox++) {
       float *row = col + (oy * g->ow + ox) * ld;
@@ -148,7 +222,42 @@ void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const flo
     }
 }
 
+/* col2im of an undilated window through a zero-bordered copy of each channel's plane (the
+ * rows and columns every window reaches, as patches_bordered): the plane's values copied
+ * in, each column-matrix row added as oh runs of ow floats with no edge to find (what
+ * falls outside the image lands in the border), the plane's part copied back. Each float
+ * of x gets its value plus the same terms in the same (ky, kx) order as the general
+ * loop. False, having written nothing, when dilated or the copy would not fit. */
+static bool col2im_bordered(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+  size_t rows, width;
+  if (!bordered_fits(g, &rows, &width)) return false;
+  float bordered[PATCH_BORDERED_MAX];
+  const size_t lo = g->pw < width ? g->pw : width;
+  const size_t hi = g->pw + g->iw < width ? g->pw + g->iw : width;
+  for (size_t c = 0; c < channels; c++) {
+    float *plane = x + c * g->ih * g->iw;
+    fill_bordered(g, plane, rows, width, bordered);
+    for (size_t ky = 0; ky < g->kh; ky++)
+      for (size_t kx = 0; kx < g->kw; kx++) {
+        const float *src = col + ((c * g->kh + ky) * g->kw + kx) * ld;
+        for (size_t oy = 0; oy < g->oh; oy++, src += g->ow) {
+          float *dst = bordered + (oy * g->sh + ky) * width + kx;
+          size_t i = 0;
+          if (g->sw == 1)
+            for (; i + 4 <= g->ow; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(dst + i) + bbi_f32x4_load(src + i));
+          for (; i < g->ow; i++) dst[i * g->sw] += src[i];
+        }
+      }
+    for (size_t r = 0; r < rows; r++) {
+      const int64_t iy = (int64_t)r - (int64_t)g->ph;
+      if (iy >= 0 && iy < (int64_t)g->ih && hi > lo) copy_run(plane + (size_t)iy * g->iw, bordered + r * width + lo, hi - lo);
+    }
+  }
+  return true;
+}
+
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x) {
+  if (col2im_bordered(g, channels, col, ld, x)) return;
   for (size_t c = 0; c < channels; c++) {
     float *plane = x + c * g->ih * g->iw;
     for (size_t ky = 0; ky < g->kh; ky++)
