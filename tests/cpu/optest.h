@@ -89,6 +89,15 @@ static inline bb_ir_node *optest_node(bb_model *m, const char *op, int n_in, int
   return n;
 }
 
+/* Adds t to m's initializers as `name`, taking the caller's reference: 0, or non-zero with
+ * err saying why where the conversion failed. */
+static inline int optest_add_initializer(bb_model *m, const char *name, bb_tensor *t, bb_error *err) {
+  bb_tensor_proto *p = NULL;
+  int rc = bb_tensor_to_proto(m, t, name, &p, err) || bb_tensorlist_append(m, &m->graph->initializers, p);
+  bb_tensor_release(t);
+  return rc;
+}
+
 /* A float32 or float64 tensor of uniform values in [lo, hi). */
 static inline bb_tensor *optest_rand(int32_t dtype, int rank, const int64_t *dims, double lo, double hi) {
   bb_tensor *t = bb_tensor_new_empty(NULL, dtype, rank, dims);

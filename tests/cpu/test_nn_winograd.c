@@ -22,11 +22,8 @@
 static bb_tensor *rand_tensor(int rank, const int64_t *dims) { return optest_rand(BB_DTYPE_FLOAT, rank, dims, -1, 1); }
 
 static void add_initializer(bb_model *m, const char *name, bb_tensor *t) {
-  bb_tensor_proto *p = NULL;
-  bb_error err;
-  CHECK_MSG(!bb_tensor_to_proto(m, t, name, &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p), "%s",
-            err.message);
-  bb_tensor_release(t);
+  bb_error err = {0};
+  CHECK_MSG(!optest_add_initializer(m, name, t, &err), "%s", err.message);
 }
 
 typedef struct conv_case {

@@ -212,11 +212,8 @@ static bool same_floats(const bb_tensor *y, const bb_tensor *ref) {
 
 /* Adds tensor t to the graph's initializers as `name`, taking the caller's reference. */
 static void add_initializer(bb_model *m, const char *name, bb_tensor *t) {
-  bb_tensor_proto *p = NULL;
-  bb_error err;
-  CHECK_MSG(!bb_tensor_to_proto(m, t, name, &p, &err) && !bb_tensorlist_append(m, &m->graph->initializers, p), "%s",
-            err.message);
-  bb_tensor_release(t);
+  bb_error err = {0};
+  CHECK_MSG(!optest_add_initializer(m, name, t, &err), "%s", err.message);
 }
 
 /* A session keeps a constant W packed (as the GEMM's left operand for a convolution on the

@@ -994,6 +994,21 @@ static void place_window(bbi_window2d *g, int ceil_mode) {
   g->ow = room_w < span_w ? 0 : (room_w - span_w + up_w) / g->sw + 1;
 }
 
+/* A random convolution window on an input of up to max_ih × max_iw, kernels up to max_k on a
+ * side, dilations up to 2, strides up to 3 and padding up to the window's span on each side;
+ * its output extent left to the caller. */
+static bbi_window2d random_conv_window(int max_ih, int max_iw, int max_k) {
+  bbi_window2d g = {0};
+  g.ih = (size_t)rng_int(1, max_ih), g.iw = (size_t)rng_int(1, max_iw);
+  g.kh = (size_t)rng_int(1, max_k), g.kw = (size_t)rng_int(1, max_k);
+  g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
+  g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+  const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
+  g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
+  g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
+  return g;
+}
+
 /* A random window geometry with its output extent as ONNX computes it (ceil_mode or not). */
 static bbi_window2d random_pool(void) {
   bbi_window2d g = {0};
@@ -1111,14 +1126,8 @@ static void test_im2col_pack_matches_packing(void) {
   int ok = 1, ok_a = 1, ok_untouched = 1;
   size_t taken = 0, wide_cases = 0, taken_a = 0, wide_a = 0, bands = 0;
   for (int t = 0; t < 300; t++) {
-    bbi_window2d g = {0};
-    g.ih = (size_t)rng_int(1, 20), g.iw = (size_t)rng_int(1, 40);
-    g.kh = (size_t)rng_int(1, 4), g.kw = (size_t)rng_int(1, 4);
-    g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
-    g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
+    bbi_window2d g = random_conv_window(20, 40, 4);
     const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
-    g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
-    g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
     if (t % 2) g.sh = g.sw = 1, g.ph_end = span_h - 1 - (g.ph = span_h / 2), g.pw_end = span_w - 1 - (g.pw = span_w / 2);
     if (t % 8 == 0) g = (bbi_window2d){16, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     if (t % 8 == 2) g = (bbi_window2d){8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
@@ -1225,14 +1234,7 @@ static void test_conv_rows_matches_gemm(void) {
   int ok = 1, ok_untouched = 1;
   size_t ran = 0;
   for (int t = 0; t < 200; t++) {
-    bbi_window2d g = {0};
-    g.ih = (size_t)rng_int(1, 24), g.iw = (size_t)rng_int(1, 75);
-    g.kh = (size_t)rng_int(1, 7), g.kw = (size_t)rng_int(1, 7);
-    g.dh = (size_t)rng_int(1, 2), g.dw = (size_t)rng_int(1, 2);
-    g.sh = (size_t)rng_int(1, 3), g.sw = (size_t)rng_int(1, 3);
-    const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
-    g.ph = (size_t)rng_int(0, (int)span_h), g.ph_end = (size_t)rng_int(0, (int)span_h);
-    g.pw = (size_t)rng_int(0, (int)span_w), g.pw_end = (size_t)rng_int(0, (int)span_w);
+    bbi_window2d g = random_conv_window(24, 75, 7);
     if (t % 4 == 0) g = (bbi_window2d){64, 64, 0, 0, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
     if (t % 4 == 1) g.sw = 2, g.dw = 1; /* the stride-2 vector copies */
     place_window(&g, 0);
