@@ -122,19 +122,6 @@ static void input_row(size_t tw, const float *const p[4], float *v, size_t strid
   }
 }
 
-/* d[0, len) = `inside` floats of src at d + left, zeros around them (src NULL: all zeros).
- * Rows are a few dozen floats: vector stores, not calls to memset and memcpy. */
-static void padded_row(float *d, size_t len, size_t left, const float *src, size_t inside) {
-  const bbi_f32x4 zero = bbi_f32x4_splat(0.0f);
-  size_t k = 0;
-  for (; k + 4 <= len; k += 4) bbi_f32x4_store(d + k, zero);
-  for (; k < len; k++) d[k] = 0.0f;
-  if (!src) return;
-  d += left;
-  for (k = 0; k + 4 <= inside; k += 4) bbi_f32x4_store(d + k, bbi_f32x4_load(src + k));
-  for (; k < inside; k++) d[k] = src[k];
-}
-
 /* Channels [c0, c1) of a block's tiles into V: per image's run of tile rows in the block,
  * the input rows it reads copied once into `rows` with the padding's zeros (row_len floats
  * a row), then each tile row's transform. */
@@ -152,7 +139,7 @@ static void input_transform(const wino_job *j, size_t row0, size_t tiles, size_t
       for (size_t i = 0; i < 2 * span + 2; i++) {
         float *d = rows + i * len;
         const ptrdiff_t iy = (ptrdiff_t)(2 * ty + i) - (ptrdiff_t)g->ph;
-        padded_row(d, len, left, iy < 0 || iy >= (ptrdiff_t)g->ih ? NULL : xc + (size_t)iy * g->iw, inside);
+        bbi_f32_padded_row(d, len, left, iy < 0 || iy >= (ptrdiff_t)g->ih ? NULL : xc + (size_t)iy * g->iw, inside);
       }
       for (size_t k = 0; k < span; k++) {
         const float *p = rows + 2 * k * len, *pr[4] = {p, p + len, p + 2 * len, p + 3 * len};

@@ -73,6 +73,13 @@ static void same_row(const bbi_window2d *g, const float *plane, size_t ky, size_
   }
 }
 
+void bbi_f32_padded_row(float *dst, size_t len, size_t left, const float *src, size_t inside) {
+  if (!src) inside = 0;
+  zero_run(dst, left);
+  copy_run(dst + left, src, inside);
+  zero_run(dst + left + inside, len - left - inside);
+}
+
 /* Floats of the zero-bordered copy of one channel's plane (on the stack). */
 #define PATCH_BORDERED_MAX 2048
 
@@ -94,15 +101,9 @@ static void fill_bordered(const bbi_window2d *g, const float *plane, size_t rows
   const size_t lo = g->pw < width ? g->pw : width;
   const size_t hi = g->pw + g->iw < width ? g->pw + g->iw : width;
   for (size_t r = 0; r < rows; r++) {
-    float *dst = bordered + r * width;
     const int64_t iy = (int64_t)r - (int64_t)g->ph;
-    if (iy < 0 || iy >= (int64_t)g->ih || hi <= lo) {
-      zero_run(dst, width);
-      continue;
-    }
-    zero_run(dst, lo);
-    copy_run(dst + lo, plane + (size_t)iy * g->iw, hi - lo);
-    zero_run(dst + hi, width - hi);
+    const bool inside = iy >= 0 && iy < (int64_t)g->ih && hi > lo;
+    bbi_f32_padded_row(bordered + r * width, width, lo, inside ? plane + (size_t)iy * g->iw : NULL, inside ? hi - lo : 0);
   }
 }
 

@@ -345,6 +345,9 @@ int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g
 /* The transposed column matrix: row p = oy·ow + ox (row stride ld ≥ channels·kh·kw) holds
  * the window of output position p, (channel, ky, kx) order, 0 in the padding. Copies runs
  * of kw, so it suits windows wider than the output (a weight gradient's convolution). */
+/* dst[0, len) = zeros with `inside` floats of src at dst + left (left + inside <= len; src
+ * NULL: all zeros): a row of an input with its padding written out. */
+void bbi_f32_padded_row(float *dst, size_t len, size_t left, const float *src, size_t inside);
 void bbi_f32_im2col_patches_2d(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 void bbi_f32_im2col_patches_2d_scalar(const bbi_window2d *g, size_t channels, const float *x, float *col, size_t ld);
 
