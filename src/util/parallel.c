@@ -120,7 +120,7 @@ static _Atomic uint64_t stat_jobs, stat_tasks, stat_worker_tasks;
 static _Atomic int tracing;
 static _Atomic uint64_t tr_jobs, tr_job_ns, tr_caller_ns, tr_caller_tasks, tr_wait_ns, tr_worker_ns, tr_worker_tasks,
     tr_wakes, tr_wake_ns, tr_late, tr_sleeps, tr_notify_ns;
-/* when the current job was published (a traced job only) */
+/* when the last traced job was published; 0 from bbi_parallel_trace_set until one is */
 static _Atomic uint64_t tr_published;
 
 static uint64_t now_ns(void) {
@@ -261,7 +261,7 @@ void bbi_parallel_run(size_t n_tasks, size_t width, bbi_parallel_task_fn fn, voi
   atomic_store(&done_count, 0);
   const int traced = atomic_load_explicit(&tracing, memory_order_relaxed);
   const uint64_t published = traced ? now_ns() : 0;
-  atomic_store(&tr_published, published);
+  if (traced) atomic_store(&tr_published, published);
   const uint32_t gen = gen_of(atomic_load(&claim_word)) + 1;
   atomic_store(&claim_word, pack(gen, width, n_tasks, 0));
   wake_workers();
@@ -356,6 +356,7 @@ void bbi_parallel_trace_set(int on) {
                                         &tr_wake_ns,      &tr_late,   &tr_sleeps, &tr_notify_ns};
   atomic_store(&tracing, 0);
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) atomic_store(counters[i], 0);
+  atomic_store(&tr_published, 0); /* written by traced jobs only */
   atomic_store(&tracing, on != 0);
 }
 
