@@ -6,7 +6,9 @@
  *   bench_kernels sweep      GEMM micro-kernel shapes and cache blocks, for tuning
  *   bench_kernels rows       the elementwise and row kernels alone
  *   bench_kernels winograd [THREADS [I]]  3×3 convolutions in a session, Winograd on and
- *                            off (I: the I-th shape alone) */
+ *                            off (I: the I-th shape alone)
+ *   bench_kernels dwconv     the depthwise kernel on MobileNet's and EfficientNet's layers,
+ *                            one thread's CPU time, best of 300 calls */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 
 #include <stdint.h>
@@ -468,7 +470,44 @@ static void bench_winograd(size_t threads, const char *only) {
   }
 }
 
+/* The depthwise kernel alone (bbi_f32_dwconv2d_chw_lanes, weights gathered) on the
+ * layers of mobilenet_v2 and efficientnet_b0 at 3×64×64: channels, input side, stride,
+ * filter side (padding side / 2). */
+static void bench_dwconv(void) {
+  static const size_t layers[][4] = {{32, 32, 1, 3},  {96, 32, 2, 3},  {144, 16, 1, 3}, {144, 16, 2, 5},
+                                     {192, 8, 1, 3},  {240, 8, 1, 5},  {384, 4, 1, 3},  {672, 4, 1, 5},
+                                     {960, 2, 1, 3},  {1152, 2, 1, 5}};
+  printf("depthwise convolution, one thread's CPU time per call (best of 300), µs\n");
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) {
+    const size_t channels = layers[i][0], side = layers[i][1], k = layers[i][3];
+    bbi_window2d g = {0};
+    g.ih = g.iw = side, g.kh = g.kw = k, g.sh = g.sw = layers[i][2], g.dh = g.dw = 1;
+    g.ph = g.pw = g.ph_end = g.pw_end = k / 2;
+    g.oh = g.ow = (side + 2 * (k / 2) - k) / g.sh + 1;
+    float *x = xmalloc(channels * side * side * sizeof(float)), *w = xmalloc(channels * k * k * sizeof(float));
+    float *b = xmalloc(channels * sizeof(float)), *y = xmalloc(channels * g.oh * g.ow * sizeof(float));
+    float *scratch = xmalloc(bbi_f32_dwconv2d_chw_scratch_size(&g));
+    for (size_t j = 0; j < channels * side * side; j++) x[j] = (float)(j % 97) / 97.0f - 0.5f;
+    for (size_t j = 0; j < channels * k * k; j++) w[j] = (float)(j % 13) / 13.0f - 0.5f;
+    for (size_t j = 0; j < channels; j++) b[j] = 0.01f * (float)j;
+    double best = 1e9;
+    for (int r = 0; r < 300; r++) {
+      const double t0 = now_seconds();
+      bbi_f32_dwconv2d_chw_lanes(&g, channels, x, w, NULL, b, y, scratch);
+      const double t = now_seconds() - t0;
+      best = t < best ? t : best;
+    }
+    printf("  %4zu channels %2zux%-2zu stride %zu %zux%zu  %7.1f\n", channels, side, side, g.sh, k, k, best * 1e6);
+    free(x), free(w), free(b), free(y), free(scratch);
+  }
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "dwconv") == 0) {
+    bench_clock = CLOCK_THREAD_CPUTIME_ID;
+    bench_dwconv();
+    return 0;
+  }
   if (argc > 1 && strcmp(argv[1], "winograd") == 0) {
     bench_winograd(argc > 2 ? (size_t)strtoul(argv[2], NULL, 10) : 1, argc > 3 ? argv[3] : NULL);
     return 0;

@@ -124,6 +124,14 @@ static void test_convolutions(void) {
   check2("Conv 3x3 stride 2 to a 2x2 map, one image (4-row A panels)", window_node("Conv", 2, 1, 3, 2, 1, 1, 1),
          DIMS(1, 64, 4, 4), DIMS(512, 64, 3, 3));
   check2("Conv 1x1", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(2, 64, 28, 28), DIMS(96, 64, 1, 1));
+  /* MobileNet's projections on small maps: few output channels against few positions,
+   * one region of the GEMM's default width, cut into narrower ones to be shared */
+  check2("Conv 1x1 192 -> 32 on an 8x8 map", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(1, 192, 8, 8),
+         DIMS(32, 192, 1, 1));
+  check2("Conv 1x1 384 -> 64 on a 4x4 map", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(1, 384, 4, 4),
+         DIMS(64, 384, 1, 1));
+  check2("Conv 1x1 576 -> 96 on a 4x4 map", window_node("Conv", 2, 1, 1, 1, 0, 1, 1), DIMS(1, 576, 4, 4),
+         DIMS(96, 576, 1, 1));
   check2("Conv small images batched", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), DIMS(64, 8, 8, 8), DIMS(16, 8, 3, 3));
   /* depthwise: the plane kernel's row path and its four-channel path for narrow outputs */
   check2("Conv depthwise 3x3", window_node("Conv", 2, 1, 3, 1, 1, 1, 96), DIMS(1, 96, 32, 32), DIMS(96, 1, 3, 3));

@@ -295,6 +295,43 @@ DW16_INLINE void dw_rows16(size_t KK, size_t R, size_t ow, const float *src, siz
   }
 }
 
+/* dw_rows16 for an undilated KH×KW filter at vertical stride SH, each input vector loaded
+ * once for all the output rows that read it: padded row q (row_floats apart) at filter row
+ * q - r·SH of output row r. Each sum still takes its taps in row-major order (q rising,
+ * then kx), the same operations as dw_rows16's, so the same bits with R·KH·KW loads cut
+ * to ((R - 1)·SH + KH)·KW. col_off[kx]: kernel column kx's offset in the row. */
+DW16_INLINE void dw_rows16_shared(size_t KH, size_t KW, size_t SH, size_t R, size_t ow, const float *src,
+                                  size_t row_floats, const size_t *col_off, const __m512 *wv, __m512 b, float *y) {
+  for (size_t ox = 0; ox < ow; ox += 16) {
+    const __mmask16 m = (__mmask16)(ow - ox >= 16 ? 0xffffu : (1u << (ow - ox)) - 1u);
+    __m512 a[DW16_ROWS];
+    BBI_UNROLL for (size_t r = 0; r < R; r++) a[r] = b;
+    BBI_UNROLL for (size_t q = 0; q < (R - 1) * SH + KH; q++) {
+      BBI_UNROLL for (size_t kx = 0; kx < KW; kx++) {
+        const __m512 v = _mm512_maskz_loadu_ps(m, src + q * row_floats + col_off[kx] + ox);
+        BBI_UNROLL for (size_t r = 0; r < R; r++) {
+          if (q < r * SH || q - r * SH >= KH) continue;
+          a[r] = _mm512_add_ps(a[r], _mm512_mul_ps(wv[(q - r * SH) * KW + kx], v));
+        }
+      }
+    }
+    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, a[r]);
+  }
+}
+
+/* dw_plane16_body's rows by dw_rows16_shared. */
+DW16_INLINE void dw_plane16_shared(size_t KH, size_t KW, size_t SH, size_t oh, size_t ow, const float *src,
+                                   size_t row_floats, const size_t *col_off, const float *w, float bias, float *y) {
+  __m512 wv[DW_MAX_TAPS];
+  BBI_UNROLL for (size_t k = 0; k < KH * KW; k++) wv[k] = _mm512_set1_ps(w[k]);
+  const __m512 b = _mm512_set1_ps(bias);
+  const size_t row_step = SH * row_floats;
+  size_t oy = 0;
+  for (; oy + DW16_ROWS <= oh; oy += DW16_ROWS)
+    dw_rows16_shared(KH, KW, SH, DW16_ROWS, ow, src + oy * row_step, row_floats, col_off, wv, b, y + oy * ow);
+  for (; oy < oh; oy++) dw_rows16_shared(KH, KW, SH, 1, ow, src + oy * row_step, row_floats, col_off, wv, b, y + oy * ow);
+}
+
 /* One channel's output plane from its phase-split scratch plane, DW16_ROWS rows a step with
  * the filter's taps held in registers. */
 DW16_INLINE void dw_plane16_body(size_t KK, size_t oh, size_t ow, const float *src, size_t row_step,
@@ -308,8 +345,20 @@ DW16_INLINE void dw_plane16_body(size_t KK, size_t oh, size_t ow, const float *s
   for (; oy < oh; oy++) dw_rows16(KK, 1, ow, src + oy * row_step, row_step, off, wv, b, y + oy * ow);
 }
 
-DW16 static void dw_plane16(size_t taps, size_t oh, size_t ow, const float *src, size_t row_step, const size_t *off,
-                            const float *w, float bias, float *y) {
+/* MobileNet's and EfficientNet's filters (3×3 and 5×5, undilated, vertical stride 1 or 2)
+ * share their loads across rows (dw_plane16_shared); the others load per tap. */
+DW16 static void dw_plane16(const bbi_window2d *g, size_t row_floats, size_t width, const float *src, size_t row_step,
+                            const size_t *off, const float *w, float bias, float *y) {
+  const size_t taps = g->kh * g->kw, oh = g->oh, ow = g->ow;
+  if (g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) && (g->sh == 1 || g->sh == 2)) {
+    size_t col_off[5];
+    for (size_t kx = 0; kx < g->kw; kx++) col_off[kx] = kx % g->sw * width + kx / g->sw;
+    if (g->kh == 3 && g->sh == 1) dw_plane16_shared(3, 3, 1, oh, ow, src, row_floats, col_off, w, bias, y);
+    else if (g->kh == 3) dw_plane16_shared(3, 3, 2, oh, ow, src, row_floats, col_off, w, bias, y);
+    else if (g->sh == 1) dw_plane16_shared(5, 5, 1, oh, ow, src, row_floats, col_off, w, bias, y);
+    else dw_plane16_shared(5, 5, 2, oh, ow, src, row_floats, col_off, w, bias, y);
+    return;
+  }
   if (taps == 9) dw_plane16_body(9, oh, ow, src, row_step, off, w, bias, y);
   else if (taps == 25) dw_plane16_body(25, oh, ow, src, row_step, off, w, bias, y);
   else dw_plane16_body(taps, oh, ow, src, row_step, off, w, bias, y);
@@ -390,7 +439,7 @@ void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const fl
     float *yc = y + c * g->oh * g->ow;
 #if BBI_HAVE_X86_GEMM
     if (wide) {
-      dw_plane16(taps, g->oh, g->ow, scratch, row_step, offset, w + c * taps, b, yc);
+      dw_plane16(g, p.phases * p.width, p.width, scratch, row_step, offset, w + c * taps, b, yc);
       continue;
     }
 #endif

@@ -721,6 +721,18 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
   p.row_blocks = div_ceil(m, p.blk.mc);
   p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
+  /* a product of few regions (a small map's 1×1 convolution: 32 to 160 output channels
+   * against 4 to 64 positions) takes narrower ones, whole panels, up to two a participant,
+   * so that it is shared at all; a tile's result does not depend on its region */
+  if (p.row_blocks * p.col_chunks < 2 * slots) {
+    const size_t chunks = div_ceil(2 * slots, p.row_blocks);
+    const size_t chunk = round_up(div_ceil(min_size(p.blk.nc, n), chunks), p.nr);
+    if (chunk < p.chunk) {
+      p.chunk = chunk;
+      p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
+      p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
+    }
+  }
   /* very large products take wider regions, so the tasks stay within the pool's count */
   while (p.row_blocks * p.col_chunks > BBI_PARALLEL_MAX_TASKS && p.chunk < p.blk.nc) {
     p.chunk = min_size(p.blk.nc, p.chunk * 2);
