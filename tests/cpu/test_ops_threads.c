@@ -153,8 +153,8 @@ static void test_convolutions(void) {
  * patches are packed straight into the GEMM's one 4-row A panel and the 256 output
  * channels are its columns, which go to the pool as at least four regions a participant
  * (column chunks down to one 32-wide panel): the same bits on 1–4 threads, and on two
- * threads at least eight tasks for the one product (it had two regions of 128 columns,
- * and the patches' pack job two more). */
+ * threads at least eight tasks for the product (natively it had two regions of 128
+ * columns, and the patches' pack job two more). */
 static void test_conv_small_map_regions(void) {
   bb_ir_node *n = window_node("Conv", 2, 1, 3, 1, 1, 1, 1);
   check2("Conv 3x3 on a 2x2 map (A packed from the planes)", n, DIMS(1, 64, 2, 2), DIMS(256, 64, 3, 3));
@@ -169,7 +169,13 @@ static void test_conv_small_map_regions(void) {
     bbi_parallel_get_stats(&before);
     CHECK_MSG(!bb_cpu_run_node(n, 17, in, 2, &out, 1, NULL, &err), "%s", err.message);
     bbi_parallel_get_stats(&after);
-    CHECK_MSG(after.tasks - before.tasks >= 8 && after.jobs - before.jobs == 1,
+    /* one job natively with AVX-512 (the patches packed as A by the caller alone), else
+     * the patch rows' job before the product's */
+    uint64_t jobs = 2;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2")) jobs = 1;
+#endif
+    CHECK_MSG(after.tasks - before.tasks >= 8 && after.jobs - before.jobs <= jobs,
               "the 2x2 map's product went to the pool as %llu tasks in %llu jobs",
               (unsigned long long)(after.tasks - before.tasks), (unsigned long long)(after.jobs - before.jobs));
   }
