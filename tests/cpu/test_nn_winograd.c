@@ -219,7 +219,8 @@ static void test_non_finite(void) {
 static void test_four_tiles_natively_direct(void) {
   const conv_case k = {1, 256, 256, 4, 4, {1, 1, 1, 1}, true, true};
   bb_tensor *w = rand_tensor(4, (const int64_t[]){k.m, k.c, 3, 3}), *b = rand_tensor(1, (const int64_t[]){k.m});
-  bb_tensor *x = rand_tensor(4, (const int64_t[]){k.n, k.c, k.h, k.w}), *r = rand_tensor(4, (const int64_t[]){1, k.m, 4, 4});
+  bb_tensor *x = rand_tensor(4, (const int64_t[]){k.n, k.c, k.h, k.w});
+  bb_tensor *r = rand_tensor(4, (const int64_t[]){1, k.m, 4, 4});
   bb_model *m = conv_model(&k, w, b);
   bb_cpu_session *fast = session(m, 0), *direct = session(m, BB_CPU_REWRITE_WINOGRAD);
   bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;

@@ -520,7 +520,8 @@ __attribute__((target("avx512f"))) static void tiny_pack_a_avx512(const bbi_wind
     const __m512 p = _mm512_maskz_loadu_ps(load, x + c * plane);
     float *d = dst + (c - c0) * per;
     size_t v = 0;
-    for (; v + 1 < vectors; v++) _mm512_storeu_ps(d + 16 * v, _mm512_maskz_permutexvar_ps((__mmask16)inside[v], idx[v], p));
+    for (; v + 1 < vectors; v++)
+      _mm512_storeu_ps(d + 16 * v, _mm512_maskz_permutexvar_ps((__mmask16)inside[v], idx[v], p));
     _mm512_mask_storeu_ps(d + 16 * v, tail, _mm512_maskz_permutexvar_ps((__mmask16)inside[v], idx[v], p));
   }
 }
@@ -545,7 +546,8 @@ int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g
       (w != 4 && w != 8 && w != 16 && w != 32) || (w == 4 && n > 4)) /* 4-tall A panels: m <= 4 */
     return 0;
   if (as_a && w == 4 && n == 4 && g->ih * g->iw <= TINY_PLANE && g->kh * g->kw <= TINY_TAPS) {
-    tiny_pack_a_avx512(g, c0, c1, x, plane, panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w));
+    float *first = panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w);
+    tiny_pack_a_avx512(g, c0, c1, x, plane, first);
     return 1;
   }
   im2col_pack_avx512(cfg, as_a, g, c0, c1, x, plane, k, w, packed);
