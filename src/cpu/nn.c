@@ -150,6 +150,11 @@ static bbi_window2d window_of(const geometry *g, bool include_pad) {
 #define CONV_MAX_COL_BYTES (128u << 10)
 /* From this many output positions on, an image that is not batched with others has its
  * product computed on the plane (W · col). */
+/* Windows of at most this many taps (3×3) have their column matrix packed straight into
+ * the GEMM's A panels even when wider than the output (a 3×3 window on a 2×2 map): there
+ * each patch row is a few taps of a plane in cache, where the transposed column matrix
+ * is a call per kw floats. Wider windows (a weight gradient's: dY as the kernel) keep it. */
+#define CONV_SMALL_WINDOW 9
 #ifndef CONV_PLANE_MIN_POSITIONS
 #define CONV_PLANE_MIN_POSITIONS 64
 #endif
@@ -671,7 +676,8 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
    * output (a weight gradient's: few positions, a kernel-sized plane of taps): there each
    * of its many column rows would be one gather, where the transposed column matrix
    * copies runs of kw floats and packs them */
-  const bool col_as_a = !on_plane && !direct && planar && chunk == 1 && npos > 1 && mg > 1 && !patches;
+  const bool col_as_a = !on_plane && !direct && planar && chunk == 1 && npos > 1 && mg > 1 &&
+                        (!patches || g->kernel_size <= CONV_SMALL_WINDOW);
   size_t col_bytes_alone = direct ? 0
                            : col_packed ? panels_bytes + rows_stride * sizeof(float)
                                         : (size_t)kdim * rows * sizeof(float);

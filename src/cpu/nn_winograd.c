@@ -345,17 +345,20 @@ static void output_task(void *ctx, size_t task, size_t slot) {
 }
 
 /* Whether the fast path is faster than the direct convolution for this shape, as
- * measured (docs/PERFORMANCE.md, "Winograd"): with few channels its products are too
- * short (k = C) to pay for the transforms, and with few tiles its 16/9 more weights
- * cost more than the multiplies it saves, unless the channels are many. WebAssembly's
- * GEMM (four lanes, no fused multiply-add) is slower against the transforms than
- * AVX-512's, so there it pays from fewer channels. */
+ * measured (docs/PERFORMANCE.md, "Winograd" and "(2026-12-03, evening)"): with few
+ * channels its products are too short (k = C) to pay for the transforms, and with few
+ * tiles its 16/9 more weights cost more than the multiplies it saves. Natively that
+ * holds below 16 tiles however many the channels: in a whole model, whose weights do not
+ * stay in cache from one run to the next, a 4×4 map's sixteen products stream 16/9 of
+ * the direct path's bytes, and the direct path is faster there. WebAssembly's GEMM (four
+ * lanes, no fused multiply-add) is slower against the transforms than AVX-512's, so
+ * there it pays from fewer channels and tiles. */
 static bool winograd_pays(size_t tiles, size_t c_in, size_t m_out) {
 #if defined(__wasm__)
   return c_in >= 16 && m_out >= 16 && tiles >= 4;
 #endif
   if (c_in < 32 || m_out < 32) return false;
-  return tiles >= 64 || (tiles >= 16 && c_in * m_out >= 4096) || (tiles >= 4 && c_in * m_out >= 65536);
+  return tiles >= 64 || (tiles >= 16 && c_in * m_out >= 4096);
 }
 
 int bbi_nn_conv_winograd(bbi_cpu_op_ctx *ctx, const bbi_window2d *g, bbi_cpu_epilogue *e, bb_tensor *y, bool *done) {

@@ -116,11 +116,13 @@ static bool same_bits(const bb_tensor *a, const bb_tensor *b) {
 }
 
 static const conv_case cases[] = {
-    /* resnet18's 16×16, 8×8 and 4×4 maps at batch 1 (one block: its phases on the pool; the
-     * smaller ones with tiles as the GEMM's rows where its tile is wider than 16 tiles) */
+    /* resnet18's 16×16 and 8×8 maps at batch 1 (one block: its phases on the pool; the
+     * smaller with tiles as the GEMM's rows where its tile is wider than 16 tiles), and
+     * 4×4 maps of four images (its own 4×4 maps take the direct path natively:
+     * test_four_tiles_natively_direct) */
     {1, 64, 64, 16, 16, {1, 1, 1, 1}, true, false},
     {1, 128, 128, 8, 8, {1, 1, 1, 1}, false, true},
-    {1, 256, 256, 4, 4, {1, 1, 1, 1}, true, true},
+    {4, 64, 64, 4, 4, {1, 1, 1, 1}, true, true},
     /* odd sizes: tiles cut by the right and bottom edges; asymmetric and no padding */
     {1, 64, 72, 15, 13, {1, 1, 1, 1}, true, false},
     {2, 64, 72, 9, 11, {0, 2, 1, 0}, true, true},
@@ -211,8 +213,32 @@ static void test_non_finite(void) {
   }
 }
 
+/* resnet18's 4×4 maps (four tiles, 256 channels in and out): natively the direct path,
+ * whose weights are 9/16 of the transformed ones the sixteen products stream (the whole
+ * model's weights do not stay in cache between runs); in WebAssembly the fast path. */
+static void test_four_tiles_natively_direct(void) {
+  const conv_case k = {1, 256, 256, 4, 4, {1, 1, 1, 1}, true, true};
+  bb_tensor *w = rand_tensor(4, (const int64_t[]){k.m, k.c, 3, 3}), *b = rand_tensor(1, (const int64_t[]){k.m});
+  bb_tensor *x = rand_tensor(4, (const int64_t[]){k.n, k.c, k.h, k.w});
+  bb_tensor *r = rand_tensor(4, (const int64_t[]){1, k.m, 4, 4});
+  bb_model *m = conv_model(&k, w, b);
+  bb_cpu_session *fast = session(m, 0), *direct = session(m, BB_CPU_REWRITE_WINOGRAD);
+  bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;
+  CHECK(y && yd);
+#if defined(__wasm__)
+  CHECK_MSG(!same_bits(y, yd), "the 4×4 map did not take the fast path in WebAssembly");
+#else
+  CHECK_MSG(same_bits(y, yd), "the 4×4 map with 256 channels took the fast path natively");
+#endif
+  bb_tensor_release(y), bb_tensor_release(yd);
+  bb_cpu_session_free(fast), bb_cpu_session_free(direct);
+  bb_model_free(m);
+  bb_tensor_release(w), bb_tensor_release(b), bb_tensor_release(x), bb_tensor_release(r);
+}
+
 int main(void) {
   RUN(test_against_double);
   RUN(test_non_finite);
+  RUN(test_four_tiles_natively_direct);
   return bb_test_finish();
 }

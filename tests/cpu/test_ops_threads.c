@@ -157,6 +157,40 @@ static void test_convolutions(void) {
          DIMS(24, 32, 10, 10));
 }
 
+/* A 3×3 / pad 1 Conv on a 2×2 map (resnet18's last stage, narrowed): its four positions'
+ * patches are packed straight into the GEMM's one 4-row A panel and the 256 output
+ * channels are its columns, which go to the pool as at least four regions a participant
+ * (column chunks down to one 32-wide panel): the same bits on 1–4 threads, and on two
+ * threads at least eight tasks for the product (natively it had two regions of 128
+ * columns, and the patches' pack job two more). */
+static void test_conv_small_map_regions(void) {
+  bb_ir_node *n = window_node("Conv", 2, 1, 3, 1, 1, 1, 1);
+  check2("Conv 3x3 on a 2x2 map (A packed from the planes)", n, DIMS(1, 64, 2, 2), DIMS(256, 64, 3, 3));
+  check2("Conv 3x3 stride 2 from 4x4 to 2x2, 8 channels", window_node("Conv", 2, 1, 3, 2, 1, 1, 1), DIMS(1, 8, 4, 4),
+         DIMS(300, 8, 3, 3));
+  if (!bbi_parallel_supported()) return;
+  bb_tensor *in[2] = {rand_tensor(4, (const int64_t[]){1, 64, 2, 2}), rand_tensor(4, (const int64_t[]){256, 64, 3, 3})};
+  bb_tensor *out = NULL;
+  bb_error err;
+  if (!set_threads(2)) {
+    bbi_parallel_stats before, after;
+    bbi_parallel_get_stats(&before);
+    CHECK_MSG(!bb_cpu_run_node(n, 17, in, 2, &out, 1, NULL, &err), "%s", err.message);
+    bbi_parallel_get_stats(&after);
+    /* one job natively with AVX-512 (the patches packed as A by the caller alone), else
+     * the patch rows' job before the product's */
+    uint64_t jobs = 2;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("bmi2")) jobs = 1;
+#endif
+    CHECK_MSG(after.tasks - before.tasks >= 8 && after.jobs - before.jobs <= jobs,
+              "the 2x2 map's product went to the pool as %llu tasks in %llu jobs",
+              (unsigned long long)(after.tasks - before.tasks), (unsigned long long)(after.jobs - before.jobs));
+  }
+  set_threads(1);
+  bb_tensor_release(out), bb_tensor_release(in[0]), bb_tensor_release(in[1]);
+}
+
 /* A batch of images is one job of the pool, one task per image (the split by images, not
  * a job per image), and each image of it is what the image alone gives. */
 static void test_conv_batch_split(void) {
@@ -555,6 +589,7 @@ int main(void) {
   RUN(test_matmul_and_gemm);
   RUN(test_convolutions);
   RUN(test_conv_batch_split);
+  RUN(test_conv_small_map_regions);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);

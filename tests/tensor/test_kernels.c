@@ -1123,8 +1123,8 @@ static void test_im2col_pack_matches_packing(void) {
   bbi_f32_gemm_config cfgs[8];
   const size_t ncfg = test_configs(cfgs, 8);
   rng_seed(27);
-  int ok = 1, ok_a = 1, ok_untouched = 1;
-  size_t taken = 0, wide_cases = 0, taken_a = 0, wide_a = 0, bands = 0;
+  int ok = 1, ok_a = 1, ok_untouched = 1, ok_range = 1;
+  size_t taken = 0, wide_cases = 0, taken_a = 0, wide_a = 0, bands = 0, ranged_a = 0;
   for (int t = 0; t < 300; t++) {
     bbi_window2d g = random_conv_window(20, 40, 4);
     const size_t span_h = (g.kh - 1) * g.dh + 1, span_w = (g.kw - 1) * g.dw + 1;
@@ -1133,6 +1133,9 @@ static void test_im2col_pack_matches_packing(void) {
     if (t % 8 == 2) g = (bbi_window2d){8, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
     if (t % 8 == 4) g = (bbi_window2d){16, 16, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0};
     if (t % 16 == 6) g = (bbi_window2d){64, 64, 32, 32, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0};
+    /* a resnet's 2×2 maps: the 3×3 / pad 1 on 2×2 and the 3×3 / 2 from 4×4 */
+    if (t % 8 == 5) g = (bbi_window2d){2, 2, 2, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+    if (t % 8 == 7) g = (bbi_window2d){4, 4, 2, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0};
     place_window(&g, 0);
     const size_t channels = (size_t)rng_int(1, 5), c0 = (size_t)rng_int(0, (int)channels - 1);
     const size_t c1 = (size_t)rng_int((int)c0 + 1, (int)channels), taps = g.kh * g.kw;
@@ -1202,6 +1205,23 @@ static void test_im2col_pack_matches_packing(void) {
       }
       taken_a += (size_t)did_a;
       wide_a += cfg->nr == 32 && ci % 2 == 0 && n >= 2 && n <= cfg->mc;
+      /* as A, channels [c0, c1) only (a piece of a pack cut across the pool), at most four
+       * positions (one 4-tall panel): those channels' rows as pack_a's, every other byte
+       * untouched */
+      if (n <= 4) {
+        memset(got, 0xab, a_size);
+        if (bbi_f32_im2col_pack_2d(cfg, &g, c0, c1, x, plane, k, 1, got)) {
+          ranged_a += cfg->nr == 32 && n == 4 && plane <= 16;
+          for (size_t p = c0 * taps; p < c1 * taps; p++) {
+            size_t stride, rows_after, height;
+            char *row = (char *)bbi_f32_gemm_packed_a_row(cfg, n, k, p, got, &stride, &rows_after, &height);
+            const size_t at = (size_t)(row - got), bytes = height * sizeof(float);
+            ok_range &= at + bytes <= a_size && memcmp(row, want + at, n * sizeof(float)) == 0;
+            memset(row, 0xab, bytes);
+          }
+          for (size_t i = 0; i < a_size; i++) ok_range &= (unsigned char)got[i] == 0xab;
+        }
+      }
       free(want), free(got);
     }
     free(image), free(full), free(col);
@@ -1210,14 +1230,16 @@ static void test_im2col_pack_matches_packing(void) {
   CHECK_MSG(ok, "the column matrix packed straight into panels differs from im2col + pack_b_rows");
   CHECK_MSG(ok_a, "the column matrix packed straight into A panels differs from bbi_f32_gemm_pack_a");
   CHECK_MSG(ok_untouched, "a declined im2col_pack wrote into the panels");
+  CHECK_MSG(ok_range, "a range of channels packed as A differs from pack_a's rows or wrote outside them");
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (__builtin_cpu_supports("avx512f")) {
     CHECK_MSG(wide_cases > 0, "no case for the 32-wide configuration");
     CHECK_MSG(taken >= wide_cases, "the AVX-512 kernel declined a shipped configuration's case");
     CHECK_MSG(wide_a > 0 && taken_a >= wide_a, "the AVX-512 kernel declined a shipped configuration's A case");
+    CHECK_MSG(ranged_a > 10, "too few ranges of channels as A on four positions of a small plane");
   }
 #else
-  (void)taken, (void)wide_cases, (void)taken_a, (void)wide_a;
+  (void)taken, (void)wide_cases, (void)taken_a, (void)wide_a, (void)ranged_a;
 #endif
 }
 

@@ -486,6 +486,45 @@ __attribute__((target("avx512f,bmi2"))) static void im2col_pack_avx512(const bbi
     }
   }
 }
+
+/* Planes of at most this many floats, windows of at most this many taps, take
+ * tiny_pack_a_avx512. */
+#define TINY_PLANE 16
+#define TINY_TAPS 16
+
+/* As A, the one 4-tall panel of exactly four positions (a 3×3 window on a 2×2 map): row p
+ * of the column matrix is the four floats at 4p of the panels (a 4-tall panel of at most
+ * four positions is one run across every k block), so channel c's taps are the
+ * 4·kh·kw floats from 4·c·kh·kw on. Each is a float of c's plane (at most sixteen, one
+ * masked load) or 0: a lane table set once per call, then per channel one load and
+ * 4·kh·kw / 16 permutes, stored in order, the last by a mask (nothing past channel
+ * c1 - 1's taps). The floats im2col_pack_avx512 writes there (copies only). */
+__attribute__((target("avx512f"))) static void tiny_pack_a_avx512(const bbi_window2d *g, size_t c0, size_t c1,
+                                                                  const float *x, size_t plane, float *dst) {
+  const size_t taps = g->kh * g->kw, per = 4 * taps, vectors = (per + 15) / 16, pixels = g->ih * g->iw;
+  int32_t at[TINY_TAPS * 4] = {0};
+  uint32_t inside[TINY_TAPS * 4 / 16] = {0};
+  for (size_t f = 0; f < per; f++) {
+    const size_t t = f / 4, j = f % 4, ky = t / g->kw, kx = t % g->kw, oy = j / g->ow, ox = j % g->ow;
+    const int64_t iy = (int64_t)(oy * g->sh + ky * g->dh) - (int64_t)g->ph;
+    const int64_t ix = (int64_t)(ox * g->sw + kx * g->dw) - (int64_t)g->pw;
+    if (iy < 0 || iy >= (int64_t)g->ih || ix < 0 || ix >= (int64_t)g->iw) continue;
+    at[f] = (int32_t)(iy * (int64_t)g->iw + ix);
+    inside[f / 16] |= 1u << (f % 16);
+  }
+  __m512i idx[TINY_TAPS * 4 / 16];
+  for (size_t v = 0; v < vectors; v++) idx[v] = _mm512_loadu_si512(at + 16 * v);
+  const __mmask16 load = (__mmask16)(pixels >= 16 ? 0xffffu : (1u << pixels) - 1);
+  const __mmask16 tail = (__mmask16)(per % 16 ? (1u << (per % 16)) - 1 : 0xffffu);
+  for (size_t c = c0; c < c1; c++) {
+    const __m512 p = _mm512_maskz_loadu_ps(load, x + c * plane);
+    float *d = dst + (c - c0) * per;
+    size_t v = 0;
+    for (; v + 1 < vectors; v++)
+      _mm512_storeu_ps(d + 16 * v, _mm512_maskz_permutexvar_ps((__mmask16)inside[v], idx[v], p));
+    _mm512_mask_storeu_ps(d + 16 * v, tail, _mm512_maskz_permutexvar_ps((__mmask16)inside[v], idx[v], p));
+  }
+}
 #endif
 
 int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g, size_t c0, size_t c1,
@@ -506,6 +545,11 @@ int bbi_f32_im2col_pack_2d(const bbi_f32_gemm_config *cfg, const bbi_window2d *g
       !panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w) ||
       (w != 4 && w != 8 && w != 16 && w != 32) || (w == 4 && n > 4)) /* 4-tall A panels: m <= 4 */
     return 0;
+  if (as_a && w == 4 && n == 4 && g->ih * g->iw <= TINY_PLANE && g->kh * g->kw <= TINY_TAPS) {
+    float *first = panel_row(cfg, as_a, n, k, c0 * g->kh * g->kw, packed, &stride, &rows_after, &w);
+    tiny_pack_a_avx512(g, c0, c1, x, plane, first);
+    return 1;
+  }
   im2col_pack_avx512(cfg, as_a, g, c0, c1, x, plane, k, w, packed);
   return 1;
 #else
