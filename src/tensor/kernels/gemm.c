@@ -121,9 +121,12 @@ static int is_gemv(size_t m, size_t n) { return m == 1 || n == 1; }
 /* Columns of C per region on several threads (rounded to whole panels); rows come in mc
  * blocks. */
 #define REGION_COLUMNS 128
-/* Regions a participant at least, where narrower column chunks can make them (see
- * bbi_f32_gemm_run). */
-#define REGIONS_PER_SLOT 4
+/* Regions a participant at least, where narrower column chunks (whole panels) can make
+ * them: two, so that a product of few regions is shared at all; four where A is packed
+ * beforehand (no region repacks it), so that a participant slowed or late leaves work to
+ * take. */
+#define REGIONS_PER_SLOT 2
+#define REGIONS_PER_SLOT_PACKED_A 4
 /* Elements of the vector per task of a parallel matrix-vector product. */
 #define GEMV_TASK_ELEMENTS 256
 
@@ -725,10 +728,11 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
   p.row_blocks = div_ceil(m, p.blk.mc);
   p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
   /* a product of few regions (a small map's 1×1 convolution: 32 to 160 output channels
-   * against 4 to 64 positions) takes narrower ones, whole panels, up to two a participant,
-   * so that it is shared at all; a tile's result does not depend on its region */
-  if (p.row_blocks * p.col_chunks < 2 * slots) {
-    const size_t chunks = div_ceil(2 * slots, p.row_blocks);
+   * against 4 to 64 positions; a 3×3 one on a 2×2 map: 4 positions against 512 channels)
+   * takes narrower ones; a tile's result does not depend on its region */
+  const size_t want = (p.packed_a ? REGIONS_PER_SLOT_PACKED_A : REGIONS_PER_SLOT) * slots;
+  if (p.row_blocks * p.col_chunks < want) {
+    const size_t chunks = div_ceil(want, p.row_blocks);
     const size_t chunk = round_up(div_ceil(min_size(p.blk.nc, n), chunks), p.nr);
     if (chunk < p.chunk) {
       p.chunk = chunk;
@@ -742,17 +746,6 @@ int bbi_f32_gemm_run(const bbi_f32_gemm_config *cfg, const bbi_f32_gemm_args *g,
     p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
     p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
   }
-  /* fewer regions than REGIONS_PER_SLOT a participant, with A packed beforehand:
-   * narrower column chunks, down to one panel, so that a participant slowed or late
-   * leaves work to take (a convolution on a 2×2 map, A its four positions' patches and B
-   * the weights of 512 output channels, had one row block and four chunks). The tiles,
-   * and so the bits, stay. */
-  if (p.packed_a)
-    while (p.row_blocks * p.col_chunks < REGIONS_PER_SLOT * slots && p.chunk > p.nr) {
-      p.chunk = round_up(p.chunk / 2, p.nr);
-      p.chunks_per_block = div_ceil(p.blk.nc, p.chunk);
-      p.col_chunks = div_ceil(n, p.blk.nc) * p.chunks_per_block;
-    }
   /* shared panels pay where a region would repack what another one packs: B's panels
    * once per row block, A's blocks once per column chunk */
   if (share && ((p.row_blocks > 1 && !g->packed_b) || (p.col_chunks > 1 && !g->packed_a))) {
