@@ -2,8 +2,9 @@
  * 3-D spatial inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM
  * kernel, on the NCHW plane for large feature maps and with the positions as rows for
  * small ones (see conv_f32; a 1×1, stride-1, unpadded convolution skips im2col), from the
- * input's shifted rows for a strided or tall window on few channels (nn_conv_rows.c), or the
- * depthwise plane kernel; other types and pooling use direct loops with double
+ * input's shifted rows for a strided or tall window on few channels (nn_conv_rows.c), from
+ * zero-padded input rows where the dot product is short and the GEMM the 4-lane one
+ * (bbi_nn_conv_direct, the same bits), or the depthwise plane kernel; other types and pooling use direct loops with double
  * accumulators. The family's other operators are in nn_*.c (see nn.h). */
 #include <math.h>
 #include <string.h>
