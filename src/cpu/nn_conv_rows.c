@@ -100,6 +100,7 @@ int bbi_nn_conv_direct(bbi_cpu_op_ctx *ctx, const bbi_nn_conv_rows_job *job) {
   if (cfg->ukernel != bbi_f32_gemm_ukernel_5x8__f32x4 || k > cfg->kc ||
       !bbi_f32_conv_direct_fits(win, job->channels, job->m))
     return BBI_NN_DECLINED;
+  if (job->n_batch == 0) return 0; /* nothing to write (and no images to share out) */
   const size_t width = bbi_parallel_width();
   /* whole images while there are at least two a participant, else bands of rows so there are */
   size_t bands = 1;
