@@ -189,7 +189,7 @@ static bool all_finite(const float *y, size_t n) {
  * before Relu, adds v·0 to *check (NaN from then on where v is NaN or infinite); with
  * `relu` it is stored as (v < 0 ? 0 : v) + 0, Relu's rule. */
 static void output_row(size_t count, const float *const *s, size_t q0, float bias, float *y0, float *y1, bool relu,
-                       bbi_f32x4 *check) {
+                       bool wide_tail, bbi_f32x4 *check) {
   const bbi_f32x4 b4 = bbi_f32x4_splat(bias), zero = bbi_f32x4_splat(0.0f);
   bbi_f32x4 chk = *check;
   size_t x = 0;
@@ -210,6 +210,28 @@ static void output_row(size_t count, const float *const *s, size_t q0, float bia
       bbi_f32x4_store(y1 + 2 * x, BBI_F32X4_SHUFFLE(a10, a11, 0, 4, 1, 5));
       bbi_f32x4_store(y1 + 2 * x + 4, BBI_F32X4_SHUFFLE(a10, a11, 2, 6, 3, 7));
     }
+  }
+  if (x < count && wide_tail) { /* the last 1 to 3 tiles from whole vectors, the lanes past them unstored and unchecked */
+    const size_t left = count - x, floats = 2 * left;
+    bbi_f32x4 m[POINTS];
+    for (int e = 0; e < POINTS; e++) m[e] = bbi_f32x4_load(s[e] + q0 + x);
+    bbi_f32x4 r0[4], r1[4];
+    for (int c = 0; c < 4; c++) r0[c] = m[c] + m[4 + c] + m[8 + c], r1[c] = m[4 + c] - m[8 + c] - m[12 + c];
+    const bbi_i32x4 lane = {0, 1, 2, 3};
+    const bbi_i32x4 lo = lane < (bbi_i32x4){(int32_t)floats, (int32_t)floats, (int32_t)floats, (int32_t)floats};
+    const bbi_i32x4 hi = lane + 4 < (bbi_i32x4){(int32_t)floats, (int32_t)floats, (int32_t)floats, (int32_t)floats};
+    for (int row = 0; row < (y1 ? 2 : 1); row++) {
+      const bbi_f32x4 *r = row ? r1 : r0;
+      const bbi_f32x4 a0 = r[0] + r[1] + r[2] + b4, a1 = r[1] - r[2] - r[3] + b4;
+      bbi_f32x4 v0 = BBI_F32X4_SHUFFLE(a0, a1, 0, 4, 1, 5), v1 = BBI_F32X4_SHUFFLE(a0, a1, 2, 6, 3, 7);
+      chk += bbi_f32x4_select(lo, v0 * zero, zero) + bbi_f32x4_select(hi, v1 * zero, zero);
+      if (relu) v0 = bbi_f32x4_max(v0, zero) + zero, v1 = bbi_f32x4_max(v1, zero) + zero;
+      float *yr = (row ? y1 : y0) + 2 * x;
+      if (floats >= 4) bbi_f32x4_store(yr, v0);
+      else bbi_f32x4_store_tail(yr, v0, floats);
+      if (floats > 4) bbi_f32x4_store_tail(yr + 4, v1, floats - 4);
+    }
+    x = count;
   }
   float tail = 0.0f;
   for (; x < count; x++) {
@@ -277,10 +299,10 @@ static bool output_by_tiles(const wino_job *j, size_t row0, size_t tiles, size_t
     for (size_t r = 0; r < rows; r++) {
       const size_t n = (row0 + r) / j->th, oy = 2 * ((row0 + r) % j->th);
       float *y0 = j->y + (n * j->m + m) * plane + oy * ow;
-      output_row(full, s, r * tw, bias, y0, oy + 1 < oh ? y0 + ow : NULL, relu, &chk);
+      output_row(full, s, r * tw, bias, y0, oy + 1 < oh ? y0 + ow : NULL, relu, true, &chk);
       if (full < tw) { /* odd width: the last tile's left column */
         float one[2][4];
-        output_row(1, s, r * tw + full, bias, one[0], one[1], false, &unused);
+        output_row(1, s, r * tw + full, bias, one[0], one[1], false, false, &unused);
         const float v0 = one[0][0], v1 = oy + 1 < oh ? one[1][0] : 0.0f;
         chk += bbi_f32x4_splat(v0 * 0.0f + v1 * 0.0f);
         y0[2 * full] = relu ? bbi_f32_relu_scalar(v0) : v0;

@@ -202,17 +202,22 @@ static void test_non_finite(void) {
    * its store, the check there too */
   static const conv_case kinds[] = {{3, 32, 40, 10, 9, {1, 1, 1, 1}, true, true, false},
                                     {3, 32, 40, 10, 9, {1, 1, 1, 1}, true, false, true},
-                                    {3, 32, 40, 10, 9, {1, 1, 1, 1}, false, false, false}};
-  const int64_t oh = 10, ow = 9;
-  for (int kind_variant = 0; kind_variant < 12; kind_variant++) {
+                                    {3, 32, 40, 10, 9, {1, 1, 1, 1}, false, false, false},
+                                    /* 7 tiles a row: the last 3 from the store's tail vectors */
+                                    {2, 32, 40, 14, 14, {1, 1, 1, 1}, true, false, true}};
+  for (int kind_variant = 0; kind_variant < 16; kind_variant++) {
     const conv_case k = kinds[kind_variant / 4];
     const int variant = kind_variant % 4;
+    const int64_t oh = k.h, ow = k.w;
+    /* variant 1's -Inf: inside (its tile's neighbours), or with 7 tiles a row in the last
+     * column, which only the row's last tile reads */
+    const int64_t spot = kind_variant / 4 == 3 ? k.h * k.w + 5 * k.w + k.w - 1 : k.h * k.w + 2 * k.w + 4;
     bb_tensor *w = rand_tensor(4, (const int64_t[]){k.m, k.c, 3, 3}), *b = rand_tensor(1, (const int64_t[]){k.m});
     bb_tensor *x = rand_tensor(4, (const int64_t[]){k.n, k.c, k.h, k.w});
     bb_tensor *r = k.residual_relu ? rand_tensor(4, (const int64_t[]){k.n, k.m, oh, ow}) : NULL;
     float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w);
     if (variant == 0) xd[5] = NAN, xd[x->numel - 3] = INFINITY;
-    if (variant == 1) xd[k.h * k.w + 2 * k.w + 4] = -INFINITY; /* an interior position: its tile's neighbours */
+    if (variant == 1) xd[spot] = -INFINITY;
     if (variant == 2) wd[7] = NAN;
     if (variant == 3) xd[17] = 3e38f; /* finite, but the tile's transform overflows */
     bb_model *m = conv_model(&k, w, b);
@@ -220,7 +225,7 @@ static void test_non_finite(void) {
     bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;
     CHECK_MSG(same_bits(y, yd), "kind %d variant %d: not the direct convolution's bits", kind_variant / 4, variant);
     /* and after it, finite inputs take the fast path again */
-    xd[5] = xd[x->numel - 3] = xd[k.h * k.w + 2 * k.w + 4] = xd[17] = 0.25f;
+    xd[5] = xd[x->numel - 3] = xd[spot] = xd[17] = 0.25f;
     bb_tensor_release(y), bb_tensor_release(yd);
     y = fast ? run(fast, x, r) : NULL, yd = direct ? run(direct, x, r) : NULL;
     if (variant != 2) CHECK_MSG(y && yd && !same_bits(y, yd), "kind %d variant %d: the fast path was not taken after",
