@@ -187,7 +187,10 @@ static bool all_finite(const float *y, size_t n) {
  * columns 2x, 2x + 1 of y0 and y1 (NULL: the tile's lower row is past the output's edge).
  * Four tiles a step, their outputs interleaved into eight columns. Each stored output v,
  * before Relu, adds v·0 to *check (NaN from then on where v is NaN or infinite); with
- * `relu` it is stored as (v < 0 ? 0 : v) + 0, Relu's rule. */
+ * `relu` it is stored as (v < 0 ? 0 : v) + 0, Relu's rule. With `wide_tail` the last 1 to
+ * 3 tiles come from whole vectors too, which read up to 3 tiles' products past q0 + count
+ * (the next row's, or the padding after O's rows); the same operations lane by lane as the
+ * tile-by-tile tail. */
 static void output_row(size_t count, const float *const *s, size_t q0, float bias, float *y0, float *y1, bool relu,
                        bool wide_tail, bbi_f32x4 *check) {
   const bbi_f32x4 b4 = bbi_f32x4_splat(bias), zero = bbi_f32x4_splat(0.0f);
