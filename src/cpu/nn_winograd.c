@@ -50,7 +50,8 @@ typedef struct wino_job {
   const char *packed;
   size_t pack_stride;
   /* floats from one point's V (O) to the next: a block's C (M) rows of tiles and 64 bytes
-   * more, so the 16 points' streams do not fall on one cache set (O's also holds what output_row's tail vectors read past its last row) */
+   * more, so the 16 points' streams do not fall on one cache set (O's 64 bytes also hold
+   * what output_row's tail vectors read past its last row) */
   size_t v_point, o_point;
   bbi_cpu_epilogue *e;
   /* scratch: a block's V [16][C][tiles] at v_at and products O [16][M][tiles] at o_at
