@@ -215,7 +215,8 @@ static void output_row(size_t count, const float *const *s, size_t q0, float bia
       bbi_f32x4_store(y1 + 2 * x + 4, BBI_F32X4_SHUFFLE(a10, a11, 2, 6, 3, 7));
     }
   }
-  if (x < count && wide_tail) { /* the last 1 to 3 tiles from whole vectors, the lanes past them unstored and unchecked */
+  /* the last 1 to 3 tiles from whole vectors, the lanes past them unstored and unchecked */
+  if (x < count && wide_tail) {
     const size_t left = count - x, floats = 2 * left;
     bbi_f32x4 m[POINTS];
     for (int e = 0; e < POINTS; e++) m[e] = bbi_f32x4_load(s[e] + q0 + x);
