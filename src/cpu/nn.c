@@ -2,8 +2,9 @@
  * 3-D spatial inputs [N, C, D1, ...]. float32 convolution is im2col + the packed GEMM
  * kernel, on the NCHW plane for large feature maps and with the positions as rows for
  * small ones (see conv_f32; a 1×1, stride-1, unpadded convolution skips im2col), from the
- * input's shifted rows for a strided or tall window on few channels (nn_conv_rows.c), or the
- * depthwise plane kernel; other types and pooling use direct loops with double
+ * input's shifted rows for a strided or tall window on few channels (nn_conv_rows.c), from
+ * zero-padded input rows where the dot product is short and the GEMM the 4-lane one
+ * (bbi_nn_conv_direct, the same bits), or the depthwise plane kernel; other types and pooling use direct loops with double
  * accumulators. The family's other operators are in nn_*.c (see nn.h). */
 #include <math.h>
 #include <string.h>
@@ -574,11 +575,11 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
   return full > last ? full : last;
 }
 
-/* One group's convolution on the plane by bbi_nn_conv_rows, with the fused epilogue in
+/* One group's convolution on the plane by `run` (bbi_nn_conv_rows or bbi_nn_conv_direct), with the fused epilogue in
  * its store where the GEMM's store would take it, else after it: 0, BBI_NN_DECLINED
  * (nothing written), or an error. */
 static int conv_rows(bbi_cpu_op_ctx *ctx, const geometry *g, const bbi_window2d *win, const char *packed,
-                     bb_tensor *y) {
+                     bb_tensor *y, int (*run)(bbi_cpu_op_ctx *, const bbi_nn_conv_rows_job *)) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   bbi_cpu_epilogue *e = own_epilogue(ctx, y);
   const bool in_store = epilogue_in_store(e);
@@ -590,7 +591,7 @@ static int conv_rows(bbi_cpu_op_ctx *ctx, const geometry *g, const bbi_window2d 
     rj.relu = e->act.kind == BBI_ACTIVATION_RELU, rj.clamp = e->act.kind == BBI_ACTIVATION_CLIP;
     rj.min = e->act.min, rj.max = e->act.max;
   }
-  const int rc = bbi_nn_conv_rows(ctx, &rj);
+  const int rc = run(ctx, &rj);
   if (rc == 0 && !in_store) conv_epilogue(e, rj.y, 0, rj.n_batch * rj.m * (size_t)g->out_size);
   return rc;
 }
@@ -654,7 +655,8 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
   const char *packed =
       on_plane && mg == 1 ? NULL : packed_weights(ctx, on_plane, group, (size_t)mg, (size_t)kdim, &pack_stride);
   if (on_plane && planar && !direct && group == 1) {
-    if ((rc = conv_rows(ctx, g, &j.win, packed, y)) != BBI_NN_DECLINED) return rc;
+    if ((rc = conv_rows(ctx, g, &j.win, packed, y, bbi_nn_conv_rows)) != BBI_NN_DECLINED) return rc;
+    if ((rc = conv_rows(ctx, g, &j.win, packed, y, bbi_nn_conv_direct)) != BBI_NN_DECLINED) return rc;
     rc = 0;
   }
   /* W not constant but multiplied more than once (images in several chunks): packed here,

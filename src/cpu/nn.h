@@ -53,6 +53,12 @@ typedef struct bbi_nn_conv_rows_job {
  * a machine with the kernel — and returns 0; else BBI_NN_DECLINED, writing nothing; or an
  * error (the output then unspecified). It may take the op's scratch either way. */
 int bbi_nn_conv_rows(bbi_cpu_op_ctx *ctx, const bbi_nn_conv_rows_job *job);
+/* Runs the convolution with bbi_f32_conv_direct where it takes it — a shape the kernel fits
+ * (unit column stride, channels·kh·kw <= BBI_F32_CONV_DIRECT_MAX_K, at least 2 output
+ * channels) where the product would run on the 4-lane GEMM as one k block, so that the
+ * output is that path's bits — and returns 0; else BBI_NN_DECLINED, writing nothing; or an
+ * error. packed_a is not used. */
+int bbi_nn_conv_direct(bbi_cpu_op_ctx *ctx, const bbi_nn_conv_rows_job *job);
 /* nn_conv_transpose.c */
 int bbi_nn_conv_transpose(bbi_cpu_op_ctx *ctx);
 

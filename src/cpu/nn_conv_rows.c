@@ -71,3 +71,49 @@ int bbi_nn_conv_rows(bbi_cpu_op_ctx *ctx, const bbi_nn_conv_rows_job *job) {
   }
   return 0;
 }
+
+/* bbi_nn_conv_direct: the images' bands of output rows as the pool's tasks, each padding
+ * the input rows its band reads into its participant's slot of the scratch. Every output
+ * is the same dot product whatever the cut, so the bits do not depend on the thread
+ * count. */
+typedef struct direct_job {
+  const bbi_nn_conv_rows_job *job;
+  size_t bands, band, slot_floats;
+  float *scratch;
+} direct_job;
+
+static void direct_task(void *ctx, size_t task, size_t slot) {
+  const direct_job *d = ctx;
+  const bbi_nn_conv_rows_job *job = d->job;
+  const size_t n = task / d->bands, oy0 = task % d->bands * d->band, npos = job->win->oh * job->win->ow;
+  const size_t out_at = n * job->m * npos;
+  const bbi_f32_conv_direct_args a = {job->win, job->channels, job->m, job->x + n * job->channels * job->in_plane,
+                                      job->in_plane, job->w, job->bias, job->addend ? job->addend + out_at : NULL,
+                                      job->relu, job->clamp, job->min, job->max, job->y + out_at};
+  bbi_f32_conv_direct(&a, oy0, oy0 + d->band, d->scratch + slot * d->slot_floats);
+}
+
+int bbi_nn_conv_direct(bbi_cpu_op_ctx *ctx, const bbi_nn_conv_rows_job *job) {
+  const bbi_window2d *win = job->win;
+  const bbi_f32_gemm_config *cfg = bbi_f32_gemm_default_config();
+  const size_t k = job->channels * win->kh * win->kw;
+  if (cfg->ukernel != bbi_f32_gemm_ukernel_5x8__f32x4 || k > cfg->kc ||
+      !bbi_f32_conv_direct_fits(win, job->channels, job->m))
+    return BBI_NN_DECLINED;
+  if (job->n_batch == 0) return 0; /* nothing to write (and no images to share out) */
+  const size_t width = bbi_parallel_width();
+  /* whole images while there are at least two a participant, else bands of rows so there are */
+  size_t bands = 1;
+  if (width > 1 && job->n_batch < 2 * width) bands = (2 * width + job->n_batch - 1) / job->n_batch;
+  if (bands > win->oh) bands = win->oh;
+  const size_t band = (win->oh + bands - 1) / bands;
+  bands = (win->oh + band - 1) / band;
+  const size_t slot_floats = (bbi_f32_conv_direct_scratch_floats(win, job->channels, job->m, band) + 15) & ~(size_t)15;
+  int rc = bbi_cpu_check_size(ctx, (int64_t)(slot_floats * width), sizeof(float), "the padded rows");
+  if (rc) return rc;
+  char *mem = bbi_cpu_scratch(ctx, slot_floats * width * sizeof(float) + 64);
+  if (!mem) return BB_ERR_NOMEM;
+  direct_job d = {job, bands, band, slot_floats, (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63)};
+  bbi_parallel_run(job->n_batch * bands, width, direct_task, &d);
+  return 0;
+}

@@ -50,7 +50,8 @@ typedef struct wino_job {
   const char *packed;
   size_t pack_stride;
   /* floats from one point's V (O) to the next: a block's C (M) rows of tiles and 64 bytes
-   * more, so the 16 points' streams do not fall on one cache set */
+   * more, so the 16 points' streams do not fall on one cache set (O's 64 bytes also hold
+   * what output_row's tail vectors read past its last row) */
   size_t v_point, o_point;
   bbi_cpu_epilogue *e;
   /* scratch: a block's V [16][C][tiles] at v_at and products O [16][M][tiles] at o_at
@@ -185,24 +186,59 @@ static bool all_finite(const float *y, size_t n) {
 /* Aᵀ m A plus the bias for tiles q0..q0+count of one tile row, m the tile's 4×4 products
  * (point e at s[e][q]), Aᵀ = [1 1 1 0; 0 1 -1 -1]: the 2×2 outputs of tile x at
  * columns 2x, 2x + 1 of y0 and y1 (NULL: the tile's lower row is past the output's edge).
- * Four tiles a step, their outputs interleaved into eight columns. */
-static void output_row(size_t count, const float *const *s, size_t q0, float bias, float *y0, float *y1) {
-  const bbi_f32x4 b4 = bbi_f32x4_splat(bias);
+ * Four tiles a step, their outputs interleaved into eight columns. Each stored output v,
+ * before Relu, adds v·0 to *check (NaN from then on where v is NaN or infinite); with
+ * `relu` it is stored as (v < 0 ? 0 : v) + 0, Relu's rule. With `wide_tail` the last 1 to
+ * 3 tiles come from whole vectors too, which read up to 3 tiles' products past q0 + count
+ * (the next row's, or the padding after O's rows); the same operations lane by lane as the
+ * tile-by-tile tail. */
+static void output_row(size_t count, const float *const *s, size_t q0, float bias, float *y0, float *y1, bool relu,
+                       bool wide_tail, bbi_f32x4 *check) {
+  const bbi_f32x4 b4 = bbi_f32x4_splat(bias), zero = bbi_f32x4_splat(0.0f);
+  bbi_f32x4 chk = *check;
   size_t x = 0;
   for (; x + 4 <= count; x += 4) {
     bbi_f32x4 m[POINTS];
     for (int e = 0; e < POINTS; e++) m[e] = bbi_f32x4_load(s[e] + q0 + x);
     bbi_f32x4 r0[4], r1[4];
     for (int c = 0; c < 4; c++) r0[c] = m[c] + m[4 + c] + m[8 + c], r1[c] = m[4 + c] - m[8 + c] - m[12 + c];
-    const bbi_f32x4 a00 = r0[0] + r0[1] + r0[2] + b4, a01 = r0[1] - r0[2] - r0[3] + b4;
+    bbi_f32x4 a00 = r0[0] + r0[1] + r0[2] + b4, a01 = r0[1] - r0[2] - r0[3] + b4;
+    chk += a00 * zero + a01 * zero;
+    if (relu) a00 = bbi_f32x4_max(a00, zero) + zero, a01 = bbi_f32x4_max(a01, zero) + zero;
     bbi_f32x4_store(y0 + 2 * x, BBI_F32X4_SHUFFLE(a00, a01, 0, 4, 1, 5));
     bbi_f32x4_store(y0 + 2 * x + 4, BBI_F32X4_SHUFFLE(a00, a01, 2, 6, 3, 7));
     if (y1) {
-      const bbi_f32x4 a10 = r1[0] + r1[1] + r1[2] + b4, a11 = r1[1] - r1[2] - r1[3] + b4;
+      bbi_f32x4 a10 = r1[0] + r1[1] + r1[2] + b4, a11 = r1[1] - r1[2] - r1[3] + b4;
+      chk += a10 * zero + a11 * zero;
+      if (relu) a10 = bbi_f32x4_max(a10, zero) + zero, a11 = bbi_f32x4_max(a11, zero) + zero;
       bbi_f32x4_store(y1 + 2 * x, BBI_F32X4_SHUFFLE(a10, a11, 0, 4, 1, 5));
       bbi_f32x4_store(y1 + 2 * x + 4, BBI_F32X4_SHUFFLE(a10, a11, 2, 6, 3, 7));
     }
   }
+  /* the last 1 to 3 tiles from whole vectors, the lanes past them unstored and unchecked */
+  if (x < count && wide_tail) {
+    const size_t left = count - x, floats = 2 * left;
+    bbi_f32x4 m[POINTS];
+    for (int e = 0; e < POINTS; e++) m[e] = bbi_f32x4_load(s[e] + q0 + x);
+    bbi_f32x4 r0[4], r1[4];
+    for (int c = 0; c < 4; c++) r0[c] = m[c] + m[4 + c] + m[8 + c], r1[c] = m[4 + c] - m[8 + c] - m[12 + c];
+    const bbi_i32x4 lane = {0, 1, 2, 3};
+    const bbi_i32x4 lo = lane < (bbi_i32x4){(int32_t)floats, (int32_t)floats, (int32_t)floats, (int32_t)floats};
+    const bbi_i32x4 hi = lane + 4 < (bbi_i32x4){(int32_t)floats, (int32_t)floats, (int32_t)floats, (int32_t)floats};
+    for (int row = 0; row < (y1 ? 2 : 1); row++) {
+      const bbi_f32x4 *r = row ? r1 : r0;
+      const bbi_f32x4 a0 = r[0] + r[1] + r[2] + b4, a1 = r[1] - r[2] - r[3] + b4;
+      bbi_f32x4 v0 = BBI_F32X4_SHUFFLE(a0, a1, 0, 4, 1, 5), v1 = BBI_F32X4_SHUFFLE(a0, a1, 2, 6, 3, 7);
+      chk += bbi_f32x4_select(lo, v0 * zero, zero) + bbi_f32x4_select(hi, v1 * zero, zero);
+      if (relu) v0 = bbi_f32x4_max(v0, zero) + zero, v1 = bbi_f32x4_max(v1, zero) + zero;
+      float *yr = (row ? y1 : y0) + 2 * x;
+      if (floats >= 4) bbi_f32x4_store(yr, v0);
+      else bbi_f32x4_store_tail(yr, v0, floats);
+      if (floats > 4) bbi_f32x4_store_tail(yr + 4, v1, floats - 4);
+    }
+    x = count;
+  }
+  float tail = 0.0f;
   for (; x < count; x++) {
     const size_t q = q0 + x;
     float r0[4], r1[4];
@@ -210,9 +246,15 @@ static void output_row(size_t count, const float *const *s, size_t q0, float bia
       r0[c] = s[c][q] + s[4 + c][q] + s[8 + c][q];
       r1[c] = s[4 + c][q] - s[8 + c][q] - s[12 + c][q];
     }
-    y0[2 * x] = r0[0] + r0[1] + r0[2] + bias, y0[2 * x + 1] = r0[1] - r0[2] - r0[3] + bias;
-    if (y1) y1[2 * x] = r1[0] + r1[1] + r1[2] + bias, y1[2 * x + 1] = r1[1] - r1[2] - r1[3] + bias;
+    float v[4] = {r0[0] + r0[1] + r0[2] + bias, r0[1] - r0[2] - r0[3] + bias, 0.0f, 0.0f};
+    if (y1) v[2] = r1[0] + r1[1] + r1[2] + bias, v[3] = r1[1] - r1[2] - r1[3] + bias;
+    for (int i = 0; i < 4; i++) tail += v[i] * 0.0f;
+    if (relu)
+      for (int i = 0; i < 4; i++) v[i] = bbi_f32_relu_scalar(v[i]);
+    y0[2 * x] = v[0], y0[2 * x + 1] = v[1];
+    if (y1) y1[2 * x] = v[2], y1[2 * x + 1] = v[3];
   }
+  *check = chk + bbi_f32x4_splat(tail);
 }
 
 BBI_INLINE bbi_f32x4 load_lanes(const float *p, size_t lanes) {
@@ -248,10 +290,13 @@ static void output_by_channels(const wino_job *j, size_t row0, size_t tiles, siz
 }
 
 /* The output transform with tiles as columns (O_e [M, tiles]): per channel and tile row,
- * four tiles a step (output_row). */
-static void output_by_tiles(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o) {
+ * four tiles a step (output_row), with Relu's rule in the store when `relu`. Returns
+ * whether every output it stored was finite before Relu. */
+static bool output_by_tiles(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o,
+                            bool relu) {
   const bbi_window2d *g = j->win;
   const size_t tw = j->tw, oh = g->oh, ow = g->ow, full = ow / 2, plane = oh * ow, rows = tiles / tw;
+  bbi_f32x4 chk = bbi_f32x4_splat(0.0f), unused = chk;
   for (size_t m = m0; m < m1; m++) {
     const float bias = j->b ? j->b[m] : 0.0f;
     const float *s[POINTS];
@@ -259,15 +304,19 @@ static void output_by_tiles(const wino_job *j, size_t row0, size_t tiles, size_t
     for (size_t r = 0; r < rows; r++) {
       const size_t n = (row0 + r) / j->th, oy = 2 * ((row0 + r) % j->th);
       float *y0 = j->y + (n * j->m + m) * plane + oy * ow;
-      output_row(full, s, r * tw, bias, y0, oy + 1 < oh ? y0 + ow : NULL);
+      output_row(full, s, r * tw, bias, y0, oy + 1 < oh ? y0 + ow : NULL, relu, true, &chk);
       if (full < tw) { /* odd width: the last tile's left column */
         float one[2][4];
-        output_row(1, s, r * tw + full, bias, one[0], one[1]);
-        y0[2 * full] = one[0][0];
-        if (oy + 1 < oh) y0[ow + 2 * full] = one[1][0];
+        output_row(1, s, r * tw + full, bias, one[0], one[1], false, false, &unused);
+        const float v0 = one[0][0], v1 = oy + 1 < oh ? one[1][0] : 0.0f;
+        chk += bbi_f32x4_splat(v0 * 0.0f + v1 * 0.0f);
+        y0[2 * full] = relu ? bbi_f32_relu_scalar(v0) : v0;
+        if (oy + 1 < oh) y0[ow + 2 * full] = relu ? bbi_f32_relu_scalar(v1) : v1;
       }
     }
   }
+  const float lanes[4] = {chk[0], chk[1], chk[2], chk[3]};
+  return !isnan(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
 }
 
 /* Output channels [m0, m1) of a block's tiles from O: Aᵀ (Aᵀ = [1 1 1 0; 0 1 -1 -1]) on
@@ -277,9 +326,14 @@ static void output_by_tiles(const wino_job *j, size_t row0, size_t tiles, size_t
  * finite. */
 static bool output_transform(const wino_job *j, size_t row0, size_t tiles, size_t m0, size_t m1, const float *o) {
   const size_t oh = j->win->oh, ow = j->win->ow, plane = oh * ow, rows = tiles / j->tw;
+  /* with tiles as columns, no addend and no activation or Relu: the check and Relu in the
+   * output transform's store (the same bits as the passes below) */
+  const bbi_activation act = j->e ? j->e->act.kind : BBI_ACTIVATION_NONE;
+  if (!j->tiles_as_rows && !(j->e && j->e->addend) && (act == BBI_ACTIVATION_NONE || act == BBI_ACTIVATION_RELU))
+    return output_by_tiles(j, row0, tiles, m0, m1, o, act == BBI_ACTIVATION_RELU);
   bool finite = true;
   if (j->tiles_as_rows) output_by_channels(j, row0, tiles, m0, m1, o);
-  else output_by_tiles(j, row0, tiles, m0, m1, o);
+  else finite = output_by_tiles(j, row0, tiles, m0, m1, o, false);
   for (size_t m = m0; m < m1; m++) {
     /* each image's rows of the block are one run of Y */
     for (size_t r = 0; r < rows;) {

@@ -30,9 +30,11 @@ typedef struct conv_case {
   int64_t n, c, m, h, w;
   int64_t pads[4]; /* top, left, bottom, right */
   bool bias, residual_relu;
+  bool relu; /* (without residual_relu) Relu on the Conv's output */
 } conv_case;
 
-/* Conv (W, B initializers) from "x", then with residual_relu Add "r" and Relu, to "y". */
+/* Conv (W, B initializers) from "x", then with residual_relu Add "r" and Relu, or with
+ * relu Relu alone, to "y". */
 static bb_model *conv_model(const conv_case *k, const bb_tensor *w, const bb_tensor *b) {
   bb_model *m = bb_model_new(NULL);
   bb_opset_set(m, &m->opsets, "", 17);
@@ -45,8 +47,13 @@ static bb_model *conv_model(const conv_case *k, const bb_tensor *w, const bb_ten
   bb_strlist_append(m, &conv->inputs, "w");
   if (b) bb_strlist_append(m, &conv->inputs, "b");
   bb_attr_set_ints(m, &conv->attrs, "pads", (const int64_t[]){k->pads[0], k->pads[1], k->pads[2], k->pads[3]}, 4);
-  bb_strlist_append(m, &conv->outputs, k->residual_relu ? "c" : "y");
+  bb_strlist_append(m, &conv->outputs, k->residual_relu || k->relu ? "c" : "y");
   bb_nodelist_append(m, &m->graph->nodes, conv);
+  if (k->relu && !k->residual_relu) {
+    bb_ir_node *relu = bb_ir_node_new(m, "Relu", "", "relu");
+    bb_strlist_append(m, &relu->inputs, "c"), bb_strlist_append(m, &relu->outputs, "y");
+    bb_nodelist_append(m, &m->graph->nodes, relu);
+  }
   if (k->residual_relu) {
     bb_ir_node *add = bb_ir_node_new(m, "Add", "", "add"), *relu = bb_ir_node_new(m, "Relu", "", "relu");
     bb_strlist_append(m, &add->inputs, "c"), bb_strlist_append(m, &add->inputs, "r");
@@ -99,6 +106,7 @@ static void reference(const conv_case *k, const bb_tensor *x, const bb_tensor *w
               }
           const int64_t i = ((n * k->m + mo) * oh + oy) * ow + ox;
           if (rd) acc += rd[i], acc = acc < 0 ? 0 : acc, mag += fabs(rd[i]);
+          if (k->relu && !rd) acc = acc < 0 ? 0 : acc;
           ref[i] = acc, scale[i] = mag;
         }
 }
@@ -120,17 +128,23 @@ static const conv_case cases[] = {
      * smaller with tiles as the GEMM's rows where its tile is wider than 16 tiles), and
      * 4×4 maps of four images (its own 4×4 maps take the direct path natively:
      * test_four_tiles_natively_direct) */
-    {1, 64, 64, 16, 16, {1, 1, 1, 1}, true, false},
-    {1, 128, 128, 8, 8, {1, 1, 1, 1}, false, true},
-    {4, 64, 64, 4, 4, {1, 1, 1, 1}, true, true},
+    {1, 64, 64, 16, 16, {1, 1, 1, 1}, true, false, false},
+    {1, 128, 128, 8, 8, {1, 1, 1, 1}, false, true, false},
+    {4, 64, 64, 4, 4, {1, 1, 1, 1}, true, true, false},
     /* odd sizes: tiles cut by the right and bottom edges; asymmetric and no padding */
-    {1, 64, 72, 15, 13, {1, 1, 1, 1}, true, false},
-    {2, 64, 72, 9, 11, {0, 2, 1, 0}, true, true},
-    {8, 40, 36, 7, 7, {0, 0, 0, 0}, false, false},
-    {3, 32, 48, 11, 6, {2, 1, 0, 2}, true, false},
+    {1, 64, 72, 15, 13, {1, 1, 1, 1}, true, false, false},
+    {2, 64, 72, 9, 11, {0, 2, 1, 0}, true, true, false},
+    {8, 40, 36, 7, 7, {0, 0, 0, 0}, false, false, false},
+    {3, 32, 48, 11, 6, {2, 1, 0, 2}, true, false, false},
     /* a batch of small maps: blocks of whole images and of parts of them */
-    {64, 32, 32, 14, 14, {1, 1, 1, 1}, true, true},
-    {3, 40, 48, 33, 31, {1, 1, 1, 1}, true, false},
+    {64, 32, 32, 14, 14, {1, 1, 1, 1}, true, true, false},
+    {3, 40, 48, 33, 31, {1, 1, 1, 1}, true, false, false},
+    /* Relu alone, fused into the output transform's store (the small CNN's second
+     * convolution's shape on 32 channels; odd sizes, edge tiles) */
+    {8, 32, 32, 14, 14, {1, 1, 1, 1}, true, false, true},
+    {3, 32, 48, 11, 6, {2, 1, 0, 2}, true, false, true},
+    {2, 64, 72, 9, 11, {0, 2, 1, 0}, false, false, true},
+    {1, 64, 64, 15, 13, {1, 1, 1, 1}, true, false, true},
 };
 
 /* The fast path against the convolution in double, against the direct path, fused against
@@ -186,26 +200,38 @@ static void test_against_double(void) {
  * what the transforms keep in range do the same; non-finite weights never take the fast
  * path. */
 static void test_non_finite(void) {
-  const conv_case k = {3, 32, 40, 10, 9, {1, 1, 1, 1}, true, true};
-  const int64_t oh = 10, ow = 9;
-  for (int variant = 0; variant < 4; variant++) {
+  /* the residual Add and Relu after the output transform; Relu alone and no epilogue in
+   * its store, the check there too */
+  static const conv_case kinds[] = {{3, 32, 40, 10, 9, {1, 1, 1, 1}, true, true, false},
+                                    {3, 32, 40, 10, 9, {1, 1, 1, 1}, true, false, true},
+                                    {3, 32, 40, 10, 9, {1, 1, 1, 1}, false, false, false},
+                                    /* 7 tiles a row: the last 3 from the store's tail vectors */
+                                    {2, 32, 40, 14, 14, {1, 1, 1, 1}, true, false, true}};
+  for (int kind_variant = 0; kind_variant < 16; kind_variant++) {
+    const conv_case k = kinds[kind_variant / 4];
+    const int variant = kind_variant % 4;
+    const int64_t oh = k.h, ow = k.w;
+    /* variant 1's -Inf: inside (its tile's neighbours), or with 7 tiles a row in the last
+     * column, which only the row's last tile reads */
+    const int64_t spot = kind_variant / 4 == 3 ? k.h * k.w + 5 * k.w + k.w - 1 : k.h * k.w + 2 * k.w + 4;
     bb_tensor *w = rand_tensor(4, (const int64_t[]){k.m, k.c, 3, 3}), *b = rand_tensor(1, (const int64_t[]){k.m});
     bb_tensor *x = rand_tensor(4, (const int64_t[]){k.n, k.c, k.h, k.w});
-    bb_tensor *r = rand_tensor(4, (const int64_t[]){k.n, k.m, oh, ow});
+    bb_tensor *r = k.residual_relu ? rand_tensor(4, (const int64_t[]){k.n, k.m, oh, ow}) : NULL;
     float *xd = bb_tensor_data(x), *wd = bb_tensor_data(w);
     if (variant == 0) xd[5] = NAN, xd[x->numel - 3] = INFINITY;
-    if (variant == 1) xd[k.h * k.w + 2 * k.w + 4] = -INFINITY; /* an interior position: its tile's neighbours */
+    if (variant == 1) xd[spot] = -INFINITY;
     if (variant == 2) wd[7] = NAN;
     if (variant == 3) xd[17] = 3e38f; /* finite, but the tile's transform overflows */
     bb_model *m = conv_model(&k, w, b);
     bb_cpu_session *fast = session(m, 0), *direct = session(m, BB_CPU_REWRITE_WINOGRAD);
     bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;
-    CHECK_MSG(same_bits(y, yd), "variant %d: not the direct convolution's bits", variant);
+    CHECK_MSG(same_bits(y, yd), "kind %d variant %d: not the direct convolution's bits", kind_variant / 4, variant);
     /* and after it, finite inputs take the fast path again */
-    xd[5] = xd[x->numel - 3] = xd[k.h * k.w + 2 * k.w + 4] = xd[17] = 0.25f;
+    xd[5] = xd[x->numel - 3] = xd[spot] = xd[17] = 0.25f;
     bb_tensor_release(y), bb_tensor_release(yd);
     y = fast ? run(fast, x, r) : NULL, yd = direct ? run(direct, x, r) : NULL;
-    if (variant != 2) CHECK_MSG(y && yd && !same_bits(y, yd), "variant %d: the fast path was not taken after", variant);
+    if (variant != 2) CHECK_MSG(y && yd && !same_bits(y, yd), "kind %d variant %d: the fast path was not taken after",
+                                kind_variant / 4, variant);
     bb_tensor_release(y), bb_tensor_release(yd);
     bb_cpu_session_free(fast), bb_cpu_session_free(direct);
     bb_model_free(m);
@@ -217,7 +243,7 @@ static void test_non_finite(void) {
  * whose weights are 9/16 of the transformed ones the sixteen products stream (the whole
  * model's weights do not stay in cache between runs); in WebAssembly the fast path. */
 static void test_four_tiles_natively_direct(void) {
-  const conv_case k = {1, 256, 256, 4, 4, {1, 1, 1, 1}, true, true};
+  const conv_case k = {1, 256, 256, 4, 4, {1, 1, 1, 1}, true, true, false};
   bb_tensor *w = rand_tensor(4, (const int64_t[]){k.m, k.c, 3, 3}), *b = rand_tensor(1, (const int64_t[]){k.m});
   bb_tensor *x = rand_tensor(4, (const int64_t[]){k.n, k.c, k.h, k.w});
   bb_tensor *r = rand_tensor(4, (const int64_t[]){1, k.m, 4, 4});

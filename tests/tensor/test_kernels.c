@@ -1315,6 +1315,85 @@ static void test_conv_rows_matches_gemm(void) {
   CHECK_MSG(!bbi_f32_conv_rows_available() || ran > 100, "only %zu cases ran", ran);
 }
 
+/* The 4-lane GEMM's configuration (the only one in WebAssembly; natively the last). */
+static const bbi_f32_gemm_config *f32x4_config(void) {
+  const bbi_f32_gemm_config *const *list;
+  const size_t n = bbi_f32_gemm_configs(&list);
+  for (size_t i = 0; i < n; i++)
+    if (list[i]->ukernel == bbi_f32_gemm_ukernel_5x8__f32x4) return list[i];
+  return NULL;
+}
+
+/* bbi_f32_conv_direct against im2col + the 4-lane GEMM, bit for bit: random windows with
+ * unit column stride (odd widths, asymmetric padding, dilations, row strides), 2 to 21
+ * output channels, the epilogue's combinations, NaN/±Inf/huge values in the input or W,
+ * output rows cut into random bands; nothing written past the output. */
+static void test_conv_direct_matches_gemm(void) {
+  rng_seed(37);
+  const bbi_f32_gemm_config *cfg = f32x4_config();
+  CHECK_MSG(cfg != NULL, "no 4-lane GEMM configuration");
+  if (!cfg) return;
+  int ok = 1, ok_untouched = 1, ok_fits = 1;
+  size_t ran = 0;
+  for (int t = 0; t < 300; t++) {
+    bbi_window2d g = random_conv_window(20, 40, 4);
+    if (t % 5 == 0) g = (bbi_window2d){28, 28, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0}; /* the small CNN's first */
+    g.sw = 1;
+    place_window(&g, 0);
+    if (g.oh * g.ow < 2) continue; /* (one position: the GEMM's matrix-vector product) */
+    const size_t taps = g.kh * g.kw, most = BBI_F32_CONV_DIRECT_MAX_K / taps;
+    if (most == 0) {
+      ok_fits &= !bbi_f32_conv_direct_fits(&g, 1, 16);
+      continue;
+    }
+    const size_t channels = (size_t)rng_int(1, (int)(most < 3 ? most : 3));
+    const size_t m = t % 5 == 0 ? 16 : (size_t)rng_int(2, 21);
+    ok_fits &= bbi_f32_conv_direct_fits(&g, channels, m) && !bbi_f32_conv_direct_fits(&g, channels, 1);
+    const size_t plane = g.ih * g.iw, npos = g.oh * g.ow, k = channels * taps;
+    float *x = floats(channels * plane), *w = floats(m * k), *bias = floats(m), *addend = floats(m * npos);
+    if (t % 7 == 3) fill_mixed(x, channels * plane);
+    else fill_uniform(x, channels * plane, -4.0f, 4.0f);
+    if (t % 11 == 5) fill_mixed(w, m * k);
+    else fill_uniform(w, m * k, -1.0f, 1.0f);
+    if (t % 3 == 0) x[0] = -0.0f;
+    const int tiny = t % 13 == 6; /* products that round to ±0: with fused multiply-adds a sum of -0 */
+    if (tiny) {
+      for (size_t i = 0; i < channels * plane; i++) x[i] = rng_uniform(-1e-30f, 1e-30f);
+      for (size_t i = 0; i < m * k; i++) w[i] = rng_uniform(-1e-20f, 1e-20f);
+    }
+    fill_uniform(bias, m, -1.0f, 1.0f);
+    fill_mixed(addend, m * npos);
+    float *col = floats(k * npos), *want = floats(m * npos), *got = floats(m * npos + GUARD_FLOATS);
+    bbi_f32_im2col_2d_scalar(&g, channels, x, col, npos);
+    bbi_f32_gemm_args a = {0};
+    a.m = m, a.n = npos, a.k = k, a.alpha = 1.0f, a.a = w, a.lda = k;
+    a.b = col, a.ldb = npos, a.c = want, a.ldc = npos;
+    a.bias_per_row = t % 5 && !tiny ? bias : NULL;
+    a.addend = t % 3 == 1 && !tiny ? addend : NULL;
+    a.relu = t % 4 == 2 || tiny, a.clamp = t % 6 == 3, a.min = -0.5f, a.max = 0.75f;
+    const size_t scratch_size = bbi_f32_gemm_scratch_size_for(cfg, m, npos, k);
+    void *scratch = malloc(scratch_size ? scratch_size : 1);
+    ok &= bbi_f32_gemm_run(cfg, &a, scratch, scratch_size) == 0;
+    const bbi_f32_conv_direct_args r = {&g, channels, m, x, plane, w, a.bias_per_row, a.addend,
+                                        a.relu, a.clamp, a.min, a.max, got};
+    memset(got, 0xab, (m * npos + GUARD_FLOATS) * sizeof *got);
+    float *pad = floats(bbi_f32_conv_direct_scratch_floats(&g, channels, m, g.oh));
+    for (size_t oy0 = 0; oy0 < g.oh;) { /* random bands of output rows */
+      const size_t oy1 = oy0 + (size_t)rng_int(1, (int)g.oh);
+      bbi_f32_conv_direct(&r, oy0, oy1 < g.oh ? oy1 : g.oh, pad);
+      oy0 = oy1;
+    }
+    for (size_t i = m * npos; i < m * npos + GUARD_FLOATS; i++) ok_untouched &= bits_of(got[i]) == 0xabababab;
+    for (size_t i = 0; i < m * npos; i++) ok &= same_float(got[i], want[i]);
+    ran++;
+    free(x), free(w), free(bias), free(addend), free(col), free(want), free(got), free(pad), free(scratch);
+  }
+  CHECK_MSG(ok, "bbi_f32_conv_direct differs from im2col + the 4-lane GEMM");
+  CHECK_MSG(ok_untouched, "bbi_f32_conv_direct wrote past the output");
+  CHECK_MSG(ok_fits, "bbi_f32_conv_direct_fits disagrees with its rule");
+  CHECK_MSG(ran > 150, "only %zu cases ran", ran);
+}
+
 static void test_pooling_matches_scalar(void) {
   rng_seed(9);
   int ok_max = 1, ok_avg = 1, ok_idx = 1;
@@ -1664,6 +1743,7 @@ int main(void) {
   RUN(test_im2col_matches_scalar);
   RUN(test_im2col_pack_matches_packing);
   RUN(test_conv_rows_matches_gemm);
+  RUN(test_conv_direct_matches_gemm);
   RUN(test_pooling_matches_scalar);
   RUN(test_maxpool_3x3_stride2_matches_scalar);
   RUN(test_dwconv_matches_scalar);

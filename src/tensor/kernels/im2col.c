@@ -25,10 +25,22 @@ static void inside_columns(const bbi_window2d *g, size_t kx, size_t *x0, size_t 
   *x0 = lo, *x1 = hi;
 }
 
+/* The tails of zero_run and copy_run: a run of four or more ends with a vector over its
+ * last four floats (written twice, the same values), a shorter one with up to three stores
+ * that are not a loop (a loop here becomes a call of memset or memcpy, whose call costs
+ * more than the few floats on short padded rows). */
 static void zero_run(float *dst, size_t n) {
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_splat(0.0f));
-  for (; i < n; i++) dst[i] = 0.0f;
+  const bbi_f32x4 zero = bbi_f32x4_splat(0.0f);
+  for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, zero);
+  if (i == n) return;
+  if (n >= 4) {
+    bbi_f32x4_store(dst + n - 4, zero);
+    return;
+  }
+  dst[0] = 0.0f;
+  if (n > 1) dst[1] = 0.0f;
+  if (n > 2) dst[2] = 0.0f;
 }
 
 static void copy_run(float *dst, const float *src, size_t n) {
@@ -38,7 +50,14 @@ static void copy_run(float *dst, const float *src, size_t n) {
     bbi_f32x4_store(dst + i + 4, bbi_f32x4_load(src + i + 4));
   }
   for (; i + 4 <= n; i += 4) bbi_f32x4_store(dst + i, bbi_f32x4_load(src + i));
-  for (; i < n; i++) dst[i] = src[i];
+  if (i == n) return;
+  if (n >= 4) {
+    bbi_f32x4_store(dst + n - 4, bbi_f32x4_load(src + n - 4));
+    return;
+  }
+  dst[0] = src[0];
+  if (n > 1) dst[1] = src[1];
+  if (n > 2) dst[2] = src[2];
 }
 
 /* One row of the column matrix when both strides are 1 and ow == iw (a "same"

@@ -383,6 +383,32 @@ void bbi_f32_conv_rows_shift(const bbi_window2d *g, size_t c0, size_t c1, const 
  * the kernel is not available. */
 int bbi_f32_conv_rows(const bbi_f32_conv_rows_args *a, size_t oy0, size_t oy1);
 
+/* A convolution with unit column stride and a small dot product per output (conv_direct.c)
+ * from a zero-padded copy of its input rows, with the 4-lane GEMM's tile operations in its
+ * order: where the 4-lane GEMM runs the product (m, n >= 2, k <= its kc: one k block) each
+ * output is the bits of im2col + that GEMM with bias_per_row, addend, relu and clamp. */
+#define BBI_F32_CONV_DIRECT_MAX_K 16
+typedef struct bbi_f32_conv_direct_args {
+  const bbi_window2d *win; /* sw == 1 */
+  size_t channels, m;
+  const float *x;  /* channel c's ih×iw plane at x + c·plane */
+  size_t plane;
+  const float *w;  /* [m, channels·kh·kw] */
+  const float *bias;   /* NULL, or m floats */
+  const float *addend; /* NULL, or [m, oh·ow] like y */
+  int relu, clamp;
+  float min, max;
+  float *y; /* [m, oh·ow] */
+} bbi_f32_conv_direct_args;
+
+/* 1 when the kernel takes the shape: sw == 1, m >= 2, channels·kh·kw <= BBI_F32_CONV_DIRECT_MAX_K. */
+int bbi_f32_conv_direct_fits(const bbi_window2d *g, size_t channels, size_t m);
+/* Floats of scratch a call for at most `rows` output rows takes. */
+size_t bbi_f32_conv_direct_scratch_floats(const bbi_window2d *g, size_t channels, size_t m, size_t rows);
+size_t bbi_f32_conv_direct_padded_width(const bbi_window2d *g);
+/* Output rows [oy0, oy1) of every output channel (a shape that fits). */
+void bbi_f32_conv_direct(const bbi_f32_conv_direct_args *a, size_t oy0, size_t oy1, float *scratch);
+
 /* The adjoint of bbi_f32_im2col_2d, accumulating: every value of the column matrix (its rows) is added to
  * the element of x it was read from; values that fall in the padding are dropped. */
 void bbi_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *col, size_t ld, float *x);
