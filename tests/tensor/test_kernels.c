@@ -1533,11 +1533,13 @@ static void test_dwconv_matches_scalar(void) {
     for (size_t i = 0; i < out; i++) ok_split &= same_float(y[i], whole[i]);
     free(x), free(w), free(b), free(y), free(r), free(scratch), free(whole);
   }
-  /* the wide planes of MobileNet and EfficientNet (16 to 40 columns, stride 1 and 2, 3×3 and
-   * 5×5 and a 3×5 filter), with row counts that leave 1 to 3 rows after the kernel's groups
-   * of rows and widths that leave a partial vector */
+  /* the wide planes of MobileNet and EfficientNet (16 to 70 columns, stride 1 and 2, 3×3 and
+   * 5×5 and a 3×5 filter; every stride-2 layer of both models at 3×64×64 with 16 outputs a
+   * row and more), with row counts that leave 1 to 3 rows after the kernel's groups of rows,
+   * fewer rows than one group, and widths that leave a partial vector or none */
   static const size_t wide[][5] = {{32, 32, 3, 1, 3}, {32, 32, 3, 2, 3}, {16, 16, 3, 1, 3}, {16, 16, 5, 1, 5},
-                                   {33, 33, 5, 2, 5}, {7, 19, 3, 1, 3},   {6, 40, 5, 1, 3},   {5, 23, 3, 2, 5}};
+                                   {33, 33, 5, 2, 5}, {7, 19, 3, 1, 3},   {6, 40, 5, 1, 3},   {5, 23, 3, 2, 5},
+                                   {16, 16, 5, 2, 5}, {9, 70, 3, 2, 3},   {12, 64, 5, 2, 5},  {3, 47, 5, 2, 5}};
   for (size_t t = 0; t < sizeof wide / sizeof wide[0]; t++) {
     bbi_window2d g = {0};
     g.ih = wide[t][0], g.iw = wide[t][1], g.kh = wide[t][2], g.kw = wide[t][4], g.sh = g.sw = wide[t][3];

@@ -10,7 +10,8 @@
  * and no test for the border. Each output is bias + the window's products in row-major
  * kernel order, the padding read as 0 and multiplied like any value (as the column matrix
  * of im2col + GEMM does); the scalar twin sums in the same order, so the two agree bit for
- * bit. */
+ * bit. With AVX-512, 3×3 and 5×5 filters at stride 2 read the input plane directly and
+ * split its columns by phase in registers (dw_direct_s2), the same sums without the copy. */
 #include <string.h>
 
 #include "tensor/kernels/kernels.h"
@@ -345,6 +346,101 @@ DW16_INLINE void dw_plane16_body(size_t KK, size_t oh, size_t ow, const float *s
   for (; oy < oh; oy++) dw_rows16(KK, 1, ow, src + oy * row_step, row_step, off, wv, b, y + oy * ow);
 }
 
+/* Stride 2 both ways, undilated K×K (3×3 and 5×5): rows of output straight from the input
+ * plane, no scratch copy. For sixteen outputs from column ox0 every padded input row is read
+ * as three vectors of image columns from c = 2·ox0 - pw (lanes outside the row masked to 0,
+ * the padding; rows outside the image are zero vectors) and split in registers: kernel
+ * column kx reads image column c + 2j + kx in lane j, the even and odd columns by one
+ * two-source permute each, kx >= 2 by shifting those a lane or two with the third vector's
+ * first floats. Each row's vectors are made once for the R output rows that read it, and
+ * each sum takes bias, then its taps in row-major order (rows rising, then kx), multiplies
+ * and adds uncontracted: dw_rows16's operations on the same values, so the same bits. */
+DW16_INLINE __m512 dw16_load_cols(__mmask16 m, const float *row, int64_t c) {
+  /* masked-off lanes are never read, so c may lie before or past the row */
+  return m ? _mm512_maskz_loadu_ps(m, (const float *)((uintptr_t)row + (uintptr_t)(c * (int64_t)sizeof(float))))
+           : _mm512_setzero_ps();
+}
+
+/* Lanes j with 0 <= c + j < iw. */
+static __mmask16 dw16_col_mask(int64_t c, int64_t iw) {
+  const int64_t lo = c < 0 ? (-c < 16 ? -c : 16) : 0, hi = iw - c < 0 ? 0 : (iw - c > 16 ? 16 : iw - c);
+  return hi > lo ? (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0;
+}
+
+DW16_INLINE void dw_rows16_s2(size_t K, size_t R, const bbi_window2d *g, const float *x, int64_t iy0,
+                              const __m512 *wv, __m512 b, float *y) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i next1 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+  const __m512i next3 = _mm512_set_epi32(17, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+  const __m512i next2 = _mm512_set_epi32(18, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2);
+  const int64_t ih = (int64_t)g->ih, iw = (int64_t)g->iw;
+  const size_t ow = g->ow;
+  for (size_t ox = 0; ox < ow; ox += 16) {
+    const __mmask16 m = (__mmask16)(ow - ox >= 16 ? 0xffffu : (1u << (ow - ox)) - 1u);
+    const int64_t c = 2 * (int64_t)ox - (int64_t)g->pw;
+    const __mmask16 m0 = dw16_col_mask(c, iw), m1 = dw16_col_mask(c + 16, iw);
+    const __mmask16 m2 = (__mmask16)(dw16_col_mask(c + 32, iw) & (K > 3 ? 0x7u : 0x1u));
+    __m512 a[DW16_ROWS];
+    BBI_UNROLL for (size_t r = 0; r < R; r++) a[r] = b;
+    BBI_UNROLL for (size_t q = 0; q < (R - 1) * 2 + K; q++) {
+      const int64_t iy = iy0 + (int64_t)q;
+      __m512 v[5];
+      if (iy >= 0 && iy < ih) {
+        const float *row = x + iy * iw;
+        const __m512 l0 = dw16_load_cols(m0, row, c), l1 = dw16_load_cols(m1, row, c + 16);
+        const __m512 l2 = dw16_load_cols(m2, row, c + 32);
+        v[0] = _mm512_permutex2var_ps(l0, even, l1);
+        v[1] = _mm512_permutex2var_ps(l0, odd, l1);
+        v[2] = _mm512_permutex2var_ps(v[0], next1, l2);
+        if (K > 3) {
+          v[3] = _mm512_permutex2var_ps(v[1], next3, l2);
+          v[4] = _mm512_permutex2var_ps(v[0], next2, l2);
+        }
+      } else {
+        BBI_UNROLL for (size_t kx = 0; kx < K; kx++) v[kx] = _mm512_setzero_ps();
+      }
+      BBI_UNROLL for (size_t kx = 0; kx < K; kx++) {
+        BBI_UNROLL for (size_t r = 0; r < R; r++) {
+          if (q < r * 2 || q - r * 2 >= K) continue;
+          a[r] = _mm512_add_ps(a[r], _mm512_mul_ps(wv[(q - r * 2) * K + kx], v[kx]));
+        }
+      }
+    }
+    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, a[r]);
+  }
+}
+
+/* One channel's output plane by dw_rows16_s2, DW16_ROWS rows a step. */
+DW16_INLINE void dw_plane16_s2(size_t K, const bbi_window2d *g, const float *x, const float *w, float bias,
+                               float *y) {
+  __m512 wv[25];
+  BBI_UNROLL for (size_t k = 0; k < K * K; k++) wv[k] = _mm512_set1_ps(w[k]);
+  const __m512 b = _mm512_set1_ps(bias);
+  const size_t oh = g->oh, ow = g->ow;
+  size_t oy = 0;
+  for (; oy + DW16_ROWS <= oh; oy += DW16_ROWS)
+    dw_rows16_s2(K, DW16_ROWS, g, x, 2 * (int64_t)oy - (int64_t)g->ph, wv, b, y + oy * ow);
+  for (; oy < oh; oy++) dw_rows16_s2(K, 1, g, x, 2 * (int64_t)oy - (int64_t)g->ph, wv, b, y + oy * ow);
+}
+
+/* The planes of an undilated 3×3 or 5×5 filter at stride 2 both ways, 16 outputs wide and
+ * more, straight from the input (dw_plane16_s2); 0 when the layer is not one. */
+DW16 static int dw_direct_s2(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                             const float *bias, float *y) {
+  if (!(g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) &&
+        g->ow >= 16 && g->iw <= (size_t)INT32_MAX && g->ih <= (size_t)INT32_MAX && g->pw <= (size_t)INT32_MAX &&
+        g->ph <= (size_t)INT32_MAX && g->ow <= (size_t)INT32_MAX / 2 && g->oh <= (size_t)INT32_MAX / 2))
+    return 0;
+  const size_t taps = g->kh * g->kw, plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
+  for (size_t c = 0; c < channels; c++) {
+    const float b = bias ? bias[c] : 0.0f;
+    if (g->kh == 3) dw_plane16_s2(3, g, x + c * plane_in, w + c * taps, b, y + c * plane_out);
+    else dw_plane16_s2(5, g, x + c * plane_in, w + c * taps, b, y + c * plane_out);
+  }
+  return 1;
+}
+
 /* MobileNet's and EfficientNet's filters (3×3 and 5×5, undilated, vertical stride 1 or 2)
  * share their loads across rows (dw_plane16_shared); the others load per tap. */
 DW16 static void dw_plane16(const bbi_window2d *g, size_t row_floats, size_t width, const float *src, size_t row_step,
@@ -422,6 +518,9 @@ void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const fl
     dw_lanes(g, channels, x, w, bias, y, scratch);
     return;
   }
+#if BBI_HAVE_X86_GEMM
+  if (wide && dw_direct_s2(g, channels, x, w, bias, y)) return;
+#endif
   const padded_plane p = padded_shape(g);
   memset(scratch, 0, p.rows * p.phases * p.width * sizeof(float));
   size_t span[2 * DW_MAX_PHASES];
