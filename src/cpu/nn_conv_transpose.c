@@ -141,7 +141,7 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
     int64_t fit = (int64_t)(CT_MAX_COL_BYTES / sizeof(float)) / ((rows + cg) * npos);
     chunk = chunk < fit ? chunk : fit;
     chunk = chunk < n_batch ? chunk : n_batch;
-    chunk = chunk > 1 ? chunk : 1;
+    chunk = bbi_nn_even_chunk(n_batch, chunk > 1 ? chunk : 1);
   }
   size_t cols = (size_t)(chunk * npos), last_cols = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
   size_t col_bytes = (size_t)rows * cols * sizeof(float), in_bytes = chunk > 1 ? (size_t)cg * cols * sizeof(float) : 0;

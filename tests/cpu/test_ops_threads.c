@@ -36,9 +36,9 @@ static int set_threads(size_t n) {
 }
 
 /* Runs the node on 1..4 threads and compares every output with the one-thread run, bit
- * for bit; on 2 threads and more the node must have handed work to the pool. */
-static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in,
-                                     int n_out) {
+ * for bit; with `pooled`, on 2 threads and more the node must have handed work to the pool. */
+static void same_bits_on_1_to_4(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in, int n_out,
+                                bool pooled) {
   bb_tensor *ref[4] = {NULL}, *got[4] = {NULL};
   bb_error err;
   for (size_t threads = 1; threads <= most_threads(); threads++) {
@@ -48,7 +48,8 @@ static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_
     int rc = bb_cpu_run_node(n, 17, in, (size_t)n_in, out, (size_t)n_out, NULL, &err);
     CHECK_MSG(rc == 0, "%s: %s", label, err.message);
     if (rc) break;
-    if (threads > 1) CHECK_MSG(pool_jobs() > jobs, "%s did not use the pool on %zu threads", label, threads);
+    if (threads > 1 && pooled)
+      CHECK_MSG(pool_jobs() > jobs, "%s did not use the pool on %zu threads", label, threads);
     for (int o = 0; threads > 1 && o < n_out; o++) {
       CHECK_MSG(got[o] && ref[o] && got[o]->numel == ref[o]->numel &&
                     memcmp(bb_tensor_data(got[o]), bb_tensor_data(ref[o]), bb_tensor_nbytes(ref[o])) == 0,
@@ -59,6 +60,11 @@ static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_
   }
   for (int o = 0; o < n_out; o++) bb_tensor_release(ref[o]);
   set_threads(1);
+}
+
+static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in,
+                                     int n_out) {
+  same_bits_on_1_to_4(label, n, in, n_in, n_out, true);
 }
 
 #define DIMS(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
@@ -183,6 +189,52 @@ static void test_conv_batch_split(void) {
   bb_tensor_release(y);
   bb_tensor_release(in[0]);
   bb_tensor_release(in[1]);
+}
+
+/* The node on 2 threads is one job of the pool cut into exactly `tasks` tasks (and its
+ * outputs are those of one thread, bit for bit, on 1 to 4; on 3, four chunks may run one
+ * after the other, each product on the pool or not by its size). */
+static void one_job_of(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in, int n_out,
+                       uint64_t tasks) {
+  same_bits_on_1_to_4(label, n, in, n_in, n_out, false);
+  if (most_threads() < 2 || set_threads(2)) return;
+  bb_tensor *out[4] = {NULL};
+  bb_error err;
+  bbi_parallel_stats before, after;
+  bbi_parallel_get_stats(&before);
+  int rc = bb_cpu_run_node(n, 17, in, (size_t)n_in, out, (size_t)n_out, NULL, &err);
+  bbi_parallel_get_stats(&after);
+  CHECK_MSG(rc == 0, "%s: %s", label, err.message);
+  CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == tasks,
+            "%s went to the pool as %llu jobs of %llu tasks in all, not one of %llu", label,
+            (unsigned long long)(after.jobs - before.jobs), (unsigned long long)(after.tasks - before.tasks),
+            (unsigned long long)tasks);
+  for (int o = 0; o < n_out; o++) bb_tensor_release(out[o]);
+  set_threads(1);
+}
+
+/* The convolutions of a small CNN's training step at batch 32 (the digits CNN's second
+ * layer: 16→32 channels on 4×4 maps): the images are batched a few at a time into each
+ * GEMM, in an even number of equal chunks (four of 8 images, or of 4 for the weight
+ * gradient's 16 planes), so two threads share them out evenly as one job; and the
+ * backward MaxPool's forward on planes of 2×2 outputs is cut into several pieces. */
+static void test_small_cnn_step_ops(void) {
+  bb_tensor *x = rand_tensor(4, (const int64_t[]){32, 16, 4, 4}), *w = rand_tensor(4, (const int64_t[]){32, 16, 3, 3});
+  bb_tensor *dy = rand_tensor(4, (const int64_t[]){32, 32, 4, 4}), *xt = rand_tensor(4, (const int64_t[]){16, 32, 4, 4});
+  bb_tensor *dyt = rand_tensor(4, (const int64_t[]){32, 32, 4, 4});
+  one_job_of("Conv batch 32 on 4x4 maps", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), (bb_tensor *[]){x, w}, 2, 1, 4);
+  one_job_of("ConvTranspose batch 32 on 4x4 maps (the input's gradient)",
+             window_node("ConvTranspose", 2, 1, 3, 1, 1, 1, 1), (bb_tensor *[]){dy, w}, 2, 1, 4);
+  one_job_of("Conv of 16 planes by a 4x4 kernel (the weights' gradient)", window_node("Conv", 2, 1, 4, 1, 1, 1, 1),
+             (bb_tensor *[]){xt, dyt}, 2, 1, 4);
+  bb_tensor *h = rand_tensor(4, (const int64_t[]){32, 32, 4, 4});
+  same_on_any_thread_count("MaxPool 2x2 with indices on 4x4 planes", window_node("MaxPool", 1, 2, 2, 2, 0, 1, 1), &h,
+                           1, 2);
+  bb_tensor *h8 = rand_tensor(4, (const int64_t[]){32, 16, 8, 8});
+  same_on_any_thread_count("MaxPool 2x2 with indices on 8x8 planes", window_node("MaxPool", 1, 2, 2, 2, 0, 1, 1), &h8,
+                           1, 2);
+  bb_tensor *all[] = {x, w, dy, xt, dyt, h, h8};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bb_tensor_release(all[i]);
 }
 
 /* A model of one graph from float input "x" to float output "y", nodes still to add. */
@@ -547,6 +599,7 @@ int main(void) {
   RUN(test_matmul_and_gemm);
   RUN(test_convolutions);
   RUN(test_conv_batch_split);
+  RUN(test_small_cnn_step_ops);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);
