@@ -237,6 +237,36 @@ static void test_small_cnn_step_ops(void) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bb_tensor_release(all[i]);
 }
 
+/* Transposes (the weight gradient's [C_in, C_out, kh, kw] → [C_out, C_in, kh, kw], a
+ * batched 2-D one with odd edges) are cut across the pool, and every element lands where
+ * a plain loop puts it, bit for bit (NaN payloads and int32 patterns included). */
+static void test_transposes(void) {
+  const int64_t perm_w[4] = {1, 0, 2, 3}, perm_b[3] = {0, 2, 1};
+  bb_ir_node *tw = node("Transpose", 1, 1), *tb = node("Transpose", 1, 1);
+  bb_attr_set_ints(model, &tw->attrs, "perm", perm_w, 4);
+  bb_attr_set_ints(model, &tb->attrs, "perm", perm_b, 3);
+  bb_tensor *w = rand_tensor(4, (const int64_t[]){960, 160, 1, 1});
+  uint32_t *bits = bb_tensor_data(w);
+  bits[5] = 0x7fa00001u, bits[161 * 7] = 0xffc12345u; /* a signalling and a quiet NaN with payloads */
+  same_on_any_thread_count("Transpose [960,160,1,1] perm 1,0,2,3", tw, &w, 1, 1);
+  bb_tensor *y = NULL;
+  bb_error err;
+  if (most_threads() >= 2) set_threads(2);
+  CHECK_MSG(bb_cpu_run_node(tw, 17, &w, 1, &y, 1, NULL, &err) == 0, "%s", err.message);
+  set_threads(1);
+  bool same = y != NULL;
+  for (int64_t i = 0; same && i < 960; i++)
+    for (int64_t j = 0; same && j < 160; j++) same = ((const uint32_t *)bb_tensor_data(y))[j * 960 + i] == bits[i * 160 + j];
+  CHECK_MSG(same, "Transpose [960,160] on 2 threads is not the plain loop's, bit for bit");
+  bb_tensor_release(y);
+  bb_tensor_release(w);
+  check1("Transpose batched 3x131x67 perm 0,2,1", tb, DIMS(3, 131, 67), 1);
+  bb_tensor *ints = bb_tensor_new_empty(NULL, BB_DTYPE_INT32, 3, (const int64_t[]){5, 97, 203});
+  for (int64_t i = 0; i < ints->numel; i++) ((int32_t *)bb_tensor_data(ints))[i] = (int32_t)(i * 2654435761u);
+  same_on_any_thread_count("Transpose int32 5x97x203 perm 0,2,1", tb, &ints, 1, 1);
+  bb_tensor_release(ints);
+}
+
 /* A model of one graph from float input "x" to float output "y", nodes still to add. */
 static bb_model *graph_from_x_to_y(void) {
   bb_model *m = bb_model_new(NULL);
@@ -600,6 +630,7 @@ int main(void) {
   RUN(test_convolutions);
   RUN(test_conv_batch_split);
   RUN(test_small_cnn_step_ops);
+  RUN(test_transposes);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);
