@@ -267,6 +267,51 @@ static void test_transposes(void) {
   bb_tensor_release(ints);
 }
 
+/* A depthwise ConvTranspose (a depthwise Conv's input gradient) runs plane by plane on
+ * the pool; each channel of it is, bit for bit, the same ConvTranspose of that channel
+ * alone (one group of one channel: the GEMM and col2im), on 1 to 4 threads. */
+static void test_depthwise_conv_transpose(void) {
+  const struct {
+    int64_t n, c, h, w, k, stride, pad, dil;
+  } cases[] = {{1, 960, 2, 2, 3, 1, 1, 1}, {2, 144, 16, 16, 3, 2, 1, 1}, {1, 40, 9, 7, 5, 2, 2, 1},
+               {3, 24, 8, 8, 3, 1, 2, 2}, {1, 32, 5, 5, 5, 1, 2, 1}};
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    const int64_t n = cases[t].n, c = cases[t].c, k = cases[t].k;
+    bb_ir_node *dw = window_node("ConvTranspose", 3, 1, k, cases[t].stride, cases[t].pad, cases[t].dil, c);
+    bb_ir_node *one = window_node("ConvTranspose", 3, 1, k, cases[t].stride, cases[t].pad, cases[t].dil, 1);
+    bb_tensor *in[3] = {rand_tensor(4, (const int64_t[]){n, c, cases[t].h, cases[t].w}),
+                        rand_tensor(4, (const int64_t[]){c, 1, k, k}), rand_tensor(1, (const int64_t[]){c})};
+    char label[96];
+    snprintf(label, sizeof label, "depthwise ConvTranspose case %zu", t);
+    same_on_any_thread_count(label, dw, in, 3, 1);
+    bb_tensor *y = NULL;
+    bb_error err;
+    CHECK_MSG(bb_cpu_run_node(dw, 17, in, 3, &y, 1, NULL, &err) == 0, "%s: %s", label, err.message);
+    const int64_t plane = cases[t].h * cases[t].w;
+    bool same = y != NULL;
+    for (int64_t ch = 0; same && ch < c; ch++) {
+      bb_tensor *xi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, (const int64_t[]){n, 1, cases[t].h, cases[t].w});
+      bb_tensor *wi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, (const int64_t[]){1, 1, k, k});
+      bb_tensor *bi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, (const int64_t[]){1});
+      for (int64_t i = 0; i < n; i++)
+        memcpy((float *)bb_tensor_data(xi) + i * plane, (const float *)bb_tensor_data(in[0]) + (i * c + ch) * plane,
+               (size_t)plane * sizeof(float));
+      memcpy(bb_tensor_data(wi), (const float *)bb_tensor_data(in[1]) + ch * k * k, (size_t)(k * k) * sizeof(float));
+      ((float *)bb_tensor_data(bi))[0] = ((const float *)bb_tensor_data(in[2]))[ch];
+      bb_tensor *ins[3] = {xi, wi, bi}, *yi = NULL;
+      CHECK_MSG(bb_cpu_run_node(one, 17, ins, 3, &yi, 1, NULL, &err) == 0, "%s: %s", label, err.message);
+      const int64_t out_plane = yi ? yi->dims[2] * yi->dims[3] : 0;
+      for (int64_t i = 0; same && yi && i < n; i++)
+        same = memcmp((const float *)bb_tensor_data(yi) + i * out_plane,
+                      (const float *)bb_tensor_data(y) + (i * c + ch) * out_plane, (size_t)out_plane * sizeof(float)) == 0;
+      CHECK_MSG(same, "%s: channel %lld differs from that channel alone", label, (long long)ch);
+      bb_tensor_release(xi), bb_tensor_release(wi), bb_tensor_release(bi), bb_tensor_release(yi);
+    }
+    bb_tensor_release(y);
+    for (int i = 0; i < 3; i++) bb_tensor_release(in[i]);
+  }
+}
+
 /* A model of one graph from float input "x" to float output "y", nodes still to add. */
 static bb_model *graph_from_x_to_y(void) {
   bb_model *m = bb_model_new(NULL);
@@ -631,6 +676,7 @@ int main(void) {
   RUN(test_conv_batch_split);
   RUN(test_small_cnn_step_ops);
   RUN(test_transposes);
+  RUN(test_depthwise_conv_transpose);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);
