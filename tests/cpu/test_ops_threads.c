@@ -237,8 +237,9 @@ static void test_small_cnn_step_ops(void) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bb_tensor_release(all[i]);
 }
 
-/* Transposes (the weight gradient's [C_in, C_out, kh, kw] → [C_out, C_in, kh, kw], a
- * batched 2-D one with odd edges) are cut across the pool, and every element lands where
+/* Transposes (the weight gradient's [C_in, C_out, kh, kw] → [C_out, C_in, kh, kw], of
+ * single elements and of runs of kh·kw, a batched 2-D one with odd edges) are cut across
+ * the pool, and every element lands where
  * a plain loop puts it, bit for bit (NaN payloads and int32 patterns included). */
 static void test_transposes(void) {
   const int64_t perm_w[4] = {1, 0, 2, 3}, perm_b[3] = {0, 2, 1};
@@ -261,6 +262,8 @@ static void test_transposes(void) {
   bb_tensor_release(y);
   bb_tensor_release(w);
   check1("Transpose batched 3x131x67 perm 0,2,1", tb, DIMS(3, 131, 67), 1);
+  /* a 3×3 convolution's weight gradient: runs of 9 floats, walked on the pool */
+  check1("Transpose [48,256,3,3] perm 1,0,2,3", tw, DIMS(48, 256, 3, 3), 1);
   bb_tensor *ints = bb_tensor_new_empty(NULL, BB_DTYPE_INT32, 3, (const int64_t[]){5, 97, 203});
   for (int64_t i = 0; i < ints->numel; i++) ((int32_t *)bb_tensor_data(ints))[i] = (int32_t)(i * 2654435761u);
   same_on_any_thread_count("Transpose int32 5x97x203 perm 0,2,1", tb, &ints, 1, 1);
