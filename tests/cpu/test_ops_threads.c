@@ -216,8 +216,9 @@ static void one_job_of(const char *label, const bb_ir_node *n, bb_tensor *const 
 /* The convolutions of a small CNN's training step at batch 32 (the digits CNN's second
  * layer: 16→32 channels on 4×4 maps): the images are batched a few at a time into each
  * GEMM, in an even number of equal chunks (four of 8 images, or of 4 for the weight
- * gradient's 16 planes), so two threads share them out evenly as one job; and the
- * backward MaxPool's forward on planes of 2×2 outputs is cut into several pieces. */
+ * gradient's 16 planes), so two threads share them out evenly as one job; and MaxPool
+ * with indices (what its gradient scatters by) on planes of 2×2 outputs is cut into
+ * several pieces. */
 static void test_small_cnn_step_ops(void) {
   bb_tensor *x = rand_tensor(4, (const int64_t[]){32, 16, 4, 4}), *w = rand_tensor(4, (const int64_t[]){32, 16, 3, 3});
   bb_tensor *dy = rand_tensor(4, (const int64_t[]){32, 32, 4, 4}), *xt = rand_tensor(4, (const int64_t[]){16, 32, 4, 4});
