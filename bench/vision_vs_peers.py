@@ -13,7 +13,8 @@ time / bb time: above 1 means bb is faster) are printed together.
 With --train it times a training step instead (softmax cross-entropy against a class
 label, then Adam, batch 1; BatchNormalization in inference mode on both sides, as the ONNX
 file has it) against PyTorch's step (eval mode, zero_grad, forward, loss, backward, Adam);
-onnxruntime has no training here.
+onnxruntime has no training here. With --train --threads N it times the training step by the
+wall clock on 1 and on N threads (bb_cpu_set_threads(N), torch.set_num_threads(N)).
 
 With --threads N it times inference by the wall clock on 1 and on N threads instead, each
 side with its own pool (bb_cpu_set_threads(N), onnxruntime's intra_op_num_threads = N,
@@ -163,20 +164,33 @@ def thread_rows(args):
 def train_rows(args):
     bench = os.path.join(args.build, "bench", "bench_models")
     shape = f"1,3,{args.size},{args.size}"
+    counts = sorted({1, args.threads}) if args.threads else [None]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, path in exported(args, tmp, 16):  # MaxPool's gradient needs opset 16
-            bb = pt = 1e30
+            best = {(side, n): 1e30 for side in ("bb", "torch") for n in counts}
             for _ in range(3):
-                bb = min(bb, median_of([bench, path, "x", shape, "--runs", str(args.runs), "--train", "100"])[0])
-                pt = min(pt, torch_median(name, args.size, args.runs, 1, True))
-            rows.append((name, bb, pt))
-    print(f"\ntraining step (softmax cross-entropy, Adam), batch 1, 3x{args.size}x{args.size}, one thread, "
-          "CPU ms per step (best of 3 medians)")
-    print(f"{'model':<16}{'bb':>9}{'PyTorch':>9}{'torch/bb':>10}")
-    for name, bb, pt in rows:
-        print(f"{name:<16}{bb:>9.2f}{pt:>9.2f}{pt / bb:>9.2f}x")
-
+                for n in counts:
+                    cmd = [bench, path, "x", shape, "--runs", str(args.runs), "--train", "100"]
+                    best["bb", n] = min(best["bb", n], median_of(cmd + (["--threads", str(n)] if n else []))[0])
+                    best["torch", n] = min(best["torch", n], torch_median(name, args.size, args.runs, 1, True, n))
+            rows.append((name, best))
+    if not args.threads:
+        print(f"\ntraining step (softmax cross-entropy, Adam), batch 1, 3x{args.size}x{args.size}, one thread, "
+              "CPU ms per step (best of 3 medians)")
+        print(f"{'model':<16}{'bb':>9}{'PyTorch':>9}{'torch/bb':>10}")
+        for name, b in rows:
+            print(f"{name:<16}{b['bb', None]:>9.2f}{b['torch', None]:>9.2f}{b['torch', None] / b['bb', None]:>9.2f}x")
+        return
+    n = args.threads
+    print(f"\ntraining step (softmax cross-entropy, Adam), batch 1, 3x{args.size}x{args.size}, wall-clock ms per step "
+          f"on 1 and {n} threads (best of 3 medians), load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+    print(f"{'model':<16}{'bb 1':>9}{f'bb {n}':>9}{'x':>7}{'torch 1':>9}{f'torch {n}':>9}{'x':>7}"
+          f"{'torch/bb@1':>11}{f'torch/bb@{n}':>11}")
+    for name, b in rows:
+        print(f"{name:<16}{b['bb', 1]:>9.2f}{b['bb', n]:>9.2f}{b['bb', 1] / b['bb', n]:>6.2f}x"
+              f"{b['torch', 1]:>9.2f}{b['torch', n]:>9.2f}{b['torch', 1] / b['torch', n]:>6.2f}x"
+              f"{b['torch', 1] / b['bb', 1]:>10.2f}x{b['torch', n] / b['bb', n]:>10.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -6,7 +6,15 @@
 //   cd bench/js && npm ci --ignore-scripts      # once
 //   bash scripts/build-wasm.sh && (cd js && npm ci && npm run build)
 //   node bench/js/train-vs-tfjs.mjs [--quick] [--only digits_cnn,28×28,digits_mlp] [--wasm js/wasm/bb-relaxed.wasm]
+//                                   [--threads N]
 //   (bb-relaxed.wasm needs `node --experimental-wasm-relaxed-simd` in Node 20)
+//
+// With --threads N bb runs the package's threaded module (bb-mt.wasm, loadBb({ threads }),
+// or the threaded module --wasm names) on N threads, and both sides' windows are wall-clock time (CPU time would add the
+// threads up). tfjs-backend-wasm stays on one thread: under Node its
+// WASM_HAS_MULTITHREAD_SUPPORT flag answers false whatever setThreadsCount asked (tfjs
+// issue 3830), so it never loads its threaded module there; its threads need a
+// cross-origin-isolated page. N threads of bb are against one of tfjs.
 //
 // A step is one optimizer update on one batch, from JavaScript arrays in to the loss read
 // back in JavaScript: for bb, OnnxTrainer.step({x, labels}) (the rows are copied into the
@@ -42,6 +50,8 @@ try {
 const { encodeOnnxModel, loadBb, OnnxTrainer } = await import(packageDist);
 
 const QUICK = process.argv.includes('--quick');
+const THREADS = process.argv.includes('--threads') ? Number(process.argv[process.argv.indexOf('--threads') + 1]) : 0;
+if (process.argv.includes('--threads') && !(Number.isInteger(THREADS) && THREADS >= 1)) throw new Error('--threads takes a whole number from 1');
 const BATCH = 32;
 const WINDOW_MS = QUICK ? 150 : 600;
 const WINDOWS = QUICK ? 3 : 7;
@@ -237,13 +247,14 @@ const cpuMs = () => {
  * the share of the processor this process got, not how fast the step is.
  */
 function window(step, data) {
-  const start = cpuMs();
+  const clock = THREADS ? () => performance.now() : cpuMs;
+  const start = clock();
   let n = 0;
   let elapsed = 0;
   do {
     step(data[n % data.length]);
     n++;
-    elapsed = cpuMs() - start;
+    elapsed = clock() - start;
   } while (elapsed < WINDOW_MS || n < 5);
   return (n * 1000) / elapsed;
 }
@@ -253,7 +264,13 @@ function window(step, data) {
  * (names of `convGradRoutes`; a model without convolutions runs once), alternating windows.
  */
 async function compare(name, onnx, makeTfjs, shape, routes) {
-  const bb = await loadBb(readFileSync(packageWasm));
+  const bb = THREADS
+    ? await loadBb({ threads: THREADS, simd: 'baseline', ...(process.argv.includes('--wasm') ? { threadedSource: readFileSync(packageWasm) } : {}) })
+    : await loadBb(readFileSync(packageWasm));
+  if (THREADS) {
+    if (bb.threadsUnavailable) throw new Error(`bb-mt.wasm did not load: ${bb.threadsUnavailable}`);
+    bb.check(bb.exports.bb_wasm_set_threads(THREADS));
+  }
   const trainer = OnnxTrainer.create(bb, typeof onnx === 'string' ? new Uint8Array(readFileSync(`${models}/${onnx}`)) : onnx, { optimizer: 'adam', lr: 1e-3 });
   const model = makeTfjs();
   const optimizer = tf.train.adam(1e-3);
@@ -311,7 +328,7 @@ async function compare(name, onnx, makeTfjs, shape, routes) {
 
 const cpu = cpus()[0]?.model ?? 'unknown CPU';
 console.log(`train-vs-tfjs: Node ${process.versions.node}, ${cpu}, load average ${loadavg()[0].toFixed(1)}; batch ${BATCH}, Adam lr 1e-3`);
-console.log(`tfjs ${tf.version_core} (backend ${tf.getBackend()}, 1 thread), bytesandbrains ${packageDist.replace(/.*\/js\//, 'js/')} with ${packageWasm.replace(/.*\/js\//, 'js/')}\n`);
+console.log(`tfjs ${tf.version_core} (backend ${tf.getBackend()}, 1 thread), bytesandbrains ${packageDist.replace(/.*\/js\//, 'js/')} with ${THREADS ? `bb-mt.wasm on ${THREADS} thread${THREADS > 1 ? 's' : ''}` : packageWasm.replace(/.*\/js\//, 'js/')}\n`);
 const gradientError = checkFastGradient();
 console.log(`tfjs Conv2D gradient through its fast kernels against its own slow kernels: max |difference| / max |slow| = ${gradientError.toExponential(1)}`);
 if (!(gradientError < 1e-5)) throw new Error('the fast Conv2D gradient disagrees with tfjs\'s own');
@@ -324,7 +341,7 @@ const MODELS = [
 const results = [];
 for (const args of MODELS) results.push(await compare(...args));
 const targets = { 'CNN (digits_cnn)': 2, 'CNN 28×28 (infer-vs-peers)': 2, 'MLP (digits_mlp)': 5 };
-console.log('steps per second of CPU time, the best of each side\'s windows; tfjs "fast": its Conv2D gradient');
+console.log(`steps per second of ${THREADS ? 'wall-clock' : 'CPU'} time, the best of each side's windows; tfjs "fast": its Conv2D gradient`);
 console.log('through its XNNPACK conv2d kernel, "slow": through Conv2DBackpropInput and');
 console.log('Conv3DBackpropFilterV2 (the target is against the fast one)\n');
 console.log('| model | bb.wasm steps/s | tfjs-wasm steps/s (fast) | bb / tfjs (fast) | target | tfjs-wasm steps/s (slow) | bb / tfjs (slow) | loss bb (first → after 21 steps) | loss tfjs |');

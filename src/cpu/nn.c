@@ -538,6 +538,13 @@ bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes) {
          slot_bytes <= CONV_SPLIT_MAX_BYTES / width;
 }
 
+int64_t bbi_nn_even_chunk(int64_t n_batch, int64_t chunk) {
+  if (chunk < 1 || n_batch <= 2 * chunk) return chunk;
+  int64_t chunks = (n_batch + chunk - 1) / chunk;
+  chunks += chunks & 1;
+  return (n_batch + chunks - 1) / chunks;
+}
+
 typedef struct chunks_run {
   bbi_nn_chunk_fn fn;
   const void *job;
@@ -639,7 +646,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     int64_t fit = (int64_t)(CONV_MAX_COL_BYTES / sizeof(float)) / (kdim * npos);
     chunk = chunk < fit ? chunk : fit;
     chunk = chunk < n_batch ? chunk : n_batch;
-    chunk = chunk > 1 ? chunk : 1;
+    chunk = bbi_nn_even_chunk(n_batch, chunk > 1 ? chunk : 1);
   }
   conv_job j;
   memset(&j, 0, sizeof j);

@@ -13,6 +13,12 @@
  * result. */
 bool bbi_nn_split_chunks(size_t chunks, size_t width, size_t slot_bytes);
 
+/* nn.c: the images per chunk for n_batch images batched at most `chunk` at a time: with
+ * three chunks or more, an even number of nearly equal chunks where whole images allow it
+ * (an odd count would leave one of two threads a chunk the other does not get), else
+ * `chunk`. By the shape alone, never the thread count. */
+int64_t bbi_nn_even_chunk(int64_t n_batch, int64_t chunk);
+
 /* One chunk of images n0.. of a convolution, with its scratch at `mem`: 0 or the first
  * error. */
 typedef int (*bbi_nn_chunk_fn)(const void *job, int64_t n0, char *mem);

@@ -115,6 +115,56 @@ static int ct_chunk(const void *job, int64_t n0, char *mem) {
   return rc;
 }
 
+/* A depthwise transposed convolution (one input and one output channel per group, 1-
+ * or 2-D): each output plane, which holds its bias, gets tap by tap in the kernel's order
+ * the tap's weight times each input element added at the element's target. These are
+ * the products (one per element: the GEMM's K is 1) and the sums, in the same order, that
+ * the GEMM and col2im make for each group, without a product per group; planes are the
+ * pool's pieces. */
+typedef struct ct_dw_job {
+  const bbi_window2d *win;
+  size_t channels;
+  const float *x, *w;
+  float *y;
+} ct_dw_job;
+
+/* The input indices i in [0, n) whose target i·s − p + k·d lies in [0, out): [*lo, *hi). */
+static void ct_dw_span(size_t n, size_t out, size_t s, size_t p, size_t k, size_t d, size_t *lo, size_t *hi) {
+  const int64_t shift = (int64_t)(k * d) - (int64_t)p; /* target of i: i·s + shift */
+  int64_t first = shift >= 0 ? 0 : (-shift + (int64_t)s - 1) / (int64_t)s;
+  int64_t last = (int64_t)out - 1 - shift < 0 ? -1 : ((int64_t)out - 1 - shift) / (int64_t)s; /* inclusive */
+  if (last > (int64_t)n - 1) last = (int64_t)n - 1;
+  *lo = (size_t)first, *hi = last < first ? (size_t)first : (size_t)(last + 1);
+}
+
+static void ct_dw_planes(void *ctx, size_t p0, size_t p1) {
+  const ct_dw_job *j = ctx;
+  const bbi_window2d *g = j->win;
+  for (size_t p = p0; p < p1; p++) {
+    const float *x = j->x + p * g->oh * g->ow, *w = j->w + (p % j->channels) * g->kh * g->kw;
+    float *y = j->y + p * g->ih * g->iw;
+    for (size_t ky = 0; ky < g->kh; ky++) {
+      size_t y0, y1;
+      ct_dw_span(g->oh, g->ih, g->sh, g->ph, ky, g->dh, &y0, &y1);
+      for (size_t kx = 0; kx < g->kw; kx++) {
+        size_t x0, x1;
+        ct_dw_span(g->ow, g->iw, g->sw, g->pw, kx, g->dw, &x0, &x1);
+        const float wv = w[ky * g->kw + kx];
+        if (x1 <= x0) continue;
+        const size_t n = x1 - x0, ox0 = x0 * g->sw + kx * g->dw - g->pw; /* x0's target column */
+        for (size_t iy = y0; iy < y1; iy++) {
+          const float *xr = x + iy * g->ow + x0;
+          float *yr = y + (iy * g->sh + ky * g->dh - g->ph) * g->iw + ox0;
+          if (g->sw == 1)
+            for (size_t i = 0; i < n; i++) yr[i] += wv * xr[i];
+          else
+            for (size_t i = 0; i < n; i++) yr[i * g->sw] += wv * xr[i];
+        }
+      }
+    }
+  }
+}
+
 /* The GEMM scratch of a chunk's product and of the last chunk's, by the given sizing. */
 static size_t ct_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), size_t rows, size_t cols,
                               size_t last_cols, size_t k) {
@@ -141,7 +191,7 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
     int64_t fit = (int64_t)(CT_MAX_COL_BYTES / sizeof(float)) / ((rows + cg) * npos);
     chunk = chunk < fit ? chunk : fit;
     chunk = chunk < n_batch ? chunk : n_batch;
-    chunk = chunk > 1 ? chunk : 1;
+    chunk = bbi_nn_even_chunk(n_batch, chunk > 1 ? chunk : 1);
   }
   size_t cols = (size_t)(chunk * npos), last_cols = (size_t)((n_batch % chunk ? n_batch % chunk : chunk) * npos);
   size_t col_bytes = (size_t)rows * cols * sizeof(float), in_bytes = chunk > 1 ? (size_t)cg * cols * sizeof(float) : 0;
@@ -171,6 +221,11 @@ static int convtranspose_f32(bbi_cpu_op_ctx *ctx, const ct_geom *g, int64_t grou
     }
     win.iw = (size_t)g->out[v], win.ow = (size_t)g->in[v], win.kw = (size_t)g->kernel[v];
     win.sw = (size_t)g->stride[v], win.dw = (size_t)g->dil[v], win.pw = (size_t)g->pad_begin[v];
+  }
+  if (planar && group > 1 && cg == 1 && mg == 1) {
+    ct_dw_job dj = {&win, (size_t)c_in, bb_tensor_data(x), bb_tensor_data(w), yd};
+    bbi_parallel_for((size_t)(n_batch * c_in), bbi_par_grain((size_t)(npos * g->k_size)), ct_dw_planes, &dj);
+    return 0;
   }
   j.g = g, j.win = win, j.planar = planar;
   j.n_batch = n_batch, j.c_in = c_in, j.cg = cg, j.mg = mg, j.m_out = m_out, j.rows = rows, j.npos = npos;

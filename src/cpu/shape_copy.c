@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "cpu/shape_copy.h"
+#include "tensor/kernels/kernels.h"
+#include "tensor/kernels/split.h"
+#include "util/parallel.h"
 
 typedef struct box {
   int rank;
@@ -79,7 +82,32 @@ static void do_strided(const run *r, const char *s, char *d) {
   }
 }
 
+/* 4-byte elements whose strides are whole elements: the vector transpose kernel on square
+ * tiles of this side (4-byte moves copy every bit pattern, NaNs' included). */
+#define TILE4 64
+
+static void copy_tiled4(const run *r, const char *s, char *d) {
+  const size_t ldx = (size_t)r->ss / 4, ldy = (size_t)r->ds2 / 4;
+  const float *x = (const float *)(const void *)s;
+  float *y = (float *)(void *)d;
+  for (int64_t a0 = 0; a0 < r->m; a0 += TILE4) {
+    const size_t na = (size_t)(r->m - a0 < TILE4 ? r->m - a0 : TILE4);
+    for (int64_t b0 = 0; b0 < r->n; b0 += TILE4) {
+      const size_t nb = (size_t)(r->n - b0 < TILE4 ? r->n - b0 : TILE4);
+      bbi_f32_transpose(nb, na, x + (size_t)b0 * ldx + (size_t)a0, ldx, y + (size_t)a0 * ldy + (size_t)b0, ldy);
+    }
+  }
+}
+
+static bool tiled4(const run *r) {
+  return r->esize == 4 && r->ss > 0 && r->ss % 4 == 0 && r->ds2 > 0 && r->ds2 % 4 == 0;
+}
+
 static void do_tiled(const run *r, const char *s, char *d) {
+  if (tiled4(r) && ((uintptr_t)s | (uintptr_t)d) % 4 == 0) {
+    copy_tiled4(r, s, d);
+    return;
+  }
   switch (r->esize) {
   case 1: copy_tiled(1, r->m, r->n, s, r->ss, d, r->ds2); break;
   case 2: copy_tiled(2, r->m, r->n, s, r->ss, d, r->ds2); break;
@@ -121,6 +149,42 @@ static void walk(const box *b, const int *outer, int n_outer, const char *src, c
   }
 }
 
+/* A transposed box cut along its tiled axis (the source's contiguous one): each piece
+ * copies the same elements whichever participant runs it. */
+typedef struct tiled_job {
+  const box *b;
+  const int *outer;
+  int n_outer;
+  const char *src;
+  char *dst;
+  const run *r;
+} tiled_job;
+
+static void tiled_piece(void *ctx, size_t a0, size_t a1) {
+  const tiled_job *j = ctx;
+  run r = *j->r;
+  r.m = (int64_t)(a1 - a0);
+  walk(j->b, j->outer, j->n_outer, j->src + (int64_t)a0 * (int64_t)r.esize, j->dst + (int64_t)a0 * r.ds2, &r);
+}
+
+/* A box cut along its outermost walked axis: piece [i0, i1) of that axis, the rest whole. */
+typedef struct outer_job {
+  const box *b;
+  const int *outer;
+  int n_outer;
+  const char *src;
+  char *dst;
+  const run *r;
+} outer_job;
+
+static void outer_piece(void *ctx, size_t i0, size_t i1) {
+  const outer_job *j = ctx;
+  box b = *j->b;
+  const int a = j->outer[0];
+  b.dims[a] = (int64_t)(i1 - i0);
+  walk(&b, j->outer, j->n_outer, j->src + (int64_t)i0 * b.ss[a], j->dst + (int64_t)i0 * b.ds[a], j->r);
+}
+
 void bbi_copy_strided(size_t esize, int rank, const int64_t *dims, const char *src, const int64_t *src_strides,
                      char *dst, const int64_t *dst_strides) {
   box b = {rank, {0}, {0}, {0}};
@@ -153,8 +217,20 @@ void bbi_copy_strided(size_t esize, int rank, const int64_t *dims, const char *s
     }
   }
   int outer[BBI_COPY_MAX_RANK], n_outer = 0;
+  int64_t outer_count = 1;
   for (int k = 0; k < in; k++)
-    if (k != tiled_axis) outer[n_outer++] = k;
+    if (k != tiled_axis) outer[n_outer++] = k, outer_count *= b.dims[k];
+  if (r.kind == RUN_TILED) { /* transposes: pieces of the tiled axis on the pool */
+    tiled_job j = {&b, outer, n_outer, src, dst, &r};
+    bbi_parallel_for((size_t)r.m, bbi_par_grain((size_t)(r.n * outer_count)), tiled_piece, &j);
+    return;
+  }
+  if (n_outer > 0) { /* many runs: pieces of the outermost axis on the pool */
+    outer_job j = {&b, outer, n_outer, src, dst, &r};
+    const int64_t per_index = outer_count / b.dims[outer[0]] * r.n;
+    bbi_parallel_for((size_t)b.dims[outer[0]], bbi_par_grain((size_t)per_index), outer_piece, &j);
+    return;
+  }
   walk(&b, outer, n_outer, src, dst, &r);
 }
 

@@ -36,9 +36,9 @@ static int set_threads(size_t n) {
 }
 
 /* Runs the node on 1..4 threads and compares every output with the one-thread run, bit
- * for bit; on 2 threads and more the node must have handed work to the pool. */
-static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in,
-                                     int n_out) {
+ * for bit; with `pooled`, on 2 threads and more the node must have handed work to the pool. */
+static void same_bits_on_1_to_4(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in, int n_out,
+                                bool pooled) {
   bb_tensor *ref[4] = {NULL}, *got[4] = {NULL};
   bb_error err;
   for (size_t threads = 1; threads <= most_threads(); threads++) {
@@ -48,7 +48,8 @@ static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_
     int rc = bb_cpu_run_node(n, 17, in, (size_t)n_in, out, (size_t)n_out, NULL, &err);
     CHECK_MSG(rc == 0, "%s: %s", label, err.message);
     if (rc) break;
-    if (threads > 1) CHECK_MSG(pool_jobs() > jobs, "%s did not use the pool on %zu threads", label, threads);
+    if (threads > 1 && pooled)
+      CHECK_MSG(pool_jobs() > jobs, "%s did not use the pool on %zu threads", label, threads);
     for (int o = 0; threads > 1 && o < n_out; o++) {
       CHECK_MSG(got[o] && ref[o] && got[o]->numel == ref[o]->numel &&
                     memcmp(bb_tensor_data(got[o]), bb_tensor_data(ref[o]), bb_tensor_nbytes(ref[o])) == 0,
@@ -59,6 +60,11 @@ static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_
   }
   for (int o = 0; o < n_out; o++) bb_tensor_release(ref[o]);
   set_threads(1);
+}
+
+static void same_on_any_thread_count(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in,
+                                     int n_out) {
+  same_bits_on_1_to_4(label, n, in, n_in, n_out, true);
 }
 
 #define DIMS(...) (const int64_t[]){__VA_ARGS__}, (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
@@ -225,6 +231,131 @@ static void test_conv_batch_split(void) {
   bb_tensor_release(y);
   bb_tensor_release(in[0]);
   bb_tensor_release(in[1]);
+}
+
+/* The node on 2 threads is one job of the pool cut into exactly `tasks` tasks (and its
+ * outputs are those of one thread, bit for bit, on 1 to 4; on 3, four chunks may run one
+ * after the other, each product on the pool or not by its size). */
+static void one_job_of(const char *label, const bb_ir_node *n, bb_tensor *const *in, int n_in, int n_out,
+                       uint64_t tasks) {
+  same_bits_on_1_to_4(label, n, in, n_in, n_out, false);
+  if (most_threads() < 2 || set_threads(2)) return;
+  bb_tensor *out[4] = {NULL};
+  bb_error err;
+  bbi_parallel_stats before, after;
+  bbi_parallel_get_stats(&before);
+  int rc = bb_cpu_run_node(n, 17, in, (size_t)n_in, out, (size_t)n_out, NULL, &err);
+  bbi_parallel_get_stats(&after);
+  CHECK_MSG(rc == 0, "%s: %s", label, err.message);
+  CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == tasks,
+            "%s went to the pool as %llu jobs of %llu tasks in all, not one of %llu", label,
+            (unsigned long long)(after.jobs - before.jobs), (unsigned long long)(after.tasks - before.tasks),
+            (unsigned long long)tasks);
+  for (int o = 0; o < n_out; o++) bb_tensor_release(out[o]);
+  set_threads(1);
+}
+
+/* The convolutions of a small CNN's training step at batch 32 (the digits CNN's second
+ * layer: 16→32 channels on 4×4 maps): the images are batched a few at a time into each
+ * GEMM, in an even number of equal chunks (four of 8 images, or of 4 for the weight
+ * gradient's 16 planes), so two threads share them out evenly as one job; and MaxPool
+ * with indices (what its gradient scatters by) on planes of 2×2 outputs is cut into
+ * several pieces. */
+static void test_small_cnn_step_ops(void) {
+  bb_tensor *x = rand_tensor(4, (const int64_t[]){32, 16, 4, 4}), *w = rand_tensor(4, (const int64_t[]){32, 16, 3, 3});
+  bb_tensor *dy = rand_tensor(4, (const int64_t[]){32, 32, 4, 4}), *xt = rand_tensor(4, (const int64_t[]){16, 32, 4, 4});
+  bb_tensor *dyt = rand_tensor(4, (const int64_t[]){32, 32, 4, 4});
+  one_job_of("Conv batch 32 on 4x4 maps", window_node("Conv", 2, 1, 3, 1, 1, 1, 1), (bb_tensor *[]){x, w}, 2, 1, 4);
+  one_job_of("ConvTranspose batch 32 on 4x4 maps (the input's gradient)",
+             window_node("ConvTranspose", 2, 1, 3, 1, 1, 1, 1), (bb_tensor *[]){dy, w}, 2, 1, 4);
+  one_job_of("Conv of 16 planes by a 4x4 kernel (the weights' gradient)", window_node("Conv", 2, 1, 4, 1, 1, 1, 1),
+             (bb_tensor *[]){xt, dyt}, 2, 1, 4);
+  bb_tensor *h = rand_tensor(4, (const int64_t[]){32, 32, 4, 4});
+  same_on_any_thread_count("MaxPool 2x2 with indices on 4x4 planes", window_node("MaxPool", 1, 2, 2, 2, 0, 1, 1), &h,
+                           1, 2);
+  bb_tensor *h8 = rand_tensor(4, (const int64_t[]){32, 16, 8, 8});
+  same_on_any_thread_count("MaxPool 2x2 with indices on 8x8 planes", window_node("MaxPool", 1, 2, 2, 2, 0, 1, 1), &h8,
+                           1, 2);
+  bb_tensor *all[] = {x, w, dy, xt, dyt, h, h8};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bb_tensor_release(all[i]);
+}
+
+/* Transposes (the weight gradient's [C_in, C_out, kh, kw] → [C_out, C_in, kh, kw], of
+ * single elements and of runs of kh·kw, a batched 2-D one with odd edges) are cut across
+ * the pool, and every element lands where
+ * a plain loop puts it, bit for bit (NaN payloads and int32 patterns included). */
+static void test_transposes(void) {
+  const int64_t perm_w[4] = {1, 0, 2, 3}, perm_b[3] = {0, 2, 1};
+  bb_ir_node *tw = node("Transpose", 1, 1), *tb = node("Transpose", 1, 1);
+  bb_attr_set_ints(model, &tw->attrs, "perm", perm_w, 4);
+  bb_attr_set_ints(model, &tb->attrs, "perm", perm_b, 3);
+  bb_tensor *w = rand_tensor(4, (const int64_t[]){960, 160, 1, 1});
+  uint32_t *bits = bb_tensor_data(w);
+  bits[5] = 0x7fa00001u, bits[161 * 7] = 0xffc12345u; /* a signalling and a quiet NaN with payloads */
+  same_on_any_thread_count("Transpose [960,160,1,1] perm 1,0,2,3", tw, &w, 1, 1);
+  bb_tensor *y = NULL;
+  bb_error err;
+  if (most_threads() >= 2) set_threads(2);
+  CHECK_MSG(bb_cpu_run_node(tw, 17, &w, 1, &y, 1, NULL, &err) == 0, "%s", err.message);
+  set_threads(1);
+  bool same = y != NULL;
+  for (int64_t i = 0; same && i < 960; i++)
+    for (int64_t j = 0; same && j < 160; j++) same = ((const uint32_t *)bb_tensor_data(y))[j * 960 + i] == bits[i * 160 + j];
+  CHECK_MSG(same, "Transpose [960,160] on 2 threads is not the plain loop's, bit for bit");
+  bb_tensor_release(y);
+  bb_tensor_release(w);
+  check1("Transpose batched 3x131x67 perm 0,2,1", tb, DIMS(3, 131, 67), 1);
+  /* a 3×3 convolution's weight gradient: runs of 9 floats, walked on the pool */
+  check1("Transpose [48,256,3,3] perm 1,0,2,3", tw, DIMS(48, 256, 3, 3), 1);
+  bb_tensor *ints = bb_tensor_new_empty(NULL, BB_DTYPE_INT32, 3, (const int64_t[]){5, 97, 203});
+  for (int64_t i = 0; i < ints->numel; i++) ((int32_t *)bb_tensor_data(ints))[i] = (int32_t)(i * 2654435761u);
+  same_on_any_thread_count("Transpose int32 5x97x203 perm 0,2,1", tb, &ints, 1, 1);
+  bb_tensor_release(ints);
+}
+
+/* A depthwise ConvTranspose (a depthwise Conv's input gradient) runs plane by plane on
+ * the pool; each channel of it is, bit for bit, the same ConvTranspose of that channel
+ * alone (one group of one channel: the GEMM and col2im), on 1 to 4 threads. */
+static void test_depthwise_conv_transpose(void) {
+  const struct {
+    int64_t n, c, h, w, k, stride, pad, dil;
+  } cases[] = {{1, 960, 2, 2, 3, 1, 1, 1}, {2, 144, 16, 16, 3, 2, 1, 1}, {1, 40, 9, 7, 5, 2, 2, 1},
+               {3, 24, 8, 8, 3, 1, 2, 2}, {1, 32, 5, 5, 5, 1, 2, 1}};
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    const int64_t n = cases[t].n, c = cases[t].c, k = cases[t].k;
+    bb_ir_node *dw = window_node("ConvTranspose", 3, 1, k, cases[t].stride, cases[t].pad, cases[t].dil, c);
+    bb_ir_node *one = window_node("ConvTranspose", 3, 1, k, cases[t].stride, cases[t].pad, cases[t].dil, 1);
+    bb_tensor *in[3] = {rand_tensor(4, (const int64_t[]){n, c, cases[t].h, cases[t].w}),
+                        rand_tensor(4, (const int64_t[]){c, 1, k, k}), rand_tensor(1, (const int64_t[]){c})};
+    char label[96];
+    snprintf(label, sizeof label, "depthwise ConvTranspose case %zu", t);
+    same_on_any_thread_count(label, dw, in, 3, 1);
+    bb_tensor *y = NULL;
+    bb_error err;
+    CHECK_MSG(bb_cpu_run_node(dw, 17, in, 3, &y, 1, NULL, &err) == 0, "%s: %s", label, err.message);
+    const int64_t plane = cases[t].h * cases[t].w;
+    bool same = y != NULL;
+    for (int64_t ch = 0; same && ch < c; ch++) {
+      bb_tensor *xi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, (const int64_t[]){n, 1, cases[t].h, cases[t].w});
+      bb_tensor *wi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 4, (const int64_t[]){1, 1, k, k});
+      bb_tensor *bi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, (const int64_t[]){1});
+      for (int64_t i = 0; i < n; i++)
+        memcpy((float *)bb_tensor_data(xi) + i * plane, (const float *)bb_tensor_data(in[0]) + (i * c + ch) * plane,
+               (size_t)plane * sizeof(float));
+      memcpy(bb_tensor_data(wi), (const float *)bb_tensor_data(in[1]) + ch * k * k, (size_t)(k * k) * sizeof(float));
+      ((float *)bb_tensor_data(bi))[0] = ((const float *)bb_tensor_data(in[2]))[ch];
+      bb_tensor *ins[3] = {xi, wi, bi}, *yi = NULL;
+      CHECK_MSG(bb_cpu_run_node(one, 17, ins, 3, &yi, 1, NULL, &err) == 0, "%s: %s", label, err.message);
+      const int64_t out_plane = yi ? yi->dims[2] * yi->dims[3] : 0;
+      for (int64_t i = 0; same && yi && i < n; i++)
+        same = memcmp((const float *)bb_tensor_data(yi) + i * out_plane,
+                      (const float *)bb_tensor_data(y) + (i * c + ch) * out_plane, (size_t)out_plane * sizeof(float)) == 0;
+      CHECK_MSG(same, "%s: channel %lld differs from that channel alone", label, (long long)ch);
+      bb_tensor_release(xi), bb_tensor_release(wi), bb_tensor_release(bi), bb_tensor_release(yi);
+    }
+    bb_tensor_release(y);
+    for (int i = 0; i < 3; i++) bb_tensor_release(in[i]);
+  }
 }
 
 /* A model of one graph from float input "x" to float output "y", nodes still to add. */
@@ -590,6 +721,9 @@ int main(void) {
   RUN(test_convolutions);
   RUN(test_conv_batch_split);
   RUN(test_conv_small_map_regions);
+  RUN(test_small_cnn_step_ops);
+  RUN(test_transposes);
+  RUN(test_depthwise_conv_transpose);
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);

@@ -79,6 +79,12 @@ void bbi_par_f32_col2im_2d(const bbi_window2d *g, size_t channels, const float *
 
 /* ---- pooling: planes ------------------------------------------------------------------------ */
 
+/* A plane's cost in elements: its windows' taps, and per output and per plane what the
+ * kernel spends outside the taps (a store, an index, a row's setup; about 8 taps' time
+ * per output, 32 per plane on small planes), so planes of a few outputs each still come
+ * out as several pieces where they take as long as one large plane. */
+static size_t pool_cost(const bbi_window2d *g) { return g->oh * g->ow * (g->kh * g->kw + 8) + 32; }
+
 /* A piece's indices count from its own first plane; moved to count from x's. */
 static void shift_indices(int64_t *indices, size_t count, int64_t by) {
   for (size_t i = 0; i < count; i++) indices[i] += by;
@@ -95,7 +101,7 @@ static void maxpool_piece(void *ctx, size_t p0, size_t p1) {
 
 void bbi_par_f32_maxpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y, int64_t *indices) {
   window_job j = {g, x, y, 0, indices};
-  bbi_parallel_for(planes, bbi_par_grain(window_cost(g)), maxpool_piece, &j);
+  bbi_parallel_for(planes, bbi_par_grain(pool_cost(g)), maxpool_piece, &j);
 }
 
 static void avgpool_piece(void *ctx, size_t p0, size_t p1) {
@@ -106,7 +112,7 @@ static void avgpool_piece(void *ctx, size_t p0, size_t p1) {
 
 void bbi_par_f32_avgpool2d(const bbi_window2d *g, size_t planes, const float *x, float *y) {
   window_job j = {g, x, y, 0, NULL};
-  bbi_parallel_for(planes, bbi_par_grain(window_cost(g)), avgpool_piece, &j);
+  bbi_parallel_for(planes, bbi_par_grain(pool_cost(g)), avgpool_piece, &j);
 }
 
 /* ---- rows: reductions and softmax ----------------------------------------------------------- */
