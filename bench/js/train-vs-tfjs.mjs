@@ -344,7 +344,7 @@ const targets = { 'CNN (digits_cnn)': 2, 'CNN 28×28 (infer-vs-peers)': 2, 'MLP 
 console.log(`steps per second of ${THREADS ? 'wall-clock' : 'CPU'} time, the best of each side's windows; tfjs "fast": its Conv2D gradient`);
 console.log('through its XNNPACK conv2d kernel, "slow": through Conv2DBackpropInput and');
 console.log('Conv3DBackpropFilterV2 (the target is against the fast one)\n');
-console.log('| model | bb.wasm steps/s | tfjs-wasm steps/s (fast) | bb / tfjs (fast) | target | tfjs-wasm steps/s (slow) | bb / tfjs (slow) | loss bb (first → after 21 steps) | loss tfjs |');
+console.log(`| model | ${THREADS ? `bb-mt.wasm ${THREADS}t` : 'bb.wasm'} steps/s | tfjs-wasm steps/s (fast) | bb / tfjs (fast) | target | tfjs-wasm steps/s (slow) | bb / tfjs (slow) | loss bb (first → after 21 steps) | loss tfjs |`);
 console.log('|---|---:|---:|---:|---:|---:|---:|---|---|');
 let met = 0;
 for (const r of results) {
