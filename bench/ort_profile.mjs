@@ -8,22 +8,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadOrt } from '../tests/tools/ort_load.mjs';
+import { ortCommand } from './ort_command.mjs';
 
-const [modelPath, inputName, shapeText, runsText, threadsText] = process.argv.slice(2);
-const threads = Number(threadsText ?? 1);
-if (!runsText || !(threads >= 1)) {
-  console.error('usage: ort_profile.mjs MODEL.onnx INPUT N,C,H,W RUNS [THREADS]');
-  process.exit(2);
-}
-const ort = loadOrt('ort_profile');
-const shape = shapeText.split(',').map(Number);
-const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
-let seed = 12345;
-for (let i = 0; i < data.length; i++) {
-  seed = (seed * 1103515245 + 12345) >>> 0;
-  data[i] = (seed >>> 8) / (1 << 24) - 0.5;
-}
+const { ort, modelPath, runs, threads, threadsGiven, feeds } = ortCommand('ort_profile');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ort-profile-'));
 const session = await ort.InferenceSession.create(modelPath, {
   intraOpNumThreads: threads,
@@ -33,8 +20,7 @@ const session = await ort.InferenceSession.create(modelPath, {
   enableProfiling: true,
   profileFilePrefix: path.join(dir, 'p'),
 });
-const feeds = { [inputName]: new ort.Tensor('float32', data, shape) };
-for (let i = 0; i < 3 + Number(runsText); i++) await session.run(feeds);
+for (let i = 0; i < 3 + runs; i++) await session.run(feeds);
 session.endProfiling();
 const file = fs.readdirSync(dir).find((f) => f.endsWith('.json'));
 const events = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'));

@@ -149,36 +149,28 @@ static void walk(const box *b, const int *outer, int n_outer, const char *src, c
   }
 }
 
-/* A transposed box cut along its tiled axis (the source's contiguous one): each piece
- * copies the same elements whichever participant runs it. */
-typedef struct tiled_job {
+/* A box copied in pieces on the pool: each piece copies the same elements whichever
+ * participant runs it. */
+typedef struct box_job {
   const box *b;
   const int *outer;
   int n_outer;
   const char *src;
   char *dst;
   const run *r;
-} tiled_job;
+} box_job;
 
+/* A transposed box cut along its tiled axis (the source's contiguous one). */
 static void tiled_piece(void *ctx, size_t a0, size_t a1) {
-  const tiled_job *j = ctx;
+  const box_job *j = ctx;
   run r = *j->r;
   r.m = (int64_t)(a1 - a0);
   walk(j->b, j->outer, j->n_outer, j->src + (int64_t)a0 * (int64_t)r.esize, j->dst + (int64_t)a0 * r.ds2, &r);
 }
 
 /* A box cut along its outermost walked axis: piece [i0, i1) of that axis, the rest whole. */
-typedef struct outer_job {
-  const box *b;
-  const int *outer;
-  int n_outer;
-  const char *src;
-  char *dst;
-  const run *r;
-} outer_job;
-
 static void outer_piece(void *ctx, size_t i0, size_t i1) {
-  const outer_job *j = ctx;
+  const box_job *j = ctx;
   box b = *j->b;
   const int a = j->outer[0];
   b.dims[a] = (int64_t)(i1 - i0);
@@ -221,12 +213,12 @@ void bbi_copy_strided(size_t esize, int rank, const int64_t *dims, const char *s
   for (int k = 0; k < in; k++)
     if (k != tiled_axis) outer[n_outer++] = k, outer_count *= b.dims[k];
   if (r.kind == RUN_TILED) { /* transposes: pieces of the tiled axis on the pool */
-    tiled_job j = {&b, outer, n_outer, src, dst, &r};
+    box_job j = {&b, outer, n_outer, src, dst, &r};
     bbi_parallel_for((size_t)r.m, bbi_par_grain((size_t)(r.n * outer_count)), tiled_piece, &j);
     return;
   }
   if (n_outer > 0) { /* many runs: pieces of the outermost axis on the pool */
-    outer_job j = {&b, outer, n_outer, src, dst, &r};
+    box_job j = {&b, outer, n_outer, src, dst, &r};
     const int64_t per_index = outer_count / b.dims[outer[0]] * r.n;
     bbi_parallel_for((size_t)b.dims[outer[0]], bbi_par_grain((size_t)per_index), outer_piece, &j);
     return;

@@ -119,4 +119,18 @@ static inline double optest_max_err(const bb_tensor *got, const double *want) {
   return worst;
 }
 
+/* Whether two float tensors hold the same bits element by element (in WebAssembly any NaN
+ * matches any NaN: the engine picks a NaN's payload). */
+static inline int optest_same_bits(const bb_tensor *a, const bb_tensor *b) {
+  if (!a || !b || a->numel != b->numel) return 0;
+  const float *x = bb_tensor_data(a), *y = bb_tensor_data(b);
+  for (int64_t i = 0; i < a->numel; i++) {
+#if defined(__wasm__)
+    if (isnan(x[i]) && isnan(y[i])) continue;
+#endif
+    if (memcmp(x + i, y + i, sizeof(float)) != 0) return 0;
+  }
+  return 1;
+}
+
 #endif

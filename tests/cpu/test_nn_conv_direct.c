@@ -69,18 +69,6 @@ static bb_tensor *run(bb_cpu_session *s, bb_tensor *x) {
   return y;
 }
 
-static bool same_bits(const bb_tensor *a, const bb_tensor *b) {
-  if (!a || !b || a->numel != b->numel) return false;
-  const float *x = bb_tensor_data(a), *y = bb_tensor_data(b);
-  for (int64_t i = 0; i < a->numel; i++) {
-#if defined(__wasm__)
-    if (isnan(x[i]) && isnan(y[i])) continue; /* the engine picks a NaN's payload */
-#endif
-    if (memcmp(x + i, y + i, sizeof(float)) != 0) return false;
-  }
-  return true;
-}
-
 /* Every output against the convolution in double (Relu applied): within the bound where
  * finite, NaN where it is NaN, the same infinity where it is one. Returns whether all
  * held. */
@@ -138,7 +126,7 @@ static void test_cases(void) {
         bb_tensor *yt = run(s, x);
         bbi_parallel_get_stats(&after);
         CHECK_MSG(k->n == 0 || after.jobs > before.jobs, "case %zu did not use the pool on %zu threads", t, threads);
-        CHECK_MSG(same_bits(y, yt), "case %zu (special %d): %zu threads differ from one", t, special, threads);
+        CHECK_MSG(optest_same_bits(y, yt), "case %zu (special %d): %zu threads differ from one", t, special, threads);
         bb_tensor_release(yt);
         bb_cpu_set_threads(1, &err);
       }

@@ -111,18 +111,6 @@ static void reference(const conv_case *k, const bb_tensor *x, const bb_tensor *w
         }
 }
 
-static bool same_bits(const bb_tensor *a, const bb_tensor *b) {
-  if (!a || !b || a->numel != b->numel) return false;
-  const float *x = bb_tensor_data(a), *y = bb_tensor_data(b);
-  for (int64_t i = 0; i < a->numel; i++) {
-#if defined(__wasm__)
-    if (isnan(x[i]) && isnan(y[i])) continue; /* the engine picks a NaN's payload */
-#endif
-    if (memcmp(x + i, y + i, sizeof(float)) != 0) return false;
-  }
-  return true;
-}
-
 static const conv_case cases[] = {
     /* resnet18's 16×16 and 8×8 maps at batch 1 (one block: its phases on the pool; the
      * smaller with tiles as the GEMM's rows where its tile is wider than 16 tiles), and
@@ -172,8 +160,8 @@ static void test_against_double(void) {
         if (!(e <= worst)) worst = e;
       }
       CHECK_MSG(worst <= WINO_BOUND, "case %zu: error %.3g of Σ|x||w| over the bound %.3g", t, worst, WINO_BOUND);
-      CHECK_MSG(!same_bits(y, yd), "case %zu: the fast path was not taken (the direct path's bits)", t);
-      CHECK_MSG(same_bits(y, yu), "case %zu: the fused bias, Add and Relu differ from the unfused graph's", t);
+      CHECK_MSG(!optest_same_bits(y, yd), "case %zu: the fast path was not taken (the direct path's bits)", t);
+      CHECK_MSG(optest_same_bits(y, yu), "case %zu: the fused bias, Add and Relu differ from the unfused graph's", t);
       free(ref), free(scale);
     }
     for (size_t threads = 2; y && threads <= (bbi_parallel_supported() ? 4u : 1u); threads++) {
@@ -184,7 +172,7 @@ static void test_against_double(void) {
       bb_tensor *yt = run(fast, x, r);
       bbi_parallel_get_stats(&after);
       CHECK_MSG(after.jobs > before.jobs, "case %zu did not use the pool on %zu threads", t, threads);
-      CHECK_MSG(same_bits(y, yt), "case %zu: %zu threads differ from one", t, threads);
+      CHECK_MSG(optest_same_bits(y, yt), "case %zu: %zu threads differ from one", t, threads);
       bb_tensor_release(yt);
       bb_cpu_set_threads(1, &err);
     }
@@ -225,12 +213,12 @@ static void test_non_finite(void) {
     bb_model *m = conv_model(&k, w, b);
     bb_cpu_session *fast = session(m, 0), *direct = session(m, BB_CPU_REWRITE_WINOGRAD);
     bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;
-    CHECK_MSG(same_bits(y, yd), "kind %d variant %d: not the direct convolution's bits", kind_variant / 4, variant);
+    CHECK_MSG(optest_same_bits(y, yd), "kind %d variant %d: not the direct convolution's bits", kind_variant / 4, variant);
     /* and after it, finite inputs take the fast path again */
     xd[5] = xd[x->numel - 3] = xd[spot] = xd[17] = 0.25f;
     bb_tensor_release(y), bb_tensor_release(yd);
     y = fast ? run(fast, x, r) : NULL, yd = direct ? run(direct, x, r) : NULL;
-    if (variant != 2) CHECK_MSG(y && yd && !same_bits(y, yd), "kind %d variant %d: the fast path was not taken after",
+    if (variant != 2) CHECK_MSG(y && yd && !optest_same_bits(y, yd), "kind %d variant %d: the fast path was not taken after",
                                 kind_variant / 4, variant);
     bb_tensor_release(y), bb_tensor_release(yd);
     bb_cpu_session_free(fast), bb_cpu_session_free(direct);
@@ -252,9 +240,9 @@ static void test_four_tiles_natively_direct(void) {
   bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;
   CHECK(y && yd);
 #if defined(__wasm__)
-  CHECK_MSG(!same_bits(y, yd), "the 4×4 map did not take the fast path in WebAssembly");
+  CHECK_MSG(!optest_same_bits(y, yd), "the 4×4 map did not take the fast path in WebAssembly");
 #else
-  CHECK_MSG(same_bits(y, yd), "the 4×4 map with 256 channels took the fast path natively");
+  CHECK_MSG(optest_same_bits(y, yd), "the 4×4 map with 256 channels took the fast path natively");
 #endif
   bb_tensor_release(y), bb_tensor_release(yd);
   bb_cpu_session_free(fast), bb_cpu_session_free(direct);
