@@ -641,7 +641,8 @@ static void test_session_fused_depthwise(void) {
   for (int a = 0; a < 3; a++)
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
       const int64_t k = shapes[t].k, side = shapes[t].side;
-      bb_tensor *w = rand_tensor(4, (const int64_t[]){channels, 1, k, k}), *b = rand_tensor(1, (const int64_t[]){channels});
+      bb_tensor *w = rand_tensor(4, (const int64_t[]){channels, 1, k, k});
+      bb_tensor *b = rand_tensor(1, (const int64_t[]){channels});
       bb_tensor *x = rand_tensor(4, (const int64_t[]){1, channels, side, side});
       float *wd = bb_tensor_data(w), *xd = bb_tensor_data(x);
       const size_t xn = (size_t)x->numel;
