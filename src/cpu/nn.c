@@ -198,8 +198,9 @@ static const float *depthwise_lanes(bbi_cpu_op_ctx *ctx, const bbi_window2d *win
 
 /* A depthwise convolution (one input and one output channel per group): the plane kernel
  * in blocks of channels of one image (tasks on the work pool, the batch's images in one
- * job, each task with its own scratch plane) whose outputs the fused epilogue (if any)
- * finishes while they are in cache.
+ * job, each task with its own scratch plane) that also applies the fused epilogue (if
+ * any) to its block: a Clip in the kernel's stores where it takes it, else a pass over the
+ * block while it is in cache.
  * Channels are independent and the blocks follow the shape alone, so any number of
  * threads gives the same bits. */
 typedef struct dw_job {
@@ -222,10 +223,11 @@ static void dw_task(void *ctx, size_t task, size_t slot) {
   const size_t c1 = c0 + j->block < j->channels ? c0 + j->block : j->channels;
   const size_t in_plane = g->ih * g->iw, out_plane = g->oh * g->ow, taps = g->kh * g->kw;
   const size_t at = (n * j->channels + c0) * out_plane;
-  bbi_f32_dwconv2d_chw_lanes(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps,
-                             j->lanes ? j->lanes + c0 * taps : NULL, j->b ? j->b + c0 : NULL, j->y + at,
-                             (float *)(j->scratch + slot * j->scratch_stride));
-  conv_epilogue(j->e, j->y, at, (c1 - c0) * out_plane);
+  const bbi_cpu_epilogue *e = j->e;
+  const float *addend = e && e->addend ? (const float *)bb_tensor_data(e->addend) + at : NULL;
+  bbi_f32_dwconv2d_chw_fused(g, c1 - c0, j->x + (n * j->channels + c0) * in_plane, j->w + c0 * taps,
+                             j->lanes ? j->lanes + c0 * taps : NULL, j->b ? j->b + c0 : NULL, e ? &e->act : NULL,
+                             addend, j->y + at, (float *)(j->scratch + slot * j->scratch_stride));
 }
 
 static int conv_depthwise(bbi_cpu_op_ctx *ctx, const geometry *g, bb_tensor *y) {

@@ -574,6 +574,110 @@ static void test_session_fused_residual_relu(void) {
   bb_model_free(m);
 }
 
+/* same_floats, but a NaN matches a NaN of any sign: the fused Swish, x · sigmoid(x), and the
+ * graph's Mul of x and Sigmoid(x) give NaNs of different signs for a NaN x (as they did
+ * with the epilogue in a pass of its own after the kernel). */
+static bool same_floats_any_nan(const bb_tensor *y, const bb_tensor *ref) {
+  if (!y || !ref || y->numel != ref->numel) return false;
+  const float *a = bb_tensor_data(y), *b = bb_tensor_data(ref);
+  for (int64_t i = 0; i < y->numel; i++)
+    if (!(isnan(a[i]) && isnan(b[i])) && memcmp(a + i, b + i, sizeof(float)) != 0) return false;
+  return true;
+}
+
+/* x → depthwise Conv (k×k, stride, padded to keep k/2 each side, W and B constants) →
+ * Relu (act 0), Clip(0, 6) (1: ReLU6, as MobileNet's) or Sigmoid and Mul (2: Swish, as
+ * EfficientNet's) → y. */
+static bb_model *depthwise_then(int act, int64_t channels, int64_t k, int64_t stride, bb_tensor *w, bb_tensor *b) {
+  bb_model *m = graph_from_x_to_y();
+  bb_ir_node *conv = bb_ir_node_new(m, "Conv", "", "conv");
+  const char *conv_in[] = {"x", "w", "b"};
+  for (int i = 0; i < 3; i++) bb_strlist_append(m, &conv->inputs, conv_in[i]);
+  bb_strlist_append(m, &conv->outputs, "c");
+  const int64_t pad = k / 2;
+  bb_attr_set_int(m, &conv->attrs, "group", channels);
+  bb_attr_set_ints(m, &conv->attrs, "kernel_shape", (const int64_t[]){k, k}, 2);
+  bb_attr_set_ints(m, &conv->attrs, "strides", (const int64_t[]){stride, stride}, 2);
+  bb_attr_set_ints(m, &conv->attrs, "pads", (const int64_t[]){pad, pad, pad, pad}, 4);
+  bb_nodelist_append(m, &m->graph->nodes, conv);
+  add_initializer(m, "w", w);
+  add_initializer(m, "b", b);
+  if (act < 2) {
+    bb_ir_node *n = bb_ir_node_new(m, act ? "Clip" : "Relu", "", "act");
+    bb_strlist_append(m, &n->inputs, "c");
+    if (act) {
+      bb_strlist_append(m, &n->inputs, "lo"), bb_strlist_append(m, &n->inputs, "hi");
+      bb_tensor *lo = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL);
+      bb_tensor *hi = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 0, NULL);
+      *(float *)bb_tensor_data(lo) = 0.0f, *(float *)bb_tensor_data(hi) = 6.0f;
+      add_initializer(m, "lo", lo);
+      add_initializer(m, "hi", hi);
+    }
+    bb_strlist_append(m, &n->outputs, "y");
+    bb_nodelist_append(m, &m->graph->nodes, n);
+  } else {
+    bb_ir_node *sig = bb_ir_node_new(m, "Sigmoid", "", "sig"), *mul = bb_ir_node_new(m, "Mul", "", "mul");
+    bb_strlist_append(m, &sig->inputs, "c"), bb_strlist_append(m, &sig->outputs, "s");
+    bb_strlist_append(m, &mul->inputs, "c"), bb_strlist_append(m, &mul->inputs, "s");
+    bb_strlist_append(m, &mul->outputs, "y");
+    bb_nodelist_append(m, &m->graph->nodes, sig);
+    bb_nodelist_append(m, &m->graph->nodes, mul);
+  }
+  return m;
+}
+
+/* A depthwise Conv followed by Relu, ReLU6 or Swish: the session fuses the activation into
+ * the depthwise kernel (ReLU6 into its stores with AVX-512, the others as a pass over each
+ * block of channels). Each must give the bits of the graph run as written (no rewrites):
+ * narrow outputs (the channel-lane paths), wide ones at stride 1 and 2 (the row paths and
+ * the direct stride-2 one), planes of an odd number of outputs, 40 channels (a last part
+ * group), NaN, infinities and signed zeros in the input, on 1 to 4 threads. */
+static void test_session_fused_depthwise(void) {
+  static const struct {
+    int64_t side, k, stride;
+  } shapes[] = {{5, 3, 1}, {9, 5, 2}, {15, 3, 1}, {33, 3, 2}, {32, 3, 1}, {35, 5, 2}, {21, 5, 1}};
+  static const char *names_of[] = {"Relu", "Clip(0, 6)", "Swish"};
+  const int64_t channels = 40;
+  for (int a = 0; a < 3; a++)
+    for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+      const int64_t k = shapes[t].k, side = shapes[t].side;
+      bb_tensor *w = rand_tensor(4, (const int64_t[]){channels, 1, k, k});
+      bb_tensor *b = rand_tensor(1, (const int64_t[]){channels});
+      bb_tensor *x = rand_tensor(4, (const int64_t[]){1, channels, side, side});
+      float *wd = bb_tensor_data(w), *xd = bb_tensor_data(x);
+      const size_t xn = (size_t)x->numel;
+      /* wide enough sums that ReLU6 clips at both ends and some of Swish's inputs take
+       * Sigmoid's slow path (|x| > 86.5) */
+      for (size_t i = 0; i < (size_t)w->numel; i++) wd[i] *= 8.0f;
+      for (size_t i = 0; i < xn; i++) xd[i] *= a == 2 ? 12.0f : 2.0f;
+      xd[0] = NAN, xd[xn / 2] = -0.0f, xd[xn / 3] = INFINITY, xd[xn / 5] = -INFINITY, xd[xn - 1] = NAN;
+      ((float *)bb_tensor_data(b))[3] = -0.0f;
+      bb_model *m = depthwise_then(a, channels, k, shapes[t].stride, w, b);
+      bb_error err;
+      bb_cpu_session *fused = NULL, *plain = NULL;
+      bb_cpu_session_rewrites made = {0};
+      fused_and_as_written(m, &fused, &plain, &made);
+      CHECK_MSG(made.fused_activations == 1, "the %s was not fused into the depthwise Conv", names_of[a]);
+      const char *names[1] = {"x"};
+      bb_tensor *ref = NULL;
+      CHECK_MSG(plain && !bb_cpu_session_run(plain, names, &x, 1, &ref, &err), "%s", err.message);
+      for (size_t threads = 1; fused && ref && threads <= most_threads(); threads++) {
+        if (set_threads(threads)) break;
+        bb_tensor *y = NULL;
+        CHECK_MSG(!bb_cpu_session_run(fused, names, &x, 1, &y, &err), "%s", err.message);
+        CHECK_MSG(a == 2 ? same_floats_any_nan(y, ref) : same_floats(y, ref),
+                  "depthwise %lld×%lld stride %lld on %lld×%lld + %s on %zu threads differs from the graph as written",
+                  (long long)k, (long long)k, (long long)shapes[t].stride, (long long)side, (long long)side, names_of[a],
+                  threads);
+        bb_tensor_release(y);
+      }
+      set_threads(1);
+      bb_tensor_release(ref), bb_tensor_release(x);
+      bb_cpu_session_free(fused), bb_cpu_session_free(plain);
+      bb_model_free(m);
+    }
+}
+
 static void test_pooling(void) {
   check1("MaxPool with indices", window_node("MaxPool", 1, 2, 3, 2, 1, 1, 1), DIMS(4, 24, 33, 31), 2);
   check1("MaxPool 3x3 stride 2 (a resnet's stem)", window_node("MaxPool", 1, 1, 3, 2, 1, 1, 1), DIMS(1, 64, 32, 32), 1);
@@ -727,6 +831,7 @@ int main(void) {
   RUN(test_session_keeps_conv_weights_packed);
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);
+  RUN(test_session_fused_depthwise);
   RUN(test_pooling);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);

@@ -215,6 +215,14 @@ static void dw_lanes(const bbi_window2d *g, size_t channels, const float *x, con
 #define DW16 __attribute__((target("avx512f")))
 #define DW16_INLINE DW16 static inline __attribute__((always_inline))
 
+/* The fused Clip in the store (clip NULL: none): min(max(v, lo), hi) as vec.h's
+ * (v < lo ? lo : v, then hi < t ? hi : t: maxps(lo, v) and minps(hi, t) return their second
+ * operand for NaN and for equal values), so the same bits as bbi_f32_vactivate's Clip. */
+DW16_INLINE __m512 dw16_clip(const bbi_f32_activation *clip, __m512 v) {
+  if (!clip) return v;
+  return _mm512_min_ps(_mm512_set1_ps(clip->max), _mm512_max_ps(_mm512_set1_ps(clip->min), v));
+}
+
 /* wv: tap k's sixteen lanes at wv + 16·k */
 DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, const float *wv, __m512 acc) {
   BBI_UNROLL for (size_t k = 0; k < KK; k++)
@@ -223,7 +231,8 @@ DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, co
 }
 
 DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
-                            const float *lanes, const float *bias, float *y, float *scratch) {
+                            const float *lanes, const float *bias, const bbi_f32_activation *clip, float *y,
+                            float *scratch) {
   const size_t cols = lane_cols(g), taps = g->kh * g->kw;
   const size_t plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
   size_t iy_end, ix_end, off[DW_MAX_TAPS];
@@ -255,7 +264,7 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
         if (taps == 9) a = dw16_point(9, src, off, wv, acc0);
         else if (taps == 25) a = dw16_point(25, src, off, wv, acc0);
         else a = dw16_point(taps, src, off, wv, acc0);
-        _mm512_storeu_ps(out + (oy * g->ow + ox) * 16, a);
+        _mm512_storeu_ps(out + (oy * g->ow + ox) * 16, dw16_clip(clip, a));
       }
     /* back to planes, four channels and four positions a transpose */
     for (size_t l0 = 0; l0 < nc; l0 += 4) {
@@ -282,7 +291,7 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
  * outputs a vector, the last vector of a row masked): src points at tap 0 of the first
  * row, row_step floats on to the next row, off[k] from tap 0 to tap k. */
 DW16_INLINE void dw_rows16(size_t KK, size_t R, size_t ow, const float *src, size_t row_step, const size_t *off,
-                           const __m512 *wv, __m512 b, float *y) {
+                           const __m512 *wv, __m512 b, const bbi_f32_activation *clip, float *y) {
   for (size_t ox = 0; ox < ow; ox += 16) {
     const __mmask16 m = (__mmask16)(ow - ox >= 16 ? 0xffffu : (1u << (ow - ox)) - 1u);
     __m512 a[DW16_ROWS];
@@ -292,7 +301,7 @@ DW16_INLINE void dw_rows16(size_t KK, size_t R, size_t ow, const float *src, siz
       BBI_UNROLL for (size_t r = 0; r < R; r++)
         a[r] = _mm512_add_ps(a[r], _mm512_mul_ps(wv[k], _mm512_maskz_loadu_ps(m, s + r * row_step)));
     }
-    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, a[r]);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, dw16_clip(clip, a[r]));
   }
 }
 
@@ -302,7 +311,8 @@ DW16_INLINE void dw_rows16(size_t KK, size_t R, size_t ow, const float *src, siz
  * then kx), the same operations as dw_rows16's, so the same bits with R·KH·KW loads cut
  * to ((R - 1)·SH + KH)·KW. col_off[kx]: kernel column kx's offset in the row. */
 DW16_INLINE void dw_rows16_shared(size_t KH, size_t KW, size_t SH, size_t R, size_t ow, const float *src,
-                                  size_t row_floats, const size_t *col_off, const __m512 *wv, __m512 b, float *y) {
+                                  size_t row_floats, const size_t *col_off, const __m512 *wv, __m512 b,
+                                  const bbi_f32_activation *clip, float *y) {
   for (size_t ox = 0; ox < ow; ox += 16) {
     const __mmask16 m = (__mmask16)(ow - ox >= 16 ? 0xffffu : (1u << (ow - ox)) - 1u);
     __m512 a[DW16_ROWS];
@@ -316,34 +326,37 @@ DW16_INLINE void dw_rows16_shared(size_t KH, size_t KW, size_t SH, size_t R, siz
         }
       }
     }
-    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, a[r]);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, dw16_clip(clip, a[r]));
   }
 }
 
 /* dw_plane16_body's rows by dw_rows16_shared. */
 DW16_INLINE void dw_plane16_shared(size_t KH, size_t KW, size_t SH, size_t oh, size_t ow, const float *src,
-                                   size_t row_floats, const size_t *col_off, const float *w, float bias, float *y) {
+                                   size_t row_floats, const size_t *col_off, const float *w, float bias,
+                                   const bbi_f32_activation *clip, float *y) {
   __m512 wv[DW_MAX_TAPS];
   BBI_UNROLL for (size_t k = 0; k < KH * KW; k++) wv[k] = _mm512_set1_ps(w[k]);
   const __m512 b = _mm512_set1_ps(bias);
   const size_t row_step = SH * row_floats;
   size_t oy = 0;
   for (; oy + DW16_ROWS <= oh; oy += DW16_ROWS)
-    dw_rows16_shared(KH, KW, SH, DW16_ROWS, ow, src + oy * row_step, row_floats, col_off, wv, b, y + oy * ow);
-  for (; oy < oh; oy++) dw_rows16_shared(KH, KW, SH, 1, ow, src + oy * row_step, row_floats, col_off, wv, b, y + oy * ow);
+    dw_rows16_shared(KH, KW, SH, DW16_ROWS, ow, src + oy * row_step, row_floats, col_off, wv, b, clip, y + oy * ow);
+  for (; oy < oh; oy++)
+    dw_rows16_shared(KH, KW, SH, 1, ow, src + oy * row_step, row_floats, col_off, wv, b, clip, y + oy * ow);
 }
 
 /* One channel's output plane from its phase-split scratch plane, DW16_ROWS rows a step with
  * the filter's taps held in registers. */
 DW16_INLINE void dw_plane16_body(size_t KK, size_t oh, size_t ow, const float *src, size_t row_step,
-                                 const size_t *off, const float *w, float bias, float *y) {
+                                 const size_t *off, const float *w, float bias, const bbi_f32_activation *clip,
+                                 float *y) {
   __m512 wv[DW_MAX_TAPS];
   BBI_UNROLL for (size_t k = 0; k < KK; k++) wv[k] = _mm512_set1_ps(w[k]);
   const __m512 b = _mm512_set1_ps(bias);
   size_t oy = 0;
   for (; oy + DW16_ROWS <= oh; oy += DW16_ROWS)
-    dw_rows16(KK, DW16_ROWS, ow, src + oy * row_step, row_step, off, wv, b, y + oy * ow);
-  for (; oy < oh; oy++) dw_rows16(KK, 1, ow, src + oy * row_step, row_step, off, wv, b, y + oy * ow);
+    dw_rows16(KK, DW16_ROWS, ow, src + oy * row_step, row_step, off, wv, b, clip, y + oy * ow);
+  for (; oy < oh; oy++) dw_rows16(KK, 1, ow, src + oy * row_step, row_step, off, wv, b, clip, y + oy * ow);
 }
 
 /* Stride 2 both ways, undilated K×K (3×3 and 5×5): rows of output straight from the input
@@ -368,7 +381,7 @@ static __mmask16 dw16_col_mask(int64_t c, int64_t iw) {
 }
 
 DW16_INLINE void dw_rows16_s2(size_t K, size_t R, const bbi_window2d *g, const float *x, int64_t iy0,
-                              const __m512 *wv, __m512 b, float *y) {
+                              const __m512 *wv, __m512 b, const bbi_f32_activation *clip, float *y) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   const __m512i next1 = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
@@ -407,27 +420,27 @@ DW16_INLINE void dw_rows16_s2(size_t K, size_t R, const bbi_window2d *g, const f
         }
       }
     }
-    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, a[r]);
+    BBI_UNROLL for (size_t r = 0; r < R; r++) _mm512_mask_storeu_ps(y + r * ow + ox, m, dw16_clip(clip, a[r]));
   }
 }
 
 /* One channel's output plane by dw_rows16_s2, DW16_ROWS rows a step. */
 DW16_INLINE void dw_plane16_s2(size_t K, const bbi_window2d *g, const float *x, const float *w, float bias,
-                               float *y) {
+                               const bbi_f32_activation *clip, float *y) {
   __m512 wv[25];
   BBI_UNROLL for (size_t k = 0; k < K * K; k++) wv[k] = _mm512_set1_ps(w[k]);
   const __m512 b = _mm512_set1_ps(bias);
   const size_t oh = g->oh, ow = g->ow;
   size_t oy = 0;
   for (; oy + DW16_ROWS <= oh; oy += DW16_ROWS)
-    dw_rows16_s2(K, DW16_ROWS, g, x, 2 * (int64_t)oy - (int64_t)g->ph, wv, b, y + oy * ow);
-  for (; oy < oh; oy++) dw_rows16_s2(K, 1, g, x, 2 * (int64_t)oy - (int64_t)g->ph, wv, b, y + oy * ow);
+    dw_rows16_s2(K, DW16_ROWS, g, x, 2 * (int64_t)oy - (int64_t)g->ph, wv, b, clip, y + oy * ow);
+  for (; oy < oh; oy++) dw_rows16_s2(K, 1, g, x, 2 * (int64_t)oy - (int64_t)g->ph, wv, b, clip, y + oy * ow);
 }
 
 /* The planes of an undilated 3×3 or 5×5 filter at stride 2 both ways, 16 outputs wide and
  * more, straight from the input (dw_plane16_s2); 0 when the layer is not one. */
 DW16 static int dw_direct_s2(const bbi_window2d *g, size_t channels, const float *x, const float *w,
-                             const float *bias, float *y) {
+                             const float *bias, const bbi_f32_activation *clip, float *y) {
   if (!(g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) &&
         g->ow >= 16 && g->iw <= (size_t)INT32_MAX && g->ih <= (size_t)INT32_MAX && g->pw <= (size_t)INT32_MAX &&
         g->ph <= (size_t)INT32_MAX && g->ow <= (size_t)INT32_MAX / 2 && g->oh <= (size_t)INT32_MAX / 2))
@@ -435,8 +448,8 @@ DW16 static int dw_direct_s2(const bbi_window2d *g, size_t channels, const float
   const size_t taps = g->kh * g->kw, plane_in = g->ih * g->iw, plane_out = g->oh * g->ow;
   for (size_t c = 0; c < channels; c++) {
     const float b = bias ? bias[c] : 0.0f;
-    if (g->kh == 3) dw_plane16_s2(3, g, x + c * plane_in, w + c * taps, b, y + c * plane_out);
-    else dw_plane16_s2(5, g, x + c * plane_in, w + c * taps, b, y + c * plane_out);
+    if (g->kh == 3) dw_plane16_s2(3, g, x + c * plane_in, w + c * taps, b, clip, y + c * plane_out);
+    else dw_plane16_s2(5, g, x + c * plane_in, w + c * taps, b, clip, y + c * plane_out);
   }
   return 1;
 }
@@ -444,20 +457,21 @@ DW16 static int dw_direct_s2(const bbi_window2d *g, size_t channels, const float
 /* MobileNet's and EfficientNet's filters (3×3 and 5×5, undilated, vertical stride 1 or 2)
  * share their loads across rows (dw_plane16_shared); the others load per tap. */
 DW16 static void dw_plane16(const bbi_window2d *g, size_t row_floats, size_t width, const float *src, size_t row_step,
-                            const size_t *off, const float *w, float bias, float *y) {
+                            const size_t *off, const float *w, float bias, const bbi_f32_activation *clip,
+                            float *y) {
   const size_t taps = g->kh * g->kw, oh = g->oh, ow = g->ow;
   if (g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 3 || g->kh == 5) && (g->sh == 1 || g->sh == 2)) {
     size_t col_off[5];
     for (size_t kx = 0; kx < g->kw; kx++) col_off[kx] = kx % g->sw * width + kx / g->sw;
-    if (g->kh == 3 && g->sh == 1) dw_plane16_shared(3, 3, 1, oh, ow, src, row_floats, col_off, w, bias, y);
-    else if (g->kh == 3) dw_plane16_shared(3, 3, 2, oh, ow, src, row_floats, col_off, w, bias, y);
-    else if (g->sh == 1) dw_plane16_shared(5, 5, 1, oh, ow, src, row_floats, col_off, w, bias, y);
-    else dw_plane16_shared(5, 5, 2, oh, ow, src, row_floats, col_off, w, bias, y);
+    if (g->kh == 3 && g->sh == 1) dw_plane16_shared(3, 3, 1, oh, ow, src, row_floats, col_off, w, bias, clip, y);
+    else if (g->kh == 3) dw_plane16_shared(3, 3, 2, oh, ow, src, row_floats, col_off, w, bias, clip, y);
+    else if (g->sh == 1) dw_plane16_shared(5, 5, 1, oh, ow, src, row_floats, col_off, w, bias, clip, y);
+    else dw_plane16_shared(5, 5, 2, oh, ow, src, row_floats, col_off, w, bias, clip, y);
     return;
   }
-  if (taps == 9) dw_plane16_body(9, oh, ow, src, row_step, off, w, bias, y);
-  else if (taps == 25) dw_plane16_body(25, oh, ow, src, row_step, off, w, bias, y);
-  else dw_plane16_body(taps, oh, ow, src, row_step, off, w, bias, y);
+  if (taps == 9) dw_plane16_body(9, oh, ow, src, row_step, off, w, bias, clip, y);
+  else if (taps == 25) dw_plane16_body(25, oh, ow, src, row_step, off, w, bias, clip, y);
+  else dw_plane16_body(taps, oh, ow, src, row_step, off, w, bias, clip, y);
 }
 
 static int has_avx512(void) {
@@ -500,26 +514,33 @@ void bbi_f32_dwconv2d_chw(const bbi_window2d *g, size_t channels, const float *x
 
 void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                                 const float *lanes, const float *bias, float *y, float *scratch) {
-  (void)lanes; /* read by the sixteen-lane path only */
+  bbi_f32_dwconv2d_chw_fused(g, channels, x, w, lanes, bias, NULL, NULL, y, scratch);
+}
+
+/* The convolution, with `clip` (NULL: none) in the sixteen-lane paths' stores; returns
+ * whether it went there. */
+static int dw_run(const bbi_window2d *g, size_t channels, const float *x, const float *w, const float *lanes,
+                  const float *bias, const bbi_f32_activation *clip, float *y, float *scratch) {
+  (void)lanes, (void)clip; /* read by the sixteen-lane paths only */
   const size_t taps = g->kh * g->kw;
   if (taps > DW_MAX_TAPS || g->sw > DW_MAX_PHASES) {
     bbi_f32_dwconv2d_chw_scalar(g, channels, x, w, bias, y);
-    return;
+    return 0;
   }
-  if (!g->oh || !g->ow || !channels) return;
+  if (!g->oh || !g->ow || !channels) return 0;
 #if BBI_HAVE_X86_GEMM
   if (use_lanes16(g)) {
-    dw_lanes16(g, channels, x, w, lanes, bias, y, scratch);
-    return;
+    dw_lanes16(g, channels, x, w, lanes, bias, clip, y, scratch);
+    return 1;
   }
   const int wide = has_avx512(); /* rows of 16 columns and more, sixteen outputs a vector */
 #endif
   if (g->ow < DW_LANES_BELOW) {
     dw_lanes(g, channels, x, w, bias, y, scratch);
-    return;
+    return 0;
   }
 #if BBI_HAVE_X86_GEMM
-  if (wide && dw_direct_s2(g, channels, x, w, bias, y)) return;
+  if (wide && dw_direct_s2(g, channels, x, w, bias, clip, y)) return 1;
 #endif
   const padded_plane p = padded_shape(g);
   memset(scratch, 0, p.rows * p.phases * p.width * sizeof(float));
@@ -538,7 +559,7 @@ void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const fl
     float *yc = y + c * g->oh * g->ow;
 #if BBI_HAVE_X86_GEMM
     if (wide) {
-      dw_plane16(g, p.phases * p.width, p.width, scratch, row_step, offset, w + c * taps, b, yc);
+      dw_plane16(g, p.phases * p.width, p.width, scratch, row_step, offset, w + c * taps, b, clip, yc);
       continue;
     }
 #endif
@@ -554,6 +575,20 @@ void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const fl
       for (size_t k = 0; k < taps; k++) src[k] += row_step;
     }
   }
+#if BBI_HAVE_X86_GEMM
+  return wide;
+#else
+  return 0;
+#endif
+}
+
+void bbi_f32_dwconv2d_chw_fused(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                                const float *lanes, const float *bias, const bbi_f32_activation *act,
+                                const float *addend, float *y, float *scratch) {
+  /* a Clip with nothing added goes into the stores where the kernel takes it */
+  const bbi_f32_activation *clip = act && !addend && act->kind == BBI_ACTIVATION_CLIP ? act : NULL;
+  if (dw_run(g, channels, x, w, lanes, bias, clip, y, scratch) && clip) return;
+  if (act) bbi_f32_vactivate(act, channels * g->oh * g->ow, addend, y);
 }
 
 void bbi_f32_dwconv2d_chw_scalar(const bbi_window2d *g, size_t channels, const float *x, const float *w,

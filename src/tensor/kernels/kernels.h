@@ -449,6 +449,13 @@ size_t bbi_f32_dwconv2d_lanes_floats(const bbi_window2d *g, size_t channels);
 void bbi_f32_dwconv2d_pack_lanes(const bbi_window2d *g, size_t channels, const float *w, float *lanes);
 void bbi_f32_dwconv2d_chw_lanes(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                                 const float *lanes, const float *bias, float *y, float *scratch);
+/* bbi_f32_dwconv2d_chw_lanes with a fused epilogue (act NULL: none): y[i] = act(y[i] +
+ * addend[i]) (addend NULL: act(y[i])), addend aligned with y; the same bits as
+ * bbi_f32_vactivate on all of y after the kernel. A Clip with nothing added goes into the
+ * AVX-512 paths' stores (no pass over y); the rest is that pass. */
+void bbi_f32_dwconv2d_chw_fused(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                                const float *lanes, const float *bias, const bbi_f32_activation *act,
+                                const float *addend, float *y, float *scratch);
 
 /* ---- reductions ----------------------------------------------------------------------- */
 
