@@ -4,8 +4,8 @@
  * small ones (see conv_f32; a 1×1, stride-1, unpadded convolution skips im2col), from the
  * input's shifted rows for a strided or tall window on few channels (nn_conv_rows.c), from
  * zero-padded input rows where the dot product is short and the GEMM the 4-lane one
- * (bbi_nn_conv_direct, the same bits), or the depthwise plane kernel; other types and pooling use direct loops with double
- * accumulators. The family's other operators are in nn_*.c (see nn.h). */
+ * (bbi_nn_conv_direct, the same bits), or the depthwise plane kernel; other types and
+ * pooling use direct loops with double accumulators. The family's other operators are in nn_*.c (see nn.h). */
 #include <math.h>
 #include <string.h>
 
@@ -149,13 +149,13 @@ static bbi_window2d window_of(const geometry *g, bool include_pad) {
  * positions are batched one above the other in the column matrix, up to a bounded matrix. */
 #define CONV_MIN_ROWS 512
 #define CONV_MAX_COL_BYTES (128u << 10)
-/* From this many output positions on, an image that is not batched with others has its
- * product computed on the plane (W · col). */
 /* Windows of at most this many taps (3×3) have their column matrix packed straight into
  * the GEMM's A panels even when wider than the output (a 3×3 window on a 2×2 map): there
  * each patch row is a few taps of a plane in cache, where the transposed column matrix
  * is a call per kw floats. Wider windows (a weight gradient's: dY as the kernel) keep it. */
 #define CONV_SMALL_WINDOW 9
+/* From this many output positions on, an image that is not batched with others has its
+ * product computed on the plane (W · col). */
 #ifndef CONV_PLANE_MIN_POSITIONS
 #define CONV_PLANE_MIN_POSITIONS 64
 #endif
@@ -584,9 +584,9 @@ static size_t conv_gemm_scratch(size_t (*size_of)(size_t, size_t, size_t), bool 
   return full > last ? full : last;
 }
 
-/* One group's convolution on the plane by `run` (bbi_nn_conv_rows or bbi_nn_conv_direct), with the fused epilogue in
- * its store where the GEMM's store would take it, else after it: 0, BBI_NN_DECLINED
- * (nothing written), or an error. */
+/* One group's convolution on the plane by `run` (bbi_nn_conv_rows or bbi_nn_conv_direct),
+ * with the fused epilogue in its store where the GEMM's store would take it, else after
+ * it: 0, BBI_NN_DECLINED (nothing written), or an error. */
 static int conv_rows(bbi_cpu_op_ctx *ctx, const geometry *g, const bbi_window2d *win, const char *packed,
                      bb_tensor *y, int (*run)(bbi_cpu_op_ctx *, const bbi_nn_conv_rows_job *)) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
