@@ -167,7 +167,11 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
  * F(2×2, 3×3) where it is faster: within a stated bound of the direct convolution
  * (docs/DEVIATIONS.md), not its bits; off, every Conv gives the node's own bits */
 #define BB_CPU_REWRITE_WINOGRAD (1u << 4)
-#define BB_CPU_REWRITE_ALL 0x1fu
+/* Adam's or AdamW's update of one parameter, as bb_grad_optimizer_build writes it (two
+ * moments, bias corrections, the step: thirteen elementwise nodes), as one pass over each
+ * array, cut across the work pool, bit for bit the nodes' results */
+#define BB_CPU_REWRITE_FUSE_ADAM (1u << 5)
+#define BB_CPU_REWRITE_ALL 0x3fu
 
 /* Versioned by struct_size (see bb_cpu_limits); zero fields take the defaults. */
 typedef struct bb_cpu_session_options {
@@ -192,6 +196,7 @@ typedef struct bb_cpu_session_rewrites {
   size_t fused_activations; /* Relu, Clip, Sigmoid, x·sigmoid(x) run inside the step before them */
   size_t fused_adds;        /* Adds run inside the step that makes one of their operands */
   size_t elided_identities; /* Identity nodes dropped */
+  size_t fused_adam;        /* parameters whose Adam update runs as one pass */
 } bb_cpu_session_rewrites;
 
 BB_API void bb_cpu_session_rewrites_made(const bb_cpu_session *s, bool general, bb_cpu_session_rewrites *out);

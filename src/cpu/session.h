@@ -36,6 +36,10 @@ typedef struct bbi_plan_step {
   bbi_f32_activation act;
   struct bbi_plan_step *chain;
   uint32_t n_chain;
+  /* one parameter's Adam update as one pass (bbi_plan_fuse_adam): in = {p, g, m, v, b1,
+   * c1, b2, c2, s2, eps, a}, out = {p', m', v'}, `chain` the graph's nodes of it in their
+   * order, run as written when the pass cannot apply */
+  bool adam;
   bbi_cpu_node_cache cache;
 } bbi_plan_step;
 
@@ -99,6 +103,13 @@ int bbi_plan_fold_constants(bb_cpu_session *s, bbi_plan *p, bool assume_initiali
 int bbi_plan_fold_batchnorm(bb_cpu_session *s, bbi_plan *p, bb_error *err);
 int bbi_plan_elide_identities(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p);
+int bbi_plan_fuse_adam(bb_cpu_session *s, bbi_plan *p);
+
+/* Runs a step that bbi_plan_fuse_adam made: the one pass (across the work pool) when its
+ * values allow it — p, g, m and v float tensors of one shape, the seven coefficients float
+ * scalars of no higher rank — else the graph's nodes as written. outs gets p', m', v';
+ * returns 1 when the nodes must run as written (nothing was made). */
+int bbi_run_adam(bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes, bb_tensor **outs);
 
 /* Drops the steps marked with node == NULL, keeping the order of the rest. */
 void bbi_plan_compact(bbi_plan *p);

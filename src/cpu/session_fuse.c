@@ -9,6 +9,13 @@
  *    still in cache. The fused nodes are kept with the step and run as written when the
  *    epilogue cannot apply (an Add that broadcasts, a type other than float).
  *
+ *  - Adam's update of one parameter (bb_grad_optimizer_build's thirteen elementwise nodes:
+ *    both moments, the bias-corrected step) runs as one pass over the parameter's arrays,
+ *    each read once, cut across the work pool by its length alone; the same operations in
+ *    the same order, so the same bits. The nodes are kept with the step and run as written
+ *    when their values do not allow the pass (another type, a coefficient that is not one
+ *    scalar, arrays of different shapes).
+ *
  * An Add is fused into the later of its operands' producers, so its other operand exists
  * when the step runs. */
 #include <float.h>
@@ -16,6 +23,7 @@
 
 #include "bb/artifact.h"
 #include "cpu/session.h"
+#include "tensor/kernels/split.h"
 #include "util/mem.h"
 
 static bool is_op(const bbi_plan_step *st, const char *op_type) {
@@ -204,4 +212,108 @@ int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p) {
   unlink_values(s, &l);
   bbi_plan_compact(p);
   return rc;
+}
+
+/* ---- Adam ---------------------------------------------------------------------------------- */
+
+/* The step making v when it is op_type with n_in inputs and one output, read once, not a
+ * graph output (unless `output_ok`), and nothing fused into it yet. */
+static bbi_plan_step *made_by(const bb_cpu_session *s, bbi_plan *p, const value_links *l, uint32_t v, const char *op_type,
+                              uint32_t n_in, bool output_ok) {
+  if (v == BBI_NO_VALUE || (s->is_output[v] && !output_ok) || l->uses[v] != 1 || l->producer[v] == BBI_NO_VALUE)
+    return NULL;
+  bbi_plan_step *st = &p->steps[l->producer[v]];
+  if (!st->node || !is_op(st, op_type) || st->n_in != n_in || st->n_out != 1 || st->out[0] != v || st->n_chain ||
+      st->addend != BBI_NO_VALUE || st->adam)
+    return NULL;
+  for (uint32_t k = 0; k < n_in; k++)
+    if (st->in[k] == BBI_NO_VALUE) return NULL;
+  return st;
+}
+
+#define ADAM_NODES 13
+
+/* Matches the update bb_grad_optimizer_build writes for one parameter, ending in Sub step
+ * `fin`, operands in its order:
+ *   m' = Add(Mul(m, b1), Mul(g, c1))              (m' a graph output, read once more)
+ *   v' = Add(Mul(v, b2), Mul(Mul(g, g), c2))      (v' a graph output, read once more)
+ *   p' = Sub(p, Mul(a, Div(m', Add(Div(Sqrt(v'), s2), eps))))
+ * and makes it one step over fin's place; the nodes stay as its chain, in plan order. */
+static int fuse_adam(bb_cpu_session *s, bbi_plan *p, const value_links *l, bbi_plan_step *fin) {
+  if (fin->n_in != 2 || fin->n_out != 1 || fin->out[0] == BBI_NO_VALUE || fin->n_chain || fin->addend != BBI_NO_VALUE)
+    return 0;
+  bbi_plan_step *n[ADAM_NODES] = {fin};
+  if (!(n[1] = made_by(s, p, l, fin->in[1], "Mul", 2, false))) return 0;                /* a · q */
+  if (!(n[2] = made_by(s, p, l, n[1]->in[1], "Div", 2, false))) return 0;               /* q = m' / d */
+  if (!(n[3] = made_by(s, p, l, n[2]->in[1], "Add", 2, false))) return 0;               /* d = e + eps */
+  if (!(n[4] = made_by(s, p, l, n[3]->in[0], "Div", 2, false))) return 0;               /* e = r / s2 */
+  if (!(n[5] = made_by(s, p, l, n[4]->in[0], "Sqrt", 1, false))) return 0;              /* r = sqrt(v') */
+  if (!(n[6] = made_by(s, p, l, n[2]->in[0], "Add", 2, true))) return 0;                /* m' */
+  if (!(n[7] = made_by(s, p, l, n[5]->in[0], "Add", 2, true))) return 0;                /* v' */
+  if (!(n[8] = made_by(s, p, l, n[6]->in[0], "Mul", 2, false))) return 0;               /* m · b1 */
+  if (!(n[9] = made_by(s, p, l, n[6]->in[1], "Mul", 2, false))) return 0;               /* g · c1 */
+  if (!(n[10] = made_by(s, p, l, n[7]->in[0], "Mul", 2, false))) return 0;              /* v · b2 */
+  if (!(n[11] = made_by(s, p, l, n[7]->in[1], "Mul", 2, false))) return 0;              /* g² · c2 */
+  if (!(n[12] = made_by(s, p, l, n[11]->in[0], "Mul", 2, false))) return 0;             /* g · g */
+  uint32_t g = n[9]->in[0];
+  if (n[12]->in[0] != g || n[12]->in[1] != g) return 0;
+  uint32_t in[11] = {fin->in[0], g, n[8]->in[0], n[10]->in[0], n[8]->in[1], n[9]->in[1], n[10]->in[1], n[11]->in[1],
+                     n[4]->in[1], n[3]->in[1], n[1]->in[0]};
+  uint32_t out[3] = {fin->out[0], n[6]->out[0], n[7]->out[0]};
+  /* the chain in plan order (a step's index is its place in p->steps) */
+  bbi_plan_step *chain = bbi_arena_alloc(s->arena, ADAM_NODES * sizeof *chain);
+  uint32_t *ins = bbi_arena_memdup(s->arena, in, sizeof in), *outs = bbi_arena_memdup(s->arena, out, sizeof out);
+  if (!chain || !ins || !outs) return BB_ERR_NOMEM;
+  uint32_t order[ADAM_NODES];
+  for (uint32_t i = 0; i < ADAM_NODES; i++) order[i] = (uint32_t)(n[i] - p->steps);
+  for (uint32_t i = 1; i < ADAM_NODES; i++) /* insertion sort of 13 indices */
+    for (uint32_t j = i; j > 0 && order[j - 1] > order[j]; j--) {
+      uint32_t t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  for (uint32_t i = 0; i < ADAM_NODES; i++) chain[i] = p->steps[order[i]];
+  for (uint32_t i = 1; i < ADAM_NODES; i++) n[i]->node = NULL;
+  fin->in = ins, fin->n_in = 11;
+  fin->out = outs, fin->n_out = 3;
+  fin->produced = out[0];
+  fin->chain = chain, fin->n_chain = ADAM_NODES;
+  fin->adam = true;
+  p->stats.fused_adam++;
+  return 0;
+}
+
+int bbi_plan_fuse_adam(bb_cpu_session *s, bbi_plan *p) {
+  value_links l;
+  int rc = link_values(s, p, &l);
+  for (uint32_t i = 0; i < p->n_steps && !rc; i++) {
+    bbi_plan_step *st = &p->steps[i];
+    if (st->node && !st->adam && is_op(st, "Sub")) rc = fuse_adam(s, p, &l, st);
+  }
+  unlink_values(s, &l);
+  bbi_plan_compact(p);
+  return rc;
+}
+
+int bbi_run_adam(bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes,
+                 bb_tensor **outs) {
+  const bb_tensor *pt = ins[0];
+  for (uint32_t k = 0; k < 11; k++)
+    if (!ins[k] || ins[k]->dtype != BB_DTYPE_FLOAT) return 1;
+  for (uint32_t k = 1; k < 4; k++)
+    if (!bb_tensor_same_shape(ins[k], pt)) return 1;
+  float c[7];
+  for (uint32_t k = 4; k < 11; k++) {
+    if (ins[k]->numel != 1 || ins[k]->rank > pt->rank) return 1;
+    c[k - 4] = *(const float *)bb_tensor_data(ins[k]);
+  }
+  if ((size_t)pt->numel > max_output_bytes / sizeof(float)) return 1;
+  const bbi_f32_adam_coef k = {c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
+  for (uint32_t i = 0; i < 3; i++)
+    if (!(outs[i] = bb_tensor_new_empty(alloc, BB_DTYPE_FLOAT, pt->rank, pt->dims))) {
+      for (uint32_t j = 0; j < i; j++) bb_tensor_release(outs[j]), outs[j] = NULL;
+      return BB_ERR_NOMEM;
+    }
+  bbi_par_f32_adam(&k, (size_t)pt->numel, bb_tensor_data(ins[0]), bb_tensor_data(ins[1]), bb_tensor_data(ins[2]),
+                   bb_tensor_data(ins[3]), bb_tensor_data(outs[0]), bb_tensor_data(outs[1]), bb_tensor_data(outs[2]));
+  return 0;
 }

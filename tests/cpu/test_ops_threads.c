@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
@@ -819,6 +820,96 @@ static void test_cnn_training_steps(void) {
   }
 }
 
+/* A parameter initializer of the given shape, zeros (the optimizer graph reads only its shape). */
+static void add_param(bb_model *m, const char *name, int32_t dtype, int rank, const int64_t *dims) {
+  bb_tensor_proto *t = bb_tensor_proto_new(m, name, dtype, (size_t)rank, dims);
+  size_t bytes = (size_t)bb_tensor_proto_numel(t) * bb_dtype_size(dtype);
+  void *zeros = calloc(1, bytes + 1);
+  CHECK(t && zeros && !bb_tensor_proto_set_raw(m, t, zeros, bytes) && !bb_tensorlist_append(m, &m->graph->initializers, t));
+  free(zeros);
+}
+
+/* The optimizer graph of Adam (plain, with L2 weight decay) and AdamW (decoupled decay,
+ * gradient clipping) over parameters of 100003 (cut into pieces, a tail of 3), 4096, 70,
+ * 5 and 1 elements (rank 0): the session runs each parameter's update as one pass, which
+ * gives the bits of the graph run as written (no rewrites) on 1 to 4 threads, the large
+ * parameter on the pool; in double, where the pass does not apply, the nodes run as
+ * written, again the same bits. */
+static void test_session_fused_adam(void) {
+  static const char *params[] = {"w0", "w1", "w2", "w3", "w4"}, *grads[] = {"w0.g", "w1.g", "w2.g", "w3.g", "w4.g"};
+  static const int64_t shapes[][2] = {{100003, 0}, {64, 64}, {7, 10}, {5, 0}, {0, 0}};
+  static const int ranks[] = {1, 2, 2, 1, 0};
+  const size_t n_params = 5;
+  const struct {
+    bb_optimizer_kind kind;
+    float weight_decay, max_grad_norm;
+    int32_t dtype;
+  } cases[] = {{BB_OPTIMIZER_ADAM, 0, 0, BB_DTYPE_FLOAT},
+               {BB_OPTIMIZER_ADAM, 0.01f, 0, BB_DTYPE_FLOAT},
+               {BB_OPTIMIZER_ADAMW, 0.05f, 1.0f, BB_DTYPE_FLOAT},
+               {BB_OPTIMIZER_ADAM, 0, 0, BB_DTYPE_DOUBLE}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    bb_model *pm = bb_model_new(NULL);
+    pm->graph = bb_graph_new(pm, "params");
+    for (size_t i = 0; i < n_params; i++) add_param(pm, params[i], cases[c].dtype, ranks[i], shapes[i]);
+    bb_grad_graph tg;
+    memset(&tg, 0, sizeof tg);
+    tg.model = pm, tg.n_params = n_params, tg.params = params, tg.grads = grads;
+    bb_optimizer_config cfg = bb_optimizer_defaults(cases[c].kind);
+    cfg.weight_decay = cases[c].weight_decay, cfg.max_grad_norm = cases[c].max_grad_norm;
+    bb_grad_optimizer *opt = NULL;
+    bb_error err;
+    CHECK_MSG(!bb_grad_optimizer_build(&tg, &cfg, &opt, &err), "%s", err.message);
+    bb_cpu_session *fused = NULL, *plain = NULL;
+    bb_cpu_session_rewrites made = {0};
+    if (opt) fused_and_as_written(opt->model, &fused, &plain, &made);
+    /* a step gives the moments, which replace initializers: the general plan runs */
+    if (fused) bb_cpu_session_rewrites_made(fused, true, &made);
+    CHECK_MSG(made.fused_adam == n_params, "case %zu: %zu of %zu updates fused", c, made.fused_adam, n_params);
+    /* inputs: each parameter, its gradient and both moments (v ≥ 0), and the step count */
+    const char *names[4 * 5 + 1];
+    bb_tensor *ins[4 * 5 + 1];
+    size_t k = 0;
+    rng_state = 99 + c;
+    for (size_t i = 0; i < n_params && opt; i++) {
+      const bb_tensor_proto *like = pm->graph->initializers.items[i];
+      names[k] = opt->params[i], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, -1, 1);
+      names[k] = opt->grads[i], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, -1, 1);
+      names[k] = opt->state[2 * i], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, -0.1, 0.1);
+      names[k] = opt->state[2 * i + 1], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, 0, 0.01);
+    }
+    bb_tensor *step = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 0, NULL);
+    *(int64_t *)bb_tensor_data(step) = 4;
+    names[k] = "optimizer.step", ins[k++] = step;
+    size_t n_out = fused ? bb_cpu_session_output_count(fused) : 0;
+    bb_tensor *ref[16] = {0}, *got[16] = {0};
+    CHECK(n_out == 2 * n_params + n_params + 1 && n_out <= 16);
+    if (plain && n_out <= 16) CHECK_MSG(!bb_cpu_session_run(plain, names, ins, k, ref, &err), "%s", err.message);
+    for (size_t threads = 1; fused && n_out <= 16 && threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      const uint64_t before = pool_jobs();
+      CHECK_MSG(!bb_cpu_session_run(fused, names, ins, k, got, &err), "%s", err.message);
+      if (threads > 1 && cases[c].dtype == BB_DTYPE_FLOAT)
+        CHECK_MSG(pool_jobs() > before, "case %zu: the updates did not use the pool on %zu threads", c, threads);
+      for (size_t o = 0; o < n_out; o++) {
+        CHECK_MSG(got[o] && ref[o] && got[o]->numel == ref[o]->numel && got[o]->dtype == ref[o]->dtype &&
+                      bb_tensor_same_shape(got[o], ref[o]) &&
+                      memcmp(bb_tensor_data(got[o]), bb_tensor_data(ref[o]),
+                             (size_t)ref[o]->numel * bb_dtype_size(ref[o]->dtype)) == 0,
+                  "case %zu, %zu threads: output %s differs from the graph as written", c, threads,
+                  bb_cpu_session_output_name(fused, o));
+        bb_tensor_release(got[o]), got[o] = NULL;
+      }
+    }
+    set_threads(1);
+    for (size_t o = 0; o < 16; o++) bb_tensor_release(ref[o]);
+    for (size_t i = 0; i < k; i++) bb_tensor_release(ins[i]);
+    bb_cpu_session_free(fused), bb_cpu_session_free(plain);
+    bb_grad_optimizer_free(opt);
+    bb_model_free(pm);
+  }
+}
+
 int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_and_gemm);
@@ -835,6 +926,7 @@ int main(void) {
   RUN(test_pooling);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);
+  RUN(test_session_fused_adam);
   RUN(test_cnn_training_steps);
   bb_model_free(model);
   return bb_test_finish();

@@ -290,6 +290,20 @@ typedef struct bbi_f32_activation {
 void bbi_f32_vactivate(const bbi_f32_activation *a, size_t n, const float *addend, float *y);
 void bbi_f32_vactivate_scalar(const bbi_f32_activation *a, size_t n, const float *addend, float *y);
 
+/* One Adam step of torch.optim's rule over n elements, the optimizer graph's operations in
+ * its order (each rounded to float, none fused): m' = m·b1 + g·c1, v' = v·b2 + (g·g)·c2,
+ * p' = p − a·(m' / (sqrt(v') / s2 + eps)), with c1 = 1 − b1, c2 = 1 − b2, s2 =
+ * sqrt(1 − b2^t) and a = lr / (1 − b1^t) as the graph computes them. Each input is read
+ * once; the outputs must not overlap the inputs. */
+typedef struct bbi_f32_adam_coef {
+  float b1, c1, b2, c2, s2, eps, a;
+} bbi_f32_adam_coef;
+
+void bbi_f32_adam(const bbi_f32_adam_coef *k, size_t n, const float *p, const float *g, const float *m, const float *v,
+                  float *p_out, float *m_out, float *v_out);
+void bbi_f32_adam_scalar(const bbi_f32_adam_coef *k, size_t n, const float *p, const float *g, const float *m,
+                         const float *v, float *p_out, float *m_out, float *v_out);
+
 /* y[j·ldy + i] = x[i·ldx + j] for i < rows, j < cols (y must not overlap x). */
 void bbi_f32_transpose(size_t rows, size_t cols, const float *x, size_t ldx, float *y, size_t ldy);
 void bbi_f32_transpose_scalar(size_t rows, size_t cols, const float *x, size_t ldx, float *y, size_t ldy);
