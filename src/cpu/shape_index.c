@@ -9,6 +9,7 @@
 #include "cpu/shape_copy.h"
 #include "cpu/shape.h"
 #include "util/mem.h"
+#include "util/parallel.h"
 
 static const int32_t INDEX_TYPES[] = {BB_DTYPE_INT64, BB_DTYPE_INT32, BB_DTYPE_UNDEFINED};
 
@@ -164,6 +165,95 @@ static int scatter_start(bbi_cpu_op_ctx *ctx, const bb_tensor *data, const bb_te
   return rc;
 }
 
+/* ---- the pooling gradients' scatter across the pool ------------------------------------------ */
+
+/* Updates per piece of a flat float scatter (add or none) with int64 indices; the pieces
+ * are cut by the update count alone. */
+#define SCATTER_PIECE 2048
+
+typedef struct flat_scatter {
+  const int64_t *idx;
+  const float *u, *data;
+  float *y;
+  int64_t n, dim, data_per_piece;
+  bool add;
+  int64_t *lo, *hi; /* per piece: the least and greatest element its updates land on */
+  bool *bad;        /* per piece: an index out of range */
+} flat_scatter;
+
+/* Piece k: the range its updates land on (and whether one is out of range), and the k-th
+ * part of data copied into the output. */
+static void flat_scatter_scan(void *ctx, size_t begin, size_t end) {
+  const flat_scatter *j = ctx;
+  for (size_t k = begin; k < end; k++) {
+    int64_t from = (int64_t)k * SCATTER_PIECE, to = from + SCATTER_PIECE < j->n ? from + SCATTER_PIECE : j->n;
+    int64_t lo = j->dim, hi = -1;
+    bool bad = false;
+    for (int64_t i = from; i < to; i++) {
+      int64_t v = j->idx[i];
+      bad |= v < -j->dim || v >= j->dim;
+      v = v < 0 ? v + j->dim : v;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+    }
+    j->lo[k] = lo, j->hi[k] = hi, j->bad[k] = bad;
+    int64_t d0 = (int64_t)k * j->data_per_piece, d1 = d0 + j->data_per_piece < j->dim ? d0 + j->data_per_piece : j->dim;
+    if (d0 < d1) memcpy(j->y + d0, j->data + d0, (size_t)(d1 - d0) * sizeof *j->y);
+  }
+}
+
+/* Piece k's updates, in their order. */
+static void flat_scatter_apply(void *ctx, size_t begin, size_t end) {
+  const flat_scatter *j = ctx;
+  int64_t from = (int64_t)begin * SCATTER_PIECE, to = (int64_t)end * SCATTER_PIECE < j->n ? (int64_t)end * SCATTER_PIECE : j->n;
+  for (int64_t i = from; i < to; i++) {
+    int64_t v = j->idx[i] < 0 ? j->idx[i] + j->dim : j->idx[i];
+    if (j->add) j->y[v] += j->u[i];
+    else j->y[v] = j->u[i];
+  }
+}
+
+/* ScatterElements over flat float data (a pooling gradient's), int64 indices, add or none,
+ * at least two pieces of updates: data copied and the indices checked piece by piece
+ * across the pool; when the pieces land on ranges that follow one another (each above
+ * every earlier one: no element gets updates from two pieces, so each element meets its
+ * updates in their order), the updates too. The loop over all updates otherwise, with the
+ * same bits. Returns 1 (nothing made) where it does not apply or an index is out of range,
+ * for the general path to run (and report it). */
+static int flat_scatter_pooled(bbi_cpu_op_ctx *ctx, const bb_tensor *data, const bb_tensor *indices,
+                               const bb_tensor *updates, bool add) {
+  int64_t n = indices->numel, pieces = (n + SCATTER_PIECE - 1) / SCATTER_PIECE;
+  if (data->rank != 1 || indices->rank != 1 || updates->rank != 1 || indices->dtype != BB_DTYPE_INT64 ||
+      updates->dtype != BB_DTYPE_FLOAT || data->dtype != BB_DTYPE_FLOAT || n != updates->numel || pieces < 2 ||
+      pieces > BBI_PARALLEL_MAX_TASKS || bbi_parallel_width() < 2)
+    return 1;
+  int64_t *range = bbi_mem_alloc(ctx->alloc, (size_t)pieces * (2 * sizeof(int64_t) + sizeof(bool)));
+  if (!range) return bbi_cpu_fail(ctx, BB_ERR_NOMEM, "cannot allocate %lld ranges", (long long)pieces);
+  int rc = bbi_cpu_make_output(ctx, 0, data->dtype, data->rank, data->dims);
+  if (rc) {
+    bbi_mem_free(ctx->alloc, range);
+    return rc;
+  }
+  flat_scatter j = {bb_tensor_data(indices), bb_tensor_data(updates), bb_tensor_data(data), bb_tensor_data(ctx->outputs[0]),
+                    n, data->dims[0], (data->dims[0] + pieces - 1) / pieces, add, range, range + pieces,
+                    (bool *)(range + 2 * pieces)};
+  bbi_parallel_for((size_t)pieces, 1, flat_scatter_scan, &j);
+  bool in_order = true;
+  for (int64_t k = 0; k < pieces; k++) {
+    if (j.bad[k]) {
+      bbi_mem_free(ctx->alloc, range);
+      bb_tensor_release(ctx->outputs[0]);
+      ctx->outputs[0] = NULL;
+      return 1;
+    }
+    in_order &= k == 0 || j.hi[k - 1] < j.lo[k];
+  }
+  if (in_order) bbi_parallel_for((size_t)pieces, 1, flat_scatter_apply, &j);
+  else flat_scatter_apply(&j, 0, (size_t)pieces);
+  bbi_mem_free(ctx->alloc, range);
+  return 0;
+}
+
 int bbi_cpu_scatter_elements(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *data = ctx->inputs[0], *indices = ctx->inputs[1], *updates = ctx->inputs[2];
   size_t esize;
@@ -177,6 +267,11 @@ int bbi_cpu_scatter_elements(bbi_cpu_op_ctx *ctx) {
   if (!bb_tensor_same_shape(indices, updates))
     return bbi_cpu_fail(ctx, BB_ERR_TYPE, "updates %s and indices %s differ in shape",
                        bb_tensor_describe(updates, d1, sizeof d1), bb_tensor_describe(indices, d2, sizeof d2));
+  if (red == RED_ADD || red == RED_NONE) {
+    rc = flat_scatter_pooled(ctx, data, indices, updates, red == RED_ADD);
+    if (rc != 1) return rc;
+    rc = 0;
+  }
   int64_t *offsets = alloc_offsets(ctx, indices->numel);
   if (!offsets) return BB_ERR_NOMEM;
   rc = element_offsets(ctx, data, indices, axis, offsets);

@@ -689,6 +689,41 @@ static void test_pooling(void) {
   check1("GlobalMaxPool", node("GlobalMaxPool", 1, 1), DIMS(8, 64, 14, 14), 1);
 }
 
+/* ScatterElements as the pooling gradients use it (flat float data, int64 indices, add):
+ * the same bits on 1 to 4 threads as the one-thread loop, on the pool — updates landing in
+ * order (each piece of 2048 above the pieces before it, repeats inside pieces), in no order
+ * (repeats across pieces: the updates then run in one loop), and reduction none with
+ * repeats; an index out of range fails on every thread count. */
+static void test_scatter_elements(void) {
+  const int64_t n = 16384, dim = 65536;
+  for (int c = 0; c < 3; c++) {
+    bb_ir_node *sc = node("ScatterElements", 3, 1);
+    bb_attr_set_int(model, &sc->attrs, "axis", 0);
+    bb_attr_set_string(model, &sc->attrs, "reduction", c == 2 ? "none" : "add");
+    bb_tensor *in[3] = {rand_tensor(1, (const int64_t[]){dim}), bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, &n),
+                        rand_tensor(1, &n)};
+    int64_t *idx = bb_tensor_data(in[1]);
+    for (int64_t i = 0; i < n; i++)
+      idx[i] = c == 1 ? (i * 7919) % 1000 - 500 /* negative ones too */ : (i / 4) * 4 + (i % 4) / 2;
+    const char *labels[] = {"ScatterElements add, in order", "ScatterElements add, out of order",
+                            "ScatterElements none, in order"};
+    same_on_any_thread_count(labels[c], sc, in, 3, 1);
+    if (c == 0) { /* one index out of range, in the last piece */
+      idx[n - 5] = dim;
+      for (size_t threads = 1; threads <= most_threads(); threads++) {
+        bb_tensor *out = NULL;
+        bb_error err;
+        if (set_threads(threads)) break;
+        CHECK_MSG(bb_cpu_run_node(sc, 17, in, 3, &out, 1, NULL, &err) == BB_ERR_INVALID_ARGUMENT && !out,
+                  "an index out of range passed on %zu threads", threads);
+        bb_tensor_release(out);
+      }
+      set_threads(1);
+    }
+    for (int k = 0; k < 3; k++) bb_tensor_release(in[k]);
+  }
+}
+
 static bb_ir_node *reduce_node(const char *op, const int64_t *axes, size_t n_axes, int keepdims) {
   bb_ir_node *n = node(op, 1, 1);
   bb_attr_set_ints(model, &n->attrs, "axes", axes, n_axes);
@@ -924,6 +959,7 @@ int main(void) {
   RUN(test_session_fused_residual_relu);
   RUN(test_session_fused_depthwise);
   RUN(test_pooling);
+  RUN(test_scatter_elements);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);
   RUN(test_session_fused_adam);
