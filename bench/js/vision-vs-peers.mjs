@@ -13,8 +13,9 @@
 // (old and new builds side by side, the load falling on both alike); a module is a path to
 // bb.wasm or bb-relaxed.wasm (the relaxed one under node --experimental-wasm-relaxed-simd), or
 // mt<threads>:<path> for bb-mt.wasm (or bb-mt-relaxed.wasm) on that many threads. --threads N
-// sets onnxruntime-web's numThreads (default 1). Above one thread the wall clock counts (the
-// CPU time would hide the second thread's gain); the CPU time is printed beside it.
+// sets onnxruntime-web's numThreads (default 1). Above one thread, or with --wall, the wall
+// clock counts (the CPU time would hide a second thread's gain); the CPU time is printed
+// beside it.
 //
 // With --train it also times bb's training step on the same networks (OnnxTrainer: softmax
 // cross-entropy against a class label, then Adam; exported at opset 16, BatchNormalization
@@ -44,6 +45,8 @@ const parseModule = (m) => (m.startsWith('mt') && m.includes(':')
   : { threads: 0, file: m });
 for (const m of MODULES) requireBuilt(parseModule(m).file);
 const THREADS = Number(arg('--threads', 1));
+/** Wall-clock rounds: above one thread, or with --wall (bb-mt.wasm on two threads against onnxruntime-web on one). */
+const WALL = THREADS > 1 || process.argv.includes('--wall');
 let ort;
 try {
   ort = await import('onnxruntime-web');
@@ -107,7 +110,7 @@ async function round(call) {
   do {
     await call();
     n++;
-    elapsed = THREADS > 1 ? performance.now() - wallStart : cpuMs() - start;
+    elapsed = WALL ? performance.now() - wallStart : cpuMs() - start;
   } while (elapsed < ROUND_MS || n < 3);
   cpuPerCall.get(call)?.push((cpuMs() - start) / n);
   return elapsed / n;
@@ -214,7 +217,7 @@ if (TRAIN) {
   }
 }
 
-const clock = THREADS > 1 ? 'wall-clock' : 'CPU';
+const clock = WALL ? 'wall-clock' : 'CPU';
 console.log(`\ninference, ${clock} ms per inference (median of ${ROUNDS} rounds), onnxruntime-web on ${THREADS} thread(s); ` +
             `ORT/bb > 1: bb faster; cpu: CPU ms per inference, all threads`);
 modules.forEach((m, i) => console.log(`  [${i}] ${m.name}`));
