@@ -21,7 +21,7 @@ const MODELS = {
   cnn28: [(lib) => mnistCnnOnnx(lib.encodeOnnxModel), tfjsMnistCnn, [28, 28, 1]],
 };
 
-/** Steps per second of wall time over one window of at least WINDOW_MS, cycling through `data`. */
+/** One window of at least WINDOW_MS of wall time (and 5 steps), cycling through `data`: its steps and ms. */
 function timedWindow(step, data) {
   const start = performance.now();
   let n = 0;
@@ -31,7 +31,7 @@ function timedWindow(step, data) {
     n++;
     elapsed = performance.now() - start;
   } while (elapsed < WINDOW_MS || n < 5);
-  return (n * 1000) / elapsed;
+  return { steps: n, ms: elapsed };
 }
 
 /** A loaded runtime: `trainer(name, data)` resolves to `{ step(batch) → loss, rewind(), free() }`. */
@@ -69,10 +69,11 @@ async function load() {
   };
 }
 
-// The parent drives the page (window.bench): load() once, then run(name) per model: the
-// losses of its first LOSSES steps on one fixed batch (the first before any update: the same
-// bits for bb-mt.wasm at any thread count), then the steps per second of wall time of each
-// window, after WARMUP_MS of steps; with trace, bb's pool trace over the windows.
+// The parent drives the page (window.bench), so that it can read the renderer's CPU time
+// around the timed windows: load() once, then per model start(name): the losses of its first
+// LOSSES steps on one fixed batch (the first before any update: the same bits for
+// bb-mt.wasm at any thread count), then WARMUP_MS of steps; time(trace): the windows' steps
+// and wall ms (with trace, bb's pool trace over them); stop().
 const nextBatches = batchSource();
 const dataOf = Object.fromEntries(Object.entries(MODELS).map(([name, [, , shape]]) => [name, nextBatches(16, shape.reduce((a, b) => a * b, 1))]));
 window.bench = {
@@ -81,28 +82,31 @@ window.bench = {
     this.runtime = await load();
     return { describe: this.runtime.describe, cores: navigator.hardwareConcurrency, batch: BATCH };
   },
-  async run(name, trace) {
-    const data = dataOf[name];
-    const t = await this.runtime.trainer(name, data);
-    try {
-      const losses = [];
-      for (let i = 0; i < LOSSES; i++) {
-        t.rewind();
-        losses.push(t.step(data[0]));
-      }
-      const until = performance.now() + WARMUP_MS;
-      for (let i = 0; performance.now() < until; i++) t.step(data[i % data.length]);
-      const traced = trace && this.runtime.tracePool?.(true);
-      const rates = [];
-      for (let w = 0; w < WINDOWS; w++) {
-        t.rewind();
-        rates.push(timedWindow(t.step, data));
-      }
-      const poolTrace = traced ? this.runtime.poolTrace() : null;
-      if (traced) this.runtime.tracePool(false);
-      return { losses, rates, poolTrace };
-    } finally {
-      t.free();
+  async start(name) {
+    this.data = dataOf[name];
+    this.trainer = await this.runtime.trainer(name, this.data);
+    const losses = [];
+    for (let i = 0; i < LOSSES; i++) {
+      this.trainer.rewind();
+      losses.push(this.trainer.step(this.data[0]));
     }
+    const until = performance.now() + WARMUP_MS;
+    for (let i = 0; performance.now() < until; i++) this.trainer.step(this.data[i % this.data.length]);
+    return losses;
+  },
+  time(trace) {
+    const traced = trace && this.runtime.tracePool?.(true);
+    const windows = [];
+    for (let w = 0; w < WINDOWS; w++) {
+      this.trainer.rewind();
+      windows.push(timedWindow(this.trainer.step, this.data));
+    }
+    const poolTrace = traced ? this.runtime.poolTrace() : null;
+    if (traced) this.runtime.tracePool(false);
+    return { windows, poolTrace };
+  },
+  stop() {
+    this.trainer.free();
+    this.trainer = undefined;
   },
 };

@@ -17,7 +17,9 @@
 // fixed batch (the losses must fall; bb-mt.wasm's must be the same bits at every thread
 // count), then steps for 3 s (V8 tiers WebAssembly up), then is timed in 7 windows of
 // 600 ms of wall-clock time; a page's figure is its best window, the table's the median over
-// rounds (and the best round). --relaxed adds bb-mt-relaxed.wasm; --trace prints bb's
+// rounds (and the best round), beside the steps per second of the renderer's CPU time over
+// the windows (CDP SystemInfo.getProcessInfo: on a loaded machine the wall clock measures the
+// share of the cores the page got; at one thread the CPU time measures the work). --relaxed adds bb-mt-relaxed.wasm; --trace prints bb's
 // work-pool trace (Bb.tracePool) over the windows of its last round.
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
@@ -65,8 +67,18 @@ const PAGE = `<!doctype html><title>bytesandbrains training bench</title>
 <script type="module" src="/bench/js/train-browser-page.mjs"></script>`;
 const server = await serveIsolatedPage(PAGE, SERVED);
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+const cdp = await browser.newBrowserCDPSession();
+/** CPU ms of Chromium's renderer processes (one page open at a time: its own, workers included). */
+async function rendererCpuMs() {
+  const { processInfo } = await cdp.send('SystemInfo.getProcessInfo');
+  return processInfo.filter((p) => p.type === 'renderer').reduce((sum, p) => sum + p.cpuTime * 1000, 0);
+}
 
-/** One page: `runtime` on `threads` threads; its description, core count, and per model its losses, windows and trace. */
+/**
+ * One page: `runtime` on `threads` threads; its description, core count, and per model its
+ * losses, each window's steps per second of wall time, the steps per second of the
+ * renderer's CPU time over all windows, and the pool's trace.
+ */
 async function runPage(runtime, threads, trace) {
   const page = await browser.newPage();
   const errors = [];
@@ -84,7 +96,15 @@ async function runPage(runtime, threads, trace) {
     await page.waitForFunction(() => window.bench !== undefined, undefined, { timeout: 60_000 });
     const { describe, cores } = await page.evaluate(() => window.bench.load());
     const models = {};
-    for (const name of ONLY) models[name] = await page.evaluate(([n, t]) => window.bench.run(n, t), [name, trace]);
+    for (const name of ONLY) {
+      const losses = await page.evaluate((n) => window.bench.start(n), name);
+      const cpuStart = await rendererCpuMs();
+      const { windows, poolTrace } = await page.evaluate((t) => window.bench.time(t), trace);
+      const cpuMs = (await rendererCpuMs()) - cpuStart;
+      await page.evaluate(() => window.bench.stop());
+      const steps = windows.reduce((sum, w) => sum + w.steps, 0);
+      models[name] = { losses, rates: windows.map((w) => (w.steps * 1000) / w.ms), cpuRate: (steps * 1000) / cpuMs, poolTrace };
+    }
     return { describe: `${describe}; fetched ${[...modules].join(', ')}`, cores, models };
   } catch (error) {
     throw new Error(`${runtime} on ${threads} thread(s): ${error.message}${errors.length ? ` (page errors: ${errors.join('; ')})` : ''}`);
@@ -96,6 +116,7 @@ async function runPage(runtime, threads, trace) {
 const RUNTIMES = [['bb-mt.wasm', 'bb-mt'], ...(process.argv.includes('--relaxed') ? [['bb-mt-relaxed.wasm', 'mt-relaxed']] : []), ['tfjs-wasm', 'tfjs']];
 const configs = THREADS.flatMap((threads) => RUNTIMES.map(([runtime]) => ({ runtime, threads })));
 const rates = new Map(); // `${runtime}@${threads}|${model}` → best window's steps/s per round
+const cpuRates = new Map(); // the same, steps per second of the renderer's CPU time over the windows
 const described = new Map();
 const firstLosses = new Map(); // `${runtime}|${model}` → the first page's losses (bb's builds: every page's must equal them)
 const traces = [];
@@ -107,7 +128,7 @@ for (let round = 0; round < ROUNDS; round++) {
     const result = await runPage(runtime, threads, TRACE && round === ROUNDS - 1);
     cores = result.cores;
     described.set(`${runtime}@${threads}`, result.describe);
-    for (const [name, { losses, rates: windows, poolTrace }] of Object.entries(result.models)) {
+    for (const [name, { losses, rates: windows, cpuRate, poolTrace }] of Object.entries(result.models)) {
       const last = losses.at(-1);
       if (!(Number.isFinite(losses[0]) && last < losses[0])) throw new Error(`${runtime} on ${threads} thread(s): ${name} did not learn (loss ${losses[0]} → ${last})`);
       const key = `${runtime}|${name}`;
@@ -117,6 +138,7 @@ for (let round = 0; round < ROUNDS; round++) {
       }
       const at = `${runtime}@${threads}|${name}`;
       rates.set(at, [...(rates.get(at) ?? []), Math.max(...windows)]);
+      cpuRates.set(at, [...(cpuRates.get(at) ?? []), cpuRate]);
       if (poolTrace) traces.push({ runtime, threads, name, windows: windows.length, poolTrace });
     }
   }
@@ -140,6 +162,16 @@ print([
     ...THREADS.flatMap((n) => RUNTIMES.map(([runtime]) => `${med(runtime, n, name).toFixed(0)} (${best(runtime, n, name).toFixed(0)})`)),
     ...THREADS.map((n) => `${(med('bb-mt.wasm', n, name) / med('tfjs-wasm', n, name)).toFixed(2)}× (${(best('bb-mt.wasm', n, name) / best('tfjs-wasm', n, name)).toFixed(2)}×)`),
     ...THREADS.filter((n) => n > 1).flatMap((n) => ['bb-mt.wasm', 'tfjs-wasm'].map((runtime) => `${(med(runtime, n, name) / med(runtime, 1, name)).toFixed(2)}×`)),
+  ]),
+]);
+const cpuMed = (runtime, threads, name) => median(cpuRates.get(`${runtime}@${threads}|${name}`));
+console.log('\nsteps per second of the renderer\'s CPU time (the page and its workers, spinning included), median over rounds: at one thread what the load disturbs least');
+print([
+  ['model', ...THREADS.flatMap((n) => RUNTIMES.map(([, label]) => `${label} ${n}t`)), ...THREADS.map((n) => `bb/tfjs ${n}t`)],
+  ...ONLY.map((name) => [
+    NAMES[name],
+    ...THREADS.flatMap((n) => RUNTIMES.map(([runtime]) => cpuMed(runtime, n, name).toFixed(0))),
+    ...THREADS.map((n) => `${(cpuMed('bb-mt.wasm', n, name) / cpuMed('tfjs-wasm', n, name)).toFixed(2)}×`),
   ]),
 ]);
 for (const { runtime, threads, name, windows, poolTrace: t } of traces) {
