@@ -20,7 +20,9 @@
 // rounds (and the best round), beside the steps per second of the renderer's CPU time over
 // the windows (CDP SystemInfo.getProcessInfo: on a loaded machine the wall clock measures the
 // share of the cores the page got; at one thread the CPU time measures the work). --relaxed adds bb-mt-relaxed.wasm; --trace prints bb's
-// work-pool trace (Bb.tracePool) over the windows of its last round.
+// work-pool trace (Bb.tracePool) over the windows of its last round. --quick (1 s of
+// warm-up, 150 ms windows) is a rough look only: bb's module may not have been optimised by
+// then (one such run gave bb on one thread half its full-run rate).
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -164,6 +166,8 @@ print([
     ...THREADS.filter((n) => n > 1).flatMap((n) => ['bb-mt.wasm', 'tfjs-wasm'].map((runtime) => `${(med(runtime, n, name) / med(runtime, 1, name)).toFixed(2)}×`)),
   ]),
 ]);
+const short = ONLY.flatMap((name) => THREADS.filter((n) => med('bb-mt.wasm', n, name) < 2 * med('tfjs-wasm', n, name)).map((n) => `${NAMES[name]} at ${n}t`));
+console.log(`target bb-mt.wasm ≥ 2× tfjs-wasm at every thread count, by the medians: ${short.length === 0 ? 'met' : `NOT met (${short.join(', ')})`}`);
 const cpuMed = (runtime, threads, name) => median(cpuRates.get(`${runtime}@${threads}|${name}`));
 console.log('\nsteps per second of the renderer\'s CPU time (the page and its workers, spinning included), median over rounds: at one thread what the load disturbs least');
 print([
