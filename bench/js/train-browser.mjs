@@ -21,8 +21,8 @@
 // the windows (CDP SystemInfo.getProcessInfo: on a loaded machine the wall clock measures the
 // share of the cores the page got; at one thread the CPU time measures the work). --relaxed adds bb-mt-relaxed.wasm; --trace prints bb's
 // work-pool trace (Bb.tracePool) over the windows of its last round. --quick (1 s of
-// warm-up, 150 ms windows) is a rough look only: bb's module may not have been optimised by
-// then (one such run gave bb on one thread half its full-run rate).
+// warm-up, 150 ms windows) is a rough look only: one such run gave bb on one thread half its
+// full-run rate (most likely V8 had not yet optimised its module).
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
