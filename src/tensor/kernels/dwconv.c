@@ -230,6 +230,40 @@ DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, co
   return acc;
 }
 
+/* The same sum under an undilated KH×KW filter, tap (ky, kx) at src + ky·row + 16·kx: the
+ * taps' addresses from the row's stride rather than an offset table (bias, then the
+ * products in row-major order: dw16_point's sums). wk holds the taps' weights. */
+DW16_INLINE __m512 dw16_point_rows(size_t KH, size_t KW, const float *src, size_t row, const __m512 *wk,
+                                   __m512 acc) {
+  BBI_UNROLL for (size_t ky = 0; ky < KH; ky++) {
+    BBI_UNROLL for (size_t kx = 0; kx < KW; kx++)
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(wk[ky * KW + kx], _mm512_loadu_ps(src + ky * row + 16 * kx)));
+  }
+  return acc;
+}
+
+/* Every output of a group of sixteen channels under an undilated K×K filter (K = 3: the
+ * weights held in registers; K = 5 loads them per output), two outputs of a row side by
+ * side so that their chains of adds overlap. */
+DW16_INLINE void dw16_plane_rows(size_t K, const bbi_window2d *g, size_t cols, const float *scratch,
+                                 const float *wv, __m512 acc0, const bbi_f32_activation *clip, float *out) {
+  __m512 wk[25];
+  BBI_UNROLL for (size_t k = 0; k < K * K; k++) wk[k] = _mm512_loadu_ps(wv + 16 * k);
+  const size_t row = cols * 16, step = g->sw * 16;
+  for (size_t oy = 0; oy < g->oh; oy++) {
+    const float *src = scratch + oy * g->sh * row;
+    float *o = out + oy * g->ow * 16;
+    size_t ox = 0;
+    for (; ox + 2 <= g->ow; ox += 2, src += 2 * step, o += 32) {
+      const __m512 a = dw16_point_rows(K, K, src, row, wk, acc0);
+      const __m512 b = dw16_point_rows(K, K, src + step, row, wk, acc0);
+      _mm512_storeu_ps(o, dw16_clip(clip, a));
+      _mm512_storeu_ps(o + 16, dw16_clip(clip, b));
+    }
+    if (ox < g->ow) _mm512_storeu_ps(o, dw16_clip(clip, dw16_point_rows(K, K, src, row, wk, acc0)));
+  }
+}
+
 DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                             const float *lanes, const float *bias, const bbi_f32_activation *clip, float *y,
                             float *scratch) {
@@ -257,6 +291,10 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
     for (size_t k = 0; !lanes && k < taps; k++)
       _mm512_storeu_ps(gathered + 16 * k, _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4));
     const __m512 acc0 = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : zero;
+    if (g->kh == g->kw && (g->kh == 3 || g->kh == 5) && g->dh == 1 && g->dw == 1) {
+      if (g->kh == 3) dw16_plane_rows(3, g, cols, scratch, wv, acc0, clip, out);
+      else dw16_plane_rows(5, g, cols, scratch, wv, acc0, clip, out);
+    } else
     for (size_t oy = 0; oy < g->oh; oy++)
       for (size_t ox = 0; ox < g->ow; ox++) {
         const float *src = scratch + (oy * g->sh * cols + ox * g->sw) * 16;
