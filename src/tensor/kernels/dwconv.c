@@ -321,6 +321,124 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
   }
 }
 
+/* Planes of 4 or 16 pixels (2×2 and 4×4 maps) under a stride-1, undilated window whose
+ * output is the input's size: a vector holds whole planes (16 / P channels of P pixels,
+ * contiguous in memory as they are), so nothing is interleaved. Each tap's inputs are the
+ * vector's lanes moved by a permute, the lanes outside the plane zeroed by its mask; the
+ * sums are bias, then every tap's product (a padding tap's with 0) in row-major order,
+ * multiplies and adds: the scalar twin's bits. */
+static int planes_in_lanes(const bbi_window2d *g) {
+  const size_t plane = g->ih * g->iw;
+  return (plane == 4 || plane == 16) && g->oh == g->ih && g->ow == g->iw && g->sh == 1 && g->sw == 1 &&
+         g->dh == 1 && g->dw == 1 && g->kh * g->kw <= 25 && g->ph < g->kh && g->pw < g->kw;
+}
+
+/* A 16-pixel plane's sum: bias (in acc), then tap k's weight (wc[16·k], broadcast) times
+ * the plane moved by tap k's permute, in order. */
+DW16_INLINE __m512 dw16_plane_taps(size_t K, const int32_t (*idx)[16], const __mmask16 *inside, const float *wc,
+                                   __m512 v, __m512 acc) {
+  BBI_UNROLL for (size_t k = 0; k < K; k++) {
+    const __m512 xk = _mm512_maskz_permutexvar_ps(inside[k], _mm512_loadu_si512(idx[k]), v);
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(wc[16 * k]), xk));
+  }
+  return acc;
+}
+
+/* The same for the planes of two channels side by side (two chains of adds in flight):
+ * each sum as dw16_plane_taps makes it. */
+DW16_INLINE void dw16_plane_taps2(size_t K, const int32_t (*idx)[16], const __mmask16 *inside, const float *wc,
+                                  __m512 v0, __m512 v1, __m512 *acc0, __m512 *acc1) {
+  __m512 a0 = *acc0, a1 = *acc1;
+  BBI_UNROLL for (size_t k = 0; k < K; k++) {
+    const __m512i ik = _mm512_loadu_si512(idx[k]);
+    a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(wc[16 * k]), _mm512_maskz_permutexvar_ps(inside[k], ik, v0)));
+    a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(wc[16 * k + 1]), _mm512_maskz_permutexvar_ps(inside[k], ik, v1)));
+  }
+  *acc0 = a0, *acc1 = a1;
+}
+
+DW16 static void dw_planes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                             const float *lanes, const float *bias, const bbi_f32_activation *clip, float *y) {
+  const size_t P = g->ih * g->iw, per = 16 / P, taps = g->kh * g->kw;
+  /* tap k: lane l (channel l / P, pixel l % P) reads lane idx[k][l], or 0 where mask bit l is clear */
+  int32_t idx[25][16];
+  __mmask16 inside[25];
+  for (size_t ky = 0; ky < g->kh; ky++)
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const size_t k = ky * g->kw + kx;
+      unsigned bits = 0;
+      for (size_t l = 0; l < 16; l++) {
+        const size_t p = l % P, oy = p / g->iw, ox = p % g->iw;
+        const int64_t iy = (int64_t)(oy + ky) - (int64_t)g->ph, ix = (int64_t)(ox + kx) - (int64_t)g->pw;
+        const int in = iy >= 0 && iy < (int64_t)g->ih && ix >= 0 && ix < (int64_t)g->iw;
+        idx[k][l] = in ? (int32_t)(l - p + (size_t)iy * g->iw + (size_t)ix) : 0;
+        bits |= (unsigned)in << l;
+      }
+      inside[k] = (__mmask16)bits;
+    }
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i tap_index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32((int)taps));
+  float gathered[25 * 16];
+  for (size_t c0 = 0; c0 < channels; c0 += 16) {
+    const size_t group = channels - c0 < 16 ? channels - c0 : 16;
+    const __mmask16 gm = (__mmask16)(group == 16 ? 0xffffu : (1u << group) - 1u);
+    /* tap k of the group's channels, one per lane (as dw_lanes16 lays them out) */
+    const float *wv = lanes ? lanes + c0 * taps : gathered;
+    for (size_t k = 0; !lanes && k < taps; k++)
+      _mm512_storeu_ps(gathered + 16 * k, _mm512_mask_i32gather_ps(zero, gm, tap_index, w + c0 * taps + k, 4));
+    const __m512 b16 = bias ? _mm512_maskz_loadu_ps(gm, bias + c0) : zero;
+    size_t c = c0;
+    for (; P == 16 && c + 2 <= c0 + group; c += 2) { /* two channels at once */
+      const float *wc = wv + (c - c0);
+      const __m512 v0 = _mm512_loadu_ps(x + c * P), v1 = _mm512_loadu_ps(x + (c + 1) * P);
+      __m512 a0 = _mm512_set1_ps(bias ? bias[c] : 0.0f), a1 = _mm512_set1_ps(bias ? bias[c + 1] : 0.0f);
+      if (taps == 9) dw16_plane_taps2(9, idx, inside, wc, v0, v1, &a0, &a1);
+      else if (taps == 25) dw16_plane_taps2(25, idx, inside, wc, v0, v1, &a0, &a1);
+      else dw16_plane_taps2(taps, idx, inside, wc, v0, v1, &a0, &a1);
+      _mm512_storeu_ps(y + c * P, dw16_clip(clip, a0));
+      _mm512_storeu_ps(y + (c + 1) * P, dw16_clip(clip, a1));
+    }
+    const __m512i quads = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    for (; P == 4 && c + 8 <= c0 + group; c += 8) { /* eight channels in two vectors at once */
+      const __m512i pick0 = _mm512_add_epi32(_mm512_set1_epi32((int)(c - c0)), quads);
+      const __m512i pick1 = _mm512_add_epi32(_mm512_set1_epi32((int)(c + 4 - c0)), quads);
+      const __m512 v0 = _mm512_loadu_ps(x + c * P), v1 = _mm512_loadu_ps(x + (c + 4) * P);
+      __m512 a0 = _mm512_permutexvar_ps(pick0, b16), a1 = _mm512_permutexvar_ps(pick1, b16);
+      for (size_t k = 0; k < taps; k++) {
+        const __m512i ik = _mm512_loadu_si512(idx[k]);
+        const __m512 w16 = _mm512_loadu_ps(wv + 16 * k);
+        a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_permutexvar_ps(pick0, w16), _mm512_maskz_permutexvar_ps(inside[k], ik, v0)));
+        a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_permutexvar_ps(pick1, w16), _mm512_maskz_permutexvar_ps(inside[k], ik, v1)));
+      }
+      _mm512_storeu_ps(y + c * P, dw16_clip(clip, a0));
+      _mm512_storeu_ps(y + (c + 4) * P, dw16_clip(clip, a1));
+    }
+    for (; c < c0 + group; c += per) {
+      const size_t nc = c0 + group - c < per ? c0 + group - c : per;
+      const __mmask16 m = (__mmask16)(nc * P == 16 ? 0xffffu : (1u << (nc * P)) - 1u);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + c * P);
+      __m512 acc;
+      if (P == 16) { /* one channel a vector: its weights and bias broadcast */
+        const float *wc = wv + (c - c0);
+        acc = _mm512_set1_ps(bias ? bias[c] : 0.0f);
+        if (taps == 9) acc = dw16_plane_taps(9, idx, inside, wc, v, acc);
+        else if (taps == 25) acc = dw16_plane_taps(25, idx, inside, wc, v, acc);
+        else acc = dw16_plane_taps(taps, idx, inside, wc, v, acc);
+      } else { /* lane l takes the weights and bias of the group's lane c - c0 + l / 4 */
+        const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32((int)(c - c0)), quads);
+        acc = _mm512_permutexvar_ps(pick, b16);
+        for (size_t k = 0; k < taps; k++) {
+          const __m512 wk = _mm512_permutexvar_ps(pick, _mm512_loadu_ps(wv + 16 * k));
+          const __m512 xk = _mm512_maskz_permutexvar_ps(inside[k], _mm512_loadu_si512(idx[k]), v);
+          acc = _mm512_add_ps(acc, _mm512_mul_ps(wk, xk));
+        }
+      }
+      _mm512_mask_storeu_ps(y + c * P, m, dw16_clip(clip, acc));
+    }
+  }
+}
+
 /* Output rows per step of the sixteen-wide plane kernel: each row's sum is its own chain of
  * dependent adds, so several rows side by side keep the adder busy. */
 #define DW16_ROWS 4
@@ -567,6 +685,10 @@ static int dw_run(const bbi_window2d *g, size_t channels, const float *x, const 
   }
   if (!g->oh || !g->ow || !channels) return 0;
 #if BBI_HAVE_X86_GEMM
+  if (has_avx512() && planes_in_lanes(g)) {
+    dw_planes16(g, channels, x, w, lanes, bias, clip, y);
+    return 1;
+  }
   if (use_lanes16(g)) {
     dw_lanes16(g, channels, x, w, lanes, bias, clip, y, scratch);
     return 1;
