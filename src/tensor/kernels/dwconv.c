@@ -321,15 +321,14 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
   }
 }
 
-/* Planes of 4 or 16 pixels (2×2 and 4×4 maps) under a stride-1, undilated window whose
+/* Square planes of 4 or 16 pixels (2×2 and 4×4 maps) under a stride-1, undilated window whose
  * output is the input's size: a vector holds whole planes (16 / P channels of P pixels,
  * contiguous in memory as they are), so nothing is interleaved. Each tap's inputs are the
  * vector's lanes moved by a permute, the lanes outside the plane zeroed by its mask; the
  * sums are bias, then every tap's product (a padding tap's with 0) in row-major order,
  * multiplies and adds: the scalar twin's bits. */
 static int planes_in_lanes(const bbi_window2d *g) {
-  const size_t plane = g->ih * g->iw;
-  return (plane == 4 || plane == 16) && g->oh == g->ih && g->ow == g->iw && g->sh == 1 && g->sw == 1 &&
+  return (g->ih == 2 || g->ih == 4) && g->iw == g->ih && g->oh == g->ih && g->ow == g->iw && g->sh == 1 && g->sw == 1 &&
          g->dh == 1 && g->dw == 1 && g->kh * g->kw <= 25 && g->ph < g->kh && g->pw < g->kw;
 }
 
@@ -360,21 +359,26 @@ DW16_INLINE void dw16_plane_taps2(size_t K, const int32_t (*idx)[16], const __mm
 DW16 static void dw_planes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                              const float *lanes, const float *bias, const bbi_f32_activation *clip, float *y) {
   const size_t P = g->ih * g->iw, per = 16 / P, taps = g->kh * g->kw;
-  /* tap k: lane l (channel l / P, pixel l % P) reads lane idx[k][l], or 0 where mask bit l is clear */
+  /* tap k: lane l (channel l / P, pixel l % P) reads lane idx[k][l], or 0 where mask bit l
+   * is clear; made with vector compares, since a call may take as few as sixteen channels */
   int32_t idx[25][16];
   __mmask16 inside[25];
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const int shift_w = g->iw == 2 ? 1 : 2; /* iw is 2 or 4 */
+  const __m512i pix = _mm512_and_si512(lane, _mm512_set1_epi32((int)P - 1));
+  const __m512i base = _mm512_sub_epi32(lane, pix); /* the lane of the channel's pixel 0 */
+  const __m512i oy = _mm512_srli_epi32(pix, (unsigned)shift_w), ox = _mm512_and_si512(pix, _mm512_set1_epi32((int)g->iw - 1));
+  const __m512i zero_i = _mm512_setzero_si512(), ih = _mm512_set1_epi32((int)g->ih), iw = _mm512_set1_epi32((int)g->iw);
   for (size_t ky = 0; ky < g->kh; ky++)
     for (size_t kx = 0; kx < g->kw; kx++) {
       const size_t k = ky * g->kw + kx;
-      unsigned bits = 0;
-      for (size_t l = 0; l < 16; l++) {
-        const size_t p = l % P, oy = p / g->iw, ox = p % g->iw;
-        const int64_t iy = (int64_t)(oy + ky) - (int64_t)g->ph, ix = (int64_t)(ox + kx) - (int64_t)g->pw;
-        const int in = iy >= 0 && iy < (int64_t)g->ih && ix >= 0 && ix < (int64_t)g->iw;
-        idx[k][l] = in ? (int32_t)(l - p + (size_t)iy * g->iw + (size_t)ix) : 0;
-        bits |= (unsigned)in << l;
-      }
-      inside[k] = (__mmask16)bits;
+      const __m512i iy = _mm512_add_epi32(oy, _mm512_set1_epi32((int)ky - (int)g->ph));
+      const __m512i ix = _mm512_add_epi32(ox, _mm512_set1_epi32((int)kx - (int)g->pw));
+      const __mmask16 in = _mm512_cmpge_epi32_mask(iy, zero_i) & _mm512_cmplt_epi32_mask(iy, ih) &
+                           _mm512_cmpge_epi32_mask(ix, zero_i) & _mm512_cmplt_epi32_mask(ix, iw);
+      const __m512i at = _mm512_add_epi32(base, _mm512_add_epi32(_mm512_slli_epi32(iy, (unsigned)shift_w), ix));
+      _mm512_storeu_si512(idx[k], _mm512_maskz_mov_epi32(in, at));
+      inside[k] = in;
     }
   const __m512 zero = _mm512_setzero_ps();
   const __m512i tap_index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
