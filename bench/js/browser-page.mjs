@@ -1,6 +1,6 @@
 // The page of browser.mjs: one runtime at one thread count in a cross-origin-isolated page,
 // as its address says (?runtime=bb-mt.wasm&threads=2&quick=0; also bb-mt-relaxed.wasm, bb.wasm, bb-relaxed.wasm, ort-web, tfjs-wasm), on the cases of cases.mjs.
-import { bbRunner, ortRunner, randomFloats, threadCases, wallMs, warmUp } from './cases.mjs';
+import { bbRunner, ortRunner, randomFloats, startTfjsWasm, threadCases, wallMs, warmUp } from './cases.mjs';
 
 const params = new URLSearchParams(location.search);
 const runtime = params.get('runtime');
@@ -46,18 +46,10 @@ async function load() {
   }
   if (runtime === 'tfjs-wasm') {
     const tf = globalThis.tf; // tf-core and tf-backend-wasm's bundles, loaded by the page
-    // tfjs-backend-wasm 4.22 runs at most navigator.hardwareConcurrency / 2 threads
-    // (it takes a core for two hyper-threads), whatever setThreadsCount asks: its module
-    // is told 2·n cores, so that n threads are what it runs
-    const cores = 2 * threads;
-    Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => cores, configurable: true });
-    tf.wasm.setWasmPaths(new URL('../../bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/', import.meta.url).href);
-    tf.wasm.setThreadsCount(threads);
-    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
-    await tf.ready();
+    const describe = await startTfjsWasm(tf, threads, new URL('../../bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/', import.meta.url).href);
     return {
       supports: (testCase) => testCase.tfjs !== undefined,
-      describe: `tfjs ${tf.version_core} wasm, ${tf.wasm.getThreadsCount()} threads (threaded build: ${await tf.env().getAsync('WASM_HAS_MULTITHREAD_SUPPORT')}, SIMD: ${await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT')})`,
+      describe,
       prepare: async (testCase) => {
         const { once, toReference, release } = testCase.tfjs(tf);
         return { once, output: toReference(once()), release };

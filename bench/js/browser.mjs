@@ -28,7 +28,6 @@
 // SystemInfo.getProcessInfo) around each case's timed runs: on a loaded machine the wall
 // clock measures the share of the cores the page got, the CPU time the work done.
 import { spawnSync } from 'node:child_process';
-import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -36,7 +35,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { agreement, median } from './cases.mjs';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../js/test/chromium.mjs';
-import { ISOLATION, requireBuilt, serveRepoFile } from './common.mjs';
+import { requireBuilt, serveIsolatedPage } from './common.mjs';
 
 const QUICK = process.argv.includes('--quick');
 const ROUNDS = process.argv.includes('--rounds') ? Number(process.argv[process.argv.indexOf('--rounds') + 1]) : QUICK ? 1 : 3;
@@ -80,19 +79,13 @@ const PAGE = `<!doctype html><title>bytesandbrains threads bench</title>
 <script src="/bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js"></script>
 <script type="module" src="/bench/js/browser-page.mjs"></script>`;
 
-const server = createServer((request, response) => {
-  const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
-  if (path === '/') return void response.writeHead(200, { ...ISOLATION, 'content-type': 'text/html' }).end(PAGE);
+const server = await serveIsolatedPage(PAGE, SERVED, (path) => {
   const network = /^\/vision\/((?:train\/)?[a-z0-9_]+\.onnx)$/.exec(path);
-  if (network !== null) {
-    const file = join(visionDir, network[1]);
-    if (!existsSync(file)) return void response.writeHead(404).end();
-    return void response.writeHead(200, { ...ISOLATION, 'content-type': 'application/octet-stream' }).end(readFileSync(file));
-  }
-  serveRepoFile(response, path, SERVED);
+  if (network === null) return undefined;
+  const file = join(visionDir, network[1]);
+  return existsSync(file) ? { type: 'application/octet-stream', body: readFileSync(file) } : null;
 });
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const base = `http://127.0.0.1:${server.address().port}`;
+const base = server.base;
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 
 const cdp = await browser.newBrowserCDPSession();

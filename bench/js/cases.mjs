@@ -200,6 +200,22 @@ export async function wallMs(run, minRuns, minMs) {
   return { ms: median(times), runs: times.length };
 }
 
+/**
+ * Starts tfjs-backend-wasm (the page's tf-core and tf-backend-wasm bundles, `tf`) on
+ * `threads` threads, its files from `wasmPath`. tfjs-backend-wasm 4.22 runs at most
+ * navigator.hardwareConcurrency / 2 threads (it takes a core for two hyper-threads),
+ * whatever setThreadsCount asks: its module is told 2·n cores, so that n threads are what it
+ * runs. Resolves to a description: version, threads, and whether its threaded SIMD build loaded.
+ */
+export async function startTfjsWasm(tf, threads, wasmPath) {
+  Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => 2 * threads, configurable: true });
+  tf.wasm.setWasmPaths(wasmPath);
+  tf.wasm.setThreadsCount(threads);
+  if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
+  await tf.ready();
+  return `tfjs ${tf.version_core} wasm, ${tf.wasm.getThreadsCount()} threads (threaded build: ${await tf.env().getAsync('WASM_HAS_MULTITHREAD_SUPPORT')}, SIMD: ${await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT')})`;
+}
+
 /** Calls `run` for `ms` milliseconds of wall time (V8 tiers WebAssembly up in the background). */
 export async function warmUp(run, ms) {
   const until = performance.now() + ms;

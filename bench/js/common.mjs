@@ -1,6 +1,7 @@
 // What the benches of bench/js share in Node: where the package's build is, the inputs'
 // generator, and the re-run with glibc's allocator tuned (cases.mjs: what pages share too).
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +38,25 @@ export function serveRepoFile(response, path, served) {
     return void response.writeHead(404).end();
   }
   response.writeHead(200, { ...ISOLATION, 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+}
+
+/**
+ * A static server on 127.0.0.1, port 0, for a bench page, every answer cross-origin
+ * isolated: `/` is `page` (HTML); any other path goes first to `answer(path)`, which returns
+ * `{ type, body }` to answer it, null for 404, or undefined to leave it to serveRepoFile
+ * over `served`. Resolves to the server's `base` address and `close()`.
+ */
+export async function serveIsolatedPage(page, served, answer = () => undefined) {
+  const server = createServer((request, response) => {
+    const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
+    if (path === '/') return void response.writeHead(200, { ...ISOLATION, 'content-type': 'text/html' }).end(page);
+    const answered = answer(path);
+    if (answered === null) return void response.writeHead(404).end();
+    if (answered !== undefined) return void response.writeHead(200, { ...ISOLATION, 'content-type': answered.type }).end(answered.body);
+    serveRepoFile(response, path, served);
+  });
+  await new Promise((done) => server.listen(0, '127.0.0.1', done));
+  return { base: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
 }
 
 /** Throws, saying how to build it, when the package or `wasm` is missing. */

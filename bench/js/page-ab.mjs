@@ -26,14 +26,13 @@
 // the timed rounds and prints, per run: the pool's jobs, the caller's time in its tasks and
 // waiting for the workers after its last one, the workers' time in tasks, and how long a
 // worker took to see a job (its wake) and how often it slept between jobs.
-import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../js/test/chromium.mjs';
-import { ISOLATION, requireBuilt, serveRepoFile } from './common.mjs';
+import { requireBuilt, serveIsolatedPage } from './common.mjs';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const [want, ...runtimes] = process.argv.slice(2);
@@ -50,7 +49,7 @@ const SERVED = ['js/dist/', 'js/wasm/', 'js/test/random.mjs', 'bench/js/cases.mj
 
 /** The page's script: loads every runtime, prepares the case on each, then runs them in turn. */
 const PAGE_SCRIPT = `
-import { bbRunner, ortRunner, threadCases, warmUp } from '/bench/js/cases.mjs';
+import { bbRunner, ortRunner, startTfjsWasm, threadCases, warmUp } from '/bench/js/cases.mjs';
 const lib = await import('/js/dist/index.js');
 window.runAll = async (want, runtimes, rounds, trace, gapMs) => {
   const testCase = threadCases().find((t) => t.label.startsWith(want));
@@ -62,12 +61,7 @@ window.runAll = async (want, runtimes, rounds, trace, gapMs) => {
     if (r.startsWith('tfjs')) {
       const threads = Number(r.slice(4));
       const tf = globalThis.tf;
-      // tfjs-backend-wasm runs at most hardwareConcurrency / 2 threads (browser-page.mjs)
-      Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => 2 * threads, configurable: true });
-      tf.wasm.setWasmPaths('/bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/');
-      tf.wasm.setThreadsCount(threads);
-      if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
-      await tf.ready();
+      await startTfjsWasm(tf, threads, location.origin + '/bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/');
       const { once, toReference } = testCase.tfjs(tf);
       runners.push({ once, output: toReference(once()) });
       described.push('tfjs ' + tf.version_core + ' wasm, ' + tf.wasm.getThreadsCount() + ' thread(s)');
@@ -125,23 +119,18 @@ const PAGE = `<!doctype html><title>bytesandbrains page A/B</title>
 <script src="/bench/js/node_modules/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js"></script>
 <script type="module" src="/page-ab.mjs"></script>`;
 
-const server = createServer((request, response) => {
-  const path = decodeURIComponent(new URL(request.url ?? '/', 'http://localhost').pathname);
-  if (path === '/') return void response.writeHead(200, { ...ISOLATION, 'content-type': 'text/html' }).end(PAGE);
-  if (path === '/page-ab.mjs') return void response.writeHead(200, { ...ISOLATION, 'content-type': 'text/javascript' }).end(PAGE_SCRIPT);
+const server = await serveIsolatedPage(PAGE, SERVED, (path) => {
+  if (path === '/page-ab.mjs') return { type: 'text/javascript', body: PAGE_SCRIPT };
   const module = /^\/module\/(\d+)\.wasm$/.exec(path);
-  if (module !== null && modules[Number(module[1])]) {
-    return void response.writeHead(200, { ...ISOLATION, 'content-type': 'application/wasm' }).end(readFileSync(modules[Number(module[1])]));
-  }
-  serveRepoFile(response, path, SERVED);
+  if (module !== null && modules[Number(module[1])]) return { type: 'application/wasm', body: readFileSync(modules[Number(module[1])]) };
+  return undefined;
 });
-await new Promise((done) => server.listen(0, '127.0.0.1', done));
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 try {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
-  await page.goto(`http://127.0.0.1:${server.address().port}/`);
+  await page.goto(`${server.base}/`);
   await page.waitForFunction(() => window.ready === true || undefined, undefined, { timeout: 60000 }).catch(() => {
     throw new Error(`the page did not start: ${errors.join('; ')}`);
   });

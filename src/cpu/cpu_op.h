@@ -44,10 +44,20 @@ typedef struct bbi_cpu_epilogue {
   bool applied;
 } bbi_cpu_epilogue;
 
+/* What an op parsed from its node's attributes, kept by the session between runs (a
+ * session's nodes never change): `kind` is the op's own tag for the layout of `data`, 0
+ * while nothing is kept. The op checks that what it kept fits the run's inputs. */
+#define BBI_CPU_NODE_MEMO_BYTES 192
+typedef struct bbi_cpu_node_memo {
+  uint32_t kind;
+  _Alignas(8) unsigned char data[BBI_CPU_NODE_MEMO_BYTES];
+} bbi_cpu_node_memo;
+
 /* A node's place in a session: its cache, which inputs are the session's constants, and
  * what was fused into it. NULL for a node run on its own. */
 typedef struct bbi_cpu_node_state {
   bbi_cpu_node_cache *cache;
+  bbi_cpu_node_memo *memo;
   uint32_t constant_inputs; /* bit i: input i is the session's own tensor, the same every run */
   bbi_cpu_epilogue *epilogue; /* NULL: nothing fused */
   bool winograd;              /* a 3×3 Conv may take Winograd's fast path (BB_CPU_REWRITE_WINOGRAD) */

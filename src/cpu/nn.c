@@ -42,6 +42,68 @@ static int ints_attr(bbi_cpu_op_ctx *ctx, const char *name, int n, int64_t *v, i
   return 0;
 }
 
+/* A Conv's or a pool's attributes for nd spatial dims, as read from its node. */
+typedef struct window_attrs {
+  int nd;
+  bool has_kernel;
+  const char *auto_pad; /* the node's own string, or "NOTSET" */
+  int64_t kernel[MAX_SPATIAL], stride[MAX_SPATIAL], dilation[MAX_SPATIAL], pads[2 * MAX_SPATIAL];
+  int64_t group, ceil_mode, count_include_pad, storage_order;
+} window_attrs;
+_Static_assert(sizeof(window_attrs) <= BBI_CPU_NODE_MEMO_BYTES, "the attributes fit a node's memo");
+
+/* The node's memo tag for window_attrs. */
+#define MEMO_WINDOW_ATTRS 0x57414e4eu
+
+static int read_window_attrs(bbi_cpu_op_ctx *ctx, int nd, bool kernel_required, window_attrs *w) {
+  memset(w, 0, sizeof *w);
+  w->nd = nd;
+  const bb_attrlist *attrs = &ctx->node->attrs;
+  const bb_attr *ks = bb_attr_find(attrs, "kernel_shape");
+  w->has_kernel = ks != NULL;
+  int rc;
+  if (ks || kernel_required) {
+    if (!ks) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel_shape is required");
+    if ((rc = ints_attr(ctx, "kernel_shape", nd, w->kernel, 1))) return rc;
+  }
+  if ((rc = ints_attr(ctx, "strides", nd, w->stride, 1))) return rc;
+  if ((rc = ints_attr(ctx, "dilations", nd, w->dilation, 1))) return rc;
+  if ((rc = ints_attr(ctx, "pads", 2 * nd, w->pads, 0))) return rc;
+  w->auto_pad = bb_attr_get_string(attrs, "auto_pad", "NOTSET");
+  w->group = bb_attr_get_int(attrs, "group", 1);
+  w->ceil_mode = bb_attr_get_int(attrs, "ceil_mode", 0);
+  w->count_include_pad = bb_attr_get_int(attrs, "count_include_pad", 0);
+  w->storage_order = bb_attr_get_int(attrs, "storage_order", 0);
+  return 0;
+}
+
+/* The node's window attributes for nd spatial dims: in a session read once and kept in
+ * the step's memo (what was read depends on the node and nd alone), else read into
+ * *local. */
+static int window_attrs_of(bbi_cpu_op_ctx *ctx, int nd, bool kernel_required, window_attrs *local,
+                           const window_attrs **out) {
+  bbi_cpu_node_memo *memo = ctx->state ? ctx->state->memo : NULL;
+  if (memo && memo->kind == MEMO_WINDOW_ATTRS && ((const window_attrs *)(void *)memo->data)->nd == nd) {
+    *out = (const window_attrs *)(void *)memo->data;
+    return 0;
+  }
+  int rc = read_window_attrs(ctx, nd, kernel_required, local);
+  if (rc) return rc;
+  if (memo) {
+    memcpy(memo->data, local, sizeof *local);
+    memo->kind = MEMO_WINDOW_ATTRS;
+  }
+  *out = local;
+  return 0;
+}
+
+/* The attributes a run of this session step kept in its memo, or NULL before the first one
+ * (their integers other than the window's depend on the node alone). */
+static const window_attrs *kept_attrs(const bbi_cpu_op_ctx *ctx) {
+  const bbi_cpu_node_memo *memo = ctx->state ? ctx->state->memo : NULL;
+  return memo && memo->kind == MEMO_WINDOW_ATTRS ? (const window_attrs *)(const void *)memo->data : NULL;
+}
+
 static int plan_geometry(bbi_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t *kernel_from_weights,
                          bool ceil_mode, bool allow_dilation, geometry *g) {
   if (x->rank < 3 || x->rank > 2 + MAX_SPATIAL)
@@ -50,18 +112,16 @@ static int plan_geometry(bbi_cpu_op_ctx *ctx, const bb_tensor *x, const int64_t 
   memset(g, 0, sizeof *g);
   g->nd = x->rank - 2;
   int nd = g->nd, rc;
+  window_attrs local;
+  const window_attrs *w;
+  if ((rc = window_attrs_of(ctx, nd, !kernel_from_weights, &local, &w))) return rc;
   memcpy(g->in, x->dims + 2, (size_t)nd * sizeof g->in[0]);
-  if (kernel_from_weights) memcpy(g->kernel, kernel_from_weights, (size_t)nd * sizeof g->kernel[0]);
-  const bb_attr *ks = bb_attr_find(&ctx->node->attrs, "kernel_shape");
-  if (ks || !kernel_from_weights) {
-    if (!ks) return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "kernel_shape is required");
-    if ((rc = ints_attr(ctx, "kernel_shape", nd, g->kernel, 1))) return rc;
-  }
-  if ((rc = ints_attr(ctx, "strides", nd, g->stride, 1))) return rc;
-  if ((rc = ints_attr(ctx, "dilations", nd, g->dilation, 1))) return rc;
-  int64_t pads[2 * MAX_SPATIAL];
-  if ((rc = ints_attr(ctx, "pads", 2 * nd, pads, 0))) return rc;
-  const char *auto_pad = bb_attr_get_string(&ctx->node->attrs, "auto_pad", "NOTSET");
+  memcpy(g->kernel, w->has_kernel || !kernel_from_weights ? w->kernel : kernel_from_weights,
+         (size_t)nd * sizeof g->kernel[0]);
+  memcpy(g->stride, w->stride, (size_t)nd * sizeof g->stride[0]);
+  memcpy(g->dilation, w->dilation, (size_t)nd * sizeof g->dilation[0]);
+  const int64_t *pads = w->pads;
+  const char *auto_pad = w->auto_pad;
   g->in_size = g->kernel_size = g->out_size = 1;
   for (int i = 0; i < nd; i++) {
     if (g->kernel[i] < 1 || g->stride[i] < 1 || g->dilation[i] < 1)
@@ -784,7 +844,8 @@ static int op_conv(bbi_cpu_op_ctx *ctx) {
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
     return bbi_cpu_fail(ctx, BB_ERR_TYPE, "X, W and B must share one element type");
   if (w->rank != x->rank) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "W has rank %d, X has rank %d", w->rank, x->rank);
-  int64_t group = bb_attr_get_int(&ctx->node->attrs, "group", 1);
+  const window_attrs *kept = kept_attrs(ctx);
+  int64_t group = kept ? kept->group : bb_attr_get_int(&ctx->node->attrs, "group", 1);
   if (group < 1 || x->dims[1] % group || w->dims[0] % group)
     return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "group %lld does not divide the channels", (long long)group);
   if (w->dims[1] * group != x->dims[1])
@@ -821,9 +882,11 @@ static int pool(bbi_cpu_op_ctx *ctx, bool is_max) {
   const bb_tensor *x = ctx->inputs[0];
   int rc = bbi_cpu_expect_dtype(ctx, 0, is_max && ctx->opset >= 12 ? MAXPOOL_TYPES : FLOAT_TYPES);
   if (rc) return rc;
-  bool ceil_mode = bb_attr_get_int(&ctx->node->attrs, "ceil_mode", 0) != 0;
-  bool include_pad = bb_attr_get_int(&ctx->node->attrs, "count_include_pad", 0) != 0;
-  int64_t storage_order = bb_attr_get_int(&ctx->node->attrs, "storage_order", 0);
+  const window_attrs *kept = kept_attrs(ctx);
+  const bb_attrlist *attrs = &ctx->node->attrs;
+  bool ceil_mode = (kept ? kept->ceil_mode : bb_attr_get_int(attrs, "ceil_mode", 0)) != 0;
+  bool include_pad = (kept ? kept->count_include_pad : bb_attr_get_int(attrs, "count_include_pad", 0)) != 0;
+  int64_t storage_order = kept ? kept->storage_order : bb_attr_get_int(attrs, "storage_order", 0);
   geometry g;
   if ((rc = plan_geometry(ctx, x, NULL, ceil_mode, is_max || ctx->opset >= 19, &g))) return rc;
   int64_t out[BB_MAX_RANK] = {x->dims[0], x->dims[1]};

@@ -178,8 +178,9 @@ int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, 
     return bbi_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "has %d to %d outputs, the node declares %zu",
                        op->min_outputs, op->max_outputs, n_outputs);
   int rc = op->run(&ctx);
+  /* (whether an output was made first: the node's output names are seldom in cache) */
   for (size_t i = 0; i < n_outputs && !rc; i++)
-    if (bbi_cpu_output_wanted(&ctx, i) && !outputs[i])
+    if (!outputs[i] && bbi_cpu_output_wanted(&ctx, i))
       rc = bbi_cpu_fail(&ctx, BB_ERR_INVALID_ARGUMENT, "produced no value for output %zu", i);
   if (rc) /* a failed node hands out nothing, whatever it had made */
     for (size_t i = 0; i < n_outputs; i++) {

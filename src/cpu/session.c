@@ -220,6 +220,33 @@ static int plan_deaths(bb_cpu_session *s, bbi_plan *p, bb_error *err) {
   return rc;
 }
 
+/* p->initials (session.h): every initializer the plan reads or returns, once, in id order. */
+static int plan_initials(bb_cpu_session *s, bbi_plan *p, bb_error *err) {
+  bool *read = bbi_mem_calloc(s->alloc, s->n_values, sizeof *read);
+  if (!read) return bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+  for (uint32_t i = 0; i < p->n_steps; i++) {
+    const bbi_plan_step *st = &p->steps[i];
+    for (uint32_t k = 0; k < st->n_in; k++)
+      if (st->in[k] != BBI_NO_VALUE) read[st->in[k]] = true;
+    if (st->addend != BBI_NO_VALUE) read[st->addend] = true;
+    for (uint32_t c = 0; c < st->n_chain; c++)
+      for (uint32_t k = 0; k < st->chain[c].n_in; k++)
+        if (st->chain[c].in[k] != BBI_NO_VALUE) read[st->chain[c].in[k]] = true;
+  }
+  for (uint32_t i = 0; i < s->n_outputs; i++) read[s->outputs[i]] = true;
+  for (uint32_t i = 0; i < p->n_constants; i++) read[p->constants[i]] = false;
+  uint32_t n = 0;
+  for (uint32_t v = 0; v < s->n_values; v++) n += read[v] && s->initial[v];
+  p->initials = bbi_arena_alloc(s->arena, ((size_t)n + 1) * sizeof *p->initials);
+  if (p->initials) {
+    p->n_initials = 0;
+    for (uint32_t v = 0; v < s->n_values; v++)
+      if (read[v] && s->initial[v]) p->initials[p->n_initials++] = v;
+  }
+  bbi_mem_free(s->alloc, read);
+  return p->initials ? 0 : bb_error_set(err, BB_ERR_NOMEM, "out of memory");
+}
+
 /* A copy of p whose steps the rewrites may change without touching p. */
 static int copy_plan(bb_cpu_session *s, const bbi_plan *from, bbi_plan *to, bb_error *err) {
   *to = *from;
@@ -255,6 +282,7 @@ static int rewrite(bb_cpu_session *s, const bbi_plan *written, bb_error *err) {
   g->stats.steps = g->n_steps;
   c->stats.steps = c->n_steps;
   if ((rc = plan_deaths(s, g, err)) || (rc = plan_deaths(s, c, err))) return rc;
+  if ((rc = plan_initials(s, g, err)) || (rc = plan_initials(s, c, err))) return rc;
   return 0;
 }
 
@@ -499,7 +527,7 @@ static int run_op(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilog
   if (st->n_in > 64 || st->n_out > 64)
     return bb_error_set(r->err, BB_ERR_LIMIT, "node %s has more than 64 inputs or outputs", node_label(st->node));
   for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == BBI_NO_VALUE ? NULL : s->values[st->in[k]];
-  bbi_cpu_node_state state = {&st->cache, own_inputs(s, st, ins), epilogue,
+  bbi_cpu_node_state state = {&st->cache, &st->memo, own_inputs(s, st, ins), epilogue,
                               !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD)};
   st->cache.alloc = s->alloc;
   return bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
@@ -579,7 +607,11 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
                        bb_tensor **outputs, bb_error *err) {
   for (uint32_t i = 0; i < s->n_outputs; i++) outputs[i] = NULL;
   bbi_plan *plan = plan_for(s, input_names, n_inputs);
-  for (uint32_t v = 0; v < s->n_values; v++) s->values[v] = bb_tensor_retain(s->initial[v]);
+  /* every value is NULL between runs (clear_values); a run holds only what its plan reads */
+  for (uint32_t i = 0; i < plan->n_initials; i++) {
+    uint32_t v = plan->initials[i];
+    s->values[v] = bb_tensor_retain(s->initial[v]);
+  }
   for (uint32_t i = 0; i < plan->n_constants; i++) {
     uint32_t v = plan->constants[i];
     bb_tensor_release(s->values[v]);

@@ -41,6 +41,7 @@ typedef struct bbi_plan_step {
    * order, run as written when the pass cannot apply */
   bool adam;
   bbi_cpu_node_cache cache;
+  bbi_cpu_node_memo memo;
 } bbi_plan_step;
 
 typedef struct bbi_plan {
@@ -48,6 +49,11 @@ typedef struct bbi_plan {
   uint32_t n_steps;
   uint32_t *constants; /* folded values a run starts with */
   uint32_t n_constants;
+  /* the initializers a run starts with: those a step reads (its inputs, its fused Add's
+   * operand, its fused nodes' inputs) or the graph returns, less the folded constants that
+   * stand in their place; a run takes no reference to the others */
+  uint32_t *initials;
+  uint32_t n_initials;
   bb_cpu_session_rewrites stats;
 } bbi_plan;
 

@@ -679,6 +679,94 @@ static void test_session_fused_depthwise(void) {
     }
 }
 
+/* A session reads a Conv's and a pool's attributes once and keeps them per step: an
+ * AveragePool (3×3, stride 2, ceil_mode, count_include_pad) then a grouped 3×3 Conv
+ * (stride 2, pads 1, dilation 2) then a MaxPool (2×2) must give the bits of the three
+ * nodes run on their own, across input sizes (the kept attributes, not a kept geometry)
+ * and runs, on 1 to 4 threads; and a run whose input has another rank must be refused as
+ * the node on its own refuses it (a 2-value kernel_shape for one spatial dim), with the
+ * next run of the first rank right again. */
+static void test_session_keeps_window_attrs(void) {
+  bb_model *m = graph_from_x_to_y();
+  bb_ir_node *avg = bb_ir_node_new(m, "AveragePool", "", "avg"), *conv = bb_ir_node_new(m, "Conv", "", "conv");
+  bb_ir_node *maxp = bb_ir_node_new(m, "MaxPool", "", "max");
+  int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, s2[2] = {2, 2}, d2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
+  bb_attr_set_ints(m, &avg->attrs, "kernel_shape", k3, 2);
+  bb_attr_set_ints(m, &avg->attrs, "strides", s2, 2);
+  bb_attr_set_int(m, &avg->attrs, "ceil_mode", 1);
+  bb_attr_set_int(m, &avg->attrs, "count_include_pad", 1);
+  bb_attr_set_ints(m, &avg->attrs, "pads", p1, 4);
+  bb_attr_set_ints(m, &conv->attrs, "strides", s2, 2);
+  bb_attr_set_ints(m, &conv->attrs, "pads", p1, 4);
+  bb_attr_set_ints(m, &conv->attrs, "dilations", d2, 2);
+  bb_attr_set_int(m, &conv->attrs, "group", 2);
+  bb_attr_set_ints(m, &maxp->attrs, "kernel_shape", k2, 2);
+  bb_strlist_append(m, &avg->inputs, "x");
+  bb_strlist_append(m, &avg->outputs, "a");
+  const char *conv_in[] = {"a", "w", "b"};
+  for (int i = 0; i < 3; i++) bb_strlist_append(m, &conv->inputs, conv_in[i]);
+  bb_strlist_append(m, &conv->outputs, "c");
+  bb_strlist_append(m, &maxp->inputs, "c");
+  bb_strlist_append(m, &maxp->outputs, "y");
+  bb_nodelist_append(m, &m->graph->nodes, avg);
+  bb_nodelist_append(m, &m->graph->nodes, conv);
+  bb_nodelist_append(m, &m->graph->nodes, maxp);
+  bb_tensor *w = rand_tensor(4, (const int64_t[]){24, 8, 3, 3}), *b = rand_tensor(1, (const int64_t[]){24});
+  add_initializer(m, "w", bb_tensor_retain(w));
+  add_initializer(m, "b", bb_tensor_retain(b));
+  bb_error err;
+  bb_cpu_session *s = NULL;
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, &s, &err), "%s", err.message);
+  static const int64_t sides[][2] = {{21, 21}, {40, 26}, {21, 21}, {17, 33}};
+  for (size_t threads = 1; s && threads <= most_threads(); threads++) {
+    if (set_threads(threads)) break;
+    for (size_t t = 0; t < sizeof sides / sizeof sides[0]; t++) {
+      bb_tensor *x = rand_tensor(4, (const int64_t[]){1, 16, sides[t][0], sides[t][1]});
+      bb_tensor *a = NULL, *c = NULL, *ref = NULL, *y = NULL;
+      bb_tensor *conv_args[3] = {NULL, w, b};
+      CHECK_MSG(!bb_cpu_run_node(avg, 17, &x, 1, &a, 1, NULL, &err), "%s", err.message);
+      conv_args[0] = a;
+      CHECK_MSG(a && !bb_cpu_run_node(conv, 17, conv_args, 3, &c, 1, NULL, &err), "%s", err.message);
+      CHECK_MSG(c && !bb_cpu_run_node(maxp, 17, &c, 1, &ref, 1, NULL, &err), "%s", err.message);
+      const char *names[1] = {"x"};
+      CHECK_MSG(!bb_cpu_session_run(s, names, &x, 1, &y, &err), "%s", err.message);
+      CHECK_MSG(y && ref && y->numel == ref->numel && y->rank == ref->rank &&
+                    memcmp(y->dims, ref->dims, sizeof y->dims[0] * (size_t)y->rank) == 0 && same_floats(y, ref),
+                "pool, Conv, pool in a session at %lld×%lld on %zu threads differ from the nodes on their own",
+                (long long)sides[t][0], (long long)sides[t][1], threads);
+      bb_tensor_release(x), bb_tensor_release(a), bb_tensor_release(c), bb_tensor_release(ref), bb_tensor_release(y);
+    }
+  }
+  set_threads(1);
+  bb_cpu_session_free(s);
+  /* one pool, then an input of rank 3: the kept 2-D attributes must not serve it */
+  bb_model *m1 = graph_from_x_to_y();
+  bb_ir_node *p = bb_ir_node_new(m1, "MaxPool", "", "max");
+  bb_attr_set_ints(m1, &p->attrs, "kernel_shape", k2, 2);
+  bb_strlist_append(m1, &p->inputs, "x");
+  bb_strlist_append(m1, &p->outputs, "y");
+  bb_nodelist_append(m1, &m1->graph->nodes, p);
+  CHECK_MSG(!bb_cpu_session_new(m1, NULL, &s, &err), "%s", err.message);
+  bb_tensor *x2 = rand_tensor(4, (const int64_t[]){1, 3, 6, 6}), *x1 = rand_tensor(3, (const int64_t[]){1, 3, 6});
+  const char *names[1] = {"x"};
+  for (int round = 0; s && round < 2; round++) {
+    bb_tensor *y = NULL, *ref = NULL;
+    CHECK_MSG(!bb_cpu_session_run(s, names, &x2, 1, &y, &err), "%s", err.message);
+    CHECK_MSG(!bb_cpu_run_node(p, 17, &x2, 1, &ref, 1, NULL, &err), "%s", err.message);
+    CHECK_MSG(y && ref && same_floats(y, ref), "MaxPool in a session (round %d) differs from the node on its own", round);
+    bb_tensor_release(y), bb_tensor_release(ref);
+    y = NULL;
+    const int rc = bb_cpu_session_run(s, names, &x1, 1, &y, &err);
+    CHECK_MSG(rc != 0 && !y && strstr(err.message, "must hold 1 integers"),
+              "a 1-D input to a MaxPool of a 2-D kernel_shape was not refused after a 2-D run (round %d)", round);
+  }
+  bb_tensor_release(x2), bb_tensor_release(x1);
+  bb_cpu_session_free(s);
+  bb_model_free(m1);
+  bb_tensor_release(w), bb_tensor_release(b);
+  bb_model_free(m);
+}
+
 static void test_pooling(void) {
   check1("MaxPool with indices", window_node("MaxPool", 1, 2, 3, 2, 1, 1, 1), DIMS(4, 24, 33, 31), 2);
   check1("MaxPool 3x3 stride 2 (a resnet's stem)", window_node("MaxPool", 1, 1, 3, 2, 1, 1, 1), DIMS(1, 64, 32, 32), 1);
@@ -958,6 +1046,7 @@ int main(void) {
   RUN(test_session_fused_clip);
   RUN(test_session_fused_residual_relu);
   RUN(test_session_fused_depthwise);
+  RUN(test_session_keeps_window_attrs);
   RUN(test_pooling);
   RUN(test_scatter_elements);
   RUN(test_reductions_and_softmax);

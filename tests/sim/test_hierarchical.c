@@ -212,50 +212,80 @@ static void compare(uint64_t r, const float *root, const float *flat) {
          (unsigned long long)r, obs.param_len, differing);
 }
 
-static void test_tiers_equal_flat_fedavg(void) {
-  uint8_t *art = NULL;
+/* A federation of the example on the simulator: the root (peer 1), EDGES edges and their
+ * clients, installed, bound and invoked at time 0 (the root's first round). */
+typedef struct tiers {
+  uint8_t *art;
+  bb_registry *reg;
+  bb_sim *sim;
+  bb_peer_id peers[N_PEERS];
+  bb_dataset test, shards[CLIENTS];
+  bb_node *nodes[N_PEERS];
+} tiers;
+
+static void tiers_open(tiers *t, uint64_t jitter_ns) {
+  memset(t, 0, sizeof *t);
+  memset(&obs, 0, sizeof obs);
   size_t len = 0;
   bb_error err;
-  CHECK(bb_example_compile(&BB_EXAMPLE_HIERARCHICAL_DIGITS, 0, &art, &len, &err) == 0);
-  bb_registry *reg = bb_registry_new(NULL);
-  CHECK(reg && bb_registry_add_shipped(reg, &err) == 0);
+  CHECK(bb_example_compile(&BB_EXAMPLE_HIERARCHICAL_DIGITS, 0, &t->art, &len, &err) == 0);
+  t->reg = bb_registry_new(NULL);
+  CHECK(t->reg && bb_registry_add_shipped(t->reg, &err) == 0);
   bb_sim_config sc = {0};
   sc.struct_size = sizeof sc;
   sc.seed = 3;
   sc.latency_ns = 5000000;
-  sc.jitter_ns = 2000000;
-  bb_sim *sim = NULL;
-  CHECK(bb_sim_new(&sc, &sim, &err) == 0);
-  bb_sim_set_observer(sim, observe, NULL);
+  sc.jitter_ns = jitter_ns;
+  CHECK(bb_sim_new(&sc, &t->sim, &err) == 0);
+  bb_sim_set_observer(t->sim, observe, NULL);
 
-  bb_peer_id peers[N_PEERS];
+  bb_peer_id *peers = t->peers;
   for (int i = 0; i < N_PEERS; i++) peers[i] = bb_peer_id_from_u64((uint64_t)i + 1);
-  bb_dataset test, shards[CLIENTS];
-  make_shard(&test, 50, 99);
-  for (int c = 0; c < CLIENTS; c++) make_shard(&shards[c], 20 + 9 * (size_t)c, (uint64_t)c + 1); /* unequal */
-  bb_node *nodes[N_PEERS];
+  make_shard(&t->test, 50, 99);
+  for (int c = 0; c < CLIENTS; c++) make_shard(&t->shards[c], 20 + 9 * (size_t)c, (uint64_t)c + 1); /* unequal */
   for (int i = 0; i < N_PEERS; i++) {
     /* every node constructs every slot: an edge's model never runs, so it holds the test set */
-    nodes[i] = install(reg, art, len, peers, i, i > EDGES ? &shards[i - 1 - EDGES] : &test);
-    CHECK(nodes[i] && bb_sim_attach(sim, nodes[i], &peers[i], &err) == 0);
+    t->nodes[i] = install(t->reg, t->art, len, peers, i, i > EDGES ? &t->shards[i - 1 - EDGES] : &t->test);
+    CHECK(t->nodes[i] && bb_sim_attach(t->sim, t->nodes[i], &peers[i], &err) == 0);
   }
   for (int e = 0; e < EDGES; e++) {
-    bind_peers(nodes[1 + e], "HierDigits_edges", "clients", &peers[1 + EDGES + e * PER_EDGE], PER_EDGE);
-    bind_peers(nodes[1 + e], "HierDigits_edge", "root", &peers[0], 1);
-    for (int k = 0; k < PER_EDGE; k++) bind_peers(nodes[1 + EDGES + e * PER_EDGE + k], "HierDigits_clients", "edge", &peers[1 + e], 1);
+    bind_peers(t->nodes[1 + e], "HierDigits_edges", "clients", &peers[1 + EDGES + e * PER_EDGE], PER_EDGE);
+    bind_peers(t->nodes[1 + e], "HierDigits_edge", "root", &peers[0], 1);
+    for (int k = 0; k < PER_EDGE; k++)
+      bind_peers(t->nodes[1 + EDGES + e * PER_EDGE + k], "HierDigits_clients", "edge", &peers[1 + e], 1);
   }
-  int64_t xd[2] = {(int64_t)test.n, FEATURES}, yd[1] = {(int64_t)test.n};
+}
+
+static void tiers_start(tiers *t) {
+  const bb_dataset *test = &t->test;
+  int64_t xd[2] = {(int64_t)test->n, FEATURES}, yd[1] = {(int64_t)test->n};
   bb_tensor *tx = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 2, xd), *ty = bb_tensor_new_empty(NULL, BB_DTYPE_FLOAT, 1, yd);
-  memcpy(bb_tensor_data(tx), test.features, test.n * FEATURES * sizeof(float));
-  memcpy(bb_tensor_data(ty), test.labels, test.n * sizeof(float));
-  bb_val *vx = bb_val_tensor(NULL, tx), *vy = bb_val_tensor(NULL, ty), *edges = bb_val_peers(NULL, &peers[1], EDGES);
+  memcpy(bb_tensor_data(tx), test->features, test->n * FEATURES * sizeof(float));
+  memcpy(bb_tensor_data(ty), test->labels, test->n * sizeof(float));
+  bb_val *vx = bb_val_tensor(NULL, tx), *vy = bb_val_tensor(NULL, ty), *edges = bb_val_peers(NULL, &t->peers[1], EDGES);
   bb_named_value in[] = {{"edges", edges}, {"test_x", vx}, {"test_y", vy}};
-  CHECK(bb_node_invoke(nodes[0], "HierDigits", in, 3, 0, &err) == 0);
+  bb_error err;
+  CHECK(bb_node_invoke(t->nodes[0], "HierDigits", in, 3, 0, &err) == 0);
   bb_val_release(vx), bb_val_release(vy), bb_val_release(edges);
   bb_tensor_release(tx), bb_tensor_release(ty);
+}
 
-  while (obs.round < ROUNDS && bb_sim_now(sim) < 60000000000ull) {
-    if (bb_sim_step(sim, &err)) break;
+static void tiers_close(tiers *t) {
+  bb_sim_free(t->sim);
+  for (int i = 0; i < N_PEERS; i++) bb_node_free(t->nodes[i]);
+  for (int c = 0; c < CLIENTS; c++) free_shard(&t->shards[c]);
+  free_shard(&t->test);
+  bb_registry_free(t->reg);
+  bb_buffer_free(NULL, t->art);
+}
+
+static void test_tiers_equal_flat_fedavg(void) {
+  tiers t;
+  tiers_open(&t, 2000000);
+  tiers_start(&t);
+  bb_error err;
+  while (obs.round < ROUNDS && bb_sim_now(t.sim) < 60000000000ull) {
+    if (bb_sim_step(t.sim, &err)) break;
     file_model();
   }
   CHECK_EQ_INT(obs.failures, 0);
@@ -274,15 +304,92 @@ static void test_tiers_equal_flat_fedavg(void) {
   }
   CHECK_EQ_INT(compared, ROUNDS);
   free(flat);
-  bb_sim_free(sim);
-  for (int i = 0; i < N_PEERS; i++) bb_node_free(nodes[i]);
-  for (int c = 0; c < CLIENTS; c++) free_shard(&shards[c]);
-  free_shard(&test);
-  bb_registry_free(reg);
-  bb_buffer_free(NULL, art);
+  tiers_close(&t);
+}
+
+/* When the first tier's update arrived at edge 1 from its slow client, and when the root
+ * gave out round 1. */
+typedef struct slow_watch {
+  bb_peer_id slow, edge;
+  uint64_t slow_arrived_ns;
+} slow_watch;
+
+static void watch_slow(void *user, const bb_sim_delivery *d) {
+  slow_watch *w = user;
+  if (!w->slow_arrived_ns && d->accepted && bb_peer_id_equal(d->from, &w->slow) && bb_peer_id_equal(d->to, &w->edge))
+    w->slow_arrived_ns = d->arrived_ns;
+}
+
+/* The root abandons a round an edge still holds open: one of edge 1's clients is so slow
+ * in round 0 that the root's deadline passes without edge 1's report, and the root gives
+ * out round 1 — which edge 1 passes on to its clients — before that client's round-0
+ * update lets edge 1 close round 0. Edge 1's other clients then answer round 1, to which
+ * edge 1 did send the model: they are members of round 1, their updates are taken, and no
+ * operation fails anywhere. */
+static void test_edge_behind_an_abandoned_round(void) {
+  tiers t;
+  tiers_open(&t, 0);
+  bb_error err;
+  /* every client trains 12 steps of 10 ms a round; client 4 of edge 1 takes 12 × 87 ms in
+     round 0, so its update reaches edge 1 about 60 ms after the root's round 1 */
+  const int slow = 1 + EDGES + PER_EDGE - 1;
+  bb_sim_device fast = {0};
+  fast.struct_size = sizeof fast;
+  fast.step_ns = 10000000;
+  bb_sim_device slowest = fast;
+  slowest.step_ns = 87000000;
+  for (int c = 0; c < CLIENTS; c++)
+    CHECK(bb_sim_set_device(t.sim, &t.peers[1 + EDGES + c], 1 + EDGES + c == slow ? &slowest : &fast, &err) == 0);
+  slow_watch w = {t.peers[slow], t.peers[1], 0};
+  bb_sim_set_tracer(t.sim, watch_slow, &w);
+  tiers_start(&t);
+  uint64_t round1_at = 0;
+  bool sped_up = false;
+  while (obs.round < 4 && bb_sim_now(t.sim) < 60000000000ull) {
+    if (bb_sim_step(t.sim, &err)) break;
+    if (!round1_at && obs.round == 1) round1_at = bb_sim_now(t.sim);
+    if (!sped_up && obs.updates[0][slow - 1 - EDGES].seen) {
+      CHECK(bb_sim_set_device(t.sim, &t.peers[slow], &fast, &err) == 0);
+      sped_up = true;
+    }
+  }
+  const uint64_t edge_rounds = bb_node_counter(t.nodes[1], "fedavg.rounds_closed");
+  printf("  root gave round 1 at %.0f ms, the slow client's round-0 update reached edge 1 at %.0f ms; root abandoned %llu, "
+         "edge 1 closed %llu rounds\n",
+         (double)round1_at / 1e6, (double)w.slow_arrived_ns / 1e6,
+         (unsigned long long)bb_node_counter(t.nodes[0], "fedavg.rounds_abandoned"), (unsigned long long)edge_rounds);
+  /* the case itself: round 0 abandoned at the root, and the slow update reaching edge 1
+     after the root's round 1 had (latency 5 ms) reached edge 1 */
+  CHECK(bb_node_counter(t.nodes[0], "fedavg.rounds_abandoned") >= 1);
+  CHECK_MSG(round1_at && w.slow_arrived_ns > round1_at + 5000000, "round 1 at %llu, the slow update at %llu",
+            (unsigned long long)round1_at, (unsigned long long)w.slow_arrived_ns);
+  CHECK_EQ_INT(bb_node_counter(t.nodes[1], "fedavg.refused_non_member"), 0);
+  CHECK_EQ_INT(obs.failures, 0);
+  CHECK_MSG(obs.round >= 4, "the root reached round %llu of 4", (unsigned long long)obs.round);
+  tiers_close(&t);
+}
+
+/* An edge still refuses a peer it never sent anything: a client of edge 2 that sends its
+ * updates to edge 1 instead is refused there, every round, and counted. */
+static void test_edge_refuses_a_stranger(void) {
+  tiers t;
+  tiers_open(&t, 0);
+  const int stranger = 1 + EDGES + PER_EDGE; /* edge 2's first client */
+  bind_peers(t.nodes[stranger], "HierDigits_clients", "edge", &t.peers[1], 1);
+  tiers_start(&t);
+  bb_error err;
+  while (obs.round < 3 && bb_sim_now(t.sim) < 60000000000ull)
+    if (bb_sim_step(t.sim, &err)) break;
+  CHECK_MSG(obs.round >= 3, "the root reached round %llu of 3", (unsigned long long)obs.round);
+  CHECK(bb_node_counter(t.nodes[1], "fedavg.refused_non_member") >= 2);
+  CHECK_EQ_INT(bb_node_counter(t.nodes[2], "fedavg.refused_non_member"), 0);
+  CHECK(obs.failures >= 2); /* each refusal is an operation that failed on edge 1 */
+  tiers_close(&t);
 }
 
 int main(void) {
   RUN(test_tiers_equal_flat_fedavg);
+  RUN(test_edge_behind_an_abandoned_round);
+  RUN(test_edge_refuses_a_stranger);
   return bb_test_finish();
 }

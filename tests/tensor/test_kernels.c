@@ -1577,6 +1577,61 @@ static void test_dwconv_matches_scalar(void) {
   CHECK(y[0] == 10.5f && y[1] == 10.5f && y[2] == 10.5f && y[3] == 10.5f);
 }
 
+/* 2×2 and 4×4 maps under stride-1 windows whose output is the input's size (with AVX-512
+ * whole planes in a vector's lanes): 1×1, 2×2 (padding after only), 3×3 and 5×5 filters,
+ * 1 to 40 channels (whole and partial vectors and groups of sixteen), with and without a
+ * bias, with the weights laid out once and without, NaN, infinities and signed zeros in
+ * the input and infinite weights (their products with the padding's zeros are NaN, as in
+ * the twin), and a fused Clip: bit for bit the scalar twin's (then Clip's pass). */
+/* Bit for bit; with relaxed SIMD's fused multiply-adds, within 1e-4 of the twin's sum
+ * (the inputs are then ordinary floats of at most 2 in magnitude). */
+static int dw_matches(float y, float r) {
+  return same_float(y, r) || (BB_TEST_RELAXED_KERNELS && isfinite(y) && fabs((double)y - r) <= 1e-4 * (1.0 + fabs((double)r)));
+}
+
+static void test_dwconv_small_planes(void) {
+  rng_seed(12);
+  static const size_t shapes[][3] = {{2, 3, 1}, {4, 3, 1}, {2, 5, 2}, {4, 5, 2}, {2, 1, 0}, {4, 2, 0}, {4, 3, 0}};
+  static const size_t channel_counts[] = {1, 2, 3, 5, 8, 16, 17, 23, 40};
+  int ok = 1, ok_lanes = 1, ok_clip = 1;
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+    for (size_t ci = 0; ci < sizeof channel_counts / sizeof channel_counts[0]; ci++) {
+      bbi_window2d g = {0};
+      g.ih = g.iw = g.oh = g.ow = shapes[si][0];
+      g.kh = g.kw = shapes[si][1], g.sh = g.sw = g.dh = g.dw = 1;
+      g.ph = g.pw = shapes[si][2], g.ph_end = g.pw_end = g.kh - 1 - shapes[si][2];
+      const size_t channels = channel_counts[ci], taps = g.kh * g.kw, out = channels * g.oh * g.ow;
+      float *x = floats(out), *w = floats(channels * taps), *b = floats(channels);
+      float *y = floats(out + 1), *r = floats(out + 1), *scratch = floats(bbi_f32_dwconv2d_chw_scratch_size(&g) / 4 + 1);
+      if (ci % 2 && !BB_TEST_RELAXED_KERNELS) fill_mixed(x, out);
+      else fill_uniform(x, out, -2.0f, 2.0f);
+      fill_uniform(w, channels * taps, -1.0f, 1.0f);
+      fill_uniform(b, channels, -1.0f, 1.0f);
+      if (ci == 4 && !BB_TEST_RELAXED_KERNELS) w[taps - 1] = INFINITY; /* times a padding zero: NaN */
+      const float *bias = (si + ci) % 2 ? b : NULL;
+      y[out] = r[out] = 7.0f;
+      bbi_f32_dwconv2d_chw(&g, channels, x, w, bias, y, scratch);
+      bbi_f32_dwconv2d_chw_scalar(&g, channels, x, w, bias, r);
+      for (size_t i = 0; i <= out; i++) ok &= dw_matches(y[i], r[i]);
+      const size_t lane_floats = bbi_f32_dwconv2d_lanes_floats(&g, channels);
+      if (lane_floats) {
+        float *lanes = floats(lane_floats);
+        bbi_f32_dwconv2d_pack_lanes(&g, channels, w, lanes);
+        bbi_f32_dwconv2d_chw_lanes(&g, channels, x, w, lanes, bias, y, scratch);
+        for (size_t i = 0; i <= out; i++) ok_lanes &= dw_matches(y[i], r[i]);
+        free(lanes);
+      }
+      const bbi_f32_activation clip = {BBI_ACTIVATION_CLIP, -0.5f, 0.75f};
+      bbi_f32_dwconv2d_chw_fused(&g, channels, x, w, NULL, bias, &clip, NULL, y, scratch);
+      bbi_f32_vactivate_scalar(&clip, out, NULL, r);
+      for (size_t i = 0; i <= out; i++) ok_clip &= dw_matches(y[i], r[i]);
+      free(x), free(w), free(b), free(y), free(r), free(scratch);
+    }
+  CHECK_MSG(ok, "depthwise convolution on 2×2 and 4×4 maps differs from the scalar twin");
+  CHECK_MSG(ok_lanes, "the same with the weights laid out once differs");
+  CHECK_MSG(ok_clip, "the same with a fused Clip differs from the twin and Clip");
+}
+
 static void test_activation_matches_scalar(void) {
   rng_seed(11);
   static const bbi_activation kinds[] = {BBI_ACTIVATION_NONE, BBI_ACTIVATION_RELU, BBI_ACTIVATION_CLIP,
@@ -1749,6 +1804,7 @@ int main(void) {
   RUN(test_pooling_matches_scalar);
   RUN(test_maxpool_3x3_stride2_matches_scalar);
   RUN(test_dwconv_matches_scalar);
+  RUN(test_dwconv_small_planes);
   RUN(test_activation_matches_scalar);
   RUN(test_transpose);
   return bb_test_finish();

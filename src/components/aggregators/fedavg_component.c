@@ -47,8 +47,9 @@
  *
  * Who may contribute: with members=addressed (the default) only this node itself and the
  * peers it sent data to since the round the contribution is tagged with opened — the
- * round's broadcast or sample. Anyone else is refused and counted
- * (<type>.refused_non_member): an id that was never asked cannot vote. On a node that
+ * round's broadcast or sample; on a tier with rounds=follow, which cannot tell when the
+ * tier above prompted a round, the peers it sent data to at all. Anyone else is refused
+ * and counted (<type>.refused_non_member): an id that was never asked cannot vote. On a node that
  * checks join tokens a contributor must also hold a valid token for the client role
  * (refused as <type>.refused_unadmitted or <type>.refused_role otherwise): a server's or
  * a watcher's token never makes its holder a member.
@@ -567,10 +568,13 @@ static int contribute(void *self, bb_ctx *ctx, const bb_peer_id *from, const bb_
   uint64_t samples = 1, round = a->fr ? bbi_fedround_round_id(a->fr) : 0;
   int rc = bbi_intake_update(ctx, a->type, a->counter, update, meta, &samples, &round, err);
   /* a member of round `round`: a peer this node sent data to since that round could first
-     be prompted (before the rounds start: ever) */
+     be prompted (before the rounds start: ever). A tier that follows another's rounds
+     cannot tell when that was — the tier above may abandon a round this tier still holds
+     open and prompt the next before this tier closes it — so its members are the peers it
+     has sent data to at all. */
   if (!rc)
     rc = bbi_intake_contributor(ctx, a->type, a->counter, from, a->members_only, round,
-                                a->fr ? bbi_fedround_window_start(a->fr, round) : 0, err);
+                                a->fr && !a->follow ? bbi_fedround_window_start(a->fr, round) : 0, err);
   if (rc) return rc;
   if (a->fr && (size_t)update->numel != a->cfg.param_len) count(a, ctx, "refused_length", 1);
   if ((rc = ensure_rounds(a, ctx, (size_t)update->numel, err))) return rc;

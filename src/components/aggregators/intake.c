@@ -103,9 +103,9 @@ int bbi_intake_contributor(bb_ctx *ctx, const char *type, const char *counter, c
   bbi_intake_count(ctx, counter, "refused_non_member", 1);
   char who[128];
   bb_peer_id_to_text(from, who, sizeof who);
-  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                      "%s: peer %s is not a member of round %llu (this node sent it nothing since the round opened)",
-                      type, who, (unsigned long long)round);
+  return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: peer %s is not a member of round %llu (this node %s)", type,
+                      who, (unsigned long long)round,
+                      window_start ? "sent it nothing since the round opened" : "never sent it anything");
 }
 
 void bbi_intake_count_closing(bb_ctx *ctx, const char *counter, const bbi_fedround_result *r) {

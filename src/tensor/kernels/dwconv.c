@@ -230,6 +230,40 @@ DW16_INLINE __m512 dw16_point(size_t KK, const float *src, const size_t *off, co
   return acc;
 }
 
+/* The same sum under an undilated KH×KW filter, tap (ky, kx) at src + ky·row + 16·kx: the
+ * taps' addresses from the row's stride rather than an offset table (bias, then the
+ * products in row-major order: dw16_point's sums). wk holds the taps' weights. */
+DW16_INLINE __m512 dw16_point_rows(size_t KH, size_t KW, const float *src, size_t row, const __m512 *wk,
+                                   __m512 acc) {
+  BBI_UNROLL for (size_t ky = 0; ky < KH; ky++) {
+    BBI_UNROLL for (size_t kx = 0; kx < KW; kx++)
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(wk[ky * KW + kx], _mm512_loadu_ps(src + ky * row + 16 * kx)));
+  }
+  return acc;
+}
+
+/* Every output of a group of sixteen channels under an undilated K×K filter (K = 3: the
+ * weights held in registers; K = 5 loads them per output), two outputs of a row side by
+ * side so that their chains of adds overlap. */
+DW16_INLINE void dw16_plane_rows(size_t K, const bbi_window2d *g, size_t cols, const float *scratch,
+                                 const float *wv, __m512 acc0, const bbi_f32_activation *clip, float *out) {
+  __m512 wk[25];
+  BBI_UNROLL for (size_t k = 0; k < K * K; k++) wk[k] = _mm512_loadu_ps(wv + 16 * k);
+  const size_t row = cols * 16, step = g->sw * 16;
+  for (size_t oy = 0; oy < g->oh; oy++) {
+    const float *src = scratch + oy * g->sh * row;
+    float *o = out + oy * g->ow * 16;
+    size_t ox = 0;
+    for (; ox + 2 <= g->ow; ox += 2, src += 2 * step, o += 32) {
+      const __m512 a = dw16_point_rows(K, K, src, row, wk, acc0);
+      const __m512 b = dw16_point_rows(K, K, src + step, row, wk, acc0);
+      _mm512_storeu_ps(o, dw16_clip(clip, a));
+      _mm512_storeu_ps(o + 16, dw16_clip(clip, b));
+    }
+    if (ox < g->ow) _mm512_storeu_ps(o, dw16_clip(clip, dw16_point_rows(K, K, src, row, wk, acc0)));
+  }
+}
+
 DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
                             const float *lanes, const float *bias, const bbi_f32_activation *clip, float *y,
                             float *scratch) {
@@ -257,6 +291,10 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
     for (size_t k = 0; !lanes && k < taps; k++)
       _mm512_storeu_ps(gathered + 16 * k, _mm512_mask_i32gather_ps(zero, m, tap_index, w + c0 * taps + k, 4));
     const __m512 acc0 = bias ? _mm512_maskz_loadu_ps(m, bias + c0) : zero;
+    if (g->kh == g->kw && (g->kh == 3 || g->kh == 5) && g->dh == 1 && g->dw == 1) {
+      if (g->kh == 3) dw16_plane_rows(3, g, cols, scratch, wv, acc0, clip, out);
+      else dw16_plane_rows(5, g, cols, scratch, wv, acc0, clip, out);
+    } else
     for (size_t oy = 0; oy < g->oh; oy++)
       for (size_t ox = 0; ox < g->ow; ox++) {
         const float *src = scratch + (oy * g->sh * cols + ox * g->sw) * 16;
@@ -279,6 +317,128 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
         }
       for (; p < plane_out; p++)
         for (size_t l = 0; l < 4 && l0 + l < nc; l++) yc[l * plane_out + p] = out[p * 16 + l0 + l];
+    }
+  }
+}
+
+/* Square planes of 4 or 16 pixels (2×2 and 4×4 maps) under a stride-1, undilated window whose
+ * output is the input's size: a vector holds whole planes (16 / P channels of P pixels,
+ * contiguous in memory as they are), so nothing is interleaved. Each tap's inputs are the
+ * vector's lanes moved by a permute, the lanes outside the plane zeroed by its mask; the
+ * sums are bias, then every tap's product (a padding tap's with 0) in row-major order,
+ * multiplies and adds: the scalar twin's bits. */
+static int planes_in_lanes(const bbi_window2d *g) {
+  return (g->ih == 2 || g->ih == 4) && g->iw == g->ih && g->oh == g->ih && g->ow == g->iw && g->sh == 1 && g->sw == 1 &&
+         g->dh == 1 && g->dw == 1 && g->kh * g->kw <= 25 && g->ph < g->kh && g->pw < g->kw;
+}
+
+/* A 16-pixel plane's sum: bias (in acc), then tap k's weight (wc[16·k], broadcast) times
+ * the plane moved by tap k's permute, in order. */
+DW16_INLINE __m512 dw16_plane_taps(size_t K, const int32_t (*idx)[16], const __mmask16 *inside, const float *wc,
+                                   __m512 v, __m512 acc) {
+  BBI_UNROLL for (size_t k = 0; k < K; k++) {
+    const __m512 xk = _mm512_maskz_permutexvar_ps(inside[k], _mm512_loadu_si512(idx[k]), v);
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(wc[16 * k]), xk));
+  }
+  return acc;
+}
+
+/* The same for the planes of two channels side by side (two chains of adds in flight):
+ * each sum as dw16_plane_taps makes it. */
+DW16_INLINE void dw16_plane_taps2(size_t K, const int32_t (*idx)[16], const __mmask16 *inside, const float *wc,
+                                  __m512 v0, __m512 v1, __m512 *acc0, __m512 *acc1) {
+  __m512 a0 = *acc0, a1 = *acc1;
+  BBI_UNROLL for (size_t k = 0; k < K; k++) {
+    const __m512i ik = _mm512_loadu_si512(idx[k]);
+    a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(wc[16 * k]), _mm512_maskz_permutexvar_ps(inside[k], ik, v0)));
+    a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(wc[16 * k + 1]), _mm512_maskz_permutexvar_ps(inside[k], ik, v1)));
+  }
+  *acc0 = a0, *acc1 = a1;
+}
+
+DW16 static void dw_planes16(const bbi_window2d *g, size_t channels, const float *x, const float *w,
+                             const float *lanes, const float *bias, const bbi_f32_activation *clip, float *y) {
+  const size_t P = g->ih * g->iw, per = 16 / P, taps = g->kh * g->kw;
+  /* tap k: lane l (channel l / P, pixel l % P) reads lane idx[k][l], or 0 where mask bit l
+   * is clear; made with vector compares, since a call may take as few as sixteen channels */
+  int32_t idx[25][16];
+  __mmask16 inside[25];
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const int shift_w = g->iw == 2 ? 1 : 2; /* iw is 2 or 4 */
+  const __m512i pix = _mm512_and_si512(lane, _mm512_set1_epi32((int)P - 1));
+  const __m512i base = _mm512_sub_epi32(lane, pix); /* the lane of the channel's pixel 0 */
+  const __m512i oy = _mm512_srli_epi32(pix, (unsigned)shift_w), ox = _mm512_and_si512(pix, _mm512_set1_epi32((int)g->iw - 1));
+  const __m512i zero_i = _mm512_setzero_si512(), ih = _mm512_set1_epi32((int)g->ih), iw = _mm512_set1_epi32((int)g->iw);
+  for (size_t ky = 0; ky < g->kh; ky++)
+    for (size_t kx = 0; kx < g->kw; kx++) {
+      const size_t k = ky * g->kw + kx;
+      const __m512i iy = _mm512_add_epi32(oy, _mm512_set1_epi32((int)ky - (int)g->ph));
+      const __m512i ix = _mm512_add_epi32(ox, _mm512_set1_epi32((int)kx - (int)g->pw));
+      const __mmask16 in = _mm512_cmpge_epi32_mask(iy, zero_i) & _mm512_cmplt_epi32_mask(iy, ih) &
+                           _mm512_cmpge_epi32_mask(ix, zero_i) & _mm512_cmplt_epi32_mask(ix, iw);
+      const __m512i at = _mm512_add_epi32(base, _mm512_add_epi32(_mm512_slli_epi32(iy, (unsigned)shift_w), ix));
+      _mm512_storeu_si512(idx[k], _mm512_maskz_mov_epi32(in, at));
+      inside[k] = in;
+    }
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i tap_index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32((int)taps));
+  float gathered[25 * 16];
+  for (size_t c0 = 0; c0 < channels; c0 += 16) {
+    const size_t group = channels - c0 < 16 ? channels - c0 : 16;
+    const __mmask16 gm = (__mmask16)(group == 16 ? 0xffffu : (1u << group) - 1u);
+    /* tap k of the group's channels, one per lane (as dw_lanes16 lays them out) */
+    const float *wv = lanes ? lanes + c0 * taps : gathered;
+    for (size_t k = 0; !lanes && k < taps; k++)
+      _mm512_storeu_ps(gathered + 16 * k, _mm512_mask_i32gather_ps(zero, gm, tap_index, w + c0 * taps + k, 4));
+    const __m512 b16 = bias ? _mm512_maskz_loadu_ps(gm, bias + c0) : zero;
+    size_t c = c0;
+    for (; P == 16 && c + 2 <= c0 + group; c += 2) { /* two channels at once */
+      const float *wc = wv + (c - c0);
+      const __m512 v0 = _mm512_loadu_ps(x + c * P), v1 = _mm512_loadu_ps(x + (c + 1) * P);
+      __m512 a0 = _mm512_set1_ps(bias ? bias[c] : 0.0f), a1 = _mm512_set1_ps(bias ? bias[c + 1] : 0.0f);
+      if (taps == 9) dw16_plane_taps2(9, idx, inside, wc, v0, v1, &a0, &a1);
+      else if (taps == 25) dw16_plane_taps2(25, idx, inside, wc, v0, v1, &a0, &a1);
+      else dw16_plane_taps2(taps, idx, inside, wc, v0, v1, &a0, &a1);
+      _mm512_storeu_ps(y + c * P, dw16_clip(clip, a0));
+      _mm512_storeu_ps(y + (c + 1) * P, dw16_clip(clip, a1));
+    }
+    const __m512i quads = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    for (; P == 4 && c + 8 <= c0 + group; c += 8) { /* eight channels in two vectors at once */
+      const __m512i pick0 = _mm512_add_epi32(_mm512_set1_epi32((int)(c - c0)), quads);
+      const __m512i pick1 = _mm512_add_epi32(_mm512_set1_epi32((int)(c + 4 - c0)), quads);
+      const __m512 v0 = _mm512_loadu_ps(x + c * P), v1 = _mm512_loadu_ps(x + (c + 4) * P);
+      __m512 a0 = _mm512_permutexvar_ps(pick0, b16), a1 = _mm512_permutexvar_ps(pick1, b16);
+      for (size_t k = 0; k < taps; k++) {
+        const __m512i ik = _mm512_loadu_si512(idx[k]);
+        const __m512 w16 = _mm512_loadu_ps(wv + 16 * k);
+        a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_permutexvar_ps(pick0, w16), _mm512_maskz_permutexvar_ps(inside[k], ik, v0)));
+        a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_permutexvar_ps(pick1, w16), _mm512_maskz_permutexvar_ps(inside[k], ik, v1)));
+      }
+      _mm512_storeu_ps(y + c * P, dw16_clip(clip, a0));
+      _mm512_storeu_ps(y + (c + 4) * P, dw16_clip(clip, a1));
+    }
+    for (; c < c0 + group; c += per) {
+      const size_t nc = c0 + group - c < per ? c0 + group - c : per;
+      const __mmask16 m = (__mmask16)(nc * P == 16 ? 0xffffu : (1u << (nc * P)) - 1u);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + c * P);
+      __m512 acc;
+      if (P == 16) { /* one channel a vector: its weights and bias broadcast */
+        const float *wc = wv + (c - c0);
+        acc = _mm512_set1_ps(bias ? bias[c] : 0.0f);
+        if (taps == 9) acc = dw16_plane_taps(9, idx, inside, wc, v, acc);
+        else if (taps == 25) acc = dw16_plane_taps(25, idx, inside, wc, v, acc);
+        else acc = dw16_plane_taps(taps, idx, inside, wc, v, acc);
+      } else { /* lane l takes the weights and bias of the group's lane c - c0 + l / 4 */
+        const __m512i pick = _mm512_add_epi32(_mm512_set1_epi32((int)(c - c0)), quads);
+        acc = _mm512_permutexvar_ps(pick, b16);
+        for (size_t k = 0; k < taps; k++) {
+          const __m512 wk = _mm512_permutexvar_ps(pick, _mm512_loadu_ps(wv + 16 * k));
+          const __m512 xk = _mm512_maskz_permutexvar_ps(inside[k], _mm512_loadu_si512(idx[k]), v);
+          acc = _mm512_add_ps(acc, _mm512_mul_ps(wk, xk));
+        }
+      }
+      _mm512_mask_storeu_ps(y + c * P, m, dw16_clip(clip, acc));
     }
   }
 }
@@ -529,6 +689,10 @@ static int dw_run(const bbi_window2d *g, size_t channels, const float *x, const 
   }
   if (!g->oh || !g->ow || !channels) return 0;
 #if BBI_HAVE_X86_GEMM
+  if (has_avx512() && planes_in_lanes(g)) {
+    dw_planes16(g, channels, x, w, lanes, bias, clip, y);
+    return 1;
+  }
   if (use_lanes16(g)) {
     dw_lanes16(g, channels, x, w, lanes, bias, clip, y, scratch);
     return 1;
