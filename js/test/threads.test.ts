@@ -136,6 +136,9 @@ describe('bb-mt.wasm on worker_threads', () => {
     const reference = everything(single);
     const before = threaded.poolStats();
     const two = everything(threaded);
+    // a worker the machine did not schedule during a job leaves its tasks to the caller: more
+    // of the work, bounded, gives it the chance (a pool whose worker never takes one still fails)
+    for (let i = 0; i < 20 && threaded.poolStats().tasksOnWorkers === before.tasksOnWorkers; i++) everything(threaded);
     const after = threaded.poolStats();
     // the work went to the pool, and the worker ran part of it
     expect(after.jobs).toBeGreaterThan(before.jobs);
@@ -159,14 +162,15 @@ describe('bb-mt.wasm on worker_threads', () => {
     threaded.tracePool(true);
     const before = threaded.poolStats();
     everything(threaded);
+    for (let i = 0; i < 20 && threaded.poolStats().tasksOnWorkers === before.tasksOnWorkers; i++) everything(threaded);
     const after = threaded.poolStats();
     const trace = threaded.poolTrace();
     expect(trace.jobs).toBe(after.jobs - before.jobs);
     expect(trace.jobs).toBeGreaterThan(0);
     expect(trace.callerTasks + trace.workerTasks).toBe(after.tasks - before.tasks);
     expect(trace.workerTasks).toBe(after.tasksOnWorkers - before.tasksOnWorkers);
-    // the worker ran part of the work, timed on the clock its host answers (as the test
-    // above, this takes the worker to have come to one of the jobs' tasks in time)
+    // the worker ran part of the work (given up to 20 more passes of it, as the test above),
+    // timed on the clock its host answers
     expect(trace.workerTasks).toBeGreaterThan(0);
     expect(trace.workerMs).toBeGreaterThan(0);
     expect(trace.waitMs).toBeLessThanOrEqual(trace.jobMs);
