@@ -294,16 +294,17 @@ DW16 static void dw_lanes16(const bbi_window2d *g, size_t channels, const float 
     if (g->kh == g->kw && (g->kh == 3 || g->kh == 5) && g->dh == 1 && g->dw == 1) {
       if (g->kh == 3) dw16_plane_rows(3, g, cols, scratch, wv, acc0, clip, out);
       else dw16_plane_rows(5, g, cols, scratch, wv, acc0, clip, out);
-    } else
-    for (size_t oy = 0; oy < g->oh; oy++)
-      for (size_t ox = 0; ox < g->ow; ox++) {
-        const float *src = scratch + (oy * g->sh * cols + ox * g->sw) * 16;
-        __m512 a;
-        if (taps == 9) a = dw16_point(9, src, off, wv, acc0);
-        else if (taps == 25) a = dw16_point(25, src, off, wv, acc0);
-        else a = dw16_point(taps, src, off, wv, acc0);
-        _mm512_storeu_ps(out + (oy * g->ow + ox) * 16, dw16_clip(clip, a));
-      }
+    } else {
+      for (size_t oy = 0; oy < g->oh; oy++)
+        for (size_t ox = 0; ox < g->ow; ox++) {
+          const float *src = scratch + (oy * g->sh * cols + ox * g->sw) * 16;
+          __m512 a;
+          if (taps == 9) a = dw16_point(9, src, off, wv, acc0);
+          else if (taps == 25) a = dw16_point(25, src, off, wv, acc0);
+          else a = dw16_point(taps, src, off, wv, acc0);
+          _mm512_storeu_ps(out + (oy * g->ow + ox) * 16, dw16_clip(clip, a));
+        }
+    }
     /* back to planes, four channels and four positions a transpose */
     for (size_t l0 = 0; l0 < nc; l0 += 4) {
       float *yc = y + (c0 + l0) * plane_out;
