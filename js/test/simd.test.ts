@@ -156,8 +156,9 @@ if (!relaxedSimdSupported()) {
     return out;
   };
   const same = (a, b) => a.length === b.length && a.every((v, i) => v === b[i]);
+  const feedsOf = (dims) => Object.fromEntries(Object.entries(dims).map(([name, d]) => [name, { dims: d, data: random(d.reduce((a, b) => a * b, 1)) }]));
   report.cases = cases.map(({ label, dims, bytes }) => {
-    const feeds = Object.fromEntries(Object.entries(dims).map(([name, d]) => [name, { dims: d, data: random(d.reduce((a, b) => a * b, 1)) }]));
+    const feeds = feedsOf(dims);
     const reference = run(single, bytes, feeds);
     const sameBits = [1, 2, 3].map((n) => { threaded.check(threaded.exports.bb_wasm_set_threads(n)); return same(run(threaded, bytes, feeds), reference); });
     const base = run(baseline, bytes, feeds);
@@ -165,8 +166,7 @@ if (!relaxedSimdSupported()) {
   });
   // a worker the machine did not schedule during a job leaves its tasks to the caller: more
   // of the work, bounded, gives it the chance (a pool whose workers never take one still fails)
-  const more = () => cases.forEach(({ dims, bytes }) => run(threaded, bytes, Object.fromEntries(Object.entries(dims).map(([name, d]) => [name, { dims: d, data: random(d.reduce((a, b) => a * b, 1)) }]))));
-  for (let i = 0; i < 20 && threaded.poolStats().tasksOnWorkers === 0; i++) more();
+  for (let i = 0; i < 20 && threaded.poolStats().tasksOnWorkers === 0; i++) cases.forEach(({ dims, bytes }) => run(threaded, bytes, feedsOf(dims)));
   report.tasksOnWorkers = threaded.poolStats().tasksOnWorkers;
 }
 await threaded.dispose();
