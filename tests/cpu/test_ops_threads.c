@@ -1033,6 +1033,179 @@ static void test_session_fused_adam(void) {
   }
 }
 
+
+/* ---- batch bands ------------------------------------------------------------------------------ */
+
+/* A node of m reading `a` (and `b`, `c` when given) into `out`. */
+static bb_ir_node *graph_node(bb_model *m, const char *op, const char *a, const char *b, const char *c, const char *out) {
+  bb_ir_node *n = bb_ir_node_new(m, op, "", out);
+  bb_strlist_append(m, &n->inputs, a);
+  if (b) bb_strlist_append(m, &n->inputs, b);
+  if (c) bb_strlist_append(m, &n->inputs, c);
+  bb_strlist_append(m, &n->outputs, out);
+  bb_nodelist_append(m, &m->graph->nodes, n);
+  return n;
+}
+
+/* How the small CNN of the thread benches ends (after its second MaxPool, p2 [N, 32, 4, 4]):
+ * per sample, or with a step that is not. */
+typedef enum cnn_tail {
+  TAIL_FLATTEN,         /* Flatten, Gemm (the bench's network): one band */
+  TAIL_RESHAPE,         /* Reshape to [-1, 512], Gemm: one band */
+  TAIL_RESHAPE_LITERAL, /* Reshape to [64, -1]: the batch written into the graph */
+  TAIL_GEMM_BATCHED_C,  /* Gemm with C [64, 10]: a bias per sample */
+  TAIL_SOFTMAX_AXIS0,   /* Flatten, Gemm, Softmax over the batch */
+  TAIL_TRANSPOSE,       /* a Transpose between the two MaxPools' halves: two bands */
+} cnn_tail;
+
+/* The small CNN on 16×16 images: Conv 3×3 1→16, Relu, MaxPool 2, Conv 3×3 16→32, Relu,
+ * MaxPool 2, then the tail. */
+static bb_model *small_cnn(cnn_tail tail) {
+  bb_model *m = graph_from_x_to_y();
+  int64_t pads[4] = {1, 1, 1, 1}, two[2] = {2, 2};
+  const char *p1 = "p1";
+  bb_attr_set_ints(m, &graph_node(m, "Conv", "x", "w1", "b1", "c1")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c1", NULL, NULL, "r1");
+  bb_ir_node *mp = graph_node(m, "MaxPool", "r1", NULL, NULL, "p1");
+  bb_attr_set_ints(m, &mp->attrs, "kernel_shape", two, 2), bb_attr_set_ints(m, &mp->attrs, "strides", two, 2);
+  if (tail == TAIL_TRANSPOSE) {
+    const int64_t perm[4] = {0, 1, 3, 2};
+    bb_attr_set_ints(m, &graph_node(m, "Transpose", "p1", NULL, NULL, "t1")->attrs, "perm", perm, 4);
+    p1 = "t1";
+  }
+  bb_attr_set_ints(m, &graph_node(m, "Conv", p1, "w2", "b2", "c2")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c2", NULL, NULL, "r2");
+  mp = graph_node(m, "MaxPool", "r2", NULL, NULL, "p2");
+  bb_attr_set_ints(m, &mp->attrs, "kernel_shape", two, 2), bb_attr_set_ints(m, &mp->attrs, "strides", two, 2);
+  const bool reshape = tail == TAIL_RESHAPE || tail == TAIL_RESHAPE_LITERAL;
+  if (reshape) graph_node(m, "Reshape", "p2", "shape", NULL, "f");
+  else graph_node(m, "Flatten", "p2", NULL, NULL, "f");
+  bb_attr_set_int(m, &graph_node(m, "Gemm", "f", "w3", "b3", tail == TAIL_SOFTMAX_AXIS0 ? "g" : "y")->attrs, "transB", 1);
+  if (tail == TAIL_SOFTMAX_AXIS0) bb_attr_set_int(m, &graph_node(m, "Softmax", "g", NULL, NULL, "y")->attrs, "axis", 0);
+  add_initializer(m, "w1", rand_tensor(4, (const int64_t[]){16, 1, 3, 3}));
+  add_initializer(m, "b1", rand_tensor(1, (const int64_t[]){16}));
+  add_initializer(m, "w2", rand_tensor(4, (const int64_t[]){32, 16, 3, 3}));
+  add_initializer(m, "b2", rand_tensor(1, (const int64_t[]){32}));
+  add_initializer(m, "w3", rand_tensor(2, (const int64_t[]){10, 512}));
+  add_initializer(m, "b3", tail == TAIL_GEMM_BATCHED_C ? rand_tensor(2, (const int64_t[]){64, 10})
+                                                       : rand_tensor(1, (const int64_t[]){10}));
+  if (reshape) {
+    bb_tensor *shape = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, (const int64_t[]){2});
+    int64_t *s = bb_tensor_data(shape);
+    s[0] = tail == TAIL_RESHAPE ? -1 : 64, s[1] = tail == TAIL_RESHAPE ? 512 : -1;
+    add_initializer(m, "shape", shape);
+  }
+  return m;
+}
+
+static bb_tensor *run_x(bb_cpu_session *s, bb_tensor *x) {
+  const char *names[1] = {"x"};
+  bb_tensor *y = NULL;
+  bb_error err;
+  int rc = bb_cpu_session_run(s, names, &x, 1, &y, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  return y;
+}
+
+/* Whether y is within float rounding of ref (the same sums, cut into other blocks). */
+static bool close_floats(const bb_tensor *y, const bb_tensor *ref) {
+  if (!y || !ref || y->numel != ref->numel) return false;
+  const float *a = bb_tensor_data(y), *b = bb_tensor_data(ref);
+  for (int64_t i = 0; i < y->numel; i++)
+    if (!(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(b[i])))) return false;
+  return true;
+}
+
+/* The small CNN at batch 64 is one band: on 2 to 4 threads a warm run is ONE job of the
+ * pool, of 16 tasks (chunks of 4 images, from the batch size alone), with the bits of one
+ * thread; its results are within float rounding of the steps run whole (bands off), which
+ * are themselves checked against onnxruntime (tests/tools/rewrite_cases.py). Batches no
+ * chunking fits (1, 2, 17) and a session fed batches of several sizes in turn give the
+ * steps' own bits where no band applies. */
+static void test_session_batch_band(void) {
+  const cnn_tail tails[] = {TAIL_FLATTEN, TAIL_RESHAPE};
+  for (size_t ti = 0; ti < sizeof tails / sizeof tails[0]; ti++) {
+    bb_model *m = small_cnn(tails[ti]);
+    bb_cpu_session *banded = NULL, *whole = NULL;
+    bb_error err;
+    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+              "%s", err.message);
+    bb_cpu_session_rewrites made, made_off;
+    bb_cpu_session_rewrites_made(banded, false, &made);
+    bb_cpu_session_rewrites_made(whole, false, &made_off);
+    CHECK_MSG(made.batch_bands == 1 && made_off.batch_bands == 0, "tail %zu: %zu bands planned (%zu with bands off)", ti,
+              made.batch_bands, made_off.batch_bands);
+    const int64_t batches[] = {64, 17, 64, 1, 32, 2, 64};
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+      const int64_t n = batches[bi];
+      const bool bands = n == 64 || n == 32;
+      bb_tensor *x = rand_tensor(4, (const int64_t[]){n, 1, 16, 16});
+      set_threads(1);
+      bb_tensor *ref = run_x(banded, x), *plain = run_x(whole, x);
+      CHECK_MSG(bands ? close_floats(ref, plain) : same_floats(ref, plain),
+                "tail %zu batch %lld: the band's results are not those of its steps run whole", ti, (long long)n);
+      for (size_t threads = 2; threads <= most_threads(); threads++) {
+        if (set_threads(threads)) break;
+        for (int warm = 0; warm < 2; warm++) {
+          bbi_parallel_stats before, after;
+          bbi_parallel_get_stats(&before);
+          bb_tensor *y = run_x(banded, x);
+          bbi_parallel_get_stats(&after);
+          CHECK_MSG(same_floats(y, ref), "tail %zu batch %lld on %zu threads (run %d) differs from one thread", ti,
+                    (long long)n, threads, warm);
+          if (warm && n == 64)
+            CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == 16,
+                      "tail %zu batch 64 on %zu threads: %llu jobs of %llu tasks, not one of 16", ti, threads,
+                      (unsigned long long)(after.jobs - before.jobs), (unsigned long long)(after.tasks - before.tasks));
+          bb_tensor_release(y);
+        }
+      }
+      bb_tensor_release(ref), bb_tensor_release(plain), bb_tensor_release(x);
+    }
+    set_threads(1);
+    bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+    bb_model_free(m);
+  }
+}
+
+/* Steps that are not per sample end or cut a band, or make it decline on its first run
+ * (its steps then run one by one, with their own bits): a Reshape with the batch written
+ * into its shape, a Gemm bias with a row per sample, a Softmax over the batch; a
+ * Transpose between two bands leaves two bands. On 1 to 4 threads. */
+static void test_session_batch_band_declines(void) {
+  const cnn_tail tails[] = {TAIL_RESHAPE_LITERAL, TAIL_GEMM_BATCHED_C, TAIL_SOFTMAX_AXIS0, TAIL_TRANSPOSE};
+  const size_t planned[] = {1, 1, 1, 2};
+  for (size_t ti = 0; ti < sizeof tails / sizeof tails[0]; ti++) {
+    bb_model *m = small_cnn(tails[ti]);
+    bb_cpu_session *banded = NULL, *whole = NULL;
+    bb_error err;
+    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+              "%s", err.message);
+    bb_cpu_session_rewrites made;
+    bb_cpu_session_rewrites_made(banded, false, &made);
+    CHECK_MSG(made.batch_bands == planned[ti], "case %zu: %zu bands planned, not %zu", ti, made.batch_bands, planned[ti]);
+    bb_tensor *x = rand_tensor(4, (const int64_t[]){64, 1, 16, 16});
+    set_threads(1);
+    bb_tensor *plain = run_x(whole, x);
+    for (size_t threads = 1; threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (int run = 0; run < 2; run++) {
+        bb_tensor *y = run_x(banded, x);
+        /* the Transpose's two bands run; the others decline and run the steps whole */
+        CHECK_MSG(tails[ti] == TAIL_TRANSPOSE ? close_floats(y, plain) : same_floats(y, plain),
+                  "case %zu on %zu threads (run %d): not the steps' own results", ti, threads, run);
+        bb_tensor_release(y);
+      }
+    }
+    set_threads(1);
+    bb_tensor_release(plain), bb_tensor_release(x);
+    bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+    bb_model_free(m);
+  }
+}
+
 int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_and_gemm);
@@ -1052,6 +1225,8 @@ int main(void) {
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);
   RUN(test_session_fused_adam);
+  RUN(test_session_batch_band);
+  RUN(test_session_batch_band_declines);
   RUN(test_cnn_training_steps);
   bb_model_free(model);
   return bb_test_finish();
