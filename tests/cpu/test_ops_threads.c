@@ -1117,7 +1117,7 @@ static bool close_floats(const bb_tensor *y, const bb_tensor *ref) {
 }
 
 /* The small CNN at batch 64 is one band: on 2 to 4 threads a warm run is ONE job of the
- * pool, of 16 tasks (chunks of 4 images, from the batch size alone), with the bits of one
+ * pool, of 8 tasks (chunks of 8 images, from the batch size alone), with the bits of one
  * thread; its results are within float rounding of the steps run whole (bands off), which
  * are themselves checked against onnxruntime (tests/tools/rewrite_cases.py). Batches no
  * chunking fits (1, 2, 17) and a session fed batches of several sizes in turn give the
@@ -1155,8 +1155,8 @@ static void test_session_batch_band(void) {
           CHECK_MSG(same_floats(y, ref), "tail %zu batch %lld on %zu threads (run %d) differs from one thread", ti,
                     (long long)n, threads, warm);
           if (warm && n == 64)
-            CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == 16,
-                      "tail %zu batch 64 on %zu threads: %llu jobs of %llu tasks, not one of 16", ti, threads,
+            CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == 8,
+                      "tail %zu batch 64 on %zu threads: %llu jobs of %llu tasks, not one of 8", ti, threads,
                       (unsigned long long)(after.jobs - before.jobs), (unsigned long long)(after.tasks - before.tasks));
           bb_tensor_release(y);
         }

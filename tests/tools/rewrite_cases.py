@@ -179,9 +179,9 @@ def small_cases(out_dir, rng):
                {"folded_constants": 4, "fused_activations": 1, "elided_identities": 1})
 
     # batch bands: the small CNN of the thread benches (Conv 3×3, Relu, MaxPool 2, twice, then
-    # Flatten and Gemm) at batch 64 runs as one band of 16 chunks of 4 images; with a Reshape
+    # Flatten and Gemm) at batch 64 runs as one band of 8 chunks of 8 images; with a Reshape
     # that writes the batch into its shape and a Softmax over the batch it is planned but
-    # declines on its first run (the steps run whole); at batch 18 a band of 9 chunks of 2
+    # declines on its first run (the steps run whole); at batch 18 a band of 6 chunks of 3
     # images with a BatchNormalization (folded), a Sigmoid and an AveragePool in it
     def small_cnn(g, batch, literal_reshape=False, softmax_axis=None, bn=False):
         h = g.conv("x", 1, 16)
