@@ -1107,6 +1107,47 @@ static bb_tensor *run_x(bb_cpu_session *s, bb_tensor *x) {
   return y;
 }
 
+
+/* A session keeps a constant B of Gemm (transB 0 and 1) and of a 2-D MatMul packed, and
+ * gives the bits of the node run on its own (which packs B on every call): for several row
+ * counts (one row: a matrix-vector product, which packs nothing), on 1 to 4 threads, and
+ * with B fed as an input in its place (the general plan: nothing kept). */
+static void test_session_keeps_gemm_b_packed(void) {
+  for (int variant = 0; variant < 3; variant++) {
+    const char *op = variant == 2 ? "MatMul" : "Gemm";
+    const int trans_b = variant == 1;
+    bb_model *m = graph_from_x_to_y();
+    bb_ir_node *n = graph_node(m, op, "x", "w", NULL, "y");
+    if (variant < 2) bb_attr_set_int(m, &n->attrs, "transB", trans_b);
+    const int64_t k = 300, cols = 37;
+    bb_tensor *w = rand_tensor(2, trans_b ? (const int64_t[]){cols, k} : (const int64_t[]){k, cols});
+    bb_tensor *w2 = rand_tensor(2, trans_b ? (const int64_t[]){cols, k} : (const int64_t[]){k, cols});
+    add_initializer(m, "w", bb_tensor_retain(w));
+    bb_cpu_session *s = NULL;
+    bb_error err;
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &s, &err), "%s", err.message);
+    const int64_t rows[] = {64, 8, 1, 64, 33};
+    for (size_t threads = 1; s && threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        for (int fed = 0; fed < 2; fed++) {
+          bb_tensor *x = rand_tensor(2, (const int64_t[]){rows[i], k}), *ref = NULL, *y = NULL;
+          bb_tensor *args[2] = {x, fed ? w2 : w};
+          CHECK_MSG(!bb_cpu_run_node(n, 17, args, 2, &ref, 1, NULL, &err), "%s", err.message);
+          const char *names[2] = {"x", "w"};
+          CHECK_MSG(!bb_cpu_session_run(s, names, args, fed ? 2 : 1, &y, &err), "%s", err.message);
+          CHECK_MSG(same_floats(y, ref), "%s transB %d, %lld rows, B %s, %zu threads: not the node's own bits", op,
+                    trans_b, (long long)rows[i], fed ? "fed" : "kept", threads);
+          bb_tensor_release(x), bb_tensor_release(ref), bb_tensor_release(y);
+        }
+    }
+    set_threads(1);
+    bb_cpu_session_free(s);
+    bb_tensor_release(w), bb_tensor_release(w2);
+    bb_model_free(m);
+  }
+}
+
 /* Whether y is within float rounding of ref (the same sums, cut into other blocks). */
 static bool close_floats(const bb_tensor *y, const bb_tensor *ref) {
   if (!y || !ref || y->numel != ref->numel) return false;
@@ -1225,6 +1266,7 @@ int main(void) {
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);
   RUN(test_session_fused_adam);
+  RUN(test_session_keeps_gemm_b_packed);
   RUN(test_session_batch_band);
   RUN(test_session_batch_band_declines);
   RUN(test_cnn_training_steps);
