@@ -308,7 +308,8 @@ int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_er
   const int64_t n_batch = x->dims[0], chunks = chunks_of(n_batch);
   if (!chunks) return BBI_BAND_DECLINED;
   const size_t width = bbi_parallel_width();
-  const bool known = m->rank == x->rank && m->width == width && !memcmp(m->dims, x->dims, sizeof m->dims);
+  const bool known =
+      m->rank == x->rank && m->width == width && !memcmp(m->dims, x->dims, (size_t)x->rank * sizeof x->dims[0]);
   if (known && !m->ok) return BBI_BAND_DECLINED;
   if (ensure_slots(s, width)) return bb_error_set(err, BB_ERR_NOMEM, "out of memory running a batch band");
   band_job j;
