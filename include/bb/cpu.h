@@ -172,8 +172,8 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
  * array, cut across the work pool, bit for bit the nodes' results */
 #define BB_CPU_REWRITE_FUSE_ADAM (1u << 5)
 /* runs of per-sample steps (Conv, pooling, activations, Flatten, Gemm, ...) over a float
- * batch whose size has a divisor from 4 to 8 run as one job of the work pool whose tasks
- * are fixed chunks of the batch, each taking its samples through every step (the chunks
+ * batch cut into 4 to 8 equal chunks of 8 samples or more run as one job of the work pool
+ * whose tasks are those chunks, each taking its samples through every step (the chunks
  * follow the batch size alone: the same bits on any thread count; within float rounding
  * of the steps run whole, whose kernels may sum in another order for another row count) */
 #define BB_CPU_REWRITE_BATCH_BANDS (1u << 6)

@@ -13,13 +13,13 @@
  * that does not reach axis 0, ...) are checked on the tensors of the band's first run.
  *
  * Run (bbi_band_run): a float input whose leading dimension N has a divisor T in
- * [BAND_MIN_CHUNKS, BAND_MAX_CHUNKS] is cut into T chunks of N / T samples, T the largest
- * such divisor: a function of N alone, never of the thread count, so a run gives the same
- * bits on any number of threads. A task wraps its chunk of the input as a tensor of its
- * own (shape[0] = the chunk), runs each step's op on it serially (a job a task starts runs
- * on that task's thread alone), lets each intermediate go as soon as the next step has
- * read it, and copies the last step's chunk into its rows of the band's output. The
- * intermediates of a chunk are 1/T of the unbanded ones and stay in cache between steps.
+ * [BAND_MIN_CHUNKS, BAND_MAX_CHUNKS] with N / T >= BAND_MIN_SAMPLES is cut into T chunks of
+ * N / T samples, T the largest such divisor: a function of N alone, never of the thread
+ * count, so a run gives the same bits on any number of threads. A task wraps its chunk of
+ * the input as a tensor of its own (shape[0] = the chunk), runs each step's op on it
+ * serially (a job a task starts runs on that task's thread alone), lets each intermediate
+ * go as soon as the next step has read it, and copies the last step's chunk into its rows
+ * of the band's output. The intermediates of a chunk are 1/T of the unbanded ones.
  *
  * The first run with an input shape (and thread count) runs chunk 0 on the caller alone,
  * checks every step's rule on its tensors and that every output keeps the chunk's rows;
@@ -43,6 +43,9 @@
  * which at batch 64 cost more than their cache gains; four, not fewer: a worker that comes
  * late still finds work) */
 #define BAND_MAX_CHUNKS 8
+/* (chunks of fewer samples repeat each op's cost per call more than a band saves: the small
+ * CNN at batch 32 in chunks of 4 ran 5 % slower in WebAssembly on one thread than whole; in chunks of 8, 2 % faster) */
+#define BAND_MIN_SAMPLES 8
 
 typedef enum band_kind {
   BAND_NONE,
@@ -266,10 +269,11 @@ static void band_task(void *ctx, size_t task, size_t slot) {
   if (rc && !j->rc[slot]) j->rc[slot] = rc;
 }
 
-/* The largest divisor of n in [BAND_MIN_CHUNKS, BAND_MAX_CHUNKS], or 0. */
+/* The largest divisor of n in [BAND_MIN_CHUNKS, BAND_MAX_CHUNKS] that leaves chunks of
+ * BAND_MIN_SAMPLES samples or more, or 0. */
 static int64_t chunks_of(int64_t n) {
   for (int64_t t = BAND_MAX_CHUNKS; t >= BAND_MIN_CHUNKS; t--)
-    if (n % t == 0) return t;
+    if (n % t == 0 && n / t >= BAND_MIN_SAMPLES) return t;
   return 0;
 }
 

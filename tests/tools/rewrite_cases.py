@@ -181,7 +181,7 @@ def small_cases(out_dir, rng):
     # batch bands: the small CNN of the thread benches (Conv 3×3, Relu, MaxPool 2, twice, then
     # Flatten and Gemm) at batch 64 runs as one band of 8 chunks of 8 images; with a Reshape
     # that writes the batch into its shape and a Softmax over the batch it is planned but
-    # declines on its first run (the steps run whole); at batch 18 a band of 6 chunks of 3
+    # declines on its first run (the steps run whole); at batch 40 a band of 5 chunks of 8
     # images with a BatchNormalization (folded), a Sigmoid and an AveragePool in it
     def small_cnn(g, batch, literal_reshape=False, softmax_axis=None, bn=False):
         h = g.conv("x", 1, 16)
@@ -205,7 +205,7 @@ def small_cases(out_dir, rng):
     for name, batch, kwargs, expect in [("batch_band", 64, {}, {"batch_bands": 1}),
                                         ("batch_band_declined", 64, {"literal_reshape": True, "softmax_axis": 0},
                                          {"batch_bands": 1}),
-                                        ("batch_band_bn", 18, {"bn": True}, {"batch_bands": 1, "folded_batchnorms": 1})]:
+                                        ("batch_band_bn", 40, {"bn": True}, {"batch_bands": 1, "folded_batchnorms": 1})]:
         g = Graph(rng)
         y = small_cnn(g, batch, **kwargs)
         xb = rng.standard_normal((batch, 1, 16, 16)).astype(np.float32)
