@@ -21,10 +21,10 @@
  * go as soon as the next step has read it, and copies the last step's chunk into its rows
  * of the band's output. The intermediates of a chunk are 1/T of the unbanded ones.
  *
- * The first run with an input shape (and thread count) runs chunk 0 on the caller alone,
- * checks every step's rule on its tensors and that every output keeps the chunk's rows;
- * that run also fills the steps' per-session caches (packed weights) and memos, which the
- * later tasks only read. A band that fails a rule is remembered as declined for that
+ * The first run with an input shape (and thread count), and the first after the steps ran
+ * whole, runs chunk 0 on the caller alone, checks every step's rule on its tensors and that
+ * every output keeps the chunk's rows; that run also fills the steps' per-session caches
+ * (packed weights, in the layout a chunk takes) and memos, which the later tasks only read. A band that fails a rule is remembered as declined for that
  * shape and its steps run one by one, as they do for inputs no divisor fits.
  *
  * Memory: a task on a worker allocates from the pool of its slot (session.h, band_slots)
@@ -307,10 +307,17 @@ void bbi_band_slots_free(bb_cpu_session *s) {
 int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_error *err) {
   *out = NULL;
   bbi_band_memo *m = first->band_memo;
+  if (!m) return BBI_BAND_DECLINED;
   const bb_tensor *x = s->values[first->in[first->band_x]];
-  if (!m || !x || x->dtype != BB_DTYPE_FLOAT || x->rank < 1 || x->numel == 0) return BBI_BAND_DECLINED;
-  const int64_t n_batch = x->dims[0], chunks = chunks_of(n_batch);
-  if (!chunks) return BBI_BAND_DECLINED;
+  const int64_t chunks = x && x->dtype == BB_DTYPE_FLOAT && x->rank >= 1 && x->numel ? chunks_of(x->dims[0]) : 0;
+  if (!chunks) {
+    /* the steps run whole, and may leave their caches in another layout than the chunks
+     * take: the next band run checks again on the caller first, so that its tasks never
+     * write a cache */
+    m->rank = -1;
+    return BBI_BAND_DECLINED;
+  }
+  const int64_t n_batch = x->dims[0];
   const size_t width = bbi_parallel_width();
   const bool known =
       m->rank == x->rank && m->width == width && !memcmp(m->dims, x->dims, (size_t)x->rank * sizeof x->dims[0]);

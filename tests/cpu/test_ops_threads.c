@@ -1210,6 +1210,47 @@ static void test_session_batch_band(void) {
   }
 }
 
+
+/* A band whose steps run whole in between (a batch no chunking fits) may find their caches
+ * in the whole batch's layout (Winograd's transform of a 3×3 Conv on 8×8 maps is packed
+ * one way for one image's tiles, the other for a chunk's): its next run checks again on
+ * the caller, so that no task rewrites a cache while others read it. Batches of 64 and 1
+ * in turn, on 1 to 4 threads, each within float rounding of the steps run whole and the
+ * bits of one thread. */
+static void test_session_batch_band_after_whole_runs(void) {
+  bb_model *m = graph_from_x_to_y();
+  int64_t pads[4] = {1, 1, 1, 1};
+  bb_attr_set_ints(m, &graph_node(m, "Conv", "x", "w1", NULL, "c1")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c1", NULL, NULL, "r1");
+  bb_attr_set_ints(m, &graph_node(m, "Conv", "r1", "w2", NULL, "c2")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c2", NULL, NULL, "y");
+  add_initializer(m, "w1", rand_tensor(4, (const int64_t[]){128, 128, 3, 3}));
+  add_initializer(m, "w2", rand_tensor(4, (const int64_t[]){128, 128, 3, 3}));
+  bb_cpu_session *banded = NULL, *whole = NULL;
+  bb_error err;
+  const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+            "%s", err.message);
+  bb_tensor *x64 = rand_tensor(4, (const int64_t[]){64, 128, 8, 8}), *x1 = rand_tensor(4, (const int64_t[]){1, 128, 8, 8});
+  set_threads(1);
+  bb_tensor *ref64 = run_x(banded, x64), *plain64 = run_x(whole, x64), *ref1 = run_x(banded, x1);
+  CHECK_MSG(close_floats(ref64, plain64), "batch 64: the band's results are not those of its steps run whole");
+  for (size_t threads = 1; threads <= most_threads(); threads++) {
+    if (set_threads(threads)) break;
+    for (int i = 0; i < 6; i++) {
+      bb_tensor *y = run_x(banded, i % 2 ? x1 : x64);
+      CHECK_MSG(same_floats(y, i % 2 ? ref1 : ref64), "run %d (batch %d) on %zu threads differs from one thread", i,
+                i % 2 ? 1 : 64, threads);
+      bb_tensor_release(y);
+    }
+  }
+  set_threads(1);
+  bb_tensor_release(ref64), bb_tensor_release(plain64), bb_tensor_release(ref1);
+  bb_tensor_release(x64), bb_tensor_release(x1);
+  bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+  bb_model_free(m);
+}
+
 /* Steps that are not per sample end or cut a band, or make it decline on its first run
  * (its steps then run one by one, with their own bits): a Reshape with the batch written
  * into its shape, a Gemm bias with a row per sample, a Softmax over the batch; a
@@ -1269,6 +1310,7 @@ int main(void) {
   RUN(test_session_keeps_gemm_b_packed);
   RUN(test_session_batch_band);
   RUN(test_session_batch_band_declines);
+  RUN(test_session_batch_band_after_whole_runs);
   RUN(test_cnn_training_steps);
   bb_model_free(model);
   return bb_test_finish();
