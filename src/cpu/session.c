@@ -530,7 +530,7 @@ static int run_op(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilog
     return bb_error_set(r->err, BB_ERR_LIMIT, "node %s has more than 64 inputs or outputs", node_label(st->node));
   for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == BBI_NO_VALUE ? NULL : s->values[st->in[k]];
   bbi_cpu_node_state state = {&st->cache, &st->memo, own_inputs(s, st, ins), epilogue,
-                              !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD)};
+                              !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), false, false};
   st->cache.alloc = s->alloc;
   return bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
                         &s->memory->workspace, &state, r->err);

@@ -150,6 +150,7 @@ typedef struct band_job {
   size_t first_chunk;   /* the job's task t takes chunk first_chunk + t */
   size_t y_chunk_bytes; /* bytes of y one chunk fills */
   bool check;           /* the first run with this shape: check each step's rule */
+  bool retry[BAND_MAX_CHUNKS]; /* a task found a step's cache holding other data */
   band_slot_use slots[BBI_PARALLEL_MAX_THREADS];
   int rc[BBI_PARALLEL_MAX_THREADS]; /* per participant: its first failure */
 } band_job;
@@ -204,9 +205,13 @@ static uint32_t own_inputs(const bb_cpu_session *s, const bbi_plan_step *st, bb_
   return mask;
 }
 
-/* Takes chunk c through every step of the band; *out gets the last step's chunk. Returns
- * 0, BBI_BAND_DECLINED (a rule failed while checking), or an error recorded in u->err. */
-static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bb_tensor **out) {
+/* Takes chunk c through every step of the band; *out gets the last step's chunk. With
+ * `fixed` the steps' caches are only read (tasks run side by side). Returns 0,
+ * BBI_BAND_DECLINED (a rule failed while checking), BAND_CACHE_MISSED (a step asked its
+ * fixed cache for other data: the chunk must run again on the caller alone), or an error
+ * recorded in u->err. */
+#define BAND_CACHE_MISSED 2
+static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bool fixed, bb_tensor **out) {
   bb_cpu_session *s = j->s;
   const bb_tensor *x = j->x;
   *out = NULL;
@@ -229,9 +234,10 @@ static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bb_ten
       ins[i] = i == st->band_x ? cur : st->in[i] == BBI_NO_VALUE ? NULL : s->values[st->in[i]];
     bbi_cpu_epilogue epilogue = {st->act, NULL, false};
     bbi_cpu_node_state state = {&st->cache, &st->memo, own_inputs(s, st, ins), st->n_chain ? &epilogue : NULL,
-                                !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD)};
+                                !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), fixed, false};
     int rc = bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, u->alloc, &s->limits,
                             u->workspace, &state, u->err);
+    if (!rc && state.cache_missed) rc = BAND_CACHE_MISSED;
     for (uint32_t i = 1; i < st->n_out; i++) bb_tensor_release(outs[i]);
     bb_tensor *y = outs[0];
     if (!rc && !y) rc = BBI_BAND_DECLINED;
@@ -250,9 +256,9 @@ static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bb_ten
 }
 
 /* Runs chunk c and copies its result into its rows of y. */
-static int chunk_into(const band_job *j, size_t c, const band_slot_use *u) {
+static int chunk_into(const band_job *j, size_t c, const band_slot_use *u, bool fixed) {
   bb_tensor *part;
-  int rc = run_chunk(j, c, u, &part);
+  int rc = run_chunk(j, c, u, fixed, &part);
   if (rc) return rc;
   if (bb_tensor_nbytes(part) != j->y_chunk_bytes || part->rank != j->y->rank ||
       memcmp(part->dims + 1, j->y->dims + 1, (size_t)(part->rank - 1) * sizeof part->dims[0]))
@@ -263,10 +269,16 @@ static int chunk_into(const band_job *j, size_t c, const band_slot_use *u) {
   return rc;
 }
 
+/* A task: its chunk with the caches read only. A chunk whose step wanted a cache in
+ * another layout (a Conv that left Winograd's path for the direct one on a non-finite
+ * output) is marked to run again after the job, on the caller, where the cache may
+ * change: a chunk's result never depends on what an earlier run left in a cache. */
 static void band_task(void *ctx, size_t task, size_t slot) {
   band_job *j = ctx;
-  const int rc = chunk_into(j, j->first_chunk + task, &j->slots[slot]);
-  if (rc && !j->rc[slot]) j->rc[slot] = rc;
+  const size_t c = j->first_chunk + task;
+  const int rc = chunk_into(j, c, &j->slots[slot], true);
+  if (rc == BAND_CACHE_MISSED) j->retry[c] = true;
+  else if (rc && !j->rc[slot]) j->rc[slot] = rc;
 }
 
 /* The largest divisor of n in [BAND_MIN_CHUNKS, BAND_MAX_CHUNKS] that leaves chunks of
@@ -343,7 +355,7 @@ int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_er
     bb_error_clear(&probe_err);
     const band_slot_use probe = {s->run_alloc, &s->memory->workspace, &probe_err};
     /* declined, or an error the steps run one by one will report */
-    if (run_chunk(&j, 0, &probe, &part)) return BBI_BAND_DECLINED;
+    if (run_chunk(&j, 0, &probe, false, &part)) return BBI_BAND_DECLINED;
     m->out_rank = part->rank;
     memcpy(m->out_dims, part->dims, sizeof m->out_dims);
     m->out_dims[0] = n_batch;
@@ -356,6 +368,10 @@ int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_er
     j.y_chunk_bytes = bb_tensor_nbytes(j.y) / (size_t)chunks;
     if (part) memcpy(bb_tensor_data(j.y), bb_tensor_data(part), j.y_chunk_bytes);
     bbi_parallel_run((size_t)chunks - j.first_chunk, width, band_task, &j);
+    bool retried = false;
+    for (int64_t c = 0; c < chunks && !rc; c++)
+      if (j.retry[c]) rc = chunk_into(&j, (size_t)c, &j.slots[0], false), retried = true;
+    if (retried) m->rank = -1; /* the caches may have changed: the next run checks again */
     for (size_t i = 0; i < width && !rc; i++)
       if ((rc = j.rc[i]) && i > 0 && rc != BBI_BAND_DECLINED) *err = s->band_slots[i]->err;
     for (size_t i = 0; i < width && rc != BBI_BAND_DECLINED; i++)

@@ -1211,7 +1211,8 @@ static void test_session_batch_band(void) {
 }
 
 
-/* A band whose steps run whole in between (a batch no chunking fits) may find their caches
+/* A band whose steps run whole in between (a batch no chunking fits), or one of whose
+ * chunks takes another path (a NaN), may find their caches
  * in the whole batch's layout (Winograd's transform of a 3×3 Conv on 8×8 maps is packed
  * one way for one image's tiles, the other for a chunk's): its next run checks again on
  * the caller, so that no task rewrites a cache while others read it. Batches of 64 and 1
@@ -1243,6 +1244,34 @@ static void test_session_batch_band_after_whole_runs(void) {
                 i % 2 ? 1 : 64, threads);
       bb_tensor_release(y);
     }
+  }
+  /* a NaN in one image sends its chunk's Winograd convolution to the direct path, which
+   * keeps its weights in another layout: in chunk 2 (a task's), and in chunk 0 (the caller's
+   * first run): the bits of one thread on every thread count, NaN where the steps run whole
+   * give NaN and within rounding of them elsewhere */
+  for (int at = 0; at < 2; at++) {
+    bb_tensor *xn = rand_tensor(4, (const int64_t[]){64, 128, 8, 8});
+    ((float *)bb_tensor_data(xn))[(at ? 3 : 20) * 128 * 64 + 5] = NAN;
+    set_threads(1);
+    bb_tensor *refn = run_x(banded, xn), *plainn = run_x(whole, xn);
+    bool agree = refn && plainn && refn->numel == plainn->numel;
+    /* (the steps run whole take the direct path for every image, the band Winograd's for
+     * the chunks without the NaN: within Winograd's bound of each other, 3·10⁻⁴ here) */
+    for (int64_t i = 0; agree && i < refn->numel; i++) {
+      const float a = ((const float *)bb_tensor_data(refn))[i], b = ((const float *)bb_tensor_data(plainn))[i];
+      agree = isnan(a) ? isnan(b) : !isnan(b) && fabsf(a - b) <= 1e-3f * (1.0f + fabsf(b));
+    }
+    CHECK_MSG(agree, "a NaN in image %d: the band's results are not those of its steps run whole", at ? 3 : 20);
+    for (size_t threads = 2; threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (int i = 0; i < 3; i++) {
+        bb_tensor *y = run_x(banded, i == 1 ? x64 : xn);
+        CHECK_MSG(same_floats(y, i == 1 ? ref64 : refn), "a NaN in image %d, run %d on %zu threads: not one thread's bits",
+                  at ? 3 : 20, i, threads);
+        bb_tensor_release(y);
+      }
+    }
+    bb_tensor_release(refn), bb_tensor_release(plainn), bb_tensor_release(xn);
   }
   set_threads(1);
   bb_tensor_release(ref64), bb_tensor_release(plain64), bb_tensor_release(ref1);
