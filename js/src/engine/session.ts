@@ -225,7 +225,7 @@ export class CpuSession {
     }
     const info = dtypeInfo(dtype);
     const elements = new info.array(view.buffer, ptr, size * info.lanes);
-    if (target === undefined) return { dtype, dims, data: elements.slice() as TensorArray };
+    if (target === undefined) return { dtype, dims, data: new info.array(elements) };
     const where = `CpuSession.runArrays: into.${name}`;
     if (!(target instanceof info.array)) {
       throw new BbError(BbErrorCode.Type, `${where}: the output is ${dtype}, which takes a ${info.array.name}, got ${describeValue(target)}`);

@@ -131,7 +131,7 @@ export class Tensor<D extends DType = DType> {
 
   /** A copy of the elements, which stays valid whatever happens to the tensor. */
   toArray(): DTypeArrays[D] {
-    return this.#elements('toArray').slice() as DTypeArrays[D];
+    return new (dtypeInfo(this.#dtype).array)(this.#elements('toArray'));
   }
 
   /**
