@@ -397,6 +397,21 @@ describe('runArrays: typed arrays in, typed arrays out', () => {
     expect(bbErrorOf(() => session.runArrays({ a, b: a })).message).toBe('CpuSession.runArrays: the session was freed');
   });
 
+  test('an output named __proto__ is an own property of the result, into the caller\'s array too', () => {
+    const { model, session } = sessionOf(oneNode('Relu', { x: [2] }, { ['__proto__']: [2] }));
+    const into = new Float32Array(2);
+    for (const target of [undefined, { ['__proto__']: into }]) {
+      const feeds = { x: { dtype: 'float', data: Float32Array.of(-1, 2), dims: [2] } } as const;
+      const outputs = target === undefined ? session.runArrays(feeds) : session.runArrays(feeds, Object.fromEntries([['__proto__', into]]));
+      expect(Object.keys(outputs)).toEqual(['__proto__']);
+      expect(Object.getPrototypeOf(outputs)).toBe(Object.prototype);
+      const y = Object.getOwnPropertyDescriptor(outputs, '__proto__')?.value as { data: Float32Array };
+      expect(y.data).toEqual(Float32Array.of(0, 2));
+      if (target !== undefined) expect(y.data).toBe(into);
+    }
+    freeAll(session, model);
+  });
+
   test('an output that is the input itself (a graph without nodes) is copied out into the caller\'s array', () => {
     const { model, session } = sessionOf(passThrough({ x: 'float' }));
     const into = new Float32Array(2);

@@ -145,8 +145,8 @@ export class CpuSession {
   ): Record<string, ArrayOutput> {
     const session = this.#liveHandle('runArrays');
     if (into !== undefined) {
-      for (const name of Object.keys(into)) {
-        if (!this.outputNames.includes(name)) {
+      for (const name in into) {
+        if (Object.hasOwn(into, name) && !this.outputNames.includes(name)) {
           throw new BbError(BbErrorCode.NotFound, `CpuSession.runArrays: into names ${name}, which is not an output of the graph`);
         }
       }
@@ -162,7 +162,8 @@ export class CpuSession {
         if (Object.hasOwn(outputs, name)) continue;
         const output = this.#copyOut(handles[i] as number, name, into !== undefined && Object.hasOwn(into, name) ? into[name] : undefined);
         // an own property even for the name __proto__, which assignment would not make
-        Object.defineProperty(outputs, name, { value: output, enumerable: true, writable: true, configurable: true });
+        if (name === '__proto__') Object.defineProperty(outputs, name, { value: output, enumerable: true, writable: true, configurable: true });
+        else outputs[name] = output;
       }
       return outputs;
     } finally {
