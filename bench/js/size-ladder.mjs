@@ -1,4 +1,4 @@
-// Where bb.wasm's one-thread Sigmoid, Softmax or LogSoftmax stands against tfjs-wasm's (and,
+// Where bb.wasm's one-thread Sigmoid, Softmax, LogSoftmax or MatMul stands against tfjs-wasm's (and,
 // with --ort, onnxruntime-web's) as the tensor grows: a fixed cost per run shows as a ratio
 // that falls toward small sizes, a per-element one as a ratio that stays flat. In each of
 // ROUNDS rounds every runtime runs a batch of calls in turn (bb's builds first, the peers
@@ -7,16 +7,18 @@
 //
 // compute (the default), as infer-vs-peers.mjs's compute column: CpuSession.run on a
 // resident Tensor (outputs freed) against tf.sigmoid / tf.softmax / tf.logSoftmax on a
-// resident tf.Tensor (disposed).
+// resident tf.Tensor (disposed). MatMul: x [rows, cols] times a constant [cols, cols] (an
+// initializer of the model; a resident tf.Tensor for tfjs).
 // --e2e: a Float32Array in, a Float32Array out, as an application calls each package:
 // bb: CpuSession.runArrays (a new output array), and "into" the same with the caller's
 // output array (runArrays's `into`); a package without runArrays: Tensor.from, run,
 // toArray, free. tfjs: tf.tensor, the op, dataSync, dispose. onnxruntime-web: run() on an
-// ort.Tensor over the caller's array, the output's .data (its only way; async).
+// ort.Tensor over the caller's array, the output's .data (its only way; async). Each
+// runtime's output is checked against tfjs's first (max |difference| over max |tfjs| ≤ 1e-4).
 //
 //   cd bench/js && npm ci --ignore-scripts          # once
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
-//   node bench/js/size-ladder.mjs [Sigmoid|Softmax|LogSoftmax] [--e2e] [--ort]
+//   node bench/js/size-ladder.mjs [Sigmoid|Softmax|LogSoftmax|MatMul] [--e2e] [--ort]
 //     [--sizes 1x4096,16x1000,64x1000,1024x1024] [--rounds 200]
 //     [--wasm a.wasm [--wasm b.wasm ...]]       (several builds of the module, this package)
 //     [--package [label=]old/js [--package new/js ...]] (several packages: dist/index.js with wasm/bb.wasm)
@@ -55,7 +57,7 @@ const ROUNDS = Number(take('--rounds')[0] ?? 200);
 const E2E = flag('--e2e');
 const ORT = flag('--ort');
 const op = args[0] ?? 'Sigmoid';
-if (!['Sigmoid', 'Softmax', 'LogSoftmax'].includes(op)) throw new Error(`op must be Sigmoid, Softmax or LogSoftmax, not ${op}`);
+if (!['Sigmoid', 'Softmax', 'LogSoftmax', 'MatMul'].includes(op)) throw new Error(`op must be Sigmoid, Softmax, LogSoftmax or MatMul, not ${op}`);
 if (ORT && !E2E) throw new Error('--ort needs --e2e: onnxruntime-web keeps no tensor in its module, so its only time is end to end');
 for (const dims of sizes) {
   if (dims.length !== 2 || !dims.every((d) => Number.isInteger(d) && d > 0)) throw new Error(`bad size in --sizes: ${dims.join('x')}`);
@@ -92,13 +94,22 @@ const cpuMicros = async (fn, calls) => {
   const spent = process.cpuUsage(start);
   return (spent.user + spent.system) / calls;
 };
-const tfOp = { Sigmoid: (x) => tf.sigmoid(x), Softmax: (x) => tf.softmax(x, -1), LogSoftmax: (x) => tf.logSoftmax(x, -1) }[op];
+/** MatMul's constant right operand, [cols, cols], for a size [rows, cols]: an initializer for bb and ORT, a resident tf.Tensor for tfjs. */
+const weightsOf = (dims) => randomFloats(dims[1] * dims[1], 11, -1, 1);
+let tfWeights;
+const tfOp = {
+  Sigmoid: (x) => tf.sigmoid(x),
+  Softmax: (x) => tf.softmax(x, -1),
+  LogSoftmax: (x) => tf.logSoftmax(x, -1),
+  MatMul: (x) => tf.matMul(x, tfWeights),
+}[op];
 const onnxOf = (encodeOnnxModel, dims) =>
   encodeOnnxModel({
     opset: 17,
-    nodes: [{ opType: op, inputs: ['x'], outputs: ['y'], attributes: op === 'Sigmoid' ? {} : { axis: { int: -1 } } }],
+    nodes: [{ opType: op, inputs: op === 'MatMul' ? ['x', 'w'] : ['x'], outputs: ['y'], attributes: op === 'Sigmoid' || op === 'MatMul' ? {} : { axis: { int: -1 } } }],
     inputs: [{ name: 'x', dtype: 'float', dims }],
     outputs: [{ name: 'y', dtype: 'float', dims }],
+    initializers: op === 'MatMul' ? [{ name: 'w', dtype: 'float', dims: [dims[1], dims[1]], data: weightsOf(dims) }] : [],
   });
 
 /** The runtimes timed on one size: { label, run, release } each; bb's builds first. */
@@ -160,6 +171,7 @@ let header = false;
 for (const dims of sizes) {
   const n = dims[0] * dims[1];
   const data = randomFloats(n, 7, -8, 8);
+  if (op === 'MatMul') tfWeights = tf.tensor(weightsOf(dims), [dims[1], dims[1]]);
   const { runtimes, bbCount } = await runtimesFor(dims, data);
   const peers = runtimes.slice(bbCount);
   if (!header) {
@@ -167,6 +179,16 @@ for (const dims of sizes) {
     const ratioHeads = peers.flatMap((p) => runtimes.slice(0, bbCount).map((r) => `${p.label}/${r.label}`));
     console.log(`| ${op}${E2E ? ' e2e' : ''} | ${runtimes.map((r) => `${r.label} µs`).join(' | ')} | ${ratioHeads.join(' | ')} |`);
     console.log(`|---|${runtimes.map(() => '---:|').join('')}${ratioHeads.map(() => '---:|').join('')}`);
+  }
+  if (E2E) {
+    // every runtime's output against tfjs's: max |difference| over max |tfjs|
+    const reference = await runtimes[bbCount].run();
+    const scale = reference.reduce((m, v) => Math.max(m, Math.abs(v)), 0) || 1;
+    for (const r of runtimes) {
+      const out = await r.run();
+      const error = out.length === reference.length ? out.reduce((m, v, i) => Math.max(m, Math.abs(v - reference[i])), 0) / scale : Infinity;
+      if (!(error <= 1e-4)) throw new Error(`[${dims}]: ${r.label} and tfjs disagree (max rel err ${error})`);
+    }
   }
   const calls = Math.max(2, Math.round(2e5 / n));
   for (const start = performance.now(); performance.now() - start < WARMUP_MS; ) for (const r of runtimes) await cpuMicros(r.run, 1);
@@ -181,6 +203,7 @@ for (const dims of sizes) {
   const cells = [...times.map((t) => median(t).toFixed(1)), ...ratios.flat().map((r) => `${median(r).toFixed(2)}×`)];
   console.log(`| [${dims}] | ${cells.join(' | ')} |`);
   for (const r of runtimes) r.release?.();
+  tfWeights?.dispose();
 }
 console.log(
   `\n${cpus()[0]?.model ?? '?'}, ${cpus().length} cores, load average ${loadavg()[0].toFixed(2)} at the end, ${ROUNDS} rounds` +
