@@ -216,6 +216,18 @@ describe('models built in JavaScript', () => {
     freeAll(x, session, model);
   });
 
+  test('a run of many inputs and outputs (more than the run keeps on its stack) binds each by name', () => {
+    const names = Array.from({ length: 24 }, (_, i) => `v${i}`);
+    const { model, session } = sessionOf(passThrough(Object.fromEntries(names.map((name) => [name, 'float' as const]))));
+    const inputs = Object.fromEntries(names.map((name, i) => [name, { dtype: 'float' as const, data: Float32Array.of(i, -i), dims: [2] }]));
+    for (let run = 0; run < 2; run++) {
+      const outputs = session.runArrays(inputs);
+      expect(Object.keys(outputs)).toEqual(names);
+      names.forEach((name, i) => expect(outputs[name]?.data).toEqual(Float32Array.of(i, -i)));
+    }
+    freeAll(session, model);
+  });
+
   test('the model may be freed before its session, which keeps running', () => {
     const model = OnnxModel.decode(bb, encodeOnnxModel(oneNode('Relu', { x: [4] }, { y: [4] })));
     const session = new CpuSession(bb, model);
