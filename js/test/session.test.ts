@@ -409,6 +409,28 @@ describe('runArrays: typed arrays in, typed arrays out', () => {
     expect(bbErrorOf(() => session.runArrays({ a, b: a })).message).toBe('CpuSession.runArrays: the session was freed');
   });
 
+  test('names the run refuses, and initializers overridden, keep no tensor after the run', () => {
+    const spec: OnnxModelSpec = {
+      ...oneNode('Add', { a: [2] }, { sum: [2] }),
+      nodes: [{ opType: 'Add', inputs: ['a', 'w'], outputs: ['sum'] }],
+      initializers: [{ name: 'w', dtype: 'float', dims: [2], data: Float32Array.of(10, 20) }],
+    };
+    const { model, session } = sessionOf(spec);
+    const a = { dtype: 'float', data: Float32Array.of(1, 2), dims: [2] } as const;
+    expect(session.runArrays({ a })['sum']?.data).toEqual(Float32Array.of(11, 22));
+    const handlesBefore = freeHandleCount();
+    for (let i = 0; i < 5; i++) {
+      const error = bbErrorOf(() => session.runArrays({ a, [`z${i}`]: a }));
+      expect([error.code, error.message]).toEqual([BbErrorCode.NotFound, `session run: the graph has no input named z${i}`]);
+    }
+    expect(session.runArrays({ a, w: { dtype: 'float', data: Float32Array.of(100, 200), dims: [2] } })['sum']?.data).toEqual(
+      Float32Array.of(101, 202),
+    );
+    expect(session.runArrays({ a })['sum']?.data).toEqual(Float32Array.of(11, 22));
+    expect(freeHandleCount()).toBe(handlesBefore);
+    freeAll(session, model);
+  });
+
   test('an output named __proto__ is an own property of the result, into the caller\'s array too', () => {
     const { model, session } = sessionOf(oneNode('Relu', { x: [2] }, { ['__proto__']: [2] }));
     const into = new Float32Array(2);

@@ -130,7 +130,8 @@ export class CpuSession {
   /**
    * Runs the graph on typed arrays and returns typed arrays: each input is copied once into
    * a tensor the session keeps for that input name (made on the first run and again when
-   * the input's type or dims change; freed with the session), and each output is copied
+   * the input's type or dims change; freed with the session; an initializer overridden by
+   * name gets a tensor for the run alone), and each output is copied
    * once out of the module, then released there. `into` may give, by output name, a typed
    * array of the output's type and element count to copy that output into (the returned
    * `data` is then that array): with every output given, a steady run allocates no array
@@ -152,8 +153,22 @@ export class CpuSession {
       }
     }
     const names = Object.keys(inputs);
-    const tensors = names.map((name) => this.#stage(name, inputs[name] as ArrayInput));
-    const handles = this.#execute(session, names, tensors);
+    // Only the graph's inputs keep a tensor between runs, so that names the run refuses (or
+    // initializers overridden) hold no memory after it.
+    const tensors: Tensor[] = [];
+    const temporaries: Tensor[] = [];
+    let handles: number[];
+    try {
+      for (const name of names) {
+        const kept = this.inputNames.includes(name);
+        const tensor = this.#stage(name, inputs[name] as ArrayInput, kept);
+        tensors.push(tensor);
+        if (!kept) temporaries.push(tensor);
+      }
+      handles = this.#execute(session, names, tensors);
+    } finally {
+      for (const tensor of temporaries) tensor.free();
+    }
     const outputs: Record<string, ArrayOutput> = {};
     try {
       for (let i = 0; i < handles.length; i++) {
@@ -171,8 +186,12 @@ export class CpuSession {
     }
   }
 
-  /** The tensor runArrays passes for the input `name`, holding a copy of `input`'s elements. */
-  #stage(name: string, input: ArrayInput): Tensor {
+  /**
+   * The tensor runArrays passes for the input `name`, holding a copy of `input`'s elements:
+   * with `kept`, the session's tensor for that name (made again when the type or dims
+   * change); otherwise a new one, for the caller to free.
+   */
+  #stage(name: string, input: ArrayInput, kept: boolean): Tensor {
     const where = `CpuSession.runArrays: input ${name}`;
     if (input === null || typeof input !== 'object') {
       throw new BbError(BbErrorCode.InvalidArgument, `${where} is ${input === null ? 'null' : describeValue(input)}, not { dtype, data, dims }`);
@@ -186,7 +205,7 @@ export class CpuSession {
       throw new BbError(BbErrorCode.Type, `${where}: ${dtype} tensors take a ${info.array.name}, got ${describeValue(data)}`);
     }
     if (!Array.isArray(dims)) throw new BbError(BbErrorCode.InvalidArgument, `${where}: dims is ${describeValue(dims)}, not an array`);
-    const staged = this.#staged.get(name);
+    const staged = kept ? this.#staged.get(name) : undefined;
     if (staged !== undefined && staged.tensor.dtype === dtype && sameDims(staged.tensor.dims, dims)) {
       if (data.length !== staged.length) throw lengthError(where, dims, staged.length, data);
       const memory = this.#bb.exports.memory.buffer;
@@ -201,8 +220,10 @@ export class CpuSession {
       staged.tensor.free();
     }
     const tensor = Tensor.from(this.#bb, dtype, data, dims);
-    const elements = tensor.view();
-    this.#staged.set(name, { tensor, ptr: elements.byteOffset, length: elements.length, elements });
+    if (kept) {
+      const elements = tensor.view();
+      this.#staged.set(name, { tensor, ptr: elements.byteOffset, length: elements.length, elements });
+    }
     return tensor;
   }
 
