@@ -125,6 +125,9 @@ static int32_t issue_outputs(bb_tensor **outputs, size_t n, int32_t *handles) {
   return BB_OK;
 }
 
+/* Slots of a run's names, inputs and outputs that bb_wasm_session_run keeps on its stack. */
+#define RUN_SLOTS_ON_STACK 48
+
 int32_t bb_wasm_session_run(int32_t session, int32_t n_inputs, const char *input_names, size_t names_len,
                             const int32_t *input_tensors, int32_t *output_tensors) {
   bbw_error_clear();
@@ -136,9 +139,11 @@ int32_t bb_wasm_session_run(int32_t session, int32_t n_inputs, const char *input
   size_t n_outputs = bb_cpu_session_output_count(s);
   if ((n_inputs > 0 && (input_names == NULL || input_tensors == NULL)) || (n_outputs > 0 && output_tensors == NULL))
     return bbw_fail(BB_ERR_INVALID_ARGUMENT, "session run: NULL input names, input tensors or output array");
-  /* One block for the names, the input tensors and the outputs. */
+  /* One block for the names, the input tensors and the outputs: on the stack for the
+   * graphs most runs have, so that a steady run allocates nothing here. */
   size_t slots_needed = (size_t)n_inputs * 2 + n_outputs;
-  void **scratch = malloc((slots_needed > 0 ? slots_needed : 1) * sizeof *scratch);
+  void *on_stack[RUN_SLOTS_ON_STACK];
+  void **scratch = slots_needed <= RUN_SLOTS_ON_STACK ? on_stack : malloc(slots_needed * sizeof *scratch);
   if (scratch == NULL) return bbw_fail(BB_ERR_NOMEM, "session run: out of memory");
   const char **names = (const char **)scratch;
   bb_tensor **inputs = (bb_tensor **)(scratch + n_inputs);
@@ -151,7 +156,7 @@ int32_t bb_wasm_session_run(int32_t session, int32_t n_inputs, const char *input
     int run = bb_cpu_session_run(s, names, inputs, (size_t)n_inputs, outputs, &err);
     rc = run < 0 ? bbw_fail_from(run, &err, "session run") : issue_outputs(outputs, n_outputs, output_tensors);
   }
-  free(scratch);
+  if (scratch != on_stack) free(scratch);
   return rc;
 }
 

@@ -9,6 +9,7 @@
 //   bash scripts/build-wasm.sh && (cd js && npm run build)
 //   node bench/js/infer-vs-peers.mjs [--quick] [--only Softmax,LogSoftmax,Exp,Sigmoid,Tanh,CNN]
 //     [--wasm path/to/bb.wasm]    (another build of the module, e.g. to compare before/after)
+//     [--package path/to/js]      (another build of the package: its dist/index.js and wasm/bb.wasm)
 //
 // Two times per runtime:
 // * compute: the op or network alone on inputs already inside the runtime. bb:
@@ -16,9 +17,10 @@
 //   tf.Tensor (outputs disposed; the wasm backend runs kernels synchronously). onnxruntime-web
 //   has no way to keep a CPU tensor inside its module, so its run() always copies the inputs
 //   in and the outputs out: its compute column is its end-to-end time.
-// * end to end: JavaScript Float32Arrays in, a JavaScript Float32Array out. bb: Tensor.from,
-//   run, toArray, free; tfjs: tf.tensor, the ops, dataSync, dispose; ORT: run() (new
-//   ort.Tensor over the caller's array, output .data).
+// * end to end: JavaScript Float32Arrays in, a JavaScript Float32Array out. bb:
+//   CpuSession.runArrays (a package without it: Tensor.from, run, toArray, free); tfjs:
+//   tf.tensor, the ops, dataSync, dispose; ORT: run() (new ort.Tensor over the caller's
+//   array, output .data). bb's "into" column: runArrays writing into the caller's array.
 //
 // The CNN is conv 3×3 (1→16, pad 1) → ReLU → MaxPool 2 → conv 3×3 (16→32, pad 1) → ReLU →
 // MaxPool 2 → Flatten → Gemm (1568→10), on N×1×28×28 (NCHW; tfjs runs it NHWC with the
@@ -31,12 +33,15 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
 import { denseForNhwc, oihwToHwio, smallCnnNodes } from './cases.mjs';
+import { pathToFileURL } from 'node:url';
 import { packageDist, randomFloats, requireBuilt, rerunWithTunedMalloc, wasmArgument } from './common.mjs';
 
 const tuned = rerunWithTunedMalloc(import.meta.url);
 
 const require = createRequire(import.meta.url);
-const packageWasm = wasmArgument();
+const packageAt = process.argv.indexOf('--package');
+const packageDir = packageAt >= 0 ? process.argv[packageAt + 1] : undefined;
+const packageWasm = packageDir !== undefined ? `${packageDir}/wasm/bb.wasm` : wasmArgument();
 requireBuilt(packageWasm);
 let ort, tf, tfwasm;
 try {
@@ -46,7 +51,9 @@ try {
 } catch (error) {
   throw new Error(`the peers are not installed: run \`npm ci --ignore-scripts\` in bench/js (${error.message})`);
 }
-const { CpuSession, OnnxModel, Tensor, encodeOnnxModel, loadBb } = await import(packageDist);
+const { CpuSession, OnnxModel, Tensor, encodeOnnxModel, loadBb } = await import(
+  packageDir !== undefined ? pathToFileURL(`${packageDir}/dist/index.js`).href : packageDist
+);
 
 const QUICK = process.argv.includes('--quick');
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : undefined;
@@ -205,20 +212,25 @@ async function bbRuntime(bb, testCase, data) {
   const model = OnnxModel.decode(bb, testCase.onnx());
   const session = new CpuSession(bb, model);
   const resident = Tensor.from(bb, 'float', data, testCase.inputDims);
-  const endToEnd = () => {
-    const x = Tensor.from(bb, 'float', data, testCase.inputDims);
-    try {
-      const outputs = session.run({ x });
-      const copy = outputs.y.toArray();
-      for (const t of Object.values(outputs)) t.free();
-      return copy;
-    } finally {
-      x.free();
-    }
-  };
+  const feeds = { x: { dtype: 'float', data, dims: testCase.inputDims } };
+  const into = { y: new Float32Array(session.runArrays?.(feeds).y.data.length ?? 0) };
+  const endToEnd = session.runArrays
+    ? () => session.runArrays(feeds).y.data
+    : () => {
+        const x = Tensor.from(bb, 'float', data, testCase.inputDims);
+        try {
+          const outputs = session.run({ x });
+          const copy = outputs.y.toArray();
+          for (const t of Object.values(outputs)) t.free();
+          return copy;
+        } finally {
+          x.free();
+        }
+      };
   return {
     name: 'bb.wasm',
     endToEnd,
+    into: session.runArrays && (() => session.runArrays(feeds, into).y.data),
     compute: () => {
       for (const t of Object.values(session.run({ x: resident }))) t.free();
     },
@@ -325,19 +337,24 @@ for (const testCase of CASES) {
   runtimes.forEach((r, i) => {
     if (errors[i] > TOLERANCE) problems.push(`${testCase.label}: ${r.name} and ORT-web disagree (max rel err ${errors[i].toExponential(2)})`);
   });
-  const samples = runtimes.map(() => ({ compute: [], endToEnd: [] }));
+  const samples = runtimes.map(() => ({ compute: [], endToEnd: [], into: [] }));
   const batch = [];
   for (const r of runtimes) {
-    batch.push({ endToEnd: await warmUp(r.endToEnd, WARMUP_MS / 2), compute: r.compute && (await warmUp(r.compute, WARMUP_MS / 2)) });
+    batch.push({
+      endToEnd: await warmUp(r.endToEnd, WARMUP_MS / 2),
+      compute: r.compute && (await warmUp(r.compute, WARMUP_MS / 2)),
+      into: r.into && (await warmUp(r.into, WARMUP_MS / 2)),
+    });
   }
   for (let round = 0; round < ROUNDS; round++) {
     for (const [i, r] of runtimes.entries()) {
       if (r.compute) await sample(r.compute, ROUND_MS, batch[i].compute, samples[i].compute);
       await sample(r.endToEnd, ROUND_MS, batch[i].endToEnd, samples[i].endToEnd);
+      if (r.into) await sample(r.into, ROUND_MS, batch[i].into, samples[i].into);
     }
   }
   for (const r of runtimes) r.release();
-  const [ours, web, tfjs] = samples.map((s) => ({ compute: median(s.compute), endToEnd: median(s.endToEnd) }));
+  const [ours, web, tfjs] = samples.map((s) => ({ compute: median(s.compute), endToEnd: median(s.endToEnd), into: median(s.into) }));
   rows.push([
     testCase.label,
     fmtMs(ours.compute),
@@ -348,6 +365,8 @@ for (const testCase of CASES) {
     fmtMs(tfjs.endToEnd),
     fmtRatio(web.endToEnd, ours.endToEnd),
     fmtRatio(tfjs.endToEnd, ours.endToEnd),
+    fmtMs(ours.into),
+    fmtRatio(tfjs.endToEnd, ours.into),
     fmtRatio(web.endToEnd, ours.compute),
     `${errors[0].toExponential(0)} / ${errors[2].toExponential(0)}`,
   ]);
@@ -363,6 +382,8 @@ const HEADER = [
   'tfjs e2e ms',
   'ORT/bb e2e',
   'tfjs/bb e2e',
+  'bb e2e into ms',
+  'tfjs e2e/bb into',
   'ORT e2e/bb compute',
   'err bb / tfjs',
 ];
@@ -372,7 +393,8 @@ for (const row of rows) console.log(`| ${row.join(' | ')} |`);
 console.log();
 console.log(
   'ms: CPU time per call, the median over batches of calls in alternating rounds. compute: the op/network on inputs already in the runtime\n' +
-    '(onnxruntime-web cannot keep inputs in its module: its only time is end to end). e2e: Float32Array in, Float32Array out.\n' +
+    '(onnxruntime-web cannot keep inputs in its module: its only time is end to end). e2e: Float32Array in, Float32Array out\n' +
+    '(bb: CpuSession.runArrays, or Tensor.from/run/toArray/free in a package without it); into: runArrays into the caller\'s array.\n' +
     'ratios: peer time over bb time (above 1: bb is faster). err: max |x − ORT-web| / max |ORT-web| of bb and tfjs outputs.',
 );
 console.log(

@@ -1,6 +1,6 @@
 // What a CpuSession.run costs from JavaScript beyond the module's own work: a one-node
 // Softmax on [1, N] (N = 4 by default: next to no arithmetic) run through the package's
-// CpuSession.run (outputs freed), against the same two exports called directly
+// CpuSession.run (outputs freed) and CpuSession.runArrays (with and without `into`), against the same two exports called directly
 // (bb_wasm_session_run with a block prepared once, then bb_wasm_tensor_free). CPU time
 // per call, the last of three rounds of 200000 calls.
 //
@@ -31,7 +31,11 @@ const names = new TextEncoder().encode('x\0');
 const block = e.bb_wasm_alloc(8 + names.length) >>> 0;
 new Uint8Array(e.memory.buffer).set(names, block + 8);
 new DataView(e.memory.buffer).setInt32(block, x.handle, true);
+const feeds = { x: { dtype: 'float', data: new Float32Array(cols).fill(0.5), dims: [1, cols] } };
+const into = { y: new Float32Array(cols) };
 const cases = {
+  'CpuSession.runArrays, into the caller\'s array': () => session.runArrays(feeds, into),
+  'CpuSession.runArrays': () => session.runArrays(feeds),
   'CpuSession.run, outputs freed': () => {
     for (const t of Object.values(session.run({ x }))) t.free();
   },

@@ -26,7 +26,7 @@ export {
   type TrainerStats,
 } from './train/trainer.js';
 export { Tensor, MAX_RANK } from './engine/tensor.js';
-export { CpuSession, type CpuOp } from './engine/session.js';
+export { CpuSession, type ArrayInput, type ArrayOutput, type CpuOp } from './engine/session.js';
 export {
   encodeOnnxModel,
   type OnnxAttribute,

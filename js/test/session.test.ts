@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { beforeAll, beforeEach, describe, expect, test } from 'vitest';
 
 import {
+  BbError,
   BbErrorCode,
   CpuSession,
   DTYPE_NAMES,
@@ -215,6 +216,18 @@ describe('models built in JavaScript', () => {
     freeAll(x, session, model);
   });
 
+  test('a run of many inputs and outputs (more than the run keeps on its stack) binds each by name', () => {
+    const names = Array.from({ length: 24 }, (_, i) => `v${i}`);
+    const { model, session } = sessionOf(passThrough(Object.fromEntries(names.map((name) => [name, 'float' as const]))));
+    const inputs = Object.fromEntries(names.map((name, i) => [name, { dtype: 'float' as const, data: Float32Array.of(i, -i), dims: [2] }]));
+    for (let run = 0; run < 2; run++) {
+      const outputs = session.runArrays(inputs);
+      expect(Object.keys(outputs)).toEqual(names);
+      names.forEach((name, i) => expect(outputs[name]?.data).toEqual(Float32Array.of(i, -i)));
+    }
+    freeAll(session, model);
+  });
+
   test('the model may be freed before its session, which keeps running', () => {
     const model = OnnxModel.decode(bb, encodeOnnxModel(oneNode('Relu', { x: [4] }, { y: [4] })));
     const session = new CpuSession(bb, model);
@@ -251,6 +264,195 @@ describe('models built in JavaScript', () => {
       message: `operator ${ops.length} does not exist: the CPU backend has ${ops.length}`,
     });
     expect(bb.exports.bb_wasm_cpu_op_types(-1)).toBe(0);
+  });
+});
+
+/** How many more handles the instance can issue now (each test has a fresh instance). */
+function freeHandleCount(): number {
+  const made: Tensor[] = [];
+  try {
+    for (;;) made.push(Tensor.zeros(bb, 'uint8', [0]));
+  } catch (error) {
+    if (!(error instanceof BbError) || error.code !== BbErrorCode.Limit) throw error;
+  }
+  freeAll(...made);
+  return made.length;
+}
+
+describe('runArrays: typed arrays in, typed arrays out', () => {
+  const softmaxSpec: OnnxModelSpec = {
+    opset: 17,
+    nodes: [{ opType: 'Softmax', inputs: ['x'], outputs: ['y'], attributes: { axis: { int: -1 } } }],
+    inputs: [{ name: 'x', dtype: 'float', dims: ['n', 3] }],
+    outputs: [{ name: 'y', dtype: 'float', dims: ['n', 3] }],
+  };
+  /** softmax over each row of 3, in double */
+  const softmaxRows = (x: Float32Array): number[] =>
+    Array.from(x, (_, i) => {
+      const row = x.subarray(i - (i % 3), i - (i % 3) + 3);
+      const max = Math.max(...row);
+      return Math.exp(x[i]! - max) / row.reduce((sum, v) => sum + Math.exp(v - max), 0);
+    });
+
+  test('each run computes on its own data, across changes of shape, and returns copies outside module memory', () => {
+    const { model, session } = sessionOf(softmaxSpec);
+    const handlesBefore = freeHandleCount();
+    const inputs = [
+      { data: Float32Array.of(1, 2, 3), dims: [1, 3] },
+      { data: Float32Array.of(3, 2, 1), dims: [1, 3] },
+      { data: Float32Array.of(0, 0, 0, -1, 5, 2), dims: [2, 3] },
+      { data: Float32Array.of(-4, 4, 0), dims: [1, 3] },
+    ];
+    const results = inputs.map(({ data, dims }) => session.runArrays({ x: { dtype: 'float', data, dims } }));
+    results.forEach(({ y }, k) => {
+      expect(y?.dtype).toBe('float');
+      expect(y?.dims).toEqual(inputs[k]!.dims);
+      expect(y?.data.buffer).not.toBe(bb.exports.memory.buffer);
+      const expected = softmaxRows(inputs[k]!.data);
+      Array.from(y!.data as Float32Array).forEach((v, i) => expect(v).toBeCloseTo(expected[i]!, 6));
+    });
+    // the same values as run() on a Tensor
+    const x = Tensor.from(bb, 'float', inputs[2]!.data, [2, 3]);
+    const { y } = session.run({ x });
+    expect(results[2]!['y']!.data).toEqual(y!.toArray());
+    freeAll(x, y);
+    // one tensor is kept for the input between runs, and released with the session
+    expect(freeHandleCount()).toBe(handlesBefore - 1);
+    freeAll(session, model);
+    expect(freeHandleCount()).toBe(handlesBefore + 2);
+  });
+
+  test('into: each output is written into the caller\'s array, which is returned', () => {
+    const { model, session } = sessionOf(softmaxSpec);
+    const into = new Float32Array(3).fill(NaN);
+    for (const data of [Float32Array.of(1, 2, 3), Float32Array.of(9, 0, 0)]) {
+      const { y } = session.runArrays({ x: { dtype: 'float', data, dims: [1, 3] } }, { y: into });
+      expect(y?.data).toBe(into);
+      expect(y?.dims).toEqual([1, 3]);
+      Array.from(into).forEach((v, i) => expect(v).toBeCloseTo(softmaxRows(data)[i]!, 6));
+    }
+    freeAll(session, model);
+  });
+
+  test('the module memory growing between runs: the input still lands in its tensor, not at a stale address', () => {
+    const { model, session } = sessionOf(oneNode('Relu', { x: [4] }, { y: [4] }));
+    const first = session.runArrays({ x: { dtype: 'float', data: Float32Array.of(-1, 2, -3, 4), dims: [4] } });
+    expect(first['y']?.data).toEqual(Float32Array.of(0, 2, 0, 4));
+    const buffer = bb.exports.memory.buffer;
+    bb.exports.memory.grow(4);
+    expect(buffer.byteLength).toBe(0); // the old buffer is detached
+    const second = session.runArrays({ x: { dtype: 'float', data: Float32Array.of(5, -6, 7, -8), dims: [4] } });
+    expect(second['y']?.data).toEqual(Float32Array.of(5, 0, 7, 0));
+    expect(first['y']?.data).toEqual(Float32Array.of(0, 2, 0, 4)); // a copy, untouched by the runs after it
+    freeAll(session, model);
+  });
+
+  test('bad inputs and into arrays are refused with the reason, leaking no handle', () => {
+    const { model, session } = sessionOf(oneNode('Add', { a: [2], b: [2] }, { sum: [2] }));
+    const a = { dtype: 'float', data: Float32Array.of(1, 2), dims: [2] } as const;
+    session.runArrays({ a, b: a });
+    const handlesBefore = freeHandleCount();
+    const refused = (call: () => unknown): [number, string] => {
+      const error = bbErrorOf(call);
+      return [error.code, error.message];
+    };
+    expect(refused(() => session.runArrays({ a, b: { dtype: 'float', data: Float64Array.of(1, 2), dims: [2] } as never }))).toEqual([
+      BbErrorCode.Type,
+      'CpuSession.runArrays: input b: float tensors take a Float32Array, got Float64Array',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: { dtype: 'float', data: Float32Array.of(1, 2, 3), dims: [2] } }))).toEqual([
+      BbErrorCode.InvalidArgument,
+      'CpuSession.runArrays: input b: dims [2] need 2 Float32Array elements, got 3',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: { dtype: 'float', data: Float32Array.of(1, 2, 3), dims: [4] } }))).toEqual([
+      BbErrorCode.InvalidArgument,
+      'CpuSession.runArrays: input b: dims [4] need 4 Float32Array elements, got 3',
+    ]);
+    const detached = Float32Array.of(1, 2);
+    structuredClone(detached.buffer, { transfer: [detached.buffer] });
+    expect(refused(() => session.runArrays({ a, b: { dtype: 'float', data: detached, dims: [2] } }))).toEqual([
+      BbErrorCode.InvalidArgument,
+      'CpuSession.runArrays: input b: dims [2] need 2 Float32Array elements, got 0 (its buffer is detached: transferred to a worker or a memory that grew)',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: { dtype: 'floaty', data: a.data, dims: [2] } as never }))).toEqual([
+      BbErrorCode.Type,
+      'CpuSession.runArrays: input b: floaty is not an element type',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: a.data as never }))).toEqual([
+      BbErrorCode.Type,
+      'CpuSession.runArrays: input b: undefined is not an element type',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: null as never }))).toEqual([
+      BbErrorCode.InvalidArgument,
+      'CpuSession.runArrays: input b is null, not { dtype, data, dims }',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: { dtype: 'int32', data: Int32Array.of(1, 2), dims: [2] } }))).toEqual([
+      BbErrorCode.Type,
+      'session run: input b: the graph declares float, got int32[2]',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: a }, { total: new Float32Array(2) }))).toEqual([
+      BbErrorCode.NotFound,
+      'CpuSession.runArrays: into names total, which is not an output of the graph',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: a }, { sum: new Float32Array(3) }))).toEqual([
+      BbErrorCode.InvalidArgument,
+      'CpuSession.runArrays: into.sum: dims [2] need 2 Float32Array elements, got 3',
+    ]);
+    expect(refused(() => session.runArrays({ a, b: a }, { sum: new Int32Array(2) }))).toEqual([
+      BbErrorCode.Type,
+      'CpuSession.runArrays: into.sum: the output is float, which takes a Float32Array, got Int32Array',
+    ]);
+    // the refused runs left the kept input tensors (one re-made as int32) and nothing else
+    expect(freeHandleCount()).toBe(handlesBefore);
+    expect(session.runArrays({ a, b: a })['sum']?.data).toEqual(Float32Array.of(2, 4));
+    freeAll(session, model);
+    expect(bbErrorOf(() => session.runArrays({ a, b: a })).message).toBe('CpuSession.runArrays: the session was freed');
+  });
+
+  test('names the run refuses, and initializers overridden, keep no tensor after the run', () => {
+    const spec: OnnxModelSpec = {
+      ...oneNode('Add', { a: [2] }, { sum: [2] }),
+      nodes: [{ opType: 'Add', inputs: ['a', 'w'], outputs: ['sum'] }],
+      initializers: [{ name: 'w', dtype: 'float', dims: [2], data: Float32Array.of(10, 20) }],
+    };
+    const { model, session } = sessionOf(spec);
+    const a = { dtype: 'float', data: Float32Array.of(1, 2), dims: [2] } as const;
+    expect(session.runArrays({ a })['sum']?.data).toEqual(Float32Array.of(11, 22));
+    const handlesBefore = freeHandleCount();
+    for (let i = 0; i < 5; i++) {
+      const error = bbErrorOf(() => session.runArrays({ a, [`z${i}`]: a }));
+      expect([error.code, error.message]).toEqual([BbErrorCode.NotFound, `session run: the graph has no input named z${i}`]);
+    }
+    expect(session.runArrays({ a, w: { dtype: 'float', data: Float32Array.of(100, 200), dims: [2] } })['sum']?.data).toEqual(
+      Float32Array.of(101, 202),
+    );
+    expect(session.runArrays({ a })['sum']?.data).toEqual(Float32Array.of(11, 22));
+    expect(freeHandleCount()).toBe(handlesBefore);
+    freeAll(session, model);
+  });
+
+  test('an output named __proto__ is an own property of the result, into the caller\'s array too', () => {
+    const { model, session } = sessionOf(oneNode('Relu', { x: [2] }, { ['__proto__']: [2] }));
+    const into = new Float32Array(2);
+    for (const target of [undefined, { ['__proto__']: into }]) {
+      const feeds = { x: { dtype: 'float', data: Float32Array.of(-1, 2), dims: [2] } } as const;
+      const outputs = target === undefined ? session.runArrays(feeds) : session.runArrays(feeds, Object.fromEntries([['__proto__', into]]));
+      expect(Object.keys(outputs)).toEqual(['__proto__']);
+      expect(Object.getPrototypeOf(outputs)).toBe(Object.prototype);
+      const y = Object.getOwnPropertyDescriptor(outputs, '__proto__')?.value as { data: Float32Array };
+      expect(y.data).toEqual(Float32Array.of(0, 2));
+      if (target !== undefined) expect(y.data).toBe(into);
+    }
+    freeAll(session, model);
+  });
+
+  test('an output that is the input itself (a graph without nodes) is copied out into the caller\'s array', () => {
+    const { model, session } = sessionOf(passThrough({ x: 'float' }));
+    const into = new Float32Array(2);
+    const { x } = session.runArrays({ x: { dtype: 'float', data: Float32Array.of(7, 8), dims: [2] } }, { x: into });
+    expect(x?.data).toBe(into);
+    expect(into).toEqual(Float32Array.of(7, 8));
+    freeAll(session, model);
   });
 });
 

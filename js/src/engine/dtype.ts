@@ -37,6 +37,8 @@ interface TypedArrayConstructor<T> {
   readonly name: string;
   readonly BYTES_PER_ELEMENT: number;
   new (buffer: ArrayBufferLike, byteOffset: number, length: number): T;
+  /** A copy of `source` in a new buffer of its own (which V8 fills without zeroing it first, unlike slice()'s). */
+  new (source: T): T;
 }
 
 interface DTypeInfo<D extends DType> {

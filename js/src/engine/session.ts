@@ -4,9 +4,10 @@
  * planned) and then run any number of times on {@link Tensor}s.
  */
 import type { Bb } from './bb.js';
+import { dtypeFromCode, dtypeInfo, isDType, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
 import { BbError, BbErrorCode } from './errors.js';
 import type { OnnxModel } from './model.js';
-import { Tensor } from './tensor.js';
+import { checkedDims, describeValue, Tensor } from './tensor.js';
 
 const utf8 = new TextEncoder();
 const HANDLE_BYTES = 4;
@@ -17,6 +18,30 @@ export interface CpuOp {
   readonly name: string;
   /** The element types it accepts, by their DType names (`float`, `int64`, ...). */
   readonly types: readonly string[];
+}
+
+/** An input of {@link CpuSession.runArrays}: the element type, the elements and the shape, as `Tensor.from` takes them. */
+export interface ArrayInput<D extends DType = DType> {
+  readonly dtype: D;
+  readonly data: DTypeArrays[D];
+  readonly dims: readonly number[];
+}
+
+/** An output of {@link CpuSession.runArrays}, copied out of the module: it stays valid whatever the module does next. */
+export interface ArrayOutput<D extends DType = DType> {
+  readonly dtype: D;
+  readonly dims: readonly number[];
+  readonly data: DTypeArrays[D];
+}
+
+/** A tensor the session keeps in module memory for one input of runArrays, and a typed view of its elements. */
+interface StagedInput {
+  readonly tensor: Tensor;
+  /** The elements' address and count (a view's own offset reads 0 once its buffer is detached). */
+  readonly ptr: number;
+  readonly length: number;
+  /** Over the module's memory buffer of the last run; made again when the memory has grown since. */
+  elements: TensorArray;
 }
 
 export class CpuSession {
@@ -32,6 +57,8 @@ export class CpuSession {
   /** {@link CpuSession.run}'s block in the module's memory (0: none yet), and the packed names it holds. */
   #scratch = 0;
   #scratchNames: Uint8Array | undefined;
+  /** runArrays's input tensors by input name, written in place run after run while their type and dims stay the same. */
+  readonly #staged = new Map<string, StagedInput>();
 
   /**
    * Prepares the model's main graph. Throws a {@link BbError} (`Unsupported`) naming the
@@ -88,27 +115,167 @@ export class CpuSession {
    */
   run(inputs: Readonly<Record<string, Tensor>>): Record<string, Tensor> {
     const session = this.#liveHandle('run');
-    const entries = Object.entries(inputs);
-    for (const [name, tensor] of entries) {
+    const names = Object.keys(inputs);
+    const tensors = names.map((name) => inputs[name] as Tensor);
+    for (let i = 0; i < names.length; i++) {
+      const tensor = tensors[i] as Tensor;
       if (tensor.bb !== this.#bb) {
-        throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name} lives in another bb.wasm instance`);
+        throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${names[i]} lives in another bb.wasm instance`);
       }
-      if (tensor.freed) throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${name}: the tensor was freed`);
+      if (tensor.freed) throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.run: input ${names[i]}: the tensor was freed`);
     }
-    // One block in the module's memory: the input handles, room for the output handles,
-    // then the packed names. It is kept for the next run while the names stay the same.
-    const names = this.#packedNames(entries);
-    const outputsAt = entries.length * HANDLE_BYTES;
+    return this.#adoptOutputs(this.#execute(session, names, tensors));
+  }
+
+  /**
+   * Runs the graph on typed arrays and returns typed arrays: each input is copied once into
+   * a tensor the session keeps for that input name (made on the first run and again when
+   * the input's type or dims change; freed with the session; an initializer overridden by
+   * name gets a tensor for the run alone), and each output is copied
+   * once out of the module, then released there. `into` may give, by output name, a typed
+   * array of the output's type and element count to copy that output into (the returned
+   * `data` is then that array): with every output given, a steady run allocates no array
+   * buffer in JavaScript and nothing in the module beyond what the graph's operators do.
+   * Nothing returned points into module memory. Throws a {@link BbError} for an input of
+   * the wrong typed array or element count (a detached buffer says so), an `into` array
+   * that does not fit its output or names no output, and whatever {@link run} refuses.
+   */
+  runArrays(
+    inputs: Readonly<Record<string, ArrayInput>>,
+    into?: Readonly<Record<string, TensorArray>>,
+  ): Record<string, ArrayOutput> {
+    const session = this.#liveHandle('runArrays');
+    if (into !== undefined) {
+      for (const name in into) {
+        if (Object.hasOwn(into, name) && !this.outputNames.includes(name)) {
+          throw new BbError(BbErrorCode.NotFound, `CpuSession.runArrays: into names ${name}, which is not an output of the graph`);
+        }
+      }
+    }
+    const names = Object.keys(inputs);
+    // Only the graph's inputs keep a tensor between runs, so that names the run refuses (or
+    // initializers overridden) hold no memory after it.
+    const tensors: Tensor[] = [];
+    const temporaries: Tensor[] = [];
+    let handles: number[];
+    try {
+      for (const name of names) {
+        const kept = this.inputNames.includes(name);
+        const tensor = this.#stage(name, inputs[name] as ArrayInput, kept);
+        tensors.push(tensor);
+        if (!kept) temporaries.push(tensor);
+      }
+      handles = this.#execute(session, names, tensors);
+    } finally {
+      for (const tensor of temporaries) tensor.free();
+    }
+    const outputs: Record<string, ArrayOutput> = {};
+    try {
+      for (let i = 0; i < handles.length; i++) {
+        const name = this.outputNames[i] as string;
+        // A graph may list one value as two outputs; the first copy stands for both.
+        if (Object.hasOwn(outputs, name)) continue;
+        const output = this.#copyOut(handles[i] as number, name, into !== undefined && Object.hasOwn(into, name) ? into[name] : undefined);
+        // an own property even for the name __proto__, which assignment would not make
+        if (name === '__proto__') Object.defineProperty(outputs, name, { value: output, enumerable: true, writable: true, configurable: true });
+        else outputs[name] = output;
+      }
+      return outputs;
+    } finally {
+      for (const handle of handles) this.#bb.exports.bb_wasm_tensor_free(handle);
+    }
+  }
+
+  /**
+   * The tensor runArrays passes for the input `name`, holding a copy of `input`'s elements:
+   * with `kept`, the session's tensor for that name (made again when the type or dims
+   * change); otherwise a new one, for the caller to free.
+   */
+  #stage(name: string, input: ArrayInput, kept: boolean): Tensor {
+    const where = `CpuSession.runArrays: input ${name}`;
+    if (input === null || typeof input !== 'object') {
+      throw new BbError(BbErrorCode.InvalidArgument, `${where} is ${input === null ? 'null' : describeValue(input)}, not { dtype, data, dims }`);
+    }
+    const { dtype, data, dims } = input;
+    if (typeof dtype !== 'string' || !isDType(dtype)) {
+      throw new BbError(BbErrorCode.Type, `${where}: ${String(dtype)} is not an element type`);
+    }
+    const info = dtypeInfo(dtype);
+    if (!(data instanceof info.array)) {
+      throw new BbError(BbErrorCode.Type, `${where}: ${dtype} tensors take a ${info.array.name}, got ${describeValue(data)}`);
+    }
+    if (!Array.isArray(dims)) throw new BbError(BbErrorCode.InvalidArgument, `${where}: dims is ${describeValue(dims)}, not an array`);
+    const staged = kept ? this.#staged.get(name) : undefined;
+    if (staged !== undefined && staged.tensor.dtype === dtype && sameDims(staged.tensor.dims, dims)) {
+      if (data.length !== staged.length) throw lengthError(where, dims, staged.length, data);
+      const memory = this.#bb.exports.memory.buffer;
+      if (staged.elements.buffer !== memory) staged.elements = new info.array(memory, staged.ptr, staged.length);
+      (staged.elements as { set(array: TensorArray): void }).set(data);
+      return staged.tensor;
+    }
+    const expected = checkedDims(where, dims).reduce((product, dim) => product * dim, 1) * info.lanes;
+    if (data.length !== expected) throw lengthError(where, dims, expected, data);
+    if (staged !== undefined) {
+      this.#staged.delete(name);
+      staged.tensor.free();
+    }
+    const tensor = Tensor.from(this.#bb, dtype, data, dims);
+    if (kept) {
+      const elements = tensor.view();
+      this.#staged.set(name, { tensor, ptr: elements.byteOffset, length: elements.length, elements });
+    }
+    return tensor;
+  }
+
+  /** The output tensor `handle` as an {@link ArrayOutput}: its elements copied into `target`, or into a new array. */
+  #copyOut(handle: number, name: string, target: TensorArray | undefined): ArrayOutput {
+    const bb = this.#bb;
+    const code = bb.check(bb.exports.bb_wasm_tensor_dtype(handle));
+    const dtype = dtypeFromCode(code);
+    if (dtype === undefined) throw new BbError(BbErrorCode.Unsupported, `bb.wasm returned a tensor of unknown data type ${code}`);
+    const rank = bb.check(bb.exports.bb_wasm_tensor_rank(handle));
+    const dimsPtr = bb.checkPointer(bb.exports.bb_wasm_tensor_dims(handle));
+    const ptr = bb.checkPointer(bb.exports.bb_wasm_tensor_data(handle));
+    const view = bb.memoryData();
+    // int64 dims, never negative: two 32-bit halves, without BigInt (one rounding past 2^53, as Number(bigint))
+    const dims: number[] = [];
+    let size = 1;
+    for (let i = 0; i < rank; i++) {
+      const dim = view.getUint32(dimsPtr + i * 8, true) + view.getUint32(dimsPtr + i * 8 + 4, true) * 2 ** 32;
+      dims.push(dim);
+      size *= dim;
+    }
+    const info = dtypeInfo(dtype);
+    const elements = new info.array(view.buffer, ptr, size * info.lanes);
+    if (target === undefined) return { dtype, dims, data: new info.array(elements) };
+    const where = `CpuSession.runArrays: into.${name}`;
+    if (!(target instanceof info.array)) {
+      throw new BbError(BbErrorCode.Type, `${where}: the output is ${dtype}, which takes a ${info.array.name}, got ${describeValue(target)}`);
+    }
+    if (target.length !== elements.length) throw lengthError(where, dims, elements.length, target);
+    (target as { set(array: TensorArray): void }).set(elements);
+    return { dtype, dims, data: target };
+  }
+
+  /**
+   * Runs the graph on the tensors, named by `names`, and returns the output handles in
+   * graph order (the caller owns them). One block in the module's memory holds the input
+   * handles, room for the output handles, then the packed names; it is kept for the next
+   * run while the names stay the same.
+   */
+  #execute(session: number, names: readonly string[], tensors: readonly Tensor[]): number[] {
+    const packed = this.#packedNames(names);
+    const outputsAt = names.length * HANDLE_BYTES;
     const namesAt = outputsAt + this.outputNames.length * HANDLE_BYTES;
-    const ptr = this.#scratchFor(names, namesAt);
+    const ptr = this.#scratchFor(packed, namesAt);
     const bb = this.#bb;
     const layout = bb.memoryData();
-    for (let i = 0; i < entries.length; i++) layout.setInt32(ptr + i * HANDLE_BYTES, (entries[i] as [string, Tensor])[1].handle, true);
-    bb.check(bb.exports.bb_wasm_session_run(session, entries.length, ptr + namesAt, names.length, ptr, ptr + outputsAt));
+    for (let i = 0; i < tensors.length; i++) layout.setInt32(ptr + i * HANDLE_BYTES, (tensors[i] as Tensor).handle, true);
+    bb.check(bb.exports.bb_wasm_session_run(session, names.length, ptr + namesAt, packed.length, ptr, ptr + outputsAt));
     const issued = bb.memoryData(); // the run may have grown the memory
     const handles: number[] = [];
     for (let i = 0; i < this.outputNames.length; i++) handles.push(issued.getInt32(ptr + outputsAt + i * HANDLE_BYTES, true));
-    return this.#adoptOutputs(handles);
+    return handles;
   }
 
   /** The run block's address, with `names` at namesAt; allocated again when the names change. */
@@ -130,26 +297,28 @@ export class CpuSession {
     this.#scratchNames = undefined;
   }
 
-  /** Releases the session. Its outputs stay valid; calling it again does nothing. */
+  /** Releases the session and runArrays's input tensors. Its outputs stay valid; calling it again does nothing. */
   free(): void {
     if (this.#handle === 0) return;
     const handle = this.#handle;
     this.#handle = 0;
     this.#freeScratch();
+    for (const staged of this.#staged.values()) staged.tensor.free();
+    this.#staged.clear();
     this.#bb.check(this.#bb.exports.bb_wasm_session_free(handle));
   }
 
   /** The input names as the module reads them, each followed by NUL; reused while they stay the same. */
-  #packedNames(entries: readonly (readonly [string, Tensor])[]): Uint8Array {
+  #packedNames(names: readonly string[]): Uint8Array {
     const last = this.#lastNames;
-    let same = last.length === entries.length;
-    for (let i = 0; same && i < entries.length; i++) same = (entries[i] as readonly [string, Tensor])[0] === last[i];
+    let same = last.length === names.length;
+    for (let i = 0; same && i < names.length; i++) same = names[i] === last[i];
     if (same) return this.#lastPacked;
-    for (const [name] of entries) {
+    for (const name of names) {
       if (name.includes('\0')) throw new BbError(BbErrorCode.InvalidArgument, 'CpuSession.run: an input name contains NUL');
     }
-    const packed = utf8.encode(entries.map(([name]) => `${name}\0`).join(''));
-    this.#lastNames = entries.map(([name]) => name);
+    const packed = utf8.encode(names.map((name) => `${name}\0`).join(''));
+    this.#lastNames = [...names];
     this.#lastPacked = packed;
     return packed;
   }
@@ -186,5 +355,32 @@ export class CpuSession {
       throw new BbError(BbErrorCode.InvalidArgument, `CpuSession.${operation}: the session was freed`);
     }
     return this.#handle;
+  }
+}
+
+function sameDims(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** The error for an array whose element count does not fit dims; a detached buffer is named as such. */
+function lengthError(where: string, dims: readonly number[], expected: number, data: TensorArray): BbError {
+  const detached = data.length === 0 && expected > 0 && isDetached(data.buffer);
+  return new BbError(
+    BbErrorCode.InvalidArgument,
+    `${where}: dims [${dims.join(',')}] need ${expected} ${data.constructor.name} elements, got ${data.length}` +
+      (detached ? ' (its buffer is detached: transferred to a worker or a memory that grew)' : ''),
+  );
+}
+
+/** Whether an ArrayBuffer was detached (transferred): only a detached buffer refuses slice(). */
+function isDetached(buffer: ArrayBufferLike): boolean {
+  if (!(buffer instanceof ArrayBuffer) || buffer.byteLength !== 0) return false;
+  try {
+    buffer.slice(0, 0);
+    return false;
+  } catch {
+    return true;
   }
 }

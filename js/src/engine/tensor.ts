@@ -131,7 +131,7 @@ export class Tensor<D extends DType = DType> {
 
   /** A copy of the elements, which stays valid whatever happens to the tensor. */
   toArray(): DTypeArrays[D] {
-    return this.#elements('toArray').slice() as DTypeArrays[D];
+    return new (dtypeInfo(this.#dtype).array)(this.#elements('toArray'));
   }
 
   /**
@@ -161,8 +161,8 @@ export class Tensor<D extends DType = DType> {
   }
 }
 
-/** The dims as given, when each is a non-negative safe integer and there are at most MAX_RANK. */
-function checkedDims(where: string, dims: readonly number[]): readonly number[] {
+/** @internal The dims as given, when each is a non-negative safe integer and there are at most MAX_RANK. */
+export function checkedDims(where: string, dims: readonly number[]): readonly number[] {
   if (dims.length > MAX_RANK) {
     throw new BbError(BbErrorCode.Limit, `${where}: rank ${dims.length} exceeds the maximum of ${MAX_RANK}`);
   }
@@ -173,7 +173,8 @@ function checkedDims(where: string, dims: readonly number[]): readonly number[] 
   return dims;
 }
 
-function describeValue(value: unknown): string {
+/** @internal What a value is, for an error message: its type or its class. */
+export function describeValue(value: unknown): string {
   if (value === null || typeof value !== 'object') return typeof value;
   return value.constructor?.name ?? 'an object';
 }
