@@ -189,9 +189,9 @@ int cmd_run(int argc, char **argv) {
   bb_cpu_session_rewrites rw;
   bb_cpu_session_rewrites_made(s, false, &rw);
   printf("rewrites: %zu nodes as %zu steps; folded_constants=%zu folded_batchnorms=%zu fused_activations=%zu "
-         "fused_adds=%zu elided_identities=%zu\n",
+         "fused_adds=%zu elided_identities=%zu batch_bands=%zu\n",
          rw.nodes, rw.steps, rw.folded_constants, rw.folded_batchnorms, rw.fused_activations, rw.fused_adds,
-         rw.elided_identities);
+         rw.elided_identities, rw.batch_bands);
   if (out_dir) {
     mkdir(out_dir, 0777);
     for (size_t k = 0; k < n_out; k++)

@@ -171,7 +171,13 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
  * moments, bias corrections, the step: thirteen elementwise nodes), as one pass over each
  * array, cut across the work pool, bit for bit the nodes' results */
 #define BB_CPU_REWRITE_FUSE_ADAM (1u << 5)
-#define BB_CPU_REWRITE_ALL 0x3fu
+/* runs of per-sample steps (Conv, pooling, activations, Flatten, Gemm, ...) over a float
+ * batch cut into 4 to 8 equal chunks of 8 samples or more run as one job of the work pool
+ * whose tasks are those chunks, each taking its samples through every step (the chunks
+ * follow the batch size alone: the same bits on any thread count; within float rounding
+ * of the steps run whole, whose kernels may sum in another order for another row count) */
+#define BB_CPU_REWRITE_BATCH_BANDS (1u << 6)
+#define BB_CPU_REWRITE_ALL 0x7fu
 
 /* Versioned by struct_size (see bb_cpu_limits); zero fields take the defaults. */
 typedef struct bb_cpu_session_options {
@@ -197,6 +203,7 @@ typedef struct bb_cpu_session_rewrites {
   size_t fused_adds;        /* Adds run inside the step that makes one of their operands */
   size_t elided_identities; /* Identity nodes dropped */
   size_t fused_adam;        /* parameters whose Adam update runs as one pass */
+  size_t batch_bands;       /* runs of per-sample steps a batch may take as one job of chunks */
 } bb_cpu_session_rewrites;
 
 BB_API void bb_cpu_session_rewrites_made(const bb_cpu_session *s, bool general, bb_cpu_session_rewrites *out);

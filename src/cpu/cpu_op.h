@@ -61,6 +61,10 @@ typedef struct bbi_cpu_node_state {
   uint32_t constant_inputs; /* bit i: input i is the session's own tensor, the same every run */
   bbi_cpu_epilogue *epilogue; /* NULL: nothing fused */
   bool winograd;              /* a 3×3 Conv may take Winograd's fast path (BB_CPU_REWRITE_WINOGRAD) */
+  /* the cache may be read, not replaced (other threads read it: a batch band's tasks); a
+   * request it does not hold gets NULL and sets cache_missed */
+  bool cache_fixed;
+  bool cache_missed;
 } bbi_cpu_node_state;
 
 typedef struct bbi_cpu_op_ctx {
@@ -118,8 +122,9 @@ int bbi_cpu_run_op(const bbi_cpu_op *op, const bb_ir_node *node, int64_t opset, 
                   bb_error *err);
 
 /* The node's cached data of `size` bytes and kind `kind` (the op's tag for a layout) made
- * from input `input`, or NULL when the node has no cache or that input is not one of the
- * session's constants (the op then works without). Data of another input, size or kind
+ * from input `input`, or NULL when the node has no cache, that input is not one of the
+ * session's constants, or the cache is fixed and holds other data (the op then works
+ * without). Data of another input, size or kind
  * is replaced. *fresh is set when the data is new and must be filled. */
 void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, uint32_t kind, size_t size, bool *fresh);
 

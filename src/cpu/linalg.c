@@ -35,6 +35,25 @@ static void matmul_generic(const bb_tensor *a, int64_t a_off, const bb_tensor *b
     }
 }
 
+/* op(B) of a product of more than one row and column packed once per session when B is one
+ * of the session's constants (the node's cache; NULL otherwise, and the GEMM packs it on
+ * every call): the same panels the GEMM would pack, so the same bits. */
+enum { PACKED_B = 1 };
+static const void *kept_packed_b(bbi_cpu_op_ctx *ctx, const bbi_f32_gemm_args *g, int trans_b, const float *b,
+                                 size_t ldb) {
+  if (g->m < 2 || g->n < 2) return NULL;
+  const size_t bytes = bbi_f32_gemm_packed_b_size(NULL, g->n, g->k);
+  bool fresh;
+  char *packed = bbi_cpu_node_cache_get(ctx, 1, PACKED_B, bytes + 64, &fresh);
+  if (!packed) return NULL;
+  packed = (char *)(((uintptr_t)packed + 63) & ~(uintptr_t)63);
+  if (fresh && bbi_f32_gemm_pack_b(NULL, g->n, g->k, trans_b, b, ldb, packed, bytes)) {
+    ctx->state->cache->kind = 0; /* nothing kept: the next call packs again */
+    return NULL;
+  }
+  return packed;
+}
+
 /* numpy.matmul semantics: 1-D operands are promoted (and the added axis dropped again),
  * leading batch dimensions broadcast. */
 static int op_matmul(bbi_cpu_op_ctx *ctx) {
@@ -106,6 +125,7 @@ static int op_matmul(bbi_cpu_op_ctx *ctx) {
       g.a = (const float *)bb_tensor_data(a) + a_off, g.lda = (size_t)k;
       g.b = (const float *)bb_tensor_data(b) + b_off, g.ldb = (size_t)n;
       g.c = (float *)bb_tensor_data(c) + c_off, g.ldc = (size_t)n;
+      if (n_batch == 1 && b->rank == 2) g.packed_b = kept_packed_b(ctx, &g, 0, g.b, g.ldb);
       if (bbi_f32_gemm(&g, scratch, scratch_size))
         return bbi_cpu_fail(ctx, BB_ERR_INVALID_ARGUMENT, "GEMM rejected its arguments");
     } else {
@@ -166,6 +186,7 @@ static int op_gemm(bbi_cpu_op_ctx *ctx) {
     g.b = bb_tensor_data(b), g.ldb = (size_t)b->dims[1];
     g.bias = row_bias ? bb_tensor_data(cin) : NULL;
     g.c = bb_tensor_data(y), g.ldc = (size_t)n;
+    g.packed_b = kept_packed_b(ctx, &g, trans_b, g.b, g.ldb);
     size_t scratch_size = bbi_f32_gemm_scratch_size(g.m, g.n, g.k);
     void *scratch = scratch_size ? bbi_cpu_scratch(ctx, scratch_size) : NULL;
     if (scratch_size && !scratch) return BB_ERR_NOMEM;

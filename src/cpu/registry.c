@@ -145,6 +145,10 @@ void *bbi_cpu_node_cache_get(bbi_cpu_op_ctx *ctx, size_t input, uint32_t kind, s
   bbi_cpu_node_cache *c = ctx->state->cache;
   const bb_tensor *source = ctx->inputs[input];
   if (c->data && c->source == source && c->kind == kind && c->size == size) return c->data;
+  if (ctx->state->cache_fixed) {
+    ctx->state->cache_missed = true;
+    return NULL;
+  }
   bbi_mem_free(c->alloc, c->data);
   c->data = bbi_mem_alloc(c->alloc, size);
   c->source = c->data ? source : NULL;

@@ -34,6 +34,7 @@ void bb_cpu_session_free(bb_cpu_session *s) {
   for (uint32_t i = 0; s->folded && i < s->n_values; i++) bb_tensor_release(s->folded[i]);
   free_plan_caches(s, &s->general);
   free_plan_caches(s, &s->constant);
+  bbi_band_slots_free(s);
   bbi_strmap_free(&s->ids);
   bbi_cpu_run_memory_release(s->memory);
   bbi_arena_free(s->arena);
@@ -277,6 +278,7 @@ static int rewrite(bb_cpu_session *s, const bbi_plan *written, bb_error *err) {
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ADAM)) rc = bbi_plan_fuse_adam(s, c);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ACTIVATIONS)) rc = bbi_plan_fuse_activations(s, g);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ACTIVATIONS)) rc = bbi_plan_fuse_activations(s, c);
+  if (!rc && (on & BB_CPU_REWRITE_BATCH_BANDS)) rc = bbi_plan_find_bands(s, c);
   if (rc == BB_ERR_NOMEM) return bb_error_set(err, rc, "out of memory rewriting the graph");
   if (rc) return rc;
   g->stats.steps = g->n_steps;
@@ -528,7 +530,7 @@ static int run_op(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilog
     return bb_error_set(r->err, BB_ERR_LIMIT, "node %s has more than 64 inputs or outputs", node_label(st->node));
   for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == BBI_NO_VALUE ? NULL : s->values[st->in[k]];
   bbi_cpu_node_state state = {&st->cache, &st->memo, own_inputs(s, st, ins), epilogue,
-                              !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD)};
+                              !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), false, false};
   st->cache.alloc = s->alloc;
   return bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
                         &s->memory->workspace, &state, r->err);
@@ -594,6 +596,16 @@ static int run_step(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
   return run_chain(s, st, outs, r);
 }
 
+/* A batch band (session_band.c) as one step: its last step's output from the chunks, or
+ * BBI_BAND_DECLINED when its steps must run one by one. */
+static int run_band(bb_cpu_session *s, bbi_plan_step *first, run_state *r) {
+  bb_tensor *outs[64] = {NULL};
+  const int rc = bbi_band_run(s, first, &outs[0], r->err);
+  if (rc) return rc;
+  const bbi_plan_step *last = &first[first->band - 1];
+  return store_outputs(s, last, last->out, outs, r);
+}
+
 /* The plan for a run: the constant one unless an input replaces an initializer it folded. */
 static bbi_plan *plan_for(bb_cpu_session *s, const char *const *input_names, size_t n_inputs) {
   for (size_t i = 0; i < n_inputs; i++) {
@@ -648,6 +660,12 @@ int bb_cpu_session_run(bb_cpu_session *s, const char *const *input_names, bb_ten
   s->peak_bytes = s->produced_bytes = 0;
   for (uint32_t i = 0; i < plan->n_steps && !rc; i++) {
     bbi_plan_step *st = &plan->steps[i];
+    if (st->band > 1 && (rc = run_band(s, st, &r)) != BBI_BAND_DECLINED) {
+      for (uint32_t b = 0; b < st->band && !rc; b++)
+        for (uint32_t k = 0; k < st[b].n_dead && !rc; k++) drop_value(s, st[b].dead[k], &r);
+      i += st->band - 1;
+      continue;
+    }
     rc = run_step(s, st, &r);
     for (uint32_t k = 0; k < st->n_dead && !rc; k++) drop_value(s, st->dead[k], &r);
   }

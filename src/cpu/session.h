@@ -16,6 +16,8 @@
 #include "cpu/cpu_op.h"
 #include "cpu/run_memory.h"
 #include "util/arena.h"
+#include "util/mem_pool.h"
+#include "util/parallel.h"
 #include "util/strmap.h"
 
 #define BBI_NO_VALUE UINT32_MAX
@@ -42,7 +44,28 @@ typedef struct bbi_plan_step {
   bool adam;
   bbi_cpu_node_cache cache;
   bbi_cpu_node_memo memo;
+  /* a batch band (session_band.c): on its first step, how many steps it spans (0: this
+   * step starts none) and what its first run with an input shape found; on each of its
+   * steps, which input carries the batch */
+  uint32_t band, band_x;
+  struct bbi_band_memo *band_memo;
 } bbi_plan_step;
+
+/* What a band's first run with an input shape (and thread count) found: whether its
+ * steps keep their rules on chunks of it, and the shape of the band's output. */
+typedef struct bbi_band_memo {
+  int rank, out_rank;
+  size_t width;
+  int64_t dims[BB_MAX_RANK], out_dims[BB_MAX_RANK];
+  bool ok;
+} bbi_band_memo;
+
+/* What a worker's band tasks allocate from: a recycling pool and a workspace of its own. */
+typedef struct bbi_band_slot {
+  bbi_mem_pool *pool;
+  bbi_cpu_workspace workspace;
+  bb_error err;
+} bbi_band_slot;
 
 typedef struct bbi_plan {
   bbi_plan_step *steps;
@@ -82,6 +105,7 @@ struct bb_cpu_session {
   bb_tensor **values; /* scratch for a run */
   size_t peak_bytes, produced_bytes;
   bb_cpu_limits limits;
+  bbi_band_slot *band_slots[BBI_PARALLEL_MAX_THREADS]; /* slot 0 unused: the caller uses `memory` */
 };
 
 /* A fresh value id for a value the rewrites make, named after `like` for errors; or
@@ -110,6 +134,16 @@ int bbi_plan_fold_batchnorm(bb_cpu_session *s, bbi_plan *p, bb_error *err);
 int bbi_plan_elide_identities(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_adam(bb_cpu_session *s, bbi_plan *p);
+int bbi_plan_find_bands(bb_cpu_session *s, bbi_plan *p);
+
+/* Runs the batch band starting at `first` (first->band > 1): *out gets the output of its
+ * last step (a new tensor). Returns 0, BBI_BAND_DECLINED when its steps must run one by
+ * one (nothing was made), or an error recorded in err. */
+#define BBI_BAND_DECLINED 1
+int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_error *err);
+
+/* Frees the slots band tasks on workers used. */
+void bbi_band_slots_free(bb_cpu_session *s);
 
 /* Runs a step that bbi_plan_fuse_adam made: the one pass (across the work pool) when its
  * values allow it — p, g, m and v float tensors of one shape, the seven coefficients float

@@ -147,7 +147,8 @@ static void test_against_double(void) {
     bb_tensor *r = k->residual_relu ? rand_tensor(4, (const int64_t[]){k->n, k->m, oh, ow}) : NULL;
     bb_model *m = conv_model(k, w, b);
     bb_cpu_session *fast = session(m, 0), *direct = session(m, BB_CPU_REWRITE_WINOGRAD);
-    bb_cpu_session *unfused = session(m, BB_CPU_REWRITE_FUSE_ACTIVATIONS);
+    /* (bands off too: a band runs its Conv on chunks of the batch, whose Winograd blocks differ) */
+    bb_cpu_session *unfused = session(m, BB_CPU_REWRITE_FUSE_ACTIVATIONS | BB_CPU_REWRITE_BATCH_BANDS);
     bb_tensor *y = fast ? run(fast, x, r) : NULL, *yd = direct ? run(direct, x, r) : NULL;
     bb_tensor *yu = unfused ? run(unfused, x, r) : NULL;
     if (y && yd && yu) {

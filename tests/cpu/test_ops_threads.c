@@ -1033,6 +1033,290 @@ static void test_session_fused_adam(void) {
   }
 }
 
+
+/* ---- batch bands ------------------------------------------------------------------------------ */
+
+/* A node of m reading `a` (and `b`, `c` when given) into `out`. */
+static bb_ir_node *graph_node(bb_model *m, const char *op, const char *a, const char *b, const char *c, const char *out) {
+  bb_ir_node *n = bb_ir_node_new(m, op, "", out);
+  bb_strlist_append(m, &n->inputs, a);
+  if (b) bb_strlist_append(m, &n->inputs, b);
+  if (c) bb_strlist_append(m, &n->inputs, c);
+  bb_strlist_append(m, &n->outputs, out);
+  bb_nodelist_append(m, &m->graph->nodes, n);
+  return n;
+}
+
+/* How the small CNN of the thread benches ends (after its second MaxPool, p2 [N, 32, 4, 4]):
+ * per sample, or with a step that is not. */
+typedef enum cnn_tail {
+  TAIL_FLATTEN,         /* Flatten, Gemm (the bench's network): one band */
+  TAIL_RESHAPE,         /* Reshape to [-1, 512], Gemm: one band */
+  TAIL_RESHAPE_LITERAL, /* Reshape to [64, -1]: the batch written into the graph */
+  TAIL_GEMM_BATCHED_C,  /* Gemm with C [64, 10]: a bias per sample */
+  TAIL_SOFTMAX_AXIS0,   /* Flatten, Gemm, Softmax over the batch */
+  TAIL_TRANSPOSE,       /* a Transpose between the two MaxPools' halves: two bands */
+} cnn_tail;
+
+/* The small CNN on 16×16 images: Conv 3×3 1→16, Relu, MaxPool 2, Conv 3×3 16→32, Relu,
+ * MaxPool 2, then the tail. */
+static bb_model *small_cnn(cnn_tail tail) {
+  bb_model *m = graph_from_x_to_y();
+  int64_t pads[4] = {1, 1, 1, 1}, two[2] = {2, 2};
+  const char *p1 = "p1";
+  bb_attr_set_ints(m, &graph_node(m, "Conv", "x", "w1", "b1", "c1")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c1", NULL, NULL, "r1");
+  bb_ir_node *mp = graph_node(m, "MaxPool", "r1", NULL, NULL, "p1");
+  bb_attr_set_ints(m, &mp->attrs, "kernel_shape", two, 2), bb_attr_set_ints(m, &mp->attrs, "strides", two, 2);
+  if (tail == TAIL_TRANSPOSE) {
+    const int64_t perm[4] = {0, 1, 3, 2};
+    bb_attr_set_ints(m, &graph_node(m, "Transpose", "p1", NULL, NULL, "t1")->attrs, "perm", perm, 4);
+    p1 = "t1";
+  }
+  bb_attr_set_ints(m, &graph_node(m, "Conv", p1, "w2", "b2", "c2")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c2", NULL, NULL, "r2");
+  mp = graph_node(m, "MaxPool", "r2", NULL, NULL, "p2");
+  bb_attr_set_ints(m, &mp->attrs, "kernel_shape", two, 2), bb_attr_set_ints(m, &mp->attrs, "strides", two, 2);
+  const bool reshape = tail == TAIL_RESHAPE || tail == TAIL_RESHAPE_LITERAL;
+  if (reshape) graph_node(m, "Reshape", "p2", "shape", NULL, "f");
+  else graph_node(m, "Flatten", "p2", NULL, NULL, "f");
+  bb_attr_set_int(m, &graph_node(m, "Gemm", "f", "w3", "b3", tail == TAIL_SOFTMAX_AXIS0 ? "g" : "y")->attrs, "transB", 1);
+  if (tail == TAIL_SOFTMAX_AXIS0) bb_attr_set_int(m, &graph_node(m, "Softmax", "g", NULL, NULL, "y")->attrs, "axis", 0);
+  add_initializer(m, "w1", rand_tensor(4, (const int64_t[]){16, 1, 3, 3}));
+  add_initializer(m, "b1", rand_tensor(1, (const int64_t[]){16}));
+  add_initializer(m, "w2", rand_tensor(4, (const int64_t[]){32, 16, 3, 3}));
+  add_initializer(m, "b2", rand_tensor(1, (const int64_t[]){32}));
+  add_initializer(m, "w3", rand_tensor(2, (const int64_t[]){10, 512}));
+  add_initializer(m, "b3", tail == TAIL_GEMM_BATCHED_C ? rand_tensor(2, (const int64_t[]){64, 10})
+                                                       : rand_tensor(1, (const int64_t[]){10}));
+  if (reshape) {
+    bb_tensor *shape = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, (const int64_t[]){2});
+    int64_t *s = bb_tensor_data(shape);
+    s[0] = tail == TAIL_RESHAPE ? -1 : 64, s[1] = tail == TAIL_RESHAPE ? 512 : -1;
+    add_initializer(m, "shape", shape);
+  }
+  return m;
+}
+
+static bb_tensor *run_x(bb_cpu_session *s, bb_tensor *x) {
+  const char *names[1] = {"x"};
+  bb_tensor *y = NULL;
+  bb_error err;
+  int rc = bb_cpu_session_run(s, names, &x, 1, &y, &err);
+  CHECK_MSG(rc == 0, "%s", err.message);
+  return y;
+}
+
+
+/* A session keeps a constant B of Gemm (transB 0 and 1) and of a 2-D MatMul packed, and
+ * gives the bits of the node run on its own (which packs B on every call): for several row
+ * counts (one row: a matrix-vector product, which packs nothing), on 1 to 4 threads, and
+ * with B fed as an input in its place (the general plan: nothing kept). */
+static void test_session_keeps_gemm_b_packed(void) {
+  for (int variant = 0; variant < 3; variant++) {
+    const char *op = variant == 2 ? "MatMul" : "Gemm";
+    const int trans_b = variant == 1;
+    bb_model *m = graph_from_x_to_y();
+    bb_ir_node *n = graph_node(m, op, "x", "w", NULL, "y");
+    if (variant < 2) bb_attr_set_int(m, &n->attrs, "transB", trans_b);
+    const int64_t k = 300, cols = 37;
+    bb_tensor *w = rand_tensor(2, trans_b ? (const int64_t[]){cols, k} : (const int64_t[]){k, cols});
+    bb_tensor *w2 = rand_tensor(2, trans_b ? (const int64_t[]){cols, k} : (const int64_t[]){k, cols});
+    add_initializer(m, "w", bb_tensor_retain(w));
+    bb_cpu_session *s = NULL;
+    bb_error err;
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &s, &err), "%s", err.message);
+    const int64_t rows[] = {64, 8, 1, 64, 33};
+    for (size_t threads = 1; s && threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        for (int fed = 0; fed < 2; fed++) {
+          bb_tensor *x = rand_tensor(2, (const int64_t[]){rows[i], k}), *ref = NULL, *y = NULL;
+          bb_tensor *args[2] = {x, fed ? w2 : w};
+          CHECK_MSG(!bb_cpu_run_node(n, 17, args, 2, &ref, 1, NULL, &err), "%s", err.message);
+          const char *names[2] = {"x", "w"};
+          CHECK_MSG(!bb_cpu_session_run(s, names, args, fed ? 2 : 1, &y, &err), "%s", err.message);
+          CHECK_MSG(same_floats(y, ref), "%s transB %d, %lld rows, B %s, %zu threads: not the node's own bits", op,
+                    trans_b, (long long)rows[i], fed ? "fed" : "kept", threads);
+          bb_tensor_release(x), bb_tensor_release(ref), bb_tensor_release(y);
+        }
+    }
+    set_threads(1);
+    bb_cpu_session_free(s);
+    bb_tensor_release(w), bb_tensor_release(w2);
+    bb_model_free(m);
+  }
+}
+
+/* Whether y is within float rounding of ref (the same sums, cut into other blocks). */
+static bool close_floats(const bb_tensor *y, const bb_tensor *ref) {
+  if (!y || !ref || y->numel != ref->numel) return false;
+  const float *a = bb_tensor_data(y), *b = bb_tensor_data(ref);
+  for (int64_t i = 0; i < y->numel; i++)
+    if (!(fabsf(a[i] - b[i]) <= 1e-4f * (1.0f + fabsf(b[i])))) return false;
+  return true;
+}
+
+/* The small CNN at batch 64 is one band: on 2 to 4 threads a warm run is ONE job of the
+ * pool, of 8 tasks (chunks of 8 images, from the batch size alone), with the bits of one
+ * thread; its results are within float rounding of the steps run whole (bands off), which
+ * are themselves checked against onnxruntime (tests/tools/rewrite_cases.py). Batches no
+ * chunking fits (1, 2, 17) and a session fed batches of several sizes in turn give the
+ * steps' own bits where no band applies. */
+static void test_session_batch_band(void) {
+  const cnn_tail tails[] = {TAIL_FLATTEN, TAIL_RESHAPE};
+  for (size_t ti = 0; ti < sizeof tails / sizeof tails[0]; ti++) {
+    bb_model *m = small_cnn(tails[ti]);
+    bb_cpu_session *banded = NULL, *whole = NULL;
+    bb_error err;
+    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+              "%s", err.message);
+    bb_cpu_session_rewrites made, made_off;
+    bb_cpu_session_rewrites_made(banded, false, &made);
+    bb_cpu_session_rewrites_made(whole, false, &made_off);
+    CHECK_MSG(made.batch_bands == 1 && made_off.batch_bands == 0, "tail %zu: %zu bands planned (%zu with bands off)", ti,
+              made.batch_bands, made_off.batch_bands);
+    const int64_t batches[] = {64, 17, 64, 1, 32, 2, 64};
+    for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+      const int64_t n = batches[bi];
+      const bool bands = n == 64 || n == 32;
+      bb_tensor *x = rand_tensor(4, (const int64_t[]){n, 1, 16, 16});
+      set_threads(1);
+      bb_tensor *ref = run_x(banded, x), *plain = run_x(whole, x);
+      CHECK_MSG(bands ? close_floats(ref, plain) : same_floats(ref, plain),
+                "tail %zu batch %lld: the band's results are not those of its steps run whole", ti, (long long)n);
+      for (size_t threads = 2; threads <= most_threads(); threads++) {
+        if (set_threads(threads)) break;
+        for (int warm = 0; warm < 2; warm++) {
+          bbi_parallel_stats before, after;
+          bbi_parallel_get_stats(&before);
+          bb_tensor *y = run_x(banded, x);
+          bbi_parallel_get_stats(&after);
+          CHECK_MSG(same_floats(y, ref), "tail %zu batch %lld on %zu threads (run %d) differs from one thread", ti,
+                    (long long)n, threads, warm);
+          if (warm && n == 64)
+            CHECK_MSG(after.jobs - before.jobs == 1 && after.tasks - before.tasks == 8,
+                      "tail %zu batch 64 on %zu threads: %llu jobs of %llu tasks, not one of 8", ti, threads,
+                      (unsigned long long)(after.jobs - before.jobs), (unsigned long long)(after.tasks - before.tasks));
+          bb_tensor_release(y);
+        }
+      }
+      bb_tensor_release(ref), bb_tensor_release(plain), bb_tensor_release(x);
+    }
+    set_threads(1);
+    bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+    bb_model_free(m);
+  }
+}
+
+
+/* A band whose steps run whole in between (a batch no chunking fits), or one of whose
+ * chunks takes another path (a NaN), may find their caches
+ * in the whole batch's layout (Winograd's transform of a 3×3 Conv on 8×8 maps is packed
+ * one way for one image's tiles, the other for a chunk's): its next run checks again on
+ * the caller, so that no task rewrites a cache while others read it. Batches of 64 and 1
+ * in turn, on 1 to 4 threads, each within float rounding of the steps run whole and the
+ * bits of one thread. */
+static void test_session_batch_band_after_whole_runs(void) {
+  bb_model *m = graph_from_x_to_y();
+  int64_t pads[4] = {1, 1, 1, 1};
+  bb_attr_set_ints(m, &graph_node(m, "Conv", "x", "w1", NULL, "c1")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c1", NULL, NULL, "r1");
+  bb_attr_set_ints(m, &graph_node(m, "Conv", "r1", "w2", NULL, "c2")->attrs, "pads", pads, 4);
+  graph_node(m, "Relu", "c2", NULL, NULL, "y");
+  add_initializer(m, "w1", rand_tensor(4, (const int64_t[]){128, 128, 3, 3}));
+  add_initializer(m, "w2", rand_tensor(4, (const int64_t[]){128, 128, 3, 3}));
+  bb_cpu_session *banded = NULL, *whole = NULL;
+  bb_error err;
+  const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+            "%s", err.message);
+  bb_tensor *x64 = rand_tensor(4, (const int64_t[]){64, 128, 8, 8}), *x1 = rand_tensor(4, (const int64_t[]){1, 128, 8, 8});
+  set_threads(1);
+  bb_tensor *ref64 = run_x(banded, x64), *plain64 = run_x(whole, x64), *ref1 = run_x(banded, x1);
+  CHECK_MSG(close_floats(ref64, plain64), "batch 64: the band's results are not those of its steps run whole");
+  for (size_t threads = 1; threads <= most_threads(); threads++) {
+    if (set_threads(threads)) break;
+    for (int i = 0; i < 6; i++) {
+      bb_tensor *y = run_x(banded, i % 2 ? x1 : x64);
+      CHECK_MSG(same_floats(y, i % 2 ? ref1 : ref64), "run %d (batch %d) on %zu threads differs from one thread", i,
+                i % 2 ? 1 : 64, threads);
+      bb_tensor_release(y);
+    }
+  }
+  /* a NaN in one image sends its chunk's Winograd convolution to the direct path, which
+   * keeps its weights in another layout: in chunk 2 (a task's), and in chunk 0 (the caller's
+   * first run): the bits of one thread on every thread count, NaN where the steps run whole
+   * give NaN and within rounding of them elsewhere */
+  for (int at = 0; at < 2; at++) {
+    bb_tensor *xn = rand_tensor(4, (const int64_t[]){64, 128, 8, 8});
+    ((float *)bb_tensor_data(xn))[(at ? 3 : 20) * 128 * 64 + 5] = NAN;
+    set_threads(1);
+    bb_tensor *refn = run_x(banded, xn), *plainn = run_x(whole, xn);
+    bool agree = refn && plainn && refn->numel == plainn->numel;
+    /* (the steps run whole take the direct path for every image, the band Winograd's for
+     * the chunks without the NaN: within Winograd's bound of each other, 3·10⁻⁴ here) */
+    for (int64_t i = 0; agree && i < refn->numel; i++) {
+      const float a = ((const float *)bb_tensor_data(refn))[i], b = ((const float *)bb_tensor_data(plainn))[i];
+      agree = isnan(a) ? isnan(b) : !isnan(b) && fabsf(a - b) <= 1e-3f * (1.0f + fabsf(b));
+    }
+    CHECK_MSG(agree, "a NaN in image %d: the band's results are not those of its steps run whole", at ? 3 : 20);
+    for (size_t threads = 2; threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (int i = 0; i < 3; i++) {
+        bb_tensor *y = run_x(banded, i == 1 ? x64 : xn);
+        CHECK_MSG(same_floats(y, i == 1 ? ref64 : refn), "a NaN in image %d, run %d on %zu threads: not one thread's bits",
+                  at ? 3 : 20, i, threads);
+        bb_tensor_release(y);
+      }
+    }
+    bb_tensor_release(refn), bb_tensor_release(plainn), bb_tensor_release(xn);
+  }
+  set_threads(1);
+  bb_tensor_release(ref64), bb_tensor_release(plain64), bb_tensor_release(ref1);
+  bb_tensor_release(x64), bb_tensor_release(x1);
+  bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+  bb_model_free(m);
+}
+
+/* Steps that are not per sample end or cut a band, or make it decline on its first run
+ * (its steps then run one by one, with their own bits): a Reshape with the batch written
+ * into its shape, a Gemm bias with a row per sample, a Softmax over the batch; a
+ * Transpose between two bands leaves two bands. On 1 to 4 threads. */
+static void test_session_batch_band_declines(void) {
+  const cnn_tail tails[] = {TAIL_RESHAPE_LITERAL, TAIL_GEMM_BATCHED_C, TAIL_SOFTMAX_AXIS0, TAIL_TRANSPOSE};
+  const size_t planned[] = {1, 1, 1, 2};
+  for (size_t ti = 0; ti < sizeof tails / sizeof tails[0]; ti++) {
+    bb_model *m = small_cnn(tails[ti]);
+    bb_cpu_session *banded = NULL, *whole = NULL;
+    bb_error err;
+    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+              "%s", err.message);
+    bb_cpu_session_rewrites made;
+    bb_cpu_session_rewrites_made(banded, false, &made);
+    CHECK_MSG(made.batch_bands == planned[ti], "case %zu: %zu bands planned, not %zu", ti, made.batch_bands, planned[ti]);
+    bb_tensor *x = rand_tensor(4, (const int64_t[]){64, 1, 16, 16});
+    set_threads(1);
+    bb_tensor *plain = run_x(whole, x);
+    for (size_t threads = 1; threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (int run = 0; run < 2; run++) {
+        bb_tensor *y = run_x(banded, x);
+        /* the Transpose's two bands run; the others decline and run the steps whole */
+        CHECK_MSG(tails[ti] == TAIL_TRANSPOSE ? close_floats(y, plain) : same_floats(y, plain),
+                  "case %zu on %zu threads (run %d): not the steps' own results", ti, threads, run);
+        bb_tensor_release(y);
+      }
+    }
+    set_threads(1);
+    bb_tensor_release(plain), bb_tensor_release(x);
+    bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+    bb_model_free(m);
+  }
+}
+
 int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_and_gemm);
@@ -1052,6 +1336,10 @@ int main(void) {
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);
   RUN(test_session_fused_adam);
+  RUN(test_session_keeps_gemm_b_packed);
+  RUN(test_session_batch_band);
+  RUN(test_session_batch_band_declines);
+  RUN(test_session_batch_band_after_whole_runs);
   RUN(test_cnn_training_steps);
   bb_model_free(model);
   return bb_test_finish();

@@ -178,6 +178,39 @@ def small_cases(out_dir, rng):
     write_case(out_dir, "constant_subgraph", g.model([("x", x_shape)], [out], {out: [2, 5, 2]}), [("x", x)],
                {"folded_constants": 4, "fused_activations": 1, "elided_identities": 1})
 
+    # batch bands: the small CNN of the thread benches (Conv 3×3, Relu, MaxPool 2, twice, then
+    # Flatten and Gemm) at batch 64 runs as one band of 8 chunks of 8 images; with a Reshape
+    # that writes the batch into its shape and a Softmax over the batch it is planned but
+    # declines on its first run (the steps run whole); at batch 40 a band of 5 chunks of 8
+    # images with a BatchNormalization (folded), a Sigmoid and an AveragePool in it
+    def small_cnn(g, batch, literal_reshape=False, softmax_axis=None, bn=False):
+        h = g.conv("x", 1, 16)
+        if bn:
+            h = g.bn(h, 16)
+        h = g.node("MaxPool", [g.node("Relu", [h])], kernel_shape=[2, 2], strides=[2, 2])
+        h = g.conv(h, 16, 32)
+        h = g.node("Relu", [h]) if not bn else g.node("Sigmoid", [h])
+        h = g.node("MaxPool" if not bn else "AveragePool", [h], kernel_shape=[2, 2], strides=[2, 2])
+        if literal_reshape:
+            g.inits.append(numpy_helper.from_array(np.array([batch, -1], np.int64), "shape"))
+            h = g.node("Reshape", [h, "shape"])
+        else:
+            h = g.node("Flatten", [h], axis=1)
+        y = g.node("Gemm", [h, g.init("w", rng.standard_normal((10, 32 * 4 * 4)) * 0.05),
+                            g.init("b", rng.standard_normal(10) * 0.1)], transB=1)
+        if softmax_axis is not None:
+            y = g.node("Softmax", [y], axis=softmax_axis)
+        return y
+
+    for name, batch, kwargs, expect in [("batch_band", 64, {}, {"batch_bands": 1}),
+                                        ("batch_band_declined", 64, {"literal_reshape": True, "softmax_axis": 0},
+                                         {"batch_bands": 1}),
+                                        ("batch_band_bn", 40, {"bn": True}, {"batch_bands": 1, "folded_batchnorms": 1})]:
+        g = Graph(rng)
+        y = small_cnn(g, batch, **kwargs)
+        xb = rng.standard_normal((batch, 1, 16, 16)).astype(np.float32)
+        write_case(out_dir, name, g.model([("x", [batch, 1, 16, 16])], [y]), [("x", xb)], expect)
+
     # a run that feeds its own weights, mean and variance for initializers the fold assumed:
     # the session must run the graph as written (the general plan), not the folded weights.
     # onnxruntime-node answers such a run with the initializers' values, so PyTorch does.
