@@ -513,23 +513,13 @@ static void drop_value(bb_cpu_session *s, uint32_t v, run_state *r) {
   s->values[v] = NULL;
 }
 
-/* Bit k set when input k is the session's own tensor (an initializer or folded value). */
-static uint32_t own_inputs(const bb_cpu_session *s, const bbi_plan_step *st, bb_tensor *const *ins) {
-  uint32_t mask = 0;
-  for (uint32_t k = 0; k < st->n_in && k < 32; k++) {
-    uint32_t v = st->in[k];
-    if (v != BBI_NO_VALUE && ins[k] && (ins[k] == s->initial[v] || ins[k] == s->folded[v])) mask |= 1u << k;
-  }
-  return mask;
-}
-
 /* Runs one step's op on its inputs; outs gets its outputs. */
 static int run_op(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilogue, bb_tensor **outs, run_state *r) {
   bb_tensor *ins[64];
   if (st->n_in > 64 || st->n_out > 64)
     return bb_error_set(r->err, BB_ERR_LIMIT, "node %s has more than 64 inputs or outputs", node_label(st->node));
   for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == BBI_NO_VALUE ? NULL : s->values[st->in[k]];
-  bbi_cpu_node_state state = {&st->cache, &st->memo, own_inputs(s, st, ins), epilogue,
+  bbi_cpu_node_state state = {&st->cache, &st->memo, bbi_session_own_inputs(s, st, ins), epilogue,
                               !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), false, false};
   st->cache.alloc = s->alloc;
   return bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,

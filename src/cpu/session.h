@@ -115,6 +115,8 @@ uint32_t bbi_session_new_value(bb_cpu_session *s, const char *like);
 /* Whether value v is a constant of plan p: an initializer (for the constant plan) or a
  * value folded into it. */
 bool bbi_session_is_constant(const bb_cpu_session *s, const bbi_plan *p, uint32_t v);
+/* Bit k set when input k of step st is the session's own tensor (an initializer or folded value). */
+uint32_t bbi_session_own_inputs(const bb_cpu_session *s, const bbi_plan_step *st, bb_tensor *const *ins);
 
 /* The tensor of constant v in plan p. */
 bb_tensor *bbi_session_constant(const bb_cpu_session *s, const bbi_plan *p, uint32_t v);

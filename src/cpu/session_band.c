@@ -195,16 +195,6 @@ static bool per_sample(const bb_cpu_session *s, const bbi_plan_step *st, bb_tens
   }
 }
 
-/* Bit k set when input k is the session's own tensor (an initializer or folded value). */
-static uint32_t own_inputs(const bb_cpu_session *s, const bbi_plan_step *st, bb_tensor *const *ins) {
-  uint32_t mask = 0;
-  for (uint32_t k = 0; k < st->n_in && k < 32; k++) {
-    uint32_t v = st->in[k];
-    if (v != BBI_NO_VALUE && ins[k] && (ins[k] == s->initial[v] || ins[k] == s->folded[v])) mask |= 1u << k;
-  }
-  return mask;
-}
-
 /* Takes chunk c through every step of the band; *out gets the last step's chunk. With
  * `fixed` the steps' caches are only read (tasks run side by side). Returns 0,
  * BBI_BAND_DECLINED (a rule failed while checking), BAND_CACHE_MISSED (a step asked its
@@ -233,7 +223,7 @@ static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bool f
     for (uint32_t i = 0; i < st->n_in; i++)
       ins[i] = i == st->band_x ? cur : st->in[i] == BBI_NO_VALUE ? NULL : s->values[st->in[i]];
     bbi_cpu_epilogue epilogue = {st->act, NULL, false};
-    bbi_cpu_node_state state = {&st->cache, &st->memo, own_inputs(s, st, ins), st->n_chain ? &epilogue : NULL,
+    bbi_cpu_node_state state = {&st->cache, &st->memo, bbi_session_own_inputs(s, st, ins), st->n_chain ? &epilogue : NULL,
                                 !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), fixed, false};
     int rc = bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, u->alloc, &s->limits,
                             u->workspace, &state, u->err);

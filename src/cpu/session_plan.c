@@ -33,6 +33,15 @@ int bbi_session_add_constant(bb_cpu_session *s, bbi_plan *p, uint32_t v, bb_tens
   return 0;
 }
 
+uint32_t bbi_session_own_inputs(const bb_cpu_session *s, const bbi_plan_step *st, bb_tensor *const *ins) {
+  uint32_t mask = 0;
+  for (uint32_t k = 0; k < st->n_in && k < 32; k++) {
+    uint32_t v = st->in[k];
+    if (v != BBI_NO_VALUE && ins[k] && (ins[k] == s->initial[v] || ins[k] == s->folded[v])) mask |= 1u << k;
+  }
+  return mask;
+}
+
 uint32_t bbi_plan_uses(const bbi_plan *p, uint32_t v) {
   uint32_t uses = 0;
   for (uint32_t i = 0; i < p->n_steps; i++) {

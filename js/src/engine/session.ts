@@ -4,10 +4,10 @@
  * planned) and then run any number of times on {@link Tensor}s.
  */
 import type { Bb } from './bb.js';
-import { dtypeFromCode, dtypeInfo, isDType, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
+import { dtypeInfo, isDType, type DType, type DTypeArrays, type TensorArray } from './dtype.js';
 import { BbError, BbErrorCode } from './errors.js';
 import type { OnnxModel } from './model.js';
-import { checkedDims, describeValue, Tensor } from './tensor.js';
+import { checkedDims, describeValue, handleShape, Tensor } from './tensor.js';
 
 const utf8 = new TextEncoder();
 const HANDLE_BYTES = 4;
@@ -230,21 +230,9 @@ export class CpuSession {
   /** The output tensor `handle` as an {@link ArrayOutput}: its elements copied into `target`, or into a new array. */
   #copyOut(handle: number, name: string, target: TensorArray | undefined): ArrayOutput {
     const bb = this.#bb;
-    const code = bb.check(bb.exports.bb_wasm_tensor_dtype(handle));
-    const dtype = dtypeFromCode(code);
-    if (dtype === undefined) throw new BbError(BbErrorCode.Unsupported, `bb.wasm returned a tensor of unknown data type ${code}`);
-    const rank = bb.check(bb.exports.bb_wasm_tensor_rank(handle));
-    const dimsPtr = bb.checkPointer(bb.exports.bb_wasm_tensor_dims(handle));
+    const { dtype, dims, size } = handleShape(bb, handle);
     const ptr = bb.checkPointer(bb.exports.bb_wasm_tensor_data(handle));
     const view = bb.memoryData();
-    // int64 dims, never negative: two 32-bit halves, without BigInt (one rounding past 2^53, as Number(bigint))
-    const dims: number[] = [];
-    let size = 1;
-    for (let i = 0; i < rank; i++) {
-      const dim = view.getUint32(dimsPtr + i * 8, true) + view.getUint32(dimsPtr + i * 8 + 4, true) * 2 ** 32;
-      dims.push(dim);
-      size *= dim;
-    }
     const info = dtypeInfo(dtype);
     const elements = new info.array(view.buffer, ptr, size * info.lanes);
     if (target === undefined) return { dtype, dims, data: new info.array(elements) };

@@ -7,6 +7,28 @@ import type { Bb } from './bb.js';
 import { dtypeCode, dtypeFromCode, dtypeInfo, type DType, type DTypeArrays } from './dtype.js';
 import { BbError, BbErrorCode } from './errors.js';
 
+/**
+ * @internal The element type, dims and element count of a tensor handle the module issued,
+ * read from the module once.
+ */
+export function handleShape(bb: Bb, handle: number): { dtype: DType; dims: number[]; size: number } {
+  const code = bb.check(bb.exports.bb_wasm_tensor_dtype(handle));
+  const dtype = dtypeFromCode(code);
+  if (dtype === undefined) throw new BbError(BbErrorCode.Unsupported, `bb.wasm returned a tensor of unknown data type ${code}`);
+  const rank = bb.check(bb.exports.bb_wasm_tensor_rank(handle));
+  const dimsPtr = bb.checkPointer(bb.exports.bb_wasm_tensor_dims(handle));
+  const view = bb.memoryData();
+  // int64 dims, never negative: two 32-bit halves, without BigInt (one rounding past 2^53, as Number(bigint))
+  const dims: number[] = [];
+  let size = 1;
+  for (let i = 0; i < rank; i++) {
+    const dim = view.getUint32(dimsPtr + i * 8, true) + view.getUint32(dimsPtr + i * 8 + 4, true) * 2 ** 32;
+    dims.push(dim);
+    size *= dim;
+  }
+  return { dtype, dims, size };
+}
+
 /** The most dims a tensor can have (BB_MAX_RANK). */
 export const MAX_RANK = 8;
 
@@ -72,20 +94,7 @@ export class Tensor<D extends DType = DType> {
    */
   static adopt(bb: Bb, handle: number): Tensor {
     try {
-      const code = bb.check(bb.exports.bb_wasm_tensor_dtype(handle));
-      const dtype = dtypeFromCode(code);
-      if (dtype === undefined) throw new BbError(BbErrorCode.Unsupported, `bb.wasm returned a tensor of unknown data type ${code}`);
-      const rank = bb.check(bb.exports.bb_wasm_tensor_rank(handle));
-      const dimsPtr = bb.checkPointer(bb.exports.bb_wasm_tensor_dims(handle));
-      const view = bb.memoryData();
-      // int64 dims, never negative: two 32-bit halves, without BigInt (one rounding past 2^53, as Number(bigint))
-      const dims: number[] = [];
-      let size = 1;
-      for (let i = 0; i < rank; i++) {
-        const dim = view.getUint32(dimsPtr + i * 8, true) + view.getUint32(dimsPtr + i * 8 + 4, true) * 2 ** 32;
-        dims.push(dim);
-        size *= dim;
-      }
+      const { dtype, dims, size } = handleShape(bb, handle);
       return new Tensor(bb, handle, dtype, dims, size);
     } catch (error) {
       bb.exports.bb_wasm_tensor_free(handle);
