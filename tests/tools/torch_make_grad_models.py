@@ -334,6 +334,13 @@ def conv_extent_cases():
     conv("conv_wgrad_7x7_s2", (2, 3, 12, 11), (4, 3, 7, 7), stride=2, padding=3)
     conv("conv_wgrad_dilated_s3", (2, 3, 9, 8), (4, 3, 3, 3), stride=3, padding=(2, 1), dilation=2)
     conv("conv_wgrad_1x1_s2", (2, 3, 8, 8), (4, 3, 1, 1), stride=2)
+    # a small CNN of stride-2 convolutions (tests/cpu/test_session_transpose.c trains it too)
+    torch.manual_seed(91)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1),
+                        nn.ReLU(), nn.Conv2d(16, 24, 1, stride=2), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+    add(Case("cnn_stride2", cnn, [("x", randn(6, 3, 17, 16))], loss="sce", target=("labels", torch.tensor([1, 7, 3, 9, 0, 2])),
+             optimizers=["adam"]))
     return c
 
 
