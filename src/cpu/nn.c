@@ -390,8 +390,10 @@ typedef struct conv_job {
   size_t band_slot_bytes; /* nonzero: one image's bands are the pool's tasks, each slot this big */
   size_t tmp_at, scratch_at, scratch_size;
   /* floats of Y from one image's block to the next and from one channel's plane to the
-   * next: m_out·P and P, or P and n_batch·P when Y is written swapped ([M, N, ..]) */
+   * next: m_out·P and P, or P and n_batch·P when Y is written swapped ([M, N, ..], with
+   * no epilogue) */
   size_t y_image, y_channel;
+  bool swapped;
 } conv_job;
 
 /* Where image n's channel m starts in Y. */
@@ -591,6 +593,10 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     a.bias = j->b ? j->b + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
     gemm_clip(j, &a);
     if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
+    if (j->swapped) { /* the chunk's images lie side by side in each channel's row of Y: one transposition */
+      bbi_f32_transpose(ld, (size_t)mg, tmp, (size_t)mg, j->y + y_plane(j, n0, gi * mg), j->y_channel);
+      continue;
+    }
     for (int64_t i = 0; i < nc; i++) {
       size_t at = y_plane(j, n0 + i, gi * mg);
       bbi_f32_transpose((size_t)npos, (size_t)mg, tmp + (size_t)(i * npos * mg), (size_t)mg, j->y + at, j->y_channel);
@@ -760,6 +766,7 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bool 
   memset(&j, 0, sizeof j);
   j.g = g, j.win = window_of(g, false);
   j.y_image = (size_t)(swapped ? npos : m_out * npos), j.y_channel = (size_t)(swapped ? n_batch * npos : npos);
+  j.swapped = swapped;
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
   size_t pack_stride = 0;
