@@ -528,6 +528,21 @@ static int conv_band_tasks(const conv_job *j, const float *xg, int64_t gi, size_
   return rc;
 }
 
+/* Channels a strip at a time: each of a strip's rows of Y (far apart, and not in cache) is
+ * written from start to end before the next strip's, rather than 16 bytes of every row
+ * in turn. */
+#define SWAPPED_STRIP 16
+
+/* The product tmp [rows, mg] of images n0.. of group gi into Y written swapped. */
+static void swapped_store(const conv_job *j, const float *tmp, size_t rows, int64_t n0, int64_t gi) {
+  const size_t mg = (size_t)j->mg;
+  float *y = j->y + y_plane(j, n0, gi * j->mg);
+  for (size_t m0 = 0; m0 < mg; m0 += SWAPPED_STRIP) {
+    const size_t strip = mg - m0 < SWAPPED_STRIP ? mg - m0 : SWAPPED_STRIP;
+    bbi_f32_transpose(rows, strip, tmp + m0, mg, y + m0 * j->y_channel, j->y_channel);
+  }
+}
+
 /* Images n0.. (one chunk, fewer for the last), every group: column matrix, GEMM, then the
  * transposition (positions as rows) and the epilogue, with the scratch at `mem`. What it
  * computes depends on n0 and the shapes alone. */
@@ -593,8 +608,8 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     a.bias = j->b ? j->b + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
     gemm_clip(j, &a);
     if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
-    if (j->swapped) { /* the chunk's images lie side by side in each channel's row of Y: one transposition */
-      bbi_f32_transpose(ld, (size_t)mg, tmp, (size_t)mg, j->y + y_plane(j, n0, gi * mg), j->y_channel);
+    if (j->swapped) { /* the chunk's images lie side by side in each channel's row of Y */
+      swapped_store(j, tmp, ld, n0, gi);
       continue;
     }
     for (int64_t i = 0; i < nc; i++) {
