@@ -10,6 +10,7 @@
 
 #include "bb/cpu.h"
 #include "bb/grad.h"
+#include "grad/gradtest.h"
 #include "harness.h"
 #include "optest.h"
 #include "util/parallel.h"
@@ -128,29 +129,11 @@ static void test_session_fused_conv_transpose(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_case(&cases[i]);
 }
 
-static bb_model *load_model(const char *rel) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", BB_TEST_SOURCE_DIR, rel);
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *buf = malloc(size > 0 ? (size_t)size : 1);
-  size_t got = buf ? fread(buf, 1, (size_t)size, f) : 0;
-  fclose(f);
-  bb_model *m = NULL;
-  bb_error err;
-  if (got != (size_t)size || bb_model_decode(buf, got, NULL, NULL, &m, &err)) m = NULL;
-  free(buf);
-  return m;
-}
-
 /* The training graph of tests/data/grad/cnn_stride2.onnx (four stride-2 convolutions, one
  * a 1×1 whose weight gradient keeps its Slice): loss and every gradient bit for bit with
  * and without the fused Transposes, on 1 to 4 threads. */
 static void test_session_fused_weight_grads(void) {
-  bb_model *m = load_model("tests/data/grad/cnn_stride2.onnx");
+  bb_model *m = gt_load(BB_TEST_SOURCE_DIR "/tests/data/grad/cnn_stride2.onnx");
   CHECK_MSG(m != NULL, "cannot read cnn_stride2.onnx");
   bb_grad_options o;
   memset(&o, 0, sizeof o);

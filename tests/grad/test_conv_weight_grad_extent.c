@@ -17,12 +17,8 @@ static size_t count_op(const bb_model *m, const char *op_type) {
 }
 
 static void check_case(const char *name, size_t slices) {
-  char path[1024];
-  snprintf(path, sizeof path, DATA "%s.onnx", name);
-  bb_model *model = gt_load(path);
-  snprintf(path, sizeof path, DATA "%s.ref.onnx", name);
-  bb_model *ref = gt_load(path);
-  CHECK_MSG(model && ref, "%s: cannot load the model or its reference", name);
+  bb_model *model, *ref;
+  if (!gt_load_case(DATA, name, &model, &ref)) return;
   const char *params[1] = {"p.w"};
   bb_grad_options o;
   memset(&o, 0, sizeof o);
@@ -32,8 +28,8 @@ static void check_case(const char *name, size_t slices) {
   o.n_params = 1;
   bb_grad_graph *g = NULL;
   bb_error err;
-  int rc = model && ref ? bb_grad_build(model, &o, NULL, &g, &err) : -1;
-  CHECK_MSG(!rc, "%s: %s", name, rc == -1 ? "no model" : err.message);
+  int rc = bb_grad_build(model, &o, NULL, &g, &err);
+  CHECK_MSG(!rc, "%s: %s", name, err.message);
   if (!rc) {
     CHECK_MSG(count_op(g->model, "Slice") == slices, "%s: %zu Slices in the training graph, want %zu", name,
               count_op(g->model, "Slice"), slices);
