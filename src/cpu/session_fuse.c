@@ -352,6 +352,21 @@ static int make_update(bb_cpu_session *s, bbi_plan *p, const update_match *u) {
   return 0;
 }
 
+/* The rule behind the step Mul(x, y) the last Sub subtracts: Adam's, momentum's, else
+ * SGD's (p' = p̂ − g·lr). *g gets the gradient the rule reads, *reads how often. */
+static void match_rule(update_match *u, const bbi_plan_step *step, uint32_t *g, uint32_t *reads) {
+  const update_match before = *u;
+  if (match_adam(u, step, g)) {
+    *reads = 3;
+    return;
+  }
+  *u = before;
+  if (match_momentum(u, step, g, reads)) return;
+  *u = before;
+  u->rule = BBI_RULE_SGD, u->in[BBI_UPDATE_IN_LR] = step->in[1];
+  *g = step->in[0], *reads = 1;
+}
+
 /* Matches one parameter's update as bb_grad_optimizer_build writes it, ending in Sub step
  * `fin` whose output p' leaves the graph, operands in its order:
  *   p' = Sub(p̂, Mul(a, q))      Adam (match_adam)
@@ -359,22 +374,16 @@ static int make_update(bb_cpu_session *s, bbi_plan *p, const update_match *u) {
  * with p̂ = p or Mul(p, decay) (match_decay) and the gradient the rule reads clipped and
  * L2-decayed or not (match_gradient), and makes it one step. */
 static int fuse_update(bb_cpu_session *s, bbi_plan *p, const value_links *l, bbi_plan_step *fin) {
-  if (fin->n_in != 2 || fin->n_out != 1 || fin->out[0] == BBI_NO_VALUE || !s->is_output[fin->out[0]] || fin->n_chain ||
-      fin->addend != BBI_NO_VALUE)
+  if (fin->n_in != 2 || fin->n_out != 1 || fin->in[0] == BBI_NO_VALUE || fin->out[0] == BBI_NO_VALUE ||
+      !s->is_output[fin->out[0]] || fin->n_chain || fin->addend != BBI_NO_VALUE)
     return 0;
   update_match u = {.s = s, .p = p, .l = l, .nodes = {fin}, .n_nodes = 1, .out = {fin->out[0]}, .n_out = 1};
   for (uint32_t k = 0; k < BBI_UPDATE_INPUTS; k++) u.in[k] = BBI_NO_VALUE;
   const bbi_plan_step *step = take(&u, fin->in[1], "Mul", 2, 1, false);
   if (!step) return 0;
   match_decay(&u, fin->in[0]);
-  const update_match sgd = u;
-  uint32_t g = step->in[0], reads = 1;
-  if (match_adam(&u, step, &g)) {
-    reads = 3;
-  } else if (u = sgd, !match_momentum(&u, step, &g, &reads)) {
-    u = sgd, g = step->in[0], reads = 1;
-    u.rule = BBI_RULE_SGD, u.in[BBI_UPDATE_IN_LR] = step->in[1];
-  }
+  uint32_t g, reads;
+  match_rule(&u, step, &g, &reads);
   match_gradient(&u, g, reads);
   return make_update(s, p, &u);
 }
@@ -405,27 +414,19 @@ int bbi_run_update(bbi_update_rule rule, bb_tensor *const *ins, const bb_allocat
   for (uint32_t k = 0; k < BBI_UPDATE_INPUTS; k++) {
     const bb_tensor *t = ins[k];
     if (!t) continue;
-    if (t->dtype != BB_DTYPE_FLOAT) return 1;
-    if (k < BBI_UPDATE_IN_CLIP && !bb_tensor_same_shape(t, pt)) return 1;
-    if (k >= BBI_UPDATE_IN_CLIP && (t->numel != 1 || t->rank > pt->rank)) return 1;
-    if (k >= BBI_UPDATE_IN_CLIP) c[k] = *(const float *)bb_tensor_data(t);
+    const bool array = k < BBI_UPDATE_IN_CLIP; /* else a coefficient */
+    if (t->dtype != BB_DTYPE_FLOAT || (array && !bb_tensor_same_shape(t, pt)) ||
+        (!array && (t->numel != 1 || t->rank > pt->rank)))
+      return 1;
+    if (!array) c[k] = *(const float *)bb_tensor_data(t);
   }
   if ((size_t)pt->numel > max_output_bytes / sizeof(float)) return 1;
-  const bbi_f32_update_coef k = {rule,
-                                 ins[BBI_UPDATE_IN_CLIP] != NULL,
-                                 ins[BBI_UPDATE_IN_WD] != NULL,
-                                 ins[BBI_UPDATE_IN_DECAY] != NULL,
-                                 c[BBI_UPDATE_IN_CLIP],
-                                 c[BBI_UPDATE_IN_WD],
-                                 c[BBI_UPDATE_IN_DECAY],
-                                 c[BBI_UPDATE_IN_LR],
-                                 c[BBI_UPDATE_IN_MU],
-                                 c[BBI_UPDATE_IN_B1],
-                                 c[BBI_UPDATE_IN_C1],
-                                 c[BBI_UPDATE_IN_B2],
-                                 c[BBI_UPDATE_IN_C2],
-                                 c[BBI_UPDATE_IN_S2],
-                                 c[BBI_UPDATE_IN_EPS]};
+  const bbi_f32_update_coef k = {
+      .rule = rule, .clip = ins[BBI_UPDATE_IN_CLIP] != NULL, .l2 = ins[BBI_UPDATE_IN_WD] != NULL,
+      .decay = ins[BBI_UPDATE_IN_DECAY] != NULL, .clip_coef = c[BBI_UPDATE_IN_CLIP], .wd = c[BBI_UPDATE_IN_WD],
+      .decay_scale = c[BBI_UPDATE_IN_DECAY], .lr = c[BBI_UPDATE_IN_LR], .mu = c[BBI_UPDATE_IN_MU],
+      .b1 = c[BBI_UPDATE_IN_B1], .c1 = c[BBI_UPDATE_IN_C1], .b2 = c[BBI_UPDATE_IN_B2], .c2 = c[BBI_UPDATE_IN_C2],
+      .s2 = c[BBI_UPDATE_IN_S2], .eps = c[BBI_UPDATE_IN_EPS]};
   for (uint32_t i = 0; i < 1 + states; i++)
     if (!(outs[i] = bb_tensor_new_empty(alloc, BB_DTYPE_FLOAT, pt->rank, pt->dims))) {
       for (uint32_t j = 0; j < i; j++) bb_tensor_release(outs[j]), outs[j] = NULL;
