@@ -966,7 +966,7 @@ static bb_ir_node *graph_node(bb_model *m, const char *op, const char *a, const 
 /* ---- optimizer updates ------------------------------------------------------------------- */
 
 #define UPDATE_STEPS 3
-#define UPDATE_MAX_PARAMS 5
+#define UPDATE_MAX_PARAMS 100
 #define UPDATE_MAX_VALUES (4 * UPDATE_MAX_PARAMS + 1) /* parameters, gradients, two states each, the step */
 
 /* An optimizer graph's runs: its inputs (the parameters, then its state, then the
@@ -1113,10 +1113,16 @@ static void decouple(bb_grad_optimizer *opt) {
     }
 }
 
-/* An optimizer graph over parameters of the given shapes (zeros: it reads their shapes). */
+/* An optimizer graph over parameters w0, w1, ... of the given shapes (zeros: it reads
+ * their shapes), gradients w0.g, w1.g, ... */
 static bb_grad_optimizer *optimizer_over(const bb_optimizer_config *cfg, int32_t dtype, size_t n_params,
                                          const int *ranks, const int64_t (*shapes)[2], bb_model **params_model) {
-  static const char *params[] = {"w0", "w1", "w2", "w3", "w4"}, *grads[] = {"w0.g", "w1.g", "w2.g", "w3.g", "w4.g"};
+  static char text[UPDATE_MAX_PARAMS][2][16];
+  const char *params[UPDATE_MAX_PARAMS], *grads[UPDATE_MAX_PARAMS];
+  for (size_t i = 0; i < n_params && i < UPDATE_MAX_PARAMS; i++) {
+    snprintf(text[i][0], sizeof text[i][0], "w%zu", i), snprintf(text[i][1], sizeof text[i][1], "w%zu.g", i);
+    params[i] = text[i][0], grads[i] = text[i][1];
+  }
   bb_model *pm = bb_model_new(NULL);
   pm->graph = bb_graph_new(pm, "params");
   for (size_t i = 0; i < n_params; i++) add_param(pm, params[i], dtype, ranks[i], shapes[i]);
@@ -1167,6 +1173,49 @@ static void test_session_fused_updates(void) {
         bb_grad_optimizer_free(opt);
         bb_model_free(pm);
       }
+}
+
+/* Clipping over 100 parameters, more than a node may take inputs (64): the squares are
+ * added by a chain of Sums; the session runs the graph, fused, with the unfused graph's
+ * bits, and the clipped step is p − g·min(1, max_norm / (‖g‖₂ + 1e-6)) with the norm over
+ * all 100 gradients (computed here in double). */
+static void test_session_clips_many_parameters(void) {
+  enum { N = 100 };
+  int ranks[N];
+  int64_t shapes[N][2];
+  for (size_t i = 0; i < N; i++) ranks[i] = 1, shapes[i][0] = 3, shapes[i][1] = 0;
+  bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_SGD);
+  cfg.lr = 1.0f, cfg.max_grad_norm = 0.5f;
+  bb_model *pm = NULL;
+  bb_grad_optimizer *opt = optimizer_over(&cfg, BB_DTYPE_FLOAT, N, ranks, (const int64_t(*)[2])shapes, &pm);
+  bb_cpu_session_rewrites made = {0};
+  if (opt) check_fused_updates("100 parameters", pm, opt, 3, false, &made);
+  CHECK_MSG(made.fused_updates == N, "%zu of %d updates fused", made.fused_updates, N);
+  update_runs u;
+  bb_cpu_session *s = NULL;
+  bb_error err;
+  bb_tensor *out[UPDATE_STEPS][UPDATE_MAX_VALUES] = {{NULL}};
+  if (opt && update_runs_init(&u, pm, opt, 3) && !bb_cpu_session_new(opt->model, NULL, &s, &err) && run_updates(s, &u, out)) {
+    double norm = 0, worst = 0;
+    for (size_t i = 0; i < N; i++)
+      for (int64_t k = 0; k < 3; k++) {
+        const double g = ((const float *)bb_tensor_data(u.grads[0][i]))[k];
+        norm += g * g;
+      }
+    const double coef = fmin(1.0, 0.5 / (sqrt(norm) + 1e-6));
+    for (size_t i = 0; i < N; i++)
+      for (int64_t k = 0; k < 3; k++) {
+        const double p = ((const float *)bb_tensor_data(u.first[i]))[k], g = ((const float *)bb_tensor_data(u.grads[0][i]))[k];
+        worst = fmax(worst, fabs(((const float *)bb_tensor_data(out[0][i]))[k] - (p - g * coef)));
+      }
+    CHECK_MSG(coef < 1 && worst <= 1e-6, "the clipped step is %.3g from p - g * %.6f", worst, coef);
+  }
+  CHECK_MSG(s, "the session did not run");
+  release_updates(out);
+  if (opt) update_runs_free(&u);
+  bb_cpu_session_free(s);
+  bb_grad_optimizer_free(opt);
+  bb_model_free(pm);
 }
 
 /* Where the values do not allow the one pass, the update's nodes run as written, with
@@ -1527,6 +1576,7 @@ int main(void) {
   RUN(test_elementwise);
   RUN(test_session_fused_updates);
   RUN(test_session_update_falls_back);
+  RUN(test_session_clips_many_parameters);
   RUN(test_session_keeps_gemm_b_packed);
   RUN(test_session_batch_band);
   RUN(test_session_batch_band_declines);
