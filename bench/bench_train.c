@@ -85,20 +85,6 @@ static int run_step(void *arg) {
   return rc;
 }
 
-/* The optimizer named (torch.optim's defaults, bb_optimizer_defaults), or false. */
-static bool optimizer_named(const char *name, bb_optimizer_config *out) {
-  static const char *const NAMES[] = {"sgd", "momentum", "nesterov", "adam", "adamw"};
-  static const bb_optimizer_kind KINDS[] = {BB_OPTIMIZER_SGD, BB_OPTIMIZER_MOMENTUM, BB_OPTIMIZER_MOMENTUM, BB_OPTIMIZER_ADAM,
-                                            BB_OPTIMIZER_ADAMW};
-  for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
-    if (strcmp(name, NAMES[i]) == 0) {
-      *out = bb_optimizer_defaults(KINDS[i]);
-      out->nesterov = i == 2;
-      return true;
-    }
-  return false;
-}
-
 int main(int argc, char **argv) {
   long threads = 1;
   bool wall = false;
@@ -110,7 +96,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--optimizer") == 0 && i + 1 < argc) optimizer = argv[++i];
     else threads = 0;
   }
-  if (threads < 1 || !optimizer_named(optimizer, &cfg)) {
+  if (threads < 1 || !bench_optimizer_named(optimizer, &cfg)) {
     fprintf(stderr, "usage: bench_train [--threads N] [--only SUBSTRING] [--optimizer sgd|momentum|nesterov|adam|adamw]\n");
     return 2;
   }
