@@ -400,13 +400,10 @@ int bbi_plan_fuse_updates(bb_cpu_session *s, bbi_plan *p) {
   return rc;
 }
 
-/* The states each rule keeps. */
-static uint32_t rule_states(bbi_update_rule rule) { return rule == BBI_RULE_SGD ? 0 : rule == BBI_RULE_ADAM ? 2 : 1; }
-
 int bbi_run_update(bbi_update_rule rule, bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes,
                    bb_tensor **outs) {
   const bb_tensor *pt = ins[BBI_UPDATE_IN_P];
-  const uint32_t states = rule_states(rule);
+  const uint32_t states = (uint32_t)bbi_update_states(rule);
   if (!pt || !ins[BBI_UPDATE_IN_G] || !ins[BBI_UPDATE_IN_LR]) return 1;
   for (uint32_t i = 0; i < states; i++)
     if (!ins[BBI_UPDATE_IN_STATE0 + i]) return 1;

@@ -1779,7 +1779,7 @@ static void test_update_matches_scalar(void) {
         const bbi_f32_update_arrays wa = {in[0], in[1], {in[2], in[3]}, want[0], {want[1], want[2]}};
         bbi_f32_update(&k, n, &ga);
         bbi_f32_update_scalar(&k, n, &wa);
-        const size_t outs = rules[r] == BBI_RULE_SGD ? 1 : rules[r] == BBI_RULE_ADAM ? 3 : 2;
+        const size_t outs = 1 + bbi_update_states(rules[r]);
         for (size_t o = 0; o < 3; o++)
           for (size_t i = 0; i <= n; i++) same &= same_float(got[o][i], want[o][i]) && (o < outs || got[o][i] == 7.0f);
         for (int i = 0; i < 4; i++) free(in[i]);

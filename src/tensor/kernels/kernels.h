@@ -314,6 +314,12 @@ typedef struct bbi_f32_update_coef {
   float b1, c1, b2, c2, s2, eps; /* Adam */
 } bbi_f32_update_coef;
 
+/* The states a rule keeps: none for SGD, the buffer for momentum and Nesterov, m and v
+ * for Adam. */
+static inline size_t bbi_update_states(bbi_update_rule rule) {
+  return rule == BBI_RULE_SGD ? 0 : rule == BBI_RULE_ADAM ? 2 : 1;
+}
+
 typedef struct bbi_f32_update_arrays {
   const float *p, *g, *state[2];
   float *p_out, *state_out[2];

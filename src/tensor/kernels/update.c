@@ -35,7 +35,7 @@ BBI_INLINE void update4(const bbi_f32_update_coef *k, bbi_update_rule rule, bool
  * neither read nor written. */
 BBI_INLINE void update_at(const bbi_f32_update_coef *k, bbi_update_rule rule, bool prefix, const bbi_f32_update_arrays *a,
                           size_t i, size_t r) {
-  const size_t states = rule == BBI_RULE_SGD ? 0 : rule == BBI_RULE_ADAM ? 2 : 1;
+  const size_t states = bbi_update_states(rule);
   const bbi_f32x4 zero = bbi_f32x4_splat(0.0f);
   bbi_f32x4 in[4] = {zero, zero, zero, zero}, out[3] = {zero, zero, zero};
   const float *from[4] = {a->p, a->g, a->state[0], a->state[1]};
