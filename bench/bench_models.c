@@ -75,7 +75,7 @@ static int prepare(job *j, bb_model *m, const bb_cpu_session_options *options, l
   if (!classes) return bb_cpu_session_new_with_options(m, NULL, options, &j->session, err);
   bb_grad_graph *g;
   bb_grad_optimizer *opt;
-  int rc = bench_adam_trainer(m, &g, &opt, &j->trainer, err);
+  int rc = bench_trainer(m, NULL, &g, &opt, &j->trainer, err);
   if (rc) return rc;
   j->names[1] = "labels";
   j->inputs[1] = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 1, dims);

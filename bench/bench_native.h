@@ -1,8 +1,10 @@
-/* What the native model benches (bench_train, bench_models) share: the clock they time
- * with, loading an ONNX file, and the trainer they time. */
+/* What the native model benches (bench_train, bench_models, bench_optimizer) share: the
+ * clock they time with, loading an ONNX file, the optimizers by name and the trainer they
+ * time. */
 #ifndef BENCH_NATIVE_H
 #define BENCH_NATIVE_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,21 +42,36 @@ static bb_model *bench_load_model(const char *path) {
   return m;
 }
 
+/* The optimizer named sgd, momentum, nesterov, adam or adamw with torch.optim's defaults
+ * (bb_optimizer_defaults), or false. */
+static inline bool bench_optimizer_named(const char *name, bb_optimizer_config *out) {
+  static const char *const NAMES[] = {"sgd", "momentum", "nesterov", "adam", "adamw"};
+  static const bb_optimizer_kind KINDS[] = {BB_OPTIMIZER_SGD, BB_OPTIMIZER_MOMENTUM, BB_OPTIMIZER_MOMENTUM, BB_OPTIMIZER_ADAM,
+                                            BB_OPTIMIZER_ADAMW};
+  for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+    if (strcmp(name, NAMES[i]) == 0) {
+      *out = bb_optimizer_defaults(KINDS[i]);
+      out->nesterov = i == 2;
+      return true;
+    }
+  return false;
+}
+
 /* The trainer: the model's training graph with softmax cross-entropy against int64 class
- * indices fed as "labels", then Adam with its defaults. */
-/* The graph and optimizer come back in *g and *opt (the trainer reads them: free them
+ * indices fed as "labels", then the optimizer of `cfg` (NULL: Adam with its defaults).
+ * The graph and optimizer come back in *g and *opt (the trainer reads them: free them
  * after it). */
-static int bench_adam_trainer(const bb_model *m, bb_grad_graph **g, bb_grad_optimizer **opt, bb_grad_trainer **out,
-                              bb_error *err) {
+static inline int bench_trainer(const bb_model *m, const bb_optimizer_config *cfg, bb_grad_graph **g,
+                                bb_grad_optimizer **opt, bb_grad_trainer **out, bb_error *err) {
   bb_grad_options o;
   memset(&o, 0, sizeof o);
   o.struct_size = sizeof o;
   o.loss = BB_GRAD_LOSS_SOFTMAX_CROSS_ENTROPY;
   o.target = "labels";
-  bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
+  const bb_optimizer_config adam = bb_optimizer_defaults(BB_OPTIMIZER_ADAM);
   *g = NULL, *opt = NULL;
   int rc = bb_grad_build(m, &o, NULL, g, err);
-  if (!rc) rc = bb_grad_optimizer_build(*g, &cfg, opt, err);
+  if (!rc) rc = bb_grad_optimizer_build(*g, cfg ? cfg : &adam, opt, err);
   if (!rc) rc = bb_grad_trainer_new(*g, *opt, 0, NULL, out, err);
   return rc;
 }

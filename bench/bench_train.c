@@ -3,13 +3,13 @@
  * next-character LSTM of federated_text, batch 32)
  * and the PyTorch-exported models of tests/data/grad with a symbolic batch (LeNet-style
  * CNN on 8×8 images, transformer block, MLP), the time of one training step (training
- * graph + Adam graph), the steps and samples it trains per second (best of several runs),
+ * graph + optimizer graph: Adam, or --optimizer's with its defaults), the steps and samples it trains per second (best of several runs),
  * the size of the training graph, and the memory of a step: what the two graphs' runs held
  * at their peak plus the parameters and optimizer state, against the parameters plus every
  * activation of the forward pass. Native and, built with Emscripten, under Node
  * (`node build-wasm/bench/bench_train.js`).
  *
- *   bench_train [--threads N] [--only SUBSTRING]
+ *   bench_train [--threads N] [--only SUBSTRING] [--optimizer sgd|momentum|nesterov|adam|adamw]
  *
  * Natively a step is timed by the process's CPU time, or with --threads N by the wall clock
  * on the work pool's N threads (bb_cpu_set_threads, the caller included; N may be 1, for
@@ -88,14 +88,16 @@ static int run_step(void *arg) {
 int main(int argc, char **argv) {
   long threads = 1;
   bool wall = false;
-  const char *only = NULL;
+  const char *only = NULL, *optimizer = "adam";
+  bb_optimizer_config cfg;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = strtol(argv[++i], NULL, 10), wall = true;
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else if (strcmp(argv[i], "--optimizer") == 0 && i + 1 < argc) optimizer = argv[++i];
     else threads = 0;
   }
-  if (threads < 1) {
-    fprintf(stderr, "usage: bench_train [--threads N] [--only SUBSTRING]\n");
+  if (threads < 1 || !bench_optimizer_named(optimizer, &cfg)) {
+    fprintf(stderr, "usage: bench_train [--threads N] [--only SUBSTRING] [--optimizer sgd|momentum|nesterov|adam|adamw]\n");
     return 2;
   }
   bb_error terr;
@@ -114,7 +116,7 @@ int main(int argc, char **argv) {
       {"tests/data/grad/lenet_dynamic", "x", BB_DTYPE_FLOAT, 4, {64, 1, 8, 8}, 10, 0},
       {"tests/data/grad/transformer_dynamic", "tokens", BB_DTYPE_INT64, 2, {64, 5}, 3, 11},
   };
-  printf("bench_train: %ld thread%s, %s\n", threads, threads > 1 ? "s" : "", wall ? "wall clock" : "CPU time");
+  printf("bench_train: %ld thread%s, %s, %s\n", threads, threads > 1 ? "s" : "", wall ? "wall clock" : "CPU time", optimizer);
   printf("%-36s %6s %6s %9s %9s %11s %10s %10s %10s %6s %6s\n", "model", "nodes", "batch", "step ms", "steps/s",
          "samples/s", "in use KiB", "held KiB", "model KiB", "in use", "held");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -130,7 +132,7 @@ int main(int argc, char **argv) {
     ctx c;
     memset(&c, 0, sizeof c);
     bb_error err;
-    if (bench_adam_trainer(m, &g, &opt, &c.trainer, &err)) {
+    if (bench_trainer(m, &cfg, &g, &opt, &c.trainer, &err)) {
       fprintf(stderr, "%s: %s\n", bc->model, err.message);
       return 1;
     }

@@ -4,7 +4,8 @@ the training graph and the Adam graph of the examples' models, examples/models: 
 CNN and MLP, and the next-character LSTM of 16 characters) against PyTorch on the CPU with
 one thread (torch.set_num_threads(1)), the same modules (tests/tools/
 torch_make_digits_models.py and torch_make_text_model.py build both the ONNX files and
-these), Adam with lr 1e-3, the same batch size. Both count steps per second of CPU time (bench_train uses
+these), Adam with lr 1e-3 (or --optimizer's rule with torch.optim's defaults: sgd and
+momentum lr 1e-2, momentum 0.9), the same batch size. Both count steps per second of CPU time (bench_train uses
 CLOCK_PROCESS_CPUTIME_ID natively). Each side is measured three times, alternately, and the
 best run of each counts; figures and ratios are printed together.
 
@@ -12,7 +13,8 @@ With --threads N both sides are timed by the wall clock on 1 and on N threads in
 (bench_train --threads, bb_cpu_set_threads(N); torch.set_num_threads(N)), alternately, and
 each one's speed-up from 1 to N threads is printed with the ratios at both counts.
 
-usage: /usr/bin/python3 bench/train_vs_torch.py [BUILD_DIR] [--threads N] [--rounds R]   (default: build)"""
+usage: /usr/bin/python3 bench/train_vs_torch.py [BUILD_DIR] [--threads N] [--rounds R]
+                                               [--optimizer sgd|momentum|nesterov|adam]   (default: build, adam)"""
 import argparse
 import os
 import re
@@ -31,6 +33,15 @@ from torch_make_text_model import TextLstm  # noqa: E402
 torch.set_num_threads(1)
 BATCH = 32
 
+# bench_train's --optimizer names: torch.optim with bb_optimizer_defaults' settings
+OPTIMIZERS = {
+    "sgd": ("SGD lr 1e-2", lambda params: torch.optim.SGD(params, lr=1e-2)),
+    "momentum": ("SGD lr 1e-2 momentum 0.9", lambda params: torch.optim.SGD(params, lr=1e-2, momentum=0.9)),
+    "nesterov": ("SGD lr 1e-2 Nesterov momentum 0.9",
+                 lambda params: torch.optim.SGD(params, lr=1e-2, momentum=0.9, nesterov=True)),
+    "adam": ("Adam lr 1e-3", lambda params: torch.optim.Adam(params, lr=1e-3)),
+}
+
 
 # name: (module factory, seed, input shape after the batch, input values in [0, high), classes)
 MODELS = {
@@ -40,10 +51,10 @@ MODELS = {
 }
 
 
-def torch_steps_per_second(module, shape, high, classes, seconds=1.0, threads=None):
+def torch_steps_per_second(module, optimizer, shape, high, classes, seconds=1.0, threads=None):
     torch.set_num_threads(threads or 1)
     torch.manual_seed(0)
-    opt = torch.optim.Adam(module.parameters(), lr=1e-3)
+    opt = OPTIMIZERS[optimizer][1](module.parameters())
     batches = [(torch.randint(0, high, (BATCH, *shape)).float(), torch.randint(0, classes, (BATCH,))) for _ in range(16)]
 
     def step(i):
@@ -69,8 +80,9 @@ def torch_steps_per_second(module, shape, high, classes, seconds=1.0, threads=No
     return rate
 
 
-def bb_steps_per_second(build, threads=None):
-    cmd = [os.path.join(build, "bench", "bench_train")] + (["--threads", str(threads)] if threads else [])
+def bb_steps_per_second(build, optimizer, threads=None):
+    cmd = [os.path.join(build, "bench", "bench_train"), "--optimizer", optimizer]
+    cmd += ["--threads", str(threads)] if threads else []
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rates = {}
     for line in out.splitlines():
@@ -85,6 +97,7 @@ def main():
     ap.add_argument("build", nargs="?", default=os.path.join(here, "..", "build"))
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam")
     args = ap.parse_args()
     if args.threads:
         return thread_rows(args)
@@ -92,13 +105,14 @@ def main():
     torch_best = {name: 0.0 for name in MODELS}
     bb_best = {name: 0.0 for name in MODELS}
     for _ in range(3):
-        for name, rate in bb_steps_per_second(build).items():
+        for name, rate in bb_steps_per_second(build, args.optimizer).items():
             bb_best[name] = max(bb_best[name], rate)
         for name, (make, seed, shape, high, classes) in MODELS.items():
             torch.manual_seed(seed)
-            torch_best[name] = max(torch_best[name], torch_steps_per_second(make(), shape, high, classes))
-    print("train-vs-torch: PyTorch %s (1 thread), load average %.1f; batch %d, Adam lr 1e-3"
-          % (torch.__version__, os.getloadavg()[0], BATCH))
+            torch_best[name] = max(torch_best[name],
+                                   torch_steps_per_second(make(), args.optimizer, shape, high, classes))
+    print("train-vs-torch: PyTorch %s (1 thread), load average %.1f; batch %d, %s"
+          % (torch.__version__, os.getloadavg()[0], BATCH, OPTIMIZERS[args.optimizer][0]))
     print("| model | bb native steps/s | PyTorch steps/s | bb / PyTorch | target |")
     print("|---|---:|---:|---:|---:|")
     met = 0
@@ -116,15 +130,17 @@ def thread_rows(args):
     torch_best = dict(bb_best)
     for _ in range(args.rounds):
         for n in counts:
-            for name, rate in bb_steps_per_second(args.build, n).items():
+            for name, rate in bb_steps_per_second(args.build, args.optimizer, n).items():
                 bb_best[name, n] = max(bb_best[name, n], rate)
             for name, (make, seed, shape, high, classes) in MODELS.items():
                 torch.manual_seed(seed)
                 torch_best[name, n] = max(torch_best[name, n],
-                                          torch_steps_per_second(make(), shape, high, classes, threads=n))
+                                          torch_steps_per_second(make(), args.optimizer, shape, high, classes,
+                                                                 threads=n))
     n = args.threads
-    print("train-vs-torch: PyTorch %s, wall clock on 1 and %d threads, load average %.1f, %d cores; batch %d, Adam "
-          "lr 1e-3; best of %d rounds" % (torch.__version__, n, os.getloadavg()[0], os.cpu_count(), BATCH, args.rounds))
+    print("train-vs-torch: PyTorch %s, wall clock on 1 and %d threads, load average %.1f, %d cores; batch %d, %s; "
+          "best of %d rounds" % (torch.__version__, n, os.getloadavg()[0], os.cpu_count(), BATCH,
+                                 OPTIMIZERS[args.optimizer][0], args.rounds))
     print("| model | bb 1 | bb %d | bb ×%d | PyTorch 1 | PyTorch %d | PyTorch ×%d | bb/PyTorch @1 | bb/PyTorch @%d |"
           % (n, n, n, n, n))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

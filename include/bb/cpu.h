@@ -167,10 +167,13 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
  * F(2×2, 3×3) where it is faster: within a stated bound of the direct convolution
  * (docs/DEVIATIONS.md), not its bits; off, every Conv gives the node's own bits */
 #define BB_CPU_REWRITE_WINOGRAD (1u << 4)
-/* Adam's or AdamW's update of one parameter, as bb_grad_optimizer_build writes it (two
- * moments, bias corrections, the step: thirteen elementwise nodes), as one pass over each
- * array, cut across the work pool, bit for bit the nodes' results */
-#define BB_CPU_REWRITE_FUSE_ADAM (1u << 5)
+/* each parameter's optimizer update as bb_grad_optimizer_build writes it — SGD, momentum
+ * (heavy-ball or Nesterov), Adam or AdamW, with the gradient's clipping coefficient, L2
+ * weight decay and AdamW's decoupled decay when present — as one pass over its arrays,
+ * cut across the work pool, bit for bit the nodes' results. BB_CPU_REWRITE_FUSE_ADAM is
+ * its first name (from when it fused Adam's update alone), kept for callers of it. */
+#define BB_CPU_REWRITE_FUSE_OPTIMIZER (1u << 5)
+#define BB_CPU_REWRITE_FUSE_ADAM BB_CPU_REWRITE_FUSE_OPTIMIZER
 /* runs of per-sample steps (Conv, pooling, activations, Flatten, Gemm, ...) over a float
  * batch cut into 4 to 8 equal chunks of 8 samples or more run as one job of the work pool
  * whose tasks are those chunks, each taking its samples through every step (the chunks
@@ -206,7 +209,10 @@ typedef struct bb_cpu_session_rewrites {
   size_t fused_activations; /* Relu, Clip, Sigmoid, x·sigmoid(x) run inside the step before them */
   size_t fused_adds;        /* Adds run inside the step that makes one of their operands */
   size_t elided_identities; /* Identity nodes dropped */
-  size_t fused_adam;        /* parameters whose Adam update runs as one pass */
+  union {                   /* parameters whose optimizer update runs as one pass */
+    size_t fused_updates;
+    size_t fused_adam; /* its first name (BB_CPU_REWRITE_FUSE_ADAM) */
+  };
   size_t batch_bands;       /* runs of per-sample steps a batch may take as one job of chunks */
   size_t fused_transposes;  /* Transposes a Conv writes its output through */
 } bb_cpu_session_rewrites;

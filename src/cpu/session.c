@@ -274,8 +274,8 @@ static int rewrite(bb_cpu_session *s, const bbi_plan *written, bb_error *err) {
   if (!rc) rc = copy_plan(s, g, c, err);
   if (!rc && (on & BB_CPU_REWRITE_FOLD_CONSTANTS)) rc = bbi_plan_fold_constants(s, c, true, err);
   if (!rc && (on & BB_CPU_REWRITE_FOLD_BATCHNORM)) rc = bbi_plan_fold_batchnorm(s, c, err);
-  if (!rc && (on & BB_CPU_REWRITE_FUSE_ADAM)) rc = bbi_plan_fuse_adam(s, g);
-  if (!rc && (on & BB_CPU_REWRITE_FUSE_ADAM)) rc = bbi_plan_fuse_adam(s, c);
+  if (!rc && (on & BB_CPU_REWRITE_FUSE_OPTIMIZER)) rc = bbi_plan_fuse_updates(s, g);
+  if (!rc && (on & BB_CPU_REWRITE_FUSE_OPTIMIZER)) rc = bbi_plan_fuse_updates(s, c);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ACTIVATIONS)) rc = bbi_plan_fuse_activations(s, g);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ACTIVATIONS)) rc = bbi_plan_fuse_activations(s, c);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_TRANSPOSE)) rc = bbi_plan_fuse_transposes(s, g);
@@ -557,15 +557,22 @@ static int run_chain(bb_cpu_session *s, bbi_plan_step *st, bb_tensor **outs, run
   return rc;
 }
 
-/* One parameter's Adam update: the one pass, or the graph's nodes as written (their
+/* Whether v is one of the step's outputs. */
+static bool is_step_output(const bbi_plan_step *st, uint32_t v) {
+  for (uint32_t k = 0; k < st->n_out; k++)
+    if (st->out[k] == v) return true;
+  return false;
+}
+
+/* One parameter's optimizer update: the one pass, or the graph's nodes as written (their
  * values inside the update die with it). */
-static int run_adam(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
-  bb_tensor *ins[11], *outs[64] = {NULL, NULL, NULL};
-  for (uint32_t k = 0; k < 11; k++) ins[k] = s->values[st->in[k]];
+static int run_update(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
+  bb_tensor *ins[BBI_UPDATE_INPUTS], *outs[64] = {NULL, NULL, NULL};
+  for (uint32_t k = 0; k < BBI_UPDATE_INPUTS; k++) ins[k] = st->in[k] == BBI_NO_VALUE ? NULL : s->values[st->in[k]];
   size_t cap = s->limits.max_output_bytes ? s->limits.max_output_bytes : BB_CPU_DEFAULT_MAX_OUTPUT_BYTES;
-  int rc = bbi_run_adam(ins, s->run_alloc, cap, outs);
+  int rc = bbi_run_update(st->update_rule, ins, s->run_alloc, cap, outs);
   if (rc == 0) return store_outputs(s, st, st->out, outs, r);
-  if (rc != 1) return bb_error_set(r->err, rc, "node %s (Adam's update): out of memory", node_label(st->node));
+  if (rc != 1) return bb_error_set(r->err, rc, "node %s (an optimizer update): out of memory", node_label(st->node));
   rc = 0;
   for (uint32_t i = 0; i < st->n_chain && !rc; i++) {
     bbi_plan_step *link = &st->chain[i];
@@ -575,7 +582,7 @@ static int run_adam(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
     const bbi_plan_step *link = &st->chain[i];
     for (uint32_t k = 0; k < link->n_out; k++) {
       uint32_t v = link->out[k];
-      if (v != BBI_NO_VALUE && v != st->out[0] && v != st->out[1] && v != st->out[2]) drop_value(s, v, r);
+      if (v != BBI_NO_VALUE && !is_step_output(st, v)) drop_value(s, v, r);
     }
   }
   return rc;
@@ -592,7 +599,7 @@ static int run_swapped(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
 }
 
 static int run_step(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
-  if (st->adam) return run_adam(s, st, r);
+  if (st->update) return run_update(s, st, r);
   if (st->swap_rank) return run_swapped(s, st, r);
   bb_tensor *outs[64];
   bbi_cpu_epilogue epilogue = {st->act, st->addend == BBI_NO_VALUE ? NULL : s->values[st->addend], false};

@@ -38,10 +38,12 @@ typedef struct bbi_plan_step {
   bbi_f32_activation act;
   struct bbi_plan_step *chain;
   uint32_t n_chain;
-  /* one parameter's Adam update as one pass (bbi_plan_fuse_adam): in = {p, g, m, v, b1,
-   * c1, b2, c2, s2, eps, a}, out = {p', m', v'}, `chain` the graph's nodes of it in their
-   * order, run as written when the pass cannot apply */
-  bool adam;
+  /* one parameter's optimizer update as one pass (bbi_plan_fuse_updates) when `update`:
+   * in[] the values of its BBI_UPDATE_IN_* slots (BBI_NO_VALUE where the update has none),
+   * out = {p', then the rule's state: momentum's buffer, or Adam's m' and v'}, `chain` the
+   * graph's nodes of it in their order, run as written when the pass cannot apply */
+  bool update;
+  bbi_update_rule update_rule;
   /* a Conv with a Transpose of perm [1, 0, 2, .., swap_rank - 1] of its output fused
    * (bbi_plan_fuse_transposes): chain[0] is that Transpose, run as written when the Conv
    * does not write the swapped layout itself */
@@ -139,7 +141,7 @@ int bbi_plan_fold_constants(bb_cpu_session *s, bbi_plan *p, bool assume_initiali
 int bbi_plan_fold_batchnorm(bb_cpu_session *s, bbi_plan *p, bb_error *err);
 int bbi_plan_elide_identities(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p);
-int bbi_plan_fuse_adam(bb_cpu_session *s, bbi_plan *p);
+int bbi_plan_fuse_updates(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_transposes(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_find_bands(bb_cpu_session *s, bbi_plan *p);
 
@@ -152,11 +154,36 @@ int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_er
 /* Frees the slots band tasks on workers used. */
 void bbi_band_slots_free(bb_cpu_session *s);
 
-/* Runs a step that bbi_plan_fuse_adam made: the one pass (across the work pool) when its
- * values allow it — p, g, m and v float tensors of one shape, the seven coefficients float
- * scalars of no higher rank — else the graph's nodes as written. outs gets p', m', v';
- * returns 1 when the nodes must run as written (nothing was made). */
-int bbi_run_adam(bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes, bb_tensor **outs);
+/* The inputs of a fused optimizer update (bbi_f32_update_coef names the operations): the
+ * parameter p (before any decay), the gradient g (before clipping and L2), the rule's
+ * states, then the scalars; the update's inputs a rule or form has not are BBI_NO_VALUE.
+ * LR is Adam's lr / (1 − b1^t). */
+typedef enum bbi_update_in {
+  BBI_UPDATE_IN_P,
+  BBI_UPDATE_IN_G,
+  BBI_UPDATE_IN_STATE0,
+  BBI_UPDATE_IN_STATE1,
+  BBI_UPDATE_IN_CLIP,
+  BBI_UPDATE_IN_WD,
+  BBI_UPDATE_IN_DECAY,
+  BBI_UPDATE_IN_LR,
+  BBI_UPDATE_IN_MU,
+  BBI_UPDATE_IN_B1,
+  BBI_UPDATE_IN_C1,
+  BBI_UPDATE_IN_B2,
+  BBI_UPDATE_IN_C2,
+  BBI_UPDATE_IN_S2,
+  BBI_UPDATE_IN_EPS,
+  BBI_UPDATE_INPUTS
+} bbi_update_in;
+
+/* Runs a step that bbi_plan_fuse_updates made, `ins` its BBI_UPDATE_INPUTS values (NULL
+ * where it has none): the one pass (across the work pool) when they allow it — p, g and
+ * the states float tensors of one shape, the coefficients float scalars of no higher rank,
+ * p' within max_output_bytes — else nothing. outs gets p' then the states; returns 1 when
+ * the nodes must run as written (nothing was made). */
+int bbi_run_update(bbi_update_rule rule, bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes,
+                   bb_tensor **outs);
 
 /* Drops the steps marked with node == NULL, keeping the order of the rest. */
 void bbi_plan_compact(bbi_plan *p);

@@ -78,7 +78,7 @@ static band_kind kind_of(const bbi_plan_step *st) {
       {"Add", BAND_BINARY},         {"Sub", BAND_BINARY},          {"Mul", BAND_BINARY},
       {"Div", BAND_BINARY},         {"Softmax", BAND_SOFTMAX},     {"LogSoftmax", BAND_SOFTMAX},
   };
-  if (!st->node || st->adam || !bb_domain_is_onnx(st->node->domain)) return BAND_NONE;
+  if (!st->node || st->update || !bb_domain_is_onnx(st->node->domain)) return BAND_NONE;
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
     if (strcmp(st->node->op_type, kinds[i].op) == 0) return kinds[i].kind;
   return BAND_NONE;

@@ -9,12 +9,16 @@
  *    still in cache. The fused nodes are kept with the step and run as written when the
  *    epilogue cannot apply (an Add that broadcasts, a type other than float).
  *
- *  - Adam's update of one parameter (bb_grad_optimizer_build's thirteen elementwise nodes:
- *    both moments, the bias-corrected step) runs as one pass over the parameter's arrays,
- *    each read once, cut across the work pool by its length alone; the same operations in
- *    the same order, so the same bits. The nodes are kept with the step and run as written
- *    when their values do not allow the pass (another type, a coefficient that is not one
- *    scalar, arrays of different shapes).
+ *  - Each parameter's optimizer update as bb_grad_optimizer_build writes it (SGD: 2 nodes;
+ *    momentum: 4, Nesterov: 6; Adam: 13, both moments and the bias-corrected step), with
+ *    what comes before the rule when present — the gradient's clipping coefficient (1
+ *    Mul), L2 weight decay (Mul, Add), AdamW's decoupled decay of the parameter (1 Mul) —
+ *    runs as one pass over the parameter's arrays, each read once and written once, cut
+ *    across the work pool by its length alone; the same operations in the same order, so
+ *    the same bits. The nodes are kept with the step and run as written when their values
+ *    do not allow the pass (another type, a coefficient that is not one scalar, arrays of
+ *    different shapes). The scalar nodes (bias corrections, 1 − lr·wd, the clipping
+ *    coefficient from the global norm) stay nodes.
  *
  *  - A Transpose of perm [1, 0, 2, ..] written by the Conv before it: a float Conv whose
  *    output only that Transpose reads (a weight gradient's: the batch as channels, turned
@@ -239,7 +243,7 @@ static int fuse_transpose(bb_cpu_session *s, bbi_plan *p, value_links *l, bbi_pl
   const uint32_t v = tr->in[0];
   if (v == BBI_NO_VALUE || s->is_output[v] || l->uses[v] != 1 || l->producer[v] == BBI_NO_VALUE) return 0;
   bbi_plan_step *conv = &p->steps[l->producer[v]];
-  if (!is_op(conv, "Conv") || conv->n_out != 1 || conv->out[0] != v || conv->n_chain || conv->adam ||
+  if (!is_op(conv, "Conv") || conv->n_out != 1 || conv->out[0] != v || conv->n_chain || conv->update ||
       conv->addend != BBI_NO_VALUE || conv->act.kind != BBI_ACTIVATION_NONE)
     return 0;
   const uint32_t at = l->producer[v];
@@ -263,106 +267,221 @@ int bbi_plan_fuse_transposes(bb_cpu_session *s, bbi_plan *p) {
   return rc;
 }
 
-/* ---- Adam ---------------------------------------------------------------------------------- */
+/* ---- optimizer updates ------------------------------------------------------------------- */
 
-/* The step making v when it is op_type with n_in inputs and one output, read once, not a
- * graph output (unless `output_ok`), and nothing fused into it yet. */
+/* The step making v when it is op_type with n_in inputs and one output, read `reads` times
+ * (all by the update being matched), not a graph output (unless `output_ok`), and nothing
+ * fused into it yet. */
 static bbi_plan_step *made_by(const bb_cpu_session *s, bbi_plan *p, const value_links *l, uint32_t v, const char *op_type,
-                              uint32_t n_in, bool output_ok) {
-  if (v == BBI_NO_VALUE || (s->is_output[v] && !output_ok) || l->uses[v] != 1 || l->producer[v] == BBI_NO_VALUE)
+                              uint32_t n_in, uint32_t reads, bool output_ok) {
+  if (v == BBI_NO_VALUE || (s->is_output[v] && !output_ok) || l->uses[v] != reads || l->producer[v] == BBI_NO_VALUE)
     return NULL;
   bbi_plan_step *st = &p->steps[l->producer[v]];
   if (!st->node || !is_op(st, op_type) || st->n_in != n_in || st->n_out != 1 || st->out[0] != v || st->n_chain ||
-      st->addend != BBI_NO_VALUE || st->adam)
+      st->addend != BBI_NO_VALUE || st->update)
     return NULL;
   for (uint32_t k = 0; k < n_in; k++)
     if (st->in[k] == BBI_NO_VALUE) return NULL;
   return st;
 }
 
-#define ADAM_NODES 13
+/* The most nodes one update has: Adam's thirteen, the decoupled decay's Mul, clipping's
+ * Mul, L2's Mul and Add. */
+#define UPDATE_MAX_NODES 17
 
-/* Matches the update bb_grad_optimizer_build writes for one parameter, ending in Sub step
- * `fin`, operands in its order:
- *   m' = Add(Mul(m, b1), Mul(g, c1))              (m' a graph output, read once more)
- *   v' = Add(Mul(v, b2), Mul(Mul(g, g), c2))      (v' a graph output, read once more)
- *   p' = Sub(p, Mul(a, Div(m', Add(Div(Sqrt(v'), s2), eps))))
- * and makes it one step over fin's place; the nodes stay as its chain, in plan order. */
-static int fuse_adam(bb_cpu_session *s, bbi_plan *p, const value_links *l, bbi_plan_step *fin) {
-  if (fin->n_in != 2 || fin->n_out != 1 || fin->out[0] == BBI_NO_VALUE || fin->n_chain || fin->addend != BBI_NO_VALUE)
-    return 0;
-  bbi_plan_step *n[ADAM_NODES] = {fin};
-  if (!(n[1] = made_by(s, p, l, fin->in[1], "Mul", 2, false))) return 0;                /* a · q */
-  if (!(n[2] = made_by(s, p, l, n[1]->in[1], "Div", 2, false))) return 0;               /* q = m' / d */
-  if (!(n[3] = made_by(s, p, l, n[2]->in[1], "Add", 2, false))) return 0;               /* d = e + eps */
-  if (!(n[4] = made_by(s, p, l, n[3]->in[0], "Div", 2, false))) return 0;               /* e = r / s2 */
-  if (!(n[5] = made_by(s, p, l, n[4]->in[0], "Sqrt", 1, false))) return 0;              /* r = sqrt(v') */
-  if (!(n[6] = made_by(s, p, l, n[2]->in[0], "Add", 2, true))) return 0;                /* m' */
-  if (!(n[7] = made_by(s, p, l, n[5]->in[0], "Add", 2, true))) return 0;                /* v' */
-  if (!(n[8] = made_by(s, p, l, n[6]->in[0], "Mul", 2, false))) return 0;               /* m · b1 */
-  if (!(n[9] = made_by(s, p, l, n[6]->in[1], "Mul", 2, false))) return 0;               /* g · c1 */
-  if (!(n[10] = made_by(s, p, l, n[7]->in[0], "Mul", 2, false))) return 0;              /* v · b2 */
-  if (!(n[11] = made_by(s, p, l, n[7]->in[1], "Mul", 2, false))) return 0;              /* g² · c2 */
-  if (!(n[12] = made_by(s, p, l, n[11]->in[0], "Mul", 2, false))) return 0;             /* g · g */
-  uint32_t g = n[9]->in[0];
-  if (n[12]->in[0] != g || n[12]->in[1] != g) return 0;
-  uint32_t in[11] = {fin->in[0], g, n[8]->in[0], n[10]->in[0], n[8]->in[1], n[9]->in[1], n[10]->in[1], n[11]->in[1],
-                     n[4]->in[1], n[3]->in[1], n[1]->in[0]};
-  uint32_t out[3] = {fin->out[0], n[6]->out[0], n[7]->out[0]};
-  /* the chain in plan order (a step's index is its place in p->steps) */
-  bbi_plan_step *chain = bbi_arena_alloc(s->arena, ADAM_NODES * sizeof *chain);
-  uint32_t *ins = bbi_arena_memdup(s->arena, in, sizeof in), *outs = bbi_arena_memdup(s->arena, out, sizeof out);
+/* An update being matched, from its last node (the Sub making p'): the nodes taken so far,
+ * the values of its inputs (bbi_update_in slots) and its outputs. */
+typedef struct update_match {
+  const bb_cpu_session *s;
+  bbi_plan *p;
+  const value_links *l;
+  bbi_plan_step *nodes[UPDATE_MAX_NODES];
+  uint32_t n_nodes;
+  uint32_t in[BBI_UPDATE_INPUTS];
+  uint32_t out[3], n_out;
+  bbi_update_rule rule;
+} update_match;
+
+/* made_by's step, taken into the update. */
+static bbi_plan_step *take(update_match *u, uint32_t v, const char *op_type, uint32_t n_in, uint32_t reads,
+                           bool output_ok) {
+  bbi_plan_step *st = made_by(u->s, u->p, u->l, v, op_type, n_in, reads, output_ok);
+  if (st) u->nodes[u->n_nodes++] = st;
+  return st;
+}
+
+/* Adam's rule behind the step Mul(a, q):
+ *   m' = Add(Mul(m, b1), Mul(g, c1)), v' = Add(Mul(v, b2), Mul(Mul(g, g), c2)),
+ *   q = Div(m', Add(Div(Sqrt(v'), s2), eps));
+ * *g gets the gradient (read three times). */
+static bool match_adam(update_match *u, const bbi_plan_step *step, uint32_t *g) {
+  bbi_plan_step *q, *d, *e, *r, *m, *v, *mb, *gc, *vb, *g2c, *gg;
+  if (!(q = take(u, step->in[1], "Div", 2, 1, false)) || !(d = take(u, q->in[1], "Add", 2, 1, false)) ||
+      !(e = take(u, d->in[0], "Div", 2, 1, false)) || !(r = take(u, e->in[0], "Sqrt", 1, 1, false)) ||
+      !(m = take(u, q->in[0], "Add", 2, 1, true)) || !(v = take(u, r->in[0], "Add", 2, 1, true)) ||
+      !(mb = take(u, m->in[0], "Mul", 2, 1, false)) || !(gc = take(u, m->in[1], "Mul", 2, 1, false)) ||
+      !(vb = take(u, v->in[0], "Mul", 2, 1, false)) || !(g2c = take(u, v->in[1], "Mul", 2, 1, false)) ||
+      !(gg = take(u, g2c->in[0], "Mul", 2, 1, false)))
+    return false;
+  *g = gc->in[0];
+  if (gg->in[0] != *g || gg->in[1] != *g) return false;
+  uint32_t *in = u->in;
+  in[BBI_UPDATE_IN_STATE0] = mb->in[0], in[BBI_UPDATE_IN_STATE1] = vb->in[0];
+  in[BBI_UPDATE_IN_B1] = mb->in[1], in[BBI_UPDATE_IN_C1] = gc->in[1];
+  in[BBI_UPDATE_IN_B2] = vb->in[1], in[BBI_UPDATE_IN_C2] = g2c->in[1];
+  in[BBI_UPDATE_IN_S2] = e->in[1], in[BBI_UPDATE_IN_EPS] = d->in[1], in[BBI_UPDATE_IN_LR] = step->in[0];
+  u->out[1] = m->out[0], u->out[2] = v->out[0], u->n_out = 3;
+  u->rule = BBI_RULE_ADAM;
+  return true;
+}
+
+/* Momentum's rule behind the step Mul(dir, lr): the buffer b' = Add(Mul(b, mu), g), a graph
+ * output, and dir = b' (heavy-ball) or Add(g, Mul(b', mu)) (Nesterov); *g gets the
+ * gradient, *reads its reads. */
+static bool match_momentum(update_match *u, const bbi_plan_step *step, uint32_t *g, uint32_t *reads) {
+  uint32_t dir = step->in[0];
+  bbi_plan_step *nesterov = NULL, *ahead = NULL, *b, *bm;
+  if (!u->s->is_output[dir]) {
+    if (!(nesterov = take(u, dir, "Add", 2, 1, false)) || !(ahead = take(u, nesterov->in[1], "Mul", 2, 1, false)))
+      return false;
+    dir = ahead->in[0];
+  }
+  if (!u->s->is_output[dir] || !(b = take(u, dir, "Add", 2, 1, true)) || !(bm = take(u, b->in[0], "Mul", 2, 1, false)))
+    return false;
+  *g = b->in[1], *reads = nesterov ? 2 : 1;
+  if (nesterov && (nesterov->in[0] != *g || ahead->in[1] != bm->in[1])) return false;
+  u->in[BBI_UPDATE_IN_STATE0] = bm->in[0], u->in[BBI_UPDATE_IN_MU] = bm->in[1], u->in[BBI_UPDATE_IN_LR] = step->in[1];
+  u->out[1] = b->out[0], u->n_out = 2;
+  u->rule = nesterov ? BBI_RULE_NESTEROV : BBI_RULE_MOMENTUM;
+  return true;
+}
+
+/* AdamW's decoupled decay: the parameter the last Sub reads (p_read) is Mul(p, decay). */
+static void match_decay(update_match *u, uint32_t p_read) {
+  bbi_plan_step *decay = take(u, p_read, "Mul", 2, 1, false);
+  if (decay) u->in[BBI_UPDATE_IN_DECAY] = decay->in[1], p_read = decay->in[0];
+  u->in[BBI_UPDATE_IN_P] = p_read;
+}
+
+/* What the gradient the rule reads (`reads` times) was made from: L2 weight decay,
+ * Add(g, Mul(p, wd)) with p the parameter, and before it clipping, Mul(g, coef). */
+static void match_gradient(update_match *u, uint32_t g, uint32_t reads) {
+  const update_match before = *u;
+  bbi_plan_step *l2 = take(u, g, "Add", 2, reads, false), *pw = l2 ? take(u, l2->in[1], "Mul", 2, 1, false) : NULL;
+  if (pw && pw->in[0] == u->in[BBI_UPDATE_IN_P]) u->in[BBI_UPDATE_IN_WD] = pw->in[1], g = l2->in[0], reads = 1;
+  else *u = before;
+  bbi_plan_step *clip = take(u, g, "Mul", 2, reads, false);
+  if (clip) u->in[BBI_UPDATE_IN_CLIP] = clip->in[1], g = clip->in[0];
+  u->in[BBI_UPDATE_IN_G] = g;
+}
+
+/* Makes the matched update one step over its last node's place; the nodes stay as its
+ * chain, in plan order (a step's index is its place in p->steps). */
+static int make_update(bb_cpu_session *s, bbi_plan *p, const update_match *u) {
+  bbi_plan_step *fin = u->nodes[0];
+  bbi_plan_step *chain = bbi_arena_alloc(s->arena, u->n_nodes * sizeof *chain);
+  uint32_t *ins = bbi_arena_memdup(s->arena, u->in, sizeof u->in);
+  uint32_t *outs = bbi_arena_memdup(s->arena, u->out, u->n_out * sizeof *outs);
   if (!chain || !ins || !outs) return BB_ERR_NOMEM;
-  uint32_t order[ADAM_NODES];
-  for (uint32_t i = 0; i < ADAM_NODES; i++) order[i] = (uint32_t)(n[i] - p->steps);
-  for (uint32_t i = 1; i < ADAM_NODES; i++) /* insertion sort of 13 indices */
+  uint32_t order[UPDATE_MAX_NODES];
+  for (uint32_t i = 0; i < u->n_nodes; i++) order[i] = (uint32_t)(u->nodes[i] - p->steps);
+  for (uint32_t i = 1; i < u->n_nodes; i++) /* insertion sort of at most 17 indices */
     for (uint32_t j = i; j > 0 && order[j - 1] > order[j]; j--) {
       uint32_t t = order[j];
       order[j] = order[j - 1], order[j - 1] = t;
     }
-  for (uint32_t i = 0; i < ADAM_NODES; i++) chain[i] = p->steps[order[i]];
-  for (uint32_t i = 1; i < ADAM_NODES; i++) n[i]->node = NULL;
-  fin->in = ins, fin->n_in = 11;
-  fin->out = outs, fin->n_out = 3;
-  fin->produced = out[0];
-  fin->chain = chain, fin->n_chain = ADAM_NODES;
-  fin->adam = true;
-  p->stats.fused_adam++;
+  for (uint32_t i = 0; i < u->n_nodes; i++) chain[i] = p->steps[order[i]];
+  for (uint32_t i = 1; i < u->n_nodes; i++) u->nodes[i]->node = NULL;
+  fin->in = ins, fin->n_in = BBI_UPDATE_INPUTS;
+  fin->out = outs, fin->n_out = u->n_out;
+  fin->produced = outs[0];
+  fin->chain = chain, fin->n_chain = u->n_nodes;
+  fin->update = true, fin->update_rule = u->rule;
+  p->stats.fused_updates++;
   return 0;
 }
 
-int bbi_plan_fuse_adam(bb_cpu_session *s, bbi_plan *p) {
+/* The rule behind the step Mul(x, y) the last Sub subtracts: Adam's, momentum's, else
+ * SGD's (p' = p̂ − g·lr). *g gets the gradient the rule reads, *reads how often. */
+static void match_rule(update_match *u, const bbi_plan_step *step, uint32_t *g, uint32_t *reads) {
+  const update_match before = *u;
+  if (match_adam(u, step, g)) {
+    *reads = 3;
+    return;
+  }
+  *u = before;
+  if (match_momentum(u, step, g, reads)) return;
+  *u = before;
+  u->rule = BBI_RULE_SGD, u->in[BBI_UPDATE_IN_LR] = step->in[1];
+  *g = step->in[0], *reads = 1;
+}
+
+/* Matches one parameter's update as bb_grad_optimizer_build writes it, ending in Sub step
+ * `fin` whose output p' leaves the graph, operands in its order:
+ *   p' = Sub(p̂, Mul(a, q))      Adam (match_adam)
+ *   p' = Sub(p̂, Mul(dir, lr))   momentum or Nesterov (match_momentum), else SGD (dir = g)
+ * with p̂ = p or Mul(p, decay) (match_decay) and the gradient the rule reads clipped and
+ * L2-decayed or not (match_gradient), and makes it one step. */
+static int fuse_update(bb_cpu_session *s, bbi_plan *p, const value_links *l, bbi_plan_step *fin) {
+  if (fin->n_in != 2 || fin->n_out != 1 || fin->in[0] == BBI_NO_VALUE || fin->out[0] == BBI_NO_VALUE ||
+      !s->is_output[fin->out[0]] || fin->n_chain || fin->addend != BBI_NO_VALUE)
+    return 0;
+  update_match u = {.s = s, .p = p, .l = l, .nodes = {fin}, .n_nodes = 1, .out = {fin->out[0]}, .n_out = 1};
+  for (uint32_t k = 0; k < BBI_UPDATE_INPUTS; k++) u.in[k] = BBI_NO_VALUE;
+  const bbi_plan_step *step = take(&u, fin->in[1], "Mul", 2, 1, false);
+  if (!step) return 0;
+  match_decay(&u, fin->in[0]);
+  uint32_t g, reads;
+  match_rule(&u, step, &g, &reads);
+  match_gradient(&u, g, reads);
+  return make_update(s, p, &u);
+}
+
+int bbi_plan_fuse_updates(bb_cpu_session *s, bbi_plan *p) {
   value_links l;
   int rc = link_values(s, p, &l);
   for (uint32_t i = 0; i < p->n_steps && !rc; i++) {
     bbi_plan_step *st = &p->steps[i];
-    if (st->node && !st->adam && is_op(st, "Sub")) rc = fuse_adam(s, p, &l, st);
+    if (st->node && !st->update && is_op(st, "Sub")) rc = fuse_update(s, p, &l, st);
   }
   unlink_values(s, &l);
   bbi_plan_compact(p);
   return rc;
 }
 
-int bbi_run_adam(bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes,
-                 bb_tensor **outs) {
-  const bb_tensor *pt = ins[0];
-  for (uint32_t k = 0; k < 11; k++)
-    if (!ins[k] || ins[k]->dtype != BB_DTYPE_FLOAT) return 1;
-  for (uint32_t k = 1; k < 4; k++)
-    if (!bb_tensor_same_shape(ins[k], pt)) return 1;
-  float c[7];
-  for (uint32_t k = 4; k < 11; k++) {
-    if (ins[k]->numel != 1 || ins[k]->rank > pt->rank) return 1;
-    c[k - 4] = *(const float *)bb_tensor_data(ins[k]);
+int bbi_run_update(bbi_update_rule rule, bb_tensor *const *ins, const bb_allocator *alloc, size_t max_output_bytes,
+                   bb_tensor **outs) {
+  const bb_tensor *pt = ins[BBI_UPDATE_IN_P];
+  const uint32_t states = (uint32_t)bbi_update_states(rule);
+  if (!pt || !ins[BBI_UPDATE_IN_G] || !ins[BBI_UPDATE_IN_LR]) return 1;
+  for (uint32_t i = 0; i < states; i++)
+    if (!ins[BBI_UPDATE_IN_STATE0 + i]) return 1;
+  float c[BBI_UPDATE_INPUTS] = {0};
+  for (uint32_t k = 0; k < BBI_UPDATE_INPUTS; k++) {
+    const bb_tensor *t = ins[k];
+    if (!t) continue;
+    const bool array = k < BBI_UPDATE_IN_CLIP; /* else a coefficient */
+    if (t->dtype != BB_DTYPE_FLOAT || (array && !bb_tensor_same_shape(t, pt)) ||
+        (!array && (t->numel != 1 || t->rank > pt->rank)))
+      return 1;
+    if (!array) c[k] = *(const float *)bb_tensor_data(t);
   }
   if ((size_t)pt->numel > max_output_bytes / sizeof(float)) return 1;
-  const bbi_f32_adam_coef k = {c[0], c[1], c[2], c[3], c[4], c[5], c[6]};
-  for (uint32_t i = 0; i < 3; i++)
+  const bbi_f32_update_coef k = {
+      .rule = rule, .clip = ins[BBI_UPDATE_IN_CLIP] != NULL, .l2 = ins[BBI_UPDATE_IN_WD] != NULL,
+      .decay = ins[BBI_UPDATE_IN_DECAY] != NULL, .clip_coef = c[BBI_UPDATE_IN_CLIP], .wd = c[BBI_UPDATE_IN_WD],
+      .decay_scale = c[BBI_UPDATE_IN_DECAY], .lr = c[BBI_UPDATE_IN_LR], .mu = c[BBI_UPDATE_IN_MU],
+      .b1 = c[BBI_UPDATE_IN_B1], .c1 = c[BBI_UPDATE_IN_C1], .b2 = c[BBI_UPDATE_IN_B2], .c2 = c[BBI_UPDATE_IN_C2],
+      .s2 = c[BBI_UPDATE_IN_S2], .eps = c[BBI_UPDATE_IN_EPS]};
+  for (uint32_t i = 0; i < 1 + states; i++)
     if (!(outs[i] = bb_tensor_new_empty(alloc, BB_DTYPE_FLOAT, pt->rank, pt->dims))) {
       for (uint32_t j = 0; j < i; j++) bb_tensor_release(outs[j]), outs[j] = NULL;
       return BB_ERR_NOMEM;
     }
-  bbi_par_f32_adam(&k, (size_t)pt->numel, bb_tensor_data(ins[0]), bb_tensor_data(ins[1]), bb_tensor_data(ins[2]),
-                   bb_tensor_data(ins[3]), bb_tensor_data(outs[0]), bb_tensor_data(outs[1]), bb_tensor_data(outs[2]));
+  bbi_f32_update_arrays a = {bb_tensor_data(pt), bb_tensor_data(ins[BBI_UPDATE_IN_G]), {NULL, NULL},
+                             bb_tensor_data(outs[0]), {NULL, NULL}};
+  for (uint32_t i = 0; i < states; i++)
+    a.state[i] = bb_tensor_data(ins[BBI_UPDATE_IN_STATE0 + i]), a.state_out[i] = bb_tensor_data(outs[1 + i]);
+  bbi_par_f32_update(&k, (size_t)pt->numel, &a);
   return 0;
 }

@@ -170,25 +170,35 @@ static void update(ob *o, const bb_optimizer_config *c, size_t i, const bb_tenso
   add_state(nm, v, v_next);
 }
 
+/* A session runs nodes of at most this many inputs (cpu/session.c). */
+#define SUM_INPUTS 64
+
+/* The sum of terms[0..n): Sums of at most SUM_INPUTS inputs, each taking the one before as
+ * its first, so the terms are added in their order as by one Sum. */
+static const char *sum_of(ob *o, const char **terms, size_t n) {
+  const char *total = NULL;
+  for (size_t at = 0; at < n && !o->rc;) {
+    const char *sum = node(o, NULL, "Sum", total ? total : terms[at++], NULL);
+    bb_ir_node *s = o->rc ? NULL : o->g->nodes.items[o->g->nodes.len - 1];
+    for (size_t k = 1; s && k < SUM_INPUTS && at < n; k++)
+      if (bb_strlist_append(o->m, &s->inputs, terms[at++])) ob_oom(o);
+    total = sum;
+  }
+  return total;
+}
+
 /* Scales every gradient by min(1, max_norm / (‖g‖₂ + 1e-6)), ‖g‖₂ over all of them. */
 static void clip(ob *o, const char **grads, size_t n) {
-  bb_ir_node *sum = NULL;
-  const char *total = node(o, NULL, "Sum", NULL);
-  if (!o->rc) sum = o->g->nodes.items[o->g->nodes.len - 1];
-  for (size_t i = 0; i < n && !o->rc; i++) {
-    const char *sq = node(o, NULL, "ReduceSumSquare", grads[i], NULL);
-    if (!sq || bb_attr_set_int(o->m, &o->g->nodes.items[o->g->nodes.len - 1]->attrs, "keepdims", 0) == NULL ||
-        bb_strlist_append(o->m, &sum->inputs, sq))
-      ob_oom(o);
-  }
-  if (o->rc) return;
-  /* the Sum must come after the squares it adds: move it to the end */
-  long at = bb_nodelist_index(&o->g->nodes, sum);
-  if (at < 0 || bb_nodelist_remove(&o->g->nodes, (size_t)at) || bb_nodelist_append(o->m, &o->g->nodes, sum)) {
+  const char **squares = o->rc ? NULL : bbi_arena_alloc(o->m->arena, (n + 1) * sizeof *squares);
+  if (!squares) {
     ob_oom(o);
     return;
   }
-  const char *norm = node(o, NULL, "Sqrt", total, NULL);
+  for (size_t i = 0; i < n && !o->rc; i++) {
+    squares[i] = node(o, NULL, "ReduceSumSquare", grads[i], NULL);
+    if (squares[i] && !bb_attr_set_int(o->m, &o->g->nodes.items[o->g->nodes.len - 1]->attrs, "keepdims", 0)) ob_oom(o);
+  }
+  const char *norm = node(o, NULL, "Sqrt", sum_of(o, squares, n), NULL);
   const char *coef = node(o, NULL, "Min", "optimizer.one",
                           node(o, NULL, "Div", "optimizer.max_grad_norm", node(o, NULL, "Add", norm, "optimizer.norm_eps", NULL), NULL),
                           NULL);

@@ -952,90 +952,6 @@ static void add_param(bb_model *m, const char *name, int32_t dtype, int rank, co
   free(zeros);
 }
 
-/* The optimizer graph of Adam (plain, with L2 weight decay) and AdamW (decoupled decay,
- * gradient clipping) over parameters of 100003 (cut into pieces, a tail of 3), 4096, 70,
- * 5 and 1 elements (rank 0): the session runs each parameter's update as one pass, which
- * gives the bits of the graph run as written (no rewrites) on 1 to 4 threads, the large
- * parameter on the pool; in double, where the pass does not apply, the nodes run as
- * written, again the same bits. */
-static void test_session_fused_adam(void) {
-  static const char *params[] = {"w0", "w1", "w2", "w3", "w4"}, *grads[] = {"w0.g", "w1.g", "w2.g", "w3.g", "w4.g"};
-  static const int64_t shapes[][2] = {{100003, 0}, {64, 64}, {7, 10}, {5, 0}, {0, 0}};
-  static const int ranks[] = {1, 2, 2, 1, 0};
-  const size_t n_params = 5;
-  const struct {
-    bb_optimizer_kind kind;
-    float weight_decay, max_grad_norm;
-    int32_t dtype;
-  } cases[] = {{BB_OPTIMIZER_ADAM, 0, 0, BB_DTYPE_FLOAT},
-               {BB_OPTIMIZER_ADAM, 0.01f, 0, BB_DTYPE_FLOAT},
-               {BB_OPTIMIZER_ADAMW, 0.05f, 1.0f, BB_DTYPE_FLOAT},
-               {BB_OPTIMIZER_ADAM, 0, 0, BB_DTYPE_DOUBLE}};
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    bb_model *pm = bb_model_new(NULL);
-    pm->graph = bb_graph_new(pm, "params");
-    for (size_t i = 0; i < n_params; i++) add_param(pm, params[i], cases[c].dtype, ranks[i], shapes[i]);
-    bb_grad_graph tg;
-    memset(&tg, 0, sizeof tg);
-    tg.model = pm, tg.n_params = n_params, tg.params = params, tg.grads = grads;
-    bb_optimizer_config cfg = bb_optimizer_defaults(cases[c].kind);
-    cfg.weight_decay = cases[c].weight_decay, cfg.max_grad_norm = cases[c].max_grad_norm;
-    bb_grad_optimizer *opt = NULL;
-    bb_error err;
-    CHECK_MSG(!bb_grad_optimizer_build(&tg, &cfg, &opt, &err), "%s", err.message);
-    bb_cpu_session *fused = NULL, *plain = NULL;
-    bb_cpu_session_rewrites made = {0};
-    if (opt) fused_and_as_written(opt->model, &fused, &plain, &made);
-    /* a step gives the moments, which replace initializers: the general plan runs */
-    if (fused) bb_cpu_session_rewrites_made(fused, true, &made);
-    CHECK_MSG(made.fused_adam == n_params, "case %zu: %zu of %zu updates fused", c, made.fused_adam, n_params);
-    /* inputs: each parameter, its gradient and both moments (v ≥ 0), and the step count */
-    const char *names[4 * 5 + 1];
-    bb_tensor *ins[4 * 5 + 1];
-    size_t k = 0;
-    rng_state = 99 + c;
-    for (size_t i = 0; i < n_params && opt; i++) {
-      const bb_tensor_proto *like = pm->graph->initializers.items[i];
-      names[k] = opt->params[i], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, -1, 1);
-      names[k] = opt->grads[i], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, -1, 1);
-      names[k] = opt->state[2 * i], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, -0.1, 0.1);
-      names[k] = opt->state[2 * i + 1], ins[k++] = optest_rand(cases[c].dtype, ranks[i], like->dims, 0, 0.01);
-    }
-    bb_tensor *step = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 0, NULL);
-    *(int64_t *)bb_tensor_data(step) = 4;
-    names[k] = "optimizer.step", ins[k++] = step;
-    size_t n_out = fused ? bb_cpu_session_output_count(fused) : 0;
-    bb_tensor *ref[16] = {0}, *got[16] = {0};
-    CHECK(n_out == 2 * n_params + n_params + 1 && n_out <= 16);
-    if (plain && n_out <= 16) CHECK_MSG(!bb_cpu_session_run(plain, names, ins, k, ref, &err), "%s", err.message);
-    for (size_t threads = 1; fused && n_out <= 16 && threads <= most_threads(); threads++) {
-      if (set_threads(threads)) break;
-      const uint64_t before = pool_jobs();
-      CHECK_MSG(!bb_cpu_session_run(fused, names, ins, k, got, &err), "%s", err.message);
-      if (threads > 1 && cases[c].dtype == BB_DTYPE_FLOAT)
-        CHECK_MSG(pool_jobs() > before, "case %zu: the updates did not use the pool on %zu threads", c, threads);
-      for (size_t o = 0; o < n_out; o++) {
-        CHECK_MSG(got[o] && ref[o] && got[o]->numel == ref[o]->numel && got[o]->dtype == ref[o]->dtype &&
-                      bb_tensor_same_shape(got[o], ref[o]) &&
-                      memcmp(bb_tensor_data(got[o]), bb_tensor_data(ref[o]),
-                             (size_t)ref[o]->numel * bb_dtype_size(ref[o]->dtype)) == 0,
-                  "case %zu, %zu threads: output %s differs from the graph as written", c, threads,
-                  bb_cpu_session_output_name(fused, o));
-        bb_tensor_release(got[o]), got[o] = NULL;
-      }
-    }
-    set_threads(1);
-    for (size_t o = 0; o < 16; o++) bb_tensor_release(ref[o]);
-    for (size_t i = 0; i < k; i++) bb_tensor_release(ins[i]);
-    bb_cpu_session_free(fused), bb_cpu_session_free(plain);
-    bb_grad_optimizer_free(opt);
-    bb_model_free(pm);
-  }
-}
-
-
-/* ---- batch bands ------------------------------------------------------------------------------ */
-
 /* A node of m reading `a` (and `b`, `c` when given) into `out`. */
 static bb_ir_node *graph_node(bb_model *m, const char *op, const char *a, const char *b, const char *c, const char *out) {
   bb_ir_node *n = bb_ir_node_new(m, op, "", out);
@@ -1046,6 +962,329 @@ static bb_ir_node *graph_node(bb_model *m, const char *op, const char *a, const 
   bb_nodelist_append(m, &m->graph->nodes, n);
   return n;
 }
+
+/* ---- optimizer updates ------------------------------------------------------------------- */
+
+#define UPDATE_STEPS 3
+#define UPDATE_MAX_PARAMS 100
+#define UPDATE_MAX_VALUES (4 * UPDATE_MAX_PARAMS + 1) /* parameters, gradients, two states each, the step */
+
+/* An optimizer graph's runs: its inputs (the parameters, then its state, then the
+ * gradients of each step) and, per step, its outputs (the next parameters, then the next
+ * state), each step's parameters and state the outputs of the step before. */
+typedef struct update_runs {
+  const bb_grad_optimizer *opt;
+  size_t n_carried; /* parameters and state */
+  const char *names[UPDATE_MAX_VALUES];
+  bb_tensor *first[UPDATE_MAX_VALUES];              /* the carried values of step 0 */
+  bb_tensor *grads[UPDATE_STEPS][UPDATE_MAX_PARAMS]; /* each step's gradients */
+} update_runs;
+
+static const bb_tensor_proto *initializer_of(const bb_model *m, const char *name) {
+  for (size_t i = 0; i < m->graph->initializers.len; i++)
+    if (strcmp(m->graph->initializers.items[i]->name, name) == 0) return m->graph->initializers.items[i];
+  return NULL;
+}
+
+/* A value for `name`, a parameter of params_model or a state initializer of the optimizer,
+ * of its shape and type: in [lo, hi], Adam's v in [0, 0.01], the step 4. */
+static bb_tensor *update_value(const bb_model *params_model, const bb_grad_optimizer *opt, const char *name, double lo,
+                               double hi) {
+  const bb_tensor_proto *like = initializer_of(params_model, name);
+  if (!like) like = initializer_of(opt->model, name);
+  if (!like) return NULL;
+  if (like->data_type == BB_DTYPE_INT64) {
+    bb_tensor *step = bb_tensor_new_empty(NULL, BB_DTYPE_INT64, 0, NULL);
+    *(int64_t *)bb_tensor_data(step) = 4;
+    return step;
+  }
+  size_t len = strlen(name);
+  if (len > 11 && strcmp(name + len - 11, ".exp_avg_sq") == 0) lo = 0, hi = 0.01;
+  return optest_rand(like->data_type, (int)like->n_dims, like->dims, lo, hi);
+}
+
+static bool update_runs_init(update_runs *u, const bb_model *params_model, const bb_grad_optimizer *opt, uint64_t seed) {
+  memset(u, 0, sizeof *u);
+  u->opt = opt;
+  if (opt->n_params > UPDATE_MAX_PARAMS) return false;
+  rng_state = seed;
+  for (size_t i = 0; i < opt->n_params; i++) u->names[u->n_carried] = opt->params[i], u->first[u->n_carried++] = NULL;
+  for (size_t i = 0; i < opt->n_state; i++) u->names[u->n_carried] = opt->state[i], u->first[u->n_carried++] = NULL;
+  for (size_t i = 0; i < u->n_carried; i++)
+    u->first[i] = update_value(params_model, opt, u->names[i], i < opt->n_params ? -1 : -0.1, i < opt->n_params ? 1 : 0.1);
+  for (size_t i = 0; i < opt->n_params; i++) u->names[u->n_carried + i] = opt->grads[i];
+  for (size_t t = 0; t < UPDATE_STEPS; t++)
+    for (size_t i = 0; i < opt->n_params; i++) u->grads[t][i] = update_value(params_model, opt, opt->params[i], -1, 1);
+  return true;
+}
+
+static void update_runs_free(update_runs *u) {
+  for (size_t i = 0; i < u->n_carried; i++) bb_tensor_release(u->first[i]);
+  for (size_t t = 0; t < UPDATE_STEPS; t++)
+    for (size_t i = 0; i < UPDATE_MAX_PARAMS; i++) bb_tensor_release(u->grads[t][i]);
+}
+
+/* Runs the steps on session s; out[t] gets step t's outputs (n_carried of them). */
+static bool run_updates(bb_cpu_session *s, const update_runs *u, bb_tensor *out[UPDATE_STEPS][UPDATE_MAX_VALUES]) {
+  bb_error err;
+  const size_t n_params = u->opt->n_params;
+  if (bb_cpu_session_output_count(s) != u->n_carried) return false;
+  for (size_t o = 0; o < u->n_carried; o++) {
+    const char *want = o < n_params ? u->opt->params_next[o] : u->opt->state_next[o - n_params];
+    if (strcmp(bb_cpu_session_output_name(s, o), want) != 0) return false;
+  }
+  for (size_t t = 0; t < UPDATE_STEPS; t++) {
+    bb_tensor *ins[UPDATE_MAX_VALUES];
+    for (size_t i = 0; i < u->n_carried; i++) ins[i] = t ? out[t - 1][i] : u->first[i];
+    for (size_t i = 0; i < n_params; i++) ins[u->n_carried + i] = u->grads[t][i];
+    int rc = bb_cpu_session_run(s, u->names, ins, u->n_carried + n_params, out[t], &err);
+    CHECK_MSG(!rc, "step %zu: %s", t, err.message);
+    if (rc) return false;
+  }
+  return true;
+}
+
+static bool same_tensor(const bb_tensor *a, const bb_tensor *b) {
+  return a && b && a->dtype == b->dtype && bb_tensor_same_shape(a, b) &&
+         memcmp(bb_tensor_data(a), bb_tensor_data(b), (size_t)a->numel * bb_dtype_size(a->dtype)) == 0;
+}
+
+static void release_updates(bb_tensor *out[UPDATE_STEPS][UPDATE_MAX_VALUES]) {
+  for (size_t t = 0; t < UPDATE_STEPS; t++)
+    for (size_t o = 0; o < UPDATE_MAX_VALUES; o++) bb_tensor_release(out[t][o]), out[t][o] = NULL;
+}
+
+/* The sessions of opt's graph with the optimizer fusion (every rewrite) and without it
+ * (every other rewrite) give the same bits, every step, on 1 to 4 threads; with `pooled`
+ * the fused updates go to the pool on 2 threads and more. *made gets what the fused
+ * session's general plan (the one runs that give the state take) made. */
+static void check_fused_updates(const char *label, const bb_model *params_model, const bb_grad_optimizer *opt,
+                                uint64_t seed, bool pooled, bb_cpu_session_rewrites *made) {
+  bb_error err;
+  bb_cpu_session *fused = NULL, *plain = NULL;
+  const bb_cpu_session_options unfused = {sizeof unfused, BB_CPU_REWRITE_FUSE_OPTIMIZER};
+  CHECK_MSG(!bb_cpu_session_new(opt->model, NULL, &fused, &err) &&
+                !bb_cpu_session_new_with_options(opt->model, NULL, &unfused, &plain, &err),
+            "%s: %s", label, err.message);
+  bb_cpu_session_rewrites made_off = {0};
+  if (fused) bb_cpu_session_rewrites_made(fused, true, made);
+  if (plain) bb_cpu_session_rewrites_made(plain, true, &made_off);
+  CHECK_MSG(made_off.fused_updates == 0, "%s: the session without the fusion fused %zu updates", label, made_off.fused_updates);
+  CHECK_MSG(made->fused_adam == made->fused_updates, "%s: fused_adam names fused_updates", label);
+  update_runs u;
+  bb_tensor *ref[UPDATE_STEPS][UPDATE_MAX_VALUES] = {{NULL}}, *got[UPDATE_STEPS][UPDATE_MAX_VALUES] = {{NULL}};
+  bool ok = fused && plain && update_runs_init(&u, params_model, opt, seed) && run_updates(plain, &u, ref);
+  CHECK_MSG(ok, "%s: the graph as written did not run", label);
+  for (size_t threads = 1; ok && threads <= most_threads(); threads++) {
+    if (set_threads(threads)) break;
+    const uint64_t before = pool_jobs();
+    CHECK_MSG(run_updates(fused, &u, got), "%s: the fused session did not run on %zu threads", label, threads);
+    if (threads > 1 && pooled)
+      CHECK_MSG(pool_jobs() > before, "%s: the updates did not use the pool on %zu threads", label, threads);
+    for (size_t t = 0; t < UPDATE_STEPS; t++)
+      for (size_t o = 0; o < u.n_carried; o++)
+        CHECK_MSG(same_tensor(got[t][o], ref[t][o]), "%s, %zu threads, step %zu: output %s differs from the unfused graph's",
+                  label, threads, t, bb_cpu_session_output_name(fused, o));
+    release_updates(got);
+  }
+  set_threads(1);
+  release_updates(ref);
+  if (fused && plain) update_runs_free(&u);
+  bb_cpu_session_free(fused), bb_cpu_session_free(plain);
+}
+
+/* A decoupled decay written by hand into an SGD or momentum graph, as AdamW's graph has
+ * it: each parameter's last Sub reads Mul(p, optimizer.decay) in place of p. */
+static void decouple(bb_grad_optimizer *opt) {
+  bb_model *m = opt->model;
+  bb_tensor_proto *decay = bb_tensor_proto_new(m, "optimizer.decay", BB_DTYPE_FLOAT, 0, NULL);
+  const float scale = 0.9995f;
+  CHECK(decay && !bb_tensor_proto_set_raw(m, decay, &scale, sizeof scale) &&
+        !bb_tensorlist_append(m, &m->graph->initializers, decay));
+  const size_t n_nodes = m->graph->nodes.len;
+  for (size_t i = 0; i < opt->n_params; i++)
+    for (size_t k = 0; k < n_nodes; k++) {
+      bb_ir_node *sub = m->graph->nodes.items[k];
+      if (strcmp(sub->op_type, "Sub") != 0 || strcmp(sub->outputs.items[0], opt->params_next[i]) != 0) continue;
+      char name[64];
+      snprintf(name, sizeof name, "%s.decayed", opt->params[i]);
+      graph_node(m, "Mul", opt->params[i], "optimizer.decay", NULL, name);
+      sub->inputs.items[0] = m->graph->nodes.items[m->graph->nodes.len - 1]->outputs.items[0];
+    }
+}
+
+/* An optimizer graph over parameters w0, w1, ... of the given shapes (zeros: it reads
+ * their shapes), gradients w0.g, w1.g, ... */
+static bb_grad_optimizer *optimizer_over(const bb_optimizer_config *cfg, int32_t dtype, size_t n_params,
+                                         const int *ranks, const int64_t (*shapes)[2], bb_model **params_model) {
+  static char text[UPDATE_MAX_PARAMS][2][16];
+  const char *params[UPDATE_MAX_PARAMS], *grads[UPDATE_MAX_PARAMS];
+  for (size_t i = 0; i < n_params && i < UPDATE_MAX_PARAMS; i++) {
+    snprintf(text[i][0], sizeof text[i][0], "w%zu", i), snprintf(text[i][1], sizeof text[i][1], "w%zu.g", i);
+    params[i] = text[i][0], grads[i] = text[i][1];
+  }
+  bb_model *pm = bb_model_new(NULL);
+  pm->graph = bb_graph_new(pm, "params");
+  for (size_t i = 0; i < n_params; i++) add_param(pm, params[i], dtype, ranks[i], shapes[i]);
+  bb_grad_graph tg;
+  memset(&tg, 0, sizeof tg);
+  tg.model = pm, tg.n_params = n_params, tg.params = params, tg.grads = grads;
+  bb_grad_optimizer *opt = NULL;
+  bb_error err;
+  CHECK_MSG(!bb_grad_optimizer_build(&tg, cfg, &opt, &err), "%s", err.message);
+  *params_model = pm;
+  return opt;
+}
+
+typedef enum decay_form { DECAY_NONE, DECAY_L2, DECAY_DECOUPLED } decay_form;
+
+/* Every rule (SGD, momentum, Nesterov, Adam) with no weight decay, L2 weight decay or a
+ * decoupled decay (AdamW's; written by hand for the others), with and without gradient
+ * clipping, over parameters of 100003 (cut into pieces, a tail of 3), 4096, 70, 5 and 1
+ * elements (rank 0): the session runs each parameter's update as one pass, which gives
+ * the bits of the session without the fusion on 1 to 4 threads, three steps running,
+ * the large parameter on the pool; the stat counts the five updates, and each took in
+ * every node of its rule, its clipping and its decay (the plan has that many fewer steps). */
+static void test_session_fused_updates(void) {
+  static const int64_t shapes[][2] = {{100003, 0}, {64, 64}, {7, 10}, {5, 0}, {0, 0}};
+  static const int ranks[] = {1, 2, 2, 1, 0};
+  static const char *kinds[] = {"sgd", "momentum", "nesterov", "adam"}, *decays[] = {"no decay", "L2", "decoupled"};
+  static const size_t rule_nodes[] = {2, 4, 6, 13}, decay_nodes[] = {0, 2, 1};
+  for (size_t kind = 0; kind < 4; kind++)
+    for (int decay = DECAY_NONE; decay <= DECAY_DECOUPLED; decay++)
+      for (int clip = 0; clip < 2; clip++) {
+        const bool adam = kind == 3;
+        bb_optimizer_config cfg = bb_optimizer_defaults(adam ? (decay == DECAY_DECOUPLED ? BB_OPTIMIZER_ADAMW : BB_OPTIMIZER_ADAM)
+                                                        : kind == 0 ? BB_OPTIMIZER_SGD : BB_OPTIMIZER_MOMENTUM);
+        cfg.nesterov = kind == 2;
+        cfg.weight_decay = decay == DECAY_L2 ? 0.01f : decay == DECAY_DECOUPLED && adam ? 0.05f : 0.0f;
+        cfg.max_grad_norm = clip ? 1.0f : 0.0f;
+        bb_model *pm = NULL;
+        bb_grad_optimizer *opt = optimizer_over(&cfg, BB_DTYPE_FLOAT, 5, ranks, shapes, &pm);
+        if (opt && decay == DECAY_DECOUPLED && !adam) decouple(opt);
+        char label[96];
+        snprintf(label, sizeof label, "%s, %s, %s", kinds[kind], decays[decay], clip ? "clipped" : "not clipped");
+        bb_cpu_session_rewrites made = {0};
+        if (opt) check_fused_updates(label, pm, opt, 99 + kind * 8 + (size_t)decay * 2 + (size_t)clip, true, &made);
+        const size_t taken = rule_nodes[kind] + decay_nodes[decay] + (size_t)clip;
+        CHECK_MSG(made.fused_updates == 5, "%s: %zu of 5 updates fused", label, made.fused_updates);
+        CHECK_MSG(made.nodes - made.steps == 5 * (taken - 1), "%s: %zu nodes as %zu steps, not %zu nodes an update", label,
+                  made.nodes, made.steps, taken);
+        bb_grad_optimizer_free(opt);
+        bb_model_free(pm);
+      }
+}
+
+/* Clipping over 100 parameters, more than a node may take inputs (64): the squares are
+ * added by a chain of Sums; the session runs the graph, fused, with the unfused graph's
+ * bits, and the clipped step is p − g·min(1, max_norm / (‖g‖₂ + 1e-6)) with the norm over
+ * all 100 gradients (computed here in double). */
+static void test_session_clips_many_parameters(void) {
+  enum { N = 100 };
+  int ranks[N];
+  int64_t shapes[N][2];
+  for (size_t i = 0; i < N; i++) ranks[i] = 1, shapes[i][0] = 3, shapes[i][1] = 0;
+  bb_optimizer_config cfg = bb_optimizer_defaults(BB_OPTIMIZER_SGD);
+  cfg.lr = 1.0f, cfg.max_grad_norm = 0.5f;
+  bb_model *pm = NULL;
+  bb_grad_optimizer *opt = optimizer_over(&cfg, BB_DTYPE_FLOAT, N, ranks, (const int64_t(*)[2])shapes, &pm);
+  bb_cpu_session_rewrites made = {0};
+  if (opt) check_fused_updates("100 parameters", pm, opt, 3, false, &made);
+  CHECK_MSG(made.fused_updates == N, "%zu of %d updates fused", made.fused_updates, N);
+  update_runs u;
+  bb_cpu_session *s = NULL;
+  bb_error err;
+  bb_tensor *out[UPDATE_STEPS][UPDATE_MAX_VALUES] = {{NULL}};
+  if (opt && update_runs_init(&u, pm, opt, 3) && !bb_cpu_session_new(opt->model, NULL, &s, &err) && run_updates(s, &u, out)) {
+    double norm = 0, worst = 0;
+    for (size_t i = 0; i < N; i++)
+      for (int64_t k = 0; k < 3; k++) {
+        const double g = ((const float *)bb_tensor_data(u.grads[0][i]))[k];
+        norm += g * g;
+      }
+    const double coef = fmin(1.0, 0.5 / (sqrt(norm) + 1e-6));
+    for (size_t i = 0; i < N; i++)
+      for (int64_t k = 0; k < 3; k++) {
+        const double p = ((const float *)bb_tensor_data(u.first[i]))[k], g = ((const float *)bb_tensor_data(u.grads[0][i]))[k];
+        worst = fmax(worst, fabs(((const float *)bb_tensor_data(out[0][i]))[k] - (p - g * coef)));
+      }
+    CHECK_MSG(coef < 1 && worst <= 1e-6, "the clipped step is %.3g from p - g * %.6f", worst, coef);
+  }
+  CHECK_MSG(s, "the session did not run");
+  release_updates(out);
+  if (opt) update_runs_free(&u);
+  bb_cpu_session_free(s);
+  bb_grad_optimizer_free(opt);
+  bb_model_free(pm);
+}
+
+/* Where the values do not allow the one pass, the update's nodes run as written, with
+ * the bits of the session without the fusion: parameters of type double (every rule),
+ * a gradient that broadcasts ([1, 10] for a [7, 10] parameter), a learning rate that is
+ * not one scalar ([7, 10]), and one scalar of higher rank than the parameter ([1, 1, 1]:
+ * the nodes' result is [1, 7, 10]). */
+static void test_session_update_falls_back(void) {
+  static const int64_t shapes[][2] = {{7, 10}, {5, 0}};
+  static const int ranks[] = {2, 1};
+  static const bb_optimizer_kind kinds[] = {BB_OPTIMIZER_SGD, BB_OPTIMIZER_MOMENTUM, BB_OPTIMIZER_ADAMW};
+  for (size_t k = 0; k < 3; k++) {
+    bb_optimizer_config cfg = bb_optimizer_defaults(kinds[k]);
+    cfg.weight_decay = 0.01f, cfg.max_grad_norm = 1.0f;
+    bb_model *pm = NULL;
+    bb_grad_optimizer *opt = optimizer_over(&cfg, BB_DTYPE_DOUBLE, 2, ranks, shapes, &pm);
+    bb_cpu_session_rewrites made = {0};
+    if (opt) check_fused_updates("double", pm, opt, 7 + k, false, &made);
+    CHECK_MSG(made.fused_updates == 2, "double, kind %zu: %zu of 2 updates planned as one pass", k, made.fused_updates);
+    bb_grad_optimizer_free(opt);
+    bb_model_free(pm);
+  }
+  for (size_t k = 0; k < 3; k++) {
+    bb_optimizer_config cfg = bb_optimizer_defaults(kinds[k]);
+    bb_model *pm = NULL;
+    bb_grad_optimizer *opt = optimizer_over(&cfg, BB_DTYPE_FLOAT, 1, ranks, shapes, &pm);
+    bb_error err;
+    bb_cpu_session *fused = NULL, *plain = NULL;
+    const bb_cpu_session_options unfused = {sizeof unfused, BB_CPU_REWRITE_FUSE_OPTIMIZER};
+    CHECK_MSG(opt && !bb_cpu_session_new(opt->model, NULL, &fused, &err) &&
+                  !bb_cpu_session_new_with_options(opt->model, NULL, &unfused, &plain, &err),
+              "%s", err.message);
+    update_runs u;
+    for (int form = 0; fused && plain && form < 3; form++) {
+      update_runs_init(&u, pm, opt, 40 + k);
+      if (form == 0) { /* a gradient of [1, 10] */
+        bb_tensor_release(u.grads[0][0]);
+        u.grads[0][0] = optest_rand(BB_DTYPE_FLOAT, 2, (const int64_t[]){1, 10}, -1, 1);
+      }
+      bb_tensor *lr = form == 1 ? optest_rand(BB_DTYPE_FLOAT, 2, (const int64_t[]){7, 10}, 0, 0.01)
+                    : form == 2 ? optest_rand(BB_DTYPE_FLOAT, 3, (const int64_t[]){1, 1, 1}, 0, 0.01)
+                                : NULL;
+      const char *names[UPDATE_MAX_VALUES + 1];
+      bb_tensor *ins[UPDATE_MAX_VALUES + 1], *ref[UPDATE_MAX_VALUES] = {NULL}, *got[UPDATE_MAX_VALUES] = {NULL};
+      size_t n = 0;
+      for (size_t i = 0; i < u.n_carried; i++) names[n] = u.names[i], ins[n++] = u.first[i];
+      names[n] = u.names[u.n_carried], ins[n++] = u.grads[0][0];
+      if (lr) names[n] = "optimizer.lr", ins[n++] = lr;
+      for (size_t threads = 1; threads <= most_threads(); threads++) {
+        if (set_threads(threads)) break;
+        CHECK_MSG(!bb_cpu_session_run(plain, names, ins, n, ref, &err) && !bb_cpu_session_run(fused, names, ins, n, got, &err),
+                  "form %d: %s", form, err.message);
+        for (size_t o = 0; o < u.n_carried; o++) {
+          CHECK_MSG(same_tensor(got[o], ref[o]), "kind %zu, form %d, %zu threads: output %s differs from the unfused graph's",
+                    k, form, threads, bb_cpu_session_output_name(fused, o));
+          bb_tensor_release(got[o]), bb_tensor_release(ref[o]), got[o] = ref[o] = NULL;
+        }
+      }
+      set_threads(1);
+      bb_tensor_release(lr);
+      update_runs_free(&u);
+    }
+    bb_cpu_session_free(fused), bb_cpu_session_free(plain);
+    bb_grad_optimizer_free(opt);
+    bb_model_free(pm);
+  }
+}
+
+/* ---- batch bands ------------------------------------------------------------------------------ */
 
 /* How the small CNN of the thread benches ends (after its second MaxPool, p2 [N, 32, 4, 4]):
  * per sample, or with a step that is not. */
@@ -1335,7 +1574,9 @@ int main(void) {
   RUN(test_scatter_elements);
   RUN(test_reductions_and_softmax);
   RUN(test_elementwise);
-  RUN(test_session_fused_adam);
+  RUN(test_session_fused_updates);
+  RUN(test_session_update_falls_back);
+  RUN(test_session_clips_many_parameters);
   RUN(test_session_keeps_gemm_b_packed);
   RUN(test_session_batch_band);
   RUN(test_session_batch_band_declines);

@@ -1753,6 +1753,42 @@ static void test_relaxed_build(void) {
   CHECK_MSG(same, "the multiply-adds of one build rounded differently across lanes or paths");
 }
 
+/* ---- optimizer updates ------------------------------------------------------------------ */
+
+/* Every rule with and without clipping, L2 and decoupled decay, on lengths 0 to 70 (every
+ * tail) of mixed values, special ones included: the SIMD pass gives the scalar twin's
+ * bits, and a state the rule has not stays untouched. */
+static void test_update_matches_scalar(void) {
+  rng_seed(12);
+  static const bbi_update_rule rules[] = {BBI_RULE_SGD, BBI_RULE_MOMENTUM, BBI_RULE_NESTEROV, BBI_RULE_ADAM};
+  for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++)
+    for (unsigned form = 0; form < 8; form++) {
+      const bbi_f32_update_coef k = {rules[r], form & 1, (form & 2) != 0, (form & 4) != 0, 0.37f, 0.01f, 0.9995f, 0.05f,
+                                     0.9f, 0.9f, 0.1f, 0.999f, 1e-3f, 0.0316f, 1e-8f};
+      int same = 1;
+      for (int t = 0; t < 12; t++) {
+        const size_t n = (size_t)rng_int(0, 70);
+        float *in[4], *got[3], *want[3];
+        for (int i = 0; i < 4; i++) in[i] = floats(n + 1), fill_mixed(in[i], n);
+        fill_uniform(in[3], n, 0.0f, 2.0f); /* Adam's v ≥ 0 */
+        for (int i = 0; i < 3; i++) {
+          got[i] = floats(n + 1), want[i] = floats(n + 1);
+          for (size_t j = 0; j <= n; j++) got[i][j] = want[i][j] = 7.0f; /* nothing writes past n */
+        }
+        const bbi_f32_update_arrays ga = {in[0], in[1], {in[2], in[3]}, got[0], {got[1], got[2]}};
+        const bbi_f32_update_arrays wa = {in[0], in[1], {in[2], in[3]}, want[0], {want[1], want[2]}};
+        bbi_f32_update(&k, n, &ga);
+        bbi_f32_update_scalar(&k, n, &wa);
+        const size_t outs = 1 + bbi_update_states(rules[r]);
+        for (size_t o = 0; o < 3; o++)
+          for (size_t i = 0; i <= n; i++) same &= same_float(got[o][i], want[o][i]) && (o < outs || got[o][i] == 7.0f);
+        for (int i = 0; i < 4; i++) free(in[i]);
+        for (int i = 0; i < 3; i++) free(got[i]), free(want[i]);
+      }
+      CHECK_MSG(same, "rule %zu, form %u differs from the scalar twin", r, form);
+    }
+}
+
 static void test_transpose(void) {
   rng_seed(12);
   int ok = 1;
@@ -1806,6 +1842,7 @@ int main(void) {
   RUN(test_dwconv_matches_scalar);
   RUN(test_dwconv_small_planes);
   RUN(test_activation_matches_scalar);
+  RUN(test_update_matches_scalar);
   RUN(test_transpose);
   return bb_test_finish();
 }

@@ -11,6 +11,7 @@
 #ifndef BBI_TENSOR_KERNELS_H
 #define BBI_TENSOR_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -290,19 +291,42 @@ typedef struct bbi_f32_activation {
 void bbi_f32_vactivate(const bbi_f32_activation *a, size_t n, const float *addend, float *y);
 void bbi_f32_vactivate_scalar(const bbi_f32_activation *a, size_t n, const float *addend, float *y);
 
-/* One Adam step of torch.optim's rule over n elements, the optimizer graph's operations in
- * its order (each rounded to float, none fused): m' = m·b1 + g·c1, v' = v·b2 + (g·g)·c2,
- * p' = p − a·(m' / (sqrt(v') / s2 + eps)), with c1 = 1 − b1, c2 = 1 − b2, s2 =
- * sqrt(1 − b2^t) and a = lr / (1 − b1^t) as the graph computes them. Each input is read
- * once; the outputs must not overlap the inputs. */
-typedef struct bbi_f32_adam_coef {
-  float b1, c1, b2, c2, s2, eps, a;
-} bbi_f32_adam_coef;
+/* One optimizer step of one parameter over n elements, torch.optim's rule as the optimizer
+ * graph (bb_grad_optimizer_build) writes it, its operations in the graph's order, each
+ * rounded to float, none fused:
+ *   g ← g·clip_coef (clip), then g ← g + p·wd (l2: L2 weight decay);
+ *   p̂ = p·decay_scale (decay: AdamW's decoupled decay), else p;
+ *   SGD       p' = p̂ − g·lr
+ *   momentum  b' = b·mu + g, p' = p̂ − b'·lr          (state 0: the buffer b)
+ *   Nesterov  b' = b·mu + g, p' = p̂ − (g + b'·mu)·lr
+ *   Adam      m' = m·b1 + g·c1, v' = v·b2 + (g·g)·c2, p' = p̂ − lr·(m' / (sqrt(v') / s2 + eps))
+ *             (state 0 and 1: m and v; lr is then lr / (1 − b1^t), c1 = 1 − b1, c2 = 1 − b2,
+ *             s2 = sqrt(1 − b2^t), as the graph computes them).
+ * Each input is read once and each output written once; the outputs must not overlap the
+ * inputs; the states a rule has not are neither read nor written (may be NULL). */
+typedef enum bbi_update_rule { BBI_RULE_SGD, BBI_RULE_MOMENTUM, BBI_RULE_NESTEROV, BBI_RULE_ADAM } bbi_update_rule;
 
-void bbi_f32_adam(const bbi_f32_adam_coef *k, size_t n, const float *p, const float *g, const float *m, const float *v,
-                  float *p_out, float *m_out, float *v_out);
-void bbi_f32_adam_scalar(const bbi_f32_adam_coef *k, size_t n, const float *p, const float *g, const float *m,
-                         const float *v, float *p_out, float *m_out, float *v_out);
+typedef struct bbi_f32_update_coef {
+  bbi_update_rule rule;
+  bool clip, l2, decay;
+  float clip_coef, wd, decay_scale;
+  float lr, mu;                  /* mu: momentum and Nesterov */
+  float b1, c1, b2, c2, s2, eps; /* Adam */
+} bbi_f32_update_coef;
+
+/* The states a rule keeps: none for SGD, the buffer for momentum and Nesterov, m and v
+ * for Adam. */
+static inline size_t bbi_update_states(bbi_update_rule rule) {
+  return rule == BBI_RULE_SGD ? 0 : rule == BBI_RULE_ADAM ? 2 : 1;
+}
+
+typedef struct bbi_f32_update_arrays {
+  const float *p, *g, *state[2];
+  float *p_out, *state_out[2];
+} bbi_f32_update_arrays;
+
+void bbi_f32_update(const bbi_f32_update_coef *k, size_t n, const bbi_f32_update_arrays *a);
+void bbi_f32_update_scalar(const bbi_f32_update_coef *k, size_t n, const bbi_f32_update_arrays *a);
 
 /* y[j·ldy + i] = x[i·ldx + j] for i < rows, j < cols (y must not overlap x). */
 void bbi_f32_transpose(size_t rows, size_t cols, const float *x, size_t ldx, float *y, size_t ldy);

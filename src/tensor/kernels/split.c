@@ -166,27 +166,35 @@ void bbi_par_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, floa
   bbi_parallel_for(rows, bbi_par_grain(cols), log_softmax_piece, &j);
 }
 
-/* Adam: items are blocks of BBI_PAR_ALIGN elements, so every piece but the last is whole
- * vectors and each element meets the code it meets in one call over all n. */
-typedef struct adam_job {
-  const bbi_f32_adam_coef *k;
+/* An optimizer update: items are blocks of BBI_PAR_ALIGN elements, so every piece but the
+ * last is whole vectors and each element meets the code it meets in one call over all n. */
+typedef struct update_job {
+  const bbi_f32_update_coef *k;
   size_t n;
-  const float *p, *g, *m, *v;
-  float *p_out, *m_out, *v_out;
-} adam_job;
+  const bbi_f32_update_arrays *a;
+} update_job;
 
-static void adam_piece(void *ctx, size_t begin, size_t end) {
-  const adam_job *j = ctx;
-  size_t lo = begin * BBI_PAR_ALIGN, hi = end * BBI_PAR_ALIGN < j->n ? end * BBI_PAR_ALIGN : j->n;
-  bbi_f32_adam(j->k, hi - lo, j->p + lo, j->g + lo, j->m + lo, j->v + lo, j->p_out + lo, j->m_out + lo, j->v_out + lo);
+/* The arrays from element `at` on (a state and its output are both there or both absent). */
+static bbi_f32_update_arrays update_from(const bbi_f32_update_arrays *a, size_t at) {
+  bbi_f32_update_arrays b = *a;
+  b.p += at, b.g += at, b.p_out += at;
+  for (size_t i = 0; i < 2; i++)
+    if (b.state[i]) b.state[i] += at, b.state_out[i] += at;
+  return b;
 }
 
-/* About 8192 elements a piece: seven arrays' worth of loads and stores, tens of
- * microseconds, well above a task's hand-out. */
-#define ADAM_PIECE_BLOCKS (8192 / BBI_PAR_ALIGN)
+static void update_piece(void *ctx, size_t begin, size_t end) {
+  const update_job *j = ctx;
+  size_t lo = begin * BBI_PAR_ALIGN, hi = end * BBI_PAR_ALIGN < j->n ? end * BBI_PAR_ALIGN : j->n;
+  const bbi_f32_update_arrays piece = update_from(j->a, lo);
+  bbi_f32_update(j->k, hi - lo, &piece);
+}
 
-void bbi_par_f32_adam(const bbi_f32_adam_coef *k, size_t n, const float *p, const float *g, const float *m,
-                      const float *v, float *p_out, float *m_out, float *v_out) {
-  adam_job j = {k, n, p, g, m, v, p_out, m_out, v_out};
-  bbi_parallel_for((n + BBI_PAR_ALIGN - 1) / BBI_PAR_ALIGN, ADAM_PIECE_BLOCKS, adam_piece, &j);
+/* About 8192 elements a piece: up to seven arrays' worth of loads and stores, tens of
+ * microseconds, well above a task's hand-out. */
+#define UPDATE_PIECE_BLOCKS (8192 / BBI_PAR_ALIGN)
+
+void bbi_par_f32_update(const bbi_f32_update_coef *k, size_t n, const bbi_f32_update_arrays *a) {
+  update_job j = {k, n, a};
+  bbi_parallel_for((n + BBI_PAR_ALIGN - 1) / BBI_PAR_ALIGN, UPDATE_PIECE_BLOCKS, update_piece, &j);
 }

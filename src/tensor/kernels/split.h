@@ -23,9 +23,8 @@ void bbi_par_f32_reduce_strided(bbi_reduce_op op, size_t outer, size_t len, size
 void bbi_par_f32_softmax_rows(size_t rows, size_t cols, const float *x, float *y);
 void bbi_par_f32_log_softmax_rows(size_t rows, size_t cols, const float *x, float *y);
 
-/* bbi_f32_adam cut into pieces of whole multiples of BBI_PAR_ALIGN elements, by n alone. */
-void bbi_par_f32_adam(const bbi_f32_adam_coef *k, size_t n, const float *p, const float *g, const float *m,
-                      const float *v, float *p_out, float *m_out, float *v_out);
+/* bbi_f32_update cut into pieces of whole multiples of BBI_PAR_ALIGN elements, by n alone. */
+void bbi_par_f32_update(const bbi_f32_update_coef *k, size_t n, const bbi_f32_update_arrays *a);
 
 /* Elements (or element-sized steps of work) one task should get at least: about 10 to 50
  * microseconds of a simple kernel, well above the cost of handing out a task. */
