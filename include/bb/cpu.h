@@ -180,7 +180,11 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
  * follow the batch size alone: the same bits on any thread count; within float rounding
  * of the steps run whole, whose kernels may sum in another order for another row count) */
 #define BB_CPU_REWRITE_BATCH_BANDS (1u << 6)
-#define BB_CPU_REWRITE_ALL 0x7fu
+/* a float Conv whose output only a Transpose of perm [1, 0, 2, ..] reads (a weight
+ * gradient's) writes that Transpose's output itself: each image's channel planes go to
+ * their transposed places, the same bits */
+#define BB_CPU_REWRITE_FUSE_TRANSPOSE (1u << 7)
+#define BB_CPU_REWRITE_ALL 0xffu
 
 /* Versioned by struct_size (see bb_cpu_limits); zero fields take the defaults. */
 typedef struct bb_cpu_session_options {
@@ -210,6 +214,7 @@ typedef struct bb_cpu_session_rewrites {
     size_t fused_adam; /* its first name (BB_CPU_REWRITE_FUSE_ADAM) */
   };
   size_t batch_bands;       /* runs of per-sample steps a batch may take as one job of chunks */
+  size_t fused_transposes;  /* Transposes a Conv writes its output through */
 } bb_cpu_session_rewrites;
 
 BB_API void bb_cpu_session_rewrites_made(const bb_cpu_session *s, bool general, bb_cpu_session_rewrites *out);

@@ -65,6 +65,12 @@ typedef struct bbi_cpu_node_state {
    * request it does not hold gets NULL and sets cache_missed */
   bool cache_fixed;
   bool cache_missed;
+  /* nonzero: a Transpose of perm [1, 0, 2, .., swap_rank - 1] of output 0 was fused into the
+   * node (BB_CPU_REWRITE_FUSE_TRANSPOSE); an op that makes output 0 of that rank with its
+   * first two dims swapped, written in that layout, sets `swapped` (else the session runs
+   * the Transpose) */
+  int swap_rank;
+  bool swapped;
 } bbi_cpu_node_state;
 
 typedef struct bbi_cpu_op_ctx {

@@ -389,7 +389,17 @@ typedef struct conv_job {
   bool store_epilogue; /* on the plane: the GEMM applies the epilogue (e) as it stores */
   size_t band_slot_bytes; /* nonzero: one image's bands are the pool's tasks, each slot this big */
   size_t tmp_at, scratch_at, scratch_size;
+  /* floats of Y from one image's block to the next and from one channel's plane to the
+   * next: m_out·P and P, or P and n_batch·P when Y is written swapped ([M, N, ..], with
+   * no epilogue) */
+  size_t y_image, y_channel;
+  bool swapped;
 } conv_job;
+
+/* Where image n's channel m starts in Y. */
+static size_t y_plane(const conv_job *j, int64_t n, int64_t m) {
+  return (size_t)n * j->y_image + (size_t)m * j->y_channel;
+}
 
 /* The GEMM's clamp for the job's fused Clip, if it has one. */
 static void gemm_clip(const conv_job *j, bbi_f32_gemm_args *a) {
@@ -518,13 +528,28 @@ static int conv_band_tasks(const conv_job *j, const float *xg, int64_t gi, size_
   return rc;
 }
 
+/* Channels a strip at a time: each of a strip's rows of Y (far apart, and not in cache) is
+ * written from start to end before the next strip's, rather than 16 bytes of every row
+ * in turn. */
+#define SWAPPED_STRIP 16
+
+/* The product tmp [rows, mg] of images n0.. of group gi into Y written swapped. */
+static void swapped_store(const conv_job *j, const float *tmp, size_t rows, int64_t n0, int64_t gi) {
+  const size_t mg = (size_t)j->mg;
+  float *y = j->y + y_plane(j, n0, gi * j->mg);
+  for (size_t m0 = 0; m0 < mg; m0 += SWAPPED_STRIP) {
+    const size_t strip = mg - m0 < SWAPPED_STRIP ? mg - m0 : SWAPPED_STRIP;
+    bbi_f32_transpose(rows, strip, tmp + m0, mg, y + m0 * j->y_channel, j->y_channel);
+  }
+}
+
 /* Images n0.. (one chunk, fewer for the last), every group: column matrix, GEMM, then the
  * transposition (positions as rows) and the epilogue, with the scratch at `mem`. What it
  * computes depends on n0 and the shapes alone. */
 static int conv_chunk(const void *job, int64_t n0, char *mem) {
   const conv_job *j = job;
   const geometry *g = j->g;
-  const int64_t npos = j->npos, mg = j->mg, kdim = j->kdim, cg = j->cg, c_in = j->c_in, m_out = j->m_out;
+  const int64_t npos = j->npos, mg = j->mg, kdim = j->kdim, cg = j->cg, c_in = j->c_in;
   const int64_t nc = j->n_batch - n0 < j->chunk ? j->n_batch - n0 : j->chunk;
   const size_t ld = (size_t)(nc * npos);
   float *col = (float *)mem, *tmp = (float *)(mem + j->tmp_at);
@@ -546,7 +571,7 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     memset(&a, 0, sizeof a);
     a.alpha = 1.0f;
     if (j->on_plane) { /* chunk is 1: Y's block [mg, P] = W [mg, kdim] · col [kdim, P] */
-      size_t at = (size_t)((n0 * m_out + gi * mg) * npos);
+      size_t at = y_plane(j, n0, gi * mg);
       a.m = (size_t)mg, a.n = (size_t)npos, a.k = (size_t)kdim;
       a.a = j->w + gi * mg * kdim, a.lda = (size_t)kdim;
       a.packed_a = j->packed ? j->packed + (size_t)gi * j->pack_stride : NULL;
@@ -583,9 +608,13 @@ static int conv_chunk(const void *job, int64_t n0, char *mem) {
     a.bias = j->b ? j->b + gi * mg : NULL; /* one bias per output channel = per column of Yᵀ */
     gemm_clip(j, &a);
     if ((rc = bbi_f32_gemm(&a, scratch, j->scratch_size))) break;
+    if (j->swapped) { /* the chunk's images lie side by side in each channel's row of Y */
+      swapped_store(j, tmp, ld, n0, gi);
+      continue;
+    }
     for (int64_t i = 0; i < nc; i++) {
-      size_t at = (size_t)(((n0 + i) * m_out + gi * mg) * npos);
-      bbi_f32_transpose((size_t)npos, (size_t)mg, tmp + (size_t)(i * npos * mg), (size_t)mg, j->y + at, (size_t)npos);
+      size_t at = y_plane(j, n0 + i, gi * mg);
+      bbi_f32_transpose((size_t)npos, (size_t)mg, tmp + (size_t)(i * npos * mg), (size_t)mg, j->y + at, j->y_channel);
       conv_epilogue(j->e, j->y, at, (size_t)(mg * npos));
     }
   }
@@ -665,6 +694,52 @@ static int conv_rows(bbi_cpu_op_ctx *ctx, const geometry *g, const bbi_window2d 
   return rc;
 }
 
+/* How conv_f32 takes a float convolution through the GEMM, by the shapes alone. */
+typedef struct conv_form {
+  bool direct;   /* 1×1, stride 1, no padding: the input already is the column matrix */
+  bool patches;  /* a window wider than its output (a weight gradient's: dY as the kernel) */
+  bool on_plane; /* Y = W · col on one image's plane, else positions as the GEMM's rows */
+  int64_t chunk; /* images one product takes */
+} conv_form;
+
+static conv_form conv_form_of(const geometry *g, int64_t kdim, int64_t n_batch) {
+  conv_form f = {true, false, false, 1};
+  const bool planar = g->nd <= 2;
+  const int64_t npos = g->out_size;
+  for (int d = 0; d < g->nd; d++)
+    f.direct = f.direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
+  if (!f.direct && planar && npos < CONV_MIN_ROWS) {
+    int64_t chunk = (CONV_MIN_ROWS + npos - 1) / npos;
+    int64_t fit = (int64_t)(CONV_MAX_COL_BYTES / sizeof(float)) / (kdim * npos);
+    chunk = chunk < fit ? chunk : fit;
+    chunk = chunk < n_batch ? chunk : n_batch;
+    f.chunk = bbi_nn_even_chunk(n_batch, chunk > 1 ? chunk : 1);
+  }
+  /* the wider window copies runs of kw in the transposed column matrix, runs of ow in the other */
+  const bbi_window2d win = window_of(g, false);
+  f.patches = !f.direct && planar && win.kw > win.ow;
+  f.on_plane = f.chunk == 1 && npos >= CONV_PLANE_MIN_POSITIONS && !f.patches;
+  return f;
+}
+
+/* Whether the convolution writes Y swapped, [M, N, ..] (the session fused a Transpose of
+ * perm [1, 0, 2, ..] into it): on the path with positions as the GEMM's rows, whose
+ * products are transposed into Y a block at a time and then land in the swapped places
+ * by the same copy; not a depthwise or on-the-plane one, nor one Winograd may take (a 3×3
+ * with constant weights), nor one with an epilogue to apply. */
+static bool conv_swaps_output(const bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group) {
+  const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1];
+  if (!ctx->state || ctx->state->swap_rank != x->rank || x->dtype != BB_DTYPE_FLOAT || bbi_cpu_epilogue_of(ctx))
+    return false;
+  const int64_t cg = x->dims[1] / group, mg = w->dims[0] / group;
+  if (g->nd <= 2 && group > 1 && cg == 1 && mg == 1) return false;
+  const bool square3 = g->nd == 2 && g->kernel[0] == 3 && g->kernel[1] == 3;
+  const bool unit = g->nd == 2 && g->stride[0] == 1 && g->stride[1] == 1 && g->dilation[0] == 1 && g->dilation[1] == 1;
+  const bool w_constant = (ctx->state->constant_inputs & 2u) != 0; /* Winograd keeps W transformed */
+  if (ctx->state->winograd && w_constant && group == 1 && square3 && unit) return false;
+  return !conv_form_of(g, cg * g->kernel_size, x->dims[0]).on_plane;
+}
+
 /* Per group, one of two orientations of the same product (each output the bias plus its
  * products summed in the same k order, so the two give the same bits):
  *  - with many output positions, Y = W · col on the plane: W [mg, kdim] is the GEMM's A,
@@ -684,7 +759,7 @@ static int conv_rows(bbi_cpu_op_ctx *ctx, const geometry *g, const bbi_window2d 
  * is in cache. The chunks of images (one image each on the plane) are independent: on
  * several threads they are the pool's tasks when there are enough of them (see
  * bbi_nn_split_chunks), else each GEMM and column matrix is cut across the pool. */
-static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_tensor *y) {
+static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bool swapped, bb_tensor *y) {
   const bb_tensor *x = ctx->inputs[0], *w = ctx->inputs[1], *b = bbi_cpu_input(ctx, 2);
   int64_t n_batch = x->dims[0], c_in = x->dims[1], m_out = w->dims[0];
   int64_t cg = c_in / group, mg = m_out / group, kdim = cg * g->kernel_size, npos = g->out_size;
@@ -696,27 +771,17 @@ static int conv_f32(bbi_cpu_op_ctx *ctx, const geometry *g, int64_t group, bb_te
     int rc = bbi_nn_conv_winograd(ctx, &win, own_epilogue(ctx, y), y, &done);
     if (rc || done) return rc;
   }
-  bool direct = true; /* 1×1, stride 1, no padding: the input already is the column matrix */
-  for (int d = 0; d < g->nd; d++)
-    direct = direct && g->kernel[d] == 1 && g->stride[d] == 1 && g->pad_begin[d] == 0 && g->pad_end[d] == 0;
+  const conv_form form = conv_form_of(g, kdim, n_batch);
+  const bool direct = form.direct, patches = form.patches, on_plane = form.on_plane;
+  const int64_t chunk = form.chunk;
   /* one image's column matrix is the most this op asks for at once (more images only up to a bound) */
   int rc = direct ? 0 : bbi_cpu_check_size(ctx, kdim * g->out_size, sizeof(float), "the column matrix");
   if (rc) return rc;
-  int64_t chunk = 1;
-  if (!direct && planar && npos < CONV_MIN_ROWS) {
-    chunk = (CONV_MIN_ROWS + npos - 1) / npos;
-    int64_t fit = (int64_t)(CONV_MAX_COL_BYTES / sizeof(float)) / (kdim * npos);
-    chunk = chunk < fit ? chunk : fit;
-    chunk = chunk < n_batch ? chunk : n_batch;
-    chunk = bbi_nn_even_chunk(n_batch, chunk > 1 ? chunk : 1);
-  }
   conv_job j;
   memset(&j, 0, sizeof j);
   j.g = g, j.win = window_of(g, false);
-  /* a window wider than the output (a weight gradient's convolution: dY as the kernel)
-   * copies runs of kw in the transposed column matrix, runs of ow in the other */
-  const bool patches = !direct && planar && j.win.kw > j.win.ow;
-  const bool on_plane = chunk == 1 && npos >= CONV_PLANE_MIN_POSITIONS && !patches;
+  j.y_image = (size_t)(swapped ? npos : m_out * npos), j.y_channel = (size_t)(swapped ? n_batch * npos : npos);
+  j.swapped = swapped;
   size_t rows = (size_t)(chunk * npos);
   if ((rc = bbi_cpu_check_size(ctx, (int64_t)rows * mg, sizeof(float), "the product's rows"))) return rc;
   size_t pack_stride = 0;
@@ -857,11 +922,13 @@ static int op_conv(bbi_cpu_op_ctx *ctx) {
   if ((rc = plan_geometry(ctx, x, w->dims + 2, false, true, &g))) return rc;
   for (int d = 0; d < g.nd; d++)
     if (g.kernel[d] != w->dims[2 + d]) return bbi_cpu_fail(ctx, BB_ERR_TYPE, "kernel_shape does not match W");
-  int64_t out[BB_MAX_RANK] = {x->dims[0], w->dims[0]};
+  const bool swapped = conv_swaps_output(ctx, &g, group);
+  int64_t out[BB_MAX_RANK] = {swapped ? w->dims[0] : x->dims[0], swapped ? x->dims[0] : w->dims[0]};
   memcpy(out + 2, g.out, (size_t)g.nd * sizeof out[0]);
   if ((rc = bbi_cpu_make_output(ctx, 0, x->dtype, x->rank, out))) return rc;
+  if (swapped) ctx->state->swapped = true;
   if (!ctx->outputs[0]->numel) return 0;
-  if (x->dtype == BB_DTYPE_FLOAT) return conv_f32(ctx, &g, group, ctx->outputs[0]);
+  if (x->dtype == BB_DTYPE_FLOAT) return conv_f32(ctx, &g, group, swapped, ctx->outputs[0]);
   conv_generic(ctx, &g, group, ctx->outputs[0]);
   return 0;
 }

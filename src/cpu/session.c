@@ -278,6 +278,8 @@ static int rewrite(bb_cpu_session *s, const bbi_plan *written, bb_error *err) {
   if (!rc && (on & BB_CPU_REWRITE_FUSE_OPTIMIZER)) rc = bbi_plan_fuse_updates(s, c);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ACTIVATIONS)) rc = bbi_plan_fuse_activations(s, g);
   if (!rc && (on & BB_CPU_REWRITE_FUSE_ACTIVATIONS)) rc = bbi_plan_fuse_activations(s, c);
+  if (!rc && (on & BB_CPU_REWRITE_FUSE_TRANSPOSE)) rc = bbi_plan_fuse_transposes(s, g);
+  if (!rc && (on & BB_CPU_REWRITE_FUSE_TRANSPOSE)) rc = bbi_plan_fuse_transposes(s, c);
   if (!rc && (on & BB_CPU_REWRITE_BATCH_BANDS)) rc = bbi_plan_find_bands(s, c);
   if (rc == BB_ERR_NOMEM) return bb_error_set(err, rc, "out of memory rewriting the graph");
   if (rc) return rc;
@@ -513,17 +515,26 @@ static void drop_value(bb_cpu_session *s, uint32_t v, run_state *r) {
   s->values[v] = NULL;
 }
 
-/* Runs one step's op on its inputs; outs gets its outputs. */
-static int run_op(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilogue, bb_tensor **outs, run_state *r) {
+/* Runs one step's op on its inputs; outs gets its outputs. With `swapped`, a step with a
+ * Transpose fused: *swapped says whether the op wrote output 0 in its layout. */
+static int run_op_as(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilogue, bool *swapped, bb_tensor **outs,
+                     run_state *r) {
   bb_tensor *ins[64];
   if (st->n_in > 64 || st->n_out > 64)
     return bb_error_set(r->err, BB_ERR_LIMIT, "node %s has more than 64 inputs or outputs", node_label(st->node));
   for (uint32_t k = 0; k < st->n_in; k++) ins[k] = st->in[k] == BBI_NO_VALUE ? NULL : s->values[st->in[k]];
   bbi_cpu_node_state state = {&st->cache, &st->memo, bbi_session_own_inputs(s, st, ins), epilogue,
-                              !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), false, false};
+                              !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), false, false, swapped ? st->swap_rank : 0,
+                              false};
   st->cache.alloc = s->alloc;
-  return bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
-                        &s->memory->workspace, &state, r->err);
+  const int rc = bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, s->run_alloc, &s->limits,
+                                &s->memory->workspace, &state, r->err);
+  if (swapped) *swapped = state.swapped;
+  return rc;
+}
+
+static int run_op(bb_cpu_session *s, bbi_plan_step *st, bbi_cpu_epilogue *epilogue, bb_tensor **outs, run_state *r) {
+  return run_op_as(s, st, epilogue, NULL, outs, r);
 }
 
 /* A fused step whose epilogue neither the op nor the session can apply: its output goes
@@ -577,8 +588,19 @@ static int run_update(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
   return rc;
 }
 
+/* A Conv with a Transpose fused: its output in the Transpose's layout, or in its own with
+ * the Transpose run as written. */
+static int run_swapped(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
+  bb_tensor *outs[64];
+  bool swapped = false;
+  const int rc = run_op_as(s, st, NULL, &swapped, outs, r);
+  if (rc || swapped) return rc ? rc : store_outputs(s, st, st->out, outs, r);
+  return run_chain(s, st, outs, r);
+}
+
 static int run_step(bb_cpu_session *s, bbi_plan_step *st, run_state *r) {
   if (st->update) return run_update(s, st, r);
+  if (st->swap_rank) return run_swapped(s, st, r);
   bb_tensor *outs[64];
   bbi_cpu_epilogue epilogue = {st->act, st->addend == BBI_NO_VALUE ? NULL : s->values[st->addend], false};
   int rc = run_op(s, st, st->n_chain ? &epilogue : NULL, outs, r);

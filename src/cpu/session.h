@@ -44,6 +44,10 @@ typedef struct bbi_plan_step {
    * graph's nodes of it in their order, run as written when the pass cannot apply */
   bool update;
   bbi_update_rule update_rule;
+  /* a Conv with a Transpose of perm [1, 0, 2, .., swap_rank - 1] of its output fused
+   * (bbi_plan_fuse_transposes): chain[0] is that Transpose, run as written when the Conv
+   * does not write the swapped layout itself */
+  int swap_rank;
   bbi_cpu_node_cache cache;
   bbi_cpu_node_memo memo;
   /* a batch band (session_band.c): on its first step, how many steps it spans (0: this
@@ -138,6 +142,7 @@ int bbi_plan_fold_batchnorm(bb_cpu_session *s, bbi_plan *p, bb_error *err);
 int bbi_plan_elide_identities(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_fuse_updates(bb_cpu_session *s, bbi_plan *p);
+int bbi_plan_fuse_transposes(bb_cpu_session *s, bbi_plan *p);
 int bbi_plan_find_bands(bb_cpu_session *s, bbi_plan *p);
 
 /* Runs the batch band starting at `first` (first->band > 1): *out gets the output of its

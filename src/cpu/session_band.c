@@ -224,7 +224,7 @@ static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bool f
       ins[i] = i == st->band_x ? cur : st->in[i] == BBI_NO_VALUE ? NULL : s->values[st->in[i]];
     bbi_cpu_epilogue epilogue = {st->act, NULL, false};
     bbi_cpu_node_state state = {&st->cache, &st->memo, bbi_session_own_inputs(s, st, ins), st->n_chain ? &epilogue : NULL,
-                                !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), fixed, false};
+                                !(s->rewrites_off & BB_CPU_REWRITE_WINOGRAD), fixed, false, 0, false};
     int rc = bbi_cpu_run_op(st->op, st->node, s->opset, ins, st->n_in, outs, st->n_out, u->alloc, &s->limits,
                             u->workspace, &state, u->err);
     if (!rc && state.cache_missed) rc = BAND_CACHE_MISSED;

@@ -20,6 +20,12 @@
  *    different shapes). The scalar nodes (bias corrections, 1 − lr·wd, the clipping
  *    coefficient from the global norm) stay nodes.
  *
+ *  - A Transpose of perm [1, 0, 2, ..] written by the Conv before it: a float Conv whose
+ *    output only that Transpose reads (a weight gradient's: the batch as channels, turned
+ *    back to [M, C, k..]) and that carries nothing fused puts image n's channel m where the
+ *    Transpose would copy it (bbi_cpu_node_state.swap_rank). The Transpose is kept with the
+ *    step and runs as written when the Conv's path cannot write that layout.
+ *
  * An Add is fused into the later of its operands' producers, so its other operand exists
  * when the step runs. */
 #include <float.h>
@@ -212,6 +218,49 @@ int bbi_plan_fuse_activations(bb_cpu_session *s, bbi_plan *p) {
     if (!st->node) continue;
     if (is_op(st, "Add")) rc = fuse_add(s, p, &l, st);
     if (!rc && st->node) rc = fuse_activation(s, p, &l, st);
+  }
+  unlink_values(s, &l);
+  bbi_plan_compact(p);
+  return rc;
+}
+
+/* ---- Transpose into its Conv --------------------------------------------------------------- */
+
+/* The rank of a Transpose whose perm is [1, 0, 2, .., rank - 1] (rank 3 or more), else 0. */
+static int swaps_first_dims(const bbi_plan_step *st) {
+  const bb_attr *perm = bb_attr_find(&st->node->attrs, "perm");
+  if (!perm || perm->n_ints < 3 || perm->n_ints > BB_MAX_RANK) return 0;
+  for (size_t i = 0; i < perm->n_ints; i++)
+    if (perm->ints[i] != (i < 2 ? 1 - (int64_t)i : (int64_t)i)) return 0;
+  return (int)perm->n_ints;
+}
+
+/* Fuses Transpose step `tr` into the Conv that makes its input, when that Conv's output is
+ * read by it alone, is no graph output and the Conv carries nothing fused. */
+static int fuse_transpose(bb_cpu_session *s, bbi_plan *p, value_links *l, bbi_plan_step *tr) {
+  const int rank = swaps_first_dims(tr);
+  if (!rank || tr->n_in != 1 || tr->n_out != 1 || tr->out[0] == BBI_NO_VALUE) return 0;
+  const uint32_t v = tr->in[0];
+  if (v == BBI_NO_VALUE || s->is_output[v] || l->uses[v] != 1 || l->producer[v] == BBI_NO_VALUE) return 0;
+  bbi_plan_step *conv = &p->steps[l->producer[v]];
+  if (!is_op(conv, "Conv") || conv->n_out != 1 || conv->out[0] != v || conv->n_chain || conv->update ||
+      conv->addend != BBI_NO_VALUE || conv->act.kind != BBI_ACTIVATION_NONE)
+    return 0;
+  const uint32_t at = l->producer[v];
+  int rc = chain_on(s, conv, tr);
+  if (rc) return rc;
+  conv->swap_rank = rank;
+  l->producer[conv->out[0]] = at;
+  p->stats.fused_transposes++;
+  return 0;
+}
+
+int bbi_plan_fuse_transposes(bb_cpu_session *s, bbi_plan *p) {
+  value_links l;
+  int rc = link_values(s, p, &l);
+  for (uint32_t i = 0; i < p->n_steps && !rc; i++) {
+    bbi_plan_step *st = &p->steps[i];
+    if (st->node && is_op(st, "Transpose")) rc = fuse_transpose(s, p, &l, st);
   }
   unlink_values(s, &l);
   bbi_plan_compact(p);

@@ -5,6 +5,18 @@
 #include "cpu/shape.h"
 #include "util/mem.h"
 
+/* Whether perm leaves every axis longer than 1 in its order: the elements then keep their
+ * places (a batch of one swapped with the channels), and the output is a view. */
+static bool keeps_layout(const bb_tensor *in, const int64_t *perm) {
+  int64_t last = -1;
+  for (int k = 0; k < in->rank; k++) {
+    if (in->dims[perm[k]] == 1) continue;
+    if (perm[k] < last) return false;
+    last = perm[k];
+  }
+  return true;
+}
+
 int bbi_cpu_transpose(bbi_cpu_op_ctx *ctx) {
   const bb_tensor *in = ctx->inputs[0];
   size_t esize;
@@ -28,6 +40,7 @@ int bbi_cpu_transpose(bbi_cpu_op_ctx *ctx) {
   }
   int64_t dims[BB_MAX_RANK], in_strides[BB_MAX_RANK], src_strides[BB_MAX_RANK], dst_strides[BB_MAX_RANK];
   for (int k = 0; k < in->rank; k++) dims[k] = in->dims[perm[k]];
+  if (keeps_layout(in, perm)) return bbi_cpu_view_output(ctx, 0, in, in->rank, dims);
   if ((rc = bbi_cpu_make_output(ctx, 0, in->dtype, in->rank, dims))) return rc;
   bbi_copy_strides(in->rank, in->dims, (int64_t)esize, in_strides);
   for (int k = 0; k < in->rank; k++) src_strides[k] = in_strides[perm[k]];

@@ -62,6 +62,24 @@ static const char *window_back(gb *b, const char *g, const char *weights, const 
   return gb_add(b, ct);
 }
 
+/* The end pads of the weight gradient's convolution, into pad_end; returns whether its
+ * output still reaches past the kernel somewhere (a Slice must keep the first k).
+ * Per axis, in + pb + pe - d(k-1) - 1 = s(out-1) + r with r >= 0: that convolution (stride
+ * d, dilation s) gives k + floor(r/d) positions, and the last one it needs (k-1) reads no
+ * further than in + pe - r - 1. Taking δ = min(r, pe) off the end pad reads the same
+ * products and gives k + floor((r-δ)/d) positions: exactly k when r - δ < d. */
+static bool weight_grad_pads(const gb_window *w, int64_t *pad_end) {
+  bool beyond = false;
+  for (int d = 0; d < w->nd; d++) {
+    int64_t r = w->in[d] + w->pad_begin[d] + w->pad_end[d] - w->dil[d] * (w->kernel[d] - 1) - 1 -
+                w->stride[d] * (w->out[d] - 1);
+    int64_t cut = r < w->dil[d] ? 0 : r < w->pad_end[d] ? r : w->pad_end[d];
+    pad_end[d] = w->pad_end[d] - cut;
+    beyond = beyond || (r - cut) / w->dil[d] > 0;
+  }
+  return beyond;
+}
+
 /* d weights of a convolution of `input` [N, C, in..] that gave `outgrad` [N, M, out..]:
  * [M, C/group, k..], as a Conv with the batch as channels, whose kernel is outgrad and
  * whose strides and dilations are the forward's dilations and strides. */
@@ -71,7 +89,6 @@ static const char *weight_grad(gb *b, bb_ir_node *n, const char *input, const ch
   int r = w->nd + 2;
   int64_t swap[BB_MAX_RANK] = {1, 0}, pad_end[GB_MAX_SPATIAL];
   for (int d = 2; d < r; d++) swap[d] = d;
-  memcpy(pad_end, w->pad_end, sizeof pad_end);
   const char *xt, *gt;
   if (group == 1) {
     xt = gb_transpose(b, input, swap, r);
@@ -95,19 +112,15 @@ static const char *weight_grad(gb *b, bb_ir_node *n, const char *input, const ch
   gb_window exchanged = *w;
   memcpy(exchanged.stride, w->dil, sizeof w->dil);
   memcpy(exchanged.dil, w->stride, sizeof w->stride);
+  const bool trim = weight_grad_pads(w, pad_end);
   window_attrs(b, conv, &exchanged, pad_end, group);
   const char *full = gb_add(b, conv);
-  /* the last window may reach past the kernel: keep the first k positions */
-  bool trim = false;
-  int64_t zeros[GB_MAX_SPATIAL] = {0}, axes[GB_MAX_SPATIAL];
-  for (int d = 0; d < w->nd; d++) {
-    int64_t span = w->in[d] + w->pad_begin[d] + w->pad_end[d] - w->stride[d] * (w->out[d] - 1) - 1;
-    trim = trim || span / w->dil[d] + 1 > w->kernel[d];
-    axes[d] = 2 + d;
-  }
-  if (trim)
+  if (trim) { /* the end pad could not take it all: keep the first k positions */
+    int64_t zeros[GB_MAX_SPATIAL] = {0}, axes[GB_MAX_SPATIAL];
+    for (int d = 0; d < w->nd; d++) axes[d] = 2 + d;
     full = gb_op(b, "Slice", 4, full, gb_ints(b, zeros, (size_t)w->nd), gb_ints(b, w->kernel, (size_t)w->nd),
                  gb_ints(b, axes, (size_t)w->nd));
+  }
   return gb_transpose(b, full, swap, r);
 }
 

@@ -316,6 +316,27 @@ static void test_transpose(void) {
   const int64_t empty[3] = {2, 0, 3};
   check_transpose(BB_DTYPE_FLOAT, 3, empty, perms[3]);
 
+  /* a permutation that keeps every axis longer than 1 in its order moves no element: a view */
+  const int64_t d_batch1[4] = {1, 6, 4, 3}, swap[4] = {1, 0, 2, 3}, d_units[5] = {2, 1, 3, 1, 5};
+  const int64_t units[5] = {3, 0, 1, 2, 4};
+  const struct {
+    const int64_t *dims, *perm;
+    int rank;
+    bool view;
+  } views[] = {{d_batch1, swap, 4, true}, {d_units, units, 5, true}, {d_units, p5, 5, false}, {d3, perms[0], 3, true},
+               {d3, perms[2], 3, false}};
+  for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
+    check_transpose(BB_DTYPE_FLOAT, views[i].rank, views[i].dims, views[i].perm);
+    bb_tensor *x = marked(BB_DTYPE_FLOAT, views[i].rank, views[i].dims), *out[1] = {NULL};
+    bb_ir_node *n = make_node("Transpose", 1);
+    set_ints(n, "perm", views[i].perm, (size_t)views[i].rank);
+    CHECK_EQ_INT(run(n, 13, &x, 1, out, 1), 0);
+    CHECK_MSG(out[0] && (out[0]->buffer == x->buffer) == views[i].view, "Transpose case %zu: %s", i,
+              views[i].view ? "a copy where no element moves" : "a view of moved elements");
+    release(out, 1);
+    bb_tensor_release(x);
+  }
+
   /* bad perms: repeated, out of range, wrong length */
   bb_tensor *x = marked(BB_DTYPE_FLOAT, 3, d3), *out[1] = {NULL};
   const int64_t bad[3][3] = {{0, 0, 1}, {0, 1, 3}, {1, 0, 0}};

@@ -29,6 +29,22 @@ static inline bb_model *gt_load(const char *path) {
   return m;
 }
 
+/* A case of tests/data/grad (torch_make_grad_models.py): DIR/NAME.onnx and its reference
+ * NAME.ref.onnx, both loaded (true), or neither (false, with a failed check). */
+static inline bool gt_load_case(const char *dir, const char *name, bb_model **model, bb_model **ref) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s%s.onnx", dir, name);
+  *model = gt_load(path);
+  snprintf(path, sizeof path, "%s%s.ref.onnx", dir, name);
+  *ref = gt_load(path);
+  CHECK_MSG(*model && *ref, "%s: cannot load the model or its reference", name);
+  if (*model && *ref) return true;
+  bb_model_free(*model);
+  bb_model_free(*ref);
+  *model = *ref = NULL;
+  return false;
+}
+
 /* An initializer of m as a tensor (new reference), or NULL. */
 static inline bb_tensor *gt_tensor(const bb_model *m, const char *name) {
   for (size_t i = 0; i < m->graph->initializers.len; i++) {

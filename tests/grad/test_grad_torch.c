@@ -86,17 +86,8 @@ static void check_optimizer(const char *case_name, const bb_grad_graph *g, const
 }
 
 static void check_case(const char *name, const char *graphs_dir) {
-  char path[1024];
-  snprintf(path, sizeof path, DATA "%s.onnx", name);
-  bb_model *model = gt_load(path);
-  snprintf(path, sizeof path, DATA "%s.ref.onnx", name);
-  bb_model *ref = gt_load(path);
-  CHECK_MSG(model && ref, "%s: cannot load the model or its reference", name);
-  if (!model || !ref) {
-    bb_model_free(model);
-    bb_model_free(ref);
-    return;
-  }
+  bb_model *model, *ref;
+  if (!gt_load_case(DATA, name, &model, &ref)) return;
   const char *loss = meta(ref, "loss");
   char params_buf[16384];
   snprintf(params_buf, sizeof params_buf, "%s", meta(ref, "params"));

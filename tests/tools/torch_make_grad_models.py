@@ -318,6 +318,32 @@ def op_cases():
     return c
 
 
+def conv_extent_cases():
+    """Weight gradients whose convolution's last window reaches past the kernel (per axis
+    in + pads - dilation*(k-1) - 1 = stride*(out-1) + r with r >= dilation): the builder
+    takes r off the end pad where the pad allows it, else keeps a Slice (the 1x1, stride-2
+    convolution without padding on an even input)."""
+    torch.manual_seed(90)
+    c = []
+    add = c.append
+
+    def conv(name, x, w, **kw):
+        add(op_case(name, lambda p, x: F.conv2d(x, p["w"], **kw), {"w": randn(*w)}, [("x", randn(*x))]))
+
+    conv("conv_wgrad_s2_even_odd", (2, 3, 8, 7), (4, 3, 3, 3), stride=2, padding=1)
+    conv("conv_wgrad_7x7_s2", (2, 3, 12, 11), (4, 3, 7, 7), stride=2, padding=3)
+    conv("conv_wgrad_dilated_s3", (2, 3, 9, 8), (4, 3, 3, 3), stride=3, padding=(2, 1), dilation=2)
+    conv("conv_wgrad_1x1_s2", (2, 3, 8, 8), (4, 3, 1, 1), stride=2)
+    # a small CNN of stride-2 convolutions (tests/cpu/test_session_transpose.c trains it too)
+    torch.manual_seed(91)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1),
+                        nn.ReLU(), nn.Conv2d(16, 24, 1, stride=2), nn.ReLU(), nn.Conv2d(24, 24, 3, stride=2, padding=1),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+    add(Case("cnn_stride2", cnn, [("x", randn(6, 3, 17, 16))], loss="sce", target=("labels", torch.tensor([1, 7, 3, 9, 0, 2])),
+             optimizers=["adam"]))
+    return c
+
+
 # ---- recurrent layers -------------------------------------------------------------------
 
 class Recurrent(nn.Module):
@@ -1025,7 +1051,8 @@ def write_case(case, out_dir):
 
 
 def all_cases():
-    return op_cases() + gemm_cases() + model_cases() + exported_module_cases() + recurrent_cases() + recurrent_form_cases()
+    return (op_cases() + gemm_cases() + model_cases() + exported_module_cases() + recurrent_cases() + recurrent_form_cases() +
+            conv_extent_cases())
 
 
 def generate(out_dir, root):
