@@ -347,6 +347,27 @@ describe('runArrays: typed arrays in, typed arrays out', () => {
     freeAll(session, model);
   });
 
+  test('an input viewing module memory that staging grows: its elements are copied, no handle leaks', () => {
+    const { model, session } = sessionOf(oneNode('Relu', { x: [-1] }, { y: [-1] }));
+    const handlesBefore = freeHandleCount();
+    // a tensor as large as the whole memory, so that staging a copy of it must grow the memory
+    const n = bb.exports.memory.buffer.byteLength / 4;
+    const source = Tensor.zeros(bb, 'float', [n]);
+    const elements = source.view();
+    elements.set(Float32Array.of(-1, 2, -3, 4));
+    elements[n - 1] = 5;
+    const buffer = bb.exports.memory.buffer;
+    const { y } = session.runArrays({ x: { dtype: 'float', data: elements, dims: [n] } });
+    expect(buffer.byteLength).toBe(0); // staging grew the memory: the caller's view is detached
+    expect(y?.data.subarray(0, 4)).toEqual(Float32Array.of(0, 2, 0, 4));
+    expect(y?.data[n - 1]).toBe(5);
+    // Tensor.from on such a view: the same elements, or a clear error, never a leaked handle
+    const copy = Tensor.from(bb, 'float', source.view(), [n]);
+    expect(copy.view()[n - 1]).toBe(5);
+    freeAll(copy, source, session, model);
+    expect(freeHandleCount()).toBe(handlesBefore + 2);
+  });
+
   test('bad inputs and into arrays are refused with the reason, leaking no handle', () => {
     const { model, session } = sessionOf(oneNode('Add', { a: [2], b: [2] }, { sum: [2] }));
     const a = { dtype: 'float', data: Float32Array.of(1, 2), dims: [2] } as const;
