@@ -185,7 +185,15 @@ static bool per_sample(const bb_cpu_session *s, const bbi_plan_step *st, bb_tens
   case BAND_MATMUL: return x->rank >= 2 && ins[1] && ins[1]->rank == 2;
   case BAND_BINARY: {
     const bb_tensor *c = ins[st->band_x ? 0 : 1];
-    return c && bb_tensor_same_shape(x, y) && (c->rank < x->rank || (c->rank == x->rank && c->dims[0] == 1));
+    if (!c || !bb_tensor_same_shape(x, y)) return false;
+    if (s->opset < 7 && c->rank > 0 && c->rank < x->rank) {
+      /* before opset 7 a constant of lower rank lines up with x's dims from `axis` on
+       * (by default its trailing ones): at axis 0 it meets the batch */
+      int64_t axis = bb_attr_get_int(attrs, "axis", x->rank - c->rank);
+      if (axis < 0) axis += x->rank;
+      return axis >= 1 || c->dims[0] == 1;
+    }
+    return c->rank < x->rank || (c->rank == x->rank && c->dims[0] == 1);
   }
   case BAND_SOFTMAX: {
     int64_t axis = bb_attr_get_int(attrs, "axis", s->opset >= 13 ? -1 : 1);
