@@ -430,6 +430,28 @@ describe('runArrays: typed arrays in, typed arrays out', () => {
     expect(bbErrorOf(() => session.runArrays({ a, b: a })).message).toBe('CpuSession.runArrays: the session was freed');
   });
 
+  test('an into array refused leaves every into array as it was', () => {
+    const spec: OnnxModelSpec = {
+      ...oneNode('Relu', { x: [2] }, { a: [2], b: [2] }),
+      nodes: [
+        { opType: 'Relu', inputs: ['x'], outputs: ['a'] },
+        { opType: 'Neg', inputs: ['x'], outputs: ['b'] },
+      ],
+    };
+    const { model, session } = sessionOf(spec);
+    const x = { dtype: 'float', data: Float32Array.of(-1, 2), dims: [2] } as const;
+    const a = new Float32Array(2).fill(7);
+    for (const b of [new Int32Array(2), new Float32Array(3)]) {
+      expect(() => session.runArrays({ x }, { a, b })).toThrow(BbError);
+      expect(a).toEqual(Float32Array.of(7, 7));
+    }
+    const { a: written, b: negated } = session.runArrays({ x }, { a, b: new Float32Array(2) });
+    expect(written?.data).toBe(a);
+    expect(a).toEqual(Float32Array.of(0, 2));
+    expect(negated?.data).toEqual(Float32Array.of(1, -2));
+    freeAll(session, model);
+  });
+
   test('names the run refuses, and initializers overridden, keep no tensor after the run', () => {
     const spec: OnnxModelSpec = {
       ...oneNode('Add', { a: [2] }, { sum: [2] }),
