@@ -138,7 +138,8 @@ export class CpuSession {
    * buffer in JavaScript and nothing in the module beyond what the graph's operators do.
    * Nothing returned points into module memory. Throws a {@link BbError} for an input of
    * the wrong typed array or element count (a detached buffer says so), an `into` array
-   * that does not fit its output or names no output, and whatever {@link run} refuses.
+   * that does not fit its output (before any is written) or names no output, and whatever
+   * {@link run} refuses.
    */
   runArrays(
     inputs: Readonly<Record<string, ArrayInput>>,
