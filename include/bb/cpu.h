@@ -170,8 +170,8 @@ BB_API int bb_cpu_session_new(const bb_model *model, const bb_allocator *alloc, 
 /* each parameter's optimizer update as bb_grad_optimizer_build writes it — SGD, momentum
  * (heavy-ball or Nesterov), Adam or AdamW, with the gradient's clipping coefficient, L2
  * weight decay and AdamW's decoupled decay when present — as one pass over its arrays,
- * cut across the work pool, bit for bit the nodes' results. BB_CPU_REWRITE_FUSE_ADAM is
- * its first name (from when it fused Adam's update alone), kept for callers of it. */
+ * cut across the work pool, bit for bit the nodes' results. BB_CPU_REWRITE_FUSE_ADAM names
+ * the same bit. */
 #define BB_CPU_REWRITE_FUSE_OPTIMIZER (1u << 5)
 #define BB_CPU_REWRITE_FUSE_ADAM BB_CPU_REWRITE_FUSE_OPTIMIZER
 /* runs of per-sample steps (Conv, pooling, activations, Flatten, Gemm, ...) over a float
@@ -211,7 +211,7 @@ typedef struct bb_cpu_session_rewrites {
   size_t elided_identities; /* Identity nodes dropped */
   union {                   /* parameters whose optimizer update runs as one pass */
     size_t fused_updates;
-    size_t fused_adam; /* its first name (BB_CPU_REWRITE_FUSE_ADAM) */
+    size_t fused_adam; /* the same count (BB_CPU_REWRITE_FUSE_ADAM) */
   };
   size_t batch_bands;       /* runs of per-sample steps a batch may take as one job of chunks */
   size_t fused_transposes;  /* Transposes a Conv writes its output through */

@@ -347,6 +347,27 @@ describe('runArrays: typed arrays in, typed arrays out', () => {
     freeAll(session, model);
   });
 
+  test('an input viewing module memory that staging grows: its elements are copied, no handle leaks', () => {
+    const { model, session } = sessionOf(oneNode('Relu', { x: [-1] }, { y: [-1] }));
+    const handlesBefore = freeHandleCount();
+    // a tensor as large as the whole memory, so that staging a copy of it must grow the memory
+    const n = bb.exports.memory.buffer.byteLength / 4;
+    const source = Tensor.zeros(bb, 'float', [n]);
+    const elements = source.view();
+    elements.set(Float32Array.of(-1, 2, -3, 4));
+    elements[n - 1] = 5;
+    const buffer = bb.exports.memory.buffer;
+    const { y } = session.runArrays({ x: { dtype: 'float', data: elements, dims: [n] } });
+    expect(buffer.byteLength).toBe(0); // staging grew the memory: the caller's view is detached
+    expect(y?.data.subarray(0, 4)).toEqual(Float32Array.of(0, 2, 0, 4));
+    expect(y?.data[n - 1]).toBe(5);
+    // Tensor.from on such a view: the same elements, or a clear error, never a leaked handle
+    const copy = Tensor.from(bb, 'float', source.view(), [n]);
+    expect(copy.view()[n - 1]).toBe(5);
+    freeAll(copy, source, session, model);
+    expect(freeHandleCount()).toBe(handlesBefore + 2);
+  });
+
   test('bad inputs and into arrays are refused with the reason, leaking no handle', () => {
     const { model, session } = sessionOf(oneNode('Add', { a: [2], b: [2] }, { sum: [2] }));
     const a = { dtype: 'float', data: Float32Array.of(1, 2), dims: [2] } as const;
@@ -407,6 +428,28 @@ describe('runArrays: typed arrays in, typed arrays out', () => {
     expect(session.runArrays({ a, b: a })['sum']?.data).toEqual(Float32Array.of(2, 4));
     freeAll(session, model);
     expect(bbErrorOf(() => session.runArrays({ a, b: a })).message).toBe('CpuSession.runArrays: the session was freed');
+  });
+
+  test('an into array refused leaves every into array as it was', () => {
+    const spec: OnnxModelSpec = {
+      ...oneNode('Relu', { x: [2] }, { a: [2], b: [2] }),
+      nodes: [
+        { opType: 'Relu', inputs: ['x'], outputs: ['a'] },
+        { opType: 'Neg', inputs: ['x'], outputs: ['b'] },
+      ],
+    };
+    const { model, session } = sessionOf(spec);
+    const x = { dtype: 'float', data: Float32Array.of(-1, 2), dims: [2] } as const;
+    const a = new Float32Array(2).fill(7);
+    for (const b of [new Int32Array(2), new Float32Array(3)]) {
+      expect(() => session.runArrays({ x }, { a, b })).toThrow(BbError);
+      expect(a).toEqual(Float32Array.of(7, 7));
+    }
+    const { a: written, b: negated } = session.runArrays({ x }, { a, b: new Float32Array(2) });
+    expect(written?.data).toBe(a);
+    expect(a).toEqual(Float32Array.of(0, 2));
+    expect(negated?.data).toEqual(Float32Array.of(1, -2));
+    freeAll(session, model);
   });
 
   test('names the run refuses, and initializers overridden, keep no tensor after the run', () => {

@@ -149,6 +149,7 @@ typedef struct band_job {
   int64_t chunk;        /* samples a task takes */
   size_t first_chunk;   /* the job's task t takes chunk first_chunk + t */
   size_t y_chunk_bytes; /* bytes of y one chunk fills */
+  size_t max_chunk_bytes; /* the most a step's value for one chunk may take: max_output_bytes / chunks */
   bool check;           /* the first run with this shape: check each step's rule */
   bool retry[BAND_MAX_CHUNKS]; /* a task found a step's cache holding other data */
   band_slot_use slots[BBI_PARALLEL_MAX_THREADS];
@@ -184,7 +185,15 @@ static bool per_sample(const bb_cpu_session *s, const bbi_plan_step *st, bb_tens
   case BAND_MATMUL: return x->rank >= 2 && ins[1] && ins[1]->rank == 2;
   case BAND_BINARY: {
     const bb_tensor *c = ins[st->band_x ? 0 : 1];
-    return c && bb_tensor_same_shape(x, y) && (c->rank < x->rank || (c->rank == x->rank && c->dims[0] == 1));
+    if (!c || !bb_tensor_same_shape(x, y)) return false;
+    if (s->opset < 7 && c->rank > 0 && c->rank < x->rank) {
+      /* before opset 7 a constant of lower rank lines up with x's dims from `axis` on
+       * (by default its trailing ones): at axis 0 it meets the batch */
+      int64_t axis = bb_attr_get_int(attrs, "axis", x->rank - c->rank);
+      if (axis < 0) axis += x->rank;
+      return axis >= 1 || c->dims[0] == 1;
+    }
+    return c->rank < x->rank || (c->rank == x->rank && c->dims[0] == 1);
   }
   case BAND_SOFTMAX: {
     int64_t axis = bb_attr_get_int(attrs, "axis", s->opset >= 13 ? -1 : 1);
@@ -232,6 +241,8 @@ static int run_chunk(const band_job *j, size_t c, const band_slot_use *u, bool f
     bb_tensor *y = outs[0];
     if (!rc && !y) rc = BBI_BAND_DECLINED;
     if (!rc && (y->dtype != BB_DTYPE_FLOAT || y->rank < 1 || y->dims[0] != j->chunk)) rc = BBI_BAND_DECLINED;
+    /* a value over the cap for the whole batch: the steps run one by one refuse it */
+    if (!rc && bb_tensor_nbytes(y) > j->max_chunk_bytes) rc = BBI_BAND_DECLINED;
     if (!rc && j->check && !per_sample(s, st, ins, y)) rc = BBI_BAND_DECLINED;
     if (!rc && st->n_chain && !epilogue.applied) bbi_f32_vactivate(&st->act, (size_t)y->numel, NULL, bb_tensor_data(y));
     bb_tensor_release(cur);
@@ -328,6 +339,8 @@ int bbi_band_run(bb_cpu_session *s, bbi_plan_step *first, bb_tensor **out, bb_er
   band_job j;
   memset(&j, 0, sizeof j);
   j.s = s, j.first = first, j.x = x, j.chunk = n_batch / chunks, j.check = !known;
+  const size_t cap = s->limits.max_output_bytes ? s->limits.max_output_bytes : BB_CPU_DEFAULT_MAX_OUTPUT_BYTES;
+  j.max_chunk_bytes = cap / (size_t)chunks;
   j.slots[0] = (band_slot_use){s->run_alloc, &s->memory->workspace, err};
   for (size_t i = 1; i < width; i++) {
     bbi_band_slot *b = s->band_slots[i];

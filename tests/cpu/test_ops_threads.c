@@ -1556,6 +1556,92 @@ static void test_session_batch_band_declines(void) {
   }
 }
 
+/* A band's values are held to max_output_bytes as the whole batch's, not as a chunk's: a
+ * Gemm whose output (the band's last, or an intermediate) is over the cap for the batch
+ * and under it for a chunk of 8 samples fails with BB_ERR_LIMIT as the steps run whole
+ * do, on 1 to 4 threads, on the first run and on later ones. */
+static void test_session_batch_band_output_cap(void) {
+  for (int wide_last = 0; wide_last < 2; wide_last++) {
+    bb_model *m = graph_from_x_to_y();
+    bb_attr_set_int(m, &graph_node(m, "Gemm", "x", "w1", NULL, "h")->attrs, "transB", 0);
+    graph_node(m, "Tanh", "h", NULL, NULL, wide_last ? "y" : "t");
+    if (!wide_last) graph_node(m, "Gemm", "t", "w2", NULL, "y");
+    add_initializer(m, "w1", rand_tensor(2, (const int64_t[]){4, 4096}));
+    if (!wide_last) add_initializer(m, "w2", rand_tensor(2, (const int64_t[]){4096, 4}));
+    bb_cpu_session *banded = NULL, *whole = NULL;
+    bb_error err;
+    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+              "%s", err.message);
+    bb_cpu_session_rewrites made;
+    bb_cpu_session_rewrites_made(banded, false, &made);
+    CHECK_MSG(made.batch_bands == 1, "%s: %zu bands planned, not 1", wide_last ? "wide last" : "wide middle",
+              made.batch_bands);
+    /* the Gemm's [64, 4096] floats are 1 MiB; a chunk's [8, 4096], 128 KiB */
+    const bb_cpu_limits limits = {sizeof limits, (size_t)512 << 10, 0};
+    CHECK(!bb_cpu_session_set_limits(banded, &limits, &err) && !bb_cpu_session_set_limits(whole, &limits, &err));
+    bb_tensor *x = rand_tensor(2, (const int64_t[]){64, 4});
+    const char *names[1] = {"x"};
+    for (size_t threads = 1; threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (int run = 0; run < 2; run++) {
+        bb_tensor *y = NULL, *plain = NULL;
+        int rc = bb_cpu_session_run(banded, names, &x, 1, &y, &err);
+        int rc_whole = bb_cpu_session_run(whole, names, &x, 1, &plain, &err);
+        CHECK_MSG(rc == BB_ERR_LIMIT && rc_whole == BB_ERR_LIMIT,
+                  "%s on %zu threads (run %d): the band gave %d, the steps run whole %d, not BB_ERR_LIMIT",
+                  wide_last ? "wide last" : "wide middle", threads, run, rc, rc_whole);
+        bb_tensor_release(y), bb_tensor_release(plain);
+      }
+    }
+    set_threads(1);
+    bb_tensor_release(x);
+    bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+    bb_model_free(m);
+  }
+}
+
+/* Before opset 7 a binary op's `axis` may align its constant with the batch: Add(x [64, 4],
+ * c [k]) at axis 0 adds c[n] to sample n, which no chunk of 8 samples can do. c of 64 (a
+ * valid graph) runs with the steps' own bits, c of 8 (which fits a chunk, not the batch)
+ * is refused as the steps run whole refuse it; on 1 to 4 threads. */
+static void test_session_batch_band_legacy_axis(void) {
+  for (int64_t k = 64; k >= 8; k -= 56) {
+    bb_model *m = graph_from_x_to_y();
+    bb_opset_set(m, &m->opsets, "", 6);
+    bb_ir_node *add = graph_node(m, "Add", "x", "c", NULL, "a");
+    bb_attr_set_int(m, &add->attrs, "broadcast", 1), bb_attr_set_int(m, &add->attrs, "axis", 0);
+    graph_node(m, "Tanh", "a", NULL, NULL, "y");
+    add_initializer(m, "c", rand_tensor(1, &k));
+    bb_cpu_session *banded = NULL, *whole = NULL;
+    bb_error err;
+    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
+              "%s", err.message);
+    bb_tensor *x = rand_tensor(2, (const int64_t[]){64, 4});
+    const char *names[1] = {"x"};
+    set_threads(1);
+    bb_tensor *plain = NULL;
+    const int rc_whole = bb_cpu_session_run(whole, names, &x, 1, &plain, &err);
+    CHECK_MSG((rc_whole == 0) == (k == 64), "c of %lld: the steps run whole gave %d", (long long)k, rc_whole);
+    for (size_t threads = 1; threads <= most_threads(); threads++) {
+      if (set_threads(threads)) break;
+      for (int run = 0; run < 2; run++) {
+        bb_tensor *y = NULL;
+        const int rc = bb_cpu_session_run(banded, names, &x, 1, &y, &err);
+        CHECK_MSG(rc == rc_whole && (rc || same_floats(y, plain)),
+                  "c of %lld on %zu threads (run %d): the band gave %d, the steps run whole %d", (long long)k, threads,
+                  run, rc, rc_whole);
+        bb_tensor_release(y);
+      }
+    }
+    set_threads(1);
+    bb_tensor_release(plain), bb_tensor_release(x);
+    bb_cpu_session_free(banded), bb_cpu_session_free(whole);
+    bb_model_free(m);
+  }
+}
+
 int main(void) {
   model = bb_model_new(NULL);
   RUN(test_matmul_and_gemm);
@@ -1581,6 +1667,8 @@ int main(void) {
   RUN(test_session_batch_band);
   RUN(test_session_batch_band_declines);
   RUN(test_session_batch_band_after_whole_runs);
+  RUN(test_session_batch_band_output_cap);
+  RUN(test_session_batch_band_legacy_axis);
   RUN(test_cnn_training_steps);
   bb_model_free(model);
   return bb_test_finish();

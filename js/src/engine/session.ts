@@ -138,7 +138,8 @@ export class CpuSession {
    * buffer in JavaScript and nothing in the module beyond what the graph's operators do.
    * Nothing returned points into module memory. Throws a {@link BbError} for an input of
    * the wrong typed array or element count (a detached buffer says so), an `into` array
-   * that does not fit its output or names no output, and whatever {@link run} refuses.
+   * that does not fit its output (before any is written) or names no output, and whatever
+   * {@link run} refuses.
    */
   runArrays(
     inputs: Readonly<Record<string, ArrayInput>>,
@@ -171,11 +172,16 @@ export class CpuSession {
     }
     const outputs: Record<string, ArrayOutput> = {};
     try {
-      for (let i = 0; i < handles.length; i++) {
+      // every into array is checked before any is written, so that a refusal leaves them as they were
+      const found = handles.map((handle, i) => {
+        const name = this.outputNames[i] as string;
+        return this.#outputElements(handle, name, into !== undefined && Object.hasOwn(into, name) ? into[name] : undefined);
+      });
+      for (let i = 0; i < found.length; i++) {
         const name = this.outputNames[i] as string;
         // A graph may list one value as two outputs; the first copy stands for both.
         if (Object.hasOwn(outputs, name)) continue;
-        const output = this.#copyOut(handles[i] as number, name, into !== undefined && Object.hasOwn(into, name) ? into[name] : undefined);
+        const output = copyOut(found[i] as OutputElements);
         // an own property even for the name __proto__, which assignment would not make
         if (name === '__proto__') Object.defineProperty(outputs, name, { value: output, enumerable: true, writable: true, configurable: true });
         else outputs[name] = output;
@@ -227,22 +233,21 @@ export class CpuSession {
     return tensor;
   }
 
-  /** The output tensor `handle` as an {@link ArrayOutput}: its elements copied into `target`, or into a new array. */
-  #copyOut(handle: number, name: string, target: TensorArray | undefined): ArrayOutput {
+  /** The output tensor `handle`'s elements in module memory, and `target` once it is known to fit them. */
+  #outputElements(handle: number, name: string, target: TensorArray | undefined): OutputElements {
     const bb = this.#bb;
     const { dtype, dims, size } = handleShape(bb, handle);
     const ptr = bb.checkPointer(bb.exports.bb_wasm_tensor_data(handle));
     const view = bb.memoryData();
     const info = dtypeInfo(dtype);
     const elements = new info.array(view.buffer, ptr, size * info.lanes);
-    if (target === undefined) return { dtype, dims, data: new info.array(elements) };
+    if (target === undefined) return { dtype, dims, elements, target };
     const where = `CpuSession.runArrays: into.${name}`;
     if (!(target instanceof info.array)) {
       throw new BbError(BbErrorCode.Type, `${where}: the output is ${dtype}, which takes a ${info.array.name}, got ${describeValue(target)}`);
     }
     if (target.length !== elements.length) throw lengthError(where, dims, elements.length, target);
-    (target as { set(array: TensorArray): void }).set(elements);
-    return { dtype, dims, data: target };
+    return { dtype, dims, elements, target };
   }
 
   /**
@@ -344,6 +349,21 @@ export class CpuSession {
     }
     return this.#handle;
   }
+}
+
+/** An output's elements, still in module memory, and the caller's array that fits them (if any). */
+interface OutputElements {
+  readonly dtype: DType;
+  readonly dims: readonly number[];
+  readonly elements: TensorArray;
+  readonly target: TensorArray | undefined;
+}
+
+/** The output as an {@link ArrayOutput}: its elements copied into its target, or into a new array. */
+function copyOut({ dtype, dims, elements, target }: OutputElements): ArrayOutput {
+  if (target === undefined) return { dtype, dims, data: new (dtypeInfo(dtype).array)(elements) };
+  (target as { set(array: TensorArray): void }).set(elements);
+  return { dtype, dims, data: target };
 }
 
 function sameDims(a: readonly number[], b: readonly number[]): boolean {

@@ -67,10 +67,21 @@ export class Tensor<D extends DType = DType> {
         `Tensor.from: dims [${dims.join(',')}] need ${expected} ${info.array.name} elements, got ${data.length}`,
       );
     }
+    // data may view the module's memory, which making the tensor can grow, detaching that
+    // view: its bytes are then read where they were, in the memory as it is now
+    const inModule = data.buffer === bb.exports.memory.buffer;
+    const { byteOffset, byteLength } = data;
     // every byte is written at once below, so the module need not zero them first
     const tensor = Tensor.#make(bb, dtype, dims, 'Tensor.from', false);
-    const ptr = bb.checkPointer(bb.exports.bb_wasm_tensor_data(tensor.handle));
-    bb.memory().set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), ptr);
+    try {
+      const ptr = bb.checkPointer(bb.exports.bb_wasm_tensor_data(tensor.handle));
+      const memory = bb.memory();
+      if (inModule) memory.copyWithin(ptr, byteOffset, byteOffset + byteLength);
+      else memory.set(new Uint8Array(data.buffer, byteOffset, byteLength), ptr);
+    } catch (error) {
+      tensor.free();
+      throw error;
+    }
     return tensor;
   }
 
