@@ -284,9 +284,9 @@ int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt
 }
 
 static bool finite(const bb_tensor *x) {
-  if (x->dtype == BB_DTYPE_FLOAT) {
+  if (x->dtype == BB_DTYPE_FLOAT)
     return bbi_f32_first_nonfinite(bb_tensor_data(x), (size_t)x->numel) == (size_t)x->numel;
-  } else if (x->dtype == BB_DTYPE_DOUBLE) {
+  if (x->dtype == BB_DTYPE_DOUBLE) {
     const double *d = bb_tensor_data(x);
     for (int64_t i = 0; i < x->numel; i++)
       if (!isfinite(d[i])) return false;
