@@ -220,6 +220,12 @@ static void run_reduce_sum(void *p) {
   sink = v->y[0];
 }
 
+static void run_first_nonfinite(void *p) {
+  vec_ctx *v = p;
+  const size_t n = v->rows * v->cols;
+  sink = (float)(v->simd ? bbi_f32_first_nonfinite(v->a, n) : bbi_f32_first_nonfinite_scalar(v->a, n));
+}
+
 static bbi_unary_op unary_under_test;
 
 static void run_unary(void *p) {
@@ -256,6 +262,9 @@ static void bench_elementwise(void) {
   bench_rows("Softmax 64x1000", run_softmax, 64, 1000, 8.0 * 64000.0, -8, 8);
   bench_rows("LogSoftmax 1024x1024", run_log_softmax, 1024, 1024, 8.0 * (double)n, -8, 8);
   bench_rows("ReduceSum 1024x1024", run_reduce_sum, 1024, 1024, 4.0 * (double)n, -8, 8);
+  /* all finite, so the whole array is read: 1M floats, and resnet18's 11.7M parameters */
+  bench_rows("FirstNonfinite 1M floats", run_first_nonfinite, 1, n, 4.0 * (double)n, -8, 8);
+  bench_rows("FirstNonfinite 11.7M", run_first_nonfinite, 1, 11700000, 4.0 * 11700000.0, -8, 8);
   static const struct {
     bbi_unary_op op;
     const char *label;

@@ -12,6 +12,7 @@
 #include "bb/grad.h"
 #include "cpu/run_memory.h"
 #include "grad/phases.h"
+#include "tensor/kernels/kernels.h"
 #include "bb/common.h"
 #include "util/mem.h"
 
@@ -283,11 +284,9 @@ int bb_grad_trainer_new(const bb_grad_graph *graph, const bb_grad_optimizer *opt
 }
 
 static bool finite(const bb_tensor *x) {
-  if (x->dtype == BB_DTYPE_FLOAT) {
-    const float *d = bb_tensor_data(x);
-    for (int64_t i = 0; i < x->numel; i++)
-      if (!isfinite(d[i])) return false;
-  } else if (x->dtype == BB_DTYPE_DOUBLE) {
+  if (x->dtype == BB_DTYPE_FLOAT)
+    return bbi_f32_first_nonfinite(bb_tensor_data(x), (size_t)x->numel) == (size_t)x->numel;
+  if (x->dtype == BB_DTYPE_DOUBLE) {
     const double *d = bb_tensor_data(x);
     for (int64_t i = 0; i < x->numel; i++)
       if (!isfinite(d[i])) return false;

@@ -1809,6 +1809,96 @@ static void test_transpose(void) {
   CHECK_MSG(ok, "transpose differs from the scalar twin or from the definition");
 }
 
+/* ---- the first non-finite float ---------------------------------------------------------- */
+
+/* The definition: a plain isfinite scan. */
+static size_t first_nonfinite_oracle(const float *x, size_t n) {
+  size_t i = 0;
+  while (i < n && isfinite(x[i])) i++;
+  return i;
+}
+
+/* Finite floats that sit next to the non-finite ones in bits: the largest exponent below
+ * all ones (±FLT_MAX), denormals, ±0, ±FLT_MIN, and ordinary values between them. */
+static void fill_finite_edges(float *x, size_t n) {
+  static const uint32_t edges[] = {0x7f7fffffu, 0xff7fffffu, 0x7f000000u, 0x00000001u, 0x807fffffu,
+                                   0x00000000u, 0x80000000u, 0x00800000u, 0x80800000u};
+  for (size_t i = 0; i < n; i++)
+    x[i] = rng_int(0, 1) ? float_of(edges[rng_next() % (sizeof edges / sizeof edges[0])]) : rng_uniform(-1e6f, 1e6f);
+}
+
+/* NaN, +Inf, -Inf, a signalling NaN, a negative NaN, and NaNs with the lowest and the
+ * highest payloads. */
+static const uint32_t nonfinite_bits[] = {0x7fc00000u, 0x7f800000u, 0xff800000u, 0x7fa00000u,
+                                          0xffc00000u, 0x7f800001u, 0xffffffffu};
+#define N_NONFINITE (sizeof nonfinite_bits / sizeof nonfinite_bits[0])
+
+/* Both forms find the first non-finite float of x[0..n) at `want`, as the oracle does;
+ * counts a disagreement into *bad and reports the first. */
+static void check_first_nonfinite(const float *x, size_t n, size_t want, int *bad) {
+  const size_t got = bbi_f32_first_nonfinite(x, n), twin = bbi_f32_first_nonfinite_scalar(x, n);
+  const size_t oracle = first_nonfinite_oracle(x, n);
+  if (got == want && twin == want && oracle == want) return;
+  if (!(*bad)++)
+    fprintf(stderr, "first non-finite of %zu floats: %zu (scalar twin %zu, isfinite scan %zu), want %zu\n", n, got,
+            twin, oracle, want);
+}
+
+/* Every non-finite value at `pos` of x[0..n) (finite), then a second one after it, which
+ * must not be the one found; x is left as it was. */
+static void check_nonfinite_at(float *x, size_t n, size_t pos, int *bad) {
+  const float keep = x[pos];
+  for (size_t v = 0; v < N_NONFINITE; v++) {
+    x[pos] = float_of(nonfinite_bits[v]);
+    check_first_nonfinite(x, n, pos, bad);
+    if (pos + 1 < n) {
+      const size_t later = pos + 1 + (size_t)rng_int(0, (int)(n - pos - 2 < 300 ? n - pos - 2 : 300));
+      const float keep_later = x[later];
+      x[later] = float_of(nonfinite_bits[(v + 1) % N_NONFINITE]);
+      check_first_nonfinite(x, n, pos, bad);
+      x[later] = keep_later;
+    }
+  }
+  x[pos] = keep;
+}
+
+static void test_first_nonfinite_short(void) {
+  rng_seed(31);
+  int bad = 0;
+  float *buf = floats(3 + 70);
+  for (size_t offset = 0; offset < 4; offset++) /* unaligned starts too */
+    for (size_t n = 0; n <= 70; n++) {
+      float *x = buf + offset;
+      fill_finite_edges(x, n);
+      check_first_nonfinite(n ? x : NULL, n, n, &bad);
+      for (size_t pos = 0; pos < n; pos++) check_nonfinite_at(x, n, pos, &bad);
+    }
+  free(buf);
+  CHECK_MSG(bad == 0, "%d short arrays disagree with the isfinite scan", bad);
+}
+
+static void test_first_nonfinite_long(void) {
+  rng_seed(32);
+  int bad = 0;
+  static const size_t lengths[] = {255, 256, 257, 1023, 1024, 1027, 4099, 65536 + 5, (1u << 20) + 3};
+  for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+    const size_t n = lengths[l];
+    float *x = floats(n + 1);
+    fill_finite_edges(x, n + 1);
+    for (size_t offset = 0; offset < 2; offset++) {
+      float *y = x + offset;
+      check_first_nonfinite(y, n, n, &bad);
+      /* around every boundary of 64 floats in the first 2048, then the last floats */
+      for (size_t edge = 64; edge <= 2048 && edge <= n; edge += 64)
+        for (size_t pos = edge - 1; pos <= edge + 1 && pos < n; pos++) check_nonfinite_at(y, n, pos, &bad);
+      for (size_t back = 1; back <= 5 && back <= n; back++) check_nonfinite_at(y, n, n - back, &bad);
+      for (int r = 0; r < 6; r++) check_nonfinite_at(y, n, (size_t)rng_next() % n, &bad);
+    }
+    free(x);
+  }
+  CHECK_MSG(bad == 0, "%d long arrays disagree with the isfinite scan", bad);
+}
+
 int main(void) {
   printf("gemm configurations:");
   const bbi_f32_gemm_config *const *list;
@@ -1844,5 +1934,7 @@ int main(void) {
   RUN(test_activation_matches_scalar);
   RUN(test_update_matches_scalar);
   RUN(test_transpose);
+  RUN(test_first_nonfinite_short);
+  RUN(test_first_nonfinite_long);
   return bb_test_finish();
 }

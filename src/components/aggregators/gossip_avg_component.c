@@ -33,6 +33,7 @@
 #include "components/admitted.h"
 #include "components/aggregators/refusal_notice.h"
 #include "components/shipped.h"
+#include "tensor/kernels/kernels.h"
 #include "bb/common.h"
 #include "util/mem.h"
 
@@ -197,13 +198,12 @@ static int check_update(bb_ctx *ctx, const bb_val *own, const bb_tensor *update,
                         "GossipAvg: the update does not match the model's %lld parameters: it holds %lld %s values", n,
                         (long long)update->numel, update->dtype == BB_DTYPE_FLOAT ? "float32" : "non-float32");
   }
-  const float *u = bb_tensor_data(update);
-  for (int64_t i = 0; i < update->numel; i++)
-    if (!isfinite(u[i])) {
-      bb_ctx_count(ctx, "gossip.refused_nonfinite", 1);
-      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: value %lld of the update is not finite",
-                          (long long)i);
-    }
+  const size_t bad = bbi_f32_first_nonfinite(bb_tensor_data(update), (size_t)update->numel);
+  if (bad < (size_t)update->numel) {
+    bb_ctx_count(ctx, "gossip.refused_nonfinite", 1);
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "GossipAvg: value %lld of the update is not finite",
+                        (long long)bad);
+  }
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "bb/common.h"
+#include "tensor/kernels/kernels.h"
 
 /* Insertion sort for the small cohorts typical of a round, heap sort beyond; both give
  * the same order for finite values, so the result never depends on which ran. */
@@ -48,11 +49,10 @@ static int check_inputs(const float *const *vecs, size_t k, size_t d, const floa
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: NULL argument", who);
   for (size_t i = 0; i < k; i++) {
     if (!vecs[i] && d) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: vector %zu is NULL", who, i);
-    for (size_t j = 0; j < d; j++)
-      if (!isfinite(vecs[i][j]))
-        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                            "%s: vector %zu has a non-finite value (%g) at coordinate %zu", who,
-                            i, (double)vecs[i][j], j);
+    const size_t j = bbi_f32_first_nonfinite(vecs[i], d);
+    if (j < d)
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "%s: vector %zu has a non-finite value (%g) at coordinate %zu",
+                          who, i, (double)vecs[i][j], j);
   }
   return 0;
 }
@@ -177,12 +177,12 @@ size_t bbi_robust_centered_clip(const float *const *vecs, const double *weights,
 int bbi_robust_krum_scores(const float *const *vecs, size_t k, size_t d, size_t f, double *scores, double *dist,
                           bb_error *err) {
   if (k == 0) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "krum: no vectors");
-  for (size_t i = 0; i < k; i++)
-    for (size_t j = 0; j < d; j++)
-      if (!isfinite(vecs[i][j]))
-        return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                            "krum: vector %zu has a non-finite value (%g) at coordinate %zu", i, (double)vecs[i][j],
-                            j);
+  for (size_t i = 0; i < k; i++) {
+    const size_t j = bbi_f32_first_nonfinite(vecs[i], d);
+    if (j < d)
+      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
+                          "krum: vector %zu has a non-finite value (%g) at coordinate %zu", i, (double)vecs[i][j], j);
+  }
   size_t near = k > f + 2 ? k - f - 2 : 1;
   if (near > k - 1) near = k - 1;
   for (size_t i = 0; i < k; i++) {

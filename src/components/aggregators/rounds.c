@@ -17,6 +17,7 @@
 
 #include "bb/bytes.h"
 #include "bb/common.h"
+#include "tensor/kernels/kernels.h"
 #include "util/hash.h"
 #include "util/mem.h"
 
@@ -244,13 +245,11 @@ int bbi_fedround_contribute(bbi_fedround *fr, uint64_t round_id, const uint8_t *
                  "fedround: peer %s sent num_samples = 0 (a degenerate weight)", who);
     return rejected(fr, BBI_FEDROUND_REJECTED_SAMPLES, status, BB_ERR_INVALID_ARGUMENT);
   }
-  for (size_t i = 0; i < fr->cfg.param_len; i++) {
-    if (!isfinite(params[i])) {
-      bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                   "fedround: peer %s sent a non-finite value (%g) at index %zu", who,
-                   (double)params[i], i);
-      return rejected(fr, BBI_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
-    }
+  const size_t bad = bbi_f32_first_nonfinite(params, fr->cfg.param_len);
+  if (bad < fr->cfg.param_len) {
+    bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "fedround: peer %s sent a non-finite value (%g) at index %zu", who,
+                 (double)params[bad], bad);
+    return rejected(fr, BBI_FEDROUND_REJECTED_NONFINITE, status, BB_ERR_INVALID_ARGUMENT);
   }
 
   bbi_fedround_status verdict = BBI_FEDROUND_ACCEPTED;

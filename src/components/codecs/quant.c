@@ -8,6 +8,7 @@
 #include "bb/tensor.h"
 #include "bb/bytes.h"
 #include "bb/common.h"
+#include "tensor/kernels/kernels.h"
 
 /* ---- sizes ----------------------------------------------------------------------------- */
 
@@ -109,12 +110,12 @@ static double covering_scale(double lo, double hi, double zp) {
 int bbi_quant_u8_params(const float *x, size_t n, float *scale, uint8_t *zero_point,
                        bb_error *err) {
   if (n && !x) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "u8 codec: NULL input");
+  const size_t bad = bbi_f32_first_nonfinite(x, n);
+  if (bad < n)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "u8 codec: value %zu is %g; only finite values can be quantized",
+                        bad, (double)x[bad]);
   double lo = 0.0, hi = 0.0; /* the range always holds 0 */
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(x[i]))
-      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT,
-                          "u8 codec: value %zu is %g; only finite values can be quantized", i,
-                          (double)x[i]);
     if (x[i] < lo) lo = x[i];
     if (x[i] > hi) hi = x[i];
   }

@@ -7,6 +7,7 @@
 
 #include "bb/bytes.h"
 #include "components/codecs/quant.h"
+#include "tensor/kernels/kernels.h"
 
 static size_t bitmap_bytes(size_t n) { return n / 8 + (n % 8 != 0); }
 
@@ -93,10 +94,10 @@ int bbi_sparse_select(const float *x, size_t n, size_t k, uint32_t *idx, bb_erro
     return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: %zu values exceed the u32 length", n);
   if (k > n) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: k = %zu of %zu values", k, n);
   if ((n && !x) || (k && !idx)) return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: NULL input or output");
-  for (size_t i = 0; i < n; i++)
-    if (!isfinite(x[i]))
-      return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: value %zu is %g; only finite values can be sent", i,
-                          (double)x[i]);
+  const size_t bad = bbi_f32_first_nonfinite(x, n);
+  if (bad < n)
+    return bb_error_set(err, BB_ERR_INVALID_ARGUMENT, "top-k: value %zu is %g; only finite values can be sent", bad,
+                        (double)x[bad]);
   if (k == 0) return 0;
   /* a heap of the k best so far, the lowest-ranked on top */
   for (size_t i = 0; i < k; i++) idx[i] = (uint32_t)i;
@@ -251,10 +252,10 @@ static int read_values(const uint8_t *block, size_t len, bbi_sparse_values value
   if (rc || got != k)
     return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_VALUE), "top-k: the value block at byte %zu does not hold %zu values",
                         offset, k);
-  for (size_t j = 0; j < k; j++)
-    if (!isfinite(out[j]))
-      return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_VALUE), "top-k: value %zu of the block at byte %zu is not finite",
-                          j, offset);
+  const size_t bad = bbi_f32_first_nonfinite(out, k);
+  if (bad < k)
+    return bb_error_set(err, refused(fault, BBI_SPARSE_BAD_VALUE), "top-k: value %zu of the block at byte %zu is not finite",
+                        bad, offset);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 /* f32 compute kernels for the CPU backend: GEMM, elementwise binary and unary
  * operations, fused activations, transposes, pooling, depthwise convolution, row
- * reductions and softmax.
+ * reductions, softmax and the scan for a non-finite float.
  *
  * Every kernel comes in two forms: the SIMD one (written once against the portable vector
  * layer in vec.h, so it is SIMD128 in WebAssembly and SSE2 on x86-64, with AVX2/FMA and
@@ -519,6 +519,11 @@ void bbi_f32_reduce_strided(bbi_reduce_op op, size_t outer, size_t len, size_t i
                            const float *x, float *y);
 void bbi_f32_reduce_strided_scalar(bbi_reduce_op op, size_t outer, size_t len, size_t inner,
                                   const float *x, float *y);
+
+/* The index of the first float of x[0..n) that is NaN or ±Inf, or n when all are finite
+ * (denormals, ±0 and ±FLT_MAX are finite; with n 0, x is not read and may be NULL). */
+size_t bbi_f32_first_nonfinite(const float *x, size_t n);
+size_t bbi_f32_first_nonfinite_scalar(const float *x, size_t n);
 
 /* Softmax / log-softmax over each of `rows` contiguous rows of `cols` floats, stable for
  * any finite input (the row maximum is subtracted first). y may be x. */
