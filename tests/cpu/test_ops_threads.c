@@ -1396,6 +1396,15 @@ static bool close_floats(const bb_tensor *y, const bb_tensor *ref) {
   return true;
 }
 
+/* Two sessions of m: one with the default rewrites, batch bands among them, and one with
+ * batch bands off. */
+static void banded_and_whole(bb_model *m, bb_cpu_session **banded, bb_cpu_session **whole) {
+  bb_error err;
+  const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
+  CHECK_MSG(!bb_cpu_session_new(m, NULL, banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, whole, &err),
+            "%s", err.message);
+}
+
 /* The small CNN at batch 64 is one band: on 2 to 4 threads a warm run is ONE job of the
  * pool, of 8 tasks (chunks of 8 images, from the batch size alone), with the bits of one
  * thread; its results are within float rounding of the steps run whole (bands off), which
@@ -1407,10 +1416,7 @@ static void test_session_batch_band(void) {
   for (size_t ti = 0; ti < sizeof tails / sizeof tails[0]; ti++) {
     bb_model *m = small_cnn(tails[ti]);
     bb_cpu_session *banded = NULL, *whole = NULL;
-    bb_error err;
-    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
-    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
-              "%s", err.message);
+    banded_and_whole(m, &banded, &whole);
     bb_cpu_session_rewrites made, made_off;
     bb_cpu_session_rewrites_made(banded, false, &made);
     bb_cpu_session_rewrites_made(whole, false, &made_off);
@@ -1467,10 +1473,7 @@ static void test_session_batch_band_after_whole_runs(void) {
   add_initializer(m, "w1", rand_tensor(4, (const int64_t[]){128, 128, 3, 3}));
   add_initializer(m, "w2", rand_tensor(4, (const int64_t[]){128, 128, 3, 3}));
   bb_cpu_session *banded = NULL, *whole = NULL;
-  bb_error err;
-  const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
-  CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
-            "%s", err.message);
+  banded_and_whole(m, &banded, &whole);
   bb_tensor *x64 = rand_tensor(4, (const int64_t[]){64, 128, 8, 8}), *x1 = rand_tensor(4, (const int64_t[]){1, 128, 8, 8});
   set_threads(1);
   bb_tensor *ref64 = run_x(banded, x64), *plain64 = run_x(whole, x64), *ref1 = run_x(banded, x1);
@@ -1529,10 +1532,7 @@ static void test_session_batch_band_declines(void) {
   for (size_t ti = 0; ti < sizeof tails / sizeof tails[0]; ti++) {
     bb_model *m = small_cnn(tails[ti]);
     bb_cpu_session *banded = NULL, *whole = NULL;
-    bb_error err;
-    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
-    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
-              "%s", err.message);
+    banded_and_whole(m, &banded, &whole);
     bb_cpu_session_rewrites made;
     bb_cpu_session_rewrites_made(banded, false, &made);
     CHECK_MSG(made.batch_bands == planned[ti], "case %zu: %zu bands planned, not %zu", ti, made.batch_bands, planned[ti]);
@@ -1570,9 +1570,7 @@ static void test_session_batch_band_output_cap(void) {
     if (!wide_last) add_initializer(m, "w2", rand_tensor(2, (const int64_t[]){4096, 4}));
     bb_cpu_session *banded = NULL, *whole = NULL;
     bb_error err;
-    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
-    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
-              "%s", err.message);
+    banded_and_whole(m, &banded, &whole);
     bb_cpu_session_rewrites made;
     bb_cpu_session_rewrites_made(banded, false, &made);
     CHECK_MSG(made.batch_bands == 1, "%s: %zu bands planned, not 1", wide_last ? "wide last" : "wide middle",
@@ -1615,9 +1613,7 @@ static void test_session_batch_band_legacy_axis(void) {
     add_initializer(m, "c", rand_tensor(1, &k));
     bb_cpu_session *banded = NULL, *whole = NULL;
     bb_error err;
-    const bb_cpu_session_options off = {sizeof off, BB_CPU_REWRITE_BATCH_BANDS};
-    CHECK_MSG(!bb_cpu_session_new(m, NULL, &banded, &err) && !bb_cpu_session_new_with_options(m, NULL, &off, &whole, &err),
-              "%s", err.message);
+    banded_and_whole(m, &banded, &whole);
     bb_tensor *x = rand_tensor(2, (const int64_t[]){64, 4});
     const char *names[1] = {"x"};
     set_threads(1);
