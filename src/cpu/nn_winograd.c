@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cpu/nn.h"
+#include "tensor/kernels/kernels.h"
 #include "tensor/kernels/vec.h"
 #include "util/parallel.h"
 
@@ -170,17 +171,6 @@ static int point_product(const wino_job *j, size_t tiles, size_t e, const float 
   a.b = v + e * j->v_point, a.ldb = tiles;
   a.c = o + e * j->o_point, a.ldc = tiles;
   return bbi_f32_gemm(&a, scratch, j->gemm_bytes);
-}
-
-/* Whether all n floats are finite. */
-static bool all_finite(const float *y, size_t n) {
-  uint32_t hit = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint32_t bits;
-    memcpy(&bits, y + i, sizeof bits);
-    hit |= (bits & 0x7f800000u) == 0x7f800000u;
-  }
-  return !hit;
 }
 
 /* Aᵀ m A plus the bias for tiles q0..q0+count of one tile row, m the tile's 4×4 products
@@ -341,7 +331,7 @@ static bool output_transform(const wino_job *j, size_t row0, size_t tiles, size_
       const size_t span = j->th - ty < rows - r ? j->th - ty : rows - r;
       const size_t oy0 = 2 * ty, oy1 = 2 * (ty + span) < oh ? 2 * (ty + span) : oh;
       const size_t at = (n * j->m + m) * plane + oy0 * ow, count = (oy1 - oy0) * ow;
-      finite = finite && all_finite(j->y + at, count);
+      finite = finite && bbi_f32_first_nonfinite(j->y + at, count) == count;
       if (j->e) {
         const float *addend = j->e->addend ? (const float *)bb_tensor_data(j->e->addend) + at : NULL;
         bbi_f32_vactivate(&j->e->act, count, addend, j->y + at);
